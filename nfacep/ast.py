@@ -1,0 +1,338 @@
+"""The abstract syntax tree of a query file: plain dataclasses carrying source positions.
+
+Both query forms (the paper's concise ``QUERY … PATTERN … DEFINE`` and the SQL
+``SELECT * FROM s MATCH_RECOGNIZE (…)``) produce the same :class:`Query` node. The parser
+only builds nodes; every check is done later by :mod:`nfacep.check`. Features the hardware
+cannot evaluate are kept as nodes (:class:`Unsupported`, :class:`Call`, :class:`Anchor`) so
+the checker can reject them by name.
+
+``dump`` gives a stable one-line text form of patterns and expressions, used by golden tests
+and by ``nfacep explain``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import SourcePos
+from .types import FieldType
+
+__all__ = [
+    "Alt",
+    "Anchor",
+    "Between",
+    "BinOp",
+    "BoolLit",
+    "Call",
+    "Column",
+    "Compare",
+    "CreateStream",
+    "DecLit",
+    "Define",
+    "Empty",
+    "Expr",
+    "FieldDecl",
+    "File",
+    "InList",
+    "IntLit",
+    "Logical",
+    "Neg",
+    "Not",
+    "Pattern",
+    "Permute",
+    "Query",
+    "Repeat",
+    "Seq",
+    "StrLit",
+    "Unsupported",
+    "Var",
+    "Wildcard",
+    "dump",
+]
+
+
+
+# --- patterns -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Empty:
+    """The empty pattern ``()``: matches only the empty sequence."""
+
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple[Pattern, ...]
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Alt:
+    items: tuple[Pattern, ...]
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``child{lo,hi}``; ``hi`` is None for unbounded. ``*`` is (0, None), ``+`` (1, None)."""
+
+    child: Pattern
+    lo: int
+    hi: int | None
+    reluctant: bool = False
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Permute:
+    items: tuple[Pattern, ...]
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """``^`` or ``$``: parsed so the checker can reject it with a reason."""
+
+    kind: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """``{- … -}``: parsed so the checker can reject it with a reason."""
+
+    child: Pattern
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+Pattern = Var | Wildcard | Empty | Seq | Alt | Repeat | Permute | Anchor | Exclusion
+
+
+# --- expressions ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IntLit:
+    value: int
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class DecLit:
+    text: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class StrLit:
+    value: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class BoolLit:
+    value: bool
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A field of the current tuple, optionally qualified (``A.speed``)."""
+
+    name: str
+    qualifier: str | None = None
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: Expr
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class BinOp:
+    """Integer ``+`` or ``-``."""
+
+    op: str
+    left: Expr
+    right: Expr
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``=``, ``<>`` (also written ``!=``), ``<``, ``<=``, ``>``, ``>=``."""
+
+    op: str
+    left: Expr
+    right: Expr
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Between:
+    operand: Expr
+    low: Expr
+    high: Expr
+    negated: bool = False
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class InList:
+    operand: Expr
+    items: tuple[Expr, ...]
+    negated: bool = False
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Logical:
+    """``AND`` or ``OR`` over two or more operands."""
+
+    op: str
+    items: tuple[Expr, ...]
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Expr
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function call such as ``PREV(x)`` or ``COUNT(*)``: always rejected by the checker."""
+
+    name: str
+    args: tuple[Expr, ...]
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+Expr = IntLit | DecLit | StrLit | BoolLit | Column | Neg | BinOp | Compare | Between | InList \
+    | Logical | Not | Call
+
+
+# --- statements -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FieldDecl:
+    name: str
+    type: FieldType
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class CreateStream:
+    name: str
+    fields: tuple[FieldDecl, ...]
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Define:
+    name: str
+    expr: Expr
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A clause the engine cannot honour (MEASURES, ALL ROWS PER MATCH, SUBSET, …)."""
+
+    feature: str
+    reason: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Query:
+    pattern: Pattern
+    defines: tuple[Define, ...]
+    name: str | None = None
+    stream: str | None = None
+    partition: tuple[Column, ...] = ()
+    order: tuple[Column, ...] = ()
+    skip_past_last_row: bool = False
+    unsupported: tuple[Unsupported, ...] = ()
+    form: str = "concise"
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    name_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    stream_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class File:
+    streams: tuple[CreateStream, ...]
+    queries: tuple[Query, ...]
+
+
+# --- dumps ----------------------------------------------------------------------------------
+
+def _bound(lo: int, hi: int | None) -> str:
+    return f"{lo},{'' if hi is None else hi}"
+
+
+def dump(node: Pattern | Expr) -> str:
+    """A stable text form: ``seq{A,star{B},C}`` for patterns, prefix form for expressions."""
+    match node:
+        case Var(name):
+            return name
+        case Wildcard():
+            return "any"
+        case Empty():
+            return "empty"
+        case Seq(items):
+            return "seq{" + ",".join(dump(i) for i in items) + "}"
+        case Alt(items):
+            return "alt{" + ",".join(dump(i) for i in items) + "}"
+        case Permute(items):
+            return "permute{" + ",".join(dump(i) for i in items) + "}"
+        case Repeat(child, lo, hi, reluctant):
+            name = {(0, None): "star", (1, None): "plus", (0, 1): "opt"}.get((lo, hi))
+            name = name or "rep" + "{" + _bound(lo, hi) + "}"
+            return name + ("_lazy" if reluctant else "") + "{" + dump(child) + "}"
+        case Anchor(kind):
+            return f"anchor{{{kind}}}"
+        case Exclusion(child):
+            return "exclude{" + dump(child) + "}"
+        case IntLit(value):
+            return str(value)
+        case DecLit(text):
+            return text
+        case StrLit(value):
+            return "'" + value.replace("'", "''") + "'"
+        case BoolLit(value):
+            return "TRUE" if value else "FALSE"
+        case Column(name, qualifier):
+            return f"{qualifier}.{name}" if qualifier else name
+        case Neg(operand):
+            return f"(- {dump(operand)})"
+        case BinOp(op, left, right) | Compare(op, left, right):
+            return f"({op} {dump(left)} {dump(right)})"
+        case Between(operand, low, high, negated):
+            kw = "not-between" if negated else "between"
+            return f"({kw} {dump(operand)} {dump(low)} {dump(high)})"
+        case InList(operand, items, negated):
+            kw = "not-in" if negated else "in"
+            return f"({kw} {dump(operand)} " + " ".join(dump(i) for i in items) + ")"
+        case Logical(op, items):
+            return f"({op.lower()} " + " ".join(dump(i) for i in items) + ")"
+        case Not(operand):
+            return f"(not {dump(operand)})"
+        case Call(name, args):
+            return f"{name}(" + ", ".join(dump(a) for a in args) + ")"
+    raise TypeError(f"not an AST node: {node!r}")

@@ -1,0 +1,390 @@
+"""Name and type checking: :class:`nfacep.ast.File` to a :class:`Program`.
+
+Resolves each query's stream, partition key and ORDER BY field, types every DEFINE into a
+:mod:`nfacep.predicates` expression, and rejects — by name, with the reason — everything the
+per-tuple hardware cannot evaluate. Warnings (a DEFINE the pattern never uses) are collected,
+not raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ast
+from . import predicates as P
+from .errors import QueryError, SourcePos
+from .types import BoolType, EnumType, Float32Type
+from .values import decimal_to_float32
+
+__all__ = ["CheckedQuery", "Program", "Schema", "check"]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A declared stream: its name and fields in declaration order."""
+
+    name: str
+    fields: tuple[ast.FieldDecl, ...]
+
+    def field(self, name: str) -> ast.FieldDecl | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+
+@dataclass(frozen=True)
+class CheckedQuery:
+    name: str
+    pattern: ast.Pattern
+    #: predicate of each pattern variable; None for a variable DEFINE leaves out (always true)
+    predicates: dict[str, P.PExpr | None]
+    skip_past_last_row: bool
+    order_field: str | None
+    form: str
+    pos: SourcePos | None
+
+
+@dataclass(frozen=True)
+class Program:
+    """A checked query file: one stream, one partition key, one or more queries."""
+
+    schema: Schema
+    partition_field: str | None
+    queries: tuple[CheckedQuery, ...]
+    warnings: tuple[QueryError, ...] = ()
+
+    @property
+    def order_fields(self) -> tuple[str, ...]:
+        return tuple(sorted({q.order_field for q in self.queries if q.order_field}))
+
+
+_NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
+_AGGREGATES = {"SUM", "AVG", "COUNT", "MIN", "MAX"}
+_MATCH_FUNCTIONS = {"CLASSIFIER", "MATCH_NUMBER", "RUNNING", "FINAL"}
+
+
+def _reject_call(call: ast.Call) -> QueryError:
+    if call.name in _NAVIGATION:
+        why = ("navigates to another row; the hardware evaluates each predicate on the current "
+               "tuple alone")
+    elif call.name in _AGGREGATES:
+        why = ("is an aggregate over the rows of a match; the NFA keeps one bit per state, "
+               "not running values")
+    elif call.name in _MATCH_FUNCTIONS:
+        why = "needs to know how a match was bound, which the NFA does not keep"
+    else:
+        why = "is not a known function; predicates use comparisons, +, -, AND, OR, NOT"
+    return QueryError(f"{call.name}() is not supported: it {why}", call.pos)
+
+
+class _Checker:
+    def __init__(self, file: ast.File):
+        self.file = file
+        self.warnings: list[QueryError] = []
+
+    # --- file level -------------------------------------------------------------------------
+
+    def run(self) -> Program:
+        streams: dict[str, ast.CreateStream] = {}
+        for s in self.file.streams:
+            if s.name in streams:
+                raise QueryError(f"stream '{s.name}' is declared twice", s.pos)
+            seen = {}
+            for f in s.fields:
+                if f.name in seen:
+                    raise QueryError(f"field '{f.name}' is declared twice in stream '{s.name}'",
+                                     f.pos)
+                seen[f.name] = f
+            streams[s.name] = s
+        if not self.file.queries:
+            raise QueryError("the file holds no query (QUERY … PATTERN … or SELECT … "
+                             "MATCH_RECOGNIZE (…))", None)
+        names: dict[str, ast.Query] = {}
+        checked = []
+        first_stream = first_partition = None
+        for i, q in enumerate(self.file.queries):
+            name = q.name or f"q{i + 1}"
+            if name in names:
+                raise QueryError(f"a query named '{name}' is already defined", q.name_pos or q.pos)
+            names[name] = q
+            schema = self._stream_of(q, streams)
+            partition = self._partition_of(q, schema)
+            if first_stream is None:
+                first_stream, first_partition = schema, partition
+            elif schema.name != first_stream.name:
+                raise QueryError(
+                    f"query '{name}' reads stream '{schema.name}', but '{checked[0].name}' reads "
+                    f"'{first_stream.name}': queries in one file share one engine and must read "
+                    "the same stream", q.stream_pos or q.pos)
+            elif partition != first_partition:
+                raise QueryError(
+                    f"query '{name}' is partitioned by {partition or 'nothing'}, but "
+                    f"'{checked[0].name}' by {first_partition or 'nothing'}: queries in one file "
+                    "share one engine and must use the same partition key",
+                    q.partition[0].pos if q.partition else q.pos)
+            checked.append(self._query(q, name, schema))
+        return Program(first_stream, first_partition, tuple(checked), tuple(self.warnings))
+
+    def _stream_of(self, q: ast.Query, streams: dict[str, ast.CreateStream]) -> Schema:
+        if not streams:
+            raise QueryError("the file declares no stream: add CREATE STREAM name (field TYPE, …)",
+                             q.pos)
+        if q.stream is None:
+            if len(streams) > 1:
+                raise QueryError(
+                    "the query does not say which stream it reads and the file declares "
+                    f"{len(streams)} ({', '.join(streams)}): write QUERY name FROM stream",
+                    q.pos)
+            (decl,) = streams.values()
+        else:
+            decl = streams.get(q.stream)
+            if decl is None:
+                raise QueryError(f"unknown stream '{q.stream}'" + _suggest(q.stream, streams),
+                                 q.stream_pos)
+        return Schema(decl.name, decl.fields)
+
+    def _partition_of(self, q: ast.Query, schema: Schema) -> str | None:
+        if not q.partition:
+            return None
+        if len(q.partition) > 1:
+            raise QueryError("partitioning by more than one field is not supported: the "
+                             "partitioner compares one key field", q.partition[1].pos)
+        col = q.partition[0]
+        f = self._field(col, schema)
+        if isinstance(f.type, Float32Type):
+            raise QueryError(f"cannot partition by FLOAT32 field '{f.name}': floating-point "
+                             "keys do not compare as identities (NaN, -0)", col.pos)
+        return f.name
+
+    def _field(self, col: ast.Column, schema: Schema, qualifier_ok: str | None = None):
+        if col.qualifier is not None and col.qualifier != qualifier_ok:
+            raise QueryError(
+                f"'{col.qualifier}.{col.name}' refers to another variable's row; a predicate "
+                "sees only the current tuple (qualify with the variable being defined, or not "
+                "at all)", col.pos)
+        f = schema.field(col.name)
+        if f is None:
+            raise QueryError(f"unknown field '{col.name}' in stream '{schema.name}'"
+                             + _suggest(col.name, schema.names), col.pos)
+        return f
+
+    # --- queries ----------------------------------------------------------------------------
+
+    def _query(self, q: ast.Query, name: str, schema: Schema) -> CheckedQuery:
+        if q.unsupported:
+            u = q.unsupported[0]
+            raise QueryError(f"{u.feature} is not supported: {u.reason}", u.pos)
+        order = None
+        if q.order:
+            if len(q.order) > 1:
+                raise QueryError("ORDER BY more than one field is not supported",
+                                 q.order[1].pos)
+            f = self._field(q.order[0], schema)
+            if isinstance(f.type, EnumType | BoolType):
+                raise QueryError(f"cannot ORDER BY {f.type} field '{f.name}': use a "
+                                 "numeric time or sequence field", q.order[0].pos)
+            order = f.name
+        used = self._pattern_vars(q.pattern)
+        if not _can_match_nonempty(q.pattern):
+            raise QueryError("the pattern only matches the empty sequence, and empty matches "
+                             "are never reported", q.pattern.pos or q.pos)
+        defined: dict[str, P.PExpr | None] = {}
+        for d in q.defines:
+            if d.name in defined:
+                raise QueryError(f"variable '{d.name}' is defined twice", d.pos)
+            pred = self._bool(d.expr, schema, d.name)
+            defined[d.name] = None if pred == P.Const(True, "bool") else pred
+            if d.name not in used:
+                self.warnings.append(QueryError(
+                    f"DEFINE {d.name} is never used in the PATTERN of '{name}'", d.pos,
+                    severity="warning"))
+        preds = {v: defined.get(v) for v in sorted(used)}
+        return CheckedQuery(name, q.pattern, preds, q.skip_past_last_row, order, q.form, q.pos)
+
+    def _pattern_vars(self, p: ast.Pattern) -> set[str]:
+        match p:
+            case ast.Var(name):
+                return {name}
+            case ast.Wildcard() | ast.Empty():
+                return set()
+            case ast.Seq(items) | ast.Alt(items) | ast.Permute(items):
+                out = set()
+                for i in items:
+                    out |= self._pattern_vars(i)
+                return out
+            case ast.Repeat(child):
+                return self._pattern_vars(child)
+            case ast.Anchor(kind):
+                what = "end" if kind == "$" else "start"
+                raise QueryError(
+                    f"the '{kind}' anchor is not supported: a partition of an unbounded stream "
+                    f"has no {what} the engine could see; matches may start at any tuple",
+                    p.pos)
+            case ast.Exclusion():
+                raise QueryError("{- … -} exclusion is not supported: it only changes which "
+                                 "rows ALL ROWS PER MATCH returns", p.pos)
+        raise TypeError(p)
+
+    # --- expressions ------------------------------------------------------------------------
+
+    def _bool(self, e: ast.Expr, schema: Schema, var: str) -> P.PExpr:
+        match e:
+            case ast.BoolLit(value):
+                return P.Const(value, "bool")
+            case ast.Logical(op, items):
+                parts = tuple(self._bool(i, schema, var) for i in items)
+                return P.And(parts) if op == "AND" else P.Or(parts)
+            case ast.Not(operand):
+                return P.Not(self._bool(operand, schema, var))
+            case ast.Compare():
+                return self._compare(e, schema, var)
+            case ast.Between(operand, low, high, negated):
+                both = P.And((
+                    self._compare(ast.Compare(">=", operand, low, pos=e.pos), schema, var),
+                    self._compare(ast.Compare("<=", operand, high, pos=e.pos), schema, var)))
+                return P.Not(both) if negated else both
+            case ast.InList(operand, items, negated):
+                anyof = P.Or(tuple(
+                    self._compare(ast.Compare("=", operand, i, pos=i.pos), schema, var)
+                    for i in items))
+                return P.Not(anyof) if negated else anyof
+            case ast.Column():
+                f = self._field(e, schema, var)
+                if isinstance(f.type, BoolType):
+                    return P.FieldRef(f.name, f.type)
+                raise QueryError(f"field '{f.name}' is {f.type}, not a condition: compare it "
+                                 "with something", e.pos)
+            case ast.Call():
+                raise _reject_call(e)
+        raise QueryError("expected a condition (a comparison, AND, OR, NOT, a BOOL field)",
+                         e.pos)
+
+    def _operand(self, e: ast.Expr, schema: Schema, var: str):
+        """Type an operand: returns (kind, PExpr | ast literal awaiting context)."""
+        match e:
+            case ast.Column():
+                f = self._field(e, schema, var)
+                kind = P.field_kind(f.type)
+                return kind, P.FieldRef(f.name, f.type)
+            case ast.IntLit(value):
+                return "intlit", P.Const(value, "int")
+            case ast.DecLit():
+                return "declit", e
+            case ast.StrLit():
+                return "strlit", e
+            case ast.BoolLit(value):
+                return "bool", P.Const(value, "bool")
+            case ast.Neg(operand):
+                kind, inner = self._operand(operand, schema, var)
+                if kind == "intlit":
+                    return "intlit", P.Const(-inner.value, "int")
+                if kind == "declit":
+                    text = inner.text[1:] if inner.text.startswith("-") else "-" + inner.text
+                    return "declit", ast.DecLit(text, pos=e.pos)
+                if kind != "int":
+                    raise QueryError(f"unary minus needs an integer operand, not {kind}", e.pos)
+                return "int", P.Arith("neg", inner)
+            case ast.BinOp(op, left, right):
+                lk, lv = self._operand(left, schema, var)
+                rk, rv = self._operand(right, schema, var)
+                for k, side in ((lk, left), (rk, right)):
+                    if k not in ("int", "intlit"):
+                        raise QueryError(f"'{op}' works on integer fields and integer literals "
+                                         f"only, not on {_kind_text(k)}", side.pos)
+                if lk == rk == "intlit":
+                    value = lv.value + rv.value if op == "+" else lv.value - rv.value
+                    return "intlit", P.Const(value, "int")
+                return "int", P.Arith(op, lv, rv)
+            case ast.Call():
+                raise _reject_call(e)
+            case _:
+                return "bool", self._bool(e, schema, var)
+
+    def _compare(self, c: ast.Compare, schema: Schema, var: str) -> P.PExpr:
+        lk, lv = self._operand(c.left, schema, var)
+        rk, rv = self._operand(c.right, schema, var)
+        op = c.op
+        # put a lone constant on the right, so `5 < x` and `x > 5` share a decoder bit
+        if lk in ("intlit", "declit", "strlit") and rk not in ("intlit", "declit", "strlit"):
+            lk, lv, rk, rv, _lside, rside = rk, rv, lk, lv, c.right, c.left
+            op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+        else:
+            _lside, rside = c.left, c.right
+        kinds = {lk, rk}
+        if kinds <= {"int", "intlit"}:
+            if lk == rk == "intlit":
+                return P.Const(bool(P.evaluate(P.Cmp(op, lv, rv, "int"), {}, 1)[0]), "bool")
+            self._fits(lv, rv, rside)
+            return P.Cmp(op, lv, rv, "int")
+        if lk == "float" and rk in ("float", "declit", "intlit"):
+            if rk != "float":
+                text = rv.text if rk == "declit" else str(rv.value)
+                rv = P.Const(float(decimal_to_float32(text)), "float")
+            return P.Cmp(op, lv, rv, "float")
+        if lk == "enum":
+            if op not in ("=", "<>"):
+                raise QueryError(f"ENUM field '{lv.name}' can only be compared with = or <> "
+                                 "(labels have no order)", c.pos)
+            enum = lv.type
+            if rk == "strlit":
+                if rv.value not in enum.labels:
+                    raise QueryError(f"'{rv.value}' is not a label of field '{lv.name}' "
+                                     f"{enum}" + _suggest(rv.value, enum.labels), rside.pos)
+                return P.Cmp(op, lv, P.Const(enum.labels.index(rv.value), "enum", enum), "enum")
+            if rk == "enum" and rv.type == enum:
+                return P.Cmp(op, lv, rv, "enum")
+        if lk == "bool" and rk == "bool":
+            if op not in ("=", "<>"):
+                raise QueryError("BOOL values can only be compared with = or <>", c.pos)
+            return P.Cmp(op, lv, rv, "bool")
+        raise QueryError(f"cannot compare {_kind_text(lk, lv)} with {_kind_text(rk, rv)}", c.pos)
+
+    def _fits(self, left: P.PExpr, right: P.PExpr, rside: ast.Expr) -> None:
+        if isinstance(left, P.FieldRef) and isinstance(right, P.Const):
+            lo, hi = left.type.range
+            if not lo <= right.value <= hi:
+                raise QueryError(f"constant {right.value} does not fit field '{left.name}' "
+                                 f"{left.type} ({lo}..{hi})", rside.pos)
+
+
+def _kind_text(kind: str, value=None) -> str:
+    if isinstance(value, P.FieldRef):
+        return f"{value.type} field '{value.name}'"
+    return {"intlit": "an integer literal", "declit": "a decimal literal",
+            "strlit": "a string literal", "bool": "a Boolean", "int": "an integer expression",
+            "float": "a FLOAT32 value", "enum": "an ENUM value"}.get(kind, kind)
+
+
+def _can_match_nonempty(p: ast.Pattern) -> bool:
+    match p:
+        case ast.Var() | ast.Wildcard():
+            return True
+        case ast.Empty() | ast.Anchor():
+            return False
+        case ast.Seq(items) | ast.Alt(items) | ast.Permute(items):
+            return any(_can_match_nonempty(i) for i in items)
+        case ast.Repeat(child, _, hi):
+            return hi != 0 and _can_match_nonempty(child)
+        case ast.Exclusion(child):
+            return _can_match_nonempty(child)
+    raise TypeError(p)
+
+
+def _suggest(name: str, choices) -> str:
+    for c in choices:
+        if c.lower() == name.lower():
+            return f" (did you mean '{c}'? names are case-sensitive)"
+    import difflib
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def check(file: ast.File) -> Program:
+    """Check a parsed file; raises :class:`QueryError` at the first error."""
+    return _Checker(file).run()
+

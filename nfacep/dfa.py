@@ -1,0 +1,127 @@
+"""Subset construction of a query's NFA into a DFA over predicate vectors (paper §4.1–4.2).
+
+Symbols are predicate vectors, so overlapping predicates are handled as §4.2 describes: a
+tuple satisfying several predicates is one symbol that follows all their transitions at once.
+Used by the reference matcher (a transition table per query) and by the NFA-vs-DFA
+state-count comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .nfa import Nfa, QueryNfa
+
+__all__ = ["Dfa", "TooLarge", "all_symbols", "build", "minimize", "true_masks"]
+
+
+class TooLarge(Exception):
+    """The DFA would exceed the requested number of states."""
+
+
+@dataclass
+class Dfa:
+    #: next state per (state, symbol); after a reported match with SKIP PAST LAST ROW, state 0
+    table: np.ndarray
+    #: whether the step (state, symbol) reports a match
+    accept: np.ndarray
+    #: the NFA state set (query-local bit mask) of each DFA state; state 0 is the empty set
+    sets: list[int]
+
+
+def _local(nfa: Nfa, q: QueryNfa):
+    start = 0
+    follow = [0] * q.count
+    accept = 0
+    for i in q.states:
+        s = nfa.states[i]
+        bit = 1 << (i - q.first)
+        if s.start:
+            start |= bit
+        if s.accepting:
+            accept |= bit
+        for j in s.activation:
+            follow[j - q.first] |= bit
+    return start, follow, accept
+
+
+def true_masks(nfa: Nfa, q: QueryNfa, vectors: np.ndarray) -> list[int]:
+    """For each predicate vector (rows of a bool matrix over ``nfa.predicates``), the mask of
+    the query's states whose predicate holds."""
+    masks = []
+    for row in vectors:
+        m = 0
+        for i in q.states:
+            p = nfa.states[i].predicate
+            if p is None or row[p]:
+                m |= 1 << (i - q.first)
+        masks.append(m)
+    return masks
+
+
+def all_symbols(nfa: Nfa, q: QueryNfa) -> np.ndarray:
+    """Every combination of the query's predicates, as rows over all of ``nfa.predicates``."""
+    used = sorted({nfa.states[i].predicate for i in q.states} - {None})
+    rows = np.zeros((1 << len(used), len(nfa.predicates)), dtype=bool)
+    for v in range(1 << len(used)):
+        for b, p in enumerate(used):
+            rows[v, p] = bool(v >> b & 1)
+    return rows
+
+
+def build(nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16) -> Dfa:
+    """The reachable part of the subset construction over the given symbols (true masks)."""
+    start, follow, acc_mask = _local(nfa, q)
+    skip = q.skip_past_last_row
+    index = {0: 0}
+    sets = [0]
+    rows_t: list[list[int]] = []
+    rows_a: list[list[bool]] = []
+    k = 0
+    while k < len(sets):
+        cur = sets[k]
+        reach = start
+        bits = cur
+        while bits:
+            low = bits & -bits
+            reach |= follow[low.bit_length() - 1]
+            bits ^= low
+        row_t, row_a = [], []
+        for m in masks:
+            nxt = reach & m
+            hit = bool(nxt & acc_mask)
+            if hit and skip:
+                nxt = 0
+            j = index.get(nxt)
+            if j is None:
+                if len(sets) >= max_states:
+                    raise TooLarge(len(sets))
+                j = index[nxt] = len(sets)
+                sets.append(nxt)
+            row_t.append(j)
+            row_a.append(hit)
+        rows_t.append(row_t)
+        rows_a.append(row_a)
+        k += 1
+    dtype = np.int32
+    table = np.array(rows_t, dtype=dtype).reshape(len(sets), len(masks))
+    accept = np.array(rows_a, dtype=bool).reshape(len(sets), len(masks))
+    return Dfa(table, accept, sets)
+
+
+def minimize(dfa: Dfa) -> int:
+    """Number of states of the minimal equivalent DFA (Moore's partition refinement on the
+    Mealy machine whose outputs are the accept flags)."""
+    n = dfa.table.shape[0]
+    # initial partition: states with equal accept rows
+    _, block = np.unique(dfa.accept, axis=0, return_inverse=True)
+    block = block.ravel()
+    while True:
+        signature = np.concatenate([block[:, None], block[dfa.table]], axis=1)
+        _, new = np.unique(signature, axis=0, return_inverse=True)
+        new = new.ravel()
+        if new.max() == block.max():
+            return int(new.max()) + 1 if n else 0
+        block = new

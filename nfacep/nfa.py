@@ -1,0 +1,289 @@
+"""The NFA model: the paper's wiring algorithm (§4.5–4.6) applied to checked queries.
+
+One state per pattern leaf (after counted repetition and PERMUTE are expanded), each
+guarded by one predicate (a decoder bit) or by none (a variable DEFINE leaves out, or ``.``).
+State *i* is set after a tuple iff its predicate holds for that tuple and it is activated:
+either by default (a start state: a match may begin at any tuple) or because a state in its
+activation set was set after the previous tuple. A query reports a match at a tuple iff one
+of its accepting states is set after it. The model knows nothing of parsing or gateware.
+
+Several queries sit side by side in one :class:`Nfa` (their states concatenated) and share
+one deduplicated predicate table, the predicate decoder's outputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from . import ast
+from . import predicates as P
+from .check import Program
+from .errors import QueryError
+
+__all__ = ["MAX_STATES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
+
+#: Most states one query may expand to (counted repetition and PERMUTE multiply leaves).
+MAX_STATES = 4096
+
+START = -1  # the paper's '1' in an activation set: active by default
+
+
+@dataclass(frozen=True)
+class Predicate:
+    index: int
+    expr: P.PExpr
+
+    @property
+    def text(self) -> str:
+        return P.render(self.expr)
+
+
+@dataclass(frozen=True)
+class State:
+    index: int
+    query: int
+    var: str  #: the pattern variable, or "." for the wildcard
+    predicate: int | None  #: index into :attr:`Nfa.predicates`; None: true for every tuple
+    activation: frozenset[int]  #: states whose output activates this one
+    start: bool  #: activated by default ('1' in the paper's activation set)
+    accepting: bool
+
+    @property
+    def name(self) -> str:
+        return f"st{self.index}_{'any' if self.var == '.' else self.var}"
+
+
+@dataclass(frozen=True)
+class QueryNfa:
+    index: int
+    name: str
+    first: int  #: index of the query's first state
+    count: int  #: number of states
+    skip_past_last_row: bool
+    nullable: bool  #: the pattern also matches the empty sequence (never reported)
+
+    @property
+    def states(self) -> range:
+        return range(self.first, self.first + self.count)
+
+
+@dataclass(frozen=True)
+class Nfa:
+    predicates: tuple[Predicate, ...]
+    states: tuple[State, ...]
+    queries: tuple[QueryNfa, ...]
+    program: Program
+
+    def accepting(self, q: QueryNfa) -> list[int]:
+        return [i for i in q.states if self.states[i].accepting]
+
+    def dump(self) -> str:
+        """Stable text form: predicates, then one line per state (golden tests, explain)."""
+        lines = []
+        for p in self.predicates:
+            lines.append(f"p{p.index}: {p.text}")
+        for q in self.queries:
+            skip = " skip-past-last-row" if q.skip_past_last_row else ""
+            lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}{skip}")
+            for i in q.states:
+                s = self.states[i]
+                act = ["1"] if s.start else []
+                act += [self.states[j].name for j in sorted(s.activation)]
+                pred = "true" if s.predicate is None else f"p{s.predicate}"
+                acc = " accept" if s.accepting else ""
+                lines.append(f"  {s.name} [{pred}] <- {{{', '.join(act)}}}{acc}")
+        return "\n".join(lines)
+
+    def dot(self) -> str:
+        """Graphviz: one node per state, an edge per activation wire, start states fed by 1."""
+        out = ["digraph nfa {", "  rankdir=LR;", '  node [shape=circle, fontname="monospace"];']
+        for q in self.queries:
+            out.append(f'  subgraph "cluster_{q.name}" {{')
+            out.append(f'    label="{q.name}";')
+            out.append(f'    "start_{q.name}" [shape=point, label=""];')
+            for i in q.states:
+                s = self.states[i]
+                pred = "true" if s.predicate is None else self.predicates[s.predicate].text
+                pred = pred.replace("\\", "\\\\").replace('"', '\\"')
+                shape = "doublecircle" if s.accepting else "circle"
+                out.append(f'    "{s.name}" [shape={shape}, label="{s.var}\\n{pred}"];')
+                if s.start:
+                    out.append(f'    "start_{q.name}" -> "{s.name}";')
+                for j in sorted(s.activation):
+                    out.append(f'    "{self.states[j].name}" -> "{s.name}";')
+            out.append("  }")
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+
+# --- expansion of counted repetition and PERMUTE ----------------------------------------------
+
+def _size(p: ast.Pattern) -> int:
+    """Number of leaves after expansion (may be huge; computed without expanding)."""
+    match p:
+        case ast.Var() | ast.Wildcard():
+            return 1
+        case ast.Empty():
+            return 0
+        case ast.Seq(items) | ast.Alt(items):
+            return sum(_size(i) for i in items)
+        case ast.Permute(items):
+            n = len(items)
+            return sum(_size(i) for i in items) * _factorial_over(n)
+        case ast.Repeat(child, lo, hi):
+            copies = max(lo, 1) if hi is None else hi
+            return _size(child) * copies
+    raise TypeError(p)
+
+
+def _factorial_over(n: int) -> int:
+    # each item appears once in each of n! orders
+    f = 1
+    for k in range(2, n + 1):
+        f *= k
+    return f
+
+
+def _expand(p: ast.Pattern) -> ast.Pattern:
+    """Rewrite into Var/Wildcard/Empty/Seq/Alt and Repeat with (0,1), (0,None), (1,None)."""
+    match p:
+        case ast.Var() | ast.Wildcard() | ast.Empty():
+            return p
+        case ast.Seq(items):
+            return ast.Seq(tuple(_expand(i) for i in items), pos=p.pos)
+        case ast.Alt(items):
+            return ast.Alt(tuple(_expand(i) for i in items), pos=p.pos)
+        case ast.Permute(items):
+            orders = itertools.permutations(items)
+            return ast.Alt(tuple(ast.Seq(tuple(_expand(i) for i in order), pos=p.pos)
+                                 for order in orders), pos=p.pos)
+        case ast.Repeat(child, lo, hi):
+            c = _expand(child)
+            if (lo, hi) in ((0, 1), (0, None), (1, None)):
+                return ast.Repeat(c, lo, hi, pos=p.pos)
+            if hi == 0:
+                return ast.Empty(pos=p.pos)
+            if hi is None:  # r{n,} = r^(n-1) r+
+                parts = [c] * (lo - 1) + [ast.Repeat(c, 1, None, pos=p.pos)]
+            else:  # r{n,m} = r^n (r?)^(m-n)
+                parts = [c] * lo + [ast.Repeat(c, 0, 1, pos=p.pos)] * (hi - lo)
+            return ast.Seq(tuple(parts), pos=p.pos)
+    raise TypeError(p)
+
+
+# --- the wiring algorithm ---------------------------------------------------------------------
+
+class _Wiring:
+    """Traverse the expanded AST passing a set of activation signals down (paper §4.6)."""
+
+    def __init__(self):
+        self.leaves: list[ast.Var | ast.Wildcard] = []
+        self.activation: list[frozenset[int]] = []
+        self._ids: dict[int, int] = {}
+
+    def number(self, p: ast.Pattern) -> None:
+        """Give every leaf occurrence its state number, left to right."""
+        match p:
+            case ast.Var() | ast.Wildcard():
+                self._ids[id(p)] = len(self.leaves)
+                self.leaves.append(p)
+                self.activation.append(frozenset())
+            case ast.Seq(items) | ast.Alt(items):
+                for i in items:
+                    self.number(i)
+            case ast.Repeat(child):
+                self.number(child)
+
+    def outputs(self, p: ast.Pattern) -> frozenset[int]:
+        """The output signals a sub-expression returns when passed the empty set (step 5-6)."""
+        match p:
+            case ast.Var() | ast.Wildcard():
+                return frozenset({self._ids[id(p)]})
+            case ast.Empty():
+                return frozenset()
+            case ast.Seq(items):
+                out: frozenset[int] = frozenset()
+                for i in items:
+                    out = self.outputs(i) | (out if _nullable(i) else frozenset())
+                return out
+            case ast.Alt(items):
+                return frozenset().union(*(self.outputs(i) for i in items))
+            case ast.Repeat(child):
+                return self.outputs(child)
+        raise TypeError(p)
+
+    def wire(self, p: ast.Pattern, act: frozenset[int]) -> frozenset[int]:
+        match p:
+            case ast.Var() | ast.Wildcard():  # (2) apply the activation set, return own output
+                n = self._ids[id(p)]
+                self.activation[n] = act
+                return frozenset({n})
+            case ast.Empty():
+                return act
+            case ast.Seq(items):  # (1), (3): left to right, each child's outputs feed the next
+                for i in items:
+                    act = self.wire(i, act)
+                return act
+            case ast.Alt(items):
+                return frozenset().union(*(self.wire(i, act) for i in items))
+            case ast.Repeat(child, 0, None):  # (5)-(8): closure merges its own outputs in
+                merged = act | self.outputs(child)
+                self.wire(child, merged)
+                return merged
+            case ast.Repeat(child, 1, None):  # r+: like r*, but the input does not pass through
+                merged = act | self.outputs(child)
+                return self.wire(child, merged)
+            case ast.Repeat(child, 0, 1):
+                return self.wire(child, act) | act
+        raise TypeError(p)
+
+
+def _nullable(p: ast.Pattern) -> bool:
+    match p:
+        case ast.Var() | ast.Wildcard():
+            return False
+        case ast.Empty():
+            return True
+        case ast.Seq(items):
+            return all(_nullable(i) for i in items)
+        case ast.Alt(items):
+            return any(_nullable(i) for i in items)
+        case ast.Repeat(child, lo):
+            return lo == 0 or _nullable(child)
+    raise TypeError(p)
+
+
+def build(program: Program) -> Nfa:
+    """Wire every query of a checked program into one :class:`Nfa`."""
+    predicates: dict[P.PExpr, int] = {}
+    states: list[State] = []
+    queries: list[QueryNfa] = []
+    for qi, q in enumerate(program.queries):
+        size = _size(q.pattern)
+        if size > MAX_STATES:
+            raise QueryError(f"query '{q.name}' expands to {size} NFA states, more than the "
+                             f"limit of {MAX_STATES} (counted repetition and PERMUTE copy their "
+                             "operands)", q.pattern.pos or q.pos)
+        expanded = _expand(q.pattern)
+        w = _Wiring()
+        w.number(expanded)
+        final = w.wire(expanded, frozenset({START}))
+        first = len(states)
+        for n, leaf in enumerate(w.leaves):
+            if isinstance(leaf, ast.Wildcard):
+                var, expr = ".", None
+            else:
+                var, expr = leaf.name, q.predicates.get(leaf.name)
+            pidx = None
+            if expr is not None:
+                pidx = predicates.setdefault(expr, len(predicates))
+            act = w.activation[n]
+            states.append(State(
+                index=first + n, query=qi, var=var, predicate=pidx,
+                activation=frozenset(first + j for j in act if j != START),
+                start=START in act, accepting=n in final))
+        queries.append(QueryNfa(qi, q.name, first, len(w.leaves), q.skip_past_last_row,
+                                nullable=START in final))
+    preds = tuple(Predicate(i, e) for e, i in sorted(predicates.items(), key=lambda kv: kv[1]))
+    return Nfa(preds, tuple(states), tuple(queries), program)
