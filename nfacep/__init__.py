@@ -31,9 +31,12 @@ def compile_text(text: str, filename: str = "<query>") -> Nfa:
     from . import check, nfa, syntax
 
     try:
-        return nfa.build(check.check(syntax.parse(text, filename)))
+        result = nfa.build(check.check(syntax.parse(text, filename)))
     except QueryError as err:
         raise err.located(text, filename) from None
+    for warning in result.program.warnings:
+        warning.located(text, filename)
+    return result
 
 
 def compile_file(path: str) -> Nfa:

@@ -29,6 +29,8 @@ class Dfa:
     accept: np.ndarray
     #: the NFA state set (query-local bit mask) of each DFA state; state 0 is the empty set
     sets: list[int]
+    #: per DFA state: its set holds an accepting NFA state (the Moore view of a match)
+    accepting: np.ndarray
 
 
 def _local(nfa: Nfa, q: QueryNfa):
@@ -108,20 +110,23 @@ def build(nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16) ->
     dtype = np.int32
     table = np.array(rows_t, dtype=dtype).reshape(len(sets), len(masks))
     accept = np.array(rows_a, dtype=bool).reshape(len(sets), len(masks))
-    return Dfa(table, accept, sets)
+    accepting = np.array([bool(s & acc_mask) for s in sets], dtype=bool)
+    return Dfa(table, accept, sets, accepting)
 
 
 def minimize(dfa: Dfa) -> int:
-    """Number of states of the minimal equivalent DFA (Moore's partition refinement on the
-    Mealy machine whose outputs are the accept flags)."""
-    n = dfa.table.shape[0]
-    # initial partition: states with equal accept rows
-    _, block = np.unique(dfa.accept, axis=0, return_inverse=True)
-    block = block.ravel()
+    """Number of states of the minimal equivalent DFA, counted as the paper counts them: a
+    Moore machine whose match output is a property of the state (a hardware DFA with the
+    match flag decoded from its state register). Moore's partition refinement."""
+    if dfa.table.shape[1] == 0:
+        return len(np.unique(dfa.accepting))
+    block = dfa.accepting.astype(np.int64)
+    count = len(np.unique(block))
     while True:
         signature = np.concatenate([block[:, None], block[dfa.table]], axis=1)
         _, new = np.unique(signature, axis=0, return_inverse=True)
         new = new.ravel()
-        if new.max() == block.max():
-            return int(new.max()) + 1 if n else 0
-        block = new
+        new_count = int(new.max()) + 1
+        if new_count == count:
+            return count
+        block, count = new, new_count

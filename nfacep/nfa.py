@@ -13,6 +13,7 @@ one deduplicated predicate table, the predicate decoder's outputs.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -149,7 +150,7 @@ def _expand(p: ast.Pattern) -> ast.Pattern:
     """Rewrite into Var/Wildcard/Empty/Seq/Alt and Repeat with (0,1), (0,None), (1,None)."""
     match p:
         case ast.Var() | ast.Wildcard() | ast.Empty():
-            return p
+            return dataclasses.replace(p)  # a fresh node: every copy is its own state
         case ast.Seq(items):
             return ast.Seq(tuple(_expand(i) for i in items), pos=p.pos)
         case ast.Alt(items):
@@ -159,15 +160,16 @@ def _expand(p: ast.Pattern) -> ast.Pattern:
             return ast.Alt(tuple(ast.Seq(tuple(_expand(i) for i in order), pos=p.pos)
                                  for order in orders), pos=p.pos)
         case ast.Repeat(child, lo, hi):
-            c = _expand(child)
             if (lo, hi) in ((0, 1), (0, None), (1, None)):
-                return ast.Repeat(c, lo, hi, pos=p.pos)
+                return ast.Repeat(_expand(child), lo, hi, pos=p.pos)
             if hi == 0:
                 return ast.Empty(pos=p.pos)
             if hi is None:  # r{n,} = r^(n-1) r+
-                parts = [c] * (lo - 1) + [ast.Repeat(c, 1, None, pos=p.pos)]
+                parts = [_expand(child) for _ in range(lo - 1)]
+                parts.append(ast.Repeat(_expand(child), 1, None, pos=p.pos))
             else:  # r{n,m} = r^n (r?)^(m-n)
-                parts = [c] * lo + [ast.Repeat(c, 0, 1, pos=p.pos)] * (hi - lo)
+                parts = [_expand(child) for _ in range(lo)]
+                parts += [ast.Repeat(_expand(child), 0, 1, pos=p.pos) for _ in range(hi - lo)]
             return ast.Seq(tuple(parts), pos=p.pos)
     raise TypeError(p)
 

@@ -383,7 +383,7 @@ def parse(text: str, filename: str = "<query>") -> ast.File:
     except QueryError as err:
         raise err.located(text, filename) from None
     except UnexpectedInput as err:
-        raise _syntax_error(err).located(text, filename) from None
+        raise _syntax_error(err, text).located(text, filename) from None
     except Exception as err:  # lark wraps errors raised inside the transformer
         inner = getattr(err, "orig_exc", None)
         if isinstance(inner, QueryError):
@@ -391,19 +391,45 @@ def parse(text: str, filename: str = "<query>") -> ast.File:
         raise
 
 
-def _syntax_error(err: UnexpectedInput) -> QueryError:
+def _end_of(text: str) -> SourcePos:
+    """The position just after the last non-blank character: where missing text belongs."""
+    body = text.rstrip()
+    line = body.count("\n") + 1
+    return SourcePos(line, len(body) - (body.rfind("\n") + 1) + 1)
+
+
+def _syntax_error(err: UnexpectedInput, text: str) -> QueryError:
     pos = SourcePos(err.line, err.column) if err.line > 0 else None
     if isinstance(err, UnexpectedCharacters):
         return QueryError(f"unexpected character {err.char!r}", pos)
     if isinstance(err, UnexpectedEOF):
-        return QueryError(f"unexpected end of file, expected {_describe(err.expected)}", pos)
+        return QueryError(f"unexpected end of file, expected {_describe(err.expected)}",
+                          _end_of(text))
     assert isinstance(err, UnexpectedToken)
     token = err.token
     if token.type == "$END":
         return QueryError(f"unexpected end of file, expected {_describe(err.expected)}",
-                          SourcePos(token.line, token.column) if token.line else pos)
-    shown = str(token)
-    hint = ""
-    if token.type == "NAME" and err.expected and "SEMICOLON" in err.expected:
-        hint = " (is a ';' missing before it?)"
-    return QueryError(f"unexpected {shown!r}, expected {_describe(err.expected)}{hint}", pos)
+                          _end_of(text))
+    before = _word_before(text, token.start_pos)
+    if before is not None and before[0].upper() in _STATEMENT_STARTS:
+        word, at = before
+        return QueryError(f"'{word}' starts a new statement here: is a ';' missing before it?",
+                          at)
+    return QueryError(f"unexpected {str(token)!r}, expected {_describe(err.expected)}", pos)
+
+
+_STATEMENT_STARTS = {"QUERY", "SELECT", "CREATE"}
+
+
+def _word_before(text: str, offset: int | None):
+    """The identifier-like word ending just before ``offset`` (skipping blanks), with its
+    position."""
+    if offset is None:
+        return None
+    words = list(re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", text[:offset]))
+    m = words[-1] if words else None
+    if m is None or text[m.end():offset].strip():
+        return None
+    line = text.count("\n", 0, m.start()) + 1
+    column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+    return m.group(), SourcePos(line, column)

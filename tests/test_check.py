@@ -1,0 +1,115 @@
+"""Semantic checks: every error names the place and the reason; warnings do not stop."""
+
+import pytest
+
+import nfacep
+from nfacep import predicates as P
+from nfacep.errors import QueryError
+
+STREAM = ("CREATE STREAM s (a UINT(8), b INT(8), c BOOL, d FLOAT32, e ENUM('x', 'y'), "
+          "w UINT(64));\n")
+
+ERRORS = [
+    ("QUERY q FROM t PATTERN (A)", "unknown stream 't'", "t"),
+    ("QUERY q PATTERN (A) DEFINE A AS f = 1", "unknown field 'f'", "f"),
+    ("QUERY q PATTERN (A) DEFINE A AS A = 1", "unknown field 'A' in stream 's'", "A"),
+    ("QUERY q PATTERN (A) DEFINE A AS e = 'z'", "'z' is not a label", "'z'"),
+    ("QUERY q PATTERN (A) DEFINE A AS e < 'x'", "can only be compared with = or <>", "<"),
+    ("QUERY q PATTERN (A) DEFINE A AS a = 256", "does not fit field 'a' UINT(8) (0..255)", "256"),
+    ("QUERY q PATTERN (A) DEFINE A AS b > -129", "does not fit field 'b' INT(8)", "-"),
+    ("QUERY q PATTERN (A) DEFINE A AS a = 'x'", "cannot compare", "="),
+    ("QUERY q PATTERN (A) DEFINE A AS a > 2.5", "cannot compare", ">"),
+    ("QUERY q PATTERN (A) DEFINE A AS a = d", "cannot compare", "="),
+    ("QUERY q PATTERN (A) DEFINE A AS c < TRUE", "only be compared with = or <>", "<"),
+    ("QUERY q PATTERN (A) DEFINE A AS a", "not a condition", "a"),
+    ("QUERY q PATTERN (A) DEFINE A AS d + 1 > 2", "integer fields and integer literals", "d"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a) > 1", "PREV() is not supported", "PREV"),
+    ("QUERY q PATTERN (A) DEFINE A AS NEXT(a) > 1", "NEXT() is not supported", "NEXT"),
+    ("QUERY q PATTERN (A) DEFINE A AS FIRST(a) > 1", "FIRST() is not supported", "FIRST"),
+    ("QUERY q PATTERN (A) DEFINE A AS LAST(a) > 1", "LAST() is not supported", "LAST"),
+    ("QUERY q PATTERN (A) DEFINE A AS SUM(a) > 1", "aggregate", "SUM"),
+    ("QUERY q PATTERN (A) DEFINE A AS COUNT(*) > 1", "aggregate", "COUNT"),
+    ("QUERY q PATTERN (A B) DEFINE A AS B.a > 1", "another variable's row", "B"),
+    ("QUERY q PATTERN (A $)", "'$' anchor is not supported", "$"),
+    ("QUERY q PATTERN (^ A)", "'^' anchor is not supported", "^"),
+    ("QUERY q PATTERN (A {- B -})", "exclusion is not supported", "{"),
+    ("QUERY q PATTERN (A) DEFINE A AS a = 1 A AS a = 2", "defined twice", "A"),
+    ("QUERY q PATTERN (A{0} B{,0})", "only matches the empty sequence", "A"),
+    ("QUERY q PATTERN ()", "only matches the empty sequence", "P"),
+    ("QUERY q PARTITION d PATTERN (A)", "cannot partition by FLOAT32", "d"),
+    ("QUERY q PARTITION a, b PATTERN (A)", "more than one field", "b"),
+    ("QUERY q; QUERY q PATTERN (A)", "unexpected", ";"),
+    ("QUERY q PATTERN (A); QUERY q PATTERN (B)", "already defined", "q"),
+    ("QUERY q PARTITION a PATTERN (A); QUERY r PARTITION b PATTERN (B)", "same partition", "b"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.a AS x PATTERN (A)) AS q",
+     "MEASURES is not supported", "M"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
+     "ALL ROWS PER MATCH is not supported", "A"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (AFTER MATCH SKIP TO NEXT ROW PATTERN (A)) AS q",
+     "SKIP TO NEXT ROW is not supported", "T"),
+    ("SELECT a FROM s MATCH_RECOGNIZE (PATTERN (A)) AS q", "SELECT list", "a"),
+    ("QUERY q PATTERN (A{5000})", "more than the limit", "{5000}"),
+    ("QUERY q PATTERN (PERMUTE(A, B, C, D, E, F, G))", "more than the limit", "P"),
+]
+
+
+@pytest.mark.parametrize(("text", "message", "at"), ERRORS)
+def test_semantic_errors(text, message, at):
+    source = STREAM + text
+    with pytest.raises(QueryError) as info:
+        nfacep.compile_text(source, "q.sql")
+    err = info.value
+    assert message in err.message
+    assert err.line == 2
+    # the caret points at the offending text
+    assert source.splitlines()[1][err.column - 1:].startswith(at), err.render()
+    assert err.render().startswith(f"q.sql:2:{err.column}: ")
+
+
+def test_stream_must_be_named_when_several():
+    src = "CREATE STREAM s (a UINT(8)); CREATE STREAM t (a UINT(8)); QUERY q PATTERN (A)"
+    with pytest.raises(QueryError, match="does not say which stream"):
+        nfacep.compile_text(src)
+    assert nfacep.compile_text(src.replace("QUERY q", "QUERY q FROM t")).program.schema.name == "t"
+
+
+def test_no_stream_and_no_query():
+    with pytest.raises(QueryError, match="declares no stream"):
+        nfacep.compile_text("QUERY q PATTERN (A)")
+    with pytest.raises(QueryError, match="holds no query"):
+        nfacep.compile_text(STREAM)
+
+
+def test_unused_define_is_a_warning():
+    nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A) DEFINE A AS c, Z AS a = 1", "q.sql")
+    (w,) = nfa.program.warnings
+    assert w.severity == "warning" and "DEFINE Z is never used" in w.message
+    assert w.render().startswith("q.sql:2:")
+
+
+def test_default_names_and_undefined_variables():
+    nfa = nfacep.compile_text(STREAM + "PATTERN (A B); SELECT * FROM s MATCH_RECOGNIZE "
+                              "(PATTERN (C) DEFINE C AS c)")
+    assert [q.name for q in nfa.program.queries] == ["q1", "q2"]
+    assert nfa.program.queries[0].predicates == {"A": None, "B": None}
+
+
+def test_predicates_are_typed_normalised_and_shared():
+    nfa = nfacep.compile_text(STREAM + """
+        QUERY one PATTERN (A B) DEFINE A AS (5 < a) B AS (e != 'y');
+        QUERY two PATTERN (C D) DEFINE C AS (a > 5) D AS (d >= 0.1 AND w - a > 3 AND c = TRUE);
+    """)
+    texts = [p.text for p in nfa.predicates]
+    assert texts == ["a > 5", "e <> 'y'",
+                     "(d >= 0.1) AND (w - a > 3) AND (c = TRUE)"]
+    a_gt_5 = nfa.predicates[0].expr
+    assert a_gt_5 == P.Cmp(">", P.FieldRef("a", a_gt_5.left.type), P.Const(5, "int"), "int")
+
+
+def test_enum_and_bool_and_constant_folding():
+    nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A B C) DEFINE A AS e IN ('x', 'y') "
+                              "B AS a NOT BETWEEN 1 AND 3 - 1 C AS 1 + 1 = 2")
+    texts = [p.text for p in nfa.predicates]
+    assert texts == ["(e = 'x') OR (e = 'y')", "NOT ((a >= 1) AND (a <= 2))"]
+    # C AS 1 + 1 = 2 folds to TRUE: no decoder bit, like an undefined variable
+    assert nfa.states[2].predicate is None

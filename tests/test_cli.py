@@ -1,0 +1,78 @@
+"""The command line: exit codes, error rendering, and whole-or-nothing output."""
+
+import json
+import pathlib
+
+from nfacep.cli import main
+
+QUERY = """CREATE STREAM s (ts UINT(16), k UINT(8), a UINT(4));
+QUERY q PARTITION k ORDER BY ts PATTERN (A B) DEFINE A AS a = 1 B AS a = 2;
+"""
+
+
+def setup(tmp_path, query=QUERY, data="ts,k,a\n1,1,1\n2,2,1\n3,1,2\n4,3,1\n5,2,2\n"):
+    q = tmp_path / "q.sql"
+    q.write_text(query)
+    t = tmp_path / "t.csv"
+    t.write_text(data)
+    return str(q), str(t), str(tmp_path / "m.csv")
+
+
+def test_match_writes_matches_and_summary(tmp_path, capsys):
+    q, t, m = setup(tmp_path)
+    assert main(["match", q, "--input", t, "--output", m, "--partitions", "2"]) == 0
+    # keys 1 and 2 fill both elements; key 3 (seq 3) is dropped
+    assert pathlib.Path(m).read_text() == "seq,query,partition\n2,q,1\n4,q,2\n"
+    summary = json.loads((tmp_path / "m.summary.json").read_text())
+    assert summary["tuples"] == 5 and summary["matches"] == {"q": 2}
+    assert summary["drops"] == 1 and summary["drop_seqs"] == [3]
+    err = capsys.readouterr().err
+    assert "1 tuples dropped" in err and "at seq 3" in err
+
+
+def test_query_error_exit_2_and_nothing_written(tmp_path, capsys):
+    q, t, m = setup(tmp_path, query=QUERY.replace("a = 2", "a = 20"))
+    assert main(["match", q, "--input", t, "--output", m]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{q}:2:") and "does not fit field 'a' UINT(4)" in err
+    assert "^" in err and "Traceback" not in err
+    assert not (tmp_path / "m.csv").exists()
+
+
+def test_data_error_keeps_existing_output(tmp_path, capsys):
+    q, t, m = setup(tmp_path, data="ts,k,a\n1,1,1\n0,1,2\n")
+    pathlib.Path(m).write_text("previous\n")
+    assert main(["match", q, "--input", t, "--output", m]) == 2
+    assert "row 2 (line 3), column 'ts'" in capsys.readouterr().err
+    assert pathlib.Path(m).read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "q.sql", "t.csv"]
+
+
+def test_bad_parameters_and_missing_files(tmp_path, capsys):
+    q, t, m = setup(tmp_path)
+    assert main(["match", q, "--input", t, "--output", m, "--partitions", "0"]) == 2
+    assert "--partitions must be at least 1" in capsys.readouterr().err
+    assert main(["match", q, "--input", str(tmp_path / "none.csv"), "--output", m]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["check", str(tmp_path / "none.sql")]) == 2
+    assert "cannot read the query file" in capsys.readouterr().err
+    assert main(["match", q, "--input", t, "--output", str(tmp_path / "no" / "m.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_check_and_explain(tmp_path, capsys):
+    q, _, _ = setup(tmp_path)
+    assert main(["check", q]) == 0
+    out = capsys.readouterr().out
+    assert "partition key: k" in out and "p0: a = 1" in out and "query q: 2 NFA states" in out
+    dot = tmp_path / "nfa.dot"
+    assert main(["explain", q, "--dot", str(dot)]) == 0
+    out = capsys.readouterr().out
+    assert "pattern: seq{A,B}" in out and "st1_B [p1] <- {st0_A} accept" in out
+    assert dot.read_text().startswith("digraph nfa {") and '"st0_A" -> "st1_B";' in dot.read_text()
+
+
+def test_warning_goes_to_stderr_and_does_not_fail(tmp_path, capsys):
+    q, _, _ = setup(tmp_path, query=QUERY.replace("a = 2;", "a = 2 Z AS a = 3;"))
+    assert main(["check", q]) == 0
+    assert "warning: DEFINE Z is never used" in capsys.readouterr().err
