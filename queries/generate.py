@@ -1,0 +1,1155 @@
+#!/usr/bin/env python3
+"""Regenerate the tuple files of the example queries, with planted matches and near-misses.
+
+    python queries/generate.py          # rewrites queries/*.csv and queries/*.planted.csv
+
+Standard library only and deterministic: every data set draws from its own
+``random.Random(seed)``, so the CSV files come out byte for byte the same on every run.
+
+For each query file ``<name>.sql`` the script writes
+
+* ``<name>.csv``: the tuples, with a header of the stream's field names in declaration order,
+  sorted by the time field (non-decreasing, so every ``ORDER BY`` holds);
+* ``<name>.planted.csv``: ``seq,query,partition,kind``, one row per planted instance: the
+  0-based row index of the tuple where it ends, the query, the partition value and
+  ``match`` (the engine must report a match of that query at that tuple) or ``near_miss``
+  (the engine must NOT report a match of that query at that tuple).
+
+The background traffic is built so that it can neither create nor destroy a match: every
+reported match of every query is a planted one. After writing, the script checks this with a
+small matcher of its own (below, written from DESIGN.md section 3 and independent of the
+nfacep package): it reads the query text from the ``.sql`` file (query names, partition keys,
+PATTERN, the DEFINE'd variable names and AFTER MATCH SKIP PAST LAST ROW), re-reads the CSV with
+the declared types, evaluates the predicates (mirrored here as Python functions, checked to
+cover exactly the DEFINE'd variables) and asserts that the set of matches equals the planted
+matches and that no near-miss is a match.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import random
+import re
+import struct
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+# ----------------------------------------------------------------------------------------------
+# Common helpers
+
+
+class Event(dict):
+    """One tuple: its fields, plus the partition value and the planted tags it carries."""
+
+    def __init__(self, part, key, **fields):
+        super().__init__(**fields)
+        self.part = part  # partition value
+        self.key = key  # sort key (time first)
+        self.tags: list[tuple[str, str]] = []  # (query, kind)
+
+    def tag(self, query, kind="match"):
+        self.tags.append((query, kind))
+        return self
+
+
+def write_dataset(name, fields, events, fmt=None):
+    """Sort the events by their key, write ``name.csv`` and ``name.planted.csv``."""
+    fmt = fmt or {}
+    events = sorted(events, key=lambda e: e.key)
+    with open(HERE / f"{name}.csv", "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(fields)
+        for e in events:
+            w.writerow([fmt[k](e[k]) if k in fmt else _fmt(e[k]) for k in fields])
+    planted = []
+    for seq, e in enumerate(events):
+        for query, kind in e.tags:
+            planted.append((seq, query, e.part, kind))
+    planted.sort(key=lambda r: (r[0], r[1]))
+    with open(HERE / f"{name}.planted.csv", "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["seq", "query", "partition", "kind"])
+        w.writerows(planted)
+    return events, planted
+
+
+def _fmt(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def ip(a):
+    """Dotted quad to the 32-bit integer the stream carries."""
+    b = [int(x) for x in a.split(".")]
+    return (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
+
+
+# ----------------------------------------------------------------------------------------------
+# marathon: the paper's running example
+
+
+def gen_marathon():
+    rng = random.Random(2010_0913)
+    cps = ["Staten Island", "Brooklyn", "Queens", "Bronx", "Manhattan"]
+    dist = [1600, 13000, 22000, 32500, 42195]  # metres from the start of each reader
+    bibs = sorted(rng.sample(range(101, 4000), 60))
+    # roles: which checkpoints get a reading, and where the planted instance ends
+    roles = (
+        ["skip_brooklyn"] * 3  # SI, Q, Bx, M: match at Queens (A NOTB* C)
+        + ["skip_queens"] * 2  # SI, B, Bx, M: match at Bronx (A NOTC* D)
+        + ["skip_bronx"] * 2  # SI, B, Q, M: match at Manhattan (A NOTD* E)
+        + ["skip_brooklyn_queens"]  # SI, Bx, M: match at Bronx (A NOTC* D, zero NOTC)
+        + ["nostart_skip_queens"] * 2  # B, Bx, M: no start reading: no A, near-miss at Bronx
+        + ["honest_tagged"] * 2  # all five in order: near-miss at Manhattan
+        + ["dnf"] * 4  # drop out; never a match
+    )
+    roles += ["honest"] * (len(bibs) - len(roles))
+    rng.shuffle(roles)
+    reads = {
+        "skip_brooklyn": [0, 2, 3, 4],
+        "skip_queens": [0, 1, 3, 4],
+        "skip_bronx": [0, 1, 2, 4],
+        "skip_brooklyn_queens": [0, 3, 4],
+        "nostart_skip_queens": [1, 3, 4],
+    }
+    tag_at = {  # checkpoint index where the planted instance ends
+        "skip_brooklyn": (2, "match"),
+        "skip_queens": (3, "match"),
+        "skip_bronx": (4, "match"),
+        "skip_brooklyn_queens": (3, "match"),
+        "nostart_skip_queens": (3, "near_miss"),
+        "honest_tagged": (4, "near_miss"),
+    }
+    events = []
+    for k, (bib, role) in enumerate(zip(bibs, roles, strict=True)):
+        start = (k * 3 // len(bibs)) * 1200  # three waves, 20 minutes apart
+        pace = rng.uniform(2.5, 5.4)  # metres per second
+        if role == "dnf":
+            read = list(range(rng.choice([2, 3, 4])))
+        else:
+            read = reads.get(role, [0, 1, 2, 3, 4])
+        # boroughs skipped on purpose (a missing start reading is a chip failure, not a ride)
+        skipped = {i for i in range(1, 5) if i not in read} if role in reads else set()
+        t, prev_d, prev_t = float(start), 0, start
+        for i in range(5):
+            seg = dist[i] - (dist[i - 1] if i else 0)
+            if i in skipped or i - 1 in skipped:
+                v = rng.uniform(7.0, 11.0)  # into or out of a skipped borough: by subway
+            else:
+                v = pace * rng.uniform(0.95, 1.05) * (1.0 - 0.025 * i)
+            t += seg / v
+            if i in read:
+                ti = max(round(t), prev_t + 1)
+                speed = (dist[i] - prev_d) / (ti - prev_t)
+                e = Event(
+                    bib, (ti, i, bib), time=ti, checkpoint=cps[i], runner=bib, speed=f"{speed:.2f}"
+                )
+                if role in tag_at and tag_at[role][0] == i:
+                    e.tag("cheat", tag_at[role][1])
+                events.append(e)
+                prev_d, prev_t = dist[i], ti
+    return write_dataset("marathon", ["time", "checkpoint", "runner", "speed"], events)
+
+
+# ----------------------------------------------------------------------------------------------
+# fire: warehouse sensors (fire, freezer thaw)
+
+
+def gen_fire():
+    rng = random.Random(451)
+    t0 = 1_718_000_000  # epoch seconds
+    rounds, period = 24, 60
+    zones = {}
+    for s in (101, 102, 103, 104):
+        zones[s] = "DOCK"
+    for s in (111, 112, 113, 114, 115):
+        zones[s] = "AISLE"
+    for s in (121, 122):
+        zones[s] = "OFFICE"
+    for s in (131, 132, 133):
+        zones[s] = "FREEZER"
+    base = {
+        s: {"DOCK": 160, "AISLE": 205, "OFFICE": 218, "FREEZER": -182}[z] + rng.randint(-15, 15)
+        for s, z in zones.items()
+    }
+    # scripted readings: sensor -> (first round, [(temp, smoke, co, tags)], silent afterwards)
+    F, T = False, True
+    M, N = "match", "near_miss"
+    script = {
+        # fire 1: three hot readings, then smoke on a hot reading; the sensor burns out
+        103: (
+            8,
+            [
+                (310, F, 9.5, []),
+                (650, F, 14.0, []),
+                (820, F, 31.0, []),
+                (990, F, 58.0, []),
+                (1100, T, 160.0, [("fire", M)]),
+            ],
+            True,
+        ),
+        # fire 2: four hot readings, then sprinklers cool it below 60.0 degC while CO rises
+        112: (
+            14,
+            [
+                (420, F, 12.0, []),
+                (610, F, 35.0, []),
+                (700, F, 52.0, []),
+                (780, F, 80.0, []),
+                (850, F, 120.0, []),
+                (580, F, 350.0, [("fire", M)]),
+            ],
+            True,
+        ),
+        # fire 3: smoke on two consecutive hot readings: two ends, both reported (every end)
+        114: (
+            5,
+            [
+                (380, F, 10.0, []),
+                (640, F, 22.0, []),
+                (760, F, 40.0, []),
+                (900, F, 75.0, []),
+                (1050, T, 260.0, [("fire", M)]),
+                (1180, T, 410.0, [("fire", M)]),
+            ],
+            True,
+        ),
+        # near-miss: only two hot readings before the smoky (and hot) one
+        121: (
+            10,
+            [
+                (640, F, 6.0, []),
+                (720, F, 9.0, []),
+                (800, T, 30.0, [("fire", N)]),
+                (260, F, 8.0, []),
+            ],
+            False,
+        ),
+        # near-miss: the hot run is broken by a 56.0 degC reading, only one hot reading before smoke
+        104: (
+            12,
+            [
+                (700, F, 40.0, []),
+                (750, F, 44.0, []),
+                (560, F, 38.0, []),
+                (690, F, 41.0, []),
+                (300, T, 45.0, [("fire", N)]),
+            ],
+            False,
+        ),
+        # near-miss: heat without smoke (a truck idling under the sensor), CO stays below 200
+        101: (
+            16,
+            [
+                (620, F, 60.0, []),
+                (680, F, 75.0, []),
+                (700, F, 90.0, []),
+                (640, F, 70.0, [("fire", N)]),
+            ],
+            False,
+        ),
+        # near-miss: smoke without heat (someone smoking at the dock)
+        102: (6, [(240, T, 12.0, [("fire", N)])], False),
+        # thaw: compressor failure; the fourth warm reading is the alert; the fifth is not
+        # reported (SKIP PAST LAST ROW; every-end would report it); then repaired
+        131: (
+            6,
+            [
+                (t, F, 1.0, tg)
+                for t, tg in [
+                    (-172, []),
+                    (-158, []),
+                    (-140, []),
+                    (-110, []),
+                    (-75, []),
+                    (-48, []),
+                    (-30, []),
+                    (-12, []),
+                    (5, [("thaw", M)]),
+                    (18, [("thaw", N)]),
+                    (30, []),
+                    (-20, []),
+                    (-90, []),
+                    (-160, []),
+                    (-178, []),
+                ]
+            ],
+            False,
+        ),
+        # thaw twice: the second episode starts from a fresh frozen reading after the first alert
+        132: (
+            2,
+            [
+                (t, F, 0.5, tg)
+                for t, tg in [
+                    (-120, []),
+                    (-70, []),
+                    (-40, []),
+                    (-20, []),
+                    (-5, []),
+                    (10, [("thaw", M)]),
+                    (-60, []),
+                    (-130, []),
+                    (-170, []),
+                    (-182, []),
+                    (-185, []),
+                    (-140, []),
+                    (-90, []),
+                    (-45, []),
+                    (-25, []),
+                    (-10, []),
+                    (0, [("thaw", M)]),
+                    (-80, []),
+                    (-160, []),
+                ]
+            ],
+            False,
+        ),
+        # near-miss: a defrost cycle, only three warm readings (-60 is below -5.0 degC)
+        133: (
+            9,
+            [
+                (t, F, 0.8, tg)
+                for t, tg in [
+                    (-120, []),
+                    (-60, []),
+                    (-40, []),
+                    (-30, []),
+                    (-20, []),
+                    (-90, [("thaw", N)]),
+                    (-150, []),
+                    (-175, []),
+                ]
+            ],
+            False,
+        ),
+    }
+    events = []
+    for s, zone in zones.items():
+        offset = rng.randrange(period)
+        first, readings, silent = script.get(s, (rounds, [], False))
+        for r in range(rounds):
+            ts = t0 + r * period + offset
+            if first <= r < first + len(readings):
+                temp, smoke, co, tags = readings[r - first]
+            elif silent and r >= first + len(readings):
+                continue
+            else:
+                temp = base[s] + rng.randint(-8, 8)
+                smoke = False
+                co = round(rng.uniform(2.0, 45.0) if zone == "DOCK" else rng.uniform(0.0, 8.0), 1)
+                if zone == "FREEZER":
+                    co = round(rng.uniform(0.0, 2.0), 1)
+                tags = []
+            e = Event(
+                s, (ts, s), ts=ts, sensor=s, zone=zone, temp=temp, smoke=smoke, co_ppm=f"{co:.1f}"
+            )
+            for q, kind in tags:
+                e.tag(q, kind)
+            events.append(e)
+    return write_dataset("fire", ["ts", "sensor", "zone", "temp", "smoke", "co_ppm"], events)
+
+
+# ----------------------------------------------------------------------------------------------
+# bruteforce: network and authentication log (bruteforce, portscan)
+
+
+PROBE_PORTS = [
+    21,
+    22,
+    23,
+    25,
+    53,
+    110,
+    111,
+    135,
+    139,
+    143,
+    445,
+    993,
+    995,
+    1433,
+    1521,
+    3306,
+    3389,
+    5432,
+    5900,
+    6379,
+    8443,
+    9200,
+    11211,
+    27017,
+]
+
+
+def gen_bruteforce():
+    rng = random.Random(22)
+    t0 = 36_000_000  # 10:00:00.000, milliseconds since midnight
+    events = []
+    counter = itertools.count()
+
+    def emit(src, t, event, port, tags=()):
+        nbytes = {
+            "SYN": 60,
+            "HTTP_GET": rng.randint(320, 1400),
+            "LOGIN_FAIL": rng.randint(380, 460),
+            "LOGIN_OK": rng.randint(380, 460),
+            "LOGOUT": rng.randint(180, 240),
+        }[event]
+        e = Event(
+            src, (t, next(counter)), ts=t, src_ip=src, event=event, dst_port=port, bytes=nbytes
+        )
+        for q, kind in tags:
+            e.tag(q, kind)
+        events.append(e)
+
+    def run(src, t, steps, gap):
+        """steps: (event, port, tags); gap: (lo, hi) milliseconds between events."""
+        for event, port, tags in steps:
+            emit(src, t, event, port, tags)
+            t += rng.randint(*gap)
+        return t
+
+    # background: ordinary users; at most two failed logins in a row, at most one non-web SYN
+    # before a login, so neither query can match
+    benign = [f"10.20.{rng.randint(1, 9)}.{rng.randint(2, 250)}" for _ in range(12)]
+    benign += [f"198.51.100.{rng.randint(2, 250)}" for _ in range(10)]
+    benign = list(dict.fromkeys(benign))
+    for addr in benign:
+        src = ip(addr)
+        t = t0 + rng.randint(0, 1_300_000)
+        for _ in range(rng.choice([1, 1, 2])):
+            kind = rng.choices(["web", "ssh", "mail", "browse"], [5, 2, 2, 2])[0]
+            if kind == "web":
+                steps = [("SYN", 443, ())] + [("HTTP_GET", 443, ())] * rng.randint(1, 3)
+                steps += [("LOGIN_FAIL", 443, ())] * rng.choices([0, 1, 2], [6, 3, 1])[0]
+                steps += [("LOGIN_OK", 443, ())] + [("HTTP_GET", 443, ())] * rng.randint(1, 5)
+                steps += [("LOGOUT", 443, ())]
+            elif kind == "ssh":
+                steps = [("SYN", 22, ())] + [("LOGIN_FAIL", 22, ())] * rng.choice([0, 0, 1])
+                steps += [("LOGIN_OK", 22, ()), ("LOGOUT", 22, ())]
+            elif kind == "mail":
+                steps = [("SYN", 993, ()), ("LOGIN_OK", 993, ()), ("LOGOUT", 993, ())]
+            else:
+                steps = [("SYN", 80, ())] + [("HTTP_GET", 80, ())] * rng.randint(1, 4)
+            t = run(src, t, steps, (150, 4000)) + rng.randint(10_000, 120_000)
+
+    M, N = "match", "near_miss"
+    B, P = "bruteforce", "portscan"
+
+    def fails(n, port, last_tags=()):
+        return [("LOGIN_FAIL", port, ())] * (n - 1) + [("LOGIN_FAIL", port, tuple(last_tags))]
+
+    def probes(ports, tagged):
+        return [("SYN", p, tuple(tagged.get(i, ()))) for i, p in enumerate(ports, 1)]
+
+    slow, fast = (400, 1500), (5, 60)
+    # bruteforce matches
+    run(
+        ip("203.0.113.7"),
+        t0 + 200_000,
+        [("SYN", 22, ()), *fails(5, 22), ("LOGIN_OK", 22, [(B, M)])],
+        slow,
+    )
+    run(
+        ip("203.0.113.45"),
+        t0 + 400_000,
+        [("SYN", 22, ()), *fails(9, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
+        slow,
+    )
+    run(
+        ip("198.51.100.23"),
+        t0 + 600_000,
+        [("SYN", 443, ())]
+        + fails(7, 443)
+        + [("LOGIN_OK", 443, [(B, M)])]
+        + [("HTTP_GET", 443, ())] * 2
+        + [("LOGOUT", 443, ()), ("SYN", 443, ())]
+        + fails(5, 443)
+        + [("LOGIN_OK", 443, [(B, M)]), ("HTTP_GET", 443, ()), ("LOGOUT", 443, ())],
+        slow,
+    )
+    # scan then brute force from one address: portscan match at probe 8; probes 9-12 and the
+    # SYN to 22 make five more, not eight (SKIP PAST LAST ROW); then the password is guessed
+    src = ip("192.0.2.66")
+    t = run(src, t0 + 900_000, probes(PROBE_PORTS[:12], {8: [(P, M)]}), fast)
+    run(
+        src,
+        t + 30_000,
+        [("SYN", 22, [(P, N)]), *fails(6, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
+        slow,
+    )
+    # bruteforce near-misses
+    run(
+        ip("10.20.4.17"),
+        t0 + 300_000,  # a user mistyping four times
+        [
+            ("SYN", 443, ()),
+            ("HTTP_GET", 443, ()),
+            *fails(4, 443),
+            ("LOGIN_OK", 443, [(B, N)]),
+            ("HTTP_GET", 443, ()),
+            ("HTTP_GET", 443, ()),
+            ("LOGOUT", 443, ()),
+        ],
+        slow,
+    )
+    run(
+        ip("198.51.100.88"),
+        t0 + 700_000,  # six failures, but not in a row
+        [
+            ("SYN", 443, ()),
+            *fails(3, 443),
+            ("LOGIN_OK", 443, ()),
+            ("HTTP_GET", 443, ()),
+            ("LOGOUT", 443, ()),
+            ("SYN", 443, ()),
+            *fails(3, 443),
+            ("LOGIN_OK", 443, [(B, N)]),
+            ("LOGOUT", 443, ()),
+        ],
+        slow,
+    )
+    run(
+        ip("203.0.113.99"),
+        t0 + 1_000_000,  # five failures, a page load, then success
+        [("SYN", 443, ()), *fails(5, 443), ("HTTP_GET", 443, ()), ("LOGIN_OK", 443, [(B, N)])],
+        slow,
+    )
+    run(
+        ip("203.0.113.150"),
+        t0 + 1_100_000,  # eight failures, never a success
+        [("SYN", 22, ()), *fails(8, 22, [(B, N)])],
+        slow,
+    )
+    # portscan matches
+    run(ip("192.0.2.10"), t0 + 150_000, probes(PROBE_PORTS[3:11], {8: [(P, M)]}), fast)
+    run(
+        ip("192.0.2.200"),
+        t0 + 500_000,  # 20 probes: alerts at 8 and 16, not at 20
+        probes(PROBE_PORTS[:20], {8: [(P, M)], 16: [(P, M)], 20: [(P, N)]}),
+        fast,
+    )
+    # portscan near-misses
+    run(
+        ip("192.0.2.77"),
+        t0 + 800_000,  # a web SYN breaks the run at seven probes
+        [*probes(PROBE_PORTS[:7], {}), ("SYN", 443, [(P, N)]), *probes(PROBE_PORTS[7:12], {})],
+        fast,
+    )
+    run(
+        ip("10.20.0.5"),
+        t0 + 1_200_000,  # a NAT gateway opening ten HTTPS connections
+        probes([443] * 10, {10: [(P, N)]}) + [("HTTP_GET", 443, ())] * 3,
+        fast,
+    )
+    return write_dataset("bruteforce", ["ts", "src_ip", "event", "dst_port", "bytes"], events)
+
+
+# ----------------------------------------------------------------------------------------------
+# vshape: stock ticks
+
+
+def gen_vshape():
+    rng = random.Random(1987_1019)
+    t_open, t_close = 34_200_000, 57_600_000  # 09:30 and 16:00, milliseconds since midnight
+    n = 50
+    stocks = {  # id: (ticker, open, previous close), prices in cents
+        1: ("AAPL", 18950, 18890),
+        2: ("MSFT", 41520, 41380),
+        3: ("NVDA", 87340, 88010),
+        4: ("XOM", 11870, 11920),
+        5: ("JPM", 19840, 19790),
+        6: ("KO", 6215, 6230),
+    }
+    R, OL, OX = "REGULAR", "ODD_LOT", "OFF_EXCHANGE"
+    M, N = "match", "near_miss"
+    # scripted ticks: stock -> list of (first index, [(price - open, volume, cond, tag)]);
+    # volume None means a random regular-way volume below the script's concern
+    script = {
+        1: [
+            (
+                14,
+                [
+                    (30, None, R, None),
+                    (-80, None, R, None),
+                    (-190, None, R, None),
+                    (-320, 2400, R, None),
+                    (-410, 3100, R, None),
+                    (-260, None, R, None),
+                    (-120, None, R, None),
+                    (-20, None, R, M),
+                ],
+            )
+        ],  # recovery exactly at open - 20
+        2: [
+            (
+                8,
+                [
+                    (10, None, R, None),
+                    (-150, None, R, None),
+                    (-350, 1800, R, None),
+                    (-280, None, R, None),
+                    (-60, None, R, None),
+                    (5, None, R, M),
+                ],
+            ),
+            (
+                30,
+                [
+                    (40, None, R, None),
+                    (-120, None, R, None),
+                    (-301, 900, R, None),  # boundary
+                    (-200, None, R, None),
+                    (-30, None, R, None),
+                    (-10, None, R, M),
+                ],
+            ),
+        ],
+        # a W whose middle peak is one tick: the first V is reported at it, the second V would
+        # need that tick again as its start, which SKIP PAST LAST ROW forbids
+        3: [
+            (
+                20,
+                [
+                    (60, None, R, None),
+                    (-200, None, R, None),
+                    (-520, 4000, R, None),
+                    (-380, 2600, R, None),
+                    (-90, None, R, None),
+                    (15, None, R, M),
+                    (-150, None, R, None),
+                    (-450, 3500, R, None),
+                    (-600, 5200, R, None),
+                    (-240, None, R, None),
+                    (25, None, R, N),
+                ],
+            )
+        ],
+        # deep prints, but none counts: odd lots, a 300-share print, an off-exchange print
+        4: [
+            (
+                25,
+                [
+                    (20, None, R, None),
+                    (-110, None, R, None),
+                    (-330, 40, OL, None),
+                    (-360, 300, R, None),
+                    (-410, 6000, OX, None),
+                    (-340, 75, OL, None),
+                    (-150, None, R, None),
+                    (-5, None, R, N),
+                ],
+            )
+        ],
+        # deep dip, recovery stalls at open - 21 and never gets back for the rest of the day
+        5: [
+            (
+                28,
+                [
+                    (10, None, R, None),
+                    (-140, None, R, None),
+                    (-380, 2100, R, None),
+                    (-250, None, R, None),
+                    (-90, None, R, None),
+                    (-21, None, R, N),
+                ],
+            )
+        ],
+        # the low is exactly open - 300: not below it, so no BOTTOM
+        6: [
+            (
+                18,
+                [
+                    (15, None, R, None),
+                    (-90, None, R, None),
+                    (-210, None, R, None),
+                    (-300, 3000, R, None),
+                    (-180, None, R, None),
+                    (-40, None, R, None),
+                    (10, None, R, N),
+                ],
+            )
+        ],
+    }
+    events = []
+    for sid, (_ticker, opn, prev_close) in stocks.items():
+        fixed = {}
+        for first, ticks in script.get(sid, []):
+            for k, tick in enumerate(ticks):
+                fixed[first + k] = tick
+        after_stall = min((i for i, tk in fixed.items() if sid == 5 and tk[3] == N), default=None)
+        price = opn
+        for i in range(n):
+            ts = (
+                t_close
+                if i == n - 1
+                else t_open + i * 468_000 + (rng.randint(1, 60_000) if i else 0)
+            )
+            if i in fixed:
+                off, vol, cond, tag = fixed[i]
+                price = opn + off
+                if vol is None:
+                    vol = rng.randrange(100, 2500, 100)
+            else:
+                tag = None
+                if i == 0:
+                    price, cond, vol = opn, "OPENING", rng.randrange(20_000, 60_000, 100)
+                else:
+                    step = round(rng.gauss(0, max(opn * 0.0012, 6)))
+                    lo, hi = opn - 250, opn + 400
+                    if after_stall is not None and i > after_stall:
+                        hi = opn - 21  # JPM stays below the recovery line until the close
+                    price = min(max(price + step, lo), hi)
+                    if i == n - 1:
+                        cond, vol = "CLOSING", rng.randrange(30_000, 90_000, 100)
+                    else:
+                        cond = rng.choices([R, OL, OX], [85, 10, 5])[0]
+                        vol = {
+                            R: rng.randrange(100, 2500, 100),
+                            OL: rng.randint(1, 99),
+                            OX: rng.randrange(100, 8000, 100),
+                        }[cond]
+            e = Event(
+                sid,
+                (ts, sid),
+                ts=ts,
+                stock=sid,
+                price=price,
+                open=opn,
+                volume=vol,
+                cond=cond,
+                chg=price - prev_close,
+            )
+            if tag:
+                e.tag("vshape", tag)
+            events.append(e)
+    return write_dataset(
+        "vshape", ["ts", "stock", "price", "open", "volume", "cond", "chg"], events
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# supplychain: order lifecycle
+
+
+def gen_supplychain():
+    rng = random.Random(4_100_017)
+    t0 = 1_718_870_400  # epoch seconds
+    C, P, A, PK, PA, S, D, X, R = (
+        "CREATED",
+        "PAID",
+        "ADDRESS_CHANGED",
+        "PICKED",
+        "PACKED",
+        "SHIPPED",
+        "DELIVERED",
+        "CANCELLED",
+        "REFUNDED",
+    )
+    gap = {
+        C: (30, 900),
+        P: (1800, 7200),
+        A: (300, 1800),
+        PK: (600, 3600),
+        PA: (1200, 5400),
+        S: (7200, 21600),
+        D: (600, 3600),
+        X: (300, 3600),
+        R: (600, 7200),
+    }
+    events = []
+    ids = iter(rng.sample(range(4_100_000, 4_199_999), 80))
+
+    def order(flow, start=None, end=None, express=None, amount=None, tags=None):
+        """flow: statuses; tags: {index: [(query, kind)]}; start or end: first or last ts."""
+        oid = next(ids)
+        express = rng.random() < 0.3 if express is None else express
+        amount = rng.randrange(1500, 80_000, 5) if amount is None else amount
+        wh = rng.randint(1, 4)
+        gaps = [rng.randint(*gap[s]) for s in flow[:-1]]
+        if start is None:
+            start = t0 + rng.randint(0, 6 * 3600) if end is None else end - sum(gaps)
+        t = start
+        for i, s in enumerate(flow):
+            e = Event(
+                oid,
+                (t, oid, i),
+                ts=t,
+                order_id=oid,
+                status=s,
+                amount=amount,
+                express=express,
+                warehouse=wh,
+            )
+            for q, kind in (tags or {}).get(i, []):
+                e.tag(q, kind)
+            events.append(e)
+            if i < len(flow) - 1:
+                t += gaps[i]
+        return oid
+
+    # background: ADDRESS_CHANGED only between PICKED and PACKED (never next to PAID), every
+    # shipment paid first, no shipment after a cancellation, at most one refund per order
+    for _ in range(38):
+        kind = rng.choices(
+            ["normal", "return", "cancel", "unpaid_cancel", "pending"], [60, 10, 10, 8, 12]
+        )[0]
+        if kind == "normal":
+            flow = [C, P, PK] + ([A] if rng.random() < 0.2 else []) + [PA, S]
+            flow += [D] if rng.random() < 0.85 else []
+        elif kind == "return":
+            flow = [C, P, PK, PA, S, D, R]
+        elif kind == "cancel":
+            flow = [C, P, X, R]
+        elif kind == "unpaid_cancel":
+            flow = [C, X]
+        else:
+            flow = [C, P] + ([PK] if rng.random() < 0.5 else [])
+        order(flow)
+
+    M, N = "match", "near_miss"
+    SU, CS, DR, AT = "ship_unpaid", "cancel_shipped", "double_refund", "ato"
+    # ship_unpaid
+    order([C, PK, PA, S, D], express=False, tags={3: [(SU, M)]})
+    order([C, A, PK, PA, S, D, P], express=False, tags={4: [(SU, M)]})  # invoiced, paid later
+    order([C, S, D], express=False, tags={1: [(SU, M)]})  # drop-shipped by a vendor
+    order([C, PK, PA, P, S, D], tags={4: [(SU, N)]})  # paid just before shipping
+    order([PK, PA, S, D], start=t0 + 600, tags={2: [(SU, N)]})  # created before the log began
+    # cancel_shipped
+    order([C, P, PK, X, R, PA, S], tags={6: [(CS, M)]})
+    order([C, P, PK, PA, X, S, D], tags={5: [(CS, M)]})  # no refund: REFUND? is optional
+    order([C, P, PK, PA, S, X, R], tags={6: [(CS, N)]})  # cancelled only after shipping
+    # refunded twice, then shipped: a double refund, and one REFUND too many for REFUND?
+    order([C, P, PK, X, R, R, PA, S], tags={5: [(DR, M)], 7: [(CS, N)]})
+    # double_refund
+    order([C, P, X, R, R], tags={4: [(DR, M)]})
+    order([C, P, PK, PA, S, D, R, R, R], tags={7: [(DR, M)], 8: [(DR, M)]})  # every end
+    # two different orders refunded in the same second: one refund each, no match
+    t_pair = t0 + 9 * 3600
+    order([C, P, PK, PA, S, D, R], end=t_pair, tags={6: [(DR, N)]})
+    order([C, P, PK, PA, S, D, R], end=t_pair, tags={6: [(DR, N)]})
+    # ato
+    order([C, P, A, PK, PA, S, D], express=True, amount=45_900, tags={5: [(AT, M)]})
+    order([C, A, P, PK, PA, S], express=True, amount=31_250, tags={5: [(AT, M)]})
+    order([C, P, A, PK, PA, S, D], express=False, amount=52_000, tags={5: [(AT, N)]})
+    order([C, P, PK, A, PA, S, D], express=True, amount=61_000, tags={5: [(AT, N)]})
+    order([C, P, A, PK, PA, S, D], express=True, amount=14_900, tags={5: [(AT, N)]})
+    events_sorted, planted = write_dataset(
+        "supplychain", ["ts", "order_id", "status", "amount", "express", "warehouse"], events
+    )
+    pair = [i for i, e in enumerate(events_sorted) if e["ts"] == t_pair]
+    assert len(pair) == 2 and pair[1] == pair[0] + 1, "the two single refunds must be adjacent"
+    return events_sorted, planted
+
+
+# ----------------------------------------------------------------------------------------------
+# Self-check: an independent matcher, DESIGN.md section 3
+
+
+def _f32(x):
+    return struct.unpack("<f", struct.pack("<f", float(x)))[0]
+
+
+PREDICATES = {
+    "cheat": {
+        "A": lambda t: t["checkpoint"] == "Staten Island",
+        "NOTB": lambda t: t["checkpoint"] != "Brooklyn",
+        "C": lambda t: t["checkpoint"] == "Queens",
+        "NOTC": lambda t: t["checkpoint"] != "Queens",
+        "D": lambda t: t["checkpoint"] == "Bronx",
+        "NOTD": lambda t: t["checkpoint"] != "Bronx",
+        "E": lambda t: t["checkpoint"] == "Manhattan",
+    },
+    "fire": {
+        "HOT": lambda t: t["temp"] >= 600,
+        "SMOKE": lambda t: t["smoke"] is True or t["co_ppm"] >= _f32(200.0),
+    },
+    "thaw": {
+        "FROZEN": lambda t: t["zone"] == "FREEZER" and t["temp"] < -150,
+        "THAWING": lambda t: t["temp"] >= -150,
+        "WARM": lambda t: -50 <= t["temp"] <= 400,
+    },
+    "bruteforce": {
+        "FAIL": lambda t: t["event"] == "LOGIN_FAIL",
+        "OK": lambda t: t["event"] == "LOGIN_OK",
+    },
+    "portscan": {
+        "PROBE": lambda t: t["event"] == "SYN" and t["dst_port"] not in (80, 443, 8080),
+    },
+    "vshape": {
+        "TOP": lambda t: t["price"] >= t["open"] - 20,
+        "DOWN": lambda t: t["price"] < t["open"] - 20,
+        "BOTTOM": lambda t: (
+            t["price"] + 300 < t["open"]
+            and t["volume"] >= 500
+            and t["cond"] in ("REGULAR", "CLOSING")
+        ),
+    },
+    "ship_unpaid": {
+        "NEW": lambda t: t["status"] == "CREATED",
+        "PICK": lambda t: t["status"] == "PICKED",
+        "PACK": lambda t: t["status"] == "PACKED",
+        "ADDR": lambda t: t["status"] == "ADDRESS_CHANGED",
+        "SHIP": lambda t: t["status"] == "SHIPPED",
+    },
+    "cancel_shipped": {
+        "CANCEL": lambda t: t["status"] == "CANCELLED",
+        "REFUND": lambda t: t["status"] == "REFUNDED",
+        "PICK": lambda t: t["status"] == "PICKED",
+        "PACK": lambda t: t["status"] == "PACKED",
+        "SHIP": lambda t: t["status"] == "SHIPPED",
+    },
+    "double_refund": {
+        "REFUND": lambda t: t["status"] == "REFUNDED",
+    },
+    "ato": {
+        "PAY": lambda t: t["status"] == "PAID",
+        "ADDR": lambda t: t["status"] == "ADDRESS_CHANGED",
+        "XSHIP": lambda t: (
+            t["status"] == "SHIPPED" and t["express"] is True and t["amount"] >= 20000
+        ),
+    },
+}
+
+
+def _balanced(text, i):
+    """text[i] == '('; return the index of its matching ')'."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return j
+    raise ValueError("unbalanced parentheses")
+
+
+def parse_sql(path):
+    """A deliberately small reading of the example files: streams and queries."""
+    text = re.sub(r"--[^\n]*", "", path.read_text())
+    streams, queries = {}, []
+    for stmt in (s.strip() for s in text.split(";")):
+        if not stmt:
+            continue
+        if stmt.upper().startswith("CREATE STREAM"):
+            name = re.match(r"CREATE STREAM\s+(\w+)", stmt).group(1)
+            body = stmt[stmt.index("(") + 1 : stmt.rindex(")")]
+            fields = []
+            for m in re.finditer(
+                r"(\w+)\s+(UINT\(\d+\)|INT\(\d+\)|BOOL|FLOAT32|ENUM\(([^)]*)\))", body
+            ):
+                fname, ftype = m.group(1), m.group(2)
+                if ftype.startswith("ENUM"):
+                    ftype = ("ENUM", re.findall(r"'([^']*)'", m.group(3)))
+                fields.append((fname, ftype))
+            streams[name] = fields
+            continue
+        q = {"skip": "SKIP PAST LAST ROW" in " ".join(stmt.split())}
+        p = stmt.index("PATTERN")
+        lp = stmt.index("(", p)
+        rp = _balanced(stmt, lp)
+        q["pattern"] = stmt[lp + 1 : rp]
+        if stmt.startswith("QUERY"):
+            m = re.match(r"QUERY\s+(\w+)\s+FROM\s+(\w+)\s+PARTITION\s+(\w+)", stmt)
+            q["name"], q["stream"], q["partition"] = m.groups()
+            q["order"] = None
+            defines = stmt[stmt.index("DEFINE", rp) + 6 :]
+            q["defined"] = re.findall(r"(\w+)\s+AS\s+\(", defines)
+        else:
+            assert stmt.startswith("SELECT")
+            q["stream"] = re.match(r"SELECT \* FROM\s+(\w+)\s+MATCH_RECOGNIZE", stmt).group(1)
+            q["name"] = re.search(r"\)\s*AS\s+(\w+)\s*$", stmt).group(1)
+            q["partition"] = re.search(r"PARTITION BY\s+(\w+)", stmt).group(1)
+            q["order"] = re.search(r"ORDER BY\s+(\w+)", stmt).group(1)
+            defines = stmt[stmt.index("DEFINE", rp) + 6 : stmt.rindex(")")]
+            q["defined"] = re.findall(r"(?:^|,)\s*(\w+)\s+AS\s", defines)
+        queries.append(q)
+    return streams, queries
+
+
+_TOKEN = re.compile(r"\s*(PERMUTE|[A-Za-z_]\w*|\.|\(|\)|\||,|(?:\*|\+|\?|\{[^}]*\})\??)")
+
+
+def pattern_regex(pattern, classes, any_class):
+    """Translate a PATTERN into a Python regex over one character per tuple."""
+    toks = []
+    pos = 0
+    pattern = pattern.strip()
+    while pos < len(pattern):
+        m = _TOKEN.match(pattern, pos)
+        assert m, f"cannot read pattern at {pattern[pos:]!r}"
+        toks.append(m.group(1))
+        pos = m.end()
+    toks.append(None)
+    i = 0
+
+    def peek():
+        return toks[i]
+
+    def take(expect=None):
+        nonlocal i
+        tok = toks[i]
+        assert expect is None or tok == expect, (tok, expect)
+        i += 1
+        return tok
+
+    def alt():
+        parts = [seq()]
+        while peek() == "|":
+            take("|")
+            parts.append(seq())
+        return "(?:" + "|".join(parts) + ")"
+
+    def seq():
+        out = ""
+        while peek() not in (None, "|", ")", ","):
+            out += quant()
+        assert out, "empty sequence"
+        return out
+
+    def quant():
+        a = atom()
+        while peek() is not None and re.fullmatch(r"(?:\*|\+|\?|\{[^}]*\})\??", peek()):
+            q = take()
+            if len(q) > 1 and q.endswith("?"):
+                q = q[:-1]  # reluctant: same matches here
+            q = re.sub(r"\{\s*,", "{0,", q.replace(" ", ""))
+            a = "(?:" + a + ")" + q
+        return a
+
+    def atom():
+        tok = take()
+        if tok == ".":
+            return any_class
+        if tok == "(":
+            r = alt()
+            take(")")
+            return r
+        if tok == "PERMUTE":
+            take("(")
+            items = [alt()]
+            while peek() == ",":
+                take(",")
+                items.append(alt())
+            take(")")
+            return "(?:" + "|".join("".join(p) for p in itertools.permutations(items)) + ")"
+        assert re.fullmatch(r"[A-Za-z_]\w*", tok), tok
+        return classes.get(tok, any_class)
+
+    r = alt()
+    assert peek() is None, f"trailing pattern text {toks[i:]}"
+    return re.compile(r, re.S)
+
+
+def read_typed(csv_path, fields):
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for n, row in enumerate(rows):
+        t = {}
+        for name, ftype in fields:
+            v = row[name]
+            if isinstance(ftype, tuple):
+                assert v in ftype[1], (csv_path, n, name, v)
+                t[name] = v
+            elif ftype == "BOOL":
+                assert v in ("true", "false"), (csv_path, n, name, v)
+                t[name] = v == "true"
+            elif ftype == "FLOAT32":
+                t[name] = _f32(v)
+            else:
+                bits = int(ftype[ftype.index("(") + 1 : -1])
+                x = int(v)
+                if ftype.startswith("UINT"):
+                    assert 0 <= x < 2**bits, (csv_path, n, name, v)
+                else:
+                    assert -(2 ** (bits - 1)) <= x < 2 ** (bits - 1), (csv_path, n, name, v)
+                t[name] = x
+        out.append(t)
+    return out
+
+
+def matches_of(q, tuples):
+    """Every-end (or earliest-end non-overlapping with SKIP PAST LAST ROW) matches: {seq}."""
+    preds = PREDICATES[q["name"]]
+    assert sorted(preds) == sorted(q["defined"]), (q["name"], q["defined"])
+    names = list(preds)
+    classes = {}
+    for b, v in enumerate(names):
+        chars = [chr(0x100 + m) for m in range(2 ** len(names)) if m >> b & 1]
+        classes[v] = "[" + "".join(chars) + "]"
+    any_class = "[" + "".join(chr(0x100 + m) for m in range(2 ** len(names))) + "]"
+    rx = pattern_regex(q["pattern"], classes, any_class)
+    by_part = defaultdict(list)
+    for seq, t in enumerate(tuples):
+        by_part[t[q["partition"]]].append(seq)
+    found = set()
+    for seqs in by_part.values():
+        s = "".join(
+            chr(0x100 + sum(1 << b for b, v in enumerate(names) if preds[v](tuples[k])))
+            for k in seqs
+        )
+        base = 0
+        for i in range(len(s)):
+            if any(rx.fullmatch(s, j, i + 1) for j in range(base, i + 1)):
+                found.add(seqs[i])
+                if q["skip"]:
+                    base = i + 1
+    return found
+
+
+def check(name):
+    streams, queries = parse_sql(HERE / f"{name}.sql")
+    assert len(streams) == 1
+    ((stream, fields),) = streams.items()
+    with open(HERE / f"{name}.csv", newline="") as f:
+        header = next(csv.reader(f))
+    assert header == [fn for fn, _ in fields], (name, header)
+    tuples = read_typed(HERE / f"{name}.csv", fields)
+    with open(HERE / f"{name}.planted.csv", newline="") as f:
+        planted = list(csv.DictReader(f))
+    keys = {q["partition"] for q in queries}
+    assert len(keys) == 1, f"{name}: queries must share one partition key"
+    summary = []
+    for q in queries:
+        assert q["stream"] == stream
+        if q["order"]:
+            col = [t[q["order"]] for t in tuples]
+            assert all(a <= b for a, b in itertools.pairwise(col)), f"{name}: ORDER BY"
+        found = matches_of(q, tuples)
+        mine = [p for p in planted if p["query"] == q["name"]]
+        want = {int(p["seq"]) for p in mine if p["kind"] == "match"}
+        avoid = {int(p["seq"]) for p in mine if p["kind"] == "near_miss"}
+        for p in mine:
+            assert str(tuples[int(p["seq"])][q["partition"]]) == p["partition"], p
+        assert found == want, (
+            f"{name}/{q['name']}: unplanted {sorted(found - want)}, missing {sorted(want - found)}"
+        )
+        assert not (found & avoid), f"{name}/{q['name']}: near-miss matched {found & avoid}"
+        parts = {t[q["partition"]] for t in tuples}
+        summary.append((q["name"], len(want), len(avoid), len(tuples), len(parts)))
+    return summary
+
+
+def main():
+    gen_marathon()
+    gen_fire()
+    gen_bruteforce()
+    gen_vshape()
+    gen_supplychain()
+    for name in ("marathon", "fire", "bruteforce", "vshape", "supplychain"):
+        for qname, nm, nn, rows, parts in check(name):
+            print(
+                f"{name}.sql {qname:15s} rows={rows:4d} partitions={parts:3d} "
+                f"matches={nm:2d} near_misses={nn:2d}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
