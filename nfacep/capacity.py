@@ -45,6 +45,8 @@ def admit(codes: np.ndarray, *, partitions: int, tick_tuples: int, timer_bits: i
     ``i // K + M``, so the next tuple *j* of that partition finds it iff ``j // K < i // K + M``.
     """
     n = len(codes)
+    if n == 0:
+        return Admission(codes, np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
     k, m = tick_tuples, (1 << timer_bits) - 1
     order, prev = _prev_same(codes)
     idx = np.arange(n, dtype=np.int64)
