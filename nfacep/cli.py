@@ -74,6 +74,11 @@ def cmd_check(args) -> int:
         skip = "AFTER MATCH SKIP PAST LAST ROW" if q.skip_past_last_row else "every match end"
         order = f", ORDER BY {cq.order_field}" if cq.order_field else ""
         print(f"query {q.name}: {q.count} NFA states, {skip}{order}")
+        for i in q.states:
+            st = nfa.states[i]
+            pred = "true" if st.predicate is None else f"p{st.predicate}"
+            flags = ("start " if st.start else "") + ("accept" if st.accepting else "")
+            print(f"  {st.name} [{pred}] {flags}".rstrip())
     return 0
 
 

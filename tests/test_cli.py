@@ -65,6 +65,7 @@ def test_check_and_explain(tmp_path, capsys):
     assert main(["check", q]) == 0
     out = capsys.readouterr().out
     assert "partition key: k" in out and "p0: a = 1" in out and "query q: 2 NFA states" in out
+    assert "  st0_A [p0] start\n  st1_B [p1] accept\n" in out
     dot = tmp_path / "nfa.dot"
     assert main(["explain", q, "--dot", str(dot)]) == 0
     out = capsys.readouterr().out
