@@ -1,0 +1,38 @@
+"""The gateware's view of a tuple: a :class:`~amaranth.lib.data.StructLayout` of its fields.
+
+The layout is the wire format of :mod:`nfacep.wire` (DESIGN.md §4): fields LSB-first in
+declaration order, so a packed tuple value from :func:`nfacep.wire.pack` drives a signal of this
+layout directly.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Shape, signed, unsigned
+from amaranth.lib import data
+
+from nfacep.check import Schema
+from nfacep.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+
+__all__ = ["field_shape", "tuple_layout"]
+
+
+def field_shape(ty: FieldType) -> Shape:
+    """The shape of one field: UINT(n) → ``unsigned(n)``, INT(n) → ``signed(n)``, BOOL →
+    ``unsigned(1)``, ENUM → ``unsigned(bits)`` (the label index), FLOAT32 → ``unsigned(32)``
+    (the raw IEEE 754 bits)."""
+    if isinstance(ty, UIntType):
+        return unsigned(ty.width)
+    if isinstance(ty, IntType):
+        return signed(ty.width)
+    if isinstance(ty, BoolType):
+        return unsigned(1)
+    if isinstance(ty, EnumType):
+        return unsigned(ty.bits)
+    if isinstance(ty, Float32Type):
+        return unsigned(32)
+    raise TypeError(f"not a field type: {ty!r}")
+
+
+def tuple_layout(schema: Schema) -> data.StructLayout:
+    """The layout of a tuple of ``schema``, bit for bit the wire format of :mod:`nfacep.wire`."""
+    return data.StructLayout({f.name: field_shape(f.type) for f in schema.fields})
