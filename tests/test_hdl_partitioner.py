@@ -12,6 +12,7 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from streams import stream_get, stream_put
 
 from hdl.partitioner import StreamPartitioner
 
@@ -80,26 +81,6 @@ class PartitionerModel:
 
 
 # --- stream helpers ----------------------------------------------------------------------------
-
-async def stream_put(ctx, stream, payload, *, rng=None, gap=0.0):
-    """Offer ``payload`` on ``stream`` until it is taken, after a random idle gap."""
-    while rng is not None and rng.random() < gap:
-        await ctx.tick()
-    ctx.set(stream.valid, 1)
-    ctx.set(stream.payload, payload)
-    await ctx.tick().until(stream.ready)
-    ctx.set(stream.valid, 0)
-
-
-async def stream_get(ctx, stream, *, rng=None, stall=0.0):
-    """Take one payload from ``stream``, holding ``ready`` low for a random time first."""
-    while rng is not None and rng.random() < stall:
-        await ctx.tick()
-    ctx.set(stream.ready, 1)
-    (payload,) = await ctx.tick().sample(stream.payload).until(stream.valid)
-    ctx.set(stream.ready, 0)
-    return payload
-
 
 @dataclass
 class Run:

@@ -1,0 +1,26 @@
+"""Shared async helpers for driving and collecting amaranth.lib.stream interfaces in tests."""
+
+from amaranth.lib import data
+
+
+async def stream_put(ctx, stream, payload, *, rng=None, gap=0.0):
+    """Offer ``payload`` on ``stream`` until it is taken, after a random idle gap."""
+    while rng is not None and rng.random() < gap:
+        await ctx.tick()
+    ctx.set(stream.valid, 1)
+    if isinstance(payload, int) and isinstance(stream.payload, data.View):
+        ctx.set(stream.payload.as_value(), payload)  # an already packed payload
+    else:
+        ctx.set(stream.payload, payload)
+    await ctx.tick().until(stream.ready)
+    ctx.set(stream.valid, 0)
+
+
+async def stream_get(ctx, stream, *, rng=None, stall=0.0):
+    """Take one payload from ``stream``, holding ``ready`` low for a random time first."""
+    while rng is not None and rng.random() < stall:
+        await ctx.tick()
+    ctx.set(stream.ready, 1)
+    (payload,) = await ctx.tick().sample(stream.payload).until(stream.valid)
+    ctx.set(stream.ready, 0)
+    return payload
