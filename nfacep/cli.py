@@ -52,6 +52,14 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--input", required=True, metavar="T", help="tuples (.csv or .parquet)")
     m.add_argument("--output", required=True, metavar="M", help="matches (.csv)")
     _hardware_args(m)
+
+    v = sub.add_parser("verilog", help="emit the engine as Verilog, with a JSON sidecar")
+    v.add_argument("query")
+    v.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="Verilog file; the sidecar (ports, bit layouts, query bits) is written "
+                        "beside it with the suffix .json")
+    v.add_argument("--top", default="nfacep_engine", help="module name (default %(default)s)")
+    _hardware_args(v)
     return p
 
 
@@ -138,7 +146,24 @@ def cmd_match(args) -> int:
     return 0
 
 
-_COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match}
+def cmd_verilog(args) -> int:
+    from hdl.engine import write_verilog
+
+    _validate_hardware(args)
+    nfa = compile_file(args.query)
+    _print_warnings(nfa)
+    sidecar = write_verilog(nfa, args.output, partitions=args.partitions,
+                            tick_tuples=args.tick_tuples, timer_bits=args.timer_bits,
+                            name=args.top)
+    ports = sidecar["ports"]
+    print(f"wrote {args.output} (module {sidecar['top']}: tuple {sidecar['tuple']['width']} "
+          f"bits in, record {sidecar['record']['width']} bits out, "
+          f"{len(ports)} ports) and its sidecar .json")
+    return 0
+
+
+_COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match,
+             "verilog": cmd_verilog}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,201 @@
+# amaranth: UnusedElaboratable=no
+"""The whole engine (decoder ▸ FIFO ▸ partitioner ▸ NFA ▸ filter) against the reference matcher,
+in Amaranth's simulator: bundled queries and random ones, partitioner full or not, timers on
+or off, random input gaps and output stalls. The cocotb runs of the emitted Verilog are in
+test_sim.py."""
+
+import pathlib
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+from streams import stream_put
+
+import nfacep
+from hdl.engine import Engine, HardwareLimitError
+from nfacep import reference, tuples, wire
+
+QUERIES = pathlib.Path(__file__).parent.parent / "queries"
+
+
+def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, seed=0, gap=0.3,
+             stall=0.3):
+    """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles)."""
+    dut = Engine(nfa, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits)
+    payloads = wire.pack(nfa.program.schema, data)
+    rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
+    records = []
+    done = {}
+
+    async def producer(ctx):
+        for p in payloads:
+            await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
+        # drain: records can only lag the last input by the pipeline's latency
+        idle = 0
+        while idle < partitions + 16:
+            await ctx.tick()
+            idle = 0 if ctx.get(dut.o_stream.valid) else idle + 1
+        done.update(tuples=ctx.get(dut.tuples), matched=ctx.get(dut.matched),
+                    drops=ctx.get(dut.drops))
+
+    async def consumer(ctx):
+        while not done:
+            ready = rng_out.random() >= stall
+            ctx.set(dut.o_stream.ready, ready)
+            *_, valid, rec = await ctx.tick().sample(dut.o_stream.valid, dut.o_stream.payload)
+            if valid and ready:
+                records.append((rec.seq, rec.partition, rec.matches, rec.dropped))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer)
+    sim.run()
+    return records, done
+
+
+def expected(nfa, data, **params):
+    r = reference.run(nfa, data, **params)
+    bits = {}
+    for seq, q in zip(r.seqs.tolist(), r.queries.tolist(), strict=True):
+        bits[seq] = bits.get(seq, 0) | 1 << q
+    return bits, r.drops.tolist()
+
+
+def check(nfa, data, **params):
+    records, counters = simulate(nfa, data, **params)
+    seqs = [r[0] for r in records]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # in order, once each
+    hw_matches = {seq: m for seq, _, m, d in records if not d}
+    hw_drops = [seq for seq, _, m, d in records if d]
+    assert all(m == 0 for _, _, m, d in records if d)
+    sw = {k: v for k, v in params.items() if k in ("partitions", "tick_tuples", "timer_bits")}
+    bits, drops = expected(nfa, data, **sw)
+    assert hw_matches == bits
+    assert hw_drops == drops
+    assert counters == {"tuples": data.n, "matched": len(bits), "drops": len(drops)}
+    key = nfa.program.partition_field
+    if key is not None:  # the record carries the key's bits
+        col = data.columns[key]
+        for seq, part, _, _ in records:
+            assert part == int(col[seq]) % (1 << 64)
+    return bits, drops
+
+
+@pytest.mark.parametrize("name", ["marathon", "fire", "bruteforce", "vshape", "supplychain"])
+def test_bundled_query(name):
+    nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
+    data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    bits, _ = check(nfa, data, partitions=64, seed=len(name))
+    assert bits
+
+
+STREAM = "CREATE STREAM s (k UINT(5), a INT(6), c BOOL, e ENUM('x', 'y', 'z'));\n"
+DEFINE = "DEFINE A AS a < 6 B AS a > -3 AND c C AS e <> 'y'"
+PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,3} B", "PERMUTE(A, B) C*", "A . B"]
+
+
+def random_data(rng, n, keys):
+    return tuples.Tuples({"k": rng.integers(0, keys, n).astype(np.uint64),
+                          "a": rng.integers(-32, 32, n), "c": rng.integers(0, 2, n) > 0,
+                          "e": rng.integers(0, 3, n)}, n)
+
+
+@pytest.mark.parametrize(("partitions", "tick_tuples", "timer_bits"),
+                         [(4, 0, 4), (3, 2, 2), (5, 3, 2), (6, 1, 3), (1, 0, 1)])
+def test_random_queries_with_capacity_and_timers(partitions, tick_tuples, timer_bits):
+    text = STREAM + "".join(
+        f"QUERY q{i} PARTITION k {'AFTER MATCH SKIP PAST LAST ROW ' if i % 2 else ''}"
+        f"PATTERN ({p}) {DEFINE};" for i, p in enumerate(PATTERNS))
+    nfa = nfacep.compile_text(text)
+    rng = np.random.default_rng(partitions * 7 + tick_tuples)
+    data = random_data(rng, 250, keys=10)
+    bits, drops = check(nfa, data, partitions=partitions, tick_tuples=tick_tuples,
+                        timer_bits=timer_bits, seed=partitions)
+    assert bits and drops
+
+
+def test_unpartitioned_engine():
+    text = STREAM + "".join(f"QUERY q{i} PATTERN ({p}) {DEFINE};" for i, p in enumerate(PATTERNS))
+    nfa = nfacep.compile_text(text)
+    data = random_data(np.random.default_rng(5), 300, keys=10)
+    bits, drops = check(nfa, data, partitions=1, seed=3)
+    assert bits and not drops
+
+
+def test_stalled_output_loses_nothing():
+    nfa = nfacep.compile_file(str(QUERIES / "marathon.sql"))
+    data = tuples.read(str(QUERIES / "marathon.csv"), nfa.program.schema)
+    check(nfa, data, partitions=64, seed=9, gap=0.0, stall=0.9)
+
+
+def test_limits_fail_at_compile_time():
+    nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A)")
+    with pytest.raises(HardwareLimitError, match="--partitions is 70000, more than"):
+        Engine(nfa, partitions=70000)
+
+
+def test_verilog_ports_are_pinned(tmp_path):
+    """The port names are an API: the cocotb testbench and board top-levels depend on them."""
+    from nfacep.cli import main
+
+    out = tmp_path / "engine.v"
+    assert main(["verilog", str(QUERIES / "marathon.sql"), "-o", str(out),
+                 "--partitions", "4"]) == 0
+    text = out.read_text()
+    start = text.index("module nfacep_engine(")
+    head = text[start + len("module nfacep_engine("):text.index(");", start)]
+    ports = sorted(p.strip() for p in head.replace("\n", "").split(","))
+    assert ports == sorted(["clk", "rst", "i_stream__payload", "i_stream__valid",
+                            "i_stream__ready", "o_stream__payload", "o_stream__valid",
+                            "o_stream__ready", "tuples", "matched", "drops"])
+    import json
+
+    sidecar = json.loads((tmp_path / "engine.json").read_text())
+    assert sidecar["ports"]["i_stream__payload"] == {"dir": "in", "width": 83}
+    assert [f["name"] for f in sidecar["record"]["fields"]] == ["seq", "partition", "matches",
+                                                              "dropped"]
+    assert sidecar["queries"] == [{"name": "cheat", "bit": 0, "skip_past_last_row": False,
+                                   "states": 9}]
+
+
+@pytest.mark.parametrize(("partitions", "latency", "cycles_per_tuple"),
+                         [(None, 4, 1), (1, 5, 1), (4, 8, 2), (16, 20, 2)])
+def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
+    """The docstring's contract, in cycles (deterministic, not a timing)."""
+    part = "PARTITION k " if partitions else ""
+    nfa = nfacep.compile_text(f"CREATE STREAM s (k UINT(4), a UINT(4)); QUERY q {part}"
+                              "PATTERN (A) DEFINE A AS a = 1")
+    n = 40
+    data = tuples.Tuples({"k": (np.arange(n) % 3).astype(np.uint64),
+                          "a": np.ones(n, np.uint64)}, n)
+    dut = Engine(nfa, partitions=partitions or 1)
+    payloads = wire.pack(nfa.program.schema, data)
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(dut.o_stream.ready, 1)
+        cycle = sent = received = 0
+        first_in = first_out = None
+        while received < n:
+            ctx.set(dut.i_stream.valid, sent < n)
+            if sent < n:
+                ctx.set(dut.i_stream.payload.as_value(), payloads[sent])
+            *_, valid, ready, out = await ctx.tick().sample(
+                dut.i_stream.valid, dut.i_stream.ready, dut.o_stream.valid)
+            if valid and ready:
+                first_in = cycle if first_in is None else first_in
+                sent += 1
+            if out:
+                first_out = cycle if first_out is None else first_out
+                received += 1
+            cycle += 1
+        seen.update(latency=first_out - first_in, last=cycle - 1 - first_out)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["latency"] == latency
+    assert seen["last"] == cycles_per_tuple * (n - 1)
