@@ -14,6 +14,7 @@ from streams import stream_put
 
 import nfacep
 from hdl.engine import Engine, HardwareLimitError
+from hdl.measure import cycle_profile
 from nfacep import reference, tuples, wire
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
@@ -171,31 +172,6 @@ def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
     data = tuples.Tuples({"k": (np.arange(n) % 3).astype(np.uint64),
                           "a": np.ones(n, np.uint64)}, n)
     dut = Engine(nfa, partitions=partitions or 1)
-    payloads = wire.pack(nfa.program.schema, data)
-    seen = {}
-
-    async def bench(ctx):
-        ctx.set(dut.o_stream.ready, 1)
-        cycle = sent = received = 0
-        first_in = first_out = None
-        while received < n:
-            ctx.set(dut.i_stream.valid, sent < n)
-            if sent < n:
-                ctx.set(dut.i_stream.payload.as_value(), payloads[sent])
-            *_, valid, ready, out = await ctx.tick().sample(
-                dut.i_stream.valid, dut.i_stream.ready, dut.o_stream.valid)
-            if valid and ready:
-                first_in = cycle if first_in is None else first_in
-                sent += 1
-            if out:
-                first_out = cycle if first_out is None else first_out
-                received += 1
-            cycle += 1
-        seen.update(latency=first_out - first_in, last=cycle - 1 - first_out)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    seen = cycle_profile(dut, wire.pack(nfa.program.schema, data), expect_records=n)
     assert seen["latency"] == latency
-    assert seen["last"] == cycles_per_tuple * (n - 1)
+    assert seen["cycles_per_tuple"] == cycles_per_tuple
