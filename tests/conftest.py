@@ -1,0 +1,28 @@
+"""Hypothesis profiles: ``default`` for development, ``ci`` reproducible (derandomized).
+
+Pick one with ``HYPOTHESIS_PROFILE=ci``; without it, ``ci`` is used when ``CI`` is set. Each
+property test fixes its own ``max_examples`` so the suite's runtime is the same under both.
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+# The differential tests drive the command line on every example, which takes longer than
+# Hypothesis' 200 ms deadline on a slow machine without anything being wrong.
+settings.register_profile(
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default")
+)

@@ -1,0 +1,584 @@
+"""An independent oracle for ``nfacep match``, written from DESIGN.md sections 2-3 only.
+
+It shares no code with :mod:`nfacep` (and must never import it): patterns, predicates,
+partitioning, capacity, timers and both match semantics are modelled here from scratch, as
+directly as the specification states them, with no NFA in sight.
+
+Patterns are nested tuples::
+
+    ("var", "A")              a pattern variable
+    ("any",)                  the wildcard ``.``
+    ("seq", (p, q, ...))      concatenation; ("seq", ()) is the empty pattern, ``()`` in a group
+    ("alt", (p, q, ...))      alternation ``p | q | ...``
+    ("rep", p, "{2,}?")       a quantifier, kept as its source text (``*``, ``+?``, ``{,3}``, ...)
+    ("group", p)              explicit parentheses (no meaning of their own)
+    ("permute", (p, q, ...))  ``PERMUTE(p, q, ...)``: every order of the operands
+
+Predicates (the right-hand sides of DEFINE) are nested tuples too::
+
+    ("cmp", field, op, literal)         op in = <> != < <= > >=; literal a bool or an int
+    ("cmpf", field, op, other_field)    field-to-field comparison
+    ("between", field, lo, hi)
+    ("in", field, (v, ...))
+    ("not", p) / ("and", p, q) / ("or", p, q)
+
+Each tuple of a sub-stream is encoded as one character whose code point carries the bit
+vector of the query's defined variables it satisfies (``chr(0x100 + bits)``); a variable is the
+character class of every code with its bit set, an undefined variable or ``.`` the class of all
+codes. A query then matches the run ``S[j..i]`` iff its regex fullmatches ``s[j:i+1]``.
+
+Two independent engines decide that: Python's :mod:`re` (brute force over start positions,
+``engine="re"``) and a direct set semantics computing, for every node and start position, the
+set of end positions (``engine="sets"``). The first is the literal reading of the brief; the
+second cannot backtrack exponentially (overlapping predicates make ``(A|B)*`` ambiguous), so
+long streams use it. The self-tests check the two against each other.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+# --------------------------------------------------------------------------------------------
+# Patterns
+
+
+def var(name: str) -> tuple:
+    return ("var", name)
+
+
+ANY = ("any",)
+
+
+def seq(*parts: tuple) -> tuple:
+    return ("seq", tuple(parts))
+
+
+def alt(*parts: tuple) -> tuple:
+    return ("alt", tuple(parts))
+
+
+def rep(part: tuple, quantifier: str) -> tuple:
+    parse_quantifier(quantifier)  # reject nonsense early
+    return ("rep", part, quantifier)
+
+
+def group(part: tuple) -> tuple:
+    return ("group", part)
+
+
+def permute(*parts: tuple) -> tuple:
+    return ("permute", tuple(parts))
+
+
+_QUANTIFIER = re.compile(r"(\*|\+|\?|\{(\d*)(,?)(\d*)\})(\?)?")
+
+
+def parse_quantifier(text: str) -> tuple[int, int | None, bool]:
+    """``(lo, hi, reluctant)`` of a quantifier's source text; ``hi`` is None when unbounded."""
+    m = _QUANTIFIER.fullmatch(text)
+    if m is None:
+        raise ValueError(f"not a quantifier: {text!r}")
+    base, lo_text, comma, hi_text, lazy = m.groups()
+    reluctant = lazy is not None
+    if base == "*":
+        return 0, None, reluctant
+    if base == "+":
+        return 1, None, reluctant
+    if base == "?":
+        return 0, 1, reluctant
+    if not comma:  # {n}
+        if not lo_text or hi_text:
+            raise ValueError(f"not a quantifier: {text!r}")
+        return int(lo_text), int(lo_text), reluctant
+    if not lo_text and not hi_text:
+        raise ValueError(f"not a quantifier: {text!r}")
+    lo = int(lo_text) if lo_text else 0
+    hi = int(hi_text) if hi_text else None
+    if hi is not None and hi < lo:
+        raise ValueError(f"quantifier with max < min: {text!r}")
+    return lo, hi, reluctant
+
+
+def pattern_vars(p: tuple) -> list[str]:
+    """Variable names in order of first appearance."""
+    out: list[str] = []
+
+    def walk(p: tuple) -> None:
+        kind = p[0]
+        if kind == "var":
+            if p[1] not in out:
+                out.append(p[1])
+        elif kind in ("seq", "alt", "permute"):
+            for c in p[1]:
+                walk(c)
+        elif kind in ("rep", "group"):
+            walk(p[1])
+
+    walk(p)
+    return out
+
+
+def pattern_atoms(p: tuple) -> int:
+    kind = p[0]
+    if kind in ("var", "any"):
+        return 1
+    if kind in ("seq", "alt", "permute"):
+        return sum(pattern_atoms(c) for c in p[1])
+    return pattern_atoms(p[1])
+
+
+def only_empty(p: tuple) -> bool:
+    """Whether ``p`` matches nothing but the empty sequence (so never reports anything)."""
+    kind = p[0]
+    if kind in ("var", "any"):
+        return False
+    if kind in ("seq", "alt", "permute"):
+        return all(only_empty(c) for c in p[1])
+    if kind == "rep":
+        return parse_quantifier(p[2])[1] == 0 or only_empty(p[1])
+    return only_empty(p[1])  # group
+
+
+EMPTY = ("group", ("seq", ()))  # ``()``
+
+
+def render_pattern(p: tuple) -> str:
+    """nfacep PATTERN text (without the enclosing parentheses of the PATTERN clause)."""
+    return _render(p, "top")
+
+
+def _render(p: tuple, ctx: str) -> str:
+    kind = p[0]
+    if kind == "var":
+        return p[1]
+    if kind == "any":
+        return "."
+    if kind == "group":
+        return "(" + _render(p[1], "top") + ")"
+    if kind == "permute":
+        return "PERMUTE(" + ", ".join(_render(c, "top") for c in p[1]) + ")"
+    if kind == "seq":
+        text = " ".join(_render(c, "seq") for c in p[1])
+        return f"({text})" if ctx == "rep" else text
+    if kind == "alt":
+        text = " | ".join(_render(c, "alt") for c in p[1])
+        return f"({text})" if ctx in ("seq", "rep") else text
+    if kind == "rep":
+        child = _render(p[1], "rep")
+        if p[1][0] == "rep":  # A** or A*? would read as something else
+            child = f"({child})"
+        return child + p[2]
+    raise ValueError(f"unknown pattern node {p!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Predicates
+
+
+def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
+    kind = pred[0]
+    if kind == "cmp":
+        return _compare(row[pred[1]], pred[2], pred[3])
+    if kind == "cmpf":
+        return _compare(row[pred[1]], pred[2], row[pred[3]])
+    if kind == "between":
+        return pred[2] <= row[pred[1]] <= pred[3]
+    if kind == "in":
+        return row[pred[1]] in pred[2]
+    if kind == "not":
+        return not eval_pred(pred[1], row)
+    if kind == "and":
+        return eval_pred(pred[1], row) and eval_pred(pred[2], row)
+    if kind == "or":
+        return eval_pred(pred[1], row) or eval_pred(pred[2], row)
+    raise ValueError(f"unknown predicate node {pred!r}")
+
+
+def _compare(a: object, op: str, b: object) -> bool:
+    if op == "=":
+        return a == b
+    if op in ("<>", "!="):
+        return a != b
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    if op == ">=":
+        return a >= b
+    raise ValueError(f"unknown comparison {op!r}")
+
+
+def _literal(v: object) -> str:
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    return str(v)
+
+
+def render_pred(pred: tuple, qualifier: str | None = None) -> str:
+    """DEFINE text; ``qualifier`` writes fields as ``A.field``."""
+    q = f"{qualifier}." if qualifier else ""
+    kind = pred[0]
+    if kind == "cmp":
+        return f"{q}{pred[1]} {pred[2]} {_literal(pred[3])}"
+    if kind == "cmpf":
+        return f"{q}{pred[1]} {pred[2]} {q}{pred[3]}"
+    if kind == "between":
+        return f"{q}{pred[1]} BETWEEN {pred[2]} AND {pred[3]}"
+    if kind == "in":
+        return f"{q}{pred[1]} IN ({', '.join(_literal(v) for v in pred[2])})"
+    if kind == "not":
+        return f"NOT ({render_pred(pred[1], qualifier)})"
+    if kind in ("and", "or"):
+        op = kind.upper()
+        return f"({render_pred(pred[1], qualifier)} {op} {render_pred(pred[2], qualifier)})"
+    raise ValueError(f"unknown predicate node {pred!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Queries and their text
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query: ``defines`` maps the defined variables to predicates (others are TRUE)."""
+
+    name: str
+    pattern: tuple
+    defines: tuple[tuple[str, tuple], ...] = ()
+    skip: bool = False  # AFTER MATCH SKIP PAST LAST ROW
+
+    def define_map(self) -> dict[str, tuple]:
+        return dict(self.defines)
+
+
+def render_query(
+    q: Query,
+    stream: str,
+    partition: str | None,
+    form: str = "sql",
+    named: bool = True,
+    qualify: bool = False,
+) -> str:
+    """Query text in the ``"sql"`` (MATCH_RECOGNIZE) or ``"concise"`` (paper) form.
+
+    Unnamed queries are numbered by the compiler; a concise one then has no first line.
+    """
+    defines = q.defines
+    if form == "concise":
+        lines = []
+        if named:
+            lines.append(f"QUERY {q.name} FROM {stream}")
+        if partition:
+            lines.append(f"PARTITION {partition}")
+        if q.skip:
+            lines.append("AFTER MATCH SKIP PAST LAST ROW")
+        lines.append(f"PATTERN ( {render_pattern(q.pattern)} )")
+        if defines:
+            lines.append("DEFINE")
+            for v, pred in defines:
+                lines.append(f"  {v} AS ({render_pred(pred, v if qualify else None)})")
+        return "\n".join(lines) + ";\n"
+    if form != "sql":
+        raise ValueError(form)
+    lines = [f"SELECT * FROM {stream}", "MATCH_RECOGNIZE ("]
+    if partition:
+        lines.append(f"    PARTITION BY {partition}")
+    if q.skip:
+        lines.append("    AFTER MATCH SKIP PAST LAST ROW")
+    lines.append(f"    PATTERN ({render_pattern(q.pattern)})")
+    if defines:
+        lines.append("    DEFINE")
+        items = [
+            f"        {v} AS {render_pred(pred, v if qualify else None)}" for v, pred in defines
+        ]
+        lines.append(",\n".join(items))
+    lines.append(f") AS {q.name};\n" if named else ");\n")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding tuples as characters, and the Python regex
+
+
+_BASE = 0x100
+
+
+def _bits(q: Query) -> dict[str, int]:
+    """Bit index of each defined variable that the pattern uses."""
+    defined = q.define_map()
+    used = [v for v in pattern_vars(q.pattern) if v in defined]
+    return {v: i for i, v in enumerate(used)}
+
+
+def encode(q: Query, rows: Iterable[Mapping[str, object]]) -> str:
+    """One character per row: ``chr(0x100 + bits)``, bit i set iff defined variable i holds."""
+    defined = q.define_map()
+    bits = _bits(q)
+    out = []
+    for row in rows:
+        code = 0
+        for v, i in bits.items():
+            if eval_pred(defined[v], row):
+                code |= 1 << i
+        out.append(chr(_BASE + code))
+    return "".join(out)
+
+
+def _codes(q: Query, name: str | None) -> list[int]:
+    """Codes satisfying variable ``name`` (``None`` for ``.``)."""
+    bits = _bits(q)
+    every = range(1 << len(bits))
+    if name is None or name not in bits:  # the wildcard or an undefined variable
+        return list(every)
+    return [c for c in every if c >> bits[name] & 1]
+
+
+def char_class(q: Query, name: str | None) -> str:
+    """Regex class of the codes satisfying variable ``name`` of ``q`` (``None`` for ``.``)."""
+    return "[" + "".join(chr(_BASE + c) for c in _codes(q, name)) + "]"
+
+
+def to_regex(q: Query) -> str:
+    """The query's pattern as a Python regex over the encoded characters."""
+
+    def cls(name: str | None) -> str:
+        return char_class(q, name)
+
+    def r(p: tuple) -> str:
+        kind = p[0]
+        if kind == "var":
+            return cls(p[1])
+        if kind == "any":
+            return cls(None)
+        if kind == "group":
+            return r(p[1])
+        if kind == "seq":
+            return "".join(f"(?:{r(c)})" for c in p[1])
+        if kind == "alt":
+            return "(?:" + "|".join(r(c) for c in p[1]) + ")"
+        if kind == "permute":
+            orders = itertools.permutations(p[1])
+            return "(?:" + "|".join("".join(f"(?:{r(c)})" for c in o) for o in orders) + ")"
+        if kind == "rep":
+            lo, hi, _ = parse_quantifier(p[2])  # reluctance changes nothing here
+            return f"(?:{r(p[1])}){{{lo},{'' if hi is None else hi}}}"
+        raise ValueError(f"unknown pattern node {p!r}")
+
+    return r(q.pattern)
+
+
+# --------------------------------------------------------------------------------------------
+# Which runs match: starts[i] = { j : s[j:i+1] matches }
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(pattern: tuple, defines: tuple) -> re.Pattern[str]:
+    return re.compile(to_regex(Query("", pattern, defines)))
+
+
+def starts_re(q: Query, s: str) -> list[set[int]]:
+    """Brute force with Python's ``re``: every non-empty substring, fullmatch or not."""
+    rx = _compiled(q.pattern, q.defines)
+    return [{j for j in range(i + 1) if rx.fullmatch(s, j, i + 1)} for i in range(len(s))]
+
+
+def starts_sets(q: Query, s: str) -> list[set[int]]:
+    """Set semantics: ends(p, j) is the set of e with p matching s[j:e]."""
+    n = len(s)
+    memo: dict[tuple[int, int], frozenset[int]] = {}
+    classes: dict[str | None, frozenset[str]] = {}
+
+    def cls(name: str | None) -> frozenset[str]:
+        if name not in classes:
+            classes[name] = frozenset(chr(_BASE + c) for c in _codes(q, name))
+        return classes[name]
+
+    def ends_from(p: tuple, positions: Iterable[int]) -> set[int]:
+        out: set[int] = set()
+        for j in positions:
+            out |= ends(p, j)
+        return out
+
+    def ends(p: tuple, j: int) -> frozenset[int]:
+        key = (id(p), j)
+        if key in memo:
+            return memo[key]
+        kind = p[0]
+        if kind in ("var", "any"):
+            res = {j + 1} if j < n and s[j] in cls(p[1] if kind == "var" else None) else set()
+        elif kind == "group":
+            res = set(ends(p[1], j))
+        elif kind == "seq":
+            res = {j}
+            for c in p[1]:
+                res = ends_from(c, res)
+        elif kind == "alt":
+            res = ends_from(p[1][0], [j]) if p[1] else set()
+            for c in p[1][1:]:
+                res |= ends(c, j)
+        elif kind == "permute":
+            res = set()
+            for order in itertools.permutations(p[1]):
+                cur = {j}
+                for c in order:
+                    cur = ends_from(c, cur)
+                res |= cur
+        elif kind == "rep":
+            lo, hi, _ = parse_quantifier(p[2])
+            cur = {j}
+            for _ in range(lo):  # exactly lo repetitions
+                cur = ends_from(p[1], cur)
+            res = set(cur)
+            if hi is None:  # any number more: close under one more repetition
+                frontier = cur
+                while frontier:
+                    frontier = ends_from(p[1], frontier) - res
+                    res |= frontier
+            else:
+                for _ in range(hi - lo):
+                    cur = ends_from(p[1], cur)
+                    res |= cur
+        else:
+            raise ValueError(f"unknown pattern node {p!r}")
+        memo[key] = frozenset(res)
+        return memo[key]
+
+    out: list[set[int]] = [set() for _ in range(n)]
+    for j in range(n):
+        for e in ends(q.pattern, j):
+            if e > j:  # empty matches never count
+                out[e - 1].add(j)
+    return out
+
+
+ENGINES: dict[str, Callable[[Query, str], list[set[int]]]] = {
+    "re": starts_re,
+    "sets": starts_sets,
+}
+
+
+def every_end(starts: Sequence[set[int]]) -> list[int]:
+    """Every end: i is reported iff some non-empty run ends at i."""
+    return [i for i, js in enumerate(starts) if js]
+
+
+def skip_past_last_row(starts: Sequence[set[int]]) -> list[int]:
+    """Earliest end, non-overlapping: after a report at i, runs must start after i."""
+    out = []
+    lower = 0
+    for i, js in enumerate(starts):
+        if any(j >= lower for j in js):
+            out.append(i)
+            lower = i + 1
+    return out
+
+
+def match_positions(q: Query, s: str, engine: str = "sets") -> list[int]:
+    starts = ENGINES[engine](q, s)
+    return skip_past_last_row(starts) if q.skip else every_end(starts)
+
+
+# --------------------------------------------------------------------------------------------
+# Partitions, capacity and timers
+
+
+@dataclass
+class Lives:
+    """How the partitioner splits the input: each life is one stored element's history."""
+
+    lives: list[tuple[object, list[int]]] = field(default_factory=list)  # (key, seqs)
+    drop_seqs: list[int] = field(default_factory=list)
+
+
+def partition(
+    keys: Sequence[object],
+    partitions: int = 256,
+    tick_tuples: int = 0,
+    timer_bits: int = 4,
+) -> Lives:
+    """Split the input into sub-stream lives, modelling DESIGN.md section 3 literally.
+
+    ``keys`` is the partition field per tuple. At most ``partitions`` partitions are stored;
+    a tuple of an unstored partition takes a free element with an empty history, or is
+    dropped when none is free. A processed tuple sets its element's timer to
+    ``2**timer_bits - 1``; a tick after every ``tick_tuples``-th input tuple (dropped ones
+    included) decrements every stored timer, and the tick that brings one to zero frees that
+    element, forgetting its history.
+    """
+    result = Lives()
+    stored: dict[object, list] = {}  # key -> [timer, seqs]
+    top = (1 << timer_bits) - 1
+    for n, key in enumerate(keys):
+        if key in stored:
+            stored[key][0] = top
+            stored[key][1].append(n)
+        elif len(stored) < partitions:
+            seqs = [n]
+            stored[key] = [top, seqs]
+            result.lives.append((key, seqs))
+        else:
+            result.drop_seqs.append(n)
+        if tick_tuples and (n + 1) % tick_tuples == 0:
+            for k in list(stored):
+                stored[k][0] -= 1
+                if stored[k][0] == 0:
+                    del stored[k]
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# The whole matcher
+
+
+@dataclass
+class Result:
+    tuples: int
+    matches: list[tuple[int, str, str]]  # (seq, query, partition text), sorted
+    drop_seqs: list[int]
+
+    def counts(self, names: Iterable[str]) -> dict[str, int]:
+        out = dict.fromkeys(names, 0)
+        for _, name, _ in self.matches:
+            out[name] += 1
+        return out
+
+
+def run(
+    queries: Sequence[Query],
+    rows: Sequence[Mapping[str, object]],
+    partition_field: str | None = None,
+    partitions: int = 256,
+    tick_tuples: int = 0,
+    timer_bits: int = 4,
+    engine: str = "sets",
+    key_text: Callable[[object], str] = str,
+) -> Result:
+    """Matches of ``queries`` over ``rows`` as ``nfacep match`` should report them."""
+    if partition_field is None:  # one sub-stream; capacity and timers do not apply
+        lives = Lives(lives=[(None, list(range(len(rows))))])
+    else:
+        keys = [row[partition_field] for row in rows]
+        lives = partition(keys, partitions, tick_tuples, timer_bits)
+    # Predicates see one tuple at a time, so each query's encoding is computed once for the
+    # whole input; a sub-stream's string is its tuples' characters in stream order.
+    encoded = {q: encode(q, rows) for q in queries}
+    starts_of = ENGINES[engine]
+    memo: dict[tuple, list[set[int]]] = {}  # (pattern, defines, string) -> starts
+    matches = []
+    for key, seqs in lives.lives:
+        text = "" if partition_field is None else key_text(key)
+        for q in queries:
+            s = "".join(encoded[q][n] for n in seqs)
+            k = (q.pattern, q.defines, s)
+            if k not in memo:
+                memo[k] = starts_of(q, s)
+            found = skip_past_last_row(memo[k]) if q.skip else every_end(memo[k])
+            matches.extend((seqs[i], q.name, text) for i in found)
+    matches.sort(key=lambda m: (m[0], m[1]))
+    return Result(tuples=len(rows), matches=matches, drop_seqs=lives.drop_seqs)

@@ -1,0 +1,215 @@
+"""The partitioner's capacity, timers and drops: ``nfacep match`` against the oracle.
+
+DESIGN.md section 3: at most ``--partitions N`` partitions are stored; a tuple of an unstored
+partition takes a free element or is dropped (and counted); an element's timer is set to
+``2**B - 1`` by each tuple of its partition and decremented by a tick after every K-th input
+tuple, dropped ones included; the tick that brings it to zero frees the element and its
+history.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from oracle import ANY, Query, alt, partition, render_query, rep, run, seq, var
+from test_oracle_differential import (
+    ABC,
+    P0,
+    P1,
+    P2,
+    STREAM,
+    check_against_oracle,
+    cli_settings,
+    nfacep_match,
+    queries,
+    rows_of,
+)
+
+A, B = var("A"), var("B")
+AA = Query("q", seq(A, A), ABC[:1])  # reports a tuple iff its partition's previous one was A
+
+
+@st.composite
+def key_lists(draw, max_len: int = 40, keys: int = 6) -> list[int]:
+    n = draw(st.integers(1, max_len))  # uniform lengths: lists alone stay mostly short
+    return draw(st.lists(st.integers(0, keys - 1), min_size=n, max_size=n))
+
+
+def lives(keys, n, k=0, b=4):
+    found = partition(keys, n, k, b)
+    return found.lives, found.drop_seqs
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle's model, on cases worked out by hand
+
+
+def test_oracle_drop_when_full():
+    assert lives([0, 1, 0, 2, 1], 1) == ([(0, [0, 2])], [1, 3, 4])
+    assert lives([0, 1, 0, 2, 1], 2) == ([(0, [0, 2]), (1, [1, 4])], [3])
+
+
+def test_oracle_timer_expires_at_exact_tick():
+    # B=2: timers start at 3; K=1: a tick after every tuple. Partition 0's timer reads 2, 1
+    # after tuples 0, 1 and reaches 0 (freed) on the tick after tuple 2.
+    assert lives([0, 1, 0], 2, 1, 2) == ([(0, [0, 2]), (1, [1])], [])
+    assert lives([0, 1, 1, 0], 2, 1, 2) == ([(0, [0]), (1, [1, 2]), (0, [3])], [])
+    assert lives([0, 1, 1, 1, 0], 2, 1, 2) == ([(0, [0]), (1, [1, 2, 3]), (0, [4])], [])
+
+
+def test_oracle_every_tuple_restarts_its_timer():
+    # B=1: a timer reads 1 after any tuple of its partition, so every tick frees every element.
+    assert lives([0, 0, 0, 0], 1, 2, 1) == ([(0, [0, 1]), (0, [2, 3])], [])
+    assert lives([0, 0, 0], 1, 1, 1) == ([(0, [0]), (0, [1]), (0, [2])], [])
+    # B=2, K=1: a partition seen every other tuple never expires
+    assert lives([0, 1, 0, 1, 0, 1], 2, 1, 2) == ([(0, [0, 2, 4]), (1, [1, 3, 5])], [])
+
+
+def test_oracle_dropped_tuples_count_toward_ticks():
+    # N=1, K=2, B=1: tuple 1 is dropped, yet the tick after it frees partition 0; tuple 2
+    # takes the element, tuple 3 is dropped, and its tick frees partition 1.
+    assert lives([0, 1, 1, 0], 1, 2, 1) == ([(0, [0]), (1, [2])], [1, 3])
+
+
+def test_oracle_no_ticks_means_no_expiry():
+    assert lives([0, 1, 2, 0, 1, 2], 2, 0, 1) == ([(0, [0, 3]), (1, [1, 4])], [2, 5])
+
+
+def test_oracle_freed_history_is_forgotten():
+    rows = rows_of("a", "a", "a")
+    assert [m[0] for m in run([AA], rows, "k").matches] == [1, 2]
+    assert run([AA], rows, "k", partitions=1, tick_tuples=1, timer_bits=1).matches == []
+    assert [m[0] for m in run([AA], rows, "k", 1, 2, 1).matches] == [1]  # lives [0,1], [2]
+
+
+def test_oracle_without_partition_capacity_does_not_apply():
+    rows = rows_of("a", "a", "a")
+    for r, k in zip(rows, [0, 1, 2], strict=True):
+        r["k"] = k
+    got = run([AA], rows, None, partitions=1, tick_tuples=1, timer_bits=1)
+    assert (got.matches, got.drop_seqs) == ([(1, "q", ""), (2, "q", "")], [])
+
+
+# --------------------------------------------------------------------------------------------
+# nfacep match against the oracle
+
+
+def keyed(keys, cells=None):
+    rows = rows_of(*(cells or ["a"] * len(keys)))
+    for r, k in zip(rows, keys, strict=True):
+        r["k"] = k
+    return rows
+
+
+def options(n, k, b):
+    return ["--partitions", str(n), "--tick-tuples", str(k), "--timer-bits", str(b)]
+
+
+@pytest.mark.parametrize(
+    ("keys", "hardware"),
+    [
+        ([0, 1, 0, 2, 1], (1, 0, 4)),
+        ([0, 1, 0, 2, 1], (2, 0, 4)),
+        ([0, 1, 0], (2, 1, 2)),
+        ([0, 1, 1, 0], (2, 1, 2)),
+        ([0, 1, 1, 1, 0], (2, 1, 2)),
+        ([0, 0, 0, 0], (1, 2, 1)),
+        ([0, 0, 0], (1, 1, 1)),
+        ([0, 1, 0, 1, 0, 1], (2, 1, 2)),
+        ([0, 1, 1, 0], (1, 2, 1)),
+        ([0, 1, 2, 0, 1, 2], (2, 0, 1)),
+    ],
+)
+def test_match_hand_cases(tmp_path, keys, hardware):
+    text = STREAM + render_query(AA, "s", "k")
+    check_against_oracle(tmp_path, [AA], text, keyed(keys), True, options(*hardware), hardware)
+
+
+def test_match_default_capacity_is_256(tmp_path):
+    """Without options: 256 elements, no ticks; the 257th partition is dropped, always."""
+    keys = [*range(300), *range(300)]
+    stream = STREAM.replace("UINT(8)", "UINT(16)")
+    got = nfacep_match(tmp_path, stream + render_query(AA, "s", "k"), keyed(keys))
+    assert got.rc == 0
+    want = [*range(256, 300), *range(556, 600)]
+    assert (got.summary["drops"], got.summary["drop_seqs"]) == (len(want), want)
+    assert [m[0] for m in got.matches] == list(range(300, 556))
+
+
+@cli_settings(100)
+@given(
+    keys=key_lists(),
+    cells=st.data(),
+    n=st.integers(1, 4),
+    k=st.integers(0, 5),
+    b=st.integers(1, 3),
+)
+def test_match_capacity_and_timers(tmp_path, keys, cells, n, k, b):
+    """A A on random keys: every report says the partition's history survived."""
+    mostly_a = st.sampled_from(["a", "a", "a", ""])
+    rows = keyed(keys, cells.draw(st.lists(mostly_a, min_size=len(keys), max_size=len(keys))))
+    text = STREAM + render_query(AA, "s", "k")
+    check_against_oracle(tmp_path, [AA], text, rows, True, options(n, k, b), (n, k, b))
+
+
+@cli_settings(80)
+@given(
+    q1=queries("x"),
+    q2=queries("y"),
+    keys=key_lists(),
+    data=st.data(),
+    n=st.integers(1, 4),
+    k=st.integers(0, 5),
+    b=st.integers(1, 3),
+)
+def test_match_capacity_random_queries(tmp_path, q1, q2, keys, data, n, k, b):
+    """Random queries (both AFTER MATCH modes) under random capacity and timers."""
+    bits = st.fixed_dictionaries({"p0": st.booleans(), "p1": st.booleans(), "p2": st.booleans()})
+    rows = [{"k": key, **data.draw(bits)} for key in keys]
+    text = STREAM + render_query(q1, "s", "k") + render_query(q2, "s", "k")
+    check_against_oracle(tmp_path, [q1, q2], text, rows, True, options(n, k, b), (n, k, b))
+
+
+@pytest.mark.parametrize("hardware", [(1, 0, 4), (1, 1, 1), (4, 5, 3)])
+def test_match_empty_input(tmp_path, hardware):
+    """A header and no tuples: nothing matched, nothing dropped, whatever the hardware."""
+    text = STREAM + render_query(AA, "s", "k")
+    check_against_oracle(tmp_path, [AA], text, [], True, options(*hardware), hardware)
+
+
+@cli_settings(40)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    length=st.integers(30, 60),
+    skip=st.booleans(),
+    n=st.integers(1, 4),
+    k=st.integers(0, 5),
+    b=st.integers(1, 3),
+)
+def test_match_capacity_beyond_dfa_limit(tmp_path, seed, length, skip, n, k, b):
+    """As above with ``A A | Y .{16} Z``: too many subset states to determinize, so a matcher
+    simulating the NFA must restart it exactly where the oracle starts a new life."""
+    rng = random.Random(seed)
+    rows = [
+        {
+            "k": rng.randrange(6),
+            "p0": rng.random() < 0.5,
+            "p1": rng.random() < 0.7,
+            "p2": rng.random() < 0.5,
+        }
+        for _ in range(length)
+    ]
+    big = seq(var("Y"), rep(ANY, "{16}"), var("Z"))
+    q = Query("q", alt(seq(B, B), big), (("B", P1), ("Y", P0), ("Z", P2)), skip)
+    text = STREAM + render_query(q, "s", "k")
+    check_against_oracle(tmp_path, [q], text, rows, True, options(n, k, b), (n, k, b))
+
+
+def test_match_drops_are_per_tuple_not_per_query(tmp_path):
+    qs = [Query("x", A, ABC[:1]), Query("y", seq(A, A), ABC[:1], skip=True)]
+    text = STREAM + "".join(render_query(q, "s", "k") for q in qs)
+    rows = keyed([0, 1, 0, 1, 2, 0])
+    check_against_oracle(tmp_path, qs, text, rows, True, options(1, 0, 4), (1, 0, 4))

@@ -1,0 +1,720 @@
+"""The reference matcher (``nfacep match``) against the independent oracle in ``oracle.py``.
+
+Three layers:
+
+* the oracle itself, on hand-computed cases and against its own second engine, so that it can
+  be trusted;
+* Hypothesis differential tests: random patterns over every operator, random streams with
+  overlapping predicates, both query forms, both AFTER MATCH modes, several queries per file;
+* an exhaustive small-scope test: every pattern of up to 3 atoms over 2 variables built with
+  concatenation, ``|``, ``*`` and ``?`` against every stream of up to 4 tuples.
+
+Everything goes through the command line as a user would run it; ``test_capacity.py`` reuses
+the helpers here for the partitioner's capacity and timers.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import os
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from oracle import (
+    ANY,
+    EMPTY,
+    Query,
+    alt,
+    char_class,
+    every_end,
+    group,
+    match_positions,
+    only_empty,
+    parse_quantifier,
+    pattern_atoms,
+    pattern_vars,
+    permute,
+    render_pattern,
+    render_query,
+    rep,
+    run,
+    seq,
+    skip_past_last_row,
+    starts_re,
+    starts_sets,
+    to_regex,
+    var,
+)
+
+STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL);\n"
+FIELDS = ("k", "p0", "p1", "p2")
+P0 = ("cmp", "p0", "=", True)
+P1 = ("cmp", "p1", "=", True)
+P2 = ("cmp", "p2", "=", True)
+ABC = (("A", P0), ("B", P1), ("C", P2))
+
+# --------------------------------------------------------------------------------------------
+# Running `nfacep match`
+
+
+@dataclass
+class Outcome:
+    rc: int
+    matches: list[tuple[int, str, str]]
+    summary: dict
+
+
+def write_tuples(path: Path, rows: Sequence[Mapping[str, object]], bools: str = "word") -> None:
+    true, false = ("true", "false") if bools == "word" else ("1", "0")
+    lines = [",".join(FIELDS)]
+    for row in rows:
+        cells = []
+        for f in FIELDS:
+            v = row[f]
+            cells.append((true if v else false) if isinstance(v, bool) else str(v))
+        lines.append(",".join(cells))
+    path.write_text("\n".join(lines) + "\n")
+
+
+_runs = itertools.count()
+
+
+def nfacep_match(
+    tmp: Path,
+    query_text: str,
+    rows: Sequence[Mapping[str, object]],
+    options: Sequence[str] = (),
+    bools: str = "word",
+) -> Outcome:
+    """Write the query and tuple files into a fresh directory under ``tmp`` and run the CLI."""
+    from nfacep.cli import main  # here, so the oracle's own tests run without the compiler
+
+    d = tmp / f"run{next(_runs)}"
+    d.mkdir()
+    (d / "q.sql").write_text(query_text)
+    write_tuples(d / "t.csv", rows, bools)
+    argv = ["match", str(d / "q.sql"), "--input", str(d / "t.csv"), "--output", str(d / "m.csv")]
+    try:
+        rc = main([*argv, *options])
+    except SystemExit as e:  # tolerate argparse-style exits; the contract is a return value
+        rc = e.code if isinstance(e.code, int) else 1
+    if rc != 0:
+        return Outcome(rc, [], {})
+    with open(d / "m.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0] == ["seq", "query", "partition"], table[:1]
+    matches = [(int(s), q, p) for s, q, p in table[1:]]
+    summary = json.loads((d / "m.summary.json").read_text())
+    return Outcome(rc, matches, summary)
+
+
+def check_against_oracle(
+    tmp: Path,
+    queries: Sequence[Query],
+    query_text: str,
+    rows: Sequence[Mapping[str, object]],
+    partitioned: bool,
+    options: Sequence[str] = (),
+    hardware: tuple[int, int, int] = (256, 0, 4),
+    bools: str = "word",
+    engine: str = "sets",
+) -> None:
+    """``nfacep match`` must report exactly what the oracle reports: matches, drops, counts."""
+    partitions, tick_tuples, timer_bits = hardware
+    want = run(
+        queries,
+        rows,
+        "k" if partitioned else None,
+        partitions=partitions,
+        tick_tuples=tick_tuples,
+        timer_bits=timer_bits,
+        engine=engine,
+    )
+    got = nfacep_match(tmp, query_text, rows, options, bools)
+    context = (
+        f"\n--- query file\n{query_text}--- options {list(options)}\n--- tuples (k, p0, p1, p2)\n"
+        + "\n".join(
+            f"{n:3}: {r['k']} {int(r['p0'])}{int(r['p1'])}{int(r['p2'])}"
+            for n, r in enumerate(rows)
+        )
+    )
+    assert got.rc == 0, f"nfacep match exited {got.rc}{context}"
+    missing = sorted(set(want.matches) - set(got.matches))
+    extra = sorted(set(got.matches) - set(want.matches))
+    assert got.matches == want.matches, (
+        f"matches differ: missing (oracle only) {missing}, extra (nfacep only) {extra}{context}"
+    )
+    assert got.summary["drop_seqs"] == want.drop_seqs, context
+    assert got.summary["drops"] == len(want.drop_seqs), context
+    assert got.summary["tuples"] == len(rows), context
+    assert got.summary["matches"] == want.counts(q.name for q in queries), context
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle itself, on cases worked out by hand
+
+
+def rows_of(*cells: str, key: int = 0) -> list[dict[str, object]]:
+    """``rows_of("a", "bc", "")``: letters a, b, c set p0, p1, p2."""
+    return [{"k": key, "p0": "a" in c, "p1": "b" in c, "p2": "c" in c} for c in cells]
+
+
+def positions(pattern: tuple, cells: str, skip: bool = False, defines=ABC) -> list[int]:
+    """Oracle match positions of one query on one stream, checked to agree across engines."""
+    q = Query("q", pattern, defines, skip)
+    rows = rows_of(*cells.split(" ")) if cells else []
+    found = {e: run([q], rows, engine=e) for e in ("re", "sets")}
+    assert found["re"] == found["sets"]
+    return [m[0] for m in found["re"].matches]
+
+
+A, B, C, X = var("A"), var("B"), var("C"), var("X")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "cells", "skip", "expected"),
+    [
+        # A B* C, the paper's shape
+        (seq(A, rep(B, "*"), C), "a b b c c a c", False, [3, 6]),
+        (seq(A, rep(B, "*"), C), "a b b c c a c", True, [3, 6]),
+        (seq(A, rep(B, "*"), C), "ab c", False, [1]),  # one tuple, two variables
+        (seq(A, rep(B, "*"), C), "ac", False, []),  # a single tuple cannot be both A and C
+        (seq(A, rep(B, "*"), C), "a ac", False, [1]),
+        (seq(A, rep(B, "*"), C), "", False, []),
+        # overlapping runs: every end reports them all, SKIP PAST LAST ROW restarts after one
+        (seq(A, A), "a a a a", False, [1, 2, 3]),
+        (seq(A, A), "a a a a", True, [1, 3]),
+        (seq(A, rep(B, "+")), "a b b b", False, [1, 2, 3]),
+        (seq(A, rep(B, "+")), "a b b b", True, [1]),
+        (seq(A, rep(B, "+")), "ab ab ab", True, [1]),
+        (seq(A, rep(B, "+")), "ab ab ab ab", True, [1, 3]),
+        (rep(A, "{2,3}"), "a a a a", False, [1, 2, 3]),
+        (rep(A, "{2,3}"), "a a a a", True, [1, 3]),
+        (rep(A, "{2,3}?"), "a a a a", True, [1, 3]),
+        # counted repetition
+        (seq(rep(A, "{2}"), B), "a a a b", False, [3]),
+        (seq(rep(A, "{2}"), B), "a b", False, []),
+        (seq(rep(A, "{2,}"), B), "a b a a b", False, [4]),
+        (seq(rep(A, "{,2}"), B), "a a a b", False, [3]),
+        (seq(rep(A, "{,2}"), B), "b", False, [0]),
+        (seq(rep(A, "{0}"), B), "a b", False, [1]),
+        (rep(A, "{0}"), "a a", False, []),  # only the empty match
+        (seq(A, EMPTY, B), "a b", False, [1]),
+        (seq(A, rep(EMPTY, "+"), B), "a b", False, [1]),
+        (EMPTY, "a b", False, []),
+        # empty matches never count
+        (rep(A, "*"), "a - a", False, [0, 2]),
+        (seq(rep(A, "?"), rep(B, "?")), "- c -", False, []),
+        (seq(rep(A, "?"), rep(B, "?")), "b", False, [0]),
+        # reluctant quantifiers give the same reports
+        (seq(rep(A, "+?"), B), "a a b", False, [2]),
+        (seq(rep(A, "??"), B), "a b b", False, [1, 2]),
+        (seq(rep(A, "*?"), B), "a b b", True, [1, 2]),
+        # wildcard and undefined variables hold for every tuple
+        (seq(A, ANY, A), "a - a", False, [2]),
+        (seq(A, X, A), "a - a", False, [2]),
+        (seq(A, X, A), "a a a a a", False, [2, 3, 4]),
+        (seq(A, X, A), "a a a a a", True, [2]),
+        (X, "- -", False, [0, 1]),
+        # precedence is the tree's, and alternatives are independent
+        (alt(seq(A, B), C), "c", False, [0]),
+        (alt(seq(A, B), C), "a b", False, [1]),
+        (alt(seq(A, B), C), "a c", False, [1]),
+        (seq(alt(A, B), C), "b c", False, [1]),
+        (seq(group(alt(A, B)), C), "c", False, []),
+        # PERMUTE: every order
+        (permute(A, B, C), "c a b", False, [2]),
+        (permute(A, B, C), "a b", False, []),
+        (permute(A, B, C), "b c a b", False, [2, 3]),
+        (permute(A, B, C), "b c a b", True, [2]),
+        (permute(A, seq(B, B)), "b b a b b", False, [2, 4]),
+        (permute(A, rep(B, "?")), "b a", False, [1]),
+        (permute(A, rep(B, "?")), "a b", False, [0, 1]),
+    ],
+)
+def test_oracle_hand_cases(pattern, cells, skip, expected):
+    assert positions(pattern, cells, skip) == expected
+
+
+def test_oracle_partitions_are_separate_sub_streams():
+    q = Query("q", seq(A, A), ABC)
+    rows = rows_of("a", "a", "a", "a")
+    for r, k in zip(rows, [0, 1, 0, 1], strict=True):
+        r["k"] = k
+    assert run([q], rows).matches == [(1, "q", ""), (2, "q", ""), (3, "q", "")]
+    assert run([q], rows, "k").matches == [(2, "q", "0"), (3, "q", "1")]
+
+
+def test_oracle_several_queries_report_the_same_tuple():
+    qs = [Query("x", A, ABC), Query("w", seq(A, B), ABC), Query("v", B, ABC, skip=True)]
+    assert run(qs, rows_of("a", "ab")).matches == [
+        (0, "x", ""),
+        (1, "v", ""),
+        (1, "w", ""),
+        (1, "x", ""),
+    ]
+
+
+def test_oracle_predicates():
+    defines = (
+        ("A", ("and", P0, ("not", P1))),
+        ("B", ("or", ("cmpf", "p0", "<>", "p1"), ("cmp", "k", ">=", 3))),
+        ("C", ("in", "k", (1, 2))),
+        ("D", ("between", "k", 1, 2)),
+    )
+    rows = rows_of("a", "ab", "b", "")
+    for r, k in zip(rows, [0, 1, 2, 3], strict=True):
+        r["k"] = k
+    assert match_positions(Query("q", A, defines), "") == []
+    got = {v: [m[0] for m in run([Query(v, var(v), defines)], rows).matches] for v in "ABCD"}
+    assert got == {"A": [0], "B": [0, 2, 3], "C": [1, 2], "D": [1, 2]}
+
+
+def test_oracle_only_empty():
+    assert only_empty(EMPTY)
+    assert only_empty(rep(A, "{0}"))
+    assert only_empty(alt(rep(A, "{,0}"), rep(EMPTY, "*")))
+    assert only_empty(permute(EMPTY, rep(seq(A, B), "{0,0}?")))
+    assert not only_empty(alt(rep(A, "{0}"), B))
+    assert not only_empty(rep(A, "?"))
+
+
+def test_oracle_quantifier_text():
+    assert parse_quantifier("*") == (0, None, False)
+    assert parse_quantifier("+?") == (1, None, True)
+    assert parse_quantifier("??") == (0, 1, True)
+    assert parse_quantifier("{3}") == (3, 3, False)
+    assert parse_quantifier("{3,}?") == (3, None, True)
+    assert parse_quantifier("{,3}") == (0, 3, False)
+    assert parse_quantifier("{1,3}") == (1, 3, False)
+    for bad in ("{}", "{,}", "{3,1}", "{a}", "**", "{1}??"):
+        with pytest.raises(ValueError):
+            parse_quantifier(bad)
+
+
+def test_oracle_rendering():
+    p = seq(alt(A, B), rep(seq(A, B), "{2,}?"), rep(rep(A, "*"), "?"), group(C), ANY)
+    assert render_pattern(p) == "(A | B) (A B){2,}? (A*)? (C) ."
+    assert render_pattern(alt(seq(A, B), permute(A, alt(B, C)))) == "A B | PERMUTE(A, B | C)"
+    q = Query("cheat", seq(A, rep(B, "*"), C), ABC)
+    assert render_query(q, "s", "k", form="concise") == (
+        "QUERY cheat FROM s\nPARTITION k\nPATTERN ( A B* C )\n"
+        "DEFINE\n  A AS (p0 = TRUE)\n  B AS (p1 = TRUE)\n  C AS (p2 = TRUE);\n"
+    )
+    assert render_query(Query("q", A, ABC[:1], skip=True), "s", None, qualify=True) == (
+        "SELECT * FROM s\nMATCH_RECOGNIZE (\n    AFTER MATCH SKIP PAST LAST ROW\n"
+        "    PATTERN (A)\n    DEFINE\n        A AS A.p0 = TRUE\n) AS q;\n"
+    )
+
+
+def test_oracle_skip_and_every_end_from_starts():
+    starts = [set(), {0}, {0, 1}, {2}, {1}]
+    assert every_end(starts) == [1, 2, 3, 4]
+    assert skip_past_last_row(starts) == [1, 3]  # 2 starts before 2; 4 before 4
+
+
+# --------------------------------------------------------------------------------------------
+# Random patterns, predicates, streams and query files
+
+DEFINED = ("A", "B", "C")
+UNDEFINED = ("X",)
+_BRACES = ("{%d}", "{%d,}", "{%d,%d}", "{,%d}")
+
+
+@st.composite
+def quantifiers(draw) -> str:
+    kind = draw(st.sampled_from(["*", "+", "?", *_BRACES]))
+    lazy = "?" if draw(st.integers(0, 3)) == 0 else ""
+    count = st.sampled_from([0, 1, 1, 2, 2, 3])  # 0 rarely: {0}, {0,0}, {,0} match only ()
+    if kind == "{%d,%d}":
+        lo = draw(count)
+        text = kind % (lo, draw(st.integers(lo, 3)))
+    elif "%d" in kind:
+        text = kind % draw(count)
+    else:
+        text = kind
+    return text + lazy
+
+
+def _pattern(draw, atoms: int, depth: int, names: Sequence[str]) -> tuple:
+    unary = ["rep", "rep", "group"] if depth < 4 else []
+    if atoms == 1:
+        kind = draw(st.sampled_from(["var"] * 8 + ["any", "empty", *unary]))
+        if kind == "var":
+            return var(draw(st.sampled_from(names)))
+        if kind == "any":
+            return ANY
+        if kind == "empty":
+            return EMPTY
+    else:
+        kinds = ["seq", "seq", "alt", "alt", *unary]
+        if depth < 3:
+            kinds.append("permute")
+        kind = draw(st.sampled_from(kinds))
+    if kind == "rep":
+        return rep(_pattern(draw, atoms, depth + 1, names), draw(quantifiers()))
+    if kind == "group":
+        return group(_pattern(draw, atoms, depth + 1, names))
+    parts = draw(st.integers(2, min(atoms, 2 if kind == "permute" else 3)))
+    cuts = sorted(draw(st.permutations(range(1, atoms)))[: parts - 1])
+    sizes = [b - a for a, b in itertools.pairwise([0, *cuts, atoms])]
+    children = [_pattern(draw, n, depth + 1, names) for n in sizes]
+    return {"seq": seq, "alt": alt, "permute": permute}[kind](*children)
+
+
+@st.composite
+def patterns(draw, max_atoms: int = 6, names: Sequence[str] = DEFINED + UNDEFINED) -> tuple:
+    return _pattern(draw, draw(st.integers(1, max_atoms)), 0, names)
+
+
+_BOOL_FIELDS = ("p0", "p1", "p2")
+
+
+@st.composite
+def predicates(draw, depth: int = 0) -> tuple:
+    kind = draw(
+        st.sampled_from(
+            ["bool"] * 6
+            + ["bool_field", "key", "between", "in"]
+            + (["not", "and", "or"] if depth < 2 else [])
+        )
+    )
+    if kind == "bool":
+        op = draw(st.sampled_from(["=", "=", "<>", "!="]))
+        return ("cmp", draw(st.sampled_from(_BOOL_FIELDS)), op, draw(st.booleans()))
+    if kind == "bool_field":
+        f, g = draw(st.permutations(_BOOL_FIELDS))[:2]
+        return ("cmpf", f, draw(st.sampled_from(["=", "<>", "!="])), g)
+    if kind == "key":
+        op = draw(st.sampled_from(["=", "<>", "!=", "<", "<=", ">", ">="]))
+        return ("cmp", "k", op, draw(st.integers(0, 3)))
+    if kind == "between":
+        lo = draw(st.integers(0, 3))
+        return ("between", "k", lo, draw(st.integers(lo, 3)))
+    if kind == "in":
+        return ("in", "k", tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
+    if kind == "not":
+        return ("not", draw(predicates(depth + 1)))
+    return (kind, draw(predicates(depth + 1)), draw(predicates(depth + 1)))
+
+
+@st.composite
+def queries(draw, name: str, skip: bool | None = None) -> Query:
+    pattern = draw(patterns())
+    used = pattern_vars(pattern)
+    if only_empty(pattern) or not any(v in DEFINED for v in used):
+        # never a report, and DEFINE needs at least one variable: see test_match_only_empty
+        pattern = seq(var("A"), pattern)
+        used = pattern_vars(pattern)
+    defines = tuple((v, draw(predicates())) for v in used if v in DEFINED)
+    if skip is None:
+        skip = draw(st.booleans())
+    return Query(name, pattern, defines, skip)
+
+
+@st.composite
+def streams(draw, max_len: int = 30, keys: int = 4) -> list[dict[str, object]]:
+    row = st.fixed_dictionaries(
+        {
+            "k": st.integers(0, keys - 1),
+            "p0": st.booleans(),
+            "p1": st.booleans(),
+            "p2": st.booleans(),
+        }
+    )
+    n = draw(st.integers(0, max_len))  # uniform lengths: lists alone stay mostly short
+    return draw(st.lists(row, min_size=n, max_size=n))
+
+
+@dataclass
+class Scenario:
+    queries: list[Query]
+    text: str
+    partitioned: bool
+
+
+@st.composite
+def scenarios(draw, partitioned: bool | None = None, max_queries: int = 3) -> Scenario:
+    """A query file: the stream and 1-3 queries in either form, named or numbered."""
+    if partitioned is None:
+        partitioned = draw(st.booleans())
+    named = draw(st.booleans())
+    n = draw(st.integers(1, max_queries))
+    names = [f"m{i}" for i in range(n)] if named else [f"q{i + 1}" for i in range(n)]
+    qs = [draw(queries(name)) for name in names]
+    parts = [STREAM]
+    for q in qs:
+        form = draw(st.sampled_from(["sql", "concise"]))
+        text = render_query(
+            q, "s", "k" if partitioned else None, form, named, qualify=draw(st.booleans())
+        )
+        if form == "concise" and named and draw(st.booleans()):  # one stream: FROM optional
+            text = text.replace(" FROM s\n", "\n", 1)
+        parts.append(text)
+    return Scenario(qs, "".join(parts), partitioned)
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle against itself
+
+
+def _tokens_to_python(text: str, q: Query) -> str:
+    """Translate nfacep PATTERN text (no PERMUTE) into a Python regex token by token.
+
+    Python's own parser then decides what the text means, which checks that the renderer's
+    parentheses and quantifier spellings say what the tree says.
+    """
+    out = []
+    for tok in re.findall(r"[A-Z]+|\{[0-9,]*\}|\S", text):
+        if tok.isalpha():
+            out.append(char_class(q, tok))
+        elif tok == ".":
+            out.append(char_class(q, None))
+        else:
+            out.append(tok)
+    return "".join(out)
+
+
+def _has_permute(p: tuple) -> bool:
+    return "PERMUTE" in render_pattern(p)
+
+
+@settings(max_examples=150)
+@given(q=queries("q"), codes=st.lists(st.integers(0, 7), max_size=8))
+def test_oracle_engines_and_renderer_agree(q, codes):
+    """Brute-force ``re`` and the set semantics agree; so does Python parsing our text."""
+    width = len([v for v in pattern_vars(q.pattern) if v in dict(q.defines)])
+    s = "".join(chr(0x100 + (c & ((1 << width) - 1))) for c in codes)
+    by_re = starts_re(q, s)
+    assert by_re == starts_sets(q, s), (render_pattern(q.pattern), to_regex(q))
+    if not _has_permute(q.pattern):
+        rx = re.compile(_tokens_to_python(render_pattern(q.pattern), q))
+        assert by_re == [
+            {j for j in range(i + 1) if rx.fullmatch(s, j, i + 1)} for i in range(len(s))
+        ], render_pattern(q.pattern)
+
+
+# --------------------------------------------------------------------------------------------
+# nfacep match against the oracle
+
+
+def cli_settings(max_examples: int) -> settings:
+    """Settings of a test that runs the CLI per example in pytest's ``tmp_path``.
+
+    Every example works in its own fresh directory under ``tmp_path``, so sharing the fixture
+    across examples is safe. ``NFACEP_EXAMPLES=10`` runs ten times as many examples, for a
+    deeper search than the default budget (about a minute in all) allows.
+    """
+    return settings(
+        max_examples=max_examples * int(os.environ.get("NFACEP_EXAMPLES", "1")),
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+@cli_settings(120)
+@given(sc=scenarios(), rows=streams(), data=st.data())
+def test_match_random(tmp_path, sc, rows, data):
+    """Random patterns and predicates, with and without PARTITION, one to three queries."""
+    options: list[str] = []
+    if sc.partitioned:
+        if data.draw(st.booleans(), label="explicit defaults"):
+            options = ["--partitions", "256", "--tick-tuples", "0", "--timer-bits", "4"]
+    elif data.draw(st.booleans(), label="hardware options without PARTITION"):
+        # without PARTITION there is one sub-stream: capacity and timers do not apply
+        options = ["--partitions", "1", "--tick-tuples", "1", "--timer-bits", "1"]
+    bools = data.draw(st.sampled_from(["word", "digit"]), label="bools")
+    check_against_oracle(tmp_path, sc.queries, sc.text, rows, sc.partitioned, options, bools=bools)
+
+
+@cli_settings(60)
+@given(q=queries("q"), rows=streams(max_len=12, keys=1), form=st.sampled_from(["sql", "concise"]))
+def test_match_single_query_re_engine(tmp_path, q, rows, form):
+    """One query, one sub-stream, judged by the brute-force ``re`` engine."""
+    text = STREAM + render_query(q, "s", None, form)
+    check_against_oracle(tmp_path, [q], text, rows, False, engine="re")
+
+
+@cli_settings(40)
+@given(sc=scenarios(partitioned=True, max_queries=2), rows=streams(max_len=40, keys=6))
+def test_match_many_partitions_interleaved(tmp_path, sc, rows):
+    """Longer streams spread over more partitions than the other tests."""
+    check_against_oracle(tmp_path, sc.queries, sc.text, rows, True)
+
+
+@pytest.mark.parametrize("pattern", ["A{0}", "()", "(A{,0} | ()*) B{0,0}?", "PERMUTE((), A{0})"])
+def test_match_only_empty(tmp_path, pattern):
+    """A pattern matching nothing but the empty sequence never reports anything.
+
+    DESIGN.md does not list it among the rejected queries; nfacep currently rejects it (exit
+    2, "the pattern only matches the empty sequence"), which a user may well prefer. Either
+    is accepted here: never a crash, never a report.
+    """
+    text = STREAM + f"SELECT * FROM s MATCH_RECOGNIZE (PATTERN ({pattern}) DEFINE A AS p0) AS q;"
+    got = nfacep_match(tmp_path, text, rows_of("a", "ab", ""))
+    assert got.rc in (0, 2)
+    assert got.matches == []
+
+
+@cli_settings(40)
+@given(
+    q=queries("q"),
+    seed=st.integers(0, 2**32 - 1),
+    length=st.integers(30, 60),
+    partitioned=st.booleans(),
+    form=st.sampled_from(["sql", "concise"]),
+)
+def test_match_beyond_dfa_limit(tmp_path, q, seed, length, partitioned, form):
+    """Random patterns in alternation with ``Y .{16} Z``, whose every-end automaton has more
+    than 2**16 subset states: a matcher that determinizes must fall back to simulating the
+    NFA here (nfacep's does beyond 2**14 states), so this covers that path too. The tuples
+    are uniformly random so that every combination of predicates occurs."""
+    rng = random.Random(seed)
+    rows = [
+        {
+            "k": rng.randrange(2),
+            "p0": rng.random() < 0.5,
+            "p1": rng.random() < 0.5,
+            "p2": rng.random() < 0.5,
+        }
+        for _ in range(length)
+    ]
+    big = seq(var("Y"), rep(ANY, "{16}"), var("Z"))
+    defines = (*q.defines, ("Y", P0), ("Z", P2))
+    q = Query("q", alt(q.pattern, big), defines, q.skip)
+    text = STREAM + render_query(q, "s", "k" if partitioned else None, form)
+    check_against_oracle(tmp_path, [q], text, rows, partitioned)
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_match_long_sub_stream(tmp_path, partitioned):
+    """10,000 tuples with one sub-stream of about 9,000: long enough that a matcher splitting
+    long runs into chunks (nfacep's does beyond 8,192 tuples) must join them exactly."""
+    patterns = [
+        seq(A, rep(B, "*"), C),
+        rep(alt(A, seq(B, C)), "{2,3}"),
+        seq(permute(A, B, C), rep(X, "?"), A),
+        seq(A, rep(ANY, "{3,5}?"), rep(C, "+")),
+    ]
+    qs = [Query(f"e{i}", p, ABC) for i, p in enumerate(patterns)]
+    qs += [Query(f"s{i}", p, ABC, skip=True) for i, p in enumerate(patterns)]
+    rng = random.Random(7)
+    rows = [
+        {
+            "k": 0 if rng.random() < 0.9 else rng.randrange(1, 4),
+            "p0": rng.random() < 0.4,
+            "p1": rng.random() < 0.5,
+            "p2": rng.random() < 0.3,
+        }
+        for _ in range(10_000)
+    ]
+    key = "k" if partitioned else None
+    text = STREAM + "".join(render_query(q, "s", key) for q in qs)
+    check_against_oracle(tmp_path, qs, text, rows, partitioned)
+
+
+# --------------------------------------------------------------------------------------------
+# Exhaustive small scope, as RE2's exhaustive tester: every pattern up to a few atoms and
+# operators against every stream of <= 4 tuples over (p0, p1).
+#
+# SMALL: <= 3 atoms and <= 3 operators over A, B from concatenation, |, * and ?.
+# SMALL_MORE: <= 2 atoms and <= 2 operators over A, B, . from concatenation, |, PERMUTE and
+# the quantifiers +, {2}, {1,2}?, {,1}, {2,}.
+
+
+@cache
+def _small_patterns(atoms: int, ops: int, leaves: tuple, binary: tuple, unary: tuple) -> frozenset:
+    out = set(leaves) if atoms == 1 else set()
+    for left_atoms in range(1, atoms):
+        for left_ops in range(ops):
+            for left in _small_patterns(left_atoms, left_ops, leaves, binary, unary):
+                for right in _small_patterns(
+                    atoms - left_atoms, ops - 1 - left_ops, leaves, binary, unary
+                ):
+                    out |= {make(left, right) for make in binary}
+    if ops:
+        for child in _small_patterns(atoms, ops - 1, leaves, binary, unary):
+            out |= {rep(child, q) for q in unary}
+    return frozenset(out)
+
+
+def small_patterns(atoms: int, ops: int, leaves, binary, unary) -> list[tuple]:
+    """Distinct by their text (concatenation and | are associative), in text order."""
+    by_text: dict[str, tuple] = {}
+    for n in range(1, atoms + 1):
+        for p in _small_patterns(n, ops, tuple(leaves), tuple(binary), tuple(unary)):
+            by_text.setdefault(render_pattern(p), p)
+    return [by_text[t] for t in sorted(by_text)]
+
+
+SMALL = small_patterns(3, 3, (var("A"), var("B")), (seq, alt), ("*", "?"))
+SMALL_MORE = small_patterns(
+    2, 2, (var("A"), var("B"), ANY), (seq, alt, permute), ("+", "{2}", "{1,2}?", "{,1}", "{2,}")
+)
+BATCHES = 8
+
+
+def all_short_streams() -> list[dict[str, object]]:
+    """Partition key n holds the 4 tuples spelling n in base 4 (p0 = low bit, p1 = high bit).
+
+    Every stream of length <= 4 is a prefix of one of them and a report at a tuple depends only
+    on the prefix ending there, so the 256 keys cover every stream up to length 4. The tuples
+    are interleaved, so all 256 partition elements are in use at once.
+    """
+    return [
+        {"k": key, "p0": bool(key >> 2 * i & 1), "p1": bool(key >> 2 * i & 2), "p2": False}
+        for i in range(4)
+        for key in range(256)
+    ]
+
+
+def test_small_scope_size():
+    assert len(SMALL) == 838
+    assert {pattern_atoms(p) for p in SMALL} == {1, 2, 3}
+    assert len(SMALL_MORE) == 525
+    assert {pattern_atoms(p) for p in SMALL_MORE} == {1, 2}
+
+
+EXHAUSTIVE = [("small", b) for b in range(BATCHES)] + [("more", b) for b in range(BATCHES // 2)]
+
+
+@pytest.mark.parametrize(("scope", "batch"), EXHAUSTIVE)
+def test_match_exhaustive_small_scope(tmp_path, scope, batch):
+    """Each batch is one query file, every pattern in it twice: every end (concise form) and
+    SKIP PAST LAST ROW (SQL form), judged by the brute-force ``re`` engine."""
+    defines = (("A", P0), ("B", P1))
+    patterns, batches = (SMALL, BATCHES) if scope == "small" else (SMALL_MORE, BATCHES // 2)
+    qs, parts = [], [STREAM]
+    for n, p in enumerate(patterns[batch::batches]):
+        every = Query(f"e{n}", p, defines)
+        skip = Query(f"s{n}", p, defines, skip=True)
+        qs += [every, skip]
+        parts += [render_query(every, "s", "k", "concise"), render_query(skip, "s", "k")]
+    check_against_oracle(tmp_path, qs, "".join(parts), all_short_streams(), True, engine="re")
+
+
+def test_match_exhaustive_oracle_engines_agree():
+    """The exhaustive test judges with ``re``; the set engine must say the same there."""
+    defines = (("A", P0), ("B", P1))
+    words = ["".join(chr(0x100 + c) for c in w) for w in itertools.product(range(4), repeat=4)]
+    for p in SMALL[::7] + SMALL_MORE[::5]:
+        q = Query("q", p, defines)
+        for w in words[::5]:
+            assert starts_re(q, w) == starts_sets(q, w), render_pattern(p)
+
+
+def test_quantifier_strategy_is_valid():
+    @given(quantifiers())
+    def check(text):
+        lo, hi, _ = parse_quantifier(text)
+        assert hi is None or lo <= hi
+
+    check()
