@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
                         "beside it with the suffix .json")
     v.add_argument("--top", default="nfacep_engine", help="module name (default %(default)s)")
     _hardware_args(v)
+
+    from sim.cli import add_sim_parser
+
+    add_sim_parser(sub, _hardware_args)
     return p
 
 
@@ -162,8 +166,15 @@ def cmd_verilog(args) -> int:
     return 0
 
 
+def cmd_sim(args) -> int:
+    from sim.cli import cmd_sim as run_sim
+
+    _validate_hardware(args)
+    return run_sim(args)
+
+
 _COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match,
-             "verilog": cmd_verilog}
+             "verilog": cmd_verilog, "sim": cmd_sim}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,11 +22,18 @@ def atomic_write(path: str, newline: str | None = None):
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
             yield f
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it owner-only; follow the umask
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def summary_path(output: str) -> str:

@@ -29,6 +29,7 @@ demo)
     cat out/marathon.matches.csv
     ;;
 test)
+    bash tools/install-simulators.sh
     ruff check .
     HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python -m pytest -W error -q "${@:2}"
     ;;

@@ -1,0 +1,31 @@
+"""Simulation of the generated engine under cocotb (DESIGN.md §1, §5: ``nfacep sim``).
+
+- :func:`run` (:mod:`sim.runner`): emit the engine's Verilog, build it with Icarus Verilog or
+  Verilator, stream tuples through it and write its matches like ``nfacep match``;
+- :mod:`sim.testbench`: the cocotb testbench (stream driver, monitor, in-order checker), which
+  runs inside the simulator;
+- :mod:`sim.cli`: the ``nfacep sim`` subcommand.
+
+Importing :mod:`sim` is cheap: the runner (and with it the compiler and cocotb's runner) is
+loaded on first use of one of its names.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = [
+    "SIMULATORS",
+    "ContractError",
+    "SimResult",
+    "SimulationError",
+    "SimulatorMissing",
+    "run",
+    "simulator_available",
+]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        return getattr(importlib.import_module(".runner", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

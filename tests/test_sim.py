@@ -1,0 +1,226 @@
+"""cocotb simulation of the emitted engine (sim/) against the reference matcher.
+
+Every bundled query runs through the generated Verilog under Icarus Verilog, with seeded random
+gaps on the input stream and random backpressure on the output stream; its match file must
+equal the checked-in ``queries/<name>.matches.csv`` and ``nfacep match``'s byte for byte, and
+the testbench's in-order checker compares every record with the reference matcher's as it
+arrives. A small partitioner with ticks checks drops and expiry; Verilator runs one query.
+
+Simulator builds are cached per distinct Verilog in one folder for the session. A missing
+simulator fails the test with the install hint: CI installs both
+(``bash tools/install-simulators.sh``).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import sim
+from nfacep import compile_file, tuples, wire
+from nfacep.cli import main
+from sim import runner
+from sim.records import Record, RecordLayout
+from sim.testbench import InOrderChecker
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+QUERIES = ROOT / "queries"
+NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
+
+
+@pytest.fixture(scope="session")
+def sim_cache(tmp_path_factory):
+    """One build folder for the session: the runner reuses a build per distinct Verilog."""
+    return tmp_path_factory.mktemp("sim-cache")
+
+
+def require(simulator: str) -> None:
+    """Fail (never skip) when a simulator is missing, with the runner's install hint."""
+    missing = runner.simulator_available(simulator)
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+
+
+def reference(tmp_path, name: str, *params: str) -> tuple[str, dict]:
+    out = tmp_path / "reference.csv"
+    assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
+                 "--output", str(out), *params]) == 0
+    return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
+
+
+def simulate(tmp_path, sim_cache, name: str, *params: str) -> tuple[str, dict]:
+    out = tmp_path / "sim.csv"
+    assert main(["sim", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
+                 "--output", str(out), "--build-dir", str(sim_cache), "--check",
+                 *params]) == 0
+    return out.read_text(), json.loads((tmp_path / "sim.summary.json").read_text())
+
+
+SAME_KEYS = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples",
+             "timer_bits")
+
+
+# the bundled streams hold at most 60 partitions (queries/README.md); 64 elements keep the
+# emitted engine (and its Verilog) a quarter of the default 256
+BUNDLED = ("--partitions", "64")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bundled_query_icarus(tmp_path, sim_cache, name, capsys):
+    require("icarus")
+    seed = NAMES.index(name) + 1
+    got, summary = simulate(tmp_path, sim_cache, name, *BUNDLED, "--seed", str(seed))
+    assert got == (QUERIES / f"{name}.matches.csv").read_text()
+    expected, ref_summary = reference(tmp_path, name, *BUNDLED)
+    assert got == expected
+    assert {k: summary[k] for k in SAME_KEYS} == {k: ref_summary[k] for k in SAME_KEYS}
+    assert summary["simulator"] == "icarus" and summary["seed"] == seed
+    assert summary["traffic"] == "random" and summary["cycles"] > summary["tuples"]
+    assert 0 < summary["tuples_per_cycle"] <= 1
+    counters = summary["counters"]
+    assert counters.get("tuples") == summary["tuples"]
+    assert counters.get("drops") == 0
+    assert "[icarus," in capsys.readouterr().out
+
+
+# a partitioner far too small for the stream, with timers that expire: bruteforce loses a
+# match and drops 52 tuples with 2 elements, marathon drops 154 tuples and loses every match
+@pytest.mark.parametrize(("name", "partitions"), [("bruteforce", 2), ("marathon", 4)])
+def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions):
+    require("icarus")
+    params = ("--partitions", str(partitions), "--tick-tuples", "3", "--timer-bits", "2")
+    got, summary = simulate(tmp_path, sim_cache, name, *params, "--seed", "7")
+    expected, ref_summary = reference(tmp_path, name, *params)
+    assert got == expected
+    assert summary["drop_seqs"] == ref_summary["drop_seqs"] and summary["drops"] > 0
+    assert {k: summary[k] for k in SAME_KEYS} == {k: ref_summary[k] for k in SAME_KEYS}
+    assert summary["counters"].get("drops") == summary["drops"]
+
+
+@pytest.mark.slow
+def test_verilator_marathon(tmp_path, sim_cache):
+    require("verilator")
+    got, summary = simulate(tmp_path, sim_cache, "marathon", "--simulator", "verilator",
+                            "--partitions", "64", "--seed", "3")
+    assert got == (QUERIES / "marathon.matches.csv").read_text()
+    assert summary["simulator"] == "verilator" and summary["drops"] == 0
+
+
+def test_default_parameters_full_traffic_api(tmp_path, sim_cache):
+    """The engine as `nfacep verilog` emits it by default, driven as fast as it goes."""
+    require("icarus")
+    data = tuples.read(str(QUERIES / "vshape.csv"),
+                       compile_file(str(QUERIES / "vshape.sql")).program.schema)
+    result = sim.run(str(QUERIES / "vshape.sql"), data, None, traffic="full",
+                     build_dir=sim_cache, check=True)
+    assert [(s, q, p) for s, q, p in result.matches] == [
+        (int(s), q, p) for s, q, p in
+        (line.split(",") for line in (QUERIES / "vshape.matches.csv").read_text().split()[1:])]
+    # with valid and ready always high the engine takes a tuple at least every other cycle
+    assert result.tuples_per_cycle >= 0.5
+    assert result.drop_seqs == [] and result.n == 300
+    assert list(tmp_path.iterdir()) == []  # no output asked for, none written
+
+
+def test_waves(tmp_path, sim_cache):
+    require("icarus")
+    waves = tmp_path / "engine.fst"
+    out = tmp_path / "m.csv"
+    assert main(["sim", str(QUERIES / "fire.sql"), "--input", str(QUERIES / "fire.csv"),
+                 "--output", str(out), "--partitions", "16", "--build-dir", str(sim_cache),
+                 "--waves", str(waves)]) == 0
+    data = waves.read_bytes()
+    assert len(data) > 1000 and data[0] == 0  # an FST file starts with its header block (0)
+    assert out.read_text() == (QUERIES / "fire.matches.csv").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["engine.fst", "m.csv",
+                                                          "m.summary.json"]
+
+
+def test_waves_format_is_the_simulators(tmp_path, capsys):
+    q = str(QUERIES / "fire.sql")
+    assert main(["sim", q, "--input", str(QUERIES / "fire.csv"), "--output",
+                 str(tmp_path / "m.csv"), "--waves", str(tmp_path / "w.vcd")]) == 2
+    assert "icarus writes FST waveforms; name the file .fst" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_missing_simulator_says_how_to_install(tmp_path, monkeypatch, capsys, simulator):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(runner, "_venv_bin", lambda: empty)
+    monkeypatch.setattr(runner, "_verilator_root", lambda: None)
+    out = tmp_path / "m.csv"
+    code = main(["sim", str(QUERIES / "marathon.sql"), "--input",
+                 str(QUERIES / "marathon.csv"), "--output", str(out), "--simulator",
+                 simulator, "--build-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "Traceback" not in err and "tools/install-simulators.sh" in err
+    assert ("Icarus Verilog" if simulator == "icarus" else "Verilator") in err
+    assert not out.exists()
+
+
+def test_stuck_engine_times_out_with_a_clear_message(tmp_path, sim_cache):
+    require("icarus")
+    with pytest.raises(sim.SimulationError, match=r"timeout: no completion after \d+ cycles"):
+        sim.run(str(QUERIES / "marathon.sql"), str(QUERIES / "marathon.csv"),
+                str(tmp_path / "m.csv"), partitions=2, build_dir=sim_cache, timeout_cycles=100)
+    assert not (tmp_path / "m.csv").exists()
+
+
+def test_sidecar_packing_agrees_with_wire(tmp_path):
+    """The engine's own field offsets (sidecar) and nfacep.wire pack every tuple alike."""
+    for name in NAMES:
+        q = str(QUERIES / f"{name}.sql")
+        engine = tmp_path / f"{name}.v"
+        assert main(["verilog", q, "-o", str(engine), "--partitions", "1"]) == 0
+        sidecar = json.loads(engine.with_suffix(".json").read_text())
+        nfa = compile_file(q)
+        data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+        assert runner.pack_by_sidecar(sidecar["tuple"]["fields"], data) == \
+            wire.pack(nfa.program.schema, data)
+        assert sidecar["tuple"]["width"] == wire.tuple_width(nfa.program.schema)
+        runner._check_sidecar(sidecar, nfa)
+
+
+def test_record_layout_and_in_order_checker():
+    layout = RecordLayout({"width": 60, "fields": [
+        {"name": "seq", "offset": 0, "width": 48}, {"name": "partition", "offset": 48,
+                                                    "width": 8},
+        {"name": "matches", "offset": 56, "width": 3}, {"name": "dropped", "offset": 59,
+                                                        "width": 1}]})
+    assert layout.decode(5 | 200 << 48 | 0b101 << 56) == Record(5, 200, 0b101, 0)
+    model = [Record(1, 3, 1, 0), Record(4, 2, 0, 1), Record(6, 3, 2, 0)]
+    good = InOrderChecker(model, 10)
+    for r in model:
+        good(r)
+    good.finish()
+    assert good.error_count == 0
+    bad = InOrderChecker(model, 10)
+    bad(Record(4, 2, 0, 1))  # seq 1 is missing
+    bad(Record(5, 1, 1, 0))  # extra
+    bad(Record(5, 1, 1, 0))  # out of order, and extra
+    bad(Record(7, 0, 0, 0))  # neither match nor drop; seq 6 missing
+    bad.finish()
+    text = bad.report()
+    assert "missing record: the model has seq 1" in text
+    assert "extra record 1: the engine gave seq 5" in text
+    assert "not after the previous one" in text
+    assert "reports neither a match nor a drop" in text
+    assert "missing record: the model has seq 6" in text
+    unmodelled = InOrderChecker(None, 3)
+    unmodelled(Record(3, 0, 1, 1))
+    assert unmodelled.error_count == 2  # past the input, and dropped with matches
+
+
+def test_sim_package_imports_lazily():
+    # `nfacep --help` imports sim.cli; neither it nor `import sim` may pull in cocotb
+    code = ("import sys, sim, sim.cli, sim.records; "
+            "sys.exit(1 if 'cocotb' in sys.modules or 'sim.runner' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0

