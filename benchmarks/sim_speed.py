@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Simulation speed of the emitted Verilog under cocotb: Icarus vs Verilator, marathon query.
+
+The marathon tuple file is repeated to `--tuples` tuples (runner ids kept, so there are 60
+partitions) and streamed with valid and ready always high. Reported: wall-clock tuples/s of the
+simulation run (Verilog emission and the simulator build excluded: a second, cached run is
+timed) and simulated cycles/s. Prints a table; `--plot F` draws a bar chart. Wall-clock on a
+shared machine: compare the ratio between simulators, not absolute values.
+
+    python benchmarks/sim_speed.py --partitions 64 256 --tuples 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import tempfile
+import time
+
+import numpy as np
+
+import nfacep
+import sim
+from hdl.engine import write_verilog
+from nfacep import tuples
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--partitions", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--simulators", nargs="+", default=["icarus", "verilator"])
+    ap.add_argument("--tuples", type=int, default=5000)
+    ap.add_argument("--plot", metavar="PNG")
+    args = ap.parse_args()
+
+    query = str(ROOT / "queries" / "marathon.sql")
+    nfa = nfacep.compile_file(query)
+    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), nfa.program.schema)
+    idx = np.arange(args.tuples) % data.n
+    cols = {k: v[idx] for k, v in data.columns.items()}
+    cols["time"] = np.arange(args.tuples, dtype=np.uint64)  # keep ORDER BY non-decreasing
+    sample = tuples.Tuples(cols, args.tuples)
+
+    print(f"marathon, {args.tuples} tuples, full traffic; emission and build excluded")
+    print(f"{'simulator':>10} {'partitions':>10} {'wall s':>8} {'tuples/s':>9} "
+          f"{'cycles/s':>9} {'tuples/cycle':>12}")
+    rows = []
+    with tempfile.TemporaryDirectory() as build:
+        engines = {}
+        for p in args.partitions:  # emit once: Verilog generation is not simulation
+            engines[p] = str(pathlib.Path(build) / f"engine{p}.v")
+            write_verilog(nfa, engines[p], partitions=p, tick_tuples=0, timer_bits=4)
+        for simulator in args.simulators:
+            for p in args.partitions:
+                kw = {"simulator": simulator, "partitions": p, "traffic": "full",
+                      "build_dir": build, "engine": engines[p]}
+                sim.run(query, sample, **kw)  # build (and warm the cache)
+                t0 = time.perf_counter()
+                r = sim.run(query, sample, **kw)
+                wall = time.perf_counter() - t0
+                rows.append((simulator, p, wall, args.tuples / wall, r.cycles / wall))
+                print(f"{simulator:>10} {p:>10} {wall:>8.1f} {args.tuples / wall:>9.0f} "
+                      f"{r.cycles / wall:>9.0f} {r.tuples_per_cycle:>12.3f}")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        labels = [f"{s}\n{p} partitions" for s, p, *_ in rows]
+        ax.bar(labels, [r[3] for r in rows])
+        ax.set_ylabel("tuples per second (wall clock)")
+        ax.set_title("cocotb simulation of the marathon engine")
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        print(f"wrote {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
