@@ -10,6 +10,9 @@ import random
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import scenarios, streams
 from streams import stream_put
 
 import nfacep
@@ -175,3 +178,20 @@ def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
     seen = cycle_profile(dut, wire.pack(nfa.program.schema, data), expect_records=n)
     assert seen["latency"] == latency
     assert seen["cycles_per_tuple"] == cycles_per_tuple
+
+
+@settings(max_examples=40, deadline=None)
+@given(sc=scenarios(), rows=streams(max_len=40, keys=6),
+       partitions=st.integers(1, 4), tick_tuples=st.integers(0, 4),
+       timer_bits=st.integers(1, 3), seed=st.integers(0, 1000))
+def test_random_scenarios(sc, rows, partitions, tick_tuples, timer_bits, seed):
+    """Random query files (every pattern operator, both forms, both skip modes, with and
+    without PARTITION) and streams, through the gateware, equal the reference exactly."""
+    nfa = nfacep.compile_text(sc.text)
+    n = len(rows)
+    data = tuples.Tuples({
+        "k": np.array([r["k"] for r in rows], dtype=np.uint64),
+        **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
+    }, n)
+    check(nfa, data, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits,
+          seed=seed)

@@ -54,8 +54,8 @@ from oracle import (
     to_regex,
     var,
 )
+from strategies import STREAM, quantifiers, queries, scenarios, streams
 
-STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL);\n"
 FIELDS = ("k", "p0", "p1", "p2")
 P0 = ("cmp", "p0", "=", True)
 P1 = ("cmp", "p1", "=", True)
@@ -320,147 +320,6 @@ def test_oracle_skip_and_every_end_from_starts():
     starts = [set(), {0}, {0, 1}, {2}, {1}]
     assert every_end(starts) == [1, 2, 3, 4]
     assert skip_past_last_row(starts) == [1, 3]  # 2 starts before 2; 4 before 4
-
-
-# --------------------------------------------------------------------------------------------
-# Random patterns, predicates, streams and query files
-
-DEFINED = ("A", "B", "C")
-UNDEFINED = ("X",)
-_BRACES = ("{%d}", "{%d,}", "{%d,%d}", "{,%d}")
-
-
-@st.composite
-def quantifiers(draw) -> str:
-    kind = draw(st.sampled_from(["*", "+", "?", *_BRACES]))
-    lazy = "?" if draw(st.integers(0, 3)) == 0 else ""
-    count = st.sampled_from([0, 1, 1, 2, 2, 3])  # 0 rarely: {0}, {0,0}, {,0} match only ()
-    if kind == "{%d,%d}":
-        lo = draw(count)
-        text = kind % (lo, draw(st.integers(lo, 3)))
-    elif "%d" in kind:
-        text = kind % draw(count)
-    else:
-        text = kind
-    return text + lazy
-
-
-def _pattern(draw, atoms: int, depth: int, names: Sequence[str]) -> tuple:
-    unary = ["rep", "rep", "group"] if depth < 4 else []
-    if atoms == 1:
-        kind = draw(st.sampled_from(["var"] * 8 + ["any", "empty", *unary]))
-        if kind == "var":
-            return var(draw(st.sampled_from(names)))
-        if kind == "any":
-            return ANY
-        if kind == "empty":
-            return EMPTY
-    else:
-        kinds = ["seq", "seq", "alt", "alt", *unary]
-        if depth < 3:
-            kinds.append("permute")
-        kind = draw(st.sampled_from(kinds))
-    if kind == "rep":
-        return rep(_pattern(draw, atoms, depth + 1, names), draw(quantifiers()))
-    if kind == "group":
-        return group(_pattern(draw, atoms, depth + 1, names))
-    parts = draw(st.integers(2, min(atoms, 2 if kind == "permute" else 3)))
-    cuts = sorted(draw(st.permutations(range(1, atoms)))[: parts - 1])
-    sizes = [b - a for a, b in itertools.pairwise([0, *cuts, atoms])]
-    children = [_pattern(draw, n, depth + 1, names) for n in sizes]
-    return {"seq": seq, "alt": alt, "permute": permute}[kind](*children)
-
-
-@st.composite
-def patterns(draw, max_atoms: int = 6, names: Sequence[str] = DEFINED + UNDEFINED) -> tuple:
-    return _pattern(draw, draw(st.integers(1, max_atoms)), 0, names)
-
-
-_BOOL_FIELDS = ("p0", "p1", "p2")
-
-
-@st.composite
-def predicates(draw, depth: int = 0) -> tuple:
-    kind = draw(
-        st.sampled_from(
-            ["bool"] * 6
-            + ["bool_field", "key", "between", "in"]
-            + (["not", "and", "or"] if depth < 2 else [])
-        )
-    )
-    if kind == "bool":
-        op = draw(st.sampled_from(["=", "=", "<>", "!="]))
-        return ("cmp", draw(st.sampled_from(_BOOL_FIELDS)), op, draw(st.booleans()))
-    if kind == "bool_field":
-        f, g = draw(st.permutations(_BOOL_FIELDS))[:2]
-        return ("cmpf", f, draw(st.sampled_from(["=", "<>", "!="])), g)
-    if kind == "key":
-        op = draw(st.sampled_from(["=", "<>", "!=", "<", "<=", ">", ">="]))
-        return ("cmp", "k", op, draw(st.integers(0, 3)))
-    if kind == "between":
-        lo = draw(st.integers(0, 3))
-        return ("between", "k", lo, draw(st.integers(lo, 3)))
-    if kind == "in":
-        return ("in", "k", tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3))))
-    if kind == "not":
-        return ("not", draw(predicates(depth + 1)))
-    return (kind, draw(predicates(depth + 1)), draw(predicates(depth + 1)))
-
-
-@st.composite
-def queries(draw, name: str, skip: bool | None = None) -> Query:
-    pattern = draw(patterns())
-    used = pattern_vars(pattern)
-    if only_empty(pattern) or not any(v in DEFINED for v in used):
-        # never a report, and DEFINE needs at least one variable: see test_match_only_empty
-        pattern = seq(var("A"), pattern)
-        used = pattern_vars(pattern)
-    defines = tuple((v, draw(predicates())) for v in used if v in DEFINED)
-    if skip is None:
-        skip = draw(st.booleans())
-    return Query(name, pattern, defines, skip)
-
-
-@st.composite
-def streams(draw, max_len: int = 30, keys: int = 4) -> list[dict[str, object]]:
-    row = st.fixed_dictionaries(
-        {
-            "k": st.integers(0, keys - 1),
-            "p0": st.booleans(),
-            "p1": st.booleans(),
-            "p2": st.booleans(),
-        }
-    )
-    n = draw(st.integers(0, max_len))  # uniform lengths: lists alone stay mostly short
-    return draw(st.lists(row, min_size=n, max_size=n))
-
-
-@dataclass
-class Scenario:
-    queries: list[Query]
-    text: str
-    partitioned: bool
-
-
-@st.composite
-def scenarios(draw, partitioned: bool | None = None, max_queries: int = 3) -> Scenario:
-    """A query file: the stream and 1-3 queries in either form, named or numbered."""
-    if partitioned is None:
-        partitioned = draw(st.booleans())
-    named = draw(st.booleans())
-    n = draw(st.integers(1, max_queries))
-    names = [f"m{i}" for i in range(n)] if named else [f"q{i + 1}" for i in range(n)]
-    qs = [draw(queries(name)) for name in names]
-    parts = [STREAM]
-    for q in qs:
-        form = draw(st.sampled_from(["sql", "concise"]))
-        text = render_query(
-            q, "s", "k" if partitioned else None, form, named, qualify=draw(st.booleans())
-        )
-        if form == "concise" and named and draw(st.booleans()):  # one stream: FROM optional
-            text = text.replace(" FROM s\n", "\n", 1)
-        parts.append(text)
-    return Scenario(qs, "".join(parts), partitioned)
 
 
 # --------------------------------------------------------------------------------------------
