@@ -64,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     from sim.cli import add_sim_parser
 
     add_sim_parser(sub, _hardware_args)
+
+    from boards.cli import add_build_parser
+
+    add_build_parser(sub, _hardware_args)
     return p
 
 
@@ -173,8 +177,15 @@ def cmd_sim(args) -> int:
     return run_sim(args)
 
 
+def cmd_build(args) -> int:
+    from boards.cli import cmd_build as run_build
+
+    _validate_hardware(args)
+    return run_build(args)
+
+
 _COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match,
-             "verilog": cmd_verilog, "sim": cmd_sim}
+             "verilog": cmd_verilog, "sim": cmd_sim, "build": cmd_build}
 
 
 def main(argv: list[str] | None = None) -> int:

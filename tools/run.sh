@@ -12,7 +12,7 @@ fi
 stamp=.venv/.nfacep-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[test,bench]"
+    .venv/bin/python -m pip install --quiet -e ".[test,bench,boards]"
     touch "$stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"

