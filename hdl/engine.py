@@ -149,37 +149,35 @@ class Engine(wiring.Component):
         key_field = nfa.program.partition_field
         n_pred = len(nfa.predicates)
 
-        # decoder, sequence numbers and the FIFO
+        # decoder and FIFO. Sequence numbers are not carried along: every stage emits exactly
+        # one result per tuple, in order, so the result side counts them (saving seq_width
+        # flip-flops in every partitioner stage).
         m.submodules.decoder = decoder = PredicateDecoder(nfa)
-        item = data.StructLayout({"seq": self._seq_width, "key": self._key_bits,
-                                  "predicates": n_pred})
+        item = data.StructLayout({"key": self._key_bits, "predicates": n_pred})
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
-        seq = Signal(self._seq_width, name="seq")
         m.d.comb += [
             decoder.tuple.eq(self.i_stream.payload),
             queue.i_stream.valid.eq(self.i_stream.valid),
             self.i_stream.ready.eq(queue.i_stream.ready),
-            queue.i_stream.payload.seq.eq(seq),
             queue.i_stream.payload.predicates.eq(decoder.predicates),
         ]
         if key_field is not None:
             key = Value.cast(self.i_stream.payload[key_field]).as_unsigned()
             m.d.comb += queue.i_stream.payload.key.eq(key)
         with m.If(self.i_stream.valid & self.i_stream.ready):
-            m.d.sync += [seq.eq(seq + 1), self.tuples.eq(self.tuples + 1)]
+            m.d.sync += self.tuples.eq(self.tuples + 1)
 
         # partitioner + partitioned NFA, or the stand-alone NFA
-        passthrough = data.StructLayout({"seq": self._seq_width, "predicates": n_pred})
-        result = Signal(data.StructLayout({"seq": self._seq_width, "key": self._key_bits,
+        result = Signal(data.StructLayout({"key": self._key_bits,
                                            "matches": len(nfa.queries), "dropped": 1}))
         result_valid = Signal()
         result_ready = Signal()
         if key_field is not None:
-            def update(mod, state, payload):
-                return next_state(mod, nfa, state, payload.predicates)
+            def update(mod, state, predicates):
+                return next_state(mod, nfa, state, predicates)
 
             m.submodules.partitioner = part = StreamPartitioner(
-                key_shape=self._key_bits, payload_shape=passthrough,
+                key_shape=self._key_bits, payload_shape=n_pred,
                 state_width=len(nfa.states), result_shape=len(nfa.queries),
                 depth=self._partitions, timer_bits=self._timer_bits,
                 tick_tuples=self._tick_tuples, update=update)
@@ -187,11 +185,9 @@ class Engine(wiring.Component):
                 part.i_stream.valid.eq(queue.o_stream.valid),
                 queue.o_stream.ready.eq(part.i_stream.ready),
                 part.i_stream.payload.key.eq(queue.o_stream.payload.key),
-                part.i_stream.payload.payload.seq.eq(queue.o_stream.payload.seq),
-                part.i_stream.payload.payload.predicates.eq(queue.o_stream.payload.predicates),
+                part.i_stream.payload.payload.eq(queue.o_stream.payload.predicates),
                 result_valid.eq(part.o_stream.valid),
                 part.o_stream.ready.eq(result_ready),
-                result.seq.eq(part.o_stream.payload.payload.seq),
                 result.key.eq(part.o_stream.payload.key),
                 # a dropped tuple's result is meaningless: it matched nothing
                 result.matches.eq(Mux(part.o_stream.payload.dropped, 0,
@@ -200,19 +196,20 @@ class Engine(wiring.Component):
                 self.drops.eq(part.drops),
             ]
         else:
-            m.submodules.nfa = matcher = NfaMatcher(nfa, self._seq_width)
+            m.submodules.nfa = matcher = NfaMatcher(nfa, 0)
             m.d.comb += [
                 matcher.i_stream.valid.eq(queue.o_stream.valid),
                 queue.o_stream.ready.eq(matcher.i_stream.ready),
                 matcher.i_stream.payload.predicates.eq(queue.o_stream.payload.predicates),
-                matcher.i_stream.payload.payload.eq(queue.o_stream.payload.seq),
                 result_valid.eq(matcher.o_stream.valid),
                 matcher.o_stream.ready.eq(result_ready),
-                result.seq.eq(matcher.o_stream.payload.payload),
                 result.matches.eq(matcher.o_stream.payload.matches),
             ]
 
         # record filter: keep tuples that matched or were dropped
+        result_seq = Signal(self._seq_width, name="result_seq")
+        with m.If(result_valid & result_ready):
+            m.d.sync += result_seq.eq(result_seq + 1)
         wanted = Signal()
         m.d.comb += [
             wanted.eq(result.matches.any() | result.dropped),
@@ -223,7 +220,7 @@ class Engine(wiring.Component):
         with m.If(result_valid & result_ready & wanted):
             m.d.sync += [
                 self.o_stream.valid.eq(1),
-                self.o_stream.payload.seq.eq(result.seq),
+                self.o_stream.payload.seq.eq(result_seq),
                 self.o_stream.payload.partition.eq(result.key),
                 self.o_stream.payload.matches.eq(result.matches),
                 self.o_stream.payload.dropped.eq(result.dropped),
