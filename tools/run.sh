@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up the project virtual environment (if needed) and run one job.
-#   bash tools/run.sh demo   parse, explain and match the bundled marathon query
+#   bash tools/run.sh demo   the bundled marathon query through every stage: check, explain,
+#                            match, verilog, sim (checked against match), build
 #   bash tools/run.sh test   lint and run the whole test suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,13 +20,22 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 case "${1:-demo}" in
 demo)
+    # the whole flow on the paper's marathon query: language, reference, gateware, simulation
+    # of the emitted Verilog (checked against the reference), bitstream
+    bash tools/install-simulators.sh icarus
     mkdir -p out
+    q=queries/marathon.sql
     set -x
-    nfacep check queries/marathon.sql
-    nfacep explain queries/marathon.sql --dot out/marathon.dot
-    nfacep match queries/marathon.sql --input queries/marathon.csv --output out/marathon.matches.csv
+    nfacep check "$q"
+    nfacep explain "$q" --dot out/marathon.dot
+    nfacep match "$q" --input queries/marathon.csv --output out/marathon.matches.csv --partitions 64
+    nfacep verilog "$q" -o out/marathon.v --partitions 64
+    nfacep sim "$q" --input queries/marathon.csv --output out/marathon.sim.csv --partitions 64 \
+        --simulator icarus
+    diff out/marathon.matches.csv out/marathon.sim.csv
+    nfacep build "$q" --board ulx3s-85f --partitions 16 -o out/ulx3s-85f
     { set +x; } 2>/dev/null
-    echo "--- out/marathon.matches.csv"
+    echo "--- out/marathon.matches.csv (reference) == out/marathon.sim.csv (gateware)"
     cat out/marathon.matches.csv
     ;;
 test)
