@@ -144,9 +144,9 @@ def test_random_source_varies_and_sink_folds():
 
 @pytest.mark.slow
 def test_synthesis_rejects_before_place_and_route(tmp_path, monkeypatch, capsys):
-    # an icestick with only 400 LUTs: the flip-flop count before synthesis passes, Yosys's
+    # an icestick with only 100 LUTs: the flip-flop count before synthesis passes, Yosys's
     # LUT count does not, and nextpnr must not run
-    small = dataclasses.replace(get_board("icestick"), luts=400)
+    small = dataclasses.replace(get_board("icestick"), luts=100)
     monkeypatch.setitem(boards.registry.BOARDS, "icestick", small)
     monkeypatch.setenv("NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", "exit 99\n"))
     out = tmp_path / "o"
@@ -154,7 +154,7 @@ def test_synthesis_rejects_before_place_and_route(tmp_path, monkeypatch, capsys)
                 "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "does not fit the icestick (iCE40HX1K)" in err
-    assert "LUTs (after synthesis, before place-and-route), the device has 400" in err
+    assert "LUTs (after synthesis, before place-and-route), the device has 100" in err
     assert " over " in err and "running nextpnr" not in err
     report = json.loads((out / "report.json").read_text())
     assert report["status"] == "does not fit" and report["resources_from"] == "yosys"
