@@ -35,6 +35,9 @@ TOP = "nfacep_top"
 #: then (synthesis removed 2-3 % of them in the engines measured).
 ESTIMATE_MARGIN = 1.1
 
+#: The board tops ``build`` makes (``--link``).
+LINKS = ("harness", "uart")
+
 HARNESS = ("synthesis/timing harness: pseudo-random tuples generated on chip, records and "
            "counters folded into the LEDs (no I/O link yet)")
 
@@ -203,25 +206,33 @@ def _platform(board: Board, target_mhz: float | None):
 
 def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples: int,
           timer_bits: int, target_mhz: float | None = None, stem: str = "engine",
-          query_file: str | None = None, progress=None) -> dict:
+          query_file: str | None = None, progress=None, link: str = "harness",
+          baud: int = 115200) -> dict:
     """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report.
 
     Writes ``out_dir/{stem}.v`` (the board top's Verilog), ``out_dir/{stem}.bit`` (ECP5) or
     ``.bin`` (iCE40), ``out_dir/report.json``, and keeps the toolchain's files and logs in
     ``out_dir/toolchain``. Raises :class:`DoesNotFitError` or :class:`BuildError` (after
     writing the report when synthesis ran); the bitstream is written only when timing is met.
+
+    ``link`` is the board top: ``"harness"`` (:class:`boards.top.BoardTop`, on-chip tuples,
+    for measuring the engine) or ``"uart"`` (:class:`boards.link.top.UartBoardTop`: tuples and
+    matches over the board's USB UART at ``baud``, for ``nfacep run``).
     """
     from hdl.engine import Engine
-
-    from .top import BoardTop
 
     say = progress or (lambda text: None)
     tools = find_tools(board.tools)
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError("--target-mhz must be positive")
-    engine = Engine(nfa, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits)
+    if link not in LINKS:
+        raise UsageError(f"unknown link {link!r}: choose one of {', '.join(LINKS)}")
     platform, board_mhz = _platform(board, target_mhz)
     target = target_mhz if target_mhz is not None else board_mhz
+    if link == "uart":
+        _check_uart(platform, board_mhz, baud)
+    engine = Engine(nfa, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits)
+    link_info, top = _top(link, engine, board_mhz, baud)
 
     work = os.path.join(out_dir, "toolchain")
     bitstream = os.path.join(out_dir, stem + board.bitstream_suffix)
@@ -232,7 +243,7 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
     t0 = time.monotonic()
     say("elaborating")
     plan = platform.build(
-        BoardTop(engine), name=TOP, do_build=False, debug_verilog=True,
+        top, name=TOP, do_build=False, debug_verilog=True,
         nextpnr_opts=f"--report {TOP}.report.json --timing-allow-fail",
         script_after_synth=f"tee -q -o {TOP}.stat.json stat -json",
     )
@@ -263,7 +274,8 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
                             "ffs": "SB_DFF* (one per logic cell)", "brams": "ICESTORM_RAM"}),
         "status": None,
         "message": None,
-        "harness": HARNESS,
+        "harness": link_info.pop("note"),
+        "link": link_info,
         "tools": tools,
         "seconds": seconds,
         "files": {"bitstream": None, "verilog": os.path.basename(verilog),
@@ -369,6 +381,38 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
     report["files"]["bitstream"] = os.path.basename(bitstream)
     finish("ok", None, usage, pnr)
     return report
+
+
+def _check_uart(platform, board_mhz: float, baud: int) -> None:
+    """A :class:`UsageError` when the board has no USB UART or cannot make ``baud``."""
+    from .link.top import NoUartError, check_board
+    from .link.uart import BaudError, divisor
+
+    try:
+        check_board(platform)
+        divisor(board_mhz * 1e6, baud)
+    except (NoUartError, BaudError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _top(link: str, engine, board_mhz: float, baud: int):
+    """The board top for ``link`` and what the report says about it."""
+    if link == "harness":
+        from .top import BoardTop
+
+        return {"kind": "harness", "note": HARNESS}, BoardTop(engine)
+    from .link.protocol import engine_id
+    from .link.top import UartBoardTop
+    from .link.uart import divisor
+
+    div = divisor(board_mhz * 1e6, baud)
+    top = UartBoardTop(engine, clk_hz=board_mhz * 1e6, baud=baud)
+    ident = engine_id(engine.nfa, **engine.parameters)
+    actual = board_mhz * 1e6 / div
+    note = (f"UART link at {baud} baud on the board's USB serial port (frames: boards/LINK.md); "
+            f"stream tuples with `nfacep run --port PORT --baud {baud}`")
+    return {"kind": "uart", "baud": baud, "divisor": div, "actual_baud": round(actual),
+            "engine_id": f"{ident:08x}", "note": note}, top
 
 
 def _timing(report: dict, pnr: dict) -> None:

@@ -65,9 +65,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_sim_parser(sub, _hardware_args)
 
-    from boards.cli import add_build_parser
+    from boards.cli import add_build_parser, add_run_parser
 
     add_build_parser(sub, _hardware_args)
+    add_run_parser(sub, _hardware_args)
     return p
 
 
@@ -184,8 +185,15 @@ def cmd_build(args) -> int:
     return run_build(args)
 
 
+def cmd_run(args) -> int:
+    from boards.cli import cmd_run as run_board
+
+    _validate_hardware(args)
+    return run_board(args)
+
+
 _COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match,
-             "verilog": cmd_verilog, "sim": cmd_sim, "build": cmd_build}
+             "verilog": cmd_verilog, "sim": cmd_sim, "build": cmd_build, "run": cmd_run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,440 @@
+"""``nfacep run``: stream tuples to a board over its USB UART and collect its matches.
+
+:func:`run` opens the serial port (any pyserial URL: ``/dev/ttyUSB0``, ``COM3``,
+``socket://host:port``, ``loop://``), resets the board's engine, checks that the board runs the
+engine this query file and these parameters describe (STATUS's ``engine_id``), sends the tuples
+in TUPLES frames under the link's flow control, and reads the RECORD frames back until the
+board reports that it has taken every tuple and is idle. It writes the same match CSV and
+summary JSON as ``nfacep match``. The frame format and the flow control are
+:mod:`boards.link.protocol`'s; ``boards/LINK.md`` describes both.
+"""
+
+from __future__ import annotations
+
+import csv
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+
+from nfacep import NfacepError, compile_file, wire
+from nfacep import tuples as tuples_mod
+from nfacep.errors import UsageError
+from nfacep.output import atomic_write, summary_path, write_json
+from nfacep.reference import DEFAULTS
+from nfacep.types import BoolType, EnumType, Float32Type, IntType
+
+from .link.protocol import (
+    ACK_FIELDS,
+    ERROR_COUNTERS,
+    OVERHEAD,
+    STATUS_FIELDS,
+    VERSION,
+    FrameReader,
+    FrameType,
+    decode_fields,
+    encode,
+    engine_id,
+    fields_size,
+    record_bytes,
+    record_fields,
+)
+
+__all__ = ["LinkError", "NoBoardError", "RunResult", "run"]
+
+#: Tuples per TUPLES frame by default (fewer when the board's buffer is small).
+FRAME_TUPLES = 16
+
+
+class LinkError(NfacepError):
+    """The board stopped answering, answered wrongly, or results were lost on the link."""
+
+    exit_code = 1
+
+
+class NoBoardError(LinkError):
+    """Nothing (or not the expected engine) answers on the serial port."""
+
+
+@dataclass
+class RunResult:
+    n: int  #: tuples sent
+    names: tuple[str, ...]
+    matches: list[tuple[int, str, str | None]]  #: (seq, query, partition text), sorted
+    drop_seqs: list[int]
+    status: dict  #: the board's last STATUS
+    stats: dict  #: the host's view of the link: frames, retransmissions, bad frames, seconds
+    summary: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def count(self, name: str) -> int:
+        return sum(1 for _, q, _ in self.matches if q == name)
+
+
+def open_port(port: str, baud: int):
+    """The serial port ``port`` (a device or a pyserial URL) at ``baud``."""
+    try:
+        import serial
+    except ImportError:  # pragma: no cover - pyserial is a dependency
+        raise UsageError("`nfacep run` needs pyserial: pip install pyserial") from None
+    try:
+        return serial.serial_for_url(port, baudrate=baud, timeout=0.01, write_timeout=5)
+    except (serial.SerialException, ValueError, OSError) as exc:
+        raise NoBoardError(f"cannot open the serial port {port}: {exc}") from None
+
+
+class _Session:
+    """One conversation with the board over an open port."""
+
+    def __init__(self, ser, nfa, *, baud: int, timeout: float, progress):
+        self.ser = ser
+        self.nfa = nfa
+        self.timeout = timeout
+        self.say = progress or (lambda text: None)
+        self.byte_time = 10 / baud
+        self.reader = FrameReader([FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
+                                  max_payload=max(fields_size(STATUS_FIELDS),
+                                                  record_bytes(nfa)))
+        self.records: list[bytes] = []
+        self.status: dict | None = None
+        self.status_count = 0
+        self.answers: list[dict] = []  #: ACK and STATUS payloads, in arrival order
+        self.last_heard = time.monotonic()
+        self.bytes_in = 0
+        self.bytes_out = 0
+
+    def send(self, ftype: FrameType, payload: bytes = b"") -> None:
+        frame = encode(ftype, payload)
+        try:
+            self.ser.write(frame)
+        except Exception as exc:  # serial.SerialTimeoutException, OSError
+            raise LinkError(f"cannot write to the serial port: {exc}") from None
+        self.bytes_out += len(frame)
+
+    def poll(self, wait: float) -> bool:
+        """Read what the board sent within ``wait`` seconds; True if any frame came."""
+        deadline = time.monotonic() + wait
+        got = False
+        while True:
+            try:
+                data = self.ser.read(max(1, self.ser.in_waiting))
+            except Exception as exc:
+                raise LinkError(f"cannot read from the serial port: {exc}") from None
+            if data:
+                self.bytes_in += len(data)
+                self.last_heard = time.monotonic()
+                for frame in self.reader.feed(data):
+                    got = True
+                    self._handle(frame)
+            if time.monotonic() >= deadline:
+                return got
+
+    def _handle(self, frame) -> None:
+        if frame.type == FrameType.RECORD:
+            self.records.append(frame.payload)
+        elif frame.type == FrameType.STATUS:
+            if len(frame.payload) != fields_size(STATUS_FIELDS):
+                raise LinkError(f"the board's STATUS frame has {len(frame.payload)} bytes, not "
+                                f"{fields_size(STATUS_FIELDS)}: it speaks another version of "
+                                "the link protocol; rebuild its bitstream")
+            self.status = decode_fields(STATUS_FIELDS, frame.payload)
+            self.status_count += 1
+            self.answers.append(self.status)
+        elif frame.type == FrameType.ACK:
+            self.answers.append(decode_fields(ACK_FIELDS, frame.payload))
+
+    def silent_for(self) -> float:
+        return time.monotonic() - self.last_heard
+
+    def reset(self, port_name: str) -> dict:
+        """RESET the board; its STATUS answer."""
+        tries = 3
+        for _ in range(tries):
+            self.status = None
+            self.send(FrameType.RESET)
+            deadline = time.monotonic() + self.timeout / tries
+            while self.status is None and time.monotonic() < deadline:
+                self.poll(0.02)
+            if self.status is not None:
+                break
+        if self.status is None:
+            heard = (f"it sent {self.bytes_in} bytes but no STATUS frame"
+                     if self.bytes_in else "nothing came back")
+            raise NoBoardError(
+                f"no board answers on {port_name} ({heard} within {self.timeout:g} s): is "
+                "the board plugged in and loaded with a bitstream from `nfacep build --link "
+                "uart`, and is --baud the one it was built with?")
+        # a board that saw two RESETs answers twice: take in the second answer too
+        self.poll(max(0.05, 60 * self.byte_time))
+        self.records.clear()
+        self.answers.clear()
+        return self.status
+
+
+def _partition_text(raw: int, nfa) -> str | None:
+    pf = nfa.program.partition_field
+    if pf is None:
+        return None
+    ty = nfa.program.schema.field(pf).type
+    if isinstance(ty, IntType) and raw >= 1 << (ty.width - 1):
+        value = raw - (1 << ty.width)
+    elif isinstance(ty, EnumType):
+        if raw >= len(ty.labels):
+            raise LinkError(f"a record's partition {raw} is no label index of {ty}")
+        value = raw
+    elif isinstance(ty, BoolType):
+        value = bool(raw)
+    elif isinstance(ty, Float32Type):
+        value = struct.unpack("<f", struct.pack("<I", raw))[0]
+    else:
+        value = raw
+    return tuples_mod.format_value(value, ty)
+
+
+def _check_board(status: dict, nfa, params: dict, query: str, capacity_min: int) -> None:
+    if status["version"] != VERSION:
+        raise NoBoardError(f"the board speaks version {status['version']} of the link "
+                           f"protocol, this nfacep version {VERSION}: rebuild the bitstream")
+    expected = engine_id(nfa, **params)
+    if status["engine_id"] != expected:
+        shown = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in params.items())
+        raise NoBoardError(
+            f"the board runs another engine (engine id {status['engine_id']:08x}, expected "
+            f"{expected:08x} for {query} with {shown}): load the bitstream built by `nfacep "
+            f"build {query} --link uart` with these parameters, or pass the ones it was built "
+            "with")
+    tb = wire.tuple_bytes(nfa.program.schema)
+    if status["tuple_bytes"] != tb or status["record_bytes"] != record_bytes(nfa):
+        raise NoBoardError(f"the board's tuples are {status['tuple_bytes']} bytes and records "
+                           f"{status['record_bytes']}, expected {tb} and {record_bytes(nfa)}")
+    if status["capacity"] < capacity_min:
+        raise NoBoardError(f"the board's buffer holds {status['capacity']} bytes, less than one "
+                           f"{capacity_min}-byte tuple")
+
+
+def run(query: str, tuples, output: str | None = None, *, port: str, baud: int = 115200,
+        partitions: int = DEFAULTS["partitions"], tick_tuples: int = DEFAULTS["tick_tuples"],
+        timer_bits: int = DEFAULTS["timer_bits"], timeout: float = 5.0,
+        frame_tuples: int | None = None, serial_port=None, progress=None) -> RunResult:
+    """Match ``tuples`` (a file or :class:`nfacep.tuples.Tuples`) on the board at ``port``.
+
+    ``output`` receives the match CSV and ``<output>.summary.json``, whole or not at all.
+    ``timeout`` bounds every wait for the board (seconds); ``frame_tuples`` the tuples per
+    frame (default :data:`FRAME_TUPLES`, fewer when the board's buffer is small).
+    ``serial_port`` is an already open pyserial port to use instead of opening ``port``.
+    Raises :class:`NoBoardError` when no board (or one with another engine) answers and
+    :class:`LinkError` when it stops answering or results are lost.
+    """
+    params = {"partitions": partitions, "tick_tuples": tick_tuples, "timer_bits": timer_bits}
+    if timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    if frame_tuples is not None and frame_tuples < 1:
+        raise UsageError("--frame-tuples must be at least 1")
+    if output is not None:
+        import os
+
+        folder = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(folder):
+            raise UsageError(f"{output}: the folder {folder} does not exist")
+    nfa = compile_file(query)
+    schema = nfa.program.schema
+    if isinstance(tuples, tuples_mod.Tuples):
+        data, source = tuples, tuples.source
+    else:
+        data, source = tuples_mod.read(str(tuples), schema), str(tuples)
+    for f in nfa.program.order_fields:
+        tuples_mod.check_order(data, f)
+    tb = wire.tuple_bytes(schema)
+    payload = wire.pack_bytes(schema, data)
+
+    ser = serial_port if serial_port is not None else open_port(port, baud)
+    try:
+        session = _Session(ser, nfa, baud=baud, timeout=timeout, progress=progress)
+        started = time.monotonic()
+        status = session.reset(port)
+        _check_board(status, nfa, params, query, tb)
+        stats = _stream(session, payload, data.n, tb, status["capacity"], frame_tuples)
+        final = _finish(session, data.n)
+        stats["seconds"] = round(time.monotonic() - started, 3)
+    finally:
+        if serial_port is None:
+            ser.close()
+
+    result = _results(session, nfa, data.n, final, stats)
+    result.warnings = [w.render() for w in nfa.program.warnings] + result.warnings
+    result.summary = {
+        "query_file": query, "input": source, "tuples": data.n,
+        "matches": {name: result.count(name) for name in result.names},
+        "drops": len(result.drop_seqs), "drop_seqs": result.drop_seqs, **params,
+        "port": port, "baud": baud, "board": {k: final[k] for k, _ in STATUS_FIELDS
+                                              if k != "reserved"},
+        "link": stats,
+    }
+    if output is not None:
+        with atomic_write(output, newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["seq", "query", "partition"])
+            for seq, name, part in result.matches:
+                w.writerow([seq, name, "" if part is None else part])
+        write_json(summary_path(output), result.summary)
+    return result
+
+
+def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
+            frame_tuples: int | None) -> dict:
+    """Send every tuple under go-back-N with credits; return the host's link statistics."""
+    room = capacity // tb  # tuples the board's buffer holds
+    per_frame = frame_tuples or max(1, min(FRAME_TUPLES, room // 2))
+    per_frame = min(per_frame, room)
+    starts = [*range(0, n, per_frame), n]
+    nframes = len(starts) - 1
+    window = 128  # frames in flight at most: sequence numbers are mod 256
+    rto = 0.1 + 4 * (capacity + OVERHEAD * (room // per_frame + 1)) * s.byte_time
+    poll_every = max(0.01, 3 * (fields_size(STATUS_FIELDS) + OVERHEAD) * s.byte_time)
+    base = nxt = 0  # first frame not acknowledged, next frame to send
+    sent_hi = 0  # frames ever sent
+    consumed = 0  # tuples the engine took, unwrapped from the 32-bit counter
+    resent = frames_sent = polls = 0
+    progress_at = last_poll = time.monotonic()
+    stalled_polls = 0
+    next_report = time.monotonic() + 1
+
+    def taken(counter: int) -> int:
+        return consumed + ((counter - consumed) % (1 << 32))
+
+    while base < nframes:
+        while nxt < nframes and nxt - base < window and \
+                starts[nxt + 1] - consumed <= room:
+            body = payload[starts[nxt] * tb:starts[nxt + 1] * tb]
+            s.send(FrameType.TUPLES, bytes([nxt % 256]) + body)
+            nxt += 1
+            sent_hi = max(sent_hi, nxt)
+            frames_sent += 1
+        s.poll(0.005)
+        now = time.monotonic()
+        answers, s.answers = s.answers, []
+        for a in answers:
+            consumed = taken(a["tuples"])
+            ahead = (a["next_seq"] - base) % 256
+            if 256 - ahead <= window:
+                continue  # behind `base`: an answer older than the last one
+            acked = base + ahead
+            if acked > sent_hi:
+                raise LinkError(f"the board acknowledged frame {acked - 1}, but only "
+                                f"{sent_hi} were sent: was it reset during the run?")
+            if acked > base:
+                base = acked
+                nxt = max(nxt, acked)  # a late ACK after going back
+                progress_at = now
+                stalled_polls = 0
+        if base == nxt and nxt < nframes:
+            # everything sent was taken into the buffer: wait for room, asking for it
+            progress_at = now
+            if now - last_poll > poll_every:
+                s.send(FrameType.STATUS_REQ)
+                last_poll = now
+                polls += 1
+        elif base < nxt and now - progress_at > rto:
+            if stalled_polls == 0:
+                # maybe only the ACK was lost: STATUS says where the board is
+                s.send(FrameType.STATUS_REQ)
+                polls += 1
+                stalled_polls = 1
+            else:
+                resent += nxt - base
+                nxt = base  # go back N
+                stalled_polls = 0
+            progress_at = now
+        if s.silent_for() > s.timeout:
+            raise LinkError(f"the board stopped answering ({s.timeout:g} s without a byte, "
+                            f"{starts[base]} of {n} tuples acknowledged)")
+        if now >= next_report:
+            s.say(f"{starts[base]} of {n} tuples sent, {len(s.records)} records back")
+            next_report = now + 1
+    return {"frames": nframes, "frames_sent": frames_sent, "frames_resent": resent,
+            "tuples_per_frame": per_frame, "status_polls": polls,
+            "bytes_out": s.bytes_out}
+
+
+def _finish(s: _Session, n: int) -> dict:
+    """Poll STATUS until the board has taken all ``n`` tuples and is idle; that STATUS."""
+    seen = s.status_count
+    deadline = time.monotonic() + s.timeout
+    while True:
+        s.send(FrameType.STATUS_REQ)
+        until = time.monotonic() + 0.25
+        while s.status_count == seen and time.monotonic() < until:
+            s.poll(0.01)
+        if s.status_count != seen:
+            seen = s.status_count
+            st = s.status
+            if st["tuples"] == n % (1 << 32) and st["flags"] & 1:
+                return st
+            deadline = time.monotonic() + s.timeout  # the board answers: keep waiting
+        if s.silent_for() > s.timeout or time.monotonic() > deadline:
+            raise LinkError(f"the board stopped answering at the end of the run ({s.timeout:g}"
+                            " s without a STATUS frame)")
+        s.poll(0.01)
+
+
+def _results(s: _Session, nfa, n: int, final: dict, stats: dict) -> RunResult:
+    fields = {name: (at, width) for name, at, width in record_fields(nfa)}
+    names = tuple(q.name for q in nfa.queries)
+    by_bit = {q.index: q.name for q in nfa.queries}
+    matches, drops = [], []
+    for raw in s.records:
+        value = int.from_bytes(raw, "little")
+
+        def get(name, value=value):
+            at, width = fields[name]
+            return (value >> at) & ((1 << width) - 1)
+
+        seq = get("seq")
+        if seq >= n:
+            raise LinkError(f"the board sent a record for tuple {seq}, but only {n} were sent")
+        if get("dropped"):
+            drops.append(seq)
+        mask = get("matches")
+        if mask:
+            part = _partition_text(get("partition"), nfa)
+            matches.extend((seq, by_bit[b], part) for b in by_bit if mask >> b & 1)
+    matches.sort(key=lambda m: (m[0], m[1]))
+    drops.sort()
+    stats.update({"records": len(s.records), "bad_frames_in": sum(s.reader.errors.values()),
+                  "bytes_in": s.bytes_in,
+                  "board_errors": {k: final[k] for k in ERROR_COUNTERS if final[k]}})
+    lost = final["records"] - len(s.records)
+    if lost:
+        raise LinkError(f"{lost} of the board's {final['records']} records were lost on the "
+                        f"way back ({sum(s.reader.errors.values())} corrupted frames came in, "
+                        f"{s.reader.errors}); the results would be incomplete, run again")
+    result = RunResult(n, names, matches, drops, final, stats)
+    with_match = len({m[0] for m in matches})
+    if final["matched"] != with_match % (1 << 32) or final["drops"] != len(drops) % (1 << 32):
+        result.warnings.append(
+            f"warning: the board counted {final['matched']} matching and {final['drops']} "
+            f"dropped tuples, its records {with_match} and {len(drops)}")
+    return result
+
+
+def print_result(result: RunResult, output: str, port: str, baud: int, partitions: int,
+                 file=None) -> None:
+    """What ``nfacep run`` prints."""
+    out = file or sys.stdout
+    counts = ", ".join(f"{n}: {result.count(n)}" for n in result.names)
+    st = result.stats
+    rate = result.n / st["seconds"] if st.get("seconds") else 0
+    print(f"{result.n} tuples, {len(result.matches)} matches ({counts}), "
+          f"{len(result.drop_seqs)} dropped -> {output} [board on {port} at {baud} baud, "
+          f"{st['seconds']:.2f} s, {rate:.0f} tuples/s]", file=out)
+    for w in result.warnings:
+        print(w, file=sys.stderr)
+    if st["frames_resent"] or st["bad_frames_in"] or st["board_errors"]:
+        print(f"warning: the link was noisy: {st['frames_resent']} frames resent, "
+              f"{st['bad_frames_in']} bad frames from the board, board counters "
+              f"{st['board_errors']}", file=sys.stderr)
+    drops = result.drop_seqs
+    if drops:
+        shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
+        print(f"warning: {len(drops)} tuples dropped (partitioner full, --partitions "
+              f"{partitions}) at seq {shown}", file=sys.stderr)

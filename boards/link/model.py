@@ -1,0 +1,191 @@
+"""A software board: the UART link's protocol with the reference matcher as the engine.
+
+:class:`BoardModel` answers host frames as the gateware does (same frames, same acceptance
+rules, same counters), with the reference matcher (:func:`nfacep.reference.run`) standing in
+for the engine, so the host (:mod:`boards.host`) can be tested without hardware.
+:func:`serve` runs one on a file descriptor (a pty's master side) in a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import threading
+
+from nfacep import reference, wire
+
+from .protocol import (
+    ACK_FIELDS,
+    STATUS_FIELDS,
+    VERSION,
+    FrameReader,
+    FrameType,
+    encode,
+    encode_fields,
+    engine_id,
+    record_bytes,
+    record_fields,
+)
+
+__all__ = ["BoardModel", "serve"]
+
+
+class BoardModel:
+    """The board's side of the link, in software.
+
+    ``feed(data)`` takes bytes from the host and returns the bytes the board sends back. The
+    engine is infinitely fast: accepted tuples are matched at once. ``capacity`` is the tuple
+    buffer's size in bytes, as on the board; it only bounds frames, since the model never
+    fills up unless ``consume`` is False: then tuples stay buffered until the next STATUS_REQ
+    (an engine slower than the link, so the host must wait for room).
+    ``engine_id`` overrides the fingerprint it reports (to model a board with another engine).
+    """
+
+    def __init__(self, nfa, *, partitions: int, tick_tuples: int, timer_bits: int,
+                 capacity: int = 512, engine_id_override: int | None = None):
+        self.nfa = nfa
+        self.params = {"partitions": partitions, "tick_tuples": tick_tuples,
+                       "timer_bits": timer_bits}
+        self.schema = nfa.program.schema
+        self.tuple_bytes = wire.tuple_bytes(self.schema)
+        self.record_bytes = record_bytes(nfa)
+        self.capacity = capacity
+        self.id = engine_id(nfa, **self.params) if engine_id_override is None \
+            else engine_id_override
+        self.reader = FrameReader([FrameType.TUPLES, FrameType.STATUS_REQ, FrameType.RESET],
+                                  max_payload=1 + capacity)
+        self.consume = True
+        self.reset()
+
+    def reset(self) -> None:
+        self.accepted = bytearray()  # tuple bytes the engine took
+        self.buffered = bytearray()  # accepted, not yet taken (consume=False)
+        self.next_seq = 0
+        self.records_sent = 0
+        self.frames = 0
+        self.matched = 0
+        self.drops = 0
+        self.reported = 0  # tuples whose records were sent
+        self.counters = {"bad_length": 0, "out_of_seq": 0, "overflow": 0}
+        self._base_errors = dict(self.reader.errors)
+
+    def status(self) -> dict:
+        errors = {k: v - self._base_errors.get(k, 0) for k, v in self.reader.errors.items()}
+        return {
+            "version": VERSION, "flags": 1 if not self.buffered else 0,
+            "next_seq": self.next_seq, "engine_id": self.id,
+            "tuple_bytes": self.tuple_bytes, "record_bytes": self.record_bytes,
+            "capacity": self.capacity, "tuples": len(self.accepted) // self.tuple_bytes,
+            "matched": self.matched, "drops": self.drops, "records": self.records_sent,
+            "frames": self.frames, "truncated": 0, "uart_errors": 0,
+            "bad_type": errors["bad_type"], "bad_crc": errors["bad_crc"],
+            "bad_length": errors["bad_length"] + self.counters["bad_length"],
+            "out_of_seq": self.counters["out_of_seq"], "overflow": self.counters["overflow"],
+        }
+
+    def feed(self, data: bytes) -> bytes:
+        out = bytearray()
+        for frame in self.reader.feed(data):
+            if frame.type == FrameType.RESET:
+                self.reset()
+                out += encode(FrameType.STATUS, encode_fields(STATUS_FIELDS, self.status()))
+            elif frame.type == FrameType.STATUS_REQ:
+                if not self.consume:
+                    out += self.drain()  # a slow engine: it takes tuples between polls
+                out += encode(FrameType.STATUS, encode_fields(STATUS_FIELDS, self.status()))
+            elif frame.type == FrameType.TUPLES:
+                out += self._tuples(frame.payload)
+        return bytes(out)
+
+    def _tuples(self, payload: bytes) -> bytes:
+        body = payload[1:]
+        if not body or len(body) % self.tuple_bytes:
+            self.counters["bad_length"] += 1
+            return b""
+        if payload[0] != self.next_seq:
+            self.counters["out_of_seq"] += 1
+        elif len(body) > self.capacity - len(self.buffered):
+            self.counters["overflow"] += 1
+        else:
+            self.next_seq = (self.next_seq + 1) % 256
+            self.frames += 1
+            self.buffered += body
+        out = bytearray()
+        if self.consume:
+            out += self.drain()
+        ack = {"next_seq": self.next_seq, "tuples": len(self.accepted) // self.tuple_bytes}
+        return encode(FrameType.ACK, encode_fields(ACK_FIELDS, ack)) + bytes(out)
+
+    def drain(self) -> bytes:
+        """Let the engine take every buffered tuple; the RECORD frames that produces."""
+        self.accepted += self.buffered
+        self.buffered = bytearray()
+        n = len(self.accepted) // self.tuple_bytes
+        if n == self.reported:
+            return b""
+        tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
+        res = reference.run(self.nfa, tuples, **self.params)
+        bits = {q.name: q.index for q in self.nfa.queries}
+        key = self.nfa.program.partition_field
+        raw_keys = wire.pack(self.schema, tuples) if key else None
+        offset = next(o for name, o, _ in _tuple_slices(self.schema) if name == key) \
+            if key else 0
+        fields = {name: (at, width) for name, at, width in record_fields(self.nfa)}
+        masks: dict[int, int] = {}
+        for s, q in zip(res.seqs.tolist(), res.queries.tolist(), strict=True):
+            masks[s] = masks.get(s, 0) | 1 << bits[res.names[q]]
+        drops = set(res.drops.tolist())
+        out = bytearray()
+        for s in sorted((set(masks) | drops) - set(range(self.reported))):
+            part = (raw_keys[s] >> offset) & ((1 << fields["partition"][1]) - 1) if key else 0
+            value = (s | part << fields["partition"][0] | masks.get(s, 0) << fields["matches"][0]
+                     | int(s in drops) << fields["dropped"][0])
+            out += encode(FrameType.RECORD, value.to_bytes(self.record_bytes, "little"))
+            self.records_sent += 1
+            self.matched += s in masks
+            self.drops += s in drops
+        self.reported = n
+        return bytes(out)
+
+
+def _tuple_slices(schema):
+    return wire.field_slices(schema)
+
+
+def serve(model: BoardModel, fd: int, *, stop: threading.Event, lose: float = 0.0,
+          corrupt: float = 0.0, seed: int = 0) -> threading.Thread:
+    """Answer host frames arriving on ``fd`` (e.g. a pty's master) in a daemon thread until
+    ``stop`` is set. ``lose`` and ``corrupt`` are the chances that a byte from the host is
+    lost or has a bit flipped on the way (a bad link)."""
+    rng = random.Random(seed)
+
+    def loop():
+        while not stop.is_set():
+            ready, _, _ = select.select([fd], [], [], 0.02)
+            if not ready:
+                continue
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                return
+            if lose or corrupt:
+                noisy = bytearray()
+                for b in data:
+                    if rng.random() < lose:
+                        continue
+                    if rng.random() < corrupt:
+                        b ^= 1 << rng.randrange(8)
+                    noisy.append(b)
+                data = bytes(noisy)
+            reply = model.feed(data)
+            while reply:
+                try:
+                    n = os.write(fd, reply)
+                except OSError:
+                    return
+                reply = reply[n:]
+
+    thread = threading.Thread(target=loop, daemon=True, name="nfacep-board-model")
+    thread.start()
+    return thread

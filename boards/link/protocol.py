@@ -1,0 +1,270 @@
+"""The UART link's frame format, shared by the gateware, the host and the software board model.
+
+Every frame, in both directions::
+
+    0xA5 0x5A | type (1) | length (2, little-endian) | payload (length bytes) | CRC (2, MSB first)
+
+The CRC is CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF, not reflected, no final
+XOR) over ``type``, ``length`` and ``payload``; sent most significant byte first, so running the
+CRC over the whole frame after the sync word leaves 0. Multi-byte fields are little-endian.
+
+Host to board:
+
+========== ====== ================================================================================
+type       code   payload
+========== ====== ================================================================================
+TUPLES     0x01   ``seq`` (1 byte, the frame's sequence number mod 256), then one or more tuples
+                  of :func:`nfacep.wire.tuple_bytes` bytes each, packed as DESIGN.md §4 says
+STATUS_REQ 0x02   none: the board answers with a STATUS frame
+RESET      0x03   none: clear the engine (partitions, counters, sequence numbers) and the link
+                  (buffer, counters, expected ``seq`` = 0); the board answers with STATUS
+========== ====== ================================================================================
+
+Board to host:
+
+========== ====== ================================================================================
+RECORD     0x81   one match record of the engine: ``seq``, ``partition``, ``matches``, ``dropped``
+                  packed LSB-first (:func:`record_fields`), padded to whole bytes
+STATUS     0x82   :data:`STATUS_FIELDS`: protocol version, engine identity, sizes, counters
+ACK        0x83   :data:`ACK_FIELDS`: after every TUPLES frame received with a good CRC
+========== ====== ================================================================================
+
+Flow control (go-back-N with credits): the board accepts a TUPLES frame only when its ``seq``
+is the one it expects and its tuples fit the free part of its buffer of ``capacity`` bytes;
+then it commits them and expects ``seq + 1``. Otherwise (a duplicate, a gap, no room) it
+discards the frame. Either way it answers with ACK, carrying the ``seq`` it expects next and
+the engine's ``tuples`` counter: tuples the engine has taken out of the buffer. The host
+keeps at most ``capacity`` bytes of tuples between what it sent and what the engine took,
+resends from the first unacknowledged frame when no ACK advances for a while, and polls
+STATUS when it waits for room.
+
+Resynchronisation: the board hunts for the sync word, then checks the type (unknown: a
+``bad_type`` error) and the length (beyond the buffer, no whole number of tuples, or a
+non-empty command: ``bad_length``); a frame whose bytes stop for longer than the link's
+timeout is ``truncated``; a CRC mismatch is ``bad_crc``. After any error the board hunts for
+the next sync word; nothing of a bad frame reaches the engine. UART stop-bit errors count as
+``uart_errors``. All counters are in STATUS; RESET clears them.
+
+End of a run: STATUS's ``flags`` bit 0 (``idle``) says that nothing is waiting in the buffer,
+the engine or the transmitter and that nothing moved for longer than the engine's latency;
+``records`` counts the RECORD frames sent before that STATUS frame.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import zlib
+from dataclasses import dataclass
+
+__all__ = [
+    "ACK_FIELDS",
+    "STATUS_FIELDS",
+    "SYNC",
+    "VERSION",
+    "FrameReader",
+    "FrameType",
+    "crc16",
+    "decode_fields",
+    "encode",
+    "engine_id",
+    "fields_size",
+    "record_fields",
+]
+
+#: Protocol version, the first byte of STATUS.
+VERSION = 1
+#: The two bytes that start every frame.
+SYNC = bytes([0xA5, 0x5A])
+#: Bytes a frame adds around its payload: sync, type, length, CRC.
+OVERHEAD = 7
+#: Width of the ``seq`` field of a record (the engine's default ``seq_width``).
+SEQ_BITS = 48
+
+
+class FrameType(enum.IntEnum):
+    TUPLES = 0x01
+    STATUS_REQ = 0x02
+    RESET = 0x03
+    RECORD = 0x81
+    STATUS = 0x82
+    ACK = 0x83
+
+
+#: STATUS payload: (name, bytes), in order. ``flags`` bit 0: idle.
+STATUS_FIELDS: tuple[tuple[str, int], ...] = (
+    ("version", 1),
+    ("flags", 1),
+    ("next_seq", 1),
+    ("reserved", 1),
+    ("engine_id", 4),
+    ("tuple_bytes", 2),
+    ("record_bytes", 2),
+    ("capacity", 2),  # bytes of the tuple buffer
+    ("tuples", 4),  # the engine's counters
+    ("matched", 4),
+    ("drops", 4),
+    ("records", 4),  # RECORD frames sent
+    ("frames", 4),  # TUPLES frames accepted
+    ("bad_type", 2),  # link errors, each wrapping at 2**16
+    ("bad_length", 2),
+    ("bad_crc", 2),
+    ("truncated", 2),
+    ("out_of_seq", 2),
+    ("overflow", 2),
+    ("uart_errors", 2),
+)
+
+#: ACK payload.
+ACK_FIELDS: tuple[tuple[str, int], ...] = (("next_seq", 1), ("tuples", 4))
+
+#: The STATUS counters that count link errors.
+ERROR_COUNTERS = ("bad_type", "bad_length", "bad_crc", "truncated", "out_of_seq", "overflow",
+                  "uart_errors")
+
+
+def fields_size(fields) -> int:
+    return sum(n for _, n in fields)
+
+
+def decode_fields(fields, payload: bytes) -> dict[str, int]:
+    """The little-endian fields of a STATUS or ACK payload."""
+    if len(payload) != fields_size(fields):
+        raise ValueError(f"payload of {len(payload)} bytes, expected {fields_size(fields)}")
+    out, at = {}, 0
+    for name, n in fields:
+        out[name] = int.from_bytes(payload[at:at + n], "little")
+        at += n
+    return out
+
+
+def encode_fields(fields, values: dict[str, int]) -> bytes:
+    return b"".join((values.get(name, 0) & ((1 << 8 * n) - 1)).to_bytes(n, "little")
+                    for name, n in fields)
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+        table.append(crc & 0xFFFF)
+    return table
+
+
+_TABLE = _crc_table()
+
+
+def crc16(data: bytes, crc: int = 0xFFFF) -> int:
+    """CRC-16/CCITT-FALSE of ``data`` (``crc16(b"123456789") == 0x29B1``)."""
+    for b in data:
+        crc = ((crc << 8) & 0xFFFF) ^ _TABLE[(crc >> 8) ^ b]
+    return crc
+
+
+def encode(ftype: int, payload: bytes = b"") -> bytes:
+    """One whole frame."""
+    if len(payload) > 0xFFFF:
+        raise ValueError(f"a payload of {len(payload)} bytes does not fit a frame")
+    body = bytes([ftype]) + len(payload).to_bytes(2, "little") + payload
+    return SYNC + body + crc16(body).to_bytes(2, "big")
+
+
+@dataclass(frozen=True)
+class Frame:
+    type: int
+    payload: bytes
+
+
+class FrameReader:
+    """Splits a byte stream into frames, resynchronising after errors as the board does.
+
+    :meth:`feed` returns the complete frames with a good CRC; ``errors`` counts the rest by
+    kind (``bad_type``, ``bad_length``, ``bad_crc``) and ``skipped`` the bytes between frames.
+    ``max_payload`` bounds the length field (longer: ``bad_length``, hunt again).
+    """
+
+    def __init__(self, types, max_payload: int):
+        self._types = {int(t) for t in types}
+        self._max = max_payload
+        self._buf = bytearray()
+        self.errors = {"bad_type": 0, "bad_length": 0, "bad_crc": 0}
+        self.skipped = 0
+
+    @property
+    def pending(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        buf = self._buf
+        buf += data
+        frames = []
+        while True:
+            start = buf.find(SYNC)
+            if start < 0:
+                keep = 1 if buf[-1:] == SYNC[:1] else 0
+                self.skipped += len(buf) - keep
+                del buf[:len(buf) - keep]
+                return frames
+            self.skipped += start
+            del buf[:start]
+            if len(buf) < 3:
+                return frames
+            if buf[2] not in self._types:
+                self.errors["bad_type"] += 1
+                del buf[:2]
+                continue
+            if len(buf) < 5:
+                return frames
+            length = int.from_bytes(buf[3:5], "little")
+            if length > self._max:
+                self.errors["bad_length"] += 1
+                del buf[:2]
+                continue
+            end = 5 + length + 2
+            if len(buf) < end:
+                return frames
+            if crc16(bytes(buf[2:end])) != 0:
+                self.errors["bad_crc"] += 1
+                del buf[:2]  # hunt again from just after this sync word
+                continue
+            frames.append(Frame(buf[2], bytes(buf[5:5 + length])))
+            del buf[:end]
+
+
+def record_fields(nfa) -> list[tuple[str, int, int]]:
+    """``(name, bit offset, width)`` of the engine's match record (``hdl.engine.Engine``'s
+    ``record_layout``, without importing the gateware)."""
+    key = nfa.program.partition_field
+    key_bits = nfa.program.schema.field(key).type.bits if key else 1
+    out, at = [], 0
+    for name, width in (("seq", SEQ_BITS), ("partition", key_bits),
+                        ("matches", len(nfa.queries)), ("dropped", 1)):
+        out.append((name, at, width))
+        at += width
+    return out
+
+
+def record_bytes(nfa) -> int:
+    _, at, width = record_fields(nfa)[-1]
+    return (at + width + 7) // 8
+
+
+def engine_id(nfa, *, partitions: int, tick_tuples: int, timer_bits: int) -> int:
+    """A 32-bit fingerprint of the engine a query file and parameters describe: the board
+    reports the one it was built with, the host checks it against its own."""
+    from nfacep.wire import field_slices
+
+    desc = {
+        "version": VERSION,
+        "nfa": nfa.dump(),
+        "tuple": field_slices(nfa.program.schema),
+        "record": record_fields(nfa),
+        "queries": [[q.name, q.index] for q in nfa.queries],
+        "partition_field": nfa.program.partition_field,
+        "parameters": {"partitions": partitions, "tick_tuples": tick_tuples,
+                       "timer_bits": timer_bits},
+    }
+    return zlib.crc32(json.dumps(desc, sort_keys=True).encode())

@@ -1,0 +1,328 @@
+"""The UART board design: the engine between a UART link and the host (:mod:`boards.link`).
+
+:class:`UartLink` is the whole link (UART, framing, buffer, counters, LEDs) as one component
+with the engine's streams; :class:`UartTop` joins it to an :class:`~hdl.engine.Engine` with
+only ``rx``, ``tx`` and ``leds`` as ports (what the cocotb test drives); :class:`UartBoardTop`
+puts that on a board's USB UART and LEDs.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
+from amaranth.lib import data, io, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl.engine import Engine
+
+from .framing import EVENTS, Deframer, FrameBuffer, Framer, TupleAssembler, status_layout
+from .protocol import STATUS_FIELDS, VERSION, engine_id
+from .uart import UartRx, UartTx, divisor
+
+__all__ = ["LED_MEANINGS", "NoUartError", "UartBoardTop", "UartLink", "UartTop",
+           "check_board"]
+
+#: What each LED shows, in order (a board shows as many as it has).
+LED_MEANINGS = (
+    "a good frame arrived (blinks)",
+    "a frame was sent (blinks)",
+    "tuples were dropped since the last RESET (steady)",
+    "a link error since the last RESET: bad frame, UART error (steady)",
+    "a match (blinks)",
+    "heartbeat: the bitstream runs",
+)
+
+#: Default capacity of the tuple buffer in bytes (one ECP5 DP16KD, one iCE40 SB_RAM40_4K).
+CAPACITY = 512
+
+
+class NoUartError(ValueError):
+    """A board without a USB UART the link can use."""
+
+
+#: Boards whose ``uart`` resource is not a USB UART, and why.
+_NOT_USB = {
+    "Colorlight_5A75B_R70Platform":
+        "the Colorlight 5A-75B has no USB UART: amaranth-boards' 'uart' resource for it reuses "
+        "the status LED (P11) and the button (M13) pins of header J19 for an external 3.3 V "
+        "USB-serial adapter, and the board top needs the LED. Build it with --link harness, or "
+        "use a ULX3S, an iCEBreaker or an iCEstick for --link uart",
+}
+
+
+def check_board(platform) -> None:
+    """Raise :class:`NoUartError` unless ``platform`` has a USB UART for the link."""
+    name = type(platform).__name__
+    if name in _NOT_USB:
+        raise NoUartError(_NOT_USB[name])
+    if ("uart", 0) not in platform.resources:
+        raise NoUartError(f"{name} defines no 'uart' resource; build it with --link harness")
+
+
+class UartLink(wiring.Component):
+    """The UART link: frames from ``rx`` become tuples on ``o_stream``; records from
+    ``i_stream``, ACKs and STATUS go back as frames on ``tx`` (:mod:`boards.link.protocol`).
+
+    Parameters
+    ----------
+    tuple_layout, record_layout : :class:`~amaranth.lib.data.StructLayout`
+        The engine's.
+    divisor : :class:`int`
+        Clock cycles per UART bit.
+    engine_id : :class:`int`
+        The 32-bit fingerprint STATUS reports (:func:`boards.link.protocol.engine_id`).
+    capacity : :class:`int`
+        Bytes of the tuple buffer (a power of 2).
+    timeout : :class:`int`
+        Cycles without a byte after which a frame counts as truncated.
+    quiet : :class:`int`
+        Cycles without any activity after which STATUS reports ``idle`` (more than the engine's
+        latency).
+    leds : :class:`int`
+        Width of ``leds`` (:data:`LED_MEANINGS`, in order).
+    led_period : :class:`int`
+        Cycles a blinking LED stays lit.
+
+    Throughput is the UART's: ``baud / 10`` bytes per second each way. A tuple leaves
+    ``o_stream`` a few cycles after its frame's CRC checked, and the stream waits for the engine.
+
+    Members
+    -------
+    rx : ``In(1)``
+    tx : ``Out(1)``
+    o_stream : ``Out(stream.Signature(tuple_layout))``
+    i_stream : ``In(stream.Signature(record_layout))``
+    tuples, matched, drops : ``In(32)``
+        The engine's counters, for STATUS and ACK.
+    engine_reset : ``Out(1)``
+        Pulses when a RESET frame arrives: reset the engine with it.
+    leds : ``Out(leds)``
+    """
+
+    def __init__(self, tuple_layout: data.StructLayout, record_layout: data.StructLayout, *,
+                 divisor: int, engine_id: int, capacity: int = CAPACITY, timeout: int,
+                 quiet: int, leds: int = 0, led_period: int = 1 << 20):
+        self._tuple_layout = tuple_layout
+        self._record_layout = record_layout
+        self._divisor = divisor
+        self._engine_id = engine_id
+        self._capacity = capacity
+        self._timeout = timeout
+        self._quiet = max(int(quiet), 2)
+        self._led_period = max(int(led_period), 2)
+        members = {
+            "rx": In(1, init=1),
+            "tx": Out(1, init=1),
+            "o_stream": Out(stream.Signature(tuple_layout)),
+            "i_stream": In(stream.Signature(record_layout)),
+            "tuples": In(32),
+            "matched": In(32),
+            "drops": In(32),
+            "engine_reset": Out(1),
+        }
+        if leds:
+            members["leds"] = Out(leds)
+        super().__init__(members)
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def elaborate(self, platform):
+        m = Module()
+        tuple_bytes = (self._tuple_layout.size + 7) // 8
+        record_bytes = (self._record_layout.size + 7) // 8
+        m.submodules.uart_rx = rx = UartRx(self._divisor)
+        m.submodules.uart_tx = tx = UartTx(self._divisor)
+        m.submodules.deframer = deframer = Deframer(tuple_bytes, self._capacity, self._timeout)
+        reset = deframer.events.reset
+        buffer = FrameBuffer(self._capacity)
+        assembler = TupleAssembler(self._tuple_layout)
+        m.submodules.buffer = ResetInserter(reset)(buffer)
+        m.submodules.assembler = ResetInserter(reset)(assembler)
+        m.submodules.framer = framer = Framer(self._record_layout)
+        m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx), self.engine_reset.eq(reset)]
+        wiring.connect(m, rx.o_stream, deframer.i_stream)
+        wiring.connect(m, deframer.o_stream, buffer.i_stream)
+        m.d.comb += [buffer.commit.eq(deframer.commit), buffer.rollback.eq(deframer.rollback),
+                     deframer.free.eq(buffer.free)]
+        wiring.connect(m, buffer.o_stream, assembler.i_stream)
+        wiring.connect(m, assembler.o_stream, wiring.flipped(self.o_stream))
+        wiring.connect(m, wiring.flipped(self.i_stream), framer.i_stream)
+        wiring.connect(m, framer.o_stream, tx.i_stream)
+        m.d.comb += [framer.send_ack.eq(deframer.events.ack),
+                     framer.send_status.eq(deframer.events.status)]
+
+        # counters, cleared by RESET
+        counters = {name: Signal(8 * n, name=f"count_{name}") for name, n in STATUS_FIELDS
+                    if name in ("records", "frames", *EVENTS[4:], "uart_errors")}
+        pulses = {"records": framer.record_sent, "frames": deframer.events.accepted,
+                  "uart_errors": rx.error | rx.overrun,
+                  **{name: getattr(deframer.events, name) for name in EVENTS[4:]}}
+        for name, counter in counters.items():
+            with m.If(reset):
+                m.d.sync += counter.eq(0)
+            with m.Elif(pulses[name]):
+                m.d.sync += counter.eq(counter + 1)
+
+        # idle: nothing buffered, offered or being sent for `quiet` cycles
+        quiet = Signal(range(self._quiet + 1))
+        busy = (buffer.free != self._capacity) | self.o_stream.valid | self.i_stream.valid | \
+            framer.busy_record | assembler.i_stream.valid
+        with m.If(busy | reset):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(quiet != self._quiet):
+            m.d.sync += quiet.eq(quiet + 1)
+
+        status = framer.status
+        constants = {"version": VERSION, "engine_id": self._engine_id,
+                     "tuple_bytes": tuple_bytes, "record_bytes": record_bytes,
+                     "capacity": self._capacity, "reserved": 0}
+        for name, _ in STATUS_FIELDS:
+            field = getattr(status, name)
+            if name in constants:
+                m.d.comb += field.eq(constants[name])
+            elif name in counters:
+                m.d.comb += field.eq(counters[name])
+            elif name == "flags":
+                m.d.comb += field.eq(quiet == self._quiet)
+            elif name == "next_seq":
+                m.d.comb += field.eq(deframer.next_seq)
+            else:
+                m.d.comb += field.eq(getattr(self, name))
+        assert set(status_layout().members) == {n for n, _ in STATUS_FIELDS}
+
+        if "leds" in self.signature.members:
+            self._leds(m, deframer, framer, counters, reset)
+        return m
+
+    def _leds(self, m, deframer, framer, counters, reset):
+        n = len(self.leds)
+        period = Signal(range(self._led_period))
+        strobe = Signal()
+        beats = Signal(3)
+        m.d.comb += strobe.eq(period == self._led_period - 1)
+        m.d.sync += period.eq(period + 1)
+        with m.If(strobe):
+            m.d.sync += [period.eq(0), beats.eq(beats + 1)]
+        errors = 0
+        for name in ("bad_type", "bad_length", "bad_crc", "truncated", "uart_errors"):
+            errors = counters[name].any() | errors
+        blinks = {0: deframer.events.accepted | deframer.events.status,
+                  1: framer.o_stream.valid & framer.o_stream.ready,
+                  4: (self.i_stream.valid & self.i_stream.ready
+                      & self.i_stream.payload.matches.any())}
+        steady = {2: self.drops.any(), 3: errors, 5: beats[2]}
+        for i in range(n):
+            if i in blinks:
+                seen = Signal(name=f"led{i}_seen")
+                lit = Signal(name=f"led{i}_lit")
+                with m.If(strobe):
+                    m.d.sync += [lit.eq(seen | blinks[i]), seen.eq(0)]
+                with m.Elif(blinks[i]):
+                    m.d.sync += [seen.eq(1), lit.eq(1)]
+                m.d.comb += self.leds[i].eq(lit)
+            elif i in steady:
+                m.d.sync += self.leds[i].eq(steady[i])
+
+
+class UartTop(wiring.Component):
+    """``engine`` behind a :class:`UartLink`: the ports are the UART's two wires and the LEDs.
+
+    ``clk_hz`` and ``baud`` give the bit time; ``timeout_s`` (default 10 ms, at least 20 byte
+    times) the truncated-frame timeout; ``led_period_s`` how long a blink lasts. ``divisor``,
+    ``timeout`` and ``led_period`` (cycles) override them, for simulation. A RESET frame resets
+    the engine too.
+
+    Members
+    -------
+    rx : ``In(1)``
+    tx : ``Out(1)``
+    leds : ``Out(leds)``
+    """
+
+    def __init__(self, engine: Engine, *, clk_hz: float, baud: int = 115200, leds: int = 1,
+                 capacity: int = CAPACITY, timeout_s: float = 0.01, led_period_s: float = 0.04,
+                 divisor: int | None = None, timeout: int | None = None,
+                 led_period: int | None = None):
+        self._engine = engine
+        self._divisor = divisor if divisor is not None else _divisor(clk_hz, baud)
+        params = engine.parameters
+        self._engine_id = engine_id(engine.nfa, **params)
+        byte_time = 10 * self._divisor
+        self._link_args = {
+            "divisor": self._divisor,
+            "engine_id": self._engine_id,
+            "capacity": capacity,
+            "timeout": timeout if timeout is not None else
+            max(20 * byte_time, round(timeout_s * clk_hz)),
+            "quiet": 2 * (params["partitions"] + 32),
+            "leds": leds,
+            "led_period": led_period if led_period is not None else
+            round(led_period_s * clk_hz),
+        }
+        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(leds)})
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    @property
+    def divisor(self) -> int:
+        return self._divisor
+
+    @property
+    def engine_id(self) -> int:
+        return self._engine_id
+
+    @property
+    def link_parameters(self) -> dict:
+        return dict(self._link_args)
+
+    def elaborate(self, platform):
+        m = Module()
+        engine = self._engine
+        link = UartLink(engine.tuple_layout, engine.record_layout, **self._link_args)
+        m.submodules.link = link
+        m.submodules.engine = ResetInserter(link.engine_reset)(engine)
+        wiring.connect(m, link.o_stream, engine.i_stream)
+        wiring.connect(m, engine.o_stream, link.i_stream)
+        m.d.comb += [link.tuples.eq(engine.tuples), link.matched.eq(engine.matched),
+                     link.drops.eq(engine.drops), link.rx.eq(self.rx), self.tx.eq(link.tx),
+                     self.leds.eq(link.leds)]
+        return m
+
+
+def _divisor(clk_hz: float, baud: int) -> int:
+    return divisor(clk_hz, baud)
+
+
+class UartBoardTop(Elaboratable):
+    """The bitstream's top level for ``--link uart``: a :class:`UartTop` on the board's USB UART
+    (``uart`` resource 0) and LEDs, clocked by the board's default clock.
+
+    ``clk_hz`` is the frequency the board's oscillator really runs at (not a tighter timing
+    constraint) and sets the baud rate divisor.
+    """
+
+    def __init__(self, engine: Engine, *, clk_hz: float, baud: int = 115200):
+        self.engine = engine
+        self.clk_hz = clk_hz
+        self.baud = baud
+        divisor(clk_hz, baud)  # a bad baud rate fails here, before elaboration
+
+    def elaborate(self, platform):
+        from boards.top import board_leds
+
+        m = Module()
+        check_board(platform)
+        leds = board_leds(platform)
+        m.submodules.top = top = UartTop(self.engine, clk_hz=self.clk_hz, baud=self.baud,
+                                         leds=len(leds))
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.rx_buffer = rx = io.Buffer("i", uart.rx)
+        m.submodules.tx_buffer = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [top.rx.eq(rx.i), tx.o.eq(top.tx)]
+        for i, port in enumerate(leds):
+            m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
+            m.d.comb += buf.o.eq(top.leds[i])
+        return m

@@ -1,0 +1,151 @@
+"""``nfacep run`` (boards/host.py) against a software board over a pty pair.
+
+The board is :class:`boards.link.model.BoardModel`: the link protocol with the reference
+matcher as the engine, served on the pty's master side while the host opens the slave side
+as its serial port. The match file and summary must equal ``nfacep match``'s, also over a
+link that loses and corrupts bytes, with a buffer the host has to wait for, and with drops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pathlib
+import threading
+import tty
+
+import pytest
+
+from boards import host
+from boards.link.model import BoardModel, serve
+from nfacep import NfacepError, compile_file
+from nfacep.cli import _hardware_args, main
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+QUERIES = ROOT / "queries"
+
+
+def run_cli(argv):
+    """``nfacep ARGV`` through the real command line once ``run`` is wired into it, through
+    the same parser pieces before that."""
+    from nfacep import cli
+
+    if "run" in getattr(cli, "_COMMANDS", {}):
+        return cli.main(argv)
+    from boards.cli import add_run_parser, cmd_run
+
+    p = argparse.ArgumentParser(prog="nfacep")
+    add_run_parser(p.add_subparsers(dest="command", required=True), _hardware_args)
+    args = p.parse_args(argv)
+    try:
+        return cmd_run(args)
+    except NfacepError as err:
+        print(f"nfacep: {err.render()}", file=__import__("sys").stderr)
+        return err.exit_code
+
+
+@contextlib.contextmanager
+def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
+    """A software board on a fresh pty; yields (model, port path)."""
+    params = {"partitions": 256, "tick_tuples": 0, "timer_bits": 4}
+    params.update({k: kwargs.pop(k) for k in list(kwargs) if k in params})
+    model = BoardModel(compile_file(QUERIES / f"{name}.sql"), **params, **kwargs)
+    master, slave = os.openpty()
+    tty.setraw(master)
+    stop = threading.Event()
+    thread = serve(model, master, stop=stop, lose=lose, corrupt=corrupt, seed=7) \
+        if serve_it else None
+    try:
+        yield model, os.ttyname(slave)
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join(timeout=2)
+        os.close(master)
+        os.close(slave)
+
+
+def reference(tmp_path, name, *params):
+    out = tmp_path / "reference.csv"
+    assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
+                 "--output", str(out), *params]) == 0
+    return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
+
+
+SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", "timer_bits")
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
+def test_run_equals_match(tmp_path, name, capsys):
+    out = tmp_path / "board.csv"
+    with board(name) as (_, port):
+        assert run_cli(["run", str(QUERIES / f"{name}.sql"), "--port", port,
+                        "--input", str(QUERIES / f"{name}.csv"), "--output", str(out)]) == 0
+    expected, ref_summary = reference(tmp_path, name)
+    assert out.read_text() == expected == (QUERIES / f"{name}.matches.csv").read_text()
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
+    assert summary["board"]["tuples"] == summary["tuples"]
+    assert summary["link"]["frames_resent"] == 0
+    assert f"-> {out}" in capsys.readouterr().out
+
+
+def test_drops_and_a_small_slow_buffer(tmp_path):
+    # 4 partitions: marathon's runners overflow them; a 64-byte buffer holds 5 tuples and the
+    # engine takes them only between polls, so the host must wait for room
+    params = ["--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"]
+    out = tmp_path / "board.csv"
+    with board(partitions=4, tick_tuples=3, timer_bits=2, capacity=64) as (model, port):
+        model.consume = False
+        assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", port, "--input",
+                        str(QUERIES / "marathon.csv"), "--output", str(out), *params]) == 0
+        assert model.counters["overflow"] == 0
+    expected, ref_summary = reference(tmp_path, "marathon", *params)
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert ref_summary["drops"] > 0
+    assert out.read_text() == expected
+    assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
+    assert summary["link"]["tuples_per_frame"] == 2 and summary["link"]["status_polls"] > 0
+
+
+def test_lossy_link_resends_and_still_matches(tmp_path):
+    out = tmp_path / "board.csv"
+    with board("vshape", lose=0.0005, corrupt=0.0005) as (model, port):
+        result = host.run(str(QUERIES / "vshape.sql"), str(QUERIES / "vshape.csv"), str(out),
+                          port=port, timeout=5)
+    expected, _ = reference(tmp_path, "vshape")
+    assert out.read_text() == expected
+    errors = model.status()
+    assert errors["bad_crc"] + errors["bad_type"] + errors["bad_length"] > 0
+    assert result.stats["frames_resent"] > 0
+
+
+def test_no_board_answers(tmp_path, capsys):
+    out = tmp_path / "board.csv"
+    with board(serve_it=False) as (_, port):
+        assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", port, "--input",
+                        str(QUERIES / "marathon.csv"), "--output", str(out),
+                        "--timeout", "0.6"]) == 1
+    err = capsys.readouterr().err
+    assert f"no board answers on {port}" in err and "--link uart" in err
+    assert not out.exists() and not (tmp_path / "board.summary.json").exists()
+
+
+def test_port_that_does_not_exist(tmp_path, capsys):
+    assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", str(tmp_path / "ttyNONE"),
+                    "--input", str(QUERIES / "marathon.csv"),
+                    "--output", str(tmp_path / "m.csv")]) == 1
+    assert "cannot open the serial port" in capsys.readouterr().err
+
+
+def test_board_with_another_engine(tmp_path, capsys):
+    out = tmp_path / "board.csv"
+    with board() as (_, port):  # built with 256 partitions, asked for 64
+        assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", port, "--input",
+                        str(QUERIES / "marathon.csv"), "--output", str(out),
+                        "--partitions", "64"]) == 1
+    err = capsys.readouterr().err
+    assert "the board runs another engine" in err and "--partitions 64" in err
+    assert not out.exists()

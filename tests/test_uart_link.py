@@ -1,0 +1,565 @@
+"""The UART link (boards/link): UART, deframer and framer in the Amaranth simulator, and the
+whole UART board top's Verilog under cocotb (Icarus) against the reference matcher.
+
+The cocotb bench drives the ``rx`` pin with frames — good ones and bad ones between them
+(garbage, a flipped CRC, a truncated frame, a wrong length, a duplicate) — decodes ``tx``, and
+the test checks that the records that come back are the reference matcher's on the tuples of
+the good frames and that the board counted every bad frame by its kind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import random
+
+import pytest
+from amaranth.hdl import Module
+from amaranth.lib import data, stream, wiring
+from amaranth.sim import Simulator
+from streams import stream_get, stream_put
+
+from boards.link import protocol
+from boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
+from boards.link.protocol import FrameType, encode
+from boards.link.uart import BaudError, UartRx, UartTx, divisor
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MARATHON = ROOT / "queries" / "marathon.sql"
+CONFIG_ENV = "NFACEP_UART_BENCH"
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+def test_crc_and_frame_reader_resynchronise():
+    assert protocol.crc16(b"123456789") == 0x29B1
+    good = [encode(FrameType.STATUS, bytes(range(n))) for n in (1, 5, 40)]
+    bad_crc = bytearray(good[1])
+    bad_crc[-1] ^= 0x10
+    stream = (b"\x00\xa5\xa5" + good[0] + b"\x5a\xa5" + bytes(bad_crc) + b"\xa5\x5a\x77"
+              + good[1] + bytes(good[2][:10]) + good[2])
+    reader = protocol.FrameReader([FrameType.STATUS], max_payload=64)
+    frames = []
+    for i in range(0, len(stream), 7):  # in pieces, as a serial port delivers them
+        frames += reader.feed(stream[i:i + 7])
+    assert [f.payload for f in frames] == [bytes(range(n)) for n in (1, 5, 40)]
+    assert reader.errors["bad_crc"] >= 1 and reader.errors["bad_type"] == 1
+
+
+def test_divisor_rejects_inexact_baud_rates():
+    assert divisor(25e6, 115200) == 217
+    assert divisor(12e6, 115200) == 104
+    with pytest.raises(BaudError, match="cannot make 3000000 baud"):
+        divisor(25e6, 3_000_000)
+    with pytest.raises(BaudError, match="too fast"):
+        divisor(12e6, 6_000_000)
+
+
+# --------------------------------------------------------------------------- UART
+
+
+def _run(dut, *benches, clock=1e-6, processes=()):
+    sim = Simulator(dut)
+    sim.add_clock(clock)
+    for bench in benches:
+        sim.add_testbench(bench)
+    for proc in processes:
+        sim.add_process(proc)
+    sim.run()
+
+
+def test_uart_tx_to_rx_loopback():
+    rng = random.Random(1)
+    sent = [rng.randrange(256) for _ in range(40)]
+    got = []
+    m = Module()
+    m.submodules.tx = tx = UartTx(5)
+    m.submodules.rx = rx = UartRx(5)
+    m.d.comb += rx.rx.eq(tx.tx)
+
+    async def put(ctx):
+        for b in sent:
+            await stream_put(ctx, tx.i_stream, b, rng=rng, gap=0.3)
+
+    async def get(ctx):
+        for _ in sent:
+            got.append(await stream_get(ctx, rx.o_stream, rng=rng, stall=0.2))
+        assert ctx.get(rx.error) == 0
+
+    _run(m, put, get)
+    assert got == sent
+
+
+async def _drive_bits(ctx, pin, bits, div):
+    for bit in bits:
+        ctx.set(pin, bit)
+        await ctx.tick().repeat(div)
+
+
+def _uart_bits(byte, stop=1):
+    return [0, *((byte >> i) & 1 for i in range(8)), stop]
+
+
+def test_uart_rx_stop_bit_error_and_glitch():
+    div = 6
+    rx = UartRx(div)
+    got, errors = [], []
+
+    async def bench(ctx):
+        ctx.set(rx.o_stream.ready, 1)
+        await ctx.tick().repeat(4)
+        await _drive_bits(ctx, rx.rx, [0, 1, 1, 1], 1)  # a 1-cycle glitch: no start bit
+        await _drive_bits(ctx, rx.rx, [1], div * 2)
+        await _drive_bits(ctx, rx.rx, _uart_bits(0x3C, stop=0), div)  # framing error
+        await _drive_bits(ctx, rx.rx, [1], div * 3)  # line back to idle
+        await _drive_bits(ctx, rx.rx, _uart_bits(0xA5) + [1] * 3, div)
+
+    async def watch(ctx):
+        async for _, _, valid, payload, error in ctx.tick().sample(
+                rx.o_stream.valid, rx.o_stream.payload, rx.error):
+            if valid:
+                got.append(payload)
+            if error:
+                errors.append(1)
+
+    sim = Simulator(rx)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_testbench(watch, background=True)
+    sim.run()
+    assert got == [0xA5] and len(errors) == 1
+
+
+# --------------------------------------------------------------------------- framing
+
+
+class _Receiver(wiring.Component):
+    """Deframer ▸ FrameBuffer ▸ TupleAssembler, fed bytes directly."""
+
+    def __init__(self, layout, capacity, timeout):
+        self.layout = layout
+        self.deframer = Deframer((layout.size + 7) // 8, capacity, timeout)
+        self.buffer = FrameBuffer(capacity)
+        self.assembler = TupleAssembler(layout)
+        super().__init__({"i_stream": wiring.In(stream.Signature(8)),
+                          "o_stream": wiring.Out(stream.Signature(layout))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.deframer = d = self.deframer
+        m.submodules.buffer = b = self.buffer
+        m.submodules.assembler = a = self.assembler
+        wiring.connect(m, wiring.flipped(self.i_stream), d.i_stream)
+        wiring.connect(m, d.o_stream, b.i_stream)
+        m.d.comb += [b.commit.eq(d.commit), b.rollback.eq(d.rollback), d.free.eq(b.free)]
+        wiring.connect(m, b.o_stream, a.i_stream)
+        wiring.connect(m, a.o_stream, wiring.flipped(self.o_stream))
+        return m
+
+
+def _tuples_frame(seq, tuples, tb=3):
+    return encode(FrameType.TUPLES, bytes([seq]) + b"".join(t.to_bytes(tb, "little")
+                                                            for t in tuples))
+
+
+def test_deframer_accepts_good_frames_and_counts_bad_ones():
+    layout = data.StructLayout({"a": 20})  # 3 bytes on the wire
+    dut = _Receiver(layout, capacity=32, timeout=40)
+    ev = dut.deframer.events
+    good = [[1, 2, 3], [4], [5, 6]]
+    flipped = bytearray(_tuples_frame(1, [99]))
+    flipped[-2] ^= 1
+    chunks = [
+        (b"\x00\x13\xa5", 0),
+        (_tuples_frame(0, good[0]), 0),
+        (bytes(flipped), 0),                                   # bad CRC
+        (_tuples_frame(1, [77, 78])[:8], 60),                  # truncated: the line goes quiet
+        (b"\xa5\x5a\x44", 0),                                  # bad type
+        (encode(FrameType.TUPLES, b"\x01\x00\x00\x00\x00"), 0),  # 4 bytes: no whole tuple
+        (encode(FrameType.TUPLES, b"\x01" + bytes(3 * 11)), 0),  # longer than the buffer
+        (_tuples_frame(1, good[1]), 0),
+        (_tuples_frame(1, good[1]), 0),                       # a duplicate: out of sequence
+        (_tuples_frame(2, list(range(100, 111))), 0),          # 33 bytes: length rejected
+        (_tuples_frame(2, good[2]), 0),
+        (encode(FrameType.STATUS_REQ), 0),
+        (encode(FrameType.RESET), 0),
+        (_tuples_frame(0, [42]), 0),                           # seq starts again at 0
+    ]
+    counts = dict.fromkeys(("accepted", "ack", "status", "reset", "bad_type", "bad_length",
+                            "bad_crc", "truncated", "out_of_seq", "overflow"), 0)
+    got = []
+
+    async def feed(ctx):
+        for chunk, quiet in chunks:
+            for b in chunk:
+                await stream_put(ctx, dut.i_stream, b)
+                await ctx.tick().repeat(2)
+            await ctx.tick().repeat(quiet + 3)
+        await ctx.tick().repeat(20)
+
+    async def take(ctx):
+        ctx.set(dut.o_stream.ready, 1)
+        async for _, _, valid, payload in ctx.tick().sample(dut.o_stream.valid,
+                                                             dut.o_stream.payload):
+            if valid:
+                got.append(payload.a)
+
+    async def events(ctx):
+        async for _, _, *values in ctx.tick().sample(*(getattr(ev, n) for n in counts)):
+            for name, v in zip(counts, values, strict=True):
+                counts[name] += v
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(feed)
+    sim.add_testbench(take, background=True)
+    sim.add_testbench(events, background=True)
+    sim.run()
+    assert got == [*good[0], *good[1], *good[2], 42]
+    assert counts == {"accepted": 4, "ack": 5, "status": 2, "reset": 1, "bad_type": 1,
+                      "bad_length": 3, "bad_crc": 1, "truncated": 1, "out_of_seq": 1,
+                      "overflow": 0}
+
+
+def test_deframer_overflow_when_the_engine_does_not_take_tuples():
+    layout = data.StructLayout({"a": 8})
+    dut = _Receiver(layout, capacity=8, timeout=40)
+    counts = {"accepted": 0, "overflow": 0}
+
+    async def feed(ctx):
+        for seq, chunk in enumerate([list(range(6)), [6, 7, 8, 9]]):  # 6 + 4 > 8 bytes
+            for b in encode(FrameType.TUPLES, bytes([seq, *chunk])):
+                await stream_put(ctx, dut.i_stream, b)
+        await ctx.tick().repeat(10)
+
+    async def events(ctx):
+        ev = dut.deframer.events
+        async for _, _, acc, ovf in ctx.tick().sample(ev.accepted, ev.overflow):
+            counts["accepted"] += acc
+            counts["overflow"] += ovf
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(feed)
+    sim.add_testbench(events, background=True)
+    sim.run()
+    assert counts == {"accepted": 1, "overflow": 1}
+
+
+def test_framer_sends_status_ack_and_records():
+    record = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})
+    dut = Framer(record)
+    out = bytearray()
+
+    async def bench(ctx):
+        ctx.set(dut.status.engine_id, 0xDEADBEEF)
+        ctx.set(dut.status.tuples, 1234)
+        ctx.set(dut.status.next_seq, 7)
+        await stream_put(ctx, dut.i_stream, {"seq": 5, "partition": 0x1234, "matches": 1,
+                                             "dropped": 0})
+        ctx.set(dut.send_ack, 1)
+        ctx.set(dut.send_status, 1)
+        await ctx.tick()
+        ctx.set(dut.send_ack, 0)
+        ctx.set(dut.send_status, 0)
+        await stream_put(ctx, dut.i_stream, {"seq": 6, "partition": 1, "matches": 0,
+                                             "dropped": 1})
+        await ctx.tick().repeat(100)
+
+    async def collect(ctx):
+        rng = random.Random(3)
+        async for _, _, valid, ready, payload in ctx.tick().sample(
+                dut.o_stream.valid, dut.o_stream.ready, dut.o_stream.payload):
+            if valid and ready:
+                out.append(payload)
+            ctx.set(dut.o_stream.ready, rng.random() < 0.5)  # a slow UART
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_testbench(collect, background=True)
+    sim.run()
+    reader = protocol.FrameReader(list(FrameType), max_payload=64)
+    frames = reader.feed(bytes(out))
+    assert [f.type for f in frames] == [FrameType.RECORD, FrameType.STATUS, FrameType.ACK,
+                                        FrameType.RECORD]
+    assert int.from_bytes(frames[0].payload, "little") == 5 | 0x1234 << 48 | 1 << 64
+    status = protocol.decode_fields(protocol.STATUS_FIELDS, frames[1].payload)
+    assert status["engine_id"] == 0xDEADBEEF and status["tuples"] == 1234
+    assert protocol.decode_fields(protocol.ACK_FIELDS, frames[2].payload) == \
+        {"next_seq": 7, "tuples": 1234}
+    assert int.from_bytes(frames[3].payload, "little") == 6 | 1 << 48 | 1 << 65
+    assert not any(reader.errors.values())
+
+
+def test_record_fields_match_the_engine():
+    from hdl.engine import Engine
+    from nfacep import compile_file
+
+    for name in ("marathon", "fire", "vshape"):
+        nfa = compile_file(ROOT / "queries" / f"{name}.sql")
+        engine = Engine(nfa, partitions=2)
+        engine._MustUse__silence = True  # only its layout is wanted
+        layout = engine.record_layout
+        assert protocol.record_fields(nfa) == [
+            (n, f.offset, f.width) for n, f in layout]
+
+
+# --------------------------------------------------------------------------- cocotb
+
+DIVISOR = 4  # clock cycles per UART bit in the simulation
+TIMEOUT = 400  # cycles of silence that truncate a frame
+PARTITIONS = 8
+
+
+def _scenario(tmp_path) -> dict:
+    """What the bench sends: good frames with bad ones between them, and the expectation."""
+    from nfacep import compile_file, reference, tuples, wire
+
+    nfa = compile_file(MARATHON)
+    schema = nfa.program.schema
+    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    tb = wire.tuple_bytes(schema)
+    raw = wire.pack_bytes(schema, data)
+    rng = random.Random(5)
+    n = 120
+    per = 6
+    steps = [{"send": encode(FrameType.RESET).hex(), "expect": "status"}]
+    bad = {"bad_crc": 0, "truncated": 0, "bad_type": 0, "bad_length": 0, "out_of_seq": 0}
+    for k, start in enumerate(range(0, n, per)):
+        body = bytes([k % 256]) + raw[start * tb:(start + per) * tb]
+        frame = encode(FrameType.TUPLES, body)
+        kind = k % 6
+        if kind == 1:  # garbage between frames (no sync byte in it)
+            junk = bytes(rng.choice([b for b in range(256) if b != 0xA5]) for _ in range(7))
+            steps.append({"send": junk.hex()})
+        elif kind == 2:  # the same frame with a flipped CRC bit first
+            broken = bytearray(frame)
+            broken[-1] ^= 0x04
+            steps.append({"send": bytes(broken).hex()})
+            bad["bad_crc"] += 1
+        elif kind == 3:  # a truncated copy, then the line goes quiet
+            steps.append({"send": frame[:len(frame) // 2].hex(), "quiet": 2 * TIMEOUT})
+            bad["truncated"] += 1
+        elif kind == 4:  # a false sync word with an unknown type, and a frame whose payload
+            # is no whole number of tuples
+            steps.append({"send": (b"\xa5\x5a\x7e" + encode(FrameType.TUPLES,
+                                                               body[:1 + tb + 2])).hex()})
+            bad["bad_type"] += 1
+            bad["bad_length"] += 1
+        steps.append({"send": frame.hex(), "expect": "ack", "tuples": min(per, n - start)})
+        if kind == 5:  # sent twice: the copy is out of sequence, acknowledged, discarded
+            steps.append({"send": frame.hex(), "expect": "ack"})
+            bad["out_of_seq"] += 1
+    good = tuples.Tuples({c: v[:n] for c, v in data.columns.items()}, n, "good frames")
+    res = reference.run(nfa, good, partitions=PARTITIONS, tick_tuples=0, timer_bits=4)
+    return {"steps": steps, "n": n, "divisor": DIVISOR, "bad": bad,
+            "expected_matches": [list(m) for m in res.matches],
+            "expected_drops": res.drops.tolist(),
+            "results": str(tmp_path / "bench-results.json")}
+
+
+def _verilog(path: pathlib.Path) -> None:
+    from amaranth.back import verilog
+
+    from boards.link.top import UartTop
+    from hdl.engine import Engine
+    from nfacep import compile_file
+
+    engine = Engine(compile_file(MARATHON), partitions=PARTITIONS)
+    top = UartTop(engine, clk_hz=DIVISOR * 1e6, baud=1_000_000, leds=6, timeout=TIMEOUT,
+                  led_period=64)
+    path.write_text(verilog.convert(top, name="nfacep_uart_top", emit_src=False))
+
+
+def test_uart_board_top_icarus(tmp_path):
+    """The UART board top's Verilog under cocotb: good frames' matches equal the reference
+    matcher's, bad frames are counted by kind and never reach the engine."""
+    from cocotb_tools.runner import get_results, get_runner
+
+    from sim import runner
+
+    missing = runner.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    source = tmp_path / "nfacep_uart_top.v"
+    _verilog(source)
+    scenario = _scenario(tmp_path)
+    config = tmp_path / "scenario.json"
+    config.write_text(json.dumps(scenario))
+    build = tmp_path / "build"
+    sim_runner = get_runner("icarus")
+    sim_runner.build(sources=[source], hdl_toplevel="nfacep_uart_top", build_dir=build,
+                     timescale=runner.TIMESCALE, log_file=tmp_path / "build.log")
+    results_xml = tmp_path / "results.xml"
+    with contextlib.suppress(SystemExit):  # the runner exits on a failed test
+        sim_runner.test(test_module="test_uart_link", hdl_toplevel="nfacep_uart_top",
+                        hdl_toplevel_lang="verilog", build_dir=build, test_dir=tmp_path,
+                        extra_env={CONFIG_ENV: str(config),
+                                   "PYTHONPATH": os.pathsep.join(
+                                       [str(ROOT / "tests"), str(ROOT),
+                                        os.environ.get("PYTHONPATH", "")])},
+                        timescale=runner.TIMESCALE, results_xml=str(results_xml),
+                        log_file=tmp_path / "sim.log", testcase="uart_link_bench")
+    total, failed = get_results(results_xml)
+    log = (tmp_path / "sim.log").read_text(errors="replace")
+    assert total == 1 and failed == 0, log[-3000:]
+    got = json.loads(pathlib.Path(scenario["results"]).read_text())
+
+    from nfacep import compile_file
+
+    nfa = compile_file(MARATHON)
+    fields = {name: (at, w) for name, at, w in protocol.record_fields(nfa)}
+
+    def field(value, name):
+        at, w = fields[name]
+        return value >> at & ((1 << w) - 1)
+
+    matches, drops = [], []
+    for payload in got["records"]:
+        v = int.from_bytes(bytes.fromhex(payload), "little")
+        if field(v, "dropped"):
+            drops.append(field(v, "seq"))
+        if field(v, "matches"):
+            matches.append([field(v, "seq"), "cheat", str(field(v, "partition"))])
+    assert matches == scenario["expected_matches"] and matches
+    assert drops == scenario["expected_drops"] and drops
+    status = got["status"]
+    assert status["tuples"] == scenario["n"] and status["flags"] & 1
+    assert status["records"] == len(got["records"])
+    assert status["matched"] == len(matches) and status["drops"] == len(drops)
+    assert {k: status[k] for k in scenario["bad"]} == scenario["bad"]
+    assert status["overflow"] == 0 and status["uart_errors"] == 0
+    assert got["bad_frames_from_board"] == 0
+
+
+# The cocotb bench (runs inside the simulator; not a pytest test).
+try:
+    import cocotb
+    from cocotb.triggers import ClockCycles, Event, FallingEdge, with_timeout
+except ImportError:  # pragma: no cover
+    cocotb = None
+
+if cocotb is not None:
+    @cocotb.test()
+    async def uart_link_bench(dut):
+        from cocotb.clock import Clock
+
+        scenario = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
+        div = scenario["divisor"]
+        reader = protocol.FrameReader([FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
+                                      max_payload=64)
+        frames: list = []
+        arrived = Event()
+        dut.rx.value = 1
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, 5)
+        dut.rst.value = 0
+
+        async def receive():
+            while True:
+                await FallingEdge(dut.tx)
+                await ClockCycles(dut.clk, div // 2)
+                byte = 0
+                for i in range(8):
+                    await ClockCycles(dut.clk, div)
+                    byte |= int(dut.tx.value) << i
+                await ClockCycles(dut.clk, div)
+                assert int(dut.tx.value) == 1, "stop bit"
+                got = reader.feed(bytes([byte]))
+                if got:
+                    frames.extend(got)
+                    arrived.set()
+
+        async def send(raw: bytes):
+            for byte in raw:
+                for bit in [0, *((byte >> i) & 1 for i in range(8)), 1]:
+                    dut.rx.value = bit
+                    await ClockCycles(dut.clk, div)
+
+        async def expect(kind):
+            while True:
+                for i, f in enumerate(frames):
+                    if f.type == kind:
+                        del frames[i]
+                        return f
+                arrived.clear()
+                await with_timeout(arrived.wait(), 200_000, "ns")
+
+        cocotb.start_soon(receive())
+        records = []
+        room = None
+        sent_tuples = 0
+        consumed = 0
+        for step in scenario["steps"]:
+            if "tuples" in step and room is not None:
+                while sent_tuples + step["tuples"] - consumed > room:
+                    await send(encode(FrameType.STATUS_REQ))
+                    st = protocol.decode_fields(protocol.STATUS_FIELDS,
+                                                (await expect(FrameType.STATUS)).payload)
+                    consumed = st["tuples"]
+            await send(bytes.fromhex(step["send"]))
+            if step.get("quiet"):
+                await ClockCycles(dut.clk, step["quiet"])
+            if step.get("expect") == "status":
+                st = protocol.decode_fields(protocol.STATUS_FIELDS,
+                                            (await expect(FrameType.STATUS)).payload)
+                room = st["capacity"] // st["tuple_bytes"]
+                frames[:] = []  # anything before the answer to RESET is stale
+            elif step.get("expect") == "ack":
+                ack = protocol.decode_fields(protocol.ACK_FIELDS,
+                                             (await expect(FrameType.ACK)).payload)
+                consumed = ack["tuples"]
+                sent_tuples += step.get("tuples", 0)
+        while True:
+            await ClockCycles(dut.clk, 200)
+            await send(encode(FrameType.STATUS_REQ))
+            st = protocol.decode_fields(protocol.STATUS_FIELDS,
+                                        (await expect(FrameType.STATUS)).payload)
+            if st["tuples"] == scenario["n"] and st["flags"] & 1:
+                break
+        records = [f.payload.hex() for f in frames if f.type == FrameType.RECORD]
+        pathlib.Path(scenario["results"]).write_text(json.dumps({
+            "records": records, "status": st,
+            "bad_frames_from_board": sum(reader.errors.values())}))
+
+
+# --------------------------------------------------------------------------- boards
+
+
+@pytest.mark.parametrize("name", ["ulx3s-85f", "icebreaker", "icestick"])
+def test_uart_board_top_elaborates(name):
+    from boards import bitstream, get_board
+    from boards.link.top import UartBoardTop
+    from hdl.engine import Engine
+    from nfacep import compile_file
+
+    board = get_board(name)
+    platform = board.platform_class()()
+    top = UartBoardTop(Engine(compile_file(MARATHON), partitions=2),
+                       clk_hz=platform.default_clk_frequency, baud=115200)
+    plan = platform.build(top, name="t", do_build=False)
+    rtlil = plan.files["t.il"]
+    assert "uart_0__rx__io" in rtlil and "uart_0__tx__io" in rtlil and "led_0__io" in rtlil
+    assert bitstream.count_flipflops(rtlil) > 0
+
+
+def test_build_refuses_uart_without_usb_uart_or_baud(tmp_path, monkeypatch, capsys):
+    from test_boards import run
+
+    import boards.bitstream
+
+    monkeypatch.setattr(boards.bitstream, "find_tools",
+                        lambda names: {n: f"/nonexistent/{n}" for n in names})
+    out = tmp_path / "o"
+    assert run(["build", str(MARATHON), "--board", "colorlight-5a75b", "--link", "uart",
+                "-o", str(out)]) == 2
+    assert "Colorlight 5A-75B has no USB UART" in capsys.readouterr().err
+    assert run(["build", str(MARATHON), "--board", "ulx3s-85f", "--link", "uart",
+                "--baud", "3000000", "-o", str(out)]) == 2
+    assert "cannot make 3000000 baud" in capsys.readouterr().err
+    assert not out.exists()
