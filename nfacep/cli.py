@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_build_parser(sub, _hardware_args)
     add_run_parser(sub, _hardware_args)
+
+    from spark_testbench.cli import add_vectors_parser
+
+    add_vectors_parser(sub, _hardware_args)
     return p
 
 
@@ -192,8 +196,16 @@ def cmd_run(args) -> int:
     return run_board(args)
 
 
+def cmd_vectors(args) -> int:
+    from spark_testbench.cli import cmd_vectors as run_vectors
+
+    _validate_hardware(args)
+    return run_vectors(args)
+
+
 _COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match,
-             "verilog": cmd_verilog, "sim": cmd_sim, "build": cmd_build, "run": cmd_run}
+             "verilog": cmd_verilog, "sim": cmd_sim, "build": cmd_build, "run": cmd_run,
+             "vectors": cmd_vectors}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ fi
 stamp=.venv/.nfacep-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
-    .venv/bin/python -m pip install --quiet -e ".[test,bench,boards]"
+    .venv/bin/python -m pip install --quiet -e ".[test,bench,boards,spark]"
     touch "$stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"

@@ -1,0 +1,16 @@
+"""Spark testbench: regression vectors (tuples and expected matches) at scale.
+
+Stages, each a module with one job:
+
+- :mod:`spark_testbench.generate`: schema- and predicate-aware tuple generation with planted
+  pattern instances, deterministic per block (numpy only, no Spark);
+- :mod:`spark_testbench.session`: the one place Spark sessions are built, and master URL checks;
+- :mod:`spark_testbench.vectors`: the Spark jobs (generate, match with the reference matcher,
+  write Parquet and the manifest, atomically);
+- :mod:`spark_testbench.cli`: the ``nfacep vectors`` subcommand.
+
+Importing this package does not import PySpark.
+"""
+
+#: Tuples per generation block: the unit of determinism (never derived from Spark's tasks).
+BLOCK_TUPLES = 1 << 16

@@ -1,0 +1,145 @@
+"""``nfacep vectors``: the command line of the Spark testbench.
+
+The main ``nfacep`` parser calls :func:`add_vectors_parser` with its own function that adds the
+shared engine parameters (``--partitions N --tick-tuples K --timer-bits B``), and dispatches to
+:func:`cmd_vectors`.
+
+``--partitions`` keeps its meaning everywhere: the partitioner's capacity (DESIGN.md §5). How
+many distinct partition keys to *generate* is ``--keys``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shutil
+import sys
+
+from nfacep.errors import UsageError
+
+__all__ = ["add_vectors_parser", "cmd_vectors"]
+
+
+def add_vectors_parser(subparsers, hardware_args) -> argparse.ArgumentParser:
+    """Add the ``vectors`` subcommand; ``hardware_args(parser)`` adds the engine parameters."""
+    from . import BLOCK_TUPLES
+    from .session import DEFAULT_MASTER
+
+    p = subparsers.add_parser(
+        "vectors", help="Spark: generate tuples and their expected matches",
+        description="Generate regression vectors with Spark: Parquet tuples (with seq), the "
+                    "expected matches of the reference matcher, and a manifest.json. Same "
+                    "seed, same content, whatever the number of Spark tasks.")
+    p.add_argument("query", help="query file (.sql)")
+    p.add_argument("--tuples", type=int, required=True, metavar="N", help="tuples to generate")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder (must not exist, or be empty; written atomically)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="random seed: same seed, same content (default %(default)s)")
+    p.add_argument("--keys", type=int, metavar="P",
+                   help="distinct partition keys to generate (default: --partitions, the "
+                        "most the partitioner stores without dropping)")
+    p.add_argument("--zipf", type=float, default=1.0, metavar="S",
+                   help="Zipf exponent of the key frequencies; 0 = uniform (default "
+                        "%(default)s)")
+    p.add_argument("--plant-rate", type=float, default=0.02, metavar="F",
+                   help="share of tuples in planted pattern instances (default %(default)s)")
+    p.add_argument("--enum-weights", action="append", default=[], metavar="FIELD=LABEL:W,…",
+                   help="relative label frequencies of an ENUM field (unlisted labels: 0); "
+                        "repeat for several fields")
+    p.add_argument("--block-tuples", type=int, default=BLOCK_TUPLES, metavar="B",
+                   help="tuples per generation block, the unit of determinism; part of the "
+                        "content (default %(default)s)")
+    p.add_argument("--master", default=DEFAULT_MASTER, metavar="URL",
+                   help="Spark master (default %(default)s)")
+    p.add_argument("--tasks", type=int, metavar="T",
+                   help="Spark partitions to generate and match in (default: the master's "
+                        "default parallelism); the content does not depend on it")
+    p.add_argument("--expected", choices=("auto", "partitioned", "global"), default="auto",
+                   help="how to compute the expected matches: per key in parallel (only when "
+                        "capacity and timers cannot matter), one exact global pass, or pick "
+                        "(default %(default)s)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing vectors folder")
+    hardware_args(p)
+    return p
+
+
+def _parse_weights(items: list[str]):
+    out = []
+    for item in items:
+        name, eq, rest = item.partition("=")
+        if not eq or not name.strip() or not rest.strip():
+            raise UsageError(f"--enum-weights {item!r}: write FIELD=LABEL:W,LABEL:W,…")
+        pairs = []
+        for part in rest.split(","):
+            label, colon, w = part.rpartition(":")
+            try:
+                weight = float(w)
+            except ValueError:
+                weight = None
+            if not colon or weight is None:
+                raise UsageError(f"--enum-weights {item!r}: {part!r} is not LABEL:WEIGHT")
+            pairs.append((label.strip(), weight))
+        out.append((name.strip(), tuple(pairs)))
+    return tuple(out)
+
+
+def _require_spark() -> None:
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError("nfacep vectors needs PySpark: pip install 'nfacep[spark]'")
+    import os
+
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        raise UsageError("nfacep vectors needs Java (17 or 21) for Spark: none on PATH and "
+                         "JAVA_HOME is not set")
+
+
+def cmd_vectors(args) -> int:
+    from . import session, vectors
+    from .generate import Options
+
+    _require_spark()
+    keys = args.keys
+    engine = vectors.Engine(args.partitions, args.tick_tuples, args.timer_bits)
+    engine.check()
+    if args.tasks is not None and args.tasks < 1:
+        raise UsageError("--tasks must be at least 1")
+    if keys is None:
+        keys = _default_keys(args.query, engine.partitions)
+    options = Options(tuples=args.tuples, seed=args.seed, keys=keys, zipf=args.zipf,
+                      plant_rate=args.plant_rate, block_tuples=args.block_tuples,
+                      enum_weights=_parse_weights(args.enum_weights))
+    job = vectors.prepare(args.query, options, args.out, engine=engine, expected=args.expected,
+                          overwrite=args.overwrite, master=args.master)
+    spark, created = session.session(args.master)
+    try:
+        m = vectors.run(spark, job, tasks=args.tasks)
+    finally:
+        if created:
+            spark.stop()
+    c = m["counts"]
+    per_query = ", ".join(f"{n}: {k}" for n, k in c["matches"].items())
+    print(f"{c['tuples']} tuples, {m['keys_present']} keys, {c['matches_total']} expected "
+          f"matches ({per_query}), {c['drops']} dropped; {m['expected']['mode']} pass; "
+          f"{m['run']['seconds']['total']:.1f} s -> {args.out}")
+    for name, why in m["unplanted"].items():
+        print(f"warning: query {name}: nothing planted: {why}", file=sys.stderr)
+    return 0
+
+
+def _default_keys(query: str, partitions: int) -> int:
+    """As many keys as the partitioner stores (fewer if the key's type has fewer values)."""
+    import nfacep
+    from nfacep.types import BoolType, EnumType
+
+    program = nfacep.compile_file(query).program
+    if program.partition_field is None:
+        return 1
+    ty = program.schema.field(program.partition_field).type
+    if isinstance(ty, EnumType):
+        return min(partitions, len(ty.labels))
+    if isinstance(ty, BoolType):
+        return min(partitions, 2)
+    lo, hi = ty.range
+    return min(partitions, hi - lo + 1)

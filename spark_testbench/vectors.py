@@ -1,0 +1,434 @@
+"""Regression vectors: generated tuples and their expected matches, computed with Spark.
+
+:func:`prepare` checks everything a user can get wrong (query file, parameters, output folder,
+master URL) and builds the :class:`~spark_testbench.generate.Generator`, all before Spark
+starts; :func:`run` then does the work on a session and publishes the folder atomically::
+
+    DIR/tuples.parquet/    seq (int64), then the stream's fields in declaration order:
+                           UINT/INT as int64, BOOL as boolean, ENUM as its label, FLOAT32 as float
+    DIR/expected.parquet/  seq, query, partition (the key as text, null without PARTITION),
+                           one row per reported match, sorted by seq then query (like `match`)
+    DIR/drops.parquet/     seq, partition of every tuple the partitioner drops
+    DIR/manifest.json      query file hash, seed, generator settings, engine parameters, counts,
+                           how the expected matches were computed (below)
+
+Expected matches come from :func:`nfacep.reference.run` inside Spark tasks, in one of two
+ways, named in the manifest (``expected.mode``):
+
+``partitioned``
+    When neither capacity nor timers can matter: no ticks (``--tick-tuples 0``: elements never
+    expire) and at most ``--partitions`` distinct keys present (so none is ever dropped). Each
+    sub-stream then evolves alone, so tuples are hash-partitioned by key, sorted by ``seq``
+    within each Spark partition, and every task matches its keys in parallel.
+``global``
+    Otherwise (or without a PARTITION clause): one task runs the reference matcher over the
+    whole stream in ``seq`` order, modelling capacity, timers and drops exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+import nfacep
+from nfacep import reference
+from nfacep.errors import NfacepError, UsageError
+from nfacep.tuples import format_value, from_table
+from nfacep.types import EnumType
+
+from .generate import BLOCK_TUPLES, Generator, Options
+
+__all__ = ["BLOCK_TUPLES", "FORMAT", "Engine", "Job", "Options", "prepare", "run"]
+
+FORMAT = "nfacep-vectors/1"
+TUPLES, EXPECTED, DROPS, MANIFEST = "tuples.parquet", "expected.parquet", "drops.parquet", \
+    "manifest.json"
+_RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
+                     ("kind", pa.string())])
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The hardware parameters shared by every command that models the engine."""
+
+    partitions: int = reference.DEFAULTS["partitions"]
+    tick_tuples: int = reference.DEFAULTS["tick_tuples"]
+    timer_bits: int = reference.DEFAULTS["timer_bits"]
+
+    def check(self) -> None:
+        if self.partitions < 1:
+            raise UsageError("--partitions must be at least 1")
+        if self.tick_tuples < 0:
+            raise UsageError("--tick-tuples must be 0 (no ticks) or more")
+        if not 1 <= self.timer_bits <= 32:
+            raise UsageError("--timer-bits must be between 1 and 32")
+
+
+@dataclass
+class Job:
+    """A checked request, ready to run on a Spark session."""
+
+    query_path: str
+    query_text: str
+    query_sha256: str
+    nfa: nfacep.Nfa
+    generator: Generator
+    engine: Engine
+    out: str
+    expected: str  #: "auto", "partitioned" or "global"
+    overwrite: bool
+
+
+def prepare(query: str, options: Options, out: str, *, engine: Engine = Engine(),
+            expected: str = "auto", overwrite: bool = False, master: str | None = None) -> Job:
+    """Check the request and build the generator; raises :class:`NfacepError` subclasses.
+
+    Nothing here starts Spark. ``master``, when given, is checked too (see
+    :func:`spark_testbench.session.check_master`).
+    """
+    from .session import check_master
+
+    if master is not None:
+        check_master(master, connect=False)  # syntax first; reachability last
+    engine.check()
+    if options.tuples < 1:
+        raise UsageError("--tuples must be at least 1")
+    if options.seed < 0:
+        raise UsageError("--seed must be 0 or more")
+    if options.keys < 1:
+        raise UsageError("--keys must be at least 1")
+    if not options.zipf >= 0:
+        raise UsageError("--zipf must be 0 (uniform keys) or more")
+    if not 0 <= options.plant_rate <= 0.5:
+        raise UsageError("--plant-rate must be between 0 and 0.5")
+    if options.block_tuples < 1:
+        raise UsageError("--block-tuples must be at least 1")
+    if expected not in ("auto", "partitioned", "global"):
+        raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
+    try:
+        with open(query, "rb") as f:
+            raw = f.read()
+    except OSError as err:
+        raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
+    nfa = nfacep.compile_file(query)
+    program = nfa.program
+    if "seq" in program.schema.names:
+        raise UsageError(f"{query}: stream '{program.schema.name}' has a field named 'seq', "
+                         "which the vectors' sequence-number column would shadow")
+    _check_weights(options, program.schema)
+    if program.partition_field is None and options.keys != 1:
+        raise UsageError(f"--keys {options.keys}: the queries of {query} have no PARTITION "
+                         "clause, so there is one stream and no keys to generate")
+    if expected == "partitioned":
+        if engine.tick_tuples:
+            raise UsageError("--expected partitioned: with --tick-tuples the timers expire "
+                             "partitions, which only a global pass models")
+        if options.keys > engine.partitions:
+            raise UsageError(f"--expected partitioned: --keys {options.keys} is more than the "
+                             f"partitioner stores (--partitions {engine.partitions}), so it may "
+                             "drop tuples, which only a global pass models")
+    _check_out(out, overwrite)
+    if master is not None:
+        check_master(master)
+    generator = Generator(nfa, options)
+    return Job(query, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest(), nfa, generator,
+               engine, out, expected, overwrite)
+
+
+def _check_weights(options: Options, schema) -> None:
+    for name, pairs in options.enum_weights:
+        f = schema.field(name)
+        if f is None or not isinstance(f.type, EnumType):
+            raise UsageError(f"--enum-weights: '{name}' is not an ENUM field of stream "
+                             f"'{schema.name}'")
+        for label, w in pairs:
+            if label not in f.type.labels:
+                raise UsageError(f"--enum-weights: '{label}' is not a label of {name} {f.type}")
+            if not w >= 0:
+                raise UsageError(f"--enum-weights: weight {w} of '{label}' is negative")
+        if not sum(w for _, w in pairs) > 0:
+            raise UsageError(f"--enum-weights: the weights of {name} add up to 0")
+
+
+def _check_out(out: str, overwrite: bool) -> None:
+    path = os.path.abspath(out)
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise UsageError(f"--out {out}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--out {out}: cannot write in {parent}")
+    if os.path.lexists(path):
+        if not os.path.isdir(path):
+            raise UsageError(f"--out {out}: exists and is not a folder")
+        if os.listdir(path):
+            if not overwrite:
+                raise UsageError(f"--out {out}: exists and is not empty (add --overwrite to "
+                                 "replace earlier vectors)")
+            if not os.path.isfile(os.path.join(path, MANIFEST)):
+                raise UsageError(f"--out {out}: --overwrite only replaces a vectors folder "
+                                 f"(one with a {MANIFEST}); this one has none")
+
+
+# --- Spark tasks (run in Python workers; module-level so they pickle by reference) -----------
+
+def _generate_task(gen: Generator, batches):
+    for batch in batches:
+        for b in batch.column(0).to_pylist():
+            yield gen.to_arrow(gen.block(b))
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled(text: str, filename: str):
+    return nfacep.compile_text(text, filename)
+
+
+def _used_fields(nfa) -> tuple[str, ...]:
+    """The fields the matcher reads: the partition key and those the predicates compare."""
+    from nfacep import predicates as P
+
+    names = set()
+
+    def walk(e):
+        match e:
+            case P.FieldRef(name):
+                names.add(name)
+            case P.Arith(_, left, right) | P.Cmp(_, left, right):
+                walk(left)
+                if right is not None:
+                    walk(right)
+            case P.And(items) | P.Or(items):
+                for i in items:
+                    walk(i)
+            case P.Not(operand):
+                walk(operand)
+
+    for p in nfa.predicates:
+        walk(p.expr)
+    key = nfa.program.partition_field
+    return tuple(f for f in nfa.program.schema.names if f in names or f == key)
+
+
+def _match_task(text: str, filename: str, engine: Engine, batches):
+    """Reference matcher over the tuples of one Spark partition, taken in ``seq`` order.
+
+    Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
+    distinct keys seen (keys never span two tasks, so the sum is the stream's).
+    """
+    from nfacep.check import Schema
+
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    nfa = _compiled(text, filename)
+    program = nfa.program
+    table = pa.Table.from_batches(batches)
+    seq = table.column("seq").to_numpy()
+    if len(seq) > 1 and bool((np.diff(seq) < 0).any()):
+        order = np.argsort(seq, kind="stable")
+        table, seq = table.take(pa.array(order)), seq[order]
+    used = Schema(program.schema.name,
+                  tuple(f for f in program.schema.fields if f.name in table.column_names))
+    data = from_table(table, used, source=TUPLES)
+    result = reference.run(nfa, data, partitions=engine.partitions,
+                           tick_tuples=engine.tick_tuples, timer_bits=engine.timer_bits)
+    names = np.array(result.names, dtype=object)
+    m = len(result.seqs)
+    key = program.partition_field
+    keys = len(np.unique(data.columns[key])) if key else 1
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(np.append(seq[result.seqs], keys), pa.int64()),
+         pa.array([*names[result.queries], None], pa.string()),
+         pa.array([*result.partitions, None], pa.string()),
+         pa.array(["match"] * m + ["keys"], pa.string())],
+        schema=_RESULT)
+    if len(result.drops):
+        ty = program.schema.field(key).type
+        parts = [format_value(v, ty) for v in data.columns[key][result.drops]]
+        d = len(result.drops)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(seq[result.drops], pa.int64()), pa.array([None] * d, pa.string()),
+             pa.array(parts, pa.string()), pa.array(["drop"] * d, pa.string())],
+            schema=_RESULT)
+
+
+def _spark_schema(schema: pa.Schema):
+    from pyspark.sql import types as T
+
+    conv = {pa.int64(): T.LongType(), pa.string(): T.StringType(), pa.bool_(): T.BooleanType(),
+            pa.float32(): T.FloatType()}
+    return T.StructType([T.StructField(f.name, conv[f.type], True) for f in schema])
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
+    """Pick the pass; ``keys_present`` is only needed when more keys were generated than the
+    partitioner stores (None: not counted)."""
+    e = job.engine
+    key = job.nfa.program.partition_field
+    keys = job.generator.keys
+    if key is None:
+        auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
+    elif e.tick_tuples:
+        auto = ("global", f"timers matter: a tick every {e.tick_tuples} tuples expires idle "
+                          "partitions, which depends on the position in the whole stream")
+    elif keys > e.partitions and keys_present > e.partitions:
+        auto = ("global", f"capacity matters: {keys_present} keys present and the partitioner "
+                          f"stores {e.partitions}, so it fills and drops tuples")
+    else:
+        n = keys if keys <= e.partitions else keys_present
+        auto = ("partitioned", f"at most {n} keys, no more than --partitions {e.partitions}, "
+                               "and no ticks: no partition is ever dropped or expired, so each "
+                               "key's sub-stream is matched on its own")
+    if job.expected == "auto" or job.expected == auto[0]:
+        return auto
+    if job.expected == "global":
+        return "global", "forced with --expected global"
+    raise UsageError(f"--expected partitioned: {auto[1]}")
+
+
+def run(spark, job: Job, *, tasks: int | None = None) -> dict:
+    """Generate, match and publish ``job.out``; returns the manifest."""
+    from pyspark.sql import functions as F
+
+    gen = job.generator
+    tasks = tasks or spark.sparkContext.defaultParallelism
+    if tasks < 1:
+        raise UsageError("--tasks must be at least 1")
+    out = os.path.abspath(job.out)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp",
+                           dir=os.path.dirname(out))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; publish it like any folder
+    seconds: dict[str, float] = {}
+    try:
+        t0 = time.perf_counter()
+        blocks = spark.range(0, gen.n_blocks, 1, numPartitions=min(tasks, gen.n_blocks))
+        generated = blocks.mapInArrow(functools.partial(_generate_task, gen),
+                                      _spark_schema(gen.arrow_schema()))
+        generated.write.parquet(os.path.join(tmp, TUPLES))
+        seconds["generate"] = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
+        key = job.nfa.program.partition_field
+        counted = None
+        if key and job.engine.tick_tuples == 0 and gen.keys > job.engine.partitions:
+            counted = tuples.select(key).distinct().count()  # are they all there?
+        mode, reason = _mode(job, counted)
+        source = tuples.select("seq", *_used_fields(job.nfa))
+        if mode == "partitioned":
+            source = source.repartition(tasks, F.col(key))
+        else:
+            source = source.coalesce(1)
+        task = functools.partial(_match_task, job.query_text, job.query_path, job.engine)
+        result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
+        seconds["match"] = time.perf_counter() - t1
+        (result.filter(F.col("kind") == "match").select("seq", "query", "partition")
+         .orderBy("seq", "query").write.parquet(os.path.join(tmp, EXPECTED)))
+        (result.filter(F.col("kind") == "drop").select("seq", "partition")
+         .orderBy("seq").write.parquet(os.path.join(tmp, DROPS)))
+        counts = Counter()
+        keys_present = 0
+        for r in result.groupBy("kind", "query").agg(F.count("*").alias("n"),
+                                                     F.sum("seq").alias("total")).collect():
+            if r["kind"] == "keys":
+                keys_present = r["total"]
+            else:
+                counts[r["kind"], r["query"]] = r["n"]
+        result.unpersist()
+        seconds["expected"] = time.perf_counter() - t1
+        seconds["total"] = time.perf_counter() - t0
+        manifest = _manifest(job, mode, reason, keys_present, counts, tasks, seconds,
+                             spark.sparkContext.master)
+        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+        _publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _publish(tmp: str, out: str) -> None:
+    old = None
+    if os.path.isdir(out):
+        if os.listdir(out):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", suffix=".old",
+                                   dir=os.path.dirname(out))
+            os.rename(out, os.path.join(old, "vectors"))
+        else:
+            os.rmdir(out)
+    os.rename(tmp, out)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, master) -> dict:
+    import pyspark
+
+    gen = job.generator
+    program = job.nfa.program
+    o = gen.options
+    names = [q.name for q in program.queries]
+    planted: dict[str, dict[str, int]] = {n: {} for n in names}
+    for b in range(gen.n_blocks):
+        for p in gen.planted(b):
+            planted[p.query][p.kind] = planted[p.query].get(p.kind, 0) + 1
+    matches = {n: counts.get(("match", n), 0) for n in names}
+    return {
+        "format": FORMAT,
+        "query_file": job.query_path,
+        "query_sha256": job.query_sha256,
+        "stream": program.schema.name,
+        "partition_field": program.partition_field,
+        "order_fields": list(program.order_fields),
+        "queries": [{"name": q.name, "skip_past_last_row": q.skip_past_last_row}
+                    for q in program.queries],
+        "seed": o.seed,
+        "tuples": o.tuples,
+        "keys": gen.keys,
+        "keys_present": keys_present,
+        "zipf": o.zipf,
+        "plant_rate": o.plant_rate,
+        "block_tuples": o.block_tuples,
+        "enum_weights": {f: dict(pairs) for f, pairs in o.enum_weights},
+        "engine": {"partitions": job.engine.partitions, "tick_tuples": job.engine.tick_tuples,
+                   "timer_bits": job.engine.timer_bits},
+        "expected": {"mode": mode, "reason": reason},
+        "counts": {"tuples": o.tuples, "matches": matches,
+                   "matches_total": sum(matches.values()), "drops": counts.get(("drop", None), 0)},
+        "planted": planted,
+        "unplanted": dict(gen.unplanted),
+        "generators": gen.describe(),
+        "predicate_rates": gen.sample_rates(job.nfa),
+        "files": {"tuples": TUPLES, "expected": EXPECTED, "drops": DROPS},
+        "columns": {f.name: str(f.type) for f in gen.arrow_schema()},
+        "versions": {"nfacep": _version("nfacep"), "numpy": np.__version__,
+                     "pyarrow": pa.__version__, "pyspark": pyspark.__version__},
+        # how this run went; the only part that depends on the Spark set-up
+        "run": {"master": master, "tasks": tasks,
+                "seconds": {k: round(v, 3) for k, v in seconds.items()}},
+    }
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        return metadata.version(dist)
+    return None
+

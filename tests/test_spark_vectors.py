@@ -1,0 +1,349 @@
+"""Spark testbench: regression vectors are deterministic and their expected matches are the
+reference matcher's (``nfacep match``) on the same tuples.
+
+One Spark session (local[2]) serves the whole module; sizes are small so the file runs in a
+couple of minutes on a slow 2-core machine.
+"""
+
+import csv
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
+
+from nfacep.cli import main as nfacep_main
+from nfacep.cli import main as vectors_main
+from spark_testbench import session as spark_session
+from spark_testbench import vectors
+from spark_testbench.generate import Options
+
+# Spark needs a JVM; without one every test here fails with this message, rather than skipping
+JAVA_MISSING = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+QUERIES = ROOT / "queries"
+MASTER = "local[2]"
+FIRE = str(QUERIES / "fire.sql")
+SMALL = {"tuples": 6000, "block_tuples": 1024}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _plain_diffs():
+    """PySpark's assertDataFrameEqual, when it fails, probes the terminal for colours with one
+    os.popen per differing row and never closes them: under -W error the leaked pipes turn a
+    clear failure into hundreds of unraisable ResourceWarnings. Plain diffs avoid the probe."""
+    import pyspark.testing.utils
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pyspark.testing.utils, "_terminal_color_support", lambda: False)
+        yield
+
+
+@pytest.fixture(scope="session")
+def spark():
+    if JAVA_MISSING:
+        pytest.fail("the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME "
+                    "(Debian: apt-get install -y openjdk-17-jre-headless)")
+    s, created = spark_session.session(MASTER)
+    yield s
+    if created:
+        s.stop()
+
+
+def make(spark, out, query=FIRE, *, tasks=2, engine=None, expected="auto", **options):
+    opts = Options(**{**SMALL, "seed": 7, "keys": 24, **options})
+    job = vectors.prepare(str(query), opts, str(out), engine=engine or vectors.Engine(),
+                          expected=expected)
+    return vectors.run(spark, job, tasks=tasks)
+
+
+@pytest.fixture(scope="module")
+def fire(spark, tmp_path_factory):
+    """The same fire vectors generated and matched in 1, 2 and 8 Spark partitions."""
+    base = tmp_path_factory.mktemp("fire")
+    return {t: (base / f"t{t}", make(spark, base / f"t{t}", tasks=t)) for t in (1, 2, 8)}
+
+
+def read(spark, folder, name):
+    return spark.read.parquet(str(pathlib.Path(folder) / name))
+
+
+def table(folder, name) -> pa.Table:
+    """A Parquet folder's rows in file order (part files by name, as Spark wrote them)."""
+    return pq.read_table(pathlib.Path(folder) / name)
+
+
+def run_match(tmp_path, query, vectors_dir, *args):
+    """`nfacep match` on the vectors' tuples, as one Parquet file in seq order."""
+    tuples = table(vectors_dir, vectors.TUPLES).sort_by("seq")
+    single = tmp_path / "tuples.parquet"
+    pq.write_table(tuples, single)
+    out = tmp_path / "matches.csv"
+    assert nfacep_main(["match", str(query), "--input", str(single), "--output", str(out),
+                        *args]) == 0
+    with open(out, newline="") as f:
+        rows = [(int(r["seq"]), r["query"], r["partition"] or None) for r in csv.DictReader(f)]
+    summary = json.loads((tmp_path / "matches.summary.json").read_text())
+    return rows, summary
+
+
+def assert_expected_is(spark, folder, rows):
+    """expected.parquet holds exactly ``rows`` (seq, query, partition), in that order."""
+    expected = read(spark, folder, vectors.EXPECTED).orderBy("seq", "query")
+    actual = spark.createDataFrame(rows, schema=expected.schema) if rows else \
+        spark.createDataFrame([], expected.schema)
+    assertDataFrameEqual(expected, actual, checkRowOrder=True)
+    assert table(folder, vectors.EXPECTED).to_pylist() == \
+        [dict(zip(("seq", "query", "partition"), r, strict=True)) for r in rows]
+
+
+# --- determinism ------------------------------------------------------------------------------
+
+def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
+    (d1, m1), (d2, m2), (d8, m8) = fire[1], fire[2], fire[8]
+    for name in (vectors.TUPLES, vectors.EXPECTED, vectors.DROPS):
+        base = read(spark, d1, name)
+        for d in (d2, d8):
+            # exact: FLOAT32 values must be bit-identical, not close (Spark reads the part
+            # files in no particular order: pyarrow below checks the order)
+            assertDataFrameEqual(read(spark, d, name), base, rtol=0, atol=0)
+        first = table(d1, name)
+        assert table(d2, name).equals(first) and table(d8, name).equals(first)
+    tuples = table(d1, vectors.TUPLES)
+    assert tuples.column("seq").to_pylist() == list(range(SMALL["tuples"]))
+    assert len(list((d8 / vectors.TUPLES).glob("part-*.parquet"))) > 1  # really split
+    strip = [{k: v for k, v in m.items() if k != "run"} for m in (m1, m2, m8)]
+    assert strip[0] == strip[1] == strip[2]
+    assert [m["run"]["tasks"] for m in (m1, m2, m8)] == [1, 2, 8]
+
+
+def test_another_seed_gives_other_tuples(spark, fire, tmp_path):
+    m = make(spark, tmp_path / "v", seed=8)
+    assert not table(tmp_path / "v", vectors.TUPLES).equals(table(fire[2][0], vectors.TUPLES))
+    assert m["seed"] == 8
+
+
+# --- expected matches against the reference matcher -------------------------------------------
+
+def test_partitioned_expected_equals_nfacep_match(spark, fire, tmp_path):
+    folder, manifest = fire[2]
+    assert manifest["expected"]["mode"] == "partitioned"
+    rows, summary = run_match(tmp_path, FIRE, folder)
+    assert_expected_is(spark, folder, rows)
+    assert summary["drops"] == 0 and read(spark, folder, vectors.DROPS).count() == 0
+    assert manifest["counts"]["matches"] == summary["matches"]
+
+
+def test_planted_instances_end_in_matches(fire):
+    """Every planted instance of an every-end query is a match where it ends (its run is kept
+    contiguous in its partition); SKIP PAST LAST ROW ones may be cut short by a match that
+    started in the background before them, so they are only counted."""
+    folder, manifest = fire[2]
+    job = vectors.prepare(FIRE, Options(**SMALL, seed=7, keys=24), str(folder.parent / "x"))
+    gen = job.generator
+    planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
+    got = {(r["seq"], r["query"], r["partition"])
+           for r in table(folder, vectors.EXPECTED).to_pylist()}
+    every_end = {q["name"] for q in manifest["queries"] if not q["skip_past_last_row"]}
+    checked = [p for p in planted if p.query in every_end]
+    assert checked and all((p.seq, p.query, p.partition) in got for p in checked)
+    kinds = {p.kind for p in planted}
+    assert {"short", "long", "overlap", "repeat"} <= kinds
+    assert sum(sum(k.values()) for k in manifest["planted"].values()) == len(planted)
+
+
+def test_forced_global_pass_equals_partitioned(spark, fire, tmp_path):
+    m = make(spark, tmp_path / "g", expected="global")
+    assert m["expected"] == {"mode": "global", "reason": "forced with --expected global"}
+    assertDataFrameEqual(read(spark, tmp_path / "g", vectors.EXPECTED),
+                         read(spark, fire[2][0], vectors.EXPECTED))
+    assert table(tmp_path / "g", vectors.EXPECTED).equals(table(fire[2][0], vectors.EXPECTED))
+
+
+def test_global_pass_models_capacity_and_timers(spark, tmp_path):
+    """More keys than the partitioner stores, and ticks: the exact global pass, with drops."""
+    query = QUERIES / "supplychain.sql"
+    engine = vectors.Engine(partitions=6, tick_tuples=40, timer_bits=2)
+    m = make(spark, tmp_path / "v", query, engine=engine, keys=30, zipf=0.5)
+    assert m["expected"]["mode"] == "global"
+    assert m["expected"]["reason"].startswith("timers matter")
+    rows, summary = run_match(tmp_path, query, tmp_path / "v", "--partitions", "6",
+                              "--tick-tuples", "40", "--timer-bits", "2")
+    assert_expected_is(spark, tmp_path / "v", rows)
+    drops = table(tmp_path / "v", vectors.DROPS)
+    assert summary["drops"] > 0 and drops.column("seq").to_pylist() == summary["drop_seqs"]
+    assert m["counts"]["drops"] == summary["drops"]
+    # capacity really mattered: an engine that never fills reports other matches
+    (tmp_path / "u").mkdir()
+    unlimited, _ = run_match(tmp_path / "u", query, tmp_path / "v", "--partitions", "64")
+    assert unlimited != rows
+
+
+def test_capacity_alone_selects_the_global_pass(spark, tmp_path):
+    m = make(spark, tmp_path / "v", QUERIES / "marathon.sql", keys=40,
+             engine=vectors.Engine(partitions=32), tuples=3000)
+    assert m["expected"]["mode"] == "global"
+    assert m["expected"]["reason"].startswith("capacity matters: 40 keys present")
+    rows, summary = run_match(tmp_path, QUERIES / "marathon.sql", tmp_path / "v",
+                              "--partitions", "32")
+    assert_expected_is(spark, tmp_path / "v", rows)
+    assert m["counts"]["drops"] == summary["drops"] > 0
+
+
+# --- every bundled query ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
+def test_every_bundled_query_gets_matches(spark, tmp_path, name):
+    m = make(spark, tmp_path / "v", QUERIES / f"{name}.sql", tuples=4000, keys=16)
+    assert m["unplanted"] == {}
+    for q in m["queries"]:
+        assert m["counts"]["matches"][q["name"]] > 0, q
+        assert sum(m["planted"][q["name"]].values()) > 0, q
+    # every predicate is satisfied by some background tuples, and not by all
+    assert all(0 < rate < 1 for rate in m["predicate_rates"].values()), m["predicate_rates"]
+
+
+# --- manifest ---------------------------------------------------------------------------------
+
+def test_manifest(spark, fire):
+    folder, m = fire[2]
+    assert json.loads((folder / vectors.MANIFEST).read_text()) == m
+    assert m["format"] == vectors.FORMAT
+    assert m["query_sha256"] == hashlib.sha256(pathlib.Path(FIRE).read_bytes()).hexdigest()
+    assert (m["seed"], m["tuples"], m["keys"], m["block_tuples"]) == (7, 6000, 24, 1024)
+    assert m["keys_present"] == read(spark, folder, vectors.TUPLES).select("sensor") \
+        .distinct().count() == 24
+    assert m["engine"] == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4}
+    assert m["expected"]["mode"] == "partitioned"
+    assert m["stream"] == "warehouse" and m["partition_field"] == "sensor"
+    assert m["order_fields"] == ["ts"]
+    assert m["columns"] == {"seq": "int64", "ts": "int64", "sensor": "int64", "zone": "string",
+                            "temp": "int64", "smoke": "bool", "co_ppm": "float"}
+    expected = table(folder, vectors.EXPECTED)
+    per_query = {}
+    for q in expected.column("query").to_pylist():
+        per_query[q] = per_query.get(q, 0) + 1
+    assert m["counts"] == {"tuples": 6000, "matches": per_query,
+                           "matches_total": expected.num_rows, "drops": 0}
+    assert table(folder, vectors.TUPLES).num_rows == 6000
+    roles = {g["field"]: g["generator"] for g in m["generators"]}
+    assert roles == {"ts": "order", "sensor": "key", "zone": "enum", "temp": "int",
+                     "smoke": "bool", "co_ppm": "float"}
+    temp = next(g for g in m["generators"] if g["field"] == "temp")
+    assert {599, 600, 601, -151, -150, -149, -51, -50, -49, 399, 400, 401} <= set(temp["points"])
+    assert set(m["run"]) == {"master", "tasks", "seconds"} and m["run"]["master"] == MASTER
+
+
+# --- an unpartitioned query, through the command line -----------------------------------------
+
+UNPARTITIONED = """CREATE STREAM s (ts UINT(32), a UINT(8), b BOOL);
+QUERY up PATTERN (X Y+ Z) DEFINE X AS a < 10 Y AS b Z AS a > 200;
+QUERY ev PATTERN (X .* X) DEFINE X AS a = 100;
+"""
+
+
+def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
+    q = tmp_path / "u.sql"
+    q.write_text(UNPARTITIONED)
+    out = tmp_path / "v"
+    args = ["vectors", str(q), "--tuples", "3000", "--seed", "1", "--out", str(out),
+            "--master", MASTER, "--block-tuples", "1024"]
+    assert vectors_main(args) == 0
+    assert "3000 tuples" in capsys.readouterr().out
+    m = json.loads((out / vectors.MANIFEST).read_text())
+    assert m["expected"]["mode"] == "global" and "no PARTITION" in m["expected"]["reason"]
+    assert m["keys"] == 1 and m["partition_field"] is None
+    assert all(m["counts"]["matches"][n] > 0 for n in ("up", "ev"))
+    rows, _ = run_match(tmp_path, q, out)
+    assert_expected_is(spark, out, rows)
+    assert all(p is None for _, _, p in rows)
+    # --overwrite replaces earlier vectors, here with another seed
+    assert vectors_main(args) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert vectors_main([*args, "--seed", "2", "--overwrite"]) == 0
+    assert json.loads((out / vectors.MANIFEST).read_text())["seed"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["matches.csv", "matches.summary.json",
+                                                          "tuples.parquet", "u.sql", "v"]
+
+
+def test_failed_run_leaves_nothing(spark, tmp_path, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(vectors, "_manifest", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        make(spark, tmp_path / "v", tuples=500)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- bad input: clear errors before any Spark job ---------------------------------------------
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fail if anything tries to build a Spark session."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a Spark session was requested")
+
+    monkeypatch.setattr(spark_session, "session", refuse)
+
+
+@pytest.mark.parametrize("master, message", [
+    ("local[0]", "is not a Spark master URL"),
+    ("locall", "is not a Spark master URL"),
+    ("mesos://host:5050", "is not a Spark master URL"),
+    ("spark://", "is not a Spark master URL"),
+    ("spark://127.0.0.1:1", "no Spark master answers"),
+])
+def test_bad_master_url(tmp_path, capsys, no_spark, master, message):
+    args = ["vectors", FIRE, "--tuples", "10", "--out", str(tmp_path / "v"), "--master", master]
+    assert vectors_main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nfacep: --master") and message in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_input(tmp_path, capsys, no_spark):
+    def fails(*args):
+        assert vectors_main(["vectors", *args]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return err
+
+    v = str(tmp_path / "v")
+    assert "cannot read the query file" in fails(str(tmp_path / "none.sql"), "--tuples", "10",
+                                                 "--out", v)
+    assert "does not exist" in fails(FIRE, "--tuples", "10", "--out",
+                                     str(tmp_path / "no" / "v"))
+    assert "--tuples must be at least 1" in fails(FIRE, "--tuples", "0", "--out", v)
+    assert "has only 65536 values" in fails(FIRE, "--tuples", "10", "--keys", "70000",
+                                            "--out", v)
+    assert "only a global pass models" in fails(FIRE, "--tuples", "10", "--keys", "300",
+                                                "--expected", "partitioned", "--out", v)
+    assert "not an ENUM field" in fails(FIRE, "--tuples", "10", "--enum-weights", "temp=1:1",
+                                        "--out", v)
+    assert "--partitions must be at least 1" in fails(FIRE, "--tuples", "10", "--partitions",
+                                                      "0", "--out", v)
+    bad = tmp_path / "bad.sql"
+    bad.write_text("CREATE STREAM s (a UINT(4));\nQUERY q PATTERN (A) DEFINE A AS a = 20;\n")
+    assert f"{bad}:2:" in fails(str(bad), "--tuples", "10", "--out", v)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine\n")
+    assert "--overwrite only replaces a vectors folder" in fails(
+        FIRE, "--tuples", "10", "--out", str(other), "--overwrite")
+    assert (other / "keep.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.sql", "other"]
+
+
+def test_enum_weights_are_honoured(spark, tmp_path):
+    m = make(spark, tmp_path / "v", tuples=2000, plant_rate=0.0,
+             enum_weights=(("zone", (("DOCK", 1.0), ("FREEZER", 3.0))),))
+    zones = set(table(tmp_path / "v", vectors.TUPLES).column("zone").to_pylist())
+    assert zones == {"DOCK", "FREEZER"}
+    assert m["enum_weights"] == {"zone": {"DOCK": 1.0, "FREEZER": 3.0}}
