@@ -70,9 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     add_build_parser(sub, _hardware_args)
     add_run_parser(sub, _hardware_args)
 
-    from spark_testbench.cli import add_vectors_parser
+    from spark_testbench.cli import add_regress_parser, add_vectors_parser
 
     add_vectors_parser(sub, _hardware_args)
+    add_regress_parser(sub, _hardware_args)
     return p
 
 
@@ -203,9 +204,16 @@ def cmd_vectors(args) -> int:
     return run_vectors(args)
 
 
+def cmd_regress(args) -> int:
+    from spark_testbench.cli import cmd_regress as run_regress
+
+    _validate_hardware(args)
+    return run_regress(args)
+
+
 _COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match,
              "verilog": cmd_verilog, "sim": cmd_sim, "build": cmd_build, "run": cmd_run,
-             "vectors": cmd_vectors}
+             "vectors": cmd_vectors, "regress": cmd_regress}
 
 
 def main(argv: list[str] | None = None) -> int:

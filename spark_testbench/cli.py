@@ -1,8 +1,8 @@
-"""``nfacep vectors``: the command line of the Spark testbench.
+"""``nfacep vectors`` and ``nfacep regress``: the command line of the Spark testbench.
 
-The main ``nfacep`` parser calls :func:`add_vectors_parser` with its own function that adds the
-shared engine parameters (``--partitions N --tick-tuples K --timer-bits B``), and dispatches to
-:func:`cmd_vectors`.
+The main ``nfacep`` parser calls :func:`add_vectors_parser` and :func:`add_regress_parser` with
+its own function that adds the shared engine parameters (``--partitions N --tick-tuples K
+--timer-bits B``), and dispatches to :func:`cmd_vectors` and :func:`cmd_regress`.
 
 ``--partitions`` keeps its meaning everywhere: the partitioner's capacity (DESIGN.md §5). How
 many distinct partition keys to *generate* is ``--keys``.
@@ -17,7 +17,7 @@ import sys
 
 from nfacep.errors import UsageError
 
-__all__ = ["add_vectors_parser", "cmd_vectors"]
+__all__ = ["add_regress_parser", "add_vectors_parser", "cmd_regress", "cmd_vectors"]
 
 
 def add_vectors_parser(subparsers, hardware_args) -> argparse.ArgumentParser:
@@ -85,13 +85,13 @@ def _parse_weights(items: list[str]):
     return tuple(out)
 
 
-def _require_spark() -> None:
+def _require_spark(command: str = "vectors") -> None:
     if importlib.util.find_spec("pyspark") is None:
-        raise UsageError("nfacep vectors needs PySpark: pip install 'nfacep[spark]'")
+        raise UsageError(f"nfacep {command} needs PySpark: pip install 'nfacep[spark]'")
     import os
 
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
-        raise UsageError("nfacep vectors needs Java (17 or 21) for Spark: none on PATH and "
+        raise UsageError(f"nfacep {command} needs Java (17 or 21) for Spark: none on PATH and "
                          "JAVA_HOME is not set")
 
 
@@ -143,3 +143,65 @@ def _default_keys(query: str, partitions: int) -> int:
         return min(partitions, 2)
     lo, hi = ty.range
     return min(partitions, hi - lo + 1)
+
+
+def add_regress_parser(subparsers, hardware_args) -> argparse.ArgumentParser:
+    """Add the ``regress`` subcommand; ``hardware_args(parser)`` adds the engine parameters."""
+    from .session import DEFAULT_MASTER
+
+    p = subparsers.add_parser(
+        "regress", help="Spark: simulate the gateware over vectors and check its matches",
+        description="Simulate the engine's gateware (emitted and built once) over a vectors "
+                    "folder written by `nfacep vectors`, in Spark tasks (shards of whole "
+                    "partition keys when capacity and timers cannot matter, else one global "
+                    "simulation), and compare its matches and drops with the expected ones. "
+                    "Prints a mismatch report and writes DIR/regress_report.json; exits 1 on "
+                    "any difference.")
+    p.add_argument("query", help="query file (.sql) the vectors were generated from")
+    p.add_argument("--vectors", required=True, metavar="DIR",
+                   help="vectors folder (tuples.parquet, expected.parquet, drops.parquet, "
+                        "manifest.json)")
+    p.add_argument("--master", default=DEFAULT_MASTER, metavar="URL",
+                   help="Spark master (default %(default)s)")
+    p.add_argument("--tasks", type=int, metavar="T",
+                   help="shards to simulate in parallel when the vectors allow a split by key "
+                        "(default: the master's default parallelism)")
+    p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
+                   help="HDL simulator (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the testbench's random input gaps and output stalls "
+                        "(default %(default)s)")
+    p.add_argument("--build-dir", metavar="D",
+                   help="folder caching simulator builds, shared by all Spark tasks (default "
+                        "$NFACEP_SIM_CACHE or ~/.cache/nfacep/sim); on a multi-machine cluster "
+                        "it must be on a filesystem every worker sees")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    hardware_args(p)
+    return p
+
+
+def cmd_regress(args) -> int:
+    from . import regress, session, vectors
+
+    _require_spark("regress")
+    if args.tasks is not None and args.tasks < 1:
+        raise UsageError("--tasks must be at least 1")
+    engine = vectors.Engine(args.partitions, args.tick_tuples, args.timer_bits)
+    job = regress.prepare(args.query, args.vectors, engine=engine, simulator=args.simulator,
+                          build_dir=args.build_dir, master=args.master, seed=args.seed)
+    note = "note" if job.mode == "partitioned" else "warning"
+    print(f"{note}: {job.reason}", file=sys.stderr)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    spark, created = session.session(args.master)
+    try:
+        report = regress.run(spark, job, tasks=args.tasks,
+                             progress=None if args.quiet else progress)
+    finally:
+        if created:
+            spark.stop()
+    print(regress.render(report))
+    print(f"report -> {args.vectors.rstrip('/')}/{regress.REPORT}")
+    return 0 if report["equal"] else 1

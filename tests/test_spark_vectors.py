@@ -18,7 +18,6 @@ import pytest
 from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
 
 from nfacep.cli import main as nfacep_main
-from nfacep.cli import main as vectors_main
 from spark_testbench import session as spark_session
 from spark_testbench import vectors
 from spark_testbench.generate import Options
@@ -254,7 +253,7 @@ def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
     out = tmp_path / "v"
     args = ["vectors", str(q), "--tuples", "3000", "--seed", "1", "--out", str(out),
             "--master", MASTER, "--block-tuples", "1024"]
-    assert vectors_main(args) == 0
+    assert nfacep_main(args) == 0
     assert "3000 tuples" in capsys.readouterr().out
     m = json.loads((out / vectors.MANIFEST).read_text())
     assert m["expected"]["mode"] == "global" and "no PARTITION" in m["expected"]["reason"]
@@ -264,9 +263,9 @@ def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
     assert_expected_is(spark, out, rows)
     assert all(p is None for _, _, p in rows)
     # --overwrite replaces earlier vectors, here with another seed
-    assert vectors_main(args) == 2
+    assert nfacep_main(args) == 2
     assert "exists and is not empty" in capsys.readouterr().err
-    assert vectors_main([*args, "--seed", "2", "--overwrite"]) == 0
+    assert nfacep_main([*args, "--seed", "2", "--overwrite"]) == 0
     assert json.loads((out / vectors.MANIFEST).read_text())["seed"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["matches.csv", "matches.summary.json",
                                                           "tuples.parquet", "u.sql", "v"]
@@ -302,7 +301,7 @@ def no_spark(monkeypatch):
 ])
 def test_bad_master_url(tmp_path, capsys, no_spark, master, message):
     args = ["vectors", FIRE, "--tuples", "10", "--out", str(tmp_path / "v"), "--master", master]
-    assert vectors_main(args) == 2
+    assert nfacep_main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("nfacep: --master") and message in err and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
@@ -310,7 +309,7 @@ def test_bad_master_url(tmp_path, capsys, no_spark, master, message):
 
 def test_bad_input(tmp_path, capsys, no_spark):
     def fails(*args):
-        assert vectors_main(["vectors", *args]) == 2
+        assert nfacep_main(["vectors", *args]) == 2
         err = capsys.readouterr().err
         assert "Traceback" not in err
         return err

@@ -1,0 +1,450 @@
+"""Regression: simulate the engine's gateware over a vectors folder and check it in Spark.
+
+:func:`prepare` checks everything a user can get wrong (the vectors folder and its files, the
+query file against the manifest's hash, the engine parameters against the manifest's, the
+simulator, the master URL), all before Spark starts. :func:`run` then
+
+1. emits the engine's Verilog **once** (:func:`hdl.engine.write_verilog`) and builds the
+   simulator model once on the driver, in the simulator build cache, so every Spark task
+   simulates that same prebuilt model (``sim.run(..., engine=...)``);
+2. simulates the tuples in Spark tasks (``mapInArrow``): in the manifest's ``partitioned`` mode
+   the tuples are split into shards of whole partition keys (hash-partitioned by key), each
+   shard simulated alone in ``seq`` order, its record positions mapped back to the global
+   ``seq``. That is exact because capacity and timers cannot matter (``vectors.py`` chose the
+   mode for that reason). In ``global`` mode one task simulates the whole stream;
+3. compares the simulated matches with ``expected.parquet`` by a full outer join on
+   ``seq, query, partition`` (null-safe: ``partition`` is null without PARTITION), and the
+   simulated drops with ``drops.parquet`` on ``seq, partition``;
+4. writes ``DIR/regress_report.json`` (atomically): counts by kind (``missing``: expected, not
+   simulated; ``extra``: simulated, not expected; ``missing_drop``, ``extra_drop``), per query,
+   and the first differing rows.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+import nfacep
+from nfacep.errors import NfacepError, UsageError
+from nfacep.output import write_json
+from nfacep.tuples import format_value, from_table
+
+from .vectors import DROPS, EXPECTED, FORMAT, MANIFEST, TUPLES, Engine
+
+__all__ = ["FIRST", "KINDS", "REPORT", "Job", "prepare", "run"]
+
+REPORT = "regress_report.json"
+REPORT_FORMAT = "nfacep-regress/1"
+#: Kinds of difference, in report order.
+KINDS = ("missing", "extra", "missing_drop", "extra_drop")
+#: Differing rows kept in the report.
+FIRST = 20
+_RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
+                     ("kind", pa.string())])
+
+
+@dataclass
+class Job:
+    """A checked request, ready to run on a Spark session."""
+
+    query_path: str
+    query_text: str
+    nfa: nfacep.Nfa
+    vectors: str  #: absolute path of the vectors folder
+    manifest: dict
+    engine: Engine
+    simulator: str
+    build_dir: Path  #: the simulator build cache
+    mode: str  #: "partitioned" (sharded by key) or "global" (one simulation)
+    reason: str
+    seed: int = 0
+
+
+def _load_manifest(folder: str) -> dict:
+    if not os.path.exists(folder):
+        raise UsageError(f"--vectors {folder}: no such folder")
+    if not os.path.isdir(folder):
+        raise UsageError(f"--vectors {folder}: not a folder")
+    path = os.path.join(folder, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"--vectors {folder}: no {MANIFEST}; is it a folder written by "
+                         "`nfacep vectors`?") from None
+    except (OSError, ValueError) as err:
+        raise UsageError(f"{path}: cannot read it: {err}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        got = manifest.get("format") if isinstance(manifest, dict) else None
+        raise UsageError(f"{path}: format {got!r}, not {FORMAT!r}")
+    for key in ("query_sha256", "engine", "expected"):
+        if key not in manifest:
+            raise UsageError(f"{path}: no '{key}'")
+    missing = [name for name in (TUPLES, EXPECTED, DROPS)
+               if not os.path.isdir(os.path.join(folder, name))]
+    if missing:
+        raise UsageError(f"--vectors {folder}: {', '.join(missing)} missing (the folder is "
+                         "incomplete; generate it again with `nfacep vectors`)")
+    empty = [name for name in (TUPLES, EXPECTED, DROPS)
+             if not any(p.endswith(".parquet") for p in os.listdir(os.path.join(folder, name)))]
+    if empty:
+        raise UsageError(f"--vectors {folder}: {', '.join(empty)} holds no Parquet file")
+    return manifest
+
+
+def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
+            simulator: str = "icarus", build_dir: str | os.PathLike | None = None,
+            master: str | None = None, seed: int = 0) -> Job:
+    """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark."""
+    from sim import runner
+
+    from .session import check_master
+
+    if master is not None:
+        check_master(master, connect=False)  # syntax first; reachability last
+    engine = engine or Engine()
+    engine.check()
+    if simulator not in runner.SIMULATORS:
+        raise UsageError(f"unknown simulator {simulator!r}: choose one of "
+                         f"{', '.join(runner.SIMULATORS)}")
+    folder = os.path.abspath(vectors_dir)
+    manifest = _load_manifest(folder)
+    try:
+        with open(query, "rb") as f:
+            raw = f.read()
+    except OSError as err:
+        raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != manifest["query_sha256"]:
+        raise UsageError(f"--vectors {vectors_dir} was generated from another query file "
+                         f"({manifest.get('query_file')}, SHA-256 "
+                         f"{manifest['query_sha256'][:12]}…), not from {query} (SHA-256 "
+                         f"{digest[:12]}…); generate the vectors of this query with "
+                         "`nfacep vectors`")
+    want = {"partitions": engine.partitions, "tick_tuples": engine.tick_tuples,
+            "timer_bits": engine.timer_bits}
+    have = manifest["engine"]
+    differ = [f"--{k.replace('_', '-')} {have.get(k)} (given: {v})" for k, v in want.items()
+              if have.get(k) != v]
+    if differ:
+        raise UsageError(f"--vectors {vectors_dir} describes another engine: it was made with "
+                         f"{', '.join(differ)}; pass the same engine parameters")
+    mode = manifest["expected"].get("mode")
+    if mode not in ("partitioned", "global"):
+        raise UsageError(f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
+                         "'partitioned' nor 'global'")
+    nfa = nfacep.compile_file(query)
+    cache = runner._cache_root(build_dir)
+    missing = runner.simulator_available(simulator, cache)
+    if missing:
+        raise runner.SimulatorMissing(missing)
+    if master is not None:
+        check_master(master)
+    if mode == "partitioned":
+        reason = ("shards of whole partition keys, each simulated alone: exact because "
+                  f"{manifest['expected'].get('reason', 'capacity and timers cannot matter')}")
+    else:
+        reason = ("one global simulation of the whole stream, not split into shards: "
+                  f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
+                  "when capacity and timers cannot matter)")
+    return Job(query, raw.decode("utf-8"), nfa, folder, manifest, engine, simulator, cache,
+               mode, reason, seed)
+
+
+# --- the prebuilt model -------------------------------------------------------------------------
+
+def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
+    """Emit the engine into ``folder`` and build its simulator model in the build cache, once.
+
+    Returns the paths of the query copy and the Verilog every task simulates.
+    """
+    from hdl.engine import write_verilog
+    from sim import runner
+
+    query = folder / "query.sql"
+    query.write_text(job.query_text, encoding="utf-8")
+    engine_v = folder / "engine.v"
+    sidecar = write_verilog(job.nfa, str(engine_v), partitions=job.engine.partitions,
+                            tick_tuples=job.engine.tick_tuples,
+                            timer_bits=job.engine.timer_bits)
+    prefix = None
+    if job.simulator == "verilator":
+        prefix = str(Path(runner._find_verilator(job.build_dir)).parent)
+    with runner._environment(prefix):
+        runner._build(job.simulator, engine_v, sidecar["top"], job.build_dir, False)
+    return str(query), str(engine_v)
+
+
+# --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
+
+def _sim_task(query: str, engine_v: str, engine: Engine, simulator: str, build_dir: str,
+              seed: int, batches):
+    """Simulate the tuples of one Spark partition (one shard) in ``seq`` order."""
+    from sim import runner
+
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    nfa = _compiled(query)
+    program = nfa.program
+    table = pa.Table.from_batches(batches)
+    seq = table.column("seq").to_numpy()
+    if len(seq) > 1 and bool((np.diff(seq) < 0).any()):
+        order = np.argsort(seq, kind="stable")
+        table, seq = table.take(pa.array(order)), seq[order]
+    data = from_table(table, program.schema, source=f"{TUPLES} (seq {seq[0]}…)")
+    res = runner.run(query, data, simulator=simulator, partitions=engine.partitions,
+                     tick_tuples=engine.tick_tuples, timer_bits=engine.timer_bits,
+                     build_dir=build_dir, engine=engine_v, seed=seed + int(seq[0]))
+    m = len(res.matches)
+    rows_seq = [int(seq[s]) for s, _, _ in res.matches]
+    rows_q = [q for _, q, _ in res.matches]
+    rows_p = [p for _, _, p in res.matches]
+    kinds = ["match"] * m
+    key = program.partition_field
+    for s in res.drop_seqs:
+        rows_seq.append(int(seq[s]))
+        rows_q.append(None)
+        rows_p.append(None if key is None else
+                      format_value(data.columns[key][s], program.schema.field(key).type))
+        kinds.append("drop")
+    # one "shard" row: seq = tuples simulated, partition = clock cycles taken
+    rows_seq.append(len(seq))
+    rows_q.append(None)
+    rows_p.append(str(res.cycles))
+    kinds.append("shard")
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(rows_seq, pa.int64()), pa.array(rows_q, pa.string()),
+         pa.array(rows_p, pa.string()), pa.array(kinds, pa.string())], schema=_RESULT)
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled(path: str):
+    return nfacep.compile_file(path)
+
+
+# --- progress -----------------------------------------------------------------------------------
+
+class _Progress:
+    """Prints what the Spark tasks have done so far, on stderr, every ``every`` seconds."""
+
+    def __init__(self, spark, print_fn, every: float = 5.0):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.print = print_fn
+        self.every = every
+        self.stage = "starting"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        if self.print is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self):
+        t0 = time.perf_counter()
+        while not self._stop.wait(self.every):
+            done = total = 0
+            try:
+                for sid in self.tracker.getActiveStageIds():
+                    info = self.tracker.getStageInfo(sid)
+                    if info is not None:
+                        done += info.numCompletedTasks
+                        total += info.numTasks
+            except Exception:  # progress must never break the run
+                continue
+            tasks = f": {done}/{total} tasks done" if total else ""
+            self.print(f"regress: {self.stage}{tasks} ({time.perf_counter() - t0:.0f} s)")
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
+    """Simulate, compare and write ``DIR/regress_report.json``; returns the report.
+
+    ``progress``, if given, is called with one line of text at each step (and every few
+    seconds while Spark works).
+    """
+    from pyspark.errors import PythonException
+    from pyspark.sql import functions as F
+
+    from sim.runner import SimulationError
+
+    from .vectors import _spark_schema
+
+    say = progress or (lambda _line: None)
+    tasks = tasks or spark.sparkContext.defaultParallelism
+    if tasks < 1:
+        raise UsageError("--tasks must be at least 1")
+    t0 = time.perf_counter()
+    seconds: dict[str, float] = {}
+    job.build_dir.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="regress-", dir=job.build_dir))
+    try:
+        say(f"regress: emitting the engine and building the {job.simulator} model once")
+        query, engine_v = _prebuild(job, folder)
+        seconds["build"] = time.perf_counter() - t0
+
+        t1 = time.perf_counter()
+        tuples = spark.read.parquet(os.path.join(job.vectors, TUPLES))
+        key = job.nfa.program.partition_field
+        n_tuples = job.manifest.get("counts", {}).get("tuples")
+        if job.mode == "partitioned":
+            keys = job.manifest.get("keys_present") or tasks
+            shards = max(1, min(tasks, keys))
+            source = tuples.repartition(shards, F.col(key))
+        else:
+            shards = 1
+            source = tuples.coalesce(1)
+        say(f"regress: {n_tuples} tuples generated; simulating them in {shards} "
+            f"shard{'s' if shards != 1 else ''} ({job.mode})")
+        task = functools.partial(_sim_task, query, engine_v, job.engine, job.simulator,
+                                 str(job.build_dir), job.seed)
+        result = source.mapInArrow(task, _spark_schema(_RESULT))
+        with _Progress(spark, progress) as watch:
+            watch.stage = "simulating"
+            try:
+                result = result.localCheckpoint()
+            except PythonException as err:
+                raise SimulationError(f"a simulation task failed: {_last_line(err)}") from None
+            seconds["simulate"] = time.perf_counter() - t1
+
+            t2 = time.perf_counter()
+            watch.stage = "checking"
+            shard_rows = result.filter(F.col("kind") == "shard").collect()
+            simulated_tuples = sum(r["seq"] for r in shard_rows)
+            cycles = sum(int(r["partition"]) for r in shard_rows)
+            say(f"regress: {simulated_tuples} tuples simulated in {len(shard_rows)} non-empty "
+                f"shards ({cycles} cycles); checking")
+            report = _compare(spark, job, result)
+        seconds["check"] = time.perf_counter() - t2
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    seconds["total"] = time.perf_counter() - t0
+    report.update({
+        "tuples": n_tuples, "tuples_simulated": simulated_tuples, "cycles": cycles,
+        "shards": {"planned": shards, "simulated": len(shard_rows)},
+        "run": {"master": spark.sparkContext.master, "tasks": tasks,
+                "seconds": {k: round(v, 3) for k, v in seconds.items()}},
+    })
+    if simulated_tuples != n_tuples:
+        raise SimulationError(f"simulated {simulated_tuples} tuples, but the vectors hold "
+                              f"{n_tuples}")
+    result.unpersist()
+    write_json(os.path.join(job.vectors, REPORT), report)
+    say(f"regress: {report['counts']['expected']} expected matches checked, "
+        f"{report['counts']['differences']} differences")
+    return report
+
+
+def _last_line(err) -> str:
+    lines = [ln for ln in str(err).strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "Error:" in ln]
+    return (errors or lines or ["unknown error"])[-1].strip()
+
+
+def _compare(spark, job: Job, result) -> dict:
+    from pyspark.sql import functions as F
+
+    expected = spark.read.parquet(os.path.join(job.vectors, EXPECTED)) \
+        .select("seq", "query", "partition")
+    drops = spark.read.parquet(os.path.join(job.vectors, DROPS)).select("seq", "partition")
+    got = result.filter(F.col("kind") == "match").select("seq", "query", "partition")
+    got_drops = result.filter(F.col("kind") == "drop").select("seq", "partition")
+
+    def outer(left, right, cols, missing, extra):
+        e = left.withColumn("_e", F.lit(True)).alias("e")
+        g = right.withColumn("_g", F.lit(True)).alias("g")
+        cond = None
+        for c in cols:
+            eq = F.col(f"e.{c}").eqNullSafe(F.col(f"g.{c}"))
+            cond = eq if cond is None else cond & eq
+        joined = e.join(g, cond, "full_outer")
+        kind = (F.when(F.col("g._g").isNull(), F.lit(missing))
+                .when(F.col("e._e").isNull(), F.lit(extra)))
+        return joined.select(
+            F.coalesce(F.col("e.seq"), F.col("g.seq")).alias("seq"),
+            (F.coalesce(F.col("e.query"), F.col("g.query")) if "query" in cols
+             else F.lit(None).cast("string")).alias("query"),
+            F.coalesce(F.col("e.partition"), F.col("g.partition")).alias("partition"),
+            kind.alias("kind")).filter(F.col("kind").isNotNull())
+
+    diffs = outer(expected, got, ("seq", "query", "partition"), "missing", "extra").unionByName(
+        outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop"))
+    diffs = diffs.localCheckpoint()
+    counts = dict.fromkeys(KINDS, 0)
+    names = [q.name for q in job.nfa.queries]
+    by_query = {n: {"missing": 0, "extra": 0} for n in names}
+    for r in diffs.groupBy("kind", "query").count().collect():
+        counts[r["kind"]] += r["count"]
+        if r["query"] is not None:
+            by_query.setdefault(r["query"], {"missing": 0, "extra": 0})[r["kind"]] = r["count"]
+    first = [{"kind": r["kind"], "seq": r["seq"], "query": r["query"],
+              "partition": r["partition"]}
+             for r in diffs.orderBy("seq", "query", "kind").limit(FIRST).collect()]
+    totals = {"expected": expected.count(), "simulated": got.count(),
+              "expected_drops": drops.count(), "simulated_drops": got_drops.count()}
+    diffs.unpersist()
+    total = sum(counts.values())
+    return {
+        "format": REPORT_FORMAT,
+        "query_file": job.query_path,
+        "vectors": job.vectors,
+        "query_sha256": job.manifest["query_sha256"],
+        "engine": {"partitions": job.engine.partitions, "tick_tuples": job.engine.tick_tuples,
+                   "timer_bits": job.engine.timer_bits},
+        "simulator": job.simulator,
+        "mode": job.mode,
+        "reason": job.reason,
+        "equal": total == 0,
+        "counts": {**totals, **counts, "differences": total},
+        "by_query": by_query,
+        "first": first,
+    }
+
+
+def render(report: dict) -> str:
+    """The report as text, for stdout."""
+    c = report["counts"]
+    lines = [
+        f"{report['tuples']} tuples, {report['shards']['simulated']} shard(s) simulated "
+        f"({report['mode']}), {report['simulator']}, {report['cycles']} cycles",
+        f"expected {c['expected']} matches and {c['expected_drops']} drops; simulated "
+        f"{c['simulated']} matches and {c['simulated_drops']} drops",
+    ]
+    if report["equal"]:
+        lines.append("OK: the gateware's matches and drops equal the expected ones")
+        return "\n".join(lines)
+    kinds = ", ".join(f"{c[k]} {k.replace('_', ' ')}" for k in KINDS)
+    lines.append(f"DIFFERENT: {c['differences']} differences ({kinds}); missing = expected but "
+                 "not reported by the gateware, extra = reported but not expected")
+    for name, k in report["by_query"].items():
+        if k["missing"] or k["extra"]:
+            lines.append(f"  query {name}: {k['missing']} missing, {k['extra']} extra")
+    rows = report["first"]
+    lines.append(f"first {len(rows)} differences:")
+    table = [("kind", "seq", "query", "partition")] + [
+        (r["kind"], str(r["seq"]), r["query"] or "-",
+         "-" if r["partition"] is None else r["partition"]) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    for row in table:
+        lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True))
+                     .rstrip())
+    return "\n".join(lines)

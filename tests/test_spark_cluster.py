@@ -1,0 +1,156 @@
+"""A real Spark standalone cluster: a master and two 1-core workers on 127.0.0.1, started from
+the installed PySpark (``bin/spark-class``); ``vectors`` and ``regress`` run against it and give
+what local mode gives. Slow (JVMs start in separate processes), but CI runs it.
+
+Every command runs in its own process: Spark allows one context per process, and the test
+session may already hold a local one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pyspark
+import pytest
+
+from sim import runner
+from spark_testbench import regress, vectors
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FIRE = str(ROOT / "queries" / "fire.sql")
+SPARK_CLASS = pathlib.Path(pyspark.__file__).parent / "bin" / "spark-class"
+ARGS = ("--partitions", "16")
+START_TIMEOUT = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(tmp: pathlib.Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp / "local"),
+        "SPARK_LOG_DIR": str(tmp / "logs"), "SPARK_WORKER_DIR": str(tmp / "work"),
+        "SPARK_HOME": str(SPARK_CLASS.parent.parent), "PYSPARK_PYTHON": sys.executable,
+        # the simulator and the Python with nfacep on the workers' PATH
+        "PATH": os.pathsep.join([str(pathlib.Path(sys.executable).parent),
+                                 os.environ.get("PATH", "")]),
+    })
+    return env
+
+
+def _wait_for(path: pathlib.Path, text: str, count: int, procs) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"a Spark daemon exited ({p.args[-1]}): "
+                                     f"{path.read_text(errors='replace')[-2000:]}")
+        if path.is_file() and path.read_text(errors="replace").count(text) >= count:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {text!r} in {path}")
+
+
+@pytest.fixture
+def cluster(tmp_path_factory):
+    """``spark://127.0.0.1:PORT`` of a standalone master with two 1-core workers."""
+    tmp_path = tmp_path_factory.mktemp("cluster")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("the Spark cluster test needs Java 17 or 21 on PATH or in JAVA_HOME")
+    assert SPARK_CLASS.is_file(), f"no {SPARK_CLASS} in the installed PySpark"
+    env = _env(tmp_path)
+    for d in ("local", "logs", "work"):
+        (tmp_path / d).mkdir()
+    port = _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs: list[subprocess.Popen] = []
+    logs = []
+
+    def start(name, *args):
+        log = open(tmp_path / "logs" / f"{name}.log", "wb")  # noqa: SIM115 - closed below
+        logs.append(log)
+        procs.append(subprocess.Popen([str(SPARK_CLASS), *args], env=env, stdout=log,
+                                      stderr=subprocess.STDOUT, start_new_session=True))
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+              "--port", str(port), "--webui-port", str(_free_port()))
+        master_log = tmp_path / "logs" / "master.log"
+        _wait_for(master_log, "I have been elected leader", 1, procs)
+        for i in (1, 2):
+            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                  "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
+                  "--work-dir", str(tmp_path / "work" / str(i)), url)
+        _wait_for(master_log, "Registering worker", 2, procs)
+        yield url, env
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        for log in logs:
+            log.close()
+
+
+def _run(env, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+
+
+def _vectors(env, out, master):
+    r = _run(env, "-m", "nfacep.cli", "vectors", FIRE, "--tuples", "3000", "--keys", "16",
+             "--block-tuples", "1024", "--seed", "11", "--tasks", "2", "--out", str(out),
+             "--master", master, *ARGS)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _regress(env, folder, master, build_dir):
+    r = _run(env, "-m", "nfacep.cli", "regress", FIRE, "--vectors", str(folder),
+             "--master", master, "--tasks", "2", "--build-dir", str(build_dir), *ARGS)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads((folder / regress.REPORT).read_text())
+
+
+@pytest.mark.slow
+def test_standalone_cluster_gives_the_local_results(cluster, tmp_path):
+    missing = runner.simulator_available("icarus")
+    if missing:
+        pytest.fail(missing)
+    url, env = cluster
+    build_dir = tmp_path / "sim-cache"
+    _vectors(env, tmp_path / "on-cluster", url)
+    _vectors(env, tmp_path / "local", "local[2]")
+    manifests = [json.loads((tmp_path / d / vectors.MANIFEST).read_text())
+                 for d in ("on-cluster", "local")]
+    assert manifests[0]["run"]["master"] == url
+    assert [{k: v for k, v in m.items() if k != "run"} for m in manifests] == \
+        [{k: v for k, v in manifests[1].items() if k != "run"}] * 2
+    for name in (vectors.TUPLES, vectors.EXPECTED, vectors.DROPS):
+        assert pq.read_table(tmp_path / "on-cluster" / name).equals(
+            pq.read_table(tmp_path / "local" / name)), name
+
+    on_cluster = _regress(env, tmp_path / "on-cluster", url, build_dir)
+    local = _regress(env, tmp_path / "local", "local[2]", build_dir)
+    assert on_cluster["run"]["master"] == url
+    assert on_cluster["equal"] and local["equal"]
+    assert on_cluster["counts"] == local["counts"]
+    assert on_cluster["counts"]["expected"] == manifests[0]["counts"]["matches_total"] > 0
+    assert on_cluster["shards"] == local["shards"] and on_cluster["shards"]["simulated"] == 2

@@ -1,0 +1,226 @@
+"""Spark testbench: ``regress`` simulates the gateware over vectors and checks it in Spark.
+
+One Spark session (local[2]) and one simulator build cache serve the module; vectors are a few
+thousand tuples, simulated under Icarus Verilog. A gateware variant with one activation wire
+cut must be caught with a readable report; bad input must fail before Spark does any work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+
+import pytest
+
+from nfacep.cli import main as tb_main
+from sim import runner
+from spark_testbench import regress, vectors
+from spark_testbench import session as spark_session
+from spark_testbench.generate import Options
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+QUERIES = ROOT / "queries"
+MASTER = "local[2]"
+FIRE = str(QUERIES / "fire.sql")
+SUPPLY = str(QUERIES / "supplychain.sql")
+FIRE_ENGINE = ("--partitions", "16")
+SUPPLY_ENGINE = ("--partitions", "6", "--tick-tuples", "40", "--timer-bits", "2")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME")
+    s, created = spark_session.session(MASTER)
+    yield s
+    if created:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory):
+    missing = runner.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    return tmp_path_factory.mktemp("sim-cache")
+
+
+def make(spark, out, query, engine, **options):
+    opts = Options(**{"tuples": 3000, "block_tuples": 1024, "seed": 5, **options})
+    job = vectors.prepare(query, opts, str(out), engine=engine)
+    return vectors.run(spark, job, tasks=2)
+
+
+@pytest.fixture(scope="module")
+def fire(spark, tmp_path_factory):
+    """Fire vectors in partitioned mode: 16 keys, the partitioner stores 16."""
+    out = tmp_path_factory.mktemp("fire") / "v"
+    manifest = make(spark, out, FIRE, vectors.Engine(partitions=16), keys=16)
+    assert manifest["expected"]["mode"] == "partitioned"
+    assert manifest["counts"]["matches_total"] > 0
+    return out
+
+
+def regress_cli(vectors_dir, query, *args):
+    return tb_main(["regress", str(query), "--vectors", str(vectors_dir),
+                           "--master", MASTER, *args])
+
+
+def report_of(folder) -> dict:
+    return json.loads((pathlib.Path(folder) / regress.REPORT).read_text())
+
+
+# --- the gateware agrees ------------------------------------------------------------------------
+
+def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
+    assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir),
+                       "--tasks", "3") == 0
+    out, err = capsys.readouterr()
+    assert "OK: the gateware's matches and drops equal the expected ones" in out
+    assert "shards of whole partition keys" in err
+    assert "tuples simulated" in err  # progress
+    report = report_of(fire)
+    manifest = json.loads((fire / vectors.MANIFEST).read_text())
+    assert report["equal"] and report["mode"] == "partitioned"
+    assert report["counts"]["simulated"] == report["counts"]["expected"] \
+        == manifest["counts"]["matches_total"]
+    assert report["tuples_simulated"] == 3000
+    assert report["shards"]["simulated"] > 1  # really split
+    assert report["first"] == []
+    # one prebuilt model served every shard: one build in the cache, no run folders left
+    builds = [p for p in build_dir.iterdir() if p.name.startswith("icarus-")]
+    assert len(builds) == 1
+    assert not [p for p in build_dir.iterdir() if p.name.startswith(("run-", "regress-"))]
+
+
+def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, capsys):
+    engine = vectors.Engine(partitions=6, tick_tuples=40, timer_bits=2)
+    manifest = make(spark, tmp_path / "v", SUPPLY, engine, keys=30, zipf=0.5)
+    assert manifest["expected"]["mode"] == "global" and manifest["counts"]["drops"] > 0
+    assert regress_cli(tmp_path / "v", SUPPLY, *SUPPLY_ENGINE, "--build-dir",
+                       str(build_dir), "--quiet") == 0
+    out, err = capsys.readouterr()
+    assert "warning: one global simulation of the whole stream" in err
+    assert "timers matter" in err
+    assert "regress:" not in err  # --quiet
+    report = report_of(tmp_path / "v")
+    assert report["equal"] and report["shards"]["simulated"] == 1
+    assert report["counts"]["simulated_drops"] == manifest["counts"]["drops"]
+    assert "OK:" in out
+
+
+# --- a broken gateware is caught ----------------------------------------------------------------
+
+def _cut_wire(target: str, source: str):
+    """``hdl.engine.next_state`` with the activation wire ``source -> target`` cut."""
+    import hdl.engine
+    import hdl.nfa
+
+    original = hdl.nfa.next_state
+
+    def broken(m, nfa, state, predicates, prefix=""):
+        states = tuple(
+            dataclasses.replace(s, activation=frozenset(
+                j for j in s.activation if nfa.states[j].name != source))
+            if s.name == target else s
+            for s in nfa.states)
+        assert states != nfa.states, "no such wire"
+        return original(m, dataclasses.replace(nfa, states=states), state, predicates, prefix)
+
+    return hdl.engine, broken
+
+
+def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, capsys):
+    # HOT{3,} SMOKE: the wire that lets the third HOT activate SMOKE; no fire can end now
+    module, broken = _cut_wire("st3_SMOKE", "st2_HOT")
+    monkeypatch.setattr(module, "next_state", broken)
+    assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir)) == 1
+    out, _ = capsys.readouterr()
+    report = report_of(fire)
+    c = report["counts"]
+    assert not report["equal"] and c["differences"] == c["missing"] + c["extra"] > 0
+    assert c["missing"] > 0 and c["extra"] == 0
+    assert report["by_query"]["thaw"] == {"missing": 0, "extra": 0}
+    assert report["by_query"]["fire"]["missing"] == c["missing"]
+    first = report["first"]
+    assert first and all(r["query"] == "fire" for r in first)
+    assert [r["seq"] for r in first] == sorted(r["seq"] for r in first)
+    assert f"DIFFERENT: {c['differences']} differences ({c['missing']} missing, " in out
+    assert f"query fire: {c['missing']} missing, {c['extra']} extra" in out
+    row = first[0]
+    assert any(line.split() == [row["kind"], str(row["seq"]), "fire", row["partition"]]
+               for line in out.splitlines())
+    assert f"report -> {fire}/{regress.REPORT}" in out
+
+
+# --- bad input: a clear error before Spark does anything ------------------------------------------
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fail the test if the command gets as far as building a Spark session."""
+    def refuse(*a, **k):
+        raise AssertionError("a Spark session was requested")
+
+    monkeypatch.setattr(spark_session, "session", refuse)
+
+
+def _expect_error(capsys, rc, *phrases):
+    assert rc == 2
+    err = capsys.readouterr().err
+    for p in phrases:
+        assert p in err, err
+    return err
+
+
+def test_unknown_master_url(fire, no_spark, capsys):
+    rc = tb_main(["regress", FIRE, "--vectors", str(fire), *FIRE_ENGINE,
+                         "--master", "sparkle://127.0.0.1:7077"])
+    _expect_error(capsys, rc, "is not a Spark master URL")
+    rc = tb_main(["regress", FIRE, "--vectors", str(fire), *FIRE_ENGINE,
+                         "--master", "spark://127.0.0.1:1"])
+    _expect_error(capsys, rc, "no Spark master answers")
+
+
+def test_vectors_of_another_query(fire, no_spark, tmp_path, capsys):
+    other = tmp_path / "fire.sql"
+    other.write_text(pathlib.Path(FIRE).read_text() + "\n-- edited\n")
+    _expect_error(capsys, regress_cli(fire, other, *FIRE_ENGINE),
+                  "was generated from another query file", "SHA-256")
+    _expect_error(capsys, regress_cli(fire, SUPPLY, *FIRE_ENGINE),
+                  "was generated from another query file")
+
+
+def test_engine_parameters_differ_from_the_manifest(fire, no_spark, capsys):
+    _expect_error(capsys, regress_cli(fire, FIRE, "--partitions", "32"),
+                  "describes another engine", "--partitions 16 (given: 32)")
+
+
+@pytest.mark.parametrize("remove", [vectors.MANIFEST, vectors.TUPLES, vectors.EXPECTED,
+                                    vectors.DROPS])
+def test_missing_files(fire, no_spark, tmp_path, capsys, remove):
+    copy = tmp_path / "v"
+    shutil.copytree(fire, copy)
+    target = copy / remove
+    if target.is_dir():
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+    _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), remove)
+
+
+def test_no_vectors_folder(no_spark, tmp_path, capsys):
+    _expect_error(capsys, regress_cli(tmp_path / "nope", FIRE), "no such folder")
+
+
+def test_empty_parquet_folder_and_bad_manifest(fire, no_spark, tmp_path, capsys):
+    copy = tmp_path / "v"
+    shutil.copytree(fire, copy)
+    for p in (copy / vectors.EXPECTED).iterdir():
+        p.unlink()
+    _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE),
+                  f"{vectors.EXPECTED} holds no Parquet file")
+    (copy / vectors.MANIFEST).write_text("{not json")
+    _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), "cannot read it")
