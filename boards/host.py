@@ -12,7 +12,6 @@ summary JSON as ``nfacep match``. The frame format and the flow control are
 from __future__ import annotations
 
 import csv
-import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from nfacep import tuples as tuples_mod
 from nfacep.errors import UsageError
 from nfacep.output import atomic_write, summary_path, write_json
 from nfacep.reference import DEFAULTS
-from nfacep.types import BoolType, EnumType, Float32Type, IntType
+from nfacep.wire import field_text
 
 from .link.protocol import (
     ACK_FIELDS,
@@ -175,20 +174,10 @@ def _partition_text(raw: int, nfa) -> str | None:
     pf = nfa.program.partition_field
     if pf is None:
         return None
-    ty = nfa.program.schema.field(pf).type
-    if isinstance(ty, IntType) and raw >= 1 << (ty.width - 1):
-        value = raw - (1 << ty.width)
-    elif isinstance(ty, EnumType):
-        if raw >= len(ty.labels):
-            raise LinkError(f"a record's partition {raw} is no label index of {ty}")
-        value = raw
-    elif isinstance(ty, BoolType):
-        value = bool(raw)
-    elif isinstance(ty, Float32Type):
-        value = struct.unpack("<f", struct.pack("<I", raw))[0]
-    else:
-        value = raw
-    return tuples_mod.format_value(value, ty)
+    try:
+        return field_text(raw, nfa.program.schema.field(pf).type)
+    except ValueError as err:
+        raise LinkError(f"a record's partition: {err}") from None
 
 
 def _check_board(status: dict, nfa, params: dict, query: str, capacity_min: int) -> None:

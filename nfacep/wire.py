@@ -26,14 +26,17 @@ for millions of tuples; only the conversion to and from Python ints is per tuple
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from .check import Schema
-from .tuples import Tuples
+from .tuples import Tuples, format_value
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
 __all__ = [
     "field_slices",
+    "field_text",
     "from_bytes",
     "pack",
     "pack_bytes",
@@ -219,6 +222,25 @@ def _bytes_to_words(schema: Schema, data: bytes) -> np.ndarray:
 
 
 # --- public API -----------------------------------------------------------------------------
+
+def field_text(raw: int, ty: FieldType) -> str:
+    """One field's raw bits (as in a packed tuple or an engine record) as a tuple file writes
+    the value (:func:`nfacep.tuples.format_value`); ValueError for an ENUM index past the last
+    label."""
+    if isinstance(ty, IntType) and raw >= 1 << (ty.width - 1):
+        value = raw - (1 << ty.width)
+    elif isinstance(ty, EnumType):
+        if raw >= len(ty.labels):
+            raise ValueError(f"{raw} is no label index of {ty}")
+        value = raw
+    elif isinstance(ty, BoolType):
+        value = bool(raw)
+    elif isinstance(ty, Float32Type):
+        value = struct.unpack("<f", struct.pack("<I", raw))[0]
+    else:
+        value = raw
+    return format_value(value, ty)
+
 
 def pack(schema: Schema, tuples: Tuples) -> list[int]:
     """One Python int per tuple: its fields packed LSB-first (raises ValueError when a value
