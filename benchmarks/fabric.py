@@ -1,0 +1,218 @@
+"""Shared by the paper-figure benchmarks: build any matcher on a board and read its cost.
+
+``nfacep build`` (:func:`boards.build`) builds the whole engine. The paper's Figures 4, 15, 16
+and 17 measure bare automata instead, so :func:`build_design` runs the same flow —
+:mod:`boards.bitstream`'s platform set-up, Amaranth's build script step by step through
+:func:`boards.toolchain.run_step`, Yosys's ``stat -json`` and nextpnr's ``--report`` read as
+``nfacep build`` reads them — on any top, stops after place-and-route (no bitstream packing) and
+runs in a child process that is killed after ``timeout`` seconds. :class:`MatcherTop` is the
+harness: :class:`boards.top.RandomTupleSource` ▸ decoder ▸ matcher ▸ :class:`boards.top.LedSink`,
+so every input varies and every match bit reaches a pin.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.lib import data, io, wiring
+
+from boards.bitstream import (
+    TOP,
+    _over,
+    _platform,
+    _pnr_resources,
+    _script_steps,
+    _timing,
+    synthesis_usage,
+)
+from boards.registry import Board
+from boards.toolchain import find_tools, run_step, tool_env_var
+from boards.top import LedSink, RandomTupleSource, board_leds
+from hdl.decoder import PredicateDecoder
+from hdl.layout import tuple_layout
+
+__all__ = ["MatcherTop", "build_design", "read_csv", "write_csv"]
+
+
+class MatcherTop(Elaboratable):
+    """``RandomTupleSource ▸ [PredicateDecoder] ▸ matcher ▸ LedSink`` on the board's LEDs.
+
+    ``matcher`` has the stream interface of :class:`hdl.nfa.NfaMatcher` (a predicate vector in,
+    fed by a shared :class:`hdl.decoder.PredicateDecoder`) or of
+    :class:`hdl.unshared.UnsharedNfaMatcher` (the tuple in, no decoder). With
+    ``registered``, the predicate vector passes a pipeline register between decoder and
+    matcher, as in the engine (where the decoder feeds a FIFO): synthesis then cannot fold the
+    decoder's logic into each state's.
+    """
+
+    def __init__(self, nfa, matcher, *, registered: bool = False):
+        self.nfa = nfa
+        self.matcher = matcher
+        self.registered = registered
+
+    def elaborate(self, platform):
+        m = Module()
+        nfa, matcher = self.nfa, self.matcher
+        m.submodules.source = source = RandomTupleSource(tuple_layout(nfa.program.schema))
+        m.submodules.matcher = matcher
+        inputs = matcher.i_stream.payload
+        if "tuple" in inputs.shape().members:
+            m.d.comb += inputs.tuple.eq(source.o_stream.payload)
+        else:
+            m.submodules.decoder = decoder = PredicateDecoder(nfa)
+            m.d.comb += decoder.tuple.eq(source.o_stream.payload)
+        if self.registered:
+            preds = Signal.like(decoder.predicates, name="predicates_reg")
+            valid = Signal(name="predicates_valid")
+            m.d.comb += [inputs.predicates.eq(preds), matcher.i_stream.valid.eq(valid),
+                         source.o_stream.ready.eq(~valid | matcher.i_stream.ready)]
+            with m.If(matcher.i_stream.ready):
+                m.d.sync += valid.eq(0)
+            with m.If(source.o_stream.valid & source.o_stream.ready):
+                m.d.sync += [valid.eq(1), preds.eq(decoder.predicates)]
+        else:
+            if "predicates" in inputs.shape().members:
+                m.d.comb += inputs.predicates.eq(decoder.predicates)
+            m.d.comb += [matcher.i_stream.valid.eq(source.o_stream.valid),
+                         source.o_stream.ready.eq(matcher.i_stream.ready)]
+        leds = board_leds(platform)
+        record = matcher.o_stream.payload.shape()
+        m.submodules.sink = sink = LedSink(data.StructLayout(dict(record.members)),
+                                           leds=len(leds))
+        wiring.connect(m, matcher.o_stream, sink.i_stream)
+        for i, port in enumerate(leds):
+            m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
+            m.d.comb += buf.o.eq(sink.leds[i])
+        return m
+
+
+def _build(make_top, board: Board, work: str, target_mhz: float | None,
+           script_after_read: str | None) -> dict:
+    """The build itself (in the child process): a result dict."""
+    tools = find_tools(board.tools)
+    platform, _ = _platform(board, target_mhz)
+    overrides = {"nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail",
+                 "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json"}
+    if script_after_read:
+        overrides["script_after_read"] = script_after_read
+    t0 = time.monotonic()
+    plan = platform.build(make_top(), name=TOP, do_build=False, **overrides)
+    result: dict = {"status": None, "seconds": {"elaborate": round(time.monotonic() - t0, 1)}}
+    plan.extract(work)
+    env = dict(os.environ)
+    for name, exe in tools.items():
+        env[tool_env_var(name)] = exe
+    by_var = {tool_env_var(n): n for n in board.tools}
+    usage = None
+    for var, command in _script_steps(plan.files[f"{plan.script}.sh"]):
+        tool = by_var.get(var)
+        if tool is None or not (tool == "yosys" or tool.startswith("nextpnr")):
+            continue  # no bitstream needed
+        step = run_step(command, cwd=work, env=env, tool=tool)
+        result["seconds"][tool] = round(step.seconds, 1)
+        if step.returncode != 0:
+            result["status"] = f"{tool} failed"
+            result["message"] = step.output[-2000:]
+            return result
+        if tool == "yosys":
+            with open(os.path.join(work, f"{TOP}.stat.json"), encoding="utf-8") as f:
+                usage = synthesis_usage(json.load(f), board.family)
+            result["yosys"] = {"luts": usage.luts, "ffs": usage.ffs, "brams": usage.brams}
+            over = _over(usage, board, platform.device, "after synthesis")
+            if over:
+                result["status"] = "does not fit"
+                result["message"] = over
+                return result
+        else:
+            with open(os.path.join(work, f"{TOP}.report.json"), encoding="utf-8") as f:
+                pnr = json.load(f)
+            timing: dict = {}
+            _timing(timing, pnr)
+            res = _pnr_resources(pnr, board, usage)
+            result.update({k: v["used"] for k, v in res.items()})
+            result["fmax_mhz"] = min(timing["fmax_mhz"].values(), default=None)
+    result["status"] = "ok"
+    return result
+
+
+def _child(make_top, board, out_dir, target_mhz, script_after_read):
+    os.setsid()  # its own process group: a timeout kills the toolchain with it
+    work = os.path.join(out_dir, "toolchain")
+    os.makedirs(work, exist_ok=True)
+    try:
+        result = _build(make_top, board, work, target_mhz, script_after_read)
+    except Exception as err:  # reported, not raised: the sweep goes on
+        result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
+    with open(os.path.join(out_dir, "result.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f)
+
+
+def build_design(make_top, board: Board, out_dir: str, *, target_mhz: float | None = None,
+                 script_after_read: str | None = None, timeout: float | None = None) -> dict:
+    """Build ``make_top()`` for ``board`` in ``out_dir`` (Yosys, then nextpnr); the result.
+
+    ``make_top`` is called in a child process, so a design's elaboration counts against
+    ``timeout`` too. The result has ``status`` (``ok``, ``timeout``, ``does not fit``, ``yosys
+    failed`` …), ``luts``, ``ffs``, ``brams`` (nextpnr's counts), ``fmax_mhz``, ``yosys`` (the
+    synthesis counts), ``seconds`` per step and ``wall_s``.
+    """
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "result.json")
+    if os.path.exists(path):
+        os.unlink(path)
+    start = time.monotonic()
+    proc = multiprocessing.get_context("fork").Process(
+        target=_child, args=(make_top, board, out_dir, target_mhz, script_after_read))
+    proc.start()
+    proc.join(timeout)
+    if proc.is_alive():
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.join()
+        return {"status": "timeout", "wall_s": round(time.monotonic() - start, 1)}
+    try:
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+    except OSError:
+        result = {"status": f"crashed (exit code {proc.exitcode})"}
+    result["wall_s"] = round(time.monotonic() - start, 1)
+    return result
+
+
+def read_csv(path: str) -> list[dict]:
+    """Rows written by :func:`write_csv`, numbers as numbers, empty cells left out."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            out: dict = {}
+            for k, v in row.items():
+                if v == "":
+                    continue
+                try:
+                    out[k] = int(v)
+                except ValueError:
+                    try:
+                        out[k] = float(v)
+                    except ValueError:
+                        out[k] = v
+            rows.append(out)
+    return rows
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    """``rows`` as CSV, the union of their keys as columns."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
