@@ -24,3 +24,31 @@ async def stream_get(ctx, stream, *, rng=None, stall=0.0):
     (payload,) = await ctx.tick().sample(stream.payload).until(stream.valid)
     ctx.set(stream.ready, 0)
     return payload
+
+
+def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
+    """Stream predicate vectors ``words`` through a matcher (``i_stream`` {predicates, payload},
+    ``o_stream`` {payload, matches}) with random gaps and stalls; return [(seq, matches)]."""
+    import random
+
+    from amaranth.sim import Simulator
+
+    rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
+    got = []
+
+    async def producer(ctx):
+        for seq, word in enumerate(words):
+            await stream_put(ctx, dut.i_stream, {"predicates": word, "payload": seq},
+                             rng=rng_in, gap=gap)
+
+    async def consumer(ctx):
+        for _ in words:
+            rec = await stream_get(ctx, dut.o_stream, rng=rng_out, stall=stall)
+            got.append((rec.payload, rec.matches))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer)
+    sim.run()
+    return got

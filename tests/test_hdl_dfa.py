@@ -1,12 +1,10 @@
 """DFA gateware: both encodings report exactly what the reference matcher and NfaMatcher do."""
 
-import random
 
 import numpy as np
 import pytest
 from amaranth.back import rtlil
-from amaranth.sim import Simulator
-from streams import stream_get, stream_put
+from streams import run_matcher
 
 import nfacep
 from hdl.dfa import DfaMatcher, Encoding, moore_dfa
@@ -24,28 +22,6 @@ BITS = "CREATE STREAM bits (b UINT(1));\n"
 def bits_query(i: int) -> str:
     """The paper's (0|1)* 1 (0|1)^i."""
     return BITS + f"QUERY q PATTERN ((Z | O)* O (Z | O){{{i}}}) DEFINE Z AS b = 0 O AS b = 1"
-
-
-def simulate(dut, words, *, seed, gap=0.3, stall=0.3):
-    rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
-    got = []
-
-    async def producer(ctx):
-        for seq, word in enumerate(words):
-            await stream_put(ctx, dut.i_stream, {"predicates": word, "payload": seq},
-                             rng=rng_in, gap=gap)
-
-    async def consumer(ctx):
-        for _ in words:
-            rec = await stream_get(ctx, dut.o_stream, rng=rng_out, stall=stall)
-            got.append((rec.payload, rec.matches))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(producer)
-    sim.add_testbench(consumer)
-    sim.run()
-    return got
 
 
 def predicate_words(nfa, tuples):
@@ -68,7 +44,7 @@ def test_dfa_matcher_equals_reference(encoding, skip, shuffle):
                             for i, p in enumerate(PATTERNS))
     nfa = nfacep.compile_text(text)
     tuples = random_tuples(np.random.default_rng(10 + int(skip)), 300)
-    got = simulate(DfaMatcher(nfa, 16, encoding, shuffle=shuffle), predicate_words(nfa, tuples),
+    got = run_matcher(DfaMatcher(nfa, 16, encoding, shuffle=shuffle), predicate_words(nfa, tuples),
                    seed=int(skip))
     assert [seq for seq, _ in got] == list(range(tuples.n))  # in order, none lost
     expected = reference.run(nfa, tuples)
@@ -85,12 +61,12 @@ def test_dfa_encodings_equal_nfa_matcher_on_the_paper_pattern(i):
     rng = np.random.default_rng(i)
     tuples = Tuples({"b": rng.integers(0, 2, 200).astype(np.uint64)}, 200)
     words = predicate_words(nfa, tuples)
-    want = simulate(NfaMatcher(nfa, 16), words, seed=i, gap=0.0, stall=0.2)
+    want = run_matcher(NfaMatcher(nfa, 16), words, seed=i, gap=0.0, stall=0.2)
     assert sum(m for _, m in want) > 40
     for encoding in Encoding:
         for shuffle in (None, i):
             dut = DfaMatcher(nfa, 16, encoding, shuffle=shuffle)
-            assert simulate(dut, words, seed=i) == want
+            assert run_matcher(dut, words, seed=i) == want
 
 
 @pytest.mark.parametrize("i", range(1, 9))

@@ -1,11 +1,9 @@
 """NFA gateware: the stand-alone matcher (one flip-flop per state) against the reference."""
 
-import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
-from streams import stream_get, stream_put
+from streams import run_matcher
 
 import nfacep
 from hdl.nfa import NfaMatcher
@@ -21,26 +19,7 @@ PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,4} B", "PERMUTE(A, B) C*", "(A B | B A
 def simulate(nfa, tuples, *, seed, gap=0.3, stall=0.3):
     preds = reference.predicate_matrix(nfa, tuples)
     words = [int(sum(int(b) << i for i, b in enumerate(row))) for row in preds]
-    dut = NfaMatcher(nfa, 16)
-    rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
-    got = []
-
-    async def producer(ctx):
-        for seq, word in enumerate(words):
-            await stream_put(ctx, dut.i_stream, {"predicates": word, "payload": seq},
-                             rng=rng_in, gap=gap)
-
-    async def consumer(ctx):
-        for _ in words:
-            rec = await stream_get(ctx, dut.o_stream, rng=rng_out, stall=stall)
-            got.append((rec.payload, rec.matches))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(producer)
-    sim.add_testbench(consumer)
-    sim.run()
-    return got
+    return run_matcher(NfaMatcher(nfa, 16), words, seed=seed, gap=gap, stall=stall)
 
 
 def random_tuples(rng, n):
