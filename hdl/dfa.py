@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Signal, Value
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import wiring
 
 from nfacep import dfa as dfa_mod
 from nfacep.nfa import Nfa, QueryNfa
+
+from .nfa import matcher_signature
 
 __all__ = ["DfaMatcher", "Encoding", "MooreDfa", "moore_dfa"]
 
@@ -173,12 +174,7 @@ class DfaMatcher(wiring.Component):
         self._dfas = [moore_dfa(nfa, q, max_states=max_states) for q in nfa.queries]
         if shuffle is not None:
             self._dfas = [d.shuffled(shuffle + k) for k, d in enumerate(self._dfas)]
-        super().__init__({
-            "i_stream": In(stream.Signature(data.StructLayout({
-                "predicates": len(nfa.predicates), "payload": payload_shape}))),
-            "o_stream": Out(stream.Signature(data.StructLayout({
-                "payload": payload_shape, "matches": len(nfa.queries)}))),
-        })
+        super().__init__(matcher_signature(nfa, payload_shape))
 
     @property
     def nfa(self) -> Nfa:

@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.nfa import Nfa
 
-__all__ = ["NfaMatcher", "next_state"]
+__all__ = ["NfaMatcher", "matcher_signature", "next_state"]
 
 
 def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
@@ -55,6 +55,18 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     return stored, matches
 
 
+def matcher_signature(nfa: Nfa, payload_shape, *, inputs=None) -> dict:
+    """The stream interface every matcher shares: per tuple, ``inputs`` (by default the
+    ``predicates`` vector) and a pass-through ``payload`` in; the ``payload`` and one match bit
+    per query out."""
+    inputs = inputs if inputs is not None else {"predicates": len(nfa.predicates)}
+    return {
+        "i_stream": In(stream.Signature(data.StructLayout({**inputs, "payload": payload_shape}))),
+        "o_stream": Out(stream.Signature(data.StructLayout({
+            "payload": payload_shape, "matches": len(nfa.queries)}))),
+    }
+
+
 class NfaMatcher(wiring.Component):
     """Stand-alone NFA: one flip-flop per state, for a stream without partitions.
 
@@ -73,12 +85,7 @@ class NfaMatcher(wiring.Component):
     def __init__(self, nfa: Nfa, payload_shape):
         self._nfa = nfa
         self._payload_shape = payload_shape
-        super().__init__({
-            "i_stream": In(stream.Signature(data.StructLayout({
-                "predicates": len(nfa.predicates), "payload": payload_shape}))),
-            "o_stream": Out(stream.Signature(data.StructLayout({
-                "payload": payload_shape, "matches": len(nfa.queries)}))),
-        })
+        super().__init__(matcher_signature(nfa, payload_shape))
 
     @property
     def nfa(self) -> Nfa:

@@ -13,14 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from amaranth.hdl import Module
-from amaranth.lib import data, stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import wiring
 
 from nfacep.nfa import Nfa, Predicate
 
 from .decoder import PredicateDecoder
 from .layout import tuple_layout
-from .nfa import NfaMatcher
+from .nfa import NfaMatcher, matcher_signature
 
 __all__ = ["UnsharedNfaMatcher", "unshared"]
 
@@ -57,12 +56,8 @@ class UnsharedNfaMatcher(wiring.Component):
         self._nfa = nfa
         self._own = unshared(nfa)
         self._payload_shape = payload_shape
-        super().__init__({
-            "i_stream": In(stream.Signature(data.StructLayout({
-                "tuple": tuple_layout(nfa.program.schema), "payload": payload_shape}))),
-            "o_stream": Out(stream.Signature(data.StructLayout({
-                "payload": payload_shape, "matches": len(nfa.queries)}))),
-        })
+        super().__init__(matcher_signature(
+            nfa, payload_shape, inputs={"tuple": tuple_layout(nfa.program.schema)}))
 
     @property
     def nfa(self) -> Nfa:
