@@ -216,3 +216,16 @@ def write_csv(path: str, rows: list[dict]) -> None:
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {path}")
+
+
+def save_rows(path: str, rows: list[dict], *, merge: bool, replaced: list[str],
+              order: list[str]) -> list[dict]:
+    """Write ``rows`` to the CSV at ``path``; with ``merge``, keep the rows of an existing file
+    whose variant is not in ``replaced``. Rows are sorted by (i, variant in ``order``)."""
+    import os
+
+    if merge and os.path.exists(path):
+        old = [r for r in read_csv(path) if r["variant"] not in replaced]
+        rows = sorted(old + rows, key=lambda r: (r["i"], order.index(r["variant"])))
+    write_csv(path, rows)
+    return rows

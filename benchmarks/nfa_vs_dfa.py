@@ -21,7 +21,7 @@ from functools import partial
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from fabric import MatcherTop, build_design, read_csv, write_csv
+from fabric import MatcherTop, build_design, save_rows
 
 import nfacep
 from boards import get_board
@@ -119,10 +119,8 @@ def main() -> None:
                     print(f"{i:>3} {variant:<15} {states:>7,} {state_ffs:>9,} "
                           f"{'':>7} {'':>7} {'':>6} {'':>6} {'':>6} "
                           f"{row.get('wall_s') or 0:>8.0f}  {row['status']}", flush=True)
-    if args.merge and os.path.exists(args.csv):
-        old = [r for r in read_csv(args.csv) if r["variant"] not in args.variants]
-        rows = sorted(old + rows, key=lambda r: (r["i"], VARIANTS.index(r["variant"])))
-    write_csv(args.csv, rows)
+    rows = save_rows(args.csv, rows, merge=args.merge, replaced=args.variants,
+                     order=list(VARIANTS))
     if args.plot:
         plot(rows, board, [v for v in VARIANTS if any(r["variant"] == v for r in rows)],
              args.plot)

@@ -29,7 +29,7 @@ from functools import partial
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from fabric import MatcherTop, build_design, read_csv, write_csv
+from fabric import MatcherTop, build_design, save_rows
 
 import nfacep
 from boards import get_board
@@ -102,10 +102,8 @@ def main() -> None:
                       f"{row['ffs'] or 0:>6,} {row.get('luts_pct', 0):>6.2f} "
                       f"{row['fmax_mhz'] or 0:>6.1f} {row['wall_s']:>8.0f}  {row['status']}",
                       flush=True)
-    if args.merge and os.path.exists(args.csv):
-        old = [r for r in read_csv(args.csv) if r["variant"] not in args.variants]
-        rows = sorted(old + rows, key=lambda r: (r["i"], VARIANTS.index(r["variant"])))
-    write_csv(args.csv, rows)
+    rows = save_rows(args.csv, rows, merge=args.merge, replaced=args.variants,
+                     order=list(VARIANTS))
     if args.plot:
         plot(rows, board, [v for v in VARIANTS if any(r["variant"] == v for r in rows)],
              args.plot)

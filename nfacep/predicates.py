@@ -16,7 +16,8 @@ import numpy as np
 
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
-__all__ = ["And", "Arith", "Cmp", "Const", "FieldRef", "Not", "Or", "PExpr", "evaluate", "render"]
+__all__ = ["And", "Arith", "Cmp", "Const", "FieldRef", "Not", "Or", "PExpr", "evaluate", "nodes",
+           "render"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT64 = (0, (1 << 64) - 1)
@@ -124,6 +125,21 @@ def render(e: PExpr, _top: bool = True) -> str:
         case Not(operand):
             return f"NOT {render(operand, False)}"
     raise TypeError(e)
+
+
+def nodes(e: PExpr):
+    """Every node of a predicate, ``e`` first, depth first."""
+    yield e
+    match e:
+        case Arith(_, left, right) | Cmp(_, left, right):
+            yield from nodes(left)
+            if right is not None:
+                yield from nodes(right)
+        case And(items) | Or(items):
+            for item in items:
+                yield from nodes(item)
+        case Not(operand):
+            yield from nodes(operand)
 
 
 # --- evaluation -----------------------------------------------------------------------------

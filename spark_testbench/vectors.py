@@ -197,24 +197,8 @@ def _used_fields(nfa) -> tuple[str, ...]:
     """The fields the matcher reads: the partition key and those the predicates compare."""
     from nfacep import predicates as P
 
-    names = set()
-
-    def walk(e):
-        match e:
-            case P.FieldRef(name):
-                names.add(name)
-            case P.Arith(_, left, right) | P.Cmp(_, left, right):
-                walk(left)
-                if right is not None:
-                    walk(right)
-            case P.And(items) | P.Or(items):
-                for i in items:
-                    walk(i)
-            case P.Not(operand):
-                walk(operand)
-
-    for p in nfa.predicates:
-        walk(p.expr)
+    names = {n.name for p in nfa.predicates for n in P.nodes(p.expr)
+             if isinstance(n, P.FieldRef)}
     key = nfa.program.partition_field
     return tuple(f for f in nfa.program.schema.names if f in names or f == key)
 

@@ -111,28 +111,12 @@ def nfa():
 
 def _constants(nfa):
     ints, floats = set(), set()
-
-    def walk(e):
-        match e:
-            case P.Const(value, "int"):
-                ints.add(int(value))
-            case P.Const(value, "float"):
-                floats.add(float(value))
-            case P.Arith(_, left, right):
-                walk(left)
-                if right is not None:
-                    walk(right)
-            case P.Cmp(_, left, right, _):
-                walk(left)
-                walk(right)
-            case P.And(items) | P.Or(items):
-                for i in items:
-                    walk(i)
-            case P.Not(operand):
-                walk(operand)
-
     for p in nfa.predicates:
-        walk(p.expr)
+        for n in P.nodes(p.expr):
+            if isinstance(n, P.Const) and n.kind == "int":
+                ints.add(int(n.value))
+            elif isinstance(n, P.Const) and n.kind == "float":
+                floats.add(float(n.value))
     return ints, floats
 
 
