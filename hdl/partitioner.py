@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Const, Module, Shape, ShapeLike, Signal, Value, ValueLike
+from amaranth.hdl import Const, Module, Mux, Shape, ShapeLike, Signal, Value, ValueLike
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -282,25 +282,97 @@ class StreamPartitioner(wiring.Component):
                     tokens[stage].eq(tokens[stage - 1]),
                 ]
 
+        # Key lookups, one cycle early (depth >= 2)
+        # ------------------------------------------
+        # A swap decision that compares 16 or more key bits and then steers every bit of two
+        # elements is the longest path of the pipeline. Tokens are at least two stages apart
+        # and move one stage per cycle, so each token's two "hit" bits for stage s (its
+        # candidate pe[s] and the element after it, pe[s+1], hold its key) are computed while
+        # it is still at stage s-1 and registered with it. That needs the values pe[s] and
+        # pe[s+1] will have once the current cycle's swaps are done:
+        #
+        # - pe[s] will be what the token itself carries ahead from stage s-1. Its hit is
+        #   "candidate or following hit at s-1" (a hit moves ahead; a free candidate moves
+        #   ahead only when the following element is not a hit, and is not a hit itself).
+        # - pe[s+1] will be what the token at stage s+1 (exactly two stages ahead, if any)
+        #   leaves behind there, aged by that token's tick; at the last stage, what that token
+        #   writes back. No other token touches pe[s] or pe[s+1] in this cycle.
+        #
+        # The registered bits change only when the pipeline advances, together with the
+        # elements and tokens, so a stall keeps them consistent.
+        early = depth >= 2
+        candidate_hit_r = [Signal(name=f"st{i}_candidate_hit") for i in range(depth)]
+        following_hit_r = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
+        swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
+        for stage in range(depth - 1):
+            m.d.comb += swaps[stage].eq(
+                candidate_hit_r[stage]
+                | (~elements[stage].occupied & ~following_hit_r[stage]))
+
+        last = depth - 1
+        last_dropped = Signal(name="last_dropped")
+        m.d.comb += last_dropped.eq(elements[last].occupied & ~candidate_hit_r[last])
+
+        def will_hold(position, key, name):
+            """Whether pe[position] holds ``key`` after this cycle's swaps (position >= 1)."""
+            hit = Signal(name=name)
+            element = elements[position]
+            here = element.occupied & key_equal(element.key, key)
+            owner = position  # the only token that writes pe[position] as "behind"
+            tick = tokens[owner].tick
+            if position < last:
+                after = elements[position + 1]
+                left = Signal(layout, name=f"{name}_left")
+                with m.If(swaps[position]):
+                    m.d.comb += left.eq(after)
+                with m.Else():
+                    m.d.comb += left.eq(element)
+                left_matches = Mux(swaps[position], key_equal(after.key, key),
+                                   key_equal(element.key, key))
+                freed = tick & (left.timer == 1)
+                moved = left.occupied & ~freed & left_matches
+            else:
+                # Written back by the last stage: unchanged if dropped, else the token's own
+                # key with a full timer (freed at once only if the timer is one bit wide).
+                kept = element.occupied & ~(tick & (element.timer == 1)) & \
+                    key_equal(element.key, key)
+                refreshed = key_equal(tokens[owner].key, key)
+                if timer_max == 1:
+                    refreshed = refreshed & ~tick
+                moved = Mux(last_dropped, kept, refreshed)
+            m.d.comb += hit.eq(Mux(token_valid[owner], moved, here))
+            return hit
+
+        if early:
+            with m.If(advance):
+                m.d.sync += [
+                    candidate_hit_r[0].eq(
+                        elements[0].occupied
+                        & key_equal(elements[0].key, self.i_stream.payload.key)),
+                    following_hit_r[0].eq(
+                        will_hold(1, self.i_stream.payload.key, "st0_following_next")),
+                ]
+                for stage in range(1, depth):
+                    m.d.sync += candidate_hit_r[stage].eq(
+                        candidate_hit_r[stage - 1] | following_hit_r[stage - 1])
+                    if stage < last:
+                        m.d.sync += following_hit_r[stage].eq(
+                            will_hold(stage + 1, tokens[stage - 1].key,
+                                      f"st{stage}_following_next"))
+        else:
+            m.d.comb += candidate_hit_r[0].eq(
+                elements[0].occupied & key_equal(elements[0].key, tokens[0].key))
+
         # Swap stages (Figure 8, lines 3-8).
         for stage in range(depth - 1):
-            token = tokens[stage]
             candidate, following = elements[stage], elements[stage + 1]
-            candidate_hit = Signal(name=f"st{stage}_candidate_hit")
-            following_hit = Signal(name=f"st{stage}_following_hit")
-            swap = Signal(name=f"st{stage}_swap")
-            m.d.comb += [
-                candidate_hit.eq(candidate.occupied & key_equal(candidate.key, token.key)),
-                following_hit.eq(following.occupied & key_equal(following.key, token.key)),
-                swap.eq(candidate_hit | (~candidate.occupied & ~following_hit)),
-            ]
             behind = Signal(layout, name=f"st{stage}_behind")
             ahead = Signal(layout, name=f"st{stage}_ahead")
-            with m.If(swap):
+            with m.If(swaps[stage]):
                 m.d.comb += [behind.eq(following), ahead.eq(candidate)]
             with m.Else():
                 m.d.comb += [behind.eq(candidate), ahead.eq(following)]
-            behind_aged = aged(behind, token.tick, name=f"st{stage}_behind_aged")
+            behind_aged = aged(behind, tokens[stage].tick, name=f"st{stage}_behind_aged")
             with m.If(advance & token_valid[stage]):
                 m.d.sync += [
                     elements[stage].eq(behind_aged),
@@ -308,17 +380,12 @@ class StreamPartitioner(wiring.Component):
                 ]
 
         # Last stage (Figure 8, lines 9-16), the update function and the output register.
-        last = depth - 1
         token = tokens[last]
         element = elements[last]
-        hit = Signal(name="last_hit")
+        hit = candidate_hit_r[last]
         fresh = Signal(name="last_fresh")
-        dropped = Signal(name="last_dropped")
-        m.d.comb += [
-            hit.eq(element.occupied & key_equal(element.key, token.key)),
-            fresh.eq(~element.occupied),
-            dropped.eq(element.occupied & ~hit),
-        ]
+        dropped = last_dropped
+        m.d.comb += fresh.eq(~element.occupied)
         current_state = Signal(self._state_width, name="last_state")
         m.d.comb += current_state.eq(Const(0, self._state_width))
         with m.If(hit):
