@@ -1,13 +1,12 @@
 """Shared by the paper-figure benchmarks: build any matcher on a board and read its cost.
 
 ``nfacep build`` (:func:`boards.build`) builds the whole engine. The paper's Figures 4, 15, 16
-and 17 measure bare automata instead, so :func:`build_design` runs the same flow —
-:mod:`boards.bitstream`'s platform set-up, Amaranth's build script step by step through
-:func:`boards.toolchain.run_step`, Yosys's ``stat -json`` and nextpnr's ``--report`` read as
-``nfacep build`` reads them — on any top, stops after place-and-route (no bitstream packing) and
-runs in a child process that is killed after ``timeout`` seconds. :class:`MatcherTop` is the
-harness: :class:`boards.top.RandomTupleSource` ▸ decoder ▸ matcher ▸ :class:`boards.top.LedSink`,
-so every input varies and every match bit reaches a pin.
+and 17 measure bare automata instead, so :func:`build_design` takes any top through the same
+flow, :func:`boards.run_flow` (Yosys, its ``stat -json`` and nextpnr's ``--report`` read as
+``nfacep build`` reads them), stops after place-and-route (no bitstream packing) and runs it in
+a child process that is killed after ``timeout`` seconds. :class:`MatcherTop` is the harness:
+:class:`boards.top.RandomTupleSource` ▸ decoder ▸ matcher ▸ :class:`boards.top.LedSink`, so every
+input varies and every match bit reaches a pin.
 """
 
 from __future__ import annotations
@@ -25,17 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib import data, io, wiring
 
-from boards.bitstream import (
-    TOP,
-    _over,
-    _platform,
-    _pnr_resources,
-    _script_steps,
-    _timing,
-    synthesis_usage,
-)
-from boards.registry import Board
-from boards.toolchain import find_tools, run_step, tool_env_var
+from boards import Board, run_flow
 from boards.top import LedSink, RandomTupleSource, board_leds
 from hdl.decoder import PredicateDecoder
 from hdl.layout import tuple_layout
@@ -98,49 +87,17 @@ class MatcherTop(Elaboratable):
 def _build(make_top, board: Board, work: str, target_mhz: float | None,
            script_after_read: str | None) -> dict:
     """The build itself (in the child process): a result dict."""
-    tools = find_tools(board.tools)
-    platform, _ = _platform(board, target_mhz)
-    overrides = {"nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail",
-                 "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json"}
-    if script_after_read:
-        overrides["script_after_read"] = script_after_read
-    t0 = time.monotonic()
-    plan = platform.build(make_top(), name=TOP, do_build=False, **overrides)
-    result: dict = {"status": None, "seconds": {"elaborate": round(time.monotonic() - t0, 1)}}
-    plan.extract(work)
-    env = dict(os.environ)
-    for name, exe in tools.items():
-        env[tool_env_var(name)] = exe
-    by_var = {tool_env_var(n): n for n in board.tools}
-    usage = None
-    for var, command in _script_steps(plan.files[f"{plan.script}.sh"]):
-        tool = by_var.get(var)
-        if tool is None or not (tool == "yosys" or tool.startswith("nextpnr")):
-            continue  # no bitstream needed
-        step = run_step(command, cwd=work, env=env, tool=tool)
-        result["seconds"][tool] = round(step.seconds, 1)
-        if step.returncode != 0:
-            result["status"] = f"{tool} failed"
-            result["message"] = step.output[-2000:]
-            return result
-        if tool == "yosys":
-            with open(os.path.join(work, f"{TOP}.stat.json"), encoding="utf-8") as f:
-                usage = synthesis_usage(json.load(f), board.family)
-            result["yosys"] = {"luts": usage.luts, "ffs": usage.ffs, "brams": usage.brams}
-            over = _over(usage, board, platform.device, "after synthesis")
-            if over:
-                result["status"] = "does not fit"
-                result["message"] = over
-                return result
-        else:
-            with open(os.path.join(work, f"{TOP}.report.json"), encoding="utf-8") as f:
-                pnr = json.load(f)
-            timing: dict = {}
-            _timing(timing, pnr)
-            res = _pnr_resources(pnr, board, usage)
-            result.update({k: v["used"] for k, v in res.items()})
-            result["fmax_mhz"] = min(timing["fmax_mhz"].values(), default=None)
-    result["status"] = "ok"
+    flow = run_flow(make_top, board, work, target_mhz=target_mhz,
+                    script_after_read=script_after_read, pack=False)
+    result: dict = {"status": flow.status, "seconds": flow.seconds}
+    if flow.usage is not None:
+        result["yosys"] = {"luts": flow.usage.luts, "ffs": flow.usage.ffs,
+                           "brams": flow.usage.brams}
+    if flow.status != "ok":
+        result["message"] = flow.message
+        return result
+    result.update({k: v["used"] for k, v in flow.resources.items()})
+    result["fmax_mhz"] = min(flow.fmax_mhz.values(), default=None)
     return result
 
 
@@ -161,9 +118,11 @@ def build_design(make_top, board: Board, out_dir: str, *, target_mhz: float | No
     """Build ``make_top()`` for ``board`` in ``out_dir`` (Yosys, then nextpnr); the result.
 
     ``make_top`` is called in a child process, so a design's elaboration counts against
-    ``timeout`` too. The result has ``status`` (``ok``, ``timeout``, ``does not fit``, ``yosys
-    failed`` …), ``luts``, ``ffs``, ``brams`` (nextpnr's counts), ``fmax_mhz``, ``yosys`` (the
-    synthesis counts), ``seconds`` per step and ``wall_s``.
+    ``timeout`` too. The result has ``status`` (``ok``, ``timeout``, or a failed
+    :attr:`boards.FlowResult.status`: ``does not fit``, ``synthesis failed``, ``place-and-route
+    failed``; ``error``, ``crashed …``), ``message`` when not ``ok``, ``luts``, ``ffs``,
+    ``brams`` (nextpnr's counts) and ``fmax_mhz`` when ``ok``, ``yosys`` (the synthesis
+    counts), ``seconds`` per step and ``wall_s``.
     """
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "result.json")

@@ -2,12 +2,23 @@
 
 :mod:`boards.registry` names the boards (amaranth-boards platforms), :mod:`boards.top` is the
 board top around the engine, :mod:`boards.bitstream` runs the open toolchain and writes the
-report, :mod:`boards.cli` is the subcommand.
+report, :mod:`boards.cli` is the subcommand. :func:`run_flow` takes any Amaranth top level
+through the toolchain for a board and returns a :class:`FlowResult` (the benchmarks build bare
+matchers with it); :func:`build` is ``nfacep build`` on top of it.
 """
 
-from .bitstream import BuildError, DoesNotFitError, build, render_report
+from .bitstream import (
+    BuildError,
+    DoesNotFitError,
+    FlowResult,
+    Usage,
+    build,
+    render_report,
+    run_flow,
+)
 from .registry import BOARDS, Board, UnknownBoardError, get_board
 from .toolchain import ToolchainMissingError
 
-__all__ = ["BOARDS", "Board", "BuildError", "DoesNotFitError", "ToolchainMissingError",
-           "UnknownBoardError", "build", "get_board", "render_report"]
+__all__ = ["BOARDS", "Board", "BuildError", "DoesNotFitError", "FlowResult",
+           "ToolchainMissingError", "UnknownBoardError", "Usage", "build", "get_board",
+           "render_report", "run_flow"]

@@ -1,20 +1,28 @@
 """Building a bitstream for a board: elaborate, synthesise, check the fit, place and route, pack.
 
-:func:`build` drives Amaranth's build plan for the board's platform one step at a time, so a
-design that cannot fit is rejected with the resource and the amount over before place-and-route:
-first by counting the flip-flops of the elaborated design, then from Yosys's cell counts after
-synthesis. nextpnr writes a JSON report (``--report``): its achieved frequency per clock and its
-utilization become ``report.json``, which is written whenever synthesis ran, failures included.
+:func:`run_flow` takes any Amaranth top level through the open toolchain for a board: it drives
+Amaranth's build plan for the board's platform one step at a time
+(:func:`boards.toolchain.run_step`), so a design that cannot fit is rejected with the resource
+and the amount over before place-and-route: first by counting the flip-flops of the elaborated
+design, then from Yosys's cell counts after synthesis. nextpnr writes a JSON report
+(``--report``) with its achieved frequency per clock and its utilization. :func:`run_flow`
+returns all of it as a :class:`FlowResult` and raises only when it cannot run the flow at all.
+
+:func:`build` is ``nfacep build``: the engine's board top through :func:`run_flow`, then
+``report.json`` (written whenever synthesis ran, failures included) and the bitstream, which is
+copied out only when timing is met.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from nfacep.errors import NfacepError, UsageError
@@ -23,7 +31,8 @@ from nfacep.nfa import Nfa
 from .registry import Board
 from .toolchain import find_tools, run_step, tool_env_var
 
-__all__ = ["PAPER_MHZ", "BuildError", "DoesNotFitError", "build", "render_report"]
+__all__ = ["PAPER_MHZ", "BuildError", "DoesNotFitError", "FlowResult", "Usage", "build",
+           "render_report", "run_flow"]
 
 #: The clock of the paper's engine (Woods, Teubner and Alonso, VLDB 2010), for comparison.
 PAPER_MHZ = 125.0
@@ -59,7 +68,9 @@ class DoesNotFitError(BuildError):
 
 @dataclass
 class Usage:
-    """Resource use, from the elaborated design, Yosys or nextpnr."""
+    """Resource use, from the elaborated design, Yosys or nextpnr: LUTs (ECP5: LUT4 slots,
+    carry and distributed-RAM cells counted as two), flip-flops and block RAMs; ``cells`` is
+    Yosys's count per cell type (:func:`synthesis_usage`)."""
 
     luts: int | None = None
     ffs: int | None = None
@@ -195,13 +206,215 @@ def _platform(board: Board, target_mhz: float | None):
     from amaranth.build import Clock
 
     platform = board.platform_class()()
-    clk = platform.resources[(platform.default_clk, 0)]
-    board_mhz = clk.clock.frequency / 1e6
+    key = (platform.default_clk, 0)
+    board_mhz = platform.resources[key].clock.frequency / 1e6
     if target_mhz is not None:
         # constrain the board's clock net tighter than the oscillator: nextpnr then works for
-        # the higher frequency; the bitstream still runs at the board's clock
+        # the higher frequency; the bitstream still runs at the board's clock. The resource is
+        # the platform class's own object: constrain a copy, or every later platform of the
+        # class (in this process) would take the target for the board's oscillator
+        clk = copy.copy(platform.resources[key])
         clk.clock = Clock(target_mhz * 1e6)
+        platform.resources[key] = clk
     return platform, board_mhz
+
+
+@dataclass
+class FlowResult:
+    """What :func:`run_flow` did: where it stopped, why, and what the tools measured.
+
+    ``status`` is ``"ok"`` when every step ran (synthesis, place-and-route and, with ``pack``,
+    the bitstream packer), else ``"does not fit"``, ``"synthesis failed"``, ``"place-and-route
+    failed"`` or ``"packing failed"``. ``"ok"`` says nothing about timing: see ``timing_met``.
+    ``step`` is where the flow stopped: ``"elaborate"`` (the flip-flop count before synthesis)
+    or the tool that failed or found the design too big (``"yosys"``, ``"nextpnr-ecp5"``,
+    ``"icepack"`` …); ``None`` when it finished. ``message`` says why, quoting the tool's
+    ``ERROR`` lines (``None`` when ``"ok"``).
+    """
+
+    status: str
+    message: str | None
+    step: str | None
+    board: Board
+    device: str
+    package: str
+    #: the board's oscillator
+    board_mhz: float
+    #: the clock nextpnr was constrained to: ``target_mhz``, else the board's
+    target_mhz: float
+    #: the toolchain programs, by their Amaranth names (:func:`boards.toolchain.find_tools`)
+    tools: dict[str, str]
+    #: the toolchain folder: Amaranth's build files, the tools' outputs and logs
+    work: str
+    #: flip-flop bits of the elaborated design (:func:`count_flipflops`)
+    elaborated_ffs: int = 0
+    #: Yosys's resource counts after synthesis; ``None`` if synthesis did not finish
+    usage: Usage | None = None
+    #: nextpnr's ``--report`` JSON; ``None`` if place-and-route did not write it
+    pnr: dict | None = None
+    #: nextpnr's achieved frequency per clock (MHz, routed design)
+    fmax_mhz: dict[str, float] = field(default_factory=dict)
+    #: nextpnr's constraint per clock (MHz)
+    constraint_mhz: dict[str, float] = field(default_factory=dict)
+    #: every clock reached its constraint (``False`` without nextpnr's report)
+    timing_met: bool = False
+    #: seconds per step: ``"elaborate"``, then each tool that ran, by its Amaranth name
+    seconds: dict[str, float] = field(default_factory=dict)
+    #: the packed bitstream in ``work`` (with ``pack``, once the packer succeeded; it is there
+    #: whether timing was met or not)
+    bitstream: str | None = None
+
+    @property
+    def resources(self) -> dict:
+        """``{"luts"|"ffs"|"brams": {"used": n, "total": n}}`` from nextpnr when it reported,
+        else from Yosys when synthesis finished, else empty (see :attr:`resources_from`)."""
+        if self.pnr is not None:
+            return _pnr_resources(self.pnr, self.board, self.usage)
+        if self.usage is not None:
+            return {k: {"used": getattr(self.usage, k), "total": getattr(self.board, k)}
+                    for k in ("luts", "ffs", "brams")}
+        return {}
+
+    @property
+    def resources_from(self) -> str | None:
+        """``"nextpnr"``, ``"yosys"`` or ``None``: where :attr:`resources` come from."""
+        if self.pnr is not None:
+            return "nextpnr"
+        return "yosys" if self.usage is not None else None
+
+
+def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
+             script_after_read: str | None = None, pack: bool = True,
+             verilog: str | None = None, stale: Iterable[str] = (),
+             progress: Callable[[str], None] | None = None) -> FlowResult:
+    """Take ``top`` through the open toolchain for ``board`` in the folder ``work``.
+
+    ``top`` is an Amaranth elaboratable, or a function of no arguments that makes one. It is
+    elaborated with the board's platform, the design's flip-flops are counted, and then
+    Amaranth's build script for the platform runs one tool at a time through
+    :func:`boards.toolchain.run_step`: Yosys (its ``stat -json`` read after synthesis), nextpnr
+    (``--report``, ``--timing-allow-fail``: a design that misses timing is still placed and
+    routed) and, with ``pack``, the bitstream packer. The flow stops at the first failure and
+    before place-and-route when the design cannot fit: when the elaborated design has more
+    than ``ESTIMATE_MARGIN`` times the device's flip-flops (then nothing is written), or when
+    Yosys's counts exceed any of the board's resources.
+
+    ``target_mhz`` constrains the board's clock for nextpnr (default: the board's oscillator).
+    ``script_after_read`` is Yosys script run after the design is read (Amaranth's override of
+    that name). ``verilog`` is a path for the top's Verilog (Amaranth's debug Verilog), written
+    whole before synthesis. ``stale`` are files to delete once the design has passed the count
+    before synthesis, before anything is written (an earlier build's outputs, which must not
+    outlive a failed build). ``progress`` is called with a short text before each step.
+
+    Returns a :class:`FlowResult`; a design that fails or does not fit is a result, not an
+    exception. Raises :class:`~boards.toolchain.ToolchainMissingError` when a program is
+    missing, :class:`~nfacep.errors.UsageError` for a ``target_mhz`` that is not positive, and
+    :class:`BuildError` when Amaranth's build script does not run the board's tools.
+    """
+    from amaranth.hdl import Elaboratable
+
+    say = progress or (lambda text: None)
+    tools = find_tools(board.tools)
+    if target_mhz is not None and not target_mhz > 0:
+        raise UsageError(f"the target frequency must be positive, not {target_mhz:g} MHz")
+    platform, board_mhz = _platform(board, target_mhz)
+    if callable(top) and not isinstance(top, Elaboratable):
+        top = top()
+    overrides = {"nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail",
+                 "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json"}
+    if script_after_read:
+        overrides["script_after_read"] = script_after_read
+
+    seconds: dict[str, float] = {}
+    t0 = time.monotonic()
+    say("elaborating")
+    plan = platform.build(top, name=TOP, do_build=False, debug_verilog=verilog is not None,
+                          **overrides)
+    seconds["elaborate"] = round(time.monotonic() - t0, 2)
+    result = FlowResult(
+        status="ok", message=None, step=None, board=board, device=platform.device,
+        package=platform.package, board_mhz=board_mhz,
+        target_mhz=target_mhz if target_mhz is not None else board_mhz, tools=tools,
+        work=work, seconds=seconds)
+
+    def stop(status: str, step: str, message: str) -> FlowResult:
+        result.status, result.step, result.message = status, step, message
+        return result
+
+    # 1. before synthesis: flip-flops of the elaborated design. Synthesis trims a few (those it
+    # finds constant), so only a clear excess is rejected here; the check after synthesis is
+    # exact.
+    result.elaborated_ffs = count_flipflops(plan.files[f"{TOP}.il"])
+    if result.elaborated_ffs > board.ffs * ESTIMATE_MARGIN:
+        return stop("does not fit", "elaborate", _over(
+            Usage(ffs=result.elaborated_ffs), board, platform.device,
+            "counted in the elaborated design, before synthesis"))
+
+    for path in stale:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    plan.extract(work)
+    for suffix in (".stat.json", ".report.json", ".config", ".bit", ".asc", ".bin", ".tim",
+                   ".rpt"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(work, TOP + suffix))
+    if verilog is not None:
+        _copy_atomic(os.path.join(work, f"{TOP}.debug.v"), verilog)
+
+    env = dict(os.environ)
+    for name, exe in tools.items():
+        env[tool_env_var(name)] = exe
+    steps = _script_steps(plan.files[f"{plan.script}.sh"])
+    by_var = {tool_env_var(n): n for n in board.tools}
+    if sorted(by_var.get(var, "") for var, _ in steps if var in by_var) != sorted(board.tools):
+        raise BuildError(f"Amaranth's build script {plan.script}.sh does not run "
+                         f"{', '.join(board.tools)} as expected; is Amaranth newer than 0.5?")
+
+    for var, command in steps:
+        tool = by_var.get(var)
+        if tool is None:
+            continue  # not a build step (e.g. a programmer)
+        pnr = tool.startswith("nextpnr")
+        if tool != "yosys" and not pnr and not pack:
+            continue  # the packer, and no bitstream wanted
+        say(f"running {os.path.basename(tools[tool])}")
+        step = run_step(command, cwd=work, env=env, tool=tool)
+        seconds[tool] = round(step.seconds, 2)
+        log = _read(os.path.join(work, TOP + (".tim" if pnr else ".rpt")))
+        if tool == "yosys":
+            if step.returncode != 0:
+                reason = _reason(step, log, os.path.join(work, f"{TOP}.rpt"))
+                return stop("synthesis failed", tool, f"synthesis (yosys) failed:\n{reason}")
+            with open(os.path.join(work, f"{TOP}.stat.json"), encoding="utf-8") as f:
+                result.usage = synthesis_usage(json.load(f), board.family)
+            over = _over(result.usage, board, platform.device,
+                         "after synthesis, before place-and-route")
+            if over:
+                return stop("does not fit", tool, over)
+        elif pnr:
+            pnr_path = os.path.join(work, f"{TOP}.report.json")
+            if os.path.exists(pnr_path):
+                with open(pnr_path, encoding="utf-8") as f:
+                    result.pnr = json.load(f)
+                fmax = result.pnr.get("fmax", {})
+                result.fmax_mhz = {clock: round(v["achieved"], 2) for clock, v in fmax.items()}
+                result.constraint_mhz = {clock: v["constraint"] for clock, v in fmax.items()}
+                result.timing_met = bool(fmax) and all(
+                    v["achieved"] >= v["constraint"] for v in fmax.values())
+            if step.returncode != 0:
+                reason = _reason(step, log, os.path.join(work, f"{TOP}.tim"))
+                return stop("place-and-route failed", tool,
+                            f"place-and-route (nextpnr) failed:\n{reason}")
+            if result.pnr is None:
+                return stop("place-and-route failed", tool,
+                            "nextpnr wrote no report (--report); is it older than 0.1?")
+        else:
+            if step.returncode != 0:
+                reason = _reason(step, "", None)
+                return stop("packing failed", tool,
+                            f"bitstream packing ({tool}) failed:\n{reason}")
+            result.bitstream = os.path.join(work, TOP + board.bitstream_suffix)
+    return result
 
 
 def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples: int,
@@ -217,11 +430,11 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
 
     ``link`` is the board top: ``"harness"`` (:class:`boards.top.BoardTop`, on-chip tuples,
     for measuring the engine) or ``"uart"`` (:class:`boards.link.top.UartBoardTop`: tuples and
-    matches over the board's USB UART at ``baud``, for ``nfacep run``).
+    matches over the board's USB UART at ``baud``, for ``nfacep run``). The toolchain runs
+    through :func:`run_flow`.
     """
     from hdl.engine import Engine
 
-    say = progress or (lambda text: None)
     tools = find_tools(board.tools)
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError("--target-mhz must be positive")
@@ -239,15 +452,12 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
     verilog = os.path.join(out_dir, stem + ".v")
     report_path = os.path.join(out_dir, "report.json")
 
-    seconds: dict[str, float] = {}
-    t0 = time.monotonic()
-    say("elaborating")
-    plan = platform.build(
-        top, name=TOP, do_build=False, debug_verilog=True,
-        nextpnr_opts=f"--report {TOP}.report.json --timing-allow-fail",
-        script_after_synth=f"tee -q -o {TOP}.stat.json stat -json",
-    )
-    seconds["elaborate"] = round(time.monotonic() - t0, 2)
+    flow = run_flow(top, board, work, target_mhz=target_mhz, pack=True, verilog=verilog,
+                    stale=(bitstream, verilog, report_path), progress=progress)
+    if flow.step == "elaborate":  # rejected before synthesis: no report
+        raise DoesNotFitError(flow.message)
+    if flow.status == "synthesis failed":  # no report either
+        raise BuildError(flow.message)
 
     report: dict = {
         "board": board.name,
@@ -264,8 +474,8 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
         "board_clock_mhz": board_mhz,
         "target_mhz": target,
         "paper_mhz": PAPER_MHZ,
-        "fmax_mhz": {},
-        "timing_met": False,
+        "fmax_mhz": flow.fmax_mhz,
+        "timing_met": flow.timing_met,
         "resources": {},
         "resources_from": None,
         "resource_kinds": ({"luts": "TRELLIS_COMB (LUT4 slots)", "ffs": "TRELLIS_FF",
@@ -277,109 +487,40 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
         "harness": link_info.pop("note"),
         "link": link_info,
         "tools": tools,
-        "seconds": seconds,
+        "seconds": flow.seconds,
         "files": {"bitstream": None, "verilog": os.path.basename(verilog),
                   "toolchain": "toolchain"},
     }
+    if flow.pnr is not None:
+        report["constraint_mhz"] = flow.constraint_mhz
 
-    # 1. before synthesis: flip-flops of the elaborated design. Synthesis trims a few (those it
-    # finds constant), so only a clear excess is rejected here; the check after synthesis is
-    # exact.
-    ffs = count_flipflops(plan.files[f"{TOP}.il"])
-    if ffs > board.ffs * ESTIMATE_MARGIN:
-        raise DoesNotFitError(_over(
-            Usage(ffs=ffs), board, platform.device,
-            "counted in the elaborated design, before synthesis"))
-
-    os.makedirs(out_dir, exist_ok=True)
-    for stale in (bitstream, verilog, report_path):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(stale)
-    plan.extract(work)
-    for suffix in (".stat.json", ".report.json", ".config", ".bit", ".asc", ".bin", ".tim",
-                   ".rpt"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(work, TOP + suffix))
-    _copy_atomic(os.path.join(work, f"{TOP}.debug.v"), verilog)
-
-    env = dict(os.environ)
-    for name, exe in tools.items():
-        env[tool_env_var(name)] = exe
-    steps = _script_steps(plan.files[f"{plan.script}.sh"])
-    by_var = {tool_env_var(n): n for n in board.tools}
-    if sorted(by_var.get(var, "") for var, _ in steps if var in by_var) != sorted(board.tools):
-        raise BuildError(f"Amaranth's build script {plan.script}.sh does not run "
-                         f"{', '.join(board.tools)} as expected; is Amaranth newer than 0.5?")
-
-    def finish(status: str, message: str | None, usage: Usage | None, pnr: dict | None):
+    def finish(status: str, message: str | None) -> None:
         report["status"] = status
         report["message"] = message
-        if pnr is not None:
-            report["resources"] = _pnr_resources(pnr, board, usage)
-            report["resources_from"] = "nextpnr"
-            report["nextpnr_utilization"] = pnr.get("utilization", {})
-        elif usage is not None:
-            report["resources"] = {k: {"used": getattr(usage, k), "total": getattr(board, k)}
-                                   for k in ("luts", "ffs", "brams")}
-            report["resources_from"] = "yosys"
-        if usage is not None:
-            report["synthesis_cells"] = usage.cells
+        if flow.resources_from is not None:
+            report["resources"] = flow.resources
+            report["resources_from"] = flow.resources_from
+        if flow.pnr is not None:
+            report["nextpnr_utilization"] = flow.pnr.get("utilization", {})
+        if flow.usage is not None:
+            report["synthesis_cells"] = flow.usage.cells
         _write_atomic(report_path, (json.dumps(report, indent=2) + "\n").encode())
 
-    usage: Usage | None = None
-    pnr: dict | None = None
-    for var, command in steps:
-        tool = by_var.get(var)
-        if tool is None:
-            continue  # not a build step (e.g. a programmer)
-        say(f"running {os.path.basename(tools[tool])}")
-        result = run_step(command, cwd=work, env=env, tool=tool)
-        seconds[tool] = round(result.seconds, 2)
-        log = _read(os.path.join(work, TOP + (".tim" if tool.startswith("nextpnr") else ".rpt")))
-        if tool == "yosys":
-            if result.returncode != 0:
-                reason = _reason(result, log, os.path.join(work, f"{TOP}.rpt"))
-                raise BuildError(f"synthesis (yosys) failed:\n{reason}")
-            with open(os.path.join(work, f"{TOP}.stat.json"), encoding="utf-8") as f:
-                usage = synthesis_usage(json.load(f), board.family)
-            over = _over(usage, board, platform.device, "after synthesis, before place-and-route")
-            if over:
-                finish("does not fit", over, usage, None)
-                raise DoesNotFitError(over, report)
-        elif tool.startswith("nextpnr"):
-            pnr_path = os.path.join(work, f"{TOP}.report.json")
-            if os.path.exists(pnr_path):
-                with open(pnr_path, encoding="utf-8") as f:
-                    pnr = json.load(f)
-                _timing(report, pnr)
-            if result.returncode != 0:
-                reason = _reason(result, log, os.path.join(work, f"{TOP}.tim"))
-                message = f"place-and-route (nextpnr) failed:\n{reason}"
-                finish("place-and-route failed", message, usage, pnr)
-                raise BuildError(message, report)
-            if pnr is None:
-                message = "nextpnr wrote no report (--report); is it older than 0.1?"
-                finish("place-and-route failed", message, usage, None)
-                raise BuildError(message, report)
-        else:
-            if result.returncode != 0:
-                reason = _reason(result, "", None)
-                message = f"bitstream packing ({tool}) failed:\n{reason}"
-                finish("packing failed", message, usage, pnr)
-                raise BuildError(message, report)
-
-    if not report["timing_met"]:
+    if flow.status != "ok":
+        finish(flow.status, flow.message)
+        error = DoesNotFitError if flow.status == "does not fit" else BuildError
+        raise error(flow.message, report)
+    if not flow.timing_met:
         lines = [ln for ln in _last_fmax_lines(_read(os.path.join(work, f"{TOP}.tim")))
                  if "FAIL" in ln] or ["(nextpnr printed no frequency line)"]
         message = (f"timing not met at the target of {target:g} MHz; nextpnr says:\n"
                    + "\n".join(lines) + f"\n(the bitstream that misses timing is left in {work}, "
                    "not copied to the output)")
-        report["files"]["bitstream"] = None
-        finish("timing not met", message, usage, pnr)
+        finish("timing not met", message)
         raise BuildError(message, report)
-    _copy_atomic(os.path.join(work, TOP + board.bitstream_suffix), bitstream)
+    _copy_atomic(flow.bitstream, bitstream)
     report["files"]["bitstream"] = os.path.basename(bitstream)
-    finish("ok", None, usage, pnr)
+    finish("ok", None)
     return report
 
 
@@ -413,14 +554,6 @@ def _top(link: str, engine, board_mhz: float, baud: int):
             f"stream tuples with `nfacep run --port PORT --baud {baud}`")
     return {"kind": "uart", "baud": baud, "divisor": div, "actual_baud": round(actual),
             "engine_id": f"{ident:08x}", "note": note}, top
-
-
-def _timing(report: dict, pnr: dict) -> None:
-    fmax = pnr.get("fmax", {})
-    report["fmax_mhz"] = {clock: round(v["achieved"], 2) for clock, v in fmax.items()}
-    report["constraint_mhz"] = {clock: v["constraint"] for clock, v in fmax.items()}
-    report["timing_met"] = bool(fmax) and all(
-        v["achieved"] >= v["constraint"] for v in fmax.values())
 
 
 def _pnr_resources(pnr: dict, board: Board, usage: Usage | None) -> dict:

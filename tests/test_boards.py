@@ -7,14 +7,15 @@ import os
 import stat
 
 import pytest
-from amaranth.lib import data
+from amaranth.hdl import Cat, Elaboratable, Module, Signal
+from amaranth.lib import data, io
 from amaranth.sim import Simulator
 
 import boards.bitstream
 import boards.registry
 import boards.toolchain
 from boards import BOARDS, get_board
-from boards.top import BoardTop, LedSink, RandomTupleSource
+from boards.top import BoardTop, LedSink, RandomTupleSource, board_leds
 from hdl.engine import Engine
 from hdl.layout import tuple_layout
 from nfacep import NfacepError, compile_file
@@ -218,3 +219,119 @@ def test_marathon_bitstream_for_ecp5(tmp_path, capsys):
     assert report["files"]["bitstream"] == "marathon.bit" and bit.stat().st_size > 100_000
     assert "module nfacep_top" in (out / "marathon.v").read_text()
     assert "LUTs" in captured.out and "fmax" in captured.out and "status    ok" in captured.out
+
+
+# --------------------------------------------------------------------------- run_flow
+
+
+class Blinky(Elaboratable):
+    """A ``bits``-wide counter whose top bits drive the board's LEDs."""
+
+    def __init__(self, bits: int):
+        self.bits = bits
+
+    def elaborate(self, platform):
+        m = Module()
+        counter = Signal(self.bits)
+        m.d.sync += counter.eq(counter + 1)
+        for i, port in enumerate(board_leds(platform)):
+            m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
+            m.d.comb += buf.o.eq(counter[-1 - i])
+        return m
+
+
+class Ring(Elaboratable):
+    """A ring of ``bits`` flip-flops (an LFSR of sorts) and almost no logic; LED 0 shows it."""
+
+    def __init__(self, bits: int):
+        self.bits = bits
+
+    def elaborate(self, platform):
+        m = Module()
+        ring = Signal(self.bits, init=1)
+        m.d.sync += ring.eq(Cat(ring[-1] ^ ring[0], ring[:-1]))
+        m.submodules.led = buf = io.Buffer("o", board_leds(platform)[0])
+        m.d.comb += buf.o.eq(ring[-1])
+        return m
+
+
+def test_run_flow_rejects_before_synthesis_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(boards.bitstream, "find_tools",
+                        lambda names: {n: f"/nonexistent/{n}" for n in names})
+
+    def no_step(*args, **kwargs):
+        raise AssertionError("a toolchain step ran")
+
+    monkeypatch.setattr(boards.bitstream, "run_step", no_step)
+    old = tmp_path / "old.bin"
+    old.write_text("an earlier build's bitstream")
+    work = tmp_path / "work"
+    flow = boards.run_flow(Ring(2000), get_board("icestick"), str(work), stale=[str(old)])
+    assert flow.status == "does not fit" and flow.step == "elaborate"
+    assert "does not fit the icestick (iCE40HX1K)" in flow.message
+    assert "flip-flops (counted in the elaborated design, before synthesis)" in flow.message
+    assert flow.elaborated_ffs >= 2000
+    assert flow.usage is None and flow.pnr is None and not flow.timing_met
+    assert flow.resources == {} and flow.resources_from is None
+    assert list(flow.seconds) == ["elaborate"] and flow.bitstream is None
+    assert not work.exists() and old.exists()  # nothing written, nothing deleted
+
+
+@pytest.mark.slow
+def test_run_flow_builds_a_small_top(tmp_path):
+    board = get_board("ulx3s-85f")
+    work = tmp_path / "work"
+    old = tmp_path / "old.bit"
+    old.write_text("an earlier build's bitstream")
+    said = []
+    flow = boards.run_flow(lambda: Blinky(24), board, str(work), target_mhz=50,
+                           verilog=str(tmp_path / "blinky.v"), stale=[str(old)],
+                           progress=said.append)
+    assert isinstance(flow, boards.FlowResult)
+    assert flow.status == "ok" and flow.step is None and flow.message is None
+    assert flow.board is board and flow.device == "LFE5U-85F" and flow.package == "BG381"
+    assert flow.board_mhz == 25 and flow.target_mhz == 50
+    assert set(flow.tools) == {"yosys", "nextpnr-ecp5", "ecppack"} and flow.work == str(work)
+    assert flow.elaborated_ffs >= 24
+    assert isinstance(flow.usage, boards.Usage)
+    assert 24 <= flow.usage.ffs < 100 and 0 < flow.usage.luts < 200 and flow.usage.brams == 0
+    assert flow.usage.cells.get("TRELLIS_FF") == flow.usage.ffs
+    (clock, fmax), = flow.fmax_mhz.items()
+    assert fmax > 50 and flow.constraint_mhz == {clock: 50} and flow.timing_met is True
+    assert "fmax" in flow.pnr and "utilization" in flow.pnr
+    assert flow.resources_from == "nextpnr"
+    res = flow.resources
+    assert set(res) == {"luts", "ffs", "brams"}
+    assert res["luts"]["total"] == res["ffs"]["total"] == 83640 and res["brams"]["total"] == 208
+    assert 24 <= res["ffs"]["used"] < 100 and res["brams"]["used"] == 0
+    assert list(flow.seconds) == ["elaborate", "yosys", "nextpnr-ecp5", "ecppack"]
+    assert said == ["elaborating"] + [f"running {os.path.basename(flow.tools[t])}"
+                                      for t in ("yosys", "nextpnr-ecp5", "ecppack")]
+    assert flow.bitstream == str(work / "nfacep_top.bit")
+    assert os.path.getsize(flow.bitstream) > 100_000
+    assert "module nfacep_top" in (tmp_path / "blinky.v").read_text()
+    assert not old.exists()
+
+    # without packing: the same flow stops after place-and-route
+    again = boards.run_flow(Blinky(24), board, str(tmp_path / "nopack"), pack=False)
+    assert again.status == "ok" and again.timing_met and again.bitstream is None
+    assert again.target_mhz == 25 and again.constraint_mhz == {clock: 25}
+    assert list(again.seconds) == ["elaborate", "yosys", "nextpnr-ecp5"]
+    assert not (tmp_path / "nopack" / "nfacep_top.bit").exists()
+
+
+@pytest.mark.slow
+def test_run_flow_stops_when_synthesis_says_it_does_not_fit(tmp_path, monkeypatch):
+    # 1,300 flip-flops pass the count before synthesis on the iCEstick (1,280 + 10 %), not
+    # Yosys's; nextpnr must not run
+    monkeypatch.setenv("NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", "exit 99\n"))
+    flow = boards.run_flow(Ring(1300), get_board("icestick"), str(tmp_path / "work"))
+    assert flow.status == "does not fit" and flow.step == "yosys"
+    assert "does not fit the icestick (iCE40HX1K)" in flow.message
+    assert "flip-flops (after synthesis, before place-and-route), the device has 1,280" \
+        in flow.message
+    assert flow.usage is not None and flow.usage.ffs >= 1300 and flow.pnr is None
+    assert flow.resources_from == "yosys"
+    assert flow.resources["ffs"] == {"used": flow.usage.ffs, "total": 1280}
+    assert flow.fmax_mhz == {} and not flow.timing_met and flow.bitstream is None
+    assert list(flow.seconds) == ["elaborate", "yosys"]
