@@ -344,21 +344,21 @@ class StreamPartitioner(wiring.Component):
             return hit
 
         if early:
+            # the next values are computed outside the advance condition: a register's input
+            # should not depend on its own enable
+            following_next = [will_hold(1, self.i_stream.payload.key, "st0_following_next")]
+            for stage in range(1, last):
+                following_next.append(will_hold(stage + 1, tokens[stage - 1].key,
+                                                f"st{stage}_following_next"))
             with m.If(advance):
-                m.d.sync += [
-                    candidate_hit_r[0].eq(
-                        elements[0].occupied
-                        & key_equal(elements[0].key, self.i_stream.payload.key)),
-                    following_hit_r[0].eq(
-                        will_hold(1, self.i_stream.payload.key, "st0_following_next")),
-                ]
+                m.d.sync += candidate_hit_r[0].eq(
+                    elements[0].occupied
+                    & key_equal(elements[0].key, self.i_stream.payload.key))
                 for stage in range(1, depth):
                     m.d.sync += candidate_hit_r[stage].eq(
                         candidate_hit_r[stage - 1] | following_hit_r[stage - 1])
-                    if stage < last:
-                        m.d.sync += following_hit_r[stage].eq(
-                            will_hold(stage + 1, tokens[stage - 1].key,
-                                      f"st{stage}_following_next"))
+                for stage in range(last):
+                    m.d.sync += following_hit_r[stage].eq(following_next[stage])
         else:
             m.d.comb += candidate_hit_r[0].eq(
                 elements[0].occupied & key_equal(elements[0].key, tokens[0].key))
