@@ -2,6 +2,9 @@
 
 - :func:`run` (:mod:`sim.runner`): emit the engine's Verilog, build it with Icarus Verilog or
   Verilator, stream tuples through it and write its matches like ``nfacep match``;
+- :func:`prebuild`: build (or find in the cache) the simulator model of an engine emitted
+  earlier, so that later ``run(..., engine=...)`` calls reuse it; :func:`build_cache` names
+  the folder caching those builds;
 - :mod:`sim.testbench`: the cocotb testbench (stream driver, monitor, in-order checker), which
   runs inside the simulator;
 - :mod:`sim.cli`: the ``nfacep sim`` subcommand.
@@ -20,6 +23,8 @@ __all__ = [
     "SimResult",
     "SimulationError",
     "SimulatorMissing",
+    "build_cache",
+    "prebuild",
     "run",
     "simulator_available",
 ]

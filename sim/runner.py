@@ -5,6 +5,10 @@ as ``nfacep verilog`` does (Verilog plus its JSON sidecar), pack the tuples (wit
 :func:`nfacep.wire.pack`), build the simulator
 (once per engine: builds are cached by the Verilog's content), run :mod:`sim.testbench` and
 write the same match CSV and summary JSON as ``nfacep match``.
+
+:func:`prebuild` builds the simulator model of an emitted engine ahead of time, so that many
+later :func:`run` calls with ``engine=`` (``nfacep regress``'s Spark tasks) all reuse it;
+:func:`build_cache` names the folder those builds are cached in.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ __all__ = [
     "SimResult",
     "SimulationError",
     "SimulatorMissing",
+    "build_cache",
+    "prebuild",
     "run",
     "simulator_available",
 ]
@@ -151,6 +157,14 @@ def simulator_available(simulator: str, cache: Path | None = None) -> str | None
                     "install them with `apt-get install make g++` (as root)")
         return None
     raise UsageError(f"unknown simulator {simulator!r}: choose one of {', '.join(SIMULATORS)}")
+
+
+def build_cache(build_dir: str | os.PathLike | None = None) -> Path:
+    """The absolute folder that caches simulator builds (not created here): ``build_dir`` if
+    given, else ``$NFACEP_SIM_CACHE``, else ``$XDG_CACHE_HOME/nfacep/sim`` (by default
+    ``~/.cache/nfacep/sim``). :func:`run` and :func:`prebuild` resolve their ``build_dir`` so.
+    """
+    return _cache_root(build_dir)
 
 
 def _cache_root(build_dir: str | os.PathLike | None) -> Path:
@@ -416,7 +430,7 @@ def _build(simulator: str, engine: Path, top: str, cache: Path, waves: bool) -> 
         try:
             runner = get_runner(simulator)
             with _make_flags(simulator):
-                    runner.build(sources=[source], hdl_toplevel=top, build_dir=folder,
+                runner.build(sources=[source], hdl_toplevel=top, build_dir=folder,
                              always=True, timescale=TIMESCALE, waves=waves,
                              build_args=build_args, log_file=log)
         except (RuntimeError, SystemExit, ValueError) as exc:
@@ -424,6 +438,58 @@ def _build(simulator: str, engine: Path, top: str, cache: Path, waves: bool) -> 
                                   f"log {log} ends with:\n{_tail(log)}") from None
         stamp.write_text(f"{simulator} {top}\n")
     return folder
+
+
+def _check_simulator(simulator: str) -> None:
+    if simulator not in SIMULATORS:
+        raise UsageError(f"unknown simulator {simulator!r}: choose one of {', '.join(SIMULATORS)}")
+
+
+def _path_prefix(simulator: str, cache: Path) -> str | None:
+    """What to put before PATH so that the simulator's tools are found (Verilator's launcher)."""
+    if simulator != "verilator":
+        return None
+    return str(Path(_find_verilator(cache)).parent)
+
+
+def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
+             build_dir: str | os.PathLike | None = None, waves: bool = False) -> Path:
+    """Build the simulator model of an emitted engine now, or find it already built.
+
+    ``engine`` is a Verilog file written by ``nfacep verilog`` (or
+    :func:`hdl.engine.write_verilog`), with its sidecar ``.json`` beside it (the sidecar names
+    the top module). The model is built into the build cache ``build_dir`` (resolved by
+    :func:`build_cache`) under a folder keyed by the Verilog's content, the simulator, the
+    wave setting and the cocotb version, exactly as :func:`run` builds it: a later
+    ``run(query, tuples, engine=engine, simulator=simulator, build_dir=build_dir)`` (with
+    ``waves`` given iff ``waves`` is true here) reuses the model instead of building it, and so
+    does a second :func:`prebuild` of the same Verilog (under a file lock, so concurrent
+    callers build once).
+
+    Returns the model's build folder inside the cache. Raises :class:`SimulatorMissing` when
+    the simulator is not installed (saying how to install it), :class:`UsageError` for an
+    unknown simulator or an unreadable engine or sidecar, and :class:`SimulationError` when the
+    build fails (with the end of its log).
+    """
+    _check_simulator(simulator)
+    cache = _cache_root(build_dir)
+    missing = simulator_available(simulator, cache)
+    if missing:
+        raise SimulatorMissing(missing)
+    path = Path(engine)
+    if not path.is_file():
+        raise UsageError(f"{engine}: no such file")
+    sidecar_path = path.with_suffix(".json")
+    try:
+        sidecar = json.loads(sidecar_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{engine}: cannot read its sidecar {sidecar_path}: {exc}") from None
+    top = sidecar.get("top") if isinstance(sidecar, dict) else None
+    if not isinstance(top, str) or not top:
+        raise UsageError(f"{engine}: its sidecar {sidecar_path} names no top module ('top')")
+    cache.mkdir(parents=True, exist_ok=True)
+    with _environment(_path_prefix(simulator, cache)):
+        return _build(simulator, path, top, cache, waves)
 
 
 def run(query: str, tuples, output: str | None = None, *, simulator: str = "icarus",
@@ -434,7 +500,8 @@ def run(query: str, tuples, output: str | None = None, *, simulator: str = "icar
         keep_run: bool = False) -> SimResult:
     """Simulate the engine of ``query`` on ``tuples``; write ``output`` like ``nfacep match``.
 
-    ``tuples`` is a tuple file (CSV or Parquet) or a :class:`nfacep.tuples.Tuples`.
+    ``tuples`` is a tuple file (CSV or Parquet), a folder of Parquet part files (see
+    :func:`nfacep.tuples.read`) or a :class:`nfacep.tuples.Tuples`.
     ``output`` (optional) receives the match CSV, and ``<output>.summary.json`` the summary,
     both written whole or not at all. ``waves`` names a waveform file to write, for GTKWave or
     Surfer (FST with Icarus, VCD with Verilator, whose FST writer needs liblz4 headers).
@@ -451,8 +518,7 @@ def run(query: str, tuples, output: str | None = None, *, simulator: str = "icar
     install it), :class:`nfacep.QueryError` / :class:`nfacep.DataError` for bad input, and
     :class:`SimulationError` when the simulation fails or the engine breaks its contract.
     """
-    if simulator not in SIMULATORS:
-        raise UsageError(f"unknown simulator {simulator!r}: choose one of {', '.join(SIMULATORS)}")
+    _check_simulator(simulator)
     if traffic not in TRAFFIC:
         raise UsageError(f"unknown traffic {traffic!r}: choose one of {', '.join(TRAFFIC)}")
     if partitions < 1:
@@ -484,9 +550,7 @@ def run(query: str, tuples, output: str | None = None, *, simulator: str = "icar
         tuples_mod.check_order(data, f)
 
     cache.mkdir(parents=True, exist_ok=True)
-    path_prefix = None
-    if simulator == "verilator":
-        path_prefix = str(Path(_find_verilator(cache)).parent)
+    path_prefix = _path_prefix(simulator, cache)
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
     ok = False
     try:

@@ -108,7 +108,7 @@ def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
             simulator: str = "icarus", build_dir: str | os.PathLike | None = None,
             master: str | None = None, seed: int = 0) -> Job:
     """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark."""
-    from sim import runner
+    import sim
 
     from .session import check_master
 
@@ -116,9 +116,9 @@ def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
         check_master(master, connect=False)  # syntax first; reachability last
     engine = engine or Engine()
     engine.check()
-    if simulator not in runner.SIMULATORS:
+    if simulator not in sim.SIMULATORS:
         raise UsageError(f"unknown simulator {simulator!r}: choose one of "
-                         f"{', '.join(runner.SIMULATORS)}")
+                         f"{', '.join(sim.SIMULATORS)}")
     folder = os.path.abspath(vectors_dir)
     manifest = _load_manifest(folder)
     try:
@@ -146,10 +146,10 @@ def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
         raise UsageError(f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
                          "'partitioned' nor 'global'")
     nfa = nfacep.compile_file(query)
-    cache = runner._cache_root(build_dir)
-    missing = runner.simulator_available(simulator, cache)
+    cache = sim.build_cache(build_dir)
+    missing = sim.simulator_available(simulator, cache)
     if missing:
-        raise runner.SimulatorMissing(missing)
+        raise sim.SimulatorMissing(missing)
     if master is not None:
         check_master(master)
     if mode == "partitioned":
@@ -170,20 +170,15 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
 
     Returns the paths of the query copy and the Verilog every task simulates.
     """
+    import sim
     from hdl.engine import write_verilog
-    from sim import runner
 
     query = folder / "query.sql"
     query.write_text(job.query_text, encoding="utf-8")
     engine_v = folder / "engine.v"
-    sidecar = write_verilog(job.nfa, str(engine_v), partitions=job.engine.partitions,
-                            tick_tuples=job.engine.tick_tuples,
-                            timer_bits=job.engine.timer_bits)
-    prefix = None
-    if job.simulator == "verilator":
-        prefix = str(Path(runner._find_verilator(job.build_dir)).parent)
-    with runner._environment(prefix):
-        runner._build(job.simulator, engine_v, sidecar["top"], job.build_dir, False)
+    write_verilog(job.nfa, str(engine_v), partitions=job.engine.partitions,
+                  tick_tuples=job.engine.tick_tuples, timer_bits=job.engine.timer_bits)
+    sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir)
     return str(query), str(engine_v)
 
 
@@ -192,7 +187,7 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
 def _sim_task(query: str, engine_v: str, engine: Engine, simulator: str, build_dir: str,
               seed: int, batches):
     """Simulate the tuples of one Spark partition (one shard) in ``seq`` order."""
-    from sim import runner
+    import sim
 
     batches = [b for b in batches if b.num_rows]
     if not batches:
@@ -205,9 +200,9 @@ def _sim_task(query: str, engine_v: str, engine: Engine, simulator: str, build_d
         order = np.argsort(seq, kind="stable")
         table, seq = table.take(pa.array(order)), seq[order]
     data = from_table(table, program.schema, source=f"{TUPLES} (seq {seq[0]}…)")
-    res = runner.run(query, data, simulator=simulator, partitions=engine.partitions,
-                     tick_tuples=engine.tick_tuples, timer_bits=engine.timer_bits,
-                     build_dir=build_dir, engine=engine_v, seed=seed + int(seq[0]))
+    res = sim.run(query, data, simulator=simulator, partitions=engine.partitions,
+                  tick_tuples=engine.tick_tuples, timer_bits=engine.timer_bits,
+                  build_dir=build_dir, engine=engine_v, seed=seed + int(seq[0]))
     m = len(res.matches)
     rows_seq = [int(seq[s]) for s, _, _ in res.matches]
     rows_q = [q for _, q, _ in res.matches]
@@ -285,7 +280,7 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
     from pyspark.errors import PythonException
     from pyspark.sql import functions as F
 
-    from sim.runner import SimulationError
+    from sim import SimulationError
 
     from .vectors import _spark_schema
 

@@ -23,6 +23,7 @@ import pytest
 import sim
 from nfacep import compile_file, tuples, wire
 from nfacep.cli import main
+from nfacep.errors import UsageError
 from sim import runner
 from sim.records import Record, RecordLayout
 from sim.testbench import InOrderChecker
@@ -164,6 +165,66 @@ def test_missing_simulator_says_how_to_install(tmp_path, monkeypatch, capsys, si
     assert "Traceback" not in err and "tools/install-simulators.sh" in err
     assert ("Icarus Verilog" if simulator == "icarus" else "Verilator") in err
     assert not out.exists()
+
+
+def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
+    """`sim.prebuild` builds the model of an emitted engine once; a second prebuild of the same
+    Verilog (even from another path) and `sim.run(..., engine=...)` reuse it untouched."""
+    require("icarus")
+    cache = tmp_path / "cache"
+    q, csv = tmp_path / "rise.sql", tmp_path / "rise.csv"  # no PARTITION: a small engine
+    q.write_text("CREATE STREAM s (x UINT(8));\nQUERY rise FROM s PATTERN (A B+ C)\n"
+                 "DEFINE A AS (x = 0) B AS (x > 0 AND x < 9) C AS (x = 9);\n")
+    csv.write_text("x\n" + "".join(f"{v}\n" for v in [0, 1, 9, 0, 0, 5, 6, 9, 9, 3, 0, 9]))
+    engine = tmp_path / "a" / "engine.v"
+    engine.parent.mkdir()
+    assert main(["verilog", str(q), "-o", str(engine)]) == 0
+    folder = sim.prebuild(engine, simulator="icarus", build_dir=cache)
+    assert folder.is_dir() and folder.parent == sim.build_cache(cache) == cache.resolve()
+    built = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "lock")
+    assert folder / "built" in built and len(built) > 2  # the stamp, the model, its log
+    stamps = {p: p.stat().st_mtime_ns for p in built}
+
+    copy = tmp_path / "b" / "engine.v"  # the same Verilog elsewhere: the same model
+    copy.parent.mkdir()
+    copy.write_bytes(engine.read_bytes())
+    copy.with_suffix(".json").write_bytes(engine.with_suffix(".json").read_bytes())
+    for again in (engine, str(copy)):
+        assert sim.prebuild(again, simulator="icarus", build_dir=str(cache)) == folder
+    result = sim.run(str(q), str(csv), str(tmp_path / "m.csv"), build_dir=cache,
+                     engine=str(engine), check=True)
+    assert result.matches == [(2, "rise", None), (7, "rise", None)]
+    assert sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "lock") == built
+    assert {p: p.stat().st_mtime_ns for p in built} == stamps  # nothing rebuilt
+    models = [p for p in cache.iterdir() if p.name.startswith("icarus-")]
+    assert models == [folder]
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_prebuild_missing_simulator_and_bad_engine(tmp_path, monkeypatch, simulator):
+    engine = tmp_path / "engine.v"
+    assert main(["verilog", str(QUERIES / "fire.sql"), "-o", str(engine), "--partitions",
+                 "1"]) == 0
+    with pytest.raises(UsageError, match="unknown simulator 'modelsim'"):
+        sim.prebuild(engine, simulator="modelsim", build_dir=tmp_path / "cache")
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(runner, "_venv_bin", lambda: empty)
+    monkeypatch.setattr(runner, "_verilator_root", lambda: None)
+    with pytest.raises(sim.SimulatorMissing, match=r"tools/install-simulators\.sh") as err:
+        sim.prebuild(engine, simulator=simulator, build_dir=tmp_path / "cache")
+    assert ("Icarus Verilog" if simulator == "icarus" else "Verilator") in str(err.value)
+    assert err.value.exit_code == 2
+    assert not (tmp_path / "cache").exists()  # nothing built, nothing cached
+    monkeypatch.undo()
+    if simulator == "icarus":
+        require("icarus")
+        with pytest.raises(UsageError, match="no such file"):
+            sim.prebuild(tmp_path / "nothing.v", build_dir=tmp_path / "cache")
+        engine.with_suffix(".json").unlink()
+        with pytest.raises(UsageError, match="cannot read its sidecar"):
+            sim.prebuild(engine, build_dir=tmp_path / "cache")
 
 
 def test_stuck_engine_times_out_with_a_clear_message(tmp_path, sim_cache):
