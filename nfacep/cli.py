@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("match", help="run the software reference matcher")
     m.add_argument("query")
-    m.add_argument("--input", required=True, metavar="T", help="tuples (.csv or .parquet)")
+    m.add_argument("--input", required=True, metavar="T",
+                   help="tuples: .csv, .parquet, or a folder of Parquet part files")
     m.add_argument("--output", required=True, metavar="M", help="matches (.csv)")
     _hardware_args(m)
 

@@ -1,14 +1,19 @@
-"""Tuple files (CSV and Parquet) to typed numpy columns, with row-exact error reporting.
+"""Tuple files (CSV, Parquet, a folder of Parquet part files) to typed numpy columns, with
+row-exact error reporting.
 
 Values are converted column-wise with pyarrow; only when a column fails is it scanned value
 by value, to name the first offending row. Columns come out as: UINT → uint64, INT → int64,
 BOOL → bool, ENUM → int64 label index, FLOAT32 → float32 (the nearest single).
+
+A folder is read as Spark and ``nfacep vectors`` write one (``V/tuples.parquet/``): see
+:func:`read` for which files it reads, in what order, and how its errors name a row.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +25,16 @@ from .errors import DataError
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import fix_float32_rounding
 
-__all__ = ["Tuples", "check_order", "format_value", "from_table", "read"]
+__all__ = ["Origin", "Tuples", "check_order", "format_value", "from_table", "read"]
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where each tuple of a folder of part files came from (for error messages)."""
+
+    files: tuple[str, ...]  #: the part files read, in name order
+    file: np.ndarray  #: per tuple, in stream order: the index of its file in ``files``
+    row: np.ndarray  #: per tuple, in stream order: its 0-based row within that file
 
 
 @dataclass
@@ -30,6 +44,17 @@ class Tuples:
     columns: dict[str, np.ndarray]
     n: int
     source: str = "<tuples>"
+    origin: Origin | None = None  #: set when the tuples were read from a folder
+
+    def where(self, row: int, column: str) -> str:
+        """Where the tuple at stream position ``row`` (0-based) is, for an error message:
+        its file, row (and line) and ``column``; for a folder, its part file and the row
+        within it, then its stream position."""
+        if self.origin is None:
+            return _where(self.source, row, column)
+        o = self.origin
+        return (f"{_where(o.files[int(o.file[row])], int(o.row[row]), column)} "
+                f"(stream position {row})")
 
 
 def _where(source: str, row: int, column: str) -> str:
@@ -37,15 +62,139 @@ def _where(source: str, row: int, column: str) -> str:
     return f"{source}: row {row + 1} (line {row + 2}), column '{column}'"
 
 
+#: A folder's ordering column, when the stream has no field of that name.
+SEQ = "seq"
+
+
 def read(path: str, schema: Schema) -> Tuples:
-    """Read a CSV (header of field names; extra columns ignored) or Parquet tuple file."""
+    """Read tuples from a CSV file (header of field names; extra columns ignored), a Parquet
+    file (``.parquet`` or ``.pq``), or a folder of Parquet part files.
+
+    A folder is read as Spark (and so ``nfacep vectors``, whose ``V/tuples.parquet/`` is one)
+    writes it: every file below it is a Parquet part file except hidden ones and those whose
+    name starts with ``_`` (checksums ``.part-….crc``, ``_SUCCESS``, ``_metadata``), found with
+    pyarrow's dataset discovery. Every part file must hold the stream's fields with the same
+    types (extra columns are ignored). Stream order:
+
+    - when the part files have a ``seq`` column and the stream has no field of that name (the
+      vectors' sequence number), ascending ``seq``; its values must be distinct integers (gaps
+      are allowed: the match file's ``seq`` stays the 0-based position in the stream);
+    - otherwise the part files in name order, numbers within names compared as numbers
+      (``part-2`` before ``part-10``; Spark's zero-padded ``part-00002`` sort alike), each
+      file's rows in file order.
+
+    Errors in a folder name the part file and the 1-based row within it (a value, a missing
+    or differently typed column, a duplicate ``seq``); an ORDER BY error
+    (:func:`check_order`) also gives the stream position. A folder without part files, with
+    an unreadable one, or whose part files disagree on a column's type is a :class:`DataError`.
+    """
     if not os.path.exists(path):
-        raise DataError(f"{path}: no such file")
+        raise DataError(f"{path}: no such file or folder")
+    if os.path.isdir(path):
+        return _read_folder(path, schema)
     if path.lower().endswith((".parquet", ".pq")):
         table = _read_parquet(path, schema)
     else:
         table = _read_csv(path, schema)
     return from_table(table, schema, source=path)
+
+
+def _natural(name: str) -> tuple:
+    """Sort key: digit runs compare as numbers (``part-2`` < ``part-10``), ties by the name."""
+    parts = re.split(r"(\d+)", name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _read_folder(folder: str, schema: Schema) -> Tuples:
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    try:
+        # discovery only (an explicit schema keeps it from opening any file): it skips names
+        # starting with "." or "_", as Spark does, and lists lexically; sorted by number below
+        found = ds.dataset(folder, format="parquet", schema=pa.schema([]))
+    except (pa.ArrowInvalid, OSError) as err:
+        raise DataError(f"{folder}: cannot list the folder: {err}") from None
+    files = sorted(found.files, key=lambda f: _natural(os.path.relpath(f, folder)))
+    if not files:
+        raise DataError(f"{folder}: the folder holds no Parquet file (a folder of tuples is "
+                        "read as Parquet part files, like `nfacep vectors`' tuples.parquet/)")
+    names = list(schema.names)
+    use_seq = False
+    cols: list[str] = names
+    types: dict[str, pa.DataType] = {}  # the first part file's, which every other must have
+    tables = []
+    for path in files:
+        try:
+            have = pq.read_schema(path)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise DataError(f"{path}: not a readable Parquet file: {err}") from None
+        missing = [n for n in names if n not in have.names]
+        if missing:
+            raise DataError(f"{path}: lacks the column(s) {', '.join(missing)} of stream "
+                            f"'{schema.name}'")
+        if not tables:  # the first part file decides whether seq orders the folder
+            use_seq = SEQ not in names and SEQ in have.names
+            cols = [*names, SEQ] if use_seq else names
+            types = {n: _plain(have.field(n).type) for n in cols}
+            if use_seq and not pa.types.is_integer(types[SEQ]):
+                raise DataError(f"{path}: column '{SEQ}' is {types[SEQ]}, not integers; the "
+                                f"{SEQ} column of a folder orders its tuples")
+        elif SEQ not in names and (SEQ in have.names) != use_seq:
+            how = "has a" if SEQ in have.names else "lacks the"
+            other = "lacks" if SEQ in have.names else "has"
+            raise DataError(f"{path}: {how} column '{SEQ}' (it orders a folder's tuples), which "
+                            f"{files[0]} {other}; every part file of {folder} needs the same "
+                            "columns")
+        else:
+            for n in cols:
+                t = _plain(have.field(n).type)
+                if t != types[n]:
+                    raise DataError(f"{path}: column '{n}' is {t}, but {files[0]} has it as "
+                                    f"{types[n]}; every part file of {folder} needs the same "
+                                    "columns and types")
+        try:
+            tables.append(pq.read_table(path, columns=cols))
+        except (pa.ArrowInvalid, OSError) as err:
+            raise DataError(f"{path}: not a readable Parquet file: {err}") from None
+
+    # convert file by file, so that a bad value is named by its file and row
+    parts = [from_table(t, schema, source=p) for t, p in zip(tables, files, strict=True)]
+    counts = [t.num_rows for t in tables]
+    which = np.repeat(np.arange(len(files), dtype=np.int64), counts)
+    within = np.concatenate([np.arange(c, dtype=np.int64) for c in counts])
+    columns = {f: np.concatenate([p.columns[f] for p in parts]) for f in names}
+    if use_seq:
+        seq = np.concatenate([_seq_column(t, p) for t, p in zip(tables, files, strict=True)])
+        order = np.argsort(seq, kind="stable")
+        ordered = seq[order]
+        same = np.flatnonzero(ordered[1:] == ordered[:-1])
+        if len(same):
+            a, b = int(order[same[0]]), int(order[same[0] + 1])
+            raise DataError(f"{_where(files[which[b]], int(within[b]), SEQ)}: seq "
+                            f"{int(seq[b])} again (also at {files[which[a]]}: row "
+                            f"{int(within[a]) + 1}); the {SEQ} column of a folder orders its "
+                            "tuples, so its values must be distinct")
+        if len(order) > 1 and bool((order[1:] < order[:-1]).any()):
+            columns = {f: c[order] for f, c in columns.items()}
+            which, within = which[order], within[order]
+    return Tuples(columns, sum(counts), folder, Origin(tuple(files), which, within))
+
+
+def _seq_column(table: pa.Table, path: str) -> np.ndarray:
+    col = table.column(SEQ).combine_chunks()
+    if col.null_count:
+        row = _first_invalid(~col.is_null().to_numpy(zero_copy_only=False))
+        raise DataError(f"{_where(path, row, SEQ)}: empty value")
+    try:
+        return col.cast(pa.int64()).to_numpy()
+    except pa.ArrowInvalid:
+        raise DataError(f"{path}: column '{SEQ}' holds values beyond 64-bit signed integers") \
+            from None
 
 
 def _read_csv(path: str, schema: Schema) -> pa.Table:
@@ -221,13 +370,13 @@ def check_order(tuples: Tuples, field: str) -> None:
     values = tuples.columns[field]
     if values.dtype == np.float32 and np.isnan(values).any():
         row = int(np.flatnonzero(np.isnan(values))[0])
-        raise DataError(f"{_where(tuples.source, row, field)}: NaN in the ORDER BY field")
+        raise DataError(f"{tuples.where(row, field)}: NaN in the ORDER BY field")
     if len(values) < 2:
         return
     drops = np.flatnonzero(values[1:] < values[:-1])
     if len(drops):
         row = int(drops[0]) + 1
-        raise DataError(f"{_where(tuples.source, row, field)}: {values[row]} is less than "
+        raise DataError(f"{tuples.where(row, field)}: {values[row]} is less than "
                         f"{values[row - 1]} on the row before; ORDER BY {field} needs the file "
                         "in non-decreasing order")
 

@@ -19,7 +19,8 @@ def add_sim_parser(sub, hardware_args) -> argparse.ArgumentParser:
                     "seeded random input gaps and output backpressure) and write its matches "
                     "and summary exactly as `nfacep match` does.")
     s.add_argument("query", help="query file (.sql)")
-    s.add_argument("--input", required=True, metavar="T", help="tuples (.csv or .parquet)")
+    s.add_argument("--input", required=True, metavar="T",
+                   help="tuples: .csv, .parquet, or a folder of Parquet part files")
     s.add_argument("--output", required=True, metavar="M", help="matches (.csv)")
     s.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
                    help="HDL simulator (default %(default)s); install both with "

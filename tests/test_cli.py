@@ -77,3 +77,46 @@ def test_warning_goes_to_stderr_and_does_not_fail(tmp_path, capsys):
     q, _, _ = setup(tmp_path, query=QUERY.replace("a = 2;", "a = 2 Z AS a = 3;"))
     assert main(["check", q]) == 0
     assert "warning: DEFINE Z is never used" in capsys.readouterr().err
+
+
+def test_match_reads_a_vectors_style_parquet_folder(tmp_path, capsys):
+    """`--input` may be a folder of Parquet part files as `nfacep vectors` writes its
+    tuples.parquet/: a seq column, Spark's typed columns, part files holding scattered seqs
+    (hash-partitioned by key), checksums and _SUCCESS. The matches equal the CSV's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from nfacep import compile_file, tuples
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "queries"
+    q, csv = str(root / "marathon.sql"), str(root / "marathon.csv")
+    schema = compile_file(q).program.schema
+    data = tuples.read(csv, schema)
+    labels = schema.field("checkpoint").type.labels
+    table = pa.table({
+        "seq": pa.array(range(data.n), pa.int64()),
+        "time": pa.array(data.columns["time"].astype("int64")),
+        "checkpoint": [labels[i] for i in data.columns["checkpoint"]],
+        "runner": pa.array(data.columns["runner"].astype("int64")),
+        "speed": pa.array(data.columns["speed"], pa.float32()),
+    })
+    folder = tmp_path / "v" / "tuples.parquet"
+    folder.mkdir(parents=True)
+    for k in range(3):  # part k holds the runners with runner % 3 == k, newest first
+        rows = [i for i in reversed(range(data.n)) if data.columns["runner"][i] % 3 == k]
+        name = f"part-{k:05d}-1d3dae03-bdad-4709-b7a5-464c06cbf5cc-c000.snappy.parquet"
+        pq.write_table(table.take(pa.array(rows, pa.int64())), str(folder / name),
+                       compression="snappy")
+        (folder / f".{name}.crc").write_bytes(b"\x00")
+    (folder / "_SUCCESS").write_text("")
+    for params in ([], ["--partitions", "8", "--tick-tuples", "5", "--timer-bits", "2"]):
+        a, b = tmp_path / "csv.csv", tmp_path / "folder.csv"
+        assert main(["match", q, "--input", csv, "--output", str(a), *params]) == 0
+        assert main(["match", q, "--input", str(folder), "--output", str(b), *params]) == 0
+        assert b.read_text() == a.read_text()
+        sa = json.loads((tmp_path / "csv.summary.json").read_text())
+        sb = json.loads((tmp_path / "folder.summary.json").read_text())
+        assert sb.pop("input") == str(folder) and sa.pop("input") == csv
+        assert sa == sb and sa["tuples"] == 278
+        assert (sa["matches"]["cheat"] > 0) if not params else sa["drops"] > 0
+    capsys.readouterr()

@@ -92,3 +92,163 @@ def test_order_check(tmp_path):
     t = tuples.Tuples({"ts": np.array([1, 2, 2, 1, 0])}, 5, "t.csv")
     with pytest.raises(DataError, match=r"row 4 \(line 5\), column 'ts': 1 is less than 2"):
         tuples.check_order(t, "ts")
+
+
+# --- a folder of Parquet part files (as Spark and `nfacep vectors` write tuples.parquet/) -----
+
+def typed_table(n: int, seq: bool = False) -> pa.Table:
+    """n rows of SCHEMA's fields as Spark writes them (ENUM as labels), row i recognisable by
+    u == i % 256 and w == i; with ``seq``, the vectors' sequence column first."""
+    cols = {"u": pa.array([i % 256 for i in range(n)], pa.int64()),
+            "i": pa.array([i % 100 - 50 for i in range(n)], pa.int64()),
+            "b": [i % 3 == 0 for i in range(n)],
+            "e": [("x", "Staten Island")[i % 2] for i in range(n)],
+            "f": pa.array([i / 4 for i in range(n)], pa.float32()),
+            "w": pa.array(range(n), pa.int64())}
+    if seq:
+        cols = {"seq": pa.array(range(n), pa.int64()), **cols}
+    return pa.table(cols)
+
+
+def write_parts(folder, table: pa.Table, names: list[str], rows: list[list[int]]):
+    """Write rows[k] of ``table`` (in that order) to folder/names[k]; add Spark's litter."""
+    folder.mkdir(exist_ok=True)
+    for name, idx in zip(names, rows, strict=True):
+        pq.write_table(table.take(pa.array(idx, pa.int64())), str(folder / name))
+        (folder / f".{name}.crc").write_bytes(b"\x00crc")  # Spark's checksums: skipped
+    (folder / "_SUCCESS").write_text("")
+    return str(folder)
+
+
+def same(a: tuples.Tuples, b: tuples.Tuples) -> None:
+    assert a.n == b.n
+    for name in SCHEMA.names:
+        np.testing.assert_array_equal(a.columns[name], b.columns[name])
+        assert a.columns[name].dtype == b.columns[name].dtype
+
+
+def test_folder_equals_the_concatenation_in_name_order(tmp_path):
+    table = typed_table(60)
+    whole = str(tmp_path / "whole.parquet")
+    pq.write_table(table, whole)
+    # 11 parts part-00000 … part-00010 of unequal sizes (one empty), written in scrambled order
+    bounds = [0, 3, 3, 10, 11, 20, 27, 33, 40, 48, 55, 60]
+    names = [f"part-{k:05d}-0f1e-c000.snappy.parquet" for k in range(11)]
+    rows = [list(range(bounds[k], bounds[k + 1])) for k in range(11)]
+    order = [7, 0, 10, 3, 5, 1, 9, 2, 8, 4, 6]
+    folder = write_parts(tmp_path / "t.parquet", table, [names[k] for k in order],
+                         [rows[k] for k in order])
+    got = tuples.read(folder, SCHEMA)
+    same(got, tuples.read(whole, SCHEMA))
+    assert got.columns["w"].tolist() == list(range(60)) and got.source == folder
+
+
+def test_folder_orders_numbers_in_names_as_numbers(tmp_path):
+    # unpadded part numbers: lexical order would read part-10 right after part-1
+    table = typed_table(11)
+    folder = write_parts(tmp_path / "t", table, [f"part-{k}.parquet" for k in range(11)],
+                         [[k] for k in range(11)])
+    assert tuples.read(folder, SCHEMA).columns["w"].tolist() == list(range(11))
+
+
+def test_folder_with_seq_is_read_in_seq_order(tmp_path):
+    """Vectors-style: a seq column decides the order, whatever the files' names and rows."""
+    table = typed_table(40, seq=True)
+    # hash-partitioned like Spark's repartition by key: every file holds scattered seqs,
+    # each in descending order, and the files' names say nothing about the stream order
+    rows = [[i for i in reversed(range(40)) if i % 3 == k] for k in range(3)]
+    folder = write_parts(tmp_path / "v", table, ["part-00000.parquet", "part-00001.parquet",
+                                                 "part-00002.parquet"], rows)
+    got = tuples.read(folder, SCHEMA)
+    same(got, tuples.from_table(table, SCHEMA))
+    assert got.columns["w"].tolist() == list(range(40))
+    # gaps in seq are allowed: the stream is the rows in ascending seq
+    gappy = table.set_column(0, "seq", pa.array([10 * i for i in range(40)], pa.int64()))
+    folder = write_parts(tmp_path / "g", gappy, ["part-00000.parquet", "part-00001.parquet"],
+                         [list(range(20, 40)), list(range(20))])
+    assert tuples.read(folder, SCHEMA).columns["w"].tolist() == list(range(40))
+
+
+def test_folder_seq_field_of_the_stream_is_data_not_order(tmp_path):
+    schema = nfacep.compile_text("CREATE STREAM s (seq UINT(8), a UINT(8)); QUERY q "
+                                 "PATTERN (A)").program.schema
+    table = pa.table({"seq": pa.array([9, 8, 7, 6], pa.int64()), "a": pa.array([0, 1, 2, 3])})
+    folder = write_parts(tmp_path / "t", table, ["part-1.parquet", "part-2.parquet"],
+                         [[0, 1], [2, 3]])
+    got = tuples.read(folder, schema)
+    assert got.columns["seq"].tolist() == [9, 8, 7, 6] and got.columns["a"].tolist() == [0, 1, 2, 3]
+
+
+def test_folder_value_and_order_errors_name_the_part_file_and_row(tmp_path):
+    table = typed_table(30, seq=True)
+    bad = table.set_column(2, "i", pa.array([300 if i == 17 else 0 for i in range(30)]))
+    folder = write_parts(tmp_path / "v", bad, ["part-00000.parquet", "part-00001.parquet"],
+                         [list(range(15, 30)), list(range(15))])
+    with pytest.raises(DataError) as info:
+        tuples.read(folder, SCHEMA)
+    # seq 17 is the third row of part-00000
+    assert str(info.value).startswith(f"{folder}/part-00000.parquet: row 3 (line 4), "
+                                      "column 'i': 300 does not fit INT(8)")
+    # ORDER BY: the part file, its row and the position in the stream
+    t = tuples.read(write_parts(tmp_path / "o", table, ["a.parquet", "b.parquet"],
+                                [list(range(15)), list(range(15, 30))]), SCHEMA)
+    t.columns["w"][22] = 5
+    with pytest.raises(DataError) as info:
+        tuples.check_order(t, "w")
+    assert str(info.value).startswith(
+        f"{tmp_path}/o/b.parquet: row 8 (line 9), column 'w' (stream position 22): 5 is "
+        "less than 21 on the row before")
+
+
+def test_folder_duplicate_seq_and_bad_files(tmp_path):
+    table = typed_table(10, seq=True)
+    dup = table.set_column(0, "seq", pa.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 3], pa.int64()))
+    folder = write_parts(tmp_path / "d", dup, ["part-0.parquet", "part-1.parquet"],
+                         [list(range(5)), list(range(5, 10))])
+    with pytest.raises(DataError, match=r"part-1\.parquet: row 5 \(line 6\), column 'seq': "
+                                        r"seq 3 again \(also at .*part-0\.parquet: row 4\)"):
+        tuples.read(folder, SCHEMA)
+    (tmp_path / "x").mkdir()
+    pq.write_table(typed_table(3), str(tmp_path / "x" / "part-0.parquet"))
+    (tmp_path / "x" / "part-1.parquet").write_text("not parquet\n")
+    with pytest.raises(DataError, match=r"x/part-1\.parquet: not a readable Parquet file"):
+        tuples.read(str(tmp_path / "x"), SCHEMA)
+
+
+@pytest.mark.parametrize("litter", [[], ["_SUCCESS", ".part-0.parquet.crc"]])
+def test_folder_without_parquet_files(tmp_path, litter):
+    folder = tmp_path / "empty.parquet"
+    folder.mkdir()
+    for name in litter:
+        (folder / name).write_text("")
+    with pytest.raises(DataError) as info:
+        tuples.read(str(folder), SCHEMA)
+    assert str(info.value).startswith(f"{folder}: the folder holds no Parquet file")
+
+
+MISMATCHES = [
+    # (change to the second part file, message)
+    (lambda t: t.set_column(1, "u", t.column("u").cast(pa.string())),
+     "part-00001.parquet: column 'u' is string, but {first} has it as int64; every part file "
+     "of {folder} needs the same columns and types"),
+    (lambda t: t.drop_columns(["f"]),
+     "part-00001.parquet: lacks the column(s) f of stream 's'"),
+    (lambda t: t.drop_columns(["seq"]),
+     "part-00001.parquet: lacks the column 'seq' (it orders a folder's tuples), which {first} "
+     "has; every part file of {folder} needs the same columns"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), MISMATCHES)
+def test_folder_part_files_must_agree(tmp_path, change, message):
+    table = typed_table(10, seq=True)
+    folder = tmp_path / "v"
+    folder.mkdir()
+    first = folder / "part-00000.parquet"
+    pq.write_table(table.slice(0, 5), str(first))
+    pq.write_table(change(table.slice(5)), str(folder / "part-00001.parquet"))
+    with pytest.raises(DataError) as info:
+        tuples.read(str(folder), SCHEMA)
+    text = str(info.value)
+    assert text.startswith(str(folder / "part-00001.parquet"))
+    assert message.format(first=first, folder=folder) in text
