@@ -87,7 +87,8 @@ def add_run_parser(subparsers, hardware_args) -> None:
     r.add_argument("--port", required=True, metavar="P",
                    help="serial port of the board (/dev/ttyUSB0, COM3, or a pyserial URL such "
                         "as socket://host:port)")
-    r.add_argument("--input", required=True, metavar="T", help="tuples (.csv or .parquet)")
+    r.add_argument("--input", required=True, metavar="T",
+                   help="tuples: .csv, .parquet, or a folder of Parquet part files")
     r.add_argument("--output", required=True, metavar="M", help="matches (.csv)")
     r.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
                    help="line rate the bitstream was built with (default %(default)s)")
