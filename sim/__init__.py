@@ -18,7 +18,9 @@ from __future__ import annotations
 import importlib
 
 __all__ = [
+    "ICARUS_BUILD_ARGS",
     "SIMULATORS",
+    "TIMESCALE",
     "ContractError",
     "SimResult",
     "SimulationError",

@@ -36,7 +36,9 @@ from nfacep.wire import field_text
 from .records import CONFIG_ENV, Record, read_records, write_records
 
 __all__ = [
+    "ICARUS_BUILD_ARGS",
     "SIMULATORS",
+    "TIMESCALE",
     "ContractError",
     "SimResult",
     "SimulationError",
@@ -396,13 +398,35 @@ def _make_flags(simulator: str):
             os.environ["MAKEFLAGS"] = saved
 
 
+#: Icarus compiles the engine as Verilog-2005, the language Amaranth's Verilog (Yosys's
+#: ``write_verilog``) is written in. cocotb's runner asks for ``-g2012``; later flags win. Under
+#: SystemVerilog rules Icarus gives variables their declared initial values before any process
+#: starts, so the ``reg … = 0`` that Yosys adds to wake every ``always @*`` block at time 0
+#: causes no event, blocks whose inputs never change stay X, and X can circulate through
+#: registers for hundreds of cycles (YosysHQ/yosys#2273 added that trigger "in non-SV mode").
+ICARUS_BUILD_ARGS = ("-g2005",)
+ICARUS_DUMP_TOP = "nfacep_iverilog_dump"
+
+
+def _icarus_dump_module(top: str) -> str:
+    """A waveform dump module in Verilog-2005 (the file name comes in ``+dumpfile_path=``)."""
+    return (f"module {ICARUS_DUMP_TOP}();\n"
+            "  reg [8*4096-1:0] path;\n"
+            "  initial begin\n"
+            '    if ($value$plusargs("dumpfile_path=%s", path)) $dumpfile(path);\n'
+            f'    else $dumpfile("{top}.fst");\n'
+            f"    $dumpvars(0, {top});\n"
+            "  end\n"
+            "endmodule\n")
+
+
 def _build_key(engine_text: bytes, simulator: str, waves: bool) -> str:
     import cocotb
 
     h = hashlib.sha256()
     opt = _verilator_opt() if simulator == "verilator" else ""
     for part in (engine_text, simulator.encode(), b"waves" if waves else b"", opt.encode(),
-                 cocotb.__version__.encode(), b"nfacep-sim-1"):
+                 cocotb.__version__.encode(), b"nfacep-sim-2"):
         h.update(part)
         h.update(b"\0")
     return h.hexdigest()[:16]
@@ -423,15 +447,27 @@ def _build(simulator: str, engine: Path, top: str, cache: Path, waves: bool) -> 
         source = folder / "engine.v"
         source.write_bytes(text)
         log = folder / "build.log"
-        build_args = []
+        sources = [source]
+        build_args: list[str] = []
+        runner_waves = waves
         if simulator == "verilator":
             # Amaranth's Verilog trips lint warnings, fatal by default in Verilator
             build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
+        else:
+            build_args = list(ICARUS_BUILD_ARGS)
+            if waves:
+                # cocotb's own dump module is SystemVerilog (it declares a `string`), which
+                # Verilog-2005 mode rejects: ours does the same in plain Verilog
+                dump = folder / f"{ICARUS_DUMP_TOP}.v"
+                dump.write_text(_icarus_dump_module(top))
+                sources.append(dump)
+                build_args += ["-s", ICARUS_DUMP_TOP]
+                runner_waves = False
         try:
             runner = get_runner(simulator)
             with _make_flags(simulator):
-                runner.build(sources=[source], hdl_toplevel=top, build_dir=folder,
-                             always=True, timescale=TIMESCALE, waves=waves,
+                runner.build(sources=sources, hdl_toplevel=top, build_dir=folder,
+                             always=True, timescale=TIMESCALE, waves=runner_waves,
                              build_args=build_args, log_file=log)
         except (RuntimeError, SystemExit, ValueError) as exc:
             raise SimulationError(f"building the {simulator} simulation failed ({exc}); the "

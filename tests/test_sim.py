@@ -285,3 +285,65 @@ def test_sim_package_imports_lazily():
     code = ("import sys, sim, sim.cli, sim.records; "
             "sys.exit(1 if 'cocotb' in sys.modules or 'sim.runner' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+# A comb signal assigned under an `If` becomes a Yosys `always @*` block, with a dummy
+# `reg … = 0` that is there to wake it at time 0 (YosysHQ/yosys#2273). When the block's inputs
+# never change afterwards (here `en` and `d`, constant from time 0, like the engine's `advance`
+# under full traffic), only that wake-up ever evaluates it. Under Icarus's SystemVerilog mode
+# (cocotb asks for -g2012) the wake-up does not happen: the block's output stays X and the
+# register it feeds latches X for good. Compiled as Verilog-2005 (ICARUS_BUILD_ARGS), it works.
+# The module is written the way `write_verilog` writes such a block (Amaranth passes values
+# through `assign`s, which wake the block by themselves in small designs).
+WAKE_V = r"""
+`timescale 1ns/1ps
+module dut(clk, rst, en, d, q);
+  input clk, rst, en, d;
+  output q;
+  reg q = 1'h0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
+  reg nxt;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    nxt = 1'h0;
+    if (en) begin
+      nxt = q & d;
+    end
+  end
+  reg q_d;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    q_d = nxt;
+    if (rst) q_d = 1'h0;
+  end
+  always @(posedge clk) q <= q_d;
+endmodule
+
+module tb;
+  reg clk = 0, en = 1, d = 1;
+  reg rst;
+  wire q;
+  dut u(.clk(clk), .rst(rst), .en(en), .d(d), .q(q));
+  always #5 clk = ~clk;
+  initial begin
+    rst = 1;
+    repeat (2) @(posedge clk);
+    #1 rst = 0;
+    repeat (4) @(posedge clk);
+    #1 $display("q=%b", q);
+    $finish;
+  end
+endmodule
+"""
+
+
+def test_icarus_runs_the_time_zero_trigger_of_yosys_verilog(tmp_path):
+    require("icarus")
+    (tmp_path / "wake.v").write_text(WAKE_V)
+    # the flags in cocotb's order: its -g2012 first, ours after (the last one wins)
+    subprocess.run(["iverilog", "-g2012", *sim.ICARUS_BUILD_ARGS, "-s", "tb", "-o",
+                    str(tmp_path / "wake.vvp"), str(tmp_path / "wake.v")],
+                   check=True, capture_output=True, text=True)
+    out = subprocess.run(["vvp", "-n", str(tmp_path / "wake.vvp")], check=True,
+                         capture_output=True, text=True).stdout
+    assert "q=0" in out, out  # q=x when the block never ran
