@@ -12,7 +12,6 @@ logic levels) per build; writes a CSV and, with ``--plot``, a PNG. The issue's t
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import sys
@@ -20,6 +19,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from fabric import read_csv, write_csv
 
 import nfacep
 from boards import BuildError, build, get_board
@@ -60,6 +61,8 @@ def main() -> None:
     ap.add_argument("--csv", default=os.path.join(HERE, "results", "fmax_partitions.csv"))
     ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "fmax_partitions.png"))
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the CSV's rows for partition counts not built this time")
     args = ap.parse_args()
 
     nfa = nfacep.compile_file(args.query)
@@ -97,13 +100,11 @@ def main() -> None:
                   f"{cp.get('logic_ns', 0):>8.2f} {cp.get('routing_ns', 0):>8.2f} "
                   f"{row['build_s']:>8.0f}  {cp.get('from', '?')} -> {cp.get('to', '?')}",
                   flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-    with open(args.csv, "w", newline="", encoding="utf-8") as f:
-        fields = list(dict.fromkeys(k for r in rows for k in r))
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"wrote {args.csv}")
+    if args.merge and os.path.exists(args.csv):
+        built = {r["partitions"] for r in rows}
+        rows = sorted([r for r in read_csv(args.csv) if r["partitions"] not in built] + rows,
+                      key=lambda r: r["partitions"])
+    write_csv(args.csv, rows)
     if args.plot:
         import matplotlib
 
