@@ -96,6 +96,23 @@ def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
     assert not [p for p in build_dir.iterdir() if p.name.startswith(("run-", "regress-"))]
 
 
+def test_partitioned_vectors_pass_under_verilator(spark, fire, tmp_path, capsys):
+    """The same vectors through a Verilator model: the build's PATH and make flags must reach
+    the Spark tasks that run the shards."""
+    missing = runner.simulator_available("verilator")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    cache = tmp_path / "cache"
+    assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--build-dir", str(cache), "--tasks", "2",
+                       "--simulator", "verilator") == 0
+    out, _ = capsys.readouterr()
+    assert "OK: the gateware's matches and drops equal the expected ones" in out
+    report = report_of(fire)
+    assert report["equal"] and report["shards"]["simulated"] > 1
+    assert report["simulator"] == "verilator" and report["tuples_simulated"] == 3000
+    assert len([p for p in cache.iterdir() if p.name.startswith("verilator-")]) == 1
+
+
 def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, capsys):
     engine = vectors.Engine(partitions=6, tick_tuples=40, timer_bits=2)
     manifest = make(spark, tmp_path / "v", SUPPLY, engine, keys=30, zipf=0.5)
