@@ -344,8 +344,8 @@ class StreamPartitioner(wiring.Component):
             return hit
 
         if early:
-            # the next values are computed outside the advance condition: a register's input
-            # should not depend on its own enable
+            # the next values are computed outside the advance condition, as plain
+            # expressions; only the registers' updates wait for it
             following_next = [will_hold(1, self.i_stream.payload.key, "st0_following_next")]
             for stage in range(1, last):
                 following_next.append(will_hold(stage + 1, tokens[stage - 1].key,
