@@ -30,7 +30,8 @@ ACK        0x83   :data:`ACK_FIELDS`: after every TUPLES frame received with a g
 ========== ====== ================================================================================
 
 Flow control (go-back-N with credits): the board accepts a TUPLES frame only when its ``seq``
-is the one it expects and its tuples fit the free part of its buffer of ``capacity`` bytes;
+is the one it expects and its tuples fit the free part of its buffer of ``capacity`` bytes
+(as they arrive);
 then it commits them and expects ``seq + 1``. Otherwise (a duplicate, a gap, no room) it
 discards the frame. Either way it answers with ACK, carrying the ``seq`` it expects next and
 the engine's ``tuples`` counter: tuples the engine has taken out of the buffer. The host
@@ -47,7 +48,9 @@ the next sync word; nothing of a bad frame reaches the engine. UART stop-bit err
 
 End of a run: STATUS's ``flags`` bit 0 (``idle``) says that nothing is waiting in the buffer,
 the engine or the transmitter and that nothing moved for longer than the engine's latency;
-``records`` counts the RECORD frames sent before that STATUS frame.
+``records`` counts the RECORD frames sent before that STATUS frame. STATUS and ACK give each
+counter whole, as at the frame's start give or take a few dozen clock cycles (exact once
+``idle`` is set).
 """
 
 from __future__ import annotations
@@ -101,9 +104,9 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("tuple_bytes", 2),
     ("record_bytes", 2),
     ("capacity", 2),  # bytes of the tuple buffer
-    ("tuples", 4),  # the engine's counters
-    ("matched", 4),
-    ("drops", 4),
+    ("tuples", 4),  # tuples the engine took
+    ("matched", 4),  # RECORD frames sent for a tuple that matched a query
+    ("drops", 4),  # RECORD frames sent for a dropped tuple
     ("records", 4),  # RECORD frames sent
     ("frames", 4),  # TUPLES frames accepted
     ("bad_type", 2),  # link errors, each wrapping at 2**16

@@ -8,15 +8,17 @@ puts that on a board's USB UART and LEDs.
 
 from __future__ import annotations
 
+import math
+
 from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import data, io, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hdl.engine import Engine
 
-from .framing import EVENTS, Deframer, FrameBuffer, Framer, TupleAssembler, status_layout
-from .protocol import STATUS_FIELDS, VERSION, engine_id
-from .uart import UartRx, UartTx, divisor
+from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
+from .protocol import VERSION, engine_id
+from .uart import UartRx, divisor
 
 __all__ = ["LED_MEANINGS", "NoUartError", "UartBoardTop", "UartLink", "UartTop",
            "check_board"]
@@ -76,14 +78,19 @@ class UartLink(wiring.Component):
         Cycles without a byte after which a frame counts as truncated.
     quiet : :class:`int`
         Cycles without any activity after which STATUS reports ``idle`` (more than the engine's
-        latency).
+        latency; rounded up to the prescaler's ticks).
     leds : :class:`int`
         Width of ``leds`` (:data:`LED_MEANINGS`, in order).
     led_period : :class:`int`
-        Cycles a blinking LED stays lit.
+        Cycles a blinking LED stays lit (rounded to a power of two of the prescaler's ticks).
+        One prescaler counts the ticks of the timeout, of ``quiet`` and of the LEDs: a power of
+        two cycles, about a sixteenth of the shorter of ``timeout`` and ``led_period``.
 
     Throughput is the UART's: ``baud / 10`` bytes per second each way. A tuple leaves
     ``o_stream`` a few cycles after its frame's CRC checked, and the stream waits for the engine.
+    The link counts what STATUS reports itself (:class:`~boards.link.framing.Framer`): ``tuples``
+    are the tuples taken from ``o_stream``, ``matched`` and ``drops`` the records sent with a
+    match or dropped; the engine's own counters are left unconnected (and so synthesised away).
 
     Members
     -------
@@ -91,8 +98,6 @@ class UartLink(wiring.Component):
     tx : ``Out(1)``
     o_stream : ``Out(stream.Signature(tuple_layout))``
     i_stream : ``In(stream.Signature(record_layout))``
-    tuples, matched, drops : ``In(32)``
-        The engine's counters, for STATUS and ACK.
     engine_reset : ``Out(1)``
         Pulses when a RESET frame arrives: reset the engine with it.
     leds : ``Out(leds)``
@@ -114,9 +119,6 @@ class UartLink(wiring.Component):
             "tx": Out(1, init=1),
             "o_stream": Out(stream.Signature(tuple_layout)),
             "i_stream": In(stream.Signature(record_layout)),
-            "tuples": In(32),
-            "matched": In(32),
-            "drops": In(32),
             "engine_reset": Out(1),
         }
         if leds:
@@ -132,90 +134,99 @@ class UartLink(wiring.Component):
         tuple_bytes = (self._tuple_layout.size + 7) // 8
         record_bytes = (self._record_layout.size + 7) // 8
         m.submodules.uart_rx = rx = UartRx(self._divisor)
-        m.submodules.uart_tx = tx = UartTx(self._divisor)
-        m.submodules.deframer = deframer = Deframer(tuple_bytes, self._capacity, self._timeout)
+        # one prescaler times the truncated-frame timeout and the LEDs' blinks
+        tick_period = 1 << max((min(self._timeout, self._led_period) // 16).bit_length() - 1, 0)
+        tick = Signal()
+        if tick_period > 1:
+            prescaler = Signal(range(tick_period), reset_less=True)
+            m.d.sync += prescaler.eq(prescaler + 1)
+            m.d.comb += tick.eq(prescaler.all())
+        else:
+            m.d.comb += tick.eq(1)
+        m.submodules.deframer = deframer = Deframer(tuple_bytes, self._capacity, self._timeout,
+                                                    tick_period)
+        if tick_period > 1:
+            m.d.comb += deframer.tick.eq(tick)
         reset = deframer.events.reset
         buffer = FrameBuffer(self._capacity)
         assembler = TupleAssembler(self._tuple_layout)
         m.submodules.buffer = ResetInserter(reset)(buffer)
         m.submodules.assembler = ResetInserter(reset)(assembler)
-        m.submodules.framer = framer = Framer(self._record_layout)
-        m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx), self.engine_reset.eq(reset)]
+        m.submodules.framer = framer = Framer(self._record_layout, {
+            "version": VERSION, "engine_id": self._engine_id, "tuple_bytes": tuple_bytes,
+            "record_bytes": record_bytes, "capacity": self._capacity}, divisor=self._divisor)
+        m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(framer.tx), self.engine_reset.eq(reset)]
         wiring.connect(m, rx.o_stream, deframer.i_stream)
         wiring.connect(m, deframer.o_stream, buffer.i_stream)
         m.d.comb += [buffer.commit.eq(deframer.commit), buffer.rollback.eq(deframer.rollback),
-                     deframer.free.eq(buffer.free)]
+                     deframer.overflow.eq(buffer.overflow)]
         wiring.connect(m, buffer.o_stream, assembler.i_stream)
         wiring.connect(m, assembler.o_stream, wiring.flipped(self.o_stream))
         wiring.connect(m, wiring.flipped(self.i_stream), framer.i_stream)
-        wiring.connect(m, framer.o_stream, tx.i_stream)
         m.d.comb += [framer.send_ack.eq(deframer.events.ack),
-                     framer.send_status.eq(deframer.events.status)]
+                     framer.send_status.eq(deframer.events.status), framer.clear.eq(reset),
+                     framer.next_seq.eq(deframer.next_seq)]
 
-        # counters, cleared by RESET
-        counters = {name: Signal(8 * n, name=f"count_{name}") for name, n in STATUS_FIELDS
-                    if name in ("records", "frames", *EVENTS[4:], "uart_errors")}
-        pulses = {"records": framer.record_sent, "frames": deframer.events.accepted,
-                  "uart_errors": rx.error | rx.overrun,
-                  **{name: getattr(deframer.events, name) for name in EVENTS[4:]}}
-        for name, counter in counters.items():
-            with m.If(reset):
-                m.d.sync += counter.eq(0)
-            with m.Elif(pulses[name]):
-                m.d.sync += counter.eq(counter + 1)
+        # the counters (kept by the framer, cleared by RESET)
+        pulses = {"tuples": self.o_stream.valid & self.o_stream.ready,
+                  "frames": deframer.events.accepted, "uart_errors": rx.error | rx.overrun}
+        for name in COUNTED:
+            m.d.comb += getattr(framer.count, name).eq(
+                pulses[name] if name in pulses else getattr(deframer.events, name))
 
-        # idle: nothing buffered, offered or being sent for `quiet` cycles
-        quiet = Signal(range(self._quiet + 1))
-        busy = (buffer.free != self._capacity) | self.o_stream.valid | self.i_stream.valid | \
+        # idle: nothing buffered, offered or being sent for `quiet` cycles (whole ticks: one
+        # more than it takes)
+        quiet_ticks = -(-self._quiet // tick_period) + (tick_period > 1)
+        quiet = Signal(range(quiet_ticks + 1), reset_less=True)
+        busy = ~buffer.empty | self.o_stream.valid | self.i_stream.valid | \
             framer.busy_record | assembler.i_stream.valid
         with m.If(busy | reset):
             m.d.sync += quiet.eq(0)
-        with m.Elif(quiet != self._quiet):
+        with m.Elif(tick & (quiet != quiet_ticks)):
             m.d.sync += quiet.eq(quiet + 1)
-
-        status = framer.status
-        constants = {"version": VERSION, "engine_id": self._engine_id,
-                     "tuple_bytes": tuple_bytes, "record_bytes": record_bytes,
-                     "capacity": self._capacity, "reserved": 0}
-        for name, _ in STATUS_FIELDS:
-            field = getattr(status, name)
-            if name in constants:
-                m.d.comb += field.eq(constants[name])
-            elif name in counters:
-                m.d.comb += field.eq(counters[name])
-            elif name == "flags":
-                m.d.comb += field.eq(quiet == self._quiet)
-            elif name == "next_seq":
-                m.d.comb += field.eq(deframer.next_seq)
-            else:
-                m.d.comb += field.eq(getattr(self, name))
-        assert set(status_layout().members) == {n for n, _ in STATUS_FIELDS}
+        m.d.comb += framer.idle.eq(quiet == quiet_ticks)
 
         if "leds" in self.signature.members:
-            self._leds(m, deframer, framer, counters, reset)
+            # a link error since RESET (not out_of_seq, overflow: the host's flow control)
+            errors = Signal(reset_less=True)
+            with m.If(reset):
+                m.d.sync += errors.eq(0)
+            with m.Elif(pulses["uart_errors"] | deframer.events.bad_type |
+                        deframer.events.bad_length | deframer.events.bad_crc |
+                        deframer.events.truncated):
+                m.d.sync += errors.eq(1)
+            # tuples dropped since RESET (seen in the records)
+            dropped = Signal(reset_less=True)
+            with m.If(reset):
+                m.d.sync += dropped.eq(0)
+            with m.Elif(self.i_stream.valid & self.i_stream.ready &
+                        self.i_stream.payload.dropped):
+                m.d.sync += dropped.eq(1)
+            self._leds(m, deframer, framer, errors, dropped, tick, tick_period)
         return m
 
-    def _leds(self, m, deframer, framer, counters, reset):
+    def _leds(self, m, deframer, framer, errors, dropped, tick, tick_period):
         n = len(self.leds)
-        period = Signal(range(self._led_period))
+        # a blink lasts a power of two ticks, the nearest to `led_period` cycles
+        ticks = round(math.log2(max(self._led_period / tick_period, 2)))
+        # (no resets: the domain's reset would cost logic in front of these)
+        period = Signal(ticks, reset_less=True)
         strobe = Signal()
-        beats = Signal(3)
-        m.d.comb += strobe.eq(period == self._led_period - 1)
-        m.d.sync += period.eq(period + 1)
+        beats = Signal(3, reset_less=True)
+        m.d.comb += strobe.eq(tick & period.all())
+        with m.If(tick):
+            m.d.sync += period.eq(period + 1)
         with m.If(strobe):
-            m.d.sync += [period.eq(0), beats.eq(beats + 1)]
-        errors = 0
-        for name in ("bad_type", "bad_length", "bad_crc", "truncated", "uart_errors"):
-            errors = counters[name].any() | errors
+            m.d.sync += beats.eq(beats + 1)
         blinks = {0: deframer.events.accepted | deframer.events.status,
-                  1: framer.o_stream.valid & framer.o_stream.ready,
+                  1: framer.sent,
                   4: (self.i_stream.valid & self.i_stream.ready
                       & self.i_stream.payload.matches.any())}
-        steady = {2: self.drops.any(), 3: errors, 5: beats[2]}
+        steady = {2: dropped, 3: errors, 5: beats[2]}
         for i in range(n):
             if i in blinks:
-                seen = Signal(name=f"led{i}_seen")
-                lit = Signal(name=f"led{i}_lit")
+                seen = Signal(name=f"led{i}_seen", reset_less=True)
+                lit = Signal(name=f"led{i}_lit", reset_less=True)
                 with m.If(strobe):
                     m.d.sync += [lit.eq(seen | blinks[i]), seen.eq(0)]
                 with m.Elif(blinks[i]):
@@ -286,8 +297,7 @@ class UartTop(wiring.Component):
         m.submodules.engine = ResetInserter(link.engine_reset)(engine)
         wiring.connect(m, link.o_stream, engine.i_stream)
         wiring.connect(m, engine.o_stream, link.i_stream)
-        m.d.comb += [link.tuples.eq(engine.tuples), link.matched.eq(engine.matched),
-                     link.drops.eq(engine.drops), link.rx.eq(self.rx), self.tx.eq(link.tx),
+        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
                      self.leds.eq(link.leds)]
         return m
 

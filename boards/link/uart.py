@@ -71,9 +71,10 @@ class UartRx(wiring.Component):
         div = self._divisor
         rx = Signal(init=1)
         m.submodules.sync_rx = FFSynchronizer(self.rx, rx, init=1)
-        timer = Signal(range(div))
-        bit = Signal(range(10))
-        shreg = Signal(8)
+        # (no reset for what is loaded before use: the domain's reset would cost logic)
+        timer = Signal(range(div), reset_less=True)
+        bit = Signal(range(10), reset_less=True)
+        shreg = Signal(8, reset_less=True)
 
         with m.If(self.o_stream.ready):
             m.d.sync += self.o_stream.valid.eq(0)
@@ -121,7 +122,8 @@ class UartRx(wiring.Component):
 class UartTx(wiring.Component):
     """UART transmitter: each byte taken from ``i_stream`` goes out on ``tx`` as a start bit,
     eight data bits LSB first and a stop bit, ``divisor`` cycles each, back to back while
-    bytes keep coming. ``tx`` is a register and idles at 1.
+    bytes keep coming. ``tx`` is a register and idles at 1. (The link's
+    :class:`~boards.link.framing.Framer` sends its bytes itself, saving this one's register.)
 
     Members
     -------
@@ -144,9 +146,9 @@ class UartTx(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         div = self._divisor
-        timer = Signal(range(div))
+        timer = Signal(range(div), reset_less=True)  # (loaded before use: needs no reset)
         bits = Signal(range(11))
-        shreg = Signal(9)
+        shreg = Signal(9, reset_less=True)
         m.d.comb += [self.busy.eq(bits != 0),
                      self.i_stream.ready.eq(bits == 0)]
         with m.If(self.i_stream.valid & self.i_stream.ready):
