@@ -77,7 +77,9 @@ def test_toolchain_variable_naming_nothing(tmp_path, monkeypatch):
         boards.toolchain.find_tools(get_board("icestick").tools)
 
 
-def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def no_toolchain(monkeypatch):
+    """Toolchain programs that are never found to run: any step run fails the test."""
     monkeypatch.setattr(boards.bitstream, "find_tools",
                         lambda names: {n: f"/nonexistent/{n}" for n in names})
 
@@ -85,6 +87,9 @@ def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, monkeypatch,
         raise AssertionError("a toolchain step ran")
 
     monkeypatch.setattr(boards.bitstream, "run_step", no_step)
+
+
+def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, no_toolchain, capsys):
     out = tmp_path / "o"
     assert run(["build", MARATHON, "--board", "icestick", "--partitions", "64",
                 "-o", str(out)]) == 2
@@ -255,14 +260,7 @@ class Ring(Elaboratable):
         return m
 
 
-def test_run_flow_rejects_before_synthesis_and_writes_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(boards.bitstream, "find_tools",
-                        lambda names: {n: f"/nonexistent/{n}" for n in names})
-
-    def no_step(*args, **kwargs):
-        raise AssertionError("a toolchain step ran")
-
-    monkeypatch.setattr(boards.bitstream, "run_step", no_step)
+def test_run_flow_rejects_before_synthesis_and_writes_nothing(tmp_path, no_toolchain):
     old = tmp_path / "old.bin"
     old.write_text("an earlier build's bitstream")
     work = tmp_path / "work"
