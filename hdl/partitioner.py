@@ -178,12 +178,13 @@ class StreamPartitioner(wiring.Component):
 
     @property
     def element_layout(self):
-        """Layout of one pipeline element."""
+        """Layout of one pipeline element. Without ticks (``tick_tuples == 0``) a timer could
+        never change, so the element has none (a zero-width ``timer``)."""
         return data.StructLayout({
             "occupied": 1,
             "key": self._key_shape,
             "state": self._state_width,
-            "timer": self._timer_bits,
+            "timer": self._timer_bits if self._tick_tuples > 0 else 0,
         })
 
     def elaborate(self, platform):
@@ -219,11 +220,15 @@ class StreamPartitioner(wiring.Component):
 
         depth = self._depth
         timer_max = (1 << self._timer_bits) - 1
+        # Without ticks nothing ages: no timers, no tick flags. (Left in as constants, they cost
+        # nothing in the end, but Yosys finds a constant flip-flop chain one stage per pass,
+        # which made synthesis quadratic in the depth.)
+        ticks = self._tick_tuples > 0
         layout = self.element_layout
         token_layout = data.StructLayout({
             "key": self._key_shape,
             "payload": self._payload_shape,
-            "tick": 1,
+            "tick": 1 if ticks else 0,
         })
 
         elements = [Signal(layout, name=f"pe{i}") for i in range(depth)]
@@ -235,6 +240,8 @@ class StreamPartitioner(wiring.Component):
 
         def aged(element, tick, name):
             """The element after a tick if ``tick``: timer decremented, freed at zero."""
+            if not ticks:
+                return element
             result = Signal(layout, name=name)
             m.d.comb += result.eq(element)
             with m.If(tick & element.occupied):
@@ -274,8 +281,9 @@ class StreamPartitioner(wiring.Component):
                 token_valid[0].eq(accept),
                 tokens[0].key.eq(self.i_stream.payload.key),
                 tokens[0].payload.eq(self.i_stream.payload.payload),
-                tokens[0].tick.eq(tick_now),
             ]
+            if ticks:
+                m.d.sync += tokens[0].tick.eq(tick_now)
             for stage in range(1, depth):
                 m.d.sync += [
                     token_valid[stage].eq(token_valid[stage - 1]),
@@ -319,7 +327,7 @@ class StreamPartitioner(wiring.Component):
             element = elements[position]
             here = element.occupied & key_equal(element.key, key)
             owner = position  # the only token that writes pe[position] as "behind"
-            tick = tokens[owner].tick
+            tick = tokens[owner].tick if ticks else Const(0, 1)
             if position < last:
                 after = elements[position + 1]
                 left = Signal(layout, name=f"{name}_left")
