@@ -82,7 +82,7 @@ class Engine(wiring.Component):
     Throughput: one tuple every other cycle with PARTITION (the swap pipeline's rate; one per
     cycle with ``partitions=1``), one per cycle without. Latency, from the clock edge that
     transfers a tuple in to the first edge its record is valid at, nothing stalling:
-    ``partitions + 4`` cycles with PARTITION, 4 without.
+    ``partitions + 5`` cycles with PARTITION (5 with ``partitions=1``), 4 without.
 
     Members
     -------

@@ -39,9 +39,10 @@ class StreamPartitioner(wiring.Component):
     Tuple ``i + 1`` sees the effect of everything before it, although the hardware has many
     tuples in flight (see the comments in :meth:`elaborate` for the argument).
 
-    Latency: ``depth + 1`` cycles. A tuple transferred on ``i_stream`` at clock edge ``n`` has
-    its record valid on ``o_stream`` from edge ``n + depth``, so with ``o_stream.ready`` high
-    it is transferred at edge ``n + depth + 1``.
+    Latency: ``depth + 2`` cycles (``depth >= 2``; the head register, one cycle per element,
+    the output register) or 2 (``depth == 1``). A tuple transferred on ``i_stream`` at clock
+    edge ``n`` has its record valid on ``o_stream`` from edge ``n + latency - 1``, so with
+    ``o_stream.ready`` high it is transferred at edge ``n + latency``.
 
     Throughput: one tuple every other cycle (``1/2`` tuple per cycle) when ``depth >= 2``:
     ``i_stream.ready`` is low on the cycle after each transfer. One tuple per cycle when
@@ -174,7 +175,7 @@ class StreamPartitioner(wiring.Component):
     @property
     def latency(self):
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
-        return self._depth + 1
+        return self._depth + 2 if self._depth > 1 else 2
 
     @property
     def element_layout(self):
@@ -255,11 +256,15 @@ class StreamPartitioner(wiring.Component):
         m.d.comb += advance.eq(~self.o_stream.valid | self.o_stream.ready)
 
         # Input: at most one tuple every other cycle (depth 1: every cycle, as the only stage
-        # reads and writes its element in the same cycle).
+        # reads and writes its element in the same cycle). With depth >= 2 a tuple first waits
+        # one cycle in the head register, where its lookups for stage 0 are made (below): the
+        # comparators then start from a register next to the pipeline, not from the producer.
         if depth == 1:
             m.d.comb += self.i_stream.ready.eq(advance)
         else:
-            m.d.comb += self.i_stream.ready.eq(advance & ~token_valid[0])
+            head = Signal(token_layout, name="head")
+            head_valid = Signal(name="head_valid")
+            m.d.comb += self.i_stream.ready.eq(advance & ~head_valid)
         accept = Signal()
         m.d.comb += accept.eq(self.i_stream.valid & self.i_stream.ready)
 
@@ -277,13 +282,16 @@ class StreamPartitioner(wiring.Component):
             m.d.sync += self.tuples.eq(self.tuples + 1)
 
         with m.If(advance):
+            entry, entry_valid = (tokens[0], token_valid[0]) if depth == 1 else (head, head_valid)
             m.d.sync += [
-                token_valid[0].eq(accept),
-                tokens[0].key.eq(self.i_stream.payload.key),
-                tokens[0].payload.eq(self.i_stream.payload.payload),
+                entry_valid.eq(accept),
+                entry.key.eq(self.i_stream.payload.key),
+                entry.payload.eq(self.i_stream.payload.payload),
             ]
             if ticks:
-                m.d.sync += tokens[0].tick.eq(tick_now)
+                m.d.sync += entry.tick.eq(tick_now)
+            if depth > 1:
+                m.d.sync += [token_valid[0].eq(head_valid), tokens[0].eq(head)]
             for stage in range(1, depth):
                 m.d.sync += [
                     token_valid[stage].eq(token_valid[stage - 1]),
@@ -305,6 +313,9 @@ class StreamPartitioner(wiring.Component):
         # - pe[s+1] will be what the token at stage s+1 (exactly two stages ahead, if any)
         #   leaves behind there, aged by that token's tick; at the last stage, what that token
         #   writes back. No other token touches pe[s] or pe[s+1] in this cycle.
+        #
+        # For stage 0 the token is in the head register: no token is at stage 0 then (the
+        # head takes a tuple only when it is empty), so pe[0] stays as it is.
         #
         # The registered bits change only when the pipeline advances, together with the
         # elements and tokens, so a stall keeps them consistent.
@@ -354,14 +365,13 @@ class StreamPartitioner(wiring.Component):
         if early:
             # the next values are computed outside the advance condition, as plain
             # expressions; only the registers' updates wait for it
-            following_next = [will_hold(1, self.i_stream.payload.key, "st0_following_next")]
+            following_next = [will_hold(1, head.key, "st0_following_next")]
             for stage in range(1, last):
                 following_next.append(will_hold(stage + 1, tokens[stage - 1].key,
                                                 f"st{stage}_following_next"))
             with m.If(advance):
                 m.d.sync += candidate_hit_r[0].eq(
-                    elements[0].occupied
-                    & key_equal(elements[0].key, self.i_stream.payload.key))
+                    elements[0].occupied & key_equal(elements[0].key, head.key))
                 for stage in range(1, depth):
                     m.d.sync += candidate_hit_r[stage].eq(
                         candidate_hit_r[stage - 1] | following_hit_r[stage - 1])

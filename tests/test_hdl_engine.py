@@ -165,7 +165,7 @@ def test_verilog_ports_are_pinned(tmp_path):
 
 
 @pytest.mark.parametrize(("partitions", "latency", "cycles_per_tuple"),
-                         [(None, 4, 1), (1, 5, 1), (4, 8, 2), (16, 20, 2)])
+                         [(None, 4, 1), (1, 5, 1), (4, 9, 2), (16, 21, 2)])
 def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
     """The docstring's contract, in cycles (deterministic, not a timing)."""
     part = "PARTITION k " if partitions else ""
