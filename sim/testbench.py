@@ -274,7 +274,7 @@ class TB:
             if port.get("dir") == "out" and not name.startswith(("i_stream__", "o_stream__"))]
         params = side.get("parameters", {})
         # the longest a record can take after its tuple: the partitioner's swap pipeline
-        # (partitions + 1 cycles) plus the decoder, FIFO and output stages, generously
+        # (partitions + 2 cycles) plus the decoder, FIFO and output stages, generously
         self.drain_cycles = config.get("drain_cycles") or (
             2 * int(params.get("partitions", 256)) + 256)
         # the slowest the environment lets the engine go is about ready_prob * 1/2 tuple per
