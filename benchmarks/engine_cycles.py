@@ -15,10 +15,10 @@ import argparse
 import pathlib
 
 import numpy as np
+from nfacep.hdl.engine import Engine
+from nfacep.hdl.measure import cycle_profile
 
 import nfacep
-from hdl.engine import Engine
-from hdl.measure import cycle_profile
 from nfacep import tuples, wire
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

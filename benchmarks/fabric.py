@@ -1,12 +1,12 @@
 """Shared by the paper-figure benchmarks: build any matcher on a board and read its cost.
 
-``nfacep build`` (:func:`boards.build`) builds the whole engine. The paper's Figures 4, 15, 16
-and 17 measure bare automata instead, so :func:`build_design` takes any top through the same
-flow, :func:`boards.run_flow` (Yosys, its ``stat -json`` and nextpnr's ``--report`` read as
+``nfacep build`` (:func:`nfacep.boards.build`) builds the whole engine. The paper's Figures 4, 15,
+16 and 17 measure bare automata instead, so :func:`build_design` takes any top through the same
+flow, :func:`nfacep.boards.run_flow` (Yosys, its ``stat -json`` and nextpnr's ``--report`` read as
 ``nfacep build`` reads them), stops after place-and-route (no bitstream packing) and runs it in
 a child process that is killed after ``timeout`` seconds. :class:`MatcherTop` is the harness:
-:class:`boards.top.RandomTupleSource` ▸ decoder ▸ matcher ▸ :class:`boards.top.LedSink`, so every
-input varies and every match bit reaches a pin.
+:class:`nfacep.boards.top.RandomTupleSource` ▸ decoder ▸ matcher ▸
+:class:`nfacep.boards.top.LedSink`, so every input varies and every match bit reaches a pin.
 """
 
 from __future__ import annotations
@@ -23,11 +23,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib import data, io, wiring
-
-from boards import Board, run_flow
-from boards.top import LedSink, RandomTupleSource, board_leds
-from hdl.decoder import PredicateDecoder
-from hdl.layout import tuple_layout
+from nfacep.boards import Board, run_flow
+from nfacep.boards.top import LedSink, RandomTupleSource, board_leds
+from nfacep.hdl.decoder import PredicateDecoder
+from nfacep.hdl.layout import tuple_layout
 
 __all__ = ["MatcherTop", "build_design", "read_csv", "write_csv"]
 
@@ -35,9 +34,9 @@ __all__ = ["MatcherTop", "build_design", "read_csv", "write_csv"]
 class MatcherTop(Elaboratable):
     """``RandomTupleSource ▸ [PredicateDecoder] ▸ matcher ▸ LedSink`` on the board's LEDs.
 
-    ``matcher`` has the stream interface of :class:`hdl.nfa.NfaMatcher` (a predicate vector in,
-    fed by a shared :class:`hdl.decoder.PredicateDecoder`) or of
-    :class:`hdl.unshared.UnsharedNfaMatcher` (the tuple in, no decoder). With
+    ``matcher`` has the stream interface of :class:`nfacep.hdl.nfa.NfaMatcher` (a predicate vector
+    in, fed by a shared :class:`nfacep.hdl.decoder.PredicateDecoder`) or of
+    :class:`nfacep.hdl.unshared.UnsharedNfaMatcher` (the tuple in, no decoder). With
     ``registered``, the predicate vector passes a pipeline register between decoder and
     matcher, as in the engine (where the decoder feeds a FIFO): synthesis then cannot fold the
     decoder's logic into each state's.
@@ -119,9 +118,9 @@ def build_design(make_top, board: Board, out_dir: str, *, target_mhz: float | No
 
     ``make_top`` is called in a child process, so a design's elaboration counts against
     ``timeout`` too. The result has ``status`` (``ok``, ``timeout``, or a failed
-    :attr:`boards.FlowResult.status`: ``does not fit``, ``synthesis failed``, ``place-and-route
-    failed``; ``error``, ``crashed …``), ``message`` when not ``ok``, ``luts``, ``ffs``,
-    ``brams`` (nextpnr's counts) and ``fmax_mhz`` when ``ok``, ``yosys`` (the synthesis
+    :attr:`nfacep.boards.FlowResult.status`: ``does not fit``, ``synthesis failed``,
+    ``place-and-route failed``; ``error``, ``crashed …``), ``message`` when not ``ok``, ``luts``,
+    ``ffs``, ``brams`` (nextpnr's counts) and ``fmax_mhz`` when ``ok``, ``yosys`` (the synthesis
     counts), ``seconds`` per step and ``wall_s``.
     """
     os.makedirs(out_dir, exist_ok=True)

@@ -21,9 +21,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from fabric import read_csv, write_csv
+from nfacep.boards import BuildError, build, get_board
 
 import nfacep
-from boards import BuildError, build, get_board
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUERY = os.path.join(HERE, "..", "queries", "marathon.sql")

@@ -4,11 +4,11 @@
 The paper's Figures 4, 16 and 17 (Woods, Teubner and Alonso, VLDB 2010, §4.4 and appendix D):
 LUTs and flip-flops of the three automata as i grows. The pattern is written
 ``(Z | O)* O (Z | O){i}`` over a 1-bit field, ``Z AS b = 0``, ``O AS b = 1``. NFA:
-:class:`hdl.nfa.NfaMatcher`, one flip-flop per state. DFA: :class:`hdl.dfa.DfaMatcher`, the
-minimal Moore DFA (the paper's 1 + (2^(i+1) - 1) states), one-hot or binary-encoded. Each point
-is a Yosys + nextpnr build of ``source ▸ decoder ▸ matcher ▸ LEDs`` (benchmarks/fabric.py);
-the harness costs the same at every i. A series stops after a build that ran out of time
-(``--timeout``) or did not fit the device.
+:class:`nfacep.hdl.nfa.NfaMatcher`, one flip-flop per state. DFA:
+:class:`nfacep.hdl.dfa.DfaMatcher`, the minimal Moore DFA (the paper's 1 + (2^(i+1) - 1) states),
+one-hot or binary-encoded. Each point is a Yosys + nextpnr build of ``source ▸ decoder ▸ matcher ▸
+LEDs`` (benchmarks/fabric.py); the harness costs the same at every i. A series stops after a build
+that ran out of time (``--timeout``) or did not fit the device.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from functools import partial
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from fabric import MatcherTop, build_design, save_rows
+from nfacep.boards import get_board
+from nfacep.hdl.dfa import DfaMatcher, Encoding, moore_dfa
+from nfacep.hdl.nfa import NfaMatcher
 
 import nfacep
-from boards import get_board
-from hdl.dfa import DfaMatcher, Encoding, moore_dfa
-from hdl.nfa import NfaMatcher
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM bits (b UINT(1));\n"

@@ -6,13 +6,13 @@ characters on a 7-bit field (``A AS c = 65``, ``B AS c = 66``), and without a de
 state compares the seven wires itself. Four designs, each a Yosys + nextpnr build of
 ``source ▸ matcher ▸ LEDs`` (benchmarks/fabric.py):
 
-* ``decoder``: :class:`hdl.decoder.PredicateDecoder` (two comparators) ▸
-  :class:`hdl.nfa.NfaMatcher`, as the engine does;
+* ``decoder``: :class:`nfacep.hdl.decoder.PredicateDecoder` (two comparators) ▸
+  :class:`nfacep.hdl.nfa.NfaMatcher`, as the engine does;
 * ``decoder-registered``: the same with a pipeline register between decoder and NFA, as in
   the engine, where the decoder feeds a FIFO (so synthesis cannot copy the decoder's logic
   into every state);
-* ``per-state``: :class:`hdl.unshared.UnsharedNfaMatcher`, one comparator per state in its own
-  submodule, synthesised as Yosys does by default (the hierarchy flattened, so it may find
+* ``per-state``: :class:`nfacep.hdl.unshared.UnsharedNfaMatcher`, one comparator per state in its
+  own submodule, synthesised as Yosys does by default (the hierarchy flattened, so it may find
   and merge the identical comparators);
 * ``per-state-kept``: the same design with every per-state module kept as a separate entity
   (``keep_hierarchy``), so no logic is shared across states — what a synthesizer that does
@@ -30,11 +30,11 @@ from functools import partial
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from fabric import MatcherTop, build_design, save_rows
+from nfacep.boards import get_board
+from nfacep.hdl.nfa import NfaMatcher
+from nfacep.hdl.unshared import UnsharedNfaMatcher
 
 import nfacep
-from boards import get_board
-from hdl.nfa import NfaMatcher
-from hdl.unshared import UnsharedNfaMatcher
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM chars (c UINT(7));\n"

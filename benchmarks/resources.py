@@ -19,8 +19,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from nfacep.boards import BuildError, build, get_board
+
 import nfacep
-from boards import BuildError, build, get_board
 
 QUERY = """CREATE STREAM ev (k UINT(16), e ENUM('a', 'b', 'c', 'd'));
 QUERY q FROM ev PARTITION k PATTERN (A (B | C*) D)

@@ -18,11 +18,10 @@ import tempfile
 import time
 
 import numpy as np
+from nfacep.hdl.engine import write_verilog
 
 import nfacep
-import sim
-from hdl.engine import write_verilog
-from nfacep import tuples
+from nfacep import sim, tuples
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

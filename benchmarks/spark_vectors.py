@@ -33,8 +33,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def child(args) -> None:
     sys.path.insert(0, str(ROOT))
-    from spark_testbench import session, vectors
-    from spark_testbench.generate import Options
+    from nfacep.spark_testbench import session, vectors
+    from nfacep.spark_testbench.generate import Options
 
     t0 = time.perf_counter()
     job = vectors.prepare(args.query, Options(tuples=args.tuples, seed=args.seed, keys=args.keys),

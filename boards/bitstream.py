@@ -2,9 +2,9 @@
 
 :func:`run_flow` takes any Amaranth top level through the open toolchain for a board: it drives
 Amaranth's build plan for the board's platform one step at a time
-(:func:`boards.toolchain.run_step`), so a design that cannot fit is rejected with the resource
-and the amount over before place-and-route: first by counting the flip-flops of the elaborated
-design, then from Yosys's cell counts after synthesis. nextpnr writes a JSON report
+(:func:`nfacep.boards.toolchain.run_step`), so a design that cannot fit is rejected with the
+resource and the amount over before place-and-route: first by counting the flip-flops of the
+elaborated design, then from Yosys's cell counts after synthesis. nextpnr writes a JSON report
 (``--report``) with its achieved frequency per clock and its utilization. :func:`run_flow`
 returns all of it as a :class:`FlowResult` and raises only when it cannot run the flow at all.
 
@@ -242,7 +242,7 @@ class FlowResult:
     board_mhz: float
     #: the clock nextpnr was constrained to: ``target_mhz``, else the board's
     target_mhz: float
-    #: the toolchain programs, by their Amaranth names (:func:`boards.toolchain.find_tools`)
+    #: the toolchain programs, by their Amaranth names (:func:`nfacep.boards.toolchain.find_tools`)
     tools: dict[str, str]
     #: the toolchain folder: Amaranth's build files, the tools' outputs and logs
     work: str
@@ -292,8 +292,8 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     ``top`` is an Amaranth elaboratable, or a function of no arguments that makes one. It is
     elaborated with the board's platform, the design's flip-flops are counted, and then
     Amaranth's build script for the platform runs one tool at a time through
-    :func:`boards.toolchain.run_step`: Yosys (its ``stat -json`` read after synthesis), nextpnr
-    (``--report``, ``--timing-allow-fail``: a design that misses timing is still placed and
+    :func:`nfacep.boards.toolchain.run_step`: Yosys (its ``stat -json`` read after synthesis),
+    nextpnr (``--report``, ``--timing-allow-fail``: a design that misses timing is still placed and
     routed) and, with ``pack``, the bitstream packer. The flow stops at the first failure and
     before place-and-route when the design cannot fit: when the elaborated design has more
     than ``ESTIMATE_MARGIN`` times the device's flip-flops (then nothing is written), or when
@@ -307,7 +307,7 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     outlive a failed build). ``progress`` is called with a short text before each step.
 
     Returns a :class:`FlowResult`; a design that fails or does not fit is a result, not an
-    exception. Raises :class:`~boards.toolchain.ToolchainMissingError` when a program is
+    exception. Raises :class:`~nfacep.boards.toolchain.ToolchainMissingError` when a program is
     missing, :class:`~nfacep.errors.UsageError` for a ``target_mhz`` that is not positive, and
     :class:`BuildError` when Amaranth's build script does not run the board's tools.
     """
@@ -428,12 +428,12 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
     ``out_dir/toolchain``. Raises :class:`DoesNotFitError` or :class:`BuildError` (after
     writing the report when synthesis ran); the bitstream is written only when timing is met.
 
-    ``link`` is the board top: ``"harness"`` (:class:`boards.top.BoardTop`, on-chip tuples,
-    for measuring the engine) or ``"uart"`` (:class:`boards.link.top.UartBoardTop`: tuples and
-    matches over the board's USB UART at ``baud``, for ``nfacep run``). The toolchain runs
+    ``link`` is the board top: ``"harness"`` (:class:`nfacep.boards.top.BoardTop`, on-chip tuples,
+    for measuring the engine) or ``"uart"`` (:class:`nfacep.boards.link.top.UartBoardTop`: tuples
+    and matches over the board's USB UART at ``baud``, for ``nfacep run``). The toolchain runs
     through :func:`run_flow`.
     """
-    from hdl.engine import Engine
+    from nfacep.hdl.engine import Engine
 
     tools = find_tools(board.tools)
     if target_mhz is not None and not target_mhz > 0:

@@ -6,7 +6,7 @@ engine this query file and these parameters describe (STATUS's ``engine_id``), s
 in TUPLES frames under the link's flow control, and reads the RECORD frames back until the
 board reports that it has taken every tuple and is idle. It writes the same match CSV and
 summary JSON as ``nfacep match``. The frame format and the flow control are
-:mod:`boards.link.protocol`'s; ``boards/LINK.md`` describes both.
+:mod:`nfacep.boards.link.protocol`'s; ``boards/LINK.md`` describes both.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The board top: an :class:`~hdl.engine.Engine` between an on-chip tuple source and a sink.
+"""The board top: an :class:`~nfacep.hdl.engine.Engine` between an on-chip tuple source and a sink.
 
 For now this is a **synthesis and timing harness**, not a usable I/O link: the tuples come from
 a pseudo-random generator on the chip and the records and counters are folded into the board's
@@ -14,8 +14,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
 from amaranth.lib import data, io, stream, wiring
 from amaranth.lib.wiring import In, Out
-
-from hdl.engine import Engine
+from nfacep.hdl.engine import Engine
 
 __all__ = ["BoardTop", "LedSink", "RandomTupleSource", "board_leds"]
 

@@ -104,7 +104,7 @@ class PredicateDecoder(wiring.Component):
 
     @property
     def layout(self):
-        """The tuple layout (:func:`hdl.layout.tuple_layout` of the NFA's schema)."""
+        """The tuple layout (:func:`nfacep.hdl.layout.tuple_layout` of the NFA's schema)."""
         return self._layout
 
     def elaborate(self, platform):

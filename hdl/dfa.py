@@ -143,10 +143,10 @@ def _symbol_sets(row: np.ndarray) -> dict[int, list[int]]:
 
 
 class DfaMatcher(wiring.Component):
-    """Stand-alone DFA matcher, one DFA per query; a drop-in for :class:`hdl.nfa.NfaMatcher`.
+    """Stand-alone DFA matcher, one DFA per query; a drop-in for :class:`nfacep.hdl.nfa.NfaMatcher`.
 
-    Same contract as :class:`~hdl.nfa.NfaMatcher`: takes one predicate vector per transfer and
-    emits, one cycle later, the match bits of every query for that tuple together with the
+    Same contract as :class:`~nfacep.hdl.nfa.NfaMatcher`: takes one predicate vector per transfer
+    and emits, one cycle later, the match bits of every query for that tuple together with the
     tuple's pass-through ``payload``; the match bits are exactly the NFA's. Latency 1 cycle;
     throughput 1 tuple per cycle; a stalled ``o_stream`` stalls ``i_stream`` and the state
     holds. The match bits are decoded from the state registers (a Moore machine).

@@ -1,7 +1,7 @@
 """The complex event detection engine (paper Figure 2) and its Verilog emitter.
 
 decoder ▸ FIFO ▸ stream partitioner ▸ NFA ▸ record filter. Tuples enter on ``i_stream`` (the
-stream's :func:`hdl.layout.tuple_layout`); for every tuple that matched at least one query or
+stream's :func:`nfacep.hdl.layout.tuple_layout`); for every tuple that matched at least one query or
 was dropped, one record ``(seq, partition, matches, dropped)`` leaves on ``o_stream``, in input
 order. Everything is valid/ready: a stalled ``o_stream`` stalls ``i_stream``; nothing is lost
 except tuples the partitioner drops by the capacity rule, and those are reported.

@@ -1,9 +1,9 @@
 """An NFA without a shared predicate decoder, for the paper's Figure 15 (appendix C).
 
-The engine decodes every distinct predicate once (:class:`hdl.decoder.PredicateDecoder`) and
+The engine decodes every distinct predicate once (:class:`nfacep.hdl.decoder.PredicateDecoder`) and
 each NFA state looks at one wire. Here, for comparison, each state evaluates its own copy of its
 predicate from the raw tuple fields (the paper's Figure 13): one single-predicate decoder per
-state, each its own submodule named after the state, feeding :class:`hdl.nfa.NfaMatcher`
+state, each its own submodule named after the state, feeding :class:`nfacep.hdl.nfa.NfaMatcher`
 through an NFA whose every state has a predicate of its own (:func:`unshared`). Whether
 synthesis finds the copies and merges them is what the benchmark measures.
 """
@@ -41,8 +41,8 @@ def unshared(nfa: Nfa) -> Nfa:
 class UnsharedNfaMatcher(wiring.Component):
     """Stand-alone NFA whose states evaluate their own predicates on the tuple.
 
-    The contract of :class:`hdl.nfa.NfaMatcher` (latency 1 cycle, 1 tuple per cycle, a stalled
-    ``o_stream`` stalls ``i_stream``), taking the tuple instead of a predicate vector. The
+    The contract of :class:`nfacep.hdl.nfa.NfaMatcher` (latency 1 cycle, 1 tuple per cycle, a
+    stalled ``o_stream`` stalls ``i_stream``), taking the tuple instead of a predicate vector. The
     predicate logic of state ``stN_X`` is the submodule ``stN_X_pred``.
 
     Members

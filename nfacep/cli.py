@@ -62,16 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--top", default="nfacep_engine", help="module name (default %(default)s)")
     _hardware_args(v)
 
-    from sim.cli import add_sim_parser
+    from nfacep.sim.cli import add_sim_parser
 
     add_sim_parser(sub, _hardware_args)
 
-    from boards.cli import add_build_parser, add_run_parser
+    from nfacep.boards.cli import add_build_parser, add_run_parser
 
     add_build_parser(sub, _hardware_args)
     add_run_parser(sub, _hardware_args)
 
-    from spark_testbench.cli import add_regress_parser, add_vectors_parser
+    from nfacep.spark_testbench.cli import add_regress_parser, add_vectors_parser
 
     add_vectors_parser(sub, _hardware_args)
     add_regress_parser(sub, _hardware_args)
@@ -162,7 +162,7 @@ def cmd_match(args) -> int:
 
 
 def cmd_verilog(args) -> int:
-    from hdl.engine import write_verilog
+    from nfacep.hdl.engine import write_verilog
 
     _validate_hardware(args)
     nfa = compile_file(args.query)
@@ -178,35 +178,35 @@ def cmd_verilog(args) -> int:
 
 
 def cmd_sim(args) -> int:
-    from sim.cli import cmd_sim as run_sim
+    from nfacep.sim.cli import cmd_sim as run_sim
 
     _validate_hardware(args)
     return run_sim(args)
 
 
 def cmd_build(args) -> int:
-    from boards.cli import cmd_build as run_build
+    from nfacep.boards.cli import cmd_build as run_build
 
     _validate_hardware(args)
     return run_build(args)
 
 
 def cmd_run(args) -> int:
-    from boards.cli import cmd_run as run_board
+    from nfacep.boards.cli import cmd_run as run_board
 
     _validate_hardware(args)
     return run_board(args)
 
 
 def cmd_vectors(args) -> int:
-    from spark_testbench.cli import cmd_vectors as run_vectors
+    from nfacep.spark_testbench.cli import cmd_vectors as run_vectors
 
     _validate_hardware(args)
     return run_vectors(args)
 
 
 def cmd_regress(args) -> int:
-    from spark_testbench.cli import cmd_regress as run_regress
+    from nfacep.spark_testbench.cli import cmd_regress as run_regress
 
     _validate_hardware(args)
     return run_regress(args)

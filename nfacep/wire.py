@@ -14,8 +14,8 @@ FLOAT32    32      the raw IEEE 754 single bits (NaN payloads kept)
 ========== ======= ==============================================
 
 The packed value is padded with zero bits to whole bytes and sent little-endian (byte 0 holds
-bits 0..7). It is exactly the bit pattern of the gateware's ``hdl.layout.tuple_layout(schema)``
-:class:`~amaranth.lib.data.StructLayout`.
+bits 0..7). It is exactly the bit pattern of the gateware's
+``nfacep.hdl.layout.tuple_layout(schema)`` :class:`~amaranth.lib.data.StructLayout`.
 
 :func:`pack` gives one Python int per tuple (the payload value a simulator drives);
 :func:`to_bytes` / :func:`from_bytes` convert such values to and from the byte stream;

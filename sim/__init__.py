@@ -1,15 +1,15 @@
 """Simulation of the generated engine under cocotb (DESIGN.md §1, §5: ``nfacep sim``).
 
-- :func:`run` (:mod:`sim.runner`): emit the engine's Verilog, build it with Icarus Verilog or
+- :func:`run` (:mod:`nfacep.sim.runner`): emit the engine's Verilog, build it with Icarus Verilog or
   Verilator, stream tuples through it and write its matches like ``nfacep match``;
 - :func:`prebuild`: build (or find in the cache) the simulator model of an engine emitted
   earlier, so that later ``run(..., engine=...)`` calls reuse it; :func:`build_cache` names
   the folder caching those builds;
-- :mod:`sim.testbench`: the cocotb testbench (stream driver, monitor, in-order checker), which
-  runs inside the simulator;
-- :mod:`sim.cli`: the ``nfacep sim`` subcommand.
+- :mod:`nfacep.sim.testbench`: the cocotb testbench (stream driver, monitor, in-order checker),
+  which runs inside the simulator;
+- :mod:`nfacep.sim.cli`: the ``nfacep sim`` subcommand.
 
-Importing :mod:`sim` is cheap: the runner (and with it the compiler and cocotb's runner) is
+Importing :mod:`nfacep.sim` is cheap: the runner (and with it the compiler and cocotb's runner) is
 loaded on first use of one of its names.
 """
 

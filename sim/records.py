@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 __all__ = ["CONFIG_ENV", "Record", "RecordLayout", "read_records", "write_records"]
 
-#: Environment variable naming the run folder's ``config.json`` (see :mod:`sim.testbench`).
+#: Environment variable naming the run folder's ``config.json`` (see :mod:`nfacep.sim.testbench`).
 CONFIG_ENV = "NFACEP_SIM_CONFIG"
 
 

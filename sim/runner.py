@@ -3,7 +3,7 @@
 :func:`run` is what ``nfacep sim`` does: compile the query, read the tuples, emit the engine
 as ``nfacep verilog`` does (Verilog plus its JSON sidecar), pack the tuples (with
 :func:`nfacep.wire.pack`), build the simulator
-(once per engine: builds are cached by the Verilog's content), run :mod:`sim.testbench` and
+(once per engine: builds are cached by the Verilog's content), run :mod:`nfacep.sim.testbench` and
 write the same match CSV and summary JSON as ``nfacep match``.
 
 :func:`prebuild` builds the simulator model of an emitted engine ahead of time, so that many
@@ -53,9 +53,9 @@ __all__ = [
 SIMULATORS = ("icarus", "verilator")
 #: Timescale of the generated Verilog, which has no `timescale directive (Icarus needs one).
 TIMESCALE = ("1ns", "1ps")
-#: Traffic patterns of the testbench (see :class:`sim.testbench.Traffic`).
+#: Traffic patterns of the testbench (see :class:`nfacep.sim.testbench.Traffic`).
 TRAFFIC = ("random", "full")
-TESTBENCH_MODULE = "sim.testbench"
+TESTBENCH_MODULE = "nfacep.sim.testbench"
 #: Waveform format each simulator writes (Verilator's FST writer needs liblz4 headers).
 WAVE_FORMAT = {"icarus": "fst", "verilator": "vcd"}
 INSTALL_HINT = "bash tools/install-simulators.sh"
@@ -185,8 +185,8 @@ def _cache_root(build_dir: str | os.PathLike | None) -> Path:
 def _emit_engine(nfa, folder: Path, partitions: int, tick_tuples: int,
                  timer_bits: int) -> tuple[Path, dict]:
     """Write the engine into ``folder`` exactly as ``nfacep verilog`` does (the same
-    :func:`hdl.engine.write_verilog`); return the Verilog path and the sidecar."""
-    from hdl.engine import write_verilog
+    :func:`nfacep.hdl.engine.write_verilog`); return the Verilog path and the sidecar."""
+    from nfacep.hdl.engine import write_verilog
 
     engine = folder / "engine.v"
     sidecar = write_verilog(nfa, str(engine), partitions=partitions, tick_tuples=tick_tuples,
@@ -493,8 +493,8 @@ def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
     """Build the simulator model of an emitted engine now, or find it already built.
 
     ``engine`` is a Verilog file written by ``nfacep verilog`` (or
-    :func:`hdl.engine.write_verilog`), with its sidecar ``.json`` beside it (the sidecar names
-    the top module). The model is built into the build cache ``build_dir`` (resolved by
+    :func:`nfacep.hdl.engine.write_verilog`), with its sidecar ``.json`` beside it (the sidecar
+    names the top module). The model is built into the build cache ``build_dir`` (resolved by
     :func:`build_cache`) under a folder keyed by the Verilog's content, the simulator, the
     wave setting and the cocotb version, exactly as :func:`run` builds it: a later
     ``run(query, tuples, engine=engine, simulator=simulator, build_dir=build_dir)`` (with

@@ -6,7 +6,7 @@ The structure is cocotb's matrix_multiplier example: a :class:`TB` owns a
 random low ``ready``, the backpressure), and an :class:`InOrderChecker` that compares each
 record with the model's (the reference matcher's) as it arrives, when the model is given.
 
-This module runs inside the simulator. :func:`sim.run` writes its inputs to a run folder and
+This module runs inside the simulator. :func:`nfacep.sim.run` writes its inputs to a run folder and
 names the folder's ``config.json`` in the environment variable ``NFACEP_SIM_CONFIG``::
 
     {"sidecar": {...engine.json...}, "tuples": "tuples.hex", "expected": "expected.txt" | null,
@@ -32,8 +32,7 @@ from pathlib import Path
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
-
-from sim.records import CONFIG_ENV, Record, RecordLayout, read_records, write_records
+from nfacep.sim.records import CONFIG_ENV, Record, RecordLayout, read_records, write_records
 
 CLOCK_PERIOD_NS = 10
 

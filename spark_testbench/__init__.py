@@ -2,14 +2,14 @@
 
 Stages, each a module with one job:
 
-- :mod:`spark_testbench.generate`: schema- and predicate-aware tuple generation with planted
+- :mod:`nfacep.spark_testbench.generate`: schema- and predicate-aware tuple generation with planted
   pattern instances, deterministic per block (numpy only, no Spark);
-- :mod:`spark_testbench.session`: the one place Spark sessions are built, and master URL checks;
-- :mod:`spark_testbench.vectors`: the Spark jobs (generate, match with the reference matcher,
-  write Parquet and the manifest, atomically);
-- :mod:`spark_testbench.regress`: simulate the gateware over vectors (one prebuilt model,
+- :mod:`nfacep.spark_testbench.session`: the one place Spark sessions are built, and master URL
+checks; - :mod:`nfacep.spark_testbench.vectors`: the Spark jobs (generate, match with the reference
+  matcher, write Parquet and the manifest, atomically);
+- :mod:`nfacep.spark_testbench.regress`: simulate the gateware over vectors (one prebuilt model,
   shards of whole partition keys as Spark tasks) and check it against the expected matches;
-- :mod:`spark_testbench.cli`: the ``nfacep vectors`` and ``nfacep regress`` subcommands.
+- :mod:`nfacep.spark_testbench.cli`: the ``nfacep vectors`` and ``nfacep regress`` subcommands.
 
 Importing this package does not import PySpark.
 """

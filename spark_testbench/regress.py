@@ -4,9 +4,9 @@
 query file against the manifest's hash, the engine parameters against the manifest's, the
 simulator, the master URL), all before Spark starts. :func:`run` then
 
-1. emits the engine's Verilog **once** (:func:`hdl.engine.write_verilog`) and builds the
+1. emits the engine's Verilog **once** (:func:`nfacep.hdl.engine.write_verilog`) and builds the
    simulator model once on the driver, in the simulator build cache, so every Spark task
-   simulates that same prebuilt model (``sim.run(..., engine=...)``);
+   simulates that same prebuilt model (``nfacep.sim.run(..., engine=...)``);
 2. simulates the tuples in Spark tasks (``mapInArrow``): in the manifest's ``partitioned`` mode
    the tuples are split into shards of whole partition keys (hash-partitioned by key), each
    shard simulated alone in ``seq`` order, its record positions mapped back to the global
@@ -108,7 +108,7 @@ def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
             simulator: str = "icarus", build_dir: str | os.PathLike | None = None,
             master: str | None = None, seed: int = 0) -> Job:
     """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark."""
-    import sim
+    from nfacep import sim
 
     from .session import check_master
 
@@ -170,8 +170,9 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
 
     Returns the paths of the query copy and the Verilog every task simulates.
     """
-    import sim
-    from hdl.engine import write_verilog
+    from nfacep.hdl.engine import write_verilog
+
+    from nfacep import sim
 
     query = folder / "query.sql"
     query.write_text(job.query_text, encoding="utf-8")
@@ -187,7 +188,7 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
 def _sim_task(query: str, engine_v: str, engine: Engine, simulator: str, build_dir: str,
               seed: int, batches):
     """Simulate the tuples of one Spark partition (one shard) in ``seq`` order."""
-    import sim
+    from nfacep import sim
 
     batches = [b for b in batches if b.num_rows]
     if not batches:
@@ -277,10 +278,9 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
     ``progress``, if given, is called with one line of text at each step (and every few
     seconds while Spark works).
     """
+    from nfacep.sim import SimulationError
     from pyspark.errors import PythonException
     from pyspark.sql import functions as F
-
-    from sim import SimulationError
 
     from .vectors import _spark_schema
 

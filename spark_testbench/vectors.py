@@ -1,7 +1,7 @@
 """Regression vectors: generated tuples and their expected matches, computed with Spark.
 
 :func:`prepare` checks everything a user can get wrong (query file, parameters, output folder,
-master URL) and builds the :class:`~spark_testbench.generate.Generator`, all before Spark
+master URL) and builds the :class:`~nfacep.spark_testbench.generate.Generator`, all before Spark
 starts; :func:`run` then does the work on a session and publishes the folder atomically::
 
     DIR/tuples.parquet/    seq (int64), then the stream's fields in declaration order:
@@ -95,7 +95,7 @@ def prepare(query: str, options: Options, out: str, *, engine: Engine = Engine()
     """Check the request and build the generator; raises :class:`NfacepError` subclasses.
 
     Nothing here starts Spark. ``master``, when given, is checked too (see
-    :func:`spark_testbench.session.check_master`).
+    :func:`nfacep.spark_testbench.session.check_master`).
     """
     from .session import check_master
 

@@ -10,15 +10,12 @@ import pytest
 from amaranth.hdl import Cat, Elaboratable, Module, Signal
 from amaranth.lib import data, io
 from amaranth.sim import Simulator
+from nfacep.boards import BOARDS, get_board
+from nfacep.boards.top import BoardTop, LedSink, RandomTupleSource, board_leds
+from nfacep.hdl.engine import Engine
+from nfacep.hdl.layout import tuple_layout
 
-import boards.bitstream
-import boards.registry
-import boards.toolchain
-from boards import BOARDS, get_board
-from boards.top import BoardTop, LedSink, RandomTupleSource, board_leds
-from hdl.engine import Engine
-from hdl.layout import tuple_layout
-from nfacep import NfacepError, compile_file
+from nfacep import NfacepError, boards, compile_file
 
 QUERIES = os.path.join(os.path.dirname(__file__), "..", "queries")
 MARATHON = os.path.join(QUERIES, "marathon.sql")
@@ -31,7 +28,7 @@ def run(argv):
 
     if "build" in getattr(cli, "_COMMANDS", {}):
         return cli.main(argv)
-    from boards.cli import add_build_parser, cmd_build
+    from nfacep.boards.cli import add_build_parser, cmd_build
 
     p = argparse.ArgumentParser(prog="nfacep")
     add_build_parser(p.add_subparsers(dest="command", required=True), cli._hardware_args)

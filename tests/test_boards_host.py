@@ -1,6 +1,6 @@
 """``nfacep run`` (boards/host.py) against a software board over a pty pair.
 
-The board is :class:`boards.link.model.BoardModel`: the link protocol with the reference
+The board is :class:`nfacep.boards.link.model.BoardModel`: the link protocol with the reference
 matcher as the engine, served on the pty's master side while the host opens the slave side
 as its serial port. The match file and summary must equal ``nfacep match``'s, also over a
 link that loses and corrupts bytes, with a buffer the host has to wait for, and with drops.
@@ -17,9 +17,9 @@ import threading
 import tty
 
 import pytest
+from nfacep.boards import host
+from nfacep.boards.link.model import BoardModel, serve
 
-from boards import host
-from boards.link.model import BoardModel, serve
 from nfacep import NfacepError, compile_file
 from nfacep.cli import _hardware_args, main
 
@@ -34,7 +34,7 @@ def run_cli(argv):
 
     if "run" in getattr(cli, "_COMMANDS", {}):
         return cli.main(argv)
-    from boards.cli import add_run_parser, cmd_run
+    from nfacep.boards.cli import add_run_parser, cmd_run
 
     p = argparse.ArgumentParser(prog="nfacep")
     add_run_parser(p.add_subparsers(dest="command", required=True), _hardware_args)

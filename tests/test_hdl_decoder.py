@@ -11,10 +11,10 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Fragment, Shape
 from amaranth.sim import Simulator
+from nfacep.hdl.decoder import DecoderError, PredicateDecoder, float32_key
+from nfacep.hdl.layout import tuple_layout
 
 import nfacep
-from hdl.decoder import DecoderError, PredicateDecoder, float32_key
-from hdl.layout import tuple_layout
 from nfacep import predicates as P
 from nfacep import wire
 from nfacep.nfa import Predicate

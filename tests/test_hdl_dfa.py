@@ -4,11 +4,11 @@
 import numpy as np
 import pytest
 from amaranth.back import rtlil
+from nfacep.hdl.dfa import DfaMatcher, Encoding, moore_dfa
+from nfacep.hdl.nfa import NfaMatcher
 from streams import run_matcher
 
 import nfacep
-from hdl.dfa import DfaMatcher, Encoding, moore_dfa
-from hdl.nfa import NfaMatcher
 from nfacep import dfa, reference
 from nfacep.tuples import Tuples
 

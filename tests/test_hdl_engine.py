@@ -12,12 +12,12 @@ import pytest
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nfacep.hdl.engine import Engine, HardwareLimitError
+from nfacep.hdl.measure import cycle_profile
 from strategies import scenarios, streams
 from streams import stream_put
 
 import nfacep
-from hdl.engine import Engine, HardwareLimitError
-from hdl.measure import cycle_profile
 from nfacep import reference, tuples, wire
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"

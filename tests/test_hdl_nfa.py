@@ -3,10 +3,10 @@
 
 import numpy as np
 import pytest
+from nfacep.hdl.nfa import NfaMatcher
 from streams import run_matcher
 
 import nfacep
-from hdl.nfa import NfaMatcher
 from nfacep import reference
 from nfacep.tuples import Tuples
 

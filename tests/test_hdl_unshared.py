@@ -5,10 +5,10 @@ import random
 import numpy as np
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
+from nfacep.hdl.unshared import UnsharedNfaMatcher, unshared
 from streams import stream_get, stream_put
 
 import nfacep
-from hdl.unshared import UnsharedNfaMatcher, unshared
 from nfacep import reference, wire
 from nfacep.tuples import Tuples
 

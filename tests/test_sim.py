@@ -19,14 +19,13 @@ import subprocess
 import sys
 
 import pytest
+from nfacep.sim import runner
+from nfacep.sim.records import Record, RecordLayout
+from nfacep.sim.testbench import InOrderChecker
 
-import sim
-from nfacep import compile_file, tuples, wire
+from nfacep import compile_file, sim, tuples, wire
 from nfacep.cli import main
 from nfacep.errors import UsageError
-from sim import runner
-from sim.records import Record, RecordLayout
-from sim.testbench import InOrderChecker
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
@@ -282,8 +281,8 @@ def test_record_layout_and_in_order_checker():
 
 def test_sim_package_imports_lazily():
     # `nfacep --help` imports sim.cli; neither it nor `import sim` may pull in cocotb
-    code = ("import sys, sim, sim.cli, sim.records; "
-            "sys.exit(1 if 'cocotb' in sys.modules or 'sim.runner' in sys.modules else 0)")
+    code = ("import sys, nfacep.sim, nfacep.sim.cli, nfacep.sim.records; "
+            "sys.exit(1 if 'cocotb' in sys.modules or 'nfacep.sim.runner' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 

@@ -21,9 +21,8 @@ import time
 import pyarrow.parquet as pq
 import pyspark
 import pytest
-
-from sim import runner
-from spark_testbench import regress, vectors
+from nfacep.sim import runner
+from nfacep.spark_testbench import regress, vectors
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIRE = str(ROOT / "queries" / "fire.sql")

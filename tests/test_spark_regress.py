@@ -14,12 +14,12 @@ import pathlib
 import shutil
 
 import pytest
+from nfacep.sim import runner
+from nfacep.spark_testbench import regress, vectors
+from nfacep.spark_testbench import session as spark_session
+from nfacep.spark_testbench.generate import Options
 
 from nfacep.cli import main as tb_main
-from sim import runner
-from spark_testbench import regress, vectors
-from spark_testbench import session as spark_session
-from spark_testbench.generate import Options
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
@@ -132,11 +132,11 @@ def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, ca
 # --- a broken gateware is caught ----------------------------------------------------------------
 
 def _cut_wire(target: str, source: str):
-    """``hdl.engine.next_state`` with the activation wire ``source -> target`` cut."""
-    import hdl.engine
-    import hdl.nfa
+    """``nfacep.hdl.engine.next_state`` with the activation wire ``source -> target`` cut."""
+    import nfacep.hdl.engine
+    import nfacep.hdl.nfa
 
-    original = hdl.nfa.next_state
+    original = nfacep.hdl.nfa.next_state
 
     def broken(m, nfa, state, predicates, prefix=""):
         states = tuple(
@@ -147,7 +147,7 @@ def _cut_wire(target: str, source: str):
         assert states != nfa.states, "no such wire"
         return original(m, dataclasses.replace(nfa, states=states), state, predicates, prefix)
 
-    return hdl.engine, broken
+    return nfacep.hdl.engine, broken
 
 
 def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, capsys):

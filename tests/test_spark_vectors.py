@@ -15,12 +15,12 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from nfacep.spark_testbench import session as spark_session
+from nfacep.spark_testbench import vectors
+from nfacep.spark_testbench.generate import Options
 from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
 
 from nfacep.cli import main as nfacep_main
-from spark_testbench import session as spark_session
-from spark_testbench import vectors
-from spark_testbench.generate import Options
 
 # Spark needs a JVM; without one every test here fails with this message, rather than skipping
 JAVA_MISSING = shutil.which("java") is None and not os.environ.get("JAVA_HOME")

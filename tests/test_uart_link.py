@@ -19,12 +19,11 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.sim import Simulator
+from nfacep.boards.link import protocol
+from nfacep.boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
+from nfacep.boards.link.protocol import FrameType, encode
+from nfacep.boards.link.uart import BaudError, UartRx, UartTx, divisor
 from streams import stream_get, stream_put
-
-from boards.link import protocol
-from boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
-from boards.link.protocol import FrameType, encode
-from boards.link.uart import BaudError, UartRx, UartTx, divisor
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARATHON = ROOT / "queries" / "marathon.sql"
@@ -380,7 +379,8 @@ def test_framer_status_is_a_snapshot_and_clear_zeroes():
 
 
 def test_record_fields_match_the_engine():
-    from hdl.engine import Engine
+    from nfacep.hdl.engine import Engine
+
     from nfacep import compile_file
 
     for name in ("marathon", "fire", "vshape"):
@@ -448,9 +448,9 @@ def _scenario(tmp_path) -> dict:
 
 def _verilog(path: pathlib.Path) -> None:
     from amaranth.back import verilog
+    from nfacep.boards.link.top import UartTop
+    from nfacep.hdl.engine import Engine
 
-    from boards.link.top import UartTop
-    from hdl.engine import Engine
     from nfacep import compile_file
 
     engine = Engine(compile_file(MARATHON), partitions=PARTITIONS)
@@ -463,8 +463,7 @@ def test_uart_board_top_icarus(tmp_path):
     """The UART board top's Verilog under cocotb: good frames' matches equal the reference
     matcher's, bad frames are counted by kind and never reach the engine."""
     from cocotb_tools.runner import get_results, get_runner
-
-    from sim import runner
+    from nfacep.sim import runner
 
     missing = runner.simulator_available("icarus")
     if missing:
@@ -620,9 +619,10 @@ if cocotb is not None:
 
 @pytest.mark.parametrize("name", ["ulx3s-85f", "icebreaker", "icestick"])
 def test_uart_board_top_elaborates(name):
-    from boards import bitstream, get_board
-    from boards.link.top import UartBoardTop
-    from hdl.engine import Engine
+    from nfacep.boards import bitstream, get_board
+    from nfacep.boards.link.top import UartBoardTop
+    from nfacep.hdl.engine import Engine
+
     from nfacep import compile_file
 
     board = get_board(name)
@@ -648,8 +648,7 @@ DEFINE
 @pytest.mark.slow
 def test_uart_board_top_fits_the_icestick(tmp_path):
     """A small query with the UART link fits the iCE40 HX1K and meets timing at 12 MHz."""
-    import boards
-    from nfacep import compile_file
+    from nfacep import boards, compile_file
 
     query = tmp_path / "doors.sql"
     query.write_text(DOORS)
@@ -671,7 +670,7 @@ def test_uart_board_top_fits_the_icestick(tmp_path):
 def test_build_refuses_uart_without_usb_uart_or_baud(tmp_path, monkeypatch, capsys):
     from test_boards import run
 
-    import boards.bitstream
+    from nfacep import boards
 
     monkeypatch.setattr(boards.bitstream, "find_tools",
                         lambda names: {n: f"/nonexistent/{n}" for n in names})

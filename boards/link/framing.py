@@ -1,10 +1,10 @@
 """The link's framing blocks: bytes from the UART to tuples for the engine, records and status
-back to bytes for the UART. The frame format is :mod:`boards.link.protocol`'s.
+back to bytes for the UART. The frame format is :mod:`nfacep.boards.link.protocol`'s.
 
 ``UartRx ▸ Deframer ▸ FrameBuffer ▸ TupleAssembler ▸`` engine ``▸ Framer ▸`` tx
 
 The blocks are built for a small FPGA (the link and a small engine fit an iCE40 HX1K). A UART
-byte takes at least 40 clock cycles (:func:`boards.link.uart.divisor` is at least 4), so the
+byte takes at least 40 clock cycles (:func:`nfacep.boards.link.uart.divisor` is at least 4), so the
 CRCs go one bit per cycle, and the framer keeps the STATUS counters and constants in block RAM
 instead of flip-flops, and sends the bytes of its frames on the UART line itself. The blocks
 rely on that byte time where their docstrings say so. Registers that are loaded before they are

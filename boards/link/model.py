@@ -2,7 +2,7 @@
 
 :class:`BoardModel` answers host frames as the gateware does (same frames, same acceptance
 rules, same counters), with the reference matcher (:func:`nfacep.reference.run`) standing in
-for the engine, so the host (:mod:`boards.host`) can be tested without hardware.
+for the engine, so the host (:mod:`nfacep.boards.host`) can be tested without hardware.
 :func:`serve` runs one on a file descriptor (a pty's master side) in a thread.
 """
 

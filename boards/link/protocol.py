@@ -238,7 +238,7 @@ class FrameReader:
 
 
 def record_fields(nfa) -> list[tuple[str, int, int]]:
-    """``(name, bit offset, width)`` of the engine's match record (``hdl.engine.Engine``'s
+    """``(name, bit offset, width)`` of the engine's match record (``nfacep.hdl.engine.Engine``'s
     ``record_layout``, without importing the gateware)."""
     key = nfa.program.partition_field
     key_bits = nfa.program.schema.field(key).type.bits if key else 1

@@ -1,7 +1,7 @@
-"""The UART board design: the engine between a UART link and the host (:mod:`boards.link`).
+"""The UART board design: the engine between a UART link and the host (:mod:`nfacep.boards.link`).
 
 :class:`UartLink` is the whole link (UART, framing, buffer, counters, LEDs) as one component
-with the engine's streams; :class:`UartTop` joins it to an :class:`~hdl.engine.Engine` with
+with the engine's streams; :class:`UartTop` joins it to an :class:`~nfacep.hdl.engine.Engine` with
 only ``rx``, ``tx`` and ``leds`` as ports (what the cocotb test drives); :class:`UartBoardTop`
 puts that on a board's USB UART and LEDs.
 """
@@ -13,8 +13,7 @@ import math
 from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import data, io, stream, wiring
 from amaranth.lib.wiring import In, Out
-
-from hdl.engine import Engine
+from nfacep.hdl.engine import Engine
 
 from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
 from .protocol import VERSION, engine_id
@@ -62,7 +61,7 @@ def check_board(platform) -> None:
 
 class UartLink(wiring.Component):
     """The UART link: frames from ``rx`` become tuples on ``o_stream``; records from
-    ``i_stream``, ACKs and STATUS go back as frames on ``tx`` (:mod:`boards.link.protocol`).
+    ``i_stream``, ACKs and STATUS go back as frames on ``tx`` (:mod:`nfacep.boards.link.protocol`).
 
     Parameters
     ----------
@@ -71,7 +70,7 @@ class UartLink(wiring.Component):
     divisor : :class:`int`
         Clock cycles per UART bit.
     engine_id : :class:`int`
-        The 32-bit fingerprint STATUS reports (:func:`boards.link.protocol.engine_id`).
+        The 32-bit fingerprint STATUS reports (:func:`nfacep.boards.link.protocol.engine_id`).
     capacity : :class:`int`
         Bytes of the tuple buffer (a power of 2).
     timeout : :class:`int`
@@ -88,9 +87,10 @@ class UartLink(wiring.Component):
 
     Throughput is the UART's: ``baud / 10`` bytes per second each way. A tuple leaves
     ``o_stream`` a few cycles after its frame's CRC checked, and the stream waits for the engine.
-    The link counts what STATUS reports itself (:class:`~boards.link.framing.Framer`): ``tuples``
-    are the tuples taken from ``o_stream``, ``matched`` and ``drops`` the records sent with a
-    match or dropped; the engine's own counters are left unconnected (and so synthesised away).
+    The link counts what STATUS reports itself (:class:`~nfacep.boards.link.framing.Framer`):
+    ``tuples`` are the tuples taken from ``o_stream``, ``matched`` and ``drops`` the records sent
+    with a match or dropped; the engine's own counters are left unconnected (and so synthesised
+    away).
 
     Members
     -------
@@ -321,7 +321,7 @@ class UartBoardTop(Elaboratable):
         divisor(clk_hz, baud)  # a bad baud rate fails here, before elaboration
 
     def elaborate(self, platform):
-        from boards.top import board_leds
+        from nfacep.boards.top import board_leds
 
         m = Module()
         check_board(platform)

@@ -123,7 +123,7 @@ class UartTx(wiring.Component):
     """UART transmitter: each byte taken from ``i_stream`` goes out on ``tx`` as a start bit,
     eight data bits LSB first and a stop bit, ``divisor`` cycles each, back to back while
     bytes keep coming. ``tx`` is a register and idles at 1. (The link's
-    :class:`~boards.link.framing.Framer` sends its bytes itself, saving this one's register.)
+    :class:`~nfacep.boards.link.framing.Framer` sends its bytes itself, saving this one's register.)
 
     Members
     -------
