@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the tuple files of the example queries, with planted matches and near-misses.
 
-    python queries/generate.py          # rewrites queries/*.csv and queries/*.planted.csv
+    python tools/generate_queries.py    # rewrites queries/*.csv and queries/*.planted.csv
 
 Standard library only and deterministic: every data set draws from its own
 ``random.Random(seed)``, so the CSV files come out byte for byte the same on every run.
@@ -36,7 +36,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent
+QUERIES = ROOT / "queries"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -61,7 +62,7 @@ def write_dataset(name, fields, events, fmt=None):
     """Sort the events by their key, write ``name.csv`` and ``name.planted.csv``."""
     fmt = fmt or {}
     events = sorted(events, key=lambda e: e.key)
-    with open(HERE / f"{name}.csv", "w", newline="") as f:
+    with open(QUERIES / f"{name}.csv", "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(fields)
         for e in events:
@@ -71,7 +72,7 @@ def write_dataset(name, fields, events, fmt=None):
         for query, kind in e.tags:
             planted.append((seq, query, e.part, kind))
     planted.sort(key=lambda r: (r[0], r[1]))
-    with open(HERE / f"{name}.planted.csv", "w", newline="") as f:
+    with open(QUERIES / f"{name}.planted.csv", "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["seq", "query", "partition", "kind"])
         w.writerows(planted)
@@ -1104,14 +1105,14 @@ def matches_of(q, tuples):
 
 
 def check(name):
-    streams, queries = parse_sql(HERE / f"{name}.sql")
+    streams, queries = parse_sql(QUERIES / f"{name}.sql")
     assert len(streams) == 1
     ((stream, fields),) = streams.items()
-    with open(HERE / f"{name}.csv", newline="") as f:
+    with open(QUERIES / f"{name}.csv", newline="") as f:
         header = next(csv.reader(f))
     assert header == [fn for fn, _ in fields], (name, header)
-    tuples = read_typed(HERE / f"{name}.csv", fields)
-    with open(HERE / f"{name}.planted.csv", newline="") as f:
+    tuples = read_typed(QUERIES / f"{name}.csv", fields)
+    with open(QUERIES / f"{name}.planted.csv", newline="") as f:
         planted = list(csv.DictReader(f))
     keys = {q["partition"] for q in queries}
     assert len(keys) == 1, f"{name}: queries must share one partition key"
