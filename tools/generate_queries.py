@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Regenerate the tuple files of the example queries, with planted matches and near-misses.
 
-    python tools/generate_queries.py    # rewrites queries/*.csv and queries/*.planted.csv
+    python tools/generate_queries.py           # rewrites queries/*.csv and *.planted.csv, checks
+    python tools/generate_queries.py --check   # only checks the files in queries/
 
-Standard library only and deterministic: every data set draws from its own
-``random.Random(seed)``, so the CSV files come out byte for byte the same on every run.
+Deterministic: every data set draws from its own ``random.Random(seed)`` (the generators use
+the standard library only), so the CSV files come out byte for byte the same on every run.
 
-For each query file ``<name>.sql`` the script writes
+For each query file ``queries/<name>.sql`` the script writes
 
 * ``<name>.csv``: the tuples, with a header of the stream's field names in declaration order,
   sorted by the time field (non-decreasing, so every ``ORDER BY`` holds);
@@ -16,25 +17,40 @@ For each query file ``<name>.sql`` the script writes
   (the engine must NOT report a match of that query at that tuple).
 
 The background traffic is built so that it can neither create nor destroy a match: every
-reported match of every query is a planted one. After writing, the script checks this with a
-small matcher of its own (below, written from DESIGN.md section 3 and independent of the
-nfacep package): it reads the query text from the ``.sql`` file (query names, partition keys,
-PATTERN, the DEFINE'd variable names and AFTER MATCH SKIP PAST LAST ROW), re-reads the CSV with
-the declared types, evaluates the predicates (mirrored here as Python functions, checked to
-cover exactly the DEFINE'd variables) and asserts that the set of matches equals the planted
-matches and that no near-miss is a match.
+reported match of every query is a planted one. After writing, :func:`check` verifies this
+for every file. It reads the queries with the project's front end (``nfacep.compile_file``:
+stream schema, query names, partition key, PATTERN, typed DEFINE predicates, AFTER MATCH
+SKIP PAST LAST ROW, ORDER BY) and the tuples with the project's reader
+(``nfacep.tuples.read``), but decides the matches with the independent oracle
+``tests/oracle.py``, which shares no code with nfacep: a small converter turns the PATTERN
+into the oracle's nested tuples and each DEFINE into an oracle predicate, which the oracle
+evaluates on every tuple itself (an integer ``+``/``-`` operand, which the oracle's
+predicates lack, becomes a derived column computed here with Python integers; see
+:class:`PredicateConverter`; FLOAT32 literals and values arrive already rounded to single
+precision by the checker and the reader, and compare exactly as Python floats). The
+predicates are deliberately not evaluated with ``nfacep.predicates.evaluate``: so neither the
+predicate truth values nor the matching come from the code the data are meant to test. The
+check fails, naming query, seq and partition, unless the oracle's matches are exactly the
+planted ``match`` rows and no ``near_miss`` row is a match.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
+import functools
 import itertools
 import random
-import re
-import struct
 import sys
-from collections import defaultdict
 from pathlib import Path
+
+import nfacep
+import nfacep.tuples
+from nfacep import ast
+from nfacep import predicates as P
+from nfacep.check import CheckedQuery, Program, Schema
+from nfacep.tuples import Tuples
+from nfacep.types import BoolType, EnumType
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
@@ -851,304 +867,245 @@ def gen_supplychain():
 
 
 # ----------------------------------------------------------------------------------------------
-# Self-check: an independent matcher, DESIGN.md section 3
+# Check: the project's front end and reader, decided by the independent oracle
 
 
-def _f32(x):
-    return struct.unpack("<f", struct.pack("<f", float(x)))[0]
+class CheckError(Exception):
+    """A data set disagrees with its planted matches (the message names query, seq, partition)."""
 
 
-PREDICATES = {
-    "cheat": {
-        "A": lambda t: t["checkpoint"] == "Staten Island",
-        "NOTB": lambda t: t["checkpoint"] != "Brooklyn",
-        "C": lambda t: t["checkpoint"] == "Queens",
-        "NOTC": lambda t: t["checkpoint"] != "Queens",
-        "D": lambda t: t["checkpoint"] == "Bronx",
-        "NOTD": lambda t: t["checkpoint"] != "Bronx",
-        "E": lambda t: t["checkpoint"] == "Manhattan",
-    },
-    "fire": {
-        "HOT": lambda t: t["temp"] >= 600,
-        "SMOKE": lambda t: t["smoke"] is True or t["co_ppm"] >= _f32(200.0),
-    },
-    "thaw": {
-        "FROZEN": lambda t: t["zone"] == "FREEZER" and t["temp"] < -150,
-        "THAWING": lambda t: t["temp"] >= -150,
-        "WARM": lambda t: -50 <= t["temp"] <= 400,
-    },
-    "bruteforce": {
-        "FAIL": lambda t: t["event"] == "LOGIN_FAIL",
-        "OK": lambda t: t["event"] == "LOGIN_OK",
-    },
-    "portscan": {
-        "PROBE": lambda t: t["event"] == "SYN" and t["dst_port"] not in (80, 443, 8080),
-    },
-    "vshape": {
-        "TOP": lambda t: t["price"] >= t["open"] - 20,
-        "DOWN": lambda t: t["price"] < t["open"] - 20,
-        "BOTTOM": lambda t: (
-            t["price"] + 300 < t["open"]
-            and t["volume"] >= 500
-            and t["cond"] in ("REGULAR", "CLOSING")
-        ),
-    },
-    "ship_unpaid": {
-        "NEW": lambda t: t["status"] == "CREATED",
-        "PICK": lambda t: t["status"] == "PICKED",
-        "PACK": lambda t: t["status"] == "PACKED",
-        "ADDR": lambda t: t["status"] == "ADDRESS_CHANGED",
-        "SHIP": lambda t: t["status"] == "SHIPPED",
-    },
-    "cancel_shipped": {
-        "CANCEL": lambda t: t["status"] == "CANCELLED",
-        "REFUND": lambda t: t["status"] == "REFUNDED",
-        "PICK": lambda t: t["status"] == "PICKED",
-        "PACK": lambda t: t["status"] == "PACKED",
-        "SHIP": lambda t: t["status"] == "SHIPPED",
-    },
-    "double_refund": {
-        "REFUND": lambda t: t["status"] == "REFUNDED",
-    },
-    "ato": {
-        "PAY": lambda t: t["status"] == "PAID",
-        "ADDR": lambda t: t["status"] == "ADDRESS_CHANGED",
-        "XSHIP": lambda t: (
-            t["status"] == "SHIPPED" and t["express"] is True and t["amount"] >= 20000
-        ),
-    },
+def _load_oracle():
+    """``tests/oracle.py``, imported by path (``tests`` is not a package)."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import oracle
+
+    return oracle
+
+
+oracle = _load_oracle()
+
+
+def oracle_pattern(p: ast.Pattern) -> tuple:
+    """A checked query's PATTERN (:mod:`nfacep.ast`) as the oracle's nested tuples."""
+    match p:
+        case ast.Var(name):
+            return oracle.var(name)
+        case ast.Wildcard():
+            return oracle.ANY
+        case ast.Empty():
+            return oracle.EMPTY
+        case ast.Seq(items):
+            return oracle.seq(*(oracle_pattern(i) for i in items))
+        case ast.Alt(items):
+            return oracle.alt(*(oracle_pattern(i) for i in items))
+        case ast.Permute(items):
+            return oracle.permute(*(oracle_pattern(i) for i in items))
+        case ast.Repeat(child, lo, hi, reluctant):
+            text = {(0, None): "*", (1, None): "+", (0, 1): "?"}.get((lo, hi))
+            if text is None:
+                text = f"{{{lo}}}" if lo == hi else f"{{{lo},{'' if hi is None else hi}}}"
+            return oracle.rep(oracle_pattern(child), text + ("?" if reluctant else ""))
+    raise TypeError(f"no oracle form for the pattern node {p!r}")
+
+
+_FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
+
+
+class PredicateConverter:
+    """Typed DEFINE predicates (:mod:`nfacep.predicates`) to the oracle's nested tuples.
+
+    The oracle compares a field with a literal or with another field. An integer ``+``/``-``
+    operand (``open - 20``) has no such form, so it becomes a derived column named by its
+    text in brackets (``[open - 20]``), which :func:`oracle_rows` computes per row with exact
+    Python integers; the comparison itself is the oracle's. ENUM constants are compared as
+    their labels, FLOAT32 ones as the float32 value the checker rounded the literal to.
+    """
+
+    def __init__(self, schema: Schema):
+        self.schema = schema
+        self.derived: dict[str, P.Arith] = {}
+
+    def query(self, q: CheckedQuery) -> oracle.Query:
+        defines = tuple((v, self.pred(e)) for v, e in q.predicates.items() if e is not None)
+        return oracle.Query(q.name, oracle_pattern(q.pattern), defines, q.skip_past_last_row)
+
+    def pred(self, e: P.PExpr) -> tuple:
+        match e:
+            case P.Const(value, "bool"):
+                never = ("in", self.schema.names[0], ())  # an empty IN list holds for no row
+                return ("not", never) if value else never
+            case P.FieldRef(name, BoolType()):
+                return ("cmp", name, "=", True)
+            case P.Not(operand):
+                return ("not", self.pred(operand))
+            case P.And(items) | P.Or(items):
+                kind = "and" if isinstance(e, P.And) else "or"
+                return functools.reduce(lambda a, b: (kind, a, b), map(self.pred, items))
+            case P.Cmp(op, left, right, "bool") if not _simple(left) or not _simple(right):
+                a, b = self.pred(left), self.pred(right)
+                same = ("or", ("and", a, b), ("and", ("not", a), ("not", b)))
+                return same if op == "=" else ("not", same)
+            case P.Cmp(op, left, right, _):
+                return self._compare(op, left, right)
+        raise TypeError(f"no oracle form for the predicate {P.render(e)!r}")
+
+    def _compare(self, op: str, left: P.PExpr, right: P.PExpr) -> tuple:
+        if isinstance(left, P.Const):
+            left, right, op = right, left, _FLIP.get(op, op)
+        if isinstance(right, P.Const):
+            return ("cmp", self._column(left), op, _literal(right))
+        return ("cmpf", self._column(left), op, self._column(right))
+
+    def _column(self, e: P.PExpr) -> str:
+        if isinstance(e, P.FieldRef):
+            return e.name
+        if isinstance(e, P.Arith):
+            name = f"[{P.render(e)}]"
+            self.derived[name] = e
+            return name
+        raise TypeError(f"no oracle form for the operand {P.render(e)!r}")
+
+
+def _simple(e: P.PExpr) -> bool:
+    return isinstance(e, P.FieldRef | P.Const)
+
+
+def _literal(c: P.Const):
+    if c.kind == "enum":
+        return c.enum.labels[c.value]
+    return {"bool": bool, "float": float}.get(c.kind, int)(c.value)
+
+
+def _arith(e: P.PExpr, row: dict) -> int:
+    match e:
+        case P.FieldRef(name):
+            return row[name]
+        case P.Const(value):
+            return int(value)
+        case P.Arith("neg", operand):
+            return -_arith(operand, row)
+        case P.Arith(op, left, right):
+            a, b = _arith(left, row), _arith(right, row)
+            return a + b if op == "+" else a - b
+    raise TypeError(e)
+
+
+def oracle_rows(tuples: Tuples, schema: Schema, derived: dict[str, P.Arith]) -> list[dict]:
+    """The tuples as the oracle reads them: one dict of Python values per row (ENUM as its
+    label, FLOAT32 as the exact float), plus the derived columns of :class:`PredicateConverter`.
+    """
+    columns = []
+    for f in schema.fields:
+        values = tuples.columns[f.name].tolist()
+        if isinstance(f.type, EnumType):
+            values = [f.type.labels[v] for v in values]
+        columns.append(values)
+    rows = [dict(zip(schema.names, vals, strict=True)) for vals in zip(*columns, strict=True)]
+    for name, e in derived.items():
+        for row in rows:
+            row[name] = _arith(e, row)
+    return rows
+
+
+def _read_planted(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def check(name: str, folder: Path = QUERIES, planted: list[dict] | None = None) -> list[tuple]:
+    """Check ``<name>.csv`` of ``folder`` against its planted rows (``<name>.planted.csv``, or
+    ``planted`` given as its dict rows): the oracle's matches must be exactly the ``match``
+    rows and no ``near_miss`` row a match. Raises :class:`CheckError` naming every
+    disagreement; returns ``(query, matches, near_misses, rows, partitions)`` per query.
+    """
+    program = nfacep.compile_file(str(folder / f"{name}.sql")).program
+    schema, key = program.schema, program.partition_field
+    csv_path = folder / f"{name}.csv"
+    with open(csv_path, newline="") as f:
+        header = next(csv.reader(f))
+    if header != list(schema.names):
+        raise CheckError(f"{csv_path}: header {header}, expected the fields of stream "
+                         f"'{schema.name}' in declaration order {list(schema.names)}")
+    try:
+        tuples = nfacep.tuples.read(str(csv_path), schema)
+        for field in program.order_fields:
+            nfacep.tuples.check_order(tuples, field)
+    except nfacep.DataError as err:
+        raise CheckError(str(err)) from None
+    converter = PredicateConverter(schema)
+    queries = [converter.query(q) for q in program.queries]
+    rows = oracle_rows(tuples, schema, converter.derived)
+    # as many partitions as tuples and no ticks: the partitioner never drops nor forgets one
+    result = oracle.run(queries, rows, key, partitions=max(1, len(rows)), tick_tuples=0,
+                        key_text=_fmt)
+    if planted is None:
+        planted = _read_planted(folder / f"{name}.planted.csv")
+    problems = _planted_problems(name, planted, program, rows)
+    found = set(result.matches)
+    want = {_row_key(p) for p in planted if p["kind"] == "match"}
+    avoid = {_row_key(p) for p in planted if p["kind"] == "near_miss"}
+    for what, bad in (("a match that is not planted", found - want - avoid),
+                      ("a planted match that the oracle does not report", want - found),
+                      ("a near_miss that is a match", found & avoid)):
+        problems += [f"{name}.sql: query {q}: {what}: seq {seq}, partition {part}"
+                     for seq, q, part in sorted(bad)]
+    if problems:
+        raise CheckError("\n".join(problems))
+    parts = len({row[key] for row in rows}) if key else 1
+    return [(q.name, sum(1 for k in want if k[1] == q.name),
+             sum(1 for k in avoid if k[1] == q.name), len(rows), parts)
+            for q in program.queries]
+
+
+def _row_key(p: dict) -> tuple[int, str, str]:
+    return int(p["seq"]), p["query"], p["partition"]
+
+
+def _planted_problems(name: str, planted: list[dict], program: Program,
+                      rows: list[dict]) -> list[str]:
+    """Planted rows that name no query of the file, no tuple, or another partition."""
+    names = {q.name for q in program.queries}
+    key = program.partition_field
+    problems = []
+    for p in planted:
+        where = f"{name}.planted.csv: query {p['query']}, seq {p['seq']}"
+        if p["query"] not in names or p["kind"] not in ("match", "near_miss"):
+            problems.append(f"{where}: unknown query or kind {p['kind']!r}")
+        elif not 0 <= int(p["seq"]) < len(rows):
+            problems.append(f"{where}: no such tuple ({len(rows)} rows)")
+        elif key and _fmt(rows[int(p["seq"])][key]) != p["partition"]:
+            problems.append(f"{where}: partition {p['partition']}, but the tuple's {key} is "
+                            f"{_fmt(rows[int(p['seq'])][key])}")
+    return problems
+
+
+GENERATORS = {
+    "marathon": gen_marathon,
+    "fire": gen_fire,
+    "bruteforce": gen_bruteforce,
+    "vshape": gen_vshape,
+    "supplychain": gen_supplychain,
 }
 
 
-def _balanced(text, i):
-    """text[i] == '('; return the index of its matching ')'."""
-    depth = 0
-    for j in range(i, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[j], 0)
-        if depth == 0:
-            return j
-    raise ValueError("unbalanced parentheses")
-
-
-def parse_sql(path):
-    """A deliberately small reading of the example files: streams and queries."""
-    text = re.sub(r"--[^\n]*", "", path.read_text())
-    streams, queries = {}, []
-    for stmt in (s.strip() for s in text.split(";")):
-        if not stmt:
-            continue
-        if stmt.upper().startswith("CREATE STREAM"):
-            name = re.match(r"CREATE STREAM\s+(\w+)", stmt).group(1)
-            body = stmt[stmt.index("(") + 1 : stmt.rindex(")")]
-            fields = []
-            for m in re.finditer(
-                r"(\w+)\s+(UINT\(\d+\)|INT\(\d+\)|BOOL|FLOAT32|ENUM\(([^)]*)\))", body
-            ):
-                fname, ftype = m.group(1), m.group(2)
-                if ftype.startswith("ENUM"):
-                    ftype = ("ENUM", re.findall(r"'([^']*)'", m.group(3)))
-                fields.append((fname, ftype))
-            streams[name] = fields
-            continue
-        q = {"skip": "SKIP PAST LAST ROW" in " ".join(stmt.split())}
-        p = stmt.index("PATTERN")
-        lp = stmt.index("(", p)
-        rp = _balanced(stmt, lp)
-        q["pattern"] = stmt[lp + 1 : rp]
-        if stmt.startswith("QUERY"):
-            m = re.match(r"QUERY\s+(\w+)\s+FROM\s+(\w+)\s+PARTITION\s+(\w+)", stmt)
-            q["name"], q["stream"], q["partition"] = m.groups()
-            q["order"] = None
-            defines = stmt[stmt.index("DEFINE", rp) + 6 :]
-            q["defined"] = re.findall(r"(\w+)\s+AS\s+\(", defines)
-        else:
-            assert stmt.startswith("SELECT")
-            q["stream"] = re.match(r"SELECT \* FROM\s+(\w+)\s+MATCH_RECOGNIZE", stmt).group(1)
-            q["name"] = re.search(r"\)\s*AS\s+(\w+)\s*$", stmt).group(1)
-            q["partition"] = re.search(r"PARTITION BY\s+(\w+)", stmt).group(1)
-            q["order"] = re.search(r"ORDER BY\s+(\w+)", stmt).group(1)
-            defines = stmt[stmt.index("DEFINE", rp) + 6 : stmt.rindex(")")]
-            q["defined"] = re.findall(r"(?:^|,)\s*(\w+)\s+AS\s", defines)
-        queries.append(q)
-    return streams, queries
-
-
-_TOKEN = re.compile(r"\s*(PERMUTE|[A-Za-z_]\w*|\.|\(|\)|\||,|(?:\*|\+|\?|\{[^}]*\})\??)")
-
-
-def pattern_regex(pattern, classes, any_class):
-    """Translate a PATTERN into a Python regex over one character per tuple."""
-    toks = []
-    pos = 0
-    pattern = pattern.strip()
-    while pos < len(pattern):
-        m = _TOKEN.match(pattern, pos)
-        assert m, f"cannot read pattern at {pattern[pos:]!r}"
-        toks.append(m.group(1))
-        pos = m.end()
-    toks.append(None)
-    i = 0
-
-    def peek():
-        return toks[i]
-
-    def take(expect=None):
-        nonlocal i
-        tok = toks[i]
-        assert expect is None or tok == expect, (tok, expect)
-        i += 1
-        return tok
-
-    def alt():
-        parts = [seq()]
-        while peek() == "|":
-            take("|")
-            parts.append(seq())
-        return "(?:" + "|".join(parts) + ")"
-
-    def seq():
-        out = ""
-        while peek() not in (None, "|", ")", ","):
-            out += quant()
-        assert out, "empty sequence"
-        return out
-
-    def quant():
-        a = atom()
-        while peek() is not None and re.fullmatch(r"(?:\*|\+|\?|\{[^}]*\})\??", peek()):
-            q = take()
-            if len(q) > 1 and q.endswith("?"):
-                q = q[:-1]  # reluctant: same matches here
-            q = re.sub(r"\{\s*,", "{0,", q.replace(" ", ""))
-            a = "(?:" + a + ")" + q
-        return a
-
-    def atom():
-        tok = take()
-        if tok == ".":
-            return any_class
-        if tok == "(":
-            r = alt()
-            take(")")
-            return r
-        if tok == "PERMUTE":
-            take("(")
-            items = [alt()]
-            while peek() == ",":
-                take(",")
-                items.append(alt())
-            take(")")
-            return "(?:" + "|".join("".join(p) for p in itertools.permutations(items)) + ")"
-        assert re.fullmatch(r"[A-Za-z_]\w*", tok), tok
-        return classes.get(tok, any_class)
-
-    r = alt()
-    assert peek() is None, f"trailing pattern text {toks[i:]}"
-    return re.compile(r, re.S)
-
-
-def read_typed(csv_path, fields):
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    out = []
-    for n, row in enumerate(rows):
-        t = {}
-        for name, ftype in fields:
-            v = row[name]
-            if isinstance(ftype, tuple):
-                assert v in ftype[1], (csv_path, n, name, v)
-                t[name] = v
-            elif ftype == "BOOL":
-                assert v in ("true", "false"), (csv_path, n, name, v)
-                t[name] = v == "true"
-            elif ftype == "FLOAT32":
-                t[name] = _f32(v)
-            else:
-                bits = int(ftype[ftype.index("(") + 1 : -1])
-                x = int(v)
-                if ftype.startswith("UINT"):
-                    assert 0 <= x < 2**bits, (csv_path, n, name, v)
-                else:
-                    assert -(2 ** (bits - 1)) <= x < 2 ** (bits - 1), (csv_path, n, name, v)
-                t[name] = x
-        out.append(t)
-    return out
-
-
-def matches_of(q, tuples):
-    """Every-end (or earliest-end non-overlapping with SKIP PAST LAST ROW) matches: {seq}."""
-    preds = PREDICATES[q["name"]]
-    assert sorted(preds) == sorted(q["defined"]), (q["name"], q["defined"])
-    names = list(preds)
-    classes = {}
-    for b, v in enumerate(names):
-        chars = [chr(0x100 + m) for m in range(2 ** len(names)) if m >> b & 1]
-        classes[v] = "[" + "".join(chars) + "]"
-    any_class = "[" + "".join(chr(0x100 + m) for m in range(2 ** len(names))) + "]"
-    rx = pattern_regex(q["pattern"], classes, any_class)
-    by_part = defaultdict(list)
-    for seq, t in enumerate(tuples):
-        by_part[t[q["partition"]]].append(seq)
-    found = set()
-    for seqs in by_part.values():
-        s = "".join(
-            chr(0x100 + sum(1 << b for b, v in enumerate(names) if preds[v](tuples[k])))
-            for k in seqs
-        )
-        base = 0
-        for i in range(len(s)):
-            if any(rx.fullmatch(s, j, i + 1) for j in range(base, i + 1)):
-                found.add(seqs[i])
-                if q["skip"]:
-                    base = i + 1
-    return found
-
-
-def check(name):
-    streams, queries = parse_sql(QUERIES / f"{name}.sql")
-    assert len(streams) == 1
-    ((stream, fields),) = streams.items()
-    with open(QUERIES / f"{name}.csv", newline="") as f:
-        header = next(csv.reader(f))
-    assert header == [fn for fn, _ in fields], (name, header)
-    tuples = read_typed(QUERIES / f"{name}.csv", fields)
-    with open(QUERIES / f"{name}.planted.csv", newline="") as f:
-        planted = list(csv.DictReader(f))
-    keys = {q["partition"] for q in queries}
-    assert len(keys) == 1, f"{name}: queries must share one partition key"
-    summary = []
-    for q in queries:
-        assert q["stream"] == stream
-        if q["order"]:
-            col = [t[q["order"]] for t in tuples]
-            assert all(a <= b for a, b in itertools.pairwise(col)), f"{name}: ORDER BY"
-        found = matches_of(q, tuples)
-        mine = [p for p in planted if p["query"] == q["name"]]
-        want = {int(p["seq"]) for p in mine if p["kind"] == "match"}
-        avoid = {int(p["seq"]) for p in mine if p["kind"] == "near_miss"}
-        for p in mine:
-            assert str(tuples[int(p["seq"])][q["partition"]]) == p["partition"], p
-        assert found == want, (
-            f"{name}/{q['name']}: unplanted {sorted(found - want)}, missing {sorted(want - found)}"
-        )
-        assert not (found & avoid), f"{name}/{q['name']}: near-miss matched {found & avoid}"
-        parts = {t[q["partition"]] for t in tuples}
-        summary.append((q["name"], len(want), len(avoid), len(tuples), len(parts)))
-    return summary
-
-
-def main():
-    gen_marathon()
-    gen_fire()
-    gen_bruteforce()
-    gen_vshape()
-    gen_supplychain()
-    for name in ("marathon", "fire", "bruteforce", "vshape", "supplychain"):
-        for qname, nm, nn, rows, parts in check(name):
-            print(
-                f"{name}.sql {qname:15s} rows={rows:4d} partitions={parts:3d} "
-                f"matches={nm:2d} near_misses={nn:2d}"
-            )
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="only check the data files in queries/, do not rewrite them")
+    args = parser.parse_args(argv)
+    if not args.check:
+        for generate in GENERATORS.values():
+            generate()
+    try:
+        for name in GENERATORS:
+            for qname, nm, nn, rows, parts in check(name):
+                print(f"{name}.sql {qname:15s} rows={rows:4d} partitions={parts:3d} "
+                      f"matches={nm:2d} near_misses={nn:2d}")
+    except CheckError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     return 0
 
 
