@@ -47,8 +47,8 @@ from pathlib import Path
 import nfacep
 import nfacep.tuples
 from nfacep import ast
-from nfacep import predicates as P
 from nfacep.check import CheckedQuery, Program, Schema
+from nfacep.predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, PExpr, render
 from nfacep.tuples import Tuples
 from nfacep.types import BoolType, EnumType
 
@@ -178,177 +178,88 @@ def gen_marathon():
 # fire: warehouse sensors (fire, freezer thaw)
 
 
+FIRE_ZONES = {  # sensor: zone, in the order the sensors are generated
+    **dict.fromkeys((101, 102, 103, 104), "DOCK"),
+    **dict.fromkeys((111, 112, 113, 114, 115), "AISLE"),
+    **dict.fromkeys((121, 122), "OFFICE"),
+    **dict.fromkeys((131, 132, 133), "FREEZER"),
+}
+FIRE_BASE = {"DOCK": 160, "AISLE": 205, "OFFICE": 218, "FREEZER": -182}  # tenths of a degC
+
+
+def _fire_script():
+    """Scripted readings of the fire sensors: sensor -> (first round, [(temp, smoke, co,
+    tags)], silent afterwards)."""
+    F, T = False, True
+    M, N = "match", "near_miss"
+    return {
+        # fire 1: three hot readings, then smoke on a hot reading; the sensor burns out
+        103: (8, [(310, F, 9.5, []), (650, F, 14.0, []), (820, F, 31.0, []),
+                  (990, F, 58.0, []), (1100, T, 160.0, [("fire", M)])], True),
+        # fire 2: four hot readings, then sprinklers cool it below 60.0 degC while CO rises
+        112: (14, [(420, F, 12.0, []), (610, F, 35.0, []), (700, F, 52.0, []),
+                   (780, F, 80.0, []), (850, F, 120.0, []), (580, F, 350.0, [("fire", M)])],
+              True),
+        # fire 3: smoke on two consecutive hot readings: two ends, both reported (every end)
+        114: (5, [(380, F, 10.0, []), (640, F, 22.0, []), (760, F, 40.0, []),
+                  (900, F, 75.0, []), (1050, T, 260.0, [("fire", M)]),
+                  (1180, T, 410.0, [("fire", M)])], True),
+        # near-miss: only two hot readings before the smoky (and hot) one
+        121: (10, [(640, F, 6.0, []), (720, F, 9.0, []), (800, T, 30.0, [("fire", N)]),
+                   (260, F, 8.0, [])], False),
+        # near-miss: the hot run is broken by a 56.0 degC reading, only one hot reading before
+        # smoke
+        104: (12, [(700, F, 40.0, []), (750, F, 44.0, []), (560, F, 38.0, []),
+                   (690, F, 41.0, []), (300, T, 45.0, [("fire", N)])], False),
+        # near-miss: heat without smoke (a truck idling under the sensor), CO stays below 200
+        101: (16, [(620, F, 60.0, []), (680, F, 75.0, []), (700, F, 90.0, []),
+                   (640, F, 70.0, [("fire", N)])], False),
+        # near-miss: smoke without heat (someone smoking at the dock)
+        102: (6, [(240, T, 12.0, [("fire", N)])], False),
+    }
+
+
+def _freezer(first, co, temps, tags):
+    """A freezer's script: ``temps`` from round ``first`` on, no smoke, constant CO;
+    ``tags``: {index in temps: kind of the planted thaw instance}."""
+    return first, [(t, False, co, [("thaw", tags[i])] if i in tags else [])
+                   for i, t in enumerate(temps)], False
+
+
+def _thaw_script():
+    """Scripted readings of the freezers, as :func:`_fire_script`."""
+    M, N = "match", "near_miss"
+    return {
+        # thaw: compressor failure; the fourth warm reading is the alert; the fifth is not
+        # reported (SKIP PAST LAST ROW; every-end would report it); then repaired
+        131: _freezer(6, 1.0, [-172, -158, -140, -110, -75, -48, -30, -12, 5, 18, 30, -20,
+                               -90, -160, -178], {8: M, 9: N}),
+        # thaw twice: the second episode starts from a fresh frozen reading after the first
+        # alert
+        132: _freezer(2, 0.5, [-120, -70, -40, -20, -5, 10, -60, -130, -170, -182, -185,
+                               -140, -90, -45, -25, -10, 0, -80, -160], {5: M, 16: M}),
+        # near-miss: a defrost cycle, only three warm readings (-60 is below -5.0 degC)
+        133: _freezer(9, 0.8, [-120, -60, -40, -30, -20, -90, -150, -175], {5: N}),
+    }
+
+
+def _fire_background(rng, zone, base):
+    """An unscripted reading of a sensor in ``zone`` whose usual temperature is ``base``."""
+    temp = base + rng.randint(-8, 8)
+    co = round(rng.uniform(2.0, 45.0) if zone == "DOCK" else rng.uniform(0.0, 8.0), 1)
+    if zone == "FREEZER":  # drawn after the value above, which it replaces
+        co = round(rng.uniform(0.0, 2.0), 1)
+    return temp, False, co, []
+
+
 def gen_fire():
     rng = random.Random(451)
     t0 = 1_718_000_000  # epoch seconds
     rounds, period = 24, 60
-    zones = {}
-    for s in (101, 102, 103, 104):
-        zones[s] = "DOCK"
-    for s in (111, 112, 113, 114, 115):
-        zones[s] = "AISLE"
-    for s in (121, 122):
-        zones[s] = "OFFICE"
-    for s in (131, 132, 133):
-        zones[s] = "FREEZER"
-    base = {
-        s: {"DOCK": 160, "AISLE": 205, "OFFICE": 218, "FREEZER": -182}[z] + rng.randint(-15, 15)
-        for s, z in zones.items()
-    }
-    # scripted readings: sensor -> (first round, [(temp, smoke, co, tags)], silent afterwards)
-    F, T = False, True
-    M, N = "match", "near_miss"
-    script = {
-        # fire 1: three hot readings, then smoke on a hot reading; the sensor burns out
-        103: (
-            8,
-            [
-                (310, F, 9.5, []),
-                (650, F, 14.0, []),
-                (820, F, 31.0, []),
-                (990, F, 58.0, []),
-                (1100, T, 160.0, [("fire", M)]),
-            ],
-            True,
-        ),
-        # fire 2: four hot readings, then sprinklers cool it below 60.0 degC while CO rises
-        112: (
-            14,
-            [
-                (420, F, 12.0, []),
-                (610, F, 35.0, []),
-                (700, F, 52.0, []),
-                (780, F, 80.0, []),
-                (850, F, 120.0, []),
-                (580, F, 350.0, [("fire", M)]),
-            ],
-            True,
-        ),
-        # fire 3: smoke on two consecutive hot readings: two ends, both reported (every end)
-        114: (
-            5,
-            [
-                (380, F, 10.0, []),
-                (640, F, 22.0, []),
-                (760, F, 40.0, []),
-                (900, F, 75.0, []),
-                (1050, T, 260.0, [("fire", M)]),
-                (1180, T, 410.0, [("fire", M)]),
-            ],
-            True,
-        ),
-        # near-miss: only two hot readings before the smoky (and hot) one
-        121: (
-            10,
-            [
-                (640, F, 6.0, []),
-                (720, F, 9.0, []),
-                (800, T, 30.0, [("fire", N)]),
-                (260, F, 8.0, []),
-            ],
-            False,
-        ),
-        # near-miss: the hot run is broken by a 56.0 degC reading, only one hot reading before smoke
-        104: (
-            12,
-            [
-                (700, F, 40.0, []),
-                (750, F, 44.0, []),
-                (560, F, 38.0, []),
-                (690, F, 41.0, []),
-                (300, T, 45.0, [("fire", N)]),
-            ],
-            False,
-        ),
-        # near-miss: heat without smoke (a truck idling under the sensor), CO stays below 200
-        101: (
-            16,
-            [
-                (620, F, 60.0, []),
-                (680, F, 75.0, []),
-                (700, F, 90.0, []),
-                (640, F, 70.0, [("fire", N)]),
-            ],
-            False,
-        ),
-        # near-miss: smoke without heat (someone smoking at the dock)
-        102: (6, [(240, T, 12.0, [("fire", N)])], False),
-        # thaw: compressor failure; the fourth warm reading is the alert; the fifth is not
-        # reported (SKIP PAST LAST ROW; every-end would report it); then repaired
-        131: (
-            6,
-            [
-                (t, F, 1.0, tg)
-                for t, tg in [
-                    (-172, []),
-                    (-158, []),
-                    (-140, []),
-                    (-110, []),
-                    (-75, []),
-                    (-48, []),
-                    (-30, []),
-                    (-12, []),
-                    (5, [("thaw", M)]),
-                    (18, [("thaw", N)]),
-                    (30, []),
-                    (-20, []),
-                    (-90, []),
-                    (-160, []),
-                    (-178, []),
-                ]
-            ],
-            False,
-        ),
-        # thaw twice: the second episode starts from a fresh frozen reading after the first alert
-        132: (
-            2,
-            [
-                (t, F, 0.5, tg)
-                for t, tg in [
-                    (-120, []),
-                    (-70, []),
-                    (-40, []),
-                    (-20, []),
-                    (-5, []),
-                    (10, [("thaw", M)]),
-                    (-60, []),
-                    (-130, []),
-                    (-170, []),
-                    (-182, []),
-                    (-185, []),
-                    (-140, []),
-                    (-90, []),
-                    (-45, []),
-                    (-25, []),
-                    (-10, []),
-                    (0, [("thaw", M)]),
-                    (-80, []),
-                    (-160, []),
-                ]
-            ],
-            False,
-        ),
-        # near-miss: a defrost cycle, only three warm readings (-60 is below -5.0 degC)
-        133: (
-            9,
-            [
-                (t, F, 0.8, tg)
-                for t, tg in [
-                    (-120, []),
-                    (-60, []),
-                    (-40, []),
-                    (-30, []),
-                    (-20, []),
-                    (-90, [("thaw", N)]),
-                    (-150, []),
-                    (-175, []),
-                ]
-            ],
-            False,
-        ),
-    }
+    base = {s: FIRE_BASE[z] + rng.randint(-15, 15) for s, z in FIRE_ZONES.items()}
+    script = {**_fire_script(), **_thaw_script()}
     events = []
-    for s, zone in zones.items():
+    for s, zone in FIRE_ZONES.items():
         offset = rng.randrange(period)
         first, readings, silent = script.get(s, (rounds, [], False))
         for r in range(rounds):
@@ -358,12 +269,7 @@ def gen_fire():
             elif silent and r >= first + len(readings):
                 continue
             else:
-                temp = base[s] + rng.randint(-8, 8)
-                smoke = False
-                co = round(rng.uniform(2.0, 45.0) if zone == "DOCK" else rng.uniform(0.0, 8.0), 1)
-                if zone == "FREEZER":
-                    co = round(rng.uniform(0.0, 2.0), 1)
-                tags = []
+                temp, smoke, co, tags = _fire_background(rng, zone, base[s])
             e = Event(
                 s, (ts, s), ts=ts, sensor=s, zone=zone, temp=temp, smoke=smoke, co_ppm=f"{co:.1f}"
             )
@@ -377,42 +283,22 @@ def gen_fire():
 # bruteforce: network and authentication log (bruteforce, portscan)
 
 
-PROBE_PORTS = [
-    21,
-    22,
-    23,
-    25,
-    53,
-    110,
-    111,
-    135,
-    139,
-    143,
-    445,
-    993,
-    995,
-    1433,
-    1521,
-    3306,
-    3389,
-    5432,
-    5900,
-    6379,
-    8443,
-    9200,
-    11211,
-    27017,
-]
+PROBE_PORTS = [21, 22, 23, 25, 53, 110, 111, 135, 139, 143, 445, 993, 995, 1433, 1521, 3306,
+               3389, 5432, 5900, 6379, 8443, 9200, 11211, 27017]
+SLOW, FAST = (400, 1500), (5, 60)  # milliseconds between the events of a human, of a tool
 
 
-def gen_bruteforce():
-    rng = random.Random(22)
-    t0 = 36_000_000  # 10:00:00.000, milliseconds since midnight
-    events = []
-    counter = itertools.count()
+class NetLog:
+    """The events of the network log; every random draw comes from ``rng``, in call order."""
 
-    def emit(src, t, event, port, tags=()):
-        nbytes = {
+    def __init__(self, rng):
+        self.rng = rng
+        self.events = []
+        self.counter = itertools.count()
+
+    def emit(self, src, t, event, port, tags=()):
+        rng = self.rng
+        nbytes = {  # every size is drawn, whichever the event
             "SYN": 60,
             "HTTP_GET": rng.randint(320, 1400),
             "LOGIN_FAIL": rng.randint(380, 460),
@@ -420,21 +306,33 @@ def gen_bruteforce():
             "LOGOUT": rng.randint(180, 240),
         }[event]
         e = Event(
-            src, (t, next(counter)), ts=t, src_ip=src, event=event, dst_port=port, bytes=nbytes
+            src, (t, next(self.counter)), ts=t, src_ip=src, event=event, dst_port=port,
+            bytes=nbytes
         )
         for q, kind in tags:
             e.tag(q, kind)
-        events.append(e)
+        self.events.append(e)
 
-    def run(src, t, steps, gap):
+    def run(self, src, t, steps, gap):
         """steps: (event, port, tags); gap: (lo, hi) milliseconds between events."""
         for event, port, tags in steps:
-            emit(src, t, event, port, tags)
-            t += rng.randint(*gap)
+            self.emit(src, t, event, port, tags)
+            t += self.rng.randint(*gap)
         return t
 
-    # background: ordinary users; at most two failed logins in a row, at most one non-web SYN
-    # before a login, so neither query can match
+
+def _fails(n, port, last_tags=()):
+    return [("LOGIN_FAIL", port, ())] * (n - 1) + [("LOGIN_FAIL", port, tuple(last_tags))]
+
+
+def _probes(ports, tagged):
+    return [("SYN", p, tuple(tagged.get(i, ()))) for i, p in enumerate(ports, 1)]
+
+
+def _benign_users(log, t0):
+    """Ordinary users: at most two failed logins in a row, at most one non-web SYN before a
+    login, so neither query can match."""
+    rng = log.rng
     benign = [f"10.20.{rng.randint(1, 9)}.{rng.randint(2, 250)}" for _ in range(12)]
     benign += [f"198.51.100.{rng.randint(2, 250)}" for _ in range(10)]
     benign = list(dict.fromkeys(benign))
@@ -455,253 +353,163 @@ def gen_bruteforce():
                 steps = [("SYN", 993, ()), ("LOGIN_OK", 993, ()), ("LOGOUT", 993, ())]
             else:
                 steps = [("SYN", 80, ())] + [("HTTP_GET", 80, ())] * rng.randint(1, 4)
-            t = run(src, t, steps, (150, 4000)) + rng.randint(10_000, 120_000)
+            t = log.run(src, t, steps, (150, 4000)) + rng.randint(10_000, 120_000)
 
+
+def _bruteforce_matches(log, t0):
+    """Planted bruteforce matches, and a scanner that then guesses a password."""
     M, N = "match", "near_miss"
     B, P = "bruteforce", "portscan"
-
-    def fails(n, port, last_tags=()):
-        return [("LOGIN_FAIL", port, ())] * (n - 1) + [("LOGIN_FAIL", port, tuple(last_tags))]
-
-    def probes(ports, tagged):
-        return [("SYN", p, tuple(tagged.get(i, ()))) for i, p in enumerate(ports, 1)]
-
-    slow, fast = (400, 1500), (5, 60)
-    # bruteforce matches
-    run(
-        ip("203.0.113.7"),
-        t0 + 200_000,
-        [("SYN", 22, ()), *fails(5, 22), ("LOGIN_OK", 22, [(B, M)])],
-        slow,
-    )
-    run(
-        ip("203.0.113.45"),
-        t0 + 400_000,
-        [("SYN", 22, ()), *fails(9, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
-        slow,
-    )
-    run(
+    log.run(ip("203.0.113.7"), t0 + 200_000,
+            [("SYN", 22, ()), *_fails(5, 22), ("LOGIN_OK", 22, [(B, M)])], SLOW)
+    log.run(ip("203.0.113.45"), t0 + 400_000,
+            [("SYN", 22, ()), *_fails(9, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
+            SLOW)
+    log.run(
         ip("198.51.100.23"),
         t0 + 600_000,
-        [("SYN", 443, ())]
-        + fails(7, 443)
-        + [("LOGIN_OK", 443, [(B, M)])]
-        + [("HTTP_GET", 443, ())] * 2
-        + [("LOGOUT", 443, ()), ("SYN", 443, ())]
-        + fails(5, 443)
+        [("SYN", 443, ())] + _fails(7, 443) + [("LOGIN_OK", 443, [(B, M)])]
+        + [("HTTP_GET", 443, ())] * 2 + [("LOGOUT", 443, ()), ("SYN", 443, ())]
+        + _fails(5, 443)
         + [("LOGIN_OK", 443, [(B, M)]), ("HTTP_GET", 443, ()), ("LOGOUT", 443, ())],
-        slow,
+        SLOW,
     )
     # scan then brute force from one address: portscan match at probe 8; probes 9-12 and the
     # SYN to 22 make five more, not eight (SKIP PAST LAST ROW); then the password is guessed
     src = ip("192.0.2.66")
-    t = run(src, t0 + 900_000, probes(PROBE_PORTS[:12], {8: [(P, M)]}), fast)
-    run(
-        src,
-        t + 30_000,
-        [("SYN", 22, [(P, N)]), *fails(6, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
-        slow,
-    )
-    # bruteforce near-misses
-    run(
-        ip("10.20.4.17"),
-        t0 + 300_000,  # a user mistyping four times
-        [
-            ("SYN", 443, ()),
-            ("HTTP_GET", 443, ()),
-            *fails(4, 443),
-            ("LOGIN_OK", 443, [(B, N)]),
-            ("HTTP_GET", 443, ()),
-            ("HTTP_GET", 443, ()),
-            ("LOGOUT", 443, ()),
-        ],
-        slow,
-    )
-    run(
-        ip("198.51.100.88"),
-        t0 + 700_000,  # six failures, but not in a row
-        [
-            ("SYN", 443, ()),
-            *fails(3, 443),
-            ("LOGIN_OK", 443, ()),
-            ("HTTP_GET", 443, ()),
-            ("LOGOUT", 443, ()),
-            ("SYN", 443, ()),
-            *fails(3, 443),
-            ("LOGIN_OK", 443, [(B, N)]),
-            ("LOGOUT", 443, ()),
-        ],
-        slow,
-    )
-    run(
-        ip("203.0.113.99"),
-        t0 + 1_000_000,  # five failures, a page load, then success
-        [("SYN", 443, ()), *fails(5, 443), ("HTTP_GET", 443, ()), ("LOGIN_OK", 443, [(B, N)])],
-        slow,
-    )
-    run(
-        ip("203.0.113.150"),
-        t0 + 1_100_000,  # eight failures, never a success
-        [("SYN", 22, ()), *fails(8, 22, [(B, N)])],
-        slow,
-    )
-    # portscan matches
-    run(ip("192.0.2.10"), t0 + 150_000, probes(PROBE_PORTS[3:11], {8: [(P, M)]}), fast)
-    run(
-        ip("192.0.2.200"),
-        t0 + 500_000,  # 20 probes: alerts at 8 and 16, not at 20
-        probes(PROBE_PORTS[:20], {8: [(P, M)], 16: [(P, M)], 20: [(P, N)]}),
-        fast,
-    )
-    # portscan near-misses
-    run(
-        ip("192.0.2.77"),
-        t0 + 800_000,  # a web SYN breaks the run at seven probes
-        [*probes(PROBE_PORTS[:7], {}), ("SYN", 443, [(P, N)]), *probes(PROBE_PORTS[7:12], {})],
-        fast,
-    )
-    run(
-        ip("10.20.0.5"),
-        t0 + 1_200_000,  # a NAT gateway opening ten HTTPS connections
-        probes([443] * 10, {10: [(P, N)]}) + [("HTTP_GET", 443, ())] * 3,
-        fast,
-    )
-    return write_dataset("bruteforce", ["ts", "src_ip", "event", "dst_port", "bytes"], events)
+    t = log.run(src, t0 + 900_000, _probes(PROBE_PORTS[:12], {8: [(P, M)]}), FAST)
+    log.run(src, t + 30_000,
+            [("SYN", 22, [(P, N)]), *_fails(6, 22), ("LOGIN_OK", 22, [(B, M)]),
+             ("LOGOUT", 22, ())],
+            SLOW)
+
+
+def _bruteforce_near_misses(log, t0):
+    N, B = "near_miss", "bruteforce"
+    log.run(ip("10.20.4.17"), t0 + 300_000,  # a user mistyping four times
+            [("SYN", 443, ()), ("HTTP_GET", 443, ()), *_fails(4, 443),
+             ("LOGIN_OK", 443, [(B, N)]), ("HTTP_GET", 443, ()), ("HTTP_GET", 443, ()),
+             ("LOGOUT", 443, ())],
+            SLOW)
+    log.run(ip("198.51.100.88"), t0 + 700_000,  # six failures, but not in a row
+            [("SYN", 443, ()), *_fails(3, 443), ("LOGIN_OK", 443, ()), ("HTTP_GET", 443, ()),
+             ("LOGOUT", 443, ()), ("SYN", 443, ()), *_fails(3, 443),
+             ("LOGIN_OK", 443, [(B, N)]), ("LOGOUT", 443, ())],
+            SLOW)
+    log.run(ip("203.0.113.99"), t0 + 1_000_000,  # five failures, a page load, then success
+            [("SYN", 443, ()), *_fails(5, 443), ("HTTP_GET", 443, ()),
+             ("LOGIN_OK", 443, [(B, N)])],
+            SLOW)
+    log.run(ip("203.0.113.150"), t0 + 1_100_000,  # eight failures, never a success
+            [("SYN", 22, ()), *_fails(8, 22, [(B, N)])], SLOW)
+
+
+def _portscans(log, t0):
+    """Planted portscan matches and near-misses (besides the scanner of the brute force)."""
+    M, N, P = "match", "near_miss", "portscan"
+    log.run(ip("192.0.2.10"), t0 + 150_000, _probes(PROBE_PORTS[3:11], {8: [(P, M)]}), FAST)
+    log.run(ip("192.0.2.200"), t0 + 500_000,  # 20 probes: alerts at 8 and 16, not at 20
+            _probes(PROBE_PORTS[:20], {8: [(P, M)], 16: [(P, M)], 20: [(P, N)]}), FAST)
+    log.run(ip("192.0.2.77"), t0 + 800_000,  # a web SYN breaks the run at seven probes
+            [*_probes(PROBE_PORTS[:7], {}), ("SYN", 443, [(P, N)]),
+             *_probes(PROBE_PORTS[7:12], {})],
+            FAST)
+    log.run(ip("10.20.0.5"), t0 + 1_200_000,  # a NAT gateway opening ten HTTPS connections
+            _probes([443] * 10, {10: [(P, N)]}) + [("HTTP_GET", 443, ())] * 3, FAST)
+
+
+def gen_bruteforce():
+    rng = random.Random(22)
+    t0 = 36_000_000  # 10:00:00.000, milliseconds since midnight
+    log = NetLog(rng)
+    _benign_users(log, t0)
+    _bruteforce_matches(log, t0)
+    _bruteforce_near_misses(log, t0)
+    _portscans(log, t0)
+    return write_dataset("bruteforce", ["ts", "src_ip", "event", "dst_port", "bytes"],
+                         log.events)
 
 
 # ----------------------------------------------------------------------------------------------
 # vshape: stock ticks
 
 
+VSHAPE_STOCKS = {  # id: (ticker, open, previous close), prices in cents
+    1: ("AAPL", 18950, 18890),
+    2: ("MSFT", 41520, 41380),
+    3: ("NVDA", 87340, 88010),
+    4: ("XOM", 11870, 11920),
+    5: ("JPM", 19840, 19790),
+    6: ("KO", 6215, 6230),
+}
+VSHAPE_CONDITIONS = ("REGULAR", "ODD_LOT", "OFF_EXCHANGE")  # of the scripted ticks
+
+
+def _vshape_script():
+    """Scripted ticks: stock -> list of (first index, [(price - open, volume, cond, tag)]);
+    volume None means a random regular-way volume below the script's concern."""
+    R, OL, OX = VSHAPE_CONDITIONS
+    M, N = "match", "near_miss"
+    return {
+        # recovery exactly at open - 20
+        1: [(14, [(30, None, R, None), (-80, None, R, None), (-190, None, R, None),
+                  (-320, 2400, R, None), (-410, 3100, R, None), (-260, None, R, None),
+                  (-120, None, R, None), (-20, None, R, M)])],
+        2: [(8, [(10, None, R, None), (-150, None, R, None), (-350, 1800, R, None),
+                 (-280, None, R, None), (-60, None, R, None), (5, None, R, M)]),
+            (30, [(40, None, R, None), (-120, None, R, None),
+                  (-301, 900, R, None),  # boundary
+                  (-200, None, R, None), (-30, None, R, None), (-10, None, R, M)])],
+        # a W whose middle peak is one tick: the first V is reported at it, the second V would
+        # need that tick again as its start, which SKIP PAST LAST ROW forbids
+        3: [(20, [(60, None, R, None), (-200, None, R, None), (-520, 4000, R, None),
+                  (-380, 2600, R, None), (-90, None, R, None), (15, None, R, M),
+                  (-150, None, R, None), (-450, 3500, R, None), (-600, 5200, R, None),
+                  (-240, None, R, None), (25, None, R, N)])],
+        # deep prints, but none counts: odd lots, a 300-share print, an off-exchange print
+        4: [(25, [(20, None, R, None), (-110, None, R, None), (-330, 40, OL, None),
+                  (-360, 300, R, None), (-410, 6000, OX, None), (-340, 75, OL, None),
+                  (-150, None, R, None), (-5, None, R, N)])],
+        # deep dip, recovery stalls at open - 21 and never gets back for the rest of the day
+        5: [(28, [(10, None, R, None), (-140, None, R, None), (-380, 2100, R, None),
+                  (-250, None, R, None), (-90, None, R, None), (-21, None, R, N)])],
+        # the low is exactly open - 300: not below it, so no BOTTOM
+        6: [(18, [(15, None, R, None), (-90, None, R, None), (-210, None, R, None),
+                  (-300, 3000, R, None), (-180, None, R, None), (-40, None, R, None),
+                  (10, None, R, N)])],
+    }
+
+
+def _vshape_background(rng, i, n, opn, price, hi):
+    """An unscripted tick ``i`` of ``n``: (price, volume, condition); ``price`` is the last
+    one, ``hi`` the highest the price may reach."""
+    R, OL, OX = VSHAPE_CONDITIONS
+    if i == 0:
+        return opn, rng.randrange(20_000, 60_000, 100), "OPENING"
+    step = round(rng.gauss(0, max(opn * 0.0012, 6)))
+    price = min(max(price + step, opn - 250), hi)
+    if i == n - 1:
+        return price, rng.randrange(30_000, 90_000, 100), "CLOSING"
+    cond = rng.choices([R, OL, OX], [85, 10, 5])[0]
+    vol = {  # every volume is drawn, whichever the condition
+        R: rng.randrange(100, 2500, 100),
+        OL: rng.randint(1, 99),
+        OX: rng.randrange(100, 8000, 100),
+    }[cond]
+    return price, vol, cond
+
+
 def gen_vshape():
     rng = random.Random(1987_1019)
     t_open, t_close = 34_200_000, 57_600_000  # 09:30 and 16:00, milliseconds since midnight
     n = 50
-    stocks = {  # id: (ticker, open, previous close), prices in cents
-        1: ("AAPL", 18950, 18890),
-        2: ("MSFT", 41520, 41380),
-        3: ("NVDA", 87340, 88010),
-        4: ("XOM", 11870, 11920),
-        5: ("JPM", 19840, 19790),
-        6: ("KO", 6215, 6230),
-    }
-    R, OL, OX = "REGULAR", "ODD_LOT", "OFF_EXCHANGE"
-    M, N = "match", "near_miss"
-    # scripted ticks: stock -> list of (first index, [(price - open, volume, cond, tag)]);
-    # volume None means a random regular-way volume below the script's concern
-    script = {
-        1: [
-            (
-                14,
-                [
-                    (30, None, R, None),
-                    (-80, None, R, None),
-                    (-190, None, R, None),
-                    (-320, 2400, R, None),
-                    (-410, 3100, R, None),
-                    (-260, None, R, None),
-                    (-120, None, R, None),
-                    (-20, None, R, M),
-                ],
-            )
-        ],  # recovery exactly at open - 20
-        2: [
-            (
-                8,
-                [
-                    (10, None, R, None),
-                    (-150, None, R, None),
-                    (-350, 1800, R, None),
-                    (-280, None, R, None),
-                    (-60, None, R, None),
-                    (5, None, R, M),
-                ],
-            ),
-            (
-                30,
-                [
-                    (40, None, R, None),
-                    (-120, None, R, None),
-                    (-301, 900, R, None),  # boundary
-                    (-200, None, R, None),
-                    (-30, None, R, None),
-                    (-10, None, R, M),
-                ],
-            ),
-        ],
-        # a W whose middle peak is one tick: the first V is reported at it, the second V would
-        # need that tick again as its start, which SKIP PAST LAST ROW forbids
-        3: [
-            (
-                20,
-                [
-                    (60, None, R, None),
-                    (-200, None, R, None),
-                    (-520, 4000, R, None),
-                    (-380, 2600, R, None),
-                    (-90, None, R, None),
-                    (15, None, R, M),
-                    (-150, None, R, None),
-                    (-450, 3500, R, None),
-                    (-600, 5200, R, None),
-                    (-240, None, R, None),
-                    (25, None, R, N),
-                ],
-            )
-        ],
-        # deep prints, but none counts: odd lots, a 300-share print, an off-exchange print
-        4: [
-            (
-                25,
-                [
-                    (20, None, R, None),
-                    (-110, None, R, None),
-                    (-330, 40, OL, None),
-                    (-360, 300, R, None),
-                    (-410, 6000, OX, None),
-                    (-340, 75, OL, None),
-                    (-150, None, R, None),
-                    (-5, None, R, N),
-                ],
-            )
-        ],
-        # deep dip, recovery stalls at open - 21 and never gets back for the rest of the day
-        5: [
-            (
-                28,
-                [
-                    (10, None, R, None),
-                    (-140, None, R, None),
-                    (-380, 2100, R, None),
-                    (-250, None, R, None),
-                    (-90, None, R, None),
-                    (-21, None, R, N),
-                ],
-            )
-        ],
-        # the low is exactly open - 300: not below it, so no BOTTOM
-        6: [
-            (
-                18,
-                [
-                    (15, None, R, None),
-                    (-90, None, R, None),
-                    (-210, None, R, None),
-                    (-300, 3000, R, None),
-                    (-180, None, R, None),
-                    (-40, None, R, None),
-                    (10, None, R, N),
-                ],
-            )
-        ],
-    }
+    script = _vshape_script()
     events = []
-    for sid, (_ticker, opn, prev_close) in stocks.items():
-        fixed = {}
-        for first, ticks in script.get(sid, []):
-            for k, tick in enumerate(ticks):
-                fixed[first + k] = tick
-        after_stall = min((i for i, tk in fixed.items() if sid == 5 and tk[3] == N), default=None)
+    for sid, (_ticker, opn, prev_close) in VSHAPE_STOCKS.items():
+        fixed = {first + k: tick for first, ticks in script.get(sid, [])
+                 for k, tick in enumerate(ticks)}
+        after_stall = min((i for i, tk in fixed.items() if sid == 5 and tk[3] == "near_miss"),
+                          default=None)
         price = opn
         for i in range(n):
             ts = (
@@ -716,34 +524,12 @@ def gen_vshape():
                     vol = rng.randrange(100, 2500, 100)
             else:
                 tag = None
-                if i == 0:
-                    price, cond, vol = opn, "OPENING", rng.randrange(20_000, 60_000, 100)
-                else:
-                    step = round(rng.gauss(0, max(opn * 0.0012, 6)))
-                    lo, hi = opn - 250, opn + 400
-                    if after_stall is not None and i > after_stall:
-                        hi = opn - 21  # JPM stays below the recovery line until the close
-                    price = min(max(price + step, lo), hi)
-                    if i == n - 1:
-                        cond, vol = "CLOSING", rng.randrange(30_000, 90_000, 100)
-                    else:
-                        cond = rng.choices([R, OL, OX], [85, 10, 5])[0]
-                        vol = {
-                            R: rng.randrange(100, 2500, 100),
-                            OL: rng.randint(1, 99),
-                            OX: rng.randrange(100, 8000, 100),
-                        }[cond]
-            e = Event(
-                sid,
-                (ts, sid),
-                ts=ts,
-                stock=sid,
-                price=price,
-                open=opn,
-                volume=vol,
-                cond=cond,
-                chg=price - prev_close,
-            )
+                # JPM stays below the recovery line after its stall until the close
+                stalled = after_stall is not None and i > after_stall
+                hi = opn - 21 if stalled else opn + 400
+                price, vol, cond = _vshape_background(rng, i, n, opn, price, hi)
+            e = Event(sid, (ts, sid), ts=ts, stock=sid, price=price, open=opn, volume=vol,
+                      cond=cond, chg=price - prev_close)
             if tag:
                 e.tag("vshape", tag)
             events.append(e)
@@ -756,64 +542,49 @@ def gen_vshape():
 # supplychain: order lifecycle
 
 
-def gen_supplychain():
-    rng = random.Random(4_100_017)
-    t0 = 1_718_870_400  # epoch seconds
-    C, P, A, PK, PA, S, D, X, R = (
-        "CREATED",
-        "PAID",
-        "ADDRESS_CHANGED",
-        "PICKED",
-        "PACKED",
-        "SHIPPED",
-        "DELIVERED",
-        "CANCELLED",
-        "REFUNDED",
-    )
-    gap = {
-        C: (30, 900),
-        P: (1800, 7200),
-        A: (300, 1800),
-        PK: (600, 3600),
-        PA: (1200, 5400),
-        S: (7200, 21600),
-        D: (600, 3600),
-        X: (300, 3600),
-        R: (600, 7200),
-    }
-    events = []
-    ids = iter(rng.sample(range(4_100_000, 4_199_999), 80))
+ORDER_STATUSES = ("CREATED", "PAID", "ADDRESS_CHANGED", "PICKED", "PACKED", "SHIPPED",
+                  "DELIVERED", "CANCELLED", "REFUNDED")
+ORDER_GAPS = dict(zip(ORDER_STATUSES, [  # seconds from a status to the next event, (lo, hi)
+    (30, 900), (1800, 7200), (300, 1800), (600, 3600), (1200, 5400), (7200, 21600),
+    (600, 3600), (300, 3600), (600, 7200)], strict=True))
 
-    def order(flow, start=None, end=None, express=None, amount=None, tags=None):
+
+class OrderLog:
+    """The events of the fulfilment log; every random draw comes from ``rng``, in call order."""
+
+    def __init__(self, rng, t0):
+        self.rng = rng
+        self.t0 = t0
+        self.events = []
+        self.ids = iter(rng.sample(range(4_100_000, 4_199_999), 80))
+
+    def order(self, flow, start=None, end=None, express=None, amount=None, tags=None):
         """flow: statuses; tags: {index: [(query, kind)]}; start or end: first or last ts."""
-        oid = next(ids)
+        rng = self.rng
+        oid = next(self.ids)
         express = rng.random() < 0.3 if express is None else express
         amount = rng.randrange(1500, 80_000, 5) if amount is None else amount
         wh = rng.randint(1, 4)
-        gaps = [rng.randint(*gap[s]) for s in flow[:-1]]
+        gaps = [rng.randint(*ORDER_GAPS[s]) for s in flow[:-1]]
         if start is None:
-            start = t0 + rng.randint(0, 6 * 3600) if end is None else end - sum(gaps)
+            start = self.t0 + rng.randint(0, 6 * 3600) if end is None else end - sum(gaps)
         t = start
         for i, s in enumerate(flow):
-            e = Event(
-                oid,
-                (t, oid, i),
-                ts=t,
-                order_id=oid,
-                status=s,
-                amount=amount,
-                express=express,
-                warehouse=wh,
-            )
+            e = Event(oid, (t, oid, i), ts=t, order_id=oid, status=s, amount=amount,
+                      express=express, warehouse=wh)
             for q, kind in (tags or {}).get(i, []):
                 e.tag(q, kind)
-            events.append(e)
+            self.events.append(e)
             if i < len(flow) - 1:
                 t += gaps[i]
         return oid
 
-    # background: ADDRESS_CHANGED only between PICKED and PACKED (never next to PAID), every
-    # shipment paid first, no shipment after a cancellation, at most one refund per order
+
+def _ordinary_orders(log):
+    """ADDRESS_CHANGED only between PICKED and PACKED (never next to PAID), every shipment
+    paid first, no shipment after a cancellation, at most one refund per order."""
+    rng = log.rng
+    C, P, A, PK, PA, S, D, X, R = ORDER_STATUSES
     for _ in range(38):
         kind = rng.choices(
             ["normal", "return", "cancel", "unpaid_cancel", "pending"], [60, 10, 10, 8, 12]
@@ -829,8 +600,14 @@ def gen_supplychain():
             flow = [C, X]
         else:
             flow = [C, P] + ([PK] if rng.random() < 0.5 else [])
-        order(flow)
+        log.order(flow)
 
+
+def _planted_orders(log):
+    """The planted matches and near-misses of the four queries; returns the second in which
+    two different orders are each refunded once."""
+    C, P, A, PK, PA, S, D, X, R = ORDER_STATUSES
+    order, t0 = log.order, log.t0
     M, N = "match", "near_miss"
     SU, CS, DR, AT = "ship_unpaid", "cancel_shipped", "double_refund", "ato"
     # ship_unpaid
@@ -858,8 +635,17 @@ def gen_supplychain():
     order([C, P, A, PK, PA, S, D], express=False, amount=52_000, tags={5: [(AT, N)]})
     order([C, P, PK, A, PA, S, D], express=True, amount=61_000, tags={5: [(AT, N)]})
     order([C, P, A, PK, PA, S, D], express=True, amount=14_900, tags={5: [(AT, N)]})
+    return t_pair
+
+
+def gen_supplychain():
+    rng = random.Random(4_100_017)
+    log = OrderLog(rng, t0=1_718_870_400)  # epoch seconds
+    _ordinary_orders(log)
+    t_pair = _planted_orders(log)
     events_sorted, planted = write_dataset(
-        "supplychain", ["ts", "order_id", "status", "amount", "express", "warehouse"], events
+        "supplychain", ["ts", "order_id", "status", "amount", "express", "warehouse"],
+        log.events
     )
     pair = [i for i, e in enumerate(events_sorted) if e["ts"] == t_pair]
     assert len(pair) == 2 and pair[1] == pair[0] + 1, "the two single refunds must be adjacent"
@@ -925,74 +711,77 @@ class PredicateConverter:
 
     def __init__(self, schema: Schema):
         self.schema = schema
-        self.derived: dict[str, P.Arith] = {}
+        self.derived: dict[str, Arith] = {}
 
     def query(self, q: CheckedQuery) -> oracle.Query:
         defines = tuple((v, self.pred(e)) for v, e in q.predicates.items() if e is not None)
         return oracle.Query(q.name, oracle_pattern(q.pattern), defines, q.skip_past_last_row)
 
-    def pred(self, e: P.PExpr) -> tuple:
+    def pred(self, e: PExpr) -> tuple:
         match e:
-            case P.Const(value, "bool"):
+            case Const(value, "bool"):
                 never = ("in", self.schema.names[0], ())  # an empty IN list holds for no row
                 return ("not", never) if value else never
-            case P.FieldRef(name, BoolType()):
+            case FieldRef(name, BoolType()):
                 return ("cmp", name, "=", True)
-            case P.Not(operand):
+            case Not(operand):
                 return ("not", self.pred(operand))
-            case P.And(items) | P.Or(items):
-                kind = "and" if isinstance(e, P.And) else "or"
+            case And(items) | Or(items):
+                kind = "and" if isinstance(e, And) else "or"
                 return functools.reduce(lambda a, b: (kind, a, b), map(self.pred, items))
-            case P.Cmp(op, left, right, "bool") if not _simple(left) or not _simple(right):
+            case Cmp(op, left, right, "bool") if not _field_or_literal(left, right):
                 a, b = self.pred(left), self.pred(right)
                 same = ("or", ("and", a, b), ("and", ("not", a), ("not", b)))
                 return same if op == "=" else ("not", same)
-            case P.Cmp(op, left, right, _):
+            case Cmp(op, left, right, _):
                 return self._compare(op, left, right)
-        raise TypeError(f"no oracle form for the predicate {P.render(e)!r}")
+        raise TypeError(f"no oracle form for the predicate {render(e)!r}")
 
-    def _compare(self, op: str, left: P.PExpr, right: P.PExpr) -> tuple:
-        if isinstance(left, P.Const):
+    def _compare(self, op: str, left: PExpr, right: PExpr) -> tuple:
+        if isinstance(left, Const):
             left, right, op = right, left, _FLIP.get(op, op)
-        if isinstance(right, P.Const):
+        if isinstance(right, Const):
             return ("cmp", self._column(left), op, _literal(right))
         return ("cmpf", self._column(left), op, self._column(right))
 
-    def _column(self, e: P.PExpr) -> str:
-        if isinstance(e, P.FieldRef):
+    def _column(self, e: PExpr) -> str:
+        if isinstance(e, FieldRef):
             return e.name
-        if isinstance(e, P.Arith):
-            name = f"[{P.render(e)}]"
+        if isinstance(e, Arith):
+            name = f"[{render(e)}]"
             self.derived[name] = e
             return name
-        raise TypeError(f"no oracle form for the operand {P.render(e)!r}")
+        raise TypeError(f"no oracle form for the operand {render(e)!r}")
 
 
-def _simple(e: P.PExpr) -> bool:
-    return isinstance(e, P.FieldRef | P.Const)
+def _field_or_literal(left: PExpr, right: PExpr) -> bool:
+    """Whether a comparison is field-to-literal or field-to-field (a ``cmp`` or ``cmpf``)."""
+    sides = (left, right)
+    return all(isinstance(e, FieldRef | Const) for e in sides) and \
+        any(isinstance(e, FieldRef) for e in sides)
 
 
-def _literal(c: P.Const):
+def _literal(c: Const):
     if c.kind == "enum":
         return c.enum.labels[c.value]
     return {"bool": bool, "float": float}.get(c.kind, int)(c.value)
 
 
-def _arith(e: P.PExpr, row: dict) -> int:
+def _arith(e: PExpr, row: dict) -> int:
     match e:
-        case P.FieldRef(name):
+        case FieldRef(name):
             return row[name]
-        case P.Const(value):
+        case Const(value):
             return int(value)
-        case P.Arith("neg", operand):
+        case Arith("neg", operand):
             return -_arith(operand, row)
-        case P.Arith(op, left, right):
+        case Arith(op, left, right):
             a, b = _arith(left, row), _arith(right, row)
             return a + b if op == "+" else a - b
     raise TypeError(e)
 
 
-def oracle_rows(tuples: Tuples, schema: Schema, derived: dict[str, P.Arith]) -> list[dict]:
+def oracle_rows(tuples: Tuples, schema: Schema, derived: dict[str, Arith]) -> list[dict]:
     """The tuples as the oracle reads them: one dict of Python values per row (ENUM as its
     label, FLOAT32 as the exact float), plus the derived columns of :class:`PredicateConverter`.
     """
