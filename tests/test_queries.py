@@ -1,8 +1,10 @@
 """Every bundled query compiles, and `nfacep match` reproduces its checked-in matches.
 
 The expected files (`queries/*.matches.csv`) are also what the gateware tiers are compared
-with. They are cross-checked against the planted instances that `queries/generate.py`
-wrote independently of the compiler: every planted match is reported, no near-miss is.
+with. They are cross-checked against the planted instances that `tools/generate_queries.py`
+wrote: every planted match is reported, no near-miss is. That tool's own check, which decides
+the matches with the independent oracle (`tests/oracle.py`), runs here too, and is shown to
+catch a wrong planted row.
 """
 
 import csv
