@@ -8,12 +8,17 @@ catch a wrong planted row.
 """
 
 import csv
+import functools
+import importlib.util
 import pathlib
+import shutil
 
 import pytest
 
 import nfacep
+import nfacep.tuples
 from nfacep.cli import main
+from nfacep.predicates import evaluate, render
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
@@ -52,3 +57,128 @@ def test_expected_agrees_with_planted(name):
     assert matches and near
     assert matches == expected  # the generator plants every match there is
     assert not near & expected
+
+
+# --- tools/generate_queries.py: its check (nfacep's front end and reader, tests/oracle.py) ----
+
+TOOL = QUERIES.parent / "tools" / "generate_queries.py"
+
+
+@functools.cache
+def generator():
+    """tools/generate_queries.py as a module (``tools`` is not a package); importing it writes
+    nothing."""
+    spec = importlib.util.spec_from_file_location("generate_queries", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_generator_check_passes(name):
+    planted = rows(QUERIES / f"{name}.planted.csv")
+    summary = generator().check(name)
+    program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
+    assert [s[0] for s in summary] == [q.name for q in program.queries]
+    for qname, matches, near_misses, _, _ in summary:
+        mine = [r["kind"] for r in planted if r["query"] == qname]
+        assert (matches, near_misses) == (mine.count("match"), mine.count("near_miss"))
+        assert matches and near_misses
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_generator_converts_predicates_faithfully(name):
+    """The oracle's reading of every converted DEFINE agrees with nfacep's own evaluation."""
+    tool = generator()
+    program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
+    tuples = nfacep.tuples.read(str(QUERIES / f"{name}.csv"), program.schema)
+    converter = tool.PredicateConverter(program.schema)
+    converted = [(converter.pred(e), e) for q in program.queries
+                 for e in q.predicates.values() if e is not None]
+    table = tool.oracle_rows(tuples, program.schema, converter.derived)
+    for pred, expr in converted:
+        theirs = [tool.oracle.eval_pred(pred, row) for row in table]
+        ours = evaluate(expr, tuples.columns, tuples.n).tolist()
+        assert theirs == ours, (name, render(expr), pred)
+        assert any(ours), (name, render(expr))  # each predicate holds somewhere
+
+
+def _planted_error(name, edit):
+    """The check's error for the planted rows of ``name`` changed by ``edit(rows)``."""
+    planted = rows(QUERIES / f"{name}.planted.csv")
+    edit(planted)
+    tool = generator()
+    with pytest.raises(tool.CheckError) as info:
+        tool.check(name, planted=planted)
+    return str(info.value)
+
+
+def _first(planted, query, kind):
+    return next(r for r in planted if r["query"] == query and r["kind"] == kind)
+
+
+def test_generator_check_reports_a_match_missing_from_planted():
+    gone = {}
+
+    def edit(planted):
+        gone.update(_first(planted, "thaw", "match"))
+        planted.remove(gone)
+
+    message = _planted_error("fire", edit)
+    assert message == (f"fire.sql: query thaw: a match that is not planted: seq {gone['seq']}, "
+                       f"partition {gone['partition']}")
+
+
+def test_generator_check_reports_a_near_miss_planted_as_match():
+    row = {}
+
+    def edit(planted):
+        row.update(_first(planted, "portscan", "near_miss"))
+        _first(planted, "portscan", "near_miss")["kind"] = "match"
+
+    message = _planted_error("bruteforce", edit)
+    assert message == ("bruteforce.sql: query portscan: a planted match that the oracle does "
+                       f"not report: seq {row['seq']}, partition {row['partition']}")
+
+
+def test_generator_check_reports_a_match_planted_as_near_miss():
+    row = {}
+
+    def edit(planted):
+        row.update(_first(planted, "ato", "match"))
+        _first(planted, "ato", "match")["kind"] = "near_miss"
+
+    message = _planted_error("supplychain", edit)
+    assert message == (f"supplychain.sql: query ato: a near_miss that is a match: seq "
+                       f"{row['seq']}, partition {row['partition']}")
+
+
+def test_generator_check_reports_a_wrong_partition():
+    def edit(planted):
+        _first(planted, "cheat", "match")["partition"] = "1"
+
+    assert "partition 1, but the tuple's runner is" in _planted_error("marathon", edit)
+
+
+def test_generator_check_reports_a_near_miss_the_data_make_a_match(tmp_path):
+    """Turn a tuple of the data into one more failed login: the near-miss of four failures
+    then success becomes a real brute force, which the check must report."""
+    tool = generator()
+    for suffix in (".sql", ".planted.csv"):
+        shutil.copy(QUERIES / f"bruteforce{suffix}", tmp_path)
+    data = rows(QUERIES / "bruteforce.csv")
+    user = str(tool.ip("10.20.4.17"))  # a user mistyping four times, then logging in
+    miss = next(r for r in rows(QUERIES / "bruteforce.planted.csv")
+                if r["partition"] == user and r["query"] == "bruteforce")
+    assert miss["kind"] == "near_miss"
+    before = [i for i, r in enumerate(data[:int(miss["seq"])]) if r["src_ip"] == user]
+    assert [data[i]["event"] for i in before[-5:]] == ["HTTP_GET"] + ["LOGIN_FAIL"] * 4
+    data[before[-5]]["event"] = "LOGIN_FAIL"
+    with open(tmp_path / "bruteforce.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(data[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(data)
+    with pytest.raises(tool.CheckError) as info:
+        tool.check("bruteforce", folder=tmp_path)
+    assert str(info.value) == ("bruteforce.sql: query bruteforce: a near_miss that is a match: "
+                               f"seq {miss['seq']}, partition {user}")
