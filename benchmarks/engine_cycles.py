@@ -15,11 +15,12 @@ import argparse
 import pathlib
 
 import numpy as np
-from nfacep.hdl.engine import Engine
-from nfacep.hdl.measure import cycle_profile
 
 import nfacep
 from nfacep import tuples, wire
+from nfacep.hdl.engine import Engine
+from nfacep.hdl.measure import cycle_profile
+from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -44,11 +45,12 @@ def main() -> None:
     print(f"marathon stream, {args.tuples} tuples offered back to back, output always ready")
     print(f"{'partitions':>10} {'tuples/cycle':>13} {'cycles/tuple':>13} {'latency':>8}")
     rows = []
-    base = cycle_profile(Engine(single, partitions=1), payloads, expect_records=args.tuples)
+    base = cycle_profile(Engine(single, EngineParams(partitions=1)), payloads,
+                         expect_records=args.tuples)
     print(f"{'none':>10} {base['accepted_per_cycle']:>13.3f} {base['cycles_per_tuple']:>13.3f} "
           f"{base['latency']:>8}")
     for p in args.partitions:
-        prof = cycle_profile(Engine(partitioned, partitions=p), payloads,
+        prof = cycle_profile(Engine(partitioned, EngineParams(partitions=p)), payloads,
                              expect_records=args.tuples)
         rows.append((p, prof))
         print(f"{p:>10} {prof['accepted_per_cycle']:>13.3f} {prof['cycles_per_tuple']:>13.3f} "

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from amaranth.hdl import Elaboratable, Module, Signal
 from amaranth.lib import data, io, wiring
+
 from nfacep.boards import Board, run_flow
 from nfacep.boards.top import LedSink, RandomTupleSource, board_leds
 from nfacep.hdl.decoder import PredicateDecoder

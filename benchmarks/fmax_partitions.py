@@ -21,9 +21,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from fabric import read_csv, write_csv
-from nfacep.boards import BuildError, build, get_board
 
 import nfacep
+from nfacep.boards import BuildError, build, get_board
+from nfacep.params import EngineParams
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUERY = os.path.join(HERE, "..", "queries", "marathon.sql")
@@ -78,8 +79,8 @@ def main() -> None:
             start = time.monotonic()
             out = os.path.join(root, f"p{parts}")
             try:
-                report = build(nfa, board, out, partitions=parts, tick_tuples=0,
-                               timer_bits=4, target_mhz=args.target_mhz, stem="marathon")
+                report = build(nfa, board, out, EngineParams(partitions=parts),
+                               target_mhz=args.target_mhz, stem="marathon")
             except BuildError as err:  # timing missed: the numbers are still there
                 if err.report is None or not err.report["resources"]:
                     raise

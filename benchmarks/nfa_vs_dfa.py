@@ -22,11 +22,11 @@ from functools import partial
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from fabric import MatcherTop, build_design, save_rows
+
+import nfacep
 from nfacep.boards import get_board
 from nfacep.hdl.dfa import DfaMatcher, Encoding, moore_dfa
 from nfacep.hdl.nfa import NfaMatcher
-
-import nfacep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM bits (b UINT(1));\n"

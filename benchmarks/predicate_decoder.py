@@ -30,11 +30,11 @@ from functools import partial
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from fabric import MatcherTop, build_design, save_rows
+
+import nfacep
 from nfacep.boards import get_board
 from nfacep.hdl.nfa import NfaMatcher
 from nfacep.hdl.unshared import UnsharedNfaMatcher
-
-import nfacep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM chars (c UINT(7));\n"

@@ -19,6 +19,7 @@ import numpy as np
 
 import nfacep
 from nfacep import reference
+from nfacep.params import EngineParams
 from nfacep.tuples import Tuples
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -50,7 +51,7 @@ def measure(nfa, tuples, partitions: int, repeat: int):
     best = None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        result = reference.run(nfa, tuples, partitions=partitions)
+        result = reference.run(nfa, tuples, EngineParams(partitions=partitions))
         elapsed = time.perf_counter() - t0
         best = elapsed if best is None else min(best, elapsed)
     return best, result

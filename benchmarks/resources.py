@@ -19,9 +19,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from nfacep.boards import BuildError, build, get_board
-
 import nfacep
+from nfacep.boards import BuildError, build, get_board
+from nfacep.params import EngineParams
 
 QUERY = """CREATE STREAM ev (k UINT(16), e ENUM('a', 'b', 'c', 'd'));
 QUERY q FROM ev PARTITION k PATTERN (A (B | C*) D)
@@ -56,8 +56,8 @@ def main() -> None:
         for depth in args.depths:
             start = time.monotonic()
             try:
-                report = build(nfa, board, os.path.join(tmp, str(depth)), partitions=depth,
-                               tick_tuples=0, timer_bits=4, target_mhz=args.target_mhz,
+                report = build(nfa, board, os.path.join(tmp, str(depth)),
+                               EngineParams(partitions=depth), target_mhz=args.target_mhz,
                                stem="abcd")
             except BuildError as err:  # timing missed: the numbers are still there
                 if err.report is None or not err.report["resources"]:

@@ -18,10 +18,11 @@ import tempfile
 import time
 
 import numpy as np
-from nfacep.hdl.engine import write_verilog
 
 import nfacep
 from nfacep import sim, tuples
+from nfacep.hdl.engine import write_verilog
+from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -50,14 +51,14 @@ def main() -> None:
         engines = {}
         for p in args.partitions:  # emit once: Verilog generation is not simulation
             engines[p] = str(pathlib.Path(build) / f"engine{p}.v")
-            write_verilog(nfa, engines[p], partitions=p, tick_tuples=0, timer_bits=4)
+            write_verilog(nfa, engines[p], EngineParams(partitions=p))
         for simulator in args.simulators:
             for p in args.partitions:
-                kw = {"simulator": simulator, "partitions": p, "traffic": "full",
-                      "build_dir": build, "engine": engines[p]}
-                sim.run(query, sample, **kw)  # build (and warm the cache)
+                simulation = sim.Simulation(simulator, traffic="full", build_dir=build,
+                                            engine=engines[p])
+                simulation.run(nfa, sample, EngineParams(partitions=p))  # build, warm the cache
                 t0 = time.perf_counter()
-                r = sim.run(query, sample, **kw)
+                r = simulation.run(nfa, sample, EngineParams(partitions=p))
                 wall = time.perf_counter() - t0
                 rows.append((simulator, p, wall, args.tuples / wall, r.cycles / wall))
                 print(f"{simulator:>10} {p:>10} {wall:>8.1f} {args.tuples / wall:>9.0f} "

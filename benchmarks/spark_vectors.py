@@ -33,12 +33,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def child(args) -> None:
     sys.path.insert(0, str(ROOT))
+    from nfacep.params import EngineParams
     from nfacep.spark_testbench import session, vectors
     from nfacep.spark_testbench.generate import Options
 
     t0 = time.perf_counter()
     job = vectors.prepare(args.query, Options(tuples=args.tuples, seed=args.seed, keys=args.keys),
-                          args.out, engine=vectors.Engine(partitions=args.partitions),
+                          args.out, params=EngineParams(partitions=args.partitions),
                           expected=args.expected)
     prepare = time.perf_counter() - t0
     load = os.getloadavg()[0]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from nfacep.errors import NfacepError, UsageError
 from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
 
 from .registry import Board
 from .toolchain import find_tools, run_step, tool_env_var
@@ -417,8 +418,8 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     return result
 
 
-def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples: int,
-          timer_bits: int, target_mhz: float | None = None, stem: str = "engine",
+def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
+          target_mhz: float | None = None, stem: str = "engine",
           query_file: str | None = None, progress=None, link: str = "harness",
           baud: int = 115200) -> dict:
     """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report.
@@ -444,7 +445,7 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
     target = target_mhz if target_mhz is not None else board_mhz
     if link == "uart":
         _check_uart(platform, board_mhz, baud)
-    engine = Engine(nfa, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits)
+    engine = Engine(nfa, params)
     link_info, top = _top(link, engine, board_mhz, baud)
 
     work = os.path.join(out_dir, "toolchain")
@@ -465,7 +466,7 @@ def build(nfa: Nfa, board: Board, out_dir: str, *, partitions: int, tick_tuples:
         "package": platform.package,
         "family": board.family,
         "query_file": query_file,
-        "parameters": engine.parameters,
+        "parameters": params.as_dict(),
         "queries": [q.name for q in nfa.queries],
         "nfa_states": len(nfa.states),
         "predicates": len(nfa.predicates),
@@ -548,7 +549,7 @@ def _top(link: str, engine, board_mhz: float, baud: int):
 
     div = divisor(board_mhz * 1e6, baud)
     top = UartBoardTop(engine, clk_hz=board_mhz * 1e6, baud=baud)
-    ident = engine_id(engine.nfa, **engine.parameters)
+    ident = engine_id(engine.nfa, engine.params)
     actual = board_mhz * 1e6 / div
     note = (f"UART link at {baud} baud on the board's USB serial port (frames: boards/LINK.md); "
             f"stream tuples with `nfacep run --port PORT --baud {baud}`")

@@ -1,27 +1,25 @@
-"""``nfacep run``: stream tuples to a board over its USB UART and collect its matches.
+"""``nfacep run``: a board over its USB UART, as a back-end.
 
-:func:`run` opens the serial port (any pyserial URL: ``/dev/ttyUSB0``, ``COM3``,
-``socket://host:port``, ``loop://``), resets the board's engine, checks that the board runs the
-engine this query file and these parameters describe (STATUS's ``engine_id``), sends the tuples
-in TUPLES frames under the link's flow control, and reads the RECORD frames back until the
-board reports that it has taken every tuple and is idle. It writes the same match CSV and
-summary JSON as ``nfacep match``. The frame format and the flow control are
-:mod:`nfacep.boards.link.protocol`'s; ``boards/LINK.md`` describes both.
+:class:`UartBoard` is a :class:`~nfacep.backend.Backend`: it opens the serial port (any pyserial
+URL: ``/dev/ttyUSB0``, ``COM3``, ``socket://host:port``, ``loop://``), resets the board's engine,
+checks that the board runs the engine this query file and these parameters describe (STATUS's
+``engine_id``), sends the tuples in TUPLES frames under the link's flow control, and reads the
+RECORD frames back until the board reports that it has taken every tuple and is idle. The frame
+format and the flow control are :mod:`nfacep.boards.link.protocol`'s; ``boards/LINK.md``
+describes both.
 """
 
 from __future__ import annotations
 
-import csv
-import sys
 import time
 from dataclasses import dataclass, field
 
-from nfacep import NfacepError, compile_file, wire
-from nfacep import tuples as tuples_mod
+from nfacep import NfacepError, wire
 from nfacep.errors import UsageError
-from nfacep.output import atomic_write, summary_path, write_json
-from nfacep.reference import DEFAULTS
-from nfacep.wire import field_text
+from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
+from nfacep.result import Result
+from nfacep.tuples import Tuples
 
 from .link.protocol import (
     ACK_FIELDS,
@@ -35,11 +33,9 @@ from .link.protocol import (
     encode,
     engine_id,
     fields_size,
-    record_bytes,
-    record_fields,
 )
 
-__all__ = ["LinkError", "NoBoardError", "RunResult", "run"]
+__all__ = ["BoardResult", "LinkError", "NoBoardError", "UartBoard"]
 
 #: Tuples per TUPLES frame by default (fewer when the board's buffer is small).
 FRAME_TUPLES = 16
@@ -56,18 +52,27 @@ class NoBoardError(LinkError):
 
 
 @dataclass
-class RunResult:
-    n: int  #: tuples sent
-    names: tuple[str, ...]
-    matches: list[tuple[int, str, str | None]]  #: (seq, query, partition text), sorted
-    drop_seqs: list[int]
-    status: dict  #: the board's last STATUS
-    stats: dict  #: the host's view of the link: frames, retransmissions, bad frames, seconds
-    summary: dict = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+class BoardResult(Result):
+    """What a board reported: a :class:`~nfacep.result.Result`, plus the link's view."""
 
-    def count(self, name: str) -> int:
-        return sum(1 for _, q, _ in self.matches if q == name)
+    port: str = ""
+    baud: int = 0
+    status: dict = field(default_factory=dict)  #: the board's last STATUS
+    #: the host's view of the link: frames, retransmissions, bad frames, seconds
+    stats: dict = field(default_factory=dict)
+
+    backend = "board"
+
+    def details(self) -> dict:
+        return {"port": self.port, "baud": self.baud,
+                "board": {k: self.status[k] for k, _ in STATUS_FIELDS if k != "reserved"},
+                "link": self.stats}
+
+    def note(self) -> str:
+        seconds = self.stats.get("seconds") or 0
+        rate = self.n / seconds if seconds else 0
+        return (f"board on {self.port} at {self.baud} baud, {seconds:.2f} s, "
+                f"{rate:.0f} tuples/s")
 
 
 def open_port(port: str, baud: int):
@@ -93,7 +98,7 @@ class _Session:
         self.byte_time = 10 / baud
         self.reader = FrameReader([FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
                                   max_payload=max(fields_size(STATUS_FIELDS),
-                                                  record_bytes(nfa)))
+                                                  wire.record_format(nfa).nbytes))
         self.records: list[bytes] = []
         self.status: dict | None = None
         self.status_count = 0
@@ -170,103 +175,73 @@ class _Session:
         return self.status
 
 
-def _partition_text(raw: int, nfa) -> str | None:
-    pf = nfa.program.partition_field
-    if pf is None:
-        return None
-    try:
-        return field_text(raw, nfa.program.schema.field(pf).type)
-    except ValueError as err:
-        raise LinkError(f"a record's partition: {err}") from None
-
-
-def _check_board(status: dict, nfa, params: dict, query: str, capacity_min: int) -> None:
+def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int) -> None:
     if status["version"] != VERSION:
         raise NoBoardError(f"the board speaks version {status['version']} of the link "
                            f"protocol, this nfacep version {VERSION}: rebuild the bitstream")
-    expected = engine_id(nfa, **params)
+    expected = engine_id(nfa, params)
     if status["engine_id"] != expected:
-        shown = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in params.items())
         raise NoBoardError(
             f"the board runs another engine (engine id {status['engine_id']:08x}, expected "
-            f"{expected:08x} for {query} with {shown}): load the bitstream built by `nfacep "
-            f"build {query} --link uart` with these parameters, or pass the ones it was built "
-            "with")
+            f"{expected:08x} for this query file with {params.options()}): load the bitstream "
+            "that `nfacep build --link uart` made of this query file with these parameters, "
+            "or pass the ones it was built with")
     tb = wire.tuple_bytes(nfa.program.schema)
-    if status["tuple_bytes"] != tb or status["record_bytes"] != record_bytes(nfa):
+    rb = wire.record_format(nfa).nbytes
+    if status["tuple_bytes"] != tb or status["record_bytes"] != rb:
         raise NoBoardError(f"the board's tuples are {status['tuple_bytes']} bytes and records "
-                           f"{status['record_bytes']}, expected {tb} and {record_bytes(nfa)}")
+                           f"{status['record_bytes']}, expected {tb} and {rb}")
     if status["capacity"] < capacity_min:
         raise NoBoardError(f"the board's buffer holds {status['capacity']} bytes, less than one "
                            f"{capacity_min}-byte tuple")
 
 
-def run(query: str, tuples, output: str | None = None, *, port: str, baud: int = 115200,
-        partitions: int = DEFAULTS["partitions"], tick_tuples: int = DEFAULTS["tick_tuples"],
-        timer_bits: int = DEFAULTS["timer_bits"], timeout: float = 5.0,
-        frame_tuples: int | None = None, serial_port=None, progress=None) -> RunResult:
-    """Match ``tuples`` (a file or :class:`nfacep.tuples.Tuples`) on the board at ``port``.
+class UartBoard:
+    """A board loaded with a bitstream from ``nfacep build --link uart``, on the serial port
+    ``port`` at ``baud``.
 
-    ``output`` receives the match CSV and ``<output>.summary.json``, whole or not at all.
     ``timeout`` bounds every wait for the board (seconds); ``frame_tuples`` the tuples per
     frame (default :data:`FRAME_TUPLES`, fewer when the board's buffer is small).
-    ``serial_port`` is an already open pyserial port to use instead of opening ``port``.
-    Raises :class:`NoBoardError` when no board (or one with another engine) answers and
-    :class:`LinkError` when it stops answering or results are lost.
+    ``serial_port`` is an already open pyserial port to use instead of opening ``port``;
+    ``progress`` is called with a line of text about once a second.
     """
-    params = {"partitions": partitions, "tick_tuples": tick_tuples, "timer_bits": timer_bits}
-    if timeout <= 0:
-        raise UsageError("--timeout must be positive")
-    if frame_tuples is not None and frame_tuples < 1:
-        raise UsageError("--frame-tuples must be at least 1")
-    if output is not None:
-        import os
 
-        folder = os.path.dirname(os.path.abspath(output))
-        if not os.path.isdir(folder):
-            raise UsageError(f"{output}: the folder {folder} does not exist")
-    nfa = compile_file(query)
-    schema = nfa.program.schema
-    if isinstance(tuples, tuples_mod.Tuples):
-        data, source = tuples, tuples.source
-    else:
-        data, source = tuples_mod.read(str(tuples), schema), str(tuples)
-    for f in nfa.program.order_fields:
-        tuples_mod.check_order(data, f)
-    tb = wire.tuple_bytes(schema)
-    payload = wire.pack_bytes(schema, data)
+    def __init__(self, port: str, *, baud: int = 115200, timeout: float = 5.0,
+                 frame_tuples: int | None = None, serial_port=None, progress=None):
+        if timeout <= 0:
+            raise UsageError("--timeout must be positive")
+        if frame_tuples is not None and frame_tuples < 1:
+            raise UsageError("--frame-tuples must be at least 1")
+        self.port = port
+        self.baud = baud
+        self.timeout = timeout
+        self.frame_tuples = frame_tuples
+        self.serial_port = serial_port
+        self.progress = progress
 
-    ser = serial_port if serial_port is not None else open_port(port, baud)
-    try:
-        session = _Session(ser, nfa, baud=baud, timeout=timeout, progress=progress)
-        started = time.monotonic()
-        status = session.reset(port)
-        _check_board(status, nfa, params, query, tb)
-        stats = _stream(session, payload, data.n, tb, status["capacity"], frame_tuples)
-        final = _finish(session, data.n)
-        stats["seconds"] = round(time.monotonic() - started, 3)
-    finally:
-        if serial_port is None:
-            ser.close()
-
-    result = _results(session, nfa, data.n, final, stats)
-    result.warnings = [w.render() for w in nfa.program.warnings] + result.warnings
-    result.summary = {
-        "query_file": query, "input": source, "tuples": data.n,
-        "matches": {name: result.count(name) for name in result.names},
-        "drops": len(result.drop_seqs), "drop_seqs": result.drop_seqs, **params,
-        "port": port, "baud": baud, "board": {k: final[k] for k, _ in STATUS_FIELDS
-                                              if k != "reserved"},
-        "link": stats,
-    }
-    if output is not None:
-        with atomic_write(output, newline="") as f:
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(["seq", "query", "partition"])
-            for seq, name, part in result.matches:
-                w.writerow([seq, name, "" if part is None else part])
-        write_json(summary_path(output), result.summary)
-    return result
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> BoardResult:
+        """Match ``tuples`` on the board. Raises :class:`NoBoardError` when no board (or one
+        with another engine) answers and :class:`LinkError` when it stops answering or results
+        are lost."""
+        schema = nfa.program.schema
+        tb = wire.tuple_bytes(schema)
+        payload = wire.pack_bytes(schema, tuples)
+        ser = self.serial_port if self.serial_port is not None else \
+            open_port(self.port, self.baud)
+        try:
+            session = _Session(ser, nfa, baud=self.baud, timeout=self.timeout,
+                               progress=self.progress)
+            started = time.monotonic()
+            status = session.reset(self.port)
+            _check_board(status, nfa, params, tb)
+            stats = _stream(session, payload, tuples.n, tb, status["capacity"],
+                            self.frame_tuples)
+            final = _finish(session, tuples.n)
+            stats["seconds"] = round(time.monotonic() - started, 3)
+        finally:
+            if self.serial_port is None:
+                ser.close()
+        return _results(session, nfa, tuples.n, final, stats, params, self.port, self.baud)
 
 
 def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
@@ -366,29 +341,8 @@ def _finish(s: _Session, n: int) -> dict:
         s.poll(0.01)
 
 
-def _results(s: _Session, nfa, n: int, final: dict, stats: dict) -> RunResult:
-    fields = {name: (at, width) for name, at, width in record_fields(nfa)}
-    names = tuple(q.name for q in nfa.queries)
-    by_bit = {q.index: q.name for q in nfa.queries}
-    matches, drops = [], []
-    for raw in s.records:
-        value = int.from_bytes(raw, "little")
-
-        def get(name, value=value):
-            at, width = fields[name]
-            return (value >> at) & ((1 << width) - 1)
-
-        seq = get("seq")
-        if seq >= n:
-            raise LinkError(f"the board sent a record for tuple {seq}, but only {n} were sent")
-        if get("dropped"):
-            drops.append(seq)
-        mask = get("matches")
-        if mask:
-            part = _partition_text(get("partition"), nfa)
-            matches.extend((seq, by_bit[b], part) for b in by_bit if mask >> b & 1)
-    matches.sort(key=lambda m: (m[0], m[1]))
-    drops.sort()
+def _results(s: _Session, nfa: Nfa, n: int, final: dict, stats: dict, params: EngineParams,
+             port: str, baud: int) -> BoardResult:
     stats.update({"records": len(s.records), "bad_frames_in": sum(s.reader.errors.values()),
                   "bytes_in": s.bytes_in,
                   "board_errors": {k: final[k] for k in ERROR_COUNTERS if final[k]}})
@@ -397,33 +351,17 @@ def _results(s: _Session, nfa, n: int, final: dict, stats: dict) -> RunResult:
         raise LinkError(f"{lost} of the board's {final['records']} records were lost on the "
                         f"way back ({sum(s.reader.errors.values())} corrupted frames came in, "
                         f"{s.reader.errors}); the results would be incomplete, run again")
-    result = RunResult(n, names, matches, drops, final, stats)
-    with_match = len({m[0] for m in matches})
-    if final["matched"] != with_match % (1 << 32) or final["drops"] != len(drops) % (1 << 32):
+    fmt = wire.record_format(nfa)
+    try:
+        result = BoardResult.from_records(
+            nfa, n, [fmt.decode_bytes(raw) for raw in s.records], params,
+            counters={k: final[k] for k in ("tuples", "matched", "drops")},
+            port=port, baud=baud, status=final, stats=stats)
+    except ValueError as err:
+        raise LinkError(f"the board sent a record that is not this engine's: {err}") from None
+    if stats["frames_resent"] or stats["bad_frames_in"] or stats["board_errors"]:
         result.warnings.append(
-            f"warning: the board counted {final['matched']} matching and {final['drops']} "
-            f"dropped tuples, its records {with_match} and {len(drops)}")
+            f"warning: the link was noisy: {stats['frames_resent']} frames resent, "
+            f"{stats['bad_frames_in']} bad frames from the board, board counters "
+            f"{stats['board_errors']}")
     return result
-
-
-def print_result(result: RunResult, output: str, port: str, baud: int, partitions: int,
-                 file=None) -> None:
-    """What ``nfacep run`` prints."""
-    out = file or sys.stdout
-    counts = ", ".join(f"{n}: {result.count(n)}" for n in result.names)
-    st = result.stats
-    rate = result.n / st["seconds"] if st.get("seconds") else 0
-    print(f"{result.n} tuples, {len(result.matches)} matches ({counts}), "
-          f"{len(result.drop_seqs)} dropped -> {output} [board on {port} at {baud} baud, "
-          f"{st['seconds']:.2f} s, {rate:.0f} tuples/s]", file=out)
-    for w in result.warnings:
-        print(w, file=sys.stderr)
-    if st["frames_resent"] or st["bad_frames_in"] or st["board_errors"]:
-        print(f"warning: the link was noisy: {st['frames_resent']} frames resent, "
-              f"{st['bad_frames_in']} bad frames from the board, board counters "
-              f"{st['board_errors']}", file=sys.stderr)
-    drops = result.drop_seqs
-    if drops:
-        shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
-        print(f"warning: {len(drops)} tuples dropped (partitioner full, --partitions "
-              f"{partitions}) at seq {shown}", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Elaboratable, Module, Signal
 from amaranth.lib import data, io, stream, wiring
 from amaranth.lib.wiring import In, Out
+
 from nfacep.hdl.engine import Engine
 
 __all__ = ["BoardTop", "LedSink", "RandomTupleSource", "board_leds"]

@@ -16,8 +16,10 @@ from amaranth.hdl import Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from nfacep.errors import NfacepError
+from nfacep.errors import HardwareLimitError
 from nfacep.nfa import Nfa
+from nfacep.params import EngineParams, check_fits
+from nfacep.wire import SEQ_BITS, record_format
 
 from .decoder import PredicateDecoder
 from .layout import tuple_layout
@@ -25,43 +27,7 @@ from .nfa import NfaMatcher, next_state
 from .partitioner import StreamPartitioner
 from .queue import StreamQueue
 
-__all__ = ["LIMITS", "Engine", "HardwareLimitError", "write_verilog"]
-
-#: What one engine can be built with; beyond these, compilation stops with a clear message.
-LIMITS = {
-    "states": 4096,  # bits of the NFA state vector, all queries together
-    "predicates": 4096,  # decoder outputs
-    "partitions": 65536,  # partitioner elements
-    "key_bits": 64,  # partition key width
-    "timer_bits": 32,
-    "tick_tuples": (1 << 32) - 1,
-}
-
-
-class HardwareLimitError(NfacepError):
-    """A query or parameter the gateware cannot be built with."""
-
-
-def check_buildable(nfa: Nfa, *, partitions: int, tick_tuples: int, timer_bits: int) -> None:
-    """Raise :class:`HardwareLimitError` naming the limit a query or parameter exceeds."""
-    def over(what: str, value: int, limit: int, hint: str) -> None:
-        if value > limit:
-            raise HardwareLimitError(f"{what} is {value}, more than the engine's limit of "
-                                     f"{limit}: {hint}")
-    over("the number of NFA states", len(nfa.states), LIMITS["states"],
-         "split the queries over several files/engines or shorten counted repetitions")
-    over("the number of distinct predicates", len(nfa.predicates), LIMITS["predicates"],
-         "split the queries over several engines")
-    over("--partitions", partitions, LIMITS["partitions"], "use fewer partitions")
-    over("--timer-bits", timer_bits, LIMITS["timer_bits"], "use a narrower timer")
-    over("--tick-tuples", tick_tuples, LIMITS["tick_tuples"], "tick more often")
-    if partitions < 1 or timer_bits < 1 or tick_tuples < 0:
-        raise HardwareLimitError("--partitions and --timer-bits must be at least 1, "
-                                 "--tick-tuples at least 0")
-    key = nfa.program.partition_field
-    if key is not None:
-        bits = nfa.program.schema.field(key).type.bits
-        over(f"the partition key '{key}' width", bits, LIMITS["key_bits"], "use a narrower key")
+__all__ = ["Engine", "HardwareLimitError", "write_verilog"]
 
 
 class Engine(wiring.Component):
@@ -70,8 +36,9 @@ class Engine(wiring.Component):
     Parameters
     ----------
     nfa : :class:`nfacep.nfa.Nfa`
-    partitions, tick_tuples, timer_bits : :class:`int`
-        The partitioner's capacity and timers (DESIGN.md §3); unused without PARTITION.
+    params : :class:`nfacep.params.EngineParams`
+        The partitioner's capacity and timers; unused without PARTITION. A query or parameter
+        beyond the engine's limits raises :class:`~nfacep.errors.HardwareLimitError`.
     seq_width : :class:`int`
         Width of the tuple sequence number in match records (wraps around).
     counter_width : :class:`int`
@@ -89,35 +56,26 @@ class Engine(wiring.Component):
     i_stream : ``In(stream.Signature(tuple_layout(schema)))``
         Tuples.
     o_stream : ``Out(stream.Signature(record_layout))``
-        One record per tuple that matched a query or was dropped: ``seq`` (0-based input
-        position), ``partition`` (the key's bits; 0 without PARTITION), ``matches`` (bit *q* for
-        ``nfa.queries[q]``) and ``dropped``.
+        One record per tuple that matched a query or was dropped, laid out as
+        :func:`nfacep.wire.record_format` says: ``seq`` (0-based input position), ``partition``
+        (the key's bits; 0 without PARTITION), ``matches`` (bit *q* for ``nfa.queries[q]``) and
+        ``dropped``.
     tuples, matched, drops : ``Out(counter_width)``
         Tuples taken, tuples that matched at least one query, tuples dropped. (The middle
         one is not called ``matches``: that is a SystemVerilog keyword.)
     """
 
-    def __init__(self, nfa: Nfa, *, partitions: int = 256, tick_tuples: int = 0,
-                 timer_bits: int = 4, seq_width: int = 48, counter_width: int = 32,
-                 fifo_depth: int = 8):
-        check_buildable(nfa, partitions=partitions, tick_tuples=tick_tuples,
-                        timer_bits=timer_bits)
+    def __init__(self, nfa: Nfa, params: EngineParams = EngineParams(), *,
+                 seq_width: int = SEQ_BITS, counter_width: int = 32, fifo_depth: int = 8):
+        check_fits(nfa)
         self._nfa = nfa
-        self._partitions = partitions
-        self._tick_tuples = tick_tuples
-        self._timer_bits = timer_bits
+        self._params = params
         self._seq_width = seq_width
         self._fifo_depth = fifo_depth
-        schema = nfa.program.schema
-        self._tuple_layout = tuple_layout(schema)
-        key = nfa.program.partition_field
-        self._key_bits = schema.field(key).type.bits if key else 1
-        self._record_layout = data.StructLayout({
-            "seq": seq_width,
-            "partition": self._key_bits,
-            "matches": len(nfa.queries),
-            "dropped": 1,
-        })
+        self._tuple_layout = tuple_layout(nfa.program.schema)
+        self._record_format = record_format(nfa, seq_width)
+        self._record_layout = data.StructLayout(self._record_format.widths)
+        self._key_bits = self._record_format.widths["partition"]
         super().__init__({
             "i_stream": In(stream.Signature(self._tuple_layout)),
             "o_stream": Out(stream.Signature(self._record_layout)),
@@ -139,9 +97,8 @@ class Engine(wiring.Component):
         return self._record_layout
 
     @property
-    def parameters(self) -> dict:
-        return {"partitions": self._partitions, "tick_tuples": self._tick_tuples,
-                "timer_bits": self._timer_bits}
+    def params(self) -> EngineParams:
+        return self._params
 
     def elaborate(self, platform):
         m = Module()
@@ -179,8 +136,8 @@ class Engine(wiring.Component):
             m.submodules.partitioner = part = StreamPartitioner(
                 key_shape=self._key_bits, payload_shape=n_pred,
                 state_width=len(nfa.states), result_shape=len(nfa.queries),
-                depth=self._partitions, timer_bits=self._timer_bits,
-                tick_tuples=self._tick_tuples, update=update)
+                depth=self._params.partitions, timer_bits=self._params.timer_bits,
+                tick_tuples=self._params.tick_tuples, update=update)
             m.d.comb += [
                 part.i_stream.valid.eq(queue.o_stream.valid),
                 queue.o_stream.ready.eq(part.i_stream.ready),
@@ -235,15 +192,15 @@ def _fields(layout: data.StructLayout) -> list[dict]:
             for name, f in layout]
 
 
-def write_verilog(nfa: Nfa, path: str, *, partitions: int, tick_tuples: int,
-                  timer_bits: int, name: str = "nfacep_engine") -> dict:
+def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
+                  name: str = "nfacep_engine") -> dict:
     """Write the engine as Verilog to ``path`` and a JSON sidecar (ports, tuple bit layout,
     record layout, query bits, parameters) beside it; both whole or not at all."""
     from amaranth.back import verilog
 
     from nfacep.output import atomic_write
 
-    engine = Engine(nfa, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits)
+    engine = Engine(nfa, params)
     text = verilog.convert(engine, name=name, emit_src=False)
     schema = nfa.program.schema
     tuple_fields = _fields(engine.tuple_layout)
@@ -264,7 +221,7 @@ def write_verilog(nfa: Nfa, path: str, *, partitions: int, tick_tuples: int,
                      "states": q.count} for q in nfa.queries],
         "partition_field": nfa.program.partition_field,
         "predicates": [p.text for p in nfa.predicates],
-        "parameters": engine.parameters,
+        "parameters": params.as_dict(),
     }
     json_path = os.path.splitext(path)[0] + ".json"
     with atomic_write(path) as f:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Admission", "admit"]
+from .params import EngineParams
+
+__all__ = ["Admission", "admit", "admit_sequential"]
 
 
 @dataclass
@@ -36,8 +38,9 @@ def _prev_same(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, prev
 
 
-def admit(codes: np.ndarray, *, partitions: int, tick_tuples: int, timer_bits: int) -> Admission:
-    """Model ``partitions`` elements with ``timer_bits`` timers and a tick per ``tick_tuples``.
+def admit(codes: np.ndarray, params: EngineParams) -> Admission:
+    """Model the partitioner of an engine with ``params``: ``partitions`` elements with
+    ``timer_bits`` timers and a tick per ``tick_tuples``.
 
     An element is set to ``2**timer_bits - 1`` whenever a tuple of its partition is processed;
     with ticks numbered from 1, tick *t* happens right after tuple ``t*K - 1``. A tuple processed
@@ -47,7 +50,8 @@ def admit(codes: np.ndarray, *, partitions: int, tick_tuples: int, timer_bits: i
     n = len(codes)
     if n == 0:
         return Admission(codes, np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
-    k, m = tick_tuples, (1 << timer_bits) - 1
+    partitions = params.partitions
+    k, m = params.tick_tuples, (1 << params.timer_bits) - 1
     order, prev = _prev_same(codes)
     idx = np.arange(n, dtype=np.int64)
     fresh = (prev < 0) | (idx // k >= prev // k + m) if k else prev < 0
@@ -65,11 +69,15 @@ def admit(codes: np.ndarray, *, partitions: int, tick_tuples: int, timer_bits: i
         occupied = np.arange(len(starts))
     if len(starts) == 0 or occupied.max() < partitions:
         return Admission(codes, np.ones(n, dtype=bool), fresh)
-    return _sequential(codes, partitions=partitions, tick_tuples=k, timer_max=m)
+    return admit_sequential(codes, params)
 
 
-def _sequential(codes: np.ndarray, *, partitions: int, tick_tuples: int,
-                timer_max: int) -> Admission:
+def admit_sequential(codes: np.ndarray, params: EngineParams) -> Admission:
+    """:func:`admit`'s result by the definition, one tuple at a time: an exact pass that
+    :func:`admit` takes when the partitioner fills (its array operations model only the case
+    where it never does)."""
+    partitions, tick_tuples = params.partitions, params.tick_tuples
+    timer_max = (1 << params.timer_bits) - 1
     n = len(codes)
     admitted = np.ones(n, dtype=bool)
     fresh = np.zeros(n, dtype=bool)

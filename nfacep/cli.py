@@ -1,226 +1,199 @@
-"""The ``nfacep`` command line: one subcommand per stage (DESIGN.md §5)."""
+"""The ``nfacep`` command line: one subcommand per stage, each owned by its package.
+
+A subcommand is a :class:`Command`. The language's own (``check``, ``explain``, ``match``) are
+here; the outer packages register theirs as entry points of the group ``nfacep.commands``
+(``pyproject.toml``), as Glasgow's applets are: ``verilog`` (:mod:`nfacep.hdl`), ``sim``
+(:mod:`nfacep.sim`), ``vectors`` and ``regress`` (:mod:`nfacep.spark_testbench`), ``build``
+and ``run`` (:mod:`nfacep.boards`). This module imports none of them: it finds them through
+the entry points when the parser is built.
+"""
 
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
+from importlib import metadata
 
-from . import NfacepError, QueryError, compile_file
+from . import NfacepError, QueryError, compile_file, params
+from .backend import run_files
 from .errors import UsageError
-from .output import atomic_write, summary_path, write_json
+from .nfa import Nfa
+from .output import atomic_write
+from .result import report
 
-__all__ = ["main"]
+__all__ = ["ENTRY_POINTS", "Command", "add_io_arguments", "load_query", "main"]
 
-
-def _hardware_args(p: argparse.ArgumentParser) -> None:
-    from .reference import DEFAULTS
-
-    g = p.add_argument_group("engine parameters (shared by every command that models hardware)")
-    g.add_argument("--partitions", type=int, default=DEFAULTS["partitions"], metavar="N",
-                   help="partitions the partitioner stores (default %(default)s)")
-    g.add_argument("--tick-tuples", type=int, default=DEFAULTS["tick_tuples"], metavar="K",
-                   help="a timer tick after every K-th input tuple; 0: no ticks "
-                        "(default %(default)s)")
-    g.add_argument("--timer-bits", type=int, default=DEFAULTS["timer_bits"], metavar="B",
-                   help="bits of each partition element's timer (default %(default)s)")
+#: The entry point group through which packages register their subcommands.
+ENTRY_POINTS = "nfacep.commands"
 
 
-def _validate_hardware(args) -> None:
-    if args.partitions < 1:
-        raise UsageError("--partitions must be at least 1")
-    if args.tick_tuples < 0:
-        raise UsageError("--tick-tuples must be 0 (no ticks) or more")
-    if not 1 <= args.timer_bits <= 32:
-        raise UsageError("--timer-bits must be between 1 and 32")
+class Command:
+    """A subcommand: its name, its help, its arguments and what it does.
+
+    ``order`` places it in ``nfacep --help`` (the stages' order: language, reference,
+    gateware, simulation, Spark, boards). A command that models or builds the engine adds the
+    engine parameters with :func:`nfacep.params.add_arguments` and reads them with
+    :func:`nfacep.params.from_args`.
+    """
+
+    name: str = ""
+    help: str = ""
+    description: str | None = None
+    order: int = 100
+
+    def epilog(self) -> str | None:
+        """Text after the options in ``nfacep NAME --help`` (kept as written)."""
+        return None
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("query", help="query file (.sql)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise NotImplementedError
 
 
-def _parser() -> argparse.ArgumentParser:
+def add_io_arguments(parser: argparse.ArgumentParser, *, output_help: str = "matches (.csv)"):
+    """The query file, ``--input T`` and ``--output M`` of a command that matches tuples."""
+    parser.add_argument("query", help="query file (.sql)")
+    parser.add_argument("--input", required=True, metavar="T",
+                        help="tuples: .csv, .parquet, or a folder of Parquet part files")
+    parser.add_argument("--output", required=True, metavar="M",
+                        help=f"{output_help}; its summary is written beside it "
+                             "(M.summary.json)")
+
+
+def load_query(path: str) -> Nfa:
+    """Compile the query file at ``path``, printing its warnings on stderr."""
+    nfa = compile_file(path)
+    for w in nfa.program.warnings:
+        print(w.render(), file=sys.stderr)
+    return nfa
+
+
+class Check(Command):
+    name = "check"
+    help = "parse and validate; print queries, predicates, NFA states"
+    order = 10
+
+    def run(self, args) -> int:
+        nfa = load_query(args.query)
+        prog = nfa.program
+        fields = ", ".join(f"{f.name} {f.type}" for f in prog.schema.fields)
+        print(f"stream {prog.schema.name} ({fields})")
+        print(f"partition key: {prog.partition_field or '(none: one stream)'}")
+        print(f"predicates: {len(nfa.predicates)} (decoder outputs)")
+        for p in nfa.predicates:
+            print(f"  p{p.index}: {p.text}")
+        for q, cq in zip(nfa.queries, prog.queries, strict=True):
+            skip = "AFTER MATCH SKIP PAST LAST ROW" if q.skip_past_last_row else "every match end"
+            order = f", ORDER BY {cq.order_field}" if cq.order_field else ""
+            print(f"query {q.name}: {q.count} NFA states, {skip}{order}")
+            for i in q.states:
+                st = nfa.states[i]
+                pred = "true" if st.predicate is None else f"p{st.predicate}"
+                flags = ("start " if st.start else "") + ("accept" if st.accepting else "")
+                print(f"  {st.name} [{pred}] {flags}".rstrip())
+        return 0
+
+
+class Explain(Command):
+    name = "explain"
+    help = "AST, NFA states and activation wiring"
+    order = 20
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--dot", metavar="F", help="also write the NFA as Graphviz to F")
+
+    def run(self, args) -> int:
+        from .ast import dump
+        from .predicates import render
+
+        nfa = load_query(args.query)
+        for cq in nfa.program.queries:
+            print(f"query {cq.name}")
+            print(f"  pattern: {dump(cq.pattern)}")
+            for var, pred in cq.predicates.items():
+                print(f"  {var}: {'true (not defined)' if pred is None else render(pred)}")
+        print()
+        print(nfa.dump())
+        if args.dot:
+            with atomic_write(args.dot) as f:
+                f.write(nfa.dot())
+            print(f"\nwrote {args.dot}")
+        return 0
+
+
+class Match(Command):
+    name = "match"
+    help = "run the software reference matcher"
+    order = 30
+
+    def add_arguments(self, parser) -> None:
+        add_io_arguments(parser)
+        params.add_arguments(parser)
+
+    def run(self, args) -> int:
+        from .reference import Reference
+
+        engine = params.from_args(args)
+        nfa = load_query(args.query)
+        result = run_files(Reference(), nfa, args.input, args.output, engine,
+                           query_file=args.query)
+        report(result, args.output)
+        return 0
+
+
+class _Unavailable(Command):
+    """A registered subcommand whose package cannot be imported here."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+        self.help = f"(unavailable: {reason})"
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def run(self, args) -> int:
+        raise UsageError(f"`nfacep {self.name}` is not available in this installation: "
+                         f"{self.reason}")
+
+
+def commands() -> list[Command]:
+    """Every subcommand: this module's and the registered ones, in ``order``."""
+    found: dict[str, Command] = {c.name: c for c in (Check(), Explain(), Match())}
+    for ep in metadata.entry_points(group=ENTRY_POINTS):
+        if ep.name in found:
+            continue
+        try:
+            command = ep.load()()
+        except Exception as exc:  # a broken or half-installed package must not break the rest
+            command = _Unavailable(ep.name, f"{type(exc).__name__}: {exc}")
+        found[ep.name] = command
+    return sorted(found.values(), key=lambda c: (c.order, c.name))
+
+
+def _parser(found: list[Command]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nfacep", description="Compile complex-event queries into FPGA gateware.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    c = sub.add_parser("check", help="parse and validate; print queries, predicates, states")
-    c.add_argument("query", help="query file (.sql)")
-
-    e = sub.add_parser("explain", help="AST, NFA states and activation wiring")
-    e.add_argument("query")
-    e.add_argument("--dot", metavar="F", help="also write the NFA as Graphviz to F")
-
-    m = sub.add_parser("match", help="run the software reference matcher")
-    m.add_argument("query")
-    m.add_argument("--input", required=True, metavar="T",
-                   help="tuples: .csv, .parquet, or a folder of Parquet part files")
-    m.add_argument("--output", required=True, metavar="M", help="matches (.csv)")
-    _hardware_args(m)
-
-    v = sub.add_parser("verilog", help="emit the engine as Verilog, with a JSON sidecar")
-    v.add_argument("query")
-    v.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="Verilog file; the sidecar (ports, bit layouts, query bits) is written "
-                        "beside it with the suffix .json")
-    v.add_argument("--top", default="nfacep_engine", help="module name (default %(default)s)")
-    _hardware_args(v)
-
-    from nfacep.sim.cli import add_sim_parser
-
-    add_sim_parser(sub, _hardware_args)
-
-    from nfacep.boards.cli import add_build_parser, add_run_parser
-
-    add_build_parser(sub, _hardware_args)
-    add_run_parser(sub, _hardware_args)
-
-    from nfacep.spark_testbench.cli import add_regress_parser, add_vectors_parser
-
-    add_vectors_parser(sub, _hardware_args)
-    add_regress_parser(sub, _hardware_args)
+    for command in found:
+        epilog = command.epilog()
+        parser = sub.add_parser(
+            command.name, help=command.help, description=command.description or command.help,
+            epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter if epilog
+            else argparse.HelpFormatter)
+        command.add_arguments(parser)
     return p
 
 
-def _print_warnings(nfa) -> None:
-    for w in nfa.program.warnings:
-        print(w.render(), file=sys.stderr)
-
-
-def cmd_check(args) -> int:
-    nfa = compile_file(args.query)
-    _print_warnings(nfa)
-    prog = nfa.program
-    fields = ", ".join(f"{f.name} {f.type}" for f in prog.schema.fields)
-    print(f"stream {prog.schema.name} ({fields})")
-    print(f"partition key: {prog.partition_field or '(none: one stream)'}")
-    print(f"predicates: {len(nfa.predicates)} (decoder outputs)")
-    for p in nfa.predicates:
-        print(f"  p{p.index}: {p.text}")
-    for q, cq in zip(nfa.queries, prog.queries, strict=True):
-        skip = "AFTER MATCH SKIP PAST LAST ROW" if q.skip_past_last_row else "every match end"
-        order = f", ORDER BY {cq.order_field}" if cq.order_field else ""
-        print(f"query {q.name}: {q.count} NFA states, {skip}{order}")
-        for i in q.states:
-            st = nfa.states[i]
-            pred = "true" if st.predicate is None else f"p{st.predicate}"
-            flags = ("start " if st.start else "") + ("accept" if st.accepting else "")
-            print(f"  {st.name} [{pred}] {flags}".rstrip())
-    return 0
-
-
-def cmd_explain(args) -> int:
-    from .ast import dump
-
-    nfa = compile_file(args.query)
-    _print_warnings(nfa)
-    for cq in nfa.program.queries:
-        print(f"query {cq.name}")
-        print(f"  pattern: {dump(cq.pattern)}")
-        for var, pred in cq.predicates.items():
-            from .predicates import render
-
-            print(f"  {var}: {'true (not defined)' if pred is None else render(pred)}")
-    print()
-    print(nfa.dump())
-    if args.dot:
-        with atomic_write(args.dot) as f:
-            f.write(nfa.dot())
-        print(f"\nwrote {args.dot}")
-    return 0
-
-
-def cmd_match(args) -> int:
-    from . import reference, tuples
-
-    _validate_hardware(args)
-    nfa = compile_file(args.query)
-    _print_warnings(nfa)
-    data = tuples.read(args.input, nfa.program.schema)
-    for f in nfa.program.order_fields:
-        tuples.check_order(data, f)
-    result = reference.run(nfa, data, partitions=args.partitions, tick_tuples=args.tick_tuples,
-                           timer_bits=args.timer_bits)
-    with atomic_write(args.output, newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["seq", "query", "partition"])
-        for seq, name, part in result.matches:
-            w.writerow([seq, name, "" if part is None else part])
-    drops = result.drops.tolist()
-    write_json(summary_path(args.output), {
-        "query_file": args.query, "input": args.input, "tuples": result.n,
-        "matches": {name: result.count(name) for name in result.names},
-        "drops": len(drops), "drop_seqs": drops,
-        "partitions": args.partitions, "tick_tuples": args.tick_tuples,
-        "timer_bits": args.timer_bits,
-    })
-    total = len(result.seqs)
-    print(f"{result.n} tuples, {total} matches "
-          f"({', '.join(f'{n}: {result.count(n)}' for n in result.names)}), "
-          f"{len(drops)} dropped -> {args.output}")
-    if drops:
-        shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
-        print(f"warning: {len(drops)} tuples dropped (partitioner full, --partitions "
-              f"{args.partitions}) at seq {shown}", file=sys.stderr)
-    return 0
-
-
-def cmd_verilog(args) -> int:
-    from nfacep.hdl.engine import write_verilog
-
-    _validate_hardware(args)
-    nfa = compile_file(args.query)
-    _print_warnings(nfa)
-    sidecar = write_verilog(nfa, args.output, partitions=args.partitions,
-                            tick_tuples=args.tick_tuples, timer_bits=args.timer_bits,
-                            name=args.top)
-    ports = sidecar["ports"]
-    print(f"wrote {args.output} (module {sidecar['top']}: tuple {sidecar['tuple']['width']} "
-          f"bits in, record {sidecar['record']['width']} bits out, "
-          f"{len(ports)} ports) and its sidecar .json")
-    return 0
-
-
-def cmd_sim(args) -> int:
-    from nfacep.sim.cli import cmd_sim as run_sim
-
-    _validate_hardware(args)
-    return run_sim(args)
-
-
-def cmd_build(args) -> int:
-    from nfacep.boards.cli import cmd_build as run_build
-
-    _validate_hardware(args)
-    return run_build(args)
-
-
-def cmd_run(args) -> int:
-    from nfacep.boards.cli import cmd_run as run_board
-
-    _validate_hardware(args)
-    return run_board(args)
-
-
-def cmd_vectors(args) -> int:
-    from nfacep.spark_testbench.cli import cmd_vectors as run_vectors
-
-    _validate_hardware(args)
-    return run_vectors(args)
-
-
-def cmd_regress(args) -> int:
-    from nfacep.spark_testbench.cli import cmd_regress as run_regress
-
-    _validate_hardware(args)
-    return run_regress(args)
-
-
-_COMMANDS = {"check": cmd_check, "explain": cmd_explain, "match": cmd_match,
-             "verilog": cmd_verilog, "sim": cmd_sim, "build": cmd_build, "run": cmd_run,
-             "vectors": cmd_vectors, "regress": cmd_regress}
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    found = commands()
+    args = _parser(found).parse_args(argv)
+    command = next(c for c in found if c.name == args.command)
     try:
-        return _COMMANDS[args.command](args)
+        return command.run(args)
     except QueryError as err:
         print(err.render(), file=sys.stderr)
         return 2

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DataError", "NfacepError", "QueryError", "SourcePos", "UsageError"]
+__all__ = ["DataError", "HardwareLimitError", "NfacepError", "QueryError", "SourcePos",
+           "UsageError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,10 @@ class NfacepError(Exception):
 
 class UsageError(NfacepError):
     """A wrong command line argument or an unusable combination of parameters."""
+
+
+class HardwareLimitError(UsageError):
+    """A query or parameter beyond what one engine can hold (:mod:`nfacep.params`)."""
 
 
 class QueryError(NfacepError):

@@ -21,11 +21,9 @@ from . import ast
 from . import predicates as P
 from .check import Program
 from .errors import QueryError
+from .params import MAX_STATES
 
-__all__ = ["MAX_STATES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
-
-#: Most states one query may expand to (counted repetition and PERMUTE multiply leaves).
-MAX_STATES = 4096
+__all__ = ["Nfa", "Predicate", "QueryNfa", "State", "build"]
 
 START = -1  # the paper's '1' in an activation set: active by default
 
@@ -265,8 +263,8 @@ def build(program: Program) -> Nfa:
         size = _size(q.pattern)
         if size > MAX_STATES:
             raise QueryError(f"query '{q.name}' expands to {size} NFA states, more than the "
-                             f"limit of {MAX_STATES} (counted repetition and PERMUTE copy their "
-                             "operands)", q.pattern.pos or q.pos)
+                             f"limit of {MAX_STATES}, the states of one engine (counted repetition "
+                             "and PERMUTE copy their operands)", q.pattern.pos or q.pos)
         expanded = _expand(q.pattern)
         w = _Wiring()
         w.number(expanded)

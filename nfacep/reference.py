@@ -23,34 +23,36 @@ import numpy as np
 from . import dfa as dfa_mod
 from .capacity import admit
 from .nfa import Nfa, QueryNfa
+from .params import EngineParams
 from .predicates import evaluate
+from .result import Result
 from .tuples import Tuples, format_value
 
-__all__ = ["DEFAULTS", "Result", "predicate_matrix", "run"]
-
-#: Hardware parameters shared by every command that models or builds the engine.
-DEFAULTS = {"partitions": 256, "tick_tuples": 0, "timer_bits": 4}
+__all__ = ["Reference", "ReferenceResult", "predicate_matrix", "run"]
 
 _MAX_DFA_STATES = 1 << 14
 
 
 @dataclass
-class Result:
-    n: int  #: tuples in the input
-    seqs: np.ndarray  #: sequence number of each match record, sorted by (seq, query name)
-    queries: np.ndarray  #: query index (into ``names``) of each match record
-    names: tuple[str, ...]
-    partitions: list[str | None]  #: partition value of each match record, as text
-    drops: np.ndarray  #: sequence numbers of dropped tuples
+class ReferenceResult(Result):
+    """What the reference matcher reports: a :class:`~nfacep.result.Result`, plus how it ran."""
+
     engines: dict[str, str] = field(default_factory=dict)  #: "dfa" or "nfa" per query
 
-    @property
-    def matches(self) -> list[tuple[int, str, str | None]]:
-        return [(int(s), self.names[q], p)
-                for s, q, p in zip(self.seqs, self.queries, self.partitions, strict=True)]
+    backend = "reference"
 
-    def count(self, name: str) -> int:
-        return int(np.count_nonzero(self.queries == self.names.index(name)))
+
+class Reference:
+    """The reference matcher as a :class:`~nfacep.backend.Backend`; ``engine`` as :func:`run`
+    takes it."""
+
+    def __init__(self, engine: str = "auto"):
+        if engine not in ("auto", "dfa", "nfa"):
+            raise ValueError(f"engine {engine!r}: choose auto, dfa or nfa")
+        self.engine = engine
+
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> ReferenceResult:
+        return run(nfa, tuples, params, engine=self.engine)
 
 
 def predicate_matrix(nfa: Nfa, tuples: Tuples) -> np.ndarray:
@@ -77,11 +79,6 @@ def _symbols(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows[first], inverse.ravel()
 
 
-def _steps(k_of_round: np.ndarray):
-    for r, k in enumerate(k_of_round):
-        yield r, int(k)
-
-
 def _by_length(starts, lens):
     order = np.argsort(-lens, kind="stable")
     lens_sorted = lens[order]
@@ -94,7 +91,7 @@ def _dfa_rounds(flat_t, flat_a, n_sym, sym, starts, lens, init, match=None):
     """Run DFA items (start, length, initial state) in lock step; returns final states."""
     order, st, active = _by_length(starts, lens)
     state = init[order].astype(np.int64)
-    for r, k in _steps(active):
+    for r, k in enumerate(active.tolist()):
         pos = st[:k] + r
         code = state[:k] * n_sym + sym[pos]
         if match is not None:
@@ -159,7 +156,7 @@ def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens)
     match = np.zeros(len(sym), dtype=bool)
     _order, st, active = _by_length(seg_starts, seg_lens)
     state = np.zeros((len(st), m), dtype=bool)
-    for r, k in _steps(active):
+    for r, k in enumerate(active.tolist()):
         pos = st[:k] + r
         reach = (state[:k].astype(np.uint8) @ follow) > 0
         nxt = true[sym[pos]] & (reach | start)
@@ -171,10 +168,9 @@ def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens)
     return match
 
 
-def run(nfa: Nfa, tuples: Tuples, *, partitions: int = DEFAULTS["partitions"],
-        tick_tuples: int = DEFAULTS["tick_tuples"], timer_bits: int = DEFAULTS["timer_bits"],
-        engine: str = "auto") -> Result:
-    """Match every query of ``nfa`` over ``tuples`` as the engine with these parameters would.
+def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
+        engine: str = "auto") -> ReferenceResult:
+    """Match every query of ``nfa`` over ``tuples`` as the engine with ``params`` would.
 
     ``engine`` ("auto", "dfa", "nfa") picks the simulation strategy; all give equal results.
     """
@@ -191,7 +187,7 @@ def run(nfa: Nfa, tuples: Tuples, *, partitions: int = DEFAULTS["partitions"],
     else:
         key_values, codes = np.unique(tuples.columns[key_field], return_inverse=True)
         codes = codes.ravel()
-        a = admit(codes, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits)
+        a = admit(codes, params)
         admitted, fresh = a.admitted, a.fresh
     # admitted tuples grouped by partition, in stream order within each; runs between restarts
     idx = np.flatnonzero(admitted)
@@ -237,4 +233,5 @@ def run(nfa: Nfa, tuples: Tuples, *, partitions: int = DEFAULTS["partitions"],
         ty = program.schema.field(key_field).type
         texts = [format_value(v, ty) for v in key_values]
         parts = [texts[c] for c in codes[seqs].tolist()]
-    return Result(n, seqs, qs, names, parts, np.flatnonzero(~admitted), engines)
+    return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
+                           drops=np.flatnonzero(~admitted), params=params, engines=engines)

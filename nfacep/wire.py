@@ -1,4 +1,4 @@
-"""The wire format of a tuple (DESIGN.md §4): how tuples travel to and from the gateware.
+"""The wire formats: how tuples travel to the gateware, and match records back from it.
 
 A tuple is its fields packed LSB-first in declaration order: field ``i`` sits at bit offset
 ``sum(width of the fields before it)``. Widths and encodings:
@@ -22,11 +22,19 @@ bits 0..7). It is exactly the bit pattern of the gateware's
 :func:`unpack` is the inverse of :func:`pack`. :func:`pack_bytes` and :func:`unpack_bytes` go
 straight between columns and bytes. All of them work column-wise on 64-bit words with numpy,
 for millions of tuples; only the conversion to and from Python ints is per tuple.
+
+A match record is what the engine emits for a tuple that matched a query or was dropped:
+:func:`record_format` gives its fields (``seq``, ``partition``, ``matches``, ``dropped``, packed
+LSB-first in that order), and :class:`RecordFormat` encodes and decodes it. The gateware builds
+its record ``StructLayout`` from it; the simulation, the board host and the board model decode
+and encode records with it.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,11 +43,17 @@ from .tuples import Tuples, format_value
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
 __all__ = [
+    "RECORD_FIELDS",
+    "SEQ_BITS",
+    "Record",
+    "RecordFormat",
     "field_slices",
     "field_text",
     "from_bytes",
     "pack",
     "pack_bytes",
+    "raw_column",
+    "record_format",
     "to_bytes",
     "tuple_bytes",
     "tuple_width",
@@ -273,3 +287,111 @@ def pack_bytes(schema: Schema, tuples: Tuples) -> bytes:
 def unpack_bytes(schema: Schema, data: bytes) -> Tuples:
     """``unpack(schema, from_bytes(schema, data))`` without Python ints in between."""
     return _from_words(schema, _bytes_to_words(schema, data), "<wire>")
+
+
+def raw_column(schema: Schema, tuples: Tuples, name: str) -> np.ndarray:
+    """Field ``name`` of every tuple as its raw bits on the wire (uint64): ENUM as the label
+    index, INT in two's complement, FLOAT32 as its IEEE bits; ValueError when a value does not
+    fit its field."""
+    return _raw_bits(tuples.columns[name], schema.field(name).type, name)
+
+
+# --- match records ----------------------------------------------------------------------------
+
+#: Width of a record's ``seq``: the engine numbers its input tuples modulo ``2**SEQ_BITS``.
+SEQ_BITS = 48
+#: A record's fields, in order from bit 0.
+RECORD_FIELDS = ("seq", "partition", "matches", "dropped")
+
+
+class Record(NamedTuple):
+    """One match record, its fields as integers."""
+
+    seq: int  #: 0-based input position of the tuple (modulo ``2**SEQ_BITS``)
+    partition: int  #: the raw partition key (:func:`raw_column`); 0 without PARTITION
+    matches: int  #: bit q set iff query q (``nfa.queries[q]``) matched at this tuple
+    dropped: int  #: 1 if the partitioner dropped the tuple (then ``matches`` is 0)
+
+    def __str__(self) -> str:
+        return (f"seq {self.seq} partition {self.partition} matches {self.matches:#b} "
+                f"dropped {self.dropped}")
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    """The bit layout of a match record: ``(name, bit offset, width)`` of each field of
+    :data:`RECORD_FIELDS`, LSB-first; on a byte link the record is padded to whole bytes and
+    sent little-endian."""
+
+    fields: tuple[tuple[str, int, int], ...]
+
+    @classmethod
+    def from_widths(cls, widths: dict[str, int]) -> RecordFormat:
+        at, fields = 0, []
+        for name in RECORD_FIELDS:
+            fields.append((name, at, widths[name]))
+            at += widths[name]
+        return cls(tuple(fields))
+
+    @classmethod
+    def from_description(cls, fields) -> RecordFormat:
+        """The format a sidecar's ``record.fields`` list describes (``name``, ``offset``,
+        ``width`` per field); ValueError when it is not a record's."""
+        try:
+            found = {f["name"]: (int(f["offset"]), int(f["width"])) for f in fields}
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"not a record layout: {err!r}") from None
+        missing = [n for n in RECORD_FIELDS if n not in found]
+        if missing:
+            raise ValueError(f"the record layout lacks {', '.join(missing)}")
+        return cls(tuple((n, *found[n]) for n in RECORD_FIELDS))
+
+    @property
+    def widths(self) -> dict[str, int]:
+        return {name: width for name, _, width in self.fields}
+
+    @property
+    def width(self) -> int:
+        return max(at + width for _, at, width in self.fields)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of a record on a byte link."""
+        return (self.width + 7) // 8
+
+    def describe(self) -> list[dict]:
+        """The fields as a sidecar lists them (the inverse of :meth:`from_description`)."""
+        return [{"name": n, "offset": at, "width": w} for n, at, w in self.fields]
+
+    def decode(self, value: int) -> Record:
+        return Record(*((value >> at) & ((1 << width) - 1) for _, at, width in self.fields))
+
+    def encode(self, record: Record) -> int:
+        value = 0
+        for (name, at, width), v in zip(self.fields, record, strict=True):
+            if not 0 <= v < 1 << width:
+                raise ValueError(f"record field {name} = {v} does not fit {width} bits")
+            value |= v << at
+        return value
+
+    def decode_bytes(self, data: bytes) -> Record:
+        if len(data) != self.nbytes:
+            raise ValueError(f"a record is {self.nbytes} bytes, not {len(data)}")
+        return self.decode(int.from_bytes(data, "little"))
+
+    def encode_bytes(self, record: Record) -> bytes:
+        return self.encode(record).to_bytes(self.nbytes, "little")
+
+
+def record_format(nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:
+    """The match record of the engine of ``nfa``: ``seq`` (``seq_bits``), ``partition`` (the
+    key's width on the wire; 1 bit, always 0, without PARTITION), ``matches`` (one bit per
+    query, in file order) and ``dropped`` (1 bit)."""
+    program = nfa.program
+    key = program.partition_field
+    return RecordFormat.from_widths({
+        "seq": seq_bits,
+        "partition": field_width(program.schema.field(key).type) if key else 1,
+        "matches": len(nfa.queries),
+        "dropped": 1,
+    })

@@ -6,19 +6,22 @@ The structure is cocotb's matrix_multiplier example: a :class:`TB` owns a
 random low ``ready``, the backpressure), and an :class:`InOrderChecker` that compares each
 record with the model's (the reference matcher's) as it arrives, when the model is given.
 
-This module runs inside the simulator. :func:`nfacep.sim.run` writes its inputs to a run folder and
-names the folder's ``config.json`` in the environment variable ``NFACEP_SIM_CONFIG``::
+This module runs inside the simulator. :class:`nfacep.sim.Simulation` writes its inputs to a
+run folder and names the folder's ``config.json`` in the environment variable
+``NFACEP_SIM_CONFIG``::
 
     {"sidecar": {...engine.json...}, "tuples": "tuples.hex", "expected": "expected.txt" | null,
-     "results": "records.txt", "stats": "stats.json", "failure": "failure.txt",
+     "results": "records.txt", "stats": "stats.json", "failure": "failure.json",
      "seed": 0, "traffic": "random" | "full", "timeout_cycles": null | int,
      "drain_cycles": null | int}
 
 ``tuples.hex`` holds one packed tuple per line (hexadecimal); ``expected.txt`` and
 ``records.txt`` one record per line, ``seq partition matches dropped`` in decimal (``matches``
 the query bit mask). The test writes the records it took, ``stats.json`` (cycles, counters)
-and, when it fails, ``failure.txt`` with the reason, so the runner can report it without
-parsing cocotb's log.
+and, when it fails, ``failure.json``: ``{"kind": "mismatch" | "error", "message": …}``
+(``mismatch``: the engine ran to the end but its records differ from the model's), so the
+runner can report it without parsing cocotb's log. Records are decoded with the sidecar's
+record layout (:class:`nfacep.wire.RecordFormat`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from pathlib import Path
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
-from nfacep.sim.records import CONFIG_ENV, Record, RecordLayout, read_records, write_records
+
+from nfacep.sim.records import CONFIG_ENV, read_records, write_records
+from nfacep.wire import Record, RecordFormat
 
 CLOCK_PERIOD_NS = 10
 
@@ -230,11 +235,6 @@ class InOrderChecker:
         return "\n".join(lines)
 
 
-def _port(dut, name: str):
-    # dut[name] also finds escaped identifiers (e.g. a port named after a keyword)
-    return dut[name]
-
-
 class TB:
     """The testbench: clock, reset, driver, monitor and checker around one engine."""
 
@@ -246,8 +246,8 @@ class TB:
         self.config = config
         side = config["sidecar"]
         self.side = side
-        self.clk = _port(dut, side.get("clock", "clk"))
-        self.rst = _port(dut, side.get("reset", "rst"))
+        self.clk = dut[side.get("clock", "clk")]
+        self.rst = dut[side.get("reset", "rst")]
         folder = Path(config["folder"])
         self.folder = folder
         with open(folder / config["tuples"], encoding="ascii") as f:
@@ -256,15 +256,15 @@ class TB:
         if config.get("expected"):
             expected = read_records(folder / config["expected"])
         self.checker = InOrderChecker(expected, len(self.words))
-        self.layout = RecordLayout(side["record"])
+        self.layout = RecordFormat.from_description(side["record"]["fields"])
         traffic = Traffic.named(config.get("traffic", "random"))
         seed = int(config.get("seed", 0))
         self.driver = StreamDriver(
-            _port(dut, "i_stream__valid"), _port(dut, "i_stream__ready"),
-            _port(dut, "i_stream__payload"), random.Random(f"driver-{seed}"), traffic)
+            dut["i_stream__valid"], dut["i_stream__ready"],
+            dut["i_stream__payload"], random.Random(f"driver-{seed}"), traffic)
         self.monitor = StreamMonitor(
-            _port(dut, "o_stream__valid"), _port(dut, "o_stream__ready"),
-            _port(dut, "o_stream__payload"), random.Random(f"monitor-{seed}"), traffic,
+            dut["o_stream__valid"], dut["o_stream__ready"],
+            dut["o_stream__payload"], random.Random(f"monitor-{seed}"), traffic,
             lambda word: self.checker(self.layout.decode(word)))
         self.cycle = 0  #: rising edges since the end of reset
         n = len(self.words)
@@ -283,7 +283,7 @@ class TB:
 
     def counter(self, name: str) -> int | None:
         try:
-            value = _port(self.dut, name).value
+            value = self.dut[name].value
         except (AttributeError, KeyError):
             return None
         return value.to_unsigned() if value.is_resolvable else None
@@ -294,9 +294,9 @@ class TB:
 
     async def reset(self) -> None:
         d = self.dut
-        _port(d, "i_stream__valid").value = 0
-        _port(d, "i_stream__payload").value = 0
-        _port(d, "o_stream__ready").value = 0
+        d["i_stream__valid"].value = 0
+        d["i_stream__payload"].value = 0
+        d["o_stream__ready"].value = 0
         self.rst.value = 1
         await ClockCycles(self.clk, self.RESET_CYCLES)
         self.rst.value = 0
@@ -361,7 +361,8 @@ class TB:
 def load_config() -> dict:
     path = os.environ.get(CONFIG_ENV)
     if not path:
-        raise RuntimeError(f"{CONFIG_ENV} is not set: run this testbench through sim.run()")
+        raise RuntimeError(f"{CONFIG_ENV} is not set: run this testbench through "
+                           "nfacep.sim.Simulation")
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
     config["folder"] = str(Path(path).parent)
@@ -376,11 +377,16 @@ async def engine_matches(dut) -> None:
     tb = TB(dut, config)
     try:
         await tb.run()
-        if tb.checker.error_count:
-            raise AssertionError(
-                f"{tb.checker.error_count} record(s) differ:\n{tb.checker.report()}")
     except BaseException as err:
-        failure.write_text(f"{err}\n", encoding="utf-8")
+        _write_failure(failure, "error", str(err))
         raise
     finally:
         tb.write_results()
+    if tb.checker.error_count:
+        message = f"{tb.checker.error_count} record(s) differ:\n{tb.checker.report()}"
+        _write_failure(failure, "mismatch", message)
+        raise AssertionError(message)
+
+
+def _write_failure(path: Path, kind: str, message: str) -> None:
+    path.write_text(json.dumps({"kind": kind, "message": message}), encoding="utf-8")

@@ -1,36 +1,65 @@
-"""``nfacep vectors`` and ``nfacep regress``: the command line of the Spark testbench.
+"""``nfacep vectors`` and ``nfacep regress``: the command line of the Spark testbench
+(registered as entry points of ``nfacep.commands``).
 
-The main ``nfacep`` parser calls :func:`add_vectors_parser` and :func:`add_regress_parser` with
-its own function that adds the shared engine parameters (``--partitions N --tick-tuples K
---timer-bits B``), and dispatches to :func:`cmd_vectors` and :func:`cmd_regress`.
-
-``--partitions`` keeps its meaning everywhere: the partitioner's capacity (DESIGN.md §5). How
-many distinct partition keys to *generate* is ``--keys``.
+``--partitions`` keeps its meaning everywhere: the partitioner's capacity. How many distinct
+partition keys to *generate* is ``--keys``.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
+import os
 import shutil
 import sys
 
+from nfacep import params
+from nfacep.cli import Command
 from nfacep.errors import UsageError
 
-__all__ = ["add_regress_parser", "add_vectors_parser", "cmd_regress", "cmd_vectors"]
+from . import BLOCK_TUPLES
+from .session import DEFAULT_MASTER
+
+__all__ = ["Regress", "Vectors"]
 
 
-def add_vectors_parser(subparsers, hardware_args) -> argparse.ArgumentParser:
-    """Add the ``vectors`` subcommand; ``hardware_args(parser)`` adds the engine parameters."""
-    from . import BLOCK_TUPLES
-    from .session import DEFAULT_MASTER
+class Vectors(Command):
+    name = "vectors"
+    help = "Spark: generate tuples and their expected matches"
+    description = ("Generate regression vectors with Spark: Parquet tuples (with seq), the "
+                   "expected matches of the reference matcher, and a manifest.json. Same seed, "
+                   "same content, whatever the number of Spark tasks.")
+    order = 60
 
-    p = subparsers.add_parser(
-        "vectors", help="Spark: generate tuples and their expected matches",
-        description="Generate regression vectors with Spark: Parquet tuples (with seq), the "
-                    "expected matches of the reference matcher, and a manifest.json. Same "
-                    "seed, same content, whatever the number of Spark tasks.")
-    p.add_argument("query", help="query file (.sql)")
+    def add_arguments(self, p) -> None:
+        super().add_arguments(p)
+        _vectors_arguments(p)
+        params.add_arguments(p)
+
+    def run(self, args) -> int:
+        return _vectors(args)
+
+
+class Regress(Command):
+    name = "regress"
+    help = "Spark: simulate the gateware over vectors and check its matches"
+    description = ("Simulate the engine's gateware (emitted and built once) over a vectors "
+                   "folder written by `nfacep vectors`, in Spark tasks (shards of whole "
+                   "partition keys when capacity and timers cannot matter, else one global "
+                   "simulation), and compare its matches and drops with the expected ones. "
+                   "Prints a mismatch report and writes DIR/regress_report.json; exits 1 on any "
+                   "difference. The engine parameters are the manifest's unless given.")
+    order = 70
+
+    def add_arguments(self, p) -> None:
+        p.add_argument("query", help="query file (.sql) the vectors were generated from")
+        _regress_arguments(p)
+        params.add_arguments(p, defaults="the vectors' manifest's")
+
+    def run(self, args) -> int:
+        return _regress(args)
+
+
+def _vectors_arguments(p) -> None:
     p.add_argument("--tuples", type=int, required=True, metavar="N", help="tuples to generate")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="output folder (must not exist, or be empty; written atomically)")
@@ -61,8 +90,6 @@ def add_vectors_parser(subparsers, hardware_args) -> argparse.ArgumentParser:
                         "(default %(default)s)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing vectors folder")
-    hardware_args(p)
-    return p
 
 
 def _parse_weights(items: list[str]):
@@ -88,21 +115,18 @@ def _parse_weights(items: list[str]):
 def _require_spark(command: str = "vectors") -> None:
     if importlib.util.find_spec("pyspark") is None:
         raise UsageError(f"nfacep {command} needs PySpark: pip install 'nfacep[spark]'")
-    import os
-
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
         raise UsageError(f"nfacep {command} needs Java (17 or 21) for Spark: none on PATH and "
                          "JAVA_HOME is not set")
 
 
-def cmd_vectors(args) -> int:
+def _vectors(args) -> int:
     from . import session, vectors
     from .generate import Options
 
     _require_spark()
     keys = args.keys
-    engine = vectors.Engine(args.partitions, args.tick_tuples, args.timer_bits)
-    engine.check()
+    engine = params.from_args(args)
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
     if keys is None:
@@ -110,7 +134,7 @@ def cmd_vectors(args) -> int:
     options = Options(tuples=args.tuples, seed=args.seed, keys=keys, zipf=args.zipf,
                       plant_rate=args.plant_rate, block_tuples=args.block_tuples,
                       enum_weights=_parse_weights(args.enum_weights))
-    job = vectors.prepare(args.query, options, args.out, engine=engine, expected=args.expected,
+    job = vectors.prepare(args.query, options, args.out, params=engine, expected=args.expected,
                           overwrite=args.overwrite, master=args.master)
     spark, created = session.session(args.master)
     try:
@@ -145,19 +169,7 @@ def _default_keys(query: str, partitions: int) -> int:
     return min(partitions, hi - lo + 1)
 
 
-def add_regress_parser(subparsers, hardware_args) -> argparse.ArgumentParser:
-    """Add the ``regress`` subcommand; ``hardware_args(parser)`` adds the engine parameters."""
-    from .session import DEFAULT_MASTER
-
-    p = subparsers.add_parser(
-        "regress", help="Spark: simulate the gateware over vectors and check its matches",
-        description="Simulate the engine's gateware (emitted and built once) over a vectors "
-                    "folder written by `nfacep vectors`, in Spark tasks (shards of whole "
-                    "partition keys when capacity and timers cannot matter, else one global "
-                    "simulation), and compare its matches and drops with the expected ones. "
-                    "Prints a mismatch report and writes DIR/regress_report.json; exits 1 on "
-                    "any difference.")
-    p.add_argument("query", help="query file (.sql) the vectors were generated from")
+def _regress_arguments(p) -> None:
     p.add_argument("--vectors", required=True, metavar="DIR",
                    help="vectors folder (tuples.parquet, expected.parquet, drops.parquet, "
                         "manifest.json)")
@@ -176,18 +188,16 @@ def add_regress_parser(subparsers, hardware_args) -> argparse.ArgumentParser:
                         "$NFACEP_SIM_CACHE or ~/.cache/nfacep/sim); on a multi-machine cluster "
                         "it must be on a filesystem every worker sees")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    hardware_args(p)
-    return p
 
 
-def cmd_regress(args) -> int:
-    from . import regress, session, vectors
+def _regress(args) -> int:
+    from . import regress, session
 
     _require_spark("regress")
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
-    engine = vectors.Engine(args.partitions, args.tick_tuples, args.timer_bits)
-    job = regress.prepare(args.query, args.vectors, engine=engine, simulator=args.simulator,
+    job = regress.prepare(args.query, args.vectors, given=params.given(args),
+                          simulator=args.simulator,
                           build_dir=args.build_dir, master=args.master, seed=args.seed)
     note = "note" if job.mode == "partitioned" else "warning"
     print(f"{note}: {job.reason}", file=sys.stderr)

@@ -49,6 +49,7 @@ from nfacep import ast, reference
 from nfacep import predicates as P
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
 from nfacep.tuples import Tuples
 from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
@@ -543,7 +544,8 @@ class Generator:
                 cols[s.name] = self._order_values(s, seqs)
             elif s.role == "key":
                 cols[s.name] = np.zeros(n, dtype=np.int64)
-        result = reference.run(self._nfa, Tuples(self._typed(cols), n), partitions=1)
+        result = reference.run(self._nfa, Tuples(self._typed(cols), n),
+                               EngineParams(partitions=1))
         return result.seqs[result.queries == qi]
 
     def _check(self, kind: str, rows, qi: int) -> bool:

@@ -1,12 +1,13 @@
 """Regression: simulate the engine's gateware over a vectors folder and check it in Spark.
 
 :func:`prepare` checks everything a user can get wrong (the vectors folder and its files, the
-query file against the manifest's hash, the engine parameters against the manifest's, the
-simulator, the master URL), all before Spark starts. :func:`run` then
+query file against the manifest's hash, the engine parameters against the manifest's (those not
+given are taken from it), the simulator, the master URL), all before Spark starts. :func:`run`
+then
 
 1. emits the engine's Verilog **once** (:func:`nfacep.hdl.engine.write_verilog`) and builds the
    simulator model once on the driver, in the simulator build cache, so every Spark task
-   simulates that same prebuilt model (``nfacep.sim.run(..., engine=...)``);
+   simulates that same prebuilt model (:class:`nfacep.sim.Simulation` with ``engine=``);
 2. simulates the tuples in Spark tasks (``mapInArrow``): in the manifest's ``partitioned`` mode
    the tuples are split into shards of whole partition keys (hash-partitioned by key), each
    shard simulated alone in ``seq`` order, its record positions mapped back to the global
@@ -22,6 +23,7 @@ simulator, the master URL), all before Spark starts. :func:`run` then
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -39,9 +41,11 @@ import pyarrow as pa
 import nfacep
 from nfacep.errors import NfacepError, UsageError
 from nfacep.output import write_json
-from nfacep.tuples import format_value, from_table
+from nfacep.params import EngineParams
+from nfacep.result import partition_texts
+from nfacep.tuples import from_table
 
-from .vectors import DROPS, EXPECTED, FORMAT, MANIFEST, TUPLES, Engine
+from .vectors import DROPS, EXPECTED, FORMAT, MANIFEST, TUPLES, manifest_params
 
 __all__ = ["FIRST", "KINDS", "REPORT", "Job", "prepare", "run"]
 
@@ -64,7 +68,7 @@ class Job:
     nfa: nfacep.Nfa
     vectors: str  #: absolute path of the vectors folder
     manifest: dict
-    engine: Engine
+    params: EngineParams
     simulator: str
     build_dir: Path  #: the simulator build cache
     mode: str  #: "partitioned" (sharded by key) or "global" (one simulation)
@@ -104,18 +108,21 @@ def _load_manifest(folder: str) -> dict:
     return manifest
 
 
-def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
+def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
             simulator: str = "icarus", build_dir: str | os.PathLike | None = None,
             master: str | None = None, seed: int = 0) -> Job:
-    """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark."""
+    """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark.
+
+    ``given`` are the engine parameters given on the command line
+    (:func:`nfacep.params.given`); the others are the manifest's, and a given one that differs
+    from the manifest's is an error.
+    """
     from nfacep import sim
 
     from .session import check_master
 
     if master is not None:
         check_master(master, connect=False)  # syntax first; reachability last
-    engine = engine or Engine()
-    engine.check()
     if simulator not in sim.SIMULATORS:
         raise UsageError(f"unknown simulator {simulator!r}: choose one of "
                          f"{', '.join(sim.SIMULATORS)}")
@@ -133,14 +140,12 @@ def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
                          f"{manifest['query_sha256'][:12]}…), not from {query} (SHA-256 "
                          f"{digest[:12]}…); generate the vectors of this query with "
                          "`nfacep vectors`")
-    want = {"partitions": engine.partitions, "tick_tuples": engine.tick_tuples,
-            "timer_bits": engine.timer_bits}
-    have = manifest["engine"]
-    differ = [f"--{k.replace('_', '-')} {have.get(k)} (given: {v})" for k, v in want.items()
-              if have.get(k) != v]
-    if differ:
+    have = manifest_params(manifest, os.path.join(folder, MANIFEST))
+    params = dataclasses.replace(have, **(given or {}))
+    if params != have:
         raise UsageError(f"--vectors {vectors_dir} describes another engine: it was made with "
-                         f"{', '.join(differ)}; pass the same engine parameters")
+                         f"{', '.join(have.differences(params))}; pass the same engine "
+                         "parameters, or none")
     mode = manifest["expected"].get("mode")
     if mode not in ("partitioned", "global"):
         raise UsageError(f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
@@ -159,7 +164,7 @@ def prepare(query: str, vectors_dir: str, *, engine: Engine | None = None,
         reason = ("one global simulation of the whole stream, not split into shards: "
                   f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
                   "when capacity and timers cannot matter)")
-    return Job(query, raw.decode("utf-8"), nfa, folder, manifest, engine, simulator, cache,
+    return Job(query, raw.decode("utf-8"), nfa, folder, manifest, params, simulator, cache,
                mode, reason, seed)
 
 
@@ -170,22 +175,20 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
 
     Returns the paths of the query copy and the Verilog every task simulates.
     """
-    from nfacep.hdl.engine import write_verilog
-
     from nfacep import sim
+    from nfacep.hdl.engine import write_verilog
 
     query = folder / "query.sql"
     query.write_text(job.query_text, encoding="utf-8")
     engine_v = folder / "engine.v"
-    write_verilog(job.nfa, str(engine_v), partitions=job.engine.partitions,
-                  tick_tuples=job.engine.tick_tuples, timer_bits=job.engine.timer_bits)
+    write_verilog(job.nfa, str(engine_v), job.params)
     sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir)
     return str(query), str(engine_v)
 
 
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
 
-def _sim_task(query: str, engine_v: str, engine: Engine, simulator: str, build_dir: str,
+def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
               seed: int, batches):
     """Simulate the tuples of one Spark partition (one shard) in ``seq`` order."""
     from nfacep import sim
@@ -201,21 +204,18 @@ def _sim_task(query: str, engine_v: str, engine: Engine, simulator: str, build_d
         order = np.argsort(seq, kind="stable")
         table, seq = table.take(pa.array(order)), seq[order]
     data = from_table(table, program.schema, source=f"{TUPLES} (seq {seq[0]}…)")
-    res = sim.run(query, data, simulator=simulator, partitions=engine.partitions,
-                  tick_tuples=engine.tick_tuples, timer_bits=engine.timer_bits,
-                  build_dir=build_dir, engine=engine_v, seed=seed + int(seq[0]))
+    simulation = sim.Simulation(simulator, build_dir=build_dir, engine=engine_v,
+                                seed=seed + int(seq[0]))
+    res = simulation.run(nfa, data, params)
     m = len(res.matches)
     rows_seq = [int(seq[s]) for s, _, _ in res.matches]
     rows_q = [q for _, q, _ in res.matches]
     rows_p = [p for _, _, p in res.matches]
     kinds = ["match"] * m
-    key = program.partition_field
-    for s in res.drop_seqs:
-        rows_seq.append(int(seq[s]))
-        rows_q.append(None)
-        rows_p.append(None if key is None else
-                      format_value(data.columns[key][s], program.schema.field(key).type))
-        kinds.append("drop")
+    rows_seq += seq[res.drops].tolist()
+    rows_q += [None] * len(res.drops)
+    rows_p += partition_texts(nfa, data, res.drops)
+    kinds += ["drop"] * len(res.drops)
     # one "shard" row: seq = tuples simulated, partition = clock cycles taken
     rows_seq.append(len(seq))
     rows_q.append(None)
@@ -278,9 +278,10 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
     ``progress``, if given, is called with one line of text at each step (and every few
     seconds while Spark works).
     """
-    from nfacep.sim import SimulationError
     from pyspark.errors import PythonException
     from pyspark.sql import functions as F
+
+    from nfacep.sim import SimulationError
 
     from .vectors import _spark_schema
 
@@ -310,7 +311,7 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
             source = tuples.coalesce(1)
         say(f"regress: {n_tuples} tuples generated; simulating them in {shards} "
             f"shard{'s' if shards != 1 else ''} ({job.mode})")
-        task = functools.partial(_sim_task, query, engine_v, job.engine, job.simulator,
+        task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
                                  str(job.build_dir), job.seed)
         result = source.mapInArrow(task, _spark_schema(_RESULT))
         with _Progress(spark, progress) as watch:
@@ -403,8 +404,7 @@ def _compare(spark, job: Job, result) -> dict:
         "query_file": job.query_path,
         "vectors": job.vectors,
         "query_sha256": job.manifest["query_sha256"],
-        "engine": {"partitions": job.engine.partitions, "tick_tuples": job.engine.tick_tuples,
-                   "timer_bits": job.engine.timer_bits},
+        "engine": job.params.as_dict(),
         "simulator": job.simulator,
         "mode": job.mode,
         "reason": job.reason,

@@ -44,35 +44,20 @@ import pyarrow as pa
 import nfacep
 from nfacep import reference
 from nfacep.errors import NfacepError, UsageError
-from nfacep.tuples import format_value, from_table
+from nfacep.params import EngineParams
+from nfacep.result import partition_texts
+from nfacep.tuples import from_table
 from nfacep.types import EnumType
 
 from .generate import BLOCK_TUPLES, Generator, Options
 
-__all__ = ["BLOCK_TUPLES", "FORMAT", "Engine", "Job", "Options", "prepare", "run"]
+__all__ = ["BLOCK_TUPLES", "FORMAT", "Job", "Options", "manifest_params", "prepare", "run"]
 
 FORMAT = "nfacep-vectors/1"
 TUPLES, EXPECTED, DROPS, MANIFEST = "tuples.parquet", "expected.parquet", "drops.parquet", \
     "manifest.json"
 _RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
                      ("kind", pa.string())])
-
-
-@dataclass(frozen=True)
-class Engine:
-    """The hardware parameters shared by every command that models the engine."""
-
-    partitions: int = reference.DEFAULTS["partitions"]
-    tick_tuples: int = reference.DEFAULTS["tick_tuples"]
-    timer_bits: int = reference.DEFAULTS["timer_bits"]
-
-    def check(self) -> None:
-        if self.partitions < 1:
-            raise UsageError("--partitions must be at least 1")
-        if self.tick_tuples < 0:
-            raise UsageError("--tick-tuples must be 0 (no ticks) or more")
-        if not 1 <= self.timer_bits <= 32:
-            raise UsageError("--timer-bits must be between 1 and 32")
 
 
 @dataclass
@@ -84,13 +69,13 @@ class Job:
     query_sha256: str
     nfa: nfacep.Nfa
     generator: Generator
-    engine: Engine
+    params: EngineParams
     out: str
     expected: str  #: "auto", "partitioned" or "global"
     overwrite: bool
 
 
-def prepare(query: str, options: Options, out: str, *, engine: Engine = Engine(),
+def prepare(query: str, options: Options, out: str, *, params: EngineParams = EngineParams(),
             expected: str = "auto", overwrite: bool = False, master: str | None = None) -> Job:
     """Check the request and build the generator; raises :class:`NfacepError` subclasses.
 
@@ -101,7 +86,6 @@ def prepare(query: str, options: Options, out: str, *, engine: Engine = Engine()
 
     if master is not None:
         check_master(master, connect=False)  # syntax first; reachability last
-    engine.check()
     if options.tuples < 1:
         raise UsageError("--tuples must be at least 1")
     if options.seed < 0:
@@ -131,19 +115,19 @@ def prepare(query: str, options: Options, out: str, *, engine: Engine = Engine()
         raise UsageError(f"--keys {options.keys}: the queries of {query} have no PARTITION "
                          "clause, so there is one stream and no keys to generate")
     if expected == "partitioned":
-        if engine.tick_tuples:
+        if params.tick_tuples:
             raise UsageError("--expected partitioned: with --tick-tuples the timers expire "
                              "partitions, which only a global pass models")
-        if options.keys > engine.partitions:
+        if options.keys > params.partitions:
             raise UsageError(f"--expected partitioned: --keys {options.keys} is more than the "
-                             f"partitioner stores (--partitions {engine.partitions}), so it may "
+                             f"partitioner stores (--partitions {params.partitions}), so it may "
                              "drop tuples, which only a global pass models")
     _check_out(out, overwrite)
     if master is not None:
         check_master(master)
     generator = Generator(nfa, options)
     return Job(query, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest(), nfa, generator,
-               engine, out, expected, overwrite)
+               params, out, expected, overwrite)
 
 
 def _check_weights(options: Options, schema) -> None:
@@ -203,7 +187,7 @@ def _used_fields(nfa) -> tuple[str, ...]:
     return tuple(f for f in nfa.program.schema.names if f in names or f == key)
 
 
-def _match_task(text: str, filename: str, engine: Engine, batches):
+def _match_task(text: str, filename: str, params: EngineParams, batches):
     """Reference matcher over the tuples of one Spark partition, taken in ``seq`` order.
 
     Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
@@ -224,8 +208,7 @@ def _match_task(text: str, filename: str, engine: Engine, batches):
     used = Schema(program.schema.name,
                   tuple(f for f in program.schema.fields if f.name in table.column_names))
     data = from_table(table, used, source=TUPLES)
-    result = reference.run(nfa, data, partitions=engine.partitions,
-                           tick_tuples=engine.tick_tuples, timer_bits=engine.timer_bits)
+    result = reference.run(nfa, data, params)
     names = np.array(result.names, dtype=object)
     m = len(result.seqs)
     key = program.partition_field
@@ -237,8 +220,7 @@ def _match_task(text: str, filename: str, engine: Engine, batches):
          pa.array(["match"] * m + ["keys"], pa.string())],
         schema=_RESULT)
     if len(result.drops):
-        ty = program.schema.field(key).type
-        parts = [format_value(v, ty) for v in data.columns[key][result.drops]]
+        parts = partition_texts(nfa, data, result.drops)
         d = len(result.drops)
         yield pa.RecordBatch.from_arrays(
             [pa.array(seq[result.drops], pa.int64()), pa.array([None] * d, pa.string()),
@@ -259,7 +241,7 @@ def _spark_schema(schema: pa.Schema):
 def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     """Pick the pass; ``keys_present`` is only needed when more keys were generated than the
     partitioner stores (None: not counted)."""
-    e = job.engine
+    e = job.params
     key = job.nfa.program.partition_field
     keys = job.generator.keys
     if key is None:
@@ -309,7 +291,7 @@ def run(spark, job: Job, *, tasks: int | None = None) -> dict:
         tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
         key = job.nfa.program.partition_field
         counted = None
-        if key and job.engine.tick_tuples == 0 and gen.keys > job.engine.partitions:
+        if key and job.params.tick_tuples == 0 and gen.keys > job.params.partitions:
             counted = tuples.select(key).distinct().count()  # are they all there?
         mode, reason = _mode(job, counted)
         source = tuples.select("seq", *_used_fields(job.nfa))
@@ -317,7 +299,7 @@ def run(spark, job: Job, *, tasks: int | None = None) -> dict:
             source = source.repartition(tasks, F.col(key))
         else:
             source = source.coalesce(1)
-        task = functools.partial(_match_task, job.query_text, job.query_path, job.engine)
+        task = functools.partial(_match_task, job.query_text, job.query_path, job.params)
         result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
         seconds["match"] = time.perf_counter() - t1
         (result.filter(F.col("kind") == "match").select("seq", "query", "partition")
@@ -390,8 +372,7 @@ def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, mast
         "plant_rate": o.plant_rate,
         "block_tuples": o.block_tuples,
         "enum_weights": {f: dict(pairs) for f, pairs in o.enum_weights},
-        "engine": {"partitions": job.engine.partitions, "tick_tuples": job.engine.tick_tuples,
-                   "timer_bits": job.engine.timer_bits},
+        "engine": job.params.as_dict(),
         "expected": {"mode": mode, "reason": reason},
         "counts": {"tuples": o.tuples, "matches": matches,
                    "matches_total": sum(matches.values()), "drops": counts.get(("drop", None), 0)},
@@ -416,3 +397,8 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     return None
 
+
+
+def manifest_params(manifest: dict, path: str) -> EngineParams:
+    """The engine parameters a vectors manifest (at ``path``) was made with."""
+    return EngineParams.from_dict(manifest.get("engine"), source=path)

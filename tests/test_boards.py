@@ -1,6 +1,5 @@
 """``nfacep build``: boards, the harness top, the toolchain's failures and one real bitstream."""
 
-import argparse
 import dataclasses
 import json
 import os
@@ -10,34 +9,22 @@ import pytest
 from amaranth.hdl import Cat, Elaboratable, Module, Signal
 from amaranth.lib import data, io
 from amaranth.sim import Simulator
+
+from nfacep import boards, compile_file
 from nfacep.boards import BOARDS, get_board
 from nfacep.boards.top import BoardTop, LedSink, RandomTupleSource, board_leds
+from nfacep.cli import main
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.layout import tuple_layout
-
-from nfacep import NfacepError, boards, compile_file
+from nfacep.params import EngineParams
 
 QUERIES = os.path.join(os.path.dirname(__file__), "..", "queries")
 MARATHON = os.path.join(QUERIES, "marathon.sql")
 
 
 def run(argv):
-    """``nfacep ARGV`` through the real command line once ``build`` is wired into it, through
-    the same parser pieces before that."""
-    from nfacep import cli
-
-    if "build" in getattr(cli, "_COMMANDS", {}):
-        return cli.main(argv)
-    from nfacep.boards.cli import add_build_parser, cmd_build
-
-    p = argparse.ArgumentParser(prog="nfacep")
-    add_build_parser(p.add_subparsers(dest="command", required=True), cli._hardware_args)
-    args = p.parse_args(argv)
-    try:
-        return cmd_build(args)
-    except NfacepError as err:
-        print(f"nfacep: {err.render()}", file=__import__("sys").stderr)
-        return err.exit_code
+    """``nfacep ARGV`` through the real command line."""
+    return main(argv)
 
 
 def fake_tool(tmp_path, name, script):
@@ -100,7 +87,7 @@ def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, no_toolchain
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_board_top_elaborates_for_every_board(name):
     board = get_board(name)
-    engine = Engine(compile_file(MARATHON), partitions=2)
+    engine = Engine(compile_file(MARATHON), EngineParams(partitions=2))
     plan = board.platform_class()().build(BoardTop(engine), name="t", do_build=False)
     rtlil = plan.files["t.il"]
     assert "led_0__io" in rtlil and "engine" in rtlil

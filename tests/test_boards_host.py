@@ -8,7 +8,6 @@ link that loses and corrupts bytes, with a buffer the host has to wait for, and 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -17,41 +16,29 @@ import threading
 import tty
 
 import pytest
+
+from nfacep import compile_file
+from nfacep.backend import run_files
 from nfacep.boards import host
 from nfacep.boards.link.model import BoardModel, serve
-
-from nfacep import NfacepError, compile_file
-from nfacep.cli import _hardware_args, main
+from nfacep.cli import main
+from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
 
 
 def run_cli(argv):
-    """``nfacep ARGV`` through the real command line once ``run`` is wired into it, through
-    the same parser pieces before that."""
-    from nfacep import cli
-
-    if "run" in getattr(cli, "_COMMANDS", {}):
-        return cli.main(argv)
-    from nfacep.boards.cli import add_run_parser, cmd_run
-
-    p = argparse.ArgumentParser(prog="nfacep")
-    add_run_parser(p.add_subparsers(dest="command", required=True), _hardware_args)
-    args = p.parse_args(argv)
-    try:
-        return cmd_run(args)
-    except NfacepError as err:
-        print(f"nfacep: {err.render()}", file=__import__("sys").stderr)
-        return err.exit_code
+    """``nfacep ARGV`` through the real command line."""
+    return main(argv)
 
 
 @contextlib.contextmanager
 def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
     """A software board on a fresh pty; yields (model, port path)."""
-    params = {"partitions": 256, "tick_tuples": 0, "timer_bits": 4}
-    params.update({k: kwargs.pop(k) for k in list(kwargs) if k in params})
-    model = BoardModel(compile_file(QUERIES / f"{name}.sql"), **params, **kwargs)
+    given = {k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples",
+                                                              "timer_bits")}
+    model = BoardModel(compile_file(QUERIES / f"{name}.sql"), EngineParams(**given), **kwargs)
     master, slave = os.openpty()
     tty.setraw(master)
     stop = threading.Event()
@@ -113,8 +100,9 @@ def test_drops_and_a_small_slow_buffer(tmp_path):
 def test_lossy_link_resends_and_still_matches(tmp_path):
     out = tmp_path / "board.csv"
     with board("vshape", lose=0.0005, corrupt=0.0005) as (model, port):
-        result = host.run(str(QUERIES / "vshape.sql"), str(QUERIES / "vshape.csv"), str(out),
-                          port=port, timeout=5)
+        result = run_files(host.UartBoard(port, timeout=5),
+                           compile_file(QUERIES / "vshape.sql"), str(QUERIES / "vshape.csv"),
+                           str(out), EngineParams())
     expected, _ = reference(tmp_path, "vshape")
     assert out.read_text() == expected
     errors = model.status()

@@ -11,12 +11,12 @@ import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Fragment, Shape
 from amaranth.sim import Simulator
-from nfacep.hdl.decoder import DecoderError, PredicateDecoder, float32_key
-from nfacep.hdl.layout import tuple_layout
 
 import nfacep
 from nfacep import predicates as P
 from nfacep import wire
+from nfacep.hdl.decoder import DecoderError, PredicateDecoder, float32_key
+from nfacep.hdl.layout import tuple_layout
 from nfacep.nfa import Predicate
 from nfacep.reference import predicate_matrix
 from nfacep.tuples import Tuples

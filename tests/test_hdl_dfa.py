@@ -4,12 +4,12 @@
 import numpy as np
 import pytest
 from amaranth.back import rtlil
-from nfacep.hdl.dfa import DfaMatcher, Encoding, moore_dfa
-from nfacep.hdl.nfa import NfaMatcher
 from streams import run_matcher
 
 import nfacep
 from nfacep import dfa, reference
+from nfacep.hdl.dfa import DfaMatcher, Encoding, moore_dfa
+from nfacep.hdl.nfa import NfaMatcher
 from nfacep.tuples import Tuples
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"

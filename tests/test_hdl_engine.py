@@ -12,13 +12,14 @@ import pytest
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nfacep.hdl.engine import Engine, HardwareLimitError
-from nfacep.hdl.measure import cycle_profile
 from strategies import scenarios, streams
 from streams import stream_put
 
 import nfacep
 from nfacep import reference, tuples, wire
+from nfacep.hdl.engine import Engine, HardwareLimitError
+from nfacep.hdl.measure import cycle_profile
+from nfacep.params import EngineParams
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 
@@ -26,7 +27,8 @@ QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, seed=0, gap=0.3,
              stall=0.3):
     """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles)."""
-    dut = Engine(nfa, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits)
+    dut = Engine(nfa, EngineParams(partitions=partitions, tick_tuples=tick_tuples,
+                                   timer_bits=timer_bits))
     payloads = wire.pack(nfa.program.schema, data)
     rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
     records = []
@@ -60,7 +62,7 @@ def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, seed=0, gap=
 
 
 def expected(nfa, data, **params):
-    r = reference.run(nfa, data, **params)
+    r = reference.run(nfa, data, EngineParams(**params))
     bits = {}
     for seq, q in zip(r.seqs.tolist(), r.queries.tolist(), strict=True):
         bits[seq] = bits.get(seq, 0) | 1 << q
@@ -137,7 +139,7 @@ def test_stalled_output_loses_nothing():
 def test_limits_fail_at_compile_time():
     nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A)")
     with pytest.raises(HardwareLimitError, match="--partitions is 70000, more than"):
-        Engine(nfa, partitions=70000)
+        Engine(nfa, EngineParams(partitions=70000))
 
 
 def test_verilog_ports_are_pinned(tmp_path):
@@ -174,7 +176,7 @@ def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
     n = 40
     data = tuples.Tuples({"k": (np.arange(n) % 3).astype(np.uint64),
                           "a": np.ones(n, np.uint64)}, n)
-    dut = Engine(nfa, partitions=partitions or 1)
+    dut = Engine(nfa, EngineParams(partitions=partitions or 1))
     seen = cycle_profile(dut, wire.pack(nfa.program.schema, data), expect_records=n)
     assert seen["latency"] == latency
     assert seen["cycles_per_tuple"] == cycles_per_tuple

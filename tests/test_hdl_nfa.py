@@ -3,11 +3,11 @@
 
 import numpy as np
 import pytest
-from nfacep.hdl.nfa import NfaMatcher
 from streams import run_matcher
 
 import nfacep
 from nfacep import reference
+from nfacep.hdl.nfa import NfaMatcher
 from nfacep.tuples import Tuples
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"

@@ -12,8 +12,9 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nfacep.hdl.partitioner import StreamPartitioner
 from streams import stream_get, stream_put
+
+from nfacep.hdl.partitioner import StreamPartitioner
 
 KEY_WIDTH = 4
 PAYLOAD_WIDTH = 4

@@ -5,11 +5,11 @@ import random
 import numpy as np
 from amaranth.back import rtlil
 from amaranth.sim import Simulator
-from nfacep.hdl.unshared import UnsharedNfaMatcher, unshared
 from streams import stream_get, stream_put
 
 import nfacep
 from nfacep import reference, wire
+from nfacep.hdl.unshared import UnsharedNfaMatcher, unshared
 from nfacep.tuples import Tuples
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'), f FLOAT32);\n"

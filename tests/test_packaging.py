@@ -81,3 +81,101 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
     for command in ("check", "explain", "match", "verilog", "sim", "vectors", "regress",
                     "build", "run"):
         assert f"    {command} " in run.stdout, f"{command} missing from --help"
+
+
+# --- how the packages depend on each other ------------------------------------------------------
+
+#: The repository folder of each subpackage of nfacep (pyproject.toml's package-dir).
+FOLDERS = {"nfacep": "nfacep", "nfacep.hdl": "hdl", "nfacep.sim": "sim",
+           "nfacep.boards": "boards", "nfacep.boards.link": "boards/link",
+           "nfacep.spark_testbench": "spark_testbench"}
+
+
+def _module_name(path: pathlib.Path) -> str | None:
+    rel = path.relative_to(ROOT).with_suffix("")
+    for package, folder in sorted(FOLDERS.items(), key=lambda kv: -len(kv[1])):
+        parts = pathlib.PurePosixPath(folder).parts
+        if rel.parts[:len(parts)] == parts:
+            rest = rel.parts[len(parts):]
+            name = ".".join((package, *rest))
+            return name.removesuffix(".__init__")
+    return None
+
+
+def _imports(path: pathlib.Path) -> list[tuple[str, list[str], int]]:
+    """``(module, names, line)`` of every import statement in the file, anywhere in it, with
+    relative imports resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module = _module_name(path) or ""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((a.name, [], node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            out.append((base, [a.name for a in node.names], node.lineno))
+    return out
+
+
+def _python_files(*folders: str) -> list[pathlib.Path]:
+    return sorted(p for f in folders for p in (ROOT / f).rglob("*.py"))
+
+
+def test_the_core_imports_no_outer_package():
+    """nfacep/ (language, NFA, reference, command line) is the lowest layer: no import of the
+    gateware, the simulation, the boards or the Spark testbench, not even inside a function.
+    The command line finds their subcommands through entry points."""
+    outer = tuple(f"nfacep.{p}" for p in OUTER) + OUTER
+    found = []
+    for path in _python_files("nfacep"):
+        for module, names, line in _imports(path):
+            targets = [module] + [f"{module}.{n}" for n in names]
+            if any(t == o or t.startswith(o + ".") for t in targets for o in outer):
+                found.append(f"{path.relative_to(ROOT)}:{line}: {module} {names}")
+    assert found == []
+
+
+def _private_uses(path: pathlib.Path) -> list[tuple[str, str, int]]:
+    """``(module, name, line)`` of every private name (``_x``, not ``__x__``) of an nfacep
+    module that the file imports or reads as ``module._x``."""
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.endswith("__")
+
+    bound: dict[str, str] = {}  # local name -> the nfacep module it is
+    out = []
+    for module, names, line in _imports(path):
+        if module.split(".")[0] != "nfacep":
+            continue
+        out.extend((module, n, line) for n in names if private(n))
+        out.extend((module, part, line) for part in module.split(".") if private(part))
+        for n in names:
+            bound[n] = f"{module}.{n}"
+        if not names:
+            bound["nfacep"] = "nfacep"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                out.append((".".join([bound[value.id], *chain]), node.attr, node.lineno))
+    return out
+
+
+def test_no_private_names_across_packages():
+    """A test, a benchmark or a package uses only the public names of another package: none
+    imports, or reads as ``module._name``, a private name of a module outside its package."""
+    found = []
+    for path in _python_files("nfacep", *OUTER, "tests", "benchmarks", "tools"):
+        own = _module_name(path) or "tests"
+        own_package = own.rpartition(".")[0]
+        for module, name, line in _private_uses(path):
+            if own_package and (module == own_package or module.startswith(own_package + ".")):
+                continue
+            found.append(f"{path.relative_to(ROOT)}:{line}: {module}.{name}")
+    assert found == []

@@ -10,6 +10,7 @@ import pytest
 
 import nfacep
 from nfacep import capacity, reference
+from nfacep.params import EngineParams
 from nfacep.tuples import Tuples
 
 STREAM = "CREATE STREAM s (k UINT(8), a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
@@ -58,16 +59,16 @@ def test_partitions_are_independent_and_keys_are_printed_as_written():
 def test_capacity_drops_and_timer_restart():
     nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A A) DEFINE A AS c")
     t = tuples(k=[1, 2, 1, 2, 1], c=[1, 1, 1, 1, 1])
-    full = reference.run(nfa, t, partitions=1)
+    full = reference.run(nfa, t, EngineParams(partitions=1))
     assert full.drops.tolist() == [1, 3] and seqs(full) == [2, 4]
     # K=1, B=1: each tuple is followed by a tick that frees its element at once
-    ticking = reference.run(nfa, t, partitions=1, tick_tuples=1, timer_bits=1)
+    ticking = reference.run(nfa, t, EngineParams(partitions=1, tick_tuples=1, timer_bits=1))
     assert ticking.drops.tolist() == [] and seqs(ticking) == []
     # B=2 (timer 3), a tick after every tuple: key 3 finds both elements busy at seq 4 (key 2
     # at 1, key 1 at 2) and is dropped; that tick frees key 2, so key 3 starts at 5 and
     # matches at 6; key 1 was freed by the tick after 5 and restarts at 7 (no match)
     t2 = tuples(k=[1, 1, 2, 1, 3, 3, 3, 1], c=[1] * 8)
-    r = reference.run(nfa, t2, partitions=2, tick_tuples=1, timer_bits=2)
+    r = reference.run(nfa, t2, EngineParams(partitions=2, tick_tuples=1, timer_bits=2))
     assert seqs(r) == [1, 3, 6] and r.drops.tolist() == [4]
 
 
@@ -85,10 +86,10 @@ def test_dfa_and_nfa_engines_agree(pattern, skip):
     n = 3000
     t = tuples(k=rng.integers(0, 40, n), a=rng.integers(0, 10, n), c=rng.integers(0, 2, n),
                e=rng.integers(0, 3, n))
-    kw = {"partitions": 16, "tick_tuples": 7, "timer_bits": 2}
-    dfa = reference.run(nfa, t, engine="dfa", **kw)
+    params = EngineParams(partitions=16, tick_tuples=7, timer_bits=2)
+    dfa = reference.run(nfa, t, params, engine="dfa")
     assert dfa.engines == {"q": "dfa"}
-    nfa_r = reference.run(nfa, t, engine="nfa", **kw)
+    nfa_r = reference.run(nfa, t, params, engine="nfa")
     assert dfa.matches == nfa_r.matches and dfa.drops.tolist() == nfa_r.drops.tolist()
     assert len(dfa.drops) and len(dfa.matches)
 
@@ -108,14 +109,15 @@ def test_admission_fast_path_equals_sequential_model():
     rng = np.random.default_rng(3)
     for k, b in [(0, 1), (1, 1), (3, 2), (5, 4)]:
         codes = rng.integers(0, 30, 2000)
-        fast = capacity.admit(codes, partitions=10_000, tick_tuples=k, timer_bits=b)
-        slow = capacity._sequential(codes, partitions=10_000, tick_tuples=k,
-                                    timer_max=(1 << b) - 1)
+        fast = capacity.admit(codes, EngineParams(partitions=10_000, tick_tuples=k, timer_bits=b))
+        slow = capacity.admit_sequential(
+            codes, EngineParams(partitions=10_000, tick_tuples=k, timer_bits=b))
         assert fast.admitted.all() and slow.admitted.all()
         assert (fast.fresh == slow.fresh).all()
         # at capacity the model switches to the sequential pass; both must agree
-        tight = capacity.admit(codes, partitions=8, tick_tuples=k, timer_bits=b)
-        ref = capacity._sequential(codes, partitions=8, tick_tuples=k, timer_max=(1 << b) - 1)
+        tight = capacity.admit(codes, EngineParams(partitions=8, tick_tuples=k, timer_bits=b))
+        ref = capacity.admit_sequential(
+            codes, EngineParams(partitions=8, tick_tuples=k, timer_bits=b))
         assert (tight.admitted == ref.admitted).all() and (tight.fresh == ref.fresh).all()
 
 

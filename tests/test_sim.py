@@ -18,14 +18,17 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import pytest
-from nfacep.sim import runner
-from nfacep.sim.records import Record, RecordLayout
-from nfacep.sim.testbench import InOrderChecker
 
 from nfacep import compile_file, sim, tuples, wire
+from nfacep.backend import run_files
 from nfacep.cli import main
 from nfacep.errors import UsageError
+from nfacep.params import EngineParams
+from nfacep.sim import build, runner
+from nfacep.sim.testbench import InOrderChecker
+from nfacep.wire import Record, RecordFormat
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
@@ -40,7 +43,7 @@ def sim_cache(tmp_path_factory):
 
 def require(simulator: str) -> None:
     """Fail (never skip) when a simulator is missing, with the runner's install hint."""
-    missing = runner.simulator_available(simulator)
+    missing = build.simulator_available(simulator)
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
 
@@ -113,10 +116,10 @@ def test_verilator_marathon(tmp_path, sim_cache):
 def test_default_parameters_full_traffic_api(tmp_path, sim_cache):
     """The engine as `nfacep verilog` emits it by default, driven as fast as it goes."""
     require("icarus")
-    data = tuples.read(str(QUERIES / "vshape.csv"),
-                       compile_file(str(QUERIES / "vshape.sql")).program.schema)
-    result = sim.run(str(QUERIES / "vshape.sql"), data, None, traffic="full",
-                     build_dir=sim_cache, check=True)
+    nfa = compile_file(str(QUERIES / "vshape.sql"))
+    data = tuples.read(str(QUERIES / "vshape.csv"), nfa.program.schema)
+    result = sim.Simulation(traffic="full", build_dir=sim_cache, check=True).run(
+        nfa, data, EngineParams())
     assert [(s, q, p) for s, q, p in result.matches] == [
         (int(s), q, p) for s, q, p in
         (line.split(",") for line in (QUERIES / "vshape.matches.csv").read_text().split()[1:])]
@@ -153,8 +156,8 @@ def test_missing_simulator_says_how_to_install(tmp_path, monkeypatch, capsys, si
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(runner, "_venv_bin", lambda: empty)
-    monkeypatch.setattr(runner, "_verilator_root", lambda: None)
+    monkeypatch.setattr(build, "venv_bin", lambda: empty)
+    monkeypatch.setattr(build, "verilator_package", lambda: None)
     out = tmp_path / "m.csv"
     code = main(["sim", str(QUERIES / "marathon.sql"), "--input",
                  str(QUERIES / "marathon.csv"), "--output", str(out), "--simulator",
@@ -168,7 +171,7 @@ def test_missing_simulator_says_how_to_install(tmp_path, monkeypatch, capsys, si
 
 def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
     """`sim.prebuild` builds the model of an emitted engine once; a second prebuild of the same
-    Verilog (even from another path) and `sim.run(..., engine=...)` reuse it untouched."""
+    Verilog (even from another path) and `Simulation(engine=...)` reuse it untouched."""
     require("icarus")
     cache = tmp_path / "cache"
     q, csv = tmp_path / "rise.sql", tmp_path / "rise.csv"  # no PARTITION: a small engine
@@ -190,8 +193,8 @@ def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
     copy.with_suffix(".json").write_bytes(engine.with_suffix(".json").read_bytes())
     for again in (engine, str(copy)):
         assert sim.prebuild(again, simulator="icarus", build_dir=str(cache)) == folder
-    result = sim.run(str(q), str(csv), str(tmp_path / "m.csv"), build_dir=cache,
-                     engine=str(engine), check=True)
+    result = run_files(sim.Simulation(build_dir=cache, engine=str(engine), check=True),
+                       compile_file(str(q)), str(csv), str(tmp_path / "m.csv"), EngineParams())
     assert result.matches == [(2, "rise", None), (7, "rise", None)]
     assert sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "lock") == built
     assert {p: p.stat().st_mtime_ns for p in built} == stamps  # nothing rebuilt
@@ -209,8 +212,8 @@ def test_prebuild_missing_simulator_and_bad_engine(tmp_path, monkeypatch, simula
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(runner, "_venv_bin", lambda: empty)
-    monkeypatch.setattr(runner, "_verilator_root", lambda: None)
+    monkeypatch.setattr(build, "venv_bin", lambda: empty)
+    monkeypatch.setattr(build, "verilator_package", lambda: None)
     with pytest.raises(sim.SimulatorMissing, match=r"tools/install-simulators\.sh") as err:
         sim.prebuild(engine, simulator=simulator, build_dir=tmp_path / "cache")
     assert ("Icarus Verilog" if simulator == "icarus" else "Verilator") in str(err.value)
@@ -229,8 +232,9 @@ def test_prebuild_missing_simulator_and_bad_engine(tmp_path, monkeypatch, simula
 def test_stuck_engine_times_out_with_a_clear_message(tmp_path, sim_cache):
     require("icarus")
     with pytest.raises(sim.SimulationError, match=r"timeout: no completion after \d+ cycles"):
-        sim.run(str(QUERIES / "marathon.sql"), str(QUERIES / "marathon.csv"),
-                str(tmp_path / "m.csv"), partitions=2, build_dir=sim_cache, timeout_cycles=100)
+        run_files(sim.Simulation(build_dir=sim_cache, timeout_cycles=100),
+                  compile_file(str(QUERIES / "marathon.sql")), str(QUERIES / "marathon.csv"),
+                  str(tmp_path / "m.csv"), EngineParams(partitions=2))
     assert not (tmp_path / "m.csv").exists()
 
 
@@ -243,18 +247,33 @@ def test_sidecar_packing_agrees_with_wire(tmp_path):
         sidecar = json.loads(engine.with_suffix(".json").read_text())
         nfa = compile_file(q)
         data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
-        assert runner.pack_by_sidecar(sidecar["tuple"]["fields"], data) == \
+        assert pack_by_sidecar(sidecar["tuple"]["fields"], data) == \
             wire.pack(nfa.program.schema, data)
         assert sidecar["tuple"]["width"] == wire.tuple_width(nfa.program.schema)
-        runner._check_sidecar(sidecar, nfa)
+        runner.check_sidecar(sidecar, nfa)
+
+
+def pack_by_sidecar(fields: list[dict], data) -> list[int]:
+    """Pack tuples by the sidecar's ``tuple.fields`` offsets (the engine's own description of
+    its input), written apart from :mod:`nfacep.wire`: FLOAT32 as its IEEE bits, INT in two's
+    complement, ENUM as the label index, BOOL as 1 bit."""
+    words = [0] * data.n
+    for f in fields:
+        col = data.columns[f["name"]]
+        if col.dtype == np.float32:
+            col = col.view(np.uint32)
+        mask, off = (1 << f["width"]) - 1, f["offset"]
+        for i, v in enumerate(col.tolist()):
+            words[i] |= (int(v) & mask) << off
+    return words
 
 
 def test_record_layout_and_in_order_checker():
-    layout = RecordLayout({"width": 60, "fields": [
+    layout = RecordFormat.from_description([
         {"name": "seq", "offset": 0, "width": 48}, {"name": "partition", "offset": 48,
                                                     "width": 8},
         {"name": "matches", "offset": 56, "width": 3}, {"name": "dropped", "offset": 59,
-                                                        "width": 1}]})
+                                                        "width": 1}])
     assert layout.decode(5 | 200 << 48 | 0b101 << 56) == Record(5, 200, 0b101, 0)
     model = [Record(1, 3, 1, 0), Record(4, 2, 0, 1), Record(6, 3, 2, 0)]
     good = InOrderChecker(model, 10)

@@ -21,7 +21,8 @@ import time
 import pyarrow.parquet as pq
 import pyspark
 import pytest
-from nfacep.sim import runner
+
+from nfacep import sim
 from nfacep.spark_testbench import regress, vectors
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -130,7 +131,7 @@ def _regress(env, folder, master, build_dir):
 
 @pytest.mark.slow
 def test_standalone_cluster_gives_the_local_results(cluster, tmp_path):
-    missing = runner.simulator_available("icarus")
+    missing = sim.simulator_available("icarus")
     if missing:
         pytest.fail(missing)
     url, env = cluster

@@ -14,12 +14,13 @@ import pathlib
 import shutil
 
 import pytest
-from nfacep.sim import runner
+
+from nfacep import sim
+from nfacep.cli import main as tb_main
+from nfacep.params import EngineParams
 from nfacep.spark_testbench import regress, vectors
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench.generate import Options
-
-from nfacep.cli import main as tb_main
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
@@ -42,7 +43,7 @@ def spark():
 
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory):
-    missing = runner.simulator_available("icarus")
+    missing = sim.simulator_available("icarus")
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     return tmp_path_factory.mktemp("sim-cache")
@@ -50,7 +51,7 @@ def build_dir(tmp_path_factory):
 
 def make(spark, out, query, engine, **options):
     opts = Options(**{"tuples": 3000, "block_tuples": 1024, "seed": 5, **options})
-    job = vectors.prepare(query, opts, str(out), engine=engine)
+    job = vectors.prepare(query, opts, str(out), params=engine)
     return vectors.run(spark, job, tasks=2)
 
 
@@ -58,7 +59,7 @@ def make(spark, out, query, engine, **options):
 def fire(spark, tmp_path_factory):
     """Fire vectors in partitioned mode: 16 keys, the partitioner stores 16."""
     out = tmp_path_factory.mktemp("fire") / "v"
-    manifest = make(spark, out, FIRE, vectors.Engine(partitions=16), keys=16)
+    manifest = make(spark, out, FIRE, EngineParams(partitions=16), keys=16)
     assert manifest["expected"]["mode"] == "partitioned"
     assert manifest["counts"]["matches_total"] > 0
     return out
@@ -99,7 +100,7 @@ def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
 def test_partitioned_vectors_pass_under_verilator(spark, fire, tmp_path, capsys):
     """The same vectors through a Verilator model: the build's PATH and make flags must reach
     the Spark tasks that run the shards."""
-    missing = runner.simulator_available("verilator")
+    missing = sim.simulator_available("verilator")
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     cache = tmp_path / "cache"
@@ -114,7 +115,7 @@ def test_partitioned_vectors_pass_under_verilator(spark, fire, tmp_path, capsys)
 
 
 def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, capsys):
-    engine = vectors.Engine(partitions=6, tick_tuples=40, timer_bits=2)
+    engine = EngineParams(partitions=6, tick_tuples=40, timer_bits=2)
     manifest = make(spark, tmp_path / "v", SUPPLY, engine, keys=30, zipf=0.5)
     assert manifest["expected"]["mode"] == "global" and manifest["counts"]["drops"] > 0
     assert regress_cli(tmp_path / "v", SUPPLY, *SUPPLY_ENGINE, "--build-dir",
@@ -213,6 +214,19 @@ def test_vectors_of_another_query(fire, no_spark, tmp_path, capsys):
 def test_engine_parameters_differ_from_the_manifest(fire, no_spark, capsys):
     _expect_error(capsys, regress_cli(fire, FIRE, "--partitions", "32"),
                   "describes another engine", "--partitions 16 (given: 32)")
+
+
+def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, capsys):
+    """`nfacep regress --vectors V` after `nfacep vectors --partitions 16`: the engine is the
+    manifest's, with no parameter given; one given that agrees is fine too."""
+    job = regress.prepare(FIRE, str(fire), given={"timer_bits": 4}, build_dir=build_dir)
+    assert job.params == EngineParams(partitions=16)
+    assert regress_cli(fire, FIRE, "--build-dir", str(build_dir), "--quiet") == 0
+    out, _ = capsys.readouterr()
+    assert "OK: the gateware's matches and drops equal the expected ones" in out
+    report = report_of(fire)
+    assert report["equal"] and report["engine"] == {"partitions": 16, "tick_tuples": 0,
+                                                    "timer_bits": 4}
 
 
 @pytest.mark.parametrize("remove", [vectors.MANIFEST, vectors.TUPLES, vectors.EXPECTED,

@@ -15,12 +15,13 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from nfacep.spark_testbench import session as spark_session
-from nfacep.spark_testbench import vectors
-from nfacep.spark_testbench.generate import Options
 from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
 
 from nfacep.cli import main as nfacep_main
+from nfacep.params import EngineParams
+from nfacep.spark_testbench import session as spark_session
+from nfacep.spark_testbench import vectors
+from nfacep.spark_testbench.generate import Options
 
 # Spark needs a JVM; without one every test here fails with this message, rather than skipping
 JAVA_MISSING = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
@@ -57,7 +58,7 @@ def spark():
 
 def make(spark, out, query=FIRE, *, tasks=2, engine=None, expected="auto", **options):
     opts = Options(**{**SMALL, "seed": 7, "keys": 24, **options})
-    job = vectors.prepare(str(query), opts, str(out), engine=engine or vectors.Engine(),
+    job = vectors.prepare(str(query), opts, str(out), params=engine or EngineParams(),
                           expected=expected)
     return vectors.run(spark, job, tasks=tasks)
 
@@ -168,7 +169,7 @@ def test_forced_global_pass_equals_partitioned(spark, fire, tmp_path):
 def test_global_pass_models_capacity_and_timers(spark, tmp_path):
     """More keys than the partitioner stores, and ticks: the exact global pass, with drops."""
     query = QUERIES / "supplychain.sql"
-    engine = vectors.Engine(partitions=6, tick_tuples=40, timer_bits=2)
+    engine = EngineParams(partitions=6, tick_tuples=40, timer_bits=2)
     m = make(spark, tmp_path / "v", query, engine=engine, keys=30, zipf=0.5)
     assert m["expected"]["mode"] == "global"
     assert m["expected"]["reason"].startswith("timers matter")
@@ -186,7 +187,7 @@ def test_global_pass_models_capacity_and_timers(spark, tmp_path):
 
 def test_capacity_alone_selects_the_global_pass(spark, tmp_path):
     m = make(spark, tmp_path / "v", QUERIES / "marathon.sql", keys=40,
-             engine=vectors.Engine(partitions=32), tuples=3000)
+             engine=EngineParams(partitions=32), tuples=3000)
     assert m["expected"]["mode"] == "global"
     assert m["expected"]["reason"].startswith("capacity matters: 40 keys present")
     rows, summary = run_match(tmp_path, QUERIES / "marathon.sql", tmp_path / "v",

@@ -19,11 +19,13 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.sim import Simulator
+from streams import stream_get, stream_put
+
 from nfacep.boards.link import protocol
 from nfacep.boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
 from nfacep.boards.link.protocol import FrameType, encode
 from nfacep.boards.link.uart import BaudError, UartRx, UartTx, divisor
-from streams import stream_get, stream_put
+from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARATHON = ROOT / "queries" / "marathon.sql"
@@ -378,18 +380,18 @@ def test_framer_status_is_a_snapshot_and_clear_zeroes():
     assert protocol.decode_fields(protocol.ACK_FIELDS, frames[3].payload)["tuples"] == 2
 
 
-def test_record_fields_match_the_engine():
+def test_record_format_is_the_engines():
+    """The records the link sends are laid out as :func:`nfacep.wire.record_format` says."""
+    from nfacep import compile_file, wire
     from nfacep.hdl.engine import Engine
-
-    from nfacep import compile_file
 
     for name in ("marathon", "fire", "vshape"):
         nfa = compile_file(ROOT / "queries" / f"{name}.sql")
-        engine = Engine(nfa, partitions=2)
+        engine = Engine(nfa, EngineParams(partitions=2))
         engine._MustUse__silence = True  # only its layout is wanted
         layout = engine.record_layout
-        assert protocol.record_fields(nfa) == [
-            (n, f.offset, f.width) for n, f in layout]
+        assert wire.record_format(nfa).fields == tuple(
+            (n, f.offset, f.width) for n, f in layout)
 
 
 # --------------------------------------------------------------------------- cocotb
@@ -439,7 +441,7 @@ def _scenario(tmp_path) -> dict:
             steps.append({"send": frame.hex(), "expect": "ack"})
             bad["out_of_seq"] += 1
     good = tuples.Tuples({c: v[:n] for c, v in data.columns.items()}, n, "good frames")
-    res = reference.run(nfa, good, partitions=PARTITIONS, tick_tuples=0, timer_bits=4)
+    res = reference.run(nfa, good, EngineParams(partitions=PARTITIONS))
     return {"steps": steps, "n": n, "divisor": DIVISOR, "bad": bad,
             "expected_matches": [list(m) for m in res.matches],
             "expected_drops": res.drops.tolist(),
@@ -448,12 +450,12 @@ def _scenario(tmp_path) -> dict:
 
 def _verilog(path: pathlib.Path) -> None:
     from amaranth.back import verilog
+
+    from nfacep import compile_file
     from nfacep.boards.link.top import UartTop
     from nfacep.hdl.engine import Engine
 
-    from nfacep import compile_file
-
-    engine = Engine(compile_file(MARATHON), partitions=PARTITIONS)
+    engine = Engine(compile_file(MARATHON), EngineParams(partitions=PARTITIONS))
     top = UartTop(engine, clk_hz=DIVISOR * 1e6, baud=1_000_000, leds=6, timeout=TIMEOUT,
                   led_period=64)
     path.write_text(verilog.convert(top, name="nfacep_uart_top", emit_src=False))
@@ -463,9 +465,10 @@ def test_uart_board_top_icarus(tmp_path):
     """The UART board top's Verilog under cocotb: good frames' matches equal the reference
     matcher's, bad frames are counted by kind and never reach the engine."""
     from cocotb_tools.runner import get_results, get_runner
-    from nfacep.sim import runner
 
-    missing = runner.simulator_available("icarus")
+    from nfacep import sim
+
+    missing = sim.simulator_available("icarus")
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     source = tmp_path / "nfacep_uart_top.v"
@@ -478,7 +481,7 @@ def test_uart_board_top_icarus(tmp_path):
     # as Verilog-2005, like `nfacep sim`: see sim.ICARUS_BUILD_ARGS (registers the link loads
     # before use have no reset, and their always @* blocks must run at time 0)
     sim_runner.build(sources=[source], hdl_toplevel="nfacep_uart_top", build_dir=build,
-                     build_args=list(runner.ICARUS_BUILD_ARGS), timescale=runner.TIMESCALE,
+                     build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
                      log_file=tmp_path / "build.log")
     results_xml = tmp_path / "results.xml"
     with contextlib.suppress(SystemExit):  # the runner exits on a failed test
@@ -488,29 +491,24 @@ def test_uart_board_top_icarus(tmp_path):
                                    "PYTHONPATH": os.pathsep.join(
                                        [str(ROOT / "tests"), str(ROOT),
                                         os.environ.get("PYTHONPATH", "")])},
-                        timescale=runner.TIMESCALE, results_xml=str(results_xml),
+                        timescale=sim.TIMESCALE, results_xml=str(results_xml),
                         log_file=tmp_path / "sim.log", testcase="uart_link_bench")
     total, failed = get_results(results_xml)
     log = (tmp_path / "sim.log").read_text(errors="replace")
     assert total == 1 and failed == 0, log[-3000:]
     got = json.loads(pathlib.Path(scenario["results"]).read_text())
 
-    from nfacep import compile_file
+    from nfacep import compile_file, wire
 
     nfa = compile_file(MARATHON)
-    fields = {name: (at, w) for name, at, w in protocol.record_fields(nfa)}
-
-    def field(value, name):
-        at, w = fields[name]
-        return value >> at & ((1 << w) - 1)
-
+    fmt = wire.record_format(nfa)
     matches, drops = [], []
     for payload in got["records"]:
-        v = int.from_bytes(bytes.fromhex(payload), "little")
-        if field(v, "dropped"):
-            drops.append(field(v, "seq"))
-        if field(v, "matches"):
-            matches.append([field(v, "seq"), "cheat", str(field(v, "partition"))])
+        r = fmt.decode_bytes(bytes.fromhex(payload))
+        if r.dropped:
+            drops.append(r.seq)
+        if r.matches:
+            matches.append([r.seq, "cheat", str(r.partition)])
     assert matches == scenario["expected_matches"] and matches
     assert drops == scenario["expected_drops"] and drops
     status = got["status"]
@@ -619,15 +617,14 @@ if cocotb is not None:
 
 @pytest.mark.parametrize("name", ["ulx3s-85f", "icebreaker", "icestick"])
 def test_uart_board_top_elaborates(name):
+    from nfacep import compile_file
     from nfacep.boards import bitstream, get_board
     from nfacep.boards.link.top import UartBoardTop
     from nfacep.hdl.engine import Engine
 
-    from nfacep import compile_file
-
     board = get_board(name)
     platform = board.platform_class()()
-    top = UartBoardTop(Engine(compile_file(MARATHON), partitions=2),
+    top = UartBoardTop(Engine(compile_file(MARATHON), EngineParams(partitions=2)),
                        clk_hz=platform.default_clk_frequency, baud=115200)
     plan = platform.build(top, name="t", do_build=False)
     rtlil = plan.files["t.il"]
@@ -654,8 +651,7 @@ def test_uart_board_top_fits_the_icestick(tmp_path):
     query.write_text(DOORS)
     out = tmp_path / "icestick"
     report = boards.build(compile_file(query), boards.get_board("icestick"), str(out),
-                          partitions=1, tick_tuples=0, timer_bits=4, link="uart",
-                          query_file=str(query))
+                          EngineParams(partitions=1), link="uart", query_file=str(query))
     assert report["status"] == "ok" and report["timing_met"] is True
     assert report["link"]["kind"] == "uart" and report["link"]["divisor"] == 104
     assert report["resources_from"] == "nextpnr" and report["board_clock_mhz"] == 12

@@ -14,6 +14,7 @@ import select
 import threading
 
 from nfacep import reference, wire
+from nfacep.params import EngineParams
 
 from .protocol import (
     ACK_FIELDS,
@@ -24,8 +25,6 @@ from .protocol import (
     encode,
     encode_fields,
     engine_id,
-    record_bytes,
-    record_fields,
 )
 
 __all__ = ["BoardModel", "serve"]
@@ -42,16 +41,16 @@ class BoardModel:
     ``engine_id`` overrides the fingerprint it reports (to model a board with another engine).
     """
 
-    def __init__(self, nfa, *, partitions: int, tick_tuples: int, timer_bits: int,
-                 capacity: int = 512, engine_id_override: int | None = None):
+    def __init__(self, nfa, params: EngineParams, *, capacity: int = 512,
+                 engine_id_override: int | None = None):
         self.nfa = nfa
-        self.params = {"partitions": partitions, "tick_tuples": tick_tuples,
-                       "timer_bits": timer_bits}
+        self.params = params
         self.schema = nfa.program.schema
         self.tuple_bytes = wire.tuple_bytes(self.schema)
-        self.record_bytes = record_bytes(nfa)
+        self.record_format = wire.record_format(nfa)
+        self.record_bytes = self.record_format.nbytes
         self.capacity = capacity
-        self.id = engine_id(nfa, **self.params) if engine_id_override is None \
+        self.id = engine_id(nfa, params) if engine_id_override is None \
             else engine_id_override
         self.reader = FrameReader([FrameType.TUPLES, FrameType.STATUS_REQ, FrameType.RESET],
                                   max_payload=1 + capacity)
@@ -125,32 +124,17 @@ class BoardModel:
         if n == self.reported:
             return b""
         tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
-        res = reference.run(self.nfa, tuples, **self.params)
-        bits = {q.name: q.index for q in self.nfa.queries}
-        key = self.nfa.program.partition_field
-        raw_keys = wire.pack(self.schema, tuples) if key else None
-        offset = next(o for name, o, _ in _tuple_slices(self.schema) if name == key) \
-            if key else 0
-        fields = {name: (at, width) for name, at, width in record_fields(self.nfa)}
-        masks: dict[int, int] = {}
-        for s, q in zip(res.seqs.tolist(), res.queries.tolist(), strict=True):
-            masks[s] = masks.get(s, 0) | 1 << bits[res.names[q]]
-        drops = set(res.drops.tolist())
+        records = reference.run(self.nfa, tuples, self.params).records(self.nfa, tuples)
         out = bytearray()
-        for s in sorted((set(masks) | drops) - set(range(self.reported))):
-            part = (raw_keys[s] >> offset) & ((1 << fields["partition"][1]) - 1) if key else 0
-            value = (s | part << fields["partition"][0] | masks.get(s, 0) << fields["matches"][0]
-                     | int(s in drops) << fields["dropped"][0])
-            out += encode(FrameType.RECORD, value.to_bytes(self.record_bytes, "little"))
+        for r in records:
+            if r.seq < self.reported:
+                continue
+            out += encode(FrameType.RECORD, self.record_format.encode_bytes(r))
             self.records_sent += 1
-            self.matched += s in masks
-            self.drops += s in drops
+            self.matched += r.matches != 0
+            self.drops += r.dropped
         self.reported = n
         return bytes(out)
-
-
-def _tuple_slices(schema):
-    return wire.field_slices(schema)
 
 
 def serve(model: BoardModel, fd: int, *, stop: threading.Event, lose: float = 0.0,

@@ -24,7 +24,7 @@ Board to host:
 
 ========== ====== ================================================================================
 RECORD     0x81   one match record of the engine: ``seq``, ``partition``, ``matches``, ``dropped``
-                  packed LSB-first (:func:`record_fields`), padded to whole bytes
+                  packed LSB-first (:func:`nfacep.wire.record_format`), padded to whole bytes
 STATUS     0x82   :data:`STATUS_FIELDS`: protocol version, engine identity, sizes, counters
 ACK        0x83   :data:`ACK_FIELDS`: after every TUPLES frame received with a good CRC
 ========== ====== ================================================================================
@@ -72,7 +72,6 @@ __all__ = [
     "encode",
     "engine_id",
     "fields_size",
-    "record_fields",
 ]
 
 #: Protocol version, the first byte of STATUS.
@@ -81,8 +80,6 @@ VERSION = 1
 SYNC = bytes([0xA5, 0x5A])
 #: Bytes a frame adds around its payload: sync, type, length, CRC.
 OVERHEAD = 7
-#: Width of the ``seq`` field of a record (the engine's default ``seq_width``).
-SEQ_BITS = 48
 
 
 class FrameType(enum.IntEnum):
@@ -237,37 +234,19 @@ class FrameReader:
             del buf[:end]
 
 
-def record_fields(nfa) -> list[tuple[str, int, int]]:
-    """``(name, bit offset, width)`` of the engine's match record (``nfacep.hdl.engine.Engine``'s
-    ``record_layout``, without importing the gateware)."""
-    key = nfa.program.partition_field
-    key_bits = nfa.program.schema.field(key).type.bits if key else 1
-    out, at = [], 0
-    for name, width in (("seq", SEQ_BITS), ("partition", key_bits),
-                        ("matches", len(nfa.queries)), ("dropped", 1)):
-        out.append((name, at, width))
-        at += width
-    return out
-
-
-def record_bytes(nfa) -> int:
-    _, at, width = record_fields(nfa)[-1]
-    return (at + width + 7) // 8
-
-
-def engine_id(nfa, *, partitions: int, tick_tuples: int, timer_bits: int) -> int:
-    """A 32-bit fingerprint of the engine a query file and parameters describe: the board
-    reports the one it was built with, the host checks it against its own."""
-    from nfacep.wire import field_slices
+def engine_id(nfa, params) -> int:
+    """A 32-bit fingerprint of the engine a query file and :class:`~nfacep.params.EngineParams`
+    describe: the board reports the one it was built with, the host checks it against its own.
+    """
+    from nfacep.wire import field_slices, record_format
 
     desc = {
         "version": VERSION,
         "nfa": nfa.dump(),
         "tuple": field_slices(nfa.program.schema),
-        "record": record_fields(nfa),
+        "record": [list(f) for f in record_format(nfa).fields],
         "queries": [[q.name, q.index] for q in nfa.queries],
         "partition_field": nfa.program.partition_field,
-        "parameters": {"partitions": partitions, "tick_tuples": tick_tuples,
-                       "timer_bits": timer_bits},
+        "parameters": params.as_dict(),
     }
     return zlib.crc32(json.dumps(desc, sort_keys=True).encode())

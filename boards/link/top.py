@@ -13,6 +13,7 @@ import math
 from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import data, io, stream, wiring
 from amaranth.lib.wiring import In, Out
+
 from nfacep.hdl.engine import Engine
 
 from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
@@ -257,8 +258,7 @@ class UartTop(wiring.Component):
                  led_period: int | None = None):
         self._engine = engine
         self._divisor = divisor if divisor is not None else _divisor(clk_hz, baud)
-        params = engine.parameters
-        self._engine_id = engine_id(engine.nfa, **params)
+        self._engine_id = engine_id(engine.nfa, engine.params)
         byte_time = 10 * self._divisor
         self._link_args = {
             "divisor": self._divisor,
@@ -266,7 +266,7 @@ class UartTop(wiring.Component):
             "capacity": capacity,
             "timeout": timeout if timeout is not None else
             max(20 * byte_time, round(timeout_s * clk_hz)),
-            "quiet": 2 * (params["partitions"] + 32),
+            "quiet": 2 * (engine.params.partitions + 32),
             "leds": leds,
             "led_period": led_period if led_period is not None else
             round(led_period_s * clk_hz),

@@ -1,0 +1,35 @@
+"""``nfacep verilog``: the engine as Verilog, with a JSON sidecar (registered as an entry point
+of ``nfacep.commands``)."""
+
+from __future__ import annotations
+
+from nfacep import params
+from nfacep.cli import Command, load_query
+
+__all__ = ["Verilog"]
+
+
+class Verilog(Command):
+    name = "verilog"
+    help = "emit the engine as Verilog, with a JSON sidecar"
+    order = 40
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                            help="Verilog file; the sidecar (ports, bit layouts, query bits) is "
+                                 "written beside it with the suffix .json")
+        parser.add_argument("--top", default="nfacep_engine",
+                            help="module name (default %(default)s)")
+        params.add_arguments(parser)
+
+    def run(self, args) -> int:
+        from .engine import write_verilog
+
+        engine = params.from_args(args)
+        nfa = load_query(args.query)
+        sidecar = write_verilog(nfa, args.output, engine, name=args.top)
+        print(f"wrote {args.output} (module {sidecar['top']}: tuple "
+              f"{sidecar['tuple']['width']} bits in, record {sidecar['record']['width']} bits "
+              f"out, {len(sidecar['ports'])} ports) and its sidecar .json")
+        return 0

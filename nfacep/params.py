@@ -1,0 +1,176 @@
+"""The engine's parameters: one frozen value, its defaults, its limits, its command-line options.
+
+Every command that models or builds the engine (``match``, ``verilog``, ``sim``, ``vectors``,
+``regress``, ``build``, ``run``) describes one engine with the same :class:`EngineParams`: the
+reference matcher models it, the gateware is built from it, the simulation, the board link and
+the Spark testbench record it and check it against what they are handed. A parameter is
+defined once, in :class:`EngineParams` (its default, its range, its option and help text);
+:func:`add_arguments` and :func:`from_args` derive the options from those definitions.
+
+The limits of what one engine can hold (states, predicates, partition key width) are here too,
+with :func:`check_fits`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .errors import HardwareLimitError, UsageError
+
+if TYPE_CHECKING:
+    from .nfa import Nfa
+
+__all__ = [
+    "MAX_KEY_BITS",
+    "MAX_PREDICATES",
+    "MAX_STATES",
+    "EngineParams",
+    "add_arguments",
+    "check_fits",
+    "from_args",
+]
+
+#: NFA state bits of one engine, all its queries together.
+MAX_STATES = 4096
+#: Distinct predicates (decoder outputs) of one engine.
+MAX_PREDICATES = 4096
+#: Width of the partition key.
+MAX_KEY_BITS = 64
+
+
+def _param(default: int, *, lo: int, hi: int, metavar: str, help: str, hint: str,
+           low: str | None = None):
+    """A parameter's definition: its default, its range and what the command line says of it.
+
+    ``low`` is the message when a value is below ``lo``; ``hint`` what to do when it is above
+    ``hi`` (the engine's limit).
+    """
+    return field(default=default, metadata={
+        "lo": lo, "hi": hi, "metavar": metavar, "help": help, "hint": hint,
+        "low": low or f"must be at least {lo}"})
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """The parameters of one engine (the partitioner's capacity and timers).
+
+    Checked when created: a value outside its range raises :class:`~nfacep.errors.UsageError`
+    (below its minimum) or :class:`~nfacep.errors.HardwareLimitError` (above the engine's
+    limit), naming the command-line option. Without a PARTITION clause the engine has one
+    state vector and none of them matters, but they still describe the engine.
+    """
+
+    partitions: int = _param(
+        256, lo=1, hi=65536, metavar="N", hint="use fewer partitions",
+        help="partitions the partitioner stores; a tuple of a new partition finds no free "
+             "element when all are taken, and is dropped and counted")
+    tick_tuples: int = _param(
+        0, lo=0, hi=(1 << 32) - 1, metavar="K", hint="tick more often",
+        low="must be 0 (no ticks) or more",
+        help="a timer tick after every K-th input tuple; 0: no ticks")
+    timer_bits: int = _param(
+        4, lo=1, hi=32, metavar="B", hint="use a narrower timer",
+        help="bits of each partition element's timer: 2^B-1 ticks without a tuple free it")
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise :class:`UsageError` or :class:`HardwareLimitError` for a value out of range."""
+        for f in dataclasses.fields(self):
+            value, meta = getattr(self, f.name), f.metadata
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise UsageError(f"{option(f.name)} must be an integer, not {value!r}")
+            if value < meta["lo"]:
+                raise UsageError(f"{option(f.name)} {meta['low']}")
+            if value > meta["hi"]:
+                raise HardwareLimitError(f"{option(f.name)} is {value}, more than the engine's "
+                                         f"limit of {meta['hi']}: {meta['hint']}")
+
+    def as_dict(self) -> dict[str, int]:
+        """``{name: value}``, as sidecars, summaries and manifests record the parameters."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict, *, source: str) -> EngineParams:
+        """The parameters recorded in ``values`` (by :meth:`as_dict`) in the file ``source``;
+        :class:`UsageError` naming ``source`` when they are missing, unknown or invalid."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(values, dict):
+            raise UsageError(f"{source}: the engine parameters are not an object: {values!r}")
+        unknown = sorted(set(values) - names)
+        missing = sorted(names - set(values))
+        if unknown or missing:
+            what = "; ".join(filter(None, [
+                unknown and f"unknown {', '.join(unknown)}",
+                missing and f"missing {', '.join(missing)}"]))
+            raise UsageError(f"{source}: engine parameters from another nfacep version ({what})")
+        try:
+            return cls(**values)
+        except UsageError as err:
+            raise UsageError(f"{source}: {err}") from None
+
+    def options(self) -> str:
+        """The command-line options that give these parameters."""
+        return " ".join(f"{option(f.name)} {getattr(self, f.name)}"
+                        for f in dataclasses.fields(self))
+
+    def differences(self, other: EngineParams) -> list[str]:
+        """``"--name A (given: B)"`` for every parameter where ``self`` (A) differs from
+        ``other`` (B)."""
+        return [f"{option(f.name)} {getattr(self, f.name)} (given: {getattr(other, f.name)})"
+                for f in dataclasses.fields(self)
+                if getattr(self, f.name) != getattr(other, f.name)]
+
+
+def option(name: str) -> str:
+    """The command-line option of the parameter ``name`` (``timer_bits`` → ``--timer-bits``)."""
+    return "--" + name.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, defaults: str | None = None) -> None:
+    """Add the engine parameters' options to ``parser``, with the defaults in their help
+    (``defaults`` says where they come from instead, when not :class:`EngineParams`'s own).
+
+    The options default to None (not given), so that :func:`from_args` can tell a value given
+    on the command line from one to take elsewhere.
+    """
+    group = parser.add_argument_group(
+        "engine parameters (the same for every command that models or builds the engine)")
+    for f in dataclasses.fields(EngineParams):
+        group.add_argument(option(f.name), dest=f.name, type=int, default=None,
+                           metavar=f.metadata["metavar"],
+                           help=f"{f.metadata['help']} (default {defaults or f.default})")
+
+
+def given(args: argparse.Namespace) -> dict[str, int]:
+    """The engine parameters given on the command line parsed into ``args``."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
+            if getattr(args, f.name, None) is not None}
+
+
+def from_args(args: argparse.Namespace, defaults: EngineParams | None = None) -> EngineParams:
+    """The engine parameters of a parsed command line: each one given there, else taken from
+    ``defaults`` (:class:`EngineParams`'s own defaults when None). Raises UsageError or
+    HardwareLimitError for a value out of range."""
+    return dataclasses.replace(defaults or EngineParams(), **given(args))
+
+
+def check_fits(nfa: Nfa) -> None:
+    """Raise :class:`HardwareLimitError` when the queries of ``nfa`` do not fit one engine."""
+    def over(what: str, value: int, limit: int, hint: str) -> None:
+        if value > limit:
+            raise HardwareLimitError(f"{what} is {value}, more than the engine's limit of "
+                                     f"{limit}: {hint}")
+
+    over("the number of NFA states", len(nfa.states), MAX_STATES,
+         "split the queries over several files/engines or shorten counted repetitions")
+    over("the number of distinct predicates", len(nfa.predicates), MAX_PREDICATES,
+         "split the queries over several engines")
+    key = nfa.program.partition_field
+    if key is not None:
+        bits = nfa.program.schema.field(key).type.bits
+        over(f"the partition key '{key}' width", bits, MAX_KEY_BITS, "use a narrower key")

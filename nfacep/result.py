@@ -1,0 +1,191 @@
+"""What an engine reported, whichever engine it was: one result type, one writer, one report.
+
+Every back-end (the reference matcher, the simulated gateware, a board over its link) returns a
+:class:`Result`: the matches (one per tuple and query, sorted by ``seq`` then query name), the
+dropped tuples, the engine's own counters where it has them, and what the back-end adds of its
+own (:meth:`Result.details` for the summary, :meth:`Result.note` for the report line).
+:func:`write` turns any of them into the match file and its JSON summary, whole or not at all;
+:func:`report` prints the one-line report and the warnings.
+
+Engines that emit match records (:class:`nfacep.wire.Record`) build their result with
+:meth:`Result.from_records`; :meth:`Result.records` goes the other way, for models of an engine
+(the expected records of a simulation, the software board).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .nfa import Nfa
+from .output import atomic_write, summary_path, write_json
+from .params import EngineParams
+from .tuples import Tuples, format_value
+from .wire import Record, field_text, raw_column
+
+__all__ = ["COUNTER_BITS", "Result", "report", "write"]
+
+#: Width of the engine's counters (``tuples``, ``matched``, ``drops``): they wrap around.
+COUNTER_BITS = 32
+
+
+@dataclass
+class Result:
+    """The matches and drops one engine reported for ``n`` tuples.
+
+    ``queries[i]`` is the index into ``names`` (file order, which is also the query's bit in a
+    match record) of the ``i``-th match, ``seqs[i]`` the 0-based position of its tuple and
+    ``partitions[i]`` its partition value as a tuple file writes it (None without PARTITION).
+    Matches are sorted by ``seq``, then by query name.
+    """
+
+    n: int  #: input tuples
+    names: tuple[str, ...]  #: query names, in file order
+    seqs: np.ndarray  #: int64, the tuple of each match
+    queries: np.ndarray  #: int64, the query of each match (index into ``names``)
+    partitions: list[str | None]  #: the partition value of each match, as text
+    drops: np.ndarray  #: int64, sorted: the dropped tuples
+    params: EngineParams  #: the engine's parameters
+    #: the engine's own counters at the end, where the back-end reads them (``tuples``,
+    #: ``matched``: tuples with a match, ``drops``), each modulo ``2**COUNTER_BITS``
+    counters: dict[str, int | None] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  #: the back-end's warnings, rendered
+    #: set when the back-end completed but what it reported is wrong (e.g. a simulation that
+    #: differs from the reference): :func:`nfacep.backend.run_files` raises it after writing
+    failure: Exception | None = field(default=None, repr=False)
+
+    #: the back-end's name, as the summary's ``backend`` says
+    backend = "engine"
+
+    @property
+    def matches(self) -> list[tuple[int, str, str | None]]:
+        """``(seq, query name, partition text)`` of every match, in order."""
+        return [(int(s), self.names[q], p)
+                for s, q, p in zip(self.seqs.tolist(), self.queries.tolist(), self.partitions,
+                                   strict=True)]
+
+    @property
+    def drop_seqs(self) -> list[int]:
+        return self.drops.tolist()
+
+    def count(self, name: str) -> int:
+        """Matches of the query ``name``."""
+        return int(np.count_nonzero(self.queries == self.names.index(name)))
+
+    def details(self) -> dict:
+        """What the back-end adds to the summary (JSON values)."""
+        return {}
+
+    def note(self) -> str:
+        """What the back-end adds to the report line, inside brackets (empty: nothing)."""
+        return ""
+
+    def summary(self, *, query_file: str | None, input: str | None) -> dict:
+        """The JSON summary written beside the match file."""
+        return {
+            "query_file": query_file, "input": input, "tuples": self.n,
+            "matches": {name: self.count(name) for name in self.names},
+            "drops": len(self.drops), "drop_seqs": self.drop_seqs,
+            **self.params.as_dict(), "backend": self.backend, **self.details(),
+        }
+
+    def counter_warnings(self) -> list[str]:
+        """Where the engine's counters disagree with what it reported."""
+        seen = {"tuples": self.n, "matched": len(np.unique(self.seqs)),
+                "drops": len(self.drops)}
+        what = {"tuples": "tuples taken", "matched": "tuples with a match",
+                "drops": "dropped tuples"}
+        out = []
+        for name, value in seen.items():
+            counted = self.counters.get(name)
+            if counted is not None and counted != value % (1 << COUNTER_BITS):
+                out.append(f"warning: the engine counted {counted} {what[name]}, but "
+                           f"{value} were reported")
+        return out
+
+    # --- records ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_records(cls, nfa: Nfa, n: int, received: Iterable[Record],
+                     params: EngineParams, **fields) -> Result:
+        """The result of an engine that emitted the records ``received`` for ``n`` tuples.
+
+        ``fields`` are the other fields of ``cls``. Raises ValueError for a record that cannot
+        be one of this engine's (a tuple past the input, a partition value the key's type does
+        not have).
+        """
+        program = nfa.program
+        key = program.partition_field
+        ty = program.schema.field(key).type if key else None
+        names = tuple(q.name for q in nfa.queries)
+        rank = sorted(range(len(names)), key=names.__getitem__)  # name order of the bits
+        rows, drops = [], []
+        for r in received:
+            if r.seq >= n:
+                raise ValueError(f"a record names tuple {r.seq}, but only {n} were sent")
+            if r.dropped:
+                drops.append(r.seq)
+            if r.matches:
+                part = None if ty is None else field_text(r.partition, ty)
+                rows.extend((r.seq, q, part) for q in rank if r.matches >> q & 1)
+        rows.sort(key=lambda row: (row[0], rank.index(row[1])))
+        return cls(n=n, names=names,
+                   seqs=np.array([s for s, _, _ in rows], dtype=np.int64),
+                   queries=np.array([q for _, q, _ in rows], dtype=np.int64),
+                   partitions=[p for _, _, p in rows],
+                   drops=np.array(sorted(drops), dtype=np.int64), params=params, **fields)
+
+    def records(self, nfa: Nfa, tuples: Tuples) -> list[Record]:
+        """The records an engine emits for this result, in ``seq`` order (``tuples`` are the
+        input, for the raw partition keys)."""
+        key = nfa.program.partition_field
+        keys = raw_column(nfa.program.schema, tuples, key).tolist() if key else None
+        masks: dict[int, int] = {}
+        for s, q in zip(self.seqs.tolist(), self.queries.tolist(), strict=True):
+            masks[s] = masks.get(s, 0) | 1 << q
+        drops = set(self.drop_seqs)
+        return [Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops))
+                for s in sorted(masks.keys() | drops)]
+
+
+def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[str | None]:
+    """The partition value of the tuples ``seqs`` as text (None each without PARTITION)."""
+    key = nfa.program.partition_field
+    if key is None:
+        return [None] * len(seqs)
+    ty = nfa.program.schema.field(key).type
+    return [format_value(v, ty) for v in tuples.columns[key][seqs]]
+
+
+def write(result: Result, output: str, *, query_file: str | None = None,
+          input: str | None = None) -> None:
+    """Write the match CSV (``seq,query,partition``) to ``output`` and the summary beside it
+    (:func:`nfacep.output.summary_path`), each whole or not at all."""
+    with atomic_write(output, newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["seq", "query", "partition"])
+        for seq, name, part in result.matches:
+            w.writerow([seq, name, "" if part is None else part])
+    write_json(summary_path(output), result.summary(query_file=query_file, input=input))
+
+
+def report(result: Result, output: str | None, *, out=None, err=None) -> None:
+    """Print what a command prints after a run: the counts on ``out`` (stdout), the warnings
+    (the back-end's, the drops, counters that disagree) on ``err`` (stderr)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    counts = ", ".join(f"{name}: {result.count(name)}" for name in result.names)
+    note = result.note()
+    print(f"{result.n} tuples, {len(result.seqs)} matches ({counts}), {len(result.drops)} "
+          f"dropped -> {output}{f' [{note}]' if note else ''}", file=out)
+    for warning in result.warnings + result.counter_warnings():
+        print(warning, file=err)
+    drops = result.drop_seqs
+    if drops:
+        shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
+        print(f"warning: {len(drops)} tuples dropped (partitioner full, --partitions "
+              f"{result.params.partitions}) at seq {shown}", file=err)
