@@ -211,6 +211,119 @@ class _Find:
         self.parent[self.find(a)] = self.find(b)
 
 
+@dataclass
+class _Comparisons:
+    """What the predicates compare each field with.
+
+    ``points``: the constants a field is compared with (where a comparison is true or false by
+    one unit, so the generator hits the boundary). Fields compared with each other are
+    ``linked``, in groups (``finder``) as wide as the comparisons' constants (``widths``, by
+    group root); ``pairs`` holds ``(x, y, c)`` for each comparison of ``x - y`` with ``c``.
+    """
+
+    points: dict[str, set] = field(default_factory=dict)
+    finder: _Find = field(default_factory=lambda: _Find())
+    widths: dict[str, int] = field(default_factory=dict)
+    pairs: list[tuple[str, str, int]] = field(default_factory=list)
+    linked: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, nfa: Nfa) -> _Comparisons:
+        found = cls()
+        for pred in nfa.predicates:
+            for c in _comparisons(pred.expr):
+                if c.kind == "int":
+                    found._integer(c)
+                elif c.kind == "float":
+                    for a, b in ((c.left, c.right), (c.right, c.left)):
+                        if isinstance(a, P.FieldRef) and isinstance(b, P.Const):
+                            found.points.setdefault(a.name, set()).add(float(b.value))
+        return found
+
+    def _integer(self, c) -> None:
+        """An integer comparison, as ``sum(coef * field) + const`` against 0."""
+        lc, lk = _linear(c.left)
+        rc, rk = _linear(c.right)
+        coefs = dict(lc)
+        for f, v in rc.items():
+            coefs[f] = coefs.get(f, 0) - v
+        coefs = {f: v for f, v in coefs.items() if v}
+        const = lk - rk
+        if len(coefs) == 1:
+            (f, v), = coefs.items()
+            if v in (1, -1):
+                self.points.setdefault(f, set()).add(-const * v)
+        elif len(coefs) >= 2:
+            names = sorted(coefs)
+            for other in names[1:]:
+                self.finder.union(names[0], other)
+            self.linked.update(names)
+            root = self.finder.find(names[0])
+            self.widths[root] = max(self.widths.get(root, 1), abs(const))
+            if len(coefs) == 2 and sorted(coefs.values()) == [-1, 1]:
+                x = next(f for f, v in coefs.items() if v == 1)
+                y = next(f for f, v in coefs.items() if v == -1)
+                self.pairs.append((x, y, -const))
+
+
+def _float_spec(name: str, ty, pts: list) -> FieldSpec:
+    """Uniform over a range spanning the constants, plus each constant and its neighbours."""
+    if not pts:
+        return FieldSpec(name, ty, "float", 0.0, 100.0)
+    lo, hi, w = _spread(pts)
+    w = max(w, 1.0)
+    near = []
+    for p in pts:
+        v = np.float32(p)
+        near += [np.nextafter(v, np.float32(-np.inf)), v, np.nextafter(v, np.float32(np.inf))]
+    return FieldSpec(name, ty, "float", lo - w, hi + w,
+                     np.unique(np.array(near, dtype=np.float32)))
+
+
+def _int_spec(name: str, ty, pts: list) -> FieldSpec:
+    """Uniform over a range spanning the constants (inside the type), plus each constant and
+    its neighbours; a window of the type without constants."""
+    tlo, thi = _safe_range(ty)
+    if not pts:
+        lo, hi = _window(tlo, thi, _DEFAULT_WINDOW)
+        return FieldSpec(name, ty, "int", lo, hi)
+    lo, hi, w = _spread(pts)
+    w = max(int(w), 16)
+    near = sorted({p + d for p in pts for d in (-1, 0, 1) if tlo <= p + d <= thi})
+    rlo, rhi = max(tlo, int(lo) - w), min(thi, int(hi) + w)
+    if rlo > rhi:  # constants outside the field's range (e.g. `a - 300 > 0`)
+        rlo, rhi = _window(tlo, thi, _DEFAULT_WINDOW)
+    return FieldSpec(name, ty, "int", rlo, rhi, np.array(near, dtype=np.int64) if near else None)
+
+
+def _linked_groups(specs: list[FieldSpec], found: _Comparisons) -> list[_Group]:
+    """The groups of linked fields: a shared base plus offsets as wide as the comparisons'
+    constants; sets each linked spec's ``group``."""
+    groups: dict[str, _Group] = {}
+    for s in specs:
+        if s.role != "linked":
+            continue
+        root = found.finder.find(s.name)
+        if root not in groups:
+            width = max(1, found.widths.get(root, 1))
+            members = sorted(n for n in found.linked if found.finder.find(n) == root)
+            tlo, thi = _safe_range(s.type)
+            pts = sorted(p for m in members for p in found.points.get(m, ()) if tlo <= p <= thi)
+            if pts:
+                lo, hi, w = _spread(pts)
+                blo, bhi = lo - max(int(w), 16), hi + max(int(w), 16)
+            elif tlo >= 0:
+                blo, bhi = tlo + 8 * width, tlo + 8 * width + max(_DEFAULT_WINDOW, 16 * width)
+            else:
+                blo, bhi = -8 * width, 8 * width
+            gpairs = [p for p in found.pairs if p[0] in members]
+            half = _SAFE // 2
+            blo, bhi = min(max(int(blo), -half), half), min(max(int(bhi), -half), half)
+            groups[root] = _Group(members, blo, max(blo, bhi), min(width, half), gpairs)
+        s.group = list(groups).index(root)
+    return list(groups.values())
+
+
 def _spread(points: list[int | float]) -> tuple[float, float, float]:
     lo, hi = min(points), max(points)
     w = max((hi - lo) / 2, max(abs(p) for p in points) / 4)
@@ -242,112 +355,32 @@ class Generator:
     # --- field specifications ---------------------------------------------------------------
 
     def _derive_specs(self, nfa: Nfa) -> None:
-        points: dict[str, set] = {}
-        finder = _Find()
-        widths: dict[str, int] = {}
-        pairs: list[tuple[str, str, int]] = []
-        linked: set[str] = set()
-        for pred in nfa.predicates:
-            for c in _comparisons(pred.expr):
-                if c.kind == "int":
-                    lc, lk = _linear(c.left)
-                    rc, rk = _linear(c.right)
-                    coefs = dict(lc)
-                    for f, v in rc.items():
-                        coefs[f] = coefs.get(f, 0) - v
-                    coefs = {f: v for f, v in coefs.items() if v}
-                    const = lk - rk
-                    if len(coefs) == 1:
-                        (f, v), = coefs.items()
-                        if v in (1, -1):
-                            points.setdefault(f, set()).add(-const * v)
-                    elif len(coefs) >= 2:
-                        names = sorted(coefs)
-                        for other in names[1:]:
-                            finder.union(names[0], other)
-                        linked.update(names)
-                        root = finder.find(names[0])
-                        widths[root] = max(widths.get(root, 1), abs(const))
-                        if len(coefs) == 2 and sorted(coefs.values()) == [-1, 1]:
-                            x = next(f for f, v in coefs.items() if v == 1)
-                            y = next(f for f, v in coefs.items() if v == -1)
-                            pairs.append((x, y, -const))
-                elif c.kind == "float":
-                    for a, b in ((c.left, c.right), (c.right, c.left)):
-                        if isinstance(a, P.FieldRef) and isinstance(b, P.Const):
-                            points.setdefault(a.name, set()).add(float(b.value))
+        """Each field's generator, from what the predicates compare it with."""
+        found = _Comparisons.of(nfa)
         weights = dict(self.options.enum_weights)
-        specs = []
-        for f in self.schema.fields:
-            ty = f.type
-            if f.name == self.key_field:
-                specs.append(FieldSpec(f.name, ty, "key"))
-            elif f.name in self.order_fields:
-                specs.append(FieldSpec(f.name, ty, "order"))
-            elif isinstance(ty, EnumType):
-                w = np.ones(len(ty.labels))
-                if f.name in weights:
-                    given = dict(weights[f.name])
-                    w = np.array([given.get(label, 0.0) for label in ty.labels], dtype=float)
-                specs.append(FieldSpec(f.name, ty, "enum", weights=w / w.sum()))
-            elif isinstance(ty, BoolType):
-                specs.append(FieldSpec(f.name, ty, "bool"))
-            elif isinstance(ty, Float32Type):
-                pts = sorted(points.get(f.name, ()))
-                if pts:
-                    lo, hi, w = _spread(pts)
-                    w = max(w, 1.0)
-                    near = []
-                    for p in pts:
-                        v = np.float32(p)
-                        near += [np.nextafter(v, np.float32(-np.inf)), v,
-                                 np.nextafter(v, np.float32(np.inf))]
-                    specs.append(FieldSpec(f.name, ty, "float", lo - w, hi + w,
-                                           np.unique(np.array(near, dtype=np.float32))))
-                else:
-                    specs.append(FieldSpec(f.name, ty, "float", 0.0, 100.0))
-            elif f.name in linked:
-                specs.append(FieldSpec(f.name, ty, "linked"))
-            else:
-                tlo, thi = _safe_range(ty)
-                pts = sorted(points.get(f.name, ()))
-                if pts:
-                    lo, hi, w = _spread(pts)
-                    w = max(int(w), 16)
-                    near = sorted({p + d for p in pts for d in (-1, 0, 1) if tlo <= p + d <= thi})
-                    rlo, rhi = max(tlo, int(lo) - w), min(thi, int(hi) + w)
-                    if rlo > rhi:  # constants outside the field's range (e.g. `a - 300 > 0`)
-                        rlo, rhi = _window(tlo, thi, _DEFAULT_WINDOW)
-                    specs.append(FieldSpec(f.name, ty, "int", rlo, rhi,
-                                           np.array(near, dtype=np.int64) if near else None))
-                else:
-                    lo, hi = _window(tlo, thi, _DEFAULT_WINDOW)
-                    specs.append(FieldSpec(f.name, ty, "int", lo, hi))
-        # linked groups: a shared base plus offsets as wide as the comparisons' constants
-        groups: dict[str, _Group] = {}
-        for s in specs:
-            if s.role != "linked":
-                continue
-            root = finder.find(s.name)
-            if root not in groups:
-                width = max(1, widths.get(root, 1))
-                members = sorted(n for n in linked if finder.find(n) == root)
-                tlo, thi = _safe_range(s.type)
-                pts = sorted(p for m in members for p in points.get(m, ()) if tlo <= p <= thi)
-                if pts:
-                    lo, hi, w = _spread(pts)
-                    blo, bhi = lo - max(int(w), 16), hi + max(int(w), 16)
-                elif tlo >= 0:
-                    blo, bhi = tlo + 8 * width, tlo + 8 * width + max(_DEFAULT_WINDOW, 16 * width)
-                else:
-                    blo, bhi = -8 * width, 8 * width
-                gpairs = [p for p in pairs if p[0] in members]
-                half = _SAFE // 2
-                blo, bhi = min(max(int(blo), -half), half), min(max(int(bhi), -half), half)
-                groups[root] = _Group(members, blo, max(blo, bhi), min(width, half), gpairs)
-            s.group = list(groups).index(root)
-        self.groups = list(groups.values())
-        self.specs = specs
+        self.specs = [self._field_spec(f, found, weights) for f in self.schema.fields]
+        self.groups = _linked_groups(self.specs, found)
+
+    def _field_spec(self, f, found: _Comparisons, weights: dict) -> FieldSpec:
+        ty = f.type
+        if f.name == self.key_field:
+            return FieldSpec(f.name, ty, "key")
+        if f.name in self.order_fields:
+            return FieldSpec(f.name, ty, "order")
+        if isinstance(ty, EnumType):
+            w = np.ones(len(ty.labels))
+            if f.name in weights:
+                given = dict(weights[f.name])
+                w = np.array([given.get(label, 0.0) for label in ty.labels], dtype=float)
+            return FieldSpec(f.name, ty, "enum", weights=w / w.sum())
+        if isinstance(ty, BoolType):
+            return FieldSpec(f.name, ty, "bool")
+        pts = sorted(found.points.get(f.name, ()))
+        if isinstance(ty, Float32Type):
+            return _float_spec(f.name, ty, pts)
+        if f.name in found.linked:
+            return FieldSpec(f.name, ty, "linked")
+        return _int_spec(f.name, ty, pts)
 
     def _derive_keys(self) -> None:
         if self.key_field is None:
