@@ -122,7 +122,7 @@ class Result:
         key = program.partition_field
         ty = program.schema.field(key).type if key else None
         names = tuple(q.name for q in nfa.queries)
-        rank = sorted(range(len(names)), key=names.__getitem__)  # name order of the bits
+        by_name = sorted(range(len(names)), key=names.__getitem__)  # the bits in name order
         rows, drops = [], []
         for r in received:
             if r.seq >= n:
@@ -131,8 +131,8 @@ class Result:
                 drops.append(r.seq)
             if r.matches:
                 part = None if ty is None else field_text(r.partition, ty)
-                rows.extend((r.seq, q, part) for q in rank if r.matches >> q & 1)
-        rows.sort(key=lambda row: (row[0], rank.index(row[1])))
+                rows.extend((r.seq, q, part) for q in by_name if r.matches >> q & 1)
+        rows.sort(key=lambda row: row[0])  # stable: name order within a tuple
         return cls(n=n, names=names,
                    seqs=np.array([s for s, _, _ in rows], dtype=np.int64),
                    queries=np.array([q for _, q, _ in rows], dtype=np.int64),

@@ -3,6 +3,8 @@
 import json
 import pathlib
 
+import pytest
+
 from nfacep.cli import main
 
 QUERY = """CREATE STREAM s (ts UINT(16), k UINT(8), a UINT(4));
@@ -120,3 +122,36 @@ def test_match_reads_a_vectors_style_parquet_folder(tmp_path, capsys):
         assert sa == sb and sa["tuples"] == 278
         assert (sa["matches"]["cheat"] > 0) if not params else sa["drops"] > 0
     capsys.readouterr()
+
+
+def test_every_registered_command_loads():
+    """The outer packages' subcommands come from entry points (nfacep.commands), in the
+    stages' order, and all of them load in this installation."""
+    from nfacep import cli
+
+    found = cli.commands()
+    assert [c.name for c in found] == ["check", "explain", "match", "verilog", "sim", "vectors",
+                                       "regress", "build", "run"]
+    assert not [c.name for c in found if c.help.startswith("(unavailable")]
+
+
+def test_a_broken_command_package_does_not_break_the_others(monkeypatch, capsys, tmp_path):
+    from importlib import metadata
+
+    real = metadata.entry_points
+
+    def entry_points(**kw):
+        broken = metadata.EntryPoint(name="widget", value="nfacep_no_such_package.cli:Widget",
+                                     group=kw.get("group", ""))
+        return [*real(**kw), broken]
+
+    monkeypatch.setattr(metadata, "entry_points", entry_points)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "widget" in out and "unavailable: ModuleNotFoundError" in out and "match" in out
+    assert main(["widget", "x", "--y"]) == 2
+    assert "`nfacep widget` is not available in this installation" in capsys.readouterr().err
+    q, t, m = setup(tmp_path)
+    assert main(["match", q, "--input", t, "--output", m]) == 0

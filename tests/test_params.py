@@ -1,0 +1,102 @@
+"""The engine's parameters: one value, its limits, its options, and how files record it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+import nfacep
+from nfacep import params
+from nfacep.errors import HardwareLimitError, UsageError
+from nfacep.params import EngineParams
+
+
+def parse(*argv: str, defaults: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    params.add_arguments(parser, defaults=defaults)
+    return parser.parse_args(argv)
+
+
+def test_defaults_and_one_value_everywhere():
+    p = EngineParams()
+    assert p.as_dict() == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4}
+    assert p.options() == "--partitions 256 --tick-tuples 0 --timer-bits 4"
+    assert EngineParams(partitions=16) == EngineParams(16, 0, 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.partitions = 3  # type: ignore[misc]
+    assert hash(p) == hash(EngineParams())  # usable as a key, in sets, in caches
+
+
+@pytest.mark.parametrize(("values", "error", "message"), [
+    ({"partitions": 0}, UsageError, "--partitions must be at least 1"),
+    ({"tick_tuples": -1}, UsageError, "--tick-tuples must be 0 (no ticks) or more"),
+    ({"timer_bits": 0}, UsageError, "--timer-bits must be at least 1"),
+    ({"partitions": 65537}, HardwareLimitError,
+     "--partitions is 65537, more than the engine's limit of 65536"),
+    ({"timer_bits": 33}, HardwareLimitError, "--timer-bits is 33, more than"),
+    ({"tick_tuples": 1 << 32}, HardwareLimitError, "--tick-tuples is 4294967296, more than"),
+    ({"partitions": True}, UsageError, "--partitions must be an integer"),
+    ({"timer_bits": 2.5}, UsageError, "--timer-bits must be an integer"),
+])
+def test_out_of_range_values_are_refused_naming_the_option(values, error, message):
+    with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
+        EngineParams(**values)
+
+
+def test_limits_are_inclusive():
+    edge = EngineParams(partitions=65536, tick_tuples=(1 << 32) - 1, timer_bits=32)
+    assert edge == EngineParams(**edge.as_dict())
+    assert EngineParams(partitions=1, tick_tuples=0, timer_bits=1).partitions == 1
+
+
+def test_options_are_derived_from_the_definitions():
+    args = parse()
+    assert params.given(args) == {}
+    assert params.from_args(args) == EngineParams()
+    args = parse("--partitions", "8", "--timer-bits", "2")
+    assert params.given(args) == {"partitions": 8, "timer_bits": 2}
+    assert params.from_args(args) == EngineParams(partitions=8, timer_bits=2)
+    # values not given come from the defaults handed in, given ones win
+    base = EngineParams(partitions=16, tick_tuples=5)
+    assert params.from_args(args, base) == EngineParams(partitions=8, tick_tuples=5, timer_bits=2)
+    with pytest.raises(UsageError, match="--partitions must be at least 1"):
+        params.from_args(parse("--partitions", "0"))
+
+
+def test_help_names_each_option_with_its_default():
+    parser = argparse.ArgumentParser()
+    params.add_arguments(parser)
+    text = parser.format_help()
+    for f in dataclasses.fields(EngineParams):
+        assert params.option(f.name) in text
+    assert "(default 256)" in text and "(default 4)" in text
+    parser = argparse.ArgumentParser()
+    params.add_arguments(parser, defaults="the manifest's")
+    assert "(default the manifest's)" in parser.format_help()
+
+
+def test_recorded_parameters_round_trip_and_foreign_ones_are_refused():
+    p = EngineParams(partitions=12, tick_tuples=3, timer_bits=2)
+    assert EngineParams.from_dict(p.as_dict(), source="x.json") == p
+    with pytest.raises(UsageError, match=r"x.json: engine parameters from another nfacep "
+                                         r"version \(unknown store; missing timer_bits\)"):
+        EngineParams.from_dict({"partitions": 1, "tick_tuples": 0, "store": "bram"},
+                               source="x.json")
+    with pytest.raises(UsageError, match=r"x\.json: --partitions must be at least 1"):
+        EngineParams.from_dict({**p.as_dict(), "partitions": 0}, source="x.json")
+    with pytest.raises(UsageError, match=r"x\.json: the engine parameters are not an object"):
+        EngineParams.from_dict([1, 2, 3], source="x.json")  # type: ignore[arg-type]
+    assert EngineParams(partitions=12).differences(p) == [
+        "--tick-tuples 0 (given: 3)", "--timer-bits 4 (given: 2)"]
+
+
+def test_queries_that_do_not_fit_one_engine():
+    stream = "CREATE STREAM s (k UINT(64), a UINT(8));\n"
+    params.check_fits(nfacep.compile_text(stream + "QUERY q PARTITION k PATTERN (A{2000} B{2000})"
+                                          " DEFINE A AS a = 1 B AS a = 2"))
+    big = "".join(f"QUERY q{i} PATTERN (A{{2000}}) DEFINE A AS a = {i % 256};" for i in range(3))
+    with pytest.raises(HardwareLimitError, match="the number of NFA states is 6000, more than "
+                                                 "the engine's limit of 4096"):
+        params.check_fits(nfacep.compile_text(stream + big))
