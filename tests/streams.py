@@ -26,9 +26,9 @@ async def stream_get(ctx, stream, *, rng=None, stall=0.0):
     return payload
 
 
-def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
-    """Stream predicate vectors ``words`` through a matcher (``i_stream`` {predicates, payload},
-    ``o_stream`` {payload, matches}) with random gaps and stalls; return [(seq, matches)]."""
+def stream_through(dut, payloads, *, seed, gap=0.3, stall=0.3, count=None):
+    """Offer ``payloads`` on ``dut.i_stream`` with random gaps and take ``count`` (default: as
+    many) payloads from ``dut.o_stream`` with random stalls; return those taken, in order."""
     import random
 
     from amaranth.sim import Simulator
@@ -37,14 +37,12 @@ def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
     got = []
 
     async def producer(ctx):
-        for seq, word in enumerate(words):
-            await stream_put(ctx, dut.i_stream, {"predicates": word, "payload": seq},
-                             rng=rng_in, gap=gap)
+        for payload in payloads:
+            await stream_put(ctx, dut.i_stream, payload, rng=rng_in, gap=gap)
 
     async def consumer(ctx):
-        for _ in words:
-            rec = await stream_get(ctx, dut.o_stream, rng=rng_out, stall=stall)
-            got.append((rec.payload, rec.matches))
+        for _ in range(len(payloads) if count is None else count):
+            got.append(await stream_get(ctx, dut.o_stream, rng=rng_out, stall=stall))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -52,3 +50,11 @@ def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
     sim.add_testbench(consumer)
     sim.run()
     return got
+
+
+def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
+    """Stream predicate vectors ``words`` through a matcher (``i_stream`` {predicates, payload},
+    ``o_stream`` {payload, matches}) with random gaps and stalls; return [(seq, matches)]."""
+    got = stream_through(dut, [{"predicates": w, "payload": seq} for seq, w in enumerate(words)],
+                         seed=seed, gap=gap, stall=stall)
+    return [(rec.payload, rec.matches) for rec in got]

@@ -10,30 +10,9 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-from streams import stream_get, stream_put
+from streams import stream_through
 
 from nfacep.hdl.queue import StreamBuffer, StreamQueue
-
-
-def transfer(dut, values, *, seed, gap, stall):
-    """Stream ``values`` through ``dut``; the payloads received."""
-    rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
-    got = []
-
-    async def producer(ctx):
-        for v in values:
-            await stream_put(ctx, dut.i_stream, v, rng=rng_in, gap=gap)
-
-    async def consumer(ctx):
-        for _ in values:
-            got.append(await stream_get(ctx, dut.o_stream, rng=rng_out, stall=stall))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(producer)
-    sim.add_testbench(consumer)
-    sim.run()
-    return got
 
 
 @pytest.mark.parametrize("make", [lambda: StreamBuffer(8), lambda: StreamQueue(8, 4)],
@@ -41,8 +20,8 @@ def transfer(dut, values, *, seed, gap, stall):
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.5, 0.0), (0.0, 0.7), (0.4, 0.4)])
 def test_every_payload_once_in_order(make, gap, stall):
     values = [random.Random(3).randrange(256) for _ in range(200)]
-    assert transfer(make(), values, seed=int(gap * 10 + stall * 100), gap=gap,
-                    stall=stall) == values
+    assert stream_through(make(), values, seed=int(gap * 10 + stall * 100), gap=gap,
+                          stall=stall) == values
 
 
 def test_buffer_takes_one_payload_per_cycle_and_holds_on_stall():
