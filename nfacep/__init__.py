@@ -1,6 +1,6 @@
 """nfacep: compile complex-event queries into FPGA gateware.
 
-The compiler is a pipeline of small stages (CONVENTIONS.md)::
+The compiler is a pipeline of small stages (README.md, 'Architecture for contributors')::
 
     text ─ syntax.parse ─▶ ast.File ─ check.check ─▶ check.Program ─ nfa.build ─▶ nfa.Nfa
                                                                         ├─ reference.run

@@ -1,9 +1,10 @@
 """The partitioner's capacity and timers, as a model over the sequence of partition keys.
 
 Which tuples are dropped, and which start their partition from the null state vector, depends
-only on the keys and on the hardware parameters (DESIGN.md §3), never on predicates: so it is
-computed first, for all queries at once. The common case (the partitioner never full) is
-computed with array operations; when it does fill up, an exact sequential pass takes over.
+only on the keys and on the hardware parameters (docs/language.md, 'Partitions, capacity and
+timers'), never on predicates: so it is computed first, for all queries at once. The common
+case (the partitioner never full) is computed with array operations; when it does fill up, an
+exact sequential pass takes over.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The reference matcher: an exact software model of what the engine reports (DESIGN.md §3).
+"""The reference matcher: an exact software model of what the engine reports.
 
-Every output of the gateware is checked against this model. It computes, for a batch of
-tuples:
+What it reports is defined in docs/language.md, 'What a match is' and 'Partitions, capacity
+and timers'. Every output of the gateware is checked against this model. It computes, for a
+batch of tuples:
 
 1. the predicate vector of every tuple, column-wise (:func:`nfacep.predicates.evaluate`);
 2. which tuples the partitioner drops and where a partition restarts from the null state

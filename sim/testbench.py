@@ -1,4 +1,4 @@
-"""cocotb testbench of the generated engine (``nfacep_engine``, DESIGN.md §6).
+"""cocotb testbench of the generated engine (``nfacep_engine``, docs/formats.md: its ports).
 
 The structure is cocotb's matrix_multiplier example: a :class:`TB` owns a
 :class:`StreamDriver` that puts packed tuples on ``i_stream`` (with seeded random gaps in

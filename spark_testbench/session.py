@@ -1,5 +1,5 @@
-"""The one place Spark sessions are built (CONVENTIONS.md: local mode by default, --master
-honoured everywhere).
+"""The one place Spark sessions are built: local mode by default, ``--master`` honoured
+everywhere (docs/commands.md).
 
 :func:`check_master` validates a master URL without starting anything, so a bad ``--master``
 is reported before any JVM or job starts; :func:`session` builds (or reuses) the session.

@@ -1,4 +1,4 @@
-"""An independent oracle for ``nfacep match``, written from DESIGN.md sections 2-3 only.
+"""An independent oracle for ``nfacep match``, written from docs/language.md only.
 
 It shares no code with :mod:`nfacep` (and must never import it): patterns, predicates,
 partitioning, capacity, timers and both match semantics are modelled here from scratch, as
@@ -502,7 +502,7 @@ def partition(
     tick_tuples: int = 0,
     timer_bits: int = 4,
 ) -> Lives:
-    """Split the input into sub-stream lives, modelling DESIGN.md section 3 literally.
+    """Split the input into sub-stream lives, modelling docs/language.md literally.
 
     ``keys`` is the partition field per tuple. At most ``partitions`` partitions are stored;
     a tuple of an unstored partition takes a free element with an empty history, or is

@@ -1,10 +1,10 @@
 """The partitioner's capacity, timers and drops: ``nfacep match`` against the oracle.
 
-DESIGN.md section 3: at most ``--partitions N`` partitions are stored; a tuple of an unstored
-partition takes a free element or is dropped (and counted); an element's timer is set to
-``2**B - 1`` by each tuple of its partition and decremented by a tick after every K-th input
-tuple, dropped ones included; the tick that brings it to zero frees the element and its
-history.
+docs/language.md ('Partitions, capacity and timers'): at most ``--partitions N`` partitions
+are stored; a tuple of an unstored partition takes a free element or is dropped (and counted);
+an element's timer is set to ``2**B - 1`` by each tuple of its partition and decremented by a
+tick after every K-th input tuple, dropped ones included; the tick that brings it to zero
+frees the element and its history.
 """
 
 from __future__ import annotations

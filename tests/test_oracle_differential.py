@@ -413,9 +413,9 @@ def test_match_many_partitions_interleaved(tmp_path, sc, rows):
 def test_match_only_empty(tmp_path, pattern):
     """A pattern matching nothing but the empty sequence never reports anything.
 
-    DESIGN.md does not list it among the rejected queries; nfacep currently rejects it (exit
-    2, "the pattern only matches the empty sequence"), which a user may well prefer. Either
-    is accepted here: never a crash, never a report.
+    docs/language.md lists it among the rejected queries (exit 2, "the pattern only matches
+    the empty sequence"); accepting it and reporting nothing would be as right. Either is
+    accepted here: never a crash, never a report.
     """
     text = STREAM + f"SELECT * FROM s MATCH_RECOGNIZE (PATTERN ({pattern}) DEFINE A AS p0) AS q;"
     got = nfacep_match(tmp_path, text, rows_of("a", "ab", ""))

@@ -1,4 +1,4 @@
-"""The tuple wire format (DESIGN.md §4): exact bit positions, byte order and round trips."""
+"""The tuple wire format (docs/formats.md): exact bit positions, byte order and round trips."""
 
 from __future__ import annotations
 
