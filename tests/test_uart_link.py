@@ -18,13 +18,15 @@ import random
 import pytest
 from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.crc import catalog
 from amaranth.sim import Simulator
 from streams import stream_get, stream_put
+from uart_tx import UartTx
 
 from nfacep.boards.link import protocol
 from nfacep.boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
 from nfacep.boards.link.protocol import FrameType, encode
-from nfacep.boards.link.uart import BaudError, UartRx, UartTx, divisor
+from nfacep.boards.link.uart import BaudError, UartRx, divisor
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -48,6 +50,22 @@ def test_crc_and_frame_reader_resynchronise():
         frames += reader.feed(stream[i:i + 7])
     assert [f.payload for f in frames] == [bytes(range(n)) for n in (1, 5, 40)]
     assert reader.errors["bad_crc"] >= 1 and reader.errors["bad_type"] == 1
+
+
+#: The frames' CRC as amaranth.lib.crc computes it in software, a byte at a time.
+LIB_CRC = catalog.CRC16_CCITT_FALSE(8)
+
+
+def test_crc16_equals_lib_crc():
+    """The host's CRC (binascii.crc_hqx) is amaranth.lib.crc's CRC-16/CCITT-FALSE, also when it
+    continues from an earlier value."""
+    rng = random.Random(7)
+    for n in [0, 1, 2, 3, 9, 64, 255, 1000, *(rng.randrange(4096) for _ in range(40))]:
+        data = rng.randbytes(n)
+        assert protocol.crc16(data) == LIB_CRC.compute(data)
+        cut = rng.randrange(n + 1)
+        assert protocol.crc16(data[cut:], protocol.crc16(data[:cut])) == LIB_CRC.compute(data)
+    assert LIB_CRC.compute(b"123456789") == 0x29B1
 
 
 def test_divisor_rejects_inexact_baud_rates():
@@ -132,6 +150,37 @@ def test_uart_rx_stop_bit_error_and_glitch():
     sim.add_testbench(watch, background=True)
     sim.run()
     assert got == [0xA5] and len(errors) == 1
+
+
+def test_uart_rx_holds_a_byte_until_taken_and_counts_overruns():
+    """A byte that arrives while the last one waits is lost (``overrun``); the waiting one is
+    still offered, and bytes after it are received once it is taken."""
+    div = 6
+    rx = UartRx(div)
+    got, overruns = [], []
+
+    async def bench(ctx):
+        await ctx.tick().repeat(4)
+        for byte in (0x11, 0x22):  # nobody takes the first one
+            await _drive_bits(ctx, rx.rx, [*_uart_bits(byte), 1], div)
+        assert ctx.get(rx.o_stream.valid) == 1 and ctx.get(rx.o_stream.payload) == 0x11
+        ctx.set(rx.o_stream.ready, 1)  # from now on every byte is taken
+        await _drive_bits(ctx, rx.rx, _uart_bits(0x33) + [1] * 3, div)
+
+    async def watch(ctx):
+        async for _, _, valid, ready, payload, overrun in ctx.tick().sample(
+                rx.o_stream.valid, rx.o_stream.ready, rx.o_stream.payload, rx.overrun):
+            if valid and ready:
+                got.append(payload)
+            if overrun:
+                overruns.append(1)
+
+    sim = Simulator(rx)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_testbench(watch, background=True)
+    sim.run()
+    assert got == [0x11, 0x33] and len(overruns) == 1
 
 
 # --------------------------------------------------------------------------- framing
@@ -259,9 +308,10 @@ CONSTANTS = {"version": protocol.VERSION, "engine_id": 0xDEADBEEF, "tuple_bytes"
 FRAMER_DIVISOR = 4
 
 
-def _framer_bench(dut, script):
-    """Run ``script(ctx)`` against a Framer; the frames it sent on ``tx``."""
-    out = bytearray()
+def _framer_bench(dut, script, out=None):
+    """Run ``script(ctx)`` against a Framer; the frames it sent on ``tx`` (their bytes in
+    ``out``, a bytearray, if given)."""
+    out = bytearray() if out is None else out
 
     async def receive(ctx):  # a UART receiver sampling mid-bit
         div = FRAMER_DIVISOR
@@ -378,6 +428,75 @@ def test_framer_status_is_a_snapshot_and_clear_zeroes():
         {"tuples": 0, "bad_type": 0, "overflow": 0, "frames": 1}
     assert cleared["engine_id"] == CONSTANTS["engine_id"]
     assert protocol.decode_fields(protocol.ACK_FIELDS, frames[3].payload)["tuples"] == 2
+
+
+def _lib_crc_frame(ftype, payload):
+    """A whole frame, its CRC computed by amaranth.lib.crc (not by the protocol module)."""
+    body = bytes([ftype]) + len(payload).to_bytes(2, "little") + payload
+    return protocol.SYNC + body + LIB_CRC.compute(body).to_bytes(2, "big")
+
+
+def test_framer_crc_equals_lib_crc():
+    """The CRC the framer computes in gateware, bit by bit, is amaranth.lib.crc's of the
+    frame's bytes, on random records."""
+    rng = random.Random(11)
+    records = [{"seq": rng.getrandbits(48), "partition": rng.getrandbits(16),
+                "matches": rng.getrandbits(1), "dropped": rng.getrandbits(1)}
+               for _ in range(12)]
+    dut = Framer(RECORD, CONSTANTS, divisor=FRAMER_DIVISOR)
+
+    async def bench(ctx):
+        for record in records:
+            await stream_put(ctx, dut.i_stream, record)
+        await ctx.tick().repeat(600)
+
+    raw = bytearray()
+    frames = _framer_bench(dut, bench, raw)
+    assert len(frames) == len(records)
+    payloads = [(r["seq"] | r["partition"] << 48 | r["matches"] << 64 | r["dropped"] << 65)
+                .to_bytes(9, "little") for r in records]
+    assert bytes(raw) == b"".join(_lib_crc_frame(FrameType.RECORD, p) for p in payloads)
+
+
+def test_deframer_crc_equals_lib_crc():
+    """The deframer's gateware CRC accepts the frames whose CRC amaranth.lib.crc computed, on
+    random tuples, and rejects each with one bit flipped after the header."""
+    rng = random.Random(12)
+    layout = data.StructLayout({"a": 16})
+    dut = _Receiver(layout, capacity=64, timeout=400)
+    ev = dut.deframer.events
+    batches = [[rng.getrandbits(16) for _ in range(rng.randrange(1, 10))] for _ in range(10)]
+    frames = []
+    for seq, batch in enumerate(batches):
+        payload = bytes([seq]) + b"".join(t.to_bytes(2, "little") for t in batch)
+        good = _lib_crc_frame(FrameType.TUPLES, payload)
+        bad = bytearray(good)
+        bad[rng.randrange(5, len(bad))] ^= 1 << rng.randrange(8)  # a payload or CRC bit
+        frames += [bytes(bad), good]
+    got, counts = [], {"accepted": 0, "bad_crc": 0}
+
+    async def feed(ctx):
+        for frame in frames:
+            for b in frame:
+                await stream_put(ctx, dut.i_stream, b)
+        await ctx.tick().repeat(40)
+
+    async def take(ctx):
+        ctx.set(dut.o_stream.ready, 1)
+        async for _, _, valid, payload, accepted, bad_crc in ctx.tick().sample(
+                dut.o_stream.valid, dut.o_stream.payload, ev.accepted, ev.bad_crc):
+            if valid:
+                got.append(payload.a)
+            counts["accepted"] += accepted
+            counts["bad_crc"] += bad_crc
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(feed)
+    sim.add_testbench(take, background=True)
+    sim.run()
+    assert counts == {"accepted": len(batches), "bad_crc": len(batches)}
+    assert got == [t for batch in batches for t in batch]
 
 
 def test_record_format_is_the_engines():

@@ -1,8 +1,9 @@
 """A usable board design without a network: tuples in and match records out over the board's
 USB UART (``nfacep build --link uart``, ``nfacep run``).
 
-:mod:`~nfacep.boards.link.protocol` is the frame format (no Amaranth: the host and the software
-board model use it too), :mod:`~nfacep.boards.link.uart` the UART,
+:mod:`~nfacep.boards.link.protocol` is the frame format and the software CRC (the host and the
+software board model use it too; of Amaranth it needs only ``lib.enum``, for the frame types'
+shape), :mod:`~nfacep.boards.link.uart` the UART receiver,
 :mod:`~nfacep.boards.link.framing` the framing blocks, :mod:`~nfacep.boards.link.top` the link
 component and the board tops, :mod:`~nfacep.boards.link.model` a software board for testing the
 host. ``boards/LINK.md`` describes the link for users.

@@ -5,24 +5,35 @@ back to bytes for the UART. The frame format is :mod:`nfacep.boards.link.protoco
 
 The blocks are built for a small FPGA (the link and a small engine fit an iCE40 HX1K). A UART
 byte takes at least 40 clock cycles (:func:`nfacep.boards.link.uart.divisor` is at least 4), so the
-CRCs go one bit per cycle, and the framer keeps the STATUS counters and constants in block RAM
-instead of flip-flops, and sends the bytes of its frames on the UART line itself. The blocks
-rely on that byte time where their docstrings say so. Registers that are loaded before they are
-used have no reset (``reset_less``): on iCE40 the domain's reset would cost a LUT in front of
-each one that also has a reset or set of its own.
+CRCs go one bit per cycle (``amaranth.lib.crc``'s bit-serial processor, :data:`CRC`), and the
+framer keeps the STATUS counters and constants in block RAM instead of flip-flops, and sends the
+bytes of its frames on the UART line itself. The blocks rely on that byte time where their
+docstrings say so. Registers that are loaded before they are used have no reset
+(``reset_less``): on iCE40 the domain's reset would cost a LUT in front of each one that also
+has a reset or set of its own.
+
+Where a frame is, and what kind of frame it is, are :mod:`amaranth.lib.enum` shapes, so the
+simulator's waveforms and the Verilog show their names: the deframer's :class:`RxSection` and
+:class:`RxRequest` (one-hot, one flip-flop per name), the framer's :class:`TxKind` and
+:class:`TxSection`.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.crc import catalog
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .protocol import ACK_FIELDS, ERROR_COUNTERS, STATUS_FIELDS, SYNC, FrameType, encode_fields
 
-__all__ = ["COUNTED", "COUNTERS", "DEFRAMED", "Deframer", "FrameBuffer", "Framer",
-           "TupleAssembler", "crc16_bit"]
+__all__ = ["COUNTED", "COUNTERS", "CRC", "DEFRAMED", "EVENTS", "Deframer", "FrameBuffer",
+           "Framer", "RxRequest", "RxSection", "TupleAssembler", "TxKind", "TxSection"]
+
+#: The frames' CRC (:func:`nfacep.boards.link.protocol.crc16`) one bit at a time, MSB first:
+#: ``CRC.create()`` is the blocks' CRC register.
+CRC = catalog.CRC16_CCITT_FALSE(data_width=1)
 
 #: The deframer's event pulses, as members of its ``events`` port.
 EVENTS = ("accepted", "ack", "status", "reset", "bad_type", "bad_length", "bad_crc",
@@ -38,6 +49,56 @@ COUNTED = tuple(name for name in COUNTERS if name not in ("matched", "drops", "r
 DEFRAMED = ("frames", "bad_type", "bad_length", "bad_crc", "truncated", "out_of_seq",
             "overflow")
 assert set(COUNTED) == {"tuples", "uart_errors", *DEFRAMED}
+
+
+class RxSection(enum.IntEnum, shape=8):
+    """Where in a frame the :class:`Deframer`'s next byte goes: one bit each (one-hot), none
+    while it hunts for the sync word."""
+
+    HUNT = 0
+    SYNC1 = 1 << 0
+    TYPE = 1 << 1
+    LEN0 = 1 << 2
+    LEN1 = 1 << 3
+    SEQ = 1 << 4
+    PAYLOAD = 1 << 5
+    CRC0 = 1 << 6
+    CRC1 = 1 << 7
+
+
+class RxRequest(enum.IntEnum, shape=2):
+    """The host's request the :class:`Deframer` receives (its frame's type): one bit each, none
+    for RESET."""
+
+    RESET = 0
+    TUPLES = 1 << 0
+    STATUS_REQ = 1 << 1
+
+
+class TxKind(enum.IntEnum, shape=2):
+    """The frame the :class:`Framer` sends."""
+
+    STATUS = 0
+    ACK = 1
+    RECORD = 2
+
+
+class TxSection(enum.IntEnum, shape=3):
+    """The part of a frame the :class:`Framer` sends, in order."""
+
+    SYNC0 = 0
+    SYNC1 = 1
+    TYPE = 2
+    LEN0 = 3
+    LEN1 = 4
+    PAYLOAD = 5
+    CRC0 = 6
+    CRC1 = 7
+
+
+def _one_hot(value: Value, member: int) -> Value:
+    """The bit of ``value`` that says it is ``member`` (a one-hot enum's member, not 0)."""
+    return value[member.bit_length() - 1]
 
 
 def _offsets(fields) -> dict[str, tuple[int, int]]:
@@ -56,21 +117,15 @@ assert ACK_FIELDS == (("next_seq", 1), ("tuples", 4)) and COUNTERS[0] == "tuples
 assert _STATUS_AT["flags"] == (1, 1) and _STATUS_AT["next_seq"] == (2, 1)
 
 
-def crc16_bit(crc: Value, bit: Value) -> Value:
-    """The CRC-16/CCITT-FALSE register (polynomial 0x1021) after shifting in one bit; a byte
-    goes in MSB first, in eight steps."""
-    fb = crc[15] ^ bit
-    return Cat(fb, crc[0:4], crc[4] ^ fb, crc[5:11], crc[11] ^ fb, crc[12:15])
-
-
 def _memory(m, name: str, depth: int, init=()):
     """A byte-wide memory for block RAM: its write port and the address and data of a read
     port with one cycle of latency.
 
-    (The read port is asynchronous, its data registered outside: Yosys then merges the register
-    into the block RAM without the logic that would make a same-address read and write in one
-    cycle return the old byte, since ``no_rw_check`` says the design does not care. Where the
-    blocks here read and write one address in the same cycle, they ignore what is read.)
+    The read port is asynchronous and its data registered outside it: Yosys then merges the
+    register into the block RAM without the logic that would make a same-address read and write
+    in one cycle return the old byte, since ``no_rw_check`` says the design does not care.
+    Where the blocks here read and write one address in the same cycle, they ignore what is
+    read.
     """
     m.submodules[name] = memory = Memory(shape=8, depth=depth, init=list(init),
                                           attrs={"no_rw_check": True, "ram_style": "block"})
@@ -88,19 +143,56 @@ def _at_most(value: Value, limit: int) -> Value:
     return result
 
 
+class _RxFrame:
+    """The :class:`Deframer`'s registers for the frame being received, and the tests on them.
+
+    (Registers that need no reset have none: the domain's reset would cost logic in front of
+    them.)
+    """
+
+    def __init__(self, tuple_bytes: int, capacity: int):
+        self.section = Signal(RxSection)  # where the next byte goes
+        self.request = Signal(RxRequest, reset_less=True)  # from the type byte
+        # the payload's length, then the bytes of it left (seq and tuples); at LEN1 its low
+        # byte and the high byte on `i_stream` are the length field
+        self.remaining = Signal(range(max(capacity + 2, 256)), reset_less=True)
+        self.phase = Signal(range(tuple_bytes), reset_less=True)  # the byte's place in a tuple
+        self.seq_ok = Signal(reset_less=True)  # the frame's seq is the one expected
+        # (combinational) the byte on `i_stream` is a known type; the length field is one the
+        # frame's type allows; the payload byte on `i_stream` is the last
+        self.known = Signal()
+        self.length_ok = Signal()
+        self.last = Signal()
+
+    def at(self, section: RxSection) -> Value:
+        """The next byte goes to ``section``."""
+        return _one_hot(self.section, section)
+
+    def wants(self, request: RxRequest) -> Value:
+        """The frame is a ``request``."""
+        return _one_hot(self.request, request)
+
+
 class Deframer(wiring.Component):
     """Parses host frames from a byte stream; puts the tuple bytes of TUPLES frames into a
     :class:`FrameBuffer` and commits them only when the whole frame is good.
 
-    Takes at most one byte in eight cycles: the CRC goes one bit per cycle while the byte waits
-    on ``i_stream`` (a UART byte takes longer than that). ``o_stream`` carries the
-    payload bytes after ``seq`` of a TUPLES frame that is in sequence; the buffer must always
-    be ready, and raises ``overflow`` when one of them did not fit. At the end of the frame one
-    of ``commit`` or ``rollback`` pulses. Errors and commands pulse the members of ``events``
-    (:data:`EVENTS`) for one cycle at the last byte of the frame, or when the error is seen:
-    ``bad_type`` at the type byte, ``bad_length`` at the length (or at the end, when the
-    payload is no whole number of tuples), ``truncated`` when no byte came for ``timeout``
-    cycles inside a frame. After an error the deframer hunts for the next sync word.
+    Throughput and backpressure: takes at most one byte in eight cycles. While a byte waits on
+    ``i_stream`` its bits go through the CRC, one a cycle, MSB first; ``i_stream.ready`` rises
+    in the eighth cycle (a UART byte takes longer than that).
+
+    ``o_stream`` carries the payload bytes after ``seq`` of a TUPLES frame that is in sequence,
+    combinationally, in the cycle each is taken from ``i_stream``; it does not wait: the buffer
+    must always be ready, and raises ``overflow`` when one of them did not fit. One cycle after
+    the frame's last byte is taken (the CRC register then holds its last bit) one of ``commit``
+    or ``rollback`` pulses, with the frame's events. Errors and commands pulse the members of
+    ``events`` (:data:`EVENTS`) for one cycle: at the end of the frame, or when the error is
+    seen: ``bad_type`` when the type byte is taken, ``bad_length`` when the length is (or at the
+    end, when the payload is no whole number of tuples), ``truncated`` when no byte came for
+    ``timeout`` cycles inside a frame. After an error the deframer hunts for the next sync word.
+    A frame pulses at most one of ``accepted`` and the errors (what :data:`DEFRAMED` counts), so
+    they come one at a time, at most one in three bytes; ``ack`` and ``status`` come with the
+    verdict they answer, ``reset`` with ``status``.
 
     ``tick`` (``tick_period`` > 1 only) pulses every ``tick_period`` cycles; the deframer then
     counts the timeout in those (a frame counts as truncated after ``timeout`` to
@@ -145,105 +237,152 @@ class Deframer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        tb, cap = self._tuple_bytes, self._capacity
-        ev = self.events
-        byte = self.i_stream.payload
+        frame = _RxFrame(self._tuple_bytes, self._capacity)
+        got, bit = self._pace(m)
+        crc = self._crc(m, frame, got, bit)
+        timed_out = self._timeout(m, got)
+        self._tests(m, frame)
+        self._sections(m, frame, got, timed_out)
+        self._header(m, frame, got)
+        self._payload(m, frame, got)
+        self._verdict(m, frame, got, crc)
+        return m
+
+    def _pace(self, m):
+        """A byte is taken in the eighth cycle it waits on ``i_stream``; returns that pulse
+        (``got``) and the count of the byte's cycles, which is the bit the CRC takes."""
         got = Signal()
-        # the CRC register inverted (it starts at 0xFFFF; flip-flops reset to 0 for free)
-        crc_inv = Signal(16, reset_less=True)
-        crc_next = Signal(16)  # after the bit of this cycle: after the whole byte when `got`
         bit = Signal(3)
-        # (registers that need no reset: the domain's reset would cost logic in front of them)
-        tuples = Signal(reset_less=True)  # the frame's type: TUPLES, STATUS_REQ or else RESET
-        status_req = Signal(reset_less=True)
-        # the payload's length, then the bytes of it left (seq and tuples); at LEN1 its low
-        # byte and the high byte on `i_stream` are the length field
-        remaining = Signal(range(max(cap + 2, 256)), reset_less=True)
-        length = Cat(remaining[:8], byte)
-        phase = Signal(range(tb), reset_less=True)
-        seq_ok = Signal(reset_less=True)
+        m.d.comb += [self.i_stream.ready.eq(bit == 7),
+                     got.eq(self.i_stream.valid & self.i_stream.ready)]
+        with m.If(self.i_stream.valid):
+            m.d.sync += bit.eq(bit + 1)
+        return got, bit
+
+    def _crc(self, m, frame, got, bit):
+        """Every byte goes through the CRC, one bit a cycle, MSB first (those of the sync word
+        too); it starts afresh when SYNC1's byte is taken."""
+        m.submodules.crc = crc = CRC.create()
+        restart = frame.at(RxSection.SYNC1) & got
+        m.d.comb += [crc.start.eq(restart),
+                     crc.valid.eq(self.i_stream.valid & ~restart),
+                     crc.data.eq(self.i_stream.payload.bit_select(~bit, 1))]
+        return crc
+
+    def _timeout(self, m, got):
+        """``timed_out`` pulses when no byte came for the timeout: ``ticks`` whole ticks after
+        the last byte (inside a frame or not)."""
         tick = self.tick if self._tick_period > 1 else Const(1)
-        # ticks without a byte: the timeout is `ticks` whole ticks after a byte
-        quiet = Signal(range(self._ticks + 2), reset_less=True)
+        quiet = Signal(range(self._ticks + 2), reset_less=True)  # ticks without a byte
         timed_out = Signal()
-        m.d.comb += [
-            self.i_stream.ready.eq(bit == 7),
-            got.eq(self.i_stream.valid & self.i_stream.ready),
-            crc_next.eq(crc16_bit(~crc_inv, byte.bit_select(~bit, 1))),  # MSB first
-            self.o_stream.payload.eq(byte),
-            timed_out.eq(~got & (quiet == self._ticks + (self._tick_period > 1))),
-        ]
+        m.d.comb += timed_out.eq(~got & (quiet == self._ticks + (self._tick_period > 1)))
         with m.If(got):
             m.d.sync += quiet.eq(0)
         with m.Elif(tick & ~timed_out):
             m.d.sync += quiet.eq(quiet + 1)
+        return timed_out
 
-        # where in a frame the next byte goes, one-hot (none: hunting for the sync word)
-        at = {name: Signal(name=f"at_{name}") for name in ("sync1", "type", "len0", "len1",
-                                                            "seq", "payload", "crc0", "crc1")}
-        hunting = ~Cat(*at.values()).any()
-        in_frame = Cat(*(at[name] for name in list(at)[1:])).any()
-        known = (byte == FrameType.TUPLES) | (byte == FrameType.STATUS_REQ) | \
-            (byte == FrameType.RESET)
-        length_ok = Mux(tuples, ~_at_most(length, tb) & _at_most(length, 1 + cap),
-                        length == 0)
-        last = remaining == 1
+    def _tests(self, m, frame):
+        """The tests on the byte waiting on ``i_stream``: a known type (at TYPE), a length the
+        frame's type allows (at LEN1: a command has none, TUPLES has ``seq`` and at least one
+        tuple, at most the buffer), the last payload byte."""
+        byte = self.i_stream.payload
+        length = Cat(frame.remaining[:8], byte)
+        tb, cap = self._tuple_bytes, self._capacity
+        m.d.comb += [
+            frame.known.eq((byte == FrameType.TUPLES) | (byte == FrameType.STATUS_REQ) |
+                           (byte == FrameType.RESET)),
+            frame.length_ok.eq(Mux(frame.wants(RxRequest.TUPLES),
+                                   ~_at_most(length, tb) & _at_most(length, 1 + cap),
+                                   length == 0)),
+            frame.last.eq(frame.remaining == 1),
+        ]
 
-        # every byte goes through the CRC (those of the sync word too: SYNC1 starts it afresh)
-        with m.If(self.i_stream.valid):
-            m.d.sync += [crc_inv.eq(Mux(at["sync1"] & got, 0, ~crc_next)), bit.eq(bit + 1)]
+    def _sections(self, m, frame, got, timed_out):
+        """Where the next byte goes: each byte taken moves the section on; a bad one sends the
+        deframer back to hunting for the sync word, and so does the timeout inside a frame
+        (``truncated``)."""
+        at, byte = frame.at, self.i_stream.payload
+        tuples = frame.wants(RxRequest.TUPLES)
+        hunting = frame.section == RxSection.HUNT
+        following = {
+            RxSection.SYNC1: (hunting | at(RxSection.SYNC1)) & (byte == SYNC[0]),
+            RxSection.TYPE: at(RxSection.SYNC1) & (byte == SYNC[1]),
+            RxSection.LEN0: at(RxSection.TYPE) & frame.known,
+            RxSection.LEN1: at(RxSection.LEN0),
+            RxSection.SEQ: at(RxSection.LEN1) & tuples & frame.length_ok,
+            RxSection.PAYLOAD: at(RxSection.SEQ) | (at(RxSection.PAYLOAD) & ~frame.last),
+            RxSection.CRC0: (at(RxSection.LEN1) & ~tuples & frame.length_ok) |
+            (at(RxSection.PAYLOAD) & frame.last),
+            RxSection.CRC1: at(RxSection.CRC0),
+        }
         with m.If(got):
-            m.d.sync += [
-                at["sync1"].eq((hunting | at["sync1"]) & (byte == SYNC[0])),
-                at["type"].eq(at["sync1"] & (byte == SYNC[1])),
-                at["len0"].eq(at["type"] & known),
-                at["len1"].eq(at["len0"]),
-                at["seq"].eq(at["len1"] & tuples & length_ok),
-                at["payload"].eq(at["seq"] | (at["payload"] & ~last)),
-                at["crc0"].eq((at["len1"] & ~tuples & length_ok) | (at["payload"] & last)),
-                at["crc1"].eq(at["crc0"]),
-            ]
+            m.d.sync += [_one_hot(frame.section, section).eq(value)
+                         for section, value in following.items()]
+        in_frame = Cat(*(at(section) for section in RxSection
+                         if section not in (RxSection.HUNT, RxSection.SYNC1))).any()
         with m.Elif(timed_out & in_frame):
-            m.d.sync += [flag.eq(0) for flag in at.values()]
-            m.d.comb += [ev.truncated.eq(1), self.rollback.eq(1)]
+            m.d.sync += frame.section.eq(RxSection.HUNT)
+            m.d.comb += [self.events.truncated.eq(1), self.rollback.eq(1)]
 
-        with m.If(got & at["type"]):
-            m.d.sync += [tuples.eq(byte == FrameType.TUPLES),
-                         status_req.eq(byte == FrameType.STATUS_REQ)]
-            with m.If(~known):
-                m.d.comb += [ev.bad_type.eq(1), self.rollback.eq(1)]
-        with m.If(got & at["len0"]):
-            m.d.sync += remaining.eq(byte)
-        with m.If(got & at["len1"]):
-            m.d.sync += remaining[8:].eq(byte)
-            with m.If(~length_ok):
-                m.d.comb += [ev.bad_length.eq(1), self.rollback.eq(1)]
-        with m.If(got & at["seq"]):
-            m.d.sync += [seq_ok.eq(byte == self.next_seq), phase.eq(0)]
-        with m.If(got & (at["seq"] | at["payload"])):
-            m.d.sync += remaining.eq(remaining - 1)
-        with m.If(got & at["payload"]):
-            m.d.comb += self.o_stream.valid.eq(seq_ok)
-            m.d.sync += phase.eq(Mux(phase == tb - 1, 0, phase + 1))
-        with m.If(got & at["crc1"]):
-            with m.If(crc_next != 0):
+    def _header(self, m, frame, got):
+        """The type and the length: kept for the rest of the frame; a bad one is an error at
+        once."""
+        byte = self.i_stream.payload
+        with m.If(got & frame.at(RxSection.TYPE)):
+            m.d.sync += [frame.wants(RxRequest.TUPLES).eq(byte == FrameType.TUPLES),
+                         frame.wants(RxRequest.STATUS_REQ).eq(byte == FrameType.STATUS_REQ)]
+            with m.If(~frame.known):
+                m.d.comb += [self.events.bad_type.eq(1), self.rollback.eq(1)]
+        with m.If(got & frame.at(RxSection.LEN0)):
+            m.d.sync += frame.remaining.eq(byte)
+        with m.If(got & frame.at(RxSection.LEN1)):
+            m.d.sync += frame.remaining[8:].eq(byte)
+            with m.If(~frame.length_ok):
+                m.d.comb += [self.events.bad_length.eq(1), self.rollback.eq(1)]
+
+    def _payload(self, m, frame, got):
+        """``seq``, then the tuple bytes: to ``o_stream`` when ``seq`` is the one expected."""
+        byte = self.i_stream.payload
+        tb = self._tuple_bytes
+        m.d.comb += self.o_stream.payload.eq(byte)
+        with m.If(got & frame.at(RxSection.SEQ)):
+            m.d.sync += [frame.seq_ok.eq(byte == self.next_seq), frame.phase.eq(0)]
+        with m.If(got & (frame.at(RxSection.SEQ) | frame.at(RxSection.PAYLOAD))):
+            m.d.sync += frame.remaining.eq(frame.remaining - 1)
+        with m.If(got & frame.at(RxSection.PAYLOAD)):
+            m.d.comb += self.o_stream.valid.eq(frame.seq_ok)
+            m.d.sync += frame.phase.eq(Mux(frame.phase == tb - 1, 0, frame.phase + 1))
+
+    def _verdict(self, m, frame, got, crc):
+        """The cycle after the frame's last byte, when the CRC has taken its last bit: commit
+        or roll back, and the frame's events.
+
+        Nothing else happens in that cycle: no byte is taken (the next one is seven cycles
+        away), the deframer hunts (no timeout, no header error), and what the verdict reads
+        (the request, ``phase``, ``seq_ok``, ``overflow``) last changed with a byte before.
+        """
+        ev = self.events
+        ending = Signal()  # the frame's last byte was taken in the last cycle
+        m.d.sync += ending.eq(got & frame.at(RxSection.CRC1))
+        with m.If(ending):
+            with m.If(~crc.match_detected):
                 m.d.comb += [ev.bad_crc.eq(1), self.rollback.eq(1)]
-            with m.Elif(tuples):
-                with m.If(phase != 0):
+            with m.Elif(frame.wants(RxRequest.TUPLES)):
+                with m.If(frame.phase != 0):
                     m.d.comb += [ev.bad_length.eq(1), self.rollback.eq(1)]
-                with m.Elif(~seq_ok):
+                with m.Elif(~frame.seq_ok):
                     m.d.comb += [ev.out_of_seq.eq(1), ev.ack.eq(1), self.rollback.eq(1)]
                 with m.Elif(self.overflow):
                     m.d.comb += [ev.overflow.eq(1), ev.ack.eq(1), self.rollback.eq(1)]
                 with m.Else():
                     m.d.comb += [self.commit.eq(1), ev.accepted.eq(1), ev.ack.eq(1)]
                     m.d.sync += self.next_seq.eq(self.next_seq + 1)
-            with m.Elif(status_req):
+            with m.Elif(frame.wants(RxRequest.STATUS_REQ)):
                 m.d.comb += ev.status.eq(1)
             with m.Else():
                 m.d.comb += [ev.reset.eq(1), ev.status.eq(1), self.rollback.eq(1)]
                 m.d.sync += self.next_seq.eq(0)
-        return m
 
 
 class FrameBuffer(wiring.Component):
@@ -318,8 +457,16 @@ class FrameBuffer(wiring.Component):
 
 class TupleAssembler(wiring.Component):
     """Gathers ``tuple_bytes`` bytes, little-endian, into one tuple of ``layout`` (the padding
-    bits above ``layout.size`` are ignored) and offers it on ``o_stream`` until taken; takes no
-    byte meanwhile.
+    bits above ``layout.size`` are ignored) and offers it on ``o_stream`` until taken.
+
+    Latency and throughput: the tuple is offered from the cycle after its last byte is taken.
+    ``i_stream.ready`` is ``~o_stream.valid``: no byte is taken while a tuple is offered (nor in
+    the cycle it is taken), so a tuple takes at least ``tuple_bytes + 1`` cycles. That is
+    plenty: the buffer before it offers a byte at most every other cycle, and its bytes came
+    over the UART. The shift register that gathers the bytes is the output register too; a
+    :class:`~nfacep.hdl.queue.StreamBuffer` at the output would take the next tuple's bytes
+    meanwhile, at the cost of about a tuple's worth more flip-flops (some 80 for a marathon
+    tuple; on the iCE40 HX1K the link is tight).
 
     Members
     -------
@@ -354,9 +501,42 @@ class TupleAssembler(wiring.Component):
         return m
 
 
-# the framer's frame kinds and the sections of a frame, in order
-_STATUS, _ACK, _RECORD = range(3)
-_SYNC0, _SYNC1, _TYPE, _LEN0, _LEN1, _PAYLOAD, _CRC0, _CRC1 = range(8)
+#: ACK's payload is STATUS's ``next_seq`` and ``tuples``: the framer sends it from the index just
+#: before STATUS's ``tuples`` (where it puts ``next_seq``) to the end of ``tuples``.
+_ACK_AT = _STATUS_AT["tuples"][0] - 1
+
+
+class _Snapshot:
+    """What the :class:`Framer`'s frames and its counters tell each other."""
+
+    def __init__(self):
+        self.freeze = Signal()  # a STATUS or ACK frame starts
+        self.frozen = Signal()  # one goes out: counts go to `live` only, `shown` stays
+        self.thaw = Signal()  # it ends
+        self.settled = Signal()  # `shown` equals `live` and may be frozen now
+        self.pending = Signal()  # a count not yet in `live`
+        self.taken = Signal()  # a record is taken
+
+
+class _TxFrame:
+    """The :class:`Framer`'s registers for the frame being sent. (None needs a reset: the
+    domain's reset would cost logic in front of them.)"""
+
+    def __init__(self, record_bytes: int, divisor: int):
+        self.kind = Signal(TxKind, reset_less=True)
+        self.section = Signal(TxSection, reset_less=True)
+        # the payload byte: its offset in STATUS for STATUS and ACK (whose bytes are STATUS's
+        # `next_seq` and `tuples`), in the record for RECORD
+        self.index = Signal(range(max(_STATUS_BYTES, record_bytes)), reset_less=True)
+        self.last = Signal()  # (combinational) `index` is the frame's last payload byte
+        self.done = Signal(reset_less=True)  # the payload byte being sent is the last one
+        self.byte = Signal(8, reset_less=True)  # the byte being sent
+        self.bit = Signal(range(10), reset_less=True)  # CRC steps, then UART bits
+        self.timer = Signal(range(divisor), reset_less=True)  # cycles left of the UART bit
+        self.idle = Signal(reset_less=True)  # STATUS's `flags`, taken at the frame's start
+        # requests that wait for their frame
+        self.want_ack = Signal()
+        self.want_status = Signal()
 
 
 class Framer(wiring.Component):
@@ -364,12 +544,14 @@ class Framer(wiring.Component):
     bits, no parity, 1 stop bit, ``divisor`` cycles a bit), and keeps the STATUS counters
     (:data:`COUNTERS`).
 
-    ``send_ack`` and ``send_status`` pulses are remembered until their frame starts; between
-    frames STATUS goes first, then ACK, then a record from ``i_stream``. A record is read from
-    ``i_stream`` while its frame goes out and taken with its last payload byte (the stream
-    holds it meanwhile); ``busy_record`` is high from the frame's start to its end. A byte goes
-    through the CRC (one bit per cycle) before its start bit; ``sent`` pulses at the end of
-    each stop bit.
+    Order and backpressure: ``send_ack`` and ``send_status`` pulses are remembered until their
+    frame starts; between frames STATUS goes first, then ACK, then a record from ``i_stream``.
+    A record is read from ``i_stream`` while its frame goes out and taken with its last payload
+    byte (the stream holds it meanwhile); ``busy_record`` is high from the frame's start to its
+    end. Throughput is the line's: each byte takes ``10 * divisor`` cycles on ``tx``, after a
+    cycle that loads it and, for the type, length and payload bytes, eight cycles of CRC (one
+    bit a cycle) before its start bit; ``sent`` pulses at the end of each stop bit. A frame
+    follows the last one a cycle or two after its stop bit.
 
     The counters count ``records`` (records taken), ``matched`` and ``drops`` (those with a
     match, those dropped: ``record_layout`` has the engine's ``matches`` and ``dropped``) and
@@ -441,39 +623,71 @@ class Framer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        freeze = Signal()  # a STATUS or ACK frame starts
-        frozen = Signal()  # one goes out: counts go to `live` only, `shown` stays
-        thaw = Signal()  # it ends
-        settled = Signal()  # `shown` equals `live` and may be frozen now
-        pending = Signal()  # a count not yet in `live`
-        taken = Signal()  # a record is taken
-        shown = self._counters(m, freeze, frozen, thaw, settled, pending, taken)
-        self._frames(m, freeze, frozen, thaw, settled, pending, taken, shown)
+        snapshot = _Snapshot()
+        shown = self._counters(m, snapshot)
+        self._frames(m, snapshot, shown)
         return m
 
-    def _counters(self, m, freeze, frozen, thaw, settled, any_pending, taken):
-        """The counters' memories and their sweep; returns the read port of `shown`.
+    # ----------------------------------------------------------------------- the counters
 
-        Each cycle one byte of `live` is written back, to both copies, plus the counts that
-        came since its counter's last turn (at its first byte) or the carry (at the others).
-        `shown` is not written while a frame reads it: a frame starts only between two counters
-        and when `shown` is whole, that is a whole sweep after the last frame (its counters were
-        torn where that frame's counts went to `live` only). RESET zeroes one whole sweep.
+    def _counters(self, m, snapshot):
+        """The counters' memories and their sweep; returns the address and data of ``shown``'s
+        read port.
+
+        Each cycle one byte of ``live`` is written back, to both copies, plus the counts that
+        came since its counter's last turn (at its first byte) or the carry (at the others). A
+        byte is read the cycle before it is written: RESET's zeroing starts with that read and
+        lasts a sweep (``live`` has twice the room: its upper half, never written, reads 0).
+
+        ``shown`` is not written while a frame reads it (from ``freeze`` to ``thaw``). A frame
+        starts only between two counters, when ``shown`` is whole: a whole sweep after the last
+        frame (whose counters were torn where its counts went to ``live`` only), no zeroing
+        under way, and no record's counts waiting (a STATUS frame after a RECORD frame counts
+        it).
         """
         depth = 1 << (_STATUS_BYTES - 1).bit_length()
-        # `live` has twice the room: its upper half is never written, reads 0 when zeroing
         lw, live_addr, live_data = _memory(m, "live", 2 * depth)
         sw, shown_addr, shown_data = _memory(m, "shown", depth, self._image)
         lo, hi = _STATUS_AT[COUNTERS[0]][0], _STATUS_BYTES - 1  # the counters' bytes
         sweep = hi - lo + 1
-        record = self.i_stream.payload
         addr = Signal(range(depth), init=lo)  # the byte written this cycle
         following = Signal.like(addr)
         m.d.comb += following.eq(Mux(addr == hi, lo, addr + 1))
+        head, amount, records_waiting = self._waiting_counts(m, snapshot, addr)
         carry = Signal(reset_less=True)
         zeroing = Signal(range(sweep + 1), reset_less=True)  # cycles left zeroing (RESET)
         stale = Signal(2, reset_less=True)  # sweep ends before `shown` is whole again
-        # the counts that wait for their counter's turn (at most a sweep)
+        total = Signal(9)
+        m.d.comb += [
+            live_addr.eq(Cat(following, self.clear | (zeroing[1:] != 0))),
+            total.eq(live_data + Mux(head, amount, carry)),
+            lw.addr.eq(addr), lw.data.eq(total[:8]), lw.en.eq(1),
+            sw.addr.eq(addr), sw.data.eq(total[:8]),
+            sw.en.eq(~snapshot.frozen & ~snapshot.freeze),
+            snapshot.settled.eq(head & (zeroing == 0) & (stale == 0) & ~records_waiting),
+        ]
+        m.d.sync += [addr.eq(following), carry.eq(total[8])]
+        with m.If(zeroing != 0):
+            m.d.sync += zeroing.eq(zeroing - 1)
+        with m.If(self.clear):  # zero every byte, starting with the next one
+            m.d.sync += [zeroing.eq(sweep), carry.eq(0)]
+        with m.If((addr == hi) & (stale != 0)):
+            m.d.sync += stale.eq(stale - 1)
+        with m.If(snapshot.thaw):  # a whole sweep from the next wrap
+            m.d.sync += stale.eq(2)
+        return shown_addr, shown_data
+
+    def _waiting_counts(self, m, snapshot, addr):
+        """The counts that wait for their counter's turn (at most a sweep), and what is added
+        to the byte at ``addr``. Returns ``head`` (``addr`` is a counter's first byte), the
+        ``amount`` added there and whether a record's counts wait; drives ``pending``.
+
+        A turn takes its counter's counts; RESET forgets them all: what pulses in its cycle
+        counts after it. The deframer's counters share one flag, as it pulses them one at a
+        time, at most once a sweep.
+        """
+        record = self.i_stream.payload
+        taken = snapshot.taken
         tuples = Signal(5, reset_less=True)
         recorded = {name: Signal(name=f"count_{name}", reset_less=True)
                     for name in ("matched", "drops", "records")}
@@ -483,25 +697,26 @@ class Framer(wiring.Component):
         pulses = {"tuples": self.count.tuples, "matched": taken & record.matches.any(),
                   "drops": taken & record.dropped, "records": taken,
                   "uart_errors": self.count.uart_errors}
-        bases = Array([Const(_STATUS_AT[name][0], range(depth)) for name in DEFRAMED])
+        flags = [*recorded.items(), ("uart_errors", uart)]
+        bases = Array([Const(_STATUS_AT[name][0], len(addr)) for name in DEFRAMED])
 
         def turn(name):
             return addr == _STATUS_AT[name][0]
 
-        head = Signal()  # `addr` is a counter's first byte
-        amount = Signal(len(tuples))  # the counts added there
+        head = Signal()
+        amount = Signal(len(tuples))
         m.d.comb += head.eq(Cat(*(turn(name) for name in COUNTERS)).any())
         with m.If(turn("tuples")):
             m.d.comb += amount.eq(tuples)
-        for name, flag in [*recorded.items(), ("uart_errors", uart)]:
+        for name, flag in flags:
             with m.If(turn(name)):
                 m.d.comb += amount.eq(flag)
         with m.If(addr == bases[which]):
             m.d.comb += amount.eq(deframed)
-        # a turn takes the counts; RESET forgets them: what pulses then counts after it
+
         restart = self.clear
         m.d.sync += tuples.eq(Mux(restart | turn("tuples"), 0, tuples) + pulses["tuples"])
-        for name, flag in [*recorded.items(), ("uart_errors", uart)]:
+        for name, flag in flags:
             m.d.sync += flag.eq(Mux(restart | turn(name), 0, flag) | pulses[name])
         with m.If(restart | (addr == bases[which])):
             m.d.sync += deframed.eq(0)
@@ -509,148 +724,154 @@ class Framer(wiring.Component):
             with m.If(getattr(self.count, name)):
                 m.d.sync += [deframed.eq(1), which.eq(i)]
 
-        total = Signal(9)
-        m.d.comb += [
-            # (a byte is read the cycle before it is written: zeroing starts with that read)
-            live_addr.eq(Cat(following, self.clear | (zeroing[1:] != 0))),
-            total.eq(live_data + Mux(head, amount, carry)),
-            lw.addr.eq(addr), lw.data.eq(total[:8]), lw.en.eq(1),
-            sw.addr.eq(addr), sw.data.eq(total[:8]), sw.en.eq(~frozen & ~freeze),
-            # (a STATUS frame after a RECORD frame counts it: wait for its counts)
-            settled.eq(head & (zeroing == 0) & (stale == 0) & ~Cat(*recorded.values()).any()),
-            any_pending.eq((tuples != 0) | Cat(*recorded.values()).any() | uart | deframed),
-        ]
-        m.d.sync += [addr.eq(following), carry.eq(total[8])]
-        with m.If(zeroing != 0):
-            m.d.sync += zeroing.eq(zeroing - 1)
-        with m.If(self.clear):  # zero every byte, starting with the next one
-            m.d.sync += [zeroing.eq(sweep), carry.eq(0)]
-        with m.If((addr == hi) & (stale != 0)):
-            m.d.sync += stale.eq(stale - 1)
-        with m.If(thaw):  # a whole sweep from the next wrap
-            m.d.sync += stale.eq(2)
-        return shown_addr, shown_data
+        records_waiting = Cat(*recorded.values()).any()
+        m.d.comb += snapshot.pending.eq((tuples != 0) | records_waiting | uart | deframed)
+        return head, amount, records_waiting
 
-    def _frames(self, m, freeze, frozen, thaw, settled, pending, taken, shown):
+    # ----------------------------------------------------------------------- the frames
+
+    def _frames(self, m, snapshot, shown):
         """The frames, byte after byte: a byte is loaded, goes through the CRC (one bit per
         cycle) and then out on ``tx`` (start bit, eight data bits LSB first, stop bit)."""
         shown_addr, shown_data = shown
-        rb, div = self._record_bytes, self._divisor
-        # (registers that need no reset: the domain's reset would cost logic in front of them)
-        kind = Signal(range(3), reset_less=True)
-        section = Signal(range(8), reset_less=True)
-        # the payload byte: its offset in STATUS for STATUS and ACK (whose bytes are STATUS's
-        # `next_seq` and `tuples`), in the record for RECORD
-        index = Signal(range(max(_STATUS_BYTES, rb)), reset_less=True)
-        done = Signal(reset_less=True)  # the payload byte being sent is the last one
-        byte = Signal(8, reset_less=True)
-        crc_inv = Signal(16, reset_less=True)  # inverted: it starts at 0xFFFF
-        bit = Signal(range(10), reset_less=True)  # CRC steps, then UART bits
-        timer = Signal(range(div), reset_less=True)
-        idle = Signal(reset_less=True)
-        want_ack = Signal()
-        want_status = Signal()
+        frame = _TxFrame(self._record_bytes, self._divisor)
+        m.submodules.crc = crc = CRC.create()
+        m.d.comb += shown_addr.eq(frame.index)
+        payload = self._payload_byte(m, frame, shown_data)
+        value = self._section_byte(m, frame, crc, payload)
+        fsm = self._sequence(m, snapshot, frame, crc, value)
+        with m.If(fsm.ongoing("SEND")):
+            m.d.sync += self.tx.eq(Mux(frame.bit == 0, 0, Mux(frame.bit == 9, 1, frame.byte[0])))
+        with m.Else():
+            m.d.sync += self.tx.eq(1)
+        m.d.comb += self.busy_record.eq((frame.kind == TxKind.RECORD) & ~fsm.ongoing("IDLE"))
+        # requests arriving while a frame is under way are kept for the next one
+        with m.If(self.send_ack):
+            m.d.sync += frame.want_ack.eq(1)
+        with m.If(self.send_status):
+            m.d.sync += frame.want_status.eq(1)
 
-        # ACK's index starts just before STATUS's `tuples`, the byte it sends `next_seq` in
-        ack_at = _STATUS_AT["tuples"][0] - 1
-        last = Signal()
-        m.d.comb += [
-            last.eq(index == Array([Const(_STATUS_BYTES - 1), Const(ack_at + 4),
-                                    Const(rb - 1)])[kind]),
-            shown_addr.eq(index),
-        ]
+    def _payload_byte(self, m, frame, shown_data):
+        """The payload byte at ``index``: the record's for RECORD; for STATUS and ACK the byte
+        of ``shown``, except ``next_seq`` and ``flags``, which are the framer's. Drives
+        ``last``."""
+        rb = self._record_bytes
+        ends = {TxKind.STATUS: _STATUS_BYTES - 1, TxKind.ACK: _ACK_AT + 4,
+                TxKind.RECORD: rb - 1}
+        m.d.comb += frame.last.eq(
+            frame.index == Array([Const(ends[kind]) for kind in sorted(TxKind)])[frame.kind])
         record = Value.cast(self.i_stream.payload)
         record_byte = Signal(8)
-        with m.Switch(index):
+        with m.Switch(frame.index):
             for i in range(rb):
                 with m.Case(i):
                     m.d.comb += record_byte.eq(record[8 * i:8 * i + 8])
         payload = Signal(8)
-        with m.If(kind == _RECORD):
+        with m.If(frame.kind == TxKind.RECORD):
             m.d.comb += payload.eq(record_byte)
-        with m.Elif(index == Mux(kind == _ACK, ack_at, _STATUS_AT["next_seq"][0])):
+        with m.Elif(frame.index == Mux(frame.kind == TxKind.ACK, _ACK_AT,
+                                       _STATUS_AT["next_seq"][0])):
             m.d.comb += payload.eq(self.next_seq)
-        with m.Elif(index == _STATUS_AT["flags"][0]):
-            m.d.comb += payload.eq(idle)
+        with m.Elif(frame.index == _STATUS_AT["flags"][0]):
+            m.d.comb += payload.eq(frame.idle)
         with m.Else():
             m.d.comb += payload.eq(shown_data)
-        header = Array([Array([Const(SYNC[0], 8), Const(SYNC[1], 8), Const(t, 8), Const(n, 8)])
-                        for t, n in ((FrameType.STATUS, _STATUS_BYTES),
-                                     (FrameType.ACK, sum(n for _, n in ACK_FIELDS)),
-                                     (FrameType.RECORD, rb))])
+        return payload
+
+    def _section_byte(self, m, frame, crc, payload):
+        """The byte the frame's section sends: the header's, the payload's or the CRC's."""
+        types = {TxKind.STATUS: FrameType.STATUS, TxKind.ACK: FrameType.ACK,
+                 TxKind.RECORD: FrameType.RECORD}
+        lengths = {TxKind.STATUS: _STATUS_BYTES, TxKind.ACK: sum(n for _, n in ACK_FIELDS),
+                   TxKind.RECORD: self._record_bytes}
+        # SYNC0 to LEN0, by kind (LEN1, the length's high byte, is 0)
+        header = Array([Array([Const(SYNC[0], 8), Const(SYNC[1], 8), Const(types[kind], 8),
+                               Const(lengths[kind], 8)])
+                        for kind in sorted(TxKind)])
         value = Signal(8)
-        with m.Switch(section):
-            with m.Case(_PAYLOAD):
+        with m.Switch(frame.section):
+            with m.Case(TxSection.PAYLOAD):
                 m.d.comb += value.eq(payload)
-            with m.Case(_CRC0):
-                m.d.comb += value.eq(~crc_inv[8:])
-            with m.Case(_CRC1):
-                m.d.comb += value.eq(~crc_inv[:8])
-            with m.Case(_LEN1):
+            with m.Case(TxSection.CRC0):
+                m.d.comb += value.eq(crc.crc[8:])
+            with m.Case(TxSection.CRC1):
+                m.d.comb += value.eq(crc.crc[:8])
+            with m.Case(TxSection.LEN1):
                 m.d.comb += value.eq(0)
             with m.Default():
-                m.d.comb += value.eq(header[kind][section[:2]])
+                m.d.comb += value.eq(header[frame.kind][frame.section[:2]])
+        return value
 
+    def _sequence(self, m, snapshot, frame, crc, value):
+        """The framer's states: IDLE until a frame is wanted; then, for each byte, LOAD it,
+        run it through the CRC (type, length and payload bytes), SEND it. Returns the FSM."""
+        div = self._divisor
         with m.FSM(name="framer") as fsm:
             with m.State("IDLE"):
-                m.d.sync += [section.eq(_SYNC0), crc_inv.eq(0), idle.eq(self.idle & ~pending)]
-                # (a record waits for STATUS and ACK, which wait until `shown` may freeze)
-                with m.If((want_status | want_ack) & settled):
-                    m.d.comb += freeze.eq(1)
-                    m.d.sync += frozen.eq(1)
-                    with m.If(want_status):
-                        m.d.sync += [want_status.eq(0), kind.eq(_STATUS), index.eq(0)]
-                    with m.Else():
-                        m.d.sync += [want_ack.eq(0), kind.eq(_ACK), index.eq(ack_at)]
-                    m.next = "LOAD"
-                with m.Elif(~want_status & ~want_ack & self.i_stream.valid):
-                    m.d.sync += [kind.eq(_RECORD), index.eq(0)]
-                    m.next = "LOAD"
+                self._start(m, snapshot, frame, crc)
             with m.State("LOAD"):
-                m.d.sync += [byte.eq(value), bit.eq(0), timer.eq(div - 1)]
-                with m.If(section == _PAYLOAD):
-                    m.d.sync += done.eq(last)
-                    with m.If(~last):
-                        m.d.sync += index.eq(index + 1)  # `shown` has the next byte by LOAD
-                    with m.Elif(kind == _RECORD):
+                m.d.sync += [frame.byte.eq(value), frame.bit.eq(0), frame.timer.eq(div - 1)]
+                with m.If(frame.section == TxSection.PAYLOAD):
+                    m.d.sync += frame.done.eq(frame.last)
+                    with m.If(~frame.last):
+                        # (`shown`'s read port has the next byte by the next LOAD)
+                        m.d.sync += frame.index.eq(frame.index + 1)
+                    with m.Elif(frame.kind == TxKind.RECORD):
                         m.d.comb += [self.i_stream.ready.eq(1),
-                                     taken.eq(self.i_stream.valid)]
-                with m.If((section >= _TYPE) & (section <= _PAYLOAD)):
+                                     snapshot.taken.eq(self.i_stream.valid)]
+                with m.If((frame.section >= TxSection.TYPE) &
+                          (frame.section <= TxSection.PAYLOAD)):
                     m.next = "CRC"
                 with m.Else():
                     m.next = "SEND"
             with m.State("CRC"):
-                m.d.sync += [crc_inv.eq(~crc16_bit(~crc_inv, byte.bit_select(~bit[:3], 1))),
-                             bit.eq(bit + 1)]
-                with m.If(bit == 7):
-                    m.d.sync += bit.eq(0)
+                m.d.comb += [crc.valid.eq(1),
+                             crc.data.eq(frame.byte.bit_select(~frame.bit[:3], 1))]  # MSB first
+                m.d.sync += frame.bit.eq(frame.bit + 1)
+                with m.If(frame.bit == 7):
+                    m.d.sync += frame.bit.eq(0)
                     m.next = "SEND"
             with m.State("SEND"):
-                # bit 0: the start bit; 1-8: data; 9: the stop bit
-                with m.If(timer != 0):
-                    m.d.sync += timer.eq(timer - 1)
-                with m.Else():
-                    m.d.sync += [timer.eq(div - 1), bit.eq(bit + 1)]
-                    with m.If(bit == 9):
-                        m.d.comb += self.sent.eq(1)
-                        m.d.sync += bit.eq(0)
-                        with m.If(section == _CRC1):
-                            m.d.comb += thaw.eq(frozen)
-                            m.d.sync += frozen.eq(0)
-                            m.next = "IDLE"
-                        with m.Else():
-                            m.next = "LOAD"
-                            with m.If((section != _PAYLOAD) | done):
-                                m.d.sync += section.eq(section + 1)
-                    with m.Elif(bit != 0):
-                        m.d.sync += byte.eq(byte >> 1)
-        with m.If(fsm.ongoing("SEND")):
-            m.d.sync += self.tx.eq(Mux(bit == 0, 0, Mux(bit == 9, 1, byte[0])))
+                self._send(m, snapshot, frame)
+        return fsm
+
+    def _start(self, m, snapshot, frame, crc):
+        """IDLE: start the frame wanted first (STATUS, ACK, a record), with a fresh CRC. STATUS
+        and ACK wait until ``shown`` may freeze; a record waits for them."""
+        m.d.comb += crc.start.eq(1)
+        m.d.sync += [frame.section.eq(TxSection.SYNC0),
+                     frame.idle.eq(self.idle & ~snapshot.pending)]
+        with m.If((frame.want_status | frame.want_ack) & snapshot.settled):
+            m.d.comb += snapshot.freeze.eq(1)
+            m.d.sync += snapshot.frozen.eq(1)
+            with m.If(frame.want_status):
+                m.d.sync += [frame.want_status.eq(0), frame.kind.eq(TxKind.STATUS),
+                             frame.index.eq(0)]
+            with m.Else():
+                m.d.sync += [frame.want_ack.eq(0), frame.kind.eq(TxKind.ACK),
+                             frame.index.eq(_ACK_AT)]
+            m.next = "LOAD"
+        with m.Elif(~frame.want_status & ~frame.want_ack & self.i_stream.valid):
+            m.d.sync += [frame.kind.eq(TxKind.RECORD), frame.index.eq(0)]
+            m.next = "LOAD"
+
+    def _send(self, m, snapshot, frame):
+        """SEND: the byte's ten bits, ``divisor`` cycles each (bit 0 the start bit, 1-8 the
+        data, LSB first, 9 the stop bit); then the next byte, or IDLE after the CRC."""
+        with m.If(frame.timer != 0):
+            m.d.sync += frame.timer.eq(frame.timer - 1)
         with m.Else():
-            m.d.sync += self.tx.eq(1)
-        m.d.comb += self.busy_record.eq((kind == _RECORD) & ~fsm.ongoing("IDLE"))
-        # requests arriving while a frame is under way are kept for the next one
-        with m.If(self.send_ack):
-            m.d.sync += want_ack.eq(1)
-        with m.If(self.send_status):
-            m.d.sync += want_status.eq(1)
+            m.d.sync += [frame.timer.eq(self._divisor - 1), frame.bit.eq(frame.bit + 1)]
+            with m.If(frame.bit == 9):
+                m.d.comb += self.sent.eq(1)
+                m.d.sync += frame.bit.eq(0)
+                with m.If(frame.section == TxSection.CRC1):
+                    m.d.comb += snapshot.thaw.eq(snapshot.frozen)
+                    m.d.sync += snapshot.frozen.eq(0)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "LOAD"
+                    with m.If((frame.section != TxSection.PAYLOAD) | frame.done):
+                        m.d.sync += frame.section.eq(frame.section + 1)
+            with m.Elif(frame.bit != 0):
+                m.d.sync += frame.byte.eq(frame.byte >> 1)

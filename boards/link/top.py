@@ -9,6 +9,7 @@ puts that on a board's USB UART and LEDs.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import data, io, stream, wiring
@@ -35,6 +36,16 @@ LED_MEANINGS = (
 
 #: Default capacity of the tuple buffer in bytes (one ECP5 DP16KD, one iCE40 SB_RAM40_4K).
 CAPACITY = 512
+
+
+class _Blocks(NamedTuple):
+    """The :class:`UartLink`'s blocks."""
+
+    rx: UartRx
+    deframer: Deframer
+    buffer: FrameBuffer
+    assembler: TupleAssembler
+    framer: Framer
 
 
 class NoUartError(ValueError):
@@ -132,10 +143,17 @@ class UartLink(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        tuple_bytes = (self._tuple_layout.size + 7) // 8
-        record_bytes = (self._record_layout.size + 7) // 8
-        m.submodules.uart_rx = rx = UartRx(self._divisor)
-        # one prescaler times the truncated-frame timeout and the LEDs' blinks
+        tick, tick_period = self._prescaler(m)
+        blocks = self._blocks(m, tick, tick_period)
+        self._counters(m, blocks)
+        self._idle(m, blocks, tick, tick_period)
+        if "leds" in self.signature.members:
+            self._leds(m, blocks, tick, tick_period)
+        return m
+
+    def _prescaler(self, m):
+        """One prescaler times the truncated-frame timeout, ``quiet`` and the LEDs' blinks:
+        returns its ``tick`` pulse and the cycles between two."""
         tick_period = 1 << max((min(self._timeout, self._led_period) // 16).bit_length() - 1, 0)
         tick = Signal()
         if tick_period > 1:
@@ -144,6 +162,15 @@ class UartLink(wiring.Component):
             m.d.comb += tick.eq(prescaler.all())
         else:
             m.d.comb += tick.eq(1)
+        return tick, tick_period
+
+    def _blocks(self, m, tick, tick_period) -> _Blocks:
+        """The link's blocks, joined: ``rx ▸ UartRx ▸ Deframer ▸ FrameBuffer ▸ TupleAssembler ▸
+        o_stream`` and ``i_stream ▸ Framer ▸ tx``; RESET resets the buffer, the assembler and
+        (``engine_reset``) the engine, and clears the framer's counters."""
+        tuple_bytes = (self._tuple_layout.size + 7) // 8
+        record_bytes = (self._record_layout.size + 7) // 8
+        m.submodules.uart_rx = rx = UartRx(self._divisor)
         m.submodules.deframer = deframer = Deframer(tuple_bytes, self._capacity, self._timeout,
                                                     tick_period)
         if tick_period > 1:
@@ -167,48 +194,55 @@ class UartLink(wiring.Component):
         m.d.comb += [framer.send_ack.eq(deframer.events.ack),
                      framer.send_status.eq(deframer.events.status), framer.clear.eq(reset),
                      framer.next_seq.eq(deframer.next_seq)]
+        return _Blocks(rx, deframer, buffer, assembler, framer)
 
-        # the counters (kept by the framer, cleared by RESET)
+    def _counters(self, m, blocks):
+        """The pulses the framer counts: the tuples the engine takes, the frames accepted, the
+        UART's errors and the deframer's."""
         pulses = {"tuples": self.o_stream.valid & self.o_stream.ready,
-                  "frames": deframer.events.accepted, "uart_errors": rx.error | rx.overrun}
+                  "frames": blocks.deframer.events.accepted,
+                  "uart_errors": blocks.rx.error | blocks.rx.overrun}
         for name in COUNTED:
-            m.d.comb += getattr(framer.count, name).eq(
-                pulses[name] if name in pulses else getattr(deframer.events, name))
+            m.d.comb += getattr(blocks.framer.count, name).eq(
+                pulses[name] if name in pulses else getattr(blocks.deframer.events, name))
 
-        # idle: nothing buffered, offered or being sent for `quiet` cycles (whole ticks: one
-        # more than it takes)
+    def _idle(self, m, blocks, tick, tick_period):
+        """STATUS's ``idle``: nothing buffered, offered or being sent for ``quiet`` cycles
+        (counted in whole ticks: one more than it takes)."""
         quiet_ticks = -(-self._quiet // tick_period) + (tick_period > 1)
         quiet = Signal(range(quiet_ticks + 1), reset_less=True)
-        busy = ~buffer.empty | self.o_stream.valid | self.i_stream.valid | \
-            framer.busy_record | assembler.i_stream.valid
-        with m.If(busy | reset):
+        busy = ~blocks.buffer.empty | self.o_stream.valid | self.i_stream.valid | \
+            blocks.framer.busy_record | blocks.assembler.i_stream.valid
+        with m.If(busy | blocks.deframer.events.reset):
             m.d.sync += quiet.eq(0)
         with m.Elif(tick & (quiet != quiet_ticks)):
             m.d.sync += quiet.eq(quiet + 1)
-        m.d.comb += framer.idle.eq(quiet == quiet_ticks)
+        m.d.comb += blocks.framer.idle.eq(quiet == quiet_ticks)
 
-        if "leds" in self.signature.members:
-            # a link error since RESET (not out_of_seq, overflow: the host's flow control)
-            errors = Signal(reset_less=True)
-            with m.If(reset):
-                m.d.sync += errors.eq(0)
-            with m.Elif(pulses["uart_errors"] | deframer.events.bad_type |
-                        deframer.events.bad_length | deframer.events.bad_crc |
-                        deframer.events.truncated):
-                m.d.sync += errors.eq(1)
-            # tuples dropped since RESET (seen in the records)
-            dropped = Signal(reset_less=True)
-            with m.If(reset):
-                m.d.sync += dropped.eq(0)
-            with m.Elif(self.i_stream.valid & self.i_stream.ready &
-                        self.i_stream.payload.dropped):
-                m.d.sync += dropped.eq(1)
-            self._leds(m, deframer, framer, errors, dropped, tick, tick_period)
-        return m
+    def _led_flags(self, m, blocks):
+        """The steady LEDs' flags, cleared by RESET: a link error (not ``out_of_seq`` or
+        ``overflow``: those are the host's flow control) and a tuple dropped (seen in the
+        records)."""
+        events = blocks.deframer.events
+        errors = Signal(reset_less=True)
+        with m.If(events.reset):
+            m.d.sync += errors.eq(0)
+        with m.Elif(blocks.rx.error | blocks.rx.overrun | events.bad_type | events.bad_length |
+                    events.bad_crc | events.truncated):
+            m.d.sync += errors.eq(1)
+        dropped = Signal(reset_less=True)
+        with m.If(events.reset):
+            m.d.sync += dropped.eq(0)
+        with m.Elif(self.i_stream.valid & self.i_stream.ready &
+                    self.i_stream.payload.dropped):
+            m.d.sync += dropped.eq(1)
+        return errors, dropped
 
-    def _leds(self, m, deframer, framer, errors, dropped, tick, tick_period):
+    def _leds(self, m, blocks, tick, tick_period):
+        """:data:`LED_MEANINGS`, as many as there are LEDs: a blink stays lit for a power of two
+        ticks, the nearest to ``led_period`` cycles; the heartbeat toggles every four of those."""
+        errors, dropped = self._led_flags(m, blocks)
         n = len(self.leds)
-        # a blink lasts a power of two ticks, the nearest to `led_period` cycles
         ticks = round(math.log2(max(self._led_period / tick_period, 2)))
         # (no resets: the domain's reset would cost logic in front of these)
         period = Signal(ticks, reset_less=True)
@@ -219,8 +253,8 @@ class UartLink(wiring.Component):
             m.d.sync += period.eq(period + 1)
         with m.If(strobe):
             m.d.sync += beats.eq(beats + 1)
-        blinks = {0: deframer.events.accepted | deframer.events.status,
-                  1: framer.sent,
+        blinks = {0: blocks.deframer.events.accepted | blocks.deframer.events.status,
+                  1: blocks.framer.sent,
                   4: (self.i_stream.valid & self.i_stream.ready
                       & self.i_stream.payload.matches.any())}
         steady = {2: dropped, 3: errors, 5: beats[2]}

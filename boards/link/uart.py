@@ -1,8 +1,9 @@
-"""A UART receiver and transmitter (8 data bits, no parity, 1 stop bit) on ``lib.stream``.
+"""A UART receiver (8 data bits, no parity, 1 stop bit) on ``lib.stream``, and the bit time.
 
 amaranth-stdio, which held Amaranth's serial blocks, has no release for Amaranth 0.5 (its PyPI
-name is a placeholder), so these are the link's own. Both count bit times in clock cycles:
-``divisor`` is ``round(clock / baud)`` (:func:`divisor`).
+name is a placeholder), so this is the link's own. It counts bit times in clock cycles:
+``divisor`` is ``round(clock / baud)`` (:func:`divisor`). The link needs no transmitter block:
+its :class:`~nfacep.boards.link.framing.Framer` drives the line itself.
 """
 
 from amaranth.hdl import Cat, Module, Signal
@@ -10,7 +11,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["BaudError", "UartRx", "UartTx", "divisor"]
+from nfacep.hdl.queue import StreamBuffer
+
+__all__ = ["BaudError", "UartRx", "divisor"]
 
 #: How far the baud rate made from the clock may be from the one asked for.
 MAX_BAUD_ERROR = 0.02
@@ -44,8 +47,13 @@ class UartRx(wiring.Component):
     start bit is sampled half a bit time later (a pulse shorter than that is ignored), then each
     data bit, LSB first, and the stop bit one bit time apart, in the middle of each bit. A byte
     whose stop bit is 0 is discarded and ``error`` pulses; the receiver then waits for the line
-    to return to 1. A received byte is offered on ``o_stream`` until taken; a UART cannot wait,
-    so a byte that arrives while the last one is still offered is lost and ``overrun`` pulses.
+    to return to 1.
+
+    A received byte is offered on ``o_stream`` from the cycle after its stop bit was sampled
+    until taken (a :class:`~nfacep.hdl.queue.StreamBuffer` holds it). A UART cannot wait: a byte
+    that arrives while the last one is still offered and not taken in that cycle is lost, and
+    ``overrun`` pulses. The consumer has about a byte time (``10 * divisor`` cycles) to take
+    each byte.
 
     Members
     -------
@@ -75,9 +83,11 @@ class UartRx(wiring.Component):
         timer = Signal(range(div), reset_less=True)
         bit = Signal(range(10), reset_less=True)
         shreg = Signal(8, reset_less=True)
-
-        with m.If(self.o_stream.ready):
-            m.d.sync += self.o_stream.valid.eq(0)
+        m.submodules.buffer = buffer = StreamBuffer(8)
+        received = buffer.i_stream  # valid for the cycle the stop bit is sampled
+        wiring.connect(m, buffer.o_stream, wiring.flipped(self.o_stream))
+        m.d.comb += [received.payload.eq(shreg),
+                     self.overrun.eq(received.valid & ~received.ready)]
 
         with m.FSM(name="uart_rx"):
             with m.State("IDLE"), m.If(~rx):
@@ -103,11 +113,7 @@ class UartRx(wiring.Component):
             with m.State("STOP"):
                 with m.If(timer == 0):
                     with m.If(rx):
-                        with m.If(self.o_stream.valid & ~self.o_stream.ready):
-                            m.d.comb += self.overrun.eq(1)
-                        with m.Else():
-                            m.d.sync += [self.o_stream.payload.eq(shreg),
-                                         self.o_stream.valid.eq(1)]
+                        m.d.comb += received.valid.eq(1)
                         m.next = "IDLE"
                     with m.Else():
                         m.d.comb += self.error.eq(1)
@@ -116,49 +122,4 @@ class UartRx(wiring.Component):
                     m.d.sync += timer.eq(timer - 1)
             with m.State("BREAK"), m.If(rx):
                 m.next = "IDLE"
-        return m
-
-
-class UartTx(wiring.Component):
-    """UART transmitter: each byte taken from ``i_stream`` goes out on ``tx`` as a start bit,
-    eight data bits LSB first and a stop bit, ``divisor`` cycles each, back to back while
-    bytes keep coming. ``tx`` is a register and idles at 1. (The link's
-    :class:`~nfacep.boards.link.framing.Framer` sends its bytes itself, saving this one's register.)
-
-    Members
-    -------
-    i_stream : ``In(stream.Signature(8))``
-    tx : ``Out(1)``
-    busy : ``Out(1)``
-        A byte is being sent.
-    """
-
-    i_stream: In(stream.Signature(8))
-    tx: Out(1, init=1)
-    busy: Out(1)
-
-    def __init__(self, divisor: int):
-        if divisor < 1:
-            raise ValueError(f"divisor must be at least 1, not {divisor}")
-        self._divisor = divisor
-        super().__init__()
-
-    def elaborate(self, platform):
-        m = Module()
-        div = self._divisor
-        timer = Signal(range(div), reset_less=True)  # (loaded before use: needs no reset)
-        bits = Signal(range(11))
-        shreg = Signal(9, reset_less=True)
-        m.d.comb += [self.busy.eq(bits != 0),
-                     self.i_stream.ready.eq(bits == 0)]
-        with m.If(self.i_stream.valid & self.i_stream.ready):
-            m.d.sync += [self.tx.eq(0), shreg.eq(self.i_stream.payload | (1 << 8)),
-                         bits.eq(10), timer.eq(div - 1)]
-        with m.Elif(bits != 0):
-            with m.If(timer == 0):
-                m.d.sync += [timer.eq(div - 1), bits.eq(bits - 1)]
-                with m.If(bits != 1):
-                    m.d.sync += [self.tx.eq(shreg[0]), shreg.eq(shreg >> 1)]
-            with m.Else():
-                m.d.sync += timer.eq(timer - 1)
         return m
