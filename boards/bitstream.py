@@ -30,7 +30,7 @@ from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 
 from .registry import Board
-from .toolchain import find_tools, run_step, tool_env_var
+from .toolchain import StepResult, find_tools, run_step, tool_env_var
 
 __all__ = ["PAPER_MHZ", "BuildError", "DoesNotFitError", "FlowResult", "Usage", "build",
            "render_report", "run_flow"]
@@ -48,8 +48,9 @@ ESTIMATE_MARGIN = 1.1
 #: The board tops ``build`` makes (``--link``).
 LINKS = ("harness", "uart")
 
+#: The report's note on ``--link harness``.
 HARNESS = ("synthesis/timing harness: pseudo-random tuples generated on chip, records and "
-           "counters folded into the LEDs (no I/O link yet)")
+           "counters folded into the LEDs, no I/O (--link uart builds the UART link)")
 
 
 class BuildError(NfacepError):
@@ -265,6 +266,11 @@ class FlowResult:
     #: whether timing was met or not)
     bitstream: str | None = None
 
+    def _stop(self, status: str, step: str, message: str) -> FlowResult:
+        """The flow stopped at ``step``."""
+        self.status, self.step, self.message = status, step, message
+        return self
+
     @property
     def resources(self) -> dict:
         """``{"luts"|"ffs"|"brams": {"used": n, "total": n}}`` from nextpnr when it reported,
@@ -297,8 +303,9 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     nextpnr (``--report``, ``--timing-allow-fail``: a design that misses timing is still placed and
     routed) and, with ``pack``, the bitstream packer. The flow stops at the first failure and
     before place-and-route when the design cannot fit: when the elaborated design has more
-    than ``ESTIMATE_MARGIN`` times the device's flip-flops (then nothing is written), or when
-    Yosys's counts exceed any of the board's resources.
+    than ``ESTIMATE_MARGIN`` times the device's flip-flops (then nothing is written: synthesis
+    trims the few it finds constant, so only a clear excess is rejected before it), or when
+    Yosys's counts exceed any of the board's resources (exact).
 
     ``target_mhz`` constrains the board's clock for nextpnr (default: the board's oscillator).
     ``script_after_read`` is Yosys script run after the design is read (Amaranth's override of
@@ -312,45 +319,59 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     missing, :class:`~nfacep.errors.UsageError` for a ``target_mhz`` that is not positive, and
     :class:`BuildError` when Amaranth's build script does not run the board's tools.
     """
-    from amaranth.hdl import Elaboratable
-
     say = progress or (lambda text: None)
     tools = find_tools(board.tools)
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError(f"the target frequency must be positive, not {target_mhz:g} MHz")
     platform, board_mhz = _platform(board, target_mhz)
+    plan, seconds = _elaborate(top, platform, script_after_read, verilog, say)
+    result = FlowResult(
+        status="ok", message=None, step=None, board=board, device=platform.device,
+        package=platform.package, board_mhz=board_mhz,
+        target_mhz=target_mhz if target_mhz is not None else board_mhz, tools=tools,
+        work=work, seconds={"elaborate": seconds})
+
+    # before synthesis, only a clear excess of flip-flops (ESTIMATE_MARGIN)
+    result.elaborated_ffs = count_flipflops(plan.files[f"{TOP}.il"])
+    if result.elaborated_ffs > board.ffs * ESTIMATE_MARGIN:
+        return result._stop("does not fit", "elaborate", _over(
+            Usage(ffs=result.elaborated_ffs), board, platform.device,
+            "counted in the elaborated design, before synthesis"))
+
+    _extract(plan, work, stale, verilog)
+    env, steps = _tool_steps(plan, board, tools)
+    for tool, command in steps:
+        if tool != "yosys" and not tool.startswith("nextpnr") and not pack:
+            continue  # the packer, and no bitstream wanted
+        say(f"running {os.path.basename(tools[tool])}")
+        step = run_step(command, cwd=work, env=env, tool=tool)
+        result.seconds[tool] = round(step.seconds, 2)
+        if not _after_step(result, step):
+            break
+    return result
+
+
+def _elaborate(top, platform, script_after_read: str | None, verilog: str | None, say):
+    """Amaranth's build plan for ``top`` on ``platform`` (elaborated, not run) and the seconds
+    it took. The overrides make Yosys write its ``stat -json`` and nextpnr its ``--report``."""
+    from amaranth.hdl import Elaboratable
+
     if callable(top) and not isinstance(top, Elaboratable):
         top = top()
     overrides = {"nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail",
                  "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json"}
     if script_after_read:
         overrides["script_after_read"] = script_after_read
-
-    seconds: dict[str, float] = {}
     t0 = time.monotonic()
     say("elaborating")
     plan = platform.build(top, name=TOP, do_build=False, debug_verilog=verilog is not None,
                           **overrides)
-    seconds["elaborate"] = round(time.monotonic() - t0, 2)
-    result = FlowResult(
-        status="ok", message=None, step=None, board=board, device=platform.device,
-        package=platform.package, board_mhz=board_mhz,
-        target_mhz=target_mhz if target_mhz is not None else board_mhz, tools=tools,
-        work=work, seconds=seconds)
+    return plan, round(time.monotonic() - t0, 2)
 
-    def stop(status: str, step: str, message: str) -> FlowResult:
-        result.status, result.step, result.message = status, step, message
-        return result
 
-    # 1. before synthesis: flip-flops of the elaborated design. Synthesis trims a few (those it
-    # finds constant), so only a clear excess is rejected here; the check after synthesis is
-    # exact.
-    result.elaborated_ffs = count_flipflops(plan.files[f"{TOP}.il"])
-    if result.elaborated_ffs > board.ffs * ESTIMATE_MARGIN:
-        return stop("does not fit", "elaborate", _over(
-            Usage(ffs=result.elaborated_ffs), board, platform.device,
-            "counted in the elaborated design, before synthesis"))
-
+def _extract(plan, work: str, stale: Iterable[str], verilog: str | None) -> None:
+    """Delete ``stale``, write the plan's files into ``work`` without the outputs an earlier
+    flow left there, and copy the top's Verilog to ``verilog``."""
     for path in stale:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
@@ -362,6 +383,11 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     if verilog is not None:
         _copy_atomic(os.path.join(work, f"{TOP}.debug.v"), verilog)
 
+
+def _tool_steps(plan, board: Board, tools: dict[str, str]):
+    """The environment that names the toolchain's programs, and the board's tools' command
+    lines in the order of Amaranth's build script: ``[(tool, command)]``. Raises
+    :class:`BuildError` when the script does not run each of the board's tools once."""
     env = dict(os.environ)
     for name, exe in tools.items():
         env[tool_env_var(name)] = exe
@@ -370,52 +396,78 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     if sorted(by_var.get(var, "") for var, _ in steps if var in by_var) != sorted(board.tools):
         raise BuildError(f"Amaranth's build script {plan.script}.sh does not run "
                          f"{', '.join(board.tools)} as expected; is Amaranth newer than 0.5?")
+    # (the rest are not build steps, e.g. a programmer)
+    return env, [(by_var[var], command) for var, command in steps if var in by_var]
 
-    for var, command in steps:
-        tool = by_var.get(var)
-        if tool is None:
-            continue  # not a build step (e.g. a programmer)
-        pnr = tool.startswith("nextpnr")
-        if tool != "yosys" and not pnr and not pack:
-            continue  # the packer, and no bitstream wanted
-        say(f"running {os.path.basename(tools[tool])}")
-        step = run_step(command, cwd=work, env=env, tool=tool)
-        seconds[tool] = round(step.seconds, 2)
-        log = _read(os.path.join(work, TOP + (".tim" if pnr else ".rpt")))
-        if tool == "yosys":
-            if step.returncode != 0:
-                reason = _reason(step, log, os.path.join(work, f"{TOP}.rpt"))
-                return stop("synthesis failed", tool, f"synthesis (yosys) failed:\n{reason}")
-            with open(os.path.join(work, f"{TOP}.stat.json"), encoding="utf-8") as f:
-                result.usage = synthesis_usage(json.load(f), board.family)
-            over = _over(result.usage, board, platform.device,
-                         "after synthesis, before place-and-route")
-            if over:
-                return stop("does not fit", tool, over)
-        elif pnr:
-            pnr_path = os.path.join(work, f"{TOP}.report.json")
-            if os.path.exists(pnr_path):
-                with open(pnr_path, encoding="utf-8") as f:
-                    result.pnr = json.load(f)
-                fmax = result.pnr.get("fmax", {})
-                result.fmax_mhz = {clock: round(v["achieved"], 2) for clock, v in fmax.items()}
-                result.constraint_mhz = {clock: v["constraint"] for clock, v in fmax.items()}
-                result.timing_met = bool(fmax) and all(
-                    v["achieved"] >= v["constraint"] for v in fmax.values())
-            if step.returncode != 0:
-                reason = _reason(step, log, os.path.join(work, f"{TOP}.tim"))
-                return stop("place-and-route failed", tool,
-                            f"place-and-route (nextpnr) failed:\n{reason}")
-            if result.pnr is None:
-                return stop("place-and-route failed", tool,
-                            "nextpnr wrote no report (--report); is it older than 0.1?")
-        else:
-            if step.returncode != 0:
-                reason = _reason(step, "", None)
-                return stop("packing failed", tool,
-                            f"bitstream packing ({tool}) failed:\n{reason}")
-            result.bitstream = os.path.join(work, TOP + board.bitstream_suffix)
-    return result
+
+def _after_step(result: FlowResult, step: StepResult) -> bool:
+    """Record what a tool's step measured in ``result``; ``False`` when the flow stops there."""
+    if step.tool == "yosys":
+        return _after_synthesis(result, step)
+    if step.tool.startswith("nextpnr"):
+        return _after_place_and_route(result, step)
+    return _after_packing(result, step)
+
+
+def _after_synthesis(result: FlowResult, step: StepResult) -> bool:
+    """Yosys's resource counts; the flow stops when it failed or they exceed the board's."""
+    if step.returncode != 0:
+        log_path = os.path.join(result.work, f"{TOP}.rpt")
+        reason = _reason(step, _read(log_path), log_path)
+        result._stop("synthesis failed", step.tool, f"synthesis (yosys) failed:\n{reason}")
+        return False
+    with open(os.path.join(result.work, f"{TOP}.stat.json"), encoding="utf-8") as f:
+        result.usage = synthesis_usage(json.load(f), result.board.family)
+    over = _over(result.usage, result.board, result.device,
+                 "after synthesis, before place-and-route")
+    if over:
+        result._stop("does not fit", step.tool, over)
+        return False
+    return True
+
+
+def _after_place_and_route(result: FlowResult, step: StepResult) -> bool:
+    """nextpnr's report: the frequency reached per clock, and whether timing is met (read even
+    when nextpnr failed, if it wrote the report). The flow stops when it failed."""
+    pnr_path = os.path.join(result.work, f"{TOP}.report.json")
+    if os.path.exists(pnr_path):
+        with open(pnr_path, encoding="utf-8") as f:
+            result.pnr = json.load(f)
+        fmax = result.pnr.get("fmax", {})
+        result.fmax_mhz = {clock: round(v["achieved"], 2) for clock, v in fmax.items()}
+        result.constraint_mhz = {clock: v["constraint"] for clock, v in fmax.items()}
+        result.timing_met = bool(fmax) and all(
+            v["achieved"] >= v["constraint"] for v in fmax.values())
+    if step.returncode != 0:
+        log_path = os.path.join(result.work, f"{TOP}.tim")
+        reason = _reason(step, _read(log_path), log_path)
+        result._stop("place-and-route failed", step.tool,
+                     f"place-and-route (nextpnr) failed:\n{reason}")
+        return False
+    if result.pnr is None:
+        result._stop("place-and-route failed", step.tool,
+                     "nextpnr wrote no report (--report); is it older than 0.1?")
+        return False
+    return True
+
+
+def _after_packing(result: FlowResult, step: StepResult) -> bool:
+    """The bitstream, when the packer succeeded."""
+    if step.returncode != 0:
+        reason = _reason(step, "", None)
+        result._stop("packing failed", step.tool,
+                     f"bitstream packing ({step.tool}) failed:\n{reason}")
+        return False
+    result.bitstream = os.path.join(result.work, TOP + result.board.bitstream_suffix)
+    return True
+
+
+#: What the report's resources count, by family.
+_RESOURCE_KINDS = {
+    "ecp5": {"luts": "TRELLIS_COMB (LUT4 slots)", "ffs": "TRELLIS_FF", "brams": "DP16KD"},
+    "ice40": {"luts": "ICESTORM_LC (logic cells: LUT4 + flip-flop)",
+              "ffs": "SB_DFF* (one per logic cell)", "brams": "ICESTORM_RAM"},
+}
 
 
 def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
@@ -436,34 +488,53 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
     """
     from nfacep.hdl.engine import Engine
 
-    tools = find_tools(board.tools)
+    find_tools(board.tools)  # a missing program fails here, before the engine is elaborated
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError("--target-mhz must be positive")
     if link not in LINKS:
         raise UsageError(f"unknown link {link!r}: choose one of {', '.join(LINKS)}")
     platform, board_mhz = _platform(board, target_mhz)
-    target = target_mhz if target_mhz is not None else board_mhz
     if link == "uart":
         _check_uart(platform, board_mhz, baud)
     engine = Engine(nfa, params)
     link_info, top = _top(link, engine, board_mhz, baud)
 
-    work = os.path.join(out_dir, "toolchain")
     bitstream = os.path.join(out_dir, stem + board.bitstream_suffix)
     verilog = os.path.join(out_dir, stem + ".v")
     report_path = os.path.join(out_dir, "report.json")
-
-    flow = run_flow(top, board, work, target_mhz=target_mhz, pack=True, verilog=verilog,
-                    stale=(bitstream, verilog, report_path), progress=progress)
+    flow = run_flow(top, board, os.path.join(out_dir, "toolchain"), target_mhz=target_mhz,
+                    pack=True, verilog=verilog, stale=(bitstream, verilog, report_path),
+                    progress=progress)
     if flow.step == "elaborate":  # rejected before synthesis: no report
         raise DoesNotFitError(flow.message)
     if flow.status == "synthesis failed":  # no report either
         raise BuildError(flow.message)
 
+    report = _report(flow, nfa, engine, params, query_file, link_info, verilog)
+    if flow.status != "ok":
+        _finish_report(report, flow, report_path, flow.status, flow.message)
+        error = DoesNotFitError if flow.status == "does not fit" else BuildError
+        raise error(flow.message, report)
+    if not flow.timing_met:
+        message = _timing_message(flow)
+        _finish_report(report, flow, report_path, "timing not met", message)
+        raise BuildError(message, report)
+    _copy_atomic(flow.bitstream, bitstream)
+    report["files"]["bitstream"] = os.path.basename(bitstream)
+    _finish_report(report, flow, report_path, "ok", None)
+    return report
+
+
+def _report(flow: FlowResult, nfa: Nfa, engine, params: EngineParams, query_file: str | None,
+            link_info: dict, verilog: str) -> dict:
+    """``report.json`` as far as the flow went: the design, the clock, the tools (the status,
+    resources and bitstream come with :func:`_finish_report`)."""
+    board = flow.board
+    link_info = dict(link_info)
     report: dict = {
         "board": board.name,
-        "device": platform.device,
-        "package": platform.package,
+        "device": flow.device,
+        "package": flow.package,
         "family": board.family,
         "query_file": query_file,
         "parameters": params.as_dict(),
@@ -472,57 +543,50 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
         "predicates": len(nfa.predicates),
         "tuple_bits": engine.tuple_layout.size,
         "record_bits": engine.record_layout.size,
-        "board_clock_mhz": board_mhz,
-        "target_mhz": target,
+        "board_clock_mhz": flow.board_mhz,
+        "target_mhz": flow.target_mhz,
         "paper_mhz": PAPER_MHZ,
         "fmax_mhz": flow.fmax_mhz,
         "timing_met": flow.timing_met,
         "resources": {},
         "resources_from": None,
-        "resource_kinds": ({"luts": "TRELLIS_COMB (LUT4 slots)", "ffs": "TRELLIS_FF",
-                            "brams": "DP16KD"} if board.family == "ecp5" else
-                           {"luts": "ICESTORM_LC (logic cells: LUT4 + flip-flop)",
-                            "ffs": "SB_DFF* (one per logic cell)", "brams": "ICESTORM_RAM"}),
+        "resource_kinds": _RESOURCE_KINDS[board.family],
         "status": None,
         "message": None,
         "harness": link_info.pop("note"),
         "link": link_info,
-        "tools": tools,
+        "tools": flow.tools,
         "seconds": flow.seconds,
         "files": {"bitstream": None, "verilog": os.path.basename(verilog),
                   "toolchain": "toolchain"},
     }
     if flow.pnr is not None:
         report["constraint_mhz"] = flow.constraint_mhz
-
-    def finish(status: str, message: str | None) -> None:
-        report["status"] = status
-        report["message"] = message
-        if flow.resources_from is not None:
-            report["resources"] = flow.resources
-            report["resources_from"] = flow.resources_from
-        if flow.pnr is not None:
-            report["nextpnr_utilization"] = flow.pnr.get("utilization", {})
-        if flow.usage is not None:
-            report["synthesis_cells"] = flow.usage.cells
-        _write_atomic(report_path, (json.dumps(report, indent=2) + "\n").encode())
-
-    if flow.status != "ok":
-        finish(flow.status, flow.message)
-        error = DoesNotFitError if flow.status == "does not fit" else BuildError
-        raise error(flow.message, report)
-    if not flow.timing_met:
-        lines = [ln for ln in _last_fmax_lines(_read(os.path.join(work, f"{TOP}.tim")))
-                 if "FAIL" in ln] or ["(nextpnr printed no frequency line)"]
-        message = (f"timing not met at the target of {target:g} MHz; nextpnr says:\n"
-                   + "\n".join(lines) + f"\n(the bitstream that misses timing is left in {work}, "
-                   "not copied to the output)")
-        finish("timing not met", message)
-        raise BuildError(message, report)
-    _copy_atomic(flow.bitstream, bitstream)
-    report["files"]["bitstream"] = os.path.basename(bitstream)
-    finish("ok", None)
     return report
+
+
+def _finish_report(report: dict, flow: FlowResult, path: str, status: str,
+                   message: str | None) -> None:
+    """Complete ``report`` with the status, message and resources, and write it to ``path``."""
+    report["status"] = status
+    report["message"] = message
+    if flow.resources_from is not None:
+        report["resources"] = flow.resources
+        report["resources_from"] = flow.resources_from
+    if flow.pnr is not None:
+        report["nextpnr_utilization"] = flow.pnr.get("utilization", {})
+    if flow.usage is not None:
+        report["synthesis_cells"] = flow.usage.cells
+    _write_atomic(path, (json.dumps(report, indent=2) + "\n").encode())
+
+
+def _timing_message(flow: FlowResult) -> str:
+    """Why timing was not met, in nextpnr's words."""
+    lines = [ln for ln in _last_fmax_lines(_read(os.path.join(flow.work, f"{TOP}.tim")))
+             if "FAIL" in ln] or ["(nextpnr printed no frequency line)"]
+    return (f"timing not met at the target of {flow.target_mhz:g} MHz; nextpnr says:\n"
+            + "\n".join(lines) + f"\n(the bitstream that misses timing is left in {flow.work}, "
+            "not copied to the output)")
 
 
 def _check_uart(platform, board_mhz: float, baud: int) -> None:
