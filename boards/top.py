@@ -1,12 +1,13 @@
-"""The board top: an :class:`~nfacep.hdl.engine.Engine` between an on-chip tuple source and a sink.
+"""The harness board top (``nfacep build --link harness``): an :class:`~nfacep.hdl.engine.Engine`
+between an on-chip tuple source and a sink.
 
-For now this is a **synthesis and timing harness**, not a usable I/O link: the tuples come from
-a pseudo-random generator on the chip and the records and counters are folded into the board's
+This is a **synthesis and timing harness**, not an I/O link: the tuples come from a
+pseudo-random generator on the chip and the records and counters are folded into the board's
 LEDs. It exists so that a bitstream holds the whole engine (every input varies and every output
 bit reaches a pin, so synthesis cannot optimise any of it away) and so that nextpnr reports the
-engine's real area and Fmax. A UART tuple link replaces the source and the sink later:
-:class:`BoardTop` takes any source with an ``o_stream`` of the tuple layout and any sink with an
-``i_stream`` of the record layout and the three counters.
+engine's own area and Fmax. The board top with a usable I/O link is
+:class:`nfacep.boards.link.top.UartBoardTop` (``--link uart``): tuples in and records out over
+the board's USB UART.
 """
 
 from __future__ import annotations
@@ -120,29 +121,21 @@ def board_leds(platform) -> list:
 
 
 class BoardTop(Elaboratable):
-    """The bitstream's top level: ``source ▸ engine ▸ sink``, clocked by the board's default
-    clock (the platform's ``sync`` domain, its reset synchronised).
-
-    ``source`` defaults to a :class:`RandomTupleSource` of the engine's tuple layout and
-    ``sink`` to a :class:`LedSink` on the board's LEDs: a synthesis/timing harness until the
-    UART tuple link lands. A custom sink with a ``leds`` port gets it wired to the LEDs; any
-    other sink is expected to request its own pins from the platform.
+    """The harness bitstream's top level: ``RandomTupleSource ▸ engine ▸ LedSink``, clocked by
+    the board's default clock (the platform's ``sync`` domain, its reset synchronised), the sink
+    on the board's LEDs.
     """
 
-    def __init__(self, engine: Engine, *, source=None, sink=None):
+    def __init__(self, engine: Engine):
         self.engine = engine
-        self.source = source
-        self.sink = sink
 
     def elaborate(self, platform):
         m = Module()
         engine = self.engine
-        source = self.source or RandomTupleSource(engine.tuple_layout)
         leds = board_leds(platform) if platform is not None else []
-        sink = self.sink or LedSink(engine.record_layout, leds=max(len(leds), 1))
-        m.submodules.source = source
+        m.submodules.source = source = RandomTupleSource(engine.tuple_layout)
         m.submodules.engine = engine
-        m.submodules.sink = sink
+        m.submodules.sink = sink = LedSink(engine.record_layout, leds=max(len(leds), 1))
         wiring.connect(m, source.o_stream, engine.i_stream)
         wiring.connect(m, engine.o_stream, sink.i_stream)
         m.d.comb += [
@@ -150,9 +143,7 @@ class BoardTop(Elaboratable):
             sink.matched.eq(engine.matched),
             sink.drops.eq(engine.drops),
         ]
-        if hasattr(sink, "leds"):
-            for i, port in enumerate(leds):
-                m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
-                m.d.comb += buf.o.eq(sink.leds[i])
+        for i, port in enumerate(leds):
+            m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
+            m.d.comb += buf.o.eq(sink.leds[i])
         return m
-
