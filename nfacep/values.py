@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -29,7 +30,9 @@ def fix_float32_rounding(texts: np.ndarray, doubles: np.ndarray) -> np.ndarray:
         mid = (singles.astype(np.float64) + other.astype(np.float64)) / 2
         ties = finite & (doubles == mid) & (singles != other)
     for i in np.flatnonzero(ties):
-        exact = Fraction(str(texts[i]).strip())
+        # via Decimal: Fraction(str) reads the digits with int(), which refuses more than
+        # 4300 of them
+        exact = Fraction(Decimal(str(texts[i]).strip()))
         if exact == Fraction(float(doubles[i])):
             continue  # a true tie: ties-to-even as numpy already did
         above = exact > Fraction(float(doubles[i]))
