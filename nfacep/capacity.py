@@ -47,6 +47,9 @@ def admit(codes: np.ndarray, params: EngineParams) -> Admission:
     with ticks numbered from 1, tick *t* happens right after tuple ``t*K - 1``. A tuple processed
     at index *i* was followed by ``i // K`` … ticks; its element is freed by tick
     ``i // K + M``, so the next tuple *j* of that partition finds it iff ``j // K < i // K + M``.
+
+    Every array value stays below ``n + 2**33`` for the parameters' limits (``K`` and ``M``
+    below ``2**32``), so int64 never overflows.
     """
     n = len(codes)
     if n == 0:
@@ -63,7 +66,10 @@ def admit(codes: np.ndarray, params: EngineParams) -> Admission:
         # in grouped order a segment ends right before the next fresh tuple
         seg_heads = np.flatnonzero(fresh[order])
         last = order[np.append(seg_heads[1:] - 1, n - 1)]
-        expire = (last // k + m) * k - 1
+        # (last // k + m) * k - 1, but no later than n (past the stream: never within it):
+        # at the limits (k and m near 2**32) the product does not fit an int64
+        tick = np.minimum(last // k + m, n // k + 1)
+        expire = tick * k - 1
         # elements in use just before each fresh tuple: started earlier, not yet freed
         occupied = np.arange(len(starts)) - np.searchsorted(np.sort(expire), starts, "left")
     else:
