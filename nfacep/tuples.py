@@ -11,7 +11,8 @@ A folder is read as Spark and ``nfacep vectors`` write one (``V/tuples.parquet/`
 
 from __future__ import annotations
 
-import csv
+import codecs
+import mmap
 import os
 import re
 from dataclasses import dataclass
@@ -57,9 +58,56 @@ class Tuples:
                 f"(stream position {row})")
 
 
-def _where(source: str, row: int, column: str) -> str:
-    # row is 0-based among data rows; the header is line 1 of a CSV file
-    return f"{source}: row {row + 1} (line {row + 2}), column '{column}'"
+def _where(source: str, row: int, column: str | None = None) -> str:
+    # row is 0-based among data rows; the header is line 1 of a CSV file, and a CSV file
+    # read by :func:`read` knows the line of each row (blank lines are skipped)
+    line_of = getattr(source, "line_of", None)
+    line = line_of(row) if line_of is not None else row + 2
+    where = f"{source}: row {row + 1} (line {line})"
+    return where if column is None else f"{where}, column '{column}'"
+
+
+#: How much of a bad value an error message shows (escaped, as Python writes a string).
+EXCERPT = 40
+
+
+def excerpt(value) -> str:
+    """A short, safe rendering of a value from a file for an error message: quoted, every
+    control, format or undecodable character escaped, cut after :data:`EXCERPT` characters."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:  # shown as bytes: b'\xff…'
+            if len(value) <= EXCERPT:
+                return repr(value)
+            return repr(value[:EXCERPT]) + f"… ({len(value)} bytes)"
+    value = str(value)
+    if len(value) <= EXCERPT:
+        return repr(value)
+    return repr(value[:EXCERPT]) + f"… ({len(value)} characters)"
+
+
+class _CsvPath(str):
+    """A CSV file's path that also knows the line of each data row (for :func:`_where`)."""
+
+    data_start: int  #: the byte offset of the line after the header
+    _lines: np.ndarray | None
+
+    def __new__(cls, path: str, data_start: int):
+        self = super().__new__(cls, path)
+        self.data_start = data_start
+        self._lines = None
+        return self
+
+    def line_of(self, row: int) -> int:
+        """The 1-based line of the 0-based data row ``row``: the rows are the non-empty lines
+        after the header (line 1)."""
+        if self._lines is None:
+            lines = _read_lines(self)
+            self._lines = np.flatnonzero([bool(line) for line in lines]) + 2
+        if 0 <= row < len(self._lines):
+            return int(self._lines[row])
+        return row + 2
 
 
 #: A folder's ordering column, when the stream has no field of that name.
@@ -93,10 +141,9 @@ def read(path: str, schema: Schema) -> Tuples:
     if os.path.isdir(path):
         return _read_folder(path, schema)
     if path.lower().endswith((".parquet", ".pq")):
-        table = _read_parquet(path, schema)
-    else:
-        table = _read_csv(path, schema)
-    return from_table(table, schema, source=path)
+        return from_table(_read_parquet(path, schema), schema, source=path)
+    table, source = _read_csv(path, schema)
+    return from_table(table, schema, source=source)
 
 
 def _natural(name: str) -> tuple:
@@ -131,15 +178,14 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
     for path in files:
         try:
             have = pq.read_schema(path)
-        except (pa.ArrowInvalid, OSError) as err:
-            raise DataError(f"{path}: not a readable Parquet file: {err}") from None
-        missing = [n for n in names if n not in have.names]
-        if missing:
-            raise DataError(f"{path}: lacks the column(s) {', '.join(missing)} of stream "
-                            f"'{schema.name}'")
+        except (pa.ArrowException, OSError) as err:
+            raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
+        _check_columns(path, have, names, schema)
         if not tables:  # the first part file decides whether seq orders the folder
             use_seq = SEQ not in names and SEQ in have.names
             cols = [*names, SEQ] if use_seq else names
+            if use_seq:
+                _check_columns(path, have, [SEQ], schema)
             types = {n: _plain(have.field(n).type) for n in cols}
             if use_seq and not pa.types.is_integer(types[SEQ]):
                 raise DataError(f"{path}: column '{SEQ}' is {types[SEQ]}, not integers; the "
@@ -151,6 +197,8 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
                             f"{files[0]} {other}; every part file of {folder} needs the same "
                             "columns")
         else:
+            if use_seq:
+                _check_columns(path, have, [SEQ], schema)
             for n in cols:
                 t = _plain(have.field(n).type)
                 if t != types[n]:
@@ -159,8 +207,8 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
                                     "columns and types")
         try:
             tables.append(pq.read_table(path, columns=cols))
-        except (pa.ArrowInvalid, OSError) as err:
-            raise DataError(f"{path}: not a readable Parquet file: {err}") from None
+        except (pa.ArrowException, OSError) as err:
+            raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
 
     # convert file by file, so that a bad value is named by its file and row
     parts = [from_table(t, schema, source=p) for t, p in zip(tables, files, strict=True)]
@@ -197,21 +245,96 @@ def _seq_column(table: pa.Table, path: str) -> np.ndarray:
             from None
 
 
-def _read_csv(path: str, schema: Schema) -> pa.Table:
-    import pyarrow.csv as pacsv
+#: The longest header line read (pyarrow's block size).
+HEADER_LIMIT = 1 << 20
 
-    with open(path, newline="", encoding="utf-8", errors="replace") as f:
-        header = next(csv.reader(f), None)
-    if not header:
-        raise DataError(f"{path}: the file is empty; it needs a header line naming the fields "
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` as pyarrow's CSV reader sees them: ended by \\n, \\r or \\r\\n."""
+    return data.splitlines()
+
+
+def _csv_fields(line: str) -> list[str] | None:
+    """The fields of one CSV line as pyarrow parses them (``"`` quotes a field, ``""`` inside
+    it is a quote, text after the closing quote is kept); None when a quote is not closed."""
+    fields: list[str] = []
+    i, n = 0, len(line)
+    while True:
+        buf: list[str] = []
+        if i < n and line[i] == '"':
+            i += 1
+            while True:
+                j = line.find('"', i)
+                if j < 0:
+                    return None
+                buf.append(line[i:j])
+                if line.startswith('"', j + 1):
+                    buf.append('"')
+                    i = j + 2
+                else:
+                    i = j + 1
+                    break
+        k = line.find(",", i)
+        buf.append(line[i:] if k < 0 else line[i:k])
+        fields.append("".join(buf))
+        if k < 0:
+            return fields
+        i = k + 1
+
+
+def _read_header(path: str, schema: Schema) -> tuple[list[str], int, bool]:
+    """The header's column names, the byte offset where the data rows start, and whether
+    there are any bytes after the header. Accepts a UTF-8 byte-order mark."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER_LIMIT + 1)
+    start = len(codecs.BOM_UTF8) if head.startswith(codecs.BOM_UTF8) else 0
+    ends = [i for i in (head.find(b"\n", start), head.find(b"\r", start)) if i >= 0]
+    if ends:
+        end = min(ends)
+        data_start = end + (2 if head[end:end + 2] == b"\r\n" else 1)
+    elif len(head) > HEADER_LIMIT:
+        raise DataError(f"{path}: line 1: the header is longer than {HEADER_LIMIT} bytes; is "
+                        "this a CSV file?")
+    else:  # the header is the whole file (no line end after it)
+        end = data_start = len(head)
+    raw = head[start:end]
+    if not raw.strip():
+        what = "the file is empty" if not head[start:].strip() else "line 1 is blank"
+        raise DataError(f"{path}: {what}; it needs a header line naming the fields "
                         f"({', '.join(schema.names)})")
-    header = [h.strip() for h in header]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: line 1: the header is not UTF-8 text at byte {err.start + 1}: "
+                        f"{excerpt(raw[max(err.start - 10, 0):err.start + 10])}") from None
+    fields = _csv_fields(text)
+    if fields is None:
+        raise DataError(f"{path}: line 1: a quoted name is not closed on the header line: "
+                        f"{excerpt(text)}")
+    header = [h.strip() for h in fields]
     missing = [n for n in schema.names if n not in header]
     if missing:
         raise DataError(f"{path}: line 1: the header lacks the field(s) {', '.join(missing)} "
                         f"of stream '{schema.name}'")
+    for name in schema.names:
+        at = [i + 1 for i, h in enumerate(header) if h == name]
+        if len(at) > 1:
+            raise DataError(f"{path}: line 1: the header names the field '{name}' more than "
+                            f"once (columns {', '.join(map(str, at))}); which one holds it?")
+    more = len(head) > data_start or os.path.getsize(path) > data_start
+    return header, data_start, more
+
+
+def _read_csv(path: str, schema: Schema) -> tuple[pa.Table, _CsvPath]:
+    """The schema's columns of a CSV file as strings, and the path with its row→line map."""
+    import pyarrow.csv as pacsv
+
+    header, data_start, more = _read_header(path, schema)
+    source = _CsvPath(path, data_start)
+    if not more:  # a header alone, with or without a line end: no tuples
+        return pa.table({n: pa.array([], pa.string()) for n in schema.names}), source
     try:
-        return pacsv.read_csv(
+        table = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
             convert_options=pacsv.ConvertOptions(
@@ -219,8 +342,63 @@ def _read_csv(path: str, schema: Schema) -> pa.Table:
                 include_columns=list(schema.names), strings_can_be_null=False,
                 quoted_strings_can_be_null=False),
         )
-    except pa.ArrowInvalid as err:
-        raise DataError(f"{path}: {_arrow_message(err)}") from None
+    except pa.ArrowException as err:
+        _scan_csv(source, header, schema)  # raises, naming the row, line and column
+        raise DataError(f"{path}: {excerpt(_arrow_message(err))}") from None
+    if _has_quote(path, data_start):
+        # a quote that is not closed on its line makes pyarrow read on into the next lines
+        rows = sum(1 for line in _read_lines(source) if line)
+        if rows != table.num_rows:
+            _scan_csv(source, header, schema)
+        for name in schema.names:
+            broken = pc.match_substring_regex(table.column(name), "[\\r\\n]")
+            row = _first_invalid(~broken.to_numpy(zero_copy_only=False))
+            if row is not None:
+                raise DataError(f"{_where(source, row, name)}: a quoted value is not closed on "
+                                "its line (a value cannot hold a line break)")
+    return table, source
+
+
+def _has_quote(path: str, start: int) -> bool:
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size <= start:
+            return False
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return m.find(b'"', start) >= 0
+
+
+def _read_lines(source: _CsvPath) -> list[bytes]:
+    with open(str(source), "rb") as f:
+        f.seek(source.data_start)
+        return _split_lines(f.read())
+
+
+def _scan_csv(source: _CsvPath, header: list[str], schema: Schema) -> None:
+    """Find the first row that pyarrow could not read, and raise a :class:`DataError` naming
+    its row, line and (where it is one column's) column; return when there is none."""
+    wanted = set(schema.names)
+    row = -1
+    for number, raw in enumerate(_read_lines(source), start=2):
+        if not raw:
+            continue
+        row += 1
+        where = f"{source}: row {row + 1} (line {number})"
+        text = raw.decode("utf-8", "surrogateescape")
+        fields = _csv_fields(text)
+        if fields is None:
+            raise DataError(f"{where}: a quoted value is not closed on its line (a value cannot "
+                            f"hold a line break): {excerpt(raw)}")
+        if len(fields) != len(header):
+            raise DataError(f"{where}: Expected {len(header)} columns, got {len(fields)}: "
+                            f"{excerpt(raw)}")
+        for name, value in zip(header, fields, strict=True):
+            if name in wanted:
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    bad = value.encode("utf-8", "surrogateescape")
+                    raise DataError(f"{where}, column '{name}': not UTF-8 text: "
+                                    f"{excerpt(bad)}") from None
 
 
 def _arrow_message(err: Exception) -> str:
@@ -232,14 +410,31 @@ def _read_parquet(path: str, schema: Schema) -> pa.Table:
     import pyarrow.parquet as pq
 
     try:
-        names = pq.read_schema(path).names
-        missing = [n for n in schema.names if n not in names]
-        if missing:
-            raise DataError(f"{path}: lacks the column(s) {', '.join(missing)} of stream "
-                            f"'{schema.name}'")
+        have = pq.read_schema(path)
+        _check_columns(path, have, schema.names, schema)
         return pq.read_table(path, columns=list(schema.names))
-    except (pa.ArrowInvalid, OSError) as err:
-        raise DataError(f"{path}: not a readable Parquet file: {err}") from None
+    except (pa.ArrowException, OSError) as err:
+        raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
+
+
+def _check_columns(path: str, have: pa.Schema, names, schema: Schema) -> None:
+    """Each of ``names`` is exactly one column of the Parquet file ``path``."""
+    missing = [n for n in names if n not in have.names]
+    if missing:
+        raise DataError(f"{path}: lacks the column(s) {', '.join(missing)} of stream "
+                        f"'{schema.name}'")
+    for n in names:
+        at = have.get_all_field_indices(n)
+        if len(at) > 1:
+            raise DataError(f"{path}: has {len(at)} columns named '{n}' (columns "
+                            f"{', '.join(str(i + 1) for i in at)}); which one holds it?")
+
+
+def _brief(err: Exception) -> str:
+    """pyarrow's message, first line only, escaped and cut short."""
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    text = lines[0]
+    return text if len(text) <= 200 and text.isprintable() else excerpt(text)
 
 
 def from_table(table: pa.Table, schema: Schema, source: str = "<tuples>") -> Tuples:
@@ -266,6 +461,16 @@ def _convert(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndarray
 
 
 _INT_RE = r"^\s*[+-]?[0-9]+\s*$"
+#: A FLOAT32 value as written in a tuple file (the syntax of a literal in a query, plus NaN
+#: and infinities); ASCII digits only, as pyarrow reads them.
+_FLOAT_RE = (r"^\s*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|(?i:nan|inf|infinity))"
+             r"\s*$")
+_INF_RE = r"^[+-]?(?i:inf|infinity)$"
+
+
+def _number(text: str) -> str:
+    """An integer's text for a message: whole when short, else its start and its length."""
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}… ({len(text)} digits)"
 
 
 def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndarray:
@@ -273,19 +478,24 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.nd
         ok = pc.match_substring_regex(col, _INT_RE).to_numpy(zero_copy_only=False)
         row = _first_invalid(ok)
         if row is not None:
-            raise DataError(f"{_where(source, row, name)}: {col[row].as_py()!r} is not an "
-                            f"integer ({ty})")
-        stripped = pc.utf8_trim_whitespace(col)
+            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not "
+                            f"an integer ({ty})")
+        # pyarrow reads neither a '+' sign nor '-0' as an unsigned integer: drop both
+        plain = pc.replace_substring_regex(pc.utf8_trim_whitespace(col), r"^\+", "")
+        plain = pc.replace_substring_regex(plain, r"^-(0+)$", r"\1")
         target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
         try:
-            values = pc.cast(stripped, target).to_numpy()
+            values = pc.cast(plain, target).to_numpy()
         except (pa.ArrowInvalid, OverflowError):
             values = None
         if values is None or not _in_range(values, ty).all():
-            row = _first_out_of_range(stripped, ty)
+            texts = plain.to_pylist()
+            row = _first_out_of_range(texts, ty)
+            if row is None:  # in range, but not as pyarrow reads it: read it as Python does
+                return np.array([int(t) for t in texts], dtype=target.to_pandas_dtype())
             lo, hi = ty.range
-            raise DataError(f"{_where(source, row, name)}: {col[row].as_py().strip()} does not "
-                            f"fit {ty} ({lo}..{hi})")
+            raise DataError(f"{_where(source, row, name)}: {_number(col[row].as_py().strip())} "
+                            f"does not fit {ty} ({lo}..{hi})")
         return values
     if isinstance(ty, BoolType):
         lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
@@ -295,29 +505,45 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.nd
             zero_copy_only=False)
         row = _first_invalid(truthy | falsy)
         if row is not None:
-            raise DataError(f"{_where(source, row, name)}: {col[row].as_py()!r} is not a BOOL "
-                            "(true, false, 1 or 0)")
+            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a "
+                            "BOOL (true, false, 1 or 0)")
         return truthy
     if isinstance(ty, EnumType):
         idx = pc.index_in(col, value_set=pa.array(list(ty.labels)))
         if idx.null_count:
             row = _first_invalid(~idx.is_null().to_numpy(zero_copy_only=False))
-            raise DataError(f"{_where(source, row, name)}: {col[row].as_py()!r} is not a label "
-                            f"of {ty}")
+            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a "
+                            f"label of {ty}")
         return idx.to_numpy().astype(np.int64)
     assert isinstance(ty, Float32Type)
+    ok = pc.match_substring_regex(col, _FLOAT_RE).to_numpy(zero_copy_only=False)
+    row = _first_invalid(ok)
+    if row is not None:
+        raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a "
+                        "number (FLOAT32)")
     stripped = pc.utf8_trim_whitespace(col)
+    texts = stripped.to_numpy(zero_copy_only=False)
     try:
         doubles = pc.cast(stripped, pa.float64()).to_numpy()
-    except pa.ArrowInvalid:
-        for row, value in enumerate(stripped.to_pylist()):
-            try:
-                float(value)
-            except ValueError:
-                raise DataError(f"{_where(source, row, name)}: {value!r} is not a number "
-                                "(FLOAT32)") from None
-        raise
-    return fix_float32_rounding(stripped.to_numpy(zero_copy_only=False), doubles)
+    except pa.ArrowInvalid:  # ASCII decimal text that pyarrow cannot read: Python can
+        doubles = np.array([float(t) for t in texts], dtype=np.float64)
+    singles = fix_float32_rounding(texts, doubles)
+    inf = np.isinf(singles)
+    if inf.any():
+        written = pc.match_substring_regex(stripped, _INF_RE).to_numpy(zero_copy_only=False)
+        row = _first_invalid(~inf | written)
+        if row is not None:
+            _out_of_float32(source, row, name, excerpt(texts[row]))
+    return singles
+
+
+#: The largest finite FLOAT32.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _out_of_float32(source: str, row: int, name: str, value: str):
+    raise DataError(f"{_where(source, row, name)}: {value} is beyond the range of FLOAT32 "
+                    f"(±{FLOAT32_MAX:.8g}); write inf for an infinity")
 
 
 def _in_range(values: np.ndarray, ty) -> np.ndarray:
@@ -327,12 +553,13 @@ def _in_range(values: np.ndarray, ty) -> np.ndarray:
     return (values >= lo) & (values <= hi)
 
 
-def _first_out_of_range(col: pa.Array, ty) -> int:
+def _first_out_of_range(texts: list[str], ty) -> int | None:
     lo, hi = ty.range
-    for row, text in enumerate(col.to_pylist()):
-        if not lo <= int(text) <= hi:
+    for row, text in enumerate(texts):
+        # more digits than any 64-bit value has is out of range (and beyond int()'s limit)
+        if len(text.lstrip("-").lstrip("0")) > 24 or not lo <= int(text) <= hi:
             return row
-    raise AssertionError("no value out of range")
+    return None
 
 
 def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndarray:
@@ -350,7 +577,13 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndar
     if isinstance(ty, BoolType) and pa.types.is_boolean(t):
         return col.to_numpy(zero_copy_only=False).astype(bool)
     if isinstance(ty, Float32Type) and pa.types.is_floating(t):
-        return col.to_numpy().astype(np.float32)
+        values = col.to_numpy()
+        with np.errstate(over="ignore"):
+            singles = values.astype(np.float32)
+        row = _first_invalid(np.isfinite(singles) | ~np.isfinite(values))
+        if row is not None:
+            _out_of_float32(source, row, name, str(values[row]))
+        return singles
     if isinstance(ty, Float32Type | BoolType | UIntType | IntType) and pa.types.is_integer(t):
         if isinstance(ty, Float32Type):
             return col.to_numpy().astype(np.float32)
