@@ -35,7 +35,10 @@ from .link.protocol import (
     fields_size,
 )
 
-__all__ = ["BoardResult", "LinkError", "NoBoardError", "UartBoard"]
+__all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard"]
+
+#: The longest ``--timeout`` (a day): what a silent board is waited for.
+MAX_TIMEOUT = 86400.0
 
 #: Tuples per TUPLES frame by default (fewer when the board's buffer is small).
 FRAME_TUPLES = 16
@@ -49,6 +52,11 @@ class LinkError(NfacepError):
 
 class NoBoardError(LinkError):
     """Nothing (or not the expected engine) answers on the serial port."""
+
+
+class PortError(UsageError):
+    """The serial port cannot be opened (no such device, busy, not allowed, a bad URL): a
+    mistake to fix before running (exit 2), unlike a board that does not answer."""
 
 
 @dataclass
@@ -83,8 +91,8 @@ def open_port(port: str, baud: int):
         raise UsageError("`nfacep run` needs pyserial: pip install pyserial") from None
     try:
         return serial.serial_for_url(port, baudrate=baud, timeout=0.01, write_timeout=5)
-    except (serial.SerialException, ValueError, OSError) as exc:
-        raise NoBoardError(f"cannot open the serial port {port}: {exc}") from None
+    except (serial.SerialException, ValueError, OverflowError, OSError) as exc:
+        raise PortError(f"cannot open the serial port {port}: {exc}") from None
 
 
 class _Session:
@@ -208,8 +216,9 @@ class UartBoard:
 
     def __init__(self, port: str, *, baud: int = 115200, timeout: float = 5.0,
                  frame_tuples: int | None = None, serial_port=None, progress=None):
-        if timeout <= 0:
-            raise UsageError("--timeout must be positive")
+        if not 0 < timeout <= MAX_TIMEOUT:  # NaN and infinity included
+            raise UsageError(f"--timeout must be a positive number of seconds, at most "
+                             f"{MAX_TIMEOUT}")
         if frame_tuples is not None and frame_tuples < 1:
             raise UsageError("--frame-tuples must be at least 1")
         self.port = port

@@ -3,8 +3,12 @@ of ``nfacep.commands``)."""
 
 from __future__ import annotations
 
+import os
+
 from nfacep import params
 from nfacep.cli import Command, load_query
+from nfacep.errors import UsageError
+from nfacep.output import check_outputs
 
 __all__ = ["Verilog"]
 
@@ -27,6 +31,12 @@ class Verilog(Command):
         from .engine import write_verilog
 
         engine = params.from_args(args)
+        # before the engine is elaborated: both files can be written, neither is the query
+        sidecar_path = os.path.splitext(args.output)[0] + ".json"
+        if args.output and os.path.abspath(sidecar_path) == os.path.abspath(args.output):
+            raise UsageError(f"-o {args.output}: the sidecar would be written over the Verilog; "
+                             "name the Verilog file .v")
+        check_outputs([args.output, sidecar_path], [args.query], what="-o")
         nfa = load_query(args.query)
         sidecar = write_verilog(nfa, args.output, engine, name=args.top)
         print(f"wrote {args.output} (module {sidecar['top']}: tuple "

@@ -12,12 +12,11 @@ and the command line's handling of them from :func:`run_files`.
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 from . import tuples as tuples_mod
-from .errors import UsageError
 from .nfa import Nfa
+from .output import check_outputs, summary_path
 from .params import EngineParams
 from .result import Result, write
 
@@ -45,13 +44,13 @@ def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
     return data
 
 
-def check_output(path: str | None) -> None:
-    """A UsageError, before any work, when ``path`` could not be written (no such folder)."""
+def check_output(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
+    """A UsageError, before any work, when the match file ``path`` or its summary could not
+    be written (no such folder, a read-only one, a folder in their place) or is one of the
+    ``inputs`` (the tuple file, the query file), also through a link."""
     if path is None:
         return
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UsageError(f"{path}: the folder {folder} does not exist")
+    check_outputs([path, summary_path(path)], inputs)
 
 
 def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output: str | None,
@@ -59,7 +58,7 @@ def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output
     """What ``nfacep match``, ``sim`` and ``run`` do with their back-end: read ``input`` (a
     path, or tuples already read), run the back-end, write ``output`` (the match file and its
     summary; nothing when None), then raise the result's failure, if any."""
-    check_output(output)
+    check_output(output, (query_file, input if isinstance(input, str) else None))
     if isinstance(input, tuples_mod.Tuples):
         data, source = input, input.source
     else:

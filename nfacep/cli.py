@@ -11,6 +11,8 @@ the entry points when the parser is built.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from importlib import metadata
 
@@ -18,7 +20,7 @@ from . import NfacepError, QueryError, compile_file, params
 from .backend import run_files
 from .errors import UsageError
 from .nfa import Nfa
-from .output import atomic_write
+from .output import atomic_write, check_outputs
 from .result import report
 
 __all__ = ["ENTRY_POINTS", "Command", "add_io_arguments", "load_query", "main"]
@@ -117,8 +119,9 @@ class Explain(Command):
                 print(f"  {var}: {'true (not defined)' if pred is None else render(pred)}")
         print()
         print(nfa.dump())
-        if args.dot:
-            with atomic_write(args.dot) as f:
+        if args.dot is not None:
+            check_outputs([args.dot], [args.query], what="--dot")
+            with atomic_write(args.dot, what="--dot") as f:
                 f.write(nfa.dot())
             print(f"\nwrote {args.dot}")
         return 0
@@ -188,20 +191,53 @@ def _parser(found: list[Command]) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    found = commands()
-    args = _parser(found).parse_args(argv)
-    command = next(c for c in found if c.name == args.command)
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is, so that cleanups run (temporary files go)."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _signals():
+    """SIGTERM raises :class:`Terminated` (SIGINT already raises KeyboardInterrupt) for the
+    duration; the previous handler is restored after."""
     try:
-        return command.run(args)
-    except QueryError as err:
-        print(err.render(), file=sys.stderr)
-        return 2
-    except NfacepError as err:
-        print(f"nfacep: {err.render()}", file=sys.stderr)
-        return err.exit_code
-    except BrokenPipeError:
-        return 1
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command. Exit status: 0 success, 1 a wrong or incomplete result, 2 something
+    to fix first; Ctrl-C (SIGINT) 130 and SIGTERM 143, with one line on stderr and no output
+    file or temporary file left behind."""
+    with _signals():
+        try:
+            found = commands()
+            args = _parser(found).parse_args(argv)
+            command = next(c for c in found if c.name == args.command)
+            return command.run(args)
+        except QueryError as err:
+            print(err.render(), file=sys.stderr)
+            return 2
+        except NfacepError as err:
+            print(f"nfacep: {err.render()}", file=sys.stderr)
+            return err.exit_code
+        except BrokenPipeError:
+            return 1
+        except KeyboardInterrupt:
+            print("nfacep: interrupted", file=sys.stderr)
+            return 130
+        except Terminated:
+            print("nfacep: terminated", file=sys.stderr)
+            return 143
 
 
 if __name__ == "__main__":

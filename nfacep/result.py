@@ -15,6 +15,7 @@ Engines that emit match records (:class:`nfacep.wire.Record`) build their result
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .nfa import Nfa
-from .output import atomic_write, summary_path, write_json
+from .output import atomic_files, summary_path
 from .params import EngineParams
 from .tuples import Tuples, format_value
 from .wire import Record, field_text, raw_column
@@ -164,13 +165,16 @@ def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[str | No
 def write(result: Result, output: str, *, query_file: str | None = None,
           input: str | None = None) -> None:
     """Write the match CSV (``seq,query,partition``) to ``output`` and the summary beside it
-    (:func:`nfacep.output.summary_path`), each whole or not at all."""
-    with atomic_write(output, newline="") as f:
+    (:func:`nfacep.output.summary_path`): both or neither (a summary that cannot be written
+    leaves the match file as it was)."""
+    summary = result.summary(query_file=query_file, input=input)
+    with atomic_files([output, summary_path(output)], newline="") as (f, g):
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["seq", "query", "partition"])
         for seq, name, part in result.matches:
             w.writerow([seq, name, "" if part is None else part])
-    write_json(summary_path(output), result.summary(query_file=query_file, input=input))
+        json.dump(summary, g, indent=2)
+        g.write("\n")
 
 
 def report(result: Result, output: str | None, *, out=None, err=None) -> None:

@@ -44,6 +44,7 @@ import pyarrow as pa
 import nfacep
 from nfacep import reference
 from nfacep.errors import NfacepError, UsageError
+from nfacep.output import probe_folder
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
 from nfacep.tuples import from_table
@@ -148,10 +149,9 @@ def _check_weights(options: Options, schema) -> None:
 def _check_out(out: str, overwrite: bool) -> None:
     path = os.path.abspath(out)
     parent = os.path.dirname(path)
-    if not os.path.isdir(parent):
-        raise UsageError(f"--out {out}: the folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--out {out}: cannot write in {parent}")
+    # tried, not asked (os.access): root passes any permission check, and a read-only or
+    # pseudo file system is found only by writing; before Spark starts
+    probe_folder(parent, f"--out {out}")
     if os.path.lexists(path):
         if not os.path.isdir(path):
             raise UsageError(f"--out {out}: exists and is not a folder")

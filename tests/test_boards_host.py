@@ -122,10 +122,12 @@ def test_no_board_answers(tmp_path, capsys):
 
 
 def test_port_that_does_not_exist(tmp_path, capsys):
+    # a port that cannot be opened is a mistake to fix (exit 2), not a failed run (1)
     assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", str(tmp_path / "ttyNONE"),
                     "--input", str(QUERIES / "marathon.csv"),
-                    "--output", str(tmp_path / "m.csv")]) == 1
+                    "--output", str(tmp_path / "m.csv")]) == 2
     assert "cannot open the serial port" in capsys.readouterr().err
+    assert not (tmp_path / "m.csv").exists()
 
 
 def test_board_with_another_engine(tmp_path, capsys):
