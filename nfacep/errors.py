@@ -65,20 +65,45 @@ class QueryError(NfacepError):
 
     def render(self) -> str:
         prefix = "" if self.severity == "error" else f"{self.severity}: "
+        message = _printable(self.message)
         if self.pos is None:
-            return f"{self.filename}: {prefix}{self.message}"
-        head = f"{self.filename}:{self.pos.line}:{self.pos.column}: {prefix}{self.message}"
+            return f"{self.filename}: {prefix}{message}"
+        head = f"{self.filename}:{self.pos.line}:{self.pos.column}: {prefix}{message}"
         if self.source is None:
             return head
         lines = self.source.splitlines()
         if not 1 <= self.pos.line <= len(lines):
             return head
-        text = lines[self.pos.line - 1].expandtabs(1)
-        caret = " " * (max(self.pos.column, 1) - 1) + "^"
+        text, column = _excerpt(lines[self.pos.line - 1], max(self.pos.column, 1))
+        caret = " " * (column - 1) + "^"
         return f"{head}\n    {text}\n    {caret}"
 
     def __str__(self) -> str:
         return self.render()
+
+
+#: Widest source line shown under an error: a longer one is cut around the column.
+EXCERPT_WIDTH = 100
+
+
+def _printable(text: str) -> str:
+    return "".join(ch if ch.isprintable() else " " if ch == "\t" else "?" for ch in text)
+
+
+def _excerpt(line: str, column: int) -> tuple[str, int]:
+    """The part of ``line`` shown under a message and the caret's column in it: at most
+    EXCERPT_WIDTH characters around ``column``, control characters shown as '?' so that
+    nothing in a file can drive the terminal."""
+    line = _printable(line)
+    if len(line) <= EXCERPT_WIDTH:
+        return line, column
+    start = max(0, min(column - 1 - EXCERPT_WIDTH // 2, len(line) - EXCERPT_WIDTH))
+    text = line[start:start + EXCERPT_WIDTH]
+    if start > 0:
+        text = "…" + text[1:]
+    if start + EXCERPT_WIDTH < len(line):
+        text = text[:-1] + "…"
+    return text, column - start
 
 
 class DataError(NfacepError):
