@@ -47,6 +47,7 @@ __all__ = [
     "Unsupported",
     "Var",
     "Wildcard",
+    "children",
     "dump",
 ]
 
@@ -278,6 +279,24 @@ class Query:
 class File:
     streams: tuple[CreateStream, ...]
     queries: tuple[Query, ...]
+    #: just after the file's last non-blank character: where a missing statement belongs
+    end: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+def children(node: Pattern | Expr) -> tuple[Pattern | Expr, ...]:
+    """The sub-patterns or sub-expressions of a node, in source order."""
+    match node:
+        case Seq(items) | Alt(items) | Permute(items) | Logical(_, items) | Call(_, items):
+            return items
+        case Repeat(child) | Exclusion(child) | Neg(child) | Not(child):
+            return (child,)
+        case BinOp(_, left, right) | Compare(_, left, right):
+            return (left, right)
+        case Between(operand, low, high):
+            return (operand, low, high)
+        case InList(operand, items):
+            return (operand, *items)
+    return ()
 
 
 # --- dumps ----------------------------------------------------------------------------------

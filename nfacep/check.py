@@ -8,6 +8,9 @@ not raised.
 
 from __future__ import annotations
 
+import functools
+import math
+import re
 from dataclasses import dataclass
 
 from . import ast
@@ -16,7 +19,7 @@ from .errors import QueryError, SourcePos
 from .types import BoolType, EnumType, Float32Type
 from .values import decimal_to_float32
 
-__all__ = ["CheckedQuery", "Program", "Schema", "check"]
+__all__ = ["CheckedQuery", "Program", "Schema", "call_error", "check"]
 
 
 @dataclass(frozen=True)
@@ -27,10 +30,11 @@ class Schema:
     fields: tuple[ast.FieldDecl, ...]
 
     def field(self, name: str) -> ast.FieldDecl | None:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        return None
+        return self._by_name.get(name)
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, ast.FieldDecl]:
+        return {f.name: f for f in self.fields}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -69,17 +73,23 @@ _MATCH_FUNCTIONS = {"CLASSIFIER", "MATCH_NUMBER", "RUNNING", "FINAL"}
 
 
 def _reject_call(call: ast.Call) -> QueryError:
-    if call.name in _NAVIGATION:
+    return call_error(call.name, call.pos)
+
+
+def call_error(name: str, pos: SourcePos | None) -> QueryError:
+    """The error for a call of function ``name`` (upper case): none is supported, and the
+    ones SQL has are rejected with the reason."""
+    if name in _NAVIGATION:
         why = ("navigates to another row; the hardware evaluates each predicate on the current "
                "tuple alone")
-    elif call.name in _AGGREGATES:
+    elif name in _AGGREGATES:
         why = ("is an aggregate over the rows of a match; the NFA keeps one bit per state, "
                "not running values")
-    elif call.name in _MATCH_FUNCTIONS:
+    elif name in _MATCH_FUNCTIONS:
         why = "needs to know how a match was bound, which the NFA does not keep"
     else:
         why = "is not a known function; predicates use comparisons, +, -, AND, OR, NOT"
-    return QueryError(f"{call.name}() is not supported: it {why}", call.pos)
+    return QueryError(f"{name}() is not supported: it {why}", pos)
 
 
 class _Checker:
@@ -103,7 +113,7 @@ class _Checker:
             streams[s.name] = s
         if not self.file.queries:
             raise QueryError("the file holds no query (QUERY … PATTERN … or SELECT … "
-                             "MATCH_RECOGNIZE (…))", None)
+                             "MATCH_RECOGNIZE (…))", self.file.end or SourcePos(1, 1))
         names: dict[str, ast.Query] = {}
         checked = []
         first_stream = first_partition = None
@@ -324,7 +334,7 @@ class _Checker:
         if lk == "float" and rk in ("float", "declit", "intlit"):
             if rk != "float":
                 text = rv.text if rk == "declit" else str(rv.value)
-                rv = P.Const(float(decimal_to_float32(text)), "float")
+                rv = P.Const(self._float32(text, rside), "float")
             return P.Cmp(op, lv, rv, "float")
         if lk == "enum":
             if op not in ("=", "<>"):
@@ -344,12 +354,36 @@ class _Checker:
             return P.Cmp(op, lv, rv, "bool")
         raise QueryError(f"cannot compare {_kind_text(lk, lv)} with {_kind_text(rk, rv)}", c.pos)
 
+    def _float32(self, text: str, where: ast.Expr) -> float:
+        """A constant rounded to FLOAT32, with a warning when it is out of FLOAT32's range:
+        rounded to an infinity, or a non-zero constant to zero."""
+        value = float(decimal_to_float32(text))
+        mantissa = re.split("[eE]", text)[0]
+        if math.isinf(value):
+            self.warnings.append(QueryError(
+                f"{_short(text)} is beyond the range of FLOAT32 (its largest finite value is "
+                f"{_FLT_MAX}) and is rounded to {'-' if value < 0 else ''}inf", where.pos,
+                severity="warning"))
+        elif value == 0 and re.search("[1-9]", mantissa):
+            self.warnings.append(QueryError(
+                f"{_short(text)} is closer to 0 than the smallest FLOAT32 ({_FLT_TINY}) and is "
+                "rounded to 0", where.pos, severity="warning"))
+        return value
+
     def _fits(self, left: P.PExpr, right: P.PExpr, rside: ast.Expr) -> None:
         if isinstance(left, P.FieldRef) and isinstance(right, P.Const):
             lo, hi = left.type.range
             if not lo <= right.value <= hi:
                 raise QueryError(f"constant {right.value} does not fit field '{left.name}' "
                                  f"{left.type} ({lo}..{hi})", rside.pos)
+
+
+_FLT_MAX = "3.4028235e+38"
+_FLT_TINY = "1e-45"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 30 else f"{text[:12]}…{text[-8:]} ({len(text)} characters)"
 
 
 def _kind_text(kind: str, value=None) -> str:
