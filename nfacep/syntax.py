@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark import Lark, Token, Transformer_NonRecursive, v_args
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
 from . import ast
 from .errors import QueryError, SourcePos
+from .params import MAX_STATES
 from .types import BoolType, EnumType, Float32Type, IntType, UIntType
 
-__all__ = ["MAX_NESTING", "parse"]
+__all__ = ["MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "parse"]
 
-#: Deepest nesting of parentheses accepted, like regex-syntax's nest limit: deeper input is
-#: rejected before parsing so no later recursive pass can overflow the stack.
+#: Deepest nesting accepted, like regex-syntax's nest limit: parentheses (counted on the
+#: lexer's tokens, so comments and strings do not count) and the levels of a pattern or
+#: condition (every operator inside another: NOT, unary minus, each '+' or '-' of a chain,
+#: quantifiers, PERMUTE). Deeper input is rejected while parsing, so that no later pass, all of
+#: which walk the tree recursively, can overflow the stack.
 MAX_NESTING = 100
+
+#: Most tokens (names, numbers, operators, punctuation) in one file, comments excluded: keeps
+#: checking any accepted file well under a second.
+MAX_TOKENS = 20_000
+
+#: Largest magnitude of an integer literal. Fields are at most 64 bits; a larger constant can
+#: only matter in a sum of very many fields.
+MAX_INT_LITERAL = (1 << 128) - 1
 
 _parser = Lark.open("grammar.lark", rel_to=__file__, parser="lalr", propagate_positions=True,
                     maybe_placeholders=True)
@@ -43,47 +62,20 @@ def _pos(meta_or_token) -> SourcePos:
     return SourcePos(meta_or_token.line, meta_or_token.column)
 
 
-def _check_nesting(text: str) -> None:
-    depth = 0
-    line, col = 1, 1
-    in_string = in_comment = False
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if in_comment:
-            if ch == "\n":
-                in_comment = False
-        elif in_string:
-            if ch == "'":
-                in_string = False
-        elif ch == "'":
-            in_string = True
-        elif text.startswith("--", i):
-            in_comment = True
-        elif ch == "(":
-            depth += 1
-            if depth > MAX_NESTING:
-                raise QueryError(f"nesting deeper than {MAX_NESTING} levels of parentheses",
-                                 SourcePos(line, col))
-        elif ch == ")":
-            depth -= 1
-        if ch == "\n":
-            line, col = line + 1, 1
-        else:
-            col += 1
-        i += 1
-
-
 def _unquote(token: str) -> str:
     return token[1:-1].replace("''", "'")
 
+
+_MEASURES_WHY = ("measures need values from several rows of a match, which the per-tuple "
+                 "hardware does not keep; matches are reported as (seq, query, partition)")
 
 _QUANT = re.compile(r"(\*|\+|\?|\{\s*(\d*)\s*(,\s*(\d*)\s*)?\})(\?)?")
 
 
 @v_args(inline=True)
-class _ToAst(Transformer):
-    """Builds AST nodes only; no checking beyond what the node shapes require."""
+class _ToAst(Transformer_NonRecursive):
+    """Builds AST nodes only; no checking beyond what the node shapes require. Iterative, so
+    the depth of the parse tree cannot overflow the stack."""
 
     def __init__(self):
         super().__init__(visit_tokens=False)
@@ -154,10 +146,7 @@ class _ToAst(Transformer):
 
     @v_args(meta=True, inline=True)
     def measures_clause(self, meta, kw, *measures):
-        return ("unsupported", ast.Unsupported(
-            "MEASURES", "measures need values from several rows of a match, which the "
-            "per-tuple hardware does not keep; matches are reported as (seq, query, partition)",
-            pos=_pos(kw)))
+        return ("unsupported", ast.Unsupported("MEASURES", _MEASURES_WHY, pos=_pos(kw)))
 
     def measure(self, *args):
         return None
@@ -237,8 +226,8 @@ class _ToAst(Transformer):
         else:
             if not lo_text and not (comma and hi_text):
                 raise QueryError(f"quantifier {op} needs a count", pos)
-            lo = int(lo_text) if lo_text else 0
-            hi = lo if comma is None else (int(hi_text) if hi_text else None)
+            lo = _count(lo_text, op, pos) if lo_text else 0
+            hi = lo if comma is None else (_count(hi_text, op, pos) if hi_text else None)
             if hi is not None and hi < lo:
                 raise QueryError(f"quantifier {op}: the maximum {hi} is below the minimum {lo}",
                                  pos)
@@ -322,7 +311,7 @@ class _ToAst(Transformer):
         return ast.Column(str(second), qualifier=str(first), pos=_pos(first))
 
     def int_lit(self, token):
-        return ast.IntLit(int(str(token), 0), pos=_pos(token))
+        return ast.IntLit(_integer(token), pos=_pos(token))
 
     def dec_lit(self, token):
         return ast.DecLit(str(token), pos=_pos(token))
@@ -338,11 +327,39 @@ class _ToAst(Transformer):
 
 
 def _width_type(cls, kw, width):
-    n = int(str(width))
-    if not 1 <= n <= 64:
-        raise QueryError(f"{str(kw).upper()}({n}): the width must be between 1 and 64 bits",
-                         _pos(width))
-    return cls(n)
+    digits = str(width).lstrip("0") or "0"
+    if len(digits) > 2 or not 1 <= int(digits) <= 64:
+        shown = digits if len(digits) <= 20 else f"{digits[:8]}… ({len(digits)} digits)"
+        raise QueryError(f"{str(kw).upper()}({shown}): the width must be between 1 and 64 "
+                         "bits", _pos(width))
+    return cls(int(digits))
+
+
+def _count(text: str, op: str, pos: SourcePos) -> int:
+    """A quantifier's bound: at most the states of one engine, since every copy of an operand
+    that can match a tuple is at least one state (and copies of one that cannot are useless)."""
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_STATES)) or int(digits) > MAX_STATES:
+        shown = digits if len(digits) <= 20 else f"of {len(digits)} digits"
+        op = op if len(op) <= 24 else op[:12] + "…}"
+        raise QueryError(f"quantifier {op}: a count {shown} is more than the limit of "
+                         f"{MAX_STATES}, the states of one engine (each copy of the operand is "
+                         "at least one state)", pos)
+    return int(digits)
+
+
+def _integer(token: Token) -> int:
+    """An integer literal: decimal (leading zeros allowed, as in SQL) or 0x hexadecimal."""
+    text = str(token)
+    if token.type == "HEX_NUM":
+        digits, base, most = text[2:].lstrip("0") or "0", 16, 32
+    else:
+        digits, base, most = text.lstrip("0") or "0", 10, len(str(MAX_INT_LITERAL))
+    if len(digits) > most or int(digits, base) > MAX_INT_LITERAL:
+        raise QueryError(f"integer literal of {len(digits)} digits is too large: integer "
+                         "literals are at most 2^128 - 1 (39 decimal digits); fields are at "
+                         "most 64 bits", _pos(token))
+    return int(digits, base)
 
 
 def _build_query(meta, clauses, *, form):
@@ -375,20 +392,79 @@ def _build_query(meta, clauses, *, form):
 
 
 def parse(text: str, filename: str = "<query>") -> ast.File:
-    """Parse a query file; raises :class:`QueryError` with the position of the first error."""
+    """Parse a query file; raises :class:`QueryError` with the position of the first error.
+
+    A byte-order mark at the start is skipped, as spreadsheets and some editors write one.
+    """
+    text = strip_bom(text)
     try:
-        _check_nesting(text)
-        tree = _parser.parse(text)
-        return _ToAst().transform(tree)
+        tree = _parse_tree(text)
+        file = _ToAst().transform(tree)
+        _check_depth(file)
     except QueryError as err:
         raise err.located(text, filename) from None
-    except UnexpectedInput as err:
-        raise _syntax_error(err, text).located(text, filename) from None
-    except Exception as err:  # lark wraps errors raised inside the transformer
-        inner = getattr(err, "orig_exc", None)
-        if isinstance(inner, QueryError):
-            raise inner.located(text, filename) from None
+    except VisitError as err:  # lark wraps errors raised inside the transformer
+        if isinstance(err.orig_exc, QueryError):
+            raise err.orig_exc.located(text, filename) from None
         raise
+    return dataclasses.replace(file, end=_end_of(text))
+
+
+def strip_bom(text: str) -> str:
+    """``text`` without a leading UTF-8 byte-order mark."""
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+# Bracket tokens counted by the nesting limit: '(' and '{-', ')' and '-}'.
+_OPEN = {"LPAR", "__ANON_0"}
+_CLOSE = {"RPAR", "__ANON_1"}
+
+
+def _parse_tree(text: str):
+    """Lex and parse, counting tokens and bracket depth on the lexer's tokens as they come."""
+    parser = _parser.parse_interactive(text)
+    seen: list[Token] = []
+    depth = 0
+    try:
+        for token in parser.iter_parse():
+            if len(seen) >= MAX_TOKENS:
+                raise QueryError(f"the file has more than {MAX_TOKENS} tokens (names, numbers, "
+                                 "operators), more than nfacep accepts in one file",
+                                 _pos(token))
+            seen.append(token)
+            if token.type in _OPEN:
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise QueryError(f"nesting deeper than {MAX_NESTING} levels of parentheses",
+                                     _pos(token))
+            elif token.type in _CLOSE:
+                depth -= 1
+        return parser.feed_eof(seen[-1] if seen else None)
+    except UnexpectedInput as err:
+        if seen and seen[-1] is getattr(err, "token", None):
+            seen.pop()
+        raise _syntax_error(err, text, seen) from None
+
+
+def _check_depth(file: ast.File) -> None:
+    """Reject a pattern or condition with more than MAX_NESTING operators inside each other."""
+    roots = []
+    for q in file.queries:
+        roots.append(q.pattern)
+        roots.extend(d.expr for d in q.defines)
+    for root in roots:
+        stack = [(root, 0)]
+        while stack:
+            node, depth = stack.pop()
+            kids = ast.children(node)
+            if not kids:
+                continue
+            if depth == MAX_NESTING:
+                raise QueryError(
+                    f"nested deeper than {MAX_NESTING} levels: a pattern or condition may nest "
+                    f"at most {MAX_NESTING} operators inside each other (a chain of n '+' or "
+                    "'-' is n levels)", node.pos)
+            stack.extend((k, depth + 1) for k in reversed(kids))
 
 
 def _end_of(text: str) -> SourcePos:
@@ -398,8 +474,34 @@ def _end_of(text: str) -> SourcePos:
     return SourcePos(line, len(body) - (body.rfind("\n") + 1) + 1)
 
 
-def _syntax_error(err: UnexpectedInput, text: str) -> QueryError:
+_STATEMENT_STARTS = {"QUERY", "SELECT", "CREATE"}
+_TYPE_TOKENS = {"UINT", "INT_KW", "BOOL", "BOOLEAN", "ENUM", "FLOAT32"}
+_TYPES = "UINT(n), INT(n), BOOL, ENUM('a', 'b', …) or FLOAT32"
+# The clause keywords that say which part of a query an error is in.
+_CLAUSES = {"PATTERN", "DEFINE", "MEASURES", "SUBSET", "ONE", "ALL", "AFTER", "PARTITION",
+            "ORDER", "SEMICOLON", "CREATE"}
+_STRING_MATCHING = ("string matching is not supported: conditions compare fields (UINT, INT, "
+                    "BOOL, ENUM, FLOAT32) with constants; test an ENUM with = or IN ('a', 'b')")
+# SQL words a user may try that are not in the language, with what to do instead.
+_UNSUPPORTED_WORDS = {
+    "LIKE": _STRING_MATCHING, "ILIKE": _STRING_MATCHING, "SIMILAR": _STRING_MATCHING,
+    "REGEXP": _STRING_MATCHING, "RLIKE": _STRING_MATCHING, "GLOB": _STRING_MATCHING,
+    "IS": ("IS (NULL, TRUE, …) is not supported: tuples have no NULLs; a BOOL field is a "
+           "condition by itself, or compare it with = TRUE"),
+    "CASE": "CASE is not supported: conditions use comparisons, +, -, AND, OR, NOT",
+    "CAST": "CAST is not supported: constants are converted to the field's type",
+    "WITHIN": "time windows (WITHIN) are not supported yet",
+}
+_OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
+
+
+def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> QueryError:
+    """The message for a parse error, knowing the tokens read before it: unsupported SQL is
+    recognised by name before falling back to "unexpected …, expected …"."""
     pos = SourcePos(err.line, err.column) if err.line > 0 else None
+    known = _recognise(err, before)
+    if known is not None:
+        return known
     if isinstance(err, UnexpectedCharacters):
         return QueryError(f"unexpected character {err.char!r}", pos)
     if isinstance(err, UnexpectedEOF):
@@ -410,26 +512,73 @@ def _syntax_error(err: UnexpectedInput, text: str) -> QueryError:
     if token.type == "$END":
         return QueryError(f"unexpected end of file, expected {_describe(err.expected)}",
                           _end_of(text))
-    before = _word_before(text, token.start_pos)
-    if before is not None and before[0].upper() in _STATEMENT_STARTS:
-        word, at = before
+    word = before[-1] if before else None
+    if word is not None and str(word).upper() in _STATEMENT_STARTS:
         return QueryError(f"'{word}' starts a new statement here: is a ';' missing before it?",
-                          at)
+                          _pos(word))
     return QueryError(f"unexpected {str(token)!r}, expected {_describe(err.expected)}", pos)
 
 
-_STATEMENT_STARTS = {"QUERY", "SELECT", "CREATE"}
+def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
+    """A specific message for a mistake made often, or None."""
+    token = getattr(err, "token", None)
+    prev = before[-1] if before else None
+    clause = next((t.type for t in reversed(before) if t.type in _CLAUSES), None)
+    in_condition = clause in ("DEFINE", "MEASURES")
+    # CREATE TABLE, CREATE VIEW, …
+    if prev is not None and prev.type == "CREATE" and token is not None \
+            and token.type not in ("STREAM", "$END"):
+        return QueryError(f"CREATE {str(token).upper()} is not supported: a query file "
+                          "declares its input with CREATE STREAM name (field TYPE, …)",
+                          _pos(prev))
+    # a type: INT without its width, INTEGER, UINT8, BIGINT, VARCHAR(n), …
+    if prev is not None and prev.type in ("UINT", "INT_KW") and token is not None:
+        kw = str(prev).upper()
+        if token.type in ("NAME", "INT_NUM") and token.start_pos == prev.end_pos:
+            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}",
+                              _pos(prev))
+        return QueryError(f"{kw} needs a width: write {kw}(n), with n from 1 to 64", _pos(prev))
+    expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or set()
+    if token is not None and token.type == "NAME" and set(expected) >= _TYPE_TOKENS:
+        return QueryError(f"unknown type '{token}': the types are {_TYPES}", _pos(token))
+    # inside MEASURES, whatever its expressions are, the clause itself is the problem
+    if clause == "MEASURES":
+        kw = next(t for t in reversed(before) if t.type == "MEASURES")
+        return QueryError(f"MEASURES is not supported: {_MEASURES_WHY}", _pos(kw))
+    # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
+    if in_condition:
+        call = _open_call(before)
+        if call is not None:
+            from .check import call_error  # the checker owns the reasons
+
+            return call_error(str(call).upper(), _pos(call))
+    # a SQL word that is not in the language: the unexpected word or the one before it
+    for word in (token, prev):
+        if word is not None and word.type == "NAME" \
+                and str(word).upper() in _UNSUPPORTED_WORDS:
+            return QueryError(_UNSUPPORTED_WORDS[str(word).upper()], _pos(word))
+    char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
+    if char is None and in_condition and token is not None and str(token) == "*":
+        char = "*"
+    if char in _OPERATOR_CHARS:
+        pos = SourcePos(err.line, err.column)
+        return QueryError(f"unexpected character {char!r}: '{char}' is not an operator of the "
+                          "language (conditions use comparisons, +, -, AND, OR, NOT)", pos)
+    return None
 
 
-def _word_before(text: str, offset: int | None):
-    """The identifier-like word ending just before ``offset`` (skipping blanks), with its
-    position."""
-    if offset is None:
-        return None
-    words = list(re.finditer(r"[A-Za-z_][A-Za-z0-9_]*", text[:offset]))
-    m = words[-1] if words else None
-    if m is None or text[m.end():offset].strip():
-        return None
-    line = text.count("\n", 0, m.start()) + 1
-    column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
-    return m.group(), SourcePos(line, column)
+def _open_call(before: list[Token]) -> Token | None:
+    """The function name before the innermost parenthesis still open, if it is one."""
+    depth = 0
+    for i in range(len(before) - 1, 0, -1):
+        t = before[i]
+        if t.type in ("RPAR", "SEMICOLON"):
+            if t.type == "SEMICOLON":
+                return None
+            depth += 1
+        elif t.type == "LPAR":
+            if depth == 0:
+                name = before[i - 1]
+                return name if name.type == "NAME" else None
+            depth -= 1
+    return None
