@@ -23,9 +23,15 @@ from .check import Program
 from .errors import QueryError
 from .params import MAX_STATES
 
-__all__ = ["Nfa", "Predicate", "QueryNfa", "State", "build"]
+__all__ = ["MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
 
 START = -1  # the paper's '1' in an activation set: active by default
+_START = frozenset({START})
+
+#: Activation wires of one engine, all its queries together: each is an input of a state's OR
+#: in the gateware (the '1' of a start state included). Keeps wiring fast and its memory small;
+#: an engine near the limit is already far beyond the largest FPGA boards nfacep targets.
+MAX_WIRES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -118,30 +124,50 @@ class Nfa:
 
 # --- expansion of counted repetition and PERMUTE ----------------------------------------------
 
-def _size(p: ast.Pattern) -> int:
-    """Number of leaves after expansion (may be huge; computed without expanding)."""
+_SHOWN = 10**12  # state counts up to this are shown exactly in the error
+
+
+def _size(p: ast.Pattern, cap: int = MAX_STATES + 1) -> int:
+    """Number of leaves after expansion, computed without expanding and saturated at ``cap``
+    (so that PERMUTE of many items or nested counts cost nothing to measure)."""
     match p:
         case ast.Var() | ast.Wildcard():
             return 1
         case ast.Empty():
             return 0
         case ast.Seq(items) | ast.Alt(items):
-            return sum(_size(i) for i in items)
+            total = 0
+            for i in items:
+                total = min(cap, total + _size(i, cap))
+            return total
         case ast.Permute(items):
-            n = len(items)
-            return sum(_size(i) for i in items) * _factorial_over(n)
+            # each item appears once in each of the n! orders
+            total = 0
+            for i in items:
+                total = min(cap, total + _size(i, cap))
+            for k in range(2, len(items) + 1):
+                if total == 0 or total >= cap:
+                    break
+                total = min(cap, total * k)
+            return total
         case ast.Repeat(child, lo, hi):
             copies = max(lo, 1) if hi is None else hi
-            return _size(child) * copies
+            return min(cap, _size(child, cap) * copies)
     raise TypeError(p)
 
 
-def _factorial_over(n: int) -> int:
-    # each item appears once in each of n! orders
-    f = 1
-    for k in range(2, n + 1):
-        f *= k
-    return f
+def _prune(p: ast.Pattern) -> ast.Pattern:
+    """Replace every sub-pattern without a leaf by ``()``. Such a pattern matches only the
+    empty sequence and wires as the identity, so the NFA is the same; but its expansion, which
+    would make no state, no longer costs work (``(B{0}){4000}``, ``PERMUTE((), ())``)."""
+    if _size(p) == 0:
+        return ast.Empty(pos=p.pos)
+    match p:
+        case ast.Seq(items) | ast.Alt(items) | ast.Permute(items):
+            return dataclasses.replace(p, items=tuple(_prune(i) for i in items))
+        case ast.Repeat(child):
+            return dataclasses.replace(p, child=_prune(child))
+    return p
 
 
 def _expand(p: ast.Pattern) -> ast.Pattern:
@@ -174,13 +200,21 @@ def _expand(p: ast.Pattern) -> ast.Pattern:
 
 # --- the wiring algorithm ---------------------------------------------------------------------
 
-class _Wiring:
-    """Traverse the expanded AST passing a set of activation signals down (paper §4.6)."""
+class _TooManyWires(Exception):
+    pass
 
-    def __init__(self):
+
+class _Wiring:
+    """Traverse the expanded AST passing a set of activation signals down (paper §4.6).
+
+    ``budget`` is the most activation wires the states may take together: wiring stops, with
+    :class:`_TooManyWires`, as soon as it is spent, so that memory stays bounded."""
+
+    def __init__(self, budget: int):
         self.leaves: list[ast.Var | ast.Wildcard] = []
         self.activation: list[frozenset[int]] = []
         self._ids: dict[int, int] = {}
+        self.budget = budget
 
     def number(self, p: ast.Pattern) -> None:
         """Give every leaf occurrence its state number, left to right."""
@@ -218,6 +252,9 @@ class _Wiring:
             case ast.Var() | ast.Wildcard():  # (2) apply the activation set, return own output
                 n = self._ids[id(p)]
                 self.activation[n] = act
+                self.budget -= len(act)
+                if self.budget < 0:
+                    raise _TooManyWires
                 return frozenset({n})
             case ast.Empty():
                 return act
@@ -260,15 +297,24 @@ def build(program: Program) -> Nfa:
     states: list[State] = []
     queries: list[QueryNfa] = []
     for qi, q in enumerate(program.queries):
-        size = _size(q.pattern)
+        size = _size(q.pattern, cap=_SHOWN)
         if size > MAX_STATES:
-            raise QueryError(f"query '{q.name}' expands to {size} NFA states, more than the "
+            count = f"{size}" if size < _SHOWN else f"more than {_SHOWN}"
+            raise QueryError(f"query '{q.name}' expands to {count} NFA states, more than the "
                              f"limit of {MAX_STATES}, the states of one engine (counted repetition "
                              "and PERMUTE copy their operands)", q.pattern.pos or q.pos)
-        expanded = _expand(q.pattern)
-        w = _Wiring()
+        expanded = _expand(_prune(q.pattern))
+        w = _Wiring(MAX_WIRES - sum(len(s.activation) + s.start for s in states))
         w.number(expanded)
-        final = w.wire(expanded, frozenset({START}))
+        try:
+            final = w.wire(expanded, frozenset({START}))
+        except _TooManyWires:
+            raise QueryError(
+                f"query '{q.name}' needs more than {MAX_WIRES} activation wires"
+                + (" with the queries before it" if states else "")
+                + ", more than one engine can hold: a state is wired to every state that may "
+                "precede it, so repeating an optional or starred operand n times (A{0,n}, "
+                "(A*){n}) makes about n²/2 wires", q.pattern.pos or q.pos) from None
         first = len(states)
         for n, leaf in enumerate(w.leaves):
             if isinstance(leaf, ast.Wildcard):
@@ -279,10 +325,14 @@ def build(program: Program) -> Nfa:
             if expr is not None:
                 pidx = predicates.setdefault(expr, len(predicates))
             act = w.activation[n]
+            start = START in act
+            if start:
+                act = act - _START
+            if first:  # set operations in C: a query may have millions of activation wires
+                act = frozenset(map(first.__add__, act))
             states.append(State(
                 index=first + n, query=qi, var=var, predicate=pidx,
-                activation=frozenset(first + j for j in act if j != START),
-                start=START in act, accepting=n in final))
+                activation=act, start=start, accepting=n in final))
         queries.append(QueryNfa(qi, q.name, first, len(w.leaves), q.skip_past_last_row,
                                 nullable=START in final))
     preds = tuple(Predicate(i, e) for e, i in sorted(predicates.items(), key=lambda kv: kv[1]))
