@@ -30,6 +30,7 @@ def compile_text(text: str, filename: str = "<query>") -> Nfa:
     """Parse, check and wire a query file's text; raises :class:`QueryError`."""
     from . import check, nfa, syntax
 
+    text = syntax.strip_bom(text)
     try:
         result = nfa.build(check.check(syntax.parse(text, filename)))
     except QueryError as err:
@@ -39,11 +40,40 @@ def compile_text(text: str, filename: str = "<query>") -> Nfa:
     return result
 
 
+#: Largest query file read, in bytes (far more than MAX_TOKENS tokens need).
+MAX_FILE_BYTES = 1 << 20
+
+
 def compile_file(path: str) -> Nfa:
     """Like :func:`compile_text`, reading the file (errors name it)."""
+    return compile_text(read_query_file(path), path)
+
+
+def read_query_file(path: str) -> str:
+    """The text of a UTF-8 query file; a file that is not, or is too large, is a
+    :class:`QueryError` at the line and column of the first offending byte."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as err:
-        raise NfacepError(f"{path}: cannot read the query file: {err}") from None
-    return compile_text(text, path)
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise NfacepError(f"{path}: cannot read the query file: {err.strerror or err}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise _byte_error(data, MAX_FILE_BYTES, path,
+                          f"the query file is larger than {MAX_FILE_BYTES} bytes, more than "
+                          "nfacep reads")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _byte_error(data, err.start, path,
+                          f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} at offset "
+                          f"{err.start} {err.reason}; save the query file as UTF-8") from None
+
+
+def _byte_error(data: bytes, offset: int, path: str, message: str) -> QueryError:
+    from .errors import SourcePos
+
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    line = data.count(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8", errors="replace")) + 1
+    source = data[:offset + 200].decode("utf-8", errors="replace")
+    return QueryError(message, SourcePos(line, column), source=source, filename=path)
