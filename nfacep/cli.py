@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import signal
 import sys
 from importlib import metadata
@@ -72,13 +73,40 @@ def load_query(path: str) -> Nfa:
     return nfa
 
 
+def _add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document instead of text (docs/commands.md); "
+                             "an error is printed as {\"error\": …} too")
+
+
+def _load_or_json_error(args) -> Nfa:
+    """:func:`load_query`; with ``--json``, a query error is also printed as JSON on stdout."""
+    try:
+        return load_query(args.query)
+    except QueryError as err:
+        if args.json:
+            from .describe import diagnostic
+
+            print(json.dumps({"error": diagnostic(err)}, indent=2))
+        raise
+
+
 class Check(Command):
     name = "check"
     help = "parse and validate; print queries, predicates, NFA states"
     order = 10
 
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        _add_json(parser)
+
     def run(self, args) -> int:
-        nfa = load_query(args.query)
+        nfa = _load_or_json_error(args)
+        if args.json:
+            from .describe import check_json
+
+            print(json.dumps(check_json(nfa, args.query), indent=2))
+            return 0
         prog = nfa.program
         fields = ", ".join(f"{f.name} {f.type}" for f in prog.schema.fields)
         print(f"stream {prog.schema.name} ({fields})")
@@ -106,24 +134,31 @@ class Explain(Command):
     def add_arguments(self, parser) -> None:
         super().add_arguments(parser)
         parser.add_argument("--dot", metavar="F", help="also write the NFA as Graphviz to F")
+        _add_json(parser)
 
     def run(self, args) -> int:
         from .ast import dump
+        from .describe import explain_json, explain_text
         from .predicates import render
 
-        nfa = load_query(args.query)
-        for cq in nfa.program.queries:
-            print(f"query {cq.name}")
-            print(f"  pattern: {dump(cq.pattern)}")
-            for var, pred in cq.predicates.items():
-                print(f"  {var}: {'true (not defined)' if pred is None else render(pred)}")
-        print()
-        print(nfa.dump())
+        nfa = _load_or_json_error(args)
         if args.dot is not None:
             check_outputs([args.dot], [args.query], what="--dot")
+        if args.json:
+            print(json.dumps(explain_json(nfa, args.query), indent=2))
+        else:
+            for cq in nfa.program.queries:
+                print(f"query {cq.name}")
+                print(f"  pattern: {dump(cq.pattern)}")
+                for var, pred in cq.predicates.items():
+                    print(f"  {var}: {'true (not defined)' if pred is None else render(pred)}")
+            print()
+            print(explain_text(nfa))
+        if args.dot is not None:
             with atomic_write(args.dot, what="--dot") as f:
                 f.write(nfa.dot())
-            print(f"\nwrote {args.dot}")
+            if not args.json:
+                print(f"\nwrote {args.dot}")
         return 0
 
 

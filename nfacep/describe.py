@@ -1,0 +1,102 @@
+"""What ``nfacep check`` and ``nfacep explain`` print: the NFA in words, and as JSON for tools.
+
+The JSON documents are described in docs/commands.md; their ``"format"`` field names the
+document and its version, so that a tool can refuse one it does not know.
+"""
+
+from __future__ import annotations
+
+from .ast import dump
+from .errors import QueryError
+from .nfa import Nfa
+from .predicates import render
+
+__all__ = ["CHECK_FORMAT", "EXPLAIN_FORMAT", "check_json", "diagnostic", "explain_json",
+           "explain_text"]
+
+CHECK_FORMAT = "nfacep-check/1"
+EXPLAIN_FORMAT = "nfacep-explain/1"
+
+#: Printed above the states by ``explain``: how to read a state's line.
+LEGEND = """\
+Each state is set after a tuple that satisfies its predicate while the state is activated:
+by a state after '<-' that was set after the previous tuple, or by 'start' (on every tuple:
+a match may begin there). A match ends at a tuple after which an accepting state is set."""
+
+
+def diagnostic(err: QueryError) -> dict:
+    """An error or warning as JSON: file, line, column (null when the error has no place),
+    severity and message."""
+    return {"file": err.filename, "line": err.line, "column": err.column,
+            "severity": err.severity, "message": err.message}
+
+
+def _states(nfa: Nfa, q, *, wiring: bool) -> list[dict]:
+    out = []
+    for i in q.states:
+        s = nfa.states[i]
+        state = {"index": s.index, "name": s.name, "variable": s.var,
+                 "predicate": s.predicate, "start": s.start, "accepting": s.accepting}
+        if wiring:
+            state["activated_by"] = sorted(s.activation)
+        out.append(state)
+    return out
+
+
+def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
+    """What ``check`` prints, as a JSON-ready dict."""
+    prog = nfa.program
+    queries = []
+    for q, cq in zip(nfa.queries, prog.queries, strict=True):
+        queries.append({
+            "name": q.name, "form": cq.form,
+            "semantics": "skip past last row" if q.skip_past_last_row else "every end",
+            "order_by": cq.order_field, "state_count": q.count,
+            "states": _states(nfa, q, wiring=wiring),
+        })
+    return {
+        "format": CHECK_FORMAT, "query_file": query_file,
+        "stream": {"name": prog.schema.name, "fields": [
+            {"name": f.name, "type": str(f.type), "bits": f.type.bits}
+            for f in prog.schema.fields]},
+        "partition_key": prog.partition_field,
+        "predicates": [{"index": p.index, "name": f"p{p.index}", "text": p.text}
+                       for p in nfa.predicates],
+        "queries": queries,
+        "warnings": [diagnostic(w) for w in prog.warnings],
+    }
+
+
+def explain_json(nfa: Nfa, query_file: str) -> dict:
+    """What ``explain`` prints, as a JSON-ready dict: ``check``'s document with each query's
+    pattern tree and conditions, and each state's activation wiring (state indices)."""
+    doc = check_json(nfa, query_file, wiring=True)
+    doc["format"] = EXPLAIN_FORMAT
+    for q, cq in zip(doc["queries"], nfa.program.queries, strict=True):
+        q["pattern"] = dump(cq.pattern)
+        q["conditions"] = {var: None if pred is None else render(pred)
+                           for var, pred in cq.predicates.items()}
+    return doc
+
+
+def explain_text(nfa: Nfa) -> str:
+    """The NFA for a reader: predicates, then per query one line per state, its activation
+    set with the paper's '1' written 'start', and start and accepting states said in words."""
+    lines = [f"p{p.index}: {p.text}" for p in nfa.predicates]
+    lines += ["", LEGEND]
+    for q in nfa.queries:
+        semantics = "skip past last row" if q.skip_past_last_row else "every match end"
+        lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}, {semantics}")
+        for i in q.states:
+            s = nfa.states[i]
+            act = ["start"] if s.start else []
+            act += [nfa.states[j].name for j in sorted(s.activation)]
+            pred = "true" if s.predicate is None else f"p{s.predicate}"
+            words = []
+            if s.start:
+                words.append("start (a match may begin here)")
+            if s.accepting:
+                words.append("accept (a match ends here)")
+            tail = (" " + ", ".join(words)) if words else ""
+            lines.append(f"  {s.name} [{pred}] <- {{{', '.join(act)}}}{tail}")
+    return "\n".join(lines)
