@@ -178,7 +178,7 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
     for path in files:
         try:
             have = pq.read_schema(path)
-        except (pa.ArrowException, OSError) as err:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
         _check_columns(path, have, names, schema)
         if not tables:  # the first part file decides whether seq orders the folder
@@ -207,7 +207,7 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
                                     "columns and types")
         try:
             tables.append(pq.read_table(path, columns=cols))
-        except (pa.ArrowException, OSError) as err:
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
 
     # convert file by file, so that a bad value is named by its file and row
@@ -413,7 +413,7 @@ def _read_parquet(path: str, schema: Schema) -> pa.Table:
         have = pq.read_schema(path)
         _check_columns(path, have, schema.names, schema)
         return pq.read_table(path, columns=list(schema.names))
-    except (pa.ArrowException, OSError) as err:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
 
 
