@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up the project virtual environment (if needed) and run one job.
-#   bash tools/run.sh demo   the bundled marathon query through every stage: check, explain,
-#                            match, verilog, sim (checked against match), build
+#   bash tools/run.sh demo   the bundled marathon query through every stage: check, explain
+#                            (its NFA drawn as SVG when Graphviz is installed), match, verilog,
+#                            sim (checked against match), build
 #   bash tools/run.sh test   lint and run the whole test suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,16 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 
+# Draw a Graphviz file as SVG when Graphviz's `dot` is installed; otherwise say how to get it.
+render_dot() {
+    if command -v dot >/dev/null 2>&1; then
+        dot -Tsvg "$1" -o "$2" && echo "drew $1 as $2" >&2
+    else
+        echo "note: Graphviz is not installed, so $1 is not drawn; install it (Debian:" \
+             "apt-get install graphviz) and run: dot -Tsvg $1 -o $2" >&2
+    fi
+}
+
 case "${1:-demo}" in
 demo)
     # the whole flow on the paper's marathon query: language, reference, gateware, simulation
@@ -28,6 +39,7 @@ demo)
     set -x
     nfacep check "$q"
     nfacep explain "$q" --dot out/marathon.dot
+    render_dot out/marathon.dot out/marathon.svg
     nfacep match "$q" --input queries/marathon.csv --output out/marathon.matches.csv --partitions 64
     nfacep verilog "$q" -o out/marathon.v --partitions 64
     nfacep sim "$q" --input queries/marathon.csv --output out/marathon.sim.csv --partitions 64 \
