@@ -21,13 +21,14 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from amaranth.hdl import Elaboratable, Module, Signal
+from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import data, io, wiring
 
 from nfacep.boards import Board, run_flow
 from nfacep.boards.top import LedSink, RandomTupleSource, board_leds
 from nfacep.hdl.decoder import PredicateDecoder
 from nfacep.hdl.layout import tuple_layout
+from nfacep.hdl.queue import StreamBuffer
 
 __all__ = ["MatcherTop", "build_design", "read_csv", "write_csv"]
 
@@ -60,14 +61,15 @@ class MatcherTop(Elaboratable):
             m.submodules.decoder = decoder = PredicateDecoder(nfa)
             m.d.comb += decoder.tuple.eq(source.o_stream.payload)
         if self.registered:
-            preds = Signal.like(decoder.predicates, name="predicates_reg")
-            valid = Signal(name="predicates_valid")
-            m.d.comb += [inputs.predicates.eq(preds), matcher.i_stream.valid.eq(valid),
-                         source.o_stream.ready.eq(~valid | matcher.i_stream.ready)]
-            with m.If(matcher.i_stream.ready):
-                m.d.sync += valid.eq(0)
-            with m.If(source.o_stream.valid & source.o_stream.ready):
-                m.d.sync += [valid.eq(1), preds.eq(decoder.predicates)]
+            m.submodules.register = register = StreamBuffer(len(decoder.predicates))
+            m.d.comb += [
+                register.i_stream.valid.eq(source.o_stream.valid),
+                source.o_stream.ready.eq(register.i_stream.ready),
+                register.i_stream.payload.eq(decoder.predicates),
+                matcher.i_stream.valid.eq(register.o_stream.valid),
+                register.o_stream.ready.eq(matcher.i_stream.ready),
+                inputs.predicates.eq(register.o_stream.payload),
+            ]
         else:
             if "predicates" in inputs.shape().members:
                 m.d.comb += inputs.predicates.eq(decoder.predicates)

@@ -27,6 +27,7 @@ from nfacep import dfa as dfa_mod
 from nfacep.nfa import Nfa, QueryNfa
 
 from .nfa import matcher_signature
+from .queue import StreamBuffer
 
 __all__ = ["DfaMatcher", "Encoding", "MooreDfa", "moore_dfa"]
 
@@ -170,6 +171,7 @@ class DfaMatcher(wiring.Component):
     def __init__(self, nfa: Nfa, payload_shape, encoding: Encoding = Encoding.ONE_HOT, *,
                  max_states: int = 1 << 16, shuffle: int | None = None):
         self._nfa = nfa
+        self._payload_shape = payload_shape
         self._encoding = Encoding(encoding)
         self._dfas = [moore_dfa(nfa, q, max_states=max_states) for q in nfa.queries]
         if shuffle is not None:
@@ -199,10 +201,18 @@ class DfaMatcher(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         preds = self.i_stream.payload.predicates
+        # the output register holds the pass-through payload; the match bits are decoded from
+        # the state registers, which change on the same edge
+        m.submodules.output = output = StreamBuffer(self._payload_shape)
         take = Signal()
         m.d.comb += [
-            self.i_stream.ready.eq(~self.o_stream.valid | self.o_stream.ready),
+            output.i_stream.valid.eq(self.i_stream.valid),
+            self.i_stream.ready.eq(output.i_stream.ready),
+            output.i_stream.payload.eq(self.i_stream.payload.payload),
             take.eq(self.i_stream.valid & self.i_stream.ready),
+            self.o_stream.valid.eq(output.o_stream.valid),
+            output.o_stream.ready.eq(self.o_stream.ready),
+            self.o_stream.payload.payload.eq(output.o_stream.payload),
         ]
         for q, d in zip(self._nfa.queries, self._dfas, strict=True):
             sym = Signal(len(d.predicates), name=f"{q.name}_symbol")
@@ -212,13 +222,6 @@ class DfaMatcher(wiring.Component):
             else:
                 match = self._compressed(m, q, d, sym, take)
             m.d.comb += self.o_stream.payload.matches[q.index].eq(match)
-        with m.If(self.o_stream.ready):
-            m.d.sync += self.o_stream.valid.eq(0)
-        with m.If(take):
-            m.d.sync += [
-                self.o_stream.valid.eq(1),
-                self.o_stream.payload.payload.eq(self.i_stream.payload.payload),
-            ]
         return m
 
     @staticmethod

@@ -25,7 +25,7 @@ from .decoder import PredicateDecoder
 from .layout import tuple_layout
 from .nfa import NfaMatcher, next_state
 from .partitioner import StreamPartitioner
-from .queue import StreamQueue
+from .queue import StreamBuffer, StreamQueue
 
 __all__ = ["Engine", "HardwareLimitError", "write_verilog"]
 
@@ -102,89 +102,91 @@ class Engine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        nfa = self._nfa
-        key_field = nfa.program.partition_field
-        n_pred = len(nfa.predicates)
+        matcher, results = self._matcher(m)
+        self._front(m, matcher)
+        self._record_filter(m, results)
+        return m
 
-        # decoder and FIFO. Sequence numbers are not carried along: every stage emits exactly
-        # one result per tuple, in order, so the result side counts them (saving seq_width
-        # flip-flops in every partitioner stage).
-        m.submodules.decoder = decoder = PredicateDecoder(nfa)
-        item = data.StructLayout({"key": self._key_bits, "predicates": n_pred})
+    def _matcher(self, m: Module):
+        """The partitioner with the partitioned NFA, or the stand-alone NFA. Returns the
+        matcher and a stream of one ``(key, matches, dropped)`` result per tuple, in order."""
+        nfa = self._nfa
+        results = stream.Signature(data.StructLayout({
+            "key": self._key_bits, "matches": len(nfa.queries), "dropped": 1})).create()
+        if nfa.program.partition_field is None:
+            m.submodules.nfa = matcher = NfaMatcher(nfa, 0)
+            m.d.comb += [
+                results.valid.eq(matcher.o_stream.valid),
+                matcher.o_stream.ready.eq(results.ready),
+                results.payload.matches.eq(matcher.o_stream.payload.matches),
+            ]
+            return matcher, results
+
+        def update(mod, state, predicates):
+            return next_state(mod, nfa, state, predicates)
+
+        params = self._params
+        m.submodules.partitioner = matcher = StreamPartitioner(
+            key_shape=self._key_bits, payload_shape=len(nfa.predicates),
+            state_width=len(nfa.states), result_shape=len(nfa.queries),
+            depth=params.partitions, timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples, update=update)
+        out = matcher.o_stream
+        m.d.comb += [
+            results.valid.eq(out.valid),
+            out.ready.eq(results.ready),
+            results.payload.key.eq(out.payload.key),
+            # a dropped tuple's result is meaningless: it matched nothing
+            results.payload.matches.eq(Mux(out.payload.dropped, 0, out.payload.result)),
+            results.payload.dropped.eq(out.payload.dropped),
+            self.drops.eq(matcher.drops),
+        ]
+        return matcher, results
+
+    def _front(self, m: Module, matcher) -> None:
+        """Decoder and FIFO: ``i_stream``'s tuples become the matcher's input items (the key and
+        the predicate vector), buffered. Sequence numbers are not carried along: every stage
+        emits exactly one result per tuple, in order, so the record filter counts them (saving
+        ``seq_width`` flip-flops in every partitioner stage)."""
+        m.submodules.decoder = decoder = PredicateDecoder(self._nfa)
+        item = matcher.i_stream.payload.shape()
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
         m.d.comb += [
             decoder.tuple.eq(self.i_stream.payload),
             queue.i_stream.valid.eq(self.i_stream.valid),
             self.i_stream.ready.eq(queue.i_stream.ready),
-            queue.i_stream.payload.predicates.eq(decoder.predicates),
         ]
-        if key_field is not None:
+        key_field = self._nfa.program.partition_field
+        if key_field is None:
+            m.d.comb += queue.i_stream.payload.predicates.eq(decoder.predicates)
+        else:
             key = Value.cast(self.i_stream.payload[key_field]).as_unsigned()
-            m.d.comb += queue.i_stream.payload.key.eq(key)
+            m.d.comb += [queue.i_stream.payload.key.eq(key),
+                         queue.i_stream.payload.payload.eq(decoder.predicates)]
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += self.tuples.eq(self.tuples + 1)
+        wiring.connect(m, queue.o_stream, matcher.i_stream)
 
-        # partitioner + partitioned NFA, or the stand-alone NFA
-        result = Signal(data.StructLayout({"key": self._key_bits,
-                                           "matches": len(nfa.queries), "dropped": 1}))
-        result_valid = Signal()
-        result_ready = Signal()
-        if key_field is not None:
-            def update(mod, state, predicates):
-                return next_state(mod, nfa, state, predicates)
-
-            m.submodules.partitioner = part = StreamPartitioner(
-                key_shape=self._key_bits, payload_shape=n_pred,
-                state_width=len(nfa.states), result_shape=len(nfa.queries),
-                depth=self._params.partitions, timer_bits=self._params.timer_bits,
-                tick_tuples=self._params.tick_tuples, update=update)
-            m.d.comb += [
-                part.i_stream.valid.eq(queue.o_stream.valid),
-                queue.o_stream.ready.eq(part.i_stream.ready),
-                part.i_stream.payload.key.eq(queue.o_stream.payload.key),
-                part.i_stream.payload.payload.eq(queue.o_stream.payload.predicates),
-                result_valid.eq(part.o_stream.valid),
-                part.o_stream.ready.eq(result_ready),
-                result.key.eq(part.o_stream.payload.key),
-                # a dropped tuple's result is meaningless: it matched nothing
-                result.matches.eq(Mux(part.o_stream.payload.dropped, 0,
-                                      part.o_stream.payload.result)),
-                result.dropped.eq(part.o_stream.payload.dropped),
-                self.drops.eq(part.drops),
-            ]
-        else:
-            m.submodules.nfa = matcher = NfaMatcher(nfa, 0)
-            m.d.comb += [
-                matcher.i_stream.valid.eq(queue.o_stream.valid),
-                queue.o_stream.ready.eq(matcher.i_stream.ready),
-                matcher.i_stream.payload.predicates.eq(queue.o_stream.payload.predicates),
-                result_valid.eq(matcher.o_stream.valid),
-                matcher.o_stream.ready.eq(result_ready),
-                result.matches.eq(matcher.o_stream.payload.matches),
-            ]
-
-        # record filter: keep tuples that matched or were dropped
-        result_seq = Signal(self._seq_width, name="result_seq")
-        with m.If(result_valid & result_ready):
-            m.d.sync += result_seq.eq(result_seq + 1)
+    def _record_filter(self, m: Module, results) -> None:
+        """Keep the results of tuples that matched or were dropped, numbered by position, as
+        records on ``o_stream`` (through an output register); count the matched ones."""
+        seq = Signal(self._seq_width, name="result_seq")
         wanted = Signal()
+        m.submodules.records = records = StreamBuffer(self._record_layout)
         m.d.comb += [
-            wanted.eq(result.matches.any() | result.dropped),
-            result_ready.eq(~self.o_stream.valid | self.o_stream.ready),
+            wanted.eq(results.payload.matches.any() | results.payload.dropped),
+            records.i_stream.valid.eq(results.valid & wanted),
+            results.ready.eq(records.i_stream.ready),
+            records.i_stream.payload.seq.eq(seq),
+            records.i_stream.payload.partition.eq(results.payload.key),
+            records.i_stream.payload.matches.eq(results.payload.matches),
+            records.i_stream.payload.dropped.eq(results.payload.dropped),
         ]
-        with m.If(self.o_stream.ready):
-            m.d.sync += self.o_stream.valid.eq(0)
-        with m.If(result_valid & result_ready & wanted):
-            m.d.sync += [
-                self.o_stream.valid.eq(1),
-                self.o_stream.payload.seq.eq(result_seq),
-                self.o_stream.payload.partition.eq(result.key),
-                self.o_stream.payload.matches.eq(result.matches),
-                self.o_stream.payload.dropped.eq(result.dropped),
-            ]
-            with m.If(result.matches.any()):
+        with m.If(results.valid & results.ready):
+            m.d.sync += seq.eq(seq + 1)
+            with m.If(results.payload.matches.any()):
                 m.d.sync += self.matched.eq(self.matched + 1)
-        return m
+        wiring.connect(m, records.o_stream, wiring.flipped(self.o_stream))
 
 
 def _fields(layout: data.StructLayout) -> list[dict]:

@@ -15,6 +15,8 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.nfa import Nfa
 
+from .queue import StreamBuffer
+
 __all__ = ["NfaMatcher", "matcher_signature", "next_state"]
 
 
@@ -100,14 +102,15 @@ class NfaMatcher(wiring.Component):
             flop = Signal(name=s.name)
             m.d.comb += flop.eq(state[s.index])
         stored, matches = next_state(m, nfa, state, self.i_stream.payload.predicates)
-        m.d.comb += self.i_stream.ready.eq(~self.o_stream.valid | self.o_stream.ready)
-        with m.If(self.o_stream.ready):
-            m.d.sync += self.o_stream.valid.eq(0)
+        # the output register: the match bits are combinational from the state and the input
+        m.submodules.output = output = StreamBuffer(self.o_stream.payload.shape())
+        m.d.comb += [
+            output.i_stream.valid.eq(self.i_stream.valid),
+            self.i_stream.ready.eq(output.i_stream.ready),
+            output.i_stream.payload.payload.eq(self.i_stream.payload.payload),
+            output.i_stream.payload.matches.eq(matches),
+        ]
         with m.If(self.i_stream.valid & self.i_stream.ready):
-            m.d.sync += [
-                state.eq(stored),
-                self.o_stream.valid.eq(1),
-                self.o_stream.payload.payload.eq(self.i_stream.payload.payload),
-                self.o_stream.payload.matches.eq(matches),
-            ]
+            m.d.sync += state.eq(stored)
+        wiring.connect(m, output.o_stream, wiring.flipped(self.o_stream))
         return m
