@@ -37,7 +37,7 @@ class StreamPartitioner(wiring.Component):
        forgotten). With ``K = 0`` there are no ticks.
 
     Tuple ``i + 1`` sees the effect of everything before it, although the hardware has many
-    tuples in flight (see the comments in :meth:`elaborate` for the argument).
+    tuples in flight: ``hdl/PARTITIONER.md`` gives the argument.
 
     Latency: ``depth + 2`` cycles (``depth >= 2``; the head register, one cycle per element,
     the output register) or 2 (``depth == 1``). A tuple transferred on ``i_stream`` at clock
@@ -189,234 +189,213 @@ class StreamPartitioner(wiring.Component):
         })
 
     def elaborate(self, platform):
-        # How the pipeline is kept equal to the sequential model
-        # ---------------------------------------------------------
-        # Elements pe[0..depth-1] are registers. A tuple (its "token": key, payload, tick flag)
-        # enters stage 0 and moves one stage per cycle. At stage s < depth-1 the token compares
-        # its key with pe[s] (its candidate) and pe[s+1] and swaps them as in Figure 8: a
-        # matching element, or failing that a free one, moves on to pe[s+1] with the token, the
-        # other element stays behind in pe[s]. At stage depth-1 the token finds its own element
-        # if the key is stored, else a free element if there is one, else an element of another
-        # partition (drop); it updates/allocates that element or leaves it alone, and emits the
-        # output record. Tokens are injected at most every other cycle, so two tokens in flight
-        # are at least two stages apart and never touch the same element in one cycle.
-        #
-        # Claim: every element a token t examines already reflects everything that tuples before
-        # t did, including their ticks, and t examines each stored element exactly once. Tokens
-        # ahead of t (at stages >= s+2) only swap elements among positions >= s+2, and the token
-        # at the last stage only rewrites pe[depth-1] in place; tokens behind t only swap
-        # elements among positions <= s-1. So the elements t has not yet examined stay ahead of
-        # t, merely permuted, and the element t examines (pe[s+1] while at stage s) is behind
-        # the token that entered before t, hence already examined, processed and ticked by it
-        # (and, inductively, by every earlier token). Hence t's lookup sees the sequential state.
-        #
-        # Ticks: token t carries its tick flag and ages (decrements, frees at zero) the element
-        # it leaves behind at each stage; its candidate moves on un-aged and is aged at the last
-        # stage right after its own refresh to M (so a just-refreshed element ends at M-1, as in
-        # the model). Each element is left behind or is the final candidate exactly once, so t
-        # ages every element exactly once, and only after it has finished looking at it; and as
-        # tokens behind t only ever see elements t left behind, they see t's tick applied. There
-        # is no global "update-timer" wire that could race with tuples in flight.
         m = Module()
+        pipeline = _SwapPipeline(self, m)
+        pipeline.take_input(self.i_stream, self.tuples)
+        pipeline.look_up()
+        pipeline.swap()
+        pipeline.finish(self.o_stream, self.drops)
+        return m
 
-        depth = self._depth
-        timer_max = (1 << self._timer_bits) - 1
-        # Without ticks nothing ages: no timers, no tick flags. (Left in as constants, they cost
-        # nothing in the end, but Yosys finds a constant flip-flop chain one stage per pass,
-        # which made synthesis quadratic in the depth.)
-        ticks = self._tick_tuples > 0
-        layout = self.element_layout
-        token_layout = data.StructLayout({
-            "key": self._key_shape,
-            "payload": self._payload_shape,
-            "tick": 1 if ticks else 0,
+
+class _SwapPipeline:
+    """The registers of a :class:`StreamPartitioner` and the logic of its steps, added to ``m``
+    in order: input (head register, tick counter), key lookups, swap stages, last stage and
+    output register. ``hdl/PARTITIONER.md`` argues why together they equal the sequential
+    model."""
+
+    def __init__(self, part: StreamPartitioner, m: Module):
+        self.m = m
+        self.part = part
+        self.depth = depth = part.depth
+        self.last = depth - 1
+        # Without ticks nothing ages: no timers, no tick flags (see PARTITIONER.md)
+        self.ticks = part.tick_tuples > 0
+        self.layout = part.element_layout
+        self.token_layout = data.StructLayout({
+            "key": part.key_shape,
+            "payload": part.payload_shape,
+            "tick": 1 if self.ticks else 0,
         })
-
-        elements = [Signal(layout, name=f"pe{i}") for i in range(depth)]
-        tokens = [Signal(token_layout, name=f"tok{i}") for i in range(depth)]
-        token_valid = [Signal(name=f"tok{i}_valid") for i in range(depth)]
-
-        def key_equal(a, b):
-            return Value.cast(a) == Value.cast(b)
-
-        def aged(element, tick, name):
-            """The element after a tick if ``tick``: timer decremented, freed at zero."""
-            if not ticks:
-                return element
-            result = Signal(layout, name=name)
-            m.d.comb += result.eq(element)
-            with m.If(tick & element.occupied):
-                m.d.comb += result.timer.eq(element.timer - 1)
-                with m.If(element.timer == 1):
-                    m.d.comb += result.occupied.eq(0)
-            return result
-
+        self.elements = [Signal(self.layout, name=f"pe{i}") for i in range(depth)]
+        self.tokens = [Signal(self.token_layout, name=f"tok{i}") for i in range(depth)]
+        self.token_valid = [Signal(name=f"tok{i}_valid") for i in range(depth)]
+        if depth > 1:
+            self.head = Signal(self.token_layout, name="head")
+            self.head_valid = Signal(name="head_valid")
         # The whole pipeline moves when the output register can take a record.
-        advance = Signal()
-        m.d.comb += advance.eq(~self.o_stream.valid | self.o_stream.ready)
+        self.advance = Signal()
+        m.d.comb += self.advance.eq(~part.o_stream.valid | part.o_stream.ready)
+        # Per stage: the token's candidate pe[s] holds its key; pe[s+1] does; the swap decision
+        self.candidate_hit = [Signal(name=f"st{i}_candidate_hit") for i in range(depth)]
+        self.following_hit = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
+        self.swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
+        self.last_dropped = Signal(name="last_dropped")
 
-        # Input: at most one tuple every other cycle (depth 1: every cycle, as the only stage
-        # reads and writes its element in the same cycle). With depth >= 2 a tuple first waits
-        # one cycle in the head register, where its lookups for stage 0 are made (below): the
-        # comparators then start from a register next to the pipeline, not from the producer.
+    def tick(self, token) -> Value:
+        return token.tick if self.ticks else Const(0, 1)
+
+    def aged(self, element, tick, name):
+        """The element after a tick if ``tick``: timer decremented, freed at zero."""
+        if not self.ticks:
+            return element
+        m = self.m
+        result = Signal(self.layout, name=name)
+        m.d.comb += result.eq(element)
+        with m.If(tick & element.occupied):
+            m.d.comb += result.timer.eq(element.timer - 1)
+            with m.If(element.timer == 1):
+                m.d.comb += result.occupied.eq(0)
+        return result
+
+    def take_input(self, i_stream, tuples) -> None:
+        """At most one tuple every other cycle (depth 1: every cycle, as the only stage reads
+        and writes its element in the same cycle), through the head register when
+        ``depth >= 2``; the tick counter; the tokens move one stage per advance."""
+        m, depth, tokens, token_valid = self.m, self.depth, self.tokens, self.token_valid
         if depth == 1:
-            m.d.comb += self.i_stream.ready.eq(advance)
+            m.d.comb += i_stream.ready.eq(self.advance)
         else:
-            head = Signal(token_layout, name="head")
-            head_valid = Signal(name="head_valid")
-            m.d.comb += self.i_stream.ready.eq(advance & ~head_valid)
+            m.d.comb += i_stream.ready.eq(self.advance & ~self.head_valid)
         accept = Signal()
-        m.d.comb += accept.eq(self.i_stream.valid & self.i_stream.ready)
-
-        tick_now = Signal()
-        if self._tick_tuples > 0:
-            tick_count = Signal(range(self._tick_tuples), name="tick_count")
-            m.d.comb += tick_now.eq(tick_count == self._tick_tuples - 1)
-            with m.If(accept):
-                with m.If(tick_now):
-                    m.d.sync += tick_count.eq(0)
-                with m.Else():
-                    m.d.sync += tick_count.eq(tick_count + 1)
-
+        m.d.comb += accept.eq(i_stream.valid & i_stream.ready)
+        tick_now = self._tick_counter(accept)
         with m.If(accept):
-            m.d.sync += self.tuples.eq(self.tuples + 1)
+            m.d.sync += tuples.eq(tuples + 1)
 
-        with m.If(advance):
-            entry, entry_valid = (tokens[0], token_valid[0]) if depth == 1 else (head, head_valid)
+        with m.If(self.advance):
+            entry, entry_valid = ((tokens[0], token_valid[0]) if depth == 1
+                                  else (self.head, self.head_valid))
             m.d.sync += [
                 entry_valid.eq(accept),
-                entry.key.eq(self.i_stream.payload.key),
-                entry.payload.eq(self.i_stream.payload.payload),
+                entry.key.eq(i_stream.payload.key),
+                entry.payload.eq(i_stream.payload.payload),
             ]
-            if ticks:
+            if self.ticks:
                 m.d.sync += entry.tick.eq(tick_now)
             if depth > 1:
-                m.d.sync += [token_valid[0].eq(head_valid), tokens[0].eq(head)]
+                m.d.sync += [token_valid[0].eq(self.head_valid), tokens[0].eq(self.head)]
             for stage in range(1, depth):
                 m.d.sync += [
                     token_valid[stage].eq(token_valid[stage - 1]),
                     tokens[stage].eq(tokens[stage - 1]),
                 ]
 
-        # Key lookups, one cycle early (depth >= 2)
-        # ------------------------------------------
-        # A swap decision that compares 16 or more key bits and then steers every bit of two
-        # elements is the longest path of the pipeline. Tokens are at least two stages apart
-        # and move one stage per cycle, so each token's two "hit" bits for stage s (its
-        # candidate pe[s] and the element after it, pe[s+1], hold its key) are computed while
-        # it is still at stage s-1 and registered with it. That needs the values pe[s] and
-        # pe[s+1] will have once the current cycle's swaps are done:
-        #
-        # - pe[s] will be what the token itself carries ahead from stage s-1. Its hit is
-        #   "candidate or following hit at s-1" (a hit moves ahead; a free candidate moves
-        #   ahead only when the following element is not a hit, and is not a hit itself).
-        # - pe[s+1] will be what the token at stage s+1 (exactly two stages ahead, if any)
-        #   leaves behind there, aged by that token's tick; at the last stage, what that token
-        #   writes back. No other token touches pe[s] or pe[s+1] in this cycle.
-        #
-        # For stage 0 the token is in the head register: no token is at stage 0 then (the
-        # head takes a tuple only when it is empty), so pe[0] stays as it is.
-        #
-        # The registered bits change only when the pipeline advances, together with the
-        # elements and tokens, so a stall keeps them consistent.
-        early = depth >= 2
-        candidate_hit_r = [Signal(name=f"st{i}_candidate_hit") for i in range(depth)]
-        following_hit_r = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
-        swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
-        for stage in range(depth - 1):
-            m.d.comb += swaps[stage].eq(
-                candidate_hit_r[stage]
-                | (~elements[stage].occupied & ~following_hit_r[stage]))
-
-        last = depth - 1
-        last_dropped = Signal(name="last_dropped")
-        m.d.comb += last_dropped.eq(elements[last].occupied & ~candidate_hit_r[last])
-
-        def will_hold(position, key, name):
-            """Whether pe[position] holds ``key`` after this cycle's swaps (position >= 1)."""
-            hit = Signal(name=name)
-            element = elements[position]
-            here = element.occupied & key_equal(element.key, key)
-            owner = position  # the only token that writes pe[position] as "behind"
-            tick = tokens[owner].tick if ticks else Const(0, 1)
-            if position < last:
-                after = elements[position + 1]
-                left = Signal(layout, name=f"{name}_left")
-                with m.If(swaps[position]):
-                    m.d.comb += left.eq(after)
+    def _tick_counter(self, accept) -> Signal:
+        """High while the tuple being accepted is a ``tick_tuples``-th one."""
+        m, period = self.m, self.part.tick_tuples
+        tick_now = Signal()
+        if period > 0:
+            tick_count = Signal(range(period), name="tick_count")
+            m.d.comb += tick_now.eq(tick_count == period - 1)
+            with m.If(accept):
+                with m.If(tick_now):
+                    m.d.sync += tick_count.eq(0)
                 with m.Else():
-                    m.d.comb += left.eq(element)
-                left_matches = Mux(swaps[position], key_equal(after.key, key),
-                                   key_equal(element.key, key))
-                freed = tick & (left.timer == 1)
-                moved = left.occupied & ~freed & left_matches
-            else:
-                # Written back by the last stage: unchanged if dropped, else the token's own
-                # key with a full timer (freed at once only if the timer is one bit wide).
-                kept = element.occupied & ~(tick & (element.timer == 1)) & \
-                    key_equal(element.key, key)
-                refreshed = key_equal(tokens[owner].key, key)
-                if timer_max == 1:
-                    refreshed = refreshed & ~tick
-                moved = Mux(last_dropped, kept, refreshed)
-            m.d.comb += hit.eq(Mux(token_valid[owner], moved, here))
-            return hit
+                    m.d.sync += tick_count.eq(tick_count + 1)
+        return tick_now
 
-        if early:
-            # the next values are computed outside the advance condition, as plain
-            # expressions; only the registers' updates wait for it
-            following_next = [will_hold(1, head.key, "st0_following_next")]
-            for stage in range(1, last):
-                following_next.append(will_hold(stage + 1, tokens[stage - 1].key,
-                                                f"st{stage}_following_next"))
-            with m.If(advance):
-                m.d.sync += candidate_hit_r[0].eq(
-                    elements[0].occupied & key_equal(elements[0].key, head.key))
-                for stage in range(1, depth):
-                    m.d.sync += candidate_hit_r[stage].eq(
-                        candidate_hit_r[stage - 1] | following_hit_r[stage - 1])
-                for stage in range(last):
-                    m.d.sync += following_hit_r[stage].eq(following_next[stage])
+    def look_up(self) -> None:
+        """The swap decisions, from hit bits registered one stage early when ``depth >= 2``
+        (PARTITIONER.md, "Key lookups one cycle early")."""
+        m, elements, last = self.m, self.elements, self.last
+        candidate_hit, following_hit = self.candidate_hit, self.following_hit
+        for stage in range(self.depth - 1):
+            m.d.comb += self.swaps[stage].eq(
+                candidate_hit[stage] | (~elements[stage].occupied & ~following_hit[stage]))
+        m.d.comb += self.last_dropped.eq(elements[last].occupied & ~candidate_hit[last])
+
+        if self.depth == 1:
+            m.d.comb += candidate_hit[0].eq(
+                elements[0].occupied & _key_equal(elements[0].key, self.tokens[0].key))
+            return
+        # the next values are computed outside the advance condition, as plain expressions;
+        # only the registers' updates wait for it
+        following_next = [self._will_hold(1, self.head.key, "st0_following_next")]
+        for stage in range(1, last):
+            following_next.append(self._will_hold(stage + 1, self.tokens[stage - 1].key,
+                                                  f"st{stage}_following_next"))
+        with m.If(self.advance):
+            m.d.sync += candidate_hit[0].eq(
+                elements[0].occupied & _key_equal(elements[0].key, self.head.key))
+            for stage in range(1, self.depth):
+                m.d.sync += candidate_hit[stage].eq(
+                    candidate_hit[stage - 1] | following_hit[stage - 1])
+            for stage in range(last):
+                m.d.sync += following_hit[stage].eq(following_next[stage])
+
+    def _will_hold(self, position, key, name):
+        """Whether pe[position] holds ``key`` after this cycle's swaps (position >= 1)."""
+        m, last = self.m, self.last
+        hit = Signal(name=name)
+        element = self.elements[position]
+        here = element.occupied & _key_equal(element.key, key)
+        owner = position  # the only token that writes pe[position] as "behind"
+        tick = self.tick(self.tokens[owner])
+        if position < last:
+            after = self.elements[position + 1]
+            swap = self.swaps[position]
+            left = Signal(self.layout, name=f"{name}_left")
+            with m.If(swap):
+                m.d.comb += left.eq(after)
+            with m.Else():
+                m.d.comb += left.eq(element)
+            left_matches = Mux(swap, _key_equal(after.key, key), _key_equal(element.key, key))
+            freed = tick & (left.timer == 1)
+            moved = left.occupied & ~freed & left_matches
         else:
-            m.d.comb += candidate_hit_r[0].eq(
-                elements[0].occupied & key_equal(elements[0].key, tokens[0].key))
+            # Written back by the last stage: unchanged if dropped, else the token's own key
+            # with a full timer (freed at once only if the timer is one bit wide).
+            kept = element.occupied & ~(tick & (element.timer == 1)) & \
+                _key_equal(element.key, key)
+            refreshed = _key_equal(self.tokens[owner].key, key)
+            if self.part.timer_bits == 1:
+                refreshed = refreshed & ~tick
+            moved = Mux(self.last_dropped, kept, refreshed)
+        m.d.comb += hit.eq(Mux(self.token_valid[owner], moved, here))
+        return hit
 
-        # Swap stages (Figure 8, lines 3-8).
-        for stage in range(depth - 1):
+    def swap(self) -> None:
+        """The swap stages (Figure 8, lines 3-8): a hit, else a free candidate, moves ahead
+        with the token; the element left behind is aged by the token's tick."""
+        m, elements = self.m, self.elements
+        for stage in range(self.depth - 1):
             candidate, following = elements[stage], elements[stage + 1]
-            behind = Signal(layout, name=f"st{stage}_behind")
-            ahead = Signal(layout, name=f"st{stage}_ahead")
-            with m.If(swaps[stage]):
+            behind = Signal(self.layout, name=f"st{stage}_behind")
+            ahead = Signal(self.layout, name=f"st{stage}_ahead")
+            with m.If(self.swaps[stage]):
                 m.d.comb += [behind.eq(following), ahead.eq(candidate)]
             with m.Else():
                 m.d.comb += [behind.eq(candidate), ahead.eq(following)]
-            behind_aged = aged(behind, tokens[stage].tick, name=f"st{stage}_behind_aged")
-            with m.If(advance & token_valid[stage]):
+            behind_aged = self.aged(behind, self.tick(self.tokens[stage]),
+                                    name=f"st{stage}_behind_aged")
+            with m.If(self.advance & self.token_valid[stage]):
                 m.d.sync += [
                     elements[stage].eq(behind_aged),
                     elements[stage + 1].eq(ahead),
                 ]
 
-        # Last stage (Figure 8, lines 9-16), the update function and the output register.
-        token = tokens[last]
-        element = elements[last]
-        hit = candidate_hit_r[last]
+    def finish(self, o_stream, drops) -> None:
+        """The last stage (Figure 8, lines 9-16): the update function, the element written
+        back (refreshed, then aged by the token's tick), and the output register."""
+        m, part, last = self.m, self.part, self.last
+        token, element = self.tokens[last], self.elements[last]
+        dropped = self.last_dropped
         fresh = Signal(name="last_fresh")
-        dropped = last_dropped
         m.d.comb += fresh.eq(~element.occupied)
-        current_state = Signal(self._state_width, name="last_state")
-        m.d.comb += current_state.eq(Const(0, self._state_width))
-        with m.If(hit):
+        current_state = Signal(part.state_width, name="last_state")
+        m.d.comb += current_state.eq(Const(0, part.state_width))
+        with m.If(self.candidate_hit[last]):
             m.d.comb += current_state.eq(element.state)
-        new_state_value, result_value = self._update(m, current_state, token.payload)
-        new_state = Signal(self._state_width, name="last_new_state")
-        result = Signal(self._result_shape, name="last_result")
+        new_state_value, result_value = part._update(m, current_state, token.payload)
+        new_state = Signal(part.state_width, name="last_new_state")
+        result = Signal(part.result_shape, name="last_result")
         m.d.comb += [
             new_state.eq(new_state_value),
             result.eq(result_value),
         ]
 
-        processed = Signal(layout, name="last_processed")
+        processed = Signal(self.layout, name="last_processed")
         with m.If(dropped):
             m.d.comb += processed.eq(element)
         with m.Else():
@@ -424,22 +403,25 @@ class StreamPartitioner(wiring.Component):
                 processed.occupied.eq(1),
                 processed.key.eq(token.key),
                 processed.state.eq(new_state),
-                processed.timer.eq(timer_max),
+                processed.timer.eq((1 << part.timer_bits) - 1),
             ]
-        processed_aged = aged(processed, token.tick, name="last_processed_aged")
+        processed_aged = self.aged(processed, self.tick(token), name="last_processed_aged")
 
-        with m.If(advance):
-            m.d.sync += self.o_stream.valid.eq(token_valid[last])
-            with m.If(token_valid[last]):
+        valid = self.token_valid[last]
+        with m.If(self.advance):
+            m.d.sync += o_stream.valid.eq(valid)
+            with m.If(valid):
                 m.d.sync += [
                     element.eq(processed_aged),
-                    self.o_stream.payload.key.eq(token.key),
-                    self.o_stream.payload.payload.eq(token.payload),
-                    self.o_stream.payload.result.eq(result),
-                    self.o_stream.payload.dropped.eq(dropped),
-                    self.o_stream.payload.fresh.eq(fresh),
+                    o_stream.payload.key.eq(token.key),
+                    o_stream.payload.payload.eq(token.payload),
+                    o_stream.payload.result.eq(result),
+                    o_stream.payload.dropped.eq(dropped),
+                    o_stream.payload.fresh.eq(fresh),
                 ]
                 with m.If(dropped):
-                    m.d.sync += self.drops.eq(self.drops + 1)
+                    m.d.sync += drops.eq(drops + 1)
 
-        return m
+
+def _key_equal(a, b) -> Value:
+    return Value.cast(a) == Value.cast(b)
