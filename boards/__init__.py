@@ -1,11 +1,13 @@
-"""Bitstreams for real boards: ``nfacep build`` (DESIGN.md §5).
+"""Bitstreams for real boards: ``nfacep build`` and ``nfacep run`` (docs/commands.md).
 
-:mod:`nfacep.boards.registry` names the boards (amaranth-boards platforms),
-:mod:`nfacep.boards.top` is the board top around the engine, :mod:`nfacep.boards.bitstream` runs
-the open toolchain and writes the report, :mod:`nfacep.boards.cli` is the subcommand.
-:func:`run_flow` takes any Amaranth top level through the toolchain for a board and returns a
-:class:`FlowResult` (the benchmarks build bare matchers with it); :func:`build` is ``nfacep build``
-on top of it. """
+:mod:`nfacep.boards.registry` names the boards (amaranth-boards platforms);
+:mod:`nfacep.boards.top` is the synthesis harness around the engine (``--link harness``) and
+:mod:`nfacep.boards.link` the UART link with its board top (``--link uart``);
+:mod:`nfacep.boards.bitstream` runs the open toolchain and writes the report;
+:mod:`nfacep.boards.cli` holds the subcommands. :func:`run_flow` takes any Amaranth top level
+through the toolchain for a board and returns a :class:`FlowResult` (the benchmarks build bare
+matchers with it); :func:`build` is ``nfacep build`` on top of it.
+"""
 
 from .bitstream import (
     BuildError,

@@ -1,8 +1,8 @@
 """The gateware's view of a tuple: a :class:`~amaranth.lib.data.StructLayout` of its fields.
 
-The layout is the wire format of :mod:`nfacep.wire` (DESIGN.md §4): fields LSB-first in
-declaration order, so a packed tuple value from :func:`nfacep.wire.pack` drives a signal of this
-layout directly.
+The layout is the wire format of :mod:`nfacep.wire` (docs/formats.md, "The tuple wire
+format"): fields LSB-first in declaration order, so a packed tuple value from
+:func:`nfacep.wire.pack` drives a signal of this layout directly.
 """
 
 from __future__ import annotations

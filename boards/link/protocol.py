@@ -15,7 +15,7 @@ Host to board:
 type       code   payload
 ========== ====== ================================================================================
 TUPLES     0x01   ``seq`` (1 byte, the frame's sequence number mod 256), then one or more tuples
-                  of :func:`nfacep.wire.tuple_bytes` bytes each, packed as DESIGN.md §4 says
+                  of :func:`nfacep.wire.tuple_bytes` bytes each, packed as docs/formats.md says
 STATUS_REQ 0x02   none: the board answers with a STATUS frame
 RESET      0x03   none: clear the engine (partitions, counters, sequence numbers) and the link
                   (buffer, counters, expected ``seq`` = 0); the board answers with STATUS
