@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import os
+
 from nfacep import params
 from nfacep.cli import Command, add_io_arguments, load_query
+from nfacep.errors import UsageError
+from nfacep.output import check_outputs, summary_path
 
 __all__ = ["Sim"]
 
@@ -47,6 +51,11 @@ class Sim(Command):
         from .runner import Simulation
 
         engine = params.from_args(args)
+        if args.waves is not None:  # not an input, nor one of the other outputs
+            check_outputs([args.waves], [args.query, args.input], what="--waves")
+            if os.path.abspath(args.waves) in {os.path.abspath(p) for p in (
+                    args.output, summary_path(args.output))}:
+                raise UsageError(f"--waves {args.waves} is also the match file or its summary")
         simulation = Simulation(args.simulator, seed=args.seed, traffic=args.traffic,
                                 waves=args.waves, build_dir=args.build_dir, check=args.check)
         nfa = load_query(args.query)

@@ -20,6 +20,7 @@ from pathlib import Path
 from nfacep import wire
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
+from nfacep.output import check_outputs
 from nfacep.params import EngineParams
 from nfacep.result import Result
 from nfacep.tuples import Tuples
@@ -101,9 +102,8 @@ class Simulation:
         if traffic not in TRAFFIC:
             raise UsageError(f"unknown traffic {traffic!r}: choose one of {', '.join(TRAFFIC)}")
         if waves is not None:
-            folder = os.path.dirname(os.path.abspath(waves))
-            if not os.path.isdir(folder):
-                raise UsageError(f"{waves}: the folder {folder} does not exist")
+            # before the simulation: a folder that exists and can be written, a file name
+            check_outputs([waves], what="--waves")
             suffix = Path(waves).suffix.lower().lstrip(".")
             if suffix in ("vcd", "fst") and suffix != WAVE_FORMAT[simulator]:
                 raise UsageError(f"{waves}: {simulator} writes {WAVE_FORMAT[simulator].upper()} "
@@ -246,8 +246,12 @@ class Simulation:
                 raise SimulationError(f"the {self.simulator} simulation wrote no waveform "
                                       f"({produced})")
             tmp = Path(self.waves).with_name(f".nfacep-{os.getpid()}-{Path(self.waves).name}")
-            shutil.copyfile(produced, tmp)
-            os.replace(tmp, self.waves)
+            try:
+                shutil.copyfile(produced, tmp)
+                os.replace(tmp, self.waves)
+            except BaseException:  # an error, Ctrl-C or SIGTERM: no temporary file left
+                tmp.unlink(missing_ok=True)
+                raise
             result.waves = self.waves
         return result
 

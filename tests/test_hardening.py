@@ -266,8 +266,11 @@ def test_outputs_are_written_together_or_not_at_all(tmp_path, capsys):
 
 @pytest.mark.parametrize(("output", "message"), [
     ("", "is empty"), ("{tmp}", "is a folder"), ("/proc/nfacep-m.csv", "cannot write"),
-    ("/dev/null", "not a regular file"), ("{tmp}/none/m.csv", "does not exist")])
+    ("{tmp}/fifo", "not a regular file"), ("{tmp}/none/m.csv", "does not exist")])
 def test_outputs_that_cannot_be_written(tmp_path, capsys, output, message):
+    # a FIFO stands for /dev/null and other devices: a regression here would replace the
+    # machine's /dev/null by a file
+    os.mkfifo(tmp_path / "fifo")
     output = output.format(tmp=tmp_path)
     code, err = run(["match", MARATHON, "--input", MARATHON_CSV, "--output", output], capsys)
     assert code == 2 and message in err
@@ -335,3 +338,14 @@ def test_signal_while_writing_leaves_nothing_behind(tmp_path, sig, code, word):
     assert proc.returncode == code, err
     assert err == f"nfacep: {word}\n"
     assert list(out.iterdir()) == []
+
+
+def test_sim_waves_that_cannot_be_written_is_refused_before_simulating(tmp_path, capsys):
+    m = tmp_path / "m.csv"
+    for waves, message in [("/proc/nfacep-w.fst", "cannot write in /proc"),
+                           (MARATHON_CSV, "is the input"),
+                           (tmp_path / "m.summary.json", "also the match file")]:
+        code, err = run(["sim", MARATHON, "--input", MARATHON_CSV, "--output", m,
+                         "--waves", waves], capsys)
+        assert code == 2 and message in err
+    assert list(tmp_path.iterdir()) == []
