@@ -513,6 +513,8 @@ def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> Query
         return QueryError(f"unexpected end of file, expected {_describe(err.expected)}",
                           _end_of(text))
     word = before[-1] if before else None
+    if str(token).upper() in _STATEMENT_STARTS:  # QUERY q PATTERN (A) QUERY r …
+        word = token
     if word is not None and str(word).upper() in _STATEMENT_STARTS:
         return QueryError(f"'{word}' starts a new statement here: is a ';' missing before it?",
                           _pos(word))
