@@ -1,6 +1,7 @@
 """Hypothesis profiles: ``default`` for development, ``ci`` reproducible (derandomized).
 
-Pick one with ``HYPOTHESIS_PROFILE=ci``; without it, ``ci`` is used when ``CI`` is set. Each
+Pick one with ``HYPOTHESIS_PROFILE=ci``; without it, ``ci`` is used when ``CI`` is set.
+``nightly`` is for long fuzzing runs (tests/test_query_fuzz.py says how). Each
 property test fixes its own ``max_examples`` so the suite's runtime is the same under both.
 """
 
@@ -18,6 +19,14 @@ settings.register_profile(
 settings.register_profile(
     "ci",
     derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+# Nightly fuzzing (tests/test_query_fuzz.py): randomised, so that each night tries new inputs.
+settings.register_profile(
+    "nightly",
     deadline=None,
     database=None,
     print_blob=True,
