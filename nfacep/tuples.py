@@ -103,8 +103,7 @@ class _CsvPath(str):
         """The 1-based line of the 0-based data row ``row``: the rows are the non-empty lines
         after the header (line 1)."""
         if self._lines is None:
-            lines = _read_lines(self)
-            self._lines = np.flatnonzero([bool(line) for line in lines]) + 2
+            self._lines = _row_lines(self)
         if 0 <= row < len(self._lines):
             return int(self._lines[row])
         return row + 2
@@ -285,8 +284,11 @@ def _csv_fields(line: str) -> list[str] | None:
 def _read_header(path: str, schema: Schema) -> tuple[list[str], int, bool]:
     """The header's column names, the byte offset where the data rows start, and whether
     there are any bytes after the header. Accepts a UTF-8 byte-order mark."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER_LIMIT + 1)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER_LIMIT + 1)
+    except OSError as err:
+        raise DataError(f"{path}: cannot read the file: {err.strerror or err}") from None
     start = len(codecs.BOM_UTF8) if head.startswith(codecs.BOM_UTF8) else 0
     ends = [i for i in (head.find(b"\n", start), head.find(b"\r", start)) if i >= 0]
     if ends:
@@ -347,11 +349,11 @@ def _read_csv(path: str, schema: Schema) -> tuple[pa.Table, _CsvPath]:
         raise DataError(f"{path}: {excerpt(_arrow_message(err))}") from None
     if _has_quote(path, data_start):
         # a quote that is not closed on its line makes pyarrow read on into the next lines
-        rows = sum(1 for line in _read_lines(source) if line)
-        if rows != table.num_rows:
+        if len(_row_lines(source)) != table.num_rows:
             _scan_csv(source, header, schema)
         for name in schema.names:
-            broken = pc.match_substring_regex(table.column(name), "[\\r\\n]")
+            col = table.column(name).combine_chunks()
+            broken = pc.or_(pc.match_substring(col, "\n"), pc.match_substring(col, "\r"))
             row = _first_invalid(~broken.to_numpy(zero_copy_only=False))
             if row is not None:
                 raise DataError(f"{_where(source, row, name)}: a quoted value is not closed on "
@@ -365,6 +367,24 @@ def _has_quote(path: str, start: int) -> bool:
             return False
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             return m.find(b'"', start) >= 0
+
+
+def _row_lines(source: _CsvPath) -> np.ndarray:
+    """The 1-based line of every row of a CSV file: the lines after the header that are not
+    empty (as :func:`_split_lines` splits them), counted with array operations."""
+    with open(str(source), "rb") as f:
+        f.seek(source.data_start)
+        data = np.frombuffer(f.read(), dtype=np.uint8)
+    if len(data) == 0:
+        return np.zeros(0, dtype=np.int64)
+    lf, cr = data == 10, data == 13
+    lf[1:] &= ~cr[:-1]  # the \n of a \r\n belongs to its \r
+    ends = np.flatnonzero(lf | cr)
+    after = ends + 1
+    width = 1 + ((after < len(data)) & (data[np.minimum(after, len(data) - 1)] == 10))
+    starts = np.concatenate([[0], ends + width])
+    lengths = np.append(ends, len(data)) - starts
+    return np.flatnonzero(lengths > 0) + 2
 
 
 def _read_lines(source: _CsvPath) -> list[bytes]:
@@ -480,14 +500,18 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.nd
         if row is not None:
             raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not "
                             f"an integer ({ty})")
-        # pyarrow reads neither a '+' sign nor '-0' as an unsigned integer: drop both
-        plain = pc.replace_substring_regex(pc.utf8_trim_whitespace(col), r"^\+", "")
-        plain = pc.replace_substring_regex(plain, r"^-(0+)$", r"\1")
+        plain = pc.utf8_trim_whitespace(col)
         target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
         try:
             values = pc.cast(plain, target).to_numpy()
         except (pa.ArrowInvalid, OverflowError):
-            values = None
+            # pyarrow reads neither a '+' sign nor '-0' as an unsigned integer: drop both
+            plain = pc.replace_substring_regex(plain, r"^\+", "")
+            plain = pc.replace_substring_regex(plain, r"^-(0+)$", r"\1")
+            try:
+                values = pc.cast(plain, target).to_numpy()
+            except (pa.ArrowInvalid, OverflowError):
+                values = None
         if values is None or not _in_range(values, ty).all():
             texts = plain.to_pylist()
             row = _first_out_of_range(texts, ty)
@@ -516,16 +540,17 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.nd
                             f"label of {ty}")
         return idx.to_numpy().astype(np.int64)
     assert isinstance(ty, Float32Type)
-    ok = pc.match_substring_regex(col, _FLOAT_RE).to_numpy(zero_copy_only=False)
-    row = _first_invalid(ok)
-    if row is not None:
-        raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a "
-                        "number (FLOAT32)")
     stripped = pc.utf8_trim_whitespace(col)
     texts = stripped.to_numpy(zero_copy_only=False)
     try:
         doubles = pc.cast(stripped, pa.float64()).to_numpy()
-    except pa.ArrowInvalid:  # ASCII decimal text that pyarrow cannot read: Python can
+    except pa.ArrowInvalid:
+        ok = pc.match_substring_regex(col, _FLOAT_RE).to_numpy(zero_copy_only=False)
+        row = _first_invalid(ok)
+        if row is not None:
+            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not "
+                            "a number (FLOAT32)") from None
+        # decimal text that pyarrow cannot read (none known): Python reads it alike
         doubles = np.array([float(t) for t in texts], dtype=np.float64)
     singles = fix_float32_rounding(texts, doubles)
     inf = np.isinf(singles)
