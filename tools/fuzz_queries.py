@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             total.merge(done.result())
             print(f"[{time.monotonic() - start:7.0f} s] {total.summary()}", flush=True)
     print(f"seeds {args.seed}..{seed - 1}: {total.summary()}")
+    print(f"the slowest input: {total.slowest_input[:200]!r}")
     if total.failures:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
