@@ -66,6 +66,8 @@ class QueryError(NfacepError):
     def render(self) -> str:
         prefix = "" if self.severity == "error" else f"{self.severity}: "
         message = _printable(self.message)
+        if len(message) > MESSAGE_WIDTH:  # a name or a type thousands of characters long
+            message = message[:MESSAGE_WIDTH - 100] + " … " + message[-97:]
         if self.pos is None:
             return f"{self.filename}: {prefix}{message}"
         head = f"{self.filename}:{self.pos.line}:{self.pos.column}: {prefix}{message}"
@@ -84,6 +86,8 @@ class QueryError(NfacepError):
 
 #: Widest source line shown under an error: a longer one is cut around the column.
 EXCERPT_WIDTH = 100
+#: Longest message shown: a longer one (it quotes a huge name or ENUM) is cut in the middle.
+MESSAGE_WIDTH = 1000
 
 
 def _printable(text: str) -> str:

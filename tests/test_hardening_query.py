@@ -355,3 +355,12 @@ def test_long_lines_and_control_characters_are_cut_and_escaped(tmp_path, capsys)
     _, _, err = check(tmp_path, capsys, S.replace("b BOOL", "e ENUM('a')") + "QUERY q PATTERN "
                       "(A) DEFINE A AS e = '\x1b[2J'")
     assert "\x1b" not in err and "'?[2J' is not a label" in err
+
+
+def test_huge_names_are_cut_in_messages(tmp_path, capsys):
+    label = "a" * 100_000
+    _, _, err = check(tmp_path, capsys, f"CREATE STREAM s (e ENUM('{label}'));\nQUERY q "
+                      f"PATTERN (A) DEFINE A AS e = '{label[1:]}'")
+    head = err.splitlines()[0]
+    assert head.startswith(f"{tmp_path / 'q.sql'}:2:37: '{'a' * 100}")
+    assert len(head) < 1000 + len(str(tmp_path)) + 20 and " … " in head
