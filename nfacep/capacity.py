@@ -16,7 +16,7 @@ import numpy as np
 
 from .params import EngineParams
 
-__all__ = ["Admission", "admit", "admit_sequential"]
+__all__ = ["Admission", "Slots", "admit", "admit_sequential", "key_crc32", "table_slots"]
 
 
 @dataclass
@@ -30,6 +30,51 @@ class Admission:
         return np.flatnonzero(~self.admitted)
 
 
+@dataclass(frozen=True)
+class Slots:
+    """Where ``--store table`` keeps each partition: ``bucket[c]`` is the bucket of the key with
+    code ``c``, and a bucket holds at most ``capacity`` partitions."""
+
+    bucket: np.ndarray
+    capacity: int
+
+
+def _crc32_table() -> np.ndarray:
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(0xEDB88320), table >> 1)
+    return table.astype(np.uint32)
+
+
+_CRC32 = _crc32_table()
+
+
+def key_crc32(raw: np.ndarray, key_bits: int) -> np.ndarray:
+    """CRC-32 (the ISO-HDLC one of zlib, Ethernet and ``amaranth.lib.crc.catalog.CRC32``) of
+    each raw key (:func:`nfacep.wire.raw_column`) taken as ``ceil(key_bits / 8)`` bytes,
+    little-endian; uint32."""
+    raw = np.asarray(raw, dtype=np.uint64)
+    crc = np.full(len(raw), 0xFFFFFFFF, dtype=np.uint32)
+    for i in range((key_bits + 7) // 8):
+        byte = ((raw >> np.uint64(8 * i)) & np.uint64(0xFF)).astype(np.uint32)
+        crc = _CRC32[(crc ^ byte) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+def table_slots(raw: np.ndarray, key_bits: int, params: EngineParams) -> Slots:
+    """The buckets of ``--store table`` for the distinct raw keys ``raw``.
+
+    A key of at most ``params.index_bits`` bits indexes the table directly: every key has an
+    entry of its own (a bucket of one), so no tuple is ever dropped. A wider key goes to bucket
+    ``key_crc32(key) mod (partitions / ways)``, which holds ``ways`` partitions.
+    """
+    raw = np.asarray(raw, dtype=np.uint64)
+    if key_bits <= params.index_bits:
+        return Slots(raw.astype(np.int64), 1)
+    mask = np.uint32((1 << params.bucket_bits) - 1)
+    return Slots((key_crc32(raw, key_bits) & mask).astype(np.int64), params.ways)
+
+
 def _prev_same(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Stable grouping by code; index of the previous tuple with the same code (or -1)."""
     order = np.argsort(codes, kind="stable")
@@ -39,9 +84,10 @@ def _prev_same(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, prev
 
 
-def admit(codes: np.ndarray, params: EngineParams) -> Admission:
-    """Model the partitioner of an engine with ``params``: ``partitions`` elements with
-    ``timer_bits`` timers and a tick per ``tick_tuples``.
+def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -> Admission:
+    """Model the partition store of an engine with ``params``: ``partitions`` elements with
+    ``timer_bits`` timers and a tick per ``tick_tuples``; with ``--store table``, ``slots``
+    says where each key's partition goes (:func:`table_slots`).
 
     An element is set to ``2**timer_bits - 1`` whenever a tuple of its partition is processed;
     with ticks numbered from 1, tick *t* happens right after tuple ``t*K - 1``. A tuple processed
@@ -54,6 +100,10 @@ def admit(codes: np.ndarray, params: EngineParams) -> Admission:
     n = len(codes)
     if n == 0:
         return Admission(codes, np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
+    if params.store == "table":
+        if slots is None:
+            raise ValueError("--store table needs the keys' slots")
+        return _admit_table(codes, slots)
     partitions = params.partitions
     k, m = params.tick_tuples, (1 << params.timer_bits) - 1
     order, prev = _prev_same(codes)
@@ -79,12 +129,37 @@ def admit(codes: np.ndarray, params: EngineParams) -> Admission:
     return admit_sequential(codes, params)
 
 
-def admit_sequential(codes: np.ndarray, params: EngineParams) -> Admission:
+def _admit_table(codes: np.ndarray, slots: Slots) -> Admission:
+    """The table without timers: a partition, once stored, stays; so in each bucket the first
+    ``capacity`` keys to arrive are stored and every tuple of a later key is dropped."""
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    bucket = slots.bucket[codes[first]]
+    # rank of each key among its bucket's keys, by first arrival
+    order = np.lexsort((first, bucket))
+    heads = np.flatnonzero(np.r_[True, bucket[order][1:] != bucket[order][:-1]])
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - np.repeat(heads, np.diff(np.r_[heads, len(order)]))
+    admitted = (rank < slots.capacity)[inverse]
+    fresh = np.zeros(len(codes), dtype=bool)
+    fresh[first] = True
+    return Admission(codes, admitted, fresh & admitted)
+
+
+def admit_sequential(codes: np.ndarray, params: EngineParams,
+                     slots: Slots | None = None) -> Admission:
     """:func:`admit`'s result by the definition, one tuple at a time: an exact pass that
     :func:`admit` takes when the partitioner fills (its array operations model only the case
     where it never does)."""
-    partitions, tick_tuples = params.partitions, params.tick_tuples
+    tick_tuples = params.tick_tuples
     timer_max = (1 << params.timer_bits) - 1
+    if params.store == "table":
+        if slots is None:
+            raise ValueError("--store table needs the keys' slots")
+        bucket_of, capacity = slots.bucket.tolist(), slots.capacity
+    else:
+        bucket_of, capacity = None, params.partitions
+    held: dict[int, int] = {}  # bucket -> partitions stored in it
     n = len(codes)
     admitted = np.ones(n, dtype=bool)
     fresh = np.zeros(n, dtype=bool)
@@ -97,10 +172,14 @@ def admit_sequential(codes: np.ndarray, params: EngineParams) -> Admission:
             when, code = heapq.heappop(heap)
             if expires.get(code) == when:
                 del expires[code]
+                b = bucket_of[code] if bucket_of else 0
+                held[b] -= 1
         if c not in expires:
-            if len(expires) >= partitions:
+            b = bucket_of[c] if bucket_of else 0
+            if held.get(b, 0) >= capacity:
                 admitted[i] = False
                 continue
+            held[b] = held.get(b, 0) + 1
             fresh[i] = True
         when = ticks + timer_max if tick_tuples else never
         expires[c] = when

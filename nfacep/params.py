@@ -27,6 +27,7 @@ __all__ = [
     "MAX_KEY_BITS",
     "MAX_PREDICATES",
     "MAX_STATES",
+    "STORES",
     "EngineParams",
     "add_arguments",
     "check_fits",
@@ -53,9 +54,18 @@ def _param(default: int, *, lo: int, hi: int, metavar: str, help: str, hint: str
         "low": low or f"must be at least {lo}"})
 
 
+def _choice(default: str, *, choices: tuple[str, ...], help: str):
+    """A parameter that takes one of ``choices`` (a word)."""
+    return field(default=default, metadata={
+        "choices": choices, "metavar": "{" + ",".join(choices) + "}", "help": help})
+
+
+STORES = ("pipeline", "table")
+
+
 @dataclass(frozen=True)
 class EngineParams:
-    """The parameters of one engine (the partitioner's capacity and timers).
+    """The parameters of one engine (the partition store, its capacity and timers).
 
     Checked when created: a value outside its range raises :class:`~nfacep.errors.UsageError`
     (below its minimum) or :class:`~nfacep.errors.HardwareLimitError` (above the engine's
@@ -74,14 +84,30 @@ class EngineParams:
     timer_bits: int = _param(
         4, lo=1, hi=32, metavar="B", hint="use a narrower timer",
         help="bits of each partition element's timer: 2^B-1 ticks without a tuple free it")
+    store: str = _choice(
+        "pipeline", choices=STORES,
+        help="where partitions are kept: 'pipeline', the paper's swap pipeline in logic (one "
+             "tuple every other cycle); 'table', a table in block RAM (one tuple per cycle, "
+             "--partitions entries, --ways entries per bucket)")
+    ways: int = _param(
+        4, lo=1, hi=16, metavar="W", hint="use fewer ways",
+        help="with --store table and a key wider than the table's index: the entries of one "
+             "bucket (a power of two, one block-RAM bank each); a new key whose bucket is "
+             "full is dropped and counted")
 
     def __post_init__(self) -> None:
         self.check()
 
     def check(self) -> None:
-        """Raise :class:`UsageError` or :class:`HardwareLimitError` for a value out of range."""
+        """Raise :class:`UsageError` or :class:`HardwareLimitError` for a value out of range
+        or a combination the engine cannot be built with."""
         for f in dataclasses.fields(self):
             value, meta = getattr(self, f.name), f.metadata
+            if "choices" in meta:
+                if value not in meta["choices"]:
+                    raise UsageError(f"{option(f.name)} must be one of "
+                                     f"{', '.join(meta['choices'])}, not {value!r}")
+                continue
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"{option(f.name)} must be an integer, not {value!r}")
             if value < meta["lo"]:
@@ -89,8 +115,37 @@ class EngineParams:
             if value > meta["hi"]:
                 raise HardwareLimitError(f"{option(f.name)} is {value}, more than the engine's "
                                          f"limit of {meta['hi']}: {meta['hint']}")
+        if self.store == "table":
+            self._check_table()
 
-    def as_dict(self) -> dict[str, int]:
+    def _check_table(self) -> None:
+        def power_of_two(name: str, what: str) -> None:
+            value = getattr(self, name)
+            if value & (value - 1):
+                lower = 1 << (value.bit_length() - 1)
+                raise UsageError(f"{option(name)} {value}: with --store table, {what} must be "
+                                 f"a power of two (such as {lower} or {lower * 2})")
+
+        power_of_two("partitions", "the table's entries")
+        power_of_two("ways", "the ways of a bucket")
+        if self.ways > self.partitions:
+            raise UsageError(f"--ways {self.ways} is more than --partitions {self.partitions}: "
+                             "a bucket cannot have more ways than the table has entries")
+        if self.tick_tuples:
+            raise UsageError("--store table has no timers yet: use --store pipeline for "
+                             f"--tick-tuples {self.tick_tuples}, or --tick-tuples 0")
+
+    @property
+    def index_bits(self) -> int:
+        """With ``store == "table"``: the bits that index the table's entries."""
+        return (self.partitions - 1).bit_length()
+
+    @property
+    def bucket_bits(self) -> int:
+        """With ``store == "table"``: the bits that choose a bucket of ``ways`` entries."""
+        return ((self.partitions // self.ways) - 1).bit_length()
+
+    def as_dict(self) -> dict[str, int | str]:
         """``{name: value}``, as sidecars, summaries and manifests record the parameters."""
         return dataclasses.asdict(self)
 
@@ -141,12 +196,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, defaults: str | None = Non
     group = parser.add_argument_group(
         "engine parameters (the same for every command that models or builds the engine)")
     for f in dataclasses.fields(EngineParams):
-        group.add_argument(option(f.name), dest=f.name, type=int, default=None,
-                           metavar=f.metadata["metavar"],
+        kind = {"choices": f.metadata["choices"]} if "choices" in f.metadata else {"type": int}
+        group.add_argument(option(f.name), dest=f.name, default=None,
+                           metavar=f.metadata["metavar"], **kind,
                            help=f"{f.metadata['help']} (default {defaults or f.default})")
 
 
-def given(args: argparse.Namespace) -> dict[str, int]:
+def given(args: argparse.Namespace) -> dict[str, int | str]:
     """The engine parameters given on the command line parsed into ``args``."""
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
             if getattr(args, f.name, None) is not None}

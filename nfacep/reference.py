@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import dfa as dfa_mod
-from .capacity import admit
+from .capacity import admit, table_slots
 from .nfa import Nfa, QueryNfa
 from .params import EngineParams
 from .predicates import evaluate
 from .result import Result
 from .tuples import Tuples, format_value
+from .wire import raw_column
 
 __all__ = ["Reference", "ReferenceResult", "predicate_matrix", "run"]
 
@@ -186,9 +187,14 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         fresh[:1] = True
         key_values = None
     else:
-        key_values, codes = np.unique(tuples.columns[key_field], return_inverse=True)
+        key_values, first, codes = np.unique(tuples.columns[key_field], return_index=True,
+                                             return_inverse=True)
         codes = codes.ravel()
-        a = admit(codes, params)
+        slots = None
+        if params.store == "table":
+            raw = raw_column(program.schema, tuples, key_field)[first]
+            slots = table_slots(raw, program.schema.field(key_field).type.bits, params)
+        a = admit(codes, params, slots)
         admitted, fresh = a.admitted, a.fresh
     # admitted tuples grouped by partition, in stream order within each; runs between restarts
     idx = np.flatnonzero(admitted)

@@ -195,7 +195,8 @@ def test_marathon_bitstream_for_ecp5(tmp_path, capsys):
     assert report["board"] == "ulx3s-85f" and report["device"] == "LFE5U-85F"
     assert report["status"] == "ok" and report["timing_met"] is True
     assert report["target_mhz"] == 25 and report["paper_mhz"] == 125
-    assert report["parameters"] == {"partitions": 8, "tick_tuples": 0, "timer_bits": 4}
+    assert report["parameters"] == {"partitions": 8, "tick_tuples": 0, "timer_bits": 4,
+                                    "store": "pipeline", "ways": 4}
     (clock, fmax), = report["fmax_mhz"].items()
     assert "sync" in clock and fmax > 25
     res = report["resources"]

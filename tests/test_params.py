@@ -21,9 +21,11 @@ def parse(*argv: str, defaults: str | None = None) -> argparse.Namespace:
 
 def test_defaults_and_one_value_everywhere():
     p = EngineParams()
-    assert p.as_dict() == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4}
-    assert p.options() == "--partitions 256 --tick-tuples 0 --timer-bits 4"
-    assert EngineParams(partitions=16) == EngineParams(16, 0, 4)
+    assert p.as_dict() == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4,
+                           "store": "pipeline", "ways": 4}
+    assert p.options() == ("--partitions 256 --tick-tuples 0 --timer-bits 4 --store pipeline "
+                           "--ways 4")
+    assert EngineParams(partitions=16) == EngineParams(16, 0, 4, "pipeline", 4)
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.partitions = 3  # type: ignore[misc]
     assert hash(p) == hash(EngineParams())  # usable as a key, in sets, in caches
@@ -43,6 +45,32 @@ def test_defaults_and_one_value_everywhere():
 def test_out_of_range_values_are_refused_naming_the_option(values, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         EngineParams(**values)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"store": "bram"}, "--store must be one of pipeline, table, not 'bram'"),
+    ({"store": "table", "partitions": 1000},
+     "--partitions 1000: with --store table, the table's entries must be a power of two "
+     "(such as 512 or 1024)"),
+    ({"store": "table", "ways": 3}, "--ways 3: with --store table, the ways of a bucket must"),
+    ({"store": "table", "partitions": 2, "ways": 4}, "--ways 4 is more than --partitions 2"),
+    ({"store": "table", "tick_tuples": 7}, "--store table has no timers yet"),
+    ({"ways": 0}, "--ways must be at least 1"),
+])
+def test_a_table_that_cannot_be_built_is_refused_naming_the_option(values, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        EngineParams(**values)
+
+
+def test_table_store_options_and_index_bits():
+    p = params.from_args(parse("--store", "table", "--partitions", "65536", "--ways", "4"))
+    assert (p.store, p.partitions, p.ways) == ("table", 65536, 4)
+    assert (p.index_bits, p.bucket_bits) == (16, 14)
+    assert EngineParams(store="table", partitions=1, ways=1).index_bits == 0
+    # the pipeline ignores --ways and takes any number of partitions
+    assert EngineParams(partitions=1000, ways=16).store == "pipeline"
+    with pytest.raises(SystemExit):
+        parse("--store", "bram")
 
 
 def test_limits_are_inclusive():
@@ -81,8 +109,9 @@ def test_recorded_parameters_round_trip_and_foreign_ones_are_refused():
     p = EngineParams(partitions=12, tick_tuples=3, timer_bits=2)
     assert EngineParams.from_dict(p.as_dict(), source="x.json") == p
     with pytest.raises(UsageError, match=r"x.json: engine parameters from another nfacep "
-                                         r"version \(unknown store; missing timer_bits\)"):
-        EngineParams.from_dict({"partitions": 1, "tick_tuples": 0, "store": "bram"},
+                                         r"version \(unknown color; missing store, "
+                                         r"timer_bits, ways\)"):
+        EngineParams.from_dict({"partitions": 1, "tick_tuples": 0, "color": "red"},
                                source="x.json")
     with pytest.raises(UsageError, match=r"x\.json: --partitions must be at least 1"):
         EngineParams.from_dict({**p.as_dict(), "partitions": 0}, source="x.json")

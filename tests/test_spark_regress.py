@@ -226,7 +226,8 @@ def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, caps
     assert "OK: the gateware's matches and drops equal the expected ones" in out
     report = report_of(fire)
     assert report["equal"] and report["engine"] == {"partitions": 16, "tick_tuples": 0,
-                                                    "timer_bits": 4}
+                                                    "timer_bits": 4, "store": "pipeline",
+                                                    "ways": 4}
 
 
 @pytest.mark.parametrize("remove", [vectors.MANIFEST, vectors.TUPLES, vectors.EXPECTED,

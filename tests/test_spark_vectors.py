@@ -219,7 +219,8 @@ def test_manifest(spark, fire):
     assert (m["seed"], m["tuples"], m["keys"], m["block_tuples"]) == (7, 6000, 24, 1024)
     assert m["keys_present"] == read(spark, folder, vectors.TUPLES).select("sensor") \
         .distinct().count() == 24
-    assert m["engine"] == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4}
+    assert m["engine"] == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4,
+                           "store": "pipeline", "ways": 4}
     assert m["expected"]["mode"] == "partitioned"
     assert m["stream"] == "warehouse" and m["partition_field"] == "sensor"
     assert m["order_fields"] == ["ts"]
