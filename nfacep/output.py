@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -112,8 +113,9 @@ def atomic_files(paths: list[str], newline: str | None = None, *,
     files: list = []
     try:
         for path in paths:
-            fd, tmp = _temporary(path, what)
-            temps.append(tmp)
+            with _deferred_signals():  # a signal comes after the name is recorded
+                fd, tmp = _temporary(path, what)
+                temps.append(tmp)
             files.append(os.fdopen(fd, "w", encoding="utf-8", newline=newline))
         yield files
         for f in files:
@@ -121,8 +123,9 @@ def atomic_files(paths: list[str], newline: str | None = None, *,
         mode = 0o666 & ~_umask()  # mkstemp makes them owner-only; follow the umask
         for tmp in temps:
             os.chmod(tmp, mode)
-        for tmp, path in zip(temps, paths, strict=True):
-            os.replace(tmp, path)
+        with _deferred_signals():  # all renamed, or (on an error) none past the failing one
+            for tmp, path in zip(temps, paths, strict=True):
+                os.replace(tmp, path)
     except OSError as err:
         _remove(files, temps)
         name = err.filename if isinstance(err.filename, str) else ", ".join(paths)
@@ -130,6 +133,20 @@ def atomic_files(paths: list[str], newline: str | None = None, *,
     except BaseException:
         _remove(files, temps)
         raise
+
+
+@contextlib.contextmanager
+def _deferred_signals():
+    """Ctrl-C and SIGTERM wait until the block is done (they are then delivered)."""
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX
+        yield
+        return
+    signals = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _remove(files: list, temps: list[str]) -> None:

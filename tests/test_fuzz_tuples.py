@@ -4,9 +4,11 @@ are "accepted" and nfacep's own error naming the file and, in a CSV file, the li
 within a time bound. ``tests/tuple_fuzz.py`` holds the mutator.
 
 The suite runs ``NFACEP_FUZZ_INPUTS`` inputs (default 4000, under a minute) of the fixed seed
-``NFACEP_FUZZ_SEED`` (default 0). Nightly, run more with another seed each night, e.g.
+``NFACEP_FUZZ_SEED`` (default 0); under ``HYPOTHESIS_PROFILE=nightly`` the default is 50,000.
+Nightly, run more with another seed each night (the same variables as
+``tests/test_query_fuzz.py``), e.g.
 
-    NFACEP_FUZZ_INPUTS=50000 NFACEP_FUZZ_SEED=$(date +%Y%m%d) \\
+    NFACEP_FUZZ_SEED=$(date +%Y%m%d) HYPOTHESIS_PROFILE=nightly \\
         .venv/bin/python -m pytest -q tests/test_fuzz_tuples.py
 
 or the campaign script, which also bounds memory and survives crashes and hangs of a worker:
@@ -22,7 +24,8 @@ import time
 import pytest
 from tuple_fuzz import check, corpus, mutant
 
-INPUTS = int(os.environ.get("NFACEP_FUZZ_INPUTS", "4000"))
+NIGHTLY = os.environ.get("HYPOTHESIS_PROFILE") == "nightly"
+INPUTS = int(os.environ.get("NFACEP_FUZZ_INPUTS", "50000" if NIGHTLY else "4000"))
 SEED = int(os.environ.get("NFACEP_FUZZ_SEED", "0"))
 #: Seconds one input may take: the slowest of a 100,000-input campaign took well under one.
 BOUND = 5.0
