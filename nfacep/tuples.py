@@ -476,8 +476,24 @@ def _convert(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndarray
         row = _first_invalid(~col.is_null().to_numpy(zero_copy_only=False))
         raise DataError(f"{_where(source, row, name)}: empty value")
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        _check_utf8(col, name, source)
         return _from_strings(col, ty, name, source)
     return _from_typed(col, ty, name, source)
+
+
+def _check_utf8(col: pa.Array, name: str, source: str) -> None:
+    """A string column of a Parquet file may hold bytes that are not UTF-8 (Parquet does
+    not check): name the first such row."""
+    try:
+        col.validate(full=True)
+    except pa.ArrowInvalid:
+        for row, value in enumerate(col.cast(pa.large_binary()).to_pylist()):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{_where(source, row, name)}: not UTF-8 text: "
+                                f"{excerpt(value)}") from None
+        raise DataError(f"{source}: column '{name}' is not valid text") from None
 
 
 _INT_RE = r"^\s*[+-]?[0-9]+\s*$"

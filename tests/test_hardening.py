@@ -349,3 +349,13 @@ def test_sim_waves_that_cannot_be_written_is_refused_before_simulating(tmp_path,
                          "--waves", waves], capsys)
         assert code == 2 and message in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_parquet_string_column_that_is_not_utf8(tmp_path):
+    """Parquet does not check that a string column holds UTF-8 text: the reader does."""
+    data = b"7" + b"\xd27"
+    offsets = pa.py_buffer(np.array([0, 1, 3], dtype=np.int32).tobytes())
+    bad = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(data)])
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"x": bad, "i": [1, 1], "b": [True, True], "f": [1.0, 2.0]}), path)
+    refused(path, "row 2", "column 'x': not UTF-8 text: b'\\xd27'")
