@@ -191,5 +191,7 @@ def report(result: Result, output: str | None, *, out=None, err=None) -> None:
     drops = result.drop_seqs
     if drops:
         shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
-        print(f"warning: {len(drops)} tuples dropped (partitioner full, --partitions "
-              f"{result.params.partitions}) at seq {shown}", file=err)
+        p = result.params
+        full = (f"a bucket full, --store table --partitions {p.partitions} --ways {p.ways}"
+                if p.store == "table" else f"partitioner full, --partitions {p.partitions}")
+        print(f"warning: {len(drops)} tuples dropped ({full}) at seq {shown}", file=err)

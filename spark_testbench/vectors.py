@@ -249,6 +249,8 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     elif e.tick_tuples:
         auto = ("global", f"timers matter: a tick every {e.tick_tuples} tuples expires idle "
                           "partitions, which depends on the position in the whole stream")
+    elif e.store == "table":
+        auto = _table_mode(e, job.nfa.program.schema.field(key).type.bits, keys)
     elif keys > e.partitions and keys_present > e.partitions:
         auto = ("global", f"capacity matters: {keys_present} keys present and the partitioner "
                           f"stores {e.partitions}, so it fills and drops tuples")
@@ -262,6 +264,18 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     if job.expected == "global":
         return "global", "forced with --expected global"
     raise UsageError(f"--expected partitioned: {auto[1]}")
+
+
+def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
+    if bits <= e.index_bits:
+        return ("partitioned", f"--store table with {e.partitions} entries indexes every "
+                               f"{bits}-bit key directly: no tuple is ever dropped, so each key's "
+                               "sub-stream is matched on its own")
+    if keys <= e.ways:
+        return ("partitioned", f"at most {keys} keys, no more than --ways {e.ways}: no bucket of "
+                               "the table fills, so each key's sub-stream is matched on its own")
+    return ("global", f"capacity matters: a bucket of the table holds {e.ways} keys and "
+                      f"{keys} are generated, so a bucket may fill and drop tuples")
 
 
 def run(spark, job: Job, *, tasks: int | None = None) -> dict:
@@ -291,7 +305,8 @@ def run(spark, job: Job, *, tasks: int | None = None) -> dict:
         tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
         key = job.nfa.program.partition_field
         counted = None
-        if key and job.params.tick_tuples == 0 and gen.keys > job.params.partitions:
+        if key and job.params.tick_tuples == 0 and job.params.store == "pipeline" \
+                and gen.keys > job.params.partitions:
             counted = tuples.select(key).distinct().count()  # are they all there?
         mode, reason = _mode(job, counted)
         source = tuples.select("seq", *_used_fields(job.nfa))

@@ -496,11 +496,32 @@ class Lives:
     drop_seqs: list[int] = field(default_factory=list)
 
 
+def crc32(data: bytes) -> int:
+    """CRC-32 as the ISO-HDLC standard defines it, bit by bit: reflected polynomial
+    0xEDB88320, initial value and final XOR 0xFFFFFFFF."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0xEDB88320 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def table_bucket(key: int, key_bits: int, partitions: int, ways: int) -> tuple[object, int]:
+    """``--store table``: the bucket of ``key`` (an unsigned ``key_bits``-bit value) and how
+    many partitions it holds, as docs/language.md defines them."""
+    if (1 << key_bits) <= partitions:  # the key is the entry's index: a bucket of its own
+        return ("entry", key), 1
+    nbytes = (key_bits + 7) // 8
+    return ("bucket", crc32(key.to_bytes(nbytes, "little")) % (partitions // ways)), ways
+
+
 def partition(
     keys: Sequence[object],
     partitions: int = 256,
     tick_tuples: int = 0,
     timer_bits: int = 4,
+    table: tuple[int, int] | None = None,
 ) -> Lives:
     """Split the input into sub-stream lives, modelling docs/language.md literally.
 
@@ -510,17 +531,24 @@ def partition(
     ``2**timer_bits - 1``; a tick after every ``tick_tuples``-th input tuple (dropped ones
     included) decrements every stored timer, and the tick that brings one to zero frees that
     element, forgetting its history.
+
+    With ``table = (key_bits, ways)`` (``--store table``) the keys are unsigned integers of
+    ``key_bits`` bits, and the limit is per bucket (:func:`table_bucket`), not overall.
     """
     result = Lives()
-    stored: dict[object, list] = {}  # key -> [timer, seqs]
+    stored: dict[object, list] = {}  # key -> [timer, seqs, bucket]
     top = (1 << timer_bits) - 1
     for n, key in enumerate(keys):
+        if table is None:
+            bucket, room = None, partitions
+        else:
+            bucket, room = table_bucket(key, table[0], partitions, table[1])
         if key in stored:
             stored[key][0] = top
             stored[key][1].append(n)
-        elif len(stored) < partitions:
+        elif sum(1 for e in stored.values() if e[2] == bucket) < room:
             seqs = [n]
-            stored[key] = [top, seqs]
+            stored[key] = [top, seqs, bucket]
             result.lives.append((key, seqs))
         else:
             result.drop_seqs.append(n)
@@ -558,13 +586,15 @@ def run(
     timer_bits: int = 4,
     engine: str = "sets",
     key_text: Callable[[object], str] = str,
+    table: tuple[int, int] | None = None,
 ) -> Result:
-    """Matches of ``queries`` over ``rows`` as ``nfacep match`` should report them."""
+    """Matches of ``queries`` over ``rows`` as ``nfacep match`` should report them
+    (``table``: ``--store table``, as :func:`partition` takes it)."""
     if partition_field is None:  # one sub-stream; capacity and timers do not apply
         lives = Lives(lives=[(None, list(range(len(rows))))])
     else:
         keys = [row[partition_field] for row in rows]
-        lives = partition(keys, partitions, tick_tuples, timer_bits)
+        lives = partition(keys, partitions, tick_tuples, timer_bits, table)
     # Predicates see one tuple at a time, so each query's encoding is computed once for the
     # whole input; a sub-stream's string is its tuples' characters in stream order.
     encoded = {q: encode(q, rows) for q in queries}

@@ -213,3 +213,112 @@ def test_match_drops_are_per_tuple_not_per_query(tmp_path):
     text = STREAM + "".join(render_query(q, "s", "k") for q in qs)
     rows = keyed([0, 1, 0, 1, 2, 0])
     check_against_oracle(tmp_path, qs, text, rows, True, options(1, 0, 4), (1, 0, 4))
+
+
+# --------------------------------------------------------------------------------------------
+# --store table: a key that fits the index has an entry of its own; a wider one goes to bucket
+# CRC-32(key) mod (entries / ways), which holds `ways` partitions
+
+
+def test_oracle_crc32_is_the_standard_one():
+    from oracle import crc32
+
+    assert crc32(b"123456789") == 0xCBF43926  # the catalogue's check value
+
+
+def table_options(n: int, ways: int) -> list[str]:
+    return ["--store", "table", "--partitions", str(n), "--ways", str(ways)]
+
+
+def test_oracle_table_buckets_by_hand():
+    from oracle import table_bucket
+
+    # 8-bit keys in 4 entries of 2 ways: two buckets; CRC-32 of one byte, mod 2
+    buckets = [table_bucket(k, 8, 4, 2)[0][1] for k in range(8)]
+    assert buckets == [1, 1, 1, 1, 0, 0, 0, 0]
+    # in 8 entries of one way, CRC-32 mod 8 spreads the first 8 keys over all 8
+    assert sorted(table_bucket(k, 8, 8, 1)[0][1] for k in range(8)) == list(range(8))
+    # bucket 1 takes keys 0 and 1 and has no room for 2 and 3; bucket 0 takes 4 and 5
+    found = partition([0, 1, 2, 3, 4, 5, 0], 4, table=(8, 2))
+    assert found.lives == [(0, [0, 6]), (1, [1]), (4, [4]), (5, [5])]
+    assert found.drop_seqs == [2, 3]
+    # 256 entries index 8-bit keys directly: nothing is ever dropped
+    assert partition(list(range(256)) * 2, 256, table=(8, 4)).drop_seqs == []
+
+
+@pytest.mark.parametrize(("keys", "n", "ways"), [
+    ([0, 1, 2, 3, 4, 5, 0], 4, 2),
+    ([0, 1, 2, 3, 4, 5, 0, 5, 4], 4, 4),  # one bucket of 4: the first four keys stay
+    ([5, 5, 4, 4, 3, 2, 1, 0], 8, 1),
+    ([0, 2, 5, 0, 2, 5], 2, 1),
+])
+def test_match_table_hand_cases(tmp_path, keys, n, ways):
+    text = STREAM + render_query(AA, "s", "k")
+    check_against_oracle(tmp_path, [AA], text, keyed(keys), True, table_options(n, ways),
+                         (n, 0, 4), table=(8, ways))
+
+
+def test_match_table_direct_never_drops(tmp_path):
+    """256 entries hold every 8-bit key: 300 distinct-key-heavy tuples, no drop."""
+    rng = random.Random(5)
+    keys = [rng.randrange(256) for _ in range(300)]
+    cells = [rng.choice(["a", "", "ab"]) for _ in keys]
+    text = STREAM + render_query(AA, "s", "k")
+    check_against_oracle(tmp_path, [AA], text, keyed(keys, cells), True,
+                         table_options(256, 4), (256, 0, 4), table=(8, 4))
+
+
+@cli_settings(40)
+@given(
+    keys=key_lists(max_len=40, keys=40),
+    log_n=st.integers(0, 9),
+    log_ways=st.integers(0, 4),
+    data=st.data(),
+)
+def test_match_table_random(tmp_path, keys, log_n, log_ways, data):
+    """Random keys (8-bit: hashed below 256 entries, direct from 256), entries and ways,
+    two queries: matches and drops as the oracle's table."""
+    n = 1 << log_n
+    ways = 1 << min(log_ways, log_n)
+    cells = data.draw(st.lists(st.sampled_from(["a", "b", "ab", ""]), min_size=len(keys),
+                               max_size=len(keys)), label="cells")
+    q2 = Query("r", seq(A, B), ABC[:2], skip=True)
+    text = STREAM + render_query(AA, "s", "k") + render_query(q2, "s", "k")
+    check_against_oracle(tmp_path, [AA, q2], text, keyed(keys, cells), True,
+                         table_options(n, ways), (n, 0, 4), table=(8, ways))
+
+
+@given(keys=st.lists(st.integers(0, 2**64 - 1), max_size=50), bits=st.integers(1, 64))
+def test_key_crc32_is_zlibs_on_the_little_endian_key_bytes(keys, bits):
+    import binascii
+
+    import numpy as np
+
+    from nfacep.capacity import key_crc32
+
+    keys = [k & ((1 << bits) - 1) for k in keys]
+    got = key_crc32(np.array(keys, dtype=np.uint64), bits).tolist()
+    assert got == [binascii.crc32(k.to_bytes((bits + 7) // 8, "little")) for k in keys]
+
+
+@given(codes=key_lists(max_len=60, keys=30), log_n=st.integers(0, 6), log_ways=st.integers(0, 3),
+       bits=st.sampled_from([4, 5, 16, 64]))
+def test_table_admission_equals_the_sequential_definition(codes, log_n, log_ways, bits):
+    """The array model of the table (first `ways` keys of a bucket stay) against the
+    one-tuple-at-a-time pass, over raw keys of several widths (direct and hashed)."""
+    import numpy as np
+
+    from nfacep.capacity import admit, admit_sequential, table_slots
+    from nfacep.params import EngineParams
+
+    params = EngineParams(store="table", partitions=1 << log_n, ways=1 << min(log_ways, log_n))
+    rng = random.Random(bits)
+    raw = np.array([rng.randrange(1 << bits) for _ in range(30)], dtype=np.uint64)
+    raw = np.unique(raw)
+    codes = np.array([c % len(raw) for c in codes], dtype=np.int64)
+    slots = table_slots(raw, bits, params)
+    fast, slow = admit(codes, params, slots), admit_sequential(codes, params, slots)
+    assert fast.admitted.tolist() == slow.admitted.tolist()
+    assert fast.fresh.tolist() == slow.fresh.tolist()
+    if bits <= params.index_bits:
+        assert fast.admitted.all()

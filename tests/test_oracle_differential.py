@@ -127,8 +127,10 @@ def check_against_oracle(
     hardware: tuple[int, int, int] = (256, 0, 4),
     bools: str = "word",
     engine: str = "sets",
+    table: tuple[int, int] | None = None,
 ) -> None:
-    """``nfacep match`` must report exactly what the oracle reports: matches, drops, counts."""
+    """``nfacep match`` must report exactly what the oracle reports: matches, drops, counts.
+    ``table = (key_bits, ways)`` models ``--store table`` (give its options too)."""
     partitions, tick_tuples, timer_bits = hardware
     want = run(
         queries,
@@ -138,6 +140,7 @@ def check_against_oracle(
         tick_tuples=tick_tuples,
         timer_bits=timer_bits,
         engine=engine,
+        table=table,
     )
     got = nfacep_match(tmp, query_text, rows, options, bools)
     context = (

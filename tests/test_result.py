@@ -89,6 +89,13 @@ def test_one_writer_and_one_report(tmp_path):
     assert stdout.getvalue().startswith(f"{data.n} tuples, {len(res.seqs)} matches (")
     assert f"{len(res.drops)} tuples dropped (partitioner full, --partitions 2)" in \
         stderr.getvalue() and " …" in stderr.getvalue()
+    table = reference.run(nfa, data, EngineParams(store="table", partitions=4, ways=2))
+    assert 0 < len(table.drops) < data.n  # bruteforce's keys are wider than 2 index bits
+    stderr = io.StringIO()
+    report(table, str(out), out=io.StringIO(), err=stderr)
+    assert (f"{len(table.drops)} tuples dropped (a bucket full, --store table --partitions 4 "
+            "--ways 2) at seq") in stderr.getvalue()
+    assert table.summary(query_file="q.sql", input="t.csv")["store"] == "table"
 
 
 def test_run_files_checks_before_it_works_and_writes_nothing_on_error(tmp_path):

@@ -196,6 +196,26 @@ def test_capacity_alone_selects_the_global_pass(spark, tmp_path):
     assert m["counts"]["drops"] == summary["drops"] > 0
 
 
+@pytest.mark.parametrize(("entries", "mode", "reason"), [
+    (16, "global", "capacity matters: a bucket of the table holds 4 keys and 40 are generated"),
+    (65536, "partitioned", "--store table with 65536 entries indexes every 16-bit key directly"),
+])
+def test_table_store_vectors(spark, tmp_path, entries, mode, reason):
+    """--store table: marathon's 16-bit runner keys go to buckets of 4 below 64k entries (the
+    exact global pass, where 40 keys fill 4 buckets), and are indexed directly at 64k (no drop:
+    each key on its own)."""
+    engine = EngineParams(store="table", partitions=entries, ways=4)
+    m = make(spark, tmp_path / "v", QUERIES / "marathon.sql", keys=40, engine=engine,
+             tuples=2000)
+    assert m["expected"]["mode"] == mode and m["expected"]["reason"].startswith(reason)
+    assert m["engine"]["store"] == "table"
+    rows, summary = run_match(tmp_path, QUERIES / "marathon.sql", tmp_path / "v",
+                              "--store", "table", "--partitions", str(entries))
+    assert_expected_is(spark, tmp_path / "v", rows)
+    assert m["counts"]["drops"] == summary["drops"]
+    assert (summary["drops"] > 0) == (mode == "global")
+
+
 # --- every bundled query ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
