@@ -73,10 +73,11 @@ class QueryError(NfacepError):
         head = f"{self.filename}:{self.pos.line}:{self.pos.column}: {prefix}{message}"
         if self.source is None:
             return head
-        lines = self.source.splitlines()
-        if not 1 <= self.pos.line <= len(lines):
+        lines = self.source.split("\n")  # as the lexer counts lines: \r, \f, … are no ends
+        if not 1 <= self.pos.line <= len(lines) or not lines[self.pos.line - 1]:
             return head
-        text, column = _excerpt(lines[self.pos.line - 1], max(self.pos.column, 1))
+        line = lines[self.pos.line - 1].removesuffix("\r")
+        text, column = _excerpt(line, max(self.pos.column, 1))
         caret = " " * (column - 1) + "^"
         return f"{head}\n    {text}\n    {caret}"
 

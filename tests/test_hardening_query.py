@@ -364,3 +364,13 @@ def test_huge_names_are_cut_in_messages(tmp_path, capsys):
     head = err.splitlines()[0]
     assert head.startswith(f"{tmp_path / 'q.sql'}:2:37: '{'a' * 100}")
     assert len(head) < 1000 + len(str(tmp_path)) + 20 and " … " in head
+
+
+def test_caret_line_is_the_lexers_line(tmp_path, capsys):
+    """Only '\\n' ends a line, as the lexer counts: a form feed or a vertical tab inside a line
+    does not move the caret to another line, and a '\\r' before '\\n' is not shown."""
+    _, _, err = check(tmp_path, capsys, "CREATE STREAM s (x UINT(8));\fQUERY q PATTERN (A)\v")
+    assert err.splitlines()[1:] == ["    CREATE STREAM s (x UINT(8));?QUERY q PATTERN (A)?",
+                                    " " * 52 + "^"]
+    refused(tmp_path, capsys, S.replace("\n", "\r\n") + "QUERY q PATTERN (A) DEFINE A AS x = 300"
+            "\r\n", 2, 37, "does not fit")
