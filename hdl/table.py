@@ -1,0 +1,316 @@
+"""The table partitioner: one state vector per partition key in block RAM, one tuple per clock.
+
+The second partition store beside the swap pipeline (``hdl/partitioner.py``), chosen with
+``--store table``: the same stream interface and counters as
+:class:`~nfacep.hdl.partitioner.StreamPartitioner`, the same caller-supplied ``update``
+function, but the partitions live in ``amaranth.lib.memory`` banks (block RAM on ECP5 and
+iCE40) instead of a chain of registers. ``nfacep.capacity`` (``table_slots``, ``key_crc32``)
+models which tuples it drops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from amaranth.hdl import Cat, Const, Module, Shape, ShapeLike, Signal, Value, ValueLike
+from amaranth.lib import crc, data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .queue import StreamBuffer
+
+__all__ = ["TablePartitioner"]
+
+
+UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
+
+
+class TablePartitioner(wiring.Component):
+    """Stream partitioner over a table in block RAM (``--store table``, no timers).
+
+    The table has ``entries`` entries (a power of two, ``E``) and for every input tuple produces
+    one output record, in input order, exactly as this sequential model does. Let ``w`` be the
+    key's width:
+
+    - **Direct** (``w <= log2(E)``): the key is the address of its own entry. A tuple whose
+      entry was written before finds its state there; otherwise it starts from the all-zero
+      state (``fresh``). No tuple is ever dropped. Only the ``2**w`` entries a key can address
+      are built.
+    - **Hashed** (``w > log2(E)``): the table is ``E / W`` buckets of ``W = ways`` entries; a
+      key's bucket is the low ``log2(E / W)`` bits of the CRC-32 (ISO-HDLC: zlib's, Ethernet's,
+      ``amaranth.lib.crc.catalog.CRC32_ISO_HDLC``) of the key taken as ``ceil(w / 8)`` little-endian
+      bytes, which is :func:`nfacep.capacity.key_crc32`. Each entry holds (valid, the whole key
+      as tag, state). A tuple whose key is stored in its bucket finds its state there;
+      otherwise it takes the lowest-numbered free way of the bucket and starts from the
+      all-zero state (``fresh``); if the bucket is full it is dropped (``dropped``, counted in
+      ``drops``) and nothing changes.
+
+    A processed tuple's entry then holds ``update(state, payload)``. Entries are never freed
+    (there are no timers yet), so in each bucket the first ``W`` keys stay.
+
+    Pipeline: the input register (and, hashed, the CRC register) takes the tuple; the next
+    cycle presents its row to every bank's read port; the cycle after that compares the ways'
+    tags, applies ``update``, writes the entry back and hands the record to the output
+    register (:class:`~nfacep.hdl.queue.StreamBuffer`). The read ports are transparent for
+    their bank's write port, so the tuple right behind reads what the tuple ahead writes at the
+    same clock edge; older writes are in the memory already. So each tuple sees everything
+    before it, even back-to-back tuples of one key or one bucket, without further forwarding.
+
+    Latency: 3 cycles. A tuple transferred on ``i_stream`` at clock edge ``n`` has its record
+    valid on ``o_stream`` from edge ``n + 2``, so with ``o_stream.ready`` high it is transferred
+    at edge ``n + 3``.
+
+    Throughput: one tuple per cycle, sustained, whatever the keys.
+
+    Backpressure: the whole pipeline, block-RAM read enables and writes included, advances
+    only when the output register is empty or ``o_stream.ready`` is high; otherwise everything
+    holds, so nothing is lost however long the stall. ``i_stream.ready`` depends
+    combinationally on ``o_stream.ready``; ``o_stream.valid`` is a register.
+
+    Reset: block RAM is not reset, so after every reset a sweep writes all-invalid entries to
+    every row of every bank, the banks in parallel: ``rows`` cycles (``E / W`` hashed,
+    ``2**w / min(W, 2**w)`` direct) during which ``i_stream.ready`` is low. The table is then
+    empty, as the model's is at the start.
+
+    Parameters
+    ----------
+    key_shape, payload_shape, state_width, result_shape, update, counter_width
+        As for :class:`~nfacep.hdl.partitioner.StreamPartitioner`.
+    entries : :class:`int`
+        ``E``, the table's entries (a power of two).
+    ways : :class:`int`
+        ``W``, entries of a bucket (a power of two, at most ``entries``), one bank each.
+
+    Members
+    -------
+    i_stream, o_stream, tuples, drops
+        As for :class:`~nfacep.hdl.partitioner.StreamPartitioner`.
+    """
+
+    def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
+                 result_shape: ShapeLike, entries: int, ways: int, update: UpdateFunction,
+                 counter_width: int = 32):
+        key_width = Shape.cast(key_shape).width
+        Shape.cast(payload_shape)
+        Shape.cast(result_shape)
+        if not isinstance(state_width, int) or state_width < 0:
+            raise ValueError(f"State width must be a non-negative integer, not {state_width!r}")
+        for name, value in (("Entries", entries), ("Ways", ways)):
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name} must be a positive power of two, not {value!r}")
+        if ways > entries:
+            raise ValueError(f"Ways ({ways}) must not exceed entries ({entries})")
+        if key_width < 1:
+            raise ValueError("The key must be at least one bit wide")
+        if not isinstance(counter_width, int) or counter_width < 1:
+            raise ValueError(f"Counter width must be a positive integer, not {counter_width!r}")
+        if not callable(update):
+            raise TypeError(f"Update function must be callable, not {update!r}")
+
+        self._key_shape = key_shape
+        self._key_width = key_width
+        self._payload_shape = payload_shape
+        self._state_width = state_width
+        self._result_shape = result_shape
+        self._entries = entries
+        self._ways = ways
+        self._update = update
+        self._counter_width = counter_width
+
+        index_bits = (entries - 1).bit_length()
+        self._direct = key_width <= index_bits
+        if self._direct:
+            used = 1 << key_width
+            self._banks = min(ways, used)
+            self._rows = used // self._banks
+        else:
+            self._banks = ways
+            self._rows = entries // ways
+
+        self._input_layout = data.StructLayout({
+            "key": key_shape,
+            "payload": payload_shape,
+        })
+        self._output_layout = data.StructLayout({
+            "key": key_shape,
+            "payload": payload_shape,
+            "result": result_shape,
+            "dropped": 1,
+            "fresh": 1,
+        })
+        super().__init__({
+            "i_stream": In(stream.Signature(self._input_layout)),
+            "o_stream": Out(stream.Signature(self._output_layout)),
+            "tuples": Out(counter_width),
+            "drops": Out(counter_width),
+        })
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def ways(self) -> int:
+        return self._ways
+
+    @property
+    def direct(self) -> bool:
+        """Whether keys index the table directly (no tags, no drops)."""
+        return self._direct
+
+    @property
+    def banks(self) -> int:
+        """Block-RAM banks (memories) built: the ways, or the direct table's interleave."""
+        return self._banks
+
+    @property
+    def rows(self) -> int:
+        """Rows of each bank, and cycles of the clearing sweep after reset."""
+        return self._rows
+
+    @property
+    def latency(self) -> int:
+        """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
+        return 3
+
+    @property
+    def entry_layout(self) -> data.StructLayout:
+        """One entry of a bank: valid, the key as tag (hashed only), the state vector."""
+        return data.StructLayout({
+            "valid": 1,
+            "tag": 0 if self._direct else self._key_width,
+            "state": self._state_width,
+        })
+
+    @property
+    def crc_parameters(self) -> crc.Parameters:
+        """The bucket hash: CRC-32 over the key's ``ceil(w / 8)`` bytes as one word."""
+        return crc.catalog.CRC32_ISO_HDLC(data_width=8 * ((self._key_width + 7) // 8))
+
+    def elaborate(self, platform):
+        m = Module()
+        banks, rows = self._banks, self._rows
+        row_bits = (rows - 1).bit_length()
+        bank_bits = (banks - 1).bit_length()
+        layout = self.entry_layout
+
+        m.submodules.out = out = StreamBuffer(self._output_layout)
+        wiring.connect(m, out.o_stream, wiring.flipped(self.o_stream))
+        advance = Signal()
+        m.d.comb += advance.eq(out.i_stream.ready)
+
+        # --- clearing sweep after reset ---------------------------------------------------
+        clearing = Signal(init=1)
+        sweep = Signal(range(rows), name="sweep_row")
+        with m.If(clearing):
+            m.d.sync += sweep.eq(sweep + 1)
+            with m.If(sweep == rows - 1):
+                m.d.sync += [clearing.eq(0), sweep.eq(0)]
+
+        # --- stage 1: input register (and the bucket hash) -----------------------------------
+        m.d.comb += self.i_stream.ready.eq(advance & ~clearing)
+        accept = Signal()
+        m.d.comb += accept.eq(self.i_stream.valid & self.i_stream.ready)
+        with m.If(accept):
+            m.d.sync += self.tuples.eq(self.tuples + 1)
+
+        in_key = Value.cast(self.i_stream.payload.key).as_unsigned()
+        s1 = Signal(self._input_layout, name="s1")
+        s1_valid = Signal(name="s1_valid")
+        s2 = Signal(self._input_layout, name="s2")
+        s2_valid = Signal(name="s2_valid")
+        s2_row = Signal(row_bits, name="s2_row")
+        s1_row = Signal(row_bits, name="s1_row")
+        s1_bank = Signal(bank_bits, name="s1_bank")
+        s2_bank = Signal(bank_bits, name="s2_bank")
+        s1_key = Value.cast(s1.key).as_unsigned()
+        if self._direct:
+            m.d.comb += [s1_bank.eq(s1_key[:bank_bits]), s1_row.eq(s1_key[bank_bits:])]
+        else:
+            m.submodules.hash = hasher = self.crc_parameters.create()
+            m.d.comb += [
+                # start and valid together: each word is hashed from the initial value; with
+                # both low (a stall) the register holds (start alone would reinitialise it)
+                hasher.start.eq(advance),
+                hasher.valid.eq(advance),
+                hasher.data.eq(in_key),
+                s1_row.eq(hasher.crc[:row_bits]),
+            ]
+        with m.If(advance):
+            m.d.sync += [
+                s1_valid.eq(accept),
+                s1.eq(self.i_stream.payload),
+                s2_valid.eq(s1_valid),
+                s2.eq(s1),
+                s2_row.eq(s1_row),
+                s2_bank.eq(s1_bank),
+            ]
+
+        # --- the banks: read in stage 1, written in stage 2 -----------------------------------
+        read_data = []
+        write_ports = []
+        for b in range(banks):
+            mem = Memory(shape=layout, depth=rows, init=[])
+            m.submodules[f"bank{b}"] = mem
+            wp = mem.write_port()
+            rp = mem.read_port(transparent_for=(wp,))
+            m.d.comb += [rp.addr.eq(s1_row), rp.en.eq(advance)]
+            read_data.append(rp.data)
+            write_ports.append(wp)
+
+        # --- stage 2: find the key's way, update, write back, emit ----------------------------
+        s2_key = Value.cast(s2.key).as_unsigned()
+        hit = Signal(name="s2_hit")
+        dropped = Signal(name="s2_dropped")
+        way = Signal(bank_bits, name="s2_way")
+        current = Signal(self._state_width, name="s2_state")
+        if self._direct:
+            entry = Signal(layout, name="s2_entry")
+            with m.Switch(s2_bank):
+                for b in range(banks):
+                    with m.Case(b):
+                        m.d.comb += entry.eq(read_data[b])
+            m.d.comb += [hit.eq(entry.valid), way.eq(s2_bank), dropped.eq(0)]
+            with m.If(hit):
+                m.d.comb += current.eq(entry.state)
+        else:
+            matches = Cat(e.valid & (e.tag == s2_key) for e in read_data)
+            free = Cat(~e.valid for e in read_data)
+            m.d.comb += [hit.eq(matches.any()), dropped.eq(~matches.any() & ~free.any())]
+            for b in range(banks):  # one-hot when hit: the key is stored at most once
+                with m.If(matches[b]):
+                    m.d.comb += [current.eq(read_data[b].state), way.eq(b)]
+            with m.If(~matches.any()):
+                for b in reversed(range(banks)):  # the lowest free way wins
+                    with m.If(free[b]):
+                        m.d.comb += way.eq(b)
+
+        new_state_value, result_value = self._update(m, current, s2.payload)
+        new_state = Signal(self._state_width, name="s2_new_state")
+        result = Signal(self._result_shape, name="s2_result")
+        m.d.comb += [new_state.eq(new_state_value), result.eq(result_value)]
+
+        written = Signal(layout, name="s2_written")
+        m.d.comb += [written.valid.eq(1), written.state.eq(new_state)]
+        if not self._direct:
+            m.d.comb += written.tag.eq(s2_key)
+        store = Signal(name="s2_store")
+        m.d.comb += store.eq(advance & s2_valid & ~dropped)
+        for b, wp in enumerate(write_ports):
+            with m.If(clearing):
+                m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
+            with m.Else():
+                m.d.comb += [wp.addr.eq(s2_row), wp.data.eq(written),
+                             wp.en.eq(store & (way == b))]
+
+        m.d.comb += [
+            out.i_stream.valid.eq(s2_valid),
+            out.i_stream.payload.key.eq(s2.key),
+            out.i_stream.payload.payload.eq(s2.payload),
+            out.i_stream.payload.result.eq(result),
+            out.i_stream.payload.dropped.eq(dropped),
+            out.i_stream.payload.fresh.eq(~hit & ~dropped),
+        ]
+        with m.If(advance & s2_valid & dropped):
+            m.d.sync += self.drops.eq(self.drops + 1)
+        return m

@@ -1,0 +1,318 @@
+# amaranth: UnusedElaboratable=no
+"""The table partitioner (--store table) against a sequential software model, in Amaranth's
+simulator: direct and hashed tables, same-key bursts, all-distinct keys, full buckets, random
+input gaps and output stalls, throughput, latency, reset."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import numpy as np
+import pytest
+from amaranth.hdl import ResetInserter, Signal
+from amaranth.sim import Simulator
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_hdl_partitioner import (
+    PAYLOAD_WIDTH,
+    STATE_WIDTH,
+    Record,
+    Run,
+    assert_matches_model,
+    mix,
+    mix_gateware,
+    simulate,
+)
+
+from nfacep.capacity import admit_sequential, key_crc32, table_slots
+from nfacep.hdl.table import TablePartitioner
+from nfacep.params import EngineParams
+
+# --- the reference: written from the definition, sharing nothing with nfacep.capacity --------
+
+
+class TableModel:
+    """Direct: {key: state}, never full. Hashed: one dict {key: state} per bucket (zlib's
+    CRC-32 of the key's little-endian bytes, low bits), at most ``ways`` keys each."""
+
+    def __init__(self, *, entries, ways, key_width):
+        self.direct = key_width <= (entries - 1).bit_length()
+        self.ways = ways
+        self.buckets = entries // ways
+        self.nbytes = (key_width + 7) // 8
+        self.table = {}
+        self.drops = 0
+
+    def bucket(self, key):
+        if self.direct:
+            return key
+        return zlib.crc32(key.to_bytes(self.nbytes, "little")) % self.buckets
+
+    def step(self, key, payload):
+        entries = self.table.setdefault(self.bucket(key), {})
+        if key in entries:
+            state, fresh = entries[key], False
+        elif self.direct or len(entries) < self.ways:
+            state, fresh = 0, True
+        else:
+            self.drops += 1
+            return Record(key, payload, dropped=True, fresh=False, result=None)
+        entries[key] = mix(state, payload)
+        return Record(key, payload, dropped=False, fresh=fresh, result=entries[key])
+
+    def run(self, tuples):
+        return [self.step(key, payload) for key, payload in tuples]
+
+
+def make_table(*, entries, ways, key_width):
+    return TablePartitioner(key_shape=key_width, payload_shape=PAYLOAD_WIDTH,
+                            state_width=STATE_WIDTH, result_shape=STATE_WIDTH, entries=entries,
+                            ways=ways, update=mix_gateware)
+
+
+def check(tuples, *, entries, ways, key_width, **kwargs):
+    dut = make_table(entries=entries, ways=ways, key_width=key_width)
+    model = TableModel(entries=entries, ways=ways, key_width=key_width)
+    expected = model.run(tuples)
+    run = simulate(dut, tuples, cycle_limit=2000 + dut.rows + 200 * len(tuples), **kwargs)
+    assert_matches_model(run, expected)
+    assert run.tuples == len(tuples)
+    assert run.drops == model.drops
+    run.dut = dut
+    return run, expected
+
+
+def random_tuples(rng, keys):
+    return [(key, rng.randrange(1 << PAYLOAD_WIDTH)) for key in keys]
+
+
+def bursty_keys(rng, count, pool):
+    """Runs of one key (same-key bursts), single keys and pairs alternating, from ``pool``."""
+    keys = []
+    while len(keys) < count:
+        kind = rng.randrange(3)
+        if kind == 0:
+            keys += [rng.choice(pool)] * rng.randrange(2, 6)
+        elif kind == 1:
+            a, b = rng.choice(pool), rng.choice(pool)
+            keys += [a, b] * rng.randrange(1, 4)
+        else:
+            keys.append(rng.choice(pool))
+    return keys[:count]
+
+
+# --- the hash ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key_width", [1, 7, 8, 9, 16, 17, 32, 40, 64])
+def test_crc_is_zlibs_over_little_endian_bytes(key_width):
+    rng = random.Random(key_width)
+    keys = [0, (1 << key_width) - 1] + [rng.randrange(1 << key_width) for _ in range(50)]
+    nbytes = (key_width + 7) // 8
+    want = [zlib.crc32(k.to_bytes(nbytes, "little")) for k in keys]
+    assert key_crc32(np.array(keys, dtype=np.uint64), key_width).tolist() == want
+    dut = make_table(entries=2, ways=1, key_width=key_width)
+    parameters = dut.crc_parameters
+    assert [parameters.compute([k]) for k in keys] == want
+
+
+def test_crc_gateware_gives_the_bucket():
+    # The hash register in the gateware (not just the Parameters' software model).
+    dut = make_table(entries=16, ways=2, key_width=24).crc_parameters.create()
+    rng = random.Random(1)
+    keys = [rng.randrange(1 << 24) for _ in range(20)]
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.start, 1)
+        ctx.set(dut.valid, 1)
+        for k in keys:
+            ctx.set(dut.data, k)
+            await ctx.tick()
+            got.append(ctx.get(dut.crc))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [zlib.crc32(k.to_bytes(3, "little")) for k in keys]
+
+
+# --- random differential tests -----------------------------------------------------------------
+
+# (entries, ways, key width, key pool size): hashed with small tables and wide keys fill buckets
+HASHED = [(2, 1, 16, 5), (4, 2, 16, 9), (8, 4, 16, 14), (8, 2, 32, 12), (16, 4, 12, 30),
+          (4, 4, 20, 7), (16, 1, 8, 24)]
+
+
+@pytest.mark.parametrize(("entries", "ways", "key_width", "pool"), HASHED)
+def test_hashed_against_model(entries, ways, key_width, pool):
+    seed = entries * 100 + ways * 10 + key_width
+    rng = random.Random(seed)
+    keys = [rng.randrange(1 << key_width) for _ in range(pool)]
+    tuples = random_tuples(rng, bursty_keys(rng, 300, keys))
+    _, expected = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed,
+                        gap=0.3, stall=0.3)
+    assert any(r.dropped for r in expected)
+    assert any(r.fresh for r in expected)
+    assert any(not r.fresh and not r.dropped for r in expected)
+
+
+@pytest.mark.parametrize(("entries", "ways", "key_width"),
+                         [(16, 4, 4), (16, 4, 3), (16, 2, 1), (8, 8, 3), (256, 4, 8), (4, 1, 2)])
+def test_direct_against_model(entries, ways, key_width):
+    seed = entries + ways + key_width
+    rng = random.Random(seed)
+    pool = list(range(1 << key_width))
+    tuples = random_tuples(rng, bursty_keys(rng, 250, pool))
+    dut_rows = make_table(entries=entries, ways=ways, key_width=key_width).rows
+    assert dut_rows == (1 << key_width) // min(ways, 1 << key_width)
+    _, expected = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed,
+                        gap=0.3, stall=0.3)
+    assert not any(r.dropped for r in expected)
+    assert any(r.fresh for r in expected) and any(not r.fresh for r in expected)
+
+
+@pytest.mark.parametrize(("entries", "ways", "key_width"),
+                         [(8, 2, 16), (16, 4, 4), (4, 1, 32)])
+def test_full_speed_bursts(entries, ways, key_width):
+    # Back to back, output always ready: same-key runs and alternating pairs in flight together.
+    rng = random.Random(entries + key_width)
+    keys = [rng.randrange(1 << key_width) for _ in range(entries + 3)]
+    check(random_tuples(rng, bursty_keys(rng, 300, keys)), entries=entries, ways=ways,
+          key_width=key_width)
+
+
+def test_all_distinct_keys():
+    # Every key new: the first `ways` keys of each bucket stay, every later one is dropped.
+    rng = random.Random(5)
+    keys = rng.sample(range(1 << 16), 200)
+    _, expected = check(random_tuples(rng, keys), entries=16, ways=4, key_width=16, seed=5,
+                        gap=0.2, stall=0.2)
+    assert sum(not r.dropped for r in expected) == 16
+    assert all(r.fresh for r in expected if not r.dropped)
+
+
+def test_full_buckets_equal_nfacep_capacity():
+    # The model above and nfacep.capacity's (the reference matcher's) agree on drops and fresh.
+    rng = random.Random(8)
+    key_width, entries, ways = 24, 16, 2
+    pool = [rng.randrange(1 << key_width) for _ in range(40)]
+    keys = bursty_keys(rng, 400, pool)
+    params = EngineParams(store="table", partitions=entries, ways=ways)
+    raw, codes = np.unique(np.array(keys, dtype=np.uint64), return_inverse=True)
+    admission = admit_sequential(codes.ravel(), params, table_slots(raw, key_width, params))
+    run, _ = check(random_tuples(rng, keys), entries=entries, ways=ways,
+                   key_width=key_width, seed=8, gap=0.1, stall=0.5)
+    assert [not r.dropped for r in run.records] == admission.admitted.tolist()
+    assert [r.fresh for r in run.records] == admission.fresh.tolist()
+    assert (~admission.admitted).sum() > 50
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    shape=st.sampled_from([(2, 1, 8), (4, 2, 8), (4, 4, 9), (8, 2, 3), (2, 2, 1), (4, 1, 2)]),
+    keys=st.lists(st.integers(0, 7), min_size=1, max_size=40),
+    seed=st.integers(0, 2**16),
+    gap=st.sampled_from([0.0, 0.5]),
+    stall=st.sampled_from([0.0, 0.5]),
+)
+def test_hypothesis_against_model(shape, keys, seed, gap, stall):
+    entries, ways, key_width = shape
+    # spread the small key indices over the key space so that they share and fill buckets
+    mask = (1 << key_width) - 1
+    spread = [(k * 0x9E37) & mask for k in keys]
+    tuples = [(k, (i * 7 + k) % (1 << PAYLOAD_WIDTH)) for i, k in enumerate(spread)]
+    check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
+          stall=stall)
+
+
+# --- targeted tests ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("entries", "ways", "key_width"), [(8, 2, 16), (16, 4, 4)])
+def test_throughput_and_latency(entries, ways, key_width):
+    # One tuple per cycle, back to back, whatever the keys (same-key runs included); each
+    # record taken `latency` edges after its tuple.
+    rng = random.Random(3)
+    keys = [rng.randrange(1 << key_width) for _ in range(4)]
+    tuples = random_tuples(rng, [keys[0]] * 10 + bursty_keys(rng, 50, keys))
+    run, _ = check(tuples, entries=entries, ways=ways, key_width=key_width)
+    assert [b - a for a, b in zip(run.accepted_at, run.accepted_at[1:], strict=False)] == \
+        [1] * (len(tuples) - 1)
+    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
+        [run.dut.latency] * len(tuples)
+    assert run.dut.latency == 3
+    # the clearing sweep: nothing taken before the rows are cleared
+    assert run.accepted_at[0] >= run.dut.rows
+
+
+def test_long_output_stall_loses_nothing():
+    rng = random.Random(7)
+    tuples = random_tuples(rng, bursty_keys(rng, 60, [rng.randrange(1 << 16) for _ in range(9)]))
+    dut = make_table(entries=8, ways=2, key_width=16)
+    model = TableModel(entries=8, ways=2, key_width=16)
+    expected = model.run(tuples)
+    run = simulate(dut, tuples, seed=7, first_stall=300, cycle_limit=5000)
+    assert_matches_model(run, expected)
+    assert run.drops == model.drops > 0
+    # while the output was stalled the table took only what its pipeline holds
+    taken_during_stall = sum(1 for cycle in run.accepted_at if cycle < 300)
+    assert 1 <= taken_during_stall <= 3
+    assert min(run.emitted_at) >= 300
+
+
+@pytest.mark.parametrize(("entries", "ways", "key_width"), [(8, 2, 16), (16, 4, 4)])
+def test_reset_empties_the_table(entries, ways, key_width):
+    # Fill the table, reset it (as the board link's RESET does, with ResetInserter), run
+    # again: the second run sees an empty table, and the counters start from zero.
+    rng = random.Random(11)
+    pool = [rng.randrange(1 << key_width) for _ in range(entries + 4)]
+    batches = [random_tuples(rng, bursty_keys(rng, 60, pool)) for _ in range(2)]
+    dut = make_table(entries=entries, ways=ways, key_width=key_width)
+    reset = Signal(name="link_reset")
+    collected, counters = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.o_stream.ready, 1)
+        for batch in batches:
+            ctx.set(reset, 1)
+            await ctx.tick()
+            ctx.set(reset, 0)
+            sent, records = 0, []
+            while len(records) < len(batch):
+                ctx.set(dut.i_stream.valid, sent < len(batch))
+                if sent < len(batch):
+                    key, payload = batch[sent]
+                    ctx.set(dut.i_stream.payload, {"key": key, "payload": payload})
+                *_, ready, valid, out = await ctx.tick().sample(
+                    dut.i_stream.ready, dut.o_stream.valid, dut.o_stream.payload)
+                sent += sent < len(batch) and ready
+                if valid:
+                    records.append(Record(key=out.key, payload=out.payload,
+                                          dropped=bool(out.dropped), fresh=bool(out.fresh),
+                                          result=out.result))
+            ctx.set(dut.i_stream.valid, 0)
+            collected.append(records)
+            counters.append((ctx.get(dut.tuples), ctx.get(dut.drops)))
+
+    sim = Simulator(ResetInserter(reset)(dut))
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    drops = []
+    for batch, records in zip(batches, collected, strict=True):
+        model = TableModel(entries=entries, ways=ways, key_width=key_width)
+        expected = model.run(batch)
+        assert_matches_model(Run(records, 0, 0, [], []), expected)
+        drops.append(model.drops)
+    assert counters == [(len(b), d) for b, d in zip(batches, drops, strict=True)]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"entries": 6}, {"ways": 3}, {"entries": 2, "ways": 4}, {"entries": 0},
+])
+def test_bad_parameters(kwargs):
+    with pytest.raises(ValueError):
+        make_table(**{"entries": 8, "ways": 2, "key_width": 8, **kwargs})
