@@ -2,9 +2,11 @@
 """Reference-matcher throughput on the marathon query (issue: >= 1M tuples/s on one core).
 
 Generates a synthetic race in memory (runners pass the five checkpoints in order, a few skip
-one), then times the three stages separately: predicate evaluation, partitioner model and NFA
-run, and the whole `reference.run`. Prints a table; `--plot F` draws tuples/s against tuple
-count. Wall-clock on a shared machine: run it a few times and read ratios, not single values.
+one), then times the whole `reference.run` for each partition store side by side: the
+pipeline (`--partitions` = runners), the table indexed directly by the 16-bit runner key
+(65536 entries), and the table hashed into buckets (the next power of two above the runners,
+4 ways). Prints a table with each store's rate relative to the pipeline's; `--plot F` draws
+tuples/s against tuple count. Wall-clock on a shared machine: read ratios, not single values.
 
     python benchmarks/reference_throughput.py --tuples 10000000 --partitions 1000
 """
@@ -47,11 +49,20 @@ def race(n: int, runners: int, seed: int) -> Tuples:
     return Tuples(cols, n, "<race>")
 
 
-def measure(nfa, tuples, partitions: int, repeat: int):
+def stores(runners: int) -> dict[str, EngineParams]:
+    entries = 1 << max(runners - 1, 1).bit_length()
+    return {
+        "pipeline": EngineParams(partitions=runners),
+        "table direct": EngineParams(store="table", partitions=65536),
+        "table hashed": EngineParams(store="table", partitions=min(entries, 32768), ways=4),
+    }
+
+
+def measure(nfa, tuples, params: EngineParams, repeat: int):
     best = None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        result = reference.run(nfa, tuples, EngineParams(partitions=partitions))
+        result = reference.run(nfa, tuples, params)
         elapsed = time.perf_counter() - t0
         best = elapsed if best is None else min(best, elapsed)
     return best, result
@@ -67,17 +78,23 @@ def main() -> None:
     args = ap.parse_args()
 
     nfa = nfacep.compile_file(str(ROOT / "queries" / "marathon.sql"))
-    print(f"marathon query, {args.partitions} runners, --partitions {args.partitions}, "
-          f"best of {args.repeat}")
-    print(f"{'tuples':>12} {'seconds':>9} {'tuples/s':>12} {'matches':>9} {'drops':>6}")
-    rows = []
+    engines = stores(args.partitions)
+    print(f"marathon query, {args.partitions} runners, best of {args.repeat}")
+    for name, params in engines.items():
+        print(f"  {name:13} {params.options()}")
+    print(f"{'tuples':>12} {'store':>13} {'seconds':>9} {'tuples/s':>12} {'vs pipeline':>11} "
+          f"{'matches':>9} {'drops':>6}")
+    rows: dict[str, list] = {name: [] for name in engines}
     for n in args.tuples:
         tuples = race(n, args.partitions, args.seed)
-        seconds, result = measure(nfa, tuples, args.partitions, args.repeat)
-        rate = n / seconds
-        rows.append((n, seconds, rate))
-        print(f"{n:>12,} {seconds:>9.3f} {rate:>12,.0f} {len(result.seqs):>9,} "
-              f"{len(result.drops):>6}")
+        base = None
+        for name, params in engines.items():
+            seconds, result = measure(nfa, tuples, params, args.repeat)
+            rate = n / seconds
+            base = base or rate
+            rows[name].append((n, seconds, rate))
+            print(f"{n:>12,} {name:>13} {seconds:>9.3f} {rate:>12,.0f} {rate / base:>10.2f}x "
+                  f"{len(result.seqs):>9,} {len(result.drops):>6}")
     if args.plot:
         import matplotlib
 
@@ -85,12 +102,13 @@ def main() -> None:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot([r[0] for r in rows], [r[2] for r in rows], "o-", label="reference matcher")
+        for name, points in rows.items():
+            ax.plot([r[0] for r in points], [r[2] for r in points], "o-", label=name)
         ax.axhline(1e6, color="grey", linestyle="--", label="target 1M tuples/s")
         ax.set_xscale("log")
         ax.set_xlabel("tuples")
         ax.set_ylabel("tuples per second (one core)")
-        ax.set_title(f"marathon, {args.partitions} partitions")
+        ax.set_title(f"reference matcher, marathon, {args.partitions} runners")
         ax.legend()
         fig.tight_layout()
         fig.savefig(args.plot, dpi=120)

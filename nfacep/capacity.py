@@ -132,17 +132,19 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
 def _admit_table(codes: np.ndarray, slots: Slots) -> Admission:
     """The table without timers: a partition, once stored, stays; so in each bucket the first
     ``capacity`` keys to arrive are stored and every tuple of a later key is dropped."""
-    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    bucket = slots.bucket[codes[first]]
+    n, keys = len(codes), len(slots.bucket)
+    # first arrival of each key (n for a key that never comes): the last write wins
+    first = np.full(keys, n, dtype=np.int64)
+    first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
     # rank of each key among its bucket's keys, by first arrival
-    order = np.lexsort((first, bucket))
-    heads = np.flatnonzero(np.r_[True, bucket[order][1:] != bucket[order][:-1]])
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[order] = np.arange(len(order)) - np.repeat(heads, np.diff(np.r_[heads, len(order)]))
-    admitted = (rank < slots.capacity)[inverse]
-    fresh = np.zeros(len(codes), dtype=bool)
-    fresh[first] = True
+    order = np.lexsort((first, slots.bucket))
+    bucket = slots.bucket[order]
+    heads = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    rank = np.empty(keys, dtype=np.int64)
+    rank[order] = np.arange(keys) - np.repeat(heads, np.diff(np.r_[heads, keys]))
+    admitted = (rank < slots.capacity)[codes]
+    fresh = np.zeros(n, dtype=bool)
+    fresh[first[first < n]] = True
     return Admission(codes, admitted, fresh & admitted)
 
 

@@ -187,11 +187,12 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         fresh[:1] = True
         key_values = None
     else:
-        key_values, first, codes = np.unique(tuples.columns[key_field], return_index=True,
-                                             return_inverse=True)
+        key_values, codes = np.unique(tuples.columns[key_field], return_inverse=True)
         codes = codes.ravel()
         slots = None
         if params.store == "table":
+            first = np.empty(len(key_values), dtype=np.int64)  # a tuple of each key
+            first[codes] = np.arange(n, dtype=np.int64)
             raw = raw_column(program.schema, tuples, key_field)[first]
             slots = table_slots(raw, program.schema.field(key_field).type.bits, params)
         a = admit(codes, params, slots)
