@@ -157,13 +157,24 @@ def _size(p: ast.Pattern, cap: int = MAX_STATES + 1) -> int:
 
 
 def _prune(p: ast.Pattern) -> ast.Pattern:
-    """Replace every sub-pattern without a leaf by ``()``. Such a pattern matches only the
-    empty sequence and wires as the identity, so the NFA is the same; but its expansion, which
-    would make no state, no longer costs work (``(B{0}){4000}``, ``PERMUTE((), ())``)."""
+    """Replace every sub-pattern without a leaf by ``()``, drop ``()`` from sequences and keep
+    one in an alternation. A pattern without a leaf matches only the empty sequence and wires
+    as the identity, so the NFA is the same; but the expansion no longer copies what makes no
+    state (``(B{0}){4000}``, ``PERMUTE((), ())``, ``(A () () …){4096}``): afterwards every node
+    but one ``()`` per alternation or PERMUTE item is above a state, so the expanded tree has
+    at most (states × (depth + 2)) nodes."""
     if _size(p) == 0:
         return ast.Empty(pos=p.pos)
     match p:
-        case ast.Seq(items) | ast.Alt(items) | ast.Permute(items):
+        case ast.Seq(items):
+            kept = [_prune(i) for i in items if _size(i) > 0]
+            return kept[0] if len(kept) == 1 else dataclasses.replace(p, items=tuple(kept))
+        case ast.Alt(items):
+            kept = [_prune(i) for i in items if _size(i) > 0]
+            if len(kept) < len(items):  # one empty alternative stands for all of them
+                kept.append(ast.Empty(pos=p.pos))
+            return dataclasses.replace(p, items=tuple(kept))
+        case ast.Permute(items):
             return dataclasses.replace(p, items=tuple(_prune(i) for i in items))
         case ast.Repeat(child):
             return dataclasses.replace(p, child=_prune(child))
