@@ -161,8 +161,8 @@ def _prune(p: ast.Pattern) -> ast.Pattern:
     one in an alternation. A pattern without a leaf matches only the empty sequence and wires
     as the identity, so the NFA is the same; but the expansion no longer copies what makes no
     state (``(B{0}){4000}``, ``PERMUTE((), ())``, ``(A () () …){4096}``): afterwards every node
-    but one ``()`` per alternation or PERMUTE item is above a state, so the expanded tree has
-    at most (states × (depth + 2)) nodes."""
+    is above a state but for one ``()`` per alternation and the ``()`` items of a PERMUTE, so
+    the expanded tree has a few times states × depth nodes at most."""
     if _size(p) == 0:
         return ast.Empty(pos=p.pos)
     match p:

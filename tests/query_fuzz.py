@@ -16,7 +16,7 @@ and a few seed files of our own (the hostile shapes issue 13 found: long runs of
 parentheses, huge numbers, empty operands under big counts, PERMUTE of many items, …). Each
 mutant applies one to four edits: an inserted, replaced, deleted, duplicated or swapped span,
 a token repeated up to thousands of times, a number replaced by an extreme one, two files
-spliced, or bytes flipped (invalid UTF-8).
+spliced, a span and a long run grouped under a big count, or bytes flipped (invalid UTF-8).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _span(rng: random.Random, text: str) -> tuple[int, int]:
 
 
 def _mutate_once(rng: random.Random, text: str, files: list[str]) -> str:
-    op = rng.randrange(10)
+    op = rng.randrange(11)
     i, j = _span(rng, text)
     if op == 0:  # insert a token
         return text[:i] + rng.choice([" ", ""]) + rng.choice(TOKENS) + " " + text[i:]
@@ -123,6 +123,10 @@ def _mutate_once(rng: random.Random, text: str, files: list[str]) -> str:
         if a[1] <= b[0]:
             return text[:a[0]] + text[b[0]:b[1]] + text[a[1]:b[0]] + text[a[0]:a[1]] + text[b[1]:]
         return text
+    if op == 9:  # a group of a span and a long run, repeated many times
+        run = rng.choice(RUNS) * rng.choice(RUN_LENGTHS)
+        count = rng.choice(["2", "100", "4096", "4097", "0", "1,", ",4096", "1000,"])
+        return text[:i] + "(" + text[i:j] + " " + run + "){" + count + "}" + text[j:]
     # change the case of a span (keywords are case-insensitive, names are not)
     return text[:i] + text[i:j].swapcase() + text[j:]
 
