@@ -46,7 +46,7 @@ def _failures(report: Report, how: str) -> str:
 
 
 def test_the_corpus_holds_the_bundled_queries():
-    assert len(corpus()) == 5 + len(SEEDS)
+    assert len(corpus()) >= 5 + len(SEEDS)
 
 
 def test_the_worker_reports_every_outcome(runner):
