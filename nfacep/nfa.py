@@ -23,7 +23,7 @@ from .check import Program
 from .errors import QueryError
 from .params import MAX_STATES
 
-__all__ = ["MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
+__all__ = ["MAX_FILE_STATES", "MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
 
 START = -1  # the paper's '1' in an activation set: active by default
 _START = frozenset({START})
@@ -32,6 +32,11 @@ _START = frozenset({START})
 #: in the gateware (the '1' of a start state included). Keeps wiring fast and its memory small;
 #: an engine near the limit is already far beyond the largest FPGA boards nfacep targets.
 MAX_WIRES = 1 << 20
+
+#: NFA states of one file's queries together, for the software model (``check``, ``match``):
+#: sixteen times what the gateware takes (``params.MAX_STATES``), so that a file of many big
+#: queries is refused before its states are made rather than after seconds of work.
+MAX_FILE_STATES = 16 * MAX_STATES
 
 
 @dataclass(frozen=True)
@@ -305,6 +310,7 @@ def _nullable(p: ast.Pattern) -> bool:
 def build(program: Program) -> Nfa:
     """Wire every query of a checked program into one :class:`Nfa`."""
     predicates: dict[P.PExpr, int] = {}
+    budget = MAX_WIRES  # activation wires left for the queries still to wire
     states: list[State] = []
     queries: list[QueryNfa] = []
     for qi, q in enumerate(program.queries):
@@ -314,8 +320,13 @@ def build(program: Program) -> Nfa:
             raise QueryError(f"query '{q.name}' expands to {count} NFA states, more than the "
                              f"limit of {MAX_STATES}, the states of one engine (counted repetition "
                              "and PERMUTE copy their operands)", q.pattern.pos or q.pos)
+        if len(states) + size > MAX_FILE_STATES:
+            raise QueryError(f"query '{q.name}' brings the file's NFA states to "
+                             f"{len(states) + size}, more than the {MAX_FILE_STATES} nfacep "
+                             f"models for one file (the gateware takes {MAX_STATES})",
+                             q.pattern.pos or q.pos)
         expanded = _expand(_prune(q.pattern))
-        w = _Wiring(MAX_WIRES - sum(len(s.activation) + s.start for s in states))
+        w = _Wiring(budget)
         w.number(expanded)
         try:
             final = w.wire(expanded, frozenset({START}))
@@ -344,6 +355,7 @@ def build(program: Program) -> Nfa:
             states.append(State(
                 index=first + n, query=qi, var=var, predicate=pidx,
                 activation=act, start=start, accepting=n in final))
+        budget = w.budget
         queries.append(QueryNfa(qi, q.name, first, len(w.leaves), q.skip_past_last_row,
                                 nullable=START in final))
     preds = tuple(Predicate(i, e) for e, i in sorted(predicates.items(), key=lambda kv: kv[1]))

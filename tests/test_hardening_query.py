@@ -376,3 +376,15 @@ def test_caret_line_is_the_lexers_line(tmp_path, capsys):
                                     " " * 52 + "^"]
     refused(tmp_path, capsys, S.replace("\n", "\r\n") + "QUERY q PATTERN (A) DEFINE A AS x = 300"
             "\r\n", 2, 37, "does not fit")
+
+
+def test_many_big_queries_are_bounded(tmp_path, capsys):
+    """Many queries of many states: refused as soon as the file's states pass
+    MAX_FILE_STATES, before they are made (thousands of queries took seconds)."""
+    from nfacep.nfa import MAX_FILE_STATES
+
+    text = S + "".join(f"QUERY q{i} PATTERN (A{{4096}});\n" for i in range(2000))
+    refused(tmp_path, capsys, text, 18, 21, "query 'q16' brings the file's NFA states to 69632",
+            f"more than the {MAX_FILE_STATES}")
+    nfa = compiled(S + "".join(f"QUERY q{i} PATTERN (A{{32}});" for i in range(2000)))
+    assert len(nfa.states) == 64000 and len(nfa.queries) == 2000
