@@ -26,6 +26,7 @@ from .layout import tuple_layout
 from .nfa import NfaMatcher, next_state
 from .partitioner import StreamPartitioner
 from .queue import StreamBuffer, StreamQueue
+from .table import TablePartitioner
 
 __all__ = ["Engine", "HardwareLimitError", "write_verilog"]
 
@@ -37,7 +38,9 @@ class Engine(wiring.Component):
     ----------
     nfa : :class:`nfacep.nfa.Nfa`
     params : :class:`nfacep.params.EngineParams`
-        The partitioner's capacity and timers; unused without PARTITION. A query or parameter
+        The partition store (``store``: the swap pipeline of :mod:`nfacep.hdl.partitioner` or
+        the block-RAM table of :mod:`nfacep.hdl.table`), its capacity and timers; unused
+        without PARTITION. A query or parameter
         beyond the engine's limits raises :class:`~nfacep.errors.HardwareLimitError`.
     seq_width : :class:`int`
         Width of the tuple sequence number in match records (wraps around).
@@ -46,10 +49,13 @@ class Engine(wiring.Component):
     fifo_depth : :class:`int`
         Predicate vectors buffered between decoder and partitioner.
 
-    Throughput: one tuple every other cycle with PARTITION (the swap pipeline's rate; one per
-    cycle with ``partitions=1``), one per cycle without. Latency, from the clock edge that
-    transfers a tuple in to the first edge its record is valid at, nothing stalling:
-    ``partitions + 5`` cycles with PARTITION (5 with ``partitions=1``), 4 without.
+    Throughput: with PARTITION and ``store="pipeline"``, one tuple every other cycle (the swap
+    pipeline's rate; one per cycle with ``partitions=1``); with ``store="table"`` and without
+    PARTITION, one per cycle. Latency, from the clock edge that transfers a tuple in to the
+    first edge its record is valid at, nothing stalling: ``partitions + 5`` cycles with the
+    pipeline (5 with ``partitions=1``), 6 with the table, 4 without PARTITION. After a reset
+    the table first clears itself (:class:`~nfacep.hdl.table.TablePartitioner`: one cycle per
+    row of a bank); the input FIFO takes tuples meanwhile.
 
     Members
     -------
@@ -126,11 +132,16 @@ class Engine(wiring.Component):
             return next_state(mod, nfa, state, predicates)
 
         params = self._params
-        m.submodules.partitioner = matcher = StreamPartitioner(
-            key_shape=self._key_bits, payload_shape=len(nfa.predicates),
-            state_width=len(nfa.states), result_shape=len(nfa.queries),
-            depth=params.partitions, timer_bits=params.timer_bits,
-            tick_tuples=params.tick_tuples, update=update)
+        shapes = {"key_shape": self._key_bits, "payload_shape": len(nfa.predicates),
+                  "state_width": len(nfa.states), "result_shape": len(nfa.queries),
+                  "update": update}
+        if params.store == "table":
+            m.submodules.partitioner = matcher = TablePartitioner(
+                entries=params.partitions, ways=params.ways, **shapes)
+        else:
+            m.submodules.partitioner = matcher = StreamPartitioner(
+                depth=params.partitions, timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples, **shapes)
         out = matcher.o_stream
         m.d.comb += [
             results.valid.eq(out.valid),

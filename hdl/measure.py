@@ -7,8 +7,9 @@ from amaranth.sim import Simulator
 __all__ = ["cycle_profile"]
 
 
-def cycle_profile(engine, payloads: list[int], *, expect_records: int) -> dict:
-    """Stream ``payloads`` back to back into ``engine`` with its output always ready.
+def cycle_profile(engine, payloads: list[int], *, expect_records: int, warmup: int = 0) -> dict:
+    """Stream ``payloads`` back to back into ``engine`` with its output always ready, after
+    ``warmup`` idle cycles (such as a block-RAM table's clearing sweep after reset).
 
     Returns ``latency`` (cycles from the edge that takes the first tuple to the first edge its
     record is valid at), ``cycles_per_tuple`` (between the first and last record, when every
@@ -19,6 +20,8 @@ def cycle_profile(engine, payloads: list[int], *, expect_records: int) -> dict:
 
     async def bench(ctx):
         ctx.set(engine.o_stream.ready, 1)
+        if warmup:
+            await ctx.tick().repeat(warmup)
         cycle = sent = received = 0
         first_in = first_out = last_out = last_in = None
         while received < expect_records:

@@ -24,11 +24,14 @@ from nfacep.params import EngineParams
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 
 
-def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, seed=0, gap=0.3,
-             stall=0.3):
+def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, store="pipeline", ways=4,
+             seed=0, gap=0.3, stall=0.3):
     """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles)."""
     dut = Engine(nfa, EngineParams(partitions=partitions, tick_tuples=tick_tuples,
-                                   timer_bits=timer_bits))
+                                   timer_bits=timer_bits, store=store, ways=ways))
+    # records lag the last input by at most the partition store's latency (and the table's
+    # clearing sweep after reset, at most partitions / ways cycles, while the FIFO takes tuples)
+    drain = (partitions if store == "pipeline" else 3 + partitions // ways) + 16
     payloads = wire.pack(nfa.program.schema, data)
     rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
     records = []
@@ -39,7 +42,7 @@ def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, seed=0, gap=
             await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
         # drain: records can only lag the last input by the pipeline's latency
         idle = 0
-        while idle < partitions + 16:
+        while idle < drain:
             await ctx.tick()
             idle = 0 if ctx.get(dut.o_stream.valid) else idle + 1
         done.update(tuples=ctx.get(dut.tuples), matched=ctx.get(dut.matched),
@@ -76,7 +79,8 @@ def check(nfa, data, **params):
     hw_matches = {seq: m for seq, _, m, d in records if not d}
     hw_drops = [seq for seq, _, m, d in records if d]
     assert all(m == 0 for _, _, m, d in records if d)
-    sw = {k: v for k, v in params.items() if k in ("partitions", "tick_tuples", "timer_bits")}
+    sw = {k: v for k, v in params.items()
+          if k in ("partitions", "tick_tuples", "timer_bits", "store", "ways")}
     bits, drops = expected(nfa, data, **sw)
     assert hw_matches == bits
     assert hw_drops == drops
@@ -197,3 +201,84 @@ def test_random_scenarios(sc, rows, partitions, tick_tuples, timer_bits, seed):
     }, n)
     check(nfa, data, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits,
           seed=seed)
+
+
+# --- the block-RAM table (--store table) -------------------------------------------------------
+
+TABLE_STREAM = "CREATE STREAM s (k UINT({bits}), a INT(6), c BOOL, e ENUM('x', 'y', 'z'));\n"
+
+
+def table_queries(key_bits):
+    return nfacep.compile_text(TABLE_STREAM.format(bits=key_bits) + "".join(
+        f"QUERY q{i} PARTITION k {'AFTER MATCH SKIP PAST LAST ROW ' if i % 2 else ''}"
+        f"PATTERN ({p}) {DEFINE};" for i, p in enumerate(PATTERNS)))
+
+
+def table_data(rng, n, pool):
+    """Random tuples over the keys ``pool``, in same-key bursts and interleaved."""
+    keys = []
+    while len(keys) < n:
+        keys += [int(rng.choice(pool))] * int(rng.integers(1, 5))
+    data = random_data(rng, n, keys=1)
+    data.columns["k"] = np.array(keys[:n], dtype=np.uint64)
+    return data
+
+
+# (key bits, partitions, ways, distinct keys): direct (key fits the index) and hashed with
+# buckets that fill up
+@pytest.mark.parametrize(("key_bits", "partitions", "ways", "keys"),
+                         [(4, 16, 4, 16), (3, 16, 2, 8), (16, 8, 2, 14), (32, 16, 4, 40),
+                          (12, 4, 1, 9), (64, 8, 8, 12)])
+def test_table_store_against_reference(key_bits, partitions, ways, keys):
+    nfa = table_queries(key_bits)
+    rng = np.random.default_rng(key_bits * 100 + partitions + ways)
+    pool = rng.choice(1 << min(key_bits, 62), size=keys, replace=False)
+    if key_bits == 64:
+        pool = pool.astype(np.uint64) | np.uint64(1 << 63)
+    data = table_data(rng, 250, pool)
+    bits, drops = check(nfa, data, partitions=partitions, store="table", ways=ways,
+                        seed=key_bits)
+    assert bits
+    direct = key_bits <= (partitions - 1).bit_length()
+    assert bool(drops) != direct
+
+
+def test_table_bundled_query_stalled():
+    nfa = nfacep.compile_file(str(QUERIES / "bruteforce.sql"))
+    data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
+    bits, drops = check(nfa, data, partitions=16, store="table", ways=2, seed=4, gap=0.0,
+                        stall=0.7)
+    assert bits and drops
+
+
+@pytest.mark.parametrize(("partitions", "ways", "key_bits"), [(16, 4, 4), (8, 2, 16)])
+def test_table_latency_and_throughput(partitions, ways, key_bits):
+    """One tuple per cycle with the table, same-key runs included; the docstring's latency."""
+    nfa = nfacep.compile_text(f"CREATE STREAM s (k UINT({key_bits}), a UINT(4)); QUERY q "
+                              "PARTITION k PATTERN (A) DEFINE A AS a = 1")
+    n = 40
+    keys = np.array([5] * 10 + [k % 3 for k in range(n - 10)], dtype=np.uint64)
+    data = tuples.Tuples({"k": keys, "a": np.ones(n, np.uint64)}, n)
+    dut = Engine(nfa, EngineParams(partitions=partitions, store="table", ways=ways))
+    # the first tuples are offered once the table's clearing sweep (4 rows) is over
+    seen = cycle_profile(dut, wire.pack(nfa.program.schema, data), expect_records=n, warmup=8)
+    assert seen["latency"] == 6
+    assert seen["cycles_per_tuple"] == 1
+    assert seen["accepted_per_cycle"] == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(sc=scenarios(partitioned=True), rows=streams(max_len=40, keys=6),
+       shape=st.sampled_from([(2, 1), (2, 2), (4, 2), (4, 1), (256, 4)]),
+       seed=st.integers(0, 1000))
+def test_random_scenarios_table(sc, rows, shape, seed):
+    """Random partitioned query files through the table store (8-bit keys: hashed into small
+    tables that fill up, or direct with 256 entries) equal the reference exactly."""
+    partitions, ways = shape
+    nfa = nfacep.compile_text(sc.text)
+    n = len(rows)
+    data = tuples.Tuples({
+        "k": np.array([r["k"] for r in rows], dtype=np.uint64),
+        **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
+    }, n)
+    check(nfa, data, partitions=partitions, store="table", ways=ways, seed=seed)
