@@ -35,30 +35,34 @@ class TablePartitioner(wiring.Component):
     - **Direct** (``w <= log2(E)``): the key is the address of its own entry. A tuple whose
       entry was written before finds its state there; otherwise it starts from the all-zero
       state (``fresh``). No tuple is ever dropped. Only the ``2**w`` entries a key can address
-      are built.
+      are built, interleaved over ``min(W, 2**w)`` banks by the key's low bits (which only
+      shortens the clearing sweep).
     - **Hashed** (``w > log2(E)``): the table is ``E / W`` buckets of ``W = ways`` entries; a
       key's bucket is the low ``log2(E / W)`` bits of the CRC-32 (ISO-HDLC: zlib's, Ethernet's,
-      ``amaranth.lib.crc.catalog.CRC32_ISO_HDLC``) of the key taken as ``ceil(w / 8)`` little-endian
-      bytes, which is :func:`nfacep.capacity.key_crc32`. Each entry holds (valid, the whole key
-      as tag, state). A tuple whose key is stored in its bucket finds its state there;
-      otherwise it takes the lowest-numbered free way of the bucket and starts from the
-      all-zero state (``fresh``); if the bucket is full it is dropped (``dropped``, counted in
-      ``drops``) and nothing changes.
+      ``amaranth.lib.crc.catalog.CRC32_ISO_HDLC``) of the key taken as ``ceil(w / 8)``
+      little-endian bytes, which is :func:`nfacep.capacity.key_crc32`. Each entry holds
+      (valid, the whole key as tag, state). A tuple whose key is stored in its bucket finds its
+      state there; otherwise it takes the lowest-numbered free way of the bucket and starts
+      from the all-zero state (``fresh``); if the bucket is full it is dropped (``dropped``,
+      counted in ``drops``) and nothing changes.
 
     A processed tuple's entry then holds ``update(state, payload)``. Entries are never freed
     (there are no timers yet), so in each bucket the first ``W`` keys stay.
 
     Pipeline: the input register (and, hashed, the CRC register) takes the tuple; the next
-    cycle presents its row to every bank's read port; the cycle after that compares the ways'
-    tags, applies ``update``, writes the entry back and hands the record to the output
-    register (:class:`~nfacep.hdl.queue.StreamBuffer`). The read ports are transparent for
-    their bank's write port, so the tuple right behind reads what the tuple ahead writes at the
-    same clock edge; older writes are in the memory already. So each tuple sees everything
-    before it, even back-to-back tuples of one key or one bucket, without further forwarding.
+    cycle presents its row to every bank's read port, which is transparent for its bank's
+    write port, so the read sees the write made at the same clock edge. With ``registered``
+    (the default) the read data is then registered once more, outside the block RAM's
+    clock-to-output path; the only write that register can miss is the one made at the edge
+    that loads it (edges where the pipeline stalls write nothing), so that write's row, way and
+    entry are kept beside it and replace the way they hit. The last stage compares the ways'
+    tags, applies ``update``, writes the entry back and hands the record to the output register
+    (:class:`~nfacep.hdl.queue.StreamBuffer`). So each tuple sees everything before it, even
+    back-to-back tuples of one key or one bucket.
 
-    Latency: 3 cycles. A tuple transferred on ``i_stream`` at clock edge ``n`` has its record
-    valid on ``o_stream`` from edge ``n + 2``, so with ``o_stream.ready`` high it is transferred
-    at edge ``n + 3``.
+    Latency: 4 cycles (3 without ``registered``). A tuple transferred on ``i_stream`` at clock
+    edge ``n`` has its record valid on ``o_stream`` from edge ``n + latency - 1``, so with
+    ``o_stream.ready`` high it is transferred at edge ``n + latency``.
 
     Throughput: one tuple per cycle, sustained, whatever the keys.
 
@@ -80,6 +84,9 @@ class TablePartitioner(wiring.Component):
         ``E``, the table's entries (a power of two).
     ways : :class:`int`
         ``W``, entries of a bucket (a power of two, at most ``entries``), one bank each.
+    registered : :class:`bool`
+        Register the block RAM's read data before the last stage (and forward the write in
+        flight): one more cycle of latency, a shorter critical path.
 
     Members
     -------
@@ -89,7 +96,7 @@ class TablePartitioner(wiring.Component):
 
     def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
                  result_shape: ShapeLike, entries: int, ways: int, update: UpdateFunction,
-                 counter_width: int = 32):
+                 registered: bool = True, counter_width: int = 32):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
@@ -115,6 +122,7 @@ class TablePartitioner(wiring.Component):
         self._entries = entries
         self._ways = ways
         self._update = update
+        self._registered = bool(registered)
         self._counter_width = counter_width
 
         index_bits = (entries - 1).bit_length()
@@ -171,7 +179,7 @@ class TablePartitioner(wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
-        return 3
+        return 4 if self._registered else 3
 
     @property
     def entry_layout(self) -> data.StructLayout:
@@ -246,7 +254,7 @@ class TablePartitioner(wiring.Component):
                 s2_bank.eq(s1_bank),
             ]
 
-        # --- the banks: read in stage 1, written in stage 2 -----------------------------------
+        # --- the banks: read in stage 1 (transparent for this edge's write) -------------------
         read_data = []
         write_ports = []
         for b in range(banks):
@@ -258,59 +266,93 @@ class TablePartitioner(wiring.Component):
             read_data.append(rp.data)
             write_ports.append(wp)
 
-        # --- stage 2: find the key's way, update, write back, emit ----------------------------
-        s2_key = Value.cast(s2.key).as_unsigned()
-        hit = Signal(name="s2_hit")
-        dropped = Signal(name="s2_dropped")
-        way = Signal(bank_bits, name="s2_way")
-        current = Signal(self._state_width, name="s2_state")
+        # the last stage's decisions, registered for forwarding below
+        way = Signal(bank_bits, name="last_way")
+        written = Signal(layout, name="last_written")
+        store = Signal(name="last_store")
+
+        if self._registered:
+            # --- stage 3: the read data registered, plus the write of the edge that took it --
+            # The read (at the edge the tuple entered stage 2) saw every write up to that edge;
+            # the only later one is the write at the edge that brings the tuple here (stalled
+            # edges write nothing), kept in `fwd_*`.
+            t = Signal(self._input_layout, name="s3")
+            t_valid = Signal(name="s3_valid")
+            t_row = Signal(row_bits, name="s3_row")
+            t_bank = Signal(bank_bits, name="s3_bank")
+            fwd_valid = Signal(name="fwd_valid")
+            fwd_row = Signal(row_bits, name="fwd_row")
+            fwd_way = Signal(bank_bits, name="fwd_way")
+            fwd_entry = Signal(layout, name="fwd_entry")
+            registered = [Signal(layout, name=f"s3_read{b}") for b in range(banks)]
+            with m.If(advance):
+                m.d.sync += [
+                    t_valid.eq(s2_valid), t.eq(s2), t_row.eq(s2_row), t_bank.eq(s2_bank),
+                    fwd_valid.eq(store), fwd_row.eq(t_row), fwd_way.eq(way),
+                    fwd_entry.eq(written),
+                ]
+                m.d.sync += [r.eq(d) for r, d in zip(registered, read_data, strict=True)]
+            seen = []
+            for b in range(banks):
+                entry = Signal(layout, name=f"s3_entry{b}")
+                with m.If(fwd_valid & (fwd_row == t_row) & (fwd_way == b)):
+                    m.d.comb += entry.eq(fwd_entry)
+                with m.Else():
+                    m.d.comb += entry.eq(registered[b])
+                seen.append(entry)
+        else:
+            t, t_valid, t_row, t_bank, seen = s2, s2_valid, s2_row, s2_bank, read_data
+
+        # --- last stage: find the key's way, update, write back, emit -------------------------
+        t_key = Value.cast(t.key).as_unsigned()
+        hit = Signal(name="last_hit")
+        dropped = Signal(name="last_dropped")
+        current = Signal(self._state_width, name="last_state")
         if self._direct:
-            entry = Signal(layout, name="s2_entry")
-            with m.Switch(s2_bank):
+            entry = Signal(layout, name="last_entry")
+            with m.Switch(t_bank):
                 for b in range(banks):
                     with m.Case(b):
-                        m.d.comb += entry.eq(read_data[b])
-            m.d.comb += [hit.eq(entry.valid), way.eq(s2_bank), dropped.eq(0)]
+                        m.d.comb += entry.eq(seen[b])
+            m.d.comb += [hit.eq(entry.valid), way.eq(t_bank), dropped.eq(0)]
             with m.If(hit):
                 m.d.comb += current.eq(entry.state)
         else:
-            matches = Cat(e.valid & (e.tag == s2_key) for e in read_data)
-            free = Cat(~e.valid for e in read_data)
+            matches = Cat(e.valid & (e.tag == t_key) for e in seen)
+            free = Cat(~e.valid for e in seen)
             m.d.comb += [hit.eq(matches.any()), dropped.eq(~matches.any() & ~free.any())]
             for b in range(banks):  # one-hot when hit: the key is stored at most once
                 with m.If(matches[b]):
-                    m.d.comb += [current.eq(read_data[b].state), way.eq(b)]
+                    m.d.comb += [current.eq(seen[b].state), way.eq(b)]
             with m.If(~matches.any()):
                 for b in reversed(range(banks)):  # the lowest free way wins
                     with m.If(free[b]):
                         m.d.comb += way.eq(b)
 
-        new_state_value, result_value = self._update(m, current, s2.payload)
-        new_state = Signal(self._state_width, name="s2_new_state")
-        result = Signal(self._result_shape, name="s2_result")
+        new_state_value, result_value = self._update(m, current, t.payload)
+        new_state = Signal(self._state_width, name="last_new_state")
+        result = Signal(self._result_shape, name="last_result")
         m.d.comb += [new_state.eq(new_state_value), result.eq(result_value)]
 
-        written = Signal(layout, name="s2_written")
         m.d.comb += [written.valid.eq(1), written.state.eq(new_state)]
         if not self._direct:
-            m.d.comb += written.tag.eq(s2_key)
-        store = Signal(name="s2_store")
-        m.d.comb += store.eq(advance & s2_valid & ~dropped)
+            m.d.comb += written.tag.eq(t_key)
+        m.d.comb += store.eq(advance & t_valid & ~dropped)
         for b, wp in enumerate(write_ports):
             with m.If(clearing):
                 m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
             with m.Else():
-                m.d.comb += [wp.addr.eq(s2_row), wp.data.eq(written),
+                m.d.comb += [wp.addr.eq(t_row), wp.data.eq(written),
                              wp.en.eq(store & (way == b))]
 
         m.d.comb += [
-            out.i_stream.valid.eq(s2_valid),
-            out.i_stream.payload.key.eq(s2.key),
-            out.i_stream.payload.payload.eq(s2.payload),
+            out.i_stream.valid.eq(t_valid),
+            out.i_stream.payload.key.eq(t.key),
+            out.i_stream.payload.payload.eq(t.payload),
             out.i_stream.payload.result.eq(result),
             out.i_stream.payload.dropped.eq(dropped),
             out.i_stream.payload.fresh.eq(~hit & ~dropped),
         ]
-        with m.If(advance & s2_valid & dropped):
+        with m.If(advance & t_valid & dropped):
             m.d.sync += self.drops.eq(self.drops + 1)
         return m
