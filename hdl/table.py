@@ -50,15 +50,17 @@ class TablePartitioner(wiring.Component):
     (there are no timers yet), so in each bucket the first ``W`` keys stay.
 
     Pipeline: the input register (and, hashed, the CRC register) takes the tuple; the next
-    cycle presents its row to every bank's read port, which is transparent for its bank's
-    write port, so the read sees the write made at the same clock edge. With ``registered``
-    (the default) the read data is then registered once more, outside the block RAM's
-    clock-to-output path; the only write that register can miss is the one made at the edge
-    that loads it (edges where the pipeline stalls write nothing), so that write's row, way and
-    entry are kept beside it and replace the way they hit. The last stage compares the ways'
-    tags, applies ``update``, writes the entry back and hands the record to the output register
-    (:class:`~nfacep.hdl.queue.StreamBuffer`). So each tuple sees everything before it, even
-    back-to-back tuples of one key or one bucket.
+    cycle presents its row to every bank's read port. Without ``registered`` the read ports
+    are transparent for their bank's write port (the read sees the write made at the same
+    edge), and the cycle after the read compares the ways' tags, applies ``update``, writes
+    the entry back and hands the record to the output register
+    (:class:`~nfacep.hdl.queue.StreamBuffer`). With ``registered`` (the default) the read
+    data is registered once more, outside the block RAM's clock-to-output path, and the
+    write-back is registered too (it reaches the bank a cycle later, from a register); the
+    three writes decided at the last three advancing edges, which that read cannot have seen,
+    are kept and the newest one to the tuple's row replaces the entry of the way it wrote
+    (the choice is registered a cycle early). Either way each tuple sees everything before it,
+    even back-to-back tuples of one key or one bucket.
 
     Latency: 4 cycles (3 without ``registered``). A tuple transferred on ``i_stream`` at clock
     edge ``n`` has its record valid on ``o_stream`` from edge ``n + latency - 1``, so with
@@ -85,8 +87,9 @@ class TablePartitioner(wiring.Component):
     ways : :class:`int`
         ``W``, entries of a bucket (a power of two, at most ``entries``), one bank each.
     registered : :class:`bool`
-        Register the block RAM's read data before the last stage (and forward the write in
-        flight): one more cycle of latency, a shorter critical path.
+        Register the block RAM's read data before the last stage and the write-back after it
+        (forwarding the writes in flight): one more cycle of latency, no long path into or
+        out of the block RAM.
 
     Members
     -------
@@ -254,57 +257,100 @@ class TablePartitioner(wiring.Component):
                 s2_bank.eq(s1_bank),
             ]
 
-        # --- the banks: read in stage 1 (transparent for this edge's write) -------------------
+        # --- the banks: read in stage 1 ---------------------------------------------------------
+        registered = self._registered
         read_data = []
         write_ports = []
         for b in range(banks):
             mem = Memory(shape=layout, depth=rows, init=[])
             m.submodules[f"bank{b}"] = mem
             wp = mem.write_port()
-            rp = mem.read_port(transparent_for=(wp,))
+            # registered: the forwarding below replaces the port's transparency (which Yosys
+            # would build in logic after the block RAM's output)
+            rp = mem.read_port(transparent_for=() if registered else (wp,))
             m.d.comb += [rp.addr.eq(s1_row), rp.en.eq(advance)]
             read_data.append(rp.data)
             write_ports.append(wp)
 
-        # the last stage's decisions, registered for forwarding below
+        # the last stage's decision
         way = Signal(bank_bits, name="last_way")
         written = Signal(layout, name="last_written")
         store = Signal(name="last_store")
 
-        if self._registered:
-            # --- stage 3: the read data registered, plus the write of the edge that took it --
-            # The read (at the edge the tuple entered stage 2) saw every write up to that edge;
-            # the only later one is the write at the edge that brings the tuple here (stalled
-            # edges write nothing), kept in `fwd_*`.
+        if registered:
+            # --- stage 3: the read data registered, and the writes it may have missed -------
+            # hist[0..2]: the writes decided by the last stage at the last three advancing
+            # edges (updated only when the pipeline advances). hist[0] is written to its bank on
+            # every cycle until the next advance (again and again while stalled: harmless), so
+            # the memory holds every write decided before the edge before last. The read for
+            # the tuple in stage 3 was made at the edge before last and saw none of the three;
+            # the newest of them that hit the tuple's row in a way replaces that way's entry.
+            # Which one does is decided a cycle early, into `sel`.
             t = Signal(self._input_layout, name="s3")
             t_valid = Signal(name="s3_valid")
             t_row = Signal(row_bits, name="s3_row")
             t_bank = Signal(bank_bits, name="s3_bank")
-            fwd_valid = Signal(name="fwd_valid")
-            fwd_row = Signal(row_bits, name="fwd_row")
-            fwd_way = Signal(bank_bits, name="fwd_way")
-            fwd_entry = Signal(layout, name="fwd_entry")
-            registered = [Signal(layout, name=f"s3_read{b}") for b in range(banks)]
+            hist_layout = data.StructLayout({"valid": 1, "row": row_bits, "way": bank_bits,
+                                             "entry": layout})
+            hist = [Signal(hist_layout, name=f"hist{i}") for i in range(3)]
+            sel = [[Signal(name=f"s3_sel{i}_way{b}") for b in range(banks)] for i in range(3)]
+            loaded = [Signal(layout, name=f"s3_read{b}") for b in range(banks)]
+            newest = [(store, t_row, way)] + [(h.valid, h.row, h.way) for h in hist[:2]]
             with m.If(advance):
                 m.d.sync += [
                     t_valid.eq(s2_valid), t.eq(s2), t_row.eq(s2_row), t_bank.eq(s2_bank),
-                    fwd_valid.eq(store), fwd_row.eq(t_row), fwd_way.eq(way),
-                    fwd_entry.eq(written),
+                    hist[0].valid.eq(store), hist[0].row.eq(t_row), hist[0].way.eq(way),
+                    hist[0].entry.eq(written), hist[1].eq(hist[0]), hist[2].eq(hist[1]),
                 ]
-                m.d.sync += [r.eq(d) for r, d in zip(registered, read_data, strict=True)]
+                m.d.sync += [r.eq(d) for r, d in zip(loaded, read_data, strict=True)]
+                for i, (valid, row, hist_way) in enumerate(newest):
+                    m.d.sync += [sel[i][b].eq(valid & (row == s2_row) & (hist_way == b))
+                                 for b in range(banks)]
             seen = []
             for b in range(banks):
                 entry = Signal(layout, name=f"s3_entry{b}")
-                with m.If(fwd_valid & (fwd_row == t_row) & (fwd_way == b)):
-                    m.d.comb += entry.eq(fwd_entry)
+                with m.If(sel[0][b]):
+                    m.d.comb += entry.eq(hist[0].entry)
+                with m.Elif(sel[1][b]):
+                    m.d.comb += entry.eq(hist[1].entry)
+                with m.Elif(sel[2][b]):
+                    m.d.comb += entry.eq(hist[2].entry)
                 with m.Else():
-                    m.d.comb += entry.eq(registered[b])
+                    m.d.comb += entry.eq(loaded[b])
                 seen.append(entry)
+            t_key = Value.cast(t.key).as_unsigned()
+            if not self._direct:
+                # A forwarded entry is valid and its tag is the key of the tuple that wrote it,
+                # so its comparison with this tuple's key is made a cycle early too: then the
+                # way decision, which the next tuple's `sel` depends on, is a few levels deep.
+                same_key = [Signal(name=f"s3_same_key{i}") for i in range(3)]
+                s2_key = Value.cast(s2.key).as_unsigned()
+                with m.If(advance):
+                    m.d.sync += [
+                        same_key[0].eq(t_key == s2_key),
+                        same_key[1].eq(hist[0].entry.tag == s2_key),
+                        same_key[2].eq(hist[1].entry.tag == s2_key),
+                    ]
+                matches = Signal(banks, name="s3_matches")
+                free = Signal(banks, name="s3_free")
+                for b in range(banks):
+                    with m.If(sel[0][b]):
+                        m.d.comb += matches[b].eq(same_key[0])
+                    with m.Elif(sel[1][b]):
+                        m.d.comb += matches[b].eq(same_key[1])
+                    with m.Elif(sel[2][b]):
+                        m.d.comb += matches[b].eq(same_key[2])
+                    with m.Else():
+                        m.d.comb += [matches[b].eq(loaded[b].valid & (loaded[b].tag == t_key)),
+                                     free[b].eq(~loaded[b].valid)]
         else:
             t, t_valid, t_row, t_bank, seen = s2, s2_valid, s2_row, s2_bank, read_data
+            t_key = Value.cast(t.key).as_unsigned()
+            if not self._direct:
+                matches = Cat(e.valid & (e.tag == t_key) for e in seen)
+                free = Cat(~e.valid for e in seen)
 
         # --- last stage: find the key's way, update, write back, emit -------------------------
-        t_key = Value.cast(t.key).as_unsigned()
         hit = Signal(name="last_hit")
         dropped = Signal(name="last_dropped")
         current = Signal(self._state_width, name="last_state")
@@ -318,8 +364,6 @@ class TablePartitioner(wiring.Component):
             with m.If(hit):
                 m.d.comb += current.eq(entry.state)
         else:
-            matches = Cat(e.valid & (e.tag == t_key) for e in seen)
-            free = Cat(~e.valid for e in seen)
             m.d.comb += [hit.eq(matches.any()), dropped.eq(~matches.any() & ~free.any())]
             for b in range(banks):  # one-hot when hit: the key is stored at most once
                 with m.If(matches[b]):
@@ -342,8 +386,12 @@ class TablePartitioner(wiring.Component):
             with m.If(clearing):
                 m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
             with m.Else():
-                m.d.comb += [wp.addr.eq(t_row), wp.data.eq(written),
-                             wp.en.eq(store & (way == b))]
+                if registered:  # from a register: nothing long ends at the block RAM
+                    m.d.comb += [wp.addr.eq(hist[0].row), wp.data.eq(hist[0].entry),
+                                 wp.en.eq(hist[0].valid & (hist[0].way == b))]
+                else:
+                    m.d.comb += [wp.addr.eq(t_row), wp.data.eq(written),
+                                 wp.en.eq(store & (way == b))]
 
         m.d.comb += [
             out.i_stream.valid.eq(t_valid),
