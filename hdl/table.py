@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amaranth.hdl import Cat, Const, Module, Shape, ShapeLike, Signal, Value, ValueLike
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value, ValueLike
 from amaranth.lib import crc, data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -55,14 +55,14 @@ class TablePartitioner(wiring.Component):
     edge), and the cycle after the read compares the ways' tags, applies ``update``, writes
     the entry back and hands the record to the output register
     (:class:`~nfacep.hdl.queue.StreamBuffer`). With ``registered`` (the default) the read
-    data is registered once more, outside the block RAM's clock-to-output path, and the
-    write-back is registered too (it reaches the bank a cycle later, from a register); the
-    three writes decided at the last three advancing edges, which that read cannot have seen,
-    are kept and the newest one to the tuple's row replaces the entry of the way it wrote
-    (the choice is registered a cycle early). Either way each tuple sees everything before it,
-    even back-to-back tuples of one key or one bucket.
+    data is registered once more, outside the block RAM's clock-to-output path; stage 3
+    decides (hit, way, drop) from it and from the four writes it cannot have seen (those of
+    the tuple in stage 4 and of the last three written back), stage 4 applies ``update``, and
+    the write-back reaches its bank from a register (``_Stages.registered_tail`` has the
+    argument). Either way each tuple sees everything before it, even back-to-back tuples of
+    one key or one bucket.
 
-    Latency: 4 cycles (3 without ``registered``). A tuple transferred on ``i_stream`` at clock
+    Latency: 5 cycles (3 without ``registered``). A tuple transferred on ``i_stream`` at clock
     edge ``n`` has its record valid on ``o_stream`` from edge ``n + latency - 1``, so with
     ``o_stream.ready`` high it is transferred at edge ``n + latency``.
 
@@ -87,9 +87,9 @@ class TablePartitioner(wiring.Component):
     ways : :class:`int`
         ``W``, entries of a bucket (a power of two, at most ``entries``), one bank each.
     registered : :class:`bool`
-        Register the block RAM's read data before the last stage and the write-back after it
-        (forwarding the writes in flight): one more cycle of latency, no long path into or
-        out of the block RAM.
+        Register the block RAM's read data and the write-back, and decide and update in
+        separate stages (forwarding the writes in flight): two more cycles of latency, no long
+        path into or out of the block RAM, and the way decision apart from ``update``.
 
     Members
     -------
@@ -182,7 +182,7 @@ class TablePartitioner(wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
-        return 4 if self._registered else 3
+        return 5 if self._registered else 3
 
     @property
     def entry_layout(self) -> data.StructLayout:
@@ -272,126 +272,24 @@ class TablePartitioner(wiring.Component):
             read_data.append(rp.data)
             write_ports.append(wp)
 
-        # the last stage's decision
-        way = Signal(bank_bits, name="last_way")
-        written = Signal(layout, name="last_written")
-        store = Signal(name="last_store")
-
+        ctx = _Stages(self, m, advance, layout, row_bits, bank_bits)
         if registered:
-            # --- stage 3: the read data registered, and the writes it may have missed -------
-            # hist[0..2]: the writes decided by the last stage at the last three advancing
-            # edges (updated only when the pipeline advances). hist[0] is written to its bank on
-            # every cycle until the next advance (again and again while stalled: harmless), so
-            # the memory holds every write decided before the edge before last. The read for
-            # the tuple in stage 3 was made at the edge before last and saw none of the three;
-            # the newest of them that hit the tuple's row in a way replaces that way's entry.
-            # Which one does is decided a cycle early, into `sel`.
-            t = Signal(self._input_layout, name="s3")
-            t_valid = Signal(name="s3_valid")
-            t_row = Signal(row_bits, name="s3_row")
-            t_bank = Signal(bank_bits, name="s3_bank")
-            hist_layout = data.StructLayout({"valid": 1, "row": row_bits, "way": bank_bits,
-                                             "entry": layout})
-            hist = [Signal(hist_layout, name=f"hist{i}") for i in range(3)]
-            sel = [[Signal(name=f"s3_sel{i}_way{b}") for b in range(banks)] for i in range(3)]
-            loaded = [Signal(layout, name=f"s3_read{b}") for b in range(banks)]
-            newest = [(store, t_row, way)] + [(h.valid, h.row, h.way) for h in hist[:2]]
-            with m.If(advance):
-                m.d.sync += [
-                    t_valid.eq(s2_valid), t.eq(s2), t_row.eq(s2_row), t_bank.eq(s2_bank),
-                    hist[0].valid.eq(store), hist[0].row.eq(t_row), hist[0].way.eq(way),
-                    hist[0].entry.eq(written), hist[1].eq(hist[0]), hist[2].eq(hist[1]),
-                ]
-                m.d.sync += [r.eq(d) for r, d in zip(loaded, read_data, strict=True)]
-                for i, (valid, row, hist_way) in enumerate(newest):
-                    m.d.sync += [sel[i][b].eq(valid & (row == s2_row) & (hist_way == b))
-                                 for b in range(banks)]
-            seen = []
-            for b in range(banks):
-                entry = Signal(layout, name=f"s3_entry{b}")
-                with m.If(sel[0][b]):
-                    m.d.comb += entry.eq(hist[0].entry)
-                with m.Elif(sel[1][b]):
-                    m.d.comb += entry.eq(hist[1].entry)
-                with m.Elif(sel[2][b]):
-                    m.d.comb += entry.eq(hist[2].entry)
-                with m.Else():
-                    m.d.comb += entry.eq(loaded[b])
-                seen.append(entry)
-            t_key = Value.cast(t.key).as_unsigned()
-            if not self._direct:
-                # A forwarded entry is valid and its tag is the key of the tuple that wrote it,
-                # so its comparison with this tuple's key is made a cycle early too: then the
-                # way decision, which the next tuple's `sel` depends on, is a few levels deep.
-                same_key = [Signal(name=f"s3_same_key{i}") for i in range(3)]
-                s2_key = Value.cast(s2.key).as_unsigned()
-                with m.If(advance):
-                    m.d.sync += [
-                        same_key[0].eq(t_key == s2_key),
-                        same_key[1].eq(hist[0].entry.tag == s2_key),
-                        same_key[2].eq(hist[1].entry.tag == s2_key),
-                    ]
-                matches = Signal(banks, name="s3_matches")
-                free = Signal(banks, name="s3_free")
-                for b in range(banks):
-                    with m.If(sel[0][b]):
-                        m.d.comb += matches[b].eq(same_key[0])
-                    with m.Elif(sel[1][b]):
-                        m.d.comb += matches[b].eq(same_key[1])
-                    with m.Elif(sel[2][b]):
-                        m.d.comb += matches[b].eq(same_key[2])
-                    with m.Else():
-                        m.d.comb += [matches[b].eq(loaded[b].valid & (loaded[b].tag == t_key)),
-                                     free[b].eq(~loaded[b].valid)]
+            t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
+                s2, s2_valid, s2_row, s2_bank, read_data)
+            # from registers: nothing long ends at the block RAM (written again and again while
+            # stalled, which is harmless)
+            w_valid, w_row, w_way, w_entry = ctx.hist[0].valid, ctx.hist[0].row, \
+                ctx.hist[0].way, ctx.hist[0].entry
         else:
-            t, t_valid, t_row, t_bank, seen = s2, s2_valid, s2_row, s2_bank, read_data
-            t_key = Value.cast(t.key).as_unsigned()
-            if not self._direct:
-                matches = Cat(e.valid & (e.tag == t_key) for e in seen)
-                free = Cat(~e.valid for e in seen)
-
-        # --- last stage: find the key's way, update, write back, emit -------------------------
-        hit = Signal(name="last_hit")
-        dropped = Signal(name="last_dropped")
-        current = Signal(self._state_width, name="last_state")
-        if self._direct:
-            entry = Signal(layout, name="last_entry")
-            with m.Switch(t_bank):
-                for b in range(banks):
-                    with m.Case(b):
-                        m.d.comb += entry.eq(seen[b])
-            m.d.comb += [hit.eq(entry.valid), way.eq(t_bank), dropped.eq(0)]
-            with m.If(hit):
-                m.d.comb += current.eq(entry.state)
-        else:
-            m.d.comb += [hit.eq(matches.any()), dropped.eq(~matches.any() & ~free.any())]
-            for b in range(banks):  # one-hot when hit: the key is stored at most once
-                with m.If(matches[b]):
-                    m.d.comb += [current.eq(seen[b].state), way.eq(b)]
-            with m.If(~matches.any()):
-                for b in reversed(range(banks)):  # the lowest free way wins
-                    with m.If(free[b]):
-                        m.d.comb += way.eq(b)
-
-        new_state_value, result_value = self._update(m, current, t.payload)
-        new_state = Signal(self._state_width, name="last_new_state")
-        result = Signal(self._result_shape, name="last_result")
-        m.d.comb += [new_state.eq(new_state_value), result.eq(result_value)]
-
-        m.d.comb += [written.valid.eq(1), written.state.eq(new_state)]
-        if not self._direct:
-            m.d.comb += written.tag.eq(t_key)
-        m.d.comb += store.eq(advance & t_valid & ~dropped)
+            t, t_valid, hit, dropped, way, row, written, store, result = ctx.simple_tail(
+                s2, s2_valid, s2_row, s2_bank, read_data)
+            w_valid, w_row, w_way, w_entry = store, row, way, written
         for b, wp in enumerate(write_ports):
             with m.If(clearing):
                 m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
             with m.Else():
-                if registered:  # from a register: nothing long ends at the block RAM
-                    m.d.comb += [wp.addr.eq(hist[0].row), wp.data.eq(hist[0].entry),
-                                 wp.en.eq(hist[0].valid & (hist[0].way == b))]
-                else:
-                    m.d.comb += [wp.addr.eq(t_row), wp.data.eq(written),
-                                 wp.en.eq(store & (way == b))]
+                m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry),
+                             wp.en.eq(w_valid & (w_way == b))]
 
         m.d.comb += [
             out.i_stream.valid.eq(t_valid),
@@ -404,3 +302,168 @@ class TablePartitioner(wiring.Component):
         with m.If(advance & t_valid & dropped):
             m.d.sync += self.drops.eq(self.drops + 1)
         return m
+
+
+class _Stages:
+    """The stages after the block-RAM read of a :class:`TablePartitioner`: the simple one
+    (decide and update in the cycle after the read) or the registered ones."""
+
+    def __init__(self, table: TablePartitioner, m: Module, advance, layout, row_bits,
+                 bank_bits):
+        self.table, self.m, self.advance, self.layout = table, m, advance, layout
+        self.row_bits, self.bank_bits = row_bits, bank_bits
+        self.banks = table.banks
+        self.direct = table.direct
+
+    def decide(self, key, bank, matches, free, name):
+        """hit, dropped, way from the ways' match and free bits (hashed) or the bank (direct;
+        ``matches`` then holds each bank's valid bit)."""
+        m = self.m
+        hit = Signal(name=f"{name}_hit")
+        dropped = Signal(name=f"{name}_dropped")
+        way = Signal(self.bank_bits, name=f"{name}_way")
+        if self.direct:
+            m.d.comb += [hit.eq(matches.bit_select(bank, 1)), way.eq(bank), dropped.eq(0)]
+            return hit, dropped, way
+        m.d.comb += [hit.eq(matches.any()), dropped.eq(~matches.any() & ~free.any())]
+        for b in range(self.banks):  # one-hot when hit: the key is stored at most once
+            with m.If(matches[b]):
+                m.d.comb += way.eq(b)
+        with m.If(~matches.any()):
+            for b in reversed(range(self.banks)):  # the lowest free way wins
+                with m.If(free[b]):
+                    m.d.comb += way.eq(b)
+        return hit, dropped, way
+
+    def tag_equal(self, tag, key):
+        """Whether an entry with ``tag`` holds ``key``: direct, an entry's address is its key,
+        so any entry a tuple looks at (its row, its bank) is its own."""
+        return Const(1) if self.direct else Value.cast(tag) == key
+
+    def update(self, current, payload, name):
+        table, m = self.table, self.m
+        new_state_value, result_value = table._update(m, current, payload)
+        new_state = Signal(table._state_width, name=f"{name}_new_state")
+        result = Signal(table._result_shape, name=f"{name}_result")
+        m.d.comb += [new_state.eq(new_state_value), result.eq(result_value)]
+        return new_state, result
+
+    def entry(self, key, state, name):
+        written = Signal(self.layout, name=name)
+        self.m.d.comb += [written.valid.eq(1), written.state.eq(state)]
+        if not self.direct:
+            self.m.d.comb += written.tag.eq(key)
+        return written
+
+    def simple_tail(self, t, t_valid, t_row, t_bank, seen):
+        """Decide, update and write back in the cycle after the read (the read ports are
+        transparent for the write ports)."""
+        m = self.m
+        key = Value.cast(t.key).as_unsigned()
+        matches = Cat(e.valid & self.tag_equal(e.tag, key) for e in seen)
+        free = Cat(~e.valid for e in seen)
+        hit, dropped, way = self.decide(key, t_bank, matches, free, "last")
+        current = Signal(self.table._state_width, name="last_state")
+        for b in range(self.banks):
+            with m.If(hit & (way == b)):
+                m.d.comb += current.eq(seen[b].state)
+        new_state, result = self.update(current, t.payload, "last")
+        written = self.entry(key, new_state, "last_written")
+        store = Signal(name="last_store")
+        m.d.comb += store.eq(self.advance & t_valid & ~dropped)
+        return t, t_valid, hit, dropped, way, t_row, written, store, result
+
+    def registered_tail(self, s2, s2_valid, s2_row, s2_bank, read_data):
+        """Stage 3 registers the read data and decides (hit, way, drop) from it and from the
+        decisions it cannot have seen; stage 4 updates the state and hands the entry to
+        ``hist[0]``, from where it is written.
+
+        The read for a tuple reaching stage 3 was made at the edge before last. It saw every
+        write decided before the last four advancing edges: not the decisions of the tuple in
+        stage 4 now nor of ``hist[0..2]`` (the writes handed on at the last three advancing
+        edges; ``hist[0]`` reaches its bank at every edge until the next advance). For each
+        way, the newest of those four that went to the tuple's row replaces what was read;
+        which one does, and whether its key is the tuple's, is decided a cycle early. The
+        state a hit finds is taken when the tuple enters stage 4, from the update being made
+        there in that cycle if the tuple ahead wrote the same entry."""
+        m, banks, layout, advance = self.m, self.banks, self.layout, self.advance
+        table = self.table
+        in_layout = s2.shape()
+        hist_layout = data.StructLayout({"valid": 1, "row": self.row_bits,
+                                         "way": self.bank_bits, "entry": layout})
+        self.hist = hist = [Signal(hist_layout, name=f"hist{i}") for i in range(3)]
+
+        # stage 3
+        t = Signal(in_layout, name="s3")
+        t_valid = Signal(name="s3_valid")
+        t_row = Signal(self.row_bits, name="s3_row")
+        t_bank = Signal(self.bank_bits, name="s3_bank")
+        loaded = [Signal(layout, name=f"s3_read{b}") for b in range(banks)]
+        # stage 4: the decision of stage 3, the state found
+        u = Signal(in_layout, name="s4")
+        u_valid = Signal(name="s4_valid")
+        u_row = Signal(self.row_bits, name="s4_row")
+        u_way = Signal(self.bank_bits, name="s4_way")
+        u_hit = Signal(name="s4_hit")
+        u_dropped = Signal(name="s4_dropped")
+        u_state = Signal(table._state_width, name="s4_state")
+
+        key = Value.cast(t.key).as_unsigned()
+        u_key = Value.cast(u.key).as_unsigned()
+        s2_key = Value.cast(s2.key).as_unsigned()
+        sources = 4  # the tuple in stage 4, hist[0], hist[1], hist[2]: newest first
+        sel = [[Signal(name=f"s3_sel{i}_way{b}") for b in range(banks)] for i in range(sources)]
+        same_key = [Signal(name=f"s3_same_key{i}") for i in range(sources)]
+
+        matches = Signal(banks, name="s3_matches")
+        free = Signal(banks, name="s3_free")
+        for b in range(banks):
+            with m.If(sel[0][b]):
+                m.d.comb += matches[b].eq(same_key[0])
+            for i in range(1, sources):
+                with m.Elif(sel[i][b]):
+                    m.d.comb += matches[b].eq(same_key[i])
+            with m.Else():
+                m.d.comb += [matches[b].eq(loaded[b].valid & self.tag_equal(loaded[b].tag, key)),
+                             free[b].eq(~loaded[b].valid)]
+        hit, dropped, way = self.decide(key, t_bank, matches, free, "s3")
+        store3 = Signal(name="s3_store")
+        m.d.comb += store3.eq(t_valid & ~dropped)
+
+        # stage 4
+        new_state, result = self.update(u_state, u.payload, "s4")
+        written = self.entry(u_key, new_state, "s4_written")
+        store4 = Signal(name="s4_store")
+        m.d.comb += store4.eq(u_valid & ~u_dropped)
+
+        # the state the tuple in stage 3 finds, taken as it enters stage 4
+        found = Signal(table._state_width, name="s3_found")
+        for b in range(banks):
+            with m.If(hit & (way == b)):
+                with m.If(sel[0][b]):
+                    m.d.comb += found.eq(new_state)
+                for i in range(1, sources):
+                    with m.Elif(sel[i][b]):
+                        m.d.comb += found.eq(hist[i - 1].entry.state)
+                with m.Else():
+                    m.d.comb += found.eq(loaded[b].state)
+
+        # the decisions newest first, as they stand before the edge: they become stage 4's
+        # and hist[0..2] for the tuple entering stage 3
+        newest = [(store3, t_row, way, key), (store4, u_row, u_way, u_key),
+                  (hist[0].valid, hist[0].row, hist[0].way, hist[0].entry.tag),
+                  (hist[1].valid, hist[1].row, hist[1].way, hist[1].entry.tag)]
+        with m.If(advance):
+            m.d.sync += [
+                t_valid.eq(s2_valid), t.eq(s2), t_row.eq(s2_row), t_bank.eq(s2_bank),
+                u_valid.eq(t_valid), u.eq(t), u_row.eq(t_row), u_way.eq(way),
+                u_hit.eq(hit), u_dropped.eq(dropped), u_state.eq(Mux(hit, found, 0)),
+                hist[0].valid.eq(store4), hist[0].row.eq(u_row), hist[0].way.eq(u_way),
+                hist[0].entry.eq(written), hist[1].eq(hist[0]), hist[2].eq(hist[1]),
+            ]
+            m.d.sync += [r.eq(d) for r, d in zip(loaded, read_data, strict=True)]
+            for i, (valid, row, src_way, src_key) in enumerate(newest):
+                m.d.sync += [sel[i][b].eq(valid & (row == s2_row) & (src_way == b))
+                             for b in range(banks)]
+                m.d.sync += same_key[i].eq(self.tag_equal(src_key, s2_key))
+        return u, u_valid, u_hit, u_dropped, u_way, u_row, written, store4, result
