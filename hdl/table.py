@@ -437,16 +437,21 @@ class _Stages:
         m.d.comb += store4.eq(u_valid & ~u_dropped)
 
         # the state the tuple in stage 3 finds, taken as it enters stage 4
+        # (an AND-OR over the ways, as at most one way matches: it does not wait for `way`)
         found = Signal(table._state_width, name="s3_found")
+        ways_found = []
         for b in range(banks):
-            with m.If(hit & (way == b)):
-                with m.If(sel[0][b]):
-                    m.d.comb += found.eq(new_state)
-                for i in range(1, sources):
-                    with m.Elif(sel[i][b]):
-                        m.d.comb += found.eq(hist[i - 1].entry.state)
-                with m.Else():
-                    m.d.comb += found.eq(loaded[b].state)
+            state_b = Signal(table._state_width, name=f"s3_state{b}")
+            with m.If(sel[0][b]):
+                m.d.comb += state_b.eq(new_state)
+            for i in range(1, sources):
+                with m.Elif(sel[i][b]):
+                    m.d.comb += state_b.eq(hist[i - 1].entry.state)
+            with m.Else():
+                m.d.comb += state_b.eq(loaded[b].state)
+            mine = matches[b] & (t_bank == b) if self.direct else matches[b]
+            ways_found.append(Mux(mine, state_b, 0))
+        m.d.comb += found.eq(_or_all(ways_found))
 
         # the decisions newest first, as they stand before the edge: they become stage 4's
         # and hist[0..2] for the tuple entering stage 3
@@ -457,7 +462,7 @@ class _Stages:
             m.d.sync += [
                 t_valid.eq(s2_valid), t.eq(s2), t_row.eq(s2_row), t_bank.eq(s2_bank),
                 u_valid.eq(t_valid), u.eq(t), u_row.eq(t_row), u_way.eq(way),
-                u_hit.eq(hit), u_dropped.eq(dropped), u_state.eq(Mux(hit, found, 0)),
+                u_hit.eq(hit), u_dropped.eq(dropped), u_state.eq(found),
                 hist[0].valid.eq(store4), hist[0].row.eq(u_row), hist[0].way.eq(u_way),
                 hist[0].entry.eq(written), hist[1].eq(hist[0]), hist[2].eq(hist[1]),
             ]
@@ -467,3 +472,10 @@ class _Stages:
                              for b in range(banks)]
                 m.d.sync += same_key[i].eq(self.tag_equal(src_key, s2_key))
         return u, u_valid, u_hit, u_dropped, u_way, u_row, written, store4, result
+
+
+def _or_all(values):
+    result = values[0]
+    for value in values[1:]:
+        result = result | value
+    return result
