@@ -13,6 +13,7 @@ at a time (each takes from seconds for a table to minutes for the pipeline).
 
     python benchmarks/table_store.py                      # cycles only
     python benchmarks/table_store.py --build --board ulx3s-85f
+    python benchmarks/table_store.py --build --stores table
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def main() -> None:
     ap.add_argument("--build", action="store_true", help="also build each engine (slow)")
     ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument("--target-mhz", type=float, default=150.0)
+    ap.add_argument("--stores", nargs="+", default=["pipeline", "table"],
+                    help="measure only these stores (the pipeline's build takes minutes)")
     args = ap.parse_args()
 
     print(f"marathon, {args.tuples} tuples in same-key bursts, back to back"
@@ -102,6 +105,8 @@ def main() -> None:
     print(head)
     with tempfile.TemporaryDirectory() as root:
         for label, params in CONFIGS:
+            if params.store not in args.stores:
+                continue
             prof = cycles(params, args.tuples)
             line = f"{label:<14} {prof['cycles_per_tuple']:>12.3f} {prof['latency']:>8}"
             if args.build:
