@@ -50,9 +50,10 @@ _CRC32 = _crc32_table()
 
 
 def key_crc32(raw: np.ndarray, key_bits: int) -> np.ndarray:
-    """CRC-32 (the ISO-HDLC one of zlib, Ethernet and ``amaranth.lib.crc.catalog.CRC32``) of
-    each raw key (:func:`nfacep.wire.raw_column`) taken as ``ceil(key_bits / 8)`` bytes,
-    little-endian; uint32."""
+    """CRC-32 (the ISO-HDLC one of zlib, Ethernet and
+    ``amaranth.lib.crc.catalog.CRC32_ISO_HDLC``) of each raw key
+    (:func:`nfacep.wire.raw_column`) taken as ``ceil(key_bits / 8)`` bytes, little-endian;
+    uint32."""
     raw = np.asarray(raw, dtype=np.uint64)
     crc = np.full(len(raw), 0xFFFFFFFF, dtype=np.uint32)
     for i in range((key_bits + 7) // 8):
