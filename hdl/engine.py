@@ -211,7 +211,7 @@ def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
     record layout, query bits, parameters) beside it; both whole or not at all."""
     from amaranth.back import verilog
 
-    from nfacep.output import atomic_write
+    from nfacep.output import atomic_files
 
     engine = Engine(nfa, params)
     text = verilog.convert(engine, name=name, emit_src=False)
@@ -237,9 +237,9 @@ def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
         "parameters": params.as_dict(),
     }
     json_path = os.path.splitext(path)[0] + ".json"
-    with atomic_write(path) as f:
-        f.write(text)
-    with atomic_write(json_path) as f:
-        json.dump(sidecar, f, indent=2)
-        f.write("\n")
+    # one write for both: neither replaces its destination unless both can be written
+    with atomic_files([path, json_path], what="-o") as (verilog_file, json_file):
+        verilog_file.write(text)
+        json.dump(sidecar, json_file, indent=2)
+        json_file.write("\n")
     return sidecar

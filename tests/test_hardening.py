@@ -264,6 +264,23 @@ def test_outputs_are_written_together_or_not_at_all(tmp_path, capsys):
     assert sorted(p.name for p in d.iterdir()) == ["m.csv", "m.summary.json"]
 
 
+def test_verilog_and_its_sidecar_are_written_together_or_not_at_all(tmp_path, capsys):
+    from nfacep.errors import UsageError
+    from nfacep.hdl.engine import write_verilog
+
+    (tmp_path / "e.json").mkdir()
+    (tmp_path / "e.v").write_text("previous\n")
+    code, err = run(["verilog", MARATHON, "-o", tmp_path / "e.v", "--partitions", "2"], capsys)
+    assert code == 2 and "e.json is a folder" in err
+    # the same from the writer itself (the folder appeared after the command's check):
+    # the Verilog is not replaced either
+    with pytest.raises(UsageError, match=r"e\.json is a folder"):
+        write_verilog(nfacep.compile_file(str(MARATHON)), str(tmp_path / "e.v"),
+                      EngineParams(partitions=2))
+    assert (tmp_path / "e.v").read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.json", "e.v"]
+
+
 @pytest.mark.parametrize(("output", "message"), [
     ("", "is empty"), ("{tmp}", "is a folder"), ("/proc/nfacep-m.csv", "cannot write"),
     ("{tmp}/fifo", "not a regular file"), ("{tmp}/none/m.csv", "does not exist")])
