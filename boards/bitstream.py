@@ -32,8 +32,9 @@ from nfacep.params import EngineParams
 from .registry import Board
 from .toolchain import StepResult, find_tools, run_step, tool_env_var
 
-__all__ = ["PAPER_MHZ", "BuildError", "DoesNotFitError", "FlowResult", "Usage", "build",
-           "render_report", "run_flow"]
+__all__ = ["PAPER_MHZ", "BuildError", "DoesNotFitError", "FlowResult", "Usage", "bram_blocks",
+           "build", "estimate", "refused_before_synthesis", "render_estimate", "render_report",
+           "run_flow"]
 
 #: The clock of the paper's engine (Woods, Teubner and Alonso, VLDB 2010), for comparison.
 PAPER_MHZ = 125.0
@@ -118,6 +119,30 @@ def synthesis_usage(stat: dict, family: str) -> Usage:
         ffs = sum(v for k, v in cells.items() if k.startswith("SB_DFF"))
         brams = cells.get("SB_RAM40_4K", 0)
     return Usage(luts, ffs, brams, cells)
+
+
+def refused_before_synthesis(ffs: int, board: Board, device: str) -> str | None:
+    """Why a design of ``ffs`` flip-flops in its elaborated netlist (:func:`count_flipflops`)
+    is rejected before synthesis on ``board``, or ``None``: only a clear excess, more than
+    ``ESTIMATE_MARGIN`` times the device's flip-flops, is."""
+    if ffs > board.ffs * ESTIMATE_MARGIN:
+        return _over(Usage(ffs=ffs), board, device,
+                     "counted in the elaborated design, before synthesis")
+    return None
+
+
+#: The shapes (depth, width) of a block RAM with one read and one write port, by family: ECP5
+#: DP16KD (18 kbit; 36 bits wide as a pseudo-dual-port RAM), iCE40 SB_RAM40_4K (4 kbit).
+BRAM_SHAPES = {
+    "ecp5": ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)),
+    "ice40": ((2048, 2), (1024, 4), (512, 8), (256, 16)),
+}
+
+
+def bram_blocks(family: str, depth: int, width: int) -> int:
+    """Block RAMs of ``family`` that hold a memory of ``depth`` words of ``width`` bits (one
+    read and one write port): the fewest over the block's shapes, side by side and stacked."""
+    return min(-(-width // w) * -(-depth // d) for d, w in BRAM_SHAPES[family])
 
 
 def _over(usage: Usage, board: Board, device: str, where: str) -> str | None:
@@ -333,10 +358,9 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
 
     # before synthesis, only a clear excess of flip-flops (ESTIMATE_MARGIN)
     result.elaborated_ffs = count_flipflops(plan.files[f"{TOP}.il"])
-    if result.elaborated_ffs > board.ffs * ESTIMATE_MARGIN:
-        return result._stop("does not fit", "elaborate", _over(
-            Usage(ffs=result.elaborated_ffs), board, platform.device,
-            "counted in the elaborated design, before synthesis"))
+    refused = refused_before_synthesis(result.elaborated_ffs, board, platform.device)
+    if refused:
+        return result._stop("does not fit", "elaborate", refused)
 
     _extract(plan, work, stale, verilog)
     env, steps = _tool_steps(plan, board, tools)
@@ -486,18 +510,10 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
     and matches over the board's USB UART at ``baud``, for ``nfacep run``). The toolchain runs
     through :func:`run_flow`.
     """
-    from nfacep.hdl.engine import Engine
-
     find_tools(board.tools)  # a missing program fails here, before the engine is elaborated
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError("--target-mhz must be positive")
-    if link not in LINKS:
-        raise UsageError(f"unknown link {link!r}: choose one of {', '.join(LINKS)}")
-    platform, board_mhz = _platform(board, target_mhz)
-    if link == "uart":
-        _check_uart(platform, board_mhz, baud)
-    engine = Engine(nfa, params)
-    link_info, top = _top(link, engine, board_mhz, baud)
+    engine, link_info, top, _ = _design(nfa, board, params, link, baud, target_mhz)
 
     bitstream = os.path.join(out_dir, stem + board.bitstream_suffix)
     verilog = os.path.join(out_dir, stem + ".v")
@@ -523,6 +539,93 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
     report["files"]["bitstream"] = os.path.basename(bitstream)
     _finish_report(report, flow, report_path, "ok", None)
     return report
+
+
+def _design(nfa: Nfa, board: Board, params: EngineParams, link: str, baud: int,
+            target_mhz: float | None):
+    """The engine and the board top ``build`` makes for ``link``: ``(engine, link_info, top,
+    platform)``; a :class:`UsageError` for an unknown link or a UART the board cannot make."""
+    from nfacep.hdl.engine import Engine
+
+    if link not in LINKS:
+        raise UsageError(f"unknown link {link!r}: choose one of {', '.join(LINKS)}")
+    platform, board_mhz = _platform(board, target_mhz)
+    if link == "uart":
+        _check_uart(platform, board_mhz, baud)
+    engine = Engine(nfa, params)
+    link_info, top = _top(link, engine, board_mhz, baud)
+    return engine, link_info, top, platform
+
+
+def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harness",
+             baud: int = 115200) -> dict:
+    """What ``build`` knows of the design's size before synthesis (``nfacep check --board``).
+
+    The board top ``build`` would make is elaborated for the board's platform (no toolchain
+    runs) and its flip-flops counted as :func:`run_flow` counts them; ``refused`` says whether
+    ``build`` would reject the design there (:func:`refused_before_synthesis`). LUTs are known
+    only after synthesis. With ``store="table"``, the block RAMs of the table's banks
+    (:class:`~nfacep.hdl.table.TablePartitioner`: banks × rows × entry width, mapped onto the
+    family's block shapes by :func:`bram_blocks`) are an estimate: synthesis may put small banks
+    in LUT RAM, and other memories (the input FIFO) may take block RAM too.
+    """
+    from nfacep.hdl.table import TablePartitioner
+
+    engine, _, top, platform = _design(nfa, board, params, link, baud, None)
+    plan, _ = _elaborate(top, platform, None, None, lambda text: None)
+    ffs = count_flipflops(plan.files[f"{TOP}.il"])
+    message = refused_before_synthesis(ffs, board, platform.device)
+    brams: dict = {"estimate": None, "total": board.brams, "from": "known after synthesis"}
+    store = engine.store
+    if isinstance(store, TablePartitioner):
+        width = store.entry_layout.size
+        per_bank = bram_blocks(board.family, store.rows, width)
+        brams.update(estimate=store.banks * per_bank, banks=store.banks, rows=store.rows,
+                     entry_bits=width, per_bank=per_bank,
+                     **{"from": "the table's banks (banks x rows x entry bits), before "
+                                "synthesis, which may put small banks in LUT RAM"})
+    return {
+        "board": board.name,
+        "device": platform.device,
+        "family": board.family,
+        "link": link,
+        "parameters": params.as_dict(),
+        "resources": {
+            "ffs": {"estimate": ffs, "total": board.ffs,
+                    "from": "the elaborated design's flip-flops, before synthesis"},
+            "luts": {"estimate": None, "total": board.luts, "from": "known after synthesis"},
+            "brams": brams,
+        },
+        "refused_above_ffs": int(board.ffs * ESTIMATE_MARGIN),
+        "refused": message is not None,
+        "message": message,
+    }
+
+
+def render_estimate(est: dict) -> str:
+    """:func:`estimate` as text."""
+    out = [f"board {est['board']} ({est['device']}, --link {est['link']}): resources "
+           "estimated before synthesis",
+           f"  {'resource':<12}{'estimate':>10}{'total':>10}{'use':>8}"]
+    label = {"ffs": "flip-flops", "luts": "LUTs", "brams": "block RAMs"}
+    for key in ("ffs", "luts", "brams"):
+        r = est["resources"][key]
+        if r["estimate"] is None:
+            out.append(f"  {label[key]:<12}{'-':>10}{r['total']:>10,}{'':>8}  {r['from']}")
+            continue
+        share = f"{r['estimate'] / r['total']:.1%}" if r["total"] else "-"
+        note = r["from"]
+        if key == "brams":
+            note = (f"estimate: {r['banks']} banks x {r['rows']} rows x {r['entry_bits']} bits, "
+                    f"{r['per_bank']} per bank; synthesis may put small banks in LUT RAM")
+        out.append(f"  {label[key]:<12}{r['estimate']:>10,}{r['total']:>10,}{share:>8}  {note}")
+    if est["refused"]:
+        out.append(f"refused: `nfacep build` would stop before synthesis: {est['message']}")
+    else:
+        out.append(f"not refused before synthesis (that takes more than "
+                   f"{est['refused_above_ffs']:,} flip-flops); synthesis and place-and-route "
+                   "decide whether it fits")
+    return "\n".join(out)
 
 
 def _report(flow: FlowResult, nfa: Nfa, engine, params: EngineParams, query_file: str | None,

@@ -13,7 +13,7 @@ from nfacep.errors import UsageError
 
 from .registry import BOARDS, get_board, known_boards
 
-__all__ = ["DEFAULT_BAUD", "Build", "Run"]
+__all__ = ["DEFAULT_BAUD", "Build", "CheckBoards", "Run"]
 
 #: The serial line rate of ``--link uart`` and ``nfacep run`` unless --baud says otherwise.
 DEFAULT_BAUD = 115200
@@ -21,6 +21,37 @@ DEFAULT_BAUD = 115200
 
 def _progress(command: str):
     return lambda text: print(f"nfacep {command}: {text}", file=sys.stderr)
+
+
+def _add_link_arguments(parser) -> None:
+    """``--link`` and ``--baud``: the board top of ``build`` (and of ``check --board``)."""
+    parser.add_argument("--link", choices=("harness", "uart"), default="harness",
+                        help="board top: 'harness' measures the engine alone (on-chip "
+                             "tuples, LEDs); 'uart' is the usable design for `nfacep run` "
+                             "(default %(default)s)")
+    parser.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
+                        help="UART line rate with --link uart (default %(default)s)")
+
+
+class CheckBoards:
+    """``nfacep check --board``: the size ``build`` checks before synthesis (registered as an
+    entry point of ``nfacep.check_boards``; :class:`nfacep.cli.Check` loads it)."""
+
+    def boards(self) -> str:
+        return known_boards()
+
+    def add_arguments(self, parser) -> None:
+        _add_link_arguments(parser)
+
+    def estimate(self, nfa, engine, args) -> dict:
+        from .bitstream import estimate
+
+        return estimate(nfa, get_board(args.board), engine, link=args.link, baud=args.baud)
+
+    def render(self, estimate: dict) -> str:
+        from .bitstream import render_estimate
+
+        return render_estimate(estimate)
 
 
 class Build(Command):
@@ -48,12 +79,7 @@ class Build(Command):
                             help="constrain the clock to F MHz instead of the board's "
                                  "oscillator, to see how fast the engine can run (the paper's "
                                  "engine ran at 125)")
-        parser.add_argument("--link", choices=("harness", "uart"), default="harness",
-                            help="board top: 'harness' measures the engine alone (on-chip "
-                                 "tuples, LEDs); 'uart' is the usable design for `nfacep run` "
-                                 "(default %(default)s)")
-        parser.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
-                            help="UART line rate with --link uart (default %(default)s)")
+        _add_link_arguments(parser)
         params.add_arguments(parser)
 
     def run(self, args) -> int:

@@ -82,6 +82,7 @@ class Engine(wiring.Component):
         self._record_format = record_format(nfa, seq_width)
         self._record_layout = data.StructLayout(self._record_format.widths)
         self._key_bits = self._record_format.widths["partition"]
+        self._store = None
         super().__init__({
             "i_stream": In(stream.Signature(self._tuple_layout)),
             "o_stream": Out(stream.Signature(self._record_layout)),
@@ -93,6 +94,12 @@ class Engine(wiring.Component):
     @property
     def nfa(self) -> Nfa:
         return self._nfa
+
+    @property
+    def store(self) -> StreamPartitioner | TablePartitioner | None:
+        """The partition store made by the last elaboration (``None`` before the first one,
+        and without PARTITION): its geometry, such as the table's banks, for estimates."""
+        return self._store
 
     @property
     def tuple_layout(self) -> data.StructLayout:
@@ -142,6 +149,7 @@ class Engine(wiring.Component):
             m.submodules.partitioner = matcher = StreamPartitioner(
                 depth=params.partitions, timer_bits=params.timer_bits,
                 tick_tuples=params.tick_tuples, **shapes)
+        self._store = matcher
         out = matcher.o_stream
         m.d.comb += [
             results.valid.eq(out.valid),

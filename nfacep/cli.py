@@ -6,6 +6,12 @@ here; the outer packages register theirs as entry points of the group ``nfacep.c
 (:mod:`nfacep.sim`), ``vectors`` and ``regress`` (:mod:`nfacep.spark_testbench`), ``build``
 and ``run`` (:mod:`nfacep.boards`). This module imports none of them: it finds them through
 the entry points when the parser is built.
+
+``nfacep check --board`` estimates the engine's size on a board; that needs the boards
+package, which contributes it as the entry point of the group ``nfacep.check_boards``
+(:data:`CHECK_BOARDS`): an object with ``boards()`` (the known boards, as text),
+``add_arguments(parser)`` (its options besides ``--board``), ``estimate(nfa, engine, args)``
+(a dict for ``--json``) and ``render(estimate)`` (text).
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ from .nfa import Nfa
 from .output import atomic_write, check_outputs
 from .result import report
 
-__all__ = ["ENTRY_POINTS", "Command", "add_io_arguments", "load_query", "main"]
+__all__ = ["CHECK_BOARDS", "ENTRY_POINTS", "Command", "add_io_arguments", "load_query", "main"]
 
 #: The entry point group through which packages register their subcommands.
 ENTRY_POINTS = "nfacep.commands"
+#: The entry point group through which a package gives ``nfacep check`` its ``--board``.
+CHECK_BOARDS = "nfacep.check_boards"
 
 
 class Command:
@@ -91,22 +99,75 @@ def _load_or_json_error(args) -> Nfa:
         raise
 
 
+def _check_boards():
+    """The ``--board`` estimate of :data:`CHECK_BOARDS` and ``None``, or ``None`` and why it
+    cannot be loaded."""
+    reason = "no package registers it (pip install 'nfacep[boards]')"
+    for ep in metadata.entry_points(group=CHECK_BOARDS):
+        try:
+            return ep.load()(), None
+        except Exception as exc:  # a broken boards package must not break `check`
+            reason = f"{type(exc).__name__}: {exc}"
+    return None, reason
+
+
 class Check(Command):
     name = "check"
     help = "parse and validate; print queries, predicates, NFA states"
     order = 10
 
+    def __init__(self) -> None:
+        self._boards = self._boards_reason = None
+        self._loaded = False
+
+    def _load_boards(self) -> None:
+        """Load the ``--board`` estimate once, when the parser is built."""
+        if not self._loaded:
+            self._boards, self._boards_reason = _check_boards()
+            self._loaded = True
+
+    def epilog(self) -> str | None:
+        self._load_boards()
+        return None if self._boards is None else f"boards (--board):\n{self._boards.boards()}"
+
     def add_arguments(self, parser) -> None:
+        self._load_boards()
         super().add_arguments(parser)
         _add_json(parser)
+        parser.add_argument("--board", metavar="NAME",
+                            help="also estimate the engine's resources on this board, as "
+                                 "`nfacep build` checks them before synthesis, and say whether "
+                                 "it would refuse the build there (needs the boards package)")
+        if self._boards is not None:
+            self._boards.add_arguments(parser)
+        params.add_arguments(parser)
 
     def run(self, args) -> int:
+        engine = None
+        if args.board is not None:
+            if self._boards is None:
+                raise UsageError(f"--board needs the boards package: {self._boards_reason}")
+            engine = params.from_args(args)
+        elif params.given(args):
+            raise UsageError(f"{', '.join(params.option(n) for n in params.given(args))}: "
+                             "the engine parameters describe the engine on a board; give "
+                             "--board too")
         nfa = _load_or_json_error(args)
+        estimate = None if engine is None else self._boards.estimate(nfa, engine, args)
         if args.json:
             from .describe import check_json
 
-            print(json.dumps(check_json(nfa, args.query), indent=2))
+            doc = check_json(nfa, args.query)
+            if estimate is not None:
+                doc["board"] = estimate
+            print(json.dumps(doc, indent=2))
             return 0
+        self._print(nfa)
+        if estimate is not None:
+            print(self._boards.render(estimate))
+        return 0
+
+    def _print(self, nfa: Nfa) -> None:
         prog = nfa.program
         fields = ", ".join(f"{f.name} {f.type}" for f in prog.schema.fields)
         print(f"stream {prog.schema.name} ({fields})")
@@ -123,7 +184,6 @@ class Check(Command):
                 pred = "true" if st.predicate is None else f"p{st.predicate}"
                 flags = ("start " if st.start else "") + ("accept" if st.accepting else "")
                 print(f"  {st.name} [{pred}] {flags}".rstrip())
-        return 0
 
 
 class Explain(Command):

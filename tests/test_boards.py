@@ -318,3 +318,87 @@ def test_run_flow_stops_when_synthesis_says_it_does_not_fit(tmp_path, monkeypatc
     assert flow.resources["ffs"] == {"used": flow.usage.ffs, "total": 1280}
     assert flow.fmax_mhz == {} and not flow.timing_met and flow.bitstream is None
     assert list(flow.seconds) == ["elaborate", "yosys"]
+
+
+# --- nfacep check --board: the estimate build checks before synthesis -------------------------
+
+def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
+    assert run(["check", MARATHON, "--board", "ulx3s-85f", "--partitions", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("stream marathon")  # check's own output comes first
+    assert "board ulx3s-85f (LFE5U-85F, --link harness)" in out
+    ffs = next(ln for ln in out.splitlines() if ln.strip().startswith("flip-flops")).split()
+    assert 0 < int(ffs[1].replace(",", "")) < 83640 and ffs[2] == "83,640"
+    assert "not refused before synthesis" in out and "92,004 flip-flops" in out
+    assert "block RAMs" in out and "known after synthesis" in out
+
+    assert run(["check", MARATHON, "--board", "icestick", "--partitions", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "board icestick (iCE40HX1K" in out and "1,280" in out
+    assert "not refused before synthesis" in out
+
+
+def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_toolchain,
+                                                                   capsys):
+    assert run(["check", MARATHON, "--board", "icestick", "--partitions", "64"]) == 0
+    out = capsys.readouterr().out
+    refused = next(ln for ln in out.splitlines() if ln.startswith("refused:"))
+    assert "does not fit the icestick (iCE40HX1K)" in refused
+    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "64",
+                "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    # the same count and message as build's refusal
+    assert refused.split("stop before synthesis: ", 1)[1] in err
+
+
+def test_check_board_json_with_table_block_rams(no_toolchain, capsys):
+    assert run(["check", MARATHON, "--json", "--board", "ulx3s-85f", "--store", "table",
+                "--partitions", "4096"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format"] == "nfacep-check/1" and doc["queries"][0]["name"] == "cheat"
+    est = doc["board"]
+    assert est["board"] == "ulx3s-85f" and est["device"] == "LFE5U-85F"
+    assert est["parameters"]["store"] == "table" and est["parameters"]["partitions"] == 4096
+    assert est["refused"] is False and est["message"] is None
+    res = est["resources"]
+    assert res["ffs"]["total"] == 83640 and res["ffs"]["estimate"] > 0
+    assert res["luts"]["estimate"] is None
+    # 4 ways of 1024 rows; an entry is valid + the 16-bit runner tag + 9 states = 26 bits:
+    # two 1024 x 18 DP16KD per bank
+    brams = res["brams"]
+    assert (brams["banks"], brams["rows"], brams["entry_bits"]) == (4, 1024, 26)
+    assert brams["per_bank"] == 2 and brams["estimate"] == 8 and brams["total"] == 208
+
+    assert run(["check", MARATHON, "--json", "--board", "icestick", "--partitions", "64"]) == 0
+    est = json.loads(capsys.readouterr().out)["board"]
+    assert est["refused"] is True and "does not fit the icestick" in est["message"]
+    assert est["resources"]["ffs"]["estimate"] > est["refused_above_ffs"] == 1408
+    assert est["resources"]["brams"]["estimate"] is None
+
+
+def test_block_ram_shapes():
+    bram_blocks = boards.bitstream.bram_blocks
+    assert bram_blocks("ecp5", 512, 36) == 1 and bram_blocks("ecp5", 16384, 1) == 1
+    assert bram_blocks("ecp5", 1024, 26) == 2 and bram_blocks("ecp5", 2048, 9) == 1
+    assert bram_blocks("ice40", 256, 16) == 1 and bram_blocks("ice40", 2048, 2) == 1
+    assert bram_blocks("ice40", 64, 20) == 2 and bram_blocks("ice40", 4096, 1) == 2
+
+
+def test_check_board_errors(monkeypatch, capsys):
+    assert run(["check", MARATHON, "--board", "de0-nano"]) == 2
+    captured = capsys.readouterr()
+    assert "unknown board 'de0-nano'" in captured.err and "icestick" in captured.err
+    assert captured.out == ""
+    assert run(["check", MARATHON, "--partitions", "4"]) == 2
+    assert "--partitions: the engine parameters describe the engine on a board; give --board" \
+        in capsys.readouterr().err
+    assert run(["check", MARATHON, "--board", "icestick", "--store", "table",
+                "--partitions", "3"]) == 2
+    assert "power of two" in capsys.readouterr().err
+    # without the boards package's entry point, --board is a clear error and check still works
+    import nfacep.cli
+
+    monkeypatch.setattr(nfacep.cli, "CHECK_BOARDS", "nfacep.no_such_group")
+    assert run(["check", MARATHON, "--board", "icestick"]) == 2
+    assert "--board needs the boards package" in capsys.readouterr().err
+    assert run(["check", MARATHON]) == 0
