@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Simulation speed of the emitted Verilog under cocotb: Icarus vs Verilator, marathon query.
+"""Simulation speed of the emitted Verilog: batch harness vs per-cycle cocotb, Icarus vs
+Verilator, marathon query.
 
 The marathon tuple file is repeated to `--tuples` tuples (runner ids kept, so there are 60
-partitions) and streamed with valid and ready always high. Reported: wall-clock tuples/s of the
-simulation run (Verilog emission and the simulator build excluded: a second, cached run is
-timed) and simulated cycles/s. Prints a table; `--plot F` draws a bar chart. Wall-clock on a
-shared machine: compare the ratio between simulators, not absolute values.
+partitions) and streamed with valid and ready always high, by the batch harness
+(`nfacep.sim.harness`: Python once per batch) and by the per-cycle cocotb testbench. Reported:
+wall-clock tuples/s of the simulation run (Verilog emission and the simulator build excluded: a
+second, cached run is timed), simulated cycles/s, and each mode's speed relative to per-cycle
+on the same simulator. Prints a table; `--plot F` draws a bar chart. Wall-clock on a shared
+machine: compare ratios, not absolute values.
 
-    python benchmarks/sim_speed.py --partitions 64 256 --tuples 5000
+    python benchmarks/sim_speed.py --partitions 64 256 --tuples 100000
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--simulators", nargs="+", default=["icarus", "verilator"])
     ap.add_argument("--tuples", type=int, default=5000)
+    ap.add_argument("--modes", nargs="+", default=["cycle", "batch"])
     ap.add_argument("--plot", metavar="PNG")
     args = ap.parse_args()
 
@@ -44,8 +48,8 @@ def main() -> None:
     sample = tuples.Tuples(cols, args.tuples)
 
     print(f"marathon, {args.tuples} tuples, full traffic; emission and build excluded")
-    print(f"{'simulator':>10} {'partitions':>10} {'wall s':>8} {'tuples/s':>9} "
-          f"{'cycles/s':>9} {'tuples/cycle':>12}")
+    print(f"{'simulator':>10} {'partitions':>10} {'mode':>6} {'wall s':>8} {'tuples/s':>9} "
+          f"{'cycles/s':>10} {'tuples/cycle':>12} {'vs cycle':>8}")
     rows = []
     with tempfile.TemporaryDirectory() as build:
         engines = {}
@@ -54,26 +58,33 @@ def main() -> None:
             write_verilog(nfa, engines[p], EngineParams(partitions=p))
         for simulator in args.simulators:
             for p in args.partitions:
-                simulation = sim.Simulation(simulator, traffic="full", build_dir=build,
-                                            engine=engines[p])
-                simulation.run(nfa, sample, EngineParams(partitions=p))  # build, warm the cache
-                t0 = time.perf_counter()
-                r = simulation.run(nfa, sample, EngineParams(partitions=p))
-                wall = time.perf_counter() - t0
-                rows.append((simulator, p, wall, args.tuples / wall, r.cycles / wall))
-                print(f"{simulator:>10} {p:>10} {wall:>8.1f} {args.tuples / wall:>9.0f} "
-                      f"{r.cycles / wall:>9.0f} {r.tuples_per_cycle:>12.3f}")
+                base = None
+                for mode in args.modes:
+                    simulation = sim.Simulation(simulator, traffic="full", build_dir=build,
+                                                engine=engines[p], mode=mode)
+                    params = EngineParams(partitions=p)
+                    simulation.run(nfa, sample, params)  # build, warm the cache
+                    t0 = time.perf_counter()
+                    r = simulation.run(nfa, sample, params)
+                    wall = time.perf_counter() - t0
+                    rate = args.tuples / wall
+                    base = base or rate
+                    rows.append((simulator, p, mode, wall, rate, r.cycles / wall))
+                    print(f"{simulator:>10} {p:>10} {mode:>6} {wall:>8.1f} {rate:>9.0f} "
+                          f"{r.cycles / wall:>10.0f} {r.tuples_per_cycle:>12.3f} "
+                          f"{rate / base:>7.1f}x")
     if args.plot:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        labels = [f"{s}\n{p} partitions" for s, p, *_ in rows]
-        ax.bar(labels, [r[3] for r in rows])
+        fig, ax = plt.subplots(figsize=(8, 3.5))
+        labels = [f"{s} {m}\n{p} partitions" for s, p, m, *_ in rows]
+        ax.bar(labels, [r[4] for r in rows])
+        ax.set_yscale("log")
         ax.set_ylabel("tuples per second (wall clock)")
-        ax.set_title("cocotb simulation of the marathon engine")
+        ax.set_title("simulation of the marathon engine: per-cycle cocotb vs batch harness")
         fig.tight_layout()
         fig.savefig(args.plot, dpi=120)
         print(f"wrote {args.plot}")

@@ -6,8 +6,11 @@
 - :func:`prebuild` (:mod:`nfacep.sim.build`): build (or find in the cache) the simulator model
   of an engine emitted earlier, so that later ``Simulation(engine=...)`` runs reuse it;
   :func:`build_cache` names the folder caching those builds;
-- :mod:`nfacep.sim.testbench`: the cocotb testbench (stream driver, monitor, in-order
-  checker), which runs inside the simulator;
+- :mod:`nfacep.sim.harness` and :mod:`nfacep.sim.batch_testbench`: the batch mode (the
+  default), a Verilog testbench around the engine that makes its own clock and streams whole
+  batches of tuples from a file, and the cocotb test that wakes once per batch;
+- :mod:`nfacep.sim.testbench`: the per-cycle cocotb testbench (stream driver, monitor,
+  in-order checker), which runs inside the simulator;
 - :mod:`nfacep.sim.cli`: the ``nfacep sim`` subcommand.
 
 Importing :mod:`nfacep.sim` is cheap: the runner (and with it the compiler and cocotb's

