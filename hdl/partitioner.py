@@ -14,10 +14,25 @@ from amaranth.hdl import Const, Module, Mux, Shape, ShapeLike, Signal, Value, Va
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamPartitioner"]
+__all__ = ["StreamPartitioner", "store_signature"]
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
+
+
+def store_signature(key_shape: ShapeLike, payload_shape: ShapeLike, result_shape: ShapeLike,
+                    counter_width: int) -> dict:
+    """The members every partition store has (:class:`StreamPartitioner`,
+    :class:`nfacep.hdl.table.TablePartitioner`), so that the engine takes either."""
+    return {
+        "i_stream": In(stream.Signature(data.StructLayout({
+            "key": key_shape, "payload": payload_shape}))),
+        "o_stream": Out(stream.Signature(data.StructLayout({
+            "key": key_shape, "payload": payload_shape, "result": result_shape,
+            "dropped": 1, "fresh": 1}))),
+        "tuples": Out(counter_width),
+        "drops": Out(counter_width),
+    }
 
 
 class StreamPartitioner(wiring.Component):
@@ -122,23 +137,8 @@ class StreamPartitioner(wiring.Component):
         self._update = update
         self._counter_width = counter_width
 
-        self._input_layout = data.StructLayout({
-            "key": key_shape,
-            "payload": payload_shape,
-        })
-        self._output_layout = data.StructLayout({
-            "key": key_shape,
-            "payload": payload_shape,
-            "result": result_shape,
-            "dropped": 1,
-            "fresh": 1,
-        })
-        super().__init__({
-            "i_stream": In(stream.Signature(self._input_layout)),
-            "o_stream": Out(stream.Signature(self._output_layout)),
-            "tuples": Out(counter_width),
-            "drops": Out(counter_width),
-        })
+        super().__init__(store_signature(key_shape, payload_shape, result_shape,
+                                         counter_width))
 
     @property
     def key_shape(self):

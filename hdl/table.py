@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value, ValueLike
-from amaranth.lib import crc, data, stream, wiring
+from amaranth.lib import crc, data, wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
+from .partitioner import store_signature
 from .queue import StreamBuffer
 
 __all__ = ["TablePartitioner"]
@@ -138,23 +138,8 @@ class TablePartitioner(wiring.Component):
             self._banks = ways
             self._rows = entries // ways
 
-        self._input_layout = data.StructLayout({
-            "key": key_shape,
-            "payload": payload_shape,
-        })
-        self._output_layout = data.StructLayout({
-            "key": key_shape,
-            "payload": payload_shape,
-            "result": result_shape,
-            "dropped": 1,
-            "fresh": 1,
-        })
-        super().__init__({
-            "i_stream": In(stream.Signature(self._input_layout)),
-            "o_stream": Out(stream.Signature(self._output_layout)),
-            "tuples": Out(counter_width),
-            "drops": Out(counter_width),
-        })
+        super().__init__(store_signature(key_shape, payload_shape, result_shape,
+                                         counter_width))
 
     @property
     def entries(self) -> int:
@@ -205,7 +190,7 @@ class TablePartitioner(wiring.Component):
         bank_bits = (banks - 1).bit_length()
         layout = self.entry_layout
 
-        m.submodules.out = out = StreamBuffer(self._output_layout)
+        m.submodules.out = out = StreamBuffer(self.o_stream.payload.shape())
         wiring.connect(m, out.o_stream, wiring.flipped(self.o_stream))
         advance = Signal()
         m.d.comb += advance.eq(out.i_stream.ready)
@@ -226,9 +211,9 @@ class TablePartitioner(wiring.Component):
             m.d.sync += self.tuples.eq(self.tuples + 1)
 
         in_key = Value.cast(self.i_stream.payload.key).as_unsigned()
-        s1 = Signal(self._input_layout, name="s1")
+        s1 = Signal(self.i_stream.payload.shape(), name="s1")
         s1_valid = Signal(name="s1_valid")
-        s2 = Signal(self._input_layout, name="s2")
+        s2 = Signal(self.i_stream.payload.shape(), name="s2")
         s2_valid = Signal(name="s2_valid")
         s2_row = Signal(row_bits, name="s2_row")
         s1_row = Signal(row_bits, name="s1_row")
