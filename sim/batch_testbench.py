@@ -17,7 +17,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
 
 from nfacep.sim.records import read_records, write_records
-from nfacep.sim.testbench import CLOCK_PERIOD_NS, InOrderChecker, _write_failure, load_config
+from nfacep.sim.testbench import CLOCK_PERIOD_NS, InOrderChecker, load_config, run_and_report
 from nfacep.wire import RecordFormat
 
 RESET_CYCLES = 4
@@ -120,17 +120,4 @@ class BatchTB:
 async def engine_matches_in_batches(dut) -> None:
     """Stream every tuple through the engine in batches; check the records in order."""
     config = load_config()
-    failure = Path(config["folder"]) / config["failure"]
-    tb = BatchTB(dut, config)
-    try:
-        await tb.run()
-    except BaseException as err:
-        _write_failure(failure, "error", str(err))
-        raise
-    finally:
-        tb.write_results()
-    if tb.checker.error_count:
-        message = f"{tb.checker.error_count} record(s) differ:\n{tb.checker.report()}"
-        _write_failure(failure, "mismatch", message)
-        raise AssertionError(message)
-
+    await run_and_report(BatchTB(dut, config), config)

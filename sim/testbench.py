@@ -369,12 +369,11 @@ def load_config() -> dict:
     return config
 
 
-@cocotb.test()
-async def engine_matches(dut) -> None:
-    """Stream every tuple through the engine and take every record; check them in order."""
-    config = load_config()
+async def run_and_report(tb, config: dict) -> None:
+    """Run a testbench (``tb.run()``, then ``tb.write_results()`` whatever happened) and
+    write ``failure.json`` when it failed: ``error`` when it did not run to the end,
+    ``mismatch`` when ``tb.checker`` found records that differ from the model's."""
     failure = Path(config["folder"]) / config["failure"]
-    tb = TB(dut, config)
     try:
         await tb.run()
     except BaseException as err:
@@ -386,6 +385,13 @@ async def engine_matches(dut) -> None:
         message = f"{tb.checker.error_count} record(s) differ:\n{tb.checker.report()}"
         _write_failure(failure, "mismatch", message)
         raise AssertionError(message)
+
+
+@cocotb.test()
+async def engine_matches(dut) -> None:
+    """Stream every tuple through the engine and take every record; check them in order."""
+    config = load_config()
+    await run_and_report(TB(dut, config), config)
 
 
 def _write_failure(path: Path, kind: str, message: str) -> None:
