@@ -11,9 +11,13 @@ The compiler is a pipeline of small stages (README.md, 'Architecture for contrib
 
 from __future__ import annotations
 
-from .check import Program
+from typing import TYPE_CHECKING
+
 from .errors import DataError, NfacepError, QueryError
-from .nfa import Nfa
+
+if TYPE_CHECKING:
+    from .check import Program
+    from .nfa import Nfa
 
 __all__ = [
     "DataError",
@@ -77,3 +81,17 @@ def _byte_error(data: bytes, offset: int, path: str, message: str) -> QueryError
     column = len(data[line_start:offset].decode("utf-8", errors="replace")) + 1
     source = data[:offset + 200].decode("utf-8", errors="replace")
     return QueryError(message, SourcePos(line, column), source=source, filename=path)
+
+
+def __getattr__(name: str):
+    # the compiler's modules (and lark) load on first use, so that importing the package (as
+    # the command's entry point does first) is quick
+    if name == "Program":
+        from .check import Program
+
+        return Program
+    if name == "Nfa":
+        from .nfa import Nfa
+
+        return Nfa
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -155,3 +155,28 @@ def test_a_broken_command_package_does_not_break_the_others(monkeypatch, capsys,
     assert "`nfacep widget` is not available in this installation" in capsys.readouterr().err
     q, t, m = setup(tmp_path)
     assert main(["match", q, "--input", t, "--output", m]) == 0
+
+
+def test_ctrl_c_while_the_compiler_loads_is_an_interrupted_command(monkeypatch, capsys):
+    """The entry point catches a Ctrl-C that comes while nfacep.cli is being imported (before
+    nfacep.cli.main can): one line, exit 130; and importing the package loads no compiler."""
+    import subprocess
+    import sys
+    import types
+
+    from nfacep import entry
+
+    class Interrupted(types.ModuleType):
+        def __getattr__(self, name):
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(sys.modules, "nfacep.cli", Interrupted("nfacep.cli"))
+    with pytest.raises(SystemExit) as exit_:
+        entry.main()
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "nfacep: interrupted\n"
+    probe = "import sys, nfacep; print(sorted(m for m in ('lark', 'nfacep.check', " \
+            "'nfacep.nfa', 'numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
