@@ -9,7 +9,9 @@ matching (a one-variable query), so the output rate is the engine's rate. The ta
 its clearing sweep before the first tuple. Deterministic: counts cycles, not seconds.
 
 Builds: the harness top (on-chip tuples, LEDs) with nextpnr constrained to --target-mhz, one
-at a time (each takes from seconds for a table to minutes for the pipeline).
+at a time (each takes from seconds for a table to minutes for the pipeline). The sweep from 1k
+to 64k partitions on two devices (the paper's Figure 9) is ``figure9_table.py``, through
+:func:`build_point`.
 
     python benchmarks/table_store.py                      # cycles only
     python benchmarks/table_store.py --build --board ulx3s-85f
@@ -67,23 +69,50 @@ def cycles(params: EngineParams, n: int) -> dict:
     return cycle_profile(engine, payloads, expect_records=n, warmup=warmup)
 
 
-def build_row(params: EngineParams, board: str, target: float, root: str) -> dict:
+def build_point(nfa, params: EngineParams, board: str, target: float, out: str,
+                stem: str) -> dict:
+    """One ``nfacep build`` of ``nfa``'s engine (the harness top) for ``board`` into ``out``, as
+    a row: ``status`` is the report's (``ok``, ``timing not met``: the numbers are still there,
+    ``does not fit``, ``place-and-route failed``, ...) with the tool's ``message``;
+    a build that stops is a result, not an exception. Resources are nextpnr's after
+    place-and-route, or Yosys's when the flow stopped before it."""
     from nfacep.boards import BuildError, build, get_board
+    from nfacep.boards.bitstream import DoesNotFitError
 
-    nfa = nfacep.compile_file(str(ROOT / "queries" / "marathon.sql"))
-    out = os.path.join(root, f"{params.store}-{params.partitions}")
     start = time.monotonic()
+    row: dict = {"status": "ok", "message": "", "luts": None, "ffs": None, "brams": None,
+                 "fmax_mhz": None, "timing_met": None}
     try:
-        report = build(nfa, get_board(board), out, params, target_mhz=target, stem="marathon")
-    except BuildError as err:  # timing missed: the numbers are still there
-        if err.report is None or not err.report["resources"]:
-            raise
+        report = build(nfa, get_board(board), out, params, target_mhz=target, stem=stem)
+    except BuildError as err:
         report = err.report
-    res = report["resources"]
-    return {"luts": res["luts"]["used"], "ffs": res["ffs"]["used"],
-            "brams": res["brams"]["used"],
-            "fmax": min(report["fmax_mhz"].values()) if report["fmax_mhz"] else float("nan"),
-            "build_s": time.monotonic() - start}
+        row["message"] = str(err).strip().replace("\n", " ")
+        if report is None:
+            row["status"] = ("does not fit" if isinstance(err, DoesNotFitError)
+                             else "synthesis failed")
+    if report is not None:
+        if report.get("status") not in (None, "ok"):
+            row["status"] = report["status"]
+        res = report.get("resources") or {}
+        for key in ("luts", "ffs", "brams"):
+            row[key] = (res.get(key) or {}).get("used")
+        fmax = report.get("fmax_mhz") or {}
+        row["fmax_mhz"] = round(min(fmax.values()), 2) if fmax else None
+        row["timing_met"] = report.get("timing_met")
+    row["build_s"] = round(time.monotonic() - start, 1)
+    return row
+
+
+def build_row(params: EngineParams, board: str, target: float, root: str) -> dict:
+    nfa = nfacep.compile_file(str(ROOT / "queries" / "marathon.sql"))
+    row = build_point(nfa, params, board, target,
+                      os.path.join(root, f"{params.store}-{params.partitions}"), "marathon")
+    if row["luts"] is None:
+        raise SystemExit(f"{params.store} {params.partitions}: {row['status']}: "
+                         f"{row['message']}")
+    return {"luts": row["luts"], "ffs": row["ffs"], "brams": row["brams"],
+            "fmax": float("nan") if row["fmax_mhz"] is None else row["fmax_mhz"],
+            "build_s": row["build_s"]}
 
 
 def main() -> None:
