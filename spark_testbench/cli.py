@@ -90,6 +90,7 @@ def _vectors_arguments(p) -> None:
                         "(default %(default)s)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing vectors folder")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
 def _parse_weights(items: list[str]):
@@ -138,7 +139,8 @@ def _vectors(args) -> int:
                           overwrite=args.overwrite, master=args.master)
     spark, created = session.session(args.master)
     try:
-        m = vectors.run(spark, job, tasks=args.tasks)
+        m = vectors.run(spark, job, tasks=args.tasks,
+                        progress=None if args.quiet else _progress)
     finally:
         if created:
             spark.stop()
@@ -150,6 +152,10 @@ def _vectors(args) -> int:
     for name, why in m["unplanted"].items():
         print(f"warning: query {name}: nothing planted: {why}", file=sys.stderr)
     return 0
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _default_keys(query: str, partitions: int) -> int:
@@ -202,13 +208,10 @@ def _regress(args) -> int:
     note = "note" if job.mode == "partitioned" else "warning"
     print(f"{note}: {job.reason}", file=sys.stderr)
 
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
     spark, created = session.session(args.master)
     try:
         report = regress.run(spark, job, tasks=args.tasks,
-                             progress=None if args.quiet else progress)
+                             progress=None if args.quiet else _progress)
     finally:
         if created:
             spark.stop()

@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from nfacep.params import EngineParams
 from nfacep.result import partition_texts
 from nfacep.tuples import from_table
 
+from .progress import Progress
 from .vectors import DROPS, EXPECTED, FORMAT, MANIFEST, TUPLES, manifest_params
 
 __all__ = ["FIRST", "KINDS", "REPORT", "Job", "prepare", "run"]
@@ -198,12 +198,14 @@ def _batch_depth(job: Job) -> int:
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
 
 def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
-              seed: int, batch_depth: int, batches):
-    """Simulate the tuples of one Spark partition (one shard) in ``seq`` order."""
+              seed: int, batch_depth: int, counter, batches):
+    """Simulate the tuples of one Spark partition (one shard) in ``seq`` order; adds them to
+    ``counter`` (a :class:`~.progress.Counter`)."""
     from nfacep import sim
 
     batches = [b for b in batches if b.num_rows]
     if not batches:
+        counter.finished()
         return
     nfa = _compiled(query)
     program = nfa.program
@@ -230,6 +232,8 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
     rows_q.append(None)
     rows_p.append(str(res.cycles))
     kinds.append("shard")
+    counter.add(len(seq))
+    counter.finished()
     yield pa.RecordBatch.from_arrays(
         [pa.array(rows_seq, pa.int64()), pa.array(rows_q, pa.string()),
          pa.array(rows_p, pa.string()), pa.array(kinds, pa.string())], schema=_RESULT)
@@ -240,52 +244,15 @@ def _compiled(path: str):
     return nfacep.compile_file(path)
 
 
-# --- progress -----------------------------------------------------------------------------------
-
-class _Progress:
-    """Prints what the Spark tasks have done so far, on stderr, every ``every`` seconds."""
-
-    def __init__(self, spark, print_fn, every: float = 5.0):
-        self.tracker = spark.sparkContext.statusTracker()
-        self.print = print_fn
-        self.every = every
-        self.stage = "starting"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self):
-        if self.print is not None:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def _loop(self):
-        t0 = time.perf_counter()
-        while not self._stop.wait(self.every):
-            done = total = 0
-            try:
-                for sid in self.tracker.getActiveStageIds():
-                    info = self.tracker.getStageInfo(sid)
-                    if info is not None:
-                        done += info.numCompletedTasks
-                        total += info.numTasks
-            except Exception:  # progress must never break the run
-                continue
-            tasks = f": {done}/{total} tasks done" if total else ""
-            self.print(f"regress: {self.stage}{tasks} ({time.perf_counter() - t0:.0f} s)")
-
-
 # --- the run --------------------------------------------------------------------------------------
 
-def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
+def run(spark, job: Job, *, tasks: int | None = None, progress=None,
+        progress_every: float | None = None) -> dict:
     """Simulate, compare and write ``DIR/regress_report.json``; returns the report.
 
-    ``progress``, if given, is called with one line of text at each step (and every few
-    seconds while Spark works).
+    ``progress``, if given, is called with one line of text at each step, and every
+    ``progress_every`` seconds while Spark works (:class:`~.progress.Progress`: tuples
+    simulated, the rate, the time left).
     """
     from pyspark.errors import PythonException
     from pyspark.sql import functions as F
@@ -318,26 +285,30 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None) -> dict:
         else:
             shards = 1
             source = tuples.coalesce(1)
-        say(f"regress: {n_tuples} tuples generated; simulating them in {shards} "
+        count = f"{n_tuples:,}" if isinstance(n_tuples, int) else "?"
+        say(f"regress: {count} tuples in the vectors; simulating them in {shards} "
             f"shard{'s' if shards != 1 else ''} ({job.mode})")
-        task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
-                                 str(job.build_dir), job.seed, _batch_depth(job))
-        result = source.mapInArrow(task, _spark_schema(_RESULT))
-        with _Progress(spark, progress) as watch:
-            watch.stage = "simulating"
+        with Progress(spark, "regress", progress, progress_every) as watch:
+            counter = watch.phase("simulated", total=n_tuples, tasks=shards,
+                                  task_word="shards")
+            task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
+                                     str(job.build_dir), job.seed, _batch_depth(job), counter)
+            result = source.mapInArrow(task, _spark_schema(_RESULT))
             try:
                 result = result.localCheckpoint()
             except PythonException as err:
                 raise SimulationError(f"a simulation task failed: {_last_line(err)}") from None
+            watch.end()
             seconds["simulate"] = time.perf_counter() - t1
 
             t2 = time.perf_counter()
-            watch.stage = "checking"
+            watch.phase("checking the simulated matches against the expected ones",
+                        count=False)
             shard_rows = result.filter(F.col("kind") == "shard").collect()
             simulated_tuples = sum(r["seq"] for r in shard_rows)
             cycles = sum(int(r["partition"]) for r in shard_rows)
-            say(f"regress: {simulated_tuples} tuples simulated in {len(shard_rows)} non-empty "
-                f"shards ({cycles} cycles); checking")
+            say(f"regress: {simulated_tuples:,} tuples simulated in {len(shard_rows)} non-empty "
+                f"shards ({cycles:,} cycles); checking")
             report = _compare(spark, job, result)
         seconds["check"] = time.perf_counter() - t2
     finally:

@@ -51,6 +51,7 @@ from nfacep.tuples import from_table
 from nfacep.types import EnumType
 
 from .generate import BLOCK_TUPLES, Generator, Options
+from .progress import Progress
 
 __all__ = ["BLOCK_TUPLES", "FORMAT", "Job", "Options", "manifest_params", "prepare", "run"]
 
@@ -166,10 +167,13 @@ def _check_out(out: str, overwrite: bool) -> None:
 
 # --- Spark tasks (run in Python workers; module-level so they pickle by reference) -----------
 
-def _generate_task(gen: Generator, batches):
+def _generate_task(gen: Generator, counter, batches):
     for batch in batches:
         for b in batch.column(0).to_pylist():
-            yield gen.to_arrow(gen.block(b))
+            block = gen.to_arrow(gen.block(b))
+            counter.add(block.num_rows)
+            yield block
+    counter.finished()
 
 
 @functools.lru_cache(maxsize=4)
@@ -187,16 +191,18 @@ def _used_fields(nfa) -> tuple[str, ...]:
     return tuple(f for f in nfa.program.schema.names if f in names or f == key)
 
 
-def _match_task(text: str, filename: str, params: EngineParams, batches):
+def _match_task(text: str, filename: str, params: EngineParams, counter, batches):
     """Reference matcher over the tuples of one Spark partition, taken in ``seq`` order.
 
     Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
-    distinct keys seen (keys never span two tasks, so the sum is the stream's).
+    distinct keys seen (keys never span two tasks, so the sum is the stream's). Adds the
+    tuples to ``counter`` (a :class:`~.progress.Counter`).
     """
     from nfacep.check import Schema
 
     batches = [b for b in batches if b.num_rows]
     if not batches:
+        counter.finished()
         return
     nfa = _compiled(text, filename)
     program = nfa.program
@@ -213,6 +219,8 @@ def _match_task(text: str, filename: str, params: EngineParams, batches):
     m = len(result.seqs)
     key = program.partition_field
     keys = len(np.unique(data.columns[key])) if key else 1
+    counter.add(len(seq))
+    counter.finished()
     yield pa.RecordBatch.from_arrays(
         [pa.array(np.append(seq[result.seqs], keys), pa.int64()),
          pa.array([*names[result.queries], None], pa.string()),
@@ -278,11 +286,14 @@ def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
                       f"{keys} are generated, so a bucket may fill and drop tuples")
 
 
-def run(spark, job: Job, *, tasks: int | None = None) -> dict:
-    """Generate, match and publish ``job.out``; returns the manifest."""
-    from pyspark.sql import functions as F
+def run(spark, job: Job, *, tasks: int | None = None, progress=None,
+        progress_every: float | None = None) -> dict:
+    """Generate, match and publish ``job.out``; returns the manifest.
 
-    gen = job.generator
+    ``progress``, if given, is called with a line of text every ``progress_every`` seconds
+    while Spark works and at the end of each phase (:class:`~.progress.Progress`: tuples
+    generated and matched, the rate, the time left).
+    """
     tasks = tasks or spark.sparkContext.defaultParallelism
     if tasks < 1:
         raise UsageError("--tasks must be at least 1")
@@ -294,53 +305,69 @@ def run(spark, job: Job, *, tasks: int | None = None) -> dict:
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; publish it like any folder
     seconds: dict[str, float] = {}
     try:
-        t0 = time.perf_counter()
-        blocks = spark.range(0, gen.n_blocks, 1, numPartitions=min(tasks, gen.n_blocks))
-        generated = blocks.mapInArrow(functools.partial(_generate_task, gen),
-                                      _spark_schema(gen.arrow_schema()))
-        generated.write.parquet(os.path.join(tmp, TUPLES))
-        seconds["generate"] = time.perf_counter() - t0
-
-        t1 = time.perf_counter()
-        tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
-        key = job.nfa.program.partition_field
-        counted = None
-        if key and job.params.tick_tuples == 0 and job.params.store == "pipeline" \
-                and gen.keys > job.params.partitions:
-            counted = tuples.select(key).distinct().count()  # are they all there?
-        mode, reason = _mode(job, counted)
-        source = tuples.select("seq", *_used_fields(job.nfa))
-        if mode == "partitioned":
-            source = source.repartition(tasks, F.col(key))
-        else:
-            source = source.coalesce(1)
-        task = functools.partial(_match_task, job.query_text, job.query_path, job.params)
-        result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
-        seconds["match"] = time.perf_counter() - t1
-        (result.filter(F.col("kind") == "match").select("seq", "query", "partition")
-         .orderBy("seq", "query").write.parquet(os.path.join(tmp, EXPECTED)))
-        (result.filter(F.col("kind") == "drop").select("seq", "partition")
-         .orderBy("seq").write.parquet(os.path.join(tmp, DROPS)))
-        counts = Counter()
-        keys_present = 0
-        for r in result.groupBy("kind", "query").agg(F.count("*").alias("n"),
-                                                     F.sum("seq").alias("total")).collect():
-            if r["kind"] == "keys":
-                keys_present = r["total"]
-            else:
-                counts[r["kind"], r["query"]] = r["n"]
-        result.unpersist()
-        seconds["expected"] = time.perf_counter() - t1
-        seconds["total"] = time.perf_counter() - t0
-        manifest = _manifest(job, mode, reason, keys_present, counts, tasks, seconds,
-                             spark.sparkContext.master)
-        with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2)
-            f.write("\n")
+        with Progress(spark, "vectors", progress, progress_every) as watch:
+            manifest = _run(spark, job, tasks, tmp, watch, seconds)
         _publish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return manifest
+
+
+def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict) -> dict:
+    from pyspark.sql import functions as F
+
+    gen = job.generator
+    t0 = time.perf_counter()
+    n_gen = min(tasks, gen.n_blocks)
+    counter = watch.phase("generated", total=gen.options.tuples, tasks=n_gen)
+    blocks = spark.range(0, gen.n_blocks, 1, numPartitions=n_gen)
+    generated = blocks.mapInArrow(functools.partial(_generate_task, gen, counter),
+                                  _spark_schema(gen.arrow_schema()))
+    generated.write.parquet(os.path.join(tmp, TUPLES))
+    watch.end()
+    seconds["generate"] = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
+    key = job.nfa.program.partition_field
+    counted = None
+    if key and job.params.tick_tuples == 0 and job.params.store == "pipeline" \
+            and gen.keys > job.params.partitions:
+        watch.phase("counting the keys present", count=False)
+        counted = tuples.select(key).distinct().count()  # are they all there?
+    mode, reason = _mode(job, counted)
+    source = tuples.select("seq", *_used_fields(job.nfa))
+    source = (source.repartition(tasks, F.col(key)) if mode == "partitioned"
+              else source.coalesce(1))
+    counter = watch.phase("matched", total=gen.options.tuples,
+                          tasks=tasks if mode == "partitioned" else 1)
+    task = functools.partial(_match_task, job.query_text, job.query_path, job.params, counter)
+    result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
+    watch.end()
+    seconds["match"] = time.perf_counter() - t1
+    watch.phase("writing the expected matches and drops", count=False)
+    (result.filter(F.col("kind") == "match").select("seq", "query", "partition")
+     .orderBy("seq", "query").write.parquet(os.path.join(tmp, EXPECTED)))
+    (result.filter(F.col("kind") == "drop").select("seq", "partition")
+     .orderBy("seq").write.parquet(os.path.join(tmp, DROPS)))
+    counts = Counter()
+    keys_present = 0
+    for r in result.groupBy("kind", "query").agg(F.count("*").alias("n"),
+                                                 F.sum("seq").alias("total")).collect():
+        if r["kind"] == "keys":
+            keys_present = r["total"]
+        else:
+            counts[r["kind"], r["query"]] = r["n"]
+    result.unpersist()
+    watch.end()
+    seconds["expected"] = time.perf_counter() - t1
+    seconds["total"] = time.perf_counter() - t0
+    manifest = _manifest(job, mode, reason, keys_present, counts, tasks, seconds,
+                         spark.sparkContext.master)
+    with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
     return manifest
 
 

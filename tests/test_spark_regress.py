@@ -256,3 +256,24 @@ def test_empty_parquet_folder_and_bad_manifest(fire, no_spark, tmp_path, capsys)
                   f"{vectors.EXPECTED} holds no Parquet file")
     (copy / vectors.MANIFEST).write_text("{not json")
     _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), "cannot read it")
+
+
+def test_progress_lines_count_tuples_and_end_at_the_total(fire, build_dir, capsys, monkeypatch):
+    """With the interval made tiny, `regress` reports tuples simulated by the shards that have
+    finished, with a rate once something is counted, and ends at the total."""
+    import re
+
+    monkeypatch.setenv("NFACEP_PROGRESS_SECONDS", "0.01")
+    assert regress_cli(fire, FIRE, "--build-dir", str(build_dir), "--tasks", "2") == 0
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines()
+             if re.match(r"regress: [\d,]+ of 3,000 tuples simulated", ln)]
+    assert len(lines) >= 2, err  # at least one line while it ran, and the last
+    done = [int(ln.split()[1].replace(",", "")) for ln in lines]
+    assert done == sorted(done) and done[-1] == 3000, lines
+    for ln, n in zip(lines, done, strict=True):
+        assert ("tuples/s" in ln) == (n > 0), ln
+    assert all(re.search(r", [012] of 2 shards done, ", ln) for ln in lines[:-1]), lines
+    assert re.fullmatch(r"regress: 3,000 of 3,000 tuples simulated \(100%\) in \d+ s, "
+                        r"[\d,]+ tuples/s", lines[-1]), lines[-1]
+    assert "regress: checking the simulated matches against the expected ones" in err

@@ -368,3 +368,26 @@ def test_enum_weights_are_honoured(spark, tmp_path):
     zones = set(table(tmp_path / "v", vectors.TUPLES).column("zone").to_pylist())
     assert zones == {"DOCK", "FREEZER"}
     assert m["enum_weights"] == {"zone": {"DOCK": 1.0, "FREEZER": 3.0}}
+
+
+def test_progress_lines_count_tuples_and_end_at_the_total(spark, tmp_path, capsys, monkeypatch):
+    """With the interval made tiny, `vectors` reports tuples generated and matched on stderr,
+    with a rate once something is counted, and ends each phase at the total."""
+    import re
+
+    monkeypatch.setenv("NFACEP_PROGRESS_SECONDS", "0.01")
+    assert nfacep_main(["vectors", FIRE, "--tuples", "6000", "--block-tuples", "1024",
+                        "--keys", "24", "--seed", "3", "--tasks", "2", "--out",
+                        str(tmp_path / "v"), "--master", MASTER]) == 0
+    err = capsys.readouterr().err
+    counted = re.compile(r"vectors: ([\d,]+) of 6,000 tuples (generated|matched) \((\d+)%\)")
+    for verb in ("generated", "matched"):
+        lines = [ln for ln in err.splitlines() if f"tuples {verb}" in ln]
+        assert len(lines) >= 2, err  # at least one line while it ran, and the last
+        done = [int(counted.match(ln).group(1).replace(",", "")) for ln in lines]
+        assert done == sorted(done) and done[-1] == 6000, lines
+        for ln, n in zip(lines, done, strict=True):
+            assert ("tuples/s" in ln) == (n > 0), ln
+        assert re.fullmatch(rf"vectors: 6,000 of 6,000 tuples {verb} \(100%\) in \d+ s, "
+                            r"[\d,]+ tuples/s", lines[-1]), lines[-1]
+        assert all(" of 2 tasks done" in ln for ln in lines[:-1]), lines
