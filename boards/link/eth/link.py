@@ -1,0 +1,140 @@
+"""The UDP link as one component in the engine's clock domain: the receive path
+(:mod:`~.rx`) in the receive clock's domain, crossed with :class:`amaranth.lib.fifo.AsyncFIFO`;
+the counters, the packet sequence check and the requests in the engine's.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+from amaranth.lib.fifo import AsyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from .payload import FRAME_CLASSES
+from .rx import EthRx, EventKind, event_layout
+
+__all__ = ["CAPACITY", "COUNTERS", "UdpLink"]
+
+#: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
+COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late",
+            *FRAME_CLASSES)
+#: Bytes of the receive buffer: two ECP5 block RAMs, room for two full frames of tuples.
+CAPACITY = 4096
+#: Tuples the clock-domain crossing holds.
+TUPLE_FIFO_DEPTH = 16
+
+
+class UdpLink(wiring.Component):
+    """Tuples from UDP packets on a GMII receive interface (``rx_clk`` its clock) to
+    ``o_stream``, in the ``sync`` domain.
+
+    Every frame received becomes one event, crossed into ``sync``: it counts in its class; an
+    accepted TUPLES packet updates the sequence check: a ``seq`` at or after ``next_seq`` adds
+    the jump to ``lost`` and sets ``next_seq`` to ``seq + 1``; one behind it (by up to 2**31)
+    counts in ``late`` and leaves ``next_seq`` alone, so without duplicates ``lost - late``
+    packets are missing; an accepted STATUS_REQ, RESET or ARP request pulses ``status_request``,
+    ``reset_request`` (RESET also zeroes the counters and ``next_seq``) or ``arp_request``.
+    The sender of an accepted UDP packet becomes ``peer`` (where records and STATUS go); an ARP
+    request's sender is ``arp_peer``.
+
+    Members
+    -------
+    rx_clk, rxd, rx_dv, rx_er : ``In``
+        GMII, receive side.
+    o_stream : ``Out(stream.Signature(tuple_layout))``
+    counters : ``Out(...)``
+        One 32-bit ``Out`` per name in :data:`COUNTERS`; ``matched``, ``drops``, ``records`` and
+        ``packets`` count pulses on ``count`` (from the transmit side).
+    count : ``In(...)``
+        ``matched``, ``drops``, ``records``, ``packets``.
+    next_seq : ``Out(32)``
+    rx_empty : ``Out(1)``
+        Nothing waits in the receive path (synchronised: a few cycles late).
+    status_request, reset_request, arp_request : ``Out(1)``
+    peer, arp_peer : ``Out(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))``
+    """
+
+    def __init__(self, tuple_layout: data.StructLayout, *, mac: bytes, ip: bytes, port: int,
+                 engine_id: int, capacity: int = CAPACITY):
+        self._tuple_layout = tuple_layout
+        self._rx_args = {"tuple_width": tuple_layout.size, "capacity": capacity, "mac": mac,
+                         "ip": ip, "port": port, "engine_id": engine_id}
+        endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
+        super().__init__({
+            "rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
+            "o_stream": Out(stream.Signature(tuple_layout)),
+            "counters": Out(wiring.Signature({name: Out(32) for name in COUNTERS})),
+            "count": In(wiring.Signature({name: Out(1) for name in
+                                          ("matched", "drops", "records", "packets")})),
+            "next_seq": Out(32),
+            "rx_empty": Out(1),
+            "status_request": Out(1), "reset_request": Out(1), "arp_request": Out(1),
+            "peer": Out(endpoint), "arp_peer": Out(endpoint),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.eth_rx = ClockDomain("eth_rx", local=True)
+        m.d.comb += ClockSignal("eth_rx").eq(self.rx_clk)
+        m.submodules.rx_reset = ResetSynchronizer(ResetSignal("sync"), domain="eth_rx")
+        m.submodules.rx = rx = DomainRenamer("eth_rx")(EthRx(**self._rx_args))
+        m.d.comb += [rx.rxd.eq(self.rxd), rx.rx_dv.eq(self.rx_dv), rx.rx_er.eq(self.rx_er)]
+
+        m.submodules.tuple_fifo = tuples = AsyncFIFO(
+            width=self._tuple_layout.size, depth=TUPLE_FIFO_DEPTH, w_domain="eth_rx",
+            r_domain="sync")
+        wiring.connect(m, rx.o_stream, tuples.w_stream)
+        m.d.comb += [self.o_stream.valid.eq(tuples.r_rdy),
+                     self.o_stream.payload.eq(tuples.r_data),
+                     tuples.r_en.eq(self.o_stream.ready)]
+
+        layout = event_layout()
+        m.submodules.event_fifo = events = AsyncFIFO(width=layout.size, depth=4,
+                                                     w_domain="eth_rx", r_domain="sync")
+        m.d.comb += [events.w_en.eq(rx.event.valid), events.w_data.eq(rx.event.payload),
+                     rx.event.ready.eq(events.w_rdy), events.r_en.eq(1)]
+        empty = Signal()
+        m.submodules.empty_sync = FFSynchronizer(rx.empty, empty, init=1)
+        m.d.comb += self.rx_empty.eq(empty & ~tuples.r_rdy)
+        self._events(m, events.r_rdy, data.View(layout, events.r_data))
+        return m
+
+    def _events(self, m, valid, event):
+        """Count each frame in its class, check TUPLES' ``seq``, raise the requests."""
+        counts = {name: Signal(name=f"pulse_{name}") for name in COUNTERS}
+        accepted = valid & (event.cls == 0)
+        kind = event.kind
+        tuples_packet = accepted & (kind == EventKind.TUPLES)
+        gap = Signal(32)
+        m.d.comb += gap.eq(event.seq - self.next_seq)
+        behind = gap[31]
+        m.d.comb += [
+            counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
+            counts["late"].eq(tuples_packet & behind),
+            self.status_request.eq(accepted & ((kind == EventKind.STATUS_REQ) |
+                                               (kind == EventKind.RESET))),
+            self.reset_request.eq(accepted & (kind == EventKind.RESET)),
+            self.arp_request.eq(accepted & (kind == EventKind.ARP)),
+        ]
+        for name in ("matched", "drops", "records", "packets"):
+            m.d.comb += counts[name].eq(getattr(self.count, name))
+        for i, name in enumerate(FRAME_CLASSES):
+            m.d.comb += counts[name].eq(valid & (event.cls == i))
+        for name in COUNTERS:
+            if name == "lost":
+                continue
+            counter = getattr(self.counters, name)
+            with m.If(counts[name]):
+                m.d.sync += counter.eq(counter + 1)
+        with m.If(tuples_packet & ~behind):
+            m.d.sync += [self.next_seq.eq(event.seq + 1),
+                         self.counters.lost.eq(self.counters.lost + gap)]
+        with m.If(accepted & (kind != EventKind.ARP)):
+            m.d.sync += [self.peer.mac.eq(event.mac), self.peer.ip.eq(event.ip),
+                         self.peer.port.eq(event.port)]
+        with m.If(self.arp_request):
+            m.d.sync += [self.arp_peer.mac.eq(event.mac), self.arp_peer.ip.eq(event.ip)]
+        with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
+            m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
+            m.d.sync += self.next_seq.eq(0)

@@ -1,0 +1,237 @@
+"""The UDP link's payload format (version 1), shared by the gateware, the tests, the host and the
+software board model; ``boards/UDP.md`` describes it for users.
+
+Every UDP payload, in both directions, starts with a 12-byte header (little-endian fields, as
+the tuple wire format and the UART link's STATUS)::
+
+    version (1) | type (1) | reserved (2, zero) | seq (4) | engine_id (4) | body
+
+``seq`` numbers the sender's packets (the host's so that the board counts upstream loss, the
+board's so that the host counts loss on the way back); ``engine_id`` is the engine's
+fingerprint (:func:`nfacep.boards.link.protocol.engine_id`, the UART link's): the board drops
+TUPLES packets for another engine; STATUS_REQ and RESET need not know it (send 0).
+
+Host to board (to the board's UDP port):
+
+========== ====== =================================================================
+type       code   body
+========== ====== =================================================================
+TUPLES     0x01   k >= 1 tuples of :func:`nfacep.wire.tuple_bytes` bytes each
+STATUS_REQ 0x02   none: the board answers with STATUS
+RESET      0x03   none: clear the engine and the counters; the board answers with STATUS
+========== ====== =================================================================
+
+Board to host (to the address and port of the last accepted packet):
+
+========== ====== =================================================================
+RECORDS    0x81   n >= 1 match records of :meth:`nfacep.wire.RecordFormat.nbytes` each
+STATUS     0x82   :data:`STATUS_FIELDS`
+========== ====== =================================================================
+
+Every Ethernet frame the board receives is counted in exactly one class of
+:data:`FRAME_CLASSES` (the first that applies, in that order).
+
+The module also builds and parses the Ethernet, ARP, IPv4 and UDP headers around a payload
+(:func:`udp_frame`, :func:`arp_request`, :func:`parse_frame`), for the tests and the model;
+the host sends and receives through the operating system's UDP sockets.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+__all__ = [
+    "BROADCAST",
+    "FRAME_CLASSES",
+    "HEADER",
+    "HEADER_BYTES",
+    "STATUS_FIELDS",
+    "VERSION",
+    "Endpoint",
+    "PacketType",
+    "arp_reply",
+    "arp_request",
+    "decode_header",
+    "encode_header",
+    "ethernet_fcs",
+    "ip_checksum",
+    "packet",
+    "parse_frame",
+    "udp_frame",
+]
+
+#: Payload format version, the first byte of every payload.
+VERSION = 1
+#: The header's fields: (name, bytes), in order.
+HEADER = (("version", 1), ("type", 1), ("reserved", 2), ("seq", 4), ("engine_id", 4))
+HEADER_BYTES = sum(n for _, n in HEADER)
+BROADCAST = b"\xff" * 6
+#: The Ethernet frame length limits the board checks (destination MAC to FCS, no VLAN tag).
+MIN_FRAME = 64
+MAX_FRAME = 1518
+
+
+class PacketType:
+    """The ``type`` byte."""
+
+    TUPLES = 0x01
+    STATUS_REQ = 0x02
+    RESET = 0x03
+    RECORDS = 0x81
+    STATUS = 0x82
+
+
+#: The classes every received frame is counted in, in the order the board decides them.
+FRAME_CLASSES = (
+    "accepted",         # TUPLES whose tuples went to the engine, STATUS_REQ, RESET, ARP
+                        # request for the board's IP address
+    "bad_size",         # runt (< 64 bytes) or oversize (> 1518 bytes), counted with the FCS
+    "bad_fcs",          # FCS mismatch, PHY error (rx_er) or no start-of-frame delimiter
+    "not_for_us",       # another MAC address (not broadcast), EtherType, IP address,
+                        # protocol or UDP port; ARP other than a request for our address
+    "ip_unsupported",   # IPv4 version/IHL other than 4/5 (options): checked before the sum
+    "bad_ip_checksum",  # the IPv4 header checksum
+    "ip_fragment",      # more fragments or a fragment offset
+    "bad_udp",          # UDP length not the IP length's, a truncated frame, a payload shorter
+                        # than the header, a command with a body, no or a partial tuple
+    "bad_header",       # unknown payload version or type, TUPLES for another engine_id
+    "engine_full",      # TUPLES whose tuples did not fit the board's buffer
+)
+
+#: STATUS body: (name, bytes), little-endian. Counters wrap at 2**32.
+STATUS_FIELDS: tuple[tuple[str, int], ...] = (
+    ("tuple_bytes", 2),
+    ("record_bytes", 2),
+    ("capacity", 4),     # bytes of the board's tuple buffer
+    ("flags", 4),        # bit 0: idle
+    ("tuples", 4),       # tuples the engine took
+    ("matched", 4),      # records sent for a tuple that matched a query
+    ("drops", 4),        # records sent for a dropped tuple
+    ("records", 4),      # records sent
+    ("packets", 4),      # RECORDS packets sent
+    ("next_seq", 4),     # the TUPLES seq the board expects next
+    ("lost", 4),         # sum of the forward jumps of TUPLES seq (packets missing upstream)
+    ("late", 4),         # TUPLES packets whose seq was behind the expected one
+    *((name, 4) for name in FRAME_CLASSES),
+)
+
+
+def encode_header(ptype: int, seq: int = 0, engine_id: int = 0, version: int = VERSION,
+                  reserved: int = 0) -> bytes:
+    return struct.pack("<BBHII", version, ptype, reserved, seq & 0xFFFFFFFF,
+                       engine_id & 0xFFFFFFFF)
+
+
+def decode_header(payload: bytes) -> dict[str, int]:
+    if len(payload) < HEADER_BYTES:
+        raise ValueError(f"a payload of {len(payload)} bytes has no header")
+    values = struct.unpack("<BBHII", payload[:HEADER_BYTES])
+    return dict(zip((name for name, _ in HEADER), values, strict=True))
+
+
+def packet(ptype: int, body: bytes = b"", *, seq: int = 0, engine_id: int = 0) -> bytes:
+    """One UDP payload."""
+    return encode_header(ptype, seq, engine_id) + body
+
+
+# --------------------------------------------------------------------------- frames
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A station: MAC address (6 bytes), IPv4 address (4 bytes) and UDP port."""
+
+    mac: bytes
+    ip: bytes
+    port: int
+
+    @classmethod
+    def parse(cls, mac: str, ip: str, port: int) -> Endpoint:
+        return cls(bytes.fromhex(mac.replace(":", "").replace("-", "")),
+                   bytes(int(x) for x in ip.split(".")), port)
+
+
+def ip_checksum(header: bytes) -> int:
+    """The IPv4 header checksum: one's complement of the one's complement sum of 16-bit
+    words."""
+    total = sum(struct.unpack(f">{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def ethernet_fcs(frame: bytes) -> bytes:
+    """The frame check sequence to append (CRC-32, ``amaranth.lib.crc.catalog.CRC32_ETHERNET``,
+    least significant byte first)."""
+    return struct.pack("<I", zlib.crc32(frame))
+
+
+def _pad(frame: bytes) -> bytes:
+    return frame + bytes(max(0, MIN_FRAME - 4 - len(frame)))
+
+
+def udp_frame(src: Endpoint, dst: Endpoint, payload: bytes, *, ident: int = 0,
+              ttl: int = 64, flags_fragment: int = 0x4000, options: bytes = b"",
+              ip_length: int | None = None, udp_length: int | None = None,
+              checksum_delta: int = 0, protocol: int = 17, dst_mac: bytes | None = None,
+              pad: bool = True) -> bytes:
+    """An Ethernet II frame with an IPv4/UDP packet, without preamble and FCS (padded to the
+    minimum length). The keyword arguments make malformed frames for tests: ``ip_length`` and
+    ``udp_length`` override the lengths, ``checksum_delta`` spoils the IP checksum."""
+    udp_len = 8 + len(payload) if udp_length is None else udp_length
+    udp = struct.pack(">HHHH", src.port, dst.port, udp_len, 0) + payload
+    ihl = 5 + len(options) // 4
+    total = 4 * ihl + len(udp) if ip_length is None else ip_length
+    ip = struct.pack(">BBHHHBBH4s4s", 0x40 | ihl, 0, total, ident, flags_fragment, ttl,
+                     protocol, 0, src.ip, dst.ip) + options
+    ip = ip[:10] + struct.pack(">H", (ip_checksum(ip) + checksum_delta) & 0xFFFF) + ip[12:]
+    eth = (dst.mac if dst_mac is None else dst_mac) + src.mac + b"\x08\x00"
+    frame = eth + ip + udp
+    return _pad(frame) if pad else frame
+
+
+def arp_request(src: Endpoint, target_ip: bytes) -> bytes:
+    """A broadcast ARP request from ``src`` for ``target_ip`` (no FCS)."""
+    arp = struct.pack(">HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src.mac, src.ip, bytes(6),
+                      target_ip)
+    return _pad(BROADCAST + src.mac + b"\x08\x06" + arp)
+
+
+def arp_reply(src: Endpoint, dst: Endpoint) -> bytes:
+    """The ARP reply ``src`` sends to ``dst``'s request (no FCS)."""
+    arp = struct.pack(">HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 2, src.mac, src.ip, dst.mac, dst.ip)
+    return _pad(dst.mac + src.mac + b"\x08\x06" + arp)
+
+
+def parse_frame(frame: bytes) -> dict:
+    """What a frame (no preamble, FCS stripped) from the board holds: ``{"kind": "arp",
+    ...}`` or ``{"kind": "udp", "src", "dst", "payload", ...}``; ValueError when it is
+    malformed (so the tests check the board's headers, checksums and lengths)."""
+    if len(frame) < MIN_FRAME - 4:
+        raise ValueError(f"a frame of {len(frame)} bytes is a runt")
+    dst_mac, src_mac, ethertype = frame[:6], frame[6:12], frame[12:14]
+    if ethertype == b"\x08\x06":
+        htype, ptype, hlen, plen, oper, sha, spa, tha, tpa = struct.unpack(
+            ">HHBBH6s4s6s4s", frame[14:42])
+        if (htype, ptype, hlen, plen) != (1, 0x0800, 6, 4):
+            raise ValueError("not an Ethernet/IPv4 ARP packet")
+        return {"kind": "arp", "dst_mac": dst_mac, "src_mac": src_mac, "oper": oper,
+                "sender": Endpoint(sha, spa, 0), "target": Endpoint(tha, tpa, 0)}
+    if ethertype != b"\x08\x00":
+        raise ValueError(f"EtherType {ethertype.hex()}")
+    ip = frame[14:34]
+    if ip[0] != 0x45:
+        raise ValueError(f"IPv4 version/IHL {ip[0]:#x}")
+    if ip_checksum(ip) != 0:
+        raise ValueError("bad IPv4 header checksum")
+    total, = struct.unpack(">H", ip[2:4])
+    if ip[9] != 17 or 14 + total > len(frame):
+        raise ValueError("not UDP, or truncated")
+    sport, dport, ulen, _ = struct.unpack(">HHHH", frame[34:42])
+    if ulen != total - 20:
+        raise ValueError(f"UDP length {ulen} in an IP packet of {total}")
+    return {"kind": "udp", "dst_mac": dst_mac, "src_mac": src_mac,
+            "src": Endpoint(src_mac, ip[12:16], sport), "dst": Endpoint(dst_mac, ip[16:20], dport),
+            "ttl": ip[8], "payload": frame[42:42 + ulen - 8]}

@@ -1,0 +1,395 @@
+"""The UDP link's receive path (boards/link/eth): the payload format, the MAC, parser and
+buffer in the Amaranth simulator, and the whole receive side (GMII to tuples, the clock-domain
+crossing, the frame-class counters) as Verilog under cocotb with cocotbext-eth's GmiiSource at
+1 Gb/s and the minimum inter-frame gap.
+
+One scenario serves both: good TUPLES packets, and before each of them one bad frame of a
+class; the tuples that arrive must be exactly those of the good packets, and every frame must
+count in exactly its class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import random
+import zlib
+
+import pytest
+from amaranth.lib.crc import catalog
+from amaranth.sim import Simulator
+
+from nfacep.boards.link.eth import payload as udp
+from nfacep.boards.link.eth.payload import Endpoint, PacketType
+from nfacep.boards.link.eth.rx import EthRx, FrameClass
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIG_ENV = "NFACEP_UDP_BENCH"
+
+BOARD = Endpoint.parse("02:00:5e:00:00:02", "10.0.0.2", 5000)
+HOST = Endpoint.parse("02:00:5e:00:00:01", "10.0.0.1", 40001)
+ENGINE_ID = 0x1234ABCD
+TUPLE_WIDTH = 20  # 3 bytes on the wire
+TB = 3
+PREAMBLE = b"\x55" * 7 + b"\xd5"
+
+
+# --------------------------------------------------------------------------- the format
+
+
+def test_fcs_is_lib_crc_and_checksum_and_header_round_trip():
+    lib = catalog.CRC32_ETHERNET(8)
+    rng = random.Random(3)
+    for n in (0, 1, 9, 60, 1514):
+        frame = rng.randbytes(n)
+        assert udp.ethernet_fcs(frame) == lib.compute(frame).to_bytes(4, "little")
+        # the residue: the CRC over a frame and its FCS is a constant
+        assert zlib.crc32(frame + udp.ethernet_fcs(frame)) == 0x2144DF1C
+    frame = udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, b"abc", seq=7,
+                                                   engine_id=ENGINE_ID))
+    assert len(frame) == 60 and udp.ip_checksum(frame[14:34]) == 0
+    parsed = udp.parse_frame(frame)
+    assert parsed["src"] == Endpoint(HOST.mac, HOST.ip, HOST.port) and parsed["dst"].port == 5000
+    assert udp.decode_header(parsed["payload"]) == {
+        "version": 1, "type": 1, "reserved": 0, "seq": 7, "engine_id": ENGINE_ID}
+    assert parsed["payload"][udp.HEADER_BYTES:] == b"abc"
+    with pytest.raises(ValueError, match="checksum"):
+        udp.parse_frame(udp.udp_frame(HOST, BOARD, b"x" * 12, checksum_delta=1))
+
+
+# --------------------------------------------------------------------------- the scenario
+
+
+def _wire(frame: bytes) -> bytes:
+    """Preamble, SFD, the frame and its FCS: what a GMII source sends."""
+    return PREAMBLE + frame + udp.ethernet_fcs(frame)
+
+
+def _tuples_packet(seq, tuples, *, engine_id=ENGINE_ID, **frame_args):
+    body = b"".join(t.to_bytes(TB, "little") for t in tuples)
+    return udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=seq,
+                                                 engine_id=engine_id), **frame_args)
+
+
+def scenario(seed: int = 1) -> list[dict]:
+    """Steps: ``wire`` (bytes on GMII), optional ``error`` (byte index of rx_er), the class it
+    must count in, the tuples it delivers, ``stall`` (the engine takes nothing from then until
+    a step with ``resume``)."""
+    rng = random.Random(seed)
+    seq = 0
+    steps = []
+
+    def good(n=None):
+        nonlocal seq
+        tuples = [rng.getrandbits(TUPLE_WIDTH) for _ in range(n or rng.randrange(1, 30))]
+        steps.append({"wire": _wire(_tuples_packet(seq, tuples)), "cls": "accepted",
+                      "tuples": tuples, "seq": seq})
+        seq += 1
+
+    def bad(cls, frame=None, *, wire=None, **extra):
+        steps.append({"wire": wire if wire is not None else _wire(frame), "cls": cls,
+                      "tuples": [], **extra})
+
+    other = Endpoint(bytes.fromhex("020000000099"), bytes([10, 0, 0, 9]), 5000)
+    some = [1, 2, 3]
+    good()
+    flipped = bytearray(_wire(_tuples_packet(seq, some)))
+    flipped[-1] ^= 0x80
+    bad_fcs = [
+        bytes(flipped),
+        PREAMBLE[:-1] + b"\x33" + _tuples_packet(seq, some)[:40],  # no start delimiter
+    ]
+    for wire in bad_fcs:
+        bad("bad_fcs", wire=wire)
+        good()
+    steps.append({"wire": _wire(_tuples_packet(seq, some)), "error": 30, "cls": "bad_fcs",
+                  "tuples": []})  # rx_er inside the frame
+    good()
+    runt = _tuples_packet(seq, some, pad=False)[:50]
+    bad("bad_size", runt)
+    good()
+    bad("bad_size", _tuples_packet(seq, list(range(500))))  # 1554 bytes with the FCS
+    good()
+    not_for_us = [
+        _tuples_packet(seq, some, dst_mac=other.mac),
+        udp.udp_frame(HOST, other, udp.packet(PacketType.TUPLES, bytes(3), seq=seq,
+                                              engine_id=ENGINE_ID), dst_mac=BOARD.mac),
+        udp.udp_frame(HOST, Endpoint(BOARD.mac, BOARD.ip, 5001),
+                      udp.packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID)),
+        _tuples_packet(seq, some, protocol=6),
+        BOARD.mac + HOST.mac + b"\x86\xdd" + bytes(60),  # IPv6
+        udp.arp_request(HOST, other.ip),
+    ]
+    for frame in not_for_us:
+        bad("not_for_us", frame)
+        good()
+    # broadcast is for us
+    steps.append({"wire": _wire(_tuples_packet(seq, some, dst_mac=udp.BROADCAST)),
+                  "cls": "accepted", "tuples": some, "seq": seq})
+    seq += 1
+    good()
+    bad("ip_unsupported", _tuples_packet(seq, some, options=b"\x01\x01\x01\x00"))
+    good()
+    bad("bad_ip_checksum", _tuples_packet(seq, some, checksum_delta=0x100))
+    good()
+    bad("ip_fragment", _tuples_packet(seq, some, flags_fragment=0x2000))
+    good()
+    bad("ip_fragment", _tuples_packet(seq, some, flags_fragment=0x0010))
+    good()
+    body = udp.packet(PacketType.TUPLES, bytes(6), seq=seq, engine_id=ENGINE_ID)
+    bad_udp = [
+        udp.udp_frame(HOST, BOARD, body, udp_length=8 + len(body) - 3),
+        udp.udp_frame(HOST, BOARD, body, ip_length=20 + 8 + len(body) + 3,
+                      udp_length=8 + len(body) + 3),  # longer than the frame
+        udp.udp_frame(HOST, BOARD, body[:udp.HEADER_BYTES + 4]),  # a partial tuple
+        udp.udp_frame(HOST, BOARD, body[:udp.HEADER_BYTES]),  # no tuple
+        udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ, b"\x00")),
+        udp.udp_frame(HOST, BOARD, body[:udp.HEADER_BYTES - 1]),
+    ]
+    for frame in bad_udp:
+        bad("bad_udp", frame)
+        good()
+    bad_header = [
+        udp.udp_frame(HOST, BOARD, bytes([2]) + body[1:]),
+        udp.udp_frame(HOST, BOARD, udp.packet(0x09, bytes(3), seq=seq, engine_id=ENGINE_ID)),
+        _tuples_packet(seq, some, engine_id=ENGINE_ID ^ 0x100),
+    ]
+    for frame in bad_header:
+        bad("bad_header", frame)
+        good()
+    # accepted requests
+    steps.append({"wire": _wire(udp.arp_request(HOST, BOARD.ip)), "cls": "accepted",
+                  "tuples": []})
+    steps.append({"wire": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))),
+                  "cls": "accepted", "tuples": []})
+    good()
+    # upstream loss: two packets missing, then one of them late
+    seq += 2
+    good()
+    seq -= 2
+    good()  # late
+    seq += 1
+    good()
+    # the engine stops taking tuples: five frames take 1,800 bytes of the buffer (CAPACITY),
+    # the next one's 450 do not fit; a small one still does; then the engine takes them all
+    steps[-1]["stall"] = True
+    for _ in range(5):
+        good(120)
+    steps.append({"wire": _wire(_tuples_packet(seq, list(range(150)))), "cls": "engine_full",
+                  "tuples": []})
+    good(3)
+    good()
+    steps[-1]["resume"] = True
+    # line rate: full frames back to back
+    for _ in range(4):
+        good(486)
+    return steps
+
+
+#: Bytes of the board's buffer in these tests (the 5 stalled frames of 120 tuples fit).
+CAPACITY = 2048
+
+
+def expected(steps) -> tuple[list[int], dict[str, int], dict]:
+    """The tuples, the class counts, and ``lost`` and ``late`` as the board counts them."""
+    counts = dict.fromkeys(udp.FRAME_CLASSES, 0)
+    tuples = []
+    next_seq = lost = late = 0
+    for step in steps:
+        counts[step["cls"]] += 1
+        tuples += step["tuples"]
+        if "seq" in step:
+            gap = (step["seq"] - next_seq) % 2**32
+            if gap >= 2**31:
+                late += 1
+            else:
+                lost += gap
+                next_seq = step["seq"] + 1
+    assert (lost, late) == (2, 1)  # (what the scenario means to send)
+    return tuples, counts, {"lost": lost, "late": late}
+
+
+# --------------------------------------------------------------------------- Amaranth sim
+
+
+def test_eth_rx_classifies_every_frame():
+    """EthRx in the Amaranth simulator, a byte per cycle with the minimum gap: each frame's
+    event has its class, and the tuples are the accepted packets'."""
+    steps = scenario()
+    dut = EthRx(tuple_width=TUPLE_WIDTH, capacity=CAPACITY, mac=BOARD.mac, ip=BOARD.ip,
+                port=BOARD.port, engine_id=ENGINE_ID)
+    events, got = [], []
+    stalled = {"on": False}
+
+    async def drive(ctx):
+        await ctx.tick().repeat(3)
+        for step in steps:
+            if step.get("stall"):
+                stalled["on"] = True
+            if step.get("resume"):
+                stalled["on"] = False
+            error = step["error"] + len(PREAMBLE) if "error" in step else -1
+            for i, b in enumerate(step["wire"]):
+                ctx.set(dut.rx_dv, 1)
+                ctx.set(dut.rxd, b)
+                ctx.set(dut.rx_er, int(i == error))
+                await ctx.tick()
+            ctx.set(dut.rx_dv, 0)
+            ctx.set(dut.rx_er, 0)
+            await ctx.tick().repeat(12)
+            if step.get("stall"):
+                stalled["on"] = True
+        await ctx.tick().repeat(3000)
+
+    async def take(ctx):
+        async for _, _, valid, ready, payload, ev_valid, ev in ctx.tick().sample(
+                dut.o_stream.valid, dut.o_stream.ready, dut.o_stream.payload, dut.event.valid,
+                dut.event.payload):
+            ctx.set(dut.o_stream.ready, 0 if stalled["on"] else 1)
+            if valid and ready:
+                got.append(payload)
+            if ev_valid:
+                events.append(FrameClass(ev.cls).name.lower())
+
+    sim = Simulator(dut)
+    sim.add_clock(8e-9)
+    sim.add_testbench(drive)
+    sim.add_testbench(take, background=True)
+    sim.run()
+    assert [(i, e) for i, e in enumerate(events)] == [(i, s["cls"]) for i, s in enumerate(steps)]
+    assert got == expected(steps)[0]
+
+
+# --------------------------------------------------------------------------- cocotb
+
+
+def _link_verilog(path: pathlib.Path) -> None:
+    from amaranth.back import verilog
+    from amaranth.lib import data
+
+    from nfacep.boards.link.eth.link import UdpLink
+
+    link = UdpLink(data.StructLayout({"t": TUPLE_WIDTH}), mac=BOARD.mac, ip=BOARD.ip,
+                   port=BOARD.port, engine_id=ENGINE_ID, capacity=CAPACITY)
+    path.write_text(verilog.convert(link, name="nfacep_udp_rx", emit_src=False))
+
+
+def _run_cocotb(tmp_path, top: str, source: pathlib.Path, testcase: str, config: dict):
+    from cocotb_tools.runner import get_results, get_runner
+
+    from nfacep import sim
+
+    missing = sim.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    pytest.importorskip("cocotbext.eth", reason="pip install -e .[test] installs cocotbext-eth")
+    config_path = tmp_path / "scenario.json"
+    config["results"] = str(tmp_path / "bench-results.json")
+    config_path.write_text(json.dumps(config))
+    build = tmp_path / "build"
+    runner = get_runner("icarus")
+    runner.build(sources=[source], hdl_toplevel=top, build_dir=build,
+                 build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
+                 log_file=tmp_path / "build.log")
+    results_xml = tmp_path / "results.xml"
+    with contextlib.suppress(SystemExit):  # the runner exits on a failed test
+        runner.test(test_module="test_udp_link", hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                    build_dir=build, test_dir=tmp_path,
+                    extra_env={CONFIG_ENV: str(config_path),
+                               "PYTHONPATH": os.pathsep.join(
+                                   [str(ROOT / "tests"), str(ROOT),
+                                    os.environ.get("PYTHONPATH", "")])},
+                    timescale=sim.TIMESCALE, results_xml=str(results_xml),
+                    log_file=tmp_path / "sim.log", testcase=testcase)
+    total, failed = get_results(results_xml)
+    log = (tmp_path / "sim.log").read_text(errors="replace")
+    assert total == 1 and failed == 0, log[-3000:]
+    return json.loads(pathlib.Path(config["results"]).read_text())
+
+
+def test_udp_receive_path_icarus(tmp_path):
+    """The receive side of the link as Verilog, GMII driven by cocotbext-eth at 1 Gb/s with
+    the minimum inter-frame gap, the receive clock (125 MHz) and the engine's (143 MHz)
+    apart: the tuples are the good packets', each frame counts in exactly its class, upstream
+    loss is counted, and full frames back to back lose nothing."""
+    source = tmp_path / "nfacep_udp_rx.v"
+    _link_verilog(source)
+    steps = scenario()
+    config = {"steps": [{**s, "wire": s["wire"].hex()} for s in steps]}
+    got = _run_cocotb(tmp_path, "nfacep_udp_rx", source, "udp_rx_bench", config)
+    tuples, counts, seq = expected(steps)
+    assert got["tuples"] == tuples
+    assert {k: got["counters"][k] for k in udp.FRAME_CLASSES} == counts
+    assert {k: got["counters"][k] for k in seq} == seq
+    assert got["counters"]["tuples"] == len(tuples)
+    # the last four frames are full ones, back to back: line rate in, nothing lost
+    assert got["line_rate_frames_per_s"] > 80_000
+
+
+try:
+    import cocotb
+    from cocotb.triggers import ClockCycles, RisingEdge
+except ImportError:  # pragma: no cover
+    cocotb = None
+
+if cocotb is not None:
+    @cocotb.test()
+    async def udp_rx_bench(dut):
+        from cocotb.clock import Clock
+        from cocotb.utils import get_sim_time
+        from cocotbext.eth import GmiiFrame, GmiiSource
+
+        config = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
+        steps = config["steps"]
+        cocotb.start_soon(Clock(dut.clk, 7, unit="ns").start())
+        cocotb.start_soon(Clock(dut.rx_clk, 8, unit="ns").start())  # 1000 Mb/s GMII
+        dut.o_stream__ready.value = 0
+        for name in ("matched", "drops", "records", "packets"):
+            getattr(dut, f"count__{name}").value = 0
+        source = GmiiSource(dut.rxd, dut.rx_er, dut.rx_dv, dut.rx_clk)  # ifg: 12 bytes
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, 10)
+        dut.rst.value = 0
+        await ClockCycles(dut.rx_clk, 10)
+        tuples = []
+        state = {"ready": 1}
+
+        async def take():
+            while True:
+                await RisingEdge(dut.clk)
+                if int(dut.o_stream__valid.value) and int(dut.o_stream__ready.value):
+                    tuples.append(int(dut.o_stream__payload.value))
+                dut.o_stream__ready.value = state["ready"]
+
+        cocotb.start_soon(take())
+        fast_start = None
+        for i, step in enumerate(steps):
+            if step.get("stall") or step.get("resume"):
+                await source.wait()
+                await ClockCycles(dut.rx_clk, 40)  # the frame before it is through
+                state["ready"] = 0 if step.get("stall") else 1
+                if step.get("resume"):
+                    await ClockCycles(dut.clk, 20)
+            if i == len(steps) - 4:
+                await source.wait()
+                fast_start = get_sim_time("ns")
+            error = None
+            wire = bytes.fromhex(step["wire"])
+            if "error" in step:
+                error = [0] * len(wire)
+                error[8 + step["error"]] = 1
+            await source.send(GmiiFrame(wire, error))
+            if step.get("stall"):
+                await source.wait()
+                await ClockCycles(dut.rx_clk, 40)
+                state["ready"] = 0
+        await source.wait()
+        fast_ns = get_sim_time("ns") - fast_start
+        await ClockCycles(dut.clk, 3000)
+        counters = {name.split("__", 1)[1]: int(getattr(dut, name).value)
+                    for name in dir(dut) if name.startswith("counters__")}
+        pathlib.Path(config["results"]).write_text(json.dumps({
+            "tuples": tuples, "counters": counters,
+            "line_rate_frames_per_s": 4 / (fast_ns * 1e-9)}))
