@@ -95,8 +95,12 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
     at index *i* was followed by ``i // K`` … ticks; its element is freed by tick
     ``i // K + M``, so the next tuple *j* of that partition finds it iff ``j // K < i // K + M``.
 
+    With ``--store table`` and ticks the same holds per bucket: a tuple is dropped when its
+    bucket's ``capacity`` elements are all in use.
+
     Every array value stays below ``n + 2**33`` for the parameters' limits (``K`` and ``M``
-    below ``2**32``), so int64 never overflows.
+    below ``2**32``), or ``2**16`` times that for the table's buckets, so int64 never
+    overflows.
     """
     n = len(codes)
     if n == 0:
@@ -104,7 +108,8 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
     if params.store == "table":
         if slots is None:
             raise ValueError("--store table needs the keys' slots")
-        return _admit_table(codes, slots)
+        if not params.tick_tuples:
+            return _admit_table(codes, slots)
     partitions = params.partitions
     k, m = params.tick_tuples, (1 << params.timer_bits) - 1
     order, prev = _prev_same(codes)
@@ -121,13 +126,27 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
         # at the limits (k and m near 2**32) the product does not fit an int64
         tick = np.minimum(last // k + m, n // k + 1)
         expire = tick * k - 1
+    if slots is not None:  # the table with timers: the limit is per bucket
+        # elements in use in a fresh tuple's bucket just before it, counted on one line per
+        # bucket: bucket * span + tuple index (span > every expire, so buckets do not mix)
+        span = np.int64(n + k + 1)
+        bucket = slots.bucket[codes[order[seg_heads]]]
+        began = np.sort(bucket * span + order[seg_heads])
+        ended = np.sort(bucket * span + expire)
+        here = slots.bucket[codes[starts]] * span
+        occupied = (np.searchsorted(began, here + starts, "left")
+                    - np.searchsorted(began, here, "left")
+                    - np.searchsorted(ended, here + starts, "left")
+                    + np.searchsorted(ended, here, "left"))
+        partitions = slots.capacity
+    elif k:
         # elements in use just before each fresh tuple: started earlier, not yet freed
         occupied = np.arange(len(starts)) - np.searchsorted(np.sort(expire), starts, "left")
     else:
         occupied = np.arange(len(starts))
     if len(starts) == 0 or occupied.max() < partitions:
         return Admission(codes, np.ones(n, dtype=bool), fresh)
-    return admit_sequential(codes, params)
+    return admit_sequential(codes, params, slots)
 
 
 def _admit_table(codes: np.ndarray, slots: Slots) -> Admission:

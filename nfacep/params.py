@@ -131,9 +131,6 @@ class EngineParams:
         if self.ways > self.partitions:
             raise UsageError(f"--ways {self.ways} is more than --partitions {self.partitions}: "
                              "a bucket cannot have more ways than the table has entries")
-        if self.tick_tuples:
-            raise UsageError("--store table has no timers yet: use --store pipeline for "
-                             f"--tick-tuples {self.tick_tuples}, or --tick-tuples 0")
 
     @property
     def index_bits(self) -> int:

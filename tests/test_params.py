@@ -54,7 +54,6 @@ def test_out_of_range_values_are_refused_naming_the_option(values, error, messag
      "(such as 512 or 1024)"),
     ({"store": "table", "ways": 3}, "--ways 3: with --store table, the ways of a bucket must"),
     ({"store": "table", "partitions": 2, "ways": 4}, "--ways 4 is more than --partitions 2"),
-    ({"store": "table", "tick_tuples": 7}, "--store table has no timers yet"),
     ({"ways": 0}, "--ways must be at least 1"),
 ])
 def test_a_table_that_cannot_be_built_is_refused_naming_the_option(values, message):
