@@ -144,7 +144,8 @@ class Engine(wiring.Component):
                   "update": update}
         if params.store == "table":
             m.submodules.partitioner = matcher = TablePartitioner(
-                entries=params.partitions, ways=params.ways, **shapes)
+                entries=params.partitions, ways=params.ways, timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples, **shapes)
         else:
             m.submodules.partitioner = matcher = StreamPartitioner(
                 depth=params.partitions, timer_bits=params.timer_bits,

@@ -26,7 +26,7 @@ UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike,
 
 
 class TablePartitioner(wiring.Component):
-    """Stream partitioner over a table in block RAM (``--store table``, no timers).
+    """Stream partitioner over a table in block RAM (``--store table``), with timers.
 
     The table has ``entries`` entries (a power of two, ``E``) and for every input tuple produces
     one output record, in input order, exactly as this sequential model does. Let ``w`` be the
@@ -46,8 +46,24 @@ class TablePartitioner(wiring.Component):
       from the all-zero state (``fresh``); if the bucket is full it is dropped (``dropped``,
       counted in ``drops``) and nothing changes.
 
-    A processed tuple's entry then holds ``update(state, payload)``. Entries are never freed
-    (there are no timers yet), so in each bucket the first ``W`` keys stay.
+    A processed tuple's entry then holds ``update(state, payload)``. Without ticks
+    (``tick_tuples == 0``) entries are never freed, so in each bucket the first ``W`` keys stay.
+
+    **Timers** (``tick_tuples = K > 0``, ``M = 2**timer_bits - 1``), exactly as the swap
+    pipeline's: a tick happens right after every ``K``-th tuple (dropped ones included), and a
+    partition with no tuple for ``M`` ticks is freed. Each entry stores the tick count its
+    last tuple saw (``i // K`` for the tuple at index ``i``) modulo ``2**S``, ``S =
+    stamp_bits``; a tuple at index ``j`` finds an entry in use only if it is valid and
+    ``(j // K - stamp) mod 2**S < M``, so freeing needs no write. What keeps the stamps from
+    wrapping unseen is the aging sweep: in every cycle the pipeline advances without taking a
+    tuple an aging step checks the next entry (one way of one row, round robin) and writes it
+    invalid if it has aged out. It flows through the same stages as a tuple (its read sees
+    every write before it, its write is forwarded to every operation after it), so it never
+    undoes a tuple's write. After ``sweep_every`` tuples taken without a step the input waits
+    one cycle for one: on input that never pauses, one cycle in ``sweep_every + 1``. Any
+    ``R = rows * banks`` consecutive steps then span at most ``R * sweep_every`` tuples, so an
+    entry is checked at most ``D = ceil(R * sweep_every / K)`` ticks after it could first
+    age out; ``S`` is the least width with ``2**S >= M + D + 1``.
 
     Pipeline: the input register (and, hashed, the CRC register) takes the tuple; the next
     cycle presents its row to every bank's read port. Without ``registered`` the read ports
@@ -66,7 +82,8 @@ class TablePartitioner(wiring.Component):
     edge ``n`` has its record valid on ``o_stream`` from edge ``n + latency - 1``, so with
     ``o_stream.ready`` high it is transferred at edge ``n + latency``.
 
-    Throughput: one tuple per cycle, sustained, whatever the keys.
+    Throughput: one tuple per cycle, sustained, whatever the keys (with ticks, on input that
+    never pauses, ``sweep_every`` tuples in ``sweep_every + 1`` cycles).
 
     Backpressure: the whole pipeline, block-RAM read enables and writes included, advances
     only when the output register is empty or ``o_stream.ready`` is high; otherwise everything
@@ -86,6 +103,13 @@ class TablePartitioner(wiring.Component):
         ``E``, the table's entries (a power of two).
     ways : :class:`int`
         ``W``, entries of a bucket (a power of two, at most ``entries``), one bank each.
+    timer_bits : :class:`int`
+        ``B``: a partition is freed after ``2**B - 1`` ticks without a tuple.
+    tick_tuples : :class:`int`
+        ``K``: a tick after every ``K``-th input tuple; 0, no ticks (no stamps, no sweep).
+    sweep_every : :class:`int`
+        With ticks: the most tuples taken between two aging steps (the stamp width grows with
+        its logarithm).
     registered : :class:`bool`
         Register the block RAM's read data and the write-back, and decide and update in
         separate stages (forwarding the writes in flight): two more cycles of latency, no long
@@ -99,6 +123,7 @@ class TablePartitioner(wiring.Component):
 
     def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
                  result_shape: ShapeLike, entries: int, ways: int, update: UpdateFunction,
+                 timer_bits: int = 4, tick_tuples: int = 0, sweep_every: int = 1024,
                  registered: bool = True, counter_width: int = 32):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
@@ -114,6 +139,12 @@ class TablePartitioner(wiring.Component):
             raise ValueError("The key must be at least one bit wide")
         if not isinstance(counter_width, int) or counter_width < 1:
             raise ValueError(f"Counter width must be a positive integer, not {counter_width!r}")
+        if not isinstance(timer_bits, int) or timer_bits < 1:
+            raise ValueError(f"Timer width must be a positive integer, not {timer_bits!r}")
+        if not isinstance(tick_tuples, int) or tick_tuples < 0:
+            raise ValueError(f"Tick period must be a non-negative integer, not {tick_tuples!r}")
+        if not isinstance(sweep_every, int) or sweep_every < 1:
+            raise ValueError(f"Sweep period must be a positive integer, not {sweep_every!r}")
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
 
@@ -127,6 +158,9 @@ class TablePartitioner(wiring.Component):
         self._update = update
         self._registered = bool(registered)
         self._counter_width = counter_width
+        self._timer_bits = timer_bits
+        self._tick_tuples = tick_tuples
+        self._sweep_every = sweep_every
 
         index_bits = (entries - 1).bit_length()
         self._direct = key_width <= index_bits
@@ -137,6 +171,13 @@ class TablePartitioner(wiring.Component):
         else:
             self._banks = ways
             self._rows = entries // ways
+        self._stamp_bits = 0
+        if tick_tuples:
+            # any R = rows * banks consecutive sweep steps span at most R * sweep_every tuples,
+            # so at most D ticks: a stamp of S bits with 2**S >= M + D never wraps unseen
+            steps = self._rows * self._banks
+            span = -(-steps * sweep_every // tick_tuples) + 1
+            self._stamp_bits = ((1 << timer_bits) - 1 + span - 1).bit_length()
 
         super().__init__(store_signature(key_shape, payload_shape, result_shape,
                                          counter_width))
@@ -165,17 +206,34 @@ class TablePartitioner(wiring.Component):
         return self._rows
 
     @property
+    def timers(self) -> bool:
+        """Whether entries age (``tick_tuples > 0``): a stamp per entry and the aging sweep."""
+        return self._tick_tuples > 0
+
+    @property
+    def stamp_bits(self) -> int:
+        """Bits of each entry's tick stamp (0 without timers)."""
+        return self._stamp_bits
+
+    @property
+    def sweep_every(self) -> int:
+        """With timers: at most this many tuples are taken between two aging sweep steps."""
+        return self._sweep_every
+
+    @property
     def latency(self) -> int:
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
         return 5 if self._registered else 3
 
     @property
     def entry_layout(self) -> data.StructLayout:
-        """One entry of a bank: valid, the key as tag (hashed only), the state vector."""
+        """One entry of a bank: valid, the key as tag (hashed only), the state vector, the tick
+        stamp (with timers only)."""
         return data.StructLayout({
             "valid": 1,
             "tag": 0 if self._direct else self._key_width,
             "state": self._state_width,
+            "stamp": self._stamp_bits,
         })
 
     @property
@@ -189,6 +247,7 @@ class TablePartitioner(wiring.Component):
         row_bits = (rows - 1).bit_length()
         bank_bits = (banks - 1).bit_length()
         layout = self.entry_layout
+        timers = self.timers
 
         m.submodules.out = out = StreamBuffer(self.o_stream.payload.shape())
         wiring.connect(m, out.o_stream, wiring.flipped(self.o_stream))
@@ -203,18 +262,24 @@ class TablePartitioner(wiring.Component):
             with m.If(sweep == rows - 1):
                 m.d.sync += [clearing.eq(0), sweep.eq(0)]
 
-        # --- stage 1: input register (and the bucket hash) -----------------------------------
-        m.d.comb += self.i_stream.ready.eq(advance & ~clearing)
+        # --- stage 1: input register (and the bucket hash), ticks, aging sweep steps ----------
         accept = Signal()
+        force = Const(0)
+        if timers:
+            now, sweep_at, step, force = self._aging(m, advance, clearing, accept)
+        m.d.comb += self.i_stream.ready.eq(advance & ~clearing & ~force)
         m.d.comb += accept.eq(self.i_stream.valid & self.i_stream.ready)
         with m.If(accept):
             m.d.sync += self.tuples.eq(self.tuples + 1)
 
         in_key = Value.cast(self.i_stream.payload.key).as_unsigned()
+        op = data.StructLayout({"sweep": 1, "now": self._stamp_bits})
         s1 = Signal(self.i_stream.payload.shape(), name="s1")
         s1_valid = Signal(name="s1_valid")
+        s1_op = Signal(op, name="s1_op")
         s2 = Signal(self.i_stream.payload.shape(), name="s2")
         s2_valid = Signal(name="s2_valid")
+        s2_op = Signal(op, name="s2_op")
         s2_row = Signal(row_bits, name="s2_row")
         s1_row = Signal(row_bits, name="s1_row")
         s1_bank = Signal(bank_bits, name="s1_bank")
@@ -232,12 +297,20 @@ class TablePartitioner(wiring.Component):
                 hasher.data.eq(in_key),
                 s1_row.eq(hasher.crc[:row_bits]),
             ]
+        if timers:
+            # an aging step reads the row and checks the way it was given in s1_sweep_at
+            s1_at = Signal(row_bits + bank_bits, name="s1_sweep_at")
+            with m.If(s1_op.sweep):
+                m.d.comb += [s1_bank.eq(s1_at[:bank_bits]), s1_row.eq(s1_at[bank_bits:])]
+            with m.If(advance):
+                m.d.sync += [s1_op.sweep.eq(step), s1_op.now.eq(now), s1_at.eq(sweep_at)]
         with m.If(advance):
             m.d.sync += [
                 s1_valid.eq(accept),
                 s1.eq(self.i_stream.payload),
                 s2_valid.eq(s1_valid),
                 s2.eq(s1),
+                s2_op.eq(s1_op),
                 s2_row.eq(s1_row),
                 s2_bank.eq(s1_bank),
             ]
@@ -260,14 +333,14 @@ class TablePartitioner(wiring.Component):
         ctx = _Stages(self, m, advance, layout, row_bits, bank_bits)
         if registered:
             t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
-                s2, s2_valid, s2_row, s2_bank, read_data)
+                s2, s2_valid, s2_op, s2_row, s2_bank, read_data)
             # from registers: nothing long ends at the block RAM (written again and again while
             # stalled, which is harmless)
             w_valid, w_row, w_way, w_entry = ctx.hist[0].valid, ctx.hist[0].row, \
                 ctx.hist[0].way, ctx.hist[0].entry
         else:
             t, t_valid, hit, dropped, way, row, written, store, result = ctx.simple_tail(
-                s2, s2_valid, s2_row, s2_bank, read_data)
+                s2, s2_valid, s2_op, s2_row, s2_bank, read_data)
             w_valid, w_row, w_way, w_entry = store, row, way, written
         for b, wp in enumerate(write_ports):
             with m.If(clearing):
@@ -288,10 +361,46 @@ class TablePartitioner(wiring.Component):
             m.d.sync += self.drops.eq(self.drops + 1)
         return m
 
+    def _aging(self, m: Module, advance: Value, clearing: Value, accept: Value):
+        """Ticks and aging sweep steps: ``(now, at, step, force)``.
+
+        ``now`` counts ticks (mod ``2**stamp_bits``): the tuple taken at index ``i`` sees
+        ``i // K``. In every advancing cycle after the clearing sweep in which no tuple is
+        taken, an aging step enters instead (``step``) at ``at`` (way in the low bits, row
+        above), which then moves on. After ``sweep_every`` tuples without a step, ``force``
+        holds the input for one advancing cycle so that a step enters."""
+        period, every = self._tick_tuples, self._sweep_every
+        now = Signal(self._stamp_bits, name="now")
+        at = Signal((self._rows * self._banks - 1).bit_length(), name="sweep_at")
+        step = Signal(name="sweep_step")
+        since = Signal(range(every + 1), name="since_step")
+        force = Signal(name="force_step")
+        m.d.comb += [force.eq(since == every), step.eq(advance & ~clearing & ~accept)]
+        if period > 1:
+            tick_count = Signal(range(period), name="tick_count")
+            with m.If(accept):
+                with m.If(tick_count == period - 1):
+                    m.d.sync += [tick_count.eq(0), now.eq(now + 1)]
+                with m.Else():
+                    m.d.sync += tick_count.eq(tick_count + 1)
+        else:
+            with m.If(accept):
+                m.d.sync += now.eq(now + 1)
+        with m.If(accept):
+            m.d.sync += since.eq(since + 1)
+        with m.If(step):
+            m.d.sync += [since.eq(0), at.eq(at + 1)]
+        return now, at, step, force
 
 class _Stages:
     """The stages after the block-RAM read of a :class:`TablePartitioner`: the simple one
-    (decide and update in the cycle after the read) or the registered ones."""
+    (decide and update in the cycle after the read) or the registered ones.
+
+    An operation is a tuple (``valid``) or, with timers, an aging step (``op.sweep``), or
+    neither (a bubble). An aging step at (row, way ``bank``) writes that way's entry invalid
+    if it holds an entry that has aged out (``(op.now - stamp) mod 2**S >= M``) and otherwise
+    writes nothing; it passes through the same stages and forwarding as a tuple, so it sees
+    every write before it and every operation after it sees its write."""
 
     def __init__(self, table: TablePartitioner, m: Module, advance, layout, row_bits,
                  bank_bits):
@@ -299,10 +408,19 @@ class _Stages:
         self.row_bits, self.bank_bits = row_bits, bank_bits
         self.banks = table.banks
         self.direct = table.direct
+        self.timers = table.timers
+        self.max_age = (1 << table._timer_bits) - 1
+
+    def live(self, valid, stamp, now):
+        """Whether an entry is in use at tick ``now``: written, and (with timers) not aged out:
+        fewer than ``M`` ticks since the tick it was stamped with."""
+        if not self.timers:
+            return valid
+        return valid & ((now - stamp)[:len(stamp)] < self.max_age)
 
     def decide(self, key, bank, matches, free, name):
         """hit, dropped, way from the ways' match and free bits (hashed) or the bank (direct;
-        ``matches`` then holds each bank's valid bit)."""
+        ``matches`` then holds each bank's live bit)."""
         m = self.m
         hit = Signal(name=f"{name}_hit")
         dropped = Signal(name=f"{name}_dropped")
@@ -333,44 +451,62 @@ class _Stages:
         m.d.comb += [new_state.eq(new_state_value), result.eq(result_value)]
         return new_state, result
 
-    def entry(self, key, state, name):
+    def entry(self, key, state, op, name):
+        """What an operation writes: a tuple its entry, an aging step an invalid one."""
         written = Signal(self.layout, name=name)
-        self.m.d.comb += [written.valid.eq(1), written.state.eq(state)]
-        if not self.direct:
-            self.m.d.comb += written.tag.eq(key)
+        with self.m.If(~op.sweep):
+            self.m.d.comb += [written.valid.eq(1), written.state.eq(state),
+                              written.stamp.eq(op.now)]
+            if not self.direct:
+                self.m.d.comb += written.tag.eq(key)
         return written
 
-    def simple_tail(self, t, t_valid, t_row, t_bank, seen):
+    def operation(self, t_valid, op, bank, dropped, way, expired):
+        """(store, way) of an operation decided now: a tuple stores unless dropped, an aging
+        step stores (invalid) if its way has aged out."""
+        store = Signal(name="op_store")
+        chosen = Signal(self.bank_bits, name="op_way")
+        m = self.m
+        m.d.comb += [store.eq(t_valid & ~dropped), chosen.eq(way)]
+        if self.timers:
+            with m.If(op.sweep):
+                m.d.comb += [store.eq(expired.bit_select(bank, 1)), chosen.eq(bank)]
+        return store, chosen
+
+    def simple_tail(self, t, t_valid, op, t_row, t_bank, seen):
         """Decide, update and write back in the cycle after the read (the read ports are
         transparent for the write ports)."""
         m = self.m
         key = Value.cast(t.key).as_unsigned()
-        matches = Cat(e.valid & self.tag_equal(e.tag, key) for e in seen)
-        free = Cat(~e.valid for e in seen)
-        hit, dropped, way = self.decide(key, t_bank, matches, free, "last")
+        live = Cat(self.live(e.valid, e.stamp, op.now) for e in seen)
+        matches = Cat(live[b] & self.tag_equal(e.tag, key) for b, e in enumerate(seen))
+        expired = Cat(e.valid for e in seen) & ~live
+        hit, dropped, way = self.decide(key, t_bank, matches, ~live, "last")
         current = Signal(self.table._state_width, name="last_state")
         for b in range(self.banks):
             with m.If(hit & (way == b)):
                 m.d.comb += current.eq(seen[b].state)
         new_state, result = self.update(current, t.payload, "last")
-        written = self.entry(key, new_state, "last_written")
+        written = self.entry(key, new_state, op, "last_written")
+        decided, chosen = self.operation(t_valid, op, t_bank, dropped, way, expired)
         store = Signal(name="last_store")
-        m.d.comb += store.eq(self.advance & t_valid & ~dropped)
-        return t, t_valid, hit, dropped, way, t_row, written, store, result
+        m.d.comb += store.eq(self.advance & decided)
+        return t, t_valid, hit, dropped, chosen, t_row, written, store, result
 
-    def registered_tail(self, s2, s2_valid, s2_row, s2_bank, read_data):
+    def registered_tail(self, s2, s2_valid, s2_op, s2_row, s2_bank, read_data):
         """Stage 3 registers the read data and decides (hit, way, drop) from it and from the
         decisions it cannot have seen; stage 4 updates the state and hands the entry to
         ``hist[0]``, from where it is written.
 
-        The read for a tuple reaching stage 3 was made at the edge before last. It saw every
-        write decided before the last four advancing edges: not the decisions of the tuple in
-        stage 4 now nor of ``hist[0..2]`` (the writes handed on at the last three advancing
-        edges; ``hist[0]`` reaches its bank at every edge until the next advance). For each
-        way, the newest of those four that went to the tuple's row replaces what was read;
-        which one does, and whether its key is the tuple's, is decided a cycle early. The
-        state a hit finds is taken when the tuple enters stage 4, from the update being made
-        there in that cycle if the tuple ahead wrote the same entry."""
+        The read for an operation reaching stage 3 was made at the edge before last. It saw
+        every write decided before the last four advancing edges: not the decisions of the
+        operation in stage 4 now nor of ``hist[0..2]`` (the writes handed on at the last three
+        advancing edges; ``hist[0]`` reaches its bank at every edge until the next advance).
+        For each way, the newest of those four that went to the operation's row replaces what
+        was read; which one does, whether it is in use at the operation's tick and whether its
+        key is the tuple's, is decided a cycle early. The state a hit finds is taken when the
+        tuple enters stage 4, from the update being made there in that cycle if the tuple
+        ahead wrote the same entry."""
         m, banks, layout, advance = self.m, self.banks, self.layout, self.advance
         table = self.table
         in_layout = s2.shape()
@@ -381,12 +517,14 @@ class _Stages:
         # stage 3
         t = Signal(in_layout, name="s3")
         t_valid = Signal(name="s3_valid")
+        t_op = Signal(s2_op.shape(), name="s3_op")
         t_row = Signal(self.row_bits, name="s3_row")
         t_bank = Signal(self.bank_bits, name="s3_bank")
         loaded = [Signal(layout, name=f"s3_read{b}") for b in range(banks)]
         # stage 4: the decision of stage 3, the state found
         u = Signal(in_layout, name="s4")
         u_valid = Signal(name="s4_valid")
+        u_op = Signal(s2_op.shape(), name="s4_op")
         u_row = Signal(self.row_bits, name="s4_row")
         u_way = Signal(self.bank_bits, name="s4_way")
         u_hit = Signal(name="s4_hit")
@@ -396,30 +534,34 @@ class _Stages:
         key = Value.cast(t.key).as_unsigned()
         u_key = Value.cast(u.key).as_unsigned()
         s2_key = Value.cast(s2.key).as_unsigned()
-        sources = 4  # the tuple in stage 4, hist[0], hist[1], hist[2]: newest first
+        sources = 4  # the operation in stage 4, hist[0], hist[1], hist[2]: newest first
         sel = [[Signal(name=f"s3_sel{i}_way{b}") for b in range(banks)] for i in range(sources)]
         same_key = [Signal(name=f"s3_same_key{i}") for i in range(sources)]
+        src_valid = [Signal(name=f"s3_src_valid{i}") for i in range(sources)]
+        src_live = [Signal(name=f"s3_src_live{i}") for i in range(sources)]
 
         matches = Signal(banks, name="s3_matches")
-        free = Signal(banks, name="s3_free")
+        live = Signal(banks, name="s3_live")
+        valid = Signal(banks, name="s3_entry_valid")
         for b in range(banks):
             with m.If(sel[0][b]):
-                m.d.comb += matches[b].eq(same_key[0])
+                m.d.comb += [matches[b].eq(src_live[0] & same_key[0]), live[b].eq(src_live[0]),
+                             valid[b].eq(src_valid[0])]
             for i in range(1, sources):
                 with m.Elif(sel[i][b]):
-                    m.d.comb += matches[b].eq(same_key[i])
+                    m.d.comb += [matches[b].eq(src_live[i] & same_key[i]),
+                                 live[b].eq(src_live[i]), valid[b].eq(src_valid[i])]
             with m.Else():
-                m.d.comb += [matches[b].eq(loaded[b].valid & self.tag_equal(loaded[b].tag, key)),
-                             free[b].eq(~loaded[b].valid)]
-        hit, dropped, way = self.decide(key, t_bank, matches, free, "s3")
-        store3 = Signal(name="s3_store")
-        m.d.comb += store3.eq(t_valid & ~dropped)
+                here = self.live(loaded[b].valid, loaded[b].stamp, t_op.now)
+                m.d.comb += [matches[b].eq(here & self.tag_equal(loaded[b].tag, key)),
+                             live[b].eq(here), valid[b].eq(loaded[b].valid)]
+        hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
+        store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
 
         # stage 4
         new_state, result = self.update(u_state, u.payload, "s4")
-        written = self.entry(u_key, new_state, "s4_written")
-        store4 = Signal(name="s4_store")
-        m.d.comb += store4.eq(u_valid & ~u_dropped)
+        written = self.entry(u_key, new_state, u_op, "s4_written")
+        u_store = Signal(name="s4_store")  # stage 3's decision: write `written`
 
         # the state the tuple in stage 3 finds, taken as it enters stage 4
         # (an AND-OR over the ways, as at most one way matches: it does not wait for `way`)
@@ -439,24 +581,29 @@ class _Stages:
         m.d.comb += found.eq(_or_all(ways_found))
 
         # the decisions newest first, as they stand before the edge: they become stage 4's
-        # and hist[0..2] for the tuple entering stage 3
-        newest = [(store3, t_row, way, key), (store4, u_row, u_way, u_key),
-                  (hist[0].valid, hist[0].row, hist[0].way, hist[0].entry.tag),
-                  (hist[1].valid, hist[1].row, hist[1].way, hist[1].entry.tag)]
+        # and hist[0..2] for the operation entering stage 3. Each is (store, row, way, key,
+        # entry valid, entry stamp).
+        newest = [(store3, t_row, way3, key, ~t_op.sweep, t_op.now),
+                  (u_store, u_row, u_way, u_key, ~u_op.sweep, u_op.now)]
+        newest += [(h.valid, h.row, h.way, h.entry.tag, h.entry.valid, h.entry.stamp)
+                   for h in hist[:2]]
         with m.If(advance):
             m.d.sync += [
-                t_valid.eq(s2_valid), t.eq(s2), t_row.eq(s2_row), t_bank.eq(s2_bank),
-                u_valid.eq(t_valid), u.eq(t), u_row.eq(t_row), u_way.eq(way),
-                u_hit.eq(hit), u_dropped.eq(dropped), u_state.eq(found),
-                hist[0].valid.eq(store4), hist[0].row.eq(u_row), hist[0].way.eq(u_way),
+                t_valid.eq(s2_valid), t.eq(s2), t_op.eq(s2_op), t_row.eq(s2_row),
+                t_bank.eq(s2_bank),
+                u_valid.eq(t_valid), u.eq(t), u_op.eq(t_op), u_row.eq(t_row), u_way.eq(way3),
+                u_hit.eq(hit), u_dropped.eq(dropped), u_state.eq(found), u_store.eq(store3),
+                hist[0].valid.eq(u_store), hist[0].row.eq(u_row), hist[0].way.eq(u_way),
                 hist[0].entry.eq(written), hist[1].eq(hist[0]), hist[2].eq(hist[1]),
             ]
             m.d.sync += [r.eq(d) for r, d in zip(loaded, read_data, strict=True)]
-            for i, (valid, row, src_way, src_key) in enumerate(newest):
-                m.d.sync += [sel[i][b].eq(valid & (row == s2_row) & (src_way == b))
+            for i, (store, row, src_way, src_key, entry_valid, stamp) in enumerate(newest):
+                m.d.sync += [sel[i][b].eq(store & (row == s2_row) & (src_way == b))
                              for b in range(banks)]
-                m.d.sync += same_key[i].eq(self.tag_equal(src_key, s2_key))
-        return u, u_valid, u_hit, u_dropped, u_way, u_row, written, store4, result
+                m.d.sync += [same_key[i].eq(self.tag_equal(src_key, s2_key)),
+                             src_valid[i].eq(entry_valid),
+                             src_live[i].eq(self.live(entry_valid, stamp, s2_op.now))]
+        return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
 
 
 def _or_all(values):

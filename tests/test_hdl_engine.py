@@ -243,6 +243,24 @@ def test_table_store_against_reference(key_bits, partitions, ways, keys):
     assert bool(drops) != direct
 
 
+@pytest.mark.parametrize(("key_bits", "partitions", "ways", "keys", "tick", "bits"),
+                         [(4, 16, 4, 16, 1, 2), (16, 8, 2, 14, 4, 2), (32, 16, 4, 40, 4, 3),
+                          (12, 4, 1, 9, 2, 2), (12, 4, 1, 9, 1, 1)])
+def test_table_store_with_timers_against_reference(key_bits, partitions, ways, keys, tick,
+                                                   bits):
+    # entries age out (idle keys start again; full buckets empty) while tuples are in flight
+    nfa = table_queries(key_bits)
+    rng = np.random.default_rng(key_bits * 100 + partitions + ways + tick)
+    pool = rng.choice(1 << min(key_bits, 62), size=keys, replace=False)
+    data = table_data(rng, 250, pool)
+    found, drops = check(nfa, data, partitions=partitions, store="table", ways=ways,
+                         tick_tuples=tick, timer_bits=bits, seed=key_bits)
+    assert found
+    direct = key_bits <= (partitions - 1).bit_length()
+    # hashed, buckets fill, except with one tick per tuple and M = 1 (nothing stays)
+    assert bool(drops) == (not direct and (tick, bits) != (1, 1))
+
+
 def test_table_bundled_query_stalled():
     nfa = nfacep.compile_file(str(QUERIES / "bruteforce.sql"))
     data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
@@ -270,15 +288,19 @@ def test_table_latency_and_throughput(partitions, ways, key_bits):
 @settings(max_examples=25, deadline=None)
 @given(sc=scenarios(partitioned=True), rows=streams(max_len=40, keys=6),
        shape=st.sampled_from([(2, 1), (2, 2), (4, 2), (4, 1), (256, 4)]),
+       timers=st.sampled_from([(0, 4), (0, 4), (1, 1), (1, 2), (3, 1)]),
        seed=st.integers(0, 1000))
-def test_random_scenarios_table(sc, rows, shape, seed):
+def test_random_scenarios_table(sc, rows, shape, timers, seed):
     """Random partitioned query files through the table store (8-bit keys: hashed into small
-    tables that fill up, or direct with 256 entries) equal the reference exactly."""
+    tables that fill up, or direct with 256 entries), with and without timers, equal the
+    reference exactly."""
     partitions, ways = shape
+    tick, bits = timers
     nfa = nfacep.compile_text(sc.text)
     n = len(rows)
     data = tuples.Tuples({
         "k": np.array([r["k"] for r in rows], dtype=np.uint64),
         **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
     }, n)
-    check(nfa, data, partitions=partitions, store="table", ways=ways, seed=seed)
+    check(nfa, data, partitions=partitions, store="table", ways=ways, tick_tuples=tick,
+          timer_bits=bits, seed=seed)

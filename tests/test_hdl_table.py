@@ -5,6 +5,7 @@ input gaps and output stalls, throughput, latency, reset."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import zlib
 
@@ -34,14 +35,19 @@ from nfacep.params import EngineParams
 
 class TableModel:
     """Direct: {key: state}, never full. Hashed: one dict {key: state} per bucket (zlib's
-    CRC-32 of the key's little-endian bytes, low bits), at most ``ways`` keys each."""
+    CRC-32 of the key's little-endian bytes, low bits), at most ``ways`` keys each. With
+    ``tick_tuples`` K: every processed key's timer is set to ``2**timer_bits - 1``, and after
+    every K-th tuple (dropped ones too) every timer counts down; at zero the key is forgotten."""
 
-    def __init__(self, *, entries, ways, key_width):
+    def __init__(self, *, entries, ways, key_width, tick_tuples=0, timer_bits=4):
         self.direct = key_width <= (entries - 1).bit_length()
         self.ways = ways
         self.buckets = entries // ways
         self.nbytes = (key_width + 7) // 8
         self.table = {}
+        self.timers = {}
+        self.tick_tuples, self.top = tick_tuples, (1 << timer_bits) - 1
+        self.seen = 0
         self.drops = 0
 
     def bucket(self, key):
@@ -50,6 +56,17 @@ class TableModel:
         return zlib.crc32(key.to_bytes(self.nbytes, "little")) % self.buckets
 
     def step(self, key, payload):
+        record = self._process(key, payload)
+        self.seen += 1
+        if self.tick_tuples and self.seen % self.tick_tuples == 0:
+            for k in list(self.timers):
+                self.timers[k] -= 1
+                if self.timers[k] == 0:
+                    del self.timers[k]
+                    del self.table[self.bucket(k)][k]
+        return record
+
+    def _process(self, key, payload):
         entries = self.table.setdefault(self.bucket(key), {})
         if key in entries:
             state, fresh = entries[key], False
@@ -59,21 +76,27 @@ class TableModel:
             self.drops += 1
             return Record(key, payload, dropped=True, fresh=False, result=None)
         entries[key] = mix(state, payload)
+        self.timers[key] = self.top
         return Record(key, payload, dropped=False, fresh=fresh, result=entries[key])
 
     def run(self, tuples):
         return [self.step(key, payload) for key, payload in tuples]
 
 
-def make_table(*, entries, ways, key_width, registered=True):
+def make_table(*, entries, ways, key_width, registered=True, **timers):
     return TablePartitioner(key_shape=key_width, payload_shape=PAYLOAD_WIDTH,
                             state_width=STATE_WIDTH, result_shape=STATE_WIDTH, entries=entries,
-                            ways=ways, update=mix_gateware, registered=registered)
+                            ways=ways, update=mix_gateware, registered=registered, **timers)
 
 
-def check(tuples, *, entries, ways, key_width, registered=True, **kwargs):
-    dut = make_table(entries=entries, ways=ways, key_width=key_width, registered=registered)
-    model = TableModel(entries=entries, ways=ways, key_width=key_width)
+def check(tuples, *, entries, ways, key_width, registered=True, timers=None, **kwargs):
+    """``timers``: the table's tick_tuples, timer_bits and sweep_every, given to the model too
+    (but sweep_every)."""
+    timers = timers or {}
+    dut = make_table(entries=entries, ways=ways, key_width=key_width, registered=registered,
+                     **timers)
+    model = TableModel(entries=entries, ways=ways, key_width=key_width,
+                       **{k: v for k, v in timers.items() if k != "sweep_every"})
     expected = model.run(tuples)
     run = simulate(dut, tuples, cycle_limit=2000 + dut.rows + 200 * len(tuples), **kwargs)
     assert_matches_model(run, expected)
@@ -231,6 +254,138 @@ def test_hypothesis_against_model(shape, keys, seed, gap, stall):
           stall=stall)
 
 
+# --- timers: a tick stamp per entry, the aging sweep ---------------------------------------
+
+# (entries, ways, key width, pool, tick_tuples, timer_bits, sweep_every)
+TIMED = [(8, 2, 16, 14, 1, 1, 1), (8, 2, 16, 14, 1, 2, 4), (16, 4, 12, 30, 3, 2, 2),
+         (4, 4, 20, 9, 2, 1, 1024), (16, 4, 4, 16, 1, 2, 3), (16, 2, 3, 8, 2, 1, 1),
+         (8, 1, 16, 12, 5, 3, 7)]
+
+
+@pytest.mark.parametrize("registered", [True, False])
+@pytest.mark.parametrize(("entries", "ways", "key_width", "pool", "tick", "bits", "every"),
+                         TIMED)
+def test_timers_against_model(entries, ways, key_width, pool, tick, bits, every, registered):
+    # Entries age out between and during same-key bursts (tick_tuples 1: every tuple ticks,
+    # so entries in flight age too), buckets fill and empty, input gaps and output stalls.
+    seed = entries * 1000 + tick * 100 + bits * 10 + every
+    rng = random.Random(seed)
+    keys = rng.sample(range(1 << key_width), pool)
+    tuples = random_tuples(rng, bursty_keys(rng, 400, keys))
+    timers = {"tick_tuples": tick, "timer_bits": bits, "sweep_every": every}
+    run, expected = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed,
+                          gap=0.2, stall=0.3, registered=registered, timers=timers)
+    assert run.dut.stamp_bits > 0
+    fresh = [r.fresh for r in expected if not r.dropped]
+    # with one tick per tuple and M = 1 every entry ages out before the next tuple comes
+    assert all(fresh) if (tick, bits) == (1, 1) else any(fresh) and not all(fresh)
+    # an entry aged out and came back fresh: a fresh tuple of a key processed before
+    assert any(r.fresh and any(p.key == r.key and not p.dropped for p in expected[:i])
+               for i, r in enumerate(expected))
+
+
+@pytest.mark.parametrize("registered", [True, False])
+@pytest.mark.parametrize(("entries", "ways", "key_width"), [(8, 2, 16), (16, 4, 4)])
+def test_stamps_wrap_many_times(entries, ways, key_width, registered):
+    # Small stamps (a sweep step at least after every tuple) and one tick per tuple: the
+    # stamps wrap every 2**S tuples. Keys come back after exactly a multiple of 2**S ticks and
+    # just before and after they age out; back to back, so that only forced steps sweep.
+    dut = make_table(entries=entries, ways=ways, key_width=key_width, tick_tuples=1,
+                     timer_bits=2, sweep_every=1)
+    period = 1 << dut.stamp_bits
+    assert period <= 64
+    rng = random.Random(period)
+    pool = rng.sample(range(1 << key_width), min(2 * entries, 1 << key_width))
+    keys, tracked = [], pool[0]
+    for gap in [period - 1, 2 * period - 1, 2, 3, 4, period, period + 1, 3 * period - 1, 1]:
+        keys.append(tracked)
+        keys += [rng.choice(pool[1:]) for _ in range(gap)]
+    keys.append(tracked)
+    tuples = random_tuples(rng, keys)
+    timers = {"tick_tuples": 1, "timer_bits": 2, "sweep_every": 1}
+    _, expected = check(tuples, entries=entries, ways=ways, key_width=key_width,
+                        registered=registered, timers=timers)
+    assert len(tuples) > 8 * period
+    tracked_fresh = [r.fresh for r in expected if r.key == tracked and not r.dropped]
+    assert tracked_fresh.count(False) >= 1 and tracked_fresh.count(True) >= 5
+
+
+@pytest.mark.parametrize("every", [1, 8, 1024])
+def test_aging_costs_one_cycle_per_sweep_every_tuples(every):
+    # Back to back with the output always ready: the input waits one cycle after every
+    # `sweep_every` tuples taken without an aging step, and never otherwise.
+    rng = random.Random(every)
+    keys = [rng.randrange(1 << 16) for _ in range(6)]
+    tuples = random_tuples(rng, bursty_keys(rng, 300, keys))
+    run, _ = check(tuples, entries=8, ways=2, key_width=16,
+                   timers={"tick_tuples": 2, "timer_bits": 2, "sweep_every": every})
+    steps = [b - a for a, b in zip(run.accepted_at, run.accepted_at[1:], strict=False)]
+    assert set(steps) <= {1, 2}
+    waits = [i for i, d in enumerate(steps) if d == 2]
+    assert abs(len(waits) - (len(tuples) - 1) / every) <= 1
+    assert all(b - a == every for a, b in itertools.pairwise(waits))
+    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
+        [run.dut.latency] * len(tuples)
+
+
+def test_stamp_width_covers_a_sweep_pass():
+    # 2**S >= M + ceil(R * sweep_every / K) + 1, R = rows * banks sweep steps per pass
+    for entries, ways, key_width, tick, bits, every in [(8, 2, 16, 1, 1, 1), (65536, 4, 32, 1,
+                                                        4, 1024), (65536, 1, 16, 1000, 4, 1024),
+                                                        (16, 4, 3, 7, 8, 5)]:
+        dut = make_table(entries=entries, ways=ways, key_width=key_width, tick_tuples=tick,
+                         timer_bits=bits, sweep_every=every)
+        steps = dut.rows * dut.banks
+        need = (1 << bits) - 1 + -(-steps * every // tick) + 1
+        assert 1 << dut.stamp_bits >= need > 1 << (dut.stamp_bits - 1)
+        assert dut.entry_layout.size == 1 + (0 if dut.direct else key_width) + STATE_WIDTH + \
+            dut.stamp_bits
+    assert make_table(entries=8, ways=2, key_width=16).stamp_bits == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.sampled_from([(2, 1, 8), (4, 2, 8), (4, 4, 9), (8, 2, 3), (2, 2, 1), (4, 1, 2)]),
+    keys=st.lists(st.integers(0, 7), min_size=1, max_size=40),
+    tick=st.integers(1, 4),
+    bits=st.integers(1, 3),
+    every=st.sampled_from([1, 2, 5, 1024]),
+    seed=st.integers(0, 2**16),
+    gap=st.sampled_from([0.0, 0.5]),
+    stall=st.sampled_from([0.0, 0.5]),
+)
+def test_hypothesis_timers_against_model(shape, keys, tick, bits, every, seed, gap, stall):
+    entries, ways, key_width = shape
+    mask = (1 << key_width) - 1
+    spread = [(k * 0x9E37) & mask for k in keys]
+    tuples = [(k, (i * 7 + k) % (1 << PAYLOAD_WIDTH)) for i, k in enumerate(spread)]
+    check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
+          stall=stall, timers={"tick_tuples": tick, "timer_bits": bits, "sweep_every": every})
+
+
+@pytest.mark.parametrize(("entries", "ways", "key_width"), [(16, 2, 24), (16, 4, 4)])
+def test_timers_equal_nfacep_capacity(entries, ways, key_width):
+    # The model above and nfacep.capacity's (the reference matcher's, array and sequential)
+    # agree on drops and fresh with timers.
+    from nfacep.capacity import admit
+
+    rng = random.Random(entries + key_width)
+    pool = rng.sample(range(1 << key_width), min(40, 1 << key_width))
+    keys = bursty_keys(rng, 400, pool)
+    params = EngineParams(store="table", partitions=entries, ways=ways, tick_tuples=3,
+                          timer_bits=2)
+    raw, codes = np.unique(np.array(keys, dtype=np.uint64), return_inverse=True)
+    slots = table_slots(raw, key_width, params)
+    sequential = admit_sequential(codes.ravel(), params, slots)
+    arrays = admit(codes.ravel(), params, slots)
+    run, _ = check(random_tuples(rng, keys), entries=entries, ways=ways, key_width=key_width,
+                   seed=9, gap=0.1, stall=0.4, timers={"tick_tuples": 3, "timer_bits": 2})
+    for admission in (sequential, arrays):
+        assert [not r.dropped for r in run.records] == admission.admitted.tolist()
+        assert [r.fresh for r in run.records] == admission.fresh.tolist()
+    assert sum(r.fresh for r in run.records) > len(pool)
+
+
 # --- targeted tests ----------------------------------------------------------------------------
 
 
@@ -317,6 +472,7 @@ def test_reset_empties_the_table(entries, ways, key_width):
 
 @pytest.mark.parametrize("kwargs", [
     {"entries": 6}, {"ways": 3}, {"entries": 2, "ways": 4}, {"entries": 0},
+    {"timer_bits": 0}, {"tick_tuples": -1}, {"sweep_every": 0},
 ])
 def test_bad_parameters(kwargs):
     with pytest.raises(ValueError):

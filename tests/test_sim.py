@@ -114,6 +114,9 @@ def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions, mod
     ("marathon", ("--partitions", "65536")),
     ("bruteforce", ("--partitions", "64", "--ways", "4")),
     ("supplychain", ("--partitions", "256", "--ways", "2")),
+    # with timers: stamps and the aging sweep; entries age out and buckets empty again
+    ("fire", ("--partitions", "32", "--ways", "2", "--tick-tuples", "10", "--timer-bits", "4")),
+    ("vshape", ("--partitions", "4", "--ways", "2", "--tick-tuples", "50", "--timer-bits", "4")),
 ])
 def test_table_store(tmp_path, sim_cache, name, params):
     require("icarus")
