@@ -18,6 +18,7 @@ import random
 import zlib
 
 import pytest
+from amaranth.lib import data
 from amaranth.lib.crc import catalog
 from amaranth.sim import Simulator
 
@@ -188,6 +189,8 @@ def scenario(seed: int = 1) -> list[dict]:
     return steps
 
 
+#: A record layout for the receive path's tests (they send no records).
+RECORD = data.StructLayout({"seq": 48, "partition": 1, "matches": 1, "dropped": 1})
 #: Bytes of the board's buffer in these tests (the 5 stalled frames of 120 tuples fit).
 CAPACITY = 2048
 
@@ -267,11 +270,10 @@ def test_eth_rx_classifies_every_frame():
 
 def _link_verilog(path: pathlib.Path) -> None:
     from amaranth.back import verilog
-    from amaranth.lib import data
 
     from nfacep.boards.link.eth.link import UdpLink
 
-    link = UdpLink(data.StructLayout({"t": TUPLE_WIDTH}), mac=BOARD.mac, ip=BOARD.ip,
+    link = UdpLink(data.StructLayout({"t": TUPLE_WIDTH}), RECORD, mac=BOARD.mac, ip=BOARD.ip,
                    port=BOARD.port, engine_id=ENGINE_ID, capacity=CAPACITY)
     path.write_text(verilog.convert(link, name="nfacep_udp_rx", emit_src=False))
 
@@ -346,8 +348,7 @@ if cocotb is not None:
         cocotb.start_soon(Clock(dut.clk, 7, unit="ns").start())
         cocotb.start_soon(Clock(dut.rx_clk, 8, unit="ns").start())  # 1000 Mb/s GMII
         dut.o_stream__ready.value = 0
-        for name in ("matched", "drops", "records", "packets"):
-            getattr(dut, f"count__{name}").value = 0
+        dut.i_stream__valid.value = 0
         source = GmiiSource(dut.rxd, dut.rx_er, dut.rx_dv, dut.rx_clk)  # ifg: 12 bytes
         dut.rst.value = 1
         await ClockCycles(dut.clk, 10)
@@ -393,3 +394,179 @@ if cocotb is not None:
         pathlib.Path(config["results"]).write_text(json.dumps({
             "tuples": tuples, "counters": counters,
             "line_rate_frames_per_s": 4 / (fast_ns * 1e-9)}))
+
+
+# --------------------------------------------------------------------------- the whole link
+
+MARATHON = ROOT / "queries" / "marathon.sql"
+PARTITIONS = 8
+FLUSH = 200  # cycles a record waits for company before its RECORDS packet goes
+
+
+def _top_verilog(path: pathlib.Path) -> int:
+    from amaranth.back import verilog
+
+    from nfacep import compile_file
+    from nfacep.boards.link.eth.link import UdpTop
+    from nfacep.hdl.engine import Engine
+    from nfacep.params import EngineParams
+
+    engine = Engine(compile_file(MARATHON), EngineParams(partitions=PARTITIONS))
+    top = UdpTop(engine, mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, flush=FLUSH)
+    path.write_text(verilog.convert(top, name="nfacep_udp_top", emit_src=False))
+    return top.engine_id
+
+
+def _top_scenario(engine_id: int) -> dict:
+    from nfacep import compile_file, reference, tuples, wire
+    from nfacep.params import EngineParams
+
+    nfa = compile_file(MARATHON)
+    schema = nfa.program.schema
+    rows = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    n, per = 240, 40
+    tb = wire.tuple_bytes(schema)
+    raw = wire.pack_bytes(schema, rows)[:n * tb]
+    frames, bad = [], {"bad_fcs": 0, "not_for_us": 0}
+    for k, start in enumerate(range(0, n, per)):
+        body = raw[start * tb:(start + per) * tb]
+        frame = udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=k,
+                                                      engine_id=engine_id))
+        if k % 2:
+            broken = bytearray(_wire(frame))
+            broken[40] ^= 1
+            frames.append(bytes(broken).hex())
+            bad["bad_fcs"] += 1
+        if k % 3 == 1:
+            frames.append(_wire(udp.udp_frame(HOST, BOARD, frame[42:], dst_mac=bytes(6)))
+                          .hex())
+            bad["not_for_us"] += 1
+        frames.append(_wire(frame).hex())
+    good = tuples.Tuples({c: v[:n] for c, v in rows.columns.items()}, n, "good packets")
+    res = reference.run(nfa, good, EngineParams(partitions=PARTITIONS))
+    return {"frames": frames, "n": n, "packets": len(range(0, n, per)), "bad": bad,
+            "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
+            "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ)))
+            .hex(),
+            "arp": _wire(udp.arp_request(HOST, BOARD.ip)).hex(),
+            "expected_matches": [list(m) for m in res.matches],
+            "expected_drops": res.drops.tolist()}
+
+
+def _status(payload: bytes) -> dict:
+    from nfacep.boards.link.protocol import decode_fields
+
+    header = udp.decode_header(payload)
+    assert header["type"] == PacketType.STATUS
+    return {**decode_fields(udp.STATUS_FIELDS, payload[udp.HEADER_BYTES:]), "seq": header["seq"],
+            "engine_id": header["engine_id"]}
+
+
+def test_udp_board_top_icarus(tmp_path):
+    """The UDP board top with the marathon engine as Verilog under cocotb, GMII both ways
+    (cocotbext-eth's GmiiSource and GmiiSink): RESET and STATUS_REQ are answered with STATUS,
+    an ARP request with the reply, the records of the good packets' tuples come back in
+    RECORDS packets (well-formed: FCS, IPv4 checksum, lengths) and equal the reference
+    matcher's, and STATUS counts them, the packets and the bad frames."""
+    from nfacep import compile_file, wire
+
+    source = tmp_path / "nfacep_udp_top.v"
+    engine_id = _top_verilog(source)
+    scenario = _top_scenario(engine_id)
+    got = _run_cocotb(tmp_path, "nfacep_udp_top", source, "udp_top_bench", dict(scenario))
+    assert got["bad_fcs_from_board"] == 0 and not got["tx_er"]
+    frames = [udp.parse_frame(bytes.fromhex(f)) for f in got["frames"]]
+    arp = [f for f in frames if f["kind"] == "arp"]
+    assert len(arp) == 1 and arp[0]["oper"] == 2 and arp[0]["dst_mac"] == HOST.mac
+    assert arp[0]["sender"] == Endpoint(BOARD.mac, BOARD.ip, 0)
+    assert arp[0]["target"] == Endpoint(HOST.mac, HOST.ip, 0)
+    packets = [f for f in frames if f["kind"] == "udp"]
+    for f in packets:
+        assert f["src"] == BOARD and f["dst"] == HOST
+    headers = [udp.decode_header(f["payload"]) for f in packets]
+    assert all(h["engine_id"] == engine_id and h["version"] == 1 for h in headers)
+    assert [h["seq"] for h in headers] == list(range(len(headers)))  # from RESET's STATUS
+    statuses = [_status(f["payload"]) for f, h in zip(packets, headers, strict=True)
+                if h["type"] == PacketType.STATUS]
+    first, last = statuses[0], statuses[-1]
+    assert first["tuples"] == 0 and first["accepted"] == 0 and first["records"] == 0
+    assert (first["tuple_bytes"], first["record_bytes"]) == (11, 9)
+
+    nfa = compile_file(MARATHON)
+    fmt = wire.record_format(nfa)
+    matches, drops, records = [], [], 0
+    record_packets = [f["payload"][udp.HEADER_BYTES:] for f, h in zip(packets, headers,
+                                                                         strict=True)
+                      if h["type"] == PacketType.RECORDS]
+    for body in record_packets:
+        assert body and len(body) % fmt.nbytes == 0
+        for at in range(0, len(body), fmt.nbytes):
+            r = fmt.decode_bytes(body[at:at + fmt.nbytes])
+            records += 1
+            if r.dropped:
+                drops.append(r.seq)
+            if r.matches:
+                matches.append([r.seq, "cheat", str(r.partition)])
+    assert matches == scenario["expected_matches"] and matches
+    assert drops == scenario["expected_drops"] and drops
+    assert last["tuples"] == scenario["n"] and last["flags"] & 1
+    assert (last["records"], last["packets"]) == (records, len(record_packets))
+    assert (last["matched"], last["drops"]) == (len(matches), len(drops))
+    # since RESET: the ARP request, the good packets and the STATUS_REQs were accepted
+    assert last["accepted"] == 1 + scenario["packets"] + got["status_requests"]
+    assert {k: last[k] for k in scenario["bad"]} == scenario["bad"]
+    assert last["next_seq"] == scenario["packets"] and last["lost"] == 0
+
+
+if cocotb is not None:
+    @cocotb.test()
+    async def udp_top_bench(dut):
+        from cocotb.clock import Clock
+        from cocotb.triggers import with_timeout
+        from cocotbext.eth import GmiiFrame, GmiiSink, GmiiSource
+
+        config = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
+        cocotb.start_soon(Clock(dut.clk, 8, unit="ns").start())  # the transmit clock
+        cocotb.start_soon(Clock(dut.rx_clk, 8, unit="ns").start())
+        source = GmiiSource(dut.rxd, dut.rx_er, dut.rx_dv, dut.rx_clk)
+        sink = GmiiSink(dut.txd, dut.tx_er, dut.tx_en, dut.clk)
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, 10)
+        dut.rst.value = 0
+        await ClockCycles(dut.clk, 10)
+        frames, bad_fcs, tx_er = [], 0, False
+
+        async def receive(kind=None):
+            nonlocal bad_fcs, tx_er
+            while True:
+                frame = await with_timeout(sink.recv(), 200, "us")
+                bad_fcs += not frame.check_fcs()
+                tx_er = tx_er or bool(frame.error and any(frame.error))
+                payload = bytes(frame.get_payload())
+                frames.append(payload.hex())
+                parsed = udp.parse_frame(payload)
+                if kind is None or (parsed["kind"] == "udp" and
+                                    udp.decode_header(parsed["payload"])["type"] == kind):
+                    return parsed
+
+        async def send(hexed):
+            await source.send(GmiiFrame(bytes.fromhex(hexed)))
+
+        await send(config["reset"])
+        await receive(PacketType.STATUS)
+        await send(config["arp"])
+        assert (await receive())["kind"] == "arp"
+        for f in config["frames"]:
+            await send(f)
+        status_requests = 0
+        for _ in range(50):  # (bounded: a broken board fails the test, not hangs it)
+            await source.wait()
+            await ClockCycles(dut.clk, 500)
+            await send(config["status_req"])
+            status_requests += 1
+            status = _status((await receive(PacketType.STATUS))["payload"])
+            if status["tuples"] == config["n"] and status["flags"] & 1:
+                break
+        pathlib.Path(config["results"]).write_text(json.dumps({
+            "frames": frames, "bad_fcs_from_board": bad_fcs, "tx_er": tx_er,
+            "status_requests": status_requests}))

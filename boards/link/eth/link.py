@@ -13,8 +13,9 @@ from amaranth.lib.wiring import In, Out
 
 from .payload import FRAME_CLASSES
 from .rx import EthRx, EventKind, event_layout
+from .tx import MacTx, UdpTx
 
-__all__ = ["CAPACITY", "COUNTERS", "UdpLink"]
+__all__ = ["CAPACITY", "COUNTERS", "UdpLink", "UdpTop"]
 
 #: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
 COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late",
@@ -26,8 +27,9 @@ TUPLE_FIFO_DEPTH = 16
 
 
 class UdpLink(wiring.Component):
-    """Tuples from UDP packets on a GMII receive interface (``rx_clk`` its clock) to
-    ``o_stream``, in the ``sync`` domain.
+    """The UDP link: tuples from UDP packets on a GMII receive interface (``rx_clk`` its clock)
+    to ``o_stream``, in the ``sync`` domain; records from ``i_stream`` in RECORDS packets,
+    STATUS and ARP replies out on the GMII transmit interface (clocked by ``sync``).
 
     Every frame received becomes one event, crossed into ``sync``: it counts in its class; an
     accepted TUPLES packet updates the sequence check: a ``seq`` at or after ``next_seq`` adds
@@ -43,11 +45,14 @@ class UdpLink(wiring.Component):
     rx_clk, rxd, rx_dv, rx_er : ``In``
         GMII, receive side.
     o_stream : ``Out(stream.Signature(tuple_layout))``
+    txd, tx_en, tx_er : ``Out``
+        GMII, transmit side, clocked by ``sync``.
+    i_stream : ``In(stream.Signature(record_layout))``
+        The engine's records, sent in RECORDS packets (:class:`~.tx.UdpTx`).
+    engine_reset : ``Out(1)``
+        Pulses with an accepted RESET: reset the engine with it.
     counters : ``Out(...)``
-        One 32-bit ``Out`` per name in :data:`COUNTERS`; ``matched``, ``drops``, ``records`` and
-        ``packets`` count pulses on ``count`` (from the transmit side).
-    count : ``In(...)``
-        ``matched``, ``drops``, ``records``, ``packets``.
+        One 32-bit ``Out`` per name in :data:`COUNTERS` (STATUS sends them).
     next_seq : ``Out(32)``
     rx_empty : ``Out(1)``
         Nothing waits in the receive path (synchronised: a few cycles late).
@@ -55,18 +60,25 @@ class UdpLink(wiring.Component):
     peer, arp_peer : ``Out(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))``
     """
 
-    def __init__(self, tuple_layout: data.StructLayout, *, mac: bytes, ip: bytes, port: int,
-                 engine_id: int, capacity: int = CAPACITY):
+    def __init__(self, tuple_layout: data.StructLayout, record_layout: data.StructLayout, *,
+                 mac: bytes, ip: bytes, port: int, engine_id: int, capacity: int = CAPACITY,
+                 quiet: int = 64, flush: int = 1024):
         self._tuple_layout = tuple_layout
+        self._record_layout = record_layout
         self._rx_args = {"tuple_width": tuple_layout.size, "capacity": capacity, "mac": mac,
                          "ip": ip, "port": port, "engine_id": engine_id}
+        self._tx_args = {"mac": mac, "ip": ip, "port": port, "engine_id": engine_id,
+                         "tuple_bytes": (tuple_layout.size + 7) // 8, "capacity": capacity,
+                         "counters": COUNTERS, "flush": flush}
+        self._quiet = max(int(quiet), 2)
         endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
         super().__init__({
             "rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
+            "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1),
             "o_stream": Out(stream.Signature(tuple_layout)),
+            "i_stream": In(stream.Signature(record_layout)),
+            "engine_reset": Out(1),
             "counters": Out(wiring.Signature({name: Out(32) for name in COUNTERS})),
-            "count": In(wiring.Signature({name: Out(1) for name in
-                                          ("matched", "drops", "records", "packets")})),
             "next_seq": Out(32),
             "rx_empty": Out(1),
             "status_request": Out(1), "reset_request": Out(1), "arp_request": Out(1),
@@ -97,8 +109,33 @@ class UdpLink(wiring.Component):
         empty = Signal()
         m.submodules.empty_sync = FFSynchronizer(rx.empty, empty, init=1)
         m.d.comb += self.rx_empty.eq(empty & ~tuples.r_rdy)
-        self._events(m, events.r_rdy, data.View(layout, events.r_data))
+        count = self._events(m, events.r_rdy, data.View(layout, events.r_data))
+        self._transmit(m, count)
         return m
+
+    def _transmit(self, m, count):
+        """Records, STATUS and ARP replies out on GMII (the ``sync`` domain is the transmit
+        clock's); STATUS's ``idle``: nothing waits in the receive path, nothing went into or
+        came out of the engine for ``quiet`` cycles, no record waits."""
+        m.submodules.udp_tx = tx = UdpTx(self._record_layout, **self._tx_args)
+        m.submodules.mac_tx = mac = MacTx()
+        wiring.connect(m, wiring.flipped(self.i_stream), tx.i_stream)
+        wiring.connect(m, tx.o_stream, mac.i_stream)
+        m.d.comb += [self.txd.eq(mac.txd), self.tx_en.eq(mac.tx_en), self.tx_er.eq(mac.tx_er),
+                     tx.arp_request.eq(self.arp_request), tx.arp_peer.eq(self.arp_peer),
+                     tx.status_request.eq(self.status_request), tx.peer.eq(self.peer),
+                     tx.clear.eq(self.reset_request), tx.next_seq.eq(self.next_seq),
+                     self.engine_reset.eq(self.reset_request)]
+        for name in COUNTERS:
+            m.d.comb += getattr(tx.counters, name).eq(getattr(self.counters, name))
+        for name in ("matched", "drops", "records", "packets"):
+            m.d.comb += count[name].eq(getattr(tx.count, name))
+        quiet = Signal(range(self._quiet + 1))
+        with m.If(self.o_stream.valid | self.i_stream.valid | ~self.rx_empty):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(quiet != self._quiet):
+            m.d.sync += quiet.eq(quiet + 1)
+        m.d.comb += tx.idle.eq(quiet == self._quiet)
 
     def _events(self, m, valid, event):
         """Count each frame in its class, check TUPLES' ``seq``, raise the requests."""
@@ -117,8 +154,6 @@ class UdpLink(wiring.Component):
             self.reset_request.eq(accepted & (kind == EventKind.RESET)),
             self.arp_request.eq(accepted & (kind == EventKind.ARP)),
         ]
-        for name in ("matched", "drops", "records", "packets"):
-            m.d.comb += counts[name].eq(getattr(self.count, name))
         for i, name in enumerate(FRAME_CLASSES):
             m.d.comb += counts[name].eq(valid & (event.cls == i))
         for name in COUNTERS:
@@ -138,3 +173,48 @@ class UdpLink(wiring.Component):
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
+        return counts
+
+
+class UdpTop(wiring.Component):
+    """``engine`` behind a :class:`UdpLink`: the ports are GMII's (receive side clocked by
+    ``rx_clk``, transmit side by the ``sync`` domain, which the engine runs in too). An
+    accepted RESET resets the engine.
+
+    Members
+    -------
+    rx_clk, rxd, rx_dv, rx_er : ``In``
+    txd, tx_en, tx_er : ``Out``
+    """
+
+    def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = CAPACITY,
+                 flush: int = 1024):
+        from ..protocol import engine_id
+
+        self._engine = engine
+        self._engine_id = engine_id(engine.nfa, engine.params)
+        self._link_args = {"mac": mac, "ip": ip, "port": port, "engine_id": self._engine_id,
+                           "capacity": capacity, "flush": flush,
+                           "quiet": 2 * (engine.params.partitions + 32)}
+        super().__init__({"rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
+                          "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1)})
+
+    @property
+    def engine_id(self) -> int:
+        return self._engine_id
+
+    def elaborate(self, platform):
+        from amaranth.hdl import ResetInserter
+
+        m = Module()
+        engine = self._engine
+        m.submodules.link = link = UdpLink(engine.tuple_layout, engine.record_layout,
+                                           **self._link_args)
+        m.submodules.engine = ResetInserter(link.engine_reset)(engine)
+        wiring.connect(m, link.o_stream, engine.i_stream)
+        wiring.connect(m, engine.o_stream, link.i_stream)
+        m.d.comb += [link.rx_clk.eq(self.rx_clk), link.rxd.eq(self.rxd),
+                     link.rx_dv.eq(self.rx_dv), link.rx_er.eq(self.rx_er),
+                     self.txd.eq(link.txd), self.tx_en.eq(link.tx_en),
+                     self.tx_er.eq(link.tx_er)]
+        return m
