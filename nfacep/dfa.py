@@ -14,7 +14,7 @@ import numpy as np
 
 from .nfa import Nfa, QueryNfa
 
-__all__ = ["Dfa", "TooLarge", "all_symbols", "build", "minimize", "true_masks"]
+__all__ = ["Dfa", "TooLarge", "all_symbols", "build", "local_masks", "minimize", "true_masks"]
 
 
 class TooLarge(Exception):
@@ -33,7 +33,9 @@ class Dfa:
     accepting: np.ndarray
 
 
-def _local(nfa: Nfa, q: QueryNfa):
+def local_masks(nfa: Nfa, q: QueryNfa) -> tuple[int, list[int], int]:
+    """The query's NFA as query-local bit masks (bit ``i - q.first`` for state ``i``): the start
+    states, per state the states it activates, and the accepting states."""
     start = 0
     follow = [0] * q.count
     accept = 0
@@ -75,7 +77,7 @@ def all_symbols(nfa: Nfa, q: QueryNfa) -> np.ndarray:
 
 def build(nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16) -> Dfa:
     """The reachable part of the subset construction over the given symbols (true masks)."""
-    start, follow, acc_mask = _local(nfa, q)
+    start, follow, acc_mask = local_masks(nfa, q)
     skip = q.skip_past_last_row
     index = {0: 0}
     sets = [0]

@@ -9,13 +9,16 @@ batch of tuples:
    vector (:mod:`nfacep.capacity`), from the keys alone;
 3. per query, the NFA run over each partition's run of tuples. The run uses the query's DFA
    (subset construction over the predicate vectors that occur) when it is small, else a
-   bit-matrix simulation of the NFA; both step all partitions at once, one tuple of each per
-   array operation, and split very long runs into chunks whose start states are resolved by
-   composing each chunk's state map.
+   bit-parallel simulation of the NFA. Either runs in a compiled loop over the stream in
+   stream order, one state per partition (:mod:`nfacep.compiled`, with numba), or in array
+   operations that step all partitions at once, one tuple of each per operation, over the
+   tuples grouped by partition (very long runs split into chunks whose start states are
+   resolved by composing each chunk's state map). Both give the same result.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass, field
 
@@ -30,9 +33,24 @@ from .result import Result
 from .tuples import Tuples, format_value
 from .wire import raw_column
 
-__all__ = ["Reference", "ReferenceResult", "predicate_matrix", "run"]
+__all__ = ["Reference", "ReferenceResult", "factorise", "predicate_matrix", "run", "symbols"]
 
 _MAX_DFA_STATES = 1 << 14
+
+#: From this many tuples a DFA runs in the compiled loop by default; below, in array
+#: operations. Loading the compiled loops (importing numba, reading its cache) takes about
+#: 0.4 s, which the loop, about twice as fast, wins back only on streams of several million
+#: tuples. The NFA's compiled loop is faster by far at any size.
+_COMPILED_FROM = 4_000_000
+
+
+def _loops():
+    """:mod:`nfacep.compiled`, or None without numba (imported on first use: it loads numba)."""
+    if importlib.util.find_spec("numba") is None:
+        return None
+    from . import compiled
+
+    return compiled
 
 
 @dataclass
@@ -57,28 +75,83 @@ class Reference:
         return run(nfa, tuples, params, engine=self.engine)
 
 
+def _predicates(nfa: Nfa, tuples: Tuples) -> list[np.ndarray]:
+    """Per predicate (by index), whether each tuple satisfies it: the predicate decoder."""
+    return [evaluate(p.expr, tuples.columns, tuples.n) for p in nfa.predicates]
+
+
 def predicate_matrix(nfa: Nfa, tuples: Tuples) -> np.ndarray:
     """Bool matrix (tuples × predicates): the predicate decoder's output for every tuple."""
     out = np.zeros((tuples.n, len(nfa.predicates)), dtype=bool)
-    for p in nfa.predicates:
-        out[:, p.index] = evaluate(p.expr, tuples.columns, tuples.n)
+    for i, column in enumerate(_predicates(nfa, tuples)):
+        out[:, i] = column
     return out
 
 
-def _symbols(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a bool matrix and, per row, the index of its distinct row."""
-    if rows.shape[1] == 0:
-        return np.zeros((1, 0), dtype=bool), np.zeros(len(rows), dtype=np.int64)
-    packed = np.packbits(rows, axis=1)
-    if packed.shape[1] <= 8:
-        key = np.zeros(len(rows), dtype=np.uint64)
-        for b in range(packed.shape[1]):
-            key |= packed[:, b].astype(np.uint64) << np.uint64(8 * b)
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    else:
-        view = np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1])))
-        __, first, inverse = np.unique(view.ravel(), return_index=True, return_inverse=True)
-    return rows[first], inverse.ravel()
+def factorise(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(column, return_inverse=True)``: the distinct values, ascending, and each
+    value's index among them (its code). Codes are uint16 when there are at most 65,536 values
+    (so that sorting them is a radix sort), else int64. Integers whose range is not much wider
+    than the column index a table directly instead of being sorted."""
+    n, dtype = len(column), column.dtype
+    if dtype.kind == "b":
+        column = column.view(np.uint8)
+    if n and column.dtype.kind in "iu":
+        lo, hi = column.min(), column.max()
+        span = int(hi) - int(lo) + 1
+        if span <= max(1 << 16, 2 * n):
+            offset = column - lo
+            present = np.zeros(span, dtype=bool)
+            present[offset] = True
+            values = np.flatnonzero(present)
+            number = np.cumsum(present, dtype=np.int64) - 1
+            return ((values.astype(column.dtype) + lo).astype(dtype),
+                    number.astype(_code_dtype(len(values)))[offset])
+    values, codes = np.unique(column, return_inverse=True)
+    return values, codes.ravel().astype(_code_dtype(len(values)), copy=False)
+
+
+def _code_dtype(n_keys: int) -> type:
+    return np.uint16 if n_keys <= 1 << 16 else np.int64
+
+
+#: Queries with at most this many predicates number their predicate vectors by packing them
+#: into an integer; more are numbered by sorting the vectors (np.unique).
+_PACKED_PREDICATES = 16
+
+
+def symbols(nfa: Nfa, q: QueryNfa, preds: list[np.ndarray],
+            admitted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The query's input symbols: ``(vectors, packed, lut)``. ``vectors`` are the distinct
+    predicate vectors of the admitted tuples, restricted to the query's predicates, as rows
+    over all of ``nfa.predicates``; tuple ``i``'s symbol is ``lut[packed[i]]``, the index of
+    its row (meaningless for a tuple not admitted)."""
+    used = sorted({nfa.states[i].predicate for i in q.states} - {None})
+    n = len(admitted)
+    everyone = bool(admitted.all())
+    if len(used) <= _PACKED_PREDICATES:
+        dtype = np.uint8 if len(used) <= 8 else np.uint16
+        packed = np.zeros(n, dtype=dtype)
+        for b, p in enumerate(used):
+            packed |= np.left_shift(preds[p].view(np.uint8), b, dtype=dtype)
+        seen = np.bincount(packed if everyone else packed[admitted], minlength=1 << len(used))
+        values = np.flatnonzero(seen)
+        lut = np.zeros(1 << len(used), dtype=np.int32)
+        lut[values] = np.arange(len(values), dtype=np.int32)
+        vectors = np.zeros((len(values), len(nfa.predicates)), dtype=bool)
+        vectors[:, used] = (values[:, None] >> np.arange(len(used))) & 1
+        return vectors, packed, lut
+    rows = np.stack([preds[p] for p in used], axis=1)
+    if not everyone:
+        rows = rows[admitted]
+    key = np.ascontiguousarray(np.packbits(rows, axis=1))
+    key = key.view(np.dtype((np.void, key.shape[1]))).ravel()
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    vectors = np.zeros((len(first), len(nfa.predicates)), dtype=bool)
+    vectors[:, used] = rows[first]
+    packed = np.zeros(n, dtype=np.int64)
+    packed[admitted] = inverse.ravel()
+    return vectors, packed, np.arange(len(first), dtype=np.int32)
 
 
 def _by_length(starts, lens):
@@ -171,24 +244,29 @@ def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens)
 
 
 def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
-        engine: str = "auto") -> ReferenceResult:
+        engine: str = "auto", compiled: bool | None = None) -> ReferenceResult:
     """Match every query of ``nfa`` over ``tuples`` as the engine with ``params`` would.
 
-    ``engine`` ("auto", "dfa", "nfa") picks the simulation strategy; all give equal results.
+    ``engine`` ("auto", "dfa", "nfa") picks the automaton; ``compiled`` whether it runs in the
+    compiled stream-order loops of :mod:`nfacep.compiled` or in lock-step array operations
+    over the tuples grouped by partition (None: compiled when numba is installed and the
+    automaton is the NFA or the stream has at least ``_COMPILED_FROM`` tuples). All give
+    equal results.
     """
+    if compiled and _loops() is None:
+        raise RuntimeError("the compiled reference matcher needs numba")
     program = nfa.program
     n = tuples.n
     key_field = program.partition_field
-    preds = predicate_matrix(nfa, tuples)
+    preds = _predicates(nfa, tuples)
     if key_field is None:
-        codes = np.zeros(n, dtype=np.int64)
+        key_values = None
+        codes = np.zeros(n, dtype=np.uint16)
         admitted = np.ones(n, dtype=bool)
         fresh = np.zeros(n, dtype=bool)
         fresh[:1] = True
-        key_values = None
     else:
-        key_values, codes = np.unique(tuples.columns[key_field], return_inverse=True)
-        codes = codes.ravel()
+        key_values, codes = factorise(tuples.columns[key_field])
         slots = None
         if params.store == "table":
             first = np.empty(len(key_values), dtype=np.int64)  # a tuple of each key
@@ -197,20 +275,13 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
             slots = table_slots(raw, program.schema.field(key_field).type.bits, params)
         a = admit(codes, params, slots)
         admitted, fresh = a.admitted, a.fresh
-    # admitted tuples grouped by partition, in stream order within each; runs between restarts
-    idx = np.flatnonzero(admitted)
-    order = idx[np.argsort(codes[idx], kind="stable")]
-    heads = np.flatnonzero(fresh[order])
-    seg_lens = np.diff(np.append(heads, len(order)))
+    n_keys = 1 if key_values is None else len(key_values)
+    grouped = None
     all_seq, all_q = [], []
     engines = {}
     for q in nfa.queries:
-        used = sorted({nfa.states[i].predicate for i in q.states} - {None})
-        rows = np.zeros((len(order), len(nfa.predicates)), dtype=bool)
-        if used:
-            rows[:, used] = preds[order][:, used]
-        distinct, sym = _symbols(rows)
-        masks = dfa_mod.true_masks(nfa, q, distinct)
+        vectors, packed, lut = symbols(nfa, q, preds, admitted)
+        masks = dfa_mod.true_masks(nfa, q, vectors)
         chosen = engine
         d = None
         if engine in ("auto", "dfa"):
@@ -221,25 +292,70 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
                 if engine == "dfa":
                     raise
                 chosen = "nfa"
-        if chosen == "dfa":
-            match = _run_dfa(d, sym, heads, seg_lens)
-        else:
-            match = _run_nfa(nfa, q, masks, sym, heads, seg_lens)
         engines[q.name] = chosen
-        seqs = order[match]
+        loops = None
+        if compiled or (compiled is None and (chosen == "nfa" or n >= _COMPILED_FROM)):
+            loops = _loops()
+        if loops is not None:
+            stream = (lut, packed, codes, admitted, fresh, n_keys)
+            if chosen == "dfa":
+                match = loops.dfa_stream(d.table, d.accept, *stream)
+            else:
+                match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream)
+            seqs = np.flatnonzero(match)
+        else:
+            if grouped is None:
+                grouped = _grouped(codes, admitted, fresh)
+            order, heads, seg_lens = grouped
+            sym = lut[packed[order]]
+            if chosen == "dfa":
+                match = _run_dfa(d, sym, heads, seg_lens)
+            else:
+                match = _run_nfa(nfa, q, masks, sym, heads, seg_lens)
+            seqs = np.sort(order[match])
         all_seq.append(seqs)
         all_q.append(np.full(len(seqs), q.index, dtype=np.int64))
     seqs = np.concatenate(all_seq) if all_seq else np.zeros(0, dtype=np.int64)
     qs = np.concatenate(all_q) if all_q else np.zeros(0, dtype=np.int64)
     names = tuple(q.name for q in nfa.queries)
-    rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # query name order
-    sort = np.lexsort((rank[qs] if len(qs) else qs, seqs))
-    seqs, qs = seqs[sort], qs[sort]
+    if len(names) > 1:
+        rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # query name order
+        sort = np.lexsort((rank[qs], seqs))
+        seqs, qs = seqs[sort], qs[sort]
     if key_field is None:
         parts: list[str | None] = [None] * len(seqs)
     else:
         ty = program.schema.field(key_field).type
-        texts = [format_value(v, ty) for v in key_values]
-        parts = [texts[c] for c in codes[seqs].tolist()]
+        matched = codes[seqs]
+        shown = np.unique(matched)
+        texts = dict(zip(shown.tolist(), (format_value(v, ty) for v in key_values[shown]),
+                         strict=True))
+        parts = [texts[c] for c in matched.tolist()]
     return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
                            drops=np.flatnonzero(~admitted), params=params, engines=engines)
+
+
+def _grouped(codes, admitted, fresh):
+    """The admitted tuples grouped by partition, in stream order within each, and the runs
+    between restarts: (tuple order, start and length of each run in that order)."""
+    idx = np.flatnonzero(admitted)
+    order = idx[np.argsort(codes[idx], kind="stable")]
+    heads = np.flatnonzero(fresh[order])
+    return order, heads, np.diff(np.append(heads, len(order)))
+
+
+def _nfa_words(nfa: Nfa, q: QueryNfa, masks: list[int]):
+    """The arguments of :func:`nfacep.compiled.nfa_stream` before the stream's: the query's
+    masks as arrays of 64-bit words, and whether a match empties the set."""
+    words = (q.count + 63) // 64
+    start, follow, accept = dfa_mod.local_masks(nfa, q)
+
+    def split(masks: list[int]) -> np.ndarray:
+        out = np.zeros((len(masks), words), dtype=np.uint64)
+        for i, m in enumerate(masks):
+            for w in range(words):
+                out[i, w] = m >> (64 * w) & (2**64 - 1)
+        return out
+
+    return (split(follow), split([start])[0], split([accept])[0], split(masks).reshape(-1, words),
+            q.skip_past_last_row)

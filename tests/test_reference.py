@@ -2,8 +2,12 @@
 
 The reference is compared with the independent oracle in test_oracle_differential.py; here
 the DFA engine (with and without chunking of long runs) is compared with the bit-matrix NFA
-engine, and small cases are checked by hand.
+engine, and small cases are checked by hand. Every test runs both ways of stepping the
+automata: the compiled stream-order loops (nfacep.compiled) and the lock-step array
+operations over the tuples grouped by partition, whichever run() would choose.
 """
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -13,7 +17,20 @@ from nfacep import capacity, reference
 from nfacep.params import EngineParams
 from nfacep.tuples import Tuples
 
+NUMBA = importlib.util.find_spec("numba") is not None
 STREAM = "CREATE STREAM s (k UINT(8), a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
+
+
+@pytest.fixture(params=[True, False], ids=["compiled", "arrays"])
+def run(request):
+    """reference.run, compiled or with array operations."""
+    if request.param and not NUMBA:
+        pytest.skip("numba is not installed")
+
+    def run(*args, **kwargs):
+        return reference.run(*args, compiled=request.param, **kwargs)
+
+    return run
 
 
 def tuples(**columns) -> Tuples:
@@ -29,46 +46,46 @@ def seqs(result, name=None):
     return [s for s, q, _ in result.matches if name is None or q == name]
 
 
-def test_every_end_and_skip_past_last_row():
+def test_every_end_and_skip_past_last_row(run):
     nfa = nfacep.compile_text(STREAM + "QUERY every PATTERN (A B+) DEFINE A AS a = 1 B AS a = 2;"
                               "QUERY skip AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) "
                               "DEFINE A AS a = 1 B AS a = 2")
     t = tuples(a=[1, 2, 2, 2, 1, 1, 2])
-    r = reference.run(nfa, t)
+    r = run(nfa, t)
     assert seqs(r, "every") == [1, 2, 3, 6]
     assert seqs(r, "skip") == [1, 6]
     # one record per (tuple, query), sorted by seq then query name
     assert r.matches[:2] == [(1, "every", None), (1, "skip", None)]
 
 
-def test_overlapping_predicates_one_record_per_tuple():
+def test_overlapping_predicates_one_record_per_tuple(run):
     nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A | B | A B) "
                               "DEFINE A AS a >= 1 B AS a <= 1")
-    r = reference.run(nfa, tuples(a=[1, 0, 2, 5]))
+    r = run(nfa, tuples(a=[1, 0, 2, 5]))
     assert seqs(r) == [0, 1, 2, 3]
 
 
-def test_partitions_are_independent_and_keys_are_printed_as_written():
+def test_partitions_are_independent_and_keys_are_printed_as_written(run):
     nfa = nfacep.compile_text(
         "CREATE STREAM s (k ENUM('red', 'blue'), a UINT(4));"
         "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a = 1 B AS a = 2")
     t = Tuples({"k": np.array([0, 1, 0, 1]), "a": np.array([1, 1, 2, 2], np.uint64)}, 4)
-    assert reference.run(nfa, t).matches == [(2, "q", "red"), (3, "q", "blue")]
+    assert run(nfa, t).matches == [(2, "q", "red"), (3, "q", "blue")]
 
 
-def test_capacity_drops_and_timer_restart():
+def test_capacity_drops_and_timer_restart(run):
     nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A A) DEFINE A AS c")
     t = tuples(k=[1, 2, 1, 2, 1], c=[1, 1, 1, 1, 1])
-    full = reference.run(nfa, t, EngineParams(partitions=1))
+    full = run(nfa, t, EngineParams(partitions=1))
     assert full.drops.tolist() == [1, 3] and seqs(full) == [2, 4]
     # K=1, B=1: each tuple is followed by a tick that frees its element at once
-    ticking = reference.run(nfa, t, EngineParams(partitions=1, tick_tuples=1, timer_bits=1))
+    ticking = run(nfa, t, EngineParams(partitions=1, tick_tuples=1, timer_bits=1))
     assert ticking.drops.tolist() == [] and seqs(ticking) == []
     # B=2 (timer 3), a tick after every tuple: key 3 finds both elements busy at seq 4 (key 2
     # at 1, key 1 at 2) and is dropped; that tick frees key 2, so key 3 starts at 5 and
     # matches at 6; key 1 was freed by the tick after 5 and restarts at 7 (no match)
     t2 = tuples(k=[1, 1, 2, 1, 3, 3, 3, 1], c=[1] * 8)
-    r = reference.run(nfa, t2, EngineParams(partitions=2, tick_tuples=1, timer_bits=2))
+    r = run(nfa, t2, EngineParams(partitions=2, tick_tuples=1, timer_bits=2))
     assert seqs(r) == [1, 3, 6] and r.drops.tolist() == [4]
 
 
@@ -78,7 +95,7 @@ PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,4} B", "PERMUTE(A, B) C*", "(A B | B A
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("skip", [False, True])
-def test_dfa_and_nfa_engines_agree(pattern, skip):
+def test_dfa_and_nfa_engines_agree(pattern, skip, run):
     clause = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
     nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k {clause}PATTERN ({pattern}) "
                               "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
@@ -87,21 +104,21 @@ def test_dfa_and_nfa_engines_agree(pattern, skip):
     t = tuples(k=rng.integers(0, 40, n), a=rng.integers(0, 10, n), c=rng.integers(0, 2, n),
                e=rng.integers(0, 3, n))
     params = EngineParams(partitions=16, tick_tuples=7, timer_bits=2)
-    dfa = reference.run(nfa, t, params, engine="dfa")
+    dfa = run(nfa, t, params, engine="dfa")
     assert dfa.engines == {"q": "dfa"}
-    nfa_r = reference.run(nfa, t, params, engine="nfa")
+    nfa_r = run(nfa, t, params, engine="nfa")
     assert dfa.matches == nfa_r.matches and dfa.drops.tolist() == nfa_r.drops.tolist()
     assert len(dfa.drops) and len(dfa.matches)
 
 
-def test_long_runs_are_chunked_without_changing_results():
+def test_long_runs_are_chunked_without_changing_results(run):
     nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A B{3,} C | C A+ B) "
                               "DEFINE A AS a < 6 B AS a > 3 C AS e <> 'y'")
     rng = np.random.default_rng(7)
     n = 40_000  # one run far longer than a chunk
     t = tuples(a=rng.integers(0, 10, n), e=rng.integers(0, 3, n))
-    chunked = reference.run(nfa, t, engine="dfa")
-    plain = reference.run(nfa, t, engine="nfa")
+    chunked = run(nfa, t, engine="dfa")
+    plain = run(nfa, t, engine="nfa")
     assert chunked.matches == plain.matches and len(plain.matches) > 1000
 
 
@@ -121,22 +138,128 @@ def test_admission_fast_path_equals_sequential_model():
         assert (tight.admitted == ref.admitted).all() and (tight.fresh == ref.fresh).all()
 
 
-def test_wide_integer_arithmetic_is_exact():
+def test_wide_integer_arithmetic_is_exact(run):
     nfa = nfacep.compile_text("CREATE STREAM s (x UINT(64), y INT(64));"
                               "QUERY q PATTERN (A) DEFINE A AS x - y > 18446744073709551615")
     x = np.array([2**64 - 1, 2**64 - 1, 5], dtype=np.uint64)
     y = np.array([-1, 0, -(2**63)], dtype=np.int64)
-    r = reference.run(nfa, Tuples({"x": x, "y": y}, 3))
+    r = run(nfa, Tuples({"x": x, "y": y}, 3))
     assert seqs(r) == [0]
 
 
-def test_float_comparisons_follow_ieee():
+def test_float_comparisons_follow_ieee(run):
     nfa = nfacep.compile_text("CREATE STREAM s (f FLOAT32);"
                               "QUERY lt PATTERN (A) DEFINE A AS f < 3.3;"
                               "QUERY ne PATTERN (A) DEFINE A AS f <> 0;"
                               "QUERY eq PATTERN (A) DEFINE A AS f = 0")
     f = np.array([np.float32(3.3), np.nan, -0.0, 3.2999], dtype=np.float32)
-    r = reference.run(nfa, Tuples({"f": f}, 4))
+    r = run(nfa, Tuples({"f": f}, 4))
     assert seqs(r, "lt") == [2, 3]  # f32(3.3) < 3.3f is false; NaN is never less
     assert seqs(r, "ne") == [0, 1, 3]  # NaN <> 0 holds
     assert seqs(r, "eq") == [2]  # -0 = 0
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is not installed")
+@pytest.mark.parametrize("engine", ["dfa", "nfa"])
+@pytest.mark.parametrize("params", [EngineParams(partitions=16, tick_tuples=20, timer_bits=2),
+                                    EngineParams(store="table", partitions=16, ways=2)],
+                         ids=["pipeline", "table"])
+def test_compiled_loops_equal_array_operations(engine, params):
+    """Many partitions, restarts and drops: both ways of stepping give the same records."""
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (k UINT(16), a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
+        "QUERY one PARTITION k PATTERN (A B* C) DEFINE A AS a < 6 B AS a > 3 C AS e <> 'y';"
+        "QUERY two PARTITION k AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B)+ C) "
+        "DEFINE A AS c B AS a > 3 C AS e <> 'y'")
+    rng = np.random.default_rng(11)
+    n = 20_000
+    t = Tuples({"k": rng.integers(0, 300, n).astype(np.uint64) * 211,
+                "a": rng.integers(0, 16, n).astype(np.uint64),
+                "c": rng.integers(0, 2, n).astype(bool), "e": rng.integers(0, 3, n)}, n)
+    fast = reference.run(nfa, t, params, engine=engine, compiled=True)
+    slow = reference.run(nfa, t, params, engine=engine, compiled=False)
+    assert fast.matches == slow.matches and fast.drops.tolist() == slow.drops.tolist()
+    assert len(fast.drops) > 100 and fast.count("one") > 100 and fast.count("two") > 100
+
+
+def test_nfa_of_several_words(run):
+    """An NFA of more than 128 states (three 64-bit words in the compiled loop), whose DFA is
+    too large: the pattern counts 70 tuples, so a match is 72 tuples long."""
+    nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A (A | B){70} C) "
+                              "DEFINE A AS a < 8 B AS a >= 8 C AS c")
+    assert nfa.queries[0].count > 128
+    rng = np.random.default_rng(5)
+    n = 6000
+    t = tuples(k=rng.integers(0, 3, n), a=rng.integers(0, 16, n), c=rng.random(n) < 0.05)
+    by_nfa = run(nfa, t)
+    assert by_nfa.engines == {"q": "nfa"}
+    # every match: c at i, 70 tuples of the same key before it, and a < 8 on the one before
+    a, c, k = (t.columns[f] for f in "ack")
+    want = []
+    for i in np.flatnonzero(c).tolist():
+        before = np.flatnonzero(k[:i] == k[i])
+        if len(before) >= 71 and a[before[-71]] < 8:
+            want.append(i)
+    assert seqs(by_nfa) == want and len(want) > 20
+
+
+def test_more_predicates_than_packed_into_an_integer(run):
+    """A query of 18 predicates numbers its predicate vectors by sorting them; as a query of
+    the same predicates split in two, which packs them."""
+    names = [f"P{i}" for i in range(18)]
+    define = " ".join(f"P{i} AS a {'>=' if i % 2 else '<'} {i % 16}" for i in range(17))
+    define += " P17 AS c"
+    wide = nfacep.compile_text(STREAM + f"QUERY q PARTITION k PATTERN (({' | '.join(names)}) "
+                               f"P17) DEFINE {define}")
+    assert len(wide.predicates) > reference._PACKED_PREDICATES
+    rng = np.random.default_rng(9)
+    n = 5000
+    t = tuples(k=rng.integers(0, 20, n), a=rng.integers(0, 16, n), c=rng.random(n) < 0.3)
+    params = EngineParams(partitions=12, tick_tuples=9, timer_bits=2)
+    r = run(wide, t, params)
+    # P17 after any tuple of the same partition: P1 (a >= 1) or P2 (a < 2) always holds
+    a = run(nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (X P17) "
+                                "DEFINE X AS a <= 15 P17 AS c"), t, params)
+    assert r.matches == a.matches and r.drops.tolist() == a.drops.tolist() and len(r.drops)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["packed", "sorted"])
+def test_symbols_number_the_admitted_predicate_vectors(wide, monkeypatch):
+    if wide:
+        monkeypatch.setattr(reference, "_PACKED_PREDICATES", 1)
+    nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A B C) "
+                              "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
+    rng = np.random.default_rng(2)
+    n = 3000
+    t = tuples(a=rng.integers(0, 16, n), c=rng.integers(0, 2, n), e=rng.integers(0, 3, n))
+    preds = reference.predicate_matrix(nfa, t)
+    admitted = rng.random(n) < 0.8
+    vectors, packed, lut = reference.symbols(nfa, nfa.queries[0],
+                                             [preds[:, i] for i in range(preds.shape[1])],
+                                             admitted)
+    assert (vectors[lut[packed[admitted]]] == preds[admitted]).all()
+    assert len(np.unique(vectors, axis=0)) == len(vectors) == 8  # 3 predicates, all occur
+    # only admitted tuples' vectors count
+    few = np.zeros(n, dtype=bool)
+    few[:2] = True
+    vectors, _, _ = reference.symbols(nfa, nfa.queries[0],
+                                      [preds[:, i] for i in range(preds.shape[1])], few)
+    assert len(vectors) == len(np.unique(preds[:2], axis=0))
+
+
+@pytest.mark.parametrize("column", [
+    np.array([5, 3, 5, 9, 3], dtype=np.uint64),
+    np.array([2**64 - 1, 0, 2**63, 0], dtype=np.uint64),  # too wide to index: sorted
+    np.array([-4, 7, -4, 0], dtype=np.int64),
+    np.array([True, False, True]),
+    np.array([1.5, -0.0, 1.5, 0.0], dtype=np.float32),
+    np.array([2, 0, 2, 1], dtype=np.int64),
+    np.arange(70_000, dtype=np.uint64)[::-1],  # more keys than uint16 codes
+    np.zeros(0, dtype=np.uint64),
+], ids=["uint", "uint-wide", "int", "bool", "float", "enum", "many", "empty"])
+def test_factorise_is_unique_with_inverse(column):
+    values, codes = reference.factorise(column)
+    want_values, want_codes = np.unique(column, return_inverse=True)
+    assert values.dtype == column.dtype and values.tolist() == want_values.tolist()
+    assert codes.tolist() == want_codes.ravel().tolist()
+    assert codes.dtype == (np.uint16 if len(values) <= 1 << 16 else np.int64)

@@ -1,0 +1,94 @@
+"""The reference matcher's compiled loops: one pass over the stream in stream order.
+
+Each loop keeps one automaton state per partition (indexed by the partition's key code) and
+walks the tuples as they arrive: a tuple the partitioner dropped is skipped, a tuple that
+starts its partition afresh (:attr:`nfacep.capacity.Admission.fresh`) first resets the
+partition's state to the empty state, and every other tuple steps its partition's state. No
+sort by partition is needed. :func:`dfa_stream` steps a DFA by table lookup;
+:func:`nfa_stream` steps the NFA bit-parallel, its state set a bit mask in ``words`` 64-bit
+words.
+
+A tuple's symbol is ``lut[packed[i]]``: ``packed`` is its predicate vector packed into an
+integer and ``lut`` numbers the vectors that occur (:func:`nfacep.reference.symbols`).
+
+Compiled with numba on first use and cached on disk (``cache=True``: beside this file, else
+numba's per-user cache folder, or ``NUMBA_CACHE_DIR``). Importing this module imports numba.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["dfa_stream", "nfa_stream"]
+
+# Position of the lowest set bit of a 64-bit word w: de Bruijn multiplication of w & -w
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_DEBRUIJN_INDEX = np.zeros(64, dtype=np.int64)
+for _b in range(64):
+    _DEBRUIJN_INDEX[((1 << _b) * 0x03F79D71B4CB0A89 & (2**64 - 1)) >> 58] = _b
+
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def dfa_stream(table, accept, lut, packed, codes, admitted, fresh, n_keys):
+    """Whether each tuple ends a match: the DFA ``table`` (next state per state and symbol;
+    state 0 is the empty set) and ``accept`` (the step reports a match) run per partition."""
+    n = len(packed)
+    state = np.zeros(n_keys, dtype=table.dtype)
+    match = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        if not admitted[i]:
+            continue
+        c = codes[i]
+        s = 0 if fresh[i] else state[c]
+        x = lut[packed[i]]
+        match[i] = accept[s, x]
+        state[c] = table[s, x]
+    return match
+
+
+@_jit
+def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, fresh, n_keys):
+    """Whether each tuple ends a match, the NFA stepped as bit masks of ``W`` words.
+
+    ``follow[j]``: the states that state ``j`` activates; ``start``: the states active on every
+    tuple; ``accept``: the accepting states; ``true[x]``: the states whose predicate symbol
+    ``x`` satisfies; ``skip``: AFTER MATCH SKIP PAST LAST ROW (a match empties the set).
+    """
+    n = len(packed)
+    words = len(start)
+    state = np.zeros((n_keys, words), dtype=np.uint64)
+    reach = np.empty(words, dtype=np.uint64)
+    nxt = np.empty(words, dtype=np.uint64)
+    match = np.zeros(n, dtype=np.bool_)
+    zero = np.uint64(0)
+    for i in range(n):
+        if not admitted[i]:
+            continue
+        c = codes[i]
+        if fresh[i]:
+            state[c, :] = zero
+        reach[:] = start
+        for w in range(words):
+            bits = state[c, w]
+            while bits:
+                low = bits & (~bits + np.uint64(1))
+                j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+                for v in range(words):
+                    reach[v] |= follow[j, v]
+                bits ^= low
+        x = lut[packed[i]]
+        hit = False
+        for w in range(words):
+            nxt[w] = reach[w] & true[x, w]
+            if nxt[w] & accept[w]:
+                hit = True
+        match[i] = hit
+        if hit and skip:
+            state[c, :] = zero
+        else:
+            state[c, :] = nxt
+    return match
