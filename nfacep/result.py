@@ -171,8 +171,8 @@ def write(result: Result, output: str, *, query_file: str | None = None,
     with atomic_files([output, summary_path(output)], newline="") as (f, g):
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["seq", "query", "partition"])
-        for seq, name, part in result.matches:
-            w.writerow([seq, name, "" if part is None else part])
+        w.writerows(zip(result.seqs.tolist(), [result.names[q] for q in result.queries.tolist()],
+                        ["" if p is None else p for p in result.partitions], strict=True))
         json.dump(summary, g, indent=2)
         g.write("\n")
 

@@ -635,7 +635,13 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndar
                 raise DataError(f"{_where(source, row, name)}: {values[row]} is not a BOOL")
             return values.astype(bool)
     if pa.types.is_dictionary(t):
-        return _convert(col.dictionary_decode(), ty, name, source)
+        # each distinct value once (the conversion is value by value); when one fails, which
+        # may be a value no row uses, the decoded column says whether and where
+        try:
+            values = _convert(col.dictionary, ty, name, source)
+        except DataError:
+            return _convert(col.dictionary_decode(), ty, name, source)
+        return values[col.indices.to_numpy()]
     raise DataError(f"{source}: column '{name}' has type {t}, which cannot hold a {ty} field")
 
 

@@ -79,6 +79,37 @@ def test_parquet_typed_and_string_columns(tmp_path):
         tuples.read(path, SCHEMA)
 
 
+def test_parquet_dictionary_columns(tmp_path):
+    """Dictionary-encoded columns (as Parquet writers keep labels) read as their values; each
+    distinct value is converted once, and a bad value is reported at its row only when a row
+    uses it."""
+    def dictionary(indices, values):
+        return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int8()), pa.array(values))
+
+    plain = {"u": pa.array([1, 2, 1], pa.uint8()), "i": pa.array([-1, 3, 3], pa.int32()),
+             "b": [True, False, True], "e": ["x", "Staten Island", "x"],
+             "f": ["0.1", "2", "0.1"], "w": pa.array([2**64 - 1, 0, 0], pa.uint64())}
+    encoded = {**plain, "e": dictionary([1, 2, 1], ["y", "x", "Staten Island"]),
+               "f": dictionary([0, 1, 0], ["0.1", "2"]),
+               "i": dictionary([0, 1, 1], pa.array([-1, 3], pa.int32()))}
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table(plain), path)
+    want = tuples.read(path, SCHEMA)
+    pq.write_table(pa.table(encoded), path)
+    got = tuples.read(path, SCHEMA)
+    for name, values in want.columns.items():
+        assert got.columns[name].dtype == values.dtype
+        assert got.columns[name].tolist() == values.tolist()
+    # a label the stream lacks, in the dictionary but used by no row, is no error
+    unused = {**encoded, "e": dictionary([1, 2, 1], ["nowhere", "x", "Staten Island"])}
+    pq.write_table(pa.table(unused), path)
+    assert tuples.read(path, SCHEMA).columns["e"].tolist() == want.columns["e"].tolist()
+    used = {**encoded, "e": dictionary([1, 2, 0], ["nowhere", "x", "Staten Island"])}
+    pq.write_table(pa.table(used), path)
+    with pytest.raises(DataError, match=r"row 3 .*column 'e': 'nowhere' is not a label"):
+        tuples.read(path, SCHEMA)
+
+
 def test_float32_rounding_is_correct_at_double_rounding_ties():
     # 1 + 2**-24 + 2**-60: rounding to double first lands exactly on the float32 midpoint
     # 1 + 2**-24, and ties-to-even would then give 1.0; the nearest single is 1 + 2**-23
