@@ -570,3 +570,82 @@ if cocotb is not None:
         pathlib.Path(config["results"]).write_text(json.dumps({
             "frames": frames, "bad_fcs_from_board": bad_fcs, "tx_er": tx_er,
             "status_requests": status_requests}))
+
+
+# --------------------------------------------------------------------------- transmit
+
+
+def test_udp_tx_fills_packets_then_flushes():
+    """UdpTx and MacTx in the Amaranth simulator, records offered back to back: full RECORDS
+    packets (max_records each, no padding), then the rest after the flush time, every frame
+    with preamble, a good FCS, valid headers and at least 12 idle cycles before the next."""
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+
+    from nfacep.boards.link.eth.link import COUNTERS
+    from nfacep.boards.link.eth.tx import MacTx, UdpTx
+    from nfacep.wire import RecordFormat
+
+    layout = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})
+    fmt = RecordFormat.from_widths({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})
+    tx = UdpTx(layout, mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, engine_id=ENGINE_ID,
+               tuple_bytes=TB, capacity=CAPACITY, counters=COUNTERS, flush=300)
+    mac = MacTx()
+    m = Module()
+    m.submodules.tx, m.submodules.mac = tx, mac
+    wiring.connect(m, tx.o_stream, mac.i_stream)
+    rng = random.Random(5)
+    n = 2 * tx.max_records + 17
+    records = [{"seq": i, "partition": rng.getrandbits(16), "matches": rng.getrandbits(1),
+                "dropped": rng.getrandbits(1)} for i in range(n)]
+    wire_bytes, gaps, packets = [], [], []
+    pulses = {"records": 0, "packets": 0, "matched": 0, "drops": 0}
+
+    async def feed(ctx):
+        ctx.set(tx.peer, {"mac": int.from_bytes(HOST.mac, "big"),
+                          "ip": int.from_bytes(HOST.ip, "big"), "port": HOST.port})
+        for r in records:
+            ctx.set(tx.i_stream.valid, 1)
+            ctx.set(tx.i_stream.payload, r)
+            await ctx.tick().until(tx.i_stream.ready)
+        ctx.set(tx.i_stream.valid, 0)
+        await ctx.tick().repeat(6000)
+
+    async def watch(ctx):
+        idle = 99
+        async for _, _, en, txd, er, *counts in ctx.tick().sample(
+                mac.tx_en, mac.txd, mac.tx_er, *(getattr(tx.count, k) for k in pulses)):
+            assert not er
+            for k, v in zip(pulses, counts, strict=True):
+                pulses[k] += v
+            if en:
+                if idle:
+                    gaps.append(idle)
+                    wire_bytes.append(bytearray())
+                idle = 0
+                wire_bytes[-1].append(txd)
+            else:
+                idle += 1
+
+    sim = Simulator(m)
+    sim.add_clock(8e-9)
+    sim.add_testbench(feed)
+    sim.add_testbench(watch, background=True)
+    sim.run()
+    assert min(gaps[1:]) >= 12
+    got = []
+    for raw in wire_bytes:
+        assert raw[:8] == PREAMBLE
+        frame, fcs = bytes(raw[8:-4]), bytes(raw[-4:])
+        assert udp.ethernet_fcs(frame) == fcs
+        parsed = udp.parse_frame(frame)
+        assert parsed["dst"] == HOST and parsed["src"] == BOARD
+        body = parsed["payload"][udp.HEADER_BYTES:]
+        packets.append(len(body) // fmt.nbytes)
+        got += [fmt.decode_bytes(body[i:i + fmt.nbytes])._asdict()
+                for i in range(0, len(body), fmt.nbytes)]
+    assert packets == [tx.max_records, tx.max_records, 17]
+    assert got == records
+    assert pulses == {"records": n, "packets": 3,
+                      "matched": sum(r["matches"] for r in records),
+                      "drops": sum(r["dropped"] for r in records)}
