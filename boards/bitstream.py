@@ -47,7 +47,7 @@ TOP = "nfacep_top"
 ESTIMATE_MARGIN = 1.1
 
 #: The board tops ``build`` makes (``--link``).
-LINKS = ("harness", "uart")
+LINKS = ("harness", "uart", "udp")
 
 #: The report's note on ``--link harness``.
 HARNESS = ("synthesis/timing harness: pseudo-random tuples generated on chip, records and "
@@ -497,7 +497,7 @@ _RESOURCE_KINDS = {
 def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
           target_mhz: float | None = None, stem: str = "engine",
           query_file: str | None = None, progress=None, link: str = "harness",
-          baud: int = 115200) -> dict:
+          baud: int = 115200, udp=None) -> dict:
     """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report.
 
     Writes ``out_dir/{stem}.v`` (the board top's Verilog), ``out_dir/{stem}.bit`` (ECP5) or
@@ -507,13 +507,15 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
 
     ``link`` is the board top: ``"harness"`` (:class:`nfacep.boards.top.BoardTop`, on-chip tuples,
     for measuring the engine) or ``"uart"`` (:class:`nfacep.boards.link.top.UartBoardTop`: tuples
-    and matches over the board's USB UART at ``baud``, for ``nfacep run``). The toolchain runs
-    through :func:`run_flow`.
+    and matches over the board's USB UART at ``baud``, for ``nfacep run``) or ``"udp"``
+    (:class:`nfacep.boards.link.eth.board.UdpBoardTop`: Gigabit Ethernet, the board's addresses
+    ``udp``, a :class:`nfacep.boards.link.eth.payload.Endpoint`). The toolchain runs through
+    :func:`run_flow`.
     """
     find_tools(board.tools)  # a missing program fails here, before the engine is elaborated
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError("--target-mhz must be positive")
-    engine, link_info, top, _ = _design(nfa, board, params, link, baud, target_mhz)
+    engine, link_info, top, _ = _design(nfa, board, params, link, baud, target_mhz, udp)
 
     bitstream = os.path.join(out_dir, stem + board.bitstream_suffix)
     verilog = os.path.join(out_dir, stem + ".v")
@@ -542,7 +544,7 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
 
 
 def _design(nfa: Nfa, board: Board, params: EngineParams, link: str, baud: int,
-            target_mhz: float | None):
+            target_mhz: float | None, udp=None):
     """The engine and the board top ``build`` makes for ``link``: ``(engine, link_info, top,
     platform)``; a :class:`UsageError` for an unknown link or a UART the board cannot make."""
     from nfacep.hdl.engine import Engine
@@ -552,13 +554,15 @@ def _design(nfa: Nfa, board: Board, params: EngineParams, link: str, baud: int,
     platform, board_mhz = _platform(board, target_mhz)
     if link == "uart":
         _check_uart(platform, board_mhz, baud)
+    if link == "udp":
+        _check_udp(platform, target_mhz)
     engine = Engine(nfa, params)
-    link_info, top = _top(link, engine, board_mhz, baud)
+    link_info, top = _top(link, engine, board_mhz, baud, udp)
     return engine, link_info, top, platform
 
 
 def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harness",
-             baud: int = 115200) -> dict:
+             baud: int = 115200, udp=None) -> dict:
     """What ``build`` knows of the design's size before synthesis (``nfacep check --board``).
 
     The board top ``build`` would make is elaborated for the board's platform (no toolchain
@@ -571,7 +575,7 @@ def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harne
     """
     from nfacep.hdl.table import TablePartitioner
 
-    engine, _, top, platform = _design(nfa, board, params, link, baud, None)
+    engine, _, top, platform = _design(nfa, board, params, link, baud, None, udp)
     plan, _ = _elaborate(top, platform, None, None, lambda text: None)
     ffs = count_flipflops(plan.files[f"{TOP}.il"])
     message = refused_before_synthesis(ffs, board, platform.device)
@@ -704,12 +708,36 @@ def _check_uart(platform, board_mhz: float, baud: int) -> None:
         raise UsageError(str(exc)) from None
 
 
-def _top(link: str, engine, board_mhz: float, baud: int):
+def _check_udp(platform, target_mhz: float | None) -> None:
+    """A :class:`UsageError` when the board has no RGMII port the UDP link supports."""
+    from .link.eth.board import NoEthernetError, check_board
+
+    if target_mhz is not None:
+        raise UsageError("--target-mhz does not apply to --link udp: the engine runs at the "
+                         "line's 125 MHz")
+    try:
+        check_board(platform)
+    except NoEthernetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _top(link: str, engine, board_mhz: float, baud: int, udp=None):
     """The board top for ``link`` and what the report says about it."""
     if link == "harness":
         from .top import BoardTop
 
         return {"kind": "harness", "note": HARNESS}, BoardTop(engine)
+    if link == "udp":
+        from .link.eth.board import CLOCK_MHZ, UdpBoardTop
+        from .link.eth.payload import DEFAULT_ENDPOINT
+
+        udp = udp or DEFAULT_ENDPOINT
+        top = UdpBoardTop(engine, mac=udp.mac, ip=udp.ip, port=udp.port)
+        note = (f"UDP link on the first RGMII port at 1000 Mb/s, engine at {CLOCK_MHZ:g} MHz "
+                f"(payload format: boards/UDP.md); the board is {udp}")
+        return {"kind": "udp", "mac": udp.mac.hex(":"), "ip": ".".join(map(str, udp.ip)),
+                "port": udp.port, "engine_mhz": CLOCK_MHZ,
+                "engine_id": f"{top.top.engine_id:08x}", "note": note}, top
     from .link.protocol import engine_id
     from .link.top import UartBoardTop
     from .link.uart import divisor

@@ -25,12 +25,31 @@ def _progress(command: str):
 
 def _add_link_arguments(parser) -> None:
     """``--link`` and ``--baud``: the board top of ``build`` (and of ``check --board``)."""
-    parser.add_argument("--link", choices=("harness", "uart"), default="harness",
+    from .link.eth.payload import DEFAULT_ENDPOINT
+
+    parser.add_argument("--link", choices=("harness", "uart", "udp"), default="harness",
                         help="board top: 'harness' measures the engine alone (on-chip "
-                             "tuples, LEDs); 'uart' is the usable design for `nfacep run` "
-                             "(default %(default)s)")
+                             "tuples, LEDs); 'uart' is the usable design for `nfacep run`; "
+                             "'udp' takes tuples over Gigabit Ethernet (boards/UDP.md; "
+                             "Colorlight 5A-75B) (default %(default)s)")
     parser.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
                         help="UART line rate with --link uart (default %(default)s)")
+    parser.add_argument("--ip", default=".".join(map(str, DEFAULT_ENDPOINT.ip)), metavar="A",
+                        help="the board's IPv4 address with --link udp (default %(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_ENDPOINT.port, metavar="P",
+                        help="the board's UDP port with --link udp (default %(default)s)")
+    parser.add_argument("--mac", default=DEFAULT_ENDPOINT.mac.hex(":"), metavar="M",
+                        help="the board's MAC address with --link udp (default %(default)s)")
+
+
+def _udp_endpoint(args):
+    """The board's addresses from ``--mac``, ``--ip`` and ``--port`` (a UsageError if bad)."""
+    from .link.eth.payload import Endpoint
+
+    try:
+        return Endpoint.parse(args.mac, args.ip, args.port)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"--mac/--ip/--port: {exc}") from None
 
 
 class CheckBoards:
@@ -46,7 +65,8 @@ class CheckBoards:
     def estimate(self, nfa, engine, args) -> dict:
         from .bitstream import estimate
 
-        return estimate(nfa, get_board(args.board), engine, link=args.link, baud=args.baud)
+        return estimate(nfa, get_board(args.board), engine, link=args.link, baud=args.baud,
+                        udp=_udp_endpoint(args) if args.link == "udp" else None)
 
     def render(self, estimate: dict) -> str:
         from .bitstream import render_estimate
@@ -93,7 +113,8 @@ class Build(Command):
         try:
             report = build(nfa, board, out_dir, engine, target_mhz=args.target_mhz, stem=stem,
                            query_file=args.query, progress=_progress("build"), link=args.link,
-                           baud=args.baud)
+                           baud=args.baud,
+                           udp=_udp_endpoint(args) if args.link == "udp" else None)
         except BuildError as err:
             if err.report is not None:
                 print(render_report(err.report))

@@ -649,3 +649,49 @@ def test_udp_tx_fills_packets_then_flushes():
     assert pulses == {"records": n, "packets": 3,
                       "matched": sum(r["matches"] for r in records),
                       "drops": sum(r["dropped"] for r in records)}
+
+
+# --------------------------------------------------------------------------- the board
+
+
+def test_udp_board_top_elaborates_for_the_colorlight():
+    """RGMII on the 5A-75B: delayed DDR inputs, DDR outputs (tx_clk too), the PLL, and the
+    receive clock constrained to 125 MHz."""
+    from nfacep import compile_file
+    from nfacep.boards import bitstream, get_board
+    from nfacep.boards.link.eth.board import RX_DELAY_TAPS, UdpBoardTop
+    from nfacep.hdl.engine import Engine
+    from nfacep.params import EngineParams
+
+    platform = get_board("colorlight-5a75b").platform_class()()
+    top = UdpBoardTop(Engine(compile_file(MARATHON), EngineParams(partitions=2)),
+                      mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port)
+    plan = platform.build(top, name="t", do_build=False)
+    rtlil, lpf = plan.files["t.il"], plan.files["t.lpf"]
+    assert rtlil.count("cell \\DELAYG") == 5 and rtlil.count("cell \\IDDRX1F") == 5
+    assert rtlil.count("cell \\ODDRX1F") == 6 and rtlil.count("cell \\EHXPLLL") == 1
+    assert f"parameter \\DEL_VALUE {RX_DELAY_TAPS}" in rtlil
+    assert 'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125000000.0 HZ' in lpf
+    assert 'FREQUENCY NET "clk125" 125000000.0 HZ' in lpf
+    assert bitstream.count_flipflops(rtlil) > 0
+
+
+def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeypatch, capsys):
+    from test_boards import run
+
+    from nfacep import boards
+
+    monkeypatch.setattr(boards.bitstream, "find_tools",
+                        lambda names: {n: f"/nonexistent/{n}" for n in names})
+    out = tmp_path / "o"
+    assert run(["build", str(MARATHON), "--board", "ulx3s-85f", "--link", "udp",
+                "-o", str(out)]) == 2
+    assert "has no RGMII port the UDP link supports" in capsys.readouterr().err
+    for bad in (["--ip", "10.0.0.256"], ["--mac", "02:00"], ["--port", "0"]):
+        assert run(["build", str(MARATHON), "--board", "colorlight-5a75b", "--link", "udp",
+                    *bad, "-o", str(out)]) == 2
+        assert "--mac/--ip/--port" in capsys.readouterr().err
+    assert run(["build", str(MARATHON), "--board", "colorlight-5a75b", "--link", "udp",
+                "--target-mhz", "150", "-o", str(out)]) == 2
+    assert "--target-mhz does not apply" in capsys.readouterr().err
+    assert not out.exists()

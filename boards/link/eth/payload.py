@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "BROADCAST",
+    "DEFAULT_ENDPOINT",
     "FRAME_CLASSES",
     "HEADER",
     "HEADER_BYTES",
@@ -149,8 +150,24 @@ class Endpoint:
 
     @classmethod
     def parse(cls, mac: str, ip: str, port: int) -> Endpoint:
-        return cls(bytes.fromhex(mac.replace(":", "").replace("-", "")),
-                   bytes(int(x) for x in ip.split(".")), port)
+        """From ``02:00:5e:00:00:02``, ``10.0.0.2`` and a port; ValueError if malformed."""
+        raw = bytes.fromhex(mac.replace(":", "").replace("-", ""))
+        parts = ip.split(".")
+        if len(raw) != 6:
+            raise ValueError(f"a MAC address has 6 bytes: {mac!r}")
+        if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+            raise ValueError(f"not an IPv4 address: {ip!r}")
+        if not 0 < port < 65536:
+            raise ValueError(f"not a UDP port: {port}")
+        return cls(raw, bytes(int(p) for p in parts), port)
+
+    def __str__(self) -> str:
+        return f"{self.mac.hex(':')} {'.'.join(map(str, self.ip))}:{self.port}"
+
+
+#: The board's addresses unless ``nfacep build`` is told others: a locally administered MAC
+#: address, a private IPv4 address.
+DEFAULT_ENDPOINT = Endpoint.parse("02:4e:46:41:43:50", "192.168.1.50", 5000)
 
 
 def ip_checksum(header: bytes) -> int:

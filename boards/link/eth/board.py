@@ -1,0 +1,157 @@
+"""The UDP link on a board: RGMII pins at 1000 Mb/s on Lattice ECP5 and the Colorlight 5A-75B
+board top (``nfacep build --link udp``).
+
+RGMII carries GMII's byte a nibble per clock edge: ``rx_ctl``/``tx_ctl`` are ``dv``/``en`` at
+the rising edge and ``dv ^ er`` at the falling one, the low nibble rises, the high one falls.
+
+Delays (the Broadcom B50612D of the 5A-75B as it comes out of reset, the setting LiteX's
+Colorlight targets rely on: no RX clock skew, the GTX clock delay on; nothing here talks MDIO):
+
+- **Receive.** The PHY sends ``rx_clk`` edge-aligned with the data. Each ``rx_ctl`` and
+  ``rx_data`` pin goes through an ECP5 ``DELAYG`` of :data:`RX_DELAY_TAPS` taps (about 25 ps
+  each: 2 ns, a quarter of the 8 ns period) before its ``IDDRX1F``, so the rising and falling
+  edges of ``rx_clk`` sample in the middle of each half-bit. :class:`amaranth.lib.io.DDRBuffer`
+  has no delay element between the pad and the DDR register, so the receive side instantiates
+  ``IB``-less ``DELAYG`` and ``IDDRX1F`` itself (Amaranth's ``io.Buffer`` makes the ``IB``).
+- **Transmit.** ``tx_clk``, ``tx_ctl`` and ``tx_data`` leave through ``ODDRX1F`` registers
+  (:class:`amaranth.lib.io.DDRBuffer`), clock edge-aligned with the data (``tx_clk`` is the DDR
+  pattern 1, 0); the PHY's internal GTX clock delay (2 ns) centres it.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
+from amaranth.lib import io
+from amaranth.lib.cdc import ResetSynchronizer
+
+from .link import UdpTop
+
+__all__ = ["RX_DELAY_TAPS", "NoEthernetError", "RgmiiRx", "RgmiiTx", "UdpBoardTop",
+           "check_board"]
+
+#: ``DELAYG`` taps on the receive pins: 2 ns at about 25 ps a tap.
+RX_DELAY_TAPS = 80
+#: The engine's and the transmit clock, from the board's 25 MHz oscillator.
+CLOCK_MHZ = 125.0
+
+
+class NoEthernetError(ValueError):
+    """A board without an RGMII Ethernet port the link can use."""
+
+
+def check_board(platform) -> None:
+    if ("eth_rgmii", 0) not in platform.resources or platform.family != "ecp5" or \
+            platform.default_clk_frequency != 25e6:
+        raise NoEthernetError(
+            f"{type(platform).__name__} has no RGMII port the UDP link supports: --link udp "
+            "builds for the Colorlight 5A-75B (ECP5, 25 MHz oscillator, eth_rgmii)")
+
+
+class RgmiiRx(Elaboratable):
+    """RGMII receive pins to GMII in the receive clock's domain: ``rx_clk`` (the pin, as a
+    signal for the domain's clock), ``rxd``, ``rx_dv``, ``rx_er``."""
+
+    def __init__(self, pins):
+        self._pins = pins
+        self.rx_clk = Signal()
+        self.rxd = Signal(8)
+        self.rx_dv = Signal()
+        self.rx_er = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        pins = self._pins
+        m.submodules.rx_clk = clk = io.Buffer("i", pins.rx_clk)
+        m.d.comb += self.rx_clk.eq(clk.i)
+        rise, fall = Signal(5), Signal(5)
+        for k, (port, bit) in enumerate([(pins.rx_data, b) for b in range(4)] +
+                                        [(pins.rx_ctl, 0)]):
+            m.submodules[f"rx_buf{k}"] = buf = io.Buffer("i", port[bit])
+            delayed = Signal(name=f"rx_delayed{k}")
+            m.submodules[f"rx_delay{k}"] = Instance(
+                "DELAYG", p_DEL_MODE="USER_DEFINED", p_DEL_VALUE=RX_DELAY_TAPS,
+                i_A=buf.i, o_Z=delayed)
+            m.submodules[f"rx_ddr{k}"] = Instance(
+                "IDDRX1F", i_D=delayed, i_SCLK=self.rx_clk, i_RST=0,
+                o_Q0=rise[k], o_Q1=fall[k])
+        m.d.comb += [self.rxd.eq(Cat(rise[:4], fall[:4])), self.rx_dv.eq(rise[4]),
+                     self.rx_er.eq(rise[4] ^ fall[4])]
+        return m
+
+
+class RgmiiTx(Elaboratable):
+    """GMII from the ``sync`` domain to RGMII transmit pins (``txd``, ``tx_en``, ``tx_er``)."""
+
+    def __init__(self, pins):
+        self._pins = pins
+        self.txd = Signal(8)
+        self.tx_en = Signal()
+        self.tx_er = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        pins = self._pins
+        m.submodules.tx_clk = clk = io.DDRBuffer("o", pins.tx_clk)
+        m.submodules.tx_data = data = io.DDRBuffer("o", pins.tx_data)
+        m.submodules.tx_ctl = ctl = io.DDRBuffer("o", pins.tx_ctl)
+        m.d.comb += [clk.o[0].eq(1), clk.o[1].eq(0),
+                     data.o[0].eq(self.txd[:4]), data.o[1].eq(self.txd[4:]),
+                     ctl.o[0].eq(self.tx_en), ctl.o[1].eq(self.tx_en ^ self.tx_er)]
+        return m
+
+
+class UdpBoardTop(Elaboratable):
+    """The bitstream's top level for ``--link udp``: a :class:`~.link.UdpTop` on the board's
+    first RGMII port, the engine and the transmit side at 125 MHz from an ``EHXPLLL`` on the
+    25 MHz oscillator; the PHY held in reset for about 10 ms after the PLL locks; the LED
+    blinks (heartbeat, about 2 Hz)."""
+
+    def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = 4096):
+        self.engine = engine
+        self.top = UdpTop(engine, mac=mac, ip=ip, port=port, capacity=capacity)
+
+    def elaborate(self, platform):
+        from nfacep.boards.top import board_leds
+
+        m = Module()
+        check_board(platform)
+        clk25 = platform.request(platform.default_clk, dir="-")
+        m.submodules.clk25 = clk_in = io.Buffer("i", clk25)
+        pll_out, locked = Signal(name="clk125"), Signal(name="pll_locked")
+        m.submodules.pll = Instance(
+            "EHXPLLL",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
+            p_CLKI_DIV=1, p_CLKOP_DIV=5, p_CLKOP_CPHASE=2, p_CLKOP_FPHASE=0,
+            p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=5,  # 25 MHz * 5 = 125 MHz, VCO 625 MHz
+            i_CLKI=clk_in.i, i_CLKFB=pll_out, i_RST=0, i_STDBY=0, i_PHASESEL0=0,
+            i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1, i_PLLWAKESYNC=0,
+            i_ENCLKOP=0, o_CLKOP=pll_out, o_LOCK=locked,
+            a_FREQUENCY_PIN_CLKI="25", a_FREQUENCY_PIN_CLKOP="125", a_ICP_CURRENT="12",
+            a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1", a_MFG_GMCREF_SEL="2")
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += ClockSignal("sync").eq(pll_out)
+        m.submodules.reset = ResetSynchronizer(~locked, domain="sync")
+        platform.add_clock_constraint(pll_out, CLOCK_MHZ * 1e6)
+
+        rgmii = platform.request("eth_rgmii", 0, dir="-")
+        platform.add_clock_constraint(rgmii.rx_clk.io, CLOCK_MHZ * 1e6)
+        m.submodules.rgmii_rx = rx = RgmiiRx(rgmii)
+        m.submodules.rgmii_tx = tx = RgmiiTx(rgmii)
+        m.submodules.udp = top = self.top
+        m.d.comb += [top.rx_clk.eq(rx.rx_clk), top.rxd.eq(rx.rxd), top.rx_dv.eq(rx.rx_dv),
+                     top.rx_er.eq(rx.rx_er), tx.txd.eq(top.txd), tx.tx_en.eq(top.tx_en),
+                     tx.tx_er.eq(top.tx_er)]
+
+        phy_wait = Signal(21)  # 2**21 cycles: about 17 ms
+        m.submodules.phy_rst = phy_rst = io.Buffer("o", rgmii.rst)
+        with m.If(~phy_wait[-1]):
+            m.d.sync += phy_wait.eq(phy_wait + 1)
+        m.d.comb += phy_rst.o.eq(~phy_wait[-1])
+
+        beat = Signal(26)
+        m.d.sync += beat.eq(beat + 1)
+        for i, port in enumerate(board_leds(platform)):
+            m.submodules[f"led{i}"] = led = io.Buffer("o", port)
+            m.d.comb += led.o.eq(beat[-1])
+        return m
