@@ -172,7 +172,7 @@ def _int_values(e: PExpr, columns, n: int, dtype):
                 return col.astype(object)
             return col.astype(dtype, copy=False)
         case Const(value):
-            return np.full(n, value, dtype=dtype)
+            return np.asarray(value, dtype=dtype)  # 0-d: broadcast, never n copies
         case Arith("neg", left):
             return -_int_values(left, columns, n, dtype)
         case Arith(op, left, right):
@@ -190,8 +190,14 @@ _OPS = {
 
 def _scalar_or_column(e: PExpr, columns, n: int, dtype):
     if isinstance(e, Const):
-        return np.full(n, e.value, dtype=dtype)
+        return np.asarray(e.value, dtype=dtype)  # 0-d: broadcast, never n copies
     return columns[e.name].astype(dtype, copy=False)
+
+
+def _column(result, n: int) -> np.ndarray:
+    """A comparison's result as n bools (a comparison of constants gives one)."""
+    result = np.asarray(result, dtype=bool)
+    return result if result.ndim else np.full(n, bool(result))
 
 
 def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -217,16 +223,15 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
             fn = _OPS[op]
             if kind == "int":
                 dtype = _int_dtype(*_subranges(left), *_subranges(right))
-                result = fn(_int_values(left, columns, n, dtype),
-                            _int_values(right, columns, n, dtype))
-                return np.asarray(result, dtype=bool)
+                return _column(fn(_int_values(left, columns, n, dtype),
+                                  _int_values(right, columns, n, dtype)), n)
             if kind == "float":
-                return fn(_scalar_or_column(left, columns, n, np.float32),
-                          _scalar_or_column(right, columns, n, np.float32))
+                return _column(fn(_scalar_or_column(left, columns, n, np.float32),
+                                  _scalar_or_column(right, columns, n, np.float32)), n)
             if kind == "bool":
                 return fn(evaluate(left, columns, n), evaluate(right, columns, n))
-            return fn(_scalar_or_column(left, columns, n, np.int64),
-                      _scalar_or_column(right, columns, n, np.int64))
+            return _column(fn(_scalar_or_column(left, columns, n, np.int64),
+                              _scalar_or_column(right, columns, n, np.int64)), n)
     raise TypeError(f"not a Boolean predicate: {e!r}")
 
 

@@ -269,9 +269,8 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         key_values, codes = factorise(tuples.columns[key_field])
         slots = None
         if params.store == "table":
-            first = np.empty(len(key_values), dtype=np.int64)  # a tuple of each key
-            first[codes] = np.arange(n, dtype=np.int64)
-            raw = raw_column(program.schema, tuples, key_field)[first]
+            keys = Tuples({key_field: key_values}, len(key_values))
+            raw = raw_column(program.schema, keys, key_field)
             slots = table_slots(raw, program.schema.field(key_field).type.bits, params)
         a = admit(codes, params, slots)
         admitted, fresh = a.admitted, a.fresh

@@ -263,3 +263,17 @@ def test_factorise_is_unique_with_inverse(column):
     assert values.dtype == column.dtype and values.tolist() == want_values.tolist()
     assert codes.tolist() == want_codes.ravel().tolist()
     assert codes.dtype == (np.uint16 if len(values) <= 1 << 16 else np.int64)
+
+
+def test_constants_are_broadcast_not_copied():
+    """Constants in a predicate are 0-d arrays; every comparison still gives one bool per
+    tuple, also between constants alone."""
+    from nfacep.predicates import Cmp, Const, FieldRef, evaluate
+    from nfacep.types import UIntType
+
+    x = np.array([1, 5, 9], dtype=np.uint64)
+    assert evaluate(Cmp("<", FieldRef("x", UIntType(8)), Const(5, "int", None), "int"),
+                    {"x": x}, 3).tolist() == [True, False, False]
+    for kind, a, b in [("int", 1, 2), ("float", 1.5, 2.0), ("enum", 0, 1)]:
+        got = evaluate(Cmp("<", Const(a, kind, None), Const(b, kind, None), kind), {}, 3)
+        assert got.dtype == bool and got.tolist() == [True] * 3
