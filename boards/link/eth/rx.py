@@ -153,7 +153,8 @@ class RxParser(wiring.Component):
     accumulates the IPv4 header sum. The bytes of the payload after its header go to ``write``
     (no backpressure: the buffer raises ``overflow`` when one does not fit) when the packet is a
     TUPLES one; at ``end`` the frame's class (:data:`~.payload.FRAME_CLASSES`) is decided from
-    what was gathered, ``commit`` or ``rollback`` pulses, and one cycle later ``event`` carries
+    what was gathered (a cycle after ``end``: every test reads registers), ``commit`` or
+    ``rollback`` pulses, and one cycle later ``event`` carries
     the class and, for an accepted frame, its kind (:class:`EventKind`), its ``seq`` and the
     sender's MAC, IP address and port.
 
@@ -273,34 +274,47 @@ class RxParser(wiring.Component):
         with m.If(in_data):
             m.d.sync += [some.eq(1), phase.eq(Mux(phase == tb - 1, 0, phase + 1))]
 
+        # IPv4 and UDP tests, registered as soon as their fields are in (timing)
+        sum1, sum2 = Signal(17), Signal(16)
+        m.d.comb += [sum1.eq(total[:16] + total[16:]), sum2.eq(sum1[:16] + sum1[16])]
+        checksum_ok = Signal(reset_less=True)
+        at(UDP_AT, checksum_ok.eq(sum2 == 0xFFFF))
+        ip_end = Signal(17, reset_less=True)
+        at(IP_AT + 4, ip_end.eq(ip_length + IP_AT))
+        header_end = 8 + HEADER_BYTES
+        udp_ok, command_ok = Signal(reset_less=True), Signal(reset_less=True)
+        at(UDP_AT + 6, udp_ok.eq((udp_length + 20 == ip_length) & (udp_length >= header_end)),
+           command_ok.eq(udp_length == header_end))
+
         with m.If(self.valid), m.Switch(self.index):
             for offset in sorted(cases):
                 with m.Case(offset):
                     m.d.sync += cases[offset]
 
-        cls, kind = self._verdict(m, locals())
-        ev = self.event
-        m.d.sync += ev.valid.eq(self.end)
+        # the verdict, a cycle after the frame's end, from registers only
+        verdict = Signal()
+        fcs_ok, size_ok, truncated = (Signal(reset_less=True) for _ in range(3))
+        m.d.sync += verdict.eq(self.end)
         with m.If(self.end):
+            m.d.sync += [fcs_ok.eq(self.fcs_ok), size_ok.eq(self.size_ok),
+                         truncated.eq(ip_end > self.length)]
+        cls, kind = self._verdict(m, {**locals(), "udp_ok": udp_ok & ~truncated})
+        ev = self.event
+        m.d.sync += ev.valid.eq(verdict)
+        with m.If(verdict):
             m.d.sync += [ev.payload.cls.eq(cls), ev.payload.kind.eq(kind),
                          ev.payload.seq.eq(seq), ev.payload.mac.eq(peer_mac),
                          ev.payload.ip.eq(peer_ip), ev.payload.port.eq(peer_port)]
         accept_tuples = (cls == FrameClass.ACCEPTED) & (kind == EventKind.TUPLES)
-        m.d.comb += [self.commit.eq(self.end & accept_tuples),
-                     self.rollback.eq(self.end & ~accept_tuples)]
+        m.d.comb += [self.commit.eq(verdict & accept_tuples),
+                     self.rollback.eq(verdict & ~accept_tuples)]
         return m
 
     def _verdict(self, m, f):
-        """The frame's class and kind, from what its bytes left in the registers (``f``: the
-        parser's locals). Every test after ``size_ok`` reads bytes the frame had."""
-        length = self.length
-        sum1 = Signal(17)
-        sum2 = Signal(16)
-        m.d.comb += [sum1.eq(f["total"][:16] + f["total"][16:]),
-                     sum2.eq(sum1[:16] + sum1[16])]
-        ptype, udp_length, ip_length = f["ptype"], f["udp_length"], f["ip_length"]
+        """The frame's class and kind, from the registers its bytes and its end left (``f``:
+        the parser's locals). Every test after ``size_ok`` reads bytes the frame had."""
+        ptype = f["ptype"]
         command = (ptype == PacketType.STATUS_REQ) | (ptype == PacketType.RESET)
-        header_end = 8 + HEADER_BYTES
         cls = Signal(FrameClass)
         kind = Signal(EventKind)
         C = FrameClass
@@ -308,9 +322,9 @@ class RxParser(wiring.Component):
             m.d.comb += kind.eq(EventKind.STATUS_REQ)
         with m.Elif(ptype == PacketType.RESET):
             m.d.comb += kind.eq(EventKind.RESET)
-        with m.If(~self.size_ok):
+        with m.If(~f["size_ok"]):
             m.d.comb += cls.eq(C.BAD_SIZE)
-        with m.Elif(~self.fcs_ok):
+        with m.Elif(~f["fcs_ok"]):
             m.d.comb += cls.eq(C.BAD_FCS)
         with m.Elif(~f["mac_ok"] & ~f["bcast"]):
             m.d.comb += cls.eq(C.NOT_FOR_US)
@@ -321,19 +335,18 @@ class RxParser(wiring.Component):
             m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Elif(f["ver_ihl"] != 0x45):
             m.d.comb += cls.eq(C.IP_UNSUPPORTED)
-        with m.Elif(sum2 != 0xFFFF):
+        with m.Elif(~f["checksum_ok"]):
             m.d.comb += cls.eq(C.BAD_IP_CHECKSUM)
         with m.Elif(f["fragment"][:14] != 0):  # more fragments, or an offset
             m.d.comb += cls.eq(C.IP_FRAGMENT)
         with m.Elif(~f["port_ok"]):
             m.d.comb += cls.eq(C.NOT_FOR_US)
-        with m.Elif((udp_length + 20 != ip_length) | (ip_length + IP_AT > length) |
-                    (udp_length < header_end)):
+        with m.Elif(~f["udp_ok"]):
             m.d.comb += cls.eq(C.BAD_UDP)
         with m.Elif(~f["version_ok"] | ~(f["is_tuples"] | command) |
                     (f["is_tuples"] & ~f["engine_ok"])):
             m.d.comb += cls.eq(C.BAD_HEADER)
-        with m.Elif(Mux(command, udp_length != header_end, ~f["some"] | (f["phase"] != 0))):
+        with m.Elif(Mux(command, ~f["command_ok"], ~f["some"] | (f["phase"] != 0))):
             m.d.comb += cls.eq(C.BAD_UDP)
         with m.Elif(f["is_tuples"] & self.overflow):
             m.d.comb += cls.eq(C.ENGINE_FULL)

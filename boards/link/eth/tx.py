@@ -224,10 +224,10 @@ class UdpTx(wiring.Component):
 
         src_ip = int.from_bytes(self._ip, "big")
         constant = 0x4500 + 0x4000 + 0x4011 + (src_ip >> 16) + (src_ip & 0xFFFF)
+        # the checksum in three registered steps (timing)
+        part1, part2 = Signal(17), Signal(17)
         total = Signal(20)
         fold = Signal(17)
-        m.d.comb += [total.eq(constant + ip_len + seq[:16] + dst.ip[16:] + dst.ip[:16]),
-                     fold.eq(total[:16] + total[16:])]
 
         with m.FSM(name="udp_tx"):
             with m.State("IDLE"):
@@ -252,7 +252,16 @@ class UdpTx(wiring.Component):
                              ip_len.eq(n_records * rb + 20 + 8 + HEADER_BYTES)]
                 m.next = "SUM"
             with m.State("SUM"):
-                m.d.sync += checksum.eq(~(fold[:16] + fold[16]))
+                m.d.sync += [part1.eq(ip_len + seq[:16]), part2.eq(dst.ip[16:] + dst.ip[:16])]
+                m.next = "SUM2"
+            with m.State("SUM2"):
+                m.d.sync += total.eq(part1 + part2 + constant)
+                m.next = "SUM3"
+            with m.State("SUM3"):
+                m.d.sync += fold.eq(total[:16] + total[16:])
+                m.next = "SUM4"
+            with m.State("SUM4"):
+                m.d.sync += checksum.eq(~(fold[:16] + fold[16])[:16])
                 m.next = "LOAD"
             with m.State("LOAD"):
                 self._load(m, header, status, kind, dst, ip_len, checksum, seq, status_flags)
