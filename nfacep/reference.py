@@ -326,7 +326,7 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
     else:
         ty = program.schema.field(key_field).type
         matched = codes[seqs]
-        shown = np.unique(matched)
+        shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
         texts = dict(zip(shown.tolist(), (format_value(v, ty) for v in key_values[shown]),
                          strict=True))
         parts = [texts[c] for c in matched.tolist()]

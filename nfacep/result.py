@@ -96,8 +96,10 @@ class Result:
 
     def counter_warnings(self) -> list[str]:
         """Where the engine's counters disagree with what it reported."""
-        seen = {"tuples": self.n, "matched": len(np.unique(self.seqs)),
-                "drops": len(self.drops)}
+        # distinct seqs by sorting: numpy 2's hashing np.unique is ~10x slower on 200k ints
+        seqs = np.sort(self.seqs)
+        matched = int(np.count_nonzero(seqs[1:] != seqs[:-1])) + (len(seqs) > 0)
+        seen = {"tuples": self.n, "matched": matched, "drops": len(self.drops)}
         what = {"tuples": "tuples taken", "matched": "tuples with a match",
                 "drops": "dropped tuples"}
         out = []

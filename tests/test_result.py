@@ -6,6 +6,7 @@ import io
 import json
 import pathlib
 
+import numpy as np
 import pytest
 
 import nfacep
@@ -129,3 +130,19 @@ def test_a_failed_result_is_written_then_raised(tmp_path):
     with pytest.raises(nfacep.NfacepError, match="the records differ"):
         run_files(Differs(), nfa, data, str(tmp_path / "m.csv"), EngineParams())
     assert (tmp_path / "m.csv").is_file() and (tmp_path / "m.summary.json").is_file()
+
+
+def test_matched_counts_tuples_not_matches():
+    """The engine's ``matched`` counter counts tuples with a match: two queries matching one
+    tuple count once; none, zero."""
+    res = Result(n=10, names=("a", "b"), seqs=np.array([3, 3, 7]), queries=np.array([0, 1, 0]),
+                 partitions=[None] * 3, drops=np.zeros(0, dtype=np.int64), params=EngineParams())
+    res.counters = {"matched": 2}
+    assert res.counter_warnings() == []
+    res.counters = {"matched": 3}
+    assert res.counter_warnings() == ["warning: the engine counted 3 tuples with a match, but 2 "
+                                      "were reported"]
+    none = Result(n=4, names=("a",), seqs=np.zeros(0, dtype=np.int64),
+                  queries=np.zeros(0, dtype=np.int64), partitions=[],
+                  drops=np.zeros(0, dtype=np.int64), params=EngineParams(), counters={"matched": 0})
+    assert none.counter_warnings() == []
