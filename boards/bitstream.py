@@ -691,7 +691,9 @@ def _timing_message(flow: FlowResult) -> str:
     """Why timing was not met, in nextpnr's words."""
     lines = [ln for ln in _last_fmax_lines(_read(os.path.join(flow.work, f"{TOP}.tim")))
              if "FAIL" in ln] or ["(nextpnr printed no frequency line)"]
-    return (f"timing not met at the target of {flow.target_mhz:g} MHz; nextpnr says:\n"
+    targets = sorted(set(flow.constraint_mhz.values())) or [flow.target_mhz]
+    target = " and ".join(f"{t:g}" for t in targets)
+    return (f"timing not met at the target of {target} MHz; nextpnr says:\n"
             + "\n".join(lines) + f"\n(the bitstream that misses timing is left in {flow.work}, "
             "not copied to the output)")
 

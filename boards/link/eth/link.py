@@ -106,10 +106,14 @@ class UdpLink(wiring.Component):
                                                      w_domain="eth_rx", r_domain="sync")
         m.d.comb += [events.w_en.eq(rx.event.valid), events.w_data.eq(rx.event.payload),
                      rx.event.ready.eq(events.w_rdy), events.r_en.eq(1)]
+        # (registered: the FIFO's read side decodes Gray counters; timing)
+        event_valid = Signal()
+        event = Signal(layout.size, reset_less=True)
+        m.d.sync += [event_valid.eq(events.r_rdy), event.eq(events.r_data)]
         empty = Signal()
         m.submodules.empty_sync = FFSynchronizer(rx.empty, empty, init=1)
         m.d.comb += self.rx_empty.eq(empty & ~tuples.r_rdy)
-        count = self._events(m, events.r_rdy, data.View(layout, events.r_data))
+        count = self._events(m, event_valid, data.View(layout, event))
         self._transmit(m, count)
         return m
 

@@ -257,9 +257,12 @@ class RxParser(wiring.Component):
         engine_ok = Signal()
         match(engine_ok, PAYLOAD_AT + 8, list(self._engine_id.to_bytes(4, "little")))
 
-        # the tuple bytes: from DATA_AT to the UDP payload's end
-        data_end = Signal(17, reset_less=True)
-        at(UDP_AT + 6, data_end.eq(udp_length + UDP_AT))
+        # the tuple bytes: from DATA_AT to the UDP payload's end (counted down: timing)
+        data_phase = Signal(reset_less=True)
+        data_left = Signal(16, reset_less=True)
+        at(DATA_AT - 1, data_phase.eq(1))
+        at(UDP_AT + 6, data_left.eq(Mux(udp_length >= 8 + HEADER_BYTES,
+                                        udp_length - (8 + HEADER_BYTES), 0)))
         tb = self._tuple_bytes
         phase = Signal(range(tb), reset_less=True)
         some = Signal(reset_less=True)  # at least one tuple byte
@@ -267,12 +270,15 @@ class RxParser(wiring.Component):
         is_tuples = ptype == PacketType.TUPLES
         at(0, some.eq(0), phase.eq(0))
         m.d.comb += [
-            in_data.eq(self.valid & (self.index >= DATA_AT) & (self.index < data_end)),
+            in_data.eq(self.valid & data_phase & (data_left != 0)),
             self.write.valid.eq(in_data & is_tuples),
             self.write.payload.eq(byte),
         ]
         with m.If(in_data):
-            m.d.sync += [some.eq(1), phase.eq(Mux(phase == tb - 1, 0, phase + 1))]
+            m.d.sync += [some.eq(1), phase.eq(Mux(phase == tb - 1, 0, phase + 1)),
+                         data_left.eq(data_left - 1)]
+        with m.If(self.end):  # (a frame shorter than its UDP length ends its data here)
+            m.d.sync += data_phase.eq(0)
 
         # IPv4 and UDP tests, registered as soon as their fields are in (timing)
         sum1, sum2 = Signal(17), Signal(16)
