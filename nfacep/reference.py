@@ -28,9 +28,10 @@ from . import dfa as dfa_mod
 from .capacity import admit, table_slots
 from .nfa import Nfa, QueryNfa
 from .params import EngineParams
-from .predicates import evaluate
+from .predicates import FieldRef, evaluate, nodes
 from .result import Result
 from .tuples import Tuples, format_value
+from .types import BoolType, EnumType, UIntType
 from .wire import raw_column
 
 __all__ = ["Reference", "ReferenceResult", "factorise", "predicate_matrix", "run", "symbols"]
@@ -75,16 +76,27 @@ class Reference:
         return run(nfa, tuples, params, engine=self.engine)
 
 
-def _predicates(nfa: Nfa, tuples: Tuples) -> list[np.ndarray]:
-    """Per predicate (by index), whether each tuple satisfies it: the predicate decoder."""
-    return [evaluate(p.expr, tuples.columns, tuples.n) for p in nfa.predicates]
+class _Decoder:
+    """The predicate decoder over a batch of tuples: ``decoder[p]`` says whether each tuple
+    satisfies predicate ``p`` (by index), evaluated column-wise once, when first asked for."""
+
+    def __init__(self, nfa: Nfa, tuples: Tuples):
+        self.nfa, self.tuples = nfa, tuples
+        self._done: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, p: int) -> np.ndarray:
+        if p not in self._done:
+            self._done[p] = evaluate(self.nfa.predicates[p].expr, self.tuples.columns,
+                                     self.tuples.n)
+        return self._done[p]
 
 
 def predicate_matrix(nfa: Nfa, tuples: Tuples) -> np.ndarray:
     """Bool matrix (tuples × predicates): the predicate decoder's output for every tuple."""
     out = np.zeros((tuples.n, len(nfa.predicates)), dtype=bool)
-    for i, column in enumerate(_predicates(nfa, tuples)):
-        out[:, i] = column
+    decoder = _Decoder(nfa, tuples)
+    for p in range(len(nfa.predicates)):
+        out[:, p] = decoder[p]
     return out
 
 
@@ -120,20 +132,54 @@ def _code_dtype(n_keys: int) -> type:
 _PACKED_PREDICATES = 16
 
 
-def symbols(nfa: Nfa, q: QueryNfa, preds: list[np.ndarray],
-            admitted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _narrow_field(nfa: Nfa, used: list[int]) -> str | None:
+    """The one field that all the predicates ``used`` read, when its values are few: an ENUM,
+    a BOOL or a UINT of at most 16 bits (else None)."""
+    fields = {node.name: node.type for p in used for node in nodes(nfa.predicates[p].expr)
+              if isinstance(node, FieldRef)}
+    if len(fields) != 1:
+        return None
+    [(name, ty)] = fields.items()
+    if isinstance(ty, EnumType | BoolType) or (isinstance(ty, UIntType) and ty.width <= 16):
+        return name
+    return None
+
+
+def symbols(nfa: Nfa, q: QueryNfa, tuples: Tuples, admitted: np.ndarray,
+            decoder: _Decoder | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The query's input symbols: ``(vectors, packed, lut)``. ``vectors`` are the distinct
     predicate vectors of the admitted tuples, restricted to the query's predicates, as rows
     over all of ``nfa.predicates``; tuple ``i``'s symbol is ``lut[packed[i]]``, the index of
-    its row (meaningless for a tuple not admitted)."""
+    its row (meaningless for a tuple not admitted).
+
+    When the predicates read one field of few values, ``packed`` is that field's column and
+    the predicates are evaluated on the values that occur only. Otherwise each tuple's
+    predicate vector is packed into an integer (up to ``_PACKED_PREDICATES`` predicates), or
+    numbered by sorting the vectors."""
+    decoder = decoder or _Decoder(nfa, tuples)
     used = sorted({nfa.states[i].predicate for i in q.states} - {None})
     n = len(admitted)
     everyone = bool(admitted.all())
+    field = _narrow_field(nfa, used)
+    if field is not None:
+        column = tuples.columns[field]
+        packed = column.view(np.uint8) if column.dtype.kind == "b" else column
+        seen = np.bincount((packed if everyone else packed[admitted]).astype(np.intp))
+        values = np.flatnonzero(seen)
+        sample = {field: values.astype(column.dtype)}
+        rows = np.stack([evaluate(nfa.predicates[p].expr, sample, len(values)) for p in used],
+                        axis=1)
+        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
+        lut = np.zeros(len(seen), dtype=np.int32)
+        lut[values] = inverse.ravel()
+        vectors = np.zeros((len(distinct), len(nfa.predicates)), dtype=bool)
+        vectors[:, used] = distinct
+        return vectors, packed, lut
     if len(used) <= _PACKED_PREDICATES:
         dtype = np.uint8 if len(used) <= 8 else np.uint16
         packed = np.zeros(n, dtype=dtype)
         for b, p in enumerate(used):
-            packed |= np.left_shift(preds[p].view(np.uint8), b, dtype=dtype)
+            packed |= np.left_shift(decoder[p].view(np.uint8), b, dtype=dtype)
         seen = np.bincount(packed if everyone else packed[admitted], minlength=1 << len(used))
         values = np.flatnonzero(seen)
         lut = np.zeros(1 << len(used), dtype=np.int32)
@@ -141,7 +187,7 @@ def symbols(nfa: Nfa, q: QueryNfa, preds: list[np.ndarray],
         vectors = np.zeros((len(values), len(nfa.predicates)), dtype=bool)
         vectors[:, used] = (values[:, None] >> np.arange(len(used))) & 1
         return vectors, packed, lut
-    rows = np.stack([preds[p] for p in used], axis=1)
+    rows = np.stack([decoder[p] for p in used], axis=1)
     if not everyone:
         rows = rows[admitted]
     key = np.ascontiguousarray(np.packbits(rows, axis=1))
@@ -258,7 +304,7 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
     program = nfa.program
     n = tuples.n
     key_field = program.partition_field
-    preds = _predicates(nfa, tuples)
+    decoder = _Decoder(nfa, tuples)
     if key_field is None:
         key_values = None
         codes = np.zeros(n, dtype=np.uint16)
@@ -279,7 +325,7 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
     all_seq, all_q = [], []
     engines = {}
     for q in nfa.queries:
-        vectors, packed, lut = symbols(nfa, q, preds, admitted)
+        vectors, packed, lut = symbols(nfa, q, tuples, admitted, decoder)
         masks = dfa_mod.true_masks(nfa, q, vectors)
         chosen = engine
         d = None

@@ -223,28 +223,54 @@ def test_more_predicates_than_packed_into_an_integer(run):
     assert r.matches == a.matches and r.drops.tolist() == a.drops.tolist() and len(r.drops)
 
 
-@pytest.mark.parametrize("wide", [False, True], ids=["packed", "sorted"])
-def test_symbols_number_the_admitted_predicate_vectors(wide, monkeypatch):
-    if wide:
+@pytest.mark.parametrize("way", ["narrow", "packed", "sorted"])
+def test_symbols_number_the_admitted_predicate_vectors(way, monkeypatch):
+    if way != "narrow":
+        monkeypatch.setattr(reference, "_narrow_field", lambda nfa, used: None)
+    if way == "sorted":
         monkeypatch.setattr(reference, "_PACKED_PREDICATES", 1)
+    # all three read one UINT(4): narrow; a BOOL too, so the others for the second query
     nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A B C) "
+                              "DEFINE A AS a < 6 B AS a > 3 C AS a <> 5;"
+                              "QUERY r PATTERN (A B C) "
                               "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
     rng = np.random.default_rng(2)
     n = 3000
     t = tuples(a=rng.integers(0, 16, n), c=rng.integers(0, 2, n), e=rng.integers(0, 3, n))
     preds = reference.predicate_matrix(nfa, t)
     admitted = rng.random(n) < 0.8
-    vectors, packed, lut = reference.symbols(nfa, nfa.queries[0],
-                                             [preds[:, i] for i in range(preds.shape[1])],
-                                             admitted)
-    assert (vectors[lut[packed[admitted]]] == preds[admitted]).all()
-    assert len(np.unique(vectors, axis=0)) == len(vectors) == 8  # 3 predicates, all occur
-    # only admitted tuples' vectors count
-    few = np.zeros(n, dtype=bool)
-    few[:2] = True
-    vectors, _, _ = reference.symbols(nfa, nfa.queries[0],
-                                      [preds[:, i] for i in range(preds.shape[1])], few)
-    assert len(vectors) == len(np.unique(preds[:2], axis=0))
+    for q, distinct in zip(nfa.queries, [4, 8], strict=True):
+        used = sorted({nfa.states[i].predicate for i in q.states} - {None})
+        vectors, packed, lut = reference.symbols(nfa, q, t, admitted)
+        assert (vectors[lut[packed[admitted]]][:, used] == preds[admitted][:, used]).all()
+        assert not vectors[:, [p for p in range(preds.shape[1]) if p not in used]].any()
+        assert len(np.unique(vectors, axis=0)) == len(vectors) == distinct
+        # only admitted tuples' vectors count
+        few = np.zeros(n, dtype=bool)
+        few[:2] = True
+        vectors, _, _ = reference.symbols(nfa, q, t, few)
+        assert len(vectors) == len(np.unique(preds[:2][:, used], axis=0))
+
+
+@pytest.mark.parametrize("field", ["a", "c", "e"])
+def test_predicates_of_one_narrow_field_match_as_vectors_do(field, run, monkeypatch):
+    """A query whose predicates read one ENUM, BOOL or short UINT numbers its symbols by that
+    field's values; the same query with symbols packed per tuple reports the same."""
+    define = {"a": "A AS a < 6 B AS a > 3 C AS a = 9", "c": "A AS c B AS NOT c C AS c = TRUE",
+              "e": "A AS e = 'x' B AS e <> 'z' C AS e = 'z'"}[field]
+    nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k PATTERN (A B* C) DEFINE {define}")
+    used = sorted({nfa.states[i].predicate for i in nfa.queries[0].states} - {None})
+    assert reference._narrow_field(nfa, used) == field
+    rng = np.random.default_rng(4)
+    n = 4000
+    t = tuples(k=rng.integers(0, 30, n), a=rng.integers(0, 16, n), c=rng.integers(0, 2, n),
+               e=rng.integers(0, 3, n))
+    params = EngineParams(partitions=20, tick_tuples=13, timer_bits=2)
+    narrow = run(nfa, t, params)
+    monkeypatch.setattr(reference, "_narrow_field", lambda nfa, used: None)
+    packed = run(nfa, t, params)
+    assert narrow.matches == packed.matches and len(narrow.matches) > 50
+    assert narrow.drops.tolist() == packed.drops.tolist() and len(narrow.drops)
 
 
 @pytest.mark.parametrize("column", [
