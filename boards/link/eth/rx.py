@@ -76,9 +76,10 @@ class MacRx(wiring.Component):
     """The receive MAC: GMII in, the frame's bytes (destination MAC to the end of the payload,
     the FCS removed) out, then a verdict.
 
-    The inputs are registered. Any number of ``0x55`` bytes and then ``0xD5`` start a frame;
+    The inputs and the outputs are registered. Any number of ``0x55`` bytes and then ``0xD5``
+    start a frame;
     the FCS (:data:`FCS`) runs over every byte after it. The bytes come out four bytes late
-    (so the FCS never does), with their offset ``index``; in the cycle after ``rx_dv`` falls,
+    (so the FCS never does), with their offset ``index``; two cycles after ``rx_dv`` falls,
     ``end`` pulses with ``fcs_ok`` (a good FCS, no ``rx_er``, a start delimiter seen),
     ``size_ok`` (64 to 1518 bytes with the FCS; also set without a start delimiter, so
     that such a burst counts as a bad FCS) and ``length`` (bytes before the FCS,
@@ -120,10 +121,13 @@ class MacRx(wiring.Component):
             fcs.data.eq(d),
             fcs.valid.eq(dv & sfd),
             fcs.start.eq(dv & ~sfd & (d == 0xD5)),
+            length.eq(Mux(saturated, 2047, count - 4)),
+        ]
+        # the outputs, registered (timing): a byte a cycle later, the verdict with it
+        m.d.sync += [
             self.valid.eq(dv & sfd & (count >= 4)),
             self.byte.eq(delay[3]),
             self.index.eq((count - 4)[:INDEX_BITS]),
-            length.eq(Mux(saturated, 2047, count - 4)),
             self.length.eq(length[:INDEX_BITS]),
             self.end.eq(busy & ~dv),
             self.fcs_ok.eq(sfd & ~bad & fcs.match_detected),

@@ -206,6 +206,7 @@ class UdpTx(wiring.Component):
         kind = Signal(8)  # the payload type, or 0 for ARP
         n_records = Signal(range(self._max_records + 1))
         body_len = Signal(11)
+        body_last = Signal(11)  # body_len - 1, registered (timing)
         ip_len = Signal(16)
         checksum = Signal(16)
         dst = Signal.like(self.peer)
@@ -252,7 +253,8 @@ class UdpTx(wiring.Component):
                              ip_len.eq(n_records * rb + 20 + 8 + HEADER_BYTES)]
                 m.next = "SUM"
             with m.State("SUM"):
-                m.d.sync += [part1.eq(ip_len + seq[:16]), part2.eq(dst.ip[16:] + dst.ip[:16])]
+                m.d.sync += [part1.eq(ip_len + seq[:16]), part2.eq(dst.ip[16:] + dst.ip[:16]),
+                             body_last.eq(body_len - 1)]
                 m.next = "SUM2"
             with m.State("SUM2"):
                 m.d.sync += total.eq(part1 + part2 + constant)
@@ -295,7 +297,7 @@ class UdpTx(wiring.Component):
                     with m.If(last):
                         m.next = "IDLE"
             with m.State("RECORDS"):
-                last = index == body_len - 1
+                last = index == body_last
                 m.d.comb += [out.valid.eq(1), out.payload.data.eq(record[:8]),
                              out.payload.last.eq(last)]
                 with m.If(taken):
