@@ -285,10 +285,10 @@ class RxParser(wiring.Component):
             m.d.sync += data_phase.eq(0)
 
         # IPv4 and UDP tests, registered as soon as their fields are in (timing)
-        sum1, sum2 = Signal(17), Signal(16)
-        m.d.comb += [sum1.eq(total[:16] + total[16:]), sum2.eq(sum1[:16] + sum1[16])]
+        sum1 = Signal(17, reset_less=True)  # the sum folded once, then twice
+        at(UDP_AT, sum1.eq(total[:16] + total[16:]))
         checksum_ok = Signal(reset_less=True)
-        at(UDP_AT, checksum_ok.eq(sum2 == 0xFFFF))
+        at(UDP_AT + 1, checksum_ok.eq((sum1[:16] + sum1[16])[:16] == 0xFFFF))
         ip_end = Signal(17, reset_less=True)
         at(IP_AT + 4, ip_end.eq(ip_length + IP_AT))
         header_end = 8 + HEADER_BYTES

@@ -249,8 +249,10 @@ class UdpTx(wiring.Component):
                                  dst.eq(self.peer)]
                     m.next = "LENGTH"
             with m.State("LENGTH"):
-                m.d.sync += [body_len.eq(n_records * rb),
-                             ip_len.eq(n_records * rb + 20 + 8 + HEADER_BYTES)]
+                m.d.sync += body_len.eq(n_records * rb)
+                m.next = "LENGTH2"
+            with m.State("LENGTH2"):
+                m.d.sync += ip_len.eq(body_len + 20 + 8 + HEADER_BYTES)
                 m.next = "SUM"
             with m.State("SUM"):
                 m.d.sync += [part1.eq(ip_len + seq[:16]), part2.eq(dst.ip[16:] + dst.ip[:16]),
