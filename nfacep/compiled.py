@@ -62,33 +62,30 @@ def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, 
     words = len(start)
     state = np.zeros((n_keys, words), dtype=np.uint64)
     reach = np.empty(words, dtype=np.uint64)
-    nxt = np.empty(words, dtype=np.uint64)
     match = np.zeros(n, dtype=np.bool_)
-    zero = np.uint64(0)
+    zero, one = np.uint64(0), np.uint64(1)
     for i in range(n):
         if not admitted[i]:
             continue
         c = codes[i]
-        if fresh[i]:
-            state[c, :] = zero
-        reach[:] = start
-        for w in range(words):
-            bits = state[c, w]
-            while bits:
-                low = bits & (~bits + np.uint64(1))
-                j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
-                for v in range(words):
-                    reach[v] |= follow[j, v]
-                bits ^= low
         x = lut[packed[i]]
+        for w in range(words):
+            reach[w] = start[w]
+        if not fresh[i]:  # a fresh partition starts from the empty set
+            for w in range(words):
+                bits = state[c, w]
+                while bits:
+                    low = bits & (~bits + one)
+                    j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+                    for v in range(words):
+                        reach[v] |= follow[j, v]
+                    bits ^= low
         hit = False
         for w in range(words):
-            nxt[w] = reach[w] & true[x, w]
-            if nxt[w] & accept[w]:
-                hit = True
+            reach[w] &= true[x, w]
+            hit |= (reach[w] & accept[w]) != 0
         match[i] = hit
-        if hit and skip:
-            state[c, :] = zero
-        else:
-            state[c, :] = nxt
+        empty = hit and skip
+        for w in range(words):
+            state[c, w] = zero if empty else reach[w]
     return match

@@ -38,11 +38,11 @@ __all__ = ["Reference", "ReferenceResult", "factorise", "predicate_matrix", "run
 
 _MAX_DFA_STATES = 1 << 14
 
-#: From this many tuples a DFA runs in the compiled loop by default; below, in array
-#: operations. Loading the compiled loops (importing numba, reading its cache) takes about
-#: 0.4 s, which the loop, about twice as fast, wins back only on streams of several million
-#: tuples. The NFA's compiled loop is faster by far at any size.
-_COMPILED_FROM = 4_000_000
+#: From how many tuples each automaton runs in the compiled loop by default (below, in array
+#: operations). Loading the compiled loops (importing numba, reading its cache) takes about
+#: 0.4 s: the DFA's loop, about twice as fast as its array operations, wins that back only on
+#: several million tuples; the NFA's, a hundred times as fast, on some tens of thousands.
+_COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000}
 
 
 def _loops():
@@ -296,8 +296,8 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
     ``engine`` ("auto", "dfa", "nfa") picks the automaton; ``compiled`` whether it runs in the
     compiled stream-order loops of :mod:`nfacep.compiled` or in lock-step array operations
     over the tuples grouped by partition (None: compiled when numba is installed and the
-    automaton is the NFA or the stream has at least ``_COMPILED_FROM`` tuples). All give
-    equal results.
+    stream has at least ``_COMPILED_FROM`` tuples for the automaton). All give equal
+    results.
     """
     if compiled and _loops() is None:
         raise RuntimeError("the compiled reference matcher needs numba")
@@ -339,7 +339,7 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
                 chosen = "nfa"
         engines[q.name] = chosen
         loops = None
-        if compiled or (compiled is None and (chosen == "nfa" or n >= _COMPILED_FROM)):
+        if compiled or (compiled is None and n >= _COMPILED_FROM[chosen]):
             loops = _loops()
         if loops is not None:
             stream = (lut, packed, codes, admitted, fresh, n_keys)

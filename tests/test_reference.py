@@ -303,3 +303,27 @@ def test_constants_are_broadcast_not_copied():
     for kind, a, b in [("int", 1, 2), ("float", 1.5, 2.0), ("enum", 0, 1)]:
         got = evaluate(Cmp("<", Const(a, kind, None), Const(b, kind, None), kind), {}, 3)
         assert got.dtype == bool and got.tolist() == [True] * 3
+
+
+def test_the_default_compiles_long_streams_only(monkeypatch):
+    """Without ``compiled``, the loops are loaded for streams of ``_COMPILED_FROM`` tuples or
+    more (per automaton), and the result does not depend on it."""
+    loaded = []
+    real = reference._loops
+
+    def spy():
+        loaded.append(True)
+        return real()
+
+    monkeypatch.setattr(reference, "_loops", spy)
+    nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A B* C) "
+                              "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
+    rng = np.random.default_rng(8)
+    n = 2000
+    t = tuples(k=rng.integers(0, 9, n), a=rng.integers(0, 16, n), c=rng.integers(0, 2, n),
+               e=rng.integers(0, 3, n))
+    short = reference.run(nfa, t)
+    assert not loaded and short.engines == {"q": "dfa"}
+    monkeypatch.setattr(reference, "_COMPILED_FROM", {"dfa": n, "nfa": n})
+    assert reference.run(nfa, t).matches == short.matches and len(short.matches) > 20
+    assert loaded == [True] or not NUMBA
