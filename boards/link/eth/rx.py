@@ -157,8 +157,8 @@ class RxParser(wiring.Component):
     accumulates the IPv4 header sum. The bytes of the payload after its header go to ``write``
     (no backpressure: the buffer raises ``overflow`` when one does not fit) when the packet is a
     TUPLES one; at ``end`` the frame's class (:data:`~.payload.FRAME_CLASSES`) is decided from
-    what was gathered (a cycle after ``end``: every test reads registers), ``commit`` or
-    ``rollback`` pulses, and one cycle later ``event`` carries
+    what was gathered (a cycle after ``end``: every test reads registers); a cycle later
+    ``commit`` or ``rollback`` pulses and ``event`` carries
     the class and, for an accepted frame, its kind (:class:`EventKind`), its ``seq`` and the
     sender's MAC, IP address and port.
 
@@ -316,7 +316,7 @@ class RxParser(wiring.Component):
                          ev.payload.seq.eq(seq), ev.payload.mac.eq(peer_mac),
                          ev.payload.ip.eq(peer_ip), ev.payload.port.eq(peer_port)]
         accept_tuples = (cls == FrameClass.ACCEPTED) & (kind == EventKind.TUPLES)
-        m.d.comb += [self.commit.eq(verdict & accept_tuples),
+        m.d.sync += [self.commit.eq(verdict & accept_tuples),
                      self.rollback.eq(verdict & ~accept_tuples)]
         return m
 

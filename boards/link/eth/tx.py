@@ -199,6 +199,17 @@ class UdpTx(wiring.Component):
             m.d.sync += waited.eq(0)
         with m.Elif(waited != self._flush):
             m.d.sync += waited.eq(waited + 1)
+        # whether to send records and how many, registered (timing); between packets the
+        # level only grows, so a cycle-old count is there; RESET (clear) forgets it
+        batch = Signal(range(self._max_records + 1))
+        go_records = Signal()
+        m.d.sync += [
+            batch.eq(Mux(fifo.level >= self._max_records, self._max_records, fifo.level)),
+            go_records.eq((fifo.level >= self._max_records) |
+                          ((fifo.level != 0) & (waited == self._flush))),
+        ]
+        with m.If(self.clear):
+            m.d.sync += [batch.eq(0), go_records.eq(0)]
 
         seq = Signal(32)  # the board's UDP packets
         with m.If(self.clear):
@@ -230,9 +241,10 @@ class UdpTx(wiring.Component):
         total = Signal(20)
         fold = Signal(17)
 
+        cleared = Signal()
         with m.FSM(name="udp_tx"):
             with m.State("IDLE"):
-                m.d.sync += index.eq(0)
+                m.d.sync += [index.eq(0), cleared.eq(0)]
                 with m.If(want_arp):
                     m.d.sync += [want_arp.eq(0), kind.eq(0), body_len.eq(0),
                                  dst.eq(self.arp_peer)]
@@ -242,10 +254,8 @@ class UdpTx(wiring.Component):
                                  body_len.eq(status_bytes), dst.eq(self.peer),
                                  ip_len.eq(20 + 8 + HEADER_BYTES + status_bytes)]
                     m.next = "SUM"
-                with m.Elif((fifo.level >= self._max_records) |
-                            ((fifo.level != 0) & (waited == self._flush))):
-                    n = Mux(fifo.level >= self._max_records, self._max_records, fifo.level)
-                    m.d.sync += [kind.eq(PacketType.RECORDS), n_records.eq(n),
+                with m.Elif(go_records & ~self.clear):
+                    m.d.sync += [kind.eq(PacketType.RECORDS), n_records.eq(batch),
                                  dst.eq(self.peer)]
                     m.next = "LENGTH"
             with m.State("LENGTH"):
@@ -270,6 +280,8 @@ class UdpTx(wiring.Component):
             with m.State("LOAD"):
                 self._load(m, header, status, kind, dst, ip_len, checksum, seq, status_flags)
                 m.next = "HEADER"
+                with m.If((self.clear | cleared) & (kind == PacketType.RECORDS)):
+                    m.next = "IDLE"  # RESET since the packet was decided: its records are gone
             with m.State("HEADER"):
                 arp = kind == 0
                 last_header = Mux(arp, 42 - 1, header_bytes - 1)
@@ -314,6 +326,8 @@ class UdpTx(wiring.Component):
                     with m.If(last):
                         m.d.comb += self.count.packets.eq(1)
                         m.next = "IDLE"
+        with m.If(self.clear):
+            m.d.sync += cleared.eq(1)
         return m
 
     def _count(self, m, raw):
