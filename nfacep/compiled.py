@@ -9,10 +9,12 @@ sort by partition is needed. :func:`dfa_stream` steps a DFA by table lookup;
 words.
 
 A tuple's symbol is ``lut[packed[i]]``: ``packed`` is its predicate vector packed into an
-integer and ``lut`` numbers the vectors that occur (:func:`nfacep.reference.symbols`).
+integer, or the value of the one field its predicates read, and ``lut`` numbers the vectors
+that occur (:func:`nfacep.reference.symbols`).
 
 Compiled with numba on first use and cached on disk (``cache=True``: beside this file, else
-numba's per-user cache folder, or ``NUMBA_CACHE_DIR``). Importing this module imports numba.
+numba's per-user cache folder, or ``NUMBA_CACHE_DIR``; with none of them writable, compiled
+again in every process). Importing this module imports numba.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ for _b in range(64):
     _DEBRUIJN_INDEX[((1 << _b) * 0x03F79D71B4CB0A89 & (2**64 - 1)) >> 58] = _b
 
 
-_jit = numba.njit(cache=True, nogil=True)
+def _jit(func):
+    try:
+        return numba.njit(cache=True, nogil=True)(func)
+    except RuntimeError:  # nowhere writable for the cache: compile in every process
+        return numba.njit(nogil=True)(func)
 
 
 @_jit

@@ -8,6 +8,9 @@ operations over the tuples grouped by partition, whichever run() would choose.
 """
 
 import importlib.util
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -327,3 +330,22 @@ def test_the_default_compiles_long_streams_only(monkeypatch):
     monkeypatch.setattr(reference, "_COMPILED_FROM", {"dfa": n, "nfa": n})
     assert reference.run(nfa, t).matches == short.matches and len(short.matches) > 20
     assert loaded == [True] or not NUMBA
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is not installed")
+def test_compiled_loops_without_a_writable_cache():
+    """With nowhere to cache them (no locator numba can use), the loops compile in every
+    process instead of failing to load."""
+    code = (
+        "import numpy as np, nfacep\n"
+        "from nfacep import compiled, reference\n"
+        "from nfacep.tuples import Tuples\n"
+        "assert type(compiled.dfa_stream._cache).__name__ == 'NullCache'\n"
+        "nfa = nfacep.compile_text('CREATE STREAM s (a UINT(4)); "
+        "QUERY q PATTERN (A B) DEFINE A AS a = 1 B AS a = 2')\n"
+        "t = Tuples({'a': np.array([1, 2, 2, 1, 2], np.uint64)}, 5)\n"
+        "print(reference.run(nfa, t, compiled=True).seqs.tolist())\n")
+    env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[1,", "4]"]
