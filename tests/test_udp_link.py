@@ -695,3 +695,67 @@ def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeyp
                 "--target-mhz", "150", "-o", str(out)]) == 2
     assert "--target-mhz does not apply" in capsys.readouterr().err
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def test_udp_board_model_on_a_socket():
+    """The software board on 127.0.0.1: RESET and STATUS_REQ answered with STATUS, the records
+    of the tuples in RECORDS packets equal the reference matcher's, bad payloads counted in the
+    classes the gateware counts them in, upstream loss counted."""
+    import socket
+    import threading
+
+    from nfacep import compile_file, reference, tuples, wire
+    from nfacep.boards.link.eth.model import UdpBoardModel, serve
+    from nfacep.boards.link.protocol import decode_fields
+    from nfacep.params import EngineParams
+
+    nfa = compile_file(MARATHON)
+    params = EngineParams(partitions=PARTITIONS)
+    model = UdpBoardModel(nfa, params, capacity=512)
+    stop = threading.Event()
+    thread, address = serve(model, stop=stop)
+    schema = nfa.program.schema
+    rows = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    tb = wire.tuple_bytes(schema)
+    raw = wire.pack_bytes(schema, rows)
+    sent = [(0, 0, 30), (1, 30, 60), (3, 60, 90), (2, 90, 120)]  # seq 3 before 2: lost, late
+    host = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    host.settimeout(2)
+    replies = []
+    try:
+        host.sendto(udp.packet(PacketType.RESET), address)
+        replies.append(host.recvfrom(65536)[0])
+        for seq, a, b in sent:
+            host.sendto(udp.packet(PacketType.TUPLES, raw[a * tb:b * tb], seq=seq,
+                                   engine_id=model.id), address)
+        for bad in (udp.packet(PacketType.TUPLES, raw[:tb + 1], engine_id=model.id),
+                    udp.packet(PacketType.TUPLES, raw[:tb], engine_id=model.id ^ 1),
+                    udp.packet(PacketType.TUPLES, raw[:50 * tb], engine_id=model.id),
+                    udp.packet(PacketType.STATUS_REQ, b"x"), b"\x01\x02"):
+            host.sendto(bad, address)
+        host.sendto(udp.packet(PacketType.STATUS_REQ), address)
+        while not replies or udp.decode_header(replies[-1])["type"] != PacketType.STATUS \
+                or len(replies) == 1:
+            replies.append(host.recvfrom(65536)[0])
+    finally:
+        stop.set()
+        thread.join(2)
+        host.close()
+    status = decode_fields(udp.STATUS_FIELDS, replies[-1][udp.HEADER_BYTES:])
+    assert [udp.decode_header(r)["seq"] for r in replies] == list(range(len(replies)))
+    fmt = wire.record_format(nfa)
+    records = [fmt.decode_bytes(r[at:at + fmt.nbytes])
+               for r in replies if r[1] == PacketType.RECORDS
+               for at in range(udp.HEADER_BYTES, len(r), fmt.nbytes)]
+    order = [i for _, a, b in sent for i in range(a, b)]  # the order the board took them
+    taken = tuples.Tuples({c: v[order] for c, v in rows.columns.items()}, len(order), "taken")
+    expected = reference.run(nfa, taken, params).records(nfa, taken)
+    assert records == list(expected) and records
+    assert status["tuples"] == 120 and status["records"] == len(records)
+    assert (status["lost"], status["late"], status["next_seq"]) == (1, 1, 4)
+    assert {k: status[k] for k in udp.FRAME_CLASSES} == {
+        **dict.fromkeys(udp.FRAME_CLASSES, 0), "accepted": 5, "bad_udp": 3, "bad_header": 1,
+        "engine_full": 1}
