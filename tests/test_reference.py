@@ -207,14 +207,14 @@ def test_nfa_of_several_words(run):
 
 
 def test_more_predicates_than_packed_into_an_integer(run):
-    """A query of 18 predicates numbers its predicate vectors by sorting them; as a query of
+    """A query of 17 predicates numbers its predicate vectors by sorting them; as a query of
     the same predicates split in two, which packs them."""
     names = [f"P{i}" for i in range(18)]
     define = " ".join(f"P{i} AS a {'>=' if i % 2 else '<'} {i % 16}" for i in range(17))
     define += " P17 AS c"
     wide = nfacep.compile_text(STREAM + f"QUERY q PARTITION k PATTERN (({' | '.join(names)}) "
                                f"P17) DEFINE {define}")
-    assert len(wide.predicates) > reference._PACKED_PREDICATES
+    assert len(wide.predicates) == 17  # P0 is P16; more than packed into an integer (16)
     rng = np.random.default_rng(9)
     n = 5000
     t = tuples(k=rng.integers(0, 20, n), a=rng.integers(0, 16, n), c=rng.random(n) < 0.3)
@@ -262,12 +262,13 @@ def test_predicates_of_one_narrow_field_match_as_vectors_do(field, run, monkeypa
     define = {"a": "A AS a < 6 B AS a > 3 C AS a = 9", "c": "A AS c B AS NOT c C AS c = TRUE",
               "e": "A AS e = 'x' B AS e <> 'z' C AS e = 'z'"}[field]
     nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k PATTERN (A B* C) DEFINE {define}")
-    used = sorted({nfa.states[i].predicate for i in nfa.queries[0].states} - {None})
-    assert reference._narrow_field(nfa, used) == field
     rng = np.random.default_rng(4)
     n = 4000
     t = tuples(k=rng.integers(0, 30, n), a=rng.integers(0, 16, n), c=rng.integers(0, 2, n),
                e=rng.integers(0, 3, n))
+    # the symbols are the field's column itself
+    _, packed, _ = reference.symbols(nfa, nfa.queries[0], t, np.ones(n, dtype=bool))
+    assert np.shares_memory(packed, t.columns[field])
     params = EngineParams(partitions=20, tick_tuples=13, timer_bits=2)
     narrow = run(nfa, t, params)
     monkeypatch.setattr(reference, "_narrow_field", lambda nfa, used: None)
@@ -309,14 +310,13 @@ def test_constants_are_broadcast_not_copied():
 
 
 def test_the_default_compiles_long_streams_only(monkeypatch):
-    """Without ``compiled``, the loops are loaded for streams of ``_COMPILED_FROM`` tuples or
-    more (per automaton), and the result does not depend on it."""
+    """Without ``compiled``, the loops are asked for on streams of ``_COMPILED_FROM`` tuples
+    or more (per automaton); without numba (None), the array operations run instead."""
     loaded = []
-    real = reference._loops
 
     def spy():
         loaded.append(True)
-        return real()
+        return None  # as without numba
 
     monkeypatch.setattr(reference, "_loops", spy)
     nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A B* C) "
@@ -329,7 +329,9 @@ def test_the_default_compiles_long_streams_only(monkeypatch):
     assert not loaded and short.engines == {"q": "dfa"}
     monkeypatch.setattr(reference, "_COMPILED_FROM", {"dfa": n, "nfa": n})
     assert reference.run(nfa, t).matches == short.matches and len(short.matches) > 20
-    assert loaded == [True] or not NUMBA
+    assert loaded == [True]
+    with pytest.raises(RuntimeError, match="needs numba"):
+        reference.run(nfa, t, compiled=True)
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba is not installed")
