@@ -189,6 +189,11 @@ class UdpTx(wiring.Component):
                      fifo.w_data.eq(self.i_stream.payload),
                      self.i_stream.ready.eq(fifo.w_rdy)]
 
+        # the FIFO's head, registered (block RAM data is slow; timing): a record is popped
+        # every record_bytes >= 7 cycles, so the next one is here two cycles after a pop
+        head = Signal(self._record_layout.size, reset_less=True)
+        m.d.sync += head.eq(fifo.r_data)
+
         want_arp, want_status = Signal(), Signal()
         with m.If(self.arp_request):
             m.d.sync += want_arp.eq(1)
@@ -300,9 +305,9 @@ class UdpTx(wiring.Component):
                             m.next = "STATUS"
                         with m.Else():
                             m.d.sync += [seq.eq(seq + 1), in_record.eq(0),
-                                         record.eq(fifo.r_data)]
+                                         record.eq(head)]
                             m.d.comb += fifo.r_en.eq(1)
-                            self._count(m, fifo.r_data)
+                            self._count(m, head)
                             m.next = "RECORDS"
             with m.State("STATUS"):
                 last = index == status_bytes - 1
@@ -322,9 +327,9 @@ class UdpTx(wiring.Component):
                     with m.If(in_record == rb - 1):
                         m.d.sync += in_record.eq(0)
                         with m.If(~last):
-                            m.d.sync += record.eq(fifo.r_data)
+                            m.d.sync += record.eq(head)
                             m.d.comb += fifo.r_en.eq(1)
-                            self._count(m, fifo.r_data)
+                            self._count(m, head)
                     with m.If(last):
                         m.d.comb += self.count.packets.eq(1)
                         m.next = "IDLE"
