@@ -36,7 +36,8 @@ class UdpLink(wiring.Component):
     the jump to ``lost`` and sets ``next_seq`` to ``seq + 1``; one behind it (by up to 2**31)
     counts in ``late`` and leaves ``next_seq`` alone, so without duplicates ``lost - late``
     packets are missing; an accepted STATUS_REQ, RESET or ARP request pulses ``status_request``,
-    ``reset_request`` (RESET also zeroes the counters and ``next_seq``) or ``arp_request``.
+    ``reset_request`` (a cycle later; RESET also zeroes the counters and ``next_seq``) or
+    ``arp_request``.
     The sender of an accepted UDP packet becomes ``peer`` (where records and STATUS go); an ARP
     request's sender is ``arp_peer``.
 
@@ -155,9 +156,10 @@ class UdpLink(wiring.Component):
             counts["late"].eq(tuples_packet & behind),
             self.status_request.eq(accepted & ((kind == EventKind.STATUS_REQ) |
                                                (kind == EventKind.RESET))),
-            self.reset_request.eq(accepted & (kind == EventKind.RESET)),
             self.arp_request.eq(accepted & (kind == EventKind.ARP)),
         ]
+        # (registered: it resets the counters, the engine and the record FIFO; timing)
+        m.d.sync += self.reset_request.eq(accepted & (kind == EventKind.RESET))
         for i, name in enumerate(FRAME_CLASSES):
             m.d.comb += counts[name].eq(valid & (event.cls == i))
         for name in COUNTERS:
