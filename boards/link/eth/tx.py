@@ -144,8 +144,10 @@ class UdpTx(wiring.Component):
                  fifo_depth: int = 512, flush: int = 1024):
         self._record_layout = record_layout
         self._record_bytes = (record_layout.size + 7) // 8
+        if fifo_depth < 4:
+            raise ValueError(f"the record FIFO needs at least 4 entries, not {fifo_depth}")
         self._max_records = min((MAX_PAYLOAD - HEADER_BYTES) // self._record_bytes,
-                                fifo_depth)
+                                fifo_depth - 2)  # (the FIFO takes records up to depth - 2)
         self._mac, self._ip, self._port = mac, ip, port
         self._engine_id = engine_id & 0xFFFFFFFF
         self._constants = {"tuple_bytes": tuple_bytes, "record_bytes": self._record_bytes,
@@ -185,9 +187,13 @@ class UdpTx(wiring.Component):
         rb = self._record_bytes
         fifo = SyncFIFOBuffered(width=self._record_layout.size, depth=self._fifo_depth)
         m.submodules.fifo = ResetInserter(self.clear)(fifo)
-        m.d.comb += [fifo.w_en.eq(self.i_stream.valid),
+        # ready from a register (the engine's stall logic behind it is deep; timing): the
+        # level a cycle ago left room for this cycle's write and the last one's
+        room = Signal()
+        m.d.sync += room.eq(fifo.level < self._fifo_depth - 2)
+        m.d.comb += [fifo.w_en.eq(self.i_stream.valid & room),
                      fifo.w_data.eq(self.i_stream.payload),
-                     self.i_stream.ready.eq(fifo.w_rdy)]
+                     self.i_stream.ready.eq(room)]
 
         # the FIFO's head, registered (block RAM data is slow; timing): a record is popped
         # every record_bytes >= 7 cycles, so the next one is here two cycles after a pop
