@@ -229,6 +229,8 @@ class UdpTx(wiring.Component):
         n_records = Signal(range(self._max_records + 1))
         body_len = Signal(11)
         body_last = Signal(11)  # body_len - 1, registered (timing)
+        remaining = Signal(11)  # RECORDS: body bytes after the one offered
+        last_byte = Signal()  # RECORDS: the byte offered is the body's last (remaining == 0)
         ip_len = Signal(16)
         checksum = Signal(16)
         dst = Signal.like(self.peer)
@@ -311,7 +313,8 @@ class UdpTx(wiring.Component):
                             m.next = "STATUS"
                         with m.Else():
                             m.d.sync += [seq.eq(seq + 1), in_record.eq(0),
-                                         record.eq(head)]
+                                         record.eq(head), remaining.eq(body_last),
+                                         last_byte.eq(0)]
                             m.d.comb += fifo.r_en.eq(1)
                             self._count(m, head)
                             m.next = "RECORDS"
@@ -324,12 +327,13 @@ class UdpTx(wiring.Component):
                     with m.If(last):
                         m.next = "IDLE"
             with m.State("RECORDS"):
-                last = index == body_last
+                last = last_byte
                 m.d.comb += [out.valid.eq(1), out.payload.data.eq(record[:8]),
                              out.payload.last.eq(last)]
                 with m.If(taken):
                     m.d.sync += [record.eq(record >> 8), index.eq(index + 1),
-                                 in_record.eq(in_record + 1)]
+                                 in_record.eq(in_record + 1), remaining.eq(remaining - 1),
+                                 last_byte.eq(remaining == 1)]
                     with m.If(in_record == rb - 1):
                         m.d.sync += in_record.eq(0)
                         with m.If(~last):
