@@ -11,11 +11,13 @@ models which tuples it drops.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value, ValueLike
 from amaranth.lib import crc, data, wiring
 from amaranth.lib.memory import Memory
 
+from .bram import RegisteredBank
 from .partitioner import store_signature
 from .queue import StreamBuffer
 
@@ -71,16 +73,19 @@ class TablePartitioner(wiring.Component):
     edge), and the cycle after the read compares the ways' tags, applies ``update``, writes
     the entry back and hands the record to the output register
     (:class:`~nfacep.hdl.queue.StreamBuffer`). With ``registered`` (the default) the read
-    data is registered once more, outside the block RAM's clock-to-output path; stage 3
-    decides (hit, way, drop) from it and from the four writes it cannot have seen (those of
-    the tuple in stage 4 and of the last three written back), stage 4 applies ``update``, and
-    the write-back reaches its bank from a register (``_Stages.registered_tail`` has the
-    argument). Either way each tuple sees everything before it, even back-to-back tuples of
-    one key or one bucket.
+    data is registered ``read_stages - 1`` more times (:class:`~nfacep.hdl.bram.RegisteredBank`:
+    on ECP5 in the block RAM's own output register, then, with the default ``read_stages=3``,
+    in a flip-flop, which leaves a whole cycle to the route from a block RAM far away on the
+    device); stage 3 decides (hit, way, drop) from it and from the ``read_stages + 2`` writes
+    it cannot have seen (those of the operation in stage 4 and of the last ``read_stages + 1``
+    written back), stage 4 applies ``update``, and the write-back reaches its bank from a
+    register (``_Stages.registered_tail`` has the argument). Either way each tuple sees
+    everything before it, even back-to-back tuples of one key or one bucket.
 
-    Latency: 5 cycles (3 without ``registered``). A tuple transferred on ``i_stream`` at clock
-    edge ``n`` has its record valid on ``o_stream`` from edge ``n + latency - 1``, so with
-    ``o_stream.ready`` high it is transferred at edge ``n + latency``.
+    Latency: ``3 + read_stages`` cycles, 6 by default (3 without ``registered``). A tuple
+    transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
+    edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
+    ``n + latency``.
 
     Throughput: one tuple per cycle, sustained, whatever the keys (with ticks, on input that
     never pauses, ``sweep_every`` tuples in ``sweep_every + 1`` cycles).
@@ -112,8 +117,10 @@ class TablePartitioner(wiring.Component):
         its logarithm).
     registered : :class:`bool`
         Register the block RAM's read data and the write-back, and decide and update in
-        separate stages (forwarding the writes in flight): two more cycles of latency, no long
+        separate stages (forwarding the writes in flight): more cycles of latency, no long
         path into or out of the block RAM, and the way decision apart from ``update``.
+    read_stages : :class:`int`
+        With ``registered``: registers on the read path, 2 or 3 (the default).
 
     Members
     -------
@@ -124,7 +131,7 @@ class TablePartitioner(wiring.Component):
     def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
                  result_shape: ShapeLike, entries: int, ways: int, update: UpdateFunction,
                  timer_bits: int = 4, tick_tuples: int = 0, sweep_every: int = 1024,
-                 registered: bool = True, counter_width: int = 32):
+                 registered: bool = True, read_stages: int = 3, counter_width: int = 32):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
@@ -145,6 +152,8 @@ class TablePartitioner(wiring.Component):
             raise ValueError(f"Tick period must be a non-negative integer, not {tick_tuples!r}")
         if not isinstance(sweep_every, int) or sweep_every < 1:
             raise ValueError(f"Sweep period must be a positive integer, not {sweep_every!r}")
+        if read_stages not in (2, 3):
+            raise ValueError(f"Read stages must be 2 or 3, not {read_stages!r}")
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
 
@@ -157,6 +166,7 @@ class TablePartitioner(wiring.Component):
         self._ways = ways
         self._update = update
         self._registered = bool(registered)
+        self._read_stages = read_stages if self._registered else 1
         self._counter_width = counter_width
         self._timer_bits = timer_bits
         self._tick_tuples = tick_tuples
@@ -223,7 +233,7 @@ class TablePartitioner(wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
-        return 5 if self._registered else 3
+        return 3 + self._read_stages if self._registered else 3
 
     @property
     def entry_layout(self) -> data.StructLayout:
@@ -266,14 +276,16 @@ class TablePartitioner(wiring.Component):
         accept = Signal()
         force = Const(0)
         if timers:
-            now, sweep_at, step, force = self._aging(m, advance, clearing, accept)
+            now, back, sweep_at, step, force = self._aging(m, advance, clearing, accept)
         m.d.comb += self.i_stream.ready.eq(advance & ~clearing & ~force)
         m.d.comb += accept.eq(self.i_stream.valid & self.i_stream.ready)
         with m.If(accept):
             m.d.sync += self.tuples.eq(self.tuples + 1)
 
         in_key = Value.cast(self.i_stream.payload.key).as_unsigned()
-        op = data.StructLayout({"sweep": 1, "now": self._stamp_bits})
+        # an operation: a tuple or an aging step, the ticks so far (``now``) and, for the
+        # comparisons of ``_Stages.live``, ``now - 2**timer_bits`` (``back``)
+        op = data.StructLayout({"sweep": 1, "now": self._stamp_bits, "back": self._stamp_bits})
         s1 = Signal(self.i_stream.payload.shape(), name="s1")
         s1_valid = Signal(name="s1_valid")
         s1_op = Signal(op, name="s1_op")
@@ -303,7 +315,8 @@ class TablePartitioner(wiring.Component):
             with m.If(s1_op.sweep):
                 m.d.comb += [s1_bank.eq(s1_at[:bank_bits]), s1_row.eq(s1_at[bank_bits:])]
             with m.If(advance):
-                m.d.sync += [s1_op.sweep.eq(step), s1_op.now.eq(now), s1_at.eq(sweep_at)]
+                m.d.sync += [s1_op.sweep.eq(step), s1_op.now.eq(now), s1_op.back.eq(back),
+                             s1_at.eq(sweep_at)]
         with m.If(advance):
             m.d.sync += [
                 s1_valid.eq(accept),
@@ -315,20 +328,37 @@ class TablePartitioner(wiring.Component):
                 s2_bank.eq(s1_bank),
             ]
 
+        # with a third read register the operations wait one stage more before stage 3
+        if self._read_stages == 3:
+            delayed = (Signal.like(s2, name="s2b"), Signal(name="s2b_valid"),
+                       Signal.like(s2_op, name="s2b_op"), Signal.like(s2_row, name="s2b_row"),
+                       Signal.like(s2_bank, name="s2b_bank"))
+            with m.If(advance):
+                m.d.sync += [d.eq(v) for d, v in zip(
+                    delayed, (s2, s2_valid, s2_op, s2_row, s2_bank), strict=True)]
+            s2, s2_valid, s2_op, s2_row, s2_bank = delayed
+
         # --- the banks: read in stage 1 ---------------------------------------------------------
         registered = self._registered
         read_data = []
         write_ports = []
         for b in range(banks):
+            if registered:
+                # read data registered twice (on ECP5 in the block RAM's output register); the
+                # forwarding below replaces transparency (which Yosys would build in logic)
+                bank = RegisteredBank(width=layout.size, depth=rows, stages=self._read_stages)
+                m.submodules[f"bank{b}"] = bank
+                m.d.comb += [bank.r_addr.eq(s1_row), bank.r_en.eq(advance)]
+                read_data.append(data.View(layout, bank.r_data))
+                write_ports.append(_WritePort(bank.w_addr, bank.w_data, bank.w_en))
+                continue
             mem = Memory(shape=layout, depth=rows, init=[])
             m.submodules[f"bank{b}"] = mem
             wp = mem.write_port()
-            # registered: the forwarding below replaces the port's transparency (which Yosys
-            # would build in logic after the block RAM's output)
-            rp = mem.read_port(transparent_for=() if registered else (wp,))
+            rp = mem.read_port(transparent_for=(wp,))
             m.d.comb += [rp.addr.eq(s1_row), rp.en.eq(advance)]
             read_data.append(rp.data)
-            write_ports.append(wp)
+            write_ports.append(_WritePort(wp.addr, wp.data, wp.en))
 
         ctx = _Stages(self, m, advance, layout, row_bits, bank_bits)
         if registered:
@@ -362,15 +392,19 @@ class TablePartitioner(wiring.Component):
         return m
 
     def _aging(self, m: Module, advance: Value, clearing: Value, accept: Value):
-        """Ticks and aging sweep steps: ``(now, at, step, force)``.
+        """Ticks and aging sweep steps: ``(now, back, at, step, force)``.
 
         ``now`` counts ticks (mod ``2**stamp_bits``): the tuple taken at index ``i`` sees
-        ``i // K``. In every advancing cycle after the clearing sweep in which no tuple is
-        taken, an aging step enters instead (``step``) at ``at`` (way in the low bits, row
-        above), which then moves on. After ``sweep_every`` tuples without a step, ``force``
-        holds the input for one advancing cycle so that a step enters."""
+        ``i // K``; ``back`` is ``now - 2**timer_bits``, counted beside it. In every advancing
+        cycle after the clearing sweep in which no tuple is taken, an aging step enters instead
+        (``step``) at ``at`` (way in the low bits, row above), which then moves on. After
+        ``sweep_every`` tuples without a step, ``force`` holds the input for one advancing
+        cycle so that a step enters."""
         period, every = self._tick_tuples, self._sweep_every
-        now = Signal(self._stamp_bits, name="now")
+        width = self._stamp_bits
+        now = Signal(width, name="now")
+        back = Signal(width, name="now_back",
+                      init=((1 << width) - (1 << self._timer_bits)) % (1 << width))
         at = Signal((self._rows * self._banks - 1).bit_length(), name="sweep_at")
         step = Signal(name="sweep_step")
         since = Signal(range(every + 1), name="since_step")
@@ -380,17 +414,17 @@ class TablePartitioner(wiring.Component):
             tick_count = Signal(range(period), name="tick_count")
             with m.If(accept):
                 with m.If(tick_count == period - 1):
-                    m.d.sync += [tick_count.eq(0), now.eq(now + 1)]
+                    m.d.sync += [tick_count.eq(0), now.eq(now + 1), back.eq(back + 1)]
                 with m.Else():
                     m.d.sync += tick_count.eq(tick_count + 1)
         else:
             with m.If(accept):
-                m.d.sync += now.eq(now + 1)
+                m.d.sync += [now.eq(now + 1), back.eq(back + 1)]
         with m.If(accept):
             m.d.sync += since.eq(since + 1)
         with m.If(step):
             m.d.sync += [since.eq(0), at.eq(at + 1)]
-        return now, at, step, force
+        return now, back, at, step, force
 
 class _Stages:
     """The stages after the block-RAM read of a :class:`TablePartitioner`: the simple one
@@ -411,12 +445,27 @@ class _Stages:
         self.timers = table.timers
         self.max_age = (1 << table._timer_bits) - 1
 
-    def live(self, valid, stamp, now):
+    def live(self, valid, stamp, op):
         """Whether an entry is in use at tick ``now``: written, and (with timers) not aged out:
-        fewer than ``M`` ticks since the tick it was stamped with."""
+        fewer than ``M = 2**B - 1`` ticks since the tick it was stamped with, that is
+        ``d = (now - stamp) mod 2**S < M``.
+
+        Without a full subtraction on the block RAM's output: split at bit ``B``, ``d``'s high
+        part is zero iff ``stamp_hi`` equals ``now_hi`` (no borrow from the low parts) or
+        ``now_hi - 1`` (a borrow; the high part of ``op.back``, counted beside ``now``), and
+        then ``d < M`` iff its low ``B`` bits are not all ones."""
         if not self.timers:
             return valid
-        return valid & ((now - stamp)[:len(stamp)] < self.max_age)
+        now = op.now
+        b = min(self.table._timer_bits, len(stamp))
+        now_lo, stamp_lo = now[:b], stamp[:b]
+        borrow = now_lo < stamp_lo
+        low_ok = (now_lo - stamp_lo)[:b] != self.max_age
+        if b == len(stamp):  # (not built: S > B always) no high part, d is its low part
+            return valid & low_ok
+        now_hi, stamp_hi = now[b:], stamp[b:]
+        high_zero = Mux(borrow, stamp_hi == op.back[b:], stamp_hi == now_hi)
+        return valid & high_zero & low_ok
 
     def decide(self, key, bank, matches, free, name):
         """hit, dropped, way from the ways' match and free bits (hashed) or the bank (direct;
@@ -478,7 +527,7 @@ class _Stages:
         transparent for the write ports)."""
         m = self.m
         key = Value.cast(t.key).as_unsigned()
-        live = Cat(self.live(e.valid, e.stamp, op.now) for e in seen)
+        live = Cat(self.live(e.valid, e.stamp, op) for e in seen)
         matches = Cat(live[b] & self.tag_equal(e.tag, key) for b, e in enumerate(seen))
         expired = Cat(e.valid for e in seen) & ~live
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "last")
@@ -493,10 +542,11 @@ class _Stages:
         m.d.comb += store.eq(self.advance & decided)
         return t, t_valid, hit, dropped, chosen, t_row, written, store, result
 
-    def registered_tail(self, s2, s2_valid, s2_op, s2_row, s2_bank, read_data):
-        """Stage 3 registers the read data and decides (hit, way, drop) from it and from the
-        decisions it cannot have seen; stage 4 updates the state and hands the entry to
-        ``hist[0]``, from where it is written.
+    def registered_tail(self, s2, s2_valid, s2_op, s2_row, s2_bank, loaded):
+        """``loaded`` is the data of the row read at the edge before last, registered
+        (:class:`~nfacep.hdl.bram.RegisteredBank`). Stage 3 decides (hit, way, drop) from it
+        and from the decisions it cannot have seen; stage 4 updates the state and hands the
+        entry to ``hist[0]``, from where it is written.
 
         The read for an operation reaching stage 3 was made at the edge before last. It saw
         every write decided before the last four advancing edges: not the decisions of the
@@ -512,7 +562,8 @@ class _Stages:
         in_layout = s2.shape()
         hist_layout = data.StructLayout({"valid": 1, "row": self.row_bits,
                                          "way": self.bank_bits, "entry": layout})
-        self.hist = hist = [Signal(hist_layout, name=f"hist{i}") for i in range(3)]
+        stages = table._read_stages
+        self.hist = hist = [Signal(hist_layout, name=f"hist{i}") for i in range(stages + 1)]
 
         # stage 3
         t = Signal(in_layout, name="s3")
@@ -520,7 +571,6 @@ class _Stages:
         t_op = Signal(s2_op.shape(), name="s3_op")
         t_row = Signal(self.row_bits, name="s3_row")
         t_bank = Signal(self.bank_bits, name="s3_bank")
-        loaded = [Signal(layout, name=f"s3_read{b}") for b in range(banks)]
         # stage 4: the decision of stage 3, the state found
         u = Signal(in_layout, name="s4")
         u_valid = Signal(name="s4_valid")
@@ -534,8 +584,11 @@ class _Stages:
         key = Value.cast(t.key).as_unsigned()
         u_key = Value.cast(u.key).as_unsigned()
         s2_key = Value.cast(s2.key).as_unsigned()
-        sources = 4  # the operation in stage 4, hist[0], hist[1], hist[2]: newest first
+        sources = stages + 2  # the operation in stage 4, hist[0], ..., hist[stages]: newest first
         sel = [[Signal(name=f"s3_sel{i}_way{b}") for b in range(banks)] for i in range(sources)]
+        row_same0 = Signal(name="s3_row_same0")
+        u_store = Signal(name="s4_store")  # stage 3's decision: write `written`
+        m.d.comb += [sel[0][b].eq(row_same0 & u_store & (u_way == b)) for b in range(banks)]
         same_key = [Signal(name=f"s3_same_key{i}") for i in range(sources)]
         src_valid = [Signal(name=f"s3_src_valid{i}") for i in range(sources)]
         src_live = [Signal(name=f"s3_src_live{i}") for i in range(sources)]
@@ -552,7 +605,7 @@ class _Stages:
                     m.d.comb += [matches[b].eq(src_live[i] & same_key[i]),
                                  live[b].eq(src_live[i]), valid[b].eq(src_valid[i])]
             with m.Else():
-                here = self.live(loaded[b].valid, loaded[b].stamp, t_op.now)
+                here = self.live(loaded[b].valid, loaded[b].stamp, t_op)
                 m.d.comb += [matches[b].eq(here & self.tag_equal(loaded[b].tag, key)),
                              live[b].eq(here), valid[b].eq(loaded[b].valid)]
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
@@ -561,7 +614,6 @@ class _Stages:
         # stage 4
         new_state, result = self.update(u_state, u.payload, "s4")
         written = self.entry(u_key, new_state, u_op, "s4_written")
-        u_store = Signal(name="s4_store")  # stage 3's decision: write `written`
 
         # the state the tuple in stage 3 finds, taken as it enters stage 4
         # (an AND-OR over the ways, as at most one way matches: it does not wait for `way`)
@@ -586,7 +638,7 @@ class _Stages:
         newest = [(store3, t_row, way3, key, ~t_op.sweep, t_op.now),
                   (u_store, u_row, u_way, u_key, ~u_op.sweep, u_op.now)]
         newest += [(h.valid, h.row, h.way, h.entry.tag, h.entry.valid, h.entry.stamp)
-                   for h in hist[:2]]
+                   for h in hist[:-1]]
         with m.If(advance):
             m.d.sync += [
                 t_valid.eq(s2_valid), t.eq(s2), t_op.eq(s2_op), t_row.eq(s2_row),
@@ -594,16 +646,28 @@ class _Stages:
                 u_valid.eq(t_valid), u.eq(t), u_op.eq(t_op), u_row.eq(t_row), u_way.eq(way3),
                 u_hit.eq(hit), u_dropped.eq(dropped), u_state.eq(found), u_store.eq(store3),
                 hist[0].valid.eq(u_store), hist[0].row.eq(u_row), hist[0].way.eq(u_way),
-                hist[0].entry.eq(written), hist[1].eq(hist[0]), hist[2].eq(hist[1]),
+                hist[0].entry.eq(written),
             ]
-            m.d.sync += [r.eq(d) for r, d in zip(loaded, read_data, strict=True)]
+            # the newest's decision (store3, way3) is being made now, from the block RAM's
+            # output: only its row is compared now, and the decision is taken from stage 4's
+            # registers in the next cycle (so no path runs from the read data into `sel`)
+            m.d.sync += [h.eq(prev) for h, prev in zip(hist[1:], hist, strict=False)]
+            m.d.sync += row_same0.eq(t_row == s2_row)
             for i, (store, row, src_way, src_key, entry_valid, stamp) in enumerate(newest):
-                m.d.sync += [sel[i][b].eq(store & (row == s2_row) & (src_way == b))
-                             for b in range(banks)]
+                if i > 0:
+                    m.d.sync += [sel[i][b].eq(store & (row == s2_row) & (src_way == b))
+                                 for b in range(banks)]
                 m.d.sync += [same_key[i].eq(self.tag_equal(src_key, s2_key)),
                              src_valid[i].eq(entry_valid),
-                             src_live[i].eq(self.live(entry_valid, stamp, s2_op.now))]
+                             src_live[i].eq(self.live(entry_valid, stamp, s2_op))]
         return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
+
+
+@dataclass
+class _WritePort:
+    addr: Value
+    data: Value
+    en: Value
 
 
 def _or_all(values):

@@ -90,13 +90,14 @@ def make_table(*, entries, ways, key_width, registered=True, **timers):
 
 
 def check(tuples, *, entries, ways, key_width, registered=True, timers=None, **kwargs):
-    """``timers``: the table's tick_tuples, timer_bits and sweep_every, given to the model too
-    (but sweep_every)."""
+    """``timers``: the table's tick_tuples, timer_bits and sweep_every (and read_stages), given
+    to the model too (but sweep_every and read_stages)."""
     timers = timers or {}
     dut = make_table(entries=entries, ways=ways, key_width=key_width, registered=registered,
                      **timers)
     model = TableModel(entries=entries, ways=ways, key_width=key_width,
-                       **{k: v for k, v in timers.items() if k != "sweep_every"})
+                       **{k: v for k, v in timers.items()
+                          if k not in ("sweep_every", "read_stages")})
     expected = model.run(tuples)
     run = simulate(dut, tuples, cycle_limit=2000 + dut.rows + 200 * len(tuples), **kwargs)
     assert_matches_model(run, expected)
@@ -386,6 +387,28 @@ def test_timers_equal_nfacep_capacity(entries, ways, key_width):
     assert sum(r.fresh for r in run.records) > len(pool)
 
 
+@pytest.mark.parametrize(("entries", "ways", "key_width", "timers"), [
+    (8, 2, 16, {}), (16, 4, 4, {}), (8, 2, 16, {"tick_tuples": 1, "timer_bits": 2}),
+    (16, 4, 12, {"tick_tuples": 3, "timer_bits": 2, "sweep_every": 2}),
+    (16, 2, 3, {"tick_tuples": 1, "timer_bits": 1, "sweep_every": 1}),
+])
+@pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.3, 0.3)])
+def test_two_read_stages_against_model(entries, ways, key_width, timers, gap, stall):
+    # Two registers on the block RAM's read path (the default is three): one write fewer
+    # in flight to forward, one cycle less of latency.
+    seed = entries + ways + key_width + len(timers)
+    rng = random.Random(seed)
+    pool = rng.sample(range(1 << key_width), min(entries + 6, 1 << key_width))
+    tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
+    run, _ = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
+                   stall=stall, timers={**timers, "read_stages": 2})
+    assert run.dut.latency == 5
+    if gap == stall == 0.0 and not timers:
+        assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
+            [5] * len(tuples)
+        assert run.accepted_at == list(range(run.accepted_at[0], run.accepted_at[0] + 300))
+
+
 # --- targeted tests ----------------------------------------------------------------------------
 
 
@@ -403,7 +426,7 @@ def test_throughput_and_latency(entries, ways, key_width, registered):
         [1] * (len(tuples) - 1)
     assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
         [run.dut.latency] * len(tuples)
-    assert run.dut.latency == (5 if registered else 3)
+    assert run.dut.latency == (6 if registered else 3)
     # the clearing sweep: nothing taken before the rows are cleared
     assert run.accepted_at[0] >= run.dut.rows
 
@@ -419,7 +442,7 @@ def test_long_output_stall_loses_nothing():
     assert run.drops == model.drops > 0
     # while the output was stalled the table took only what its pipeline holds
     taken_during_stall = sum(1 for cycle in run.accepted_at if cycle < 300)
-    assert 1 <= taken_during_stall <= 5
+    assert 1 <= taken_during_stall <= dut.latency
     assert min(run.emitted_at) >= 300
 
 
@@ -472,7 +495,7 @@ def test_reset_empties_the_table(entries, ways, key_width):
 
 @pytest.mark.parametrize("kwargs", [
     {"entries": 6}, {"ways": 3}, {"entries": 2, "ways": 4}, {"entries": 0},
-    {"timer_bits": 0}, {"tick_tuples": -1}, {"sweep_every": 0},
+    {"timer_bits": 0}, {"tick_tuples": -1}, {"sweep_every": 0}, {"read_stages": 4},
 ])
 def test_bad_parameters(kwargs):
     with pytest.raises(ValueError):
