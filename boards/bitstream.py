@@ -569,10 +569,14 @@ def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harne
     runs) and its flip-flops counted as :func:`run_flow` counts them; ``refused`` says whether
     ``build`` would reject the design there (:func:`refused_before_synthesis`). LUTs are known
     only after synthesis. With ``store="table"``, the block RAMs of the table's banks
-    (:class:`~nfacep.hdl.table.TablePartitioner`: banks × rows × entry width, mapped onto the
-    family's block shapes by :func:`bram_blocks`) are an estimate: synthesis may put small banks
-    in LUT RAM, and other memories (the input FIFO) may take block RAM too.
+    (:class:`~nfacep.hdl.table.TablePartitioner`: banks × rows × entry width): on ECP5 the
+    DP16KD primitives the banks instantiate (:func:`nfacep.hdl.bram.dp16kd_blocks`; synthesis
+    removes those whose bits are never read, such as an accepting state's);
+    elsewhere mapped onto the family's block shapes by :func:`bram_blocks`, an estimate
+    (synthesis may put small banks in LUT RAM). Other memories (the input FIFO) may take block
+    RAM too.
     """
+    from nfacep.hdl.bram import dp16kd_blocks
     from nfacep.hdl.table import TablePartitioner
 
     engine, _, top, platform = _design(nfa, board, params, link, baud, None, udp)
@@ -583,11 +587,16 @@ def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harne
     store = engine.store
     if isinstance(store, TablePartitioner):
         width = store.entry_layout.size
-        per_bank = bram_blocks(board.family, store.rows, width)
+        if board.family == "ecp5":
+            per_bank = dp16kd_blocks(store.rows, width)
+            source = ("the DP16KD blocks the table's banks instantiate (banks x rows x entry "
+                      "bits, with the output register)")
+        else:
+            per_bank = bram_blocks(board.family, store.rows, width)
+            source = ("the table's banks (banks x rows x entry bits), before synthesis, which "
+                      "may put small banks in LUT RAM")
         brams.update(estimate=store.banks * per_bank, banks=store.banks, rows=store.rows,
-                     entry_bits=width, per_bank=per_bank,
-                     **{"from": "the table's banks (banks x rows x entry bits), before "
-                                "synthesis, which may put small banks in LUT RAM"})
+                     entry_bits=width, per_bank=per_bank, **{"from": source})
     return {
         "board": board.name,
         "device": platform.device,
@@ -620,8 +629,11 @@ def render_estimate(est: dict) -> str:
         share = f"{r['estimate'] / r['total']:.1%}" if r["total"] else "-"
         note = r["from"]
         if key == "brams":
-            note = (f"estimate: {r['banks']} banks x {r['rows']} rows x {r['entry_bits']} bits, "
-                    f"{r['per_bank']} per bank; synthesis may put small banks in LUT RAM")
+            exact = est["family"] == "ecp5"
+            note = (f"{r['banks']} banks x {r['rows']} rows x {r['entry_bits']} bits, "
+                    f"{r['per_bank']} per bank" + (" (DP16KD instances; synthesis drops those "
+                    "whose bits are never read)" if exact else
+                    "; an estimate: synthesis may put small banks in LUT RAM"))
         out.append(f"  {label[key]:<12}{r['estimate']:>10,}{r['total']:>10,}{share:>8}  {note}")
     if est["refused"]:
         out.append(f"refused: `nfacep build` would stop before synthesis: {est['message']}")
