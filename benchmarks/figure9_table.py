@@ -42,7 +42,7 @@ BOARDS = ["ulx3s-85f", "ulx3s-25f"]
 PARTITIONS = [1024, 4096, 16384, 32768, 65536]
 CSV = os.path.join(HERE, "results", "figure9_table.csv")
 PIPELINE_CSV = os.path.join(HERE, "results", "fmax_partitions.csv")
-KEY = ("query", "board", "partitions")
+KEY = ("query", "board", "partitions", "tick_tuples")
 
 
 def compile_query(name: str):
@@ -61,6 +61,7 @@ def num(value, fmt: str) -> str:
 
 def print_row(row: dict) -> None:
     print(f"{QUERIES[row['query']]:<13} {device(row['board']):<22} {row['partitions']:>6} "
+          f"{row.get('tick_tuples') or 0:>6} "
           f"{num(row.get('luts'), ','):>7} {num(row.get('ffs'), ','):>7} "
           f"{num(row.get('brams'), ''):>6} {num(row.get('fmax_mhz'), '.1f'):>9} "
           f"{row.get('build_s', 0):>8.0f}  {row['status']}"
@@ -78,7 +79,7 @@ def sweep(args) -> list[dict]:
         order = {q: i for i, q in enumerate(QUERIES)}
         write_csv(args.csv, sorted(merged, key=lambda r: (
             BOARDS.index(r["board"]) if r["board"] in BOARDS else 9, order[r["query"]],
-            r["partitions"])))
+            int(r.get("tick_tuples") or 0), r["partitions"])))
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
@@ -89,16 +90,17 @@ def sweep(args) -> list[dict]:
                 for parts in args.partitions:
                     row: dict = {"query": query, "board": board, "device": device(board),
                                  "partitions": parts, "store": "table",
-                                 "ways": args.ways,
-                                 "target_mhz": args.target_mhz}
+                                 "ways": args.ways, "tick_tuples": args.tick_tuples,
+                                 "timer_bits": 4, "target_mhz": args.target_mhz}
                     if too_big is not None:
                         row.update(status="not built",
                                    message=f"{too_big} partitions did not fit this device")
                         rows.append(row)
                         print_row(row)
                         continue
-                    params = EngineParams(store="table", partitions=parts, ways=row["ways"])
-                    out = os.path.join(root, f"{board}-{query}-{parts}")
+                    params = EngineParams(store="table", partitions=parts, ways=row["ways"],
+                                          tick_tuples=args.tick_tuples, timer_bits=4)
+                    out = os.path.join(root, f"{board}-{query}-{parts}-{args.tick_tuples}")
                     row.update(build_point(nfa, params, board, args.target_mhz, out, query))
                     # the build folder is temporary: drop where the failing bitstream was left
                     row["message"] = row["message"].split(" (the bitstream")[0]
@@ -128,16 +130,21 @@ def plot(rows: list[dict], pipeline: list[dict], path: str, target: float) -> No
     styles = {("marathon", "ulx3s-85f"): ("C0", "o-"), ("abcd", "ulx3s-85f"): ("C1", "s-"),
               ("marathon", "ulx3s-25f"): ("C0", "o--"), ("abcd", "ulx3s-25f"): ("C1", "s--")}
     for (query, board), (color, style) in styles.items():
-        pts = [r for r in rows if r["query"] == query and r["board"] == board
-               and r.get("luts") is not None and r.get("fmax_mhz") is not None]
-        if not pts:
-            continue
-        xs = [r["partitions"] for r in pts]
-        label = f"table, {QUERIES[query]}, {device(board)}"
-        for ax, (key, _) in zip(axes.flat, panels, strict=False):
-            ys = [r["fmax_mhz"] if key == "tuples" else r[key] for r in pts]
-            ax.plot(xs, ys, style, color=color, label=label, mfc="none" if "--" in style
-                    else color)
+        for ticked in (False, True):
+            pts = [r for r in rows if r["query"] == query and r["board"] == board
+                   and bool(r.get("tick_tuples")) == ticked
+                   and r.get("luts") is not None and r.get("fmax_mhz") is not None]
+            if not pts:
+                continue
+            xs = [r["partitions"] for r in pts]
+            label = f"table, {QUERIES[query]}, {device(board)}"
+            if ticked:
+                label += f", a tick per {pts[0]['tick_tuples']:,} tuples"
+            for ax, (key, _) in zip(axes.flat, panels, strict=False):
+                ys = [r["fmax_mhz"] if key == "tuples" else r[key] for r in pts]
+                fmt = style[0] + ("-." if ticked else style[1:])  # marker, then line
+                ax.plot(xs, ys, fmt, color="C2" if ticked else color, label=label,
+                        mfc="none" if "--" in style else None)
     if pipeline:
         xs = [r["partitions"] for r in pipeline]
         for ax, (key, _) in zip(axes.flat, panels, strict=False):
@@ -180,6 +187,8 @@ def main() -> None:
                     "bits), the banks the direct table is interleaved over at 65,536")
     ap.add_argument("--target-mhz", type=float, default=150.0,
                     help="clock constraint for nextpnr (default: the issue's 150 MHz goal)")
+    ap.add_argument("--tick-tuples", type=int, default=0,
+                    help="--tick-tuples (timers: a tick stamp per entry, 4 timer bits)")
     ap.add_argument("--csv", default=CSV)
     ap.add_argument("--pipeline-csv", default=PIPELINE_CSV)
     ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "figure9_table.png"))
@@ -189,7 +198,8 @@ def main() -> None:
     ap.add_argument("--plot-only", action="store_true", help="redraw from the CSV, no builds")
     args = ap.parse_args()
 
-    head = (f"{'query':<13} {'device':<22} {'parts':>6} {'LUTs':>7} {'FFs':>7} {'BRAMs':>6} "
+    head = (f"{'query':<13} {'device':<22} {'parts':>6} {'tick':>6} {'LUTs':>7} {'FFs':>7} "
+            f"{'BRAMs':>6} "
             f"{'Fmax MHz':>9} {'build s':>8}  status")
     if args.plot_only:
         rows = read_csv(args.csv)
