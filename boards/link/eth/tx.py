@@ -11,9 +11,9 @@ preamble, pads to the minimum length, appends the FCS and keeps the inter-frame 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .payload import HEADER_BYTES, STATUS_FIELDS, VERSION, PacketType
@@ -185,20 +185,7 @@ class UdpTx(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rb = self._record_bytes
-        fifo = SyncFIFOBuffered(width=self._record_layout.size, depth=self._fifo_depth)
-        m.submodules.fifo = ResetInserter(self.clear)(fifo)
-        # ready from a register (the engine's stall logic behind it is deep; timing): the
-        # level a cycle ago left room for this cycle's write and the last one's
-        room = Signal()
-        m.d.sync += room.eq(fifo.level < self._fifo_depth - 2)
-        m.d.comb += [fifo.w_en.eq(self.i_stream.valid & room),
-                     fifo.w_data.eq(self.i_stream.payload),
-                     self.i_stream.ready.eq(room)]
-
-        # the FIFO's head, registered (block RAM data is slow; timing): a record is popped
-        # every record_bytes >= 7 cycles, so the next one is here two cycles after a pop
-        head = Signal(self._record_layout.size, reset_less=True)
-        m.d.sync += head.eq(fifo.r_data)
+        fifo, head = self._record_fifo(m)
 
         want_arp, want_status = Signal(), Signal()
         with m.If(self.arp_request):
@@ -346,6 +333,49 @@ class UdpTx(wiring.Component):
         with m.If(self.clear):
             m.d.sync += cleared.eq(1)
         return m
+
+    def _record_fifo(self, m):
+        """The records waiting: a block-RAM ring of ``fifo_depth`` entries. Returns the FIFO
+        (``level``, ``r_en`` to pop the head) and ``head``, the oldest record.
+
+        ``i_stream.ready`` comes from a register (the engine's stall logic behind it is deep:
+        timing): the level a cycle ago left room for this cycle's write and the last one's,
+        so the ring holds at most ``depth - 2`` records. The block RAM's read data goes
+        straight into ``head`` (a register: its clock-to-output is slow); ``head`` shows the
+        entry at the read pointer two cycles after the pointer moves or the entry is written,
+        and records are popped at least ``record_bytes`` >= 7 cycles apart. ``clear`` empties
+        the ring."""
+        depth = self._fifo_depth
+        width = self._record_layout.size
+        m.submodules.records = memory = Memory(shape=width, depth=depth, init=[],
+                                               attrs={"ram_style": "block"})
+        wp = memory.write_port()
+        rp = memory.read_port(transparent_for=())
+
+        class Fifo:
+            level = Signal(range(depth + 1))
+            r_en = Signal()
+
+        fifo = Fifo()
+        wptr, rptr = Signal(range(depth)), Signal(range(depth))
+        room = Signal()
+        write = Signal()
+        head = Signal(width, reset_less=True)
+        m.d.comb += [
+            write.eq(self.i_stream.valid & room),
+            self.i_stream.ready.eq(room),
+            wp.addr.eq(wptr), wp.data.eq(self.i_stream.payload), wp.en.eq(write),
+            rp.addr.eq(rptr), rp.en.eq(1),
+        ]
+        m.d.sync += [room.eq(fifo.level < depth - 2), head.eq(rp.data),
+                     fifo.level.eq(fifo.level + write - fifo.r_en)]
+        with m.If(write):
+            m.d.sync += wptr.eq(Mux(wptr == depth - 1, 0, wptr + 1))
+        with m.If(fifo.r_en):
+            m.d.sync += rptr.eq(Mux(rptr == depth - 1, 0, rptr + 1))
+        with m.If(self.clear):
+            m.d.sync += [wptr.eq(0), rptr.eq(0), fifo.level.eq(0), room.eq(0)]
+        return fifo, head
 
     def _count(self, m, raw):
         record = data.View(self._record_layout, raw)
