@@ -164,7 +164,8 @@ def symbols(nfa: Nfa, q: QueryNfa, tuples: Tuples, admitted: np.ndarray,
     if field is not None:
         column = tuples.columns[field]
         packed = column.view(np.uint8) if column.dtype.kind == "b" else column
-        seen = np.bincount((packed if everyone else packed[admitted]).astype(np.intp))
+        seen = np.bincount((packed if everyone else packed[admitted]).astype(np.intp,
+                                                                            copy=False))
         values = np.flatnonzero(seen)
         sample = {field: values.astype(column.dtype)}
         rows = np.stack([evaluate(nfa.predicates[p].expr, sample, len(values)) for p in used],
@@ -373,9 +374,9 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         ty = program.schema.field(key_field).type
         matched = codes[seqs]
         shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
-        texts = dict(zip(shown.tolist(), (format_value(v, ty) for v in key_values[shown]),
-                         strict=True))
-        parts = [texts[c] for c in matched.tolist()]
+        texts = np.empty(n_keys, dtype=object)  # the text of each key that matched
+        texts[shown] = [format_value(v, ty) for v in key_values[shown].tolist()]
+        parts = texts[matched].tolist()
     return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
                            drops=np.flatnonzero(~admitted), params=params, engines=engines)
 
