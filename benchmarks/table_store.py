@@ -44,6 +44,9 @@ CONFIGS = [
     ("pipeline 256", EngineParams(store="pipeline", partitions=256)),
     ("table 4096/4w", EngineParams(store="table", partitions=4096, ways=4)),
     ("table 65536", EngineParams(store="table", partitions=65536, ways=4)),
+    # timers: an aging step enters whenever the input pauses, and is forced after 1,024 tuples
+    # without a pause (the input here never pauses)
+    ("table 65536 +t", EngineParams(store="table", partitions=65536, ways=4, tick_tuples=100)),
 ]
 
 
@@ -117,7 +120,7 @@ def build_row(params: EngineParams, board: str, target: float, root: str) -> dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tuples", type=int, default=400)
+    ap.add_argument("--tuples", type=int, default=3000)
     ap.add_argument("--build", action="store_true", help="also build each engine (slow)")
     ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument("--target-mhz", type=float, default=150.0)
