@@ -112,7 +112,9 @@ def factorise(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = column.min(), column.max()
         span = int(hi) - int(lo) + 1
         if span <= max(1 << 16, 2 * n):
-            offset = column - lo
+            offset = column if lo == 0 else column - lo
+            if offset.dtype == np.uint64:  # below span: the same as int64, an index as it is
+                offset = offset.view(np.int64)
             present = np.zeros(span, dtype=bool)
             present[offset] = True
             values = np.flatnonzero(present)

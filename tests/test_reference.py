@@ -280,13 +280,16 @@ def test_predicates_of_one_narrow_field_match_as_vectors_do(field, run, monkeypa
 @pytest.mark.parametrize("column", [
     np.array([5, 3, 5, 9, 3], dtype=np.uint64),
     np.array([2**64 - 1, 0, 2**63, 0], dtype=np.uint64),  # too wide to index: sorted
+    np.array([2**64 - 1, 2**64 - 5, 2**64 - 1], dtype=np.uint64),  # narrow, far from 0
+    np.array([0, 7, 7, 2], dtype=np.uint64),
     np.array([-4, 7, -4, 0], dtype=np.int64),
     np.array([True, False, True]),
     np.array([1.5, -0.0, 1.5, 0.0], dtype=np.float32),
     np.array([2, 0, 2, 1], dtype=np.int64),
     np.arange(70_000, dtype=np.uint64)[::-1],  # more keys than uint16 codes
     np.zeros(0, dtype=np.uint64),
-], ids=["uint", "uint-wide", "int", "bool", "float", "enum", "many", "empty"])
+], ids=["uint", "uint-wide", "uint-high", "uint-0", "int", "bool", "float", "enum", "many",
+        "empty"])
 def test_factorise_is_unique_with_inverse(column):
     values, codes = reference.factorise(column)
     want_values, want_codes = np.unique(column, return_inverse=True)
