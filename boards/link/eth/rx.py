@@ -315,9 +315,11 @@ class RxParser(wiring.Component):
             m.d.sync += [ev.payload.cls.eq(cls), ev.payload.kind.eq(kind),
                          ev.payload.seq.eq(seq), ev.payload.mac.eq(peer_mac),
                          ev.payload.ip.eq(peer_ip), ev.payload.port.eq(peer_port)]
-        accept_tuples = (cls == FrameClass.ACCEPTED) & (kind == EventKind.TUPLES)
-        m.d.sync += [self.commit.eq(verdict & accept_tuples),
-                     self.rollback.eq(verdict & ~accept_tuples)]
+        # (from the event's registers: timing)
+        accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & \
+            (ev.payload.kind == EventKind.TUPLES)
+        m.d.comb += [self.commit.eq(ev.valid & accept_tuples),
+                     self.rollback.eq(ev.valid & ~accept_tuples)]
         return m
 
     def _verdict(self, m, f):

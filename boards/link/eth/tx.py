@@ -341,8 +341,9 @@ class UdpTx(wiring.Component):
         ``i_stream.ready`` comes from a register (the engine's stall logic behind it is deep:
         timing): the level a cycle ago left room for this cycle's write and the last one's,
         so the ring holds at most ``depth - 2`` records. The block RAM's read data goes
-        straight into ``head`` (a register: its clock-to-output is slow); ``head`` shows the
-        entry at the read pointer two cycles after the pointer moves or the entry is written,
+        into a register and then into ``head`` (the block RAM's clock-to-output is slow);
+        ``head`` shows the entry at the read pointer two cycles after the pointer moves or the
+        entry is written,
         and records are popped at least ``record_bytes`` >= 7 cycles apart. ``clear`` empties
         the ring."""
         depth = self._fifo_depth
@@ -350,7 +351,11 @@ class UdpTx(wiring.Component):
         m.submodules.records = memory = Memory(shape=width, depth=depth, init=[],
                                                attrs={"ram_style": "block"})
         wp = memory.write_port()
-        rp = memory.read_port(transparent_for=())
+        # an asynchronous read port registered outside: Yosys merges the register into the
+        # block RAM without the logic that would give a synchronous port's data its initial
+        # value (that logic sat between the block RAM and `head`; framing._memory does the same)
+        rp = memory.read_port(domain="comb")
+        read = Signal(width, reset_less=True)
 
         class Fifo:
             level = Signal(range(depth + 1))
@@ -365,9 +370,9 @@ class UdpTx(wiring.Component):
             write.eq(self.i_stream.valid & room),
             self.i_stream.ready.eq(room),
             wp.addr.eq(wptr), wp.data.eq(self.i_stream.payload), wp.en.eq(write),
-            rp.addr.eq(rptr), rp.en.eq(1),
+            rp.addr.eq(rptr),
         ]
-        m.d.sync += [room.eq(fifo.level < depth - 2), head.eq(rp.data),
+        m.d.sync += [room.eq(fifo.level < depth - 2), read.eq(rp.data), head.eq(read),
                      fifo.level.eq(fifo.level + write - fifo.r_en)]
         with m.If(write):
             m.d.sync += wptr.eq(Mux(wptr == depth - 1, 0, wptr + 1))
