@@ -4,7 +4,9 @@ What it reports is defined in docs/language.md, 'What a match is' and 'Partition
 and timers'. Every output of the gateware is checked against this model. It computes, for a
 batch of tuples:
 
-1. the predicate vector of every tuple, column-wise (:func:`nfacep.predicates.evaluate`);
+1. the predicate vector of every tuple, column-wise (:func:`nfacep.predicates.evaluate`), or,
+   for a query whose predicates read one field of few values, of each value that occurs
+   (:func:`symbols`);
 2. which tuples the partitioner drops and where a partition restarts from the null state
    vector (:mod:`nfacep.capacity`), from the keys alone;
 3. per query, the NFA run over each partition's run of tuples. The run uses the query's DFA
