@@ -399,8 +399,11 @@ class CommitBuffer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         bits = self._capacity.bit_length()  # one more than the address: full or empty
+        # (no_rw_check: a byte is read only once committed, and written only where nothing
+        # committed is, so no read meets a write of its address; Yosys then adds no bypass)
         m.submodules.memory = memory = Memory(shape=8, depth=self._capacity, init=[],
-                                              attrs={"ram_style": "block"})
+                                              attrs={"ram_style": "block",
+                                                     "no_rw_check": True})
         wp = memory.write_port()
         rp = memory.read_port(transparent_for=())
         wptr, cptr, rptr = Signal(bits), Signal(bits), Signal(bits)

@@ -349,11 +349,13 @@ class UdpTx(wiring.Component):
         depth = self._fifo_depth
         width = self._record_layout.size
         m.submodules.records = memory = Memory(shape=width, depth=depth, init=[],
-                                               attrs={"ram_style": "block"})
+                                               attrs={"ram_style": "block",
+                                                      "no_rw_check": True})
         wp = memory.write_port()
-        # an asynchronous read port registered outside: Yosys merges the register into the
-        # block RAM without the logic that would give a synchronous port's data its initial
-        # value (that logic sat between the block RAM and `head`; framing._memory does the same)
+        # an asynchronous read port registered outside, and no_rw_check: Yosys merges the
+        # register into the block RAM without the bypass logic that would make a read of the
+        # entry being written return the old one (framing._memory does the same); `head`
+        # re-reads every cycle and a record is used two cycles after it is written
         rp = memory.read_port(domain="comb")
         read = Signal(width, reset_less=True)
 
