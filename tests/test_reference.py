@@ -165,8 +165,10 @@ def test_float_comparisons_follow_ieee(run):
 @pytest.mark.skipif(not NUMBA, reason="numba is not installed")
 @pytest.mark.parametrize("engine", ["dfa", "nfa"])
 @pytest.mark.parametrize("params", [EngineParams(partitions=16, tick_tuples=20, timer_bits=2),
-                                    EngineParams(store="table", partitions=16, ways=2)],
-                         ids=["pipeline", "table"])
+                                    EngineParams(store="table", partitions=16, ways=2),
+                                    EngineParams(store="table", partitions=16, ways=2,
+                                                 tick_tuples=20, timer_bits=2)],
+                         ids=["pipeline", "table", "table-timers"])
 def test_compiled_loops_equal_array_operations(engine, params):
     """Many partitions, restarts and drops: both ways of stepping give the same records."""
     nfa = nfacep.compile_text(
