@@ -14,6 +14,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nfacep
 from nfacep import capacity, reference
@@ -356,3 +358,27 @@ def test_compiled_loops_without_a_writable_cache():
     out = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["[1,", "4]"]
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is not installed")
+@settings(max_examples=60)
+@given(pattern=st.sampled_from([*PATTERNS, "A (A | B){3} C"]), skip=st.booleans(),
+       engine=st.sampled_from(["dfa", "nfa"]), n=st.integers(0, 300), keys=st.integers(1, 9),
+       store=st.sampled_from(["pipeline", "table"]), exponent=st.integers(0, 3),
+       tick=st.integers(0, 6), bits=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+def test_compiled_loops_equal_array_operations_on_random_streams(
+        pattern, skip, engine, n, keys, store, exponent, tick, bits, seed):
+    """Hypothesis: whatever the pattern, stream, store and timers, both ways of stepping
+    report the same (the oracle's differential tests run the array operations: their
+    streams are short)."""
+    clause = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
+    nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k {clause}PATTERN ({pattern}) "
+                              "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
+    rng = np.random.default_rng(seed)
+    t = tuples(k=rng.integers(0, keys, n) * 37, a=rng.integers(0, 10, n),
+               c=rng.integers(0, 2, n), e=rng.integers(0, 3, n))
+    params = EngineParams(store=store, partitions=1 << exponent, ways=1, tick_tuples=tick,
+                          timer_bits=bits)
+    fast = reference.run(nfa, t, params, engine=engine, compiled=True)
+    slow = reference.run(nfa, t, params, engine=engine, compiled=False)
+    assert fast.matches == slow.matches and fast.drops.tolist() == slow.drops.tolist()
