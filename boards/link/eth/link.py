@@ -97,7 +97,12 @@ class UdpLink(wiring.Component):
         m.submodules.tuple_fifo = tuples = AsyncFIFO(
             width=self._tuple_layout.size, depth=TUPLE_FIFO_DEPTH, w_domain="eth_rx",
             r_domain="sync")
-        wiring.connect(m, rx.o_stream, tuples.w_stream)
+        # ready from a register (the FIFO's fullness is a Gray-code compare; timing): the
+        # level a cycle ago left room for this cycle's write and the last one's
+        room = Signal()
+        m.d.eth_rx += room.eq(tuples.w_level < TUPLE_FIFO_DEPTH - 2)
+        m.d.comb += [tuples.w_en.eq(rx.o_stream.valid & room),
+                     tuples.w_data.eq(rx.o_stream.payload), rx.o_stream.ready.eq(room)]
         m.d.comb += [self.o_stream.valid.eq(tuples.r_rdy),
                      self.o_stream.payload.eq(tuples.r_data),
                      tuples.r_en.eq(self.o_stream.ready)]
