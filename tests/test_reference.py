@@ -375,7 +375,7 @@ def test_compiled_loops_equal_array_operations_on_random_streams(
     nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k {clause}PATTERN ({pattern}) "
                               "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
     rng = np.random.default_rng(seed)
-    t = tuples(k=rng.integers(0, keys, n) * 37, a=rng.integers(0, 10, n),
+    t = tuples(k=rng.integers(0, keys, n) * 31, a=rng.integers(0, 10, n),
                c=rng.integers(0, 2, n), e=rng.integers(0, 3, n))
     params = EngineParams(store=store, partitions=1 << exponent, ways=1, tick_tuples=tick,
                           timer_bits=bits)
