@@ -296,6 +296,13 @@ class RxParser(wiring.Component):
         at(UDP_AT + 6, udp_ok.eq((udp_length + 20 == ip_length) & (udp_length >= header_end)),
            command_ok.eq(udp_length == header_end))
 
+        # what the headers say, decided at the first byte after them (timing)
+        header_cls = Signal(FrameClass, reset_less=True)
+        header_kind = Signal(EventKind, reset_less=True)
+        early = Signal(reset_less=True)  # decided before the UDP length: nothing overrides it
+        cls_h, kind_h, early_h = self._header_class(m, locals())
+        at(DATA_AT + 1, header_cls.eq(cls_h), header_kind.eq(kind_h), early.eq(early_h))
+
         with m.If(self.valid), m.Switch(self.index):
             for offset in sorted(cases):
                 with m.Case(offset):
@@ -308,7 +315,7 @@ class RxParser(wiring.Component):
         with m.If(self.end):
             m.d.sync += [fcs_ok.eq(self.fcs_ok), size_ok.eq(self.size_ok),
                          truncated.eq(ip_end > self.length)]
-        cls, kind = self._verdict(m, {**locals(), "udp_ok": udp_ok & ~truncated})
+        cls, kind = self._verdict(m, locals())
         ev = self.event
         m.d.sync += ev.valid.eq(verdict)
         with m.If(verdict):
@@ -322,23 +329,21 @@ class RxParser(wiring.Component):
                      self.rollback.eq(ev.valid & ~accept_tuples)]
         return m
 
-    def _verdict(self, m, f):
-        """The frame's class and kind, from the registers its bytes and its end left (``f``:
-        the parser's locals). Every test after ``size_ok`` reads bytes the frame had."""
+    def _header_class(self, m, f):
+        """The class the headers give (``f``: the parser's locals), what the frame asks for,
+        and whether the class is decided before the UDP length test."""
         ptype = f["ptype"]
         command = (ptype == PacketType.STATUS_REQ) | (ptype == PacketType.RESET)
         cls = Signal(FrameClass)
         kind = Signal(EventKind)
+        early = Signal()
         C = FrameClass
         with m.If(ptype == PacketType.STATUS_REQ):
             m.d.comb += kind.eq(EventKind.STATUS_REQ)
         with m.Elif(ptype == PacketType.RESET):
             m.d.comb += kind.eq(EventKind.RESET)
-        with m.If(~f["size_ok"]):
-            m.d.comb += cls.eq(C.BAD_SIZE)
-        with m.Elif(~f["fcs_ok"]):
-            m.d.comb += cls.eq(C.BAD_FCS)
-        with m.Elif(~f["mac_ok"] & ~f["bcast"]):
+        m.d.comb += early.eq(1)
+        with m.If(~f["mac_ok"] & ~f["bcast"]):
             m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Elif(f["is_arp"]):
             m.d.comb += [cls.eq(Mux(f["arp_ok"] & f["arp_tpa"], C.ACCEPTED, C.NOT_FOR_US)),
@@ -353,18 +358,41 @@ class RxParser(wiring.Component):
             m.d.comb += cls.eq(C.IP_FRAGMENT)
         with m.Elif(~f["port_ok"]):
             m.d.comb += cls.eq(C.NOT_FOR_US)
-        with m.Elif(~f["udp_ok"]):
+        with m.Else():
+            m.d.comb += early.eq(0)
+            with m.If(~f["udp_ok"]):
+                m.d.comb += cls.eq(C.BAD_UDP)
+            with m.Elif(~f["version_ok"] | ~(f["is_tuples"] | command) |
+                        (f["is_tuples"] & ~f["engine_ok"])):
+                m.d.comb += cls.eq(C.BAD_HEADER)
+            with m.Else():
+                m.d.comb += cls.eq(C.ACCEPTED)
+        return cls, kind, early
+
+    def _verdict(self, m, f):
+        """The frame's class and kind at its end, from registers: the headers' class
+        (:meth:`_header_class`), the MAC's verdict, the length and the tuple data."""
+        C = FrameClass
+        cls = Signal(FrameClass)
+        command = (f["header_kind"] == EventKind.STATUS_REQ) | \
+            (f["header_kind"] == EventKind.RESET)
+        with m.If(~f["size_ok"]):
+            m.d.comb += cls.eq(C.BAD_SIZE)
+        with m.Elif(~f["fcs_ok"]):
+            m.d.comb += cls.eq(C.BAD_FCS)
+        with m.Elif(f["early"]):
+            m.d.comb += cls.eq(f["header_cls"])
+        with m.Elif(f["truncated"]):
             m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(~f["version_ok"] | ~(f["is_tuples"] | command) |
-                    (f["is_tuples"] & ~f["engine_ok"])):
-            m.d.comb += cls.eq(C.BAD_HEADER)
+        with m.Elif(f["header_cls"] != C.ACCEPTED):
+            m.d.comb += cls.eq(f["header_cls"])
         with m.Elif(Mux(command, ~f["command_ok"], ~f["some"] | (f["phase"] != 0))):
             m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(f["is_tuples"] & self.overflow):
+        with m.Elif(~command & self.overflow):
             m.d.comb += cls.eq(C.ENGINE_FULL)
         with m.Else():
             m.d.comb += cls.eq(C.ACCEPTED)
-        return cls, kind
+        return cls, f["header_kind"]
 
 
 class CommitBuffer(wiring.Component):

@@ -31,7 +31,8 @@ _IFG = 12
 
 class MacTx(wiring.Component):
     """The transmit MAC: preamble and SFD, the frame's bytes (zero-padded to 60), the FCS
-    (:data:`~.rx.FCS`), then at least 12 idle cycles. GMII outputs are registered.
+    (:data:`~.rx.FCS`), then at least 12 idle cycles. GMII outputs come two registers after
+    the byte is taken.
 
     ``i_stream`` must offer the frame's bytes back to back once its first is taken (it is not
     waited for: a byte missing mid-frame ends the frame with ``tx_er``, so the receiver drops
@@ -53,8 +54,18 @@ class MacTx(wiring.Component):
         m.submodules.fcs = fcs = FCS.create()
         count = Signal(range(max(_IFG, 64)))
         error = Signal()
-        txd, en = Signal(8), Signal()
-        m.d.sync += [self.txd.eq(txd), self.tx_en.eq(en), self.tx_er.eq(en & error)]
+        # the FSM's byte (comb), then two registered stages (timing: the byte comes through
+        # UdpTx's multiplexers): stage 1 feeds the FCS, stage 2 is GMII, the FCS's bytes put
+        # in there, when the FCS has taken every byte before them
+        txd, en, feed, fcs_slot = Signal(8), Signal(), Signal(), Signal()
+        txd1 = Signal(8, reset_less=True)
+        en1, feed1, fcs1 = Signal(), Signal(), Signal()
+        index1 = Signal(2, reset_less=True)
+        m.d.sync += [txd1.eq(txd), en1.eq(en), feed1.eq(feed), fcs1.eq(fcs_slot),
+                     index1.eq(count[:2])]
+        m.d.comb += [fcs.data.eq(txd1), fcs.valid.eq(feed1)]
+        m.d.sync += [self.txd.eq(Mux(fcs1, fcs.crc.word_select(index1, 8), txd1)),
+                     self.tx_en.eq(en1), self.tx_er.eq(en1 & error)]
         i = self.i_stream
         with m.FSM(name="mac_tx") as fsm:
             with m.State("IDLE"):
@@ -68,8 +79,7 @@ class MacTx(wiring.Component):
                     m.d.sync += count.eq(0)
                     m.next = "DATA"
             with m.State("DATA"):
-                m.d.comb += [en.eq(1), i.ready.eq(1), txd.eq(i.payload.data),
-                             fcs.data.eq(i.payload.data), fcs.valid.eq(1)]
+                m.d.comb += [en.eq(1), i.ready.eq(1), txd.eq(i.payload.data), feed.eq(1)]
                 m.d.sync += count.eq(Mux(count == 63, 63, count + 1))
                 with m.If(~i.valid):
                     m.d.sync += error.eq(1)
@@ -80,13 +90,13 @@ class MacTx(wiring.Component):
                     with m.Else():
                         m.next = "PAD"
             with m.State("PAD"):
-                m.d.comb += [en.eq(1), txd.eq(0), fcs.data.eq(0), fcs.valid.eq(1)]
+                m.d.comb += [en.eq(1), txd.eq(0), feed.eq(1)]
                 m.d.sync += count.eq(count + 1)
                 with m.If(count == 59):
                     m.d.sync += count.eq(0)
                     m.next = "FCS"
             with m.State("FCS"):
-                m.d.comb += [en.eq(1), txd.eq(fcs.crc.word_select(count[:2], 8))]
+                m.d.comb += [en.eq(1), fcs_slot.eq(1)]
                 m.d.sync += count.eq(count + 1)
                 with m.If(count == 3):
                     m.d.sync += count.eq(0)
@@ -95,7 +105,7 @@ class MacTx(wiring.Component):
                 m.d.sync += count.eq(count + 1)
                 with m.If(count == _IFG - 2):
                     m.next = "IDLE"
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | en1)
         return m
 
 
