@@ -765,3 +765,23 @@ def test_udp_board_model_on_a_socket():
     assert {k: status[k] for k in udp.FRAME_CLASSES} == {
         **dict.fromkeys(udp.FRAME_CLASSES, 0), "accepted": 5, "bad_udp": 3, "bad_header": 1,
         "engine_full": 1}
+
+
+@pytest.mark.slow
+def test_udp_board_top_builds_for_the_colorlight_and_meets_timing(tmp_path):
+    """`nfacep build --link udp` for the Colorlight 5A-75B: place-and-route meets 125 MHz on
+    both clocks (the engine's and transmit one, the receive one), the bitstream is written."""
+    from nfacep import boards, compile_file
+    from nfacep.params import EngineParams
+
+    out = tmp_path / "colorlight"
+    report = boards.build(compile_file(MARATHON), boards.get_board("colorlight-5a75b"),
+                          str(out), EngineParams(partitions=2), link="udp",
+                          query_file=str(MARATHON), udp=BOARD)
+    assert report["status"] == "ok" and report["timing_met"] is True
+    assert report["link"]["kind"] == "udp" and report["link"]["ip"] == "10.0.0.2"
+    assert report["link"]["port"] == BOARD.port and report["link"]["mac"] == "02:00:5e:00:00:02"
+    assert len(report["fmax_mhz"]) == 2
+    for clock, fmax in report["fmax_mhz"].items():
+        assert fmax >= report["constraint_mhz"][clock] == 125
+    assert (out / "engine.bit").stat().st_size > 100_000
