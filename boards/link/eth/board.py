@@ -103,7 +103,7 @@ class RgmiiTx(Elaboratable):
 class UdpBoardTop(Elaboratable):
     """The bitstream's top level for ``--link udp``: a :class:`~.link.UdpTop` on the board's
     first RGMII port, the engine and the transmit side at 125 MHz from an ``EHXPLLL`` on the
-    25 MHz oscillator; the PHY held in reset for about 10 ms after the PLL locks; the LED
+    25 MHz oscillator; the PHY held in reset for 2**20 cycles (8.4 ms) after the PLL locks; the LED
     blinks (heartbeat, about 2 Hz)."""
 
     def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = 4096):
@@ -143,7 +143,7 @@ class UdpBoardTop(Elaboratable):
                      top.rx_er.eq(rx.rx_er), tx.txd.eq(top.txd), tx.tx_en.eq(top.tx_en),
                      tx.tx_er.eq(top.tx_er)]
 
-        phy_wait = Signal(21)  # 2**21 cycles: about 17 ms
+        phy_wait = Signal(21)  # until its top bit: 2**20 cycles, 8.4 ms
         m.submodules.phy_rst = phy_rst = io.Buffer("o", rgmii.rst)
         with m.If(~phy_wait[-1]):
             m.d.sync += phy_wait.eq(phy_wait + 1)
