@@ -29,7 +29,8 @@ STATUS     0x82   :data:`STATUS_FIELDS`
 ========== ====== =================================================================
 
 Every Ethernet frame the board receives is counted in exactly one class of
-:data:`FRAME_CLASSES` (the first that applies, in that order).
+:data:`FRAME_CLASSES` (the first that applies in the order ``boards/UDP.md`` gives: size, FCS,
+addresses, IPv4, UDP port, lengths, payload header, room; ``accepted`` when none does).
 
 The module also builds and parses the Ethernet, ARP, IPv4 and UDP headers around a payload
 (:func:`udp_frame`, :func:`arp_request`, :func:`parse_frame`), for the tests and the model;
@@ -84,7 +85,7 @@ class PacketType:
     STATUS = 0x82
 
 
-#: The classes every received frame is counted in, in the order the board decides them.
+#: The classes a received frame is counted in (one each), in STATUS order.
 FRAME_CLASSES = (
     "accepted",         # TUPLES whose tuples went to the engine, STATUS_REQ, RESET, ARP
                         # request for the board's IP address
