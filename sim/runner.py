@@ -37,8 +37,9 @@ __all__ = ["MODES", "TRAFFIC", "WAVE_FORMAT", "ContractError", "SimResult", "Sim
 TRAFFIC = ("random", "full")
 #: How the testbench feeds the engine: ``batch``, a Verilog harness streams batches of tuples
 #: with Python once per batch (:mod:`nfacep.sim.harness`); ``cycle``, cocotb drives every
-#: cycle (:mod:`nfacep.sim.testbench`).
-MODES = ("batch", "cycle")
+#: cycle (:mod:`nfacep.sim.testbench`); ``native`` (Verilator only), the batch harness driven
+#: by a C++ main, no Python while it runs (:mod:`nfacep.sim.native`).
+MODES = ("batch", "cycle", "native")
 TESTBENCH_MODULE = {"batch": "nfacep.sim.batch_testbench", "cycle": "nfacep.sim.testbench"}
 #: Waveform format each simulator writes (Verilator's FST writer needs liblz4 headers).
 WAVE_FORMAT = {"icarus": "fst", "verilator": "vcd"}
@@ -85,10 +86,12 @@ class Simulation:
 
     ``mode`` (:data:`MODES`) is how the testbench feeds it: ``"batch"`` (the default) through
     the Verilog harness of :mod:`nfacep.sim.harness`, Python waking once per batch of tuples;
-    ``"cycle"`` with cocotb driving every clock cycle. Both check the same contract and give
-    the same records. ``batch_depth`` is the harness's batch memory in tuples (a power of two;
-    default :func:`~nfacep.sim.harness.depth_for` the input): each depth is a build of its own,
-    so a caller that simulates many inputs with one engine (and prebuilds it) names one.
+    ``"cycle"`` with cocotb driving every clock cycle; ``"native"`` (Verilator only) through
+    the same harness driven by a C++ main (:mod:`nfacep.sim.native`). All check the same
+    contract and give the same records. ``batch_depth`` is the harness's batch memory in
+    tuples (a power of two; default :func:`~nfacep.sim.harness.depth_for` the input): each
+    depth is a build of its own, so a caller that simulates many inputs with one engine (and
+    prebuilds it) names one.
     ``seed`` seeds the testbench's random input gaps and output stalls; ``traffic="full"``
     turns them off (valid and ready always high) to measure throughput. ``waves`` names a
     waveform file to write, for GTKWave or Surfer (FST with Icarus, VCD with Verilator, whose
@@ -117,6 +120,9 @@ class Simulation:
         if simulator not in build.SIMULATORS:
             raise UsageError(f"unknown simulator {simulator!r}: choose one of "
                              f"{', '.join(build.SIMULATORS)}")
+        if mode == "native" and simulator != "verilator":
+            raise UsageError("the native mode is a Verilator model with a C++ main: use "
+                             "--simulator verilator (or --mode batch with Icarus)")
         if traffic not in TRAFFIC:
             raise UsageError(f"unknown traffic {traffic!r}: choose one of {', '.join(TRAFFIC)}")
         if waves is not None:
@@ -153,12 +159,19 @@ class Simulation:
             engine_v, sidecar = self._engine(nfa, params, run_dir)
             config = self._write_inputs(nfa, tuples, params, sidecar, run_dir)
             top, harness = sidecar["top"], None
-            if self.mode == "batch":
+            if self.mode in ("batch", "native"):
                 top, harness = HARNESS_TOP, harness_verilog(sidecar, self._depth(tuples.n))
-            with build.environment(self.simulator, cache):
-                model = build.build_model(self.simulator, engine_v, top, cache,
-                                          bool(self.waves), harness=harness)
-                self._simulate(model, run_dir, top, config)
+            if self.mode == "native":
+                from .native import build_native, run_native
+
+                executable = build_native(engine_v, sidecar, harness, cache, bool(self.waves))
+                run_native(executable, run_dir, json.loads(config.read_text(encoding="utf-8")),
+                           waves=str(run_dir / "waves.vcd") if self.waves else None)
+            else:
+                with build.environment(self.simulator, cache):
+                    model = build.build_model(self.simulator, engine_v, top, cache,
+                                              bool(self.waves), harness=harness)
+                    self._simulate(model, run_dir, top, config)
             result = self._result(nfa, tuples.n, params, run_dir)
             keep = self.keep_run or result.failure is not None
             return result

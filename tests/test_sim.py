@@ -259,6 +259,60 @@ def test_batch_and_per_cycle_modes_give_the_same_records(tmp_path, sim_cache, na
     assert 0 < runs["batch"].tuples_per_cycle < 0.5  # gaps and stalls
 
 
+@pytest.mark.parametrize(("name", "params"), [
+    ("bruteforce", EngineParams(partitions=4, tick_tuples=5, timer_bits=2)),
+    ("marathon", EngineParams(store="table", partitions=16, ways=2, tick_tuples=3,
+                              timer_bits=2)),
+])
+def test_native_mode_is_the_batch_harness_without_python(tmp_path, sim_cache, name, params):
+    """The batch harness driven by a C++ main under Verilator: the same records as the cocotb
+    batch run with the same seed and batch depth, cycle for cycle, and the reference's; a
+    partitioner far too small and ticks, so that drops and expiries happen."""
+    require("verilator")
+    nfa = compile_file(str(QUERIES / f"{name}.sql"))
+    data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    runs = {mode: sim.Simulation("verilator", build_dir=sim_cache, check=True, mode=mode,
+                                 seed=5, batch_depth=64).run(nfa, data, params)
+            for mode in ("native", "batch")}
+    want = reference_run(nfa, data, params)
+    for mode, result in runs.items():
+        assert result.failure is None, (mode, result.failure)
+        assert result.mode == mode
+        assert result.records == want.records(nfa, data), mode
+    assert runs["native"].cycles == runs["batch"].cycles > data.n
+    assert runs["native"].counters == runs["batch"].counters
+    assert runs["native"].counters["tuples"] == data.n
+    assert runs["native"].drops.tolist() == want.drops.tolist() and len(want.drops) > 0
+
+
+def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monkeypatch):
+    """A wrong expectation is a mismatch with the records named; a stuck engine a timeout; the
+    native mode needs Verilator."""
+    require("verilator")
+    nfa = compile_file(str(QUERIES / "marathon.sql"))
+    data = tuples.read(str(QUERIES / "marathon.csv"), nfa.program.schema)
+    params = EngineParams(partitions=2)
+    from nfacep import reference
+
+    real = reference.run
+
+    def off_by_one(*args, **kwargs):  # the model reports every match one tuple later
+        result = real(*args, **kwargs)
+        result.seqs = result.seqs + 1
+        return result
+
+    monkeypatch.setattr(reference, "run", off_by_one)
+    result = sim.Simulation("verilator", build_dir=sim_cache, check=True,
+                            mode="native").run(nfa, data, params)
+    assert result.failure is not None and "differ" in str(result.failure)
+    monkeypatch.setattr(reference, "run", real)
+    with pytest.raises(sim.SimulationError, match=r"timeout: no completion after 100 cycles"):
+        sim.Simulation("verilator", build_dir=sim_cache, mode="native",
+                       timeout_cycles=100).run(nfa, data, params)
+    with pytest.raises(UsageError, match="--simulator verilator"):
+        sim.Simulation("icarus", mode="native")
+
+
 def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
     """With valid and ready always high the harness feeds the engine as fast as it takes
     tuples (one every other cycle, the swap pipeline's rate); a bad depth is a usage error."""
