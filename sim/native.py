@@ -93,7 +93,7 @@ int main(int argc, char** argv) {{
         vcd->open(trace.c_str());
     }}
 #endif
-    unsigned long long now = 0;
+    uint64_t now = 0;
     auto half = [&](int level) {{
         top->clk = level;
         top->eval();

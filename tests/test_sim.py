@@ -311,6 +311,11 @@ def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monke
                        timeout_cycles=100).run(nfa, data, params)
     with pytest.raises(UsageError, match="--simulator verilator"):
         sim.Simulation("icarus", mode="native")
+    # --waves: the C++ main writes Verilator's VCD
+    waves = tmp_path / "native.vcd"
+    traced = sim.Simulation("verilator", build_dir=sim_cache, mode="native",
+                            waves=str(waves)).run(nfa, data, params)
+    assert traced.waves == str(waves) and "$enddefinitions" in waves.read_text()[:100000]
 
 
 def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
