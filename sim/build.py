@@ -319,7 +319,7 @@ def read_sidecar(engine: str | os.PathLike) -> tuple[Path, dict]:
 
 def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
              build_dir: str | os.PathLike | None = None, waves: bool = False,
-             batch_depth: int | None = None) -> Path:
+             batch_depth: int | None = None, native: bool = False) -> Path:
     """Build the simulator model of an emitted engine now, or find it already built: the
     batch harness's with a memory of ``batch_depth`` tuples around it (what a
     :class:`~nfacep.sim.Simulation` with the same ``batch_depth`` runs), or, when None, the
@@ -335,6 +335,9 @@ def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
     building it, and so does a second :func:`prebuild` of the same Verilog (under a file lock,
     so concurrent callers build once).
 
+    With ``native`` (Verilator only, ``batch_depth`` required) it builds the native model
+    (:mod:`nfacep.sim.native`) a ``mode="native"`` simulation runs, and returns its folder.
+
     Returns the model's build folder inside the cache. Raises :class:`SimulatorMissing` when
     the simulator is not installed (saying how to install it), :class:`UsageError` for an
     unknown simulator or an unreadable engine or sidecar, and :class:`SimulationError` when the
@@ -348,5 +351,12 @@ def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
     if batch_depth is not None:
         top, harness = HARNESS_TOP, harness_verilog(sidecar, batch_depth)
     cache.mkdir(parents=True, exist_ok=True)
+    if native:
+        from .native import build_native
+
+        if simulator != "verilator" or harness is None:
+            raise UsageError("a native model is built by Verilator around the batch harness: "
+                             "give simulator='verilator' and a batch_depth")
+        return build_native(path, sidecar, harness, cache, waves).parent.parent
     with environment(simulator, cache):
         return build_model(simulator, path, top, cache, waves, harness=harness)

@@ -186,6 +186,10 @@ def _regress_arguments(p) -> None:
                         "(default: the master's default parallelism)")
     p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
                    help="HDL simulator (default %(default)s)")
+    p.add_argument("--mode", choices=("batch", "native"), default="batch",
+                   help="how each simulation is fed: batch, the Verilog harness under cocotb; "
+                        "native, the same harness under a C++ main, no Python while it runs "
+                        "(--simulator verilator; faster) (default %(default)s)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the testbench's random input gaps and output stalls "
                         "(default %(default)s)")
@@ -203,7 +207,7 @@ def _regress(args) -> int:
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
     job = regress.prepare(args.query, args.vectors, given=params.given(args),
-                          simulator=args.simulator,
+                          simulator=args.simulator, sim_mode=args.mode,
                           build_dir=args.build_dir, master=args.master, seed=args.seed)
     note = "note" if job.mode == "partitioned" else "warning"
     print(f"{note}: {job.reason}", file=sys.stderr)

@@ -74,6 +74,7 @@ class Job:
     mode: str  #: "partitioned" (sharded by key) or "global" (one simulation)
     reason: str
     seed: int = 0
+    sim_mode: str = "batch"  #: how each simulation is fed: "batch" or "native" (Verilator)
 
 
 def _load_manifest(folder: str) -> dict:
@@ -110,7 +111,7 @@ def _load_manifest(folder: str) -> dict:
 
 def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
             simulator: str = "icarus", build_dir: str | os.PathLike | None = None,
-            master: str | None = None, seed: int = 0) -> Job:
+            master: str | None = None, seed: int = 0, sim_mode: str = "batch") -> Job:
     """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark.
 
     ``given`` are the engine parameters given on the command line
@@ -126,6 +127,11 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
     if simulator not in sim.SIMULATORS:
         raise UsageError(f"unknown simulator {simulator!r}: choose one of "
                          f"{', '.join(sim.SIMULATORS)}")
+    if sim_mode not in ("batch", "native"):
+        raise UsageError(f"unknown simulation mode {sim_mode!r}: choose batch or native")
+    if sim_mode == "native" and simulator != "verilator":
+        raise UsageError("--mode native is a Verilator model with a C++ main: use "
+                         "--simulator verilator")
     folder = os.path.abspath(vectors_dir)
     manifest = _load_manifest(folder)
     try:
@@ -165,7 +171,7 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
                   f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
                   "when capacity and timers cannot matter)")
     return Job(query, raw.decode("utf-8"), nfa, folder, manifest, params, simulator, cache,
-               mode, reason, seed)
+               mode, reason, seed, sim_mode)
 
 
 # --- the prebuilt model -------------------------------------------------------------------------
@@ -183,7 +189,7 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
     engine_v = folder / "engine.v"
     write_verilog(job.nfa, str(engine_v), job.params)
     sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir,
-                 batch_depth=_batch_depth(job))
+                 batch_depth=_batch_depth(job), native=job.sim_mode == "native")
     return str(query), str(engine_v)
 
 
@@ -198,7 +204,7 @@ def _batch_depth(job: Job) -> int:
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
 
 def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
-              seed: int, batch_depth: int, counter, batches):
+              seed: int, batch_depth: int, sim_mode: str, counter, batches):
     """Simulate the tuples of one Spark partition (one shard) in ``seq`` order; adds them to
     ``counter`` (a :class:`~.progress.Counter`)."""
     from nfacep import sim
@@ -216,7 +222,8 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
         table, seq = table.take(pa.array(order)), seq[order]
     data = from_table(table, program.schema, source=f"{TUPLES} (seq {seq[0]}…)")
     simulation = sim.Simulation(simulator, build_dir=build_dir, engine=engine_v,
-                                seed=seed + int(seq[0]), batch_depth=batch_depth)
+                                seed=seed + int(seq[0]), batch_depth=batch_depth,
+                                mode=sim_mode)
     res = simulation.run(nfa, data, params)
     m = len(res.matches)
     rows_seq = [int(seq[s]) for s, _, _ in res.matches]
@@ -292,7 +299,8 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
             counter = watch.phase("simulated", total=n_tuples, tasks=shards,
                                   task_word="shards")
             task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
-                                     str(job.build_dir), job.seed, _batch_depth(job), counter)
+                                     str(job.build_dir), job.seed, _batch_depth(job),
+                                     job.sim_mode, counter)
             result = source.mapInArrow(task, _spark_schema(_RESULT))
             try:
                 result = result.localCheckpoint()
@@ -386,6 +394,7 @@ def _compare(spark, job: Job, result) -> dict:
         "query_sha256": job.manifest["query_sha256"],
         "engine": job.params.as_dict(),
         "simulator": job.simulator,
+        "sim_mode": job.sim_mode,
         "mode": job.mode,
         "reason": job.reason,
         "equal": total == 0,
@@ -400,7 +409,8 @@ def render(report: dict) -> str:
     c = report["counts"]
     lines = [
         f"{report['tuples']} tuples, {report['shards']['simulated']} shard(s) simulated "
-        f"({report['mode']}), {report['simulator']}, {report['cycles']} cycles",
+        f"({report['mode']}), {report['simulator']} ({report.get('sim_mode', 'batch')}), "
+        f"{report['cycles']} cycles",
         f"expected {c['expected']} matches and {c['expected_drops']} drops; simulated "
         f"{c['simulated']} matches and {c['simulated_drops']} drops",
     ]

@@ -174,6 +174,31 @@ def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, caps
     assert f"report -> {fire}/{regress.REPORT}" in out
 
 
+def test_native_mode_passes_and_catches_a_cut_wire(spark, fire, tmp_path, monkeypatch, capsys):
+    """--mode native (the batch harness under a C++ main): the vectors pass, and the same
+    broken gateware as above is caught."""
+    missing = sim.simulator_available("verilator")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    cache = tmp_path / "cache"
+    args = (*FIRE_ENGINE, "--build-dir", str(cache), "--tasks", "2", "--simulator",
+            "verilator", "--mode", "native", "--quiet")
+    assert regress_cli(fire, FIRE, *args) == 0
+    out, _ = capsys.readouterr()
+    assert "verilator (native)" in out and "OK:" in out
+    report = report_of(fire)
+    assert report["equal"] and report["sim_mode"] == "native"
+    assert report["tuples_simulated"] == 3000 and report["shards"]["simulated"] > 1
+    assert len([p for p in cache.iterdir() if p.name.startswith("native-")]) == 1
+    module, broken = _cut_wire("st3_SMOKE", "st2_HOT")
+    monkeypatch.setattr(module, "next_state", broken)
+    assert regress_cli(fire, FIRE, *args) == 1
+    c = report_of(fire)["counts"]
+    assert c["missing"] > 0 and c["extra"] == 0
+    assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--mode", "native") == 2
+    assert "--simulator verilator" in capsys.readouterr().err
+
+
 # --- bad input: a clear error before Spark does anything ------------------------------------------
 
 @pytest.fixture
