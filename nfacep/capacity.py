@@ -76,12 +76,28 @@ def table_slots(raw: np.ndarray, key_bits: int, params: EngineParams) -> Slots:
     return Slots((key_crc32(raw, key_bits) & mask).astype(np.int64), params.ways)
 
 
+def _narrow(codes: np.ndarray) -> np.ndarray:
+    """``codes`` (non-negative) in the narrowest unsigned type that holds them: numpy's
+    stable sort is a radix sort for 8- and 16-bit integers, several times faster than on
+    int64 at millions of tuples."""
+    top = int(codes.max()) if len(codes) else 0
+    for dtype in (np.uint8, np.uint16):
+        if top <= np.iinfo(dtype).max:
+            return codes.astype(dtype)
+    return codes
+
+
 def _prev_same(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Stable grouping by code; index of the previous tuple with the same code (or -1)."""
-    order = np.argsort(codes, kind="stable")
-    prev = np.full(len(codes), -1, dtype=np.int64)
-    same = codes[order[1:]] == codes[order[:-1]]
-    prev[order[1:][same]] = order[:-1][same]
+    narrow = _narrow(codes)
+    order = np.argsort(narrow, kind="stable")
+    prev = np.empty(len(codes), dtype=np.int64)
+    prev[order[1:]] = order[:-1]
+    # each code's group starts where the counts of the smaller codes end: no previous tuple
+    counts = np.bincount(narrow)
+    heads = np.cumsum(counts) - counts
+    heads = heads[heads < len(codes)]
+    prev[order[heads]] = -1
     return order, prev
 
 
