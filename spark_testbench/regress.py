@@ -55,6 +55,10 @@ REPORT_FORMAT = "nfacep-regress/1"
 KINDS = ("missing", "extra", "missing_drop", "extra_drop")
 #: Differing rows kept in the report.
 FIRST = 20
+#: In the partitioned mode, shards of about this many tuples at most (more shards than tasks
+#: when the stream is long), so that a task holds one shard, not its share of the stream:
+#: memory stays bounded by the shard (or by the busiest key, which is never split).
+SHARD_TUPLES = 1 << 20
 _RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
                      ("kind", pa.string())])
 
@@ -287,7 +291,7 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
         n_tuples = job.manifest.get("counts", {}).get("tuples")
         if job.mode == "partitioned":
             keys = job.manifest.get("keys_present") or tasks
-            shards = max(1, min(tasks, keys))
+            shards = max(1, min(max(tasks, -(-(n_tuples or 0) // SHARD_TUPLES)), keys))
             source = tuples.repartition(shards, F.col(key))
         else:
             shards = 1
