@@ -7,4 +7,7 @@ shape), :mod:`~nfacep.boards.link.uart` the UART receiver,
 :mod:`~nfacep.boards.link.framing` the framing blocks, :mod:`~nfacep.boards.link.top` the link
 component and the board tops, :mod:`~nfacep.boards.link.model` a software board for testing the
 host. ``boards/LINK.md`` describes the link for users.
+
+:mod:`nfacep.boards.link.eth` is the second link, Gigabit Ethernet/UDP (``--link udp``,
+``boards/UDP.md``); it shares this package's engine fingerprint (:func:`.protocol.engine_id`).
 """
