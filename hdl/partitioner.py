@@ -14,10 +14,20 @@ from amaranth.hdl import Const, Module, Mux, Shape, ShapeLike, Signal, Value, Va
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamPartitioner", "store_signature"]
+__all__ = ["StreamPartitioner", "check_store_arguments", "store_signature"]
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
+
+
+def check_store_arguments(counter_width: int, timer_bits: int, tick_tuples: int) -> None:
+    """ValueError unless the arguments both partition stores take are in range."""
+    if not isinstance(counter_width, int) or counter_width < 1:
+        raise ValueError(f"Counter width must be a positive integer, not {counter_width!r}")
+    if not isinstance(timer_bits, int) or timer_bits < 1:
+        raise ValueError(f"Timer width must be a positive integer, not {timer_bits!r}")
+    if not isinstance(tick_tuples, int) or tick_tuples < 0:
+        raise ValueError(f"Tick period must be a non-negative integer, not {tick_tuples!r}")
 
 
 def store_signature(key_shape: ShapeLike, payload_shape: ShapeLike, result_shape: ShapeLike,
@@ -118,12 +128,7 @@ class StreamPartitioner(wiring.Component):
             raise ValueError(f"State width must be a non-negative integer, not {state_width!r}")
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"Depth must be a positive integer, not {depth!r}")
-        if not isinstance(timer_bits, int) or timer_bits < 1:
-            raise ValueError(f"Timer width must be a positive integer, not {timer_bits!r}")
-        if not isinstance(tick_tuples, int) or tick_tuples < 0:
-            raise ValueError(f"Tick period must be a non-negative integer, not {tick_tuples!r}")
-        if not isinstance(counter_width, int) or counter_width < 1:
-            raise ValueError(f"Counter width must be a positive integer, not {counter_width!r}")
+        check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
 

@@ -18,7 +18,7 @@ from amaranth.lib import crc, data, wiring
 from amaranth.lib.memory import Memory
 
 from .bram import RegisteredBank
-from .partitioner import store_signature
+from .partitioner import check_store_arguments, store_signature
 from .queue import StreamBuffer
 
 __all__ = ["TablePartitioner"]
@@ -144,12 +144,7 @@ class TablePartitioner(wiring.Component):
             raise ValueError(f"Ways ({ways}) must not exceed entries ({entries})")
         if key_width < 1:
             raise ValueError("The key must be at least one bit wide")
-        if not isinstance(counter_width, int) or counter_width < 1:
-            raise ValueError(f"Counter width must be a positive integer, not {counter_width!r}")
-        if not isinstance(timer_bits, int) or timer_bits < 1:
-            raise ValueError(f"Timer width must be a positive integer, not {timer_bits!r}")
-        if not isinstance(tick_tuples, int) or tick_tuples < 0:
-            raise ValueError(f"Tick period must be a non-negative integer, not {tick_tuples!r}")
+        check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not isinstance(sweep_every, int) or sweep_every < 1:
             raise ValueError(f"Sweep period must be a positive integer, not {sweep_every!r}")
         if read_stages not in (2, 3):
