@@ -35,7 +35,8 @@ from .link.protocol import (
     fields_size,
 )
 
-__all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard"]
+__all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard", "board_result",
+           "check_engine", "check_timeout"]
 
 #: The longest ``--timeout`` (a day): what a silent board is waited for.
 MAX_TIMEOUT = 86400.0
@@ -183,25 +184,41 @@ class _Session:
         return self.status
 
 
+def check_engine(board: dict, nfa: Nfa, params: EngineParams, *, link: str,
+                 error: type[NfacepError] | None = None) -> None:
+    """Raise ``error`` (default :class:`NoBoardError`) unless ``board`` (its ``engine_id``,
+    ``tuple_bytes`` and ``record_bytes``) is the engine of ``nfa`` with ``params``; ``link``
+    names the bitstream to load (``uart``, ``udp``). Shared by the UART and UDP hosts."""
+    error = error or NoBoardError
+    expected = engine_id(nfa, params)
+    if board["engine_id"] != expected:
+        raise error(
+            f"the board runs another engine (engine id {board['engine_id']:08x}, expected "
+            f"{expected:08x} for this query file with {params.options()}): load the bitstream "
+            f"that `nfacep build --link {link}` made of this query file with these parameters, "
+            "or pass the ones it was built with")
+    tb = wire.tuple_bytes(nfa.program.schema)
+    rb = wire.record_format(nfa).nbytes
+    if board["tuple_bytes"] != tb or board["record_bytes"] != rb:
+        raise error(f"the board's tuples are {board['tuple_bytes']} bytes and records "
+                    f"{board['record_bytes']}, expected {tb} and {rb}")
+
+
 def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int) -> None:
     if status["version"] != VERSION:
         raise NoBoardError(f"the board speaks version {status['version']} of the link "
                            f"protocol, this nfacep version {VERSION}: rebuild the bitstream")
-    expected = engine_id(nfa, params)
-    if status["engine_id"] != expected:
-        raise NoBoardError(
-            f"the board runs another engine (engine id {status['engine_id']:08x}, expected "
-            f"{expected:08x} for this query file with {params.options()}): load the bitstream "
-            "that `nfacep build --link uart` made of this query file with these parameters, "
-            "or pass the ones it was built with")
-    tb = wire.tuple_bytes(nfa.program.schema)
-    rb = wire.record_format(nfa).nbytes
-    if status["tuple_bytes"] != tb or status["record_bytes"] != rb:
-        raise NoBoardError(f"the board's tuples are {status['tuple_bytes']} bytes and records "
-                           f"{status['record_bytes']}, expected {tb} and {rb}")
+    check_engine(status, nfa, params, link="uart")
     if status["capacity"] < capacity_min:
         raise NoBoardError(f"the board's buffer holds {status['capacity']} bytes, less than one "
                            f"{capacity_min}-byte tuple")
+
+
+def check_timeout(timeout: float) -> None:
+    """A UsageError unless ``timeout`` is a positive number of seconds up to a day."""
+    if not 0 < timeout <= MAX_TIMEOUT:  # NaN and infinity included
+        raise UsageError(f"--timeout must be a positive number of seconds, at most "
+                         f"{MAX_TIMEOUT}")
 
 
 class UartBoard:
@@ -216,9 +233,7 @@ class UartBoard:
 
     def __init__(self, port: str, *, baud: int = 115200, timeout: float = 5.0,
                  frame_tuples: int | None = None, serial_port=None, progress=None):
-        if not 0 < timeout <= MAX_TIMEOUT:  # NaN and infinity included
-            raise UsageError(f"--timeout must be a positive number of seconds, at most "
-                             f"{MAX_TIMEOUT}")
+        check_timeout(timeout)
         if frame_tuples is not None and frame_tuples < 1:
             raise UsageError("--frame-tuples must be at least 1")
         self.port = port
@@ -360,17 +375,26 @@ def _results(s: _Session, nfa: Nfa, n: int, final: dict, stats: dict, params: En
         raise LinkError(f"{lost} of the board's {final['records']} records were lost on the "
                         f"way back ({sum(s.reader.errors.values())} corrupted frames came in, "
                         f"{s.reader.errors}); the results would be incomplete, run again")
-    fmt = wire.record_format(nfa)
-    try:
-        result = BoardResult.from_records(
-            nfa, n, [fmt.decode_bytes(raw) for raw in s.records], params,
-            counters={k: final[k] for k in ("tuples", "matched", "drops")},
-            port=port, baud=baud, status=final, stats=stats)
-    except ValueError as err:
-        raise LinkError(f"the board sent a record that is not this engine's: {err}") from None
+    result = board_result(BoardResult, nfa, n, s.records, final, params, port=port, baud=baud,
+                          stats=stats)
     if stats["frames_resent"] or stats["bad_frames_in"] or stats["board_errors"]:
         result.warnings.append(
             f"warning: the link was noisy: {stats['frames_resent']} frames resent, "
             f"{stats['bad_frames_in']} bad frames from the board, board counters "
             f"{stats['board_errors']}")
     return result
+
+
+def board_result(cls: type[BoardResult], nfa: Nfa, n: int, records: list[bytes], final: dict,
+                 params: EngineParams, **fields) -> BoardResult:
+    """The ``cls`` result of the raw ``records`` a board sent for ``n`` tuples, with its last
+    STATUS ``final`` (its ``tuples``, ``matched`` and ``drops`` counters); a LinkError for a
+    record that is not this engine's. Shared by the UART and UDP hosts."""
+    fmt = wire.record_format(nfa)
+    try:
+        return cls.from_records(
+            nfa, n, [fmt.decode_bytes(raw) for raw in records], params,
+            counters={k: final[k] for k in ("tuples", "matched", "drops")}, status=final,
+            **fields)
+    except ValueError as err:
+        raise LinkError(f"the board sent a record that is not this engine's: {err}") from None
