@@ -129,27 +129,38 @@ class Build(Command):
 
 class Run(Command):
     name = "run"
-    help = "stream tuples to a board over its USB UART and write its matches"
+    help = "stream tuples to a board over its USB UART or UDP and write its matches"
     description = ("Reset the engine on a board loaded with a bitstream from `nfacep build "
-                   "--link uart`, check that it is this query's engine with these parameters, "
-                   "stream the tuples over the serial port (framed, CRC-checked, flow "
-                   "controlled, lost frames resent) and write the matches and summary exactly "
-                   "as `nfacep match` does. The frame format is in boards/LINK.md.")
+                   "--link uart` (give --port) or `--link udp` (give --udp), check that it is "
+                   "this query's engine with these parameters, stream the tuples (over the "
+                   "serial port: framed, CRC-checked, flow controlled, lost frames resent; over "
+                   "UDP: in TUPLES packets under the board's buffer credit, a run with a lost "
+                   "packet started again) and write the matches and summary exactly as `nfacep "
+                   "match` does. The formats are in boards/LINK.md and boards/UDP.md.")
     order = 90
 
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
-        parser.add_argument("--port", required=True, metavar="P",
-                            help="serial port of the board (/dev/ttyUSB0, COM3, or a pyserial "
-                                 "URL such as socket://host:port)")
+        parser.add_argument("--port", metavar="P",
+                            help="serial port of a --link uart board (/dev/ttyUSB0, COM3, or a "
+                                 "pyserial URL such as socket://host:port)")
+        parser.add_argument("--udp", metavar="HOST[:PORT]",
+                            help="IPv4 address (or name) and UDP port of a --link udp board "
+                                 "(port 5000 if omitted)")
         parser.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
                             help="line rate the bitstream was built with (default %(default)s)")
         parser.add_argument("--timeout", type=float, default=5.0, metavar="S",
                             help="give up when the board does not answer for S seconds "
                                  "(default %(default)s)")
         parser.add_argument("--frame-tuples", type=int, metavar="F",
-                            help="tuples per frame (default 16, fewer if the board's buffer is "
-                                 "small)")
+                            help="tuples per UART frame (default 16, fewer if the board's "
+                                 "buffer is small)")
+        parser.add_argument("--tuples-per-packet", type=int, metavar="N",
+                            help="tuples per UDP packet (default as many as fit a 1,500-byte "
+                                 "MTU and the board's buffer)")
+        parser.add_argument("--retries", type=int, default=2, metavar="R",
+                            help="over UDP, start a run with a lost packet again up to R times "
+                                 "(default %(default)s)")
         params.add_arguments(parser)
 
     def run(self, args) -> int:
@@ -157,12 +168,28 @@ class Run(Command):
         from nfacep.result import report
 
         from .host import UartBoard
+        from .udp_host import UdpBoard
 
-        if args.baud <= 0:
-            raise UsageError("--baud must be positive")
-        engine = params.from_args(args)
-        board = UartBoard(args.port, baud=args.baud, timeout=args.timeout,
-                          frame_tuples=args.frame_tuples, progress=_progress("run"))
+        if (args.port is None) == (args.udp is None):
+            raise UsageError("give exactly one of --port (a serial port, --link uart) and "
+                             "--udp HOST[:PORT] (--link udp)")
+        if args.udp is not None:
+            if args.frame_tuples is not None:
+                raise UsageError("--frame-tuples is for --port; over UDP use "
+                                 "--tuples-per-packet")
+            engine = params.from_args(args)
+            board = UdpBoard(args.udp, timeout=args.timeout,
+                             tuples_per_packet=args.tuples_per_packet, retries=args.retries,
+                             progress=_progress("run"))
+        else:
+            if args.tuples_per_packet is not None:
+                raise UsageError("--tuples-per-packet is for --udp; over a serial port use "
+                                 "--frame-tuples")
+            if args.baud <= 0:
+                raise UsageError("--baud must be positive")
+            engine = params.from_args(args)
+            board = UartBoard(args.port, baud=args.baud, timeout=args.timeout,
+                              frame_tuples=args.frame_tuples, progress=_progress("run"))
         nfa = load_query(args.query)
         result = run_files(board, nfa, args.input, args.output, engine, query_file=args.query)
         report(result, args.output)

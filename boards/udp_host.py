@@ -1,0 +1,476 @@
+"""``nfacep run --udp``: a board over its Gigabit Ethernet/UDP link, as a back-end.
+
+:class:`UdpBoard` is a :class:`~nfacep.backend.Backend` beside
+:class:`~nfacep.boards.host.UartBoard` and shares its checks and its result with it. It talks to
+the board through the operating system's UDP socket, in the payload format of
+:mod:`nfacep.boards.link.eth.payload` (``boards/UDP.md``):
+
+1. RESET the board and read its STATUS; check the header's ``engine_id`` and the tuple and
+   record sizes against this query file and these parameters (exit 2 when they differ).
+2. Send the tuples in TUPLES packets (``seq`` 0, 1, ...) under a credit of the board's
+   ``capacity`` bytes: tuples sent minus STATUS's ``tuples`` (those the engine took) never
+   exceed it. After each burst the host asks for STATUS; as UDP between two stations keeps
+   the order, a STATUS whose ``next_seq`` is not the host's next ``seq`` (or with ``lost``,
+   ``late`` or ``engine_full`` counted) means TUPLES packets were lost on the way.
+3. Collect the RECORDS packets; the board's ``seq`` numbers every packet it sends (RECORDS and
+   STATUS), so a gap is a packet lost on the way back, and the last STATUS's ``records`` and
+   ``packets`` say how many records and RECORDS packets there were.
+
+The engine keeps state from tuple to tuple and the board does not retransmit records, so the
+one safe resend is of the whole stream: on a loss in either direction the host RESETs the board
+and starts again, up to ``retries`` times; after that it fails (exit 1) naming the tuple ranges
+whose tuples or records were lost. Nothing is written unless the run is complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from dataclasses import dataclass
+
+from nfacep import wire
+from nfacep.errors import UsageError
+from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
+from nfacep.tuples import Tuples
+
+from .host import BoardResult, LinkError, NoBoardError, board_result, check_engine, check_timeout
+from .link.eth.payload import (
+    DEFAULT_ENDPOINT,
+    FRAME_CLASSES,
+    HEADER_BYTES,
+    STATUS_FIELDS,
+    VERSION,
+    PacketType,
+    decode_header,
+    packet,
+)
+from .link.eth.tx import MAX_PAYLOAD
+from .link.protocol import decode_fields, fields_size
+
+__all__ = ["DEFAULT_PORT", "EngineMismatchError", "UdpBoard", "UdpBoardResult",
+           "UdpTimeoutError", "max_tuples_per_packet", "parse_address"]
+
+#: The board's UDP port unless ``--udp HOST:PORT`` names another (``nfacep build``'s default).
+DEFAULT_PORT = DEFAULT_ENDPOINT.port
+#: Bytes of tuples in one TUPLES packet at most: a 1,500-byte IP packet (the board counts a
+#: longer frame as ``bad_size``).
+MAX_TUPLE_BYTES = MAX_PAYLOAD - HEADER_BYTES
+#: The frame classes that mean a packet of the host's was not taken.
+REJECTED = tuple(c for c in FRAME_CLASSES if c != "accepted")
+STATUS_BYTES = fields_size(STATUS_FIELDS)
+
+
+class UdpTimeoutError(NoBoardError):
+    """Nothing answers at the address within ``--timeout``: a setup to fix (exit 2)."""
+
+    exit_code = 2
+
+
+class EngineMismatchError(NoBoardError):
+    """The board answers but runs another engine: load the right bitstream (exit 2)."""
+
+    exit_code = 2
+
+
+class _Lost(Exception):
+    """A loss in one attempt: ``what`` says where, ``ranges`` the tuple ranges it touches."""
+
+    def __init__(self, what: str, ranges: list[tuple[int, int]]):
+        super().__init__(what)
+        self.what = what
+        self.ranges = ranges
+
+
+def max_tuples_per_packet(tuple_bytes: int) -> int:
+    """Tuples of ``tuple_bytes`` bytes that fit one TUPLES packet in a 1,500-byte MTU."""
+    return MAX_TUPLE_BYTES // tuple_bytes
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST[:PORT]`` as (IPv4 address, port), the name resolved; a UsageError if bad."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host, port_text = text, str(DEFAULT_PORT)
+    if not host:
+        raise UsageError(f"--udp {text!r}: expected HOST or HOST:PORT")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise UsageError(f"--udp {text!r}: {port_text!r} is not a UDP port (1 to 65535)")
+    try:
+        infos = socket.getaddrinfo(host, int(port_text), socket.AF_INET, socket.SOCK_DGRAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UsageError(f"--udp {text!r}: cannot resolve {host!r} to an IPv4 address: "
+                         f"{exc}") from None
+    return infos[0][4][0], int(port_text)
+
+
+def _ranges_text(ranges: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(r for r in ranges if r[0] <= r[1]):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+@dataclass
+class UdpBoardResult(BoardResult):
+    """What a board reported over UDP."""
+
+    address: str = ""
+
+    def details(self) -> dict:
+        return {"udp": self.address, "board": dict(self.status), "link": self.stats}
+
+    def note(self) -> str:
+        seconds = self.stats.get("seconds") or 0
+        rate = self.n / seconds if seconds else 0
+        return f"board at {self.address} over UDP, {seconds:.2f} s, {rate:.0f} tuples/s"
+
+
+class _Session:
+    """One conversation with the board over a connected UDP socket."""
+
+    def __init__(self, sock: socket.socket, address: str, timeout: float, say):
+        self.sock = sock
+        self.address = address
+        self.timeout = timeout
+        self.say = say
+        #: how long to wait for a STATUS before asking again
+        self.rto = min(0.2, timeout / 4)
+        self.heard = False  #: any packet from the board at all
+        self.refused = 0  #: ICMP port unreachable seen
+        self.bad_in = 0  #: packets that are not the format's
+        self.packets_out = 0
+        self.requests = 0
+        self.pending: list[dict] = []  #: STATUS packets not yet looked at, in arrival order
+        #: answers still to come for repeated requests already answered (the link keeps the
+        #: order, so they come before the answers to later requests)
+        self.stale = 0
+        self.start_attempt()
+
+    def start_attempt(self) -> None:
+        self.received: dict[int, tuple[int, object]] = {}  #: board seq -> (type, body)
+        self.records: list[bytes] = []
+        self.record_packets = 0
+        self.status: dict | None = None  #: the last STATUS taken
+        self.status_seq = -1
+        self.base = 0  #: the board's seq of the STATUS answering RESET
+
+    def send(self, ptype: int, body: bytes = b"", *, seq: int = 0, engine: int = 0) -> None:
+        try:
+            self.sock.send(packet(ptype, body, seq=seq, engine_id=engine))
+        except ConnectionRefusedError:
+            self.refused += 1
+        except OSError as exc:
+            raise LinkError(f"cannot send to {self.address}: {exc}") from None
+        self.packets_out += 1
+
+    def poll(self, wait: float) -> None:
+        """Take what the board sent within ``wait`` seconds (at least one read)."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = deadline - time.monotonic()
+            self.sock.settimeout(max(left, 0.0005))
+            try:
+                data = self.sock.recv(65536)
+            except (TimeoutError, BlockingIOError):
+                return
+            except ConnectionRefusedError:
+                self.refused += 1
+                time.sleep(max(0.0, min(left, 0.01)))
+                if time.monotonic() >= deadline:
+                    return
+                continue
+            self._handle(data)
+            if time.monotonic() >= deadline:
+                return
+
+    def _handle(self, data: bytes) -> None:
+        try:
+            head = decode_header(data)
+        except ValueError:
+            self.bad_in += 1
+            return
+        if head["version"] != VERSION:
+            raise NoBoardError(f"the board at {self.address} speaks version {head['version']} "
+                               f"of the UDP payload format, this nfacep version {VERSION}: "
+                               "rebuild the bitstream")
+        self.heard = True
+        body = data[HEADER_BYTES:]
+        seq = head["seq"]
+        if head["type"] == PacketType.STATUS and len(body) == STATUS_BYTES:
+            status = {**decode_fields(STATUS_FIELDS, body), "seq": seq,
+                      "engine_id": head["engine_id"]}
+            self.received[seq] = (PacketType.STATUS, status)
+            self.pending.append(status)
+        elif head["type"] == PacketType.RECORDS:
+            self.received[seq] = (PacketType.RECORDS, body)
+            self.records.append(body)
+            self.record_packets += 1
+        else:
+            self.bad_in += 1
+
+    def ask(self, ptype: int = PacketType.STATUS_REQ, want=lambda status: True) -> dict:
+        """Send ``ptype`` (STATUS_REQ or RESET) and return the STATUS that answers it, asking
+        again every ``rto``; a UdpTimeoutError when none comes within the timeout.
+
+        A STATUS that is not what ``want`` expects may be a late answer to a request repeated
+        earlier (:attr:`stale` of them may still come): such are skipped; when none can be, it
+        is returned, for the caller to see what it says."""
+        deadline = time.monotonic() + self.timeout
+        sent = 0
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                raise self.silent()
+            self.send(ptype)
+            sent += 1
+            self.requests += 1
+            until = min(deadline, now + self.rto)
+            while True:
+                while self.pending:
+                    status = self.pending.pop(0)
+                    if not want(status) and self.stale:
+                        self.stale -= 1
+                        continue
+                    if want(status):
+                        self.stale = 0  # the older answers came before this one
+                    self.stale += sent - 1
+                    self.status, self.status_seq = status, status["seq"]
+                    return status
+                left = until - time.monotonic()
+                if left <= 0:
+                    break
+                self.poll(min(left, 0.01))
+
+    def silent(self) -> UdpTimeoutError:
+        if self.heard:
+            return UdpTimeoutError(f"the board at {self.address} stopped answering (no STATUS "
+                                   f"within --timeout {self.timeout:g} s)")
+        why = (" (the address refuses UDP: no one listens at that port)" if self.refused
+               else "")
+        return UdpTimeoutError(
+            f"no board answers at {self.address} within --timeout {self.timeout:g} s{why}: is "
+            "the board connected at 1000 Mb/s, loaded with a bitstream from `nfacep build "
+            "--link udp`, and are its address and port those it was built with (--ip, "
+            "--port)?")
+
+
+class UdpBoard:
+    """A board loaded with a bitstream from ``nfacep build --link udp`` at ``address``
+    (``HOST[:PORT]``, port :data:`DEFAULT_PORT` if omitted).
+
+    ``timeout`` bounds every wait for the board (seconds); ``tuples_per_packet`` the tuples per
+    TUPLES packet (default: as many as fit a 1,500-byte MTU and the board's buffer);
+    ``retries`` how many times a run with a lost packet starts again; ``progress`` is called
+    with a line of text about once a second.
+    """
+
+    def __init__(self, address: str, *, timeout: float = 5.0,
+                 tuples_per_packet: int | None = None, retries: int = 2, progress=None):
+        check_timeout(timeout)
+        if tuples_per_packet is not None and tuples_per_packet < 1:
+            raise UsageError("--tuples-per-packet must be at least 1")
+        if retries < 0:
+            raise UsageError("--retries must be at least 0")
+        self.host, self.port = parse_address(address)
+        self.address = f"{self.host}:{self.port}"
+        self.timeout = timeout
+        self.tuples_per_packet = tuples_per_packet
+        self.retries = retries
+        self.progress = progress
+
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> UdpBoardResult:
+        """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing
+        answers, :class:`EngineMismatchError` when the board runs another engine (both exit
+        2) and :class:`LinkError` when packets are lost in every attempt."""
+        schema = nfa.program.schema
+        tb = wire.tuple_bytes(schema)
+        per_mtu = max_tuples_per_packet(tb)
+        if self.tuples_per_packet is not None and self.tuples_per_packet > per_mtu:
+            raise UsageError(f"--tuples-per-packet {self.tuples_per_packet}: at most {per_mtu} "
+                             f"tuples of {tb} bytes fit a 1,500-byte packet")
+        payload = wire.pack_bytes(schema, tuples)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+        try:
+            sock.connect((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            raise UsageError(f"--udp {self.address}: {exc}") from None
+        say = self.progress or (lambda text: None)
+        s = _Session(sock, self.address, self.timeout, say)
+        started = time.monotonic()
+        losses: list[str] = []
+        try:
+            for attempt in range(self.retries + 1):
+                s.start_attempt()
+                status = self._reset(s, nfa, params, tb)
+                per_packet = self._per_packet(status, tb, per_mtu)
+                try:
+                    stats = _stream(s, payload, tuples.n, tb, per_packet, status["capacity"],
+                                    engine_id=status["engine_id"])
+                    final = _finish(s, tuples.n)
+                    _check_records(s, tuples.n, final, wire.record_format(nfa))
+                except _Lost as lost:
+                    losses.append(f"attempt {attempt + 1}: {lost.what}: tuples "
+                                  f"{_ranges_text(lost.ranges)}")
+                    say(f"{lost.what}; tuples {_ranges_text(lost.ranges)}")
+                    if attempt == self.retries:
+                        raise LinkError(
+                            f"packets were lost between the host and the board at "
+                            f"{self.address} in each of {self.retries + 1} attempts; the "
+                            f"last: {lost.what}, touching tuples {_ranges_text(lost.ranges)}"
+                            f" (0-based); the results would be incomplete: "
+                            + "; ".join(losses)) from None
+                    say(f"starting again ({attempt + 2} of {self.retries + 1})")
+                    continue
+                break
+        finally:
+            sock.close()
+        stats.update({"seconds": round(time.monotonic() - started, 3),
+                      "attempts": len(losses) + 1, "losses": losses,
+                      "packets_out": s.packets_out, "status_requests": s.requests,
+                      "records": len(s.records), "record_packets": s.record_packets,
+                      "bad_packets_in": s.bad_in})
+        result = board_result(UdpBoardResult, nfa, tuples.n, _split(s.records, final),
+                              final, params, port=self.address, address=self.address,
+                              stats=stats)
+        if losses or s.bad_in:
+            result.warnings.append(
+                f"warning: the UDP link lost packets and the run was started again "
+                f"({'; '.join(losses)}); {s.bad_in} unreadable packets came in"
+                if losses else f"warning: {s.bad_in} unreadable packets came from the board")
+        return result
+
+    def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
+        def cleared(status):
+            return status["tuples"] == 0 and status["next_seq"] == 0
+
+        status = s.ask(PacketType.RESET, cleared)
+        if not cleared(status):  # an answer from before the RESET
+            status = s.ask(PacketType.RESET, cleared)
+        check_engine(status, nfa, params, link="udp", error=EngineMismatchError)
+        if status["capacity"] < tb:
+            raise EngineMismatchError(f"the board's buffer holds {status['capacity']} bytes, "
+                                      f"less than one {tb}-byte tuple")
+        s.base = s.status_seq
+        s.received = {s.base: (PacketType.STATUS, status)}  # nothing from before the RESET
+        s.records.clear()
+        s.record_packets = 0
+        return status
+
+    def _per_packet(self, status: dict, tb: int, per_mtu: int) -> int:
+        room = status["capacity"] // tb
+        if self.tuples_per_packet is None:
+            return min(per_mtu, room)
+        if self.tuples_per_packet > room:
+            raise UsageError(f"--tuples-per-packet {self.tuples_per_packet}: the board's buffer "
+                             f"holds {room} tuples of {tb} bytes")
+        return self.tuples_per_packet
+
+
+def _split(bodies: list[bytes], final: dict) -> list[bytes]:
+    rb = final["record_bytes"]
+    return [body[at:at + rb] for body in bodies for at in range(0, len(body), rb)]
+
+
+def _arrived(status: dict, sent: int) -> bool:
+    """Whether ``status`` shows the host's ``sent`` TUPLES packets all taken, in order."""
+    return status["next_seq"] == sent % 2**32 and not status["lost"] and not status["late"] \
+        and not any(status[c] for c in REJECTED)
+
+
+def _upstream(s: _Session, status: dict, sent: int, confirmed: int, starts: list[int],
+              n: int) -> None:
+    """A _Lost when ``status`` shows that TUPLES packets ``confirmed`` .. ``sent - 1`` did not
+    all arrive (the host's packets before ``confirmed`` did, as an earlier STATUS showed)."""
+    if _arrived(status, sent):
+        return
+    rejected = {c: status[c] for c in REJECTED if status[c]}
+    last = min(sent, len(starts) - 1)
+    what = (f"TUPLES packets {confirmed}-{last - 1} did not all reach the board at "
+            f"{s.address} (it expects packet {status['next_seq']} next, counted lost "
+            f"{status['lost']}, late {status['late']}"
+            + (f", {rejected}" if rejected else "") + ")")
+    raise _Lost(what, [(starts[confirmed], min(starts[last], n) - 1)])
+
+
+def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capacity: int, *,
+            engine_id: int) -> dict:
+    """Send every tuple under the credit of ``capacity`` bytes; the host's statistics."""
+    room = capacity // tb
+    starts = [*range(0, n, per_packet), n]
+    npackets = len(starts) - 1
+    sent = 0  # packets sent (the next seq)
+    confirmed = 0  # packets the board is known to have taken
+    taken = 0  # tuples the engine took, as the last STATUS said (unwrapped)
+    next_report = time.monotonic() + 1
+    while sent < npackets:
+        burst = 0
+        while sent < npackets and starts[sent + 1] - taken <= room:
+            s.send(PacketType.TUPLES, payload[starts[sent] * tb:starts[sent + 1] * tb],
+                   seq=sent, engine=engine_id)
+            sent += 1
+            burst += 1
+        status = s.ask(want=lambda st, sent=sent: _arrived(st, sent))
+        _upstream(s, status, sent, confirmed, starts, n)
+        confirmed = sent
+        taken += (status["tuples"] - taken) % 2**32
+        if time.monotonic() >= next_report:
+            s.say(f"{starts[sent]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
+            next_report = time.monotonic() + 1
+    return {"packets": npackets, "tuples_per_packet": per_packet}
+
+
+def _finish(s: _Session, n: int) -> dict:
+    """Ask for STATUS until the board has taken all ``n`` tuples and is idle; that STATUS."""
+    def done(status):
+        return status["tuples"] == n % 2**32 and status["flags"] & 1
+
+    deadline = time.monotonic() + s.timeout
+    while True:
+        status = s.ask(want=done)
+        if done(status):
+            return status
+        if time.monotonic() > deadline:
+            raise UdpTimeoutError(
+                f"the board at {s.address} answers but did not finish within --timeout "
+                f"{s.timeout:g} s (it took {status['tuples']} of {n} tuples, idle "
+                f"{status['flags'] & 1})")
+        s.poll(0.002)
+
+
+def _check_records(s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> None:
+    """A _Lost naming the tuples whose records did not arrive, if any did not."""
+    missing = final["records"] - sum(len(b) for b in s.records) // final["record_bytes"]
+    missing_packets = final["packets"] - s.record_packets
+    if not missing and not missing_packets:
+        return
+    rb = final["record_bytes"]
+    ranges = []
+    top = (s.status_seq - s.base) % 2**32
+    got = {(q - s.base) % 2**32: v for q, v in s.received.items()}
+
+    def bounds(body: bytes) -> tuple[int, int]:
+        seqs = [fmt.decode_bytes(body[at:at + rb]).seq for at in range(0, len(body), rb)]
+        return min(seqs), max(seqs)
+
+    for gap in range(1, top):
+        if gap in got:
+            continue
+        lo = max((bounds(b)[1] + 1 for q, (t, b) in got.items()
+                  if q < gap and t == PacketType.RECORDS), default=0)
+        hi = min((bounds(b)[0] - 1 for q, (t, b) in got.items()
+                  if q > gap and t == PacketType.RECORDS), default=n - 1)
+        ranges.append((lo, hi))
+    raise _Lost(f"{missing_packets} RECORDS packets ({missing} records) from the board were "
+                f"lost on the way back", _merge(ranges) or [(0, n - 1)])
