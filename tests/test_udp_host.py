@@ -231,15 +231,20 @@ def test_downstream_loss_in_every_attempt_names_the_tuples(tmp_path, capsys):
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
 
 
-def test_silent_address_times_out(tmp_path, capsys):
+@pytest.mark.parametrize("listening", [True, False])
+def test_silent_address_times_out(tmp_path, capsys, listening):
+    # a socket that never answers, or none at all (the port refuses: ICMP unreachable)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
         silent.bind(("127.0.0.1", 0))
-        code, out = run(f"127.0.0.1:{silent.getsockname()[1]}", tmp_path, "marathon",
-                        "--timeout", "0.5")
+        port = silent.getsockname()[1]
+        if not listening:
+            silent.close()
+        code, out = run(f"127.0.0.1:{port}", tmp_path, "marathon", "--timeout", "0.5")
     assert code == 2
     err = capsys.readouterr().err
-    assert "no board answers at 127.0.0.1:" in err and "--timeout 0.5 s" in err
+    assert f"no board answers at 127.0.0.1:{port} within --timeout 0.5 s" in err
     assert "--link udp" in err
+    assert ("refuses UDP" in err) != listening
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
 
 
