@@ -288,3 +288,11 @@ def test_too_many_tuples_per_packet(tmp_path, capsys):
 
 def test_default_packets_fill_the_mtu():
     assert udp_host.max_tuples_per_packet(11) == 132
+
+
+def test_more_tuples_per_packet_than_the_board_holds(tmp_path, capsys):
+    with board(capacity=64) as (_, address):
+        code, out = run(address, tmp_path, "marathon", "--tuples-per-packet", "6")
+    assert code == 2
+    assert "the board's buffer holds 5 tuples of 11 bytes" in capsys.readouterr().err
+    assert not out.exists()
