@@ -415,12 +415,10 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capac
     taken = 0  # tuples the engine took, as the last STATUS said (unwrapped)
     next_report = time.monotonic() + 1
     while sent < npackets:
-        burst = 0
         while sent < npackets and starts[sent + 1] - taken <= room:
             s.send(PacketType.TUPLES, payload[starts[sent] * tb:starts[sent + 1] * tb],
                    seq=sent, engine=engine_id)
             sent += 1
-            burst += 1
         status = s.ask(want=lambda st, sent=sent: _arrived(st, sent))
         _upstream(s, status, sent, confirmed, starts, n)
         confirmed = sent
