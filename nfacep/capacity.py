@@ -87,6 +87,19 @@ def _narrow(codes: np.ndarray) -> np.ndarray:
     return codes
 
 
+def _first_of_each(codes: np.ndarray) -> np.ndarray:
+    """The index of the first tuple of each code that occurs, in increasing order."""
+    first = _first_index(codes, int(codes.max()) + 1)
+    return np.sort(first[first < len(codes)])
+
+
+def _first_index(codes: np.ndarray, keys: int) -> np.ndarray:
+    """Per code ``0 … keys-1``, the index of its first tuple (``len(codes)`` if none)."""
+    first = np.full(keys, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
+    return first
+
+
 def _prev_same(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Stable grouping by code; index of the previous tuple with the same code (or -1)."""
     narrow = _narrow(codes)
@@ -128,20 +141,28 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
             return _admit_table(codes, slots)
     partitions = params.partitions
     k, m = params.tick_tuples, (1 << params.timer_bits) - 1
+    if not k:
+        # no ticks: a partition, once stored, stays, so only the first tuple of each key is
+        # fresh and the partitioner fills iff more keys come than it stores
+        first = _first_of_each(codes)
+        fresh = np.zeros(n, dtype=bool)
+        fresh[first] = True
+        if len(first) <= partitions:
+            return Admission(codes, np.ones(n, dtype=bool), fresh)
+        return admit_sequential(codes, params, slots)
     order, prev = _prev_same(codes)
     idx = np.arange(n, dtype=np.int64)
-    fresh = (prev < 0) | (idx // k >= prev // k + m) if k else prev < 0
+    fresh = (prev < 0) | (idx // k >= prev // k + m)
     # Each run of a partition between fresh starts holds one element from its first tuple
     # until the tick that frees it, which happens right after tuple `expire`.
     starts = np.flatnonzero(fresh)
-    if k:
-        # in grouped order a segment ends right before the next fresh tuple
-        seg_heads = np.flatnonzero(fresh[order])
-        last = order[np.append(seg_heads[1:] - 1, n - 1)]
-        # (last // k + m) * k - 1, but no later than n (past the stream: never within it):
-        # at the limits (k and m near 2**32) the product does not fit an int64
-        tick = np.minimum(last // k + m, n // k + 1)
-        expire = tick * k - 1
+    # in grouped order a segment ends right before the next fresh tuple
+    seg_heads = np.flatnonzero(fresh[order])
+    last = order[np.append(seg_heads[1:] - 1, n - 1)]
+    # (last // k + m) * k - 1, but no later than n (past the stream: never within it):
+    # at the limits (k and m near 2**32) the product does not fit an int64
+    tick = np.minimum(last // k + m, n // k + 1)
+    expire = tick * k - 1
     if slots is not None:  # the table with timers: the limit is per bucket
         # elements in use in a fresh tuple's bucket just before it, counted on one line per
         # bucket: bucket * span + tuple index (span > every expire, so buckets do not mix)
@@ -155,11 +176,9 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
                     - np.searchsorted(ended, here + starts, "left")
                     + np.searchsorted(ended, here, "left"))
         partitions = slots.capacity
-    elif k:
+    else:
         # elements in use just before each fresh tuple: started earlier, not yet freed
         occupied = np.arange(len(starts)) - np.searchsorted(np.sort(expire), starts, "left")
-    else:
-        occupied = np.arange(len(starts))
     if len(starts) == 0 or occupied.max() < partitions:
         return Admission(codes, np.ones(n, dtype=bool), fresh)
     return admit_sequential(codes, params, slots)
@@ -169,9 +188,7 @@ def _admit_table(codes: np.ndarray, slots: Slots) -> Admission:
     """The table without timers: a partition, once stored, stays; so in each bucket the first
     ``capacity`` keys to arrive are stored and every tuple of a later key is dropped."""
     n, keys = len(codes), len(slots.bucket)
-    # first arrival of each key (n for a key that never comes): the last write wins
-    first = np.full(keys, n, dtype=np.int64)
-    first[codes[::-1]] = np.arange(n - 1, -1, -1, dtype=np.int64)
+    first = _first_index(codes, keys)  # first arrival of each key (n for one that never comes)
     # rank of each key among its bucket's keys, by first arrival
     order = np.lexsort((first, slots.bucket))
     bucket = slots.bucket[order]
