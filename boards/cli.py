@@ -107,7 +107,7 @@ class Build(Command):
 
         engine = params.from_args(args)
         board = get_board(args.board)
-        nfa = load_query(args.query)
+        nfa = load_query(args.query, gateware=True)
         stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(args.query))[0]) or "engine"
         out_dir = args.output or os.path.join("build", f"{stem}-{board.name}")
         try:
@@ -190,7 +190,7 @@ class Run(Command):
             engine = params.from_args(args)
             board = UartBoard(args.port, baud=args.baud, timeout=args.timeout,
                               frame_tuples=args.frame_tuples, progress=_progress("run"))
-        nfa = load_query(args.query)
+        nfa = load_query(args.query, gateware=True)
         result = run_files(board, nfa, args.input, args.output, engine, query_file=args.query)
         report(result, args.output)
         return 0

@@ -17,7 +17,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.errors import HardwareLimitError
-from nfacep.nfa import Nfa
+from nfacep.nfa import Nfa, check_gateware
 from nfacep.params import EngineParams, check_fits
 from nfacep.wire import SEQ_BITS, record_format
 
@@ -73,6 +73,7 @@ class Engine(wiring.Component):
 
     def __init__(self, nfa: Nfa, params: EngineParams = EngineParams(), *,
                  seq_width: int = SEQ_BITS, counter_width: int = 32, fifo_depth: int = 8):
+        check_gateware(nfa)
         check_fits(nfa)
         self._nfa = nfa
         self._params = params

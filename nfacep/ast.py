@@ -47,6 +47,7 @@ __all__ = [
     "Unsupported",
     "Var",
     "Wildcard",
+    "Within",
     "children",
     "dump",
 ]
@@ -233,6 +234,8 @@ Expr = IntLit | DecLit | StrLit | BoolLit | Column | Neg | BinOp | Compare | Bet
 class FieldDecl:
     name: str
     type: FieldType
+    #: ``TIME(unit)``: the time unit of the field's values (SECOND, MILLISECOND, …), or None
+    unit: str | None = None
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
 
 
@@ -260,6 +263,16 @@ class Unsupported:
 
 
 @dataclass(frozen=True)
+class Within:
+    """``WITHIN n`` (``count``, in the ORDER BY field's units) or ``WITHIN INTERVAL 'text'
+    unit`` (``interval``: the quoted text and the unit, upper case)."""
+
+    count: int | None = None
+    interval: tuple[str, str] | None = None
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Query:
     pattern: Pattern
     defines: tuple[Define, ...]
@@ -268,6 +281,7 @@ class Query:
     partition: tuple[Column, ...] = ()
     order: tuple[Column, ...] = ()
     skip_past_last_row: bool = False
+    within: Within | None = None
     unsupported: tuple[Unsupported, ...] = ()
     form: str = "concise"
     pos: SourcePos | None = field(default=None, compare=False, repr=False)

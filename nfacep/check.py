@@ -12,11 +12,13 @@ import functools
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from . import ast
 from . import predicates as P
 from .errors import QueryError, SourcePos
-from .types import BoolType, EnumType, Float32Type
+from .syntax import TIME_UNITS
+from .types import BoolType, EnumType, Float32Type, IntType, UIntType
 from .values import decimal_to_float32
 
 __all__ = ["CheckedQuery", "Program", "Schema", "call_error", "check"]
@@ -51,6 +53,8 @@ class CheckedQuery:
     order_field: str | None
     form: str
     pos: SourcePos | None
+    #: WITHIN: a match's first and last tuples differ by less than this in the ORDER BY field
+    window: int | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,11 @@ class Program:
 _NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
 _AGGREGATES = {"SUM", "AVG", "COUNT", "MIN", "MAX"}
 _MATCH_FUNCTIONS = {"CLASSIFIER", "MATCH_NUMBER", "RUNNING", "FINAL"}
+
+
+def _largest(ty: UIntType | IntType) -> int:
+    """The largest value a field of type ``ty`` holds."""
+    return (1 << ty.width) - 1 if isinstance(ty, UIntType) else (1 << (ty.width - 1)) - 1
 
 
 def _reject_call(call: ast.Call) -> QueryError:
@@ -110,6 +119,9 @@ class _Checker:
                     raise QueryError(f"field '{f.name}' is declared twice in stream '{s.name}'",
                                      f.pos)
                 seen[f.name] = f
+                if f.unit is not None and not isinstance(f.type, UIntType | IntType):
+                    raise QueryError(f"TIME({f.unit}) is for integer fields (UINT or INT), and "
+                                     f"'{f.name}' is {f.type}", f.pos)
             streams[s.name] = s
         if not self.file.queries:
             raise QueryError("the file holds no query (QUERY … PATTERN … or SELECT … "
@@ -214,7 +226,49 @@ class _Checker:
                     f"DEFINE {d.name} is never used in the PATTERN of '{name}'", d.pos,
                     severity="warning"))
         preds = {v: defined.get(v) for v in sorted(used)}
-        return CheckedQuery(name, q.pattern, preds, q.skip_past_last_row, order, q.form, q.pos)
+        window = None if q.within is None else self._window(q, schema)
+        return CheckedQuery(name, q.pattern, preds, q.skip_past_last_row, order, q.form, q.pos,
+                            window)
+
+    def _window(self, q: ast.Query, schema: Schema) -> int:
+        """WITHIN's window in the ORDER BY field's units."""
+        w = q.within
+        if not q.order:
+            where = ("add ORDER BY field to MATCH_RECOGNIZE (…)" if q.form == "sql" else
+                     "add a line ORDER BY field after PARTITION")
+            raise QueryError("WITHIN needs ORDER BY: the window is measured in the ORDER BY "
+                             f"field's units; {where}", w.pos)
+        f = schema.field(q.order[0].name)
+        if not isinstance(f.type, UIntType | IntType):
+            raise QueryError(f"WITHIN needs an integer ORDER BY field (UINT or INT), and "
+                             f"'{f.name}' is {f.type}", q.order[0].pos)
+        if w.interval is None:
+            n = w.count
+            shown = f"WITHIN {n}"
+        else:
+            text, unit = w.interval
+            shown = f"WITHIN INTERVAL '{text}' {unit}"
+            if f.unit is None:
+                raise QueryError(
+                    f"{shown}: the ORDER BY field '{f.name}' has no time unit; declare it in "
+                    f"CREATE STREAM, as {f.name} {f.type} TIME(MILLISECOND), or write WITHIN n "
+                    f"in {f.name}'s units", w.pos)
+            if not re.fullmatch(r"\s*[0-9]{1,30}(\.[0-9]{0,30})?\s*", text):
+                raise QueryError(f"{shown}: the interval must be a number, such as '10' or "
+                                 "'1.5'", w.pos)
+            span = Fraction(text.strip()) * TIME_UNITS[unit] / TIME_UNITS[f.unit]
+            if span.denominator != 1:
+                raise QueryError(f"{shown} is not a whole number of {f.unit}S, the unit of "
+                                 f"'{f.name}'", w.pos)
+            n = int(span)
+        if n == 0:
+            raise QueryError(f"{shown}: the window must be positive (a match's first and last "
+                             "tuples differ by less than it)", w.pos)
+        most = _largest(f.type)
+        if n > most:
+            raise QueryError(f"{shown}: the window {n} is more than {f.name} {f.type} can hold "
+                             f"({most})", w.pos)
+        return n
 
     def _pattern_vars(self, p: ast.Pattern) -> set[str]:
         match p:

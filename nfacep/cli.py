@@ -26,7 +26,7 @@ from importlib import metadata
 from . import NfacepError, QueryError, compile_file, params
 from .backend import run_files
 from .errors import UsageError
-from .nfa import Nfa
+from .nfa import Nfa, check_gateware
 from .output import atomic_write, check_outputs
 from .result import report
 
@@ -73,9 +73,13 @@ def add_io_arguments(parser: argparse.ArgumentParser, *, output_help: str = "mat
                              "(M.summary.json)")
 
 
-def load_query(path: str) -> Nfa:
-    """Compile the query file at ``path``, printing its warnings on stderr."""
+def load_query(path: str, *, gateware: bool = False) -> Nfa:
+    """Compile the query file at ``path``, printing its warnings on stderr. ``gateware``: for
+    a command that models or builds the gateware, which refuses what it does not have yet
+    (:func:`nfacep.nfa.check_gateware`)."""
     nfa = compile_file(path)
+    if gateware:
+        check_gateware(nfa)
     for w in nfa.program.warnings:
         print(w.render(), file=sys.stderr)
     return nfa
@@ -178,6 +182,8 @@ class Check(Command):
         for q, cq in zip(nfa.queries, prog.queries, strict=True):
             skip = "AFTER MATCH SKIP PAST LAST ROW" if q.skip_past_last_row else "every match end"
             order = f", ORDER BY {cq.order_field}" if cq.order_field else ""
+            if cq.window is not None:
+                order += f", WITHIN {cq.window}"
             print(f"query {q.name}: {q.count} NFA states, {skip}{order}")
             for i in q.states:
                 st = nfa.states[i]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["dfa_stream", "nfa_stream"]
+__all__ = ["dfa_stream", "nfa_stream", "nfa_window_stream"]
 
 # Position of the lowest set bit of a 64-bit word w: de Bruijn multiplication of w & -w
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
@@ -94,4 +94,77 @@ def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, 
         empty = hit and skip
         for w in range(words):
             state[c, w] = zero if empty else reach[w]
+    return match
+
+
+@_jit
+def nfa_window_stream(follow, start, accept, true, skip, window, ts, lut, packed, codes,
+                      admitted, fresh, n_keys):
+    """:func:`nfa_stream` under WITHIN: each active state also holds the latest start time of
+    the runs in it, ``ts`` of the tuple they began at (``ts`` as uint64, in stream order and
+    ascending). A state whose start is ``window`` or more before the tuple's ``ts`` is
+    inactive; a start state loads the tuple's ``ts``; a state reached from several takes the
+    latest of their starts."""
+    n = len(packed)
+    words = len(start)
+    states = follow.shape[0]
+    state = np.zeros((n_keys, words), dtype=np.uint64)
+    began = np.zeros((n_keys, states), dtype=np.uint64)
+    reach = np.empty(words, dtype=np.uint64)
+    latest = np.zeros(states, dtype=np.uint64)
+    match = np.zeros(n, dtype=np.bool_)
+    zero, one = np.uint64(0), np.uint64(1)
+    for i in range(n):
+        if not admitted[i]:
+            continue
+        c = codes[i]
+        x = lut[packed[i]]
+        t = ts[i]
+        for w in range(words):
+            reach[w] = zero
+        if not fresh[i]:  # a fresh partition starts from the empty set
+            for w in range(words):
+                bits = state[c, w]
+                while bits:
+                    low = bits & (~bits + one)
+                    j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+                    bits ^= low
+                    b = began[c, j]
+                    if t - b >= window:  # too old: no run through j fits the window
+                        continue
+                    for v in range(words):
+                        nxt = follow[j, v] & true[x, v]
+                        new = nxt & ~reach[v]
+                        old = nxt & reach[v]
+                        reach[v] |= nxt
+                        while new:
+                            lo = new & (~new + one)
+                            k = v * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
+                            latest[k] = b
+                            new ^= lo
+                        while old:
+                            lo = old & (~old + one)
+                            k = v * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
+                            if b > latest[k]:
+                                latest[k] = b
+                            old ^= lo
+        hit = False
+        for w in range(words):
+            starts = start[w] & true[x, w]
+            reach[w] |= starts
+            while starts:  # a run beginning here is the latest
+                lo = starts & (~starts + one)
+                latest[w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]] = t
+                starts ^= lo
+            hit |= (reach[w] & accept[w]) != 0
+        match[i] = hit
+        empty = hit and skip
+        for w in range(words):
+            state[c, w] = zero if empty else reach[w]
+            bits = state[c, w]
+            while bits:
+                lo = bits & (~bits + one)
+                k = w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
+                began[c, k] = latest[k]
+                bits ^= lo
     return match

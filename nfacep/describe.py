@@ -51,7 +51,7 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
         queries.append({
             "name": q.name, "form": cq.form,
             "semantics": "skip past last row" if q.skip_past_last_row else "every end",
-            "order_by": cq.order_field, "state_count": q.count,
+            "order_by": cq.order_field, "within": cq.window, "state_count": q.count,
             "states": _states(nfa, q, wiring=wiring),
         })
     return {
@@ -86,6 +86,8 @@ def explain_text(nfa: Nfa) -> str:
     lines += ["", LEGEND]
     for q in nfa.queries:
         semantics = "skip past last row" if q.skip_past_last_row else "every match end"
+        if q.window is not None:
+            semantics += f", WITHIN {q.window} ({q.order_field} units)"
         lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}, {semantics}")
         for i in q.states:
             s = nfa.states[i]

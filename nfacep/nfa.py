@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from . import ast
 from . import predicates as P
 from .check import Program
-from .errors import QueryError
+from .errors import QueryError, UsageError
 from .params import MAX_STATES
 
-__all__ = ["MAX_FILE_STATES", "MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
+__all__ = ["MAX_FILE_STATES", "MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build",
+           "check_gateware"]
 
 START = -1  # the paper's '1' in an activation set: active by default
 _START = frozenset({START})
@@ -72,6 +73,9 @@ class QueryNfa:
     count: int  #: number of states
     skip_past_last_row: bool
     nullable: bool  #: the pattern also matches the empty sequence (never reported)
+    #: WITHIN: matches span less than this in ``order_field`` (None: no window)
+    window: int | None = None
+    order_field: str | None = None
 
     @property
     def states(self) -> range:
@@ -95,6 +99,8 @@ class Nfa:
             lines.append(f"p{p.index}: {p.text}")
         for q in self.queries:
             skip = " skip-past-last-row" if q.skip_past_last_row else ""
+            if q.window is not None:
+                skip += f" within {q.window} ({q.order_field})"
             lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}{skip}")
             for i in q.states:
                 s = self.states[i]
@@ -357,6 +363,16 @@ def build(program: Program) -> Nfa:
                 activation=act, start=start, accepting=n in final))
         budget = w.budget
         queries.append(QueryNfa(qi, q.name, first, len(w.leaves), q.skip_past_last_row,
-                                nullable=START in final))
+                                nullable=START in final, window=q.window,
+                                order_field=q.order_field))
     preds = tuple(Predicate(i, e) for e, i in sorted(predicates.items(), key=lambda kv: kv[1]))
     return Nfa(preds, tuple(states), tuple(queries), program)
+
+
+def check_gateware(nfa: Nfa) -> None:
+    """A :class:`UsageError` when a query of ``nfa`` needs what the gateware does not have yet:
+    a time window (WITHIN). Every command that models or builds the gateware calls it."""
+    for q in nfa.queries:
+        if q.window is not None:
+            raise UsageError(f"query {q.name}: WITHIN is not in the gateware yet; nfacep match "
+                             "supports it")

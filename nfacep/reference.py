@@ -16,6 +16,11 @@ batch of tuples:
    operations that step all partitions at once, one tuple of each per operation, over the
    tuples grouped by partition (very long runs split into chunks whose start states are
    resolved by composing each chunk's state map). Both give the same result.
+
+   A query with WITHIN always runs the NFA: a DFA over predicate symbols cannot hold time.
+   Each active state also holds the latest start time (ORDER BY value) of the runs in it; a
+   start loads the tuple's time, a step takes the latest over the active predecessors, and a
+   state whose start is the window or more before the tuple's time is inactive.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from .tuples import Tuples, format_value
 from .types import BoolType, EnumType, UIntType
 from .wire import raw_column
 
-__all__ = ["Reference", "ReferenceResult", "factorise", "predicate_matrix", "run", "symbols"]
+__all__ = ["Reference", "ReferenceResult", "factorise", "predicate_matrix", "run", "symbols",
+           "timestamps"]
 
 _MAX_DFA_STATES = 1 << 14
 
@@ -266,8 +272,13 @@ def _run_dfa(d: dfa_mod.Dfa, sym, seg_starts, seg_lens) -> np.ndarray:
     return match
 
 
-def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens) -> np.ndarray:
-    """Bit-matrix simulation of the NFA: for DFAs too large to tabulate."""
+def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens,
+             ts=None) -> np.ndarray:
+    """Bit-matrix simulation of the NFA: for DFAs too large to tabulate, and for WITHIN.
+
+    Under WITHIN (``ts``: each tuple's ORDER BY value as uint64, in the order of ``sym``) each
+    state also holds the latest start time of its runs, as
+    :func:`nfacep.compiled.nfa_window_stream` keeps it."""
     m = q.count
     follow = np.zeros((m, m), dtype=np.uint8)
     start = np.zeros(m, dtype=bool)
@@ -282,17 +293,29 @@ def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens)
     match = np.zeros(len(sym), dtype=bool)
     _order, st, active = _by_length(seg_starts, seg_lens)
     state = np.zeros((len(st), m), dtype=bool)
+    began = np.zeros((len(st), m), dtype=np.uint64) if ts is not None else None
     for r, k in enumerate(active.tolist()):
         pos = st[:k] + r
-        reach = (state[:k].astype(np.uint8) @ follow) > 0
+        live = state[:k]
+        if ts is not None:  # a state whose runs began too long ago is inactive
+            t = ts[pos]
+            live = live & (t[:, None] - began[:k] < np.uint64(q.window))
+        reach = (live.astype(np.uint8) @ follow) > 0
         nxt = true[sym[pos]] & (reach | start)
+        if ts is not None:  # the latest start over the predecessors; a start state's is now
+            latest = np.zeros((k, m), dtype=np.uint64)
+            for j in np.flatnonzero(live.any(axis=0)).tolist():
+                to = follow[j] > 0
+                carry = np.where(live[:, j], began[:k, j], np.uint64(0))
+                latest[:, to] = np.maximum(latest[:, to], carry[:, None])
+            latest[:, start] = t[:, None]
+            began[:k] = latest
         hit = (nxt & accept).any(axis=1)
         match[pos] = hit
         if q.skip_past_last_row:
             nxt[hit] = False
         state[:k] = nxt
     return match
-
 
 def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         engine: str = "auto", compiled: bool | None = None) -> ReferenceResult:
@@ -334,7 +357,11 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         masks = dfa_mod.true_masks(nfa, q, vectors)
         chosen = engine
         d = None
-        if engine in ("auto", "dfa"):
+        ts = None
+        if q.window is not None:  # a DFA cannot hold start times: always the NFA
+            ts = timestamps(tuples.columns[q.order_field])
+            chosen = "nfa"
+        elif engine in ("auto", "dfa"):
             try:
                 d = dfa_mod.build(nfa, q, masks, max_states=_MAX_DFA_STATES)
                 chosen = "dfa"
@@ -350,6 +377,9 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
             stream = (lut, packed, codes, admitted, fresh, n_keys)
             if chosen == "dfa":
                 match = loops.dfa_stream(d.table, d.accept, *stream)
+            elif ts is not None:
+                match = loops.nfa_window_stream(*_nfa_words(nfa, q, masks),
+                                                np.uint64(q.window), ts, *stream)
             else:
                 match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream)
             seqs = np.flatnonzero(match)
@@ -361,7 +391,8 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
             if chosen == "dfa":
                 match = _run_dfa(d, sym, heads, seg_lens)
             else:
-                match = _run_nfa(nfa, q, masks, sym, heads, seg_lens)
+                match = _run_nfa(nfa, q, masks, sym, heads, seg_lens,
+                                 None if ts is None else ts[order])
             seqs = np.sort(order[match])
         all_seq.append(seqs)
         all_q.append(np.full(len(seqs), q.index, dtype=np.int64))
@@ -383,6 +414,14 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         parts = texts[matched].tolist()
     return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
                            drops=np.flatnonzero(~admitted), params=params, engines=engines)
+
+
+def timestamps(column: np.ndarray) -> np.ndarray:
+    """An integer ORDER BY column as uint64, order and differences kept: signed values are
+    offset by 2^63, so that ``later - earlier`` is the difference in uint64 arithmetic."""
+    if column.dtype.kind == "i":
+        return column.astype(np.int64).view(np.uint64) ^ np.uint64(1 << 63)
+    return column.astype(np.uint64)
 
 
 def _grouped(codes, admitted, fresh):

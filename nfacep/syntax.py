@@ -19,7 +19,8 @@ from .errors import QueryError, SourcePos
 from .params import MAX_STATES
 from .types import BoolType, EnumType, Float32Type, IntType, UIntType
 
-__all__ = ["MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "parse"]
+__all__ = ["INTERVAL_UNITS", "MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "TIME_UNITS",
+           "parse"]
 
 #: Deepest nesting accepted, like regex-syntax's nest limit: parentheses (counted on the
 #: lexer's tokens, so comments and strings do not count) and the levels of a pattern or
@@ -35,6 +36,13 @@ MAX_TOKENS = 20_000
 #: Largest magnitude of an integer literal. Fields are at most 64 bits; a larger constant can
 #: only matter in a sum of very many fields.
 MAX_INT_LITERAL = (1 << 128) - 1
+
+#: The units a field's values may be declared in (``ts UINT(32) TIME(MILLISECOND)``), with
+#: their length in nanoseconds; ``WITHIN INTERVAL 'n' unit`` takes the last five.
+TIME_UNITS = {"NANOSECOND": 1, "MICROSECOND": 1_000, "MILLISECOND": 1_000_000,
+              "SECOND": 10**9, "MINUTE": 60 * 10**9, "HOUR": 3600 * 10**9,
+              "DAY": 86400 * 10**9}
+INTERVAL_UNITS = ("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY")
 
 _parser = Lark.open("grammar.lark", rel_to=__file__, parser="lalr", propagate_positions=True,
                     maybe_placeholders=True)
@@ -91,8 +99,15 @@ class _ToAst(Transformer_NonRecursive):
     def create_stream(self, meta, _create, _stream, name, *fields):
         return ast.CreateStream(str(name), tuple(fields), pos=_pos(name))
 
-    def field_decl(self, name, ty):
-        return ast.FieldDecl(str(name), ty, pos=_pos(name))
+    def field_decl(self, name, ty, unit=None):
+        return ast.FieldDecl(str(name), ty, unit, pos=_pos(name))
+
+    def time_unit(self, _kw, unit):
+        text = str(unit).upper()
+        if text not in TIME_UNITS:
+            raise QueryError(f"TIME({unit}): the time units are {', '.join(TIME_UNITS)}",
+                             _pos(unit))
+        return text
 
     def uint_type(self, kw, width):
         return _width_type(UIntType, kw, width)
@@ -195,8 +210,19 @@ class _ToAst(Transformer_NonRecursive):
             "bound, which the NFA does not keep; use AFTER MATCH SKIP PAST LAST ROW",
             pos=_pos(kw)))
 
-    def pattern_clause(self, kw, pattern=None):
-        return ("pattern", pattern if pattern is not None else ast.Empty(pos=_pos(kw)))
+    def pattern_clause(self, kw, *rest):
+        within = rest[-1] if rest and isinstance(rest[-1], ast.Within) else None
+        pattern = rest[0] if rest and rest[0] is not within else ast.Empty(pos=_pos(kw))
+        return ("pattern", pattern, within)
+
+    def within_count(self, kw, count):
+        return ast.Within(count=_integer(count), pos=_pos(kw))
+
+    def within_interval(self, kw, _interval, text, unit):
+        if str(unit).upper() not in INTERVAL_UNITS:
+            raise QueryError(f"INTERVAL … {unit}: the units of an interval are "
+                             f"{', '.join(INTERVAL_UNITS)}", _pos(unit))
+        return ast.Within(interval=(_unquote(str(text)), str(unit).upper()), pos=_pos(kw))
 
     def define_clause(self, _kw, *defines):
         return ("define", tuple(d for d in defines if isinstance(d, ast.Define)))
@@ -367,7 +393,7 @@ def _build_query(meta, clauses, *, form):
     unsupported = []
     name = stream = None
     name_pos = stream_pos = None
-    pattern = None
+    pattern = within = None
     for clause in clauses:
         if clause is None or isinstance(clause, Token):
             continue
@@ -381,13 +407,13 @@ def _build_query(meta, clauses, *, form):
         elif kind == "unsupported":
             unsupported.append(clause[1])
         elif kind == "pattern":
-            pattern = clause[1]
+            _, pattern, within = clause
         else:
             fields[kind] = clause[1]
     return ast.Query(
         pattern=pattern, defines=fields["define"], name=name, stream=stream,
         partition=fields["partition"], order=fields["order"],
-        skip_past_last_row=fields["skip"], unsupported=tuple(unsupported), form=form,
+        skip_past_last_row=fields["skip"], within=within, unsupported=tuple(unsupported), form=form,
         pos=_pos(meta), name_pos=name_pos, stream_pos=stream_pos)
 
 
@@ -490,7 +516,6 @@ _UNSUPPORTED_WORDS = {
            "condition by itself, or compare it with = TRUE"),
     "CASE": "CASE is not supported: conditions use comparisons, +, -, AND, OR, NOT",
     "CAST": "CAST is not supported: constants are converted to the field's type",
-    "WITHIN": "time windows (WITHIN) are not supported yet",
 }
 _OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
 

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 import nfacep
 from nfacep.errors import NfacepError, UsageError
+from nfacep.nfa import check_gateware
 from nfacep.output import write_json
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
@@ -161,6 +162,7 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
         raise UsageError(f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
                          "'partitioned' nor 'global'")
     nfa = nfacep.compile_file(query)
+    check_gateware(nfa)
     cache = sim.build_cache(build_dir)
     missing = sim.simulator_available(simulator, cache)
     if missing:

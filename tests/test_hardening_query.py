@@ -264,7 +264,7 @@ def test_file_too_large(tmp_path, capsys):
     (S + "QUERY q PATTERN (A) DEFINE A AS COUNT(A.*) > 1", 2, 33, "COUNT() is not supported"),
     (S + "QUERY q PATTERN (A) DEFINE A AS x IS NULL", 2, 35, "IS (NULL, TRUE, …) is not"),
     (S + "QUERY q PATTERN (A) DEFINE A AS x * 2 > 1", 2, 35, "'*' is not an operator"),
-    (S + "QUERY q PATTERN (A) WITHIN 5", 2, 21, "time windows (WITHIN) are not supported yet"),
+    (S + "QUERY q PATTERN (A) WITHIN 5", 2, 21, "WITHIN needs ORDER BY"),
 ])
 def test_sql_habits_are_named(tmp_path, capsys, text, line, column, message):
     refused(tmp_path, capsys, text, line, column, message)
