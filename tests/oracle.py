@@ -1,8 +1,8 @@
 """An independent oracle for ``nfacep match``, written from docs/language.md only.
 
 It shares no code with :mod:`nfacep` (and must never import it): patterns, predicates,
-partitioning, capacity, timers and both match semantics are modelled here from scratch, as
-directly as the specification states them, with no NFA in sight.
+partitioning, capacity, timers, time windows (WITHIN) and both match semantics are modelled
+here from scratch, as directly as the specification states them, with no NFA in sight.
 
 Patterns are nested tuples::
 
@@ -252,6 +252,8 @@ class Query:
     pattern: tuple
     defines: tuple[tuple[str, tuple], ...] = ()
     skip: bool = False  # AFTER MATCH SKIP PAST LAST ROW
+    window: int | None = None  # WITHIN window: ts(end) - ts(start) < window, ts the ORDER BY
+    order: str | None = None  # the ORDER BY field
 
     def define_map(self) -> dict[str, tuple]:
         return dict(self.defines)
@@ -276,9 +278,11 @@ def render_query(
             lines.append(f"QUERY {q.name} FROM {stream}")
         if partition:
             lines.append(f"PARTITION {partition}")
+        if q.order:
+            lines.append(f"ORDER BY {q.order}")
         if q.skip:
             lines.append("AFTER MATCH SKIP PAST LAST ROW")
-        lines.append(f"PATTERN ( {render_pattern(q.pattern)} )")
+        lines.append(f"PATTERN ( {render_pattern(q.pattern)} ){_within(q)}")
         if defines:
             lines.append("DEFINE")
             for v, pred in defines:
@@ -289,9 +293,11 @@ def render_query(
     lines = [f"SELECT * FROM {stream}", "MATCH_RECOGNIZE ("]
     if partition:
         lines.append(f"    PARTITION BY {partition}")
+    if q.order:
+        lines.append(f"    ORDER BY {q.order}")
     if q.skip:
         lines.append("    AFTER MATCH SKIP PAST LAST ROW")
-    lines.append(f"    PATTERN ({render_pattern(q.pattern)})")
+    lines.append(f"    PATTERN ({render_pattern(q.pattern)}){_within(q)}")
     if defines:
         lines.append("    DEFINE")
         items = [
@@ -300,6 +306,10 @@ def render_query(
         lines.append(",\n".join(items))
     lines.append(f") AS {q.name};\n" if named else ");\n")
     return "\n".join(lines)
+
+
+def _within(q: Query) -> str:
+    return "" if q.window is None else f" WITHIN {q.window}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -479,6 +489,12 @@ def skip_past_last_row(starts: Sequence[set[int]]) -> list[int]:
     return out
 
 
+def within(starts: Sequence[set[int]], times: Sequence[int], window: int) -> list[set[int]]:
+    """WITHIN, by brute force over start positions: of the runs ``j..i`` ending at each ``i``,
+    only those with ``times[i] - times[j] < window``."""
+    return [{j for j in js if times[i] - times[j] < window} for i, js in enumerate(starts)]
+
+
 def match_positions(q: Query, s: str, engine: str = "sets") -> list[int]:
     starts = ENGINES[engine](q, s)
     return skip_past_last_row(starts) if q.skip else every_end(starts)
@@ -608,7 +624,10 @@ def run(
             k = (q.pattern, q.defines, s)
             if k not in memo:
                 memo[k] = starts_of(q, s)
-            found = skip_past_last_row(memo[k]) if q.skip else every_end(memo[k])
+            starts = memo[k]
+            if q.window is not None:
+                starts = within(starts, [rows[n][q.order] for n in seqs], q.window)
+            found = skip_past_last_row(starts) if q.skip else every_end(starts)
             matches.extend((seqs[i], q.name, text) for i in found)
     matches.sort(key=lambda m: (m[0], m[1]))
     return Result(tuples=len(rows), matches=matches, drop_seqs=lives.drop_seqs)

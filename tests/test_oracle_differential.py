@@ -53,6 +53,7 @@ from oracle import (
     starts_sets,
     to_regex,
     var,
+    within,
 )
 from strategies import STREAM, quantifiers, queries, scenarios, streams
 
@@ -73,12 +74,13 @@ class Outcome:
     summary: dict
 
 
-def write_tuples(path: Path, rows: Sequence[Mapping[str, object]], bools: str = "word") -> None:
+def write_tuples(path: Path, rows: Sequence[Mapping[str, object]], bools: str = "word",
+                 fields: Sequence[str] = FIELDS) -> None:
     true, false = ("true", "false") if bools == "word" else ("1", "0")
-    lines = [",".join(FIELDS)]
+    lines = [",".join(fields)]
     for row in rows:
         cells = []
-        for f in FIELDS:
+        for f in fields:
             v = row[f]
             cells.append((true if v else false) if isinstance(v, bool) else str(v))
         lines.append(",".join(cells))
@@ -94,6 +96,7 @@ def nfacep_match(
     rows: Sequence[Mapping[str, object]],
     options: Sequence[str] = (),
     bools: str = "word",
+    fields: Sequence[str] = FIELDS,
 ) -> Outcome:
     """Write the query and tuple files into a fresh directory under ``tmp`` and run the CLI."""
     from nfacep.cli import main  # here, so the oracle's own tests run without the compiler
@@ -101,7 +104,7 @@ def nfacep_match(
     d = tmp / f"run{next(_runs)}"
     d.mkdir()
     (d / "q.sql").write_text(query_text)
-    write_tuples(d / "t.csv", rows, bools)
+    write_tuples(d / "t.csv", rows, bools, fields)
     argv = ["match", str(d / "q.sql"), "--input", str(d / "t.csv"), "--output", str(d / "m.csv")]
     try:
         rc = main([*argv, *options])
@@ -128,6 +131,7 @@ def check_against_oracle(
     bools: str = "word",
     engine: str = "sets",
     table: tuple[int, int] | None = None,
+    fields: Sequence[str] = FIELDS,
 ) -> None:
     """``nfacep match`` must report exactly what the oracle reports: matches, drops, counts.
     ``table = (key_bits, ways)`` models ``--store table`` (give its options too)."""
@@ -142,11 +146,11 @@ def check_against_oracle(
         engine=engine,
         table=table,
     )
-    got = nfacep_match(tmp, query_text, rows, options, bools)
+    got = nfacep_match(tmp, query_text, rows, options, bools, fields)
     context = (
         f"\n--- query file\n{query_text}--- options {list(options)}\n--- tuples (k, p0, p1, p2)\n"
         + "\n".join(
-            f"{n:3}: {r['k']} {int(r['p0'])}{int(r['p1'])}{int(r['p2'])}"
+            f"{n:3}: {r['k']} {int(r['p0'])}{int(r['p1'])}{int(r['p2'])} {r.get('ts', '')}"
             for n, r in enumerate(rows)
         )
     )
@@ -323,6 +327,34 @@ def test_oracle_skip_and_every_end_from_starts():
     starts = [set(), {0}, {0, 1}, {2}, {1}]
     assert every_end(starts) == [1, 2, 3, 4]
     assert skip_past_last_row(starts) == [1, 3]  # 2 starts before 2; 4 before 4
+
+
+def test_oracle_within_keeps_runs_shorter_than_the_window():
+    starts = [{0}, {0, 1}, {0, 1, 2}, {3}]
+    times = [0, 3, 5, 5]
+    assert within(starts, times, 3) == [{0}, {1}, {1, 2}, {3}]  # 3 - 0 = 3 is not < 3
+    assert within(starts, times, 1) == [{0}, {1}, {2}, {3}]
+    assert within(starts, times, 6) == starts
+
+
+def test_oracle_within_with_partitions_and_skip():
+    # A B within 3: partition 1's B at ts 4 is 4 after its A; partition 2's is 2 after.
+    q = Query("w", seq(var("A"), var("B")), (("A", P0), ("B", P1)), window=3, order="ts")
+    rows = [dict(r, ts=t) for r, t in zip(
+        rows_of("a", key=1) + rows_of("a", key=2) + rows_of("b", key=2) + rows_of("b", key=1),
+        [0, 2, 4, 4], strict=True)]
+    assert run([q], rows, "k").matches == [(2, "w", "2")]
+    # every end: the run from 1 ends at 2 (2 - 1 < 5), not at 3 (9 - 1 >= 5); skip past
+    # last row: after the match at 1, the A at 1 cannot start another
+    q = Query("w", seq(var("A"), rep(var("B"), "*")), (("A", P0), ("B", P1)), False, 5, "ts")
+    rows = [dict(r, ts=t) for r, t in zip(rows_of("ab", "ab", "b", "b"), [0, 1, 2, 9],
+                                          strict=True)]
+    assert run([q], rows).matches == [(0, "w", ""), (1, "w", ""), (2, "w", "")]
+    q = Query("w", q.pattern, q.defines, True, 5, "ts")
+    assert run([q], rows).matches == [(0, "w", ""), (1, "w", "")]
+    assert render_query(q, "s", None, "concise").splitlines()[1:3] == [
+        "ORDER BY ts", "AFTER MATCH SKIP PAST LAST ROW"]
+    assert "PATTERN (A B*) WITHIN 5" in render_query(q, "s", "k")
 
 
 # --------------------------------------------------------------------------------------------
@@ -580,3 +612,91 @@ def test_quantifier_strategy_is_valid():
         assert hi is None or lo <= hi
 
     check()
+
+
+# --------------------------------------------------------------------------------------------
+# Time windows (WITHIN)
+
+WINDOW_STREAMS = {
+    "UINT(16)": "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, ts UINT(16));\n",
+    "INT(16)": "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, ts INT(16));\n",
+}
+
+
+@st.composite
+def timed(draw, rows: list[dict[str, object]], ty: str) -> list[dict[str, object]]:
+    """``rows`` with an ascending ``ts``: gaps of 0 (equal times) to 6, from a random first."""
+    t = draw(st.integers(-60, 60) if ty.startswith("INT") else st.integers(0, 60))
+    out = []
+    for row in rows:
+        t += draw(st.sampled_from([0, 0, 1, 1, 2, 3, 6]))
+        out.append(dict(row, ts=t))
+    return out
+
+
+@st.composite
+def windowed(draw, partitioned: bool, max_queries: int = 2) -> tuple[list[Query], str]:
+    """1-2 queries with ORDER BY ts WITHIN n, in either form, over a stream with ``ts``."""
+    ty = draw(st.sampled_from(sorted(WINDOW_STREAMS)))
+    qs, parts = [], [WINDOW_STREAMS[ty]]
+    for i in range(draw(st.integers(1, max_queries))):
+        q = draw(queries(f"w{i}"))
+        q = Query(q.name, q.pattern, q.defines, q.skip, draw(st.integers(1, 12)), "ts")
+        qs.append(q)
+        parts.append(render_query(q, "s", "k" if partitioned else None,
+                                  draw(st.sampled_from(["sql", "concise"]))))
+    return qs, "".join(parts), ty
+
+
+@cli_settings(100)
+@given(partitioned=st.booleans(), data=st.data())
+def test_match_within_random(tmp_path, partitioned, data):
+    """Random patterns with windows over timestamps with gaps and repeats, both AFTER MATCH
+    modes, with and without PARTITION, and with capacity and timers."""
+    qs, text, ty = data.draw(windowed(partitioned), label="queries")
+    rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
+    hardware = (256, 0, 4)
+    options: list[str] = []
+    if partitioned and data.draw(st.booleans(), label="capacity and timers"):
+        hardware = (data.draw(st.sampled_from([1, 2, 3])), data.draw(st.sampled_from([0, 1, 2, 5])),
+                    data.draw(st.sampled_from([1, 2, 4])))
+        options = ["--partitions", str(hardware[0]), "--tick-tuples", str(hardware[1]),
+                   "--timer-bits", str(hardware[2])]
+    check_against_oracle(tmp_path, qs, text, rows, partitioned, options, hardware,
+                         fields=(*FIELDS, "ts"))
+
+
+@cli_settings(40)
+@given(q=queries("w"), window=st.integers(1, 6), data=st.data())
+def test_match_within_re_engine(tmp_path, q, window, data):
+    """One windowed query, one sub-stream, judged by the brute-force ``re`` engine."""
+    q = Query(q.name, q.pattern, q.defines, q.skip, window, "ts")
+    rows = data.draw(timed(data.draw(streams(max_len=12, keys=1)), "UINT(16)"))
+    text = WINDOW_STREAMS["UINT(16)"] + render_query(q, "s", None, "sql")
+    check_against_oracle(tmp_path, [q], text, rows, False, engine="re", fields=(*FIELDS, "ts"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(partitioned=st.booleans(), data=st.data())
+def test_reference_within_both_loops(partitioned, data):
+    """The compiled stream-order loop and the array operations of the reference matcher, on
+    longer streams than the command line's tests run, against the oracle (Python API)."""
+    import numpy as np
+
+    import nfacep
+    from nfacep import reference
+    from nfacep.tuples import Tuples
+
+    qs, text, ty = data.draw(windowed(partitioned), label="queries")
+    rows = data.draw(timed(data.draw(streams(max_len=200, keys=6)), ty), label="rows")
+    nfa = nfacep.compile_text(text)
+    columns = {f: np.array([r[f] for r in rows], dtype=bool) for f in ("p0", "p1", "p2")}
+    columns["k"] = np.array([r["k"] for r in rows], dtype=np.uint8)
+    columns["ts"] = np.array([r["ts"] for r in rows],
+                             dtype=np.int16 if ty.startswith("INT") else np.uint16)
+    want = run(qs, rows, "k" if partitioned else None).matches
+    for compiled in (True, False):
+        got = reference.run(nfa, Tuples(columns, len(rows)), compiled=compiled)
+        matches = [(int(s), got.names[int(q)], p or "")
+                   for s, q, p in zip(got.seqs, got.queries, got.partitions, strict=True)]
+        assert matches == want, (compiled, text)
