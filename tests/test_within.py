@@ -1,0 +1,198 @@
+"""Time windows: ``PATTERN ( … ) WITHIN n`` and ``WITHIN INTERVAL 'n' UNIT`` (issue 14).
+
+The language and the checker (windows in ORDER BY units, every error named and placed), the
+reference matcher's two loops on automata of several words, and the commands: ``match``,
+``check`` and ``explain`` take a window; every command that models or builds the gateware
+refuses it. What windows match is judged against the oracle in test_oracle_differential.py.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import nfacep
+from nfacep import reference
+from nfacep.cli import main
+from nfacep.errors import QueryError
+from nfacep.tuples import Tuples
+
+STREAM = ("CREATE STREAM s (k UINT(8), a BOOL, u UINT(8), i INT(8), f FLOAT32, "
+          "ms UINT(32) TIME(MILLISECOND), sec INT(16) TIME(SECOND));\n")
+
+
+def window(text: str) -> int | None:
+    return nfacep.compile_text(STREAM + text).queries[0].window
+
+
+@pytest.mark.parametrize(("text", "n"), [
+    ("QUERY q PARTITION k ORDER BY u PATTERN (A B) WITHIN 5 DEFINE A AS a", 5),
+    ("QUERY q ORDER BY u PATTERN (A) WITHIN 255", 255),
+    ("QUERY q ORDER BY i PATTERN (A) WITHIN 127", 127),
+    ("SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY u PATTERN (A) WITHIN 07)", 7),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) WITHIN INTERVAL '2' SECOND)",
+     2000),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) WITHIN INTERVAL '1.5' second)",
+     1500),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) WITHIN INTERVAL '3' MILLISECOND)",
+     3),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY sec PATTERN (A) WITHIN INTERVAL '2' MINUTE)",
+     120),
+    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY sec PATTERN (A) WITHIN INTERVAL '0.25' HOUR)",
+     900),
+    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1' DAY", 86_400_000),
+    ("QUERY q ORDER BY u PATTERN (A)", None),
+])
+def test_windows_in_order_by_units(text, n):
+    assert window(text) == n
+
+
+ERRORS = [
+    ("QUERY q PARTITION k PATTERN (A) WITHIN 5", "WITHIN needs ORDER BY", "WITHIN"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) WITHIN 5)", "add ORDER BY field to", "WITHIN"),
+    ("QUERY q ORDER BY u PATTERN (A) WITHIN 0", "the window must be positive", "WITHIN"),
+    ("QUERY q ORDER BY u PATTERN (A) WITHIN 256", "more than u UINT(8) can hold (255)",
+     "WITHIN"),
+    ("QUERY q ORDER BY i PATTERN (A) WITHIN 128", "more than i INT(8) can hold (127)", "WITHIN"),
+    ("QUERY q ORDER BY f PATTERN (A) WITHIN 3", "integer ORDER BY field", "f"),
+    ("QUERY q ORDER BY u PATTERN (A) WITHIN INTERVAL '1' SECOND",
+     "the ORDER BY field 'u' has no time unit", "WITHIN"),
+    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1.0005' SECOND",
+     "not a whole number of MILLISECONDS", "WITHIN"),
+    ("QUERY q ORDER BY sec PATTERN (A) WITHIN INTERVAL '5' MILLISECOND",
+     "not a whole number of SECONDS", "WITHIN"),
+    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '0' SECOND", "must be positive", "WITHIN"),
+    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL 'soon' SECOND", "must be a number",
+     "WITHIN"),
+    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1' WEEK", "the units of an interval",
+     "WEEK"),
+    ("QUERY q ORDER BY sec PATTERN (A) WITHIN INTERVAL '1' DAY",
+     "more than sec INT(16) can hold (32767)", "WITHIN"),
+]
+
+
+@pytest.mark.parametrize(("text", "message", "at"), ERRORS)
+def test_window_errors(text, message, at):
+    source = STREAM + text
+    with pytest.raises(QueryError) as info:
+        nfacep.compile_text(source, "q.sql")
+    err = info.value
+    assert message in err.message, err.message
+    assert err.line == 2
+    assert source.splitlines()[1][err.column - 1:].startswith(at), err.render()
+
+
+@pytest.mark.parametrize(("decl", "message"), [
+    ("t UINT(8) TIME(YEAR)", "TIME(YEAR): the time units are NANOSECOND, MICROSECOND"),
+    ("t BOOL TIME(SECOND)", "TIME(SECOND) is for integer fields (UINT or INT)"),
+    ("t FLOAT32 TIME(SECOND)", "is for integer fields"),
+])
+def test_time_unit_errors(decl, message):
+    with pytest.raises(QueryError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        nfacep.compile_text(f"CREATE STREAM s ({decl});\nQUERY q PATTERN (A)")
+
+
+def test_keywords_stay_usable_as_names():
+    nfa = nfacep.compile_text("CREATE STREAM s (within UINT(8), time UINT(8) TIME(SECOND), "
+                              "interval UINT(8));\nQUERY q ORDER BY time PATTERN (A) "
+                              "WITHIN 3 DEFINE A AS within = interval")
+    assert nfa.queries[0].window == 3 and nfa.queries[0].order_field == "time"
+
+
+def _run_both(nfa, columns, n):
+    got = [reference.run(nfa, Tuples(columns, n), compiled=c) for c in (True, False)]
+    assert np.array_equal(got[0].seqs, got[1].seqs)
+    assert np.array_equal(got[0].queries, got[1].queries)
+    return got[0]
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_several_words_of_states_both_loops(skip):
+    """A query of more than 64 states (two words in the compiled loop), windows of several
+    sizes: the loops agree; a window wider than any run changes nothing, and windows only
+    remove matches."""
+    rng = np.random.default_rng(7)
+    n = 4000
+    columns = {"k": rng.integers(0, 3, n).astype(np.uint8), "a": rng.random(n) < 0.97,
+               "b": rng.random(n) < 0.5,
+               "ts": np.cumsum(rng.integers(0, 3, n)).astype(np.uint16)}
+    mode = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
+    base = ("CREATE STREAM s (k UINT(8), a BOOL, b BOOL, ts UINT(16));\n"
+            f"QUERY q PARTITION k ORDER BY ts {mode}PATTERN ((A | B){{60,70}} A B) %s "
+            "DEFINE A AS a, B AS b")
+    plain = _run_both(nfacep.compile_text(base % ""), columns, n)
+    assert nfacep.compile_text(base % "").queries[0].count > 64
+    wide = _run_both(nfacep.compile_text(base % "WITHIN 65535"), columns, n)
+    assert wide.engines == {"q": "nfa"}
+    assert np.array_equal(wide.seqs, plain.seqs)
+    if not skip:  # with SKIP PAST LAST ROW a lost match may let a later one be reported
+        previous = set(plain.seqs.tolist())
+        for w in (200, 190, 180, 170, 160):  # runs of 62 tuples span about 186
+            got = set(_run_both(nfacep.compile_text(base % f"WITHIN {w}"), columns, n)
+                      .seqs.tolist())
+            assert got < previous
+            previous = got
+        assert previous
+
+
+def test_dfa_engine_asked_for_still_runs_the_nfa():
+    nfa = nfacep.compile_text("CREATE STREAM s (a BOOL, ts UINT(8));\n"
+                              "QUERY q ORDER BY ts PATTERN (A A) WITHIN 2 DEFINE A AS a")
+    columns = {"a": np.ones(4, dtype=bool), "ts": np.array([0, 1, 3, 4], dtype=np.uint8)}
+    got = reference.Reference("dfa").run(nfa, Tuples(columns, 4), nfacep.params.EngineParams())
+    assert got.engines == {"q": "nfa"} and got.seqs.tolist() == [1, 3]
+
+
+QUERY = """CREATE STREAM s (k UINT(8), a BOOL, ts UINT(16) TIME(SECOND));
+SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+    PATTERN (A A) WITHIN INTERVAL '1' MINUTE DEFINE A AS a) AS q;
+"""
+TUPLES = "k,a,ts\n1,true,0\n2,true,10\n1,true,59\n2,true,70\n1,true,120\n1,true,179\n"
+
+
+def files(tmp_path):
+    (tmp_path / "q.sql").write_text(QUERY)
+    (tmp_path / "t.csv").write_text(TUPLES)
+    return str(tmp_path / "q.sql"), str(tmp_path / "t.csv")
+
+
+def test_match_check_and_explain_take_a_window(tmp_path, capsys):
+    q, t = files(tmp_path)
+    assert main(["match", q, "--input", t, "--output", str(tmp_path / "m.csv")]) == 0
+    # partition 1: 59 - 0 < 60, 179 - 120 < 60; partition 2: 70 - 10 = 60 is not
+    assert (tmp_path / "m.csv").read_text() == "seq,query,partition\n2,q,1\n5,q,1\n"
+    capsys.readouterr()
+    assert main(["check", q]) == 0
+    assert "ORDER BY ts, WITHIN 60" in capsys.readouterr().out
+    assert main(["explain", q]) == 0
+    assert "every match end, WITHIN 60 (ts units)" in capsys.readouterr().out
+    assert main(["check", "--json", q]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"][0]["within"] == 60
+
+
+@pytest.mark.parametrize("command", [
+    ["verilog", "{q}", "-o", "{d}/e.v"],
+    ["sim", "{q}", "--input", "{t}", "--output", "{d}/s.csv"],
+    ["build", "{q}", "--board", "icestick", "--output", "{d}/build"],
+    ["run", "{q}", "--port", "{d}/no-such-port", "--input", "{t}", "--output", "{d}/r.csv"],
+])
+def test_gateware_commands_refuse_a_window(tmp_path, capsys, command):
+    q, t = files(tmp_path)
+    argv = [a.format(q=q, t=t, d=tmp_path) for a in command]
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # a command not installed here exits through argparse
+        pytest.skip(f"nfacep {command[0]} is not available: exit {e.code}")
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "query q: WITHIN is not in the gateware yet; nfacep match supports it" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.sql", "t.csv"]
+
+
+def test_the_engine_refuses_a_window():
+    pytest.importorskip("amaranth")
+    from nfacep.errors import UsageError
+    from nfacep.hdl.engine import Engine
+
+    with pytest.raises(UsageError, match="WITHIN is not in the gateware yet"):
+        Engine(nfacep.compile_text(QUERY))
