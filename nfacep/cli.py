@@ -173,7 +173,8 @@ class Check(Command):
 
     def _print(self, nfa: Nfa) -> None:
         prog = nfa.program
-        fields = ", ".join(f"{f.name} {f.type}" for f in prog.schema.fields)
+        fields = ", ".join(f"{f.name} {f.type}" + (f" TIME({f.unit})" if f.unit else "")
+                           for f in prog.schema.fields)
         print(f"stream {prog.schema.name} ({fields})")
         print(f"partition key: {prog.partition_field or '(none: one stream)'}")
         print(f"predicates: {len(nfa.predicates)} (decoder outputs)")
