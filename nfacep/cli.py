@@ -157,6 +157,8 @@ class Check(Command):
                              "the engine parameters describe the engine on a board; give "
                              "--board too")
         nfa = _load_or_json_error(args)
+        if engine is not None:  # the estimate models the gateware
+            check_gateware(nfa)
         estimate = None if engine is None else self._boards.estimate(nfa, engine, args)
         if args.json:
             from .describe import check_json

@@ -137,6 +137,8 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
     if sim_mode == "native" and simulator != "verilator":
         raise UsageError("--mode native is a Verilator model with a C++ main: use "
                          "--simulator verilator")
+    nfa = nfacep.compile_file(query)
+    check_gateware(nfa)  # before the vectors: a window is refused whatever they are
     folder = os.path.abspath(vectors_dir)
     manifest = _load_manifest(folder)
     try:
@@ -161,8 +163,6 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
     if mode not in ("partitioned", "global"):
         raise UsageError(f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
                          "'partitioned' nor 'global'")
-    nfa = nfacep.compile_file(query)
-    check_gateware(nfa)
     cache = sim.build_cache(build_dir)
     missing = sim.simulator_available(simulator, cache)
     if missing:

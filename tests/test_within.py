@@ -189,6 +189,24 @@ def test_gateware_commands_refuse_a_window(tmp_path, capsys, command):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.sql", "t.csv"]
 
 
+def test_regress_and_check_board_refuse_a_window(tmp_path, capsys):
+    q, _ = files(tmp_path)
+    pytest.importorskip("nfacep.spark_testbench.regress")
+    from nfacep.errors import UsageError
+    from nfacep.spark_testbench import regress
+
+    with pytest.raises(UsageError, match="query q: WITHIN is not in the gateware yet"):
+        regress.prepare(q, str(tmp_path / "no-vectors"))
+    try:
+        rc = main(["check", q, "--board", "icestick"])
+    except SystemExit as e:
+        pytest.skip(f"nfacep check --board is not available: exit {e.code}")
+    err = capsys.readouterr().err
+    if "needs the boards package" in err:
+        pytest.skip(err)
+    assert rc == 2 and "WITHIN is not in the gateware yet; nfacep match supports it" in err
+
+
 def test_the_engine_refuses_a_window():
     pytest.importorskip("amaranth")
     from nfacep.errors import UsageError
