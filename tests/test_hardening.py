@@ -336,10 +336,30 @@ def test_signal_while_writing_leaves_nothing_behind(tmp_path, sig, code, word):
     q = tmp_path / "q.sql"
     q.write_text(QUERY)
     t = tmp_path / "t.csv"
-    t.write_text(HEADER + "7,1,true,1\n" * 1_000_000)  # a million matches to write
+    t.write_text(HEADER + "7,1,true,1\n" * 10_000)  # ten thousand matches to write
     out = tmp_path / "out"
     out.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "nfacep.cli", "match", str(q), "--input",
+    # the match file is written in one call, faster than a signal can reliably land in it:
+    # the command runs with a CSV writer that stops for a while after its first thousand rows
+    # (flushed, so the temporary file is seen), and the signal comes while it waits
+    slow = (
+        "import csv, sys, time, types\n"
+        "import nfacep.result\n"
+        "from nfacep.cli import main\n"
+        "class Slow:\n"
+        "    def __init__(self, f, **kw):\n"
+        "        self.f, self.w = f, csv.writer(f, **kw)\n"
+        "    def writerow(self, row):\n"
+        "        self.w.writerow(row)\n"
+        "    def writerows(self, rows):\n"
+        "        for i, row in enumerate(rows):\n"
+        "            self.w.writerow(row)\n"
+        "            if i == 1000:\n"
+        "                self.f.flush()\n"
+        "                time.sleep(60)\n"
+        "nfacep.result.csv = types.SimpleNamespace(writer=Slow)\n"
+        "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", slow, "match", str(q), "--input",
                              str(t), "--output", str(out / "m.csv")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
