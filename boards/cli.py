@@ -64,8 +64,11 @@ class CheckBoards:
 
     def estimate(self, nfa, engine, args) -> dict:
         from .bitstream import estimate
+        from .defaults import board_engine
 
-        return estimate(nfa, get_board(args.board), engine, link=args.link, baud=args.baud,
+        board = get_board(args.board)
+        engine = board_engine(nfa, board, params.given(args))  # what build would use
+        return estimate(nfa, board, engine, link=args.link, baud=args.baud,
                         udp=_udp_endpoint(args) if args.link == "udp" else None)
 
     def render(self, estimate: dict) -> str:
@@ -83,7 +86,10 @@ class Build(Command):
                    "default) generates pseudo-random tuples on chip and folds the results "
                    "into the LEDs, to measure the engine's area and Fmax; 'uart' takes tuples "
                    "and returns matches over the board's USB UART, for `nfacep run` "
-                   "(boards/LINK.md).")
+                   "(boards/LINK.md). Without --store, --partitions and --ways, a board whose "
+                   "default is the block-RAM table (all but the iCEstick) gets the largest "
+                   "table that fits it; the report's parameters say which, and `nfacep run` "
+                   "needs the same options.")
     order = 80
 
     def epilog(self) -> str:
@@ -104,10 +110,12 @@ class Build(Command):
 
     def run(self, args) -> int:
         from .bitstream import BuildError, build, render_report
+        from .defaults import board_engine
 
-        engine = params.from_args(args)
+        params.from_args(args)  # the options' ranges, before anything is read
         board = get_board(args.board)
         nfa = load_query(args.query, gateware=True)
+        engine = board_engine(nfa, board, params.given(args))
         stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(args.query))[0]) or "engine"
         out_dir = args.output or os.path.join("build", f"{stem}-{board.name}")
         try:

@@ -196,12 +196,32 @@ def check_engine(board: dict, nfa: Nfa, params: EngineParams, *, link: str,
             f"the board runs another engine (engine id {board['engine_id']:08x}, expected "
             f"{expected:08x} for this query file with {params.options()}): load the bitstream "
             f"that `nfacep build --link {link}` made of this query file with these parameters, "
-            "or pass the ones it was built with")
+            f"or pass the ones it was built with{_default_hint(board, nfa, params)}")
     tb = wire.tuple_bytes(nfa.program.schema)
     rb = wire.record_format(nfa).nbytes
     if board["tuple_bytes"] != tb or board["record_bytes"] != rb:
         raise error(f"the board's tuples are {board['tuple_bytes']} bytes and records "
                     f"{board['record_bytes']}, expected {tb} and {rb}")
+
+
+def _default_hint(board: dict, nfa: Nfa, params: EngineParams) -> str:
+    """If the board runs the engine a board gets by default from ``nfacep build`` (no
+    ``--store``, ``--partitions`` or ``--ways``; :mod:`nfacep.boards.defaults`), the options
+    that name it."""
+    import dataclasses
+
+    from .defaults import STORE_OPTIONS, board_engine
+    from .registry import BOARDS
+
+    others = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
+              if f.name not in STORE_OPTIONS}
+    for name, candidate in BOARDS.items():
+        engine = board_engine(nfa, candidate, others)
+        if engine != params and engine_id(nfa, engine) == board["engine_id"]:
+            options = " ".join(f"--{n} {getattr(engine, n)}" for n in STORE_OPTIONS)
+            return (f"; it is the engine `nfacep build --board {name}` makes by default: "
+                    f"pass {options}")
+    return ""
 
 
 def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int) -> None:

@@ -402,3 +402,78 @@ def test_check_board_errors(monkeypatch, capsys):
     assert run(["check", MARATHON, "--board", "icestick"]) == 2
     assert "--board needs the boards package" in capsys.readouterr().err
     assert run(["check", MARATHON]) == 0
+
+
+# --- the engine a board gets by default (nfacep.boards.defaults) ----------------------------------
+
+def _board_params(capsys, *args) -> dict:
+    assert run(["check", *args, "--json"]) == 0
+    board = json.loads(capsys.readouterr().out)["board"]
+    return board
+
+
+@pytest.mark.parametrize(("query", "board", "want"), [
+    # the 16-bit runner indexes 65,536 entries directly: 40 DP16KD, any ECP5 board
+    ("marathon", "ulx3s-85f", ("table", 65536)),
+    ("marathon", "colorlight-5a75b", ("table", 65536)),
+    # a 32-bit key is hashed and stored as a tag: the 25F holds 16,384 entries, the 85F 65,536
+    ("bruteforce", "ulx3s-25f", ("table", 16384)),
+    ("bruteforce", "ulx3s-85f", ("table", 65536)),
+    ("marathon", "icebreaker", ("table", 2048)),
+    # no table fits the iCEstick beside its logic: the pipeline stays
+    ("marathon", "icestick", ("pipeline", 256)),
+])
+def test_board_default_is_the_largest_table_that_fits(no_toolchain, capsys, query, board, want):
+    from nfacep.boards.defaults import RESERVED, table_blocks
+
+    est = _board_params(capsys, os.path.join(QUERIES, f"{query}.sql"), "--board", board)
+    p = est["parameters"]
+    assert (p["store"], p["partitions"]) == want
+    if p["store"] == "table":
+        b = get_board(board)
+        nfa = compile_file(os.path.join(QUERIES, f"{query}.sql"))
+        params = EngineParams.from_dict(p, source="test")
+        used = table_blocks(nfa, params, b.family)
+        assert used == est["resources"]["brams"]["estimate"]  # the estimate's own count
+        assert used <= b.brams - RESERVED[b.family]
+        if p["partitions"] < 65536:  # the next size up would not fit
+            bigger = dataclasses.replace(params, partitions=2 * p["partitions"])
+            assert table_blocks(nfa, bigger, b.family) > b.brams - RESERVED[b.family]
+
+
+def test_board_default_gives_way_to_any_store_option(no_toolchain, capsys, tmp_path):
+    for options, want in [(["--partitions", "64"], ("pipeline", 64)),
+                          (["--store", "pipeline"], ("pipeline", 256)),
+                          (["--ways", "2"], ("pipeline", 256)),
+                          (["--store", "table"], ("table", 256))]:
+        p = _board_params(capsys, MARATHON, "--board", "ulx3s-85f", *options)["parameters"]
+        assert (p["store"], p["partitions"]) == want, options
+    # timers make the entries wider (a tick stamp), so a smaller table fits the 25F
+    p = _board_params(capsys, MARATHON, "--board", "ulx3s-25f", "--tick-tuples", "1000")
+    assert (p["parameters"]["store"], p["parameters"]["partitions"]) == ("table", 16384)
+    assert p["parameters"]["tick_tuples"] == 1000
+    # without PARTITION there is nothing to store
+    with open(MARATHON, encoding="utf-8") as f:
+        text = f.read()
+    assert "PARTITION runner" in text
+    query = tmp_path / "nopartition.sql"
+    query.write_text(text.replace("PARTITION runner", ""), encoding="utf-8")
+    p = _board_params(capsys, str(query), "--board", "ulx3s-85f")["parameters"]
+    assert p["store"] == "pipeline"
+
+
+def test_run_names_the_board_default_when_the_engine_differs():
+    from nfacep.boards.defaults import board_engine
+    from nfacep.boards.host import NoBoardError, check_engine
+    from nfacep.boards.link.protocol import engine_id
+    from nfacep.wire import record_format, tuple_bytes
+
+    nfa = compile_file(MARATHON)
+    built = board_engine(nfa, get_board("ulx3s-85f"), {})
+    status = {"engine_id": engine_id(nfa, built),
+              "tuple_bytes": tuple_bytes(nfa.program.schema),
+              "record_bytes": record_format(nfa).nbytes}
+    check_engine(status, nfa, built, link="uart")  # the same engine: no error
+    with pytest.raises(NoBoardError, match="makes by default: pass --store table "
+                                           "--partitions 65536 --ways 4"):
+        check_engine(status, nfa, EngineParams(), link="uart")

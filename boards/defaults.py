@@ -1,0 +1,76 @@
+# amaranth: UnusedElaboratable=no
+"""The engine a board gets by default: the partition store chosen per board from measurement.
+
+``nfacep build`` and ``nfacep check --board`` use :func:`board_engine` for the engine
+parameters: when none of ``--store``, ``--partitions`` and ``--ways`` is given and the query
+has a PARTITION clause, a board in :data:`TABLE_BOARDS` gets the block-RAM table
+(``--store table``) with the most entries, a power of two up to 65,536, whose banks fit its
+block RAM with :data:`RESERVED` blocks left for the link and the FIFOs; any of those options
+given, or another board, and the engine parameters are the usual defaults (the swap
+pipeline). Measured (``benchmarks/PAPER_FIGURES.md``, "Figure 9 to 64k partitions"): on the
+LFE5U-85F the table runs 126–161M tuples/s from 1k to 64k partitions where the pipeline runs
+80M at 256; on the iCEBreaker (iCE40UP5K, 12 MHz oscillator) a 4,096-entry table builds at
+32.8 MHz (one tuple per cycle) and a 32-element pipeline at 43.0 MHz (one every other cycle);
+on the iCEstick (HX1K) no table fits beside its logic (place-and-route fails at 256 entries),
+so it keeps the pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
+
+from .registry import Board
+
+__all__ = ["RESERVED", "STORE_OPTIONS", "TABLE_BOARDS", "board_engine", "table_blocks"]
+
+#: The options that choose the partition store; giving any of them turns the board's default
+#: off.
+STORE_OPTIONS = ("store", "partitions", "ways")
+#: Boards whose default is the table (see the module's description).
+TABLE_BOARDS = frozenset({"ulx3s-85f", "ulx3s-45f", "ulx3s-25f", "colorlight-5a75b",
+                          "icebreaker"})
+#: Block RAMs the default table leaves free, by family: the links' buffers (UART 3, UDP 4) and
+#: the engine's input FIFO.
+RESERVED = {"ecp5": 8, "ice40": 4}
+LARGEST = 1 << 16
+
+
+def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
+    """Block RAMs of the table of ``nfa``'s engine with ``params`` (``store="table"``) on
+    ``family``: the DP16KD the banks instantiate on ECP5, the block shapes elsewhere."""
+    from nfacep.hdl.bram import dp16kd_blocks
+    from nfacep.hdl.table import TablePartitioner
+    from nfacep.wire import record_format
+
+    from .bitstream import bram_blocks
+
+    table = TablePartitioner(
+        key_shape=record_format(nfa).widths["partition"], payload_shape=len(nfa.predicates),
+        state_width=len(nfa.states), result_shape=len(nfa.queries),
+        update=lambda m, state, payload: (state, 0), entries=params.partitions,
+        ways=params.ways, timer_bits=params.timer_bits, tick_tuples=params.tick_tuples)
+    width = table.entry_layout.size
+    per_bank = (dp16kd_blocks(table.rows, width) if family == "ecp5"
+                else bram_blocks(family, table.rows, width))
+    return table.banks * per_bank
+
+
+def board_engine(nfa: Nfa, board: Board, given: dict) -> EngineParams:
+    """The engine parameters ``build`` uses on ``board``: those ``given`` on the command line
+    (:func:`nfacep.params.given`), the rest the board's default (see the module's
+    description) or :class:`~nfacep.params.EngineParams`'s own."""
+    base = EngineParams(**given)
+    if (any(name in given for name in STORE_OPTIONS) or board.name not in TABLE_BOARDS
+            or nfa.program.partition_field is None):
+        return base
+    budget = board.brams - RESERVED.get(board.family, 0)
+    partitions = LARGEST
+    while partitions >= base.ways:
+        table = dataclasses.replace(base, store="table", partitions=partitions)
+        if table_blocks(nfa, table, board.family) <= budget:
+            return table
+        partitions //= 2
+    return base
