@@ -182,11 +182,13 @@ def _compiled(text: str, filename: str):
 
 
 def _used_fields(nfa) -> tuple[str, ...]:
-    """The fields the matcher reads: the partition key and those the predicates compare."""
+    """The fields the matcher reads: the partition key, those the predicates compare and the
+    ORDER BY field of a query with a window (WITHIN)."""
     from nfacep import predicates as P
 
     names = {n.name for p in nfa.predicates for n in P.nodes(p.expr)
              if isinstance(n, P.FieldRef)}
+    names |= {q.order_field for q in nfa.queries if q.window is not None}
     key = nfa.program.partition_field
     return tuple(f for f in nfa.program.schema.names if f in names or f == key)
 

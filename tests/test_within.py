@@ -214,3 +214,14 @@ def test_the_engine_refuses_a_window():
 
     with pytest.raises(UsageError, match="WITHIN is not in the gateware yet"):
         Engine(nfacep.compile_text(QUERY))
+
+
+def test_vectors_reads_the_order_by_field_of_a_window():
+    """`nfacep vectors` (the reference matcher in Spark tasks) must hand it the ORDER BY field
+    of a query with a window, which no predicate reads."""
+    pytest.importorskip("pyarrow")
+    from nfacep.spark_testbench import vectors
+
+    assert vectors._used_fields(nfacep.compile_text(QUERY)) == ("k", "a", "ts")
+    plain = QUERY.replace(" WITHIN INTERVAL '1' MINUTE", "")
+    assert vectors._used_fields(nfacep.compile_text(plain)) == ("k", "a")
