@@ -49,8 +49,10 @@ _MAX_DFA_STATES = 1 << 14
 #: From how many tuples each automaton runs in the compiled loop by default (below, in array
 #: operations). Loading the compiled loops (importing numba, reading its cache) takes about
 #: 0.4 s: the DFA's loop, about twice as fast as its array operations, wins that back only on
-#: several million tuples; the NFA's, a hundred times as fast, on some tens of thousands.
-_COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000}
+#: several million tuples; the NFA's, a hundred times as fast, on some tens of thousands. Under
+#: WITHIN the array operations also carry start times (about 20 µs a tuple on one partition,
+#: three times the plain NFA's): the loop wins from some ten thousand.
+_COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000, "window": 10_000}
 
 
 def _loops():
@@ -371,7 +373,8 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
                 chosen = "nfa"
         engines[q.name] = chosen
         loops = None
-        if compiled or (compiled is None and n >= _COMPILED_FROM[chosen]):
+        if compiled or (compiled is None
+                        and n >= _COMPILED_FROM["window" if ts is not None else chosen]):
             loops = _loops()
         if loops is not None:
             stream = (lut, packed, codes, admitted, fresh, n_keys)
