@@ -568,6 +568,12 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
     expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or set()
     if token is not None and token.type == "NAME" and set(expected) >= _TYPE_TOKENS:
         return QueryError(f"unknown type '{token}': the types are {_TYPES}", _pos(token))
+    # WITHIN 5 SECOND: a count with a unit, Flink's interval without its INTERVAL
+    if len(before) >= 2 and before[-2].type == "WITHIN" and prev.type == "INT_NUM" \
+            and token is not None and str(token).upper() in TIME_UNITS:
+        return QueryError(f"WITHIN {prev} {token}: WITHIN n counts in the ORDER BY field's "
+                          f"units; write WITHIN INTERVAL '{prev}' {str(token).upper()} for an "
+                          "interval (the field needs a TIME unit)", _pos(token))
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES":
         kw = next(t for t in reversed(before) if t.type == "MEASURES")

@@ -82,6 +82,11 @@ def test_window_errors(text, message, at):
     assert source.splitlines()[1][err.column - 1:].startswith(at), err.render()
 
 
+def test_a_count_with_a_unit_says_to_write_interval():
+    with pytest.raises(QueryError, match="write WITHIN INTERVAL '5' SECOND for an interval"):
+        nfacep.compile_text(STREAM + "QUERY q ORDER BY ms PATTERN (A) WITHIN 5 second")
+
+
 @pytest.mark.parametrize(("decl", "message"), [
     ("t UINT(8) TIME(YEAR)", "TIME(YEAR): the time units are NANOSECOND, MICROSECOND"),
     ("t BOOL TIME(SECOND)", "TIME(SECOND) is for integer fields (UINT or INT)"),
