@@ -221,12 +221,22 @@ def test_the_engine_refuses_a_window():
         Engine(nfacep.compile_text(QUERY))
 
 
-def test_vectors_reads_the_order_by_field_of_a_window():
-    """`nfacep vectors` (the reference matcher in Spark tasks) must hand it the ORDER BY field
-    of a query with a window, which no predicate reads."""
-    pytest.importorskip("pyarrow")
-    from nfacep.spark_testbench import vectors
 
-    assert vectors._used_fields(nfacep.compile_text(QUERY)) == ("k", "a", "ts")
-    plain = QUERY.replace(" WITHIN INTERVAL '1' MINUTE", "")
-    assert vectors._used_fields(nfacep.compile_text(plain)) == ("k", "a")
+def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
+    """`nfacep vectors` runs the reference matcher in Spark tasks: it must hand it the ORDER BY
+    field of a query with a window, which no predicate reads, and expect what `nfacep match`
+    reports on the tuples it wrote."""
+    pytest.importorskip("pyspark")
+    import pyarrow.parquet as pq
+
+    q, _ = files(tmp_path)
+    out = tmp_path / "vectors"
+    assert main(["vectors", q, "--tuples", "3000", "--keys", "20", "--out", str(out),
+                 "--quiet"]) == 0
+    m = tmp_path / "m.csv"
+    assert main(["match", q, "--input", str(out / "tuples.parquet"), "--output", str(m)]) == 0
+    expected = pq.read_table(out / "expected.parquet").to_pylist()
+    want = sorted((r["seq"], r["query"], r["partition"]) for r in expected)
+    got = [(int(s), name, p) for s, name, p in
+           (line.split(",") for line in m.read_text().splitlines()[1:])]
+    assert got == want and want
