@@ -104,8 +104,8 @@ def main() -> None:
         ax.bar(labels, [r[4] for r in rows])
         ax.set_yscale("log")
         ax.set_ylabel("tuples per second (wall clock)")
-        ax.set_title("simulation of the marathon engine: per-cycle cocotb, batch harness, "
-                     "native (Verilator + C++)")
+        ax.set_title("simulation of the marathon engine:\nper-cycle cocotb, batch harness, "
+                     "native (Verilator + C++)", fontsize=10)
         ax.tick_params(axis="x", labelsize=7)
         fig.tight_layout()
         fig.savefig(args.plot, dpi=120)
