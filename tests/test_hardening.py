@@ -343,7 +343,10 @@ def test_signal_while_writing_leaves_nothing_behind(tmp_path, sig, code, word):
     # the command runs with a CSV writer that stops for a while after its first thousand rows
     # (flushed, so the temporary file is seen), and the signal comes while it waits
     slow = (
-        "import csv, sys, time, types\n"
+        "import csv, signal, sys, time, types\n"
+        # a shell runs background jobs with SIGINT ignored, which Python then keeps: restore
+        # the handler a terminal's Ctrl-C reaches
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import nfacep.result\n"
         "from nfacep.cli import main\n"
         "class Slow:\n"

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Time windows: ``PATTERN ( … ) WITHIN n`` and ``WITHIN INTERVAL 'n' UNIT`` (issue 14).
 
 The language and the checker (windows in ORDER BY units, every error named and placed), the
@@ -231,8 +232,9 @@ def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
 
     q, _ = files(tmp_path)
     out = tmp_path / "vectors"
+    # local[2]: the Spark tests' session, which this process may already run (one per process)
     assert main(["vectors", q, "--tuples", "3000", "--keys", "20", "--out", str(out),
-                 "--quiet"]) == 0
+                 "--master", "local[2]", "--quiet"]) == 0
     m = tmp_path / "m.csv"
     assert main(["match", q, "--input", str(out / "tuples.parquet"), "--output", str(m)]) == 0
     expected = pq.read_table(out / "expected.parquet").to_pylist()
