@@ -648,6 +648,8 @@ def _report(flow: FlowResult, nfa: Nfa, engine, params: EngineParams, query_file
             link_info: dict, verilog: str) -> dict:
     """``report.json`` as far as the flow went: the design, the clock, the tools (the status,
     resources and bitstream come with :func:`_finish_report`)."""
+    from nfacep.hdl.nfa import state_layout
+
     board = flow.board
     link_info = dict(link_info)
     report: dict = {
@@ -659,6 +661,7 @@ def _report(flow: FlowResult, nfa: Nfa, engine, params: EngineParams, query_file
         "parameters": params.as_dict(),
         "queries": [q.name for q in nfa.queries],
         "nfa_states": len(nfa.states),
+        "state_bits": state_layout(nfa).size,
         "predicates": len(nfa.predicates),
         "tuple_bits": engine.tuple_layout.size,
         "record_bits": engine.record_layout.size,

@@ -114,7 +114,7 @@ class Build(Command):
 
         params.from_args(args)  # the options' ranges, before anything is read
         board = get_board(args.board)
-        nfa = load_query(args.query, gateware=True)
+        nfa = load_query(args.query)
         engine = board_engine(nfa, board, params.given(args))
         stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(args.query))[0]) or "engine"
         out_dir = args.output or os.path.join("build", f"{stem}-{board.name}")
@@ -198,7 +198,7 @@ class Run(Command):
             engine = params.from_args(args)
             board = UartBoard(args.port, baud=args.baud, timeout=args.timeout,
                               frame_tuples=args.frame_tuples, progress=_progress("run"))
-        nfa = load_query(args.query, gateware=True)
+        nfa = load_query(args.query)
         result = run_files(board, nfa, args.input, args.output, engine, query_file=args.query)
         report(result, args.output)
         return 0

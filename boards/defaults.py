@@ -42,6 +42,7 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
     """Block RAMs of the table of ``nfa``'s engine with ``params`` (``store="table"``) on
     ``family``: the DP16KD the banks instantiate on ECP5, the block shapes elsewhere."""
     from nfacep.hdl.bram import dp16kd_blocks
+    from nfacep.hdl.nfa import state_layout
     from nfacep.hdl.table import TablePartitioner
     from nfacep.wire import record_format
 
@@ -49,7 +50,7 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
 
     table = TablePartitioner(
         key_shape=record_format(nfa).widths["partition"], payload_shape=len(nfa.predicates),
-        state_width=len(nfa.states), result_shape=len(nfa.queries),
+        state_width=state_layout(nfa).size, result_shape=len(nfa.queries),
         update=lambda m, state, payload: (state, 0), entries=params.partitions,
         ways=params.ways, timer_bits=params.timer_bits, tick_tuples=params.tick_tuples)
     width = table.entry_layout.size

@@ -37,7 +37,7 @@ class Verilog(Command):
             raise UsageError(f"-o {args.output}: the sidecar would be written over the Verilog; "
                              "name the Verilog file .v")
         check_outputs([args.output, sidecar_path], [args.query], what="-o")
-        nfa = load_query(args.query, gateware=True)
+        nfa = load_query(args.query)
         sidecar = write_verilog(nfa, args.output, engine, name=args.top)
         print(f"wrote {args.output} (module {sidecar['top']}: tuple "
               f"{sidecar['tuple']['width']} bits in, record {sidecar['record']['width']} bits "

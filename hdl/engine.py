@@ -17,13 +17,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.errors import HardwareLimitError
-from nfacep.nfa import Nfa, check_gateware
+from nfacep.nfa import Nfa
 from nfacep.params import EngineParams, check_fits
 from nfacep.wire import SEQ_BITS, record_format
 
 from .decoder import PredicateDecoder
 from .layout import tuple_layout
-from .nfa import NfaMatcher, next_state
+from .nfa import NfaMatcher, next_state, state_layout, times_layout
 from .partitioner import StreamPartitioner
 from .queue import StreamBuffer, StreamQueue
 from .table import TablePartitioner
@@ -73,7 +73,6 @@ class Engine(wiring.Component):
 
     def __init__(self, nfa: Nfa, params: EngineParams = EngineParams(), *,
                  seq_width: int = SEQ_BITS, counter_width: int = 32, fifo_depth: int = 8):
-        check_gateware(nfa)
         check_fits(nfa)
         self._nfa = nfa
         self._params = params
@@ -136,12 +135,22 @@ class Engine(wiring.Component):
             ]
             return matcher, results
 
-        def update(mod, state, predicates):
-            return next_state(mod, nfa, state, predicates)
+        times = times_layout(nfa)
+        if times is None:
+            payload_shape = len(nfa.predicates)
+
+            def update(mod, state, payload):
+                return next_state(mod, nfa, state, payload)
+        else:  # under WITHIN the partition store carries the tuple's times along
+            payload_shape = data.StructLayout({"predicates": len(nfa.predicates),
+                                               "times": times})
+
+            def update(mod, state, payload):
+                return next_state(mod, nfa, state, payload.predicates, times=payload.times)
 
         params = self._params
-        shapes = {"key_shape": self._key_bits, "payload_shape": len(nfa.predicates),
-                  "state_width": len(nfa.states), "result_shape": len(nfa.queries),
+        shapes = {"key_shape": self._key_bits, "payload_shape": payload_shape,
+                  "state_width": state_layout(nfa).size, "result_shape": len(nfa.queries),
                   "update": update}
         if params.store == "table":
             m.submodules.partitioner = matcher = TablePartitioner(
@@ -179,11 +188,19 @@ class Engine(wiring.Component):
         ]
         key_field = self._nfa.program.partition_field
         if key_field is None:
-            m.d.comb += queue.i_stream.payload.predicates.eq(decoder.predicates)
+            inputs = queue.i_stream.payload
         else:
             key = Value.cast(self.i_stream.payload[key_field]).as_unsigned()
-            m.d.comb += [queue.i_stream.payload.key.eq(key),
-                         queue.i_stream.payload.payload.eq(decoder.predicates)]
+            m.d.comb += queue.i_stream.payload.key.eq(key)
+            inputs = queue.i_stream.payload.payload
+        times = times_layout(self._nfa)
+        if times is None and key_field is not None:
+            m.d.comb += inputs.eq(decoder.predicates)
+        else:
+            m.d.comb += inputs.predicates.eq(decoder.predicates)
+        if times is not None:  # the ORDER BY fields WITHIN measures in
+            for name, _ in times:
+                m.d.comb += inputs.times[name].eq(self.i_stream.payload[name])
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += self.tuples.eq(self.tuples + 1)
         wiring.connect(m, queue.o_stream, matcher.i_stream)

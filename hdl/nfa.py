@@ -5,47 +5,143 @@ is set iff its predicate bit holds and it is activated — by default (a start s
 state of its activation set that is set now. :class:`NfaMatcher` is the stand-alone form,
 one flip-flop per state (Figure 5); the partitioned form is :func:`next_state` applied to the
 state vector the stream partitioner retrieves (Figure 2).
+
+Under WITHIN the state is wider (:func:`state_layout`): each state of a windowed query also
+keeps the age of its latest run, and the partition keeps the time of its last tuple.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Signal, Value
+from amaranth.hdl import Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.nfa import Nfa
 
+from .layout import field_shape
 from .queue import StreamBuffer
 
-__all__ = ["NfaMatcher", "matcher_signature", "next_state"]
+__all__ = ["NfaMatcher", "age_bits", "matcher_signature", "next_state", "state_layout",
+           "times_layout"]
+
+
+def age_bits(window: int) -> int:
+    """Bits of a state's age under ``WITHIN window``: ages run from 0 to ``window - 1``."""
+    return max(1, (window - 1).bit_length())
+
+
+def times_layout(nfa: Nfa) -> data.StructLayout | None:
+    """Per tuple, the value of every ORDER BY field a WITHIN query measures its window in
+    (``None`` when no query has a window)."""
+    fields = sorted({q.order_field for q in nfa.queries if q.window is not None})
+    if not fields:
+        return None
+    schema = nfa.program.schema
+    return data.StructLayout({f: field_shape(schema.field(f).type) for f in fields})
+
+
+def state_layout(nfa: Nfa) -> data.StructLayout:
+    """What the NFA keeps between two tuples of a partition.
+
+    ``active``: one bit per state (bit *i* = ``nfa.states[i]``). Under WITHIN, also ``ages``:
+    for every state of a query with a window, how long before the partition's last tuple the
+    latest run in that state began (:func:`age_bits` of the window; meaningless while the
+    state is inactive), and ``last``: that last tuple's value of each ORDER BY field. Without
+    a window the layout is ``active`` alone, so the state vector is the paper's bit vector.
+    """
+    fields = {"active": len(nfa.states)}
+    times = times_layout(nfa)
+    if times is not None:
+        fields["ages"] = data.StructLayout({
+            str(i): age_bits(q.window) for q in nfa.queries if q.window is not None
+            for i in q.states})
+        fields["last"] = times
+    return data.StructLayout(fields)
+
+
+def _earliest(candidates: list[tuple[Value, Value]]) -> tuple[Value, Value]:
+    """``(any valid, least value among the valid)`` of ``(valid, value)`` pairs, as a
+    balanced tree of two-input minima."""
+    while len(candidates) > 1:
+        paired = []
+        for k in range(0, len(candidates) - 1, 2):
+            (v1, a1), (v2, a2) = candidates[k], candidates[k + 1]
+            paired.append((v1 | v2, Mux(v1 & (~v2 | (a1 <= a2)), a1, a2)))
+        if len(candidates) % 2:
+            paired.append(candidates[-1])
+        candidates = paired
+    return candidates[0]
 
 
 def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
-               prefix: str = "") -> tuple[Signal, Signal]:
+               prefix: str = "", *, times: Value | None = None) -> tuple[Signal, Signal]:
     """Add the next-state logic to ``m``; return ``(stored, matches)``.
 
-    ``state`` holds one bit per NFA state (bit *i* = ``nfa.states[i]``), ``predicates`` one bit
-    per decoder output. ``matches`` has one bit per query: an accepting state of that query is
-    set in the next state. ``stored`` is the state vector to keep: the next state, except that
-    a query with AFTER MATCH SKIP PAST LAST ROW that matched has all its states cleared.
+    ``state`` is a value of :func:`state_layout`, ``predicates`` holds one bit per decoder
+    output, ``times`` (under WITHIN only) the tuple's :func:`times_layout`. ``matches`` has one
+    bit per query: an accepting state of that query is set in the next state. ``stored`` is
+    the state to keep: the next state, except that a query with AFTER MATCH SKIP PAST LAST
+    ROW that matched has all its states cleared.
+
+    Under WITHIN a state also carries its age (DESIGN: the latest start of the runs in it): a
+    start state takes age 0, a state reached from others the least age among its live
+    predecessors, where a predecessor's age now is its stored age plus the time since the
+    partition's last tuple, and it is live iff that is less than the window. The time since
+    the last tuple is computed at the ORDER BY field's full width, so any gap is exact; a gap
+    of the window or more (or a time before the last one) ends every run.
     """
+    layout = state_layout(nfa)
+    now = layout(state)
+    active = now.active
     n = len(nfa.states)
+    live = Signal(n, name=f"{prefix}live")
+    ages: dict[int, Value] = {}
+    m.d.comb += live.eq(active)
+    if "ages" in layout.members:
+        if times is None:
+            raise ValueError("a query has a window: next_state needs the tuple's times")
+        if not isinstance(times, data.View):
+            times = layout.members["last"](times)
+        for q in nfa.queries:
+            if q.window is None:
+                continue
+            bits = age_bits(q.window)
+            gap = Value.cast(times[q.order_field]) - Value.cast(now.last[q.order_field])
+            # the time since the partition's last tuple, or the window when it is that much
+            near = Signal(bits + 1, name=f"{prefix}{q.name}_gap")
+            m.d.comb += near.eq(Mux((gap >= 0) & (gap < q.window), gap, q.window))
+            for i in q.states:
+                age = Signal(bits + 2, name=f"{prefix}{nfa.states[i].name}_age")
+                m.d.comb += [age.eq(near + now.ages[str(i)]),
+                             live[i].eq(active[i] & (age < q.window))]
+                ages[i] = age
     nxt = Signal(n, name=f"{prefix}next")
+    stored = Signal(layout, name=f"{prefix}stored")
     for s in nfa.states:
         bit = Signal(name=f"{prefix}{s.name}_next")
-        if s.start:
-            active = Const(1)
-        elif s.activation:
-            active = Value.cast(0)
-            for j in sorted(s.activation):
-                active = active | state[j]
-        else:
-            active = Const(0)
         guard = Const(1) if s.predicate is None else predicates[s.predicate]
-        m.d.comb += [bit.eq(guard & active), nxt[s.index].eq(bit)]
+        windowed = nfa.queries[s.query].window is not None
+        if s.start:
+            reached = Const(1)
+            age = Const(0)
+        elif s.activation:
+            order = sorted(s.activation)
+            if windowed:
+                reached, age = _earliest([(live[j], ages[j]) for j in order])
+            else:
+                reached = Value.cast(0)
+                for j in order:
+                    reached = reached | live[j]
+        else:
+            reached = Const(0)
+            age = Const(0)
+        m.d.comb += [bit.eq(guard & reached), nxt[s.index].eq(bit)]
+        if windowed:
+            m.d.comb += stored.ages[str(s.index)].eq(age)
+    if "last" in layout.members:
+        m.d.comb += stored.last.eq(times)
     matches = Signal(len(nfa.queries), name=f"{prefix}matches")
-    stored = Signal(n, name=f"{prefix}stored")
-    m.d.comb += stored.eq(nxt)
+    m.d.comb += stored.active.eq(nxt)
     for q in nfa.queries:
         hit = Value.cast(0)
         for i in nfa.accepting(q):
@@ -53,15 +149,19 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
         m.d.comb += matches[q.index].eq(hit)
         if q.skip_past_last_row and q.count:
             with m.If(matches[q.index]):
-                m.d.comb += stored[q.first:q.first + q.count].eq(0)
+                m.d.comb += stored.active[q.first:q.first + q.count].eq(0)
     return stored, matches
 
 
 def matcher_signature(nfa: Nfa, payload_shape, *, inputs=None) -> dict:
     """The stream interface every matcher shares: per tuple, ``inputs`` (by default the
-    ``predicates`` vector) and a pass-through ``payload`` in; the ``payload`` and one match bit
-    per query out."""
-    inputs = inputs if inputs is not None else {"predicates": len(nfa.predicates)}
+    ``predicates`` vector, and under WITHIN the tuple's ``times``, :func:`times_layout`) and a
+    pass-through ``payload`` in; the ``payload`` and one match bit per query out."""
+    if inputs is None:
+        inputs = {"predicates": len(nfa.predicates)}
+        times = times_layout(nfa)
+        if times is not None:
+            inputs["times"] = times
     return {
         "i_stream": In(stream.Signature(data.StructLayout({**inputs, "payload": payload_shape}))),
         "o_stream": Out(stream.Signature(data.StructLayout({
@@ -81,6 +181,7 @@ class NfaMatcher(wiring.Component):
     Members
     -------
     i_stream : ``In(stream.Signature(StructLayout({"predicates": P, "payload": payload_shape})))``
+        Under WITHIN also ``"times"`` (:func:`times_layout`).
     o_stream : ``Out(stream.Signature(StructLayout({"payload": payload_shape, "matches": Q})))``
     """
 
@@ -96,12 +197,14 @@ class NfaMatcher(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         nfa = self._nfa
-        state = Signal(len(nfa.states), name="state")
+        state = Signal(state_layout(nfa), name="state")
         # one named flip-flop per state, so waveforms read like the query
         for s in nfa.states:
             flop = Signal(name=s.name)
-            m.d.comb += flop.eq(state[s.index])
-        stored, matches = next_state(m, nfa, state, self.i_stream.payload.predicates)
+            m.d.comb += flop.eq(state.active[s.index])
+        payload = self.i_stream.payload
+        times = payload.times if "times" in payload.shape().members else None
+        stored, matches = next_state(m, nfa, state.as_value(), payload.predicates, times=times)
         # the output register: the match bits are combinational from the state and the input
         m.submodules.output = output = StreamBuffer(self.o_stream.payload.shape())
         m.d.comb += [

@@ -26,7 +26,7 @@ from importlib import metadata
 from . import NfacepError, QueryError, compile_file, params
 from .backend import run_files
 from .errors import UsageError
-from .nfa import Nfa, check_gateware
+from .nfa import Nfa
 from .output import atomic_write, check_outputs
 from .result import report
 
@@ -73,13 +73,9 @@ def add_io_arguments(parser: argparse.ArgumentParser, *, output_help: str = "mat
                              "(M.summary.json)")
 
 
-def load_query(path: str, *, gateware: bool = False) -> Nfa:
-    """Compile the query file at ``path``, printing its warnings on stderr. ``gateware``: for
-    a command that models or builds the gateware, which refuses what it does not have yet
-    (:func:`nfacep.nfa.check_gateware`)."""
+def load_query(path: str) -> Nfa:
+    """Compile the query file at ``path``, printing its warnings on stderr."""
     nfa = compile_file(path)
-    if gateware:
-        check_gateware(nfa)
     for w in nfa.program.warnings:
         print(w.render(), file=sys.stderr)
     return nfa
@@ -157,8 +153,6 @@ class Check(Command):
                              "the engine parameters describe the engine on a board; give "
                              "--board too")
         nfa = _load_or_json_error(args)
-        if engine is not None:  # the estimate models the gateware
-            check_gateware(nfa)
         estimate = None if engine is None else self._boards.estimate(nfa, engine, args)
         if args.json:
             from .describe import check_json

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from . import ast
 from . import predicates as P
 from .check import Program
-from .errors import QueryError, UsageError
+from .errors import QueryError
 from .params import MAX_STATES
 
-__all__ = ["MAX_FILE_STATES", "MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build",
-           "check_gateware"]
+__all__ = ["MAX_FILE_STATES", "MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
 
 START = -1  # the paper's '1' in an activation set: active by default
 _START = frozenset({START})
@@ -367,12 +366,3 @@ def build(program: Program) -> Nfa:
                                 order_field=q.order_field))
     preds = tuple(Predicate(i, e) for e, i in sorted(predicates.items(), key=lambda kv: kv[1]))
     return Nfa(preds, tuple(states), tuple(queries), program)
-
-
-def check_gateware(nfa: Nfa) -> None:
-    """A :class:`UsageError` when a query of ``nfa`` needs what the gateware does not have yet:
-    a time window (WITHIN). Every command that models or builds the gateware calls it."""
-    for q in nfa.queries:
-        if q.window is not None:
-            raise UsageError(f"query {q.name}: WITHIN is not in the gateware yet; nfacep match "
-                             "supports it")

@@ -65,7 +65,7 @@ class Sim(Command):
         simulation = Simulation(args.simulator, seed=args.seed, traffic=args.traffic,
                                 waves=args.waves, build_dir=args.build_dir, check=args.check,
                                 mode=args.mode)
-        nfa = load_query(args.query, gateware=True)
+        nfa = load_query(args.query)
         result = run_files(simulation, nfa, args.input, args.output, engine,
                            query_file=args.query)
         report(result, args.output)

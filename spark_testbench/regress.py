@@ -39,7 +39,6 @@ import pyarrow as pa
 
 import nfacep
 from nfacep.errors import NfacepError, UsageError
-from nfacep.nfa import check_gateware
 from nfacep.output import write_json
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
@@ -138,7 +137,6 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
         raise UsageError("--mode native is a Verilator model with a C++ main: use "
                          "--simulator verilator")
     nfa = nfacep.compile_file(query)
-    check_gateware(nfa)  # before the vectors: a window is refused whatever they are
     folder = os.path.abspath(vectors_dir)
     manifest = _load_manifest(folder)
     try:

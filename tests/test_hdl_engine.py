@@ -304,3 +304,76 @@ def test_random_scenarios_table(sc, rows, shape, timers, seed):
     }, n)
     check(nfa, data, partitions=partitions, store="table", ways=ways, tick_tuples=tick,
           timer_bits=bits, seed=seed)
+
+
+# --- time windows (WITHIN) ---------------------------------------------------------------------
+
+WINDOW_STREAM = ("CREATE STREAM s (k UINT(4), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), "
+                 "t UINT(16), u INT(12));\n")
+# windows of 1, a power of two, just above one, and two queries without a window beside them
+WINDOWED = [("A B* C", "t", 8), ("(A | B)+ C?", "t", 1), ("A{2,3} B", "u", 9),
+            ("PERMUTE(A, B) C*", None, None), ("A . B", "t", 33), ("A+ B", None, None)]
+
+
+def window_queries(partitioned=True):
+    part = "PARTITION k " if partitioned else ""
+    text = WINDOW_STREAM
+    for i, (pattern, field, n) in enumerate(WINDOWED):
+        order = f"ORDER BY {field} " if field else ""
+        within = f"WITHIN {n} " if n else ""
+        skip = "AFTER MATCH SKIP PAST LAST ROW " if i % 2 else ""
+        text += f"QUERY q{i} {part}{order}{skip}PATTERN ({pattern}) {within}{DEFINE};"
+    return nfacep.compile_text(text)
+
+
+def window_data(rng, n, keys):
+    """Random tuples whose times ascend in steps of 0 to 5, with now and then a jump of a
+    multiple of 64 or 1024 (gaps a stored age cannot span, landing on the same low bits)."""
+    data = random_data(rng, n, keys)
+    steps = rng.integers(0, 6, n)
+    jumps = rng.random(n) < 0.04
+    steps[jumps] = rng.choice([64, 128, 1024, 2048], jumps.sum())
+    t = np.cumsum(steps)
+    data.columns["t"] = t.astype(np.uint64)
+    data.columns["u"] = (t // 8 - 1000).astype(np.int64)  # signed, several tuples 0 apart
+    assert t[-1] < 1 << 16 and data.columns["u"][-1] < 2048
+    return data
+
+
+@pytest.mark.parametrize(("store", "partitions", "ways", "tick_tuples", "seed"),
+                         [("pipeline", 8, 4, 0, 1), ("pipeline", 4, 4, 3, 2),
+                          ("table", 16, 4, 0, 3), ("table", 8, 2, 2, 4)])
+def test_windows_against_reference(store, partitions, ways, tick_tuples, seed):
+    """WITHIN in the gateware: every query's matches and drops equal the reference's, in both
+    partition stores, with capacity drops and timers, across gaps longer than an age holds."""
+    nfa = window_queries()
+    data = window_data(np.random.default_rng(seed), 300, keys=10)
+    bits, _ = check(nfa, data, partitions=partitions, store=store, ways=ways,
+                    tick_tuples=tick_tuples, timer_bits=2, seed=seed)
+    assert bits
+
+
+def test_windows_unpartitioned():
+    nfa = window_queries(partitioned=False)
+    data = window_data(np.random.default_rng(11), 300, keys=1)
+    bits, drops = check(nfa, data, partitions=1, seed=5)
+    assert bits and not drops
+
+
+@settings(max_examples=20, deadline=None)
+@given(picks=st.lists(st.tuples(st.sampled_from(PATTERNS), st.sampled_from(["t", "u"]),
+                                st.integers(1, 70), st.booleans()), min_size=1, max_size=3),
+       shape=st.sampled_from([("pipeline", 3, 4), ("pipeline", 16, 4), ("table", 4, 2),
+                              ("table", 16, 4)]),
+       timers=st.sampled_from([(0, 4), (2, 2), (1, 1)]), seed=st.integers(0, 1000))
+def test_random_windows(picks, shape, timers, seed):
+    """Random windowed queries (windows of 1 to 70 in an unsigned or a signed field, both skip
+    modes) in both stores, full or not, with and without timers, equal the reference."""
+    store, partitions, ways = shape
+    text = WINDOW_STREAM + "".join(
+        f"QUERY q{i} PARTITION k ORDER BY {f} {'AFTER MATCH SKIP PAST LAST ROW ' if skip else ''}"
+        f"PATTERN ({p}) WITHIN {n} {DEFINE};" for i, (p, f, n, skip) in enumerate(picks))
+    nfa = nfacep.compile_text(text)
+    data = window_data(np.random.default_rng(seed), 120, keys=6)
+    check(nfa, data, partitions=partitions, store=store, ways=ways, tick_tuples=timers[0],
+          timer_bits=timers[1], seed=seed)

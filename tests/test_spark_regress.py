@@ -139,14 +139,15 @@ def _cut_wire(target: str, source: str):
 
     original = nfacep.hdl.nfa.next_state
 
-    def broken(m, nfa, state, predicates, prefix=""):
+    def broken(m, nfa, state, predicates, prefix="", **kwargs):
         states = tuple(
             dataclasses.replace(s, activation=frozenset(
                 j for j in s.activation if nfa.states[j].name != source))
             if s.name == target else s
             for s in nfa.states)
         assert states != nfa.states, "no such wire"
-        return original(m, dataclasses.replace(nfa, states=states), state, predicates, prefix)
+        return original(m, dataclasses.replace(nfa, states=states), state, predicates, prefix,
+                        **kwargs)
 
     return nfacep.hdl.engine, broken
 

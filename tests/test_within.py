@@ -3,8 +3,9 @@
 
 The language and the checker (windows in ORDER BY units, every error named and placed), the
 reference matcher's two loops on automata of several words, and the commands: ``match``,
-``check`` and ``explain`` take a window; every command that models or builds the gateware
-refuses it. What windows match is judged against the oracle in test_oracle_differential.py.
+``check`` and ``explain`` take a window, and so does the gateware (its tests against the
+reference are in test_hdl_engine.py). What windows match is judged against the oracle in
+test_oracle_differential.py.
 """
 
 import json
@@ -176,51 +177,67 @@ def test_match_check_and_explain_take_a_window(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["queries"][0]["within"] == 60
 
 
-@pytest.mark.parametrize("command", [
-    ["verilog", "{q}", "-o", "{d}/e.v"],
-    ["sim", "{q}", "--input", "{t}", "--output", "{d}/s.csv"],
-    ["build", "{q}", "--board", "icestick", "--output", "{d}/build"],
-    ["run", "{q}", "--port", "{d}/no-such-port", "--input", "{t}", "--output", "{d}/r.csv"],
-])
-def test_gateware_commands_refuse_a_window(tmp_path, capsys, command):
-    q, t = files(tmp_path)
-    argv = [a.format(q=q, t=t, d=tmp_path) for a in command]
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # a command not installed here exits through argparse
-        pytest.skip(f"nfacep {command[0]} is not available: exit {e.code}")
-    err = capsys.readouterr().err
-    assert rc == 2, err
-    assert "query q: WITHIN is not in the gateware yet; nfacep match supports it" in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.sql", "t.csv"]
+# partition 1 has 0 and 59 (a match), then after a gap of exactly 2^16 (a stored age cannot
+# span it, the time since the last tuple can) 65595 and 65654 (a match) and 65714 (60 after:
+# not); partition 2 has 10, 70 (60 after: not) and 65606 (2^16 after: not)
+LONG = ("k,a,ts\n1,true,0\n2,true,10\n1,true,59\n2,true,70\n1,true,65595\n2,true,65606\n"
+        "1,true,65654\n1,true,65714\n")
 
 
-def test_regress_and_check_board_refuse_a_window(tmp_path, capsys):
+def test_sim_equals_match_with_a_window(tmp_path, capsys):
+    """The gateware keeps windows: cocotb on the emitted Verilog reports what match does, in
+    both partition stores, across a gap longer than a stored age spans."""
+    from nfacep.sim import build
+
+    missing = build.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     q, _ = files(tmp_path)
-    pytest.importorskip("nfacep.spark_testbench.regress")
-    from nfacep.errors import UsageError
-    from nfacep.spark_testbench import regress
-
-    with pytest.raises(UsageError, match="query q: WITHIN is not in the gateware yet"):
-        regress.prepare(q, str(tmp_path / "no-vectors"))
-    try:
-        rc = main(["check", q, "--board", "icestick"])
-    except SystemExit as e:
-        pytest.skip(f"nfacep check --board is not available: exit {e.code}")
-    err = capsys.readouterr().err
-    if "needs the boards package" in err:
-        pytest.skip(err)
-    assert rc == 2 and "WITHIN is not in the gateware yet; nfacep match supports it" in err
+    (tmp_path / "q.sql").write_text(QUERY.replace("UINT(16)", "UINT(32)"))
+    t = tmp_path / "long.csv"
+    t.write_text(LONG)
+    assert main(["match", q, "--input", str(t), "--output", str(tmp_path / "m.csv")]) == 0
+    want = (tmp_path / "m.csv").read_text()
+    assert want == "seq,query,partition\n2,q,1\n6,q,1\n"
+    for store in (["--partitions", "4"], ["--store", "table", "--partitions", "16"]):
+        out = tmp_path / "s.csv"
+        assert main(["sim", q, "--input", str(t), "--output", str(out), *store,
+                     "--build-dir", str(tmp_path / "build"), "--check"]) == 0, \
+            capsys.readouterr().err
+        assert out.read_text() == want
 
 
-def test_the_engine_refuses_a_window():
+def test_engine_state_holds_ages_and_the_last_time():
+    """Under WITHIN a partition keeps an age per state of a windowed query (6 bits for a window
+    of 60) and the ORDER BY field of its last tuple (16 bits), beside the state bits."""
     pytest.importorskip("amaranth")
-    from nfacep.errors import UsageError
-    from nfacep.hdl.engine import Engine
+    from nfacep.hdl.nfa import age_bits, state_layout
 
-    with pytest.raises(UsageError, match="WITHIN is not in the gateware yet"):
-        Engine(nfacep.compile_text(QUERY))
+    nfa = nfacep.compile_text(QUERY)
+    assert age_bits(60) == 6 and age_bits(64) == 6 and age_bits(65) == 7 and age_bits(1) == 1
+    layout = state_layout(nfa)
+    assert layout.size == 2 + 2 * 6 + 16
+    plain = nfacep.compile_text(QUERY.replace("WITHIN INTERVAL '1' MINUTE", ""))
+    assert state_layout(plain).size == 2
 
+
+def test_check_board_counts_the_window_state(capsys):
+    plain = QUERY.replace("WITHIN INTERVAL '1' MINUTE", "")
+    got = {}
+    for name, text in (("window", QUERY), ("plain", plain)):
+        path = f"/tmp/nfacep-within-{name}.sql"
+        with open(path, "w") as f:
+            f.write(text)
+        try:
+            rc = main(["check", path, "--board", "ulx3s-85f", "--json"])
+        except SystemExit as e:
+            pytest.skip(f"nfacep check --board is not available: exit {e.code}")
+        out, err = capsys.readouterr()
+        if "needs the boards package" in err:
+            pytest.skip(err)
+        assert rc == 0, err
+        got[name] = json.loads(out)["board"]
+    assert got["window"] != got["plain"]
 
 
 def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
