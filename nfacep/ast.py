@@ -38,6 +38,7 @@ __all__ = [
     "Logical",
     "Neg",
     "Not",
+    "ParamRef",
     "Pattern",
     "Permute",
     "Query",
@@ -149,6 +150,14 @@ class BoolLit:
 
 
 @dataclass(frozen=True)
+class ParamRef:
+    """A runtime parameter, ``:name``: a constant whose value is given when the engine runs."""
+
+    name: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Column:
     """A field of the current tuple, optionally qualified (``A.speed``)."""
 
@@ -224,8 +233,8 @@ class Call:
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
 
 
-Expr = IntLit | DecLit | StrLit | BoolLit | Column | Neg | BinOp | Compare | Between | InList \
-    | Logical | Not | Call
+Expr = IntLit | DecLit | StrLit | BoolLit | ParamRef | Column | Neg | BinOp | Compare | Between \
+    | InList | Logical | Not | Call
 
 
 # --- statements -----------------------------------------------------------------------------
@@ -350,6 +359,8 @@ def dump(node: Pattern | Expr) -> str:
             return "'" + value.replace("'", "''") + "'"
         case BoolLit(value):
             return "TRUE" if value else "FALSE"
+        case ParamRef(name):
+            return ":" + name
         case Column(name, qualifier):
             return f"{qualifier}.{name}" if qualifier else name
         case Neg(operand):

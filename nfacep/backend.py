@@ -20,6 +20,7 @@ from .nfa import Nfa
 from .output import check_outputs, summary_path
 from .params import EngineParams
 from .result import Result, write
+from .settings import ParamValues
 
 __all__ = ["Backend", "read_input", "run_files"]
 
@@ -27,8 +28,10 @@ __all__ = ["Backend", "read_input", "run_files"]
 class Backend(Protocol):
     """An engine: matches tuples as the engine with some parameters does."""
 
-    def run(self, nfa: Nfa, tuples: tuples_mod.Tuples, params: EngineParams) -> Result:
-        """Match every query of ``nfa`` over ``tuples``. Raises
+    def run(self, nfa: Nfa, tuples: tuples_mod.Tuples, params: EngineParams,
+            values: ParamValues | None = None) -> Result:
+        """Match every query of ``nfa`` over ``tuples``, with the runtime parameters'
+        ``values`` (None when the queries have none). Raises
         :class:`~nfacep.errors.NfacepError` subclasses for what a user can fix or must know
         (a missing simulator, a board that does not answer); a result it must report but that
         is not right (a simulation that differs from the reference) is returned with
@@ -55,7 +58,8 @@ def check_output(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
 
 
 def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output: str | None,
-              params: EngineParams, *, query_file: str | None = None) -> Result:
+              params: EngineParams, *, query_file: str | None = None,
+              values: ParamValues | None = None) -> Result:
     """What ``nfacep match``, ``sim`` and ``run`` do with their back-end: read ``input`` (a
     path, or tuples already read), run the back-end, write ``output`` (the match file and its
     summary; nothing when None), then raise the result's failure, if any."""
@@ -64,7 +68,7 @@ def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output
         data, source = input, input.source
     else:
         data, source = read_input(input, nfa), input
-    result = backend.run(nfa, data, params)
+    result = backend.run(nfa, data, params, values) if values else backend.run(nfa, data, params)
     if output is not None:
         write(result, output, query_file=query_file, input=source)
     if result.failure is not None:

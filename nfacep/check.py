@@ -8,6 +8,7 @@ not raised.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -18,7 +19,7 @@ from . import ast
 from . import predicates as P
 from .errors import QueryError, SourcePos
 from .syntax import TIME_UNITS
-from .types import BoolType, EnumType, Float32Type, IntType, UIntType
+from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import decimal_to_float32
 
 __all__ = ["CheckedQuery", "Program", "Schema", "call_error", "check"]
@@ -65,6 +66,9 @@ class Program:
     partition_field: str | None
     queries: tuple[CheckedQuery, ...]
     warnings: tuple[QueryError, ...] = ()
+    #: the runtime parameters the queries' predicates use (``:name``), each of the type of the
+    #: field it is compared with, in order of first use
+    parameters: dict[str, FieldType] = dataclasses.field(default_factory=dict)
 
     @property
     def order_fields(self) -> tuple[str, ...]:
@@ -105,6 +109,8 @@ class _Checker:
     def __init__(self, file: ast.File):
         self.file = file
         self.warnings: list[QueryError] = []
+        #: each parameter's type and the field that gave it, from its first comparison
+        self.params: dict[str, tuple[FieldType, str]] = {}
 
     # --- file level -------------------------------------------------------------------------
 
@@ -150,7 +156,15 @@ class _Checker:
                     "share one engine and must use the same partition key",
                     q.partition[0].pos if q.partition else q.pos)
             checked.append(self._query(q, name, schema))
-        return Program(first_stream, first_partition, tuple(checked), tuple(self.warnings))
+        used = {}
+        for cq in checked:
+            for v in sorted(cq.predicates):
+                if cq.predicates[v] is not None:
+                    for node in P.nodes(cq.predicates[v]):
+                        if isinstance(node, P.Param):
+                            used.setdefault(node.name, node.type)
+        return Program(first_stream, first_partition, tuple(checked), tuple(self.warnings),
+                       used)
 
     def _stream_of(self, q: ast.Query, streams: dict[str, ast.CreateStream]) -> Schema:
         if not streams:
@@ -343,8 +357,12 @@ class _Checker:
                 return "strlit", e
             case ast.BoolLit(value):
                 return "bool", P.Const(value, "bool")
+            case ast.ParamRef():
+                return "param", e
             case ast.Neg(operand):
                 kind, inner = self._operand(operand, schema, var)
+                if kind == "param":
+                    raise _param_alone(inner)
                 if kind == "intlit":
                     return "intlit", P.Const(-inner.value, "int")
                 if kind == "declit":
@@ -357,6 +375,8 @@ class _Checker:
                 lk, lv = self._operand(left, schema, var)
                 rk, rv = self._operand(right, schema, var)
                 for k, side in ((lk, left), (rk, right)):
+                    if k == "param":
+                        raise _param_alone(lv if side is left else rv)
                     if k not in ("int", "intlit"):
                         raise QueryError(f"'{op}' works on integer fields and integer literals "
                                          f"only, not on {_kind_text(k)}", side.pos)
@@ -374,11 +394,14 @@ class _Checker:
         rk, rv = self._operand(c.right, schema, var)
         op = c.op
         # put a lone constant on the right, so `5 < x` and `x > 5` share a decoder bit
-        if lk in ("intlit", "declit", "strlit") and rk not in ("intlit", "declit", "strlit"):
+        constants = ("intlit", "declit", "strlit", "param")
+        if lk in constants and rk not in constants:
             lk, lv, rk, rv, _lside, rside = rk, rv, lk, lv, c.right, c.left
             op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
         else:
             _lside, rside = c.left, c.right
+        if rk == "param" or lk == "param":
+            return self._param_compare(op, lk, lv, rk, rv, c)
         kinds = {lk, rk}
         if kinds <= {"int", "intlit"}:
             if lk == rk == "intlit":
@@ -407,6 +430,24 @@ class _Checker:
                 raise QueryError("BOOL values can only be compared with = or <>", c.pos)
             return P.Cmp(op, lv, rv, "bool")
         raise QueryError(f"cannot compare {_kind_text(lk, lv)} with {_kind_text(rk, rv)}", c.pos)
+
+    def _param_compare(self, op: str, lk: str, lv, rk: str, rv, c: ast.Compare) -> P.PExpr:
+        """``field op :name``: the parameter takes the field's type; every comparison of the
+        same name must agree on it."""
+        if rk != "param" or not isinstance(lv, P.FieldRef):
+            raise _param_alone(rv if rk == "param" else lv)
+        ty = lv.type
+        earlier = self.params.setdefault(rv.name, (ty, lv.name))
+        if earlier[0] != ty:
+            raise QueryError(f"parameter :{rv.name} is compared with {ty} field '{lv.name}' "
+                             f"here, but with {earlier[0]} field '{earlier[1]}' before: a "
+                             "parameter has one type, that of the fields it is compared with",
+                             rv.pos)
+        kind = P.field_kind(ty)
+        if kind in ("enum", "bool") and op not in ("=", "<>"):
+            raise QueryError(f"{ty} field '{lv.name}' can only be compared with = or <>",
+                             c.pos)
+        return P.Cmp(op, lv, P.Param(rv.name, ty), kind)
 
     def _float32(self, text: str, where: ast.Expr) -> float:
         """A constant rounded to FLOAT32, with a warning when it is out of FLOAT32's range:
@@ -438,6 +479,11 @@ _FLT_TINY = "1e-45"
 
 def _short(text: str) -> str:
     return text if len(text) <= 30 else f"{text[:12]}…{text[-8:]} ({len(text)} characters)"
+
+
+def _param_alone(p: ast.ParamRef) -> QueryError:
+    return QueryError(f"parameter :{p.name} must be compared directly with a field (as in "
+                      f"'temp > :{p.name}'): it takes that field's type", p.pos)
 
 
 def _kind_text(kind: str, value=None) -> str:

@@ -23,7 +23,7 @@ import signal
 import sys
 from importlib import metadata
 
-from . import NfacepError, QueryError, compile_file, params
+from . import NfacepError, QueryError, compile_file, params, settings
 from .backend import run_files
 from .errors import UsageError
 from .nfa import Nfa
@@ -176,6 +176,9 @@ class Check(Command):
         print(f"predicates: {len(nfa.predicates)} (decoder outputs)")
         for p in nfa.predicates:
             print(f"  p{p.index}: {p.text}")
+        if prog.parameters:
+            print("parameters (set with --param NAME=VALUE): "
+                  + ", ".join(f":{n} {t}" for n, t in prog.parameters.items()))
         for q, cq in zip(nfa.queries, prog.queries, strict=True):
             skip = "AFTER MATCH SKIP PAST LAST ROW" if q.skip_past_last_row else "every match end"
             order = f", ORDER BY {cq.order_field}" if cq.order_field else ""
@@ -233,14 +236,17 @@ class Match(Command):
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
         params.add_arguments(parser)
+        settings.add_argument(parser, switches=True)
 
     def run(self, args) -> int:
         from .reference import Reference
 
         engine = params.from_args(args)
         nfa = load_query(args.query)
+        values = settings.from_args(nfa.program.parameters, args, switches=True,
+                                    command="match")
         result = run_files(Reference(), nfa, args.input, args.output, engine,
-                           query_file=args.query)
+                           query_file=args.query, values=values)
         report(result, args.output)
         return 0
 

@@ -62,6 +62,8 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
         "partition_key": prog.partition_field,
         "predicates": [{"index": p.index, "name": f"p{p.index}", "text": p.text}
                        for p in nfa.predicates],
+        "parameters": [{"name": n, "type": str(t), "bits": t.bits}
+                       for n, t in prog.parameters.items()],
         "queries": queries,
         "warnings": [diagnostic(w) for w in prog.warnings],
     }
@@ -83,6 +85,9 @@ def explain_text(nfa: Nfa) -> str:
     """The NFA for a reader: predicates, then per query one line per state, its activation
     set with the paper's '1' written 'start', and start and accepting states said in words."""
     lines = [f"p{p.index}: {p.text}" for p in nfa.predicates]
+    if nfa.program.parameters:
+        lines.append("parameters (registers the decoder compares with; --param sets them): "
+                     + ", ".join(f":{n} {t}" for n, t in nfa.program.parameters.items()))
     lines += ["", LEGEND]
     for q in nfa.queries:
         semantics = "skip past last row" if q.skip_past_last_row else "every match end"

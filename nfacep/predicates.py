@@ -16,8 +16,8 @@ import numpy as np
 
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
-__all__ = ["And", "Arith", "Cmp", "Const", "FieldRef", "Not", "Or", "PExpr", "evaluate", "nodes",
-           "render"]
+__all__ = ["And", "Arith", "Cmp", "Const", "FieldRef", "Not", "Or", "PExpr", "Param", "column_of",
+           "evaluate", "nodes", "render"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT64 = (0, (1 << 64) - 1)
@@ -44,6 +44,26 @@ class Const:
     @property
     def range(self) -> tuple[int, int]:
         return int(self.value), int(self.value)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A runtime parameter (``:name``), of the type of the field it is compared with. When
+    evaluated, its values are the column ``column_of(name)`` of the columns handed to
+    :func:`evaluate`: one value, or one per tuple (the value in force at each)."""
+
+    name: str
+    type: FieldType
+
+    @property
+    def range(self) -> tuple[int, int]:
+        return self.type.range
+
+
+def column_of(name: str) -> str:
+    """The key of parameter ``name``'s values among :func:`evaluate`'s columns (no field can
+    have it: field names do not start with ':')."""
+    return ":" + name
 
 
 @dataclass(frozen=True)
@@ -90,7 +110,7 @@ class Not:
     operand: PExpr
 
 
-PExpr = FieldRef | Const | Arith | Cmp | And | Or | Not
+PExpr = FieldRef | Const | Param | Arith | Cmp | And | Or | Not
 
 
 def _const_text(c: Const) -> str:
@@ -110,6 +130,8 @@ def render(e: PExpr, _top: bool = True) -> str:
             return name
         case Const():
             return _const_text(e)
+        case Param(name):
+            return ":" + name
         case Arith("neg", left):
             return f"-{render(left, False)}"
         case Arith(op, left, right):
@@ -155,7 +177,7 @@ def _int_dtype(*ranges: tuple[int, int]):
 
 
 def _subranges(e: PExpr):
-    if isinstance(e, FieldRef | Const):
+    if isinstance(e, FieldRef | Const | Param):
         yield e.range
     elif isinstance(e, Arith):
         yield e.range
@@ -173,6 +195,8 @@ def _int_values(e: PExpr, columns, n: int, dtype):
             return col.astype(dtype, copy=False)
         case Const(value):
             return np.asarray(value, dtype=dtype)  # 0-d: broadcast, never n copies
+        case Param(name):
+            return np.asarray(columns[column_of(name)]).astype(dtype, copy=False)
         case Arith("neg", left):
             return -_int_values(left, columns, n, dtype)
         case Arith(op, left, right):
@@ -191,6 +215,8 @@ _OPS = {
 def _scalar_or_column(e: PExpr, columns, n: int, dtype):
     if isinstance(e, Const):
         return np.asarray(e.value, dtype=dtype)  # 0-d: broadcast, never n copies
+    if isinstance(e, Param):
+        return np.asarray(columns[column_of(e.name)]).astype(dtype, copy=False)
     return columns[e.name].astype(dtype, copy=False)
 
 
@@ -207,6 +233,8 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
             return np.full(n, bool(value))
         case FieldRef(name, BoolType()):
             return columns[name].astype(bool, copy=False)
+        case Param(name, BoolType()):
+            return _column(np.asarray(columns[column_of(name)]).astype(bool, copy=False), n)
         case Not(operand):
             return ~evaluate(operand, columns, n)
         case And(items):
@@ -229,7 +257,7 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
                 return _column(fn(_scalar_or_column(left, columns, n, np.float32),
                                   _scalar_or_column(right, columns, n, np.float32)), n)
             if kind == "bool":
-                return fn(evaluate(left, columns, n), evaluate(right, columns, n))
+                return _column(fn(evaluate(left, columns, n), evaluate(right, columns, n)), n)
             return _column(fn(_scalar_or_column(left, columns, n, np.int64),
                               _scalar_or_column(right, columns, n, np.int64)), n)
     raise TypeError(f"not a Boolean predicate: {e!r}")

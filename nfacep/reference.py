@@ -37,6 +37,7 @@ from .nfa import Nfa, QueryNfa
 from .params import EngineParams
 from .predicates import FieldRef, evaluate, nodes
 from .result import Result
+from .settings import ParamValues
 from .tuples import Tuples, format_value
 from .types import BoolType, EnumType, UIntType
 from .wire import raw_column
@@ -82,29 +83,33 @@ class Reference:
             raise ValueError(f"engine {engine!r}: choose auto, dfa or nfa")
         self.engine = engine
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> ReferenceResult:
-        return run(nfa, tuples, params, engine=self.engine)
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
+            values: ParamValues | None = None) -> ReferenceResult:
+        return run(nfa, tuples, params, engine=self.engine, values=values)
 
 
 class _Decoder:
     """The predicate decoder over a batch of tuples: ``decoder[p]`` says whether each tuple
     satisfies predicate ``p`` (by index), evaluated column-wise once, when first asked for."""
 
-    def __init__(self, nfa: Nfa, tuples: Tuples):
+    def __init__(self, nfa: Nfa, tuples: Tuples, values: ParamValues | None = None):
         self.nfa, self.tuples = nfa, tuples
+        #: the runtime parameters' values (one, or one per tuple), beside the fields
+        self.params = values.columns(tuples.n) if values else {}
+        self.columns = {**tuples.columns, **self.params} if values else tuples.columns
         self._done: dict[int, np.ndarray] = {}
 
     def __getitem__(self, p: int) -> np.ndarray:
         if p not in self._done:
-            self._done[p] = evaluate(self.nfa.predicates[p].expr, self.tuples.columns,
-                                     self.tuples.n)
+            self._done[p] = evaluate(self.nfa.predicates[p].expr, self.columns, self.tuples.n)
         return self._done[p]
 
 
-def predicate_matrix(nfa: Nfa, tuples: Tuples) -> np.ndarray:
+def predicate_matrix(nfa: Nfa, tuples: Tuples,
+                     values: ParamValues | None = None) -> np.ndarray:
     """Bool matrix (tuples × predicates): the predicate decoder's output for every tuple."""
     out = np.zeros((tuples.n, len(nfa.predicates)), dtype=bool)
-    decoder = _Decoder(nfa, tuples)
+    decoder = _Decoder(nfa, tuples, values)
     for p in range(len(nfa.predicates)):
         out[:, p] = decoder[p]
     return out
@@ -173,13 +178,15 @@ def symbols(nfa: Nfa, q: QueryNfa, tuples: Tuples, admitted: np.ndarray,
     n = len(admitted)
     everyone = bool(admitted.all())
     field = _narrow_field(nfa, used)
+    if field is not None and any(v.ndim for v in decoder.params.values()):
+        field = None  # a parameter that changes: a value's predicates depend on the tuple
     if field is not None:
         column = tuples.columns[field]
         packed = column.view(np.uint8) if column.dtype.kind == "b" else column
         seen = np.bincount((packed if everyone else packed[admitted]).astype(np.intp,
                                                                             copy=False))
         values = np.flatnonzero(seen)
-        sample = {field: values.astype(column.dtype)}
+        sample = {field: values.astype(column.dtype), **decoder.params}
         rows = np.stack([evaluate(nfa.predicates[p].expr, sample, len(values)) for p in used],
                         axis=1)
         distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
@@ -320,8 +327,12 @@ def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens,
     return match
 
 def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
-        engine: str = "auto", compiled: bool | None = None) -> ReferenceResult:
+        engine: str = "auto", compiled: bool | None = None,
+        values: ParamValues | None = None) -> ReferenceResult:
     """Match every query of ``nfa`` over ``tuples`` as the engine with ``params`` would.
+
+    ``values``: the runtime parameters' values over the stream (required when the queries
+    have parameters); tuple ``seq`` is judged with the values in force at it.
 
     ``engine`` ("auto", "dfa", "nfa") picks the automaton; ``compiled`` whether it runs in the
     compiled stream-order loops of :mod:`nfacep.compiled` or in lock-step array operations
@@ -334,7 +345,9 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
     program = nfa.program
     n = tuples.n
     key_field = program.partition_field
-    decoder = _Decoder(nfa, tuples)
+    if program.parameters and not values:
+        values = ParamValues.parse(program.parameters, [])  # raises, naming the missing ones
+    decoder = _Decoder(nfa, tuples, values)
     if key_field is None:
         key_values = None
         codes = np.zeros(n, dtype=np.uint16)
@@ -416,7 +429,8 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         texts[shown] = [format_value(v, ty) for v in key_values[shown].tolist()]
         parts = texts[matched].tolist()
     return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
-                           drops=np.flatnonzero(~admitted), params=params, engines=engines)
+                           drops=np.flatnonzero(~admitted), params=params, engines=engines,
+                           values=values or None)
 
 
 def timestamps(column: np.ndarray) -> np.ndarray:

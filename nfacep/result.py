@@ -25,6 +25,7 @@ import numpy as np
 from .nfa import Nfa
 from .output import atomic_files, summary_path
 from .params import EngineParams
+from .settings import ParamValues
 from .tuples import Tuples, format_value
 from .wire import Record, field_text, raw_column
 
@@ -58,6 +59,8 @@ class Result:
     #: set when the back-end completed but what it reported is wrong (e.g. a simulation that
     #: differs from the reference): :func:`nfacep.backend.run_files` raises it after writing
     failure: Exception | None = field(default=None, repr=False)
+    #: the runtime parameters' values over the stream (None: the queries have none)
+    values: ParamValues | None = None
 
     #: the back-end's name, as the summary's ``backend`` says
     backend = "engine"
@@ -92,6 +95,7 @@ class Result:
             "matches": {name: self.count(name) for name in self.names},
             "drops": len(self.drops), "drop_seqs": self.drop_seqs,
             **self.params.as_dict(), "backend": self.backend, **self.details(),
+            **({"runtime_parameters": self.values.as_dict()} if self.values else {}),
         }
 
     def counter_warnings(self) -> list[str]:

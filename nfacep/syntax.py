@@ -52,6 +52,7 @@ _TOKEN_TEXT = {
     "LPAR": "'('", "RPAR": "')'", "SEMICOLON": "';'", "COMMA": "','", "DOT": "'.'",
     "VBAR": "'|'", "EQUAL": "'='", "NAME": "a name", "INT_NUM": "an integer",
     "HEX_NUM": "an integer", "DECIMAL": "a number", "STRING": "a quoted string",
+    "PARAM": "a parameter (:name)",
     "QUANTIFIER": "a quantifier", "COMP_OP": "a comparison", "ADD_OP": "'+' or '-'",
     "STAR_SELECT": "'*'", "STAR_ARG": "'*'", "MINUS": "'-'", "PLUS": "'+'",
     "CARET": "'^'", "DOLLAR": "'$'", "__ANON_0": "'{-'", "__ANON_1": "'-}'",
@@ -344,6 +345,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def str_lit(self, token):
         return ast.StrLit(_unquote(str(token)), pos=_pos(token))
+
+    def param_ref(self, token):
+        return ast.ParamRef(str(token)[1:], pos=_pos(token))
 
     def true_lit(self, token):
         return ast.BoolLit(True, pos=_pos(token))

@@ -185,6 +185,8 @@ def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
         return _compare(row[pred[1]], pred[2], pred[3])
     if kind == "cmpf":
         return _compare(row[pred[1]], pred[2], row[pred[3]])
+    if kind == "cmpp":  # ("cmpp", field, op, parameter): the value in force at this row
+        return _compare(row[pred[1]], pred[2], row[":" + pred[3]])
     if kind == "between":
         return pred[2] <= row[pred[1]] <= pred[3]
     if kind == "in":
@@ -196,6 +198,22 @@ def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
     if kind == "or":
         return eval_pred(pred[1], row) or eval_pred(pred[2], row)
     raise ValueError(f"unknown predicate node {pred!r}")
+
+
+def with_parameters(rows: Sequence[Mapping[str, object]], initial: Mapping[str, object],
+                    switches: Sequence[tuple[int, Mapping[str, object]]]) -> list[dict]:
+    """``rows`` with the value of every runtime parameter in force at each, as ``":name"``:
+    ``initial`` from row 0, and each ``(seq, values)`` of ``switches`` from row ``seq`` on
+    (in any order; for one parameter, the switch with the largest ``seq`` not after the row
+    wins)."""
+    out = []
+    for n, row in enumerate(rows):
+        values = dict(initial)
+        for seq, changes in sorted(switches, key=lambda s: s[0]):
+            if seq <= n:
+                values.update(changes)
+        out.append({**row, **{":" + name: v for name, v in values.items()}})
+    return out
 
 
 def _compare(a: object, op: str, b: object) -> bool:
@@ -228,6 +246,8 @@ def render_pred(pred: tuple, qualifier: str | None = None) -> str:
         return f"{q}{pred[1]} {pred[2]} {_literal(pred[3])}"
     if kind == "cmpf":
         return f"{q}{pred[1]} {pred[2]} {q}{pred[3]}"
+    if kind == "cmpp":
+        return f"{q}{pred[1]} {pred[2]} :{pred[3]}"
     if kind == "between":
         return f"{q}{pred[1]} BETWEEN {pred[2]} AND {pred[3]}"
     if kind == "in":

@@ -53,6 +53,7 @@ from oracle import (
     starts_sets,
     to_regex,
     var,
+    with_parameters,
     within,
 )
 from strategies import STREAM, quantifiers, queries, scenarios, streams
@@ -700,3 +701,55 @@ def test_reference_within_both_loops(partitioned, data):
         matches = [(int(s), got.names[int(q)], p or "")
                    for s, q, p in zip(got.seqs, got.queries, got.partitions, strict=True)]
         assert matches == want, (compiled, text)
+
+
+# --------------------------------------------------------------------------------------------
+# Runtime parameters (:name, --param name=value[@seq])
+
+PARAM_STREAM = ("CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(8), w INT(8), "
+                "e ENUM('x', 'y', 'z'));\n")
+PARAM_FIELDS = (*FIELDS, "v", "w", "e")
+PARAM_PREDICATES = [("cmpp", "v", ">", "lo"), ("cmpp", "v", "<=", "hi"), ("cmpp", "w", "<", "lo2"),
+                    ("cmpp", "e", "=", "tag"), ("cmpp", "e", "<>", "tag"), P0,
+                    ("and", ("cmpp", "v", ">=", "lo"), ("cmpp", "w", "<>", "lo2"))]
+PARAM_DRAW = {"lo": st.integers(0, 9), "hi": st.integers(0, 9), "lo2": st.integers(-5, 5),
+              "tag": st.sampled_from(["x", "y", "z"])}
+
+
+@cli_settings(100)
+@given(partitioned=st.booleans(), data=st.data())
+def test_match_with_parameter_switches(tmp_path, partitioned, data):
+    """Queries whose conditions compare fields with runtime parameters, their values switched
+    at random tuples (several at once, or one, or none), both forms and skip modes: ``nfacep
+    match --param`` reports what the oracle does with the value in force at each tuple."""
+    qs, parts = [], [PARAM_STREAM]
+    for i in range(data.draw(st.integers(1, 2), label="queries")):
+        q = data.draw(queries(f"q{i}"))
+        defines = tuple((v, data.draw(st.sampled_from(PARAM_PREDICATES))) for v, _ in q.defines)
+        q = Query(q.name, q.pattern, defines, q.skip)
+        qs.append(q)
+        parts.append(render_query(q, "s", "k" if partitioned else None,
+                                  data.draw(st.sampled_from(["sql", "concise"]))))
+    text = "".join(parts)
+    used = sorted({p[3] for q in qs for _, pred in q.defines
+                   for p in (pred, *pred[1:]) if isinstance(p, tuple) and p[0] == "cmpp"})
+    rows = data.draw(streams(max_len=30, keys=4), label="rows")
+    rows = [dict(r, v=data.draw(st.integers(0, 9)), w=data.draw(st.integers(-6, 6)),
+                 e=data.draw(st.sampled_from(["x", "y", "z"]))) for r in rows]
+    initial = {name: data.draw(PARAM_DRAW[name], label=name) for name in used}
+    switches = []
+    for _ in range(data.draw(st.integers(0, 3), label="switches") if used else 0):
+        at = data.draw(st.integers(1, len(rows) + 1), label="at")
+        if any(at == s for s, _ in switches):
+            continue
+        names = data.draw(st.lists(st.sampled_from(used), min_size=1, unique=True))
+        switches.append((at, {n: data.draw(PARAM_DRAW[n]) for n in names}))
+    options = [f"--param={n}={v}" for n, v in initial.items()]
+    options += [f"--param={n}={v}@{at}" for at, c in switches for n, v in c.items()]
+    want = run(qs, with_parameters(rows, initial, switches), "k" if partitioned else None)
+    got = nfacep_match(tmp_path, text, rows, options, fields=PARAM_FIELDS)
+    context = f"\n--- query file\n{text}--- {options}\n--- rows {rows}"
+    assert got.rc == 0, context
+    assert got.matches == want.matches, context
+    if used:
+        assert got.summary["runtime_parameters"]["initial"] == initial

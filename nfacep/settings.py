@@ -1,0 +1,206 @@
+"""Runtime parameters' values: ``--param name=value`` and ``--param name=value@seq``.
+
+A query may write ``:name`` in place of a constant in DEFINE (``H AS temp > :hot``); the
+parameter takes the type of the field it is compared with (:attr:`nfacep.check.Program.
+parameters`). Its value is not part of the query: it is given when the engine is modelled or
+built, and may change while the engine runs, from a stated tuple on. :class:`ParamValues` is
+that schedule: the values in force from tuple 0, and the switches, each a set of new values
+that applies from tuple ``seq`` on (all of them at once, between tuples ``seq - 1`` and
+``seq``, as the gateware switches its registers).
+
+Values are written as in tuple files (docs/formats.md): an integer for UINT and INT, a decimal
+number for FLOAT32 (rounded to the nearest FLOAT32), a label for ENUM, ``true`` or ``false``
+for BOOL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import UsageError
+from .predicates import column_of
+from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .values import decimal_to_float32
+
+__all__ = ["ParamValues", "add_argument", "from_args", "parse_value"]
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_SEQ = re.compile(r"[0-9]+")
+_LONGEST = 200  # characters of a value shown in an error
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= _LONGEST else text[:_LONGEST] + "…"
+
+
+def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
+    """The value of parameter ``name`` of type ``ty`` written as ``text``: an int (UINT, INT,
+    the label's index for ENUM), a float (FLOAT32, already rounded to single precision) or a
+    bool. A :class:`UsageError` saying what was expected otherwise."""
+    where = f"--param {name}={_shown(text)}"
+    if isinstance(ty, UIntType | IntType):
+        if not _INTEGER.fullmatch(text) or len(text) > 40:
+            raise UsageError(f"{where}: :{name} is {ty}: give an integer")
+        value = int(text)
+        lo, hi = ty.range
+        if not lo <= value <= hi:
+            raise UsageError(f"{where}: {value} does not fit :{name}'s type {ty} ({lo}..{hi})")
+        return value
+    if isinstance(ty, Float32Type):
+        if not _NUMBER.fullmatch(text) or len(text) > 400:
+            raise UsageError(f"{where}: :{name} is FLOAT32: give a decimal number")
+        value = float(decimal_to_float32(text))
+        if not np.isfinite(value):
+            raise UsageError(f"{where}: beyond the range of FLOAT32")
+        return value
+    if isinstance(ty, BoolType):
+        low = text.lower()
+        if low not in ("true", "false"):
+            raise UsageError(f"{where}: :{name} is BOOL: give true or false")
+        return low == "true"
+    if isinstance(ty, EnumType):
+        if text not in ty.labels:
+            close = ([label for label in ty.labels if label.lower() == text.lower()]
+                     or difflib.get_close_matches(text, ty.labels, n=1))
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise UsageError(f"{where}: not a label of :{name}'s type {ty}{hint}")
+        return ty.labels.index(text)
+    raise TypeError(f"not a field type: {ty!r}")
+
+
+def _text(value, ty: FieldType) -> str | int | float | bool:
+    """A value as the summary and the reports show it: the label for ENUM."""
+    return ty.labels[value] if isinstance(ty, EnumType) else value
+
+
+@dataclass(frozen=True)
+class ParamValues:
+    """The runtime parameters of a query file and their values over the stream.
+
+    ``types``: each parameter's type, in order of first use (the program's). ``initial``: the
+    values in force from tuple 0. ``switches``: ``(seq, values)`` in ascending ``seq`` (at
+    least 1), each the new values of some parameters from tuple ``seq`` on.
+    """
+
+    types: dict[str, FieldType] = field(default_factory=dict)
+    initial: dict[str, int | float | bool] = field(default_factory=dict)
+    switches: tuple[tuple[int, dict[str, int | float | bool]], ...] = ()
+
+    @classmethod
+    def parse(cls, types: dict[str, FieldType], texts: list[str] | None, *,
+              switches: bool = True, command: str = "this command") -> ParamValues:
+        """From ``--param`` texts (``name=value``, and with ``switches`` ``name=value@seq``).
+        Every parameter needs a value from tuple 0; an unknown name, a value that does not fit
+        its type, a name given twice for one tuple: a :class:`UsageError`."""
+        initial: dict[str, int | float | bool] = {}
+        later: dict[int, dict[str, int | float | bool]] = {}
+        for text in texts or ():
+            name, sep, rest = text.partition("=")
+            name = name.strip()
+            if not sep or not name:
+                raise UsageError(f"--param {_shown(text)}: write name=value"
+                                 + (" or name=value@seq" if switches else ""))
+            name = name.removeprefix(":")
+            if name not in types:
+                known = ", ".join(f":{n}" for n in types) or "none"
+                close = difflib.get_close_matches(name, list(types), n=1)
+                hint = f" (did you mean :{close[0]}?)" if close else ""
+                raise UsageError(f"--param {_shown(text)}: the queries have no parameter "
+                                 f":{_shown(name)}{hint}; they have {known}")
+            value_text, at, seq_text = rest.rpartition("@")
+            seq = 0
+            if at and _SEQ.fullmatch(seq_text) and len(seq_text) <= 20:
+                if not switches:
+                    raise UsageError(f"--param {_shown(text)}: {command} takes the values the "
+                                     "engine starts with (name=value), not switches (@seq)")
+                seq = int(seq_text)
+            else:
+                value_text = rest
+            value = parse_value(value_text.strip(), types[name], name)
+            target = initial if seq == 0 else later.setdefault(seq, {})
+            if name in target:
+                raise UsageError(f"--param {_shown(text)}: :{name} is given twice for tuple "
+                                 f"{seq}")
+            target[name] = value
+        missing = [n for n in types if n not in initial]
+        if missing:
+            raise UsageError("the queries' parameters need values: "
+                             + ", ".join(f"--param {n}=…" for n in missing)
+                             + f" ({', '.join(f':{n} {types[n]}' for n in missing)})")
+        ordered = tuple((s, {n: later[s][n] for n in types if n in later[s]})
+                        for s in sorted(later))
+        return cls(dict(types), {n: initial[n] for n in types}, ordered)
+
+    def __bool__(self) -> bool:
+        return bool(self.types)
+
+    def in_force(self, seq: int) -> dict[str, int | float | bool]:
+        """The values tuple ``seq`` is judged with."""
+        values = dict(self.initial)
+        for s, changes in self.switches:
+            if s > seq:
+                break
+            values.update(changes)
+        return values
+
+    def columns(self, n: int, first: int = 0) -> dict[str, np.ndarray]:
+        """The values as :func:`nfacep.predicates.evaluate` takes them, for the tuples
+        ``first`` to ``first + n - 1``: one value (0-d) for a parameter that does not change
+        there, else one per tuple."""
+        out = {}
+        for name, ty in self.types.items():
+            dtype = _dtype(ty)
+            value = self.initial[name]
+            steps = [(s, c[name]) for s, c in self.switches if name in c]
+            before = [v for s, v in steps if s <= first]
+            if before:
+                value = before[-1]
+            inside = [(s - first, v) for s, v in steps if first < s < first + n]
+            if not inside:
+                out[column_of(name)] = np.asarray(value, dtype=dtype)
+                continue
+            col = np.full(n, value, dtype=dtype)
+            for at, v in inside:
+                col[at:] = v
+            out[column_of(name)] = col
+        return out
+
+    def as_dict(self) -> dict:
+        """For summaries and reports: the values from tuple 0 and the switches (ENUM values as
+        labels)."""
+        return {
+            "initial": {n: _text(v, self.types[n]) for n, v in self.initial.items()},
+            "switches": [{"seq": s, "values": {n: _text(v, self.types[n])
+                                               for n, v in c.items()}}
+                         for s, c in self.switches],
+        }
+
+
+def _dtype(ty: FieldType):
+    if isinstance(ty, Float32Type):
+        return np.float32
+    if isinstance(ty, BoolType):
+        return np.bool_
+    if isinstance(ty, UIntType):
+        return np.uint64
+    return np.int64
+
+
+def add_argument(parser: argparse.ArgumentParser, *, switches: bool) -> None:
+    """``--param`` (repeatable) on a command that models or builds the engine."""
+    parser.add_argument(
+        "--param", action="append", metavar="NAME=VALUE" + ("[@SEQ]" if switches else ""),
+        help="the value of the queries' runtime parameter :NAME (repeat for each)"
+             + ("; NAME=VALUE@SEQ changes it from tuple SEQ on" if switches else ""))
+
+
+def from_args(types: dict[str, FieldType], args: argparse.Namespace, *, switches: bool,
+              command: str) -> ParamValues:
+    return ParamValues.parse(types, getattr(args, "param", None), switches=switches,
+                             command=command)

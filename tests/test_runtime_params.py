@@ -1,0 +1,159 @@
+"""Runtime parameters (issue 14): ``:name`` in DEFINE, typed by the field it is compared with;
+``--param name=value[@seq]``. The language and its errors, the values and their errors, and
+the reference matcher's paths against each other (what they match is judged against the oracle
+in test_oracle_differential.py)."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+import nfacep
+from nfacep import reference
+from nfacep.cli import main
+from nfacep.errors import QueryError, UsageError
+from nfacep.settings import ParamValues
+from nfacep.tuples import Tuples
+from nfacep.types import EnumType, Float32Type, IntType
+
+STREAM = ("CREATE STREAM s (k UINT(8), temp INT(16), z ENUM('a', 'b', 'c'), f FLOAT32, "
+          "on BOOL, u UINT(4));\n")
+
+
+def compile_(text):
+    return nfacep.compile_text(STREAM + text, "q.sql")
+
+
+def test_a_parameter_takes_its_fields_type_and_is_shared():
+    nfa = compile_("QUERY q PARTITION k PATTERN (H+ S) DEFINE H AS temp > :hot AND z = :zone, "
+                   "S AS f >= :lim OR on = :flag;\n"
+                   "QUERY r PARTITION k PATTERN (A) DEFINE A AS :hot <= temp AND u IN (1, :u)")
+    assert nfa.program.parameters == {"hot": IntType(16), "zone": EnumType(("a", "b", "c")),
+                                      "lim": Float32Type(), "flag": nfa.program.parameters["flag"],
+                                      "u": nfa.program.parameters["u"]}
+    texts = [p.text for p in nfa.predicates]
+    assert "(temp > :hot) AND (z = :zone)" in texts
+    assert any("temp >= :hot" in t for t in texts)  # a lone parameter goes to the right
+
+
+@pytest.mark.parametrize(("define", "message"), [
+    ("temp > :x + 1", "parameter :x must be compared directly with a field"),
+    (":x > :y", "parameter :y must be compared directly with a field"),
+    ("5 > :x", "parameter :x must be compared directly with a field"),
+    ("-:x < temp", "parameter :x must be compared directly with a field"),
+    ("temp > :x AND k = :x", "parameter :x is compared with UINT(8) field 'k' here, but with "
+                             "INT(16) field 'temp' before"),
+    ("z < :x", "can only be compared with = or <>"),
+    ("on > :x", "can only be compared with = or <>"),
+    (":x", "expected a condition"),
+    ("temp > :", "unexpected"),
+])
+def test_parameter_errors(define, message):
+    with pytest.raises(QueryError, match=re.escape(message)):
+        compile_(f"QUERY q PARTITION k PATTERN (A) DEFINE A AS {define}")
+
+
+TYPES = compile_("QUERY q PATTERN (A) DEFINE A AS temp > :hot AND z = :zone AND f < :lim "
+                 "AND on = :flag").program.parameters
+
+
+@pytest.mark.parametrize(("texts", "message"), [
+    ([], "need values: --param hot=…, --param zone=…, --param lim=…, --param flag=…"),
+    (["hot=1", "zone=a", "lim=2"], r"need values: --param flag=… \(:flag BOOL\)"),
+    (["hot=40000"], r"40000 does not fit :hot's type INT\(16\) \(-32768..32767\)"),
+    (["hott=1"], r"no parameter :hott \(did you mean :hot\?\)"),
+    (["hot"], "write name=value or name=value@seq"),
+    (["=1"], "write name=value"),
+    (["zone=d"], "not a label of :zone's type"),
+    (["zone=A"], r"did you mean 'a'\?"),
+    (["hot=1.5"], r":hot is INT\(16\): give an integer"),
+    (["lim=x"], ":lim is FLOAT32: give a decimal number"),
+    (["lim=1e39"], "beyond the range of FLOAT32"),
+    (["flag=yes"], ":flag is BOOL: give true or false"),
+    (["hot=1", "hot=2"], ":hot is given twice for tuple 0"),
+    (["hot=1@5", "hot=2@5"], ":hot is given twice for tuple 5"),
+    (["hot=1@x"], r":hot is INT\(16\): give an integer"),
+])
+def test_value_errors(texts, message):
+    with pytest.raises(UsageError, match=message):
+        ParamValues.parse(TYPES, texts)
+
+
+def test_values_and_switches():
+    v = ParamValues.parse(TYPES, ["hot=-3", ":zone=b", "lim=0.1", "flag=TRUE", "hot=7@4",
+                                  "zone=c@4", "hot=9@2", "flag=false@9"])
+    assert v.initial == {"hot": -3, "zone": 1, "lim": float(np.float32(0.1)), "flag": True}
+    assert [s for s, _ in v.switches] == [2, 4, 9]
+    assert v.in_force(3) == {"hot": 9, "zone": 1, "lim": v.initial["lim"], "flag": True}
+    assert v.in_force(4)["hot"] == 7 and v.in_force(4)["zone"] == 2
+    cols = v.columns(6)
+    assert cols[":hot"].tolist() == [-3, -3, 9, 9, 7, 7]
+    assert cols[":lim"].ndim == 0 and cols[":flag"].ndim == 0  # constant here: one value
+    assert v.columns(3, first=3)[":hot"].tolist() == [9, 7, 7]
+    assert v.as_dict()["switches"][1] == {"seq": 4, "values": {"hot": 7, "zone": "c"}}
+    with pytest.raises(UsageError, match="not switches"):
+        ParamValues.parse(TYPES, ["hot=1@3"], switches=False, command="nfacep verilog")
+
+
+@pytest.mark.parametrize("narrow", [True, False])
+def test_reference_paths_agree_with_switches(narrow):
+    """The compiled stream-order loop and the array operations, the DFA and the NFA, and the
+    narrow-field shortcut (predicates over one small field, evaluated per distinct value: only
+    while no parameter changes) give equal results; a switch changes them."""
+    rng = np.random.default_rng(3)
+    n = 6000
+    cols = {"k": rng.integers(0, 40, n).astype(np.uint8), "temp": rng.integers(-50, 50, n),
+            "z": rng.integers(0, 3, n), "f": rng.random(n).astype(np.float32),
+            "on": rng.random(n) < 0.5, "u": rng.integers(0, 16, n).astype(np.uint8)}
+    define = ("A AS u > :lo, B AS u <= :hi" if narrow
+              else "A AS temp > :lo2 AND z <> :zone, B AS f < :lim")
+    nfa = compile_(f"QUERY q PARTITION k PATTERN (A B+ A) DEFINE {define}")
+    types = nfa.program.parameters
+    fixed = ["lo=9", "hi=6"] if narrow else ["lo2=10", "zone=a", "lim=0.4"]
+    switched = fixed + (["lo=12@2000", "hi=3@2000", "lo=4@4500"] if narrow
+                        else ["lo2=-20@2000", "zone=c@3000", "lim=0.7@3000"])
+    data = Tuples(cols, n)
+    got = {}
+    for name, texts in (("fixed", fixed), ("switched", switched)):
+        values = ParamValues.parse(types, texts)
+        runs = [reference.run(nfa, data, values=values, compiled=c, engine=e)
+                for c in (True, False) for e in ("dfa", "nfa")]
+        for r in runs[1:]:
+            assert np.array_equal(r.seqs, runs[0].seqs)
+        got[name] = runs[0].seqs
+        assert len(got[name])
+    assert not np.array_equal(got["fixed"], got["switched"])
+    # before the first switch the two agree
+    early = {name: seqs[seqs < 2000] for name, seqs in got.items()}
+    assert np.array_equal(early["fixed"], early["switched"])
+
+
+def test_match_command(tmp_path, capsys):
+    (tmp_path / "q.sql").write_text(STREAM + "QUERY q PARTITION k PATTERN (H H) "
+                                    "DEFINE H AS temp > :hot AND z = :zone")
+    rows = ["k,temp,z,f,on,u"] + [f"1,50,{z},0,false,0" for z in "aaabbba"]
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    base = ["match", str(tmp_path / "q.sql"), "--input", str(tmp_path / "t.csv"), "--output",
+            str(tmp_path / "m.csv")]
+    assert main(base) == 2
+    assert "need values: --param hot=…, --param zone=…" in capsys.readouterr().err
+    assert not (tmp_path / "m.csv").exists()
+    assert main([*base, "--param", "hot=45", "--param", "zone=a"]) == 0
+    assert (tmp_path / "m.csv").read_text().splitlines()[1:] == ["1,q,1", "2,q,1"]
+    # hot 50 from tuple 2 (50 > 50 fails), zone b from 3, hot 45 again from 4: tuples 4 and
+    # 5 hold, a match at 5
+    assert main([*base, "--param", "hot=45", "--param", "zone=a", "--param", "hot=50@2",
+                 "--param", "zone=b@3", "--param", "hot=45@4"]) == 0
+    assert (tmp_path / "m.csv").read_text().splitlines()[1:] == ["1,q,1", "5,q,1"]
+    summary = json.loads((tmp_path / "m.summary.json").read_text())
+    assert summary["runtime_parameters"] == {
+        "initial": {"hot": 45, "zone": "a"},
+        "switches": [{"seq": 2, "values": {"hot": 50}}, {"seq": 3, "values": {"zone": "b"}},
+                     {"seq": 4, "values": {"hot": 45}}]}
+    capsys.readouterr()
+    assert main(["check", str(tmp_path / "q.sql")]) == 0
+    assert ":hot INT(16), :zone ENUM('a', 'b', 'c')" in capsys.readouterr().out
+    assert main(["check", "--json", str(tmp_path / "q.sql")]) == 0
+    assert json.loads(capsys.readouterr().out)["parameters"][0] == {
+        "name": "hot", "type": "INT(16)", "bits": 16}
