@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from nfacep import params
+from nfacep import params, settings
 from nfacep.cli import Command, load_query
 from nfacep.errors import UsageError
 from nfacep.output import check_outputs
@@ -26,6 +26,7 @@ class Verilog(Command):
         parser.add_argument("--top", default="nfacep_engine",
                             help="module name (default %(default)s)")
         params.add_arguments(parser)
+        settings.add_argument(parser, switches=False)
 
     def run(self, args) -> int:
         from .engine import write_verilog
@@ -38,7 +39,9 @@ class Verilog(Command):
                              "name the Verilog file .v")
         check_outputs([args.output, sidecar_path], [args.query], what="-o")
         nfa = load_query(args.query)
-        sidecar = write_verilog(nfa, args.output, engine, name=args.top)
+        values = settings.from_args(nfa.program.parameters, args, switches=False,
+                                    command="nfacep verilog")
+        sidecar = write_verilog(nfa, args.output, engine, name=args.top, values=values)
         print(f"wrote {args.output} (module {sidecar['top']}: tuple "
               f"{sidecar['tuple']['width']} bits in, record {sidecar['record']['width']} bits "
               f"out, {len(sidecar['ports'])} ports) and its sidecar .json")

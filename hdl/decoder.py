@@ -18,7 +18,7 @@ from nfacep import predicates as P
 from nfacep.nfa import Nfa
 from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
-from .layout import tuple_layout
+from .layout import params_layout, tuple_layout
 
 __all__ = ["DecoderError", "PredicateDecoder", "float32_key"]
 
@@ -70,7 +70,9 @@ class PredicateDecoder(wiring.Component):
       satisfies no ordered comparison and not ``=``, but satisfies ``<>``.
 
     Constants (literals, arithmetic on literals, the order keys of FLOAT32 literals) are folded
-    at elaboration. Each bit is driven through a signal named ``p{i}``.
+    at elaboration. A runtime parameter (``:name``) is compared as a field is, from ``params``
+    (the registers the engine holds the values in force in). Each bit is driven through a
+    signal named ``p{i}``.
 
     Parameters
     ----------
@@ -83,6 +85,8 @@ class PredicateDecoder(wiring.Component):
         The tuple, in the wire format of :mod:`nfacep.wire`.
     predicates : :py:`Out(len(nfa.predicates))`
         The predicate vector: bit ``i`` is 1 when the tuple satisfies predicate ``i``.
+    params : :py:`In(hdl.layout.params_layout(nfa.program.parameters))`
+        Only when the queries have runtime parameters: their values, as a tuple of them.
 
     Raises
     ------
@@ -93,10 +97,11 @@ class PredicateDecoder(wiring.Component):
     def __init__(self, nfa: Nfa):
         self._nfa = nfa
         self._layout = tuple_layout(nfa.program.schema)
-        super().__init__({
-            "tuple": In(self._layout),
-            "predicates": Out(len(nfa.predicates)),
-        })
+        members = {"tuple": In(self._layout), "predicates": Out(len(nfa.predicates))}
+        params = params_layout(nfa.program.parameters)
+        if params is not None:
+            members["params"] = In(params)
+        super().__init__(members)
 
     @property
     def nfa(self) -> Nfa:
@@ -108,7 +113,7 @@ class PredicateDecoder(wiring.Component):
         return self._layout
 
     def elaborate(self, platform):
-        builder = _Builder(self.tuple)
+        builder = _Builder(self.tuple, getattr(self, "params", None))
         for p in self._nfa.predicates:
             bit = Signal(name=f"p{p.index}")
             try:
@@ -136,10 +141,12 @@ class _Builder:
     """Translates predicate expressions to Amaranth values; Python ints and bools stand for
     constants, so constant subexpressions fold as they are built."""
 
-    def __init__(self, view):
+    def __init__(self, view, params=None):
         self.view = view
+        self.params = params
         self.statements = []
-        self.floats: dict[str, tuple[Signal, Signal]] = {}
+        #: (is a parameter, name) -> (order key, is NaN) of each FLOAT32 operand
+        self.floats: dict[tuple[bool, str], tuple[Signal, Signal]] = {}
 
     # --- Boolean ----------------------------------------------------------------------------
 
@@ -149,6 +156,8 @@ class _Builder:
                 return bool(value)
             case P.FieldRef(name, BoolType()):
                 return self.view[name]
+            case P.Param(name, BoolType()):
+                return self.params[name]
             case P.Not(operand):
                 inner = self.bool(operand)
                 return (not inner) if isinstance(inner, bool) else ~inner
@@ -199,6 +208,8 @@ class _Builder:
         match e:
             case P.FieldRef(name, UIntType() | IntType()):
                 return self.view[name]
+            case P.Param(name, UIntType() | IntType()):
+                return self.params[name]
             case P.Const(value, "int"):
                 return int(value)
             case P.Arith("neg", operand):
@@ -213,6 +224,8 @@ class _Builder:
         match e:
             case P.FieldRef(name, EnumType()):
                 return self.view[name]
+            case P.Param(name, EnumType()):
+                return self.params[name]
             case P.Const(value, "enum"):
                 return int(value)
         raise _Unsupported(f"not an ENUM value: {P.render(e)}")
@@ -225,19 +238,21 @@ class _Builder:
             case P.Const(value, "float" | "int"):
                 key = float32_key(float(value))
                 return key, key is None
-            case P.FieldRef(name, Float32Type()):
-                if name not in self.floats:
-                    bits = self.view[name]
+            case P.FieldRef(name, Float32Type()) | P.Param(name, Float32Type()):
+                param = isinstance(e, P.Param)
+                label = f"param_{name}" if param else name
+                if (param, name) not in self.floats:
+                    bits = self.params[name] if param else self.view[name]
                     sign, mag = bits[31], bits[:31]
-                    key = Signal(unsigned(32), name=f"{name}_key")
-                    nan = Signal(name=f"{name}_nan")
+                    key = Signal(unsigned(32), name=f"{label}_key")
+                    nan = Signal(name=f"{label}_nan")
                     self.statements += [
                         # two's-complement-like order: negatives inverted, -0 onto +0
                         key.eq(Mux(sign & (mag != 0), ~bits, bits | _SIGN)),
                         nan.eq(mag > _INF),
                     ]
-                    self.floats[name] = key, nan
-                return self.floats[name]
+                    self.floats[param, name] = key, nan
+                return self.floats[param, name]
         raise _Unsupported(f"not a FLOAT32 value: {P.render(e)}")
 
     def _float_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> Bit:

@@ -19,10 +19,11 @@ from amaranth.lib.wiring import In, Out
 from nfacep.errors import HardwareLimitError
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams, check_fits
+from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS, record_format
 
 from .decoder import PredicateDecoder
-from .layout import tuple_layout
+from .layout import params_layout, tuple_layout
 from .nfa import NfaMatcher, next_state, state_layout, times_layout
 from .partitioner import StreamPartitioner
 from .queue import StreamBuffer, StreamQueue
@@ -69,13 +70,32 @@ class Engine(wiring.Component):
     tuples, matched, drops : ``Out(counter_width)``
         Tuples taken, tuples that matched at least one query, tuples dropped. (The middle
         one is not called ``matches``: that is a SystemVerilog keyword.)
+
+    Only when the queries have runtime parameters (``:name``), the parameter registers:
+
+    i_params : ``In(stream.Signature(StructLayout({"values": params_layout, "seq": seq_width})))``
+        A switch: new values for every parameter, in force from the tuple numbered ``seq``
+        on (its position on ``i_stream``, modulo ``2**seq_width``), all at once. Taken into a
+        shadow copy; ``ready`` is low while a switch waits for its tuple. The tuple numbered
+        ``seq`` (or, when that one has passed, the next tuple taken) is the first decoded
+        with the new values. Whoever feeds the engine gives a switch before the tuple it
+        applies to, and the next switch once ``ready`` is high again.
+    param_values : ``Out(params_layout)``
+        The values in force, as :func:`nfacep.hdl.layout.params_layout` lays them out; after
+        a reset, ``values.initial`` (the ``values`` argument).
     """
 
     def __init__(self, nfa: Nfa, params: EngineParams = EngineParams(), *,
-                 seq_width: int = SEQ_BITS, counter_width: int = 32, fifo_depth: int = 8):
+                 seq_width: int = SEQ_BITS, counter_width: int = 32, fifo_depth: int = 8,
+                 values: ParamValues | None = None):
         check_fits(nfa)
         self._nfa = nfa
         self._params = params
+        self._params_layout = params_layout(nfa.program.parameters)
+        self._values = None
+        if self._params_layout is not None:
+            # the values after a reset; the switches are whoever feeds the engine's to give
+            self._values = values if values else ParamValues.parse(nfa.program.parameters, [])
         self._seq_width = seq_width
         self._fifo_depth = fifo_depth
         self._tuple_layout = tuple_layout(nfa.program.schema)
@@ -83,13 +103,18 @@ class Engine(wiring.Component):
         self._record_layout = data.StructLayout(self._record_format.widths)
         self._key_bits = self._record_format.widths["partition"]
         self._store = None
-        super().__init__({
+        members = {
             "i_stream": In(stream.Signature(self._tuple_layout)),
             "o_stream": Out(stream.Signature(self._record_layout)),
             "tuples": Out(counter_width),
             "matched": Out(counter_width),
             "drops": Out(counter_width),
-        })
+        }
+        if self._params_layout is not None:
+            members["i_params"] = In(stream.Signature(data.StructLayout({
+                "values": self._params_layout, "seq": seq_width})))
+            members["param_values"] = Out(self._params_layout)
+        super().__init__(members)
 
     @property
     def nfa(self) -> Nfa:
@@ -112,6 +137,11 @@ class Engine(wiring.Component):
     @property
     def params(self) -> EngineParams:
         return self._params
+
+    @property
+    def values(self) -> ParamValues | None:
+        """The runtime parameters' values after a reset (None without parameters)."""
+        return self._values
 
     def elaborate(self, platform):
         m = Module()
@@ -179,6 +209,8 @@ class Engine(wiring.Component):
         emits exactly one result per tuple, in order, so the record filter counts them (saving
         ``seq_width`` flip-flops in every partitioner stage)."""
         m.submodules.decoder = decoder = PredicateDecoder(self._nfa)
+        if self._params_layout is not None:
+            self._parameters(m, decoder)
         item = matcher.i_stream.payload.shape()
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
         m.d.comb += [
@@ -204,6 +236,34 @@ class Engine(wiring.Component):
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += self.tuples.eq(self.tuples + 1)
         wiring.connect(m, queue.o_stream, matcher.i_stream)
+
+    def _parameters(self, m: Module, decoder: PredicateDecoder) -> None:
+        """The parameter registers: the values in force, a shadow copy and the tuple number
+        it applies from. A tuple taken at or after that number (modulo ``2**seq_width``,
+        within half of it) is decoded with the shadow copy, which becomes the values in
+        force."""
+        layout = self._params_layout
+        # the values in force: a plain vector, so that its reset value is the packed values
+        active = Signal(layout.size, init=self._values.packed(self._values.initial),
+                        name="param_active")
+        shadow = Signal(layout.size, name="param_shadow")
+        switch_seq = Signal(self._seq_width, name="param_switch_seq")
+        pending = Signal(name="param_pending")
+        in_seq = Signal(self._seq_width, name="param_tuple_seq")
+        due = Signal(name="param_due")
+        m.d.comb += [
+            due.eq(pending & ~(in_seq - switch_seq)[self._seq_width - 1]),
+            decoder.params.eq(Mux(due, shadow, active)),
+            self.param_values.eq(active),
+            self.i_params.ready.eq(~pending),
+        ]
+        with m.If(self.i_stream.valid & self.i_stream.ready):
+            m.d.sync += in_seq.eq(in_seq + 1)
+            with m.If(due):
+                m.d.sync += [active.eq(shadow), pending.eq(0)]
+        with m.If(self.i_params.valid & self.i_params.ready):
+            m.d.sync += [shadow.eq(self.i_params.payload.values),
+                         switch_seq.eq(self.i_params.payload.seq), pending.eq(1)]
 
     def _record_filter(self, m: Module, results) -> None:
         """Keep the results of tuples that matched or were dropped, numbered by position, as
@@ -233,14 +293,15 @@ def _fields(layout: data.StructLayout) -> list[dict]:
 
 
 def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
-                  name: str = "nfacep_engine") -> dict:
+                  name: str = "nfacep_engine", values: ParamValues | None = None) -> dict:
     """Write the engine as Verilog to ``path`` and a JSON sidecar (ports, tuple bit layout,
-    record layout, query bits, parameters) beside it; both whole or not at all."""
+    record layout, query bits, parameters, and the runtime parameters' layout and values
+    after a reset) beside it; both whole or not at all."""
     from amaranth.back import verilog
 
     from nfacep.output import atomic_files
 
-    engine = Engine(nfa, params)
+    engine = Engine(nfa, params, values=values)
     text = verilog.convert(engine, name=name, emit_src=False)
     schema = nfa.program.schema
     tuple_fields = _fields(engine.tuple_layout)
@@ -263,6 +324,14 @@ def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
         "predicates": [p.text for p in nfa.predicates],
         "parameters": params.as_dict(),
     }
+    if engine.values is not None:
+        layout = params_layout(nfa.program.parameters)
+        fields = _fields(layout)
+        for f in fields:
+            f["type"] = str(nfa.program.parameters[f["name"]])
+        sidecar["runtime_parameters"] = {
+            "width": layout.size, "fields": fields,
+            "initial": engine.values.as_dict()["initial"]}
     json_path = os.path.splitext(path)[0] + ".json"
     # one write for both: neither replaces its destination unless both can be written
     with atomic_files([path, json_path], what="-o") as (verilog_file, json_file):

@@ -13,7 +13,7 @@ from amaranth.lib import data
 from nfacep.check import Schema
 from nfacep.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
-__all__ = ["field_shape", "tuple_layout"]
+__all__ = ["field_shape", "params_layout", "tuple_layout"]
 
 
 def field_shape(ty: FieldType) -> Shape:
@@ -31,6 +31,14 @@ def field_shape(ty: FieldType) -> Shape:
     if isinstance(ty, Float32Type):
         return unsigned(32)
     raise TypeError(f"not a field type: {ty!r}")
+
+
+def params_layout(types: dict[str, FieldType]) -> data.StructLayout | None:
+    """The engine's parameter registers (:attr:`nfacep.check.Program.parameters`), laid out as
+    a tuple of their values (:func:`nfacep.settings.params_schema`); None without any."""
+    if not types:
+        return None
+    return data.StructLayout({name: field_shape(ty) for name, ty in types.items()})
 
 
 def tuple_layout(schema: Schema) -> data.StructLayout:

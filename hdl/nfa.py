@@ -21,8 +21,8 @@ from nfacep.nfa import Nfa
 from .layout import field_shape
 from .queue import StreamBuffer
 
-__all__ = ["NfaMatcher", "age_bits", "matcher_signature", "next_state", "state_layout",
-           "times_layout"]
+__all__ = ["NfaMatcher", "age_bits", "aged_states", "matcher_signature", "next_state",
+           "state_layout", "times_layout"]
 
 
 def age_bits(window: int) -> int:
@@ -43,20 +43,30 @@ def times_layout(nfa: Nfa) -> data.StructLayout | None:
 def state_layout(nfa: Nfa) -> data.StructLayout:
     """What the NFA keeps between two tuples of a partition.
 
-    ``active``: one bit per state (bit *i* = ``nfa.states[i]``). Under WITHIN, also ``ages``:
-    for every state of a query with a window, how long before the partition's last tuple the
-    latest run in that state began (:func:`age_bits` of the window; meaningless while the
-    state is inactive), and ``last``: that last tuple's value of each ORDER BY field. Without
-    a window the layout is ``active`` alone, so the state vector is the paper's bit vector.
+    ``active``: one bit per state (bit *i* = ``nfa.states[i]``). Under WITHIN, also ``last``:
+    the partition's last tuple's value of each ORDER BY field, and ``ages``: for every state
+    of a query with a window that a run reaches from another state (:func:`aged_states`), how
+    long before that last tuple the latest run in it began (:func:`age_bits` of the window;
+    meaningless while the state is inactive). A start state needs none: a run in it began at
+    the last tuple, age 0. Without a window the layout is ``active`` alone, so the state
+    vector is the paper's bit vector.
     """
     fields = {"active": len(nfa.states)}
     times = times_layout(nfa)
     if times is not None:
-        fields["ages"] = data.StructLayout({
-            str(i): age_bits(q.window) for q in nfa.queries if q.window is not None
-            for i in q.states})
+        aged = aged_states(nfa)
+        if aged:
+            fields["ages"] = data.StructLayout({
+                str(i): age_bits(nfa.queries[nfa.states[i].query].window) for i in aged})
         fields["last"] = times
     return data.StructLayout(fields)
+
+
+def aged_states(nfa: Nfa) -> list[int]:
+    """The states whose runs' ages a partition stores: those of a query with a window that
+    are not start states and that another state activates."""
+    return [s.index for s in nfa.states if nfa.queries[s.query].window is not None
+            and not s.start and s.activation]
 
 
 def _earliest(candidates: list[tuple[Value, Value]]) -> tuple[Value, Value]:
@@ -92,12 +102,13 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     """
     layout = state_layout(nfa)
     now = layout(state)
+    aged = set(layout.members["ages"].members) if "ages" in layout.members else set()
     active = now.active
     n = len(nfa.states)
     live = Signal(n, name=f"{prefix}live")
     ages: dict[int, Value] = {}
     m.d.comb += live.eq(active)
-    if "ages" in layout.members:
+    if "last" in layout.members:
         if times is None:
             raise ValueError("a query has a window: next_state needs the tuple's times")
         if not isinstance(times, data.View):
@@ -112,7 +123,8 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             m.d.comb += near.eq(Mux((gap >= 0) & (gap < q.window), gap, q.window))
             for i in q.states:
                 age = Signal(bits + 2, name=f"{prefix}{nfa.states[i].name}_age")
-                m.d.comb += [age.eq(near + now.ages[str(i)]),
+                stored_age = now.ages[str(i)] if str(i) in aged else 0
+                m.d.comb += [age.eq(near + stored_age),
                              live[i].eq(active[i] & (age < q.window))]
                 ages[i] = age
     nxt = Signal(n, name=f"{prefix}next")
@@ -136,7 +148,7 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             reached = Const(0)
             age = Const(0)
         m.d.comb += [bit.eq(guard & reached), nxt[s.index].eq(bit)]
-        if windowed:
+        if str(s.index) in aged:
             m.d.comb += stored.ages[str(s.index)].eq(age)
     if "last" in layout.members:
         m.d.comb += stored.last.eq(times)

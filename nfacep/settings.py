@@ -27,7 +27,7 @@ from .predicates import column_of
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import decimal_to_float32
 
-__all__ = ["ParamValues", "add_argument", "from_args", "parse_value"]
+__all__ = ["ParamValues", "add_argument", "from_args", "params_schema", "parse_value"]
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -171,6 +171,21 @@ class ParamValues:
             out[column_of(name)] = col
         return out
 
+    def schema(self):
+        """The parameters as the fields of a stream (:class:`nfacep.check.Schema`), in order:
+        their values travel in the tuple wire format (docs/formats.md), as the engine's
+        parameter registers hold them."""
+        return params_schema(self.types)
+
+    def packed(self, values: dict[str, int | float | bool]) -> int:
+        """``values`` (one for every parameter) packed as the engine's parameter registers
+        hold them: :func:`nfacep.wire.pack` of one tuple of :meth:`schema`."""
+        from . import wire
+        from .tuples import Tuples
+
+        columns = {n: np.array([values[n]], dtype=_dtype(ty)) for n, ty in self.types.items()}
+        return wire.pack(self.schema(), Tuples(columns, 1))[0]
+
     def as_dict(self) -> dict:
         """For summaries and reports: the values from tuple 0 and the switches (ENUM values as
         labels)."""
@@ -180,6 +195,14 @@ class ParamValues:
                                                for n, v in c.items()}}
                          for s, c in self.switches],
         }
+
+
+def params_schema(types: dict[str, FieldType]):
+    """Parameters of these types as the fields of a stream named ``parameters``."""
+    from .ast import FieldDecl
+    from .check import Schema
+
+    return Schema("parameters", tuple(FieldDecl(n, ty) for n, ty in types.items()))
 
 
 def _dtype(ty: FieldType):

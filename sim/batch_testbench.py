@@ -16,6 +16,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
 
+from nfacep.sim.harness import counter_ports
 from nfacep.sim.records import read_records, write_records
 from nfacep.sim.testbench import CLOCK_PERIOD_NS, InOrderChecker, load_config, run_and_report
 from nfacep.wire import RecordFormat
@@ -41,9 +42,7 @@ class BatchTB:
             expected = read_records(self.folder / config["expected"])
         self.checker = InOrderChecker(expected, len(self.lines))
         self.depth = int(config["depth"])
-        self.counter_names = [
-            name for name, port in side.get("ports", {}).items()
-            if port.get("dir") == "out" and not name.startswith(("i_stream__", "o_stream__"))]
+        self.counter_names = list(counter_ports(side))
         partitions = int(side.get("parameters", {}).get("partitions", 256))
         self.drain = 2 * partitions + 256
         self.timeout_cycles = config.get("timeout_cycles")

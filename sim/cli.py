@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from nfacep import params
+from nfacep import params, settings
 from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
 from nfacep.output import check_outputs, summary_path
@@ -49,6 +49,7 @@ class Sim(Command):
                             help="folder caching simulator builds (default $NFACEP_SIM_CACHE or "
                                  "~/.cache/nfacep/sim)")
         params.add_arguments(parser)
+        settings.add_argument(parser, switches=True)
 
     def run(self, args) -> int:
         from nfacep.backend import run_files
@@ -66,8 +67,10 @@ class Sim(Command):
                                 waves=args.waves, build_dir=args.build_dir, check=args.check,
                                 mode=args.mode)
         nfa = load_query(args.query)
+        values = settings.from_args(nfa.program.parameters, args, switches=True,
+                                    command="sim")
         result = run_files(simulation, nfa, args.input, args.output, engine,
-                           query_file=args.query)
+                           query_file=args.query, values=values)
         report(result, args.output)
         if result.waves:
             print(f"waves -> {result.waves}")

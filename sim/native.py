@@ -30,7 +30,7 @@ from pathlib import Path
 from nfacep.wire import RecordFormat
 
 from .build import SimulationError, _make_flags, find_verilator, tail
-from .harness import HARNESS_TOP
+from .harness import HARNESS_TOP, counter_ports, switch_plusargs
 from .records import InOrderChecker, read_records, write_records
 
 __all__ = ["NATIVE_OPT", "build_native", "main_cpp", "run_native"]
@@ -47,9 +47,7 @@ def _opt() -> str:
 
 def main_cpp(sidecar: dict) -> str:
     """The C++ main around the Verilated harness of the engine ``sidecar`` describes."""
-    ports = sidecar["ports"]
-    counters = [name for name, p in ports.items()
-                if p["dir"] == "out" and not name.startswith(("i_stream__", "o_stream__"))]
+    counters = list(counter_ports(sidecar))
     partitions = int(sidecar.get("parameters", {}).get("partitions", 256))
     drain = 2 * partitions + 256
     counter_lines = "".join(
@@ -215,7 +213,8 @@ def run_native(executable: Path, run_dir: Path, config: dict, *, waves: str | No
             f"+nfacep_records={run_dir / 'records.hex'}", f"+nfacep_stats={stats_raw}",
             f"+nfacep_seed={config['seed']}", f"+nfacep_traffic={config['traffic']}",
             f"+nfacep_depth={config['depth']}",
-            f"+nfacep_timeout={config.get('timeout_cycles') or 0}"]
+            f"+nfacep_timeout={config.get('timeout_cycles') or 0}",
+            *switch_plusargs(config, run_dir)]
     if waves:
         args.append(f"+nfacep_trace={waves}")
     with open(log, "w") as out:

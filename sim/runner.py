@@ -23,11 +23,12 @@ from nfacep.nfa import Nfa
 from nfacep.output import check_outputs
 from nfacep.params import EngineParams
 from nfacep.result import Result
+from nfacep.settings import ParamValues
 from nfacep.tuples import Tuples
 
 from . import build
 from .build import TIMESCALE, SimulationError
-from .harness import HARNESS_TOP, check_depth, depth_for, harness_verilog
+from .harness import HARNESS_TOP, check_depth, depth_for, harness_verilog, switch_plusargs
 from .records import CONFIG_ENV, read_records, write_records
 
 __all__ = ["MODES", "TRAFFIC", "WAVE_FORMAT", "ContractError", "SimResult", "Simulation",
@@ -144,8 +145,11 @@ class Simulation:
         self.mode = mode
         self.batch_depth = batch_depth
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> SimResult:
-        """Simulate the engine of ``nfa`` with ``params`` on ``tuples``.
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
+            values: ParamValues | None = None) -> SimResult:
+        """Simulate the engine of ``nfa`` with ``params`` on ``tuples``; with the runtime
+        parameters' ``values``: the engine starts with their initial values, and each switch
+        is written to its ``i_params`` before the tuple it applies to.
 
         Raises :class:`~nfacep.sim.build.SimulatorMissing` when the simulator is not installed
         (saying how to install it), :class:`ContractError` when the engine breaks its contract
@@ -156,8 +160,8 @@ class Simulation:
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
         keep = True
         try:
-            engine_v, sidecar = self._engine(nfa, params, run_dir)
-            config = self._write_inputs(nfa, tuples, params, sidecar, run_dir)
+            engine_v, sidecar = self._engine(nfa, params, run_dir, values)
+            config = self._write_inputs(nfa, tuples, params, sidecar, run_dir, values)
             top, harness = sidecar["top"], None
             if self.mode in ("batch", "native"):
                 top, harness = HARNESS_TOP, harness_verilog(sidecar, self._depth(tuples.n))
@@ -173,6 +177,7 @@ class Simulation:
                                               bool(self.waves), harness=harness)
                     self._simulate(model, run_dir, top, config)
             result = self._result(nfa, tuples.n, params, run_dir)
+            result.values = values or None
             keep = self.keep_run or result.failure is not None
             return result
         finally:
@@ -184,13 +189,15 @@ class Simulation:
 
     # --- the engine ------------------------------------------------------------------------
 
-    def _engine(self, nfa: Nfa, params: EngineParams, run_dir: Path) -> tuple[Path, dict]:
-        """The Verilog to simulate and its sidecar, checked against the query and ``params``."""
+    def _engine(self, nfa: Nfa, params: EngineParams, run_dir: Path,
+                values: ParamValues | None) -> tuple[Path, dict]:
+        """The Verilog to simulate and its sidecar, checked against the query, ``params`` and
+        the runtime parameters' initial ``values``."""
         if self.engine is None:
             from nfacep.hdl.engine import write_verilog
 
             path = run_dir / "engine.v"
-            returned = write_verilog(nfa, str(path), params)
+            returned = write_verilog(nfa, str(path), params, values=values)
             _, sidecar = build.read_sidecar(path)
             if sidecar != json.loads(json.dumps(returned)):
                 raise ContractError("the sidecar written beside the Verilog is not the one "
@@ -202,11 +209,15 @@ class Simulation:
             if have != params:
                 raise UsageError(f"{self.engine} was emitted with other parameters: "
                                  f"{', '.join(have.differences(params))}")
+            initial = sidecar.get("runtime_parameters", {}).get("initial")
+            if values and initial != values.as_dict()["initial"]:
+                raise UsageError(f"{self.engine} was emitted with other runtime parameter "
+                                 f"values ({initial}); give the same --param values")
         check_sidecar(sidecar, nfa)
         return path, sidecar
 
     def _write_inputs(self, nfa: Nfa, tuples: Tuples, params: EngineParams, sidecar: dict,
-                      run_dir: Path) -> Path:
+                      run_dir: Path, values: ParamValues | None = None) -> Path:
         """The testbench's inputs in ``run_dir``; returns its ``config.json``."""
         try:
             words = wire.pack(nfa.program.schema, tuples)
@@ -218,13 +229,18 @@ class Simulation:
         if self.check:
             from nfacep import reference
 
-            model = reference.run(nfa, tuples, params)
+            model = reference.run(nfa, tuples, params, values=values)
             write_records(run_dir / "expected.txt", model.records(nfa, tuples))
             expected = "expected.txt"
         config = {"sidecar": sidecar, "tuples": "tuples.hex", "expected": expected,
                   "results": "records.txt", "stats": "stats.json", "failure": "failure.json",
                   "seed": self.seed, "traffic": self.traffic,
-                  "timeout_cycles": self.timeout_cycles, "depth": self._depth(tuples.n)}
+                  "timeout_cycles": self.timeout_cycles, "depth": self._depth(tuples.n),
+                  "switches": None, "switch_count": 0}
+        if values and values.switches:
+            config.update(switches="switches.hex", switch_count=len(values.switches))
+            with open(run_dir / "switches.hex", "w", encoding="ascii") as f:
+                f.writelines(f"{w:x}\n" for w in switch_words(values, sidecar))
         path = run_dir / "config.json"
         path.write_text(json.dumps(config), encoding="utf-8")
         return path
@@ -246,7 +262,9 @@ class Simulation:
         if self.mode == "batch":
             plusargs += [f"+nfacep_tuples={run_dir / 'batch.hex'}",
                          f"+nfacep_records={run_dir / 'records.hex'}",
-                         f"+nfacep_seed={self.seed}", f"+nfacep_traffic={self.traffic}"]
+                         f"+nfacep_seed={self.seed}", f"+nfacep_traffic={self.traffic}",
+                         *switch_plusargs(json.loads(config.read_text(encoding="utf-8")),
+                                          run_dir)]
         try:
             get_runner(self.simulator).test(
                 test_module=TESTBENCH_MODULE[self.mode], hdl_toplevel=top,
@@ -299,6 +317,22 @@ class Simulation:
                 raise
             result.waves = self.waves
         return result
+
+
+def switch_words(values: ParamValues, sidecar: dict) -> list[int]:
+    """The words the engine's ``i_params`` takes for the switches of ``values``: the values
+    in force from each switch on, packed, and the switch's tuple number above them."""
+    from .harness import MAX_SWITCHES
+
+    if len(values.switches) > MAX_SWITCHES:
+        raise UsageError(f"{len(values.switches)} parameter switches: a simulation takes at "
+                         f"most {MAX_SWITCHES}")
+    width = sidecar["runtime_parameters"]["width"]
+    seq_bits = sidecar["ports"]["i_params__payload"]["width"] - width
+    for seq, _ in values.switches:
+        if seq >= 1 << seq_bits:
+            raise UsageError(f"--param …@{seq}: the engine numbers tuples modulo 2^{seq_bits}")
+    return [values.packed(values.in_force(seq)) | seq << width for seq, _ in values.switches]
 
 
 def _read_failure(path: Path) -> dict | None:

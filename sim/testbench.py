@@ -36,6 +36,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
+from nfacep.sim.harness import counter_ports
 from nfacep.sim.records import CONFIG_ENV, InOrderChecker, read_records, write_records
 from nfacep.wire import RecordFormat
 
@@ -71,9 +72,12 @@ class StreamDriver:
     stream for the next edge.
     """
 
-    def __init__(self, valid, ready, payload, rng: random.Random, traffic: Traffic):
+    def __init__(self, valid, ready, payload, rng: random.Random, traffic: Traffic,
+                 gate=None):
         self.valid, self.ready, self.payload = valid, ready, payload
         self.rng, self.traffic = rng, traffic
+        #: ``gate(i)``: whether word ``i`` may be offered now (None: always)
+        self.gate = gate
         self.words: list[int] = []
         self.sent = 0  #: words transferred
         self.first_cycle: int | None = None  #: cycle of the first transfer
@@ -109,7 +113,7 @@ class StreamDriver:
             self._gap = self.rng.randint(1, self.traffic.max_gap)
             self.valid.value = 0
             return
-        if self.sent < len(self.words):
+        if self.sent < len(self.words) and (self.gate is None or self.gate(self.sent)):
             self.payload.value = self.words[self.sent]
             self.valid.value = 1
             self._offering = True
@@ -191,18 +195,34 @@ class TB:
         self.layout = RecordFormat.from_description(side["record"]["fields"])
         traffic = Traffic.named(config.get("traffic", "random"))
         seed = int(config.get("seed", 0))
+        # the parameter switches, each written before the tuple it applies to
+        self.switches = None
+        gate = None
+        if "i_params__valid" in side["ports"]:
+            words = []
+            if config.get("switch_count"):
+                with open(folder / config["switches"], encoding="ascii") as f:
+                    words = [int(line, 16) for line in f if line.strip()]
+            width = side["runtime_parameters"]["width"]
+            starts = [w >> width for w in words]
+            self.switches = StreamDriver(
+                dut["i_params__valid"], dut["i_params__ready"], dut["i_params__payload"],
+                random.Random(f"switches-{seed}"), Traffic.named("full"))
+            self.switches.start(words)
+            switches = self.switches
+
+            def gate(i: int) -> bool:  # every switch up to tuple i is taken
+                return switches.sent == len(starts) or starts[switches.sent] > i
         self.driver = StreamDriver(
             dut["i_stream__valid"], dut["i_stream__ready"],
-            dut["i_stream__payload"], random.Random(f"driver-{seed}"), traffic)
+            dut["i_stream__payload"], random.Random(f"driver-{seed}"), traffic, gate)
         self.monitor = StreamMonitor(
             dut["o_stream__valid"], dut["o_stream__ready"],
             dut["o_stream__payload"], random.Random(f"monitor-{seed}"), traffic,
             lambda word: self.checker(self.layout.decode(word)))
         self.cycle = 0  #: rising edges since the end of reset
         n = len(self.words)
-        self.counter_names = [
-            name for name, port in side.get("ports", {}).items()
-            if port.get("dir") == "out" and not name.startswith(("i_stream__", "o_stream__"))]
+        self.counter_names = list(counter_ports(side))
         params = side.get("parameters", {})
         # the longest a record can take after its tuple: the partitioner's swap pipeline
         # (partitions + 2 cycles) plus the decoder, FIFO and output stages, generously
@@ -229,6 +249,9 @@ class TB:
         d["i_stream__valid"].value = 0
         d["i_stream__payload"].value = 0
         d["o_stream__ready"].value = 0
+        if self.switches is not None:
+            d["i_params__valid"].value = 0
+            d["i_params__payload"].value = 0
         self.rst.value = 1
         await ClockCycles(self.clk, self.RESET_CYCLES)
         self.rst.value = 0
@@ -249,6 +272,8 @@ class TB:
         drv, mon = self.driver, self.monitor
         drv.start(self.words)
         mon.start()
+        if self.switches is not None:
+            self.switches.drive()
         drv.drive()
         edge = RisingEdge(self.clk)
         n = len(self.words)
@@ -259,6 +284,9 @@ class TB:
             # both sample before either drives: i_stream.ready may depend on o_stream.ready
             drv.sample(self.cycle)
             mon.sample(self.cycle)
+            if self.switches is not None:
+                self.switches.sample(self.cycle)
+                self.switches.drive()
             drv.drive()
             mon.drive()
             if self.cycle % poll:

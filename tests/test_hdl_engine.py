@@ -25,10 +25,17 @@ QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 
 
 def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, store="pipeline", ways=4,
-             seed=0, gap=0.3, stall=0.3):
-    """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles)."""
+             seed=0, gap=0.3, stall=0.3, values=None):
+    """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles). With
+    runtime parameters' ``values``, each switch is written to ``i_params`` before its tuple
+    is offered."""
     dut = Engine(nfa, EngineParams(partitions=partitions, tick_tuples=tick_tuples,
-                                   timer_bits=timer_bits, store=store, ways=ways))
+                                   timer_bits=timer_bits, store=store, ways=ways), values=values)
+    switches = []
+    if values:
+        width = dut.param_values.shape().size
+        for at, _ in values.switches:
+            switches.append((at, values.packed(values.in_force(at)) | at << width))
     # records lag the last input by at most the partition store's latency (and the table's
     # clearing sweep after reset, at most partitions / ways cycles, while the FIFO takes tuples)
     drain = (partitions if store == "pipeline" else 5 + partitions // ways) + 16
@@ -38,7 +45,15 @@ def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, store="pipel
     done = {}
 
     async def producer(ctx):
-        for p in payloads:
+        pending = list(switches)
+        for i, p in enumerate(payloads):
+            while pending and pending[0][0] <= i:
+                for _ in range(drain):  # the switch before is applied: ready (no deadlock)
+                    if ctx.get(dut.i_params.ready):
+                        break
+                    await ctx.tick()
+                assert ctx.get(dut.i_params.ready), f"no switch taken before tuple {i}"
+                await stream_put(ctx, dut.i_params, pending.pop(0)[1], rng=rng_in, gap=gap)
             await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
         # drain: records can only lag the last input by the pipeline's latency
         idle = 0
@@ -64,16 +79,16 @@ def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, store="pipel
     return records, done
 
 
-def expected(nfa, data, **params):
-    r = reference.run(nfa, data, EngineParams(**params))
+def expected(nfa, data, values=None, **params):
+    r = reference.run(nfa, data, EngineParams(**params), values=values)
     bits = {}
     for seq, q in zip(r.seqs.tolist(), r.queries.tolist(), strict=True):
         bits[seq] = bits.get(seq, 0) | 1 << q
     return bits, r.drops.tolist()
 
 
-def check(nfa, data, **params):
-    records, counters = simulate(nfa, data, **params)
+def check(nfa, data, values=None, **params):
+    records, counters = simulate(nfa, data, values=values, **params)
     seqs = [r[0] for r in records]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # in order, once each
     hw_matches = {seq: m for seq, _, m, d in records if not d}
@@ -81,7 +96,7 @@ def check(nfa, data, **params):
     assert all(m == 0 for _, _, m, d in records if d)
     sw = {k: v for k, v in params.items()
           if k in ("partitions", "tick_tuples", "timer_bits", "store", "ways")}
-    bits, drops = expected(nfa, data, **sw)
+    bits, drops = expected(nfa, data, values, **sw)
     assert hw_matches == bits
     assert hw_drops == drops
     assert counters == {"tuples": data.n, "matched": len(bits), "drops": len(drops)}
@@ -377,3 +392,69 @@ def test_random_windows(picks, shape, timers, seed):
     data = window_data(np.random.default_rng(seed), 120, keys=6)
     check(nfa, data, partitions=partitions, store=store, ways=ways, tick_tuples=timers[0],
           timer_bits=timers[1], seed=seed)
+
+
+# --- runtime parameters (:name) --------------------------------------------------------------
+
+PARAM_STREAM = ("CREATE STREAM s (k UINT(4), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), "
+                "f FLOAT32);\n")
+PARAM_DEFINE = "DEFINE A AS a < :lo, B AS a > :hi AND c = :on, C AS e <> :tag OR f >= :lim"
+
+
+def param_data(rng, n, keys):
+    data = random_data(rng, n, keys)
+    data.columns["f"] = rng.choice([-1.5, -0.0, 0.0, 0.25, 2.0, np.inf, np.nan], n) \
+        .astype(np.float32)
+    return data
+
+
+@pytest.mark.parametrize(("store", "partitioned", "seed"),
+                         [("pipeline", True, 1), ("table", True, 2), ("pipeline", False, 3)])
+def test_parameters_switch_exactly(store, partitioned, seed):
+    """The decoder compares with the parameter registers; switches written on ``i_params``
+    take effect exactly at their tuples, one after the next, several parameters at once."""
+    from nfacep.settings import ParamValues
+
+    part = "PARTITION k " if partitioned else ""
+    nfa = nfacep.compile_text(PARAM_STREAM + "".join(
+        f"QUERY q{i} {part}PATTERN ({p}) {PARAM_DEFINE};" for i, p in enumerate(PATTERNS)))
+    rng = np.random.default_rng(seed)
+    data = param_data(rng, 300, keys=8 if partitioned else 1)
+    texts = ["lo=6", "hi=-3", "on=true", "tag=y", "lim=0.5", "lo=0@1", "hi=10@40",
+             "tag=x@40", "on=false@41", "lim=-0.0@100", "lo=20@150", "hi=-20@150",
+             "lim=3e38@230", "tag=z@299"]
+    values = ParamValues.parse(nfa.program.parameters, texts)
+    bits, _ = check(nfa, data, values=values, partitions=16 if partitioned else 1, store=store,
+                    seed=seed)
+    fixed = ParamValues.parse(nfa.program.parameters, texts[:5])
+    assert bits != expected(nfa, data, fixed, partitions=16 if partitioned else 1,
+                            store=store)[0]  # the switches change what matches
+
+
+def test_parameter_values_after_reset_and_in_force():
+    from nfacep.settings import ParamValues
+
+    nfa = nfacep.compile_text(PARAM_STREAM + f"QUERY q PATTERN (A B C) {PARAM_DEFINE}")
+    values = ParamValues.parse(nfa.program.parameters,
+                               ["lo=-7", "hi=3", "on=true", "tag=z", "lim=1.5"])
+    dut = Engine(nfa, values=values)
+    seen = {}
+
+    async def bench(ctx):
+        seen["reset"] = ctx.get(dut.param_values.as_value())
+        await stream_put(ctx, dut.i_params, values.packed({**values.initial, "lo": 5})
+                         | 2 << dut.param_values.shape().size)
+        assert not ctx.get(dut.i_params.ready)  # waits for tuple 2
+        for _ in range(3):
+            await stream_put(ctx, dut.i_stream, 0)
+        seen["after"] = ctx.get(dut.param_values.as_value())
+        seen["ready"] = ctx.get(dut.i_params.ready)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["reset"] == values.packed(values.initial)
+    assert seen["after"] == values.packed({**values.initial, "lo": 5}) and seen["ready"]
+    with pytest.raises(nfacep.errors.UsageError, match="need values: --param lo="):
+        Engine(nfa)

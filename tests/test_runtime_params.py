@@ -157,3 +157,73 @@ def test_match_command(tmp_path, capsys):
     assert main(["check", "--json", str(tmp_path / "q.sql")]) == 0
     assert json.loads(capsys.readouterr().out)["parameters"][0] == {
         "name": "hot", "type": "INT(16)", "bits": 16}
+
+
+# --- the gateware, simulated -----------------------------------------------------------------
+
+SIM_QUERY = STREAM + ("QUERY q PARTITION k PATTERN (H+ S) DEFINE H AS temp > :hot AND z = :zone, "
+                      "S AS f >= :lim OR on = :flag;\n"
+                      "QUERY r PARTITION k PATTERN (A A) DEFINE A AS temp <= :hot")
+SIM_VALUES = ["--param", "hot=10", "--param", "zone=a", "--param", "lim=1.0", "--param",
+              "flag=true", "--param", "hot=50@300", "--param", "zone=b@300", "--param",
+              "lim=-2@301", "--param", "flag=false@700", "--param", "hot=-20@701"]
+
+
+def sim_files(tmp_path):
+    rng = np.random.default_rng(1)
+    rows = ["k,temp,z,f,on,u"]
+    for _ in range(900):
+        rows.append(f"{rng.integers(0, 20)},{rng.integers(-100, 100)},"
+                    f"{'abc'[rng.integers(0, 3)]},{rng.choice([-1.5, 0.25, 2.0, 7.5])},"
+                    f"{'true' if rng.random() < 0.2 else 'false'},0")
+    (tmp_path / "q.sql").write_text(SIM_QUERY)
+    (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
+    return str(tmp_path / "q.sql"), str(tmp_path / "t.csv")
+
+
+@pytest.mark.parametrize(("mode", "simulator"), [("batch", "icarus"), ("cycle", "icarus"),
+                                                 ("native", "verilator")])
+def test_sim_switches_parameters_exactly(tmp_path, mode, simulator):
+    """The emitted Verilog under every simulation mode: the engine starts with the given
+    values and each switch, written to ``i_params`` before its tuple, takes effect there, as
+    ``nfacep match`` says (``--check`` compares every record too)."""
+    from nfacep.sim import build
+
+    missing = build.simulator_available(simulator)
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    q, t = sim_files(tmp_path)
+    engine = ["--partitions", "32"]
+    assert main(["match", q, "--input", t, "--output", str(tmp_path / "m.csv"), *engine,
+                 *SIM_VALUES]) == 0
+    assert main(["sim", q, "--input", t, "--output", str(tmp_path / "s.csv"), *engine,
+                 *SIM_VALUES, "--mode", mode, "--simulator", simulator, "--check",
+                 "--build-dir", str(tmp_path / "cache")]) == 0
+    assert (tmp_path / "s.csv").read_text() == (tmp_path / "m.csv").read_text()
+    summary = json.loads((tmp_path / "s.summary.json").read_text())
+    assert summary["runtime_parameters"]["switches"][0] == {
+        "seq": 300, "values": {"hot": 50, "zone": "b"}}
+    fixed = tmp_path / "fixed.csv"
+    assert main(["match", q, "--input", t, "--output", str(fixed), *engine,
+                 *SIM_VALUES[:8]]) == 0
+    assert fixed.read_text() != (tmp_path / "m.csv").read_text()  # the switches matter
+
+
+def test_verilog_takes_initial_values_only(tmp_path, capsys):
+    q, _ = sim_files(tmp_path)
+    out = str(tmp_path / "e.v")
+    assert main(["verilog", q, "-o", out, *SIM_VALUES[:8]]) == 0
+    side = json.loads((tmp_path / "e.json").read_text())
+    rp = side["runtime_parameters"]
+    assert rp["initial"] == {"hot": 10, "zone": "a", "lim": 1.0, "flag": True}
+    assert [f["name"] for f in rp["fields"]] == ["hot", "zone", "lim", "flag"]
+    assert rp["width"] == 16 + 2 + 32 + 1
+    assert side["ports"]["i_params__payload"]["width"] == rp["width"] + 48
+    assert side["ports"]["param_values"] == {"dir": "out", "width": rp["width"]}
+    capsys.readouterr()
+    assert main(["verilog", q, "-o", str(tmp_path / "f.v"), *SIM_VALUES]) == 2
+    assert "takes the values the engine starts with (name=value), not switches (@seq)" in \
+        capsys.readouterr().err
+    assert main(["verilog", q, "-o", str(tmp_path / "f.v")]) == 2
+    assert "need values: --param hot=…" in capsys.readouterr().err
+    assert not (tmp_path / "f.v").exists()
