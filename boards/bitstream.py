@@ -497,8 +497,10 @@ _RESOURCE_KINDS = {
 def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
           target_mhz: float | None = None, stem: str = "engine",
           query_file: str | None = None, progress=None, link: str = "harness",
-          baud: int = 115200, udp=None) -> dict:
-    """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report.
+          baud: int = 115200, udp=None, values=None) -> dict:
+    """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report. ``values``:
+    the runtime parameters' values the engine starts with (required when the queries have
+    parameters; :class:`nfacep.settings.ParamValues`).
 
     Writes ``out_dir/{stem}.v`` (the board top's Verilog), ``out_dir/{stem}.bit`` (ECP5) or
     ``.bin`` (iCE40), ``out_dir/report.json``, and keeps the toolchain's files and logs in
@@ -515,7 +517,8 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
     find_tools(board.tools)  # a missing program fails here, before the engine is elaborated
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError("--target-mhz must be positive")
-    engine, link_info, top, _ = _design(nfa, board, params, link, baud, target_mhz, udp)
+    engine, link_info, top, _ = _design(nfa, board, params, link, baud, target_mhz, udp,
+                                        values)
 
     bitstream = os.path.join(out_dir, stem + board.bitstream_suffix)
     verilog = os.path.join(out_dir, stem + ".v")
@@ -544,7 +547,7 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
 
 
 def _design(nfa: Nfa, board: Board, params: EngineParams, link: str, baud: int,
-            target_mhz: float | None, udp=None):
+            target_mhz: float | None, udp=None, values=None):
     """The engine and the board top ``build`` makes for ``link``: ``(engine, link_info, top,
     platform)``; a :class:`UsageError` for an unknown link or a UART the board cannot make."""
     from nfacep.hdl.engine import Engine
@@ -556,13 +559,13 @@ def _design(nfa: Nfa, board: Board, params: EngineParams, link: str, baud: int,
         _check_uart(platform, board_mhz, baud)
     if link == "udp":
         _check_udp(platform, target_mhz)
-    engine = Engine(nfa, params)
+    engine = Engine(nfa, params, values=values)
     link_info, top = _top(link, engine, board_mhz, baud, udp)
     return engine, link_info, top, platform
 
 
 def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harness",
-             baud: int = 115200, udp=None) -> dict:
+             baud: int = 115200, udp=None, values=None) -> dict:
     """What ``build`` knows of the design's size before synthesis (``nfacep check --board``).
 
     The board top ``build`` would make is elaborated for the board's platform (no toolchain
@@ -579,7 +582,7 @@ def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harne
     from nfacep.hdl.bram import dp16kd_blocks
     from nfacep.hdl.table import TablePartitioner
 
-    engine, _, top, platform = _design(nfa, board, params, link, baud, None, udp)
+    engine, _, top, platform = _design(nfa, board, params, link, baud, None, udp, values)
     plan, _ = _elaborate(top, platform, None, None, lambda text: None)
     ffs = count_flipflops(plan.files[f"{TOP}.il"])
     message = refused_before_synthesis(ffs, board, platform.device)
@@ -662,6 +665,7 @@ def _report(flow: FlowResult, nfa: Nfa, engine, params: EngineParams, query_file
         "queries": [q.name for q in nfa.queries],
         "nfa_states": len(nfa.states),
         "state_bits": state_layout(nfa).size,
+        "runtime_parameters": engine.values.as_dict()["initial"] if engine.values else None,
         "predicates": len(nfa.predicates),
         "tuple_bits": engine.tuple_layout.size,
         "record_bits": engine.record_layout.size,

@@ -7,7 +7,7 @@ import os
 import re
 import sys
 
-from nfacep import params
+from nfacep import params, settings
 from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
 
@@ -68,8 +68,11 @@ class CheckBoards:
 
         board = get_board(args.board)
         engine = board_engine(nfa, board, params.given(args))  # what build would use
+        values = settings.from_args(nfa.program.parameters, args, switches=False,
+                                    command="check --board")
         return estimate(nfa, board, engine, link=args.link, baud=args.baud,
-                        udp=_udp_endpoint(args) if args.link == "udp" else None)
+                        udp=_udp_endpoint(args) if args.link == "udp" else None,
+                        values=values)
 
     def render(self, estimate: dict) -> str:
         from .bitstream import render_estimate
@@ -107,6 +110,7 @@ class Build(Command):
                                  "engine ran at 125)")
         _add_link_arguments(parser)
         params.add_arguments(parser)
+        settings.add_argument(parser, switches=False)
 
     def run(self, args) -> int:
         from .bitstream import BuildError, build, render_report
@@ -115,6 +119,8 @@ class Build(Command):
         params.from_args(args)  # the options' ranges, before anything is read
         board = get_board(args.board)
         nfa = load_query(args.query)
+        values = settings.from_args(nfa.program.parameters, args, switches=False,
+                                    command="build")
         engine = board_engine(nfa, board, params.given(args))
         stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(args.query))[0]) or "engine"
         out_dir = args.output or os.path.join("build", f"{stem}-{board.name}")
@@ -122,7 +128,8 @@ class Build(Command):
             report = build(nfa, board, out_dir, engine, target_mhz=args.target_mhz, stem=stem,
                            query_file=args.query, progress=_progress("build"), link=args.link,
                            baud=args.baud,
-                           udp=_udp_endpoint(args) if args.link == "udp" else None)
+                           udp=_udp_endpoint(args) if args.link == "udp" else None,
+                           values=values)
         except BuildError as err:
             if err.report is not None:
                 print(render_report(err.report))
@@ -170,6 +177,7 @@ class Run(Command):
                             help="over UDP, start a run with a lost packet again up to R times "
                                  "(default %(default)s)")
         params.add_arguments(parser)
+        settings.add_argument(parser, switches=True)
 
     def run(self, args) -> int:
         from nfacep.backend import run_files
@@ -199,6 +207,13 @@ class Run(Command):
             board = UartBoard(args.port, baud=args.baud, timeout=args.timeout,
                               frame_tuples=args.frame_tuples, progress=_progress("run"))
         nfa = load_query(args.query)
+        if nfa.program.parameters:
+            raise UsageError(
+                "the queries have runtime parameters ("
+                + ", ".join(f":{n}" for n in nfa.program.parameters)
+                + "): the board starts with the values `nfacep build --param` gave it, but the "
+                "link cannot report or switch them yet, so `nfacep run` cannot say which "
+                "values its matches were found with; use `nfacep sim --param` (docs/commands.md)")
         result = run_files(board, nfa, args.input, args.output, engine, query_file=args.query)
         report(result, args.output)
         return 0

@@ -141,6 +141,7 @@ class Check(Command):
         if self._boards is not None:
             self._boards.add_arguments(parser)
         params.add_arguments(parser)
+        settings.add_argument(parser, switches=False)
 
     def run(self, args) -> int:
         engine = None
@@ -148,10 +149,11 @@ class Check(Command):
             if self._boards is None:
                 raise UsageError(f"--board needs the boards package: {self._boards_reason}")
             engine = params.from_args(args)
-        elif params.given(args):
-            raise UsageError(f"{', '.join(params.option(n) for n in params.given(args))}: "
-                             "the engine parameters describe the engine on a board; give "
-                             "--board too")
+        elif params.given(args) or args.param:
+            given = [params.option(n) for n in params.given(args)] + (
+                ["--param"] if args.param else [])
+            raise UsageError(f"{', '.join(given)}: the engine parameters describe the engine "
+                             "on a board; give --board too")
         nfa = _load_or_json_error(args)
         estimate = None if engine is None else self._boards.estimate(nfa, engine, args)
         if args.json:

@@ -227,3 +227,27 @@ def test_verilog_takes_initial_values_only(tmp_path, capsys):
     assert main(["verilog", q, "-o", str(tmp_path / "f.v")]) == 2
     assert "need values: --param hot=…" in capsys.readouterr().err
     assert not (tmp_path / "f.v").exists()
+
+
+def test_board_commands(tmp_path, capsys):
+    """``check --board`` and ``build`` take the values the engine starts with (build puts them
+    in the report); ``run`` refuses a query with parameters, which the link cannot switch or
+    report yet, rather than claim values it cannot check."""
+    q, t = sim_files(tmp_path)
+    initial = SIM_VALUES[:8]
+    try:
+        rc = main(["check", q, "--board", "ulx3s-85f", "--json", *initial])
+    except SystemExit as e:
+        pytest.skip(f"nfacep check --board is not available: exit {e.code}")
+    out, err = capsys.readouterr()
+    if "needs the boards package" in err:
+        pytest.skip(err)
+    assert rc == 0, err
+    assert json.loads(out)["parameters"][2] == {"name": "lim", "type": "FLOAT32", "bits": 32}
+    assert main(["check", q, "--board", "ulx3s-85f"]) == 2
+    assert "need values: --param hot=…" in capsys.readouterr().err
+    assert main(["check", q, "--board", "ulx3s-85f", *SIM_VALUES]) == 2
+    assert "not switches (@seq)" in capsys.readouterr().err
+    assert main(["run", q, "--port", str(tmp_path / "no-port"), "--input", t, "--output",
+                 str(tmp_path / "r.csv"), *initial]) == 2
+    assert "the link cannot report or switch them yet" in capsys.readouterr().err
