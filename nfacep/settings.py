@@ -53,11 +53,15 @@ def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
             raise UsageError(f"{where}: {value} does not fit :{name}'s type {ty} ({lo}..{hi})")
         return value
     if isinstance(ty, Float32Type):
+        if text.lower() in ("inf", "+inf", "-inf"):
+            return float(text.lower())
         if not _NUMBER.fullmatch(text) or len(text) > 400:
-            raise UsageError(f"{where}: :{name} is FLOAT32: give a decimal number")
+            raise UsageError(f"{where}: :{name} is FLOAT32: give a decimal number (or inf, "
+                             "-inf)")
         value = float(decimal_to_float32(text))
         if not np.isfinite(value):
-            raise UsageError(f"{where}: beyond the range of FLOAT32")
+            raise UsageError(f"{where}: beyond the range of FLOAT32 (write inf for an "
+                             "infinity)")
         return value
     if isinstance(ty, BoolType):
         low = text.lower()

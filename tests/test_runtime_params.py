@@ -8,6 +8,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nfacep
 from nfacep import reference
@@ -69,6 +71,7 @@ TYPES = compile_("QUERY q PATTERN (A) DEFINE A AS temp > :hot AND z = :zone AND 
     (["zone=A"], r"did you mean 'a'\?"),
     (["hot=1.5"], r":hot is INT\(16\): give an integer"),
     (["lim=x"], ":lim is FLOAT32: give a decimal number"),
+    (["lim=nan"], ":lim is FLOAT32: give a decimal number"),
     (["lim=1e39"], "beyond the range of FLOAT32"),
     (["flag=yes"], ":flag is BOOL: give true or false"),
     (["hot=1", "hot=2"], ":hot is given twice for tuple 0"),
@@ -82,7 +85,8 @@ def test_value_errors(texts, message):
 
 def test_values_and_switches():
     v = ParamValues.parse(TYPES, ["hot=-3", ":zone=b", "lim=0.1", "flag=TRUE", "hot=7@4",
-                                  "zone=c@4", "hot=9@2", "flag=false@9"])
+                                  "zone=c@4", "hot=9@2", "flag=false@9", "lim=-inf@9"])
+    assert v.in_force(9)["lim"] == float("-inf")
     assert v.initial == {"hot": -3, "zone": 1, "lim": float(np.float32(0.1)), "flag": True}
     assert [s for s, _ in v.switches] == [2, 4, 9]
     assert v.in_force(3) == {"hot": 9, "zone": 1, "lim": v.initial["lim"], "flag": True}
@@ -251,3 +255,27 @@ def test_board_commands(tmp_path, capsys):
     assert main(["run", q, "--port", str(tmp_path / "no-port"), "--input", t, "--output",
                  str(tmp_path / "r.csv"), *initial]) == 2
     assert "the link cannot report or switch them yet" in capsys.readouterr().err
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.one_of(
+    st.text(max_size=30),
+    st.builds(lambda n, v, at: f"{n}={v}{at}",
+              st.sampled_from(["hot", ":zone", "lim", "flag", "HOT", "x", ""]),
+              st.one_of(st.text(max_size=12), st.integers(-10**12, 10**12).map(str),
+                        st.floats().map(str), st.sampled_from(["a", "b", "true", "nan",
+                                                               "inf", "1e39", "-0.0"])),
+              st.one_of(st.just(""), st.integers(-5, 10**30).map(lambda i: f"@{i}"),
+                        st.text(max_size=5).map(lambda t: "@" + t)))), max_size=6))
+def test_hostile_param_values_get_clear_errors(texts):
+    """Whatever ``--param`` says: values, or a UsageError; never another exception."""
+    try:
+        values = ParamValues.parse(TYPES, texts)
+    except UsageError as err:
+        assert str(err).startswith(("--param", "the queries' parameters need values"))
+        assert len(str(err)) < 800
+        return
+    assert set(values.initial) == set(TYPES)
+    values.columns(10)
+    values.as_dict()
+    values.packed(values.initial)
