@@ -15,7 +15,9 @@ Background, per field (:class:`FieldSpec`):
 
 - the partition key: one of ``keys`` values, Zipf-skewed (rank r drawn with weight
   ``1/(r+1)**zipf``), ranks scattered over the values;
-- ORDER BY fields: non-decreasing in ``seq`` (so every ORDER BY holds);
+- ORDER BY fields: non-decreasing in ``seq`` (so every ORDER BY holds); one a window
+  (``WITHIN n``) measures is ``base + seq`` when it can hold a value per tuple, so a span of
+  positions is a span of time;
 - integer and FLOAT32 fields compared with constants: uniform over a range spanning the
   constants (so each comparison is true at a moderate rate), plus, at a fixed rate, exactly a
   constant or its neighbours (boundaries are where decoders go wrong);
@@ -33,7 +35,20 @@ instance spans hundreds to thousands of stream positions), ``overlap`` (two matc
 runs overlap; every-end queries only) and ``repeat`` (two instances back to back). Each block
 places some of them, on keys no other planted instance uses over the same span, and moves
 background tuples of that key out of the span, so each planted run is contiguous in its
-partition's sub-stream.
+partition's sub-stream. For a query with a window (long ones laid out without gaps when gaps
+would stretch them past it):
+
+- ``window_fit`` / ``window_miss``: pairs of templates of 2 to ``n`` tuples that match with
+  their first and last tuples ``n - 1`` apart and do not ``n`` apart (interior tuples in the
+  same places), checked with the reference matcher. Each block places up to two of each kind
+  per windowed query, after the others, at positions no other instance uses and never moved
+  (so, at one ORDER BY unit per position, exactly ``n - 1`` or ``n`` apart), on a key no other
+  instance uses over the span, with a key left free for the background moved out of every
+  span. For an every-end query a fit's last tuple is a match, and a miss's is not: a run of
+  its key ending there starts at or before its first tuple (``n`` or more before) or inside
+  it (which the check rules out). They cannot be planted (``unplanted`` says why) without
+  other keys to move the background to, when the field cannot hold a value per tuple, for
+  ``WITHIN 1``, or when ``n + 1`` tuples exceed a block or the stream.
 """
 
 from __future__ import annotations
@@ -55,10 +70,16 @@ from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
 from . import BLOCK_TUPLES
 
-__all__ = ["BLOCK_TUPLES", "KINDS", "FieldSpec", "Generator", "Options", "Planted"]
+__all__ = ["BLOCK_TUPLES", "KINDS", "WINDOW_KINDS", "FieldSpec", "Generator", "Options",
+           "Planted"]
 
 #: Kinds of planted instance.
 KINDS = ("short", "long", "overlap", "repeat")
+#: Kinds planted for queries with a window (WITHIN n): first and last tuples n - 1 apart in the
+#: ORDER BY field (a match at the last) and n apart (no match there).
+WINDOW_KINDS = ("window_fit", "window_miss")
+_WINDOW_WANT = 3  #: fit/miss template pairs per windowed query
+_WINDOW_PER_BLOCK = 2  #: instances of each window kind per windowed query and block
 _KIND_WEIGHT = {"short": 0.45, "long": 0.2, "overlap": 0.2, "repeat": 0.15}
 _KIND_WANT = {"short": 6, "long": 4, "overlap": 4, "repeat": 3}
 _KIND_GAP = {"short": 4, "long": 48, "overlap": 4, "repeat": 4}
@@ -129,16 +150,20 @@ class _Template:
     kind: str
     rows: dict[str, np.ndarray]
     n: int
+    #: window kinds: each tuple's position (and ORDER BY value) after the first's
+    offs: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
 class Planted:
-    """One planted instance: where it ends, its query, kind and key (text or None)."""
+    """One planted instance: where it ends, its query, kind and key (text or None), and where
+    it starts."""
 
     seq: int
     query: str
     kind: str
     partition: str | None
+    first: int | None = None
 
 
 @dataclass
@@ -344,12 +369,17 @@ class Generator:
             raise UsageError(f"the partition key '{self.key_field}' is also an ORDER BY field: "
                              "cannot generate a stream that is both skewed and ordered by it")
         self.keys = options.keys if self.key_field else 1
+        #: ORDER BY fields a window measures: one unit per tuple (ts = base + seq) when the
+        #: field can hold it, so a span of positions is a span of time
+        self.unit_fields = self._unit_fields()
         self._derive_specs(nfa)
         self._derive_keys()
         self.templates: list[list[_Template]] = []  # per query
-        self.unplanted: dict[str, str] = {}  # query -> why it has no templates
+        self.window_templates: list[list[_Template]] = []  # per query: WINDOW_KINDS
+        self.unplanted: dict[str, str] = {}  # query -> why it has no templates (of some kinds)
         self._nfa = nfa
         self._build_templates()
+        self._build_window_templates()
         self._nfa = None  # workers compile their own; keep the pickle small
 
     # --- field specifications ---------------------------------------------------------------
@@ -414,6 +444,8 @@ class Generator:
             d = s.describe()
             if s.role == "key":
                 d.update(keys=self.keys, zipf=self.options.zipf)
+            elif s.role == "order" and s.name in self.unit_fields:
+                d.update(step=1)  # a window measures it: one unit per tuple
             elif s.role == "linked":
                 g = self.groups[s.group]
                 d.update(fields=g.fields, base_range=[g.base_lo, g.base_hi],
@@ -430,6 +462,18 @@ class Generator:
         r = np.searchsorted(self.key_cdf, rng.random(n), side="right")
         return np.minimum(r, self.keys - 1).astype(np.int64)
 
+    def _unit_fields(self) -> frozenset[str]:
+        """The ORDER BY fields of windowed queries that can hold one value per tuple."""
+        out = set()
+        for q in self.program.queries:
+            if q.window is None:
+                continue
+            lo, hi = _safe_range(self.schema.field(q.order_field).type)
+            base = 0 if lo <= 0 <= hi else lo
+            if max(self.n - 1, 1) <= hi - base:
+                out.add(q.order_field)
+        return frozenset(out)
+
     def _order_values(self, spec: FieldSpec, seqs: np.ndarray) -> np.ndarray:
         if isinstance(spec.type, Float32Type):
             return seqs.astype(np.float32)
@@ -437,6 +481,8 @@ class Generator:
         base = 0 if lo <= 0 <= hi else lo
         span = hi - base
         last = max(self.n - 1, 1)
+        if spec.name in self.unit_fields:
+            return base + seqs
         if last <= span:
             step = max(1, min(span // last, 10))
             return base + seqs * step
@@ -568,13 +614,17 @@ class Generator:
             out[s.name] = v
         return out
 
-    def _ends(self, rows: dict[str, np.ndarray], qi: int) -> np.ndarray:
+    def _ends(self, rows: dict[str, np.ndarray], qi: int,
+              offs: np.ndarray | None = None) -> np.ndarray:
+        """Where query ``qi`` reports matches on ``rows`` alone (one key); ORDER BY values as
+        at positions ``0 … n-1`` of the stream, or ``base + offs`` when given."""
         n = len(next(iter(rows.values())))
         cols = dict(rows)
         seqs = np.arange(n, dtype=np.int64)
         for s in self.specs:
             if s.role == "order":
-                cols[s.name] = self._order_values(s, seqs)
+                cols[s.name] = (self._order_values(s, seqs) if offs is None else
+                                self._order_values(s, np.zeros(1, dtype=np.int64)) + offs)
             elif s.role == "key":
                 cols[s.name] = np.zeros(n, dtype=np.int64)
         result = reference.run(self._nfa, Tuples(self._typed(cols), n),
@@ -647,6 +697,81 @@ class Generator:
             return None
         return {k: np.concatenate([rows[k], more[k]]) for k in rows}
 
+    def _build_window_templates(self) -> None:
+        """Per windowed query, pairs of templates at the window's edge: the same tuples with the
+        first and last ``n - 1`` apart (``window_fit``: a match at the last) and ``n`` apart
+        (``window_miss``: none there), each checked with the reference matcher; the interior
+        tuples keep their places. Why a query gets none goes to ``unplanted``."""
+        rng = _rng(self.options.seed, 5)
+        pools: dict = {}
+        room = min(self.options.block_tuples, self.n)
+        for qi, q in enumerate(self.program.queries):
+            lib: list[_Template] = []
+            self.window_templates.append(lib)
+            n = q.window
+            if n is None:
+                continue
+            why = self._window_unplantable(q, room)
+            if why is None:
+                for _ in range(60):
+                    pair = self._window_pair(q, qi, n, rng, pools)
+                    if pair is not None:
+                        lib.extend(pair)
+                        if len(lib) == 2 * _WINDOW_WANT:
+                            break
+                if not lib:
+                    why = (f"no sequence of generated tuples drawn from its pattern (2 to {n} "
+                           f"tuples) matches with its first and last {n - 1} apart and not "
+                           f"{n} apart")
+            if why is not None:
+                why = f"no {' or '.join(WINDOW_KINDS)} instances: {why}"
+                old = self.unplanted.get(q.name)
+                self.unplanted[q.name] = why if old is None else f"{old}; {why}"
+
+    def _window_unplantable(self, q, room: int) -> str | None:
+        """Why query ``q``'s window edges cannot be planted, or None."""
+        n = q.window
+        if not self.interleaved:
+            return ("one sub-stream (no PARTITION, or --keys 1): the tuples between an "
+                    "instance's first and last cannot be moved to another key")
+        if q.order_field not in self.unit_fields:
+            f = self.schema.field(q.order_field)
+            return (f"the ORDER BY field {f.name} {f.type} cannot give each of the "
+                    f"{self.n} tuples its own value")
+        if n < 2:
+            return ("WITHIN 1 only holds runs of one tuple, whose first and last are the same "
+                    "tuple")
+        if n + 1 > room:
+            where = ("the stream" if self.n <= self.options.block_tuples else
+                     f"a block (--block-tuples {self.options.block_tuples})")
+            return (f"WITHIN {n}: an instance spans up to {n + 1} consecutive tuples, more than "
+                    f"{where} holds ({room})")
+        return None
+
+    def _window_pair(self, q, qi: int, n: int, rng, pools) -> list[_Template] | None:
+        for _ in range(8):
+            word = self._word(q.pattern, rng, long=False)
+            if 2 <= len(word) <= min(n, _MAX_WORD):
+                break
+        else:
+            return None
+        rows = self._fill(q, word, rng, pools)
+        if rows is None:
+            return None
+        size = len(word)
+        inner = np.sort(rng.choice(n - 2, size - 2, replace=False)) + 1 if size > 2 else \
+            np.zeros(0, dtype=np.int64)
+        fit = np.concatenate([[0], inner, [n - 1]]).astype(np.int64)
+        miss = np.concatenate([[0], inner, [n]]).astype(np.int64)
+        ends = self._ends(rows, qi, fit)
+        if len(ends) == 0 or ends[-1] != size - 1:
+            return None
+        ends = self._ends(rows, qi, miss)
+        if len(ends) and ends[-1] == size - 1:
+            return None
+        return [_Template(qi, "window_fit", rows, size, fit),
+                _Template(qi, "window_miss", rows, size, miss)]
+
     # --- blocks -----------------------------------------------------------------------------
 
     @property
@@ -666,6 +791,14 @@ class Generator:
         start, stop = self.bounds(b)
         length = stop - start
         rng = _rng(self.options.seed, 1, b)
+        inst = self._plan_kinds(b, length, rng)
+        if self.interleaved and length and self.options.plant_rate and \
+                any(self.window_templates):
+            inst = self._plan_windows(inst, length, rng)
+        return inst
+
+    def _plan_kinds(self, b: int, length: int, rng) -> list[_Instance]:
+        """The instances of KINDS block ``b`` plants."""
         queries = [qi for qi, lib in enumerate(self.templates) if lib]
         if not queries or length == 0 or self.options.plant_rate == 0:
             return []
@@ -689,8 +822,9 @@ class Generator:
             if self.interleaved:
                 gaps = rng.integers(1, _KIND_GAP[kind], n - 1, endpoint=True)
                 offs = np.concatenate([[0], np.cumsum(gaps)]).astype(np.int64)
-                if offs[-1] >= length:
-                    offs = np.arange(n, dtype=np.int64)
+                window = self.program.queries[qi].window
+                if offs[-1] >= length or (window is not None and offs[-1] >= window):
+                    offs = np.arange(n, dtype=np.int64)  # (gaps would break the window)
             else:
                 offs = np.arange(n, dtype=np.int64)
             first = int(rng.integers(0, length - int(offs[-1])))
@@ -711,6 +845,53 @@ class Generator:
             x.pos, end = pos, int(pos[-1])
             kept.append(x)
         return kept
+
+    def _plan_windows(self, inst: list[_Instance], length: int, rng) -> list[_Instance]:
+        """Add window edge instances (after the others, on positions none of them uses, never
+        moved, so the first and last stay exactly ``n - 1`` or ``n`` apart), each on a key no
+        other instance uses over its span, leaving a key free for the background of every span
+        it overlaps. Sorted by first position."""
+        used = np.zeros(length, dtype=bool)
+        for x in inst:
+            used[x.pos] = True
+        out = list(inst)
+        for qi, lib in enumerate(self.window_templates):
+            for kind in WINDOW_KINDS:
+                choices = [j for j, t in enumerate(lib) if t.kind == kind and t.offs[-1] < length]
+                if not choices:
+                    continue
+                for _ in range(_WINDOW_PER_BLOCK):
+                    j = choices[int(rng.integers(len(choices)))]
+                    offs = lib[j].offs
+                    for _ in range(8):
+                        pos = int(rng.integers(0, length - int(offs[-1]))) + offs
+                        if used[pos].any():
+                            continue
+                        key = self._free_key(out, int(pos[0]), int(pos[-1]), rng)
+                        if key is None:
+                            continue
+                        out.append(_Instance(qi, kind, j, pos, key))
+                        used[pos] = True
+                        break
+        out.sort(key=lambda x: int(x.pos[0]))
+        return out
+
+    def _free_key(self, inst: list[_Instance], s: int, e: int, rng) -> int | None:
+        """A key for an instance spanning ``s … e``: none of ``inst`` overlapping it uses it,
+        and over its span and theirs some key stays free (where background tuples of an
+        instance's key go, :meth:`_clear_spans`)."""
+        def over(a: int, z: int) -> list[_Instance]:
+            return [y for y in inst if int(y.pos[0]) <= z and int(y.pos[-1]) >= a]
+
+        near = over(s, e)
+        busy = [{y.key for y in near}]
+        busy += [{y.key for y in over(int(x.pos[0]), int(x.pos[-1]))} for x in near]
+        r = int(self._key_ranks(rng, 1)[0])
+        for _ in range(self.keys):
+            if r not in busy[0] and all(len(k | {r}) < self.keys for k in busy):
+                return r
+            r = (r + 1) % self.keys
+        return None
 
     def _assign_keys(self, inst: list[_Instance], rng) -> list[_Instance]:
         inst.sort(key=lambda x: int(x.pos[0]))
@@ -739,7 +920,7 @@ class Generator:
             if self.key_field is not None:
                 part = self._key_text(int(self.key_values[x.key]))
             out.append(Planted(start + int(x.pos[-1]), self.program.queries[x.query].name,
-                               x.kind, part))
+                               x.kind, part, start + int(x.pos[0])))
         return out
 
     def _key_text(self, value: int) -> str:
@@ -756,7 +937,8 @@ class Generator:
         planted = np.zeros(len(seqs), dtype=bool)
         fixed = {s.name for s in self.specs if s.role in ("key", "order")}
         for x in plan:
-            t = self.templates[x.query][x.template]
+            lib = self.window_templates if x.kind in WINDOW_KINDS else self.templates
+            t = lib[x.query][x.template]
             for name, values in t.rows.items():
                 if name not in fixed:
                     cols[name][x.pos] = values

@@ -17,11 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
 
+import nfacep
 from nfacep.cli import main as nfacep_main
 from nfacep.params import EngineParams
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench import vectors
-from nfacep.spark_testbench.generate import Options
+from nfacep.spark_testbench.generate import KINDS, WINDOW_KINDS, Generator, Options
 
 # Spark needs a JVM; without one every test here fails with this message, rather than skipping
 JAVA_MISSING = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
@@ -142,8 +143,9 @@ def test_partitioned_expected_equals_nfacep_match(spark, fire, tmp_path):
 
 def test_planted_instances_end_in_matches(fire):
     """Every planted instance of an every-end query is a match where it ends (its run is kept
-    contiguous in its partition); SKIP PAST LAST ROW ones may be cut short by a match that
-    started in the background before them, so they are only counted."""
+    contiguous in its partition), but a window_miss (first and last a window apart), which is
+    not; SKIP PAST LAST ROW ones may be cut short by a match that started in the background
+    before them, so they are only counted."""
     folder, manifest = fire[2]
     job = vectors.prepare(FIRE, Options(**SMALL, seed=7, keys=24), str(folder.parent / "x"))
     gen = job.generator
@@ -152,9 +154,12 @@ def test_planted_instances_end_in_matches(fire):
            for r in table(folder, vectors.EXPECTED).to_pylist()}
     every_end = {q["name"] for q in manifest["queries"] if not q["skip_past_last_row"]}
     checked = [p for p in planted if p.query in every_end]
-    assert checked and all((p.seq, p.query, p.partition) in got for p in checked)
+    assert checked and all(((p.seq, p.query, p.partition) in got) == (p.kind != "window_miss")
+                           for p in checked)
     kinds = {p.kind for p in planted}
     assert {"short", "long", "overlap", "repeat"} <= kinds
+    if any(q.window for q in job.nfa.program.queries):
+        assert set(WINDOW_KINDS) <= kinds
     assert sum(sum(k.values()) for k in manifest["planted"].values()) == len(planted)
 
 
@@ -221,12 +226,134 @@ def test_table_store_vectors(spark, tmp_path, entries, mode, reason):
 @pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
 def test_every_bundled_query_gets_matches(spark, tmp_path, name):
     m = make(spark, tmp_path / "v", QUERIES / f"{name}.sql", tuples=4000, keys=16)
-    assert m["unplanted"] == {}
+    # only a window too long for the stream may go unplanted (its edges, not the query)
+    windows = {q.name: q.window for q in nfacep.compile_file(QUERIES / f"{name}.sql")
+               .program.queries}
+    for q, why in m["unplanted"].items():
+        assert windows[q] and windows[q] + 1 > 4000, (q, why)
+        assert why.startswith("no window_fit or window_miss instances: WITHIN"), (q, why)
     for q in m["queries"]:
         assert m["counts"]["matches"][q["name"]] > 0, q
         assert sum(m["planted"][q["name"]].values()) > 0, q
     # every predicate is satisfied by some background tuples, and not by all
     assert all(0 < rate < 1 for rate in m["predicate_rates"].values()), m["predicate_rates"]
+
+
+# --- time windows: planted instances that just fit and just miss ------------------------------
+
+WINDOWED = """CREATE STREAM s (k UINT(16), e ENUM('A','B'), ts UINT(32));
+QUERY q PARTITION k ORDER BY ts PATTERN (A B) WITHIN 50 DEFINE A AS e = 'A', B AS e = 'B';
+"""
+
+
+def ab_matches(rows, window):
+    """(A B) WITHIN window, recomputed in plain Python: a match at each B whose partition's
+    previous tuple is an A less than ``window`` before it."""
+    last, out = {}, []
+    for r in sorted(rows, key=lambda r: r["seq"]):
+        prev = last.get(r["k"])
+        if r["e"] == "B" and prev and prev["e"] == "A" and r["ts"] - prev["ts"] < window:
+            out.append((r["seq"], "q", str(r["k"])))
+        last[r["k"]] = r
+    return out
+
+
+def test_window_edges_are_planted(spark, tmp_path):
+    """A query with WITHIN 50: the ORDER BY field counts one per tuple, and the vectors plant
+    instances whose first and last tuples are 49 apart (window_fit: the expected matches
+    report its end) and 50 apart (window_miss: they do not), with nothing of their key in
+    between; the expected matches are what plain Python and `nfacep match` compute."""
+    query = tmp_path / "w.sql"
+    query.write_text(WINDOWED)
+    folder = tmp_path / "v"
+    m = make(spark, folder, query)
+    assert m["unplanted"] == {}
+    assert m["planted"]["q"]["window_fit"] > 0 and m["planted"]["q"]["window_miss"] > 0
+    assert next(g for g in m["generators"] if g["field"] == "ts")["step"] == 1
+    rows = table(folder, vectors.TUPLES).to_pylist()
+    assert all(r["ts"] == r["seq"] for r in rows)  # one unit per tuple, from 0
+    want = ab_matches(rows, 50)
+    assert_expected_is(spark, folder, want)
+    matched, summary = run_match(tmp_path, query, folder)
+    assert matched == want and summary["matches"] == m["counts"]["matches"] == {"q": len(want)}
+
+    gen = vectors.prepare(str(query), Options(**SMALL, seed=7, keys=24),
+                          str(tmp_path / "x")).generator
+    planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
+    by_seq = {r["seq"]: r for r in rows}
+    got = set(want)
+    seen = {}
+    for p in planted:
+        if p.kind not in WINDOW_KINDS:
+            continue
+        first, last = by_seq[p.first], by_seq[p.seq]
+        assert str(first["k"]) == str(last["k"]) == p.partition
+        # the instance: A then B, nothing of its key between them
+        between = [r for r in rows[p.first + 1:p.seq] if r["k"] == first["k"]]
+        assert (first["e"], last["e"], between) == ("A", "B", [])
+        span = last["ts"] - first["ts"]
+        assert span == (49 if p.kind == "window_fit" else 50), p
+        assert ((p.seq, "q", p.partition) in got) == (p.kind == "window_fit"), p
+        seen[p.kind] = seen.get(p.kind, 0) + 1
+    assert seen == {k: m["planted"]["q"][k] for k in WINDOW_KINDS}
+    # one unit wider, the misses would match: the edge is exactly the window
+    wider = set(ab_matches(rows, 51))
+    assert all((p.seq, "q", p.partition) in wider for p in planted if p.kind == "window_miss")
+
+
+@pytest.mark.parametrize(("text", "options", "why"), [
+    (WINDOWED, {"keys": 1}, "one sub-stream (no PARTITION, or --keys 1)"),
+    (WINDOWED, {"keys": 8, "tuples": 50}, "WITHIN 50: an instance spans up to 51 consecutive "
+                                          "tuples, more than the stream holds (50)"),
+    (WINDOWED.replace("50", "1024"), {"keys": 8},
+     "WITHIN 1024: an instance spans up to 1025 consecutive tuples, more than a block "
+     "(--block-tuples 1024) holds (1024)"),
+    (WINDOWED.replace("UINT(32)", "UINT(8)"), {"keys": 8},
+     "the ORDER BY field ts UINT(8) cannot give each of the 6000 tuples its own value"),
+    (WINDOWED.replace("(A B) WITHIN 50", "(A B*) WITHIN 1"), {"keys": 8},
+     "WITHIN 1 only holds runs of one tuple"),
+])
+def test_window_edges_that_cannot_be_planted_say_why(tmp_path, text, options, why):
+    """Without Spark: the generator records why a window's edges are not planted, in
+    ``unplanted`` (the manifest's), and plants the other kinds."""
+    (tmp_path / "w.sql").write_text(text)
+    gen = Generator(nfacep.compile_file(tmp_path / "w.sql"), Options(**{**SMALL, **options}))
+    assert gen.unplanted["q"].startswith(f"no window_fit or window_miss instances: {why}")
+    kinds = {p.kind for b in range(gen.n_blocks) for p in gen.planted(b)}
+    assert kinds and kinds <= set(KINDS)
+
+
+def test_window_edges_of_a_longer_pattern():
+    """Without Spark: fit and miss instances of (A B+ C) and (A .* C) on a window of 7, checked
+    against the reference matcher over the whole stream (every-end queries: a fit ends in a
+    match, a miss does not, nor does anything else of its key end there)."""
+    import numpy as np
+
+    from nfacep import reference
+    from nfacep.tuples import Tuples
+
+    text = """CREATE STREAM s (k UINT(16), e ENUM('A','B','C'), v UINT(8), ts UINT(32));
+QUERY q PARTITION k ORDER BY ts PATTERN (A B+ C) WITHIN 7
+DEFINE A AS e = 'A', B AS v > 100, C AS e = 'C';
+QUERY r PARTITION k ORDER BY ts PATTERN (A .* C) WITHIN 7 DEFINE A AS e = 'A', C AS e = 'C';
+"""
+    nfa = nfacep.compile_text(text, "w.sql")
+    gen = Generator(nfa, Options(**SMALL, seed=3, keys=6))
+    assert gen.unplanted == {}
+    blocks = [gen.block(b) for b in range(gen.n_blocks)]
+    cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0] if k != "seq"}
+    res = reference.run(nfa, Tuples(gen._typed(cols, key_rank=False), SMALL["tuples"]),
+                        EngineParams())
+    got = {(int(s), res.names[q], p) for s, q, p in zip(res.seqs, res.queries, res.partitions,
+                                                        strict=True)}
+    planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
+    edges = [p for p in planted if p.kind in WINDOW_KINDS]
+    assert {(p.query, p.kind) for p in edges} == {(q, k) for q in "qr" for k in WINDOW_KINDS}
+    for p in planted:
+        assert ((p.seq, p.query, p.partition) in got) == (p.kind != "window_miss"), p
+        if p.kind in WINDOW_KINDS:
+            span = int(cols["ts"][p.seq] - cols["ts"][p.first])
+            assert span == (6 if p.kind == "window_fit" else 7), p
 
 
 # --- manifest ---------------------------------------------------------------------------------
