@@ -1,14 +1,18 @@
 -- Intrusion detection over a network and authentication event log, per source IPv4 address
 -- (src_ip holds the address as a 32-bit integer, e.g. 3405803777 = 203.0.113.1).
--- bruteforce: five or more consecutive failed logins followed by a successful one: a
---   password was guessed, the account is compromised and must be locked now.
+-- bruteforce: five or more consecutive failed logins followed by a successful one, all within
+--   one minute (the first failure less than 60 s before the success): a password was guessed
+--   by a tool, the account is compromised and must be locked now. A person who mistypes five
+--   times over several minutes is not a brute force.
 -- portscan: eight consecutive connection attempts (SYN) to ports other than the web ports:
 --   reconnaissance before an attack. With AFTER MATCH SKIP PAST LAST ROW a long scan raises
 --   one alert per eight probes instead of one per probe.
 -- Both queries read the same stream with the same partition key, so they share one engine.
+-- ts counts milliseconds since midnight; TIME(MILLISECOND) says so, which lets bruteforce give
+-- its window as an interval.
 
 CREATE STREAM netlog (
-    ts        UINT(32),
+    ts        UINT(32) TIME(MILLISECOND),
     src_ip    UINT(32),
     event     ENUM('SYN', 'HTTP_GET', 'LOGIN_FAIL', 'LOGIN_OK', 'LOGOUT'),
     dst_port  UINT(16),
@@ -17,7 +21,8 @@ CREATE STREAM netlog (
 
 QUERY bruteforce FROM netlog
 PARTITION src_ip
-PATTERN ( FAIL{5,} OK )
+ORDER BY ts
+PATTERN ( FAIL{5,} OK ) WITHIN INTERVAL '1' MINUTE
 DEFINE
   FAIL AS (event = 'LOGIN_FAIL')
   OK   AS (event = 'LOGIN_OK');

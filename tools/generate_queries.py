@@ -20,18 +20,19 @@ The background traffic is built so that it can neither create nor destroy a matc
 reported match of every query is a planted one. After writing, :func:`check` verifies this
 for every file. It reads the queries with the project's front end (``nfacep.compile_file``:
 stream schema, query names, partition key, PATTERN, typed DEFINE predicates, AFTER MATCH
-SKIP PAST LAST ROW, ORDER BY) and the tuples with the project's reader
-(``nfacep.tuples.read``), but decides the matches with the independent oracle
-``tests/oracle.py``, which shares no code with nfacep: a small converter turns the PATTERN
-into the oracle's nested tuples and each DEFINE into an oracle predicate, which the oracle
-evaluates on every tuple itself (an integer ``+``/``-`` operand, which the oracle's
-predicates lack, becomes a derived column computed here with Python integers; see
-:class:`PredicateConverter`; FLOAT32 literals and values arrive already rounded to single
-precision by the checker and the reader, and compare exactly as Python floats). The
-predicates are deliberately not evaluated with ``nfacep.predicates.evaluate``: so neither the
-predicate truth values nor the matching come from the code the data are meant to test. The
-check fails, naming query, seq and partition, unless the oracle's matches are exactly the
-planted ``match`` rows and no ``near_miss`` row is a match.
+SKIP PAST LAST ROW, ORDER BY, the WITHIN window in ORDER BY units) and the tuples with the
+project's reader (``nfacep.tuples.read``), but decides the matches, windows included, with
+the independent oracle ``tests/oracle.py``, which shares no code with nfacep: a small
+converter turns the PATTERN into the oracle's nested tuples and each DEFINE into an oracle
+predicate, which the oracle evaluates on every tuple itself (an integer ``+``/``-`` operand,
+which the oracle's predicates lack, becomes a derived column computed here with Python
+integers; see :class:`PredicateConverter`; FLOAT32 literals and values arrive already
+rounded to single precision by the checker and the reader, and compare exactly as Python
+floats). Each query's WITHIN window and ORDER BY field are handed to the oracle as they are.
+The predicates are deliberately not evaluated with ``nfacep.predicates.evaluate``: so
+neither the predicate truth values nor the matching come from the code the data are meant to
+test. The check fails, naming query, seq and partition, unless the oracle's matches are
+exactly the planted ``match`` rows and no ``near_miss`` row is a match.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def gen_marathon():
 
 FIRE_ZONES = {  # sensor: zone, in the order the sensors are generated
     **dict.fromkeys((101, 102, 103, 104), "DOCK"),
-    **dict.fromkeys((111, 112, 113, 114, 115), "AISLE"),
+    **dict.fromkeys((111, 112, 113, 114, 115, 116, 117), "AISLE"),
     **dict.fromkeys((121, 122), "OFFICE"),
     **dict.fromkeys((131, 132, 133), "FREEZER"),
 }
@@ -189,7 +190,8 @@ FIRE_BASE = {"DOCK": 160, "AISLE": 205, "OFFICE": 218, "FREEZER": -182}  # tenth
 
 def _fire_script():
     """Scripted readings of the fire sensors: sensor -> (first round, [(temp, smoke, co,
-    tags)], silent afterwards)."""
+    tags[, shift])], silent afterwards). A reading ``None`` is one the sensor missed (its radio
+    dropped it); ``shift`` moves a reading that many seconds off the minute grid."""
     F, T = False, True
     M, N = "match", "near_miss"
     return {
@@ -216,6 +218,16 @@ def _fire_script():
                    (640, F, 70.0, [("fire", N)])], False),
         # near-miss: smoke without heat (someone smoking at the dock)
         102: (6, [(240, T, 12.0, [("fire", N)])], False),
+        # the window (WITHIN 5 minutes = 300 s) to the second, on sensors that miss readings:
+        # fire 4: three hot readings, the fire knocks out the radio for two readings, and the
+        # next one, 299 s after the first hot one, shows smoke: it fits; the sensor burns out
+        116: (9, [(240, F, 5.0, []), (620, F, 18.0, []), (710, F, 30.0, []),
+                  (790, F, 55.0, []), None, None, (930, T, 240.0, [("fire", M)], -1)], True),
+        # near-miss: a welder heats the sensor for three readings, its radio drops the next
+        # two, and the next one, exactly 300 s after the first hot one, shows the welding
+        # fumes: one second too late for the window (without WITHIN it would be a match)
+        117: (17, [(230, F, 4.0, []), (650, F, 20.0, []), (730, F, 35.0, []),
+                   (700, F, 40.0, []), None, None, (260, T, 90.0, [("fire", N)])], False),
     }
 
 
@@ -265,7 +277,10 @@ def gen_fire():
         for r in range(rounds):
             ts = t0 + r * period + offset
             if first <= r < first + len(readings):
-                temp, smoke, co, tags = readings[r - first]
+                if readings[r - first] is None:  # a missed reading
+                    continue
+                temp, smoke, co, tags, *shift = readings[r - first]
+                ts += shift[0] if shift else 0
             elif silent and r >= first + len(readings):
                 continue
             else:
@@ -418,6 +433,27 @@ def _portscans(log, t0):
             _probes([443] * 10, {10: [(P, N)]}) + [("HTTP_GET", 443, ())] * 3, FAST)
 
 
+def _bruteforce_window(log, t0):
+    """The window of bruteforce (WITHIN 1 minute = 60,000 ms) to the millisecond: a guessing
+    tool throttled to one attempt per 12 s (to stay under a rate limit) fails five times and
+    then succeeds. From the first failure to the success: 59,999 ms (the last attempt one
+    millisecond quicker), a match; exactly 60,000 ms, a near-miss that would be a match
+    without the window."""
+    B = "bruteforce"
+    for addr, last_gap, kind in (("203.0.113.61", 11_999, "match"),
+                                 ("203.0.113.62", 12_000, "near_miss")):
+        src = ip(addr)
+        t = t0 + (1_150_000 if kind == "match" else 1_250_000)
+        log.emit(src, t, "SYN", 22)
+        t += 700
+        for _ in range(5):
+            log.emit(src, t, "LOGIN_FAIL", 22)
+            t += 12_000
+        t += last_gap - 12_000
+        log.emit(src, t, "LOGIN_OK", 22, [(B, kind)])
+        log.emit(src, t + 900, "LOGOUT", 22)
+
+
 def gen_bruteforce():
     rng = random.Random(22)
     t0 = 36_000_000  # 10:00:00.000, milliseconds since midnight
@@ -426,6 +462,7 @@ def gen_bruteforce():
     _bruteforce_matches(log, t0)
     _bruteforce_near_misses(log, t0)
     _portscans(log, t0)
+    _bruteforce_window(log, t0)
     return write_dataset("bruteforce", ["ts", "src_ip", "event", "dst_port", "bytes"],
                          log.events)
 
@@ -715,7 +752,8 @@ class PredicateConverter:
 
     def query(self, q: CheckedQuery) -> oracle.Query:
         defines = tuple((v, self.pred(e)) for v, e in q.predicates.items() if e is not None)
-        return oracle.Query(q.name, oracle_pattern(q.pattern), defines, q.skip_past_last_row)
+        return oracle.Query(q.name, oracle_pattern(q.pattern), defines, q.skip_past_last_row,
+                            q.window, q.order_field)
 
     def pred(self, e: PExpr) -> tuple:
         match e:
