@@ -8,6 +8,7 @@ catch a wrong planted row.
 """
 
 import csv
+import dataclasses
 import functools
 import importlib.util
 import pathlib
@@ -182,3 +183,36 @@ def test_generator_check_reports_a_near_miss_the_data_make_a_match(tmp_path):
         tool.check("bruteforce", folder=tmp_path)
     assert str(info.value) == ("bruteforce.sql: query bruteforce: a near_miss that is a match: "
                                f"seq {miss['seq']}, partition {user}")
+
+
+
+@pytest.mark.parametrize(("name", "fit", "miss", "window", "back"), [
+    ("bruteforce", "203.0.113.61", "203.0.113.62", 60_000, 5),  # FAIL x5 OK
+    ("fire", "116", "117", 300, 3),  # HOT x3 SMOKE
+])
+def test_windowed_queries_plant_both_sides_of_the_window(name, fit, miss, window, back,
+                                                         monkeypatch):
+    """bruteforce and fire carry a WITHIN window, and their data plant a match that just fits
+    it and a near-miss that just misses it (first to last tuple n - 1 and exactly n apart).
+    With the window stripped from what the check hands the oracle, that near-miss, and only
+    it, becomes a match: the window decides it, and the check does pass the window on."""
+    tool = generator()
+    program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
+    query = next(q for q in program.queries if q.name == name)
+    assert (query.window, query.order_field) == (window, "ts")
+    key = program.partition_field
+    fit, miss = (str(tool.ip(p)) if "." in p else p for p in (fit, miss))
+    data = rows(QUERIES / f"{name}.csv")
+    planted = {r["partition"]: r for r in rows(QUERIES / f"{name}.planted.csv")
+               if r["query"] == name and r["partition"] in (fit, miss)}
+    for part, kind, span in ((fit, "match", window - 1), (miss, "near_miss", window)):
+        row = planted[part]
+        times = [int(d["ts"]) for d in data[:int(row["seq"]) + 1] if d[key] == part]
+        assert (row["kind"], times[-1] - times[-1 - back]) == (kind, span)
+    query_of = tool.PredicateConverter.query
+    monkeypatch.setattr(tool.PredicateConverter, "query",
+                        lambda self, q: dataclasses.replace(query_of(self, q), window=None))
+    with pytest.raises(tool.CheckError) as info:
+        tool.check(name)
+    assert str(info.value) == (f"{name}.sql: query {name}: a near_miss that is a match: seq "
+                               f"{planted[miss]['seq']}, partition {miss}")
