@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -25,6 +26,7 @@ from nfacep import compile_file, sim, tuples, wire
 from nfacep.backend import run_files
 from nfacep.cli import main
 from nfacep.errors import UsageError
+from nfacep.hdl.engine import write_verilog
 from nfacep.params import EngineParams
 from nfacep.reference import run as reference_run
 from nfacep.sim import build, runner
@@ -500,3 +502,37 @@ def test_icarus_runs_the_time_zero_trigger_of_yosys_verilog(tmp_path):
     out = subprocess.run(["vvp", "-n", str(tmp_path / "wake.vvp")], check=True,
                          capture_output=True, text=True).stdout
     assert "q=0" in out, out  # q=x when the block never ran
+
+
+# Yosys writes a process that drives part of a signal from a constant alone as
+# `always @* x[a:b] = 16'h0000;`: a block with nothing to be sensitive to and without Yosys's
+# time-zero trigger, which Icarus never runs (x stays x; Verilator is right). The engine
+# must never need one: windows store no age for start states (always 0) for this reason.
+_CONSTANT_ONLY = re.compile(r"always @\*\n\s+[^\n;]+ = \d+'[hbd][0-9a-fA-F_]+;\n")
+
+
+WINDOWED = ("CREATE STREAM s (k UINT(16), e ENUM('A','B','C'), v UINT(8), ts UINT(32));\n"
+            "QUERY q PARTITION k ORDER BY ts PATTERN (A B+ C) WITHIN 7 DEFINE A AS e = 'A', "
+            "B AS v > :lo, C AS e = 'C';\n"
+            "QUERY sk PARTITION k ORDER BY ts AFTER MATCH SKIP PAST LAST ROW PATTERN (A B* C) "
+            "WITHIN 7 DEFINE A AS e = 'A', B AS v > 100, C AS e = 'C';")
+
+
+@pytest.mark.parametrize("name", [*NAMES, "windowed"])
+@pytest.mark.parametrize("store", ["pipeline", "table"])
+def test_no_process_drives_only_a_constant(tmp_path, name, store):
+    if name == "windowed":
+        (tmp_path / "w.sql").write_text(WINDOWED)
+        nfa = compile_file(str(tmp_path / "w.sql"))
+    else:
+        nfa = compile_file(str(QUERIES / f"{name}.sql"))
+    values = None
+    if nfa.program.parameters:
+        from nfacep.settings import ParamValues
+
+        values = ParamValues(dict(nfa.program.parameters),
+                             dict.fromkeys(nfa.program.parameters, 0))
+    write_verilog(nfa, str(tmp_path / "e.v"), EngineParams(partitions=16, store=store,
+                                                           tick_tuples=3), values=values)
+    text = (tmp_path / "e.v").read_text()
+    assert not _CONSTANT_ONLY.findall(text)
