@@ -16,8 +16,8 @@ import numpy as np
 
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
-__all__ = ["And", "Arith", "Cmp", "Const", "FieldRef", "Not", "Or", "PExpr", "Param", "column_of",
-           "evaluate", "nodes", "render"]
+__all__ = ["And", "Arith", "Cmp", "Const", "FieldRef", "Not", "Or", "PExpr", "Param", "bind",
+           "column_of", "evaluate", "nodes", "render"]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT64 = (0, (1 << 64) - 1)
@@ -147,6 +147,26 @@ def render(e: PExpr, _top: bool = True) -> str:
         case Not(operand):
             return f"NOT {render(operand, False)}"
     raise TypeError(e)
+
+
+def bind(e: PExpr, values: dict) -> PExpr:
+    """``e`` with every runtime parameter replaced by a constant: its value in ``values``
+    (as :class:`nfacep.settings.ParamValues` holds them: the label's index for ENUM)."""
+    match e:
+        case Param(name, ty):
+            kind = field_kind(ty)
+            return Const(values[name], kind, ty if kind == "enum" else None)
+        case Arith(op, left, right):
+            return Arith(op, bind(left, values), None if right is None else bind(right, values))
+        case Cmp(op, left, right, kind):
+            return Cmp(op, bind(left, values), bind(right, values), kind)
+        case And(items):
+            return And(tuple(bind(i, values) for i in items))
+        case Or(items):
+            return Or(tuple(bind(i, values) for i in items))
+        case Not(operand):
+            return Not(bind(operand, values))
+    return e
 
 
 def nodes(e: PExpr):

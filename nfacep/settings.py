@@ -141,6 +141,20 @@ class ParamValues:
                         for s in sorted(later))
         return cls(dict(types), {n: initial[n] for n in types}, ordered)
 
+    @classmethod
+    def from_initial(cls, types: dict[str, FieldType], given: dict, *,
+                     source: str) -> ParamValues:
+        """The values a file recorded (``as_dict()["initial"]``, e.g. a vectors manifest),
+        checked as ``--param`` values are; a :class:`UsageError` naming ``source``."""
+        texts = []
+        for name, value in given.items():
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            texts.append(f"{name}={text}")
+        try:
+            return cls.parse(types, texts, switches=False)
+        except UsageError as err:
+            raise UsageError(f"{source}: runtime_parameters: {err}") from None
+
     def __bool__(self) -> bool:
         return bool(self.types)
 

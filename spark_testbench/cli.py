@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 
-from nfacep import params
+from nfacep import params, settings
 from nfacep.cli import Command
 from nfacep.errors import UsageError
 
@@ -34,6 +34,7 @@ class Vectors(Command):
         super().add_arguments(p)
         _vectors_arguments(p)
         params.add_arguments(p)
+        settings.add_argument(p, switches=False)
 
     def run(self, args) -> int:
         return _vectors(args)
@@ -54,6 +55,7 @@ class Regress(Command):
         p.add_argument("query", help="query file (.sql) the vectors were generated from")
         _regress_arguments(p)
         params.add_arguments(p, defaults="the vectors' manifest's")
+        settings.add_argument(p, switches=False)
 
     def run(self, args) -> int:
         return _regress(args)
@@ -136,7 +138,7 @@ def _vectors(args) -> int:
                       plant_rate=args.plant_rate, block_tuples=args.block_tuples,
                       enum_weights=_parse_weights(args.enum_weights))
     job = vectors.prepare(args.query, options, args.out, params=engine, expected=args.expected,
-                          overwrite=args.overwrite, master=args.master)
+                          overwrite=args.overwrite, master=args.master, param_texts=args.param)
     spark, created = session.session(args.master)
     try:
         m = vectors.run(spark, job, tasks=args.tasks,
@@ -208,7 +210,8 @@ def _regress(args) -> int:
         raise UsageError("--tasks must be at least 1")
     job = regress.prepare(args.query, args.vectors, given=params.given(args),
                           simulator=args.simulator, sim_mode=args.mode,
-                          build_dir=args.build_dir, master=args.master, seed=args.seed)
+                          build_dir=args.build_dir, master=args.master, seed=args.seed,
+                          param_texts=args.param)
     note = "note" if job.mode == "partitioned" else "warning"
     print(f"{note}: {job.reason}", file=sys.stderr)
 

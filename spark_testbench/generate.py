@@ -53,6 +53,7 @@ would stretch them past it):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -65,6 +66,7 @@ from nfacep import predicates as P
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
 from nfacep.tuples import Tuples
 from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
@@ -358,8 +360,16 @@ def _spread(points: list[int | float]) -> tuple[float, float, float]:
 class Generator:
     """Everything needed to generate any block of the stream (picklable, no Spark)."""
 
-    def __init__(self, nfa: Nfa, options: Options):
+    def __init__(self, nfa: Nfa, options: Options, values: ParamValues | None = None):
         self.options = options
+        #: the runtime parameters' values (the engine's after a reset), as the predicates
+        #: read them: one value each
+        self.values = values
+        self._params = values.columns(1) if values else {}
+        if values:  # what the predicates compare with: the parameters' values, as constants
+            nfa = dataclasses.replace(nfa, predicates=tuple(
+                dataclasses.replace(p, expr=P.bind(p.expr, values.initial))
+                for p in nfa.predicates))
         self.program = nfa.program
         self.schema = nfa.program.schema
         self.n = options.tuples
@@ -574,7 +584,8 @@ class Generator:
             if pred is None:
                 ok = np.arange(256)
             else:
-                ok = np.flatnonzero(P.evaluate(pred, self._typed(cols), 4096))[:256]
+                ok = np.flatnonzero(P.evaluate(pred, {**self._typed(cols), **self._params},
+                                               4096))[:256]
             if len(ok):
                 found = {k: v[ok] for k, v in cols.items()}
                 break
@@ -628,7 +639,7 @@ class Generator:
             elif s.role == "key":
                 cols[s.name] = np.zeros(n, dtype=np.int64)
         result = reference.run(self._nfa, Tuples(self._typed(cols), n),
-                               EngineParams(partitions=1))
+                               EngineParams(partitions=1), values=self.values)
         return result.seqs[result.queries == qi]
 
     def _check(self, kind: str, rows, qi: int) -> bool:
@@ -994,7 +1005,7 @@ class Generator:
     def sample_rates(self, nfa: Nfa, n: int = 1 << 16) -> dict[str, float]:
         """Share of background tuples satisfying each decoder predicate."""
         cols = self.background(_rng(self.options.seed, 4), np.arange(n, dtype=np.int64))
-        typed = self._typed(cols)
+        typed = {**self._typed(cols), **self._params}
         return {p.text: round(float(P.evaluate(p.expr, typed, n).mean()), 4)
                 for p in nfa.predicates}
 

@@ -42,10 +42,11 @@ from nfacep.errors import NfacepError, UsageError
 from nfacep.output import write_json
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
+from nfacep.settings import ParamValues
 from nfacep.tuples import from_table
 
 from .progress import Progress
-from .vectors import DROPS, EXPECTED, FORMAT, MANIFEST, TUPLES, manifest_params
+from .vectors import DROPS, EXPECTED, FORMAT, MANIFEST, TUPLES, manifest_params, manifest_values
 
 __all__ = ["FIRST", "KINDS", "REPORT", "Job", "prepare", "run"]
 
@@ -79,6 +80,7 @@ class Job:
     reason: str
     seed: int = 0
     sim_mode: str = "batch"  #: how each simulation is fed: "batch" or "native" (Verilator)
+    values: ParamValues | None = None  #: the runtime parameters' values, the manifest's
 
 
 def _load_manifest(folder: str) -> dict:
@@ -115,12 +117,14 @@ def _load_manifest(folder: str) -> dict:
 
 def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
             simulator: str = "icarus", build_dir: str | os.PathLike | None = None,
-            master: str | None = None, seed: int = 0, sim_mode: str = "batch") -> Job:
+            master: str | None = None, seed: int = 0, sim_mode: str = "batch",
+            param_texts: list[str] | None = None) -> Job:
     """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark.
 
     ``given`` are the engine parameters given on the command line
     (:func:`nfacep.params.given`); the others are the manifest's, and a given one that differs
-    from the manifest's is an error.
+    from the manifest's is an error. So for the runtime parameters' values (``param_texts``,
+    ``--param name=value``): the manifest's, which given ones must equal.
     """
     from nfacep import sim
 
@@ -157,6 +161,14 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
         raise UsageError(f"--vectors {vectors_dir} describes another engine: it was made with "
                          f"{', '.join(have.differences(params))}; pass the same engine "
                          "parameters, or none")
+    values = manifest_values(manifest, nfa, os.path.join(folder, MANIFEST))
+    if param_texts:
+        asked = ParamValues.parse(nfa.program.parameters, param_texts, switches=False,
+                                  command="regress")
+        if values is None or asked.initial != values.initial:
+            raise UsageError(f"--vectors {vectors_dir} was made with other runtime parameter "
+                             f"values ({values.as_dict()['initial'] if values else 'none'}); "
+                             "pass the same --param values, or none")
     mode = manifest["expected"].get("mode")
     if mode not in ("partitioned", "global"):
         raise UsageError(f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
@@ -175,7 +187,7 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
                   f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
                   "when capacity and timers cannot matter)")
     return Job(query, raw.decode("utf-8"), nfa, folder, manifest, params, simulator, cache,
-               mode, reason, seed, sim_mode)
+               mode, reason, seed, sim_mode, values)
 
 
 # --- the prebuilt model -------------------------------------------------------------------------
@@ -191,7 +203,7 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
     query = folder / "query.sql"
     query.write_text(job.query_text, encoding="utf-8")
     engine_v = folder / "engine.v"
-    write_verilog(job.nfa, str(engine_v), job.params)
+    write_verilog(job.nfa, str(engine_v), job.params, values=job.values)
     sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir,
                  batch_depth=_batch_depth(job), native=job.sim_mode == "native")
     return str(query), str(engine_v)
@@ -208,7 +220,7 @@ def _batch_depth(job: Job) -> int:
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
 
 def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
-              seed: int, batch_depth: int, sim_mode: str, counter, batches):
+              seed: int, batch_depth: int, sim_mode: str, values, counter, batches):
     """Simulate the tuples of one Spark partition (one shard) in ``seq`` order; adds them to
     ``counter`` (a :class:`~.progress.Counter`)."""
     from nfacep import sim
@@ -228,7 +240,7 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
     simulation = sim.Simulation(simulator, build_dir=build_dir, engine=engine_v,
                                 seed=seed + int(seq[0]), batch_depth=batch_depth,
                                 mode=sim_mode)
-    res = simulation.run(nfa, data, params)
+    res = simulation.run(nfa, data, params, values)
     m = len(res.matches)
     rows_seq = [int(seq[s]) for s, _, _ in res.matches]
     rows_q = [q for _, q, _ in res.matches]
@@ -304,7 +316,7 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
                                   task_word="shards")
             task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
                                      str(job.build_dir), job.seed, _batch_depth(job),
-                                     job.sim_mode, counter)
+                                     job.sim_mode, job.values, counter)
             result = source.mapInArrow(task, _spark_schema(_RESULT))
             try:
                 result = result.localCheckpoint()

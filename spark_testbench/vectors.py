@@ -47,6 +47,7 @@ from nfacep.errors import NfacepError, UsageError
 from nfacep.output import probe_folder
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
+from nfacep.settings import ParamValues
 from nfacep.tuples import from_table
 from nfacep.types import EnumType
 
@@ -75,11 +76,15 @@ class Job:
     out: str
     expected: str  #: "auto", "partitioned" or "global"
     overwrite: bool
+    values: ParamValues | None = None  #: the runtime parameters' (starting) values
 
 
 def prepare(query: str, options: Options, out: str, *, params: EngineParams = EngineParams(),
-            expected: str = "auto", overwrite: bool = False, master: str | None = None) -> Job:
+            expected: str = "auto", overwrite: bool = False, master: str | None = None,
+            param_texts: list[str] | None = None) -> Job:
     """Check the request and build the generator; raises :class:`NfacepError` subclasses.
+    ``param_texts``: the ``--param name=value`` of the runtime parameters (starting values
+    only: the expected matches are the engine's after a reset).
 
     Nothing here starts Spark. ``master``, when given, is checked too (see
     :func:`nfacep.spark_testbench.session.check_master`).
@@ -109,6 +114,8 @@ def prepare(query: str, options: Options, out: str, *, params: EngineParams = En
         raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
     nfa = nfacep.compile_file(query)
     program = nfa.program
+    values = ParamValues.parse(program.parameters, param_texts, switches=False,
+                               command="vectors") if program.parameters or param_texts else None
     if "seq" in program.schema.names:
         raise UsageError(f"{query}: stream '{program.schema.name}' has a field named 'seq', "
                          "which the vectors' sequence-number column would shadow")
@@ -127,9 +134,9 @@ def prepare(query: str, options: Options, out: str, *, params: EngineParams = En
     _check_out(out, overwrite)
     if master is not None:
         check_master(master)
-    generator = Generator(nfa, options)
+    generator = Generator(nfa, options, values or None)
     return Job(query, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest(), nfa, generator,
-               params, out, expected, overwrite)
+               params, out, expected, overwrite, values or None)
 
 
 def _check_weights(options: Options, schema) -> None:
@@ -193,7 +200,7 @@ def _used_fields(nfa) -> tuple[str, ...]:
     return tuple(f for f in nfa.program.schema.names if f in names or f == key)
 
 
-def _match_task(text: str, filename: str, params: EngineParams, counter, batches):
+def _match_task(text: str, filename: str, params: EngineParams, values, counter, batches):
     """Reference matcher over the tuples of one Spark partition, taken in ``seq`` order.
 
     Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
@@ -216,7 +223,7 @@ def _match_task(text: str, filename: str, params: EngineParams, counter, batches
     used = Schema(program.schema.name,
                   tuple(f for f in program.schema.fields if f.name in table.column_names))
     data = from_table(table, used, source=TUPLES)
-    result = reference.run(nfa, data, params)
+    result = reference.run(nfa, data, params, values=values)
     names = np.array(result.names, dtype=object)
     m = len(result.seqs)
     key = program.partition_field
@@ -344,7 +351,8 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict) 
               else source.coalesce(1))
     counter = watch.phase("matched", total=gen.options.tuples,
                           tasks=tasks if mode == "partitioned" else 1)
-    task = functools.partial(_match_task, job.query_text, job.query_path, job.params, counter)
+    task = functools.partial(_match_task, job.query_text, job.query_path, job.params,
+                             job.values, counter)
     result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
     watch.end()
     seconds["match"] = time.perf_counter() - t1
@@ -417,6 +425,7 @@ def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, mast
         "block_tuples": o.block_tuples,
         "enum_weights": {f: dict(pairs) for f, pairs in o.enum_weights},
         "engine": job.params.as_dict(),
+        "runtime_parameters": job.values.as_dict()["initial"] if job.values else None,
         "expected": {"mode": mode, "reason": reason},
         "counts": {"tuples": o.tuples, "matches": matches,
                    "matches_total": sum(matches.values()), "drops": counts.get(("drop", None), 0)},
@@ -441,6 +450,18 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     return None
 
+
+
+def manifest_values(manifest: dict, nfa, path: str) -> ParamValues | None:
+    """The runtime parameters' values a vectors manifest (at ``path``) was made with."""
+    types = nfa.program.parameters
+    if not types:
+        return None
+    given = manifest.get("runtime_parameters")
+    if not isinstance(given, dict):
+        raise UsageError(f"{path}: no runtime_parameters for the queries' parameters "
+                         f"({', '.join(':' + n for n in types)}); make the vectors again")
+    return ParamValues.from_initial(types, given, source=path)
 
 
 def manifest_params(manifest: dict, path: str) -> EngineParams:

@@ -279,3 +279,42 @@ def test_hostile_param_values_get_clear_errors(texts):
     values.columns(10)
     values.as_dict()
     values.packed(values.initial)
+
+
+def test_vectors_and_regress_take_starting_values(tmp_path, capsys):
+    """``vectors --param`` expects what ``match`` reports with those values and records them
+    in the manifest; ``regress`` simulates the engine built with them and passes; other values
+    are refused."""
+    pytest.importorskip("pyspark")
+    import pyarrow.parquet as pq
+
+    q = tmp_path / "q.sql"
+    q.write_text("CREATE STREAM s (k UINT(16), e ENUM('A','B','C'), v UINT(8));\n"
+                 "QUERY q PARTITION k PATTERN (A B+ C) DEFINE A AS e = 'A', B AS v > :lo, "
+                 "C AS e = :last")
+    out = tmp_path / "vectors"
+    values = ["--param", "lo=100", "--param", "last=C"]
+    # local[2]: the Spark tests' session, which this process may already run (one per process)
+    assert main(["vectors", str(q), "--tuples", "3000", "--keys", "20", "--out", str(out),
+                 "--master", "local[2]", "--quiet", *values]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runtime_parameters"] == {"lo": 100, "last": "C"}
+    m = tmp_path / "m.csv"
+    assert main(["match", str(q), "--input", str(out / "tuples.parquet"), "--output", str(m),
+                 *values]) == 0
+    want = sorted((r["seq"], r["query"], r["partition"])
+                  for r in pq.read_table(out / "expected.parquet").to_pylist())
+    got = [(int(s), n, p) for s, n, p in
+           (line.split(",") for line in m.read_text().splitlines()[1:])]
+    assert got == want and want
+    capsys.readouterr()
+    assert main(["regress", str(q), "--vectors", str(out), "--master", "local[2]", "--quiet",
+                 "--build-dir", str(tmp_path / "cache")]) == 0
+    assert "OK:" in capsys.readouterr().out
+    assert main(["regress", str(q), "--vectors", str(out), "--master", "local[2]", "--quiet",
+                 "--param", "lo=3", "--param", "last=C"]) == 2
+    assert "made with other runtime parameter values" in capsys.readouterr().err
+    assert main(["vectors", str(q), "--tuples", "10", "--out", str(tmp_path / "v2"),
+                 "--master", "local[2]", "--quiet", "--param", "lo=1@5", "--param",
+                 "last=A"]) == 2
+    assert "not switches (@seq)" in capsys.readouterr().err
