@@ -416,9 +416,11 @@ def _board_params(capsys, *args) -> dict:
     # the 16-bit runner indexes 65,536 entries directly: 40 DP16KD, any ECP5 board
     ("marathon", "ulx3s-85f", ("table", 65536)),
     ("marathon", "colorlight-5a75b", ("table", 65536)),
-    # a 32-bit key is hashed and stored as a tag: the 25F holds 16,384 entries, the 85F 65,536
-    ("bruteforce", "ulx3s-25f", ("table", 16384)),
-    ("bruteforce", "ulx3s-85f", ("table", 65536)),
+    # a 32-bit key is hashed and stored as a tag, and the one-minute window of bruteforce
+    # adds 5 ages of 16 bits and the last 32-bit time to every entry (159 bits): the 25F
+    # holds 4,096 entries, the 85F 16,384
+    ("bruteforce", "ulx3s-25f", ("table", 4096)),
+    ("bruteforce", "ulx3s-85f", ("table", 16384)),
     ("marathon", "icebreaker", ("table", 2048)),
     # no table fits the iCEstick beside its logic: the pipeline stays
     ("marathon", "icestick", ("pipeline", 256)),
