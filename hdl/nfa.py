@@ -45,7 +45,7 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
 
     ``active``: one bit per state (bit *i* = ``nfa.states[i]``). Under WITHIN, also ``last``:
     the partition's last tuple's value of each ORDER BY field, and ``ages``: for every state
-    of a query with a window that a run reaches from another state (:func:`aged_states`), how
+    of a query with a window that is not a start state (:func:`aged_states`), how
     long before that last tuple the latest run in it began (:func:`age_bits` of the window;
     meaningless while the state is inactive). A start state needs none: a run in it began at
     the last tuple, age 0. Without a window the layout is ``active`` alone, so the state
@@ -64,9 +64,10 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
 
 def aged_states(nfa: Nfa) -> list[int]:
     """The states whose runs' ages a partition stores: those of a query with a window that
-    are not start states and that another state activates."""
+    are not start states (a function of the queries and their windows only, not of the
+    wiring)."""
     return [s.index for s in nfa.states if nfa.queries[s.query].window is not None
-            and not s.start and s.activation]
+            and not s.start]
 
 
 def _earliest(candidates: list[tuple[Value, Value]]) -> tuple[Value, Value]:

@@ -208,9 +208,9 @@ def test_sim_equals_match_with_a_window(tmp_path, capsys):
 
 
 def test_engine_state_holds_ages_and_the_last_time():
-    """Under WITHIN a partition keeps an age per state of a windowed query that a run reaches
-    from another (6 bits for a window of 60: the second A; the first is a start state, whose
-    runs are always 0 old) and the ORDER BY field of its last tuple (16 bits), beside the
+    """Under WITHIN a partition keeps an age per state of a windowed query but its start
+    states (6 bits for a window of 60: the second A; the first is a start state, whose runs
+    are always 0 old) and the ORDER BY field of its last tuple (16 bits), beside the
     state bits."""
     pytest.importorskip("amaranth")
     from nfacep.hdl.nfa import age_bits, state_layout
