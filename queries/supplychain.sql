@@ -6,6 +6,9 @@
 -- ato: payment and a change of shipping address right after each other (in either order),
 --   then an express shipment worth 200.00 or more: the classic account-takeover fraud, where
 --   the attacker redirects an expensive parcel. One alert per order (SKIP PAST LAST ROW).
+--   What counts as expensive is a runtime parameter, :big (cents, compared with amount):
+--   fraud teams move it while the stream runs, without building anything again. The data
+--   are planted for --param big=20000 (queries/parameters.json).
 -- All four queries share one engine: same stream, same partition key order_id.
 
 CREATE STREAM orders (
@@ -57,5 +60,5 @@ MATCH_RECOGNIZE (
     DEFINE
         PAY   AS status = 'PAID',
         ADDR  AS status = 'ADDRESS_CHANGED',
-        XSHIP AS status = 'SHIPPED' AND express = TRUE AND amount >= 20000
+        XSHIP AS status = 'SHIPPED' AND express = TRUE AND amount >= :big
 ) AS ato;

@@ -10,6 +10,7 @@ import random
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from bundled import param_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import scenarios, streams
@@ -112,7 +113,7 @@ def check(nfa, data, values=None, **params):
 def test_bundled_query(name):
     nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
     data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
-    bits, _ = check(nfa, data, partitions=64, seed=len(name))
+    bits, _ = check(nfa, data, param_values(name, nfa), partitions=64, seed=len(name))
     assert bits
 
 

@@ -15,6 +15,7 @@ import pathlib
 import shutil
 
 import pytest
+from bundled import param_args, param_values
 
 import nfacep
 import nfacep.tuples
@@ -44,7 +45,7 @@ def test_query_compiles_without_warnings(name):
 def test_match_reproduces_expected(name, tmp_path):
     out = tmp_path / "m.csv"
     assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
-                 "--output", str(out)]) == 0
+                 "--output", str(out), *param_args(name)]) == 0
     assert out.read_text() == (QUERIES / f"{name}.matches.csv").read_text()
 
 
@@ -96,10 +97,13 @@ def test_generator_converts_predicates_faithfully(name):
     converter = tool.PredicateConverter(program.schema)
     converted = [(converter.pred(e), e) for q in program.queries
                  for e in q.predicates.values() if e is not None]
-    table = tool.oracle_rows(tuples, program.schema, converter.derived)
+    table = tool.oracle_rows(tuples, program.schema, converter.derived,
+                             tool.parameter_values(name, program))
+    values = param_values(name, nfacep.compile_file(str(QUERIES / f"{name}.sql")))
+    columns = {**tuples.columns, **(values.columns(tuples.n) if values else {})}
     for pred, expr in converted:
         theirs = [tool.oracle.eval_pred(pred, row) for row in table]
-        ours = evaluate(expr, tuples.columns, tuples.n).tolist()
+        ours = evaluate(expr, columns, tuples.n).tolist()
         assert theirs == ours, (name, render(expr), pred)
         assert any(ours), (name, render(expr))  # each predicate holds somewhere
 

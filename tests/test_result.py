@@ -8,6 +8,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from bundled import param_values
 
 import nfacep
 from nfacep import reference, tuples, wire
@@ -31,7 +32,7 @@ def test_records_round_trip_through_the_wire_format(name, partitions):
     the same result back: the path every record-emitting back-end takes."""
     nfa, data = bundled(name)
     params = EngineParams(partitions=partitions, tick_tuples=4, timer_bits=3)  # with drops
-    want = reference.run(nfa, data, params)
+    want = reference.run(nfa, data, params, values=param_values(name, nfa))
     assert len(want.drops) and len(want.seqs)
     records = want.records(nfa, data)
     assert [r.seq for r in records] == sorted({*want.seqs.tolist(), *want.drop_seqs})

@@ -21,6 +21,7 @@ import sys
 
 import numpy as np
 import pytest
+from bundled import param_args
 
 from nfacep import compile_file, sim, tuples, wire
 from nfacep.backend import run_files
@@ -54,7 +55,7 @@ def require(simulator: str) -> None:
 def reference(tmp_path, name: str, *params: str) -> tuple[str, dict]:
     out = tmp_path / "reference.csv"
     assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
-                 "--output", str(out), *params]) == 0
+                 "--output", str(out), *params, *param_args(name)]) == 0
     return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
 
 
@@ -62,7 +63,7 @@ def simulate(tmp_path, sim_cache, name: str, *params: str) -> tuple[str, dict]:
     out = tmp_path / "sim.csv"
     assert main(["sim", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
                  "--output", str(out), "--build-dir", str(sim_cache), "--check",
-                 *params]) == 0
+                 *params, *param_args(name)]) == 0
     return out.read_text(), json.loads((tmp_path / "sim.summary.json").read_text())
 
 

@@ -14,6 +14,7 @@ import pathlib
 import shutil
 
 import pytest
+from bundled import param_texts
 
 from nfacep import sim
 from nfacep.cli import main as tb_main
@@ -51,7 +52,7 @@ def build_dir(tmp_path_factory):
 
 def make(spark, out, query, engine, **options):
     opts = Options(**{"tuples": 3000, "block_tuples": 1024, "seed": 5, **options})
-    job = vectors.prepare(query, opts, str(out), params=engine)
+    job = vectors.prepare(query, opts, str(out), params=engine, param_texts=param_texts(query))
     return vectors.run(spark, job, tasks=2)
 
 

@@ -15,6 +15,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from bundled import param_texts
 from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
 
 import nfacep
@@ -60,7 +61,7 @@ def spark():
 def make(spark, out, query=FIRE, *, tasks=2, engine=None, expected="auto", **options):
     opts = Options(**{**SMALL, "seed": 7, "keys": 24, **options})
     job = vectors.prepare(str(query), opts, str(out), params=engine or EngineParams(),
-                          expected=expected)
+                          expected=expected, param_texts=param_texts(query))
     return vectors.run(spark, job, tasks=tasks)
 
 
@@ -86,8 +87,9 @@ def run_match(tmp_path, query, vectors_dir, *args):
     single = tmp_path / "tuples.parquet"
     pq.write_table(tuples, single)
     out = tmp_path / "matches.csv"
+    params = [arg for text in param_texts(query) for arg in ("--param", text)]
     assert nfacep_main(["match", str(query), "--input", str(single), "--output", str(out),
-                        *args]) == 0
+                        *args, *params]) == 0
     with open(out, newline="") as f:
         rows = [(int(r["seq"]), r["query"], r["partition"] or None) for r in csv.DictReader(f)]
     summary = json.loads((tmp_path / "matches.summary.json").read_text())

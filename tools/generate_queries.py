@@ -41,7 +41,9 @@ import argparse
 import csv
 import functools
 import itertools
+import json
 import random
+import struct
 import sys
 from pathlib import Path
 
@@ -49,9 +51,9 @@ import nfacep
 import nfacep.tuples
 from nfacep import ast
 from nfacep.check import CheckedQuery, Program, Schema
-from nfacep.predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, PExpr, render
+from nfacep.predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, Param, PExpr, render
 from nfacep.tuples import Tuples
-from nfacep.types import BoolType, EnumType
+from nfacep.types import BoolType, EnumType, Float32Type
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
@@ -778,6 +780,8 @@ class PredicateConverter:
     def _compare(self, op: str, left: PExpr, right: PExpr) -> tuple:
         if isinstance(left, Const):
             left, right, op = right, left, _FLIP.get(op, op)
+        if isinstance(right, Param):  # its value is each row's ":name" (oracle_rows)
+            return ("cmpp", self._column(left), op, right.name)
         if isinstance(right, Const):
             return ("cmp", self._column(left), op, _literal(right))
         return ("cmpf", self._column(left), op, self._column(right))
@@ -819,9 +823,12 @@ def _arith(e: PExpr, row: dict) -> int:
     raise TypeError(e)
 
 
-def oracle_rows(tuples: Tuples, schema: Schema, derived: dict[str, Arith]) -> list[dict]:
+def oracle_rows(tuples: Tuples, schema: Schema, derived: dict[str, Arith],
+                parameters: dict[str, object] | None = None) -> list[dict]:
     """The tuples as the oracle reads them: one dict of Python values per row (ENUM as its
-    label, FLOAT32 as the exact float), plus the derived columns of :class:`PredicateConverter`.
+    label, FLOAT32 as the exact float), plus the derived columns of :class:`PredicateConverter`
+    and the runtime parameters' values (``parameters``, :func:`parameter_values`) as the
+    oracle's ``":name"`` columns.
     """
     columns = []
     for f in schema.fields:
@@ -833,7 +840,32 @@ def oracle_rows(tuples: Tuples, schema: Schema, derived: dict[str, Arith]) -> li
     for name, e in derived.items():
         for row in rows:
             row[name] = _arith(e, row)
+    if parameters:
+        rows = oracle.with_parameters(rows, parameters, [])
     return rows
+
+
+def parameter_values(name: str, program: Program, folder: Path = QUERIES) -> dict[str, object]:
+    """The runtime parameters' values the data of ``name`` are planted for
+    (``parameters.json``), as the oracle compares them: integers, labels, floats, bools (read
+    here, not with nfacep's reader)."""
+    if not program.parameters:
+        return {}
+    given = json.loads((folder / "parameters.json").read_text()).get(name, {})
+    out = {}
+    for param, ty in program.parameters.items():
+        if param not in given:
+            raise CheckError(f"{folder / 'parameters.json'}: no value of :{param} for {name}")
+        text = given[param]
+        if isinstance(ty, EnumType):
+            out[param] = text
+        elif isinstance(ty, BoolType):
+            out[param] = text.lower() == "true"
+        elif isinstance(ty, Float32Type):
+            out[param] = float(struct.unpack("<f", struct.pack("<f", float(text)))[0])
+        else:
+            out[param] = int(text)
+    return out
 
 
 def _read_planted(path: Path) -> list[dict]:
@@ -863,7 +895,7 @@ def check(name: str, folder: Path = QUERIES, planted: list[dict] | None = None) 
         raise CheckError(str(err)) from None
     converter = PredicateConverter(schema)
     queries = [converter.query(q) for q in program.queries]
-    rows = oracle_rows(tuples, schema, converter.derived)
+    rows = oracle_rows(tuples, schema, converter.derived, parameter_values(name, program, folder))
     # as many partitions as tuples and no ticks: the partitioner never drops nor forgets one
     result = oracle.run(queries, rows, key, partitions=max(1, len(rows)), tick_tuples=0,
                         key_text=_fmt)

@@ -1,0 +1,31 @@
+"""The bundled example queries (``queries/``): the runtime parameters' values their data are
+planted for (``queries/parameters.json``), as every command and API takes them."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+QUERIES = pathlib.Path(__file__).resolve().parents[1] / "queries"
+VALUES: dict[str, dict[str, str]] = json.loads((QUERIES / "parameters.json").read_text())
+
+
+def param_args(name: str) -> list[str]:
+    """``--param name=value`` for each parameter of the bundled query file ``name``."""
+    return [arg for param, value in VALUES.get(name, {}).items()
+            for arg in ("--param", f"{param}={value}")]
+
+
+def param_texts(query) -> list[str]:
+    """``name=value`` of each parameter of a bundled query file (a path; none for others)."""
+    return [f"{p}={v}" for p, v in VALUES.get(pathlib.Path(query).stem, {}).items()]
+
+
+def param_values(name: str, nfa):
+    """The values as :class:`nfacep.settings.ParamValues` (None without parameters)."""
+    from nfacep.settings import ParamValues
+
+    if not nfa.program.parameters:
+        return None
+    return ParamValues.parse(nfa.program.parameters,
+                             [f"{p}={v}" for p, v in VALUES.get(name, {}).items()])
