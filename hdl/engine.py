@@ -250,20 +250,31 @@ class Engine(wiring.Component):
         switch_seq = Signal(self._seq_width, name="param_switch_seq")
         pending = Signal(name="param_pending")
         in_seq = Signal(self._seq_width, name="param_tuple_seq")
+        # whether the next tuple taken is at or after the switch's: registered, from the
+        # next values of the counter, the switch and the pending flag, so that the wide
+        # comparison is not in front of the decoder
         due = Signal(name="param_due")
+        in_seq_next = Signal.like(in_seq, name="param_tuple_seq_next")
+        switch_next = Signal.like(switch_seq, name="param_switch_seq_next")
+        pending_next = Signal(name="param_pending_next")
+        taken = self.i_stream.valid & self.i_stream.ready
+        written = self.i_params.valid & self.i_params.ready
         m.d.comb += [
-            due.eq(pending & ~(in_seq - switch_seq)[self._seq_width - 1]),
+            in_seq_next.eq(Mux(taken, in_seq + 1, in_seq)),
+            switch_next.eq(Mux(written, self.i_params.payload.seq, switch_seq)),
+            pending_next.eq(Mux(written, 1, pending & ~(taken & due))),
             decoder.params.eq(Mux(due, shadow, active)),
             self.param_values.eq(active),
             self.i_params.ready.eq(~pending),
         ]
-        with m.If(self.i_stream.valid & self.i_stream.ready):
-            m.d.sync += in_seq.eq(in_seq + 1)
-            with m.If(due):
-                m.d.sync += [active.eq(shadow), pending.eq(0)]
-        with m.If(self.i_params.valid & self.i_params.ready):
-            m.d.sync += [shadow.eq(self.i_params.payload.values),
-                         switch_seq.eq(self.i_params.payload.seq), pending.eq(1)]
+        m.d.sync += [
+            in_seq.eq(in_seq_next), switch_seq.eq(switch_next), pending.eq(pending_next),
+            due.eq(pending_next & ~(in_seq_next - switch_next)[self._seq_width - 1]),
+        ]
+        with m.If(taken & due):
+            m.d.sync += active.eq(shadow)
+        with m.If(written):
+            m.d.sync += shadow.eq(self.i_params.payload.values)
 
     def _record_filter(self, m: Module, results) -> None:
         """Keep the results of tuples that matched or were dropped, numbered by position, as

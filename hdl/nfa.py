@@ -100,15 +100,18 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     partition's last tuple, and it is live iff that is less than the window. The time since
     the last tuple is computed at the ORDER BY field's full width, so any gap is exact; a gap
     of the window or more (or a time before the last one) ends every run.
+
+    For a short critical path, the least stored age among a state's *active* predecessors is
+    found first (from the stored state alone, beside the time since the last tuple), and the
+    gap is added once: the youngest active predecessor is live iff any is, so that sum is the
+    state's age when it is less than the window, and no predecessor is live otherwise.
     """
     layout = state_layout(nfa)
     now = layout(state)
     aged = set(layout.members["ages"].members) if "ages" in layout.members else set()
     active = now.active
     n = len(nfa.states)
-    live = Signal(n, name=f"{prefix}live")
-    ages: dict[int, Value] = {}
-    m.d.comb += live.eq(active)
+    gaps: dict[int, Value] = {}  # per windowed query: the time since the last tuple, at most n
     if "last" in layout.members:
         if times is None:
             raise ValueError("a query has a window: next_state needs the tuple's times")
@@ -122,34 +125,34 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             # the time since the partition's last tuple, or the window when it is that much
             near = Signal(bits + 1, name=f"{prefix}{q.name}_gap")
             m.d.comb += near.eq(Mux((gap >= 0) & (gap < q.window), gap, q.window))
-            for i in q.states:
-                age = Signal(bits + 2, name=f"{prefix}{nfa.states[i].name}_age")
-                stored_age = now.ages[str(i)] if str(i) in aged else 0
-                m.d.comb += [age.eq(near + stored_age),
-                             live[i].eq(active[i] & (age < q.window))]
-                ages[i] = age
+            gaps[q.index] = near
+
+    def stored_age(i: int):
+        return now.ages[str(i)] if str(i) in aged else Const(0, 1)  # a start state: 0
+
     nxt = Signal(n, name=f"{prefix}next")
     stored = Signal(layout, name=f"{prefix}stored")
     for s in nfa.states:
         bit = Signal(name=f"{prefix}{s.name}_next")
         guard = Const(1) if s.predicate is None else predicates[s.predicate]
-        windowed = nfa.queries[s.query].window is not None
+        q = nfa.queries[s.query]
+        age = None
         if s.start:
             reached = Const(1)
-            age = Const(0)
-        elif s.activation:
+        elif s.activation and q.window is not None:
             order = sorted(s.activation)
-            if windowed:
-                reached, age = _earliest([(live[j], ages[j]) for j in order])
-            else:
-                reached = Value.cast(0)
-                for j in order:
-                    reached = reached | live[j]
+            any_active, youngest = _earliest([(active[j], stored_age(j)) for j in order])
+            age = Signal(age_bits(q.window) + 2, name=f"{prefix}{s.name}_age")
+            m.d.comb += age.eq(gaps[q.index] + youngest)
+            reached = any_active & (age < q.window)
+        elif s.activation:
+            reached = Value.cast(0)
+            for j in sorted(s.activation):
+                reached = reached | active[j]
         else:
             reached = Const(0)
-            age = Const(0)
         m.d.comb += [bit.eq(guard & reached), nxt[s.index].eq(bit)]
-        if str(s.index) in aged:
+        if str(s.index) in aged and age is not None:
             m.d.comb += stored.ages[str(s.index)].eq(age)
     if "last" in layout.members:
         m.d.comb += stored.last.eq(times)
