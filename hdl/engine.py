@@ -230,9 +230,13 @@ class Engine(wiring.Component):
             m.d.comb += inputs.eq(decoder.predicates)
         else:
             m.d.comb += inputs.predicates.eq(decoder.predicates)
-        if times is not None:  # the ORDER BY fields WITHIN measures in
-            for name, _ in times:
-                m.d.comb += inputs.times[name].eq(self.i_stream.payload[name])
+        if times is not None:  # the ORDER BY fields WITHIN measures in, and each window's limit
+            for name, _ in times.members["at"]:
+                m.d.comb += inputs.times.at[name].eq(self.i_stream.payload[name])
+            for q in self._nfa.queries:
+                if q.window is not None:
+                    t = Value.cast(self.i_stream.payload[q.order_field])
+                    m.d.comb += inputs.times.limit[str(q.index)].eq(t - q.window)
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += self.tuples.eq(self.tuples + 1)
         wiring.connect(m, queue.o_stream, matcher.i_stream)
@@ -241,40 +245,53 @@ class Engine(wiring.Component):
         """The parameter registers: the values in force, a shadow copy and the tuple number
         it applies from. A tuple taken at or after that number (modulo ``2**seq_width``,
         within half of it) is decoded with the shadow copy, which becomes the values in
-        force."""
+        force.
+
+        For a short path in front of the decoder, the values the next tuple is decoded with
+        are a register of their own (``param_current``), and whether the switch is due for
+        the next tuple is a registered flag: when the switch is written, a comparison of its
+        number with the tuples taken; afterwards, an equality with the tuple before it.
+        """
         layout = self._params_layout
-        # the values in force: a plain vector, so that its reset value is the packed values
-        active = Signal(layout.size, init=self._values.packed(self._values.initial),
-                        name="param_active")
+        w = self._seq_width
+        initial = self._values.packed(self._values.initial)
+        # plain vectors, so that their reset values are the packed values
+        active = Signal(layout.size, init=initial, name="param_active")
+        current = Signal(layout.size, init=initial, name="param_current")
         shadow = Signal(layout.size, name="param_shadow")
-        switch_seq = Signal(self._seq_width, name="param_switch_seq")
+        before = Signal(w, name="param_switch_before")  # the switch's tuple number - 1
         pending = Signal(name="param_pending")
-        in_seq = Signal(self._seq_width, name="param_tuple_seq")
-        # whether the next tuple taken is at or after the switch's: registered, from the
-        # next values of the counter, the switch and the pending flag, so that the wide
-        # comparison is not in front of the decoder
-        due = Signal(name="param_due")
-        in_seq_next = Signal.like(in_seq, name="param_tuple_seq_next")
-        switch_next = Signal.like(switch_seq, name="param_switch_seq_next")
-        pending_next = Signal(name="param_pending_next")
-        taken = self.i_stream.valid & self.i_stream.ready
-        written = self.i_params.valid & self.i_params.ready
+        due = Signal(name="param_due")  # the next tuple taken is at or after the switch's
+        in_seq = Signal(w, name="param_tuple_seq")  # the next tuple's number
+        in_seq_plus1 = Signal(w, init=1, name="param_tuple_seq_plus1")
+        taken = Signal(name="param_taken")
+        written = Signal(name="param_written")
+        due_next = Signal(name="param_due_next")
+        active_next = Signal.like(active, name="param_active_next")
+        shadow_next = Signal.like(shadow, name="param_shadow_next")
+        seq = self.i_params.payload.seq
+        passed = Signal(name="param_passed")  # a switch written now is due for the next tuple
         m.d.comb += [
-            in_seq_next.eq(Mux(taken, in_seq + 1, in_seq)),
-            switch_next.eq(Mux(written, self.i_params.payload.seq, switch_seq)),
-            pending_next.eq(Mux(written, 1, pending & ~(taken & due))),
-            decoder.params.eq(Mux(due, shadow, active)),
+            taken.eq(self.i_stream.valid & self.i_stream.ready),
+            written.eq(self.i_params.valid & self.i_params.ready),
+            passed.eq(~(in_seq - seq)[w - 1] | (taken & (seq == in_seq_plus1))),
+            due_next.eq(Mux(written, passed, pending & ~(taken & due)
+                            & (due | (taken & (in_seq == before))))),
+            active_next.eq(Mux(taken, current, active)),
+            shadow_next.eq(Mux(written, self.i_params.payload.values, shadow)),
+            decoder.params.eq(current),
             self.param_values.eq(active),
             self.i_params.ready.eq(~pending),
         ]
         m.d.sync += [
-            in_seq.eq(in_seq_next), switch_seq.eq(switch_next), pending.eq(pending_next),
-            due.eq(pending_next & ~(in_seq_next - switch_next)[self._seq_width - 1]),
+            active.eq(active_next), shadow.eq(shadow_next), due.eq(due_next),
+            current.eq(Mux(due_next, shadow_next, active_next)),
+            pending.eq(Mux(written, 1, pending & ~(taken & due))),
         ]
-        with m.If(taken & due):
-            m.d.sync += active.eq(shadow)
+        with m.If(taken):
+            m.d.sync += [in_seq.eq(in_seq_plus1), in_seq_plus1.eq(in_seq_plus1 + 1)]
         with m.If(written):
-            m.d.sync += shadow.eq(self.i_params.payload.values)
+            m.d.sync += before.eq(seq - 1)
 
     def _record_filter(self, m: Module, results) -> None:
         """Keep the results of tuples that matched or were dropped, numbered by position, as

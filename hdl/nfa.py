@@ -12,7 +12,7 @@ keeps the age of its latest run, and the partition keeps the time of its last tu
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -22,7 +22,7 @@ from .layout import field_shape
 from .queue import StreamBuffer
 
 __all__ = ["NfaMatcher", "age_bits", "aged_states", "matcher_signature", "next_state",
-           "state_layout", "times_layout"]
+           "order_layout", "state_layout", "times_layout"]
 
 
 def age_bits(window: int) -> int:
@@ -30,14 +30,31 @@ def age_bits(window: int) -> int:
     return max(1, (window - 1).bit_length())
 
 
-def times_layout(nfa: Nfa) -> data.StructLayout | None:
-    """Per tuple, the value of every ORDER BY field a WITHIN query measures its window in
-    (``None`` when no query has a window)."""
+def order_layout(nfa: Nfa) -> data.StructLayout | None:
+    """The value of every ORDER BY field a WITHIN query measures its window in (``None`` when
+    no query has a window): what a partition keeps of its last tuple."""
     fields = sorted({q.order_field for q in nfa.queries if q.window is not None})
     if not fields:
         return None
     schema = nfa.program.schema
     return data.StructLayout({f: field_shape(schema.field(f).type) for f in fields})
+
+
+def times_layout(nfa: Nfa) -> data.StructLayout | None:
+    """What the NFA needs of a tuple under WITHIN (``None`` without a window): ``at``, its
+    ORDER BY values (:func:`order_layout`), and ``limit``, for each windowed query (by index),
+    its ORDER BY value minus the window, computed before the partition store so that the
+    update only compares it (a partition's last tuple at or before the limit is too old)."""
+    at = order_layout(nfa)
+    if at is None:
+        return None
+    schema = nfa.program.schema
+    limits = {}
+    for q in nfa.queries:
+        if q.window is not None:
+            shape = field_shape(schema.field(q.order_field).type)
+            limits[str(q.index)] = signed(shape.width + 1)
+    return data.StructLayout({"at": at, "limit": data.StructLayout(limits)})
 
 
 def state_layout(nfa: Nfa) -> data.StructLayout:
@@ -52,7 +69,7 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
     vector is the paper's bit vector.
     """
     fields = {"active": len(nfa.states)}
-    times = times_layout(nfa)
+    times = order_layout(nfa)
     if times is not None:
         aged = aged_states(nfa)
         if aged:
@@ -116,16 +133,21 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
         if times is None:
             raise ValueError("a query has a window: next_state needs the tuple's times")
         if not isinstance(times, data.View):
-            times = layout.members["last"](times)
+            times = times_layout(nfa)(times)
         for q in nfa.queries:
             if q.window is None:
                 continue
             bits = age_bits(q.window)
-            gap = Value.cast(times[q.order_field]) - Value.cast(now.last[q.order_field])
-            # the time since the partition's last tuple, or the window when it is that much
+            t = Value.cast(times.at[q.order_field])
+            last = Value.cast(now.last[q.order_field])
+            # the last tuple is the window or more before this one (or after it): two
+            # comparisons at full width, side by side, and no subtraction before them
+            far = Signal(name=f"{prefix}{q.name}_far")
+            m.d.comb += far.eq((t < last) | (Value.cast(times.limit[str(q.index)]) >= last))
+            # the time since then, exact when not far: the low bits of the difference
             near = Signal(bits + 1, name=f"{prefix}{q.name}_gap")
-            m.d.comb += near.eq(Mux((gap >= 0) & (gap < q.window), gap, q.window))
-            gaps[q.index] = near
+            m.d.comb += near.eq(t.as_unsigned()[:bits + 1] - last.as_unsigned()[:bits + 1])
+            gaps[q.index] = (near, far)
 
     def stored_age(i: int):
         return now.ages[str(i)] if str(i) in aged else Const(0, 1)  # a start state: 0
@@ -143,8 +165,9 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             order = sorted(s.activation)
             any_active, youngest = _earliest([(active[j], stored_age(j)) for j in order])
             age = Signal(age_bits(q.window) + 2, name=f"{prefix}{s.name}_age")
-            m.d.comb += age.eq(gaps[q.index] + youngest)
-            reached = any_active & (age < q.window)
+            near, far = gaps[q.index]
+            m.d.comb += age.eq(near + youngest)
+            reached = any_active & ~far & (age < q.window)
         elif s.activation:
             reached = Value.cast(0)
             for j in sorted(s.activation):
@@ -155,7 +178,7 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
         if str(s.index) in aged and age is not None:
             m.d.comb += stored.ages[str(s.index)].eq(age)
     if "last" in layout.members:
-        m.d.comb += stored.last.eq(times)
+        m.d.comb += stored.last.eq(times.at)
     matches = Signal(len(nfa.queries), name=f"{prefix}matches")
     m.d.comb += stored.active.eq(nxt)
     for q in nfa.queries:

@@ -450,6 +450,14 @@ def test_parameter_values_after_reset_and_in_force():
             await stream_put(ctx, dut.i_stream, 0)
         seen["after"] = ctx.get(dut.param_values.as_value())
         seen["ready"] = ctx.get(dut.i_params.ready)
+        # a switch whose tuple (1) has passed takes effect at the next tuple taken (3)
+        await stream_put(ctx, dut.i_params, values.packed({**values.initial, "lo": -2})
+                         | 1 << dut.param_values.shape().size)
+        await ctx.tick().repeat(3)
+        seen["idle"] = ctx.get(dut.param_values.as_value())
+        await stream_put(ctx, dut.i_stream, 0)
+        await ctx.tick()
+        seen["late"] = ctx.get(dut.param_values.as_value())
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -457,5 +465,7 @@ def test_parameter_values_after_reset_and_in_force():
     sim.run()
     assert seen["reset"] == values.packed(values.initial)
     assert seen["after"] == values.packed({**values.initial, "lo": 5}) and seen["ready"]
+    assert seen["idle"] == seen["after"]  # no tuple yet: nothing switches
+    assert seen["late"] == values.packed({**values.initial, "lo": -2})
     with pytest.raises(nfacep.errors.UsageError, match="need values: --param lo="):
         Engine(nfa)

@@ -381,7 +381,8 @@ def test_sidecar_packing_agrees_with_wire(tmp_path):
     for name in NAMES:
         q = str(QUERIES / f"{name}.sql")
         engine = tmp_path / f"{name}.v"
-        assert main(["verilog", q, "-o", str(engine), "--partitions", "1"]) == 0
+        assert main(["verilog", q, "-o", str(engine), "--partitions", "1",
+                     *param_args(name)]) == 0
         sidecar = json.loads(engine.with_suffix(".json").read_text())
         nfa = compile_file(q)
         data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
