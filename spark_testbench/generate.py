@@ -679,8 +679,9 @@ class Generator:
             if not lib:
                 never = sorted(v for (name, v), pool in pools.items()
                                if name == q.name and pool is None)
-                why = (f"no generated tuple satisfies {', '.join(never)}" if never else
-                       "no sequence of generated tuples drawn from its pattern matched")
+                why = "nothing planted: " + (
+                    f"no generated tuple satisfies {', '.join(never)}" if never else
+                    "no sequence of generated tuples drawn from its pattern matched")
                 self.unplanted[q.name] = why
             self.templates.append(lib)
 
