@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from bundled import param_values
 
 import nfacep
 from nfacep.backend import read_input
@@ -225,7 +226,8 @@ def check(seed: Seed, kind: str, data: bytes, folder: str) -> tuple[str, str]:
         os.unlink(path)
     assert all(len(c) == tuples.n for c in tuples.columns.values())
     # downstream of the reader: the matcher with a small, ticking partitioner
-    Reference().run(nfa, tuples, EngineParams(partitions=4, tick_tuples=3, timer_bits=2))
+    Reference().run(nfa, tuples, EngineParams(partitions=4, tick_tuples=3, timer_bits=2),
+                    param_values(seed.name, nfa))
     return "accepted", ""
 
 
