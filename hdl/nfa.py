@@ -114,9 +114,11 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     Under WITHIN a state also carries its age (DESIGN: the latest start of the runs in it): a
     start state takes age 0, a state reached from others the least age among its live
     predecessors, where a predecessor's age now is its stored age plus the time since the
-    partition's last tuple, and it is live iff that is less than the window. The time since
-    the last tuple is computed at the ORDER BY field's full width, so any gap is exact; a gap
-    of the window or more (or a time before the last one) ends every run.
+    partition's last tuple, and it is live iff that is less than the window. Whether the last
+    tuple is the window or more back is judged at the ORDER BY field's full width (the
+    tuple's time against the last, and its time minus the window, :func:`times_layout`,
+    against the last), so any gap is exact; such a gap (or a time before the last one) ends
+    every run.
 
     For a short critical path, the least stored age among a state's *active* predecessors is
     found first (from the stored state alone, beside the time since the last tuple), and the
@@ -128,7 +130,9 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     aged = set(layout.members["ages"].members) if "ages" in layout.members else set()
     active = now.active
     n = len(nfa.states)
-    gaps: dict[int, Value] = {}  # per windowed query: the time since the last tuple, at most n
+    # per windowed query: (the low bits of the time since the last tuple, whether that is the
+    # window or more)
+    gaps: dict[int, tuple[Value, Value]] = {}
     if "last" in layout.members:
         if times is None:
             raise ValueError("a query has a window: next_state needs the tuple's times")
