@@ -318,3 +318,37 @@ def test_vectors_and_regress_take_starting_values(tmp_path, capsys):
                  "--master", "local[2]", "--quiet", "--param", "lo=1@5", "--param",
                  "last=A"]) == 2
     assert "not switches (@seq)" in capsys.readouterr().err
+
+
+def test_sim_refuses_verilog_emitted_with_other_values(tmp_path, capsys):
+    """A Verilog file from ``nfacep verilog --param`` starts with its values: simulating it
+    (``Simulation(engine=…)``, as ``regress`` does) with other values is refused before the
+    simulator runs."""
+    from nfacep import sim, tuples
+
+    q, t = sim_files(tmp_path)
+    engine = str(tmp_path / "e.v")
+    assert main(["verilog", q, "-o", engine, *SIM_VALUES[:8]]) == 0
+    nfa = nfacep.compile_file(q)
+    data = tuples.read(t, nfa.program.schema)
+    other = ParamValues.parse(nfa.program.parameters,
+                              ["hot=11", "zone=a", "lim=1.0", "flag=true"])
+    simulation = sim.Simulation("icarus", engine=engine, build_dir=tmp_path / "cache")
+    with pytest.raises(UsageError, match="emitted with other runtime parameter values"):
+        simulation.run(nfa, data, nfacep.params.EngineParams(), other)
+
+
+def test_manifest_values_are_checked():
+    pytest.importorskip("pyspark")
+    from nfacep.spark_testbench.vectors import manifest_values
+
+    nfa = nfacep.compile_text(SIM_QUERY)
+    with pytest.raises(UsageError, match=r"m\.json: no runtime_parameters for the queries' "
+                                         r"parameters"):
+        manifest_values({}, nfa, "m.json")
+    with pytest.raises(UsageError, match=r"m\.json: runtime_parameters: --param hot=99999"):
+        manifest_values({"runtime_parameters": {"hot": 99999, "zone": "a", "lim": 1.0,
+                                                "flag": True}}, nfa, "m.json")
+    got = manifest_values({"runtime_parameters": {"hot": -5, "zone": "c", "lim": 0.1,
+                                                  "flag": False}}, nfa, "m.json")
+    assert got.initial == {"hot": -5, "zone": 2, "lim": float(np.float32(0.1)), "flag": False}
