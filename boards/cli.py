@@ -207,13 +207,8 @@ class Run(Command):
             board = UartBoard(args.port, baud=args.baud, timeout=args.timeout,
                               frame_tuples=args.frame_tuples, progress=_progress("run"))
         nfa = load_query(args.query)
-        if nfa.program.parameters:
-            raise UsageError(
-                "the queries have runtime parameters ("
-                + ", ".join(f":{n}" for n in nfa.program.parameters)
-                + "): the board starts with the values `nfacep build --param` gave it, but the "
-                "link cannot report or switch them yet, so `nfacep run` cannot say which "
-                "values its matches were found with; use `nfacep sim --param` (docs/commands.md)")
-        result = run_files(board, nfa, args.input, args.output, engine, query_file=args.query)
+        values = settings.from_args(nfa.program.parameters, args, switches=True, command="run")
+        result = run_files(board, nfa, args.input, args.output, engine, query_file=args.query,
+                           values=values)
         report(result, args.output)
         return 0

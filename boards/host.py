@@ -36,7 +36,7 @@ from .link.protocol import (
 )
 
 __all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard", "board_result",
-           "check_engine", "check_timeout"]
+           "check_engine", "check_no_parameters", "check_timeout"]
 
 #: The longest ``--timeout`` (a day): what a silent board is waited for.
 MAX_TIMEOUT = 86400.0
@@ -184,6 +184,19 @@ class _Session:
         return self.status
 
 
+def check_no_parameters(nfa: Nfa) -> None:
+    """A :class:`UsageError` for queries with runtime parameters: a board starts with the
+    values ``nfacep build --param`` gave it, but the link can neither switch nor report them
+    yet, so a run could not say which values its matches were found with."""
+    if nfa.program.parameters:
+        raise UsageError(
+            "the queries have runtime parameters ("
+            + ", ".join(f":{n}" for n in nfa.program.parameters)
+            + "): the board starts with the values `nfacep build --param` gave it, but the "
+            "link cannot report or switch them yet, so `nfacep run` cannot say which "
+            "values its matches were found with; use `nfacep sim --param` (docs/commands.md)")
+
+
 def check_engine(board: dict, nfa: Nfa, params: EngineParams, *, link: str,
                  error: type[NfacepError] | None = None) -> None:
     """Raise ``error`` (default :class:`NoBoardError`) unless ``board`` (its ``engine_id``,
@@ -263,10 +276,13 @@ class UartBoard:
         self.serial_port = serial_port
         self.progress = progress
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> BoardResult:
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
+            values=None) -> BoardResult:
         """Match ``tuples`` on the board. Raises :class:`NoBoardError` when no board (or one
         with another engine) answers and :class:`LinkError` when it stops answering or results
-        are lost."""
+        are lost; a :class:`UsageError` for queries with runtime parameters
+        (:func:`check_no_parameters`)."""
+        check_no_parameters(nfa)
         schema = nfa.program.schema
         tb = wire.tuple_bytes(schema)
         payload = wire.pack_bytes(schema, tuples)

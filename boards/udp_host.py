@@ -35,7 +35,15 @@ from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.tuples import Tuples
 
-from .host import BoardResult, LinkError, NoBoardError, board_result, check_engine, check_timeout
+from .host import (
+    BoardResult,
+    LinkError,
+    NoBoardError,
+    board_result,
+    check_engine,
+    check_no_parameters,
+    check_timeout,
+)
 from .link.eth.payload import (
     DEFAULT_ENDPOINT,
     FRAME_CLASSES,
@@ -287,10 +295,13 @@ class UdpBoard:
         self.retries = retries
         self.progress = progress
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams) -> UdpBoardResult:
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
+            values=None) -> UdpBoardResult:
         """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing
         answers, :class:`EngineMismatchError` when the board runs another engine (both exit
-        2) and :class:`LinkError` when packets are lost in every attempt."""
+        2), :class:`LinkError` when packets are lost in every attempt, and a
+        :class:`UsageError` for queries with runtime parameters (``check_no_parameters``)."""
+        check_no_parameters(nfa)
         schema = nfa.program.schema
         tb = wire.tuple_bytes(schema)
         per_mtu = max_tuples_per_packet(tb)

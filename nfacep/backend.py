@@ -68,7 +68,7 @@ def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output
         data, source = input, input.source
     else:
         data, source = read_input(input, nfa), input
-    result = backend.run(nfa, data, params, values) if values else backend.run(nfa, data, params)
+    result = backend.run(nfa, data, params, values)
     if output is not None:
         write(result, output, query_file=query_file, input=source)
     if result.failure is not None:

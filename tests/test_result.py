@@ -104,7 +104,7 @@ def test_run_files_checks_before_it_works_and_writes_nothing_on_error(tmp_path):
     nfa, _ = bundled("vshape")
 
     class Refuse:
-        def run(self, nfa, tuples, params):
+        def run(self, nfa, tuples, params, values=None):
             raise AssertionError("the back-end ran")
 
     with pytest.raises(UsageError, match="does not exist"):
@@ -123,7 +123,7 @@ def test_a_failed_result_is_written_then_raised(tmp_path):
     nfa, data = bundled("vshape")
 
     class Differs:
-        def run(self, nfa, tuples, params):
+        def run(self, nfa, tuples, params, values=None):
             result = reference.run(nfa, tuples, params)
             result.failure = nfacep.NfacepError("the records differ")
             return result

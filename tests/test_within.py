@@ -223,11 +223,11 @@ def test_engine_state_holds_ages_and_the_last_time():
     assert state_layout(plain).size == 2
 
 
-def test_check_board_counts_the_window_state(capsys):
+def test_check_board_counts_the_window_state(tmp_path, capsys):
     plain = QUERY.replace("WITHIN INTERVAL '1' MINUTE", "")
     got = {}
     for name, text in (("window", QUERY), ("plain", plain)):
-        path = f"/tmp/nfacep-within-{name}.sql"
+        path = str(tmp_path / f"{name}.sql")
         with open(path, "w") as f:
             f.write(text)
         try:
