@@ -291,6 +291,8 @@ class Query:
     order: tuple[Column, ...] = ()
     skip_past_last_row: bool = False
     within: Within | None = None
+    #: ``MEASURES FIRST(seq) AS start_seq``: where it is (None: not asked for)
+    start_seq: SourcePos | None = field(default=None, compare=False, repr=False)
     unsupported: tuple[Unsupported, ...] = ()
     form: str = "concise"
     pos: SourcePos | None = field(default=None, compare=False, repr=False)

@@ -56,6 +56,8 @@ class CheckedQuery:
     pos: SourcePos | None
     #: WITHIN: a match's first and last tuples differ by less than this in the ORDER BY field
     window: int | None = None
+    #: ``MEASURES FIRST(seq) AS start_seq``: matches report where they begin
+    start_seq: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,8 +243,12 @@ class _Checker:
                     severity="warning"))
         preds = {v: defined.get(v) for v in sorted(used)}
         window = None if q.within is None else self._window(q, schema)
+        if q.start_seq is not None and schema.field("seq") is not None:
+            raise QueryError(f"FIRST(seq) is the position of the tuple a match begins at, but "
+                             f"stream '{schema.name}' has a field named seq: rename the field",
+                             q.start_seq)
         return CheckedQuery(name, q.pattern, preds, q.skip_past_last_row, order, q.form, q.pos,
-                            window)
+                            window, start_seq=q.start_seq is not None)
 
     def _window(self, q: ast.Query, schema: Schema) -> int:
         """WITHIN's window in the ORDER BY field's units."""

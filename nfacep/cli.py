@@ -186,6 +186,8 @@ class Check(Command):
             order = f", ORDER BY {cq.order_field}" if cq.order_field else ""
             if cq.window is not None:
                 order += f", WITHIN {cq.window}"
+            if cq.start_seq:
+                order += ", reports start_seq"
             print(f"query {q.name}: {q.count} NFA states, {skip}{order}")
             for i in q.states:
                 st = nfa.states[i]

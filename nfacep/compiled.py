@@ -22,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["dfa_stream", "nfa_stream", "nfa_window_stream"]
+__all__ = ["dfa_stream", "nfa_start_stream", "nfa_stream"]
 
 # Position of the lowest set bit of a 64-bit word w: de Bruijn multiplication of w & -w
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
@@ -98,21 +98,27 @@ def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, 
 
 
 @_jit
-def nfa_window_stream(follow, start, accept, true, skip, window, ts, lut, packed, codes,
-                      admitted, fresh, n_keys):
-    """:func:`nfa_stream` under WITHIN: each active state also holds the latest start time of
-    the runs in it, ``ts`` of the tuple they began at (``ts`` as uint64, in stream order and
-    ascending). A state whose start is ``window`` or more before the tuple's ``ts`` is
-    inactive; a start state loads the tuple's ``ts``; a state reached from several takes the
-    latest of their starts."""
+def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed, codes,
+                     admitted, fresh, n_keys):
+    """:func:`nfa_stream` keeping, for each active state, the latest start of the runs in it:
+    the position (``seq``) of the tuple the latest of them began at. A start state's run
+    begins at the tuple; a state reached from several takes the latest of their starts.
+
+    Under WITHIN (``window`` > 0, ``ts`` each tuple's ORDER BY value as uint64, ascending in
+    stream order) a state whose start's ``ts`` is ``window`` or more before the tuple's is
+    inactive: as ``ts`` never decreases, the latest start is also the latest in time, so no
+    run through that state fits the window. Returns whether each tuple ends a match and, where
+    it does, the latest start of the runs that end there (-1 elsewhere).
+    """
     n = len(packed)
     words = len(start)
     states = follow.shape[0]
     state = np.zeros((n_keys, words), dtype=np.uint64)
-    began = np.zeros((n_keys, states), dtype=np.uint64)
+    began = np.zeros((n_keys, states), dtype=np.int64)
     reach = np.empty(words, dtype=np.uint64)
-    latest = np.zeros(states, dtype=np.uint64)
+    latest = np.zeros(states, dtype=np.int64)
     match = np.zeros(n, dtype=np.bool_)
+    first = np.full(n, -1, dtype=np.int64)
     zero, one = np.uint64(0), np.uint64(1)
     for i in range(n):
         if not admitted[i]:
@@ -130,7 +136,7 @@ def nfa_window_stream(follow, start, accept, true, skip, window, ts, lut, packed
                     j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
                     bits ^= low
                     b = began[c, j]
-                    if t - b >= window:  # too old: no run through j fits the window
+                    if window and t - ts[b] >= window:  # too old: no run through j fits
                         continue
                     for v in range(words):
                         nxt = follow[j, v] & true[x, v]
@@ -154,9 +160,16 @@ def nfa_window_stream(follow, start, accept, true, skip, window, ts, lut, packed
             reach[w] |= starts
             while starts:  # a run beginning here is the latest
                 lo = starts & (~starts + one)
-                latest[w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]] = t
+                latest[w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]] = i
                 starts ^= lo
-            hit |= (reach[w] & accept[w]) != 0
+            ends = reach[w] & accept[w]
+            hit |= ends != 0
+            while ends:  # the latest start among the runs that end here
+                lo = ends & (~ends + one)
+                b = latest[w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]]
+                if b > first[i]:
+                    first[i] = b
+                ends ^= lo
         match[i] = hit
         empty = hit and skip
         for w in range(words):
@@ -167,4 +180,4 @@ def nfa_window_stream(follow, start, accept, true, skip, window, ts, lut, packed
                 k = w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
                 began[c, k] = latest[k]
                 bits ^= lo
-    return match
+    return match, first

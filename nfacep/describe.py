@@ -51,7 +51,8 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
         queries.append({
             "name": q.name, "form": cq.form,
             "semantics": "skip past last row" if q.skip_past_last_row else "every end",
-            "order_by": cq.order_field, "within": cq.window, "state_count": q.count,
+            "order_by": cq.order_field, "within": cq.window, "start_seq": cq.start_seq,
+            "state_count": q.count,
             "states": _states(nfa, q, wiring=wiring),
         })
     return {
@@ -93,6 +94,9 @@ def explain_text(nfa: Nfa) -> str:
         semantics = "skip past last row" if q.skip_past_last_row else "every match end"
         if q.window is not None:
             semantics += f", WITHIN {q.window} ({q.order_field} units)"
+        if q.start_seq:
+            semantics += (", reports start_seq (each state keeps the latest start of its "
+                          "runs)")
         lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}, {semantics}")
         for i in q.states:
             s = nfa.states[i]

@@ -75,6 +75,8 @@ class QueryNfa:
     #: WITHIN: matches span less than this in ``order_field`` (None: no window)
     window: int | None = None
     order_field: str | None = None
+    #: ``MEASURES FIRST(seq) AS start_seq``: a match reports the latest start of its runs
+    start_seq: bool = False
 
     @property
     def states(self) -> range:
@@ -100,6 +102,8 @@ class Nfa:
             skip = " skip-past-last-row" if q.skip_past_last_row else ""
             if q.window is not None:
                 skip += f" within {q.window} ({q.order_field})"
+            if q.start_seq:
+                skip += " start_seq"
             lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}{skip}")
             for i in q.states:
                 s = self.states[i]
@@ -363,6 +367,6 @@ def build(program: Program) -> Nfa:
         budget = w.budget
         queries.append(QueryNfa(qi, q.name, first, len(w.leaves), q.skip_past_last_row,
                                 nullable=START in final, window=q.window,
-                                order_field=q.order_field))
+                                order_field=q.order_field, start_seq=q.start_seq))
     preds = tuple(Predicate(i, e) for e, i in sorted(predicates.items(), key=lambda kv: kv[1]))
     return Nfa(preds, tuple(states), tuple(queries), program)

@@ -17,10 +17,12 @@ batch of tuples:
    tuples grouped by partition (very long runs split into chunks whose start states are
    resolved by composing each chunk's state map). Both give the same result.
 
-   A query with WITHIN always runs the NFA: a DFA over predicate symbols cannot hold time.
-   Each active state also holds the latest start time (ORDER BY value) of the runs in it; a
-   start loads the tuple's time, a step takes the latest over the active predecessors, and a
-   state whose start is the window or more before the tuple's time is inactive.
+   A query with WITHIN or start_seq always runs the NFA: a DFA over predicate symbols cannot
+   hold starts. Each active state also holds the latest start (the position of the tuple the
+   latest of its runs began at); a start loads the tuple's position, a step takes the latest
+   over the active predecessors. A match reports the latest start among its accepting
+   states (start_seq). Under WITHIN a state whose start is the window or more before the
+   tuple (in ORDER BY values, which never decrease) is inactive.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ _MAX_DFA_STATES = 1 << 14
 #: operations). Loading the compiled loops (importing numba, reading its cache) takes about
 #: 0.4 s: the DFA's loop, about twice as fast as its array operations, wins that back only on
 #: several million tuples; the NFA's, a hundred times as fast, on some tens of thousands. Under
-#: WITHIN the array operations also carry start times (about 20 µs a tuple on one partition,
-#: three times the plain NFA's): the loop wins from some ten thousand.
-_COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000, "window": 10_000}
+#: WITHIN or start_seq the array operations also carry starts (about 20 µs a tuple on one
+#: partition, three times the plain NFA's): the loop wins from some ten thousand.
+_COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000, "tracked": 10_000}
 
 
 def _loops():
@@ -282,12 +284,15 @@ def _run_dfa(d: dfa_mod.Dfa, sym, seg_starts, seg_lens) -> np.ndarray:
 
 
 def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens,
-             ts=None) -> np.ndarray:
-    """Bit-matrix simulation of the NFA: for DFAs too large to tabulate, and for WITHIN.
+             order=None, ts=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Bit-matrix simulation of the NFA: for DFAs too large to tabulate, for WITHIN and for
+    start_seq. Returns whether each tuple (in the order of ``sym``) ends a match and, when
+    ``order`` is given, the latest start of the runs that end there (-1 elsewhere).
 
-    Under WITHIN (``ts``: each tuple's ORDER BY value as uint64, in the order of ``sym``) each
-    state also holds the latest start time of its runs, as
-    :func:`nfacep.compiled.nfa_window_stream` keeps it."""
+    With ``order`` (the position in the stream of each tuple of ``sym``) each state also holds
+    the latest start (a position) of its runs, as :func:`nfacep.compiled.nfa_start_stream`
+    keeps it; under WITHIN (``ts``: each tuple's ORDER BY value as uint64, in stream order) a
+    state whose start is the window or more before the tuple is inactive."""
     m = q.count
     follow = np.zeros((m, m), dtype=np.uint8)
     start = np.zeros(m, dtype=bool)
@@ -300,31 +305,34 @@ def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens,
             follow[j - q.first, i - q.first] = 1
     true = np.array([[(mask >> b) & 1 for b in range(m)] for mask in masks], dtype=bool)
     match = np.zeros(len(sym), dtype=bool)
+    first = np.full(len(sym), -1, dtype=np.int64) if order is not None else None
     _order, st, active = _by_length(seg_starts, seg_lens)
     state = np.zeros((len(st), m), dtype=bool)
-    began = np.zeros((len(st), m), dtype=np.uint64) if ts is not None else None
+    began = np.zeros((len(st), m), dtype=np.int64) if order is not None else None
     for r, k in enumerate(active.tolist()):
         pos = st[:k] + r
         live = state[:k]
         if ts is not None:  # a state whose runs began too long ago is inactive
-            t = ts[pos]
-            live = live & (t[:, None] - began[:k] < np.uint64(q.window))
+            t = ts[order[pos]]
+            live = live & (t[:, None] - ts[began[:k]] < np.uint64(q.window))
         reach = (live.astype(np.uint8) @ follow) > 0
         nxt = true[sym[pos]] & (reach | start)
-        if ts is not None:  # the latest start over the predecessors; a start state's is now
-            latest = np.zeros((k, m), dtype=np.uint64)
+        if order is not None:  # the latest start over the predecessors; a start state's is now
+            latest = np.full((k, m), -1, dtype=np.int64)
             for j in np.flatnonzero(live.any(axis=0)).tolist():
                 to = follow[j] > 0
-                carry = np.where(live[:, j], began[:k, j], np.uint64(0))
+                carry = np.where(live[:, j], began[:k, j], -1)
                 latest[:, to] = np.maximum(latest[:, to], carry[:, None])
-            latest[:, start] = t[:, None]
-            began[:k] = latest
+            latest[:, start] = order[pos][:, None]
+            began[:k] = np.maximum(latest, 0)
+            first[pos] = np.where(nxt & accept, latest, -1).max(axis=1)
         hit = (nxt & accept).any(axis=1)
         match[pos] = hit
         if q.skip_past_last_row:
             nxt[hit] = False
         state[:k] = nxt
-    return match
+    return match, first
+
 
 def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         engine: str = "auto", compiled: bool | None = None,
@@ -365,7 +373,7 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         admitted, fresh = a.admitted, a.fresh
     n_keys = 1 if key_values is None else len(key_values)
     grouped = None
-    all_seq, all_q = [], []
+    all_seq, all_q, all_first = [], [], []
     engines = {}
     for q in nfa.queries:
         vectors, packed, lut = symbols(nfa, q, tuples, admitted, decoder)
@@ -373,8 +381,10 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         chosen = engine
         d = None
         ts = None
-        if q.window is not None:  # a DFA cannot hold start times: always the NFA
+        tracked = q.window is not None or q.start_seq  # each state keeps its runs' start
+        if q.window is not None:
             ts = timestamps(tuples.columns[q.order_field])
+        if tracked:  # a DFA cannot hold starts: always the NFA
             chosen = "nfa"
         elif engine in ("auto", "dfa"):
             try:
@@ -387,18 +397,22 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         engines[q.name] = chosen
         loops = None
         if compiled or (compiled is None
-                        and n >= _COMPILED_FROM["window" if ts is not None else chosen]):
+                        and n >= _COMPILED_FROM["tracked" if tracked else chosen]):
             loops = _loops()
+        first = None
         if loops is not None:
             stream = (lut, packed, codes, admitted, fresh, n_keys)
             if chosen == "dfa":
                 match = loops.dfa_stream(d.table, d.accept, *stream)
-            elif ts is not None:
-                match = loops.nfa_window_stream(*_nfa_words(nfa, q, masks),
-                                                np.uint64(q.window), ts, *stream)
+            elif tracked:
+                match, first = loops.nfa_start_stream(
+                    *_nfa_words(nfa, q, masks), np.uint64(q.window or 0),
+                    np.zeros(n, dtype=np.uint64) if ts is None else ts, *stream)
             else:
                 match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream)
             seqs = np.flatnonzero(match)
+            if first is not None:
+                first = first[seqs]
         else:
             if grouped is None:
                 grouped = _grouped(codes, admitted, fresh)
@@ -407,18 +421,27 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
             if chosen == "dfa":
                 match = _run_dfa(d, sym, heads, seg_lens)
             else:
-                match = _run_nfa(nfa, q, masks, sym, heads, seg_lens,
-                                 None if ts is None else ts[order])
-            seqs = np.sort(order[match])
+                match, first = _run_nfa(nfa, q, masks, sym, heads, seg_lens,
+                                        order if tracked else None, ts)
+            seqs = order[match]
+            sort = np.argsort(seqs, kind="stable")
+            seqs = seqs[sort]
+            if first is not None:
+                first = first[match][sort]
+        if q.start_seq:
+            all_first.append(first)
+        else:
+            all_first.append(np.full(len(seqs), -1, dtype=np.int64))
         all_seq.append(seqs)
         all_q.append(np.full(len(seqs), q.index, dtype=np.int64))
     seqs = np.concatenate(all_seq) if all_seq else np.zeros(0, dtype=np.int64)
     qs = np.concatenate(all_q) if all_q else np.zeros(0, dtype=np.int64)
+    firsts = np.concatenate(all_first) if all_first else np.zeros(0, dtype=np.int64)
     names = tuple(q.name for q in nfa.queries)
     if len(names) > 1:
         rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # query name order
         sort = np.lexsort((rank[qs], seqs))
-        seqs, qs = seqs[sort], qs[sort]
+        seqs, qs, firsts = seqs[sort], qs[sort], firsts[sort]
     if key_field is None:
         parts: list[str | None] = [None] * len(seqs)
     else:
@@ -430,7 +453,8 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         parts = texts[matched].tolist()
     return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
                            drops=np.flatnonzero(~admitted), params=params, engines=engines,
-                           values=values or None)
+                           values=values or None,
+                           starts=firsts if any(q.start_seq for q in nfa.queries) else None)
 
 
 def timestamps(column: np.ndarray) -> np.ndarray:

@@ -27,7 +27,7 @@ from .output import atomic_files, summary_path
 from .params import EngineParams
 from .settings import ParamValues
 from .tuples import Tuples, format_value
-from .wire import Record, field_text, raw_column
+from .wire import SEQ_BITS, Record, field_text, raw_column, start_queries
 
 __all__ = ["COUNTER_BITS", "Result", "report", "write"]
 
@@ -61,16 +61,23 @@ class Result:
     failure: Exception | None = field(default=None, repr=False)
     #: the runtime parameters' values over the stream (None: the queries have none)
     values: ParamValues | None = None
+    #: int64, where each match begins (the latest start of the runs that end at its tuple),
+    #: -1 for a query that does not report start_seq; None when none does
+    starts: np.ndarray | None = None
 
     #: the back-end's name, as the summary's ``backend`` says
     backend = "engine"
 
     @property
-    def matches(self) -> list[tuple[int, str, str | None]]:
-        """``(seq, query name, partition text)`` of every match, in order."""
-        return [(int(s), self.names[q], p)
-                for s, q, p in zip(self.seqs.tolist(), self.queries.tolist(), self.partitions,
-                                   strict=True)]
+    def matches(self) -> list[tuple]:
+        """``(seq, query name, partition text)`` of every match, in order; when a query
+        reports start_seq, ``(seq, query name, partition text, start)`` (start None for the
+        queries that do not)."""
+        rows = zip(self.seqs.tolist(), self.queries.tolist(), self.partitions, strict=True)
+        if self.starts is None:
+            return [(int(s), self.names[q], p) for s, q, p in rows]
+        return [(int(s), self.names[q], p, None if b < 0 else b)
+                for (s, q, p), b in zip(rows, self.starts.tolist(), strict=True)]
 
     @property
     def drop_seqs(self) -> list[int]:
@@ -130,6 +137,7 @@ class Result:
         ty = program.schema.field(key).type if key else None
         names = tuple(q.name for q in nfa.queries)
         by_name = sorted(range(len(names)), key=names.__getitem__)  # the bits in name order
+        slot = {q: k for k, q in enumerate(start_queries(nfa))}  # its start in a record
         rows, drops = [], []
         for r in received:
             if r.seq >= n:
@@ -138,12 +146,20 @@ class Result:
                 drops.append(r.seq)
             if r.matches:
                 part = None if ty is None else field_text(r.partition, ty)
-                rows.extend((r.seq, q, part) for q in by_name if r.matches >> q & 1)
+                for q in by_name:
+                    if not r.matches >> q & 1:
+                        continue
+                    began = r.start(slot[q]) if q in slot else -1
+                    if began > r.seq:
+                        raise ValueError(f"a record says a match of {names[q]} at tuple "
+                                         f"{r.seq} began at tuple {began}, after it")
+                    rows.append((r.seq, q, part, began))
         rows.sort(key=lambda row: row[0])  # stable: name order within a tuple
         return cls(n=n, names=names,
-                   seqs=np.array([s for s, _, _ in rows], dtype=np.int64),
-                   queries=np.array([q for _, q, _ in rows], dtype=np.int64),
-                   partitions=[p for _, _, p in rows],
+                   seqs=np.array([row[0] for row in rows], dtype=np.int64),
+                   queries=np.array([row[1] for row in rows], dtype=np.int64),
+                   partitions=[row[2] for row in rows],
+                   starts=np.array([row[3] for row in rows], dtype=np.int64) if slot else None,
                    drops=np.array(sorted(drops), dtype=np.int64), params=params, **fields)
 
     def records(self, nfa: Nfa, tuples: Tuples) -> list[Record]:
@@ -152,10 +168,17 @@ class Result:
         key = nfa.program.partition_field
         keys = raw_column(nfa.program.schema, tuples, key).tolist() if key else None
         masks: dict[int, int] = {}
-        for s, q in zip(self.seqs.tolist(), self.queries.tolist(), strict=True):
+        starts: dict[int, int] = {}
+        slot = {q: k for k, q in enumerate(start_queries(nfa))}
+        began = (self.starts.tolist() if self.starts is not None
+                 else [-1] * len(self.seqs))
+        for s, q, b in zip(self.seqs.tolist(), self.queries.tolist(), began, strict=True):
             masks[s] = masks.get(s, 0) | 1 << q
+            if q in slot:
+                starts[s] = starts.get(s, 0) | b << (slot[q] * SEQ_BITS)
         drops = set(self.drop_seqs)
-        return [Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops))
+        return [Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops),
+                       starts.get(s, 0))
                 for s in sorted(masks.keys() | drops)]
 
 
@@ -170,15 +193,21 @@ def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[str | No
 
 def write(result: Result, output: str, *, query_file: str | None = None,
           input: str | None = None) -> None:
-    """Write the match CSV (``seq,query,partition``) to ``output`` and the summary beside it
+    """Write the match CSV (``seq,query,partition``, and ``start_seq`` when a query reports
+    it) to ``output`` and the summary beside it
     (:func:`nfacep.output.summary_path`): both or neither (a summary that cannot be written
     leaves the match file as it was)."""
     summary = result.summary(query_file=query_file, input=input)
     with atomic_files([output, summary_path(output)], newline="") as (f, g):
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(["seq", "query", "partition"])
-        w.writerows(zip(result.seqs.tolist(), [result.names[q] for q in result.queries.tolist()],
-                        ["" if p is None else p for p in result.partitions], strict=True))
+        columns = [result.seqs.tolist(), [result.names[q] for q in result.queries.tolist()],
+                   ["" if p is None else p for p in result.partitions]]
+        if result.starts is None:
+            w.writerow(["seq", "query", "partition"])
+        else:
+            w.writerow(["seq", "query", "partition", "start_seq"])
+            columns.append(["" if b < 0 else b for b in result.starts.tolist()])
+        w.writerows(zip(*columns, strict=True))
         json.dump(summary, g, indent=2)
         g.write("\n")
 

@@ -75,8 +75,18 @@ def _unquote(token: str) -> str:
     return token[1:-1].replace("''", "'")
 
 
+#: what the checker says of any MEASURES but FIRST(seq) AS start_seq
+_MEASURES = "MEASURES other than FIRST(seq) AS start_seq"
 _MEASURES_WHY = ("measures need values from several rows of a match, which the per-tuple "
-                 "hardware does not keep; matches are reported as (seq, query, partition)")
+                 "hardware does not keep; the one measure is FIRST(seq) AS start_seq, the "
+                 "position of the tuple a match begins at (docs/language.md)")
+
+
+def _is_start_seq(expr, alias) -> bool:
+    """Whether a measure is ``FIRST(seq) AS start_seq`` (names in any case)."""
+    return (isinstance(expr, ast.Call) and expr.name == "FIRST" and len(expr.args) == 1
+            and isinstance(expr.args[0], ast.Column) and expr.args[0].qualifier is None
+            and expr.args[0].name.lower() == "seq" and str(alias).lower() == "start_seq")
 
 _QUANT = re.compile(r"(\*|\+|\?|\{\s*(\d*)\s*(,\s*(\d*)\s*)?\})(\?)?")
 
@@ -162,10 +172,18 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def measures_clause(self, meta, kw, *measures):
-        return ("unsupported", ast.Unsupported("MEASURES", _MEASURES_WHY, pos=_pos(kw)))
+        measures = [m for m in measures if not isinstance(m, Token)]
+        for expr, _as, alias in measures:
+            if not _is_start_seq(expr, alias):
+                return ("unsupported", ast.Unsupported(_MEASURES, _MEASURES_WHY,
+                                                       pos=_pos(kw)))
+        if len(measures) > 1:
+            return ("unsupported", ast.Unsupported(
+                "MEASURES", "start_seq is listed more than once", pos=_pos(kw)))
+        return ("start_seq", _pos(kw))
 
-    def measure(self, *args):
-        return None
+    def measure(self, expr, as_kw, alias):
+        return (expr, as_kw, alias)
 
     def one_row(self, *args):
         return None
@@ -397,7 +415,7 @@ def _build_query(meta, clauses, *, form):
     unsupported = []
     name = stream = None
     name_pos = stream_pos = None
-    pattern = within = None
+    pattern = within = start_seq = None
     for clause in clauses:
         if clause is None or isinstance(clause, Token):
             continue
@@ -412,12 +430,15 @@ def _build_query(meta, clauses, *, form):
             unsupported.append(clause[1])
         elif kind == "pattern":
             _, pattern, within = clause
+        elif kind == "start_seq":
+            start_seq = clause[1]
         else:
             fields[kind] = clause[1]
     return ast.Query(
         pattern=pattern, defines=fields["define"], name=name, stream=stream,
         partition=fields["partition"], order=fields["order"],
-        skip_past_last_row=fields["skip"], within=within, unsupported=tuple(unsupported), form=form,
+        skip_past_last_row=fields["skip"], within=within, start_seq=start_seq,
+        unsupported=tuple(unsupported), form=form,
         pos=_pos(meta), name_pos=name_pos, stream_pos=stream_pos)
 
 
@@ -581,7 +602,7 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES":
         kw = next(t for t in reversed(before) if t.type == "MEASURES")
-        return QueryError(f"MEASURES is not supported: {_MEASURES_WHY}", _pos(kw))
+        return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", _pos(kw))
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
     if in_condition:
         call = _open_call(before)

@@ -24,10 +24,11 @@ straight between columns and bytes. All of them work column-wise on 64-bit words
 for millions of tuples; only the conversion to and from Python ints is per tuple.
 
 A match record is what the engine emits for a tuple that matched a query or was dropped:
-:func:`record_format` gives its fields (``seq``, ``partition``, ``matches``, ``dropped``, packed
-LSB-first in that order), and :class:`RecordFormat` encodes and decodes it. The gateware builds
-its record ``StructLayout`` from it; the simulation, the board host and the board model decode
-and encode records with it.
+:func:`record_format` gives its fields (``seq``, ``partition``, ``matches``, ``dropped``, and
+``starts`` where a query reports start_seq, packed LSB-first in that order), and
+:class:`RecordFormat` encodes and decodes it. The gateware builds its record ``StructLayout``
+from it; the simulation, the board host and the board model decode and encode records with
+it.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "pack_bytes",
     "raw_column",
     "record_format",
+    "start_queries",
     "to_bytes",
     "tuple_bytes",
     "tuple_width",
@@ -300,8 +302,10 @@ def raw_column(schema: Schema, tuples: Tuples, name: str) -> np.ndarray:
 
 #: Width of a record's ``seq``: the engine numbers its input tuples modulo ``2**SEQ_BITS``.
 SEQ_BITS = 48
-#: A record's fields, in order from bit 0.
-RECORD_FIELDS = ("seq", "partition", "matches", "dropped")
+#: A record's fields, in order from bit 0; ``starts`` only where a query reports start_seq.
+RECORD_FIELDS = ("seq", "partition", "matches", "dropped", "starts")
+#: The fields every record has.
+_REQUIRED_FIELDS = RECORD_FIELDS[:4]
 
 
 class Record(NamedTuple):
@@ -311,17 +315,32 @@ class Record(NamedTuple):
     partition: int  #: the raw partition key (:func:`raw_column`); 0 without PARTITION
     matches: int  #: bit q set iff query q (``nfa.queries[q]``) matched at this tuple
     dropped: int  #: 1 if the partitioner dropped the tuple (then ``matches`` is 0)
+    #: where the matches begin, for the queries that report start_seq (:func:`start_queries`):
+    #: the k-th of them in bits ``[k * SEQ_BITS, (k + 1) * SEQ_BITS)``, the latest start of
+    #: its runs that end here (modulo ``2**SEQ_BITS``; 0 when it did not match)
+    starts: int = 0
 
     def __str__(self) -> str:
-        return (f"seq {self.seq} partition {self.partition} matches {self.matches:#b} "
+        text = (f"seq {self.seq} partition {self.partition} matches {self.matches:#b} "
                 f"dropped {self.dropped}")
+        return text + (f" starts {self.starts:#x}" if self.starts else "")
+
+    def start(self, k: int) -> int:
+        """The start of the ``k``-th query that reports start_seq."""
+        return self.starts >> (k * SEQ_BITS) & ((1 << SEQ_BITS) - 1)
+
+
+def start_queries(nfa) -> list[int]:
+    """The indices of the queries that report start_seq, in file order: the k-th of them has
+    the k-th start of a record."""
+    return [q.index for q in nfa.queries if q.start_seq]
 
 
 @dataclass(frozen=True)
 class RecordFormat:
     """The bit layout of a match record: ``(name, bit offset, width)`` of each field of
-    :data:`RECORD_FIELDS`, LSB-first; on a byte link the record is padded to whole bytes and
-    sent little-endian."""
+    :data:`RECORD_FIELDS` it has, LSB-first; on a byte link the record is padded to whole
+    bytes and sent little-endian."""
 
     fields: tuple[tuple[str, int, int], ...]
 
@@ -329,6 +348,8 @@ class RecordFormat:
     def from_widths(cls, widths: dict[str, int]) -> RecordFormat:
         at, fields = 0, []
         for name in RECORD_FIELDS:
+            if name not in widths:
+                continue
             fields.append((name, at, widths[name]))
             at += widths[name]
         return cls(tuple(fields))
@@ -341,10 +362,10 @@ class RecordFormat:
             found = {f["name"]: (int(f["offset"]), int(f["width"])) for f in fields}
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"not a record layout: {err!r}") from None
-        missing = [n for n in RECORD_FIELDS if n not in found]
+        missing = [n for n in _REQUIRED_FIELDS if n not in found]
         if missing:
             raise ValueError(f"the record layout lacks {', '.join(missing)}")
-        return cls(tuple((n, *found[n]) for n in RECORD_FIELDS))
+        return cls(tuple((n, *found[n]) for n in RECORD_FIELDS if n in found))
 
     @property
     def widths(self) -> dict[str, int]:
@@ -364,11 +385,16 @@ class RecordFormat:
         return [{"name": n, "offset": at, "width": w} for n, at, w in self.fields]
 
     def decode(self, value: int) -> Record:
-        return Record(*((value >> at) & ((1 << width) - 1) for _, at, width in self.fields))
+        return Record(**{name: (value >> at) & ((1 << width) - 1)
+                         for name, at, width in self.fields})
 
     def encode(self, record: Record) -> int:
         value = 0
-        for (name, at, width), v in zip(self.fields, record, strict=True):
+        names = {name for name, _, _ in self.fields}
+        if record.starts and "starts" not in names:
+            raise ValueError("the record has starts, but no query reports start_seq")
+        for name, at, width in self.fields:
+            v = getattr(record, name)
             if not 0 <= v < 1 << width:
                 raise ValueError(f"record field {name} = {v} does not fit {width} bits")
             value |= v << at
@@ -386,12 +412,17 @@ class RecordFormat:
 def record_format(nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:
     """The match record of the engine of ``nfa``: ``seq`` (``seq_bits``), ``partition`` (the
     key's width on the wire; 1 bit, always 0, without PARTITION), ``matches`` (one bit per
-    query, in file order) and ``dropped`` (1 bit)."""
+    query, in file order), ``dropped`` (1 bit) and, when some queries report start_seq,
+    ``starts`` (``seq_bits`` for each of them, :attr:`Record.starts`)."""
     program = nfa.program
     key = program.partition_field
-    return RecordFormat.from_widths({
+    widths = {
         "seq": seq_bits,
         "partition": field_width(program.schema.field(key).type) if key else 1,
         "matches": len(nfa.queries),
         "dropped": 1,
-    })
+    }
+    starting = start_queries(nfa)
+    if starting:
+        widths["starts"] = seq_bits * len(starting)
+    return RecordFormat.from_widths(widths)

@@ -18,14 +18,15 @@ CONFIG_ENV = "NFACEP_SIM_CONFIG"
 
 
 def read_records(path: str | os.PathLike) -> list[Record]:
-    """Records from a file of lines ``seq partition matches dropped`` (decimal)."""
+    """Records from a file of lines ``seq partition matches dropped [starts]`` (decimal)."""
     with open(path, encoding="utf-8") as f:
         return [Record(*map(int, line.split())) for line in f if line.strip()]
 
 
 def write_records(path: str | os.PathLike, records: list[Record]) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        f.writelines(f"{r.seq} {r.partition} {r.matches} {r.dropped}\n" for r in records)
+        f.writelines(f"{r.seq} {r.partition} {r.matches} {r.dropped}"
+                     + (f" {r.starts}\n" if r.starts else "\n") for r in records)
 
 
 class InOrderChecker:

@@ -1,7 +1,8 @@
 """An independent oracle for ``nfacep match``, written from docs/language.md only.
 
 It shares no code with :mod:`nfacep` (and must never import it): patterns, predicates,
-partitioning, capacity, timers, time windows (WITHIN) and both match semantics are modelled
+partitioning, capacity, timers, time windows (WITHIN), where a match begins (start_seq, the
+latest start of the runs that end at a match) and both match semantics are modelled
 here from scratch, as directly as the specification states them, with no NFA in sight.
 
 Patterns are nested tuples::
@@ -274,6 +275,7 @@ class Query:
     skip: bool = False  # AFTER MATCH SKIP PAST LAST ROW
     window: int | None = None  # WITHIN window: ts(end) - ts(start) < window, ts the ORDER BY
     order: str | None = None  # the ORDER BY field
+    start: bool = False  # MEASURES FIRST(seq) AS start_seq: report where each match begins
 
     def define_map(self) -> dict[str, tuple]:
         return dict(self.defines)
@@ -300,6 +302,8 @@ def render_query(
             lines.append(f"PARTITION {partition}")
         if q.order:
             lines.append(f"ORDER BY {q.order}")
+        if q.start:
+            lines.append("MEASURES FIRST(seq) AS start_seq")
         if q.skip:
             lines.append("AFTER MATCH SKIP PAST LAST ROW")
         lines.append(f"PATTERN ( {render_pattern(q.pattern)} ){_within(q)}")
@@ -315,6 +319,8 @@ def render_query(
         lines.append(f"    PARTITION BY {partition}")
     if q.order:
         lines.append(f"    ORDER BY {q.order}")
+    if q.start:
+        lines.append("    MEASURES FIRST(seq) AS start_seq")
     if q.skip:
         lines.append("    AFTER MATCH SKIP PAST LAST ROW")
     lines.append(f"    PATTERN ({render_pattern(q.pattern)}){_within(q)}")
@@ -515,6 +521,19 @@ def within(starts: Sequence[set[int]], times: Sequence[int], window: int) -> lis
     return [{j for j in js if times[i] - times[j] < window} for i, js in enumerate(starts)]
 
 
+def latest_starts(starts: Sequence[set[int]], ends: Sequence[int], skip: bool) -> list[int]:
+    """Where each reported match at ``ends`` begins: the latest start of the runs ending
+    there (the shortest match); with SKIP PAST LAST ROW, of the runs that begin after the
+    previous report."""
+    out = []
+    lower = 0
+    for i in ends:
+        out.append(max(j for j in starts[i] if j >= lower))
+        if skip:
+            lower = i + 1
+    return out
+
+
 def match_positions(q: Query, s: str, engine: str = "sets") -> list[int]:
     starts = ENGINES[engine](q, s)
     return skip_past_last_row(starts) if q.skip else every_end(starts)
@@ -603,12 +622,15 @@ def partition(
 @dataclass
 class Result:
     tuples: int
-    matches: list[tuple[int, str, str]]  # (seq, query, partition text), sorted
+    #: (seq, query, partition text), sorted; when a query reports start_seq,
+    #: (seq, query, partition text, start seq or None for the queries that do not)
+    matches: list[tuple]
     drop_seqs: list[int]
 
     def counts(self, names: Iterable[str]) -> dict[str, int]:
         out = dict.fromkeys(names, 0)
-        for _, name, _ in self.matches:
+        for m in self.matches:
+            name = m[1]
             out[name] += 1
         return out
 
@@ -648,6 +670,13 @@ def run(
             if q.window is not None:
                 starts = within(starts, [rows[n][q.order] for n in seqs], q.window)
             found = skip_past_last_row(starts) if q.skip else every_end(starts)
-            matches.extend((seqs[i], q.name, text) for i in found)
+            if not any(q.start for q in queries):
+                matches.extend((seqs[i], q.name, text) for i in found)
+            elif q.start:
+                began = latest_starts(starts, found, q.skip)
+                matches.extend((seqs[i], q.name, text, seqs[j])
+                               for i, j in zip(found, began, strict=True))
+            else:
+                matches.extend((seqs[i], q.name, text, None) for i in found)
     matches.sort(key=lambda m: (m[0], m[1]))
     return Result(tuples=len(rows), matches=matches, drop_seqs=lives.drop_seqs)

@@ -42,7 +42,15 @@ ERRORS = [
     ("QUERY q PATTERN (A); QUERY q PATTERN (B)", "already defined", "q"),
     ("QUERY q PARTITION a PATTERN (A); QUERY r PARTITION b PATTERN (B)", "same partition", "b"),
     ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.a AS x PATTERN (A)) AS q",
-     "MEASURES is not supported", "M"),
+     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS begin PATTERN (A)) AS q",
+     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.seq) AS start_seq PATTERN (A)) AS q",
+     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
+    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS start_seq, FIRST(seq) AS "
+     "start_seq PATTERN (A)) AS q", "start_seq is listed more than once", "M"),
+    ("QUERY q MEASURES LAST(seq) AS start_seq PATTERN (A)",
+     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
     ("SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
      "ALL ROWS PER MATCH is not supported", "A"),
     ("SELECT * FROM s MATCH_RECOGNIZE (AFTER MATCH SKIP TO NEXT ROW PATTERN (A)) AS q",
@@ -113,3 +121,23 @@ def test_enum_and_bool_and_constant_folding():
     assert texts == ["(e = 'x') OR (e = 'y')", "NOT ((a >= 1) AND (a <= 2))"]
     # C AS 1 + 1 = 2 folds to TRUE: no decoder bit, like an undefined variable
     assert nfa.states[2].predicate is None
+
+
+def test_start_seq_in_both_forms():
+    """MEASURES FIRST(seq) AS start_seq (names in any case) marks the query; others do not."""
+    nfa = nfacep.compile_text(
+        STREAM + "SELECT * FROM s MATCH_RECOGNIZE (MEASURES first(SEQ) AS Start_Seq "
+        "PATTERN (A B)) AS q;\nQUERY r MEASURES FIRST(seq) AS start_seq PATTERN (A);\n"
+        "QUERY p PATTERN (A);", "q.sql")
+    assert [q.start_seq for q in nfa.queries] == [True, True, False]
+    assert [q.start_seq for q in nfa.program.queries] == [True, True, False]
+
+
+def test_start_seq_needs_seq_free():
+    """FIRST(seq) names the position in the stream: a field named seq would be ambiguous."""
+    source = ("CREATE STREAM s (seq UINT(8), a UINT(8));\n"
+              "QUERY q MEASURES FIRST(seq) AS start_seq PATTERN (A)")
+    with pytest.raises(QueryError) as info:
+        nfacep.compile_text(source, "q.sql")
+    assert "has a field named seq" in str(info.value)
+    assert info.value.pos.line == 2 and info.value.pos.column == 9

@@ -258,7 +258,8 @@ def test_file_too_large(tmp_path, capsys):
     ("CREATE STREAM s (x INTEGER);", 1, 20, "unknown type 'INTEGER'"),
     ("CREATE STREAM s (x VARCHAR(10));", 1, 20, "unknown type 'VARCHAR'"),
     (S.replace("x UINT(8)", "x UINT(8), F UINT(8)") + "SELECT * FROM s MATCH_RECOGNIZE ("
-     "MEASURES COUNT(F.*) AS n PATTERN (A)) AS q", 2, 34, "MEASURES is not supported"),
+     "MEASURES COUNT(F.*) AS n PATTERN (A)) AS q", 2, 34,
+     "MEASURES other than FIRST(seq) AS start_seq is not supported"),
     (S + "QUERY q PATTERN (A) DEFINE A AS x LIKE 'FI%'", 2, 35, "string matching is not "
      "supported"),
     (S + "QUERY q PATTERN (A) DEFINE A AS COUNT(A.*) > 1", 2, 33, "COUNT() is not supported"),

@@ -115,8 +115,11 @@ def nfacep_match(
         return Outcome(rc, [], {})
     with open(d / "m.csv", newline="") as f:
         table = list(csv.reader(f))
-    assert table[0] == ["seq", "query", "partition"], table[:1]
-    matches = [(int(s), q, p) for s, q, p in table[1:]]
+    if table[0] == ["seq", "query", "partition", "start_seq"]:
+        matches = [(int(s), q, p, int(b) if b else None) for s, q, p, b in table[1:]]
+    else:
+        assert table[0] == ["seq", "query", "partition"], table[:1]
+        matches = [(int(s), q, p) for s, q, p in table[1:]]
     summary = json.loads((d / "m.summary.json").read_text())
     return Outcome(rc, matches, summary)
 
@@ -636,13 +639,17 @@ def timed(draw, rows: list[dict[str, object]], ty: str) -> list[dict[str, object
 
 
 @st.composite
-def windowed(draw, partitioned: bool, max_queries: int = 2) -> tuple[list[Query], str]:
-    """1-2 queries with ORDER BY ts WITHIN n, in either form, over a stream with ``ts``."""
+def windowed(draw, partitioned: bool, max_queries: int = 2,
+             starts: bool = False) -> tuple[list[Query], str]:
+    """1-2 queries with ORDER BY ts WITHIN n, in either form, over a stream with ``ts``.
+    With ``starts``, each query may also report start_seq and may have no window."""
     ty = draw(st.sampled_from(sorted(WINDOW_STREAMS)))
     qs, parts = [], [WINDOW_STREAMS[ty]]
     for i in range(draw(st.integers(1, max_queries))):
         q = draw(queries(f"w{i}"))
-        q = Query(q.name, q.pattern, q.defines, q.skip, draw(st.integers(1, 12)), "ts")
+        window = draw(st.integers(1, 12) | st.none()) if starts else draw(st.integers(1, 12))
+        q = Query(q.name, q.pattern, q.defines, q.skip, window, "ts",
+                  start=starts and draw(st.booleans()))
         qs.append(q)
         parts.append(render_query(q, "s", "k" if partitioned else None,
                                   draw(st.sampled_from(["sql", "concise"]))))
@@ -677,9 +684,90 @@ def test_match_within_re_engine(tmp_path, q, window, data):
     check_against_oracle(tmp_path, [q], text, rows, False, engine="re", fields=(*FIELDS, "ts"))
 
 
-@settings(max_examples=40, deadline=None)
+@cli_settings(100)
 @given(partitioned=st.booleans(), data=st.data())
-def test_reference_within_both_loops(partitioned, data):
+def test_match_start_seq_random(tmp_path, partitioned, data):
+    """start_seq: where each match begins, with and without windows, both AFTER MATCH modes,
+    capacity and timers, beside queries that do not report it."""
+    qs, text, ty = data.draw(windowed(partitioned, starts=True), label="queries")
+    rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
+    hardware = (256, 0, 4)
+    options: list[str] = []
+    if partitioned and data.draw(st.booleans(), label="capacity and timers"):
+        hardware = (data.draw(st.sampled_from([1, 2, 3])), data.draw(st.sampled_from([0, 1, 5])),
+                    data.draw(st.sampled_from([1, 2, 4])))
+        options = ["--partitions", str(hardware[0]), "--tick-tuples", str(hardware[1]),
+                   "--timer-bits", str(hardware[2])]
+    check_against_oracle(tmp_path, qs, text, rows, partitioned, options, hardware,
+                         fields=(*FIELDS, "ts"))
+
+
+@cli_settings(40)
+@given(q=queries("s"), window=st.integers(1, 6) | st.none(), data=st.data())
+def test_match_start_seq_re_engine(tmp_path, q, window, data):
+    """One query reporting start_seq, judged by the brute-force ``re`` engine."""
+    q = Query(q.name, q.pattern, q.defines, q.skip, window, "ts", start=True)
+    rows = data.draw(timed(data.draw(streams(max_len=12, keys=1)), "UINT(16)"))
+    text = WINDOW_STREAMS["UINT(16)"] + render_query(q, "s", None, data.draw(
+        st.sampled_from(["sql", "concise"])))
+    check_against_oracle(tmp_path, [q], text, rows, False, engine="re", fields=(*FIELDS, "ts"))
+
+
+def test_oracle_start_seq_by_hand():
+    """The latest start of the runs that end at a match; after a skip, of those after it."""
+    rows = rows_of("a", "a", "b", "b")
+    q = Query("q", seq(rep(var("A"), "+"), rep(var("B"), "+")), (("A", P0), ("B", P1)),
+              start=True)
+    assert run([q], rows).matches == [(2, "q", "", 1), (3, "q", "", 1)]
+    q = Query(q.name, q.pattern, q.defines, skip=True, start=True)
+    assert run([q], rows).matches == [(2, "q", "", 1)]
+    plain = Query("p", var("B"), (("B", P1),))
+    assert run([q, plain], rows).matches == [(2, "p", "", None), (2, "q", "", 1),
+                                            (3, "p", "", None)]
+
+
+START_CASES = [  # several accepting states set at once, with different starts
+    (alt(var("A"), seq(var("B"), var("A"))), False, None),
+    (seq(rep(alt(var("A"), var("B")), "+"), var("C")), False, None),
+    (seq(var("A"), rep(ANY, "*"), var("B")), True, None),
+    (seq(var("A"), rep(var("B"), "*"), alt(var("C"), seq(var("A"), var("C")))), False, 4),
+]
+
+
+@pytest.mark.parametrize("pattern, skip, window", START_CASES)
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_reference_start_seq_both_loops(pattern, skip, window, partitioned):
+    """start_seq from both loops of the reference against the oracle, on 400 seeded tuples
+    whose predicates overlap."""
+    import numpy as np
+
+    import nfacep
+    from nfacep import reference
+    from nfacep.tuples import Tuples
+
+    rng = random.Random(7)
+    t, rows = 0, []
+    for _ in range(400):
+        t += rng.choice([0, 1, 1, 2])
+        rows.append({"k": rng.randrange(3), "p0": rng.random() < 0.5, "p1": rng.random() < 0.5,
+                     "p2": rng.random() < 0.3, "ts": t})
+    q = Query("s", pattern, (("A", P0), ("B", P1), ("C", ("cmp", "p2", "=", True))), skip,
+              window, "ts", start=True)
+    text = WINDOW_STREAMS["UINT(16)"] + render_query(q, "s", "k" if partitioned else None)
+    nfa = nfacep.compile_text(text)
+    columns = {f: np.array([r[f] for r in rows], dtype=bool) for f in ("p0", "p1", "p2")}
+    columns["k"] = np.array([r["k"] for r in rows], dtype=np.uint8)
+    columns["ts"] = np.array([r["ts"] for r in rows], dtype=np.uint16)
+    want = run([q], rows, "k" if partitioned else None).matches
+    assert len({m[3] for m in want}) > 10
+    for compiled in (True, False):
+        got = reference.run(nfa, Tuples(columns, len(rows)), compiled=compiled)
+        assert [(m[0], m[1], m[2] or "", m[3]) for m in got.matches] == want, compiled
+
+
+@settings(max_examples=40, deadline=None)
+@given(partitioned=st.booleans(), starts=st.booleans(), data=st.data())
+def test_reference_within_both_loops(partitioned, starts, data):
     """The compiled stream-order loop and the array operations of the reference matcher, on
     longer streams than the command line's tests run, against the oracle (Python API)."""
     import numpy as np
@@ -688,7 +776,7 @@ def test_reference_within_both_loops(partitioned, data):
     from nfacep import reference
     from nfacep.tuples import Tuples
 
-    qs, text, ty = data.draw(windowed(partitioned), label="queries")
+    qs, text, ty = data.draw(windowed(partitioned, starts=starts), label="queries")
     rows = data.draw(timed(data.draw(streams(max_len=200, keys=6)), ty), label="rows")
     nfa = nfacep.compile_text(text)
     columns = {f: np.array([r[f] for r in rows], dtype=bool) for f in ("p0", "p1", "p2")}
@@ -698,8 +786,7 @@ def test_reference_within_both_loops(partitioned, data):
     want = run(qs, rows, "k" if partitioned else None).matches
     for compiled in (True, False):
         got = reference.run(nfa, Tuples(columns, len(rows)), compiled=compiled)
-        matches = [(int(s), got.names[int(q)], p or "")
-                   for s, q, p in zip(got.seqs, got.queries, got.partitions, strict=True)]
+        matches = [(m[0], m[1], m[2] or "", *m[3:]) for m in got.matches]
         assert matches == want, (compiled, text)
 
 
