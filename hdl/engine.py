@@ -20,11 +20,11 @@ from nfacep.errors import HardwareLimitError
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams, check_fits
 from nfacep.settings import ParamValues
-from nfacep.wire import SEQ_BITS, record_format
+from nfacep.wire import SEQ_BITS, record_format, start_queries
 
 from .decoder import PredicateDecoder
 from .layout import params_layout, tuple_layout
-from .nfa import NfaMatcher, next_state, state_layout, times_layout
+from .nfa import NfaMatcher, next_state, result_layout, state_layout, times_layout
 from .partitioner import StreamPartitioner
 from .queue import StreamBuffer, StreamQueue
 from .table import TablePartitioner
@@ -96,6 +96,9 @@ class Engine(wiring.Component):
         if self._params_layout is not None:
             # the values after a reset; the switches are whoever feeds the engine's to give
             self._values = values if values else ParamValues.parse(nfa.program.parameters, [])
+        if start_queries(nfa) and seq_width != SEQ_BITS:
+            raise ValueError(f"queries report start_seq: the engine numbers tuples in "
+                             f"{SEQ_BITS} bits, not {seq_width}")
         self._seq_width = seq_width
         self._fifo_depth = fifo_depth
         self._tuple_layout = tuple_layout(nfa.program.schema)
@@ -154,15 +157,18 @@ class Engine(wiring.Component):
         """The partitioner with the partitioned NFA, or the stand-alone NFA. Returns the
         matcher and a stream of one ``(key, matches, dropped)`` result per tuple, in order."""
         nfa = self._nfa
+        outcome = result_layout(nfa)
         results = stream.Signature(data.StructLayout({
-            "key": self._key_bits, "matches": len(nfa.queries), "dropped": 1})).create()
+            "key": self._key_bits, "result": outcome, "dropped": 1})).create()
         if nfa.program.partition_field is None:
             m.submodules.nfa = matcher = NfaMatcher(nfa, 0)
             m.d.comb += [
                 results.valid.eq(matcher.o_stream.valid),
                 matcher.o_stream.ready.eq(results.ready),
-                results.payload.matches.eq(matcher.o_stream.payload.matches),
+                results.payload.result.matches.eq(matcher.o_stream.payload.matches),
             ]
+            if "starts" in outcome.members:
+                m.d.comb += results.payload.result.starts.eq(matcher.o_stream.payload.starts)
             return matcher, results
 
         times = times_layout(nfa)
@@ -171,7 +177,7 @@ class Engine(wiring.Component):
 
             def update(mod, state, payload):
                 return next_state(mod, nfa, state, payload)
-        else:  # under WITHIN the partition store carries the tuple's times along
+        else:  # under WITHIN or start_seq the partition store carries the tuple's times along
             payload_shape = data.StructLayout({"predicates": len(nfa.predicates),
                                                "times": times})
 
@@ -180,7 +186,7 @@ class Engine(wiring.Component):
 
         params = self._params
         shapes = {"key_shape": self._key_bits, "payload_shape": payload_shape,
-                  "state_width": state_layout(nfa).size, "result_shape": len(nfa.queries),
+                  "state_width": state_layout(nfa).size, "result_shape": outcome.size,
                   "update": update}
         if params.store == "table":
             m.submodules.partitioner = matcher = TablePartitioner(
@@ -197,7 +203,7 @@ class Engine(wiring.Component):
             out.ready.eq(results.ready),
             results.payload.key.eq(out.payload.key),
             # a dropped tuple's result is meaningless: it matched nothing
-            results.payload.matches.eq(Mux(out.payload.dropped, 0, out.payload.result)),
+            results.payload.result.eq(Mux(out.payload.dropped, 0, out.payload.result)),
             results.payload.dropped.eq(out.payload.dropped),
             self.drops.eq(matcher.drops),
         ]
@@ -230,13 +236,19 @@ class Engine(wiring.Component):
             m.d.comb += inputs.eq(decoder.predicates)
         else:
             m.d.comb += inputs.predicates.eq(decoder.predicates)
-        if times is not None:  # the ORDER BY fields WITHIN measures in, and each window's limit
+        if times is not None and "at" in times.members:
+            # the ORDER BY fields WITHIN measures in, and each window's limit
             for name, _ in times.members["at"]:
                 m.d.comb += inputs.times.at[name].eq(self.i_stream.payload[name])
             for q in self._nfa.queries:
                 if q.window is not None:
                     t = Value.cast(self.i_stream.payload[q.order_field])
                     m.d.comb += inputs.times.limit[str(q.index)].eq(t - q.window)
+        if times is not None and "seq" in times.members:  # start_seq: the tuple's position
+            position = Signal(self._seq_width, name="tuple_seq")
+            m.d.comb += inputs.times.seq.eq(position)
+            with m.If(self.i_stream.valid & self.i_stream.ready):
+                m.d.sync += position.eq(position + 1)
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += self.tuples.eq(self.tuples + 1)
         wiring.connect(m, queue.o_stream, matcher.i_stream)
@@ -299,18 +311,25 @@ class Engine(wiring.Component):
         seq = Signal(self._seq_width, name="result_seq")
         wanted = Signal()
         m.submodules.records = records = StreamBuffer(self._record_layout)
+        matches = results.payload.result.matches
         m.d.comb += [
-            wanted.eq(results.payload.matches.any() | results.payload.dropped),
+            wanted.eq(matches.any() | results.payload.dropped),
             records.i_stream.valid.eq(results.valid & wanted),
             results.ready.eq(records.i_stream.ready),
             records.i_stream.payload.seq.eq(seq),
             records.i_stream.payload.partition.eq(results.payload.key),
-            records.i_stream.payload.matches.eq(results.payload.matches),
+            records.i_stream.payload.matches.eq(matches),
             records.i_stream.payload.dropped.eq(results.payload.dropped),
         ]
+        if "starts" in self._record_layout.members:  # 0 for a query that did not match
+            slot = {q: k for k, q in enumerate(start_queries(self._nfa))}
+            w = self._seq_width
+            for q, k in slot.items():
+                m.d.comb += records.i_stream.payload.starts[k * w:(k + 1) * w].eq(
+                    Mux(matches[q], results.payload.result.starts[k * w:(k + 1) * w], 0))
         with m.If(results.valid & results.ready):
             m.d.sync += seq.eq(seq + 1)
-            with m.If(results.payload.matches.any()):
+            with m.If(matches.any()):
                 m.d.sync += self.matched.eq(self.matched + 1)
         wiring.connect(m, records.o_stream, wiring.flipped(self.o_stream))
 

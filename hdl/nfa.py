@@ -7,7 +7,10 @@ one flip-flop per state (Figure 5); the partitioned form is :func:`next_state` a
 state vector the stream partitioner retrieves (Figure 2).
 
 Under WITHIN the state is wider (:func:`state_layout`): each state of a windowed query also
-keeps the age of its latest run, and the partition keeps the time of its last tuple.
+keeps the age of its latest run, and the partition keeps the time of its last tuple. For a
+query that reports start_seq, each state keeps where its latest run began (a tuple's position)
+and the partition the position of its last tuple; the match result then carries, per such
+query, the latest start among the runs that end at the tuple (:func:`result_layout`).
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.nfa import Nfa
+from nfacep.wire import SEQ_BITS, start_queries
 
 from .layout import field_shape
 from .queue import StreamBuffer
 
 __all__ = ["NfaMatcher", "age_bits", "aged_states", "matcher_signature", "next_state",
-           "order_layout", "state_layout", "times_layout"]
+           "order_layout", "result_layout", "started_states", "state_layout", "times_layout"]
 
 
 def age_bits(window: int) -> int:
@@ -41,20 +45,44 @@ def order_layout(nfa: Nfa) -> data.StructLayout | None:
 
 
 def times_layout(nfa: Nfa) -> data.StructLayout | None:
-    """What the NFA needs of a tuple under WITHIN (``None`` without a window): ``at``, its
-    ORDER BY values (:func:`order_layout`), and ``limit``, for each windowed query (by index),
-    its ORDER BY value minus the window, computed before the partition store so that the
-    update only compares it (a partition's last tuple at or before the limit is too old)."""
+    """What the NFA needs of a tuple besides its predicates (``None``: nothing, no window and
+    no start_seq). Under WITHIN: ``at``, its ORDER BY values (:func:`order_layout`), and
+    ``limit``, for each windowed query (by index), its ORDER BY value minus the window,
+    computed before the partition store so that the update only compares it (a partition's
+    last tuple at or before the limit is too old). For start_seq: ``seq``, the tuple's
+    position in the stream (modulo ``2**SEQ_BITS``)."""
+    fields = {}
     at = order_layout(nfa)
-    if at is None:
-        return None
-    schema = nfa.program.schema
-    limits = {}
-    for q in nfa.queries:
-        if q.window is not None:
-            shape = field_shape(schema.field(q.order_field).type)
-            limits[str(q.index)] = signed(shape.width + 1)
-    return data.StructLayout({"at": at, "limit": data.StructLayout(limits)})
+    if at is not None:
+        schema = nfa.program.schema
+        limits = {}
+        for q in nfa.queries:
+            if q.window is not None:
+                shape = field_shape(schema.field(q.order_field).type)
+                limits[str(q.index)] = signed(shape.width + 1)
+        fields.update({"at": at, "limit": data.StructLayout(limits)})
+    if start_queries(nfa):
+        fields["seq"] = SEQ_BITS
+    return data.StructLayout(fields) if fields else None
+
+
+def result_layout(nfa: Nfa) -> data.StructLayout:
+    """What the NFA reports per tuple: ``matches``, one bit per query, and, when queries
+    report start_seq, ``starts``: for the k-th of them (:func:`nfacep.wire.start_queries`),
+    bits ``[k * SEQ_BITS, (k + 1) * SEQ_BITS)`` hold the latest start of its runs that end at
+    the tuple (meaningless when it did not match), as a match record carries them."""
+    fields = {"matches": len(nfa.queries)}
+    starting = start_queries(nfa)
+    if starting:
+        fields["starts"] = SEQ_BITS * len(starting)
+    return data.StructLayout(fields)
+
+
+def started_states(nfa: Nfa) -> list[int]:
+    """The states whose latest start a partition stores: those of a query that reports
+    start_seq that are not start states (a run in a start state began at the last tuple, whose
+    position the partition keeps once)."""
+    return [s.index for s in nfa.states if nfa.queries[s.query].start_seq and not s.start]
 
 
 def state_layout(nfa: Nfa) -> data.StructLayout:
@@ -67,6 +95,11 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
     meaningless while the state is inactive). A start state needs none: a run in it began at
     the last tuple, age 0. Without a window the layout is ``active`` alone, so the state
     vector is the paper's bit vector.
+
+    For queries that report start_seq, also ``began``: for each of their states that is not a
+    start state (:func:`started_states`), the position of the tuple the latest run in it
+    began at, and ``last_seq``, the position of the partition's last tuple (where the runs in
+    its start states began).
     """
     fields = {"active": len(nfa.states)}
     times = order_layout(nfa)
@@ -76,6 +109,11 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
             fields["ages"] = data.StructLayout({
                 str(i): age_bits(nfa.queries[nfa.states[i].query].window) for i in aged})
         fields["last"] = times
+    if start_queries(nfa):
+        started = started_states(nfa)
+        if started:
+            fields["began"] = data.StructLayout({str(i): SEQ_BITS for i in started})
+        fields["last_seq"] = SEQ_BITS
     return data.StructLayout(fields)
 
 
@@ -87,14 +125,16 @@ def aged_states(nfa: Nfa) -> list[int]:
             and not s.start]
 
 
-def _earliest(candidates: list[tuple[Value, Value]]) -> tuple[Value, Value]:
+def _earliest(candidates: list[tuple[Value, Value]], *,
+              latest: bool = False) -> tuple[Value, Value]:
     """``(any valid, least value among the valid)`` of ``(valid, value)`` pairs, as a
-    balanced tree of two-input minima."""
+    balanced tree of two-input minima (``latest``: the greatest value, of maxima)."""
     while len(candidates) > 1:
         paired = []
         for k in range(0, len(candidates) - 1, 2):
             (v1, a1), (v2, a2) = candidates[k], candidates[k + 1]
-            paired.append((v1 | v2, Mux(v1 & (~v2 | (a1 <= a2)), a1, a2)))
+            better = (a1 >= a2) if latest else (a1 <= a2)
+            paired.append((v1 | v2, Mux(v1 & (~v2 | better), a1, a2)))
         if len(candidates) % 2:
             paired.append(candidates[-1])
         candidates = paired
@@ -103,13 +143,20 @@ def _earliest(candidates: list[tuple[Value, Value]]) -> tuple[Value, Value]:
 
 def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
                prefix: str = "", *, times: Value | None = None) -> tuple[Signal, Signal]:
-    """Add the next-state logic to ``m``; return ``(stored, matches)``.
+    """Add the next-state logic to ``m``; return ``(stored, result)``.
 
     ``state`` is a value of :func:`state_layout`, ``predicates`` holds one bit per decoder
-    output, ``times`` (under WITHIN only) the tuple's :func:`times_layout`. ``matches`` has one
-    bit per query: an accepting state of that query is set in the next state. ``stored`` is
-    the state to keep: the next state, except that a query with AFTER MATCH SKIP PAST LAST
-    ROW that matched has all its states cleared.
+    output, ``times`` (under WITHIN or start_seq only) the tuple's :func:`times_layout`.
+    ``result`` is a :func:`result_layout` signal: ``matches`` has one bit per query (an
+    accepting state of that query is set in the next state), and ``starts`` the latest start
+    among the accepting states set, per query that reports start_seq. ``stored`` is the state
+    to keep: the next state, except that a query with AFTER MATCH SKIP PAST LAST ROW that
+    matched has all its states cleared.
+
+    For start_seq a state's latest start is the tuple's position for a start state (a run
+    beginning now is the latest), else the greatest stored start among its active
+    predecessors (a start state's: the partition's last tuple's position). Positions count
+    modulo ``2**SEQ_BITS``, as a record's ``seq``: exact for streams shorter than that.
 
     Under WITHIN a state also carries its age (DESIGN: the latest start of the runs in it): a
     start state takes age 0, a state reached from others the least age among its live
@@ -128,16 +175,18 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     layout = state_layout(nfa)
     now = layout(state)
     aged = set(layout.members["ages"].members) if "ages" in layout.members else set()
+    started = set(layout.members["began"].members) if "began" in layout.members else set()
     active = now.active
     n = len(nfa.states)
+    if ("last" in layout.members or "last_seq" in layout.members) and times is None:
+        raise ValueError("a query has a window or start_seq: next_state needs the tuple's "
+                         "times")
+    if times is not None and not isinstance(times, data.View):
+        times = times_layout(nfa)(times)
     # per windowed query: (the low bits of the time since the last tuple, whether that is the
     # window or more)
     gaps: dict[int, tuple[Value, Value]] = {}
     if "last" in layout.members:
-        if times is None:
-            raise ValueError("a query has a window: next_state needs the tuple's times")
-        if not isinstance(times, data.View):
-            times = times_layout(nfa)(times)
         for q in nfa.queries:
             if q.window is None:
                 continue
@@ -156,8 +205,14 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     def stored_age(i: int):
         return now.ages[str(i)] if str(i) in aged else Const(0, 1)  # a start state: 0
 
+    def stored_start(i: int):  # a start state's run began at the last tuple
+        return now.began[str(i)] if str(i) in started else now.last_seq
+
     nxt = Signal(n, name=f"{prefix}next")
     stored = Signal(layout, name=f"{prefix}stored")
+    result = Signal(result_layout(nfa), name=f"{prefix}result")
+    # where the latest run in each state began, for the queries that report start_seq
+    began: dict[int, Value] = {}
     for s in nfa.states:
         bit = Signal(name=f"{prefix}{s.name}_next")
         guard = Const(1) if s.predicate is None else predicates[s.predicate]
@@ -181,34 +236,60 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
         m.d.comb += [bit.eq(guard & reached), nxt[s.index].eq(bit)]
         if str(s.index) in aged and age is not None:
             m.d.comb += stored.ages[str(s.index)].eq(age)
+        if q.start_seq:
+            # the latest start among the active predecessors: under WITHIN it is also the
+            # youngest (ORDER BY values never decrease), so live whenever any is
+            if s.start:
+                began[s.index] = times.seq  # a run beginning now is the latest
+            elif s.activation:
+                order = sorted(s.activation)
+                _, latest = _earliest([(active[j], stored_start(j)) for j in order],
+                                      latest=True)
+                began[s.index] = Signal(SEQ_BITS, name=f"{prefix}{s.name}_began")
+                m.d.comb += began[s.index].eq(latest)
+                if str(s.index) in started:
+                    m.d.comb += stored.began[str(s.index)].eq(latest)
     if "last" in layout.members:
         m.d.comb += stored.last.eq(times.at)
-    matches = Signal(len(nfa.queries), name=f"{prefix}matches")
+    if "last_seq" in layout.members:
+        m.d.comb += stored.last_seq.eq(times.seq)
+    matches = result.matches
     m.d.comb += stored.active.eq(nxt)
+    slot = {q: k for k, q in enumerate(start_queries(nfa))}
     for q in nfa.queries:
         hit = Value.cast(0)
         for i in nfa.accepting(q):
             hit = hit | nxt[i]
         m.d.comb += matches[q.index].eq(hit)
+        if q.index in slot:  # the latest start among the accepting states set now
+            ends = [(nxt[i], began[i]) for i in nfa.accepting(q) if i in began]
+            if ends:
+                _, latest = _earliest(ends, latest=True)
+                k = slot[q.index]
+                m.d.comb += result.starts[k * SEQ_BITS:(k + 1) * SEQ_BITS].eq(latest)
         if q.skip_past_last_row and q.count:
             with m.If(matches[q.index]):
                 m.d.comb += stored.active[q.first:q.first + q.count].eq(0)
-    return stored, matches
+    return stored, result
 
 
 def matcher_signature(nfa: Nfa, payload_shape, *, inputs=None) -> dict:
     """The stream interface every matcher shares: per tuple, ``inputs`` (by default the
     ``predicates`` vector, and under WITHIN the tuple's ``times``, :func:`times_layout`) and a
-    pass-through ``payload`` in; the ``payload`` and one match bit per query out."""
+    pass-through ``payload`` in; the ``payload`` and one match bit per query out (and the
+    ``starts`` of :func:`result_layout` when queries report start_seq)."""
     if inputs is None:
         inputs = {"predicates": len(nfa.predicates)}
         times = times_layout(nfa)
         if times is not None:
             inputs["times"] = times
+    outputs = {"payload": payload_shape, "matches": len(nfa.queries)}
+    starting = start_queries(nfa)
+    if starting:
+        outputs["starts"] = SEQ_BITS * len(starting)
     return {
         "i_stream": In(stream.Signature(data.StructLayout({**inputs, "payload": payload_shape}))),
-        "o_stream": Out(stream.Signature(data.StructLayout({
-            "payload": payload_shape, "matches": len(nfa.queries)}))),
+        "o_stream": Out(stream.Signature(data.StructLayout(outputs))),
     }
 
 
@@ -226,6 +307,7 @@ class NfaMatcher(wiring.Component):
     i_stream : ``In(stream.Signature(StructLayout({"predicates": P, "payload": payload_shape})))``
         Under WITHIN also ``"times"`` (:func:`times_layout`).
     o_stream : ``Out(stream.Signature(StructLayout({"payload": payload_shape, "matches": Q})))``
+        With start_seq also ``"starts"`` (:func:`result_layout`).
     """
 
     def __init__(self, nfa: Nfa, payload_shape):
@@ -247,15 +329,17 @@ class NfaMatcher(wiring.Component):
             m.d.comb += flop.eq(state.active[s.index])
         payload = self.i_stream.payload
         times = payload.times if "times" in payload.shape().members else None
-        stored, matches = next_state(m, nfa, state.as_value(), payload.predicates, times=times)
+        stored, result = next_state(m, nfa, state.as_value(), payload.predicates, times=times)
         # the output register: the match bits are combinational from the state and the input
         m.submodules.output = output = StreamBuffer(self.o_stream.payload.shape())
         m.d.comb += [
             output.i_stream.valid.eq(self.i_stream.valid),
             self.i_stream.ready.eq(output.i_stream.ready),
             output.i_stream.payload.payload.eq(self.i_stream.payload.payload),
-            output.i_stream.payload.matches.eq(matches),
+            output.i_stream.payload.matches.eq(result.matches),
         ]
+        if start_queries(nfa):
+            m.d.comb += output.i_stream.payload.starts.eq(result.starts)
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += state.eq(stored)
         wiring.connect(m, output.o_stream, wiring.flipped(self.o_stream))

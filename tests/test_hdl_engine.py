@@ -70,7 +70,8 @@ def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, store="pipel
             ctx.set(dut.o_stream.ready, ready)
             *_, valid, rec = await ctx.tick().sample(dut.o_stream.valid, dut.o_stream.payload)
             if valid and ready:
-                records.append((rec.seq, rec.partition, rec.matches, rec.dropped))
+                starts = rec.starts if "starts" in rec.shape().members else 0
+                records.append((rec.seq, rec.partition, rec.matches, rec.dropped, starts))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -92,9 +93,9 @@ def check(nfa, data, values=None, **params):
     records, counters = simulate(nfa, data, values=values, **params)
     seqs = [r[0] for r in records]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # in order, once each
-    hw_matches = {seq: m for seq, _, m, d in records if not d}
-    hw_drops = [seq for seq, _, m, d in records if d]
-    assert all(m == 0 for _, _, m, d in records if d)
+    hw_matches = {seq: m for seq, _, m, d, _ in records if not d}
+    hw_drops = [seq for seq, _, m, d, _ in records if d]
+    assert all(m == 0 for _, _, m, d, _ in records if d)
     sw = {k: v for k, v in params.items()
           if k in ("partitions", "tick_tuples", "timer_bits", "store", "ways")}
     bits, drops = expected(nfa, data, values, **sw)
@@ -104,8 +105,13 @@ def check(nfa, data, values=None, **params):
     key = nfa.program.partition_field
     if key is not None:  # the record carries the key's bits
         col = data.columns[key]
-        for seq, part, _, _ in records:
+        for seq, part, _, _, _ in records:
             assert part == int(col[seq]) % (1 << 64)
+    if wire.start_queries(nfa):  # where the matches begin, as the reference's records say
+        r = reference.run(nfa, data, EngineParams(**sw), values=values)
+        want = {rec.seq: rec.starts for rec in r.records(nfa, data)}
+        assert {seq: b for seq, _, _, _, b in records} == want
+        assert any(want.values())
     return bits, drops
 
 
@@ -393,6 +399,46 @@ def test_random_windows(picks, shape, timers, seed):
     data = window_data(np.random.default_rng(seed), 120, keys=6)
     check(nfa, data, partitions=partitions, store=store, ways=ways, tick_tuples=timers[0],
           timer_bits=timers[1], seed=seed)
+
+
+# --- where matches begin (start_seq) ------------------------------------------------------
+
+def start_queries_text(partitioned=True, windows=True):
+    """Queries that report start_seq (with and without windows, both skip modes, several
+    accepting states with different starts) beside ones that do not."""
+    part = "PARTITION k " if partitioned else ""
+    measure = "MEASURES FIRST(seq) AS start_seq "
+    text = WINDOW_STREAM
+    picks = [("A | B A", None, True), ("(A | B)+ C", "t" if windows else None, True),
+             ("A B* C", None, False), ("A .* (B | C A)", "u" if windows else None, True),
+             ("A{2,3} B?", None, True)]
+    for i, (pattern, field, starts) in enumerate(picks):
+        order = f"ORDER BY {field} " if field else ""
+        within = f"WITHIN {9 if field == 't' else 3} " if field else ""
+        skip = "AFTER MATCH SKIP PAST LAST ROW " if i % 2 else ""
+        text += (f"QUERY q{i} {part}{order}{measure if starts else ''}{skip}PATTERN ({pattern}) "
+                 f"{within}{DEFINE};")
+    return nfacep.compile_text(text)
+
+
+@pytest.mark.parametrize(("store", "partitions", "ways", "tick_tuples", "seed"),
+                         [("pipeline", 8, 4, 0, 1), ("pipeline", 4, 4, 3, 2),
+                          ("table", 16, 4, 0, 3), ("table", 8, 2, 2, 4)])
+def test_start_seq_against_reference(store, partitions, ways, tick_tuples, seed):
+    """start_seq in the gateware: matches, drops and where each match begins equal the
+    reference's, in both stores, with capacity drops, timers and windows."""
+    nfa = start_queries_text()
+    data = window_data(np.random.default_rng(seed), 300, keys=10)
+    bits, _ = check(nfa, data, partitions=partitions, store=store, ways=ways,
+                    tick_tuples=tick_tuples, timer_bits=2, seed=seed)
+    assert bits
+
+
+def test_start_seq_unpartitioned():
+    nfa = start_queries_text(partitioned=False, windows=False)
+    data = window_data(np.random.default_rng(12), 300, keys=1)
+    bits, drops = check(nfa, data, partitions=1, seed=6)
+    assert bits and not drops
 
 
 # --- runtime parameters (:name) --------------------------------------------------------------
