@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Reference matcher on the marathon query with and without a time window (issue 14).
+"""Reference matcher on the marathon query with and without a time window and start_seq
+(issue 14).
 
 The race of ``reference_throughput.py`` (one reading per time unit, runners interleaved), the
-query of ``queries/marathon.sql`` as it is (a DFA) and with ``ORDER BY time … WITHIN n`` (the
-NFA with per-state start times, in the compiled loop), from columns in memory, partitioner
+query of ``queries/marathon.sql`` as it is (a DFA), with ``ORDER BY time … WITHIN n``, with
+``MEASURES FIRST(seq) AS start_seq`` and with both (the NFA with per-state starts, in the
+compiled loop), from columns in memory, partitioner
 with one element per runner. Each rate is the best of ``--repeat`` runs, compiled loops
 loaded beforehand. Wall-clock on a shared machine: read ratios, not single values.
 
@@ -35,10 +37,15 @@ def main() -> None:
     assert PATTERN in text
     windowed = text.replace(PATTERN, PATTERN.replace("\n", "\nORDER BY time\n")
                             + f" WITHIN {args.within}")
+    measure = "\nMEASURES FIRST(seq) AS start_seq\n"
+    starts = text.replace(PATTERN, PATTERN.replace("\n", measure))
+    both = text.replace(PATTERN, PATTERN.replace("\n", "\nORDER BY time" + measure)
+                        + f" WITHIN {args.within}")
     for runners in args.runners:
         tuples = race(args.tuples, runners, 1)
         params = EngineParams(partitions=runners)
-        for name, query in (("no window", text), (f"WITHIN {args.within}", windowed)):
+        for name, query in (("no window", text), (f"WITHIN {args.within}", windowed),
+                            ("start_seq", starts), ("both", both)):
             nfa = nfacep.compile_text(query)
             reference.run(nfa, race(50_000, runners, 2), params, compiled=True)  # load loops
             best = float("inf")

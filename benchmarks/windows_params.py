@@ -17,6 +17,8 @@ LFE5U-85F, and the cycles a parameter switch takes in Amaranth's simulator (issu
    ``A AS checkpoint = :cp`` on tuples that are all 'Queens', ``cp`` = 'Staten Island' after a
    reset, switched to 'Queens' (a tuple yields a record exactly when it was decoded with the
    new value). Counts clock cycles, not seconds.
+4. *start_seq*: marathon with ``MEASURES FIRST(seq) AS start_seq`` (each partition keeps a
+   48-bit position per non-start state and its last tuple's), built beside the plain query.
 
 Each build is ``run_flow`` (Yosys, nextpnr-ecp5 with ``--target-mhz``; as ``nfacep build`` runs
 it, without packing the bitstream) of the harness top :class:`nfacep.boards.top.BoardTop`
@@ -25,6 +27,8 @@ it, without packing the bitstream) of the harness top :class:`nfacep.boards.top.
     python benchmarks/windows_params.py                      # builds and cycles
     python benchmarks/windows_params.py --no-build           # cycles only
     python benchmarks/windows_params.py --partitions 16 64 --table 4096
+    python benchmarks/windows_params.py --variants plain start --no-param-builds \
+        --csv benchmarks/results/start_seq.csv
 """
 
 from __future__ import annotations
@@ -66,9 +70,10 @@ NUMBERS = {"start": ("time >=", "1000"), "c_max": ("speed <", "20.5"),
            "d_max": ("speed <", "21.5"), "e_max": ("speed <", "22.5")}
 
 
-def marathon_text(*, window: bool = False, params: bool = False, numeric: bool = False) -> str:
+def marathon_text(*, window: bool = False, params: bool = False, numeric: bool = False,
+                  start: bool = False) -> str:
     """The marathon query, optionally with ``ORDER BY time ... WITHIN 3600``, its constants as
-    parameters, and numeric comparisons."""
+    parameters, numeric comparisons, and ``MEASURES FIRST(seq) AS start_seq``."""
     def cp(name):
         return f":{name}" if params else f"'{CHECKPOINTS[name]}'"
 
@@ -80,6 +85,7 @@ def marathon_text(*, window: bool = False, params: bool = False, numeric: bool =
 
     return (SCHEMA + "QUERY cheat FROM marathon\nPARTITION runner\n"
             + ("ORDER BY time\n" if window else "")
+            + ("MEASURES FIRST(seq) AS start_seq\n" if start else "")
             + "PATTERN ( A NOTB* C | A NOTC* D | A NOTD* E )"
             + (f" WITHIN {WINDOW}" if window else "") + "\nDEFINE\n"
             f"  A    AS (checkpoint = {cp('first')}{num('start')})\n"
@@ -89,6 +95,11 @@ def marathon_text(*, window: bool = False, params: bool = False, numeric: bool =
             f"  D    AS (checkpoint = {cp('fourth')}{num('d_max')})\n"
             f"  NOTD AS (checkpoint != {cp('fourth')})\n"
             f"  E    AS (checkpoint = {cp('fifth')}{num('e_max')});\n")
+
+
+#: the marathon variants built at each partition count: label suffix, marathon_text arguments
+VARIANTS = {"plain": ("", {}), "window": (", WITHIN", {"window": True}),
+            "start": (", start_seq", {"start": True})}
 
 
 def initial_values(nfa) -> ParamValues | None:
@@ -131,6 +142,7 @@ def build_row(label: str, text: str, params: EngineParams, board, target: float,
     res = build_design(make_top, board, out, target_mhz=target, timeout=1800)
     row = {"label": label, "store": params.store, "partitions": params.partitions,
            "window": WINDOW if nfa.queries[0].window else None,
+           "start_seq": nfa.queries[0].start_seq,
            "parameters": len(nfa.program.parameters), "states": len(nfa.states),
            "state_bits": state_layout(nfa).size, "status": res["status"],
            "luts": res.get("luts"), "ffs": res.get("ffs"), "brams": res.get("brams"),
@@ -253,6 +265,11 @@ def main() -> None:
                     help="table sizes (4 ways) built with and without the window")
     ap.add_argument("--param-partitions", type=int, default=16,
                     help="pipeline size of the parameter builds")
+    ap.add_argument("--variants", nargs="*", choices=sorted(VARIANTS),
+                    default=list(VARIANTS),
+                    help="the marathon variants built at each size (default: all)")
+    ap.add_argument("--no-param-builds", action="store_true",
+                    help="skip the parameter builds")
     ap.add_argument("--no-build", action="store_true", help="switch cycles only")
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
     ap.add_argument("--csv", default=str(HERE / "results" / "windows_params.csv"))
@@ -286,12 +303,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
         for label, params in points:
-            for window in (False, True):
-                row = build_row(f"{label}{', WITHIN' if window else ''}",
-                                marathon_text(window=window), params, board, args.target_mhz,
-                                root)
+            for variant in args.variants:
+                suffix, kwargs = VARIANTS[variant]
+                row = build_row(f"{label}{suffix}", marathon_text(**kwargs), params, board,
+                                args.target_mhz, root)
                 rows.append(row)
                 print_row(row)
+        if args.no_param_builds:
+            write_csv(args.csv, rows)
+            return
         pp = EngineParams(partitions=args.param_partitions)
         base = f"pipeline {args.param_partitions}"
         variants = [
