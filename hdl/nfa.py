@@ -26,7 +26,8 @@ from .layout import field_shape
 from .queue import StreamBuffer
 
 __all__ = ["NfaMatcher", "age_bits", "aged_states", "matcher_signature", "next_state",
-           "order_layout", "result_layout", "started_states", "state_layout", "times_layout"]
+           "order_layout", "order_pairs", "result_layout", "started_states", "state_layout",
+           "times_layout"]
 
 
 def age_bits(window: int) -> int:
@@ -85,6 +86,47 @@ def started_states(nfa: Nfa) -> list[int]:
     return [s.index for s in nfa.states if nfa.queries[s.query].start_seq and not s.start]
 
 
+def order_pairs(nfa: Nfa) -> list[tuple[int, int]]:
+    """The pairs ``(a, b)``, ``a < b``, of :func:`started_states` whose order a partition
+    stores for start_seq: one bit, set iff the latest run in ``a`` began at or after the
+    latest run in ``b`` (a tie counts for the lower index, so the bits describe a total order).
+
+    A state takes the start of the first of its active predecessors in that order, so the
+    pairs of predecessors of a state are needed, and those of the accepting states of a query
+    (a match reports the first of them); a pair's next order is its states' chosen
+    predecessors' order, so their pairs are needed too. Pairs with a start state need no bit:
+    a run in a start state began at the last tuple, after all others."""
+    tracked = set(started_states(nfa))
+    need: set[tuple[int, int]] = set()
+    work: list[tuple[int, int]] = []
+
+    def add(a: int, b: int) -> None:
+        pair = (min(a, b), max(a, b))
+        if (a != b and a in tracked and b in tracked and pair not in need
+                and nfa.states[a].activation and nfa.states[b].activation):
+            need.add(pair)
+            work.append(pair)
+
+    for q in nfa.queries:
+        if not q.start_seq:
+            continue
+        for i in q.states:
+            preds = sorted(nfa.states[i].activation)
+            for x, a in enumerate(preds):
+                for b in preds[x + 1:]:
+                    add(a, b)
+        ends = nfa.accepting(q)
+        for x, a in enumerate(ends):
+            for b in ends[x + 1:]:
+                add(a, b)
+    while work:
+        a, b = work.pop()
+        for p in nfa.states[a].activation:
+            for r in nfa.states[b].activation:
+                add(p, r)
+    return sorted(need)
+
+
 def state_layout(nfa: Nfa) -> data.StructLayout:
     """What the NFA keeps between two tuples of a partition.
 
@@ -98,7 +140,8 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
 
     For queries that report start_seq, also ``began``: for each of their states that is not a
     start state (:func:`started_states`), the position of the tuple the latest run in it
-    began at, and ``last_seq``, the position of the partition's last tuple (where the runs in
+    began at, ``order``, one bit per pair of :func:`order_pairs` (which of the two began
+    later), and ``last_seq``, the position of the partition's last tuple (where the runs in
     its start states began).
     """
     fields = {"active": len(nfa.states)}
@@ -113,6 +156,9 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
         started = started_states(nfa)
         if started:
             fields["began"] = data.StructLayout({str(i): SEQ_BITS for i in started})
+        pairs = order_pairs(nfa)
+        if pairs:
+            fields["order"] = len(pairs)
         fields["last_seq"] = SEQ_BITS
     return data.StructLayout(fields)
 
@@ -155,8 +201,12 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
 
     For start_seq a state's latest start is the tuple's position for a start state (a run
     beginning now is the latest), else the greatest stored start among its active
-    predecessors (a start state's: the partition's last tuple's position). Positions count
-    modulo ``2**SEQ_BITS``, as a record's ``seq``: exact for streams shorter than that.
+    predecessors (a start state's: the partition's last tuple's position). No start is
+    compared with another: the stored order bits (:func:`order_pairs`) say which predecessor
+    began latest, so the choice is a few gates deep and the start a multiplexer; the order
+    after the tuple is the order of the chosen predecessors, and a match reports the first of
+    its accepting states in that order. Exact for streams of fewer than ``2**SEQ_BITS``
+    tuples, as a record's ``seq``.
 
     Under WITHIN a state also carries its age (DESIGN: the latest start of the runs in it): a
     start state takes age 0, a state reached from others the least age among its live
@@ -208,6 +258,31 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     def stored_start(i: int):  # a start state's run began at the last tuple
         return now.began[str(i)] if str(i) in started else now.last_seq
 
+    pairs = {pair: k for k, pair in enumerate(order_pairs(nfa))}
+
+    def stored_beats(a: int, b: int) -> Value:
+        """Whether the latest run in ``a`` began at or after the one in ``b`` (ties: the lower
+        index), both set at the last tuple: a start state's began at that tuple."""
+        a_start, b_start = str(a) not in started, str(b) not in started
+        if a_start or b_start:
+            return Const(int(a < b if a_start and b_start else a_start))
+        bit = now.order[pairs[(min(a, b), max(a, b))]]
+        return bit if a < b else ~bit
+
+    def first_of(candidates: list[int], live, beats) -> dict[int, Value]:
+        """One-hot: the first of the ``candidates`` that are ``live`` in the order ``beats``."""
+        out = {}
+        for a in candidates:
+            win = live(a)
+            for b in candidates:
+                if b != a:
+                    win = win & (~live(b) | beats(a, b))
+            out[a] = win
+        return out
+
+    # for start_seq: which active predecessor each state takes its start from (one-hot)
+    chosen: dict[int, dict[int, Value]] = {}
+
     nxt = Signal(n, name=f"{prefix}next")
     stored = Signal(layout, name=f"{prefix}stored")
     result = Signal(result_layout(nfa), name=f"{prefix}result")
@@ -242,9 +317,15 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             if s.start:
                 began[s.index] = times.seq  # a run beginning now is the latest
             elif s.activation:
-                order = sorted(s.activation)
-                _, latest = _earliest([(active[j], stored_start(j)) for j in order],
-                                      latest=True)
+                preds = sorted(s.activation)
+                wins = first_of(preds, lambda j: active[j], stored_beats)
+                chosen[s.index] = {}
+                latest = Value.cast(0)
+                for j in preds:
+                    win = Signal(name=f"{prefix}{s.name}_from_{nfa.states[j].name}")
+                    m.d.comb += win.eq(wins[j])
+                    chosen[s.index][j] = win
+                    latest = latest | Mux(win, stored_start(j), 0)
                 began[s.index] = Signal(SEQ_BITS, name=f"{prefix}{s.name}_began")
                 m.d.comb += began[s.index].eq(latest)
                 if str(s.index) in started:
@@ -253,6 +334,26 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
         m.d.comb += stored.last.eq(times.at)
     if "last_seq" in layout.members:
         m.d.comb += stored.last_seq.eq(times.seq)
+
+    def next_beats(a: int, b: int) -> Value:
+        """:func:`stored_beats` after this tuple, for states set now: the order of the
+        predecessors they took their starts from (equal when the same: the lower index)."""
+        a_start, b_start = nfa.states[a].start, nfa.states[b].start
+        if a_start or b_start:
+            return Const(int(a < b if a_start and b_start else a_start))
+        k = pairs[(min(a, b), max(a, b))]
+        return next_order[k] if a < b else ~next_order[k]
+
+    next_order = None
+    if pairs:
+        next_order = Signal(len(pairs), name=f"{prefix}next_order")
+        for (a, b), k in pairs.items():
+            bit = Value.cast(0)
+            for p, win_p in chosen.get(a, {}).items():
+                for r, win_r in chosen.get(b, {}).items():
+                    bit = bit | (win_p & win_r & (Const(1) if p == r else stored_beats(p, r)))
+            m.d.comb += next_order[k].eq(bit)
+        m.d.comb += stored.order.eq(next_order)
     matches = result.matches
     m.d.comb += stored.active.eq(nxt)
     slot = {q: k for k, q in enumerate(start_queries(nfa))}
@@ -262,11 +363,13 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             hit = hit | nxt[i]
         m.d.comb += matches[q.index].eq(hit)
         if q.index in slot:  # the latest start among the accepting states set now
-            ends = [(nxt[i], began[i]) for i in nfa.accepting(q) if i in began]
-            if ends:
-                _, latest = _earliest(ends, latest=True)
-                k = slot[q.index]
-                m.d.comb += result.starts[k * SEQ_BITS:(k + 1) * SEQ_BITS].eq(latest)
+            ends = [i for i in nfa.accepting(q) if i in began]
+            wins = first_of(ends, lambda i: nxt[i], next_beats)
+            latest = Value.cast(0)
+            for i in ends:
+                latest = latest | Mux(wins[i], began[i], 0)
+            k = slot[q.index]
+            m.d.comb += result.starts[k * SEQ_BITS:(k + 1) * SEQ_BITS].eq(latest)
         if q.skip_past_last_row and q.count:
             with m.If(matches[q.index]):
                 m.d.comb += stored.active[q.first:q.first + q.count].eq(0)
