@@ -86,17 +86,24 @@ def started_states(nfa: Nfa) -> list[int]:
     return [s.index for s in nfa.states if nfa.queries[s.query].start_seq and not s.start]
 
 
-def order_pairs(nfa: Nfa) -> list[tuple[int, int]]:
-    """The pairs ``(a, b)``, ``a < b``, of :func:`started_states` whose order a partition
-    stores for start_seq: one bit, set iff the latest run in ``a`` began at or after the
-    latest run in ``b`` (a tie counts for the lower index, so the bits describe a total order).
+def _tracks(q) -> bool:
+    """Whether the states of query ``q`` follow their latest run's start (WITHIN, start_seq)."""
+    return q.window is not None or q.start_seq
 
-    A state takes the start of the first of its active predecessors in that order, so the
-    pairs of predecessors of a state are needed, and those of the accepting states of a query
-    (a match reports the first of them); a pair's next order is its states' chosen
-    predecessors' order, so their pairs are needed too. Pairs with a start state need no bit:
-    a run in a start state began at the last tuple, after all others."""
-    tracked = set(started_states(nfa))
+
+def order_pairs(nfa: Nfa) -> list[tuple[int, int]]:
+    """The pairs ``(a, b)``, ``a < b``, of states whose order a partition stores, for the
+    queries with a window or start_seq: one bit, set iff the latest run in ``a`` began at or
+    after the latest run in ``b`` (a tie counts for the lower index, so the bits describe a
+    total order).
+
+    A state takes the start (and under WITHIN the age) of the first of its active
+    predecessors in that order, so the pairs of predecessors of a state are needed, and, for
+    start_seq, those of the accepting states of a query (a match reports the first of them);
+    a pair's next order is its states' chosen predecessors' order, so their pairs are needed
+    too. Pairs with a start state need no bit: a run in a start state began at the last tuple,
+    after all others."""
+    tracked = {s.index for s in nfa.states if not s.start and _tracks(nfa.queries[s.query])}
     need: set[tuple[int, int]] = set()
     work: list[tuple[int, int]] = []
 
@@ -108,17 +115,18 @@ def order_pairs(nfa: Nfa) -> list[tuple[int, int]]:
             work.append(pair)
 
     for q in nfa.queries:
-        if not q.start_seq:
+        if not _tracks(q):
             continue
         for i in q.states:
             preds = sorted(nfa.states[i].activation)
             for x, a in enumerate(preds):
                 for b in preds[x + 1:]:
                     add(a, b)
-        ends = nfa.accepting(q)
-        for x, a in enumerate(ends):
-            for b in ends[x + 1:]:
-                add(a, b)
+        if q.start_seq:
+            ends = nfa.accepting(q)
+            for x, a in enumerate(ends):
+                for b in ends[x + 1:]:
+                    add(a, b)
     while work:
         a, b = work.pop()
         for p in nfa.states[a].activation:
@@ -140,9 +148,9 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
 
     For queries that report start_seq, also ``began``: for each of their states that is not a
     start state (:func:`started_states`), the position of the tuple the latest run in it
-    began at, ``order``, one bit per pair of :func:`order_pairs` (which of the two began
-    later), and ``last_seq``, the position of the partition's last tuple (where the runs in
-    its start states began).
+    began at, and ``last_seq``, the position of the partition's last tuple (where the runs in
+    its start states began). With a window or start_seq, ``order``: one bit per pair of
+    :func:`order_pairs`, which of the two states' latest runs began later.
     """
     fields = {"active": len(nfa.states)}
     times = order_layout(nfa)
@@ -156,10 +164,10 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
         started = started_states(nfa)
         if started:
             fields["began"] = data.StructLayout({str(i): SEQ_BITS for i in started})
-        pairs = order_pairs(nfa)
-        if pairs:
-            fields["order"] = len(pairs)
         fields["last_seq"] = SEQ_BITS
+    pairs = order_pairs(nfa)
+    if pairs:
+        fields["order"] = len(pairs)
     return data.StructLayout(fields)
 
 
@@ -169,22 +177,6 @@ def aged_states(nfa: Nfa) -> list[int]:
     wiring)."""
     return [s.index for s in nfa.states if nfa.queries[s.query].window is not None
             and not s.start]
-
-
-def _earliest(candidates: list[tuple[Value, Value]], *,
-              latest: bool = False) -> tuple[Value, Value]:
-    """``(any valid, least value among the valid)`` of ``(valid, value)`` pairs, as a
-    balanced tree of two-input minima (``latest``: the greatest value, of maxima)."""
-    while len(candidates) > 1:
-        paired = []
-        for k in range(0, len(candidates) - 1, 2):
-            (v1, a1), (v2, a2) = candidates[k], candidates[k + 1]
-            better = (a1 >= a2) if latest else (a1 <= a2)
-            paired.append((v1 | v2, Mux(v1 & (~v2 | better), a1, a2)))
-        if len(candidates) % 2:
-            paired.append(candidates[-1])
-        candidates = paired
-    return candidates[0]
 
 
 def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
@@ -217,10 +209,12 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     against the last), so any gap is exact; such a gap (or a time before the last one) ends
     every run.
 
-    For a short critical path, the least stored age among a state's *active* predecessors is
-    found first (from the stored state alone, beside the time since the last tuple), and the
-    gap is added once: the youngest active predecessor is live iff any is, so that sum is the
-    state's age when it is less than the window, and no predecessor is live otherwise.
+    For a short critical path, the youngest of a state's *active* predecessors is chosen
+    first, from the stored state alone and without comparing ages: it is the one whose latest
+    run began latest, which the order bits say (as for start_seq: the times never decrease).
+    The gap is then added once to its age: the youngest active predecessor is live iff any
+    is, so that sum is the state's age when it is less than the window, and no predecessor is
+    live otherwise.
     """
     layout = state_layout(nfa)
     now = layout(state)
@@ -263,7 +257,7 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     def stored_beats(a: int, b: int) -> Value:
         """Whether the latest run in ``a`` began at or after the one in ``b`` (ties: the lower
         index), both set at the last tuple: a start state's began at that tuple."""
-        a_start, b_start = str(a) not in started, str(b) not in started
+        a_start, b_start = nfa.states[a].start, nfa.states[b].start
         if a_start or b_start:
             return Const(int(a < b if a_start and b_start else a_start))
         bit = now.order[pairs[(min(a, b), max(a, b))]]
@@ -280,8 +274,19 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             out[a] = win
         return out
 
-    # for start_seq: which active predecessor each state takes its start from (one-hot)
+    # under WITHIN and for start_seq: which active predecessor, the one whose latest run began
+    # latest, each state takes its start and age from (one-hot)
     chosen: dict[int, dict[int, Value]] = {}
+    for s in nfa.states:
+        if s.start or not s.activation or not _tracks(nfa.queries[s.query]):
+            continue
+        preds = sorted(s.activation)
+        wins = first_of(preds, lambda j: active[j], stored_beats)
+        chosen[s.index] = {}
+        for j in preds:
+            win = Signal(name=f"{prefix}{s.name}_from_{nfa.states[j].name}")
+            m.d.comb += win.eq(wins[j])
+            chosen[s.index][j] = win
 
     nxt = Signal(n, name=f"{prefix}next")
     stored = Signal(layout, name=f"{prefix}stored")
@@ -296,8 +301,12 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
         if s.start:
             reached = Const(1)
         elif s.activation and q.window is not None:
-            order = sorted(s.activation)
-            any_active, youngest = _earliest([(active[j], stored_age(j)) for j in order])
+            # the youngest active predecessor: the one whose latest run began latest
+            any_active = Value.cast(0)
+            youngest = Value.cast(0)
+            for j, win in chosen[s.index].items():
+                any_active = any_active | active[j]
+                youngest = youngest | Mux(win, stored_age(j), 0)
             age = Signal(age_bits(q.window) + 2, name=f"{prefix}{s.name}_age")
             near, far = gaps[q.index]
             m.d.comb += age.eq(near + youngest)
@@ -317,14 +326,8 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             if s.start:
                 began[s.index] = times.seq  # a run beginning now is the latest
             elif s.activation:
-                preds = sorted(s.activation)
-                wins = first_of(preds, lambda j: active[j], stored_beats)
-                chosen[s.index] = {}
                 latest = Value.cast(0)
-                for j in preds:
-                    win = Signal(name=f"{prefix}{s.name}_from_{nfa.states[j].name}")
-                    m.d.comb += win.eq(wins[j])
-                    chosen[s.index][j] = win
+                for j, win in chosen[s.index].items():
                     latest = latest | Mux(win, stored_start(j), 0)
                 began[s.index] = Signal(SEQ_BITS, name=f"{prefix}{s.name}_began")
                 m.d.comb += began[s.index].eq(latest)
