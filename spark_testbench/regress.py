@@ -10,15 +10,19 @@ then
    simulates that same prebuilt model (:class:`nfacep.sim.Simulation` with ``engine=``);
 2. simulates the tuples in Spark tasks (``mapInArrow``): in the manifest's ``partitioned`` mode
    the tuples are split into shards of whole partition keys (hash-partitioned by key), each
-   shard simulated alone in ``seq`` order, its record positions mapped back to the global
-   ``seq``. That is exact because capacity and timers cannot matter (``vectors.py`` chose the
-   mode for that reason). In ``global`` mode one task simulates the whole stream;
+   shard simulated alone in ``seq`` order, its record positions (and the starts of the
+   matches, for start_seq) mapped back to the global ``seq``. That is exact because capacity
+   and timers cannot matter (``vectors.py`` chose the mode for that reason). In ``global``
+   mode one task simulates the whole stream;
 3. compares the simulated matches with ``expected.parquet`` by a full outer join on
    ``seq, query, partition`` (null-safe: ``partition`` is null without PARTITION), and the
-   simulated drops with ``drops.parquet`` on ``seq, partition``;
+   simulated drops with ``drops.parquet`` on ``seq, partition``. When the expected matches
+   have a ``start_seq`` column (a query reports start_seq), a match found on both sides whose
+   starts differ (null-safe: null for the queries without start_seq) is a ``wrong_start``;
 4. writes ``DIR/regress_report.json`` (atomically): counts by kind (``missing``: expected, not
-   simulated; ``extra``: simulated, not expected; ``missing_drop``, ``extra_drop``), per query,
-   and the first differing rows.
+   simulated; ``extra``: simulated, not expected; ``wrong_start``: both, beginning elsewhere;
+   ``missing_drop``, ``extra_drop``), per query, and the first differing rows (with the
+   expected and simulated ``start_seq`` when the vectors have it).
 """
 
 from __future__ import annotations
@@ -46,14 +50,26 @@ from nfacep.settings import ParamValues
 from nfacep.tuples import from_table
 
 from .progress import Progress
-from .vectors import DROPS, EXPECTED, FORMAT, MANIFEST, TUPLES, manifest_params, manifest_values
+from .vectors import (
+    DROPS,
+    EXPECTED,
+    FORMAT,
+    MANIFEST,
+    START_SEQ,
+    TUPLES,
+    global_starts,
+    manifest_params,
+    manifest_values,
+)
 
-__all__ = ["FIRST", "KINDS", "REPORT", "Job", "prepare", "run"]
+__all__ = ["FIRST", "KINDS", "QUERY_KINDS", "REPORT", "Job", "prepare", "run"]
 
 REPORT = "regress_report.json"
 REPORT_FORMAT = "nfacep-regress/1"
 #: Kinds of difference, in report order.
-KINDS = ("missing", "extra", "missing_drop", "extra_drop")
+KINDS = ("missing", "extra", "wrong_start", "missing_drop", "extra_drop")
+#: Kinds counted per query.
+QUERY_KINDS = ("missing", "extra", "wrong_start")
 #: Differing rows kept in the report.
 FIRST = 20
 #: In the partitioned mode, shards of about this many tuples at most (more shards than tasks
@@ -61,7 +77,7 @@ FIRST = 20
 #: memory stays bounded by the shard (or by the busiest key, which is never split).
 SHARD_TUPLES = 1 << 20
 _RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
-                     ("kind", pa.string())])
+                     ("kind", pa.string()), ("start", pa.int64())])
 
 
 @dataclass
@@ -222,7 +238,11 @@ def _batch_depth(job: Job) -> int:
 def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
               seed: int, batch_depth: int, sim_mode: str, values, counter, batches):
     """Simulate the tuples of one Spark partition (one shard) in ``seq`` order; adds them to
-    ``counter`` (a :class:`~.progress.Counter`)."""
+    ``counter`` (a :class:`~.progress.Counter`).
+
+    The simulation numbers the shard's tuples 0..m-1: a record's position and a match's start
+    (start_seq) are both mapped back to the global ``seq`` through the shard's ``seq`` column.
+    """
     from nfacep import sim
 
     batches = [b for b in batches if b.num_rows]
@@ -241,11 +261,12 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
                                 seed=seed + int(seq[0]), batch_depth=batch_depth,
                                 mode=sim_mode)
     res = simulation.run(nfa, data, params, values)
-    m = len(res.matches)
-    rows_seq = [int(seq[s]) for s, _, _ in res.matches]
-    rows_q = [q for _, q, _ in res.matches]
-    rows_p = [p for _, _, p in res.matches]
+    m = len(res.seqs)
+    rows_seq = seq[res.seqs].tolist()
+    rows_q = [res.names[q] for q in res.queries.tolist()]
+    rows_p = list(res.partitions)
     kinds = ["match"] * m
+    starts = global_starts(seq, res.starts, m)
     rows_seq += seq[res.drops].tolist()
     rows_q += [None] * len(res.drops)
     rows_p += partition_texts(nfa, data, res.drops)
@@ -259,7 +280,8 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
     counter.finished()
     yield pa.RecordBatch.from_arrays(
         [pa.array(rows_seq, pa.int64()), pa.array(rows_q, pa.string()),
-         pa.array(rows_p, pa.string()), pa.array(kinds, pa.string())], schema=_RESULT)
+         pa.array(rows_p, pa.string()), pa.array(kinds, pa.string()),
+         pa.concat_arrays([starts, pa.nulls(len(kinds) - m, pa.int64())])], schema=_RESULT)
 
 
 @functools.lru_cache(maxsize=4)
@@ -363,13 +385,18 @@ def _last_line(err) -> str:
 def _compare(spark, job: Job, result) -> dict:
     from pyspark.sql import functions as F
 
-    expected = spark.read.parquet(os.path.join(job.vectors, EXPECTED)) \
-        .select("seq", "query", "partition")
+    expected = spark.read.parquet(os.path.join(job.vectors, EXPECTED))
+    #: the vectors say where matches begin (a query reports start_seq): compare that too
+    starts = START_SEQ in expected.columns
+    keys = ("seq", "query", "partition")
+    expected = expected.select(*keys, *([START_SEQ] if starts else []))
     drops = spark.read.parquet(os.path.join(job.vectors, DROPS)).select("seq", "partition")
-    got = result.filter(F.col("kind") == "match").select("seq", "query", "partition")
+    got = result.filter(F.col("kind") == "match").select(
+        *keys, *([F.col("start").alias(START_SEQ)] if starts else []))
     got_drops = result.filter(F.col("kind") == "drop").select("seq", "partition")
+    no_start = F.lit(None).cast("long")
 
-    def outer(left, right, cols, missing, extra):
+    def outer(left, right, cols, missing, extra, start=False):
         e = left.withColumn("_e", F.lit(True)).alias("e")
         g = right.withColumn("_g", F.lit(True)).alias("g")
         cond = None
@@ -379,25 +406,34 @@ def _compare(spark, job: Job, result) -> dict:
         joined = e.join(g, cond, "full_outer")
         kind = (F.when(F.col("g._g").isNull(), F.lit(missing))
                 .when(F.col("e._e").isNull(), F.lit(extra)))
+        if start:  # on both sides: null-safe, null for the queries without start_seq
+            kind = kind.when(~F.col(f"e.{START_SEQ}").eqNullSafe(F.col(f"g.{START_SEQ}")),
+                             F.lit("wrong_start"))
         return joined.select(
             F.coalesce(F.col("e.seq"), F.col("g.seq")).alias("seq"),
             (F.coalesce(F.col("e.query"), F.col("g.query")) if "query" in cols
              else F.lit(None).cast("string")).alias("query"),
             F.coalesce(F.col("e.partition"), F.col("g.partition")).alias("partition"),
-            kind.alias("kind")).filter(F.col("kind").isNotNull())
+            kind.alias("kind"),
+            (F.col(f"e.{START_SEQ}") if start else no_start).alias("expected_start"),
+            (F.col(f"g.{START_SEQ}") if start else no_start).alias("simulated_start"),
+        ).filter(F.col("kind").isNotNull())
 
-    diffs = outer(expected, got, ("seq", "query", "partition"), "missing", "extra").unionByName(
+    diffs = outer(expected, got, keys, "missing", "extra", start=starts).unionByName(
         outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop"))
     diffs = diffs.localCheckpoint()
     counts = dict.fromkeys(KINDS, 0)
     names = [q.name for q in job.nfa.queries]
-    by_query = {n: {"missing": 0, "extra": 0} for n in names}
+    by_query = {n: dict.fromkeys(QUERY_KINDS, 0) for n in names}
     for r in diffs.groupBy("kind", "query").count().collect():
         counts[r["kind"]] += r["count"]
         if r["query"] is not None:
-            by_query.setdefault(r["query"], {"missing": 0, "extra": 0})[r["kind"]] = r["count"]
+            by_query.setdefault(r["query"], dict.fromkeys(QUERY_KINDS, 0))[r["kind"]] = \
+                r["count"]
     first = [{"kind": r["kind"], "seq": r["seq"], "query": r["query"],
-              "partition": r["partition"]}
+              "partition": r["partition"],
+              **({"expected_start_seq": r["expected_start"],
+                  "simulated_start_seq": r["simulated_start"]} if starts else {})}
              for r in diffs.orderBy("seq", "query", "kind").limit(FIRST).collect()]
     totals = {"expected": expected.count(), "simulated": got.count(),
               "expected_drops": drops.count(), "simulated_drops": got_drops.count()}
@@ -413,6 +449,7 @@ def _compare(spark, job: Job, result) -> dict:
         "sim_mode": job.sim_mode,
         "mode": job.mode,
         "reason": job.reason,
+        "start_seq": starts,  # whether where the matches begin was compared
         "equal": total == 0,
         "counts": {**totals, **counts, "differences": total},
         "by_query": by_query,
@@ -433,18 +470,31 @@ def render(report: dict) -> str:
     if report["equal"]:
         lines.append("OK: the gateware's matches and drops equal the expected ones")
         return "\n".join(lines)
-    kinds = ", ".join(f"{c[k]} {k.replace('_', ' ')}" for k in KINDS)
+    starts = report.get("start_seq", False)
+    kinds = ", ".join(f"{c.get(k, 0)} {k.replace('_', ' ')}" for k in KINDS
+                      if starts or k != "wrong_start")
     lines.append(f"DIFFERENT: {c['differences']} differences ({kinds}); missing = expected but "
-                 "not reported by the gateware, extra = reported but not expected")
+                 "not reported by the gateware, extra = reported but not expected"
+                 + (", wrong start = reported as expected but with another start_seq"
+                    if starts else ""))
     for name, k in report["by_query"].items():
-        if k["missing"] or k["extra"]:
-            lines.append(f"  query {name}: {k['missing']} missing, {k['extra']} extra")
+        if k["missing"] or k["extra"] or k.get("wrong_start"):
+            lines.append(f"  query {name}: {k['missing']} missing, {k['extra']} extra"
+                         + (f", {k.get('wrong_start', 0)} wrong start" if starts else ""))
     rows = report["first"]
     lines.append(f"first {len(rows)} differences:")
-    table = [("kind", "seq", "query", "partition")] + [
-        (r["kind"], str(r["seq"]), r["query"] or "-",
-         "-" if r["partition"] is None else r["partition"]) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    head = ("kind", "seq", "query", "partition")
+    if starts:
+        head += ("expected start_seq", "simulated start_seq")
+
+    def text(v):
+        return "-" if v is None else str(v)
+
+    table = [head] + [
+        (r["kind"], str(r["seq"]), r["query"] or "-", text(r["partition"]),
+         *((text(r["expected_start_seq"]), text(r["simulated_start_seq"])) if starts else ()))
+        for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
         lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True))
                      .rstrip())

@@ -7,7 +7,10 @@ starts; :func:`run` then does the work on a session and publishes the folder ato
     DIR/tuples.parquet/    seq (int64), then the stream's fields in declaration order:
                            UINT/INT as int64, BOOL as boolean, ENUM as its label, FLOAT32 as float
     DIR/expected.parquet/  seq, query, partition (the key as text, null without PARTITION),
-                           one row per reported match, sorted by seq then query (like `match`)
+                           one row per reported match, sorted by seq then query (like `match`);
+                           and start_seq (int64, null for the queries without it) when a query
+                           reports it (MEASURES FIRST(seq) AS start_seq): the global seq where
+                           the match begins
     DIR/drops.parquet/     seq, partition of every tuple the partitioner drops
     DIR/manifest.json      query file hash, seed, generator settings, engine parameters, counts,
                            how the expected matches were computed (below)
@@ -60,7 +63,26 @@ FORMAT = "nfacep-vectors/1"
 TUPLES, EXPECTED, DROPS, MANIFEST = "tuples.parquet", "expected.parquet", "drops.parquet", \
     "manifest.json"
 _RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
-                     ("kind", pa.string())])
+                     ("kind", pa.string()), ("start", pa.int64())])
+#: The column of expected.parquet that says where a match begins (only when a query reports it)
+START_SEQ = "start_seq"
+
+
+def reports_start(nfa) -> bool:
+    """Whether a query of ``nfa`` reports start_seq, so that expected.parquet has the column."""
+    return any(q.start_seq for q in nfa.queries)
+
+
+def global_starts(seq: np.ndarray, starts: np.ndarray | None, m: int) -> pa.Array:
+    """The starts of ``m`` matches of a run over the tuples ``seq`` (global seqs, in the order
+    they were taken: a start is a position in them) as global seqs; null where a query does not
+    report start_seq (start -1, or no starts at all)."""
+    if starts is None:
+        return pa.nulls(m, pa.int64())
+    starts = np.asarray(starts, dtype=np.int64)
+    have = starts >= 0
+    return pa.array(np.where(have, seq[np.where(have, starts, 0)], 0), pa.int64(),
+                    mask=~have)
 
 
 @dataclass
@@ -204,8 +226,10 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
     """Reference matcher over the tuples of one Spark partition, taken in ``seq`` order.
 
     Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
-    distinct keys seen (keys never span two tasks, so the sum is the stream's). Adds the
-    tuples to ``counter`` (a :class:`~.progress.Counter`).
+    distinct keys seen (keys never span two tasks, so the sum is the stream's). A match's
+    ``start`` is where it begins, mapped like its ``seq`` from the position in this task's
+    tuples to the global ``seq`` (null for a query without start_seq). Adds the tuples to
+    ``counter`` (a :class:`~.progress.Counter`).
     """
     from nfacep.check import Schema
 
@@ -234,14 +258,16 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
         [pa.array(np.append(seq[result.seqs], keys), pa.int64()),
          pa.array([*names[result.queries], None], pa.string()),
          pa.array([*result.partitions, None], pa.string()),
-         pa.array(["match"] * m + ["keys"], pa.string())],
+         pa.array(["match"] * m + ["keys"], pa.string()),
+         pa.concat_arrays([global_starts(seq, result.starts, m), pa.nulls(1, pa.int64())])],
         schema=_RESULT)
     if len(result.drops):
         parts = partition_texts(nfa, data, result.drops)
         d = len(result.drops)
         yield pa.RecordBatch.from_arrays(
             [pa.array(seq[result.drops], pa.int64()), pa.array([None] * d, pa.string()),
-             pa.array(parts, pa.string()), pa.array(["drop"] * d, pa.string())],
+             pa.array(parts, pa.string()), pa.array(["drop"] * d, pa.string()),
+             pa.nulls(d, pa.int64())],
             schema=_RESULT)
 
 
@@ -357,7 +383,10 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict) 
     watch.end()
     seconds["match"] = time.perf_counter() - t1
     watch.phase("writing the expected matches and drops", count=False)
-    (result.filter(F.col("kind") == "match").select("seq", "query", "partition")
+    columns = ["seq", "query", "partition"]
+    if reports_start(job.nfa):  # otherwise the schema stays as it was before start_seq
+        columns.append(F.col("start").alias(START_SEQ))
+    (result.filter(F.col("kind") == "match").select(*columns)
      .orderBy("seq", "query").write.parquet(os.path.join(tmp, EXPECTED)))
     (result.filter(F.col("kind") == "drop").select("seq", "partition")
      .orderBy("seq").write.parquet(os.path.join(tmp, DROPS)))
@@ -414,8 +443,8 @@ def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, mast
         "stream": program.schema.name,
         "partition_field": program.partition_field,
         "order_fields": list(program.order_fields),
-        "queries": [{"name": q.name, "skip_past_last_row": q.skip_past_last_row}
-                    for q in program.queries],
+        "queries": [{"name": q.name, "skip_past_last_row": q.skip_past_last_row,
+                     "start_seq": q.start_seq} for q in job.nfa.queries],
         "seed": o.seed,
         "tuples": o.tuples,
         "keys": gen.keys,

@@ -163,7 +163,8 @@ def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, caps
     c = report["counts"]
     assert not report["equal"] and c["differences"] == c["missing"] + c["extra"] > 0
     assert c["missing"] > 0 and c["extra"] == 0
-    assert report["by_query"]["thaw"] == {"missing": 0, "extra": 0}
+    assert report["by_query"]["thaw"] == {"missing": 0, "extra": 0, "wrong_start": 0}
+    assert report["start_seq"] is False and "start_seq" not in out  # no query reports it
     assert report["by_query"]["fire"]["missing"] == c["missing"]
     first = report["first"]
     assert first and all(r["query"] == "fire" for r in first)
@@ -199,6 +200,80 @@ def test_native_mode_passes_and_catches_a_cut_wire(spark, fire, tmp_path, monkey
     assert c["missing"] > 0 and c["extra"] == 0
     assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--mode", "native") == 2
     assert "--simulator verilator" in capsys.readouterr().err
+
+
+# --- where matches begin: start_seq ----------------------------------------------------------
+
+def start_seq_query(folder) -> pathlib.Path:
+    """fire.sql with its fire query asking for start_seq (concise form); thaw does not."""
+    text = pathlib.Path(FIRE).read_text()
+    head = "QUERY fire FROM warehouse\nPARTITION sensor\nORDER BY ts\n"
+    assert head in text
+    path = pathlib.Path(folder) / "fire_start.sql"
+    path.write_text(text.replace(head, head + "MEASURES FIRST(seq) AS start_seq\n"))
+    return path
+
+
+def corrupt_starts(folder, mode) -> dict:
+    """Rewrite expected.parquet with some starts changed: a fire start moved by one, a thaw
+    start (null: thaw does not report it) set, and in global mode a fire start made null.
+    Returns {(seq, query, partition): (corrupted start, true start)}."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = pathlib.Path(folder) / vectors.EXPECTED
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    fire = [r for r in rows if r["query"] == "fire"]
+    thaw = [r for r in rows if r["query"] == "thaw"]
+    assert len(fire) > 2 and thaw and all(r["start_seq"] is None for r in thaw)
+    changes = [(fire[len(fire) // 2], fire[len(fire) // 2]["start_seq"] + 1),
+               (thaw[-1], thaw[-1]["seq"] - 3)]
+    if mode == "global":
+        changes.append((fire[-1], None))
+    corrupted = {}
+    for r, value in changes:
+        corrupted[r["seq"], r["query"], r["partition"]] = (value, r["start_seq"])
+        r["start_seq"] = value
+    for part in path.iterdir():
+        part.unlink()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path / "part-0.parquet")
+    return corrupted
+
+
+@pytest.mark.parametrize(("keys", "mode"), [(16, "partitioned"), (24, "global")])
+def test_wrong_start_seq_is_caught(spark, tmp_path, build_dir, capsys, keys, mode):
+    """Vectors of a query with MEASURES FIRST(seq) AS start_seq, their expected starts
+    corrupted at a few matches: regress simulates the gateware, whose starts agree with every
+    other expected start (in shards, each start a position in its shard mapped to the global
+    seq; in one global simulation), and reports exactly the corrupted ones as wrong_start
+    (null-safe: a start where null is expected and null where one is), exit status 1."""
+    query = start_seq_query(tmp_path)
+    out = tmp_path / "v"
+    m = make(spark, out, str(query), EngineParams(partitions=16), keys=keys, tuples=2000)
+    assert m["expected"]["mode"] == mode
+    corrupted = corrupt_starts(out, mode)
+    assert regress_cli(out, query, "--build-dir", str(build_dir), "--tasks", "3",
+                       "--quiet") == 1
+    stdout, _ = capsys.readouterr()
+    report = report_of(out)
+    assert report["mode"] == mode and report["start_seq"] is True
+    assert (report["shards"]["simulated"] > 1) == (mode == "partitioned")
+    c = report["counts"]
+    assert c["wrong_start"] == c["differences"] == len(corrupted)
+    assert c["simulated"] == c["expected"] > len(corrupted)
+    assert report["by_query"]["thaw"] == {"missing": 0, "extra": 0, "wrong_start": 1}
+    assert report["by_query"]["fire"]["wrong_start"] == len(corrupted) - 1
+    got = {(r["seq"], r["query"], r["partition"]):
+           (r["expected_start_seq"], r["simulated_start_seq"])
+           for r in report["first"] if r["kind"] == "wrong_start"}
+    assert got == corrupted and len(report["first"]) == len(corrupted)
+    assert f"{len(corrupted)} wrong start" in stdout
+    assert "kind" in stdout and "expected start_seq  simulated start_seq" in stdout
+    for (seq, name, part), (bad, true) in corrupted.items():
+        row = ["wrong_start", str(seq), name, part, "-" if bad is None else str(bad),
+               "-" if true is None else str(true)]
+        assert any(line.split() == row for line in stdout.splitlines()), (row, stdout)
 
 
 # --- bad input: a clear error before Spark does anything ------------------------------------------

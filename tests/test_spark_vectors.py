@@ -223,6 +223,54 @@ def test_table_store_vectors(spark, tmp_path, entries, mode, reason):
     assert (summary["drops"] > 0) == (mode == "global")
 
 
+# --- where matches begin: start_seq --------------------------------------------------------
+
+def start_seq_query(folder) -> pathlib.Path:
+    """fire.sql with its fire query asking for start_seq (concise form); thaw does not."""
+    text = pathlib.Path(FIRE).read_text()
+    head = "QUERY fire FROM warehouse\nPARTITION sensor\nORDER BY ts\n"
+    assert head in text
+    path = pathlib.Path(folder) / "fire_start.sql"
+    path.write_text(text.replace(head, head + "MEASURES FIRST(seq) AS start_seq\n"))
+    return path
+
+
+def match_rows_with_starts(tmp_path, query, vectors_dir, *args):
+    """`nfacep match` on the vectors' tuples: (seq, query, partition, start_seq) rows."""
+    run_match(tmp_path, query, vectors_dir, *args)
+    with open(tmp_path / "matches.csv", newline="") as f:
+        return [(int(r["seq"]), r["query"], r["partition"] or None,
+                 int(r["start_seq"]) if r["start_seq"] else None) for r in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize(("keys", "mode"), [(16, "partitioned"), (24, "global")])
+def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
+    """A query with MEASURES FIRST(seq) AS start_seq: expected.parquet gets a nullable int64
+    start_seq column, the global seq where each match begins (null for thaw, which does not ask
+    for it), equal to `nfacep match`'s, in the partitioned pass (3 tasks, whose positions are
+    mapped back to the global seq) and in the global one (24 keys fill 16 partitions)."""
+    query = start_seq_query(tmp_path)
+    out = tmp_path / "v"
+    m = make(spark, out, query, tasks=3, engine=EngineParams(partitions=16), keys=keys,
+             tuples=3000)
+    assert m["expected"]["mode"] == mode
+    assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", True),
+                                                                   ("thaw", False)]
+    expected = table(out, vectors.EXPECTED)
+    assert expected.schema.names == ["seq", "query", "partition", vectors.START_SEQ]
+    assert expected.schema.field(vectors.START_SEQ).type == pa.int64()
+    assert expected.schema.field(vectors.START_SEQ).nullable
+    rows = [tuple(r.values()) for r in expected.to_pylist()]
+    assert rows == match_rows_with_starts(tmp_path, query, out, "--partitions", "16")
+    fire = [r for r in rows if r[1] == "fire"]
+    assert fire and all(r[3] is not None and r[3] < r[0] for r in fire)
+    assert all(r[3] is None for r in rows if r[1] == "thaw") and len(fire) < len(rows)
+    # some fire run begins hundreds of tuples back: a local position would differ
+    assert max(r[0] - r[3] for r in fire) > 50
+    if mode == "global":
+        assert m["counts"]["drops"] > 0
+
+
 # --- every bundled query ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
@@ -375,7 +423,11 @@ def test_manifest(spark, fire):
     assert m["order_fields"] == ["ts"]
     assert m["columns"] == {"seq": "int64", "ts": "int64", "sensor": "int64", "zone": "string",
                             "temp": "int64", "smoke": "bool", "co_ppm": "float"}
+    assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", False),
+                                                                   ("thaw", False)]
     expected = table(folder, vectors.EXPECTED)
+    # no query reports start_seq: the columns are those of vectors made before it existed
+    assert expected.schema.names == ["seq", "query", "partition"]
     per_query = {}
     for q in expected.column("query").to_pylist():
         per_query[q] = per_query.get(q, 0) + 1
