@@ -204,6 +204,25 @@ class ParamValues:
         columns = {n: np.array([values[n]], dtype=_dtype(ty)) for n, ty in self.types.items()}
         return wire.pack(self.schema(), Tuples(columns, 1))[0]
 
+    def width(self) -> int:
+        """Bits of :meth:`packed` values (0 without parameters)."""
+        from . import wire
+
+        return wire.tuple_width(self.schema()) if self.types else 0
+
+    def unpacked(self, packed: int) -> dict[str, int | float | bool]:
+        """The inverse of :meth:`packed`: the values packed in ``packed`` (e.g. the values in
+        force a board reports), as :meth:`parse` gives them; a ValueError when they do not
+        fit."""
+        from . import wire
+
+        columns = wire.unpack(self.schema(), [packed]).columns
+        return {n: _python(columns[n][0], ty) for n, ty in self.types.items()}
+
+    def texts(self, values: dict[str, int | float | bool]) -> dict:
+        """``values`` as :meth:`as_dict` shows them (ENUM values as labels)."""
+        return {n: _text(v, self.types[n]) for n, v in values.items()}
+
     def as_dict(self) -> dict:
         """For summaries and reports: the values from tuple 0 and the switches (ENUM values as
         labels)."""
@@ -221,6 +240,17 @@ def params_schema(types: dict[str, FieldType]):
     from .check import Schema
 
     return Schema("parameters", tuple(FieldDecl(n, ty) for n, ty in types.items()))
+
+
+def _python(value, ty: FieldType) -> int | float | bool:
+    """A numpy value of a column as :meth:`ParamValues.parse` gives values."""
+    if isinstance(ty, Float32Type):
+        return float(value)
+    if isinstance(ty, BoolType):
+        return bool(value)
+    if isinstance(ty, EnumType) and isinstance(value, str):
+        return ty.labels.index(value)
+    return int(value)
 
 
 def _dtype(ty: FieldType):

@@ -235,8 +235,9 @@ def test_verilog_takes_initial_values_only(tmp_path, capsys):
 
 def test_board_commands(tmp_path, capsys):
     """``check --board`` and ``build`` take the values the engine starts with (build puts them
-    in the report); ``run`` refuses a query with parameters, which the link cannot switch or
-    report yet, rather than claim values it cannot check."""
+    in the report); ``run`` takes switches over the UART link (here it gets as far as opening
+    the port) and refuses them over UDP, which cannot switch or report them yet, rather than
+    claim values it cannot check."""
     q, t = sim_files(tmp_path)
     initial = SIM_VALUES[:8]
     try:
@@ -253,8 +254,12 @@ def test_board_commands(tmp_path, capsys):
     assert main(["check", q, "--board", "ulx3s-85f", *SIM_VALUES]) == 2
     assert "not switches (@seq)" in capsys.readouterr().err
     assert main(["run", q, "--port", str(tmp_path / "no-port"), "--input", t, "--output",
+                 str(tmp_path / "r.csv"), *SIM_VALUES]) == 2
+    assert "cannot open the serial port" in capsys.readouterr().err
+    assert main(["run", q, "--udp", "127.0.0.1:9", "--input", t, "--output",
                  str(tmp_path / "r.csv"), *initial]) == 2
-    assert "the link cannot report or switch them yet" in capsys.readouterr().err
+    assert "the UDP link cannot report or switch them yet" in capsys.readouterr().err
+    assert not (tmp_path / "r.csv").exists()
 
 
 @settings(max_examples=300, deadline=None)
@@ -352,3 +357,17 @@ def test_manifest_values_are_checked():
     got = manifest_values({"runtime_parameters": {"hot": -5, "zone": "c", "lim": 0.1,
                                                   "flag": False}}, nfa, "m.json")
     assert got.initial == {"hot": -5, "zone": 2, "lim": float(np.float32(0.1)), "flag": False}
+
+
+def test_unpacked_is_the_inverse_of_packed():
+    """What a board reports (the packed values in force) reads back as the values given."""
+    from nfacep.types import BoolType, UIntType
+
+    types = {"n": IntType(12), "z": EnumType(("a", "b", "c")), "f": Float32Type(),
+             "b": BoolType(), "u": UIntType(32)}
+    values = ParamValues.parse(types, ["n=-7", "z=c", "f=-1.5", "b=true", "u=4000000000"])
+    packed = values.packed(values.initial)
+    assert values.width() == 12 + 2 + 32 + 1 + 32
+    assert values.unpacked(packed) == values.initial
+    assert values.texts(values.unpacked(packed))["z"] == "c"
+    assert ParamValues().width() == 0
