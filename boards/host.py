@@ -4,13 +4,15 @@
 URL: ``/dev/ttyUSB0``, ``COM3``, ``socket://host:port``, ``loop://``), resets the board's engine,
 checks that the board runs the engine this query file and these parameters describe (STATUS's
 ``engine_id``), sends the tuples in TUPLES frames under the link's flow control, and reads the
-RECORD frames back until the board reports that it has taken every tuple and is idle. The frame
-format and the flow control are :mod:`nfacep.boards.link.protocol`'s; ``boards/LINK.md``
-describes both.
+RECORD frames back until the board reports that it has taken every tuple and is idle. With
+runtime parameters it sends the switches in PARAMS frames among the TUPLES frames
+(:func:`switch_plan`). The frame format and the flow control are
+:mod:`nfacep.boards.link.protocol`'s; ``boards/LINK.md`` describes both.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +21,7 @@ from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.result import Result
+from nfacep.settings import ParamValues, params_schema
 from nfacep.tuples import Tuples
 
 from .link.protocol import (
@@ -26,17 +29,21 @@ from .link.protocol import (
     ERROR_COUNTERS,
     OVERHEAD,
     STATUS_FIELDS,
+    SWITCH_BYTES,
     VERSION,
     FrameReader,
     FrameType,
     decode_fields,
+    decode_status,
     encode,
     engine_id,
     fields_size,
+    params_payload,
 )
 
 __all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard", "board_result",
-           "check_engine", "check_no_parameters", "check_timeout"]
+           "check_engine", "check_no_parameters", "check_timeout", "check_values", "frame_starts",
+           "switch_plan", "values_bytes"]
 
 #: The longest ``--timeout`` (a day): what a silent board is waited for.
 MAX_TIMEOUT = 86400.0
@@ -73,9 +80,10 @@ class BoardResult(Result):
     backend = "board"
 
     def details(self) -> dict:
-        return {"port": self.port, "baud": self.baud,
-                "board": {k: self.status[k] for k, _ in STATUS_FIELDS if k != "reserved"},
-                "link": self.stats}
+        board = {k: self.status[k] for k, _ in STATUS_FIELDS if k != "reserved"}
+        if self.values:  # the values in force at the end, as STATUS reported them
+            board["values"] = self.values.texts(self.values.unpacked(self.status["values"]))
+        return {"port": self.port, "baud": self.baud, "board": board, "link": self.stats}
 
     def note(self) -> str:
         seconds = self.stats.get("seconds") or 0
@@ -105,8 +113,10 @@ class _Session:
         self.timeout = timeout
         self.say = progress or (lambda text: None)
         self.byte_time = 10 / baud
+        self.values_bytes = values_bytes(nfa)
+        self.status_bytes = fields_size(STATUS_FIELDS) + self.values_bytes
         self.reader = FrameReader([FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
-                                  max_payload=max(fields_size(STATUS_FIELDS),
+                                  max_payload=max(self.status_bytes,
                                                   wire.record_format(nfa).nbytes))
         self.records: list[bytes] = []
         self.status: dict | None = None
@@ -146,11 +156,12 @@ class _Session:
         if frame.type == FrameType.RECORD:
             self.records.append(frame.payload)
         elif frame.type == FrameType.STATUS:
-            if len(frame.payload) != fields_size(STATUS_FIELDS):
+            if len(frame.payload) != self.status_bytes:
                 raise LinkError(f"the board's STATUS frame has {len(frame.payload)} bytes, not "
-                                f"{fields_size(STATUS_FIELDS)}: it speaks another version of "
-                                "the link protocol; rebuild its bitstream")
-            self.status = decode_fields(STATUS_FIELDS, frame.payload)
+                                f"{self.status_bytes}: it speaks another version of the link "
+                                "protocol, or its engine has other runtime parameters; rebuild "
+                                "its bitstream")
+            self.status = decode_status(frame.payload, self.values_bytes)
             self.status_count += 1
             self.answers.append(self.status)
         elif frame.type == FrameType.ACK:
@@ -184,17 +195,71 @@ class _Session:
         return self.status
 
 
-def check_no_parameters(nfa: Nfa) -> None:
-    """A :class:`UsageError` for queries with runtime parameters: a board starts with the
-    values ``nfacep build --param`` gave it, but the link can neither switch nor report them
-    yet, so a run could not say which values its matches were found with."""
+def check_no_parameters(nfa: Nfa, link: str = "UDP") -> None:
+    """A :class:`UsageError` for queries with runtime parameters on a ``link`` that cannot
+    switch or report them yet: the board starts with the values ``nfacep build --param`` gave
+    it, so a run could not say which values its matches were found with."""
     if nfa.program.parameters:
         raise UsageError(
             "the queries have runtime parameters ("
             + ", ".join(f":{n}" for n in nfa.program.parameters)
-            + "): the board starts with the values `nfacep build --param` gave it, but the "
-            "link cannot report or switch them yet, so `nfacep run` cannot say which "
-            "values its matches were found with; use `nfacep sim --param` (docs/commands.md)")
+            + f"): the board starts with the values `nfacep build --param` gave it, but the "
+            f"{link} link cannot report or switch them yet, so `nfacep run` cannot say which "
+            "values its matches were found with; use a --link uart board (--port) or "
+            "`nfacep sim --param` (docs/commands.md)")
+
+
+def values_bytes(nfa: Nfa) -> int:
+    """Bytes of the packed values of the queries' runtime parameters (0 without any): the end
+    of STATUS and of PARAMS."""
+    types = nfa.program.parameters
+    return wire.tuple_bytes(params_schema(types)) if types else 0
+
+
+def switch_plan(values: ParamValues | None, board_values: int, n: int) -> list[tuple[int, int]]:
+    """The switches a host sends for a run of ``n`` tuples, in order: ``(tuple number, packed
+    values)``. First one at tuple 0 when the values in force on the board after RESET
+    (``board_values``, packed) are not the run's starting values (a board built with other
+    ``--param`` values), then each switch of ``values`` that applies to one of the tuples
+    (those from tuple ``n`` on change nothing). Shared by the hosts of both links."""
+    if not values or not n:
+        return []
+    plan = []
+    start = values.packed(values.initial)
+    if board_values != start:
+        plan.append((0, start))
+    for seq, _ in values.switches:
+        if seq < n:
+            if seq >= 1 << 8 * SWITCH_BYTES:
+                raise UsageError(f"--param …@{seq}: the board numbers tuples modulo "
+                                 f"2^{8 * SWITCH_BYTES}")
+            plan.append((seq, values.packed(values.in_force(seq))))
+    return plan
+
+
+def frame_starts(n: int, per_frame: int, cuts=()) -> list[int]:
+    """Where the frames (packets) of ``n`` tuples, ``per_frame`` at most in each, start, with a
+    new one at each of ``cuts`` (the switches' tuples), and ``n`` last. Shared by the hosts of
+    both links."""
+    return sorted({*range(0, n, per_frame), *(c for c in cuts if 0 < c < n), n})
+
+
+def check_values(values: ParamValues | None, status: dict, n: int, *,
+                 error: type[NfacepError] | None = None) -> None:
+    """Raise ``error`` (default :class:`LinkError`) unless the values in force a board reports
+    at the end of a run of ``n`` tuples (STATUS's ``values``) are those ``values`` give the
+    last tuple."""
+    if not values or not n:
+        return
+    expected = values.in_force(n - 1)
+    if status["values"] != values.packed(expected):
+        try:
+            have = values.texts(values.unpacked(status["values"]))
+        except ValueError:
+            have = hex(status["values"])
+        raise (error or LinkError)(
+            f"the board's runtime parameters at the end of the run are {have}, expected "
+            f"{values.texts(expected)}: a switch was lost; the results are not this run's")
 
 
 def check_engine(board: dict, nfa: Nfa, params: EngineParams, *, link: str,
@@ -280,9 +345,12 @@ class UartBoard:
             values=None) -> BoardResult:
         """Match ``tuples`` on the board. Raises :class:`NoBoardError` when no board (or one
         with another engine) answers and :class:`LinkError` when it stops answering or results
-        are lost; a :class:`UsageError` for queries with runtime parameters
-        (:func:`check_no_parameters`)."""
-        check_no_parameters(nfa)
+        are lost. With runtime parameters, ``values`` (:class:`~nfacep.settings.ParamValues`)
+        are the values over the stream: the board is switched to their starting values if it
+        runs others, and each switch is sent before the tuple it applies to
+        (:func:`switch_plan`)."""
+        if nfa.program.parameters and not values:
+            values = ParamValues.parse(nfa.program.parameters, [])  # (says what is missing)
         schema = nfa.program.schema
         tb = wire.tuple_bytes(schema)
         payload = wire.pack_bytes(schema, tuples)
@@ -294,24 +362,44 @@ class UartBoard:
             started = time.monotonic()
             status = session.reset(self.port)
             _check_board(status, nfa, params, tb)
+            plan = switch_plan(values, status["values"], tuples.n)
             stats = _stream(session, payload, tuples.n, tb, status["capacity"],
-                            self.frame_tuples)
+                            self.frame_tuples, plan, values.width() if values else 0)
             final = _finish(session, tuples.n)
             stats["seconds"] = round(time.monotonic() - started, 3)
         finally:
             if self.serial_port is None:
                 ser.close()
-        return _results(session, nfa, tuples.n, final, stats, params, self.port, self.baud)
+        result = _results(session, nfa, tuples.n, final, stats, params, self.port, self.baud)
+        check_values(values, final, tuples.n)
+        result.values = values or None
+        return result
 
 
 def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
-            frame_tuples: int | None) -> dict:
-    """Send every tuple under go-back-N with credits; return the host's link statistics."""
+            frame_tuples: int | None, plan=(), width: int = 0) -> dict:
+    """Send every tuple under go-back-N with credits, and the switches of ``plan``
+    (:func:`switch_plan`; ``width`` bits of values) in PARAMS frames, each before the frame
+    whose first tuple it applies to and once the board took the tuple of the one before (it
+    takes one switch at a time); return the host's link statistics."""
     room = capacity // tb  # tuples the board's buffer holds
     per_frame = frame_tuples or max(1, min(FRAME_TUPLES, room // 2))
     per_frame = min(per_frame, room)
-    starts = [*range(0, n, per_frame), n]
-    nframes = len(starts) - 1
+    bounds = frame_starts(n, per_frame, [seq for seq, _ in plan])
+    # the frames in order: (first tuple, end) of tuples, or (switch's tuple, None)
+    frames: list[tuple[int, int | None]] = []
+    switches = dict(plan)
+    waits = {}  # a PARAMS frame's index: the tuple of the switch before it
+    last = None
+    for a, b in itertools.pairwise(bounds):
+        if a in switches:
+            waits[len(frames)] = last
+            frames.append((a, None))
+            last = a
+        frames.append((a, b))
+    nframes = len(frames)
+    # tuples in the frames before each frame (what is acknowledged when it is `base`)
+    starts = [first for first, _ in frames] + [n]
     window = 128  # frames in flight at most: sequence numbers are mod 256
     rto = 0.1 + 4 * (capacity + OVERHEAD * (room // per_frame + 1)) * s.byte_time
     poll_every = max(0.01, 3 * (fields_size(STATUS_FIELDS) + OVERHEAD) * s.byte_time)
@@ -319,18 +407,26 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
     sent_hi = 0  # frames ever sent
     consumed = 0  # tuples the engine took, unwrapped from the 32-bit counter
     resent = frames_sent = polls = 0
-    progress_at = last_poll = time.monotonic()
+    progress_at = last_poll = advanced_at = time.monotonic()
     stalled_polls = 0
     next_report = time.monotonic() + 1
 
     def taken(counter: int) -> int:
         return consumed + ((counter - consumed) % (1 << 32))
 
+    def ready(i: int) -> bool:  # frame i may go now
+        end = frames[i][1]
+        if end is None:  # PARAMS: the board took the last switch's tuple
+            return waits[i] is None or consumed > waits[i]
+        return end - consumed <= room
+
     while base < nframes:
-        while nxt < nframes and nxt - base < window and \
-                starts[nxt + 1] - consumed <= room:
-            body = payload[starts[nxt] * tb:starts[nxt + 1] * tb]
-            s.send(FrameType.TUPLES, bytes([nxt % 256]) + body)
+        while nxt < nframes and nxt - base < window and ready(nxt):
+            first, end = frames[nxt]
+            if end is None:
+                s.send(FrameType.PARAMS, params_payload(nxt, first, switches[first], width))
+            else:
+                s.send(FrameType.TUPLES, bytes([nxt % 256]) + payload[first * tb:end * tb])
             nxt += 1
             sent_hi = max(sent_hi, nxt)
             frames_sent += 1
@@ -349,8 +445,14 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
             if acked > base:
                 base = acked
                 nxt = max(nxt, acked)  # a late ACK after going back
-                progress_at = now
+                progress_at = advanced_at = now
                 stalled_polls = 0
+        if base == nxt:  # (before going back N, which makes it so)
+            advanced_at = now  # nothing in flight: waiting for room, or for a switch's tuple
+        elif now - advanced_at > max(s.timeout, 4 * rto):
+            raise LinkError(f"the board answers but has not accepted frame {base} "
+                            f"({'PARAMS' if frames[base][1] is None else 'TUPLES'}) for "
+                            f"{now - advanced_at:.1f} s; its counters: {_errors(s.status)}")
         if base == nxt and nxt < nframes:
             # everything sent was taken into the buffer: wait for room, asking for it
             progress_at = now
@@ -376,8 +478,12 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
             s.say(f"{starts[base]} of {n} tuples sent, {len(s.records)} records back")
             next_report = now + 1
     return {"frames": nframes, "frames_sent": frames_sent, "frames_resent": resent,
-            "tuples_per_frame": per_frame, "status_polls": polls,
+            "tuples_per_frame": per_frame, "status_polls": polls, "switches": len(plan),
             "bytes_out": s.bytes_out}
+
+
+def _errors(status: dict | None) -> dict:
+    return {k: status[k] for k in ERROR_COUNTERS if status[k]} if status else {}
 
 
 def _finish(s: _Session, n: int) -> dict:
@@ -405,7 +511,7 @@ def _results(s: _Session, nfa: Nfa, n: int, final: dict, stats: dict, params: En
              port: str, baud: int) -> BoardResult:
     stats.update({"records": len(s.records), "bad_frames_in": sum(s.reader.errors.values()),
                   "bytes_in": s.bytes_in,
-                  "board_errors": {k: final[k] for k in ERROR_COUNTERS if final[k]}})
+                  "board_errors": _errors(final)})
     lost = final["records"] - len(s.records)
     if lost:
         raise LinkError(f"{lost} of the board's {final['records']} records were lost on the "

@@ -3,7 +3,8 @@
 The board is :class:`nfacep.boards.link.model.BoardModel`: the link protocol with the reference
 matcher as the engine, served on the pty's master side while the host opens the slave side
 as its serial port. The match file and summary must equal ``nfacep match``'s, also over a
-link that loses and corrupts bytes, with a buffer the host has to wait for, and with drops.
+link that loses and corrupts bytes, with a buffer the host has to wait for, and with drops, and
+with runtime parameters switched while the stream runs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import tty
 
 import pytest
-from bundled import param_args
+from bundled import param_args, param_values
 
 from nfacep import compile_file
 from nfacep.backend import run_files
@@ -24,6 +25,7 @@ from nfacep.boards import host
 from nfacep.boards.link.model import BoardModel, serve
 from nfacep.cli import main
 from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
@@ -36,10 +38,15 @@ def run_cli(argv):
 
 @contextlib.contextmanager
 def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
-    """A software board on a fresh pty; yields (model, port path)."""
+    """A software board on a fresh pty; yields (model, port path). Built with the bundled
+    runtime parameters' values unless ``values`` (``--param`` texts) says otherwise."""
     given = {k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples",
                                                               "timer_bits")}
-    model = BoardModel(compile_file(QUERIES / f"{name}.sql"), EngineParams(**given), **kwargs)
+    nfa = compile_file(QUERIES / f"{name}.sql")
+    texts = kwargs.pop("values", None)
+    values = param_values(name, nfa) if texts is None else \
+        ParamValues.parse(nfa.program.parameters, texts)
+    model = BoardModel(nfa, EngineParams(**given), values=values, **kwargs)
     master, slave = os.openpty()
     tty.setraw(master)
     stop = threading.Event()
@@ -68,22 +75,21 @@ SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", 
 @pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
 def test_run_equals_match(tmp_path, name, capsys):
     out = tmp_path / "board.csv"
-    if param_args(name):  # the link cannot switch or report runtime parameters yet
-        assert run_cli(["run", str(QUERIES / f"{name}.sql"), "--port", str(tmp_path / "tty"),
-                        "--input", str(QUERIES / f"{name}.csv"), "--output", str(out),
-                        *param_args(name)]) == 2
-        assert "the link cannot report or switch them yet" in capsys.readouterr().err
-        assert not out.exists()
-        return
-    with board(name) as (_, port):
+    with board(name) as (model, port):
         assert run_cli(["run", str(QUERIES / f"{name}.sql"), "--port", port,
-                        "--input", str(QUERIES / f"{name}.csv"), "--output", str(out)]) == 0
-    expected, ref_summary = reference(tmp_path, name)
+                        "--input", str(QUERIES / f"{name}.csv"), "--output", str(out),
+                        *param_args(name)]) == 0
+        assert model.switches == []  # the board runs the values it was built with
+    expected, ref_summary = reference(tmp_path, name, *param_args(name))
     assert out.read_text() == expected == (QUERIES / f"{name}.matches.csv").read_text()
     summary = json.loads((tmp_path / "board.summary.json").read_text())
     assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
     assert summary["board"]["tuples"] == summary["tuples"]
     assert summary["link"]["frames_resent"] == 0
+    if param_args(name):
+        assert summary["runtime_parameters"] == ref_summary["runtime_parameters"]
+        assert summary["board"]["values"] == ref_summary["runtime_parameters"]["initial"]
+        assert summary["link"]["switches"] == 0
     assert f"-> {out}" in capsys.readouterr().out
 
 
@@ -147,3 +153,99 @@ def test_board_with_another_engine(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "the board runs another engine" in err and "--partitions 64" in err
     assert not out.exists()
+
+
+#: supplychain's ato matches tuples 231, 241 and 281 with big=0, none with a big :big; these
+#: switches leave 241 and 281 (and change :big twice inside one 16-tuple frame).
+SWITCHES = ["big=4000000000", "big=0@235", "big=4000000000@260", "big=0@281", "big=7@282",
+            "big=4000000000@300"]
+
+
+def _params(texts):
+    return [arg for text in texts for arg in ("--param", text)]
+
+
+@pytest.mark.parametrize(("built", "slow"), [("big=20000", False), ("big=4000000000", True)])
+def test_run_switches_runtime_parameters(tmp_path, built, slow):
+    """Switches arrive before their tuples; a board built with other starting values is
+    switched at tuple 0 first; a small buffer the engine empties only between polls makes the
+    host wait for a pending switch's tuple before it sends the next switch. The matches equal
+    ``nfacep match`` with the same --param arguments (and differ from every constant value)."""
+    out = tmp_path / "board.csv"
+    with board("supplychain", values=[built], capacity=64) as (model, port):
+        model.consume = not slow
+        assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
+                        str(QUERIES / "supplychain.csv"), "--output", str(out),
+                        *_params(SWITCHES)]) == 0
+        assert [seq for seq, _ in model.switches] == \
+            ([0] if built != SWITCHES[0] else []) + [235, 260, 281, 282, 300]
+        assert model.counters["overflow"] == 0 and model.counters["out_of_seq"] == 0
+    expected, ref_summary = reference(tmp_path, "supplychain", *_params(SWITCHES))
+    assert out.read_text() == expected
+    assert [line.split(",")[0] for line in expected.splitlines() if ",ato," in line] == \
+        ["241", "281"]
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
+    assert summary["runtime_parameters"] == ref_summary["runtime_parameters"]
+    assert summary["board"]["values"] == {"big": 4000000000}  # in force at the end
+    assert summary["link"]["switches"] == 6 - (built == SWITCHES[0])
+
+
+def test_run_switches_over_a_lossy_link(tmp_path):
+    out = tmp_path / "board.csv"
+    with board("supplychain", lose=0.001, corrupt=0.001) as (model, port):
+        result = run_files(host.UartBoard(port, timeout=5),
+                           compile_file(QUERIES / "supplychain.sql"),
+                           str(QUERIES / "supplychain.csv"), str(out), EngineParams(),
+                           values=ParamValues.parse(model.values.types, SWITCHES))
+    expected, _ = reference(tmp_path, "supplychain", *_params(SWITCHES))
+    assert out.read_text() == expected
+    assert result.stats["frames_resent"] > 0
+    assert [seq for seq, _ in model.switches] == [0, 235, 260, 281, 282, 300]
+
+
+def test_a_lost_switch_fails_the_run(tmp_path, capsys, monkeypatch):
+    """A board whose values at the end are not the ones the switches give: the run fails
+    rather than write results found with other values."""
+    accept = BoardModel._params
+
+    def forget(self, payload):  # accepted, but the engine never sees it
+        reply = accept(self, payload)
+        self.switches.clear()
+        return reply
+
+    monkeypatch.setattr(BoardModel, "_params", forget)
+    out = tmp_path / "board.csv"
+    with board("supplychain") as (_, port):
+        assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
+                        str(QUERIES / "supplychain.csv"), "--output", str(out),
+                        *_params(["big=20000", "big=5@100"])]) == 1
+    assert "runtime parameters at the end of the run are {'big': 20000}, expected " \
+        "{'big': 5}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_switch_plan_and_frame_starts():
+    nfa = compile_file(QUERIES / "supplychain.sql")
+    values = ParamValues.parse(nfa.program.parameters, ["big=3", "big=4@5", "big=9@40"])
+    assert host.switch_plan(values, values.packed({"big": 3}), 40) == [(5, 4)]
+    assert host.switch_plan(values, 8, 41) == [(0, 3), (5, 4), (40, 9)]
+    assert host.switch_plan(values, 8, 0) == [] and host.switch_plan(None, 0, 9) == []
+    assert host.frame_starts(10, 4, [5, 0, 10, 12]) == [0, 4, 5, 8, 10]
+    assert host.values_bytes(nfa) == 4
+
+
+def test_a_board_that_never_takes_a_switch(tmp_path, capsys, monkeypatch):
+    """A board that answers but rejects every PARAMS frame: the run fails within its timeout
+    (no endless resending)."""
+    def reject(self, payload):
+        self.counters["overflow"] += 1
+        return self._ack()
+
+    monkeypatch.setattr(BoardModel, "_params", reject)
+    with board("supplychain") as (_, port):
+        assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
+                        str(QUERIES / "supplychain.csv"), "--output", str(tmp_path / "b.csv"),
+                        "--timeout", "0.5", *_params(["big=20000", "big=5@100"])]) == 1
+    err = capsys.readouterr().err
+    assert "has not accepted frame 7 (PARAMS)" in err and "'overflow'" in err

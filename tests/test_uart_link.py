@@ -532,8 +532,10 @@ def _scenario(tmp_path) -> dict:
     rng = random.Random(5)
     n = 120
     per = 6
-    steps = [{"send": encode(FrameType.RESET).hex(), "expect": "status"}]
-    bad = {"bad_crc": 0, "truncated": 0, "bad_type": 0, "bad_length": 0, "out_of_seq": 0}
+    steps = [{"send": encode(FrameType.RESET).hex(), "expect": "status"},
+             # PARAMS for an engine without runtime parameters: an unknown type
+             {"send": encode(FrameType.PARAMS, protocol.params_payload(0, 0, 0, 8)).hex()}]
+    bad = {"bad_crc": 0, "truncated": 0, "bad_type": 1, "bad_length": 0, "out_of_seq": 0}
     for k, start in enumerate(range(0, n, per)):
         body = bytes([k % 256]) + raw[start * tb:(start + per) * tb]
         frame = encode(FrameType.TUPLES, body)
@@ -567,14 +569,15 @@ def _scenario(tmp_path) -> dict:
             "results": str(tmp_path / "bench-results.json")}
 
 
-def _verilog(path: pathlib.Path) -> None:
+def _verilog(path: pathlib.Path, nfa=None, values=None) -> None:
     from amaranth.back import verilog
 
     from nfacep import compile_file
     from nfacep.boards.link.top import UartTop
     from nfacep.hdl.engine import Engine
 
-    engine = Engine(compile_file(MARATHON), EngineParams(partitions=PARTITIONS))
+    engine = Engine(nfa or compile_file(MARATHON), EngineParams(partitions=PARTITIONS),
+                    values=values)
     top = UartTop(engine, clk_hz=DIVISOR * 1e6, baud=1_000_000, leds=6, timeout=TIMEOUT,
                   led_period=64)
     path.write_text(verilog.convert(top, name="nfacep_uart_top", emit_src=False))
@@ -583,39 +586,10 @@ def _verilog(path: pathlib.Path) -> None:
 def test_uart_board_top_icarus(tmp_path):
     """The UART board top's Verilog under cocotb: good frames' matches equal the reference
     matcher's, bad frames are counted by kind and never reach the engine."""
-    from cocotb_tools.runner import get_results, get_runner
-
-    from nfacep import sim
-
-    missing = sim.simulator_available("icarus")
-    if missing:
-        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     source = tmp_path / "nfacep_uart_top.v"
     _verilog(source)
     scenario = _scenario(tmp_path)
-    config = tmp_path / "scenario.json"
-    config.write_text(json.dumps(scenario))
-    build = tmp_path / "build"
-    sim_runner = get_runner("icarus")
-    # as Verilog-2005, like `nfacep sim`: see sim.ICARUS_BUILD_ARGS (registers the link loads
-    # before use have no reset, and their always @* blocks must run at time 0)
-    sim_runner.build(sources=[source], hdl_toplevel="nfacep_uart_top", build_dir=build,
-                     build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
-                     log_file=tmp_path / "build.log")
-    results_xml = tmp_path / "results.xml"
-    with contextlib.suppress(SystemExit):  # the runner exits on a failed test
-        sim_runner.test(test_module="test_uart_link", hdl_toplevel="nfacep_uart_top",
-                        hdl_toplevel_lang="verilog", build_dir=build, test_dir=tmp_path,
-                        extra_env={CONFIG_ENV: str(config),
-                                   "PYTHONPATH": os.pathsep.join(
-                                       [str(ROOT / "tests"), str(ROOT),
-                                        os.environ.get("PYTHONPATH", "")])},
-                        timescale=sim.TIMESCALE, results_xml=str(results_xml),
-                        log_file=tmp_path / "sim.log", testcase="uart_link_bench")
-    total, failed = get_results(results_xml)
-    log = (tmp_path / "sim.log").read_text(errors="replace")
-    assert total == 1 and failed == 0, log[-3000:]
-    got = json.loads(pathlib.Path(scenario["results"]).read_text())
+    got = _bench(tmp_path, source, scenario)
 
     from nfacep import compile_file, wire
 
@@ -639,6 +613,156 @@ def test_uart_board_top_icarus(tmp_path):
     assert got["bad_frames_from_board"] == 0
 
 
+def _bench(tmp_path, source, scenario) -> dict:
+    """Run the cocotb bench on the top's Verilog ``source`` with ``scenario``; what it saw."""
+    from cocotb_tools.runner import get_results, get_runner
+
+    from nfacep import sim
+
+    missing = sim.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    config = tmp_path / "scenario.json"
+    config.write_text(json.dumps(scenario))
+    build = tmp_path / "build"
+    sim_runner = get_runner("icarus")
+    # as Verilog-2005, like `nfacep sim`: see sim.ICARUS_BUILD_ARGS (registers the link loads
+    # before use have no reset, and their always @* blocks must run at time 0)
+    sim_runner.build(sources=[source], hdl_toplevel="nfacep_uart_top", build_dir=build,
+                     build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
+                     log_file=tmp_path / "build.log")
+    results_xml = tmp_path / "results.xml"
+    with contextlib.suppress(SystemExit):  # the runner exits on a failed test
+        sim_runner.test(test_module="test_uart_link", hdl_toplevel="nfacep_uart_top",
+                        hdl_toplevel_lang="verilog", build_dir=build, test_dir=tmp_path,
+                        extra_env={CONFIG_ENV: str(config),
+                                   "PYTHONPATH": os.pathsep.join(
+                                       [str(ROOT / "tests"), str(ROOT),
+                                        os.environ.get("PYTHONPATH", "")])},
+                        timescale=sim.TIMESCALE, results_xml=str(results_xml),
+                        log_file=tmp_path / "sim.log", testcase="uart_link_bench")
+    total, failed = get_results(results_xml)
+    log = (tmp_path / "sim.log").read_text(errors="replace")
+    assert total == 1 and failed == 0, log[-3000:]
+    return json.loads(pathlib.Path(scenario["results"]).read_text())
+
+
+#: A query with runtime parameters of two types, no PARTITION: a 2-byte tuple, 2 bytes of
+#: values.
+LIMITS = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
+QUERY over FROM s
+PATTERN ( A B )
+DEFINE
+  A AS (v > :lim)
+  B AS (v <= :lim AND hot = :hot);
+"""
+
+
+def _params_scenario(tmp_path, nfa, built) -> dict:
+    """TUPLES and PARAMS frames: a switch ahead of its tuples, one sent while it is pending
+    (an ``overflow``: discarded), a corrupted one and one of a wrong length, one after its
+    tuple has passed (it applies from the next tuple taken); STATUS between them."""
+    import numpy as np
+
+    from nfacep import reference, tuples, wire
+    from nfacep.settings import ParamValues
+
+    types = nfa.program.parameters
+    schema = nfa.program.schema
+    rng = random.Random(21)
+    n, per = 120, 6
+    data = tuples.Tuples({"v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
+                          "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
+                          "k": np.zeros(n, dtype=np.uint64)}, n, "bench")
+    tb = wire.tuple_bytes(schema)
+    raw = wire.pack_bytes(schema, data)
+    width = built.width()
+
+    def switch(seq, frame, texts):
+        vals = ParamValues.parse(types, texts)
+        payload = protocol.params_payload(frame, seq, vals.packed(vals.initial), width)
+        return encode(FrameType.PARAMS, payload), vals.initial
+
+    steps = [{"send": encode(FrameType.RESET).hex(), "expect": "status"}]
+    frame = 0
+
+    def tuples_steps(first, end):
+        nonlocal frame
+        for start in range(first, end, per):
+            body = bytes([frame % 256]) + raw[start * tb:min(start + per, end) * tb]
+            steps.append({"send": encode(FrameType.TUPLES, body).hex(), "expect": "ack",
+                          "tuples": min(per, end - start)})
+            frame += 1
+
+    def params_step(raw_frame, *, accepted=True):
+        nonlocal frame
+        steps.append({"send": raw_frame.hex(), "expect": "ack"})
+        frame += accepted
+
+    tuples_steps(0, 30)
+    first, v40 = switch(40, frame, ["lim=200", "hot=false"])
+    params_step(first)
+    pending, _ = switch(50, frame, ["lim=1", "hot=true"])
+    params_step(pending, accepted=False)  # a switch is pending: overflow, discarded
+    broken = bytearray(pending)
+    broken[-1] ^= 0x20
+    steps.append({"send": bytes(broken).hex()})  # bad CRC
+    steps.append({"send": encode(FrameType.PARAMS, pending[5:-3]).hex()})  # bad length
+    tuples_steps(30, 60)
+    steps.append({"wait_tuples": 41})  # STATUS: the switch at 40 is in force
+    second, v60 = switch(60, frame, ["lim=30", "hot=true"])
+    params_step(second)
+    tuples_steps(60, 90)
+    steps.append({"wait_tuples": 90})
+    late, v90 = switch(10, frame, ["lim=0", "hot=false"])  # tuple 10 has passed: from 90 on
+    params_step(late)
+    tuples_steps(90, n)
+    schedule = ParamValues(types, dict(built.initial), ((40, v40), (60, v60), (90, v90)))
+    res = reference.run(nfa, data, EngineParams(partitions=PARTITIONS), values=schedule)
+    return {"steps": steps, "n": n, "divisor": DIVISOR,
+            "values_bytes": protocol.params_bytes(width),
+            "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
+            "packed": {k: built.packed(v) for k, v in
+                       (("built", built.initial), ("40", v40), ("90", v90))},
+            "results": str(tmp_path / "bench-results.json")}
+
+
+def test_uart_board_top_switches_parameters_icarus(tmp_path):
+    """PARAMS frames on the UART top's Verilog under cocotb: the records equal the reference
+    matcher's with the switches at the tuples they state; a switch while one is pending is
+    counted (``overflow``) and discarded, a corrupted or short PARAMS frame too; STATUS
+    reports the values in force."""
+    from nfacep import compile_file, wire
+    from nfacep.settings import ParamValues
+
+    query = tmp_path / "limits.sql"
+    query.write_text(LIMITS)
+    nfa = compile_file(query)
+    built = ParamValues.parse(nfa.program.parameters, ["lim=100", "hot=true"])
+    source = tmp_path / "nfacep_uart_top.v"
+    _verilog(source, nfa, built)
+    scenario = _params_scenario(tmp_path, nfa, built)
+    got = _bench(tmp_path, source, scenario)
+    fmt = wire.record_format(nfa)
+    records = [[r.seq, r.matches, r.dropped]
+               for r in (fmt.decode_bytes(bytes.fromhex(p)) for p in got["records"])]
+    assert records == scenario["expected_records"] and records
+    packed = scenario["packed"]
+    after_reset, at_41, at_90 = got["statuses"]
+    assert after_reset["values"] == packed["built"]
+    assert at_41["tuples"] >= 41 and at_41["values"] == packed["40"]
+    assert at_90["tuples"] == 90
+    status = got["status"]
+    assert status["tuples"] == scenario["n"] and status["flags"] & 1
+    assert status["values"] == packed["90"]
+    assert {k: status[k] for k in ("overflow", "bad_crc", "bad_length", "bad_type",
+                                   "out_of_seq", "truncated", "uart_errors")} == \
+        {"overflow": 1, "bad_crc": 1, "bad_length": 1, "bad_type": 0, "out_of_seq": 0,
+         "truncated": 0, "uart_errors": 0}
+    assert status["frames"] == 20 + 3  # TUPLES and PARAMS frames accepted
+    assert got["bad_frames_from_board"] == 0
+
+
 # The cocotb bench (runs inside the simulator; not a pytest test).
 try:
     import cocotb
@@ -653,6 +777,7 @@ if cocotb is not None:
 
         scenario = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
         div = scenario["divisor"]
+        values_bytes = scenario.get("values_bytes", 0)
         reader = protocol.FrameReader([FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
                                       max_payload=64)
         frames: list = []
@@ -693,24 +818,36 @@ if cocotb is not None:
                 arrived.clear()
                 await with_timeout(arrived.wait(), 200_000, "ns")
 
+        async def status():
+            await send(encode(FrameType.STATUS_REQ))
+            return protocol.decode_status((await expect(FrameType.STATUS)).payload,
+                                          values_bytes)
+
         cocotb.start_soon(receive())
         records = []
+        statuses = []  # those the steps ask to keep
         room = None
         sent_tuples = 0
         consumed = 0
         for step in scenario["steps"]:
             if "tuples" in step and room is not None:
                 while sent_tuples + step["tuples"] - consumed > room:
-                    await send(encode(FrameType.STATUS_REQ))
-                    st = protocol.decode_fields(protocol.STATUS_FIELDS,
-                                                (await expect(FrameType.STATUS)).payload)
-                    consumed = st["tuples"]
+                    consumed = (await status())["tuples"]
+            if "wait_tuples" in step:  # until the engine took that many tuples (bounded)
+                for _ in range(200):
+                    st = await status()
+                    if st["tuples"] >= step["wait_tuples"]:
+                        break
+                    await ClockCycles(dut.clk, 200)
+                statuses.append(st)
+                continue
             await send(bytes.fromhex(step["send"]))
             if step.get("quiet"):
                 await ClockCycles(dut.clk, step["quiet"])
             if step.get("expect") == "status":
-                st = protocol.decode_fields(protocol.STATUS_FIELDS,
-                                            (await expect(FrameType.STATUS)).payload)
+                st = protocol.decode_status((await expect(FrameType.STATUS)).payload,
+                                            values_bytes)
+                statuses.append(st)
                 room = st["capacity"] // st["tuple_bytes"]
                 frames[:] = []  # anything before the answer to RESET is stale
             elif step.get("expect") == "ack":
@@ -720,14 +857,12 @@ if cocotb is not None:
                 sent_tuples += step.get("tuples", 0)
         for _ in range(100):  # (bounded: a broken board must fail the test, not hang it)
             await ClockCycles(dut.clk, 200)
-            await send(encode(FrameType.STATUS_REQ))
-            st = protocol.decode_fields(protocol.STATUS_FIELDS,
-                                        (await expect(FrameType.STATUS)).payload)
+            st = await status()
             if st["tuples"] == scenario["n"] and st["flags"] & 1:
                 break
         records = [f.payload.hex() for f in frames if f.type == FrameType.RECORD]
         pathlib.Path(scenario["results"]).write_text(json.dumps({
-            "records": records, "status": st,
+            "records": records, "status": st, "statuses": statuses,
             "bad_frames_from_board": sum(reader.errors.values())}))
 
 

@@ -130,7 +130,7 @@ def test_run_udp_equals_match(tmp_path, name, capsys):
     if param_args(name):  # the link cannot switch or report runtime parameters yet
         code, out = run("127.0.0.1:9", tmp_path, name, *param_args(name))
         assert code == 2 and not out.exists()
-        assert "the link cannot report or switch them yet" in capsys.readouterr().err
+        assert "the UDP link cannot report or switch them yet" in capsys.readouterr().err
         return
     with board(name) as (_, address):
         code, out = run(address, tmp_path, name)

@@ -26,7 +26,15 @@ from amaranth.lib.crc import catalog
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .protocol import ACK_FIELDS, ERROR_COUNTERS, STATUS_FIELDS, SYNC, FrameType, encode_fields
+from .protocol import (
+    ACK_FIELDS,
+    ERROR_COUNTERS,
+    STATUS_FIELDS,
+    SWITCH_BYTES,
+    SYNC,
+    FrameType,
+    encode_fields,
+)
 
 __all__ = ["COUNTED", "COUNTERS", "CRC", "DEFRAMED", "EVENTS", "Deframer", "FrameBuffer",
            "Framer", "RxRequest", "RxSection", "TupleAssembler", "TxKind", "TxSection"]
@@ -66,13 +74,14 @@ class RxSection(enum.IntEnum, shape=8):
     CRC1 = 1 << 7
 
 
-class RxRequest(enum.IntEnum, shape=2):
+class RxRequest(enum.IntEnum, shape=3):
     """The host's request the :class:`Deframer` receives (its frame's type): one bit each, none
     for RESET."""
 
     RESET = 0
     TUPLES = 1 << 0
     STATUS_REQ = 1 << 1
+    PARAMS = 1 << 2
 
 
 class TxKind(enum.IntEnum, shape=2):
@@ -198,6 +207,16 @@ class Deframer(wiring.Component):
     counts the timeout in those (a frame counts as truncated after ``timeout`` to
     ``timeout + 2 * tick_period`` cycles).
 
+    With ``params_bytes`` (the bytes of the engine's packed runtime parameters; 0: none, and a
+    PARAMS frame is a ``bad_type``), PARAMS frames: a payload of exactly ``seq``, the switch's
+    tuple number and ``params_bytes`` bytes (else ``bad_length``), numbered with the TUPLES
+    frames. Its bytes after ``seq`` are shifted into ``o_params.payload`` (little-endian: the
+    tuple number in the low 48 bits, the values above), not into the buffer. At the verdict, a
+    PARAMS frame in sequence is accepted (``accepted``, ``ack``, ``seq`` moves on, and
+    ``o_params.valid`` rises from the next cycle until taken) if ``o_params`` is ready and not
+    still offering the last switch; else it is an ``overflow`` (and ``ack``). ``o_params.ready``
+    is the engine's ``i_params.ready``: low while a switch waits for its tuple.
+
     Members
     -------
     i_stream : ``In(stream.Signature(8))``
@@ -210,9 +229,12 @@ class Deframer(wiring.Component):
         One ``Out(1)`` pulse per name in :data:`EVENTS`.
     tick : ``In(1)``
         With ``tick_period`` > 1.
+    o_params : ``Out(stream.Signature(8 * (6 + params_bytes)))``
+        With ``params_bytes``: the switches of the PARAMS frames accepted.
     """
 
-    def __init__(self, tuple_bytes: int, capacity: int, timeout: int, tick_period: int = 1):
+    def __init__(self, tuple_bytes: int, capacity: int, timeout: int, tick_period: int = 1,
+                 params_bytes: int = 0):
         if tuple_bytes < 1:
             raise ValueError("tuples must take at least one byte")
         if capacity < tuple_bytes or capacity & (capacity - 1):
@@ -222,6 +244,10 @@ class Deframer(wiring.Component):
         self._capacity = capacity
         self._tick_period = max(int(tick_period), 1)
         self._ticks = max(-(-int(timeout) // self._tick_period), 2)
+        self._params_bytes = int(params_bytes)
+        if self._params_bytes and SWITCH_BYTES + self._params_bytes > capacity:
+            raise ValueError(f"a PARAMS frame of {self._params_bytes} bytes of values is "
+                             f"longer than the buffer ({capacity} bytes)")
         members = {
             "i_stream": In(stream.Signature(8)),
             "o_stream": Out(stream.Signature(8)),
@@ -233,6 +259,8 @@ class Deframer(wiring.Component):
         }
         if self._tick_period > 1:
             members["tick"] = In(1)
+        if self._params_bytes:
+            members["o_params"] = Out(stream.Signature(8 * (SWITCH_BYTES + self._params_bytes)))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -285,16 +313,22 @@ class Deframer(wiring.Component):
     def _tests(self, m, frame):
         """The tests on the byte waiting on ``i_stream``: a known type (at TYPE), a length the
         frame's type allows (at LEN1: a command has none, TUPLES has ``seq`` and at least one
-        tuple, at most the buffer), the last payload byte."""
+        tuple, at most the buffer, PARAMS exactly ``seq``, the tuple number and the values),
+        the last payload byte."""
         byte = self.i_stream.payload
         length = Cat(frame.remaining[:8], byte)
         tb, cap = self._tuple_bytes, self._capacity
+        known = (byte == FrameType.TUPLES) | (byte == FrameType.STATUS_REQ) | \
+            (byte == FrameType.RESET)
+        allowed = Mux(frame.wants(RxRequest.TUPLES),
+                      ~_at_most(length, tb) & _at_most(length, 1 + cap), length == 0)
+        if self._params_bytes:
+            known |= byte == FrameType.PARAMS
+            allowed = Mux(frame.wants(RxRequest.PARAMS),
+                          length == 1 + SWITCH_BYTES + self._params_bytes, allowed)
         m.d.comb += [
-            frame.known.eq((byte == FrameType.TUPLES) | (byte == FrameType.STATUS_REQ) |
-                           (byte == FrameType.RESET)),
-            frame.length_ok.eq(Mux(frame.wants(RxRequest.TUPLES),
-                                   ~_at_most(length, tb) & _at_most(length, 1 + cap),
-                                   length == 0)),
+            frame.known.eq(known),
+            frame.length_ok.eq(allowed),
             frame.last.eq(frame.remaining == 1),
         ]
 
@@ -303,7 +337,8 @@ class Deframer(wiring.Component):
         deframer back to hunting for the sync word, and so does the timeout inside a frame
         (``truncated``)."""
         at, byte = frame.at, self.i_stream.payload
-        tuples = frame.wants(RxRequest.TUPLES)
+        # a frame with `seq` and a payload
+        tuples = frame.wants(RxRequest.TUPLES) | frame.wants(RxRequest.PARAMS)
         hunting = frame.section == RxSection.HUNT
         following = {
             RxSection.SYNC1: (hunting | at(RxSection.SYNC1)) & (byte == SYNC[0]),
@@ -331,7 +366,8 @@ class Deframer(wiring.Component):
         byte = self.i_stream.payload
         with m.If(got & frame.at(RxSection.TYPE)):
             m.d.sync += [frame.wants(RxRequest.TUPLES).eq(byte == FrameType.TUPLES),
-                         frame.wants(RxRequest.STATUS_REQ).eq(byte == FrameType.STATUS_REQ)]
+                         frame.wants(RxRequest.STATUS_REQ).eq(byte == FrameType.STATUS_REQ),
+                         frame.wants(RxRequest.PARAMS).eq(byte == FrameType.PARAMS)]
             with m.If(~frame.known):
                 m.d.comb += [self.events.bad_type.eq(1), self.rollback.eq(1)]
         with m.If(got & frame.at(RxSection.LEN0)):
@@ -342,7 +378,8 @@ class Deframer(wiring.Component):
                 m.d.comb += [self.events.bad_length.eq(1), self.rollback.eq(1)]
 
     def _payload(self, m, frame, got):
-        """``seq``, then the tuple bytes: to ``o_stream`` when ``seq`` is the one expected."""
+        """``seq``, then the tuple bytes: to ``o_stream`` when ``seq`` is the one expected; a
+        PARAMS frame's into ``o_params``'s shift register."""
         byte = self.i_stream.payload
         tb = self._tuple_bytes
         m.d.comb += self.o_stream.payload.eq(byte)
@@ -351,8 +388,14 @@ class Deframer(wiring.Component):
         with m.If(got & (frame.at(RxSection.SEQ) | frame.at(RxSection.PAYLOAD))):
             m.d.sync += frame.remaining.eq(frame.remaining - 1)
         with m.If(got & frame.at(RxSection.PAYLOAD)):
-            m.d.comb += self.o_stream.valid.eq(frame.seq_ok)
+            m.d.comb += self.o_stream.valid.eq(frame.seq_ok & frame.wants(RxRequest.TUPLES))
             m.d.sync += frame.phase.eq(Mux(frame.phase == tb - 1, 0, frame.phase + 1))
+        if self._params_bytes:
+            shreg = self.o_params.payload
+            with m.If(got & frame.at(RxSection.PAYLOAD) & frame.wants(RxRequest.PARAMS)):
+                m.d.sync += shreg.eq(Cat(shreg[8:], byte))
+            with m.If(self.o_params.ready):  # (before the verdict, which may set it again)
+                m.d.sync += self.o_params.valid.eq(0)
 
     def _verdict(self, m, frame, got, crc):
         """The cycle after the frame's last byte, when the CRC has taken its last bit: commit
@@ -380,9 +423,27 @@ class Deframer(wiring.Component):
                     m.d.sync += self.next_seq.eq(self.next_seq + 1)
             with m.Elif(frame.wants(RxRequest.STATUS_REQ)):
                 m.d.comb += ev.status.eq(1)
+            with m.Elif(frame.wants(RxRequest.PARAMS)):
+                self._switch(m, frame)
             with m.Else():
                 m.d.comb += [ev.reset.eq(1), ev.status.eq(1), self.rollback.eq(1)]
                 m.d.sync += self.next_seq.eq(0)
+
+    def _switch(self, m, frame):
+        """The verdict on a PARAMS frame with a good CRC: accepted when in sequence and the
+        engine takes a switch (``o_params`` ready and not offering one), else ``out_of_seq``
+        or ``overflow``; acknowledged either way. (Nothing of it is in the buffer: it rolls
+        back nothing.)"""
+        ev = self.events
+        if not self._params_bytes:  # (never: the type is unknown)
+            return
+        with m.If(~frame.seq_ok):
+            m.d.comb += [ev.out_of_seq.eq(1), ev.ack.eq(1)]
+        with m.Elif(self.o_params.valid | ~self.o_params.ready):
+            m.d.comb += [ev.overflow.eq(1), ev.ack.eq(1)]
+        with m.Else():
+            m.d.comb += [ev.accepted.eq(1), ev.ack.eq(1)]
+            m.d.sync += [self.next_seq.eq(self.next_seq + 1), self.o_params.valid.eq(1)]
 
 
 class FrameBuffer(wiring.Component):
@@ -522,12 +583,12 @@ class _TxFrame:
     """The :class:`Framer`'s registers for the frame being sent. (None needs a reset: the
     domain's reset would cost logic in front of them.)"""
 
-    def __init__(self, record_bytes: int, divisor: int):
+    def __init__(self, record_bytes: int, divisor: int, status_bytes: int = _STATUS_BYTES):
         self.kind = Signal(TxKind, reset_less=True)
         self.section = Signal(TxSection, reset_less=True)
         # the payload byte: its offset in STATUS for STATUS and ACK (whose bytes are STATUS's
         # `next_seq` and `tuples`), in the record for RECORD
-        self.index = Signal(range(max(_STATUS_BYTES, record_bytes)), reset_less=True)
+        self.index = Signal(range(max(status_bytes, record_bytes)), reset_less=True)
         self.last = Signal()  # (combinational) `index` is the frame's last payload byte
         self.done = Signal(reset_less=True)  # the payload byte being sent is the last one
         self.byte = Signal(8, reset_less=True)  # the byte being sent
@@ -578,6 +639,9 @@ class Framer(wiring.Component):
     constants : :class:`dict`
         The constant STATUS fields (``version``, ``engine_id``, ``tuple_bytes``,
         ``record_bytes``, ``capacity``); missing ones are 0.
+    params_bits : :class:`int`
+        Bits of the engine's runtime parameters' values (0: none). STATUS then ends with
+        ``params``, padded to whole bytes, little-endian, as it was when the frame started.
 
     Members
     -------
@@ -590,10 +654,12 @@ class Framer(wiring.Component):
     next_seq : ``In(8)``
     tx : ``Out(1)``
     sent, busy_record : ``Out(1)``
+    params : ``In(params_bits)``
+        With ``params_bits``: the values in force (the engine's ``param_values``).
     """
 
     def __init__(self, record_layout: data.StructLayout, constants: dict | None = None, *,
-                 divisor: int):
+                 divisor: int, params_bits: int = 0):
         if divisor < 1:
             raise ValueError(f"divisor must be at least 1, not {divisor}")
         self._divisor = divisor
@@ -608,7 +674,12 @@ class Framer(wiring.Component):
         if unknown:
             raise ValueError(f"not constant STATUS fields: {', '.join(sorted(unknown))}")
         self._image = encode_fields(STATUS_FIELDS, constants)
-        super().__init__({
+        self._params_bits = int(params_bits)
+        self._status_bytes = _STATUS_BYTES + (self._params_bits + 7) // 8
+        if self._status_bytes > 255:
+            raise ValueError(f"runtime parameters of {self._params_bits} bits are too many for "
+                             "STATUS (at most 207 bytes)")
+        members = {
             "i_stream": In(stream.Signature(record_layout)),
             "send_ack": In(1),
             "send_status": In(1),
@@ -619,7 +690,10 @@ class Framer(wiring.Component):
             "tx": Out(1, init=1),
             "sent": Out(1),
             "busy_record": Out(1),
-        })
+        }
+        if self._params_bits:
+            members["params"] = In(self._params_bits)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -734,7 +808,7 @@ class Framer(wiring.Component):
         """The frames, byte after byte: a byte is loaded, goes through the CRC (one bit per
         cycle) and then out on ``tx`` (start bit, eight data bits LSB first, stop bit)."""
         shown_addr, shown_data = shown
-        frame = _TxFrame(self._record_bytes, self._divisor)
+        frame = _TxFrame(self._record_bytes, self._divisor, self._status_bytes)
         m.submodules.crc = crc = CRC.create()
         m.d.comb += shown_addr.eq(frame.index)
         payload = self._payload_byte(m, frame, shown_data)
@@ -753,10 +827,10 @@ class Framer(wiring.Component):
 
     def _payload_byte(self, m, frame, shown_data):
         """The payload byte at ``index``: the record's for RECORD; for STATUS and ACK the byte
-        of ``shown``, except ``next_seq`` and ``flags``, which are the framer's. Drives
-        ``last``."""
+        of ``shown``, except ``next_seq`` and ``flags``, which are the framer's, and the values
+        in force after STATUS's counters (taken when the frame started). Drives ``last``."""
         rb = self._record_bytes
-        ends = {TxKind.STATUS: _STATUS_BYTES - 1, TxKind.ACK: _ACK_AT + 4,
+        ends = {TxKind.STATUS: self._status_bytes - 1, TxKind.ACK: _ACK_AT + 4,
                 TxKind.RECORD: rb - 1}
         m.d.comb += frame.last.eq(
             frame.index == Array([Const(ends[kind]) for kind in sorted(TxKind)])[frame.kind])
@@ -767,8 +841,20 @@ class Framer(wiring.Component):
                 with m.Case(i):
                     m.d.comb += record_byte.eq(record[8 * i:8 * i + 8])
         payload = Signal(8)
+        if self._params_bits:
+            values = Signal(8 * (self._status_bytes - _STATUS_BYTES), reset_less=True)
+            values_byte = Signal(8)
+            # (while its first byte goes out; values sent last)
+            with m.If((frame.kind == TxKind.STATUS) & (frame.section == TxSection.SYNC0)):
+                m.d.sync += values.eq(self.params)
+            with m.Switch(frame.index):
+                for i in range(self._status_bytes - _STATUS_BYTES):
+                    with m.Case(_STATUS_BYTES + i):
+                        m.d.comb += values_byte.eq(values[8 * i:8 * i + 8])
         with m.If(frame.kind == TxKind.RECORD):
             m.d.comb += payload.eq(record_byte)
+        with m.Elif((frame.kind == TxKind.STATUS) & (frame.index >= _STATUS_BYTES)):
+            m.d.comb += payload.eq(values_byte if self._params_bits else 0)
         with m.Elif(frame.index == Mux(frame.kind == TxKind.ACK, _ACK_AT,
                                        _STATUS_AT["next_seq"][0])):
             m.d.comb += payload.eq(self.next_seq)
@@ -782,7 +868,7 @@ class Framer(wiring.Component):
         """The byte the frame's section sends: the header's, the payload's or the CRC's."""
         types = {TxKind.STATUS: FrameType.STATUS, TxKind.ACK: FrameType.ACK,
                  TxKind.RECORD: FrameType.RECORD}
-        lengths = {TxKind.STATUS: _STATUS_BYTES, TxKind.ACK: sum(n for _, n in ACK_FIELDS),
+        lengths = {TxKind.STATUS: self._status_bytes, TxKind.ACK: sum(n for _, n in ACK_FIELDS),
                    TxKind.RECORD: self._record_bytes}
         # SYNC0 to LEN0, by kind (LEN1, the length's high byte, is 0)
         header = Array([Array([Const(SYNC[0], 8), Const(SYNC[1], 8), Const(types[kind], 8),

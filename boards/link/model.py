@@ -15,16 +15,19 @@ import threading
 
 from nfacep import reference, wire
 from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
 
 from .protocol import (
     ACK_FIELDS,
-    STATUS_FIELDS,
+    SWITCH_BYTES,
     VERSION,
     FrameReader,
     FrameType,
     encode,
     encode_fields,
+    encode_status,
     engine_id,
+    params_bytes,
 )
 
 __all__ = ["BoardModel", "serve"]
@@ -39,10 +42,15 @@ class BoardModel:
     fills up unless ``consume`` is False: then tuples stay buffered until the next STATUS_REQ
     (an engine slower than the link, so the host must wait for room).
     ``engine_id`` overrides the fingerprint it reports (to model a board with another engine).
+
+    With runtime parameters, ``values`` are the ones the board was built with (its values after
+    RESET; required then); PARAMS frames switch them as the engine does: a
+    switch waits for its tuple (or applies to the next tuple taken if that one has passed),
+    and one that comes while another waits is an ``overflow``.
     """
 
     def __init__(self, nfa, params: EngineParams, *, capacity: int = 512,
-                 engine_id_override: int | None = None):
+                 engine_id_override: int | None = None, values: ParamValues | None = None):
         self.nfa = nfa
         self.params = params
         self.schema = nfa.program.schema
@@ -52,8 +60,15 @@ class BoardModel:
         self.capacity = capacity
         self.id = engine_id(nfa, params) if engine_id_override is None \
             else engine_id_override
-        self.reader = FrameReader([FrameType.TUPLES, FrameType.STATUS_REQ, FrameType.RESET],
-                                  max_payload=1 + capacity)
+        types = nfa.program.parameters
+        if types and not values:
+            raise ValueError("a model of an engine with runtime parameters needs their values")
+        self.values = values if types else None
+        self.values_bytes = params_bytes(self.values.width()) if self.values else 0
+        kinds = [FrameType.TUPLES, FrameType.STATUS_REQ, FrameType.RESET]
+        if self.values:
+            kinds.append(FrameType.PARAMS)
+        self.reader = FrameReader(kinds, max_payload=1 + capacity)
         self.consume = True
         self.reset()
 
@@ -68,10 +83,35 @@ class BoardModel:
         self.reported = 0  # tuples whose records were sent
         self.counters = {"bad_length": 0, "out_of_seq": 0, "overflow": 0}
         self._base_errors = dict(self.reader.errors)
+        self.switches: list[tuple[int, dict]] = []  # (first tuple, values) written
+
+    def taken(self) -> int:
+        """Tuples the engine took."""
+        return len(self.accepted) // self.tuple_bytes
+
+    def schedule(self) -> ParamValues | None:
+        """The values the engine judged (and will judge) the tuples with."""
+        if not self.values:
+            return None
+        initial = dict(self.values.initial)
+        later = []
+        for seq, vals in self.switches:
+            if seq == 0:
+                initial = vals
+            else:
+                later.append((seq, vals))
+        return ParamValues(self.values.types, initial, tuple(later))
+
+    def in_force(self) -> int:
+        """The values in force, packed (the engine's ``param_values``)."""
+        taken = self.taken()
+        return self.values.packed(self.schedule().in_force(taken - 1) if taken else
+                                  self.schedule().initial)
 
     def status(self) -> dict:
         errors = {k: v - self._base_errors.get(k, 0) for k, v in self.reader.errors.items()}
         return {
+            "values": self.in_force() if self.values else 0,
             "version": VERSION, "flags": 1 if not self.buffered else 0,
             "next_seq": self.next_seq, "engine_id": self.id,
             "tuple_bytes": self.tuple_bytes, "record_bytes": self.record_bytes,
@@ -88,14 +128,44 @@ class BoardModel:
         for frame in self.reader.feed(data):
             if frame.type == FrameType.RESET:
                 self.reset()
-                out += encode(FrameType.STATUS, encode_fields(STATUS_FIELDS, self.status()))
+                out += self._status()
             elif frame.type == FrameType.STATUS_REQ:
                 if not self.consume:
                     out += self.drain()  # a slow engine: it takes tuples between polls
-                out += encode(FrameType.STATUS, encode_fields(STATUS_FIELDS, self.status()))
+                out += self._status()
             elif frame.type == FrameType.TUPLES:
                 out += self._tuples(frame.payload)
+            elif frame.type == FrameType.PARAMS:
+                out += self._params(frame.payload)
         return bytes(out)
+
+    def _status(self) -> bytes:
+        return encode(FrameType.STATUS, encode_status(self.status(), self.values_bytes))
+
+    def _ack(self) -> bytes:
+        ack = {"next_seq": self.next_seq, "tuples": self.taken()}
+        return encode(FrameType.ACK, encode_fields(ACK_FIELDS, ack))
+
+    def pending(self) -> bool:
+        """A switch waits for its tuple."""
+        return bool(self.switches) and self.switches[-1][0] >= self.taken()
+
+    def _params(self, payload: bytes) -> bytes:
+        if len(payload) != 1 + SWITCH_BYTES + self.values_bytes:
+            self.counters["bad_length"] += 1
+            return b""
+        if payload[0] != self.next_seq:
+            self.counters["out_of_seq"] += 1
+        elif self.pending():
+            self.counters["overflow"] += 1
+        else:
+            seq = int.from_bytes(payload[1:1 + SWITCH_BYTES], "little")
+            packed = int.from_bytes(payload[1 + SWITCH_BYTES:], "little")
+            mask = (1 << self.values.width()) - 1
+            self.switches.append((max(seq, self.taken()), self.values.unpacked(packed & mask)))
+            self.next_seq = (self.next_seq + 1) % 256
+            self.frames += 1
+        return self._ack()
 
     def _tuples(self, payload: bytes) -> bytes:
         body = payload[1:]
@@ -113,8 +183,7 @@ class BoardModel:
         out = bytearray()
         if self.consume:
             out += self.drain()
-        ack = {"next_seq": self.next_seq, "tuples": len(self.accepted) // self.tuple_bytes}
-        return encode(FrameType.ACK, encode_fields(ACK_FIELDS, ack)) + bytes(out)
+        return self._ack() + bytes(out)
 
     def drain(self) -> bytes:
         """Let the engine take every buffered tuple; the RECORD frames that produces."""
@@ -124,7 +193,8 @@ class BoardModel:
         if n == self.reported:
             return b""
         tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
-        records = reference.run(self.nfa, tuples, self.params).records(self.nfa, tuples)
+        records = reference.run(self.nfa, tuples, self.params,
+                                values=self.schedule()).records(self.nfa, tuples)
         out = bytearray()
         for r in records:
             if r.seq < self.reported:

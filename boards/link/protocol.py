@@ -17,8 +17,14 @@ type       code   payload
 TUPLES     0x01   ``seq`` (1 byte, the frame's sequence number mod 256), then one or more tuples
                   of :func:`nfacep.wire.tuple_bytes` bytes each, packed as docs/formats.md says
 STATUS_REQ 0x02   none: the board answers with a STATUS frame
-RESET      0x03   none: clear the engine (partitions, counters, sequence numbers) and the link
-                  (buffer, counters, expected ``seq`` = 0); the board answers with STATUS
+RESET      0x03   none: clear the engine (partitions, counters, sequence numbers, runtime
+                  parameters back to the values it was built with) and the link (buffer,
+                  counters, expected ``seq`` = 0); the board answers with STATUS
+PARAMS     0x04   only for queries with runtime parameters: ``seq`` (1 byte, numbered with the
+                  TUPLES frames), the tuple number the switch applies from (6 bytes), then the
+                  new values of every parameter packed as the engine's parameter registers hold
+                  them (:meth:`nfacep.settings.ParamValues.packed`), padded to whole bytes
+                  (:func:`params_payload`)
 ========== ====== ================================================================================
 
 Board to host:
@@ -26,8 +32,11 @@ Board to host:
 ========== ====== ================================================================================
 RECORD     0x81   one match record of the engine: ``seq``, ``partition``, ``matches``, ``dropped``
                   packed LSB-first (:func:`nfacep.wire.record_format`), padded to whole bytes
-STATUS     0x82   :data:`STATUS_FIELDS`: protocol version, engine identity, sizes, counters
-ACK        0x83   :data:`ACK_FIELDS`: after every TUPLES frame received with a good CRC
+STATUS     0x82   :data:`STATUS_FIELDS`: protocol version, engine identity, sizes, counters;
+                  then, for queries with runtime parameters, the values in force (packed as in
+                  PARAMS; :func:`decode_status`)
+ACK        0x83   :data:`ACK_FIELDS`: after every TUPLES or PARAMS frame received with a good
+                  CRC
 ========== ====== ================================================================================
 
 Flow control (go-back-N with credits): the board accepts a TUPLES frame only when its ``seq``
@@ -40,9 +49,18 @@ keeps at most ``capacity`` bytes of tuples between what it sent and what the eng
 resends from the first unacknowledged frame when no ACK advances for a while, and polls
 STATUS when it waits for room.
 
+A PARAMS frame takes its place in the same sequence: the board accepts it when its ``seq`` is
+the one expected and no switch is pending (an earlier one waits for its tuple); then it writes
+the switch to the engine (the values are in force from the stated tuple on, or from the next
+tuple the engine takes if that one has passed) and expects ``seq + 1``. A PARAMS frame that
+finds a switch pending is discarded and counted as ``overflow`` (no room, as for tuples), and
+acknowledged with the ``seq`` expected unchanged: the host resends it, like any frame that was
+not accepted, once the pending switch's tuple was taken (ACK's ``tuples`` passed it).
+
 Resynchronisation: the board hunts for the sync word, then checks the type (unknown: a
 ``bad_type`` error) and the length (beyond the buffer, no whole number of tuples, or a
-non-empty command: ``bad_length``); a frame whose bytes stop for longer than the link's
+non-empty command, a PARAMS frame of another length: ``bad_length``; PARAMS for an engine without
+runtime parameters: ``bad_type``); a frame whose bytes stop for longer than the link's
 timeout is ``truncated``; a CRC mismatch is ``bad_crc``. After any error the board hunts for
 the next sync word; nothing of a bad frame reaches the engine. UART stop-bit errors count as
 ``uart_errors``. All counters are in STATUS; RESET clears them.
@@ -66,19 +84,24 @@ from amaranth.lib import enum
 __all__ = [
     "ACK_FIELDS",
     "STATUS_FIELDS",
+    "SWITCH_BYTES",
     "SYNC",
     "VERSION",
     "FrameReader",
     "FrameType",
     "crc16",
     "decode_fields",
+    "decode_status",
     "encode",
+    "encode_status",
     "engine_id",
     "fields_size",
+    "params_bytes",
+    "params_payload",
 ]
 
-#: Protocol version, the first byte of STATUS.
-VERSION = 1
+#: Protocol version, the first byte of STATUS. (2: PARAMS, and the values in force in STATUS.)
+VERSION = 2
 #: The two bytes that start every frame.
 SYNC = bytes([0xA5, 0x5A])
 #: Bytes a frame adds around its payload: sync, type, length, CRC.
@@ -93,6 +116,7 @@ class FrameType(enum.IntEnum, shape=8):
     TUPLES = 0x01
     STATUS_REQ = 0x02
     RESET = 0x03
+    PARAMS = 0x04
     RECORD = 0x81
     STATUS = 0x82
     ACK = 0x83
@@ -148,6 +172,42 @@ def decode_fields(fields, payload: bytes) -> dict[str, int]:
 def encode_fields(fields, values: dict[str, int]) -> bytes:
     return b"".join((values.get(name, 0) & ((1 << 8 * n) - 1)).to_bytes(n, "little")
                     for name, n in fields)
+
+
+#: Bytes of the tuple number a PARAMS frame's switch applies from (48 bits, little-endian).
+SWITCH_BYTES = 6
+
+
+def params_bytes(bits: int) -> int:
+    """Bytes of ``bits`` bits of packed parameter values, padded to whole bytes (0: none)."""
+    return (bits + 7) // 8
+
+
+def params_payload(seq: int, switch: int, packed: int, bits: int) -> bytes:
+    """A PARAMS frame's payload: frame number ``seq`` (mod 256), the tuple number ``switch``
+    the values apply from, and the ``packed`` values (``bits`` wide,
+    :meth:`nfacep.settings.ParamValues.packed`). Shared by the UART and UDP links' hosts."""
+    if not 0 <= switch < 1 << 8 * SWITCH_BYTES:
+        raise ValueError(f"a switch at tuple {switch} does not fit {8 * SWITCH_BYTES} bits")
+    return (bytes([seq % 256]) + switch.to_bytes(SWITCH_BYTES, "little")
+            + packed.to_bytes(params_bytes(bits), "little"))
+
+
+def decode_status(payload: bytes, values_bytes: int) -> dict[str, int]:
+    """A STATUS payload: :data:`STATUS_FIELDS`, then ``values_bytes`` bytes of the values in
+    force (``values``, an int: packed as in PARAMS; 0 without parameters). A ValueError for
+    another length."""
+    size = fields_size(STATUS_FIELDS)
+    if len(payload) != size + values_bytes:
+        raise ValueError(f"payload of {len(payload)} bytes, expected {size + values_bytes}")
+    return {**decode_fields(STATUS_FIELDS, payload[:size]),
+            "values": int.from_bytes(payload[size:], "little")}
+
+
+def encode_status(status: dict[str, int], values_bytes: int) -> bytes:
+    """The inverse of :func:`decode_status` (missing fields are 0)."""
+    return (encode_fields(STATUS_FIELDS, status)
+            + status.get("values", 0).to_bytes(values_bytes, "little"))
 
 
 def crc16(data: bytes, crc: int = 0xFFFF) -> int:

@@ -16,9 +16,10 @@ from amaranth.lib import data, io, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.hdl.engine import Engine
+from nfacep.hdl.layout import params_layout
 
 from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
-from .protocol import VERSION, engine_id
+from .protocol import SWITCH_BYTES, VERSION, engine_id, params_bytes
 from .uart import UartRx, divisor
 
 __all__ = ["LED_MEANINGS", "NoUartError", "UartBoardTop", "UartLink", "UartTop",
@@ -96,6 +97,9 @@ class UartLink(wiring.Component):
         Cycles a blinking LED stays lit (rounded to a power of two of the prescaler's ticks).
         One prescaler counts the ticks of the timeout, of ``quiet`` and of the LEDs: a power of
         two cycles, about a sixteenth of the shorter of ``timeout`` and ``led_period``.
+    params_bits : :class:`int`
+        Bits of the engine's runtime parameters (``Engine.param_values``; 0: none): PARAMS
+        frames' switches leave on ``o_params``, and STATUS reports ``param_values``.
 
     Throughput is the UART's: ``baud / 10`` bytes per second each way. A tuple leaves
     ``o_stream`` a few cycles after its frame's CRC checked, and the stream waits for the engine.
@@ -113,11 +117,16 @@ class UartLink(wiring.Component):
     engine_reset : ``Out(1)``
         Pulses when a RESET frame arrives: reset the engine with it.
     leds : ``Out(leds)``
+    o_params : ``Out(stream.Signature(48 + 8 * ceil(params_bits / 8)))``
+        With ``params_bits``: a switch, the tuple number in the low 48 bits and the values
+        above (:class:`~nfacep.boards.link.framing.Deframer`); to the engine's ``i_params``.
+    param_values : ``In(params_bits)``
+        With ``params_bits``: the engine's ``param_values``.
     """
 
     def __init__(self, tuple_layout: data.StructLayout, record_layout: data.StructLayout, *,
                  divisor: int, engine_id: int, capacity: int = CAPACITY, timeout: int,
-                 quiet: int, leds: int = 0, led_period: int = 1 << 20):
+                 quiet: int, leds: int = 0, led_period: int = 1 << 20, params_bits: int = 0):
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
         self._divisor = divisor
@@ -126,6 +135,7 @@ class UartLink(wiring.Component):
         self._timeout = timeout
         self._quiet = max(int(quiet), 2)
         self._led_period = max(int(led_period), 2)
+        self._params_bits = int(params_bits)
         members = {
             "rx": In(1, init=1),
             "tx": Out(1, init=1),
@@ -135,6 +145,10 @@ class UartLink(wiring.Component):
         }
         if leds:
             members["leds"] = Out(leds)
+        if self._params_bits:
+            members["o_params"] = Out(stream.Signature(
+                8 * (SWITCH_BYTES + params_bytes(self._params_bits))))
+            members["param_values"] = In(self._params_bits)
         super().__init__(members)
 
     @property
@@ -172,7 +186,8 @@ class UartLink(wiring.Component):
         record_bytes = (self._record_layout.size + 7) // 8
         m.submodules.uart_rx = rx = UartRx(self._divisor)
         m.submodules.deframer = deframer = Deframer(tuple_bytes, self._capacity, self._timeout,
-                                                    tick_period)
+                                                    tick_period,
+                                                    params_bytes(self._params_bits))
         if tick_period > 1:
             m.d.comb += deframer.tick.eq(tick)
         reset = deframer.events.reset
@@ -182,7 +197,8 @@ class UartLink(wiring.Component):
         m.submodules.assembler = ResetInserter(reset)(assembler)
         m.submodules.framer = framer = Framer(self._record_layout, {
             "version": VERSION, "engine_id": self._engine_id, "tuple_bytes": tuple_bytes,
-            "record_bytes": record_bytes, "capacity": self._capacity}, divisor=self._divisor)
+            "record_bytes": record_bytes, "capacity": self._capacity}, divisor=self._divisor,
+            params_bits=self._params_bits)
         m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(framer.tx), self.engine_reset.eq(reset)]
         wiring.connect(m, rx.o_stream, deframer.i_stream)
         wiring.connect(m, deframer.o_stream, buffer.i_stream)
@@ -194,6 +210,9 @@ class UartLink(wiring.Component):
         m.d.comb += [framer.send_ack.eq(deframer.events.ack),
                      framer.send_status.eq(deframer.events.status), framer.clear.eq(reset),
                      framer.next_seq.eq(deframer.next_seq)]
+        if self._params_bits:
+            wiring.connect(m, deframer.o_params, wiring.flipped(self.o_params))
+            m.d.comb += framer.params.eq(self.param_values)
         return _Blocks(rx, deframer, buffer, assembler, framer)
 
     def _counters(self, m, blocks):
@@ -277,7 +296,9 @@ class UartTop(wiring.Component):
     ``clk_hz`` and ``baud`` give the bit time; ``timeout_s`` (default 10 ms, at least 20 byte
     times) the truncated-frame timeout; ``led_period_s`` how long a blink lasts. ``divisor``,
     ``timeout`` and ``led_period`` (cycles) override them, for simulation. A RESET frame resets
-    the engine too.
+    the engine too (and so its runtime parameters to the values it was built with). An engine
+    with runtime parameters takes the PARAMS frames' switches on ``i_params``, and STATUS
+    reports its ``param_values``.
 
     Members
     -------
@@ -304,6 +325,7 @@ class UartTop(wiring.Component):
             "leds": leds,
             "led_period": led_period if led_period is not None else
             round(led_period_s * clk_hz),
+            "params_bits": _params_bits(engine),
         }
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(leds)})
 
@@ -333,7 +355,24 @@ class UartTop(wiring.Component):
         wiring.connect(m, engine.o_stream, link.i_stream)
         m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
                      self.leds.eq(link.leds)]
+        if self._link_args["params_bits"]:
+            switch = link.o_params.payload
+            seq = engine.i_params.payload.seq
+            m.d.comb += [
+                engine.i_params.valid.eq(link.o_params.valid),
+                link.o_params.ready.eq(engine.i_params.ready),
+                seq.eq(switch[:min(len(seq), 8 * SWITCH_BYTES)]),
+                engine.i_params.payload.values.eq(
+                    switch[8 * SWITCH_BYTES:8 * SWITCH_BYTES + self._link_args["params_bits"]]),
+                link.param_values.eq(engine.param_values),
+            ]
         return m
+
+
+def _params_bits(engine: Engine) -> int:
+    """Bits of ``engine``'s runtime parameters' values (0 without any)."""
+    layout = params_layout(engine.nfa.program.parameters)
+    return layout.size if layout is not None else 0
 
 
 def _divisor(clk_hz: float, baud: int) -> int:
