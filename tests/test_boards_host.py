@@ -207,14 +207,14 @@ def test_run_switches_over_a_lossy_link(tmp_path):
 def test_a_lost_switch_fails_the_run(tmp_path, capsys, monkeypatch):
     """A board whose values at the end are not the ones the switches give: the run fails
     rather than write results found with other values."""
-    accept = BoardModel._params
+    accept = BoardModel.params_frame
 
     def forget(self, payload):  # accepted, but the engine never sees it
         reply = accept(self, payload)
         self.switches.clear()
         return reply
 
-    monkeypatch.setattr(BoardModel, "_params", forget)
+    monkeypatch.setattr(BoardModel, "params_frame", forget)
     out = tmp_path / "board.csv"
     with board("supplychain") as (_, port):
         assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
@@ -240,9 +240,9 @@ def test_a_board_that_never_takes_a_switch(tmp_path, capsys, monkeypatch):
     (no endless resending)."""
     def reject(self, payload):
         self.counters["overflow"] += 1
-        return self._ack()
+        return self.ack()
 
-    monkeypatch.setattr(BoardModel, "_params", reject)
+    monkeypatch.setattr(BoardModel, "params_frame", reject)
     with board("supplychain") as (_, port):
         assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
                         str(QUERIES / "supplychain.csv"), "--output", str(tmp_path / "b.csv"),

@@ -136,13 +136,14 @@ class BoardModel:
             elif frame.type == FrameType.TUPLES:
                 out += self._tuples(frame.payload)
             elif frame.type == FrameType.PARAMS:
-                out += self._params(frame.payload)
+                out += self.params_frame(frame.payload)
         return bytes(out)
 
     def _status(self) -> bytes:
         return encode(FrameType.STATUS, encode_status(self.status(), self.values_bytes))
 
-    def _ack(self) -> bytes:
+    def ack(self) -> bytes:
+        """The ACK frame the board answers a TUPLES or PARAMS frame with."""
         ack = {"next_seq": self.next_seq, "tuples": self.taken()}
         return encode(FrameType.ACK, encode_fields(ACK_FIELDS, ack))
 
@@ -150,7 +151,8 @@ class BoardModel:
         """A switch waits for its tuple."""
         return bool(self.switches) and self.switches[-1][0] >= self.taken()
 
-    def _params(self, payload: bytes) -> bytes:
+    def params_frame(self, payload: bytes) -> bytes:
+        """A PARAMS frame's payload: take the switch or count why not; the ACK."""
         if len(payload) != 1 + SWITCH_BYTES + self.values_bytes:
             self.counters["bad_length"] += 1
             return b""
@@ -165,7 +167,7 @@ class BoardModel:
             self.switches.append((max(seq, self.taken()), self.values.unpacked(packed & mask)))
             self.next_seq = (self.next_seq + 1) % 256
             self.frames += 1
-        return self._ack()
+        return self.ack()
 
     def _tuples(self, payload: bytes) -> bytes:
         body = payload[1:]
@@ -183,7 +185,7 @@ class BoardModel:
         out = bytearray()
         if self.consume:
             out += self.drain()
-        return self._ack() + bytes(out)
+        return self.ack() + bytes(out)
 
     def drain(self) -> bytes:
         """Let the engine take every buffered tuple; the RECORD frames that produces."""
