@@ -42,7 +42,7 @@ from .link.protocol import (
 )
 
 __all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard", "board_result",
-           "check_engine", "check_no_parameters", "check_timeout", "check_values", "frame_starts",
+           "check_engine", "check_timeout", "check_values", "frame_starts",
            "switch_plan", "values_bytes"]
 
 #: The longest ``--timeout`` (a day): what a silent board is waited for.
@@ -193,20 +193,6 @@ class _Session:
         self.records.clear()
         self.answers.clear()
         return self.status
-
-
-def check_no_parameters(nfa: Nfa, link: str = "UDP") -> None:
-    """A :class:`UsageError` for queries with runtime parameters on a ``link`` that cannot
-    switch or report them yet: the board starts with the values ``nfacep build --param`` gave
-    it, so a run could not say which values its matches were found with."""
-    if nfa.program.parameters:
-        raise UsageError(
-            "the queries have runtime parameters ("
-            + ", ".join(f":{n}" for n in nfa.program.parameters)
-            + f"): the board starts with the values `nfacep build --param` gave it, but the "
-            f"{link} link cannot report or switch them yet, so `nfacep run` cannot say which "
-            "values its matches were found with; use a --link uart board (--port) or "
-            "`nfacep sim --param` (docs/commands.md)")
 
 
 def values_bytes(nfa: Nfa) -> int:

@@ -11,7 +11,10 @@ the board through the operating system's UDP socket, in the payload format of
    ``capacity`` bytes: tuples sent minus STATUS's ``tuples`` (those the engine took) never
    exceed it. After each burst the host asks for STATUS; as UDP between two stations keeps
    the order, a STATUS whose ``next_seq`` is not the host's next ``seq`` (or with ``lost``,
-   ``late`` or ``engine_full`` counted) means TUPLES packets were lost on the way.
+   ``late`` or ``engine_full`` counted) means TUPLES packets were lost on the way. With runtime
+   parameters, the switches go in PARAMS packets numbered with them (as over the UART:
+   :func:`~nfacep.boards.host.switch_plan`), each once the engine took the tuple of the one
+   before; a PARAMS packet that finds a switch pending counts as ``engine_full``.
 3. Collect the RECORDS packets; the board's ``seq`` numbers every packet it sends (RECORDS and
    STATUS), so a gap is a packet lost on the way back, and the last STATUS's ``records`` and
    ``packets`` say how many records and RECORDS packets there were.
@@ -25,6 +28,7 @@ whose tuples or records were lost. Nothing is written unless the run is complete
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import time
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ from nfacep import wire
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
 from nfacep.tuples import Tuples
 
 from .host import (
@@ -41,8 +46,11 @@ from .host import (
     NoBoardError,
     board_result,
     check_engine,
-    check_no_parameters,
     check_timeout,
+    check_values,
+    frame_starts,
+    switch_plan,
+    values_bytes,
 )
 from .link.eth.payload import (
     DEFAULT_ENDPOINT,
@@ -55,7 +63,7 @@ from .link.eth.payload import (
     packet,
 )
 from .link.eth.tx import MAX_PAYLOAD
-from .link.protocol import decode_fields, fields_size
+from .link.protocol import decode_fields, fields_size, switch_body
 
 __all__ = ["DEFAULT_PORT", "EngineMismatchError", "UdpBoard", "UdpBoardResult",
            "UdpTimeoutError", "max_tuples_per_packet", "parse_address"]
@@ -134,7 +142,11 @@ class UdpBoardResult(BoardResult):
     address: str = ""
 
     def details(self) -> dict:
-        return {"udp": self.address, "board": dict(self.status), "link": self.stats}
+        board = dict(self.status)
+        board.pop("values", None)
+        if self.values:  # the values in force at the end, as STATUS reported them
+            board["values"] = self.values.texts(self.values.unpacked(self.status["values"]))
+        return {"udp": self.address, "board": board, "link": self.stats}
 
     def note(self) -> str:
         seconds = self.stats.get("seconds") or 0
@@ -145,8 +157,10 @@ class UdpBoardResult(BoardResult):
 class _Session:
     """One conversation with the board over a connected UDP socket."""
 
-    def __init__(self, sock: socket.socket, address: str, timeout: float, say):
+    def __init__(self, sock: socket.socket, address: str, timeout: float, say,
+                 values_bytes: int = 0):
         self.sock = sock
+        self.values_bytes = values_bytes  #: bytes of the values in force at STATUS's end
         self.address = address
         self.timeout = timeout
         self.say = say
@@ -213,9 +227,11 @@ class _Session:
         self.heard = True
         body = data[HEADER_BYTES:]
         seq = head["seq"]
-        if head["type"] == PacketType.STATUS and len(body) == STATUS_BYTES:
-            status = {**decode_fields(STATUS_FIELDS, body), "seq": seq,
-                      "engine_id": head["engine_id"]}
+        if head["type"] == PacketType.STATUS and \
+                len(body) == STATUS_BYTES + self.values_bytes:
+            status = {**decode_fields(STATUS_FIELDS, body[:STATUS_BYTES]), "seq": seq,
+                      "engine_id": head["engine_id"],
+                      "values": int.from_bytes(body[STATUS_BYTES:], "little")}
             self.received[seq] = (PacketType.STATUS, status)
             self.pending.append(status)
         elif head["type"] == PacketType.RECORDS:
@@ -299,9 +315,11 @@ class UdpBoard:
             values=None) -> UdpBoardResult:
         """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing
         answers, :class:`EngineMismatchError` when the board runs another engine (both exit
-        2), :class:`LinkError` when packets are lost in every attempt, and a
-        :class:`UsageError` for queries with runtime parameters (``check_no_parameters``)."""
-        check_no_parameters(nfa)
+        2), :class:`LinkError` when packets are lost in every attempt. With runtime parameters,
+        ``values`` are the values over the stream, sent as the UART host sends them
+        (:func:`~nfacep.boards.host.switch_plan`): PARAMS packets among the TUPLES packets."""
+        if nfa.program.parameters and not values:
+            values = ParamValues.parse(nfa.program.parameters, [])  # (says what is missing)
         schema = nfa.program.schema
         tb = wire.tuple_bytes(schema)
         per_mtu = max_tuples_per_packet(tb)
@@ -318,7 +336,7 @@ class UdpBoard:
             sock.close()
             raise UsageError(f"--udp {self.address}: {exc}") from None
         say = self.progress or (lambda text: None)
-        s = _Session(sock, self.address, self.timeout, say)
+        s = _Session(sock, self.address, self.timeout, say, values_bytes(nfa))
         started = time.monotonic()
         losses: list[str] = []
         try:
@@ -326,9 +344,11 @@ class UdpBoard:
                 s.start_attempt()
                 status = self._reset(s, nfa, params, tb)
                 per_packet = self._per_packet(status, tb, per_mtu)
+                plan = switch_plan(values, status["values"], tuples.n)
                 try:
                     stats = _stream(s, payload, tuples.n, tb, per_packet, status["capacity"],
-                                    engine_id=status["engine_id"])
+                                    engine_id=status["engine_id"], plan=plan,
+                                    width=values.width() if values else 0)
                     final = _finish(s, tuples.n)
                     _check_records(s, tuples.n, final, wire.record_format(nfa))
                 except _Lost as lost:
@@ -355,6 +375,8 @@ class UdpBoard:
         result = board_result(UdpBoardResult, nfa, tuples.n, _split(s.records, final),
                               final, params, port=self.address, address=self.address,
                               stats=stats)
+        check_values(values, final, tuples.n)
+        result.values = values or None
         if losses or s.bad_in:
             result.warnings.append(
                 f"warning: the UDP link lost packets and the run was started again "
@@ -416,19 +438,45 @@ def _upstream(s: _Session, status: dict, sent: int, confirmed: int, starts: list
 
 
 def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capacity: int, *,
-            engine_id: int) -> dict:
-    """Send every tuple under the credit of ``capacity`` bytes; the host's statistics."""
+            engine_id: int, plan=(), width: int = 0) -> dict:
+    """Send every tuple under the credit of ``capacity`` bytes, and the switches of ``plan``
+    (:func:`~nfacep.boards.host.switch_plan`, ``width`` bits of values) in PARAMS packets,
+    numbered with the TUPLES packets, each before the packet that starts with its tuple and
+    once the engine took the tuple of the one before; the host's statistics."""
     room = capacity // tb
-    starts = [*range(0, n, per_packet), n]
-    npackets = len(starts) - 1
+    switches = dict(plan)
+    bounds = frame_starts(n, per_packet, list(switches))
+    packets: list[tuple[int, int | None]] = []  # (first tuple, end), or (switch's tuple, None)
+    waits = {}  # a PARAMS packet's index: the tuple of the switch before it
+    last = None
+    for a, b in itertools.pairwise(bounds):
+        if a in switches:
+            waits[len(packets)] = last
+            packets.append((a, None))
+            last = a
+        packets.append((a, b))
+    starts = [first for first, _ in packets] + [n]
+    npackets = len(packets)
     sent = 0  # packets sent (the next seq)
     confirmed = 0  # packets the board is known to have taken
     taken = 0  # tuples the engine took, as the last STATUS said (unwrapped)
     next_report = time.monotonic() + 1
+
+    def ready(i: int) -> bool:
+        end = packets[i][1]
+        if end is None:  # PARAMS: the engine took the last switch's tuple
+            return waits[i] is None or taken > waits[i]
+        return end - taken <= room
+
     while sent < npackets:
-        while sent < npackets and starts[sent + 1] - taken <= room:
-            s.send(PacketType.TUPLES, payload[starts[sent] * tb:starts[sent + 1] * tb],
-                   seq=sent, engine=engine_id)
+        while sent < npackets and ready(sent):
+            first, end = packets[sent]
+            if end is None:
+                s.send(PacketType.PARAMS, switch_body(first, switches[first], width),
+                       seq=sent, engine=engine_id)
+            else:
+                s.send(PacketType.TUPLES, payload[first * tb:end * tb], seq=sent,
+                       engine=engine_id)
             sent += 1
         status = s.ask(want=lambda st, sent=sent: _arrived(st, sent))
         _upstream(s, status, sent, confirmed, starts, n)
@@ -437,7 +485,7 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capac
         if time.monotonic() >= next_report:
             s.say(f"{starts[sent]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
             next_report = time.monotonic() + 1
-    return {"packets": npackets, "tuples_per_packet": per_packet}
+    return {"packets": npackets, "tuples_per_packet": per_packet, "switches": len(plan)}
 
 
 def _finish(s: _Session, n: int) -> dict:

@@ -235,9 +235,8 @@ def test_verilog_takes_initial_values_only(tmp_path, capsys):
 
 def test_board_commands(tmp_path, capsys):
     """``check --board`` and ``build`` take the values the engine starts with (build puts them
-    in the report); ``run`` takes switches over the UART link (here it gets as far as opening
-    the port) and refuses them over UDP, which cannot switch or report them yet, rather than
-    claim values it cannot check."""
+    in the report); ``run`` takes switches over both links (here it gets as far as opening the
+    serial port, or asking a UDP address where no board answers)."""
     q, t = sim_files(tmp_path)
     initial = SIM_VALUES[:8]
     try:
@@ -257,8 +256,8 @@ def test_board_commands(tmp_path, capsys):
                  str(tmp_path / "r.csv"), *SIM_VALUES]) == 2
     assert "cannot open the serial port" in capsys.readouterr().err
     assert main(["run", q, "--udp", "127.0.0.1:9", "--input", t, "--output",
-                 str(tmp_path / "r.csv"), *initial]) == 2
-    assert "the UDP link cannot report or switch them yet" in capsys.readouterr().err
+                 str(tmp_path / "r.csv"), "--timeout", "0.3", *SIM_VALUES]) == 2
+    assert "no board answers at 127.0.0.1:9" in capsys.readouterr().err
     assert not (tmp_path / "r.csv").exists()
 
 

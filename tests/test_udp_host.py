@@ -3,8 +3,9 @@
 The board is :class:`nfacep.boards.link.eth.model.UdpBoardModel` (the payload format with the
 reference matcher as the engine) served on 127.0.0.1; losses are injected by a small UDP proxy
 between the host and the model that drops chosen packets in either direction. The match file
-and summary must equal ``nfacep match``'s; a loss is either recovered (the run starts again)
-or reported with its tuple ranges, and nothing is written then.
+and summary must equal ``nfacep match``'s, also with runtime parameters switched while the
+stream runs; a loss is either recovered (the run starts again) or reported with its tuple
+ranges, and nothing is written then.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import socket
 import threading
 
 import pytest
-from bundled import param_args
+from bundled import param_args, param_values
 
 from nfacep import compile_file
 from nfacep.backend import run_files
@@ -26,6 +27,7 @@ from nfacep.boards.link.eth.model import UdpBoardModel, serve
 from nfacep.boards.link.eth.payload import PacketType, decode_header
 from nfacep.cli import main
 from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
@@ -34,11 +36,15 @@ SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", 
 
 @contextlib.contextmanager
 def board(name="marathon", **kwargs):
-    """A software board on 127.0.0.1; yields (model, "127.0.0.1:port")."""
+    """A software board on 127.0.0.1; yields (model, "127.0.0.1:port"). Built with the bundled
+    runtime parameters' values unless ``values`` (``--param`` texts) says otherwise."""
     given = {k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples",
                                                               "timer_bits")}
-    model = UdpBoardModel(compile_file(QUERIES / f"{name}.sql"), EngineParams(**given),
-                          **kwargs)
+    nfa = compile_file(QUERIES / f"{name}.sql")
+    texts = kwargs.pop("values", None)
+    values = param_values(name, nfa) if texts is None else \
+        ParamValues.parse(nfa.program.parameters, texts)
+    model = UdpBoardModel(nfa, EngineParams(**given), values=values, **kwargs)
     stop = threading.Event()
     thread, (host, port) = serve(model, stop=stop)
     try:
@@ -127,15 +133,11 @@ def run(address, tmp_path, name="marathon", *more):
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
 def test_run_udp_equals_match(tmp_path, name, capsys):
-    if param_args(name):  # the link cannot switch or report runtime parameters yet
-        code, out = run("127.0.0.1:9", tmp_path, name, *param_args(name))
-        assert code == 2 and not out.exists()
-        assert "the UDP link cannot report or switch them yet" in capsys.readouterr().err
-        return
-    with board(name) as (_, address):
-        code, out = run(address, tmp_path, name)
+    with board(name) as (model, address):
+        code, out = run(address, tmp_path, name, *param_args(name))
+        assert model.switches == []  # the board runs the values it was built with
     assert code == 0
-    expected, ref_summary = reference(tmp_path, name)
+    expected, ref_summary = reference(tmp_path, name, *param_args(name))
     assert out.read_text() == expected == (QUERIES / f"{name}.matches.csv").read_text()
     summary = json.loads((tmp_path / "board.summary.json").read_text())
     assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
@@ -143,6 +145,61 @@ def test_run_udp_equals_match(tmp_path, name, capsys):
     assert summary["board"]["tuples"] == summary["tuples"]
     assert summary["link"]["attempts"] == 1 and summary["link"]["losses"] == []
     assert f"-> {out}" in capsys.readouterr().out
+    if param_args(name):
+        assert summary["runtime_parameters"] == ref_summary["runtime_parameters"]
+        assert summary["board"]["values"] == ref_summary["runtime_parameters"]["initial"]
+
+
+#: supplychain's ato matches tuples 231, 241 and 281 with big=0, none with a big :big; these
+#: switches leave 241 and 281 (as in test_boards_host.py).
+SWITCHES = ["big=4000000000", "big=0@235", "big=4000000000@260", "big=0@281", "big=7@282",
+            "big=4000000000@300"]
+
+
+def _params(texts):
+    return [arg for text in texts for arg in ("--param", text)]
+
+
+@pytest.mark.parametrize("built", ["big=20000", "big=4000000000"])
+def test_run_udp_switches_runtime_parameters(tmp_path, built):
+    """PARAMS packets among the TUPLES packets (a small buffer: the host waits for credit and
+    for a pending switch's tuple); a board built with other values is switched at tuple 0.
+    The matches equal ``nfacep match`` with the same --param arguments."""
+    with board("supplychain", values=[built], capacity=64) as (model, address):
+        code, out = run(address, tmp_path, "supplychain", "--tuples-per-packet", "4",
+                        *_params(SWITCHES))
+        assert code == 0
+        assert [seq for seq, _ in model.switches] == \
+            ([0] if built != SWITCHES[0] else []) + [235, 260, 281, 282, 300]
+        assert model.counters["engine_full"] == 0
+    expected, ref_summary = reference(tmp_path, "supplychain", *_params(SWITCHES))
+    assert out.read_text() == expected
+    assert [line.split(",")[0] for line in expected.splitlines() if ",ato," in line] == \
+        ["241", "281"]
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
+    assert summary["runtime_parameters"] == ref_summary["runtime_parameters"]
+    assert summary["board"]["values"] == {"big": 4000000000}
+    assert summary["link"]["switches"] == 6 - (built == SWITCHES[0])
+    assert summary["link"]["attempts"] == 1
+
+
+def test_a_lost_params_packet_is_recovered(tmp_path):
+    # the first PARAMS packet of attempt 1 is lost: the board counts the gap, the run starts
+    # again
+    def lose_up(head, count, resets):
+        return head["type"] == PacketType.PARAMS and resets == 1 and count == 0
+
+    with board("supplychain", capacity=64) as (_, address), \
+            proxy(address, drop_up=lose_up) as p:
+        code, out = run(p.address, tmp_path, "supplychain", "--tuples-per-packet", "4",
+                        *_params(["big=20000", "big=0@100"]))
+    assert code == 0 and [kind for _, kind, _ in p.dropped] == [PacketType.PARAMS]
+    expected, _ = reference(tmp_path, "supplychain", *_params(["big=20000", "big=0@100"]))
+    assert out.read_text() == expected
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert summary["link"]["attempts"] == 2
+    assert "did not all reach the board" in summary["link"]["losses"][0]
 
 
 def test_small_packets_a_small_buffer_and_drops(tmp_path):

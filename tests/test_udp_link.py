@@ -54,7 +54,7 @@ def test_fcs_is_lib_crc_and_checksum_and_header_round_trip():
     parsed = udp.parse_frame(frame)
     assert parsed["src"] == Endpoint(HOST.mac, HOST.ip, HOST.port) and parsed["dst"].port == 5000
     assert udp.decode_header(parsed["payload"]) == {
-        "version": 1, "type": 1, "reserved": 0, "seq": 7, "engine_id": ENGINE_ID}
+        "version": udp.VERSION, "type": 1, "reserved": 0, "seq": 7, "engine_id": ENGINE_ID}
     assert parsed["payload"][udp.HEADER_BYTES:] == b"abc"
     with pytest.raises(ValueError, match="checksum"):
         udp.parse_frame(udp.udp_frame(HOST, BOARD, b"x" * 12, checksum_delta=1))
@@ -153,8 +153,11 @@ def scenario(seed: int = 1) -> list[dict]:
         bad("bad_udp", frame)
         good()
     bad_header = [
-        udp.udp_frame(HOST, BOARD, bytes([2]) + body[1:]),
+        udp.udp_frame(HOST, BOARD, bytes([udp.VERSION + 1]) + body[1:]),
         udp.udp_frame(HOST, BOARD, udp.packet(0x09, bytes(3), seq=seq, engine_id=ENGINE_ID)),
+        # PARAMS to an engine without runtime parameters
+        udp.udp_frame(HOST, BOARD, udp.packet(PacketType.PARAMS, bytes(8), seq=seq,
+                                              engine_id=ENGINE_ID)),
         _tuples_packet(seq, some, engine_id=ENGINE_ID ^ 0x100),
     ]
     for frame in bad_header:
@@ -456,13 +459,18 @@ def _top_scenario(engine_id: int) -> dict:
             "expected_drops": res.drops.tolist()}
 
 
-def _status(payload: bytes) -> dict:
-    from nfacep.boards.link.protocol import decode_fields
+def _status(payload: bytes, values_bytes: int = 0) -> dict:
+    """A STATUS packet's fields, its header's ``seq`` and ``engine_id``, and the values in
+    force (``values``) after the fields."""
+    from nfacep.boards.link.protocol import decode_fields, fields_size
 
     header = udp.decode_header(payload)
     assert header["type"] == PacketType.STATUS
-    return {**decode_fields(udp.STATUS_FIELDS, payload[udp.HEADER_BYTES:]), "seq": header["seq"],
-            "engine_id": header["engine_id"]}
+    body = payload[udp.HEADER_BYTES:]
+    size = fields_size(udp.STATUS_FIELDS)
+    assert len(body) == size + values_bytes
+    return {**decode_fields(udp.STATUS_FIELDS, body[:size]), "seq": header["seq"],
+            "engine_id": header["engine_id"], "values": int.from_bytes(body[size:], "little")}
 
 
 def test_udp_board_top_icarus(tmp_path):
@@ -487,7 +495,7 @@ def test_udp_board_top_icarus(tmp_path):
     for f in packets:
         assert f["src"] == BOARD and f["dst"] == HOST
     headers = [udp.decode_header(f["payload"]) for f in packets]
-    assert all(h["engine_id"] == engine_id and h["version"] == 1 for h in headers)
+    assert all(h["engine_id"] == engine_id and h["version"] == udp.VERSION for h in headers)
     assert [h["seq"] for h in headers] == list(range(len(headers)))  # from RESET's STATUS
     statuses = [_status(f["payload"]) for f, h in zip(packets, headers, strict=True)
                 if h["type"] == PacketType.STATUS]
@@ -572,6 +580,188 @@ if cocotb is not None:
                 break
         pathlib.Path(config["results"]).write_text(json.dumps({
             "frames": frames, "bad_fcs_from_board": bad_fcs, "tx_er": tx_er,
+            "status_requests": status_requests}))
+
+
+#: A query with runtime parameters of two types, no PARTITION (as tests/test_uart_link.py's).
+LIMITS = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
+QUERY over FROM s
+PATTERN ( A B )
+DEFINE
+  A AS (v > :lim)
+  B AS (v <= :lim AND hot = :hot);
+"""
+
+
+def _params_scenario(nfa, built, engine_id: int) -> dict:
+    """TUPLES and PARAMS packets: a switch ahead of its tuples, one while it is pending
+    (``engine_full``: dropped, ``next_seq`` stays), one with a bad FCS, one of a wrong length
+    (``bad_udp``), one after its tuple passed (from the next tuple taken); STATUS between."""
+    import numpy as np
+
+    from nfacep import reference, tuples, wire
+    from nfacep.boards.link.protocol import params_bytes, switch_body
+    from nfacep.params import EngineParams
+    from nfacep.settings import ParamValues
+
+    types, schema = nfa.program.parameters, nfa.program.schema
+    rng = random.Random(22)
+    n = 120
+    data = tuples.Tuples({"v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
+                          "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
+                          "k": np.zeros(n, dtype=np.uint64)}, n, "bench")
+    tb = wire.tuple_bytes(schema)
+    raw = wire.pack_bytes(schema, data)
+    steps, seq = [], 0
+
+    def frame(ptype, body, at):
+        return _wire(udp.udp_frame(HOST, BOARD, udp.packet(ptype, body, seq=at,
+                                                           engine_id=engine_id)))
+
+    def send_tuples(first, end):
+        nonlocal seq
+        steps.append({"send": frame(PacketType.TUPLES, raw[first * tb:end * tb], seq).hex()})
+        seq += 1
+
+    def switch(at, texts, *, taken=True):
+        nonlocal seq
+        vals = ParamValues.parse(types, texts)
+        body = switch_body(at, vals.packed(vals.initial), built.width())
+        steps.append({"send": frame(PacketType.PARAMS, body, seq).hex()})
+        seq += taken
+        return vals.initial, body
+
+    send_tuples(0, 30)
+    v40, _ = switch(40, ["lim=200", "hot=false"])
+    _, body = switch(50, ["lim=1", "hot=true"], taken=False)  # pending: engine_full
+    broken = bytearray.fromhex(steps[-1]["send"])
+    broken[60] ^= 1
+    steps.append({"send": bytes(broken).hex()})  # bad FCS
+    steps.append({"send": frame(PacketType.PARAMS, body[:-1], seq).hex()})  # bad_udp
+    send_tuples(30, 60)
+    steps.append({"wait_tuples": 41})
+    v60, _ = switch(60, ["lim=30", "hot=true"])
+    send_tuples(60, 90)
+    steps.append({"wait_tuples": 90})
+    v90, _ = switch(10, ["lim=0", "hot=false"])  # tuple 10 has passed: from 90 on
+    send_tuples(90, n)
+    schedule = ParamValues(types, dict(built.initial), ((40, v40), (60, v60), (90, v90)))
+    res = reference.run(nfa, data, EngineParams(partitions=PARTITIONS), values=schedule)
+    return {"steps": steps, "n": n, "packets": seq,
+            "values_bytes": params_bytes(built.width()),
+            "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
+            "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ)))
+            .hex(),
+            "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
+            "packed": {k: built.packed(v) for k, v in
+                       (("built", built.initial), ("40", v40), ("90", v90))}}
+
+
+def test_udp_board_top_switches_parameters_icarus(tmp_path):
+    """PARAMS packets on the UDP board top's Verilog under cocotb: the records equal the
+    reference matcher's with the switches at their tuples; a switch while one is pending is an
+    ``engine_full``, a corrupted or short PARAMS packet a ``bad_fcs`` or ``bad_udp``; STATUS
+    ends with the values in force."""
+    from amaranth.back import verilog
+
+    from nfacep import compile_file, wire
+    from nfacep.boards.link.eth.link import UdpTop
+    from nfacep.hdl.engine import Engine
+    from nfacep.params import EngineParams
+    from nfacep.settings import ParamValues
+
+    query = tmp_path / "limits.sql"
+    query.write_text(LIMITS)
+    nfa = compile_file(query)
+    built = ParamValues.parse(nfa.program.parameters, ["lim=100", "hot=true"])
+    top = UdpTop(Engine(nfa, EngineParams(partitions=PARTITIONS), values=built),
+                 mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, flush=FLUSH)
+    source = tmp_path / "nfacep_udp_top.v"
+    source.write_text(verilog.convert(top, name="nfacep_udp_top", emit_src=False))
+    scenario = _params_scenario(nfa, built, top.engine_id)
+    got = _run_cocotb(tmp_path, "nfacep_udp_top", source, "udp_params_bench", dict(scenario))
+    assert got["bad_fcs_from_board"] == 0
+    fmt = wire.record_format(nfa)
+    packets = [udp.parse_frame(bytes.fromhex(f)) for f in got["frames"]]
+    records = []
+    for f in packets:
+        if f["kind"] == "udp" and udp.decode_header(f["payload"])["type"] == PacketType.RECORDS:
+            body = f["payload"][udp.HEADER_BYTES:]
+            records += [[r.seq, r.matches, r.dropped] for r in (
+                fmt.decode_bytes(body[at:at + fmt.nbytes]) for at in range(0, len(body),
+                                                                           fmt.nbytes))]
+    assert records == scenario["expected_records"] and records
+    packed = scenario["packed"]
+    after_reset, at_41, at_90, last = got["statuses"]
+    assert after_reset["values"] == packed["built"]
+    assert at_41["tuples"] >= 41 and at_41["values"] == packed["40"]
+    assert at_90["tuples"] == 90
+    assert last["tuples"] == scenario["n"] and last["flags"] & 1
+    assert last["values"] == packed["90"]
+    assert {k: last[k] for k in ("engine_full", "bad_fcs", "bad_udp", "bad_header", "lost",
+                                 "late")} == \
+        {"engine_full": 1, "bad_fcs": 1, "bad_udp": 1, "bad_header": 0, "lost": 0, "late": 0}
+    assert last["next_seq"] == scenario["packets"]
+    # the packets taken and the STATUS_REQs, since RESET
+    assert last["accepted"] == scenario["packets"] + got["status_requests"]
+
+
+if cocotb is not None:
+    @cocotb.test()
+    async def udp_params_bench(dut):
+        from cocotb.clock import Clock
+        from cocotb.triggers import with_timeout
+        from cocotbext.eth import GmiiFrame, GmiiSink, GmiiSource
+
+        config = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
+        vb = config["values_bytes"]
+        cocotb.start_soon(Clock(dut.clk, 8, unit="ns").start())
+        cocotb.start_soon(Clock(dut.rx_clk, 8, unit="ns").start())
+        source = GmiiSource(dut.rxd, dut.rx_er, dut.rx_dv, dut.rx_clk)
+        sink = GmiiSink(dut.txd, dut.tx_er, dut.tx_en, dut.clk)
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, 10)
+        dut.rst.value = 0
+        await ClockCycles(dut.clk, 10)
+        frames, bad_fcs, statuses, status_requests = [], 0, [], 0
+
+        async def status():
+            nonlocal bad_fcs, status_requests
+            await source.send(GmiiFrame(bytes.fromhex(config["status_req"])))
+            status_requests += 1
+            while True:
+                frame = await with_timeout(sink.recv(), 200, "us")
+                bad_fcs += not frame.check_fcs()
+                payload = bytes(frame.get_payload())
+                frames.append(payload.hex())
+                parsed = udp.parse_frame(payload)
+                if parsed["kind"] == "udp" and \
+                        udp.decode_header(parsed["payload"])["type"] == PacketType.STATUS:
+                    return _status(parsed["payload"], vb)
+
+        await source.send(GmiiFrame(bytes.fromhex(config["reset"])))
+        frame = await with_timeout(sink.recv(), 200, "us")
+        statuses.append(_status(udp.parse_frame(bytes(frame.get_payload()))["payload"], vb))
+        for step in config["steps"]:
+            if "wait_tuples" in step:
+                for _ in range(50):  # (bounded)
+                    await source.wait()
+                    await ClockCycles(dut.clk, 200)
+                    st = await status()
+                    if st["tuples"] >= step["wait_tuples"]:
+                        break
+                statuses.append(st)
+                continue
+            await source.send(GmiiFrame(bytes.fromhex(step["send"])))
+        for _ in range(50):
+            await source.wait()
+            await ClockCycles(dut.clk, 500)
+            st = await status()
+            if st["tuples"] == config["n"] and st["flags"] & 1:
+                break
+        statuses.append(st)
+        pathlib.Path(config["results"]).write_text(json.dumps({
+            "frames": frames, "bad_fcs_from_board": bad_fcs, "statuses": statuses,
             "status_requests": status_requests}))
 
 

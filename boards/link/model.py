@@ -30,7 +30,65 @@ from .protocol import (
     params_bytes,
 )
 
-__all__ = ["BoardModel", "serve"]
+__all__ = ["BoardModel", "ParamRegisters", "serve"]
+
+
+class ParamRegisters:
+    """The engine's runtime parameter registers in software, for the software boards of both
+    links: the values it was built with (``values``, required when ``nfa`` has parameters;
+    None without), the switches written since RESET (``switches``: first tuple and values).
+    As the engine: a switch waits for its tuple (or applies from the next tuple taken if that
+    one has passed), and the engine holds one waiting switch."""
+
+    def __init__(self, nfa, values: ParamValues | None):
+        types = nfa.program.parameters
+        if types and not values:
+            raise ValueError("a model of an engine with runtime parameters needs their values")
+        self.values = values if types else None
+        #: bytes of the packed values (0 without parameters)
+        self.nbytes = params_bytes(self.values.width()) if self.values else 0
+        self.switches: list[tuple[int, dict]] = []
+
+    def __bool__(self) -> bool:
+        return self.values is not None
+
+    def reset(self) -> None:
+        self.switches = []
+
+    def schedule(self) -> ParamValues | None:
+        """The values the engine judged (and will judge) the tuples with."""
+        if not self.values:
+            return None
+        initial = dict(self.values.initial)
+        later = []
+        for seq, vals in self.switches:
+            if seq == 0:
+                initial = vals
+            else:
+                later.append((seq, vals))
+        return ParamValues(self.values.types, initial, tuple(later))
+
+    def in_force(self, taken: int) -> int:
+        """The values in force after ``taken`` tuples, packed (the engine's
+        ``param_values``; 0 without parameters)."""
+        if not self.values:
+            return 0
+        schedule = self.schedule()
+        return self.values.packed(schedule.in_force(taken - 1) if taken else schedule.initial)
+
+    def pending(self, taken: int) -> bool:
+        """A switch waits for its tuple."""
+        return bool(self.switches) and self.switches[-1][0] >= taken
+
+    def write(self, body: bytes, taken: int) -> bool:
+        """Take the switch ``body`` (:func:`~.protocol.switch_body`, of the right length) after
+        ``taken`` tuples; False if one is pending."""
+        if self.pending(taken):
+            return False
+        seq = int.from_bytes(body[:SWITCH_BYTES], "little")
+        packed = int.from_bytes(body[SWITCH_BYTES:], "little") & ((1 << self.values.width()) - 1)
+        self.switches.append((max(seq, taken), self.values.unpacked(packed)))
+        return True
 
 
 class BoardModel:
@@ -60,11 +118,9 @@ class BoardModel:
         self.capacity = capacity
         self.id = engine_id(nfa, params) if engine_id_override is None \
             else engine_id_override
-        types = nfa.program.parameters
-        if types and not values:
-            raise ValueError("a model of an engine with runtime parameters needs their values")
-        self.values = values if types else None
-        self.values_bytes = params_bytes(self.values.width()) if self.values else 0
+        self.registers = ParamRegisters(nfa, values)
+        self.values = self.registers.values
+        self.values_bytes = self.registers.nbytes
         kinds = [FrameType.TUPLES, FrameType.STATUS_REQ, FrameType.RESET]
         if self.values:
             kinds.append(FrameType.PARAMS)
@@ -83,35 +139,21 @@ class BoardModel:
         self.reported = 0  # tuples whose records were sent
         self.counters = {"bad_length": 0, "out_of_seq": 0, "overflow": 0}
         self._base_errors = dict(self.reader.errors)
-        self.switches: list[tuple[int, dict]] = []  # (first tuple, values) written
+        self.registers.reset()
+
+    @property
+    def switches(self) -> list[tuple[int, dict]]:
+        """The switches written since RESET: (first tuple, values)."""
+        return self.registers.switches
 
     def taken(self) -> int:
         """Tuples the engine took."""
         return len(self.accepted) // self.tuple_bytes
 
-    def schedule(self) -> ParamValues | None:
-        """The values the engine judged (and will judge) the tuples with."""
-        if not self.values:
-            return None
-        initial = dict(self.values.initial)
-        later = []
-        for seq, vals in self.switches:
-            if seq == 0:
-                initial = vals
-            else:
-                later.append((seq, vals))
-        return ParamValues(self.values.types, initial, tuple(later))
-
-    def in_force(self) -> int:
-        """The values in force, packed (the engine's ``param_values``)."""
-        taken = self.taken()
-        return self.values.packed(self.schedule().in_force(taken - 1) if taken else
-                                  self.schedule().initial)
-
     def status(self) -> dict:
         errors = {k: v - self._base_errors.get(k, 0) for k, v in self.reader.errors.items()}
         return {
-            "values": self.in_force() if self.values else 0,
+            "values": self.registers.in_force(self.taken()),
             "version": VERSION, "flags": 1 if not self.buffered else 0,
             "next_seq": self.next_seq, "engine_id": self.id,
             "tuple_bytes": self.tuple_bytes, "record_bytes": self.record_bytes,
@@ -147,10 +189,6 @@ class BoardModel:
         ack = {"next_seq": self.next_seq, "tuples": self.taken()}
         return encode(FrameType.ACK, encode_fields(ACK_FIELDS, ack))
 
-    def pending(self) -> bool:
-        """A switch waits for its tuple."""
-        return bool(self.switches) and self.switches[-1][0] >= self.taken()
-
     def params_frame(self, payload: bytes) -> bytes:
         """A PARAMS frame's payload: take the switch or count why not; the ACK."""
         if len(payload) != 1 + SWITCH_BYTES + self.values_bytes:
@@ -158,13 +196,9 @@ class BoardModel:
             return b""
         if payload[0] != self.next_seq:
             self.counters["out_of_seq"] += 1
-        elif self.pending():
+        elif not self.registers.write(payload[1:], self.taken()):
             self.counters["overflow"] += 1
         else:
-            seq = int.from_bytes(payload[1:1 + SWITCH_BYTES], "little")
-            packed = int.from_bytes(payload[1 + SWITCH_BYTES:], "little")
-            mask = (1 << self.values.width()) - 1
-            self.switches.append((max(seq, self.taken()), self.values.unpacked(packed & mask)))
             self.next_seq = (self.next_seq + 1) % 256
             self.frames += 1
         return self.ack()
@@ -196,7 +230,7 @@ class BoardModel:
             return b""
         tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
         records = reference.run(self.nfa, tuples, self.params,
-                                values=self.schedule()).records(self.nfa, tuples)
+                                values=self.registers.schedule()).records(self.nfa, tuples)
         out = bytearray()
         for r in records:
             if r.seq < self.reported:

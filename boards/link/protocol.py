@@ -98,6 +98,7 @@ __all__ = [
     "fields_size",
     "params_bytes",
     "params_payload",
+    "switch_body",
 ]
 
 #: Protocol version, the first byte of STATUS. (2: PARAMS, and the values in force in STATUS.)
@@ -183,14 +184,19 @@ def params_bytes(bits: int) -> int:
     return (bits + 7) // 8
 
 
-def params_payload(seq: int, switch: int, packed: int, bits: int) -> bytes:
-    """A PARAMS frame's payload: frame number ``seq`` (mod 256), the tuple number ``switch``
-    the values apply from, and the ``packed`` values (``bits`` wide,
-    :meth:`nfacep.settings.ParamValues.packed`). Shared by the UART and UDP links' hosts."""
+def switch_body(switch: int, packed: int, bits: int) -> bytes:
+    """A switch as both links send it: the tuple number ``switch`` the values apply from (6
+    bytes) and the ``packed`` values (``bits`` wide, :meth:`nfacep.settings.ParamValues.packed`,
+    padded to bytes); little-endian. The UDP link's PARAMS body."""
     if not 0 <= switch < 1 << 8 * SWITCH_BYTES:
         raise ValueError(f"a switch at tuple {switch} does not fit {8 * SWITCH_BYTES} bits")
-    return (bytes([seq % 256]) + switch.to_bytes(SWITCH_BYTES, "little")
-            + packed.to_bytes(params_bytes(bits), "little"))
+    return switch.to_bytes(SWITCH_BYTES, "little") + packed.to_bytes(params_bytes(bits),
+                                                                     "little")
+
+
+def params_payload(seq: int, switch: int, packed: int, bits: int) -> bytes:
+    """A PARAMS frame's payload: frame number ``seq`` (mod 256), then :func:`switch_body`."""
+    return bytes([seq % 256]) + switch_body(switch, packed, bits)
 
 
 def decode_status(payload: bytes, values_bytes: int) -> dict[str, int]:

@@ -11,6 +11,7 @@ from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from ..protocol import SWITCH_BYTES, params_bytes
 from .payload import FRAME_CLASSES
 from .rx import EthRx, EventKind, event_layout
 from .tx import MacTx, UdpTx
@@ -41,6 +42,12 @@ class UdpLink(wiring.Component):
     The sender of an accepted UDP packet becomes ``peer`` (where records and STATUS go); an ARP
     request's sender is ``arp_peer``.
 
+    With ``params_bits`` (the engine's runtime parameters; 0: none), an accepted PARAMS packet
+    is checked in sequence as TUPLES are and its switch is offered on ``o_params`` (to the
+    engine's ``i_params``) when the engine takes one (``o_params.ready``, nothing offered);
+    when a switch is still pending it counts as ``engine_full`` instead of ``accepted`` and is
+    dropped (``next_seq`` stays). STATUS ends with ``param_values``.
+
     Members
     -------
     rx_clk, rxd, rx_dv, rx_er : ``In``
@@ -59,21 +66,27 @@ class UdpLink(wiring.Component):
         Nothing waits in the receive path (synchronised: a few cycles late).
     status_request, reset_request, arp_request : ``Out(1)``
     peer, arp_peer : ``Out(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))``
+    o_params : ``Out(stream.Signature(48 + 8 * ceil(params_bits / 8)))``
+        With ``params_bits``: a switch, the tuple number in the low 48 bits, the values above.
+    param_values : ``In(params_bits)``
+        With ``params_bits``: the engine's values in force, for STATUS.
     """
 
     def __init__(self, tuple_layout: data.StructLayout, record_layout: data.StructLayout, *,
                  mac: bytes, ip: bytes, port: int, engine_id: int, capacity: int = CAPACITY,
-                 quiet: int = 64, flush: int = 1024):
+                 quiet: int = 64, flush: int = 1024, params_bits: int = 0):
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
+        self._params_bytes = params_bytes(params_bits)
         self._rx_args = {"tuple_width": tuple_layout.size, "capacity": capacity, "mac": mac,
-                         "ip": ip, "port": port, "engine_id": engine_id}
+                         "ip": ip, "port": port, "engine_id": engine_id,
+                         "params_bytes": self._params_bytes}
         self._tx_args = {"mac": mac, "ip": ip, "port": port, "engine_id": engine_id,
                          "tuple_bytes": (tuple_layout.size + 7) // 8, "capacity": capacity,
-                         "counters": COUNTERS, "flush": flush}
+                         "counters": COUNTERS, "flush": flush, "params_bits": params_bits}
         self._quiet = max(int(quiet), 2)
         endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
-        super().__init__({
+        members = {
             "rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
             "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1),
             "o_stream": Out(stream.Signature(tuple_layout)),
@@ -84,7 +97,12 @@ class UdpLink(wiring.Component):
             "rx_empty": Out(1),
             "status_request": Out(1), "reset_request": Out(1), "arp_request": Out(1),
             "peer": Out(endpoint), "arp_peer": Out(endpoint),
-        })
+        }
+        if params_bits:
+            members["o_params"] = Out(stream.Signature(
+                8 * (SWITCH_BYTES + self._params_bytes)))
+            members["param_values"] = In(params_bits)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -107,7 +125,7 @@ class UdpLink(wiring.Component):
                      self.o_stream.payload.eq(tuples.r_data),
                      tuples.r_en.eq(self.o_stream.ready)]
 
-        layout = event_layout()
+        layout = event_layout(self._params_bytes)
         m.submodules.event_fifo = events = AsyncFIFO(width=layout.size, depth=4,
                                                      w_domain="eth_rx", r_domain="sync")
         m.d.comb += [events.w_en.eq(rx.event.valid), events.w_data.eq(rx.event.payload),
@@ -138,6 +156,8 @@ class UdpLink(wiring.Component):
                      self.engine_reset.eq(self.reset_request)]
         for name in COUNTERS:
             m.d.comb += getattr(tx.counters, name).eq(getattr(self.counters, name))
+        if self._params_bytes:
+            m.d.comb += tx.params.eq(self.param_values)
         for name in ("matched", "drops", "records", "packets"):
             m.d.comb += count[name].eq(getattr(tx.count, name))
         quiet = Signal(range(self._quiet + 1))
@@ -153,6 +173,18 @@ class UdpLink(wiring.Component):
         accepted = valid & (event.cls == 0)
         kind = event.kind
         tuples_packet = accepted & (kind == EventKind.TUPLES)
+        refused = Signal()  # an accepted PARAMS packet while a switch is pending
+        if self._params_bytes:
+            params_packet = accepted & (kind == EventKind.PARAMS)
+            busy = self.o_params.valid | ~self.o_params.ready
+            m.d.comb += refused.eq(params_packet & busy)
+            with m.If(self.o_params.ready | self.reset_request):
+                m.d.sync += self.o_params.valid.eq(0)
+            with m.If(params_packet & ~busy):
+                m.d.sync += [self.o_params.valid.eq(1),
+                             self.o_params.payload.eq(event.switch)]
+            # (in sequence with the TUPLES packets)
+            tuples_packet = tuples_packet | (params_packet & ~busy)
         gap = Signal(32)
         m.d.comb += gap.eq(event.seq - self.next_seq)
         behind = gap[31]
@@ -167,6 +199,9 @@ class UdpLink(wiring.Component):
         m.d.sync += self.reset_request.eq(accepted & (kind == EventKind.RESET))
         for i, name in enumerate(FRAME_CLASSES):
             m.d.comb += counts[name].eq(valid & (event.cls == i))
+        m.d.comb += [counts["accepted"].eq(accepted & ~refused),
+                     counts["engine_full"].eq((valid & (event.cls == FRAME_CLASSES.index(
+                         "engine_full"))) | refused)]
         for name in COUNTERS:
             if name == "lost":
                 continue
@@ -200,13 +235,17 @@ class UdpTop(wiring.Component):
 
     def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = CAPACITY,
                  flush: int = 1024):
+        from nfacep.hdl.layout import params_layout
+
         from ..protocol import engine_id
 
         self._engine = engine
         self._engine_id = engine_id(engine.nfa, engine.params)
+        layout = params_layout(engine.nfa.program.parameters)
         self._link_args = {"mac": mac, "ip": ip, "port": port, "engine_id": self._engine_id,
                            "capacity": capacity, "flush": flush,
-                           "quiet": 2 * (engine.params.partitions + 32)}
+                           "quiet": 2 * (engine.params.partitions + 32),
+                           "params_bits": layout.size if layout is not None else 0}
         super().__init__({"rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
                           "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1)})
 
@@ -228,4 +267,16 @@ class UdpTop(wiring.Component):
                      link.rx_dv.eq(self.rx_dv), link.rx_er.eq(self.rx_er),
                      self.txd.eq(link.txd), self.tx_en.eq(link.tx_en),
                      self.tx_er.eq(link.tx_er)]
+        if self._link_args["params_bits"]:
+            switch = link.o_params.payload
+            seq = engine.i_params.payload.seq
+            width = self._link_args["params_bits"]
+            m.d.comb += [
+                engine.i_params.valid.eq(link.o_params.valid),
+                link.o_params.ready.eq(engine.i_params.ready),
+                seq.eq(switch[:min(len(seq), 8 * SWITCH_BYTES)]),
+                engine.i_params.payload.values.eq(
+                    switch[8 * SWITCH_BYTES:8 * SWITCH_BYTES + width]),
+                link.param_values.eq(engine.param_values),
+            ]
         return m

@@ -16,7 +16,8 @@ import threading
 from nfacep import reference, wire
 from nfacep.params import EngineParams
 
-from ..protocol import encode_fields, engine_id
+from ..model import ParamRegisters
+from ..protocol import SWITCH_BYTES, encode_fields, engine_id
 from .payload import FRAME_CLASSES, HEADER_BYTES, STATUS_FIELDS, VERSION, PacketType, packet
 from .tx import MAX_PAYLOAD
 
@@ -30,10 +31,15 @@ class UdpBoardModel:
     sends back (RECORDS packets of at most as many records as the gateware's, then STATUS
     when asked). The engine is infinitely fast. ``capacity`` bounds a TUPLES packet's bytes as
     the board's buffer does (larger: ``engine_full``).
+
+    With runtime parameters, ``values`` are the ones the board was built with (required);
+    PARAMS packets switch them as the engine does
+    (:class:`~nfacep.boards.link.model.ParamRegisters`); one while a switch is pending is
+    ``engine_full``. STATUS ends with the values in force.
     """
 
     def __init__(self, nfa, params: EngineParams, *, capacity: int = 4096,
-                 engine_id_override: int | None = None):
+                 engine_id_override: int | None = None, values=None):
         self.nfa = nfa
         self.params = params
         self.schema = nfa.program.schema
@@ -43,6 +49,7 @@ class UdpBoardModel:
         self.max_records = (MAX_PAYLOAD - HEADER_BYTES) // self.record_format.nbytes
         self.id = engine_id(nfa, params) if engine_id_override is None \
             else engine_id_override
+        self.registers = ParamRegisters(nfa, values)
         self.reset()
 
     def reset(self) -> None:
@@ -50,6 +57,15 @@ class UdpBoardModel:
         self.reported = 0
         self.seq = 0  # the board's packets
         self.counters = dict.fromkeys((name for name, _ in STATUS_FIELDS), 0)
+        self.registers.reset()
+
+    @property
+    def switches(self) -> list[tuple[int, dict]]:
+        """The switches written since RESET: (first tuple, values)."""
+        return self.registers.switches
+
+    def taken(self) -> int:
+        return len(self.accepted) // self.tuple_bytes
 
     def status(self) -> dict:
         return {**self.counters, "tuple_bytes": self.tuple_bytes,
@@ -62,7 +78,9 @@ class UdpBoardModel:
         return out
 
     def _status_packet(self) -> bytes:
-        return self._packet(PacketType.STATUS, encode_fields(STATUS_FIELDS, self.status()))
+        values = self.registers.in_force(self.taken()).to_bytes(self.registers.nbytes, "little")
+        return self._packet(PacketType.STATUS,
+                            encode_fields(STATUS_FIELDS, self.status()) + values)
 
     def _classify(self, data: bytes) -> str:
         if len(data) < HEADER_BYTES:
@@ -70,11 +88,16 @@ class UdpBoardModel:
         version, ptype = data[0], data[1]
         ident = int.from_bytes(data[8:12], "little")
         body = data[HEADER_BYTES:]
-        if version != VERSION or ptype not in (PacketType.TUPLES, PacketType.STATUS_REQ,
-                                               PacketType.RESET):
+        known = (PacketType.TUPLES, PacketType.STATUS_REQ, PacketType.RESET) + \
+            ((PacketType.PARAMS,) if self.registers else ())
+        if version != VERSION or ptype not in known:
             return "bad_header"
-        if ptype == PacketType.TUPLES and ident != self.id:
+        if ptype in (PacketType.TUPLES, PacketType.PARAMS) and ident != self.id:
             return "bad_header"
+        if ptype == PacketType.PARAMS:
+            if len(body) != SWITCH_BYTES + self.registers.nbytes:
+                return "bad_udp"
+            return "engine_full" if self.registers.pending(self.taken()) else "accepted"
         if ptype != PacketType.TUPLES:
             return "bad_udp" if body else "accepted"
         if not body or len(body) % self.tuple_bytes:
@@ -102,13 +125,17 @@ class UdpBoardModel:
         else:
             self.counters["lost"] += gap
             self.counters["next_seq"] = (seq + 1) % 2**32
+        if ptype == PacketType.PARAMS:
+            self.registers.write(data[HEADER_BYTES:], self.taken())
+            return []
         self.accepted += data[HEADER_BYTES:]
         return self._records()
 
     def _records(self) -> list[bytes]:
         n = len(self.accepted) // self.tuple_bytes
         tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
-        records = [r for r in reference.run(self.nfa, tuples, self.params)
+        records = [r for r in reference.run(self.nfa, tuples, self.params,
+                                            values=self.registers.schedule())
                    .records(self.nfa, tuples) if r.seq >= self.reported]
         self.reported = n
         out = []

@@ -1,4 +1,4 @@
-"""The UDP link's payload format (version 1), shared by the gateware, the tests, the host and the
+"""The UDP link's payload format (version 2), shared by the gateware, the tests, the host and the
 software board model; ``boards/UDP.md`` describes it for users.
 
 Every UDP payload, in both directions, starts with a 12-byte header (little-endian fields, as
@@ -19,13 +19,17 @@ type       code   body
 TUPLES     0x01   k >= 1 tuples of :func:`nfacep.wire.tuple_bytes` bytes each
 STATUS_REQ 0x02   none: the board answers with STATUS
 RESET      0x03   none: clear the engine and the counters; the board answers with STATUS
+PARAMS     0x04   only for queries with runtime parameters: a switch, the tuple number
+                  it applies from (6 bytes) and the packed values
+                  (:func:`nfacep.boards.link.protocol.switch_body`); numbered with the
+                  TUPLES packets
 ========== ====== =================================================================
 
 Board to host (to the address and port of the last accepted packet):
 
 ========== ====== =================================================================
 RECORDS    0x81   n >= 1 match records of :meth:`nfacep.wire.RecordFormat.nbytes` each
-STATUS     0x82   :data:`STATUS_FIELDS`
+STATUS     0x82   :data:`STATUS_FIELDS`, then (runtime parameters) the values in force
 ========== ====== =================================================================
 
 Every Ethernet frame the board receives is counted in exactly one class of
@@ -64,8 +68,9 @@ __all__ = [
     "udp_frame",
 ]
 
-#: Payload format version, the first byte of every payload.
-VERSION = 1
+#: Payload format version, the first byte of every payload. (2: PARAMS, and the values in
+#: force at the end of STATUS.)
+VERSION = 2
 #: The header's fields: (name, bytes), in order.
 HEADER = (("version", 1), ("type", 1), ("reserved", 2), ("seq", 4), ("engine_id", 4))
 HEADER_BYTES = sum(n for _, n in HEADER)
@@ -81,6 +86,7 @@ class PacketType:
     TUPLES = 0x01
     STATUS_REQ = 0x02
     RESET = 0x03
+    PARAMS = 0x04
     RECORDS = 0x81
     STATUS = 0x82
 
@@ -97,9 +103,12 @@ FRAME_CLASSES = (
     "bad_ip_checksum",  # the IPv4 header checksum
     "ip_fragment",      # more fragments or a fragment offset
     "bad_udp",          # UDP length not the IP length's, a truncated frame, a payload shorter
-                        # than the header, a command with a body, no or a partial tuple
-    "bad_header",       # unknown payload version or type, TUPLES for another engine_id
-    "engine_full",      # TUPLES whose tuples did not fit the board's buffer
+                        # than the header, a command with a body, no or a partial tuple,
+                        # PARAMS of another length
+    "bad_header",       # unknown payload version or type, TUPLES or PARAMS for another
+                        # engine_id, PARAMS to an engine without runtime parameters
+    "engine_full",      # TUPLES whose tuples did not fit the board's buffer; PARAMS while
+                        # a switch is pending
 )
 
 #: STATUS body: (name, bytes), little-endian. Counters wrap at 2**32.

@@ -12,12 +12,13 @@ buffer is dropped whole and counted (``engine_full``).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..protocol import SWITCH_BYTES
 from .payload import FRAME_CLASSES, HEADER_BYTES, MAX_FRAME, MIN_FRAME, VERSION, PacketType
 
 __all__ = ["FCS", "CommitBuffer", "EthRx", "EventKind", "FrameClass", "MacRx", "RxParser",
@@ -53,19 +54,25 @@ class FrameClass(enum.IntEnum, shape=4):
 assert [c.name.lower() for c in FrameClass] == list(FRAME_CLASSES)
 
 
-class EventKind(enum.IntEnum, shape=2):
+class EventKind(enum.IntEnum, shape=3):
     """What an accepted frame asks for."""
 
     TUPLES = 0
     STATUS_REQ = 1
     RESET = 2
     ARP = 3
+    PARAMS = 4
 
 
-def event_layout() -> data.StructLayout:
-    """One received frame: its class and, when accepted, what it asks for and who sent it."""
-    return data.StructLayout({"cls": FrameClass, "kind": EventKind, "seq": 32, "mac": 48,
-                              "ip": 32, "port": 16})
+def event_layout(params_bytes: int = 0) -> data.StructLayout:
+    """One received frame: its class and, when accepted, what it asks for and who sent it;
+    with ``params_bytes`` (bytes of the engine's runtime parameters), a PARAMS packet's body
+    (``switch``: the tuple number in the low 48 bits, the values above)."""
+    fields = {"cls": FrameClass, "kind": EventKind, "seq": 32, "mac": 48, "ip": 32,
+              "port": 16}
+    if params_bytes:
+        fields["switch"] = 8 * (SWITCH_BYTES + params_bytes)
+    return data.StructLayout(fields)
 
 
 def _be(value: int, n: int) -> list[int]:
@@ -170,12 +177,18 @@ class RxParser(wiring.Component):
         Always taken.
     commit, rollback : ``Out(1)``
     overflow : ``In(1)``
-    event : ``Out(stream.Signature(event_layout()))``
+    event : ``Out(stream.Signature(event_layout(params_bytes)))``
         ``valid`` for one cycle per frame; ``ready`` is ignored (the events' FIFO is read
         every cycle and frames are at least 84 cycles apart).
+
+    With ``params_bytes`` (the engine's runtime parameters' bytes; 0: a PARAMS packet is a
+    ``bad_header``), a PARAMS packet for this engine whose body is exactly the switch's tuple
+    number and the values (else ``bad_udp``) is accepted, its body in the event's ``switch``;
+    whether the engine takes it is decided after the crossing.
     """
 
-    def __init__(self, *, mac: bytes, ip: bytes, port: int, engine_id: int, tuple_bytes: int):
+    def __init__(self, *, mac: bytes, ip: bytes, port: int, engine_id: int, tuple_bytes: int,
+                 params_bytes: int = 0):
         if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
             raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
         if tuple_bytes < 1:
@@ -183,11 +196,13 @@ class RxParser(wiring.Component):
         self._mac, self._ip, self._port = bytes(mac), bytes(ip), port
         self._engine_id = engine_id & 0xFFFFFFFF
         self._tuple_bytes = tuple_bytes
+        self._params_bytes = int(params_bytes)
         super().__init__({
             "valid": In(1), "byte": In(8), "index": In(INDEX_BITS), "end": In(1),
             "fcs_ok": In(1), "size_ok": In(1), "length": In(INDEX_BITS),
             "write": Out(stream.Signature(8)), "commit": Out(1), "rollback": Out(1),
-            "overflow": In(1), "event": Out(stream.Signature(event_layout())),
+            "overflow": In(1),
+            "event": Out(stream.Signature(event_layout(self._params_bytes))),
         })
 
     def elaborate(self, platform):
@@ -260,6 +275,12 @@ class RxParser(wiring.Component):
         capture(seq, PAYLOAD_AT + 4, 4, little=True)
         engine_ok = Signal()
         match(engine_ok, PAYLOAD_AT + 8, list(self._engine_id.to_bytes(4, "little")))
+        # a PARAMS packet's body
+        pb = self._params_bytes
+        switch = Signal(8 * (SWITCH_BYTES + pb), reset_less=True) if pb else None
+        if pb:
+            capture(switch, DATA_AT, SWITCH_BYTES + pb, little=True)
+        is_params = (ptype == PacketType.PARAMS) if pb else Const(0)
 
         # the tuple bytes: from DATA_AT to the UDP payload's end (counted down: timing)
         data_phase = Signal(reset_less=True)
@@ -293,8 +314,10 @@ class RxParser(wiring.Component):
         at(IP_AT + 4, ip_end.eq(ip_length + IP_AT))
         header_end = 8 + HEADER_BYTES
         udp_ok, command_ok = Signal(reset_less=True), Signal(reset_less=True)
+        params_ok = Signal(reset_less=True)
         at(UDP_AT + 6, udp_ok.eq((udp_length + 20 == ip_length) & (udp_length >= header_end)),
-           command_ok.eq(udp_length == header_end))
+           command_ok.eq(udp_length == header_end),
+           params_ok.eq(udp_length == header_end + SWITCH_BYTES + pb))
 
         # what the headers say, decided at the first byte after them (timing)
         header_cls = Signal(FrameClass, reset_less=True)
@@ -322,6 +345,8 @@ class RxParser(wiring.Component):
             m.d.sync += [ev.payload.cls.eq(cls), ev.payload.kind.eq(kind),
                          ev.payload.seq.eq(seq), ev.payload.mac.eq(peer_mac),
                          ev.payload.ip.eq(peer_ip), ev.payload.port.eq(peer_port)]
+            if pb:
+                m.d.sync += ev.payload.switch.eq(switch)
         # (from the event's registers: timing)
         accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & \
             (ev.payload.kind == EventKind.TUPLES)
@@ -342,6 +367,8 @@ class RxParser(wiring.Component):
             m.d.comb += kind.eq(EventKind.STATUS_REQ)
         with m.Elif(ptype == PacketType.RESET):
             m.d.comb += kind.eq(EventKind.RESET)
+        with m.Elif(f["is_params"]):
+            m.d.comb += kind.eq(EventKind.PARAMS)
         m.d.comb += early.eq(1)
         with m.If(~f["mac_ok"] & ~f["bcast"]):
             m.d.comb += cls.eq(C.NOT_FOR_US)
@@ -362,8 +389,8 @@ class RxParser(wiring.Component):
             m.d.comb += early.eq(0)
             with m.If(~f["udp_ok"]):
                 m.d.comb += cls.eq(C.BAD_UDP)
-            with m.Elif(~f["version_ok"] | ~(f["is_tuples"] | command) |
-                        (f["is_tuples"] & ~f["engine_ok"])):
+            with m.Elif(~f["version_ok"] | ~(f["is_tuples"] | command | f["is_params"]) |
+                        ((f["is_tuples"] | f["is_params"]) & ~f["engine_ok"])):
                 m.d.comb += cls.eq(C.BAD_HEADER)
             with m.Else():
                 m.d.comb += cls.eq(C.ACCEPTED)
@@ -386,9 +413,11 @@ class RxParser(wiring.Component):
             m.d.comb += cls.eq(C.BAD_UDP)
         with m.Elif(f["header_cls"] != C.ACCEPTED):
             m.d.comb += cls.eq(f["header_cls"])
-        with m.Elif(Mux(command, ~f["command_ok"], ~f["some"] | (f["phase"] != 0))):
+        params = f["header_kind"] == EventKind.PARAMS
+        with m.Elif(Mux(command, ~f["command_ok"],
+                        Mux(params, ~f["params_ok"], ~f["some"] | (f["phase"] != 0)))):
             m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(~command & self.overflow):
+        with m.Elif(~command & ~params & self.overflow):
             m.d.comb += cls.eq(C.ENGINE_FULL)
         with m.Else():
             m.d.comb += cls.eq(C.ACCEPTED)
@@ -513,14 +542,15 @@ class EthRx(wiring.Component):
     """
 
     def __init__(self, *, tuple_width: int, capacity: int, mac: bytes, ip: bytes, port: int,
-                 engine_id: int):
+                 engine_id: int, params_bytes: int = 0):
         self._tuple_width = tuple_width
         self._capacity = capacity
-        self._addresses = {"mac": mac, "ip": ip, "port": port, "engine_id": engine_id}
+        self._addresses = {"mac": mac, "ip": ip, "port": port, "engine_id": engine_id,
+                           "params_bytes": params_bytes}
         super().__init__({
             "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
             "o_stream": Out(stream.Signature(tuple_width)),
-            "event": Out(stream.Signature(event_layout())),
+            "event": Out(stream.Signature(event_layout(params_bytes))),
             "empty": Out(1),
         })
 

@@ -147,11 +147,14 @@ class UdpTx(wiring.Component):
     idle : ``In(1)``
     count : ``Out(...)``
         ``matched``, ``drops``, ``records``, ``packets`` pulses.
+    params : ``In(params_bits)``
+        With ``params_bits``: the engine's runtime parameters' values in force, sent after
+        STATUS's fields (padded to bytes, little-endian), as they are when its frame starts.
     """
 
     def __init__(self, record_layout: data.StructLayout, *, mac: bytes, ip: bytes, port: int,
                  engine_id: int, tuple_bytes: int, capacity: int, counters,
-                 fifo_depth: int = 512, flush: int = 1024):
+                 fifo_depth: int = 512, flush: int = 1024, params_bits: int = 0):
         self._record_layout = record_layout
         self._record_bytes = (record_layout.size + 7) // 8
         if fifo_depth < 4:
@@ -165,8 +168,10 @@ class UdpTx(wiring.Component):
         self._counter_names = tuple(counters)
         self._fifo_depth = fifo_depth
         self._flush = flush
+        self._params_bits = int(params_bits)
+        self._values_bytes = (self._params_bits + 7) // 8
         endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
-        super().__init__({
+        members = {
             "i_stream": In(stream.Signature(record_layout)),
             "o_stream": Out(stream.Signature(frame_byte)),
             "arp_request": In(1), "status_request": In(1), "clear": In(1),
@@ -175,7 +180,10 @@ class UdpTx(wiring.Component):
             "next_seq": In(32), "idle": In(1),
             "count": Out(wiring.Signature({n: Out(1) for n in
                                            ("matched", "drops", "records", "packets")})),
-        })
+        }
+        if self._params_bits:
+            members["params"] = In(self._params_bits)
+        super().__init__(members)
 
     @property
     def max_records(self) -> int:
@@ -190,6 +198,8 @@ class UdpTx(wiring.Component):
                            else _const(values[name], n), n)
             else:
                 out += _le(getattr(self.counters, name), n)
+        if self._params_bits:
+            out += _le(self.params, self._values_bytes)  # (word_select pads with zeros)
         return out
 
     def elaborate(self, platform):
@@ -233,7 +243,7 @@ class UdpTx(wiring.Component):
         dst = Signal.like(self.peer)
         header_bytes = _ETH_IP_UDP + HEADER_BYTES
         header = Signal(8 * header_bytes)
-        status_bytes = sum(n for _, n in STATUS_FIELDS)
+        status_bytes = sum(n for _, n in STATUS_FIELDS) + self._values_bytes
         status = Signal(8 * status_bytes)
         record = Signal(8 * rb)
         index = Signal(11)  # the byte of the header or the body being offered
