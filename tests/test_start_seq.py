@@ -138,3 +138,31 @@ def test_sim_equals_match_with_start_seq(tmp_path, capsys):
                      "--build-dir", str(tmp_path / "build"), "--check"]) == 0, \
             capsys.readouterr().err
         assert out.read_text() == WANT
+
+
+def test_run_over_the_uart_link_reports_the_starts(tmp_path, capsys):
+    """``nfacep run --port`` against the software board (the link protocol, the reference
+    as its engine): records carry the starts and the match file equals match's."""
+    import os
+    import threading
+    import tty
+
+    from nfacep.boards.link.model import BoardModel, serve
+
+    q, t = files(tmp_path)
+    model = BoardModel(nfacep.compile_text(QUERY), EngineParams(partitions=4))
+    assert model.record_bytes == (wire.record_format(model.nfa).width + 7) // 8
+    master, slave = os.openpty()
+    tty.setraw(master)
+    stop = threading.Event()
+    thread = serve(model, master, stop=stop, seed=7)
+    try:
+        out = tmp_path / "board.csv"
+        assert main(["run", q, "--port", os.ttyname(slave), "--input", t, "--output",
+                     str(out), "--partitions", "4"]) == 0, capsys.readouterr().err
+        assert out.read_text() == WANT
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        os.close(master)
+        os.close(slave)
