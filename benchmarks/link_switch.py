@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """How long a runtime parameter switch takes over the UART link (issue 14, item 2): clock
 cycles from the end of a PARAMS frame on the board's ``rx`` pin to the switch being in the
-engine, in Amaranth's simulator.
+engine, in Amaranth's simulator; and over the UDP link (``--udp``): from the end of a PARAMS
+packet's Ethernet frame on GMII (``rx_dv`` falls) to the switch in the engine, the receive
+clock and the engine's one 125 MHz clock here.
 
 The design is the UART board top (:class:`nfacep.boards.link.top.UartTop`) with a small query
 with two runtime parameters (``v > :lim``, ``hot = :hot``: 9 bits, 2 bytes of values, so a
@@ -22,6 +24,7 @@ first bit, add the frame's time on the line, ``10 * divisor`` cycles a byte.
 
     python benchmarks/link_switch.py                 # divisors 4 and 217 (115200 baud, 25 MHz)
     python benchmarks/link_switch.py --divisor 104   # 115200 baud at 12 MHz
+    python benchmarks/link_switch.py --udp           # and over UDP
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from amaranth.hdl import ClockSignal, Elaboratable, Module
 from amaranth.sim import Simulator
 
 from nfacep import compile_file
-from nfacep.boards.link.protocol import FrameType, encode, params_payload
+from nfacep.boards.link.eth import payload as udp
+from nfacep.boards.link.protocol import FrameType, encode, params_payload, switch_body
 from nfacep.boards.link.top import UartTop
 from nfacep.hdl.engine import Engine
 from nfacep.params import EngineParams
@@ -119,11 +124,72 @@ def measure(divisor: int) -> dict:
             "ack": log["ack"], "tuples_frame_bytes": len(tuples), "in_force": log["in_force"]}
 
 
+def measure_udp() -> dict:
+    """The cycles from the end of a PARAMS packet's frame on GMII to the switch in the
+    engine, with the UDP top (:class:`nfacep.boards.link.eth.link.UdpTop`)."""
+    from nfacep.boards.link.eth.link import UdpTop
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "limits.sql")
+        with open(path, "w") as f:
+            f.write(QUERY)
+        nfa = compile_file(path)
+    types = nfa.program.parameters
+    built = ParamValues.parse(types, ["lim=100", "hot=true"])
+    new = ParamValues.parse(types, ["lim=7", "hot=false"])
+    engine = Engine(nfa, EngineParams(), values=built)
+    board = udp.DEFAULT_ENDPOINT
+    host = udp.Endpoint.parse("02:00:5e:00:00:01", "192.168.1.1", 40001)
+    top = UdpTop(engine, mac=board.mac, ip=board.ip, port=board.port)
+
+    class Bench(Elaboratable):  # the receive clock is the engine's
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.top = top
+            m.d.comb += top.rx_clk.eq(ClockSignal("sync"))
+            return m
+
+    def wire(payload: bytes) -> bytes:
+        frame = udp.udp_frame(host, board, payload)
+        return b"\x55" * 7 + b"\xd5" + frame + udp.ethernet_fcs(frame)
+
+    switch = wire(udp.packet(udp.PacketType.PARAMS,
+                             switch_body(0, new.packed(new.initial), new.width()),
+                             engine_id=top.engine_id))
+    log: dict = {}
+
+    async def bench(ctx):
+        await ctx.tick().repeat(50)
+        for raw in (wire(udp.packet(udp.PacketType.RESET)), None, switch):
+            if raw is None:
+                await ctx.tick().repeat(2000)
+                continue
+            for byte in raw:
+                ctx.set(top.rxd, byte)
+                ctx.set(top.rx_dv, 1)
+                await ctx.tick()
+            ctx.set(top.rx_dv, 0)
+        for n in range(1000):  # rx_dv fell at the last edge
+            if ctx.get(engine.i_params.valid) and ctx.get(engine.i_params.ready):
+                log["written"] = n
+                break
+            await ctx.tick()
+
+    sim = Simulator(Bench())
+    sim.add_clock(8e-9)
+    sim.add_testbench(bench)
+    sim.run()
+    if "written" not in log:
+        raise AssertionError("the switch did not come")
+    return {"frame_bytes": len(switch), "written": log["written"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--divisor", type=int, nargs="+", default=[4, 217],
                     help="clock cycles per UART bit (default: 4, and 217 = 115200 baud at "
                          "25 MHz)")
+    ap.add_argument("--udp", action="store_true", help="also over the UDP link")
     args = ap.parse_args()
     print("PARAMS switch over the UART link, clock cycles from the end of the frame's last "
           "stop bit")
@@ -135,6 +201,11 @@ def main() -> None:
     print("frame: the PARAMS frame's own time on the line; written: the switch is in the "
           "engine's shadow copy (i_params taken); ACK: its start bit on tx; in force: from "
           "the end of the TUPLES frame with the switch's tuple to param_values changing")
+    if args.udp:
+        r = measure_udp()
+        print(f"UDP: a PARAMS packet's frame of {r['frame_bytes']} bytes on GMII (with "
+              f"preamble and FCS); the switch is in the engine {r['written']} cycles after "
+              "rx_dv falls (125 MHz, one clock for both domains)")
 
 
 if __name__ == "__main__":
