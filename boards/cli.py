@@ -150,8 +150,9 @@ class Run(Command):
                    "this query's engine with these parameters, stream the tuples (over the "
                    "serial port: framed, CRC-checked, flow controlled, lost frames resent; over "
                    "UDP: in TUPLES packets under the board's buffer credit, a run with a lost "
-                   "packet started again) and write the matches and summary exactly as `nfacep "
-                   "match` does. The formats are in boards/LINK.md and boards/UDP.md.")
+                   "packet started again), switch the runtime parameters (--param) at the tuples "
+                   "given, and write the matches and summary exactly as `nfacep match` does. "
+                   "The formats are in boards/LINK.md and boards/UDP.md.")
     order = 90
 
     def add_arguments(self, parser) -> None:
