@@ -52,6 +52,8 @@ SEEDS = [
               "0x0f, B AS e IN ('a', 'b'), C AS y NOT IN (1, 2)) AS m",
     _STREAM + "/* don't */ QUERY q PATTERN ((((A)))) -- it's\nDEFINE A AS (((x = 1)))",
     "\ufeff" + _STREAM + "QUERY q PATTERN (A*) DEFINE A AS f >= -0.0",
+    _STREAM + "QUERY q PARTITION x MEASURES FIRST(seq) AS start_seq PATTERN (A B+ | B) "
+              "DEFINE A AS x = 1 B AS y > 2",
 ]
 
 #: Text inserted, repeated or substituted by the mutator.
@@ -66,7 +68,8 @@ TOKENS = [
     "1." + "0" * 5000 + "1", "'a'", "''", "'it''s'", "'unterminated", "TRUE", "FALSE", "--",
     "/*", "*/", "\n", "\ufeff", "\x00", "\x1b[31m", "é", "PREV(", "COUNT(", "A.*", "LIKE",
     "IS NULL", "CREATE STREAM", "CREATE TABLE", "UINT(", "INT(", "INT", "UINT(64)", "INT(65)",
-    "UINT(" + "1" * 5000 + ")", "BOOL", "ENUM(", "FLOAT32", "WITHIN 5", ":p", "x", "y", "A",
+    "UINT(" + "1" * 5000 + ")", "BOOL", "ENUM(", "FLOAT32", "WITHIN 5", ":p",
+    "MEASURES FIRST(seq) AS start_seq", "FIRST(seq)", "AS start_seq", "seq", "x", "y", "A",
     "B", "s", "f", "e", "b", "%", "/",
 ]
 
