@@ -56,16 +56,21 @@ DEFINE
 """
 
 
-def measure(divisor: int) -> dict:
-    """The cycle counts of one switch with a UART bit of ``divisor`` cycles."""
+def _query():
+    """The query, the values its engine is built with, and the values a switch writes."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "limits.sql")
         with open(path, "w") as f:
             f.write(QUERY)
         nfa = compile_file(path)
     types = nfa.program.parameters
-    built = ParamValues.parse(types, ["lim=100", "hot=true"])
-    new = ParamValues.parse(types, ["lim=7", "hot=false"])
+    return (nfa, ParamValues.parse(types, ["lim=100", "hot=true"]),
+            ParamValues.parse(types, ["lim=7", "hot=false"]))
+
+
+def measure(divisor: int) -> dict:
+    """The cycle counts of one switch with a UART bit of ``divisor`` cycles."""
+    nfa, built, new = _query()
     engine = Engine(nfa, EngineParams(), values=built)
     top = UartTop(engine, clk_hz=divisor * 1e6, baud=1_000_000, timeout=400 * divisor,
                   led_period=64)
@@ -129,14 +134,7 @@ def measure_udp() -> dict:
     engine, with the UDP top (:class:`nfacep.boards.link.eth.link.UdpTop`)."""
     from nfacep.boards.link.eth.link import UdpTop
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "limits.sql")
-        with open(path, "w") as f:
-            f.write(QUERY)
-        nfa = compile_file(path)
-    types = nfa.program.parameters
-    built = ParamValues.parse(types, ["lim=100", "hot=true"])
-    new = ParamValues.parse(types, ["lim=7", "hot=false"])
+    nfa, built, new = _query()
     engine = Engine(nfa, EngineParams(), values=built)
     board = udp.DEFAULT_ENDPOINT
     host = udp.Endpoint.parse("02:00:5e:00:00:01", "192.168.1.1", 40001)

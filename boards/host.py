@@ -42,7 +42,7 @@ from .link.protocol import (
 )
 
 __all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard", "board_result",
-           "check_engine", "check_timeout", "check_values", "frame_starts",
+           "check_engine", "check_timeout", "check_values", "frame_order", "frame_starts",
            "switch_plan", "values_bytes"]
 
 #: The longest ``--timeout`` (a day): what a silent board is waited for.
@@ -230,6 +230,26 @@ def frame_starts(n: int, per_frame: int, cuts=()) -> list[int]:
     return sorted({*range(0, n, per_frame), *(c for c in cuts if 0 < c < n), n})
 
 
+def frame_order(n: int, per_frame: int, plan=()) -> tuple[list[tuple[int, int | None]],
+                                                          dict[int, int | None]]:
+    """The frames (packets) of a run of ``n`` tuples in order, shared by the hosts of both
+    links: ``(first tuple, end)`` for tuples (:func:`frame_starts`), ``(switch's tuple,
+    None)`` for each switch of ``plan`` (:func:`switch_plan`), just before the frame that
+    starts with its tuple; and, for each switch's index, the tuple of the switch before it
+    (None for the first), which the engine must have taken before the switch is sent."""
+    switches = dict(plan)
+    frames: list[tuple[int, int | None]] = []
+    waits: dict[int, int | None] = {}
+    last = None
+    for a, b in itertools.pairwise(frame_starts(n, per_frame, list(switches))):
+        if a in switches:
+            waits[len(frames)] = last
+            frames.append((a, None))
+            last = a
+        frames.append((a, b))
+    return frames, waits
+
+
 def check_values(values: ParamValues | None, status: dict, n: int, *,
                  error: type[NfacepError] | None = None) -> None:
     """Raise ``error`` (default :class:`LinkError`) unless the values in force a board reports
@@ -371,18 +391,8 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
     room = capacity // tb  # tuples the board's buffer holds
     per_frame = frame_tuples or max(1, min(FRAME_TUPLES, room // 2))
     per_frame = min(per_frame, room)
-    bounds = frame_starts(n, per_frame, [seq for seq, _ in plan])
-    # the frames in order: (first tuple, end) of tuples, or (switch's tuple, None)
-    frames: list[tuple[int, int | None]] = []
+    frames, waits = frame_order(n, per_frame, plan)
     switches = dict(plan)
-    waits = {}  # a PARAMS frame's index: the tuple of the switch before it
-    last = None
-    for a, b in itertools.pairwise(bounds):
-        if a in switches:
-            waits[len(frames)] = last
-            frames.append((a, None))
-            last = a
-        frames.append((a, b))
     nframes = len(frames)
     # tuples in the frames before each frame (what is acknowledged when it is `base`)
     starts = [first for first, _ in frames] + [n]

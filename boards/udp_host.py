@@ -28,7 +28,6 @@ whose tuples or records were lost. Nothing is written unless the run is complete
 from __future__ import annotations
 
 import contextlib
-import itertools
 import socket
 import time
 from dataclasses import dataclass
@@ -48,7 +47,7 @@ from .host import (
     check_engine,
     check_timeout,
     check_values,
-    frame_starts,
+    frame_order,
     switch_plan,
     values_bytes,
 )
@@ -445,16 +444,7 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capac
     once the engine took the tuple of the one before; the host's statistics."""
     room = capacity // tb
     switches = dict(plan)
-    bounds = frame_starts(n, per_packet, list(switches))
-    packets: list[tuple[int, int | None]] = []  # (first tuple, end), or (switch's tuple, None)
-    waits = {}  # a PARAMS packet's index: the tuple of the switch before it
-    last = None
-    for a, b in itertools.pairwise(bounds):
-        if a in switches:
-            waits[len(packets)] = last
-            packets.append((a, None))
-            last = a
-        packets.append((a, b))
+    packets, waits = frame_order(n, per_packet, plan)
     starts = [first for first, _ in packets] + [n]
     npackets = len(packets)
     sent = 0  # packets sent (the next seq)
