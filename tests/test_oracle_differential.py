@@ -656,6 +656,17 @@ def windowed(draw, partitioned: bool, max_queries: int = 2,
     return qs, "".join(parts), ty
 
 
+def capacity_and_timers(data, partitioned: bool) -> tuple[tuple[int, int, int], list[str]]:
+    """Hardware ``(partitions, tick_tuples, timer_bits)`` and their options: the defaults, or
+    (partitioned, when drawn) a small partitioner with timers that matter."""
+    if not (partitioned and data.draw(st.booleans(), label="capacity and timers")):
+        return (256, 0, 4), []
+    hardware = (data.draw(st.sampled_from([1, 2, 3])), data.draw(st.sampled_from([0, 1, 2, 5])),
+                data.draw(st.sampled_from([1, 2, 4])))
+    return hardware, ["--partitions", str(hardware[0]), "--tick-tuples", str(hardware[1]),
+                      "--timer-bits", str(hardware[2])]
+
+
 @cli_settings(100)
 @given(partitioned=st.booleans(), data=st.data())
 def test_match_within_random(tmp_path, partitioned, data):
@@ -663,13 +674,7 @@ def test_match_within_random(tmp_path, partitioned, data):
     modes, with and without PARTITION, and with capacity and timers."""
     qs, text, ty = data.draw(windowed(partitioned), label="queries")
     rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
-    hardware = (256, 0, 4)
-    options: list[str] = []
-    if partitioned and data.draw(st.booleans(), label="capacity and timers"):
-        hardware = (data.draw(st.sampled_from([1, 2, 3])), data.draw(st.sampled_from([0, 1, 2, 5])),
-                    data.draw(st.sampled_from([1, 2, 4])))
-        options = ["--partitions", str(hardware[0]), "--tick-tuples", str(hardware[1]),
-                   "--timer-bits", str(hardware[2])]
+    hardware, options = capacity_and_timers(data, partitioned)
     check_against_oracle(tmp_path, qs, text, rows, partitioned, options, hardware,
                          fields=(*FIELDS, "ts"))
 
@@ -691,13 +696,7 @@ def test_match_start_seq_random(tmp_path, partitioned, data):
     capacity and timers, beside queries that do not report it."""
     qs, text, ty = data.draw(windowed(partitioned, starts=True), label="queries")
     rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
-    hardware = (256, 0, 4)
-    options: list[str] = []
-    if partitioned and data.draw(st.booleans(), label="capacity and timers"):
-        hardware = (data.draw(st.sampled_from([1, 2, 3])), data.draw(st.sampled_from([0, 1, 5])),
-                    data.draw(st.sampled_from([1, 2, 4])))
-        options = ["--partitions", str(hardware[0]), "--tick-tuples", str(hardware[1]),
-                   "--timer-bits", str(hardware[2])]
+    hardware, options = capacity_and_timers(data, partitioned)
     check_against_oracle(tmp_path, qs, text, rows, partitioned, options, hardware,
                          fields=(*FIELDS, "ts"))
 
