@@ -16,7 +16,8 @@ import numpy as np
 
 from .params import EngineParams
 
-__all__ = ["Admission", "Slots", "admit", "admit_sequential", "key_crc32", "table_slots"]
+__all__ = ["Admission", "Slots", "admit", "admit_sequential", "carry", "key_crc32",
+           "table_slots"]
 
 
 @dataclass
@@ -114,7 +115,8 @@ def _prev_same(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, prev
 
 
-def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -> Admission:
+def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None, *,
+          offset: int = 0, last: np.ndarray | None = None) -> Admission:
     """Model the partition store of an engine with ``params``: ``partitions`` elements with
     ``timer_bits`` timers and a tick per ``tick_tuples``; with ``--store table``, ``slots``
     says where each key's partition goes (:func:`table_slots`).
@@ -127,10 +129,50 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
     With ``--store table`` and ticks the same holds per bucket: a tuple is dropped when its
     bucket's ``capacity`` elements are all in use.
 
+    A stream may come in pieces: ``codes`` are then the tuples from stream position ``offset``
+    on, and ``last[c]`` is the position of the last tuple of key code ``c`` that the earlier
+    pieces admitted (-1 for none; one entry for every code of the piece; :func:`carry` brings
+    it up to date after each piece). What the store holds at ``offset`` follows from ``last``
+    alone: the partitions whose element no tick has freed yet. They are put before the piece
+    as one tuple each, at their last positions, and the piece is then admitted as a whole
+    stream would be.
+
     Every array value stays below ``n + 2**33`` for the parameters' limits (``K`` and ``M``
     below ``2**32``), or ``2**16`` times that for the table's buckets, so int64 never
     overflows.
     """
+    n = len(codes)
+    codes = np.asarray(codes)
+    ahead = np.zeros(0, dtype=np.int64)
+    if last is not None and n:
+        k, m = params.tick_tuples, (1 << params.timer_bits) - 1
+        held = last >= 0
+        if k:  # freed by tick last // k + m, unless it comes after tuple offset - 1
+            held &= offset // k < last // k + m
+        ahead = np.flatnonzero(held)
+        ahead = ahead[np.argsort(last[ahead], kind="stable")]
+    if not len(ahead):
+        return _admit(codes, lambda: np.arange(offset, offset + n, dtype=np.int64),
+                      offset + n, params, slots)
+    before = last[ahead]
+    a = _admit(np.concatenate([ahead.astype(codes.dtype), codes]),
+               lambda: np.concatenate([before, np.arange(offset, offset + n, dtype=np.int64)]),
+               offset + n, params, slots)
+    v = len(ahead)
+    return Admission(a.codes[v:], a.admitted[v:], a.fresh[v:])
+
+
+def carry(last: np.ndarray, admission: Admission, offset: int) -> None:
+    """Bring ``last`` (:func:`admit`'s) up to date with the piece from stream position
+    ``offset`` that ``admission`` admitted, for the piece after it."""
+    idx = np.flatnonzero(admission.admitted)
+    np.maximum.at(last, admission.codes[idx], offset + idx)
+
+
+def _admit(codes: np.ndarray, positions, end: int, params: EngineParams,
+           slots: Slots | None) -> Admission:
+    """:func:`admit` of the tuples at the stream positions ``positions()`` (increasing; made
+    only where they matter), the stream ending before position ``end``."""
     n = len(codes)
     if n == 0:
         return Admission(codes, np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
@@ -149,39 +191,40 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None) -
         fresh[first] = True
         if len(first) <= partitions:
             return Admission(codes, np.ones(n, dtype=bool), fresh)
-        return admit_sequential(codes, params, slots)
+        return _sequential(codes, positions(), params, slots)
+    pos = positions()
     order, prev = _prev_same(codes)
-    idx = np.arange(n, dtype=np.int64)
-    fresh = (prev < 0) | (idx // k >= prev // k + m)
+    fresh = (prev < 0) | (pos // k >= pos[prev] // k + m)
     # Each run of a partition between fresh starts holds one element from its first tuple
     # until the tick that frees it, which happens right after tuple `expire`.
     starts = np.flatnonzero(fresh)
     # in grouped order a segment ends right before the next fresh tuple
     seg_heads = np.flatnonzero(fresh[order])
-    last = order[np.append(seg_heads[1:] - 1, n - 1)]
-    # (last // k + m) * k - 1, but no later than n (past the stream: never within it):
+    last = pos[order[np.append(seg_heads[1:] - 1, n - 1)]]
+    # (last // k + m) * k - 1, but no later than end (past the stream: never within it):
     # at the limits (k and m near 2**32) the product does not fit an int64
-    tick = np.minimum(last // k + m, n // k + 1)
+    tick = np.minimum(last // k + m, end // k + 1)
     expire = tick * k - 1
     if slots is not None:  # the table with timers: the limit is per bucket
         # elements in use in a fresh tuple's bucket just before it, counted on one line per
-        # bucket: bucket * span + tuple index (span > every expire, so buckets do not mix)
-        span = np.int64(n + k + 1)
+        # bucket: bucket * span + position (span > every expire, so buckets do not mix)
+        span = np.int64(end + k + 1)
         bucket = slots.bucket[codes[order[seg_heads]]]
-        began = np.sort(bucket * span + order[seg_heads])
+        began = np.sort(bucket * span + pos[order[seg_heads]])
         ended = np.sort(bucket * span + expire)
         here = slots.bucket[codes[starts]] * span
-        occupied = (np.searchsorted(began, here + starts, "left")
+        at = here + pos[starts]
+        occupied = (np.searchsorted(began, at, "left")
                     - np.searchsorted(began, here, "left")
-                    - np.searchsorted(ended, here + starts, "left")
+                    - np.searchsorted(ended, at, "left")
                     + np.searchsorted(ended, here, "left"))
         partitions = slots.capacity
     else:
         # elements in use just before each fresh tuple: started earlier, not yet freed
-        occupied = np.arange(len(starts)) - np.searchsorted(np.sort(expire), starts, "left")
+        occupied = np.arange(len(starts)) - np.searchsorted(np.sort(expire), pos[starts], "left")
     if len(starts) == 0 or occupied.max() < partitions:
         return Admission(codes, np.ones(n, dtype=bool), fresh)
-    return admit_sequential(codes, params, slots)
+    return _sequential(codes, pos, params, slots)
 
 
 def _admit_table(codes: np.ndarray, slots: Slots) -> Admission:
@@ -206,6 +249,12 @@ def admit_sequential(codes: np.ndarray, params: EngineParams,
     """:func:`admit`'s result by the definition, one tuple at a time: an exact pass that
     :func:`admit` takes when the partitioner fills (its array operations model only the case
     where it never does)."""
+    return _sequential(codes, np.arange(len(codes), dtype=np.int64), params, slots)
+
+
+def _sequential(codes: np.ndarray, pos: np.ndarray, params: EngineParams,
+                slots: Slots | None) -> Admission:
+    """:func:`admit_sequential` of the tuples at the stream positions ``pos`` (increasing)."""
     tick_tuples = params.tick_tuples
     timer_max = (1 << params.timer_bits) - 1
     if params.store == "table":
@@ -221,8 +270,8 @@ def admit_sequential(codes: np.ndarray, params: EngineParams,
     expires: dict[int, int] = {}  # code -> number of ticks after which it is freed
     heap: list[tuple[int, int]] = []
     never = 1 << 62
-    for i, c in enumerate(codes.tolist()):
-        ticks = i // tick_tuples if tick_tuples else 0
+    for i, (c, p) in enumerate(zip(codes.tolist(), pos.tolist(), strict=True)):
+        ticks = p // tick_tuples if tick_tuples else 0
         while heap and heap[0][0] <= ticks:
             when, code = heapq.heappop(heap)
             if expires.get(code) == when:

@@ -9,6 +9,7 @@ frees the element and its history.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -344,3 +345,41 @@ def test_table_admission_equals_the_sequential_definition(codes, log_n, log_ways
     assert fast.fresh.tolist() == slow.fresh.tolist()
     if bits <= params.index_bits:
         assert fast.admitted.all()
+
+
+@given(codes=key_lists(max_len=60, keys=8), table=st.booleans(),
+       partitions=st.integers(1, 5), tick=st.sampled_from([0, 1, 2, 3, 5]),
+       timer_bits=st.integers(1, 3), cuts=st.lists(st.integers(0, 60), max_size=5),
+       data=st.data())
+def test_admission_in_pieces_equals_one_pass(codes, table, partitions, tick, timer_bits, cuts,
+                                             data):
+    """The stream cut into pieces, each admitted from where the earlier ones left the store
+    (``admit(offset=, last=)``, then ``carry``): the same drops and fresh starts as the
+    one-tuple-at-a-time definition over the whole stream, whichever way each piece goes
+    (array operations, or the sequential pass when it fills)."""
+    import numpy as np
+
+    from nfacep.capacity import Slots, admit, admit_sequential, carry
+    from nfacep.params import EngineParams
+
+    codes = np.array(codes, dtype=np.uint16)
+    slots = None
+    if table:
+        params = EngineParams(store="table", partitions=4, ways=1 + (partitions > 2),
+                              tick_tuples=tick, timer_bits=timer_bits)
+        buckets = 4 // params.ways
+        slots = Slots(np.array([data.draw(st.integers(0, buckets - 1)) for _ in range(8)]),
+                      params.ways)
+    else:
+        params = EngineParams(partitions=partitions, tick_tuples=tick, timer_bits=timer_bits)
+    whole = admit_sequential(codes, params, slots)
+    last = np.full(8, -1, dtype=np.int64)
+    admitted, fresh = [], []
+    bounds = [0, *sorted(c for c in set(cuts) if c < len(codes)), len(codes)]
+    for a, b in itertools.pairwise(bounds):
+        piece = admit(codes[a:b], params, slots, offset=a, last=last)
+        carry(last, piece, a)
+        admitted += piece.admitted.tolist()
+        fresh += piece.fresh.tolist()
+    assert admitted == whole.admitted.tolist()
+    assert fresh == whole.fresh.tolist()
