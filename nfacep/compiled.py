@@ -39,11 +39,12 @@ def _jit(func):
 
 
 @_jit
-def dfa_stream(table, accept, lut, packed, codes, admitted, fresh, n_keys):
+def dfa_stream(table, accept, lut, packed, codes, admitted, fresh, state):
     """Whether each tuple ends a match: the DFA ``table`` (next state per state and symbol;
-    state 0 is the empty set) and ``accept`` (the step reports a match) run per partition."""
+    state 0 is the empty set) and ``accept`` (the step reports a match) run per partition,
+    from ``state`` (each partition's DFA state, by key code), which is left as the tuples
+    leave it."""
     n = len(packed)
-    state = np.zeros(n_keys, dtype=table.dtype)
     match = np.zeros(n, dtype=np.bool_)
     for i in range(n):
         if not admitted[i]:
@@ -57,16 +58,17 @@ def dfa_stream(table, accept, lut, packed, codes, admitted, fresh, n_keys):
 
 
 @_jit
-def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, fresh, n_keys):
+def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, fresh, state):
     """Whether each tuple ends a match, the NFA stepped as bit masks of ``W`` words.
 
     ``follow[j]``: the states that state ``j`` activates; ``start``: the states active on every
     tuple; ``accept``: the accepting states; ``true[x]``: the states whose predicate symbol
     ``x`` satisfies; ``skip``: AFTER MATCH SKIP PAST LAST ROW (a match empties the set).
+    ``state[c]``: the active states of the partition with key code ``c`` (``W`` words), from
+    which the tuples start and which they leave updated.
     """
     n = len(packed)
     words = len(start)
-    state = np.zeros((n_keys, words), dtype=np.uint64)
     reach = np.empty(words, dtype=np.uint64)
     match = np.zeros(n, dtype=np.bool_)
     zero, one = np.uint64(0), np.uint64(1)
@@ -99,7 +101,7 @@ def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, 
 
 @_jit
 def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed, codes,
-                     admitted, fresh, n_keys):
+                     admitted, fresh, offset, state, began, began_ts):
     """:func:`nfa_stream` keeping, for each active state, the latest start of the runs in it:
     the position (``seq``) of the tuple the latest of them began at. A start state's run
     begins at the tuple; a state reached from several takes the latest of their starts.
@@ -109,14 +111,18 @@ def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed,
     inactive: as ``ts`` never decreases, the latest start is also the latest in time, so no
     run through that state fits the window. Returns whether each tuple ends a match and, where
     it does, the latest start of the runs that end there (-1 elsewhere).
+
+    The tuples are the stream's from position ``offset`` on. ``state`` (as
+    :func:`nfa_stream`'s), ``began[c, j]`` (the latest start of state ``j`` of partition ``c``,
+    a stream position) and ``began_ts[c, j]`` (that start's ``ts``) are where the partitions
+    stand before the tuples, and are left where they stand after them.
     """
     n = len(packed)
     words = len(start)
     states = follow.shape[0]
-    state = np.zeros((n_keys, words), dtype=np.uint64)
-    began = np.zeros((n_keys, states), dtype=np.int64)
     reach = np.empty(words, dtype=np.uint64)
     latest = np.zeros(states, dtype=np.int64)
+    latest_ts = np.zeros(states, dtype=np.uint64)
     match = np.zeros(n, dtype=np.bool_)
     first = np.full(n, -1, dtype=np.int64)
     zero, one = np.uint64(0), np.uint64(1)
@@ -136,7 +142,7 @@ def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed,
                     j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
                     bits ^= low
                     b = began[c, j]
-                    if window and t - ts[b] >= window:  # too old: no run through j fits
+                    if window and t - began_ts[c, j] >= window:  # too old: no run through j fits
                         continue
                     for v in range(words):
                         nxt = follow[j, v] & true[x, v]
@@ -147,12 +153,14 @@ def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed,
                             lo = new & (~new + one)
                             k = v * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
                             latest[k] = b
+                            latest_ts[k] = began_ts[c, j]
                             new ^= lo
                         while old:
                             lo = old & (~old + one)
                             k = v * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
                             if b > latest[k]:
                                 latest[k] = b
+                                latest_ts[k] = began_ts[c, j]
                             old ^= lo
         hit = False
         for w in range(words):
@@ -160,7 +168,9 @@ def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed,
             reach[w] |= starts
             while starts:  # a run beginning here is the latest
                 lo = starts & (~starts + one)
-                latest[w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]] = i
+                k = w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
+                latest[k] = offset + i
+                latest_ts[k] = t
                 starts ^= lo
             ends = reach[w] & accept[w]
             hit |= ends != 0
@@ -179,5 +189,6 @@ def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed,
                 lo = bits & (~bits + one)
                 k = w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
                 began[c, k] = latest[k]
+                began_ts[c, k] = latest_ts[k]
                 bits ^= lo
     return match, first

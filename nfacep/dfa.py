@@ -75,12 +75,19 @@ def all_symbols(nfa: Nfa, q: QueryNfa) -> np.ndarray:
     return rows
 
 
-def build(nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16) -> Dfa:
-    """The reachable part of the subset construction over the given symbols (true masks)."""
+def build(nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16,
+          roots: list[int] = ()) -> Dfa:
+    """The reachable part of the subset construction over the given symbols (true masks),
+    from the empty set and from the state sets ``roots`` (a matcher that resumes a stream
+    needs a state for each set its partitions stand in)."""
     start, follow, acc_mask = local_masks(nfa, q)
     skip = q.skip_past_last_row
     index = {0: 0}
     sets = [0]
+    for root in roots:
+        if root not in index:
+            index[root] = len(sets)
+            sets.append(root)
     rows_t: list[list[int]] = []
     rows_a: list[list[bool]] = []
     k = 0

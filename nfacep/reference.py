@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import dfa as dfa_mod
-from .capacity import admit, table_slots
+from .capacity import Slots, admit, carry, table_slots
 from .nfa import Nfa, QueryNfa
 from .params import EngineParams
 from .predicates import FieldRef, evaluate, nodes
@@ -44,8 +44,8 @@ from .tuples import Tuples, format_value
 from .types import BoolType, EnumType, UIntType
 from .wire import raw_column
 
-__all__ = ["Reference", "ReferenceResult", "factorise", "predicate_matrix", "run", "symbols",
-           "timestamps"]
+__all__ = ["Matcher", "Reference", "ReferenceResult", "factorise", "predicate_matrix", "run",
+           "symbols", "timestamps"]
 
 _MAX_DFA_STATES = 1 << 14
 
@@ -89,15 +89,22 @@ class Reference:
             values: ParamValues | None = None) -> ReferenceResult:
         return run(nfa, tuples, params, engine=self.engine, values=values)
 
+    def pieces(self, nfa: Nfa, params: EngineParams,
+               values: ParamValues | None = None) -> Matcher:
+        """A :class:`Matcher`: the stream in pieces (:class:`nfacep.backend.Pieces`)."""
+        return Matcher(nfa, params, engine=self.engine, values=values)
+
 
 class _Decoder:
     """The predicate decoder over a batch of tuples: ``decoder[p]`` says whether each tuple
     satisfies predicate ``p`` (by index), evaluated column-wise once, when first asked for."""
 
-    def __init__(self, nfa: Nfa, tuples: Tuples, values: ParamValues | None = None):
+    def __init__(self, nfa: Nfa, tuples: Tuples, values: ParamValues | None = None,
+                 offset: int = 0):
         self.nfa, self.tuples = nfa, tuples
-        #: the runtime parameters' values (one, or one per tuple), beside the fields
-        self.params = values.columns(tuples.n) if values else {}
+        #: the runtime parameters' values (one, or one per tuple), beside the fields; the
+        #: tuples are the stream's from position ``offset`` on
+        self.params = values.columns(tuples.n, offset) if values else {}
         self.columns = {**tuples.columns, **self.params} if values else tuples.columns
         self._done: dict[int, np.ndarray] = {}
 
@@ -346,115 +353,267 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
     compiled stream-order loops of :mod:`nfacep.compiled` or in lock-step array operations
     over the tuples grouped by partition (None: compiled when numba is installed and the
     stream has at least ``_COMPILED_FROM`` tuples for the automaton). All give equal
-    results.
+    results. A stream too long to hold at once goes through a :class:`Matcher` in pieces.
     """
-    if compiled and _loops() is None:
-        raise RuntimeError("the compiled reference matcher needs numba")
-    program = nfa.program
-    n = tuples.n
-    key_field = program.partition_field
-    if program.parameters and not values:
-        values = ParamValues.parse(program.parameters, [])  # raises, naming the missing ones
-    decoder = _Decoder(nfa, tuples, values)
-    if key_field is None:
-        key_values = None
-        codes = np.zeros(n, dtype=np.uint16)
-        admitted = np.ones(n, dtype=bool)
-        fresh = np.zeros(n, dtype=bool)
-        fresh[:1] = True
-    else:
-        key_values, codes = factorise(tuples.columns[key_field])
-        slots = None
-        if params.store == "table":
-            keys = Tuples({key_field: key_values}, len(key_values))
-            raw = raw_column(program.schema, keys, key_field)
-            slots = table_slots(raw, program.schema.field(key_field).type.bits, params)
-        a = admit(codes, params, slots)
-        admitted, fresh = a.admitted, a.fresh
-    n_keys = 1 if key_values is None else len(key_values)
-    grouped = None
-    all_seq, all_q, all_first = [], [], []
-    engines = {}
-    for q in nfa.queries:
-        vectors, packed, lut = symbols(nfa, q, tuples, admitted, decoder)
-        masks = dfa_mod.true_masks(nfa, q, vectors)
-        chosen = engine
-        d = None
-        ts = None
-        tracked = q.window is not None or q.start_seq  # each state keeps its runs' start
-        if q.window is not None:
-            ts = timestamps(tuples.columns[q.order_field])
-        if tracked:  # a DFA cannot hold starts: always the NFA
-            chosen = "nfa"
-        elif engine in ("auto", "dfa"):
-            try:
-                d = dfa_mod.build(nfa, q, masks, max_states=_MAX_DFA_STATES)
-                chosen = "dfa"
-            except dfa_mod.TooLarge:
-                if engine == "dfa":
-                    raise
-                chosen = "nfa"
-        engines[q.name] = chosen
-        loops = None
-        if compiled or (compiled is None
-                        and n >= _COMPILED_FROM["tracked" if tracked else chosen]):
-            loops = _loops()
-        first = None
-        if loops is not None:
-            stream = (lut, packed, codes, admitted, fresh, n_keys)
-            if chosen == "dfa":
-                match = loops.dfa_stream(d.table, d.accept, *stream)
-            elif tracked:
-                match, first = loops.nfa_start_stream(
-                    *_nfa_words(nfa, q, masks), np.uint64(q.window or 0),
-                    np.zeros(n, dtype=np.uint64) if ts is None else ts, *stream)
-            else:
-                match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream)
-            seqs = np.flatnonzero(match)
-            if first is not None:
-                first = first[seqs]
+    return Matcher(nfa, params, engine=engine, compiled=compiled, values=values).feed(
+        tuples, last=True)
+
+
+class _KeyCodes:
+    """The partition keys met so far, each numbered by its first appearance: ``values[c]`` is
+    the key with code ``c``. A first piece is numbered in ascending order of its keys (as
+    :func:`factorise` numbers them); the keys new in a later piece follow, in ascending order
+    among themselves."""
+
+    def __init__(self):
+        self.values: np.ndarray | None = None
+        self._sorted: np.ndarray | None = None  # the keys in ascending order
+        self._codes: np.ndarray | None = None  # the code of each of them
+
+    def __len__(self) -> int:
+        return 0 if self.values is None else len(self.values)
+
+    def codes(self, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The code of each key of ``column``, and the keys it brings that were not met
+        before (their codes follow the earlier ones')."""
+        local, inverse = factorise(column)
+        if self.values is None:
+            self.values, self._sorted = local, local
+            self._codes = np.arange(len(local), dtype=np.int64)
+            return inverse, local
+        at = np.searchsorted(self._sorted, local)
+        found = at < len(self._sorted)
+        found[found] = self._sorted[at[found]] == local[found]
+        new = local[~found]
+        code = np.empty(len(local), dtype=np.int64)
+        code[found] = self._codes[at[found]]
+        code[~found] = len(self.values) + np.arange(len(new))
+        if len(new):
+            self.values = np.concatenate([self.values, new])
+            merged = np.concatenate([self._sorted, new])
+            order = np.argsort(merged, kind="stable")
+            self._sorted = merged[order]
+            self._codes = np.concatenate([self._codes, code[~found]])[order]
+        return code.astype(_code_dtype(len(self.values)))[inverse], new
+
+
+def _words_state(q: QueryNfa, state: np.ndarray | None) -> np.ndarray:
+    """The NFA's state array (active states as 64-bit words per key code), empty at first."""
+    return np.zeros((0, (q.count + 63) // 64), dtype=np.uint64) if state is None else state
+
+
+def _grown(array: np.ndarray, rows: int) -> np.ndarray:
+    """``array`` with at least ``rows`` rows, the new ones zero (room for twice as many, so
+    that keys arriving piece by piece copy it a few times only)."""
+    if len(array) >= rows:
+        return array
+    out = np.zeros((max(rows, 2 * len(array)), *array.shape[1:]), dtype=array.dtype)
+    out[:len(array)] = array
+    return out
+
+
+@dataclass
+class _QueryState:
+    """Where each partition of one query stands between pieces of the stream (compiled
+    loops): the DFA state (``dfa`` is the DFA it numbers) or the NFA's active states as
+    64-bit words, and with WITHIN or start_seq each state's latest start and its ORDER BY
+    value."""
+
+    engine: str = ""
+    dfa: dfa_mod.Dfa | None = None
+    state: np.ndarray | None = None
+    began: np.ndarray | None = None
+    began_ts: np.ndarray | None = None
+
+
+class Matcher:
+    """The reference matcher over a stream that comes in pieces: :meth:`feed` each piece in
+    stream order and get its matches and drops, as :func:`run` over the whole stream reports
+    them. Between pieces it keeps only what the engine keeps: the partition store (the last
+    admitted tuple of each key) and each partition's automaton state, so a stream of any
+    length runs in memory bounded by its pieces and its keys.
+
+    A piece after the first runs in the compiled loops (:mod:`nfacep.compiled`), which carry
+    the states over; the array operations, which match a stream grouped by partition, take
+    the whole stream as one piece only.
+    """
+
+    def __init__(self, nfa: Nfa, params: EngineParams = EngineParams(), *,
+                 engine: str = "auto", compiled: bool | None = None,
+                 values: ParamValues | None = None):
+        if engine not in ("auto", "dfa", "nfa"):
+            raise ValueError(f"engine {engine!r}: choose auto, dfa or nfa")
+        if compiled and _loops() is None:
+            raise RuntimeError("the compiled reference matcher needs numba")
+        program = nfa.program
+        if program.parameters and not values:
+            values = ParamValues.parse(program.parameters, [])  # raises, naming the missing
+        self.nfa, self.params, self.engine, self.compiled = nfa, params, engine, compiled
+        self.values = values
+        self.n = 0  #: tuples fed so far
+        self.keys = _KeyCodes()
+        self._slots: Slots | None = None  # the table's bucket of each code
+        self._last = np.zeros(0, dtype=np.int64)  # per code: its last admitted position
+        self._queries = [_QueryState() for _ in nfa.queries]
+        self._whole = False  # a piece ran in the array operations: no other may follow
+
+    def feed(self, tuples: Tuples, *, last: bool = False) -> ReferenceResult:
+        """Match the next piece of the stream; ``last``: no piece follows (a lone piece may
+        then run in the array operations). The result's ``n`` is the piece's tuples; its
+        ``seqs``, ``drops`` and starts are stream positions."""
+        nfa, params, program = self.nfa, self.params, self.nfa.program
+        if self._whole:
+            raise ValueError("the array operations matched the whole stream in one piece")
+        offset, n = self.n, tuples.n
+        first_piece = offset == 0
+        decoder = _Decoder(nfa, tuples, self.values, offset)
+        key_field = program.partition_field
+        if key_field is None:
+            codes = np.zeros(n, dtype=np.uint16)
+            admitted = np.ones(n, dtype=bool)
+            fresh = np.zeros(n, dtype=bool)
+            fresh[:1] = first_piece
         else:
-            if grouped is None:
-                grouped = _grouped(codes, admitted, fresh)
-            order, heads, seg_lens = grouped
-            sym = lut[packed[order]]
-            if chosen == "dfa":
-                match = _run_dfa(d, sym, heads, seg_lens)
+            codes, new = self.keys.codes(tuples.columns[key_field])
+            if params.store == "table" and len(new):
+                keys = Tuples({key_field: new}, len(new))
+                raw = raw_column(program.schema, keys, key_field)
+                more = table_slots(raw, program.schema.field(key_field).type.bits, params)
+                if self._slots is not None:
+                    more = Slots(np.concatenate([self._slots.bucket, more.bucket]),
+                                 more.capacity)
+                self._slots = more
+            self._last = np.concatenate(
+                [self._last, np.full(len(self.keys) - len(self._last), -1, dtype=np.int64)])
+            a = admit(codes, params, self._slots, offset=offset, last=self._last)
+            admitted, fresh = a.admitted, a.fresh
+            if not last:  # the store as this piece leaves it, for the next
+                carry(self._last, a, offset)
+        n_keys = max(len(self.keys), 1)
+        grouped = None
+        all_seq, all_q, all_first = [], [], []
+        for q, run in zip(nfa.queries, self._queries, strict=True):
+            vectors, packed, lut = symbols(nfa, q, tuples, admitted, decoder)
+            masks = dfa_mod.true_masks(nfa, q, vectors)
+            tracked = q.window is not None or q.start_seq  # each state keeps its runs' start
+            ts = timestamps(tuples.columns[q.order_field]) if q.window is not None else None
+            d = self._automaton(q, run, masks, tracked)
+            loops = None
+            whole = first_piece and last
+            if self.compiled is False and not whole:
+                raise ValueError("compiled=False runs the array operations, which take the "
+                                 "whole stream as one piece")
+            if (not whole or self.compiled
+                    or (self.compiled is None
+                        and n >= _COMPILED_FROM["tracked" if tracked else run.engine])):
+                loops = _loops()  # None without numba: a whole stream runs in array operations
+                if loops is None and not whole:
+                    raise RuntimeError("matching a stream in pieces needs numba")
+            first = None
+            if loops is not None:
+                stream = (lut, packed, codes, admitted, fresh)
+                if run.engine == "dfa":
+                    run.state = _grown(run.state, n_keys)
+                    match = loops.dfa_stream(d.table, d.accept, *stream, run.state)
+                elif tracked:
+                    if run.began is None:
+                        run.began = np.zeros((0, q.count), dtype=np.int64)
+                        run.began_ts = np.zeros((0, q.count), dtype=np.uint64)
+                    run.state = _grown(_words_state(q, run.state), n_keys)
+                    run.began = _grown(run.began, n_keys)
+                    run.began_ts = _grown(run.began_ts, n_keys)
+                    match, first = loops.nfa_start_stream(
+                        *_nfa_words(nfa, q, masks), np.uint64(q.window or 0),
+                        np.zeros(n, dtype=np.uint64) if ts is None else ts, *stream,
+                        offset, run.state, run.began, run.began_ts)
+                else:
+                    run.state = _grown(_words_state(q, run.state), n_keys)
+                    match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream, run.state)
+                seqs = np.flatnonzero(match)
+                if first is not None:
+                    first = first[seqs]
+                seqs += offset
             else:
-                match, first = _run_nfa(nfa, q, masks, sym, heads, seg_lens,
-                                        order if tracked else None, ts)
-            seqs = order[match]
-            sort = np.argsort(seqs, kind="stable")
-            seqs = seqs[sort]
-            if first is not None:
-                first = first[match][sort]
-        if q.start_seq:
-            all_first.append(first)
+                self._whole = True
+                if grouped is None:
+                    grouped = _grouped(codes, admitted, fresh)
+                order, heads, seg_lens = grouped
+                sym = lut[packed[order]]
+                if run.engine == "dfa":
+                    match = _run_dfa(d, sym, heads, seg_lens)
+                else:
+                    match, first = _run_nfa(nfa, q, masks, sym, heads, seg_lens,
+                                            order if tracked else None, ts)
+                seqs = order[match]
+                sort = np.argsort(seqs, kind="stable")
+                seqs = seqs[sort]
+                if first is not None:
+                    first = first[match][sort]
+            if q.start_seq:
+                all_first.append(first)
+            else:
+                all_first.append(np.full(len(seqs), -1, dtype=np.int64))
+            all_seq.append(seqs)
+            all_q.append(np.full(len(seqs), q.index, dtype=np.int64))
+        self.n += n
+        seqs = np.concatenate(all_seq) if all_seq else np.zeros(0, dtype=np.int64)
+        qs = np.concatenate(all_q) if all_q else np.zeros(0, dtype=np.int64)
+        firsts = np.concatenate(all_first) if all_first else np.zeros(0, dtype=np.int64)
+        names = tuple(q.name for q in nfa.queries)
+        if len(names) > 1:
+            rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # query name order
+            sort = np.lexsort((rank[qs], seqs))
+            seqs, qs, firsts = seqs[sort], qs[sort], firsts[sort]
+        if key_field is None:
+            parts: list[str | None] = [None] * len(seqs)
         else:
-            all_first.append(np.full(len(seqs), -1, dtype=np.int64))
-        all_seq.append(seqs)
-        all_q.append(np.full(len(seqs), q.index, dtype=np.int64))
-    seqs = np.concatenate(all_seq) if all_seq else np.zeros(0, dtype=np.int64)
-    qs = np.concatenate(all_q) if all_q else np.zeros(0, dtype=np.int64)
-    firsts = np.concatenate(all_first) if all_first else np.zeros(0, dtype=np.int64)
-    names = tuple(q.name for q in nfa.queries)
-    if len(names) > 1:
-        rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # query name order
-        sort = np.lexsort((rank[qs], seqs))
-        seqs, qs, firsts = seqs[sort], qs[sort], firsts[sort]
-    if key_field is None:
-        parts: list[str | None] = [None] * len(seqs)
-    else:
-        ty = program.schema.field(key_field).type
-        matched = codes[seqs]
-        shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
-        texts = np.empty(n_keys, dtype=object)  # the text of each key that matched
-        texts[shown] = [format_value(v, ty) for v in key_values[shown].tolist()]
-        parts = texts[matched].tolist()
-    return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
-                           drops=np.flatnonzero(~admitted), params=params, engines=engines,
-                           values=values or None,
-                           starts=firsts if any(q.start_seq for q in nfa.queries) else None)
+            ty = program.schema.field(key_field).type
+            matched = codes[seqs - offset]
+            shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
+            texts = np.empty(n_keys, dtype=object)  # the text of each key that matched
+            texts[shown] = [format_value(v, ty) for v in self.keys.values[shown].tolist()]
+            parts = texts[matched].tolist()
+        engines = {q.name: r.engine for q, r in zip(nfa.queries, self._queries, strict=True)}
+        starts = firsts if any(q.start_seq for q in nfa.queries) else None
+        return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
+                               drops=offset + np.flatnonzero(~admitted), params=params,
+                               engines=engines, values=self.values or None, starts=starts)
+
+    def _automaton(self, q: QueryNfa, run: _QueryState, masks: list[int],
+                   tracked: bool) -> dfa_mod.Dfa | None:
+        """The query's DFA over this piece's symbols (None: it runs the NFA), and its state
+        array renumbered for it. The DFA of a later piece is built from the states the
+        partitions stand in, as well as from the empty one, so each has a number in it; a DFA
+        grown past the limit hands its partitions over to the NFA, as bit masks."""
+        if run.engine == "nfa" or tracked or self.engine == "nfa":
+            run.engine = "nfa"
+            return None
+        old = run.dfa
+        used = np.zeros(0, dtype=np.int64) if old is None else np.unique(run.state)
+        roots = [] if old is None else [old.sets[u] for u in used.tolist()]
+        try:
+            d = dfa_mod.build(self.nfa, q, masks, max_states=_MAX_DFA_STATES, roots=roots)
+        except dfa_mod.TooLarge:
+            if self.engine == "dfa":
+                raise
+            run.engine, run.dfa = "nfa", None
+            if old is not None:  # each partition's DFA state as the NFA's active states
+                words = (q.count + 63) // 64
+                table = np.zeros((len(old.sets), words), dtype=np.uint64)
+                for u in used.tolist():
+                    for w in range(words):
+                        table[u, w] = old.sets[u] >> (64 * w) & (2**64 - 1)
+                run.state = table[run.state]
+            return None
+        if old is not None:
+            number = {s: i for i, s in enumerate(d.sets)}
+            renumber = np.zeros(len(old.sets), dtype=d.table.dtype)
+            renumber[used] = [number[old.sets[u]] for u in used.tolist()]
+            run.state = renumber[run.state]
+        else:
+            run.state = np.zeros(0, dtype=d.table.dtype)
+        run.engine, run.dfa = "dfa", d
+        return d
 
 
 def timestamps(column: np.ndarray) -> np.ndarray:
