@@ -14,10 +14,11 @@ Engines that emit match records (:class:`nfacep.wire.Record`) build their result
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +30,8 @@ from .settings import ParamValues
 from .tuples import Tuples, format_value
 from .wire import SEQ_BITS, Record, field_text, raw_column, start_queries
 
-__all__ = ["COUNTER_BITS", "Result", "report", "write"]
+__all__ = ["COUNTER_BITS", "MatchRows", "Result", "Totals", "match_file", "report",
+           "write"]
 
 #: Width of the engine's counters (``tuples``, ``matched``, ``drops``): they wrap around.
 COUNTER_BITS = 32
@@ -95,31 +97,19 @@ class Result:
         """What the back-end adds to the report line, inside brackets (empty: nothing)."""
         return ""
 
+    def totals(self) -> Totals:
+        """What the report line and the summary say of this result."""
+        totals = Totals(self.names, self.params, self.values, self.backend)
+        totals.add(self)
+        return totals
+
     def summary(self, *, query_file: str | None, input: str | None) -> dict:
         """The JSON summary written beside the match file."""
-        return {
-            "query_file": query_file, "input": input, "tuples": self.n,
-            "matches": {name: self.count(name) for name in self.names},
-            "drops": len(self.drops), "drop_seqs": self.drop_seqs,
-            **self.params.as_dict(), "backend": self.backend, **self.details(),
-            **({"runtime_parameters": self.values.as_dict()} if self.values else {}),
-        }
+        return self.totals().summary(query_file=query_file, input=input)
 
     def counter_warnings(self) -> list[str]:
         """Where the engine's counters disagree with what it reported."""
-        # distinct seqs by sorting: numpy 2's hashing np.unique is ~10x slower on 200k ints
-        seqs = np.sort(self.seqs)
-        matched = int(np.count_nonzero(seqs[1:] != seqs[:-1])) + (len(seqs) > 0)
-        seen = {"tuples": self.n, "matched": matched, "drops": len(self.drops)}
-        what = {"tuples": "tuples taken", "matched": "tuples with a match",
-                "drops": "dropped tuples"}
-        out = []
-        for name, value in seen.items():
-            counted = self.counters.get(name)
-            if counted is not None and counted != value % (1 << COUNTER_BITS):
-                out.append(f"warning: the engine counted {counted} {what[name]}, but "
-                           f"{value} were reported")
-        return out
+        return self.totals().counter_warnings()
 
     # --- records ---------------------------------------------------------------------------
 
@@ -182,6 +172,77 @@ class Result:
                 for s in sorted(masks.keys() | drops)]
 
 
+@dataclass
+class Totals:
+    """What a run reported, counted rather than listed: all that the report line and the
+    summary need. A stream matched in pieces adds each piece's :class:`Result` (:meth:`add`)
+    and keeps these, not the matches, which went to the match file."""
+
+    names: tuple[str, ...]  #: query names, in file order
+    params: EngineParams
+    values: ParamValues | None = None
+    backend: str = "engine"
+    n: int = 0  #: input tuples
+    matches: int = 0  #: matches (one per tuple and query)
+    matched: int = 0  #: tuples with a match
+    counts: dict[str, int] = field(default_factory=dict)  #: matches of each query
+    drops: list[np.ndarray] = field(default_factory=list)  #: the dropped tuples, piece by piece
+    counters: dict[str, int | None] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    note: str = ""
+
+    def add(self, result: Result) -> None:
+        """Count in ``result``: the next piece of the stream (or the whole of it). The
+        back-end's counters, details and note are the latest piece's."""
+        self.n += result.n
+        self.matches += len(result.seqs)
+        # distinct seqs by sorting: numpy 2's hashing np.unique is ~10x slower on 200k ints
+        seqs = np.sort(result.seqs)
+        self.matched += int(np.count_nonzero(seqs[1:] != seqs[:-1])) + (len(seqs) > 0)
+        per_query = np.bincount(result.queries, minlength=len(self.names))
+        for i, name in enumerate(self.names):
+            self.counts[name] = self.counts.get(name, 0) + int(per_query[i])
+        self.drops.append(result.drops)
+        self.counters = result.counters
+        self.warnings += result.warnings
+        self.details, self.note = result.details(), result.note()
+        self.backend = result.backend
+
+    def count(self, name: str) -> int:
+        """Matches of the query ``name``."""
+        return self.counts.get(name, 0)
+
+    @property
+    def drop_seqs(self) -> list[int]:
+        return [s for part in self.drops for s in part.tolist()]
+
+    def summary(self, *, query_file: str | None, input: str | None) -> dict:
+        """The JSON summary written beside the match file."""
+        drops = self.drop_seqs
+        return {
+            "query_file": query_file, "input": input, "tuples": self.n,
+            "matches": {name: self.count(name) for name in self.names},
+            "drops": len(drops), "drop_seqs": drops,
+            **self.params.as_dict(), "backend": self.backend, **self.details,
+            **({"runtime_parameters": self.values.as_dict()} if self.values else {}),
+        }
+
+    def counter_warnings(self) -> list[str]:
+        """Where the engine's counters disagree with what it reported."""
+        seen = {"tuples": self.n, "matched": self.matched,
+                "drops": sum(len(part) for part in self.drops)}
+        what = {"tuples": "tuples taken", "matched": "tuples with a match",
+                "drops": "dropped tuples"}
+        out = []
+        for name, value in seen.items():
+            counted = self.counters.get(name)
+            if counted is not None and counted != value % (1 << COUNTER_BITS):
+                out.append(f"warning: the engine counted {counted} {what[name]}, but "
+                           f"{value} were reported")
+        return out
+
+
 def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[str | None]:
     """The partition value of the tuples ``seqs`` as text (None each without PARTITION)."""
     key = nfa.program.partition_field
@@ -197,33 +258,62 @@ def write(result: Result, output: str, *, query_file: str | None = None,
     it) to ``output`` and the summary beside it
     (:func:`nfacep.output.summary_path`): both or neither (a summary that cannot be written
     leaves the match file as it was)."""
-    summary = result.summary(query_file=query_file, input=input)
-    with atomic_files([output, summary_path(output)], newline="") as (f, g):
-        w = csv.writer(f, lineterminator="\n")
+    with match_file(output, result.starts is not None) as rows:
+        rows.write(result)
+        rows.finish(result.summary(query_file=query_file, input=input))
+
+
+class MatchRows:
+    """The rows of a match CSV as the matches come: :meth:`write` each result (a stream's
+    pieces in order), then :meth:`finish` with the summary (:func:`match_file`)."""
+
+    def __init__(self, f, starts: bool):
+        self.starts = starts
+        self.summary: dict | None = None
+        self._csv = csv.writer(f, lineterminator="\n")
+        self._csv.writerow(["seq", "query", "partition", *(["start_seq"] if starts else [])])
+
+    def write(self, result: Result) -> None:
+        """The rows of ``result``'s matches."""
         columns = [result.seqs.tolist(), [result.names[q] for q in result.queries.tolist()],
                    ["" if p is None else p for p in result.partitions]]
-        if result.starts is None:
-            w.writerow(["seq", "query", "partition"])
-        else:
-            w.writerow(["seq", "query", "partition", "start_seq"])
+        if self.starts:
             columns.append(["" if b < 0 else b for b in result.starts.tolist()])
-        w.writerows(zip(*columns, strict=True))
-        json.dump(summary, g, indent=2)
+        self._csv.writerows(zip(*columns, strict=True))
+
+    def finish(self, summary: dict) -> None:
+        """The summary, written beside the rows when the block ends."""
+        self.summary = summary
+
+
+@contextlib.contextmanager
+def match_file(output: str, starts: bool) -> Iterator[MatchRows]:
+    """The match CSV at ``output`` (with a ``start_seq`` column when ``starts``) and its
+    summary, written as a :class:`MatchRows`: both appear when the block ends after
+    :meth:`MatchRows.finish`, or neither does (an error or an interrupt in the block leaves
+    the files as they were)."""
+    with atomic_files([output, summary_path(output)], newline="") as (f, g):
+        rows = MatchRows(f, starts)
+        yield rows
+        if rows.summary is None:
+            raise RuntimeError("a match file was left without its summary")
+        json.dump(rows.summary, g, indent=2)
         g.write("\n")
 
 
-def report(result: Result, output: str | None, *, out=None, err=None) -> None:
+def report(result: Result | Totals, output: str | None, *, out=None, err=None) -> None:
     """Print what a command prints after a run: the counts on ``out`` (stdout), the warnings
     (the back-end's, the drops, counters that disagree) on ``err`` (stderr)."""
     out = out or sys.stdout
     err = err or sys.stderr
+    result = result.totals() if isinstance(result, Result) else result
     counts = ", ".join(f"{name}: {result.count(name)}" for name in result.names)
-    note = result.note()
-    print(f"{result.n} tuples, {len(result.seqs)} matches ({counts}), {len(result.drops)} "
+    note = result.note
+    drops = result.drop_seqs
+    print(f"{result.n} tuples, {result.matches} matches ({counts}), {len(drops)} "
           f"dropped -> {output}{f' [{note}]' if note else ''}", file=out)
     for warning in result.warnings + result.counter_warnings():
         print(warning, file=err)
-    drops = result.drop_seqs
     if drops:
         shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
         p = result.params
