@@ -25,7 +25,11 @@ ways, named in the manifest (``expected.mode``):
     within each Spark partition, and every task matches its keys in parallel.
 ``global``
     Otherwise (or without a PARTITION clause): one task runs the reference matcher over the
-    whole stream in ``seq`` order, modelling capacity, timers and drops exactly.
+    whole stream in ``seq`` order, modelling capacity, timers and drops exactly. Spark sorts
+    the stream by ``seq`` into that task (its external sorter spills to disk), which streams
+    it through one :class:`nfacep.reference.Matcher` in pieces of ``PIECE_TUPLES`` tuples and
+    emits each piece's matches and drops as it goes: its memory is bounded by a piece and the
+    keys, whatever the stream's length.
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ from nfacep.types import EnumType
 from .generate import BLOCK_TUPLES, Generator, Options
 from .progress import Progress
 
-__all__ = ["BLOCK_TUPLES", "FORMAT", "Job", "Options", "manifest_params", "prepare", "run"]
+__all__ = ["BLOCK_TUPLES", "FORMAT", "PIECE_TUPLES", "Job", "Options", "manifest_params", "prepare",
+           "run"]
 
 FORMAT = "nfacep-vectors/1"
 TUPLES, EXPECTED, DROPS, MANIFEST = "tuples.parquet", "expected.parquet", "drops.parquet", \
@@ -66,6 +71,8 @@ _RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", 
                      ("kind", pa.string()), ("start", pa.int64())])
 #: The column of expected.parquet that says where a match begins (only when a query reports it)
 START_SEQ = "start_seq"
+#: How many tuples the global pass matches at a time (:func:`run` takes another number)
+PIECE_TUPLES = 1 << 20
 
 
 def reports_start(nfa) -> bool:
@@ -222,8 +229,53 @@ def _used_fields(nfa) -> tuple[str, ...]:
     return tuple(f for f in nfa.program.schema.names if f in names or f == key)
 
 
+def _used_schema(program, names):
+    """The stream's schema restricted to the fields among ``names`` (those the task gets)."""
+    from nfacep.check import Schema
+
+    return Schema(program.schema.name,
+                  tuple(f for f in program.schema.fields if f.name in names))
+
+
+def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
+    """The match and drop rows of ``result``, a run over the tuples ``data`` (from stream
+    position ``offset`` on). ``seq``: the global seq of each of them, which matches and starts
+    are mapped through; None when a position in the stream is the seq (the global pass)."""
+    names = np.array(result.names, dtype=object)
+    m = len(result.seqs)
+    if seq is None:
+        seqs = pa.array(result.seqs, pa.int64())
+        starts = (pa.nulls(m, pa.int64()) if result.starts is None else
+                  pa.array(result.starts, pa.int64(), mask=np.asarray(result.starts) < 0))
+    else:
+        seqs = pa.array(seq[result.seqs], pa.int64())
+        starts = global_starts(seq, result.starts, m)
+    if m:
+        yield pa.RecordBatch.from_arrays(
+            [seqs, pa.array(names[result.queries], pa.string()),
+             pa.array(result.partitions, pa.string()), pa.array(["match"] * m, pa.string()),
+             starts], schema=_RESULT)
+    d = len(result.drops)
+    if d:
+        local = result.drops - offset  # a drop is always one of the tuples ``data``
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(result.drops if seq is None else seq[local], pa.int64()),
+             pa.array([None] * d, pa.string()),
+             pa.array(partition_texts(nfa, data, local), pa.string()),
+             pa.array(["drop"] * d, pa.string()), pa.nulls(d, pa.int64())],
+            schema=_RESULT)
+
+
+def _keys_row(keys: int) -> pa.RecordBatch:
+    """The row that says how many distinct keys a task saw (in ``seq``)."""
+    return pa.RecordBatch.from_arrays(
+        [pa.array([keys], pa.int64()), pa.nulls(1, pa.string()), pa.nulls(1, pa.string()),
+         pa.array(["keys"], pa.string()), pa.nulls(1, pa.int64())], schema=_RESULT)
+
+
 def _match_task(text: str, filename: str, params: EngineParams, values, counter, batches):
-    """Reference matcher over the tuples of one Spark partition, taken in ``seq`` order.
+    """Reference matcher over the tuples of one Spark partition (the partitioned pass: whole
+    keys), taken in ``seq`` order.
 
     Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
     distinct keys seen (keys never span two tasks, so the sum is the stream's). A match's
@@ -231,8 +283,6 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
     tuples to the global ``seq`` (null for a query without start_seq). Adds the tuples to
     ``counter`` (a :class:`~.progress.Counter`).
     """
-    from nfacep.check import Schema
-
     batches = [b for b in batches if b.num_rows]
     if not batches:
         counter.finished()
@@ -244,31 +294,73 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
     if len(seq) > 1 and bool((np.diff(seq) < 0).any()):
         order = np.argsort(seq, kind="stable")
         table, seq = table.take(pa.array(order)), seq[order]
-    used = Schema(program.schema.name,
-                  tuple(f for f in program.schema.fields if f.name in table.column_names))
-    data = from_table(table, used, source=TUPLES)
+    data = from_table(table, _used_schema(program, table.column_names), source=TUPLES)
     result = reference.run(nfa, data, params, values=values)
-    names = np.array(result.names, dtype=object)
-    m = len(result.seqs)
     key = program.partition_field
     keys = len(np.unique(data.columns[key])) if key else 1
     counter.add(len(seq))
     counter.finished()
-    yield pa.RecordBatch.from_arrays(
-        [pa.array(np.append(seq[result.seqs], keys), pa.int64()),
-         pa.array([*names[result.queries], None], pa.string()),
-         pa.array([*result.partitions, None], pa.string()),
-         pa.array(["match"] * m + ["keys"], pa.string()),
-         pa.concat_arrays([global_starts(seq, result.starts, m), pa.nulls(1, pa.int64())])],
-        schema=_RESULT)
-    if len(result.drops):
-        parts = partition_texts(nfa, data, result.drops)
-        d = len(result.drops)
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(seq[result.drops], pa.int64()), pa.array([None] * d, pa.string()),
-             pa.array(parts, pa.string()), pa.array(["drop"] * d, pa.string()),
-             pa.nulls(d, pa.int64())],
-            schema=_RESULT)
+    yield from _rows(nfa, data, result, seq)
+    yield _keys_row(keys)
+
+
+def _pieces(batches, size: int):
+    """The tables of ``size`` rows (the last one fewer) that the batches make, in order;
+    holds at most one piece and a batch."""
+    held, rows = [], 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        held.append(batch)
+        rows += batch.num_rows
+        while rows >= size:
+            table = pa.Table.from_batches(held)
+            yield table.slice(0, size)
+            rest = table.slice(size)
+            held, rows = rest.to_batches(), rest.num_rows
+    if rows:
+        yield pa.Table.from_batches(held)
+
+
+def _global_task(text: str, filename: str, params: EngineParams, values, counter,
+                 piece_tuples: int, batches):
+    """Reference matcher over the whole stream (the global pass), whose tuples come in
+    ``seq`` order (Spark sorts them): fed to one :class:`nfacep.reference.Matcher` in pieces
+    of ``piece_tuples``, each piece's match and drop rows emitted as it is matched, so that
+    the task holds a piece or two, never the stream. The generated ``seq`` is the position
+    in the stream (0, 1, 2, …), so positions need no mapping (checked piece by piece). Ends
+    with the ``keys`` row (as :func:`_match_task`) and adds the tuples to ``counter``.
+    """
+    nfa = _compiled(text, filename)
+    program = nfa.program
+    matcher = reference.Matcher(nfa, params, values=values)
+    used = None
+
+    def feed(piece: pa.Table, last: bool):
+        nonlocal used
+        offset, n = matcher.n, piece.num_rows
+        seq = piece.column("seq").to_numpy()
+        if not np.array_equal(seq, np.arange(offset, offset + n, dtype=seq.dtype)):
+            bad = int(np.flatnonzero(seq != np.arange(offset, offset + n))[0])
+            raise ValueError(f"{TUPLES}: the global pass takes the tuples in seq order, and "
+                             f"seq is each one's position in the stream (0, 1, 2, ...), but "
+                             f"tuple {offset + bad} has seq {int(seq[bad])}")
+        if used is None:
+            used = _used_schema(program, piece.column_names)
+        data = from_table(piece, used, source=TUPLES)
+        result = matcher.feed(data, last=last)
+        counter.add(n)
+        yield from _rows(nfa, data, result, None, offset)
+
+    held = None
+    for piece in _pieces(batches, piece_tuples):
+        if held is not None:
+            yield from feed(held, last=False)
+        held = piece
+    if held is not None:
+        yield from feed(held, last=True)
+        yield _keys_row(len(matcher.keys) if program.partition_field else 1)
+    counter.finished()
 
 
 def _spark_schema(schema: pa.Schema):
@@ -322,16 +414,19 @@ def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
 
 
 def run(spark, job: Job, *, tasks: int | None = None, progress=None,
-        progress_every: float | None = None) -> dict:
+        progress_every: float | None = None, piece_tuples: int = PIECE_TUPLES) -> dict:
     """Generate, match and publish ``job.out``; returns the manifest.
 
     ``progress``, if given, is called with a line of text every ``progress_every`` seconds
     while Spark works and at the end of each phase (:class:`~.progress.Progress`: tuples
-    generated and matched, the rate, the time left).
+    generated and matched, the rate, the time left). ``piece_tuples``: how many tuples the
+    global pass matches at a time (the expected matches do not depend on it).
     """
     tasks = tasks or spark.sparkContext.defaultParallelism
     if tasks < 1:
         raise UsageError("--tasks must be at least 1")
+    if piece_tuples < 1:
+        raise ValueError(f"piece_tuples {piece_tuples}: must be at least 1")
     out = os.path.abspath(job.out)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp",
                            dir=os.path.dirname(out))
@@ -341,7 +436,7 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
     seconds: dict[str, float] = {}
     try:
         with Progress(spark, "vectors", progress, progress_every) as watch:
-            manifest = _run(spark, job, tasks, tmp, watch, seconds)
+            manifest = _run(spark, job, tasks, tmp, watch, seconds, piece_tuples)
         _publish(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -349,7 +444,8 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
     return manifest
 
 
-def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict) -> dict:
+def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict,
+         piece_tuples: int = PIECE_TUPLES) -> dict:
     from pyspark.sql import functions as F
 
     gen = job.generator
@@ -373,12 +469,17 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict) 
         counted = tuples.select(key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
     source = tuples.select("seq", *_used_fields(job.nfa))
-    source = (source.repartition(tasks, F.col(key)) if mode == "partitioned"
-              else source.coalesce(1))
     counter = watch.phase("matched", total=gen.options.tuples,
                           tasks=tasks if mode == "partitioned" else 1)
-    task = functools.partial(_match_task, job.query_text, job.query_path, job.params,
-                             job.values, counter)
+    args = (job.query_text, job.query_path, job.params, job.values, counter)
+    if mode == "partitioned":
+        source = source.repartition(tasks, F.col(key))
+        task = functools.partial(_match_task, *args)
+    else:
+        # one partition, sorted by Spark's external sorter (it spills to disk, so the stream
+        # need not fit in memory); mapInArrow reads that partition's rows in the sorted order
+        source = source.coalesce(1).sortWithinPartitions("seq")
+        task = functools.partial(_global_task, *args, piece_tuples)
     result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
     watch.end()
     seconds["match"] = time.perf_counter() - t1

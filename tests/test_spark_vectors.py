@@ -271,6 +271,36 @@ def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
         assert m["counts"]["drops"] > 0
 
 
+def test_global_pass_in_small_pieces_equals_the_reference(spark, tmp_path):
+    """The global pass streams the tuples through the reference matcher in pieces: in pieces of
+    37 tuples (capacity and ticks matter, starts lie pieces back) its matches, starts and drops
+    are those of nfacep.reference.run over the whole stream read back."""
+    from nfacep import reference
+    from nfacep.result import partition_texts
+    from nfacep.tuples import from_table
+
+    query = start_seq_query(tmp_path)
+    engine = EngineParams(partitions=16, tick_tuples=40, timer_bits=2)
+    job = vectors.prepare(str(query), Options(**{**SMALL, "tuples": 3000}, seed=7, keys=24),
+                          str(tmp_path / "v"), params=engine)
+    piece = 37
+    m = vectors.run(spark, job, tasks=2, piece_tuples=piece)
+    assert m["expected"]["mode"] == "global" and m["counts"]["drops"] > 0
+    tuples = from_table(table(tmp_path / "v", vectors.TUPLES).sort_by("seq"),
+                        job.nfa.program.schema)
+    res = reference.run(job.nfa, tuples, engine)
+    want = [(int(s), res.names[q], p, int(b) if b >= 0 else None)
+            for s, q, p, b in zip(res.seqs, res.queries, res.partitions, res.starts,
+                                  strict=True)]
+    assert [tuple(r.values()) for r in table(tmp_path / "v", vectors.EXPECTED).to_pylist()] \
+        == want
+    assert table(tmp_path / "v", vectors.DROPS).to_pylist() == [
+        {"seq": int(s), "partition": p}
+        for s, p in zip(res.drops, partition_texts(job.nfa, tuples, res.drops), strict=True)]
+    assert any(s // piece > b // piece for s, q, _, b in want if q == "fire")
+    assert m["keys_present"] == 24
+
+
 # --- every bundled query ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
