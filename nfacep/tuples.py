@@ -15,6 +15,7 @@ import codecs
 import mmap
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,8 @@ from .errors import DataError
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import fix_float32_rounding
 
-__all__ = ["Origin", "Tuples", "check_order", "format_value", "from_table", "read"]
+__all__ = ["Origin", "Tuples", "check_order", "format_value", "from_table", "read",
+           "read_chunks"]
 
 
 @dataclass(frozen=True)
@@ -46,21 +48,25 @@ class Tuples:
     n: int
     source: str = "<tuples>"
     origin: Origin | None = None  #: set when the tuples were read from a folder
+    offset: int = 0  #: the stream position of the first tuple (a piece of a longer stream)
 
     def where(self, row: int, column: str) -> str:
-        """Where the tuple at stream position ``row`` (0-based) is, for an error message:
-        its file, row (and line) and ``column``; for a folder, its part file and the row
-        within it, then its stream position."""
+        """Where the tuple ``row`` (0-based, of these tuples) is, for an error message: its
+        file, row (and line) and ``column``; for a folder, its part file and the row within
+        it, then its stream position."""
         if self.origin is None:
             return _where(self.source, row, column)
         o = self.origin
         return (f"{_where(o.files[int(o.file[row])], int(o.row[row]), column)} "
-                f"(stream position {row})")
+                f"(stream position {self.offset + row})")
 
 
 def _where(source: str, row: int, column: str | None = None) -> str:
     # row is 0-based among data rows; the header is line 1 of a CSV file, and a CSV file
-    # read by :func:`read` knows the line of each row (blank lines are skipped)
+    # read by :func:`read` knows the line of each row (blank lines are skipped); a piece of a
+    # file (:class:`_Piece`) counts its rows from where it starts
+    row += getattr(source, "rows_before", 0)
+    source = getattr(source, "base", source)
     line_of = getattr(source, "line_of", None)
     line = line_of(row) if line_of is not None else row + 2
     where = f"{source}: row {row + 1} (line {line})"
@@ -109,6 +115,19 @@ class _CsvPath(str):
         return row + 2
 
 
+class _Piece(str):
+    """The path of a file read in pieces, for the piece whose first row is ``rows_before``
+    (0-based) in the file: :func:`_where` names a row of the piece by its row in the file."""
+
+    base: str
+    rows_before: int
+
+    def __new__(cls, base: str, rows_before: int):
+        self = super().__new__(cls, base)
+        self.base, self.rows_before = base, rows_before
+        return self
+
+
 #: A folder's ordering column, when the stream has no field of that name.
 SEQ = "seq"
 
@@ -143,6 +162,117 @@ def read(path: str, schema: Schema) -> Tuples:
         return from_table(_read_parquet(path, schema), schema, source=path)
     table, source = _read_csv(path, schema)
     return from_table(table, schema, source=source)
+
+
+def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    """:func:`read` in pieces of ``rows`` tuples (the last may be shorter; none for an input
+    without tuples), in stream order, each with its ``offset``: concatenated, the pieces are
+    what :func:`read` returns, and an error names its row as :func:`read` would.
+
+    A Parquet file is read a batch at a time, a CSV file a block at a time, so the memory
+    needed grows with ``rows``, not with the file. Read whole and then cut (the memory of
+    :func:`read`): a folder of part files; a CSV file that holds a quote (pyarrow's reader
+    would go on past a quote left open at a line end, which :func:`read` checks on the whole
+    file); and a CSV file that pyarrow cannot parse (to find the row :func:`read` names)."""
+    if rows < 1:
+        raise ValueError(f"rows {rows}: a piece needs at least one tuple")
+    if not os.path.exists(path):
+        raise DataError(f"{path}: no such file or folder")
+    if os.path.isdir(path):
+        yield from _cut(_read_folder(path, schema), rows)
+    elif path.lower().endswith((".parquet", ".pq")):
+        yield from _parquet_chunks(path, schema, rows)
+    else:
+        yield from _csv_chunks(path, schema, rows)
+
+
+def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
+    """A whole read, in pieces of ``rows``."""
+    for at in range(0, whole.n, rows):
+        end = min(whole.n, at + rows)
+        origin = None
+        if whole.origin is not None:
+            o = whole.origin
+            origin = Origin(o.files, o.file[at:end], o.row[at:end])
+        source = whole.source if origin is not None else _Piece(whole.source, at)
+        yield Tuples({f: c[at:end] for f, c in whole.columns.items()}, end - at, source,
+                     origin, at)
+
+
+def _rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """Record batches as tables of exactly ``rows`` rows (the last may be shorter)."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        while batch.num_rows:
+            take = min(rows - count, batch.num_rows)
+            held.append(batch.slice(0, take))
+            batch = batch.slice(take)
+            count += take
+            if count == rows:
+                yield pa.Table.from_batches(held)
+                held, count = [], 0
+    if count:
+        yield pa.Table.from_batches(held)
+
+
+def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    import pyarrow.parquet as pq
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            # without pre_buffer: pyarrow would read ahead into memory what it has not yet
+            # been asked for (about the file's size, measured)
+            f = pq.ParquetFile(path, pre_buffer=False)
+            _check_columns(path, f.schema_arrow, schema.names, schema)
+            yield from f.iter_batches(batch_size=min(rows, 1 << 20),
+                                      columns=list(schema.names))
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
+            raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
+
+    offset = 0
+    for table in _rebatch(batches(), rows):
+        piece = from_table(table, schema, source=_Piece(path, offset))
+        yield Tuples(piece.columns, piece.n, piece.source, None, offset)
+        offset += piece.n
+
+
+def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    import pyarrow.csv as pacsv
+
+    header, data_start, more = _read_header(path, schema)
+    if not more:
+        return
+    if _has_quote(path, data_start):
+        yield from _cut(read(path, schema), rows)
+        return
+    source = _CsvPath(path, data_start)
+    try:
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=header, skip_rows=1,
+                                           block_size=1 << 24),
+            convert_options=_csv_convert_options(header, schema))
+    except pa.ArrowException:
+        yield from _cut(read(path, schema), rows)  # raises the error read() names
+        return
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except pa.ArrowException as err:
+                _scan_csv(source, header, schema)  # raises, naming the row, line and column
+                raise DataError(f"{path}: {excerpt(_arrow_message(err))}") from None
+            yield batch
+
+    offset = 0
+    for table in _rebatch(batches(), rows):
+        piece = from_table(table, schema, source=_Piece(source, offset))
+        yield Tuples(piece.columns, piece.n, piece.source, None, offset)
+        offset += piece.n
 
 
 def _natural(name: str) -> tuple:
@@ -339,10 +469,7 @@ def _read_csv(path: str, schema: Schema) -> tuple[pa.Table, _CsvPath]:
         table = pacsv.read_csv(
             path,
             read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
-            convert_options=pacsv.ConvertOptions(
-                column_types={n: pa.string() for n in header},
-                include_columns=list(schema.names), strings_can_be_null=False,
-                quoted_strings_can_be_null=False),
+            convert_options=_csv_convert_options(header, schema),
         )
     except pa.ArrowException as err:
         _scan_csv(source, header, schema)  # raises, naming the row, line and column
@@ -359,6 +486,15 @@ def _read_csv(path: str, schema: Schema) -> tuple[pa.Table, _CsvPath]:
                 raise DataError(f"{_where(source, row, name)}: a quoted value is not closed on "
                                 "its line (a value cannot hold a line break)")
     return table, source
+
+
+def _csv_convert_options(header: list[str], schema: Schema):
+    """How a CSV file's columns are read: the stream's fields, as strings, none empty."""
+    import pyarrow.csv as pacsv
+
+    return pacsv.ConvertOptions(column_types={n: pa.string() for n in header},
+                                include_columns=list(schema.names), strings_can_be_null=False,
+                                quoted_strings_can_be_null=False)
 
 
 def _has_quote(path: str, start: int) -> bool:
@@ -645,12 +781,16 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndar
     raise DataError(f"{source}: column '{name}' has type {t}, which cannot hold a {ty} field")
 
 
-def check_order(tuples: Tuples, field: str) -> None:
-    """ORDER BY: the field must be non-decreasing in file order."""
+def check_order(tuples: Tuples, field: str, before=None) -> None:
+    """ORDER BY: the field must be non-decreasing in file order. ``before``: the value of the
+    tuple just before these (the previous piece's last), None for none."""
     values = tuples.columns[field]
     if values.dtype == np.float32 and np.isnan(values).any():
         row = int(np.flatnonzero(np.isnan(values))[0])
         raise DataError(f"{tuples.where(row, field)}: NaN in the ORDER BY field")
+    if before is not None and len(values) and values[0] < before:
+        raise DataError(f"{tuples.where(0, field)}: {values[0]} is less than {before} on the "
+                        f"row before; ORDER BY {field} needs the file in non-decreasing order")
     if len(values) < 2:
         return
     drops = np.flatnonzero(values[1:] < values[:-1])
