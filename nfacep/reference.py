@@ -456,6 +456,7 @@ class Matcher:
         self._last = np.zeros(0, dtype=np.int64)  # per code: its last admitted position
         self._queries = [_QueryState() for _ in nfa.queries]
         self._whole = False  # a piece ran in the array operations: no other may follow
+        self._ended = False  # the last piece came
 
     def feed(self, tuples: Tuples, *, last: bool = False) -> ReferenceResult:
         """Match the next piece of the stream; ``last``: no piece follows (a lone piece may
@@ -464,6 +465,9 @@ class Matcher:
         nfa, params, program = self.nfa, self.params, self.nfa.program
         if self._whole:
             raise ValueError("the array operations matched the whole stream in one piece")
+        if self._ended:
+            raise ValueError("a piece came after the last one")
+        self._ended = last
         offset, n = self.n, tuples.n
         first_piece = offset == 0
         decoder = _Decoder(nfa, tuples, self.values, offset)
