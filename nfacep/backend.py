@@ -9,20 +9,34 @@ and a board over its link (:class:`nfacep.boards.host.UartBoard`, or
 engines are behind one NFA; a new engine (a compiled simulator) implements
 :meth:`Backend.run` once and gets the match file, the summary, the report and the command
 line's handling of them from :func:`run_files`.
+
+A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
+gets it so from a file: :func:`run_files` reads :data:`CHUNK` tuples at a time
+(:func:`nfacep.tuples.read_chunks`), feeds each piece and writes its matches before the next
+is read, so that the memory a run needs does not grow with the input.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from . import tuples as tuples_mod
 from .nfa import Nfa
 from .output import check_outputs, summary_path
 from .params import EngineParams
-from .result import Result, write
+from .result import Result, Totals, match_file, write
 from .settings import ParamValues
+from .wire import start_queries
 
-__all__ = ["Backend", "read_input", "run_files"]
+__all__ = ["CHUNK", "Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
+
+#: Tuples a back-end that takes the stream in pieces gets at a time from a file: some
+#: tens of MB of columns, and few enough pieces for the per-piece costs not to matter
+#: (benchmarks/reference_memory.py: 1M tuples a piece was as fast as 4M, in less memory).
+CHUNK = 1 << 20
 
 
 class Backend(Protocol):
@@ -39,6 +53,24 @@ class Backend(Protocol):
         ...
 
 
+class Feed(Protocol):
+    """A stream being matched piece by piece (:meth:`Pieces.pieces`)."""
+
+    def feed(self, tuples: tuples_mod.Tuples, *, last: bool = False) -> Result:
+        """The matches and drops of the next piece (its ``n`` tuples; ``seqs`` and ``drops``
+        are positions in the stream); ``last``: no piece follows."""
+        ...
+
+
+class Pieces(Backend, Protocol):
+    """A back-end that also matches a stream in pieces, carrying the engine's state from one
+    to the next: the same result as :meth:`Backend.run` over the whole stream."""
+
+    def pieces(self, nfa: Nfa, params: EngineParams,
+               values: ParamValues | None = None) -> Feed:
+        ...
+
+
 def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
     """The tuple file (CSV, Parquet, or a folder of Parquet part files) at ``path`` for the
     stream of ``nfa``, with every ORDER BY field checked; DataError names the offending row."""
@@ -46,6 +78,17 @@ def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
     for f in nfa.program.order_fields:
         tuples_mod.check_order(data, f)
     return data
+
+
+def read_pieces(path: str, nfa: Nfa, rows: int) -> Iterator[tuples_mod.Tuples]:
+    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.tuples.read_chunks`),
+    every ORDER BY field checked across the pieces as well as within them."""
+    before: dict[str, object] = {}
+    for piece in tuples_mod.read_chunks(path, nfa.program.schema, rows):
+        for f in nfa.program.order_fields:
+            tuples_mod.check_order(piece, f, before=before.get(f))
+            before[f] = piece.columns[f][-1]
+        yield piece
 
 
 def check_output(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
@@ -59,11 +102,18 @@ def check_output(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
 
 def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output: str | None,
               params: EngineParams, *, query_file: str | None = None,
-              values: ParamValues | None = None) -> Result:
+              values: ParamValues | None = None, chunk: int = CHUNK) -> Result | Totals:
     """What ``nfacep match``, ``sim`` and ``run`` do with their back-end: read ``input`` (a
     path, or tuples already read), run the back-end, write ``output`` (the match file and its
-    summary; nothing when None), then raise the result's failure, if any."""
+    summary; nothing when None), then raise the result's failure, if any.
+
+    A back-end that takes the stream in pieces (:class:`Pieces`) reads a path ``chunk``
+    tuples at a time and returns the :class:`~nfacep.result.Totals` of the run (its matches
+    went to ``output`` piece by piece); any other returns its :class:`Result`."""
     check_output(output, (query_file, input if isinstance(input, str) else None))
+    if isinstance(input, str) and hasattr(backend, "pieces"):
+        return _run_pieces(backend, nfa, input, output, params, query_file=query_file,
+                           values=values, chunk=chunk)
     if isinstance(input, tuples_mod.Tuples):
         data, source = input, input.source
     else:
@@ -74,3 +124,57 @@ def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output
     if result.failure is not None:
         raise result.failure
     return result
+
+
+def _run_pieces(backend: Pieces, nfa: Nfa, input: str, output: str | None,
+                params: EngineParams, *, query_file: str | None, values: ParamValues | None,
+                chunk: int) -> Totals:
+    names = tuple(q.name for q in nfa.queries)
+    feed = backend.pieces(nfa, params, values)
+    totals = Totals(names, params, values)
+    with contextlib.ExitStack() as stack:
+        rows = None
+        if output is not None:
+            rows = stack.enter_context(match_file(output, bool(start_queries(nfa))))
+        pieces = stack.enter_context(_read_ahead(read_pieces(input, nfa, chunk)))
+        piece = next(pieces, None)
+        if piece is None:  # no tuples: the input as a whole, its columns empty
+            piece = read_input(input, nfa)
+        while piece is not None:
+            # a piece shorter than the others is the last (read_chunks' pieces are all
+            # `chunk` tuples but the last); one as long may be too, and is carried over
+            result = feed.feed(piece, last=piece.n < chunk)
+            if result.failure is not None:
+                raise result.failure
+            if rows is not None:
+                rows.write(result)
+            totals.add(result)
+            piece = next(pieces, None)
+        if rows is not None:
+            rows.finish(totals.summary(query_file=query_file, input=input))
+    return totals
+
+
+@contextlib.contextmanager
+def _read_ahead(pieces: Iterator[tuples_mod.Tuples]) -> Iterator[Iterator[tuples_mod.Tuples]]:
+    """``pieces``, each next one read in a thread while the caller works on the one before:
+    reading and converting (pyarrow, numpy) and matching (numba's loops) release the GIL, so
+    on two cores they overlap. At most two pieces are held: the caller's and the one read.
+    An error in reading is raised where the caller asks for that piece."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="nfacep-read")
+    future = pool.submit(next, pieces, None)
+
+    def ahead() -> Iterator[tuples_mod.Tuples]:
+        nonlocal future
+        while True:
+            piece = future.result()
+            if piece is None:
+                return
+            future = pool.submit(next, pieces, None)
+            yield piece
+
+    try:
+        yield ahead()
+    finally:
+        future.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)

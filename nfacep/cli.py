@@ -24,7 +24,7 @@ import sys
 from importlib import metadata
 
 from . import NfacepError, QueryError, compile_file, params, settings
-from .backend import run_files
+from .backend import CHUNK, run_files
 from .errors import UsageError
 from .nfa import Nfa
 from .output import atomic_write, check_outputs
@@ -239,6 +239,9 @@ class Match(Command):
 
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
+        parser.add_argument("--chunk", metavar="N", type=_tuples_count, default=CHUNK,
+                            help="tuples read and matched at a time: the memory a run needs "
+                                 "grows with N, not with the input (default %(default)s)")
         params.add_arguments(parser)
         settings.add_argument(parser, switches=True)
 
@@ -250,9 +253,21 @@ class Match(Command):
         values = settings.from_args(nfa.program.parameters, args, switches=True,
                                     command="match")
         result = run_files(Reference(), nfa, args.input, args.output, engine,
-                           query_file=args.query, values=values)
+                           query_file=args.query, values=values, chunk=args.chunk)
         report(result, args.output)
         return 0
+
+
+def _tuples_count(text: str) -> int:
+    """A count of tuples from the command line: a positive integer (``_`` between digits
+    allowed, as Python writes 1_000_000)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of tuples")
+    return value
 
 
 class _Unavailable(Command):
