@@ -28,7 +28,7 @@ from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import fix_float32_rounding
 
 __all__ = ["Origin", "Tuples", "check_order", "format_value", "from_table", "read",
-           "read_chunks"]
+           "read_chunks", "rebatch"]
 
 
 @dataclass(frozen=True)
@@ -199,8 +199,9 @@ def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
                      origin, at)
 
 
-def _rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
-    """Record batches as tables of exactly ``rows`` rows (the last may be shorter)."""
+def rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """Record batches as tables of exactly ``rows`` rows (the last may be shorter, none
+    empty), in order; holds at most one table and a batch."""
     held: list[pa.RecordBatch] = []
     count = 0
     for batch in batches:
@@ -231,7 +232,7 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
             raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
 
     offset = 0
-    for table in _rebatch(batches(), rows):
+    for table in rebatch(batches(), rows):
         piece = from_table(table, schema, source=_Piece(path, offset))
         yield Tuples(piece.columns, piece.n, piece.source, None, offset)
         offset += piece.n
@@ -269,7 +270,7 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
             yield batch
 
     offset = 0
-    for table in _rebatch(batches(), rows):
+    for table in rebatch(batches(), rows):
         piece = from_table(table, schema, source=_Piece(source, offset))
         yield Tuples(piece.columns, piece.n, piece.source, None, offset)
         offset += piece.n

@@ -55,7 +55,7 @@ from nfacep.output import probe_folder
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
 from nfacep.settings import ParamValues
-from nfacep.tuples import from_table
+from nfacep.tuples import from_table, rebatch
 from nfacep.types import EnumType
 
 from .generate import BLOCK_TUPLES, Generator, Options
@@ -304,24 +304,6 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
     yield _keys_row(keys)
 
 
-def _pieces(batches, size: int):
-    """The tables of ``size`` rows (the last one fewer) that the batches make, in order;
-    holds at most one piece and a batch."""
-    held, rows = [], 0
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        held.append(batch)
-        rows += batch.num_rows
-        while rows >= size:
-            table = pa.Table.from_batches(held)
-            yield table.slice(0, size)
-            rest = table.slice(size)
-            held, rows = rest.to_batches(), rest.num_rows
-    if rows:
-        yield pa.Table.from_batches(held)
-
-
 def _global_task(text: str, filename: str, params: EngineParams, values, counter,
                  piece_tuples: int, batches):
     """Reference matcher over the whole stream (the global pass), whose tuples come in
@@ -353,7 +335,7 @@ def _global_task(text: str, filename: str, params: EngineParams, values, counter
         yield from _rows(nfa, data, result, None, offset)
 
     held = None
-    for piece in _pieces(batches, piece_tuples):
+    for piece in rebatch(batches, piece_tuples):
         if held is not None:
             yield from feed(held, last=False)
         held = piece
