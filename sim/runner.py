@@ -250,33 +250,15 @@ class Simulation:
     def _simulate(self, model: Path, run_dir: Path, top: str, config: Path) -> None:
         """Run the testbench on the model; its records, statistics and failure are left in
         ``run_dir``."""
-        from cocotb_tools.runner import get_runner
-
-        log = run_dir / "sim.log"
-        waves = bool(self.waves)
-        wave_file = run_dir / f"waves.{WAVE_FORMAT[self.simulator]}"
-        plusargs = [f"+dumpfile_path={wave_file}"] if waves and self.simulator == "icarus" \
-            else []
-        test_args = ["--trace-file", str(wave_file)] if waves and self.simulator == "verilator" \
-            else []
+        plusargs = []
         if self.mode == "batch":
             plusargs += [f"+nfacep_tuples={run_dir / 'batch.hex'}",
                          f"+nfacep_records={run_dir / 'records.hex'}",
                          f"+nfacep_seed={self.seed}", f"+nfacep_traffic={self.traffic}",
                          *switch_plusargs(json.loads(config.read_text(encoding="utf-8")),
                                           run_dir)]
-        try:
-            get_runner(self.simulator).test(
-                test_module=TESTBENCH_MODULE[self.mode], hdl_toplevel=top,
-                hdl_toplevel_lang="verilog",
-                build_dir=model, test_dir=run_dir, extra_env={CONFIG_ENV: str(config)},
-                waves=waves, plusargs=plusargs, test_args=test_args, timescale=TIMESCALE,
-                results_xml=str(run_dir / "results.xml"), log_file=log, seed=self.seed)
-        except SystemExit:
-            pass  # the runner exits on a failed test or simulator; the files say why
-        except (RuntimeError, ValueError) as exc:
-            raise SimulationError(f"running the {self.simulator} simulation failed ({exc}); "
-                                  f"the log {log} ends with:\n{build.tail(log)}") from None
+        run_testbench(self.simulator, model, run_dir, top, TESTBENCH_MODULE[self.mode], config,
+                      waves=bool(self.waves), plusargs=plusargs, seed=self.seed)
 
     def _result(self, nfa: Nfa, n: int, params: EngineParams, run_dir: Path) -> SimResult:
         log = run_dir / "sim.log"
@@ -304,19 +286,51 @@ class Simulation:
                 f"the engine's records differ from the reference matcher's: "
                 f"{failure['message']}\n(run folder: {run_dir})")
         if self.waves:
-            produced = run_dir / f"waves.{WAVE_FORMAT[self.simulator]}"
-            if not produced.is_file() or produced.stat().st_size == 0:
-                raise SimulationError(f"the {self.simulator} simulation wrote no waveform "
-                                      f"({produced})")
-            tmp = Path(self.waves).with_name(f".nfacep-{os.getpid()}-{Path(self.waves).name}")
-            try:
-                shutil.copyfile(produced, tmp)
-                os.replace(tmp, self.waves)
-            except BaseException:  # an error, Ctrl-C or SIGTERM: no temporary file left
-                tmp.unlink(missing_ok=True)
-                raise
-            result.waves = self.waves
+            result.waves = deliver_waves(self.waves, run_dir, self.simulator)
         return result
+
+
+def run_testbench(simulator: str, model: Path, run_dir: Path, top: str, module: str,
+                  config: Path, *, waves: bool = False, plusargs=(), seed: int = 0) -> None:
+    """Run the cocotb test ``module`` on the built ``model`` (its top ``top``) in ``run_dir``,
+    with ``config`` named by :data:`~nfacep.sim.records.CONFIG_ENV`; with ``waves``, the
+    waveform goes to ``run_dir/waves.fst`` (Icarus) or ``.vcd`` (Verilator). What the test
+    writes (results, ``failure.json``) is left in ``run_dir``; a simulator that cannot run is
+    a :class:`SimulationError`."""
+    from cocotb_tools.runner import get_runner
+
+    log = run_dir / "sim.log"
+    wave_file = run_dir / f"waves.{WAVE_FORMAT[simulator]}"
+    plusargs = list(plusargs)
+    if waves and simulator == "icarus":
+        plusargs.insert(0, f"+dumpfile_path={wave_file}")
+    test_args = ["--trace-file", str(wave_file)] if waves and simulator == "verilator" else []
+    try:
+        get_runner(simulator).test(
+            test_module=module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+            build_dir=model, test_dir=run_dir, extra_env={CONFIG_ENV: str(config)},
+            waves=waves, plusargs=plusargs, test_args=test_args, timescale=TIMESCALE,
+            results_xml=str(run_dir / "results.xml"), log_file=log, seed=seed)
+    except SystemExit:
+        pass  # the runner exits on a failed test or simulator; the files say why
+    except (RuntimeError, ValueError) as exc:
+        raise SimulationError(f"running the {simulator} simulation failed ({exc}); "
+                              f"the log {log} ends with:\n{build.tail(log)}") from None
+
+
+def deliver_waves(waves: str, run_dir: Path, simulator: str) -> str:
+    """Copy the run's waveform to ``waves`` (whole or not at all); returns ``waves``."""
+    produced = run_dir / f"waves.{WAVE_FORMAT[simulator]}"
+    if not produced.is_file() or produced.stat().st_size == 0:
+        raise SimulationError(f"the {simulator} simulation wrote no waveform ({produced})")
+    tmp = Path(waves).with_name(f".nfacep-{os.getpid()}-{Path(waves).name}")
+    try:
+        shutil.copyfile(produced, tmp)
+        os.replace(tmp, waves)
+    except BaseException:  # an error, Ctrl-C or SIGTERM: no temporary file left
+        tmp.unlink(missing_ok=True)
+        raise
+    return waves
 
 
 def switch_words(values: ParamValues, sidecar: dict) -> list[int]:

@@ -341,7 +341,7 @@ async def run_and_report(tb, config: dict) -> None:
         raise
     finally:
         tb.write_results()
-    if tb.checker.error_count:
+    if tb.checker is not None and tb.checker.error_count:
         message = f"{tb.checker.error_count} record(s) differ:\n{tb.checker.report()}"
         _write_failure(failure, "mismatch", message)
         raise AssertionError(message)
