@@ -32,16 +32,26 @@ class Sim(Command):
         parser.add_argument("--seed", type=int, default=0, metavar="S",
                             help="seed of the random input gaps and output stalls (default "
                                  "%(default)s)")
-        parser.add_argument("--traffic", choices=("random", "full"), default="random",
+        parser.add_argument("--traffic", choices=("random", "full"), default=None,
                             help="random: seeded gaps in valid and stalls in ready; full: valid "
                                  "and ready always high, to measure throughput (default "
-                                 "%(default)s)")
-        parser.add_argument("--mode", choices=("batch", "cycle", "native"), default="batch",
+                                 "random; not with --link)")
+        parser.add_argument("--link", choices=("udp",),
+                            help="simulate a whole board top instead of the engine alone: "
+                                 "udp, the Gigabit Ethernet board of `nfacep build --link "
+                                 "udp`, its GMII pins driven by cocotbext-eth at 1 Gb/s with "
+                                 "the minimum gap between frames; prints the tuples and "
+                                 "frames per second against the line's limit, the latency "
+                                 "and every frame counter")
+        parser.add_argument("--tuples-per-packet", type=int, metavar="N",
+                            help="with --link udp: tuples in each UDP packet (default as many "
+                                 "as fit 1,500 bytes and the board's buffer)")
+        parser.add_argument("--mode", choices=("batch", "cycle", "native"), default=None,
                             help="batch: a Verilog harness streams the tuples, Python wakes "
                                  "once per batch (fast); cycle: cocotb drives every clock "
                                  "cycle; native: the batch harness compiled by Verilator "
                                  "with a C++ main, no Python while it runs (fastest; "
-                                 "--simulator verilator) (default %(default)s)")
+                                 "--simulator verilator) (default batch; not with --link)")
         parser.add_argument("--check", action="store_true",
                             help="also run the reference matcher and compare every record as "
                                  "it arrives; exit 1 on the first differences")
@@ -63,15 +73,32 @@ class Sim(Command):
             if os.path.abspath(args.waves) in {os.path.abspath(p) for p in (
                     args.output, summary_path(args.output))}:
                 raise UsageError(f"--waves {args.waves} is also the match file or its summary")
-        simulation = Simulation(args.simulator, seed=args.seed, traffic=args.traffic,
-                                waves=args.waves, build_dir=args.build_dir, check=args.check,
-                                mode=args.mode)
+        if args.link is not None:
+            from .udp import UdpSimulation
+
+            given = [f"--{o}" for o, v in (("mode", args.mode), ("traffic", args.traffic))
+                     if v is not None]
+            if given:
+                raise UsageError(f"{' and '.join(given)} set how tuples reach the engine alone;"
+                                 f" with --link {args.link} they come in frames at line rate")
+            simulation = UdpSimulation(args.simulator, tuples_per_packet=args.tuples_per_packet,
+                                       waves=args.waves, build_dir=args.build_dir,
+                                       check=args.check, seed=args.seed)
+        else:
+            if args.tuples_per_packet is not None:
+                raise UsageError("--tuples-per-packet needs --link udp")
+            simulation = Simulation(args.simulator, seed=args.seed,
+                                    traffic=args.traffic or "random", waves=args.waves,
+                                    build_dir=args.build_dir, check=args.check,
+                                    mode=args.mode or "batch")
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=True,
                                     command="sim")
         result = run_files(simulation, nfa, args.input, args.output, engine,
                            query_file=args.query, values=values)
         report(result, args.output)
+        if args.link is not None:
+            print(result.frame_counters())
         if result.waves:
             print(f"waves -> {result.waves}")
         return 0
