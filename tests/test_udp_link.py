@@ -11,6 +11,7 @@ count in exactly its class.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import pathlib
@@ -332,6 +333,10 @@ def test_udp_receive_path_icarus(tmp_path):
     assert {k: got["counters"][k] for k in udp.FRAME_CLASSES} == counts
     assert {k: got["counters"][k] for k in seq} == seq
     assert got["counters"]["tuples"] == len(tuples)
+    # the LED's pulses: one per accepted frame; one per refused frame, per jump of the
+    # sequence and per late packet
+    refused = sum(n for k, n in counts.items() if k != "accepted")
+    assert got["pulses"] == {"activity": counts["accepted"], "trouble": refused + 1 + 1}
     # the last four frames are full ones, back to back: line rate in, nothing lost
     assert got["line_rate_frames_per_s"] > 80_000
 
@@ -371,6 +376,15 @@ if cocotb is not None:
                 dut.o_stream__ready.value = state["ready"]
 
         cocotb.start_soon(take())
+        pulses = {"activity": 0, "trouble": 0}
+
+        async def leds():  # the pulses the board's LED shows
+            while True:
+                await RisingEdge(dut.clk)
+                for name in pulses:
+                    pulses[name] += int(getattr(dut, name).value)
+
+        cocotb.start_soon(leds())
         fast_start = None
         for i, step in enumerate(steps):
             if step.get("stall") or step.get("resume"):
@@ -398,7 +412,7 @@ if cocotb is not None:
         counters = {name.split("__", 1)[1]: int(getattr(dut, name).value)
                     for name in dir(dut) if name.startswith("counters__")}
         pathlib.Path(config["results"]).write_text(json.dumps({
-            "tuples": tuples, "counters": counters,
+            "tuples": tuples, "counters": counters, "pulses": pulses,
             "line_rate_frames_per_s": 4 / (fast_ns * 1e-9)}))
 
 
@@ -980,3 +994,44 @@ def test_udp_board_top_builds_for_the_colorlight_and_meets_timing(tmp_path):
     for clock, fmax in report["fmax_mhz"].items():
         assert fmax >= report["constraint_mhz"][clock] == 125
     assert (out / "engine.bit").stat().st_size > 100_000
+
+
+def test_status_led_heartbeat_activity_and_trouble():
+    """The board's LED: a short heartbeat flash when idle, steady on while frames are accepted,
+    fast flashing for a while after a refused frame or a drop (which wins over activity)."""
+    from nfacep.boards.link.eth.board import StatusLed
+
+    # at 1 kHz: a 1 s heartbeat (100 cycles on), blinks of 8 Hz (62 cycles a half period),
+    # activity held 50 cycles, trouble 2,000
+    dut = StatusLed(1000)
+    trace: list[int] = []
+
+    async def bench(ctx):
+        async def run(cycles, activity_every=0, trouble_at=None):
+            for i in range(cycles):
+                ctx.set(dut.activity, int(bool(activity_every) and i % activity_every == 0))
+                ctx.set(dut.trouble, int(i == trouble_at))
+                await ctx.tick()
+                trace.append(ctx.get(dut.led))
+
+        await run(2000)  # idle
+        await run(1000, activity_every=20)  # traffic
+        await run(2500, activity_every=20, trouble_at=0)  # a bad frame amid traffic
+        await run(200)  # activity's hold runs out, back to the heartbeat
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-3)
+    sim.add_testbench(bench)
+    sim.run()
+    def runs(bits):
+        return [(v, len(list(g))) for v, g in itertools.groupby(bits)]
+
+    idle, busy, bad = trace[:2000], trace[2000:3000], trace[3010:5000]
+    # (a sample a cycle after each tick: the first run is a cycle short)
+    assert runs(idle) == [(1, 99), (0, 900), (1, 100), (0, 900), (1, 1)]
+    assert all(busy[1:])
+    # flashing: on and off in runs of 62 cycles for the 2 s after the pulse
+    flashes = runs(bad)
+    assert len(flashes) > 25 and {n for _, n in flashes[1:-1]} == {62}
+    assert all(trace[5010:5500])  # then steady on again while traffic goes on
+    assert 0 in trace[-150:]  # and back to the heartbeat

@@ -20,14 +20,24 @@ Colorlight targets rely on: no RX clock skew, the GTX clock delay on; nothing he
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
-from amaranth.lib import io
+from amaranth.hdl import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    Elaboratable,
+    Instance,
+    Module,
+    Mux,
+    Signal,
+)
+from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.wiring import In, Out
 
 from .link import UdpTop
 
-__all__ = ["RX_DELAY_TAPS", "NoEthernetError", "RgmiiRx", "RgmiiTx", "UdpBoardTop",
-           "check_board"]
+__all__ = ["RX_DELAY_TAPS", "NoEthernetError", "RgmiiRx", "RgmiiTx", "StatusLed",
+           "UdpBoardTop", "check_board"]
 
 #: ``DELAYG`` taps on the receive pins: 2 ns at about 25 ps a tap.
 RX_DELAY_TAPS = 80
@@ -100,11 +110,62 @@ class RgmiiTx(Elaboratable):
         return m
 
 
+class StatusLed(wiring.Component):
+    """One LED that tells a person at the board how the link goes, clocked at ``clk_hz``:
+
+    - **fast flashing** (``blink_hz``) for ``trouble_s`` seconds after a ``trouble`` pulse (a
+      frame refused, a packet lost upstream, a tuple dropped): look at STATUS;
+    - else **steady on** while frames are accepted (within ``activity_s`` of an
+      ``activity`` pulse);
+    - else a short **heartbeat** flash (a tenth of each period) every ``1 / beat_hz``
+      seconds: configured and waiting.
+
+    Members
+    -------
+    activity, trouble : ``In(1)``
+    led : ``Out(1)``
+    """
+
+    def __init__(self, clk_hz: float, *, beat_hz: float = 1.0, blink_hz: float = 8.0,
+                 activity_s: float = 0.05, trouble_s: float = 2.0):
+        self._beat = max(int(clk_hz / beat_hz), 10)
+        self._blink = max(int(clk_hz / blink_hz / 2), 1)
+        self._activity = max(int(clk_hz * activity_s), 1)
+        self._trouble = max(int(clk_hz * trouble_s), 1)
+        super().__init__({"activity": In(1), "trouble": In(1), "led": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        beat = Signal(range(self._beat))
+        m.d.sync += beat.eq(Mux(beat == self._beat - 1, 0, beat + 1))
+        blink_count = Signal(range(self._blink))
+        blink = Signal()
+        with m.If(blink_count == self._blink - 1):
+            m.d.sync += [blink_count.eq(0), blink.eq(~blink)]
+        with m.Else():
+            m.d.sync += blink_count.eq(blink_count + 1)
+        busy = Signal(range(self._activity + 1))
+        bad = Signal(range(self._trouble + 1))
+        for hold, pulse, length in ((busy, self.activity, self._activity),
+                                    (bad, self.trouble, self._trouble)):
+            with m.If(pulse):
+                m.d.sync += hold.eq(length)
+            with m.Elif(hold != 0):
+                m.d.sync += hold.eq(hold - 1)
+        with m.If(bad != 0):
+            m.d.comb += self.led.eq(blink)
+        with m.Elif(busy != 0):
+            m.d.comb += self.led.eq(1)
+        with m.Else():
+            m.d.comb += self.led.eq(beat < self._beat // 10)
+        return m
+
+
 class UdpBoardTop(Elaboratable):
     """The bitstream's top level for ``--link udp``: a :class:`~.link.UdpTop` on the board's
     first RGMII port, the engine and the transmit side at 125 MHz from an ``EHXPLLL`` on the
-    25 MHz oscillator; the PHY held in reset for 2**20 cycles (8.4 ms) after the PLL locks; the LED
-    blinks (heartbeat, about 2 Hz)."""
+    25 MHz oscillator; the PHY held in reset for 2**20 cycles (8.4 ms) after the PLL locks; the
+    LED (every LED of the board) shows the link's state (:class:`StatusLed`)."""
 
     def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = 4096):
         self.engine = engine
@@ -149,9 +210,9 @@ class UdpBoardTop(Elaboratable):
             m.d.sync += phy_wait.eq(phy_wait + 1)
         m.d.comb += phy_rst.o.eq(~phy_wait[-1])
 
-        beat = Signal(26)
-        m.d.sync += beat.eq(beat + 1)
+        m.submodules.status = status = StatusLed(CLOCK_MHZ * 1e6)
+        m.d.comb += [status.activity.eq(top.activity), status.trouble.eq(top.trouble)]
         for i, port in enumerate(board_leds(platform)):
             m.submodules[f"led{i}"] = led = io.Buffer("o", port)
-            m.d.comb += led.o.eq(beat[-1])
+            m.d.comb += led.o.eq(status.led)
         return m

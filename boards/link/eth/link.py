@@ -5,7 +5,15 @@ the counters, the packet sequence check and the requests in the engine's.
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockDomain, ClockSignal, DomainRenamer, Module, ResetSignal, Signal
+from amaranth.hdl import (
+    Cat,
+    ClockDomain,
+    ClockSignal,
+    DomainRenamer,
+    Module,
+    ResetSignal,
+    Signal,
+)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
@@ -65,6 +73,9 @@ class UdpLink(wiring.Component):
     rx_empty : ``Out(1)``
         Nothing waits in the receive path (synchronised: a few cycles late).
     status_request, reset_request, arp_request : ``Out(1)``
+    activity, trouble : ``Out(1)``
+        Pulse with a frame accepted; with a frame refused (any class but ``accepted``), a
+        TUPLES packet lost or late upstream, or a tuple the engine dropped (for the LEDs).
     peer, arp_peer : ``Out(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))``
     o_params : ``Out(stream.Signature(48 + 8 * ceil(params_bits / 8)))``
         With ``params_bits``: a switch, the tuple number in the low 48 bits, the values above.
@@ -97,6 +108,7 @@ class UdpLink(wiring.Component):
             "rx_empty": Out(1),
             "status_request": Out(1), "reset_request": Out(1), "arp_request": Out(1),
             "peer": Out(endpoint), "arp_peer": Out(endpoint),
+            "activity": Out(1), "trouble": Out(1),
         }
         if params_bits:
             members["o_params"] = Out(stream.Signature(
@@ -219,6 +231,12 @@ class UdpLink(wiring.Component):
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
+        m.d.comb += [
+            self.activity.eq(counts["accepted"]),
+            self.trouble.eq((tuples_packet & ~behind & (gap != 0)) | counts["late"] |
+                            counts["drops"] |
+                            Cat(counts[name] for name in FRAME_CLASSES[1:]).any()),
+        ]
         return counts
 
 
@@ -231,6 +249,8 @@ class UdpTop(wiring.Component):
     -------
     rx_clk, rxd, rx_dv, rx_er : ``In``
     txd, tx_en, tx_er : ``Out``
+    activity, trouble : ``Out(1)``
+        The link's pulses (:class:`UdpLink`), for the LEDs.
     """
 
     def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = CAPACITY,
@@ -247,7 +267,8 @@ class UdpTop(wiring.Component):
                            "quiet": 2 * (engine.params.partitions + 32),
                            "params_bits": layout.size if layout is not None else 0}
         super().__init__({"rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
-                          "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1)})
+                          "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1),
+                          "activity": Out(1), "trouble": Out(1)})
 
     @property
     def engine_id(self) -> int:
@@ -266,7 +287,8 @@ class UdpTop(wiring.Component):
         m.d.comb += [link.rx_clk.eq(self.rx_clk), link.rxd.eq(self.rxd),
                      link.rx_dv.eq(self.rx_dv), link.rx_er.eq(self.rx_er),
                      self.txd.eq(link.txd), self.tx_en.eq(link.tx_en),
-                     self.tx_er.eq(link.tx_er)]
+                     self.tx_er.eq(link.tx_er), self.activity.eq(link.activity),
+                     self.trouble.eq(link.trouble)]
         if self._link_args["params_bits"]:
             switch = link.o_params.payload
             seq = engine.i_params.payload.seq
