@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -174,6 +175,11 @@ class Run(Command):
         parser.add_argument("--tuples-per-packet", type=int, metavar="N",
                             help="tuples per UDP packet (default as many as fit a 1,500-byte "
                                  "MTU and the board's buffer)")
+        parser.add_argument("--rate", metavar="R",
+                            help="over UDP, send open loop at R tuples per second (e.g. 5e6), "
+                                 "or 'max' for as fast as the host can, instead of waiting for "
+                                 "the board's buffer credit (a STATUS round trip per 4 KiB); a "
+                                 "packet the board refuses is a loss like any other")
         parser.add_argument("--retries", type=int, default=2, metavar="R",
                             help="over UDP, start a run with a lost packet again up to R times "
                                  "(default %(default)s)")
@@ -197,11 +203,14 @@ class Run(Command):
             engine = params.from_args(args)
             board = UdpBoard(args.udp, timeout=args.timeout,
                              tuples_per_packet=args.tuples_per_packet, retries=args.retries,
-                             progress=_progress("run"))
+                             progress=_progress("run"), rate=_rate(args.rate))
         else:
             if args.tuples_per_packet is not None:
                 raise UsageError("--tuples-per-packet is for --udp; over a serial port use "
                                  "--frame-tuples")
+            if args.rate is not None:
+                raise UsageError("--rate is for --udp; over a serial port the board's flow "
+                                 "control paces the tuples")
             if args.baud <= 0:
                 raise UsageError("--baud must be positive")
             engine = params.from_args(args)
@@ -213,3 +222,19 @@ class Run(Command):
                            values=values)
         report(result, args.output)
         return 0
+
+
+def _rate(text: str | None) -> float | None:
+    """``--rate``: tuples per second, or ``max`` (infinity); None when not given."""
+    if text is None:
+        return None
+    if text.strip().lower() == "max":
+        return math.inf
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = math.nan
+    if not math.isfinite(rate) or rate <= 0:
+        raise UsageError(f"--rate {text!r}: expected a positive number of tuples per second "
+                         "(e.g. 5e6) or max")
+    return rate

@@ -28,6 +28,7 @@ whose tuples or records were lost. Nothing is written unless the run is complete
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
 import time
 from dataclasses import dataclass
@@ -293,12 +294,19 @@ class UdpBoard:
     ``timeout`` bounds every wait for the board (seconds); ``tuples_per_packet`` the tuples per
     TUPLES packet (default: as many as fit a 1,500-byte MTU and the board's buffer);
     ``retries`` how many times a run with a lost packet starts again; ``progress`` is called
-    with a line of text about once a second.
+    with a line of text about once a second. ``rate`` (tuples per second; ``math.inf``: as fast
+    as the socket takes them) sends open loop, without waiting for the board's credit: the
+    board takes packets at line rate, so only a query whose records outrun the line back fills
+    its buffer (``engine_full``, a loss like any other); STATUS is asked for on the way, to see
+    losses early. None (the default) keeps to the credit.
     """
 
     def __init__(self, address: str, *, timeout: float = 5.0,
-                 tuples_per_packet: int | None = None, retries: int = 2, progress=None):
+                 tuples_per_packet: int | None = None, retries: int = 2, progress=None,
+                 rate: float | None = None):
         check_timeout(timeout)
+        if rate is not None and not rate > 0:
+            raise UsageError("--rate must be a positive number of tuples per second, or max")
         if tuples_per_packet is not None and tuples_per_packet < 1:
             raise UsageError("--tuples-per-packet must be at least 1")
         if retries < 0:
@@ -309,6 +317,7 @@ class UdpBoard:
         self.tuples_per_packet = tuples_per_packet
         self.retries = retries
         self.progress = progress
+        self.rate = rate
 
     def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
             values=None) -> UdpBoardResult:
@@ -347,7 +356,7 @@ class UdpBoard:
                 try:
                     stats = _stream(s, payload, tuples.n, tb, per_packet, status["capacity"],
                                     engine_id=status["engine_id"], plan=plan,
-                                    width=values.width() if values else 0)
+                                    width=values.width() if values else 0, rate=self.rate)
                     final = _finish(s, tuples.n)
                     _check_records(s, tuples.n, final, wire.record_format(nfa))
                 except _Lost as lost:
@@ -437,16 +446,31 @@ def _upstream(s: _Session, status: dict, sent: int, confirmed: int, starts: list
 
 
 def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capacity: int, *,
-            engine_id: int, plan=(), width: int = 0) -> dict:
-    """Send every tuple under the credit of ``capacity`` bytes, and the switches of ``plan``
-    (:func:`~nfacep.boards.host.switch_plan`, ``width`` bits of values) in PARAMS packets,
-    numbered with the TUPLES packets, each before the packet that starts with its tuple and
-    once the engine took the tuple of the one before; the host's statistics."""
+            engine_id: int, plan=(), width: int = 0, rate: float | None = None) -> dict:
+    """Send every tuple, and the switches of ``plan`` (:func:`~nfacep.boards.host.switch_plan`,
+    ``width`` bits of values) in PARAMS packets, numbered with the TUPLES packets, each before
+    the packet that starts with its tuple and once the engine took the tuple of the one before;
+    the host's statistics. Without ``rate``, under the credit of ``capacity`` bytes (a STATUS
+    round trip per burst); with it, open loop at ``rate`` tuples per second (:func:`_open`)."""
     room = capacity // tb
     switches = dict(plan)
     packets, waits = frame_order(n, per_packet, plan)
     starts = [first for first, _ in packets] + [n]
     npackets = len(packets)
+    stats = {"packets": npackets, "tuples_per_packet": per_packet, "switches": len(plan),
+             "rate": None if rate is None else ("max" if math.isinf(rate) else rate)}
+
+    def send(i: int) -> None:
+        first, end = packets[i]
+        if end is None:
+            s.send(PacketType.PARAMS, switch_body(first, switches[first], width), seq=i,
+                   engine=engine_id)
+        else:
+            s.send(PacketType.TUPLES, payload[first * tb:end * tb], seq=i, engine=engine_id)
+
+    if rate is not None:
+        _open(s, send, packets, waits, starts, n, rate)
+        return stats
     sent = 0  # packets sent (the next seq)
     confirmed = 0  # packets the board is known to have taken
     taken = 0  # tuples the engine took, as the last STATUS said (unwrapped)
@@ -460,13 +484,7 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capac
 
     while sent < npackets:
         while sent < npackets and ready(sent):
-            first, end = packets[sent]
-            if end is None:
-                s.send(PacketType.PARAMS, switch_body(first, switches[first], width),
-                       seq=sent, engine=engine_id)
-            else:
-                s.send(PacketType.TUPLES, payload[first * tb:end * tb], seq=sent,
-                       engine=engine_id)
+            send(sent)
             sent += 1
         status = s.ask(want=lambda st, sent=sent: _arrived(st, sent))
         _upstream(s, status, sent, confirmed, starts, n)
@@ -475,7 +493,79 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capac
         if time.monotonic() >= next_report:
             s.say(f"{starts[sent]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
             next_report = time.monotonic() + 1
-    return {"packets": npackets, "tuples_per_packet": per_packet, "switches": len(plan)}
+    return stats
+
+
+#: Seconds between the STATUS requests of an open-loop run.
+OPEN_STATUS_EVERY = 0.05
+
+
+def _open(s: _Session, send, packets: list, waits: dict, starts: list[int], n: int,
+          rate: float) -> None:
+    """Send ``packets`` open loop: packet ``i`` not before ``starts[i] / rate`` seconds from
+    the start, without waiting for credit. A STATUS is asked for every
+    :data:`OPEN_STATUS_EVERY` seconds without waiting for it; each that comes back either
+    confirms the packets before its ``next_seq`` (nothing lost, late or refused so far) or
+    ends the attempt (a _Lost naming the packets since the last confirmed). A PARAMS packet
+    still waits, by STATUS round trips, until the engine took the tuple of the switch before."""
+    t0 = time.monotonic()
+    state = {"confirmed": 0, "taken": 0, "sent": 0, "outstanding": 0}
+    next_status = t0 + OPEN_STATUS_EVERY
+    next_report = t0 + 1
+
+    def look() -> None:
+        """Take the STATUS answers that came (the link keeps their order)."""
+        while s.pending:
+            status = s.pending.pop(0)
+            state["outstanding"] = max(0, state["outstanding"] - 1)
+            s.status, s.status_seq = status, status["seq"]
+            sent = state["sent"]
+            if status["lost"] or status["late"] or any(status[c] for c in REJECTED):
+                _upstream(s, status, sent, state["confirmed"], starts, n)
+            state["confirmed"] = max(state["confirmed"], min(status["next_seq"], sent))
+            state["taken"] += (status["tuples"] - state["taken"]) % 2**32
+
+    def ask(want) -> dict:
+        """A blocking STATUS round trip, once the open requests' answers are in (or a round
+        trip's time passed: those still to come are skipped by :meth:`_Session.ask`)."""
+        deadline = time.monotonic() + s.rto
+        while state["outstanding"] and time.monotonic() < deadline:
+            s.poll(0.002)
+            look()
+        s.stale = state["outstanding"]
+        state["outstanding"] = 0
+        status = s.ask(want=want)
+        s.pending.insert(0, status)
+        state["outstanding"] = 1 + s.stale  # (look() counts this one off)
+        s.stale = 0
+        look()
+        return status
+
+    for i, (_, end) in enumerate(packets):
+        if end is None and waits[i] is not None:
+            while state["taken"] <= waits[i]:  # the engine took the last switch's tuple
+                ask(lambda st, w=waits[i]: (st["tuples"] - state["taken"]) % 2**32 +
+                    state["taken"] > w)
+        if not math.isinf(rate):
+            wait = t0 + starts[i] / rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        send(i)
+        state["sent"] += 1
+        now = time.monotonic()
+        if now >= next_status:
+            s.send(PacketType.STATUS_REQ)
+            s.requests += 1
+            state["outstanding"] += 1
+            next_status = now + OPEN_STATUS_EVERY
+            s.poll(0)
+            look()
+        if now >= next_report:
+            s.say(f"{starts[i + 1]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
+            next_report = now + 1
+    sent = state["sent"]
+    status = ask(lambda st: _arrived(st, sent))
+    _upstream(s, status, sent, state["confirmed"], starts, n)
 
 
 def _finish(s: _Session, n: int) -> dict:

@@ -294,6 +294,48 @@ def test_downstream_loss_in_every_attempt_names_the_tuples(tmp_path, capsys):
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
 
 
+@pytest.mark.parametrize("rate", ["max", "20000"])
+def test_open_loop_equals_match(tmp_path, rate):
+    """--rate: open loop, no credit; the switches still wait for their tuples; the same
+    matches as ``nfacep match``; paced at 20,000 tuples/s the run takes at least as long as its
+    tuples need at that rate."""
+    with board("supplychain", capacity=64) as (model, address):
+        code, out = run(address, tmp_path, "supplychain", "--tuples-per-packet", "4",
+                        "--rate", rate, *_params(SWITCHES))
+        assert code == 0
+        # (the board is built with big=20000: a switch at tuple 0 first)
+        assert [seq for seq, _ in model.switches] == [0, 235, 260, 281, 282, 300]
+    expected, _ = reference(tmp_path, "supplychain", *_params(SWITCHES))
+    assert out.read_text() == expected
+    link = json.loads((tmp_path / "board.summary.json").read_text())["link"]
+    assert link["rate"] == ("max" if rate == "max" else 20000.0)
+    assert link["attempts"] == 1 and link["switches"] == 6
+    if rate != "max":
+        assert link["seconds"] >= (309 - 4) / 20000
+
+
+def test_open_loop_losses_are_found_and_recovered(tmp_path, capsys):
+    # attempt 1 loses TUPLES packet 3, attempt 2 packet 60 (the last: no later packet shows the
+    # gap, the last STATUS does); attempt 3 goes through
+    def lose_up(head, count, resets):
+        return head["type"] == PacketType.TUPLES and (head["seq"], resets) in ((3, 1), (55, 2))
+
+    with board() as (_, address), proxy(address, drop_up=lose_up) as p:
+        code, out = run(p.address, tmp_path, "marathon", "--tuples-per-packet", "5",
+                        "--rate", "max")
+    assert code == 0, capsys.readouterr().err
+    assert [(kind, seq) for _, kind, seq in p.dropped] == [(PacketType.TUPLES, 3),
+                                                           (PacketType.TUPLES, 55)]
+    assert out.read_text() == (QUERIES / "marathon.matches.csv").read_text()
+    link = json.loads((tmp_path / "board.summary.json").read_text())["link"]
+    assert link["attempts"] == 3
+    first, second = link["losses"]
+    # the tuples named hold the lost ones (15-19, 275-277)
+    for text, lost in ((first, (15, 19)), (second, (275, 277))):
+        a, b = map(int, text.rsplit("tuples ", 1)[1].split("-"))
+        assert a <= lost[0] and lost[1] <= b, text
+
+
 @pytest.mark.parametrize("listening", [True, False])
 def test_silent_address_times_out(tmp_path, capsys, listening):
     # a socket that never answers, or none at all (the port refuses: ICMP unreachable)
@@ -332,6 +374,10 @@ def test_board_with_another_engine(tmp_path, capsys):
     (["--udp", "127.0.0.1", "--frame-tuples", "4"], "--frame-tuples is for --port"),
     (["--port", "/dev/null", "--tuples-per-packet", "4"], "--tuples-per-packet is for --udp"),
     (["--udp", "127.0.0.1", "--timeout", "nan"], "--timeout"),
+    (["--udp", "127.0.0.1", "--rate", "0"], "--rate '0': expected a positive number"),
+    (["--udp", "127.0.0.1", "--rate", "fast"], "--rate 'fast'"),
+    (["--udp", "127.0.0.1", "--rate", "inf"], "--rate 'inf'"),
+    (["--port", "/dev/null", "--rate", "1000"], "--rate is for --udp"),
 ])
 def test_usage_errors(tmp_path, capsys, args, words):
     out = tmp_path / "m.csv"
