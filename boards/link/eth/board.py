@@ -146,8 +146,11 @@ class StatusLed(wiring.Component):
             m.d.sync += blink_count.eq(blink_count + 1)
         busy = Signal(range(self._activity + 1))
         bad = Signal(range(self._trouble + 1))
-        for hold, pulse, length in ((busy, self.activity, self._activity),
-                                    (bad, self.trouble, self._trouble)):
+        # (registered: the pulses come from the link's counters and sequence check; timing)
+        activity, trouble = Signal(), Signal()
+        m.d.sync += [activity.eq(self.activity), trouble.eq(self.trouble)]
+        for hold, pulse, length in ((busy, activity, self._activity),
+                                    (bad, trouble, self._trouble)):
             with m.If(pulse):
                 m.d.sync += hold.eq(length)
             with m.Elif(hold != 0):
