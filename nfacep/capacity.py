@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .loops import loops
 from .params import EngineParams
 
 __all__ = ["Admission", "Slots", "admit", "admit_sequential", "carry", "key_crc32",
@@ -96,6 +97,9 @@ def _first_of_each(codes: np.ndarray) -> np.ndarray:
 
 def _first_index(codes: np.ndarray, keys: int) -> np.ndarray:
     """Per code ``0 … keys-1``, the index of its first tuple (``len(codes)`` if none)."""
+    compiled = loops(len(codes))
+    if compiled is not None:
+        return compiled.first_index(codes, keys)
     first = np.full(keys, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
     return first
@@ -165,6 +169,10 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None, *
 def carry(last: np.ndarray, admission: Admission, offset: int) -> None:
     """Bring ``last`` (:func:`admit`'s) up to date with the piece from stream position
     ``offset`` that ``admission`` admitted, for the piece after it."""
+    compiled = loops(len(admission.codes))
+    if compiled is not None:
+        compiled.carry_last(last, admission.codes, admission.admitted, offset)
+        return
     idx = np.flatnonzero(admission.admitted)
     np.maximum.at(last, admission.codes[idx], offset + idx)
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["dfa_stream", "nfa_start_stream", "nfa_stream"]
+__all__ = ["carry_last", "dfa_stream", "fill_codes", "first_index", "nfa_start_stream",
+           "nfa_stream", "table_codes"]
 
 # Position of the lowest set bit of a 64-bit word w: de Bruijn multiplication of w & -w
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
@@ -192,3 +193,52 @@ def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed,
                 began_ts[c, k] = latest_ts[k]
                 bits ^= lo
     return match, first
+
+
+@_jit
+def first_index(codes, keys):
+    """Per code ``0 … keys-1``, the index of its first tuple (``len(codes)`` if none)."""
+    n = len(codes)
+    first = np.full(keys, n, dtype=np.int64)
+    for i in range(n):
+        c = codes[i]
+        if first[c] == n:
+            first[c] = i
+    return first
+
+
+@_jit
+def carry_last(last, codes, admitted, offset):
+    """``last[c]``: the stream position of code ``c``'s last admitted tuple, brought up to
+    date with a piece from position ``offset`` (positions only grow, so the last one wins)."""
+    for i in range(len(codes)):
+        if admitted[i]:
+            last[codes[i]] = offset + i
+
+
+@_jit
+def table_codes(column, lo, table, out):
+    """``out[i] = table[column[i] - lo]``: the code of each key by a table indexed directly.
+    A key not in the table (-1) is marked in it (-2) and its index returned, each once, in the
+    order of first appearance; its tuples get a negative code, for :func:`fill_codes`."""
+    n = len(column)
+    new = np.empty(min(n, len(table)), dtype=np.int64)
+    k = 0
+    for i in range(n):
+        j = column[i] - lo
+        c = table[j]
+        if c == -1:
+            table[j] = -2
+            new[k] = j
+            k += 1
+        out[i] = c
+    return new[:k]
+
+
+@_jit
+def fill_codes(column, lo, table, out):
+    """``out[i] = table[column[i] - lo]`` where ``out[i]`` is negative (keys numbered since
+    :func:`table_codes`)."""
+    for i in range(len(column)):
+        if out[i] < 0:
+            out[i] = table[column[i] - lo]

@@ -27,7 +27,6 @@ batch of tuples:
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from dataclasses import dataclass, field
 
@@ -35,6 +34,7 @@ import numpy as np
 
 from . import dfa as dfa_mod
 from .capacity import Slots, admit, carry, table_slots
+from .loops import loops
 from .nfa import Nfa, QueryNfa
 from .params import EngineParams
 from .predicates import FieldRef, evaluate, nodes
@@ -60,11 +60,7 @@ _COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000, "tracked": 10_000}
 
 def _loops():
     """:mod:`nfacep.compiled`, or None without numba (imported on first use: it loads numba)."""
-    if importlib.util.find_spec("numba") is None:
-        return None
-    from . import compiled
-
-    return compiled
+    return loops()
 
 
 @dataclass
@@ -363,12 +359,18 @@ class _KeyCodes:
     """The partition keys met so far, each numbered by its first appearance: ``values[c]`` is
     the key with code ``c``. A first piece is numbered in ascending order of its keys (as
     :func:`factorise` numbers them); the keys new in a later piece follow, in ascending order
-    among themselves."""
+    among themselves.
+
+    Integer keys whose range stays narrow (as :func:`factorise` judges it) are looked up in a
+    table indexed by the key, one pass a piece; others by a sorted index of the keys."""
 
     def __init__(self):
         self.values: np.ndarray | None = None
         self._sorted: np.ndarray | None = None  # the keys in ascending order
         self._codes: np.ndarray | None = None  # the code of each of them
+        self._table: np.ndarray | None = None  # the code of key lo + i (-1: none), or None
+        self._lo = 0
+        self._direct = True  # (False once a piece's keys were too wide for a table)
 
     def __len__(self) -> int:
         return 0 if self.values is None else len(self.values)
@@ -376,11 +378,25 @@ class _KeyCodes:
     def codes(self, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The code of each key of ``column``, and the keys it brings that were not met
         before (their codes follow the earlier ones')."""
+        if column.dtype.kind == "b":
+            column = column.view(np.uint8)
+        if self._direct and len(column) and column.dtype.kind in "iu":
+            got = self._by_table(column)
+            if got is not None:
+                return got
+        self._direct = False
+        self._table = None
         local, inverse = factorise(column)
+        code, new = self._number(local)
+        return code.astype(_code_dtype(len(self.values)))[inverse], new
+
+    def _number(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The codes of the distinct keys ``local`` (ascending), numbering the new ones; and
+        those new keys."""
         if self.values is None:
             self.values, self._sorted = local, local
             self._codes = np.arange(len(local), dtype=np.int64)
-            return inverse, local
+            return self._codes, local
         at = np.searchsorted(self._sorted, local)
         found = at < len(self._sorted)
         found[found] = self._sorted[at[found]] == local[found]
@@ -394,7 +410,44 @@ class _KeyCodes:
             order = np.argsort(merged, kind="stable")
             self._sorted = merged[order]
             self._codes = np.concatenate([self._codes, code[~found]])[order]
-        return code.astype(_code_dtype(len(self.values)))[inverse], new
+        return code, new
+
+    def _by_table(self, column: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`codes` by the table; None when the keys' range is too wide for one."""
+        lo, hi = int(column.min()), int(column.max())
+        if self._table is not None:
+            lo, hi = min(lo, self._lo), max(hi, self._lo + len(self._table) - 1)
+        span = hi - lo + 1
+        if span > max(1 << 16, 2 * (len(column) + len(self))):
+            return None
+        if self._table is None or lo != self._lo or span != len(self._table):
+            if self.values is not None and self._table is None:
+                return None  # (numbered by the index before: it stays so)
+            table = np.full(span, -1, dtype=np.int64)
+            base = column.dtype.type(lo)
+            if self.values is not None:  # (the difference first: a uint64 key may be huge)
+                table[(self.values - base).astype(np.int64)] = np.arange(len(self.values))
+            self._table, self._lo = table, lo
+        base = column.dtype.type(lo)
+        compiled = loops(len(column))
+        if compiled is not None:
+            code = np.empty(len(column), dtype=np.int64)
+            unseen = np.sort(compiled.table_codes(column, base, self._table, code))
+        else:
+            code = self._table[column - base]
+            present = np.zeros(len(self._table), dtype=bool)
+            present[(column[code < 0] - base).astype(np.int64)] = True
+            unseen = np.flatnonzero(present)
+        new = column[:0]
+        if len(unseen):
+            _, new = self._number(unseen.astype(column.dtype) + base)
+            self._table[unseen] = len(self.values) - len(new) + np.arange(len(new))
+            if compiled is not None:
+                compiled.fill_codes(column, base, self._table, code)
+            else:
+                missing = code < 0
+                code[missing] = self._table[column[missing] - base]
+        return code.astype(_code_dtype(len(self.values)), copy=False), new
 
 
 def _words_state(q: QueryNfa, state: np.ndarray | None) -> np.ndarray:
