@@ -744,13 +744,16 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndar
     t = col.type
     if isinstance(ty, UIntType | IntType) and pa.types.is_integer(t):
         values = col.to_numpy()
-        ok = _in_range(values.astype(object), ty) if values.dtype == np.uint64 and \
-            isinstance(ty, IntType) else _in_range(values, ty)
-        row = _first_invalid(np.asarray(ok, dtype=bool))
-        if row is not None:
-            lo, hi = ty.range
-            raise DataError(f"{_where(source, row, name)}: {values[row]} does not fit {ty} "
-                            f"({lo}..{hi})")
+        info = np.iinfo(values.dtype)
+        lo, hi = ty.range
+        if not lo <= info.min <= info.max <= hi:  # (else every value of the column's type fits)
+            ok = _in_range(values.astype(object), ty) if values.dtype == np.uint64 and \
+                isinstance(ty, IntType) else _in_range(values, ty)
+            ok = np.asarray(ok, dtype=bool)
+            if not ok.all():
+                row = _first_invalid(ok)
+                raise DataError(f"{_where(source, row, name)}: {values[row]} does not fit "
+                                f"{ty} ({lo}..{hi})")
         return values.astype(np.uint64 if isinstance(ty, UIntType) else np.int64)
     if isinstance(ty, BoolType) and pa.types.is_boolean(t):
         return col.to_numpy(zero_copy_only=False).astype(bool)
