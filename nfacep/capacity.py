@@ -148,6 +148,16 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None, *
     n = len(codes)
     codes = np.asarray(codes)
     ahead = np.zeros(0, dtype=np.int64)
+    if last is not None and n and not params.tick_tuples and params.store == "pipeline":
+        # no ticks: what the store holds stays; when it and the piece's keys fit, the piece
+        # is all admitted and the keys it brings to the store start fresh
+        held = last >= 0
+        first = _first_index(codes, len(last))
+        seen = first < n
+        if np.count_nonzero(held | seen) <= params.partitions:
+            fresh = np.zeros(n, dtype=bool)
+            fresh[first[seen & ~held]] = True
+            return Admission(codes, np.ones(n, dtype=bool), fresh)
     if last is not None and n:
         k, m = params.tick_tuples, (1 << params.timer_bits) - 1
         held = last >= 0

@@ -507,6 +507,7 @@ class Matcher:
         self.keys = _KeyCodes()
         self._slots: Slots | None = None  # the table's bucket of each code
         self._last = np.zeros(0, dtype=np.int64)  # per code: its last admitted position
+        self._texts = np.empty(0, dtype=object)  # per code: its key as text, once matched
         self._queries = [_QueryState() for _ in nfa.queries]
         self._whole = False  # a piece ran in the array operations: no other may follow
         self._ended = False  # the last piece came
@@ -626,8 +627,14 @@ class Matcher:
         else:
             ty = program.schema.field(key_field).type
             matched = codes[seqs - offset]
+            # the text of each key that matched, kept for the pieces after
+            if len(self._texts) < n_keys:  # (None: not yet made)
+                grown = np.empty(max(n_keys, 2 * len(self._texts)), dtype=object)
+                grown[:len(self._texts)] = self._texts
+                self._texts = grown
+            texts = self._texts
             shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
-            texts = np.empty(n_keys, dtype=object)  # the text of each key that matched
+            shown = shown[texts[shown] == None]  # noqa: E711 (element-wise)
             texts[shown] = [format_value(v, ty) for v in self.keys.values[shown].tolist()]
             parts = texts[matched].tolist()
         engines = {q.name: r.engine for q, r in zip(nfa.queries, self._queries, strict=True)}
