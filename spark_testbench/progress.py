@@ -13,10 +13,15 @@ and, when the phase ends, one last line with the total and the rate::
 
     regress: 10,000,000 of 10,000,000 tuples simulated (100%) in 3 min 28 s, 48,000 tuples/s
 
-Accumulator updates reach the driver when a Spark task *ends*, not while it runs, so the counts
-move by whole tasks (shards); a line printed before the first task ends says so instead of
-showing a rate. A phase that counts no tuples (the Spark joins of the check) shows the tasks of
-the running Spark stages, from the status tracker.
+Accumulator updates reach the driver when a Spark task *ends*, not while it runs. So that a
+long task (the global pass of ``vectors``, one task over the whole stream) shows its progress
+while it runs, the driver also listens on a TCP port (:class:`_Live`: 127.0.0.1 in local mode,
+every interface on a cluster) and each task sends its counts there about once a second, at most
+(:meth:`Counter.add`); a line shows the larger of the two counts. A task that cannot reach the
+port (a firewall) only loses that: its counts arrive with its end. A line printed before
+anything was counted says so instead of showing a rate. A phase that counts no tuples (the
+Spark joins of the check) shows the tasks of the running Spark stages, from the status
+tracker.
 
 The interval is ``every`` seconds, or ``$NFACEP_PROGRESS_SECONDS`` when ``every`` is None (tests
 make it tiny), else :data:`EVERY`; it restarts with each phase and after each line, so two lines
@@ -31,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["EVERY", "Counter", "Progress", "duration", "line"]
+__all__ = ["EVERY", "LIVE_EVERY", "Counter", "Progress", "duration", "line"]
 
 #: Seconds between two progress lines, by default.
 EVERY = 10.0
@@ -91,23 +96,144 @@ def line(command: str, verb: str, done: int, total: int | None, seconds: float, 
     return ", ".join(parts)
 
 
+def _listen(sc) -> _Live | None:
+    """The driver's listener for running tasks' counts: on 127.0.0.1 in local mode, on every
+    interface (announced as ``spark.driver.host``) on a cluster; None if it cannot listen."""
+    try:
+        local = str(sc.master).startswith("local")
+        host = "127.0.0.1" if local else sc.getConf().get("spark.driver.host", "127.0.0.1")
+        return _Live(host, "127.0.0.1" if local else "")
+    except (OSError, AttributeError):  # (no master: a stand-in context, in tests)
+        return None
+
+
 # --- the counters Spark tasks add to -------------------------------------------------------------
+
+#: Seconds between two reports of a running task to the driver's port, at least (less when
+#: the lines come more often).
+LIVE_EVERY = 1.0
+#: Bytes of one report line at most (the listener drops a connection that sends longer ones).
+_LINE_MAX = 64
+
 
 @dataclass(frozen=True)
 class Counter:
-    """What a Spark task adds its work to (it pickles: two accumulators)."""
+    """What a Spark task adds its work to (it pickles: two accumulators, and the driver's
+    port for reports while it runs, ``live``: host, port and this phase's token)."""
 
     tuples: object  #: pyspark Accumulator[int]
     tasks: object  #: pyspark Accumulator[int]
+    live: tuple[str, int, int, float] | None = None
 
     def add(self, n: int) -> None:
         """``n`` more tuples handled by this task."""
         if n:
             self.tuples.add(int(n))
+            if self.live is not None:
+                _reporter(self.live).add(int(n))
 
     def finished(self) -> None:
         """This task has ended (call once, last)."""
         self.tasks.add(1)
+        if self.live is not None:
+            _reporter(self.live).flush()
+
+
+class _Reporter:
+    """A task's side of :class:`_Live`: counts sent as ``token count`` lines over one TCP
+    connection, no more often than :data:`LIVE_EVERY`; any error ends the reports quietly."""
+
+    def __init__(self, live: tuple[str, int, int, float]):
+        self.address, self.token, self.every = (live[0], live[1]), live[2], live[3]
+        self.pending = 0
+        self.last = 0.0
+        self.sock = None
+        self.broken = False
+
+    def add(self, n: int) -> None:
+        self.pending += n
+        if time.monotonic() - self.last >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending or self.broken:
+            return
+        import socket
+
+        try:
+            if self.sock is None:
+                self.sock = socket.create_connection(self.address, timeout=1.0)
+            self.sock.sendall(f"{self.token} {self.pending}\n".encode())
+        except OSError:
+            self.broken = True
+            return
+        self.pending = 0
+        self.last = time.monotonic()
+
+
+_REPORTERS: dict[tuple, _Reporter] = {}
+
+
+def _reporter(live: tuple[str, int, int, float]) -> _Reporter:
+    """This worker's reporter for ``live`` (one per phase, kept while the worker lives)."""
+    if live not in _REPORTERS:
+        _REPORTERS[live] = _Reporter(live)
+    return _REPORTERS[live]
+
+
+class _Live:
+    """The driver's side: a TCP listener on ``host`` that adds up what running tasks report,
+    per phase token. Malformed input closes that connection and counts nothing."""
+
+    def __init__(self, host: str, bind: str):
+        import socket
+
+        self._sock = socket.create_server((bind, 0))
+        self.address = (host, self._sock.getsockname()[1])
+        self._counts: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True, name="progress-listener").start()
+
+    def count(self, token: int) -> int:
+        with self._lock:
+            return self._counts.get(token, 0)
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(conn,), daemon=True,
+                             name="progress-report").start()
+
+    def _read(self, conn) -> None:
+        with conn:
+            buffer = b""
+            while not self._closed.is_set():
+                try:
+                    data = conn.recv(4096)
+                except OSError:
+                    return
+                if not data:
+                    return
+                buffer += data
+                *lines, buffer = buffer.split(b"\n")
+                if len(buffer) > _LINE_MAX:
+                    return
+                for raw in lines:
+                    parts = raw.split()
+                    if len(parts) != 2 or not all(p.isdigit() for p in parts) or \
+                            len(raw) > _LINE_MAX:
+                        return
+                    token, n = int(parts[0]), int(parts[1])
+                    with self._lock:
+                        self._counts[token] = self._counts.get(token, 0) + n
+
+    def close(self) -> None:
+        self._closed.set()
+        self._sock.close()
 
 
 @dataclass
@@ -143,16 +269,21 @@ class Progress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name=f"{command}-progress")
+        self._live: _Live | None = None
+        self._tokens = 0
 
     def __enter__(self):
         if self.print is not None:
             self._thread.start()
+            self._live = _listen(self.sc)
         return self
 
     def __exit__(self, exc_type, *exc):
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        if self._live is not None:
+            self._live.close()
         if exc_type is None:
             self.end()
         else:
@@ -165,7 +296,11 @@ class Progress:
         self.end()
         counter = None
         if count:
-            counter = Counter(self.sc.accumulator(0), self.sc.accumulator(0))
+            live = None
+            if self._live is not None:
+                self._tokens += 1
+                live = (*self._live.address, self._tokens, min(LIVE_EVERY, self.every))
+            counter = Counter(self.sc.accumulator(0), self.sc.accumulator(0), live)
         with self._lock:
             self._phase = _Phase(verb, total, tasks, task_word, counter, time.perf_counter())
             self._last = self._phase.t0
@@ -189,7 +324,10 @@ class Progress:
     def _line(self, ph: _Phase) -> str:
         seconds = time.perf_counter() - ph.t0
         if ph.counter is not None:
-            return line(self.command, ph.verb, ph.counter.tuples.value, ph.total, seconds,
+            done = ph.counter.tuples.value
+            if ph.counter.live is not None and self._live is not None:
+                done = max(done, self._live.count(ph.counter.live[2]))
+            return line(self.command, ph.verb, done, ph.total, seconds,
                         tasks_done=ph.counter.tasks.value, tasks=ph.tasks,
                         task_word=ph.task_word)
         done = total = 0

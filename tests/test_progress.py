@@ -133,3 +133,49 @@ def test_no_line_just_after_a_phase_began():
         watch.phase("matched", total=10, tasks=1).add(10)
         time.sleep(0.2)
     assert len(lines) == 2 and all(" in 0 s, " in ln for ln in lines), lines
+
+
+class _LocalContext(_Context):
+    master = "local[2]"
+
+
+class _LocalSpark:
+    sparkContext = _LocalContext()
+
+
+def test_a_running_task_reports_over_the_drivers_port():
+    """A task's counter is a copy of the driver's (pickled, as Spark ships it): its
+    accumulator adds reach the driver only when the task ends, its reports to the driver's
+    port while it runs; a line shows the larger count."""
+    import pickle
+
+    with Progress(_LocalSpark(), "vectors", lambda _: None, every=0.01) as watch:
+        counter = watch.phase("matched", total=1000, tasks=1)
+        assert counter.live is not None and counter.live[:1] == ("127.0.0.1",)
+        task = pickle.loads(pickle.dumps(counter))
+        task.add(300)
+        deadline = time.monotonic() + 10
+        while "300 of 1,000" not in watch.now() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watch.now().startswith("vectors: 300 of 1,000 tuples matched (30%)")
+        assert counter.tuples.value == 0  # (the accumulator has not heard of it)
+        task.add(200)
+        task.finished()  # the rest goes with the end
+        while "500 of 1,000" not in watch.now() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watch.now().startswith("vectors: 500 of 1,000 tuples matched (50%)")
+
+
+def test_the_listener_drops_a_connection_that_sends_garbage():
+    import socket
+
+    with Progress(_LocalSpark(), "vectors", lambda _: None, every=0.01) as watch:
+        counter = watch.phase("matched", total=100)
+        host, port, token, _ = counter.live
+        for junk in (b"x" * 200, b"1 2 3\n", b"-1 5\n", f"{token} 7\n".encode()):
+            with socket.create_connection((host, port)) as s:
+                s.sendall(junk)
+        deadline = time.monotonic() + 10
+        while "7 of 100" not in watch.now() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watch.now().startswith("vectors: 7 of 100 tuples matched")

@@ -602,3 +602,41 @@ def test_progress_lines_count_tuples_and_end_at_the_total(spark, tmp_path, capsy
         assert re.fullmatch(rf"vectors: 6,000 of 6,000 tuples {verb} \(100%\) in \d+ s, "
                             r"[\d,]+ tuples/s", lines[-1]), lines[-1]
         assert all(" of 2 tasks done" in ln for ln in lines[:-1]), lines
+
+
+def test_a_running_task_shows_its_progress_before_it_ends(spark, tmp_path):
+    """Through real Spark workers: a task reports 400 tuples and then waits for a file that
+    the driver writes only once its progress line shows them; the task sees the file, so the
+    line moved while it ran (Spark's accumulators alone would move at its end)."""
+    import os
+    import threading
+    import time
+
+    from spark_testbench.progress import Progress
+
+    flag = str(tmp_path / "seen")
+    got: list = []
+    with Progress(spark, "vectors", lambda _: None, every=0.05) as watch:
+        counter = watch.phase("matched", total=1000, tasks=1)
+
+        def task(_):
+            counter.add(400)
+            deadline = time.monotonic() + 60
+            while not os.path.exists(flag) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            counter.add(600)
+            counter.finished()
+            return os.path.exists(flag)
+
+        job = threading.Thread(target=lambda: got.extend(
+            spark.sparkContext.parallelize([0], 1).map(task).collect()))
+        job.start()
+        deadline = time.monotonic() + 60
+        while "400 of 1,000" not in (watch.now() or "") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen = watch.now()
+        pathlib.Path(flag).touch()
+        job.join(120)
+        assert seen.startswith("vectors: 400 of 1,000 tuples matched (40%), 0 of 1 tasks done")
+        assert got == [True]
+        assert watch.now().startswith("vectors: 1,000 of 1,000 tuples matched")
