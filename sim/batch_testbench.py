@@ -77,6 +77,9 @@ class BatchTB:
                     f"{self.value('sent')} tuples and "
                     f"took {self.value('taken')} records; the engine's counters are "
                     f"{self.counters()}")
+            if self.config.get("progress"):  # one line per batch: the tuples done so far
+                with open(self.folder / self.config["progress"], "a", encoding="ascii") as f:
+                    f.write(f"{start + len(batch)}\n")
         await RisingEdge(dut.clk)
         with open(self.folder / RECORDS_FILE, encoding="ascii") as f:
             for number, line in enumerate(f):

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {{
     std::string batch = plusarg(ctx, "nfacep_tuples", "batch.hex");
     std::string stats = plusarg(ctx, "nfacep_stats", "native_stats.json");
     std::string trace = plusarg(ctx, "nfacep_trace", "");
+    std::string progress = plusarg(ctx, "nfacep_progress", "");
     unsigned long long depth = std::stoull(plusarg(ctx, "nfacep_depth", "4096"));
     unsigned long long timeout = std::stoull(plusarg(ctx, "nfacep_timeout", "0"));
 #if VM_TRACE
@@ -137,6 +138,10 @@ int main(int argc, char** argv) {{
             break;
         }}
         first += k;
+        if (!progress.empty()) {{  // one line per batch: the tuples done so far
+            std::ofstream p(progress, std::ios::app);
+            p << first << "\\n";
+        }}
     }}
     cycle();
     std::ofstream out(stats);
@@ -215,6 +220,8 @@ def run_native(executable: Path, run_dir: Path, config: dict, *, waves: str | No
             f"+nfacep_depth={config['depth']}",
             f"+nfacep_timeout={config.get('timeout_cycles') or 0}",
             *switch_plusargs(config, run_dir)]
+    if config.get("progress"):
+        args.append(f"+nfacep_progress={run_dir / config['progress']}")
     if waves:
         args.append(f"+nfacep_trace={waves}")
     with open(log, "w") as out:

@@ -10,10 +10,12 @@ engine's records with :mod:`nfacep.wire` into a :class:`SimResult`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,6 +106,8 @@ class Simulation:
     one; its parameters must be the ones :meth:`run` is given. ``timeout_cycles`` bounds the
     run (default: generous for the input's size). ``keep_run`` keeps the run folder (inputs,
     records, the simulator's log) in the cache; it is kept anyway when the run fails.
+    ``progress`` (batch and native modes) is called from a thread with the number of tuples
+    simulated so far as each batch ends (and once at the end), about twice a second at most.
 
     Raises :class:`UsageError` here for an unknown simulator or traffic, or a waveform file
     that cannot be written.
@@ -113,7 +117,7 @@ class Simulation:
                  waves: str | None = None, build_dir: str | os.PathLike | None = None,
                  check: bool = False, timeout_cycles: int | None = None,
                  engine: str | None = None, keep_run: bool = False, mode: str = "batch",
-                 batch_depth: int | None = None):
+                 batch_depth: int | None = None, progress=None):
         if mode not in MODES:
             raise UsageError(f"unknown simulation mode {mode!r}: choose one of "
                              f"{', '.join(MODES)}")
@@ -144,6 +148,7 @@ class Simulation:
         self.keep_run = keep_run
         self.mode = mode
         self.batch_depth = batch_depth
+        self.progress = progress
 
     def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
             values: ParamValues | None = None) -> SimResult:
@@ -165,17 +170,20 @@ class Simulation:
             top, harness = sidecar["top"], None
             if self.mode in ("batch", "native"):
                 top, harness = HARNESS_TOP, harness_verilog(sidecar, self._depth(tuples.n))
-            if self.mode == "native":
-                from .native import build_native, run_native
+            with _watch(run_dir / PROGRESS_FILE, self.progress):
+                if self.mode == "native":
+                    from .native import build_native, run_native
 
-                executable = build_native(engine_v, sidecar, harness, cache, bool(self.waves))
-                run_native(executable, run_dir, json.loads(config.read_text(encoding="utf-8")),
-                           waves=str(run_dir / "waves.vcd") if self.waves else None)
-            else:
-                with build.environment(self.simulator, cache):
-                    model = build.build_model(self.simulator, engine_v, top, cache,
-                                              bool(self.waves), harness=harness)
-                    self._simulate(model, run_dir, top, config)
+                    executable = build_native(engine_v, sidecar, harness, cache,
+                                              bool(self.waves))
+                    run_native(executable, run_dir,
+                               json.loads(config.read_text(encoding="utf-8")),
+                               waves=str(run_dir / "waves.vcd") if self.waves else None)
+                else:
+                    with build.environment(self.simulator, cache):
+                        model = build.build_model(self.simulator, engine_v, top, cache,
+                                                  bool(self.waves), harness=harness)
+                        self._simulate(model, run_dir, top, config)
             result = self._result(nfa, tuples.n, params, run_dir)
             result.values = values or None
             keep = self.keep_run or result.failure is not None
@@ -236,7 +244,8 @@ class Simulation:
                   "results": "records.txt", "stats": "stats.json", "failure": "failure.json",
                   "seed": self.seed, "traffic": self.traffic,
                   "timeout_cycles": self.timeout_cycles, "depth": self._depth(tuples.n),
-                  "switches": None, "switch_count": 0}
+                  "switches": None, "switch_count": 0,
+                  "progress": PROGRESS_FILE if self.progress else None}
         if values and values.switches:
             config.update(switches="switches.hex", switch_count=len(values.switches))
             with open(run_dir / "switches.hex", "w", encoding="ascii") as f:
@@ -288,6 +297,47 @@ class Simulation:
         if self.waves:
             result.waves = deliver_waves(self.waves, run_dir, self.simulator)
         return result
+
+
+#: The file the batch and native harnesses append the tuples done to, a line per batch.
+PROGRESS_FILE = "progress.txt"
+#: Seconds between two looks at it.
+PROGRESS_EVERY = 0.5
+
+
+@contextlib.contextmanager
+def _watch(path: Path, report):
+    """Call ``report`` with the last count in ``path`` whenever it grew, from a thread, while
+    the block runs, and once more after it (nothing without ``report``)."""
+    if report is None:
+        yield
+        return
+    stop = threading.Event()
+    told = 0
+
+    def look() -> None:
+        nonlocal told
+        try:
+            lines = path.read_text(encoding="ascii").split()
+        except OSError:
+            return
+        done = max((int(x) for x in lines if x.isdigit()), default=0)
+        if done > told:
+            told = done
+            report(done)
+
+    def loop() -> None:
+        while not stop.wait(PROGRESS_EVERY):
+            look()
+
+    thread = threading.Thread(target=loop, daemon=True, name="nfacep-sim-progress")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        look()
 
 
 def run_testbench(simulator: str, model: Path, run_dir: Path, top: str, module: str,

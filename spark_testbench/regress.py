@@ -257,9 +257,17 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
         order = np.argsort(seq, kind="stable")
         table, seq = table.take(pa.array(order)), seq[order]
     data = from_table(table, program.schema, source=f"{TUPLES} (seq {seq[0]}…)")
+    reported = 0
+
+    def simulated(done: int) -> None:  # (batches as they end: the progress lines move)
+        nonlocal reported
+        counter.add(done - reported)
+        reported = done
+
     simulation = sim.Simulation(simulator, build_dir=build_dir, engine=engine_v,
                                 seed=seed + int(seq[0]), batch_depth=batch_depth,
-                                mode=sim_mode)
+                                mode=sim_mode,
+                                progress=simulated if sim_mode != "cycle" else None)
     res = simulation.run(nfa, data, params, values)
     m = len(res.seqs)
     rows_seq = seq[res.seqs].tolist()
@@ -276,7 +284,7 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
     rows_q.append(None)
     rows_p.append(str(res.cycles))
     kinds.append("shard")
-    counter.add(len(seq))
+    counter.add(len(seq) - reported)
     counter.finished()
     yield pa.RecordBatch.from_arrays(
         [pa.array(rows_seq, pa.int64()), pa.array(rows_q, pa.string()),

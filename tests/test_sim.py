@@ -541,3 +541,25 @@ def test_no_process_drives_only_a_constant(tmp_path, name, store):
                                                            tick_tuples=3), values=values)
     text = (tmp_path / "e.v").read_text()
     assert not _CONSTANT_ONLY.findall(text)
+
+
+@pytest.mark.parametrize(("simulator", "mode"), [("icarus", "batch"), ("verilator", "native")])
+def test_progress_as_batches_end(tmp_path, sim_cache, simulator, mode):
+    """``progress`` hears the tuples simulated as each batch ends (the harness appends a line
+    per batch, which a thread reads) and the total at the end; the records are those of a run
+    without it."""
+    require(simulator)
+    nfa = compile_file(str(QUERIES / "fire.sql"))
+    data = tuples.read(str(QUERIES / "fire.csv"), nfa.program.schema)
+    params = EngineParams(partitions=16)
+    heard: list[int] = []
+    before = set(sim_cache.rglob("run-*"))
+    run = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, batch_depth=64,
+                         keep_run=True, progress=heard.append).run(nfa, data, params)
+    [folder] = set(sim_cache.rglob("run-*")) - before
+    plain = sim.Simulation(simulator, build_dir=sim_cache, mode=mode,
+                           batch_depth=64).run(nfa, data, params)
+    assert run.records == plain.records
+    assert heard == sorted(set(heard)) and heard[-1] == data.n == 344
+    assert (folder / "progress.txt").read_text().split() == \
+        [*map(str, range(64, 344, 64)), "344"]
