@@ -221,21 +221,23 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     import pyarrow.parquet as pq
 
     def batches() -> Iterator[pa.RecordBatch]:
-        try:
-            # without pre_buffer: pyarrow would read ahead into memory what it has not yet
-            # been asked for (about the file's size, measured)
-            f = pq.ParquetFile(path, pre_buffer=False)
-            _check_columns(path, f.schema_arrow, schema.names, schema)
-            yield from f.iter_batches(batch_size=min(rows, 1 << 20),
-                                      columns=list(schema.names))
-        except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-            raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
+        # without pre_buffer: pyarrow would read ahead into memory what it has not yet
+        # been asked for (about the file's size, measured)
+        f = pq.ParquetFile(path, pre_buffer=False)
+        _check_columns(path, f.schema_arrow, schema.names, schema)
+        yield from f.iter_batches(batch_size=min(rows, 1 << 20), columns=list(schema.names))
 
     offset = 0
-    for table in rebatch(batches(), rows):
-        piece = from_table(table, schema, source=_Piece(path, offset))
-        yield Tuples(piece.columns, piece.n, piece.source, None, offset)
-        offset += piece.n
+    try:
+        for table in rebatch(batches(), rows):
+            piece = from_table(table, schema, source=_Piece(path, offset))
+            yield Tuples(piece.columns, piece.n, piece.source, None, offset)
+            offset += piece.n
+    except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
+        yield from _as_read(path, schema, rows, offset)
+        return
+    if not offset:  # no tuples: read() still refuses a column whose type cannot hold its field
+        yield from _as_read(path, schema, rows, 0)
 
 
 def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
@@ -248,32 +250,40 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         yield from _cut(read(path, schema), rows)
         return
     source = _CsvPath(path, data_start)
-    try:
+
+    def batches() -> Iterator[pa.RecordBatch]:
         reader = pacsv.open_csv(
             path,
             read_options=pacsv.ReadOptions(column_names=header, skip_rows=1,
                                            block_size=1 << 24),
             convert_options=_csv_convert_options(header, schema))
-    except pa.ArrowException:
-        yield from _cut(read(path, schema), rows)  # raises the error read() names
-        return
-
-    def batches() -> Iterator[pa.RecordBatch]:
         while True:
             try:
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            except pa.ArrowException as err:
-                _scan_csv(source, header, schema)  # raises, naming the row, line and column
-                raise DataError(f"{path}: {excerpt(_arrow_message(err))}") from None
             yield batch
 
     offset = 0
-    for table in rebatch(batches(), rows):
-        piece = from_table(table, schema, source=_Piece(source, offset))
-        yield Tuples(piece.columns, piece.n, piece.source, None, offset)
-        offset += piece.n
+    try:
+        for table in rebatch(batches(), rows):
+            piece = from_table(table, schema, source=_Piece(source, offset))
+            yield Tuples(piece.columns, piece.n, piece.source, None, offset)
+            offset += piece.n
+    except (DataError, pa.ArrowException):
+        yield from _as_read(path, schema, rows, offset)
+
+
+def _as_read(path: str, schema: Schema, rows: int, offset: int) -> Iterator[Tuples]:
+    """After the pieces before stream position ``offset`` met an error: the error read()
+    raises, which need not be the one met (read converts a column at a time, so with several
+    bad values it names the first of the first field that has one, which may come in a later
+    piece; pyarrow's message for a damaged Parquet file depends on how it is read). Should
+    read() accept the file, its pieces from ``offset`` on. Costs the memory of read(), on the
+    error path only."""
+    for piece in _cut(read(path, schema), rows):
+        if piece.offset >= offset:
+            yield piece
 
 
 def _natural(name: str) -> tuple:
