@@ -252,10 +252,12 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     source = _CsvPath(path, data_start)
 
     def batches() -> Iterator[pa.RecordBatch]:
+        # blocks of the size read() parses (pyarrow's default, 1 MiB): a line is cut into
+        # blocks alike, so that one too long for them (about two blocks) is refused as read()
+        # refuses it, not accepted; and the blocks pyarrow reads ahead are small (smaller
+        # pieces with smaller blocks would refuse lines that read() accepts)
         reader = pacsv.open_csv(
-            path,
-            read_options=pacsv.ReadOptions(column_names=header, skip_rows=1,
-                                           block_size=1 << 24),
+            path, read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
             convert_options=_csv_convert_options(header, schema))
         while True:
             try:
