@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from tuple_fuzz import compiled, mutant
+from tuple_fuzz import QUERIES, compiled, mutant
 
 from nfacep.errors import NfacepError
 from nfacep.tuples import Tuples, read, read_chunks
@@ -213,3 +213,25 @@ def test_pieces_are_the_whole_read_or_its_error(tmp_path, block):
         outcomes[compare(SEED, i, str(tmp_path))] += 1
     # the mutants reach both sides of the reader
     assert outcomes["accepted"] > 0 and outcomes["error"] > 0, outcomes
+
+
+@pytest.mark.parametrize("length", [1_500_000, 2_100_000, 5_000_000])
+@pytest.mark.parametrize("rows", [1, 1000])
+def test_a_long_line_is_read_in_pieces_as_whole(tmp_path, length, rows):
+    """pyarrow refuses a line longer than about two of its blocks; the pieces are cut from
+    blocks as long as the whole read's, so a line is refused (or not) by both alike."""
+    schema = compiled(str(QUERIES / "marathon.sql")).program.schema
+    data = (QUERIES / "marathon.csv").read_bytes().split(b"\n")
+    data[100] += b" " * length  # spaces after a FLOAT32 value: read as the value
+    path = str(tmp_path / "t.csv")
+    data = b"\n".join(data)
+    with open(path, "wb") as f:
+        f.write(data)
+    whole, got = whole_read(path, schema), chunked_read(path, schema, rows)
+    if whole.whole is not None:
+        assert got.error is None, got.error
+        assert_cut_of(got.pieces, whole.whole, rows)
+    else:
+        assert type(got.error) is type(whole.error) and str(got.error) == str(whole.error)
+        assert_correct_prefix(got.pieces, whole.error, path, "csv", data, schema, rows,
+                              str(tmp_path))
