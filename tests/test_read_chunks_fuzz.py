@@ -51,6 +51,9 @@ NIGHTLY = os.environ.get("HYPOTHESIS_PROFILE") == "nightly"
 INPUTS = int(os.environ.get("NFACEP_CHUNK_FUZZ_INPUTS", "5000" if NIGHTLY else "300"))
 SEED = int(os.environ.get("NFACEP_FUZZ_SEED", "0"))
 BLOCKS = 6
+#: CSV mutants grown past several of the CSV reader's blocks (1 MiB), and to what size.
+GROWN = int(os.environ.get("NFACEP_CHUNK_FUZZ_GROWN", "400" if NIGHTLY else "8"))
+GROWN_BYTES = 3 << 19
 
 
 @dataclass
@@ -103,7 +106,7 @@ def assert_cut_of(pieces: list[Tuples], whole: Tuples, rows: int, rename=str) ->
         assert p.origin is None and whole.origin is None
         assert rename(p.source) == str(whole.source), (str(p.source), str(whole.source))
         if first is not None:
-            for row in range(p.n):
+            for row in range(p.n) if whole.n <= 5000 else {0, p.n // 2, p.n - 1}:
                 assert rename(p.where(row, first)) == whole.where(p.offset + row, first), \
                     f"piece at {p.offset}, row {row}"
 
@@ -174,19 +177,35 @@ def sizes(n: int) -> list[int]:
     return sorted({1, 2, 7, max(1, n - 1), max(1, n), n + 1, 1 << 20})
 
 
-def compare(seed: int, i: int, folder: str) -> str:
-    """Input ``i`` of ``seed`` read whole and in pieces of every size of :func:`sizes`; the
-    whole read's outcome (``accepted`` or ``error``)."""
+def grown(clean: bytes, data: bytes, size: int = GROWN_BYTES) -> bytes:
+    """The CSV mutant ``data`` with the data rows of its unmutated file ``clean`` put after its
+    header line, repeated to about ``size`` bytes: what the mutation did comes in a later
+    block of the CSV reader (``data`` unchanged when it has no line end)."""
+    end = re.search(rb"\r\n|\r|\n", data)
+    if end is None:
+        return data
+    rows = clean.split(b"\n", 1)[1].rstrip(b"\n") + b"\n"
+    return data[:end.end()] + rows * (size // len(rows) + 1) + data[end.end():]
+
+
+def compare(seed: int, i: int, folder: str, grow: bool = False) -> str:
+    """Input ``i`` of ``seed`` (when ``grow``, a CSV input :func:`grown`) read whole and in
+    pieces of every size of :func:`sizes`; the whole read's outcome (``accepted`` or
+    ``error``)."""
     base, kind, data = mutant(seed, i)
+    if grow:
+        assert kind == "csv"
+        data = grown(base.data, data)
     path = os.path.join(folder, "t.csv" if kind == "csv" else "t.parquet")
     with open(path, "wb") as f:
         f.write(data)
     schema = compiled(base.query).program.schema
     whole = whole_read(path, schema)
-    n = whole.whole.n if whole.whole is not None else base.data.count(b"\n") - 1
-    for rows in sizes(n):
-        where = f"input {i} of seed {seed} ({kind} from {base.name}.csv; " \
-                f"tools/fuzz_tuples.py --seed {seed} --show {i}), pieces of {rows}"
+    n = whole.whole.n if whole.whole is not None else max(0, data.count(b"\n") - 1)
+    for rows in sizes(n) if not grow else sorted({4099, max(1, n)}):
+        where = f"input {i} of seed {seed} ({kind} from {base.name}.csv" \
+                f"{', grown' if grow else ''}; tools/fuzz_tuples.py --seed {seed} " \
+                f"--show {i}), pieces of {rows}"
         got = chunked_read(path, schema, rows)
         try:
             if whole.whole is not None:
@@ -212,6 +231,14 @@ def test_pieces_are_the_whole_read_or_its_error(tmp_path, block):
     for i in range(block * INPUTS // BLOCKS, (block + 1) * INPUTS // BLOCKS):
         outcomes[compare(SEED, i, str(tmp_path))] += 1
     # the mutants reach both sides of the reader
+    assert outcomes["accepted"] > 0 and outcomes["error"] > 0, outcomes
+
+
+def test_grown_csv_pieces_are_the_whole_read_or_its_error(tmp_path):
+    outcomes = {"accepted": 0, "error": 0}
+    inputs = (i for i in range(10**9) if mutant(SEED, i)[1] == "csv")
+    for _, i in zip(range(GROWN), inputs, strict=False):
+        outcomes[compare(SEED, i, str(tmp_path), grow=True)] += 1
     assert outcomes["accepted"] > 0 and outcomes["error"] > 0, outcomes
 
 
