@@ -286,6 +286,24 @@ def pack_bytes(schema: Schema, tuples: Tuples) -> bytes:
     return _words_to_bytes(schema, _to_words(schema, tuples))
 
 
+def hex_lines(schema: Schema, tuples: Tuples) -> bytes:
+    """The packed tuples (:func:`pack`) as text for Verilog's ``$readmemh``: one line each,
+    the value in hexadecimal, most significant digit first, with leading zeros up to the
+    digits the tuple's width takes (made column-wise, without Python ints)."""
+    tb = tuple_bytes(schema)
+    digits = (tuple_width(schema) + 3) // 4
+    raw = np.frombuffer(pack_bytes(schema, tuples), dtype=np.uint8).reshape(tuples.n, tb)
+    raw = raw[:, ::-1]  # most significant byte first
+    text = np.empty((tuples.n, 2 * tb + 1), dtype=np.uint8)
+    text[:, 0:2 * tb:2] = _HEX[raw >> 4]
+    text[:, 1:2 * tb:2] = _HEX[raw & 15]
+    text[:, -1] = ord("\n")
+    return text[:, 2 * tb - digits:].tobytes()
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
 def unpack_bytes(schema: Schema, data: bytes) -> Tuples:
     """``unpack(schema, from_bytes(schema, data))`` without Python ints in between."""
     return _from_words(schema, _bytes_to_words(schema, data), "<wire>")

@@ -209,8 +209,7 @@ def run_native(executable: Path, run_dir: Path, config: dict, *, waves: str | No
     """Run the native model on the run folder's inputs (``config`` as the runner writes it)
     and leave ``records.txt``, ``stats.json`` and, if it failed, ``failure.json`` there."""
     sidecar = config["sidecar"]
-    with open(run_dir / config["tuples"], encoding="ascii") as f:
-        n = sum(1 for line in f if line.strip())
+    n = config["n"]
     stats_raw = run_dir / "native_stats.json"
     log = run_dir / "sim.log"
     args = [str(executable), f"+nfacep_input={run_dir / config['tuples']}",

@@ -228,11 +228,10 @@ class Simulation:
                       run_dir: Path, values: ParamValues | None = None) -> Path:
         """The testbench's inputs in ``run_dir``; returns its ``config.json``."""
         try:
-            words = wire.pack(nfa.program.schema, tuples)
+            text = wire.hex_lines(nfa.program.schema, tuples)
         except ValueError as exc:
             raise ContractError(f"cannot pack the tuples: {exc}") from None
-        with open(run_dir / "tuples.hex", "w", encoding="ascii") as f:
-            f.writelines(f"{w:x}\n" for w in words)
+        (run_dir / "tuples.hex").write_bytes(text)
         expected = None
         if self.check:
             from nfacep import reference
@@ -245,7 +244,7 @@ class Simulation:
                   "seed": self.seed, "traffic": self.traffic,
                   "timeout_cycles": self.timeout_cycles, "depth": self._depth(tuples.n),
                   "switches": None, "switch_count": 0,
-                  "progress": PROGRESS_FILE if self.progress else None}
+                  "progress": PROGRESS_FILE if self.progress else None, "n": tuples.n}
         if values and values.switches:
             config.update(switches="switches.hex", switch_count=len(values.switches))
             with open(run_dir / "switches.hex", "w", encoding="ascii") as f:

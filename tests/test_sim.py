@@ -563,3 +563,15 @@ def test_progress_as_batches_end(tmp_path, sim_cache, simulator, mode):
     assert heard == sorted(set(heard)) and heard[-1] == data.n == 344
     assert (folder / "progress.txt").read_text().split() == \
         [*map(str, range(64, 344, 64)), "344"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hex_lines_are_the_packed_words(name):
+    """The tuples file the harnesses read: one line per tuple, the packed word in hex, as
+    many digits as the width takes (leading zeros kept)."""
+    nfa = compile_file(str(QUERIES / f"{name}.sql"))
+    schema = nfa.program.schema
+    data = tuples.read(str(QUERIES / f"{name}.csv"), schema)
+    lines = wire.hex_lines(schema, data).decode("ascii").splitlines()
+    assert [int(line, 16) for line in lines] == wire.pack(schema, data)
+    assert {len(line) for line in lines} == {(wire.tuple_width(schema) + 3) // 4}
