@@ -21,9 +21,12 @@ Not reached by these mutants: ``read`` takes a FLOAT32 text that pyarrow reads b
 number syntax refuses (``nan(1)``) when nothing else in its column is bad and refuses it
 otherwise; a file with both yields pieces holding it and then the error naming it.
 
-The suite runs ``NFACEP_CHUNK_FUZZ_INPUTS`` mutants (default 300, about 20 s) of the seed
+The files are small (one block of the CSV reader, 1 MiB); some CSV mutants are also grown to
+1.5 MB with their file's clean rows before the mutation, so that it comes in a later block.
+The suite runs ``NFACEP_CHUNK_FUZZ_INPUTS`` mutants (default 300) and
+``NFACEP_CHUNK_FUZZ_GROWN`` grown ones (default 8), about 25 s in all, of the seed
 ``NFACEP_FUZZ_SEED`` (default 0, as ``tests/test_fuzz_tuples.py``); under
-``HYPOTHESIS_PROFILE=nightly`` the default is 5000, e.g.
+``HYPOTHESIS_PROFILE=nightly`` the defaults are 5000 and 400, e.g.
 
     NFACEP_FUZZ_SEED=$(date +%Y%m%d) HYPOTHESIS_PROFILE=nightly \\
         .venv/bin/python -m pytest -q tests/test_read_chunks_fuzz.py
