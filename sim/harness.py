@@ -135,7 +135,8 @@ module {HARNESS_TOP} (
     always #{half_period} clk = ~clk;
 `endif
 
-    reg [TW-1:0] mem [0:DEPTH-1];
+    // (the native harness writes the batch into it from C++, no file between)
+    reg [TW-1:0] mem [0:DEPTH-1] /*verilator public_flat_rw*/;
     reg [8*4096-1:0] tuples_path;
     reg [8*4096-1:0] records_path;
     reg [8*16-1:0] traffic;
@@ -206,7 +207,9 @@ module {HARNESS_TOP} (
     reg started;
 
     always @(posedge clk) begin
+`ifndef NFACEP_DIRECT_LOAD
         if (load) $readmemh(tuples_path, mem);
+`endif
     end
 
     always @(posedge clk) begin
