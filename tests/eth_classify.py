@@ -17,11 +17,10 @@ document leaves something open, the reading taken here:
 - Behind the expected ``seq`` means by less than 2**31 (modulo 2**32), as the link's
   documentation says (``UdpLink``); anything else is at or after it.
 
-:meth:`Board.classify` also says when a frame is *disputed*: when both a ``bad_udp`` condition
-on the payload's body (a command with a body, TUPLES with no or a partial tuple) and a
-``bad_header`` condition hold. ``boards/UDP.md``'s order makes such a frame a ``bad_udp``; the
-gateware (and the software board, ``boards/link/eth/model.py``) decide the payload header
-first and count it as ``bad_header``.
+The payload's header is judged before its body (``boards/UDP.md``, classes 7 to 9): a
+packet for another engine with a partial tuple is a ``bad_header``. (The document once put
+every ``bad_udp`` before ``bad_header``; the first run of this fuzz found that the gateware and
+the software board judge the header first, and the document now says so.)
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ class Verdict:
     kind: str | None = None
     seq: int | None = None
     body: bytes = b""
+    #: a ``bad_header`` whose body is bad too (the order of classes 8 and 9 decides it)
     disputed: bool = False
     why: str = ""
 
@@ -136,13 +136,13 @@ class Board:
         body = payload[HEADER_BYTES:]
         body_bad = (ptype in (STATUS_REQ, RESET) and len(body) > 0) or \
             (ptype == TUPLES and (not body or len(body) % self.tuple_bytes != 0))
-        # 8. the payload's header
+        # 8. the payload's header, then 9. its body
         header_bad = version != VERSION or ptype not in (TUPLES, STATUS_REQ, RESET) or \
             (ptype == TUPLES and ident != self.engine_id)
-        if body_bad:
-            return Verdict("bad_udp", why="body", disputed=header_bad)
         if header_bad:
-            return Verdict("bad_header")
+            return Verdict("bad_header", why="header", disputed=body_bad)
+        if body_bad:
+            return Verdict("bad_udp", why="body")
         kind = {TUPLES: "tuples", STATUS_REQ: "status_req", RESET: "reset"}[ptype]
         if ptype == TUPLES:
             return Verdict("accepted", kind=kind, seq=seq, body=body)
