@@ -270,16 +270,29 @@ class MatchRows:
     def __init__(self, f, starts: bool):
         self.starts = starts
         self.summary: dict | None = None
+        self._f = f
         self._csv = csv.writer(f, lineterminator="\n")
         self._csv.writerow(["seq", "query", "partition", *(["start_seq"] if starts else [])])
 
     def write(self, result: Result) -> None:
         """The rows of ``result``'s matches."""
-        columns = [result.seqs.tolist(), [result.names[q] for q in result.queries.tolist()],
+        columns = [list(map(str, result.seqs.tolist())),
+                   [result.names[q] for q in result.queries.tolist()],
                    ["" if p is None else p for p in result.partitions]]
         if self.starts:
-            columns.append(["" if b < 0 else b for b in result.starts.tolist()])
-        self._csv.writerows(zip(*columns, strict=True))
+            columns.append(["" if b < 0 else str(b) for b in result.starts.tolist()])
+        rows = len(columns[0])
+        # joined as they are when no field needs quoting (the csv module's rule: a comma, a
+        # quote or a line end in it), which the count of commas and line ends shows; else
+        # through the csv module
+        lines = "\n".join(map(",".join, zip(*columns, strict=True)))
+        if lines.count(",") == rows * (len(columns) - 1) and lines.count("\n") == rows - 1 \
+                and '"' not in lines and "\r" not in lines:
+            if rows:
+                self._f.write(lines)
+                self._f.write("\n")
+        else:
+            self._csv.writerows(zip(*columns, strict=True))
 
     def finish(self, summary: dict) -> None:
         """The summary, written beside the rows when the block ends."""

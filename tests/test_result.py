@@ -9,6 +9,8 @@ import pathlib
 import numpy as np
 import pytest
 from bundled import param_values
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nfacep
 from nfacep import reference, tuples, wire
@@ -147,3 +149,31 @@ def test_matched_counts_tuples_not_matches():
                   queries=np.zeros(0, dtype=np.int64), partitions=[],
                   drops=np.zeros(0, dtype=np.int64), params=EngineParams(), counters={"matched": 0})
     assert none.counter_warnings() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 2**40), st.sampled_from(["q", "cheat"]),
+                               st.one_of(st.none(), st.text(max_size=6)),
+                               st.integers(-1, 2**40)), max_size=12),
+       starts=st.booleans())
+def test_match_rows_are_the_csv_modules(rows, starts):
+    """The rows are joined without the csv module when no field needs quoting; with any
+    field that does (a comma, a quote, a line end), through it: either way, its text."""
+    import csv
+
+    from nfacep.result import MatchRows
+
+    names = ("cheat", "q")
+    result = Result(n=0, names=names, seqs=np.array([r[0] for r in rows], dtype=np.int64),
+                    queries=np.array([names.index(r[1]) for r in rows], dtype=np.int64),
+                    partitions=[r[2] for r in rows], drops=np.zeros(0, dtype=np.int64),
+                    params=EngineParams(),
+                    starts=np.array([r[3] for r in rows], dtype=np.int64) if starts else None)
+    got = io.StringIO()
+    MatchRows(got, starts).write(result)
+    expected = io.StringIO()
+    writer = csv.writer(expected, lineterminator="\n")
+    writer.writerow(["seq", "query", "partition", *(["start_seq"] if starts else [])])
+    writer.writerows([s, q, "" if p is None else p, *(["" if b < 0 else b] if starts else [])]
+                     for s, q, p, b in rows)
+    assert got.getvalue() == expected.getvalue()
