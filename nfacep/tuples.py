@@ -199,6 +199,27 @@ def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
                      origin, at)
 
 
+def _prefetch(items: Iterator) -> Iterator:
+    """``items``, the next one made in a thread while the caller works on this one (pyarrow
+    decodes a Parquet file without the GIL while the caller converts the last batch); one
+    item ahead at most. An error in making one is raised where the caller asks for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = object()
+    pool = ThreadPoolExecutor(1, thread_name_prefix="nfacep-decode")
+    future = pool.submit(next, items, done)
+    try:
+        while True:
+            item = future.result()
+            if item is done:
+                return
+            future = pool.submit(next, items, done)
+            yield item
+    finally:
+        future.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
     """Record batches as tables of exactly ``rows`` rows (the last may be shorter, none
     empty), in order; holds at most one table and a batch."""
@@ -229,7 +250,7 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
     offset = 0
     try:
-        for table in rebatch(batches(), rows):
+        for table in _prefetch(rebatch(batches(), rows)):
             piece = from_table(table, schema, source=_Piece(path, offset))
             yield Tuples(piece.columns, piece.n, piece.source, None, offset)
             offset += piece.n
