@@ -12,6 +12,7 @@ A folder is read as Spark and ``nfacep vectors`` write one (``V/tuples.parquet/`
 from __future__ import annotations
 
 import codecs
+import itertools
 import mmap
 import os
 import re
@@ -169,17 +170,19 @@ def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     without tuples), in stream order, each with its ``offset``: concatenated, the pieces are
     what :func:`read` returns, and an error names its row as :func:`read` would.
 
-    A Parquet file is read a batch at a time, a CSV file a block at a time, so the memory
-    needed grows with ``rows``, not with the file. Read whole and then cut (the memory of
-    :func:`read`): a folder of part files; a CSV file that holds a quote (pyarrow's reader
-    would go on past a quote left open at a line end, which :func:`read` checks on the whole
-    file); and a CSV file that pyarrow cannot parse (to find the row :func:`read` names)."""
+    A Parquet file is read a batch at a time, a CSV file a block at a time, a folder of part
+    files a file at a time when that is its order (:func:`_folder_chunks`), so the memory
+    needed grows with ``rows``, not with the input. Read whole and then cut (the memory of
+    :func:`read`): a folder whose ``seq`` interleaves its files; a CSV file that holds a quote
+    (pyarrow's reader would go on past a quote left open at a line end, which :func:`read`
+    checks on the whole file); and any input in which a piece meets an error (read whole for
+    the error :func:`read` raises)."""
     if rows < 1:
         raise ValueError(f"rows {rows}: a piece needs at least one tuple")
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file or folder")
     if os.path.isdir(path):
-        yield from _cut(_read_folder(path, schema), rows)
+        yield from _folder_chunks(path, schema, rows)
     elif path.lower().endswith((".parquet", ".pq")):
         yield from _parquet_chunks(path, schema, rows)
     else:
@@ -309,6 +312,87 @@ def _as_read(path: str, schema: Schema, rows: int, offset: int) -> Iterator[Tupl
             yield piece
 
 
+def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    """:func:`read_chunks` of a folder of part files, a file at a time when that is the
+    stream's order: without ``seq``, the files in name order; with ``seq``, when each file's
+    ``seq`` rises and the files' ranges do not overlap (a first pass reads the ``seq`` column
+    alone), the files in the order of their ranges. Otherwise the folder is read whole and
+    cut. An error is the one :func:`read` raises (read whole on the error path)."""
+    import pyarrow.parquet as pq
+
+    files, use_seq, cols, _ = _folder_parts(folder, schema, read_data=False)
+    order = list(range(len(files)))
+    offset = 0
+    try:
+        if use_seq:
+            ranges = [_seq_range(path) for path in files]
+            if any(r is False for r in ranges):  # a file whose seq does not rise
+                yield from _cut(_read_folder(folder, schema), rows)
+                return
+            order = sorted((i for i, r in enumerate(ranges) if r is not None),
+                           key=lambda i: ranges[i][0])
+            if any(ranges[a][1] >= ranges[b][0] for a, b in itertools.pairwise(order)):
+                yield from _cut(_read_folder(folder, schema), rows)  # ranges that overlap
+                return
+
+        def batches() -> Iterator[tuple[pa.RecordBatch, int, int]]:
+            for i in order:
+                f = pq.ParquetFile(files[i], pre_buffer=False)
+                at = 0
+                for batch in f.iter_batches(batch_size=min(rows, 1 << 20), columns=cols):
+                    yield batch, i, at
+                    at += batch.num_rows
+
+        held: list[tuple[pa.RecordBatch, int, int]] = []
+        count = 0
+        for batch, i, at in _prefetch(batches()):
+            while batch.num_rows:
+                take = min(batch.num_rows, rows - count)
+                held.append((batch.slice(0, take), i, at))
+                batch, at, count = batch.slice(take), at + take, count + take
+                if count == rows:
+                    yield _folder_piece(held, files, schema, folder, offset)
+                    offset += count
+                    held, count = [], 0
+        if count:
+            yield _folder_piece(held, files, schema, folder, offset)
+            offset += count
+    except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
+        yield from _as_read(folder, schema, rows, offset)
+        return
+    if not offset:  # no tuples: read() says what it says of an empty folder
+        yield from _as_read(folder, schema, rows, 0)
+
+
+def _folder_piece(held: list, files: list[str], schema: Schema, folder: str,
+                  offset: int) -> Tuples:
+    """A piece of a folder's stream from slices of its files' batches: (batch, file index,
+    first row within the file)."""
+    table = pa.Table.from_batches([b.select(list(schema.names)) for b, _, _ in held])
+    piece = from_table(table, schema, source=folder)
+    which = np.concatenate([np.full(b.num_rows, i, dtype=np.int64) for b, i, _ in held])
+    within = np.concatenate([np.arange(at, at + b.num_rows, dtype=np.int64)
+                             for b, _, at in held])
+    return Tuples(piece.columns, piece.n, folder, Origin(tuple(files), which, within), offset)
+
+
+def _seq_range(path: str) -> tuple[int, int] | bool | None:
+    """The ``seq`` column of a part file, read alone: (first, last) when it rises strictly,
+    None for a file without rows, False when it does not rise."""
+    import pyarrow.parquet as pq
+
+    first = last = None
+    for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(columns=[SEQ]):
+        seq = _seq_column(pa.Table.from_batches([batch]), path)
+        if not len(seq):
+            continue
+        if (last is not None and seq[0] <= last) or bool((seq[1:] <= seq[:-1]).any()):
+            return False
+        first = int(seq[0]) if first is None else first
+        last = int(seq[-1])
+    return None if first is None else (first, last)
+
+
 def _natural(name: str) -> tuple:
     """Sort key: digit runs compare as numbers (``part-2`` < ``part-10``), ties by the name."""
     parts = re.split(r"(\d+)", name)
@@ -319,7 +403,10 @@ def _plain(t: pa.DataType) -> pa.DataType:
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
-def _read_folder(folder: str, schema: Schema) -> Tuples:
+def _folder_parts(folder: str, schema: Schema, *, read_data: bool = True
+                  ) -> tuple[list[str], bool, list[str], list[pa.Table]]:
+    """A folder's part files in name order, checked: their columns and types; whether
+    ``seq`` orders them; the columns to read; and, with ``read_data``, each file's table."""
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
@@ -338,13 +425,13 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
     cols: list[str] = names
     types: dict[str, pa.DataType] = {}  # the first part file's, which every other must have
     tables = []
-    for path in files:
+    for index, path in enumerate(files):
         try:
             have = pq.read_schema(path)
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
         _check_columns(path, have, names, schema)
-        if not tables:  # the first part file decides whether seq orders the folder
+        if index == 0:  # the first part file decides whether seq orders the folder
             use_seq = SEQ not in names and SEQ in have.names
             cols = [*names, SEQ] if use_seq else names
             if use_seq:
@@ -368,11 +455,18 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
                     raise DataError(f"{path}: column '{n}' is {t}, but {files[0]} has it as "
                                     f"{types[n]}; every part file of {folder} needs the same "
                                     "columns and types")
-        try:
-            tables.append(pq.read_table(path, columns=cols))
-        except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-            raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
+        if read_data:
+            try:
+                tables.append(pq.read_table(path, columns=cols))
+            except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
+                raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") \
+                    from None
+    return files, use_seq, cols, tables
 
+
+def _read_folder(folder: str, schema: Schema) -> Tuples:
+    files, use_seq, _, tables = _folder_parts(folder, schema)
+    names = list(schema.names)
     # convert file by file, so that a bad value is named by its file and row
     parts = [from_table(t, schema, source=p) for t, p in zip(tables, files, strict=True)]
     counts = [t.num_rows for t in tables]

@@ -3,6 +3,8 @@ the pieces are the whole read cut up, and an error names its row as the whole re
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -99,3 +101,79 @@ def test_a_ragged_csv_line_in_a_late_piece(tmp_path):
     with pytest.raises(DataError) as pieces:
         list(read_chunks(str(path), STREAM, 8))
     assert str(pieces.value) == str(whole.value)
+
+
+def write_parts(folder, parts, *, seqs=None):
+    """Part files ``part-0.parquet``, ... holding the rows of ``parts`` (with their ``seq``
+    column from ``seqs`` when given)."""
+    folder.mkdir()
+    for i, rows in enumerate(parts):
+        cols = {"k": pa.array([r[0] for r in rows], pa.uint8()),
+                "a": pa.array([r[1] for r in rows], pa.int8()),
+                "e": pa.array([r[2] for r in rows], pa.string())}
+        if seqs is not None:
+            cols["seq"] = pa.array(seqs[i], pa.int64())
+        pq.write_table(pa.table(cols), folder / f"part-{i}.parquet")
+
+
+row = st.tuples(st.integers(0, 255), st.integers(-128, 127), st.sampled_from("xy"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(parts=st.lists(st.lists(row, max_size=12), min_size=1, max_size=5),
+       chunk=st.integers(1, 9), seq=st.sampled_from(["none", "ranges", "interleaved"]),
+       data=st.data())
+def test_a_folder_in_pieces_is_its_whole_read(tmp_path_factory, parts, chunk, seq, data):
+    """A folder of part files (some empty) in pieces cut across files: the same columns and
+    the same file and row for each tuple as the whole read, whether the files follow their
+    names, their ``seq`` ranges in another order, or ``seq`` interleaves them (read whole)."""
+    folder = tmp_path_factory.mktemp("f") / "t.parquet"
+    seqs = None
+    if seq != "none":
+        n = sum(map(len, parts))
+        if seq == "ranges":  # each file a range, the ranges in a shuffled order of the files
+            order = data.draw(st.permutations(range(len(parts))))
+            starts, at = {}, 0
+            for i in order:
+                starts[i], at = at, at + len(parts[i]) + data.draw(st.integers(0, 3))
+            seqs = [list(range(starts[i], starts[i] + len(p))) for i, p in enumerate(parts)]
+        else:
+            values = data.draw(st.permutations(range(n)))
+            cuts = np.cumsum([0, *map(len, parts)])
+            seqs = [sorted(values[a:b]) for a, b in itertools.pairwise(cuts)]
+    if not sum(map(len, parts)):
+        return
+    write_parts(folder, parts, seqs=seqs)
+    same(str(folder), chunk)
+
+
+def test_a_folder_in_seq_ranges_is_read_a_file_at_a_time(tmp_path, monkeypatch):
+    """Files whose seq ranges follow one another (in another order than their names) are
+    streamed, never read whole; interleaved ones are read whole."""
+    from nfacep import tuples as tuples_mod
+
+    rows = [(i, i % 100, "xy"[i % 2]) for i in range(30)]
+    write_parts(tmp_path / "ranges", [rows[:10], rows[10:20], rows[20:]],
+                seqs=[range(20, 30), range(10), range(10, 20)])
+    write_parts(tmp_path / "mixed", [rows[:15], rows[15:]],
+                seqs=[range(0, 30, 2), range(1, 30, 2)])
+    whole = {name: read(str(tmp_path / name), STREAM) for name in ("ranges", "mixed")}
+    calls = []
+    real = tuples_mod._read_folder
+    monkeypatch.setattr(tuples_mod, "_read_folder", lambda *a: calls.append(a) or real(*a))
+    for name in ("ranges", "mixed"):
+        pieces = list(read_chunks(str(tmp_path / name), STREAM, 7))
+        assert np.array_equal(np.concatenate([p.columns["k"] for p in pieces]),
+                              whole[name].columns["k"])
+    assert [str(a[0]) for a in calls] == [str(tmp_path / "mixed")]
+    assert whole["ranges"].columns["k"].tolist() == [*range(10, 30), *range(10)]
+
+
+def test_a_bad_value_in_a_later_file_is_named_as_the_whole_read_names_it(tmp_path):
+    rows = [(1, 1, "x")] * 5
+    write_parts(tmp_path / "t.parquet", [rows, rows, [(1, 1, "x"), (2, 2, "z")]])
+    with pytest.raises(DataError) as whole:
+        read(str(tmp_path / "t.parquet"), STREAM)
+    with pytest.raises(DataError) as pieces:
+        list(read_chunks(str(tmp_path / "t.parquet"), STREAM, 4))
+    assert str(pieces.value) == str(whole.value) and "part-2.parquet" in str(whole.value)
