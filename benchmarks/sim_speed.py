@@ -43,8 +43,10 @@ def sample_of(data, n: int):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, nargs="+", default=[64, 256],
-                    help="pipeline sizes (the table is measured at 65,536 entries, direct)")
+                    help="pipeline sizes")
     ap.add_argument("--stores", nargs="+", default=["pipeline", "table"])
+    ap.add_argument("--table-entries", type=int, nargs="+", default=[256, 65536],
+                    help="table sizes (direct index by the 16-bit runner)")
     ap.add_argument("--simulators", nargs="+", default=["icarus", "verilator"])
     ap.add_argument("--tuples", type=int, default=5000, help="tuples for the per-cycle mode")
     ap.add_argument("--fast-tuples", type=int, default=200000,
@@ -60,7 +62,8 @@ def main() -> None:
     configs = [(f"pipeline {p}", EngineParams(partitions=p)) for p in args.partitions
                if "pipeline" in args.stores]
     if "table" in args.stores:
-        configs.append(("table 65536", EngineParams(store="table", partitions=65536)))
+        configs += [(f"table {e}", EngineParams(store="table", partitions=e))
+                    for e in args.table_entries]
 
     print("marathon, full traffic; wall time of a cached run; build = first run - second run")
     print(f"{'simulator':>10} {'engine':>14} {'mode':>6} {'tuples':>8} {'wall s':>7} "
