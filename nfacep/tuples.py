@@ -173,10 +173,10 @@ def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     A Parquet file is read a batch at a time, a CSV file a block at a time, a folder of part
     files a file at a time when that is its order (:func:`_folder_chunks`), so the memory
     needed grows with ``rows``, not with the input. Read whole and then cut (the memory of
-    :func:`read`): a folder whose ``seq`` interleaves its files; a CSV file that holds a quote
-    (pyarrow's reader would go on past a quote left open at a line end, which :func:`read`
-    checks on the whole file); and any input in which a piece meets an error (read whole for
-    the error :func:`read` raises)."""
+    :func:`read`): a folder whose ``seq`` interleaves its files, and any input in which a
+    piece meets an error (read whole for the error :func:`read` raises), a quote left open at
+    a line end among them (pyarrow's reader goes on into the next lines: a piece with a value
+    that holds a line break)."""
     if rows < 1:
         raise ValueError(f"rows {rows}: a piece needs at least one tuple")
     if not os.path.exists(path):
@@ -270,9 +270,9 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     header, data_start, more = _read_header(path, schema)
     if not more:
         return
-    if _has_quote(path, data_start):
-        yield from _cut(read(path, schema), rows)
-        return
+    # a quote not closed on its line makes pyarrow read on into the next lines: read() checks
+    # that no value holds a line break; here each piece is checked before it is yielded
+    quoted = _has_quote(path, data_start)
     source = _CsvPath(path, data_start)
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -293,11 +293,23 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     offset = 0
     try:
         for table in rebatch(batches(), rows):
+            if quoted and _holds_line_break(table, schema):
+                raise DataError("a quoted value spans lines")  # (read() names where)
             piece = from_table(table, schema, source=_Piece(source, offset))
             yield Tuples(piece.columns, piece.n, piece.source, None, offset)
             offset += piece.n
     except (DataError, pa.ArrowException):
         yield from _as_read(path, schema, rows, offset)
+
+
+def _holds_line_break(table: pa.Table, schema: Schema) -> bool:
+    """Whether a value of the CSV text ``table`` holds a line break (a quote left open)."""
+    for name in schema.names:
+        col = table.column(name)
+        if pc.any(pc.or_(pc.match_substring(col, "\n"),
+                         pc.match_substring(col, "\r"))).as_py():
+            return True
+    return False
 
 
 def _as_read(path: str, schema: Schema, rows: int, offset: int) -> Iterator[Tuples]:

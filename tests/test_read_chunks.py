@@ -177,3 +177,36 @@ def test_a_bad_value_in_a_later_file_is_named_as_the_whole_read_names_it(tmp_pat
     with pytest.raises(DataError) as pieces:
         list(read_chunks(str(tmp_path / "t.parquet"), STREAM, 4))
     assert str(pieces.value) == str(whole.value) and "part-2.parquet" in str(whole.value)
+
+
+def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_path,
+                                                                         monkeypatch):
+    """Quoted values are read a piece at a time (never read whole when all is well); a quote
+    left open at a line end, whose value pyarrow would carry into the next lines, gives the
+    error read() gives, after pieces that all come before it."""
+    from nfacep import tuples as tuples_mod
+
+    good = tmp_path / "good.csv"
+    good.write_text("k,a,e\n" + "".join(f'{i % 256},"{i % 100}","{"xy"[i % 2]}"\n'
+                                        for i in range(50)))
+    bad = tmp_path / "bad.csv"
+    lines = [f'{i % 256},{i % 100},{"xy"[i % 2]}' for i in range(50)]
+    lines[31] = '7,"5,x'  # a quote that its line does not close
+    bad.write_text("k,a,e\n" + "\n".join(lines) + "\n")
+    with pytest.raises(DataError) as whole:
+        read(str(bad), STREAM)
+    expected = read(str(good), STREAM)
+    real = tuples_mod.read
+    calls = []
+    monkeypatch.setattr(tuples_mod, "read", lambda *a: calls.append(a) or real(*a))
+    same_columns = list(read_chunks(str(good), STREAM, 8))
+    assert calls == []
+    assert np.array_equal(np.concatenate([p.columns["a"] for p in same_columns]),
+                          expected.columns["a"])
+    pieces = []
+    with pytest.raises(DataError) as chunked:
+        for piece in read_chunks(str(bad), STREAM, 8):
+            pieces.append(piece)
+    assert str(chunked.value) == str(whole.value)
+    assert "row 32 (line 33)" in str(whole.value) and "not closed" in str(whole.value)
+    assert sum(p.n for p in pieces) <= 31
