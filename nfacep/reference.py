@@ -44,8 +44,8 @@ from .tuples import Tuples, format_value
 from .types import BoolType, EnumType, UIntType
 from .wire import raw_column
 
-__all__ = ["Matcher", "Reference", "ReferenceResult", "factorise", "predicate_matrix", "run",
-           "symbols", "timestamps"]
+__all__ = ["KeyCodes", "Matcher", "Reference", "ReferenceResult", "factorise", "predicate_matrix",
+           "run", "symbols", "timestamps"]
 
 _MAX_DFA_STATES = 1 << 14
 
@@ -355,7 +355,7 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
         tuples, last=True)
 
 
-class _KeyCodes:
+class KeyCodes:
     """The partition keys met so far, each numbered by its first appearance: ``values[c]`` is
     the key with code ``c``. A first piece is numbered in ascending order of its keys (as
     :func:`factorise` numbers them); the keys new in a later piece follow, in ascending order
@@ -504,7 +504,7 @@ class Matcher:
         self.nfa, self.params, self.engine, self.compiled = nfa, params, engine, compiled
         self.values = values
         self.n = 0  #: tuples fed so far
-        self.keys = _KeyCodes()
+        self.keys = KeyCodes()
         self._slots: Slots | None = None  # the table's bucket of each code
         self._last = np.zeros(0, dtype=np.int64)  # per code: its last admitted position
         self._texts = np.empty(0, dtype=object)  # per code: its key as text, once matched

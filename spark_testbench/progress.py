@@ -136,7 +136,7 @@ class Counter:
         """This task has ended (call once, last)."""
         self.tasks.add(1)
         if self.live is not None:
-            _reporter(self.live).flush()
+            _reporter(self.live).close()
 
 
 class _Reporter:
@@ -169,6 +169,13 @@ class _Reporter:
             return
         self.pending = 0
         self.last = time.monotonic()
+
+    def close(self) -> None:
+        """Send what is pending and close the connection (a later report opens another)."""
+        self.flush()
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 _REPORTERS: dict[tuple, _Reporter] = {}

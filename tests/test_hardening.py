@@ -340,27 +340,20 @@ def test_signal_while_writing_leaves_nothing_behind(tmp_path, sig, code, word):
     out = tmp_path / "out"
     out.mkdir()
     # the match file is written in one call, faster than a signal can reliably land in it:
-    # the command runs with a CSV writer that stops for a while after its first thousand rows
-    # (flushed, so the temporary file is seen), and the signal comes while it waits
+    # the command runs with a match-row writer that stops for a while after its rows (most of
+    # them already in the temporary file), and the signal comes while it waits
     slow = (
-        "import csv, signal, sys, time, types\n"
+        "import signal, sys, time\n"
         # a shell runs background jobs with SIGINT ignored, which Python then keeps: restore
         # the handler a terminal's Ctrl-C reaches
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import nfacep.result\n"
         "from nfacep.cli import main\n"
-        "class Slow:\n"
-        "    def __init__(self, f, **kw):\n"
-        "        self.f, self.w = f, csv.writer(f, **kw)\n"
-        "    def writerow(self, row):\n"
-        "        self.w.writerow(row)\n"
-        "    def writerows(self, rows):\n"
-        "        for i, row in enumerate(rows):\n"
-        "            self.w.writerow(row)\n"
-        "            if i == 1000:\n"
-        "                self.f.flush()\n"
-        "                time.sleep(60)\n"
-        "nfacep.result.csv = types.SimpleNamespace(writer=Slow)\n"
+        "write = nfacep.result.MatchRows.write\n"
+        "def slow(self, result):\n"
+        "    write(self, result)\n"
+        "    time.sleep(60)\n"
+        "nfacep.result.MatchRows.write = slow\n"
         "sys.exit(main(sys.argv[1:]))\n")
     proc = subprocess.Popen([sys.executable, "-c", slow, "match", str(q), "--input",
                              str(t), "--output", str(out / "m.csv")],
@@ -373,6 +366,7 @@ def test_signal_while_writing_leaves_nothing_behind(tmp_path, sig, code, word):
         time.sleep(0.002)
     else:
         proc.kill()
+        proc.communicate()  # (its pipes closed)
         pytest.fail("the match file was never being written")
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)

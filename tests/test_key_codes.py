@@ -1,4 +1,4 @@
-"""The partition keys' codes across pieces (``nfacep.reference._KeyCodes``) and the compiled
+"""The partition keys' codes across pieces (``nfacep.reference.KeyCodes``) and the compiled
 helpers of the partitioner's model (``nfacep.compiled``: first tuple per key, last admitted
 tuple per key, codes by a table), each against a plain definition."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nfacep import capacity, compiled, loops
-from nfacep.reference import _KeyCodes
+from nfacep.reference import KeyCodes
 
 DTYPES = {"uint64": np.uint64, "int64": np.int64, "uint16": np.uint16, "uint8": np.uint8,
           "bool": bool}
@@ -52,7 +52,7 @@ def key_pieces(draw):
 @settings(max_examples=300, deadline=None)
 @given(pieces=key_pieces(), compiled_loops=st.booleans())
 def test_codes_across_pieces_follow_the_definition(pieces, compiled_loops):
-    codes = _KeyCodes()
+    codes = KeyCodes()
     with mock.patch.object(loops, "LOOPS_FROM", 0 if compiled_loops else loops.LOOPS_FROM):
         for piece, (expected, new) in zip(pieces, numbering(pieces), strict=True):
             got, got_new = codes.codes(piece)
@@ -71,7 +71,7 @@ def test_codes_across_pieces_follow_the_definition(pieces, compiled_loops):
 def test_a_table_grows_with_the_keys_and_gives_way_to_the_index():
     """Keys below and above the table's range widen it; a piece whose keys are too wide for a
     table moves the numbering to the sorted index for good, codes unchanged."""
-    codes = _KeyCodes()
+    codes = KeyCodes()
     pieces = [np.array([100, 102, 100], dtype=np.int64), np.array([5, 102, 300], dtype=np.int64),
               np.array([2**40, 5, 7], dtype=np.int64), np.array([6, 7, 100], dtype=np.int64)]
     for piece, (expected, new) in zip(pieces, numbering(pieces), strict=True):
