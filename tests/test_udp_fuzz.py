@@ -31,7 +31,6 @@ left out but RESET.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -42,7 +41,16 @@ from collections import Counter
 
 import pytest
 from eth_classify import Board
-from test_udp_link import BOARD, HOST, MARATHON, PREAMBLE, ROOT, _status, _top_verilog
+from test_udp_link import (
+    BOARD,
+    HOST,
+    MARATHON,
+    PREAMBLE,
+    ROOT,
+    _run_cocotb,
+    _status,
+    _top_verilog,
+)
 
 from nfacep.boards.link.eth import payload as udp
 from nfacep.boards.link.eth.payload import FRAME_CLASSES, PacketType
@@ -372,43 +380,6 @@ endmodule
 """
 
 
-def _run_cocotb(tmp_path, top: str, sources: list[pathlib.Path], testcase: str, config: dict):
-    """``tests/test_udp_link.py``'s runner, for a cocotb test of this module."""
-    from cocotb_tools.runner import get_results, get_runner
-
-    from nfacep import sim
-
-    missing = sim.simulator_available("icarus")
-    if missing:
-        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
-    try:
-        import cocotbext.eth  # noqa: F401
-    except ImportError:
-        pytest.fail("cocotbext-eth is missing (pip install -e .[test] installs it)")
-    config_path = tmp_path / "fuzz.json"
-    config["results"] = str(tmp_path / "bench-results.json")
-    config_path.write_text(json.dumps(config))
-    build = tmp_path / "build"
-    runner = get_runner("icarus")
-    runner.build(sources=sources, hdl_toplevel=top, build_dir=build,
-                 build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
-                 log_file=tmp_path / "build.log")
-    results_xml = tmp_path / "results.xml"
-    with contextlib.suppress(SystemExit):  # the runner exits on a failed test
-        runner.test(test_module="test_udp_fuzz", hdl_toplevel=top, hdl_toplevel_lang="verilog",
-                    build_dir=build, test_dir=tmp_path,
-                    extra_env={CONFIG_ENV: str(config_path),
-                               "PYTHONPATH": os.pathsep.join(
-                                   [str(ROOT / "tests"), str(ROOT),
-                                    os.environ.get("PYTHONPATH", "")])},
-                    timescale=sim.TIMESCALE, results_xml=str(results_xml),
-                    log_file=tmp_path / "sim.log", testcase=testcase)
-    total, failed = get_results(results_xml)
-    log = (tmp_path / "sim.log").read_text(errors="replace")
-    assert total == 1 and failed == 0, log[-3000:]
-    return json.loads(pathlib.Path(config["results"]).read_text())
-
-
 def _wire(frame: bytes) -> str:
     return (PREAMBLE + frame + udp.ethernet_fcs(frame)).hex()
 
@@ -435,7 +406,8 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     }
     clocks = tmp_path / "fuzz_top.v"
     clocks.write_text(CLOCKS)
-    got = _run_cocotb(tmp_path, "fuzz_top", [clocks, source], "udp_fuzz_bench", config)
+    got = _run_cocotb(tmp_path, "fuzz_top", [clocks, source], "udp_fuzz_bench", config,
+                      module="test_udp_fuzz", config_env=CONFIG_ENV)
 
     # every frame the board sent: a good FCS, no tx_er, the preamble, valid headers
     assert got["bad_from_board"] == []

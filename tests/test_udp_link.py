@@ -282,7 +282,11 @@ def _link_verilog(path: pathlib.Path) -> None:
     path.write_text(verilog.convert(link, name="nfacep_udp_rx", emit_src=False))
 
 
-def _run_cocotb(tmp_path, top: str, source: pathlib.Path, testcase: str, config: dict):
+def _run_cocotb(tmp_path, top: str, source: pathlib.Path | list[pathlib.Path], testcase: str,
+                config: dict, *, module: str = "test_udp_link", config_env: str = CONFIG_ENV):
+    """Build ``source`` (a file or several) with Icarus and run the cocotb test ``testcase``
+    of the test module ``module`` on ``top``, its configuration in ``config_env``; the
+    results it wrote."""
     from cocotb_tools.runner import get_results, get_runner
 
     from nfacep import sim
@@ -299,14 +303,15 @@ def _run_cocotb(tmp_path, top: str, source: pathlib.Path, testcase: str, config:
     config_path.write_text(json.dumps(config))
     build = tmp_path / "build"
     runner = get_runner("icarus")
-    runner.build(sources=[source], hdl_toplevel=top, build_dir=build,
+    sources = source if isinstance(source, list) else [source]
+    runner.build(sources=sources, hdl_toplevel=top, build_dir=build,
                  build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
                  log_file=tmp_path / "build.log")
     results_xml = tmp_path / "results.xml"
     with contextlib.suppress(SystemExit):  # the runner exits on a failed test
-        runner.test(test_module="test_udp_link", hdl_toplevel=top, hdl_toplevel_lang="verilog",
+        runner.test(test_module=module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
                     build_dir=build, test_dir=tmp_path,
-                    extra_env={CONFIG_ENV: str(config_path),
+                    extra_env={config_env: str(config_path),
                                "PYTHONPATH": os.pathsep.join(
                                    [str(ROOT / "tests"), str(ROOT),
                                     os.environ.get("PYTHONPATH", "")])},
