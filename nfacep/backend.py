@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from . import tuples as tuples_mod
@@ -136,7 +135,9 @@ def _run_pieces(backend: Pieces, nfa: Nfa, input: str, output: str | None,
         rows = None
         if output is not None:
             rows = stack.enter_context(match_file(output, bool(start_queries(nfa))))
-        pieces = stack.enter_context(_read_ahead(read_pieces(input, nfa, chunk)))
+        # the next piece read in a thread while this one is matched
+        pieces = stack.enter_context(contextlib.closing(
+            tuples_mod.prefetch(read_pieces(input, nfa, chunk), "nfacep-read")))
         piece = next(pieces, None)
         if piece is None:  # no tuples: the input as a whole, its columns empty
             piece = read_input(input, nfa)
@@ -153,28 +154,3 @@ def _run_pieces(backend: Pieces, nfa: Nfa, input: str, output: str | None,
         if rows is not None:
             rows.finish(totals.summary(query_file=query_file, input=input))
     return totals
-
-
-@contextlib.contextmanager
-def _read_ahead(pieces: Iterator[tuples_mod.Tuples]) -> Iterator[Iterator[tuples_mod.Tuples]]:
-    """``pieces``, each next one read in a thread while the caller works on the one before:
-    reading and converting (pyarrow, numpy) and matching (numba's loops) release the GIL, so
-    on two cores they overlap. At most two pieces are held: the caller's and the one read.
-    An error in reading is raised where the caller asks for that piece."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="nfacep-read")
-    future = pool.submit(next, pieces, None)
-
-    def ahead() -> Iterator[tuples_mod.Tuples]:
-        nonlocal future
-        while True:
-            piece = future.result()
-            if piece is None:
-                return
-            future = pool.submit(next, pieces, None)
-            yield piece
-
-    try:
-        yield ahead()
-    finally:
-        future.cancel()
-        pool.shutdown(wait=False, cancel_futures=True)

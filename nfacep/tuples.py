@@ -28,7 +28,7 @@ from .errors import DataError
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import fix_float32_rounding
 
-__all__ = ["Origin", "Tuples", "check_order", "format_value", "from_table", "read",
+__all__ = ["Origin", "Tuples", "check_order", "format_value", "from_table", "prefetch", "read",
            "read_chunks", "rebatch"]
 
 
@@ -202,14 +202,16 @@ def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
                      origin, at)
 
 
-def _prefetch(items: Iterator) -> Iterator:
-    """``items``, the next one made in a thread while the caller works on this one (pyarrow
-    decodes a Parquet file without the GIL while the caller converts the last batch); one
-    item ahead at most. An error in making one is raised where the caller asks for it."""
+def prefetch(items: Iterator, name: str = "nfacep-decode") -> Iterator:
+    """``items``, the next one made in a thread (named ``name``) while the caller works on
+    this one: reading and converting (pyarrow, numpy) and matching (numba's loops) release the
+    GIL, so on two cores they overlap. One item ahead at most, so two are held: the caller's
+    and the next. An error in making one is raised where the caller asks for it; closing the
+    generator (or leaving it) cancels what was asked for."""
     from concurrent.futures import ThreadPoolExecutor
 
     done = object()
-    pool = ThreadPoolExecutor(1, thread_name_prefix="nfacep-decode")
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
     future = pool.submit(next, items, done)
     try:
         while True:
@@ -253,7 +255,7 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
     offset = 0
     try:
-        for table in _prefetch(rebatch(batches(), rows)):
+        for table in prefetch(rebatch(batches(), rows)):
             piece = from_table(table, schema, source=_Piece(path, offset))
             yield Tuples(piece.columns, piece.n, piece.source, None, offset)
             offset += piece.n
@@ -357,7 +359,7 @@ def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
         held: list[tuple[pa.RecordBatch, int, int]] = []
         count = 0
-        for batch, i, at in _prefetch(batches()):
+        for batch, i, at in prefetch(batches()):
             while batch.num_rows:
                 take = min(batch.num_rows, rows - count)
                 held.append((batch.slice(0, take), i, at))

@@ -130,13 +130,7 @@ class Simulation:
                              "--simulator verilator (or --mode batch with Icarus)")
         if traffic not in TRAFFIC:
             raise UsageError(f"unknown traffic {traffic!r}: choose one of {', '.join(TRAFFIC)}")
-        if waves is not None:
-            # before the simulation: a folder that exists and can be written, a file name
-            check_outputs([waves], what="--waves")
-            suffix = Path(waves).suffix.lower().lstrip(".")
-            if suffix in ("vcd", "fst") and suffix != WAVE_FORMAT[simulator]:
-                raise UsageError(f"{waves}: {simulator} writes {WAVE_FORMAT[simulator].upper()} "
-                                 f"waveforms; name the file .{WAVE_FORMAT[simulator]}")
+        check_waves(waves, simulator)
         self.simulator = simulator
         self.seed = seed
         self.traffic = traffic
@@ -296,6 +290,18 @@ class Simulation:
         if self.waves:
             result.waves = deliver_waves(self.waves, run_dir, self.simulator)
         return result
+
+
+def check_waves(waves: str | None, simulator: str) -> None:
+    """Before a simulation: ``--waves`` names a file that can be written, in the format the
+    simulator writes (a UsageError if not; nothing for None)."""
+    if waves is None:
+        return
+    check_outputs([waves], what="--waves")
+    suffix = Path(waves).suffix.lower().lstrip(".")
+    if suffix in ("vcd", "fst") and suffix != WAVE_FORMAT[simulator]:
+        raise UsageError(f"{waves}: {simulator} writes {WAVE_FORMAT[simulator].upper()} "
+                         f"waveforms; name the file .{WAVE_FORMAT[simulator]}")
 
 
 #: The file the batch and native harnesses append the tuples done to, a line per batch.

@@ -32,14 +32,13 @@ from nfacep.boards.host import BoardResult
 from nfacep.boards.link.eth.payload import FRAME_CLASSES
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
-from nfacep.output import check_outputs
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 from nfacep.tuples import Tuples
 
 from . import build
 from .build import SimulationError
-from .runner import WAVE_FORMAT, ContractError, deliver_waves, run_testbench
+from .runner import ContractError, check_waves, deliver_waves, run_testbench
 
 __all__ = ["HOST", "UdpSimResult", "UdpSimulation", "line_limit"]
 
@@ -121,12 +120,7 @@ class UdpSimulation:
                              f"{', '.join(build.SIMULATORS)}")
         if tuples_per_packet is not None and tuples_per_packet < 1:
             raise UsageError("--tuples-per-packet must be at least 1")
-        if waves is not None:
-            check_outputs([waves], what="--waves")
-            suffix = Path(waves).suffix.lower().lstrip(".")
-            if suffix in ("vcd", "fst") and suffix != WAVE_FORMAT[simulator]:
-                raise UsageError(f"{waves}: {simulator} writes {WAVE_FORMAT[simulator].upper()} "
-                                 f"waveforms; name the file .{WAVE_FORMAT[simulator]}")
+        check_waves(waves, simulator)
         self.simulator = simulator
         self.tuples_per_packet = tuples_per_packet
         self.waves = waves
