@@ -49,8 +49,7 @@ HOST = "02:00:00:00:00:01", "192.168.1.1", 40000
 #: Bytes a frame takes on the wire besides the frame itself (destination MAC to FCS): the
 #: preamble and start delimiter (8) and the minimum inter-frame gap (12).
 WIRE_OVERHEAD = 20
-#: Bytes before the first tuple or record in a frame: preamble and delimiter, Ethernet, IPv4
-#: and UDP headers, the payload header.
+#: Nanoseconds a byte takes on GMII at 1 Gb/s, and the engine's clock period (125 MHz).
 BYTE_NS = 8
 CLOCK_NS = 8
 
@@ -344,7 +343,7 @@ def _line(sent: list, plan: dict, n: int, final: dict) -> dict:
     # from the first frame's first byte to the last one's gap after it: each frame's share of
     # the wire is its bytes and the 20 of the preamble and the minimum gap
     span_ns = data[-1][2] - data[0][1] + (1 + 12) * BYTE_NS
-    wire_ns = sum((max(length, 64) + WIRE_OVERHEAD) * BYTE_NS for length in plan["lengths"])
+    wire_ns = sum(1e9 / line_limit(length) for length in plan["lengths"])
     seconds = span_ns * 1e-9
     refused = sum(final[c] for c in FRAME_CLASSES if c != "accepted")
     return {"frames": frames, "tuples_per_packet": plan["per"], "seconds": seconds,
