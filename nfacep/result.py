@@ -8,8 +8,9 @@ own (:meth:`Result.details` for the summary, :meth:`Result.note` for the report 
 :func:`report` prints the one-line report and the warnings.
 
 Engines that emit match records (:class:`nfacep.wire.Record`) build their result with
-:meth:`Result.from_records`; :meth:`Result.records` goes the other way, for models of an engine
-(the expected records of a simulation, the software board).
+:meth:`Result.from_records` (records decoded column-wise, a chunk at a time:
+:meth:`Result.from_columns`, its one definition); :meth:`Result.records` goes the other way,
+for models of an engine (the expected records of a simulation, the software board).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .output import atomic_files, summary_path
 from .params import EngineParams
 from .settings import ParamValues
 from .tuples import Tuples, format_value
-from .wire import SEQ_BITS, Record, field_text, raw_column, start_queries
+from .wire import SEQ_BITS, Record, RecordColumns, field_text, raw_column, start_queries
 
 __all__ = ["COUNTER_BITS", "MatchRows", "Result", "Totals", "match_file", "report",
            "write"]
@@ -120,7 +121,22 @@ class Result:
 
         ``fields`` are the other fields of ``cls``. Raises ValueError for a record that cannot
         be one of this engine's (a tuple past the input, a partition value the key's type does
-        not have).
+        not have); :meth:`from_columns` says more.
+        """
+        return cls.from_columns(nfa, n, RecordColumns.from_records(list(received)), params,
+                                **fields)
+
+    @classmethod
+    def from_columns(cls, nfa: Nfa, n: int, received: RecordColumns, params: EngineParams,
+                     **fields) -> Result:
+        """:meth:`from_records` of records held as columns (:class:`~nfacep.wire.RecordColumns`),
+        converted column-wise. The records may be a part of a longer run's (a chunk of them,
+        in order): their ``seq`` are positions in the whole stream, ``n`` its length, and
+        the result holds the matches and drops of those records.
+
+        Raises ValueError for the first record (in arrival order) that cannot be one of this
+        engine's: a tuple past the input, a partition value the key's type does not have, a
+        match that begins after its tuple.
         """
         program = nfa.program
         key = program.partition_field
@@ -128,29 +144,51 @@ class Result:
         names = tuple(q.name for q in nfa.queries)
         by_name = sorted(range(len(names)), key=names.__getitem__)  # the bits in name order
         slot = {q: k for k, q in enumerate(start_queries(nfa))}  # its start in a record
-        rows, drops = [], []
-        for r in received:
-            if r.seq >= n:
-                raise ValueError(f"a record names tuple {r.seq}, but only {n} were sent")
-            if r.dropped:
-                drops.append(r.seq)
-            if r.matches:
-                part = None if ty is None else field_text(r.partition, ty)
-                for q in by_name:
-                    if not r.matches >> q & 1:
-                        continue
-                    began = r.start(slot[q]) if q in slot else -1
-                    if began > r.seq:
-                        raise ValueError(f"a record says a match of {names[q]} at tuple "
-                                         f"{r.seq} began at tuple {began}, after it")
-                    rows.append((r.seq, q, part, began))
-        rows.sort(key=lambda row: row[0])  # stable: name order within a tuple
-        return cls(n=n, names=names,
-                   seqs=np.array([row[0] for row in rows], dtype=np.int64),
-                   queries=np.array([row[1] for row in rows], dtype=np.int64),
-                   partitions=[row[2] for row in rows],
-                   starts=np.array([row[3] for row in rows], dtype=np.int64) if slot else None,
-                   drops=np.array(sorted(drops), dtype=np.int64), params=params, **fields)
+        seq = received.seq.astype(np.int64) if len(received) else np.zeros(0, np.int64)
+        # bit[i, j]: record i reports a match of query by_name[j]
+        bit = np.zeros((len(received), len(names)), dtype=bool)
+        for j, q in enumerate(by_name):
+            bit[:, j] = _slice(received.matches, q, 1) != 0
+        problems = []  # (record, order within it, message): the first one is raised
+        past = np.flatnonzero(received.seq >= n)
+        if len(past):
+            k = int(past[0])
+            problems.append((k, -1, f"a record names tuple {seq[k]}, but only {n} were sent"))
+        record, j = np.nonzero(bit)  # by record, then in name order
+        partitions: list[str | None] = [None] * len(record)
+        if ty is not None and len(record):
+            values, inverse = np.unique(received.partition[record], return_inverse=True)
+            texts = np.empty(len(values), dtype=object)
+            for v, raw in enumerate(values.tolist()):
+                try:
+                    texts[v] = field_text(raw, ty)
+                except ValueError as err:
+                    k = int(record[np.flatnonzero(inverse == v)[0]])
+                    problems.append((k, len(names), str(err)))
+            partitions = texts[inverse].tolist()
+        began = np.full(bit.shape, -1, dtype=np.int64)
+        for q, s in slot.items():
+            jq = by_name.index(q)
+            began[:, jq] = _slice(received.starts, s * SEQ_BITS, SEQ_BITS).astype(np.int64)
+            late = np.flatnonzero(bit[:, jq] & (began[:, jq] > seq))
+            if len(late):
+                k = int(late[0])
+                problems.append((k, len(names) + 1 + jq,
+                                 f"a record says a match of {names[q]} at tuple {seq[k]} "
+                                 f"began at tuple {began[k, jq]}, after it"))
+        if problems:
+            raise ValueError(min(problems)[2])
+        seqs = seq[record]
+        queries = np.array(by_name, dtype=np.int64)[j]
+        starts = began[record, j] if slot else None
+        if len(seqs) > 1 and bool((seqs[1:] < seqs[:-1]).any()):
+            order = np.argsort(seqs, kind="stable")  # name order within a tuple kept
+            seqs, queries = seqs[order], queries[order]
+            partitions = [partitions[i] for i in order.tolist()]
+            starts = None if starts is None else starts[order]
+        return cls(n=n, names=names, seqs=seqs, queries=queries, partitions=partitions,
+                   starts=starts, drops=np.sort(seq[received.dropped != 0]), params=params,
+                   **fields)
 
     def records(self, nfa: Nfa, tuples: Tuples) -> list[Record]:
         """The records an engine emits for this result, in ``seq`` order (``tuples`` are the
@@ -170,6 +208,13 @@ class Result:
         return [Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops),
                        starts.get(s, 0))
                 for s in sorted(masks.keys() | drops)]
+
+
+def _slice(column: np.ndarray, at: int, width: int) -> np.ndarray:
+    """Bits ``[at, at + width)`` of each value of a record column (uint64 or Python ints)."""
+    if column.dtype != object and at + width > 64:
+        column = column.astype(object)  # (numpy shifts no uint64 by 64 or more)
+    return (column >> at) & ((1 << width) - 1)
 
 
 @dataclass

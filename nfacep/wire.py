@@ -47,6 +47,7 @@ __all__ = [
     "RECORD_FIELDS",
     "SEQ_BITS",
     "Record",
+    "RecordColumns",
     "RecordFormat",
     "field_slices",
     "field_text",
@@ -418,6 +419,42 @@ class RecordFormat:
             value |= v << at
         return value
 
+    @property
+    def hex_digits(self) -> int:
+        """Hexadecimal digits of a record as a simulator writes it (``%h``: leading zeros up
+        to the width)."""
+        return (self.width + 3) // 4
+
+    def decode_hex(self, data: bytes, first: int = 0) -> RecordColumns:
+        """Records written one a line in hexadecimal (:attr:`hex_digits` digits and a line
+        end each, as the simulation harness writes them), decoded column-wise into
+        :class:`RecordColumns`. ValueError naming the line (``first`` + its number) that is not
+        such a value (x or z bits, a short or long line)."""
+        digits = self.hex_digits
+        raw = np.frombuffer(data, dtype=np.uint8)
+        if len(raw) % (digits + 1) == 0:
+            rows = raw.reshape(-1, digits + 1)
+            nibbles = _NIBBLE[rows[:, :digits]]
+            if not ((nibbles > 15).any() or (rows[:, digits] != ord("\n")).any()):
+                return self._columns(nibbles)
+        for number, line in enumerate(data.split(b"\n")):  # (only when one is wrong)
+            if len(line) != digits or (_NIBBLE[np.frombuffer(line, dtype=np.uint8)] > 15).any():
+                raise ValueError(f"record {first + number} is not a value: "
+                                 f"{line.decode('ascii', 'replace').strip()!r}")
+        raise AssertionError("unreachable: a wrong line was not found")
+
+    def _columns(self, nibbles: np.ndarray) -> RecordColumns:
+        n, digits = nibbles.shape
+        nw = max(1, (digits + 15) // 16)
+        padded = np.zeros((n, 16 * nw), dtype=np.uint8)  # most significant digit first
+        padded[:, 16 * nw - digits:] = nibbles
+        octets = np.ascontiguousarray((padded[:, 0::2] << 4) | padded[:, 1::2])
+        words = octets.view(">u8").astype(np.uint64)[:, ::-1]  # word 0 the least significant
+        found = {name: _bits(words, at, width) for name, at, width in self.fields}
+        zeros = np.zeros(n, dtype=np.uint64)
+        return RecordColumns(found["seq"], found["partition"], found["matches"],
+                             found["dropped"], found.get("starts", zeros))
+
     def decode_bytes(self, data: bytes) -> Record:
         if len(data) != self.nbytes:
             raise ValueError(f"a record is {self.nbytes} bytes, not {len(data)}")
@@ -425,6 +462,67 @@ class RecordFormat:
 
     def encode_bytes(self, record: Record) -> bytes:
         return self.encode(record).to_bytes(self.nbytes, "little")
+
+
+_NIBBLE = np.full(256, 255, dtype=np.uint8)
+_NIBBLE[np.frombuffer(b"0123456789", dtype=np.uint8)] = np.arange(10)
+_NIBBLE[np.frombuffer(b"abcdef", dtype=np.uint8)] = np.arange(10, 16)
+_NIBBLE[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16)
+
+
+def _bits(words: np.ndarray, at: int, width: int) -> np.ndarray:
+    """Bits ``[at, at + width)`` of each row of ``words`` (uint64, word 0 the least
+    significant): uint64 up to 64 bits, Python ints (an object array) beyond."""
+    if width > 64:
+        out = np.zeros(len(words), dtype=object)
+        for k in range(0, width, 64):
+            out |= _bits(words, at + k, min(64, width - k)).astype(object) << k
+        return out
+    word, shift = divmod(at, 64)
+    value = words[:, word] >> np.uint64(shift)
+    if shift + width > 64 and word + 1 < words.shape[1]:
+        value = value | (words[:, word + 1] << np.uint64(64 - shift))
+    if width < 64:
+        value = value & np.uint64((1 << width) - 1)
+    return value
+
+
+@dataclass
+class RecordColumns:
+    """Match records as columns, one entry per record in arrival order: each field of
+    :class:`Record` as uint64, or as Python ints (an object array) where it is wider than 64
+    bits (``matches`` beyond 64 queries, ``starts`` of two queries or more)."""
+
+    seq: np.ndarray
+    partition: np.ndarray
+    matches: np.ndarray
+    dropped: np.ndarray
+    starts: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    @classmethod
+    def from_records(cls, records: list[Record]) -> RecordColumns:
+        def column(values: list[int]) -> np.ndarray:
+            if all(0 <= v <= _MASK64 for v in values):
+                return np.array(values, dtype=np.uint64)
+            out = np.empty(len(values), dtype=object)
+            out[:] = values
+            return out
+
+        return cls(*(column([getattr(r, name) for r in records]) for name in RECORD_FIELDS))
+
+    def records(self) -> list[Record]:
+        """The records as :class:`Record` tuples of Python ints."""
+        return [Record(*row) for row in zip(self.seq.tolist(), self.partition.tolist(),
+                                            self.matches.tolist(), self.dropped.tolist(),
+                                            self.starts.tolist(), strict=True)]
+
+    def take(self, rows) -> RecordColumns:
+        """The records ``rows`` (an index array, a slice or a mask)."""
+        return RecordColumns(self.seq[rows], self.partition[rows], self.matches[rows],
+                             self.dropped[rows], self.starts[rows])
 
 
 def record_format(nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:
