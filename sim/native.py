@@ -5,12 +5,13 @@ The same Verilog harness as the batch mode (:mod:`nfacep.sim.harness`, built wit
 ``NFACEP_EXTERNAL_CLOCK`` so that ``clk`` is an input) is driven by a C++ loop that does what
 the cocotb batch testbench (:mod:`nfacep.sim.batch_testbench`) does: reset, then per batch of
 at most ``depth`` tuples write the batch file, pulse ``load``, set ``count``, pulse ``go`` and
-clock until ``done`` (or the timeout); at the end it writes the harness's statistics. Python
-then decodes the records file once and checks it with the same
-:class:`~nfacep.sim.records.InOrderChecker`, and leaves the same ``records.txt``,
-``stats.json`` and ``failure.json`` as the cocotb testbenches, so the runner reads all modes
-alike. Gaps and stalls are the harness's, so a native run and a batch run with the same seed
-and depth give the same records cycle for cycle.
+clock until ``done`` (or the timeout); at the end it writes the harness's statistics. The
+main reads the tuples file a batch at a time and the harness writes each record as the engine
+emits it, so neither is held whole. With a model to compare with, Python then checks every
+record with the same :class:`~nfacep.sim.records.InOrderChecker`; it leaves the same
+``records.hex``, ``stats.json`` and ``failure.json`` as the cocotb testbenches, so the runner
+reads all modes alike. Gaps and stalls are the harness's, so a native run and a batch run
+with the same seed and depth give the same records cycle for cycle.
 
 The model is built once per distinct engine, harness, main and optimisation level, cached
 like the others (:func:`nfacep.sim.build.build_cache`). It is compiled with
@@ -31,7 +32,7 @@ from nfacep.wire import RecordFormat
 
 from .build import SimulationError, _make_flags, find_verilator, tail
 from .harness import HARNESS_TOP, counter_ports, switch_plusargs
-from .records import InOrderChecker, read_records, write_records
+from .records import RECORDS_HEX, InOrderChecker, check_hex, read_records
 
 __all__ = ["NATIVE_OPT", "build_native", "main_cpp", "run_native"]
 
@@ -224,14 +225,16 @@ def build_native(engine: Path, sidecar: dict, harness: str, cache: Path, waves: 
 
 def run_native(executable: Path, run_dir: Path, config: dict, *, waves: str | None) -> None:
     """Run the native model on the run folder's inputs (``config`` as the runner writes it)
-    and leave ``records.txt``, ``stats.json`` and, if it failed, ``failure.json`` there."""
+    and leave ``records.hex``, ``stats.json`` and, if it failed, ``failure.json`` there. With
+    a model (``config["expected"]``) every record is checked here, as the batch testbench
+    does; otherwise the runner decodes them, a chunk at a time."""
     sidecar = config["sidecar"]
     n = config["n"]
     stats_raw = run_dir / "native_stats.json"
     log = run_dir / "sim.log"
     args = [str(executable), f"+nfacep_input={run_dir / config['tuples']}",
             f"+nfacep_tuples={run_dir / 'batch.hex'}",
-            f"+nfacep_records={run_dir / 'records.hex'}", f"+nfacep_stats={stats_raw}",
+            f"+nfacep_records={run_dir / RECORDS_HEX}", f"+nfacep_stats={stats_raw}",
             f"+nfacep_seed={config['seed']}", f"+nfacep_traffic={config['traffic']}",
             f"+nfacep_depth={config['depth']}",
             f"+nfacep_timeout={config.get('timeout_cycles') or 0}",
@@ -250,25 +253,11 @@ def run_native(executable: Path, run_dir: Path, config: dict, *, waves: str | No
         _fail(failure, "error", f"the native model exited with {done.returncode} and wrote no "
                                 f"statistics; its output ends with:\n{tail(log)}")
         return
-    layout = RecordFormat.from_description(sidecar["record"]["fields"])
-    expected = read_records(run_dir / config["expected"]) if config.get("expected") else None
-    checker = InOrderChecker(expected, n)
     error = raw.get("error") or ""
-    try:
-        with open(run_dir / "records.hex", encoding="ascii") as f:
-            for number, line in enumerate(f):
-                try:
-                    word = int(line, 16)
-                except ValueError:
-                    error = error or (f"record {number} is not a value: {line.strip()!r} "
-                                      "(x or z bits on o_stream.payload)")
-                    break
-                checker(layout.decode(word))
-    except OSError as exc:
-        error = error or f"no records file ({exc})"
-    if not error:
-        checker.finish()
-    write_records(run_dir / config["results"], checker.records)
+    checker = None
+    if config.get("expected"):  # with a model: every record compared with its records
+        checker = InOrderChecker(read_records(run_dir / config["expected"]), n)
+        error = error or _check(run_dir, sidecar, checker)
     counters = {k: v for k, v in raw.items()
                 if k not in ("cycle", "first_in", "last_in", "last_out", "sent", "taken",
                              "error")}
@@ -278,13 +267,27 @@ def run_native(executable: Path, run_dir: Path, config: dict, *, waves: str | No
              "first_input_cycle": raw["first_in"] if sent else None,
              "last_input_cycle": raw["last_in"] if sent else None,
              "last_output_cycle": raw["last_out"] if taken else None,
-             "sent": sent, "records": taken, "counters": counters}
+             "sent": sent, "records": taken, "counters": counters,
+             "checked": checker is not None}
     (run_dir / config["stats"]).write_text(json.dumps(stats, indent=2), encoding="utf-8")
     if error or done.returncode != 0:
         _fail(failure, "error", error or f"the native model exited with {done.returncode}")
-    elif checker.error_count:
+    elif checker is not None and checker.error_count:
         _fail(failure, "mismatch",
               f"{checker.error_count} record(s) differ:\n{checker.report()}")
+
+
+def _check(run_dir: Path, sidecar: dict, checker: InOrderChecker) -> str:
+    """Check every record of the run against the model's; the error that stopped it, if any
+    (a record that is not a value, no records file)."""
+    try:
+        check_hex(run_dir / RECORDS_HEX,
+                  RecordFormat.from_description(sidecar["record"]["fields"]), checker)
+    except ValueError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"no records file ({exc})"
+    return ""
 
 
 def _fail(path: Path, kind: str, message: str) -> None:

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +32,10 @@ from nfacep.tuples import Tuples
 from . import build
 from .build import TIMESCALE, SimulationError
 from .harness import HARNESS_TOP, check_depth, depth_for, harness_verilog, switch_plusargs
-from .records import CONFIG_ENV, read_records, write_records
+from .records import CONFIG_ENV, RECORDS_HEX, InOrderChecker, read_hex, write_records
 
-__all__ = ["MODES", "TRAFFIC", "WAVE_FORMAT", "ContractError", "SimResult", "Simulation",
-           "check_sidecar"]
+__all__ = ["MODES", "RECORD_CHUNK", "TRAFFIC", "WAVE_FORMAT", "ContractError", "SimResult",
+           "SimRun", "Simulation", "check_sidecar"]
 
 #: Traffic patterns of the testbench (see :class:`nfacep.sim.testbench.Traffic`).
 TRAFFIC = ("random", "full")
@@ -150,20 +151,51 @@ class Simulation:
         parameters' ``values``: the engine starts with their initial values, and each switch
         is written to its ``i_params`` before the tuple it applies to.
 
+        The whole run at once: :meth:`stream` with one piece and its records read as one
+        chunk, kept as :attr:`SimResult.records`.
+
         Raises :class:`~nfacep.sim.build.SimulatorMissing` when the simulator is not installed
         (saying how to install it), :class:`ContractError` when the engine breaks its contract
         and :class:`SimulationError` when the simulation fails (a build failure, a stuck
         engine)."""
+        with self._launch(nfa, [tuples], params, values,
+                          model=tuples if self.check else None) as ran:
+            (result,) = ran.chunks(None, records=True)
+            result.failure = ran.failure
+            return result
+
+    def stream(self, nfa: Nfa, pieces: Iterable[Tuples], params: EngineParams,
+               values: ParamValues | None = None) -> contextlib.AbstractContextManager[SimRun]:
+        """:meth:`run` on a stream given in pieces, its result given back in chunks, so that
+        neither the stream nor its matches are ever held whole: a context manager that
+        writes each piece's packed tuples to the run folder as it comes (``pieces``: the
+        stream in order, its tuples numbered 0.. across them), runs the simulator (which reads
+        its input batch by batch and writes each record as the engine emits it) and gives a
+        :class:`SimRun`, whose :meth:`SimRun.chunks` decode the records a chunk at a time.
+        The run folder is removed when the block ends (kept with ``keep_run`` or a failure).
+
+        ``check`` (a comparison with the reference matcher, which takes the whole stream) is
+        :meth:`run`'s alone: a UsageError here. Raises as :meth:`run` does."""
+        if self.check:
+            raise UsageError("a simulation checked against the reference matcher takes the "
+                             "whole stream at once: use run(), not stream()")
+        return self._launch(nfa, pieces, params, values)
+
+    @contextlib.contextmanager
+    def _launch(self, nfa: Nfa, pieces: Iterable[Tuples], params: EngineParams,
+                values: ParamValues | None, model: Tuples | None = None) -> Iterator[SimRun]:
         cache = build.ready(self.simulator, self.build_dir)
         cache.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
-        keep = True
+        keep = False  # (a failure while the inputs are written leaves nothing worth keeping)
         try:
             engine_v, sidecar = self._engine(nfa, params, run_dir, values)
-            config = self._write_inputs(nfa, tuples, params, sidecar, run_dir, values)
+            n = self._write_tuples(nfa, pieces, run_dir / "tuples.hex")
+            config = self._write_inputs(nfa, n, model, params, sidecar, run_dir, values)
+            keep = True
             top, harness = sidecar["top"], None
             if self.mode in ("batch", "native"):
-                top, harness = HARNESS_TOP, harness_verilog(sidecar, self._depth(tuples.n))
+                top, harness = HARNESS_TOP, harness_verilog(sidecar, self._depth(n))
             with _watch(run_dir / PROGRESS_FILE, self.progress):
                 if self.mode == "native":
                     from .native import build_native, run_native
@@ -175,13 +207,12 @@ class Simulation:
                                waves=str(run_dir / "waves.vcd") if self.waves else None)
                 else:
                     with build.environment(self.simulator, cache):
-                        model = build.build_model(self.simulator, engine_v, top, cache,
-                                                  bool(self.waves), harness=harness)
-                        self._simulate(model, run_dir, top, config)
-            result = self._result(nfa, tuples.n, params, run_dir)
-            result.values = values or None
-            keep = self.keep_run or result.failure is not None
-            return result
+                        model_dir = build.build_model(self.simulator, engine_v, top, cache,
+                                                      bool(self.waves), harness=harness)
+                        self._simulate(model_dir, run_dir, top, config)
+            ran = SimRun(self, nfa, params, values, run_dir, n, sidecar)
+            yield ran
+            keep = self.keep_run or ran.failure is not None
         finally:
             if not keep:
                 shutil.rmtree(run_dir, ignore_errors=True)
@@ -218,27 +249,38 @@ class Simulation:
         check_sidecar(sidecar, nfa)
         return path, sidecar
 
-    def _write_inputs(self, nfa: Nfa, tuples: Tuples, params: EngineParams, sidecar: dict,
-                      run_dir: Path, values: ParamValues | None = None) -> Path:
-        """The testbench's inputs in ``run_dir``; returns its ``config.json``."""
-        try:
-            text = wire.hex_lines(nfa.program.schema, tuples)
-        except ValueError as exc:
-            raise ContractError(f"cannot pack the tuples: {exc}") from None
-        (run_dir / "tuples.hex").write_bytes(text)
+    @staticmethod
+    def _write_tuples(nfa: Nfa, pieces: Iterable[Tuples], path: Path) -> int:
+        """The pieces' packed tuples appended to ``path`` as they come (one hexadecimal word a
+        line, :func:`nfacep.wire.hex_lines`); returns how many."""
+        n = 0
+        with open(path, "wb") as f:
+            for piece in pieces:
+                try:
+                    f.write(wire.hex_lines(nfa.program.schema, piece))
+                except ValueError as exc:
+                    raise ContractError(f"cannot pack the tuples: {exc}") from None
+                n += piece.n
+        return n
+
+    def _write_inputs(self, nfa: Nfa, n: int, model: Tuples | None, params: EngineParams,
+                      sidecar: dict, run_dir: Path, values: ParamValues | None = None) -> Path:
+        """The testbench's inputs besides the tuples in ``run_dir`` (with ``model``, the
+        reference matcher's records of those tuples, to check against); returns its
+        ``config.json``."""
         expected = None
-        if self.check:
+        if model is not None:
             from nfacep import reference
 
-            model = reference.run(nfa, tuples, params, values=values)
-            write_records(run_dir / "expected.txt", model.records(nfa, tuples))
+            matched = reference.run(nfa, model, params, values=values)
+            write_records(run_dir / "expected.txt", matched.records(nfa, model))
             expected = "expected.txt"
         config = {"sidecar": sidecar, "tuples": "tuples.hex", "expected": expected,
-                  "results": "records.txt", "stats": "stats.json", "failure": "failure.json",
+                  "results": RECORDS_HEX, "stats": "stats.json", "failure": "failure.json",
                   "seed": self.seed, "traffic": self.traffic,
-                  "timeout_cycles": self.timeout_cycles, "depth": self._depth(tuples.n),
+                  "timeout_cycles": self.timeout_cycles, "depth": self._depth(n),
                   "switches": None, "switch_count": 0,
-                  "progress": PROGRESS_FILE if self.progress else None, "n": tuples.n}
+                  "progress": PROGRESS_FILE if self.progress else None, "n": n}
         if values and values.switches:
             config.update(switches="switches.hex", switch_count=len(values.switches))
             with open(run_dir / "switches.hex", "w", encoding="ascii") as f:
@@ -255,41 +297,100 @@ class Simulation:
         plusargs = []
         if self.mode == "batch":
             plusargs += [f"+nfacep_tuples={run_dir / 'batch.hex'}",
-                         f"+nfacep_records={run_dir / 'records.hex'}",
+                         f"+nfacep_records={run_dir / RECORDS_HEX}",
                          f"+nfacep_seed={self.seed}", f"+nfacep_traffic={self.traffic}",
                          *switch_plusargs(json.loads(config.read_text(encoding="utf-8")),
                                           run_dir)]
         run_testbench(self.simulator, model, run_dir, top, TESTBENCH_MODULE[self.mode], config,
                       waves=bool(self.waves), plusargs=plusargs, seed=self.seed)
 
-    def _result(self, nfa: Nfa, n: int, params: EngineParams, run_dir: Path) -> SimResult:
-        log = run_dir / "sim.log"
+
+#: Records decoded at a time by :meth:`SimRun.chunks` by default.
+RECORD_CHUNK = 1 << 20
+
+
+class SimRun:
+    """A simulation that has run (:meth:`Simulation.stream`): how it went, and its records,
+    still in the run folder, read a chunk at a time by :meth:`chunks`.
+
+    Raises :class:`SimulationError` when the testbench failed (anything but records that
+    differ from the reference matcher's, which is :attr:`failure`)."""
+
+    def __init__(self, simulation: Simulation, nfa: Nfa, params: EngineParams,
+                 values: ParamValues | None, run_dir: Path, n: int, sidecar: dict):
+        self.simulation, self.nfa, self.params, self.values = simulation, nfa, params, values
+        self.run_dir, self.n = run_dir, n
+        self.layout = wire.RecordFormat.from_description(sidecar["record"]["fields"])
         failure = _read_failure(run_dir / "failure.json")
         stats_path = run_dir / "stats.json"
         if (failure is not None and failure["kind"] != "mismatch") or not stats_path.is_file():
-            reason = failure["message"] if failure else "it ran no test"
-            raise SimulationError(f"the {self.simulator} simulation failed: {reason}\n(log: "
-                                  f"{log}; its end:\n{build.tail(log)})")
-        stats = json.loads(stats_path.read_text(encoding="utf-8"))
-        records = read_records(run_dir / "records.txt")
-        first, last = stats.get("first_input_cycle"), stats.get("last_input_cycle")
-        try:
-            result = SimResult.from_records(
-                nfa, n, records, params, counters=stats.get("counters", {}),
-                simulator=self.simulator, mode=self.mode, seed=self.seed,
-                traffic=self.traffic,
-                cycles=stats.get("cycles", 0), records=records,
-                tuples_per_cycle=None if first is None or last is None else
-                n / (last - first + 1))
-        except ValueError as err:
-            raise ContractError(f"the engine's records: {err}") from None
+            self._fail(failure["message"] if failure else "it ran no test")
+        self.stats = json.loads(stats_path.read_text(encoding="utf-8"))
+        #: set when the records are wrong: they differ from the reference matcher's (found by
+        #: the testbench, with ``check``) or break the record rules (found by :meth:`chunks`)
+        self.failure: SimulationError | None = None
         if failure is not None:
-            result.failure = SimulationError(
-                f"the engine's records differ from the reference matcher's: "
-                f"{failure['message']}\n(run folder: {run_dir})")
-        if self.waves:
-            result.waves = deliver_waves(self.waves, run_dir, self.simulator)
-        return result
+            self._differ(failure["message"])
+        self.waves = None  #: the waveform file written, if any
+        if simulation.waves:
+            self.waves = deliver_waves(simulation.waves, run_dir, simulation.simulator)
+
+    @property
+    def cycles(self) -> int:
+        """Clock cycles from the end of reset to the last transfer."""
+        return self.stats.get("cycles", 0)
+
+    def chunks(self, rows: int | None = RECORD_CHUNK, *,
+               records: bool = False) -> Iterator[SimResult]:
+        """The run's result in chunks of at most ``rows`` records (None: one chunk), in the
+        order the engine emitted them: each a :class:`SimResult` of the whole run (its ``n``,
+        cycles, counters) holding the matches and drops of those records (their ``seq``
+        positions in the whole stream), and the records themselves with ``records``. At least
+        one chunk. Records that break the rules (out of order, a drop that matches, a record
+        that reports nothing) set :attr:`failure` once the last chunk is read, unless the
+        testbench checked them; a record that cannot be this engine's is a
+        :class:`ContractError`."""
+        sim = self.simulation
+        checker = None if self.stats.get("checked") else InOrderChecker(None, self.n,
+                                                                        keep=False)
+        first, last = self.stats.get("first_input_cycle"), self.stats.get("last_input_cycle")
+        fields = {"counters": self.stats.get("counters", {}), "simulator": sim.simulator,
+                  "mode": sim.mode, "seed": sim.seed, "traffic": sim.traffic,
+                  "cycles": self.cycles, "waves": self.waves,
+                  "tuples_per_cycle": None if first is None or last is None else
+                  self.n / (last - first + 1)}
+        decoded = read_hex(self.run_dir / RECORDS_HEX, self.layout, rows)
+        while True:
+            try:
+                chunk = next(decoded, None)
+            except OSError as exc:
+                self._fail(f"no records file ({exc})")
+            except ValueError as exc:
+                self._fail(f"{exc} (x or z bits on o_stream.payload)")
+            if chunk is None:
+                break
+            if checker is not None:
+                checker.check(chunk)
+            try:
+                result = SimResult.from_columns(
+                    self.nfa, self.n, chunk, self.params,
+                    records=chunk.records() if records else [], **fields)
+            except ValueError as err:
+                raise ContractError(f"the engine's records: {err}") from None
+            result.values = self.values or None
+            yield result
+        if checker is not None and checker.error_count:
+            self._differ(f"{checker.error_count} record(s) differ:\n{checker.report()}")
+
+    def _fail(self, reason: str):
+        log = self.run_dir / "sim.log"
+        raise SimulationError(f"the {self.simulation.simulator} simulation failed: {reason}\n"
+                              f"(log: {log}; its end:\n{build.tail(log)})")
+
+    def _differ(self, message: str) -> None:
+        self.failure = SimulationError(
+            f"the engine's records differ from the reference matcher's: {message}\n"
+            f"(run folder: {self.run_dir})")
 
 
 def check_waves(waves: str | None, simulator: str) -> None:

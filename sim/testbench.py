@@ -11,13 +11,14 @@ run folder and names the folder's ``config.json`` in the environment variable
 ``NFACEP_SIM_CONFIG``::
 
     {"sidecar": {...engine.json...}, "tuples": "tuples.hex", "expected": "expected.txt" | null,
-     "results": "records.txt", "stats": "stats.json", "failure": "failure.json",
+     "results": "records.hex", "stats": "stats.json", "failure": "failure.json",
      "seed": 0, "traffic": "random" | "full", "timeout_cycles": null | int,
      "drain_cycles": null | int}
 
-``tuples.hex`` holds one packed tuple per line (hexadecimal); ``expected.txt`` and
-``records.txt`` one record per line, ``seq partition matches dropped`` in decimal (``matches``
-the query bit mask). The test writes the records it took, ``stats.json`` (cycles, counters)
+``tuples.hex`` holds one packed tuple per line (hexadecimal); ``expected.txt`` one record per
+line, ``seq partition matches dropped`` in decimal (``matches`` the query bit mask);
+``records.hex`` the records taken, one hexadecimal word a line, as the batch harness writes
+them. The test writes the records it took, ``stats.json`` (cycles, counters)
 and, when it fails, ``failure.json``: ``{"kind": "mismatch" | "error", "message": …}``
 (``mismatch``: the engine ran to the end but its records differ from the model's), so the
 runner can report it without parsing cocotb's log. Records are decoded with the sidecar's
@@ -37,7 +38,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
 from nfacep.sim.harness import counter_ports
-from nfacep.sim.records import CONFIG_ENV, InOrderChecker, read_records, write_records
+from nfacep.sim.records import CONFIG_ENV, InOrderChecker, read_records, write_hex
 from nfacep.wire import RecordFormat
 
 CLOCK_PERIOD_NS = 10
@@ -301,7 +302,7 @@ class TB:
         self.checker.finish()
 
     def write_results(self) -> None:
-        write_records(self.folder / self.config["results"], self.checker.records)
+        write_hex(self.folder / self.config["results"], self.layout, self.checker.records)
         drv, mon = self.driver, self.monitor
         last = max(drv.last_cycle or 0, mon.last_cycle or 0)
         stats = {
@@ -313,6 +314,7 @@ class TB:
             "sent": drv.sent,
             "records": mon.received,
             "counters": self.counters(),
+            "checked": True,  # (every record, as it came)
         }
         with open(self.folder / self.config["stats"], "w", encoding="utf-8") as f:
             json.dump(stats, f, indent=2)
