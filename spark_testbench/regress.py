@@ -13,7 +13,11 @@ then
    shard simulated alone in ``seq`` order, its record positions (and the starts of the
    matches, for start_seq) mapped back to the global ``seq``. That is exact because capacity
    and timers cannot matter (``vectors.py`` chose the mode for that reason). In ``global``
-   mode one task simulates the whole stream;
+   mode one task simulates the whole stream. Spark sorts each shard by ``seq`` (spilling to
+   disk as it needs), and a task streams: it writes each Arrow batch to the simulation's input
+   as it comes and reads the records back a chunk at a time (:class:`Shard`,
+   :meth:`nfacep.sim.Simulation.stream`), so its memory is bounded by :data:`PIECE_TUPLES`
+   and :data:`RECORD_CHUNK`, not by the shard, even in ``global`` mode;
 3. compares the simulated matches with ``expected.parquet`` by a full outer join on
    ``seq, query, partition`` (null-safe: ``partition`` is null without PARTITION), and the
    simulated drops with ``drops.parquet`` on ``seq, partition``. When the expected matches
@@ -30,11 +34,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +53,7 @@ from nfacep.output import write_json
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
 from nfacep.settings import ParamValues
-from nfacep.tuples import from_table
+from nfacep.tuples import Tuples, from_table
 
 from .progress import Progress
 from .vectors import (
@@ -62,7 +68,8 @@ from .vectors import (
     manifest_values,
 )
 
-__all__ = ["FIRST", "KINDS", "QUERY_KINDS", "REPORT", "Job", "prepare", "run"]
+__all__ = ["FIRST", "KINDS", "PIECE_TUPLES", "QUERY_KINDS", "RECORD_CHUNK", "REPORT", "Job",
+           "Shard", "prepare", "run", "shard_rows"]
 
 REPORT = "regress_report.json"
 REPORT_FORMAT = "nfacep-regress/1"
@@ -76,6 +83,11 @@ FIRST = 20
 #: when the stream is long), so that a task holds one shard, not its share of the stream:
 #: memory stays bounded by the shard (or by the busiest key, which is never split).
 SHARD_TUPLES = 1 << 20
+#: A task hands its shard to the simulation in pieces of at most this many tuples (Spark's
+#: Arrow batches, cut to it), and reads the records back this many at a time: its memory is
+#: bounded by these, not by the shard (read on the driver when the job runs).
+PIECE_TUPLES = 1 << 16
+RECORD_CHUNK = 1 << 20
 _RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
                      ("kind", pa.string()), ("start", pa.int64())])
 
@@ -208,8 +220,9 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
 
 # --- the prebuilt model -------------------------------------------------------------------------
 
-def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
-    """Emit the engine into ``folder`` and build its simulator model in the build cache, once.
+def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str]:
+    """Emit the engine into ``folder`` and build its simulator model (with a batch memory of
+    ``depth`` tuples) in the build cache, once.
 
     Returns the paths of the query copy and the Verilog every task simulates.
     """
@@ -221,7 +234,7 @@ def _prebuild(job: Job, folder: Path) -> tuple[str, str]:
     engine_v = folder / "engine.v"
     write_verilog(job.nfa, str(engine_v), job.params, values=job.values)
     sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir,
-                 batch_depth=_batch_depth(job), native=job.sim_mode == "native")
+                 batch_depth=depth, native=job.sim_mode == "native")
     return str(query), str(engine_v)
 
 
@@ -233,30 +246,118 @@ def _batch_depth(job: Job) -> int:
     return depth_for(int(job.manifest.get("tuples", 0)))
 
 
+# --- a shard on its way through the simulation ----------------------------------------------
+
+class Shard:
+    """The tuples of one shard as they pass into the simulation, in pieces: each Arrow batch
+    (cut to at most ``rows`` tuples) converted to :class:`~nfacep.tuples.Tuples` and handed on
+    (:meth:`pieces`), while what mapping the records back needs is kept on disk in ``folder``,
+    not in memory: the ``seq`` column (a record's position, and a match's start, index it)
+    and the partition key column (the partition text of a drop). ``seq`` must rise from
+    tuple to tuple, across the pieces too: a :class:`~nfacep.sim.SimulationError` if not."""
+
+    def __init__(self, program, folder: Path, rows: int):
+        self.program = program
+        self.key = program.partition_field
+        self.folder = folder
+        self.rows = rows
+        self.n = 0  #: tuples handed on so far
+        self.first: int | None = None  #: the first seq
+        self._last: int | None = None
+        self._key_dtype = None
+
+    def pieces(self, batches) -> Iterator[Tuples]:
+        """The tuples of ``batches`` (Arrow record batches with a ``seq`` column), in
+        pieces, their seq and key columns appended to the files as they go."""
+        from nfacep.sim import SimulationError
+
+        with open(self.folder / "seq.i64", "wb") as seqs, \
+                open(self.folder / "key.raw", "wb") as keys:
+            for batch in batches:
+                for start in range(0, batch.num_rows, self.rows):
+                    part = batch.slice(start, self.rows)
+                    seq = part.column("seq").to_numpy(zero_copy_only=False).astype(np.int64)
+                    if not len(seq):
+                        continue
+                    wrong = np.flatnonzero(np.diff(seq) <= 0)
+                    if self._last is not None and seq[0] <= self._last:
+                        before, after = self._last, int(seq[0])
+                    elif len(wrong):
+                        before, after = int(seq[wrong[0]]), int(seq[wrong[0] + 1])
+                    else:
+                        before = None
+                    if before is not None:
+                        raise SimulationError(
+                            f"{TUPLES}: a shard's tuples must come in rising seq order, each "
+                            f"seq once, but seq {after} came after seq {before}")
+                    data = from_table(pa.Table.from_batches([part]), self.program.schema,
+                                      source=f"{TUPLES} (seq {seq[0]}…)")
+                    seqs.write(seq.tobytes())
+                    if self.key is not None:
+                        column = np.ascontiguousarray(data.columns[self.key])
+                        self._key_dtype = column.dtype
+                        keys.write(column.tobytes())
+                    if self.first is None:
+                        self.first = int(seq[0])
+                    self._last = int(seq[-1])
+                    self.n += len(seq)
+                    yield data
+
+    def seq(self) -> np.ndarray:
+        """The ``seq`` of every tuple handed on (mapped from the file)."""
+        return np.memmap(self.folder / "seq.i64", dtype=np.int64, mode="r", shape=(self.n,))
+
+    def keys(self) -> Tuples:
+        """The partition key column of every tuple handed on (mapped from the file), for
+        :func:`nfacep.result.partition_texts`."""
+        columns = {}
+        if self.key is not None:
+            columns[self.key] = np.memmap(self.folder / "key.raw", dtype=self._key_dtype,
+                                          mode="r", shape=(self.n,))
+        return Tuples(columns, self.n, TUPLES)
+
+
+def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples) -> pa.RecordBatch:
+    """The rows (:data:`_RESULT`) of a shard's simulated matches and drops in ``result`` (a
+    chunk of them): positions in the shard mapped to the global ``seq``, and so the starts."""
+    m, d = len(result.seqs), len(result.drops)
+    names = np.array(result.names, dtype=object)
+    kinds = np.array(["match", "drop"], dtype=object)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(np.concatenate([seq[result.seqs], seq[result.drops]]), pa.int64()),
+         pa.array(np.concatenate([names[result.queries], np.full(d, None, dtype=object)]),
+                  pa.string()),
+         pa.array(list(result.partitions) + partition_texts(nfa, keys, result.drops),
+                  pa.string()),
+         pa.array(np.repeat(kinds, [m, d]), pa.string()),
+         pa.concat_arrays([global_starts(seq, result.starts, m), pa.nulls(d, pa.int64())])],
+        schema=_RESULT)
+
+
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
 
 def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
-              seed: int, batch_depth: int, sim_mode: str, values, counter, batches):
-    """Simulate the tuples of one Spark partition (one shard) in ``seq`` order; adds them to
-    ``counter`` (a :class:`~.progress.Counter`).
+              seed: int, batch_depth: int, sim_mode: str, values, piece_rows: int,
+              record_rows: int, counter, batches):
+    """Simulate the tuples of one Spark partition (one shard, which Spark sorted by ``seq``)
+    as they come; adds them to ``counter`` (a :class:`~.progress.Counter`).
 
-    The simulation numbers the shard's tuples 0..m-1: a record's position and a match's start
-    (start_seq) are both mapped back to the global ``seq`` through the shard's ``seq`` column.
+    Streams, so that a task holds neither its shard nor its matches: each incoming Arrow
+    batch is converted and written to the simulation's input as it comes (:class:`Shard`,
+    pieces of at most ``piece_rows`` tuples), and the records are read back ``record_rows`` at
+    a time (:meth:`nfacep.sim.SimRun.chunks`), each chunk yielded as a batch of rows. The
+    simulation numbers the shard's tuples 0..m-1: a record's position and a match's start
+    (start_seq) are both mapped back to the global ``seq`` through the shard's ``seq`` column
+    (on disk).
     """
     from nfacep import sim
 
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
+    batches = (b for b in batches if b.num_rows)
+    head = next(batches, None)
+    if head is None:
         counter.finished()
         return
     nfa = _compiled(query)
-    program = nfa.program
-    table = pa.Table.from_batches(batches)
-    seq = table.column("seq").to_numpy()
-    if len(seq) > 1 and bool((np.diff(seq) < 0).any()):
-        order = np.argsort(seq, kind="stable")
-        table, seq = table.take(pa.array(order)), seq[order]
-    data = from_table(table, program.schema, source=f"{TUPLES} (seq {seq[0]}…)")
     reported = 0
 
     def simulated(done: int) -> None:  # (batches as they end: the progress lines move)
@@ -264,32 +365,27 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
         counter.add(done - reported)
         reported = done
 
+    first = int(head.column("seq")[0].as_py())
     simulation = sim.Simulation(simulator, build_dir=build_dir, engine=engine_v,
-                                seed=seed + int(seq[0]), batch_depth=batch_depth,
-                                mode=sim_mode,
+                                seed=seed + first, batch_depth=batch_depth, mode=sim_mode,
                                 progress=simulated if sim_mode != "cycle" else None)
-    res = simulation.run(nfa, data, params, values)
-    m = len(res.seqs)
-    rows_seq = seq[res.seqs].tolist()
-    rows_q = [res.names[q] for q in res.queries.tolist()]
-    rows_p = list(res.partitions)
-    kinds = ["match"] * m
-    starts = global_starts(seq, res.starts, m)
-    rows_seq += seq[res.drops].tolist()
-    rows_q += [None] * len(res.drops)
-    rows_p += partition_texts(nfa, data, res.drops)
-    kinds += ["drop"] * len(res.drops)
+    with tempfile.TemporaryDirectory(prefix="shard-", dir=build_dir) as folder:
+        shard = Shard(nfa.program, Path(folder), piece_rows)
+        with simulation.stream(nfa, shard.pieces(itertools.chain([head], batches)), params,
+                               values) as ran:
+            seq, keys = shard.seq(), shard.keys()
+            for result in ran.chunks(record_rows):
+                if len(result.seqs) or len(result.drops):
+                    yield shard_rows(nfa, result, seq, keys)
+            cycles = ran.cycles
+        n = shard.n
+        del seq, keys  # (the maps closed before their files go)
     # one "shard" row: seq = tuples simulated, partition = clock cycles taken
-    rows_seq.append(len(seq))
-    rows_q.append(None)
-    rows_p.append(str(res.cycles))
-    kinds.append("shard")
-    counter.add(len(seq) - reported)
+    counter.add(n - reported)
     counter.finished()
     yield pa.RecordBatch.from_arrays(
-        [pa.array(rows_seq, pa.int64()), pa.array(rows_q, pa.string()),
-         pa.array(rows_p, pa.string()), pa.array(kinds, pa.string()),
-         pa.concat_arrays([starts, pa.nulls(len(kinds) - m, pa.int64())])], schema=_RESULT)
+        [pa.array([n], pa.int64()), pa.nulls(1, pa.string()), pa.array([str(cycles)]),
+         pa.array(["shard"]), pa.nulls(1, pa.int64())], schema=_RESULT)
 
 
 @functools.lru_cache(maxsize=4)
@@ -324,7 +420,8 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
     folder = Path(tempfile.mkdtemp(prefix="regress-", dir=job.build_dir))
     try:
         say(f"regress: emitting the engine and building the {job.simulator} model once")
-        query, engine_v = _prebuild(job, folder)
+        depth = _batch_depth(job)
+        query, engine_v = _prebuild(job, folder, depth)
         seconds["build"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
@@ -338,6 +435,8 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
         else:
             shards = 1
             source = tuples.coalesce(1)
+        # each shard in seq order, sorted by Spark (which spills), not in the task
+        source = source.sortWithinPartitions("seq")
         count = f"{n_tuples:,}" if isinstance(n_tuples, int) else "?"
         say(f"regress: {count} tuples in the vectors; simulating them in {shards} "
             f"shard{'s' if shards != 1 else ''} ({job.mode})")
@@ -345,8 +444,8 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
             counter = watch.phase("simulated", total=n_tuples, tasks=shards,
                                   task_word="shards")
             task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
-                                     str(job.build_dir), job.seed, _batch_depth(job),
-                                     job.sim_mode, job.values, counter)
+                                     str(job.build_dir), job.seed, depth, job.sim_mode,
+                                     job.values, PIECE_TUPLES, RECORD_CHUNK, counter)
             result = source.mapInArrow(task, _spark_schema(_RESULT))
             try:
                 result = result.localCheckpoint()
