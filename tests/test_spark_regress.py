@@ -379,3 +379,105 @@ def test_progress_lines_count_tuples_and_end_at_the_total(fire, build_dir, capsy
     assert re.fullmatch(r"regress: 3,000 of 3,000 tuples simulated \(100%\) in \d+ s, "
                         r"[\d,]+ tuples/s", lines[-1]), lines[-1]
     assert "regress: checking the simulated matches against the expected ones" in err
+
+
+# --- streamed tasks: a shard in pieces, its records in chunks ----------------------------------
+
+@pytest.fixture(scope="module")
+def supply_global(spark, tmp_path_factory):
+    """Supply-chain vectors in global mode (timers matter), with drops."""
+    out = tmp_path_factory.mktemp("supply") / "v"
+    manifest = make(spark, out, SUPPLY, EngineParams(partitions=6, tick_tuples=40,
+                                                     timer_bits=2), keys=30, zipf=0.5)
+    assert manifest["expected"]["mode"] == "global" and manifest["counts"]["drops"] > 0
+    return out
+
+
+def _without_times(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k != "run"}
+
+
+@pytest.mark.parametrize("sim_mode", ["batch", "native"])
+def test_streamed_tasks_in_small_pieces_give_the_same_report(
+        spark, fire, supply_global, build_dir, tmp_path, monkeypatch, capsys, sim_mode):
+    """Each task hands its shard to the simulation in pieces and reads the records back in
+    chunks: forced to pieces of 97 tuples and chunks of 13 records (a 3,000-tuple shard in
+    dozens of each), partitioned and global vectors give the report the default sizes (one
+    piece, one chunk) give, field for field but the run's times; so does a broken gateware's
+    (Icarus in the batch mode, Verilator in the native one)."""
+    extra = ("--build-dir", str(build_dir), "--quiet")
+    if sim_mode == "native":
+        if sim.simulator_available("verilator"):
+            pytest.fail("the native mode needs Verilator (tools/install-simulators.sh)")
+        extra = ("--build-dir", str(tmp_path / "cache"), "--simulator", "verilator",
+                 "--mode", "native", "--quiet")
+
+    def reports(broken: bool = False) -> list[dict]:
+        got = []
+        for folder, query, engine in ((fire, FIRE, FIRE_ENGINE),
+                                      (supply_global, SUPPLY, SUPPLY_ENGINE))[:2 - broken]:
+            assert regress_cli(folder, query, *engine, *extra, "--tasks", "2") == broken
+            got.append(_without_times(report_of(folder)))
+        return got
+
+    whole = reports()
+    assert [r["mode"] for r in whole] == ["partitioned", "global"]
+    assert all(r["equal"] and r["sim_mode"] == sim_mode for r in whole)
+    assert whole[1]["counts"]["simulated_drops"] > 0
+    monkeypatch.setattr(regress, "PIECE_TUPLES", 97)
+    monkeypatch.setattr(regress, "RECORD_CHUNK", 13)
+    assert reports() == whole
+    if sim_mode == "batch":  # a cut wire is still caught, alike in pieces
+        module, broken = _cut_wire("st3_SMOKE", "st2_HOT")
+        monkeypatch.setattr(module, "next_state", broken)
+        small = reports(broken=True)
+        monkeypatch.setattr(regress, "PIECE_TUPLES", 1 << 16)
+        monkeypatch.setattr(regress, "RECORD_CHUNK", 1 << 20)
+        assert small == reports(broken=True)
+        c = small[0]["counts"]
+        assert not small[0]["equal"] and c["missing"] > 0 and c["extra"] == 0
+    capsys.readouterr()
+
+
+def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir, tmp_path,
+                                                          capsys):
+    """A tuple twice in tuples.parquet (the same seq): its shard's seq does not rise, which
+    the task says in one line; and Shard.pieces says where, across pieces too."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from nfacep import compile_file
+    from nfacep.sim import SimulationError
+
+    copy = tmp_path / "v"
+    shutil.copytree(fire, copy)
+    folder = copy / vectors.TUPLES
+    parts = sorted(p for p in folder.iterdir() if p.suffix == ".parquet")
+    table = pq.read_table(parts[0])
+    pq.write_table(pa.concat_tables([table, table.slice(5, 1)]), parts[0])
+    for crc in folder.glob(".*.crc"):  # (Hadoop's checksums of the files as written)
+        crc.unlink()
+    assert regress_cli(copy, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir),
+                       "--quiet") == 1
+    err = capsys.readouterr().err
+    seq = table.column("seq")[5].as_py()
+    assert "nfacep: a simulation task failed" in err and "Traceback" not in err, err
+    assert f"must come in rising seq order, each seq once, but seq {seq} came after seq" \
+        in err, err
+
+    program = compile_file(FIRE).program
+    ordered = table.sort_by("seq").to_batches(max_chunksize=10)
+    swapped = [ordered[0], ordered[2], ordered[1]]  # rising within each batch, not across
+    shard = regress.Shard(program, tmp_path, 4)
+    with pytest.raises(SimulationError, match=(
+            rf"seq {ordered[1].column('seq')[0].as_py()} came after seq "
+            rf"{ordered[2].column('seq')[-1].as_py()}$")):
+        list(shard.pieces(swapped))
+    shard = regress.Shard(program, tmp_path, 4)
+    pieces = list(shard.pieces(ordered[:3]))
+    assert [p.n for p in pieces] == [4, 4, 2] * 3 and shard.n == 30
+    assert np.array_equal(shard.seq(), np.concatenate(
+        [b.column("seq").to_numpy() for b in ordered[:3]]))
+    assert np.array_equal(shard.keys().columns["sensor"],
+                          np.concatenate([p.columns["sensor"] for p in pieces]))
