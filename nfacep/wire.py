@@ -437,11 +437,16 @@ class RecordFormat:
             nibbles = _NIBBLE[rows[:, :digits]]
             if not ((nibbles > 15).any() or (rows[:, digits] != ord("\n")).any()):
                 return self._columns(nibbles)
-        for number, line in enumerate(data.split(b"\n")):  # (only when one is wrong)
-            if len(line) != digits or (_NIBBLE[np.frombuffer(line, dtype=np.uint8)] > 15).any():
+        lines = data.split(b"\n")  # (only when one is wrong: which)
+        for number, line in enumerate(lines):
+            end = number == len(lines) - 1  # (what follows the last line end)
+            if end and not line:
+                break
+            if end or len(line) != digits \
+                    or (_NIBBLE[np.frombuffer(line, dtype=np.uint8)] > 15).any():
                 raise ValueError(f"record {first + number} is not a value: "
                                  f"{line.decode('ascii', 'replace').strip()!r}")
-        raise AssertionError("unreachable: a wrong line was not found")
+        raise AssertionError("unreachable: no wrong line found")
 
     def _columns(self, nibbles: np.ndarray) -> RecordColumns:
         n, digits = nibbles.shape
