@@ -73,16 +73,19 @@ class TablePartitioner(wiring.Component):
     edge), and the cycle after the read compares the ways' tags, applies ``update``, writes
     the entry back and hands the record to the output register
     (:class:`~nfacep.hdl.queue.StreamBuffer`). With ``registered`` (the default) the read
-    data is registered ``read_stages - 1`` more times (:class:`~nfacep.hdl.bram.RegisteredBank`:
-    on ECP5 in the block RAM's own output register, then, with the default ``read_stages=3``,
-    in a flip-flop, which leaves a whole cycle to the route from a block RAM far away on the
-    device); stage 3 decides (hit, way, drop) from it and from the ``read_stages + 2`` writes
-    it cannot have seen (those of the operation in stage 4 and of the last ``read_stages + 1``
-    written back), stage 4 applies ``update``, and the write-back reaches its bank from a
-    register (``_Stages.registered_tail`` has the argument). Either way each tuple sees
-    everything before it, even back-to-back tuples of one key or one bucket.
+    data passes ``read_stages`` registers (:class:`~nfacep.hdl.bram.RegisteredBank`: on
+    ECP5 the block RAM's own output register, then, with the default ``read_stages=4``, a
+    flip-flop, which leaves a whole cycle to the route from a block RAM far away on the
+    device; the last register is the tail's, holding beside the row whether each way's entry
+    is in use and the tuple's, compared in the cycle before). Stage 3 decides (hit, way, drop)
+    from it and from the ``read_stages + 2`` writes it cannot have seen (those of the operation
+    in stage 4 and of the last ``read_stages + 1`` written back, all but the newest merged into
+    the registers before stage 3 over the two cycles before it), stage 4 applies ``update``,
+    and the write-back reaches its banks from registers (``_Stages.registered_tail`` has the
+    argument). Either way each tuple sees everything before it, even back-to-back tuples of one
+    key or one bucket.
 
-    Latency: ``3 + read_stages`` cycles, 6 by default (3 without ``registered``). A tuple
+    Latency: ``3 + read_stages`` cycles, 7 by default (3 without ``registered``). A tuple
     transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
     edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
     ``n + latency``.
@@ -120,7 +123,8 @@ class TablePartitioner(wiring.Component):
         separate stages (forwarding the writes in flight): more cycles of latency, no long
         path into or out of the block RAM, and the way decision apart from ``update``.
     read_stages : :class:`int`
-        With ``registered``: registers on the read path, 2 or 3 (the default).
+        With ``registered``: registers on the read path, 3 or 4 (the default; the flip-flop
+        after the block RAM's output register).
 
     Members
     -------
@@ -131,7 +135,7 @@ class TablePartitioner(wiring.Component):
     def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
                  result_shape: ShapeLike, entries: int, ways: int, update: UpdateFunction,
                  timer_bits: int = 4, tick_tuples: int = 0, sweep_every: int = 1024,
-                 registered: bool = True, read_stages: int = 3, counter_width: int = 32):
+                 registered: bool = True, read_stages: int = 4, counter_width: int = 32):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
@@ -147,8 +151,8 @@ class TablePartitioner(wiring.Component):
         check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not isinstance(sweep_every, int) or sweep_every < 1:
             raise ValueError(f"Sweep period must be a positive integer, not {sweep_every!r}")
-        if read_stages not in (2, 3):
-            raise ValueError(f"Read stages must be 2 or 3, not {read_stages!r}")
+        if read_stages not in (3, 4):
+            raise ValueError(f"Read stages must be 3 or 4, not {read_stages!r}")
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
 
@@ -323,15 +327,18 @@ class TablePartitioner(wiring.Component):
                 s2_bank.eq(s1_bank),
             ]
 
-        # with a third read register the operations wait one stage more before stage 3
-        if self._read_stages == 3:
-            delayed = (Signal.like(s2, name="s2b"), Signal(name="s2b_valid"),
-                       Signal.like(s2_op, name="s2b_op"), Signal.like(s2_row, name="s2b_row"),
-                       Signal.like(s2_bank, name="s2b_bank"))
+        # with more read registers the operations wait as many stages more before stage 3;
+        # the last two (``prev``, then the one before stage 3) are the registered tail's
+        chain = [(s2, s2_valid, s2_op, s2_row, s2_bank)]
+        for extra in "bc"[:max(0, self._read_stages - 2)]:
+            delayed = (Signal.like(s2, name=f"s2{extra}"), Signal(name=f"s2{extra}_valid"),
+                       Signal.like(s2_op, name=f"s2{extra}_op"),
+                       Signal.like(s2_row, name=f"s2{extra}_row"),
+                       Signal.like(s2_bank, name=f"s2{extra}_bank"))
             with m.If(advance):
-                m.d.sync += [d.eq(v) for d, v in zip(
-                    delayed, (s2, s2_valid, s2_op, s2_row, s2_bank), strict=True)]
-            s2, s2_valid, s2_op, s2_row, s2_bank = delayed
+                m.d.sync += [d.eq(v) for d, v in zip(delayed, chain[-1], strict=True)]
+            chain.append(delayed)
+        s2, s2_valid, s2_op, s2_row, s2_bank = chain[-1]
 
         # --- the banks: read in stage 1 ---------------------------------------------------------
         registered = self._registered
@@ -339,9 +346,12 @@ class TablePartitioner(wiring.Component):
         write_ports = []
         for b in range(banks):
             if registered:
-                # read data registered twice (on ECP5 in the block RAM's output register); the
-                # forwarding below replaces transparency (which Yosys would build in logic)
-                bank = RegisteredBank(width=layout.size, depth=rows, stages=self._read_stages)
+                # read data registered in the bank (on ECP5 in the block RAM's output register,
+                # with 4 stages a flip-flop after it) and once more in the tail, beside what is
+                # decided from it; the forwarding replaces transparency (which Yosys would
+                # build in logic)
+                bank = RegisteredBank(width=layout.size, depth=rows,
+                                      stages=3 if self._read_stages == 4 else 2)
                 m.submodules[f"bank{b}"] = bank
                 m.d.comb += [bank.r_addr.eq(s1_row), bank.r_en.eq(advance)]
                 read_data.append(data.View(layout, bank.r_data))
@@ -357,22 +367,36 @@ class TablePartitioner(wiring.Component):
 
         ctx = _Stages(self, m, advance, layout, row_bits, bank_bits)
         if registered:
+            before = chain[-2]
+            prev = (Value.cast(before[0].key).as_unsigned(), before[3], before[2])
             t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
-                s2, s2_valid, s2_op, s2_row, s2_bank, read_data)
-            # from registers: nothing long ends at the block RAM (written again and again while
-            # stalled, which is harmless)
-            w_valid, w_row, w_way, w_entry = ctx.hist[0].valid, ctx.hist[0].row, \
-                ctx.hist[0].way, ctx.hist[0].entry
+                prev, s2, s2_valid, s2_op, s2_row, s2_bank, read_data)
+            # the write port is driven by registers and nothing else (a large table's blocks
+            # are spread over the device): loaded as hist[0] is, with the write that leaves
+            # stage 4, or with the clearing sweep's row. Their write lands an edge after the
+            # sweep's step, still before any tuple's read. (Written again and again while
+            # stalled, which is harmless.)
+            w_row = Signal(row_bits, name="write_row")
+            w_entry = Signal(layout, name="write_entry")
+            w_en = Signal(banks, name="write_en")
+            with m.If(clearing):
+                m.d.sync += [w_row.eq(sweep), w_entry.eq(Const(0, layout.size)),
+                             w_en.eq(Const(-1, banks))]
+            with m.Elif(advance):
+                m.d.sync += [w_row.eq(row), w_entry.eq(written),
+                             w_en.eq(Cat(store & (way == b) for b in range(banks)))]
+            for b, wp in enumerate(write_ports):
+                m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
         else:
             t, t_valid, hit, dropped, way, row, written, store, result = ctx.simple_tail(
                 s2, s2_valid, s2_op, s2_row, s2_bank, read_data)
-            w_valid, w_row, w_way, w_entry = store, row, way, written
-        for b, wp in enumerate(write_ports):
-            with m.If(clearing):
-                m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
-            with m.Else():
-                m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry),
-                             wp.en.eq(w_valid & (w_way == b))]
+            for b, wp in enumerate(write_ports):
+                with m.If(clearing):
+                    m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)),
+                                 wp.en.eq(1)]
+                with m.Else():
+                    m.d.comb += [wp.addr.eq(row), wp.data.eq(written),
+                                 wp.en.eq(store & (way == b))]
 
         m.d.comb += [
             out.i_stream.valid.eq(t_valid),
@@ -404,7 +428,8 @@ class TablePartitioner(wiring.Component):
         step = Signal(name="sweep_step")
         since = Signal(range(every + 1), name="since_step")
         force = Signal(name="force_step")
-        m.d.comb += [force.eq(since == every), step.eq(advance & ~clearing & ~accept)]
+        # force == (since == every), kept in a register: it gates the input's ready
+        m.d.comb += step.eq(advance & ~clearing & ~accept)
         if period > 1:
             tick_count = Signal(range(period), name="tick_count")
             with m.If(accept):
@@ -416,9 +441,9 @@ class TablePartitioner(wiring.Component):
             with m.If(accept):
                 m.d.sync += [now.eq(now + 1), back.eq(back + 1)]
         with m.If(accept):
-            m.d.sync += since.eq(since + 1)
+            m.d.sync += [since.eq(since + 1), force.eq(since == every - 1)]
         with m.If(step):
-            m.d.sync += [since.eq(0), at.eq(at + 1)]
+            m.d.sync += [since.eq(0), force.eq(0), at.eq(at + 1)]
         return now, back, at, step, force
 
 class _Stages:
@@ -440,7 +465,7 @@ class _Stages:
         self.timers = table.timers
         self.max_age = (1 << table._timer_bits) - 1
 
-    def live(self, valid, stamp, op):
+    def live(self, valid, stamp, op, *, ahead: int | None = None):
         """Whether an entry is in use at tick ``now``: written, and (with timers) not aged out:
         fewer than ``M = 2**B - 1`` ticks since the tick it was stamped with, that is
         ``d = (now - stamp) mod 2**S < M``.
@@ -448,8 +473,12 @@ class _Stages:
         Without a full subtraction on the block RAM's output: split at bit ``B``, ``d``'s high
         part is zero iff ``stamp_hi`` equals ``now_hi`` (no borrow from the low parts) or
         ``now_hi - 1`` (a borrow; the high part of ``op.back``, counted beside ``now``), and
-        then ``d < M`` iff its low ``B`` bits are not all ones."""
-        if not self.timers:
+        then ``d < M`` iff its low ``B`` bits are not all ones.
+
+        ``ahead``: the entry was written by an operation at most this many operations ahead
+        of ``op``'s. A tick comes after a tuple, so ``d <= ahead``: with ``M > ahead`` the
+        entry is in use iff it is valid, and nothing is compared."""
+        if not self.timers or (ahead is not None and self.max_age > ahead):
             return valid
         now = op.now
         b = min(self.table._timer_bits, len(stamp))
@@ -537,28 +566,40 @@ class _Stages:
         m.d.comb += store.eq(self.advance & decided)
         return t, t_valid, hit, dropped, chosen, t_row, written, store, result
 
-    def registered_tail(self, s2, s2_valid, s2_op, s2_row, s2_bank, loaded):
-        """``loaded`` is the data of the row read at the edge before last, registered
-        (:class:`~nfacep.hdl.bram.RegisteredBank`). Stage 3 decides (hit, way, drop) from it
-        and from the decisions it cannot have seen; stage 4 updates the state and hands the
-        entry to ``hist[0]``, from where it is written.
+    def registered_tail(self, prev, s2, s2_valid, s2_op, s2_row, s2_bank, read):
+        """The stages from the last read register on. ``read`` is each bank's data of the row
+        read for the operation in ``s2`` (the cycle before stage 3); ``prev`` is
+        ``(key, row, op)`` of the operation a stage before it. Stage 3 decides (hit, way, drop),
+        stage 4 updates the state and hands the entry to ``hist[0]``, from where it is written.
 
-        The read for an operation reaching stage 3 was made at the edge before last. It saw
-        every write decided before the last four advancing edges: not the decisions of the
-        operation in stage 4 now nor of ``hist[0..2]`` (the writes handed on at the last three
-        advancing edges; ``hist[0]`` reaches its bank at every edge until the next advance).
-        For each way, the newest of those four that went to the operation's row replaces what
-        was read; which one does, whether it is in use at the operation's tick and whether its
-        key is the tuple's, is decided a cycle early. The state a hit finds is taken when the
-        tuple enters stage 4, from the update being made there in that cycle if the tuple
-        ahead wrote the same entry."""
+        The read for an operation reaching stage 3 missed the writes decided in the last
+        ``read_stages + 2`` advancing cycles: the operation in stage 4 (decided last cycle) and
+        ``hist[0..read_stages]``. For each way the newest of those that went to the operation's
+        row replaces what was read: whether it is in use at the operation's tick, whether its
+        key is the tuple's, its state. This is worked out over three cycles, so that no cycle
+        holds more than a comparison or a choice between registers:
+
+        - two cycles before stage 3 each source's row, key and tick are compared with the
+          operation's (``prev``), for the writes that will then be ``hist[0..read_stages]``;
+        - the cycle before, with their decisions (store, way) now in registers, the newest
+          source per way is chosen, or else the row read, whose tag and stamp are compared
+          now; the result is registered per way (``pre_*``);
+        - in stage 3 only the write decided in the cycle before, by the operation now in
+          stage 4, can still replace it (its row, key and tick compared the cycle before).
+
+        The state a hit finds is taken as the tuple enters stage 4, from the update being made
+        there in that cycle when the operation ahead wrote the same entry."""
         m, banks, layout, advance = self.m, self.banks, self.layout, self.advance
         table = self.table
         in_layout = s2.shape()
         hist_layout = data.StructLayout({"valid": 1, "row": self.row_bits,
                                          "way": self.bank_bits, "entry": layout})
         stages = table._read_stages
-        self.hist = hist = [Signal(hist_layout, name=f"hist{i}") for i in range(stages + 1)]
+        # hist[k] is the write handed on k + 1 advancing edges ago (hist[0] reaches its bank);
+        # the oldest write an operation in stage 3 missed, hist[stages], is merged before it
+        # gets there, as hist[stages - 1], so it is not kept
+        self.hist = hist = [Signal(hist_layout, name=f"hist{i}") for i in range(stages)]
+        width = table._state_width
 
         # stage 3
         t = Signal(in_layout, name="s3")
@@ -574,66 +615,89 @@ class _Stages:
         u_way = Signal(self.bank_bits, name="s4_way")
         u_hit = Signal(name="s4_hit")
         u_dropped = Signal(name="s4_dropped")
-        u_state = Signal(table._state_width, name="s4_state")
+        u_state = Signal(width, name="s4_state")
+        u_store = Signal(name="s4_store")  # stage 3's decision: write `written`
 
         key = Value.cast(t.key).as_unsigned()
         u_key = Value.cast(u.key).as_unsigned()
         s2_key = Value.cast(s2.key).as_unsigned()
-        sources = stages + 2  # the operation in stage 4, hist[0], ..., hist[stages]: newest first
-        sel = [[Signal(name=f"s3_sel{i}_way{b}") for b in range(banks)] for i in range(sources)]
-        row_same0 = Signal(name="s3_row_same0")
-        u_store = Signal(name="s4_store")  # stage 3's decision: write `written`
-        m.d.comb += [sel[0][b].eq(row_same0 & u_store & (u_way == b)) for b in range(banks)]
-        same_key = [Signal(name=f"s3_same_key{i}") for i in range(sources)]
-        src_valid = [Signal(name=f"s3_src_valid{i}") for i in range(sources)]
-        src_live = [Signal(name=f"s3_src_live{i}") for i in range(sources)]
+        prev_key, prev_row, prev_op = prev
 
-        matches = Signal(banks, name="s3_matches")
-        live = Signal(banks, name="s3_live")
-        valid = Signal(banks, name="s3_entry_valid")
-        for b in range(banks):
-            with m.If(sel[0][b]):
-                m.d.comb += [matches[b].eq(src_live[0] & same_key[0]), live[b].eq(src_live[0]),
-                             valid[b].eq(src_valid[0])]
-            for i in range(1, sources):
-                with m.Elif(sel[i][b]):
-                    m.d.comb += [matches[b].eq(src_live[i] & same_key[i]),
-                                 live[b].eq(src_live[i]), valid[b].eq(src_valid[i])]
-            with m.Else():
-                here = self.live(loaded[b].valid, loaded[b].stamp, t_op)
-                m.d.comb += [matches[b].eq(here & self.tag_equal(loaded[b].tag, key)),
-                             live[b].eq(here), valid[b].eq(loaded[b].valid)]
-        hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
-        store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
-
-        # stage 4
+        # stage 4's update (its entry is the newest write of the cycle)
         new_state, result = self.update(u_state, u.payload, "s4")
         written = self.entry(u_key, new_state, u_op, "s4_written")
 
-        # the state the tuple in stage 3 finds, taken as it enters stage 4
-        # (an AND-OR over the ways, as at most one way matches: it does not wait for `way`)
-        found = Signal(table._state_width, name="s3_found")
+        # --- two cycles before stage 3: row, key and tick of the writes that will be
+        # hist[0..stages] then, as they stand now (newest first: stage 3's operation, stage
+        # 4's, hist[0..stages - 2]), against the operation in `prev`
+        ident = [(t_row, key, ~t_op.sweep, t_op.now), (u_row, u_key, ~u_op.sweep, u_op.now)]
+        ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
+        n = len(ident)  # stages + 1
+        rel_row = Signal(n, name="s1_rel_row")
+        rel_key = Signal(n, name="s1_rel_key")
+        rel_live = Signal(n, name="s1_rel_live")
+        rel_valid = Signal(n, name="s1_rel_valid")
+        with m.If(advance):
+            for j, (row, src_key, entry_valid, stamp) in enumerate(ident):
+                m.d.sync += [rel_row[j].eq(row == prev_row),
+                             rel_key[j].eq(self.tag_equal(src_key, prev_key)),
+                             rel_live[j].eq(self.live(entry_valid, stamp, prev_op,
+                                                      ahead=stages + 2)),
+                             rel_valid[j].eq(entry_valid)]
+
+        # --- the cycle before stage 3: per way the newest of those writes to the operation's
+        # row (their decisions are registers now: stage 4's, hist[0..stages - 1]), else the
+        # row read
+        decided = [(u_store, u_way, written.state)]
+        decided += [(h.valid, h.way, h.entry.state) for h in hist]
+        pre_match = Signal(banks, name="s2_pre_match")
+        pre_live = Signal(banks, name="s2_pre_live")
+        pre_valid = Signal(banks, name="s2_pre_valid")
+        pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
+        for b, e in enumerate(read):
+            here = self.live(e.valid, e.stamp, s2_op)
+            cand = (Signal(name=f"s2_cand_match{b}"), Signal(name=f"s2_cand_live{b}"),
+                    Signal(name=f"s2_cand_valid{b}"), Signal(width, name=f"s2_cand_state{b}"))
+            for j, (store, src_way, state) in enumerate(decided):
+                chosen = store & rel_row[j] & (src_way == b)
+                with (m.If if j == 0 else m.Elif)(chosen):
+                    m.d.comb += [c.eq(v) for c, v in zip(cand, (
+                        rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state), strict=True)]
+            with m.Else():
+                m.d.comb += [c.eq(v) for c, v in zip(cand, (
+                    here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state), strict=True)]
+            with m.If(advance):
+                m.d.sync += [pre_match[b].eq(cand[0]), pre_live[b].eq(cand[1]),
+                             pre_valid[b].eq(cand[2]), pre_state[b].eq(cand[3])]
+
+        # --- stage 3: the write decided last cycle (stage 4's now) may still replace it
+        row_same0 = Signal(name="s3_row_same0")
+        same_key0 = Signal(name="s3_same_key0")
+        live0 = Signal(name="s3_live0")
+        valid0 = Signal(name="s3_valid0")
+        with m.If(advance):
+            m.d.sync += [row_same0.eq(t_row == s2_row),
+                         same_key0.eq(self.tag_equal(key, s2_key)),
+                         live0.eq(self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
+                         valid0.eq(~t_op.sweep)]
+        matches = Signal(banks, name="s3_matches")
+        live = Signal(banks, name="s3_live")
+        valid = Signal(banks, name="s3_entry_valid")
         ways_found = []
         for b in range(banks):
-            state_b = Signal(table._state_width, name=f"s3_state{b}")
-            with m.If(sel[0][b]):
-                m.d.comb += state_b.eq(new_state)
-            for i in range(1, sources):
-                with m.Elif(sel[i][b]):
-                    m.d.comb += state_b.eq(hist[i - 1].entry.state)
-            with m.Else():
-                m.d.comb += state_b.eq(loaded[b].state)
+            newest = row_same0 & u_store & (u_way == b)
+            m.d.comb += [matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
+                         live[b].eq(Mux(newest, live0, pre_live[b])),
+                         valid[b].eq(Mux(newest, valid0, pre_valid[b]))]
+            # the state the tuple finds: an AND-OR over the ways, as at most one way matches
+            # (it does not wait for `way`)
             mine = matches[b] & (t_bank == b) if self.direct else matches[b]
-            ways_found.append(Mux(mine, state_b, 0))
+            ways_found.append(Mux(mine, Mux(newest, new_state, pre_state[b]), 0))
+        hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
+        store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
+        found = Signal(width, name="s3_found")
         m.d.comb += found.eq(_or_all(ways_found))
 
-        # the decisions newest first, as they stand before the edge: they become stage 4's
-        # and hist[0..2] for the operation entering stage 3. Each is (store, row, way, key,
-        # entry valid, entry stamp).
-        newest = [(store3, t_row, way3, key, ~t_op.sweep, t_op.now),
-                  (u_store, u_row, u_way, u_key, ~u_op.sweep, u_op.now)]
-        newest += [(h.valid, h.row, h.way, h.entry.tag, h.entry.valid, h.entry.stamp)
-                   for h in hist[:-1]]
         with m.If(advance):
             m.d.sync += [
                 t_valid.eq(s2_valid), t.eq(s2), t_op.eq(s2_op), t_row.eq(s2_row),
@@ -643,18 +707,7 @@ class _Stages:
                 hist[0].valid.eq(u_store), hist[0].row.eq(u_row), hist[0].way.eq(u_way),
                 hist[0].entry.eq(written),
             ]
-            # the newest's decision (store3, way3) is being made now, from the block RAM's
-            # output: only its row is compared now, and the decision is taken from stage 4's
-            # registers in the next cycle (so no path runs from the read data into `sel`)
-            m.d.sync += [h.eq(prev) for h, prev in zip(hist[1:], hist, strict=False)]
-            m.d.sync += row_same0.eq(t_row == s2_row)
-            for i, (store, row, src_way, src_key, entry_valid, stamp) in enumerate(newest):
-                if i > 0:
-                    m.d.sync += [sel[i][b].eq(store & (row == s2_row) & (src_way == b))
-                                 for b in range(banks)]
-                m.d.sync += [same_key[i].eq(self.tag_equal(src_key, s2_key)),
-                             src_valid[i].eq(entry_valid),
-                             src_live[i].eq(self.live(entry_valid, stamp, s2_op))]
+            m.d.sync += [h.eq(older) for h, older in zip(hist[1:], hist, strict=False)]
         return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
 
 

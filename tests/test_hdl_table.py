@@ -260,7 +260,7 @@ def test_hypothesis_against_model(shape, keys, seed, gap, stall):
 # (entries, ways, key width, pool, tick_tuples, timer_bits, sweep_every)
 TIMED = [(8, 2, 16, 14, 1, 1, 1), (8, 2, 16, 14, 1, 2, 4), (16, 4, 12, 30, 3, 2, 2),
          (4, 4, 20, 9, 2, 1, 1024), (16, 4, 4, 16, 1, 2, 3), (16, 2, 3, 8, 2, 1, 1),
-         (8, 1, 16, 12, 5, 3, 7)]
+         (8, 1, 16, 12, 5, 3, 7), (8, 2, 16, 14, 1, 3, 4)]
 
 
 @pytest.mark.parametrize("registered", [True, False])
@@ -393,19 +393,23 @@ def test_timers_equal_nfacep_capacity(entries, ways, key_width):
     (16, 2, 3, {"tick_tuples": 1, "timer_bits": 1, "sweep_every": 1}),
 ])
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.3, 0.3)])
-def test_two_read_stages_against_model(entries, ways, key_width, timers, gap, stall):
-    # Two registers on the block RAM's read path (the default is three): one write fewer
-    # in flight to forward, one cycle less of latency.
+@pytest.mark.parametrize("read_stages", [3])
+def test_fewer_read_stages_against_model(entries, ways, key_width, timers, gap, stall,
+                                         read_stages):
+    # Three registers on the block RAM's read path (the default is four): a write fewer in
+    # flight to forward, a cycle less of latency, the tags compared right after the block
+    # RAM's output register.
     seed = entries + ways + key_width + len(timers)
     rng = random.Random(seed)
     pool = rng.sample(range(1 << key_width), min(entries + 6, 1 << key_width))
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
     run, _ = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
-                   stall=stall, timers={**timers, "read_stages": 2})
-    assert run.dut.latency == 5
+                   stall=stall, timers={**timers, "read_stages": read_stages})
+    latency = 3 + read_stages
+    assert run.dut.latency == latency
     if gap == stall == 0.0 and not timers:
         assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
-            [5] * len(tuples)
+            [latency] * len(tuples)
         assert run.accepted_at == list(range(run.accepted_at[0], run.accepted_at[0] + 300))
 
 
@@ -426,7 +430,7 @@ def test_throughput_and_latency(entries, ways, key_width, registered):
         [1] * (len(tuples) - 1)
     assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
         [run.dut.latency] * len(tuples)
-    assert run.dut.latency == (6 if registered else 3)
+    assert run.dut.latency == (7 if registered else 3)
     # the clearing sweep: nothing taken before the rows are cleared
     assert run.accepted_at[0] >= run.dut.rows
 
@@ -495,7 +499,8 @@ def test_reset_empties_the_table(entries, ways, key_width):
 
 @pytest.mark.parametrize("kwargs", [
     {"entries": 6}, {"ways": 3}, {"entries": 2, "ways": 4}, {"entries": 0},
-    {"timer_bits": 0}, {"tick_tuples": -1}, {"sweep_every": 0}, {"read_stages": 4},
+    {"timer_bits": 0}, {"tick_tuples": -1}, {"sweep_every": 0}, {"read_stages": 2},
+    {"read_stages": 5},
 ])
 def test_bad_parameters(kwargs):
     with pytest.raises(ValueError):
