@@ -575,3 +575,32 @@ def test_hex_lines_are_the_packed_words(name):
     lines = wire.hex_lines(schema, data).decode("ascii").splitlines()
     assert [int(line, 16) for line in lines] == wire.pack(schema, data)
     assert {len(line) for line in lines} == {(wire.tuple_width(schema) + 3) // 4}
+
+
+@pytest.mark.parametrize(("simulator", "mode"), [("icarus", "batch"), ("verilator", "native")])
+def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode):
+    """Simulation.stream: the tuples given in pieces of 50 (appended to the input as they
+    come) and the records read back 3 at a time give run()'s result: the same matches, drops,
+    starts, cycles and counters, each chunk's seqs positions in the whole stream. The run
+    folder goes when the block ends; check (the reference over the whole stream) is run()'s."""
+    require(simulator)
+    nfa = compile_file(str(QUERIES / "bruteforce.sql"))
+    data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
+    params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
+    simulation = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, seed=2,
+                                batch_depth=64)
+    whole = simulation.run(nfa, data, params)
+    pieces = [tuples.Tuples({k: c[i:i + 50] for k, c in data.columns.items()},
+                            min(50, data.n - i)) for i in range(0, data.n, 50)]
+    before = set(sim_cache.glob("run-*"))
+    with simulation.stream(nfa, iter(pieces), params) as ran:
+        assert (ran.n, ran.cycles) == (data.n, whole.cycles)
+        parts = list(ran.chunks(3))
+    assert set(sim_cache.glob("run-*")) == before and ran.failure is None
+    assert len(pieces) > 3 and len(parts) > 3
+    assert [m for p in parts for m in p.matches] == whole.matches and whole.matches
+    assert sorted(d for p in parts for d in p.drop_seqs) == whole.drop_seqs and whole.drop_seqs
+    assert all(p.counters == whole.counters and p.n == data.n for p in parts)
+    assert whole.records == reference_run(nfa, data, params).records(nfa, data)
+    with pytest.raises(UsageError, match="use run"):
+        sim.Simulation(simulator, check=True).stream(nfa, iter(pieces), params)
