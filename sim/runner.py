@@ -6,6 +6,14 @@ earlier, checks that the engine keeps its port and record contract, packs the tu
 (:func:`nfacep.wire.pack`), builds the simulator model once per distinct Verilog
 (:mod:`nfacep.sim.build`), runs the testbench (:mod:`nfacep.sim.testbench`) and decodes the
 engine's records with :mod:`nfacep.wire` into a :class:`SimResult`.
+
+:meth:`Simulation.stream` does the same without holding the stream: it takes the tuples in
+pieces (each packed and appended to the simulator's input file as it comes) and gives a
+:class:`SimRun`, whose :meth:`SimRun.chunks` decode the records file a chunk at a time,
+column-wise (:meth:`nfacep.result.Result.from_columns`). :meth:`Simulation.run` is that with
+one piece and one chunk. The batch and native harnesses read their input a batch at a time and
+write each record as the engine emits it, so only a checked run (``check``: the reference
+matcher's records, compared one by one in the testbench) holds them all.
 """
 
 from __future__ import annotations
