@@ -87,7 +87,7 @@ SHARD_TUPLES = 1 << 20
 #: Arrow batches, cut to it), and reads the records back this many at a time: its memory is
 #: bounded by these, not by the shard (read on the driver when the job runs).
 PIECE_TUPLES = 1 << 16
-RECORD_CHUNK = 1 << 20
+RECORD_CHUNK = 1 << 18
 _RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
                      ("kind", pa.string()), ("start", pa.int64())])
 
@@ -373,13 +373,13 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
         shard = Shard(nfa.program, Path(folder), piece_rows)
         with simulation.stream(nfa, shard.pieces(itertools.chain([head], batches)), params,
                                values) as ran:
-            seq, keys = shard.seq(), shard.keys()
             for result in ran.chunks(record_rows):
                 if len(result.seqs) or len(result.drops):
-                    yield shard_rows(nfa, result, seq, keys)
+                    # (the columns mapped afresh for each chunk, and unmapped after it: the
+                    # pages a chunk reads do not stay resident for the rest of the shard)
+                    yield shard_rows(nfa, result, shard.seq(), shard.keys())
             cycles = ran.cycles
         n = shard.n
-        del seq, keys  # (the maps closed before their files go)
     # one "shard" row: seq = tuples simulated, partition = clock cycles taken
     counter.add(n - reported)
     counter.finished()
