@@ -74,10 +74,10 @@ class TablePartitioner(wiring.Component):
     the entry back and hands the record to the output register
     (:class:`~nfacep.hdl.queue.StreamBuffer`). With ``registered`` (the default) the read
     data passes ``read_stages`` registers (:class:`~nfacep.hdl.bram.RegisteredBank`: on
-    ECP5 the block RAM's own output register, then, with the default ``read_stages=4``, a
-    flip-flop, which leaves a whole cycle to the route from a block RAM far away on the
-    device; the last register is the tail's, holding beside the row whether each way's entry
-    is in use and the tuple's, compared in the cycle before). Stage 3 decides (hit, way, drop)
+    ECP5 the block RAM's own output register, then, with ``read_stages`` 4 or 5, a flip-flop,
+    which leaves a whole cycle to the route from a block RAM far away on the device; the
+    others are the tail's, holding beside the row whether each way's entry is in use and the
+    tuple's, compared in the cycle before). Stage 3 decides (hit, way, drop)
     from it and from the ``read_stages + 2`` writes it cannot have seen (those of the operation
     in stage 4 and of the last ``read_stages + 1`` written back, all but the newest merged into
     the registers before stage 3 over the two cycles before it), stage 4 applies ``update``,
@@ -85,7 +85,9 @@ class TablePartitioner(wiring.Component):
     argument). Either way each tuple sees everything before it, even back-to-back tuples of one
     key or one bucket.
 
-    Latency: ``3 + read_stages`` cycles, 7 by default (3 without ``registered``). A tuple
+    Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with timers (the
+    read row, the aging step's or the tuple's, is registered): 7 by default, 9 with timers.
+    A tuple
     transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
     edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
     ``n + latency``.
@@ -123,8 +125,10 @@ class TablePartitioner(wiring.Component):
         separate stages (forwarding the writes in flight): more cycles of latency, no long
         path into or out of the block RAM, and the way decision apart from ``update``.
     read_stages : :class:`int`
-        With ``registered``: registers on the read path, 3 or 4 (the default; the flip-flop
-        after the block RAM's output register).
+        With ``registered``: registers on the read path, 3, 4 (the default without timers:
+        a flip-flop after the block RAM's output register) or 5 (the default with timers: the
+        row read is compared with the tuple's key and tick a cycle earlier, beside the writes
+        in flight, one more of them to forward).
 
     Members
     -------
@@ -135,7 +139,8 @@ class TablePartitioner(wiring.Component):
     def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
                  result_shape: ShapeLike, entries: int, ways: int, update: UpdateFunction,
                  timer_bits: int = 4, tick_tuples: int = 0, sweep_every: int = 1024,
-                 registered: bool = True, read_stages: int = 4, counter_width: int = 32):
+                 registered: bool = True, read_stages: int | None = None,
+                 counter_width: int = 32):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
@@ -151,8 +156,10 @@ class TablePartitioner(wiring.Component):
         check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not isinstance(sweep_every, int) or sweep_every < 1:
             raise ValueError(f"Sweep period must be a positive integer, not {sweep_every!r}")
-        if read_stages not in (3, 4):
-            raise ValueError(f"Read stages must be 3 or 4, not {read_stages!r}")
+        if read_stages is None:
+            read_stages = 5 if tick_tuples else 4
+        if read_stages not in (3, 4, 5):
+            raise ValueError(f"Read stages must be 3, 4 or 5, not {read_stages!r}")
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
 
@@ -232,7 +239,7 @@ class TablePartitioner(wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
-        return 3 + self._read_stages if self._registered else 3
+        return (3 + self._read_stages if self._registered else 3) + self.timers
 
     @property
     def entry_layout(self) -> data.StructLayout:
@@ -306,7 +313,10 @@ class TablePartitioner(wiring.Component):
                 hasher.start.eq(advance),
                 hasher.valid.eq(advance),
                 hasher.data.eq(in_key),
-                s1_row.eq(hasher.crc[:row_bits]),
+                # the row is the bucket complemented (a bijection: which keys share a row is
+                # unchanged), which cancels the CRC's output inversion: the read address comes
+                # straight from the hash register
+                s1_row.eq(~hasher.crc[:row_bits]),
             ]
         if timers:
             # an aging step reads the row and checks the way it was given in s1_sweep_at
@@ -316,21 +326,30 @@ class TablePartitioner(wiring.Component):
             with m.If(advance):
                 m.d.sync += [s1_op.sweep.eq(step), s1_op.now.eq(now), s1_op.back.eq(back),
                              s1_at.eq(sweep_at)]
+        head = (s1, s1_valid, s1_op, s1_row, s1_bank)
+        if timers:
+            # the read address from a register: with timers the row is chosen (the aging
+            # step's or the tuple's) before it, a stage before the read, so nothing but
+            # routing lies between it and the block RAMs
+            at_read = (Signal.like(s1, name="s1a"), Signal(name="s1a_valid"),
+                       Signal.like(s1_op, name="s1a_op"), Signal.like(s1_row, name="s1a_row"),
+                       Signal.like(s1_bank, name="s1a_bank"))
+            with m.If(advance):
+                m.d.sync += [d.eq(v) for d, v in zip(at_read, head, strict=True)]
+            head = at_read
+        read_row = head[3]
         with m.If(advance):
             m.d.sync += [
                 s1_valid.eq(accept),
                 s1.eq(self.i_stream.payload),
-                s2_valid.eq(s1_valid),
-                s2.eq(s1),
-                s2_op.eq(s1_op),
-                s2_row.eq(s1_row),
-                s2_bank.eq(s1_bank),
+                *(d.eq(v) for d, v in zip((s2, s2_valid, s2_op, s2_row, s2_bank), head,
+                                          strict=True)),
             ]
 
         # with more read registers the operations wait as many stages more before stage 3;
         # the last two (``prev``, then the one before stage 3) are the registered tail's
         chain = [(s2, s2_valid, s2_op, s2_row, s2_bank)]
-        for extra in "bc"[:max(0, self._read_stages - 2)]:
+        for extra in "bcd"[:max(0, self._read_stages - 2)]:
             delayed = (Signal.like(s2, name=f"s2{extra}"), Signal(name=f"s2{extra}_valid"),
                        Signal.like(s2_op, name=f"s2{extra}_op"),
                        Signal.like(s2_row, name=f"s2{extra}_row"),
@@ -351,9 +370,9 @@ class TablePartitioner(wiring.Component):
                 # decided from it; the forwarding replaces transparency (which Yosys would
                 # build in logic)
                 bank = RegisteredBank(width=layout.size, depth=rows,
-                                      stages=3 if self._read_stages == 4 else 2)
+                                      stages=2 if self._read_stages == 3 else 3)
                 m.submodules[f"bank{b}"] = bank
-                m.d.comb += [bank.r_addr.eq(s1_row), bank.r_en.eq(advance)]
+                m.d.comb += [bank.r_addr.eq(read_row), bank.r_en.eq(advance)]
                 read_data.append(data.View(layout, bank.r_data))
                 write_ports.append(_WritePort(bank.w_addr, bank.w_data, bank.w_en))
                 continue
@@ -361,7 +380,7 @@ class TablePartitioner(wiring.Component):
             m.submodules[f"bank{b}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(transparent_for=(wp,))
-            m.d.comb += [rp.addr.eq(s1_row), rp.en.eq(advance)]
+            m.d.comb += [rp.addr.eq(read_row), rp.en.eq(advance)]
             read_data.append(rp.data)
             write_ports.append(_WritePort(wp.addr, wp.data, wp.en))
 
@@ -568,9 +587,10 @@ class _Stages:
 
     def registered_tail(self, prev, s2, s2_valid, s2_op, s2_row, s2_bank, read):
         """The stages from the last read register on. ``read`` is each bank's data of the row
-        read for the operation in ``s2`` (the cycle before stage 3); ``prev`` is
-        ``(key, row, op)`` of the operation a stage before it. Stage 3 decides (hit, way, drop),
-        stage 4 updates the state and hands the entry to ``hist[0]``, from where it is written.
+        read for the operation in ``s2`` (the cycle before stage 3), or with five read
+        registers for the one in ``prev``, ``(key, row, op)`` of the operation a stage before.
+        Stage 3 decides (hit, way, drop), stage 4 updates the state and hands the entry to
+        ``hist[0]``, from where it is written.
 
         The read for an operation reaching stage 3 missed the writes decided in the last
         ``read_stages + 2`` advancing cycles: the operation in stage 4 (decided last cycle) and
@@ -583,7 +603,8 @@ class _Stages:
           operation's (``prev``), for the writes that will then be ``hist[0..read_stages]``;
         - the cycle before, with their decisions (store, way) now in registers, the newest
           source per way is chosen, or else the row read, whose tag and stamp are compared
-          now; the result is registered per way (``pre_*``);
+          now (with five read registers, beside the writes in flight the cycle before); the
+          result is registered per way (``pre_*``);
         - in stage 3 only the write decided in the cycle before, by the operation now in
           stage 4, can still replace it (its row, key and tick compared the cycle before).
 
@@ -654,8 +675,23 @@ class _Stages:
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
         pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
+        # the row read: with five read registers it arrives with `prev` and is compared
+        # beside the writes in flight (registered here); otherwise in this cycle
+        seen = []
         for b, e in enumerate(read):
-            here = self.live(e.valid, e.stamp, s2_op)
+            if stages == 5:
+                bits = (Signal(name=f"s1_read_match{b}"), Signal(name=f"s1_read_live{b}"),
+                        Signal(name=f"s1_read_valid{b}"), Signal(width, name=f"s1_read_state{b}"))
+                here = self.live(e.valid, e.stamp, prev_op)
+                with m.If(advance):
+                    m.d.sync += [c.eq(v) for c, v in zip(bits, (
+                        here & self.tag_equal(e.tag, prev_key), here, e.valid, e.state),
+                        strict=True)]
+                seen.append(bits)
+            else:
+                here = self.live(e.valid, e.stamp, s2_op)
+                seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
+        for b, read_bits in enumerate(seen):
             cand = (Signal(name=f"s2_cand_match{b}"), Signal(name=f"s2_cand_live{b}"),
                     Signal(name=f"s2_cand_valid{b}"), Signal(width, name=f"s2_cand_state{b}"))
             for j, (store, src_way, state) in enumerate(decided):
@@ -664,8 +700,7 @@ class _Stages:
                     m.d.comb += [c.eq(v) for c, v in zip(cand, (
                         rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state), strict=True)]
             with m.Else():
-                m.d.comb += [c.eq(v) for c, v in zip(cand, (
-                    here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state), strict=True)]
+                m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
             with m.If(advance):
                 m.d.sync += [pre_match[b].eq(cand[0]), pre_live[b].eq(cand[1]),
                              pre_valid[b].eq(cand[2]), pre_state[b].eq(cand[3])]

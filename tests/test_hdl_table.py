@@ -393,19 +393,20 @@ def test_timers_equal_nfacep_capacity(entries, ways, key_width):
     (16, 2, 3, {"tick_tuples": 1, "timer_bits": 1, "sweep_every": 1}),
 ])
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.3, 0.3)])
-@pytest.mark.parametrize("read_stages", [3])
-def test_fewer_read_stages_against_model(entries, ways, key_width, timers, gap, stall,
+@pytest.mark.parametrize("read_stages", [3, 4, 5])
+def test_read_stages_against_model(entries, ways, key_width, timers, gap, stall,
                                          read_stages):
-    # Three registers on the block RAM's read path (the default is four): a write fewer in
-    # flight to forward, a cycle less of latency, the tags compared right after the block
-    # RAM's output register.
+    # Three, four or five registers on the block RAM's read path, whatever the timers (the
+    # default is four without, five with): a write more in flight to forward and a cycle more
+    # of latency for each; with three the tags are compared right after the block RAM's
+    # output register, with five a cycle earlier than the choice.
     seed = entries + ways + key_width + len(timers)
     rng = random.Random(seed)
     pool = rng.sample(range(1 << key_width), min(entries + 6, 1 << key_width))
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
     run, _ = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
                    stall=stall, timers={**timers, "read_stages": read_stages})
-    latency = 3 + read_stages
+    latency = 3 + read_stages + bool(timers.get("tick_tuples"))  # timers: the row registered
     assert run.dut.latency == latency
     if gap == stall == 0.0 and not timers:
         assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
@@ -500,7 +501,7 @@ def test_reset_empties_the_table(entries, ways, key_width):
 @pytest.mark.parametrize("kwargs", [
     {"entries": 6}, {"ways": 3}, {"entries": 2, "ways": 4}, {"entries": 0},
     {"timer_bits": 0}, {"tick_tuples": -1}, {"sweep_every": 0}, {"read_stages": 2},
-    {"read_stages": 5},
+    {"read_stages": 6},
 ])
 def test_bad_parameters(kwargs):
     with pytest.raises(ValueError):
