@@ -19,6 +19,8 @@ from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from nfacep.hdl.queue import StreamQueue
+
 from ..protocol import SWITCH_BYTES, params_bytes
 from .payload import FRAME_CLASSES
 from .rx import EthRx, EventKind, event_layout
@@ -159,8 +161,14 @@ class UdpLink(wiring.Component):
         came out of the engine for ``quiet`` cycles, no record waits."""
         m.submodules.udp_tx = tx = UdpTx(self._record_layout, **self._tx_args)
         m.submodules.mac_tx = mac = MacTx()
+        # a small FIFO between the packet's byte multiplexers and the MAC's state machine
+        # (timing: its ready, which enables every shift register of UdpTx, comes from its
+        # level, not from the MAC's state); it passes a byte a cycle, so the frame's bytes
+        # stay back to back
+        m.submodules.tx_buffer = buffer = StreamQueue(tx.o_stream.payload.shape(), depth=4)
         wiring.connect(m, wiring.flipped(self.i_stream), tx.i_stream)
-        wiring.connect(m, tx.o_stream, mac.i_stream)
+        wiring.connect(m, tx.o_stream, buffer.i_stream)
+        wiring.connect(m, buffer.o_stream, mac.i_stream)
         m.d.comb += [self.txd.eq(mac.txd), self.tx_en.eq(mac.tx_en), self.tx_er.eq(mac.tx_er),
                      tx.arp_request.eq(self.arp_request), tx.arp_peer.eq(self.arp_peer),
                      tx.status_request.eq(self.status_request), tx.peer.eq(self.peer),
