@@ -2,7 +2,9 @@
 
 - :class:`Simulation` (:mod:`nfacep.sim.runner`): the simulated gateware as a back-end
   (:class:`nfacep.backend.Backend`): emit the engine's Verilog, build it with Icarus Verilog or
-  Verilator, stream tuples through it and return its matches as a :class:`SimResult`;
+  Verilator, stream tuples through it and return its matches as a :class:`SimResult`
+  (or, with :meth:`Simulation.stream`, take the stream in pieces and give a :class:`SimRun`
+  whose records are read back a chunk at a time);
 - :func:`prebuild` (:mod:`nfacep.sim.build`): build (or find in the cache) the simulator model
   of an engine emitted earlier, so that later ``Simulation(engine=...)`` runs reuse it;
   :func:`build_cache` names the folder caching those builds;
@@ -33,6 +35,7 @@ _WHERE = {
     "simulator_available": "build",
     "ContractError": "runner",
     "SimResult": "runner",
+    "SimRun": "runner",
     "Simulation": "runner",
 }
 
