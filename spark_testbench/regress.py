@@ -40,7 +40,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,9 +52,10 @@ from nfacep.output import write_json
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples, from_table
+from nfacep.tuples import Tuples
 
 from .progress import Progress
+from .shard import Shard
 from .vectors import (
     DROPS,
     EXPECTED,
@@ -69,7 +69,7 @@ from .vectors import (
 )
 
 __all__ = ["FIRST", "KINDS", "PIECE_TUPLES", "QUERY_KINDS", "RECORD_CHUNK", "REPORT", "Job",
-           "Shard", "prepare", "run", "shard_rows"]
+           "prepare", "run", "shard_rows"]
 
 REPORT = "regress_report.json"
 REPORT_FORMAT = "nfacep-regress/1"
@@ -246,77 +246,6 @@ def _batch_depth(job: Job) -> int:
     return depth_for(int(job.manifest.get("tuples", 0)))
 
 
-# --- a shard on its way through the simulation ----------------------------------------------
-
-class Shard:
-    """The tuples of one shard as they pass into the simulation, in pieces: each Arrow batch
-    (cut to at most ``rows`` tuples) converted to :class:`~nfacep.tuples.Tuples` and handed on
-    (:meth:`pieces`), while what mapping the records back needs is kept on disk in ``folder``,
-    not in memory: the ``seq`` column (a record's position, and a match's start, index it)
-    and the partition key column (the partition text of a drop). ``seq`` must rise from
-    tuple to tuple, across the pieces too: a :class:`~nfacep.sim.SimulationError` if not."""
-
-    def __init__(self, program, folder: Path, rows: int):
-        self.program = program
-        self.key = program.partition_field
-        self.folder = folder
-        self.rows = rows
-        self.n = 0  #: tuples handed on so far
-        self.first: int | None = None  #: the first seq
-        self._last: int | None = None
-        self._key_dtype = None
-
-    def pieces(self, batches) -> Iterator[Tuples]:
-        """The tuples of ``batches`` (Arrow record batches with a ``seq`` column), in
-        pieces, their seq and key columns appended to the files as they go."""
-        from nfacep.sim import SimulationError
-
-        with open(self.folder / "seq.i64", "wb") as seqs, \
-                open(self.folder / "key.raw", "wb") as keys:
-            for batch in batches:
-                for start in range(0, batch.num_rows, self.rows):
-                    part = batch.slice(start, self.rows)
-                    seq = part.column("seq").to_numpy(zero_copy_only=False).astype(np.int64)
-                    if not len(seq):
-                        continue
-                    wrong = np.flatnonzero(np.diff(seq) <= 0)
-                    if self._last is not None and seq[0] <= self._last:
-                        before, after = self._last, int(seq[0])
-                    elif len(wrong):
-                        before, after = int(seq[wrong[0]]), int(seq[wrong[0] + 1])
-                    else:
-                        before = None
-                    if before is not None:
-                        raise SimulationError(
-                            f"{TUPLES}: a shard's tuples must come in rising seq order, each "
-                            f"seq once, but seq {after} came after seq {before}")
-                    data = from_table(pa.Table.from_batches([part]), self.program.schema,
-                                      source=f"{TUPLES} (seq {seq[0]}…)")
-                    seqs.write(seq.tobytes())
-                    if self.key is not None:
-                        column = np.ascontiguousarray(data.columns[self.key])
-                        self._key_dtype = column.dtype
-                        keys.write(column.tobytes())
-                    if self.first is None:
-                        self.first = int(seq[0])
-                    self._last = int(seq[-1])
-                    self.n += len(seq)
-                    yield data
-
-    def seq(self) -> np.ndarray:
-        """The ``seq`` of every tuple handed on (mapped from the file)."""
-        return np.memmap(self.folder / "seq.i64", dtype=np.int64, mode="r", shape=(self.n,))
-
-    def keys(self) -> Tuples:
-        """The partition key column of every tuple handed on (mapped from the file), for
-        :func:`nfacep.result.partition_texts`."""
-        columns = {}
-        if self.key is not None:
-            columns[self.key] = np.memmap(self.folder / "key.raw", dtype=self._key_dtype,
-                                          mode="r", shape=(self.n,))
-        return Tuples(columns, self.n, TUPLES)
-
-
 def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples) -> pa.RecordBatch:
     """The rows (:data:`_RESULT`) of a shard's simulated matches and drops in ``result`` (a
     chunk of them): positions in the shard mapped to the global ``seq``, and so the starts."""
@@ -370,7 +299,7 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
                                 seed=seed + first, batch_depth=batch_depth, mode=sim_mode,
                                 progress=simulated if sim_mode != "cycle" else None)
     with tempfile.TemporaryDirectory(prefix="shard-", dir=build_dir) as folder:
-        shard = Shard(nfa.program, Path(folder), piece_rows)
+        shard = Shard(nfa.program, Path(folder), piece_rows, source=TUPLES)
         with simulation.stream(nfa, shard.pieces(itertools.chain([head], batches)), params,
                                values) as ran:
             for result in ran.chunks(record_rows):

@@ -22,7 +22,10 @@ ways, named in the manifest (``expected.mode``):
     When neither capacity nor timers can matter: no ticks (``--tick-tuples 0``: elements never
     expire) and at most ``--partitions`` distinct keys present (so none is ever dropped). Each
     sub-stream then evolves alone, so tuples are hash-partitioned by key, sorted by ``seq``
-    within each Spark partition, and every task matches its keys in parallel.
+    within each Spark partition (by Spark, spilling to disk), and every task streams its keys
+    through one :class:`nfacep.reference.Matcher` in pieces of ``PIECE_TUPLES``, the ``seq``
+    column on disk (:class:`~nfacep.spark_testbench.shard.Shard`): its memory is bounded by a
+    piece and its keys, not by its share of the stream.
 ``global``
     Otherwise (or without a PARTITION clause): one task runs the reference matcher over the
     whole stream in ``seq`` order, modelling capacity, timers and drops exactly. Spark sorts
@@ -44,6 +47,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -60,6 +64,7 @@ from nfacep.types import EnumType
 
 from .generate import BLOCK_TUPLES, Generator, Options
 from .progress import Progress
+from .shard import Shard
 
 __all__ = ["BLOCK_TUPLES", "FORMAT", "PIECE_TUPLES", "Job", "Options", "manifest_params", "prepare",
            "run"]
@@ -239,8 +244,9 @@ def _used_schema(program, names):
 
 def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
     """The match and drop rows of ``result``, a run over the tuples ``data`` (from stream
-    position ``offset`` on). ``seq``: the global seq of each of them, which matches and starts
-    are mapped through; None when a position in the stream is the seq (the global pass)."""
+    position ``offset`` on). ``seq``: the global seq of every tuple of the stream so far, which
+    matches and starts are mapped through; None when a position in the stream is the seq (the
+    global pass)."""
     names = np.array(result.names, dtype=object)
     m = len(result.seqs)
     if seq is None:
@@ -259,7 +265,7 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
     if d:
         local = result.drops - offset  # a drop is always one of the tuples ``data``
         yield pa.RecordBatch.from_arrays(
-            [pa.array(result.drops if seq is None else seq[local], pa.int64()),
+            [pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
              pa.array([None] * d, pa.string()),
              pa.array(partition_texts(nfa, data, local), pa.string()),
              pa.array(["drop"] * d, pa.string()), pa.nulls(d, pa.int64())],
@@ -273,35 +279,43 @@ def _keys_row(keys: int) -> pa.RecordBatch:
          pa.array(["keys"], pa.string()), pa.nulls(1, pa.int64())], schema=_RESULT)
 
 
-def _match_task(text: str, filename: str, params: EngineParams, values, counter, batches):
+def _match_task(text: str, filename: str, params: EngineParams, values, counter,
+                piece_tuples: int, batches):
     """Reference matcher over the tuples of one Spark partition (the partitioned pass: whole
-    keys), taken in ``seq`` order.
+    keys), which Spark sorted by ``seq``, as they come: fed to one
+    :class:`nfacep.reference.Matcher` in pieces of at most ``piece_tuples``, each piece's rows
+    emitted as it is matched (:class:`~.shard.Shard` keeps the ``seq`` column on disk), so
+    that the task holds a piece or two, never its partition.
 
     Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
     distinct keys seen (keys never span two tasks, so the sum is the stream's). A match's
     ``start`` is where it begins, mapped like its ``seq`` from the position in this task's
     tuples to the global ``seq`` (null for a query without start_seq). Adds the tuples to
-    ``counter`` (a :class:`~.progress.Counter`).
+    ``counter`` (a :class:`~.progress.Counter`) piece by piece.
     """
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
-        counter.finished()
-        return
     nfa = _compiled(text, filename)
     program = nfa.program
-    table = pa.Table.from_batches(batches)
-    seq = table.column("seq").to_numpy()
-    if len(seq) > 1 and bool((np.diff(seq) < 0).any()):
-        order = np.argsort(seq, kind="stable")
-        table, seq = table.take(pa.array(order)), seq[order]
-    data = from_table(table, _used_schema(program, table.column_names), source=TUPLES)
-    result = reference.run(nfa, data, params, values=values)
-    key = program.partition_field
-    keys = len(np.unique(data.columns[key])) if key else 1
-    counter.add(len(seq))
+    matcher = reference.Matcher(nfa, params, values=values)
+    with tempfile.TemporaryDirectory(prefix="vectors-shard-") as folder:
+        shard = Shard(program, Path(folder), piece_tuples,
+                      schema=_used_schema(program, _used_fields(nfa)), source=TUPLES)
+
+        def feed(data, last: bool):
+            offset = matcher.n
+            result = matcher.feed(data, last=last)
+            counter.add(data.n)
+            # (the seq file mapped afresh for each piece: its pages do not stay resident)
+            yield from _rows(nfa, data, result, shard.seq(), offset)
+
+        held = None
+        for piece in shard.pieces(b for b in batches if b.num_rows):
+            if held is not None:
+                yield from feed(held, last=False)
+            held = piece
+        if held is not None:
+            yield from feed(held, last=True)
+            yield _keys_row(len(matcher.keys) if program.partition_field else 1)
     counter.finished()
-    yield from _rows(nfa, data, result, seq)
-    yield _keys_row(keys)
 
 
 def _global_task(text: str, filename: str, params: EngineParams, values, counter,
@@ -455,8 +469,10 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict,
                           tasks=tasks if mode == "partitioned" else 1)
     args = (job.query_text, job.query_path, job.params, job.values, counter)
     if mode == "partitioned":
-        source = source.repartition(tasks, F.col(key))
-        task = functools.partial(_match_task, *args)
+        # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
+        # streams them through its matcher, so none holds its partition
+        source = source.repartition(tasks, F.col(key)).sortWithinPartitions("seq")
+        task = functools.partial(_match_task, *args, piece_tuples)
     else:
         # one partition, sorted by Spark's external sorter (it spills to disk, so the stream
         # need not fit in memory); mapInArrow reads that partition's rows in the sorted order

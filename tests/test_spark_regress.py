@@ -448,7 +448,8 @@ def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir
     import pyarrow.parquet as pq
 
     from nfacep import compile_file
-    from nfacep.sim import SimulationError
+    from nfacep.errors import DataError
+    from nfacep.spark_testbench.shard import Shard
 
     copy = tmp_path / "v"
     shutil.copytree(fire, copy)
@@ -469,12 +470,12 @@ def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir
     program = compile_file(FIRE).program
     ordered = table.sort_by("seq").to_batches(max_chunksize=10)
     swapped = [ordered[0], ordered[2], ordered[1]]  # rising within each batch, not across
-    shard = regress.Shard(program, tmp_path, 4)
-    with pytest.raises(SimulationError, match=(
+    shard = Shard(program, tmp_path, 4)
+    with pytest.raises(DataError, match=(
             rf"seq {ordered[1].column('seq')[0].as_py()} came after seq "
             rf"{ordered[2].column('seq')[-1].as_py()}$")):
         list(shard.pieces(swapped))
-    shard = regress.Shard(program, tmp_path, 4)
+    shard = Shard(program, tmp_path, 4)
     pieces = list(shard.pieces(ordered[:3]))
     assert [p.n for p in pieces] == [4, 4, 2] * 3 and shard.n == 30
     assert np.array_equal(shard.seq(), np.concatenate(
