@@ -88,16 +88,20 @@ def main() -> None:
             print(f"{flow}: the masters' reports give the same counts", flush=True)
     print()
     print("| flow | master | vectors s | regress s | total | shards | expected matches | "
-          "differences | peak MB: driver / Python workers (largest) / JVM / native model |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "differences | peak MB, vectors: driver / Python workers (largest) / JVM | "
+          "regress: the same / native model |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for flow, master, sv, pv, sr, pr, report in rows:
         total = sv + sr
-        peak = {key: max(pv[key], pr[key]) for key in ("driver", "workers", "worker_max", "jvm")}
+
+        def peaks(p):
+            return (f"{p['driver']:.0f} / {p['workers']:.0f} ({p['worker_max']:.0f}) / "
+                    f"{p['jvm']:.0f}")
+
         print(f"| {flow} | {master} | {sv:.0f} | {sr:.0f} | {int(total // 60)} min "
               f"{int(total % 60)} s | {report['shards']['simulated']} | "
               f"{report['counts']['expected']:,} | {report['counts']['differences']} | "
-              f"{peak['driver']:.0f} / {peak['workers']:.0f} ({peak['worker_max']:.0f}) / "
-              f"{peak['jvm']:.0f} / {pr['simulator']:.0f} |")
+              f"{peaks(pv)} | {peaks(pr)} / {pr['simulator']:.0f} |")
 
 
 if __name__ == "__main__":
