@@ -307,13 +307,9 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
             # (the seq file mapped afresh for each piece: its pages do not stay resident)
             yield from _rows(nfa, data, result, shard.seq(), offset)
 
-        held = None
-        for piece in shard.pieces(b for b in batches if b.num_rows):
-            if held is not None:
-                yield from feed(held, last=False)
-            held = piece
-        if held is not None:
-            yield from feed(held, last=True)
+        for piece, last in _with_last(shard.pieces(b for b in batches if b.num_rows)):
+            yield from feed(piece, last)
+        if matcher.n:
             yield _keys_row(len(matcher.keys) if program.partition_field else 1)
     counter.finished()
 
@@ -348,15 +344,22 @@ def _global_task(text: str, filename: str, params: EngineParams, values, counter
         counter.add(n)
         yield from _rows(nfa, data, result, None, offset)
 
-    held = None
-    for piece in rebatch(batches, piece_tuples):
-        if held is not None:
-            yield from feed(held, last=False)
-        held = piece
-    if held is not None:
-        yield from feed(held, last=True)
+    for piece, last in _with_last(rebatch(batches, piece_tuples)):
+        yield from feed(piece, last)
+    if matcher.n:
         yield _keys_row(len(matcher.keys) if program.partition_field else 1)
     counter.finished()
+
+
+def _with_last(pieces):
+    """Each of ``pieces`` with whether it is the last (a matcher is told so)."""
+    held = None
+    for piece in pieces:
+        if held is not None:
+            yield held, False
+        held = piece
+    if held is not None:
+        yield held, True
 
 
 def _spark_schema(schema: pa.Schema):

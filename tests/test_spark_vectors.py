@@ -271,21 +271,26 @@ def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
         assert m["counts"]["drops"] > 0
 
 
-def test_global_pass_in_small_pieces_equals_the_reference(spark, tmp_path):
-    """The global pass streams the tuples through the reference matcher in pieces: in pieces of
-    37 tuples (capacity and ticks matter, starts lie pieces back) its matches, starts and drops
-    are those of nfacep.reference.run over the whole stream read back."""
+@pytest.mark.parametrize(("mode", "engine"), [
+    ("global", EngineParams(partitions=16, tick_tuples=40, timer_bits=2)),
+    ("partitioned", EngineParams(partitions=64)),  # room for every key, no ticks: per key
+])
+def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engine):
+    """Both passes stream their tuples through the reference matcher in pieces: the global
+    one (capacity and ticks matter) the whole stream, the partitioned one each task's keys,
+    sorted by seq. In pieces of 37 tuples, with starts that lie pieces back, their matches,
+    starts and drops are those of nfacep.reference.run over the whole stream read back."""
     from nfacep import reference
     from nfacep.result import partition_texts
     from nfacep.tuples import from_table
 
     query = start_seq_query(tmp_path)
-    engine = EngineParams(partitions=16, tick_tuples=40, timer_bits=2)
     job = vectors.prepare(str(query), Options(**{**SMALL, "tuples": 3000}, seed=7, keys=24),
                           str(tmp_path / "v"), params=engine)
     piece = 37
     m = vectors.run(spark, job, tasks=2, piece_tuples=piece)
-    assert m["expected"]["mode"] == "global" and m["counts"]["drops"] > 0
+    assert m["expected"]["mode"] == mode
+    assert (m["counts"]["drops"] > 0) == (mode == "global")
     tuples = from_table(table(tmp_path / "v", vectors.TUPLES).sort_by("seq"),
                         job.nfa.program.schema)
     res = reference.run(job.nfa, tuples, engine)
@@ -297,34 +302,11 @@ def test_global_pass_in_small_pieces_equals_the_reference(spark, tmp_path):
     assert table(tmp_path / "v", vectors.DROPS).to_pylist() == [
         {"seq": int(s), "partition": p}
         for s, p in zip(res.drops, partition_texts(job.nfa, tuples, res.drops), strict=True)]
-    assert any(s // piece > b // piece for s, q, _, b in want if q == "fire")
-    assert m["keys_present"] == 24
-
-
-def test_partitioned_pass_in_small_pieces_equals_the_reference(spark, tmp_path):
-    """The partitioned pass streams each task's keys (sorted by seq) through its matcher in
-    pieces too: in pieces of 37 tuples, with starts that lie pieces back, its matches and
-    starts are those of nfacep.reference.run over the whole stream read back."""
-    from nfacep import reference
-    from nfacep.tuples import from_table
-
-    query = start_seq_query(tmp_path)
-    engine = EngineParams(partitions=64)  # room for every key, no ticks: per key
-    job = vectors.prepare(str(query), Options(**{**SMALL, "tuples": 3000}, seed=7, keys=24),
-                          str(tmp_path / "v"), params=engine)
-    piece = 37
-    m = vectors.run(spark, job, tasks=2, piece_tuples=piece)
-    assert m["expected"]["mode"] == "partitioned" and m["counts"]["drops"] == 0
-    tuples = from_table(table(tmp_path / "v", vectors.TUPLES).sort_by("seq"),
-                        job.nfa.program.schema)
-    res = reference.run(job.nfa, tuples, engine)
-    want = [(int(s), res.names[q], p, int(b) if b >= 0 else None)
-            for s, q, p, b in zip(res.seqs, res.queries, res.partitions, res.starts,
-                                  strict=True)]
-    got = [tuple(r.values()) for r in table(tmp_path / "v", vectors.EXPECTED).to_pylist()]
-    assert got == want
-    # some fire run begins more than a piece back, even counting only its task's tuples
-    assert max(s - b for s, q, _, b in want if q == "fire") > 2 * 2 * piece
+    fire = [(s, b) for s, q, _, b in want if q == "fire"]
+    if mode == "global":
+        assert any(s // piece > b // piece for s, b in fire)
+    else:  # more than a piece back even counting only its task's tuples
+        assert max(s - b for s, b in fire) > 2 * 2 * piece
     assert m["keys_present"] == 24
 
 
