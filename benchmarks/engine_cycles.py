@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
 
     text = (ROOT / "queries" / "marathon.sql").read_text()
-    schema_only = text[:text.index("QUERY")]
+    schema_only = text[: text.index("QUERY")]
     partitioned = nfacep.compile_text(schema_only + "QUERY every PARTITION runner PATTERN (A)")
     single = nfacep.compile_text(schema_only + "QUERY every PATTERN (A)")
     data = tuples.read(str(ROOT / "queries" / "marathon.csv"), partitioned.program.schema)
@@ -45,16 +45,22 @@ def main() -> None:
     print(f"marathon stream, {args.tuples} tuples offered back to back, output always ready")
     print(f"{'partitions':>10} {'tuples/cycle':>13} {'cycles/tuple':>13} {'latency':>8}")
     rows = []
-    base = cycle_profile(Engine(single, EngineParams(partitions=1)), payloads,
-                         expect_records=args.tuples)
-    print(f"{'none':>10} {base['accepted_per_cycle']:>13.3f} {base['cycles_per_tuple']:>13.3f} "
-          f"{base['latency']:>8}")
+    base = cycle_profile(
+        Engine(single, EngineParams(partitions=1)), payloads, expect_records=args.tuples
+    )
+    print(
+        f"{'none':>10} {base['accepted_per_cycle']:>13.3f} {base['cycles_per_tuple']:>13.3f} "
+        f"{base['latency']:>8}"
+    )
     for p in args.partitions:
-        prof = cycle_profile(Engine(partitioned, EngineParams(partitions=p)), payloads,
-                             expect_records=args.tuples)
+        prof = cycle_profile(
+            Engine(partitioned, EngineParams(partitions=p)), payloads, expect_records=args.tuples
+        )
         rows.append((p, prof))
-        print(f"{p:>10} {prof['accepted_per_cycle']:>13.3f} {prof['cycles_per_tuple']:>13.3f} "
-              f"{prof['latency']:>8}")
+        print(
+            f"{p:>10} {prof['accepted_per_cycle']:>13.3f} {prof['cycles_per_tuple']:>13.3f} "
+            f"{prof['latency']:>8}"
+        )
     if args.plot:
         import matplotlib
 

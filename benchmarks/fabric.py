@@ -73,12 +73,13 @@ class MatcherTop(Elaboratable):
         else:
             if "predicates" in inputs.shape().members:
                 m.d.comb += inputs.predicates.eq(decoder.predicates)
-            m.d.comb += [matcher.i_stream.valid.eq(source.o_stream.valid),
-                         source.o_stream.ready.eq(matcher.i_stream.ready)]
+            m.d.comb += [
+                matcher.i_stream.valid.eq(source.o_stream.valid),
+                source.o_stream.ready.eq(matcher.i_stream.ready),
+            ]
         leds = board_leds(platform)
         record = matcher.o_stream.payload.shape()
-        m.submodules.sink = sink = LedSink(data.StructLayout(dict(record.members)),
-                                           leds=len(leds))
+        m.submodules.sink = sink = LedSink(data.StructLayout(dict(record.members)), leds=len(leds))
         wiring.connect(m, matcher.o_stream, sink.i_stream)
         for i, port in enumerate(leds):
             m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
@@ -86,15 +87,25 @@ class MatcherTop(Elaboratable):
         return m
 
 
-def _build(make_top, board: Board, work: str, target_mhz: float | None,
-           script_after_read: str | None) -> dict:
+def _build(
+    make_top, board: Board, work: str, target_mhz: float | None, script_after_read: str | None
+) -> dict:
     """The build itself (in the child process): a result dict."""
-    flow = run_flow(make_top, board, work, target_mhz=target_mhz,
-                    script_after_read=script_after_read, pack=False)
+    flow = run_flow(
+        make_top,
+        board,
+        work,
+        target_mhz=target_mhz,
+        script_after_read=script_after_read,
+        pack=False,
+    )
     result: dict = {"status": flow.status, "seconds": flow.seconds}
     if flow.usage is not None:
-        result["yosys"] = {"luts": flow.usage.luts, "ffs": flow.usage.ffs,
-                           "brams": flow.usage.brams}
+        result["yosys"] = {
+            "luts": flow.usage.luts,
+            "ffs": flow.usage.ffs,
+            "brams": flow.usage.brams,
+        }
     if flow.status != "ok":
         result["message"] = flow.message
         return result
@@ -115,8 +126,15 @@ def _child(make_top, board, out_dir, target_mhz, script_after_read):
         json.dump(result, f)
 
 
-def build_design(make_top, board: Board, out_dir: str, *, target_mhz: float | None = None,
-                 script_after_read: str | None = None, timeout: float | None = None) -> dict:
+def build_design(
+    make_top,
+    board: Board,
+    out_dir: str,
+    *,
+    target_mhz: float | None = None,
+    script_after_read: str | None = None,
+    timeout: float | None = None,
+) -> dict:
     """Build ``make_top()`` for ``board`` in ``out_dir`` (Yosys, then nextpnr); the result.
 
     ``make_top`` is called in a child process, so a design's elaboration counts against
@@ -132,7 +150,8 @@ def build_design(make_top, board: Board, out_dir: str, *, target_mhz: float | No
         os.unlink(path)
     start = time.monotonic()
     proc = multiprocessing.get_context("fork").Process(
-        target=_child, args=(make_top, board, out_dir, target_mhz, script_after_read))
+        target=_child, args=(make_top, board, out_dir, target_mhz, script_after_read)
+    )
     proc.start()
     proc.join(timeout)
     if proc.is_alive():
@@ -179,8 +198,9 @@ def write_csv(path: str, rows: list[dict]) -> None:
     print(f"wrote {path}")
 
 
-def save_rows(path: str, rows: list[dict], *, merge: bool, replaced: list[str],
-              order: list[str]) -> list[dict]:
+def save_rows(
+    path: str, rows: list[dict], *, merge: bool, replaced: list[str], order: list[str]
+) -> list[dict]:
     """Write ``rows`` to the CSV at ``path``; with ``merge``, keep the rows of an existing file
     whose variant is not in ``replaced``. Rows are sorted by (i, variant in ``order``)."""
     import os

@@ -60,13 +60,19 @@ def num(value, fmt: str) -> str:
 
 
 def print_row(row: dict) -> None:
-    print(f"{QUERIES[row['query']]:<13} {device(row['board']):<22} {row['partitions']:>6} "
-          f"{row.get('tick_tuples') or 0:>6} "
-          f"{num(row.get('luts'), ','):>7} {num(row.get('ffs'), ','):>7} "
-          f"{num(row.get('brams'), ''):>6} {num(row.get('fmax_mhz'), '.1f'):>9} "
-          f"{row.get('build_s', 0):>8.0f}  {row['status']}"
-          + (f": {row['message'][:160]}" if row["status"] not in ("ok", "timing not met")
-             and row.get("message") else ""), flush=True)
+    print(
+        f"{QUERIES[row['query']]:<13} {device(row['board']):<22} {row['partitions']:>6} "
+        f"{row.get('tick_tuples') or 0:>6} "
+        f"{num(row.get('luts'), ','):>7} {num(row.get('ffs'), ','):>7} "
+        f"{num(row.get('brams'), ''):>6} {num(row.get('fmax_mhz'), '.1f'):>9} "
+        f"{row.get('build_s', 0):>8.0f}  {row['status']}"
+        + (
+            f": {row['message'][:160]}"
+            if row["status"] not in ("ok", "timing not met") and row.get("message")
+            else ""
+        ),
+        flush=True,
+    )
 
 
 def sweep(args) -> list[dict]:
@@ -77,9 +83,18 @@ def sweep(args) -> list[dict]:
         done = {tuple(r[k] for k in KEY) for r in rows}
         merged = [r for r in old if tuple(r[k] for k in KEY) not in done] + rows
         order = {q: i for i, q in enumerate(QUERIES)}
-        write_csv(args.csv, sorted(merged, key=lambda r: (
-            BOARDS.index(r["board"]) if r["board"] in BOARDS else 9, order[r["query"]],
-            int(r.get("tick_tuples") or 0), r["partitions"])))
+        write_csv(
+            args.csv,
+            sorted(
+                merged,
+                key=lambda r: (
+                    BOARDS.index(r["board"]) if r["board"] in BOARDS else 9,
+                    order[r["query"]],
+                    int(r.get("tick_tuples") or 0),
+                    r["partitions"],
+                ),
+            ),
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
@@ -88,18 +103,32 @@ def sweep(args) -> list[dict]:
                 nfa = compile_query(query)
                 too_big = None
                 for parts in args.partitions:
-                    row: dict = {"query": query, "board": board, "device": device(board),
-                                 "partitions": parts, "store": "table",
-                                 "ways": args.ways, "tick_tuples": args.tick_tuples,
-                                 "timer_bits": 4, "target_mhz": args.target_mhz}
+                    row: dict = {
+                        "query": query,
+                        "board": board,
+                        "device": device(board),
+                        "partitions": parts,
+                        "store": "table",
+                        "ways": args.ways,
+                        "tick_tuples": args.tick_tuples,
+                        "timer_bits": 4,
+                        "target_mhz": args.target_mhz,
+                    }
                     if too_big is not None:
-                        row.update(status="not built",
-                                   message=f"{too_big} partitions did not fit this device")
+                        row.update(
+                            status="not built",
+                            message=f"{too_big} partitions did not fit this device",
+                        )
                         rows.append(row)
                         print_row(row)
                         continue
-                    params = EngineParams(store="table", partitions=parts, ways=row["ways"],
-                                          tick_tuples=args.tick_tuples, timer_bits=4)
+                    params = EngineParams(
+                        store="table",
+                        partitions=parts,
+                        ways=row["ways"],
+                        tick_tuples=args.tick_tuples,
+                        timer_bits=4,
+                    )
                     out = os.path.join(root, f"{board}-{query}-{parts}-{args.tick_tuples}")
                     row.update(build_point(nfa, params, board, args.target_mhz, out, query))
                     # the build folder is temporary: drop where the failing bitstream was left
@@ -124,16 +153,30 @@ def plot(rows: list[dict], pipeline: list[dict], path: str, target: float) -> No
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(13, 7.5))
-    panels = [("luts", "LUTs (TRELLIS_COMB)"), ("ffs", "flip-flops (TRELLIS_FF)"),
-              ("brams", "block RAMs (DP16KD)"), ("fmax_mhz", "Fmax (MHz)"),
-              ("tuples", "M tuples/s (table: Fmax; pipeline: Fmax / 2)")]
-    styles = {("marathon", "ulx3s-85f"): ("C0", "o-"), ("abcd", "ulx3s-85f"): ("C1", "s-"),
-              ("marathon", "ulx3s-25f"): ("C0", "o--"), ("abcd", "ulx3s-25f"): ("C1", "s--")}
+    panels = [
+        ("luts", "LUTs (TRELLIS_COMB)"),
+        ("ffs", "flip-flops (TRELLIS_FF)"),
+        ("brams", "block RAMs (DP16KD)"),
+        ("fmax_mhz", "Fmax (MHz)"),
+        ("tuples", "M tuples/s (table: Fmax; pipeline: Fmax / 2)"),
+    ]
+    styles = {
+        ("marathon", "ulx3s-85f"): ("C0", "o-"),
+        ("abcd", "ulx3s-85f"): ("C1", "s-"),
+        ("marathon", "ulx3s-25f"): ("C0", "o--"),
+        ("abcd", "ulx3s-25f"): ("C1", "s--"),
+    }
     for (query, board), (color, style) in styles.items():
         for ticked in (False, True):
-            pts = [r for r in rows if r["query"] == query and r["board"] == board
-                   and bool(r.get("tick_tuples")) == ticked
-                   and r.get("luts") is not None and r.get("fmax_mhz") is not None]
+            pts = [
+                r
+                for r in rows
+                if r["query"] == query
+                and r["board"] == board
+                and bool(r.get("tick_tuples")) == ticked
+                and r.get("luts") is not None
+                and r.get("fmax_mhz") is not None
+            ]
             if not pts:
                 continue
             xs = [r["partitions"] for r in pts]
@@ -143,15 +186,25 @@ def plot(rows: list[dict], pipeline: list[dict], path: str, target: float) -> No
             for ax, (key, _) in zip(axes.flat, panels, strict=False):
                 ys = [r["fmax_mhz"] if key == "tuples" else r[key] for r in pts]
                 fmt = style[0] + ("-." if ticked else style[1:])  # marker, then line
-                ax.plot(xs, ys, fmt, color="C2" if ticked else color, label=label,
-                        mfc="none" if "--" in style else None)
+                ax.plot(
+                    xs,
+                    ys,
+                    fmt,
+                    color="C2" if ticked else color,
+                    label=label,
+                    mfc="none" if "--" in style else None,
+                )
     if pipeline:
         xs = [r["partitions"] for r in pipeline]
         for ax, (key, _) in zip(axes.flat, panels, strict=False):
             ys = [r["fmax_mhz"] / 2 if key == "tuples" else r[key] for r in pipeline]
-            ax.plot(xs, ys, "^:", color="C3",
-                    label="swap pipeline, marathon, LFE5U-85F\n"
-                    "(fmax_partitions.csv, target 125 MHz)")
+            ax.plot(
+                xs,
+                ys,
+                "^:",
+                color="C3",
+                label="swap pipeline, marathon, LFE5U-85F\n(fmax_partitions.csv, target 125 MHz)",
+            )
     axes.flat[3].axhline(target, color="grey", ls="--", lw=1)
     axes.flat[3].text(16, target + 3, f"nextpnr target {target:g} MHz", fontsize=8, color="grey")
     axes.flat[4].axhline(150, color="grey", ls="--", lw=1)
@@ -170,8 +223,10 @@ def plot(rows: list[dict], pipeline: list[dict], path: str, target: float) -> No
     handles, labels = axes.flat[0].get_legend_handles_labels()
     axes.flat[5].axis("off")
     axes.flat[5].legend(handles, labels, loc="center", fontsize=9)
-    fig.suptitle("Figure 9 for the block-RAM table store (nextpnr-ecp5, routed, "
-                 f"target {target:g} MHz) beside the swap pipeline")
+    fig.suptitle(
+        "Figure 9 for the block-RAM table store (nextpnr-ecp5, routed, "
+        f"target {target:g} MHz) beside the swap pipeline"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
@@ -182,25 +237,40 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, nargs="+", default=PARTITIONS)
     ap.add_argument("--queries", nargs="+", choices=list(QUERIES), default=list(QUERIES))
     ap.add_argument("--boards", nargs="+", default=BOARDS)
-    ap.add_argument("--ways", type=int, default=4,
-                    help="--ways: a bucket's entries below 65,536 partitions (the keys are 16 "
-                    "bits), the banks the direct table is interleaved over at 65,536")
-    ap.add_argument("--target-mhz", type=float, default=150.0,
-                    help="clock constraint for nextpnr (default: the issue's 150 MHz goal)")
-    ap.add_argument("--tick-tuples", type=int, default=0,
-                    help="--tick-tuples (timers: a tick stamp per entry, 4 timer bits)")
+    ap.add_argument(
+        "--ways",
+        type=int,
+        default=4,
+        help="--ways: a bucket's entries below 65,536 partitions (the keys are 16 "
+        "bits), the banks the direct table is interleaved over at 65,536",
+    )
+    ap.add_argument(
+        "--target-mhz",
+        type=float,
+        default=150.0,
+        help="clock constraint for nextpnr (default: the issue's 150 MHz goal)",
+    )
+    ap.add_argument(
+        "--tick-tuples",
+        type=int,
+        default=0,
+        help="--tick-tuples (timers: a tick stamp per entry, 4 timer bits)",
+    )
     ap.add_argument("--csv", default=CSV)
     ap.add_argument("--pipeline-csv", default=PIPELINE_CSV)
     ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "figure9_table.png"))
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the CSV's rows for points not built this time")
+    ap.add_argument(
+        "--merge", action="store_true", help="keep the CSV's rows for points not built this time"
+    )
     ap.add_argument("--plot-only", action="store_true", help="redraw from the CSV, no builds")
     args = ap.parse_args()
 
-    head = (f"{'query':<13} {'device':<22} {'parts':>6} {'tick':>6} {'LUTs':>7} {'FFs':>7} "
-            f"{'BRAMs':>6} "
-            f"{'Fmax MHz':>9} {'build s':>8}  status")
+    head = (
+        f"{'query':<13} {'device':<22} {'parts':>6} {'tick':>6} {'LUTs':>7} {'FFs':>7} "
+        f"{'BRAMs':>6} "
+        f"{'Fmax MHz':>9} {'build s':>8}  status"
+    )
     if args.plot_only:
         rows = read_csv(args.csv)
     else:

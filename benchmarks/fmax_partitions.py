@@ -45,10 +45,14 @@ def critical_path(pnr: dict) -> dict:
         "levels": len(cells),
         "logic_ns": round(logic, 2),
         "routing_ns": round(routing, 2),
-        "longest_net": max((seg for seg in path if seg["type"] == "routing"),
-                           key=lambda seg: seg["delay"], default={}).get("net", ""),
-        "longest_net_ns": round(max((seg["delay"] for seg in path if seg["type"] == "routing"),
-                                    default=0.0), 2),
+        "longest_net": max(
+            (seg for seg in path if seg["type"] == "routing"),
+            key=lambda seg: seg["delay"],
+            default={},
+        ).get("net", ""),
+        "longest_net_ns": round(
+            max((seg["delay"] for seg in path if seg["type"] == "routing"), default=0.0), 2
+        ),
     }
 
 
@@ -57,21 +61,32 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, nargs="+", default=[16, 64, 128, 256])
     ap.add_argument("--query", default=QUERY, help="query file (default: queries/marathon.sql)")
     ap.add_argument("--board", default="ulx3s-85f")
-    ap.add_argument("--target-mhz", type=float, default=125.0,
-                    help="clock constraint for nextpnr (default: the paper's 125 MHz)")
+    ap.add_argument(
+        "--target-mhz",
+        type=float,
+        default=125.0,
+        help="clock constraint for nextpnr (default: the paper's 125 MHz)",
+    )
     ap.add_argument("--csv", default=os.path.join(HERE, "results", "fmax_partitions.csv"))
     ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "fmax_partitions.png"))
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the CSV's rows for partition counts not built this time")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the CSV's rows for partition counts not built this time",
+    )
     args = ap.parse_args()
 
     nfa = nfacep.compile_file(args.query)
     board = get_board(args.board)
-    print(f"{os.path.basename(args.query)} on {board.name} ({board.description}), "
-          f"nextpnr target {args.target_mhz:g} MHz")
-    print(f"{'parts':>6} {'LUTs':>7} {'FFs':>7} {'fmax MHz':>9} {'met':>4} {'levels':>6} "
-          f"{'logic ns':>8} {'route ns':>8} {'build s':>8}  critical path")
+    print(
+        f"{os.path.basename(args.query)} on {board.name} ({board.description}), "
+        f"nextpnr target {args.target_mhz:g} MHz"
+    )
+    print(
+        f"{'parts':>6} {'LUTs':>7} {'FFs':>7} {'fmax MHz':>9} {'met':>4} {'levels':>6} "
+        f"{'logic ns':>8} {'route ns':>8} {'build s':>8}  critical path"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
@@ -79,32 +94,49 @@ def main() -> None:
             start = time.monotonic()
             out = os.path.join(root, f"p{parts}")
             try:
-                report = build(nfa, board, out, EngineParams(partitions=parts),
-                               target_mhz=args.target_mhz, stem="marathon")
+                report = build(
+                    nfa,
+                    board,
+                    out,
+                    EngineParams(partitions=parts),
+                    target_mhz=args.target_mhz,
+                    stem="marathon",
+                )
             except BuildError as err:  # timing missed: the numbers are still there
                 if err.report is None or not err.report["resources"]:
                     raise
                 report = err.report
-            with open(os.path.join(out, "toolchain", "nfacep_top.report.json"),
-                      encoding="utf-8") as f:
+            with open(
+                os.path.join(out, "toolchain", "nfacep_top.report.json"), encoding="utf-8"
+            ) as f:
                 cp = critical_path(json.load(f))
             res = report["resources"]
             fmax = min(report["fmax_mhz"].values()) if report["fmax_mhz"] else float("nan")
-            row = {"partitions": parts, "luts": res["luts"]["used"], "ffs": res["ffs"]["used"],
-                   "brams": res["brams"]["used"], "fmax_mhz": fmax,
-                   "target_mhz": args.target_mhz, "timing_met": report["timing_met"],
-                   "build_s": round(time.monotonic() - start, 1),
-                   **{f"cp_{k}": v for k, v in cp.items()}}
+            row = {
+                "partitions": parts,
+                "luts": res["luts"]["used"],
+                "ffs": res["ffs"]["used"],
+                "brams": res["brams"]["used"],
+                "fmax_mhz": fmax,
+                "target_mhz": args.target_mhz,
+                "timing_met": report["timing_met"],
+                "build_s": round(time.monotonic() - start, 1),
+                **{f"cp_{k}": v for k, v in cp.items()},
+            }
             rows.append(row)
-            print(f"{parts:>6} {row['luts']:>7,} {row['ffs']:>7,} {fmax:>9.1f} "
-                  f"{'yes' if row['timing_met'] else 'no':>4} {cp.get('levels', 0):>6} "
-                  f"{cp.get('logic_ns', 0):>8.2f} {cp.get('routing_ns', 0):>8.2f} "
-                  f"{row['build_s']:>8.0f}  {cp.get('from', '?')} -> {cp.get('to', '?')}",
-                  flush=True)
+            print(
+                f"{parts:>6} {row['luts']:>7,} {row['ffs']:>7,} {fmax:>9.1f} "
+                f"{'yes' if row['timing_met'] else 'no':>4} {cp.get('levels', 0):>6} "
+                f"{cp.get('logic_ns', 0):>8.2f} {cp.get('routing_ns', 0):>8.2f} "
+                f"{row['build_s']:>8.0f}  {cp.get('from', '?')} -> {cp.get('to', '?')}",
+                flush=True,
+            )
     if args.merge and os.path.exists(args.csv):
         built = {r["partitions"] for r in rows}
-        rows = sorted([r for r in read_csv(args.csv) if r["partitions"] not in built] + rows,
-                      key=lambda r: r["partitions"])
+        rows = sorted(
+            [r for r in read_csv(args.csv) if r["partitions"] not in built] + rows,
+            key=lambda r: r["partitions"],
+        )
     write_csv(args.csv, rows)
     if args.plot:
         import matplotlib
@@ -115,8 +147,9 @@ def main() -> None:
         fig, ax = plt.subplots(figsize=(6, 4))
         xs = [r["partitions"] for r in rows]
         ax.plot(xs, [r["fmax_mhz"] for r in rows], "o-", label="Fmax (nextpnr, routed)")
-        ax.axhline(args.target_mhz, color="grey", ls="--",
-                   label=f"target / paper: {args.target_mhz:g} MHz")
+        ax.axhline(
+            args.target_mhz, color="grey", ls="--", label=f"target / paper: {args.target_mhz:g} MHz"
+        )
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.set_xlabel("partitions (partitioner depth)")

@@ -64,16 +64,20 @@ def _query():
             f.write(QUERY)
         nfa = compile_file(path)
     types = nfa.program.parameters
-    return (nfa, ParamValues.parse(types, ["lim=100", "hot=true"]),
-            ParamValues.parse(types, ["lim=7", "hot=false"]))
+    return (
+        nfa,
+        ParamValues.parse(types, ["lim=100", "hot=true"]),
+        ParamValues.parse(types, ["lim=7", "hot=false"]),
+    )
 
 
 def measure(divisor: int) -> dict:
     """The cycle counts of one switch with a UART bit of ``divisor`` cycles."""
     nfa, built, new = _query()
     engine = Engine(nfa, EngineParams(), values=built)
-    top = UartTop(engine, clk_hz=divisor * 1e6, baud=1_000_000, timeout=400 * divisor,
-                  led_period=64)
+    top = UartTop(
+        engine, clk_hz=divisor * 1e6, baud=1_000_000, timeout=400 * divisor, led_period=64
+    )
     width = new.width()
     switch = encode(FrameType.PARAMS, params_payload(0, 0, new.packed(new.initial), width))
     tuples = encode(FrameType.TUPLES, bytes([1, 0x20, 0x00]))
@@ -105,7 +109,8 @@ def measure(divisor: int) -> dict:
         await bits(ctx, switch, whole=False)
         # the last stop bit started: count from here
         log["written"] = await wait_for(
-            lambda: ctx.get(engine.i_params.valid) and ctx.get(engine.i_params.ready))
+            lambda: ctx.get(engine.i_params.valid) and ctx.get(engine.i_params.ready)
+        )
         await ctx.tick()
         log["ready_low"] = not ctx.get(engine.i_params.ready)
         start = log["written"] + divisor + 1
@@ -113,8 +118,7 @@ def measure(divisor: int) -> dict:
         await ctx.tick().repeat(200 * divisor)  # the ACK goes out
         before = ctx.get(engine.param_values.as_value())
         await bits(ctx, tuples, whole=False)
-        log["in_force"] = await wait_for(
-            lambda: ctx.get(engine.param_values.as_value()) != before)
+        log["in_force"] = await wait_for(lambda: ctx.get(engine.param_values.as_value()) != before)
         log["values"] = ctx.get(engine.param_values.as_value())
         await ctx.tick()
         log["ready_again"] = bool(ctx.get(engine.i_params.ready))
@@ -124,9 +128,15 @@ def measure(divisor: int) -> dict:
     sim.add_testbench(bench)
     sim.run()
     assert log["values"] == new.packed(new.initial) and log["ready_low"] and log["ready_again"]
-    return {"divisor": divisor, "params_frame_bytes": len(switch),
-            "frame_cycles": 10 * divisor * len(switch), "written": log["written"],
-            "ack": log["ack"], "tuples_frame_bytes": len(tuples), "in_force": log["in_force"]}
+    return {
+        "divisor": divisor,
+        "params_frame_bytes": len(switch),
+        "frame_cycles": 10 * divisor * len(switch),
+        "written": log["written"],
+        "ack": log["ack"],
+        "tuples_frame_bytes": len(tuples),
+        "in_force": log["in_force"],
+    }
 
 
 def measure_udp() -> dict:
@@ -151,9 +161,13 @@ def measure_udp() -> dict:
         frame = udp.udp_frame(host, board, payload)
         return b"\x55" * 7 + b"\xd5" + frame + udp.ethernet_fcs(frame)
 
-    switch = wire(udp.packet(udp.PacketType.PARAMS,
-                             switch_body(0, new.packed(new.initial), new.width()),
-                             engine_id=top.engine_id))
+    switch = wire(
+        udp.packet(
+            udp.PacketType.PARAMS,
+            switch_body(0, new.packed(new.initial), new.width()),
+            engine_id=top.engine_id,
+        )
+    )
     log: dict = {}
 
     async def bench(ctx):
@@ -184,26 +198,37 @@ def measure_udp() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--divisor", type=int, nargs="+", default=[4, 217],
-                    help="clock cycles per UART bit (default: 4, and 217 = 115200 baud at "
-                         "25 MHz)")
+    ap.add_argument(
+        "--divisor",
+        type=int,
+        nargs="+",
+        default=[4, 217],
+        help="clock cycles per UART bit (default: 4, and 217 = 115200 baud at 25 MHz)",
+    )
     ap.add_argument("--udp", action="store_true", help="also over the UDP link")
     args = ap.parse_args()
-    print("PARAMS switch over the UART link, clock cycles from the end of the frame's last "
-          "stop bit")
+    print(
+        "PARAMS switch over the UART link, clock cycles from the end of the frame's last stop bit"
+    )
     print(f"{'divisor':>8} {'frame':>7} {'written':>8} {'ACK':>6} {'in force':>9}")
     for d in args.divisor:
         r = measure(d)
-        print(f"{r['divisor']:>8} {r['frame_cycles']:>7} {r['written']:>8} {r['ack']:>6} "
-              f"{r['in_force']:>9}")
-    print("frame: the PARAMS frame's own time on the line; written: the switch is in the "
-          "engine's shadow copy (i_params taken); ACK: its start bit on tx; in force: from "
-          "the end of the TUPLES frame with the switch's tuple to param_values changing")
+        print(
+            f"{r['divisor']:>8} {r['frame_cycles']:>7} {r['written']:>8} {r['ack']:>6} "
+            f"{r['in_force']:>9}"
+        )
+    print(
+        "frame: the PARAMS frame's own time on the line; written: the switch is in the "
+        "engine's shadow copy (i_params taken); ACK: its start bit on tx; in force: from "
+        "the end of the TUPLES frame with the switch's tuple to param_values changing"
+    )
     if args.udp:
         r = measure_udp()
-        print(f"UDP: a PARAMS packet's frame of {r['frame_bytes']} bytes on GMII (with "
-              f"preamble and FCS); the switch is in the engine {r['written']} cycles after "
-              "rx_dv falls (125 MHz, one clock for both domains)")
+        print(
+            f"UDP: a PARAMS packet's frame of {r['frame_bytes']} bytes on GMII (with "
+            f"preamble and FCS); the switch is in the engine {r['written']} cycles after "
+            "rx_dv falls (125 MHz, one clock for both domains)"
+        )
 
 
 if __name__ == "__main__":

@@ -31,18 +31,26 @@ from nfacep.hdl.nfa import NfaMatcher
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM bits (b UINT(1));\n"
 VARIANTS = ["nfa", "dfa-one-hot", "dfa-compressed", "dfa-compressed-shuffled"]
-LABELS = {"nfa": "NFA", "dfa-one-hot": "DFA (one-hot)",
-          "dfa-compressed": "DFA compressed (breadth-first numbering)",
-          "dfa-compressed-shuffled": "DFA compressed (random numbering)"}
-MARKERS = {"nfa": "o-", "dfa-one-hot": "s-", "dfa-compressed": "D--",
-           "dfa-compressed-shuffled": "^-"}
+LABELS = {
+    "nfa": "NFA",
+    "dfa-one-hot": "DFA (one-hot)",
+    "dfa-compressed": "DFA compressed (breadth-first numbering)",
+    "dfa-compressed-shuffled": "DFA compressed (random numbering)",
+}
+MARKERS = {
+    "nfa": "o-",
+    "dfa-one-hot": "s-",
+    "dfa-compressed": "D--",
+    "dfa-compressed-shuffled": "^-",
+}
 #: seed of the random state numbering
 SHUFFLE = 1
 
 
 def query(i: int):
-    return nfacep.compile_text(STREAM + f"QUERY q PATTERN ((Z | O)* O (Z | O){{{i}}}) "
-                               "DEFINE Z AS b = 0 O AS b = 1")
+    return nfacep.compile_text(
+        STREAM + f"QUERY q PATTERN ((Z | O)* O (Z | O){{{i}}}) DEFINE Z AS b = 0 O AS b = 1"
+    )
 
 
 def make_top(i: int, variant: str) -> MatcherTop:
@@ -56,24 +64,36 @@ def make_top(i: int, variant: str) -> MatcherTop:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--i", type=int, nargs="+", default=[1, 2, 4, 6, 8, 10, 12, 14],
-                    dest="values", metavar="I")
+    ap.add_argument(
+        "--i", type=int, nargs="+", default=[1, 2, 4, 6, 8, 10, 12, 14], dest="values", metavar="I"
+    )
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS)
     ap.add_argument("--board", default="ulx3s-85f")
-    ap.add_argument("--timeout", type=float, default=240.0,
-                    help="seconds per build; a series stops after one that takes longer")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=240.0,
+        help="seconds per build; a series stops after one that takes longer",
+    )
     ap.add_argument("--csv", default=os.path.join(HERE, "results", "nfa_vs_dfa.csv"))
     ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "nfa_vs_dfa.png"))
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the other variants' rows of an existing --csv in it and the plot")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other variants' rows of an existing --csv in it and the plot",
+    )
     args = ap.parse_args()
 
     board = get_board(args.board)
-    print(f"(0|1)*1(0|1)^i on {board.name} ({board.description}); "
-          f"{board.luts:,} LUTs, {board.ffs:,} flip-flops")
-    print(f"{'i':>3} {'variant':<15} {'states':>7} {'state FFs':>9} {'LUTs':>7} {'FFs':>7} "
-          f"{'LUT %':>6} {'FF %':>6} {'fmax':>6} {'build s':>8}  status")
+    print(
+        f"(0|1)*1(0|1)^i on {board.name} ({board.description}); "
+        f"{board.luts:,} LUTs, {board.ffs:,} flip-flops"
+    )
+    print(
+        f"{'i':>3} {'variant':<15} {'states':>7} {'state FFs':>9} {'LUTs':>7} {'FFs':>7} "
+        f"{'LUT %':>6} {'FF %':>6} {'fmax':>6} {'build s':>8}  status"
+    )
     rows: list[dict] = []
     stopped: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,8 +104,9 @@ def main() -> None:
             dfa_states = moore_dfa(nfa, q, max_states=1 << 20).states
             for variant in args.variants:
                 states = q.count if variant == "nfa" else dfa_states
-                state_ffs = (states if variant in ("nfa", "dfa-one-hot")
-                             else (states - 1).bit_length())
+                state_ffs = (
+                    states if variant in ("nfa", "dfa-one-hot") else (states - 1).bit_length()
+                )
                 row = {"i": i, "variant": variant, "states": states, "state_ffs": state_ffs}
                 if variant in stopped:
                     row["status"] = f"skipped ({stopped[variant]})"
@@ -93,11 +114,18 @@ def main() -> None:
                     row["status"] = "skipped (more state flip-flops than the device has)"
                     stopped[variant] = f"i = {i} needs {state_ffs:,} flip-flops"
                 else:
-                    result = build_design(partial(make_top, i, variant), board,
-                                          os.path.join(root, f"{variant}-{i}"),
-                                          timeout=args.timeout)
-                    row.update({k: result.get(k) for k in
-                                ("status", "luts", "ffs", "brams", "fmax_mhz", "wall_s")})
+                    result = build_design(
+                        partial(make_top, i, variant),
+                        board,
+                        os.path.join(root, f"{variant}-{i}"),
+                        timeout=args.timeout,
+                    )
+                    row.update(
+                        {
+                            k: result.get(k)
+                            for k in ("status", "luts", "ffs", "brams", "fmax_mhz", "wall_s")
+                        }
+                    )
                     if result.get("yosys"):
                         row["yosys_luts"] = result["yosys"]["luts"]
                         row["yosys_ffs"] = result["yosys"]["ffs"]
@@ -111,20 +139,23 @@ def main() -> None:
                         row["ffs_pct"] = round(100 * row["ffs"] / board.ffs, 3)
                 rows.append(row)
                 if row.get("luts") is not None:
-                    print(f"{i:>3} {variant:<15} {states:>7,} {state_ffs:>9,} "
-                          f"{row['luts']:>7,} {row['ffs']:>7,} {row['luts_pct']:>6.2f} "
-                          f"{row['ffs_pct']:>6.2f} {row['fmax_mhz'] or 0:>6.1f} "
-                          f"{row['wall_s']:>8.0f}  {row['status']}", flush=True)
+                    print(
+                        f"{i:>3} {variant:<15} {states:>7,} {state_ffs:>9,} "
+                        f"{row['luts']:>7,} {row['ffs']:>7,} {row['luts_pct']:>6.2f} "
+                        f"{row['ffs_pct']:>6.2f} {row['fmax_mhz'] or 0:>6.1f} "
+                        f"{row['wall_s']:>8.0f}  {row['status']}",
+                        flush=True,
+                    )
                 else:
-                    print(f"{i:>3} {variant:<15} {states:>7,} {state_ffs:>9,} "
-                          f"{'':>7} {'':>7} {'':>6} {'':>6} {'':>6} "
-                          f"{row.get('wall_s') or 0:>8.0f}  {row['status']}", flush=True)
-    rows = save_rows(args.csv, rows, merge=args.merge, replaced=args.variants,
-                     order=list(VARIANTS))
+                    print(
+                        f"{i:>3} {variant:<15} {states:>7,} {state_ffs:>9,} "
+                        f"{'':>7} {'':>7} {'':>6} {'':>6} {'':>6} "
+                        f"{row.get('wall_s') or 0:>8.0f}  {row['status']}",
+                        flush=True,
+                    )
+    rows = save_rows(args.csv, rows, merge=args.merge, replaced=args.variants, order=list(VARIANTS))
     if args.plot:
-        plot(rows, board, [v for v in VARIANTS if any(r["variant"] == v for r in rows)],
-             args.plot)
-
+        plot(rows, board, [v for v in VARIANTS if any(r["variant"] == v for r in rows)], args.plot)
 
 
 def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
@@ -135,11 +166,14 @@ def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     device = board.description.split(", ")[-1]
-    for ax, key, title, total in ((axes[0], "luts", "LUTs (cf. Figure 17)", board.luts),
-                                  (axes[1], "ffs", "flip-flops (cf. Figure 16)", board.ffs)):
+    for ax, key, title, total in (
+        (axes[0], "luts", "LUTs (cf. Figure 17)", board.luts),
+        (axes[1], "ffs", "flip-flops (cf. Figure 16)", board.ffs),
+    ):
         for variant in variants:
-            pts = [(r["i"], r[key]) for r in rows
-                   if r["variant"] == variant and r.get(key) is not None]
+            pts = [
+                (r["i"], r[key]) for r in rows if r["variant"] == variant and r.get(key) is not None
+            ]
             if pts:
                 ax.plot(*zip(*pts, strict=True), MARKERS[variant], label=LABELS[variant])
         ax.axhline(total, color="grey", ls=":", label=f"{device}: {total:,}")
@@ -150,8 +184,11 @@ def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"NFA vs DFA on {device} (Yosys + nextpnr; harness included)")
-    stops = [f"{LABELS[r['variant']]} at i = {r['i']} ({r['status']})" for r in rows
-             if r["status"] != "ok" and not r["status"].startswith("skipped")]
+    stops = [
+        f"{LABELS[r['variant']]} at i = {r['i']} ({r['status']})"
+        for r in rows
+        if r["status"] != "ok" and not r["status"].startswith("skipped")
+    ]
     if stops:
         fig.text(0.01, 0.01, "no result: " + "; ".join(stops), fontsize=7)
     fig.tight_layout(rect=(0, 0.04 if stops else 0, 1, 1))

@@ -46,9 +46,13 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=10_000)
     ap.add_argument("--flows", nargs="+", choices=list(FLOWS), default=list(FLOWS))
     ap.add_argument("--masters", nargs="+", default=["local[2]", "local[1]"])
-    ap.add_argument("--global-masters", nargs="+", default=["local[2]"],
-                    help="masters for the global flow (one task simulates: the second core "
-                         "only helps `vectors`; default %(default)s)")
+    ap.add_argument(
+        "--global-masters",
+        nargs="+",
+        default=["local[2]"],
+        help="masters for the global flow (one task simulates: the second core "
+        "only helps `vectors`; default %(default)s)",
+    )
     ap.add_argument("--work", help="folder for vectors and caches (default: a temporary one)")
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="nightly-"))
@@ -56,30 +60,67 @@ def main() -> None:
     rows = []
     for flow in args.flows:
         reports = {}
-        for master in (args.masters if flow == "sharded" else args.global_masters):
+        for master in args.masters if flow == "sharded" else args.global_masters:
             tag = f"{flow}-{master.replace('[', '').replace(']', '')}"
             out = work / f"v-{tag}"
-            seconds_v, peaks_v, _ = command(tree, [
-                "vectors", str(ROOT / QUERY), "--tuples", str(args.tuples), "--keys",
-                str(args.keys), "--seed", "1", "--out", str(out), "--master", master,
-                "--overwrite", "--quiet", *FLOWS[flow]])
+            seconds_v, peaks_v, _ = command(
+                tree,
+                [
+                    "vectors",
+                    str(ROOT / QUERY),
+                    "--tuples",
+                    str(args.tuples),
+                    "--keys",
+                    str(args.keys),
+                    "--seed",
+                    "1",
+                    "--out",
+                    str(out),
+                    "--master",
+                    master,
+                    "--overwrite",
+                    "--quiet",
+                    *FLOWS[flow],
+                ],
+            )
             manifest = json.loads((out / "manifest.json").read_text())
             mode = manifest["expected"]["mode"]
             assert mode == ("global" if flow == "global" else "partitioned"), manifest["expected"]
-            print(f"{tag}: vectors {seconds_v:.0f} s, {manifest['counts']['matches_total']:,} "
-                  f"matches, {manifest['counts']['drops']:,} drops ({mode})", flush=True)
-            seconds_r, peaks_r, tail = command(tree, [
-                "regress", str(ROOT / QUERY), "--vectors", str(out), "--simulator", "verilator",
-                "--mode", "native", "--master", master, "--quiet",
-                "--build-dir", str(work / f"cache-{tag}")])
+            print(
+                f"{tag}: vectors {seconds_v:.0f} s, {manifest['counts']['matches_total']:,} "
+                f"matches, {manifest['counts']['drops']:,} drops ({mode})",
+                flush=True,
+            )
+            seconds_r, peaks_r, tail = command(
+                tree,
+                [
+                    "regress",
+                    str(ROOT / QUERY),
+                    "--vectors",
+                    str(out),
+                    "--simulator",
+                    "verilator",
+                    "--mode",
+                    "native",
+                    "--master",
+                    master,
+                    "--quiet",
+                    "--build-dir",
+                    str(work / f"cache-{tag}"),
+                ],
+            )
             report = json.loads((out / "regress_report.json").read_text())
             assert report["equal"], tail
             # what was checked (the shards and cycles follow the master's tasks)
-            reports[master] = {k: report[k] for k in ("mode", "equal", "counts", "by_query",
-                                                      "first", "tuples_simulated")}
-            print(f"{tag}: regress {seconds_r:.0f} s, {report['shards']['simulated']} shards, "
-                  f"{report['cycles']:,} cycles, {report['counts']['differences']} differences",
-                  flush=True)
+            reports[master] = {
+                k: report[k]
+                for k in ("mode", "equal", "counts", "by_query", "first", "tuples_simulated")
+            }
+            print(
+                f"{tag}: regress {seconds_r:.0f} s, {report['shards']['simulated']} shards, "
+                f"{report['cycles']:,} cycles, {report['counts']['differences']} differences",
+                flush=True,
+            )
             rows.append((flow, master, seconds_v, peaks_v, seconds_r, peaks_r, report))
             shutil.rmtree(out)  # the next master makes its own vectors: free the disk
         if len(reports) > 1:
@@ -87,21 +128,26 @@ def main() -> None:
             assert all(r == first for r in others), "the masters' reports differ"
             print(f"{flow}: the masters' reports give the same counts", flush=True)
     print()
-    print("| flow | master | vectors s | regress s | total | shards | expected matches | "
-          "differences | peak MB, vectors: driver / Python workers (largest) / JVM | "
-          "regress: the same / native model |")
+    print(
+        "| flow | master | vectors s | regress s | total | shards | expected matches | "
+        "differences | peak MB, vectors: driver / Python workers (largest) / JVM | "
+        "regress: the same / native model |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for flow, master, sv, pv, sr, pr, report in rows:
         total = sv + sr
 
         def peaks(p):
-            return (f"{p['driver']:.0f} / {p['workers']:.0f} ({p['worker_max']:.0f}) / "
-                    f"{p['jvm']:.0f}")
+            return (
+                f"{p['driver']:.0f} / {p['workers']:.0f} ({p['worker_max']:.0f}) / {p['jvm']:.0f}"
+            )
 
-        print(f"| {flow} | {master} | {sv:.0f} | {sr:.0f} | {int(total // 60)} min "
-              f"{int(total % 60)} s | {report['shards']['simulated']} | "
-              f"{report['counts']['expected']:,} | {report['counts']['differences']} | "
-              f"{peaks(pv)} | {peaks(pr)} / {pr['simulator']:.0f} |")
+        print(
+            f"| {flow} | {master} | {sv:.0f} | {sr:.0f} | {int(total // 60)} min "
+            f"{int(total % 60)} s | {report['shards']['simulated']} | "
+            f"{report['counts']['expected']:,} | {report['counts']['differences']} | "
+            f"{peaks(pv)} | {peaks(pr)} / {pr['simulator']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

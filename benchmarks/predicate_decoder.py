@@ -39,18 +39,21 @@ from nfacep.hdl.unshared import UnsharedNfaMatcher
 HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM chars (c UINT(7));\n"
 VARIANTS = ["decoder", "decoder-registered", "per-state", "per-state-kept"]
-LABELS = {"decoder": "with predicate decoder (combinational into the NFA)",
-          "decoder-registered": "with predicate decoder, registered (as in the engine)",
-          "per-state": "without (per-state predicates, Yosys flattens; same as decoder)",
-          "per-state-kept": "without (per-state predicates, hierarchy kept)"}
+LABELS = {
+    "decoder": "with predicate decoder (combinational into the NFA)",
+    "decoder-registered": "with predicate decoder, registered (as in the engine)",
+    "per-state": "without (per-state predicates, Yosys flattens; same as decoder)",
+    "per-state-kept": "without (per-state predicates, hierarchy kept)",
+}
 MARKERS = {"decoder": "o-", "decoder-registered": "v-", "per-state": "s:", "per-state-kept": "^-"}
 #: Yosys command run after reading the design: keep every per-state predicate module
 KEEP = "setattr -mod -set keep_hierarchy 1 *_pred"
 
 
 def query(i: int):
-    return nfacep.compile_text(STREAM + f"QUERY q PATTERN ((A B){{{i}}}) "
-                               "DEFINE A AS c = 65 B AS c = 66")
+    return nfacep.compile_text(
+        STREAM + f"QUERY q PATTERN ((A B){{{i}}}) DEFINE A AS c = 65 B AS c = 66"
+    )
 
 
 def make_top(i: int, variant: str) -> MatcherTop:
@@ -62,34 +65,52 @@ def make_top(i: int, variant: str) -> MatcherTop:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--i", type=int, nargs="+", default=[1, 25, 50, 100, 150, 200, 250],
-                    dest="values", metavar="I")
+    ap.add_argument(
+        "--i",
+        type=int,
+        nargs="+",
+        default=[1, 25, 50, 100, 150, 200, 250],
+        dest="values",
+        metavar="I",
+    )
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS)
     ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per build")
     ap.add_argument("--csv", default=os.path.join(HERE, "results", "predicate_decoder.csv"))
     ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "predicate_decoder.png"))
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the other variants' rows of an existing --csv in it and the plot")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other variants' rows of an existing --csv in it and the plot",
+    )
     args = ap.parse_args()
 
     board = get_board(args.board)
     print(f"(AB)^i, A: c = 65, B: c = 66 (c UINT(7)), on {board.name} ({board.description})")
-    print(f"{'i':>4} {'variant':<15} {'states':>6} {'LUTs':>7} {'FFs':>6} {'LUT %':>6} "
-          f"{'fmax':>6} {'build s':>8}  status")
+    print(
+        f"{'i':>4} {'variant':<15} {'states':>6} {'LUTs':>7} {'FFs':>6} {'LUT %':>6} "
+        f"{'fmax':>6} {'build s':>8}  status"
+    )
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
         for i in sorted(args.values):
             for variant in args.variants:
                 result = build_design(
-                    partial(make_top, i, variant), board,
-                    os.path.join(root, f"{variant}-{i}"), timeout=args.timeout,
-                    script_after_read=KEEP if variant == "per-state-kept" else None)
+                    partial(make_top, i, variant),
+                    board,
+                    os.path.join(root, f"{variant}-{i}"),
+                    timeout=args.timeout,
+                    script_after_read=KEEP if variant == "per-state-kept" else None,
+                )
                 row = {"i": i, "variant": variant, "states": 2 * i}
-                row.update({k: result.get(k) for k in
-                            ("status", "luts", "ffs", "brams", "fmax_mhz", "wall_s")})
+                row.update(
+                    {
+                        k: result.get(k)
+                        for k in ("status", "luts", "ffs", "brams", "fmax_mhz", "wall_s")
+                    }
+                )
                 if result.get("yosys"):
                     row["yosys_luts"] = result["yosys"]["luts"]
                     row["yosys_ffs"] = result["yosys"]["ffs"]
@@ -98,15 +119,15 @@ def main() -> None:
                 if row["luts"] is not None:
                     row["luts_pct"] = round(100 * row["luts"] / board.luts, 3)
                 rows.append(row)
-                print(f"{i:>4} {variant:<15} {2 * i:>6} {row['luts'] or 0:>7,} "
-                      f"{row['ffs'] or 0:>6,} {row.get('luts_pct', 0):>6.2f} "
-                      f"{row['fmax_mhz'] or 0:>6.1f} {row['wall_s']:>8.0f}  {row['status']}",
-                      flush=True)
-    rows = save_rows(args.csv, rows, merge=args.merge, replaced=args.variants,
-                     order=list(VARIANTS))
+                print(
+                    f"{i:>4} {variant:<15} {2 * i:>6} {row['luts'] or 0:>7,} "
+                    f"{row['ffs'] or 0:>6,} {row.get('luts_pct', 0):>6.2f} "
+                    f"{row['fmax_mhz'] or 0:>6.1f} {row['wall_s']:>8.0f}  {row['status']}",
+                    flush=True,
+                )
+    rows = save_rows(args.csv, rows, merge=args.merge, replaced=args.variants, order=list(VARIANTS))
     if args.plot:
-        plot(rows, board, [v for v in VARIANTS if any(r["variant"] == v for r in rows)],
-             args.plot)
+        plot(rows, board, [v for v in VARIANTS if any(r["variant"] == v for r in rows)], args.plot)
 
 
 def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
@@ -117,11 +138,19 @@ def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for variant in variants:
-        pts = [(r["i"], r["luts"]) for r in rows
-               if r["variant"] == variant and r.get("luts") is not None]
+        pts = [
+            (r["i"], r["luts"])
+            for r in rows
+            if r["variant"] == variant and r.get("luts") is not None
+        ]
         if pts:
-            ax.plot(*zip(*pts, strict=True), MARKERS[variant], label=LABELS[variant],
-                    lw=3.5 if variant == "decoder" else 1.5, ms=8 if variant == "decoder" else 5)
+            ax.plot(
+                *zip(*pts, strict=True),
+                MARKERS[variant],
+                label=LABELS[variant],
+                lw=3.5 if variant == "decoder" else 1.5,
+                ms=8 if variant == "decoder" else 5,
+            )
     ax.set_xlabel("i in (AB)^i  (NFA states: 2i)")
     ax.set_ylabel("LUTs used (nextpnr TRELLIS_COMB)")
     device = board.description.split(", ")[-1]

@@ -54,13 +54,16 @@ def race_pieces(n: int, runners: int, seed: int):
         passed += counts
         skip = rng.random(m) < 0.02
         checkpoint = np.where(skip, (checkpoint + 1) % 5, checkpoint)
-        yield pa.table({
-            "time": pa.array(np.arange(start, start + m, dtype=np.uint32)),
-            "checkpoint": pa.DictionaryArray.from_arrays(pa.array(checkpoint, pa.int8()),
-                                                         pa.array(LABELS)),
-            "runner": pa.array(runner.astype(np.uint16)),
-            "speed": pa.array(rng.uniform(2.0, 6.0, m).astype(np.float32)),
-        })
+        yield pa.table(
+            {
+                "time": pa.array(np.arange(start, start + m, dtype=np.uint32)),
+                "checkpoint": pa.DictionaryArray.from_arrays(
+                    pa.array(checkpoint, pa.int8()), pa.array(LABELS)
+                ),
+                "runner": pa.array(runner.astype(np.uint16)),
+                "speed": pa.array(rng.uniform(2.0, 6.0, m).astype(np.float32)),
+            }
+        )
 
 
 def write_race(n: int, runners: int, seed: int, folder: pathlib.Path, csv: bool):
@@ -75,8 +78,9 @@ def write_race(n: int, runners: int, seed: int, folder: pathlib.Path, csv: bool)
                 writer = pq.ParquetWriter(parquet, table.schema)
             writer.write_table(table, row_group_size=1 << 20)
             if text is not None:
-                plain = table.set_column(1, "checkpoint", table.column("checkpoint").cast(
-                    pa.string()))
+                plain = table.set_column(
+                    1, "checkpoint", table.column("checkpoint").cast(pa.string())
+                )
                 if out is None:
                     out = pacsv.CSVWriter(text, plain.schema)
                 out.write_table(plain)
@@ -90,9 +94,21 @@ def write_race(n: int, runners: int, seed: int, folder: pathlib.Path, csv: bool)
 
 def nfacep_match(data: pathlib.Path, output: pathlib.Path, chunk: int, partitions: int):
     """``nfacep match`` as its own process: (seconds, peak resident MB, its stdout line)."""
-    argv = [sys.executable, "-c", "from nfacep.entry import main; main()", "match", str(QUERY),
-            "--input", str(data), "--output", str(output),
-            "--partitions", str(partitions), "--chunk", str(chunk)]
+    argv = [
+        sys.executable,
+        "-c",
+        "from nfacep.entry import main; main()",
+        "match",
+        str(QUERY),
+        "--input",
+        str(data),
+        "--output",
+        str(output),
+        "--partitions",
+        str(partitions),
+        "--chunk",
+        str(chunk),
+    ]
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
@@ -110,18 +126,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tuples", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--runners", type=int, default=1000)
-    ap.add_argument("--chunk", type=int, nargs="+", default=[1 << 20, 1 << 22],
-                    help="--chunk values to run (besides the anchor in one piece)")
-    ap.add_argument("--whole-up-to", type=int, default=30_000_000,
-                    help="run the anchor in one piece up to this many tuples")
+    ap.add_argument(
+        "--chunk",
+        type=int,
+        nargs="+",
+        default=[1 << 20, 1 << 22],
+        help="--chunk values to run (besides the anchor in one piece)",
+    )
+    ap.add_argument(
+        "--whole-up-to",
+        type=int,
+        default=30_000_000,
+        help="run the anchor in one piece up to this many tuples",
+    )
     ap.add_argument("--csv", action="store_true", help="also from a CSV file")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
-    print(f"marathon query, {args.runners} runners (--partitions {args.runners}); peak: the "
-          "process's resident memory")
-    print(f"{'tuples':>12} {'input':>8} {'chunk':>12} {'seconds':>8} {'tuples/s':>12} "
-          f"{'peak MB':>8} {'MB / 1M tuples':>14}  report")
+    print(
+        f"marathon query, {args.runners} runners (--partitions {args.runners}); peak: the "
+        "process's resident memory"
+    )
+    print(
+        f"{'tuples':>12} {'input':>8} {'chunk':>12} {'seconds':>8} {'tuples/s':>12} "
+        f"{'peak MB':>8} {'MB / 1M tuples':>14}  report"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = pathlib.Path(tmp)
         for n in args.tuples:
@@ -135,9 +164,12 @@ def main() -> None:
                     output = folder / f"m{n}_{chunk}.csv"
                     seconds, peak, line = nfacep_match(data, output, chunk, args.runners)
                     what = "one piece" if chunk >= n else f"{chunk:,}"
-                    print(f"{n:>12,} {data.suffix[1:]:>8} {what:>12} {seconds:>8.2f} "
-                          f"{n / seconds:>12,.0f} {peak:>8,.0f} {peak / (n / 1e6):>14.1f}  "
-                          f"{line.split(' -> ')[0]}", flush=True)
+                    print(
+                        f"{n:>12,} {data.suffix[1:]:>8} {what:>12} {seconds:>8.2f} "
+                        f"{n / seconds:>12,.0f} {peak:>8,.0f} {peak / (n / 1e6):>14.1f}  "
+                        f"{line.split(' -> ')[0]}",
+                        flush=True,
+                    )
                     if first is None:
                         first = output
                     elif not filecmp.cmp(first, output, shallow=False):

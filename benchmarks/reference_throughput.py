@@ -87,20 +87,30 @@ def stores(runners: int) -> dict[str, EngineParams]:
 def write_parquet(tuples: Tuples, path: pathlib.Path) -> None:
     """The race as a Parquet file: the checkpoint as its labels (dictionary-encoded)."""
     c = tuples.columns
-    labels = pa.DictionaryArray.from_arrays(pa.array(c["checkpoint"], pa.int8()),
-                                            pa.array(LABELS))
-    pq.write_table(pa.table({
-        "time": pa.array(c["time"], pa.uint32()), "checkpoint": labels,
-        "runner": pa.array(c["runner"], pa.uint16()), "speed": pa.array(c["speed"]),
-    }), path)
+    labels = pa.DictionaryArray.from_arrays(pa.array(c["checkpoint"], pa.int8()), pa.array(LABELS))
+    pq.write_table(
+        pa.table(
+            {
+                "time": pa.array(c["time"], pa.uint32()),
+                "checkpoint": labels,
+                "runner": pa.array(c["runner"], pa.uint16()),
+                "speed": pa.array(c["speed"]),
+            }
+        ),
+        path,
+    )
 
 
 # --- the Hyperscan pipeline ---------------------------------------------------------------
 
 #: marathon's DEFINE, on the checkpoint's label index: (variable, predicate) in bit order
 PREDICATES = (
-    ("A", lambda c: c == 0), ("NOTB", lambda c: c != 1), ("C", lambda c: c == 2),
-    ("NOTC", lambda c: c != 2), ("D", lambda c: c == 3), ("NOTD", lambda c: c != 3),
+    ("A", lambda c: c == 0),
+    ("NOTB", lambda c: c != 1),
+    ("C", lambda c: c == 2),
+    ("NOTC", lambda c: c != 2),
+    ("D", lambda c: c == 3),
+    ("NOTD", lambda c: c != 3),
     ("E", lambda c: c == 4),
 )
 PATTERN = "{A}{NOTB}*{C}|{A}{NOTC}*{D}|{A}{NOTD}*{E}"
@@ -111,11 +121,12 @@ def hyperscan_database():
     that have its predicate's bit."""
     import hyperscan
 
-    classes = {name: "[" + "".join(f"\\x{v:02x}" for v in range(128) if v >> bit & 1) + "]"
-               for bit, (name, _) in enumerate(PREDICATES)}
+    classes = {
+        name: "[" + "".join(f"\\x{v:02x}" for v in range(128) if v >> bit & 1) + "]"
+        for bit, (name, _) in enumerate(PREDICATES)
+    }
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=[PATTERN.format(**classes).encode()], ids=[0], elements=1,
-               flags=[0])
+    db.compile(expressions=[PATTERN.format(**classes).encode()], ids=[0], elements=1, flags=[0])
     return db
 
 
@@ -137,15 +148,14 @@ def hyperscan_run(db, checkpoint: np.ndarray, runner: np.ndarray, narrow: bool =
 
     for k in np.flatnonzero(counts).tolist():
         start = int(bounds[k])
-        db.scan(data[start:start + int(counts[k])], match_event_handler=on_match, context=start)
+        db.scan(data[start : start + int(counts[k])], match_event_handler=on_match, context=start)
     seqs = np.sort(order[np.array(ends, dtype=np.int64)])
     return seqs, runner[seqs]
 
 
 def hyperscan_command(db, parquet: pathlib.Path, output: pathlib.Path) -> None:
     """The Hyperscan pipeline as a command: Parquet in, the match CSV out."""
-    table = pq.read_table(parquet, columns=["checkpoint", "runner"],
-                          read_dictionary=["checkpoint"])
+    table = pq.read_table(parquet, columns=["checkpoint", "runner"], read_dictionary=["checkpoint"])
     labels = table.column("checkpoint").combine_chunks()
     index = np.array([LABELS.index(s) for s in labels.dictionary.to_pylist()], dtype=np.int64)
     checkpoint = index[labels.indices.to_numpy()]
@@ -153,13 +163,20 @@ def hyperscan_command(db, parquet: pathlib.Path, output: pathlib.Path) -> None:
     seqs, keys = hyperscan_run(db, checkpoint, runner)
     with open(output, "w") as f:
         f.write("seq,query,partition\n")
-        f.writelines(f"{s},cheat,{k}\n" for s, k in zip(seqs.tolist(), keys.tolist(),
-                                                         strict=True))
+        f.writelines(f"{s},cheat,{k}\n" for s, k in zip(seqs.tolist(), keys.tolist(), strict=True))
 
 
 def nfacep_command(parquet: pathlib.Path, output: pathlib.Path, params: EngineParams) -> None:
-    argv = ["match", str(QUERY), "--input", str(parquet), "--output", str(output),
-            "--partitions", str(params.partitions)]
+    argv = [
+        "match",
+        str(QUERY),
+        "--input",
+        str(parquet),
+        "--output",
+        str(output),
+        "--partitions",
+        str(params.partitions),
+    ]
     with contextlib.redirect_stdout(io.StringIO()):
         status = cli.main(argv)
     if status:
@@ -177,13 +194,23 @@ def best(repeat: int, job, *args) -> tuple[float, object]:
     return seconds, out
 
 
-def row(n: int, runners: int, what: str, seconds: float, base: float | None, matches: int,
-        drops: int | str = "") -> float:
+def row(
+    n: int,
+    runners: int,
+    what: str,
+    seconds: float,
+    base: float | None,
+    matches: int,
+    drops: int | str = "",
+) -> float:
     """Print one line; returns the rate (tuples/s)."""
     rate = n / seconds
     ratio = f"{rate / base:5.2f}x" if base else ""
-    print(f"{n:>12,} {runners:>7,} {what:>30} {seconds:>8.3f} {rate:>12,.0f} {ratio:>6} "
-          f"{matches:>8,} {drops:>6}", flush=True)
+    print(
+        f"{n:>12,} {runners:>7,} {what:>30} {seconds:>8.3f} {rate:>12,.0f} {ratio:>6} "
+        f"{matches:>8,} {drops:>6}",
+        flush=True,
+    )
     return rate
 
 
@@ -191,19 +218,19 @@ def compare(nfa, db, n: int, runners: int, folder: pathlib.Path, args) -> None:
     """One stream through both, from memory and as commands; stops when they differ."""
     tuples = race(n, runners, args.seed)
     c = tuples.columns
-    seconds, (hs_seqs, hs_keys) = best(args.repeat, hyperscan_run, db, c["checkpoint"],
-                                       c["runner"])
+    seconds, (hs_seqs, hs_keys) = best(args.repeat, hyperscan_run, db, c["checkpoint"], c["runner"])
     hs = row(n, runners, "hyperscan (memory)", seconds, None, len(hs_seqs))
-    seconds, (seqs, _) = best(args.repeat, hyperscan_run, db, c["checkpoint"], c["runner"],
-                              False)
+    seconds, (seqs, _) = best(args.repeat, hyperscan_run, db, c["checkpoint"], c["runner"], False)
     row(n, runners, "hyperscan 64-bit sort (memory)", seconds, hs, len(seqs))
     if not np.array_equal(seqs, hs_seqs):
         raise SystemExit("the two Hyperscan pipelines differ")
     for name, params in stores(runners).items():
         seconds, r = best(args.repeat, reference.run, nfa, tuples, params)
         row(n, runners, f"nfacep {name} (memory)", seconds, hs, len(r.seqs), len(r.drops))
-        if not len(r.drops) and (not np.array_equal(r.seqs, hs_seqs)
-                                 or r.partitions != [str(k) for k in hs_keys.tolist()]):
+        if not len(r.drops) and (
+            not np.array_equal(r.seqs, hs_seqs)
+            or r.partitions != [str(k) for k in hs_keys.tolist()]
+        ):
             raise SystemExit(f"nfacep ({name}) and Hyperscan differ")
     parquet = folder / "race.parquet"
     write_parquet(tuples, parquet)
@@ -219,8 +246,13 @@ def compare(nfa, db, n: int, runners: int, folder: pathlib.Path, args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tuples", type=int, nargs="+", default=[10_000_000])
-    ap.add_argument("--runners", type=int, nargs="+", default=[1000, 65536],
-                    help="partition keys (and the pipeline's --partitions)")
+    ap.add_argument(
+        "--runners",
+        type=int,
+        nargs="+",
+        default=[1000, 65536],
+        help="partition keys (and the pipeline's --partitions)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
@@ -228,8 +260,10 @@ def main() -> None:
     nfa = nfacep.compile_file(str(QUERY))
     db = hyperscan_database()
     print(f"marathon query, best of {args.repeat}; 'vs hs': the rate over Hyperscan's")
-    print(f"{'tuples':>12} {'runners':>7} {'what':>30} {'seconds':>8} {'tuples/s':>12} "
-          f"{'vs hs':>6} {'matches':>8} {'drops':>6}")
+    print(
+        f"{'tuples':>12} {'runners':>7} {'what':>30} {'seconds':>8} {'tuples/s':>12} "
+        f"{'vs hs':>6} {'matches':>8} {'drops':>6}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.tuples:
             for runners in args.runners:

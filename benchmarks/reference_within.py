@@ -35,17 +35,23 @@ def main() -> None:
     args = ap.parse_args()
     text = QUERY.read_text()
     assert PATTERN in text
-    windowed = text.replace(PATTERN, PATTERN.replace("\n", "\nORDER BY time\n")
-                            + f" WITHIN {args.within}")
+    windowed = text.replace(
+        PATTERN, PATTERN.replace("\n", "\nORDER BY time\n") + f" WITHIN {args.within}"
+    )
     measure = "\nMEASURES FIRST(seq) AS start_seq\n"
     starts = text.replace(PATTERN, PATTERN.replace("\n", measure))
-    both = text.replace(PATTERN, PATTERN.replace("\n", "\nORDER BY time" + measure)
-                        + f" WITHIN {args.within}")
+    both = text.replace(
+        PATTERN, PATTERN.replace("\n", "\nORDER BY time" + measure) + f" WITHIN {args.within}"
+    )
     for runners in args.runners:
         tuples = race(args.tuples, runners, 1)
         params = EngineParams(partitions=runners)
-        for name, query in (("no window", text), (f"WITHIN {args.within}", windowed),
-                            ("start_seq", starts), ("both", both)):
+        for name, query in (
+            ("no window", text),
+            (f"WITHIN {args.within}", windowed),
+            ("start_seq", starts),
+            ("both", both),
+        ):
             nfa = nfacep.compile_text(query)
             reference.run(nfa, race(50_000, runners, 2), params, compiled=True)  # load loops
             best = float("inf")
@@ -53,8 +59,10 @@ def main() -> None:
                 start = time.perf_counter()
                 result = reference.run(nfa, tuples, params)
                 best = min(best, time.perf_counter() - start)
-            print(f"{runners:>6} runners, {name:>14}: {args.tuples / best / 1e6:6.1f} M tuples/s, "
-                  f"{len(result.seqs)} matches ({result.engines['cheat']})")
+            print(
+                f"{runners:>6} runners, {name:>14}: {args.tuples / best / 1e6:6.1f} M tuples/s, "
+                f"{len(result.seqs)} matches ({result.engines['cheat']})"
+            )
 
 
 if __name__ == "__main__":

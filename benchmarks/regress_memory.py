@@ -57,8 +57,9 @@ ENGINE = ("--partitions", "64", "--tick-tuples", "1000", "--timer-bits", "4")
 def export(rev: str, into: pathlib.Path) -> pathlib.Path:
     """The tree of ``rev`` in ``into``."""
     into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 
@@ -105,10 +106,17 @@ class Peaks:
                 self.peak[pid] = max(self.peak.get(pid, 0.0), hwm)
                 name = status.get("Name", "").strip()
                 if cmd:  # (as last seen with one: an ending process has no command line)
-                    self.kind[pid] = ("driver" if pid == self.pid else
-                                      "worker" if "pyspark" in cmd and "python" in name else
-                                      "simulator" if "nfacep_native" in cmd else
-                                      "jvm" if name == "java" else "other")
+                    self.kind[pid] = (
+                        "driver"
+                        if pid == self.pid
+                        else "worker"
+                        if "pyspark" in cmd and "python" in name
+                        else "simulator"
+                        if "nfacep_native" in cmd
+                        else "jvm"
+                        if name == "java"
+                        else "other"
+                    )
 
     def stop(self) -> dict[str, float]:
         self._stop.set()
@@ -118,9 +126,14 @@ class Peaks:
             by.setdefault(self.kind.get(pid, "other"), []).append(mb)
         workers = by.get("worker", [])
         driver = max(by.get("driver", [0.0]))
-        return {"driver": driver, "worker_max": max(workers, default=0.0),
-                "workers": sum(workers), "python": driver + sum(workers),
-                "simulator": max(by.get("simulator", [0.0])), "jvm": max(by.get("jvm", [0.0]))}
+        return {
+            "driver": driver,
+            "worker_max": max(workers, default=0.0),
+            "workers": sum(workers),
+            "python": driver + sum(workers),
+            "simulator": max(by.get("simulator", [0.0])),
+            "jvm": max(by.get("jvm", [0.0])),
+        }
 
 
 def command(tree: pathlib.Path, args: list[str]) -> tuple[float, dict, str]:
@@ -129,13 +142,20 @@ def command(tree: pathlib.Path, args: list[str]) -> tuple[float, dict, str]:
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     env = {**os.environ, "PYTHONPATH": str(site), "NFACEP_BENCH_TREE": str(tree)}
-    code = ("import sys, nfacep; assert nfacep.__file__.startswith(sys.argv[1]), "
-            "nfacep.__file__; from nfacep.cli import main; sys.exit(main(sys.argv[2:]))")
+    code = (
+        "import sys, nfacep; assert nfacep.__file__.startswith(sys.argv[1]), "
+        "nfacep.__file__; from nfacep.cli import main; sys.exit(main(sys.argv[2:]))"
+    )
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         # (in the tree: `python -c` puts its folder first on sys.path)
-        child = subprocess.Popen([sys.executable, "-c", code, str(tree), *args], env=env,
-                                 cwd=tree, stdout=subprocess.DEVNULL, stderr=err)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code, str(tree), *args],
+            env=env,
+            cwd=tree,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         peaks = Peaks(child.pid)
         rc = child.wait()
         seconds = time.perf_counter() - t0
@@ -157,43 +177,83 @@ def main() -> None:
     ap.add_argument("--work", help="folder for vectors and caches (default: a temporary one)")
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="regress-memory-"))
-    trees = {"before": export(args.before, work / "before"),
-             "after": export(args.after, work / "after")}
+    trees = {
+        "before": export(args.before, work / "before"),
+        "after": export(args.after, work / "after"),
+    }
     rows = []
     for n in args.sizes:
         out = work / f"v{n}"
-        seconds, peaks, tail = command(trees["after"], [
-            "vectors", str(ROOT / QUERY), "--tuples", str(n), "--keys",
-            str(args.keys), "--seed", "1", "--out", str(out), "--master", args.master,
-            "--overwrite", *ENGINE])
+        seconds, peaks, tail = command(
+            trees["after"],
+            [
+                "vectors",
+                str(ROOT / QUERY),
+                "--tuples",
+                str(n),
+                "--keys",
+                str(args.keys),
+                "--seed",
+                "1",
+                "--out",
+                str(out),
+                "--master",
+                args.master,
+                "--overwrite",
+                *ENGINE,
+            ],
+        )
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["expected"]["mode"] == "global", manifest["expected"]
         rows.append(("vectors", n, seconds, peaks))
-        print(f"vectors {n}: {seconds:.0f} s, {manifest['counts']['matches_total']} matches, "
-              f"{manifest['counts']['drops']} drops", flush=True)
+        print(
+            f"vectors {n}: {seconds:.0f} s, {manifest['counts']['matches_total']} matches, "
+            f"{manifest['counts']['drops']} drops",
+            flush=True,
+        )
         reports = {}
         for side in ("before", "after"):
-            seconds, peaks, tail = command(trees[side], [
-                "regress", str(ROOT / QUERY), "--vectors", str(out),
-                "--simulator", "verilator", "--mode", "native", "--master", args.master, "--quiet",
-                "--build-dir", str(work / f"cache-{side}")])
+            seconds, peaks, tail = command(
+                trees[side],
+                [
+                    "regress",
+                    str(ROOT / QUERY),
+                    "--vectors",
+                    str(out),
+                    "--simulator",
+                    "verilator",
+                    "--mode",
+                    "native",
+                    "--master",
+                    args.master,
+                    "--quiet",
+                    "--build-dir",
+                    str(work / f"cache-{side}"),
+                ],
+            )
             report = json.loads((out / "regress_report.json").read_text())
             assert report["mode"] == "global" and report["equal"], (side, tail)
             reports[side] = {k: v for k, v in report.items() if k != "run"}
             rows.append((f"regress {side}", n, seconds, peaks))
             print(f"regress {side} {n}: {seconds:.0f} s, {peaks}", flush=True)
         same = reports["before"] == reports["after"]
-        print(f"{n} tuples: the reports are {'equal' if same else 'DIFFERENT'} (but the "
-              "run's times)", flush=True)
+        print(
+            f"{n} tuples: the reports are {'equal' if same else 'DIFFERENT'} (but the run's times)",
+            flush=True,
+        )
         assert same
     print()
-    print("| command | tuples | wall s | driver MB | Python workers MB (largest) | "
-          "driver + workers MB | native model MB | JVM MB |")
+    print(
+        "| command | tuples | wall s | driver MB | Python workers MB (largest) | "
+        "driver + workers MB | native model MB | JVM MB |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for what, n, seconds, p in rows:
-        print(f"| {what} | {n:,} | {seconds:.0f} | {p['driver']:.0f} | {p['workers']:.0f} "
-              f"({p['worker_max']:.0f}) | {p['python']:.0f} | {p['simulator']:.0f} | "
-              f"{p['jvm']:.0f} |")
+        print(
+            f"| {what} | {n:,} | {seconds:.0f} | {p['driver']:.0f} | {p['workers']:.0f} "
+            f"({p['worker_max']:.0f}) | {p['python']:.0f} | {p['simulator']:.0f} | "
+            f"{p['jvm']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--depths", type=int, nargs="+", default=[1, 8, 16, 32, 64, 128])
     ap.add_argument("--board", default="ulx3s-85f")
-    ap.add_argument("--target-mhz", type=float, default=None,
-                    help="clock constraint for nextpnr (default: the board's oscillator)")
+    ap.add_argument(
+        "--target-mhz",
+        type=float,
+        default=None,
+        help="clock constraint for nextpnr (default: the board's oscillator)",
+    )
     ap.add_argument("--plot", metavar="PNG")
     args = ap.parse_args()
 
@@ -56,26 +60,41 @@ def main() -> None:
         for depth in args.depths:
             start = time.monotonic()
             try:
-                report = build(nfa, board, os.path.join(tmp, str(depth)),
-                               EngineParams(partitions=depth), target_mhz=args.target_mhz,
-                               stem="abcd")
+                report = build(
+                    nfa,
+                    board,
+                    os.path.join(tmp, str(depth)),
+                    EngineParams(partitions=depth),
+                    target_mhz=args.target_mhz,
+                    stem="abcd",
+                )
             except BuildError as err:  # timing missed: the numbers are still there
                 if err.report is None or not err.report["resources"]:
                     raise
                 report = err.report
             res = report["resources"]
             fmax = min(report["fmax_mhz"].values()) if report["fmax_mhz"] else float("nan")
-            row = (depth, res["luts"]["used"], res["ffs"]["used"], res["brams"]["used"], fmax,
-                   time.monotonic() - start)
+            row = (
+                depth,
+                res["luts"]["used"],
+                res["ffs"]["used"],
+                res["brams"]["used"],
+                fmax,
+                time.monotonic() - start,
+            )
             rows.append(row)
-            print(f"{row[0]:>6} {row[1]:>8,} {row[2]:>8,} {row[3]:>6} {row[4]:>9.1f} "
-                  f"{row[5]:>8.1f}", flush=True)
+            print(
+                f"{row[0]:>6} {row[1]:>8,} {row[2]:>8,} {row[3]:>6} {row[4]:>9.1f} {row[5]:>8.1f}",
+                flush=True,
+            )
     depths = [r[0] for r in rows]
     if len(rows) > 1:
         lut0, lut_per = slope(depths, [r[1] for r in rows])
         ff0, ff_per = slope(depths, [r[2] for r in rows])
-        print(f"per partition element: {lut_per:.1f} LUTs, {ff_per:.1f} flip-flops "
-              f"(fixed part: {lut0:.0f} LUTs, {ff0:.0f} flip-flops)")
+        print(
+            f"per partition element: {lut_per:.1f} LUTs, {ff_per:.1f} flip-flops "
+            f"(fixed part: {lut0:.0f} LUTs, {ff0:.0f} flip-flops)"
+        )
     if args.plot:
         import matplotlib
 

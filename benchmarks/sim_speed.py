@@ -42,15 +42,20 @@ def sample_of(data, n: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--partitions", type=int, nargs="+", default=[64, 256],
-                    help="pipeline sizes")
+    ap.add_argument("--partitions", type=int, nargs="+", default=[64, 256], help="pipeline sizes")
     ap.add_argument("--stores", nargs="+", default=["pipeline", "table"])
-    ap.add_argument("--table-entries", type=int, nargs="+", default=[256, 65536],
-                    help="table sizes (direct index by the 16-bit runner)")
+    ap.add_argument(
+        "--table-entries",
+        type=int,
+        nargs="+",
+        default=[256, 65536],
+        help="table sizes (direct index by the 16-bit runner)",
+    )
     ap.add_argument("--simulators", nargs="+", default=["icarus", "verilator"])
     ap.add_argument("--tuples", type=int, default=5000, help="tuples for the per-cycle mode")
-    ap.add_argument("--fast-tuples", type=int, default=200000,
-                    help="tuples for the batch and native modes")
+    ap.add_argument(
+        "--fast-tuples", type=int, default=200000, help="tuples for the batch and native modes"
+    )
     ap.add_argument("--modes", nargs="+", default=["cycle", "batch", "native"])
     ap.add_argument("--plot", metavar="PNG")
     args = ap.parse_args()
@@ -59,16 +64,22 @@ def main() -> None:
     nfa = nfacep.compile_file(query)
     data = tuples.read(str(ROOT / "queries" / "marathon.csv"), nfa.program.schema)
     samples = {n: sample_of(data, n) for n in {args.tuples, args.fast_tuples}}
-    configs = [(f"pipeline {p}", EngineParams(partitions=p)) for p in args.partitions
-               if "pipeline" in args.stores]
+    configs = [
+        (f"pipeline {p}", EngineParams(partitions=p))
+        for p in args.partitions
+        if "pipeline" in args.stores
+    ]
     if "table" in args.stores:
-        configs += [(f"table {e}", EngineParams(store="table", partitions=e))
-                    for e in args.table_entries]
+        configs += [
+            (f"table {e}", EngineParams(store="table", partitions=e)) for e in args.table_entries
+        ]
 
     print("marathon, full traffic; wall time of a cached run; build = first run - second run")
-    print(f"{'simulator':>10} {'engine':>14} {'mode':>6} {'tuples':>8} {'wall s':>7} "
-          f"{'tuples/s':>9} {'cycles/s':>10} {'tuples/cycle':>12} {'vs cycle':>8} "
-          f"{'build s':>8}")
+    print(
+        f"{'simulator':>10} {'engine':>14} {'mode':>6} {'tuples':>8} {'wall s':>7} "
+        f"{'tuples/s':>9} {'cycles/s':>10} {'tuples/cycle':>12} {'vs cycle':>8} "
+        f"{'build s':>8}"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as build:
         engines = {}
@@ -82,8 +93,9 @@ def main() -> None:
                     if mode == "native" and simulator != "verilator":
                         continue
                     n = args.tuples if mode == "cycle" else args.fast_tuples
-                    simulation = sim.Simulation(simulator, traffic="full", build_dir=build,
-                                                engine=engines[label], mode=mode)
+                    simulation = sim.Simulation(
+                        simulator, traffic="full", build_dir=build, engine=engines[label], mode=mode
+                    )
                     t0 = time.perf_counter()
                     simulation.run(nfa, samples[n], params)  # build, warm the cache
                     first = time.perf_counter() - t0
@@ -93,9 +105,12 @@ def main() -> None:
                     rate = n / wall
                     base = base or rate
                     rows.append((simulator, label, mode, wall, rate, r.cycles / wall))
-                    print(f"{simulator:>10} {label:>14} {mode:>6} {n:>8} {wall:>7.1f} "
-                          f"{rate:>9.0f} {r.cycles / wall:>10.0f} {r.tuples_per_cycle:>12.3f} "
-                          f"{rate / base:>7.1f}x {max(0.0, first - wall):>8.0f}", flush=True)
+                    print(
+                        f"{simulator:>10} {label:>14} {mode:>6} {n:>8} {wall:>7.1f} "
+                        f"{rate:>9.0f} {r.cycles / wall:>10.0f} {r.tuples_per_cycle:>12.3f} "
+                        f"{rate / base:>7.1f}x {max(0.0, first - wall):>8.0f}",
+                        flush=True,
+                    )
     if args.plot:
         import matplotlib
 
@@ -107,8 +122,11 @@ def main() -> None:
         ax.bar(labels, [r[4] for r in rows])
         ax.set_yscale("log")
         ax.set_ylabel("tuples per second (wall clock)")
-        ax.set_title("simulation of the marathon engine:\nper-cycle cocotb, batch harness, "
-                     "native (Verilator + C++)", fontsize=10)
+        ax.set_title(
+            "simulation of the marathon engine:\nper-cycle cocotb, batch harness, "
+            "native (Verilator + C++)",
+            fontsize=10,
+        )
         ax.tick_params(axis="x", labelsize=7)
         fig.tight_layout()
         fig.savefig(args.plot, dpi=120)

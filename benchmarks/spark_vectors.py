@@ -38,9 +38,13 @@ def child(args) -> None:
     from nfacep.spark_testbench.generate import Options
 
     t0 = time.perf_counter()
-    job = vectors.prepare(args.query, Options(tuples=args.tuples, seed=args.seed, keys=args.keys),
-                          args.out, params=EngineParams(partitions=args.partitions),
-                          expected=args.expected)
+    job = vectors.prepare(
+        args.query,
+        Options(tuples=args.tuples, seed=args.seed, keys=args.keys),
+        args.out,
+        params=EngineParams(partitions=args.partitions),
+        expected=args.expected,
+    )
     prepare = time.perf_counter() - t0
     load = os.getloadavg()[0]
     t1 = time.perf_counter()
@@ -51,9 +55,20 @@ def child(args) -> None:
     finally:
         spark.stop()
     load = (load + os.getloadavg()[0]) / 2
-    print(json.dumps({"master": args.child, "prepare": prepare, "startup": startup, "load": load,
-                      "tasks": m["run"]["tasks"], "mode": m["expected"]["mode"],
-                      "matches": m["counts"]["matches_total"], **m["run"]["seconds"]}))
+    print(
+        json.dumps(
+            {
+                "master": args.child,
+                "prepare": prepare,
+                "startup": startup,
+                "load": load,
+                "tasks": m["run"]["tasks"],
+                "mode": m["expected"]["mode"],
+                "matches": m["counts"]["matches_total"],
+                **m["run"]["seconds"],
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -75,28 +90,52 @@ def main() -> None:
     for master in args.masters:
         work = tempfile.mkdtemp(prefix="nfacep-bench-")
         try:
-            cmd = [sys.executable, __file__, "--child", master, "--out", f"{work}/v",
-                   "--query", args.query, "--tuples", str(args.tuples), "--keys", str(args.keys),
-                   "--partitions", str(args.partitions), "--seed", str(args.seed),
-                   "--expected", args.expected]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                master,
+                "--out",
+                f"{work}/v",
+                "--query",
+                args.query,
+                "--tuples",
+                str(args.tuples),
+                "--keys",
+                str(args.keys),
+                "--partitions",
+                str(args.partitions),
+                "--seed",
+                str(args.seed),
+                "--expected",
+                args.expected,
+            ]
             proc = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{pathlib.Path(args.query).name}: {args.tuples:,} tuples, {args.keys} keys, "
-          f"--partitions {args.partitions}")
-    print("| master | tasks | pass | JVM start s | generate s | match s | write s | total s | "
-          "tuples/s | matches | speed-up | load |")
+    print(
+        f"\n{pathlib.Path(args.query).name}: {args.tuples:,} tuples, {args.keys} keys, "
+        f"--partitions {args.partitions}"
+    )
+    print(
+        "| master | tasks | pass | JVM start s | generate s | match s | write s | total s | "
+        "tuples/s | matches | speed-up | load |"
+    )
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         rate = args.tuples / r["total"]
         speedup = rows[0]["total"] / r["total"]
-        print(f"| {r['master']} | {r['tasks']} | {r['mode']} | {r['startup']:.1f} | "
-              f"{r['generate']:.1f} | {r['match']:.1f} | {r['expected'] - r['match']:.1f} | "
-              f"{r['total']:.1f} | "
-              f"{rate / 1e6:.2f} M | {r['matches']:,} | {speedup:.2f} | {r['load']:.1f} |")
-    print("load: the machine's 1-minute load average around the run (other processes "
-          f"included); {os.cpu_count()} cores")
+        print(
+            f"| {r['master']} | {r['tasks']} | {r['mode']} | {r['startup']:.1f} | "
+            f"{r['generate']:.1f} | {r['match']:.1f} | {r['expected'] - r['match']:.1f} | "
+            f"{r['total']:.1f} | "
+            f"{rate / 1e6:.2f} M | {r['matches']:,} | {speedup:.2f} | {r['load']:.1f} |"
+        )
+    print(
+        "load: the machine's 1-minute load average around the run (other processes "
+        f"included); {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ STREAM = "CREATE STREAM bits (b UINT(1));\n"
 
 def counts(i: int) -> tuple[int, int, int]:
     """NFA states, reachable DFA subsets, minimal DFA states."""
-    nfa = nfacep.compile_text(STREAM + f"QUERY q PATTERN ((Z | O)* O (Z | O){{{i}}}) "
-                              "DEFINE Z AS b = 0 O AS b = 1")
+    nfa = nfacep.compile_text(
+        STREAM + f"QUERY q PATTERN ((Z | O)* O (Z | O){{{i}}}) DEFINE Z AS b = 0 O AS b = 1"
+    )
     (q,) = nfa.queries
     d = dfa.build(nfa, q, dfa.true_masks(nfa, q, dfa.all_symbols(nfa, q)), max_states=1 << 20)
     return q.count, len(d.sets), dfa.minimize(d)
@@ -32,8 +33,9 @@ def main() -> None:
     ap.add_argument("--plot", metavar="PNG")
     args = ap.parse_args()
     print("pattern (Z|O)* O (Z|O){i}; Z: b = 0, O: b = 1")
-    print(f"{'i':>3} {'NFA':>5} {'DFA subsets':>12} {'DFA minimal':>12} "
-          f"{'paper 1+(2^(i+1)-1)':>20}")
+    print(
+        f"{'i':>3} {'NFA':>5} {'DFA subsets':>12} {'DFA minimal':>12} {'paper 1+(2^(i+1)-1)':>20}"
+    )
     rows = []
     for i in range(1, args.max_i + 1):
         n, subsets, minimal = counts(i)

@@ -60,8 +60,9 @@ def bursts(n: int, keys: int, seed: int = 1) -> np.ndarray:
 
 def cycles(params: EngineParams, n: int) -> dict:
     text = (ROOT / "queries" / "marathon.sql").read_text()
-    nfa = nfacep.compile_text(text[:text.index("QUERY")] +
-                              "QUERY every PARTITION runner PATTERN (A)")
+    nfa = nfacep.compile_text(
+        text[: text.index("QUERY")] + "QUERY every PARTITION runner PATTERN (A)"
+    )
     data = tuples.read(str(ROOT / "queries" / "marathon.csv"), nfa.program.schema)
     idx = np.arange(n) % data.n
     cols = {k: v[idx] for k, v in data.columns.items()}
@@ -72,8 +73,7 @@ def cycles(params: EngineParams, n: int) -> dict:
     return cycle_profile(engine, payloads, expect_records=n, warmup=warmup)
 
 
-def build_point(nfa, params: EngineParams, board: str, target: float, out: str,
-                stem: str) -> dict:
+def build_point(nfa, params: EngineParams, board: str, target: float, out: str, stem: str) -> dict:
     """One ``nfacep build`` of ``nfa``'s engine (the harness top) for ``board`` into ``out``, as
     a row: ``status`` is the report's (``ok``, ``timing not met``: the numbers are still there,
     ``does not fit``, ``place-and-route failed``, ...) with the tool's ``message``;
@@ -83,16 +83,24 @@ def build_point(nfa, params: EngineParams, board: str, target: float, out: str,
     from nfacep.boards.bitstream import DoesNotFitError
 
     start = time.monotonic()
-    row: dict = {"status": "ok", "message": "", "luts": None, "ffs": None, "brams": None,
-                 "fmax_mhz": None, "timing_met": None}
+    row: dict = {
+        "status": "ok",
+        "message": "",
+        "luts": None,
+        "ffs": None,
+        "brams": None,
+        "fmax_mhz": None,
+        "timing_met": None,
+    }
     try:
         report = build(nfa, get_board(board), out, params, target_mhz=target, stem=stem)
     except BuildError as err:
         report = err.report
         row["message"] = str(err).strip().replace("\n", " ")
         if report is None:
-            row["status"] = ("does not fit" if isinstance(err, DoesNotFitError)
-                             else "synthesis failed")
+            row["status"] = (
+                "does not fit" if isinstance(err, DoesNotFitError) else "synthesis failed"
+            )
     if report is not None:
         if report.get("status") not in (None, "ok"):
             row["status"] = report["status"]
@@ -108,14 +116,23 @@ def build_point(nfa, params: EngineParams, board: str, target: float, out: str,
 
 def build_row(params: EngineParams, board: str, target: float, root: str) -> dict:
     nfa = nfacep.compile_file(str(ROOT / "queries" / "marathon.sql"))
-    row = build_point(nfa, params, board, target,
-                      os.path.join(root, f"{params.store}-{params.partitions}"), "marathon")
+    row = build_point(
+        nfa,
+        params,
+        board,
+        target,
+        os.path.join(root, f"{params.store}-{params.partitions}"),
+        "marathon",
+    )
     if row["luts"] is None:
-        raise SystemExit(f"{params.store} {params.partitions}: {row['status']}: "
-                         f"{row['message']}")
-    return {"luts": row["luts"], "ffs": row["ffs"], "brams": row["brams"],
-            "fmax": float("nan") if row["fmax_mhz"] is None else row["fmax_mhz"],
-            "build_s": row["build_s"]}
+        raise SystemExit(f"{params.store} {params.partitions}: {row['status']}: {row['message']}")
+    return {
+        "luts": row["luts"],
+        "ffs": row["ffs"],
+        "brams": row["brams"],
+        "fmax": float("nan") if row["fmax_mhz"] is None else row["fmax_mhz"],
+        "build_s": row["build_s"],
+    }
 
 
 def main() -> None:
@@ -124,13 +141,18 @@ def main() -> None:
     ap.add_argument("--build", action="store_true", help="also build each engine (slow)")
     ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument("--target-mhz", type=float, default=150.0)
-    ap.add_argument("--stores", nargs="+", default=["pipeline", "table"],
-                    help="measure only these stores (the pipeline's build takes minutes)")
+    ap.add_argument(
+        "--stores",
+        nargs="+",
+        default=["pipeline", "table"],
+        help="measure only these stores (the pipeline's build takes minutes)",
+    )
     args = ap.parse_args()
 
-    print(f"marathon, {args.tuples} tuples in same-key bursts, back to back"
-          + (f"; builds for {args.board} at a {args.target_mhz:g} MHz target"
-             if args.build else ""))
+    print(
+        f"marathon, {args.tuples} tuples in same-key bursts, back to back"
+        + (f"; builds for {args.board} at a {args.target_mhz:g} MHz target" if args.build else "")
+    )
     head = f"{'store':<14} {'cycles/tuple':>12} {'latency':>8}"
     if args.build:
         head += f" {'LUTs':>7} {'FFs':>7} {'BRAMs':>6} {'Fmax MHz':>9} {'build s':>8}"
@@ -143,8 +165,10 @@ def main() -> None:
             line = f"{label:<14} {prof['cycles_per_tuple']:>12.3f} {prof['latency']:>8}"
             if args.build:
                 b = build_row(params, args.board, args.target_mhz, root)
-                line += (f" {b['luts']:>7,} {b['ffs']:>7,} {b['brams']:>6} {b['fmax']:>9.1f}"
-                         f" {b['build_s']:>8.0f}")
+                line += (
+                    f" {b['luts']:>7,} {b['ffs']:>7,} {b['brams']:>6} {b['fmax']:>9.1f}"
+                    f" {b['build_s']:>8.0f}"
+                )
             print(line, flush=True)
 
 

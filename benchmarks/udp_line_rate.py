@@ -51,8 +51,10 @@ DEFINE
 
 def wide_stream(n: int, seed: int = 1) -> tuples.Tuples:
     rng = np.random.default_rng(seed)
-    cols = {"key": rng.integers(0, 16, n, dtype=np.uint64),
-            **{f: rng.integers(0, 2**32, n, dtype=np.uint64) for f in "abc"}}
+    cols = {
+        "key": rng.integers(0, 16, n, dtype=np.uint64),
+        **{f: rng.integers(0, 2**32, n, dtype=np.uint64) for f in "abc"},
+    }
     cols["c"] = np.where(rng.random(n) < 0.3, cols["c"] % 1000, cols["c"])
     return tuples.Tuples(cols, n, "wide")
 
@@ -72,8 +74,9 @@ def sizes(most: int) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=24,
-                    help="TUPLES packets per run (default %(default)s)")
+    ap.add_argument(
+        "--frames", type=int, default=24, help="TUPLES packets per run (default %(default)s)"
+    )
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--simulator", default="icarus")
     ap.add_argument("--csv", default=str(ROOT / "benchmarks" / "results" / "udp_line_rate.csv"))
@@ -83,43 +86,65 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         wide = pathlib.Path(tmp) / "wide.sql"
         wide.write_text(WIDE)
-        cases = [("marathon (11 B)", nfacep.compile_file(str(ROOT / "queries" / "marathon.sql")),
-                  marathon_stream),
-                 ("16-byte tuple", nfacep.compile_file(str(wide)), wide_stream)]
+        cases = [
+            (
+                "marathon (11 B)",
+                nfacep.compile_file(str(ROOT / "queries" / "marathon.sql")),
+                marathon_stream,
+            ),
+            ("16-byte tuple", nfacep.compile_file(str(wide)), wide_stream),
+        ]
         rows = []
         params = EngineParams(partitions=args.partitions)
-        header = (f"{'tuple':16} {'per pkt':>7} {'frame B':>7} {'frames/s':>11} {'limit':>11} "
-                  f"{'tuples/s':>12} {'limit':>12} {'line':>6} {'refused':>7} "
-                  f"{'latency min/med/max cycles':>27}")
+        header = (
+            f"{'tuple':16} {'per pkt':>7} {'frame B':>7} {'frames/s':>11} {'limit':>11} "
+            f"{'tuples/s':>12} {'limit':>12} {'line':>6} {'refused':>7} "
+            f"{'latency min/med/max cycles':>27}"
+        )
         print(header)
         print("-" * len(header))
         for label, nfa, make in cases:
             tb = nfacep.wire.tuple_bytes(nfa.program.schema)
             for per in sizes(max_tuples_per_packet(tb)):
                 n = per * args.frames
-                backend = UdpSimulation(args.simulator, tuples_per_packet=per, check=True,
-                                        build_dir=pathlib.Path(tmp) / "cache")
+                backend = UdpSimulation(
+                    args.simulator,
+                    tuples_per_packet=per,
+                    check=True,
+                    build_dir=pathlib.Path(tmp) / "cache",
+                )
                 res = backend.run(nfa, make(n), params)
                 line, lat = res.line, res.latency
                 frame = max(54 + per * tb + 4, 64)
                 refused = sum(res.status[c] for c in ("engine_full", "bad_size", "bad_udp"))
-                row = {"tuple": label, "tuple_bytes": tb, "tuples_per_packet": per,
-                       "frame_bytes": frame, "frames_per_s": round(line["frames_per_s"]),
-                       "limit_frames_per_s": round(line["limit_frames_per_s"]),
-                       "tuples_per_s": round(line["tuples_per_s"]),
-                       "limit_tuples_per_s": round(line["limit_tuples_per_s"]),
-                       "of_line": round(line["of_line"], 4), "refused": refused,
-                       "latency_min": lat.get("min"), "latency_median": lat.get("median"),
-                       "latency_max": lat.get("max"),
-                       "correct": res.failure is None}
+                row = {
+                    "tuple": label,
+                    "tuple_bytes": tb,
+                    "tuples_per_packet": per,
+                    "frame_bytes": frame,
+                    "frames_per_s": round(line["frames_per_s"]),
+                    "limit_frames_per_s": round(line["limit_frames_per_s"]),
+                    "tuples_per_s": round(line["tuples_per_s"]),
+                    "limit_tuples_per_s": round(line["limit_tuples_per_s"]),
+                    "of_line": round(line["of_line"], 4),
+                    "refused": refused,
+                    "latency_min": lat.get("min"),
+                    "latency_median": lat.get("median"),
+                    "latency_max": lat.get("max"),
+                    "correct": res.failure is None,
+                }
                 rows.append(row)
-                latency = (f"{lat['min']}/{lat['median']}/{lat['max']}" if lat else "-")
-                print(f"{label:16} {per:7d} {frame:7d} {row['frames_per_s']:11,d} "
-                      f"{row['limit_frames_per_s']:11,d} {row['tuples_per_s']:12,d} "
-                      f"{row['limit_tuples_per_s']:12,d} {row['of_line']:6.1%} {refused:7d} "
-                      f"{latency:>27}" + ("" if row["correct"] else "  WRONG"))
-    print(f"\npaper (Figure 10, 128-bit tuples): {PAPER['frames_per_s_1']:,} one-tuple "
-          f"packets/s; {PAPER['tuples_per_s_90']:,} tuples/s at 90 tuples a packet")
+                latency = f"{lat['min']}/{lat['median']}/{lat['max']}" if lat else "-"
+                print(
+                    f"{label:16} {per:7d} {frame:7d} {row['frames_per_s']:11,d} "
+                    f"{row['limit_frames_per_s']:11,d} {row['tuples_per_s']:12,d} "
+                    f"{row['limit_tuples_per_s']:12,d} {row['of_line']:6.1%} {refused:7d} "
+                    f"{latency:>27}" + ("" if row["correct"] else "  WRONG")
+                )
+    print(
+        f"\npaper (Figure 10, 128-bit tuples): {PAPER['frames_per_s_1']:,} one-tuple "
+        f"packets/s; {PAPER['tuples_per_s_90']:,} tuples/s at 90 tuples a packet"
+    )
     out = pathlib.Path(args.csv)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", newline="") as f:
@@ -147,10 +172,18 @@ def plot(rows: list[dict], path: str) -> None:
         ax2.plot(x, [r["limit_frames_per_s"] / 1e6 for r in rs], ":", color="grey")
     ax1.plot([90], [PAPER["tuples_per_s_90"] / 1e6], "k*", ms=12, label="paper (128-bit)")
     ax2.plot([1], [PAPER["frames_per_s_1"] / 1e6], "k*", ms=12, label="paper (128-bit)")
-    ax1.set(xscale="log", xlabel="tuples per packet", ylabel="M tuples/s taken",
-            title="tuples/s (dotted: the wire's limit)")
-    ax2.set(xscale="log", xlabel="tuples per packet", ylabel="M frames/s taken",
-            title="frames/s (dotted: the wire's limit)")
+    ax1.set(
+        xscale="log",
+        xlabel="tuples per packet",
+        ylabel="M tuples/s taken",
+        title="tuples/s (dotted: the wire's limit)",
+    )
+    ax2.set(
+        xscale="log",
+        xlabel="tuples per packet",
+        ylabel="M frames/s taken",
+        title="frames/s (dotted: the wire's limit)",
+    )
     for ax in (ax1, ax2):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)

@@ -60,20 +60,31 @@ HERE = pathlib.Path(__file__).resolve().parent
 WINDOW = 3600
 
 MARATHON = (ROOT / "queries" / "marathon.sql").read_text()
-SCHEMA = MARATHON[:MARATHON.index("QUERY")]
+SCHEMA = MARATHON[: MARATHON.index("QUERY")]
 
 # marathon's DEFINE with the checkpoints as constants or as parameters, and with numeric
 # comparisons added (the same in both forms)
-CHECKPOINTS = {"first": "Staten Island", "second": "Brooklyn", "third": "Queens",
-               "fourth": "Bronx", "fifth": "Manhattan"}
-NUMBERS = {"start": ("time >=", "1000"), "c_max": ("speed <", "20.5"),
-           "d_max": ("speed <", "21.5"), "e_max": ("speed <", "22.5")}
+CHECKPOINTS = {
+    "first": "Staten Island",
+    "second": "Brooklyn",
+    "third": "Queens",
+    "fourth": "Bronx",
+    "fifth": "Manhattan",
+}
+NUMBERS = {
+    "start": ("time >=", "1000"),
+    "c_max": ("speed <", "20.5"),
+    "d_max": ("speed <", "21.5"),
+    "e_max": ("speed <", "22.5"),
+}
 
 
-def marathon_text(*, window: bool = False, params: bool = False, numeric: bool = False,
-                  start: bool = False) -> str:
+def marathon_text(
+    *, window: bool = False, params: bool = False, numeric: bool = False, start: bool = False
+) -> str:
     """The marathon query, optionally with ``ORDER BY time ... WITHIN 3600``, its constants as
     parameters, numeric comparisons, and ``MEASURES FIRST(seq) AS start_seq``."""
+
     def cp(name):
         return f":{name}" if params else f"'{CHECKPOINTS[name]}'"
 
@@ -83,23 +94,30 @@ def marathon_text(*, window: bool = False, params: bool = False, numeric: bool =
         op, value = NUMBERS[name]
         return f" AND {op} {':' + name if params else value}"
 
-    return (SCHEMA + "QUERY cheat FROM marathon\nPARTITION runner\n"
-            + ("ORDER BY time\n" if window else "")
-            + ("MEASURES FIRST(seq) AS start_seq\n" if start else "")
-            + "PATTERN ( A NOTB* C | A NOTC* D | A NOTD* E )"
-            + (f" WITHIN {WINDOW}" if window else "") + "\nDEFINE\n"
-            f"  A    AS (checkpoint = {cp('first')}{num('start')})\n"
-            f"  NOTB AS (checkpoint != {cp('second')})\n"
-            f"  C    AS (checkpoint = {cp('third')}{num('c_max')})\n"
-            f"  NOTC AS (checkpoint != {cp('third')})\n"
-            f"  D    AS (checkpoint = {cp('fourth')}{num('d_max')})\n"
-            f"  NOTD AS (checkpoint != {cp('fourth')})\n"
-            f"  E    AS (checkpoint = {cp('fifth')}{num('e_max')});\n")
+    return (
+        SCHEMA
+        + "QUERY cheat FROM marathon\nPARTITION runner\n"
+        + ("ORDER BY time\n" if window else "")
+        + ("MEASURES FIRST(seq) AS start_seq\n" if start else "")
+        + "PATTERN ( A NOTB* C | A NOTC* D | A NOTD* E )"
+        + (f" WITHIN {WINDOW}" if window else "")
+        + "\nDEFINE\n"
+        f"  A    AS (checkpoint = {cp('first')}{num('start')})\n"
+        f"  NOTB AS (checkpoint != {cp('second')})\n"
+        f"  C    AS (checkpoint = {cp('third')}{num('c_max')})\n"
+        f"  NOTC AS (checkpoint != {cp('third')})\n"
+        f"  D    AS (checkpoint = {cp('fourth')}{num('d_max')})\n"
+        f"  NOTD AS (checkpoint != {cp('fourth')})\n"
+        f"  E    AS (checkpoint = {cp('fifth')}{num('e_max')});\n"
+    )
 
 
 #: the marathon variants built at each partition count: label suffix, marathon_text arguments
-VARIANTS = {"plain": ("", {}), "window": (", WITHIN", {"window": True}),
-            "start": (", start_seq", {"start": True})}
+VARIANTS = {
+    "plain": ("", {}),
+    "window": (", WITHIN", {"window": True}),
+    "start": (", start_seq", {"start": True}),
+}
 
 
 def initial_values(nfa) -> ParamValues | None:
@@ -107,8 +125,9 @@ def initial_values(nfa) -> ParamValues | None:
     if not nfa.program.parameters:
         return None
     given = {**CHECKPOINTS, **{k: v for k, (_, v) in NUMBERS.items()}}
-    return ParamValues.parse(nfa.program.parameters,
-                             [f"{n}={given[n]}" for n in nfa.program.parameters])
+    return ParamValues.parse(
+        nfa.program.parameters, [f"{n}={given[n]}" for n in nfa.program.parameters]
+    )
 
 
 class ParamHarness(BoardTop):
@@ -123,14 +142,23 @@ class ParamHarness(BoardTop):
         width = len(engine.i_params.payload.as_value())
         m.d.comb += [
             engine.i_params.payload.as_value().eq(
-                Cat(*(bits[(7 * i + 3) % len(bits)] for i in range(width)))),
+                Cat(*(bits[(7 * i + 3) % len(bits)] for i in range(width)))
+            ),
             engine.i_params.valid.eq(bits[0] & bits[1]),
         ]
         return m
 
 
-def build_row(label: str, text: str, params: EngineParams, board, target: float, root: str,
-              *, drive_params: bool = True) -> dict:
+def build_row(
+    label: str,
+    text: str,
+    params: EngineParams,
+    board,
+    target: float,
+    root: str,
+    *,
+    drive_params: bool = True,
+) -> dict:
     nfa = nfacep.compile_text(text)
     values = initial_values(nfa)
     top_class = ParamHarness if values is not None and drive_params else BoardTop
@@ -140,14 +168,23 @@ def build_row(label: str, text: str, params: EngineParams, board, target: float,
 
     out = os.path.join(root, label.replace(" ", "_").replace(",", ""))
     res = build_design(make_top, board, out, target_mhz=target, timeout=1800)
-    row = {"label": label, "store": params.store, "partitions": params.partitions,
-           "window": WINDOW if nfa.queries[0].window else None,
-           "start_seq": nfa.queries[0].start_seq,
-           "parameters": len(nfa.program.parameters), "states": len(nfa.states),
-           "state_bits": state_layout(nfa).size, "status": res["status"],
-           "luts": res.get("luts"), "ffs": res.get("ffs"), "brams": res.get("brams"),
-           "fmax_mhz": None if res.get("fmax_mhz") is None else round(res["fmax_mhz"], 1),
-           "target_mhz": target, "build_s": res.get("wall_s")}
+    row = {
+        "label": label,
+        "store": params.store,
+        "partitions": params.partitions,
+        "window": WINDOW if nfa.queries[0].window else None,
+        "start_seq": nfa.queries[0].start_seq,
+        "parameters": len(nfa.program.parameters),
+        "states": len(nfa.states),
+        "state_bits": state_layout(nfa).size,
+        "status": res["status"],
+        "luts": res.get("luts"),
+        "ffs": res.get("ffs"),
+        "brams": res.get("brams"),
+        "fmax_mhz": None if res.get("fmax_mhz") is None else round(res["fmax_mhz"], 1),
+        "target_mhz": target,
+        "build_s": res.get("wall_s"),
+    }
     if res["status"] != "ok":
         row["message"] = res.get("message", "")
     report = os.path.join(out, "toolchain", "nfacep_top.report.json")
@@ -163,9 +200,12 @@ def print_row(row: dict) -> None:
         v = row.get(key)
         return "-" if v is None else f"{v:,}" if isinstance(v, int) else f"{v:.1f}"
 
-    print(f"{row['label']:<34} {row['state_bits']:>5} {n('luts'):>7} {n('ffs'):>7} "
-          f"{n('brams'):>5} {n('fmax_mhz'):>7} {n('cp_levels'):>6} {n('build_s'):>7}  "
-          f"{row['status']}  {row.get('cp_from', '?')} -> {row.get('cp_to', '?')}", flush=True)
+    print(
+        f"{row['label']:<34} {row['state_bits']:>5} {n('luts'):>7} {n('ffs'):>7} "
+        f"{n('brams'):>5} {n('fmax_mhz'):>7} {n('cp_levels'):>6} {n('build_s'):>7}  "
+        f"{row['status']}  {row.get('cp_from', '?')} -> {row.get('cp_to', '?')}",
+        flush=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,21 +214,22 @@ def print_row(row: dict) -> None:
 
 def switch_cycles() -> list[dict]:
     """Cycle counts of parameter switches (see the module's docstring, part 3)."""
-    nfa = nfacep.compile_text(SCHEMA + "QUERY q FROM marathon PARTITION runner "
-                              "PATTERN (A) DEFINE A AS checkpoint = :cp")
+    nfa = nfacep.compile_text(
+        SCHEMA + "QUERY q FROM marathon PARTITION runner PATTERN (A) DEFINE A AS checkpoint = :cp"
+    )
     values = ParamValues.parse(nfa.program.parameters, ["cp=Staten Island"])
     new = values.packed({"cp": 2})  # Queens
     queens = nfa.program.schema.field("checkpoint").type.labels.index("Queens")
     rows = []
 
-    def run(case: str, switch_seq: int, tuples_before: int, tuple_cycles: list[int],
-            switch_cycle: int):
+    def run(
+        case: str, switch_seq: int, tuples_before: int, tuple_cycles: list[int], switch_cycle: int
+    ):
         """Offer tuples (all 'Queens', runner 1) at the given cycles (each offered until taken),
         the switch at ``switch_cycle``; record transfers, ``param_values`` and records."""
         dut = Engine(nfa, EngineParams(partitions=4), values=values)
         width = dut.param_values.shape().size
-        log: dict = {"tuples": [], "switch": None, "changed": None, "ready_low": 0,
-                     "records": []}
+        log: dict = {"tuples": [], "switch": None, "changed": None, "ready_low": 0, "records": []}
 
         async def bench(ctx):
             ctx.set(dut.o_stream.ready, 1)
@@ -229,15 +270,20 @@ def switch_cycles() -> list[dict]:
         due_cycle = log["tuples"][due]
         first_record = min(log["records"], default=None)
         assert log["records"] == list(range(first_record, n)), log["records"]
-        rows.append({
-            "case": case, "switch_seq": switch_seq, "tuples_before_switch": tuples_before,
-            "switch_transfer_cycle": log["switch"], "due_tuple": due,
-            "due_tuple_transfer_cycle": due_cycle,
-            "first_tuple_with_new_values": first_record,
-            "values_shown_after_due_transfer": log["changed"] - due_cycle,
-            "values_shown_after_switch_transfer": log["changed"] - log["switch"],
-            "ready_low_cycles": log["ready_low"],
-        })
+        rows.append(
+            {
+                "case": case,
+                "switch_seq": switch_seq,
+                "tuples_before_switch": tuples_before,
+                "switch_transfer_cycle": log["switch"],
+                "due_tuple": due,
+                "due_tuple_transfer_cycle": due_cycle,
+                "first_tuple_with_new_values": first_record,
+                "values_shown_after_due_transfer": log["changed"] - due_cycle,
+                "values_shown_after_switch_transfer": log["changed"] - log["switch"],
+                "ready_low_cycles": log["ready_low"],
+            }
+        )
 
     # (a) written at cycle 0, for tuple 5; tuples offered every cycle from cycle 2
     run("a: seq ahead, tuples back to back", 5, 0, [2 + i for i in range(12)], 0)
@@ -246,12 +292,21 @@ def switch_cycles() -> list[dict]:
     # (b) 6 tuples taken (seq 0-5), then a switch for seq 2 (passed); the next tuple offered
     # in the cycle after the switch's transfer, or 10 cycles after
     for gap in (1, 10):
-        run(f"b: seq passed, next tuple +{gap}", 2, 6,
-            [2 * i for i in range(6)] + [40 + gap + i for i in range(4)], 40)
+        run(
+            f"b: seq passed, next tuple +{gap}",
+            2,
+            6,
+            [2 * i for i in range(6)] + [40 + gap + i for i in range(4)],
+            40,
+        )
     # (d) the switch for seq 6 transferred in the same cycle as tuple 6
-    run("d: switch in its tuple's cycle", 6, 6, [2 * i for i in range(6)] + [40 + i
-                                                                             for i in range(4)],
-        40)
+    run(
+        "d: switch in its tuple's cycle",
+        6,
+        6,
+        [2 * i for i in range(6)] + [40 + i for i in range(4)],
+        40,
+    )
     return rows
 
 
@@ -259,54 +314,85 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument("--target-mhz", type=float, default=150.0)
-    ap.add_argument("--partitions", type=int, nargs="*", default=[16, 64],
-                    help="swap-pipeline sizes built with and without the window")
-    ap.add_argument("--table", type=int, nargs="*", default=[4096],
-                    help="table sizes (4 ways) built with and without the window")
-    ap.add_argument("--param-partitions", type=int, default=16,
-                    help="pipeline size of the parameter builds")
-    ap.add_argument("--variants", nargs="*", choices=sorted(VARIANTS),
-                    default=list(VARIANTS),
-                    help="the marathon variants built at each size (default: all)")
-    ap.add_argument("--no-param-builds", action="store_true",
-                    help="skip the parameter builds")
+    ap.add_argument(
+        "--partitions",
+        type=int,
+        nargs="*",
+        default=[16, 64],
+        help="swap-pipeline sizes built with and without the window",
+    )
+    ap.add_argument(
+        "--table",
+        type=int,
+        nargs="*",
+        default=[4096],
+        help="table sizes (4 ways) built with and without the window",
+    )
+    ap.add_argument(
+        "--param-partitions", type=int, default=16, help="pipeline size of the parameter builds"
+    )
+    ap.add_argument(
+        "--variants",
+        nargs="*",
+        choices=sorted(VARIANTS),
+        default=list(VARIANTS),
+        help="the marathon variants built at each size (default: all)",
+    )
+    ap.add_argument("--no-param-builds", action="store_true", help="skip the parameter builds")
     ap.add_argument("--no-build", action="store_true", help="switch cycles only")
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
     ap.add_argument("--csv", default=str(HERE / "results" / "windows_params.csv"))
     ap.add_argument("--cycles-csv", default=str(HERE / "results" / "windows_params_cycles.csv"))
     args = ap.parse_args()
 
-    print("parameter switch, cycles (Amaranth simulator; one tuple, all 'Queens', per record "
-          "exactly from the first tuple decoded with cp='Queens')")
+    print(
+        "parameter switch, cycles (Amaranth simulator; one tuple, all 'Queens', per record "
+        "exactly from the first tuple decoded with cp='Queens')"
+    )
     cyc = switch_cycles()
-    print(f"{'case':<38} {'seq':>3} {'switch@':>7} {'due tuple':>9} {'due@':>5} "
-          f"{'1st new':>7} {'shown-due':>9} {'shown-sw':>8} {'rdy low':>7}")
+    print(
+        f"{'case':<38} {'seq':>3} {'switch@':>7} {'due tuple':>9} {'due@':>5} "
+        f"{'1st new':>7} {'shown-due':>9} {'shown-sw':>8} {'rdy low':>7}"
+    )
     for r in cyc:
-        print(f"{r['case']:<38} {r['switch_seq']:>3} {r['switch_transfer_cycle']:>7} "
-              f"{r['due_tuple']:>9} {r['due_tuple_transfer_cycle']:>5} "
-              f"{r['first_tuple_with_new_values']:>7} "
-              f"{r['values_shown_after_due_transfer']:>9} "
-              f"{r['values_shown_after_switch_transfer']:>8} {r['ready_low_cycles']:>7}")
+        print(
+            f"{r['case']:<38} {r['switch_seq']:>3} {r['switch_transfer_cycle']:>7} "
+            f"{r['due_tuple']:>9} {r['due_tuple_transfer_cycle']:>5} "
+            f"{r['first_tuple_with_new_values']:>7} "
+            f"{r['values_shown_after_due_transfer']:>9} "
+            f"{r['values_shown_after_switch_transfer']:>8} {r['ready_low_cycles']:>7}"
+        )
     write_csv(args.cycles_csv, cyc)
     if args.no_build:
         return
 
     board = get_board(args.board)
-    print(f"\nmarathon on {board.name} ({board.description}), nextpnr target "
-          f"{args.target_mhz:g} MHz, WITHIN {WINDOW}")
-    print(f"{'build':<34} {'state':>5} {'LUTs':>7} {'FFs':>7} {'BRAMs':>5} {'Fmax':>7} "
-          f"{'levels':>6} {'build s':>7}  status  critical path")
+    print(
+        f"\nmarathon on {board.name} ({board.description}), nextpnr target "
+        f"{args.target_mhz:g} MHz, WITHIN {WINDOW}"
+    )
+    print(
+        f"{'build':<34} {'state':>5} {'LUTs':>7} {'FFs':>7} {'BRAMs':>5} {'Fmax':>7} "
+        f"{'levels':>6} {'build s':>7}  status  critical path"
+    )
     points = [(f"pipeline {p}", EngineParams(partitions=p)) for p in args.partitions]
-    points += [(f"table {t}", EngineParams(store="table", partitions=t, ways=4))
-               for t in args.table]
+    points += [
+        (f"table {t}", EngineParams(store="table", partitions=t, ways=4)) for t in args.table
+    ]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
         for label, params in points:
             for variant in args.variants:
                 suffix, kwargs = VARIANTS[variant]
-                row = build_row(f"{label}{suffix}", marathon_text(**kwargs), params, board,
-                                args.target_mhz, root)
+                row = build_row(
+                    f"{label}{suffix}",
+                    marathon_text(**kwargs),
+                    params,
+                    board,
+                    args.target_mhz,
+                    root,
+                )
                 rows.append(row)
                 print_row(row)
         if args.no_param_builds:
@@ -321,8 +407,9 @@ def main() -> None:
             (f"{base}, numeric, params", {"numeric": True, "params": True}, True),
         ]
         for label, kwargs, drive in variants:
-            row = build_row(label, marathon_text(**kwargs), pp, board, args.target_mhz, root,
-                            drive_params=drive)
+            row = build_row(
+                label, marathon_text(**kwargs), pp, board, args.target_mhz, root, drive_params=drive
+            )
             rows.append(row)
             print_row(row)
     write_csv(args.csv, rows)

@@ -21,6 +21,17 @@ from .bitstream import (
 from .registry import BOARDS, Board, UnknownBoardError, get_board
 from .toolchain import ToolchainMissingError
 
-__all__ = ["BOARDS", "Board", "BuildError", "DoesNotFitError", "FlowResult",
-           "ToolchainMissingError", "UnknownBoardError", "Usage", "build", "get_board",
-           "render_report", "run_flow"]
+__all__ = [
+    "BOARDS",
+    "Board",
+    "BuildError",
+    "DoesNotFitError",
+    "FlowResult",
+    "ToolchainMissingError",
+    "UnknownBoardError",
+    "Usage",
+    "build",
+    "get_board",
+    "render_report",
+    "run_flow",
+]

@@ -32,9 +32,20 @@ from nfacep.params import EngineParams
 from .registry import Board
 from .toolchain import StepResult, find_tools, run_step, tool_env_var
 
-__all__ = ["PAPER_MHZ", "BuildError", "DoesNotFitError", "FlowResult", "Usage", "bram_blocks",
-           "build", "estimate", "refused_before_synthesis", "render_estimate", "render_report",
-           "run_flow"]
+__all__ = [
+    "PAPER_MHZ",
+    "BuildError",
+    "DoesNotFitError",
+    "FlowResult",
+    "Usage",
+    "bram_blocks",
+    "build",
+    "estimate",
+    "refused_before_synthesis",
+    "render_estimate",
+    "render_report",
+    "run_flow",
+]
 
 #: The clock of the paper's engine (Woods, Teubner and Alonso, VLDB 2010), for comparison.
 PAPER_MHZ = 125.0
@@ -50,8 +61,10 @@ ESTIMATE_MARGIN = 1.1
 LINKS = ("harness", "uart", "udp")
 
 #: The report's note on ``--link harness``.
-HARNESS = ("synthesis/timing harness: pseudo-random tuples generated on chip, records and "
-           "counters folded into the LEDs, no I/O (--link uart builds the UART link)")
+HARNESS = (
+    "synthesis/timing harness: pseudo-random tuples generated on chip, records and "
+    "counters folded into the LEDs, no I/O (--link uart builds the UART link)"
+)
 
 
 class BuildError(NfacepError):
@@ -110,8 +123,9 @@ def synthesis_usage(stat: dict, family: str) -> Usage:
     cells = dict(stat.get("design", {}).get("num_cells_by_type", {}))
     cells = {k: v for k, v in cells.items() if not k.startswith("$scopeinfo")}
     if family == "ecp5":
-        luts = cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0) \
-            + 2 * cells.get("TRELLIS_DPR16X4", 0)
+        luts = (
+            cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0) + 2 * cells.get("TRELLIS_DPR16X4", 0)
+        )
         ffs = cells.get("TRELLIS_FF", 0)
         brams = cells.get("DP16KD", 0)
     else:
@@ -126,8 +140,9 @@ def refused_before_synthesis(ffs: int, board: Board, device: str) -> str | None:
     is rejected before synthesis on ``board``, or ``None``: only a clear excess, more than
     ``ESTIMATE_MARGIN`` times the device's flip-flops, is."""
     if ffs > board.ffs * ESTIMATE_MARGIN:
-        return _over(Usage(ffs=ffs), board, device,
-                     "counted in the elaborated design, before synthesis")
+        return _over(
+            Usage(ffs=ffs), board, device, "counted in the elaborated design, before synthesis"
+        )
     return None
 
 
@@ -151,10 +166,12 @@ def _over(usage: Usage, board: Board, device: str, where: str) -> str | None:
         used = getattr(usage, key)
         total = getattr(board, key)
         if used is not None and used > total:
-            return (f"the design does not fit the {board.name} ({device}): it needs "
-                    f"{used:,} {_RESOURCE_NAMES[key]} ({where}), the device has {total:,}: "
-                    f"{used - total:,} over ({used / total:.0%} of the device). Use fewer "
-                    f"--partitions or a bigger board")
+            return (
+                f"the design does not fit the {board.name} ({device}): it needs "
+                f"{used:,} {_RESOURCE_NAMES[key]} ({where}), the device has {total:,}: "
+                f"{used - total:,} over ({used / total:.0%} of the device). Use fewer "
+                f"--partitions or a bigger board"
+            )
     return None
 
 
@@ -303,8 +320,10 @@ class FlowResult:
         if self.pnr is not None:
             return _pnr_resources(self.pnr, self.board, self.usage)
         if self.usage is not None:
-            return {k: {"used": getattr(self.usage, k), "total": getattr(self.board, k)}
-                    for k in ("luts", "ffs", "brams")}
+            return {
+                k: {"used": getattr(self.usage, k), "total": getattr(self.board, k)}
+                for k in ("luts", "ffs", "brams")
+            }
         return {}
 
     @property
@@ -315,10 +334,18 @@ class FlowResult:
         return "yosys" if self.usage is not None else None
 
 
-def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
-             script_after_read: str | None = None, pack: bool = True,
-             verilog: str | None = None, stale: Iterable[str] = (),
-             progress: Callable[[str], None] | None = None) -> FlowResult:
+def run_flow(
+    top,
+    board: Board,
+    work: str,
+    *,
+    target_mhz: float | None = None,
+    script_after_read: str | None = None,
+    pack: bool = True,
+    verilog: str | None = None,
+    stale: Iterable[str] = (),
+    progress: Callable[[str], None] | None = None,
+) -> FlowResult:
     """Take ``top`` through the open toolchain for ``board`` in the folder ``work``.
 
     ``top`` is an Amaranth elaboratable, or a function of no arguments that makes one. It is
@@ -351,10 +378,18 @@ def run_flow(top, board: Board, work: str, *, target_mhz: float | None = None,
     platform, board_mhz = _platform(board, target_mhz)
     plan, seconds = _elaborate(top, platform, script_after_read, verilog, say)
     result = FlowResult(
-        status="ok", message=None, step=None, board=board, device=platform.device,
-        package=platform.package, board_mhz=board_mhz,
-        target_mhz=target_mhz if target_mhz is not None else board_mhz, tools=tools,
-        work=work, seconds={"elaborate": seconds})
+        status="ok",
+        message=None,
+        step=None,
+        board=board,
+        device=platform.device,
+        package=platform.package,
+        board_mhz=board_mhz,
+        target_mhz=target_mhz if target_mhz is not None else board_mhz,
+        tools=tools,
+        work=work,
+        seconds={"elaborate": seconds},
+    )
 
     # before synthesis, only a clear excess of flip-flops (ESTIMATE_MARGIN)
     result.elaborated_ffs = count_flipflops(plan.files[f"{TOP}.il"])
@@ -382,14 +417,17 @@ def _elaborate(top, platform, script_after_read: str | None, verilog: str | None
 
     if callable(top) and not isinstance(top, Elaboratable):
         top = top()
-    overrides = {"nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail",
-                 "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json"}
+    overrides = {
+        "nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail",
+        "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json",
+    }
     if script_after_read:
         overrides["script_after_read"] = script_after_read
     t0 = time.monotonic()
     say("elaborating")
-    plan = platform.build(top, name=TOP, do_build=False, debug_verilog=verilog is not None,
-                          **overrides)
+    plan = platform.build(
+        top, name=TOP, do_build=False, debug_verilog=verilog is not None, **overrides
+    )
     return plan, round(time.monotonic() - t0, 2)
 
 
@@ -400,8 +438,7 @@ def _extract(plan, work: str, stale: Iterable[str], verilog: str | None) -> None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     plan.extract(work)
-    for suffix in (".stat.json", ".report.json", ".config", ".bit", ".asc", ".bin", ".tim",
-                   ".rpt"):
+    for suffix in (".stat.json", ".report.json", ".config", ".bit", ".asc", ".bin", ".tim", ".rpt"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(work, TOP + suffix))
     if verilog is not None:
@@ -418,8 +455,10 @@ def _tool_steps(plan, board: Board, tools: dict[str, str]):
     steps = _script_steps(plan.files[f"{plan.script}.sh"])
     by_var = {tool_env_var(n): n for n in board.tools}
     if sorted(by_var.get(var, "") for var, _ in steps if var in by_var) != sorted(board.tools):
-        raise BuildError(f"Amaranth's build script {plan.script}.sh does not run "
-                         f"{', '.join(board.tools)} as expected; is Amaranth newer than 0.5?")
+        raise BuildError(
+            f"Amaranth's build script {plan.script}.sh does not run "
+            f"{', '.join(board.tools)} as expected; is Amaranth newer than 0.5?"
+        )
     # (the rest are not build steps, e.g. a programmer)
     return env, [(by_var[var], command) for var, command in steps if var in by_var]
 
@@ -442,8 +481,9 @@ def _after_synthesis(result: FlowResult, step: StepResult) -> bool:
         return False
     with open(os.path.join(result.work, f"{TOP}.stat.json"), encoding="utf-8") as f:
         result.usage = synthesis_usage(json.load(f), result.board.family)
-    over = _over(result.usage, result.board, result.device,
-                 "after synthesis, before place-and-route")
+    over = _over(
+        result.usage, result.board, result.device, "after synthesis, before place-and-route"
+    )
     if over:
         result._stop("does not fit", step.tool, over)
         return False
@@ -461,16 +501,21 @@ def _after_place_and_route(result: FlowResult, step: StepResult) -> bool:
         result.fmax_mhz = {clock: round(v["achieved"], 2) for clock, v in fmax.items()}
         result.constraint_mhz = {clock: v["constraint"] for clock, v in fmax.items()}
         result.timing_met = bool(fmax) and all(
-            v["achieved"] >= v["constraint"] for v in fmax.values())
+            v["achieved"] >= v["constraint"] for v in fmax.values()
+        )
     if step.returncode != 0:
         log_path = os.path.join(result.work, f"{TOP}.tim")
         reason = _reason(step, _read(log_path), log_path)
-        result._stop("place-and-route failed", step.tool,
-                     f"place-and-route (nextpnr) failed:\n{reason}")
+        result._stop(
+            "place-and-route failed", step.tool, f"place-and-route (nextpnr) failed:\n{reason}"
+        )
         return False
     if result.pnr is None:
-        result._stop("place-and-route failed", step.tool,
-                     "nextpnr wrote no report (--report); is it older than 0.1?")
+        result._stop(
+            "place-and-route failed",
+            step.tool,
+            "nextpnr wrote no report (--report); is it older than 0.1?",
+        )
         return False
     return True
 
@@ -479,8 +524,9 @@ def _after_packing(result: FlowResult, step: StepResult) -> bool:
     """The bitstream, when the packer succeeded."""
     if step.returncode != 0:
         reason = _reason(step, "", None)
-        result._stop("packing failed", step.tool,
-                     f"bitstream packing ({step.tool}) failed:\n{reason}")
+        result._stop(
+            "packing failed", step.tool, f"bitstream packing ({step.tool}) failed:\n{reason}"
+        )
         return False
     result.bitstream = os.path.join(result.work, TOP + result.board.bitstream_suffix)
     return True
@@ -489,15 +535,29 @@ def _after_packing(result: FlowResult, step: StepResult) -> bool:
 #: What the report's resources count, by family.
 _RESOURCE_KINDS = {
     "ecp5": {"luts": "TRELLIS_COMB (LUT4 slots)", "ffs": "TRELLIS_FF", "brams": "DP16KD"},
-    "ice40": {"luts": "ICESTORM_LC (logic cells: LUT4 + flip-flop)",
-              "ffs": "SB_DFF* (one per logic cell)", "brams": "ICESTORM_RAM"},
+    "ice40": {
+        "luts": "ICESTORM_LC (logic cells: LUT4 + flip-flop)",
+        "ffs": "SB_DFF* (one per logic cell)",
+        "brams": "ICESTORM_RAM",
+    },
 }
 
 
-def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
-          target_mhz: float | None = None, stem: str = "engine",
-          query_file: str | None = None, progress=None, link: str = "harness",
-          baud: int = 115200, udp=None, values=None) -> dict:
+def build(
+    nfa: Nfa,
+    board: Board,
+    out_dir: str,
+    params: EngineParams,
+    *,
+    target_mhz: float | None = None,
+    stem: str = "engine",
+    query_file: str | None = None,
+    progress=None,
+    link: str = "harness",
+    baud: int = 115200,
+    udp=None,
+    values=None,
+) -> dict:
     """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report. ``values``:
     the runtime parameters' values the engine starts with (required when the queries have
     parameters; :class:`nfacep.settings.ParamValues`).
@@ -517,15 +577,21 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
     find_tools(board.tools)  # a missing program fails here, before the engine is elaborated
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError("--target-mhz must be positive")
-    engine, link_info, top, _ = _design(nfa, board, params, link, baud, target_mhz, udp,
-                                        values)
+    engine, link_info, top, _ = _design(nfa, board, params, link, baud, target_mhz, udp, values)
 
     bitstream = os.path.join(out_dir, stem + board.bitstream_suffix)
     verilog = os.path.join(out_dir, stem + ".v")
     report_path = os.path.join(out_dir, "report.json")
-    flow = run_flow(top, board, os.path.join(out_dir, "toolchain"), target_mhz=target_mhz,
-                    pack=True, verilog=verilog, stale=(bitstream, verilog, report_path),
-                    progress=progress)
+    flow = run_flow(
+        top,
+        board,
+        os.path.join(out_dir, "toolchain"),
+        target_mhz=target_mhz,
+        pack=True,
+        verilog=verilog,
+        stale=(bitstream, verilog, report_path),
+        progress=progress,
+    )
     if flow.step == "elaborate":  # rejected before synthesis: no report
         raise DoesNotFitError(flow.message)
     if flow.status == "synthesis failed":  # no report either
@@ -546,8 +612,16 @@ def build(nfa: Nfa, board: Board, out_dir: str, params: EngineParams, *,
     return report
 
 
-def _design(nfa: Nfa, board: Board, params: EngineParams, link: str, baud: int,
-            target_mhz: float | None, udp=None, values=None):
+def _design(
+    nfa: Nfa,
+    board: Board,
+    params: EngineParams,
+    link: str,
+    baud: int,
+    target_mhz: float | None,
+    udp=None,
+    values=None,
+):
     """The engine and the board top ``build`` makes for ``link``: ``(engine, link_info, top,
     platform)``; a :class:`UsageError` for an unknown link or a UART the board cannot make."""
     from nfacep.hdl.engine import Engine
@@ -564,8 +638,16 @@ def _design(nfa: Nfa, board: Board, params: EngineParams, link: str, baud: int,
     return engine, link_info, top, platform
 
 
-def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harness",
-             baud: int = 115200, udp=None, values=None) -> dict:
+def estimate(
+    nfa: Nfa,
+    board: Board,
+    params: EngineParams,
+    *,
+    link: str = "harness",
+    baud: int = 115200,
+    udp=None,
+    values=None,
+) -> dict:
     """What ``build`` knows of the design's size before synthesis (``nfacep check --board``).
 
     The board top ``build`` would make is elaborated for the board's platform (no toolchain
@@ -592,14 +674,24 @@ def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harne
         width = store.entry_layout.size
         if board.family == "ecp5":
             per_bank = dp16kd_blocks(store.rows, width)
-            source = ("the DP16KD blocks the table's banks instantiate (banks x rows x entry "
-                      "bits, with the output register)")
+            source = (
+                "the DP16KD blocks the table's banks instantiate (banks x rows x entry "
+                "bits, with the output register)"
+            )
         else:
             per_bank = bram_blocks(board.family, store.rows, width)
-            source = ("the table's banks (banks x rows x entry bits), before synthesis, which "
-                      "may put small banks in LUT RAM")
-        brams.update(estimate=store.banks * per_bank, banks=store.banks, rows=store.rows,
-                     entry_bits=width, per_bank=per_bank, **{"from": source})
+            source = (
+                "the table's banks (banks x rows x entry bits), before synthesis, which "
+                "may put small banks in LUT RAM"
+            )
+        brams.update(
+            estimate=store.banks * per_bank,
+            banks=store.banks,
+            rows=store.rows,
+            entry_bits=width,
+            per_bank=per_bank,
+            **{"from": source},
+        )
     return {
         "board": board.name,
         "device": platform.device,
@@ -607,8 +699,11 @@ def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harne
         "link": link,
         "parameters": params.as_dict(),
         "resources": {
-            "ffs": {"estimate": ffs, "total": board.ffs,
-                    "from": "the elaborated design's flip-flops, before synthesis"},
+            "ffs": {
+                "estimate": ffs,
+                "total": board.ffs,
+                "from": "the elaborated design's flip-flops, before synthesis",
+            },
             "luts": {"estimate": None, "total": board.luts, "from": "known after synthesis"},
             "brams": brams,
         },
@@ -620,9 +715,11 @@ def estimate(nfa: Nfa, board: Board, params: EngineParams, *, link: str = "harne
 
 def render_estimate(est: dict) -> str:
     """:func:`estimate` as text."""
-    out = [f"board {est['board']} ({est['device']}, --link {est['link']}): resources "
-           "estimated before synthesis",
-           f"  {'resource':<12}{'estimate':>10}{'total':>10}{'use':>8}"]
+    out = [
+        f"board {est['board']} ({est['device']}, --link {est['link']}): resources "
+        "estimated before synthesis",
+        f"  {'resource':<12}{'estimate':>10}{'total':>10}{'use':>8}",
+    ]
     label = {"ffs": "flip-flops", "luts": "LUTs", "brams": "block RAMs"}
     for key in ("ffs", "luts", "brams"):
         r = est["resources"][key]
@@ -633,22 +730,36 @@ def render_estimate(est: dict) -> str:
         note = r["from"]
         if key == "brams":
             exact = est["family"] == "ecp5"
-            note = (f"{r['banks']} banks x {r['rows']} rows x {r['entry_bits']} bits, "
-                    f"{r['per_bank']} per bank" + (" (DP16KD instances; synthesis drops those "
-                    "whose bits are never read)" if exact else
-                    "; an estimate: synthesis may put small banks in LUT RAM"))
+            note = (
+                f"{r['banks']} banks x {r['rows']} rows x {r['entry_bits']} bits, "
+                f"{r['per_bank']} per bank"
+                + (
+                    " (DP16KD instances; synthesis drops those whose bits are never read)"
+                    if exact
+                    else "; an estimate: synthesis may put small banks in LUT RAM"
+                )
+            )
         out.append(f"  {label[key]:<12}{r['estimate']:>10,}{r['total']:>10,}{share:>8}  {note}")
     if est["refused"]:
         out.append(f"refused: `nfacep build` would stop before synthesis: {est['message']}")
     else:
-        out.append(f"not refused before synthesis (that takes more than "
-                   f"{est['refused_above_ffs']:,} flip-flops); synthesis and place-and-route "
-                   "decide whether it fits")
+        out.append(
+            f"not refused before synthesis (that takes more than "
+            f"{est['refused_above_ffs']:,} flip-flops); synthesis and place-and-route "
+            "decide whether it fits"
+        )
     return "\n".join(out)
 
 
-def _report(flow: FlowResult, nfa: Nfa, engine, params: EngineParams, query_file: str | None,
-            link_info: dict, verilog: str) -> dict:
+def _report(
+    flow: FlowResult,
+    nfa: Nfa,
+    engine,
+    params: EngineParams,
+    query_file: str | None,
+    link_info: dict,
+    verilog: str,
+) -> dict:
     """``report.json`` as far as the flow went: the design, the clock, the tools (the status,
     resources and bitstream come with :func:`_finish_report`)."""
     from nfacep.hdl.nfa import state_layout
@@ -683,16 +794,20 @@ def _report(flow: FlowResult, nfa: Nfa, engine, params: EngineParams, query_file
         "link": link_info,
         "tools": flow.tools,
         "seconds": flow.seconds,
-        "files": {"bitstream": None, "verilog": os.path.basename(verilog),
-                  "toolchain": "toolchain"},
+        "files": {
+            "bitstream": None,
+            "verilog": os.path.basename(verilog),
+            "toolchain": "toolchain",
+        },
     }
     if flow.pnr is not None:
         report["constraint_mhz"] = flow.constraint_mhz
     return report
 
 
-def _finish_report(report: dict, flow: FlowResult, path: str, status: str,
-                   message: str | None) -> None:
+def _finish_report(
+    report: dict, flow: FlowResult, path: str, status: str, message: str | None
+) -> None:
     """Complete ``report`` with the status, message and resources, and write it to ``path``."""
     report["status"] = status
     report["message"] = message
@@ -708,13 +823,17 @@ def _finish_report(report: dict, flow: FlowResult, path: str, status: str,
 
 def _timing_message(flow: FlowResult) -> str:
     """Why timing was not met, in nextpnr's words."""
-    lines = [ln for ln in _last_fmax_lines(_read(os.path.join(flow.work, f"{TOP}.tim")))
-             if "FAIL" in ln] or ["(nextpnr printed no frequency line)"]
+    lines = [
+        ln for ln in _last_fmax_lines(_read(os.path.join(flow.work, f"{TOP}.tim"))) if "FAIL" in ln
+    ] or ["(nextpnr printed no frequency line)"]
     targets = sorted(set(flow.constraint_mhz.values())) or [flow.target_mhz]
     target = " and ".join(f"{t:g}" for t in targets)
-    return (f"timing not met at the target of {target} MHz; nextpnr says:\n"
-            + "\n".join(lines) + f"\n(the bitstream that misses timing is left in {flow.work}, "
-            "not copied to the output)")
+    return (
+        f"timing not met at the target of {target} MHz; nextpnr says:\n"
+        + "\n".join(lines)
+        + f"\n(the bitstream that misses timing is left in {flow.work}, "
+        "not copied to the output)"
+    )
 
 
 def _check_uart(platform, board_mhz: float, baud: int) -> None:
@@ -734,8 +853,9 @@ def _check_udp(platform, target_mhz: float | None) -> None:
     from .link.eth.board import NoEthernetError, check_board
 
     if target_mhz is not None:
-        raise UsageError("--target-mhz does not apply to --link udp: the engine runs at the "
-                         "line's 125 MHz")
+        raise UsageError(
+            "--target-mhz does not apply to --link udp: the engine runs at the line's 125 MHz"
+        )
     try:
         check_board(platform)
     except NoEthernetError as exc:
@@ -754,11 +874,19 @@ def _top(link: str, engine, board_mhz: float, baud: int, udp=None):
 
         udp = udp or DEFAULT_ENDPOINT
         top = UdpBoardTop(engine, mac=udp.mac, ip=udp.ip, port=udp.port)
-        note = (f"UDP link on the first RGMII port at 1000 Mb/s, engine at {CLOCK_MHZ:g} MHz "
-                f"(payload format: boards/UDP.md); the board is {udp}")
-        return {"kind": "udp", "mac": udp.mac.hex(":"), "ip": ".".join(map(str, udp.ip)),
-                "port": udp.port, "engine_mhz": CLOCK_MHZ,
-                "engine_id": f"{top.top.engine_id:08x}", "note": note}, top
+        note = (
+            f"UDP link on the first RGMII port at 1000 Mb/s, engine at {CLOCK_MHZ:g} MHz "
+            f"(payload format: boards/UDP.md); the board is {udp}"
+        )
+        return {
+            "kind": "udp",
+            "mac": udp.mac.hex(":"),
+            "ip": ".".join(map(str, udp.ip)),
+            "port": udp.port,
+            "engine_mhz": CLOCK_MHZ,
+            "engine_id": f"{top.top.engine_id:08x}",
+            "note": note,
+        }, top
     from .link.protocol import engine_id
     from .link.top import UartBoardTop
     from .link.uart import divisor
@@ -767,10 +895,18 @@ def _top(link: str, engine, board_mhz: float, baud: int, udp=None):
     top = UartBoardTop(engine, clk_hz=board_mhz * 1e6, baud=baud)
     ident = engine_id(engine.nfa, engine.params)
     actual = board_mhz * 1e6 / div
-    note = (f"UART link at {baud} baud on the board's USB serial port (frames: boards/LINK.md); "
-            f"stream tuples with `nfacep run --port PORT --baud {baud}`")
-    return {"kind": "uart", "baud": baud, "divisor": div, "actual_baud": round(actual),
-            "engine_id": f"{ident:08x}", "note": note}, top
+    note = (
+        f"UART link at {baud} baud on the board's USB serial port (frames: boards/LINK.md); "
+        f"stream tuples with `nfacep run --port PORT --baud {baud}`"
+    )
+    return {
+        "kind": "uart",
+        "baud": baud,
+        "divisor": div,
+        "actual_baud": round(actual),
+        "engine_id": f"{ident:08x}",
+        "note": note,
+    }, top
 
 
 def _pnr_resources(pnr: dict, board: Board, usage: Usage | None) -> dict:
@@ -781,8 +917,11 @@ def _pnr_resources(pnr: dict, board: Board, usage: Usage | None) -> dict:
         return {"used": u.get("used", 0), "total": u.get("available", fallback_total)}
 
     if board.family == "ecp5":
-        return {"luts": get("TRELLIS_COMB", board.luts), "ffs": get("TRELLIS_FF", board.ffs),
-                "brams": get("DP16KD", board.brams)}
+        return {
+            "luts": get("TRELLIS_COMB", board.luts),
+            "ffs": get("TRELLIS_FF", board.ffs),
+            "brams": get("DP16KD", board.brams),
+        }
     lcs = get("ICESTORM_LC", board.luts)
     # an iCE40 logic cell holds one LUT and one flip-flop; nextpnr counts cells, so the
     # flip-flops are Yosys's count against the same total
@@ -795,14 +934,18 @@ def render_report(report: dict) -> str:
     out = [f"board     {report['board']} ({report['device']}, {report['package']})"]
     p = report["parameters"]
     n = len(report["queries"])
-    out.append(f"engine    {n} quer{'y' if n == 1 else 'ies'}, {report['nfa_states']} NFA states, "
-               f"{report['predicates']} predicates, "
-               f"{p['partitions']} partitions, tuple {report['tuple_bits']} bits")
+    out.append(
+        f"engine    {n} quer{'y' if n == 1 else 'ies'}, {report['nfa_states']} NFA states, "
+        f"{report['predicates']} predicates, "
+        f"{p['partitions']} partitions, tuple {report['tuple_bits']} bits"
+    )
     out.append("")
     if report["resources"]:
         label = {"luts": "LUTs", "ffs": "flip-flops", "brams": "block RAMs"}
-        out.append(f"{'resource':<12}{'used':>10}{'total':>10}{'use':>8}   "
-                   f"(from {report['resources_from']})")
+        out.append(
+            f"{'resource':<12}{'used':>10}{'total':>10}{'use':>8}   "
+            f"(from {report['resources_from']})"
+        )
         for key in ("luts", "ffs", "brams"):
             r = report["resources"].get(key)
             if not r or r["used"] is None:
@@ -817,8 +960,10 @@ def render_report(report: dict) -> str:
             target = report.get("constraint_mhz", {}).get(clock, report["target_mhz"])
             verdict = "met" if mhz >= target else "MISSED"
             paper = "above" if mhz >= report["paper_mhz"] else "below"
-            out.append(f"{clock:<{width}}  {mhz:>6.2f} MHz  {target:>6.2f} MHz  {verdict}"
-                       f" ({paper} the paper's {report['paper_mhz']:g} MHz)")
+            out.append(
+                f"{clock:<{width}}  {mhz:>6.2f} MHz  {target:>6.2f} MHz  {verdict}"
+                f" ({paper} the paper's {report['paper_mhz']:g} MHz)"
+            )
         out.append("")
     out.append(f"status    {report['status']}")
     out.append(f"note      {report['harness']}")

@@ -28,19 +28,41 @@ def _add_link_arguments(parser) -> None:
     """``--link`` and ``--baud``: the board top of ``build`` (and of ``check --board``)."""
     from .link.eth.payload import DEFAULT_ENDPOINT
 
-    parser.add_argument("--link", choices=("harness", "uart", "udp"), default="harness",
-                        help="board top: 'harness' measures the engine alone (on-chip "
-                             "tuples, LEDs); 'uart' is the usable design for `nfacep run`; "
-                             "'udp' takes tuples over Gigabit Ethernet (boards/UDP.md; "
-                             "Colorlight 5A-75B) (default %(default)s)")
-    parser.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
-                        help="UART line rate with --link uart (default %(default)s)")
-    parser.add_argument("--ip", default=".".join(map(str, DEFAULT_ENDPOINT.ip)), metavar="A",
-                        help="the board's IPv4 address with --link udp (default %(default)s)")
-    parser.add_argument("--port", type=int, default=DEFAULT_ENDPOINT.port, metavar="P",
-                        help="the board's UDP port with --link udp (default %(default)s)")
-    parser.add_argument("--mac", default=DEFAULT_ENDPOINT.mac.hex(":"), metavar="M",
-                        help="the board's MAC address with --link udp (default %(default)s)")
+    parser.add_argument(
+        "--link",
+        choices=("harness", "uart", "udp"),
+        default="harness",
+        help="board top: 'harness' measures the engine alone (on-chip "
+        "tuples, LEDs); 'uart' is the usable design for `nfacep run`; "
+        "'udp' takes tuples over Gigabit Ethernet (boards/UDP.md; "
+        "Colorlight 5A-75B) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--baud",
+        type=int,
+        default=DEFAULT_BAUD,
+        metavar="B",
+        help="UART line rate with --link uart (default %(default)s)",
+    )
+    parser.add_argument(
+        "--ip",
+        default=".".join(map(str, DEFAULT_ENDPOINT.ip)),
+        metavar="A",
+        help="the board's IPv4 address with --link udp (default %(default)s)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_ENDPOINT.port,
+        metavar="P",
+        help="the board's UDP port with --link udp (default %(default)s)",
+    )
+    parser.add_argument(
+        "--mac",
+        default=DEFAULT_ENDPOINT.mac.hex(":"),
+        metavar="M",
+        help="the board's MAC address with --link udp (default %(default)s)",
+    )
 
 
 def _udp_endpoint(args):
@@ -69,11 +91,18 @@ class CheckBoards:
 
         board = get_board(args.board)
         engine = board_engine(nfa, board, params.given(args))  # what build would use
-        values = settings.from_args(nfa.program.parameters, args, switches=False,
-                                    command="check --board")
-        return estimate(nfa, board, engine, link=args.link, baud=args.baud,
-                        udp=_udp_endpoint(args) if args.link == "udp" else None,
-                        values=values)
+        values = settings.from_args(
+            nfa.program.parameters, args, switches=False, command="check --board"
+        )
+        return estimate(
+            nfa,
+            board,
+            engine,
+            link=args.link,
+            baud=args.baud,
+            udp=_udp_endpoint(args) if args.link == "udp" else None,
+            values=values,
+        )
 
     def render(self, estimate: dict) -> str:
         from .bitstream import render_estimate
@@ -84,16 +113,18 @@ class CheckBoards:
 class Build(Command):
     name = "build"
     help = "bitstream plus a resource and timing report for a board"
-    description = ("Synthesise, place and route the engine for a board with the open toolchain "
-                   "(Yosys, nextpnr). Writes the bitstream, the Verilog and report.json to the "
-                   "output folder. The board top is chosen with --link: 'harness' (the "
-                   "default) generates pseudo-random tuples on chip and folds the results "
-                   "into the LEDs, to measure the engine's area and Fmax; 'uart' takes tuples "
-                   "and returns matches over the board's USB UART, for `nfacep run` "
-                   "(boards/LINK.md). Without --store, --partitions and --ways, a board whose "
-                   "default is the block-RAM table (all but the iCEstick) gets the largest "
-                   "table that fits it; the report's parameters say which, and `nfacep run` "
-                   "needs the same options.")
+    description = (
+        "Synthesise, place and route the engine for a board with the open toolchain "
+        "(Yosys, nextpnr). Writes the bitstream, the Verilog and report.json to the "
+        "output folder. The board top is chosen with --link: 'harness' (the "
+        "default) generates pseudo-random tuples on chip and folds the results "
+        "into the LEDs, to measure the engine's area and Fmax; 'uart' takes tuples "
+        "and returns matches over the board's USB UART, for `nfacep run` "
+        "(boards/LINK.md). Without --store, --partitions and --ways, a board whose "
+        "default is the block-RAM table (all but the iCEstick) gets the largest "
+        "table that fits it; the report's parameters say which, and `nfacep run` "
+        "needs the same options."
+    )
     order = 80
 
     def epilog(self) -> str:
@@ -101,14 +132,20 @@ class Build(Command):
 
     def add_arguments(self, parser) -> None:
         super().add_arguments(parser)
-        parser.add_argument("--board", required=True, metavar="NAME",
-                            help=f"one of: {', '.join(BOARDS)}")
-        parser.add_argument("-o", "--output", metavar="DIR",
-                            help="output folder (default build/<query>-<board>)")
-        parser.add_argument("--target-mhz", type=float, metavar="F",
-                            help="constrain the clock to F MHz instead of the board's "
-                                 "oscillator, to see how fast the engine can run (the paper's "
-                                 "engine ran at 125)")
+        parser.add_argument(
+            "--board", required=True, metavar="NAME", help=f"one of: {', '.join(BOARDS)}"
+        )
+        parser.add_argument(
+            "-o", "--output", metavar="DIR", help="output folder (default build/<query>-<board>)"
+        )
+        parser.add_argument(
+            "--target-mhz",
+            type=float,
+            metavar="F",
+            help="constrain the clock to F MHz instead of the board's "
+            "oscillator, to see how fast the engine can run (the paper's "
+            "engine ran at 125)",
+        )
         _add_link_arguments(parser)
         params.add_arguments(parser)
         settings.add_argument(parser, switches=False)
@@ -120,69 +157,110 @@ class Build(Command):
         params.from_args(args)  # the options' ranges, before anything is read
         board = get_board(args.board)
         nfa = load_query(args.query)
-        values = settings.from_args(nfa.program.parameters, args, switches=False,
-                                    command="build")
+        values = settings.from_args(nfa.program.parameters, args, switches=False, command="build")
         engine = board_engine(nfa, board, params.given(args))
         stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(args.query))[0]) or "engine"
         out_dir = args.output or os.path.join("build", f"{stem}-{board.name}")
         try:
-            report = build(nfa, board, out_dir, engine, target_mhz=args.target_mhz, stem=stem,
-                           query_file=args.query, progress=_progress("build"), link=args.link,
-                           baud=args.baud,
-                           udp=_udp_endpoint(args) if args.link == "udp" else None,
-                           values=values)
+            report = build(
+                nfa,
+                board,
+                out_dir,
+                engine,
+                target_mhz=args.target_mhz,
+                stem=stem,
+                query_file=args.query,
+                progress=_progress("build"),
+                link=args.link,
+                baud=args.baud,
+                udp=_udp_endpoint(args) if args.link == "udp" else None,
+                values=values,
+            )
         except BuildError as err:
             if err.report is not None:
                 print(render_report(err.report))
                 print(f"wrote {os.path.join(out_dir, 'report.json')}")
             raise
         print(render_report(report))
-        print(f"wrote {os.path.join(out_dir, report['files']['bitstream'])}, "
-              f"{os.path.join(out_dir, report['files']['verilog'])} and "
-              f"{os.path.join(out_dir, 'report.json')}")
+        print(
+            f"wrote {os.path.join(out_dir, report['files']['bitstream'])}, "
+            f"{os.path.join(out_dir, report['files']['verilog'])} and "
+            f"{os.path.join(out_dir, 'report.json')}"
+        )
         return 0
 
 
 class Run(Command):
     name = "run"
     help = "stream tuples to a board over its USB UART or UDP and write its matches"
-    description = ("Reset the engine on a board loaded with a bitstream from `nfacep build "
-                   "--link uart` (give --port) or `--link udp` (give --udp), check that it is "
-                   "this query's engine with these parameters, stream the tuples (over the "
-                   "serial port: framed, CRC-checked, flow controlled, lost frames resent; over "
-                   "UDP: in TUPLES packets under the board's buffer credit, a run with a lost "
-                   "packet started again), switch the runtime parameters (--param) at the tuples "
-                   "given, and write the matches and summary exactly as `nfacep match` does. "
-                   "The formats are in boards/LINK.md and boards/UDP.md.")
+    description = (
+        "Reset the engine on a board loaded with a bitstream from `nfacep build "
+        "--link uart` (give --port) or `--link udp` (give --udp), check that it is "
+        "this query's engine with these parameters, stream the tuples (over the "
+        "serial port: framed, CRC-checked, flow controlled, lost frames resent; over "
+        "UDP: in TUPLES packets under the board's buffer credit, a run with a lost "
+        "packet started again), switch the runtime parameters (--param) at the tuples "
+        "given, and write the matches and summary exactly as `nfacep match` does. "
+        "The formats are in boards/LINK.md and boards/UDP.md."
+    )
     order = 90
 
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
-        parser.add_argument("--port", metavar="P",
-                            help="serial port of a --link uart board (/dev/ttyUSB0, COM3, or a "
-                                 "pyserial URL such as socket://host:port)")
-        parser.add_argument("--udp", metavar="HOST[:PORT]",
-                            help="IPv4 address (or name) and UDP port of a --link udp board "
-                                 "(port 5000 if omitted)")
-        parser.add_argument("--baud", type=int, default=DEFAULT_BAUD, metavar="B",
-                            help="line rate the bitstream was built with (default %(default)s)")
-        parser.add_argument("--timeout", type=float, default=5.0, metavar="S",
-                            help="give up when the board does not answer for S seconds "
-                                 "(default %(default)s)")
-        parser.add_argument("--frame-tuples", type=int, metavar="F",
-                            help="tuples per UART frame (default 16, fewer if the board's "
-                                 "buffer is small)")
-        parser.add_argument("--tuples-per-packet", type=int, metavar="N",
-                            help="tuples per UDP packet (default as many as fit a 1,500-byte "
-                                 "MTU and the board's buffer)")
-        parser.add_argument("--rate", metavar="R",
-                            help="over UDP, send open loop at R tuples per second (e.g. 5e6), "
-                                 "or 'max' for as fast as the host can, instead of waiting for "
-                                 "the board's buffer credit (a STATUS round trip per 4 KiB); a "
-                                 "packet the board refuses is a loss like any other")
-        parser.add_argument("--retries", type=int, default=2, metavar="R",
-                            help="over UDP, start a run with a lost packet again up to R times "
-                                 "(default %(default)s)")
+        parser.add_argument(
+            "--port",
+            metavar="P",
+            help="serial port of a --link uart board (/dev/ttyUSB0, COM3, or a "
+            "pyserial URL such as socket://host:port)",
+        )
+        parser.add_argument(
+            "--udp",
+            metavar="HOST[:PORT]",
+            help="IPv4 address (or name) and UDP port of a --link udp board (port 5000 if omitted)",
+        )
+        parser.add_argument(
+            "--baud",
+            type=int,
+            default=DEFAULT_BAUD,
+            metavar="B",
+            help="line rate the bitstream was built with (default %(default)s)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=5.0,
+            metavar="S",
+            help="give up when the board does not answer for S seconds (default %(default)s)",
+        )
+        parser.add_argument(
+            "--frame-tuples",
+            type=int,
+            metavar="F",
+            help="tuples per UART frame (default 16, fewer if the board's buffer is small)",
+        )
+        parser.add_argument(
+            "--tuples-per-packet",
+            type=int,
+            metavar="N",
+            help="tuples per UDP packet (default as many as fit a 1,500-byte "
+            "MTU and the board's buffer)",
+        )
+        parser.add_argument(
+            "--rate",
+            metavar="R",
+            help="over UDP, send open loop at R tuples per second (e.g. 5e6), "
+            "or 'max' for as fast as the host can, instead of waiting for "
+            "the board's buffer credit (a STATUS round trip per 4 KiB); a "
+            "packet the board refuses is a loss like any other",
+        )
+        parser.add_argument(
+            "--retries",
+            type=int,
+            default=2,
+            metavar="R",
+            help="over UDP, start a run with a lost packet again up to R times "
+            "(default %(default)s)",
+        )
         params.add_arguments(parser)
         settings.add_argument(parser, switches=True)
 
@@ -194,32 +272,47 @@ class Run(Command):
         from .udp_host import UdpBoard
 
         if (args.port is None) == (args.udp is None):
-            raise UsageError("give exactly one of --port (a serial port, --link uart) and "
-                             "--udp HOST[:PORT] (--link udp)")
+            raise UsageError(
+                "give exactly one of --port (a serial port, --link uart) and "
+                "--udp HOST[:PORT] (--link udp)"
+            )
         if args.udp is not None:
             if args.frame_tuples is not None:
-                raise UsageError("--frame-tuples is for --port; over UDP use "
-                                 "--tuples-per-packet")
+                raise UsageError("--frame-tuples is for --port; over UDP use --tuples-per-packet")
             engine = params.from_args(args)
-            board = UdpBoard(args.udp, timeout=args.timeout,
-                             tuples_per_packet=args.tuples_per_packet, retries=args.retries,
-                             progress=_progress("run"), rate=_rate(args.rate))
+            board = UdpBoard(
+                args.udp,
+                timeout=args.timeout,
+                tuples_per_packet=args.tuples_per_packet,
+                retries=args.retries,
+                progress=_progress("run"),
+                rate=_rate(args.rate),
+            )
         else:
             if args.tuples_per_packet is not None:
-                raise UsageError("--tuples-per-packet is for --udp; over a serial port use "
-                                 "--frame-tuples")
+                raise UsageError(
+                    "--tuples-per-packet is for --udp; over a serial port use --frame-tuples"
+                )
             if args.rate is not None:
-                raise UsageError("--rate is for --udp; over a serial port the board's flow "
-                                 "control paces the tuples")
+                raise UsageError(
+                    "--rate is for --udp; over a serial port the board's flow "
+                    "control paces the tuples"
+                )
             if args.baud <= 0:
                 raise UsageError("--baud must be positive")
             engine = params.from_args(args)
-            board = UartBoard(args.port, baud=args.baud, timeout=args.timeout,
-                              frame_tuples=args.frame_tuples, progress=_progress("run"))
+            board = UartBoard(
+                args.port,
+                baud=args.baud,
+                timeout=args.timeout,
+                frame_tuples=args.frame_tuples,
+                progress=_progress("run"),
+            )
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="run")
-        result = run_files(board, nfa, args.input, args.output, engine, query_file=args.query,
-                           values=values)
+        result = run_files(
+            board, nfa, args.input, args.output, engine, query_file=args.query, values=values
+        )
         report(result, args.output)
         return 0
 
@@ -235,6 +328,7 @@ def _rate(text: str | None) -> float | None:
     except ValueError:
         rate = math.nan
     if not math.isfinite(rate) or rate <= 0:
-        raise UsageError(f"--rate {text!r}: expected a positive number of tuples per second "
-                         "(e.g. 5e6) or max")
+        raise UsageError(
+            f"--rate {text!r}: expected a positive number of tuples per second (e.g. 5e6) or max"
+        )
     return rate

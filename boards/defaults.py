@@ -30,8 +30,7 @@ __all__ = ["RESERVED", "STORE_OPTIONS", "TABLE_BOARDS", "board_engine", "table_b
 #: off.
 STORE_OPTIONS = ("store", "partitions", "ways")
 #: Boards whose default is the table (see the module's description).
-TABLE_BOARDS = frozenset({"ulx3s-85f", "ulx3s-45f", "ulx3s-25f", "colorlight-5a75b",
-                          "icebreaker"})
+TABLE_BOARDS = frozenset({"ulx3s-85f", "ulx3s-45f", "ulx3s-25f", "colorlight-5a75b", "icebreaker"})
 #: Block RAMs the default table leaves free, by family: the links' buffers (UART 3, UDP 4) and
 #: the engine's input FIFO.
 RESERVED = {"ecp5": 8, "ice40": 4}
@@ -49,13 +48,22 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
     from .bitstream import bram_blocks
 
     table = TablePartitioner(
-        key_shape=record_format(nfa).widths["partition"], payload_shape=len(nfa.predicates),
-        state_width=state_layout(nfa).size, result_shape=len(nfa.queries),
-        update=lambda m, state, payload: (state, 0), entries=params.partitions,
-        ways=params.ways, timer_bits=params.timer_bits, tick_tuples=params.tick_tuples)
+        key_shape=record_format(nfa).widths["partition"],
+        payload_shape=len(nfa.predicates),
+        state_width=state_layout(nfa).size,
+        result_shape=len(nfa.queries),
+        update=lambda m, state, payload: (state, 0),
+        entries=params.partitions,
+        ways=params.ways,
+        timer_bits=params.timer_bits,
+        tick_tuples=params.tick_tuples,
+    )
     width = table.entry_layout.size
-    per_bank = (dp16kd_blocks(table.rows, width) if family == "ecp5"
-                else bram_blocks(family, table.rows, width))
+    per_bank = (
+        dp16kd_blocks(table.rows, width)
+        if family == "ecp5"
+        else bram_blocks(family, table.rows, width)
+    )
     return table.banks * per_bank
 
 
@@ -64,8 +72,11 @@ def board_engine(nfa: Nfa, board: Board, given: dict) -> EngineParams:
     (:func:`nfacep.params.given`), the rest the board's default (see the module's
     description) or :class:`~nfacep.params.EngineParams`'s own."""
     base = EngineParams(**given)
-    if (any(name in given for name in STORE_OPTIONS) or board.name not in TABLE_BOARDS
-            or nfa.program.partition_field is None):
+    if (
+        any(name in given for name in STORE_OPTIONS)
+        or board.name not in TABLE_BOARDS
+        or nfa.program.partition_field is None
+    ):
         return base
     budget = board.brams - RESERVED.get(board.family, 0)
     partitions = LARGEST

@@ -41,9 +41,21 @@ from .link.protocol import (
     params_payload,
 )
 
-__all__ = ["BoardResult", "LinkError", "NoBoardError", "PortError", "UartBoard", "board_result",
-           "check_engine", "check_timeout", "check_values", "frame_order", "frame_starts",
-           "switch_plan", "values_bytes"]
+__all__ = [
+    "BoardResult",
+    "LinkError",
+    "NoBoardError",
+    "PortError",
+    "UartBoard",
+    "board_result",
+    "check_engine",
+    "check_timeout",
+    "check_values",
+    "frame_order",
+    "frame_starts",
+    "switch_plan",
+    "values_bytes",
+]
 
 #: The longest ``--timeout`` (a day): what a silent board is waited for.
 MAX_TIMEOUT = 86400.0
@@ -88,8 +100,7 @@ class BoardResult(Result):
     def note(self) -> str:
         seconds = self.stats.get("seconds") or 0
         rate = self.n / seconds if seconds else 0
-        return (f"board on {self.port} at {self.baud} baud, {seconds:.2f} s, "
-                f"{rate:.0f} tuples/s")
+        return f"board on {self.port} at {self.baud} baud, {seconds:.2f} s, {rate:.0f} tuples/s"
 
 
 def open_port(port: str, baud: int):
@@ -115,9 +126,10 @@ class _Session:
         self.byte_time = 10 / baud
         self.values_bytes = values_bytes(nfa)
         self.status_bytes = fields_size(STATUS_FIELDS) + self.values_bytes
-        self.reader = FrameReader([FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
-                                  max_payload=max(self.status_bytes,
-                                                  wire.record_format(nfa).nbytes))
+        self.reader = FrameReader(
+            [FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
+            max_payload=max(self.status_bytes, wire.record_format(nfa).nbytes),
+        )
         self.records: list[bytes] = []
         self.status: dict | None = None
         self.status_count = 0
@@ -157,10 +169,12 @@ class _Session:
             self.records.append(frame.payload)
         elif frame.type == FrameType.STATUS:
             if len(frame.payload) != self.status_bytes:
-                raise LinkError(f"the board's STATUS frame has {len(frame.payload)} bytes, not "
-                                f"{self.status_bytes}: it speaks another version of the link "
-                                "protocol, or its engine has other runtime parameters; rebuild "
-                                "its bitstream")
+                raise LinkError(
+                    f"the board's STATUS frame has {len(frame.payload)} bytes, not "
+                    f"{self.status_bytes}: it speaks another version of the link "
+                    "protocol, or its engine has other runtime parameters; rebuild "
+                    "its bitstream"
+                )
             self.status = decode_status(frame.payload, self.values_bytes)
             self.status_count += 1
             self.answers.append(self.status)
@@ -182,12 +196,16 @@ class _Session:
             if self.status is not None:
                 break
         if self.status is None:
-            heard = (f"it sent {self.bytes_in} bytes but no STATUS frame"
-                     if self.bytes_in else "nothing came back")
+            heard = (
+                f"it sent {self.bytes_in} bytes but no STATUS frame"
+                if self.bytes_in
+                else "nothing came back"
+            )
             raise NoBoardError(
                 f"no board answers on {port_name} ({heard} within {self.timeout:g} s): is "
                 "the board plugged in and loaded with a bitstream from `nfacep build --link "
-                "uart`, and is --baud the one it was built with?")
+                "uart`, and is --baud the one it was built with?"
+            )
         # a board that saw two RESETs answers twice: take in the second answer too
         self.poll(max(0.05, 60 * self.byte_time))
         self.records.clear()
@@ -217,8 +235,9 @@ def switch_plan(values: ParamValues | None, board_values: int, n: int) -> list[t
     for seq, _ in values.switches:
         if seq < n:
             if seq >= 1 << 8 * SWITCH_BYTES:
-                raise UsageError(f"--param …@{seq}: the board numbers tuples modulo "
-                                 f"2^{8 * SWITCH_BYTES}")
+                raise UsageError(
+                    f"--param …@{seq}: the board numbers tuples modulo 2^{8 * SWITCH_BYTES}"
+                )
             plan.append((seq, values.packed(values.in_force(seq))))
     return plan
 
@@ -230,8 +249,9 @@ def frame_starts(n: int, per_frame: int, cuts=()) -> list[int]:
     return sorted({*range(0, n, per_frame), *(c for c in cuts if 0 < c < n), n})
 
 
-def frame_order(n: int, per_frame: int, plan=()) -> tuple[list[tuple[int, int | None]],
-                                                          dict[int, int | None]]:
+def frame_order(
+    n: int, per_frame: int, plan=()
+) -> tuple[list[tuple[int, int | None]], dict[int, int | None]]:
     """The frames (packets) of a run of ``n`` tuples in order, shared by the hosts of both
     links: ``(first tuple, end)`` for tuples (:func:`frame_starts`), ``(switch's tuple,
     None)`` for each switch of ``plan`` (:func:`switch_plan`), just before the frame that
@@ -250,8 +270,9 @@ def frame_order(n: int, per_frame: int, plan=()) -> tuple[list[tuple[int, int | 
     return frames, waits
 
 
-def check_values(values: ParamValues | None, status: dict, n: int, *,
-                 error: type[NfacepError] | None = None) -> None:
+def check_values(
+    values: ParamValues | None, status: dict, n: int, *, error: type[NfacepError] | None = None
+) -> None:
     """Raise ``error`` (default :class:`LinkError`) unless the values in force a board reports
     at the end of a run of ``n`` tuples (STATUS's ``values``) are those ``values`` give the
     last tuple."""
@@ -265,11 +286,18 @@ def check_values(values: ParamValues | None, status: dict, n: int, *,
             have = hex(status["values"])
         raise (error or LinkError)(
             f"the board's runtime parameters at the end of the run are {have}, expected "
-            f"{values.texts(expected)}: a switch was lost; the results are not this run's")
+            f"{values.texts(expected)}: a switch was lost; the results are not this run's"
+        )
 
 
-def check_engine(board: dict, nfa: Nfa, params: EngineParams, *, link: str,
-                 error: type[NfacepError] | None = None) -> None:
+def check_engine(
+    board: dict,
+    nfa: Nfa,
+    params: EngineParams,
+    *,
+    link: str,
+    error: type[NfacepError] | None = None,
+) -> None:
     """Raise ``error`` (default :class:`NoBoardError`) unless ``board`` (its ``engine_id``,
     ``tuple_bytes`` and ``record_bytes``) is the engine of ``nfa`` with ``params``; ``link``
     names the bitstream to load (``uart``, ``udp``). Shared by the UART and UDP hosts."""
@@ -280,12 +308,15 @@ def check_engine(board: dict, nfa: Nfa, params: EngineParams, *, link: str,
             f"the board runs another engine (engine id {board['engine_id']:08x}, expected "
             f"{expected:08x} for this query file with {params.options()}): load the bitstream "
             f"that `nfacep build --link {link}` made of this query file with these parameters, "
-            f"or pass the ones it was built with{_default_hint(board, nfa, params)}")
+            f"or pass the ones it was built with{_default_hint(board, nfa, params)}"
+        )
     tb = wire.tuple_bytes(nfa.program.schema)
     rb = wire.record_format(nfa).nbytes
     if board["tuple_bytes"] != tb or board["record_bytes"] != rb:
-        raise error(f"the board's tuples are {board['tuple_bytes']} bytes and records "
-                    f"{board['record_bytes']}, expected {tb} and {rb}")
+        raise error(
+            f"the board's tuples are {board['tuple_bytes']} bytes and records "
+            f"{board['record_bytes']}, expected {tb} and {rb}"
+        )
 
 
 def _default_hint(board: dict, nfa: Nfa, params: EngineParams) -> str:
@@ -297,32 +328,39 @@ def _default_hint(board: dict, nfa: Nfa, params: EngineParams) -> str:
     from .defaults import STORE_OPTIONS, board_engine
     from .registry import BOARDS
 
-    others = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)
-              if f.name not in STORE_OPTIONS}
+    others = {
+        f.name: getattr(params, f.name)
+        for f in dataclasses.fields(params)
+        if f.name not in STORE_OPTIONS
+    }
     for name, candidate in BOARDS.items():
         engine = board_engine(nfa, candidate, others)
         if engine != params and engine_id(nfa, engine) == board["engine_id"]:
             options = " ".join(f"--{n} {getattr(engine, n)}" for n in STORE_OPTIONS)
-            return (f"; it is the engine `nfacep build --board {name}` makes by default: "
-                    f"pass {options}")
+            return (
+                f"; it is the engine `nfacep build --board {name}` makes by default: pass {options}"
+            )
     return ""
 
 
 def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int) -> None:
     if status["version"] != VERSION:
-        raise NoBoardError(f"the board speaks version {status['version']} of the link "
-                           f"protocol, this nfacep version {VERSION}: rebuild the bitstream")
+        raise NoBoardError(
+            f"the board speaks version {status['version']} of the link "
+            f"protocol, this nfacep version {VERSION}: rebuild the bitstream"
+        )
     check_engine(status, nfa, params, link="uart")
     if status["capacity"] < capacity_min:
-        raise NoBoardError(f"the board's buffer holds {status['capacity']} bytes, less than one "
-                           f"{capacity_min}-byte tuple")
+        raise NoBoardError(
+            f"the board's buffer holds {status['capacity']} bytes, less than one "
+            f"{capacity_min}-byte tuple"
+        )
 
 
 def check_timeout(timeout: float) -> None:
     """A UsageError unless ``timeout`` is a positive number of seconds up to a day."""
     if not 0 < timeout <= MAX_TIMEOUT:  # NaN and infinity included
-        raise UsageError(f"--timeout must be a positive number of seconds, at most "
-                         f"{MAX_TIMEOUT}")
+        raise UsageError(f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT}")
 
 
 class UartBoard:
@@ -335,8 +373,16 @@ class UartBoard:
     ``progress`` is called with a line of text about once a second.
     """
 
-    def __init__(self, port: str, *, baud: int = 115200, timeout: float = 5.0,
-                 frame_tuples: int | None = None, serial_port=None, progress=None):
+    def __init__(
+        self,
+        port: str,
+        *,
+        baud: int = 115200,
+        timeout: float = 5.0,
+        frame_tuples: int | None = None,
+        serial_port=None,
+        progress=None,
+    ):
         check_timeout(timeout)
         if frame_tuples is not None and frame_tuples < 1:
             raise UsageError("--frame-tuples must be at least 1")
@@ -347,8 +393,7 @@ class UartBoard:
         self.serial_port = serial_port
         self.progress = progress
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
-            values=None) -> BoardResult:
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> BoardResult:
         """Match ``tuples`` on the board. Raises :class:`NoBoardError` when no board (or one
         with another engine) answers and :class:`LinkError` when it stops answering or results
         are lost. With runtime parameters, ``values`` (:class:`~nfacep.settings.ParamValues`)
@@ -360,17 +405,25 @@ class UartBoard:
         schema = nfa.program.schema
         tb = wire.tuple_bytes(schema)
         payload = wire.pack_bytes(schema, tuples)
-        ser = self.serial_port if self.serial_port is not None else \
-            open_port(self.port, self.baud)
+        ser = self.serial_port if self.serial_port is not None else open_port(self.port, self.baud)
         try:
-            session = _Session(ser, nfa, baud=self.baud, timeout=self.timeout,
-                               progress=self.progress)
+            session = _Session(
+                ser, nfa, baud=self.baud, timeout=self.timeout, progress=self.progress
+            )
             started = time.monotonic()
             status = session.reset(self.port)
             _check_board(status, nfa, params, tb)
             plan = switch_plan(values, status["values"], tuples.n)
-            stats = _stream(session, payload, tuples.n, tb, status["capacity"],
-                            self.frame_tuples, plan, values.width() if values else 0)
+            stats = _stream(
+                session,
+                payload,
+                tuples.n,
+                tb,
+                status["capacity"],
+                self.frame_tuples,
+                plan,
+                values.width() if values else 0,
+            )
             final = _finish(session, tuples.n)
             stats["seconds"] = round(time.monotonic() - started, 3)
         finally:
@@ -382,8 +435,16 @@ class UartBoard:
         return result
 
 
-def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
-            frame_tuples: int | None, plan=(), width: int = 0) -> dict:
+def _stream(
+    s: _Session,
+    payload: bytes,
+    n: int,
+    tb: int,
+    capacity: int,
+    frame_tuples: int | None,
+    plan=(),
+    width: int = 0,
+) -> dict:
     """Send every tuple under go-back-N with credits, and the switches of ``plan``
     (:func:`switch_plan`; ``width`` bits of values) in PARAMS frames, each before the frame
     whose first tuple it applies to and once the board took the tuple of the one before (it
@@ -422,7 +483,7 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
             if end is None:
                 s.send(FrameType.PARAMS, params_payload(nxt, first, switches[first], width))
             else:
-                s.send(FrameType.TUPLES, bytes([nxt % 256]) + payload[first * tb:end * tb])
+                s.send(FrameType.TUPLES, bytes([nxt % 256]) + payload[first * tb : end * tb])
             nxt += 1
             sent_hi = max(sent_hi, nxt)
             frames_sent += 1
@@ -436,8 +497,10 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
                 continue  # behind `base`: an answer older than the last one
             acked = base + ahead
             if acked > sent_hi:
-                raise LinkError(f"the board acknowledged frame {acked - 1}, but only "
-                                f"{sent_hi} were sent: was it reset during the run?")
+                raise LinkError(
+                    f"the board acknowledged frame {acked - 1}, but only "
+                    f"{sent_hi} were sent: was it reset during the run?"
+                )
             if acked > base:
                 base = acked
                 nxt = max(nxt, acked)  # a late ACK after going back
@@ -446,9 +509,11 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
         if base == nxt:  # (before going back N, which makes it so)
             advanced_at = now  # nothing in flight: waiting for room, or for a switch's tuple
         elif now - advanced_at > max(s.timeout, 4 * rto):
-            raise LinkError(f"the board answers but has not accepted frame {base} "
-                            f"({'PARAMS' if frames[base][1] is None else 'TUPLES'}) for "
-                            f"{now - advanced_at:.1f} s; its counters: {_errors(s.status)}")
+            raise LinkError(
+                f"the board answers but has not accepted frame {base} "
+                f"({'PARAMS' if frames[base][1] is None else 'TUPLES'}) for "
+                f"{now - advanced_at:.1f} s; its counters: {_errors(s.status)}"
+            )
         if base == nxt and nxt < nframes:
             # everything sent was taken into the buffer: wait for room, asking for it
             progress_at = now
@@ -468,14 +533,22 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, capacity: int,
                 stalled_polls = 0
             progress_at = now
         if s.silent_for() > s.timeout:
-            raise LinkError(f"the board stopped answering ({s.timeout:g} s without a byte, "
-                            f"{starts[base]} of {n} tuples acknowledged)")
+            raise LinkError(
+                f"the board stopped answering ({s.timeout:g} s without a byte, "
+                f"{starts[base]} of {n} tuples acknowledged)"
+            )
         if now >= next_report:
             s.say(f"{starts[base]} of {n} tuples sent, {len(s.records)} records back")
             next_report = now + 1
-    return {"frames": nframes, "frames_sent": frames_sent, "frames_resent": resent,
-            "tuples_per_frame": per_frame, "status_polls": polls, "switches": len(plan),
-            "bytes_out": s.bytes_out}
+    return {
+        "frames": nframes,
+        "frames_sent": frames_sent,
+        "frames_resent": resent,
+        "tuples_per_frame": per_frame,
+        "status_polls": polls,
+        "switches": len(plan),
+        "bytes_out": s.bytes_out,
+    }
 
 
 def _errors(status: dict | None) -> dict:
@@ -498,41 +571,72 @@ def _finish(s: _Session, n: int) -> dict:
                 return st
             deadline = time.monotonic() + s.timeout  # the board answers: keep waiting
         if s.silent_for() > s.timeout or time.monotonic() > deadline:
-            raise LinkError(f"the board stopped answering at the end of the run ({s.timeout:g}"
-                            " s without a STATUS frame)")
+            raise LinkError(
+                f"the board stopped answering at the end of the run ({s.timeout:g}"
+                " s without a STATUS frame)"
+            )
         s.poll(0.01)
 
 
-def _results(s: _Session, nfa: Nfa, n: int, final: dict, stats: dict, params: EngineParams,
-             port: str, baud: int) -> BoardResult:
-    stats.update({"records": len(s.records), "bad_frames_in": sum(s.reader.errors.values()),
-                  "bytes_in": s.bytes_in,
-                  "board_errors": _errors(final)})
+def _results(
+    s: _Session,
+    nfa: Nfa,
+    n: int,
+    final: dict,
+    stats: dict,
+    params: EngineParams,
+    port: str,
+    baud: int,
+) -> BoardResult:
+    stats.update(
+        {
+            "records": len(s.records),
+            "bad_frames_in": sum(s.reader.errors.values()),
+            "bytes_in": s.bytes_in,
+            "board_errors": _errors(final),
+        }
+    )
     lost = final["records"] - len(s.records)
     if lost:
-        raise LinkError(f"{lost} of the board's {final['records']} records were lost on the "
-                        f"way back ({sum(s.reader.errors.values())} corrupted frames came in, "
-                        f"{s.reader.errors}); the results would be incomplete, run again")
-    result = board_result(BoardResult, nfa, n, s.records, final, params, port=port, baud=baud,
-                          stats=stats)
+        raise LinkError(
+            f"{lost} of the board's {final['records']} records were lost on the "
+            f"way back ({sum(s.reader.errors.values())} corrupted frames came in, "
+            f"{s.reader.errors}); the results would be incomplete, run again"
+        )
+    result = board_result(
+        BoardResult, nfa, n, s.records, final, params, port=port, baud=baud, stats=stats
+    )
     if stats["frames_resent"] or stats["bad_frames_in"] or stats["board_errors"]:
         result.warnings.append(
             f"warning: the link was noisy: {stats['frames_resent']} frames resent, "
             f"{stats['bad_frames_in']} bad frames from the board, board counters "
-            f"{stats['board_errors']}")
+            f"{stats['board_errors']}"
+        )
     return result
 
 
-def board_result(cls: type[BoardResult], nfa: Nfa, n: int, records: list[bytes], final: dict,
-                 params: EngineParams, **fields) -> BoardResult:
+def board_result(
+    cls: type[BoardResult],
+    nfa: Nfa,
+    n: int,
+    records: list[bytes],
+    final: dict,
+    params: EngineParams,
+    **fields,
+) -> BoardResult:
     """The ``cls`` result of the raw ``records`` a board sent for ``n`` tuples, with its last
     STATUS ``final`` (its ``tuples``, ``matched`` and ``drops`` counters); a LinkError for a
     record that is not this engine's. Shared by the UART and UDP hosts."""
     fmt = wire.record_format(nfa)
     try:
         return cls.from_records(
-            nfa, n, [fmt.decode_bytes(raw) for raw in records], params,
-            counters={k: final[k] for k in ("tuples", "matched", "drops")}, status=final,
-            **fields)
+            nfa,
+            n,
+            [fmt.decode_bytes(raw) for raw in records],
+            params,
+            counters={k: final[k] for k in ("tuples", "matched", "drops")},
+            status=final,
+            **fields,
+        )
     except ValueError as err:
         raise LinkError(f"the board sent a record that is not this engine's: {err}") from None

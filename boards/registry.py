@@ -48,21 +48,71 @@ class Board:
         return ".bit" if self.family == "ecp5" else ".bin"
 
 
-BOARDS: dict[str, Board] = {b.name: b for b in [
-    Board("ulx3s-85f", "Radiona ULX3S, Lattice ECP5 LFE5U-85F", "ulx3s", "ULX3S_85F_Platform",
-          "ecp5", luts=83640, ffs=83640, brams=208),
-    Board("ulx3s-45f", "Radiona ULX3S, Lattice ECP5 LFE5U-45F", "ulx3s", "ULX3S_45F_Platform",
-          "ecp5", luts=43848, ffs=43848, brams=108),
-    Board("ulx3s-25f", "Radiona ULX3S, Lattice ECP5 LFE5U-25F", "ulx3s", "ULX3S_25F_Platform",
-          "ecp5", luts=24288, ffs=24288, brams=56),
-    Board("colorlight-5a75b", "Colorlight 5A-75B v7.0, Lattice ECP5 LFE5U-25F",
-          "colorlight_5a75b_r7_0", "Colorlight_5A75B_R70Platform",
-          "ecp5", luts=24288, ffs=24288, brams=56),
-    Board("icebreaker", "1BitSquared iCEBreaker, Lattice iCE40 UP5K", "icebreaker",
-          "ICEBreakerPlatform", "ice40", luts=5280, ffs=5280, brams=30),
-    Board("icestick", "Lattice iCEstick, iCE40 HX1K (small queries only)", "icestick",
-          "ICEStickPlatform", "ice40", luts=1280, ffs=1280, brams=16),
-]}
+BOARDS: dict[str, Board] = {
+    b.name: b
+    for b in [
+        Board(
+            "ulx3s-85f",
+            "Radiona ULX3S, Lattice ECP5 LFE5U-85F",
+            "ulx3s",
+            "ULX3S_85F_Platform",
+            "ecp5",
+            luts=83640,
+            ffs=83640,
+            brams=208,
+        ),
+        Board(
+            "ulx3s-45f",
+            "Radiona ULX3S, Lattice ECP5 LFE5U-45F",
+            "ulx3s",
+            "ULX3S_45F_Platform",
+            "ecp5",
+            luts=43848,
+            ffs=43848,
+            brams=108,
+        ),
+        Board(
+            "ulx3s-25f",
+            "Radiona ULX3S, Lattice ECP5 LFE5U-25F",
+            "ulx3s",
+            "ULX3S_25F_Platform",
+            "ecp5",
+            luts=24288,
+            ffs=24288,
+            brams=56,
+        ),
+        Board(
+            "colorlight-5a75b",
+            "Colorlight 5A-75B v7.0, Lattice ECP5 LFE5U-25F",
+            "colorlight_5a75b_r7_0",
+            "Colorlight_5A75B_R70Platform",
+            "ecp5",
+            luts=24288,
+            ffs=24288,
+            brams=56,
+        ),
+        Board(
+            "icebreaker",
+            "1BitSquared iCEBreaker, Lattice iCE40 UP5K",
+            "icebreaker",
+            "ICEBreakerPlatform",
+            "ice40",
+            luts=5280,
+            ffs=5280,
+            brams=30,
+        ),
+        Board(
+            "icestick",
+            "Lattice iCEstick, iCE40 HX1K (small queries only)",
+            "icestick",
+            "ICEStickPlatform",
+            "ice40",
+            luts=1280,
+            ffs=1280,
+            brams=16,
+        ),
+    ]
+}
 
 
 def known_boards() -> str:
@@ -75,5 +125,6 @@ def get_board(name: str) -> Board:
     try:
         return BOARDS[name.lower()]
     except KeyError:
-        raise UnknownBoardError(f"unknown board '{name}'; the known boards are:\n"
-                                f"{known_boards()}") from None
+        raise UnknownBoardError(
+            f"unknown board '{name}'; the known boards are:\n{known_boards()}"
+        ) from None

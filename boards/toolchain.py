@@ -16,8 +16,14 @@ from dataclasses import dataclass
 
 from nfacep.errors import NfacepError
 
-__all__ = ["INSTALL_HINT", "StepResult", "ToolchainMissingError", "find_tools", "run_step",
-           "tool_env_var"]
+__all__ = [
+    "INSTALL_HINT",
+    "StepResult",
+    "ToolchainMissingError",
+    "find_tools",
+    "run_step",
+    "tool_env_var",
+]
 
 #: The PyPI packages that provide each program (the packers come with nextpnr's package).
 PYPI = {
@@ -79,7 +85,8 @@ def find_tools(names: tuple[str, ...]) -> dict[str, str]:
         raise ToolchainMissingError(
             f"the FPGA toolchain is incomplete ({'; '.join(problems)}). Install it from PyPI "
             f"with `{INSTALL_HINT}` (or `pip install {packages}`), or name your own programs "
-            f"with {variables}")
+            f"with {variables}"
+        )
     return found
 
 
@@ -101,6 +108,13 @@ def run_step(command: str, *, cwd: str, env: dict[str, str], tool: str) -> StepR
     import time
 
     start = time.monotonic()
-    proc = subprocess.run(["sh", "-c", command], cwd=cwd, env=env, capture_output=True,
-                          text=True, errors="replace", check=False)
+    proc = subprocess.run(
+        ["sh", "-c", command],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        check=False,
+    )
     return StepResult(tool, proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)

@@ -81,13 +81,15 @@ class LedSink(wiring.Component):
     def __init__(self, record_layout: data.StructLayout, *, leds: int, counter_width: int = 32):
         if leds < 1:
             raise ValueError(f"LED count must be at least 1, not {leds!r}")
-        super().__init__({
-            "i_stream": In(stream.Signature(record_layout)),
-            "tuples": In(counter_width),
-            "matched": In(counter_width),
-            "drops": In(counter_width),
-            "leds": Out(leds),
-        })
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(record_layout)),
+                "tuples": In(counter_width),
+                "matched": In(counter_width),
+                "drops": In(counter_width),
+                "leds": Out(leds),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -104,7 +106,7 @@ def _fold(value, width: int):
     """XOR of ``value``'s ``width``-bit chunks."""
     folded = Const(0, width)
     for i in range(0, len(value), width):
-        folded = folded ^ value[i:i + width]
+        folded = folded ^ value[i : i + width]
     return folded
 
 

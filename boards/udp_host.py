@@ -65,8 +65,15 @@ from .link.eth.payload import (
 from .link.eth.tx import MAX_PAYLOAD
 from .link.protocol import decode_fields, fields_size, switch_body
 
-__all__ = ["DEFAULT_PORT", "EngineMismatchError", "UdpBoard", "UdpBoardResult",
-           "UdpTimeoutError", "max_tuples_per_packet", "parse_address"]
+__all__ = [
+    "DEFAULT_PORT",
+    "EngineMismatchError",
+    "UdpBoard",
+    "UdpBoardResult",
+    "UdpTimeoutError",
+    "max_tuples_per_packet",
+    "parse_address",
+]
 
 #: The board's UDP port unless ``--udp HOST:PORT`` names another (``nfacep build``'s default).
 DEFAULT_PORT = DEFAULT_ENDPOINT.port
@@ -116,8 +123,9 @@ def parse_address(text: str) -> tuple[str, int]:
     try:
         infos = socket.getaddrinfo(host, int(port_text), socket.AF_INET, socket.SOCK_DGRAM)
     except (socket.gaierror, UnicodeError) as exc:
-        raise UsageError(f"--udp {text!r}: cannot resolve {host!r} to an IPv4 address: "
-                         f"{exc}") from None
+        raise UsageError(
+            f"--udp {text!r}: cannot resolve {host!r} to an IPv4 address: {exc}"
+        ) from None
     return infos[0][4][0], int(port_text)
 
 
@@ -157,8 +165,9 @@ class UdpBoardResult(BoardResult):
 class _Session:
     """One conversation with the board over a connected UDP socket."""
 
-    def __init__(self, sock: socket.socket, address: str, timeout: float, say,
-                 values_bytes: int = 0):
+    def __init__(
+        self, sock: socket.socket, address: str, timeout: float, say, values_bytes: int = 0
+    ):
         self.sock = sock
         self.values_bytes = values_bytes  #: bytes of the values in force at STATUS's end
         self.address = address
@@ -221,17 +230,21 @@ class _Session:
             self.bad_in += 1
             return
         if head["version"] != VERSION:
-            raise NoBoardError(f"the board at {self.address} speaks version {head['version']} "
-                               f"of the UDP payload format, this nfacep version {VERSION}: "
-                               "rebuild the bitstream")
+            raise NoBoardError(
+                f"the board at {self.address} speaks version {head['version']} "
+                f"of the UDP payload format, this nfacep version {VERSION}: "
+                "rebuild the bitstream"
+            )
         self.heard = True
         body = data[HEADER_BYTES:]
         seq = head["seq"]
-        if head["type"] == PacketType.STATUS and \
-                len(body) == STATUS_BYTES + self.values_bytes:
-            status = {**decode_fields(STATUS_FIELDS, body[:STATUS_BYTES]), "seq": seq,
-                      "engine_id": head["engine_id"],
-                      "values": int.from_bytes(body[STATUS_BYTES:], "little")}
+        if head["type"] == PacketType.STATUS and len(body) == STATUS_BYTES + self.values_bytes:
+            status = {
+                **decode_fields(STATUS_FIELDS, body[:STATUS_BYTES]),
+                "seq": seq,
+                "engine_id": head["engine_id"],
+                "values": int.from_bytes(body[STATUS_BYTES:], "little"),
+            }
             self.received[seq] = (PacketType.STATUS, status)
             self.pending.append(status)
         elif head["type"] == PacketType.RECORDS:
@@ -276,15 +289,17 @@ class _Session:
 
     def silent(self) -> UdpTimeoutError:
         if self.heard:
-            return UdpTimeoutError(f"the board at {self.address} stopped answering (no STATUS "
-                                   f"within --timeout {self.timeout:g} s)")
-        why = (" (the address refuses UDP: no one listens at that port)" if self.refused
-               else "")
+            return UdpTimeoutError(
+                f"the board at {self.address} stopped answering (no STATUS "
+                f"within --timeout {self.timeout:g} s)"
+            )
+        why = " (the address refuses UDP: no one listens at that port)" if self.refused else ""
         return UdpTimeoutError(
             f"no board answers at {self.address} within --timeout {self.timeout:g} s{why}: is "
             "the board connected at 1000 Mb/s, loaded with a bitstream from `nfacep build "
             "--link udp`, and are its address and port those it was built with (--ip, "
-            "--port)?")
+            "--port)?"
+        )
 
 
 class UdpBoard:
@@ -301,9 +316,16 @@ class UdpBoard:
     losses early. None (the default) keeps to the credit.
     """
 
-    def __init__(self, address: str, *, timeout: float = 5.0,
-                 tuples_per_packet: int | None = None, retries: int = 2, progress=None,
-                 rate: float | None = None):
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout: float = 5.0,
+        tuples_per_packet: int | None = None,
+        retries: int = 2,
+        progress=None,
+        rate: float | None = None,
+    ):
         check_timeout(timeout)
         if rate is not None and not rate > 0:
             raise UsageError("--rate must be a positive number of tuples per second, or max")
@@ -319,8 +341,7 @@ class UdpBoard:
         self.progress = progress
         self.rate = rate
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
-            values=None) -> UdpBoardResult:
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> UdpBoardResult:
         """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing
         answers, :class:`EngineMismatchError` when the board runs another engine (both exit
         2), :class:`LinkError` when packets are lost in every attempt. With runtime parameters,
@@ -332,8 +353,10 @@ class UdpBoard:
         tb = wire.tuple_bytes(schema)
         per_mtu = max_tuples_per_packet(tb)
         if self.tuples_per_packet is not None and self.tuples_per_packet > per_mtu:
-            raise UsageError(f"--tuples-per-packet {self.tuples_per_packet}: at most {per_mtu} "
-                             f"tuples of {tb} bytes fit a 1,500-byte packet")
+            raise UsageError(
+                f"--tuples-per-packet {self.tuples_per_packet}: at most {per_mtu} "
+                f"tuples of {tb} bytes fit a 1,500-byte packet"
+            )
         payload = wire.pack_bytes(schema, tuples)
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         with contextlib.suppress(OSError):
@@ -354,42 +377,69 @@ class UdpBoard:
                 per_packet = self._per_packet(status, tb, per_mtu)
                 plan = switch_plan(values, status["values"], tuples.n)
                 try:
-                    stats = _stream(s, payload, tuples.n, tb, per_packet, status["capacity"],
-                                    engine_id=status["engine_id"], plan=plan,
-                                    width=values.width() if values else 0, rate=self.rate)
+                    stats = _stream(
+                        s,
+                        payload,
+                        tuples.n,
+                        tb,
+                        per_packet,
+                        status["capacity"],
+                        engine_id=status["engine_id"],
+                        plan=plan,
+                        width=values.width() if values else 0,
+                        rate=self.rate,
+                    )
                     final = _finish(s, tuples.n)
                     _check_records(s, tuples.n, final, wire.record_format(nfa))
                 except _Lost as lost:
-                    losses.append(f"attempt {attempt + 1}: {lost.what}: tuples "
-                                  f"{_ranges_text(lost.ranges)}")
+                    losses.append(
+                        f"attempt {attempt + 1}: {lost.what}: tuples {_ranges_text(lost.ranges)}"
+                    )
                     say(f"{lost.what}; tuples {_ranges_text(lost.ranges)}")
                     if attempt == self.retries:
                         raise LinkError(
                             f"packets were lost between the host and the board at "
                             f"{self.address} in each of {self.retries + 1} attempts; the "
                             f"last: {lost.what}, touching tuples {_ranges_text(lost.ranges)}"
-                            f" (0-based); the results would be incomplete: "
-                            + "; ".join(losses)) from None
+                            f" (0-based); the results would be incomplete: " + "; ".join(losses)
+                        ) from None
                     say(f"starting again ({attempt + 2} of {self.retries + 1})")
                     continue
                 break
         finally:
             sock.close()
-        stats.update({"seconds": round(time.monotonic() - started, 3),
-                      "attempts": len(losses) + 1, "losses": losses,
-                      "packets_out": s.packets_out, "status_requests": s.requests,
-                      "records": len(s.records), "record_packets": s.record_packets,
-                      "bad_packets_in": s.bad_in})
-        result = board_result(UdpBoardResult, nfa, tuples.n, _split(s.records, final),
-                              final, params, port=self.address, address=self.address,
-                              stats=stats)
+        stats.update(
+            {
+                "seconds": round(time.monotonic() - started, 3),
+                "attempts": len(losses) + 1,
+                "losses": losses,
+                "packets_out": s.packets_out,
+                "status_requests": s.requests,
+                "records": len(s.records),
+                "record_packets": s.record_packets,
+                "bad_packets_in": s.bad_in,
+            }
+        )
+        result = board_result(
+            UdpBoardResult,
+            nfa,
+            tuples.n,
+            _split(s.records, final),
+            final,
+            params,
+            port=self.address,
+            address=self.address,
+            stats=stats,
+        )
         check_values(values, final, tuples.n)
         result.values = values or None
         if losses or s.bad_in:
             result.warnings.append(
                 f"warning: the UDP link lost packets and the run was started again "
                 f"({'; '.join(losses)}); {s.bad_in} unreadable packets came in"
-                if losses else f"warning: {s.bad_in} unreadable packets came from the board")
+                if losses
+                else f"warning: {s.bad_in} unreadable packets came from the board"
+            )
         return result
 
     def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
@@ -401,8 +451,10 @@ class UdpBoard:
             status = s.ask(PacketType.RESET, cleared)
         check_engine(status, nfa, params, link="udp", error=EngineMismatchError)
         if status["capacity"] < tb:
-            raise EngineMismatchError(f"the board's buffer holds {status['capacity']} bytes, "
-                                      f"less than one {tb}-byte tuple")
+            raise EngineMismatchError(
+                f"the board's buffer holds {status['capacity']} bytes, "
+                f"less than one {tb}-byte tuple"
+            )
         s.base = s.status_seq
         s.received = {s.base: (PacketType.STATUS, status)}  # nothing from before the RESET
         s.records.clear()
@@ -414,39 +466,58 @@ class UdpBoard:
         if self.tuples_per_packet is None:
             return min(per_mtu, room)
         if self.tuples_per_packet > room:
-            raise UsageError(f"--tuples-per-packet {self.tuples_per_packet}: the board's buffer "
-                             f"holds {room} tuples of {tb} bytes")
+            raise UsageError(
+                f"--tuples-per-packet {self.tuples_per_packet}: the board's buffer "
+                f"holds {room} tuples of {tb} bytes"
+            )
         return self.tuples_per_packet
 
 
 def _split(bodies: list[bytes], final: dict) -> list[bytes]:
     rb = final["record_bytes"]
-    return [body[at:at + rb] for body in bodies for at in range(0, len(body), rb)]
+    return [body[at : at + rb] for body in bodies for at in range(0, len(body), rb)]
 
 
 def _arrived(status: dict, sent: int) -> bool:
     """Whether ``status`` shows the host's ``sent`` TUPLES packets all taken, in order."""
-    return status["next_seq"] == sent % 2**32 and not status["lost"] and not status["late"] \
+    return (
+        status["next_seq"] == sent % 2**32
+        and not status["lost"]
+        and not status["late"]
         and not any(status[c] for c in REJECTED)
+    )
 
 
-def _upstream(s: _Session, status: dict, sent: int, confirmed: int, starts: list[int],
-              n: int) -> None:
+def _upstream(
+    s: _Session, status: dict, sent: int, confirmed: int, starts: list[int], n: int
+) -> None:
     """A _Lost when ``status`` shows that TUPLES packets ``confirmed`` .. ``sent - 1`` did not
     all arrive (the host's packets before ``confirmed`` did, as an earlier STATUS showed)."""
     if _arrived(status, sent):
         return
     rejected = {c: status[c] for c in REJECTED if status[c]}
     last = min(sent, len(starts) - 1)
-    what = (f"TUPLES packets {confirmed}-{last - 1} did not all reach the board at "
-            f"{s.address} (it expects packet {status['next_seq']} next, counted lost "
-            f"{status['lost']}, late {status['late']}"
-            + (f", {rejected}" if rejected else "") + ")")
+    what = (
+        f"TUPLES packets {confirmed}-{last - 1} did not all reach the board at "
+        f"{s.address} (it expects packet {status['next_seq']} next, counted lost "
+        f"{status['lost']}, late {status['late']}" + (f", {rejected}" if rejected else "") + ")"
+    )
     raise _Lost(what, [(starts[confirmed], min(starts[last], n) - 1)])
 
 
-def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capacity: int, *,
-            engine_id: int, plan=(), width: int = 0, rate: float | None = None) -> dict:
+def _stream(
+    s: _Session,
+    payload: bytes,
+    n: int,
+    tb: int,
+    per_packet: int,
+    capacity: int,
+    *,
+    engine_id: int,
+    plan=(),
+    width: int = 0,
+    rate: float | None = None,
+) -> dict:
     """Send every tuple, and the switches of ``plan`` (:func:`~nfacep.boards.host.switch_plan`,
     ``width`` bits of values) in PARAMS packets, numbered with the TUPLES packets, each before
     the packet that starts with its tuple and once the engine took the tuple of the one before;
@@ -457,16 +528,24 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capac
     packets, waits = frame_order(n, per_packet, plan)
     starts = [first for first, _ in packets] + [n]
     npackets = len(packets)
-    stats = {"packets": npackets, "tuples_per_packet": per_packet, "switches": len(plan),
-             "rate": None if rate is None else ("max" if math.isinf(rate) else rate)}
+    stats = {
+        "packets": npackets,
+        "tuples_per_packet": per_packet,
+        "switches": len(plan),
+        "rate": None if rate is None else ("max" if math.isinf(rate) else rate),
+    }
 
     def send(i: int) -> None:
         first, end = packets[i]
         if end is None:
-            s.send(PacketType.PARAMS, switch_body(first, switches[first], width), seq=i,
-                   engine=engine_id)
+            s.send(
+                PacketType.PARAMS,
+                switch_body(first, switches[first], width),
+                seq=i,
+                engine=engine_id,
+            )
         else:
-            s.send(PacketType.TUPLES, payload[first * tb:end * tb], seq=i, engine=engine_id)
+            s.send(PacketType.TUPLES, payload[first * tb : end * tb], seq=i, engine=engine_id)
 
     if rate is not None:
         _open(s, send, packets, waits, starts, n, rate)
@@ -500,8 +579,9 @@ def _stream(s: _Session, payload: bytes, n: int, tb: int, per_packet: int, capac
 OPEN_STATUS_EVERY = 0.05
 
 
-def _open(s: _Session, send, packets: list, waits: dict, starts: list[int], n: int,
-          rate: float) -> None:
+def _open(
+    s: _Session, send, packets: list, waits: dict, starts: list[int], n: int, rate: float
+) -> None:
     """Send ``packets`` open loop: packet ``i`` not before ``starts[i] / rate`` seconds from
     the start, without waiting for credit. A STATUS is asked for every
     :data:`OPEN_STATUS_EVERY` seconds without waiting for it; each that comes back either
@@ -544,8 +624,11 @@ def _open(s: _Session, send, packets: list, waits: dict, starts: list[int], n: i
     for i, (_, end) in enumerate(packets):
         if end is None and waits[i] is not None:
             while state["taken"] <= waits[i]:  # the engine took the last switch's tuple
-                ask(lambda st, w=waits[i]: (st["tuples"] - state["taken"]) % 2**32 +
-                    state["taken"] > w)
+                ask(
+                    lambda st, w=waits[i]: (
+                        (st["tuples"] - state["taken"]) % 2**32 + state["taken"] > w
+                    )
+                )
         if not math.isinf(rate):
             wait = t0 + starts[i] / rate - time.monotonic()
             if wait > 0:
@@ -570,6 +653,7 @@ def _open(s: _Session, send, packets: list, waits: dict, starts: list[int], n: i
 
 def _finish(s: _Session, n: int) -> dict:
     """Ask for STATUS until the board has taken all ``n`` tuples and is idle; that STATUS."""
+
     def done(status):
         return status["tuples"] == n % 2**32 and status["flags"] & 1
 
@@ -582,7 +666,8 @@ def _finish(s: _Session, n: int) -> dict:
             raise UdpTimeoutError(
                 f"the board at {s.address} answers but did not finish within --timeout "
                 f"{s.timeout:g} s (it took {status['tuples']} of {n} tuples, idle "
-                f"{status['flags'] & 1})")
+                f"{status['flags'] & 1})"
+            )
         s.poll(0.002)
 
 
@@ -598,16 +683,23 @@ def _check_records(s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> 
     got = {(q - s.base) % 2**32: v for q, v in s.received.items()}
 
     def bounds(body: bytes) -> tuple[int, int]:
-        seqs = [fmt.decode_bytes(body[at:at + rb]).seq for at in range(0, len(body), rb)]
+        seqs = [fmt.decode_bytes(body[at : at + rb]).seq for at in range(0, len(body), rb)]
         return min(seqs), max(seqs)
 
     for gap in range(1, top):
         if gap in got:
             continue
-        lo = max((bounds(b)[1] + 1 for q, (t, b) in got.items()
-                  if q < gap and t == PacketType.RECORDS), default=0)
-        hi = min((bounds(b)[0] - 1 for q, (t, b) in got.items()
-                  if q > gap and t == PacketType.RECORDS), default=n - 1)
+        lo = max(
+            (bounds(b)[1] + 1 for q, (t, b) in got.items() if q < gap and t == PacketType.RECORDS),
+            default=0,
+        )
+        hi = min(
+            (bounds(b)[0] - 1 for q, (t, b) in got.items() if q > gap and t == PacketType.RECORDS),
+            default=n - 1,
+        )
         ranges.append((lo, hi))
-    raise _Lost(f"{missing_packets} RECORDS packets ({missing} records) from the board were "
-                f"lost on the way back", _merge(ranges) or [(0, n - 1)])
+    raise _Lost(
+        f"{missing_packets} RECORDS packets ({missing} records) from the board were "
+        f"lost on the way back",
+        _merge(ranges) or [(0, n - 1)],
+    )

@@ -75,10 +75,16 @@ class RegisteredBank(wiring.Component):
             raise ValueError(f"Stages must be 2 or 3, not {stages!r}")
         self._width, self._depth, self._stages = width, depth, stages
         addr = range(depth)
-        super().__init__({
-            "r_addr": In(addr), "r_en": In(1), "r_data": Out(width),
-            "w_addr": In(addr), "w_data": In(width), "w_en": In(1),
-        })
+        super().__init__(
+            {
+                "r_addr": In(addr),
+                "r_en": In(1),
+                "r_data": Out(width),
+                "w_addr": In(addr),
+                "w_data": In(width),
+                "w_en": In(1),
+            }
+        )
 
     @property
     def width(self) -> int:
@@ -113,8 +119,11 @@ class RegisteredBank(wiring.Component):
         wp = mem.write_port()
         rp = mem.read_port(transparent_for=())
         m.d.comb += [
-            wp.addr.eq(self.w_addr), wp.data.eq(self.w_data), wp.en.eq(self.w_en),
-            rp.addr.eq(self.r_addr), rp.en.eq(self.r_en),
+            wp.addr.eq(self.w_addr),
+            wp.data.eq(self.w_data),
+            wp.en.eq(self.w_en),
+            rp.addr.eq(self.r_addr),
+            rp.en.eq(self.r_en),
         ]
         self._last = Signal(self._width, name="read_data")
         with m.If(self.r_en):
@@ -147,10 +156,15 @@ class RegisteredBank(wiring.Component):
             for c in range(side):
                 lo = c * block_width
                 ports = {
-                    "i_CLKA": ClockSignal("sync"), "i_CLKB": ClockSignal("sync"),
-                    "i_CEA": Const(1), "i_OCEA": Const(1), "i_RSTA": Const(0),
+                    "i_CLKA": ClockSignal("sync"),
+                    "i_CLKB": ClockSignal("sync"),
+                    "i_CEA": Const(1),
+                    "i_OCEA": Const(1),
+                    "i_RSTA": Const(0),
                     "i_WEA": self.w_en & (w_high == s),
-                    "i_CEB": self.r_en, "i_OCEB": self.r_en, "i_RSTB": Const(0),
+                    "i_CEB": self.r_en,
+                    "i_OCEB": self.r_en,
+                    "i_RSTB": Const(0),
                     "i_WEB": Const(0),
                 }
                 for i in range(3):
@@ -170,15 +184,22 @@ class RegisteredBank(wiring.Component):
                         ports[f"o_DOB{i}"] = out[lo + i]
                 m.submodules[f"dp16kd_{s}_{c}"] = Instance(
                     "DP16KD",
-                    p_DATA_WIDTH_A=block_width, p_DATA_WIDTH_B=block_width,
-                    p_REGMODE_A="NOREG", p_REGMODE_B="OUTREG",
-                    p_RESETMODE="SYNC", p_ASYNC_RESET_RELEASE="SYNC",
-                    p_CSDECODE_A="0b000", p_CSDECODE_B="0b000",
-                    p_WRITEMODE_A="NORMAL", p_WRITEMODE_B="NORMAL", p_GSR="DISABLED",
-                    **ports)
+                    p_DATA_WIDTH_A=block_width,
+                    p_DATA_WIDTH_B=block_width,
+                    p_REGMODE_A="NOREG",
+                    p_REGMODE_B="OUTREG",
+                    p_RESETMODE="SYNC",
+                    p_ASYNC_RESET_RELEASE="SYNC",
+                    p_CSDECODE_A="0b000",
+                    p_CSDECODE_B="0b000",
+                    p_WRITEMODE_A="NORMAL",
+                    p_WRITEMODE_B="NORMAL",
+                    p_GSR="DISABLED",
+                    **ports,
+                )
         data = outputs[0]
         for s in range(1, stacked):
             data = Mux(sel[1] == s, outputs[s], data)
         self._last = Signal(self._width, name="read_data")
-        m.d.comb += self._last.eq(data[:self._width])
+        m.d.comb += self._last.eq(data[: self._width])
         return m

@@ -47,9 +47,12 @@ def float32_key(value: float) -> int | None:
 
 
 _OPS = {
-    "=": lambda a, b: a == b, "<>": lambda a, b: a != b,
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
 }
 
 
@@ -119,8 +122,9 @@ class PredicateDecoder(wiring.Component):
             try:
                 value = builder.bool(p.expr)
             except _Unsupported as err:
-                raise DecoderError(f"cannot build decoder bit p{p.index} for predicate "
-                                   f"'{p.text}': {err}") from None
+                raise DecoderError(
+                    f"cannot build decoder bit p{p.index} for predicate '{p.text}': {err}"
+                ) from None
             builder.statements += [
                 bit.eq(int(value) if isinstance(value, bool) else value),
                 self.predicates[p.index].eq(bit),
@@ -182,8 +186,11 @@ class _Builder:
                     a, b = self.bool(left), self.bool(right)
                     if isinstance(a, bool) and isinstance(b, bool):
                         return _OPS[op](a, b)
-                    return self._compare(op, int(a) if isinstance(a, bool) else a,
-                                         int(b) if isinstance(b, bool) else b)
+                    return self._compare(
+                        op,
+                        int(a) if isinstance(a, bool) else a,
+                        int(b) if isinstance(b, bool) else b,
+                    )
                 raise _Unsupported(f"unknown comparison domain '{kind}'")
         raise _Unsupported(f"not a Boolean expression: {P.render(e)}")
 
@@ -266,4 +273,3 @@ class _Builder:
             return self._reduce([ordered, nans], and_=False)
         not_nans = (not nans) if isinstance(nans, bool) else ~nans
         return self._reduce([ordered, not_nans], and_=True)
-

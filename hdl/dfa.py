@@ -72,8 +72,9 @@ class MooreDfa:
         the matching states kept last: a state assignment with no structure to exploit."""
         rng = np.random.default_rng(seed)
         first = self.first_match
-        order = np.concatenate([[0], 1 + rng.permutation(first - 1),
-                                first + rng.permutation(self.states - first)]).astype(np.int64)
+        order = np.concatenate(
+            [[0], 1 + rng.permutation(first - 1), first + rng.permutation(self.states - first)]
+        ).astype(np.int64)
         number = np.empty_like(order)
         number[order] = np.arange(self.states)  # new number of old state order[k] is k
         return MooreDfa(number[self.table[order]], self.output[order].copy(), self.predicates)
@@ -129,8 +130,9 @@ def moore_dfa(nfa: Nfa, q: QueryNfa, *, max_states: int = 1 << 16) -> MooreDfa:
     order = sorted(first, key=lambda b: (b != block[0], bool(output[first[b]]), first[b]))
     number = {b: n for n, b in enumerate(order)}
     reps = [first[b] for b in order]
-    min_table = np.array([[number[int(block[t])] for t in table[r]] for r in reps],
-                         dtype=np.int64).reshape(len(reps), n_sym)
+    min_table = np.array(
+        [[number[int(block[t])] for t in table[r]] for r in reps], dtype=np.int64
+    ).reshape(len(reps), n_sym)
     min_output = output[reps].copy()
     return MooreDfa(min_table, min_output, used)
 
@@ -168,8 +170,15 @@ class DfaMatcher(wiring.Component):
     o_stream : ``Out(stream.Signature(StructLayout({"payload": payload_shape, "matches": Q})))``
     """
 
-    def __init__(self, nfa: Nfa, payload_shape, encoding: Encoding = Encoding.ONE_HOT, *,
-                 max_states: int = 1 << 16, shuffle: int | None = None):
+    def __init__(
+        self,
+        nfa: Nfa,
+        payload_shape,
+        encoding: Encoding = Encoding.ONE_HOT,
+        *,
+        max_states: int = 1 << 16,
+        shuffle: int | None = None,
+    ):
         self._nfa = nfa
         self._payload_shape = payload_shape
         self._encoding = Encoding(encoding)
@@ -253,8 +262,7 @@ class DfaMatcher(wiring.Component):
     @staticmethod
     def _compressed(m: Module, q: QueryNfa, d: MooreDfa, sym: Value, take: Value) -> Value:
         n = d.states
-        state = Signal(range(max(n, 2)), name=f"{q.name}_state",
-                       attrs={"fsm_encoding": "none"})
+        state = Signal(range(max(n, 2)), name=f"{q.name}_state", attrs={"fsm_encoding": "none"})
         nxt = Signal.like(state, name=f"{q.name}_state_next")
         # states with the same row share a case
         by_row: dict[tuple[int, ...], list[int]] = {}

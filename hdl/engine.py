@@ -85,9 +85,16 @@ class Engine(wiring.Component):
         a reset, ``values.initial`` (the ``values`` argument).
     """
 
-    def __init__(self, nfa: Nfa, params: EngineParams = EngineParams(), *,
-                 seq_width: int = SEQ_BITS, counter_width: int = 32, fifo_depth: int = 8,
-                 values: ParamValues | None = None):
+    def __init__(
+        self,
+        nfa: Nfa,
+        params: EngineParams = EngineParams(),
+        *,
+        seq_width: int = SEQ_BITS,
+        counter_width: int = 32,
+        fifo_depth: int = 8,
+        values: ParamValues | None = None,
+    ):
         check_fits(nfa)
         self._nfa = nfa
         self._params = params
@@ -97,8 +104,10 @@ class Engine(wiring.Component):
             # the values after a reset; the switches are whoever feeds the engine's to give
             self._values = values if values else ParamValues.parse(nfa.program.parameters, [])
         if start_queries(nfa) and seq_width != SEQ_BITS:
-            raise ValueError(f"queries report start_seq: the engine numbers tuples in "
-                             f"{SEQ_BITS} bits, not {seq_width}")
+            raise ValueError(
+                f"queries report start_seq: the engine numbers tuples in "
+                f"{SEQ_BITS} bits, not {seq_width}"
+            )
         self._seq_width = seq_width
         self._fifo_depth = fifo_depth
         self._tuple_layout = tuple_layout(nfa.program.schema)
@@ -114,8 +123,11 @@ class Engine(wiring.Component):
             "drops": Out(counter_width),
         }
         if self._params_layout is not None:
-            members["i_params"] = In(stream.Signature(data.StructLayout({
-                "values": self._params_layout, "seq": seq_width})))
+            members["i_params"] = In(
+                stream.Signature(
+                    data.StructLayout({"values": self._params_layout, "seq": seq_width})
+                )
+            )
             members["param_values"] = Out(self._params_layout)
         super().__init__(members)
 
@@ -158,8 +170,9 @@ class Engine(wiring.Component):
         matcher and a stream of one ``(key, matches, dropped)`` result per tuple, in order."""
         nfa = self._nfa
         outcome = result_layout(nfa)
-        results = stream.Signature(data.StructLayout({
-            "key": self._key_bits, "result": outcome, "dropped": 1})).create()
+        results = stream.Signature(
+            data.StructLayout({"key": self._key_bits, "result": outcome, "dropped": 1})
+        ).create()
         if nfa.program.partition_field is None:
             m.submodules.nfa = matcher = NfaMatcher(nfa, 0)
             m.d.comb += [
@@ -178,24 +191,34 @@ class Engine(wiring.Component):
             def update(mod, state, payload):
                 return next_state(mod, nfa, state, payload)
         else:  # under WITHIN or start_seq the partition store carries the tuple's times along
-            payload_shape = data.StructLayout({"predicates": len(nfa.predicates),
-                                               "times": times})
+            payload_shape = data.StructLayout({"predicates": len(nfa.predicates), "times": times})
 
             def update(mod, state, payload):
                 return next_state(mod, nfa, state, payload.predicates, times=payload.times)
 
         params = self._params
-        shapes = {"key_shape": self._key_bits, "payload_shape": payload_shape,
-                  "state_width": state_layout(nfa).size, "result_shape": outcome.size,
-                  "update": update}
+        shapes = {
+            "key_shape": self._key_bits,
+            "payload_shape": payload_shape,
+            "state_width": state_layout(nfa).size,
+            "result_shape": outcome.size,
+            "update": update,
+        }
         if params.store == "table":
             m.submodules.partitioner = matcher = TablePartitioner(
-                entries=params.partitions, ways=params.ways, timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples, **shapes)
+                entries=params.partitions,
+                ways=params.ways,
+                timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples,
+                **shapes,
+            )
         else:
             m.submodules.partitioner = matcher = StreamPartitioner(
-                depth=params.partitions, timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples, **shapes)
+                depth=params.partitions,
+                timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples,
+                **shapes,
+            )
         self._store = matcher
         out = matcher.o_stream
         m.d.comb += [
@@ -287,8 +310,11 @@ class Engine(wiring.Component):
             taken.eq(self.i_stream.valid & self.i_stream.ready),
             written.eq(self.i_params.valid & self.i_params.ready),
             passed.eq(~(in_seq - seq)[w - 1] | (taken & (seq == in_seq_plus1))),
-            due_next.eq(Mux(written, passed, pending & ~(taken & due)
-                            & (due | (taken & (in_seq == before))))),
+            due_next.eq(
+                Mux(
+                    written, passed, pending & ~(taken & due) & (due | (taken & (in_seq == before)))
+                )
+            ),
             active_next.eq(Mux(taken, current, active)),
             shadow_next.eq(Mux(written, self.i_params.payload.values, shadow)),
             decoder.params.eq(current),
@@ -296,7 +322,9 @@ class Engine(wiring.Component):
             self.i_params.ready.eq(~pending),
         ]
         m.d.sync += [
-            active.eq(active_next), shadow.eq(shadow_next), due.eq(due_next),
+            active.eq(active_next),
+            shadow.eq(shadow_next),
+            due.eq(due_next),
             current.eq(Mux(due_next, shadow_next, active_next)),
             pending.eq(Mux(written, 1, pending & ~(taken & due))),
         ]
@@ -325,8 +353,9 @@ class Engine(wiring.Component):
             slot = {q: k for k, q in enumerate(start_queries(self._nfa))}
             w = self._seq_width
             for q, k in slot.items():
-                m.d.comb += records.i_stream.payload.starts[k * w:(k + 1) * w].eq(
-                    Mux(matches[q], results.payload.result.starts[k * w:(k + 1) * w], 0))
+                m.d.comb += records.i_stream.payload.starts[k * w : (k + 1) * w].eq(
+                    Mux(matches[q], results.payload.result.starts[k * w : (k + 1) * w], 0)
+                )
         with m.If(results.valid & results.ready):
             m.d.sync += seq.eq(seq + 1)
             with m.If(matches.any()):
@@ -335,12 +364,19 @@ class Engine(wiring.Component):
 
 
 def _fields(layout: data.StructLayout) -> list[dict]:
-    return [{"name": name, "offset": f.offset, "width": Shape.cast(f.shape).width}
-            for name, f in layout]
+    return [
+        {"name": name, "offset": f.offset, "width": Shape.cast(f.shape).width} for name, f in layout
+    ]
 
 
-def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
-                  name: str = "nfacep_engine", values: ParamValues | None = None) -> dict:
+def write_verilog(
+    nfa: Nfa,
+    path: str,
+    params: EngineParams,
+    *,
+    name: str = "nfacep_engine",
+    values: ParamValues | None = None,
+) -> dict:
     """Write the engine as Verilog to ``path`` and a JSON sidecar (ports, tuple bit layout,
     record layout, query bits, parameters, and the runtime parameters' layout and values
     after a reset) beside it; both whole or not at all."""
@@ -360,13 +396,21 @@ def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
         shape = Shape.cast(member.shape)
         ports[port] = {"dir": "in" if member.flow == In else "out", "width": shape.width}
     sidecar = {
-        "top": name, "clock": "clk", "reset": "rst", "ports": ports,
+        "top": name,
+        "clock": "clk",
+        "reset": "rst",
+        "ports": ports,
         "tuple": {"width": engine.tuple_layout.size, "fields": tuple_fields},
-        "record": {"width": engine.record_layout.size,
-                   "fields": _fields(engine.record_layout)},
-        "queries": [{"name": q.name, "bit": q.index,
-                     "skip_past_last_row": q.skip_past_last_row,
-                     "states": q.count} for q in nfa.queries],
+        "record": {"width": engine.record_layout.size, "fields": _fields(engine.record_layout)},
+        "queries": [
+            {
+                "name": q.name,
+                "bit": q.index,
+                "skip_past_last_row": q.skip_past_last_row,
+                "states": q.count,
+            }
+            for q in nfa.queries
+        ],
         "partition_field": nfa.program.partition_field,
         "predicates": [p.text for p in nfa.predicates],
         "parameters": params.as_dict(),
@@ -377,8 +421,10 @@ def write_verilog(nfa: Nfa, path: str, params: EngineParams, *,
         for f in fields:
             f["type"] = str(nfa.program.parameters[f["name"]])
         sidecar["runtime_parameters"] = {
-            "width": layout.size, "fields": fields,
-            "initial": engine.values.as_dict()["initial"]}
+            "width": layout.size,
+            "fields": fields,
+            "initial": engine.values.as_dict()["initial"],
+        }
     json_path = os.path.splitext(path)[0] + ".json"
     # one write for both: neither replaces its destination unless both can be written
     with atomic_files([path, json_path], what="-o") as (verilog_file, json_file):

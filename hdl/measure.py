@@ -29,7 +29,8 @@ def cycle_profile(engine, payloads: list[int], *, expect_records: int, warmup: i
             if sent < len(payloads):
                 ctx.set(engine.i_stream.payload.as_value(), payloads[sent])
             *_, valid, ready, out = await ctx.tick().sample(
-                engine.i_stream.valid, engine.i_stream.ready, engine.o_stream.valid)
+                engine.i_stream.valid, engine.i_stream.ready, engine.o_stream.valid
+            )
             if valid and ready:
                 first_in = cycle if first_in is None else first_in
                 last_in = cycle

@@ -25,9 +25,19 @@ from nfacep.wire import SEQ_BITS, start_queries
 from .layout import field_shape
 from .queue import StreamBuffer
 
-__all__ = ["NfaMatcher", "age_bits", "aged_states", "matcher_signature", "next_state",
-           "order_layout", "order_pairs", "result_layout", "started_states", "state_layout",
-           "times_layout"]
+__all__ = [
+    "NfaMatcher",
+    "age_bits",
+    "aged_states",
+    "matcher_signature",
+    "next_state",
+    "order_layout",
+    "order_pairs",
+    "result_layout",
+    "started_states",
+    "state_layout",
+    "times_layout",
+]
 
 
 def age_bits(window: int) -> int:
@@ -109,8 +119,14 @@ def order_pairs(nfa: Nfa) -> list[tuple[int, int]]:
 
     def add(a: int, b: int) -> None:
         pair = (min(a, b), max(a, b))
-        if (a != b and a in tracked and b in tracked and pair not in need
-                and nfa.states[a].activation and nfa.states[b].activation):
+        if (
+            a != b
+            and a in tracked
+            and b in tracked
+            and pair not in need
+            and nfa.states[a].activation
+            and nfa.states[b].activation
+        ):
             need.add(pair)
             work.append(pair)
 
@@ -120,12 +136,12 @@ def order_pairs(nfa: Nfa) -> list[tuple[int, int]]:
         for i in q.states:
             preds = sorted(nfa.states[i].activation)
             for x, a in enumerate(preds):
-                for b in preds[x + 1:]:
+                for b in preds[x + 1 :]:
                     add(a, b)
         if q.start_seq:
             ends = nfa.accepting(q)
             for x, a in enumerate(ends):
-                for b in ends[x + 1:]:
+                for b in ends[x + 1 :]:
                     add(a, b)
     while work:
         a, b = work.pop()
@@ -157,8 +173,9 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
     if times is not None:
         aged = aged_states(nfa)
         if aged:
-            fields["ages"] = data.StructLayout({
-                str(i): age_bits(nfa.queries[nfa.states[i].query].window) for i in aged})
+            fields["ages"] = data.StructLayout(
+                {str(i): age_bits(nfa.queries[nfa.states[i].query].window) for i in aged}
+            )
         fields["last"] = times
     if start_queries(nfa):
         started = started_states(nfa)
@@ -175,12 +192,18 @@ def aged_states(nfa: Nfa) -> list[int]:
     """The states whose runs' ages a partition stores: those of a query with a window that
     are not start states (a function of the queries and their windows only, not of the
     wiring)."""
-    return [s.index for s in nfa.states if nfa.queries[s.query].window is not None
-            and not s.start]
+    return [s.index for s in nfa.states if nfa.queries[s.query].window is not None and not s.start]
 
 
-def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
-               prefix: str = "", *, times: Value | None = None) -> tuple[Signal, Signal]:
+def next_state(
+    m: Module,
+    nfa: Nfa,
+    state: Value,
+    predicates: Value,
+    prefix: str = "",
+    *,
+    times: Value | None = None,
+) -> tuple[Signal, Signal]:
     """Add the next-state logic to ``m``; return ``(stored, result)``.
 
     ``state`` is a value of :func:`state_layout`, ``predicates`` holds one bit per decoder
@@ -223,8 +246,7 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
     active = now.active
     n = len(nfa.states)
     if ("last" in layout.members or "last_seq" in layout.members) and times is None:
-        raise ValueError("a query has a window or start_seq: next_state needs the tuple's "
-                         "times")
+        raise ValueError("a query has a window or start_seq: next_state needs the tuple's times")
     if times is not None and not isinstance(times, data.View):
         times = times_layout(nfa)(times)
     # per windowed query: (the low bits of the time since the last tuple, whether that is the
@@ -243,7 +265,7 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             m.d.comb += far.eq((t < last) | (Value.cast(times.limit[str(q.index)]) >= last))
             # the time since then, exact when not far: the low bits of the difference
             near = Signal(bits + 1, name=f"{prefix}{q.name}_gap")
-            m.d.comb += near.eq(t.as_unsigned()[:bits + 1] - last.as_unsigned()[:bits + 1])
+            m.d.comb += near.eq(t.as_unsigned()[: bits + 1] - last.as_unsigned()[: bits + 1])
             gaps[q.index] = (near, far)
 
     def stored_age(i: int):
@@ -372,10 +394,10 @@ def next_state(m: Module, nfa: Nfa, state: Value, predicates: Value,
             for i in ends:
                 latest = latest | Mux(wins[i], began[i], 0)
             k = slot[q.index]
-            m.d.comb += result.starts[k * SEQ_BITS:(k + 1) * SEQ_BITS].eq(latest)
+            m.d.comb += result.starts[k * SEQ_BITS : (k + 1) * SEQ_BITS].eq(latest)
         if q.skip_past_last_row and q.count:
             with m.If(matches[q.index]):
-                m.d.comb += stored.active[q.first:q.first + q.count].eq(0)
+                m.d.comb += stored.active[q.first : q.first + q.count].eq(0)
     return stored, result
 
 

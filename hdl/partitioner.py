@@ -30,16 +30,28 @@ def check_store_arguments(counter_width: int, timer_bits: int, tick_tuples: int)
         raise ValueError(f"Tick period must be a non-negative integer, not {tick_tuples!r}")
 
 
-def store_signature(key_shape: ShapeLike, payload_shape: ShapeLike, result_shape: ShapeLike,
-                    counter_width: int) -> dict:
+def store_signature(
+    key_shape: ShapeLike, payload_shape: ShapeLike, result_shape: ShapeLike, counter_width: int
+) -> dict:
     """The members every partition store has (:class:`StreamPartitioner`,
     :class:`nfacep.hdl.table.TablePartitioner`), so that the engine takes either."""
     return {
-        "i_stream": In(stream.Signature(data.StructLayout({
-            "key": key_shape, "payload": payload_shape}))),
-        "o_stream": Out(stream.Signature(data.StructLayout({
-            "key": key_shape, "payload": payload_shape, "result": result_shape,
-            "dropped": 1, "fresh": 1}))),
+        "i_stream": In(
+            stream.Signature(data.StructLayout({"key": key_shape, "payload": payload_shape}))
+        ),
+        "o_stream": Out(
+            stream.Signature(
+                data.StructLayout(
+                    {
+                        "key": key_shape,
+                        "payload": payload_shape,
+                        "result": result_shape,
+                        "dropped": 1,
+                        "fresh": 1,
+                    }
+                )
+            )
+        ),
         "tuples": Out(counter_width),
         "drops": Out(counter_width),
     }
@@ -118,9 +130,19 @@ class StreamPartitioner(wiring.Component):
         Number of dropped tuples (counted when their record enters the output register).
     """
 
-    def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
-                 result_shape: ShapeLike, depth: int, timer_bits: int, tick_tuples: int,
-                 update: UpdateFunction, counter_width: int = 32):
+    def __init__(
+        self,
+        *,
+        key_shape: ShapeLike,
+        payload_shape: ShapeLike,
+        state_width: int,
+        result_shape: ShapeLike,
+        depth: int,
+        timer_bits: int,
+        tick_tuples: int,
+        update: UpdateFunction,
+        counter_width: int = 32,
+    ):
         Shape.cast(key_shape)
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
@@ -142,8 +164,7 @@ class StreamPartitioner(wiring.Component):
         self._update = update
         self._counter_width = counter_width
 
-        super().__init__(store_signature(key_shape, payload_shape, result_shape,
-                                         counter_width))
+        super().__init__(store_signature(key_shape, payload_shape, result_shape, counter_width))
 
     @property
     def key_shape(self):
@@ -186,12 +207,14 @@ class StreamPartitioner(wiring.Component):
     def element_layout(self):
         """Layout of one pipeline element. Without ticks (``tick_tuples == 0``) a timer could
         never change, so the element has none (a zero-width ``timer``)."""
-        return data.StructLayout({
-            "occupied": 1,
-            "key": self._key_shape,
-            "state": self._state_width,
-            "timer": self._timer_bits if self._tick_tuples > 0 else 0,
-        })
+        return data.StructLayout(
+            {
+                "occupied": 1,
+                "key": self._key_shape,
+                "state": self._state_width,
+                "timer": self._timer_bits if self._tick_tuples > 0 else 0,
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -217,11 +240,13 @@ class _SwapPipeline:
         # Without ticks nothing ages: no timers, no tick flags (see PARTITIONER.md)
         self.ticks = part.tick_tuples > 0
         self.layout = part.element_layout
-        self.token_layout = data.StructLayout({
-            "key": part.key_shape,
-            "payload": part.payload_shape,
-            "tick": 1 if self.ticks else 0,
-        })
+        self.token_layout = data.StructLayout(
+            {
+                "key": part.key_shape,
+                "payload": part.payload_shape,
+                "tick": 1 if self.ticks else 0,
+            }
+        )
         self.elements = [Signal(self.layout, name=f"pe{i}") for i in range(depth)]
         self.tokens = [Signal(self.token_layout, name=f"tok{i}") for i in range(depth)]
         self.token_valid = [Signal(name=f"tok{i}_valid") for i in range(depth)]
@@ -269,8 +294,9 @@ class _SwapPipeline:
             m.d.sync += tuples.eq(tuples + 1)
 
         with m.If(self.advance):
-            entry, entry_valid = ((tokens[0], token_valid[0]) if depth == 1
-                                  else (self.head, self.head_valid))
+            entry, entry_valid = (
+                (tokens[0], token_valid[0]) if depth == 1 else (self.head, self.head_valid)
+            )
             m.d.sync += [
                 entry_valid.eq(accept),
                 entry.key.eq(i_stream.payload.key),
@@ -307,25 +333,30 @@ class _SwapPipeline:
         candidate_hit, following_hit = self.candidate_hit, self.following_hit
         for stage in range(self.depth - 1):
             m.d.comb += self.swaps[stage].eq(
-                candidate_hit[stage] | (~elements[stage].occupied & ~following_hit[stage]))
+                candidate_hit[stage] | (~elements[stage].occupied & ~following_hit[stage])
+            )
         m.d.comb += self.last_dropped.eq(elements[last].occupied & ~candidate_hit[last])
 
         if self.depth == 1:
             m.d.comb += candidate_hit[0].eq(
-                elements[0].occupied & _key_equal(elements[0].key, self.tokens[0].key))
+                elements[0].occupied & _key_equal(elements[0].key, self.tokens[0].key)
+            )
             return
         # the next values are computed outside the advance condition, as plain expressions;
         # only the registers' updates wait for it
         following_next = [self._will_hold(1, self.head.key, "st0_following_next")]
         for stage in range(1, last):
-            following_next.append(self._will_hold(stage + 1, self.tokens[stage - 1].key,
-                                                  f"st{stage}_following_next"))
+            following_next.append(
+                self._will_hold(stage + 1, self.tokens[stage - 1].key, f"st{stage}_following_next")
+            )
         with m.If(self.advance):
             m.d.sync += candidate_hit[0].eq(
-                elements[0].occupied & _key_equal(elements[0].key, self.head.key))
+                elements[0].occupied & _key_equal(elements[0].key, self.head.key)
+            )
             for stage in range(1, self.depth):
                 m.d.sync += candidate_hit[stage].eq(
-                    candidate_hit[stage - 1] | following_hit[stage - 1])
+                    candidate_hit[stage - 1] | following_hit[stage - 1]
+                )
             for stage in range(last):
                 m.d.sync += following_hit[stage].eq(following_next[stage])
 
@@ -351,8 +382,7 @@ class _SwapPipeline:
         else:
             # Written back by the last stage: unchanged if dropped, else the token's own key
             # with a full timer (freed at once only if the timer is one bit wide).
-            kept = element.occupied & ~(tick & (element.timer == 1)) & \
-                _key_equal(element.key, key)
+            kept = element.occupied & ~(tick & (element.timer == 1)) & _key_equal(element.key, key)
             refreshed = _key_equal(self.tokens[owner].key, key)
             if self.part.timer_bits == 1:
                 refreshed = refreshed & ~tick
@@ -372,8 +402,9 @@ class _SwapPipeline:
                 m.d.comb += [behind.eq(following), ahead.eq(candidate)]
             with m.Else():
                 m.d.comb += [behind.eq(candidate), ahead.eq(following)]
-            behind_aged = self.aged(behind, self.tick(self.tokens[stage]),
-                                    name=f"st{stage}_behind_aged")
+            behind_aged = self.aged(
+                behind, self.tick(self.tokens[stage]), name=f"st{stage}_behind_aged"
+            )
             with m.If(self.advance & self.token_valid[stage]):
                 m.d.sync += [
                     elements[stage].eq(behind_aged),

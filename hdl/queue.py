@@ -25,10 +25,12 @@ class StreamQueue(wiring.Component):
     def __init__(self, shape, depth: int):
         self._shape = shape
         self._depth = depth
-        super().__init__({
-            "i_stream": In(stream.Signature(shape)),
-            "o_stream": Out(stream.Signature(shape)),
-        })
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(shape)),
+                "o_stream": Out(stream.Signature(shape)),
+            }
+        )
 
     @property
     def depth(self) -> int:
@@ -67,10 +69,12 @@ class StreamBuffer(wiring.Component):
 
     def __init__(self, shape):
         self._shape = shape
-        super().__init__({
-            "i_stream": In(stream.Signature(shape)),
-            "o_stream": Out(stream.Signature(shape)),
-        })
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(shape)),
+                "o_stream": Out(stream.Signature(shape)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()

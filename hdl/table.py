@@ -136,11 +136,23 @@ class TablePartitioner(wiring.Component):
         As for :class:`~nfacep.hdl.partitioner.StreamPartitioner`.
     """
 
-    def __init__(self, *, key_shape: ShapeLike, payload_shape: ShapeLike, state_width: int,
-                 result_shape: ShapeLike, entries: int, ways: int, update: UpdateFunction,
-                 timer_bits: int = 4, tick_tuples: int = 0, sweep_every: int = 1024,
-                 registered: bool = True, read_stages: int | None = None,
-                 counter_width: int = 32):
+    def __init__(
+        self,
+        *,
+        key_shape: ShapeLike,
+        payload_shape: ShapeLike,
+        state_width: int,
+        result_shape: ShapeLike,
+        entries: int,
+        ways: int,
+        update: UpdateFunction,
+        timer_bits: int = 4,
+        tick_tuples: int = 0,
+        sweep_every: int = 1024,
+        registered: bool = True,
+        read_stages: int | None = None,
+        counter_width: int = 32,
+    ):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
@@ -195,8 +207,7 @@ class TablePartitioner(wiring.Component):
             span = -(-steps * sweep_every // tick_tuples) + 1
             self._stamp_bits = ((1 << timer_bits) - 1 + span - 1).bit_length()
 
-        super().__init__(store_signature(key_shape, payload_shape, result_shape,
-                                         counter_width))
+        super().__init__(store_signature(key_shape, payload_shape, result_shape, counter_width))
 
     @property
     def entries(self) -> int:
@@ -245,12 +256,14 @@ class TablePartitioner(wiring.Component):
     def entry_layout(self) -> data.StructLayout:
         """One entry of a bank: valid, the key as tag (hashed only), the state vector, the tick
         stamp (with timers only)."""
-        return data.StructLayout({
-            "valid": 1,
-            "tag": 0 if self._direct else self._key_width,
-            "state": self._state_width,
-            "stamp": self._stamp_bits,
-        })
+        return data.StructLayout(
+            {
+                "valid": 1,
+                "tag": 0 if self._direct else self._key_width,
+                "state": self._state_width,
+                "stamp": self._stamp_bits,
+            }
+        )
 
     @property
     def crc_parameters(self) -> crc.Parameters:
@@ -324,16 +337,24 @@ class TablePartitioner(wiring.Component):
             with m.If(s1_op.sweep):
                 m.d.comb += [s1_bank.eq(s1_at[:bank_bits]), s1_row.eq(s1_at[bank_bits:])]
             with m.If(advance):
-                m.d.sync += [s1_op.sweep.eq(step), s1_op.now.eq(now), s1_op.back.eq(back),
-                             s1_at.eq(sweep_at)]
+                m.d.sync += [
+                    s1_op.sweep.eq(step),
+                    s1_op.now.eq(now),
+                    s1_op.back.eq(back),
+                    s1_at.eq(sweep_at),
+                ]
         head = (s1, s1_valid, s1_op, s1_row, s1_bank)
         if timers:
             # the read address from a register: with timers the row is chosen (the aging
             # step's or the tuple's) before it, a stage before the read, so nothing but
             # routing lies between it and the block RAMs
-            at_read = (Signal.like(s1, name="s1a"), Signal(name="s1a_valid"),
-                       Signal.like(s1_op, name="s1a_op"), Signal.like(s1_row, name="s1a_row"),
-                       Signal.like(s1_bank, name="s1a_bank"))
+            at_read = (
+                Signal.like(s1, name="s1a"),
+                Signal(name="s1a_valid"),
+                Signal.like(s1_op, name="s1a_op"),
+                Signal.like(s1_row, name="s1a_row"),
+                Signal.like(s1_bank, name="s1a_bank"),
+            )
             with m.If(advance):
                 m.d.sync += [d.eq(v) for d, v in zip(at_read, head, strict=True)]
             head = at_read
@@ -342,18 +363,23 @@ class TablePartitioner(wiring.Component):
             m.d.sync += [
                 s1_valid.eq(accept),
                 s1.eq(self.i_stream.payload),
-                *(d.eq(v) for d, v in zip((s2, s2_valid, s2_op, s2_row, s2_bank), head,
-                                          strict=True)),
+                *(
+                    d.eq(v)
+                    for d, v in zip((s2, s2_valid, s2_op, s2_row, s2_bank), head, strict=True)
+                ),
             ]
 
         # with more read registers the operations wait as many stages more before stage 3;
         # the last two (``prev``, then the one before stage 3) are the registered tail's
         chain = [(s2, s2_valid, s2_op, s2_row, s2_bank)]
-        for extra in "bcd"[:max(0, self._read_stages - 2)]:
-            delayed = (Signal.like(s2, name=f"s2{extra}"), Signal(name=f"s2{extra}_valid"),
-                       Signal.like(s2_op, name=f"s2{extra}_op"),
-                       Signal.like(s2_row, name=f"s2{extra}_row"),
-                       Signal.like(s2_bank, name=f"s2{extra}_bank"))
+        for extra in "bcd"[: max(0, self._read_stages - 2)]:
+            delayed = (
+                Signal.like(s2, name=f"s2{extra}"),
+                Signal(name=f"s2{extra}_valid"),
+                Signal.like(s2_op, name=f"s2{extra}_op"),
+                Signal.like(s2_row, name=f"s2{extra}_row"),
+                Signal.like(s2_bank, name=f"s2{extra}_bank"),
+            )
             with m.If(advance):
                 m.d.sync += [d.eq(v) for d, v in zip(delayed, chain[-1], strict=True)]
             chain.append(delayed)
@@ -369,8 +395,9 @@ class TablePartitioner(wiring.Component):
                 # with 4 stages a flip-flop after it) and once more in the tail, beside what is
                 # decided from it; the forwarding replaces transparency (which Yosys would
                 # build in logic)
-                bank = RegisteredBank(width=layout.size, depth=rows,
-                                      stages=2 if self._read_stages == 3 else 3)
+                bank = RegisteredBank(
+                    width=layout.size, depth=rows, stages=2 if self._read_stages == 3 else 3
+                )
                 m.submodules[f"bank{b}"] = bank
                 m.d.comb += [bank.r_addr.eq(read_row), bank.r_en.eq(advance)]
                 read_data.append(data.View(layout, bank.r_data))
@@ -389,7 +416,8 @@ class TablePartitioner(wiring.Component):
             before = chain[-2]
             prev = (Value.cast(before[0].key).as_unsigned(), before[3], before[2])
             t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
-                prev, s2, s2_valid, s2_op, s2_row, s2_bank, read_data)
+                prev, s2, s2_valid, s2_op, s2_row, s2_bank, read_data
+            )
             # the write port is driven by registers and nothing else (a large table's blocks
             # are spread over the device): loaded as hist[0] is, with the write that leaves
             # stage 4, or with the clearing sweep's row. Their write lands an edge after the
@@ -399,23 +427,28 @@ class TablePartitioner(wiring.Component):
             w_entry = Signal(layout, name="write_entry")
             w_en = Signal(banks, name="write_en")
             with m.If(clearing):
-                m.d.sync += [w_row.eq(sweep), w_entry.eq(Const(0, layout.size)),
-                             w_en.eq(Const(-1, banks))]
+                m.d.sync += [
+                    w_row.eq(sweep),
+                    w_entry.eq(Const(0, layout.size)),
+                    w_en.eq(Const(-1, banks)),
+                ]
             with m.Elif(advance):
-                m.d.sync += [w_row.eq(row), w_entry.eq(written),
-                             w_en.eq(Cat(store & (way == b) for b in range(banks)))]
+                m.d.sync += [
+                    w_row.eq(row),
+                    w_entry.eq(written),
+                    w_en.eq(Cat(store & (way == b) for b in range(banks))),
+                ]
             for b, wp in enumerate(write_ports):
                 m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
         else:
             t, t_valid, hit, dropped, way, row, written, store, result = ctx.simple_tail(
-                s2, s2_valid, s2_op, s2_row, s2_bank, read_data)
+                s2, s2_valid, s2_op, s2_row, s2_bank, read_data
+            )
             for b, wp in enumerate(write_ports):
                 with m.If(clearing):
-                    m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)),
-                                 wp.en.eq(1)]
+                    m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
                 with m.Else():
-                    m.d.comb += [wp.addr.eq(row), wp.data.eq(written),
-                                 wp.en.eq(store & (way == b))]
+                    m.d.comb += [wp.addr.eq(row), wp.data.eq(written), wp.en.eq(store & (way == b))]
 
         m.d.comb += [
             out.i_stream.valid.eq(t_valid),
@@ -441,8 +474,9 @@ class TablePartitioner(wiring.Component):
         period, every = self._tick_tuples, self._sweep_every
         width = self._stamp_bits
         now = Signal(width, name="now")
-        back = Signal(width, name="now_back",
-                      init=((1 << width) - (1 << self._timer_bits)) % (1 << width))
+        back = Signal(
+            width, name="now_back", init=((1 << width) - (1 << self._timer_bits)) % (1 << width)
+        )
         at = Signal((self._rows * self._banks - 1).bit_length(), name="sweep_at")
         step = Signal(name="sweep_step")
         since = Signal(range(every + 1), name="since_step")
@@ -465,6 +499,7 @@ class TablePartitioner(wiring.Component):
             m.d.sync += [since.eq(0), force.eq(0), at.eq(at + 1)]
         return now, back, at, step, force
 
+
 class _Stages:
     """The stages after the block-RAM read of a :class:`TablePartitioner`: the simple one
     (decide and update in the cycle after the read) or the registered ones.
@@ -475,8 +510,7 @@ class _Stages:
     writes nothing; it passes through the same stages and forwarding as a tuple, so it sees
     every write before it and every operation after it sees its write."""
 
-    def __init__(self, table: TablePartitioner, m: Module, advance, layout, row_bits,
-                 bank_bits):
+    def __init__(self, table: TablePartitioner, m: Module, advance, layout, row_bits, bank_bits):
         self.table, self.m, self.advance, self.layout = table, m, advance, layout
         self.row_bits, self.bank_bits = row_bits, bank_bits
         self.banks = table.banks
@@ -547,8 +581,11 @@ class _Stages:
         """What an operation writes: a tuple its entry, an aging step an invalid one."""
         written = Signal(self.layout, name=name)
         with self.m.If(~op.sweep):
-            self.m.d.comb += [written.valid.eq(1), written.state.eq(state),
-                              written.stamp.eq(op.now)]
+            self.m.d.comb += [
+                written.valid.eq(1),
+                written.state.eq(state),
+                written.stamp.eq(op.now),
+            ]
             if not self.direct:
                 self.m.d.comb += written.tag.eq(key)
         return written
@@ -613,8 +650,9 @@ class _Stages:
         m, banks, layout, advance = self.m, self.banks, self.layout, self.advance
         table = self.table
         in_layout = s2.shape()
-        hist_layout = data.StructLayout({"valid": 1, "row": self.row_bits,
-                                         "way": self.bank_bits, "entry": layout})
+        hist_layout = data.StructLayout(
+            {"valid": 1, "row": self.row_bits, "way": self.bank_bits, "entry": layout}
+        )
         stages = table._read_stages
         # hist[k] is the write handed on k + 1 advancing edges ago (hist[0] reaches its bank);
         # the oldest write an operation in stage 3 missed, hist[stages], is merged before it
@@ -660,11 +698,12 @@ class _Stages:
         rel_valid = Signal(n, name="s1_rel_valid")
         with m.If(advance):
             for j, (row, src_key, entry_valid, stamp) in enumerate(ident):
-                m.d.sync += [rel_row[j].eq(row == prev_row),
-                             rel_key[j].eq(self.tag_equal(src_key, prev_key)),
-                             rel_live[j].eq(self.live(entry_valid, stamp, prev_op,
-                                                      ahead=stages + 2)),
-                             rel_valid[j].eq(entry_valid)]
+                m.d.sync += [
+                    rel_row[j].eq(row == prev_row),
+                    rel_key[j].eq(self.tag_equal(src_key, prev_key)),
+                    rel_live[j].eq(self.live(entry_valid, stamp, prev_op, ahead=stages + 2)),
+                    rel_valid[j].eq(entry_valid),
+                ]
 
         # --- the cycle before stage 3: per way the newest of those writes to the operation's
         # row (their decisions are registers now: stage 4's, hist[0..stages - 1]), else the
@@ -680,30 +719,53 @@ class _Stages:
         seen = []
         for b, e in enumerate(read):
             if stages == 5:
-                bits = (Signal(name=f"s1_read_match{b}"), Signal(name=f"s1_read_live{b}"),
-                        Signal(name=f"s1_read_valid{b}"), Signal(width, name=f"s1_read_state{b}"))
+                bits = (
+                    Signal(name=f"s1_read_match{b}"),
+                    Signal(name=f"s1_read_live{b}"),
+                    Signal(name=f"s1_read_valid{b}"),
+                    Signal(width, name=f"s1_read_state{b}"),
+                )
                 here = self.live(e.valid, e.stamp, prev_op)
                 with m.If(advance):
-                    m.d.sync += [c.eq(v) for c, v in zip(bits, (
-                        here & self.tag_equal(e.tag, prev_key), here, e.valid, e.state),
-                        strict=True)]
+                    m.d.sync += [
+                        c.eq(v)
+                        for c, v in zip(
+                            bits,
+                            (here & self.tag_equal(e.tag, prev_key), here, e.valid, e.state),
+                            strict=True,
+                        )
+                    ]
                 seen.append(bits)
             else:
                 here = self.live(e.valid, e.stamp, s2_op)
                 seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
         for b, read_bits in enumerate(seen):
-            cand = (Signal(name=f"s2_cand_match{b}"), Signal(name=f"s2_cand_live{b}"),
-                    Signal(name=f"s2_cand_valid{b}"), Signal(width, name=f"s2_cand_state{b}"))
+            cand = (
+                Signal(name=f"s2_cand_match{b}"),
+                Signal(name=f"s2_cand_live{b}"),
+                Signal(name=f"s2_cand_valid{b}"),
+                Signal(width, name=f"s2_cand_state{b}"),
+            )
             for j, (store, src_way, state) in enumerate(decided):
                 chosen = store & rel_row[j] & (src_way == b)
                 with (m.If if j == 0 else m.Elif)(chosen):
-                    m.d.comb += [c.eq(v) for c, v in zip(cand, (
-                        rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state), strict=True)]
+                    m.d.comb += [
+                        c.eq(v)
+                        for c, v in zip(
+                            cand,
+                            (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state),
+                            strict=True,
+                        )
+                    ]
             with m.Else():
                 m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
             with m.If(advance):
-                m.d.sync += [pre_match[b].eq(cand[0]), pre_live[b].eq(cand[1]),
-                             pre_valid[b].eq(cand[2]), pre_state[b].eq(cand[3])]
+                m.d.sync += [
+                    pre_match[b].eq(cand[0]),
+                    pre_live[b].eq(cand[1]),
+                    pre_valid[b].eq(cand[2]),
+                    pre_state[b].eq(cand[3]),
+                ]
 
         # --- stage 3: the write decided last cycle (stage 4's now) may still replace it
         row_same0 = Signal(name="s3_row_same0")
@@ -711,19 +773,23 @@ class _Stages:
         live0 = Signal(name="s3_live0")
         valid0 = Signal(name="s3_valid0")
         with m.If(advance):
-            m.d.sync += [row_same0.eq(t_row == s2_row),
-                         same_key0.eq(self.tag_equal(key, s2_key)),
-                         live0.eq(self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
-                         valid0.eq(~t_op.sweep)]
+            m.d.sync += [
+                row_same0.eq(t_row == s2_row),
+                same_key0.eq(self.tag_equal(key, s2_key)),
+                live0.eq(self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
+                valid0.eq(~t_op.sweep),
+            ]
         matches = Signal(banks, name="s3_matches")
         live = Signal(banks, name="s3_live")
         valid = Signal(banks, name="s3_entry_valid")
         ways_found = []
         for b in range(banks):
             newest = row_same0 & u_store & (u_way == b)
-            m.d.comb += [matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
-                         live[b].eq(Mux(newest, live0, pre_live[b])),
-                         valid[b].eq(Mux(newest, valid0, pre_valid[b]))]
+            m.d.comb += [
+                matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
+                live[b].eq(Mux(newest, live0, pre_live[b])),
+                valid[b].eq(Mux(newest, valid0, pre_valid[b])),
+            ]
             # the state the tuple finds: an AND-OR over the ways, as at most one way matches
             # (it does not wait for `way`)
             mine = matches[b] & (t_bank == b) if self.direct else matches[b]
@@ -735,11 +801,23 @@ class _Stages:
 
         with m.If(advance):
             m.d.sync += [
-                t_valid.eq(s2_valid), t.eq(s2), t_op.eq(s2_op), t_row.eq(s2_row),
+                t_valid.eq(s2_valid),
+                t.eq(s2),
+                t_op.eq(s2_op),
+                t_row.eq(s2_row),
                 t_bank.eq(s2_bank),
-                u_valid.eq(t_valid), u.eq(t), u_op.eq(t_op), u_row.eq(t_row), u_way.eq(way3),
-                u_hit.eq(hit), u_dropped.eq(dropped), u_state.eq(found), u_store.eq(store3),
-                hist[0].valid.eq(u_store), hist[0].row.eq(u_row), hist[0].way.eq(u_way),
+                u_valid.eq(t_valid),
+                u.eq(t),
+                u_op.eq(t_op),
+                u_row.eq(t_row),
+                u_way.eq(way3),
+                u_hit.eq(hit),
+                u_dropped.eq(dropped),
+                u_state.eq(found),
+                u_store.eq(store3),
+                hist[0].valid.eq(u_store),
+                hist[0].row.eq(u_row),
+                hist[0].way.eq(u_way),
                 hist[0].entry.eq(written),
             ]
             m.d.sync += [h.eq(older) for h, older in zip(hist[1:], hist, strict=False)]

@@ -56,8 +56,11 @@ class UnsharedNfaMatcher(wiring.Component):
         self._nfa = nfa
         self._own = unshared(nfa)
         self._payload_shape = payload_shape
-        super().__init__(matcher_signature(
-            nfa, payload_shape, inputs={"tuple": tuple_layout(nfa.program.schema)}))
+        super().__init__(
+            matcher_signature(
+                nfa, payload_shape, inputs={"tuple": tuple_layout(nfa.program.schema)}
+            )
+        )
 
     @property
     def nfa(self) -> Nfa:

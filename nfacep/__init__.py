@@ -62,15 +62,22 @@ def read_query_file(path: str) -> str:
     except OSError as err:
         raise NfacepError(f"{path}: cannot read the query file: {err.strerror or err}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise _byte_error(data, MAX_FILE_BYTES, path,
-                          f"the query file is larger than {MAX_FILE_BYTES} bytes, more than "
-                          "nfacep reads")
+        raise _byte_error(
+            data,
+            MAX_FILE_BYTES,
+            path,
+            f"the query file is larger than {MAX_FILE_BYTES} bytes, more than nfacep reads",
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise _byte_error(data, err.start, path,
-                          f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} at offset "
-                          f"{err.start} {err.reason}; save the query file as UTF-8") from None
+        raise _byte_error(
+            data,
+            err.start,
+            path,
+            f"the file is not UTF-8 text: byte 0x{data[err.start]:02x} at offset "
+            f"{err.start} {err.reason}; save the query file as UTF-8",
+        ) from None
 
 
 def _byte_error(data: bytes, offset: int, path: str, message: str) -> QueryError:
@@ -79,7 +86,7 @@ def _byte_error(data: bytes, offset: int, path: str, message: str) -> QueryError
     line_start = data.rfind(b"\n", 0, offset) + 1
     line = data.count(b"\n", 0, offset) + 1
     column = len(data[line_start:offset].decode("utf-8", errors="replace")) + 1
-    source = data[:offset + 200].decode("utf-8", errors="replace")
+    source = data[: offset + 200].decode("utf-8", errors="replace")
     return QueryError(message, SourcePos(line, column), source=source, filename=path)
 
 

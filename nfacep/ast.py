@@ -54,8 +54,8 @@ __all__ = [
 ]
 
 
-
 # --- patterns -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Var:
@@ -124,6 +124,7 @@ Pattern = Var | Wildcard | Empty | Seq | Alt | Repeat | Permute | Anchor | Exclu
 
 
 # --- expressions ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class IntLit:
@@ -233,11 +234,26 @@ class Call:
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
 
 
-Expr = IntLit | DecLit | StrLit | BoolLit | ParamRef | Column | Neg | BinOp | Compare | Between \
-    | InList | Logical | Not | Call
+Expr = (
+    IntLit
+    | DecLit
+    | StrLit
+    | BoolLit
+    | ParamRef
+    | Column
+    | Neg
+    | BinOp
+    | Compare
+    | Between
+    | InList
+    | Logical
+    | Not
+    | Call
+)
 
 
 # --- statements -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FieldDecl:
@@ -325,6 +341,7 @@ def children(node: Pattern | Expr) -> tuple[Pattern | Expr, ...]:
 
 
 # --- dumps ----------------------------------------------------------------------------------
+
 
 def _bound(lo: int, hi: int | None) -> str:
     return f"{lo},{'' if hi is None else hi}"

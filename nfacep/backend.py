@@ -41,8 +41,13 @@ CHUNK = 1 << 20
 class Backend(Protocol):
     """An engine: matches tuples as the engine with some parameters does."""
 
-    def run(self, nfa: Nfa, tuples: tuples_mod.Tuples, params: EngineParams,
-            values: ParamValues | None = None) -> Result:
+    def run(
+        self,
+        nfa: Nfa,
+        tuples: tuples_mod.Tuples,
+        params: EngineParams,
+        values: ParamValues | None = None,
+    ) -> Result:
         """Match every query of ``nfa`` over ``tuples``, with the runtime parameters'
         ``values`` (None when the queries have none). Raises
         :class:`~nfacep.errors.NfacepError` subclasses for what a user can fix or must know
@@ -65,9 +70,7 @@ class Pieces(Backend, Protocol):
     """A back-end that also matches a stream in pieces, carrying the engine's state from one
     to the next: the same result as :meth:`Backend.run` over the whole stream."""
 
-    def pieces(self, nfa: Nfa, params: EngineParams,
-               values: ParamValues | None = None) -> Feed:
-        ...
+    def pieces(self, nfa: Nfa, params: EngineParams, values: ParamValues | None = None) -> Feed: ...
 
 
 def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
@@ -99,9 +102,17 @@ def check_output(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
     check_outputs([path, summary_path(path)], inputs)
 
 
-def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output: str | None,
-              params: EngineParams, *, query_file: str | None = None,
-              values: ParamValues | None = None, chunk: int = CHUNK) -> Result | Totals:
+def run_files(
+    backend: Backend,
+    nfa: Nfa,
+    input: str | tuples_mod.Tuples,
+    output: str | None,
+    params: EngineParams,
+    *,
+    query_file: str | None = None,
+    values: ParamValues | None = None,
+    chunk: int = CHUNK,
+) -> Result | Totals:
     """What ``nfacep match``, ``sim`` and ``run`` do with their back-end: read ``input`` (a
     path, or tuples already read), run the back-end, write ``output`` (the match file and its
     summary; nothing when None), then raise the result's failure, if any.
@@ -111,8 +122,9 @@ def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output
     went to ``output`` piece by piece); any other returns its :class:`Result`."""
     check_output(output, (query_file, input if isinstance(input, str) else None))
     if isinstance(input, str) and hasattr(backend, "pieces"):
-        return _run_pieces(backend, nfa, input, output, params, query_file=query_file,
-                           values=values, chunk=chunk)
+        return _run_pieces(
+            backend, nfa, input, output, params, query_file=query_file, values=values, chunk=chunk
+        )
     if isinstance(input, tuples_mod.Tuples):
         data, source = input, input.source
     else:
@@ -125,9 +137,17 @@ def run_files(backend: Backend, nfa: Nfa, input: str | tuples_mod.Tuples, output
     return result
 
 
-def _run_pieces(backend: Pieces, nfa: Nfa, input: str, output: str | None,
-                params: EngineParams, *, query_file: str | None, values: ParamValues | None,
-                chunk: int) -> Totals:
+def _run_pieces(
+    backend: Pieces,
+    nfa: Nfa,
+    input: str,
+    output: str | None,
+    params: EngineParams,
+    *,
+    query_file: str | None,
+    values: ParamValues | None,
+    chunk: int,
+) -> Totals:
     names = tuple(q.name for q in nfa.queries)
     feed = backend.pieces(nfa, params, values)
     totals = Totals(names, params, values)
@@ -136,8 +156,9 @@ def _run_pieces(backend: Pieces, nfa: Nfa, input: str, output: str | None,
         if output is not None:
             rows = stack.enter_context(match_file(output, bool(start_queries(nfa))))
         # the next piece read in a thread while this one is matched
-        pieces = stack.enter_context(contextlib.closing(
-            tuples_mod.prefetch(read_pieces(input, nfa, chunk), "nfacep-read")))
+        pieces = stack.enter_context(
+            contextlib.closing(tuples_mod.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
+        )
         piece = next(pieces, None)
         if piece is None:  # no tuples: the input as a whole, its columns empty
             piece = read_input(input, nfa)

@@ -17,8 +17,7 @@ import numpy as np
 from .loops import loops
 from .params import EngineParams
 
-__all__ = ["Admission", "Slots", "admit", "admit_sequential", "carry", "key_crc32",
-           "table_slots"]
+__all__ = ["Admission", "Slots", "admit", "admit_sequential", "carry", "key_crc32", "table_slots"]
 
 
 @dataclass
@@ -119,8 +118,14 @@ def _prev_same(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, prev
 
 
-def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None, *,
-          offset: int = 0, last: np.ndarray | None = None) -> Admission:
+def admit(
+    codes: np.ndarray,
+    params: EngineParams,
+    slots: Slots | None = None,
+    *,
+    offset: int = 0,
+    last: np.ndarray | None = None,
+) -> Admission:
     """Model the partition store of an engine with ``params``: ``partitions`` elements with
     ``timer_bits`` timers and a tick per ``tick_tuples``; with ``--store table``, ``slots``
     says where each key's partition goes (:func:`table_slots`).
@@ -166,12 +171,17 @@ def admit(codes: np.ndarray, params: EngineParams, slots: Slots | None = None, *
         ahead = np.flatnonzero(held)
         ahead = ahead[np.argsort(last[ahead], kind="stable")]
     if not len(ahead):
-        return _admit(codes, lambda: np.arange(offset, offset + n, dtype=np.int64),
-                      offset + n, params, slots)
+        return _admit(
+            codes, lambda: np.arange(offset, offset + n, dtype=np.int64), offset + n, params, slots
+        )
     before = last[ahead]
-    a = _admit(np.concatenate([ahead.astype(codes.dtype), codes]),
-               lambda: np.concatenate([before, np.arange(offset, offset + n, dtype=np.int64)]),
-               offset + n, params, slots)
+    a = _admit(
+        np.concatenate([ahead.astype(codes.dtype), codes]),
+        lambda: np.concatenate([before, np.arange(offset, offset + n, dtype=np.int64)]),
+        offset + n,
+        params,
+        slots,
+    )
     v = len(ahead)
     return Admission(a.codes[v:], a.admitted[v:], a.fresh[v:])
 
@@ -187,8 +197,9 @@ def carry(last: np.ndarray, admission: Admission, offset: int) -> None:
     np.maximum.at(last, admission.codes[idx], offset + idx)
 
 
-def _admit(codes: np.ndarray, positions, end: int, params: EngineParams,
-           slots: Slots | None) -> Admission:
+def _admit(
+    codes: np.ndarray, positions, end: int, params: EngineParams, slots: Slots | None
+) -> Admission:
     """:func:`admit` of the tuples at the stream positions ``positions()`` (increasing; made
     only where they matter), the stream ending before position ``end``."""
     n = len(codes)
@@ -232,10 +243,12 @@ def _admit(codes: np.ndarray, positions, end: int, params: EngineParams,
         ended = np.sort(bucket * span + expire)
         here = slots.bucket[codes[starts]] * span
         at = here + pos[starts]
-        occupied = (np.searchsorted(began, at, "left")
-                    - np.searchsorted(began, here, "left")
-                    - np.searchsorted(ended, at, "left")
-                    + np.searchsorted(ended, here, "left"))
+        occupied = (
+            np.searchsorted(began, at, "left")
+            - np.searchsorted(began, here, "left")
+            - np.searchsorted(ended, at, "left")
+            + np.searchsorted(ended, here, "left")
+        )
         partitions = slots.capacity
     else:
         # elements in use just before each fresh tuple: started earlier, not yet freed
@@ -262,16 +275,18 @@ def _admit_table(codes: np.ndarray, slots: Slots) -> Admission:
     return Admission(codes, admitted, fresh & admitted)
 
 
-def admit_sequential(codes: np.ndarray, params: EngineParams,
-                     slots: Slots | None = None) -> Admission:
+def admit_sequential(
+    codes: np.ndarray, params: EngineParams, slots: Slots | None = None
+) -> Admission:
     """:func:`admit`'s result by the definition, one tuple at a time: an exact pass that
     :func:`admit` takes when the partitioner fills (its array operations model only the case
     where it never does)."""
     return _sequential(codes, np.arange(len(codes), dtype=np.int64), params, slots)
 
 
-def _sequential(codes: np.ndarray, pos: np.ndarray, params: EngineParams,
-                slots: Slots | None) -> Admission:
+def _sequential(
+    codes: np.ndarray, pos: np.ndarray, params: EngineParams, slots: Slots | None
+) -> Admission:
     """:func:`admit_sequential` of the tuples at the stream positions ``pos`` (increasing)."""
     tick_tuples = params.tick_tuples
     timer_max = (1 << params.timer_bits) - 1

@@ -95,11 +95,15 @@ def call_error(name: str, pos: SourcePos | None) -> QueryError:
     """The error for a call of function ``name`` (upper case): none is supported, and the
     ones SQL has are rejected with the reason."""
     if name in _NAVIGATION:
-        why = ("navigates to another row; the hardware evaluates each predicate on the current "
-               "tuple alone")
+        why = (
+            "navigates to another row; the hardware evaluates each predicate on the current "
+            "tuple alone"
+        )
     elif name in _AGGREGATES:
-        why = ("is an aggregate over the rows of a match; the NFA keeps one bit per state, "
-               "not running values")
+        why = (
+            "is an aggregate over the rows of a match; the NFA keeps one bit per state, "
+            "not running values"
+        )
     elif name in _MATCH_FUNCTIONS:
         why = "needs to know how a match was bound, which the NFA does not keep"
     else:
@@ -124,16 +128,22 @@ class _Checker:
             seen = {}
             for f in s.fields:
                 if f.name in seen:
-                    raise QueryError(f"field '{f.name}' is declared twice in stream '{s.name}'",
-                                     f.pos)
+                    raise QueryError(
+                        f"field '{f.name}' is declared twice in stream '{s.name}'", f.pos
+                    )
                 seen[f.name] = f
                 if f.unit is not None and not isinstance(f.type, UIntType | IntType):
-                    raise QueryError(f"TIME({f.unit}) is for integer fields (UINT or INT), and "
-                                     f"'{f.name}' is {f.type}", f.pos)
+                    raise QueryError(
+                        f"TIME({f.unit}) is for integer fields (UINT or INT), and "
+                        f"'{f.name}' is {f.type}",
+                        f.pos,
+                    )
             streams[s.name] = s
         if not self.file.queries:
-            raise QueryError("the file holds no query (QUERY … PATTERN … or SELECT … "
-                             "MATCH_RECOGNIZE (…))", self.file.end or SourcePos(1, 1))
+            raise QueryError(
+                "the file holds no query (QUERY … PATTERN … or SELECT … MATCH_RECOGNIZE (…))",
+                self.file.end or SourcePos(1, 1),
+            )
         names: dict[str, ast.Query] = {}
         checked = []
         first_stream = first_partition = None
@@ -150,13 +160,16 @@ class _Checker:
                 raise QueryError(
                     f"query '{name}' reads stream '{schema.name}', but '{checked[0].name}' reads "
                     f"'{first_stream.name}': queries in one file share one engine and must read "
-                    "the same stream", q.stream_pos or q.pos)
+                    "the same stream",
+                    q.stream_pos or q.pos,
+                )
             elif partition != first_partition:
                 raise QueryError(
                     f"query '{name}' is partitioned by {partition or 'nothing'}, but "
                     f"'{checked[0].name}' by {first_partition or 'nothing'}: queries in one file "
                     "share one engine and must use the same partition key",
-                    q.partition[0].pos if q.partition else q.pos)
+                    q.partition[0].pos if q.partition else q.pos,
+                )
             checked.append(self._query(q, name, schema))
         used = {}
         for cq in checked:
@@ -165,38 +178,46 @@ class _Checker:
                     for node in P.nodes(cq.predicates[v]):
                         if isinstance(node, P.Param):
                             used.setdefault(node.name, node.type)
-        return Program(first_stream, first_partition, tuple(checked), tuple(self.warnings),
-                       used)
+        return Program(first_stream, first_partition, tuple(checked), tuple(self.warnings), used)
 
     def _stream_of(self, q: ast.Query, streams: dict[str, ast.CreateStream]) -> Schema:
         if not streams:
-            raise QueryError("the file declares no stream: add CREATE STREAM name (field TYPE, …)",
-                             q.pos)
+            raise QueryError(
+                "the file declares no stream: add CREATE STREAM name (field TYPE, …)", q.pos
+            )
         if q.stream is None:
             if len(streams) > 1:
                 raise QueryError(
                     "the query does not say which stream it reads and the file declares "
                     f"{len(streams)} ({', '.join(streams)}): write QUERY name FROM stream",
-                    q.pos)
+                    q.pos,
+                )
             (decl,) = streams.values()
         else:
             decl = streams.get(q.stream)
             if decl is None:
-                raise QueryError(f"unknown stream '{q.stream}'" + _suggest(q.stream, streams),
-                                 q.stream_pos)
+                raise QueryError(
+                    f"unknown stream '{q.stream}'" + _suggest(q.stream, streams), q.stream_pos
+                )
         return Schema(decl.name, decl.fields)
 
     def _partition_of(self, q: ast.Query, schema: Schema) -> str | None:
         if not q.partition:
             return None
         if len(q.partition) > 1:
-            raise QueryError("partitioning by more than one field is not supported: the "
-                             "partitioner compares one key field", q.partition[1].pos)
+            raise QueryError(
+                "partitioning by more than one field is not supported: the "
+                "partitioner compares one key field",
+                q.partition[1].pos,
+            )
         col = q.partition[0]
         f = self._field(col, schema)
         if isinstance(f.type, Float32Type):
-            raise QueryError(f"cannot partition by FLOAT32 field '{f.name}': floating-point "
-                             "keys do not compare as identities (NaN, -0)", col.pos)
+            raise QueryError(
+                f"cannot partition by FLOAT32 field '{f.name}': floating-point "
+                "keys do not compare as identities (NaN, -0)",
+                col.pos,
+            )
         return f.name
 
     def _field(self, col: ast.Column, schema: Schema, qualifier_ok: str | None = None):
@@ -204,11 +225,16 @@ class _Checker:
             raise QueryError(
                 f"'{col.qualifier}.{col.name}' refers to another variable's row; a predicate "
                 "sees only the current tuple (qualify with the variable being defined, or not "
-                "at all)", col.pos)
+                "at all)",
+                col.pos,
+            )
         f = schema.field(col.name)
         if f is None:
-            raise QueryError(f"unknown field '{col.name}' in stream '{schema.name}'"
-                             + _suggest(col.name, schema.names), col.pos)
+            raise QueryError(
+                f"unknown field '{col.name}' in stream '{schema.name}'"
+                + _suggest(col.name, schema.names),
+                col.pos,
+            )
         return f
 
     # --- queries ----------------------------------------------------------------------------
@@ -220,17 +246,21 @@ class _Checker:
         order = None
         if q.order:
             if len(q.order) > 1:
-                raise QueryError("ORDER BY more than one field is not supported",
-                                 q.order[1].pos)
+                raise QueryError("ORDER BY more than one field is not supported", q.order[1].pos)
             f = self._field(q.order[0], schema)
             if isinstance(f.type, EnumType | BoolType):
-                raise QueryError(f"cannot ORDER BY {f.type} field '{f.name}': use a "
-                                 "numeric time or sequence field", q.order[0].pos)
+                raise QueryError(
+                    f"cannot ORDER BY {f.type} field '{f.name}': use a "
+                    "numeric time or sequence field",
+                    q.order[0].pos,
+                )
             order = f.name
         used = self._pattern_vars(q.pattern)
         if not _can_match_nonempty(q.pattern):
-            raise QueryError("the pattern only matches the empty sequence, and empty matches "
-                             "are never reported", q.pattern.pos or q.pos)
+            raise QueryError(
+                "the pattern only matches the empty sequence, and empty matches are never reported",
+                q.pattern.pos or q.pos,
+            )
         defined: dict[str, P.PExpr | None] = {}
         for d in q.defines:
             if d.name in defined:
@@ -238,30 +268,53 @@ class _Checker:
             pred = self._bool(d.expr, schema, d.name)
             defined[d.name] = None if pred == P.Const(True, "bool") else pred
             if d.name not in used:
-                self.warnings.append(QueryError(
-                    f"DEFINE {d.name} is never used in the PATTERN of '{name}'", d.pos,
-                    severity="warning"))
+                self.warnings.append(
+                    QueryError(
+                        f"DEFINE {d.name} is never used in the PATTERN of '{name}'",
+                        d.pos,
+                        severity="warning",
+                    )
+                )
         preds = {v: defined.get(v) for v in sorted(used)}
         window = None if q.within is None else self._window(q, schema)
         if q.start_seq is not None and schema.field("seq") is not None:
-            raise QueryError(f"FIRST(seq) is the position of the tuple a match begins at, but "
-                             f"stream '{schema.name}' has a field named seq: rename the field",
-                             q.start_seq)
-        return CheckedQuery(name, q.pattern, preds, q.skip_past_last_row, order, q.form, q.pos,
-                            window, start_seq=q.start_seq is not None)
+            raise QueryError(
+                f"FIRST(seq) is the position of the tuple a match begins at, but "
+                f"stream '{schema.name}' has a field named seq: rename the field",
+                q.start_seq,
+            )
+        return CheckedQuery(
+            name,
+            q.pattern,
+            preds,
+            q.skip_past_last_row,
+            order,
+            q.form,
+            q.pos,
+            window,
+            start_seq=q.start_seq is not None,
+        )
 
     def _window(self, q: ast.Query, schema: Schema) -> int:
         """WITHIN's window in the ORDER BY field's units."""
         w = q.within
         if not q.order:
-            where = ("add ORDER BY field to MATCH_RECOGNIZE (…)" if q.form == "sql" else
-                     "add a line ORDER BY field after PARTITION")
-            raise QueryError("WITHIN needs ORDER BY: the window is measured in the ORDER BY "
-                             f"field's units; {where}", w.pos)
+            where = (
+                "add ORDER BY field to MATCH_RECOGNIZE (…)"
+                if q.form == "sql"
+                else "add a line ORDER BY field after PARTITION"
+            )
+            raise QueryError(
+                "WITHIN needs ORDER BY: the window is measured in the ORDER BY "
+                f"field's units; {where}",
+                w.pos,
+            )
         f = schema.field(q.order[0].name)
         if not isinstance(f.type, UIntType | IntType):
-            raise QueryError(f"WITHIN needs an integer ORDER BY field (UINT or INT), and "
-                             f"'{f.name}' is {f.type}", q.order[0].pos)
+            raise QueryError(
+                f"WITHIN needs an integer ORDER BY field (UINT or INT), and '{f.name}' is {f.type}",
+                q.order[0].pos,
+            )
         if w.interval is None:
             n = w.count
             shown = f"WITHIN {n}"
@@ -272,22 +325,30 @@ class _Checker:
                 raise QueryError(
                     f"{shown}: the ORDER BY field '{f.name}' has no time unit; declare it in "
                     f"CREATE STREAM, as {f.name} {f.type} TIME(MILLISECOND), or write WITHIN n "
-                    f"in {f.name}'s units", w.pos)
+                    f"in {f.name}'s units",
+                    w.pos,
+                )
             if not re.fullmatch(r"\s*[0-9]{1,30}(\.[0-9]{0,30})?\s*", text):
-                raise QueryError(f"{shown}: the interval must be a number, such as '10' or "
-                                 "'1.5'", w.pos)
+                raise QueryError(
+                    f"{shown}: the interval must be a number, such as '10' or '1.5'", w.pos
+                )
             span = Fraction(text.strip()) * TIME_UNITS[unit] / TIME_UNITS[f.unit]
             if span.denominator != 1:
-                raise QueryError(f"{shown} is not a whole number of {f.unit}S, the unit of "
-                                 f"'{f.name}'", w.pos)
+                raise QueryError(
+                    f"{shown} is not a whole number of {f.unit}S, the unit of '{f.name}'", w.pos
+                )
             n = int(span)
         if n == 0:
-            raise QueryError(f"{shown}: the window must be positive (a match's first and last "
-                             "tuples differ by less than it)", w.pos)
+            raise QueryError(
+                f"{shown}: the window must be positive (a match's first and last "
+                "tuples differ by less than it)",
+                w.pos,
+            )
         most = _largest(f.type)
         if n > most:
-            raise QueryError(f"{shown}: the window {n} is more than {f.name} {f.type} can hold "
-                             f"({most})", w.pos)
+            raise QueryError(
+                f"{shown}: the window {n} is more than {f.name} {f.type} can hold ({most})", w.pos
+            )
         return n
 
     def _pattern_vars(self, p: ast.Pattern) -> set[str]:
@@ -308,10 +369,14 @@ class _Checker:
                 raise QueryError(
                     f"the '{kind}' anchor is not supported: a partition of an unbounded stream "
                     f"has no {what} the engine could see; matches may start at any tuple",
-                    p.pos)
+                    p.pos,
+                )
             case ast.Exclusion():
-                raise QueryError("{- … -} exclusion is not supported: it only changes which "
-                                 "rows ALL ROWS PER MATCH returns", p.pos)
+                raise QueryError(
+                    "{- … -} exclusion is not supported: it only changes which "
+                    "rows ALL ROWS PER MATCH returns",
+                    p.pos,
+                )
         raise TypeError(p)
 
     # --- expressions ------------------------------------------------------------------------
@@ -328,25 +393,32 @@ class _Checker:
             case ast.Compare():
                 return self._compare(e, schema, var)
             case ast.Between(operand, low, high, negated):
-                both = P.And((
-                    self._compare(ast.Compare(">=", operand, low, pos=e.pos), schema, var),
-                    self._compare(ast.Compare("<=", operand, high, pos=e.pos), schema, var)))
+                both = P.And(
+                    (
+                        self._compare(ast.Compare(">=", operand, low, pos=e.pos), schema, var),
+                        self._compare(ast.Compare("<=", operand, high, pos=e.pos), schema, var),
+                    )
+                )
                 return P.Not(both) if negated else both
             case ast.InList(operand, items, negated):
-                anyof = P.Or(tuple(
-                    self._compare(ast.Compare("=", operand, i, pos=i.pos), schema, var)
-                    for i in items))
+                anyof = P.Or(
+                    tuple(
+                        self._compare(ast.Compare("=", operand, i, pos=i.pos), schema, var)
+                        for i in items
+                    )
+                )
                 return P.Not(anyof) if negated else anyof
             case ast.Column():
                 f = self._field(e, schema, var)
                 if isinstance(f.type, BoolType):
                     return P.FieldRef(f.name, f.type)
-                raise QueryError(f"field '{f.name}' is {f.type}, not a condition: compare it "
-                                 "with something", e.pos)
+                raise QueryError(
+                    f"field '{f.name}' is {f.type}, not a condition: compare it with something",
+                    e.pos,
+                )
             case ast.Call():
                 raise _reject_call(e)
-        raise QueryError("expected a condition (a comparison, AND, OR, NOT, a BOOL field)",
-                         e.pos)
+        raise QueryError("expected a condition (a comparison, AND, OR, NOT, a BOOL field)", e.pos)
 
     def _operand(self, e: ast.Expr, schema: Schema, var: str):
         """Type an operand: returns (kind, PExpr | ast literal awaiting context)."""
@@ -384,8 +456,11 @@ class _Checker:
                     if k == "param":
                         raise _param_alone(lv if side is left else rv)
                     if k not in ("int", "intlit"):
-                        raise QueryError(f"'{op}' works on integer fields and integer literals "
-                                         f"only, not on {_kind_text(k)}", side.pos)
+                        raise QueryError(
+                            f"'{op}' works on integer fields and integer literals "
+                            f"only, not on {_kind_text(k)}",
+                            side.pos,
+                        )
                 if lk == rk == "intlit":
                     value = lv.value + rv.value if op == "+" else lv.value - rv.value
                     return "intlit", P.Const(value, "int")
@@ -421,13 +496,19 @@ class _Checker:
             return P.Cmp(op, lv, rv, "float")
         if lk == "enum":
             if op not in ("=", "<>"):
-                raise QueryError(f"ENUM field '{lv.name}' can only be compared with = or <> "
-                                 "(labels have no order)", c.pos)
+                raise QueryError(
+                    f"ENUM field '{lv.name}' can only be compared with = or <> "
+                    "(labels have no order)",
+                    c.pos,
+                )
             enum = lv.type
             if rk == "strlit":
                 if rv.value not in enum.labels:
-                    raise QueryError(f"'{rv.value}' is not a label of field '{lv.name}' "
-                                     f"{enum}" + _suggest(rv.value, enum.labels), rside.pos)
+                    raise QueryError(
+                        f"'{rv.value}' is not a label of field '{lv.name}' "
+                        f"{enum}" + _suggest(rv.value, enum.labels),
+                        rside.pos,
+                    )
                 return P.Cmp(op, lv, P.Const(enum.labels.index(rv.value), "enum", enum), "enum")
             if rk == "enum" and rv.type == enum:
                 return P.Cmp(op, lv, rv, "enum")
@@ -445,14 +526,15 @@ class _Checker:
         ty = lv.type
         earlier = self.params.setdefault(rv.name, (ty, lv.name))
         if earlier[0] != ty:
-            raise QueryError(f"parameter :{rv.name} is compared with {ty} field '{lv.name}' "
-                             f"here, but with {earlier[0]} field '{earlier[1]}' before: a "
-                             "parameter has one type, that of the fields it is compared with",
-                             rv.pos)
+            raise QueryError(
+                f"parameter :{rv.name} is compared with {ty} field '{lv.name}' "
+                f"here, but with {earlier[0]} field '{earlier[1]}' before: a "
+                "parameter has one type, that of the fields it is compared with",
+                rv.pos,
+            )
         kind = P.field_kind(ty)
         if kind in ("enum", "bool") and op not in ("=", "<>"):
-            raise QueryError(f"{ty} field '{lv.name}' can only be compared with = or <>",
-                             c.pos)
+            raise QueryError(f"{ty} field '{lv.name}' can only be compared with = or <>", c.pos)
         return P.Cmp(op, lv, P.Param(rv.name, ty), kind)
 
     def _float32(self, text: str, where: ast.Expr) -> float:
@@ -461,22 +543,34 @@ class _Checker:
         value = float(decimal_to_float32(text))
         mantissa = re.split("[eE]", text)[0]
         if math.isinf(value):
-            self.warnings.append(QueryError(
-                f"{_short(text)} is beyond the range of FLOAT32 (its largest finite value is "
-                f"{_FLT_MAX}) and is rounded to {'-' if value < 0 else ''}inf", where.pos,
-                severity="warning"))
+            self.warnings.append(
+                QueryError(
+                    f"{_short(text)} is beyond the range of FLOAT32 (its largest finite value is "
+                    f"{_FLT_MAX}) and is rounded to {'-' if value < 0 else ''}inf",
+                    where.pos,
+                    severity="warning",
+                )
+            )
         elif value == 0 and re.search("[1-9]", mantissa):
-            self.warnings.append(QueryError(
-                f"{_short(text)} is closer to 0 than the smallest FLOAT32 ({_FLT_TINY}) and is "
-                "rounded to 0", where.pos, severity="warning"))
+            self.warnings.append(
+                QueryError(
+                    f"{_short(text)} is closer to 0 than the smallest FLOAT32 ({_FLT_TINY}) and is "
+                    "rounded to 0",
+                    where.pos,
+                    severity="warning",
+                )
+            )
         return value
 
     def _fits(self, left: P.PExpr, right: P.PExpr, rside: ast.Expr) -> None:
         if isinstance(left, P.FieldRef) and isinstance(right, P.Const):
             lo, hi = left.type.range
             if not lo <= right.value <= hi:
-                raise QueryError(f"constant {right.value} does not fit field '{left.name}' "
-                                 f"{left.type} ({lo}..{hi})", rside.pos)
+                raise QueryError(
+                    f"constant {right.value} does not fit field '{left.name}' "
+                    f"{left.type} ({lo}..{hi})",
+                    rside.pos,
+                )
 
 
 _FLT_MAX = "3.4028235e+38"
@@ -488,16 +582,25 @@ def _short(text: str) -> str:
 
 
 def _param_alone(p: ast.ParamRef) -> QueryError:
-    return QueryError(f"parameter :{p.name} must be compared directly with a field (as in "
-                      f"'temp > :{p.name}'): it takes that field's type", p.pos)
+    return QueryError(
+        f"parameter :{p.name} must be compared directly with a field (as in "
+        f"'temp > :{p.name}'): it takes that field's type",
+        p.pos,
+    )
 
 
 def _kind_text(kind: str, value=None) -> str:
     if isinstance(value, P.FieldRef):
         return f"{value.type} field '{value.name}'"
-    return {"intlit": "an integer literal", "declit": "a decimal literal",
-            "strlit": "a string literal", "bool": "a Boolean", "int": "an integer expression",
-            "float": "a FLOAT32 value", "enum": "an ENUM value"}.get(kind, kind)
+    return {
+        "intlit": "an integer literal",
+        "declit": "a decimal literal",
+        "strlit": "a string literal",
+        "bool": "a Boolean",
+        "int": "an integer expression",
+        "float": "a FLOAT32 value",
+        "enum": "an ENUM value",
+    }.get(kind, kind)
 
 
 def _can_match_nonempty(p: ast.Pattern) -> bool:
@@ -520,6 +623,7 @@ def _suggest(name: str, choices) -> str:
         if c.lower() == name.lower():
             return f" (did you mean '{c}'? names are case-sensitive)"
     import difflib
+
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -527,4 +631,3 @@ def _suggest(name: str, choices) -> str:
 def check(file: ast.File) -> Program:
     """Check a parsed file; raises :class:`QueryError` at the first error."""
     return _Checker(file).run()
-

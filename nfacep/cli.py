@@ -66,11 +66,18 @@ class Command:
 def add_io_arguments(parser: argparse.ArgumentParser, *, output_help: str = "matches (.csv)"):
     """The query file, ``--input T`` and ``--output M`` of a command that matches tuples."""
     parser.add_argument("query", help="query file (.sql)")
-    parser.add_argument("--input", required=True, metavar="T",
-                        help="tuples: .csv, .parquet, or a folder of Parquet part files")
-    parser.add_argument("--output", required=True, metavar="M",
-                        help=f"{output_help}; its summary is written beside it "
-                             "(M.summary.json)")
+    parser.add_argument(
+        "--input",
+        required=True,
+        metavar="T",
+        help="tuples: .csv, .parquet, or a folder of Parquet part files",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="M",
+        help=f"{output_help}; its summary is written beside it (M.summary.json)",
+    )
 
 
 def load_query(path: str) -> Nfa:
@@ -82,9 +89,12 @@ def load_query(path: str) -> Nfa:
 
 
 def _add_json(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON document instead of text (docs/commands.md); "
-                             "an error is printed as {\"error\": …} too")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document instead of text (docs/commands.md); "
+        'an error is printed as {"error": …} too',
+    )
 
 
 def _load_or_json_error(args) -> Nfa:
@@ -134,10 +144,13 @@ class Check(Command):
         self._load_boards()
         super().add_arguments(parser)
         _add_json(parser)
-        parser.add_argument("--board", metavar="NAME",
-                            help="also estimate the engine's resources on this board, as "
-                                 "`nfacep build` checks them before synthesis, and say whether "
-                                 "it would refuse the build there (needs the boards package)")
+        parser.add_argument(
+            "--board",
+            metavar="NAME",
+            help="also estimate the engine's resources on this board, as "
+            "`nfacep build` checks them before synthesis, and say whether "
+            "it would refuse the build there (needs the boards package)",
+        )
         if self._boards is not None:
             self._boards.add_arguments(parser)
         params.add_arguments(parser)
@@ -151,9 +164,12 @@ class Check(Command):
             engine = params.from_args(args)
         elif params.given(args) or args.param:
             given = [params.option(n) for n in params.given(args)] + (
-                ["--param"] if args.param else [])
-            raise UsageError(f"{', '.join(given)}: the engine parameters describe the engine "
-                             "on a board; give --board too")
+                ["--param"] if args.param else []
+            )
+            raise UsageError(
+                f"{', '.join(given)}: the engine parameters describe the engine "
+                "on a board; give --board too"
+            )
         nfa = _load_or_json_error(args)
         estimate = None if engine is None else self._boards.estimate(nfa, engine, args)
         if args.json:
@@ -171,16 +187,20 @@ class Check(Command):
 
     def _print(self, nfa: Nfa) -> None:
         prog = nfa.program
-        fields = ", ".join(f"{f.name} {f.type}" + (f" TIME({f.unit})" if f.unit else "")
-                           for f in prog.schema.fields)
+        fields = ", ".join(
+            f"{f.name} {f.type}" + (f" TIME({f.unit})" if f.unit else "")
+            for f in prog.schema.fields
+        )
         print(f"stream {prog.schema.name} ({fields})")
         print(f"partition key: {prog.partition_field or '(none: one stream)'}")
         print(f"predicates: {len(nfa.predicates)} (decoder outputs)")
         for p in nfa.predicates:
             print(f"  p{p.index}: {p.text}")
         if prog.parameters:
-            print("parameters (set with --param NAME=VALUE): "
-                  + ", ".join(f":{n} {t}" for n, t in prog.parameters.items()))
+            print(
+                "parameters (set with --param NAME=VALUE): "
+                + ", ".join(f":{n} {t}" for n, t in prog.parameters.items())
+            )
         for q, cq in zip(nfa.queries, prog.queries, strict=True):
             skip = "AFTER MATCH SKIP PAST LAST ROW" if q.skip_past_last_row else "every match end"
             order = f", ORDER BY {cq.order_field}" if cq.order_field else ""
@@ -239,9 +259,14 @@ class Match(Command):
 
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
-        parser.add_argument("--chunk", metavar="N", type=_tuples_count, default=CHUNK,
-                            help="tuples read and matched at a time: the memory a run needs "
-                                 "grows with N, not with the input (default %(default)s)")
+        parser.add_argument(
+            "--chunk",
+            metavar="N",
+            type=_tuples_count,
+            default=CHUNK,
+            help="tuples read and matched at a time: the memory a run needs "
+            "grows with N, not with the input (default %(default)s)",
+        )
         params.add_arguments(parser)
         settings.add_argument(parser, switches=True)
 
@@ -250,10 +275,17 @@ class Match(Command):
 
         engine = params.from_args(args)
         nfa = load_query(args.query)
-        values = settings.from_args(nfa.program.parameters, args, switches=True,
-                                    command="match")
-        result = run_files(Reference(), nfa, args.input, args.output, engine,
-                           query_file=args.query, values=values, chunk=args.chunk)
+        values = settings.from_args(nfa.program.parameters, args, switches=True, command="match")
+        result = run_files(
+            Reference(),
+            nfa,
+            args.input,
+            args.output,
+            engine,
+            query_file=args.query,
+            values=values,
+            chunk=args.chunk,
+        )
         report(result, args.output)
         return 0
 
@@ -282,8 +314,9 @@ class _Unavailable(Command):
         parser.add_argument("rest", nargs=argparse.REMAINDER)
 
     def run(self, args) -> int:
-        raise UsageError(f"`nfacep {self.name}` is not available in this installation: "
-                         f"{self.reason}")
+        raise UsageError(
+            f"`nfacep {self.name}` is not available in this installation: {self.reason}"
+        )
 
 
 def commands() -> list[Command]:
@@ -302,14 +335,20 @@ def commands() -> list[Command]:
 
 def _parser(found: list[Command]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="nfacep", description="Compile complex-event queries into FPGA gateware.")
+        prog="nfacep", description="Compile complex-event queries into FPGA gateware."
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in found:
         epilog = command.epilog()
         parser = sub.add_parser(
-            command.name, help=command.help, description=command.description or command.help,
-            epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter if epilog
-            else argparse.HelpFormatter)
+            command.name,
+            help=command.help,
+            description=command.description or command.help,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter
+            if epilog
+            else argparse.HelpFormatter,
+        )
         command.add_arguments(parser)
     return p
 

@@ -22,8 +22,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["carry_last", "dfa_stream", "fill_codes", "first_index", "nfa_start_stream",
-           "nfa_stream", "table_codes"]
+__all__ = [
+    "carry_last",
+    "dfa_stream",
+    "fill_codes",
+    "first_index",
+    "nfa_start_stream",
+    "nfa_stream",
+    "table_codes",
+]
 
 # Position of the lowest set bit of a 64-bit word w: de Bruijn multiplication of w & -w
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
@@ -101,8 +108,24 @@ def nfa_stream(follow, start, accept, true, skip, lut, packed, codes, admitted, 
 
 
 @_jit
-def nfa_start_stream(follow, start, accept, true, skip, window, ts, lut, packed, codes,
-                     admitted, fresh, offset, state, began, began_ts):
+def nfa_start_stream(
+    follow,
+    start,
+    accept,
+    true,
+    skip,
+    window,
+    ts,
+    lut,
+    packed,
+    codes,
+    admitted,
+    fresh,
+    offset,
+    state,
+    began,
+    began_ts,
+):
     """:func:`nfa_stream` keeping, for each active state, the latest start of the runs in it:
     the position (``seq``) of the tuple the latest of them began at. A start state's run
     begins at the tuple; a state reached from several takes the latest of their starts.

@@ -11,8 +11,14 @@ from .errors import QueryError
 from .nfa import Nfa
 from .predicates import render
 
-__all__ = ["CHECK_FORMAT", "EXPLAIN_FORMAT", "check_json", "diagnostic", "explain_json",
-           "explain_text"]
+__all__ = [
+    "CHECK_FORMAT",
+    "EXPLAIN_FORMAT",
+    "check_json",
+    "diagnostic",
+    "explain_json",
+    "explain_text",
+]
 
 CHECK_FORMAT = "nfacep-check/1"
 EXPLAIN_FORMAT = "nfacep-explain/1"
@@ -27,16 +33,27 @@ a match may begin there). A match ends at a tuple after which an accepting state
 def diagnostic(err: QueryError) -> dict:
     """An error or warning as JSON: file, line, column (null when the error has no place),
     severity and message."""
-    return {"file": err.filename, "line": err.line, "column": err.column,
-            "severity": err.severity, "message": err.message}
+    return {
+        "file": err.filename,
+        "line": err.line,
+        "column": err.column,
+        "severity": err.severity,
+        "message": err.message,
+    }
 
 
 def _states(nfa: Nfa, q, *, wiring: bool) -> list[dict]:
     out = []
     for i in q.states:
         s = nfa.states[i]
-        state = {"index": s.index, "name": s.name, "variable": s.var,
-                 "predicate": s.predicate, "start": s.start, "accepting": s.accepting}
+        state = {
+            "index": s.index,
+            "name": s.name,
+            "variable": s.var,
+            "predicate": s.predicate,
+            "start": s.start,
+            "accepting": s.accepting,
+        }
         if wiring:
             state["activated_by"] = sorted(s.activation)
         out.append(state)
@@ -48,23 +65,35 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
     prog = nfa.program
     queries = []
     for q, cq in zip(nfa.queries, prog.queries, strict=True):
-        queries.append({
-            "name": q.name, "form": cq.form,
-            "semantics": "skip past last row" if q.skip_past_last_row else "every end",
-            "order_by": cq.order_field, "within": cq.window, "start_seq": cq.start_seq,
-            "state_count": q.count,
-            "states": _states(nfa, q, wiring=wiring),
-        })
+        queries.append(
+            {
+                "name": q.name,
+                "form": cq.form,
+                "semantics": "skip past last row" if q.skip_past_last_row else "every end",
+                "order_by": cq.order_field,
+                "within": cq.window,
+                "start_seq": cq.start_seq,
+                "state_count": q.count,
+                "states": _states(nfa, q, wiring=wiring),
+            }
+        )
     return {
-        "format": CHECK_FORMAT, "query_file": query_file,
-        "stream": {"name": prog.schema.name, "fields": [
-            {"name": f.name, "type": str(f.type), "bits": f.type.bits}
-            for f in prog.schema.fields]},
+        "format": CHECK_FORMAT,
+        "query_file": query_file,
+        "stream": {
+            "name": prog.schema.name,
+            "fields": [
+                {"name": f.name, "type": str(f.type), "bits": f.type.bits}
+                for f in prog.schema.fields
+            ],
+        },
         "partition_key": prog.partition_field,
-        "predicates": [{"index": p.index, "name": f"p{p.index}", "text": p.text}
-                       for p in nfa.predicates],
-        "parameters": [{"name": n, "type": str(t), "bits": t.bits}
-                       for n, t in prog.parameters.items()],
+        "predicates": [
+            {"index": p.index, "name": f"p{p.index}", "text": p.text} for p in nfa.predicates
+        ],
+        "parameters": [
+            {"name": n, "type": str(t), "bits": t.bits} for n, t in prog.parameters.items()
+        ],
         "queries": queries,
         "warnings": [diagnostic(w) for w in prog.warnings],
     }
@@ -77,8 +106,9 @@ def explain_json(nfa: Nfa, query_file: str) -> dict:
     doc["format"] = EXPLAIN_FORMAT
     for q, cq in zip(doc["queries"], nfa.program.queries, strict=True):
         q["pattern"] = dump(cq.pattern)
-        q["conditions"] = {var: None if pred is None else render(pred)
-                           for var, pred in cq.predicates.items()}
+        q["conditions"] = {
+            var: None if pred is None else render(pred) for var, pred in cq.predicates.items()
+        }
     return doc
 
 
@@ -87,16 +117,17 @@ def explain_text(nfa: Nfa) -> str:
     set with the paper's '1' written 'start', and start and accepting states said in words."""
     lines = [f"p{p.index}: {p.text}" for p in nfa.predicates]
     if nfa.program.parameters:
-        lines.append("parameters (registers the decoder compares with; --param sets them): "
-                     + ", ".join(f":{n} {t}" for n, t in nfa.program.parameters.items()))
+        lines.append(
+            "parameters (registers the decoder compares with; --param sets them): "
+            + ", ".join(f":{n} {t}" for n, t in nfa.program.parameters.items())
+        )
     lines += ["", LEGEND]
     for q in nfa.queries:
         semantics = "skip past last row" if q.skip_past_last_row else "every match end"
         if q.window is not None:
             semantics += f", WITHIN {q.window} ({q.order_field} units)"
         if q.start_seq:
-            semantics += (", reports start_seq (each state keeps the latest start of its "
-                          "runs)")
+            semantics += ", reports start_seq (each state keeps the latest start of its runs)"
         lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}, {semantics}")
         for i in q.states:
             s = nfa.states[i]

@@ -75,8 +75,9 @@ def all_symbols(nfa: Nfa, q: QueryNfa) -> np.ndarray:
     return rows
 
 
-def build(nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16,
-          roots: list[int] = ()) -> Dfa:
+def build(
+    nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16, roots: list[int] = ()
+) -> Dfa:
     """The reachable part of the subset construction over the given symbols (true masks),
     from the empty set and from the state sets ``roots`` (a matcher that resumes a stream
     needs a state for each set its partitions stand in)."""

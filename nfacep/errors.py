@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DataError", "HardwareLimitError", "NfacepError", "QueryError", "SourcePos",
-           "UsageError"]
+__all__ = [
+    "DataError",
+    "HardwareLimitError",
+    "NfacepError",
+    "QueryError",
+    "SourcePos",
+    "UsageError",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +45,15 @@ class HardwareLimitError(UsageError):
 class QueryError(NfacepError):
     """A wrong query: rendered as ``file:line:col: message``, the offending line and a caret."""
 
-    def __init__(self, message: str, pos: SourcePos | None, *, source: str | None = None,
-                 filename: str = "<query>", severity: str = "error"):
+    def __init__(
+        self,
+        message: str,
+        pos: SourcePos | None,
+        *,
+        source: str | None = None,
+        filename: str = "<query>",
+        severity: str = "error",
+    ):
         super().__init__(message)
         self.message = message
         self.pos = pos
@@ -67,7 +80,7 @@ class QueryError(NfacepError):
         prefix = "" if self.severity == "error" else f"{self.severity}: "
         message = _printable(self.message)
         if len(message) > MESSAGE_WIDTH:  # a name or a type thousands of characters long
-            message = message[:MESSAGE_WIDTH - 100] + " … " + message[-97:]
+            message = message[: MESSAGE_WIDTH - 100] + " … " + message[-97:]
         if self.pos is None:
             return f"{self.filename}: {prefix}{message}"
         head = f"{self.filename}:{self.pos.line}:{self.pos.column}: {prefix}{message}"
@@ -103,7 +116,7 @@ def _excerpt(line: str, column: int) -> tuple[str, int]:
     if len(line) <= EXCERPT_WIDTH:
         return line, column
     start = max(0, min(column - 1 - EXCERPT_WIDTH // 2, len(line) - EXCERPT_WIDTH))
-    text = line[start:start + EXCERPT_WIDTH]
+    text = line[start : start + EXCERPT_WIDTH]
     if start > 0:
         text = "…" + text[1:]
     if start + EXCERPT_WIDTH < len(line):

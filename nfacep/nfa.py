@@ -206,8 +206,10 @@ def _expand(p: ast.Pattern) -> ast.Pattern:
             return ast.Alt(tuple(_expand(i) for i in items), pos=p.pos)
         case ast.Permute(items):
             orders = itertools.permutations(items)
-            return ast.Alt(tuple(ast.Seq(tuple(_expand(i) for i in order), pos=p.pos)
-                                 for order in orders), pos=p.pos)
+            return ast.Alt(
+                tuple(ast.Seq(tuple(_expand(i) for i in order), pos=p.pos) for order in orders),
+                pos=p.pos,
+            )
         case ast.Repeat(child, lo, hi):
             if (lo, hi) in ((0, 1), (0, None), (1, None)):
                 return ast.Repeat(_expand(child), lo, hi, pos=p.pos)
@@ -224,6 +226,7 @@ def _expand(p: ast.Pattern) -> ast.Pattern:
 
 
 # --- the wiring algorithm ---------------------------------------------------------------------
+
 
 class _TooManyWires(Exception):
     pass
@@ -326,14 +329,19 @@ def build(program: Program) -> Nfa:
         size = _size(q.pattern, cap=_SHOWN)
         if size > MAX_STATES:
             count = f"{size}" if size < _SHOWN else f"more than {_SHOWN}"
-            raise QueryError(f"query '{q.name}' expands to {count} NFA states, more than the "
-                             f"limit of {MAX_STATES}, the states of one engine (counted repetition "
-                             "and PERMUTE copy their operands)", q.pattern.pos or q.pos)
+            raise QueryError(
+                f"query '{q.name}' expands to {count} NFA states, more than the "
+                f"limit of {MAX_STATES}, the states of one engine (counted repetition "
+                "and PERMUTE copy their operands)",
+                q.pattern.pos or q.pos,
+            )
         if len(states) + size > MAX_FILE_STATES:
-            raise QueryError(f"query '{q.name}' brings the file's NFA states to "
-                             f"{len(states) + size}, more than the {MAX_FILE_STATES} nfacep "
-                             f"models for one file (the gateware takes {MAX_STATES})",
-                             q.pattern.pos or q.pos)
+            raise QueryError(
+                f"query '{q.name}' brings the file's NFA states to "
+                f"{len(states) + size}, more than the {MAX_FILE_STATES} nfacep "
+                f"models for one file (the gateware takes {MAX_STATES})",
+                q.pattern.pos or q.pos,
+            )
         expanded = _expand(_prune(q.pattern))
         w = _Wiring(budget)
         w.number(expanded)
@@ -345,7 +353,9 @@ def build(program: Program) -> Nfa:
                 + (" with the queries before it" if states else "")
                 + ", more than one engine can hold: a state is wired to every state that may "
                 "precede it, so repeating an optional or starred operand n times (A{0,n}, "
-                "(A*){n}) makes about n²/2 wires", q.pattern.pos or q.pos) from None
+                "(A*){n}) makes about n²/2 wires",
+                q.pattern.pos or q.pos,
+            ) from None
         first = len(states)
         for n, leaf in enumerate(w.leaves):
             if isinstance(leaf, ast.Wildcard):
@@ -361,12 +371,30 @@ def build(program: Program) -> Nfa:
                 act = act - _START
             if first:  # set operations in C: a query may have millions of activation wires
                 act = frozenset(map(first.__add__, act))
-            states.append(State(
-                index=first + n, query=qi, var=var, predicate=pidx,
-                activation=act, start=start, accepting=n in final))
+            states.append(
+                State(
+                    index=first + n,
+                    query=qi,
+                    var=var,
+                    predicate=pidx,
+                    activation=act,
+                    start=start,
+                    accepting=n in final,
+                )
+            )
         budget = w.budget
-        queries.append(QueryNfa(qi, q.name, first, len(w.leaves), q.skip_past_last_row,
-                                nullable=START in final, window=q.window,
-                                order_field=q.order_field, start_seq=q.start_seq))
+        queries.append(
+            QueryNfa(
+                qi,
+                q.name,
+                first,
+                len(w.leaves),
+                q.skip_past_last_row,
+                nullable=START in final,
+                window=q.window,
+                order_field=q.order_field,
+                start_seq=q.start_seq,
+            )
+        )
     preds = tuple(Predicate(i, e) for e, i in sorted(predicates.items(), key=lambda kv: kv[1]))
     return Nfa(preds, tuple(states), tuple(queries), program)

@@ -55,8 +55,10 @@ def _check_destination(path: str, what: str) -> str:
     except OSError:
         mode = None  # does not exist (or a dangling link): it is created
     if mode is not None and not stat.S_ISREG(mode):
-        raise UsageError(f"{what} {path} exists and is not a regular file (a device, a pipe "
-                         "or a socket); nfacep writes a file by replacing it")
+        raise UsageError(
+            f"{what} {path} exists and is not a regular file (a device, a pipe "
+            "or a socket); nfacep writes a file by replacing it"
+        )
     return os.path.dirname(os.path.abspath(path))
 
 
@@ -67,8 +69,9 @@ def _same(a: str, b: str) -> bool:
         return False
 
 
-def check_outputs(paths: Iterable[str | None], inputs: Iterable[str | None] = (), *,
-                  what: str = "--output") -> None:
+def check_outputs(
+    paths: Iterable[str | None], inputs: Iterable[str | None] = (), *, what: str = "--output"
+) -> None:
     """Before any work: a :class:`UsageError` when one of ``paths`` (the files a command will
     write) could not be written, or is one of ``inputs`` (the files and folders it reads),
     also through links, or lies inside an input folder."""
@@ -79,13 +82,17 @@ def check_outputs(paths: Iterable[str | None], inputs: Iterable[str | None] = ()
         folder = _check_destination(path, what)
         for source in inputs:
             if _same(path, source):
-                raise UsageError(f"{what} {path} is the input {source}: writing it would "
-                                 "destroy the input; choose another file")
+                raise UsageError(
+                    f"{what} {path} is the input {source}: writing it would "
+                    "destroy the input; choose another file"
+                )
             if os.path.isdir(source):
                 inside = os.path.realpath(source)
                 if os.path.realpath(path).startswith(inside.rstrip(os.sep) + os.sep):
-                    raise UsageError(f"{what} {path} is inside the input folder {source}; "
-                                     "choose a file elsewhere")
+                    raise UsageError(
+                        f"{what} {path} is inside the input folder {source}; "
+                        "choose a file elsewhere"
+                    )
         probe_folder(folder, f"{what} {path}")
 
 
@@ -100,8 +107,9 @@ def _temporary(path: str, what: str):
 
 
 @contextlib.contextmanager
-def atomic_files(paths: list[str], newline: str | None = None, *,
-                 what: str = "output") -> Iterator[list]:
+def atomic_files(
+    paths: list[str], newline: str | None = None, *, what: str = "output"
+) -> Iterator[list]:
     """Open a temporary file beside each of ``paths`` (text, UTF-8) and yield them in order;
     when the block completes, close them all and rename each over its destination. On any
     exception (KeyboardInterrupt and SIGTERM's included) remove them all: no destination is

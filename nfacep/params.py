@@ -42,22 +42,33 @@ MAX_PREDICATES = 4096
 MAX_KEY_BITS = 64
 
 
-def _param(default: int, *, lo: int, hi: int, metavar: str, help: str, hint: str,
-           low: str | None = None):
+def _param(
+    default: int, *, lo: int, hi: int, metavar: str, help: str, hint: str, low: str | None = None
+):
     """A parameter's definition: its default, its range and what the command line says of it.
 
     ``low`` is the message when a value is below ``lo``; ``hint`` what to do when it is above
     ``hi`` (the engine's limit).
     """
-    return field(default=default, metadata={
-        "lo": lo, "hi": hi, "metavar": metavar, "help": help, "hint": hint,
-        "low": low or f"must be at least {lo}"})
+    return field(
+        default=default,
+        metadata={
+            "lo": lo,
+            "hi": hi,
+            "metavar": metavar,
+            "help": help,
+            "hint": hint,
+            "low": low or f"must be at least {lo}",
+        },
+    )
 
 
 def _choice(default: str, *, choices: tuple[str, ...], help: str):
     """A parameter that takes one of ``choices`` (a word)."""
-    return field(default=default, metadata={
-        "choices": choices, "metavar": "{" + ",".join(choices) + "}", "help": help})
+    return field(
+        default=default,
+        metadata={"choices": choices, "metavar": "{" + ",".join(choices) + "}", "help": help},
+    )
 
 
 STORES = ("pipeline", "table")
@@ -74,26 +85,48 @@ class EngineParams:
     """
 
     partitions: int = _param(
-        256, lo=1, hi=65536, metavar="N", hint="use fewer partitions",
+        256,
+        lo=1,
+        hi=65536,
+        metavar="N",
+        hint="use fewer partitions",
         help="partitions the partitioner stores; a tuple of a new partition finds no free "
-             "element when all are taken, and is dropped and counted")
+        "element when all are taken, and is dropped and counted",
+    )
     tick_tuples: int = _param(
-        0, lo=0, hi=(1 << 32) - 1, metavar="K", hint="tick more often",
+        0,
+        lo=0,
+        hi=(1 << 32) - 1,
+        metavar="K",
+        hint="tick more often",
         low="must be 0 (no ticks) or more",
-        help="a timer tick after every K-th input tuple; 0: no ticks")
+        help="a timer tick after every K-th input tuple; 0: no ticks",
+    )
     timer_bits: int = _param(
-        4, lo=1, hi=32, metavar="B", hint="use a narrower timer",
-        help="bits of each partition element's timer: 2^B-1 ticks without a tuple free it")
+        4,
+        lo=1,
+        hi=32,
+        metavar="B",
+        hint="use a narrower timer",
+        help="bits of each partition element's timer: 2^B-1 ticks without a tuple free it",
+    )
     store: str = _choice(
-        "pipeline", choices=STORES,
+        "pipeline",
+        choices=STORES,
         help="where partitions are kept: 'pipeline', the paper's swap pipeline in logic (one "
-             "tuple every other cycle); 'table', a table in block RAM (one tuple per cycle, "
-             "--partitions entries, --ways entries per bucket)")
+        "tuple every other cycle); 'table', a table in block RAM (one tuple per cycle, "
+        "--partitions entries, --ways entries per bucket)",
+    )
     ways: int = _param(
-        4, lo=1, hi=16, metavar="W", hint="use fewer ways",
+        4,
+        lo=1,
+        hi=16,
+        metavar="W",
+        hint="use fewer ways",
         help="with --store table and a key wider than the table's index: the entries of one "
-             "bucket (a power of two, one block-RAM bank each); a new key whose bucket is "
-             "full is dropped and counted")
+        "bucket (a power of two, one block-RAM bank each); a new key whose bucket is "
+        "full is dropped and counted",
+    )
 
     def __post_init__(self) -> None:
         self.check()
@@ -105,16 +138,20 @@ class EngineParams:
             value, meta = getattr(self, f.name), f.metadata
             if "choices" in meta:
                 if value not in meta["choices"]:
-                    raise UsageError(f"{option(f.name)} must be one of "
-                                     f"{', '.join(meta['choices'])}, not {value!r}")
+                    raise UsageError(
+                        f"{option(f.name)} must be one of "
+                        f"{', '.join(meta['choices'])}, not {value!r}"
+                    )
                 continue
             if not isinstance(value, int) or isinstance(value, bool):
                 raise UsageError(f"{option(f.name)} must be an integer, not {value!r}")
             if value < meta["lo"]:
                 raise UsageError(f"{option(f.name)} {meta['low']}")
             if value > meta["hi"]:
-                raise HardwareLimitError(f"{option(f.name)} is {value}, more than the engine's "
-                                         f"limit of {meta['hi']}: {meta['hint']}")
+                raise HardwareLimitError(
+                    f"{option(f.name)} is {value}, more than the engine's "
+                    f"limit of {meta['hi']}: {meta['hint']}"
+                )
         if self.store == "table":
             self._check_table()
 
@@ -123,14 +160,18 @@ class EngineParams:
             value = getattr(self, name)
             if value & (value - 1):
                 lower = 1 << (value.bit_length() - 1)
-                raise UsageError(f"{option(name)} {value}: with --store table, {what} must be "
-                                 f"a power of two (such as {lower} or {lower * 2})")
+                raise UsageError(
+                    f"{option(name)} {value}: with --store table, {what} must be "
+                    f"a power of two (such as {lower} or {lower * 2})"
+                )
 
         power_of_two("partitions", "the table's entries")
         power_of_two("ways", "the ways of a bucket")
         if self.ways > self.partitions:
-            raise UsageError(f"--ways {self.ways} is more than --partitions {self.partitions}: "
-                             "a bucket cannot have more ways than the table has entries")
+            raise UsageError(
+                f"--ways {self.ways} is more than --partitions {self.partitions}: "
+                "a bucket cannot have more ways than the table has entries"
+            )
 
     @property
     def index_bits(self) -> int:
@@ -156,9 +197,15 @@ class EngineParams:
         unknown = sorted(set(values) - names)
         missing = sorted(names - set(values))
         if unknown or missing:
-            what = "; ".join(filter(None, [
-                unknown and f"unknown {', '.join(unknown)}",
-                missing and f"missing {', '.join(missing)}"]))
+            what = "; ".join(
+                filter(
+                    None,
+                    [
+                        unknown and f"unknown {', '.join(unknown)}",
+                        missing and f"missing {', '.join(missing)}",
+                    ],
+                )
+            )
             raise UsageError(f"{source}: engine parameters from another nfacep version ({what})")
         try:
             return cls(**values)
@@ -167,15 +214,18 @@ class EngineParams:
 
     def options(self) -> str:
         """The command-line options that give these parameters."""
-        return " ".join(f"{option(f.name)} {getattr(self, f.name)}"
-                        for f in dataclasses.fields(self))
+        return " ".join(
+            f"{option(f.name)} {getattr(self, f.name)}" for f in dataclasses.fields(self)
+        )
 
     def differences(self, other: EngineParams) -> list[str]:
         """``"--name A (given: B)"`` for every parameter where ``self`` (A) differs from
         ``other`` (B)."""
-        return [f"{option(f.name)} {getattr(self, f.name)} (given: {getattr(other, f.name)})"
-                for f in dataclasses.fields(self)
-                if getattr(self, f.name) != getattr(other, f.name)]
+        return [
+            f"{option(f.name)} {getattr(self, f.name)} (given: {getattr(other, f.name)})"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
 
 
 def option(name: str) -> str:
@@ -191,18 +241,27 @@ def add_arguments(parser: argparse.ArgumentParser, *, defaults: str | None = Non
     on the command line from one to take elsewhere.
     """
     group = parser.add_argument_group(
-        "engine parameters (the same for every command that models or builds the engine)")
+        "engine parameters (the same for every command that models or builds the engine)"
+    )
     for f in dataclasses.fields(EngineParams):
         kind = {"choices": f.metadata["choices"]} if "choices" in f.metadata else {"type": int}
-        group.add_argument(option(f.name), dest=f.name, default=None,
-                           metavar=f.metadata["metavar"], **kind,
-                           help=f"{f.metadata['help']} (default {defaults or f.default})")
+        group.add_argument(
+            option(f.name),
+            dest=f.name,
+            default=None,
+            metavar=f.metadata["metavar"],
+            **kind,
+            help=f"{f.metadata['help']} (default {defaults or f.default})",
+        )
 
 
 def given(args: argparse.Namespace) -> dict[str, int | str]:
     """The engine parameters given on the command line parsed into ``args``."""
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineParams)
-            if getattr(args, f.name, None) is not None}
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(EngineParams)
+        if getattr(args, f.name, None) is not None
+    }
 
 
 def from_args(args: argparse.Namespace, defaults: EngineParams | None = None) -> EngineParams:
@@ -214,15 +273,25 @@ def from_args(args: argparse.Namespace, defaults: EngineParams | None = None) ->
 
 def check_fits(nfa: Nfa) -> None:
     """Raise :class:`HardwareLimitError` when the queries of ``nfa`` do not fit one engine."""
+
     def over(what: str, value: int, limit: int, hint: str) -> None:
         if value > limit:
-            raise HardwareLimitError(f"{what} is {value}, more than the engine's limit of "
-                                     f"{limit}: {hint}")
+            raise HardwareLimitError(
+                f"{what} is {value}, more than the engine's limit of {limit}: {hint}"
+            )
 
-    over("the number of NFA states", len(nfa.states), MAX_STATES,
-         "split the queries over several files/engines or shorten counted repetitions")
-    over("the number of distinct predicates", len(nfa.predicates), MAX_PREDICATES,
-         "split the queries over several engines")
+    over(
+        "the number of NFA states",
+        len(nfa.states),
+        MAX_STATES,
+        "split the queries over several files/engines or shorten counted repetitions",
+    )
+    over(
+        "the number of distinct predicates",
+        len(nfa.predicates),
+        MAX_PREDICATES,
+        "split the queries over several engines",
+    )
     key = nfa.program.partition_field
     if key is not None:
         bits = nfa.program.schema.field(key).type.bits

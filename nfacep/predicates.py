@@ -16,8 +16,22 @@ import numpy as np
 
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
-__all__ = ["And", "Arith", "Cmp", "Const", "FieldRef", "Not", "Or", "PExpr", "Param", "bind",
-           "column_of", "evaluate", "nodes", "render"]
+__all__ = [
+    "And",
+    "Arith",
+    "Cmp",
+    "Const",
+    "FieldRef",
+    "Not",
+    "Or",
+    "PExpr",
+    "Param",
+    "bind",
+    "column_of",
+    "evaluate",
+    "nodes",
+    "render",
+]
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT64 = (0, (1 << 64) - 1)
@@ -186,6 +200,7 @@ def nodes(e: PExpr):
 
 # --- evaluation -----------------------------------------------------------------------------
 
+
 def _int_dtype(*ranges: tuple[int, int]):
     lo = min(r[0] for r in ranges)
     hi = max(r[1] for r in ranges)
@@ -227,8 +242,12 @@ def _int_values(e: PExpr, columns, n: int, dtype):
 
 
 _OPS = {
-    "=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal,
-    ">": np.greater, ">=": np.greater_equal,
+    "=": np.equal,
+    "<>": np.not_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
 }
 
 
@@ -271,15 +290,27 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
             fn = _OPS[op]
             if kind == "int":
                 dtype = _int_dtype(*_subranges(left), *_subranges(right))
-                return _column(fn(_int_values(left, columns, n, dtype),
-                                  _int_values(right, columns, n, dtype)), n)
+                return _column(
+                    fn(_int_values(left, columns, n, dtype), _int_values(right, columns, n, dtype)),
+                    n,
+                )
             if kind == "float":
-                return _column(fn(_scalar_or_column(left, columns, n, np.float32),
-                                  _scalar_or_column(right, columns, n, np.float32)), n)
+                return _column(
+                    fn(
+                        _scalar_or_column(left, columns, n, np.float32),
+                        _scalar_or_column(right, columns, n, np.float32),
+                    ),
+                    n,
+                )
             if kind == "bool":
                 return _column(fn(evaluate(left, columns, n), evaluate(right, columns, n)), n)
-            return _column(fn(_scalar_or_column(left, columns, n, np.int64),
-                              _scalar_or_column(right, columns, n, np.int64)), n)
+            return _column(
+                fn(
+                    _scalar_or_column(left, columns, n, np.int64),
+                    _scalar_or_column(right, columns, n, np.int64),
+                ),
+                n,
+            )
     raise TypeError(f"not a Boolean predicate: {e!r}")
 
 

@@ -44,8 +44,17 @@ from .tuples import Tuples, format_value
 from .types import BoolType, EnumType, UIntType
 from .wire import raw_column
 
-__all__ = ["KeyCodes", "Matcher", "Reference", "ReferenceResult", "factorise", "predicate_matrix",
-           "run", "symbols", "timestamps"]
+__all__ = [
+    "KeyCodes",
+    "Matcher",
+    "Reference",
+    "ReferenceResult",
+    "factorise",
+    "predicate_matrix",
+    "run",
+    "symbols",
+    "timestamps",
+]
 
 _MAX_DFA_STATES = 1 << 14
 
@@ -81,12 +90,12 @@ class Reference:
             raise ValueError(f"engine {engine!r}: choose auto, dfa or nfa")
         self.engine = engine
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
-            values: ParamValues | None = None) -> ReferenceResult:
+    def run(
+        self, nfa: Nfa, tuples: Tuples, params: EngineParams, values: ParamValues | None = None
+    ) -> ReferenceResult:
         return run(nfa, tuples, params, engine=self.engine, values=values)
 
-    def pieces(self, nfa: Nfa, params: EngineParams,
-               values: ParamValues | None = None) -> Matcher:
+    def pieces(self, nfa: Nfa, params: EngineParams, values: ParamValues | None = None) -> Matcher:
         """A :class:`Matcher`: the stream in pieces (:class:`nfacep.backend.Pieces`)."""
         return Matcher(nfa, params, engine=self.engine, values=values)
 
@@ -95,8 +104,9 @@ class _Decoder:
     """The predicate decoder over a batch of tuples: ``decoder[p]`` says whether each tuple
     satisfies predicate ``p`` (by index), evaluated column-wise once, when first asked for."""
 
-    def __init__(self, nfa: Nfa, tuples: Tuples, values: ParamValues | None = None,
-                 offset: int = 0):
+    def __init__(
+        self, nfa: Nfa, tuples: Tuples, values: ParamValues | None = None, offset: int = 0
+    ):
         self.nfa, self.tuples = nfa, tuples
         #: the runtime parameters' values (one, or one per tuple), beside the fields; the
         #: tuples are the stream's from position ``offset`` on
@@ -110,8 +120,7 @@ class _Decoder:
         return self._done[p]
 
 
-def predicate_matrix(nfa: Nfa, tuples: Tuples,
-                     values: ParamValues | None = None) -> np.ndarray:
+def predicate_matrix(nfa: Nfa, tuples: Tuples, values: ParamValues | None = None) -> np.ndarray:
     """Bool matrix (tuples × predicates): the predicate decoder's output for every tuple."""
     out = np.zeros((tuples.n, len(nfa.predicates)), dtype=bool)
     decoder = _Decoder(nfa, tuples, values)
@@ -139,8 +148,10 @@ def factorise(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             present[offset] = True
             values = np.flatnonzero(present)
             number = np.cumsum(present, dtype=np.int64) - 1
-            return ((values.astype(column.dtype) + lo).astype(dtype),
-                    number.astype(_code_dtype(len(values)))[offset])
+            return (
+                (values.astype(column.dtype) + lo).astype(dtype),
+                number.astype(_code_dtype(len(values)))[offset],
+            )
     values, codes = np.unique(column, return_inverse=True)
     return values, codes.ravel().astype(_code_dtype(len(values)), copy=False)
 
@@ -157,8 +168,12 @@ _PACKED_PREDICATES = 16
 def _narrow_field(nfa: Nfa, used: list[int]) -> str | None:
     """The one field that all the predicates ``used`` read, when its values are few: an ENUM,
     a BOOL or a UINT of at most 16 bits (else None)."""
-    fields = {node.name: node.type for p in used for node in nodes(nfa.predicates[p].expr)
-              if isinstance(node, FieldRef)}
+    fields = {
+        node.name: node.type
+        for p in used
+        for node in nodes(nfa.predicates[p].expr)
+        if isinstance(node, FieldRef)
+    }
     if len(fields) != 1:
         return None
     [(name, ty)] = fields.items()
@@ -167,8 +182,9 @@ def _narrow_field(nfa: Nfa, used: list[int]) -> str | None:
     return None
 
 
-def symbols(nfa: Nfa, q: QueryNfa, tuples: Tuples, admitted: np.ndarray,
-            decoder: _Decoder | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def symbols(
+    nfa: Nfa, q: QueryNfa, tuples: Tuples, admitted: np.ndarray, decoder: _Decoder | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The query's input symbols: ``(vectors, packed, lut)``. ``vectors`` are the distinct
     predicate vectors of the admitted tuples, restricted to the query's predicates, as rows
     over all of ``nfa.predicates``; tuple ``i``'s symbol is ``lut[packed[i]]``, the index of
@@ -188,12 +204,12 @@ def symbols(nfa: Nfa, q: QueryNfa, tuples: Tuples, admitted: np.ndarray,
     if field is not None:
         column = tuples.columns[field]
         packed = column.view(np.uint8) if column.dtype.kind == "b" else column
-        seen = np.bincount((packed if everyone else packed[admitted]).astype(np.intp,
-                                                                            copy=False))
+        seen = np.bincount((packed if everyone else packed[admitted]).astype(np.intp, copy=False))
         values = np.flatnonzero(seen)
         sample = {field: values.astype(column.dtype), **decoder.params}
-        rows = np.stack([evaluate(nfa.predicates[p].expr, sample, len(values)) for p in used],
-                        axis=1)
+        rows = np.stack(
+            [evaluate(nfa.predicates[p].expr, sample, len(values)) for p in used], axis=1
+        )
         distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
         lut = np.zeros(len(seen), dtype=np.int32)
         lut[values] = inverse.ravel()
@@ -259,8 +275,16 @@ def _run_dfa(d: dfa_mod.Dfa, sym, seg_starts, seg_lens) -> np.ndarray:
     longest = int(seg_lens.max())
     chunk = max(4096, int(math.sqrt(n * n_states)))
     if longest <= 2 * chunk or n * n_states > 1 << 28:
-        _dfa_rounds(flat_t, flat_a, n_sym, sym, seg_starts, seg_lens,
-                    np.zeros(len(seg_starts), dtype=np.int64), match)
+        _dfa_rounds(
+            flat_t,
+            flat_a,
+            n_sym,
+            sym,
+            seg_starts,
+            seg_lens,
+            np.zeros(len(seg_starts), dtype=np.int64),
+            match,
+        )
         return match
     # Split segments into chunks; compute each chunk's state map from every DFA state,
     # compose the maps along each segment to find the chunks' start states, then rerun.
@@ -286,8 +310,9 @@ def _run_dfa(d: dfa_mod.Dfa, sym, seg_starts, seg_lens) -> np.ndarray:
     return match
 
 
-def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens,
-             order=None, ts=None) -> tuple[np.ndarray, np.ndarray | None]:
+def _run_nfa(
+    nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens, order=None, ts=None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Bit-matrix simulation of the NFA: for DFAs too large to tabulate, for WITHIN and for
     start_seq. Returns whether each tuple (in the order of ``sym``) ends a match and, when
     ``order`` is given, the latest start of the runs that end there (-1 elsewhere).
@@ -337,9 +362,15 @@ def _run_nfa(nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens,
     return match, first
 
 
-def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
-        engine: str = "auto", compiled: bool | None = None,
-        values: ParamValues | None = None) -> ReferenceResult:
+def run(
+    nfa: Nfa,
+    tuples: Tuples,
+    params: EngineParams = EngineParams(),
+    *,
+    engine: str = "auto",
+    compiled: bool | None = None,
+    values: ParamValues | None = None,
+) -> ReferenceResult:
     """Match every query of ``nfa`` over ``tuples`` as the engine with ``params`` would.
 
     ``values``: the runtime parameters' values over the stream (required when the queries
@@ -352,7 +383,8 @@ def run(nfa: Nfa, tuples: Tuples, params: EngineParams = EngineParams(), *,
     results. A stream too long to hold at once goes through a :class:`Matcher` in pieces.
     """
     return Matcher(nfa, params, engine=engine, compiled=compiled, values=values).feed(
-        tuples, last=True)
+        tuples, last=True
+    )
 
 
 class KeyCodes:
@@ -461,7 +493,7 @@ def _grown(array: np.ndarray, rows: int) -> np.ndarray:
     if len(array) >= rows:
         return array
     out = np.zeros((max(rows, 2 * len(array)), *array.shape[1:]), dtype=array.dtype)
-    out[:len(array)] = array
+    out[: len(array)] = array
     return out
 
 
@@ -491,9 +523,15 @@ class Matcher:
     the whole stream as one piece only.
     """
 
-    def __init__(self, nfa: Nfa, params: EngineParams = EngineParams(), *,
-                 engine: str = "auto", compiled: bool | None = None,
-                 values: ParamValues | None = None):
+    def __init__(
+        self,
+        nfa: Nfa,
+        params: EngineParams = EngineParams(),
+        *,
+        engine: str = "auto",
+        compiled: bool | None = None,
+        values: ParamValues | None = None,
+    ):
         if engine not in ("auto", "dfa", "nfa"):
             raise ValueError(f"engine {engine!r}: choose auto, dfa or nfa")
         if compiled and _loops() is None:
@@ -538,11 +576,11 @@ class Matcher:
                 raw = raw_column(program.schema, keys, key_field)
                 more = table_slots(raw, program.schema.field(key_field).type.bits, params)
                 if self._slots is not None:
-                    more = Slots(np.concatenate([self._slots.bucket, more.bucket]),
-                                 more.capacity)
+                    more = Slots(np.concatenate([self._slots.bucket, more.bucket]), more.capacity)
                 self._slots = more
             self._last = np.concatenate(
-                [self._last, np.full(len(self.keys) - len(self._last), -1, dtype=np.int64)])
+                [self._last, np.full(len(self.keys) - len(self._last), -1, dtype=np.int64)]
+            )
             a = admit(codes, params, self._slots, offset=offset, last=self._last)
             admitted, fresh = a.admitted, a.fresh
             if not last:  # the store as this piece leaves it, for the next
@@ -559,11 +597,18 @@ class Matcher:
             loops = None
             whole = first_piece and last
             if self.compiled is False and not whole:
-                raise ValueError("compiled=False runs the array operations, which take the "
-                                 "whole stream as one piece")
-            if (not whole or self.compiled
-                    or (self.compiled is None
-                        and n >= _COMPILED_FROM["tracked" if tracked else run.engine])):
+                raise ValueError(
+                    "compiled=False runs the array operations, which take the "
+                    "whole stream as one piece"
+                )
+            if (
+                not whole
+                or self.compiled
+                or (
+                    self.compiled is None
+                    and n >= _COMPILED_FROM["tracked" if tracked else run.engine]
+                )
+            ):
                 loops = _loops()  # None without numba: a whole stream runs in array operations
                 if loops is None and not whole:
                     raise RuntimeError("matching a stream in pieces needs numba")
@@ -581,9 +626,15 @@ class Matcher:
                     run.began = _grown(run.began, n_keys)
                     run.began_ts = _grown(run.began_ts, n_keys)
                     match, first = loops.nfa_start_stream(
-                        *_nfa_words(nfa, q, masks), np.uint64(q.window or 0),
-                        np.zeros(n, dtype=np.uint64) if ts is None else ts, *stream,
-                        offset, run.state, run.began, run.began_ts)
+                        *_nfa_words(nfa, q, masks),
+                        np.uint64(q.window or 0),
+                        np.zeros(n, dtype=np.uint64) if ts is None else ts,
+                        *stream,
+                        offset,
+                        run.state,
+                        run.began,
+                        run.began_ts,
+                    )
                 else:
                     run.state = _grown(_words_state(q, run.state), n_keys)
                     match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream, run.state)
@@ -600,8 +651,9 @@ class Matcher:
                 if run.engine == "dfa":
                     match = _run_dfa(d, sym, heads, seg_lens)
                 else:
-                    match, first = _run_nfa(nfa, q, masks, sym, heads, seg_lens,
-                                            order if tracked else None, ts)
+                    match, first = _run_nfa(
+                        nfa, q, masks, sym, heads, seg_lens, order if tracked else None, ts
+                    )
                 seqs = order[match]
                 sort = np.argsort(seqs, kind="stable")
                 seqs = seqs[sort]
@@ -630,7 +682,7 @@ class Matcher:
             # the text of each key that matched, kept for the pieces after
             if len(self._texts) < n_keys:  # (None: not yet made)
                 grown = np.empty(max(n_keys, 2 * len(self._texts)), dtype=object)
-                grown[:len(self._texts)] = self._texts
+                grown[: len(self._texts)] = self._texts
                 self._texts = grown
             texts = self._texts
             shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
@@ -639,12 +691,22 @@ class Matcher:
             parts = texts[matched].tolist()
         engines = {q.name: r.engine for q, r in zip(nfa.queries, self._queries, strict=True)}
         starts = firsts if any(q.start_seq for q in nfa.queries) else None
-        return ReferenceResult(n=n, names=names, seqs=seqs, queries=qs, partitions=parts,
-                               drops=offset + np.flatnonzero(~admitted), params=params,
-                               engines=engines, values=self.values or None, starts=starts)
+        return ReferenceResult(
+            n=n,
+            names=names,
+            seqs=seqs,
+            queries=qs,
+            partitions=parts,
+            drops=offset + np.flatnonzero(~admitted),
+            params=params,
+            engines=engines,
+            values=self.values or None,
+            starts=starts,
+        )
 
-    def _automaton(self, q: QueryNfa, run: _QueryState, masks: list[int],
-                   tracked: bool) -> dfa_mod.Dfa | None:
+    def _automaton(
+        self, q: QueryNfa, run: _QueryState, masks: list[int], tracked: bool
+    ) -> dfa_mod.Dfa | None:
         """The query's DFA over this piece's symbols (None: it runs the NFA), and its state
         array renumbered for it. The DFA of a later piece is built from the states the
         partitions stand in, as well as from the empty one, so each has a number in it; a DFA
@@ -710,5 +772,10 @@ def _nfa_words(nfa: Nfa, q: QueryNfa, masks: list[int]):
                 out[i, w] = m >> (64 * w) & (2**64 - 1)
         return out
 
-    return (split(follow), split([start])[0], split([accept])[0], split(masks).reshape(-1, words),
-            q.skip_past_last_row)
+    return (
+        split(follow),
+        split([start])[0],
+        split([accept])[0],
+        split(masks).reshape(-1, words),
+        q.skip_past_last_row,
+    )

@@ -31,8 +31,7 @@ from .settings import ParamValues
 from .tuples import Tuples, format_value
 from .wire import SEQ_BITS, Record, RecordColumns, field_text, raw_column, start_queries
 
-__all__ = ["COUNTER_BITS", "MatchRows", "Result", "Totals", "match_file", "report",
-           "write"]
+__all__ = ["COUNTER_BITS", "MatchRows", "Result", "Totals", "match_file", "report", "write"]
 
 #: Width of the engine's counters (``tuples``, ``matched``, ``drops``): they wrap around.
 COUNTER_BITS = 32
@@ -79,8 +78,10 @@ class Result:
         rows = zip(self.seqs.tolist(), self.queries.tolist(), self.partitions, strict=True)
         if self.starts is None:
             return [(int(s), self.names[q], p) for s, q, p in rows]
-        return [(int(s), self.names[q], p, None if b < 0 else b)
-                for (s, q, p), b in zip(rows, self.starts.tolist(), strict=True)]
+        return [
+            (int(s), self.names[q], p, None if b < 0 else b)
+            for (s, q, p), b in zip(rows, self.starts.tolist(), strict=True)
+        ]
 
     @property
     def drop_seqs(self) -> list[int]:
@@ -115,20 +116,23 @@ class Result:
     # --- records ---------------------------------------------------------------------------
 
     @classmethod
-    def from_records(cls, nfa: Nfa, n: int, received: Iterable[Record],
-                     params: EngineParams, **fields) -> Result:
+    def from_records(
+        cls, nfa: Nfa, n: int, received: Iterable[Record], params: EngineParams, **fields
+    ) -> Result:
         """The result of an engine that emitted the records ``received`` for ``n`` tuples.
 
         ``fields`` are the other fields of ``cls``. Raises ValueError for a record that cannot
         be one of this engine's (a tuple past the input, a partition value the key's type does
         not have); :meth:`from_columns` says more.
         """
-        return cls.from_columns(nfa, n, RecordColumns.from_records(list(received)), params,
-                                **fields)
+        return cls.from_columns(
+            nfa, n, RecordColumns.from_records(list(received)), params, **fields
+        )
 
     @classmethod
-    def from_columns(cls, nfa: Nfa, n: int, received: RecordColumns, params: EngineParams,
-                     **fields) -> Result:
+    def from_columns(
+        cls, nfa: Nfa, n: int, received: RecordColumns, params: EngineParams, **fields
+    ) -> Result:
         """:meth:`from_records` of records held as columns (:class:`~nfacep.wire.RecordColumns`),
         converted column-wise. The records may be a part of a longer run's (a chunk of them,
         in order): their ``seq`` are positions in the whole stream, ``n`` its length, and
@@ -173,9 +177,14 @@ class Result:
             late = np.flatnonzero(bit[:, jq] & (began[:, jq] > seq))
             if len(late):
                 k = int(late[0])
-                problems.append((k, len(names) + 1 + jq,
-                                 f"a record says a match of {names[q]} at tuple {seq[k]} "
-                                 f"began at tuple {began[k, jq]}, after it"))
+                problems.append(
+                    (
+                        k,
+                        len(names) + 1 + jq,
+                        f"a record says a match of {names[q]} at tuple {seq[k]} "
+                        f"began at tuple {began[k, jq]}, after it",
+                    )
+                )
         if problems:
             raise ValueError(min(problems)[2])
         seqs = seq[record]
@@ -186,9 +195,17 @@ class Result:
             seqs, queries = seqs[order], queries[order]
             partitions = [partitions[i] for i in order.tolist()]
             starts = None if starts is None else starts[order]
-        return cls(n=n, names=names, seqs=seqs, queries=queries, partitions=partitions,
-                   starts=starts, drops=np.sort(seq[received.dropped != 0]), params=params,
-                   **fields)
+        return cls(
+            n=n,
+            names=names,
+            seqs=seqs,
+            queries=queries,
+            partitions=partitions,
+            starts=starts,
+            drops=np.sort(seq[received.dropped != 0]),
+            params=params,
+            **fields,
+        )
 
     def records(self, nfa: Nfa, tuples: Tuples) -> list[Record]:
         """The records an engine emits for this result, in ``seq`` order (``tuples`` are the
@@ -198,16 +215,16 @@ class Result:
         masks: dict[int, int] = {}
         starts: dict[int, int] = {}
         slot = {q: k for k, q in enumerate(start_queries(nfa))}
-        began = (self.starts.tolist() if self.starts is not None
-                 else [-1] * len(self.seqs))
+        began = self.starts.tolist() if self.starts is not None else [-1] * len(self.seqs)
         for s, q, b in zip(self.seqs.tolist(), self.queries.tolist(), began, strict=True):
             masks[s] = masks.get(s, 0) | 1 << q
             if q in slot:
                 starts[s] = starts.get(s, 0) | b << (slot[q] * SEQ_BITS)
         drops = set(self.drop_seqs)
-        return [Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops),
-                       starts.get(s, 0))
-                for s in sorted(masks.keys() | drops)]
+        return [
+            Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops), starts.get(s, 0))
+            for s in sorted(masks.keys() | drops)
+        ]
 
 
 def _slice(column: np.ndarray, at: int, width: int) -> np.ndarray:
@@ -266,25 +283,37 @@ class Totals:
         """The JSON summary written beside the match file."""
         drops = self.drop_seqs
         return {
-            "query_file": query_file, "input": input, "tuples": self.n,
+            "query_file": query_file,
+            "input": input,
+            "tuples": self.n,
             "matches": {name: self.count(name) for name in self.names},
-            "drops": len(drops), "drop_seqs": drops,
-            **self.params.as_dict(), "backend": self.backend, **self.details,
+            "drops": len(drops),
+            "drop_seqs": drops,
+            **self.params.as_dict(),
+            "backend": self.backend,
+            **self.details,
             **({"runtime_parameters": self.values.as_dict()} if self.values else {}),
         }
 
     def counter_warnings(self) -> list[str]:
         """Where the engine's counters disagree with what it reported."""
-        seen = {"tuples": self.n, "matched": self.matched,
-                "drops": sum(len(part) for part in self.drops)}
-        what = {"tuples": "tuples taken", "matched": "tuples with a match",
-                "drops": "dropped tuples"}
+        seen = {
+            "tuples": self.n,
+            "matched": self.matched,
+            "drops": sum(len(part) for part in self.drops),
+        }
+        what = {
+            "tuples": "tuples taken",
+            "matched": "tuples with a match",
+            "drops": "dropped tuples",
+        }
         out = []
         for name, value in seen.items():
             counted = self.counters.get(name)
             if counted is not None and counted != value % (1 << COUNTER_BITS):
-                out.append(f"warning: the engine counted {counted} {what[name]}, but "
-                           f"{value} were reported")
+                out.append(
+                    f"warning: the engine counted {counted} {what[name]}, but {value} were reported"
+                )
         return out
 
 
@@ -297,8 +326,9 @@ def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[str | No
     return [format_value(v, ty) for v in tuples.columns[key][seqs]]
 
 
-def write(result: Result, output: str, *, query_file: str | None = None,
-          input: str | None = None) -> None:
+def write(
+    result: Result, output: str, *, query_file: str | None = None, input: str | None = None
+) -> None:
     """Write the match CSV (``seq,query,partition``, and ``start_seq`` when a query reports
     it) to ``output`` and the summary beside it
     (:func:`nfacep.output.summary_path`): both or neither (a summary that cannot be written
@@ -321,9 +351,11 @@ class MatchRows:
 
     def write(self, result: Result) -> None:
         """The rows of ``result``'s matches."""
-        columns = [list(map(str, result.seqs.tolist())),
-                   [result.names[q] for q in result.queries.tolist()],
-                   ["" if p is None else p for p in result.partitions]]
+        columns = [
+            list(map(str, result.seqs.tolist())),
+            [result.names[q] for q in result.queries.tolist()],
+            ["" if p is None else p for p in result.partitions],
+        ]
         if self.starts:
             columns.append(["" if b < 0 else str(b) for b in result.starts.tolist()])
         rows = len(columns[0])
@@ -331,8 +363,12 @@ class MatchRows:
         # quote or a line end in it), which the count of commas and line ends shows; else
         # through the csv module
         lines = "\n".join(map(",".join, zip(*columns, strict=True)))
-        if lines.count(",") == rows * (len(columns) - 1) and lines.count("\n") == rows - 1 \
-                and '"' not in lines and "\r" not in lines:
+        if (
+            lines.count(",") == rows * (len(columns) - 1)
+            and lines.count("\n") == rows - 1
+            and '"' not in lines
+            and "\r" not in lines
+        ):
             if rows:
                 self._f.write(lines)
                 self._f.write("\n")
@@ -368,13 +404,19 @@ def report(result: Result | Totals, output: str | None, *, out=None, err=None) -
     counts = ", ".join(f"{name}: {result.count(name)}" for name in result.names)
     note = result.note
     drops = result.drop_seqs
-    print(f"{result.n} tuples, {result.matches} matches ({counts}), {len(drops)} "
-          f"dropped -> {output}{f' [{note}]' if note else ''}", file=out)
+    print(
+        f"{result.n} tuples, {result.matches} matches ({counts}), {len(drops)} "
+        f"dropped -> {output}{f' [{note}]' if note else ''}",
+        file=out,
+    )
     for warning in result.warnings + result.counter_warnings():
         print(warning, file=err)
     if drops:
         shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
         p = result.params
-        full = (f"a bucket full, --store table --partitions {p.partitions} --ways {p.ways}"
-                if p.store == "table" else f"partitioner full, --partitions {p.partitions}")
+        full = (
+            f"a bucket full, --store table --partitions {p.partitions} --ways {p.ways}"
+            if p.store == "table"
+            else f"partitioner full, --partitions {p.partitions}"
+        )
         print(f"warning: {len(drops)} tuples dropped ({full}) at seq {shown}", file=err)

@@ -56,12 +56,10 @@ def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
         if text.lower() in ("inf", "+inf", "-inf"):
             return float(text.lower())
         if not _NUMBER.fullmatch(text) or len(text) > 400:
-            raise UsageError(f"{where}: :{name} is FLOAT32: give a decimal number (or inf, "
-                             "-inf)")
+            raise UsageError(f"{where}: :{name} is FLOAT32: give a decimal number (or inf, -inf)")
         value = float(decimal_to_float32(text))
         if not np.isfinite(value):
-            raise UsageError(f"{where}: beyond the range of FLOAT32 (write inf for an "
-                             "infinity)")
+            raise UsageError(f"{where}: beyond the range of FLOAT32 (write inf for an infinity)")
         return value
     if isinstance(ty, BoolType):
         low = text.lower()
@@ -70,8 +68,9 @@ def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
         return low == "true"
     if isinstance(ty, EnumType):
         if text not in ty.labels:
-            close = ([label for label in ty.labels if label.lower() == text.lower()]
-                     or difflib.get_close_matches(text, ty.labels, n=1))
+            close = [
+                label for label in ty.labels if label.lower() == text.lower()
+            ] or difflib.get_close_matches(text, ty.labels, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise UsageError(f"{where}: not a label of :{name}'s type {ty}{hint}")
         return ty.labels.index(text)
@@ -97,8 +96,14 @@ class ParamValues:
     switches: tuple[tuple[int, dict[str, int | float | bool]], ...] = ()
 
     @classmethod
-    def parse(cls, types: dict[str, FieldType], texts: list[str] | None, *,
-              switches: bool = True, command: str = "this command") -> ParamValues:
+    def parse(
+        cls,
+        types: dict[str, FieldType],
+        texts: list[str] | None,
+        *,
+        switches: bool = True,
+        command: str = "this command",
+    ) -> ParamValues:
         """From ``--param`` texts (``name=value``, and with ``switches`` ``name=value@seq``).
         Every parameter needs a value from tuple 0; an unknown name, a value that does not fit
         its type, a name given twice for one tuple: a :class:`UsageError`."""
@@ -108,42 +113,49 @@ class ParamValues:
             name, sep, rest = text.partition("=")
             name = name.strip()
             if not sep or not name:
-                raise UsageError(f"--param {_shown(text)}: write name=value"
-                                 + (" or name=value@seq" if switches else ""))
+                raise UsageError(
+                    f"--param {_shown(text)}: write name=value"
+                    + (" or name=value@seq" if switches else "")
+                )
             name = name.removeprefix(":")
             if name not in types:
                 known = ", ".join(f":{n}" for n in types) or "none"
                 close = difflib.get_close_matches(name, list(types), n=1)
                 hint = f" (did you mean :{close[0]}?)" if close else ""
-                raise UsageError(f"--param {_shown(text)}: the queries have no parameter "
-                                 f":{_shown(name)}{hint}; they have {known}")
+                raise UsageError(
+                    f"--param {_shown(text)}: the queries have no parameter "
+                    f":{_shown(name)}{hint}; they have {known}"
+                )
             value_text, at, seq_text = rest.rpartition("@")
             seq = 0
             if at and _SEQ.fullmatch(seq_text) and len(seq_text) <= 20:
                 if not switches:
-                    raise UsageError(f"--param {_shown(text)}: {command} takes the values the "
-                                     "engine starts with (name=value), not switches (@seq)")
+                    raise UsageError(
+                        f"--param {_shown(text)}: {command} takes the values the "
+                        "engine starts with (name=value), not switches (@seq)"
+                    )
                 seq = int(seq_text)
             else:
                 value_text = rest
             value = parse_value(value_text.strip(), types[name], name)
             target = initial if seq == 0 else later.setdefault(seq, {})
             if name in target:
-                raise UsageError(f"--param {_shown(text)}: :{name} is given twice for tuple "
-                                 f"{seq}")
+                raise UsageError(f"--param {_shown(text)}: :{name} is given twice for tuple {seq}")
             target[name] = value
         missing = [n for n in types if n not in initial]
         if missing:
-            raise UsageError("the queries' parameters need values: "
-                             + ", ".join(f"--param {n}=…" for n in missing)
-                             + f" ({', '.join(f':{n} {types[n]}' for n in missing)})")
-        ordered = tuple((s, {n: later[s][n] for n in types if n in later[s]})
-                        for s in sorted(later))
+            raise UsageError(
+                "the queries' parameters need values: "
+                + ", ".join(f"--param {n}=…" for n in missing)
+                + f" ({', '.join(f':{n} {types[n]}' for n in missing)})"
+            )
+        ordered = tuple(
+            (s, {n: later[s][n] for n in types if n in later[s]}) for s in sorted(later)
+        )
         return cls(dict(types), {n: initial[n] for n in types}, ordered)
 
     @classmethod
-    def from_initial(cls, types: dict[str, FieldType], given: dict, *,
-                     source: str) -> ParamValues:
+    def from_initial(cls, types: dict[str, FieldType], given: dict, *, source: str) -> ParamValues:
         """The values a file recorded (``as_dict()["initial"]``, e.g. a vectors manifest),
         checked as ``--param`` values are; a :class:`UsageError` naming ``source``."""
         texts = []
@@ -228,9 +240,10 @@ class ParamValues:
         labels)."""
         return {
             "initial": {n: _text(v, self.types[n]) for n, v in self.initial.items()},
-            "switches": [{"seq": s, "values": {n: _text(v, self.types[n])
-                                               for n, v in c.items()}}
-                         for s, c in self.switches],
+            "switches": [
+                {"seq": s, "values": {n: _text(v, self.types[n]) for n, v in c.items()}}
+                for s, c in self.switches
+            ],
         }
 
 
@@ -266,12 +279,17 @@ def _dtype(ty: FieldType):
 def add_argument(parser: argparse.ArgumentParser, *, switches: bool) -> None:
     """``--param`` (repeatable) on a command that models or builds the engine."""
     parser.add_argument(
-        "--param", action="append", metavar="NAME=VALUE" + ("[@SEQ]" if switches else ""),
+        "--param",
+        action="append",
+        metavar="NAME=VALUE" + ("[@SEQ]" if switches else ""),
         help="the value of the queries' runtime parameter :NAME (repeat for each)"
-             + ("; NAME=VALUE@SEQ changes it from tuple SEQ on" if switches else ""))
+        + ("; NAME=VALUE@SEQ changes it from tuple SEQ on" if switches else ""),
+    )
 
 
-def from_args(types: dict[str, FieldType], args: argparse.Namespace, *, switches: bool,
-              command: str) -> ParamValues:
-    return ParamValues.parse(types, getattr(args, "param", None), switches=switches,
-                             command=command)
+def from_args(
+    types: dict[str, FieldType], args: argparse.Namespace, *, switches: bool, command: str
+) -> ParamValues:
+    return ParamValues.parse(
+        types, getattr(args, "param", None), switches=switches, command=command
+    )

@@ -19,8 +19,7 @@ from .errors import QueryError, SourcePos
 from .params import MAX_STATES
 from .types import BoolType, EnumType, Float32Type, IntType, UIntType
 
-__all__ = ["INTERVAL_UNITS", "MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "TIME_UNITS",
-           "parse"]
+__all__ = ["INTERVAL_UNITS", "MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "TIME_UNITS", "parse"]
 
 #: Deepest nesting accepted, like regex-syntax's nest limit: parentheses (counted on the
 #: lexer's tokens, so comments and strings do not count) and the levels of a pattern or
@@ -39,24 +38,53 @@ MAX_INT_LITERAL = (1 << 128) - 1
 
 #: The units a field's values may be declared in (``ts UINT(32) TIME(MILLISECOND)``), with
 #: their length in nanoseconds; ``WITHIN INTERVAL 'n' unit`` takes the last five.
-TIME_UNITS = {"NANOSECOND": 1, "MICROSECOND": 1_000, "MILLISECOND": 1_000_000,
-              "SECOND": 10**9, "MINUTE": 60 * 10**9, "HOUR": 3600 * 10**9,
-              "DAY": 86400 * 10**9}
+TIME_UNITS = {
+    "NANOSECOND": 1,
+    "MICROSECOND": 1_000,
+    "MILLISECOND": 1_000_000,
+    "SECOND": 10**9,
+    "MINUTE": 60 * 10**9,
+    "HOUR": 3600 * 10**9,
+    "DAY": 86400 * 10**9,
+}
 INTERVAL_UNITS = ("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY")
 
-_parser = Lark.open("grammar.lark", rel_to=__file__, parser="lalr", propagate_positions=True,
-                    maybe_placeholders=True)
+_parser = Lark.open(
+    "grammar.lark",
+    rel_to=__file__,
+    parser="lalr",
+    propagate_positions=True,
+    maybe_placeholders=True,
+)
 
 # How tokens are named in "expected …" messages.
 _TOKEN_TEXT = {
-    "LPAR": "'('", "RPAR": "')'", "SEMICOLON": "';'", "COMMA": "','", "DOT": "'.'",
-    "VBAR": "'|'", "EQUAL": "'='", "NAME": "a name", "INT_NUM": "an integer",
-    "HEX_NUM": "an integer", "DECIMAL": "a number", "STRING": "a quoted string",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "SEMICOLON": "';'",
+    "COMMA": "','",
+    "DOT": "'.'",
+    "VBAR": "'|'",
+    "EQUAL": "'='",
+    "NAME": "a name",
+    "INT_NUM": "an integer",
+    "HEX_NUM": "an integer",
+    "DECIMAL": "a number",
+    "STRING": "a quoted string",
     "PARAM": "a parameter (:name)",
-    "QUANTIFIER": "a quantifier", "COMP_OP": "a comparison", "ADD_OP": "'+' or '-'",
-    "STAR_SELECT": "'*'", "STAR_ARG": "'*'", "MINUS": "'-'", "PLUS": "'+'",
-    "CARET": "'^'", "DOLLAR": "'$'", "__ANON_0": "'{-'", "__ANON_1": "'-}'",
-    "INT_KW": "INT", "$END": "end of file",
+    "QUANTIFIER": "a quantifier",
+    "COMP_OP": "a comparison",
+    "ADD_OP": "'+' or '-'",
+    "STAR_SELECT": "'*'",
+    "STAR_ARG": "'*'",
+    "MINUS": "'-'",
+    "PLUS": "'+'",
+    "CARET": "'^'",
+    "DOLLAR": "'$'",
+    "__ANON_0": "'{-'",
+    "__ANON_1": "'-}'",
+    "INT_KW": "INT",
+    "$END": "end of file",
 }
 
 
@@ -77,16 +105,25 @@ def _unquote(token: str) -> str:
 
 #: what the checker says of any MEASURES but FIRST(seq) AS start_seq
 _MEASURES = "MEASURES other than FIRST(seq) AS start_seq"
-_MEASURES_WHY = ("measures need values from several rows of a match, which the per-tuple "
-                 "hardware does not keep; the one measure is FIRST(seq) AS start_seq, the "
-                 "position of the tuple a match begins at (docs/language.md)")
+_MEASURES_WHY = (
+    "measures need values from several rows of a match, which the per-tuple "
+    "hardware does not keep; the one measure is FIRST(seq) AS start_seq, the "
+    "position of the tuple a match begins at (docs/language.md)"
+)
 
 
 def _is_start_seq(expr, alias) -> bool:
     """Whether a measure is ``FIRST(seq) AS start_seq`` (names in any case)."""
-    return (isinstance(expr, ast.Call) and expr.name == "FIRST" and len(expr.args) == 1
-            and isinstance(expr.args[0], ast.Column) and expr.args[0].qualifier is None
-            and expr.args[0].name.lower() == "seq" and str(alias).lower() == "start_seq")
+    return (
+        isinstance(expr, ast.Call)
+        and expr.name == "FIRST"
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], ast.Column)
+        and expr.args[0].qualifier is None
+        and expr.args[0].name.lower() == "seq"
+        and str(alias).lower() == "start_seq"
+    )
+
 
 _QUANT = re.compile(r"(\*|\+|\?|\{\s*(\d*)\s*(,\s*(\d*)\s*)?\})(\?)?")
 
@@ -116,8 +153,9 @@ class _ToAst(Transformer_NonRecursive):
     def time_unit(self, _kw, unit):
         text = str(unit).upper()
         if text not in TIME_UNITS:
-            raise QueryError(f"TIME({unit}): the time units are {', '.join(TIME_UNITS)}",
-                             _pos(unit))
+            raise QueryError(
+                f"TIME({unit}): the time units are {', '.join(TIME_UNITS)}", _pos(unit)
+            )
         return text
 
     def uint_type(self, kw, width):
@@ -166,20 +204,27 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def select_columns(self, meta, *exprs):
-        return ("unsupported", ast.Unsupported(
-            "SELECT list", "the engine reports where matches end, per partition; "
-            "write SELECT * (match records carry seq, query and partition)", pos=_pos(meta)))
+        return (
+            "unsupported",
+            ast.Unsupported(
+                "SELECT list",
+                "the engine reports where matches end, per partition; "
+                "write SELECT * (match records carry seq, query and partition)",
+                pos=_pos(meta),
+            ),
+        )
 
     @v_args(meta=True, inline=True)
     def measures_clause(self, meta, kw, *measures):
         measures = [m for m in measures if not isinstance(m, Token)]
         for expr, _as, alias in measures:
             if not _is_start_seq(expr, alias):
-                return ("unsupported", ast.Unsupported(_MEASURES, _MEASURES_WHY,
-                                                       pos=_pos(kw)))
+                return ("unsupported", ast.Unsupported(_MEASURES, _MEASURES_WHY, pos=_pos(kw)))
         if len(measures) > 1:
-            return ("unsupported", ast.Unsupported(
-                "MEASURES", "start_seq is listed more than once", pos=_pos(kw)))
+            return (
+                "unsupported",
+                ast.Unsupported("MEASURES", "start_seq is listed more than once", pos=_pos(kw)),
+            )
         return ("start_seq", _pos(kw))
 
     def measure(self, expr, as_kw, alias):
@@ -189,14 +234,26 @@ class _ToAst(Transformer_NonRecursive):
         return None
 
     def all_rows(self, kw, *rest):
-        return ("unsupported", ast.Unsupported(
-            "ALL ROWS PER MATCH", "the engine reports one record where each match ends; it "
-            "does not keep the rows of a match", pos=_pos(kw)))
+        return (
+            "unsupported",
+            ast.Unsupported(
+                "ALL ROWS PER MATCH",
+                "the engine reports one record where each match ends; it "
+                "does not keep the rows of a match",
+                pos=_pos(kw),
+            ),
+        )
 
     def subset_clause(self, kw, *rest):
-        return ("unsupported", ast.Unsupported(
-            "SUBSET", "union variables are only useful with MEASURES or navigation functions, "
-            "which the engine does not support", pos=_pos(kw)))
+        return (
+            "unsupported",
+            ast.Unsupported(
+                "SUBSET",
+                "union variables are only useful with MEASURES or navigation functions, "
+                "which the engine does not support",
+                pos=_pos(kw),
+            ),
+        )
 
     def partition_clause(self, _kw, *cols):
         return ("partition", tuple(c for c in cols if isinstance(c, ast.Column)))
@@ -206,9 +263,11 @@ class _ToAst(Transformer_NonRecursive):
 
     def order_item(self, col, direction=None):
         if direction is not None and direction.type == "DESC":
-            raise QueryError("ORDER BY … DESC is not supported: the stream is processed in "
-                             "arrival order, which must be ascending in the ORDER BY field",
-                             _pos(direction))
+            raise QueryError(
+                "ORDER BY … DESC is not supported: the stream is processed in "
+                "arrival order, which must be ascending in the ORDER BY field",
+                _pos(direction),
+            )
         return col
 
     def skip_clause(self, _after, _match, _skip, target):
@@ -218,16 +277,26 @@ class _ToAst(Transformer_NonRecursive):
         return ("skip", True)
 
     def skip_to_next_row(self, kw, *_):
-        return ("unsupported", ast.Unsupported(
-            "AFTER MATCH SKIP TO NEXT ROW", "the engine supports the default (every match end "
-            "is reported) and AFTER MATCH SKIP PAST LAST ROW", pos=_pos(kw)))
+        return (
+            "unsupported",
+            ast.Unsupported(
+                "AFTER MATCH SKIP TO NEXT ROW",
+                "the engine supports the default (every match end "
+                "is reported) and AFTER MATCH SKIP PAST LAST ROW",
+                pos=_pos(kw),
+            ),
+        )
 
     def skip_to_variable(self, kw, *rest):
-        return ("unsupported", ast.Unsupported(
-            "AFTER MATCH SKIP TO " + " ".join(str(r) for r in rest).upper(),
-            "skipping to a variable needs to know where inside a match each variable was "
-            "bound, which the NFA does not keep; use AFTER MATCH SKIP PAST LAST ROW",
-            pos=_pos(kw)))
+        return (
+            "unsupported",
+            ast.Unsupported(
+                "AFTER MATCH SKIP TO " + " ".join(str(r) for r in rest).upper(),
+                "skipping to a variable needs to know where inside a match each variable was "
+                "bound, which the NFA does not keep; use AFTER MATCH SKIP PAST LAST ROW",
+                pos=_pos(kw),
+            ),
+        )
 
     def pattern_clause(self, kw, *rest):
         within = rest[-1] if rest and isinstance(rest[-1], ast.Within) else None
@@ -239,8 +308,10 @@ class _ToAst(Transformer_NonRecursive):
 
     def within_interval(self, kw, _interval, text, unit):
         if str(unit).upper() not in INTERVAL_UNITS:
-            raise QueryError(f"INTERVAL … {unit}: the units of an interval are "
-                             f"{', '.join(INTERVAL_UNITS)}", _pos(unit))
+            raise QueryError(
+                f"INTERVAL … {unit}: the units of an interval are {', '.join(INTERVAL_UNITS)}",
+                _pos(unit),
+            )
         return ast.Within(interval=(_unquote(str(text)), str(unit).upper()), pos=_pos(kw))
 
     def define_clause(self, _kw, *defines):
@@ -274,8 +345,9 @@ class _ToAst(Transformer_NonRecursive):
             lo = _count(lo_text, op, pos) if lo_text else 0
             hi = lo if comma is None else (_count(hi_text, op, pos) if hi_text else None)
             if hi is not None and hi < lo:
-                raise QueryError(f"quantifier {op}: the maximum {hi} is below the minimum {lo}",
-                                 pos)
+                raise QueryError(
+                    f"quantifier {op}: the maximum {hi} is below the minimum {lo}", pos
+                )
         return ast.Repeat(atom, lo, hi, reluctant=bool(lazy), pos=pos)
 
     def var(self, name):
@@ -302,13 +374,15 @@ class _ToAst(Transformer_NonRecursive):
     # expressions
     @v_args(meta=True, inline=True)
     def or_expr(self, meta, *items):
-        return ast.Logical("OR", tuple(i for i in items if not isinstance(i, Token)),
-                           pos=_pos(meta))
+        return ast.Logical(
+            "OR", tuple(i for i in items if not isinstance(i, Token)), pos=_pos(meta)
+        )
 
     @v_args(meta=True, inline=True)
     def and_expr(self, meta, *items):
-        return ast.Logical("AND", tuple(i for i in items if not isinstance(i, Token)),
-                           pos=_pos(meta))
+        return ast.Logical(
+            "AND", tuple(i for i in items if not isinstance(i, Token)), pos=_pos(meta)
+        )
 
     def not_(self, kw, operand):
         return ast.Not(operand, pos=_pos(kw))
@@ -378,8 +452,9 @@ def _width_type(cls, kw, width):
     digits = str(width).lstrip("0") or "0"
     if len(digits) > 2 or not 1 <= int(digits) <= 64:
         shown = digits if len(digits) <= 20 else f"{digits[:8]}… ({len(digits)} digits)"
-        raise QueryError(f"{str(kw).upper()}({shown}): the width must be between 1 and 64 "
-                         "bits", _pos(width))
+        raise QueryError(
+            f"{str(kw).upper()}({shown}): the width must be between 1 and 64 bits", _pos(width)
+        )
     return cls(int(digits))
 
 
@@ -390,9 +465,12 @@ def _count(text: str, op: str, pos: SourcePos) -> int:
     if len(digits) > len(str(MAX_STATES)) or int(digits) > MAX_STATES:
         shown = digits if len(digits) <= 20 else f"of {len(digits)} digits"
         op = op if len(op) <= 24 else op[:12] + "…}"
-        raise QueryError(f"quantifier {op}: a count {shown} is more than the limit of "
-                         f"{MAX_STATES}, the states of one engine (each copy of the operand is "
-                         "at least one state)", pos)
+        raise QueryError(
+            f"quantifier {op}: a count {shown} is more than the limit of "
+            f"{MAX_STATES}, the states of one engine (each copy of the operand is "
+            "at least one state)",
+            pos,
+        )
     return int(digits)
 
 
@@ -404,9 +482,12 @@ def _integer(token: Token) -> int:
     else:
         digits, base, most = text.lstrip("0") or "0", 10, len(str(MAX_INT_LITERAL))
     if len(digits) > most or int(digits, base) > MAX_INT_LITERAL:
-        raise QueryError(f"integer literal of {len(digits)} digits is too large: integer "
-                         "literals are at most 2^128 - 1 (39 decimal digits); fields are at "
-                         "most 64 bits", _pos(token))
+        raise QueryError(
+            f"integer literal of {len(digits)} digits is too large: integer "
+            "literals are at most 2^128 - 1 (39 decimal digits); fields are at "
+            "most 64 bits",
+            _pos(token),
+        )
     return int(digits, base)
 
 
@@ -435,11 +516,21 @@ def _build_query(meta, clauses, *, form):
         else:
             fields[kind] = clause[1]
     return ast.Query(
-        pattern=pattern, defines=fields["define"], name=name, stream=stream,
-        partition=fields["partition"], order=fields["order"],
-        skip_past_last_row=fields["skip"], within=within, start_seq=start_seq,
-        unsupported=tuple(unsupported), form=form,
-        pos=_pos(meta), name_pos=name_pos, stream_pos=stream_pos)
+        pattern=pattern,
+        defines=fields["define"],
+        name=name,
+        stream=stream,
+        partition=fields["partition"],
+        order=fields["order"],
+        skip_past_last_row=fields["skip"],
+        within=within,
+        start_seq=start_seq,
+        unsupported=tuple(unsupported),
+        form=form,
+        pos=_pos(meta),
+        name_pos=name_pos,
+        stream_pos=stream_pos,
+    )
 
 
 def parse(text: str, filename: str = "<query>") -> ast.File:
@@ -479,15 +570,18 @@ def _parse_tree(text: str):
     try:
         for token in parser.iter_parse():
             if len(seen) >= MAX_TOKENS:
-                raise QueryError(f"the file has more than {MAX_TOKENS} tokens (names, numbers, "
-                                 "operators), more than nfacep accepts in one file",
-                                 _pos(token))
+                raise QueryError(
+                    f"the file has more than {MAX_TOKENS} tokens (names, numbers, "
+                    "operators), more than nfacep accepts in one file",
+                    _pos(token),
+                )
             seen.append(token)
             if token.type in _OPEN:
                 depth += 1
                 if depth > MAX_NESTING:
-                    raise QueryError(f"nesting deeper than {MAX_NESTING} levels of parentheses",
-                                     _pos(token))
+                    raise QueryError(
+                        f"nesting deeper than {MAX_NESTING} levels of parentheses", _pos(token)
+                    )
             elif token.type in _CLOSE:
                 depth -= 1
         return parser.feed_eof(seen[-1] if seen else None)
@@ -514,7 +608,9 @@ def _check_depth(file: ast.File) -> None:
                 raise QueryError(
                     f"nested deeper than {MAX_NESTING} levels: a pattern or condition may nest "
                     f"at most {MAX_NESTING} operators inside each other (a chain of n '+' or "
-                    "'-' is n levels)", node.pos)
+                    "'-' is n levels)",
+                    node.pos,
+                )
             stack.extend((k, depth + 1) for k in reversed(kids))
 
 
@@ -529,16 +625,35 @@ _STATEMENT_STARTS = {"QUERY", "SELECT", "CREATE"}
 _TYPE_TOKENS = {"UINT", "INT_KW", "BOOL", "BOOLEAN", "ENUM", "FLOAT32"}
 _TYPES = "UINT(n), INT(n), BOOL, ENUM('a', 'b', …) or FLOAT32"
 # The clause keywords that say which part of a query an error is in.
-_CLAUSES = {"PATTERN", "DEFINE", "MEASURES", "SUBSET", "ONE", "ALL", "AFTER", "PARTITION",
-            "ORDER", "SEMICOLON", "CREATE"}
-_STRING_MATCHING = ("string matching is not supported: conditions compare fields (UINT, INT, "
-                    "BOOL, ENUM, FLOAT32) with constants; test an ENUM with = or IN ('a', 'b')")
+_CLAUSES = {
+    "PATTERN",
+    "DEFINE",
+    "MEASURES",
+    "SUBSET",
+    "ONE",
+    "ALL",
+    "AFTER",
+    "PARTITION",
+    "ORDER",
+    "SEMICOLON",
+    "CREATE",
+}
+_STRING_MATCHING = (
+    "string matching is not supported: conditions compare fields (UINT, INT, "
+    "BOOL, ENUM, FLOAT32) with constants; test an ENUM with = or IN ('a', 'b')"
+)
 # SQL words a user may try that are not in the language, with what to do instead.
 _UNSUPPORTED_WORDS = {
-    "LIKE": _STRING_MATCHING, "ILIKE": _STRING_MATCHING, "SIMILAR": _STRING_MATCHING,
-    "REGEXP": _STRING_MATCHING, "RLIKE": _STRING_MATCHING, "GLOB": _STRING_MATCHING,
-    "IS": ("IS (NULL, TRUE, …) is not supported: tuples have no NULLs; a BOOL field is a "
-           "condition by itself, or compare it with = TRUE"),
+    "LIKE": _STRING_MATCHING,
+    "ILIKE": _STRING_MATCHING,
+    "SIMILAR": _STRING_MATCHING,
+    "REGEXP": _STRING_MATCHING,
+    "RLIKE": _STRING_MATCHING,
+    "GLOB": _STRING_MATCHING,
+    "IS": (
+        "IS (NULL, TRUE, …) is not supported: tuples have no NULLs; a BOOL field is a "
+        "condition by itself, or compare it with = TRUE"
+    ),
     "CASE": "CASE is not supported: conditions use comparisons, +, -, AND, OR, NOT",
     "CAST": "CAST is not supported: constants are converted to the field's type",
 }
@@ -555,19 +670,22 @@ def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> Query
     if isinstance(err, UnexpectedCharacters):
         return QueryError(f"unexpected character {err.char!r}", pos)
     if isinstance(err, UnexpectedEOF):
-        return QueryError(f"unexpected end of file, expected {_describe(err.expected)}",
-                          _end_of(text))
+        return QueryError(
+            f"unexpected end of file, expected {_describe(err.expected)}", _end_of(text)
+        )
     assert isinstance(err, UnexpectedToken)
     token = err.token
     if token.type == "$END":
-        return QueryError(f"unexpected end of file, expected {_describe(err.expected)}",
-                          _end_of(text))
+        return QueryError(
+            f"unexpected end of file, expected {_describe(err.expected)}", _end_of(text)
+        )
     word = before[-1] if before else None
     if str(token).upper() in _STATEMENT_STARTS:  # QUERY q PATTERN (A) QUERY r …
         word = token
     if word is not None and str(word).upper() in _STATEMENT_STARTS:
-        return QueryError(f"'{word}' starts a new statement here: is a ';' missing before it?",
-                          _pos(word))
+        return QueryError(
+            f"'{word}' starts a new statement here: is a ';' missing before it?", _pos(word)
+        )
     return QueryError(f"unexpected {str(token)!r}, expected {_describe(err.expected)}", pos)
 
 
@@ -578,27 +696,40 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
     clause = next((t.type for t in reversed(before) if t.type in _CLAUSES), None)
     in_condition = clause in ("DEFINE", "MEASURES")
     # CREATE TABLE, CREATE VIEW, …
-    if prev is not None and prev.type == "CREATE" and token is not None \
-            and token.type not in ("STREAM", "$END"):
-        return QueryError(f"CREATE {str(token).upper()} is not supported: a query file "
-                          "declares its input with CREATE STREAM name (field TYPE, …)",
-                          _pos(prev))
+    if (
+        prev is not None
+        and prev.type == "CREATE"
+        and token is not None
+        and token.type not in ("STREAM", "$END")
+    ):
+        return QueryError(
+            f"CREATE {str(token).upper()} is not supported: a query file "
+            "declares its input with CREATE STREAM name (field TYPE, …)",
+            _pos(prev),
+        )
     # a type: INT without its width, INTEGER, UINT8, BIGINT, VARCHAR(n), …
     if prev is not None and prev.type in ("UINT", "INT_KW") and token is not None:
         kw = str(prev).upper()
         if token.type in ("NAME", "INT_NUM") and token.start_pos == prev.end_pos:
-            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}",
-                              _pos(prev))
+            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", _pos(prev))
         return QueryError(f"{kw} needs a width: write {kw}(n), with n from 1 to 64", _pos(prev))
     expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or set()
     if token is not None and token.type == "NAME" and set(expected) >= _TYPE_TOKENS:
         return QueryError(f"unknown type '{token}': the types are {_TYPES}", _pos(token))
     # WITHIN 5 SECOND: a count with a unit, Flink's interval without its INTERVAL
-    if len(before) >= 2 and before[-2].type == "WITHIN" and prev.type == "INT_NUM" \
-            and token is not None and str(token).upper() in TIME_UNITS:
-        return QueryError(f"WITHIN {prev} {token}: WITHIN n counts in the ORDER BY field's "
-                          f"units; write WITHIN INTERVAL '{prev}' {str(token).upper()} for an "
-                          "interval (the field needs a TIME unit)", _pos(token))
+    if (
+        len(before) >= 2
+        and before[-2].type == "WITHIN"
+        and prev.type == "INT_NUM"
+        and token is not None
+        and str(token).upper() in TIME_UNITS
+    ):
+        return QueryError(
+            f"WITHIN {prev} {token}: WITHIN n counts in the ORDER BY field's "
+            f"units; write WITHIN INTERVAL '{prev}' {str(token).upper()} for an "
+            "interval (the field needs a TIME unit)",
+            _pos(token),
+        )
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES":
         kw = next(t for t in reversed(before) if t.type == "MEASURES")
@@ -612,16 +743,18 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
             return call_error(str(call).upper(), _pos(call))
     # a SQL word that is not in the language: the unexpected word or the one before it
     for word in (token, prev):
-        if word is not None and word.type == "NAME" \
-                and str(word).upper() in _UNSUPPORTED_WORDS:
+        if word is not None and word.type == "NAME" and str(word).upper() in _UNSUPPORTED_WORDS:
             return QueryError(_UNSUPPORTED_WORDS[str(word).upper()], _pos(word))
     char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
     if char is None and in_condition and token is not None and str(token) == "*":
         char = "*"
     if char in _OPERATOR_CHARS:
         pos = SourcePos(err.line, err.column)
-        return QueryError(f"unexpected character {char!r}: '{char}' is not an operator of the "
-                          "language (conditions use comparisons, +, -, AND, OR, NOT)", pos)
+        return QueryError(
+            f"unexpected character {char!r}: '{char}' is not an operator of the "
+            "language (conditions use comparisons, +, -, AND, OR, NOT)",
+            pos,
+        )
     return None
 
 

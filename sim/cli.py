@@ -16,48 +16,82 @@ __all__ = ["Sim"]
 class Sim(Command):
     name = "sim"
     help = "run the generated gateware under cocotb and write its matches"
-    description = ("Emit the engine's Verilog, simulate it on the tuples (with seeded random "
-                   "input gaps and output backpressure) and write its matches and summary "
-                   "exactly as `nfacep match` does.")
+    description = (
+        "Emit the engine's Verilog, simulate it on the tuples (with seeded random "
+        "input gaps and output backpressure) and write its matches and summary "
+        "exactly as `nfacep match` does."
+    )
     order = 50
 
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
-        parser.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
-                            help="HDL simulator (default %(default)s); install both with "
-                                 "`bash tools/install-simulators.sh`")
-        parser.add_argument("--waves", metavar="F",
-                            help="also write the waveform of the run to F, for GTKWave or "
-                                 "Surfer (FST with icarus, VCD with verilator)")
-        parser.add_argument("--seed", type=int, default=0, metavar="S",
-                            help="seed of the random input gaps and output stalls (default "
-                                 "%(default)s)")
-        parser.add_argument("--traffic", choices=("random", "full"), default=None,
-                            help="random: seeded gaps in valid and stalls in ready; full: valid "
-                                 "and ready always high, to measure throughput (default "
-                                 "random; not with --link)")
-        parser.add_argument("--link", choices=("udp",),
-                            help="simulate a whole board top instead of the engine alone: "
-                                 "udp, the Gigabit Ethernet board of `nfacep build --link "
-                                 "udp`, its GMII pins driven by cocotbext-eth at 1 Gb/s with "
-                                 "the minimum gap between frames; prints the tuples and "
-                                 "frames per second against the line's limit, the latency "
-                                 "and every frame counter")
-        parser.add_argument("--tuples-per-packet", type=int, metavar="N",
-                            help="with --link udp: tuples in each UDP packet (default as many "
-                                 "as fit 1,500 bytes and the board's buffer)")
-        parser.add_argument("--mode", choices=("batch", "cycle", "native"), default=None,
-                            help="batch: a Verilog harness streams the tuples, Python wakes "
-                                 "once per batch (fast); cycle: cocotb drives every clock "
-                                 "cycle; native: the batch harness compiled by Verilator "
-                                 "with a C++ main, no Python while it runs (fastest; "
-                                 "--simulator verilator) (default batch; not with --link)")
-        parser.add_argument("--check", action="store_true",
-                            help="also run the reference matcher and compare every record as "
-                                 "it arrives; exit 1 on the first differences")
-        parser.add_argument("--build-dir", metavar="D",
-                            help="folder caching simulator builds (default $NFACEP_SIM_CACHE or "
-                                 "~/.cache/nfacep/sim)")
+        parser.add_argument(
+            "--simulator",
+            choices=("icarus", "verilator"),
+            default="icarus",
+            help="HDL simulator (default %(default)s); install both with "
+            "`bash tools/install-simulators.sh`",
+        )
+        parser.add_argument(
+            "--waves",
+            metavar="F",
+            help="also write the waveform of the run to F, for GTKWave or "
+            "Surfer (FST with icarus, VCD with verilator)",
+        )
+        parser.add_argument(
+            "--seed",
+            type=int,
+            default=0,
+            metavar="S",
+            help="seed of the random input gaps and output stalls (default %(default)s)",
+        )
+        parser.add_argument(
+            "--traffic",
+            choices=("random", "full"),
+            default=None,
+            help="random: seeded gaps in valid and stalls in ready; full: valid "
+            "and ready always high, to measure throughput (default "
+            "random; not with --link)",
+        )
+        parser.add_argument(
+            "--link",
+            choices=("udp",),
+            help="simulate a whole board top instead of the engine alone: "
+            "udp, the Gigabit Ethernet board of `nfacep build --link "
+            "udp`, its GMII pins driven by cocotbext-eth at 1 Gb/s with "
+            "the minimum gap between frames; prints the tuples and "
+            "frames per second against the line's limit, the latency "
+            "and every frame counter",
+        )
+        parser.add_argument(
+            "--tuples-per-packet",
+            type=int,
+            metavar="N",
+            help="with --link udp: tuples in each UDP packet (default as many "
+            "as fit 1,500 bytes and the board's buffer)",
+        )
+        parser.add_argument(
+            "--mode",
+            choices=("batch", "cycle", "native"),
+            default=None,
+            help="batch: a Verilog harness streams the tuples, Python wakes "
+            "once per batch (fast); cycle: cocotb drives every clock "
+            "cycle; native: the batch harness compiled by Verilator "
+            "with a C++ main, no Python while it runs (fastest; "
+            "--simulator verilator) (default batch; not with --link)",
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="also run the reference matcher and compare every record as "
+            "it arrives; exit 1 on the first differences",
+        )
+        parser.add_argument(
+            "--build-dir",
+            metavar="D",
+            help="folder caching simulator builds (default $NFACEP_SIM_CACHE or "
+            "~/.cache/nfacep/sim)",
+        )
         params.add_arguments(parser)
         settings.add_argument(parser, switches=True)
 
@@ -70,32 +104,48 @@ class Sim(Command):
         engine = params.from_args(args)
         if args.waves is not None:  # not an input, nor one of the other outputs
             check_outputs([args.waves], [args.query, args.input], what="--waves")
-            if os.path.abspath(args.waves) in {os.path.abspath(p) for p in (
-                    args.output, summary_path(args.output))}:
+            if os.path.abspath(args.waves) in {
+                os.path.abspath(p) for p in (args.output, summary_path(args.output))
+            }:
                 raise UsageError(f"--waves {args.waves} is also the match file or its summary")
         if args.link is not None:
             from .udp import UdpSimulation
 
-            given = [f"--{o}" for o, v in (("mode", args.mode), ("traffic", args.traffic))
-                     if v is not None]
+            given = [
+                f"--{o}"
+                for o, v in (("mode", args.mode), ("traffic", args.traffic))
+                if v is not None
+            ]
             if given:
-                raise UsageError(f"{' and '.join(given)} set how tuples reach the engine alone;"
-                                 f" with --link {args.link} they come in frames at line rate")
-            simulation = UdpSimulation(args.simulator, tuples_per_packet=args.tuples_per_packet,
-                                       waves=args.waves, build_dir=args.build_dir,
-                                       check=args.check, seed=args.seed)
+                raise UsageError(
+                    f"{' and '.join(given)} set how tuples reach the engine alone;"
+                    f" with --link {args.link} they come in frames at line rate"
+                )
+            simulation = UdpSimulation(
+                args.simulator,
+                tuples_per_packet=args.tuples_per_packet,
+                waves=args.waves,
+                build_dir=args.build_dir,
+                check=args.check,
+                seed=args.seed,
+            )
         else:
             if args.tuples_per_packet is not None:
                 raise UsageError("--tuples-per-packet needs --link udp")
-            simulation = Simulation(args.simulator, seed=args.seed,
-                                    traffic=args.traffic or "random", waves=args.waves,
-                                    build_dir=args.build_dir, check=args.check,
-                                    mode=args.mode or "batch")
+            simulation = Simulation(
+                args.simulator,
+                seed=args.seed,
+                traffic=args.traffic or "random",
+                waves=args.waves,
+                build_dir=args.build_dir,
+                check=args.check,
+                mode=args.mode or "batch",
+            )
         nfa = load_query(args.query)
-        values = settings.from_args(nfa.program.parameters, args, switches=True,
-                                    command="sim")
-        result = run_files(simulation, nfa, args.input, args.output, engine,
-                           query_file=args.query, values=values)
+        values = settings.from_args(nfa.program.parameters, args, switches=True, command="sim")
+        result = run_files(
+            simulation, nfa, args.input, args.output, engine, query_file=args.query, values=values
+        )
         report(result, args.output)
         if args.link is not None:
             print(result.frame_counters())

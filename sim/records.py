@@ -11,8 +11,16 @@ from collections.abc import Iterator
 
 from nfacep.wire import Record, RecordColumns, RecordFormat
 
-__all__ = ["CONFIG_ENV", "RECORDS_HEX", "InOrderChecker", "check_hex", "read_hex", "read_records",
-           "write_hex", "write_records"]
+__all__ = [
+    "CONFIG_ENV",
+    "RECORDS_HEX",
+    "InOrderChecker",
+    "check_hex",
+    "read_hex",
+    "read_records",
+    "write_hex",
+    "write_records",
+]
 
 #: Environment variable naming the run folder's ``config.json`` (see
 #: :mod:`nfacep.sim.testbench`).
@@ -22,8 +30,9 @@ CONFIG_ENV = "NFACEP_SIM_CONFIG"
 RECORDS_HEX = "records.hex"
 
 
-def read_hex(path: str | os.PathLike, layout: RecordFormat,
-             rows: int | None = None) -> Iterator[RecordColumns]:
+def read_hex(
+    path: str | os.PathLike, layout: RecordFormat, rows: int | None = None
+) -> Iterator[RecordColumns]:
     """The records of a :data:`RECORDS_HEX` file decoded column-wise
     (:meth:`~nfacep.wire.RecordFormat.decode_hex`), ``rows`` at a time (None: all at once);
     at least one chunk, empty for no records. ValueError for a line that is not a record."""
@@ -49,8 +58,10 @@ def check_hex(path: str | os.PathLike, layout: RecordFormat, checker: InOrderChe
             try:
                 word = int(line, 16)
             except ValueError:
-                raise ValueError(f"record {number} is not a value: {line.strip()!r} (x or z "
-                                 "bits on o_stream.payload)") from None
+                raise ValueError(
+                    f"record {number} is not a value: {line.strip()!r} (x or z "
+                    "bits on o_stream.payload)"
+                ) from None
             checker(layout.decode(word))
     checker.finish()
 
@@ -69,8 +80,11 @@ def read_records(path: str | os.PathLike) -> list[Record]:
 
 def write_records(path: str | os.PathLike, records: list[Record]) -> None:
     with open(path, "w", encoding="utf-8") as f:
-        f.writelines(f"{r.seq} {r.partition} {r.matches} {r.dropped}"
-                     + (f" {r.starts}\n" if r.starts else "\n") for r in records)
+        f.writelines(
+            f"{r.seq} {r.partition} {r.matches} {r.dropped}"
+            + (f" {r.starts}\n" if r.starts else "\n")
+            for r in records
+        )
 
 
 class InOrderChecker:
@@ -106,11 +120,14 @@ class InOrderChecker:
         if self.keep:
             self.records.append(record)
         if k and record.seq <= before.seq:
-            self._error(f"record {k} ({record}) is not after the previous one "
-                        f"(seq {before.seq}): records must come in seq order")
+            self._error(
+                f"record {k} ({record}) is not after the previous one "
+                f"(seq {before.seq}): records must come in seq order"
+            )
         if record.seq >= self.n_tuples:
-            self._error(f"record {k} ({record}) names a tuple past the input "
-                        f"({self.n_tuples} tuples)")
+            self._error(
+                f"record {k} ({record}) names a tuple past the input ({self.n_tuples} tuples)"
+            )
         if record.dropped and record.matches:
             self._error(f"record {k} ({record}) is a dropped tuple with match bits set")
         if not record.dropped and not record.matches:
@@ -119,26 +136,32 @@ class InOrderChecker:
         if exp is None:
             return
         while self._next < len(exp) and exp[self._next].seq < record.seq:
-            self._error(f"missing record: the model has {exp[self._next]}, the engine "
-                        "gave none for that tuple")
+            self._error(
+                f"missing record: the model has {exp[self._next]}, the engine "
+                "gave none for that tuple"
+            )
             self._next += 1
         if self._next < len(exp) and exp[self._next].seq == record.seq:
             if record != exp[self._next]:
-                self._error(f"record {k}: the engine gave {record}, the model "
-                            f"{exp[self._next]}")
+                self._error(f"record {k}: the engine gave {record}, the model {exp[self._next]}")
             self._next += 1
         else:
-            self._error(f"extra record {k}: the engine gave {record}, the model has no "
-                        "record for that tuple")
+            self._error(
+                f"extra record {k}: the engine gave {record}, the model has no "
+                "record for that tuple"
+            )
 
     def check(self, chunk: RecordColumns) -> None:
         """Check the next records, decoded column-wise: without a model, judged column-wise,
         and one by one (for the messages) only when something is wrong in them."""
         if self.expected is None and len(chunk):
             seq, dropped, matched = chunk.seq, chunk.dropped != 0, chunk.matches != 0
-            wrong = (bool((seq[1:] <= seq[:-1]).any())
-                     or (self.last is not None and int(seq[0]) <= self.last.seq)
-                     or bool((seq >= self.n_tuples).any()) or bool((dropped == matched).any()))
+            wrong = (
+                bool((seq[1:] <= seq[:-1]).any())
+                or (self.last is not None and int(seq[0]) <= self.last.seq)
+                or bool((seq >= self.n_tuples).any())
+                or bool((dropped == matched).any())
+            )
             if not wrong:
                 self.count += len(chunk)
                 self.last = chunk.take(slice(-1, None)).records()[0]
@@ -153,7 +176,7 @@ class InOrderChecker:
         exp = self.expected
         if exp is None:
             return
-        for r in exp[self._next:]:
+        for r in exp[self._next :]:
             self._error(f"missing record: the model has {r}, the engine gave none")
         self._next = len(exp)
 

@@ -42,8 +42,17 @@ from .build import TIMESCALE, SimulationError
 from .harness import HARNESS_TOP, check_depth, depth_for, harness_verilog, switch_plusargs
 from .records import CONFIG_ENV, RECORDS_HEX, InOrderChecker, read_hex, write_records
 
-__all__ = ["MODES", "RECORD_CHUNK", "TRAFFIC", "WAVE_FORMAT", "ContractError", "SimResult",
-           "SimRun", "Simulation", "check_sidecar"]
+__all__ = [
+    "MODES",
+    "RECORD_CHUNK",
+    "TRAFFIC",
+    "WAVE_FORMAT",
+    "ContractError",
+    "SimResult",
+    "SimRun",
+    "Simulation",
+    "check_sidecar",
+]
 
 #: Traffic patterns of the testbench (see :class:`nfacep.sim.testbench.Traffic`).
 TRAFFIC = ("random", "full")
@@ -56,9 +65,14 @@ TESTBENCH_MODULE = {"batch": "nfacep.sim.batch_testbench", "cycle": "nfacep.sim.
 #: Waveform format each simulator writes (Verilator's FST writer needs liblz4 headers).
 WAVE_FORMAT = {"icarus": "fst", "verilator": "vcd"}
 #: The ports the testbench drives, with their direction.
-STREAM_PORTS = (("i_stream__valid", "in"), ("i_stream__ready", "out"),
-                ("i_stream__payload", "in"), ("o_stream__valid", "out"),
-                ("o_stream__ready", "in"), ("o_stream__payload", "out"))
+STREAM_PORTS = (
+    ("i_stream__valid", "in"),
+    ("i_stream__ready", "out"),
+    ("i_stream__payload", "in"),
+    ("o_stream__valid", "out"),
+    ("o_stream__ready", "in"),
+    ("o_stream__payload", "out"),
+)
 
 
 class ContractError(SimulationError):
@@ -82,14 +96,21 @@ class SimResult(Result):
 
     def details(self) -> dict:
         tpc = self.tuples_per_cycle
-        return {"simulator": self.simulator, "mode": self.mode, "seed": self.seed,
-                "traffic": self.traffic,
-                "cycles": self.cycles, "tuples_per_cycle": None if tpc is None else round(tpc, 4),
-                "records": len(self.records), "counters": self.counters}
+        return {
+            "simulator": self.simulator,
+            "mode": self.mode,
+            "seed": self.seed,
+            "traffic": self.traffic,
+            "cycles": self.cycles,
+            "tuples_per_cycle": None if tpc is None else round(tpc, 4),
+            "records": len(self.records),
+            "counters": self.counters,
+        }
 
     def note(self) -> str:
-        rate = "" if self.tuples_per_cycle is None else \
-            f", {self.tuples_per_cycle:.3f} tuples/cycle"
+        rate = (
+            "" if self.tuples_per_cycle is None else f", {self.tuples_per_cycle:.3f} tuples/cycle"
+        )
         return f"{self.simulator} ({self.mode}), {self.cycles} cycles{rate}"
 
 
@@ -122,21 +143,34 @@ class Simulation:
     that cannot be written.
     """
 
-    def __init__(self, simulator: str = "icarus", *, seed: int = 0, traffic: str = "random",
-                 waves: str | None = None, build_dir: str | os.PathLike | None = None,
-                 check: bool = False, timeout_cycles: int | None = None,
-                 engine: str | None = None, keep_run: bool = False, mode: str = "batch",
-                 batch_depth: int | None = None, progress=None):
+    def __init__(
+        self,
+        simulator: str = "icarus",
+        *,
+        seed: int = 0,
+        traffic: str = "random",
+        waves: str | None = None,
+        build_dir: str | os.PathLike | None = None,
+        check: bool = False,
+        timeout_cycles: int | None = None,
+        engine: str | None = None,
+        keep_run: bool = False,
+        mode: str = "batch",
+        batch_depth: int | None = None,
+        progress=None,
+    ):
         if mode not in MODES:
-            raise UsageError(f"unknown simulation mode {mode!r}: choose one of "
-                             f"{', '.join(MODES)}")
+            raise UsageError(f"unknown simulation mode {mode!r}: choose one of {', '.join(MODES)}")
         check_depth(batch_depth)
         if simulator not in build.SIMULATORS:
-            raise UsageError(f"unknown simulator {simulator!r}: choose one of "
-                             f"{', '.join(build.SIMULATORS)}")
+            raise UsageError(
+                f"unknown simulator {simulator!r}: choose one of {', '.join(build.SIMULATORS)}"
+            )
         if mode == "native" and simulator != "verilator":
-            raise UsageError("the native mode is a Verilator model with a C++ main: use "
-                             "--simulator verilator (or --mode batch with Icarus)")
+            raise UsageError(
+                "the native mode is a Verilator model with a C++ main: use "
+                "--simulator verilator (or --mode batch with Icarus)"
+            )
         if traffic not in TRAFFIC:
             raise UsageError(f"unknown traffic {traffic!r}: choose one of {', '.join(TRAFFIC)}")
         check_waves(waves, simulator)
@@ -153,8 +187,9 @@ class Simulation:
         self.batch_depth = batch_depth
         self.progress = progress
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
-            values: ParamValues | None = None) -> SimResult:
+    def run(
+        self, nfa: Nfa, tuples: Tuples, params: EngineParams, values: ParamValues | None = None
+    ) -> SimResult:
         """Simulate the engine of ``nfa`` with ``params`` on ``tuples``; with the runtime
         parameters' ``values``: the engine starts with their initial values, and each switch
         is written to its ``i_params`` before the tuple it applies to.
@@ -166,14 +201,20 @@ class Simulation:
         (saying how to install it), :class:`ContractError` when the engine breaks its contract
         and :class:`SimulationError` when the simulation fails (a build failure, a stuck
         engine)."""
-        with self._launch(nfa, [tuples], params, values,
-                          model=tuples if self.check else None) as ran:
+        with self._launch(
+            nfa, [tuples], params, values, model=tuples if self.check else None
+        ) as ran:
             (result,) = ran.chunks(None, records=True)
             result.failure = ran.failure
             return result
 
-    def stream(self, nfa: Nfa, pieces: Iterable[Tuples], params: EngineParams,
-               values: ParamValues | None = None) -> contextlib.AbstractContextManager[SimRun]:
+    def stream(
+        self,
+        nfa: Nfa,
+        pieces: Iterable[Tuples],
+        params: EngineParams,
+        values: ParamValues | None = None,
+    ) -> contextlib.AbstractContextManager[SimRun]:
         """:meth:`run` on a stream given in pieces, its result given back in chunks, so that
         neither the stream nor its matches are ever held whole: a context manager that
         writes each piece's packed tuples to the run folder as it comes (``pieces``: the
@@ -185,13 +226,21 @@ class Simulation:
         ``check`` (a comparison with the reference matcher, which takes the whole stream) is
         :meth:`run`'s alone: a UsageError here. Raises as :meth:`run` does."""
         if self.check:
-            raise UsageError("a simulation checked against the reference matcher takes the "
-                             "whole stream at once: use run(), not stream()")
+            raise UsageError(
+                "a simulation checked against the reference matcher takes the "
+                "whole stream at once: use run(), not stream()"
+            )
         return self._launch(nfa, pieces, params, values)
 
     @contextlib.contextmanager
-    def _launch(self, nfa: Nfa, pieces: Iterable[Tuples], params: EngineParams,
-                values: ParamValues | None, model: Tuples | None = None) -> Iterator[SimRun]:
+    def _launch(
+        self,
+        nfa: Nfa,
+        pieces: Iterable[Tuples],
+        params: EngineParams,
+        values: ParamValues | None,
+        model: Tuples | None = None,
+    ) -> Iterator[SimRun]:
         cache = build.ready(self.simulator, self.build_dir)
         cache.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
@@ -208,15 +257,18 @@ class Simulation:
                 if self.mode == "native":
                     from .native import build_native, run_native
 
-                    executable = build_native(engine_v, sidecar, harness, cache,
-                                              bool(self.waves))
-                    run_native(executable, run_dir,
-                               json.loads(config.read_text(encoding="utf-8")),
-                               waves=str(run_dir / "waves.vcd") if self.waves else None)
+                    executable = build_native(engine_v, sidecar, harness, cache, bool(self.waves))
+                    run_native(
+                        executable,
+                        run_dir,
+                        json.loads(config.read_text(encoding="utf-8")),
+                        waves=str(run_dir / "waves.vcd") if self.waves else None,
+                    )
                 else:
                     with build.environment(self.simulator, cache):
-                        model_dir = build.build_model(self.simulator, engine_v, top, cache,
-                                                      bool(self.waves), harness=harness)
+                        model_dir = build.build_model(
+                            self.simulator, engine_v, top, cache, bool(self.waves), harness=harness
+                        )
                         self._simulate(model_dir, run_dir, top, config)
             ran = SimRun(self, nfa, params, values, run_dir, n, sidecar)
             yield ran
@@ -230,8 +282,9 @@ class Simulation:
 
     # --- the engine ------------------------------------------------------------------------
 
-    def _engine(self, nfa: Nfa, params: EngineParams, run_dir: Path,
-                values: ParamValues | None) -> tuple[Path, dict]:
+    def _engine(
+        self, nfa: Nfa, params: EngineParams, run_dir: Path, values: ParamValues | None
+    ) -> tuple[Path, dict]:
         """The Verilog to simulate and its sidecar, checked against the query, ``params`` and
         the runtime parameters' initial ``values``."""
         if self.engine is None:
@@ -241,19 +294,25 @@ class Simulation:
             returned = write_verilog(nfa, str(path), params, values=values)
             _, sidecar = build.read_sidecar(path)
             if sidecar != json.loads(json.dumps(returned)):
-                raise ContractError("the sidecar written beside the Verilog is not the one "
-                                    "write_verilog returned")
+                raise ContractError(
+                    "the sidecar written beside the Verilog is not the one write_verilog returned"
+                )
         else:
             path, sidecar = build.read_sidecar(self.engine)
-            have = EngineParams.from_dict(sidecar.get("parameters"),
-                                          source=f"{self.engine}'s sidecar")
+            have = EngineParams.from_dict(
+                sidecar.get("parameters"), source=f"{self.engine}'s sidecar"
+            )
             if have != params:
-                raise UsageError(f"{self.engine} was emitted with other parameters: "
-                                 f"{', '.join(have.differences(params))}")
+                raise UsageError(
+                    f"{self.engine} was emitted with other parameters: "
+                    f"{', '.join(have.differences(params))}"
+                )
             initial = sidecar.get("runtime_parameters", {}).get("initial")
             if values and initial != values.as_dict()["initial"]:
-                raise UsageError(f"{self.engine} was emitted with other runtime parameter "
-                                 f"values ({initial}); give the same --param values")
+                raise UsageError(
+                    f"{self.engine} was emitted with other runtime parameter "
+                    f"values ({initial}); give the same --param values"
+                )
         check_sidecar(sidecar, nfa)
         return path, sidecar
 
@@ -271,8 +330,16 @@ class Simulation:
                 n += piece.n
         return n
 
-    def _write_inputs(self, nfa: Nfa, n: int, model: Tuples | None, params: EngineParams,
-                      sidecar: dict, run_dir: Path, values: ParamValues | None = None) -> Path:
+    def _write_inputs(
+        self,
+        nfa: Nfa,
+        n: int,
+        model: Tuples | None,
+        params: EngineParams,
+        sidecar: dict,
+        run_dir: Path,
+        values: ParamValues | None = None,
+    ) -> Path:
         """The testbench's inputs besides the tuples in ``run_dir`` (with ``model``, the
         reference matcher's records of those tuples, to check against); returns its
         ``config.json``."""
@@ -283,12 +350,22 @@ class Simulation:
             matched = reference.run(nfa, model, params, values=values)
             write_records(run_dir / "expected.txt", matched.records(nfa, model))
             expected = "expected.txt"
-        config = {"sidecar": sidecar, "tuples": "tuples.hex", "expected": expected,
-                  "results": RECORDS_HEX, "stats": "stats.json", "failure": "failure.json",
-                  "seed": self.seed, "traffic": self.traffic,
-                  "timeout_cycles": self.timeout_cycles, "depth": self._depth(n),
-                  "switches": None, "switch_count": 0,
-                  "progress": PROGRESS_FILE if self.progress else None, "n": n}
+        config = {
+            "sidecar": sidecar,
+            "tuples": "tuples.hex",
+            "expected": expected,
+            "results": RECORDS_HEX,
+            "stats": "stats.json",
+            "failure": "failure.json",
+            "seed": self.seed,
+            "traffic": self.traffic,
+            "timeout_cycles": self.timeout_cycles,
+            "depth": self._depth(n),
+            "switches": None,
+            "switch_count": 0,
+            "progress": PROGRESS_FILE if self.progress else None,
+            "n": n,
+        }
         if values and values.switches:
             config.update(switches="switches.hex", switch_count=len(values.switches))
             with open(run_dir / "switches.hex", "w", encoding="ascii") as f:
@@ -304,13 +381,24 @@ class Simulation:
         ``run_dir``."""
         plusargs = []
         if self.mode == "batch":
-            plusargs += [f"+nfacep_tuples={run_dir / 'batch.hex'}",
-                         f"+nfacep_records={run_dir / RECORDS_HEX}",
-                         f"+nfacep_seed={self.seed}", f"+nfacep_traffic={self.traffic}",
-                         *switch_plusargs(json.loads(config.read_text(encoding="utf-8")),
-                                          run_dir)]
-        run_testbench(self.simulator, model, run_dir, top, TESTBENCH_MODULE[self.mode], config,
-                      waves=bool(self.waves), plusargs=plusargs, seed=self.seed)
+            plusargs += [
+                f"+nfacep_tuples={run_dir / 'batch.hex'}",
+                f"+nfacep_records={run_dir / RECORDS_HEX}",
+                f"+nfacep_seed={self.seed}",
+                f"+nfacep_traffic={self.traffic}",
+                *switch_plusargs(json.loads(config.read_text(encoding="utf-8")), run_dir),
+            ]
+        run_testbench(
+            self.simulator,
+            model,
+            run_dir,
+            top,
+            TESTBENCH_MODULE[self.mode],
+            config,
+            waves=bool(self.waves),
+            plusargs=plusargs,
+            seed=self.seed,
+        )
 
 
 #: Records decoded at a time by :meth:`SimRun.chunks` by default.
@@ -324,8 +412,16 @@ class SimRun:
     Raises :class:`SimulationError` when the testbench failed (anything but records that
     differ from the reference matcher's, which is :attr:`failure`)."""
 
-    def __init__(self, simulation: Simulation, nfa: Nfa, params: EngineParams,
-                 values: ParamValues | None, run_dir: Path, n: int, sidecar: dict):
+    def __init__(
+        self,
+        simulation: Simulation,
+        nfa: Nfa,
+        params: EngineParams,
+        values: ParamValues | None,
+        run_dir: Path,
+        n: int,
+        sidecar: dict,
+    ):
         self.simulation, self.nfa, self.params, self.values = simulation, nfa, params, values
         self.run_dir, self.n = run_dir, n
         self.layout = wire.RecordFormat.from_description(sidecar["record"]["fields"])
@@ -348,8 +444,9 @@ class SimRun:
         """Clock cycles from the end of reset to the last transfer."""
         return self.stats.get("cycles", 0)
 
-    def chunks(self, rows: int | None = RECORD_CHUNK, *,
-               records: bool = False) -> Iterator[SimResult]:
+    def chunks(
+        self, rows: int | None = RECORD_CHUNK, *, records: bool = False
+    ) -> Iterator[SimResult]:
         """The run's result in chunks of at most ``rows`` records (None: one chunk), in the
         order the engine emitted them: each a :class:`SimResult` of the whole run (its ``n``,
         cycles, counters) holding the matches and drops of those records (their ``seq``
@@ -359,14 +456,20 @@ class SimRun:
         testbench checked them; a record that cannot be this engine's is a
         :class:`ContractError`."""
         sim = self.simulation
-        checker = None if self.stats.get("checked") else InOrderChecker(None, self.n,
-                                                                        keep=False)
+        checker = None if self.stats.get("checked") else InOrderChecker(None, self.n, keep=False)
         first, last = self.stats.get("first_input_cycle"), self.stats.get("last_input_cycle")
-        fields = {"counters": self.stats.get("counters", {}), "simulator": sim.simulator,
-                  "mode": sim.mode, "seed": sim.seed, "traffic": sim.traffic,
-                  "cycles": self.cycles, "waves": self.waves,
-                  "tuples_per_cycle": None if first is None or last is None else
-                  self.n / (last - first + 1)}
+        fields = {
+            "counters": self.stats.get("counters", {}),
+            "simulator": sim.simulator,
+            "mode": sim.mode,
+            "seed": sim.seed,
+            "traffic": sim.traffic,
+            "cycles": self.cycles,
+            "waves": self.waves,
+            "tuples_per_cycle": None
+            if first is None or last is None
+            else self.n / (last - first + 1),
+        }
         decoded = read_hex(self.run_dir / RECORDS_HEX, self.layout, rows)
         while True:
             try:
@@ -381,8 +484,13 @@ class SimRun:
                 checker.check(chunk)
             try:
                 result = SimResult.from_columns(
-                    self.nfa, self.n, chunk, self.params,
-                    records=chunk.records() if records else [], **fields)
+                    self.nfa,
+                    self.n,
+                    chunk,
+                    self.params,
+                    records=chunk.records() if records else [],
+                    **fields,
+                )
             except ValueError as err:
                 raise ContractError(f"the engine's records: {err}") from None
             result.values = self.values or None
@@ -392,13 +500,16 @@ class SimRun:
 
     def _fail(self, reason: str):
         log = self.run_dir / "sim.log"
-        raise SimulationError(f"the {self.simulation.simulator} simulation failed: {reason}\n"
-                              f"(log: {log}; its end:\n{build.tail(log)})")
+        raise SimulationError(
+            f"the {self.simulation.simulator} simulation failed: {reason}\n"
+            f"(log: {log}; its end:\n{build.tail(log)})"
+        )
 
     def _differ(self, message: str) -> None:
         self.failure = SimulationError(
             f"the engine's records differ from the reference matcher's: {message}\n"
-            f"(run folder: {self.run_dir})")
+            f"(run folder: {self.run_dir})"
+        )
 
 
 def check_waves(waves: str | None, simulator: str) -> None:
@@ -409,8 +520,10 @@ def check_waves(waves: str | None, simulator: str) -> None:
     check_outputs([waves], what="--waves")
     suffix = Path(waves).suffix.lower().lstrip(".")
     if suffix in ("vcd", "fst") and suffix != WAVE_FORMAT[simulator]:
-        raise UsageError(f"{waves}: {simulator} writes {WAVE_FORMAT[simulator].upper()} "
-                         f"waveforms; name the file .{WAVE_FORMAT[simulator]}")
+        raise UsageError(
+            f"{waves}: {simulator} writes {WAVE_FORMAT[simulator].upper()} "
+            f"waveforms; name the file .{WAVE_FORMAT[simulator]}"
+        )
 
 
 #: The file the batch and native harnesses append the tuples done to, a line per batch.
@@ -454,8 +567,18 @@ def _watch(path: Path, report):
         look()
 
 
-def run_testbench(simulator: str, model: Path, run_dir: Path, top: str, module: str,
-                  config: Path, *, waves: bool = False, plusargs=(), seed: int = 0) -> None:
+def run_testbench(
+    simulator: str,
+    model: Path,
+    run_dir: Path,
+    top: str,
+    module: str,
+    config: Path,
+    *,
+    waves: bool = False,
+    plusargs=(),
+    seed: int = 0,
+) -> None:
     """Run the cocotb test ``module`` on the built ``model`` (its top ``top``) in ``run_dir``,
     with ``config`` named by :data:`~nfacep.sim.records.CONFIG_ENV`; with ``waves``, the
     waveform goes to ``run_dir/waves.fst`` (Icarus) or ``.vcd`` (Verilator). What the test
@@ -471,15 +594,27 @@ def run_testbench(simulator: str, model: Path, run_dir: Path, top: str, module: 
     test_args = ["--trace-file", str(wave_file)] if waves and simulator == "verilator" else []
     try:
         get_runner(simulator).test(
-            test_module=module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
-            build_dir=model, test_dir=run_dir, extra_env={CONFIG_ENV: str(config)},
-            waves=waves, plusargs=plusargs, test_args=test_args, timescale=TIMESCALE,
-            results_xml=str(run_dir / "results.xml"), log_file=log, seed=seed)
+            test_module=module,
+            hdl_toplevel=top,
+            hdl_toplevel_lang="verilog",
+            build_dir=model,
+            test_dir=run_dir,
+            extra_env={CONFIG_ENV: str(config)},
+            waves=waves,
+            plusargs=plusargs,
+            test_args=test_args,
+            timescale=TIMESCALE,
+            results_xml=str(run_dir / "results.xml"),
+            log_file=log,
+            seed=seed,
+        )
     except SystemExit:
         pass  # the runner exits on a failed test or simulator; the files say why
     except (RuntimeError, ValueError) as exc:
-        raise SimulationError(f"running the {simulator} simulation failed ({exc}); "
-                              f"the log {log} ends with:\n{build.tail(log)}") from None
+        raise SimulationError(
+            f"running the {simulator} simulation failed ({exc}); "
+            f"the log {log} ends with:\n{build.tail(log)}"
+        ) from None
 
 
 def deliver_waves(waves: str, run_dir: Path, simulator: str) -> str:
@@ -503,8 +638,9 @@ def switch_words(values: ParamValues, sidecar: dict) -> list[int]:
     from .harness import MAX_SWITCHES
 
     if len(values.switches) > MAX_SWITCHES:
-        raise UsageError(f"{len(values.switches)} parameter switches: a simulation takes at "
-                         f"most {MAX_SWITCHES}")
+        raise UsageError(
+            f"{len(values.switches)} parameter switches: a simulation takes at most {MAX_SWITCHES}"
+        )
     width = sidecar["runtime_parameters"]["width"]
     seq_bits = sidecar["ports"]["i_params__payload"]["width"] - width
     for seq, _ in values.switches:
@@ -528,8 +664,11 @@ def _read_failure(path: Path) -> dict | None:
 def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
     """Raise :class:`ContractError` unless the sidecar describes the engine of this query file
     with the ports the testbench drives and the wire formats of :mod:`nfacep.wire`."""
-    problems = [f"no '{key}'" for key in ("top", "ports", "tuple", "record", "queries")
-                if key not in sidecar]
+    problems = [
+        f"no '{key}'"
+        for key in ("top", "ports", "tuple", "record", "queries")
+        if key not in sidecar
+    ]
     if problems:
         raise ContractError(f"the engine's sidecar: {'; '.join(problems)}")
     ports = sidecar["ports"]
@@ -542,17 +681,18 @@ def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
     schema = nfa.program.schema
     width = wire.tuple_width(schema)
     if sidecar["tuple"].get("width") != width:
-        problems.append(f"the tuple is {sidecar['tuple'].get('width')} bits wide, the wire "
-                        f"format's {width}")
+        problems.append(
+            f"the tuple is {sidecar['tuple'].get('width')} bits wide, the wire format's {width}"
+        )
     if ports.get("i_stream__payload", {}).get("width") != sidecar["tuple"].get("width"):
         problems.append("i_stream__payload is not tuple.width bits wide")
     if ports.get("o_stream__payload", {}).get("width") != sidecar["record"].get("width"):
         problems.append("o_stream__payload is not record.width bits wide")
-    fields = [(f.get("name"), f.get("offset"), f.get("width"))
-              for f in sidecar["tuple"].get("fields", [])]
+    fields = [
+        (f.get("name"), f.get("offset"), f.get("width")) for f in sidecar["tuple"].get("fields", [])
+    ]
     if fields != wire.field_slices(schema):
-        problems.append(f"tuple fields {fields} are not the stream's "
-                        f"{wire.field_slices(schema)}")
+        problems.append(f"tuple fields {fields} are not the stream's {wire.field_slices(schema)}")
     try:
         record = wire.RecordFormat.from_description(sidecar["record"].get("fields", []))
     except ValueError as err:
@@ -560,14 +700,18 @@ def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
     else:
         seq_bits = record.widths["seq"]
         if record != wire.record_format(nfa, seq_bits):
-            problems.append(f"the record {record.fields} is not the wire format's "
-                            f"{wire.record_format(nfa, seq_bits).fields}")
+            problems.append(
+                f"the record {record.fields} is not the wire format's "
+                f"{wire.record_format(nfa, seq_bits).fields}"
+            )
     names = [q.get("name") for q in sidecar["queries"]]
     expected = [q.name for q in nfa.queries]
     if names != expected or [q.get("bit") for q in sidecar["queries"]] != list(range(len(names))):
         problems.append(f"queries {names} are not the file's {expected} with bits in file order")
     if sidecar.get("partition_field") != nfa.program.partition_field:
-        problems.append(f"partition_field {sidecar.get('partition_field')!r} is not the "
-                        f"query's {nfa.program.partition_field!r}")
+        problems.append(
+            f"partition_field {sidecar.get('partition_field')!r} is not the "
+            f"query's {nfa.program.partition_field!r}"
+        )
     if problems:
         raise ContractError(f"the engine's sidecar does not fit the query: {'; '.join(problems)}")

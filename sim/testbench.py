@@ -73,8 +73,7 @@ class StreamDriver:
     stream for the next edge.
     """
 
-    def __init__(self, valid, ready, payload, rng: random.Random, traffic: Traffic,
-                 gate=None):
+    def __init__(self, valid, ready, payload, rng: random.Random, traffic: Traffic, gate=None):
         self.valid, self.ready, self.payload = valid, ready, payload
         self.rng, self.traffic = rng, traffic
         #: ``gate(i)``: whether word ``i`` may be offered now (None: always)
@@ -109,8 +108,11 @@ class StreamDriver:
             self._gap -= 1
             if self._gap:
                 return
-        elif self.sent < len(self.words) and self.traffic.gap_prob and \
-                self.rng.random() < self.traffic.gap_prob:
+        elif (
+            self.sent < len(self.words)
+            and self.traffic.gap_prob
+            and self.rng.random() < self.traffic.gap_prob
+        ):
             self._gap = self.rng.randint(1, self.traffic.max_gap)
             self.valid.value = 0
             return
@@ -207,20 +209,34 @@ class TB:
             width = side["runtime_parameters"]["width"]
             starts = [w >> width for w in words]
             self.switches = StreamDriver(
-                dut["i_params__valid"], dut["i_params__ready"], dut["i_params__payload"],
-                random.Random(f"switches-{seed}"), Traffic.named("full"))
+                dut["i_params__valid"],
+                dut["i_params__ready"],
+                dut["i_params__payload"],
+                random.Random(f"switches-{seed}"),
+                Traffic.named("full"),
+            )
             self.switches.start(words)
             switches = self.switches
 
             def gate(i: int) -> bool:  # every switch up to tuple i is taken
                 return switches.sent == len(starts) or starts[switches.sent] > i
+
         self.driver = StreamDriver(
-            dut["i_stream__valid"], dut["i_stream__ready"],
-            dut["i_stream__payload"], random.Random(f"driver-{seed}"), traffic, gate)
+            dut["i_stream__valid"],
+            dut["i_stream__ready"],
+            dut["i_stream__payload"],
+            random.Random(f"driver-{seed}"),
+            traffic,
+            gate,
+        )
         self.monitor = StreamMonitor(
-            dut["o_stream__valid"], dut["o_stream__ready"],
-            dut["o_stream__payload"], random.Random(f"monitor-{seed}"), traffic,
-            lambda word: self.checker(self.layout.decode(word)))
+            dut["o_stream__valid"],
+            dut["o_stream__ready"],
+            dut["o_stream__payload"],
+            random.Random(f"monitor-{seed}"),
+            traffic,
+            lambda word: self.checker(self.layout.decode(word)),
+        )
         self.cycle = 0  #: rising edges since the end of reset
         n = len(self.words)
         self.counter_names = list(counter_ports(side))
@@ -228,11 +244,13 @@ class TB:
         # the longest a record can take after its tuple: the partitioner's swap pipeline
         # (partitions + 2 cycles) plus the decoder, FIFO and output stages, generously
         self.drain_cycles = config.get("drain_cycles") or (
-            2 * int(params.get("partitions", 256)) + 256)
+            2 * int(params.get("partitions", 256)) + 256
+        )
         # the slowest the environment lets the engine go is about ready_prob * 1/2 tuple per
         # cycle; allow far more, so a timeout means a stuck engine, never a slow one
         self.timeout_cycles = config.get("timeout_cycles") or (
-            64 * n + 20 * self.drain_cycles + 10_000)
+            64 * n + 20 * self.drain_cycles + 10_000
+        )
 
     def counter(self, name: str) -> int | None:
         try:
@@ -259,10 +277,12 @@ class TB:
 
     def _state(self) -> str:
         c = self.counters()
-        return (f"the driver sent {self.driver.sent} of {len(self.words)} tuples, the engine's "
-                f"counters are {c}, the monitor took {self.monitor.received} "
-                f"records (last at cycle {self.monitor.last_cycle}), o_stream quiet for "
-                f"{self.monitor.quiet} ready cycles")
+        return (
+            f"the driver sent {self.driver.sent} of {len(self.words)} tuples, the engine's "
+            f"counters are {c}, the monitor took {self.monitor.received} "
+            f"records (last at cycle {self.monitor.last_cycle}), o_stream quiet for "
+            f"{self.monitor.quiet} ready cycles"
+        )
 
     async def run(self) -> None:
         """Reset, then step the driver and the monitor at every rising edge until every tuple
@@ -298,7 +318,8 @@ class TB:
                     break
             if self.cycle > timeout:
                 raise AssertionError(
-                    f"timeout: no completion after {self.cycle} cycles; {self._state()}")
+                    f"timeout: no completion after {self.cycle} cycles; {self._state()}"
+                )
         self.checker.finish()
 
     def write_results(self) -> None:
@@ -323,8 +344,9 @@ class TB:
 def load_config() -> dict:
     path = os.environ.get(CONFIG_ENV)
     if not path:
-        raise RuntimeError(f"{CONFIG_ENV} is not set: run this testbench through "
-                           "nfacep.sim.Simulation")
+        raise RuntimeError(
+            f"{CONFIG_ENV} is not set: run this testbench through nfacep.sim.Simulation"
+        )
     with open(path, encoding="utf-8") as f:
         config = json.load(f)
     config["folder"] = str(Path(path).parent)

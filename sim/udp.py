@@ -80,25 +80,37 @@ class UdpSimResult(BoardResult):
         board = {k: self.status[k] for k, _ in STATUS_FIELDS}
         if self.values:
             board["values"] = self.values.texts(self.values.unpacked(self.status["values"]))
-        return {"simulator": self.simulator, "link": "udp", "board": board, "line": self.line,
-                "latency_cycles": self.latency}
+        return {
+            "simulator": self.simulator,
+            "link": "udp",
+            "board": board,
+            "line": self.line,
+            "latency_cycles": self.latency,
+        }
 
     def note(self) -> str:
         line = self.line
-        text = (f"{self.simulator}, UDP board top at 1 Gb/s: {line['frames']} frames, "
-                f"{line['tuples_per_s']:,.0f} tuples/s, {line['frames_per_s']:,.0f} frames/s, "
-                f"{line['of_line']:.1%} of the line")
+        text = (
+            f"{self.simulator}, UDP board top at 1 Gb/s: {line['frames']} frames, "
+            f"{line['tuples_per_s']:,.0f} tuples/s, {line['frames_per_s']:,.0f} frames/s, "
+            f"{line['of_line']:.1%} of the line"
+        )
         if self.latency:
-            text += (f"; latency {self.latency['min']}-{self.latency['max']} cycles "
-                     f"(median {self.latency['median']})")
+            text += (
+                f"; latency {self.latency['min']}-{self.latency['max']} cycles "
+                f"(median {self.latency['median']})"
+            )
         return text
 
     def frame_counters(self) -> str:
         """Every frame counter of the board's last STATUS, as a line of text."""
         from nfacep.boards.link.eth.payload import FRAME_CLASSES
 
-        return "frames: " + ", ".join(f"{c} {self.status[c]}" for c in FRAME_CLASSES) + \
-            f"; lost {self.status['lost']}, late {self.status['late']}"
+        return (
+            "frames: "
+            + ", ".join(f"{c} {self.status[c]}" for c in FRAME_CLASSES)
+            + f"; lost {self.status['lost']}, late {self.status['late']}"
+        )
 
 
 class UdpSimulation:
@@ -111,12 +123,21 @@ class UdpSimulation:
     records differ; ``keep_run``: keep the run folder (it is kept anyway on a failure).
     """
 
-    def __init__(self, simulator: str = "icarus", *, tuples_per_packet: int | None = None,
-                 waves: str | None = None, build_dir=None, check: bool = False,
-                 keep_run: bool = False, seed: int = 0):
+    def __init__(
+        self,
+        simulator: str = "icarus",
+        *,
+        tuples_per_packet: int | None = None,
+        waves: str | None = None,
+        build_dir=None,
+        check: bool = False,
+        keep_run: bool = False,
+        seed: int = 0,
+    ):
         if simulator not in build.SIMULATORS:
-            raise UsageError(f"unknown simulator {simulator!r}: choose one of "
-                             f"{', '.join(build.SIMULATORS)}")
+            raise UsageError(
+                f"unknown simulator {simulator!r}: choose one of {', '.join(build.SIMULATORS)}"
+            )
         if tuples_per_packet is not None and tuples_per_packet < 1:
             raise UsageError("--tuples-per-packet must be at least 1")
         check_waves(waves, simulator)
@@ -139,15 +160,20 @@ class UdpSimulation:
         if self.tuples_per_packet is None:
             return min(per_mtu, room)
         if self.tuples_per_packet > per_mtu:
-            raise UsageError(f"--tuples-per-packet {self.tuples_per_packet}: at most {per_mtu} "
-                             f"tuples of {tb} bytes fit a 1,500-byte packet")
+            raise UsageError(
+                f"--tuples-per-packet {self.tuples_per_packet}: at most {per_mtu} "
+                f"tuples of {tb} bytes fit a 1,500-byte packet"
+            )
         if self.tuples_per_packet > room:
-            raise UsageError(f"--tuples-per-packet {self.tuples_per_packet}: the board's buffer "
-                             f"holds {room} tuples of {tb} bytes")
+            raise UsageError(
+                f"--tuples-per-packet {self.tuples_per_packet}: the board's buffer "
+                f"holds {room} tuples of {tb} bytes"
+            )
         return self.tuples_per_packet
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
-            values: ParamValues | None = None) -> UdpSimResult:
+    def run(
+        self, nfa: Nfa, tuples: Tuples, params: EngineParams, values: ParamValues | None = None
+    ) -> UdpSimResult:
         """Send ``tuples`` to the simulated board and decode what it sends back. Raises
         :class:`~nfacep.sim.build.SimulatorMissing`, :class:`SimulationError` when the
         simulation fails (no answer, a stuck board) and :class:`ContractError` when the board's
@@ -167,8 +193,16 @@ class UdpSimulation:
             plan = _write_frames(nfa, tuples, values, top, per_packet, run_dir)
             with build.environment(self.simulator, cache):
                 model = build.build_model(self.simulator, top_v, TOP, cache, bool(self.waves))
-                run_testbench(self.simulator, model, run_dir, TOP, TESTBENCH,
-                              run_dir / "config.json", waves=bool(self.waves), seed=self.seed)
+                run_testbench(
+                    self.simulator,
+                    model,
+                    run_dir,
+                    TOP,
+                    TESTBENCH,
+                    run_dir / "config.json",
+                    waves=bool(self.waves),
+                    seed=self.seed,
+                )
             result = self._result(nfa, tuples, params, values, run_dir, plan)
             keep = self.keep_run or result.failure is not None
             return result
@@ -176,8 +210,15 @@ class UdpSimulation:
             if not keep:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _result(self, nfa: Nfa, tuples: Tuples, params: EngineParams,
-                values: ParamValues | None, run_dir: Path, plan: dict) -> UdpSimResult:
+    def _result(
+        self,
+        nfa: Nfa,
+        tuples: Tuples,
+        params: EngineParams,
+        values: ParamValues | None,
+        run_dir: Path,
+        plan: dict,
+    ) -> UdpSimResult:
         from nfacep.boards.host import board_result, check_values
 
         from .runner import _read_failure
@@ -187,21 +228,33 @@ class UdpSimulation:
         results_path = run_dir / "udp_results.json"
         if failure is not None or not results_path.is_file():
             reason = failure["message"] if failure else "it ran no test"
-            raise SimulationError(f"the {self.simulator} simulation of the UDP board failed: "
-                                  f"{reason}\n(log: {log}; its end:\n{build.tail(log)})")
+            raise SimulationError(
+                f"the {self.simulator} simulation of the UDP board failed: "
+                f"{reason}\n(log: {log}; its end:\n{build.tail(log)})"
+            )
         got = json.loads(results_path.read_text(encoding="utf-8"))
         n = tuples.n
         final = got["final"]
         rb = final["record_bytes"]
         packets = _board_packets(got["received"], final, run_dir)
         bodies = [(t, body) for t, kind, body in packets if kind == "records"]
-        records = [body[at:at + rb] for _, body in bodies for at in range(0, len(body), rb)]
+        records = [body[at : at + rb] for _, body in bodies for at in range(0, len(body), rb)]
         line = _line(got["sent"], plan, n, final)
         latency = _latency(bodies, got["sent"], plan, wire.record_format(nfa))
         try:
-            result = board_result(UdpSimResult, nfa, n, records, final, params,
-                                  port="udp", simulator=self.simulator, line=line,
-                                  latency=latency, stats={"tuples_per_packet": plan["per"]})
+            result = board_result(
+                UdpSimResult,
+                nfa,
+                n,
+                records,
+                final,
+                params,
+                port="udp",
+                simulator=self.simulator,
+                line=line,
+                latency=latency,
+                stats={"tuples_per_packet": plan["per"]},
+            )
         except Exception as err:  # a LinkError: the board's records are not this engine's
             raise ContractError(str(err)) from None
         result.values = values or None
@@ -212,7 +265,8 @@ class UdpSimulation:
         if problems:
             result.failure = SimulationError(
                 f"the board did not take every packet sent at line rate ({', '.join(problems)}):"
-                f" its records are incomplete (run folder: {run_dir})")
+                f" its records are incomplete (run folder: {run_dir})"
+            )
         elif self.check:
             from nfacep import reference
 
@@ -220,14 +274,16 @@ class UdpSimulation:
             if model.matches != result.matches or model.drop_seqs != result.drop_seqs:
                 result.failure = SimulationError(
                     f"the board's records differ from the reference matcher's (run folder: "
-                    f"{run_dir})")
+                    f"{run_dir})"
+                )
         if self.waves:
             result.waves = deliver_waves(self.waves, run_dir, self.simulator)
         return result
 
 
-def _emit(nfa: Nfa, params: EngineParams, values: ParamValues | None,
-          run_dir: Path) -> tuple[Path, object]:
+def _emit(
+    nfa: Nfa, params: EngineParams, values: ParamValues | None, run_dir: Path
+) -> tuple[Path, object]:
     """The UDP board top's Verilog (the bitstream's addresses and settings) in ``run_dir``."""
     from amaranth.back import verilog
 
@@ -236,15 +292,15 @@ def _emit(nfa: Nfa, params: EngineParams, values: ParamValues | None,
     from nfacep.hdl.engine import Engine
 
     board = DEFAULT_ENDPOINT
-    top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip,
-                 port=board.port)
+    top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip, port=board.port)
     path = run_dir / "udp_top.v"
     path.write_text(verilog.convert(top, name=TOP, emit_src=False), encoding="utf-8")
     return path, top
 
 
-def _write_frames(nfa: Nfa, tuples: Tuples, values: ParamValues | None, top, per_packet: int,
-                  run_dir: Path) -> dict:
+def _write_frames(
+    nfa: Nfa, tuples: Tuples, values: ParamValues | None, top, per_packet: int, run_dir: Path
+) -> dict:
     """The frames to send (``frames.bin``) and the testbench's ``config.json``, in the order
     and form the host sends them (:func:`~nfacep.boards.host.frame_order`); the plan: each
     frame's first tuple and tuple count, for the line and latency figures."""
@@ -270,8 +326,9 @@ def _write_frames(nfa: Nfa, tuples: Tuples, values: ParamValues | None, top, per
                 body = switch_body(first, switches[first], values.width())
                 data = udp.packet(udp.PacketType.PARAMS, body, seq=seq, engine_id=engine_id)
             else:
-                data = udp.packet(udp.PacketType.TUPLES, raw[first * tb:end * tb], seq=seq,
-                                  engine_id=engine_id)
+                data = udp.packet(
+                    udp.PacketType.TUPLES, raw[first * tb : end * tb], seq=seq, engine_id=engine_id
+                )
             frame = udp.udp_frame(host, board, data)
             f.write(frame)
             index.append([offset, len(frame), waits.get(seq)])
@@ -281,19 +338,23 @@ def _write_frames(nfa: Nfa, tuples: Tuples, values: ParamValues | None, top, per
             offset += len(frame)
     engine = top._engine
     config = {
-        "frames": "frames.bin", "index": index, "n": tuples.n,
-        "flush": 1024, "quiet": 2 * (engine.params.partitions + 32),
-        "requests": {str(t): udp.udp_frame(host, board, udp.packet(t)).hex()
-                     for t in (udp.PacketType.RESET, udp.PacketType.STATUS_REQ)},
-        "results": "udp_results.json", "failure": "failure.json",
+        "frames": "frames.bin",
+        "index": index,
+        "n": tuples.n,
+        "flush": 1024,
+        "quiet": 2 * (engine.params.partitions + 32),
+        "requests": {
+            str(t): udp.udp_frame(host, board, udp.packet(t)).hex()
+            for t in (udp.PacketType.RESET, udp.PacketType.STATUS_REQ)
+        },
+        "results": "udp_results.json",
+        "failure": "failure.json",
     }
     (run_dir / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    return {"per": per_packet, "firsts": firsts, "counts": counts, "lengths": lengths,
-            "tb": tb}
+    return {"per": per_packet, "firsts": firsts, "counts": counts, "lengths": lengths, "tb": tb}
 
 
-def _board_packets(received: list, final: dict, run_dir: Path) -> list[tuple[float, str,
-                                                                          bytes]]:
+def _board_packets(received: list, final: dict, run_dir: Path) -> list[tuple[float, str, bytes]]:
     """The board's UDP packets since RESET as (time the frame started in ns, kind, body),
     checked: a good FCS, no transmit error, well-formed headers, ``seq`` without a gap."""
     from nfacep.boards.link.eth import payload as udp
@@ -304,29 +365,32 @@ def _board_packets(received: list, final: dict, run_dir: Path) -> list[tuple[flo
         frame, fcs = data[:-4], data[-4:]
         if error or fcs != udp.ethernet_fcs(frame):
             what = "a transmit error" if error else "a bad FCS"
-            raise ContractError(f"the board sent a frame with {what} at {start} ns (run "
-                                f"folder: {run_dir})")
+            raise ContractError(
+                f"the board sent a frame with {what} at {start} ns (run folder: {run_dir})"
+            )
         try:
             parsed = udp.parse_frame(frame)
         except ValueError as err:
-            raise ContractError(f"the board sent a malformed frame at {start} ns: {err}") \
-                from None
+            raise ContractError(f"the board sent a malformed frame at {start} ns: {err}") from None
         if parsed["kind"] != "udp":
             continue
         head = udp.decode_header(parsed["payload"])
         seqs.append(head["seq"])
         kind = {udp.PacketType.RECORDS: "records", udp.PacketType.STATUS: "status"}.get(
-            head["type"])
+            head["type"]
+        )
         if kind is None:
             raise ContractError(f"the board sent a packet of type {head['type']:#x}")
-        out.append((start, kind, parsed["payload"][udp.HEADER_BYTES:]))
+        out.append((start, kind, parsed["payload"][udp.HEADER_BYTES :]))
     # RESET restarts the board's numbering: its STATUS is 0, the rest follow without a gap
     since = seqs.index(0) if 0 in seqs else 0
     if seqs[since:] != list(range(len(seqs) - since)):
         raise ContractError(f"the board's packets are numbered {seqs[since:][:20]}: a gap")
     if final["packets"] != sum(kind == "records" for _, kind, _ in out[since:]):
-        raise ContractError(f"STATUS counts {final['packets']} RECORDS packets, "
-                            f"{sum(kind == 'records' for _, kind, _ in out)} came")
+        raise ContractError(
+            f"STATUS counts {final['packets']} RECORDS packets, "
+            f"{sum(kind == 'records' for _, kind, _ in out)} came"
+        )
     return out[since:]
 
 
@@ -337,20 +401,32 @@ def _line(sent: list, plan: dict, n: int, final: dict) -> dict:
     data = [s for s in sent if s[0] >= 0]
     frames = len(data)
     if not frames:
-        return {"frames": 0, "tuples_per_s": 0.0, "frames_per_s": 0.0, "of_line": 0.0,
-                "tuples_per_packet": plan["per"], "limit_frames_per_s": 0.0,
-                "limit_tuples_per_s": 0.0, "seconds": 0.0}
+        return {
+            "frames": 0,
+            "tuples_per_s": 0.0,
+            "frames_per_s": 0.0,
+            "of_line": 0.0,
+            "tuples_per_packet": plan["per"],
+            "limit_frames_per_s": 0.0,
+            "limit_tuples_per_s": 0.0,
+            "seconds": 0.0,
+        }
     # from the first frame's first byte to the last one's gap after it: each frame's share of
     # the wire is its bytes and the 20 of the preamble and the minimum gap
     span_ns = data[-1][2] - data[0][1] + (1 + 12) * BYTE_NS
     wire_ns = sum(1e9 / line_limit(length) for length in plan["lengths"])
     seconds = span_ns * 1e-9
     refused = sum(final[c] for c in FRAME_CLASSES if c != "accepted")
-    return {"frames": frames, "tuples_per_packet": plan["per"], "seconds": seconds,
-            "tuples_per_s": final["tuples"] / seconds,
-            "frames_per_s": (frames - refused) / seconds,
-            "limit_tuples_per_s": n / (wire_ns * 1e-9),
-            "limit_frames_per_s": frames / (wire_ns * 1e-9), "of_line": wire_ns / span_ns}
+    return {
+        "frames": frames,
+        "tuples_per_packet": plan["per"],
+        "seconds": seconds,
+        "tuples_per_s": final["tuples"] / seconds,
+        "frames_per_s": (frames - refused) / seconds,
+        "limit_tuples_per_s": n / (wire_ns * 1e-9),
+        "limit_frames_per_s": frames / (wire_ns * 1e-9),
+        "of_line": wire_ns / span_ns,
+    }
 
 
 #: Bytes from a frame's first preamble byte to its payload's body (tuples or records).
@@ -369,7 +445,7 @@ def _latency(bodies: list, sent: list, plan: dict, fmt: wire.RecordFormat) -> di
     cycles = []
     for start, body in bodies:
         for k, at in enumerate(range(0, len(body), rb)):
-            seq = fmt.decode_bytes(body[at:at + rb]).seq
+            seq = fmt.decode_bytes(body[at : at + rb]).seq
             frame = tuple_frames[bisect.bisect_right(first_of, seq) - 1]
             last_byte_end = starts[frame] + (BODY_AT + (seq - firsts[frame] + 1) * tb) * BYTE_NS
             first_out = start + (BODY_AT + k * rb) * BYTE_NS
@@ -377,5 +453,10 @@ def _latency(bodies: list, sent: list, plan: dict, fmt: wire.RecordFormat) -> di
     if not cycles:
         return {}
     cycles.sort()
-    return {"records": len(cycles), "min": cycles[0], "median": int(statistics.median(cycles)),
-            "p99": cycles[min(len(cycles) - 1, int(0.99 * len(cycles)))], "max": cycles[-1]}
+    return {
+        "records": len(cycles),
+        "min": cycles[0],
+        "median": int(statistics.median(cycles)),
+        "p99": cycles[min(len(cycles) - 1, int(0.99 * len(cycles)))],
+        "max": cycles[-1],
+    }

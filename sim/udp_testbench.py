@@ -58,7 +58,7 @@ class UdpBoardTB:
 
     def frame(self, at: int) -> bytes:
         offset, length = self.index[at][:2]
-        return self.frames[offset:offset + length]
+        return self.frames[offset : offset + length]
 
     async def run(self) -> None:
         from cocotbext.eth import GmiiFrame, GmiiSink, GmiiSource
@@ -80,6 +80,7 @@ class UdpBoardTB:
         def done(tag: int):
             def record(frame):  # (cocotbext-eth calls it with the frame it put on the wire)
                 sent.append([tag, _ns(frame.sim_time_start), _ns(frame.sim_time_end)])
+
             return record
 
         async def send(data: bytes, tag: int = -1) -> None:
@@ -87,8 +88,7 @@ class UdpBoardTB:
             await self.source.send(GmiiFrame.from_payload(data, tx_complete=done(tag)))
 
         self.send = send
-        first = await self.ask(PacketType.RESET, lambda s: s["tuples"] == 0 and
-                               s["next_seq"] == 0)
+        first = await self.ask(PacketType.RESET, lambda s: s["tuples"] == 0 and s["next_seq"] == 0)
         self.results["reset"] = first
         for at in range(len(self.index)):
             wait = self.index[at][2]
@@ -101,9 +101,11 @@ class UdpBoardTB:
         spacing = self.config["flush"] + self.config["quiet"] + 64
         # (or, when the board refused packets, until it is idle: the runner says what it lost)
         refused = [c for c in udp.FRAME_CLASSES if c != "accepted"]
-        final = await self.ask(PacketType.STATUS_REQ,
-                               lambda s: s["flags"] & 1 and (s["tuples"] == n % 2**32 or any(
-                                   s[c] for c in refused)), spacing=spacing)
+        final = await self.ask(
+            PacketType.STATUS_REQ,
+            lambda s: s["flags"] & 1 and (s["tuples"] == n % 2**32 or any(s[c] for c in refused)),
+            spacing=spacing,
+        )
         self.results["final"] = final
         await ClockCycles(dut.clk, 64)
 
@@ -117,8 +119,7 @@ class UdpBoardTB:
             if want(status):
                 return status
             await ClockCycles(self.dut.clk, spacing)
-        raise AssertionError(f"no STATUS as expected after {MAX_ASKS} requests; the last: "
-                             f"{status}")
+        raise AssertionError(f"no STATUS as expected after {MAX_ASKS} requests; the last: {status}")
 
     async def _receive(self) -> None:
         """Every frame the board sends: its bytes and when its first byte went out; STATUS
@@ -138,10 +139,13 @@ class UdpBoardTB:
             except (ValueError, KeyError):
                 continue
             if head["type"] == PacketType.STATUS:
-                body = parsed["payload"][udp.HEADER_BYTES:]
-                status = {**decode_fields(udp.STATUS_FIELDS, body[:size]), "seq": head["seq"],
-                          "engine_id": head["engine_id"],
-                          "values": int.from_bytes(body[size:], "little")}
+                body = parsed["payload"][udp.HEADER_BYTES :]
+                status = {
+                    **decode_fields(udp.STATUS_FIELDS, body[:size]),
+                    "seq": head["seq"],
+                    "engine_id": head["engine_id"],
+                    "values": int.from_bytes(body[size:], "little"),
+                }
                 self.results["statuses"].append(status)
                 self.statuses.put_nowait(status)
 

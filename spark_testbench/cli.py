@@ -25,9 +25,11 @@ __all__ = ["Regress", "Vectors"]
 class Vectors(Command):
     name = "vectors"
     help = "Spark: generate tuples and their expected matches"
-    description = ("Generate regression vectors with Spark: Parquet tuples (with seq), the "
-                   "expected matches of the reference matcher, and a manifest.json. Same seed, "
-                   "same content, whatever the number of Spark tasks.")
+    description = (
+        "Generate regression vectors with Spark: Parquet tuples (with seq), the "
+        "expected matches of the reference matcher, and a manifest.json. Same seed, "
+        "same content, whatever the number of Spark tasks."
+    )
     order = 60
 
     def add_arguments(self, p) -> None:
@@ -43,12 +45,14 @@ class Vectors(Command):
 class Regress(Command):
     name = "regress"
     help = "Spark: simulate the gateware over vectors and check its matches"
-    description = ("Simulate the engine's gateware (emitted and built once) over a vectors "
-                   "folder written by `nfacep vectors`, in Spark tasks (shards of whole "
-                   "partition keys when capacity and timers cannot matter, else one global "
-                   "simulation), and compare its matches and drops with the expected ones. "
-                   "Prints a mismatch report and writes DIR/regress_report.json; exits 1 on any "
-                   "difference. The engine parameters are the manifest's unless given.")
+    description = (
+        "Simulate the engine's gateware (emitted and built once) over a vectors "
+        "folder written by `nfacep vectors`, in Spark tasks (shards of whole "
+        "partition keys when capacity and timers cannot matter, else one global "
+        "simulation), and compare its matches and drops with the expected ones. "
+        "Prints a mismatch report and writes DIR/regress_report.json; exits 1 on any "
+        "difference. The engine parameters are the manifest's unless given."
+    )
     order = 70
 
     def add_arguments(self, p) -> None:
@@ -63,35 +67,75 @@ class Regress(Command):
 
 def _vectors_arguments(p) -> None:
     p.add_argument("--tuples", type=int, required=True, metavar="N", help="tuples to generate")
-    p.add_argument("--out", required=True, metavar="DIR",
-                   help="output folder (must not exist, or be empty; written atomically)")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="random seed: same seed, same content (default %(default)s)")
-    p.add_argument("--keys", type=int, metavar="P",
-                   help="distinct partition keys to generate (default: --partitions, the "
-                        "most the partitioner stores without dropping)")
-    p.add_argument("--zipf", type=float, default=1.0, metavar="S",
-                   help="Zipf exponent of the key frequencies; 0 = uniform (default "
-                        "%(default)s)")
-    p.add_argument("--plant-rate", type=float, default=0.02, metavar="F",
-                   help="share of tuples in planted pattern instances (default %(default)s)")
-    p.add_argument("--enum-weights", action="append", default=[], metavar="FIELD=LABEL:W,…",
-                   help="relative label frequencies of an ENUM field (unlisted labels: 0); "
-                        "repeat for several fields")
-    p.add_argument("--block-tuples", type=int, default=BLOCK_TUPLES, metavar="B",
-                   help="tuples per generation block, the unit of determinism; part of the "
-                        "content (default %(default)s)")
-    p.add_argument("--master", default=DEFAULT_MASTER, metavar="URL",
-                   help="Spark master (default %(default)s)")
-    p.add_argument("--tasks", type=int, metavar="T",
-                   help="Spark partitions to generate and match in (default: the master's "
-                        "default parallelism); the content does not depend on it")
-    p.add_argument("--expected", choices=("auto", "partitioned", "global"), default="auto",
-                   help="how to compute the expected matches: per key in parallel (only when "
-                        "capacity and timers cannot matter), one exact global pass, or pick "
-                        "(default %(default)s)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing vectors folder")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output folder (must not exist, or be empty; written atomically)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="random seed: same seed, same content (default %(default)s)",
+    )
+    p.add_argument(
+        "--keys",
+        type=int,
+        metavar="P",
+        help="distinct partition keys to generate (default: --partitions, the "
+        "most the partitioner stores without dropping)",
+    )
+    p.add_argument(
+        "--zipf",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="Zipf exponent of the key frequencies; 0 = uniform (default %(default)s)",
+    )
+    p.add_argument(
+        "--plant-rate",
+        type=float,
+        default=0.02,
+        metavar="F",
+        help="share of tuples in planted pattern instances (default %(default)s)",
+    )
+    p.add_argument(
+        "--enum-weights",
+        action="append",
+        default=[],
+        metavar="FIELD=LABEL:W,…",
+        help="relative label frequencies of an ENUM field (unlisted labels: 0); "
+        "repeat for several fields",
+    )
+    p.add_argument(
+        "--block-tuples",
+        type=int,
+        default=BLOCK_TUPLES,
+        metavar="B",
+        help="tuples per generation block, the unit of determinism; part of the "
+        "content (default %(default)s)",
+    )
+    p.add_argument(
+        "--master", default=DEFAULT_MASTER, metavar="URL", help="Spark master (default %(default)s)"
+    )
+    p.add_argument(
+        "--tasks",
+        type=int,
+        metavar="T",
+        help="Spark partitions to generate and match in (default: the master's "
+        "default parallelism); the content does not depend on it",
+    )
+    p.add_argument(
+        "--expected",
+        choices=("auto", "partitioned", "global"),
+        default="auto",
+        help="how to compute the expected matches: per key in parallel (only when "
+        "capacity and timers cannot matter), one exact global pass, or pick "
+        "(default %(default)s)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing vectors folder")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -119,8 +163,10 @@ def _require_spark(command: str = "vectors") -> None:
     if importlib.util.find_spec("pyspark") is None:
         raise UsageError(f"nfacep {command} needs PySpark: pip install 'nfacep[spark]'")
     if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
-        raise UsageError(f"nfacep {command} needs Java (17 or 21) for Spark: none on PATH and "
-                         "JAVA_HOME is not set")
+        raise UsageError(
+            f"nfacep {command} needs Java (17 or 21) for Spark: none on PATH and "
+            "JAVA_HOME is not set"
+        )
 
 
 def _vectors(args) -> int:
@@ -134,23 +180,38 @@ def _vectors(args) -> int:
         raise UsageError("--tasks must be at least 1")
     if keys is None:
         keys = _default_keys(args.query, engine.partitions)
-    options = Options(tuples=args.tuples, seed=args.seed, keys=keys, zipf=args.zipf,
-                      plant_rate=args.plant_rate, block_tuples=args.block_tuples,
-                      enum_weights=_parse_weights(args.enum_weights))
-    job = vectors.prepare(args.query, options, args.out, params=engine, expected=args.expected,
-                          overwrite=args.overwrite, master=args.master, param_texts=args.param)
+    options = Options(
+        tuples=args.tuples,
+        seed=args.seed,
+        keys=keys,
+        zipf=args.zipf,
+        plant_rate=args.plant_rate,
+        block_tuples=args.block_tuples,
+        enum_weights=_parse_weights(args.enum_weights),
+    )
+    job = vectors.prepare(
+        args.query,
+        options,
+        args.out,
+        params=engine,
+        expected=args.expected,
+        overwrite=args.overwrite,
+        master=args.master,
+        param_texts=args.param,
+    )
     spark, created = session.session(args.master)
     try:
-        m = vectors.run(spark, job, tasks=args.tasks,
-                        progress=None if args.quiet else _progress)
+        m = vectors.run(spark, job, tasks=args.tasks, progress=None if args.quiet else _progress)
     finally:
         if created:
             spark.stop()
     c = m["counts"]
     per_query = ", ".join(f"{n}: {k}" for n, k in c["matches"].items())
-    print(f"{c['tuples']} tuples, {m['keys_present']} keys, {c['matches_total']} expected "
-          f"matches ({per_query}), {c['drops']} dropped; {m['expected']['mode']} pass; "
-          f"{m['run']['seconds']['total']:.1f} s -> {args.out}")
+    print(
+        f"{c['tuples']} tuples, {m['keys_present']} keys, {c['matches_total']} expected "
+        f"matches ({per_query}), {c['drops']} dropped; {m['expected']['mode']} pass; "
+        f"{m['run']['seconds']['total']:.1f} s -> {args.out}"
+    )
     for name, why in m["unplanted"].items():
         print(f"warning: query {name}: {why}", file=sys.stderr)
     return 0
@@ -178,27 +239,50 @@ def _default_keys(query: str, partitions: int) -> int:
 
 
 def _regress_arguments(p) -> None:
-    p.add_argument("--vectors", required=True, metavar="DIR",
-                   help="vectors folder (tuples.parquet, expected.parquet, drops.parquet, "
-                        "manifest.json)")
-    p.add_argument("--master", default=DEFAULT_MASTER, metavar="URL",
-                   help="Spark master (default %(default)s)")
-    p.add_argument("--tasks", type=int, metavar="T",
-                   help="shards to simulate in parallel when the vectors allow a split by key "
-                        "(default: the master's default parallelism)")
-    p.add_argument("--simulator", choices=("icarus", "verilator"), default="icarus",
-                   help="HDL simulator (default %(default)s)")
-    p.add_argument("--mode", choices=("batch", "native"), default="batch",
-                   help="how each simulation is fed: batch, the Verilog harness under cocotb; "
-                        "native, the same harness under a C++ main, no Python while it runs "
-                        "(--simulator verilator; faster) (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="seed of the testbench's random input gaps and output stalls "
-                        "(default %(default)s)")
-    p.add_argument("--build-dir", metavar="D",
-                   help="folder caching simulator builds, shared by all Spark tasks (default "
-                        "$NFACEP_SIM_CACHE or ~/.cache/nfacep/sim); on a multi-machine cluster "
-                        "it must be on a filesystem every worker sees")
+    p.add_argument(
+        "--vectors",
+        required=True,
+        metavar="DIR",
+        help="vectors folder (tuples.parquet, expected.parquet, drops.parquet, manifest.json)",
+    )
+    p.add_argument(
+        "--master", default=DEFAULT_MASTER, metavar="URL", help="Spark master (default %(default)s)"
+    )
+    p.add_argument(
+        "--tasks",
+        type=int,
+        metavar="T",
+        help="shards to simulate in parallel when the vectors allow a split by key "
+        "(default: the master's default parallelism)",
+    )
+    p.add_argument(
+        "--simulator",
+        choices=("icarus", "verilator"),
+        default="icarus",
+        help="HDL simulator (default %(default)s)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("batch", "native"),
+        default="batch",
+        help="how each simulation is fed: batch, the Verilog harness under cocotb; "
+        "native, the same harness under a C++ main, no Python while it runs "
+        "(--simulator verilator; faster) (default %(default)s)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="seed of the testbench's random input gaps and output stalls (default %(default)s)",
+    )
+    p.add_argument(
+        "--build-dir",
+        metavar="D",
+        help="folder caching simulator builds, shared by all Spark tasks (default "
+        "$NFACEP_SIM_CACHE or ~/.cache/nfacep/sim); on a multi-machine cluster "
+        "it must be on a filesystem every worker sees",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -208,17 +292,25 @@ def _regress(args) -> int:
     _require_spark("regress")
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
-    job = regress.prepare(args.query, args.vectors, given=params.given(args),
-                          simulator=args.simulator, sim_mode=args.mode,
-                          build_dir=args.build_dir, master=args.master, seed=args.seed,
-                          param_texts=args.param)
+    job = regress.prepare(
+        args.query,
+        args.vectors,
+        given=params.given(args),
+        simulator=args.simulator,
+        sim_mode=args.mode,
+        build_dir=args.build_dir,
+        master=args.master,
+        seed=args.seed,
+        param_texts=args.param,
+    )
     note = "note" if job.mode == "partitioned" else "warning"
     print(f"{note}: {job.reason}", file=sys.stderr)
 
     spark, created = session.session(args.master)
     try:
-        report = regress.run(spark, job, tasks=args.tasks,
-                             progress=None if args.quiet else _progress)
+        report = regress.run(
+            spark, job, tasks=args.tasks, progress=None if args.quiet else _progress
+        )
     finally:
         if created:
             spark.stop()

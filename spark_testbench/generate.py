@@ -72,8 +72,7 @@ from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
 from . import BLOCK_TUPLES
 
-__all__ = ["BLOCK_TUPLES", "KINDS", "WINDOW_KINDS", "FieldSpec", "Generator", "Options",
-           "Planted"]
+__all__ = ["BLOCK_TUPLES", "KINDS", "WINDOW_KINDS", "FieldSpec", "Generator", "Options", "Planted"]
 
 #: Kinds of planted instance.
 KINDS = ("short", "long", "overlap", "repeat")
@@ -128,8 +127,10 @@ class FieldSpec:
                 d["points"] = [_py(v) for v in self.points]
                 d["point_rate"] = _P_POINT
         elif self.role == "enum":
-            d["weights"] = {label: round(float(w), 6)
-                            for label, w in zip(self.type.labels, self.weights, strict=True)}
+            d["weights"] = {
+                label: round(float(w), 6)
+                for label, w in zip(self.type.labels, self.weights, strict=True)
+            }
         elif self.role == "bool":
             d["true_rate"] = _P_TRUE
         elif self.role == "linked":
@@ -277,7 +278,7 @@ class _Comparisons:
         coefs = {f: v for f, v in coefs.items() if v}
         const = lk - rk
         if len(coefs) == 1:
-            (f, v), = coefs.items()
+            ((f, v),) = coefs.items()
             if v in (1, -1):
                 self.points.setdefault(f, set()).add(-const * v)
         elif len(coefs) >= 2:
@@ -303,8 +304,7 @@ def _float_spec(name: str, ty, pts: list) -> FieldSpec:
     for p in pts:
         v = np.float32(p)
         near += [np.nextafter(v, np.float32(-np.inf)), v, np.nextafter(v, np.float32(np.inf))]
-    return FieldSpec(name, ty, "float", lo - w, hi + w,
-                     np.unique(np.array(near, dtype=np.float32)))
+    return FieldSpec(name, ty, "float", lo - w, hi + w, np.unique(np.array(near, dtype=np.float32)))
 
 
 def _int_spec(name: str, ty, pts: list) -> FieldSpec:
@@ -367,17 +367,23 @@ class Generator:
         self.values = values
         self._params = values.columns(1) if values else {}
         if values:  # what the predicates compare with: the parameters' values, as constants
-            nfa = dataclasses.replace(nfa, predicates=tuple(
-                dataclasses.replace(p, expr=P.bind(p.expr, values.initial))
-                for p in nfa.predicates))
+            nfa = dataclasses.replace(
+                nfa,
+                predicates=tuple(
+                    dataclasses.replace(p, expr=P.bind(p.expr, values.initial))
+                    for p in nfa.predicates
+                ),
+            )
         self.program = nfa.program
         self.schema = nfa.program.schema
         self.n = options.tuples
         self.key_field = self.program.partition_field
         self.order_fields = tuple(self.program.order_fields)
         if self.key_field in self.order_fields:
-            raise UsageError(f"the partition key '{self.key_field}' is also an ORDER BY field: "
-                             "cannot generate a stream that is both skewed and ordered by it")
+            raise UsageError(
+                f"the partition key '{self.key_field}' is also an ORDER BY field: "
+                "cannot generate a stream that is both skewed and ordered by it"
+            )
         self.keys = options.keys if self.key_field else 1
         #: ORDER BY fields a window measures: one unit per tuple (ts = base + seq) when the
         #: field can hold it, so a span of positions is a span of time
@@ -432,14 +438,18 @@ class Generator:
         if isinstance(ty, EnumType | BoolType):
             domain = len(ty.labels) if isinstance(ty, EnumType) else 2
             if p > domain:
-                raise UsageError(f"--keys {p}: the partition key '{self.key_field}' {ty} has only "
-                                 f"{domain} values")
+                raise UsageError(
+                    f"--keys {p}: the partition key '{self.key_field}' {ty} has only "
+                    f"{domain} values"
+                )
             values = np.arange(domain, dtype=np.int64)
         else:
             lo, hi = ty.range
             if p > hi - lo + 1:
-                raise UsageError(f"--keys {p}: the partition key '{self.key_field}' {ty} has only "
-                                 f"{hi - lo + 1} values")
+                raise UsageError(
+                    f"--keys {p}: the partition key '{self.key_field}' {ty} has only "
+                    f"{hi - lo + 1} values"
+                )
             start = 1 if lo <= 1 and 1 + p - 1 <= hi else lo
             values = np.arange(p, dtype=np.int64) + start
         perm = _rng(self.options.seed, 3).permutation(len(values))
@@ -458,9 +468,13 @@ class Generator:
                 d.update(step=1)  # a window measures it: one unit per tuple
             elif s.role == "linked":
                 g = self.groups[s.group]
-                d.update(fields=g.fields, base_range=[g.base_lo, g.base_hi],
-                         offset_width=g.width, boundary_rate=_P_PAIR,
-                         boundaries=[f"{x} - {y} = {t}" for x, y, t in g.pairs])
+                d.update(
+                    fields=g.fields,
+                    base_range=[g.base_lo, g.base_hi],
+                    offset_width=g.width,
+                    boundary_rate=_P_PAIR,
+                    boundaries=[f"{x} - {y} = {t}" for x, y, t in g.pairs],
+                )
             out.append(d)
         return out
 
@@ -498,8 +512,9 @@ class Generator:
             return base + seqs * step
         return base + (seqs * span) // last
 
-    def background(self, rng: np.random.Generator, seqs: np.ndarray,
-                   focus: bool = False) -> dict[str, np.ndarray]:
+    def background(
+        self, rng: np.random.Generator, seqs: np.ndarray, focus: bool = False
+    ) -> dict[str, np.ndarray]:
         """Background columns for the tuples ``seqs``; the key column holds key *ranks*.
 
         ``focus`` draws compared fields from their constants more often (for templates whose
@@ -534,8 +549,9 @@ class Generator:
         for g in self.groups:
             base = rng.integers(g.base_lo, g.base_hi, n, endpoint=True, dtype=np.int64)
             for name in g.fields:
-                cols[name] = base + rng.integers(-g.width, g.width, n, endpoint=True,
-                                                 dtype=np.int64)
+                cols[name] = base + rng.integers(
+                    -g.width, g.width, n, endpoint=True, dtype=np.int64
+                )
             for x, y, t in g.pairs:
                 hit = rng.random(n) < (0.5 if focus else _P_PAIR)
                 delta = rng.integers(-1, 1, n, endpoint=True, dtype=np.int64)
@@ -584,8 +600,9 @@ class Generator:
             if pred is None:
                 ok = np.arange(256)
             else:
-                ok = np.flatnonzero(P.evaluate(pred, {**self._typed(cols), **self._params},
-                                               4096))[:256]
+                ok = np.flatnonzero(P.evaluate(pred, {**self._typed(cols), **self._params}, 4096))[
+                    :256
+                ]
             if len(ok):
                 found = {k: v[ok] for k, v in cols.items()}
                 break
@@ -625,8 +642,9 @@ class Generator:
             out[s.name] = v
         return out
 
-    def _ends(self, rows: dict[str, np.ndarray], qi: int,
-              offs: np.ndarray | None = None) -> np.ndarray:
+    def _ends(
+        self, rows: dict[str, np.ndarray], qi: int, offs: np.ndarray | None = None
+    ) -> np.ndarray:
         """Where query ``qi`` reports matches on ``rows`` alone (one key); ORDER BY values as
         at positions ``0 … n-1`` of the stream, or ``base + offs`` when given."""
         n = len(next(iter(rows.values())))
@@ -634,12 +652,16 @@ class Generator:
         seqs = np.arange(n, dtype=np.int64)
         for s in self.specs:
             if s.role == "order":
-                cols[s.name] = (self._order_values(s, seqs) if offs is None else
-                                self._order_values(s, np.zeros(1, dtype=np.int64)) + offs)
+                cols[s.name] = (
+                    self._order_values(s, seqs)
+                    if offs is None
+                    else self._order_values(s, np.zeros(1, dtype=np.int64)) + offs
+                )
             elif s.role == "key":
                 cols[s.name] = np.zeros(n, dtype=np.int64)
-        result = reference.run(self._nfa, Tuples(self._typed(cols), n),
-                               EngineParams(partitions=1), values=self.values)
+        result = reference.run(
+            self._nfa, Tuples(self._typed(cols), n), EngineParams(partitions=1), values=self.values
+        )
         return result.seqs[result.queries == qi]
 
     def _check(self, kind: str, rows, qi: int) -> bool:
@@ -655,7 +677,7 @@ class Generator:
             return True
         # overlap: no run ending at the last tuple starts after the latest earlier match end
         e1 = int(ends[-2])
-        cut = {k: v[e1 + 1:] for k, v in rows.items()}
+        cut = {k: v[e1 + 1 :] for k, v in rows.items()}
         later = self._ends(cut, qi)
         return len(later) == 0 or later[-1] != n - e1 - 2
 
@@ -677,11 +699,14 @@ class Generator:
                     if found == _KIND_WANT[kind]:
                         break
             if not lib:
-                never = sorted(v for (name, v), pool in pools.items()
-                               if name == q.name and pool is None)
+                never = sorted(
+                    v for (name, v), pool in pools.items() if name == q.name and pool is None
+                )
                 why = "nothing planted: " + (
-                    f"no generated tuple satisfies {', '.join(never)}" if never else
-                    "no sequence of generated tuples drawn from its pattern matched")
+                    f"no generated tuple satisfies {', '.join(never)}"
+                    if never
+                    else "no sequence of generated tuples drawn from its pattern matched"
+                )
                 self.unplanted[q.name] = why
             self.templates.append(lib)
 
@@ -732,9 +757,11 @@ class Generator:
                         if len(lib) == 2 * _WINDOW_WANT:
                             break
                 if not lib:
-                    why = (f"no sequence of generated tuples drawn from its pattern (2 to {n} "
-                           f"tuples) matches with its first and last {n - 1} apart and not "
-                           f"{n} apart")
+                    why = (
+                        f"no sequence of generated tuples drawn from its pattern (2 to {n} "
+                        f"tuples) matches with its first and last {n - 1} apart and not "
+                        f"{n} apart"
+                    )
             if why is not None:
                 why = f"no {' or '.join(WINDOW_KINDS)} instances: {why}"
                 old = self.unplanted.get(q.name)
@@ -744,20 +771,28 @@ class Generator:
         """Why query ``q``'s window edges cannot be planted, or None."""
         n = q.window
         if not self.interleaved:
-            return ("one sub-stream (no PARTITION, or --keys 1): the tuples between an "
-                    "instance's first and last cannot be moved to another key")
+            return (
+                "one sub-stream (no PARTITION, or --keys 1): the tuples between an "
+                "instance's first and last cannot be moved to another key"
+            )
         if q.order_field not in self.unit_fields:
             f = self.schema.field(q.order_field)
-            return (f"the ORDER BY field {f.name} {f.type} cannot give each of the "
-                    f"{self.n} tuples its own value")
+            return (
+                f"the ORDER BY field {f.name} {f.type} cannot give each of the "
+                f"{self.n} tuples its own value"
+            )
         if n < 2:
-            return ("WITHIN 1 only holds runs of one tuple, whose first and last are the same "
-                    "tuple")
+            return "WITHIN 1 only holds runs of one tuple, whose first and last are the same tuple"
         if n + 1 > room:
-            where = ("the stream" if self.n <= self.options.block_tuples else
-                     f"a block (--block-tuples {self.options.block_tuples})")
-            return (f"WITHIN {n}: an instance spans up to {n + 1} consecutive tuples, more than "
-                    f"{where} holds ({room})")
+            where = (
+                "the stream"
+                if self.n <= self.options.block_tuples
+                else f"a block (--block-tuples {self.options.block_tuples})"
+            )
+            return (
+                f"WITHIN {n}: an instance spans up to {n + 1} consecutive tuples, more than "
+                f"{where} holds ({room})"
+            )
         return None
 
     def _window_pair(self, q, qi: int, n: int, rng, pools) -> list[_Template] | None:
@@ -771,8 +806,11 @@ class Generator:
         if rows is None:
             return None
         size = len(word)
-        inner = np.sort(rng.choice(n - 2, size - 2, replace=False)) + 1 if size > 2 else \
-            np.zeros(0, dtype=np.int64)
+        inner = (
+            np.sort(rng.choice(n - 2, size - 2, replace=False)) + 1
+            if size > 2
+            else np.zeros(0, dtype=np.int64)
+        )
         fit = np.concatenate([[0], inner, [n - 1]]).astype(np.int64)
         miss = np.concatenate([[0], inner, [n]]).astype(np.int64)
         ends = self._ends(rows, qi, fit)
@@ -781,8 +819,10 @@ class Generator:
         ends = self._ends(rows, qi, miss)
         if len(ends) and ends[-1] == size - 1:
             return None
-        return [_Template(qi, "window_fit", rows, size, fit),
-                _Template(qi, "window_miss", rows, size, miss)]
+        return [
+            _Template(qi, "window_fit", rows, size, fit),
+            _Template(qi, "window_miss", rows, size, miss),
+        ]
 
     # --- blocks -----------------------------------------------------------------------------
 
@@ -804,8 +844,7 @@ class Generator:
         length = stop - start
         rng = _rng(self.options.seed, 1, b)
         inst = self._plan_kinds(b, length, rng)
-        if self.interleaved and length and self.options.plant_rate and \
-                any(self.window_templates):
+        if self.interleaved and length and self.options.plant_rate and any(self.window_templates):
             inst = self._plan_windows(inst, length, rng)
         return inst
 
@@ -892,6 +931,7 @@ class Generator:
         """A key for an instance spanning ``s … e``: none of ``inst`` overlapping it uses it,
         and over its span and theirs some key stays free (where background tuples of an
         instance's key go, :meth:`_clear_spans`)."""
+
         def over(a: int, z: int) -> list[_Instance]:
             return [y for y in inst if int(y.pos[0]) <= z and int(y.pos[-1]) >= a]
 
@@ -931,8 +971,15 @@ class Generator:
             part = None
             if self.key_field is not None:
                 part = self._key_text(int(self.key_values[x.key]))
-            out.append(Planted(start + int(x.pos[-1]), self.program.queries[x.query].name,
-                               x.kind, part, start + int(x.pos[0])))
+            out.append(
+                Planted(
+                    start + int(x.pos[-1]),
+                    self.program.queries[x.query].name,
+                    x.kind,
+                    part,
+                    start + int(x.pos[0]),
+                )
+            )
         return out
 
     def _key_text(self, value: int) -> str:
@@ -972,8 +1019,8 @@ class Generator:
         ends = np.array([int(x.pos[-1]) for x in plan])
         kk = np.array([x.key for x in plan])
         for x, s, e in zip(plan, starts.tolist(), ends.tolist(), strict=True):
-            seg = keys[s:e + 1]
-            bad = (seg == x.key) & ~planted[s:e + 1]
+            seg = keys[s : e + 1]
+            bad = (seg == x.key) & ~planted[s : e + 1]
             if not bad.any():
                 continue
             busy = set(kk[(starts <= e) & (ends >= s)].tolist())
@@ -997,8 +1044,9 @@ class Generator:
         for f in self.schema.fields:
             v = cols[f.name]
             if isinstance(f.type, EnumType):
-                arrays.append(pc.take(pa.array(list(f.type.labels), pa.string()),
-                                      pa.array(v, pa.int64())))
+                arrays.append(
+                    pc.take(pa.array(list(f.type.labels), pa.string()), pa.array(v, pa.int64()))
+                )
             else:
                 arrays.append(pa.array(v, _arrow_type(f.type)))
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema())
@@ -1007,8 +1055,9 @@ class Generator:
         """Share of background tuples satisfying each decoder predicate."""
         cols = self.background(_rng(self.options.seed, 4), np.arange(n, dtype=np.int64))
         typed = {**self._typed(cols), **self._params}
-        return {p.text: round(float(P.evaluate(p.expr, typed, n).mean()), 4)
-                for p in nfa.predicates}
+        return {
+            p.text: round(float(P.evaluate(p.expr, typed, n).mean()), 4) for p in nfa.predicates
+        }
 
 
 def _window(lo: int, hi: int, width: int) -> tuple[int, int]:

@@ -45,6 +45,7 @@ ENV = "NFACEP_PROGRESS_SECONDS"
 
 # --- formatting (no Spark) ------------------------------------------------------------------------
 
+
 def duration(seconds: float) -> str:
     """``"45 s"``, ``"3 min 5 s"``, ``"2 h 7 min"``."""
     s = max(0, round(seconds))
@@ -69,9 +70,19 @@ def _left(seconds: float) -> str:
     return f"about {duration(round(seconds / 60) * 60)} left"
 
 
-def line(command: str, verb: str, done: int, total: int | None, seconds: float, *,
-         tasks_done: int | None = None, tasks: int | None = None, task_word: str = "tasks",
-         final: bool = False, unit: str = "tuples") -> str:
+def line(
+    command: str,
+    verb: str,
+    done: int,
+    total: int | None,
+    seconds: float,
+    *,
+    tasks_done: int | None = None,
+    tasks: int | None = None,
+    task_word: str = "tasks",
+    final: bool = False,
+    unit: str = "tuples",
+) -> str:
     """One progress line: ``done`` of ``total`` ``unit`` ``verb`` after ``seconds``.
 
     The rate is ``done / seconds``; the time left, ``(total - done) / rate``, when the total is
@@ -212,8 +223,9 @@ class _Live:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._read, args=(conn,), daemon=True,
-                             name="progress-report").start()
+            threading.Thread(
+                target=self._read, args=(conn,), daemon=True, name="progress-report"
+            ).start()
 
     def _read(self, conn) -> None:
         with conn:
@@ -231,8 +243,11 @@ class _Live:
                     return
                 for raw in lines:
                     parts = raw.split()
-                    if len(parts) != 2 or not all(p.isdigit() for p in parts) or \
-                            len(raw) > _LINE_MAX:
+                    if (
+                        len(parts) != 2
+                        or not all(p.isdigit() for p in parts)
+                        or len(raw) > _LINE_MAX
+                    ):
                         return
                     token, n = int(parts[0]), int(parts[1])
                     with self._lock:
@@ -274,8 +289,7 @@ class Progress:
         self._last = time.perf_counter()  #: when the last line was printed, or a phase began
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True,
-                                        name=f"{command}-progress")
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"{command}-progress")
         self._live: _Live | None = None
         self._tokens = 0
 
@@ -296,8 +310,15 @@ class Progress:
         else:
             self._phase = None
 
-    def phase(self, verb: str, *, total: int | None = None, tasks: int | None = None,
-              task_word: str = "tasks", count: bool = True) -> Counter | None:
+    def phase(
+        self,
+        verb: str,
+        *,
+        total: int | None = None,
+        tasks: int | None = None,
+        task_word: str = "tasks",
+        count: bool = True,
+    ) -> Counter | None:
         """Start a phase; returns the :class:`Counter` its tasks add to (None with ``count``
         false: the phase is followed through the running Spark stages' tasks instead)."""
         self.end()
@@ -318,8 +339,16 @@ class Progress:
         with self._lock:  # no periodic line of this phase after its last one
             ph, self._phase = self._phase, None
             if ph is not None and ph.counter is not None and self.print is not None:
-                self.print(line(self.command, ph.verb, ph.counter.tuples.value, ph.total,
-                                time.perf_counter() - ph.t0, final=True))
+                self.print(
+                    line(
+                        self.command,
+                        ph.verb,
+                        ph.counter.tuples.value,
+                        ph.total,
+                        time.perf_counter() - ph.t0,
+                        final=True,
+                    )
+                )
                 self._last = time.perf_counter()
 
     def now(self) -> str | None:
@@ -334,9 +363,16 @@ class Progress:
             done = ph.counter.tuples.value
             if ph.counter.live is not None and self._live is not None:
                 done = max(done, self._live.count(ph.counter.live[2]))
-            return line(self.command, ph.verb, done, ph.total, seconds,
-                        tasks_done=ph.counter.tasks.value, tasks=ph.tasks,
-                        task_word=ph.task_word)
+            return line(
+                self.command,
+                ph.verb,
+                done,
+                ph.total,
+                seconds,
+                tasks_done=ph.counter.tasks.value,
+                tasks=ph.tasks,
+                task_word=ph.task_word,
+            )
         done = total = 0
         tracker = self.sc.statusTracker()
         for sid in tracker.getActiveStageIds():

@@ -68,8 +68,18 @@ from .vectors import (
     manifest_values,
 )
 
-__all__ = ["FIRST", "KINDS", "PIECE_TUPLES", "QUERY_KINDS", "RECORD_CHUNK", "REPORT", "Job",
-           "prepare", "run", "shard_rows"]
+__all__ = [
+    "FIRST",
+    "KINDS",
+    "PIECE_TUPLES",
+    "QUERY_KINDS",
+    "RECORD_CHUNK",
+    "REPORT",
+    "Job",
+    "prepare",
+    "run",
+    "shard_rows",
+]
 
 REPORT = "regress_report.json"
 REPORT_FORMAT = "nfacep-regress/1"
@@ -88,8 +98,15 @@ SHARD_TUPLES = 1 << 20
 #: bounded by these, not by the shard (read on the driver when the job runs).
 PIECE_TUPLES = 1 << 16
 RECORD_CHUNK = 1 << 18
-_RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
-                     ("kind", pa.string()), ("start", pa.int64())])
+_RESULT = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("query", pa.string()),
+        ("partition", pa.string()),
+        ("kind", pa.string()),
+        ("start", pa.int64()),
+    ]
+)
 
 
 @dataclass
@@ -121,8 +138,9 @@ def _load_manifest(folder: str) -> dict:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)
     except FileNotFoundError:
-        raise UsageError(f"--vectors {folder}: no {MANIFEST}; is it a folder written by "
-                         "`nfacep vectors`?") from None
+        raise UsageError(
+            f"--vectors {folder}: no {MANIFEST}; is it a folder written by `nfacep vectors`?"
+        ) from None
     except (OSError, ValueError) as err:
         raise UsageError(f"{path}: cannot read it: {err}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -131,22 +149,36 @@ def _load_manifest(folder: str) -> dict:
     for key in ("query_sha256", "engine", "expected"):
         if key not in manifest:
             raise UsageError(f"{path}: no '{key}'")
-    missing = [name for name in (TUPLES, EXPECTED, DROPS)
-               if not os.path.isdir(os.path.join(folder, name))]
+    missing = [
+        name for name in (TUPLES, EXPECTED, DROPS) if not os.path.isdir(os.path.join(folder, name))
+    ]
     if missing:
-        raise UsageError(f"--vectors {folder}: {', '.join(missing)} missing (the folder is "
-                         "incomplete; generate it again with `nfacep vectors`)")
-    empty = [name for name in (TUPLES, EXPECTED, DROPS)
-             if not any(p.endswith(".parquet") for p in os.listdir(os.path.join(folder, name)))]
+        raise UsageError(
+            f"--vectors {folder}: {', '.join(missing)} missing (the folder is "
+            "incomplete; generate it again with `nfacep vectors`)"
+        )
+    empty = [
+        name
+        for name in (TUPLES, EXPECTED, DROPS)
+        if not any(p.endswith(".parquet") for p in os.listdir(os.path.join(folder, name)))
+    ]
     if empty:
         raise UsageError(f"--vectors {folder}: {', '.join(empty)} holds no Parquet file")
     return manifest
 
 
-def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
-            simulator: str = "icarus", build_dir: str | os.PathLike | None = None,
-            master: str | None = None, seed: int = 0, sim_mode: str = "batch",
-            param_texts: list[str] | None = None) -> Job:
+def prepare(
+    query: str,
+    vectors_dir: str,
+    *,
+    given: dict | None = None,
+    simulator: str = "icarus",
+    build_dir: str | os.PathLike | None = None,
+    master: str | None = None,
+    seed: int = 0,
+    sim_mode: str = "batch",
+    param_texts: list[str] | None = None,
+) -> Job:
     """Check the request; raises :class:`NfacepError` subclasses. Nothing here starts Spark.
 
     ``given`` are the engine parameters given on the command line
@@ -161,13 +193,15 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
     if master is not None:
         check_master(master, connect=False)  # syntax first; reachability last
     if simulator not in sim.SIMULATORS:
-        raise UsageError(f"unknown simulator {simulator!r}: choose one of "
-                         f"{', '.join(sim.SIMULATORS)}")
+        raise UsageError(
+            f"unknown simulator {simulator!r}: choose one of {', '.join(sim.SIMULATORS)}"
+        )
     if sim_mode not in ("batch", "native"):
         raise UsageError(f"unknown simulation mode {sim_mode!r}: choose batch or native")
     if sim_mode == "native" and simulator != "verilator":
-        raise UsageError("--mode native is a Verilator model with a C++ main: use "
-                         "--simulator verilator")
+        raise UsageError(
+            "--mode native is a Verilator model with a C++ main: use --simulator verilator"
+        )
     nfa = nfacep.compile_file(query)
     folder = os.path.abspath(vectors_dir)
     manifest = _load_manifest(folder)
@@ -178,29 +212,38 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
         raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
     digest = hashlib.sha256(raw).hexdigest()
     if digest != manifest["query_sha256"]:
-        raise UsageError(f"--vectors {vectors_dir} was generated from another query file "
-                         f"({manifest.get('query_file')}, SHA-256 "
-                         f"{manifest['query_sha256'][:12]}…), not from {query} (SHA-256 "
-                         f"{digest[:12]}…); generate the vectors of this query with "
-                         "`nfacep vectors`")
+        raise UsageError(
+            f"--vectors {vectors_dir} was generated from another query file "
+            f"({manifest.get('query_file')}, SHA-256 "
+            f"{manifest['query_sha256'][:12]}…), not from {query} (SHA-256 "
+            f"{digest[:12]}…); generate the vectors of this query with "
+            "`nfacep vectors`"
+        )
     have = manifest_params(manifest, os.path.join(folder, MANIFEST))
     params = dataclasses.replace(have, **(given or {}))
     if params != have:
-        raise UsageError(f"--vectors {vectors_dir} describes another engine: it was made with "
-                         f"{', '.join(have.differences(params))}; pass the same engine "
-                         "parameters, or none")
+        raise UsageError(
+            f"--vectors {vectors_dir} describes another engine: it was made with "
+            f"{', '.join(have.differences(params))}; pass the same engine "
+            "parameters, or none"
+        )
     values = manifest_values(manifest, nfa, os.path.join(folder, MANIFEST))
     if param_texts:
-        asked = ParamValues.parse(nfa.program.parameters, param_texts, switches=False,
-                                  command="regress")
+        asked = ParamValues.parse(
+            nfa.program.parameters, param_texts, switches=False, command="regress"
+        )
         if values is None or asked.initial != values.initial:
-            raise UsageError(f"--vectors {vectors_dir} was made with other runtime parameter "
-                             f"values ({values.as_dict()['initial'] if values else 'none'}); "
-                             "pass the same --param values, or none")
+            raise UsageError(
+                f"--vectors {vectors_dir} was made with other runtime parameter "
+                f"values ({values.as_dict()['initial'] if values else 'none'}); "
+                "pass the same --param values, or none"
+            )
     mode = manifest["expected"].get("mode")
     if mode not in ("partitioned", "global"):
-        raise UsageError(f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
-                         "'partitioned' nor 'global'")
+        raise UsageError(
+            f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
+            "'partitioned' nor 'global'"
+        )
     cache = sim.build_cache(build_dir)
     missing = sim.simulator_available(simulator, cache)
     if missing:
@@ -208,17 +251,35 @@ def prepare(query: str, vectors_dir: str, *, given: dict | None = None,
     if master is not None:
         check_master(master)
     if mode == "partitioned":
-        reason = ("shards of whole partition keys, each simulated alone: exact because "
-                  f"{manifest['expected'].get('reason', 'capacity and timers cannot matter')}")
+        reason = (
+            "shards of whole partition keys, each simulated alone: exact because "
+            f"{manifest['expected'].get('reason', 'capacity and timers cannot matter')}"
+        )
     else:
-        reason = ("one global simulation of the whole stream, not split into shards: "
-                  f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
-                  "when capacity and timers cannot matter)")
-    return Job(query, raw.decode("utf-8"), nfa, folder, manifest, params, simulator, cache,
-               mode, reason, seed, sim_mode, values)
+        reason = (
+            "one global simulation of the whole stream, not split into shards: "
+            f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
+            "when capacity and timers cannot matter)"
+        )
+    return Job(
+        query,
+        raw.decode("utf-8"),
+        nfa,
+        folder,
+        manifest,
+        params,
+        simulator,
+        cache,
+        mode,
+        reason,
+        seed,
+        sim_mode,
+        values,
+    )
 
 
 # --- the prebuilt model -------------------------------------------------------------------------
+
 
 def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str]:
     """Emit the engine into ``folder`` and build its simulator model (with a batch memory of
@@ -233,8 +294,13 @@ def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str]:
     query.write_text(job.query_text, encoding="utf-8")
     engine_v = folder / "engine.v"
     write_verilog(job.nfa, str(engine_v), job.params, values=job.values)
-    sim.prebuild(engine_v, simulator=job.simulator, build_dir=job.build_dir,
-                 batch_depth=depth, native=job.sim_mode == "native")
+    sim.prebuild(
+        engine_v,
+        simulator=job.simulator,
+        build_dir=job.build_dir,
+        batch_depth=depth,
+        native=job.sim_mode == "native",
+    )
     return str(query), str(engine_v)
 
 
@@ -253,21 +319,39 @@ def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples) -> pa.RecordBatch:
     names = np.array(result.names, dtype=object)
     kinds = np.array(["match", "drop"], dtype=object)
     return pa.RecordBatch.from_arrays(
-        [pa.array(np.concatenate([seq[result.seqs], seq[result.drops]]), pa.int64()),
-         pa.array(np.concatenate([names[result.queries], np.full(d, None, dtype=object)]),
-                  pa.string()),
-         pa.array(list(result.partitions) + partition_texts(nfa, keys, result.drops),
-                  pa.string()),
-         pa.array(np.repeat(kinds, [m, d]), pa.string()),
-         pa.concat_arrays([global_starts(seq, result.starts, m), pa.nulls(d, pa.int64())])],
-        schema=_RESULT)
+        [
+            pa.array(np.concatenate([seq[result.seqs], seq[result.drops]]), pa.int64()),
+            pa.array(
+                np.concatenate([names[result.queries], np.full(d, None, dtype=object)]), pa.string()
+            ),
+            pa.array(
+                list(result.partitions) + partition_texts(nfa, keys, result.drops), pa.string()
+            ),
+            pa.array(np.repeat(kinds, [m, d]), pa.string()),
+            pa.concat_arrays([global_starts(seq, result.starts, m), pa.nulls(d, pa.int64())]),
+        ],
+        schema=_RESULT,
+    )
 
 
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
 
-def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, build_dir: str,
-              seed: int, batch_depth: int, sim_mode: str, values, piece_rows: int,
-              record_rows: int, counter, batches):
+
+def _sim_task(
+    query: str,
+    engine_v: str,
+    params: EngineParams,
+    simulator: str,
+    build_dir: str,
+    seed: int,
+    batch_depth: int,
+    sim_mode: str,
+    values,
+    piece_rows: int,
+    record_rows: int,
+    counter,
+    batches,
+):
     """Simulate the tuples of one Spark partition (one shard, which Spark sorted by ``seq``)
     as they come; adds them to ``counter`` (a :class:`~.progress.Counter`).
 
@@ -295,13 +379,20 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
         reported = done
 
     first = int(head.column("seq")[0].as_py())
-    simulation = sim.Simulation(simulator, build_dir=build_dir, engine=engine_v,
-                                seed=seed + first, batch_depth=batch_depth, mode=sim_mode,
-                                progress=simulated if sim_mode != "cycle" else None)
+    simulation = sim.Simulation(
+        simulator,
+        build_dir=build_dir,
+        engine=engine_v,
+        seed=seed + first,
+        batch_depth=batch_depth,
+        mode=sim_mode,
+        progress=simulated if sim_mode != "cycle" else None,
+    )
     with tempfile.TemporaryDirectory(prefix="shard-", dir=build_dir) as folder:
         shard = Shard(nfa.program, Path(folder), piece_rows, source=TUPLES)
-        with simulation.stream(nfa, shard.pieces(itertools.chain([head], batches)), params,
-                               values) as ran:
+        with simulation.stream(
+            nfa, shard.pieces(itertools.chain([head], batches)), params, values
+        ) as ran:
             for result in ran.chunks(record_rows):
                 if len(result.seqs) or len(result.drops):
                     # (the columns mapped afresh for each chunk, and unmapped after it: the
@@ -313,8 +404,15 @@ def _sim_task(query: str, engine_v: str, params: EngineParams, simulator: str, b
     counter.add(n - reported)
     counter.finished()
     yield pa.RecordBatch.from_arrays(
-        [pa.array([n], pa.int64()), pa.nulls(1, pa.string()), pa.array([str(cycles)]),
-         pa.array(["shard"]), pa.nulls(1, pa.int64())], schema=_RESULT)
+        [
+            pa.array([n], pa.int64()),
+            pa.nulls(1, pa.string()),
+            pa.array([str(cycles)]),
+            pa.array(["shard"]),
+            pa.nulls(1, pa.int64()),
+        ],
+        schema=_RESULT,
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -324,8 +422,10 @@ def _compiled(path: str):
 
 # --- the run --------------------------------------------------------------------------------------
 
-def run(spark, job: Job, *, tasks: int | None = None, progress=None,
-        progress_every: float | None = None) -> dict:
+
+def run(
+    spark, job: Job, *, tasks: int | None = None, progress=None, progress_every: float | None = None
+) -> dict:
     """Simulate, compare and write ``DIR/regress_report.json``; returns the report.
 
     ``progress``, if given, is called with one line of text at each step, and every
@@ -367,14 +467,27 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
         # each shard in seq order, sorted by Spark (which spills), not in the task
         source = source.sortWithinPartitions("seq")
         count = f"{n_tuples:,}" if isinstance(n_tuples, int) else "?"
-        say(f"regress: {count} tuples in the vectors; simulating them in {shards} "
-            f"shard{'s' if shards != 1 else ''} ({job.mode})")
+        say(
+            f"regress: {count} tuples in the vectors; simulating them in {shards} "
+            f"shard{'s' if shards != 1 else ''} ({job.mode})"
+        )
         with Progress(spark, "regress", progress, progress_every) as watch:
-            counter = watch.phase("simulated", total=n_tuples, tasks=shards,
-                                  task_word="shards")
-            task = functools.partial(_sim_task, query, engine_v, job.params, job.simulator,
-                                     str(job.build_dir), job.seed, depth, job.sim_mode,
-                                     job.values, PIECE_TUPLES, RECORD_CHUNK, counter)
+            counter = watch.phase("simulated", total=n_tuples, tasks=shards, task_word="shards")
+            task = functools.partial(
+                _sim_task,
+                query,
+                engine_v,
+                job.params,
+                job.simulator,
+                str(job.build_dir),
+                job.seed,
+                depth,
+                job.sim_mode,
+                job.values,
+                PIECE_TUPLES,
+                RECORD_CHUNK,
+                counter,
+            )
             result = source.mapInArrow(task, _spark_schema(_RESULT))
             try:
                 result = result.localCheckpoint()
@@ -384,31 +497,42 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
             seconds["simulate"] = time.perf_counter() - t1
 
             t2 = time.perf_counter()
-            watch.phase("checking the simulated matches against the expected ones",
-                        count=False)
+            watch.phase("checking the simulated matches against the expected ones", count=False)
             shard_rows = result.filter(F.col("kind") == "shard").collect()
             simulated_tuples = sum(r["seq"] for r in shard_rows)
             cycles = sum(int(r["partition"]) for r in shard_rows)
-            say(f"regress: {simulated_tuples:,} tuples simulated in {len(shard_rows)} non-empty "
-                f"shards ({cycles:,} cycles); checking")
+            say(
+                f"regress: {simulated_tuples:,} tuples simulated in {len(shard_rows)} non-empty "
+                f"shards ({cycles:,} cycles); checking"
+            )
             report = _compare(spark, job, result)
         seconds["check"] = time.perf_counter() - t2
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     seconds["total"] = time.perf_counter() - t0
-    report.update({
-        "tuples": n_tuples, "tuples_simulated": simulated_tuples, "cycles": cycles,
-        "shards": {"planned": shards, "simulated": len(shard_rows)},
-        "run": {"master": spark.sparkContext.master, "tasks": tasks,
-                "seconds": {k: round(v, 3) for k, v in seconds.items()}},
-    })
+    report.update(
+        {
+            "tuples": n_tuples,
+            "tuples_simulated": simulated_tuples,
+            "cycles": cycles,
+            "shards": {"planned": shards, "simulated": len(shard_rows)},
+            "run": {
+                "master": spark.sparkContext.master,
+                "tasks": tasks,
+                "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            },
+        }
+    )
     if simulated_tuples != n_tuples:
-        raise SimulationError(f"simulated {simulated_tuples} tuples, but the vectors hold "
-                              f"{n_tuples}")
+        raise SimulationError(
+            f"simulated {simulated_tuples} tuples, but the vectors hold {n_tuples}"
+        )
     result.unpersist()
     write_json(os.path.join(job.vectors, REPORT), report)
-    say(f"regress: {report['counts']['expected']} expected matches checked, "
-        f"{report['counts']['differences']} differences")
+    say(
+        f"regress: {report['counts']['expected']} expected matches checked, "
+        f"{report['counts']['differences']} differences"
+    )
     return report
 
 
@@ -428,7 +552,8 @@ def _compare(spark, job: Job, result) -> dict:
     expected = expected.select(*keys, *([START_SEQ] if starts else []))
     drops = spark.read.parquet(os.path.join(job.vectors, DROPS)).select("seq", "partition")
     got = result.filter(F.col("kind") == "match").select(
-        *keys, *([F.col("start").alias(START_SEQ)] if starts else []))
+        *keys, *([F.col("start").alias(START_SEQ)] if starts else [])
+    )
     got_drops = result.filter(F.col("kind") == "drop").select("seq", "partition")
     no_start = F.lit(None).cast("long")
 
@@ -440,15 +565,20 @@ def _compare(spark, job: Job, result) -> dict:
             eq = F.col(f"e.{c}").eqNullSafe(F.col(f"g.{c}"))
             cond = eq if cond is None else cond & eq
         joined = e.join(g, cond, "full_outer")
-        kind = (F.when(F.col("g._g").isNull(), F.lit(missing))
-                .when(F.col("e._e").isNull(), F.lit(extra)))
+        kind = F.when(F.col("g._g").isNull(), F.lit(missing)).when(
+            F.col("e._e").isNull(), F.lit(extra)
+        )
         if start:  # on both sides: null-safe, null for the queries without start_seq
-            kind = kind.when(~F.col(f"e.{START_SEQ}").eqNullSafe(F.col(f"g.{START_SEQ}")),
-                             F.lit("wrong_start"))
+            kind = kind.when(
+                ~F.col(f"e.{START_SEQ}").eqNullSafe(F.col(f"g.{START_SEQ}")), F.lit("wrong_start")
+            )
         return joined.select(
             F.coalesce(F.col("e.seq"), F.col("g.seq")).alias("seq"),
-            (F.coalesce(F.col("e.query"), F.col("g.query")) if "query" in cols
-             else F.lit(None).cast("string")).alias("query"),
+            (
+                F.coalesce(F.col("e.query"), F.col("g.query"))
+                if "query" in cols
+                else F.lit(None).cast("string")
+            ).alias("query"),
             F.coalesce(F.col("e.partition"), F.col("g.partition")).alias("partition"),
             kind.alias("kind"),
             (F.col(f"e.{START_SEQ}") if start else no_start).alias("expected_start"),
@@ -456,7 +586,8 @@ def _compare(spark, job: Job, result) -> dict:
         ).filter(F.col("kind").isNotNull())
 
     diffs = outer(expected, got, keys, "missing", "extra", start=starts).unionByName(
-        outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop"))
+        outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop")
+    )
     diffs = diffs.localCheckpoint()
     counts = dict.fromkeys(KINDS, 0)
     names = [q.name for q in job.nfa.queries]
@@ -464,15 +595,30 @@ def _compare(spark, job: Job, result) -> dict:
     for r in diffs.groupBy("kind", "query").count().collect():
         counts[r["kind"]] += r["count"]
         if r["query"] is not None:
-            by_query.setdefault(r["query"], dict.fromkeys(QUERY_KINDS, 0))[r["kind"]] = \
-                r["count"]
-    first = [{"kind": r["kind"], "seq": r["seq"], "query": r["query"],
-              "partition": r["partition"],
-              **({"expected_start_seq": r["expected_start"],
-                  "simulated_start_seq": r["simulated_start"]} if starts else {})}
-             for r in diffs.orderBy("seq", "query", "kind").limit(FIRST).collect()]
-    totals = {"expected": expected.count(), "simulated": got.count(),
-              "expected_drops": drops.count(), "simulated_drops": got_drops.count()}
+            by_query.setdefault(r["query"], dict.fromkeys(QUERY_KINDS, 0))[r["kind"]] = r["count"]
+    first = [
+        {
+            "kind": r["kind"],
+            "seq": r["seq"],
+            "query": r["query"],
+            "partition": r["partition"],
+            **(
+                {
+                    "expected_start_seq": r["expected_start"],
+                    "simulated_start_seq": r["simulated_start"],
+                }
+                if starts
+                else {}
+            ),
+        }
+        for r in diffs.orderBy("seq", "query", "kind").limit(FIRST).collect()
+    ]
+    totals = {
+        "expected": expected.count(),
+        "simulated": got.count(),
+        "expected_drops": drops.count(),
+        "simulated_drops": got_drops.count(),
+    }
     diffs.unpersist()
     total = sum(counts.values())
     return {
@@ -507,16 +653,20 @@ def render(report: dict) -> str:
         lines.append("OK: the gateware's matches and drops equal the expected ones")
         return "\n".join(lines)
     starts = report.get("start_seq", False)
-    kinds = ", ".join(f"{c.get(k, 0)} {k.replace('_', ' ')}" for k in KINDS
-                      if starts or k != "wrong_start")
-    lines.append(f"DIFFERENT: {c['differences']} differences ({kinds}); missing = expected but "
-                 "not reported by the gateware, extra = reported but not expected"
-                 + (", wrong start = reported as expected but with another start_seq"
-                    if starts else ""))
+    kinds = ", ".join(
+        f"{c.get(k, 0)} {k.replace('_', ' ')}" for k in KINDS if starts or k != "wrong_start"
+    )
+    lines.append(
+        f"DIFFERENT: {c['differences']} differences ({kinds}); missing = expected but "
+        "not reported by the gateware, extra = reported but not expected"
+        + (", wrong start = reported as expected but with another start_seq" if starts else "")
+    )
     for name, k in report["by_query"].items():
         if k["missing"] or k["extra"] or k.get("wrong_start"):
-            lines.append(f"  query {name}: {k['missing']} missing, {k['extra']} extra"
-                         + (f", {k.get('wrong_start', 0)} wrong start" if starts else ""))
+            lines.append(
+                f"  query {name}: {k['missing']} missing, {k['extra']} extra"
+                + (f", {k.get('wrong_start', 0)} wrong start" if starts else "")
+            )
     rows = report["first"]
     lines.append(f"first {len(rows)} differences:")
     head = ("kind", "seq", "query", "partition")
@@ -527,11 +677,18 @@ def render(report: dict) -> str:
         return "-" if v is None else str(v)
 
     table = [head] + [
-        (r["kind"], str(r["seq"]), r["query"] or "-", text(r["partition"]),
-         *((text(r["expected_start_seq"]), text(r["simulated_start_seq"])) if starts else ()))
-        for r in rows]
+        (
+            r["kind"],
+            str(r["seq"]),
+            r["query"] or "-",
+            text(r["partition"]),
+            *((text(r["expected_start_seq"]), text(r["simulated_start_seq"])) if starts else ()),
+        )
+        for r in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:
-        lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True))
-                     .rstrip())
+        lines.append(
+            "  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        )
     return "\n".join(lines)

@@ -23,8 +23,11 @@ _HOSTPORT = r"[A-Za-z0-9_.\-]+:[0-9]{1,5}|\[[0-9A-Fa-f:]+\]:[0-9]{1,5}"
 _MASTERS = (
     ("local", r"local"),
     ("local[N]", r"local\[(?:\*|[1-9][0-9]*)(?:,\s*[1-9][0-9]*)?\]"),
-    ("local-cluster[N,C,M]", r"local-cluster\[\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,"
-                             r"\s*[1-9][0-9]*\s*\]"),
+    (
+        "local-cluster[N,C,M]",
+        r"local-cluster\[\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,"
+        r"\s*[1-9][0-9]*\s*\]",
+    ),
     ("spark://HOST:PORT", rf"spark://(?:{_HOSTPORT})(?:,(?:{_HOSTPORT}))*"),
     ("yarn", r"yarn"),
     ("k8s://URL", r"k8s://\S+"),
@@ -41,15 +44,18 @@ def check_master(url: str, *, connect: bool = True, connect_timeout: float = 3.0
             break
     else:
         forms = ", ".join(name for name, _ in _MASTERS)
-        raise UsageError(f"--master {url!r} is not a Spark master URL (use one of: {forms}; "
-                         f"default {DEFAULT_MASTER})")
+        raise UsageError(
+            f"--master {url!r} is not a Spark master URL (use one of: {forms}; "
+            f"default {DEFAULT_MASTER})"
+        )
     if connect and url.startswith("spark://"):
         errors = []
-        for hostport in url[len("spark://"):].split(","):
+        for hostport in url[len("spark://") :].split(","):
             host, _, port = hostport.rpartition(":")
             try:
-                with socket.create_connection((host.strip("[]"), int(port)),
-                                              timeout=connect_timeout):
+                with socket.create_connection(
+                    (host.strip("[]"), int(port)), timeout=connect_timeout
+                ):
                     return url
             except OSError as err:
                 errors.append(f"{hostport}: {err.strerror or err}")
@@ -63,8 +69,9 @@ def _active():
     return SparkSession.getActiveSession()
 
 
-def session(master: str = DEFAULT_MASTER, app_name: str = "nfacep",
-            conf: dict[str, str] | None = None):
+def session(
+    master: str = DEFAULT_MASTER, app_name: str = "nfacep", conf: dict[str, str] | None = None
+):
     """A SparkSession on ``master``: the running one if it uses that master, else a new one.
 
     Returns ``(spark, created)``; stop the session only if ``created``. A session already
@@ -78,8 +85,10 @@ def session(master: str = DEFAULT_MASTER, app_name: str = "nfacep",
     if active is not None:
         running = active.sparkContext.master
         if running != master:
-            raise UsageError(f"--master {master}: this process already runs a Spark session on "
-                             f"{running}, and Spark allows one per process")
+            raise UsageError(
+                f"--master {master}: this process already runs a Spark session on "
+                f"{running}, and Spark allows one per process"
+            )
         return active, False
     # Python workers must run this interpreter (with nfacep and numpy) and find this package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -87,12 +96,15 @@ def session(master: str = DEFAULT_MASTER, app_name: str = "nfacep",
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-               .config("spark.sql.shuffle.partitions", "16")
-               .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.shuffle.partitions", "16")
+        .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+    )
     if master.startswith("local"):
         builder = builder.config("spark.driver.memory", "4g")
     for k, v in (conf or {}).items():

@@ -29,8 +29,9 @@ class Shard:
     partition text of a drop). ``seq`` must rise from tuple to tuple, across the pieces too:
     a :class:`~nfacep.errors.DataError` naming ``source`` if not."""
 
-    def __init__(self, program, folder: Path, rows: int, *, schema=None,
-                 source: str = "tuples.parquet"):
+    def __init__(
+        self, program, folder: Path, rows: int, *, schema=None, source: str = "tuples.parquet"
+    ):
         self.program = program
         self.schema = schema or program.schema
         self.source = source
@@ -45,8 +46,10 @@ class Shard:
     def pieces(self, batches) -> Iterator[Tuples]:
         """The tuples of ``batches`` (Arrow record batches with a ``seq`` column), in
         pieces, their seq and key columns appended to the files as they go."""
-        with open(self.folder / "seq.i64", "wb") as seqs, \
-                open(self.folder / "key.raw", "wb") as keys:
+        with (
+            open(self.folder / "seq.i64", "wb") as seqs,
+            open(self.folder / "key.raw", "wb") as keys,
+        ):
             for batch in batches:
                 for start in range(0, batch.num_rows, self.rows):
                     part = batch.slice(start, self.rows)
@@ -63,9 +66,13 @@ class Shard:
                     if before is not None:
                         raise DataError(
                             f"{self.source}: a shard's tuples must come in rising seq order, each "
-                            f"seq once, but seq {after} came after seq {before}")
-                    data = from_table(pa.Table.from_batches([part]), self.schema,
-                                      source=f"{self.source} (seq {seq[0]}…)")
+                            f"seq once, but seq {after} came after seq {before}"
+                        )
+                    data = from_table(
+                        pa.Table.from_batches([part]),
+                        self.schema,
+                        source=f"{self.source} (seq {seq[0]}…)",
+                    )
                     seqs.write(seq.tobytes())
                     if self.key is not None:
                         column = np.ascontiguousarray(data.columns[self.key])
@@ -89,8 +96,7 @@ class Shard:
         :func:`nfacep.result.partition_texts`."""
         columns = {}
         if self.key is not None:
-            columns[self.key] = np.memmap(self.folder / "key.raw", dtype=self._key_dtype,
-                                          mode="r", shape=(self.n,))
+            columns[self.key] = np.memmap(
+                self.folder / "key.raw", dtype=self._key_dtype, mode="r", shape=(self.n,)
+            )
         return Tuples(columns, self.n, self.source)
-
-

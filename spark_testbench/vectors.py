@@ -66,14 +66,33 @@ from .generate import BLOCK_TUPLES, Generator, Options
 from .progress import Progress
 from .shard import Shard
 
-__all__ = ["BLOCK_TUPLES", "FORMAT", "PIECE_TUPLES", "Job", "Options", "manifest_params", "prepare",
-           "run"]
+__all__ = [
+    "BLOCK_TUPLES",
+    "FORMAT",
+    "PIECE_TUPLES",
+    "Job",
+    "Options",
+    "manifest_params",
+    "prepare",
+    "run",
+]
 
 FORMAT = "nfacep-vectors/1"
-TUPLES, EXPECTED, DROPS, MANIFEST = "tuples.parquet", "expected.parquet", "drops.parquet", \
-    "manifest.json"
-_RESULT = pa.schema([("seq", pa.int64()), ("query", pa.string()), ("partition", pa.string()),
-                     ("kind", pa.string()), ("start", pa.int64())])
+TUPLES, EXPECTED, DROPS, MANIFEST = (
+    "tuples.parquet",
+    "expected.parquet",
+    "drops.parquet",
+    "manifest.json",
+)
+_RESULT = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("query", pa.string()),
+        ("partition", pa.string()),
+        ("kind", pa.string()),
+        ("start", pa.int64()),
+    ]
+)
 #: The column of expected.parquet that says where a match begins (only when a query reports it)
 START_SEQ = "start_seq"
 #: How many tuples the global pass matches at a time (:func:`run` takes another number)
@@ -93,8 +112,7 @@ def global_starts(seq: np.ndarray, starts: np.ndarray | None, m: int) -> pa.Arra
         return pa.nulls(m, pa.int64())
     starts = np.asarray(starts, dtype=np.int64)
     have = starts >= 0
-    return pa.array(np.where(have, seq[np.where(have, starts, 0)], 0), pa.int64(),
-                    mask=~have)
+    return pa.array(np.where(have, seq[np.where(have, starts, 0)], 0), pa.int64(), mask=~have)
 
 
 @dataclass
@@ -113,9 +131,17 @@ class Job:
     values: ParamValues | None = None  #: the runtime parameters' (starting) values
 
 
-def prepare(query: str, options: Options, out: str, *, params: EngineParams = EngineParams(),
-            expected: str = "auto", overwrite: bool = False, master: str | None = None,
-            param_texts: list[str] | None = None) -> Job:
+def prepare(
+    query: str,
+    options: Options,
+    out: str,
+    *,
+    params: EngineParams = EngineParams(),
+    expected: str = "auto",
+    overwrite: bool = False,
+    master: str | None = None,
+    param_texts: list[str] | None = None,
+) -> Job:
     """Check the request and build the generator; raises :class:`NfacepError` subclasses.
     ``param_texts``: the ``--param name=value`` of the runtime parameters (starting values
     only: the expected matches are the engine's after a reset).
@@ -148,37 +174,59 @@ def prepare(query: str, options: Options, out: str, *, params: EngineParams = En
         raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
     nfa = nfacep.compile_file(query)
     program = nfa.program
-    values = ParamValues.parse(program.parameters, param_texts, switches=False,
-                               command="vectors") if program.parameters or param_texts else None
+    values = (
+        ParamValues.parse(program.parameters, param_texts, switches=False, command="vectors")
+        if program.parameters or param_texts
+        else None
+    )
     if "seq" in program.schema.names:
-        raise UsageError(f"{query}: stream '{program.schema.name}' has a field named 'seq', "
-                         "which the vectors' sequence-number column would shadow")
+        raise UsageError(
+            f"{query}: stream '{program.schema.name}' has a field named 'seq', "
+            "which the vectors' sequence-number column would shadow"
+        )
     _check_weights(options, program.schema)
     if program.partition_field is None and options.keys != 1:
-        raise UsageError(f"--keys {options.keys}: the queries of {query} have no PARTITION "
-                         "clause, so there is one stream and no keys to generate")
+        raise UsageError(
+            f"--keys {options.keys}: the queries of {query} have no PARTITION "
+            "clause, so there is one stream and no keys to generate"
+        )
     if expected == "partitioned":
         if params.tick_tuples:
-            raise UsageError("--expected partitioned: with --tick-tuples the timers expire "
-                             "partitions, which only a global pass models")
+            raise UsageError(
+                "--expected partitioned: with --tick-tuples the timers expire "
+                "partitions, which only a global pass models"
+            )
         if options.keys > params.partitions:
-            raise UsageError(f"--expected partitioned: --keys {options.keys} is more than the "
-                             f"partitioner stores (--partitions {params.partitions}), so it may "
-                             "drop tuples, which only a global pass models")
+            raise UsageError(
+                f"--expected partitioned: --keys {options.keys} is more than the "
+                f"partitioner stores (--partitions {params.partitions}), so it may "
+                "drop tuples, which only a global pass models"
+            )
     _check_out(out, overwrite)
     if master is not None:
         check_master(master)
     generator = Generator(nfa, options, values or None)
-    return Job(query, raw.decode("utf-8"), hashlib.sha256(raw).hexdigest(), nfa, generator,
-               params, out, expected, overwrite, values or None)
+    return Job(
+        query,
+        raw.decode("utf-8"),
+        hashlib.sha256(raw).hexdigest(),
+        nfa,
+        generator,
+        params,
+        out,
+        expected,
+        overwrite,
+        values or None,
+    )
 
 
 def _check_weights(options: Options, schema) -> None:
     for name, pairs in options.enum_weights:
         f = schema.field(name)
         if f is None or not isinstance(f.type, EnumType):
-            raise UsageError(f"--enum-weights: '{name}' is not an ENUM field of stream "
-                             f"'{schema.name}'")
+            raise UsageError(
+                f"--enum-weights: '{name}' is not an ENUM field of stream '{schema.name}'"
+            )
         for label, w in pairs:
             if label not in f.type.labels:
                 raise UsageError(f"--enum-weights: '{label}' is not a label of {name} {f.type}")
@@ -199,14 +247,19 @@ def _check_out(out: str, overwrite: bool) -> None:
             raise UsageError(f"--out {out}: exists and is not a folder")
         if os.listdir(path):
             if not overwrite:
-                raise UsageError(f"--out {out}: exists and is not empty (add --overwrite to "
-                                 "replace earlier vectors)")
+                raise UsageError(
+                    f"--out {out}: exists and is not empty (add --overwrite to "
+                    "replace earlier vectors)"
+                )
             if not os.path.isfile(os.path.join(path, MANIFEST)):
-                raise UsageError(f"--out {out}: --overwrite only replaces a vectors folder "
-                                 f"(one with a {MANIFEST}); this one has none")
+                raise UsageError(
+                    f"--out {out}: --overwrite only replaces a vectors folder "
+                    f"(one with a {MANIFEST}); this one has none"
+                )
 
 
 # --- Spark tasks (run in Python workers; module-level so they pickle by reference) -----------
+
 
 def _generate_task(gen: Generator, counter, batches):
     for batch in batches:
@@ -227,8 +280,7 @@ def _used_fields(nfa) -> tuple[str, ...]:
     ORDER BY field of a query with a window (WITHIN)."""
     from nfacep import predicates as P
 
-    names = {n.name for p in nfa.predicates for n in P.nodes(p.expr)
-             if isinstance(n, P.FieldRef)}
+    names = {n.name for p in nfa.predicates for n in P.nodes(p.expr) if isinstance(n, P.FieldRef)}
     names |= {q.order_field for q in nfa.queries if q.window is not None}
     key = nfa.program.partition_field
     return tuple(f for f in nfa.program.schema.names if f in names or f == key)
@@ -238,8 +290,7 @@ def _used_schema(program, names):
     """The stream's schema restricted to the fields among ``names`` (those the task gets)."""
     from nfacep.check import Schema
 
-    return Schema(program.schema.name,
-                  tuple(f for f in program.schema.fields if f.name in names))
+    return Schema(program.schema.name, tuple(f for f in program.schema.fields if f.name in names))
 
 
 def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
@@ -251,36 +302,57 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
     m = len(result.seqs)
     if seq is None:
         seqs = pa.array(result.seqs, pa.int64())
-        starts = (pa.nulls(m, pa.int64()) if result.starts is None else
-                  pa.array(result.starts, pa.int64(), mask=np.asarray(result.starts) < 0))
+        starts = (
+            pa.nulls(m, pa.int64())
+            if result.starts is None
+            else pa.array(result.starts, pa.int64(), mask=np.asarray(result.starts) < 0)
+        )
     else:
         seqs = pa.array(seq[result.seqs], pa.int64())
         starts = global_starts(seq, result.starts, m)
     if m:
         yield pa.RecordBatch.from_arrays(
-            [seqs, pa.array(names[result.queries], pa.string()),
-             pa.array(result.partitions, pa.string()), pa.array(["match"] * m, pa.string()),
-             starts], schema=_RESULT)
+            [
+                seqs,
+                pa.array(names[result.queries], pa.string()),
+                pa.array(result.partitions, pa.string()),
+                pa.array(["match"] * m, pa.string()),
+                starts,
+            ],
+            schema=_RESULT,
+        )
     d = len(result.drops)
     if d:
         local = result.drops - offset  # a drop is always one of the tuples ``data``
         yield pa.RecordBatch.from_arrays(
-            [pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
-             pa.array([None] * d, pa.string()),
-             pa.array(partition_texts(nfa, data, local), pa.string()),
-             pa.array(["drop"] * d, pa.string()), pa.nulls(d, pa.int64())],
-            schema=_RESULT)
+            [
+                pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
+                pa.array([None] * d, pa.string()),
+                pa.array(partition_texts(nfa, data, local), pa.string()),
+                pa.array(["drop"] * d, pa.string()),
+                pa.nulls(d, pa.int64()),
+            ],
+            schema=_RESULT,
+        )
 
 
 def _keys_row(keys: int) -> pa.RecordBatch:
     """The row that says how many distinct keys a task saw (in ``seq``)."""
     return pa.RecordBatch.from_arrays(
-        [pa.array([keys], pa.int64()), pa.nulls(1, pa.string()), pa.nulls(1, pa.string()),
-         pa.array(["keys"], pa.string()), pa.nulls(1, pa.int64())], schema=_RESULT)
+        [
+            pa.array([keys], pa.int64()),
+            pa.nulls(1, pa.string()),
+            pa.nulls(1, pa.string()),
+            pa.array(["keys"], pa.string()),
+            pa.nulls(1, pa.int64()),
+        ],
+        schema=_RESULT,
+    )
 
 
-def _match_task(text: str, filename: str, params: EngineParams, values, counter,
-                piece_tuples: int, batches):
+def _match_task(
+    text: str, filename: str, params: EngineParams, values, counter, piece_tuples: int, batches
+):
     """Reference matcher over the tuples of one Spark partition (the partitioned pass: whole
     keys), which Spark sorted by ``seq``, as they come: fed to one
     :class:`nfacep.reference.Matcher` in pieces of at most ``piece_tuples``, each piece's rows
@@ -297,8 +369,13 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
     with tempfile.TemporaryDirectory(prefix="vectors-shard-") as folder:
-        shard = Shard(program, Path(folder), piece_tuples,
-                      schema=_used_schema(program, _used_fields(nfa)), source=TUPLES)
+        shard = Shard(
+            program,
+            Path(folder),
+            piece_tuples,
+            schema=_used_schema(program, _used_fields(nfa)),
+            source=TUPLES,
+        )
 
         def feed(data, last: bool):
             offset = matcher.n
@@ -314,8 +391,9 @@ def _match_task(text: str, filename: str, params: EngineParams, values, counter,
     counter.finished()
 
 
-def _global_task(text: str, filename: str, params: EngineParams, values, counter,
-                 piece_tuples: int, batches):
+def _global_task(
+    text: str, filename: str, params: EngineParams, values, counter, piece_tuples: int, batches
+):
     """Reference matcher over the whole stream (the global pass), whose tuples come in
     ``seq`` order (Spark sorts them): fed to one :class:`nfacep.reference.Matcher` in pieces
     of ``piece_tuples``, each piece's match and drop rows emitted as it is matched, so that
@@ -334,9 +412,11 @@ def _global_task(text: str, filename: str, params: EngineParams, values, counter
         seq = piece.column("seq").to_numpy()
         if not np.array_equal(seq, np.arange(offset, offset + n, dtype=seq.dtype)):
             bad = int(np.flatnonzero(seq != np.arange(offset, offset + n))[0])
-            raise ValueError(f"{TUPLES}: the global pass takes the tuples in seq order, and "
-                             f"seq is each one's position in the stream (0, 1, 2, ...), but "
-                             f"tuple {offset + bad} has seq {int(seq[bad])}")
+            raise ValueError(
+                f"{TUPLES}: the global pass takes the tuples in seq order, and "
+                f"seq is each one's position in the stream (0, 1, 2, ...), but "
+                f"tuple {offset + bad} has seq {int(seq[bad])}"
+            )
         if used is None:
             used = _used_schema(program, piece.column_names)
         data = from_table(piece, used, source=TUPLES)
@@ -365,12 +445,17 @@ def _with_last(pieces):
 def _spark_schema(schema: pa.Schema):
     from pyspark.sql import types as T
 
-    conv = {pa.int64(): T.LongType(), pa.string(): T.StringType(), pa.bool_(): T.BooleanType(),
-            pa.float32(): T.FloatType()}
+    conv = {
+        pa.int64(): T.LongType(),
+        pa.string(): T.StringType(),
+        pa.bool_(): T.BooleanType(),
+        pa.float32(): T.FloatType(),
+    }
     return T.StructType([T.StructField(f.name, conv[f.type], True) for f in schema])
 
 
 # --- the run ----------------------------------------------------------------------------------
+
 
 def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     """Pick the pass; ``keys_present`` is only needed when more keys were generated than the
@@ -381,18 +466,27 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     if key is None:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
     elif e.tick_tuples:
-        auto = ("global", f"timers matter: a tick every {e.tick_tuples} tuples expires idle "
-                          "partitions, which depends on the position in the whole stream")
+        auto = (
+            "global",
+            f"timers matter: a tick every {e.tick_tuples} tuples expires idle "
+            "partitions, which depends on the position in the whole stream",
+        )
     elif e.store == "table":
         auto = _table_mode(e, job.nfa.program.schema.field(key).type.bits, keys)
     elif keys > e.partitions and keys_present > e.partitions:
-        auto = ("global", f"capacity matters: {keys_present} keys present and the partitioner "
-                          f"stores {e.partitions}, so it fills and drops tuples")
+        auto = (
+            "global",
+            f"capacity matters: {keys_present} keys present and the partitioner "
+            f"stores {e.partitions}, so it fills and drops tuples",
+        )
     else:
         n = keys if keys <= e.partitions else keys_present
-        auto = ("partitioned", f"at most {n} keys, no more than --partitions {e.partitions}, "
-                               "and no ticks: no partition is ever dropped or expired, so each "
-                               "key's sub-stream is matched on its own")
+        auto = (
+            "partitioned",
+            f"at most {n} keys, no more than --partitions {e.partitions}, "
+            "and no ticks: no partition is ever dropped or expired, so each "
+            "key's sub-stream is matched on its own",
+        )
     if job.expected == "auto" or job.expected == auto[0]:
         return auto
     if job.expected == "global":
@@ -402,18 +496,34 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
 
 def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
     if bits <= e.index_bits:
-        return ("partitioned", f"--store table with {e.partitions} entries indexes every "
-                               f"{bits}-bit key directly: no tuple is ever dropped, so each key's "
-                               "sub-stream is matched on its own")
+        return (
+            "partitioned",
+            f"--store table with {e.partitions} entries indexes every "
+            f"{bits}-bit key directly: no tuple is ever dropped, so each key's "
+            "sub-stream is matched on its own",
+        )
     if keys <= e.ways:
-        return ("partitioned", f"at most {keys} keys, no more than --ways {e.ways}: no bucket of "
-                               "the table fills, so each key's sub-stream is matched on its own")
-    return ("global", f"capacity matters: a bucket of the table holds {e.ways} keys and "
-                      f"{keys} are generated, so a bucket may fill and drop tuples")
+        return (
+            "partitioned",
+            f"at most {keys} keys, no more than --ways {e.ways}: no bucket of "
+            "the table fills, so each key's sub-stream is matched on its own",
+        )
+    return (
+        "global",
+        f"capacity matters: a bucket of the table holds {e.ways} keys and "
+        f"{keys} are generated, so a bucket may fill and drop tuples",
+    )
 
 
-def run(spark, job: Job, *, tasks: int | None = None, progress=None,
-        progress_every: float | None = None, piece_tuples: int = PIECE_TUPLES) -> dict:
+def run(
+    spark,
+    job: Job,
+    *,
+    tasks: int | None = None,
+    progress=None,
+    progress_every: float | None = None,
+    piece_tuples: int = PIECE_TUPLES,
+) -> dict:
     """Generate, match and publish ``job.out``; returns the manifest.
 
     ``progress``, if given, is called with a line of text every ``progress_every`` seconds
@@ -427,8 +537,9 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
     if piece_tuples < 1:
         raise ValueError(f"piece_tuples {piece_tuples}: must be at least 1")
     out = os.path.abspath(job.out)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp",
-                           dir=os.path.dirname(out))
+    tmp = tempfile.mkdtemp(
+        prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=os.path.dirname(out)
+    )
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; publish it like any folder
@@ -443,8 +554,15 @@ def run(spark, job: Job, *, tasks: int | None = None, progress=None,
     return manifest
 
 
-def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict,
-         piece_tuples: int = PIECE_TUPLES) -> dict:
+def _run(
+    spark,
+    job: Job,
+    tasks: int,
+    tmp: str,
+    watch: Progress,
+    seconds: dict,
+    piece_tuples: int = PIECE_TUPLES,
+) -> dict:
     from pyspark.sql import functions as F
 
     gen = job.generator
@@ -452,8 +570,9 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict,
     n_gen = min(tasks, gen.n_blocks)
     counter = watch.phase("generated", total=gen.options.tuples, tasks=n_gen)
     blocks = spark.range(0, gen.n_blocks, 1, numPartitions=n_gen)
-    generated = blocks.mapInArrow(functools.partial(_generate_task, gen, counter),
-                                  _spark_schema(gen.arrow_schema()))
+    generated = blocks.mapInArrow(
+        functools.partial(_generate_task, gen, counter), _spark_schema(gen.arrow_schema())
+    )
     generated.write.parquet(os.path.join(tmp, TUPLES))
     watch.end()
     seconds["generate"] = time.perf_counter() - t0
@@ -462,14 +581,19 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict,
     tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
     key = job.nfa.program.partition_field
     counted = None
-    if key and job.params.tick_tuples == 0 and job.params.store == "pipeline" \
-            and gen.keys > job.params.partitions:
+    if (
+        key
+        and job.params.tick_tuples == 0
+        and job.params.store == "pipeline"
+        and gen.keys > job.params.partitions
+    ):
         watch.phase("counting the keys present", count=False)
         counted = tuples.select(key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
     source = tuples.select("seq", *_used_fields(job.nfa))
-    counter = watch.phase("matched", total=gen.options.tuples,
-                          tasks=tasks if mode == "partitioned" else 1)
+    counter = watch.phase(
+        "matched", total=gen.options.tuples, tasks=tasks if mode == "partitioned" else 1
+    )
     args = (job.query_text, job.query_path, job.params, job.values, counter)
     if mode == "partitioned":
         # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
@@ -488,14 +612,25 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict,
     columns = ["seq", "query", "partition"]
     if reports_start(job.nfa):  # otherwise the schema stays as it was before start_seq
         columns.append(F.col("start").alias(START_SEQ))
-    (result.filter(F.col("kind") == "match").select(*columns)
-     .orderBy("seq", "query").write.parquet(os.path.join(tmp, EXPECTED)))
-    (result.filter(F.col("kind") == "drop").select("seq", "partition")
-     .orderBy("seq").write.parquet(os.path.join(tmp, DROPS)))
+    (
+        result.filter(F.col("kind") == "match")
+        .select(*columns)
+        .orderBy("seq", "query")
+        .write.parquet(os.path.join(tmp, EXPECTED))
+    )
+    (
+        result.filter(F.col("kind") == "drop")
+        .select("seq", "partition")
+        .orderBy("seq")
+        .write.parquet(os.path.join(tmp, DROPS))
+    )
     counts = Counter()
     keys_present = 0
-    for r in result.groupBy("kind", "query").agg(F.count("*").alias("n"),
-                                                 F.sum("seq").alias("total")).collect():
+    for r in (
+        result.groupBy("kind", "query")
+        .agg(F.count("*").alias("n"), F.sum("seq").alias("total"))
+        .collect()
+    ):
         if r["kind"] == "keys":
             keys_present = r["total"]
         else:
@@ -504,8 +639,9 @@ def _run(spark, job: Job, tasks: int, tmp: str, watch: Progress, seconds: dict,
     watch.end()
     seconds["expected"] = time.perf_counter() - t1
     seconds["total"] = time.perf_counter() - t0
-    manifest = _manifest(job, mode, reason, keys_present, counts, tasks, seconds,
-                         spark.sparkContext.master)
+    manifest = _manifest(
+        job, mode, reason, keys_present, counts, tasks, seconds, spark.sparkContext.master
+    )
     with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
@@ -516,8 +652,9 @@ def _publish(tmp: str, out: str) -> None:
     old = None
     if os.path.isdir(out):
         if os.listdir(out):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", suffix=".old",
-                                   dir=os.path.dirname(out))
+            old = tempfile.mkdtemp(
+                prefix=f".{os.path.basename(out)}.", suffix=".old", dir=os.path.dirname(out)
+            )
             os.rename(out, os.path.join(old, "vectors"))
         else:
             os.rmdir(out)
@@ -545,8 +682,10 @@ def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, mast
         "stream": program.schema.name,
         "partition_field": program.partition_field,
         "order_fields": list(program.order_fields),
-        "queries": [{"name": q.name, "skip_past_last_row": q.skip_past_last_row,
-                     "start_seq": q.start_seq} for q in job.nfa.queries],
+        "queries": [
+            {"name": q.name, "skip_past_last_row": q.skip_past_last_row, "start_seq": q.start_seq}
+            for q in job.nfa.queries
+        ],
         "seed": o.seed,
         "tuples": o.tuples,
         "keys": gen.keys,
@@ -558,19 +697,30 @@ def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, mast
         "engine": job.params.as_dict(),
         "runtime_parameters": job.values.as_dict()["initial"] if job.values else None,
         "expected": {"mode": mode, "reason": reason},
-        "counts": {"tuples": o.tuples, "matches": matches,
-                   "matches_total": sum(matches.values()), "drops": counts.get(("drop", None), 0)},
+        "counts": {
+            "tuples": o.tuples,
+            "matches": matches,
+            "matches_total": sum(matches.values()),
+            "drops": counts.get(("drop", None), 0),
+        },
         "planted": planted,
         "unplanted": dict(gen.unplanted),
         "generators": gen.describe(),
         "predicate_rates": gen.sample_rates(job.nfa),
         "files": {"tuples": TUPLES, "expected": EXPECTED, "drops": DROPS},
         "columns": {f.name: str(f.type) for f in gen.arrow_schema()},
-        "versions": {"nfacep": _version("nfacep"), "numpy": np.__version__,
-                     "pyarrow": pa.__version__, "pyspark": pyspark.__version__},
+        "versions": {
+            "nfacep": _version("nfacep"),
+            "numpy": np.__version__,
+            "pyarrow": pa.__version__,
+            "pyspark": pyspark.__version__,
+        },
         # how this run went; the only part that depends on the Spark set-up
-        "run": {"master": master, "tasks": tasks,
-                "seconds": {k: round(v, 3) for k, v in seconds.items()}},
+        "run": {
+            "master": master,
+            "tasks": tasks,
+            "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        },
     }
 
 
@@ -582,7 +732,6 @@ def _version(dist: str) -> str | None:
     return None
 
 
-
 def manifest_values(manifest: dict, nfa, path: str) -> ParamValues | None:
     """The runtime parameters' values a vectors manifest (at ``path``) was made with."""
     types = nfa.program.parameters
@@ -590,8 +739,10 @@ def manifest_values(manifest: dict, nfa, path: str) -> ParamValues | None:
         return None
     given = manifest.get("runtime_parameters")
     if not isinstance(given, dict):
-        raise UsageError(f"{path}: no runtime_parameters for the queries' parameters "
-                         f"({', '.join(':' + n for n in types)}); make the vectors again")
+        raise UsageError(
+            f"{path}: no runtime_parameters for the queries' parameters "
+            f"({', '.join(':' + n for n in types)}); make the vectors again"
+        )
     return ParamValues.from_initial(types, given, source=path)
 
 

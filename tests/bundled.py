@@ -12,8 +12,11 @@ VALUES: dict[str, dict[str, str]] = json.loads((QUERIES / "parameters.json").rea
 
 def param_args(name: str) -> list[str]:
     """``--param name=value`` for each parameter of the bundled query file ``name``."""
-    return [arg for param, value in VALUES.get(name, {}).items()
-            for arg in ("--param", f"{param}={value}")]
+    return [
+        arg
+        for param, value in VALUES.get(name, {}).items()
+        for arg in ("--param", f"{param}={value}")
+    ]
 
 
 def param_texts(query) -> list[str]:
@@ -27,5 +30,6 @@ def param_values(name: str, nfa):
 
     if not nfa.program.parameters:
         return None
-    return ParamValues.parse(nfa.program.parameters,
-                             [f"{p}={v}" for p, v in VALUES.get(name, {}).items()])
+    return ParamValues.parse(
+        nfa.program.parameters, [f"{p}={v}" for p, v in VALUES.get(name, {}).items()]
+    )

@@ -80,7 +80,7 @@ class Board:
         start = burst.find(SFD)
         if start < 0:
             return Verdict("bad_fcs", why="no start delimiter")
-        frame = burst[start + 1:]
+        frame = burst[start + 1 :]
         # 1. the size, with the FCS
         if not 64 <= len(frame) <= 1518:
             return Verdict("bad_size", why=f"{len(frame)} bytes")
@@ -130,15 +130,19 @@ class Board:
             return Verdict("bad_udp", why="IP packet longer than the frame")
         if udp_length - 8 < HEADER_BYTES:
             return Verdict("bad_udp", why="payload shorter than the header")
-        payload = f[42:42 + udp_length - 8]
+        payload = f[42 : 42 + udp_length - 8]
         version, ptype = payload[0], payload[1]
         seq, ident = struct.unpack("<II", payload[4:12])
         body = payload[HEADER_BYTES:]
-        body_bad = (ptype in (STATUS_REQ, RESET) and len(body) > 0) or \
-            (ptype == TUPLES and (not body or len(body) % self.tuple_bytes != 0))
+        body_bad = (ptype in (STATUS_REQ, RESET) and len(body) > 0) or (
+            ptype == TUPLES and (not body or len(body) % self.tuple_bytes != 0)
+        )
         # 8. the payload's header, then 9. its body
-        header_bad = version != VERSION or ptype not in (TUPLES, STATUS_REQ, RESET) or \
-            (ptype == TUPLES and ident != self.engine_id)
+        header_bad = (
+            version != VERSION
+            or ptype not in (TUPLES, STATUS_REQ, RESET)
+            or (ptype == TUPLES and ident != self.engine_id)
+        )
         if header_bad:
             return Verdict("bad_header", why="header", disputed=body_bad)
         if body_bad:

@@ -201,8 +201,11 @@ def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
     raise ValueError(f"unknown predicate node {pred!r}")
 
 
-def with_parameters(rows: Sequence[Mapping[str, object]], initial: Mapping[str, object],
-                    switches: Sequence[tuple[int, Mapping[str, object]]]) -> list[dict]:
+def with_parameters(
+    rows: Sequence[Mapping[str, object]],
+    initial: Mapping[str, object],
+    switches: Sequence[tuple[int, Mapping[str, object]]],
+) -> list[dict]:
     """``rows`` with the value of every runtime parameter in force at each, as ``":name"``:
     ``initial`` from row 0, and each ``(seq, values)`` of ``switches`` from row ``seq`` on
     (in any order; for one parameter, the switch with the largest ``seq`` not after the row
@@ -674,8 +677,9 @@ def run(
                 matches.extend((seqs[i], q.name, text) for i in found)
             elif q.start:
                 began = latest_starts(starts, found, q.skip)
-                matches.extend((seqs[i], q.name, text, seqs[j])
-                               for i, j in zip(found, began, strict=True))
+                matches.extend(
+                    (seqs[i], q.name, text, seqs[j]) for i, j in zip(found, began, strict=True)
+                )
             else:
                 matches.extend((seqs[i], q.name, text, None) for i in found)
     matches.sort(key=lambda m: (m[0], m[1]))

@@ -46,36 +46,150 @@ SEEDS = [
     _STREAM + "QUERY q PATTERN (A B+ C?) DEFINE A AS x = 07, B AS y < -5 AND b, C AS e = 'a'",
     _STREAM + "QUERY q PATTERN (A (){4} (B{0}){4} PERMUTE((), ())) DEFINE A AS f > 1.5",
     _STREAM + "QUERY q PATTERN (A{2,5}? PERMUTE(A, B, C)) DEFINE A AS NOT NOT b, "
-              "B AS x + x - 3 > 1, C AS f > 1e40",
+    "B AS x + x - 3 > 1, C AS f > 1e40",
     _STREAM + "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY x ORDER BY y ONE ROW PER MATCH "
-              "AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B)* C) DEFINE A AS x BETWEEN 1 AND "
-              "0x0f, B AS e IN ('a', 'b'), C AS y NOT IN (1, 2)) AS m",
+    "AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B)* C) DEFINE A AS x BETWEEN 1 AND "
+    "0x0f, B AS e IN ('a', 'b'), C AS y NOT IN (1, 2)) AS m",
     _STREAM + "/* don't */ QUERY q PATTERN ((((A)))) -- it's\nDEFINE A AS (((x = 1)))",
     "\ufeff" + _STREAM + "QUERY q PATTERN (A*) DEFINE A AS f >= -0.0",
     _STREAM + "QUERY q PARTITION x MEASURES FIRST(seq) AS start_seq PATTERN (A B+ | B) "
-              "DEFINE A AS x = 1 B AS y > 2",
+    "DEFINE A AS x = 1 B AS y > 2",
 ]
 
 #: Text inserted, repeated or substituted by the mutator.
 TOKENS = [
-    "QUERY", "PATTERN", "DEFINE", "AS", "FROM", "SELECT", "*", "MATCH_RECOGNIZE", "PARTITION BY",
-    "ORDER BY", "AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW", "MEASURES",
-    "ONE ROW PER MATCH", "ALL ROWS PER MATCH", "SUBSET U = (A)", "PERMUTE(", "{-", "-}", "(",
-    ")", "()", ",", ";", ".", "|", "?", "+", "*?", "{3}", "{2,}", "{,4}", "{1,5}?", "{4096}",
-    "{4097}", "{0}", "{1000000000000}", "{" + "9" * 5000 + "}", "^", "$", "NOT", "AND", "OR",
-    "BETWEEN", "IN (", "=", "<>", "!=", "<", ">=", "-", "0", "07", "0x1F", "0X", "1e40",
-    "-1e40", "1e-50", "3.4028235e38", str(1 << 128), "9" * 50, "9" * 5000, "1.5", ".5",
-    "1." + "0" * 5000 + "1", "'a'", "''", "'it''s'", "'unterminated", "TRUE", "FALSE", "--",
-    "/*", "*/", "\n", "\ufeff", "\x00", "\x1b[31m", "é", "PREV(", "COUNT(", "A.*", "LIKE",
-    "IS NULL", "CREATE STREAM", "CREATE TABLE", "UINT(", "INT(", "INT", "UINT(64)", "INT(65)",
-    "UINT(" + "1" * 5000 + ")", "BOOL", "ENUM(", "FLOAT32", "WITHIN 5", ":p",
-    "MEASURES FIRST(seq) AS start_seq", "FIRST(seq)", "AS start_seq", "seq", "x", "y", "A",
-    "B", "s", "f", "e", "b", "%", "/",
+    "QUERY",
+    "PATTERN",
+    "DEFINE",
+    "AS",
+    "FROM",
+    "SELECT",
+    "*",
+    "MATCH_RECOGNIZE",
+    "PARTITION BY",
+    "ORDER BY",
+    "AFTER MATCH SKIP PAST LAST ROW",
+    "AFTER MATCH SKIP TO NEXT ROW",
+    "MEASURES",
+    "ONE ROW PER MATCH",
+    "ALL ROWS PER MATCH",
+    "SUBSET U = (A)",
+    "PERMUTE(",
+    "{-",
+    "-}",
+    "(",
+    ")",
+    "()",
+    ",",
+    ";",
+    ".",
+    "|",
+    "?",
+    "+",
+    "*?",
+    "{3}",
+    "{2,}",
+    "{,4}",
+    "{1,5}?",
+    "{4096}",
+    "{4097}",
+    "{0}",
+    "{1000000000000}",
+    "{" + "9" * 5000 + "}",
+    "^",
+    "$",
+    "NOT",
+    "AND",
+    "OR",
+    "BETWEEN",
+    "IN (",
+    "=",
+    "<>",
+    "!=",
+    "<",
+    ">=",
+    "-",
+    "0",
+    "07",
+    "0x1F",
+    "0X",
+    "1e40",
+    "-1e40",
+    "1e-50",
+    "3.4028235e38",
+    str(1 << 128),
+    "9" * 50,
+    "9" * 5000,
+    "1.5",
+    ".5",
+    "1." + "0" * 5000 + "1",
+    "'a'",
+    "''",
+    "'it''s'",
+    "'unterminated",
+    "TRUE",
+    "FALSE",
+    "--",
+    "/*",
+    "*/",
+    "\n",
+    "\ufeff",
+    "\x00",
+    "\x1b[31m",
+    "é",
+    "PREV(",
+    "COUNT(",
+    "A.*",
+    "LIKE",
+    "IS NULL",
+    "CREATE STREAM",
+    "CREATE TABLE",
+    "UINT(",
+    "INT(",
+    "INT",
+    "UINT(64)",
+    "INT(65)",
+    "UINT(" + "1" * 5000 + ")",
+    "BOOL",
+    "ENUM(",
+    "FLOAT32",
+    "WITHIN 5",
+    ":p",
+    "MEASURES FIRST(seq) AS start_seq",
+    "FIRST(seq)",
+    "AS start_seq",
+    "seq",
+    "x",
+    "y",
+    "A",
+    "B",
+    "s",
+    "f",
+    "e",
+    "b",
+    "%",
+    "/",
 ]
 
 #: Repeated many times over by the mutator: the shapes of deep or long input.
-RUNS = ["NOT ", "- ", "+ ", "(", ")", "{- ", "PERMUTE(", "A ", "A* ", "(A)? ", "() ", "x + ",
-        "b AND ", "A, ", "'a', ", "1, "]
+RUNS = [
+    "NOT ",
+    "- ",
+    "+ ",
+    "(",
+    ")",
+    "{- ",
+    "PERMUTE(",
+    "A ",
+    "A* ",
+    "(A)? ",
+    "() ",
+    "x + ",
+    "b AND ",
+    "A, ",
+    "'a', ",
+    "1, ",
+]
 RUN_LENGTHS = [2, 10, 99, 100, 101, 150, 600, 1500, 5000]
 
 
@@ -105,17 +219,41 @@ def _mutate_once(rng: random.Random, text: str, files: list[str]) -> str:
         return text[:i] + rng.choice(RUNS) * rng.choice(RUN_LENGTHS) + text[i:]
     if op == 5:  # wrap a span in many brackets or operators
         k = rng.choice(RUN_LENGTHS)
-        opener, closer = rng.choice([("(", ")"), ("NOT (", ")"), ("-(", ")"), ("(", ")*"),
-                                     ("(", "){2}"), ("{- ", " -}"), ("PERMUTE(", ")")])
+        opener, closer = rng.choice(
+            [
+                ("(", ")"),
+                ("NOT (", ")"),
+                ("-(", ")"),
+                ("(", ")*"),
+                ("(", "){2}"),
+                ("{- ", " -}"),
+                ("PERMUTE(", ")"),
+            ]
+        )
         return text[:i] + opener * k + text[i:j] + closer * k + text[j:]
     if op == 6:  # a number replaced by an extreme one
         numbers = list(re.finditer(r"\b\d+(\.\d*)?\b", text))
         if numbers:
             m = rng.choice(numbers)
-            extreme = rng.choice(["0", "00", "07", "4096", "4097", "65", "64", str(1 << 64),
-                                  str(1 << 128), "9" * 40, "9" * 4400, "1e39", "1e-46",
-                                  "0x" + "f" * 40])
-            return text[:m.start()] + extreme + text[m.end():]
+            extreme = rng.choice(
+                [
+                    "0",
+                    "00",
+                    "07",
+                    "4096",
+                    "4097",
+                    "65",
+                    "64",
+                    str(1 << 64),
+                    str(1 << 128),
+                    "9" * 40,
+                    "9" * 4400,
+                    "1e39",
+                    "1e-46",
+                    "0x" + "f" * 40,
+                ]
+            )
+            return text[: m.start()] + extreme + text[m.end() :]
         return text
     if op == 7:  # splice two files
         other = rng.choice(files)
@@ -124,7 +262,13 @@ def _mutate_once(rng: random.Random, text: str, files: list[str]) -> str:
     if op == 8:  # swap two spans
         a, b = sorted((_span(rng, text), _span(rng, text)))
         if a[1] <= b[0]:
-            return text[:a[0]] + text[b[0]:b[1]] + text[a[1]:b[0]] + text[a[0]:a[1]] + text[b[1]:]
+            return (
+                text[: a[0]]
+                + text[b[0] : b[1]]
+                + text[a[1] : b[0]]
+                + text[a[0] : a[1]]
+                + text[b[1] :]
+            )
         return text
     if op == 9:  # a group of a span and a long run, repeated many times
         run = rng.choice(RUNS) * rng.choice(RUN_LENGTHS)
@@ -158,6 +302,7 @@ def mutants(seed: int, count: int):
 
 # --- the worker ---------------------------------------------------------------------------------
 
+
 def _serve(memory_bytes: int) -> None:
     """Worker loop: one JSON line per input on stdin, one JSON line per result on stdout."""
     import resource
@@ -182,16 +327,20 @@ def _serve(memory_bytes: int) -> None:
                 with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
                     code = main(argv)
             except BaseException as exc:  # classifying every escape is the point
-                result = {"outcome": "crash", "detail": f"{argv[0]}: {type(exc).__name__}: "
-                                                        f"{str(exc)[:300]}"}
+                result = {
+                    "outcome": "crash",
+                    "detail": f"{argv[0]}: {type(exc).__name__}: {str(exc)[:300]}",
+                }
                 break
             err = stderr.getvalue()
             if code == 2 and re.match(re.escape(path) + r":\d+:\d+: ", err):
-                result = {"outcome": "error", "detail": err.splitlines()[0][len(path) + 1:200]}
+                result = {"outcome": "error", "detail": err.splitlines()[0][len(path) + 1 : 200]}
                 break
             if code != 0:
-                result = {"outcome": "crash", "detail": f"{argv[0]}: exit {code} without a "
-                                                        f"position: {err[:300]}"}
+                result = {
+                    "outcome": "crash",
+                    "detail": f"{argv[0]}: exit {code} without a position: {err[:300]}",
+                }
                 break
             if argv[0] == "explain":
                 json.loads(stdout.getvalue())  # the JSON must parse
@@ -254,8 +403,13 @@ class Runner:
         env = dict(os.environ, PYTHONHASHSEED="0")
         return subprocess.Popen(
             [sys.executable, __file__, "--serve", str(self.memory_bytes)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-            text=True, bufsize=1)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
 
     def run(self, data: bytes) -> tuple[str, str, float]:
         """The outcome of one input, a detail (the message or the exception) and the CPU
@@ -279,8 +433,9 @@ class Runner:
 
     def _warm_up(self) -> None:
         """Import everything before the first timed input (the imports take a while)."""
-        self.proc.stdin.write(json.dumps({"data": base64.b64encode(SEEDS[0].encode()).decode()})
-                              + "\n")
+        self.proc.stdin.write(
+            json.dumps({"data": base64.b64encode(SEEDS[0].encode()).decode()}) + "\n"
+        )
         self.proc.stdin.flush()
         ready, _, _ = select.select([self.proc.stdout], [], [], 120)
         if not ready or not self.proc.stdout.readline():

@@ -167,5 +167,3 @@ def scenarios(draw, partitioned: bool | None = None, max_queries: int = 3) -> Sc
             text = text.replace(" FROM s\n", "\n", 1)
         parts.append(text)
     return Scenario(qs, "".join(parts), partitioned)
-
-

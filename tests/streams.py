@@ -55,6 +55,11 @@ def stream_through(dut, payloads, *, seed, gap=0.3, stall=0.3, count=None):
 def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
     """Stream predicate vectors ``words`` through a matcher (``i_stream`` {predicates, payload},
     ``o_stream`` {payload, matches}) with random gaps and stalls; return [(seq, matches)]."""
-    got = stream_through(dut, [{"predicates": w, "payload": seq} for seq, w in enumerate(words)],
-                         seed=seed, gap=gap, stall=stall)
+    got = stream_through(
+        dut,
+        [{"predicates": w, "payload": seq} for seq, w in enumerate(words)],
+        seed=seed,
+        gap=gap,
+        stall=stall,
+    )
     return [(rec.payload, rec.matches) for rec in got]

@@ -64,8 +64,9 @@ def test_toolchain_variable_naming_nothing(tmp_path, monkeypatch):
 @pytest.fixture
 def no_toolchain(monkeypatch):
     """Toolchain programs that are never found to run: any step run fails the test."""
-    monkeypatch.setattr(boards.bitstream, "find_tools",
-                        lambda names: {n: f"/nonexistent/{n}" for n in names})
+    monkeypatch.setattr(
+        boards.bitstream, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
+    )
 
     def no_step(*args, **kwargs):
         raise AssertionError("a toolchain step ran")
@@ -75,8 +76,9 @@ def no_toolchain(monkeypatch):
 
 def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, no_toolchain, capsys):
     out = tmp_path / "o"
-    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "64",
-                "-o", str(out)]) == 2
+    assert (
+        run(["build", MARATHON, "--board", "icestick", "--partitions", "64", "-o", str(out)]) == 2
+    )
     err = capsys.readouterr().err
     assert "does not fit the icestick (iCE40HX1K)" in err
     assert "flip-flops (counted in the elaborated design, before synthesis)" in err
@@ -140,8 +142,7 @@ def test_synthesis_rejects_before_place_and_route(tmp_path, monkeypatch, capsys)
     monkeypatch.setitem(boards.registry.BOARDS, "icestick", small)
     monkeypatch.setenv("NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", "exit 99\n"))
     out = tmp_path / "o"
-    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1",
-                "-o", str(out)]) == 2
+    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "does not fit the icestick (iCE40HX1K)" in err
     assert "LUTs (after synthesis, before place-and-route), the device has 100" in err
@@ -154,12 +155,15 @@ def test_synthesis_rejects_before_place_and_route(tmp_path, monkeypatch, capsys)
 
 @pytest.mark.slow
 def test_place_and_route_failure_quotes_nextpnr(tmp_path, monkeypatch, capsys):
-    nextpnr = fake_tool(tmp_path, "nextpnr", "echo \"ERROR: Unable to place cell 'x', no BELs "
-                        "remaining to implement cell type 'ICESTORM_LC'\" >&2\nexit 1\n")
+    nextpnr = fake_tool(
+        tmp_path,
+        "nextpnr",
+        "echo \"ERROR: Unable to place cell 'x', no BELs "
+        "remaining to implement cell type 'ICESTORM_LC'\" >&2\nexit 1\n",
+    )
     monkeypatch.setenv("NEXTPNR_ICE40", nextpnr)
     out = tmp_path / "o"
-    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1",
-                "-o", str(out)]) == 2
+    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1", "-o", str(out)]) == 2
     captured = capsys.readouterr()
     assert "place-and-route (nextpnr) failed" in captured.err
     assert "ERROR: Unable to place cell 'x', no BELs remaining" in captured.err
@@ -173,8 +177,23 @@ def test_place_and_route_failure_quotes_nextpnr(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_missed_timing_exits_nonzero_with_nextpnr_reason(tmp_path, capsys):
     out = tmp_path / "o"
-    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1",
-                "--target-mhz", "400", "-o", str(out)]) == 2
+    assert (
+        run(
+            [
+                "build",
+                MARATHON,
+                "--board",
+                "icestick",
+                "--partitions",
+                "1",
+                "--target-mhz",
+                "400",
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert "timing not met at the target of 400 MHz" in captured.err
     assert "Max frequency for clock" in captured.err and "FAIL at 400.00 MHz" in captured.err
@@ -188,16 +207,22 @@ def test_missed_timing_exits_nonzero_with_nextpnr_reason(tmp_path, capsys):
 @pytest.mark.slow
 def test_marathon_bitstream_for_ecp5(tmp_path, capsys):
     out = tmp_path / "marathon-ulx3s"
-    assert run(["build", MARATHON, "--board", "ulx3s-85f", "--partitions", "8",
-                "-o", str(out)]) == 0
+    assert (
+        run(["build", MARATHON, "--board", "ulx3s-85f", "--partitions", "8", "-o", str(out)]) == 0
+    )
     captured = capsys.readouterr()
     report = json.loads((out / "report.json").read_text())
     assert report["board"] == "ulx3s-85f" and report["device"] == "LFE5U-85F"
     assert report["status"] == "ok" and report["timing_met"] is True
     assert report["target_mhz"] == 25 and report["paper_mhz"] == 125
-    assert report["parameters"] == {"partitions": 8, "tick_tuples": 0, "timer_bits": 4,
-                                    "store": "pipeline", "ways": 4}
-    (clock, fmax), = report["fmax_mhz"].items()
+    assert report["parameters"] == {
+        "partitions": 8,
+        "tick_tuples": 0,
+        "timer_bits": 4,
+        "store": "pipeline",
+        "ways": 4,
+    }
+    ((clock, fmax),) = report["fmax_mhz"].items()
     assert "sync" in clock and fmax > 25
     res = report["resources"]
     assert set(res) == {"luts", "ffs", "brams"}
@@ -267,9 +292,15 @@ def test_run_flow_builds_a_small_top(tmp_path):
     old = tmp_path / "old.bit"
     old.write_text("an earlier build's bitstream")
     said = []
-    flow = boards.run_flow(lambda: Blinky(24), board, str(work), target_mhz=50,
-                           verilog=str(tmp_path / "blinky.v"), stale=[str(old)],
-                           progress=said.append)
+    flow = boards.run_flow(
+        lambda: Blinky(24),
+        board,
+        str(work),
+        target_mhz=50,
+        verilog=str(tmp_path / "blinky.v"),
+        stale=[str(old)],
+        progress=said.append,
+    )
     assert isinstance(flow, boards.FlowResult)
     assert flow.status == "ok" and flow.step is None and flow.message is None
     assert flow.board is board and flow.device == "LFE5U-85F" and flow.package == "BG381"
@@ -279,7 +310,7 @@ def test_run_flow_builds_a_small_top(tmp_path):
     assert isinstance(flow.usage, boards.Usage)
     assert 24 <= flow.usage.ffs < 100 and 0 < flow.usage.luts < 200 and flow.usage.brams == 0
     assert flow.usage.cells.get("TRELLIS_FF") == flow.usage.ffs
-    (clock, fmax), = flow.fmax_mhz.items()
+    ((clock, fmax),) = flow.fmax_mhz.items()
     assert fmax > 50 and flow.constraint_mhz == {clock: 50} and flow.timing_met is True
     assert "fmax" in flow.pnr and "utilization" in flow.pnr
     assert flow.resources_from == "nextpnr"
@@ -288,8 +319,9 @@ def test_run_flow_builds_a_small_top(tmp_path):
     assert res["luts"]["total"] == res["ffs"]["total"] == 83640 and res["brams"]["total"] == 208
     assert 24 <= res["ffs"]["used"] < 100 and res["brams"]["used"] == 0
     assert list(flow.seconds) == ["elaborate", "yosys", "nextpnr-ecp5", "ecppack"]
-    assert said == ["elaborating"] + [f"running {os.path.basename(flow.tools[t])}"
-                                      for t in ("yosys", "nextpnr-ecp5", "ecppack")]
+    assert said == ["elaborating"] + [
+        f"running {os.path.basename(flow.tools[t])}" for t in ("yosys", "nextpnr-ecp5", "ecppack")
+    ]
     assert flow.bitstream == str(work / "nfacep_top.bit")
     assert os.path.getsize(flow.bitstream) > 100_000
     assert "module nfacep_top" in (tmp_path / "blinky.v").read_text()
@@ -311,8 +343,9 @@ def test_run_flow_stops_when_synthesis_says_it_does_not_fit(tmp_path, monkeypatc
     flow = boards.run_flow(Ring(1300), get_board("icestick"), str(tmp_path / "work"))
     assert flow.status == "does not fit" and flow.step == "yosys"
     assert "does not fit the icestick (iCE40HX1K)" in flow.message
-    assert "flip-flops (after synthesis, before place-and-route), the device has 1,280" \
-        in flow.message
+    assert (
+        "flip-flops (after synthesis, before place-and-route), the device has 1,280" in flow.message
+    )
     assert flow.usage is not None and flow.usage.ffs >= 1300 and flow.pnr is None
     assert flow.resources_from == "yosys"
     assert flow.resources["ffs"] == {"used": flow.usage.ffs, "total": 1280}
@@ -321,6 +354,7 @@ def test_run_flow_stops_when_synthesis_says_it_does_not_fit(tmp_path, monkeypatc
 
 
 # --- nfacep check --board: the estimate build checks before synthesis -------------------------
+
 
 def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
     assert run(["check", MARATHON, "--board", "ulx3s-85f", "--partitions", "4"]) == 0
@@ -338,22 +372,48 @@ def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
     assert "not refused before synthesis" in out
 
 
-def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_toolchain,
-                                                                   capsys):
+def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_toolchain, capsys):
     assert run(["check", MARATHON, "--board", "icestick", "--partitions", "64"]) == 0
     out = capsys.readouterr().out
     refused = next(ln for ln in out.splitlines() if ln.startswith("refused:"))
     assert "does not fit the icestick (iCE40HX1K)" in refused
-    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "64",
-                "-o", str(tmp_path / "o")]) == 2
+    assert (
+        run(
+            [
+                "build",
+                MARATHON,
+                "--board",
+                "icestick",
+                "--partitions",
+                "64",
+                "-o",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     # the same count and message as build's refusal
     assert refused.split("stop before synthesis: ", 1)[1] in err
 
 
 def test_check_board_json_with_table_block_rams(no_toolchain, capsys):
-    assert run(["check", MARATHON, "--json", "--board", "ulx3s-85f", "--store", "table",
-                "--partitions", "4096"]) == 0
+    assert (
+        run(
+            [
+                "check",
+                MARATHON,
+                "--json",
+                "--board",
+                "ulx3s-85f",
+                "--store",
+                "table",
+                "--partitions",
+                "4096",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["format"] == "nfacep-check/1" and doc["queries"][0]["name"] == "cheat"
     est = doc["board"]
@@ -390,10 +450,14 @@ def test_check_board_errors(monkeypatch, capsys):
     assert "unknown board 'de0-nano'" in captured.err and "icestick" in captured.err
     assert captured.out == ""
     assert run(["check", MARATHON, "--partitions", "4"]) == 2
-    assert "--partitions: the engine parameters describe the engine on a board; give --board" \
+    assert (
+        "--partitions: the engine parameters describe the engine on a board; give --board"
         in capsys.readouterr().err
-    assert run(["check", MARATHON, "--board", "icestick", "--store", "table",
-                "--partitions", "3"]) == 2
+    )
+    assert (
+        run(["check", MARATHON, "--board", "icestick", "--store", "table", "--partitions", "3"])
+        == 2
+    )
     assert "power of two" in capsys.readouterr().err
     # without the boards package's entry point, --board is a clear error and check still works
     import nfacep.cli
@@ -406,25 +470,29 @@ def test_check_board_errors(monkeypatch, capsys):
 
 # --- the engine a board gets by default (nfacep.boards.defaults) ----------------------------------
 
+
 def _board_params(capsys, *args) -> dict:
     assert run(["check", *args, "--json"]) == 0
     board = json.loads(capsys.readouterr().out)["board"]
     return board
 
 
-@pytest.mark.parametrize(("query", "board", "want"), [
-    # the 16-bit runner indexes 65,536 entries directly: 40 DP16KD, any ECP5 board
-    ("marathon", "ulx3s-85f", ("table", 65536)),
-    ("marathon", "colorlight-5a75b", ("table", 65536)),
-    # a 32-bit key is hashed and stored as a tag, and the one-minute window of bruteforce
-    # adds 5 ages of 16 bits and the last 32-bit time to every entry (159 bits): the 25F
-    # holds 4,096 entries, the 85F 16,384
-    ("bruteforce", "ulx3s-25f", ("table", 4096)),
-    ("bruteforce", "ulx3s-85f", ("table", 16384)),
-    ("marathon", "icebreaker", ("table", 2048)),
-    # no table fits the iCEstick beside its logic: the pipeline stays
-    ("marathon", "icestick", ("pipeline", 256)),
-])
+@pytest.mark.parametrize(
+    ("query", "board", "want"),
+    [
+        # the 16-bit runner indexes 65,536 entries directly: 40 DP16KD, any ECP5 board
+        ("marathon", "ulx3s-85f", ("table", 65536)),
+        ("marathon", "colorlight-5a75b", ("table", 65536)),
+        # a 32-bit key is hashed and stored as a tag, and the one-minute window of bruteforce
+        # adds 5 ages of 16 bits and the last 32-bit time to every entry (159 bits): the 25F
+        # holds 4,096 entries, the 85F 16,384
+        ("bruteforce", "ulx3s-25f", ("table", 4096)),
+        ("bruteforce", "ulx3s-85f", ("table", 16384)),
+        ("marathon", "icebreaker", ("table", 2048)),
+        # no table fits the iCEstick beside its logic: the pipeline stays
+        ("marathon", "icestick", ("pipeline", 256)),
+    ],
+)
 def test_board_default_is_the_largest_table_that_fits(no_toolchain, capsys, query, board, want):
     from nfacep.boards.defaults import RESERVED, table_blocks
 
@@ -444,10 +512,12 @@ def test_board_default_is_the_largest_table_that_fits(no_toolchain, capsys, quer
 
 
 def test_board_default_gives_way_to_any_store_option(no_toolchain, capsys, tmp_path):
-    for options, want in [(["--partitions", "64"], ("pipeline", 64)),
-                          (["--store", "pipeline"], ("pipeline", 256)),
-                          (["--ways", "2"], ("pipeline", 256)),
-                          (["--store", "table"], ("table", 256))]:
+    for options, want in [
+        (["--partitions", "64"], ("pipeline", 64)),
+        (["--store", "pipeline"], ("pipeline", 256)),
+        (["--ways", "2"], ("pipeline", 256)),
+        (["--store", "table"], ("table", 256)),
+    ]:
         p = _board_params(capsys, MARATHON, "--board", "ulx3s-85f", *options)["parameters"]
         assert (p["store"], p["partitions"]) == want, options
     # timers make the entries wider (a tick stamp), so a smaller table fits the 25F
@@ -472,10 +542,13 @@ def test_run_names_the_board_default_when_the_engine_differs():
 
     nfa = compile_file(MARATHON)
     built = board_engine(nfa, get_board("ulx3s-85f"), {})
-    status = {"engine_id": engine_id(nfa, built),
-              "tuple_bytes": tuple_bytes(nfa.program.schema),
-              "record_bytes": record_format(nfa).nbytes}
+    status = {
+        "engine_id": engine_id(nfa, built),
+        "tuple_bytes": tuple_bytes(nfa.program.schema),
+        "record_bytes": record_format(nfa).nbytes,
+    }
     check_engine(status, nfa, built, link="uart")  # the same engine: no error
-    with pytest.raises(NoBoardError, match="makes by default: pass --store table "
-                                           "--partitions 65536 --ways 4"):
+    with pytest.raises(
+        NoBoardError, match="makes by default: pass --store table --partitions 65536 --ways 4"
+    ):
         check_engine(status, nfa, EngineParams(), link="uart")

@@ -40,18 +40,23 @@ def run_cli(argv):
 def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
     """A software board on a fresh pty; yields (model, port path). Built with the bundled
     runtime parameters' values unless ``values`` (``--param`` texts) says otherwise."""
-    given = {k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples",
-                                                              "timer_bits")}
+    given = {
+        k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples", "timer_bits")
+    }
     nfa = compile_file(QUERIES / f"{name}.sql")
     texts = kwargs.pop("values", None)
-    values = param_values(name, nfa) if texts is None else \
-        ParamValues.parse(nfa.program.parameters, texts)
+    values = (
+        param_values(name, nfa)
+        if texts is None
+        else ParamValues.parse(nfa.program.parameters, texts)
+    )
     model = BoardModel(nfa, EngineParams(**given), values=values, **kwargs)
     master, slave = os.openpty()
     tty.setraw(master)
     stop = threading.Event()
-    thread = serve(model, master, stop=stop, lose=lose, corrupt=corrupt, seed=7) \
-        if serve_it else None
+    thread = (
+        serve(model, master, stop=stop, lose=lose, corrupt=corrupt, seed=7) if serve_it else None
+    )
     try:
         yield model, os.ttyname(slave)
     finally:
@@ -64,8 +69,20 @@ def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
 
 def reference(tmp_path, name, *params):
     out = tmp_path / "reference.csv"
-    assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
-                 "--output", str(out), *params]) == 0
+    assert (
+        main(
+            [
+                "match",
+                str(QUERIES / f"{name}.sql"),
+                "--input",
+                str(QUERIES / f"{name}.csv"),
+                "--output",
+                str(out),
+                *params,
+            ]
+        )
+        == 0
+    )
     return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
 
 
@@ -76,9 +93,22 @@ SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", 
 def test_run_equals_match(tmp_path, name, capsys):
     out = tmp_path / "board.csv"
     with board(name) as (model, port):
-        assert run_cli(["run", str(QUERIES / f"{name}.sql"), "--port", port,
-                        "--input", str(QUERIES / f"{name}.csv"), "--output", str(out),
-                        *param_args(name)]) == 0
+        assert (
+            run_cli(
+                [
+                    "run",
+                    str(QUERIES / f"{name}.sql"),
+                    "--port",
+                    port,
+                    "--input",
+                    str(QUERIES / f"{name}.csv"),
+                    "--output",
+                    str(out),
+                    *param_args(name),
+                ]
+            )
+            == 0
+        )
         assert model.switches == []  # the board runs the values it was built with
     expected, ref_summary = reference(tmp_path, name, *param_args(name))
     assert out.read_text() == expected == (QUERIES / f"{name}.matches.csv").read_text()
@@ -100,8 +130,22 @@ def test_drops_and_a_small_slow_buffer(tmp_path):
     out = tmp_path / "board.csv"
     with board(partitions=4, tick_tuples=3, timer_bits=2, capacity=64) as (model, port):
         model.consume = False
-        assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", port, "--input",
-                        str(QUERIES / "marathon.csv"), "--output", str(out), *params]) == 0
+        assert (
+            run_cli(
+                [
+                    "run",
+                    str(QUERIES / "marathon.sql"),
+                    "--port",
+                    port,
+                    "--input",
+                    str(QUERIES / "marathon.csv"),
+                    "--output",
+                    str(out),
+                    *params,
+                ]
+            )
+            == 0
+        )
         assert model.counters["overflow"] == 0
     expected, ref_summary = reference(tmp_path, "marathon", *params)
     summary = json.loads((tmp_path / "board.summary.json").read_text())
@@ -114,9 +158,13 @@ def test_drops_and_a_small_slow_buffer(tmp_path):
 def test_lossy_link_resends_and_still_matches(tmp_path):
     out = tmp_path / "board.csv"
     with board("vshape", lose=0.0005, corrupt=0.0005) as (model, port):
-        result = run_files(host.UartBoard(port, timeout=5),
-                           compile_file(QUERIES / "vshape.sql"), str(QUERIES / "vshape.csv"),
-                           str(out), EngineParams())
+        result = run_files(
+            host.UartBoard(port, timeout=5),
+            compile_file(QUERIES / "vshape.sql"),
+            str(QUERIES / "vshape.csv"),
+            str(out),
+            EngineParams(),
+        )
     expected, _ = reference(tmp_path, "vshape")
     assert out.read_text() == expected
     errors = model.status()
@@ -127,9 +175,23 @@ def test_lossy_link_resends_and_still_matches(tmp_path):
 def test_no_board_answers(tmp_path, capsys):
     out = tmp_path / "board.csv"
     with board(serve_it=False) as (_, port):
-        assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", port, "--input",
-                        str(QUERIES / "marathon.csv"), "--output", str(out),
-                        "--timeout", "0.6"]) == 1
+        assert (
+            run_cli(
+                [
+                    "run",
+                    str(QUERIES / "marathon.sql"),
+                    "--port",
+                    port,
+                    "--input",
+                    str(QUERIES / "marathon.csv"),
+                    "--output",
+                    str(out),
+                    "--timeout",
+                    "0.6",
+                ]
+            )
+            == 1
+        )
     err = capsys.readouterr().err
     assert f"no board answers on {port}" in err and "--link uart" in err
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
@@ -137,9 +199,21 @@ def test_no_board_answers(tmp_path, capsys):
 
 def test_port_that_does_not_exist(tmp_path, capsys):
     # a port that cannot be opened is a mistake to fix (exit 2), not a failed run (1)
-    assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", str(tmp_path / "ttyNONE"),
-                    "--input", str(QUERIES / "marathon.csv"),
-                    "--output", str(tmp_path / "m.csv")]) == 2
+    assert (
+        run_cli(
+            [
+                "run",
+                str(QUERIES / "marathon.sql"),
+                "--port",
+                str(tmp_path / "ttyNONE"),
+                "--input",
+                str(QUERIES / "marathon.csv"),
+                "--output",
+                str(tmp_path / "m.csv"),
+            ]
+        )
+        == 2
+    )
     assert "cannot open the serial port" in capsys.readouterr().err
     assert not (tmp_path / "m.csv").exists()
 
@@ -147,9 +221,23 @@ def test_port_that_does_not_exist(tmp_path, capsys):
 def test_board_with_another_engine(tmp_path, capsys):
     out = tmp_path / "board.csv"
     with board() as (_, port):  # built with 256 partitions, asked for 64
-        assert run_cli(["run", str(QUERIES / "marathon.sql"), "--port", port, "--input",
-                        str(QUERIES / "marathon.csv"), "--output", str(out),
-                        "--partitions", "64"]) == 1
+        assert (
+            run_cli(
+                [
+                    "run",
+                    str(QUERIES / "marathon.sql"),
+                    "--port",
+                    port,
+                    "--input",
+                    str(QUERIES / "marathon.csv"),
+                    "--output",
+                    str(out),
+                    "--partitions",
+                    "64",
+                ]
+            )
+            == 1
+        )
     err = capsys.readouterr().err
     assert "the board runs another engine" in err and "--partitions 64" in err
     assert not out.exists()
@@ -157,8 +245,14 @@ def test_board_with_another_engine(tmp_path, capsys):
 
 #: supplychain's ato matches tuples 231, 241 and 281 with big=0, none with a big :big; these
 #: switches leave 241 and 281 (and change :big twice inside one 16-tuple frame).
-SWITCHES = ["big=4000000000", "big=0@235", "big=4000000000@260", "big=0@281", "big=7@282",
-            "big=4000000000@300"]
+SWITCHES = [
+    "big=4000000000",
+    "big=0@235",
+    "big=4000000000@260",
+    "big=0@281",
+    "big=7@282",
+    "big=4000000000@300",
+]
 
 
 def _params(texts):
@@ -174,16 +268,36 @@ def test_run_switches_runtime_parameters(tmp_path, built, slow):
     out = tmp_path / "board.csv"
     with board("supplychain", values=[built], capacity=64) as (model, port):
         model.consume = not slow
-        assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
-                        str(QUERIES / "supplychain.csv"), "--output", str(out),
-                        *_params(SWITCHES)]) == 0
-        assert [seq for seq, _ in model.switches] == \
-            ([0] if built != SWITCHES[0] else []) + [235, 260, 281, 282, 300]
+        assert (
+            run_cli(
+                [
+                    "run",
+                    str(QUERIES / "supplychain.sql"),
+                    "--port",
+                    port,
+                    "--input",
+                    str(QUERIES / "supplychain.csv"),
+                    "--output",
+                    str(out),
+                    *_params(SWITCHES),
+                ]
+            )
+            == 0
+        )
+        assert [seq for seq, _ in model.switches] == ([0] if built != SWITCHES[0] else []) + [
+            235,
+            260,
+            281,
+            282,
+            300,
+        ]
         assert model.counters["overflow"] == 0 and model.counters["out_of_seq"] == 0
     expected, ref_summary = reference(tmp_path, "supplychain", *_params(SWITCHES))
     assert out.read_text() == expected
-    assert [line.split(",")[0] for line in expected.splitlines() if ",ato," in line] == \
-        ["241", "281"]
+    assert [line.split(",")[0] for line in expected.splitlines() if ",ato," in line] == [
+        "241",
+        "281",
+    ]
     summary = json.loads((tmp_path / "board.summary.json").read_text())
     assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
     assert summary["runtime_parameters"] == ref_summary["runtime_parameters"]
@@ -194,10 +308,14 @@ def test_run_switches_runtime_parameters(tmp_path, built, slow):
 def test_run_switches_over_a_lossy_link(tmp_path):
     out = tmp_path / "board.csv"
     with board("supplychain", lose=0.001, corrupt=0.001) as (model, port):
-        result = run_files(host.UartBoard(port, timeout=5),
-                           compile_file(QUERIES / "supplychain.sql"),
-                           str(QUERIES / "supplychain.csv"), str(out), EngineParams(),
-                           values=ParamValues.parse(model.values.types, SWITCHES))
+        result = run_files(
+            host.UartBoard(port, timeout=5),
+            compile_file(QUERIES / "supplychain.sql"),
+            str(QUERIES / "supplychain.csv"),
+            str(out),
+            EngineParams(),
+            values=ParamValues.parse(model.values.types, SWITCHES),
+        )
     expected, _ = reference(tmp_path, "supplychain", *_params(SWITCHES))
     assert out.read_text() == expected
     assert result.stats["frames_resent"] > 0
@@ -217,11 +335,26 @@ def test_a_lost_switch_fails_the_run(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(BoardModel, "params_frame", forget)
     out = tmp_path / "board.csv"
     with board("supplychain") as (_, port):
-        assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
-                        str(QUERIES / "supplychain.csv"), "--output", str(out),
-                        *_params(["big=20000", "big=5@100"])]) == 1
-    assert "runtime parameters at the end of the run are {'big': 20000}, expected " \
+        assert (
+            run_cli(
+                [
+                    "run",
+                    str(QUERIES / "supplychain.sql"),
+                    "--port",
+                    port,
+                    "--input",
+                    str(QUERIES / "supplychain.csv"),
+                    "--output",
+                    str(out),
+                    *_params(["big=20000", "big=5@100"]),
+                ]
+            )
+            == 1
+        )
+    assert (
+        "runtime parameters at the end of the run are {'big': 20000}, expected "
         "{'big': 5}" in capsys.readouterr().err
+    )
     assert not out.exists()
 
 
@@ -238,14 +371,30 @@ def test_switch_plan_and_frame_starts():
 def test_a_board_that_never_takes_a_switch(tmp_path, capsys, monkeypatch):
     """A board that answers but rejects every PARAMS frame: the run fails within its timeout
     (no endless resending)."""
+
     def reject(self, payload):
         self.counters["overflow"] += 1
         return self.ack()
 
     monkeypatch.setattr(BoardModel, "params_frame", reject)
     with board("supplychain") as (_, port):
-        assert run_cli(["run", str(QUERIES / "supplychain.sql"), "--port", port, "--input",
-                        str(QUERIES / "supplychain.csv"), "--output", str(tmp_path / "b.csv"),
-                        "--timeout", "0.5", *_params(["big=20000", "big=5@100"])]) == 1
+        assert (
+            run_cli(
+                [
+                    "run",
+                    str(QUERIES / "supplychain.sql"),
+                    "--port",
+                    port,
+                    "--input",
+                    str(QUERIES / "supplychain.csv"),
+                    "--output",
+                    str(tmp_path / "b.csv"),
+                    "--timeout",
+                    "0.5",
+                    *_params(["big=20000", "big=5@100"]),
+                ]
+            )
+            == 1
+        )
     err = capsys.readouterr().err
     assert "has not accepted frame 7 (PARAMS)" in err and "'overflow'" in err

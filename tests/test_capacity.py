@@ -228,8 +228,18 @@ def test_oracle_crc32_is_the_standard_one():
 
 
 def table_options(n: int, ways: int, tick: int = 0, bits: int = 4) -> list[str]:
-    return ["--store", "table", "--partitions", str(n), "--ways", str(ways),
-            "--tick-tuples", str(tick), "--timer-bits", str(bits)]
+    return [
+        "--store",
+        "table",
+        "--partitions",
+        str(n),
+        "--ways",
+        str(ways),
+        "--tick-tuples",
+        str(tick),
+        "--timer-bits",
+        str(bits),
+    ]
 
 
 def test_oracle_table_buckets_by_hand():
@@ -248,16 +258,20 @@ def test_oracle_table_buckets_by_hand():
     assert partition(list(range(256)) * 2, 256, table=(8, 4)).drop_seqs == []
 
 
-@pytest.mark.parametrize(("keys", "n", "ways"), [
-    ([0, 1, 2, 3, 4, 5, 0], 4, 2),
-    ([0, 1, 2, 3, 4, 5, 0, 5, 4], 4, 4),  # one bucket of 4: the first four keys stay
-    ([5, 5, 4, 4, 3, 2, 1, 0], 8, 1),
-    ([0, 2, 5, 0, 2, 5], 2, 1),
-])
+@pytest.mark.parametrize(
+    ("keys", "n", "ways"),
+    [
+        ([0, 1, 2, 3, 4, 5, 0], 4, 2),
+        ([0, 1, 2, 3, 4, 5, 0, 5, 4], 4, 4),  # one bucket of 4: the first four keys stay
+        ([5, 5, 4, 4, 3, 2, 1, 0], 8, 1),
+        ([0, 2, 5, 0, 2, 5], 2, 1),
+    ],
+)
 def test_match_table_hand_cases(tmp_path, keys, n, ways):
     text = STREAM + render_query(AA, "s", "k")
-    check_against_oracle(tmp_path, [AA], text, keyed(keys), True, table_options(n, ways),
-                         (n, 0, 4), table=(8, ways))
+    check_against_oracle(
+        tmp_path, [AA], text, keyed(keys), True, table_options(n, ways), (n, 0, 4), table=(8, ways)
+    )
 
 
 def test_match_table_direct_never_drops(tmp_path):
@@ -266,8 +280,16 @@ def test_match_table_direct_never_drops(tmp_path):
     keys = [rng.randrange(256) for _ in range(300)]
     cells = [rng.choice(["a", "", "ab"]) for _ in keys]
     text = STREAM + render_query(AA, "s", "k")
-    check_against_oracle(tmp_path, [AA], text, keyed(keys, cells), True,
-                         table_options(256, 4), (256, 0, 4), table=(8, 4))
+    check_against_oracle(
+        tmp_path,
+        [AA],
+        text,
+        keyed(keys, cells),
+        True,
+        table_options(256, 4),
+        (256, 0, 4),
+        table=(8, 4),
+    )
 
 
 @cli_settings(40)
@@ -284,27 +306,48 @@ def test_match_table_random(tmp_path, keys, log_n, log_ways, data):
     ways = 1 << min(log_ways, log_n)
     tick = data.draw(st.sampled_from([0, 0, 1, 2, 3, 5]), label="tick_tuples")
     bits = data.draw(st.integers(1, 3), label="timer_bits")
-    cells = data.draw(st.lists(st.sampled_from(["a", "b", "ab", ""]), min_size=len(keys),
-                               max_size=len(keys)), label="cells")
+    cells = data.draw(
+        st.lists(st.sampled_from(["a", "b", "ab", ""]), min_size=len(keys), max_size=len(keys)),
+        label="cells",
+    )
     q2 = Query("r", seq(A, B), ABC[:2], skip=True)
     text = STREAM + render_query(AA, "s", "k") + render_query(q2, "s", "k")
-    check_against_oracle(tmp_path, [AA, q2], text, keyed(keys, cells), True,
-                         table_options(n, ways, tick, bits), (n, tick, bits), table=(8, ways))
+    check_against_oracle(
+        tmp_path,
+        [AA, q2],
+        text,
+        keyed(keys, cells),
+        True,
+        table_options(n, ways, tick, bits),
+        (n, tick, bits),
+        table=(8, ways),
+    )
 
 
-@pytest.mark.parametrize(("keys", "n", "ways", "tick", "bits"), [
-    # one bucket of 2 (8-bit keys, 2 entries): keys 0 and 1 fill it; after 3 ticks without
-    # them (one per tuple, M = 3) both are free again and 2 and 3 are stored
-    ([0, 1, 2, 3, 2, 3, 2, 3, 0], 2, 2, 1, 2),
-    ([0, 0, 0, 1, 1, 0, 2, 2, 2, 2, 2, 0], 4, 4, 2, 1),
-    # direct (256 entries): nothing is dropped, an idle key starts again from nothing
-    ([7, 7, 9, 9, 9, 9, 7, 7], 256, 4, 1, 2),
-])
+@pytest.mark.parametrize(
+    ("keys", "n", "ways", "tick", "bits"),
+    [
+        # one bucket of 2 (8-bit keys, 2 entries): keys 0 and 1 fill it; after 3 ticks without
+        # them (one per tuple, M = 3) both are free again and 2 and 3 are stored
+        ([0, 1, 2, 3, 2, 3, 2, 3, 0], 2, 2, 1, 2),
+        ([0, 0, 0, 1, 1, 0, 2, 2, 2, 2, 2, 0], 4, 4, 2, 1),
+        # direct (256 entries): nothing is dropped, an idle key starts again from nothing
+        ([7, 7, 9, 9, 9, 9, 7, 7], 256, 4, 1, 2),
+    ],
+)
 def test_match_table_timers_by_hand(tmp_path, keys, n, ways, tick, bits):
     text = STREAM + render_query(AA, "s", "k")
     cells = ["a"] * len(keys)
-    check_against_oracle(tmp_path, [AA], text, keyed(keys, cells), True,
-                         table_options(n, ways, tick, bits), (n, tick, bits), table=(8, ways))
+    check_against_oracle(
+        tmp_path,
+        [AA],
+        text,
+        keyed(keys, cells),
+        True,
+        table_options(n, ways, tick, bits),
+        (n, tick, bits),
+        table=(8, ways),
+    )
 
 
 @given(keys=st.lists(st.integers(0, 2**64 - 1), max_size=50), bits=st.integers(1, 64))
@@ -320,11 +363,17 @@ def test_key_crc32_is_zlibs_on_the_little_endian_key_bytes(keys, bits):
     assert got == [binascii.crc32(k.to_bytes((bits + 7) // 8, "little")) for k in keys]
 
 
-@given(codes=key_lists(max_len=60, keys=30), log_n=st.integers(0, 6), log_ways=st.integers(0, 3),
-       bits=st.sampled_from([4, 5, 16, 64]), tick=st.sampled_from([0, 1, 2, 7]),
-       timer_bits=st.integers(1, 3))
-def test_table_admission_equals_the_sequential_definition(codes, log_n, log_ways, bits, tick,
-                                                          timer_bits):
+@given(
+    codes=key_lists(max_len=60, keys=30),
+    log_n=st.integers(0, 6),
+    log_ways=st.integers(0, 3),
+    bits=st.sampled_from([4, 5, 16, 64]),
+    tick=st.sampled_from([0, 1, 2, 7]),
+    timer_bits=st.integers(1, 3),
+)
+def test_table_admission_equals_the_sequential_definition(
+    codes, log_n, log_ways, bits, tick, timer_bits
+):
     """The array model of the table (without timers: the first `ways` keys of a bucket stay;
     with timers: the per-bucket count of elements in use) against the one-tuple-at-a-time
     pass, over raw keys of several widths (direct and hashed)."""
@@ -333,8 +382,13 @@ def test_table_admission_equals_the_sequential_definition(codes, log_n, log_ways
     from nfacep.capacity import admit, admit_sequential, table_slots
     from nfacep.params import EngineParams
 
-    params = EngineParams(store="table", partitions=1 << log_n, ways=1 << min(log_ways, log_n),
-                          tick_tuples=tick, timer_bits=timer_bits)
+    params = EngineParams(
+        store="table",
+        partitions=1 << log_n,
+        ways=1 << min(log_ways, log_n),
+        tick_tuples=tick,
+        timer_bits=timer_bits,
+    )
     rng = random.Random(bits)
     raw = np.array([rng.randrange(1 << bits) for _ in range(30)], dtype=np.uint64)
     raw = np.unique(raw)
@@ -347,12 +401,18 @@ def test_table_admission_equals_the_sequential_definition(codes, log_n, log_ways
         assert fast.admitted.all()
 
 
-@given(codes=key_lists(max_len=60, keys=8), table=st.booleans(),
-       partitions=st.integers(1, 5), tick=st.sampled_from([0, 1, 2, 3, 5]),
-       timer_bits=st.integers(1, 3), cuts=st.lists(st.integers(0, 60), max_size=5),
-       data=st.data())
-def test_admission_in_pieces_equals_one_pass(codes, table, partitions, tick, timer_bits, cuts,
-                                             data):
+@given(
+    codes=key_lists(max_len=60, keys=8),
+    table=st.booleans(),
+    partitions=st.integers(1, 5),
+    tick=st.sampled_from([0, 1, 2, 3, 5]),
+    timer_bits=st.integers(1, 3),
+    cuts=st.lists(st.integers(0, 60), max_size=5),
+    data=st.data(),
+)
+def test_admission_in_pieces_equals_one_pass(
+    codes, table, partitions, tick, timer_bits, cuts, data
+):
     """The stream cut into pieces, each admitted from where the earlier ones left the store
     (``admit(offset=, last=)``, then ``carry``): the same drops and fresh starts as the
     one-tuple-at-a-time definition over the whole stream, whichever way each piece goes
@@ -365,11 +425,17 @@ def test_admission_in_pieces_equals_one_pass(codes, table, partitions, tick, tim
     codes = np.array(codes, dtype=np.uint16)
     slots = None
     if table:
-        params = EngineParams(store="table", partitions=4, ways=1 + (partitions > 2),
-                              tick_tuples=tick, timer_bits=timer_bits)
+        params = EngineParams(
+            store="table",
+            partitions=4,
+            ways=1 + (partitions > 2),
+            tick_tuples=tick,
+            timer_bits=timer_bits,
+        )
         buckets = 4 // params.ways
-        slots = Slots(np.array([data.draw(st.integers(0, buckets - 1)) for _ in range(8)]),
-                      params.ways)
+        slots = Slots(
+            np.array([data.draw(st.integers(0, buckets - 1)) for _ in range(8)]), params.ways
+        )
     else:
         params = EngineParams(partitions=partitions, tick_tuples=tick, timer_bits=timer_bits)
     whole = admit_sequential(codes, params, slots)

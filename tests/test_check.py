@@ -6,8 +6,7 @@ import nfacep
 from nfacep import predicates as P
 from nfacep.errors import QueryError
 
-STREAM = ("CREATE STREAM s (a UINT(8), b INT(8), c BOOL, d FLOAT32, e ENUM('x', 'y'), "
-          "w UINT(64));\n")
+STREAM = "CREATE STREAM s (a UINT(8), b INT(8), c BOOL, d FLOAT32, e ENUM('x', 'y'), w UINT(64));\n"
 
 ERRORS = [
     ("QUERY q FROM t PATTERN (A)", "unknown stream 't'", "t"),
@@ -41,20 +40,42 @@ ERRORS = [
     ("QUERY q; QUERY q PATTERN (A)", "unexpected", ";"),
     ("QUERY q PATTERN (A); QUERY q PATTERN (B)", "already defined", "q"),
     ("QUERY q PARTITION a PATTERN (A); QUERY r PARTITION b PATTERN (B)", "same partition", "b"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.a AS x PATTERN (A)) AS q",
-     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS begin PATTERN (A)) AS q",
-     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.seq) AS start_seq PATTERN (A)) AS q",
-     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS start_seq, FIRST(seq) AS "
-     "start_seq PATTERN (A)) AS q", "start_seq is listed more than once", "M"),
-    ("QUERY q MEASURES LAST(seq) AS start_seq PATTERN (A)",
-     "MEASURES other than FIRST(seq) AS start_seq is not supported", "M"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
-     "ALL ROWS PER MATCH is not supported", "A"),
-    ("SELECT * FROM s MATCH_RECOGNIZE (AFTER MATCH SKIP TO NEXT ROW PATTERN (A)) AS q",
-     "SKIP TO NEXT ROW is not supported", "T"),
+    (
+        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.a AS x PATTERN (A)) AS q",
+        "MEASURES other than FIRST(seq) AS start_seq is not supported",
+        "M",
+    ),
+    (
+        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS begin PATTERN (A)) AS q",
+        "MEASURES other than FIRST(seq) AS start_seq is not supported",
+        "M",
+    ),
+    (
+        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.seq) AS start_seq PATTERN (A)) AS q",
+        "MEASURES other than FIRST(seq) AS start_seq is not supported",
+        "M",
+    ),
+    (
+        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS start_seq, FIRST(seq) AS "
+        "start_seq PATTERN (A)) AS q",
+        "start_seq is listed more than once",
+        "M",
+    ),
+    (
+        "QUERY q MEASURES LAST(seq) AS start_seq PATTERN (A)",
+        "MEASURES other than FIRST(seq) AS start_seq is not supported",
+        "M",
+    ),
+    (
+        "SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
+        "ALL ROWS PER MATCH is not supported",
+        "A",
+    ),
+    (
+        "SELECT * FROM s MATCH_RECOGNIZE (AFTER MATCH SKIP TO NEXT ROW PATTERN (A)) AS q",
+        "SKIP TO NEXT ROW is not supported",
+        "T",
+    ),
     ("SELECT a FROM s MATCH_RECOGNIZE (PATTERN (A)) AS q", "SELECT list", "a"),
     ("QUERY q PATTERN (A{5000})", "more than the limit", "{5000}"),
     ("QUERY q PATTERN (PERMUTE(A, B, C, D, E, F, G))", "more than the limit", "P"),
@@ -70,7 +91,7 @@ def test_semantic_errors(text, message, at):
     assert message in err.message
     assert err.line == 2
     # the caret points at the offending text
-    assert source.splitlines()[1][err.column - 1:].startswith(at), err.render()
+    assert source.splitlines()[1][err.column - 1 :].startswith(at), err.render()
     assert err.render().startswith(f"q.sql:2:{err.column}: ")
 
 
@@ -96,27 +117,32 @@ def test_unused_define_is_a_warning():
 
 
 def test_default_names_and_undefined_variables():
-    nfa = nfacep.compile_text(STREAM + "PATTERN (A B); SELECT * FROM s MATCH_RECOGNIZE "
-                              "(PATTERN (C) DEFINE C AS c)")
+    nfa = nfacep.compile_text(
+        STREAM + "PATTERN (A B); SELECT * FROM s MATCH_RECOGNIZE (PATTERN (C) DEFINE C AS c)"
+    )
     assert [q.name for q in nfa.program.queries] == ["q1", "q2"]
     assert nfa.program.queries[0].predicates == {"A": None, "B": None}
 
 
 def test_predicates_are_typed_normalised_and_shared():
-    nfa = nfacep.compile_text(STREAM + """
+    nfa = nfacep.compile_text(
+        STREAM
+        + """
         QUERY one PATTERN (A B) DEFINE A AS (5 < a) B AS (e != 'y');
         QUERY two PATTERN (C D) DEFINE C AS (a > 5) D AS (d >= 0.1 AND w - a > 3 AND c = TRUE);
-    """)
+    """
+    )
     texts = [p.text for p in nfa.predicates]
-    assert texts == ["a > 5", "e <> 'y'",
-                     "(d >= 0.1) AND (w - a > 3) AND (c = TRUE)"]
+    assert texts == ["a > 5", "e <> 'y'", "(d >= 0.1) AND (w - a > 3) AND (c = TRUE)"]
     a_gt_5 = nfa.predicates[0].expr
     assert a_gt_5 == P.Cmp(">", P.FieldRef("a", a_gt_5.left.type), P.Const(5, "int"), "int")
 
 
 def test_enum_and_bool_and_constant_folding():
-    nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A B C) DEFINE A AS e IN ('x', 'y') "
-                              "B AS a NOT BETWEEN 1 AND 3 - 1 C AS 1 + 1 = 2")
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY q PATTERN (A B C) DEFINE A AS e IN ('x', 'y') "
+        "B AS a NOT BETWEEN 1 AND 3 - 1 C AS 1 + 1 = 2"
+    )
     texts = [p.text for p in nfa.predicates]
     assert texts == ["(e = 'x') OR (e = 'y')", "NOT ((a >= 1) AND (a <= 2))"]
     # C AS 1 + 1 = 2 folds to TRUE: no decoder bit, like an undefined variable
@@ -128,15 +154,19 @@ def test_start_seq_in_both_forms():
     nfa = nfacep.compile_text(
         STREAM + "SELECT * FROM s MATCH_RECOGNIZE (MEASURES first(SEQ) AS Start_Seq "
         "PATTERN (A B)) AS q;\nQUERY r MEASURES FIRST(seq) AS start_seq PATTERN (A);\n"
-        "QUERY p PATTERN (A);", "q.sql")
+        "QUERY p PATTERN (A);",
+        "q.sql",
+    )
     assert [q.start_seq for q in nfa.queries] == [True, True, False]
     assert [q.start_seq for q in nfa.program.queries] == [True, True, False]
 
 
 def test_start_seq_needs_seq_free():
     """FIRST(seq) names the position in the stream: a field named seq would be ambiguous."""
-    source = ("CREATE STREAM s (seq UINT(8), a UINT(8));\n"
-              "QUERY q MEASURES FIRST(seq) AS start_seq PATTERN (A)")
+    source = (
+        "CREATE STREAM s (seq UINT(8), a UINT(8));\n"
+        "QUERY q MEASURES FIRST(seq) AS start_seq PATTERN (A)"
+    )
     with pytest.raises(QueryError) as info:
         nfacep.compile_text(source, "q.sql")
     assert "has a field named seq" in str(info.value)

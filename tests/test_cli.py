@@ -95,20 +95,23 @@ def test_match_reads_a_vectors_style_parquet_folder(tmp_path, capsys):
     schema = compile_file(q).program.schema
     data = tuples.read(csv, schema)
     labels = schema.field("checkpoint").type.labels
-    table = pa.table({
-        "seq": pa.array(range(data.n), pa.int64()),
-        "time": pa.array(data.columns["time"].astype("int64")),
-        "checkpoint": [labels[i] for i in data.columns["checkpoint"]],
-        "runner": pa.array(data.columns["runner"].astype("int64")),
-        "speed": pa.array(data.columns["speed"], pa.float32()),
-    })
+    table = pa.table(
+        {
+            "seq": pa.array(range(data.n), pa.int64()),
+            "time": pa.array(data.columns["time"].astype("int64")),
+            "checkpoint": [labels[i] for i in data.columns["checkpoint"]],
+            "runner": pa.array(data.columns["runner"].astype("int64")),
+            "speed": pa.array(data.columns["speed"], pa.float32()),
+        }
+    )
     folder = tmp_path / "v" / "tuples.parquet"
     folder.mkdir(parents=True)
     for k in range(3):  # part k holds the runners with runner % 3 == k, newest first
         rows = [i for i in reversed(range(data.n)) if data.columns["runner"][i] % 3 == k]
         name = f"part-{k:05d}-1d3dae03-bdad-4709-b7a5-464c06cbf5cc-c000.snappy.parquet"
-        pq.write_table(table.take(pa.array(rows, pa.int64())), str(folder / name),
-                       compression="snappy")
+        pq.write_table(
+            table.take(pa.array(rows, pa.int64())), str(folder / name), compression="snappy"
+        )
         (folder / f".{name}.crc").write_bytes(b"\x00")
     (folder / "_SUCCESS").write_text("")
     for params in ([], ["--partitions", "8", "--tick-tuples", "5", "--timer-bits", "2"]):
@@ -130,8 +133,17 @@ def test_every_registered_command_loads():
     from nfacep import cli
 
     found = cli.commands()
-    assert [c.name for c in found] == ["check", "explain", "match", "verilog", "sim", "vectors",
-                                       "regress", "build", "run"]
+    assert [c.name for c in found] == [
+        "check",
+        "explain",
+        "match",
+        "verilog",
+        "sim",
+        "vectors",
+        "regress",
+        "build",
+        "run",
+    ]
     assert not [c.name for c in found if c.help.startswith("(unavailable")]
 
 
@@ -141,8 +153,9 @@ def test_a_broken_command_package_does_not_break_the_others(monkeypatch, capsys,
     real = metadata.entry_points
 
     def entry_points(**kw):
-        broken = metadata.EntryPoint(name="widget", value="nfacep_no_such_package.cli:Widget",
-                                     group=kw.get("group", ""))
+        broken = metadata.EntryPoint(
+            name="widget", value="nfacep_no_such_package.cli:Widget", group=kw.get("group", "")
+        )
         return [*real(**kw), broken]
 
     monkeypatch.setattr(metadata, "entry_points", entry_points)
@@ -175,8 +188,11 @@ def test_ctrl_c_while_the_compiler_loads_is_an_interrupted_command(monkeypatch, 
         entry.main()
     assert exit_.value.code == 130
     assert capsys.readouterr().err == "nfacep: interrupted\n"
-    probe = "import sys, nfacep; print(sorted(m for m in ('lark', 'nfacep.check', " \
-            "'nfacep.nfa', 'numpy') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         check=True).stdout
+    probe = (
+        "import sys, nfacep; print(sorted(m for m in ('lark', 'nfacep.check', "
+        "'nfacep.nfa', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

@@ -50,8 +50,10 @@ def test_mutants_are_accepted_or_refused_with_a_position(tmp_path, block):
     try:
         for i in range(block * INPUTS // 10, (block + 1) * INPUTS // 10):
             base, kind, data = mutant(SEED, i)
-            where = f"input {i} of seed {SEED} ({kind} from {base.name}.csv; " \
-                    f"tools/fuzz_tuples.py --seed {SEED} --show {i})"
+            where = (
+                f"input {i} of seed {SEED} ({kind} from {base.name}.csv; "
+                f"tools/fuzz_tuples.py --seed {SEED} --show {i})"
+            )
             start = time.perf_counter()
             signal.setitimer(signal.ITIMER_REAL, 4 * BOUND)
             try:

@@ -18,17 +18,20 @@ from nfacep.hdl.bram import DP16KD_SHAPES, RegisteredBank, dp16kd_blocks, dp16kd
 HERE = pathlib.Path(__file__).parent
 
 
-@pytest.mark.parametrize(("depth", "width", "want"), [
-    (16384, 10, (16384, 1, 1, 10)),  # deep: one bit per block, no stacking
-    (16384, 27, (16384, 1, 1, 27)),  # 27 side by side rather than 24 with eight stacked
-    (16384, 40, (16384, 1, 1, 40)),
-    (1024, 18, (1024, 18, 1, 1)),
-    (2048, 9, (2048, 9, 1, 1)),
-    (4, 20, (1024, 18, 1, 2)),
-    (3000, 40, (4096, 4, 1, 10)),  # 10 side by side rather than 9 with three stacked
-    (3000, 18, (1024, 18, 3, 1)),  # 3 stacked: side by side would take 5
-    (100, 5, (2048, 9, 1, 1)),  # one block: the first shape as wide as the word
-])
+@pytest.mark.parametrize(
+    ("depth", "width", "want"),
+    [
+        (16384, 10, (16384, 1, 1, 10)),  # deep: one bit per block, no stacking
+        (16384, 27, (16384, 1, 1, 27)),  # 27 side by side rather than 24 with eight stacked
+        (16384, 40, (16384, 1, 1, 40)),
+        (1024, 18, (1024, 18, 1, 1)),
+        (2048, 9, (2048, 9, 1, 1)),
+        (4, 20, (1024, 18, 1, 2)),
+        (3000, 40, (4096, 4, 1, 10)),  # 10 side by side rather than 9 with three stacked
+        (3000, 18, (1024, 18, 3, 1)),  # 3 stacked: side by side would take 5
+        (100, 5, (2048, 9, 1, 1)),  # one block: the first shape as wide as the word
+    ],
+)
 def test_tiling_takes_the_fewest_blocks(depth, width, want):
     got = dp16kd_tiling(depth, width)
     assert got == want
@@ -81,30 +84,50 @@ endmodule
 
 
 @pytest.mark.parametrize("stages", [2, 3])
-@pytest.mark.parametrize(("depth", "width"), [(64, 10), (3000, 40), (3000, 18), (2048, 9),
-                                              (4, 20), (8192, 3)])
+@pytest.mark.parametrize(
+    ("depth", "width"), [(64, 10), (3000, 40), (3000, 18), (2048, 9), (4, 20), (8192, 3)]
+)
 def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages):
     iverilog = shutil.which("iverilog")
     if iverilog is None:
         pytest.fail("iverilog is missing (CI installs it with tools/install-simulators.sh)")
-    ecp5 = verilog.convert(RegisteredBank(width=width, depth=depth, stages=stages),
-                           name="bank_ecp5",
-                           platform=SimpleNamespace(family="ecp5"))
+    ecp5 = verilog.convert(
+        RegisteredBank(width=width, depth=depth, stages=stages),
+        name="bank_ecp5",
+        platform=SimpleNamespace(family="ecp5"),
+    )
     assert "DP16KD" in ecp5 and '"OUTREG"' in ecp5
-    portable = verilog.convert(RegisteredBank(width=width, depth=depth, stages=stages),
-                               name="bank_ref")
+    portable = verilog.convert(
+        RegisteredBank(width=width, depth=depth, stages=stages), name="bank_ref"
+    )
     assert "DP16KD" not in portable
     (tmp_path / "ecp5.v").write_text(ecp5)
     (tmp_path / "ref.v").write_text(portable)
     # a read at the edge of a write to its row may give either value on silicon; both the
     # model and the portable form give the old one, so every cycle is compared
-    (tmp_path / "tb.v").write_text(TESTBENCH.format(
-        ab=max(0, (depth - 1).bit_length() - 1), wb=width - 1, depth=depth,
-        cycles=3000, seed=depth + width))
+    (tmp_path / "tb.v").write_text(
+        TESTBENCH.format(
+            ab=max(0, (depth - 1).bit_length() - 1),
+            wb=width - 1,
+            depth=depth,
+            cycles=3000,
+            seed=depth + width,
+        )
+    )
     out = tmp_path / "sim.vvp"
-    subprocess.run([iverilog, "-g2005", "-o", str(out), str(tmp_path / "tb.v"),
-                    str(tmp_path / "ecp5.v"), str(tmp_path / "ref.v"),
-                    str(HERE / "verilog" / "dp16kd.v")], check=True)
+    subprocess.run(
+        [
+            iverilog,
+            "-g2005",
+            "-o",
+            str(out),
+            str(tmp_path / "tb.v"),
+            str(tmp_path / "ecp5.v"),
+            str(tmp_path / "ref.v"),
+            str(HERE / "verilog" / "dp16kd.v"),
+        ],
+        check=True,
+    )
     run = subprocess.run(["vvp", "-n", str(out)], capture_output=True, text=True, check=True)
     result = [line for line in run.stdout.splitlines() if line.startswith("RESULT")]
     assert result == ["RESULT checked=3000 bad=0"], run.stdout[-2000:]

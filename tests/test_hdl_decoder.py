@@ -43,52 +43,134 @@ CREATE STREAM s (
 # One query per group; every DEFINE becomes (at least) one decoder bit.
 GROUPS = {
     "uint": [
-        "u8 = 0", "u8 <> 255", "u8 < 17", "u8 <= 17", "u8 > 17", "u8 >= 200", "17 < u8",
-        "u64 = 18446744073709551615", "u64 < 9223372036854775808", "u64 >= 1",
-        "u64 > 18446744073709551614", "u64 <= 9223372036854775807", "u1 = 1", "u1 <> 0",
-        "u33 > 4294967295", "u33 = 8589934591",
+        "u8 = 0",
+        "u8 <> 255",
+        "u8 < 17",
+        "u8 <= 17",
+        "u8 > 17",
+        "u8 >= 200",
+        "17 < u8",
+        "u64 = 18446744073709551615",
+        "u64 < 9223372036854775808",
+        "u64 >= 1",
+        "u64 > 18446744073709551614",
+        "u64 <= 9223372036854775807",
+        "u1 = 1",
+        "u1 <> 0",
+        "u33 > 4294967295",
+        "u33 = 8589934591",
     ],
     "int": [
-        "i8 < -100", "i8 >= -1", "i8 = -128", "i8 <> 127", "i8 > 126", "i8 <= -127",
-        "i64 < -9223372036854775807", "i64 > 9223372036854775806", "i64 = -1", "i64 <= 0",
-        "i64 = -9223372036854775808", "i1 = -1", "i1 < 0", "-5 >= i8",
+        "i8 < -100",
+        "i8 >= -1",
+        "i8 = -128",
+        "i8 <> 127",
+        "i8 > 126",
+        "i8 <= -127",
+        "i64 < -9223372036854775807",
+        "i64 > 9223372036854775806",
+        "i64 = -1",
+        "i64 <= 0",
+        "i64 = -9223372036854775808",
+        "i1 = -1",
+        "i1 < 0",
+        "-5 >= i8",
     ],
     "field_to_field": [
-        "u64 > i64", "u64 = i64", "u64 <= i64", "i64 < u8", "i8 <= u8", "i8 = u8", "u1 = i1",
-        "i1 < u1", "u33 >= u64", "i64 <> i8", "u64 < u33",
+        "u64 > i64",
+        "u64 = i64",
+        "u64 <= i64",
+        "i64 < u8",
+        "i8 <= u8",
+        "i8 = u8",
+        "u1 = i1",
+        "i1 < u1",
+        "u33 >= u64",
+        "i64 <> i8",
+        "u64 < u33",
     ],
     "arith": [
-        "u8 + i8 > 100", "u64 - i64 < 0", "u64 + u64 > 18446744073709551615",
-        "i64 - 1 < i8", "-i64 > 0", "u8 + 5 = 10", "u64 - u8 >= 18446744073709551600",
-        "i64 + i64 < -9223372036854775808", "u8 - u8 = 0", "i8 - u8 < -300",
-        "u64 + 1 > 18446744073709551615", "i64 - u64 < -18446744073709551615",
-        "u8 + 3 - i8 >= u33 - 2", "-u64 < -9223372036854775808", "u1 + i1 = 0",
-        "1 + 2 < u8", "u8 > 20 - 10",
+        "u8 + i8 > 100",
+        "u64 - i64 < 0",
+        "u64 + u64 > 18446744073709551615",
+        "i64 - 1 < i8",
+        "-i64 > 0",
+        "u8 + 5 = 10",
+        "u64 - u8 >= 18446744073709551600",
+        "i64 + i64 < -9223372036854775808",
+        "u8 - u8 = 0",
+        "i8 - u8 < -300",
+        "u64 + 1 > 18446744073709551615",
+        "i64 - u64 < -18446744073709551615",
+        "u8 + 3 - i8 >= u33 - 2",
+        "-u64 < -9223372036854775808",
+        "u1 + i1 = 0",
+        "1 + 2 < u8",
+        "u8 > 20 - 10",
     ],
     "between_in": [
-        "u8 BETWEEN 10 AND 20", "i64 NOT BETWEEN -5 AND 5", "f BETWEEN -1.5 AND 2.25",
-        "u8 IN (1, 2, 3, 255)", "e IN ('red', 'blue')", "i8 NOT IN (-1, 0, 1)",
+        "u8 BETWEEN 10 AND 20",
+        "i64 NOT BETWEEN -5 AND 5",
+        "f BETWEEN -1.5 AND 2.25",
+        "u8 IN (1, 2, 3, 255)",
+        "e IN ('red', 'blue')",
+        "i8 NOT IN (-1, 0, 1)",
         "u64 BETWEEN 9223372036854775807 AND 9223372036854775809",
         "f NOT BETWEEN 0 AND 1e-40",
     ],
     "logic": [
-        "(u8 > 3 AND b) OR NOT c", "NOT (e = 'green' OR i8 < 0)", "b AND c AND u1 = 1",
-        "b OR c OR e2 = 'red'", "NOT NOT b", "NOT (u8 = 1 AND (f > 0 OR g < 0))",
-        "b AND TRUE", "c OR FALSE", "b AND FALSE", "b OR TRUE", "NOT (TRUE AND c)",
+        "(u8 > 3 AND b) OR NOT c",
+        "NOT (e = 'green' OR i8 < 0)",
+        "b AND c AND u1 = 1",
+        "b OR c OR e2 = 'red'",
+        "NOT NOT b",
+        "NOT (u8 = 1 AND (f > 0 OR g < 0))",
+        "b AND TRUE",
+        "c OR FALSE",
+        "b AND FALSE",
+        "b OR TRUE",
+        "NOT (TRUE AND c)",
     ],
     "bool": [
-        "b", "NOT b", "b = c", "b <> c", "b = TRUE", "b <> TRUE", "c = FALSE",
-        "(u8 > 3) = b", "(f < 1) <> (g < 1)",
+        "b",
+        "NOT b",
+        "b = c",
+        "b <> c",
+        "b = TRUE",
+        "b <> TRUE",
+        "c = FALSE",
+        "(u8 > 3) = b",
+        "(f < 1) <> (g < 1)",
     ],
     "enum": [
-        "e = 'red'", "e <> 'blue'", "e = 'green'", "e = e2", "e <> e2", "e2 != 'green'",
+        "e = 'red'",
+        "e <> 'blue'",
+        "e = 'green'",
+        "e = e2",
+        "e <> e2",
+        "e2 != 'green'",
     ],
     "float": [
-        *(f"f {op} {lit}" for op in ("=", "<>", "<", "<=", ">", ">=")
-          for lit in ("1.5", "-0.0", "0", "0.1", "-2.75", "1e-45", "-1e-45", "3.4028235e38",
-                      "1e39", "-1e39", "1.17549435e-38")),
+        *(
+            f"f {op} {lit}"
+            for op in ("=", "<>", "<", "<=", ">", ">=")
+            for lit in (
+                "1.5",
+                "-0.0",
+                "0",
+                "0.1",
+                "-2.75",
+                "1e-45",
+                "-1e-45",
+                "3.4028235e38",
+                "1e39",
+                "-1e39",
+                "1.17549435e-38",
+            )
+        ),
         *(f"f {op} g" for op in ("=", "<>", "<", "<=", ">", ">=")),
-        "g != -3", "g < 16777217",
+        "g != -3",
+        "g < 16777217",
     ],
 }
 
@@ -109,6 +191,7 @@ def nfa():
 
 # --- stimulus: random tuples biased toward the edges ----------------------------------------
 
+
 def _constants(nfa):
     ints, floats = set(), set()
     for p in nfa.predicates:
@@ -125,12 +208,29 @@ def f32_bits(bits) -> np.ndarray:
 
 
 FLOAT_SPECIAL_BITS = [
-    0x0000_0000, 0x8000_0000,  # +0, -0
-    0x7F80_0000, 0xFF80_0000,  # ±inf
-    0x7FC0_0000, 0xFFC0_0000, 0x7F80_0001, 0xFF80_0001, 0x7FFF_FFFF, 0xFFFF_FFFF,  # NaNs
-    0x0000_0001, 0x8000_0001, 0x0000_0002, 0x007F_FFFF, 0x807F_FFFF,  # subnormals
-    0x0080_0000, 0x8080_0000, 0x7F7F_FFFF, 0xFF7F_FFFF,  # ±FLT_MIN, ±FLT_MAX
-    0x3F80_0000, 0xBF80_0000, 0x4B80_0000, 0x4B80_0001,  # ±1, 2**24, 2**24 + 2
+    0x0000_0000,
+    0x8000_0000,  # +0, -0
+    0x7F80_0000,
+    0xFF80_0000,  # ±inf
+    0x7FC0_0000,
+    0xFFC0_0000,
+    0x7F80_0001,
+    0xFF80_0001,
+    0x7FFF_FFFF,
+    0xFFFF_FFFF,  # NaNs
+    0x0000_0001,
+    0x8000_0001,
+    0x0000_0002,
+    0x007F_FFFF,
+    0x807F_FFFF,  # subnormals
+    0x0080_0000,
+    0x8080_0000,
+    0x7F7F_FFFF,
+    0xFF7F_FFFF,  # ±FLT_MIN, ±FLT_MAX
+    0x3F80_0000,
+    0xBF80_0000,
+    0x4B80_0000,
+    0x4B80_0001,  # ±1, 2**24, 2**24 + 2
 ]
 
 
@@ -146,8 +246,21 @@ def float_pool(constants) -> np.ndarray:
 
 def int_pool(ty, constants) -> list[int]:
     lo, hi = ty.range
-    pool = {lo, lo + 1, -1, 0, 1, 2, hi - 1, hi, (1 << 63) - 1, 1 << 63, -(1 << 63),
-            (1 << 32) - 1, 1 << 32}
+    pool = {
+        lo,
+        lo + 1,
+        -1,
+        0,
+        1,
+        2,
+        hi - 1,
+        hi,
+        (1 << 63) - 1,
+        1 << 63,
+        -(1 << 63),
+        (1 << 32) - 1,
+        1 << 32,
+    }
     for c in constants:
         pool |= {c - 1, c, c + 1, -c}
     return sorted(v for v in pool if lo <= v <= hi)
@@ -170,8 +283,9 @@ def random_tuples(nfa, n: int, seed: int) -> Tuples:
         elif isinstance(ty, Float32Type):
             bits = f32_bits(rng.integers(0, 1 << 32, n, dtype=np.uint64))
             small = (rng.standard_normal(n) * 4).astype(np.float32)
-            columns[f.name] = np.where(pick < 0.6, rng.choice(fpool, n),
-                                       np.where(pick < 0.8, small, bits)).astype(np.float32)
+            columns[f.name] = np.where(
+                pick < 0.6, rng.choice(fpool, n), np.where(pick < 0.8, small, bits)
+            ).astype(np.float32)
         elif isinstance(ty, EnumType):
             columns[f.name] = rng.integers(0, len(ty.labels), n, dtype=np.int64)
         else:
@@ -180,6 +294,7 @@ def random_tuples(nfa, n: int, seed: int) -> Tuples:
 
 
 # --- the simulation -------------------------------------------------------------------------
+
 
 def simulate(nfa, tuples: Tuples) -> np.ndarray:
     """Drive every tuple (as its wire-format value) and sample the predicate vector."""
@@ -209,8 +324,10 @@ def assert_decodes_like_reference(nfa, tuples: Tuples) -> None:
     if len(bad):
         row, i = (int(x) for x in bad[0])
         fields = {name: col[row] for name, col in tuples.columns.items()}
-        pytest.fail(f"{len(bad)} wrong bits; first: p{i} ({nfa.predicates[i].text}) is "
-                    f"{int(got[row, i])}, reference {int(expected[row, i])}, on {fields}")
+        pytest.fail(
+            f"{len(bad)} wrong bits; first: p{i} ({nfa.predicates[i].text}) is "
+            f"{int(got[row, i])}, reference {int(expected[row, i])}, on {fields}"
+        )
 
 
 def test_every_group_compiles(nfa):
@@ -223,11 +340,20 @@ def test_random_tuples(nfa):
     assert_decodes_like_reference(nfa, tuples)
     # the stimulus reaches both values of (nearly) every bit
     expected = predicate_matrix(nfa, tuples)
-    constant = [nfa.predicates[i].text for i in range(expected.shape[1])
-                if expected[:, i].all() or not expected[:, i].any()]
-    assert set(constant) <= {"b AND FALSE", "b OR TRUE", "u64 + u64 > 18446744073709551615",
-                             "i64 + i64 < -9223372036854775808", "u8 - u8 = 0", "f < -inf",
-                             "f > inf"}, constant
+    constant = [
+        nfa.predicates[i].text
+        for i in range(expected.shape[1])
+        if expected[:, i].all() or not expected[:, i].any()
+    ]
+    assert set(constant) <= {
+        "b AND FALSE",
+        "b OR TRUE",
+        "u64 + u64 > 18446744073709551615",
+        "i64 + i64 < -9223372036854775808",
+        "u8 - u8 = 0",
+        "f < -inf",
+        "f > inf",
+    }, constant
 
 
 def test_float_pairs_exhaustive():
@@ -238,12 +364,24 @@ def test_float_pairs_exhaustive():
     pool = np.unique(float_pool(floats).view(np.uint32)).view(np.float32)
     f, g = (a.ravel() for a in np.meshgrid(pool, pool))
     n = len(f)
-    tuples = Tuples({"u8": np.zeros(n, np.uint64), "u64": np.zeros(n, np.uint64),
-                     "i8": np.zeros(n, np.int64), "i64": np.zeros(n, np.int64),
-                     "u1": np.zeros(n, np.uint64), "i1": np.zeros(n, np.int64),
-                     "u33": np.zeros(n, np.uint64), "b": np.zeros(n, bool),
-                     "c": np.zeros(n, bool), "e": np.zeros(n, np.int64),
-                     "e2": np.zeros(n, np.int64), "f": f, "g": g}, n)
+    tuples = Tuples(
+        {
+            "u8": np.zeros(n, np.uint64),
+            "u64": np.zeros(n, np.uint64),
+            "i8": np.zeros(n, np.int64),
+            "i64": np.zeros(n, np.int64),
+            "u1": np.zeros(n, np.uint64),
+            "i1": np.zeros(n, np.int64),
+            "u33": np.zeros(n, np.uint64),
+            "b": np.zeros(n, bool),
+            "c": np.zeros(n, bool),
+            "e": np.zeros(n, np.int64),
+            "e2": np.zeros(n, np.int64),
+            "f": f,
+            "g": g,
+        },
+        n,
+    )
     assert_decodes_like_reference(nfa, tuples)
 
 
@@ -259,6 +397,7 @@ def test_float32_key_orders_like_ieee():
 
 
 # --- structure ------------------------------------------------------------------------------
+
 
 def test_layout_matches_wire(nfa):
     schema = nfa.program.schema
@@ -337,7 +476,8 @@ def test_single_field_streams(ty):
         UIntType: ["a = 0", "a - 1 < 0", "a + a > 18446744073709551615", "-a < 0"],
     }[type(ty)]
     text = f"CREATE STREAM s (a {ty});\n" + "".join(
-        f"QUERY q{i} PATTERN (A) DEFINE A AS ({p});\n" for i, p in enumerate(preds))
+        f"QUERY q{i} PATTERN (A) DEFINE A AS ({p});\n" for i, p in enumerate(preds)
+    )
     nfa = nfacep.compile_text(text)
     tuples = random_tuples(nfa, 200, seed=11)
     assert_decodes_like_reference(nfa, tuples)

@@ -1,6 +1,5 @@
 """DFA gateware: both encodings report exactly what the reference matcher and NfaMatcher do."""
 
-
 import numpy as np
 import pytest
 from amaranth.back import rtlil
@@ -14,8 +13,17 @@ from nfacep.tuples import Tuples
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
 DEFINE = "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
-PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,4} B", "PERMUTE(A, B) C*", "(A B | B A)* C",
-            "A . . B", "(A* B?)+ C", "A+ B+ C+", "A | B | C"]
+PATTERNS = [
+    "A B* C",
+    "(A | B)+ C?",
+    "A{2,4} B",
+    "PERMUTE(A, B) C*",
+    "(A B | B A)* C",
+    "A . . B",
+    "(A* B?)+ C",
+    "A+ B+ C+",
+    "A | B | C",
+]
 BITS = "CREATE STREAM bits (b UINT(1));\n"
 
 
@@ -30,9 +38,14 @@ def predicate_words(nfa, tuples):
 
 
 def random_tuples(rng, n):
-    return Tuples({"a": rng.integers(0, 16, n).astype(np.uint64),
-                   "c": rng.integers(0, 2, n).astype(bool),
-                   "e": rng.integers(0, 3, n)}, n)
+    return Tuples(
+        {
+            "a": rng.integers(0, 16, n).astype(np.uint64),
+            "c": rng.integers(0, 2, n).astype(bool),
+            "e": rng.integers(0, 3, n),
+        },
+        n,
+    )
 
 
 @pytest.mark.parametrize("shuffle", [None, 7])
@@ -40,12 +53,14 @@ def random_tuples(rng, n):
 @pytest.mark.parametrize("skip", [False, True])
 def test_dfa_matcher_equals_reference(encoding, skip, shuffle):
     clause = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
-    text = STREAM + "".join(f"QUERY q{i} {clause}PATTERN ({p}) {DEFINE};"
-                            for i, p in enumerate(PATTERNS))
+    text = STREAM + "".join(
+        f"QUERY q{i} {clause}PATTERN ({p}) {DEFINE};" for i, p in enumerate(PATTERNS)
+    )
     nfa = nfacep.compile_text(text)
     tuples = random_tuples(np.random.default_rng(10 + int(skip)), 300)
-    got = run_matcher(DfaMatcher(nfa, 16, encoding, shuffle=shuffle), predicate_words(nfa, tuples),
-                   seed=int(skip))
+    got = run_matcher(
+        DfaMatcher(nfa, 16, encoding, shuffle=shuffle), predicate_words(nfa, tuples), seed=int(skip)
+    )
     assert [seq for seq, _ in got] == list(range(tuples.n))  # in order, none lost
     expected = reference.run(nfa, tuples)
     bits = {}
@@ -90,8 +105,9 @@ def test_shuffled_keeps_initial_and_matching_states():
     assert s.states == d.states and s.first_match == d.first_match
     assert not np.array_equal(s.table, d.table)
     assert list(s.output) == list(d.output)
-    assert sorted(np.bincount(s.table.ravel(), minlength=s.states)) == \
-        sorted(np.bincount(d.table.ravel(), minlength=d.states))
+    assert sorted(np.bincount(s.table.ravel(), minlength=s.states)) == sorted(
+        np.bincount(d.table.ravel(), minlength=d.states)
+    )
 
 
 def test_flip_flops_per_encoding():

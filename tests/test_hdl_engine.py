@@ -25,13 +25,34 @@ from nfacep.params import EngineParams
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 
 
-def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, store="pipeline", ways=4,
-             seed=0, gap=0.3, stall=0.3, values=None):
+def simulate(
+    nfa,
+    data,
+    *,
+    partitions,
+    tick_tuples=0,
+    timer_bits=4,
+    store="pipeline",
+    ways=4,
+    seed=0,
+    gap=0.3,
+    stall=0.3,
+    values=None,
+):
     """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles). With
     runtime parameters' ``values``, each switch is written to ``i_params`` before its tuple
     is offered."""
-    dut = Engine(nfa, EngineParams(partitions=partitions, tick_tuples=tick_tuples,
-                                   timer_bits=timer_bits, store=store, ways=ways), values=values)
+    dut = Engine(
+        nfa,
+        EngineParams(
+            partitions=partitions,
+            tick_tuples=tick_tuples,
+            timer_bits=timer_bits,
+            store=store,
+            ways=ways,
+        ),
+        values=values,
+    )
     switches = []
     if values:
         width = dut.param_values.shape().size
@@ -61,8 +82,9 @@ def simulate(nfa, data, *, partitions, tick_tuples=0, timer_bits=4, store="pipel
         while idle < drain:
             await ctx.tick()
             idle = 0 if ctx.get(dut.o_stream.valid) else idle + 1
-        done.update(tuples=ctx.get(dut.tuples), matched=ctx.get(dut.matched),
-                    drops=ctx.get(dut.drops))
+        done.update(
+            tuples=ctx.get(dut.tuples), matched=ctx.get(dut.matched), drops=ctx.get(dut.drops)
+        )
 
     async def consumer(ctx):
         while not done:
@@ -96,8 +118,11 @@ def check(nfa, data, values=None, **params):
     hw_matches = {seq: m for seq, _, m, d, _ in records if not d}
     hw_drops = [seq for seq, _, m, d, _ in records if d]
     assert all(m == 0 for _, _, m, d, _ in records if d)
-    sw = {k: v for k, v in params.items()
-          if k in ("partitions", "tick_tuples", "timer_bits", "store", "ways")}
+    sw = {
+        k: v
+        for k, v in params.items()
+        if k in ("partitions", "tick_tuples", "timer_bits", "store", "ways")
+    }
     bits, drops = expected(nfa, data, values, **sw)
     assert hw_matches == bits
     assert hw_drops == drops
@@ -128,22 +153,38 @@ PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,3} B", "PERMUTE(A, B) C*", "A . B"]
 
 
 def random_data(rng, n, keys):
-    return tuples.Tuples({"k": rng.integers(0, keys, n).astype(np.uint64),
-                          "a": rng.integers(-32, 32, n), "c": rng.integers(0, 2, n) > 0,
-                          "e": rng.integers(0, 3, n)}, n)
+    return tuples.Tuples(
+        {
+            "k": rng.integers(0, keys, n).astype(np.uint64),
+            "a": rng.integers(-32, 32, n),
+            "c": rng.integers(0, 2, n) > 0,
+            "e": rng.integers(0, 3, n),
+        },
+        n,
+    )
 
 
-@pytest.mark.parametrize(("partitions", "tick_tuples", "timer_bits"),
-                         [(4, 0, 4), (3, 2, 2), (5, 3, 2), (6, 1, 3), (1, 0, 1)])
+@pytest.mark.parametrize(
+    ("partitions", "tick_tuples", "timer_bits"),
+    [(4, 0, 4), (3, 2, 2), (5, 3, 2), (6, 1, 3), (1, 0, 1)],
+)
 def test_random_queries_with_capacity_and_timers(partitions, tick_tuples, timer_bits):
     text = STREAM + "".join(
         f"QUERY q{i} PARTITION k {'AFTER MATCH SKIP PAST LAST ROW ' if i % 2 else ''}"
-        f"PATTERN ({p}) {DEFINE};" for i, p in enumerate(PATTERNS))
+        f"PATTERN ({p}) {DEFINE};"
+        for i, p in enumerate(PATTERNS)
+    )
     nfa = nfacep.compile_text(text)
     rng = np.random.default_rng(partitions * 7 + tick_tuples)
     data = random_data(rng, 250, keys=10)
-    bits, drops = check(nfa, data, partitions=partitions, tick_tuples=tick_tuples,
-                        timer_bits=timer_bits, seed=partitions)
+    bits, drops = check(
+        nfa,
+        data,
+        partitions=partitions,
+        tick_tuples=tick_tuples,
+        timer_bits=timer_bits,
+        seed=partitions,
+    )
     assert bits and drops
 
 
@@ -172,35 +213,54 @@ def test_verilog_ports_are_pinned(tmp_path):
     from nfacep.cli import main
 
     out = tmp_path / "engine.v"
-    assert main(["verilog", str(QUERIES / "marathon.sql"), "-o", str(out),
-                 "--partitions", "4"]) == 0
+    assert (
+        main(["verilog", str(QUERIES / "marathon.sql"), "-o", str(out), "--partitions", "4"]) == 0
+    )
     text = out.read_text()
     start = text.index("module nfacep_engine(")
-    head = text[start + len("module nfacep_engine("):text.index(");", start)]
+    head = text[start + len("module nfacep_engine(") : text.index(");", start)]
     ports = sorted(p.strip() for p in head.replace("\n", "").split(","))
-    assert ports == sorted(["clk", "rst", "i_stream__payload", "i_stream__valid",
-                            "i_stream__ready", "o_stream__payload", "o_stream__valid",
-                            "o_stream__ready", "tuples", "matched", "drops"])
+    assert ports == sorted(
+        [
+            "clk",
+            "rst",
+            "i_stream__payload",
+            "i_stream__valid",
+            "i_stream__ready",
+            "o_stream__payload",
+            "o_stream__valid",
+            "o_stream__ready",
+            "tuples",
+            "matched",
+            "drops",
+        ]
+    )
     import json
 
     sidecar = json.loads((tmp_path / "engine.json").read_text())
     assert sidecar["ports"]["i_stream__payload"] == {"dir": "in", "width": 83}
-    assert [f["name"] for f in sidecar["record"]["fields"]] == ["seq", "partition", "matches",
-                                                              "dropped"]
-    assert sidecar["queries"] == [{"name": "cheat", "bit": 0, "skip_past_last_row": False,
-                                   "states": 9}]
+    assert [f["name"] for f in sidecar["record"]["fields"]] == [
+        "seq",
+        "partition",
+        "matches",
+        "dropped",
+    ]
+    assert sidecar["queries"] == [
+        {"name": "cheat", "bit": 0, "skip_past_last_row": False, "states": 9}
+    ]
 
 
-@pytest.mark.parametrize(("partitions", "latency", "cycles_per_tuple"),
-                         [(None, 4, 1), (1, 5, 1), (4, 9, 2), (16, 21, 2)])
+@pytest.mark.parametrize(
+    ("partitions", "latency", "cycles_per_tuple"), [(None, 4, 1), (1, 5, 1), (4, 9, 2), (16, 21, 2)]
+)
 def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
     """The docstring's contract, in cycles (deterministic, not a timing)."""
     part = "PARTITION k " if partitions else ""
-    nfa = nfacep.compile_text(f"CREATE STREAM s (k UINT(4), a UINT(4)); QUERY q {part}"
-                              "PATTERN (A) DEFINE A AS a = 1")
+    nfa = nfacep.compile_text(
+        f"CREATE STREAM s (k UINT(4), a UINT(4)); QUERY q {part}PATTERN (A) DEFINE A AS a = 1"
+    )
     n = 40
-    data = tuples.Tuples({"k": (np.arange(n) % 3).astype(np.uint64),
-                          "a": np.ones(n, np.uint64)}, n)
+    data = tuples.Tuples({"k": (np.arange(n) % 3).astype(np.uint64), "a": np.ones(n, np.uint64)}, n)
     dut = Engine(nfa, EngineParams(partitions=partitions or 1))
     seen = cycle_profile(dut, wire.pack(nfa.program.schema, data), expect_records=n)
     assert seen["latency"] == latency
@@ -208,20 +268,29 @@ def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
 
 
 @settings(max_examples=40, deadline=None)
-@given(sc=scenarios(), rows=streams(max_len=40, keys=6),
-       partitions=st.integers(1, 4), tick_tuples=st.integers(0, 4),
-       timer_bits=st.integers(1, 3), seed=st.integers(0, 1000))
+@given(
+    sc=scenarios(),
+    rows=streams(max_len=40, keys=6),
+    partitions=st.integers(1, 4),
+    tick_tuples=st.integers(0, 4),
+    timer_bits=st.integers(1, 3),
+    seed=st.integers(0, 1000),
+)
 def test_random_scenarios(sc, rows, partitions, tick_tuples, timer_bits, seed):
     """Random query files (every pattern operator, both forms, both skip modes, with and
     without PARTITION) and streams, through the gateware, equal the reference exactly."""
     nfa = nfacep.compile_text(sc.text)
     n = len(rows)
-    data = tuples.Tuples({
-        "k": np.array([r["k"] for r in rows], dtype=np.uint64),
-        **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
-    }, n)
-    check(nfa, data, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits,
-          seed=seed)
+    data = tuples.Tuples(
+        {
+            "k": np.array([r["k"] for r in rows], dtype=np.uint64),
+            **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
+        },
+        n,
+    )
+    check(
+        nfa, data, partitions=partitions, tick_tuples=tick_tuples, timer_bits=timer_bits, seed=seed
+    )
 
 
 # --- the block-RAM table (--store table) -------------------------------------------------------
@@ -230,9 +299,14 @@ TABLE_STREAM = "CREATE STREAM s (k UINT({bits}), a INT(6), c BOOL, e ENUM('x', '
 
 
 def table_queries(key_bits):
-    return nfacep.compile_text(TABLE_STREAM.format(bits=key_bits) + "".join(
-        f"QUERY q{i} PARTITION k {'AFTER MATCH SKIP PAST LAST ROW ' if i % 2 else ''}"
-        f"PATTERN ({p}) {DEFINE};" for i, p in enumerate(PATTERNS)))
+    return nfacep.compile_text(
+        TABLE_STREAM.format(bits=key_bits)
+        + "".join(
+            f"QUERY q{i} PARTITION k {'AFTER MATCH SKIP PAST LAST ROW ' if i % 2 else ''}"
+            f"PATTERN ({p}) {DEFINE};"
+            for i, p in enumerate(PATTERNS)
+        )
+    )
 
 
 def table_data(rng, n, pool):
@@ -247,9 +321,10 @@ def table_data(rng, n, pool):
 
 # (key bits, partitions, ways, distinct keys): direct (key fits the index) and hashed with
 # buckets that fill up
-@pytest.mark.parametrize(("key_bits", "partitions", "ways", "keys"),
-                         [(4, 16, 4, 16), (3, 16, 2, 8), (16, 8, 2, 14), (32, 16, 4, 40),
-                          (12, 4, 1, 9), (64, 8, 8, 12)])
+@pytest.mark.parametrize(
+    ("key_bits", "partitions", "ways", "keys"),
+    [(4, 16, 4, 16), (3, 16, 2, 8), (16, 8, 2, 14), (32, 16, 4, 40), (12, 4, 1, 9), (64, 8, 8, 12)],
+)
 def test_table_store_against_reference(key_bits, partitions, ways, keys):
     nfa = table_queries(key_bits)
     rng = np.random.default_rng(key_bits * 100 + partitions + ways)
@@ -257,25 +332,38 @@ def test_table_store_against_reference(key_bits, partitions, ways, keys):
     if key_bits == 64:
         pool = pool.astype(np.uint64) | np.uint64(1 << 63)
     data = table_data(rng, 250, pool)
-    bits, drops = check(nfa, data, partitions=partitions, store="table", ways=ways,
-                        seed=key_bits)
+    bits, drops = check(nfa, data, partitions=partitions, store="table", ways=ways, seed=key_bits)
     assert bits
     direct = key_bits <= (partitions - 1).bit_length()
     assert bool(drops) != direct
 
 
-@pytest.mark.parametrize(("key_bits", "partitions", "ways", "keys", "tick", "bits"),
-                         [(4, 16, 4, 16, 1, 2), (16, 8, 2, 14, 4, 2), (32, 16, 4, 40, 4, 3),
-                          (12, 4, 1, 9, 2, 2), (12, 4, 1, 9, 1, 1)])
-def test_table_store_with_timers_against_reference(key_bits, partitions, ways, keys, tick,
-                                                   bits):
+@pytest.mark.parametrize(
+    ("key_bits", "partitions", "ways", "keys", "tick", "bits"),
+    [
+        (4, 16, 4, 16, 1, 2),
+        (16, 8, 2, 14, 4, 2),
+        (32, 16, 4, 40, 4, 3),
+        (12, 4, 1, 9, 2, 2),
+        (12, 4, 1, 9, 1, 1),
+    ],
+)
+def test_table_store_with_timers_against_reference(key_bits, partitions, ways, keys, tick, bits):
     # entries age out (idle keys start again; full buckets empty) while tuples are in flight
     nfa = table_queries(key_bits)
     rng = np.random.default_rng(key_bits * 100 + partitions + ways + tick)
     pool = rng.choice(1 << min(key_bits, 62), size=keys, replace=False)
     data = table_data(rng, 250, pool)
-    found, drops = check(nfa, data, partitions=partitions, store="table", ways=ways,
-                         tick_tuples=tick, timer_bits=bits, seed=key_bits)
+    found, drops = check(
+        nfa,
+        data,
+        partitions=partitions,
+        store="table",
+        ways=ways,
+        tick_tuples=tick,
+        timer_bits=bits,
+        seed=key_bits,
+    )
     assert found
     direct = key_bits <= (partitions - 1).bit_length()
     # hashed, buckets fill, except with one tick per tuple and M = 1 (nothing stays)
@@ -285,23 +373,26 @@ def test_table_store_with_timers_against_reference(key_bits, partitions, ways, k
 def test_table_bundled_query_stalled():
     nfa = nfacep.compile_file(str(QUERIES / "bruteforce.sql"))
     data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
-    bits, drops = check(nfa, data, partitions=16, store="table", ways=2, seed=4, gap=0.0,
-                        stall=0.7)
+    bits, drops = check(nfa, data, partitions=16, store="table", ways=2, seed=4, gap=0.0, stall=0.7)
     assert bits and drops
 
 
-@pytest.mark.parametrize(("partitions", "ways", "key_bits", "ticks"),
-                         [(16, 4, 4, 0), (8, 2, 16, 0), (8, 2, 16, 3)])
+@pytest.mark.parametrize(
+    ("partitions", "ways", "key_bits", "ticks"), [(16, 4, 4, 0), (8, 2, 16, 0), (8, 2, 16, 3)]
+)
 def test_table_latency_and_throughput(partitions, ways, key_bits, ticks):
     """One tuple per cycle with the table, same-key runs included; the docstring's latency
     (two cycles more with timers: the registered read row and a fifth read register)."""
-    nfa = nfacep.compile_text(f"CREATE STREAM s (k UINT({key_bits}), a UINT(4)); QUERY q "
-                              "PARTITION k PATTERN (A) DEFINE A AS a = 1")
+    nfa = nfacep.compile_text(
+        f"CREATE STREAM s (k UINT({key_bits}), a UINT(4)); QUERY q "
+        "PARTITION k PATTERN (A) DEFINE A AS a = 1"
+    )
     n = 40
     keys = np.array([5] * 10 + [k % 3 for k in range(n - 10)], dtype=np.uint64)
     data = tuples.Tuples({"k": keys, "a": np.ones(n, np.uint64)}, n)
-    dut = Engine(nfa, EngineParams(partitions=partitions, store="table", ways=ways,
-                                   tick_tuples=ticks))
+    dut = Engine(
+        nfa, EngineParams(partitions=partitions, store="table", ways=ways, tick_tuples=ticks)
+    )
     # the first tuples are offered once the table's clearing sweep (4 rows) is over
     seen = cycle_profile(dut, wire.pack(nfa.program.schema, data), expect_records=n, warmup=8)
     assert seen["latency"] == (12 if ticks else 10)
@@ -310,10 +401,13 @@ def test_table_latency_and_throughput(partitions, ways, key_bits, ticks):
 
 
 @settings(max_examples=25, deadline=None)
-@given(sc=scenarios(partitioned=True), rows=streams(max_len=40, keys=6),
-       shape=st.sampled_from([(2, 1), (2, 2), (4, 2), (4, 1), (256, 4)]),
-       timers=st.sampled_from([(0, 4), (0, 4), (1, 1), (1, 2), (3, 1)]),
-       seed=st.integers(0, 1000))
+@given(
+    sc=scenarios(partitioned=True),
+    rows=streams(max_len=40, keys=6),
+    shape=st.sampled_from([(2, 1), (2, 2), (4, 2), (4, 1), (256, 4)]),
+    timers=st.sampled_from([(0, 4), (0, 4), (1, 1), (1, 2), (3, 1)]),
+    seed=st.integers(0, 1000),
+)
 def test_random_scenarios_table(sc, rows, shape, timers, seed):
     """Random partitioned query files through the table store (8-bit keys: hashed into small
     tables that fill up, or direct with 256 entries), with and without timers, equal the
@@ -322,21 +416,39 @@ def test_random_scenarios_table(sc, rows, shape, timers, seed):
     tick, bits = timers
     nfa = nfacep.compile_text(sc.text)
     n = len(rows)
-    data = tuples.Tuples({
-        "k": np.array([r["k"] for r in rows], dtype=np.uint64),
-        **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
-    }, n)
-    check(nfa, data, partitions=partitions, store="table", ways=ways, tick_tuples=tick,
-          timer_bits=bits, seed=seed)
+    data = tuples.Tuples(
+        {
+            "k": np.array([r["k"] for r in rows], dtype=np.uint64),
+            **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
+        },
+        n,
+    )
+    check(
+        nfa,
+        data,
+        partitions=partitions,
+        store="table",
+        ways=ways,
+        tick_tuples=tick,
+        timer_bits=bits,
+        seed=seed,
+    )
 
 
 # --- time windows (WITHIN) ---------------------------------------------------------------------
 
-WINDOW_STREAM = ("CREATE STREAM s (k UINT(4), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), "
-                 "t UINT(16), u INT(12));\n")
+WINDOW_STREAM = (
+    "CREATE STREAM s (k UINT(4), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), t UINT(16), u INT(12));\n"
+)
 # windows of 1, a power of two, just above one, and two queries without a window beside them
-WINDOWED = [("A B* C", "t", 8), ("(A | B)+ C?", "t", 1), ("A{2,3} B", "u", 9),
-            ("PERMUTE(A, B) C*", None, None), ("A . B", "t", 33), ("A+ B", None, None)]
+WINDOWED = [
+    ("A B* C", "t", 8),
+    ("(A | B)+ C?", "t", 1),
+    ("A{2,3} B", "u", 9),
+    ("PERMUTE(A, B) C*", None, None),
+    ("A . B", "t", 33),
+    ("A+ B", None, None),
+]
 
 
 def window_queries(partitioned=True):
@@ -364,16 +476,30 @@ def window_data(rng, n, keys):
     return data
 
 
-@pytest.mark.parametrize(("store", "partitions", "ways", "tick_tuples", "seed"),
-                         [("pipeline", 8, 4, 0, 1), ("pipeline", 4, 4, 3, 2),
-                          ("table", 16, 4, 0, 3), ("table", 8, 2, 2, 4)])
+@pytest.mark.parametrize(
+    ("store", "partitions", "ways", "tick_tuples", "seed"),
+    [
+        ("pipeline", 8, 4, 0, 1),
+        ("pipeline", 4, 4, 3, 2),
+        ("table", 16, 4, 0, 3),
+        ("table", 8, 2, 2, 4),
+    ],
+)
 def test_windows_against_reference(store, partitions, ways, tick_tuples, seed):
     """WITHIN in the gateware: every query's matches and drops equal the reference's, in both
     partition stores, with capacity drops and timers, across gaps longer than an age holds."""
     nfa = window_queries()
     data = window_data(np.random.default_rng(seed), 300, keys=10)
-    bits, _ = check(nfa, data, partitions=partitions, store=store, ways=ways,
-                    tick_tuples=tick_tuples, timer_bits=2, seed=seed)
+    bits, _ = check(
+        nfa,
+        data,
+        partitions=partitions,
+        store=store,
+        ways=ways,
+        tick_tuples=tick_tuples,
+        timer_bits=2,
+        seed=seed,
+    )
     assert bits
 
 
@@ -385,12 +511,24 @@ def test_windows_unpartitioned():
 
 
 @settings(max_examples=20, deadline=None)
-@given(picks=st.lists(st.tuples(st.sampled_from(PATTERNS), st.sampled_from(["t", "u"]),
-                                st.integers(1, 70) | st.none(), st.booleans(), st.booleans()),
-                      min_size=1, max_size=3),
-       shape=st.sampled_from([("pipeline", 3, 4), ("pipeline", 16, 4), ("table", 4, 2),
-                              ("table", 16, 4)]),
-       timers=st.sampled_from([(0, 4), (2, 2), (1, 1)]), seed=st.integers(0, 1000))
+@given(
+    picks=st.lists(
+        st.tuples(
+            st.sampled_from(PATTERNS),
+            st.sampled_from(["t", "u"]),
+            st.integers(1, 70) | st.none(),
+            st.booleans(),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    shape=st.sampled_from(
+        [("pipeline", 3, 4), ("pipeline", 16, 4), ("table", 4, 2), ("table", 16, 4)]
+    ),
+    timers=st.sampled_from([(0, 4), (2, 2), (1, 1)]),
+    seed=st.integers(0, 1000),
+)
 def test_random_windows(picks, shape, timers, seed):
     """Random queries with windows (of 1 to 70 in an unsigned or a signed field) or not, that
     report start_seq or not, both skip modes, in both stores, full or not, with and without
@@ -401,14 +539,24 @@ def test_random_windows(picks, shape, timers, seed):
         f"{'MEASURES FIRST(seq) AS start_seq ' if starts else ''}"
         f"{'AFTER MATCH SKIP PAST LAST ROW ' if skip else ''}"
         f"PATTERN ({p}) {'' if n is None else f'WITHIN {n} '}{DEFINE};"
-        for i, (p, f, n, skip, starts) in enumerate(picks))
+        for i, (p, f, n, skip, starts) in enumerate(picks)
+    )
     nfa = nfacep.compile_text(text)
     data = window_data(np.random.default_rng(seed), 120, keys=6)
-    check(nfa, data, partitions=partitions, store=store, ways=ways, tick_tuples=timers[0],
-          timer_bits=timers[1], seed=seed)
+    check(
+        nfa,
+        data,
+        partitions=partitions,
+        store=store,
+        ways=ways,
+        tick_tuples=timers[0],
+        timer_bits=timers[1],
+        seed=seed,
+    )
 
 
 # --- where matches begin (start_seq) ------------------------------------------------------
+
 
 def start_queries_text(partitioned=True, windows=True):
     """Queries that report start_seq (with and without windows, both skip modes, several
@@ -416,31 +564,56 @@ def start_queries_text(partitioned=True, windows=True):
     part = "PARTITION k " if partitioned else ""
     measure = "MEASURES FIRST(seq) AS start_seq "
     text = WINDOW_STREAM
-    picks = [("A | B A", None, True), ("(A | B)+ C", "t" if windows else None, True),
-             ("A B* C", None, False), ("A .* (B | C A)", "u" if windows else None, True),
-             ("A{2,3} B?", None, True)]
+    picks = [
+        ("A | B A", None, True),
+        ("(A | B)+ C", "t" if windows else None, True),
+        ("A B* C", None, False),
+        ("A .* (B | C A)", "u" if windows else None, True),
+        ("A{2,3} B?", None, True),
+    ]
     for i, (pattern, field, starts) in enumerate(picks):
         order = f"ORDER BY {field} " if field else ""
         within = f"WITHIN {9 if field == 't' else 3} " if field else ""
         skip = "AFTER MATCH SKIP PAST LAST ROW " if i % 2 else ""
-        text += (f"QUERY q{i} {part}{order}{measure if starts else ''}{skip}PATTERN ({pattern}) "
-                 f"{within}{DEFINE};")
+        text += (
+            f"QUERY q{i} {part}{order}{measure if starts else ''}{skip}PATTERN ({pattern}) "
+            f"{within}{DEFINE};"
+        )
     return nfacep.compile_text(text)
 
 
-@pytest.mark.parametrize(("store", "partitions", "ways", "tick_tuples", "seed"),
-                         [("pipeline", 8, 4, 0, 1), ("pipeline", 4, 4, 3, 2),
-                          ("table", 16, 4, 0, 3), ("table", 8, 2, 2, 4)])
+@pytest.mark.parametrize(
+    ("store", "partitions", "ways", "tick_tuples", "seed"),
+    [
+        ("pipeline", 8, 4, 0, 1),
+        ("pipeline", 4, 4, 3, 2),
+        ("table", 16, 4, 0, 3),
+        ("table", 8, 2, 2, 4),
+    ],
+)
 def test_start_seq_against_reference(store, partitions, ways, tick_tuples, seed):
     """start_seq in the gateware: matches, drops and where each match begins equal the
     reference's, in both stores, with capacity drops, timers and windows."""
     nfa = start_queries_text()
     data = window_data(np.random.default_rng(seed), 300, keys=10)
-    bits, _ = check(nfa, data, partitions=partitions, store=store, ways=ways,
-                    tick_tuples=tick_tuples, timer_bits=2, seed=seed)
+    bits, _ = check(
+        nfa,
+        data,
+        partitions=partitions,
+        store=store,
+        ways=ways,
+        tick_tuples=tick_tuples,
+        timer_bits=2,
+        seed=seed,
+    )
     assert bits
-    got = reference.run(nfa, data, EngineParams(partitions=partitions, store=store, ways=ways,
-                                                tick_tuples=tick_tuples, timer_bits=2))
+    got = reference.run(
+        nfa,
+        data,
+        EngineParams(
+            partitions=partitions, store=store, ways=ways, tick_tuples=tick_tuples, timer_bits=2
+        ),
+    )
     assert len(set(got.starts[got.starts > 0].tolist())) > 20  # many distinct starts
 
 
@@ -453,62 +626,88 @@ def test_start_seq_unpartitioned():
 
 # --- runtime parameters (:name) --------------------------------------------------------------
 
-PARAM_STREAM = ("CREATE STREAM s (k UINT(4), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), "
-                "f FLOAT32);\n")
+PARAM_STREAM = "CREATE STREAM s (k UINT(4), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), f FLOAT32);\n"
 PARAM_DEFINE = "DEFINE A AS a < :lo, B AS a > :hi AND c = :on, C AS e <> :tag OR f >= :lim"
 
 
 def param_data(rng, n, keys):
     data = random_data(rng, n, keys)
-    data.columns["f"] = rng.choice([-1.5, -0.0, 0.0, 0.25, 2.0, np.inf, np.nan], n) \
-        .astype(np.float32)
+    data.columns["f"] = rng.choice([-1.5, -0.0, 0.0, 0.25, 2.0, np.inf, np.nan], n).astype(
+        np.float32
+    )
     return data
 
 
-@pytest.mark.parametrize(("store", "partitioned", "seed"),
-                         [("pipeline", True, 1), ("table", True, 2), ("pipeline", False, 3)])
+@pytest.mark.parametrize(
+    ("store", "partitioned", "seed"),
+    [("pipeline", True, 1), ("table", True, 2), ("pipeline", False, 3)],
+)
 def test_parameters_switch_exactly(store, partitioned, seed):
     """The decoder compares with the parameter registers; switches written on ``i_params``
     take effect exactly at their tuples, one after the next, several parameters at once."""
     from nfacep.settings import ParamValues
 
     part = "PARTITION k " if partitioned else ""
-    nfa = nfacep.compile_text(PARAM_STREAM + "".join(
-        f"QUERY q{i} {part}PATTERN ({p}) {PARAM_DEFINE};" for i, p in enumerate(PATTERNS)))
+    nfa = nfacep.compile_text(
+        PARAM_STREAM
+        + "".join(f"QUERY q{i} {part}PATTERN ({p}) {PARAM_DEFINE};" for i, p in enumerate(PATTERNS))
+    )
     rng = np.random.default_rng(seed)
     data = param_data(rng, 300, keys=8 if partitioned else 1)
-    texts = ["lo=6", "hi=-3", "on=true", "tag=y", "lim=0.5", "lo=0@1", "hi=10@40",
-             "tag=x@40", "on=false@41", "lim=-0.0@100", "lo=20@150", "hi=-20@150",
-             "lim=3e38@230", "tag=z@299"]
+    texts = [
+        "lo=6",
+        "hi=-3",
+        "on=true",
+        "tag=y",
+        "lim=0.5",
+        "lo=0@1",
+        "hi=10@40",
+        "tag=x@40",
+        "on=false@41",
+        "lim=-0.0@100",
+        "lo=20@150",
+        "hi=-20@150",
+        "lim=3e38@230",
+        "tag=z@299",
+    ]
     values = ParamValues.parse(nfa.program.parameters, texts)
-    bits, _ = check(nfa, data, values=values, partitions=16 if partitioned else 1, store=store,
-                    seed=seed)
+    bits, _ = check(
+        nfa, data, values=values, partitions=16 if partitioned else 1, store=store, seed=seed
+    )
     fixed = ParamValues.parse(nfa.program.parameters, texts[:5])
-    assert bits != expected(nfa, data, fixed, partitions=16 if partitioned else 1,
-                            store=store)[0]  # the switches change what matches
+    assert (
+        bits != expected(nfa, data, fixed, partitions=16 if partitioned else 1, store=store)[0]
+    )  # the switches change what matches
 
 
 def test_parameter_values_after_reset_and_in_force():
     from nfacep.settings import ParamValues
 
     nfa = nfacep.compile_text(PARAM_STREAM + f"QUERY q PATTERN (A B C) {PARAM_DEFINE}")
-    values = ParamValues.parse(nfa.program.parameters,
-                               ["lo=-7", "hi=3", "on=true", "tag=z", "lim=1.5"])
+    values = ParamValues.parse(
+        nfa.program.parameters, ["lo=-7", "hi=3", "on=true", "tag=z", "lim=1.5"]
+    )
     dut = Engine(nfa, values=values)
     seen = {}
 
     async def bench(ctx):
         seen["reset"] = ctx.get(dut.param_values.as_value())
-        await stream_put(ctx, dut.i_params, values.packed({**values.initial, "lo": 5})
-                         | 2 << dut.param_values.shape().size)
+        await stream_put(
+            ctx,
+            dut.i_params,
+            values.packed({**values.initial, "lo": 5}) | 2 << dut.param_values.shape().size,
+        )
         assert not ctx.get(dut.i_params.ready)  # waits for tuple 2
         for _ in range(3):
             await stream_put(ctx, dut.i_stream, 0)
         seen["after"] = ctx.get(dut.param_values.as_value())
         seen["ready"] = ctx.get(dut.i_params.ready)
         # a switch whose tuple (1) has passed takes effect at the next tuple taken (3)
-        await stream_put(ctx, dut.i_params, values.packed({**values.initial, "lo": -2})
-                         | 1 << dut.param_values.shape().size)
+        await stream_put(
+            ctx,
+            dut.i_params,
+            values.packed({**values.initial, "lo": -2}) | 1 << dut.param_values.shape().size,
+        )
         await ctx.tick().repeat(3)
         seen["idle"] = ctx.get(dut.param_values.as_value())
         await stream_put(ctx, dut.i_stream, 0)

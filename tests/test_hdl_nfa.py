@@ -1,6 +1,5 @@
 """NFA gateware: the stand-alone matcher (one flip-flop per state) against the reference."""
 
-
 import numpy as np
 import pytest
 from streams import run_matcher
@@ -12,8 +11,17 @@ from nfacep.tuples import Tuples
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
 DEFINE = "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
-PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,4} B", "PERMUTE(A, B) C*", "(A B | B A)* C",
-            "A . . B", "(A* B?)+ C", "A+ B+ C+", "A | B | C"]
+PATTERNS = [
+    "A B* C",
+    "(A | B)+ C?",
+    "A{2,4} B",
+    "PERMUTE(A, B) C*",
+    "(A B | B A)* C",
+    "A . . B",
+    "(A* B?)+ C",
+    "A+ B+ C+",
+    "A | B | C",
+]
 
 
 def simulate(nfa, tuples, *, seed, gap=0.3, stall=0.3):
@@ -23,16 +31,22 @@ def simulate(nfa, tuples, *, seed, gap=0.3, stall=0.3):
 
 
 def random_tuples(rng, n):
-    return Tuples({"a": rng.integers(0, 16, n).astype(np.uint64),
-                   "c": rng.integers(0, 2, n).astype(bool),
-                   "e": rng.integers(0, 3, n)}, n)
+    return Tuples(
+        {
+            "a": rng.integers(0, 16, n).astype(np.uint64),
+            "c": rng.integers(0, 2, n).astype(bool),
+            "e": rng.integers(0, 3, n),
+        },
+        n,
+    )
 
 
 @pytest.mark.parametrize("skip", [False, True])
 def test_standalone_nfa_equals_reference(skip):
     clause = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
-    text = STREAM + "".join(f"QUERY q{i} {clause}PATTERN ({p}) {DEFINE};"
-                            for i, p in enumerate(PATTERNS))
+    text = STREAM + "".join(
+        f"QUERY q{i} {clause}PATTERN ({p}) {DEFINE};" for i, p in enumerate(PATTERNS)
+    )
     nfa = nfacep.compile_text(text)
     tuples = random_tuples(np.random.default_rng(int(skip)), 300)
     got = simulate(nfa, tuples, seed=int(skip))

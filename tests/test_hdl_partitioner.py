@@ -33,6 +33,7 @@ def mix_gateware(m, state, payload):
 
 # --- the reference: the sequential semantics, written as plainly as possible ----------------
 
+
 @dataclass(frozen=True)
 class Record:
     key: int
@@ -82,6 +83,7 @@ class PartitionerModel:
 
 # --- stream helpers ----------------------------------------------------------------------------
 
+
 @dataclass
 class Run:
     records: list[Record]
@@ -99,8 +101,11 @@ def simulate(dut, tuples, *, seed=0, gap=0.0, stall=0.0, first_stall=0, cycle_li
     cycle = 0
     counters = {}
     if cycle_limit is None:
-        cycle_limit = 1000 + first_stall + (dut.depth + 4) * len(tuples) * 4 // max(
-            1e-3, (1 - gap) * (1 - stall))
+        cycle_limit = (
+            1000
+            + first_stall
+            + (dut.depth + 4) * len(tuples) * 4 // max(1e-3, (1 - gap) * (1 - stall))
+        )
 
     async def clock_counter(ctx):
         nonlocal cycle
@@ -111,8 +116,9 @@ def simulate(dut, tuples, *, seed=0, gap=0.0, stall=0.0, first_stall=0, cycle_li
 
     async def producer(ctx):
         for key, payload in tuples:
-            await stream_put(ctx, dut.i_stream, {"key": key, "payload": payload},
-                             rng=rng_put, gap=gap)
+            await stream_put(
+                ctx, dut.i_stream, {"key": key, "payload": payload}, rng=rng_put, gap=gap
+            )
             accepted_at.append(cycle)
 
     async def consumer(ctx):
@@ -121,9 +127,15 @@ def simulate(dut, tuples, *, seed=0, gap=0.0, stall=0.0, first_stall=0, cycle_li
         for _ in tuples:
             out = await stream_get(ctx, dut.o_stream, rng=rng_get, stall=stall)
             emitted_at.append(cycle)
-            records.append(Record(
-                key=out.key, payload=out.payload, dropped=bool(out.dropped),
-                fresh=bool(out.fresh), result=out.result))
+            records.append(
+                Record(
+                    key=out.key,
+                    payload=out.payload,
+                    dropped=bool(out.dropped),
+                    fresh=bool(out.fresh),
+                    result=out.result,
+                )
+            )
         counters["tuples"] = ctx.get(dut.tuples)
         counters["drops"] = ctx.get(dut.drops)
 
@@ -136,29 +148,45 @@ def simulate(dut, tuples, *, seed=0, gap=0.0, stall=0.0, first_stall=0, cycle_li
     return Run(records, counters["tuples"], counters["drops"], accepted_at, emitted_at)
 
 
-def make_partitioner(*, depth, timer_bits=4, tick_tuples=0, key_shape=KEY_WIDTH,
-                     payload_shape=PAYLOAD_WIDTH, update=mix_gateware):
+def make_partitioner(
+    *,
+    depth,
+    timer_bits=4,
+    tick_tuples=0,
+    key_shape=KEY_WIDTH,
+    payload_shape=PAYLOAD_WIDTH,
+    update=mix_gateware,
+):
     return StreamPartitioner(
-        key_shape=key_shape, payload_shape=payload_shape, state_width=STATE_WIDTH,
-        result_shape=STATE_WIDTH, depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples,
-        update=update)
+        key_shape=key_shape,
+        payload_shape=payload_shape,
+        state_width=STATE_WIDTH,
+        result_shape=STATE_WIDTH,
+        depth=depth,
+        timer_bits=timer_bits,
+        tick_tuples=tick_tuples,
+        update=update,
+    )
 
 
 def assert_matches_model(run, expected):
     assert len(run.records) == len(expected)
     for index, (got, want) in enumerate(zip(run.records, expected, strict=True)):
-        assert (got.key, got.payload, got.dropped) == (want.key, want.payload, want.dropped), \
+        assert (got.key, got.payload, got.dropped) == (want.key, want.payload, want.dropped), (
             f"tuple {index}: got {got}, want {want}"
+        )
         if not want.dropped:
-            assert (got.fresh, got.result) == (want.fresh, want.result), \
+            assert (got.fresh, got.result) == (want.fresh, want.result), (
                 f"tuple {index}: got {got}, want {want}"
+            )
         else:
             assert not got.fresh, f"tuple {index}: dropped tuple marked fresh"
 
 
 def check(tuples, *, depth, timer_bits=4, tick_tuples=0, key_shape=KEY_WIDTH, **kwargs):
-    dut = make_partitioner(depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples,
-                           key_shape=key_shape)
+    dut = make_partitioner(
+        depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples, key_shape=key_shape
+    )
     model = PartitionerModel(depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples)
     expected = model.run(tuples)
     run = simulate(dut, tuples, **kwargs)
@@ -175,28 +203,39 @@ def random_tuples(rng, count, alphabet):
 
 # --- random differential tests -----------------------------------------------------------------
 
-@pytest.mark.parametrize(("depth", "timer_bits", "tick_tuples", "alphabet"), [
-    (1, 4, 0, 3),
-    (1, 2, 1, 3),
-    (1, 2, 2, 2),
-    (2, 4, 0, 4),
-    (2, 1, 3, 4),
-    (2, 2, 1, 5),
-    (3, 2, 2, 5),
-    (3, 1, 4, 5),
-    (4, 4, 0, 7),
-    (4, 2, 3, 8),
-    (4, 3, 1, 6),
-    (8, 4, 0, 12),
-    (8, 2, 4, 14),
-    (8, 1, 16, 11),
-])
+
+@pytest.mark.parametrize(
+    ("depth", "timer_bits", "tick_tuples", "alphabet"),
+    [
+        (1, 4, 0, 3),
+        (1, 2, 1, 3),
+        (1, 2, 2, 2),
+        (2, 4, 0, 4),
+        (2, 1, 3, 4),
+        (2, 2, 1, 5),
+        (3, 2, 2, 5),
+        (3, 1, 4, 5),
+        (4, 4, 0, 7),
+        (4, 2, 3, 8),
+        (4, 3, 1, 6),
+        (8, 4, 0, 12),
+        (8, 2, 4, 14),
+        (8, 1, 16, 11),
+    ],
+)
 def test_random_against_model(depth, timer_bits, tick_tuples, alphabet):
     seed = depth * 1000 + timer_bits * 100 + tick_tuples * 10 + alphabet
     rng = random.Random(seed)
     tuples = random_tuples(rng, 400, alphabet)
-    _, expected = check(tuples, depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples,
-                        seed=seed, gap=0.3, stall=0.4)
+    _, expected = check(
+        tuples,
+        depth=depth,
+        timer_bits=timer_bits,
+        tick_tuples=tick_tuples,
+        seed=seed,
+        gap=0.3,
+        stall=0.4,
+    )
     # The cases are meant to exercise all three outcomes.
     assert any(r.dropped for r in expected)
     assert any(r.fresh for r in expected)
@@ -223,21 +262,37 @@ def test_random_full_speed(depth):
 )
 def test_hypothesis_against_model(depth, timer_bits, tick_tuples, keys, seed, gap, stall):
     tuples = [(key, (index * 7 + key) % (1 << PAYLOAD_WIDTH)) for index, key in enumerate(keys)]
-    check(tuples, depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples,
-          seed=seed, gap=gap, stall=stall)
+    check(
+        tuples,
+        depth=depth,
+        timer_bits=timer_bits,
+        tick_tuples=tick_tuples,
+        seed=seed,
+        gap=gap,
+        stall=stall,
+    )
 
 
 @pytest.mark.parametrize("depth", [2, 5])
 def test_wide_keys(depth):
     # 16-bit keys that differ in single high bits, so a narrowed comparison would alias them.
     rng = random.Random(depth + 40)
-    pool = [0x8000, 0x0000, 0x4000, 0x8001, 0x0100, 0xFFFF, 0x7FFF][:depth + 2]
+    pool = [0x8000, 0x0000, 0x4000, 0x8001, 0x0100, 0xFFFF, 0x7FFF][: depth + 2]
     tuples = [(rng.choice(pool), rng.randrange(1 << PAYLOAD_WIDTH)) for _ in range(300)]
-    check(tuples, depth=depth, timer_bits=2, tick_tuples=2, key_shape=16, seed=depth,
-          gap=0.2, stall=0.3)
+    check(
+        tuples,
+        depth=depth,
+        timer_bits=2,
+        tick_tuples=2,
+        key_shape=16,
+        seed=depth,
+        gap=0.2,
+        stall=0.3,
+    )
 
 
 # --- targeted tests ----------------------------------------------------------------------------
+
 
 def test_drop_counter():
     # depth 2, no timers: 0 and 1 fill the pipeline; 2 is dropped twice, 0 hits, 3 is dropped.
@@ -276,8 +331,9 @@ def test_timer_frees_single_element(gap, stall):
     expected = model.run(tuples)
     assert [("drop" if r.dropped else "fresh" if r.fresh else "hit") for r in expected] == outcome
     run, _ = check(tuples, depth=1, timer_bits=2, tick_tuples=1, seed=3, gap=gap, stall=stall)
-    assert [("drop" if r.dropped else "fresh" if r.fresh else "hit")
-            for r in run.records] == outcome
+    assert [
+        ("drop" if r.dropped else "fresh" if r.fresh else "hit") for r in run.records
+    ] == outcome
     assert run.drops == 5
 
 
@@ -290,15 +346,27 @@ def test_timer_frees_at_exact_tick(gap, stall):
     #   5 B drop [A1, C freed]                    6 B fresh [B2, A freed]
     #   7 A fresh [B1 A2]     8 B hit [A1 B2]     9 C drop [B1, A freed]   10 C fresh [B0..]
     keys = [A, B, C, C, A, B, B, A, B, C, C]
-    outcome = ["fresh", "fresh", "drop", "fresh", "fresh", "drop", "fresh", "fresh", "hit",
-               "drop", "fresh"]
+    outcome = [
+        "fresh",
+        "fresh",
+        "drop",
+        "fresh",
+        "fresh",
+        "drop",
+        "fresh",
+        "fresh",
+        "hit",
+        "drop",
+        "fresh",
+    ]
     tuples = [(key, index) for index, key in enumerate(keys)]
     model = PartitionerModel(depth=2, timer_bits=2, tick_tuples=1)
     expected = model.run(tuples)
     assert [("drop" if r.dropped else "fresh" if r.fresh else "hit") for r in expected] == outcome
     run, _ = check(tuples, depth=2, timer_bits=2, tick_tuples=1, seed=4, gap=gap, stall=stall)
-    assert [("drop" if r.dropped else "fresh" if r.fresh else "hit")
-            for r in run.records] == outcome
+    assert [
+        ("drop" if r.dropped else "fresh" if r.fresh else "hit") for r in run.records
+    ] == outcome
     assert run.drops == 3
 
 
@@ -325,12 +393,14 @@ def test_throughput_and_latency(depth):
     tuples = random_tuples(rng, 40, depth + 1)
     run, _ = check(tuples, depth=depth, timer_bits=3, tick_tuples=2)
     interval = 1 if depth == 1 else 2
-    assert [b - a for a, b in zip(run.accepted_at, run.accepted_at[1:], strict=False)] == \
-        [interval] * (len(tuples) - 1)
+    assert [b - a for a, b in zip(run.accepted_at, run.accepted_at[1:], strict=False)] == [
+        interval
+    ] * (len(tuples) - 1)
     # emitted_at is the cycle count after the output transfer's clock edge, accepted_at the
     # same for the input transfer; the record is valid (and taken) latency cycles later.
-    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
-        [run.dut.latency] * len(tuples)
+    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == [
+        run.dut.latency
+    ] * len(tuples)
     assert run.dut.latency == (depth + 2 if depth > 1 else 2)
 
 
@@ -348,9 +418,14 @@ def test_layout_payload_reaches_update_as_view():
     assert isinstance(seen[0], data.View)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"depth": 0}, {"timer_bits": 0}, {"tick_tuples": -1},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"depth": 0},
+        {"timer_bits": 0},
+        {"tick_tuples": -1},
+    ],
+)
 def test_bad_parameters(kwargs):
     with pytest.raises(ValueError):
         make_partitioner(**{"depth": 2, **kwargs})

@@ -15,13 +15,16 @@ from streams import stream_through
 from nfacep.hdl.queue import StreamBuffer, StreamQueue
 
 
-@pytest.mark.parametrize("make", [lambda: StreamBuffer(8), lambda: StreamQueue(8, 4)],
-                         ids=["buffer", "queue"])
+@pytest.mark.parametrize(
+    "make", [lambda: StreamBuffer(8), lambda: StreamQueue(8, 4)], ids=["buffer", "queue"]
+)
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.5, 0.0), (0.0, 0.7), (0.4, 0.4)])
 def test_every_payload_once_in_order(make, gap, stall):
     values = [random.Random(3).randrange(256) for _ in range(200)]
-    assert stream_through(make(), values, seed=int(gap * 10 + stall * 100), gap=gap,
-                          stall=stall) == values
+    assert (
+        stream_through(make(), values, seed=int(gap * 10 + stall * 100), gap=gap, stall=stall)
+        == values
+    )
 
 
 def test_buffer_takes_one_payload_per_cycle_and_holds_on_stall():

@@ -84,20 +84,32 @@ class TableModel:
 
 
 def make_table(*, entries, ways, key_width, registered=True, **timers):
-    return TablePartitioner(key_shape=key_width, payload_shape=PAYLOAD_WIDTH,
-                            state_width=STATE_WIDTH, result_shape=STATE_WIDTH, entries=entries,
-                            ways=ways, update=mix_gateware, registered=registered, **timers)
+    return TablePartitioner(
+        key_shape=key_width,
+        payload_shape=PAYLOAD_WIDTH,
+        state_width=STATE_WIDTH,
+        result_shape=STATE_WIDTH,
+        entries=entries,
+        ways=ways,
+        update=mix_gateware,
+        registered=registered,
+        **timers,
+    )
 
 
 def check(tuples, *, entries, ways, key_width, registered=True, timers=None, **kwargs):
     """``timers``: the table's tick_tuples, timer_bits and sweep_every (and read_stages), given
     to the model too (but sweep_every and read_stages)."""
     timers = timers or {}
-    dut = make_table(entries=entries, ways=ways, key_width=key_width, registered=registered,
-                     **timers)
-    model = TableModel(entries=entries, ways=ways, key_width=key_width,
-                       **{k: v for k, v in timers.items()
-                          if k not in ("sweep_every", "read_stages")})
+    dut = make_table(
+        entries=entries, ways=ways, key_width=key_width, registered=registered, **timers
+    )
+    model = TableModel(
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        **{k: v for k, v in timers.items() if k not in ("sweep_every", "read_stages")},
+    )
     expected = model.run(tuples)
     run = simulate(dut, tuples, cycle_limit=2000 + dut.rows + 200 * len(tuples), **kwargs)
     assert_matches_model(run, expected)
@@ -166,8 +178,15 @@ def test_crc_gateware_gives_the_bucket():
 # --- random differential tests -----------------------------------------------------------------
 
 # (entries, ways, key width, key pool size): hashed with small tables and wide keys fill buckets
-HASHED = [(2, 1, 16, 5), (4, 2, 16, 9), (8, 4, 16, 14), (8, 2, 32, 12), (16, 4, 12, 30),
-          (4, 4, 20, 7), (16, 1, 8, 24)]
+HASHED = [
+    (2, 1, 16, 5),
+    (4, 2, 16, 9),
+    (8, 4, 16, 14),
+    (8, 2, 32, 12),
+    (16, 4, 12, 30),
+    (4, 4, 20, 7),
+    (16, 1, 8, 24),
+]
 
 
 @pytest.mark.parametrize("registered", [True, False])
@@ -177,15 +196,25 @@ def test_hashed_against_model(entries, ways, key_width, pool, registered):
     rng = random.Random(seed)
     keys = [rng.randrange(1 << key_width) for _ in range(pool)]
     tuples = random_tuples(rng, bursty_keys(rng, 300, keys))
-    _, expected = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed,
-                        gap=0.3, stall=0.3, registered=registered)
+    _, expected = check(
+        tuples,
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        seed=seed,
+        gap=0.3,
+        stall=0.3,
+        registered=registered,
+    )
     assert any(r.dropped for r in expected)
     assert any(r.fresh for r in expected)
     assert any(not r.fresh and not r.dropped for r in expected)
 
 
-@pytest.mark.parametrize(("entries", "ways", "key_width"),
-                         [(16, 4, 4), (16, 4, 3), (16, 2, 1), (8, 8, 3), (256, 4, 8), (4, 1, 2)])
+@pytest.mark.parametrize(
+    ("entries", "ways", "key_width"),
+    [(16, 4, 4), (16, 4, 3), (16, 2, 1), (8, 8, 3), (256, 4, 8), (4, 1, 2)],
+)
 @pytest.mark.parametrize("registered", [True, False])
 def test_direct_against_model(entries, ways, key_width, registered):
     seed = entries + ways + key_width
@@ -194,29 +223,42 @@ def test_direct_against_model(entries, ways, key_width, registered):
     tuples = random_tuples(rng, bursty_keys(rng, 250, pool))
     dut_rows = make_table(entries=entries, ways=ways, key_width=key_width).rows
     assert dut_rows == (1 << key_width) // min(ways, 1 << key_width)
-    _, expected = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed,
-                        gap=0.3, stall=0.3, registered=registered)
+    _, expected = check(
+        tuples,
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        seed=seed,
+        gap=0.3,
+        stall=0.3,
+        registered=registered,
+    )
     assert not any(r.dropped for r in expected)
     assert any(r.fresh for r in expected) and any(not r.fresh for r in expected)
 
 
 @pytest.mark.parametrize("registered", [True, False])
-@pytest.mark.parametrize(("entries", "ways", "key_width"),
-                         [(8, 2, 16), (16, 4, 4), (4, 1, 32)])
+@pytest.mark.parametrize(("entries", "ways", "key_width"), [(8, 2, 16), (16, 4, 4), (4, 1, 32)])
 def test_full_speed_bursts(entries, ways, key_width, registered):
     # Back to back, output always ready: same-key runs and alternating pairs in flight together.
     rng = random.Random(entries + key_width)
     keys = [rng.randrange(1 << key_width) for _ in range(entries + 3)]
-    check(random_tuples(rng, bursty_keys(rng, 300, keys)), entries=entries, ways=ways,
-          key_width=key_width, registered=registered)
+    check(
+        random_tuples(rng, bursty_keys(rng, 300, keys)),
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        registered=registered,
+    )
 
 
 def test_all_distinct_keys():
     # Every key new: the first `ways` keys of each bucket stay, every later one is dropped.
     rng = random.Random(5)
     keys = rng.sample(range(1 << 16), 200)
-    _, expected = check(random_tuples(rng, keys), entries=16, ways=4, key_width=16, seed=5,
-                        gap=0.2, stall=0.2)
+    _, expected = check(
+        random_tuples(rng, keys), entries=16, ways=4, key_width=16, seed=5, gap=0.2, stall=0.2
+    )
     assert sum(not r.dropped for r in expected) == 16
     assert all(r.fresh for r in expected if not r.dropped)
 
@@ -230,8 +272,15 @@ def test_full_buckets_equal_nfacep_capacity():
     params = EngineParams(store="table", partitions=entries, ways=ways)
     raw, codes = np.unique(np.array(keys, dtype=np.uint64), return_inverse=True)
     admission = admit_sequential(codes.ravel(), params, table_slots(raw, key_width, params))
-    run, _ = check(random_tuples(rng, keys), entries=entries, ways=ways,
-                   key_width=key_width, seed=8, gap=0.1, stall=0.5)
+    run, _ = check(
+        random_tuples(rng, keys),
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        seed=8,
+        gap=0.1,
+        stall=0.5,
+    )
     assert [not r.dropped for r in run.records] == admission.admitted.tolist()
     assert [r.fresh for r in run.records] == admission.fresh.tolist()
     assert (~admission.admitted).sum() > 50
@@ -251,21 +300,26 @@ def test_hypothesis_against_model(shape, keys, seed, gap, stall):
     mask = (1 << key_width) - 1
     spread = [(k * 0x9E37) & mask for k in keys]
     tuples = [(k, (i * 7 + k) % (1 << PAYLOAD_WIDTH)) for i, k in enumerate(spread)]
-    check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
-          stall=stall)
+    check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap, stall=stall)
 
 
 # --- timers: a tick stamp per entry, the aging sweep ---------------------------------------
 
 # (entries, ways, key width, pool, tick_tuples, timer_bits, sweep_every)
-TIMED = [(8, 2, 16, 14, 1, 1, 1), (8, 2, 16, 14, 1, 2, 4), (16, 4, 12, 30, 3, 2, 2),
-         (4, 4, 20, 9, 2, 1, 1024), (16, 4, 4, 16, 1, 2, 3), (16, 2, 3, 8, 2, 1, 1),
-         (8, 1, 16, 12, 5, 3, 7), (8, 2, 16, 14, 1, 3, 4)]
+TIMED = [
+    (8, 2, 16, 14, 1, 1, 1),
+    (8, 2, 16, 14, 1, 2, 4),
+    (16, 4, 12, 30, 3, 2, 2),
+    (4, 4, 20, 9, 2, 1, 1024),
+    (16, 4, 4, 16, 1, 2, 3),
+    (16, 2, 3, 8, 2, 1, 1),
+    (8, 1, 16, 12, 5, 3, 7),
+    (8, 2, 16, 14, 1, 3, 4),
+]
 
 
 @pytest.mark.parametrize("registered", [True, False])
-@pytest.mark.parametrize(("entries", "ways", "key_width", "pool", "tick", "bits", "every"),
-                         TIMED)
+@pytest.mark.parametrize(("entries", "ways", "key_width", "pool", "tick", "bits", "every"), TIMED)
 def test_timers_against_model(entries, ways, key_width, pool, tick, bits, every, registered):
     # Entries age out between and during same-key bursts (tick_tuples 1: every tuple ticks,
     # so entries in flight age too), buckets fill and empty, input gaps and output stalls.
@@ -274,15 +328,26 @@ def test_timers_against_model(entries, ways, key_width, pool, tick, bits, every,
     keys = rng.sample(range(1 << key_width), pool)
     tuples = random_tuples(rng, bursty_keys(rng, 400, keys))
     timers = {"tick_tuples": tick, "timer_bits": bits, "sweep_every": every}
-    run, expected = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed,
-                          gap=0.2, stall=0.3, registered=registered, timers=timers)
+    run, expected = check(
+        tuples,
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        seed=seed,
+        gap=0.2,
+        stall=0.3,
+        registered=registered,
+        timers=timers,
+    )
     assert run.dut.stamp_bits > 0
     fresh = [r.fresh for r in expected if not r.dropped]
     # with one tick per tuple and M = 1 every entry ages out before the next tuple comes
     assert all(fresh) if (tick, bits) == (1, 1) else any(fresh) and not all(fresh)
     # an entry aged out and came back fresh: a fresh tuple of a key processed before
-    assert any(r.fresh and any(p.key == r.key and not p.dropped for p in expected[:i])
-               for i, r in enumerate(expected))
+    assert any(
+        r.fresh and any(p.key == r.key and not p.dropped for p in expected[:i])
+        for i, r in enumerate(expected)
+    )
 
 
 @pytest.mark.parametrize("registered", [True, False])
@@ -291,8 +356,9 @@ def test_stamps_wrap_many_times(entries, ways, key_width, registered):
     # Small stamps (a sweep step at least after every tuple) and one tick per tuple: the
     # stamps wrap every 2**S tuples. Keys come back after exactly a multiple of 2**S ticks and
     # just before and after they age out; back to back, so that only forced steps sweep.
-    dut = make_table(entries=entries, ways=ways, key_width=key_width, tick_tuples=1,
-                     timer_bits=2, sweep_every=1)
+    dut = make_table(
+        entries=entries, ways=ways, key_width=key_width, tick_tuples=1, timer_bits=2, sweep_every=1
+    )
     period = 1 << dut.stamp_bits
     assert period <= 64
     rng = random.Random(period)
@@ -304,8 +370,14 @@ def test_stamps_wrap_many_times(entries, ways, key_width, registered):
     keys.append(tracked)
     tuples = random_tuples(rng, keys)
     timers = {"tick_tuples": 1, "timer_bits": 2, "sweep_every": 1}
-    _, expected = check(tuples, entries=entries, ways=ways, key_width=key_width,
-                        registered=registered, timers=timers)
+    _, expected = check(
+        tuples,
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        registered=registered,
+        timers=timers,
+    )
     assert len(tuples) > 8 * period
     tracked_fresh = [r.fresh for r in expected if r.key == tracked and not r.dropped]
     assert tracked_fresh.count(False) >= 1 and tracked_fresh.count(True) >= 5
@@ -318,29 +390,46 @@ def test_aging_costs_one_cycle_per_sweep_every_tuples(every):
     rng = random.Random(every)
     keys = [rng.randrange(1 << 16) for _ in range(6)]
     tuples = random_tuples(rng, bursty_keys(rng, 300, keys))
-    run, _ = check(tuples, entries=8, ways=2, key_width=16,
-                   timers={"tick_tuples": 2, "timer_bits": 2, "sweep_every": every})
+    run, _ = check(
+        tuples,
+        entries=8,
+        ways=2,
+        key_width=16,
+        timers={"tick_tuples": 2, "timer_bits": 2, "sweep_every": every},
+    )
     steps = [b - a for a, b in zip(run.accepted_at, run.accepted_at[1:], strict=False)]
     assert set(steps) <= {1, 2}
     waits = [i for i, d in enumerate(steps) if d == 2]
     assert abs(len(waits) - (len(tuples) - 1) / every) <= 1
     assert all(b - a == every for a, b in itertools.pairwise(waits))
-    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
-        [run.dut.latency] * len(tuples)
+    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == [
+        run.dut.latency
+    ] * len(tuples)
 
 
 def test_stamp_width_covers_a_sweep_pass():
     # 2**S >= M + ceil(R * sweep_every / K) + 1, R = rows * banks sweep steps per pass
-    for entries, ways, key_width, tick, bits, every in [(8, 2, 16, 1, 1, 1), (65536, 4, 32, 1,
-                                                        4, 1024), (65536, 1, 16, 1000, 4, 1024),
-                                                        (16, 4, 3, 7, 8, 5)]:
-        dut = make_table(entries=entries, ways=ways, key_width=key_width, tick_tuples=tick,
-                         timer_bits=bits, sweep_every=every)
+    for entries, ways, key_width, tick, bits, every in [
+        (8, 2, 16, 1, 1, 1),
+        (65536, 4, 32, 1, 4, 1024),
+        (65536, 1, 16, 1000, 4, 1024),
+        (16, 4, 3, 7, 8, 5),
+    ]:
+        dut = make_table(
+            entries=entries,
+            ways=ways,
+            key_width=key_width,
+            tick_tuples=tick,
+            timer_bits=bits,
+            sweep_every=every,
+        )
         steps = dut.rows * dut.banks
         need = (1 << bits) - 1 + -(-steps * every // tick) + 1
         assert 1 << dut.stamp_bits >= need > 1 << (dut.stamp_bits - 1)
-        assert dut.entry_layout.size == 1 + (0 if dut.direct else key_width) + STATE_WIDTH + \
-            dut.stamp_bits
+        assert (
+            dut.entry_layout.size
+            == 1 + (0 if dut.direct else key_width) + STATE_WIDTH + dut.stamp_bits
+        )
     assert make_table(entries=8, ways=2, key_width=16).stamp_bits == 0
 
 
@@ -360,8 +449,16 @@ def test_hypothesis_timers_against_model(shape, keys, tick, bits, every, seed, g
     mask = (1 << key_width) - 1
     spread = [(k * 0x9E37) & mask for k in keys]
     tuples = [(k, (i * 7 + k) % (1 << PAYLOAD_WIDTH)) for i, k in enumerate(spread)]
-    check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
-          stall=stall, timers={"tick_tuples": tick, "timer_bits": bits, "sweep_every": every})
+    check(
+        tuples,
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        seed=seed,
+        gap=gap,
+        stall=stall,
+        timers={"tick_tuples": tick, "timer_bits": bits, "sweep_every": every},
+    )
 
 
 @pytest.mark.parametrize(("entries", "ways", "key_width"), [(16, 2, 24), (16, 4, 4)])
@@ -373,29 +470,40 @@ def test_timers_equal_nfacep_capacity(entries, ways, key_width):
     rng = random.Random(entries + key_width)
     pool = rng.sample(range(1 << key_width), min(40, 1 << key_width))
     keys = bursty_keys(rng, 400, pool)
-    params = EngineParams(store="table", partitions=entries, ways=ways, tick_tuples=3,
-                          timer_bits=2)
+    params = EngineParams(store="table", partitions=entries, ways=ways, tick_tuples=3, timer_bits=2)
     raw, codes = np.unique(np.array(keys, dtype=np.uint64), return_inverse=True)
     slots = table_slots(raw, key_width, params)
     sequential = admit_sequential(codes.ravel(), params, slots)
     arrays = admit(codes.ravel(), params, slots)
-    run, _ = check(random_tuples(rng, keys), entries=entries, ways=ways, key_width=key_width,
-                   seed=9, gap=0.1, stall=0.4, timers={"tick_tuples": 3, "timer_bits": 2})
+    run, _ = check(
+        random_tuples(rng, keys),
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        seed=9,
+        gap=0.1,
+        stall=0.4,
+        timers={"tick_tuples": 3, "timer_bits": 2},
+    )
     for admission in (sequential, arrays):
         assert [not r.dropped for r in run.records] == admission.admitted.tolist()
         assert [r.fresh for r in run.records] == admission.fresh.tolist()
     assert sum(r.fresh for r in run.records) > len(pool)
 
 
-@pytest.mark.parametrize(("entries", "ways", "key_width", "timers"), [
-    (8, 2, 16, {}), (16, 4, 4, {}), (8, 2, 16, {"tick_tuples": 1, "timer_bits": 2}),
-    (16, 4, 12, {"tick_tuples": 3, "timer_bits": 2, "sweep_every": 2}),
-    (16, 2, 3, {"tick_tuples": 1, "timer_bits": 1, "sweep_every": 1}),
-])
+@pytest.mark.parametrize(
+    ("entries", "ways", "key_width", "timers"),
+    [
+        (8, 2, 16, {}),
+        (16, 4, 4, {}),
+        (8, 2, 16, {"tick_tuples": 1, "timer_bits": 2}),
+        (16, 4, 12, {"tick_tuples": 3, "timer_bits": 2, "sweep_every": 2}),
+        (16, 2, 3, {"tick_tuples": 1, "timer_bits": 1, "sweep_every": 1}),
+    ],
+)
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.3, 0.3)])
 @pytest.mark.parametrize("read_stages", [3, 4, 5])
-def test_read_stages_against_model(entries, ways, key_width, timers, gap, stall,
-                                         read_stages):
+def test_read_stages_against_model(entries, ways, key_width, timers, gap, stall, read_stages):
     # Three, four or five registers on the block RAM's read path, whatever the timers (the
     # default is four without, five with): a write more in flight to forward and a cycle more
     # of latency for each; with three the tags are compared right after the block RAM's
@@ -404,13 +512,22 @@ def test_read_stages_against_model(entries, ways, key_width, timers, gap, stall,
     rng = random.Random(seed)
     pool = rng.sample(range(1 << key_width), min(entries + 6, 1 << key_width))
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
-    run, _ = check(tuples, entries=entries, ways=ways, key_width=key_width, seed=seed, gap=gap,
-                   stall=stall, timers={**timers, "read_stages": read_stages})
+    run, _ = check(
+        tuples,
+        entries=entries,
+        ways=ways,
+        key_width=key_width,
+        seed=seed,
+        gap=gap,
+        stall=stall,
+        timers={**timers, "read_stages": read_stages},
+    )
     latency = 3 + read_stages + bool(timers.get("tick_tuples"))  # timers: the row registered
     assert run.dut.latency == latency
     if gap == stall == 0.0 and not timers:
-        assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
-            [latency] * len(tuples)
+        assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == [
+            latency
+        ] * len(tuples)
         assert run.accepted_at == list(range(run.accepted_at[0], run.accepted_at[0] + 300))
 
 
@@ -425,12 +542,13 @@ def test_throughput_and_latency(entries, ways, key_width, registered):
     rng = random.Random(3)
     keys = [rng.randrange(1 << key_width) for _ in range(4)]
     tuples = random_tuples(rng, [keys[0]] * 10 + bursty_keys(rng, 50, keys))
-    run, _ = check(tuples, entries=entries, ways=ways, key_width=key_width,
-                   registered=registered)
-    assert [b - a for a, b in zip(run.accepted_at, run.accepted_at[1:], strict=False)] == \
-        [1] * (len(tuples) - 1)
-    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == \
-        [run.dut.latency] * len(tuples)
+    run, _ = check(tuples, entries=entries, ways=ways, key_width=key_width, registered=registered)
+    assert [b - a for a, b in zip(run.accepted_at, run.accepted_at[1:], strict=False)] == [1] * (
+        len(tuples) - 1
+    )
+    assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == [
+        run.dut.latency
+    ] * len(tuples)
     assert run.dut.latency == (7 if registered else 3)
     # the clearing sweep: nothing taken before the rows are cleared
     assert run.accepted_at[0] >= run.dut.rows
@@ -475,12 +593,19 @@ def test_reset_empties_the_table(entries, ways, key_width):
                     key, payload = batch[sent]
                     ctx.set(dut.i_stream.payload, {"key": key, "payload": payload})
                 *_, ready, valid, out = await ctx.tick().sample(
-                    dut.i_stream.ready, dut.o_stream.valid, dut.o_stream.payload)
+                    dut.i_stream.ready, dut.o_stream.valid, dut.o_stream.payload
+                )
                 sent += sent < len(batch) and ready
                 if valid:
-                    records.append(Record(key=out.key, payload=out.payload,
-                                          dropped=bool(out.dropped), fresh=bool(out.fresh),
-                                          result=out.result))
+                    records.append(
+                        Record(
+                            key=out.key,
+                            payload=out.payload,
+                            dropped=bool(out.dropped),
+                            fresh=bool(out.fresh),
+                            result=out.result,
+                        )
+                    )
             ctx.set(dut.i_stream.valid, 0)
             collected.append(records)
             counters.append((ctx.get(dut.tuples), ctx.get(dut.drops)))
@@ -498,11 +623,20 @@ def test_reset_empties_the_table(entries, ways, key_width):
     assert counters == [(len(b), d) for b, d in zip(batches, drops, strict=True)]
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"entries": 6}, {"ways": 3}, {"entries": 2, "ways": 4}, {"entries": 0},
-    {"timer_bits": 0}, {"tick_tuples": -1}, {"sweep_every": 0}, {"read_stages": 2},
-    {"read_stages": 6},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"entries": 6},
+        {"ways": 3},
+        {"entries": 2, "ways": 4},
+        {"entries": 0},
+        {"timer_bits": 0},
+        {"tick_tuples": -1},
+        {"sweep_every": 0},
+        {"read_stages": 2},
+        {"read_stages": 6},
+    ],
+)
 def test_bad_parameters(kwargs):
     with pytest.raises(ValueError):
         make_table(**{"entries": 8, "ways": 2, "key_width": 8, **kwargs})

@@ -24,10 +24,15 @@ def test_unshared_nfa_equals_reference():
     assert len(own.predicates) == sum(s.predicate is not None for s in nfa.states) > 3
     rng = np.random.default_rng(5)
     n = 300
-    tuples = Tuples({"a": rng.integers(0, 16, n).astype(np.uint64),
-                     "c": rng.integers(0, 2, n).astype(bool),
-                     "e": rng.integers(0, 3, n),
-                     "f": rng.random(n).astype(np.float32)}, n)
+    tuples = Tuples(
+        {
+            "a": rng.integers(0, 16, n).astype(np.uint64),
+            "c": rng.integers(0, 2, n).astype(bool),
+            "e": rng.integers(0, 3, n),
+            "f": rng.random(n).astype(np.float32),
+        },
+        n,
+    )
     words = wire.pack(nfa.program.schema, tuples)
     dut = UnsharedNfaMatcher(nfa, 16)
     width = wire.tuple_width(nfa.program.schema)

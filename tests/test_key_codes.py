@@ -14,8 +14,13 @@ from hypothesis import strategies as st
 from nfacep import capacity, compiled, loops
 from nfacep.reference import KeyCodes
 
-DTYPES = {"uint64": np.uint64, "int64": np.int64, "uint16": np.uint16, "uint8": np.uint8,
-          "bool": bool}
+DTYPES = {
+    "uint64": np.uint64,
+    "int64": np.int64,
+    "uint16": np.uint16,
+    "uint8": np.uint8,
+    "bool": bool,
+}
 
 
 def numbering(pieces):
@@ -42,9 +47,12 @@ def key_pieces(draw):
     else:
         info = np.iinfo(dtype)
         # near zero, near the ends of the type, or anywhere (a range too wide for a table)
-        keys = st.one_of(st.integers(-5 if name == "int64" else 0, 40),
-                         st.integers(info.max - 40, info.max),
-                         st.integers(info.min, info.min + 40), st.integers(info.min, info.max))
+        keys = st.one_of(
+            st.integers(-5 if name == "int64" else 0, 40),
+            st.integers(info.max - 40, info.max),
+            st.integers(info.min, info.min + 40),
+            st.integers(info.min, info.max),
+        )
     pieces = draw(st.lists(st.lists(keys, min_size=0, max_size=30), min_size=1, max_size=5))
     return [np.array(p, dtype=dtype) for p in pieces]
 
@@ -57,8 +65,9 @@ def test_codes_across_pieces_follow_the_definition(pieces, compiled_loops):
         for piece, (expected, new) in zip(pieces, numbering(pieces), strict=True):
             got, got_new = codes.codes(piece)
             assert got.tolist() == expected
-            assert [bool(k) if piece.dtype == bool else int(k) for k in got_new.tolist()] == \
-                [bool(k) if piece.dtype == bool else int(k) for k in new]
+            assert [bool(k) if piece.dtype == bool else int(k) for k in got_new.tolist()] == [
+                bool(k) if piece.dtype == bool else int(k) for k in new
+            ]
             assert got.dtype == (np.uint16 if len(codes) <= 1 << 16 else np.int64)
     known = [k for p in pieces for k in p.tolist()]
     assert len(codes) == len(set(known))
@@ -72,8 +81,12 @@ def test_a_table_grows_with_the_keys_and_gives_way_to_the_index():
     """Keys below and above the table's range widen it; a piece whose keys are too wide for a
     table moves the numbering to the sorted index for good, codes unchanged."""
     codes = KeyCodes()
-    pieces = [np.array([100, 102, 100], dtype=np.int64), np.array([5, 102, 300], dtype=np.int64),
-              np.array([2**40, 5, 7], dtype=np.int64), np.array([6, 7, 100], dtype=np.int64)]
+    pieces = [
+        np.array([100, 102, 100], dtype=np.int64),
+        np.array([5, 102, 300], dtype=np.int64),
+        np.array([2**40, 5, 7], dtype=np.int64),
+        np.array([6, 7, 100], dtype=np.int64),
+    ]
     for piece, (expected, new) in zip(pieces, numbering(pieces), strict=True):
         got, got_new = codes.codes(piece)
         assert got.tolist() == expected and got_new.tolist() == new
@@ -81,16 +94,21 @@ def test_a_table_grows_with_the_keys_and_gives_way_to_the_index():
 
 
 @settings(max_examples=100, deadline=None)
-@given(codes=st.lists(st.integers(0, 9), max_size=60), extra=st.integers(0, 3),
-       admitted=st.data(), offset=st.integers(0, 1000))
+@given(
+    codes=st.lists(st.integers(0, 9), max_size=60),
+    extra=st.integers(0, 3),
+    admitted=st.data(),
+    offset=st.integers(0, 1000),
+)
 def test_compiled_helpers_equal_numpy(codes, extra, admitted, offset):
     codes = np.array(codes, dtype=np.uint16)
     keys = (int(codes.max()) + 1 if len(codes) else 0) + extra
     first = np.full(keys, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
     assert compiled.first_index(codes, keys).tolist() == first.tolist()
-    mask = np.array(admitted.draw(st.lists(st.booleans(), min_size=len(codes),
-                                           max_size=len(codes))), dtype=bool)
+    mask = np.array(
+        admitted.draw(st.lists(st.booleans(), min_size=len(codes), max_size=len(codes))), dtype=bool
+    )
     before = np.array([-1] * keys, dtype=np.int64)
     expected = before.copy()
     idx = np.flatnonzero(mask)

@@ -87,8 +87,13 @@ def hardware(data, partitioned: bool) -> EngineParams:
     """The pipeline with capacity and timers, or the table hashed into small buckets."""
     (partitions, tick, bits), _ = capacity_and_timers(data, partitioned)
     if partitioned and data.draw(st.booleans(), label="table"):
-        return EngineParams(store="table", partitions=4, ways=data.draw(st.sampled_from([1, 2])),
-                            tick_tuples=tick, timer_bits=bits)
+        return EngineParams(
+            store="table",
+            partitions=4,
+            ways=data.draw(st.sampled_from([1, 2])),
+            tick_tuples=tick,
+            timer_bits=bits,
+        )
     return EngineParams(partitions=partitions, tick_tuples=tick, timer_bits=bits)
 
 
@@ -126,12 +131,22 @@ def test_pieces_with_parameter_switches(partitioned, data):
     for i in range(data.draw(st.integers(1, 2), label="queries")):
         q = data.draw(queries(f"q{i}"))
         defines = tuple((v, data.draw(st.sampled_from(PARAM_PREDICATES))) for v, _ in q.defines)
-        parts.append(render_query(Query(q.name, q.pattern, defines, q.skip), "s",
-                                  "k" if partitioned else None))
+        parts.append(
+            render_query(
+                Query(q.name, q.pattern, defines, q.skip), "s", "k" if partitioned else None
+            )
+        )
     nfa = nfacep.compile_text("".join(parts))
     rows = data.draw(streams(max_len=50, keys=4), label="rows")
-    rows = [dict(r, v=data.draw(st.integers(0, 9)), w=data.draw(st.integers(-6, 6)),
-                 e=data.draw(st.sampled_from(["x", "y", "z"]))) for r in rows]
+    rows = [
+        dict(
+            r,
+            v=data.draw(st.integers(0, 9)),
+            w=data.draw(st.integers(-6, 6)),
+            e=data.draw(st.sampled_from(["x", "y", "z"])),
+        )
+        for r in rows
+    ]
     texts = []
     for name in nfa.program.parameters:
         texts.append(f"{name}={data.draw(PARAM_DRAW[name], label=name)}")
@@ -141,8 +156,7 @@ def test_pieces_with_parameter_switches(partitioned, data):
     cols = columns_of(rows, nfa)
     n = len(rows)
     cuts = data.draw(st.lists(st.integers(0, n), max_size=5), label="cuts")
-    assert (in_pieces(nfa, cols, n, cuts, values=values)
-            == one_pass(nfa, cols, n, values=values))
+    assert in_pieces(nfa, cols, n, cuts, values=values) == one_pass(nfa, cols, n, values=values)
 
 
 def test_a_later_piece_brings_new_symbols_and_smaller_keys():
@@ -153,7 +167,8 @@ def test_a_later_piece_brings_new_symbols_and_smaller_keys():
         "CREATE STREAM s (k INT(16), a UINT(4));"
         "QUERY q PARTITION k PATTERN (A B+ C) DEFINE A AS a = 1 B AS a = 2 C AS a = 3;"
         "QUERY r PARTITION k AFTER MATCH SKIP PAST LAST ROW PATTERN (A C*) "
-        "DEFINE A AS a < 2 C AS a > 2")
+        "DEFINE A AS a < 2 C AS a > 2"
+    )
     rng = np.random.default_rng(5)
     n = 3000
     k = rng.integers(-300, 300, n)
@@ -173,7 +188,8 @@ def test_a_dfa_grown_too_large_hands_its_partitions_to_the_nfa(monkeypatch):
     nfa = nfacep.compile_text(
         "CREATE STREAM s (k UINT(4), a UINT(4));"
         "QUERY q PARTITION k PATTERN (A (B | C)* A D) "
-        "DEFINE A AS a < 8 B AS a > 4 C AS a < 3 D AS a = 3")
+        "DEFINE A AS a < 8 B AS a > 4 C AS a < 3 D AS a = 3"
+    )
     rng = np.random.default_rng(2)
     n = 2000
     a = rng.integers(0, 16, n).astype(np.uint64)
@@ -207,20 +223,35 @@ def test_the_array_operations_take_one_piece_only():
 
 def match(tmp_path, name, query, data, *options) -> pathlib.Path:
     out = tmp_path / f"{name}.csv"
-    assert main(["match", str(query), "--input", str(data), "--output", str(out),
-                 *options]) == 0
+    assert main(["match", str(query), "--input", str(data), "--output", str(out), *options]) == 0
     return out
 
 
-@pytest.mark.parametrize("query, options", [
-    ("marathon", ["--partitions", "3", "--tick-tuples", "5"]),
-    ("marathon", ["--store", "table", "--partitions", "4", "--ways", "2", "--tick-tuples", "7",
-                  "--timer-bits", "2"]),
-    ("bruteforce", []),
-    ("fire", []),
-    ("supplychain", ["--param", "big=20000", "--param", "big=100@50"]),
-    ("vshape", []),
-])
+@pytest.mark.parametrize(
+    "query, options",
+    [
+        ("marathon", ["--partitions", "3", "--tick-tuples", "5"]),
+        (
+            "marathon",
+            [
+                "--store",
+                "table",
+                "--partitions",
+                "4",
+                "--ways",
+                "2",
+                "--tick-tuples",
+                "7",
+                "--timer-bits",
+                "2",
+            ],
+        ),
+        ("bruteforce", []),
+        ("fire", []),
+        ("supplychain", ["--param", "big=20000", "--param", "big=100@50"]),
+        ("vshape", []),
+    ],
+)
 def test_match_in_chunks_writes_the_same_files(tmp_path, query, options):
     """The bundled queries on their tuple files, one tuple (or two, or three) at a time, and
     from Parquet: the match file and the summary of one piece, byte for byte (the summary's
@@ -229,6 +260,7 @@ def test_match_in_chunks_writes_the_same_files(tmp_path, query, options):
     whole = match(tmp_path, "whole", q, d, *options)
     parquet = tmp_path / "t.parquet"
     import pyarrow.csv as pacsv
+
     pq.write_table(pacsv.read_csv(d), parquet)
     for chunk in ("1", "2", "3"):
         for src in (d, parquet):
@@ -247,25 +279,36 @@ def test_match_in_chunks_against_the_oracle(tmp_path, partitioned, chunk, data):
     qs, text, ty = data.draw(windowed(partitioned, starts=True), label="queries")
     rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
     hw, options = capacity_and_timers(data, partitioned)
-    check_against_oracle(tmp_path, qs, text, rows, partitioned, [*options, "--chunk", str(chunk)],
-                         hw, fields=(*FIELDS, "ts"))
+    check_against_oracle(
+        tmp_path,
+        qs,
+        text,
+        rows,
+        partitioned,
+        [*options, "--chunk", str(chunk)],
+        hw,
+        fields=(*FIELDS, "ts"),
+    )
 
 
 def test_an_error_in_a_later_chunk_writes_nothing(tmp_path, capsys):
     """A bad value, or an ORDER BY that goes back across two chunks, after some chunks were
     matched: the error names the row, and no match file appears."""
     q = tmp_path / "q.sql"
-    q.write_text("CREATE STREAM s (k UINT(8), t UINT(16), a UINT(4));"
-                 "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 5 "
-                 "DEFINE A AS a = 1 B AS a = 2")
+    q.write_text(
+        "CREATE STREAM s (k UINT(8), t UINT(16), a UINT(4));"
+        "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 5 "
+        "DEFINE A AS a = 1 B AS a = 2"
+    )
     rows = [(i % 3, i, 1 + i % 2) for i in range(40)]
     for name, bad in (("value", {30: (0, 30, 99)}), ("order", {20: (0, 3, 1)})):
         t = tmp_path / f"{name}.csv"
-        t.write_text("k,t,a\n" + "".join(f"{k},{tt},{a}\n" for k, tt, a in
-                                         [bad.get(i, r) for i, r in enumerate(rows)]))
+        t.write_text(
+            "k,t,a\n"
+            + "".join(f"{k},{tt},{a}\n" for k, tt, a in [bad.get(i, r) for i, r in enumerate(rows)])
+        )
         out = tmp_path / f"{name}.out.csv"
-        assert main(["match", str(q), "--input", str(t), "--output", str(out),
-                     "--chunk", "4"]) != 0
+        assert main(["match", str(q), "--input", str(t), "--output", str(out), "--chunk", "4"]) != 0
         err = capsys.readouterr().err
         line = 32 if name == "value" else 22
         assert f"row {line - 1} (line {line})" in err, err
@@ -275,8 +318,18 @@ def test_an_error_in_a_later_chunk_writes_nothing(tmp_path, capsys):
 def test_chunk_must_be_a_positive_count(tmp_path, capsys):
     for bad in ("0", "-3", "many"):
         with pytest.raises(SystemExit) as e:
-            main(["match", str(QUERIES / "vshape.sql"), "--input", str(QUERIES / "vshape.csv"),
-                  "--output", str(tmp_path / "m.csv"), "--chunk", bad])
+            main(
+                [
+                    "match",
+                    str(QUERIES / "vshape.sql"),
+                    "--input",
+                    str(QUERIES / "vshape.csv"),
+                    "--output",
+                    str(tmp_path / "m.csv"),
+                    "--chunk",
+                    bad,
+                ]
+            )
         assert e.value.code == 2
         assert "--chunk" in capsys.readouterr().err
 
@@ -285,8 +338,9 @@ def test_an_empty_input_in_chunks(tmp_path):
     t = tmp_path / "t.csv"
     t.write_text("k,p0,p1,p2\n")
     q = tmp_path / "q.sql"
-    q.write_text("CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL);"
-                 "QUERY q PATTERN (A) DEFINE A AS p0")
+    q.write_text(
+        "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL);QUERY q PATTERN (A) DEFINE A AS p0"
+    )
     out = match(tmp_path, "m", q, t, "--chunk", "2")
     assert out.read_text() == "seq,query,partition\n"
     assert json.loads(out.with_suffix(".summary.json").read_text())["tuples"] == 0
@@ -297,6 +351,7 @@ def test_parquet_folder_in_chunks(tmp_path):
     q = QUERIES / "marathon.sql"
     d = QUERIES / "marathon.csv"
     import pyarrow.csv as pacsv
+
     table = pacsv.read_csv(d)
     folder = tmp_path / "t.parquet"
     folder.mkdir()

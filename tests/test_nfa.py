@@ -12,32 +12,43 @@ STREAM = "CREATE STREAM s (a UINT(8), c ENUM('A', 'B', 'C', 'D', 'E'));\n"
 
 def wiring(pattern: str, defines: str = "") -> str:
     nfa = nfacep.compile_text(STREAM + f"QUERY q PATTERN ({pattern}) {defines}")
-    return "\n".join(nfa.dump().splitlines()[len(nfa.predicates) + 1:])
+    return "\n".join(nfa.dump().splitlines()[len(nfa.predicates) + 1 :])
 
 
 def test_figure_6_ab_star_c():
     # Figure 6: A gets {'1'}, B gets {A, B}, C gets {A, B}; C accepts.
-    assert wiring("A B* C") == """\
+    assert (
+        wiring("A B* C")
+        == """\
   st0_A [true] <- {1}
   st1_B [true] <- {st0_A, st1_B}
   st2_C [true] <- {st0_A, st1_B} accept"""
+    )
 
 
 def test_figure_3_ab_or_ba():
     # Automaton 1 / Figure 3: two branches, each two states; both second states accept.
-    assert wiring("A B | B A") == """\
+    assert (
+        wiring("A B | B A")
+        == """\
   st0_A [true] <- {1}
   st1_B [true] <- {st0_A} accept
   st2_B [true] <- {1}
   st3_A [true] <- {st2_B} accept"""
+    )
 
 
 def test_marathon_wiring():
-    defs = ("DEFINE A AS (c = 'A') NOTB AS (c != 'B') C AS (c = 'C') NOTC AS (c != 'C') "
-            "D AS (c = 'D') NOTD AS (c != 'D') E AS (c = 'E')")
-    nfa = nfacep.compile_text(STREAM + f"QUERY cheat PARTITION a PATTERN "
-                              f"( A NOTB* C | A NOTC* D | A NOTD* E ) {defs}")
-    assert nfa.dump() == """\
+    defs = (
+        "DEFINE A AS (c = 'A') NOTB AS (c != 'B') C AS (c = 'C') NOTC AS (c != 'C') "
+        "D AS (c = 'D') NOTD AS (c != 'D') E AS (c = 'E')"
+    )
+    nfa = nfacep.compile_text(
+        STREAM + f"QUERY cheat PARTITION a PATTERN ( A NOTB* C | A NOTC* D | A NOTD* E ) {defs}"
+    )
+    assert (
+        nfa.dump()
+        == """\
 p0: c = 'A'
 p1: c <> 'B'
 p2: c = 'C'
@@ -55,6 +66,7 @@ query cheat: states 0..8
   st6_A [p0] <- {1}
   st7_NOTD [p5] <- {st6_A, st7_NOTD}
   st8_E [p6] <- {st6_A, st7_NOTD} accept"""
+    )
 
 
 WIRINGS = [
@@ -74,8 +86,10 @@ WIRINGS = [
 
 @pytest.mark.parametrize(("pattern", "expected"), WIRINGS)
 def test_wiring_table(pattern, expected):
-    lines = [re.sub(r"^\s*st\d+_(\S+) \[[^\]]*\] ", r"\1 ", line)
-             for line in wiring(pattern).splitlines()]
+    lines = [
+        re.sub(r"^\s*st\d+_(\S+) \[[^\]]*\] ", r"\1 ", line)
+        for line in wiring(pattern).splitlines()
+    ]
     assert lines == expected
 
 
@@ -89,8 +103,9 @@ def test_state_explosion_counts():
     # (0|1)*1(0|1)^i: the NFA grows linearly, the DFA exponentially (paper §4.4)
     counts = []
     for i in range(1, 7):
-        nfa = nfacep.compile_text(STREAM + f"QUERY q PATTERN ((Z | O)* O (Z | O){{{i}}}) "
-                                  "DEFINE Z AS a = 0 O AS a = 1")
+        nfa = nfacep.compile_text(
+            STREAM + f"QUERY q PATTERN ((Z | O)* O (Z | O){{{i}}}) DEFINE Z AS a = 0 O AS a = 1"
+        )
         (q,) = nfa.queries
         symbols = dfa.all_symbols(nfa, q)
         d = dfa.build(nfa, q, dfa.true_masks(nfa, q, symbols))

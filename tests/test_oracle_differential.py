@@ -75,8 +75,12 @@ class Outcome:
     summary: dict
 
 
-def write_tuples(path: Path, rows: Sequence[Mapping[str, object]], bools: str = "word",
-                 fields: Sequence[str] = FIELDS) -> None:
+def write_tuples(
+    path: Path,
+    rows: Sequence[Mapping[str, object]],
+    bools: str = "word",
+    fields: Sequence[str] = FIELDS,
+) -> None:
     true, false = ("true", "false") if bools == "word" else ("1", "0")
     lines = [",".join(fields)]
     for row in rows:
@@ -344,20 +348,26 @@ def test_oracle_within_keeps_runs_shorter_than_the_window():
 def test_oracle_within_with_partitions_and_skip():
     # A B within 3: partition 1's B at ts 4 is 4 after its A; partition 2's is 2 after.
     q = Query("w", seq(var("A"), var("B")), (("A", P0), ("B", P1)), window=3, order="ts")
-    rows = [dict(r, ts=t) for r, t in zip(
-        rows_of("a", key=1) + rows_of("a", key=2) + rows_of("b", key=2) + rows_of("b", key=1),
-        [0, 2, 4, 4], strict=True)]
+    rows = [
+        dict(r, ts=t)
+        for r, t in zip(
+            rows_of("a", key=1) + rows_of("a", key=2) + rows_of("b", key=2) + rows_of("b", key=1),
+            [0, 2, 4, 4],
+            strict=True,
+        )
+    ]
     assert run([q], rows, "k").matches == [(2, "w", "2")]
     # every end: the run from 1 ends at 2 (2 - 1 < 5), not at 3 (9 - 1 >= 5); skip past
     # last row: after the match at 1, the A at 1 cannot start another
     q = Query("w", seq(var("A"), rep(var("B"), "*")), (("A", P0), ("B", P1)), False, 5, "ts")
-    rows = [dict(r, ts=t) for r, t in zip(rows_of("ab", "ab", "b", "b"), [0, 1, 2, 9],
-                                          strict=True)]
+    rows = [dict(r, ts=t) for r, t in zip(rows_of("ab", "ab", "b", "b"), [0, 1, 2, 9], strict=True)]
     assert run([q], rows).matches == [(0, "w", ""), (1, "w", ""), (2, "w", "")]
     q = Query("w", q.pattern, q.defines, True, 5, "ts")
     assert run([q], rows).matches == [(0, "w", ""), (1, "w", "")]
     assert render_query(q, "s", None, "concise").splitlines()[1:3] == [
-        "ORDER BY ts", "AFTER MATCH SKIP PAST LAST ROW"]
+        "ORDER BY ts",
+        "AFTER MATCH SKIP PAST LAST ROW",
+    ]
     assert "PATTERN (A B*) WITHIN 5" in render_query(q, "s", "k")
 
 
@@ -639,8 +649,9 @@ def timed(draw, rows: list[dict[str, object]], ty: str) -> list[dict[str, object
 
 
 @st.composite
-def windowed(draw, partitioned: bool, max_queries: int = 2,
-             starts: bool = False) -> tuple[list[Query], str]:
+def windowed(
+    draw, partitioned: bool, max_queries: int = 2, starts: bool = False
+) -> tuple[list[Query], str]:
     """1-2 queries with ORDER BY ts WITHIN n, in either form, over a stream with ``ts``.
     With ``starts``, each query may also report start_seq and may have no window."""
     ty = draw(st.sampled_from(sorted(WINDOW_STREAMS)))
@@ -648,11 +659,15 @@ def windowed(draw, partitioned: bool, max_queries: int = 2,
     for i in range(draw(st.integers(1, max_queries))):
         q = draw(queries(f"w{i}"))
         window = draw(st.integers(1, 12) | st.none()) if starts else draw(st.integers(1, 12))
-        q = Query(q.name, q.pattern, q.defines, q.skip, window, "ts",
-                  start=starts and draw(st.booleans()))
+        q = Query(
+            q.name, q.pattern, q.defines, q.skip, window, "ts", start=starts and draw(st.booleans())
+        )
         qs.append(q)
-        parts.append(render_query(q, "s", "k" if partitioned else None,
-                                  draw(st.sampled_from(["sql", "concise"]))))
+        parts.append(
+            render_query(
+                q, "s", "k" if partitioned else None, draw(st.sampled_from(["sql", "concise"]))
+            )
+        )
     return qs, "".join(parts), ty
 
 
@@ -661,10 +676,19 @@ def capacity_and_timers(data, partitioned: bool) -> tuple[tuple[int, int, int], 
     (partitioned, when drawn) a small partitioner with timers that matter."""
     if not (partitioned and data.draw(st.booleans(), label="capacity and timers")):
         return (256, 0, 4), []
-    hardware = (data.draw(st.sampled_from([1, 2, 3])), data.draw(st.sampled_from([0, 1, 2, 5])),
-                data.draw(st.sampled_from([1, 2, 4])))
-    return hardware, ["--partitions", str(hardware[0]), "--tick-tuples", str(hardware[1]),
-                      "--timer-bits", str(hardware[2])]
+    hardware = (
+        data.draw(st.sampled_from([1, 2, 3])),
+        data.draw(st.sampled_from([0, 1, 2, 5])),
+        data.draw(st.sampled_from([1, 2, 4])),
+    )
+    return hardware, [
+        "--partitions",
+        str(hardware[0]),
+        "--tick-tuples",
+        str(hardware[1]),
+        "--timer-bits",
+        str(hardware[2]),
+    ]
 
 
 @cli_settings(100)
@@ -675,8 +699,9 @@ def test_match_within_random(tmp_path, partitioned, data):
     qs, text, ty = data.draw(windowed(partitioned), label="queries")
     rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
     hardware, options = capacity_and_timers(data, partitioned)
-    check_against_oracle(tmp_path, qs, text, rows, partitioned, options, hardware,
-                         fields=(*FIELDS, "ts"))
+    check_against_oracle(
+        tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "ts")
+    )
 
 
 @cli_settings(40)
@@ -697,8 +722,9 @@ def test_match_start_seq_random(tmp_path, partitioned, data):
     qs, text, ty = data.draw(windowed(partitioned, starts=True), label="queries")
     rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
     hardware, options = capacity_and_timers(data, partitioned)
-    check_against_oracle(tmp_path, qs, text, rows, partitioned, options, hardware,
-                         fields=(*FIELDS, "ts"))
+    check_against_oracle(
+        tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "ts")
+    )
 
 
 @cli_settings(40)
@@ -707,22 +733,25 @@ def test_match_start_seq_re_engine(tmp_path, q, window, data):
     """One query reporting start_seq, judged by the brute-force ``re`` engine."""
     q = Query(q.name, q.pattern, q.defines, q.skip, window, "ts", start=True)
     rows = data.draw(timed(data.draw(streams(max_len=12, keys=1)), "UINT(16)"))
-    text = WINDOW_STREAMS["UINT(16)"] + render_query(q, "s", None, data.draw(
-        st.sampled_from(["sql", "concise"])))
+    text = WINDOW_STREAMS["UINT(16)"] + render_query(
+        q, "s", None, data.draw(st.sampled_from(["sql", "concise"]))
+    )
     check_against_oracle(tmp_path, [q], text, rows, False, engine="re", fields=(*FIELDS, "ts"))
 
 
 def test_oracle_start_seq_by_hand():
     """The latest start of the runs that end at a match; after a skip, of those after it."""
     rows = rows_of("a", "a", "b", "b")
-    q = Query("q", seq(rep(var("A"), "+"), rep(var("B"), "+")), (("A", P0), ("B", P1)),
-              start=True)
+    q = Query("q", seq(rep(var("A"), "+"), rep(var("B"), "+")), (("A", P0), ("B", P1)), start=True)
     assert run([q], rows).matches == [(2, "q", "", 1), (3, "q", "", 1)]
     q = Query(q.name, q.pattern, q.defines, skip=True, start=True)
     assert run([q], rows).matches == [(2, "q", "", 1)]
     plain = Query("p", var("B"), (("B", P1),))
-    assert run([q, plain], rows).matches == [(2, "p", "", None), (2, "q", "", 1),
-                                            (3, "p", "", None)]
+    assert run([q, plain], rows).matches == [
+        (2, "p", "", None),
+        (2, "q", "", 1),
+        (3, "p", "", None),
+    ]
 
 
 START_CASES = [  # several accepting states set at once, with different starts
@@ -748,10 +777,24 @@ def test_reference_start_seq_both_loops(pattern, skip, window, partitioned):
     t, rows = 0, []
     for _ in range(400):
         t += rng.choice([0, 1, 1, 2])
-        rows.append({"k": rng.randrange(3), "p0": rng.random() < 0.5, "p1": rng.random() < 0.5,
-                     "p2": rng.random() < 0.3, "ts": t})
-    q = Query("s", pattern, (("A", P0), ("B", P1), ("C", ("cmp", "p2", "=", True))), skip,
-              window, "ts", start=True)
+        rows.append(
+            {
+                "k": rng.randrange(3),
+                "p0": rng.random() < 0.5,
+                "p1": rng.random() < 0.5,
+                "p2": rng.random() < 0.3,
+                "ts": t,
+            }
+        )
+    q = Query(
+        "s",
+        pattern,
+        (("A", P0), ("B", P1), ("C", ("cmp", "p2", "=", True))),
+        skip,
+        window,
+        "ts",
+        start=True,
+    )
     text = WINDOW_STREAMS["UINT(16)"] + render_query(q, "s", "k" if partitioned else None)
     nfa = nfacep.compile_text(text)
     columns = {f: np.array([r[f] for r in rows], dtype=bool) for f in ("p0", "p1", "p2")}
@@ -780,8 +823,9 @@ def test_reference_within_both_loops(partitioned, starts, data):
     nfa = nfacep.compile_text(text)
     columns = {f: np.array([r[f] for r in rows], dtype=bool) for f in ("p0", "p1", "p2")}
     columns["k"] = np.array([r["k"] for r in rows], dtype=np.uint8)
-    columns["ts"] = np.array([r["ts"] for r in rows],
-                             dtype=np.int16 if ty.startswith("INT") else np.uint16)
+    columns["ts"] = np.array(
+        [r["ts"] for r in rows], dtype=np.int16 if ty.startswith("INT") else np.uint16
+    )
     want = run(qs, rows, "k" if partitioned else None).matches
     for compiled in (True, False):
         got = reference.run(nfa, Tuples(columns, len(rows)), compiled=compiled)
@@ -792,14 +836,26 @@ def test_reference_within_both_loops(partitioned, starts, data):
 # --------------------------------------------------------------------------------------------
 # Runtime parameters (:name, --param name=value[@seq])
 
-PARAM_STREAM = ("CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(8), w INT(8), "
-                "e ENUM('x', 'y', 'z'));\n")
+PARAM_STREAM = (
+    "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(8), w INT(8), "
+    "e ENUM('x', 'y', 'z'));\n"
+)
 PARAM_FIELDS = (*FIELDS, "v", "w", "e")
-PARAM_PREDICATES = [("cmpp", "v", ">", "lo"), ("cmpp", "v", "<=", "hi"), ("cmpp", "w", "<", "lo2"),
-                    ("cmpp", "e", "=", "tag"), ("cmpp", "e", "<>", "tag"), P0,
-                    ("and", ("cmpp", "v", ">=", "lo"), ("cmpp", "w", "<>", "lo2"))]
-PARAM_DRAW = {"lo": st.integers(0, 9), "hi": st.integers(0, 9), "lo2": st.integers(-5, 5),
-              "tag": st.sampled_from(["x", "y", "z"])}
+PARAM_PREDICATES = [
+    ("cmpp", "v", ">", "lo"),
+    ("cmpp", "v", "<=", "hi"),
+    ("cmpp", "w", "<", "lo2"),
+    ("cmpp", "e", "=", "tag"),
+    ("cmpp", "e", "<>", "tag"),
+    P0,
+    ("and", ("cmpp", "v", ">=", "lo"), ("cmpp", "w", "<>", "lo2")),
+]
+PARAM_DRAW = {
+    "lo": st.integers(0, 9),
+    "hi": st.integers(0, 9),
+    "lo2": st.integers(-5, 5),
+    "tag": st.sampled_from(["x", "y", "z"]),
+}
 
 
 @cli_settings(100)
@@ -814,14 +870,31 @@ def test_match_with_parameter_switches(tmp_path, partitioned, data):
         defines = tuple((v, data.draw(st.sampled_from(PARAM_PREDICATES))) for v, _ in q.defines)
         q = Query(q.name, q.pattern, defines, q.skip)
         qs.append(q)
-        parts.append(render_query(q, "s", "k" if partitioned else None,
-                                  data.draw(st.sampled_from(["sql", "concise"]))))
+        parts.append(
+            render_query(
+                q, "s", "k" if partitioned else None, data.draw(st.sampled_from(["sql", "concise"]))
+            )
+        )
     text = "".join(parts)
-    used = sorted({p[3] for q in qs for _, pred in q.defines
-                   for p in (pred, *pred[1:]) if isinstance(p, tuple) and p[0] == "cmpp"})
+    used = sorted(
+        {
+            p[3]
+            for q in qs
+            for _, pred in q.defines
+            for p in (pred, *pred[1:])
+            if isinstance(p, tuple) and p[0] == "cmpp"
+        }
+    )
     rows = data.draw(streams(max_len=30, keys=4), label="rows")
-    rows = [dict(r, v=data.draw(st.integers(0, 9)), w=data.draw(st.integers(-6, 6)),
-                 e=data.draw(st.sampled_from(["x", "y", "z"]))) for r in rows]
+    rows = [
+        dict(
+            r,
+            v=data.draw(st.integers(0, 9)),
+            w=data.draw(st.integers(-6, 6)),
+            e=data.draw(st.sampled_from(["x", "y", "z"])),
+        )
+        for r in rows
+    ]
     initial = {name: data.draw(PARAM_DRAW[name], label=name) for name in used}
     switches = []
     for _ in range(data.draw(st.integers(0, 3), label="switches") if used else 0):

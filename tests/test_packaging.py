@@ -39,9 +39,21 @@ def wheel(tmp_path_factory) -> pathlib.Path:
             shutil.copy2(ROOT / name, src / name)
     out = tmp_path_factory.mktemp("wheel")
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--quiet", "-w", str(out), str(src)],
-        capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, build.stdout + build.stderr
     wheels = list(out.glob("nfacep-*.whl"))
     assert len(wheels) == 1, wheels
@@ -52,9 +64,14 @@ def test_wheel_installs_one_top_level_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if ".dist-info/" not in n}
     assert top == {"nfacep"}
-    for module in ("nfacep/cli.py", "nfacep/grammar.lark", "nfacep/hdl/engine.py",
-                   "nfacep/sim/testbench.py", "nfacep/boards/link/protocol.py",
-                   "nfacep/spark_testbench/regress.py"):
+    for module in (
+        "nfacep/cli.py",
+        "nfacep/grammar.lark",
+        "nfacep/hdl/engine.py",
+        "nfacep/sim/testbench.py",
+        "nfacep/boards/link/protocol.py",
+        "nfacep/spark_testbench/regress.py",
+    ):
         assert module in names, f"{module} is not in the wheel"
     assert not any(n.startswith(("nfacep/tests/", "nfacep/benchmarks/")) for n in names)
 
@@ -73,30 +90,46 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
         "for name in ('hdl', 'sim', 'boards', 'spark_testbench'):\n"
         "    assert importlib.util.find_spec(name) is None, name\n"
         "from nfacep.cli import main\n"
-        "sys.exit(main(['--help']))\n")
+        "sys.exit(main(['--help']))\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stdout + run.stderr
-    for command in ("check", "explain", "match", "verilog", "sim", "vectors", "regress",
-                    "build", "run"):
+    for command in (
+        "check",
+        "explain",
+        "match",
+        "verilog",
+        "sim",
+        "vectors",
+        "regress",
+        "build",
+        "run",
+    ):
         assert f"    {command} " in run.stdout, f"{command} missing from --help"
 
 
 # --- how the packages depend on each other ------------------------------------------------------
 
 #: The repository folder of each subpackage of nfacep (pyproject.toml's package-dir).
-FOLDERS = {"nfacep": "nfacep", "nfacep.hdl": "hdl", "nfacep.sim": "sim",
-           "nfacep.boards": "boards", "nfacep.boards.link": "boards/link",
-           "nfacep.spark_testbench": "spark_testbench"}
+FOLDERS = {
+    "nfacep": "nfacep",
+    "nfacep.hdl": "hdl",
+    "nfacep.sim": "sim",
+    "nfacep.boards": "boards",
+    "nfacep.boards.link": "boards/link",
+    "nfacep.spark_testbench": "spark_testbench",
+}
 
 
 def _module_name(path: pathlib.Path) -> str | None:
     rel = path.relative_to(ROOT).with_suffix("")
     for package, folder in sorted(FOLDERS.items(), key=lambda kv: -len(kv[1])):
         parts = pathlib.PurePosixPath(folder).parts
-        if rel.parts[:len(parts)] == parts:
-            rest = rel.parts[len(parts):]
+        if rel.parts[: len(parts)] == parts:
+            rest = rel.parts[len(parts) :]
             name = ".".join((package, *rest))
             return name.removesuffix(".__init__")
     return None
@@ -115,7 +148,7 @@ def _imports(path: pathlib.Path) -> list[tuple[str, list[str], int]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             out.append((base, [a.name for a in node.names], node.lineno))
     return out
@@ -142,6 +175,7 @@ def test_the_core_imports_no_outer_package():
 def _private_uses(path: pathlib.Path) -> list[tuple[str, str, int]]:
     """``(module, name, line)`` of every private name (``_x``, not ``__x__``) of an nfacep
     module that the file imports or reads as ``module._x``."""
+
     def private(name: str) -> bool:
         return name.startswith("_") and not name.endswith("__")
 

@@ -21,41 +21,58 @@ def parse(*argv: str, defaults: str | None = None) -> argparse.Namespace:
 
 def test_defaults_and_one_value_everywhere():
     p = EngineParams()
-    assert p.as_dict() == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4,
-                           "store": "pipeline", "ways": 4}
-    assert p.options() == ("--partitions 256 --tick-tuples 0 --timer-bits 4 --store pipeline "
-                           "--ways 4")
+    assert p.as_dict() == {
+        "partitions": 256,
+        "tick_tuples": 0,
+        "timer_bits": 4,
+        "store": "pipeline",
+        "ways": 4,
+    }
+    assert p.options() == (
+        "--partitions 256 --tick-tuples 0 --timer-bits 4 --store pipeline --ways 4"
+    )
     assert EngineParams(partitions=16) == EngineParams(16, 0, 4, "pipeline", 4)
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.partitions = 3  # type: ignore[misc]
     assert hash(p) == hash(EngineParams())  # usable as a key, in sets, in caches
 
 
-@pytest.mark.parametrize(("values", "error", "message"), [
-    ({"partitions": 0}, UsageError, "--partitions must be at least 1"),
-    ({"tick_tuples": -1}, UsageError, "--tick-tuples must be 0 (no ticks) or more"),
-    ({"timer_bits": 0}, UsageError, "--timer-bits must be at least 1"),
-    ({"partitions": 65537}, HardwareLimitError,
-     "--partitions is 65537, more than the engine's limit of 65536"),
-    ({"timer_bits": 33}, HardwareLimitError, "--timer-bits is 33, more than"),
-    ({"tick_tuples": 1 << 32}, HardwareLimitError, "--tick-tuples is 4294967296, more than"),
-    ({"partitions": True}, UsageError, "--partitions must be an integer"),
-    ({"timer_bits": 2.5}, UsageError, "--timer-bits must be an integer"),
-])
+@pytest.mark.parametrize(
+    ("values", "error", "message"),
+    [
+        ({"partitions": 0}, UsageError, "--partitions must be at least 1"),
+        ({"tick_tuples": -1}, UsageError, "--tick-tuples must be 0 (no ticks) or more"),
+        ({"timer_bits": 0}, UsageError, "--timer-bits must be at least 1"),
+        (
+            {"partitions": 65537},
+            HardwareLimitError,
+            "--partitions is 65537, more than the engine's limit of 65536",
+        ),
+        ({"timer_bits": 33}, HardwareLimitError, "--timer-bits is 33, more than"),
+        ({"tick_tuples": 1 << 32}, HardwareLimitError, "--tick-tuples is 4294967296, more than"),
+        ({"partitions": True}, UsageError, "--partitions must be an integer"),
+        ({"timer_bits": 2.5}, UsageError, "--timer-bits must be an integer"),
+    ],
+)
 def test_out_of_range_values_are_refused_naming_the_option(values, error, message):
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         EngineParams(**values)
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"store": "bram"}, "--store must be one of pipeline, table, not 'bram'"),
-    ({"store": "table", "partitions": 1000},
-     "--partitions 1000: with --store table, the table's entries must be a power of two "
-     "(such as 512 or 1024)"),
-    ({"store": "table", "ways": 3}, "--ways 3: with --store table, the ways of a bucket must"),
-    ({"store": "table", "partitions": 2, "ways": 4}, "--ways 4 is more than --partitions 2"),
-    ({"ways": 0}, "--ways must be at least 1"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"store": "bram"}, "--store must be one of pipeline, table, not 'bram'"),
+        (
+            {"store": "table", "partitions": 1000},
+            "--partitions 1000: with --store table, the table's entries must be a power of two "
+            "(such as 512 or 1024)",
+        ),
+        ({"store": "table", "ways": 3}, "--ways 3: with --store table, the ways of a bucket must"),
+        ({"store": "table", "partitions": 2, "ways": 4}, "--ways 4 is more than --partitions 2"),
+        ({"ways": 0}, "--ways must be at least 1"),
+    ],
+)
 def test_a_table_that_cannot_be_built_is_refused_naming_the_option(values, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         EngineParams(**values)
@@ -107,24 +124,33 @@ def test_help_names_each_option_with_its_default():
 def test_recorded_parameters_round_trip_and_foreign_ones_are_refused():
     p = EngineParams(partitions=12, tick_tuples=3, timer_bits=2)
     assert EngineParams.from_dict(p.as_dict(), source="x.json") == p
-    with pytest.raises(UsageError, match=r"x.json: engine parameters from another nfacep "
-                                         r"version \(unknown color; missing store, "
-                                         r"timer_bits, ways\)"):
-        EngineParams.from_dict({"partitions": 1, "tick_tuples": 0, "color": "red"},
-                               source="x.json")
+    with pytest.raises(
+        UsageError,
+        match=r"x.json: engine parameters from another nfacep "
+        r"version \(unknown color; missing store, "
+        r"timer_bits, ways\)",
+    ):
+        EngineParams.from_dict({"partitions": 1, "tick_tuples": 0, "color": "red"}, source="x.json")
     with pytest.raises(UsageError, match=r"x\.json: --partitions must be at least 1"):
         EngineParams.from_dict({**p.as_dict(), "partitions": 0}, source="x.json")
     with pytest.raises(UsageError, match=r"x\.json: the engine parameters are not an object"):
         EngineParams.from_dict([1, 2, 3], source="x.json")  # type: ignore[arg-type]
     assert EngineParams(partitions=12).differences(p) == [
-        "--tick-tuples 0 (given: 3)", "--timer-bits 4 (given: 2)"]
+        "--tick-tuples 0 (given: 3)",
+        "--timer-bits 4 (given: 2)",
+    ]
 
 
 def test_queries_that_do_not_fit_one_engine():
     stream = "CREATE STREAM s (k UINT(64), a UINT(8));\n"
-    params.check_fits(nfacep.compile_text(stream + "QUERY q PARTITION k PATTERN (A{2000} B{2000})"
-                                          " DEFINE A AS a = 1 B AS a = 2"))
+    params.check_fits(
+        nfacep.compile_text(
+            stream + "QUERY q PARTITION k PATTERN (A{2000} B{2000}) DEFINE A AS a = 1 B AS a = 2"
+        )
+    )
     big = "".join(f"QUERY q{i} PATTERN (A{{2000}}) DEFINE A AS a = {i % 256};" for i in range(3))
-    with pytest.raises(HardwareLimitError, match="the number of NFA states is 6000, more than "
-                                                 "the engine's limit of 4096"):
+    with pytest.raises(
+        HardwareLimitError,
+        match="the number of NFA states is 6000, more than the engine's limit of 4096",
+    ):
         params.check_fits(nfacep.compile_text(stream + big))

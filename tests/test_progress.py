@@ -15,44 +15,69 @@ from nfacep.spark_testbench.progress import Progress, duration, line
 
 def test_a_line_midway_has_counts_percent_rate_and_time_left():
     seconds = 1_234_567 / 48_000  # 48,000 tuples/s
-    assert line("regress", "simulated", 1_234_567, 10_000_000, seconds, tasks_done=3, tasks=8,
-                task_word="shards") == (
+    assert line(
+        "regress",
+        "simulated",
+        1_234_567,
+        10_000_000,
+        seconds,
+        tasks_done=3,
+        tasks=8,
+        task_word="shards",
+    ) == (
         "regress: 1,234,567 of 10,000,000 tuples simulated (12%), 3 of 8 shards done, "
-        "48,000 tuples/s, about 3 min left")
+        "48,000 tuples/s, about 3 min left"
+    )
 
 
 def test_nothing_counted_yet_shows_the_elapsed_time_not_a_rate():
-    assert line("regress", "simulated", 0, 10_000_000, 65, tasks_done=0, tasks=2,
-                task_word="shards") == (
+    assert line(
+        "regress", "simulated", 0, 10_000_000, 65, tasks_done=0, tasks=2, task_word="shards"
+    ) == (
         "regress: 0 of 10,000,000 tuples simulated (0%), 0 of 2 shards done, 1 min 5 s "
-        "elapsed (counted as shards finish)")
+        "elapsed (counted as shards finish)"
+    )
 
 
 def test_the_last_line_has_the_total_the_time_and_the_rate():
-    assert line("vectors", "generated", 6000, 6000, 2.0, tasks_done=2, tasks=2, final=True) \
+    assert (
+        line("vectors", "generated", 6000, 6000, 2.0, tasks_done=2, tasks=2, final=True)
         == "vectors: 6,000 of 6,000 tuples generated (100%) in 2 s, 3,000 tuples/s"
+    )
 
 
-@pytest.mark.parametrize(("done", "total", "seconds", "tail"), [
-    (999, 1000, 1.0, "(99%), 999 tuples/s, less than 10 s left"),  # 100% only when all done
-    (1000, 100_000, 1.0, "(1%), 1,000 tuples/s, about 2 min left"),  # 99 s
-    (100, 1000, 5.0, "(10%), 20 tuples/s, about 50 s left"),  # 45 s, rounded up to tens
-    (1, 10_000, 1.0, "(0%), 1 tuples/s, about 2 h 47 min left"),  # 9,999 s
-    (1000, None, 4.0, "250 tuples/s"),  # total unknown: no percent, no time left
-])
+@pytest.mark.parametrize(
+    ("done", "total", "seconds", "tail"),
+    [
+        (999, 1000, 1.0, "(99%), 999 tuples/s, less than 10 s left"),  # 100% only when all done
+        (1000, 100_000, 1.0, "(1%), 1,000 tuples/s, about 2 min left"),  # 99 s
+        (100, 1000, 5.0, "(10%), 20 tuples/s, about 50 s left"),  # 45 s, rounded up to tens
+        (1, 10_000, 1.0, "(0%), 1 tuples/s, about 2 h 47 min left"),  # 9,999 s
+        (1000, None, 4.0, "250 tuples/s"),  # total unknown: no percent, no time left
+    ],
+)
 def test_percent_rate_and_time_left(done, total, seconds, tail):
     text = line("x", "done", done, total, seconds)
     assert text.endswith(tail), text
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (0.4, "0 s"), (59.4, "59 s"), (60, "1 min"), (185, "3 min 5 s"), (3600, "1 h"),
-    (7620, "2 h 7 min")])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.4, "0 s"),
+        (59.4, "59 s"),
+        (60, "1 min"),
+        (185, "3 min 5 s"),
+        (3600, "1 h"),
+        (7620, "2 h 7 min"),
+    ],
+)
 def test_duration(seconds, text):
     assert duration(seconds) == text
 
 
 # --- the watcher, with stand-ins for the Spark context -------------------------------------------
+
 
 class _Acc:
     def __init__(self):
@@ -88,8 +113,11 @@ def test_lines_every_interval_then_the_total():
         time.sleep(0.2)
     assert len(lines) >= 3
     periodic, last = lines[:-1], lines[-1]
-    assert all(p.startswith("regress: 60 of 100 tuples simulated (60%), 1 of 2 shards done, ")
-               and "tuples/s" in p for p in periodic), periodic
+    assert all(
+        p.startswith("regress: 60 of 100 tuples simulated (60%), 1 of 2 shards done, ")
+        and "tuples/s" in p
+        for p in periodic
+    ), periodic
     assert last.startswith("regress: 60 of 100 tuples simulated (60%) in 0 s, ")
 
 
@@ -102,7 +130,9 @@ def test_never_more_often_than_the_interval():
         time.sleep(0.1)
     # only the phases' last lines: no periodic line within 30 s
     assert [ln.split(" in ")[0] for ln in lines] == [
-        "vectors: 10 of 10 tuples generated (100%)", "vectors: 10 of 10 tuples matched (100%)"]
+        "vectors: 10 of 10 tuples generated (100%)",
+        "vectors: 10 of 10 tuples matched (100%)",
+    ]
 
 
 def test_quiet_prints_nothing_but_counts():

@@ -44,15 +44,28 @@ def test_query_compiles_without_warnings(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_match_reproduces_expected(name, tmp_path):
     out = tmp_path / "m.csv"
-    assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
-                 "--output", str(out), *param_args(name)]) == 0
+    assert (
+        main(
+            [
+                "match",
+                str(QUERIES / f"{name}.sql"),
+                "--input",
+                str(QUERIES / f"{name}.csv"),
+                "--output",
+                str(out),
+                *param_args(name),
+            ]
+        )
+        == 0
+    )
     assert out.read_text() == (QUERIES / f"{name}.matches.csv").read_text()
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_expected_agrees_with_planted(name):
-    expected = {(r["seq"], r["query"], r["partition"])
-                for r in rows(QUERIES / f"{name}.matches.csv")}
+    expected = {
+        (r["seq"], r["query"], r["partition"]) for r in rows(QUERIES / f"{name}.matches.csv")
+    }
     planted = rows(QUERIES / f"{name}.planted.csv")
     matches = {(r["seq"], r["query"], r["partition"]) for r in planted if r["kind"] == "match"}
     near = {(r["seq"], r["query"], r["partition"]) for r in planted if r["kind"] == "near_miss"}
@@ -95,10 +108,15 @@ def test_generator_converts_predicates_faithfully(name):
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
     tuples = nfacep.tuples.read(str(QUERIES / f"{name}.csv"), program.schema)
     converter = tool.PredicateConverter(program.schema)
-    converted = [(converter.pred(e), e) for q in program.queries
-                 for e in q.predicates.values() if e is not None]
-    table = tool.oracle_rows(tuples, program.schema, converter.derived,
-                             tool.parameter_values(name, program))
+    converted = [
+        (converter.pred(e), e)
+        for q in program.queries
+        for e in q.predicates.values()
+        if e is not None
+    ]
+    table = tool.oracle_rows(
+        tuples, program.schema, converter.derived, tool.parameter_values(name, program)
+    )
     values = param_values(name, nfacep.compile_file(str(QUERIES / f"{name}.sql")))
     columns = {**tuples.columns, **(values.columns(tuples.n) if values else {})}
     for pred, expr in converted:
@@ -130,8 +148,10 @@ def test_generator_check_reports_a_match_missing_from_planted():
         planted.remove(gone)
 
     message = _planted_error("fire", edit)
-    assert message == (f"fire.sql: query thaw: a match that is not planted: seq {gone['seq']}, "
-                       f"partition {gone['partition']}")
+    assert message == (
+        f"fire.sql: query thaw: a match that is not planted: seq {gone['seq']}, "
+        f"partition {gone['partition']}"
+    )
 
 
 def test_generator_check_reports_a_near_miss_planted_as_match():
@@ -142,8 +162,10 @@ def test_generator_check_reports_a_near_miss_planted_as_match():
         _first(planted, "portscan", "near_miss")["kind"] = "match"
 
     message = _planted_error("bruteforce", edit)
-    assert message == ("bruteforce.sql: query portscan: a planted match that the oracle does "
-                       f"not report: seq {row['seq']}, partition {row['partition']}")
+    assert message == (
+        "bruteforce.sql: query portscan: a planted match that the oracle does "
+        f"not report: seq {row['seq']}, partition {row['partition']}"
+    )
 
 
 def test_generator_check_reports_a_match_planted_as_near_miss():
@@ -154,8 +176,10 @@ def test_generator_check_reports_a_match_planted_as_near_miss():
         _first(planted, "ato", "match")["kind"] = "near_miss"
 
     message = _planted_error("supplychain", edit)
-    assert message == (f"supplychain.sql: query ato: a near_miss that is a match: seq "
-                       f"{row['seq']}, partition {row['partition']}")
+    assert message == (
+        f"supplychain.sql: query ato: a near_miss that is a match: seq "
+        f"{row['seq']}, partition {row['partition']}"
+    )
 
 
 def test_generator_check_reports_a_wrong_partition():
@@ -173,10 +197,13 @@ def test_generator_check_reports_a_near_miss_the_data_make_a_match(tmp_path):
         shutil.copy(QUERIES / f"bruteforce{suffix}", tmp_path)
     data = rows(QUERIES / "bruteforce.csv")
     user = str(tool.ip("10.20.4.17"))  # a user mistyping four times, then logging in
-    miss = next(r for r in rows(QUERIES / "bruteforce.planted.csv")
-                if r["partition"] == user and r["query"] == "bruteforce")
+    miss = next(
+        r
+        for r in rows(QUERIES / "bruteforce.planted.csv")
+        if r["partition"] == user and r["query"] == "bruteforce"
+    )
     assert miss["kind"] == "near_miss"
-    before = [i for i, r in enumerate(data[:int(miss["seq"])]) if r["src_ip"] == user]
+    before = [i for i, r in enumerate(data[: int(miss["seq"])]) if r["src_ip"] == user]
     assert [data[i]["event"] for i in before[-5:]] == ["HTTP_GET"] + ["LOGIN_FAIL"] * 4
     data[before[-5]]["event"] = "LOGIN_FAIL"
     with open(tmp_path / "bruteforce.csv", "w", newline="") as f:
@@ -185,17 +212,22 @@ def test_generator_check_reports_a_near_miss_the_data_make_a_match(tmp_path):
         w.writerows(data)
     with pytest.raises(tool.CheckError) as info:
         tool.check("bruteforce", folder=tmp_path)
-    assert str(info.value) == ("bruteforce.sql: query bruteforce: a near_miss that is a match: "
-                               f"seq {miss['seq']}, partition {user}")
+    assert str(info.value) == (
+        "bruteforce.sql: query bruteforce: a near_miss that is a match: "
+        f"seq {miss['seq']}, partition {user}"
+    )
 
 
-
-@pytest.mark.parametrize(("name", "fit", "miss", "window", "back"), [
-    ("bruteforce", "203.0.113.61", "203.0.113.62", 60_000, 5),  # FAIL x5 OK
-    ("fire", "116", "117", 300, 3),  # HOT x3 SMOKE
-])
-def test_windowed_queries_plant_both_sides_of_the_window(name, fit, miss, window, back,
-                                                         monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "fit", "miss", "window", "back"),
+    [
+        ("bruteforce", "203.0.113.61", "203.0.113.62", 60_000, 5),  # FAIL x5 OK
+        ("fire", "116", "117", 300, 3),  # HOT x3 SMOKE
+    ],
+)
+def test_windowed_queries_plant_both_sides_of_the_window(
+    name, fit, miss, window, back, monkeypatch
+):
     """bruteforce and fire carry a WITHIN window, and their data plant a match that just fits
     it and a near-miss that just misses it (first to last tuple n - 1 and exactly n apart).
     With the window stripped from what the check hands the oracle, that near-miss, and only
@@ -207,16 +239,24 @@ def test_windowed_queries_plant_both_sides_of_the_window(name, fit, miss, window
     key = program.partition_field
     fit, miss = (str(tool.ip(p)) if "." in p else p for p in (fit, miss))
     data = rows(QUERIES / f"{name}.csv")
-    planted = {r["partition"]: r for r in rows(QUERIES / f"{name}.planted.csv")
-               if r["query"] == name and r["partition"] in (fit, miss)}
+    planted = {
+        r["partition"]: r
+        for r in rows(QUERIES / f"{name}.planted.csv")
+        if r["query"] == name and r["partition"] in (fit, miss)
+    }
     for part, kind, span in ((fit, "match", window - 1), (miss, "near_miss", window)):
         row = planted[part]
-        times = [int(d["ts"]) for d in data[:int(row["seq"]) + 1] if d[key] == part]
+        times = [int(d["ts"]) for d in data[: int(row["seq"]) + 1] if d[key] == part]
         assert (row["kind"], times[-1] - times[-1 - back]) == (kind, span)
     query_of = tool.PredicateConverter.query
-    monkeypatch.setattr(tool.PredicateConverter, "query",
-                        lambda self, q: dataclasses.replace(query_of(self, q), window=None))
+    monkeypatch.setattr(
+        tool.PredicateConverter,
+        "query",
+        lambda self, q: dataclasses.replace(query_of(self, q), window=None),
+    )
     with pytest.raises(tool.CheckError) as info:
         tool.check(name)
-    assert str(info.value) == (f"{name}.sql: query {name}: a near_miss that is a match: seq "
-                               f"{planted[miss]['seq']}, partition {miss}")
+    assert str(info.value) == (
+        f"{name}.sql: query {name}: a near_miss that is a match: seq "
+        f"{planted[miss]['seq']}, partition {miss}"
+    )

@@ -66,13 +66,17 @@ def test_mutants_are_accepted_or_refused_with_a_position(runner):
     assert report.counts["accepted"] > INPUTS // 20 and report.counts["error"] > INPUTS // 2
 
 
-_pieces = st.sampled_from(TOKENS) | st.builds(lambda run, n: run * n, st.sampled_from(RUNS),
-                                              st.sampled_from([1, 3, 101, 700]))
+_pieces = st.sampled_from(TOKENS) | st.builds(
+    lambda run, n: run * n, st.sampled_from(RUNS), st.sampled_from([1, 3, 101, 700])
+)
 
 
 @settings(max_examples=5000 if NIGHTLY else 200)
-@given(head=st.sampled_from(["", SEEDS[0].split("QUERY")[0], SEEDS[3]]),
-       pieces=st.lists(_pieces, max_size=12), glue=st.sampled_from([" ", "", "\n"]))
+@given(
+    head=st.sampled_from(["", SEEDS[0].split("QUERY")[0], SEEDS[3]]),
+    pieces=st.lists(_pieces, max_size=12),
+    glue=st.sampled_from([" ", "", "\n"]),
+)
 def test_generated_files_are_accepted_or_refused_with_a_position(runner, head, pieces, glue):
     """Token soup after a stream declaration (or a whole query): Hypothesis shrinks a failure
     to the fewest pieces."""

@@ -16,8 +16,9 @@ import nfacep
 from nfacep.errors import DataError
 from nfacep.tuples import read, read_chunks
 
-STREAM = nfacep.compile_text("CREATE STREAM s (k UINT(8), a INT(8), e ENUM('x', 'y'));"
-                             "QUERY q PATTERN (A) DEFINE A AS a > 0").program.schema
+STREAM = nfacep.compile_text(
+    "CREATE STREAM s (k UINT(8), a INT(8), e ENUM('x', 'y'));QUERY q PATTERN (A) DEFINE A AS a > 0"
+).program.schema
 
 
 def csv_text(rows, blanks, ending):
@@ -41,18 +42,26 @@ def same(path, rows):
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(0, 255), st.integers(-128, 127),
-                               st.sampled_from("xy")), max_size=40),
-       blanks=st.lists(st.integers(0, 2), min_size=1, max_size=4),
-       ending=st.sampled_from(["\n", "\r\n", "\r"]), chunk=st.integers(1, 9))
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 255), st.integers(-128, 127), st.sampled_from("xy")), max_size=40
+    ),
+    blanks=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+    ending=st.sampled_from(["\n", "\r\n", "\r"]),
+    chunk=st.integers(1, 9),
+)
 def test_pieces_are_the_whole_read_cut(tmp_path_factory, rows, blanks, ending, chunk):
     d = tmp_path_factory.mktemp("rc")
     text = d / "t.csv"
     text.write_bytes(csv_text(rows, blanks, ending).encode())
     same(str(text), chunk)
-    table = pa.table({"k": pa.array([r[0] for r in rows], pa.uint8()),
-                      "a": pa.array([r[1] for r in rows], pa.int8()),
-                      "e": pa.array([r[2] for r in rows], pa.string()).dictionary_encode()})
+    table = pa.table(
+        {
+            "k": pa.array([r[0] for r in rows], pa.uint8()),
+            "a": pa.array([r[1] for r in rows], pa.int8()),
+            "e": pa.array([r[2] for r in rows], pa.string()).dictionary_encode(),
+        }
+    )
     pq.write_table(table, d / "t.parquet", row_group_size=3)
     same(str(d / "t.parquet"), chunk)
     (d / "f").mkdir()
@@ -81,9 +90,13 @@ def test_an_error_in_a_late_piece_names_the_row_of_the_whole_read(tmp_path, quot
 def test_a_bad_parquet_value_in_a_late_piece(tmp_path):
     a = np.arange(200) % 100
     a[150] = 300
-    pq.write_table(pa.table({"k": pa.array(np.zeros(200, np.uint8)), "a": pa.array(a),
-                             "e": pa.array(["x"] * 200)}), tmp_path / "t.parquet",
-                   row_group_size=64)
+    pq.write_table(
+        pa.table(
+            {"k": pa.array(np.zeros(200, np.uint8)), "a": pa.array(a), "e": pa.array(["x"] * 200)}
+        ),
+        tmp_path / "t.parquet",
+        row_group_size=64,
+    )
     path = str(tmp_path / "t.parquet")
     with pytest.raises(DataError) as whole:
         read(path, STREAM)
@@ -108,9 +121,11 @@ def write_parts(folder, parts, *, seqs=None):
     column from ``seqs`` when given)."""
     folder.mkdir()
     for i, rows in enumerate(parts):
-        cols = {"k": pa.array([r[0] for r in rows], pa.uint8()),
-                "a": pa.array([r[1] for r in rows], pa.int8()),
-                "e": pa.array([r[2] for r in rows], pa.string())}
+        cols = {
+            "k": pa.array([r[0] for r in rows], pa.uint8()),
+            "a": pa.array([r[1] for r in rows], pa.int8()),
+            "e": pa.array([r[2] for r in rows], pa.string()),
+        }
         if seqs is not None:
             cols["seq"] = pa.array(seqs[i], pa.int64())
         pq.write_table(pa.table(cols), folder / f"part-{i}.parquet")
@@ -120,9 +135,12 @@ row = st.tuples(st.integers(0, 255), st.integers(-128, 127), st.sampled_from("xy
 
 
 @settings(max_examples=40, deadline=None)
-@given(parts=st.lists(st.lists(row, max_size=12), min_size=1, max_size=5),
-       chunk=st.integers(1, 9), seq=st.sampled_from(["none", "ranges", "interleaved"]),
-       data=st.data())
+@given(
+    parts=st.lists(st.lists(row, max_size=12), min_size=1, max_size=5),
+    chunk=st.integers(1, 9),
+    seq=st.sampled_from(["none", "ranges", "interleaved"]),
+    data=st.data(),
+)
 def test_a_folder_in_pieces_is_its_whole_read(tmp_path_factory, parts, chunk, seq, data):
     """A folder of part files (some empty) in pieces cut across files: the same columns and
     the same file and row for each tuple as the whole read, whether the files follow their
@@ -153,18 +171,21 @@ def test_a_folder_in_seq_ranges_is_read_a_file_at_a_time(tmp_path, monkeypatch):
     from nfacep import tuples as tuples_mod
 
     rows = [(i, i % 100, "xy"[i % 2]) for i in range(30)]
-    write_parts(tmp_path / "ranges", [rows[:10], rows[10:20], rows[20:]],
-                seqs=[range(20, 30), range(10), range(10, 20)])
-    write_parts(tmp_path / "mixed", [rows[:15], rows[15:]],
-                seqs=[range(0, 30, 2), range(1, 30, 2)])
+    write_parts(
+        tmp_path / "ranges",
+        [rows[:10], rows[10:20], rows[20:]],
+        seqs=[range(20, 30), range(10), range(10, 20)],
+    )
+    write_parts(tmp_path / "mixed", [rows[:15], rows[15:]], seqs=[range(0, 30, 2), range(1, 30, 2)])
     whole = {name: read(str(tmp_path / name), STREAM) for name in ("ranges", "mixed")}
     calls = []
     real = tuples_mod._read_folder
     monkeypatch.setattr(tuples_mod, "_read_folder", lambda *a: calls.append(a) or real(*a))
     for name in ("ranges", "mixed"):
         pieces = list(read_chunks(str(tmp_path / name), STREAM, 7))
-        assert np.array_equal(np.concatenate([p.columns["k"] for p in pieces]),
-                              whole[name].columns["k"])
+        assert np.array_equal(
+            np.concatenate([p.columns["k"] for p in pieces]), whole[name].columns["k"]
+        )
     assert [str(a[0]) for a in calls] == [str(tmp_path / "mixed")]
     assert whole["ranges"].columns["k"].tolist() == [*range(10, 30), *range(10)]
 
@@ -179,18 +200,18 @@ def test_a_bad_value_in_a_later_file_is_named_as_the_whole_read_names_it(tmp_pat
     assert str(pieces.value) == str(whole.value) and "part-2.parquet" in str(whole.value)
 
 
-def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_path,
-                                                                         monkeypatch):
+def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_path, monkeypatch):
     """Quoted values are read a piece at a time (never read whole when all is well); a quote
     left open at a line end, whose value pyarrow would carry into the next lines, gives the
     error read() gives, after pieces that all come before it."""
     from nfacep import tuples as tuples_mod
 
     good = tmp_path / "good.csv"
-    good.write_text("k,a,e\n" + "".join(f'{i % 256},"{i % 100}","{"xy"[i % 2]}"\n'
-                                        for i in range(50)))
+    good.write_text(
+        "k,a,e\n" + "".join(f'{i % 256},"{i % 100}","{"xy"[i % 2]}"\n' for i in range(50))
+    )
     bad = tmp_path / "bad.csv"
-    lines = [f'{i % 256},{i % 100},{"xy"[i % 2]}' for i in range(50)]
+    lines = [f"{i % 256},{i % 100},{'xy'[i % 2]}" for i in range(50)]
     lines[31] = '7,"5,x'  # a quote that its line does not close
     bad.write_text("k,a,e\n" + "\n".join(lines) + "\n")
     with pytest.raises(DataError) as whole:
@@ -201,8 +222,9 @@ def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_pat
     monkeypatch.setattr(tuples_mod, "read", lambda *a: calls.append(a) or real(*a))
     same_columns = list(read_chunks(str(good), STREAM, 8))
     assert calls == []
-    assert np.array_equal(np.concatenate([p.columns["a"] for p in same_columns]),
-                          expected.columns["a"])
+    assert np.array_equal(
+        np.concatenate([p.columns["a"] for p in same_columns]), expected.columns["a"]
+    )
     pieces = []
     with pytest.raises(DataError) as chunked:
         for piece in read_chunks(str(bad), STREAM, 8):

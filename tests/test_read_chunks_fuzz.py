@@ -86,8 +86,10 @@ def chunked_read(path: str, schema, rows: int) -> Outcome:
 
 
 def _concat(pieces: list[Tuples], like: Tuples) -> dict[str, np.ndarray]:
-    return {f: np.concatenate([p.columns[f] for p in pieces]) if pieces else c[:0]
-            for f, c in like.columns.items()}
+    return {
+        f: np.concatenate([p.columns[f] for p in pieces]) if pieces else c[:0]
+        for f, c in like.columns.items()
+    }
 
 
 def assert_cut_of(pieces: list[Tuples], whole: Tuples, rows: int, rename=str) -> None:
@@ -110,8 +112,9 @@ def assert_cut_of(pieces: list[Tuples], whole: Tuples, rows: int, rename=str) ->
         assert rename(p.source) == str(whole.source), (str(p.source), str(whole.source))
         if first is not None:
             for row in range(p.n) if whole.n <= 5000 else {0, p.n // 2, p.n - 1}:
-                assert rename(p.where(row, first)) == whole.where(p.offset + row, first), \
+                assert rename(p.where(row, first)) == whole.where(p.offset + row, first), (
                     f"piece at {p.offset}, row {row}"
+                )
 
 
 def _named_row(message: str) -> int | None:
@@ -129,7 +132,7 @@ def _csv_prefix(data: bytes, rows: int) -> bytes:
     for line in lines:
         count += bool(line.group(1))
         if count == rows:
-            return data[:line.end()]
+            return data[: line.end()]
     raise AssertionError(f"the file has fewer than {rows} rows")
 
 
@@ -151,8 +154,16 @@ def _parquet_prefix(path: str, names, rows: int) -> pa.Table:
         return pa.Table.from_batches([batch])
 
 
-def assert_correct_prefix(pieces: list[Tuples], error: NfacepError, path: str, kind: str,
-                          data: bytes, schema, rows: int, folder: str) -> None:
+def assert_correct_prefix(
+    pieces: list[Tuples],
+    error: NfacepError,
+    path: str,
+    kind: str,
+    data: bytes,
+    schema,
+    rows: int,
+    folder: str,
+) -> None:
     """Pieces yielded before ``error`` (which ``read`` raised too): they end before the row the
     error names, and they are what ``read`` returns for the file cut after them."""
     n = sum(p.n for p in pieces)
@@ -169,8 +180,9 @@ def assert_correct_prefix(pieces: list[Tuples], error: NfacepError, path: str, k
         try:
             pq.write_table(_parquet_prefix(path, schema.names, n), cut)
         except (pa.ArrowException, OSError) as err:
-            raise AssertionError(f"{n} tuples yielded of a file whose row groups cannot be "
-                                 f"read: {err}") from None
+            raise AssertionError(
+                f"{n} tuples yielded of a file whose row groups cannot be read: {err}"
+            ) from None
     # the pieces name their rows by the original file: the cut file has the same rows
     assert_cut_of(pieces, read(cut, schema), rows, lambda text: str(text).replace(path, cut, 1))
 
@@ -188,7 +200,7 @@ def grown(clean: bytes, data: bytes, size: int = GROWN_BYTES) -> bytes:
     if end is None:
         return data
     rows = clean.split(b"\n", 1)[1].rstrip(b"\n") + b"\n"
-    return data[:end.end()] + rows * (size // len(rows) + 1) + data[end.end():]
+    return data[: end.end()] + rows * (size // len(rows) + 1) + data[end.end() :]
 
 
 def compare(seed: int, i: int, folder: str, grow: bool = False) -> str:
@@ -206,23 +218,27 @@ def compare(seed: int, i: int, folder: str, grow: bool = False) -> str:
     whole = whole_read(path, schema)
     n = whole.whole.n if whole.whole is not None else max(0, data.count(b"\n") - 1)
     for rows in sizes(n) if not grow else sorted({4099, max(1, n)}):
-        where = f"input {i} of seed {seed} ({kind} from {base.name}.csv" \
-                f"{', grown' if grow else ''}; tools/fuzz_tuples.py --seed {seed} " \
-                f"--show {i}), pieces of {rows}"
+        where = (
+            f"input {i} of seed {seed} ({kind} from {base.name}.csv"
+            f"{', grown' if grow else ''}; tools/fuzz_tuples.py --seed {seed} "
+            f"--show {i}), pieces of {rows}"
+        )
         got = chunked_read(path, schema, rows)
         try:
             if whole.whole is not None:
                 assert got.error is None, f"read accepts, read_chunks raises {got.error!r}"
                 assert_cut_of(got.pieces, whole.whole, rows)
             else:
-                assert got.error is not None, \
-                    f"read raises {whole.error!r}, read_chunks yields {len(got.pieces)} " \
+                assert got.error is not None, (
+                    f"read raises {whole.error!r}, read_chunks yields {len(got.pieces)} "
                     "pieces and no error"
-                assert type(got.error) is type(whole.error) and \
-                    str(got.error) == str(whole.error), \
-                    f"read raises\n  {whole.error!r}\nread_chunks raises\n  {got.error!r}"
-                assert_correct_prefix(got.pieces, whole.error, path, kind, data, schema, rows,
-                                      folder)
+                )
+                assert type(got.error) is type(whole.error) and str(got.error) == str(
+                    whole.error
+                ), f"read raises\n  {whole.error!r}\nread_chunks raises\n  {got.error!r}"
+                assert_correct_prefix(
+                    got.pieces, whole.error, path, kind, data, schema, rows, folder
+                )
         except AssertionError as err:
             raise AssertionError(f"{where}: {err}") from None
     return "accepted" if whole.whole is not None else "error"
@@ -263,5 +279,6 @@ def test_a_long_line_is_read_in_pieces_as_whole(tmp_path, length, rows):
         assert_cut_of(got.pieces, whole.whole, rows)
     else:
         assert type(got.error) is type(whole.error) and str(got.error) == str(whole.error)
-        assert_correct_prefix(got.pieces, whole.error, path, "csv", data, schema, rows,
-                              str(tmp_path))
+        assert_correct_prefix(
+            got.pieces, whole.error, path, "csv", data, schema, rows, str(tmp_path)
+        )

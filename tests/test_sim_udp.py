@@ -40,17 +40,45 @@ def match(tmp_path, query, data, *args) -> str:
 
 def sim_udp(tmp_path, sim_cache, query, data, *args, code: int = 0) -> tuple[str, dict]:
     out = tmp_path / "udp.csv"
-    assert main(["sim", str(query), "--input", str(data), "--output", str(out), "--link", "udp",
-                 "--build-dir", str(sim_cache), *args]) == code
+    assert (
+        main(
+            [
+                "sim",
+                str(query),
+                "--input",
+                str(data),
+                "--output",
+                str(out),
+                "--link",
+                "udp",
+                "--build-dir",
+                str(sim_cache),
+                *args,
+            ]
+        )
+        == code
+    )
     summary = tmp_path / "udp.summary.json"
     return out.read_text(), json.loads(summary.read_text()) if summary.exists() else {}
 
 
 def frames_in(summary: dict) -> int:
     board = summary["board"]
-    return sum(board[c] for c in ("accepted", "bad_size", "bad_fcs", "not_for_us",
-                                  "ip_unsupported", "bad_ip_checksum", "ip_fragment", "bad_udp",
-                                  "bad_header", "engine_full"))
+    return sum(
+        board[c]
+        for c in (
+            "accepted",
+            "bad_size",
+            "bad_fcs",
+            "not_for_us",
+            "ip_unsupported",
+            "bad_ip_checksum",
+            "ip_fragment",
+            "bad_udp",
+            "bad_header",
+            "engine_full",
+        )
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -59,8 +87,7 @@ def test_bundled_query_over_udp(tmp_path, sim_cache, name, capsys):
     file of ``nfacep match`` byte for byte; every frame was accepted at line rate."""
     require_icarus()
     query, data = QUERIES / f"{name}.sql", QUERIES / f"{name}.csv"
-    got, summary = sim_udp(tmp_path, sim_cache, query, data, *BUNDLED, "--check",
-                           *param_args(name))
+    got, summary = sim_udp(tmp_path, sim_cache, query, data, *BUNDLED, "--check", *param_args(name))
     assert got == (QUERIES / f"{name}.matches.csv").read_text()
     assert got == match(tmp_path, query, data, *BUNDLED, *param_args(name))
     board, line = summary["board"], summary["line"]
@@ -83,8 +110,9 @@ def test_minimum_size_frames_at_line_rate_and_drops(tmp_path, sim_cache):
     and a partitioner of 4 elements that drops: the drop records come back too."""
     require_icarus()
     query, data = QUERIES / "marathon.sql", QUERIES / "marathon.csv"
-    got, summary = sim_udp(tmp_path, sim_cache, query, data, "--partitions", "4",
-                           "--tuples-per-packet", "1", "--check")
+    got, summary = sim_udp(
+        tmp_path, sim_cache, query, data, "--partitions", "4", "--tuples-per-packet", "1", "--check"
+    )
     assert got == match(tmp_path, query, data, "--partitions", "4")
     assert summary["drops"] > 100 and summary["board"]["drops"] == summary["drops"]
     line = summary["line"]
@@ -99,10 +127,19 @@ def test_runtime_parameter_switches_over_udp(tmp_path, sim_cache):
     switch before (as the host sends them): the same matches as ``nfacep match``."""
     require_icarus()
     query, data = QUERIES / "supplychain.sql", QUERIES / "supplychain.csv"
-    args = ("--partitions", "64", "--param", "big=20000", "--param", "big=50000@100",
-            "--param", "big=9000@200")
-    got, summary = sim_udp(tmp_path, sim_cache, query, data, *args, "--tuples-per-packet",
-                           "40", "--check")
+    args = (
+        "--partitions",
+        "64",
+        "--param",
+        "big=20000",
+        "--param",
+        "big=50000@100",
+        "--param",
+        "big=9000@200",
+    )
+    got, summary = sim_udp(
+        tmp_path, sim_cache, query, data, *args, "--tuples-per-packet", "40", "--check"
+    )
     assert got == match(tmp_path, query, data, *args)
     assert summary["board"]["values"] == {"big": 9000}
     # 310 tuples in packets of 40 cut at 100 and 200: 9 TUPLES packets, and two PARAMS
@@ -132,18 +169,31 @@ def test_a_board_that_cannot_send_its_records_fast_enough_fails(tmp_path, sim_ca
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--link", "udp", "--tuples-per-packet", "0"], "at least 1"),
-    (["--link", "udp", "--tuples-per-packet", "133"], "at most 132 tuples of 11 bytes"),
-    (["--link", "udp", "--mode", "cycle"], "--mode set how tuples reach the engine alone"),
-    (["--link", "udp", "--traffic", "full"], "--traffic set how tuples reach the engine"),
-    (["--tuples-per-packet", "4"], "--tuples-per-packet needs --link udp"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--link", "udp", "--tuples-per-packet", "0"], "at least 1"),
+        (["--link", "udp", "--tuples-per-packet", "133"], "at most 132 tuples of 11 bytes"),
+        (["--link", "udp", "--mode", "cycle"], "--mode set how tuples reach the engine alone"),
+        (["--link", "udp", "--traffic", "full"], "--traffic set how tuples reach the engine"),
+        (["--tuples-per-packet", "4"], "--tuples-per-packet needs --link udp"),
+    ],
+)
 def test_usage_errors(tmp_path, capsys, args, message):
     out = tmp_path / "m.csv"
-    code = main(["sim", str(QUERIES / "marathon.sql"), "--input",
-                 str(QUERIES / "marathon.csv"), "--output", str(out),
-                 "--build-dir", str(tmp_path / "cache"), *args])
+    code = main(
+        [
+            "sim",
+            str(QUERIES / "marathon.sql"),
+            "--input",
+            str(QUERIES / "marathon.csv"),
+            "--output",
+            str(out),
+            "--build-dir",
+            str(tmp_path / "cache"),
+            *args,
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not out.exists()

@@ -40,14 +40,20 @@ def _free_port() -> int:
 
 def _env(tmp: pathlib.Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(tmp / "local"),
-        "SPARK_LOG_DIR": str(tmp / "logs"), "SPARK_WORKER_DIR": str(tmp / "work"),
-        "SPARK_HOME": str(SPARK_CLASS.parent.parent), "PYSPARK_PYTHON": sys.executable,
-        # the simulator and the Python with nfacep on the workers' PATH
-        "PATH": os.pathsep.join([str(pathlib.Path(sys.executable).parent),
-                                 os.environ.get("PATH", "")]),
-    })
+    env.update(
+        {
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOCAL_DIRS": str(tmp / "local"),
+            "SPARK_LOG_DIR": str(tmp / "logs"),
+            "SPARK_WORKER_DIR": str(tmp / "work"),
+            "SPARK_HOME": str(SPARK_CLASS.parent.parent),
+            "PYSPARK_PYTHON": sys.executable,
+            # the simulator and the Python with nfacep on the workers' PATH
+            "PATH": os.pathsep.join(
+                [str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]
+            ),
+        }
+    )
     return env
 
 
@@ -56,8 +62,10 @@ def _wait_for(path: pathlib.Path, text: str, count: int, procs) -> None:
     while time.monotonic() < deadline:
         for p in procs:
             if p.poll() is not None:
-                raise AssertionError(f"a Spark daemon exited ({p.args[-1]}): "
-                                     f"{path.read_text(errors='replace')[-2000:]}")
+                raise AssertionError(
+                    f"a Spark daemon exited ({p.args[-1]}): "
+                    f"{path.read_text(errors='replace')[-2000:]}"
+                )
         if path.is_file() and path.read_text(errors="replace").count(text) >= count:
             return
         time.sleep(0.5)
@@ -82,18 +90,45 @@ def cluster(tmp_path_factory):
     def start(name, *args):
         log = open(tmp_path / "logs" / f"{name}.log", "wb")  # noqa: SIM115 - closed below
         logs.append(log)
-        procs.append(subprocess.Popen([str(SPARK_CLASS), *args], env=env, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [str(SPARK_CLASS), *args],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     try:
-        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-              "--port", str(port), "--webui-port", str(_free_port()))
+        start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(_free_port()),
+        )
         master_log = tmp_path / "logs" / "master.log"
         _wait_for(master_log, "I have been elected leader", 1, procs)
         for i in (1, 2):
-            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                  "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
-                  "--work-dir", str(tmp_path / "work" / str(i)), url)
+            start(
+                f"worker{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--webui-port",
+                str(_free_port()),
+                "--work-dir",
+                str(tmp_path / "work" / str(i)),
+                url,
+            )
         _wait_for(master_log, "Registering worker", 2, procs)
         yield url, env
     finally:
@@ -111,20 +146,54 @@ def cluster(tmp_path_factory):
 
 
 def _run(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
 
 
 def _vectors(env, out, master):
-    r = _run(env, "-m", "nfacep.cli", "vectors", FIRE, "--tuples", "3000", "--keys", "16",
-             "--block-tuples", "1024", "--seed", "11", "--tasks", "2", "--out", str(out),
-             "--master", master, *ARGS)
+    r = _run(
+        env,
+        "-m",
+        "nfacep.cli",
+        "vectors",
+        FIRE,
+        "--tuples",
+        "3000",
+        "--keys",
+        "16",
+        "--block-tuples",
+        "1024",
+        "--seed",
+        "11",
+        "--tasks",
+        "2",
+        "--out",
+        str(out),
+        "--master",
+        master,
+        *ARGS,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
 
 
 def _regress(env, folder, master, build_dir):
-    r = _run(env, "-m", "nfacep.cli", "regress", FIRE, "--vectors", str(folder),
-             "--master", master, "--tasks", "2", "--build-dir", str(build_dir), *ARGS)
+    r = _run(
+        env,
+        "-m",
+        "nfacep.cli",
+        "regress",
+        FIRE,
+        "--vectors",
+        str(folder),
+        "--master",
+        master,
+        "--tasks",
+        "2",
+        "--build-dir",
+        str(build_dir),
+        *ARGS,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return json.loads((folder / regress.REPORT).read_text())
 
@@ -138,14 +207,17 @@ def test_standalone_cluster_gives_the_local_results(cluster, tmp_path):
     build_dir = tmp_path / "sim-cache"
     _vectors(env, tmp_path / "on-cluster", url)
     _vectors(env, tmp_path / "local", "local[2]")
-    manifests = [json.loads((tmp_path / d / vectors.MANIFEST).read_text())
-                 for d in ("on-cluster", "local")]
+    manifests = [
+        json.loads((tmp_path / d / vectors.MANIFEST).read_text()) for d in ("on-cluster", "local")
+    ]
     assert manifests[0]["run"]["master"] == url
-    assert [{k: v for k, v in m.items() if k != "run"} for m in manifests] == \
-        [{k: v for k, v in manifests[1].items() if k != "run"}] * 2
+    assert [{k: v for k, v in m.items() if k != "run"} for m in manifests] == [
+        {k: v for k, v in manifests[1].items() if k != "run"}
+    ] * 2
     for name in (vectors.TUPLES, vectors.EXPECTED, vectors.DROPS):
         assert pq.read_table(tmp_path / "on-cluster" / name).equals(
-            pq.read_table(tmp_path / "local" / name)), name
+            pq.read_table(tmp_path / "local" / name)
+        ), name
 
     on_cluster = _regress(env, tmp_path / "on-cluster", url, build_dir)
     local = _regress(env, tmp_path / "local", "local[2]", build_dir)

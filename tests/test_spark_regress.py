@@ -67,8 +67,9 @@ def fire(spark, tmp_path_factory):
 
 
 def regress_cli(vectors_dir, query, *args):
-    return tb_main(["regress", str(query), "--vectors", str(vectors_dir),
-                           "--master", MASTER, *args])
+    return tb_main(
+        ["regress", str(query), "--vectors", str(vectors_dir), "--master", MASTER, *args]
+    )
 
 
 def report_of(folder) -> dict:
@@ -77,9 +78,9 @@ def report_of(folder) -> dict:
 
 # --- the gateware agrees ------------------------------------------------------------------------
 
+
 def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
-    assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir),
-                       "--tasks", "3") == 0
+    assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir), "--tasks", "3") == 0
     out, err = capsys.readouterr()
     assert "OK: the gateware's matches and drops equal the expected ones" in out
     assert "shards of whole partition keys" in err
@@ -87,8 +88,11 @@ def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
     report = report_of(fire)
     manifest = json.loads((fire / vectors.MANIFEST).read_text())
     assert report["equal"] and report["mode"] == "partitioned"
-    assert report["counts"]["simulated"] == report["counts"]["expected"] \
+    assert (
+        report["counts"]["simulated"]
+        == report["counts"]["expected"]
         == manifest["counts"]["matches_total"]
+    )
     assert report["tuples_simulated"] == 3000
     assert report["shards"]["simulated"] > 1  # really split
     assert report["first"] == []
@@ -105,8 +109,20 @@ def test_partitioned_vectors_pass_under_verilator(spark, fire, tmp_path, capsys)
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     cache = tmp_path / "cache"
-    assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--build-dir", str(cache), "--tasks", "2",
-                       "--simulator", "verilator") == 0
+    assert (
+        regress_cli(
+            fire,
+            FIRE,
+            *FIRE_ENGINE,
+            "--build-dir",
+            str(cache),
+            "--tasks",
+            "2",
+            "--simulator",
+            "verilator",
+        )
+        == 0
+    )
     out, _ = capsys.readouterr()
     assert "OK: the gateware's matches and drops equal the expected ones" in out
     report = report_of(fire)
@@ -119,8 +135,12 @@ def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, ca
     engine = EngineParams(partitions=6, tick_tuples=40, timer_bits=2)
     manifest = make(spark, tmp_path / "v", SUPPLY, engine, keys=30, zipf=0.5)
     assert manifest["expected"]["mode"] == "global" and manifest["counts"]["drops"] > 0
-    assert regress_cli(tmp_path / "v", SUPPLY, *SUPPLY_ENGINE, "--build-dir",
-                       str(build_dir), "--quiet") == 0
+    assert (
+        regress_cli(
+            tmp_path / "v", SUPPLY, *SUPPLY_ENGINE, "--build-dir", str(build_dir), "--quiet"
+        )
+        == 0
+    )
     out, err = capsys.readouterr()
     assert "warning: one global simulation of the whole stream" in err
     assert "timers matter" in err
@@ -133,6 +153,7 @@ def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, ca
 
 # --- a broken gateware is caught ----------------------------------------------------------------
 
+
 def _cut_wire(target: str, source: str):
     """``nfacep.hdl.engine.next_state`` with the activation wire ``source -> target`` cut."""
     import nfacep.hdl.engine
@@ -142,13 +163,17 @@ def _cut_wire(target: str, source: str):
 
     def broken(m, nfa, state, predicates, prefix="", **kwargs):
         states = tuple(
-            dataclasses.replace(s, activation=frozenset(
-                j for j in s.activation if nfa.states[j].name != source))
-            if s.name == target else s
-            for s in nfa.states)
+            dataclasses.replace(
+                s, activation=frozenset(j for j in s.activation if nfa.states[j].name != source)
+            )
+            if s.name == target
+            else s
+            for s in nfa.states
+        )
         assert states != nfa.states, "no such wire"
-        return original(m, dataclasses.replace(nfa, states=states), state, predicates, prefix,
-                        **kwargs)
+        return original(
+            m, dataclasses.replace(nfa, states=states), state, predicates, prefix, **kwargs
+        )
 
     return nfacep.hdl.engine, broken
 
@@ -172,8 +197,10 @@ def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, caps
     assert f"DIFFERENT: {c['differences']} differences ({c['missing']} missing, " in out
     assert f"query fire: {c['missing']} missing, {c['extra']} extra" in out
     row = first[0]
-    assert any(line.split() == [row["kind"], str(row["seq"]), "fire", row["partition"]]
-               for line in out.splitlines())
+    assert any(
+        line.split() == [row["kind"], str(row["seq"]), "fire", row["partition"]]
+        for line in out.splitlines()
+    )
     assert f"report -> {fire}/{regress.REPORT}" in out
 
 
@@ -184,8 +211,18 @@ def test_native_mode_passes_and_catches_a_cut_wire(spark, fire, tmp_path, monkey
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     cache = tmp_path / "cache"
-    args = (*FIRE_ENGINE, "--build-dir", str(cache), "--tasks", "2", "--simulator",
-            "verilator", "--mode", "native", "--quiet")
+    args = (
+        *FIRE_ENGINE,
+        "--build-dir",
+        str(cache),
+        "--tasks",
+        "2",
+        "--simulator",
+        "verilator",
+        "--mode",
+        "native",
+        "--quiet",
+    )
     assert regress_cli(fire, FIRE, *args) == 0
     out, _ = capsys.readouterr()
     assert "verilator (native)" in out and "OK:" in out
@@ -203,6 +240,7 @@ def test_native_mode_passes_and_catches_a_cut_wire(spark, fire, tmp_path, monkey
 
 
 # --- where matches begin: start_seq ----------------------------------------------------------
+
 
 def start_seq_query(folder) -> pathlib.Path:
     """fire.sql with its fire query asking for start_seq (concise form); thaw does not."""
@@ -227,8 +265,10 @@ def corrupt_starts(folder, mode) -> dict:
     fire = [r for r in rows if r["query"] == "fire"]
     thaw = [r for r in rows if r["query"] == "thaw"]
     assert len(fire) > 2 and thaw and all(r["start_seq"] is None for r in thaw)
-    changes = [(fire[len(fire) // 2], fire[len(fire) // 2]["start_seq"] + 1),
-               (thaw[-1], thaw[-1]["seq"] - 3)]
+    changes = [
+        (fire[len(fire) // 2], fire[len(fire) // 2]["start_seq"] + 1),
+        (thaw[-1], thaw[-1]["seq"] - 3),
+    ]
     if mode == "global":
         changes.append((fire[-1], None))
     corrupted = {}
@@ -253,8 +293,7 @@ def test_wrong_start_seq_is_caught(spark, tmp_path, build_dir, capsys, keys, mod
     m = make(spark, out, str(query), EngineParams(partitions=16), keys=keys, tuples=2000)
     assert m["expected"]["mode"] == mode
     corrupted = corrupt_starts(out, mode)
-    assert regress_cli(out, query, "--build-dir", str(build_dir), "--tasks", "3",
-                       "--quiet") == 1
+    assert regress_cli(out, query, "--build-dir", str(build_dir), "--tasks", "3", "--quiet") == 1
     stdout, _ = capsys.readouterr()
     report = report_of(out)
     assert report["mode"] == mode and report["start_seq"] is True
@@ -264,23 +303,33 @@ def test_wrong_start_seq_is_caught(spark, tmp_path, build_dir, capsys, keys, mod
     assert c["simulated"] == c["expected"] > len(corrupted)
     assert report["by_query"]["thaw"] == {"missing": 0, "extra": 0, "wrong_start": 1}
     assert report["by_query"]["fire"]["wrong_start"] == len(corrupted) - 1
-    got = {(r["seq"], r["query"], r["partition"]):
-           (r["expected_start_seq"], r["simulated_start_seq"])
-           for r in report["first"] if r["kind"] == "wrong_start"}
+    got = {
+        (r["seq"], r["query"], r["partition"]): (r["expected_start_seq"], r["simulated_start_seq"])
+        for r in report["first"]
+        if r["kind"] == "wrong_start"
+    }
     assert got == corrupted and len(report["first"]) == len(corrupted)
     assert f"{len(corrupted)} wrong start" in stdout
     assert "kind" in stdout and "expected start_seq  simulated start_seq" in stdout
     for (seq, name, part), (bad, true) in corrupted.items():
-        row = ["wrong_start", str(seq), name, part, "-" if bad is None else str(bad),
-               "-" if true is None else str(true)]
+        row = [
+            "wrong_start",
+            str(seq),
+            name,
+            part,
+            "-" if bad is None else str(bad),
+            "-" if true is None else str(true),
+        ]
         assert any(line.split() == row for line in stdout.splitlines()), (row, stdout)
 
 
 # --- bad input: a clear error before Spark does anything ------------------------------------------
 
+
 @pytest.fixture
 def no_spark(monkeypatch):
     """Fail the test if the command gets as far as building a Spark session."""
+
     def refuse(*a, **k):
         raise AssertionError("a Spark session was requested")
 
@@ -296,26 +345,45 @@ def _expect_error(capsys, rc, *phrases):
 
 
 def test_unknown_master_url(fire, no_spark, capsys):
-    rc = tb_main(["regress", FIRE, "--vectors", str(fire), *FIRE_ENGINE,
-                         "--master", "sparkle://127.0.0.1:7077"])
+    rc = tb_main(
+        [
+            "regress",
+            FIRE,
+            "--vectors",
+            str(fire),
+            *FIRE_ENGINE,
+            "--master",
+            "sparkle://127.0.0.1:7077",
+        ]
+    )
     _expect_error(capsys, rc, "is not a Spark master URL")
-    rc = tb_main(["regress", FIRE, "--vectors", str(fire), *FIRE_ENGINE,
-                         "--master", "spark://127.0.0.1:1"])
+    rc = tb_main(
+        ["regress", FIRE, "--vectors", str(fire), *FIRE_ENGINE, "--master", "spark://127.0.0.1:1"]
+    )
     _expect_error(capsys, rc, "no Spark master answers")
 
 
 def test_vectors_of_another_query(fire, no_spark, tmp_path, capsys):
     other = tmp_path / "fire.sql"
     other.write_text(pathlib.Path(FIRE).read_text() + "\n-- edited\n")
-    _expect_error(capsys, regress_cli(fire, other, *FIRE_ENGINE),
-                  "was generated from another query file", "SHA-256")
-    _expect_error(capsys, regress_cli(fire, SUPPLY, *FIRE_ENGINE),
-                  "was generated from another query file")
+    _expect_error(
+        capsys,
+        regress_cli(fire, other, *FIRE_ENGINE),
+        "was generated from another query file",
+        "SHA-256",
+    )
+    _expect_error(
+        capsys, regress_cli(fire, SUPPLY, *FIRE_ENGINE), "was generated from another query file"
+    )
 
 
 def test_engine_parameters_differ_from_the_manifest(fire, no_spark, capsys):
-    _expect_error(capsys, regress_cli(fire, FIRE, "--partitions", "32"),
-                  "describes another engine", "--partitions 16 (given: 32)")
+    _expect_error(
+        capsys,
+        regress_cli(fire, FIRE, "--partitions", "32"),
+        "describes another engine",
+        "--partitions 16 (given: 32)",
+    )
 
 
 def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, capsys):
@@ -327,13 +395,18 @@ def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, caps
     out, _ = capsys.readouterr()
     assert "OK: the gateware's matches and drops equal the expected ones" in out
     report = report_of(fire)
-    assert report["equal"] and report["engine"] == {"partitions": 16, "tick_tuples": 0,
-                                                    "timer_bits": 4, "store": "pipeline",
-                                                    "ways": 4}
+    assert report["equal"] and report["engine"] == {
+        "partitions": 16,
+        "tick_tuples": 0,
+        "timer_bits": 4,
+        "store": "pipeline",
+        "ways": 4,
+    }
 
 
-@pytest.mark.parametrize("remove", [vectors.MANIFEST, vectors.TUPLES, vectors.EXPECTED,
-                                    vectors.DROPS])
+@pytest.mark.parametrize(
+    "remove", [vectors.MANIFEST, vectors.TUPLES, vectors.EXPECTED, vectors.DROPS]
+)
 def test_missing_files(fire, no_spark, tmp_path, capsys, remove):
     copy = tmp_path / "v"
     shutil.copytree(fire, copy)
@@ -354,8 +427,9 @@ def test_empty_parquet_folder_and_bad_manifest(fire, no_spark, tmp_path, capsys)
     shutil.copytree(fire, copy)
     for p in (copy / vectors.EXPECTED).iterdir():
         p.unlink()
-    _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE),
-                  f"{vectors.EXPECTED} holds no Parquet file")
+    _expect_error(
+        capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), f"{vectors.EXPECTED} holds no Parquet file"
+    )
     (copy / vectors.MANIFEST).write_text("{not json")
     _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), "cannot read it")
 
@@ -368,27 +442,38 @@ def test_progress_lines_count_tuples_and_end_at_the_total(fire, build_dir, capsy
     monkeypatch.setenv("NFACEP_PROGRESS_SECONDS", "0.01")
     assert regress_cli(fire, FIRE, "--build-dir", str(build_dir), "--tasks", "2") == 0
     err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines()
-             if re.match(r"regress: [\d,]+ of 3,000 tuples simulated", ln)]
+    lines = [
+        ln for ln in err.splitlines() if re.match(r"regress: [\d,]+ of 3,000 tuples simulated", ln)
+    ]
     assert len(lines) >= 2, err  # at least one line while it ran, and the last
     done = [int(ln.split()[1].replace(",", "")) for ln in lines]
     assert done == sorted(done) and done[-1] == 3000, lines
     for ln, n in zip(lines, done, strict=True):
         assert ("tuples/s" in ln) == (n > 0), ln
     assert all(re.search(r", [012] of 2 shards done, ", ln) for ln in lines[:-1]), lines
-    assert re.fullmatch(r"regress: 3,000 of 3,000 tuples simulated \(100%\) in \d+ s, "
-                        r"[\d,]+ tuples/s", lines[-1]), lines[-1]
+    assert re.fullmatch(
+        r"regress: 3,000 of 3,000 tuples simulated \(100%\) in \d+ s, "
+        r"[\d,]+ tuples/s",
+        lines[-1],
+    ), lines[-1]
     assert "regress: checking the simulated matches against the expected ones" in err
 
 
 # --- streamed tasks: a shard in pieces, its records in chunks ----------------------------------
 
+
 @pytest.fixture(scope="module")
 def supply_global(spark, tmp_path_factory):
     """Supply-chain vectors in global mode (timers matter), with drops."""
     out = tmp_path_factory.mktemp("supply") / "v"
-    manifest = make(spark, out, SUPPLY, EngineParams(partitions=6, tick_tuples=40,
-                                                     timer_bits=2), keys=30, zipf=0.5)
+    manifest = make(
+        spark,
+        out,
+        SUPPLY,
+        EngineParams(partitions=6, tick_tuples=40, timer_bits=2),
+        keys=30,
+        zipf=0.5,
+    )
     assert manifest["expected"]["mode"] == "global" and manifest["counts"]["drops"] > 0
     return out
 
@@ -399,7 +484,8 @@ def _without_times(report: dict) -> dict:
 
 @pytest.mark.parametrize("sim_mode", ["batch", "native"])
 def test_streamed_tasks_in_small_pieces_give_the_same_report(
-        spark, fire, supply_global, build_dir, tmp_path, monkeypatch, capsys, sim_mode):
+    spark, fire, supply_global, build_dir, tmp_path, monkeypatch, capsys, sim_mode
+):
     """Each task hands its shard to the simulation in pieces and reads the records back in
     chunks: forced to pieces of 97 tuples and chunks of 13 records (a 3,000-tuple shard in
     dozens of each), partitioned and global vectors give the report the default sizes (one
@@ -409,13 +495,22 @@ def test_streamed_tasks_in_small_pieces_give_the_same_report(
     if sim_mode == "native":
         if sim.simulator_available("verilator"):
             pytest.fail("the native mode needs Verilator (tools/install-simulators.sh)")
-        extra = ("--build-dir", str(tmp_path / "cache"), "--simulator", "verilator",
-                 "--mode", "native", "--quiet")
+        extra = (
+            "--build-dir",
+            str(tmp_path / "cache"),
+            "--simulator",
+            "verilator",
+            "--mode",
+            "native",
+            "--quiet",
+        )
 
     def reports(broken: bool = False) -> list[dict]:
         got = []
-        for folder, query, engine in ((fire, FIRE, FIRE_ENGINE),
-                                      (supply_global, SUPPLY, SUPPLY_ENGINE))[:2 - broken]:
+        for folder, query, engine in (
+            (fire, FIRE, FIRE_ENGINE),
+            (supply_global, SUPPLY, SUPPLY_ENGINE),
+        )[: 2 - broken]:
             assert regress_cli(folder, query, *engine, *extra, "--tasks", "2") == broken
             got.append(_without_times(report_of(folder)))
         return got
@@ -439,8 +534,7 @@ def test_streamed_tasks_in_small_pieces_give_the_same_report(
     capsys.readouterr()
 
 
-def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir, tmp_path,
-                                                          capsys):
+def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir, tmp_path, capsys):
     """A tuple twice in tuples.parquet (the same seq): its shard's seq does not rise, which
     the task says in one line; and Shard.pieces says where, across pieces too."""
     import numpy as np
@@ -459,26 +553,30 @@ def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir
     pq.write_table(pa.concat_tables([table, table.slice(5, 1)]), parts[0])
     for crc in folder.glob(".*.crc"):  # (Hadoop's checksums of the files as written)
         crc.unlink()
-    assert regress_cli(copy, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir),
-                       "--quiet") == 1
+    assert regress_cli(copy, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir), "--quiet") == 1
     err = capsys.readouterr().err
     seq = table.column("seq")[5].as_py()
     assert "nfacep: a simulation task failed" in err and "Traceback" not in err, err
-    assert f"must come in rising seq order, each seq once, but seq {seq} came after seq" \
-        in err, err
+    assert f"must come in rising seq order, each seq once, but seq {seq} came after seq" in err, err
 
     program = compile_file(FIRE).program
     ordered = table.sort_by("seq").to_batches(max_chunksize=10)
     swapped = [ordered[0], ordered[2], ordered[1]]  # rising within each batch, not across
     shard = Shard(program, tmp_path, 4)
-    with pytest.raises(DataError, match=(
+    with pytest.raises(
+        DataError,
+        match=(
             rf"seq {ordered[1].column('seq')[0].as_py()} came after seq "
-            rf"{ordered[2].column('seq')[-1].as_py()}$")):
+            rf"{ordered[2].column('seq')[-1].as_py()}$"
+        ),
+    ):
         list(shard.pieces(swapped))
     shard = Shard(program, tmp_path, 4)
     pieces = list(shard.pieces(ordered[:3]))
     assert [p.n for p in pieces] == [4, 4, 2] * 3 and shard.n == 30
-    assert np.array_equal(shard.seq(), np.concatenate(
-        [b.column("seq").to_numpy() for b in ordered[:3]]))
-    assert np.array_equal(shard.keys().columns["sensor"],
-                          np.concatenate([p.columns["sensor"] for p in pieces]))
+    assert np.array_equal(
+        shard.seq(), np.concatenate([b.column("seq").to_numpy() for b in ordered[:3]])
+    )
+    assert np.array_equal(
+        shard.keys().columns["sensor"], np.concatenate([p.columns["sensor"] for p in pieces])
+    )

@@ -50,8 +50,10 @@ def _plain_diffs():
 @pytest.fixture(scope="session")
 def spark():
     if JAVA_MISSING:
-        pytest.fail("the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME "
-                    "(Debian: apt-get install -y openjdk-17-jre-headless)")
+        pytest.fail(
+            "the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME "
+            "(Debian: apt-get install -y openjdk-17-jre-headless)"
+        )
     s, created = spark_session.session(MASTER)
     yield s
     if created:
@@ -60,8 +62,14 @@ def spark():
 
 def make(spark, out, query=FIRE, *, tasks=2, engine=None, expected="auto", **options):
     opts = Options(**{**SMALL, "seed": 7, "keys": 24, **options})
-    job = vectors.prepare(str(query), opts, str(out), params=engine or EngineParams(),
-                          expected=expected, param_texts=param_texts(query))
+    job = vectors.prepare(
+        str(query),
+        opts,
+        str(out),
+        params=engine or EngineParams(),
+        expected=expected,
+        param_texts=param_texts(query),
+    )
     return vectors.run(spark, job, tasks=tasks)
 
 
@@ -88,8 +96,12 @@ def run_match(tmp_path, query, vectors_dir, *args):
     pq.write_table(tuples, single)
     out = tmp_path / "matches.csv"
     params = [arg for text in param_texts(query) for arg in ("--param", text)]
-    assert nfacep_main(["match", str(query), "--input", str(single), "--output", str(out),
-                        *args, *params]) == 0
+    assert (
+        nfacep_main(
+            ["match", str(query), "--input", str(single), "--output", str(out), *args, *params]
+        )
+        == 0
+    )
     with open(out, newline="") as f:
         rows = [(int(r["seq"]), r["query"], r["partition"] or None) for r in csv.DictReader(f)]
     summary = json.loads((tmp_path / "matches.summary.json").read_text())
@@ -99,14 +111,19 @@ def run_match(tmp_path, query, vectors_dir, *args):
 def assert_expected_is(spark, folder, rows):
     """expected.parquet holds exactly ``rows`` (seq, query, partition), in that order."""
     expected = read(spark, folder, vectors.EXPECTED).orderBy("seq", "query")
-    actual = spark.createDataFrame(rows, schema=expected.schema) if rows else \
-        spark.createDataFrame([], expected.schema)
+    actual = (
+        spark.createDataFrame(rows, schema=expected.schema)
+        if rows
+        else spark.createDataFrame([], expected.schema)
+    )
     assertDataFrameEqual(expected, actual, checkRowOrder=True)
-    assert table(folder, vectors.EXPECTED).to_pylist() == \
-        [dict(zip(("seq", "query", "partition"), r, strict=True)) for r in rows]
+    assert table(folder, vectors.EXPECTED).to_pylist() == [
+        dict(zip(("seq", "query", "partition"), r, strict=True)) for r in rows
+    ]
 
 
 # --- determinism ------------------------------------------------------------------------------
+
 
 def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
     (d1, m1), (d2, m2), (d8, m8) = fire[1], fire[2], fire[8]
@@ -134,6 +151,7 @@ def test_another_seed_gives_other_tuples(spark, fire, tmp_path):
 
 # --- expected matches against the reference matcher -------------------------------------------
 
+
 def test_partitioned_expected_equals_nfacep_match(spark, fire, tmp_path):
     folder, manifest = fire[2]
     assert manifest["expected"]["mode"] == "partitioned"
@@ -152,12 +170,14 @@ def test_planted_instances_end_in_matches(fire):
     job = vectors.prepare(FIRE, Options(**SMALL, seed=7, keys=24), str(folder.parent / "x"))
     gen = job.generator
     planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
-    got = {(r["seq"], r["query"], r["partition"])
-           for r in table(folder, vectors.EXPECTED).to_pylist()}
+    got = {
+        (r["seq"], r["query"], r["partition"]) for r in table(folder, vectors.EXPECTED).to_pylist()
+    }
     every_end = {q["name"] for q in manifest["queries"] if not q["skip_past_last_row"]}
     checked = [p for p in planted if p.query in every_end]
-    assert checked and all(((p.seq, p.query, p.partition) in got) == (p.kind != "window_miss")
-                           for p in checked)
+    assert checked and all(
+        ((p.seq, p.query, p.partition) in got) == (p.kind != "window_miss") for p in checked
+    )
     kinds = {p.kind for p in planted}
     assert {"short", "long", "overlap", "repeat"} <= kinds
     if any(q.window for q in job.nfa.program.queries):
@@ -168,8 +188,9 @@ def test_planted_instances_end_in_matches(fire):
 def test_forced_global_pass_equals_partitioned(spark, fire, tmp_path):
     m = make(spark, tmp_path / "g", expected="global")
     assert m["expected"] == {"mode": "global", "reason": "forced with --expected global"}
-    assertDataFrameEqual(read(spark, tmp_path / "g", vectors.EXPECTED),
-                         read(spark, fire[2][0], vectors.EXPECTED))
+    assertDataFrameEqual(
+        read(spark, tmp_path / "g", vectors.EXPECTED), read(spark, fire[2][0], vectors.EXPECTED)
+    )
     assert table(tmp_path / "g", vectors.EXPECTED).equals(table(fire[2][0], vectors.EXPECTED))
 
 
@@ -180,8 +201,17 @@ def test_global_pass_models_capacity_and_timers(spark, tmp_path):
     m = make(spark, tmp_path / "v", query, engine=engine, keys=30, zipf=0.5)
     assert m["expected"]["mode"] == "global"
     assert m["expected"]["reason"].startswith("timers matter")
-    rows, summary = run_match(tmp_path, query, tmp_path / "v", "--partitions", "6",
-                              "--tick-tuples", "40", "--timer-bits", "2")
+    rows, summary = run_match(
+        tmp_path,
+        query,
+        tmp_path / "v",
+        "--partitions",
+        "6",
+        "--tick-tuples",
+        "40",
+        "--timer-bits",
+        "2",
+    )
     assert_expected_is(spark, tmp_path / "v", rows)
     drops = table(tmp_path / "v", vectors.DROPS)
     assert summary["drops"] > 0 and drops.column("seq").to_pylist() == summary["drop_seqs"]
@@ -193,37 +223,58 @@ def test_global_pass_models_capacity_and_timers(spark, tmp_path):
 
 
 def test_capacity_alone_selects_the_global_pass(spark, tmp_path):
-    m = make(spark, tmp_path / "v", QUERIES / "marathon.sql", keys=40,
-             engine=EngineParams(partitions=32), tuples=3000)
+    m = make(
+        spark,
+        tmp_path / "v",
+        QUERIES / "marathon.sql",
+        keys=40,
+        engine=EngineParams(partitions=32),
+        tuples=3000,
+    )
     assert m["expected"]["mode"] == "global"
     assert m["expected"]["reason"].startswith("capacity matters: 40 keys present")
-    rows, summary = run_match(tmp_path, QUERIES / "marathon.sql", tmp_path / "v",
-                              "--partitions", "32")
+    rows, summary = run_match(
+        tmp_path, QUERIES / "marathon.sql", tmp_path / "v", "--partitions", "32"
+    )
     assert_expected_is(spark, tmp_path / "v", rows)
     assert m["counts"]["drops"] == summary["drops"] > 0
 
 
-@pytest.mark.parametrize(("entries", "mode", "reason"), [
-    (16, "global", "capacity matters: a bucket of the table holds 4 keys and 40 are generated"),
-    (65536, "partitioned", "--store table with 65536 entries indexes every 16-bit key directly"),
-])
+@pytest.mark.parametrize(
+    ("entries", "mode", "reason"),
+    [
+        (16, "global", "capacity matters: a bucket of the table holds 4 keys and 40 are generated"),
+        (
+            65536,
+            "partitioned",
+            "--store table with 65536 entries indexes every 16-bit key directly",
+        ),
+    ],
+)
 def test_table_store_vectors(spark, tmp_path, entries, mode, reason):
     """--store table: marathon's 16-bit runner keys go to buckets of 4 below 64k entries (the
     exact global pass, where 40 keys fill 4 buckets), and are indexed directly at 64k (no drop:
     each key on its own)."""
     engine = EngineParams(store="table", partitions=entries, ways=4)
-    m = make(spark, tmp_path / "v", QUERIES / "marathon.sql", keys=40, engine=engine,
-             tuples=2000)
+    m = make(spark, tmp_path / "v", QUERIES / "marathon.sql", keys=40, engine=engine, tuples=2000)
     assert m["expected"]["mode"] == mode and m["expected"]["reason"].startswith(reason)
     assert m["engine"]["store"] == "table"
-    rows, summary = run_match(tmp_path, QUERIES / "marathon.sql", tmp_path / "v",
-                              "--store", "table", "--partitions", str(entries))
+    rows, summary = run_match(
+        tmp_path,
+        QUERIES / "marathon.sql",
+        tmp_path / "v",
+        "--store",
+        "table",
+        "--partitions",
+        str(entries),
+    )
     assert_expected_is(spark, tmp_path / "v", rows)
     assert m["counts"]["drops"] == summary["drops"]
     assert (summary["drops"] > 0) == (mode == "global")
 
 
 # --- where matches begin: start_seq --------------------------------------------------------
+
 
 def start_seq_query(folder) -> pathlib.Path:
     """fire.sql with its fire query asking for start_seq (concise form); thaw does not."""
@@ -239,8 +290,15 @@ def match_rows_with_starts(tmp_path, query, vectors_dir, *args):
     """`nfacep match` on the vectors' tuples: (seq, query, partition, start_seq) rows."""
     run_match(tmp_path, query, vectors_dir, *args)
     with open(tmp_path / "matches.csv", newline="") as f:
-        return [(int(r["seq"]), r["query"], r["partition"] or None,
-                 int(r["start_seq"]) if r["start_seq"] else None) for r in csv.DictReader(f)]
+        return [
+            (
+                int(r["seq"]),
+                r["query"],
+                r["partition"] or None,
+                int(r["start_seq"]) if r["start_seq"] else None,
+            )
+            for r in csv.DictReader(f)
+        ]
 
 
 @pytest.mark.parametrize(("keys", "mode"), [(16, "partitioned"), (24, "global")])
@@ -251,11 +309,9 @@ def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
     mapped back to the global seq) and in the global one (24 keys fill 16 partitions)."""
     query = start_seq_query(tmp_path)
     out = tmp_path / "v"
-    m = make(spark, out, query, tasks=3, engine=EngineParams(partitions=16), keys=keys,
-             tuples=3000)
+    m = make(spark, out, query, tasks=3, engine=EngineParams(partitions=16), keys=keys, tuples=3000)
     assert m["expected"]["mode"] == mode
-    assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", True),
-                                                                   ("thaw", False)]
+    assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", True), ("thaw", False)]
     expected = table(out, vectors.EXPECTED)
     assert expected.schema.names == ["seq", "query", "partition", vectors.START_SEQ]
     assert expected.schema.field(vectors.START_SEQ).type == pa.int64()
@@ -271,10 +327,13 @@ def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
         assert m["counts"]["drops"] > 0
 
 
-@pytest.mark.parametrize(("mode", "engine"), [
-    ("global", EngineParams(partitions=16, tick_tuples=40, timer_bits=2)),
-    ("partitioned", EngineParams(partitions=64)),  # room for every key, no ticks: per key
-])
+@pytest.mark.parametrize(
+    ("mode", "engine"),
+    [
+        ("global", EngineParams(partitions=16, tick_tuples=40, timer_bits=2)),
+        ("partitioned", EngineParams(partitions=64)),  # room for every key, no ticks: per key
+    ],
+)
 def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engine):
     """Both passes stream their tuples through the reference matcher in pieces: the global
     one (capacity and ticks matter) the whole stream, the partitioned one each task's keys,
@@ -285,23 +344,29 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
     from nfacep.tuples import from_table
 
     query = start_seq_query(tmp_path)
-    job = vectors.prepare(str(query), Options(**{**SMALL, "tuples": 3000}, seed=7, keys=24),
-                          str(tmp_path / "v"), params=engine)
+    job = vectors.prepare(
+        str(query),
+        Options(**{**SMALL, "tuples": 3000}, seed=7, keys=24),
+        str(tmp_path / "v"),
+        params=engine,
+    )
     piece = 37
     m = vectors.run(spark, job, tasks=2, piece_tuples=piece)
     assert m["expected"]["mode"] == mode
     assert (m["counts"]["drops"] > 0) == (mode == "global")
-    tuples = from_table(table(tmp_path / "v", vectors.TUPLES).sort_by("seq"),
-                        job.nfa.program.schema)
+    tuples = from_table(
+        table(tmp_path / "v", vectors.TUPLES).sort_by("seq"), job.nfa.program.schema
+    )
     res = reference.run(job.nfa, tuples, engine)
-    want = [(int(s), res.names[q], p, int(b) if b >= 0 else None)
-            for s, q, p, b in zip(res.seqs, res.queries, res.partitions, res.starts,
-                                  strict=True)]
-    assert [tuple(r.values()) for r in table(tmp_path / "v", vectors.EXPECTED).to_pylist()] \
-        == want
+    want = [
+        (int(s), res.names[q], p, int(b) if b >= 0 else None)
+        for s, q, p, b in zip(res.seqs, res.queries, res.partitions, res.starts, strict=True)
+    ]
+    assert [tuple(r.values()) for r in table(tmp_path / "v", vectors.EXPECTED).to_pylist()] == want
     assert table(tmp_path / "v", vectors.DROPS).to_pylist() == [
         {"seq": int(s), "partition": p}
-        for s, p in zip(res.drops, partition_texts(job.nfa, tuples, res.drops), strict=True)]
+        for s, p in zip(res.drops, partition_texts(job.nfa, tuples, res.drops), strict=True)
+    ]
     fire = [(s, b) for s, q, _, b in want if q == "fire"]
     if mode == "global":
         assert any(s // piece > b // piece for s, b in fire)
@@ -312,12 +377,14 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
 
 # --- every bundled query ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(p.stem for p in QUERIES.glob("*.sql")))
 def test_every_bundled_query_gets_matches(spark, tmp_path, name):
     m = make(spark, tmp_path / "v", QUERIES / f"{name}.sql", tuples=4000, keys=16)
     # only a window too long for the stream may go unplanted (its edges, not the query)
-    windows = {q.name: q.window for q in nfacep.compile_file(QUERIES / f"{name}.sql")
-               .program.queries}
+    windows = {
+        q.name: q.window for q in nfacep.compile_file(QUERIES / f"{name}.sql").program.queries
+    }
     for q, why in m["unplanted"].items():
         assert windows[q] and windows[q] + 1 > 4000, (q, why)
         assert why.startswith("no window_fit or window_miss instances: WITHIN"), (q, why)
@@ -366,8 +433,9 @@ def test_window_edges_are_planted(spark, tmp_path):
     matched, summary = run_match(tmp_path, query, folder)
     assert matched == want and summary["matches"] == m["counts"]["matches"] == {"q": len(want)}
 
-    gen = vectors.prepare(str(query), Options(**SMALL, seed=7, keys=24),
-                          str(tmp_path / "x")).generator
+    gen = vectors.prepare(
+        str(query), Options(**SMALL, seed=7, keys=24), str(tmp_path / "x")
+    ).generator
     planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
     by_seq = {r["seq"]: r for r in rows}
     got = set(want)
@@ -378,7 +446,7 @@ def test_window_edges_are_planted(spark, tmp_path):
         first, last = by_seq[p.first], by_seq[p.seq]
         assert str(first["k"]) == str(last["k"]) == p.partition
         # the instance: A then B, nothing of its key between them
-        between = [r for r in rows[p.first + 1:p.seq] if r["k"] == first["k"]]
+        between = [r for r in rows[p.first + 1 : p.seq] if r["k"] == first["k"]]
         assert (first["e"], last["e"], between) == ("A", "B", [])
         span = last["ts"] - first["ts"]
         assert span == (49 if p.kind == "window_fit" else 50), p
@@ -390,18 +458,34 @@ def test_window_edges_are_planted(spark, tmp_path):
     assert all((p.seq, "q", p.partition) in wider for p in planted if p.kind == "window_miss")
 
 
-@pytest.mark.parametrize(("text", "options", "why"), [
-    (WINDOWED, {"keys": 1}, "one sub-stream (no PARTITION, or --keys 1)"),
-    (WINDOWED, {"keys": 8, "tuples": 50}, "WITHIN 50: an instance spans up to 51 consecutive "
-                                          "tuples, more than the stream holds (50)"),
-    (WINDOWED.replace("50", "1024"), {"keys": 8},
-     "WITHIN 1024: an instance spans up to 1025 consecutive tuples, more than a block "
-     "(--block-tuples 1024) holds (1024)"),
-    (WINDOWED.replace("UINT(32)", "UINT(8)"), {"keys": 8},
-     "the ORDER BY field ts UINT(8) cannot give each of the 6000 tuples its own value"),
-    (WINDOWED.replace("(A B) WITHIN 50", "(A B*) WITHIN 1"), {"keys": 8},
-     "WITHIN 1 only holds runs of one tuple"),
-])
+@pytest.mark.parametrize(
+    ("text", "options", "why"),
+    [
+        (WINDOWED, {"keys": 1}, "one sub-stream (no PARTITION, or --keys 1)"),
+        (
+            WINDOWED,
+            {"keys": 8, "tuples": 50},
+            "WITHIN 50: an instance spans up to 51 consecutive "
+            "tuples, more than the stream holds (50)",
+        ),
+        (
+            WINDOWED.replace("50", "1024"),
+            {"keys": 8},
+            "WITHIN 1024: an instance spans up to 1025 consecutive tuples, more than a block "
+            "(--block-tuples 1024) holds (1024)",
+        ),
+        (
+            WINDOWED.replace("UINT(32)", "UINT(8)"),
+            {"keys": 8},
+            "the ORDER BY field ts UINT(8) cannot give each of the 6000 tuples its own value",
+        ),
+        (
+            WINDOWED.replace("(A B) WITHIN 50", "(A B*) WITHIN 1"),
+            {"keys": 8},
+            "WITHIN 1 only holds runs of one tuple",
+        ),
+    ],
+)
 def test_window_edges_that_cannot_be_planted_say_why(tmp_path, text, options, why):
     """Without Spark: the generator records why a window's edges are not planted, in
     ``unplanted`` (the manifest's), and plants the other kinds."""
@@ -431,10 +515,13 @@ QUERY r PARTITION k ORDER BY ts PATTERN (A .* C) WITHIN 7 DEFINE A AS e = 'A', C
     assert gen.unplanted == {}
     blocks = [gen.block(b) for b in range(gen.n_blocks)]
     cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0] if k != "seq"}
-    res = reference.run(nfa, Tuples(gen._typed(cols, key_rank=False), SMALL["tuples"]),
-                        EngineParams())
-    got = {(int(s), res.names[q], p) for s, q, p in zip(res.seqs, res.queries, res.partitions,
-                                                        strict=True)}
+    res = reference.run(
+        nfa, Tuples(gen._typed(cols, key_rank=False), SMALL["tuples"]), EngineParams()
+    )
+    got = {
+        (int(s), res.names[q], p)
+        for s, q, p in zip(res.seqs, res.queries, res.partitions, strict=True)
+    }
     planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
     edges = [p for p in planted if p.kind in WINDOW_KINDS]
     assert {(p.query, p.kind) for p in edges} == {(q, k) for q in "qr" for k in WINDOW_KINDS}
@@ -447,35 +534,60 @@ QUERY r PARTITION k ORDER BY ts PATTERN (A .* C) WITHIN 7 DEFINE A AS e = 'A', C
 
 # --- manifest ---------------------------------------------------------------------------------
 
+
 def test_manifest(spark, fire):
     folder, m = fire[2]
     assert json.loads((folder / vectors.MANIFEST).read_text()) == m
     assert m["format"] == vectors.FORMAT
     assert m["query_sha256"] == hashlib.sha256(pathlib.Path(FIRE).read_bytes()).hexdigest()
     assert (m["seed"], m["tuples"], m["keys"], m["block_tuples"]) == (7, 6000, 24, 1024)
-    assert m["keys_present"] == read(spark, folder, vectors.TUPLES).select("sensor") \
-        .distinct().count() == 24
-    assert m["engine"] == {"partitions": 256, "tick_tuples": 0, "timer_bits": 4,
-                           "store": "pipeline", "ways": 4}
+    assert (
+        m["keys_present"]
+        == read(spark, folder, vectors.TUPLES).select("sensor").distinct().count()
+        == 24
+    )
+    assert m["engine"] == {
+        "partitions": 256,
+        "tick_tuples": 0,
+        "timer_bits": 4,
+        "store": "pipeline",
+        "ways": 4,
+    }
     assert m["expected"]["mode"] == "partitioned"
     assert m["stream"] == "warehouse" and m["partition_field"] == "sensor"
     assert m["order_fields"] == ["ts"]
-    assert m["columns"] == {"seq": "int64", "ts": "int64", "sensor": "int64", "zone": "string",
-                            "temp": "int64", "smoke": "bool", "co_ppm": "float"}
-    assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", False),
-                                                                   ("thaw", False)]
+    assert m["columns"] == {
+        "seq": "int64",
+        "ts": "int64",
+        "sensor": "int64",
+        "zone": "string",
+        "temp": "int64",
+        "smoke": "bool",
+        "co_ppm": "float",
+    }
+    assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", False), ("thaw", False)]
     expected = table(folder, vectors.EXPECTED)
     # no query reports start_seq: the columns are those of vectors made before it existed
     assert expected.schema.names == ["seq", "query", "partition"]
     per_query = {}
     for q in expected.column("query").to_pylist():
         per_query[q] = per_query.get(q, 0) + 1
-    assert m["counts"] == {"tuples": 6000, "matches": per_query,
-                           "matches_total": expected.num_rows, "drops": 0}
+    assert m["counts"] == {
+        "tuples": 6000,
+        "matches": per_query,
+        "matches_total": expected.num_rows,
+        "drops": 0,
+    }
     assert table(folder, vectors.TUPLES).num_rows == 6000
     roles = {g["field"]: g["generator"] for g in m["generators"]}
-    assert roles == {"ts": "order", "sensor": "key", "zone": "enum", "temp": "int",
-                     "smoke": "bool", "co_ppm": "float"}
+    assert roles == {
+        "ts": "order",
+        "sensor": "key",
+        "zone": "enum",
+        "temp": "int",
+        "smoke": "bool",
+        "co_ppm": "float",
+    }
     temp = next(g for g in m["generators"] if g["field"] == "temp")
     assert {599, 600, 601, -151, -150, -149, -51, -50, -49, 399, 400, 401} <= set(temp["points"])
     assert set(m["run"]) == {"master", "tasks", "seconds"} and m["run"]["master"] == MASTER
@@ -493,8 +605,20 @@ def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
     q = tmp_path / "u.sql"
     q.write_text(UNPARTITIONED)
     out = tmp_path / "v"
-    args = ["vectors", str(q), "--tuples", "3000", "--seed", "1", "--out", str(out),
-            "--master", MASTER, "--block-tuples", "1024"]
+    args = [
+        "vectors",
+        str(q),
+        "--tuples",
+        "3000",
+        "--seed",
+        "1",
+        "--out",
+        str(out),
+        "--master",
+        MASTER,
+        "--block-tuples",
+        "1024",
+    ]
     assert nfacep_main(args) == 0
     assert "3000 tuples" in capsys.readouterr().out
     m = json.loads((out / vectors.MANIFEST).read_text())
@@ -509,8 +633,13 @@ def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
     assert "exists and is not empty" in capsys.readouterr().err
     assert nfacep_main([*args, "--seed", "2", "--overwrite"]) == 0
     assert json.loads((out / vectors.MANIFEST).read_text())["seed"] == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["matches.csv", "matches.summary.json",
-                                                          "tuples.parquet", "u.sql", "v"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "matches.csv",
+        "matches.summary.json",
+        "tuples.parquet",
+        "u.sql",
+        "v",
+    ]
 
 
 def test_failed_run_leaves_nothing(spark, tmp_path, monkeypatch):
@@ -525,22 +654,27 @@ def test_failed_run_leaves_nothing(spark, tmp_path, monkeypatch):
 
 # --- bad input: clear errors before any Spark job ---------------------------------------------
 
+
 @pytest.fixture
 def no_spark(monkeypatch):
     """Fail if anything tries to build a Spark session."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("a Spark session was requested")
 
     monkeypatch.setattr(spark_session, "session", refuse)
 
 
-@pytest.mark.parametrize("master, message", [
-    ("local[0]", "is not a Spark master URL"),
-    ("locall", "is not a Spark master URL"),
-    ("mesos://host:5050", "is not a Spark master URL"),
-    ("spark://", "is not a Spark master URL"),
-    ("spark://127.0.0.1:1", "no Spark master answers"),
-])
+@pytest.mark.parametrize(
+    "master, message",
+    [
+        ("local[0]", "is not a Spark master URL"),
+        ("locall", "is not a Spark master URL"),
+        ("mesos://host:5050", "is not a Spark master URL"),
+        ("spark://", "is not a Spark master URL"),
+        ("spark://127.0.0.1:1", "no Spark master answers"),
+    ],
+)
 def test_bad_master_url(tmp_path, capsys, no_spark, master, message):
     args = ["vectors", FIRE, "--tuples", "10", "--out", str(tmp_path / "v"), "--master", master]
     assert nfacep_main(args) == 2
@@ -557,19 +691,21 @@ def test_bad_input(tmp_path, capsys, no_spark):
         return err
 
     v = str(tmp_path / "v")
-    assert "cannot read the query file" in fails(str(tmp_path / "none.sql"), "--tuples", "10",
-                                                 "--out", v)
-    assert "does not exist" in fails(FIRE, "--tuples", "10", "--out",
-                                     str(tmp_path / "no" / "v"))
+    assert "cannot read the query file" in fails(
+        str(tmp_path / "none.sql"), "--tuples", "10", "--out", v
+    )
+    assert "does not exist" in fails(FIRE, "--tuples", "10", "--out", str(tmp_path / "no" / "v"))
     assert "--tuples must be at least 1" in fails(FIRE, "--tuples", "0", "--out", v)
-    assert "has only 65536 values" in fails(FIRE, "--tuples", "10", "--keys", "70000",
-                                            "--out", v)
-    assert "only a global pass models" in fails(FIRE, "--tuples", "10", "--keys", "300",
-                                                "--expected", "partitioned", "--out", v)
-    assert "not an ENUM field" in fails(FIRE, "--tuples", "10", "--enum-weights", "temp=1:1",
-                                        "--out", v)
-    assert "--partitions must be at least 1" in fails(FIRE, "--tuples", "10", "--partitions",
-                                                      "0", "--out", v)
+    assert "has only 65536 values" in fails(FIRE, "--tuples", "10", "--keys", "70000", "--out", v)
+    assert "only a global pass models" in fails(
+        FIRE, "--tuples", "10", "--keys", "300", "--expected", "partitioned", "--out", v
+    )
+    assert "not an ENUM field" in fails(
+        FIRE, "--tuples", "10", "--enum-weights", "temp=1:1", "--out", v
+    )
+    assert "--partitions must be at least 1" in fails(
+        FIRE, "--tuples", "10", "--partitions", "0", "--out", v
+    )
     bad = tmp_path / "bad.sql"
     bad.write_text("CREATE STREAM s (a UINT(4));\nQUERY q PATTERN (A) DEFINE A AS a = 20;\n")
     assert f"{bad}:2:" in fails(str(bad), "--tuples", "10", "--out", v)
@@ -577,14 +713,20 @@ def test_bad_input(tmp_path, capsys, no_spark):
     other.mkdir()
     (other / "keep.txt").write_text("mine\n")
     assert "--overwrite only replaces a vectors folder" in fails(
-        FIRE, "--tuples", "10", "--out", str(other), "--overwrite")
+        FIRE, "--tuples", "10", "--out", str(other), "--overwrite"
+    )
     assert (other / "keep.txt").read_text() == "mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.sql", "other"]
 
 
 def test_enum_weights_are_honoured(spark, tmp_path):
-    m = make(spark, tmp_path / "v", tuples=2000, plant_rate=0.0,
-             enum_weights=(("zone", (("DOCK", 1.0), ("FREEZER", 3.0))),))
+    m = make(
+        spark,
+        tmp_path / "v",
+        tuples=2000,
+        plant_rate=0.0,
+        enum_weights=(("zone", (("DOCK", 1.0), ("FREEZER", 3.0))),),
+    )
     zones = set(table(tmp_path / "v", vectors.TUPLES).column("zone").to_pylist())
     assert zones == {"DOCK", "FREEZER"}
     assert m["enum_weights"] == {"zone": {"DOCK": 1.0, "FREEZER": 3.0}}
@@ -596,9 +738,29 @@ def test_progress_lines_count_tuples_and_end_at_the_total(spark, tmp_path, capsy
     import re
 
     monkeypatch.setenv("NFACEP_PROGRESS_SECONDS", "0.01")
-    assert nfacep_main(["vectors", FIRE, "--tuples", "6000", "--block-tuples", "1024",
-                        "--keys", "24", "--seed", "3", "--tasks", "2", "--out",
-                        str(tmp_path / "v"), "--master", MASTER]) == 0
+    assert (
+        nfacep_main(
+            [
+                "vectors",
+                FIRE,
+                "--tuples",
+                "6000",
+                "--block-tuples",
+                "1024",
+                "--keys",
+                "24",
+                "--seed",
+                "3",
+                "--tasks",
+                "2",
+                "--out",
+                str(tmp_path / "v"),
+                "--master",
+                MASTER,
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     counted = re.compile(r"vectors: ([\d,]+) of 6,000 tuples (generated|matched) \((\d+)%\)")
     for verb in ("generated", "matched"):
@@ -608,8 +770,11 @@ def test_progress_lines_count_tuples_and_end_at_the_total(spark, tmp_path, capsy
         assert done == sorted(done) and done[-1] == 6000, lines
         for ln, n in zip(lines, done, strict=True):
             assert ("tuples/s" in ln) == (n > 0), ln
-        assert re.fullmatch(rf"vectors: 6,000 of 6,000 tuples {verb} \(100%\) in \d+ s, "
-                            r"[\d,]+ tuples/s", lines[-1]), lines[-1]
+        assert re.fullmatch(
+            rf"vectors: 6,000 of 6,000 tuples {verb} \(100%\) in \d+ s, "
+            r"[\d,]+ tuples/s",
+            lines[-1],
+        ), lines[-1]
         assert all(" of 2 tasks done" in ln for ln in lines[:-1]), lines
 
 
@@ -637,8 +802,9 @@ def test_a_running_task_shows_its_progress_before_it_ends(spark, tmp_path):
             counter.finished()
             return os.path.exists(flag)
 
-        job = threading.Thread(target=lambda: got.extend(
-            spark.sparkContext.parallelize([0], 1).map(task).collect()))
+        job = threading.Thread(
+            target=lambda: got.extend(spark.sparkContext.parallelize([0], 1).map(task).collect())
+        )
         job.start()
         deadline = time.monotonic() + 60
         while "400 of 1,000" not in (watch.now() or "") and time.monotonic() < deadline:

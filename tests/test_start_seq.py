@@ -38,12 +38,15 @@ DEFINE F AS (ev = 'F') OK AS (ev = 'OK');
 # key 1: F F F OK (F{2,} OK may start at 0 or 2: the latest is 2) and, 2^32 - 6 later, OK;
 # key 2: F F, then 70 later F F OK (the window leaves only the starts 6 and 7: brute starts at
 # 6, the latest start of F .* OK is 7)
-TUPLES = ("k,ev,ts\n1,F,0\n2,F,1\n1,F,2\n1,F,3\n2,F,4\n1,OK,5\n2,F,74\n2,F,75\n2,OK,76\n"
-          "1,OK,4294967295\n")
-WANT = ("seq,query,partition,start_seq\n"
-        "5,brute,1,2\n5,plain,1,\n5,skip,1,3\n"
-        "8,brute,2,6\n8,plain,2,\n8,skip,2,7\n"
-        "9,plain,1,\n")
+TUPLES = (
+    "k,ev,ts\n1,F,0\n2,F,1\n1,F,2\n1,F,3\n2,F,4\n1,OK,5\n2,F,74\n2,F,75\n2,OK,76\n1,OK,4294967295\n"
+)
+WANT = (
+    "seq,query,partition,start_seq\n"
+    "5,brute,1,2\n5,plain,1,\n5,skip,1,3\n"
+    "8,brute,2,6\n8,plain,2,\n8,skip,2,7\n"
+    "9,plain,1,\n"
+)
 
 
 def files(tmp_path):
@@ -60,8 +63,10 @@ def test_match_writes_where_matches_begin(tmp_path, capsys):
     capsys.readouterr()
     assert main(["check", q]) == 0
     text = capsys.readouterr().out
-    assert "query brute: 3 NFA states, every match end, ORDER BY ts, WITHIN 60, reports " \
-           "start_seq" in text
+    assert (
+        "query brute: 3 NFA states, every match end, ORDER BY ts, WITHIN 60, reports "
+        "start_seq" in text
+    )
     assert "query plain: 1 NFA states, every match end\n" in text
     assert main(["explain", q]) == 0
     assert "skip past last row, reports start_seq" in capsys.readouterr().out
@@ -71,12 +76,24 @@ def test_match_writes_where_matches_begin(tmp_path, capsys):
 
 
 def test_a_file_without_start_seq_keeps_three_columns(tmp_path):
-    (tmp_path / "q.sql").write_text(QUERY.split("QUERY plain")[0].replace(
-        "MEASURES FIRST(seq) AS start_seq\n    ", ""))
+    (tmp_path / "q.sql").write_text(
+        QUERY.split("QUERY plain")[0].replace("MEASURES FIRST(seq) AS start_seq\n    ", "")
+    )
     (tmp_path / "t.csv").write_text(TUPLES)
     out = tmp_path / "m.csv"
-    assert main(["match", str(tmp_path / "q.sql"), "--input", str(tmp_path / "t.csv"),
-                 "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "match",
+                str(tmp_path / "q.sql"),
+                "--input",
+                str(tmp_path / "t.csv"),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert out.read_text() == "seq,query,partition\n5,brute,1\n8,brute,2\n"
 
 
@@ -87,8 +104,12 @@ def test_records_carry_the_starts_of_the_queries_that_ask():
     assert wire.start_queries(nfa) == [0, 2]
     fmt = wire.record_format(nfa)
     assert fmt.widths["starts"] == 2 * wire.SEQ_BITS
-    assert "starts" not in wire.record_format(nfacep.compile_text(
-        QUERY.replace("MEASURES FIRST(seq) AS start_seq", ""))).widths
+    assert (
+        "starts"
+        not in wire.record_format(
+            nfacep.compile_text(QUERY.replace("MEASURES FIRST(seq) AS start_seq", ""))
+        ).widths
+    )
     rec = wire.Record(8, 2, 0b111, 0, 6 | 1 << wire.SEQ_BITS)
     assert fmt.decode_bytes(fmt.encode_bytes(rec)) == rec
     got = Result.from_records(nfa, 10, [rec], EngineParams())
@@ -97,8 +118,14 @@ def test_records_carry_the_starts_of_the_queries_that_ask():
 
     from nfacep.tuples import Tuples
 
-    keys = Tuples({"k": np.array([0] * 8 + [2, 0], dtype=np.uint8),
-                   "ev": np.zeros(10, dtype=np.uint8), "ts": np.zeros(10, dtype=np.uint32)}, 10)
+    keys = Tuples(
+        {
+            "k": np.array([0] * 8 + [2, 0], dtype=np.uint8),
+            "ev": np.zeros(10, dtype=np.uint8),
+            "ts": np.zeros(10, dtype=np.uint32),
+        },
+        10,
+    )
     assert got.records(nfa, keys) == [rec]
 
 
@@ -114,8 +141,10 @@ def test_engine_state_holds_starts_only_when_asked():
     pytest.importorskip("amaranth")
     from nfacep.hdl.nfa import state_layout
 
-    one = ("CREATE STREAM s (k UINT(8), ev ENUM('F', 'OK'));\n"
-           "QUERY q PARTITION k {m}PATTERN (F F OK) DEFINE F AS ev = 'F' OK AS ev = 'OK';")
+    one = (
+        "CREATE STREAM s (k UINT(8), ev ENUM('F', 'OK'));\n"
+        "QUERY q PARTITION k {m}PATTERN (F F OK) DEFINE F AS ev = 'F' OK AS ev = 'OK';"
+    )
     plain = state_layout(nfacep.compile_text(one.format(m="")))
     asked = state_layout(nfacep.compile_text(one.format(m="MEASURES FIRST(seq) AS start_seq ")))
     assert plain.size == 3
@@ -131,12 +160,29 @@ def test_sim_equals_match_with_start_seq(tmp_path, capsys):
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     q, t = files(tmp_path)
-    for options in (["--partitions", "4"], ["--store", "table", "--partitions", "16"],
-                    ["--partitions", "4", "--mode", "cycle"]):
+    for options in (
+        ["--partitions", "4"],
+        ["--store", "table", "--partitions", "16"],
+        ["--partitions", "4", "--mode", "cycle"],
+    ):
         out = tmp_path / "s.csv"
-        assert main(["sim", q, "--input", t, "--output", str(out), *options,
-                     "--build-dir", str(tmp_path / "build"), "--check"]) == 0, \
-            capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "sim",
+                    q,
+                    "--input",
+                    t,
+                    "--output",
+                    str(out),
+                    *options,
+                    "--build-dir",
+                    str(tmp_path / "build"),
+                    "--check",
+                ]
+            )
+            == 0
+        ), capsys.readouterr().err
         assert out.read_text() == WANT
 
 
@@ -158,8 +204,23 @@ def test_run_over_the_uart_link_reports_the_starts(tmp_path, capsys):
     thread = serve(model, master, stop=stop, seed=7)
     try:
         out = tmp_path / "board.csv"
-        assert main(["run", q, "--port", os.ttyname(slave), "--input", t, "--output",
-                     str(out), "--partitions", "4"]) == 0, capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "run",
+                    q,
+                    "--port",
+                    os.ttyname(slave),
+                    "--input",
+                    t,
+                    "--output",
+                    str(out),
+                    "--partitions",
+                    "4",
+                ]
+            )
+            == 0
+        ), capsys.readouterr().err
         assert out.read_text() == WANT
     finally:
         stop.set()

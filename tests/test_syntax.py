@@ -97,51 +97,72 @@ def test_expression_dump(text, expected):
 
 
 def test_paper_listing_verbatim():
-    text = ("CREATE STREAM marathon (time UINT(32), checkpoint ENUM('Staten Island', "
-            "'Brooklyn', 'Queens', 'Bronx', 'Manhattan'), runner UINT(16), speed FLOAT32);\n"
-            + PAPER)
+    text = (
+        "CREATE STREAM marathon (time UINT(32), checkpoint ENUM('Staten Island', "
+        "'Brooklyn', 'Queens', 'Bronx', 'Manhattan'), runner UINT(16), speed FLOAT32);\n" + PAPER
+    )
     f = parse(text)
     (q,) = f.queries
     assert q.name is None and q.stream is None and q.form == "concise"
     assert [c.name for c in q.partition] == ["runner"]
-    assert ast.dump(q.pattern) == ("alt{seq{A,star{NOTB},C},seq{A,star{NOTC},D},"
-                                   "seq{A,star{NOTD},E}}")
+    assert ast.dump(q.pattern) == (
+        "alt{seq{A,star{NOTB},C},seq{A,star{NOTC},D},seq{A,star{NOTD},E}}"
+    )
     assert [d.name for d in q.defines] == ["A", "NOTB", "C", "NOTC", "D", "NOTD", "E"]
     assert ast.dump(q.defines[1].expr) == "(<> checkpoint 'Brooklyn')"
 
 
 def test_concise_head_and_sql_form_give_the_same_query():
-    concise = parse(STREAM + "QUERY cheat FROM s PARTITION a ORDER BY b AFTER MATCH SKIP PAST "
-                    "LAST ROW PATTERN (A B*) DEFINE A AS (a = 1) B AS (c)")
-    sql = parse(STREAM + "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY a ORDER BY b AFTER "
-                "MATCH SKIP PAST LAST ROW PATTERN (A B*) DEFINE A AS a = 1, B AS c) AS cheat")
+    concise = parse(
+        STREAM + "QUERY cheat FROM s PARTITION a ORDER BY b AFTER MATCH SKIP PAST "
+        "LAST ROW PATTERN (A B*) DEFINE A AS (a = 1) B AS (c)"
+    )
+    sql = parse(
+        STREAM + "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY a ORDER BY b AFTER "
+        "MATCH SKIP PAST LAST ROW PATTERN (A B*) DEFINE A AS a = 1, B AS c) AS cheat"
+    )
     (c,), (s,) = concise.queries, sql.queries
-    assert (c.name, c.stream, c.partition, c.order, c.skip_past_last_row, c.pattern,
-            c.defines) == (s.name, s.stream, s.partition, s.order, s.skip_past_last_row,
-                           s.pattern, s.defines)
+    assert (c.name, c.stream, c.partition, c.order, c.skip_past_last_row, c.pattern, c.defines) == (
+        s.name,
+        s.stream,
+        s.partition,
+        s.order,
+        s.skip_past_last_row,
+        s.pattern,
+        s.defines,
+    )
     assert (c.form, s.form) == ("concise", "sql")
 
 
 def test_keywords_are_case_insensitive_and_fields_may_look_like_keywords():
-    f = parse("create stream s (last UINT(4), match BOOL, time UINT(8));\n"
-              "select * from s match_recognize (partition by last pattern (a b) "
-              "define a as match, b as last > 2) as q1")
+    f = parse(
+        "create stream s (last UINT(4), match BOOL, time UINT(8));\n"
+        "select * from s match_recognize (partition by last pattern (a b) "
+        "define a as match, b as last > 2) as q1"
+    )
     (q,) = f.queries
     assert ast.dump(q.defines[1].expr) == "(> last 2)"
 
 
 def test_several_statements_and_comments():
-    f = parse("-- header\n" + STREAM + "QUERY one PATTERN (A); /* block */ QUERY two "
-              "PATTERN (B);;\n")
+    f = parse(
+        "-- header\n" + STREAM + "QUERY one PATTERN (A); /* block */ QUERY two PATTERN (B);;\n"
+    )
     assert [q.name for q in f.queries] == ["one", "two"]
 
 
 def test_unsupported_clauses_are_kept_for_the_checker():
-    f = parse(STREAM + "SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.a AS x ALL ROWS PER MATCH "
-              "AFTER MATCH SKIP TO NEXT ROW PATTERN (A) SUBSET U = (A)) AS q")
+    f = parse(
+        STREAM + "SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.a AS x ALL ROWS PER MATCH "
+        "AFTER MATCH SKIP TO NEXT ROW PATTERN (A) SUBSET U = (A)) AS q"
+    )
     features = [u.feature for u in f.queries[0].unsupported]
-    assert features == ["MEASURES other than FIRST(seq) AS start_seq", "ALL ROWS PER MATCH",
-                        "AFTER MATCH SKIP TO NEXT ROW", "SUBSET"]
+    assert features == [
+        "MEASURES other than FIRST(seq) AS start_seq",
+        "ALL ROWS PER MATCH",
+        "AFTER MATCH SKIP TO NEXT ROW",
+        "SUBSET",
+    ]
 
 
 SYNTAX_ERRORS = [

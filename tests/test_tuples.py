@@ -12,7 +12,8 @@ from nfacep.values import decimal_to_float32
 
 SCHEMA = nfacep.compile_text(
     "CREATE STREAM s (u UINT(8), i INT(8), b BOOL, e ENUM('Staten Island', 'x'), f FLOAT32,"
-    " w UINT(64)); QUERY q PATTERN (A)").program.schema
+    " w UINT(64)); QUERY q PATTERN (A)"
+).program.schema
 
 
 def write(tmp_path, text, name="t.csv"):
@@ -22,9 +23,12 @@ def write(tmp_path, text, name="t.csv"):
 
 
 def test_csv_types(tmp_path):
-    path = write(tmp_path, "extra,u,i,b,e,f,w\n"
-                           "z,255,-128,true,Staten Island,1.5,18446744073709551615\n"
-                           "z, 0 ,127,0,x,nan,0\n")
+    path = write(
+        tmp_path,
+        "extra,u,i,b,e,f,w\n"
+        "z,255,-128,true,Staten Island,1.5,18446744073709551615\n"
+        "z, 0 ,127,0,x,nan,0\n",
+    )
     t = tuples.read(path, SCHEMA)
     assert t.n == 2
     assert t.columns["u"].tolist() == [255, 0]
@@ -39,16 +43,20 @@ ROW = "1,-1,true,x,1.0,5"
 BAD = [
     ("u,i,b,e,f\n" + ROW[:-2], "lacks the field(s) w"),
     ("", "the file is empty"),
-    ("u,i,b,e,f,w\n" + ROW + "\n256,-1,true,x,1.0,5", "row 2 (line 3), column 'u': 256 does "
-                                                        "not fit UINT(8) (0..255)"),
+    (
+        "u,i,b,e,f,w\n" + ROW + "\n256,-1,true,x,1.0,5",
+        "row 2 (line 3), column 'u': 256 does not fit UINT(8) (0..255)",
+    ),
     ("u,i,b,e,f,w\n1,-129,true,x,1.0,5", "column 'i': -129 does not fit INT(8)"),
     ("u,i,b,e,f,w\n1.5,-1,true,x,1.0,5", "column 'u': '1.5' is not an integer"),
     ("u,i,b,e,f,w\n1,-1,yes,x,1.0,5", "column 'b': 'yes' is not a BOOL"),
     ("u,i,b,e,f,w\n1,-1,true,Brooklyn,1.0,5", "column 'e': 'Brooklyn' is not a label"),
     ("u,i,b,e,f,w\n1,-1,true,x,fast,5", "column 'f': 'fast' is not a number"),
     ("u,i,b,e,f,w\n,-1,true,x,1.0,5", "column 'u': '' is not an integer"),
-    ("u,i,b,e,f,w\n1,-1,true,x,1.0,99999999999999999999999", "column 'w': "
-     "99999999999999999999999 does not fit UINT(64)"),
+    (
+        "u,i,b,e,f,w\n1,-1,true,x,1.0,99999999999999999999999",
+        "column 'w': 99999999999999999999999 does not fit UINT(64)",
+    ),
     ("u,i,b,e,f,w\n1,-1,true,x,1.0", "Expected 6 columns, got 5"),
 ]
 
@@ -63,10 +71,16 @@ def test_csv_errors(tmp_path, text, message):
 
 
 def test_parquet_typed_and_string_columns(tmp_path):
-    table = pa.table({"u": pa.array([1, 2], pa.uint8()), "i": pa.array([-1, 3], pa.int32()),
-                      "b": [True, False], "e": ["x", "Staten Island"],
-                      "f": pa.array([0.1, 2.0], pa.float64()),
-                      "w": pa.array([2**64 - 1, 0], pa.uint64())})
+    table = pa.table(
+        {
+            "u": pa.array([1, 2], pa.uint8()),
+            "i": pa.array([-1, 3], pa.int32()),
+            "b": [True, False],
+            "e": ["x", "Staten Island"],
+            "f": pa.array([0.1, 2.0], pa.float64()),
+            "w": pa.array([2**64 - 1, 0], pa.uint64()),
+        }
+    )
     path = str(tmp_path / "t.parquet")
     pq.write_table(table, path)
     t = tuples.read(path, SCHEMA)
@@ -83,15 +97,24 @@ def test_parquet_dictionary_columns(tmp_path):
     """Dictionary-encoded columns (as Parquet writers keep labels) read as their values; each
     distinct value is converted once, and a bad value is reported at its row only when a row
     uses it."""
+
     def dictionary(indices, values):
         return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int8()), pa.array(values))
 
-    plain = {"u": pa.array([1, 2, 1], pa.uint8()), "i": pa.array([-1, 3, 3], pa.int32()),
-             "b": [True, False, True], "e": ["x", "Staten Island", "x"],
-             "f": ["0.1", "2", "0.1"], "w": pa.array([2**64 - 1, 0, 0], pa.uint64())}
-    encoded = {**plain, "e": dictionary([1, 2, 1], ["y", "x", "Staten Island"]),
-               "f": dictionary([0, 1, 0], ["0.1", "2"]),
-               "i": dictionary([0, 1, 1], pa.array([-1, 3], pa.int32()))}
+    plain = {
+        "u": pa.array([1, 2, 1], pa.uint8()),
+        "i": pa.array([-1, 3, 3], pa.int32()),
+        "b": [True, False, True],
+        "e": ["x", "Staten Island", "x"],
+        "f": ["0.1", "2", "0.1"],
+        "w": pa.array([2**64 - 1, 0, 0], pa.uint64()),
+    }
+    encoded = {
+        **plain,
+        "e": dictionary([1, 2, 1], ["y", "x", "Staten Island"]),
+        "f": dictionary([0, 1, 0], ["0.1", "2"]),
+        "i": dictionary([0, 1, 1], pa.array([-1, 3], pa.int32())),
+    }
     path = str(tmp_path / "t.parquet")
     pq.write_table(pa.table(plain), path)
     want = tuples.read(path, SCHEMA)
@@ -127,15 +150,18 @@ def test_order_check(tmp_path):
 
 # --- a folder of Parquet part files (as Spark and `nfacep vectors` write tuples.parquet/) -----
 
+
 def typed_table(n: int, seq: bool = False) -> pa.Table:
     """n rows of SCHEMA's fields as Spark writes them (ENUM as labels), row i recognisable by
     u == i % 256 and w == i; with ``seq``, the vectors' sequence column first."""
-    cols = {"u": pa.array([i % 256 for i in range(n)], pa.int64()),
-            "i": pa.array([i % 100 - 50 for i in range(n)], pa.int64()),
-            "b": [i % 3 == 0 for i in range(n)],
-            "e": [("x", "Staten Island")[i % 2] for i in range(n)],
-            "f": pa.array([i / 4 for i in range(n)], pa.float32()),
-            "w": pa.array(range(n), pa.int64())}
+    cols = {
+        "u": pa.array([i % 256 for i in range(n)], pa.int64()),
+        "i": pa.array([i % 100 - 50 for i in range(n)], pa.int64()),
+        "b": [i % 3 == 0 for i in range(n)],
+        "e": [("x", "Staten Island")[i % 2] for i in range(n)],
+        "f": pa.array([i / 4 for i in range(n)], pa.float32()),
+        "w": pa.array(range(n), pa.int64()),
+    }
     if seq:
         cols = {"seq": pa.array(range(n), pa.int64()), **cols}
     return pa.table(cols)
@@ -167,8 +193,9 @@ def test_folder_equals_the_concatenation_in_name_order(tmp_path):
     names = [f"part-{k:05d}-0f1e-c000.snappy.parquet" for k in range(11)]
     rows = [list(range(bounds[k], bounds[k + 1])) for k in range(11)]
     order = [7, 0, 10, 3, 5, 1, 9, 2, 8, 4, 6]
-    folder = write_parts(tmp_path / "t.parquet", table, [names[k] for k in order],
-                         [rows[k] for k in order])
+    folder = write_parts(
+        tmp_path / "t.parquet", table, [names[k] for k in order], [rows[k] for k in order]
+    )
     got = tuples.read(folder, SCHEMA)
     same(got, tuples.read(whole, SCHEMA))
     assert got.columns["w"].tolist() == list(range(60)) and got.source == folder
@@ -177,8 +204,9 @@ def test_folder_equals_the_concatenation_in_name_order(tmp_path):
 def test_folder_orders_numbers_in_names_as_numbers(tmp_path):
     # unpadded part numbers: lexical order would read part-10 right after part-1
     table = typed_table(11)
-    folder = write_parts(tmp_path / "t", table, [f"part-{k}.parquet" for k in range(11)],
-                         [[k] for k in range(11)])
+    folder = write_parts(
+        tmp_path / "t", table, [f"part-{k}.parquet" for k in range(11)], [[k] for k in range(11)]
+    )
     assert tuples.read(folder, SCHEMA).columns["w"].tolist() == list(range(11))
 
 
@@ -188,24 +216,34 @@ def test_folder_with_seq_is_read_in_seq_order(tmp_path):
     # hash-partitioned like Spark's repartition by key: every file holds scattered seqs,
     # each in descending order, and the files' names say nothing about the stream order
     rows = [[i for i in reversed(range(40)) if i % 3 == k] for k in range(3)]
-    folder = write_parts(tmp_path / "v", table, ["part-00000.parquet", "part-00001.parquet",
-                                                 "part-00002.parquet"], rows)
+    folder = write_parts(
+        tmp_path / "v",
+        table,
+        ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"],
+        rows,
+    )
     got = tuples.read(folder, SCHEMA)
     same(got, tuples.from_table(table, SCHEMA))
     assert got.columns["w"].tolist() == list(range(40))
     # gaps in seq are allowed: the stream is the rows in ascending seq
     gappy = table.set_column(0, "seq", pa.array([10 * i for i in range(40)], pa.int64()))
-    folder = write_parts(tmp_path / "g", gappy, ["part-00000.parquet", "part-00001.parquet"],
-                         [list(range(20, 40)), list(range(20))])
+    folder = write_parts(
+        tmp_path / "g",
+        gappy,
+        ["part-00000.parquet", "part-00001.parquet"],
+        [list(range(20, 40)), list(range(20))],
+    )
     assert tuples.read(folder, SCHEMA).columns["w"].tolist() == list(range(40))
 
 
 def test_folder_seq_field_of_the_stream_is_data_not_order(tmp_path):
-    schema = nfacep.compile_text("CREATE STREAM s (seq UINT(8), a UINT(8)); QUERY q "
-                                 "PATTERN (A)").program.schema
+    schema = nfacep.compile_text(
+        "CREATE STREAM s (seq UINT(8), a UINT(8)); QUERY q PATTERN (A)"
+    ).program.schema
     table = pa.table({"seq": pa.array([9, 8, 7, 6], pa.int64()), "a": pa.array([0, 1, 2, 3])})
-    folder = write_parts(tmp_path / "t", table, ["part-1.parquet", "part-2.parquet"],
-                         [[0, 1], [2, 3]])
+    folder = write_parts(
+        tmp_path / "t", table, ["part-1.parquet", "part-2.parquet"], [[0, 1], [2, 3]]
+    )
     got = tuples.read(folder, schema)
     assert got.columns["seq"].tolist() == [9, 8, 7, 6] and got.columns["a"].tolist() == [0, 1, 2, 3]
 
@@ -213,31 +251,51 @@ def test_folder_seq_field_of_the_stream_is_data_not_order(tmp_path):
 def test_folder_value_and_order_errors_name_the_part_file_and_row(tmp_path):
     table = typed_table(30, seq=True)
     bad = table.set_column(2, "i", pa.array([300 if i == 17 else 0 for i in range(30)]))
-    folder = write_parts(tmp_path / "v", bad, ["part-00000.parquet", "part-00001.parquet"],
-                         [list(range(15, 30)), list(range(15))])
+    folder = write_parts(
+        tmp_path / "v",
+        bad,
+        ["part-00000.parquet", "part-00001.parquet"],
+        [list(range(15, 30)), list(range(15))],
+    )
     with pytest.raises(DataError) as info:
         tuples.read(folder, SCHEMA)
     # seq 17 is the third row of part-00000
-    assert str(info.value).startswith(f"{folder}/part-00000.parquet: row 3 (line 4), "
-                                      "column 'i': 300 does not fit INT(8)")
+    assert str(info.value).startswith(
+        f"{folder}/part-00000.parquet: row 3 (line 4), column 'i': 300 does not fit INT(8)"
+    )
     # ORDER BY: the part file, its row and the position in the stream
-    t = tuples.read(write_parts(tmp_path / "o", table, ["a.parquet", "b.parquet"],
-                                [list(range(15)), list(range(15, 30))]), SCHEMA)
+    t = tuples.read(
+        write_parts(
+            tmp_path / "o",
+            table,
+            ["a.parquet", "b.parquet"],
+            [list(range(15)), list(range(15, 30))],
+        ),
+        SCHEMA,
+    )
     t.columns["w"][22] = 5
     with pytest.raises(DataError) as info:
         tuples.check_order(t, "w")
     assert str(info.value).startswith(
         f"{tmp_path}/o/b.parquet: row 8 (line 9), column 'w' (stream position 22): 5 is "
-        "less than 21 on the row before")
+        "less than 21 on the row before"
+    )
 
 
 def test_folder_duplicate_seq_and_bad_files(tmp_path):
     table = typed_table(10, seq=True)
     dup = table.set_column(0, "seq", pa.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 3], pa.int64()))
-    folder = write_parts(tmp_path / "d", dup, ["part-0.parquet", "part-1.parquet"],
-                         [list(range(5)), list(range(5, 10))])
-    with pytest.raises(DataError, match=r"part-1\.parquet: row 5 \(line 6\), column 'seq': "
-                                        r"seq 3 again \(also at .*part-0\.parquet: row 4\)"):
+    folder = write_parts(
+        tmp_path / "d",
+        dup,
+        ["part-0.parquet", "part-1.parquet"],
+        [list(range(5)), list(range(5, 10))],
+    )
+    with pytest.raises(
+        DataError,
+        match=r"part-1\.parquet: row 5 \(line 6\), column 'seq': "
+        r"seq 3 again \(also at .*part-0\.parquet: row 4\)",
+    ):
         tuples.read(folder, SCHEMA)
     (tmp_path / "x").mkdir()
     pq.write_table(typed_table(3), str(tmp_path / "x" / "part-0.parquet"))
@@ -259,14 +317,17 @@ def test_folder_without_parquet_files(tmp_path, litter):
 
 MISMATCHES = [
     # (change to the second part file, message)
-    (lambda t: t.set_column(1, "u", t.column("u").cast(pa.string())),
-     "part-00001.parquet: column 'u' is string, but {first} has it as int64; every part file "
-     "of {folder} needs the same columns and types"),
-    (lambda t: t.drop_columns(["f"]),
-     "part-00001.parquet: lacks the column(s) f of stream 's'"),
-    (lambda t: t.drop_columns(["seq"]),
-     "part-00001.parquet: lacks the column 'seq' (it orders a folder's tuples), which {first} "
-     "has; every part file of {folder} needs the same columns"),
+    (
+        lambda t: t.set_column(1, "u", t.column("u").cast(pa.string())),
+        "part-00001.parquet: column 'u' is string, but {first} has it as int64; every part file "
+        "of {folder} needs the same columns and types",
+    ),
+    (lambda t: t.drop_columns(["f"]), "part-00001.parquet: lacks the column(s) f of stream 's'"),
+    (
+        lambda t: t.drop_columns(["seq"]),
+        "part-00001.parquet: lacks the column 'seq' (it orders a folder's tuples), which {first} "
+        "has; every part file of {folder} needs the same columns",
+    ),
 ]
 
 

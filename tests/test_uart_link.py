@@ -42,12 +42,20 @@ def test_crc_and_frame_reader_resynchronise():
     good = [encode(FrameType.STATUS, bytes(range(n))) for n in (1, 5, 40)]
     bad_crc = bytearray(good[1])
     bad_crc[-1] ^= 0x10
-    stream = (b"\x00\xa5\xa5" + good[0] + b"\x5a\xa5" + bytes(bad_crc) + b"\xa5\x5a\x77"
-              + good[1] + bytes(good[2][:10]) + good[2])
+    stream = (
+        b"\x00\xa5\xa5"
+        + good[0]
+        + b"\x5a\xa5"
+        + bytes(bad_crc)
+        + b"\xa5\x5a\x77"
+        + good[1]
+        + bytes(good[2][:10])
+        + good[2]
+    )
     reader = protocol.FrameReader([FrameType.STATUS], max_payload=64)
     frames = []
     for i in range(0, len(stream), 7):  # in pieces, as a serial port delivers them
-        frames += reader.feed(stream[i:i + 7])
+        frames += reader.feed(stream[i : i + 7])
     assert [f.payload for f in frames] == [bytes(range(n)) for n in (1, 5, 40)]
     assert reader.errors["bad_crc"] >= 1 and reader.errors["bad_type"] == 1
 
@@ -138,7 +146,8 @@ def test_uart_rx_stop_bit_error_and_glitch():
 
     async def watch(ctx):
         async for _, _, valid, payload, error in ctx.tick().sample(
-                rx.o_stream.valid, rx.o_stream.payload, rx.error):
+            rx.o_stream.valid, rx.o_stream.payload, rx.error
+        ):
             if valid:
                 got.append(payload)
             if error:
@@ -169,7 +178,8 @@ def test_uart_rx_holds_a_byte_until_taken_and_counts_overruns():
 
     async def watch(ctx):
         async for _, _, valid, ready, payload, overrun in ctx.tick().sample(
-                rx.o_stream.valid, rx.o_stream.ready, rx.o_stream.payload, rx.overrun):
+            rx.o_stream.valid, rx.o_stream.ready, rx.o_stream.payload, rx.overrun
+        ):
             if valid and ready:
                 got.append(payload)
             if overrun:
@@ -194,8 +204,12 @@ class _Receiver(wiring.Component):
         self.deframer = Deframer((layout.size + 7) // 8, capacity, timeout)
         self.buffer = FrameBuffer(capacity)
         self.assembler = TupleAssembler(layout)
-        super().__init__({"i_stream": wiring.In(stream.Signature(8)),
-                          "o_stream": wiring.Out(stream.Signature(layout))})
+        super().__init__(
+            {
+                "i_stream": wiring.In(stream.Signature(8)),
+                "o_stream": wiring.Out(stream.Signature(layout)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -204,16 +218,16 @@ class _Receiver(wiring.Component):
         m.submodules.assembler = a = self.assembler
         wiring.connect(m, wiring.flipped(self.i_stream), d.i_stream)
         wiring.connect(m, d.o_stream, b.i_stream)
-        m.d.comb += [b.commit.eq(d.commit), b.rollback.eq(d.rollback),
-                     d.overflow.eq(b.overflow)]
+        m.d.comb += [b.commit.eq(d.commit), b.rollback.eq(d.rollback), d.overflow.eq(b.overflow)]
         wiring.connect(m, b.o_stream, a.i_stream)
         wiring.connect(m, a.o_stream, wiring.flipped(self.o_stream))
         return m
 
 
 def _tuples_frame(seq, tuples, tb=3):
-    return encode(FrameType.TUPLES, bytes([seq]) + b"".join(t.to_bytes(tb, "little")
-                                                            for t in tuples))
+    return encode(
+        FrameType.TUPLES, bytes([seq]) + b"".join(t.to_bytes(tb, "little") for t in tuples)
+    )
 
 
 def test_deframer_accepts_good_frames_and_counts_bad_ones():
@@ -226,21 +240,34 @@ def test_deframer_accepts_good_frames_and_counts_bad_ones():
     chunks = [
         (b"\x00\x13\xa5", 0),
         (_tuples_frame(0, good[0]), 0),
-        (bytes(flipped), 0),                                   # bad CRC
-        (_tuples_frame(1, [77, 78])[:8], 60),                  # truncated: the line goes quiet
-        (b"\xa5\x5a\x44", 0),                                  # bad type
+        (bytes(flipped), 0),  # bad CRC
+        (_tuples_frame(1, [77, 78])[:8], 60),  # truncated: the line goes quiet
+        (b"\xa5\x5a\x44", 0),  # bad type
         (encode(FrameType.TUPLES, b"\x01\x00\x00\x00\x00"), 0),  # 4 bytes: no whole tuple
         (encode(FrameType.TUPLES, b"\x01" + bytes(3 * 11)), 0),  # longer than the buffer
         (_tuples_frame(1, good[1]), 0),
-        (_tuples_frame(1, good[1]), 0),                       # a duplicate: out of sequence
-        (_tuples_frame(2, list(range(100, 111))), 0),          # 33 bytes: length rejected
+        (_tuples_frame(1, good[1]), 0),  # a duplicate: out of sequence
+        (_tuples_frame(2, list(range(100, 111))), 0),  # 33 bytes: length rejected
         (_tuples_frame(2, good[2]), 0),
         (encode(FrameType.STATUS_REQ), 0),
         (encode(FrameType.RESET), 0),
-        (_tuples_frame(0, [42]), 0),                           # seq starts again at 0
+        (_tuples_frame(0, [42]), 0),  # seq starts again at 0
     ]
-    counts = dict.fromkeys(("accepted", "ack", "status", "reset", "bad_type", "bad_length",
-                            "bad_crc", "truncated", "out_of_seq", "overflow"), 0)
+    counts = dict.fromkeys(
+        (
+            "accepted",
+            "ack",
+            "status",
+            "reset",
+            "bad_type",
+            "bad_length",
+            "bad_crc",
+            "truncated",
+            "out_of_seq",
+            "overflow",
+        ),
+        0,
+    )
     got = []
 
     async def feed(ctx):
@@ -253,8 +280,9 @@ def test_deframer_accepts_good_frames_and_counts_bad_ones():
 
     async def take(ctx):
         ctx.set(dut.o_stream.ready, 1)
-        async for _, _, valid, payload in ctx.tick().sample(dut.o_stream.valid,
-                                                             dut.o_stream.payload):
+        async for _, _, valid, payload in ctx.tick().sample(
+            dut.o_stream.valid, dut.o_stream.payload
+        ):
             if valid:
                 got.append(payload.a)
 
@@ -270,9 +298,18 @@ def test_deframer_accepts_good_frames_and_counts_bad_ones():
     sim.add_testbench(events, background=True)
     sim.run()
     assert got == [*good[0], *good[1], *good[2], 42]
-    assert counts == {"accepted": 4, "ack": 5, "status": 2, "reset": 1, "bad_type": 1,
-                      "bad_length": 3, "bad_crc": 1, "truncated": 1, "out_of_seq": 1,
-                      "overflow": 0}
+    assert counts == {
+        "accepted": 4,
+        "ack": 5,
+        "status": 2,
+        "reset": 1,
+        "bad_type": 1,
+        "bad_length": 3,
+        "bad_crc": 1,
+        "truncated": 1,
+        "out_of_seq": 1,
+        "overflow": 0,
+    }
 
 
 def test_deframer_overflow_when_the_engine_does_not_take_tuples():
@@ -301,8 +338,13 @@ def test_deframer_overflow_when_the_engine_does_not_take_tuples():
 
 
 RECORD = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})
-CONSTANTS = {"version": protocol.VERSION, "engine_id": 0xDEADBEEF, "tuple_bytes": 11,
-             "record_bytes": 9, "capacity": 512}
+CONSTANTS = {
+    "version": protocol.VERSION,
+    "engine_id": 0xDEADBEEF,
+    "tuple_bytes": 11,
+    "record_bytes": 9,
+    "capacity": 512,
+}
 
 
 FRAMER_DIVISOR = 4
@@ -318,8 +360,11 @@ def _framer_bench(dut, script, out=None):
         line = []
         async for _, _, tx in ctx.tick().sample(dut.tx):
             line.append(tx)
-            if len(line) >= 10 * div and line[-10 * div] == 0 and \
-                    (len(line) == 10 * div or line[-10 * div - 1] == 1):
+            if (
+                len(line) >= 10 * div
+                and line[-10 * div] == 0
+                and (len(line) == 10 * div or line[-10 * div - 1] == 1)
+            ):
                 bits = [line[-10 * div + div // 2 + k * div] for k in range(10)]
                 if bits[0] == 0 and bits[9] == 1:
                     out.append(sum(b << i for i, b in enumerate(bits[1:9])))
@@ -361,28 +406,53 @@ def test_framer_sends_status_ack_and_records():
         await _pulse(ctx, dut.count.frames, times=3, gap=60)
         await _pulse(ctx, dut.count.bad_crc, dut.count.uart_errors, gap=60)
         await ctx.tick().repeat(100)  # the counts reach the counters within a sweep
-        await stream_put(ctx, dut.i_stream, {"seq": 5, "partition": 0x1234, "matches": 1,
-                                             "dropped": 0})
+        await stream_put(
+            ctx, dut.i_stream, {"seq": 5, "partition": 0x1234, "matches": 1, "dropped": 0}
+        )
         await _pulse(ctx, dut.send_ack, dut.send_status)
-        await stream_put(ctx, dut.i_stream, {"seq": 6, "partition": 1, "matches": 0,
-                                             "dropped": 1})
+        await stream_put(ctx, dut.i_stream, {"seq": 6, "partition": 1, "matches": 0, "dropped": 1})
         await ctx.tick().repeat(3000)
         await _pulse(ctx, dut.send_status)
         await ctx.tick().repeat(4000)
 
     frames = _framer_bench(dut, bench)
-    assert [f.type for f in frames] == [FrameType.RECORD, FrameType.STATUS, FrameType.ACK,
-                                        FrameType.RECORD, FrameType.STATUS]
+    assert [f.type for f in frames] == [
+        FrameType.RECORD,
+        FrameType.STATUS,
+        FrameType.ACK,
+        FrameType.RECORD,
+        FrameType.STATUS,
+    ]
     assert int.from_bytes(frames[0].payload, "little") == 5 | 0x1234 << 48 | 1 << 64
     status = _status(frames[1])
     assert {k: status[k] for k in CONSTANTS} == CONSTANTS
     assert status["next_seq"] == 7
-    assert {k: status[k] for k in ("tuples", "frames", "bad_crc", "uart_errors", "records",
-                                   "matched", "drops", "bad_type")} == \
-        {"tuples": 300, "frames": 3, "bad_crc": 1, "uart_errors": 1, "records": 1,
-         "matched": 1, "drops": 0, "bad_type": 0}
-    assert protocol.decode_fields(protocol.ACK_FIELDS, frames[2].payload) == \
-        {"next_seq": 7, "tuples": 300}
+    assert {
+        k: status[k]
+        for k in (
+            "tuples",
+            "frames",
+            "bad_crc",
+            "uart_errors",
+            "records",
+            "matched",
+            "drops",
+            "bad_type",
+        )
+    } == {
+        "tuples": 300,
+        "frames": 3,
+        "bad_crc": 1,
+        "uart_errors": 1,
+        "records": 1,
+        "matched": 1,
+        "drops": 0,
+        "bad_type": 0,
+    }
+    assert protocol.decode_fields(protocol.ACK_FIELDS, frames[2].payload) == {
+        "next_seq": 7,
+        "tuples": 300,
+    }
     assert int.from_bytes(frames[3].payload, "little") == 6 | 1 << 48 | 1 << 65
     later = _status(frames[4])
     assert (later["records"], later["matched"], later["drops"]) == (2, 1, 1)
@@ -424,8 +494,12 @@ def test_framer_status_is_a_snapshot_and_clear_zeroes():
     first, second, cleared = (_status(f) for f in frames[:3])
     assert (first["tuples"], first["bad_type"], first["overflow"]) == (0x1FF, 1, 1)
     assert (second["tuples"], second["bad_type"], second["overflow"]) == (0x300, 3, 1)
-    assert {k: cleared[k] for k in ("tuples", "bad_type", "overflow", "frames")} == \
-        {"tuples": 0, "bad_type": 0, "overflow": 0, "frames": 1}
+    assert {k: cleared[k] for k in ("tuples", "bad_type", "overflow", "frames")} == {
+        "tuples": 0,
+        "bad_type": 0,
+        "overflow": 0,
+        "frames": 1,
+    }
     assert cleared["engine_id"] == CONSTANTS["engine_id"]
     assert protocol.decode_fields(protocol.ACK_FIELDS, frames[3].payload)["tuples"] == 2
 
@@ -440,9 +514,15 @@ def test_framer_crc_equals_lib_crc():
     """The CRC the framer computes in gateware, bit by bit, is amaranth.lib.crc's of the
     frame's bytes, on random records."""
     rng = random.Random(11)
-    records = [{"seq": rng.getrandbits(48), "partition": rng.getrandbits(16),
-                "matches": rng.getrandbits(1), "dropped": rng.getrandbits(1)}
-               for _ in range(12)]
+    records = [
+        {
+            "seq": rng.getrandbits(48),
+            "partition": rng.getrandbits(16),
+            "matches": rng.getrandbits(1),
+            "dropped": rng.getrandbits(1),
+        }
+        for _ in range(12)
+    ]
     dut = Framer(RECORD, CONSTANTS, divisor=FRAMER_DIVISOR)
 
     async def bench(ctx):
@@ -453,8 +533,12 @@ def test_framer_crc_equals_lib_crc():
     raw = bytearray()
     frames = _framer_bench(dut, bench, raw)
     assert len(frames) == len(records)
-    payloads = [(r["seq"] | r["partition"] << 48 | r["matches"] << 64 | r["dropped"] << 65)
-                .to_bytes(9, "little") for r in records]
+    payloads = [
+        (r["seq"] | r["partition"] << 48 | r["matches"] << 64 | r["dropped"] << 65).to_bytes(
+            9, "little"
+        )
+        for r in records
+    ]
     assert bytes(raw) == b"".join(_lib_crc_frame(FrameType.RECORD, p) for p in payloads)
 
 
@@ -484,7 +568,8 @@ def test_deframer_crc_equals_lib_crc():
     async def take(ctx):
         ctx.set(dut.o_stream.ready, 1)
         async for _, _, valid, payload, accepted, bad_crc in ctx.tick().sample(
-                dut.o_stream.valid, dut.o_stream.payload, ev.accepted, ev.bad_crc):
+            dut.o_stream.valid, dut.o_stream.payload, ev.accepted, ev.bad_crc
+        ):
             if valid:
                 got.append(payload.a)
             counts["accepted"] += accepted
@@ -509,8 +594,7 @@ def test_record_format_is_the_engines():
         engine = Engine(nfa, EngineParams(partitions=2))
         engine._MustUse__silence = True  # only its layout is wanted
         layout = engine.record_layout
-        assert wire.record_format(nfa).fields == tuple(
-            (n, f.offset, f.width) for n, f in layout)
+        assert wire.record_format(nfa).fields == tuple((n, f.offset, f.width) for n, f in layout)
 
 
 # --------------------------------------------------------------------------- cocotb
@@ -532,12 +616,14 @@ def _scenario(tmp_path) -> dict:
     rng = random.Random(5)
     n = 120
     per = 6
-    steps = [{"send": encode(FrameType.RESET).hex(), "expect": "status"},
-             # PARAMS for an engine without runtime parameters: an unknown type
-             {"send": encode(FrameType.PARAMS, protocol.params_payload(0, 0, 0, 8)).hex()}]
+    steps = [
+        {"send": encode(FrameType.RESET).hex(), "expect": "status"},
+        # PARAMS for an engine without runtime parameters: an unknown type
+        {"send": encode(FrameType.PARAMS, protocol.params_payload(0, 0, 0, 8)).hex()},
+    ]
     bad = {"bad_crc": 0, "truncated": 0, "bad_type": 1, "bad_length": 0, "out_of_seq": 0}
     for k, start in enumerate(range(0, n, per)):
-        body = bytes([k % 256]) + raw[start * tb:(start + per) * tb]
+        body = bytes([k % 256]) + raw[start * tb : (start + per) * tb]
         frame = encode(FrameType.TUPLES, body)
         kind = k % 6
         if kind == 1:  # garbage between frames (no sync byte in it)
@@ -549,12 +635,13 @@ def _scenario(tmp_path) -> dict:
             steps.append({"send": bytes(broken).hex()})
             bad["bad_crc"] += 1
         elif kind == 3:  # a truncated copy, then the line goes quiet
-            steps.append({"send": frame[:len(frame) // 2].hex(), "quiet": 2 * TIMEOUT})
+            steps.append({"send": frame[: len(frame) // 2].hex(), "quiet": 2 * TIMEOUT})
             bad["truncated"] += 1
         elif kind == 4:  # a false sync word with an unknown type, and a frame whose payload
             # is no whole number of tuples
-            steps.append({"send": (b"\xa5\x5a\x7e" + encode(FrameType.TUPLES,
-                                                               body[:1 + tb + 2])).hex()})
+            steps.append(
+                {"send": (b"\xa5\x5a\x7e" + encode(FrameType.TUPLES, body[: 1 + tb + 2])).hex()}
+            )
             bad["bad_type"] += 1
             bad["bad_length"] += 1
         steps.append({"send": frame.hex(), "expect": "ack", "tuples": min(per, n - start)})
@@ -563,10 +650,15 @@ def _scenario(tmp_path) -> dict:
             bad["out_of_seq"] += 1
     good = tuples.Tuples({c: v[:n] for c, v in data.columns.items()}, n, "good frames")
     res = reference.run(nfa, good, EngineParams(partitions=PARTITIONS))
-    return {"steps": steps, "n": n, "divisor": DIVISOR, "bad": bad,
-            "expected_matches": [list(m) for m in res.matches],
-            "expected_drops": res.drops.tolist(),
-            "results": str(tmp_path / "bench-results.json")}
+    return {
+        "steps": steps,
+        "n": n,
+        "divisor": DIVISOR,
+        "bad": bad,
+        "expected_matches": [list(m) for m in res.matches],
+        "expected_drops": res.drops.tolist(),
+        "results": str(tmp_path / "bench-results.json"),
+    }
 
 
 def _verilog(path: pathlib.Path, nfa=None, values=None) -> None:
@@ -576,10 +668,12 @@ def _verilog(path: pathlib.Path, nfa=None, values=None) -> None:
     from nfacep.boards.link.top import UartTop
     from nfacep.hdl.engine import Engine
 
-    engine = Engine(nfa or compile_file(MARATHON), EngineParams(partitions=PARTITIONS),
-                    values=values)
-    top = UartTop(engine, clk_hz=DIVISOR * 1e6, baud=1_000_000, leds=6, timeout=TIMEOUT,
-                  led_period=64)
+    engine = Engine(
+        nfa or compile_file(MARATHON), EngineParams(partitions=PARTITIONS), values=values
+    )
+    top = UartTop(
+        engine, clk_hz=DIVISOR * 1e6, baud=1_000_000, leds=6, timeout=TIMEOUT, led_period=64
+    )
     path.write_text(verilog.convert(top, name="nfacep_uart_top", emit_src=False))
 
 
@@ -628,19 +722,33 @@ def _bench(tmp_path, source, scenario) -> dict:
     sim_runner = get_runner("icarus")
     # as Verilog-2005, like `nfacep sim`: see sim.ICARUS_BUILD_ARGS (registers the link loads
     # before use have no reset, and their always @* blocks must run at time 0)
-    sim_runner.build(sources=[source], hdl_toplevel="nfacep_uart_top", build_dir=build,
-                     build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
-                     log_file=tmp_path / "build.log")
+    sim_runner.build(
+        sources=[source],
+        hdl_toplevel="nfacep_uart_top",
+        build_dir=build,
+        build_args=list(sim.ICARUS_BUILD_ARGS),
+        timescale=sim.TIMESCALE,
+        log_file=tmp_path / "build.log",
+    )
     results_xml = tmp_path / "results.xml"
     with contextlib.suppress(SystemExit):  # the runner exits on a failed test
-        sim_runner.test(test_module="test_uart_link", hdl_toplevel="nfacep_uart_top",
-                        hdl_toplevel_lang="verilog", build_dir=build, test_dir=tmp_path,
-                        extra_env={CONFIG_ENV: str(config),
-                                   "PYTHONPATH": os.pathsep.join(
-                                       [str(ROOT / "tests"), str(ROOT),
-                                        os.environ.get("PYTHONPATH", "")])},
-                        timescale=sim.TIMESCALE, results_xml=str(results_xml),
-                        log_file=tmp_path / "sim.log", testcase="uart_link_bench")
+        sim_runner.test(
+            test_module="test_uart_link",
+            hdl_toplevel="nfacep_uart_top",
+            hdl_toplevel_lang="verilog",
+            build_dir=build,
+            test_dir=tmp_path,
+            extra_env={
+                CONFIG_ENV: str(config),
+                "PYTHONPATH": os.pathsep.join(
+                    [str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+                ),
+            },
+            timescale=sim.TIMESCALE,
+            results_xml=str(results_xml),
+            log_file=tmp_path / "sim.log",
+            testcase="uart_link_bench",
+        )
     total, failed = get_results(results_xml)
     log = (tmp_path / "sim.log").read_text(errors="replace")
     assert total == 1 and failed == 0, log[-3000:]
@@ -671,9 +779,15 @@ def _params_scenario(tmp_path, nfa, built) -> dict:
     schema = nfa.program.schema
     rng = random.Random(21)
     n, per = 120, 6
-    data = tuples.Tuples({"v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
-                          "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
-                          "k": np.zeros(n, dtype=np.uint64)}, n, "bench")
+    data = tuples.Tuples(
+        {
+            "v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
+            "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
+            "k": np.zeros(n, dtype=np.uint64),
+        },
+        n,
+        "bench",
+    )
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, data)
     width = built.width()
@@ -689,9 +803,14 @@ def _params_scenario(tmp_path, nfa, built) -> dict:
     def tuples_steps(first, end):
         nonlocal frame
         for start in range(first, end, per):
-            body = bytes([frame % 256]) + raw[start * tb:min(start + per, end) * tb]
-            steps.append({"send": encode(FrameType.TUPLES, body).hex(), "expect": "ack",
-                          "tuples": min(per, end - start)})
+            body = bytes([frame % 256]) + raw[start * tb : min(start + per, end) * tb]
+            steps.append(
+                {
+                    "send": encode(FrameType.TUPLES, body).hex(),
+                    "expect": "ack",
+                    "tuples": min(per, end - start),
+                }
+            )
             frame += 1
 
     def params_step(raw_frame, *, accepted=True):
@@ -719,12 +838,17 @@ def _params_scenario(tmp_path, nfa, built) -> dict:
     tuples_steps(90, n)
     schedule = ParamValues(types, dict(built.initial), ((40, v40), (60, v60), (90, v90)))
     res = reference.run(nfa, data, EngineParams(partitions=PARTITIONS), values=schedule)
-    return {"steps": steps, "n": n, "divisor": DIVISOR,
-            "values_bytes": protocol.params_bytes(width),
-            "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
-            "packed": {k: built.packed(v) for k, v in
-                       (("built", built.initial), ("40", v40), ("90", v90))},
-            "results": str(tmp_path / "bench-results.json")}
+    return {
+        "steps": steps,
+        "n": n,
+        "divisor": DIVISOR,
+        "values_bytes": protocol.params_bytes(width),
+        "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
+        "packed": {
+            k: built.packed(v) for k, v in (("built", built.initial), ("40", v40), ("90", v90))
+        },
+        "results": str(tmp_path / "bench-results.json"),
+    }
 
 
 def test_uart_board_top_switches_parameters_icarus(tmp_path):
@@ -744,8 +868,10 @@ def test_uart_board_top_switches_parameters_icarus(tmp_path):
     scenario = _params_scenario(tmp_path, nfa, built)
     got = _bench(tmp_path, source, scenario)
     fmt = wire.record_format(nfa)
-    records = [[r.seq, r.matches, r.dropped]
-               for r in (fmt.decode_bytes(bytes.fromhex(p)) for p in got["records"])]
+    records = [
+        [r.seq, r.matches, r.dropped]
+        for r in (fmt.decode_bytes(bytes.fromhex(p)) for p in got["records"])
+    ]
     assert records == scenario["expected_records"] and records
     packed = scenario["packed"]
     after_reset, at_41, at_90 = got["statuses"]
@@ -755,10 +881,26 @@ def test_uart_board_top_switches_parameters_icarus(tmp_path):
     status = got["status"]
     assert status["tuples"] == scenario["n"] and status["flags"] & 1
     assert status["values"] == packed["90"]
-    assert {k: status[k] for k in ("overflow", "bad_crc", "bad_length", "bad_type",
-                                   "out_of_seq", "truncated", "uart_errors")} == \
-        {"overflow": 1, "bad_crc": 1, "bad_length": 1, "bad_type": 0, "out_of_seq": 0,
-         "truncated": 0, "uart_errors": 0}
+    assert {
+        k: status[k]
+        for k in (
+            "overflow",
+            "bad_crc",
+            "bad_length",
+            "bad_type",
+            "out_of_seq",
+            "truncated",
+            "uart_errors",
+        )
+    } == {
+        "overflow": 1,
+        "bad_crc": 1,
+        "bad_length": 1,
+        "bad_type": 0,
+        "out_of_seq": 0,
+        "truncated": 0,
+        "uart_errors": 0,
+    }
     assert status["frames"] == 20 + 3  # TUPLES and PARAMS frames accepted
     assert got["bad_frames_from_board"] == 0
 
@@ -771,6 +913,7 @@ except ImportError:  # pragma: no cover
     cocotb = None
 
 if cocotb is not None:
+
     @cocotb.test()
     async def uart_link_bench(dut):
         from cocotb.clock import Clock
@@ -778,8 +921,9 @@ if cocotb is not None:
         scenario = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
         div = scenario["divisor"]
         values_bytes = scenario.get("values_bytes", 0)
-        reader = protocol.FrameReader([FrameType.RECORD, FrameType.STATUS, FrameType.ACK],
-                                      max_payload=64)
+        reader = protocol.FrameReader(
+            [FrameType.RECORD, FrameType.STATUS, FrameType.ACK], max_payload=64
+        )
         frames: list = []
         arrived = Event()
         dut.rx.value = 1
@@ -820,8 +964,7 @@ if cocotb is not None:
 
         async def status():
             await send(encode(FrameType.STATUS_REQ))
-            return protocol.decode_status((await expect(FrameType.STATUS)).payload,
-                                          values_bytes)
+            return protocol.decode_status((await expect(FrameType.STATUS)).payload, values_bytes)
 
         cocotb.start_soon(receive())
         records = []
@@ -845,14 +988,14 @@ if cocotb is not None:
             if step.get("quiet"):
                 await ClockCycles(dut.clk, step["quiet"])
             if step.get("expect") == "status":
-                st = protocol.decode_status((await expect(FrameType.STATUS)).payload,
-                                            values_bytes)
+                st = protocol.decode_status((await expect(FrameType.STATUS)).payload, values_bytes)
                 statuses.append(st)
                 room = st["capacity"] // st["tuple_bytes"]
                 frames[:] = []  # anything before the answer to RESET is stale
             elif step.get("expect") == "ack":
-                ack = protocol.decode_fields(protocol.ACK_FIELDS,
-                                             (await expect(FrameType.ACK)).payload)
+                ack = protocol.decode_fields(
+                    protocol.ACK_FIELDS, (await expect(FrameType.ACK)).payload
+                )
                 consumed = ack["tuples"]
                 sent_tuples += step.get("tuples", 0)
         for _ in range(100):  # (bounded: a broken board must fail the test, not hang it)
@@ -861,9 +1004,16 @@ if cocotb is not None:
             if st["tuples"] == scenario["n"] and st["flags"] & 1:
                 break
         records = [f.payload.hex() for f in frames if f.type == FrameType.RECORD]
-        pathlib.Path(scenario["results"]).write_text(json.dumps({
-            "records": records, "status": st, "statuses": statuses,
-            "bad_frames_from_board": sum(reader.errors.values())}))
+        pathlib.Path(scenario["results"]).write_text(
+            json.dumps(
+                {
+                    "records": records,
+                    "status": st,
+                    "statuses": statuses,
+                    "bad_frames_from_board": sum(reader.errors.values()),
+                }
+            )
+        )
 
 
 # --------------------------------------------------------------------------- boards
@@ -878,8 +1028,11 @@ def test_uart_board_top_elaborates(name):
 
     board = get_board(name)
     platform = board.platform_class()()
-    top = UartBoardTop(Engine(compile_file(MARATHON), EngineParams(partitions=2)),
-                       clk_hz=platform.default_clk_frequency, baud=115200)
+    top = UartBoardTop(
+        Engine(compile_file(MARATHON), EngineParams(partitions=2)),
+        clk_hz=platform.default_clk_frequency,
+        baud=115200,
+    )
     plan = platform.build(top, name="t", do_build=False)
     rtlil = plan.files["t.il"]
     assert "uart_0__rx__io" in rtlil and "uart_0__tx__io" in rtlil and "led_0__io" in rtlil
@@ -904,15 +1057,21 @@ def test_uart_board_top_fits_the_icestick(tmp_path):
     query = tmp_path / "doors.sql"
     query.write_text(DOORS)
     out = tmp_path / "icestick"
-    report = boards.build(compile_file(query), boards.get_board("icestick"), str(out),
-                          EngineParams(partitions=1), link="uart", query_file=str(query))
+    report = boards.build(
+        compile_file(query),
+        boards.get_board("icestick"),
+        str(out),
+        EngineParams(partitions=1),
+        link="uart",
+        query_file=str(query),
+    )
     assert report["status"] == "ok" and report["timing_met"] is True
     assert report["link"]["kind"] == "uart" and report["link"]["divisor"] == 104
     assert report["resources_from"] == "nextpnr" and report["board_clock_mhz"] == 12
     cells = report["resources"]["luts"]
     assert cells["total"] == 1280 and cells["used"] < 0.9 * cells["total"]
     assert report["resources"]["brams"]["used"] == 3
-    (clock, fmax), = report["fmax_mhz"].items()
+    ((clock, fmax),) = report["fmax_mhz"].items()
     assert fmax >= report["constraint_mhz"][clock] >= 12
     assert (out / "engine.bin").stat().st_size > 30_000
 
@@ -922,13 +1081,42 @@ def test_build_refuses_uart_without_usb_uart_or_baud(tmp_path, monkeypatch, caps
 
     from nfacep import boards
 
-    monkeypatch.setattr(boards.bitstream, "find_tools",
-                        lambda names: {n: f"/nonexistent/{n}" for n in names})
+    monkeypatch.setattr(
+        boards.bitstream, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
+    )
     out = tmp_path / "o"
-    assert run(["build", str(MARATHON), "--board", "colorlight-5a75b", "--link", "uart",
-                "-o", str(out)]) == 2
+    assert (
+        run(
+            [
+                "build",
+                str(MARATHON),
+                "--board",
+                "colorlight-5a75b",
+                "--link",
+                "uart",
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "Colorlight 5A-75B has no USB UART" in capsys.readouterr().err
-    assert run(["build", str(MARATHON), "--board", "ulx3s-85f", "--link", "uart",
-                "--baud", "3000000", "-o", str(out)]) == 2
+    assert (
+        run(
+            [
+                "build",
+                str(MARATHON),
+                "--board",
+                "ulx3s-85f",
+                "--link",
+                "uart",
+                "--baud",
+                "3000000",
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "cannot make 3000000 baud" in capsys.readouterr().err
     assert not out.exists()

@@ -90,7 +90,7 @@ class Fuzz:
 
     def _tuples(self, k: int) -> bytes:
         n = len(self.raw) // TB
-        out = b"".join(self.raw[(self.cursor + i) % n * TB:][:TB] for i in range(k))
+        out = b"".join(self.raw[(self.cursor + i) % n * TB :][:TB] for i in range(k))
         self.cursor = (self.cursor + k) % n
         return out
 
@@ -99,13 +99,20 @@ class Fuzz:
         rng = self.rng
         if kind == "tuples":
             k = rng.randint(60, 132) if rng.random() < 0.004 else rng.randint(1, 2)
-            return udp.udp_frame(HOST, BOARD, udp.packet(
-                PacketType.TUPLES, self._tuples(k), seq=self.board.next_seq,
-                engine_id=self.engine_id), ident=rng.getrandbits(16))
+            return udp.udp_frame(
+                HOST,
+                BOARD,
+                udp.packet(
+                    PacketType.TUPLES,
+                    self._tuples(k),
+                    seq=self.board.next_seq,
+                    engine_id=self.engine_id,
+                ),
+                ident=rng.getrandbits(16),
+            )
         if kind == "status_req":
             ident = rng.choice([0, self.engine_id, rng.getrandbits(32)])
-            return udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ,
-                                                          engine_id=ident))
+            return udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ, engine_id=ident))
         return udp.arp_request(HOST, BOARD.ip)
 
     # ----------------------------------------------------------------- mutations
@@ -125,20 +132,47 @@ class Fuzz:
         if kind == "arp":
             fields += ["arp_op", "arp_hw", "arp_tpa", "arp_sender"]
         else:
-            fields += ["ver_ihl", "checksum", "fragment", "fragment", "protocol", "ip_dst",
-                       "ip_src", "ttl", "port", "src_port", "udp_length", "ip_length",
-                       "version", "type", "reserved", "engine_id", "seq", "body_more",
-                       "body_less"]
+            fields += [
+                "ver_ihl",
+                "checksum",
+                "fragment",
+                "fragment",
+                "protocol",
+                "ip_dst",
+                "ip_src",
+                "ttl",
+                "port",
+                "src_port",
+                "udp_length",
+                "ip_length",
+                "version",
+                "type",
+                "reserved",
+                "engine_id",
+                "seq",
+                "body_more",
+                "body_less",
+            ]
         name = rng.choice(fields)
         ip_header = False
         if name == "mac":
-            f[0:6] = rng.choice([udp.BROADCAST, BOARD.mac, rng.randbytes(6),
-                                 bytes(a ^ b for a, b in zip(
-                                     BOARD.mac, (1 << rng.randrange(48)).to_bytes(6, "big"),
-                                     strict=True))])
+            f[0:6] = rng.choice(
+                [
+                    udp.BROADCAST,
+                    BOARD.mac,
+                    rng.randbytes(6),
+                    bytes(
+                        a ^ b
+                        for a, b in zip(
+                            BOARD.mac, (1 << rng.randrange(48)).to_bytes(6, "big"), strict=True
+                        )
+                    ),
+                ]
+            )
         elif name == "ethertype":
-            f[12:14] = rng.choice([b"\x86\xdd", b"\x08\x06", b"\x08\x00", b"\x81\x00",
-                                   rng.randbytes(2)])
+            f[12:14] = rng.choice(
+                [b"\x86\xdd", b"\x08\x06", b"\x08\x00", b"\x81\x00", rng.randbytes(2)]
+            )
         elif name == "arp_op":
             f[20:22] = rng.choice([2, 0, 3, rng.getrandbits(16)]).to_bytes(2, "big")
         elif name == "arp_hw":
@@ -156,8 +190,9 @@ class Fuzz:
             value = (int.from_bytes(f[24:26], "big") + delta) & 0xFFFF
             f[24:26] = value.to_bytes(2, "big")
         elif name == "fragment":
-            f[20:22] = rng.choice([0x2000, 0x6000, 0x0001, 0x1FFF, 0x0000, 0x8000, 0xC000,
-                                   rng.getrandbits(16)]).to_bytes(2, "big")
+            f[20:22] = rng.choice(
+                [0x2000, 0x6000, 0x0001, 0x1FFF, 0x0000, 0x8000, 0xC000, rng.getrandbits(16)]
+            ).to_bytes(2, "big")
             ip_header = True
         elif name == "protocol":
             f[23] = rng.choice([6, 1, 16, 18, rng.getrandbits(8)])
@@ -172,18 +207,32 @@ class Fuzz:
             f[22] = rng.getrandbits(8)
             ip_header = True
         elif name == "port":
-            port = rng.choice([BOARD.port + 1, BOARD.port - 1, BOARD.port ^ 0x100,
-                               rng.getrandbits(16)])
+            port = rng.choice(
+                [BOARD.port + 1, BOARD.port - 1, BOARD.port ^ 0x100, rng.getrandbits(16)]
+            )
             f[36:38] = port.to_bytes(2, "big")
         elif name == "src_port":
             f[34:36] = rng.randbytes(2)
         elif name == "udp_length":
-            value = rng.choice([int.from_bytes(f[38:40], "big") + rng.randint(-20, 20),
-                                rng.getrandbits(16), 8, 19, 20])
+            value = rng.choice(
+                [
+                    int.from_bytes(f[38:40], "big") + rng.randint(-20, 20),
+                    rng.getrandbits(16),
+                    8,
+                    19,
+                    20,
+                ]
+            )
             f[38:40] = (value & 0xFFFF).to_bytes(2, "big")
         elif name == "ip_length":
-            value = rng.choice([int.from_bytes(f[16:18], "big") + rng.randint(-20, 20),
-                                rng.getrandbits(16), 1500, 28])
+            value = rng.choice(
+                [
+                    int.from_bytes(f[16:18], "big") + rng.randint(-20, 20),
+                    rng.getrandbits(16),
+                    1500,
+                    28,
+                ]
+            )
             f[16:18] = (value & 0xFFFF).to_bytes(2, "big")
             ip_header = True
         elif name == "version":
@@ -196,18 +245,21 @@ class Fuzz:
             at = 50 + rng.randrange(4)
             f[at] ^= 1 << rng.randrange(8)
         elif name == "seq":
-            f[46:50] = rng.choice([rng.randbytes(4),
-                                   ((self.board.next_seq + rng.randint(-3, 3)) % 2**32)
-                                   .to_bytes(4, "little")])
+            f[46:50] = rng.choice(
+                [
+                    rng.randbytes(4),
+                    ((self.board.next_seq + rng.randint(-3, 3)) % 2**32).to_bytes(4, "little"),
+                ]
+            )
         elif name in ("body_more", "body_less"):
             payload_len = int.from_bytes(f[38:40], "big") - 8
             if name == "body_more":
                 extra = rng.choice([1, TB - 1, TB, rng.randint(1, 40)])
-                f[42 + payload_len:42 + payload_len] = rng.randbytes(extra)
+                f[42 + payload_len : 42 + payload_len] = rng.randbytes(extra)
                 payload_len += extra
             else:
                 payload_len = max(0, payload_len - rng.choice([1, TB - 1, TB, 12, 13]))
-                f[42 + payload_len:] = bytes(max(0, 18 - payload_len))  # (padded to 60)
+                f[42 + payload_len :] = bytes(max(0, 18 - payload_len))  # (padded to 60)
             self._set_lengths(f, payload_len)
             ip_header = True
         if ip_header and rng.random() < 0.8:
@@ -225,7 +277,7 @@ class Fuzz:
                 for _ in range(rng.choice([1, 1, 1, 2, 3, 8])):
                     f[rng.randrange(len(f))] ^= 1 << rng.randrange(8)
             elif op == "truncate" and len(f) > 1:
-                del f[rng.randrange(1, len(f)):]
+                del f[rng.randrange(1, len(f)) :]
             elif op == "extend":
                 f += rng.randbytes(rng.randint(1, 1500 if rng.random() < 0.01 else 40))
             elif op == "field" and len(f) >= 54:
@@ -277,12 +329,16 @@ class Fuzz:
         than half are random runts or truncated frames; the board's frames carry one or two
         tuples (a few up to 132) or none."""
         rng = self.rng
-        how = rng.choices(["runt", "random", "long", "good", "mutated", "truncated"],
-                          [44, 4, 0.1, 4, 30, 16])[0]
+        how = rng.choices(
+            ["runt", "random", "long", "good", "mutated", "truncated"], [44, 4, 0.1, 4, 30, 16]
+        )[0]
         self.sources[how] += 1
         if how == "runt":  # (a few just under the limit, 64 bytes)
-            frame = self.random_frame(rng.choices([rng.randint(1, 12), rng.randint(13, 59),
-                                                   rng.randint(60, 63)], [60, 30, 10])[0])
+            frame = self.random_frame(
+                rng.choices(
+                    [rng.randint(1, 12), rng.randint(13, 59), rng.randint(60, 63)], [60, 30, 10]
+                )[0]
+            )
         elif how == "random":
             frame = self.random_frame(rng.randint(64, 100))
         elif how == "long":  # (a few around the size limit, 1,518 bytes)
@@ -304,8 +360,11 @@ class Fuzz:
         if rng.random() < 0.04:
             self.sources["rx_er"] += 1
             # mostly in the frame; sometimes in the preamble or the FCS
-            error = rng.randrange(len(wire)) if rng.random() < 0.2 else \
-                rng.randrange(min(8, len(wire) - 1), len(wire))
+            error = (
+                rng.randrange(len(wire))
+                if rng.random() < 0.2
+                else rng.randrange(min(8, len(wire) - 1), len(wire))
+            )
         return wire, error
 
     def frames(self, n: int) -> list[dict]:
@@ -320,8 +379,15 @@ class Fuzz:
                 self.left_out["reset"] += 1
                 continue
             self.board.take(verdict)
-            out.append({"wire": wire, "error": error, "cls": verdict.cls,
-                        "kind": verdict.kind, "disputed": verdict.disputed})
+            out.append(
+                {
+                    "wire": wire,
+                    "error": error,
+                    "cls": verdict.cls,
+                    "kind": verdict.kind,
+                    "disputed": verdict.disputed,
+                }
+            )
         return out
 
 
@@ -347,12 +413,14 @@ def test_header_before_body():
     payload's header is judged before its body (boards/UDP.md, classes 8 and 9); the fuzz has
     such frames, and the board must count them so."""
     board = Board(BOARD, 0x1234ABCD, TB)
-    frame = udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, bytes(TB + 1),
-                                                   engine_id=0x1234ABCD ^ 1))
+    frame = udp.udp_frame(
+        HOST, BOARD, udp.packet(PacketType.TUPLES, bytes(TB + 1), engine_id=0x1234ABCD ^ 1)
+    )
     verdict = board.classify(PREAMBLE + frame + udp.ethernet_fcs(frame))
     assert (verdict.cls, verdict.disputed) == ("bad_header", True)
-    frame = udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, bytes(TB + 1),
-                                                   engine_id=0x1234ABCD))
+    frame = udp.udp_frame(
+        HOST, BOARD, udp.packet(PacketType.TUPLES, bytes(TB + 1), engine_id=0x1234ABCD)
+    )
     verdict = board.classify(PREAMBLE + frame + udp.ethernet_fcs(frame))
     assert (verdict.cls, verdict.disputed) == ("bad_udp", False)
     frames = Fuzz(0x1234ABCD).frames(N_FRAMES)
@@ -397,17 +465,31 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     board = fuzz.board
     predicted = dict(board.counts)
     last_k = 3
-    last = udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, fuzz._tuples(last_k),
-                                                  seq=board.next_seq, engine_id=engine_id))
+    last = udp.udp_frame(
+        HOST,
+        BOARD,
+        udp.packet(
+            PacketType.TUPLES, fuzz._tuples(last_k), seq=board.next_seq, engine_id=engine_id
+        ),
+    )
     config = {
         "frames": [[f["wire"].hex(), f["error"]] for f in frames],
         "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))),
-        "last": _wire(last), "tuples": board.tuples, "last_k": last_k,
+        "last": _wire(last),
+        "tuples": board.tuples,
+        "last_k": last_k,
     }
     clocks = tmp_path / "fuzz_top.v"
     clocks.write_text(CLOCKS)
-    got = _run_cocotb(tmp_path, "fuzz_top", [clocks, source], "udp_fuzz_bench", config,
-                      module="test_udp_fuzz", config_env=CONFIG_ENV)
+    got = _run_cocotb(
+        tmp_path,
+        "fuzz_top",
+        [clocks, source],
+        "udp_fuzz_bench",
+        config,
+        module="test_udp_fuzz",
+        config_env=CONFIG_ENV,
+    )
 
     # every frame the board sent: a good FCS, no tx_er, the preamble, valid headers
     assert got["bad_from_board"] == []
@@ -421,10 +503,14 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     kinds = Counter(f["kind"] for f in frames if f["cls"] == "accepted")
     # (requests that come while one waits are answered once)
     assert 0 < len(arps) <= kinds["arp"]
-    assert all(a["oper"] == 2 and a["sender"].mac == BOARD.mac and a["sender"].ip == BOARD.ip
-               for a in arps)
-    statuses = [_status(f["payload"]) for f, h in zip(packets, headers, strict=True)
-                if h["type"] == PacketType.STATUS]
+    assert all(
+        a["oper"] == 2 and a["sender"].mac == BOARD.mac and a["sender"].ip == BOARD.ip for a in arps
+    )
+    statuses = [
+        _status(f["payload"])
+        for f, h in zip(packets, headers, strict=True)
+        if h["type"] == PacketType.STATUS
+    ]
     assert len(statuses) <= kinds["status_req"] + got["status_requests"]
 
     # after the fuzz: every burst counted once, in the class the classifier predicted
@@ -435,30 +521,43 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     disputed = sum(f["disputed"] for f in frames)  # (header and body bad: bad_header)
     assert counted == {**predicted, "accepted": predicted["accepted"] + requests}
     assert {k: after[k] for k in ("tuples", "next_seq", "lost", "late")} == {
-        "tuples": board.tuples, "next_seq": board.next_seq, "lost": board.lost,
-        "late": board.late}
+        "tuples": board.tuples,
+        "next_seq": board.next_seq,
+        "lost": board.lost,
+        "late": board.late,
+    }
     assert after["flags"] & 1
 
     # then a good TUPLES packet with the expected seq is taken
     more = got["status_requests"] - requests
     assert {k: final[k] for k in FRAME_CLASSES} == {
-        **counted, "accepted": counted["accepted"] + 1 + more}
+        **counted,
+        "accepted": counted["accepted"] + 1 + more,
+    }
     assert sum(final[k] for k in FRAME_CLASSES) == N_FRAMES + 1 + got["status_requests"]
     assert final["tuples"] == board.tuples + last_k
-    assert (final["next_seq"], final["lost"], final["late"]) == \
-        ((board.next_seq + 1) % 2**32, board.lost, board.late)
+    assert (final["next_seq"], final["lost"], final["late"]) == (
+        (board.next_seq + 1) % 2**32,
+        board.lost,
+        board.late,
+    )
     # the records that came are those STATUS counts
     record_bytes = final["record_bytes"]
-    bodies = [f["payload"][udp.HEADER_BYTES:] for f, h in zip(packets, headers, strict=True)
-              if h["type"] == PacketType.RECORDS]
+    bodies = [
+        f["payload"][udp.HEADER_BYTES :]
+        for f, h in zip(packets, headers, strict=True)
+        if h["type"] == PacketType.RECORDS
+    ]
     assert all(b and len(b) % record_bytes == 0 for b in bodies)
     assert final["records"] == sum(len(b) for b in bodies) // record_bytes > 0
     assert final["packets"] == len(bodies)
     assert final["flags"] & 1
     seconds = time.monotonic() - started
-    print(f"fuzz: {N_FRAMES} bursts, {got['fuzz_us']:.0f} us simulated, {seconds:.1f} s; "
-          f"classes {predicted}; header and body bad {disputed}; "
-          f"made {dict(fuzz.sources)}; left out {dict(fuzz.left_out)}")
+    print(
+        f"fuzz: {N_FRAMES} bursts, {got['fuzz_us']:.0f} us simulated, {seconds:.1f} s; "
+        f"classes {predicted}; header and body bad {disputed}; "
+        f"made {dict(fuzz.sources)}; left out {dict(fuzz.left_out)}"
+    )
 
 
 try:
@@ -468,6 +567,7 @@ except ImportError:  # pragma: no cover
     cocotb = None
 
 if cocotb is not None:
+
     @cocotb.test()
     async def udp_fuzz_bench(dut):
         from cocotb.triggers import with_timeout
@@ -490,8 +590,11 @@ if cocotb is not None:
                 frame = await sink.recv()
                 data = bytes(frame.data)
                 # (GmiiSink keeps the preamble from its second byte: 6 of 7 0x55 bytes)
-                if not frame.check_fcs() or (frame.error and any(frame.error)) or \
-                        data[:7] != PREAMBLE[1:]:
+                if (
+                    not frame.check_fcs()
+                    or (frame.error and any(frame.error))
+                    or data[:7] != PREAMBLE[1:]
+                ):
                     bad.append(data.hex())
                 frames.append(bytes(frame.get_payload()))
 
@@ -501,8 +604,7 @@ if cocotb is not None:
         for wire_hex, error in config["frames"]:
             wire = bytes.fromhex(wire_hex)
             total += len(wire) + 12
-            source.send_nowait(GmiiFrame(wire, None if error is None else
-                                         [0] * error + [1, 0]))
+            source.send_nowait(GmiiFrame(wire, None if error is None else [0] * error + [1, 0]))
         await with_timeout(source.wait(), 8 * total + 100_000, "ns")
         fuzz_us = (get_sim_time("ns") - start) / 1000
         assert fuzz_us * 1000 <= 8 * total + 200  # back to back
@@ -518,10 +620,13 @@ if cocotb is not None:
                 requests += 1
                 for _ in range(100):
                     await ClockCycles(dut.clk, 20)
-                    answers = [_status(udp.parse_frame(f)["payload"]) for f in frames[mark:]
-                               if udp.parse_frame(f)["kind"] == "udp" and
-                               udp.decode_header(udp.parse_frame(f)["payload"])["type"] ==
-                               PacketType.STATUS]
+                    answers = [
+                        _status(udp.parse_frame(f)["payload"])
+                        for f in frames[mark:]
+                        if udp.parse_frame(f)["kind"] == "udp"
+                        and udp.decode_header(udp.parse_frame(f)["payload"])["type"]
+                        == PacketType.STATUS
+                    ]
                     if answers:
                         break
                 else:
@@ -537,7 +642,16 @@ if cocotb is not None:
         await source.send(GmiiFrame(bytes.fromhex(config["last"])))
         tuples += config["last_k"]
         final = await with_timeout(status(), 2, "ms")
-        pathlib.Path(config["results"]).write_text(json.dumps({
-            "frames": [f.hex() for f in frames], "bad_from_board": bad,
-            "status_requests": requests, "requests_after_fuzz": requests_after_fuzz,
-            "after_fuzz": after, "final": final, "fuzz_us": fuzz_us}))
+        pathlib.Path(config["results"]).write_text(
+            json.dumps(
+                {
+                    "frames": [f.hex() for f in frames],
+                    "bad_from_board": bad,
+                    "status_requests": requests,
+                    "requests_after_fuzz": requests_after_fuzz,
+                    "after_fuzz": after,
+                    "final": final,
+                    "fuzz_us": fuzz_us,
+                }
+            )
+        )

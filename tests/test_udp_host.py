@@ -38,12 +38,16 @@ SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", 
 def board(name="marathon", **kwargs):
     """A software board on 127.0.0.1; yields (model, "127.0.0.1:port"). Built with the bundled
     runtime parameters' values unless ``values`` (``--param`` texts) says otherwise."""
-    given = {k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples",
-                                                              "timer_bits")}
+    given = {
+        k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples", "timer_bits")
+    }
     nfa = compile_file(QUERIES / f"{name}.sql")
     texts = kwargs.pop("values", None)
-    values = param_values(name, nfa) if texts is None else \
-        ParamValues.parse(nfa.program.parameters, texts)
+    values = (
+        param_values(name, nfa)
+        if texts is None
+        else ParamValues.parse(nfa.program.parameters, texts)
+    )
     model = UdpBoardModel(nfa, EngineParams(**given), values=values, **kwargs)
     stop = threading.Event()
     thread, (host, port) = serve(model, stop=stop)
@@ -119,15 +123,38 @@ def proxy(target: str, **kwargs):
 
 def reference(tmp_path, name, *params):
     out = tmp_path / "reference.csv"
-    assert main(["match", str(QUERIES / f"{name}.sql"), "--input", str(QUERIES / f"{name}.csv"),
-                 "--output", str(out), *params]) == 0
+    assert (
+        main(
+            [
+                "match",
+                str(QUERIES / f"{name}.sql"),
+                "--input",
+                str(QUERIES / f"{name}.csv"),
+                "--output",
+                str(out),
+                *params,
+            ]
+        )
+        == 0
+    )
     return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
 
 
 def run(address, tmp_path, name="marathon", *more):
     out = tmp_path / "board.csv"
-    code = main(["run", str(QUERIES / f"{name}.sql"), "--udp", address, "--input",
-                 str(QUERIES / f"{name}.csv"), "--output", str(out), *more])
+    code = main(
+        [
+            "run",
+            str(QUERIES / f"{name}.sql"),
+            "--udp",
+            address,
+            "--input",
+            str(QUERIES / f"{name}.csv"),
+            "--output",
+            str(out),
+            *more,
+        ]
+    )
     return code, out
 
 
@@ -152,8 +179,14 @@ def test_run_udp_equals_match(tmp_path, name, capsys):
 
 #: supplychain's ato matches tuples 231, 241 and 281 with big=0, none with a big :big; these
 #: switches leave 241 and 281 (as in test_boards_host.py).
-SWITCHES = ["big=4000000000", "big=0@235", "big=4000000000@260", "big=0@281", "big=7@282",
-            "big=4000000000@300"]
+SWITCHES = [
+    "big=4000000000",
+    "big=0@235",
+    "big=4000000000@260",
+    "big=0@281",
+    "big=7@282",
+    "big=4000000000@300",
+]
 
 
 def _params(texts):
@@ -166,16 +199,24 @@ def test_run_udp_switches_runtime_parameters(tmp_path, built):
     for a pending switch's tuple); a board built with other values is switched at tuple 0.
     The matches equal ``nfacep match`` with the same --param arguments."""
     with board("supplychain", values=[built], capacity=64) as (model, address):
-        code, out = run(address, tmp_path, "supplychain", "--tuples-per-packet", "4",
-                        *_params(SWITCHES))
+        code, out = run(
+            address, tmp_path, "supplychain", "--tuples-per-packet", "4", *_params(SWITCHES)
+        )
         assert code == 0
-        assert [seq for seq, _ in model.switches] == \
-            ([0] if built != SWITCHES[0] else []) + [235, 260, 281, 282, 300]
+        assert [seq for seq, _ in model.switches] == ([0] if built != SWITCHES[0] else []) + [
+            235,
+            260,
+            281,
+            282,
+            300,
+        ]
         assert model.counters["engine_full"] == 0
     expected, ref_summary = reference(tmp_path, "supplychain", *_params(SWITCHES))
     assert out.read_text() == expected
-    assert [line.split(",")[0] for line in expected.splitlines() if ",ato," in line] == \
-        ["241", "281"]
+    assert [line.split(",")[0] for line in expected.splitlines() if ",ato," in line] == [
+        "241",
+        "281",
+    ]
     summary = json.loads((tmp_path / "board.summary.json").read_text())
     assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
     assert summary["runtime_parameters"] == ref_summary["runtime_parameters"]
@@ -190,10 +231,15 @@ def test_a_lost_params_packet_is_recovered(tmp_path):
     def lose_up(head, count, resets):
         return head["type"] == PacketType.PARAMS and resets == 1 and count == 0
 
-    with board("supplychain", capacity=64) as (_, address), \
-            proxy(address, drop_up=lose_up) as p:
-        code, out = run(p.address, tmp_path, "supplychain", "--tuples-per-packet", "4",
-                        *_params(["big=20000", "big=0@100"]))
+    with board("supplychain", capacity=64) as (_, address), proxy(address, drop_up=lose_up) as p:
+        code, out = run(
+            p.address,
+            tmp_path,
+            "supplychain",
+            "--tuples-per-packet",
+            "4",
+            *_params(["big=20000", "big=0@100"]),
+        )
     assert code == 0 and [kind for _, kind, _ in p.dropped] == [PacketType.PARAMS]
     expected, _ = reference(tmp_path, "supplychain", *_params(["big=20000", "big=0@100"]))
     assert out.read_text() == expected
@@ -225,9 +271,13 @@ def test_lost_status_answers_are_asked_again(tmp_path):
         return head["type"] == PacketType.STATUS and count in (0, 3)
 
     with board(capacity=64) as (_, address), proxy(address, drop_down=lose) as p:
-        result = run_files(udp_host.UdpBoard(p.address, tuples_per_packet=5),
-                           compile_file(QUERIES / "marathon.sql"), str(QUERIES / "marathon.csv"),
-                           str(tmp_path / "board.csv"), EngineParams())
+        result = run_files(
+            udp_host.UdpBoard(p.address, tuples_per_packet=5),
+            compile_file(QUERIES / "marathon.sql"),
+            str(QUERIES / "marathon.csv"),
+            str(tmp_path / "board.csv"),
+            EngineParams(),
+        )
     assert len(p.dropped) == 2
     assert (tmp_path / "board.csv").read_text() == (QUERIES / "marathon.matches.csv").read_text()
     assert result.stats["attempts"] == 1 and not result.warnings
@@ -240,15 +290,23 @@ def test_lost_packets_both_ways_are_recovered(tmp_path, capsys):
         return head["type"] == PacketType.TUPLES and head["seq"] == 3 and resets == 1
 
     def lose_down(head, count, resets):
-        return head["type"] == PacketType.RECORDS and head["seq"] >= 1 and resets == 2 \
+        return (
+            head["type"] == PacketType.RECORDS
+            and head["seq"] >= 1
+            and resets == 2
             and not p.dropped[1:]
+        )
 
-    with board(capacity=64) as (_, address), \
-            proxy(address, drop_up=lose_up, drop_down=lose_down) as p:
+    with (
+        board(capacity=64) as (_, address),
+        proxy(address, drop_up=lose_up, drop_down=lose_down) as p,
+    ):
         code, out = run(p.address, tmp_path, "marathon", "--tuples-per-packet", "5")
     assert code == 0
-    assert [(way, kind) for way, kind, _ in p.dropped] == \
-        [("up", PacketType.TUPLES), ("down", PacketType.RECORDS)]
+    assert [(way, kind) for way, kind, _ in p.dropped] == [
+        ("up", PacketType.TUPLES),
+        ("down", PacketType.RECORDS),
+    ]
     assert out.read_text() == (QUERIES / "marathon.matches.csv").read_text()
     summary = json.loads((tmp_path / "board.summary.json").read_text())
     link = summary["link"]
@@ -265,8 +323,9 @@ def test_upstream_loss_in_every_attempt_names_the_tuples(tmp_path, capsys):
         return head["type"] == PacketType.TUPLES and head["seq"] == 7
 
     with board(capacity=64) as (_, address), proxy(address, drop_up=lose_up) as p:
-        code, out = run(p.address, tmp_path, "marathon", "--tuples-per-packet", "5",
-                        "--retries", "1")
+        code, out = run(
+            p.address, tmp_path, "marathon", "--tuples-per-packet", "5", "--retries", "1"
+        )
     assert code == 1
     err = capsys.readouterr().err
     assert "in each of 2 attempts" in err and "TUPLES packets 7-7" in err
@@ -277,15 +336,18 @@ def test_upstream_loss_in_every_attempt_names_the_tuples(tmp_path, capsys):
 def test_downstream_loss_in_every_attempt_names_the_tuples(tmp_path, capsys):
     # the board's records (marathon: 8 matches); its third RECORDS packet of each attempt is
     # lost, so the tuples between the second and the fourth record are named
-    seqs = [int(line.split(",")[0]) for line in
-            (QUERIES / "marathon.matches.csv").read_text().splitlines()[1:]]
+    seqs = [
+        int(line.split(",")[0])
+        for line in (QUERIES / "marathon.matches.csv").read_text().splitlines()[1:]
+    ]
 
     def lose_down(head, count, resets):
         return head["type"] == PacketType.RECORDS and count == 2
 
     with board(capacity=64) as (_, address), proxy(address, drop_down=lose_down) as p:
-        code, out = run(p.address, tmp_path, "marathon", "--tuples-per-packet", "5",
-                        "--retries", "0")
+        code, out = run(
+            p.address, tmp_path, "marathon", "--tuples-per-packet", "5", "--retries", "0"
+        )
     assert code == 1, capsys.readouterr().err
     assert len(p.dropped) == 1
     err = capsys.readouterr().err
@@ -300,8 +362,16 @@ def test_open_loop_equals_match(tmp_path, rate):
     matches as ``nfacep match``; paced at 20,000 tuples/s the run takes at least as long as its
     tuples need at that rate."""
     with board("supplychain", capacity=64) as (model, address):
-        code, out = run(address, tmp_path, "supplychain", "--tuples-per-packet", "4",
-                        "--rate", rate, *_params(SWITCHES))
+        code, out = run(
+            address,
+            tmp_path,
+            "supplychain",
+            "--tuples-per-packet",
+            "4",
+            "--rate",
+            rate,
+            *_params(SWITCHES),
+        )
         assert code == 0
         # (the board is built with big=20000: a switch at tuple 0 first)
         assert [seq for seq, _ in model.switches] == [0, 235, 260, 281, 282, 300]
@@ -321,11 +391,14 @@ def test_open_loop_losses_are_found_and_recovered(tmp_path, capsys):
         return head["type"] == PacketType.TUPLES and (head["seq"], resets) in ((3, 1), (55, 2))
 
     with board() as (_, address), proxy(address, drop_up=lose_up) as p:
-        code, out = run(p.address, tmp_path, "marathon", "--tuples-per-packet", "5",
-                        "--rate", "max")
+        code, out = run(
+            p.address, tmp_path, "marathon", "--tuples-per-packet", "5", "--rate", "max"
+        )
     assert code == 0, capsys.readouterr().err
-    assert [(kind, seq) for _, kind, seq in p.dropped] == [(PacketType.TUPLES, 3),
-                                                           (PacketType.TUPLES, 55)]
+    assert [(kind, seq) for _, kind, seq in p.dropped] == [
+        (PacketType.TUPLES, 3),
+        (PacketType.TUPLES, 55),
+    ]
     assert out.read_text() == (QUERIES / "marathon.matches.csv").read_text()
     link = json.loads((tmp_path / "board.summary.json").read_text())["link"]
     assert link["attempts"] == 3
@@ -363,26 +436,41 @@ def test_board_with_another_engine(tmp_path, capsys):
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--udp", "127.0.0.1:5000", "--port", "/dev/ttyUSB0"], "exactly one of --port"),
-    ([], "exactly one of --port"),
-    (["--udp", "127.0.0.1:99999"], "is not a UDP port"),
-    (["--udp", "127.0.0.1:"], "is not a UDP port"),
-    (["--udp", ":5000"], "expected HOST or HOST:PORT"),
-    (["--udp", "no-such-host.invalid"], "cannot resolve"),
-    (["--udp", "127.0.0.1", "--tuples-per-packet", "0"], "at least 1"),
-    (["--udp", "127.0.0.1", "--frame-tuples", "4"], "--frame-tuples is for --port"),
-    (["--port", "/dev/null", "--tuples-per-packet", "4"], "--tuples-per-packet is for --udp"),
-    (["--udp", "127.0.0.1", "--timeout", "nan"], "--timeout"),
-    (["--udp", "127.0.0.1", "--rate", "0"], "--rate '0': expected a positive number"),
-    (["--udp", "127.0.0.1", "--rate", "fast"], "--rate 'fast'"),
-    (["--udp", "127.0.0.1", "--rate", "inf"], "--rate 'inf'"),
-    (["--port", "/dev/null", "--rate", "1000"], "--rate is for --udp"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--udp", "127.0.0.1:5000", "--port", "/dev/ttyUSB0"], "exactly one of --port"),
+        ([], "exactly one of --port"),
+        (["--udp", "127.0.0.1:99999"], "is not a UDP port"),
+        (["--udp", "127.0.0.1:"], "is not a UDP port"),
+        (["--udp", ":5000"], "expected HOST or HOST:PORT"),
+        (["--udp", "no-such-host.invalid"], "cannot resolve"),
+        (["--udp", "127.0.0.1", "--tuples-per-packet", "0"], "at least 1"),
+        (["--udp", "127.0.0.1", "--frame-tuples", "4"], "--frame-tuples is for --port"),
+        (["--port", "/dev/null", "--tuples-per-packet", "4"], "--tuples-per-packet is for --udp"),
+        (["--udp", "127.0.0.1", "--timeout", "nan"], "--timeout"),
+        (["--udp", "127.0.0.1", "--rate", "0"], "--rate '0': expected a positive number"),
+        (["--udp", "127.0.0.1", "--rate", "fast"], "--rate 'fast'"),
+        (["--udp", "127.0.0.1", "--rate", "inf"], "--rate 'inf'"),
+        (["--port", "/dev/null", "--rate", "1000"], "--rate is for --udp"),
+    ],
+)
 def test_usage_errors(tmp_path, capsys, args, words):
     out = tmp_path / "m.csv"
-    assert main(["run", str(QUERIES / "marathon.sql"), "--input", str(QUERIES / "marathon.csv"),
-                 "--output", str(out), *args]) == 2
+    assert (
+        main(
+            [
+                "run",
+                str(QUERIES / "marathon.sql"),
+                "--input",
+                str(QUERIES / "marathon.csv"),
+                "--output",
+                str(out),
+                *args,
+            ]
+        )
+        == 2
+    )
     assert words in capsys.readouterr().err
     assert not out.exists()
 

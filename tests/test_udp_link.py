@@ -49,14 +49,20 @@ def test_fcs_is_lib_crc_and_checksum_and_header_round_trip():
         assert udp.ethernet_fcs(frame) == lib.compute(frame).to_bytes(4, "little")
         # the residue: the CRC over a frame and its FCS is a constant
         assert zlib.crc32(frame + udp.ethernet_fcs(frame)) == 0x2144DF1C
-    frame = udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, b"abc", seq=7,
-                                                   engine_id=ENGINE_ID))
+    frame = udp.udp_frame(
+        HOST, BOARD, udp.packet(PacketType.TUPLES, b"abc", seq=7, engine_id=ENGINE_ID)
+    )
     assert len(frame) == 60 and udp.ip_checksum(frame[14:34]) == 0
     parsed = udp.parse_frame(frame)
     assert parsed["src"] == Endpoint(HOST.mac, HOST.ip, HOST.port) and parsed["dst"].port == 5000
     assert udp.decode_header(parsed["payload"]) == {
-        "version": udp.VERSION, "type": 1, "reserved": 0, "seq": 7, "engine_id": ENGINE_ID}
-    assert parsed["payload"][udp.HEADER_BYTES:] == b"abc"
+        "version": udp.VERSION,
+        "type": 1,
+        "reserved": 0,
+        "seq": 7,
+        "engine_id": ENGINE_ID,
+    }
+    assert parsed["payload"][udp.HEADER_BYTES :] == b"abc"
     with pytest.raises(ValueError, match="checksum"):
         udp.parse_frame(udp.udp_frame(HOST, BOARD, b"x" * 12, checksum_delta=1))
 
@@ -71,8 +77,9 @@ def _wire(frame: bytes) -> bytes:
 
 def _tuples_packet(seq, tuples, *, engine_id=ENGINE_ID, **frame_args):
     body = b"".join(t.to_bytes(TB, "little") for t in tuples)
-    return udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=seq,
-                                                 engine_id=engine_id), **frame_args)
+    return udp.udp_frame(
+        HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=seq, engine_id=engine_id), **frame_args
+    )
 
 
 def scenario(seed: int = 1) -> list[dict]:
@@ -86,13 +93,20 @@ def scenario(seed: int = 1) -> list[dict]:
     def good(n=None):
         nonlocal seq
         tuples = [rng.getrandbits(TUPLE_WIDTH) for _ in range(n or rng.randrange(1, 30))]
-        steps.append({"wire": _wire(_tuples_packet(seq, tuples)), "cls": "accepted",
-                      "tuples": tuples, "seq": seq})
+        steps.append(
+            {
+                "wire": _wire(_tuples_packet(seq, tuples)),
+                "cls": "accepted",
+                "tuples": tuples,
+                "seq": seq,
+            }
+        )
         seq += 1
 
     def bad(cls, frame=None, *, wire=None, **extra):
-        steps.append({"wire": wire if wire is not None else _wire(frame), "cls": cls,
-                      "tuples": [], **extra})
+        steps.append(
+            {"wire": wire if wire is not None else _wire(frame), "cls": cls, "tuples": [], **extra}
+        )
 
     other = Endpoint(bytes.fromhex("020000000099"), bytes([10, 0, 0, 9]), 5000)
     some = [1, 2, 3]
@@ -106,8 +120,9 @@ def scenario(seed: int = 1) -> list[dict]:
     for wire in bad_fcs:
         bad("bad_fcs", wire=wire)
         good()
-    steps.append({"wire": _wire(_tuples_packet(seq, some)), "error": 30, "cls": "bad_fcs",
-                  "tuples": []})  # rx_er inside the frame
+    steps.append(
+        {"wire": _wire(_tuples_packet(seq, some)), "error": 30, "cls": "bad_fcs", "tuples": []}
+    )  # rx_er inside the frame
     good()
     runt = _tuples_packet(seq, some, pad=False)[:50]
     bad("bad_size", runt)
@@ -116,10 +131,17 @@ def scenario(seed: int = 1) -> list[dict]:
     good()
     not_for_us = [
         _tuples_packet(seq, some, dst_mac=other.mac),
-        udp.udp_frame(HOST, other, udp.packet(PacketType.TUPLES, bytes(3), seq=seq,
-                                              engine_id=ENGINE_ID), dst_mac=BOARD.mac),
-        udp.udp_frame(HOST, Endpoint(BOARD.mac, BOARD.ip, 5001),
-                      udp.packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID)),
+        udp.udp_frame(
+            HOST,
+            other,
+            udp.packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID),
+            dst_mac=BOARD.mac,
+        ),
+        udp.udp_frame(
+            HOST,
+            Endpoint(BOARD.mac, BOARD.ip, 5001),
+            udp.packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID),
+        ),
         _tuples_packet(seq, some, protocol=6),
         BOARD.mac + HOST.mac + b"\x86\xdd" + bytes(60),  # IPv6
         udp.arp_request(HOST, other.ip),
@@ -128,8 +150,14 @@ def scenario(seed: int = 1) -> list[dict]:
         bad("not_for_us", frame)
         good()
     # broadcast is for us
-    steps.append({"wire": _wire(_tuples_packet(seq, some, dst_mac=udp.BROADCAST)),
-                  "cls": "accepted", "tuples": some, "seq": seq})
+    steps.append(
+        {
+            "wire": _wire(_tuples_packet(seq, some, dst_mac=udp.BROADCAST)),
+            "cls": "accepted",
+            "tuples": some,
+            "seq": seq,
+        }
+    )
     seq += 1
     good()
     bad("ip_unsupported", _tuples_packet(seq, some, options=b"\x01\x01\x01\x00"))
@@ -143,12 +171,13 @@ def scenario(seed: int = 1) -> list[dict]:
     body = udp.packet(PacketType.TUPLES, bytes(6), seq=seq, engine_id=ENGINE_ID)
     bad_udp = [
         udp.udp_frame(HOST, BOARD, body, udp_length=8 + len(body) - 3),
-        udp.udp_frame(HOST, BOARD, body, ip_length=20 + 8 + len(body) + 3,
-                      udp_length=8 + len(body) + 3),  # longer than the frame
-        udp.udp_frame(HOST, BOARD, body[:udp.HEADER_BYTES + 4]),  # a partial tuple
-        udp.udp_frame(HOST, BOARD, body[:udp.HEADER_BYTES]),  # no tuple
+        udp.udp_frame(
+            HOST, BOARD, body, ip_length=20 + 8 + len(body) + 3, udp_length=8 + len(body) + 3
+        ),  # longer than the frame
+        udp.udp_frame(HOST, BOARD, body[: udp.HEADER_BYTES + 4]),  # a partial tuple
+        udp.udp_frame(HOST, BOARD, body[: udp.HEADER_BYTES]),  # no tuple
         udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ, b"\x00")),
-        udp.udp_frame(HOST, BOARD, body[:udp.HEADER_BYTES - 1]),
+        udp.udp_frame(HOST, BOARD, body[: udp.HEADER_BYTES - 1]),
     ]
     for frame in bad_udp:
         bad("bad_udp", frame)
@@ -157,18 +186,23 @@ def scenario(seed: int = 1) -> list[dict]:
         udp.udp_frame(HOST, BOARD, bytes([udp.VERSION + 1]) + body[1:]),
         udp.udp_frame(HOST, BOARD, udp.packet(0x09, bytes(3), seq=seq, engine_id=ENGINE_ID)),
         # PARAMS to an engine without runtime parameters
-        udp.udp_frame(HOST, BOARD, udp.packet(PacketType.PARAMS, bytes(8), seq=seq,
-                                              engine_id=ENGINE_ID)),
+        udp.udp_frame(
+            HOST, BOARD, udp.packet(PacketType.PARAMS, bytes(8), seq=seq, engine_id=ENGINE_ID)
+        ),
         _tuples_packet(seq, some, engine_id=ENGINE_ID ^ 0x100),
     ]
     for frame in bad_header:
         bad("bad_header", frame)
         good()
     # accepted requests
-    steps.append({"wire": _wire(udp.arp_request(HOST, BOARD.ip)), "cls": "accepted",
-                  "tuples": []})
-    steps.append({"wire": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))),
-                  "cls": "accepted", "tuples": []})
+    steps.append({"wire": _wire(udp.arp_request(HOST, BOARD.ip)), "cls": "accepted", "tuples": []})
+    steps.append(
+        {
+            "wire": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))),
+            "cls": "accepted",
+            "tuples": [],
+        }
+    )
     good()
     # upstream loss: two packets missing, then one of them late
     seq += 2
@@ -182,8 +216,9 @@ def scenario(seed: int = 1) -> list[dict]:
     steps[-1]["stall"] = True
     for _ in range(5):
         good(120)
-    steps.append({"wire": _wire(_tuples_packet(seq, list(range(150)))), "cls": "engine_full",
-                  "tuples": []})
+    steps.append(
+        {"wire": _wire(_tuples_packet(seq, list(range(150)))), "cls": "engine_full", "tuples": []}
+    )
     good(3)
     good()
     steps[-1]["resume"] = True
@@ -225,8 +260,14 @@ def test_eth_rx_classifies_every_frame():
     """EthRx in the Amaranth simulator, a byte per cycle with the minimum gap: each frame's
     event has its class, and the tuples are the accepted packets'."""
     steps = scenario()
-    dut = EthRx(tuple_width=TUPLE_WIDTH, capacity=CAPACITY, mac=BOARD.mac, ip=BOARD.ip,
-                port=BOARD.port, engine_id=ENGINE_ID)
+    dut = EthRx(
+        tuple_width=TUPLE_WIDTH,
+        capacity=CAPACITY,
+        mac=BOARD.mac,
+        ip=BOARD.ip,
+        port=BOARD.port,
+        engine_id=ENGINE_ID,
+    )
     events, got = [], []
     stalled = {"on": False}
 
@@ -252,8 +293,12 @@ def test_eth_rx_classifies_every_frame():
 
     async def take(ctx):
         async for _, _, valid, ready, payload, ev_valid, ev in ctx.tick().sample(
-                dut.o_stream.valid, dut.o_stream.ready, dut.o_stream.payload, dut.event.valid,
-                dut.event.payload):
+            dut.o_stream.valid,
+            dut.o_stream.ready,
+            dut.o_stream.payload,
+            dut.event.valid,
+            dut.event.payload,
+        ):
             ctx.set(dut.o_stream.ready, 0 if stalled["on"] else 1)
             if valid and ready:
                 got.append(payload)
@@ -277,13 +322,28 @@ def _link_verilog(path: pathlib.Path) -> None:
 
     from nfacep.boards.link.eth.link import UdpLink
 
-    link = UdpLink(data.StructLayout({"t": TUPLE_WIDTH}), RECORD, mac=BOARD.mac, ip=BOARD.ip,
-                   port=BOARD.port, engine_id=ENGINE_ID, capacity=CAPACITY)
+    link = UdpLink(
+        data.StructLayout({"t": TUPLE_WIDTH}),
+        RECORD,
+        mac=BOARD.mac,
+        ip=BOARD.ip,
+        port=BOARD.port,
+        engine_id=ENGINE_ID,
+        capacity=CAPACITY,
+    )
     path.write_text(verilog.convert(link, name="nfacep_udp_rx", emit_src=False))
 
 
-def _run_cocotb(tmp_path, top: str, source: pathlib.Path | list[pathlib.Path], testcase: str,
-                config: dict, *, module: str = "test_udp_link", config_env: str = CONFIG_ENV):
+def _run_cocotb(
+    tmp_path,
+    top: str,
+    source: pathlib.Path | list[pathlib.Path],
+    testcase: str,
+    config: dict,
+    *,
+    module: str = "test_udp_link",
+    config_env: str = CONFIG_ENV,
+):
     """Build ``source`` (a file or several) with Icarus and run the cocotb test ``testcase``
     of the test module ``module`` on ``top``, its configuration in ``config_env``; the
     results it wrote."""
@@ -304,19 +364,33 @@ def _run_cocotb(tmp_path, top: str, source: pathlib.Path | list[pathlib.Path], t
     build = tmp_path / "build"
     runner = get_runner("icarus")
     sources = source if isinstance(source, list) else [source]
-    runner.build(sources=sources, hdl_toplevel=top, build_dir=build,
-                 build_args=list(sim.ICARUS_BUILD_ARGS), timescale=sim.TIMESCALE,
-                 log_file=tmp_path / "build.log")
+    runner.build(
+        sources=sources,
+        hdl_toplevel=top,
+        build_dir=build,
+        build_args=list(sim.ICARUS_BUILD_ARGS),
+        timescale=sim.TIMESCALE,
+        log_file=tmp_path / "build.log",
+    )
     results_xml = tmp_path / "results.xml"
     with contextlib.suppress(SystemExit):  # the runner exits on a failed test
-        runner.test(test_module=module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
-                    build_dir=build, test_dir=tmp_path,
-                    extra_env={config_env: str(config_path),
-                               "PYTHONPATH": os.pathsep.join(
-                                   [str(ROOT / "tests"), str(ROOT),
-                                    os.environ.get("PYTHONPATH", "")])},
-                    timescale=sim.TIMESCALE, results_xml=str(results_xml),
-                    log_file=tmp_path / "sim.log", testcase=testcase)
+        runner.test(
+            test_module=module,
+            hdl_toplevel=top,
+            hdl_toplevel_lang="verilog",
+            build_dir=build,
+            test_dir=tmp_path,
+            extra_env={
+                config_env: str(config_path),
+                "PYTHONPATH": os.pathsep.join(
+                    [str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+                ),
+            },
+            timescale=sim.TIMESCALE,
+            results_xml=str(results_xml),
+            log_file=tmp_path / "sim.log",
+            testcase=testcase,
+        )
     total, failed = get_results(results_xml)
     log = (tmp_path / "sim.log").read_text(errors="replace")
     assert total == 1 and failed == 0, log[-3000:]
@@ -353,6 +427,7 @@ except ImportError:  # pragma: no cover
     cocotb = None
 
 if cocotb is not None:
+
     @cocotb.test()
     async def udp_rx_bench(dut):
         from cocotb.clock import Clock
@@ -414,11 +489,21 @@ if cocotb is not None:
         await source.wait()
         fast_ns = get_sim_time("ns") - fast_start
         await ClockCycles(dut.clk, 3000)
-        counters = {name.split("__", 1)[1]: int(getattr(dut, name).value)
-                    for name in dir(dut) if name.startswith("counters__")}
-        pathlib.Path(config["results"]).write_text(json.dumps({
-            "tuples": tuples, "counters": counters, "pulses": pulses,
-            "line_rate_frames_per_s": 4 / (fast_ns * 1e-9)}))
+        counters = {
+            name.split("__", 1)[1]: int(getattr(dut, name).value)
+            for name in dir(dut)
+            if name.startswith("counters__")
+        }
+        pathlib.Path(config["results"]).write_text(
+            json.dumps(
+                {
+                    "tuples": tuples,
+                    "counters": counters,
+                    "pulses": pulses,
+                    "line_rate_frames_per_s": 4 / (fast_ns * 1e-9),
+                }
+            )
+        )
 
 
 # --------------------------------------------------------------------------- the whole link
@@ -451,31 +536,35 @@ def _top_scenario(engine_id: int) -> dict:
     rows = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
     n, per = 240, 40
     tb = wire.tuple_bytes(schema)
-    raw = wire.pack_bytes(schema, rows)[:n * tb]
+    raw = wire.pack_bytes(schema, rows)[: n * tb]
     frames, bad = [], {"bad_fcs": 0, "not_for_us": 0}
     for k, start in enumerate(range(0, n, per)):
-        body = raw[start * tb:(start + per) * tb]
-        frame = udp.udp_frame(HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=k,
-                                                      engine_id=engine_id))
+        body = raw[start * tb : (start + per) * tb]
+        frame = udp.udp_frame(
+            HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=k, engine_id=engine_id)
+        )
         if k % 2:
             broken = bytearray(_wire(frame))
             broken[40] ^= 1
             frames.append(bytes(broken).hex())
             bad["bad_fcs"] += 1
         if k % 3 == 1:
-            frames.append(_wire(udp.udp_frame(HOST, BOARD, frame[42:], dst_mac=bytes(6)))
-                          .hex())
+            frames.append(_wire(udp.udp_frame(HOST, BOARD, frame[42:], dst_mac=bytes(6))).hex())
             bad["not_for_us"] += 1
         frames.append(_wire(frame).hex())
     good = tuples.Tuples({c: v[:n] for c, v in rows.columns.items()}, n, "good packets")
     res = reference.run(nfa, good, EngineParams(partitions=PARTITIONS))
-    return {"frames": frames, "n": n, "packets": len(range(0, n, per)), "bad": bad,
-            "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
-            "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ)))
-            .hex(),
-            "arp": _wire(udp.arp_request(HOST, BOARD.ip)).hex(),
-            "expected_matches": [list(m) for m in res.matches],
-            "expected_drops": res.drops.tolist()}
+    return {
+        "frames": frames,
+        "n": n,
+        "packets": len(range(0, n, per)),
+        "bad": bad,
+        "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
+        "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))).hex(),
+        "arp": _wire(udp.arp_request(HOST, BOARD.ip)).hex(),
+        "expected_matches": [list(m) for m in res.matches],
+        "expected_drops": res.drops.tolist(),
+    }
 
 
 def _status(payload: bytes, values_bytes: int = 0) -> dict:
@@ -485,11 +574,15 @@ def _status(payload: bytes, values_bytes: int = 0) -> dict:
 
     header = udp.decode_header(payload)
     assert header["type"] == PacketType.STATUS
-    body = payload[udp.HEADER_BYTES:]
+    body = payload[udp.HEADER_BYTES :]
     size = fields_size(udp.STATUS_FIELDS)
     assert len(body) == size + values_bytes
-    return {**decode_fields(udp.STATUS_FIELDS, body[:size]), "seq": header["seq"],
-            "engine_id": header["engine_id"], "values": int.from_bytes(body[size:], "little")}
+    return {
+        **decode_fields(udp.STATUS_FIELDS, body[:size]),
+        "seq": header["seq"],
+        "engine_id": header["engine_id"],
+        "values": int.from_bytes(body[size:], "little"),
+    }
 
 
 def test_udp_board_top_icarus(tmp_path):
@@ -516,8 +609,11 @@ def test_udp_board_top_icarus(tmp_path):
     headers = [udp.decode_header(f["payload"]) for f in packets]
     assert all(h["engine_id"] == engine_id and h["version"] == udp.VERSION for h in headers)
     assert [h["seq"] for h in headers] == list(range(len(headers)))  # from RESET's STATUS
-    statuses = [_status(f["payload"]) for f, h in zip(packets, headers, strict=True)
-                if h["type"] == PacketType.STATUS]
+    statuses = [
+        _status(f["payload"])
+        for f, h in zip(packets, headers, strict=True)
+        if h["type"] == PacketType.STATUS
+    ]
     first, last = statuses[0], statuses[-1]
     assert first["tuples"] == 0 and first["accepted"] == 0 and first["records"] == 0
     assert (first["tuple_bytes"], first["record_bytes"]) == (11, 9)
@@ -525,13 +621,15 @@ def test_udp_board_top_icarus(tmp_path):
     nfa = compile_file(MARATHON)
     fmt = wire.record_format(nfa)
     matches, drops, records = [], [], 0
-    record_packets = [f["payload"][udp.HEADER_BYTES:] for f, h in zip(packets, headers,
-                                                                         strict=True)
-                      if h["type"] == PacketType.RECORDS]
+    record_packets = [
+        f["payload"][udp.HEADER_BYTES :]
+        for f, h in zip(packets, headers, strict=True)
+        if h["type"] == PacketType.RECORDS
+    ]
     for body in record_packets:
         assert body and len(body) % fmt.nbytes == 0
         for at in range(0, len(body), fmt.nbytes):
-            r = fmt.decode_bytes(body[at:at + fmt.nbytes])
+            r = fmt.decode_bytes(body[at : at + fmt.nbytes])
             records += 1
             if r.dropped:
                 drops.append(r.seq)
@@ -549,6 +647,7 @@ def test_udp_board_top_icarus(tmp_path):
 
 
 if cocotb is not None:
+
     @cocotb.test()
     async def udp_top_bench(dut):
         from cocotb.clock import Clock
@@ -575,8 +674,9 @@ if cocotb is not None:
                 payload = bytes(frame.get_payload())
                 frames.append(payload.hex())
                 parsed = udp.parse_frame(payload)
-                if kind is None or (parsed["kind"] == "udp" and
-                                    udp.decode_header(parsed["payload"])["type"] == kind):
+                if kind is None or (
+                    parsed["kind"] == "udp" and udp.decode_header(parsed["payload"])["type"] == kind
+                ):
                     return parsed
 
         async def send(hexed):
@@ -597,9 +697,16 @@ if cocotb is not None:
             status = _status((await receive(PacketType.STATUS))["payload"])
             if status["tuples"] == config["n"] and status["flags"] & 1:
                 break
-        pathlib.Path(config["results"]).write_text(json.dumps({
-            "frames": frames, "bad_fcs_from_board": bad_fcs, "tx_er": tx_er,
-            "status_requests": status_requests}))
+        pathlib.Path(config["results"]).write_text(
+            json.dumps(
+                {
+                    "frames": frames,
+                    "bad_fcs_from_board": bad_fcs,
+                    "tx_er": tx_er,
+                    "status_requests": status_requests,
+                }
+            )
+        )
 
 
 #: A query with runtime parameters of two types, no PARTITION (as tests/test_uart_link.py's).
@@ -626,20 +733,27 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
     types, schema = nfa.program.parameters, nfa.program.schema
     rng = random.Random(22)
     n = 120
-    data = tuples.Tuples({"v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
-                          "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
-                          "k": np.zeros(n, dtype=np.uint64)}, n, "bench")
+    data = tuples.Tuples(
+        {
+            "v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
+            "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
+            "k": np.zeros(n, dtype=np.uint64),
+        },
+        n,
+        "bench",
+    )
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, data)
     steps, seq = [], 0
 
     def frame(ptype, body, at):
-        return _wire(udp.udp_frame(HOST, BOARD, udp.packet(ptype, body, seq=at,
-                                                           engine_id=engine_id)))
+        return _wire(
+            udp.udp_frame(HOST, BOARD, udp.packet(ptype, body, seq=at, engine_id=engine_id))
+        )
 
     def send_tuples(first, end):
         nonlocal seq
-        steps.append({"send": frame(PacketType.TUPLES, raw[first * tb:end * tb], seq).hex()})
+        steps.append({"send": frame(PacketType.TUPLES, raw[first * tb : end * tb], seq).hex()})
         seq += 1
 
     def switch(at, texts, *, taken=True):
@@ -666,14 +780,18 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
     send_tuples(90, n)
     schedule = ParamValues(types, dict(built.initial), ((40, v40), (60, v60), (90, v90)))
     res = reference.run(nfa, data, EngineParams(partitions=PARTITIONS), values=schedule)
-    return {"steps": steps, "n": n, "packets": seq,
-            "values_bytes": params_bytes(built.width()),
-            "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
-            "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ)))
-            .hex(),
-            "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
-            "packed": {k: built.packed(v) for k, v in
-                       (("built", built.initial), ("40", v40), ("90", v90))}}
+    return {
+        "steps": steps,
+        "n": n,
+        "packets": seq,
+        "values_bytes": params_bytes(built.width()),
+        "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
+        "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))).hex(),
+        "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
+        "packed": {
+            k: built.packed(v) for k, v in (("built", built.initial), ("40", v40), ("90", v90))
+        },
+    }
 
 
 def test_udp_board_top_switches_parameters_icarus(tmp_path):
@@ -693,8 +811,13 @@ def test_udp_board_top_switches_parameters_icarus(tmp_path):
     query.write_text(LIMITS)
     nfa = compile_file(query)
     built = ParamValues.parse(nfa.program.parameters, ["lim=100", "hot=true"])
-    top = UdpTop(Engine(nfa, EngineParams(partitions=PARTITIONS), values=built),
-                 mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, flush=FLUSH)
+    top = UdpTop(
+        Engine(nfa, EngineParams(partitions=PARTITIONS), values=built),
+        mac=BOARD.mac,
+        ip=BOARD.ip,
+        port=BOARD.port,
+        flush=FLUSH,
+    )
     source = tmp_path / "nfacep_udp_top.v"
     source.write_text(verilog.convert(top, name="nfacep_udp_top", emit_src=False))
     scenario = _params_scenario(nfa, built, top.engine_id)
@@ -705,10 +828,14 @@ def test_udp_board_top_switches_parameters_icarus(tmp_path):
     records = []
     for f in packets:
         if f["kind"] == "udp" and udp.decode_header(f["payload"])["type"] == PacketType.RECORDS:
-            body = f["payload"][udp.HEADER_BYTES:]
-            records += [[r.seq, r.matches, r.dropped] for r in (
-                fmt.decode_bytes(body[at:at + fmt.nbytes]) for at in range(0, len(body),
-                                                                           fmt.nbytes))]
+            body = f["payload"][udp.HEADER_BYTES :]
+            records += [
+                [r.seq, r.matches, r.dropped]
+                for r in (
+                    fmt.decode_bytes(body[at : at + fmt.nbytes])
+                    for at in range(0, len(body), fmt.nbytes)
+                )
+            ]
     assert records == scenario["expected_records"] and records
     packed = scenario["packed"]
     after_reset, at_41, at_90, last = got["statuses"]
@@ -717,15 +844,16 @@ def test_udp_board_top_switches_parameters_icarus(tmp_path):
     assert at_90["tuples"] == 90
     assert last["tuples"] == scenario["n"] and last["flags"] & 1
     assert last["values"] == packed["90"]
-    assert {k: last[k] for k in ("engine_full", "bad_fcs", "bad_udp", "bad_header", "lost",
-                                 "late")} == \
-        {"engine_full": 1, "bad_fcs": 1, "bad_udp": 1, "bad_header": 0, "lost": 0, "late": 0}
+    assert {
+        k: last[k] for k in ("engine_full", "bad_fcs", "bad_udp", "bad_header", "lost", "late")
+    } == {"engine_full": 1, "bad_fcs": 1, "bad_udp": 1, "bad_header": 0, "lost": 0, "late": 0}
     assert last["next_seq"] == scenario["packets"]
     # the packets taken and the STATUS_REQs, since RESET
     assert last["accepted"] == scenario["packets"] + got["status_requests"]
 
 
 if cocotb is not None:
+
     @cocotb.test()
     async def udp_params_bench(dut):
         from cocotb.clock import Clock
@@ -754,8 +882,10 @@ if cocotb is not None:
                 payload = bytes(frame.get_payload())
                 frames.append(payload.hex())
                 parsed = udp.parse_frame(payload)
-                if parsed["kind"] == "udp" and \
-                        udp.decode_header(parsed["payload"])["type"] == PacketType.STATUS:
+                if (
+                    parsed["kind"] == "udp"
+                    and udp.decode_header(parsed["payload"])["type"] == PacketType.STATUS
+                ):
                     return _status(parsed["payload"], vb)
 
         await source.send(GmiiFrame(bytes.fromhex(config["reset"])))
@@ -779,9 +909,16 @@ if cocotb is not None:
             if st["tuples"] == config["n"] and st["flags"] & 1:
                 break
         statuses.append(st)
-        pathlib.Path(config["results"]).write_text(json.dumps({
-            "frames": frames, "bad_fcs_from_board": bad_fcs, "statuses": statuses,
-            "status_requests": status_requests}))
+        pathlib.Path(config["results"]).write_text(
+            json.dumps(
+                {
+                    "frames": frames,
+                    "bad_fcs_from_board": bad_fcs,
+                    "statuses": statuses,
+                    "status_requests": status_requests,
+                }
+            )
+        )
 
 
 # --------------------------------------------------------------------------- transmit
@@ -802,23 +939,45 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
 
     layout = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})
     fmt = RecordFormat.from_widths({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})
-    tx = UdpTx(layout, mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, engine_id=ENGINE_ID,
-               tuple_bytes=TB, capacity=CAPACITY, counters=COUNTERS, flush=300,
-               fifo_depth=fifo_depth)
+    tx = UdpTx(
+        layout,
+        mac=BOARD.mac,
+        ip=BOARD.ip,
+        port=BOARD.port,
+        engine_id=ENGINE_ID,
+        tuple_bytes=TB,
+        capacity=CAPACITY,
+        counters=COUNTERS,
+        flush=300,
+        fifo_depth=fifo_depth,
+    )
     mac = MacTx()
     m = Module()
     m.submodules.tx, m.submodules.mac = tx, mac
     wiring.connect(m, tx.o_stream, mac.i_stream)
     rng = random.Random(5)
     n = 2 * tx.max_records + 17
-    records = [{"seq": i, "partition": rng.getrandbits(16), "matches": rng.getrandbits(1),
-                "dropped": rng.getrandbits(1)} for i in range(n)]
+    records = [
+        {
+            "seq": i,
+            "partition": rng.getrandbits(16),
+            "matches": rng.getrandbits(1),
+            "dropped": rng.getrandbits(1),
+        }
+        for i in range(n)
+    ]
     wire_bytes, gaps, packets = [], [], []
     pulses = {"records": 0, "packets": 0, "matched": 0, "drops": 0}
 
     async def feed(ctx):
-        ctx.set(tx.peer, {"mac": int.from_bytes(HOST.mac, "big"),
-                          "ip": int.from_bytes(HOST.ip, "big"), "port": HOST.port})
+        ctx.set(
+            tx.peer,
+            {
+                "mac": int.from_bytes(HOST.mac, "big"),
+                "ip": int.from_bytes(HOST.ip, "big"),
+                "port": HOST.port,
+            },
+        )
         for r in records:
             ctx.set(tx.i_stream.valid, 1)
             ctx.set(tx.i_stream.payload, r)
@@ -829,7 +988,8 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
     async def watch(ctx):
         idle = 99
         async for _, _, en, txd, er, *counts in ctx.tick().sample(
-                mac.tx_en, mac.txd, mac.tx_er, *(getattr(tx.count, k) for k in pulses)):
+            mac.tx_en, mac.txd, mac.tx_er, *(getattr(tx.count, k) for k in pulses)
+        ):
             assert not er
             for k, v in zip(pulses, counts, strict=True):
                 pulses[k] += v
@@ -855,10 +1015,12 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
         assert udp.ethernet_fcs(frame) == fcs
         parsed = udp.parse_frame(frame)
         assert parsed["dst"] == HOST and parsed["src"] == BOARD
-        body = parsed["payload"][udp.HEADER_BYTES:]
+        body = parsed["payload"][udp.HEADER_BYTES :]
         packets.append(len(body) // fmt.nbytes)
-        got += [fmt.decode_bytes(body[i:i + fmt.nbytes])._asdict()
-                for i in range(0, len(body), fmt.nbytes)]
+        got += [
+            fmt.decode_bytes(body[i : i + fmt.nbytes])._asdict()
+            for i in range(0, len(body), fmt.nbytes)
+        ]
     for r in got:  # no query reports start_seq: the records have no starts field
         assert r.pop("starts") == 0
     if fifo_depth == 512:
@@ -866,9 +1028,12 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
     else:
         assert tx.max_records == 14 and max(packets) == 14 and sum(packets) == n
     assert got == records
-    assert pulses == {"records": n, "packets": len(packets),
-                      "matched": sum(r["matches"] for r in records),
-                      "drops": sum(r["dropped"] for r in records)}
+    assert pulses == {
+        "records": n,
+        "packets": len(packets),
+        "matched": sum(r["matches"] for r in records),
+        "drops": sum(r["dropped"] for r in records),
+    }
 
 
 # --------------------------------------------------------------------------- the board
@@ -884,8 +1049,12 @@ def test_udp_board_top_elaborates_for_the_colorlight():
     from nfacep.params import EngineParams
 
     platform = get_board("colorlight-5a75b").platform_class()()
-    top = UdpBoardTop(Engine(compile_file(MARATHON), EngineParams(partitions=2)),
-                      mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port)
+    top = UdpBoardTop(
+        Engine(compile_file(MARATHON), EngineParams(partitions=2)),
+        mac=BOARD.mac,
+        ip=BOARD.ip,
+        port=BOARD.port,
+    )
     plan = platform.build(top, name="t", do_build=False)
     rtlil, lpf = plan.files["t.il"], plan.files["t.lpf"]
     assert rtlil.count("cell \\DELAYG") == 5 and rtlil.count("cell \\IDDRX1F") == 5
@@ -901,18 +1070,49 @@ def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeyp
 
     from nfacep import boards
 
-    monkeypatch.setattr(boards.bitstream, "find_tools",
-                        lambda names: {n: f"/nonexistent/{n}" for n in names})
+    monkeypatch.setattr(
+        boards.bitstream, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
+    )
     out = tmp_path / "o"
-    assert run(["build", str(MARATHON), "--board", "ulx3s-85f", "--link", "udp",
-                "-o", str(out)]) == 2
+    assert (
+        run(["build", str(MARATHON), "--board", "ulx3s-85f", "--link", "udp", "-o", str(out)]) == 2
+    )
     assert "has no RGMII port the UDP link supports" in capsys.readouterr().err
     for bad in (["--ip", "10.0.0.256"], ["--mac", "02:00"], ["--port", "0"]):
-        assert run(["build", str(MARATHON), "--board", "colorlight-5a75b", "--link", "udp",
-                    *bad, "-o", str(out)]) == 2
+        assert (
+            run(
+                [
+                    "build",
+                    str(MARATHON),
+                    "--board",
+                    "colorlight-5a75b",
+                    "--link",
+                    "udp",
+                    *bad,
+                    "-o",
+                    str(out),
+                ]
+            )
+            == 2
+        )
         assert "--mac/--ip/--port" in capsys.readouterr().err
-    assert run(["build", str(MARATHON), "--board", "colorlight-5a75b", "--link", "udp",
-                "--target-mhz", "150", "-o", str(out)]) == 2
+    assert (
+        run(
+            [
+                "build",
+                str(MARATHON),
+                "--board",
+                "colorlight-5a75b",
+                "--link",
+                "udp",
+                "--target-mhz",
+                "150",
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "--target-mhz does not apply" in capsys.readouterr().err
     assert not out.exists()
 
@@ -949,27 +1149,38 @@ def test_udp_board_model_on_a_socket():
         host.sendto(udp.packet(PacketType.RESET), address)
         replies.append(host.recvfrom(65536)[0])
         for seq, a, b in sent:
-            host.sendto(udp.packet(PacketType.TUPLES, raw[a * tb:b * tb], seq=seq,
-                                   engine_id=model.id), address)
-        for bad in (udp.packet(PacketType.TUPLES, raw[:tb + 1], engine_id=model.id),
-                    udp.packet(PacketType.TUPLES, raw[:tb], engine_id=model.id ^ 1),
-                    udp.packet(PacketType.TUPLES, raw[:50 * tb], engine_id=model.id),
-                    udp.packet(PacketType.STATUS_REQ, b"x"), b"\x01\x02"):
+            host.sendto(
+                udp.packet(PacketType.TUPLES, raw[a * tb : b * tb], seq=seq, engine_id=model.id),
+                address,
+            )
+        for bad in (
+            udp.packet(PacketType.TUPLES, raw[: tb + 1], engine_id=model.id),
+            udp.packet(PacketType.TUPLES, raw[:tb], engine_id=model.id ^ 1),
+            udp.packet(PacketType.TUPLES, raw[: 50 * tb], engine_id=model.id),
+            udp.packet(PacketType.STATUS_REQ, b"x"),
+            b"\x01\x02",
+        ):
             host.sendto(bad, address)
         host.sendto(udp.packet(PacketType.STATUS_REQ), address)
-        while not replies or udp.decode_header(replies[-1])["type"] != PacketType.STATUS \
-                or len(replies) == 1:
+        while (
+            not replies
+            or udp.decode_header(replies[-1])["type"] != PacketType.STATUS
+            or len(replies) == 1
+        ):
             replies.append(host.recvfrom(65536)[0])
     finally:
         stop.set()
         thread.join(2)
         host.close()
-    status = decode_fields(udp.STATUS_FIELDS, replies[-1][udp.HEADER_BYTES:])
+    status = decode_fields(udp.STATUS_FIELDS, replies[-1][udp.HEADER_BYTES :])
     assert [udp.decode_header(r)["seq"] for r in replies] == list(range(len(replies)))
     fmt = wire.record_format(nfa)
-    records = [fmt.decode_bytes(r[at:at + fmt.nbytes])
-               for r in replies if r[1] == PacketType.RECORDS
-               for at in range(udp.HEADER_BYTES, len(r), fmt.nbytes)]
+    records = [
+        fmt.decode_bytes(r[at : at + fmt.nbytes])
+        for r in replies
+        if r[1] == PacketType.RECORDS
+        for at in range(udp.HEADER_BYTES, len(r), fmt.nbytes)
+    ]
     order = [i for _, a, b in sent for i in range(a, b)]  # the order the board took them
     taken = tuples.Tuples({c: v[order] for c, v in rows.columns.items()}, len(order), "taken")
     expected = reference.run(nfa, taken, params).records(nfa, taken)
@@ -977,8 +1188,12 @@ def test_udp_board_model_on_a_socket():
     assert status["tuples"] == 120 and status["records"] == len(records)
     assert (status["lost"], status["late"], status["next_seq"]) == (1, 1, 4)
     assert {k: status[k] for k in udp.FRAME_CLASSES} == {
-        **dict.fromkeys(udp.FRAME_CLASSES, 0), "accepted": 5, "bad_udp": 3, "bad_header": 1,
-        "engine_full": 1}
+        **dict.fromkeys(udp.FRAME_CLASSES, 0),
+        "accepted": 5,
+        "bad_udp": 3,
+        "bad_header": 1,
+        "engine_full": 1,
+    }
 
 
 @pytest.mark.slow
@@ -989,9 +1204,15 @@ def test_udp_board_top_builds_for_the_colorlight_and_meets_timing(tmp_path):
     from nfacep.params import EngineParams
 
     out = tmp_path / "colorlight"
-    report = boards.build(compile_file(MARATHON), boards.get_board("colorlight-5a75b"),
-                          str(out), EngineParams(partitions=2), link="udp",
-                          query_file=str(MARATHON), udp=BOARD)
+    report = boards.build(
+        compile_file(MARATHON),
+        boards.get_board("colorlight-5a75b"),
+        str(out),
+        EngineParams(partitions=2),
+        link="udp",
+        query_file=str(MARATHON),
+        udp=BOARD,
+    )
     assert report["status"] == "ok" and report["timing_met"] is True
     assert report["link"]["kind"] == "udp" and report["link"]["ip"] == "10.0.0.2"
     assert report["link"]["port"] == BOARD.port and report["link"]["mac"] == "02:00:5e:00:00:02"
@@ -1028,6 +1249,7 @@ def test_status_led_heartbeat_activity_and_trouble():
     sim.add_clock(1e-3)
     sim.add_testbench(bench)
     sim.run()
+
     def runs(bits):
         return [(v, len(list(g))) for v, g in itertools.groupby(bits)]
 

@@ -43,8 +43,13 @@ def naive_pack(sch: Schema, rows: list[dict]) -> list[int]:
 
 
 def columns_of(sch: Schema, rows: list[dict]) -> Tuples:
-    dtypes = {UIntType: np.uint64, IntType: np.int64, BoolType: bool, EnumType: np.int64,
-              Float32Type: np.float32}
+    dtypes = {
+        UIntType: np.uint64,
+        IntType: np.int64,
+        BoolType: bool,
+        EnumType: np.int64,
+        Float32Type: np.float32,
+    }
     cols = {}
     for f in sch.fields:
         dtype = dtypes[type(f.type)]
@@ -65,13 +70,23 @@ def assert_same_columns(sch: Schema, a: Tuples, b: Tuples) -> None:
 
 # --- a hand-computed example ----------------------------------------------------------------
 
-EXAMPLE = schema(("a", UIntType(3)), ("b", IntType(5)), ("c", BoolType()),
-                 ("d", EnumType(("x", "y", "z"))), ("e", Float32Type()))
+EXAMPLE = schema(
+    ("a", UIntType(3)),
+    ("b", IntType(5)),
+    ("c", BoolType()),
+    ("d", EnumType(("x", "y", "z"))),
+    ("e", Float32Type()),
+)
 
 
 def test_field_slices():
     assert wire.field_slices(EXAMPLE) == [
-        ("a", 0, 3), ("b", 3, 5), ("c", 8, 1), ("d", 9, 2), ("e", 11, 32)]
+        ("a", 0, 3),
+        ("b", 3, 5),
+        ("c", 8, 1),
+        ("d", 9, 2),
+        ("e", 11, 32),
+    ]
     assert wire.tuple_width(EXAMPLE) == 43
     assert wire.tuple_bytes(EXAMPLE) == 6
 
@@ -92,9 +107,11 @@ def test_hand_computed_example():
 
 def test_fields_across_64_bit_words():
     sch = schema(("a", UIntType(60)), ("b", IntType(64)), ("c", UIntType(64)), ("d", BoolType()))
-    rows = [{"a": (1 << 60) - 1, "b": -(1 << 63), "c": (1 << 64) - 1, "d": True},
-            {"a": 0, "b": -1, "c": 1 << 63, "d": False},
-            {"a": 123456789, "b": (1 << 63) - 1, "c": 0, "d": True}]
+    rows = [
+        {"a": (1 << 60) - 1, "b": -(1 << 63), "c": (1 << 64) - 1, "d": True},
+        {"a": 0, "b": -1, "c": 1 << 63, "d": False},
+        {"a": 123456789, "b": (1 << 63) - 1, "c": 0, "d": True},
+    ]
     t = columns_of(sch, rows)
     values = wire.pack(sch, t)
     assert values == naive_pack(sch, rows)
@@ -113,10 +130,17 @@ def test_no_tuples():
 
 # --- errors ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("ty", "value"), [
-    (UIntType(3), 8), (IntType(5), 16), (IntType(5), -17), (EnumType(("x", "y", "z")), 3),
-    (UIntType(8), -1),
-])
+
+@pytest.mark.parametrize(
+    ("ty", "value"),
+    [
+        (UIntType(3), 8),
+        (IntType(5), 16),
+        (IntType(5), -17),
+        (EnumType(("x", "y", "z")), 3),
+        (UIntType(8), -1),
+    ],
+)
 def test_value_out_of_range(ty, value):
     sch = schema(("v", ty))
     dtype = np.int64 if value < 0 or isinstance(ty, IntType | EnumType) else np.uint64
@@ -144,11 +168,22 @@ def test_bad_enum_index_on_the_wire():
 # --- round trips ----------------------------------------------------------------------------
 
 FLOAT_SPECIALS = [
-    0x0000_0000, 0x8000_0000,  # +0, -0
-    0x7F80_0000, 0xFF80_0000,  # +inf, -inf
-    0x7FC0_0000, 0xFFC0_0000, 0x7F80_0001, 0xFFBF_FFFF,  # quiet, negative, signalling NaNs
-    0x0000_0001, 0x8000_0001, 0x007F_FFFF, 0x807F_FFFF,  # subnormals
-    0x0080_0000, 0x7F7F_FFFF, 0xFF7F_FFFF, 0x3F80_0000,  # FLT_MIN, ±FLT_MAX, 1.0
+    0x0000_0000,
+    0x8000_0000,  # +0, -0
+    0x7F80_0000,
+    0xFF80_0000,  # +inf, -inf
+    0x7FC0_0000,
+    0xFFC0_0000,
+    0x7F80_0001,
+    0xFFBF_FFFF,  # quiet, negative, signalling NaNs
+    0x0000_0001,
+    0x8000_0001,
+    0x007F_FFFF,
+    0x807F_FFFF,  # subnormals
+    0x0080_0000,
+    0x7F7F_FFFF,
+    0xFF7F_FFFF,
+    0x3F80_0000,  # FLT_MIN, ±FLT_MAX, 1.0
 ]
 
 field_types = st.one_of(
@@ -166,8 +201,10 @@ def values_of(ty):
     if isinstance(ty, BoolType):
         return st.booleans()
     lo, hi = ty.range
-    return st.one_of(st.sampled_from([lo, hi, 0 if lo <= 0 <= hi else lo, lo + 1 if lo < hi
-                                      else lo]), st.integers(lo, hi))
+    return st.one_of(
+        st.sampled_from([lo, hi, 0 if lo <= 0 <= hi else lo, lo + 1 if lo < hi else lo]),
+        st.integers(lo, hi),
+    )
 
 
 @st.composite
@@ -200,17 +237,25 @@ def test_round_trip(case):
 
 
 def test_many_tuples_vectorised():
-    sch = schema(("a", UIntType(64)), ("b", IntType(37)), ("c", Float32Type()),
-                 ("d", BoolType()), ("e", EnumType(("x", "y", "z"))))
+    sch = schema(
+        ("a", UIntType(64)),
+        ("b", IntType(37)),
+        ("c", Float32Type()),
+        ("d", BoolType()),
+        ("e", EnumType(("x", "y", "z"))),
+    )
     rng = np.random.default_rng(0)
     n = 200_000
-    t = Tuples({
-        "a": rng.integers(0, 1 << 64, n, dtype=np.uint64, endpoint=False),
-        "b": rng.integers(-(1 << 36), (1 << 36) - 1, n, dtype=np.int64, endpoint=True),
-        "c": rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32),
-        "d": rng.random(n) < 0.5,
-        "e": rng.integers(0, 3, n, dtype=np.int64),
-    }, n)
+    t = Tuples(
+        {
+            "a": rng.integers(0, 1 << 64, n, dtype=np.uint64, endpoint=False),
+            "b": rng.integers(-(1 << 36), (1 << 36) - 1, n, dtype=np.int64, endpoint=True),
+            "c": rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32),
+            "d": rng.random(n) < 0.5,
+            "e": rng.integers(0, 3, n, dtype=np.int64),
+        },
+        n,
+    )
     values = wire.pack(sch, t)
     assert len(values) == n
     assert_same_columns(sch, wire.unpack(sch, values), t)

@@ -19,32 +19,50 @@ from nfacep.cli import main
 from nfacep.errors import QueryError
 from nfacep.tuples import Tuples
 
-STREAM = ("CREATE STREAM s (k UINT(8), a BOOL, u UINT(8), i INT(8), f FLOAT32, "
-          "ms UINT(32) TIME(MILLISECOND), sec INT(16) TIME(SECOND));\n")
+STREAM = (
+    "CREATE STREAM s (k UINT(8), a BOOL, u UINT(8), i INT(8), f FLOAT32, "
+    "ms UINT(32) TIME(MILLISECOND), sec INT(16) TIME(SECOND));\n"
+)
 
 
 def window(text: str) -> int | None:
     return nfacep.compile_text(STREAM + text).queries[0].window
 
 
-@pytest.mark.parametrize(("text", "n"), [
-    ("QUERY q PARTITION k ORDER BY u PATTERN (A B) WITHIN 5 DEFINE A AS a", 5),
-    ("QUERY q ORDER BY u PATTERN (A) WITHIN 255", 255),
-    ("QUERY q ORDER BY i PATTERN (A) WITHIN 127", 127),
-    ("SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY u PATTERN (A) WITHIN 07)", 7),
-    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) WITHIN INTERVAL '2' SECOND)",
-     2000),
-    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) WITHIN INTERVAL '1.5' second)",
-     1500),
-    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) WITHIN INTERVAL '3' MILLISECOND)",
-     3),
-    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY sec PATTERN (A) WITHIN INTERVAL '2' MINUTE)",
-     120),
-    ("SELECT * FROM s MATCH_RECOGNIZE (ORDER BY sec PATTERN (A) WITHIN INTERVAL '0.25' HOUR)",
-     900),
-    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1' DAY", 86_400_000),
-    ("QUERY q ORDER BY u PATTERN (A)", None),
-])
+@pytest.mark.parametrize(
+    ("text", "n"),
+    [
+        ("QUERY q PARTITION k ORDER BY u PATTERN (A B) WITHIN 5 DEFINE A AS a", 5),
+        ("QUERY q ORDER BY u PATTERN (A) WITHIN 255", 255),
+        ("QUERY q ORDER BY i PATTERN (A) WITHIN 127", 127),
+        ("SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY u PATTERN (A) WITHIN 07)", 7),
+        (
+            "SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) WITHIN INTERVAL '2' SECOND)",
+            2000,
+        ),
+        (
+            "SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) "
+            "WITHIN INTERVAL '1.5' second)",
+            1500,
+        ),
+        (
+            "SELECT * FROM s MATCH_RECOGNIZE (ORDER BY ms PATTERN (A) "
+            "WITHIN INTERVAL '3' MILLISECOND)",
+            3,
+        ),
+        (
+            "SELECT * FROM s MATCH_RECOGNIZE (ORDER BY sec PATTERN (A) WITHIN INTERVAL '2' MINUTE)",
+            120,
+        ),
+        (
+            "SELECT * FROM s MATCH_RECOGNIZE (ORDER BY sec PATTERN (A) "
+            "WITHIN INTERVAL '0.25' HOUR)",
+            900,
+        ),
+        ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1' DAY", 86_400_000),
+        ("QUERY q ORDER BY u PATTERN (A)", None),
+    ],
+)
 def test_windows_in_order_by_units(text, n):
     assert window(text) == n
 
@@ -53,23 +71,36 @@ ERRORS = [
     ("QUERY q PARTITION k PATTERN (A) WITHIN 5", "WITHIN needs ORDER BY", "WITHIN"),
     ("SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A) WITHIN 5)", "add ORDER BY field to", "WITHIN"),
     ("QUERY q ORDER BY u PATTERN (A) WITHIN 0", "the window must be positive", "WITHIN"),
-    ("QUERY q ORDER BY u PATTERN (A) WITHIN 256", "more than u UINT(8) can hold (255)",
-     "WITHIN"),
+    ("QUERY q ORDER BY u PATTERN (A) WITHIN 256", "more than u UINT(8) can hold (255)", "WITHIN"),
     ("QUERY q ORDER BY i PATTERN (A) WITHIN 128", "more than i INT(8) can hold (127)", "WITHIN"),
     ("QUERY q ORDER BY f PATTERN (A) WITHIN 3", "integer ORDER BY field", "f"),
-    ("QUERY q ORDER BY u PATTERN (A) WITHIN INTERVAL '1' SECOND",
-     "the ORDER BY field 'u' has no time unit", "WITHIN"),
-    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1.0005' SECOND",
-     "not a whole number of MILLISECONDS", "WITHIN"),
-    ("QUERY q ORDER BY sec PATTERN (A) WITHIN INTERVAL '5' MILLISECOND",
-     "not a whole number of SECONDS", "WITHIN"),
+    (
+        "QUERY q ORDER BY u PATTERN (A) WITHIN INTERVAL '1' SECOND",
+        "the ORDER BY field 'u' has no time unit",
+        "WITHIN",
+    ),
+    (
+        "QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1.0005' SECOND",
+        "not a whole number of MILLISECONDS",
+        "WITHIN",
+    ),
+    (
+        "QUERY q ORDER BY sec PATTERN (A) WITHIN INTERVAL '5' MILLISECOND",
+        "not a whole number of SECONDS",
+        "WITHIN",
+    ),
     ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '0' SECOND", "must be positive", "WITHIN"),
-    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL 'soon' SECOND", "must be a number",
-     "WITHIN"),
-    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1' WEEK", "the units of an interval",
-     "WEEK"),
-    ("QUERY q ORDER BY sec PATTERN (A) WITHIN INTERVAL '1' DAY",
-     "more than sec INT(16) can hold (32767)", "WITHIN"),
+    ("QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL 'soon' SECOND", "must be a number", "WITHIN"),
+    (
+        "QUERY q ORDER BY ms PATTERN (A) WITHIN INTERVAL '1' WEEK",
+        "the units of an interval",
+        "WEEK",
+    ),
+    (
+        "QUERY q ORDER BY sec PATTERN (A) WITHIN INTERVAL '1' DAY",
+        "more than sec INT(16) can hold (32767)",
+        "WITHIN",
+    ),
 ]
 
 
@@ -81,7 +112,7 @@ def test_window_errors(text, message, at):
     err = info.value
     assert message in err.message, err.message
     assert err.line == 2
-    assert source.splitlines()[1][err.column - 1:].startswith(at), err.render()
+    assert source.splitlines()[1][err.column - 1 :].startswith(at), err.render()
 
 
 def test_a_count_with_a_unit_says_to_write_interval():
@@ -89,20 +120,25 @@ def test_a_count_with_a_unit_says_to_write_interval():
         nfacep.compile_text(STREAM + "QUERY q ORDER BY ms PATTERN (A) WITHIN 5 second")
 
 
-@pytest.mark.parametrize(("decl", "message"), [
-    ("t UINT(8) TIME(YEAR)", "TIME(YEAR): the time units are NANOSECOND, MICROSECOND"),
-    ("t BOOL TIME(SECOND)", "TIME(SECOND) is for integer fields (UINT or INT)"),
-    ("t FLOAT32 TIME(SECOND)", "is for integer fields"),
-])
+@pytest.mark.parametrize(
+    ("decl", "message"),
+    [
+        ("t UINT(8) TIME(YEAR)", "TIME(YEAR): the time units are NANOSECOND, MICROSECOND"),
+        ("t BOOL TIME(SECOND)", "TIME(SECOND) is for integer fields (UINT or INT)"),
+        ("t FLOAT32 TIME(SECOND)", "is for integer fields"),
+    ],
+)
 def test_time_unit_errors(decl, message):
     with pytest.raises(QueryError, match=message.replace("(", r"\(").replace(")", r"\)")):
         nfacep.compile_text(f"CREATE STREAM s ({decl});\nQUERY q PATTERN (A)")
 
 
 def test_keywords_stay_usable_as_names():
-    nfa = nfacep.compile_text("CREATE STREAM s (within UINT(8), time UINT(8) TIME(SECOND), "
-                              "interval UINT(8));\nQUERY q ORDER BY time PATTERN (A) "
-                              "WITHIN 3 DEFINE A AS within = interval")
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (within UINT(8), time UINT(8) TIME(SECOND), "
+        "interval UINT(8));\nQUERY q ORDER BY time PATTERN (A) "
+        "WITHIN 3 DEFINE A AS within = interval"
+    )
     assert nfa.queries[0].window == 3 and nfa.queries[0].order_field == "time"
 
 
@@ -120,13 +156,18 @@ def test_several_words_of_states_both_loops(skip):
     remove matches."""
     rng = np.random.default_rng(7)
     n = 4000
-    columns = {"k": rng.integers(0, 3, n).astype(np.uint8), "a": rng.random(n) < 0.97,
-               "b": rng.random(n) < 0.5,
-               "ts": np.cumsum(rng.integers(0, 3, n)).astype(np.uint16)}
+    columns = {
+        "k": rng.integers(0, 3, n).astype(np.uint8),
+        "a": rng.random(n) < 0.97,
+        "b": rng.random(n) < 0.5,
+        "ts": np.cumsum(rng.integers(0, 3, n)).astype(np.uint16),
+    }
     mode = "AFTER MATCH SKIP PAST LAST ROW " if skip else ""
-    base = ("CREATE STREAM s (k UINT(8), a BOOL, b BOOL, ts UINT(16));\n"
-            f"QUERY q PARTITION k ORDER BY ts {mode}PATTERN ((A | B){{60,70}} A B) %s "
-            "DEFINE A AS a, B AS b")
+    base = (
+        "CREATE STREAM s (k UINT(8), a BOOL, b BOOL, ts UINT(16));\n"
+        f"QUERY q PARTITION k ORDER BY ts {mode}PATTERN ((A | B){{60,70}} A B) %s "
+        "DEFINE A AS a, B AS b"
+    )
     plain = _run_both(nfacep.compile_text(base % ""), columns, n)
     assert nfacep.compile_text(base % "").queries[0].count > 64
     wide = _run_both(nfacep.compile_text(base % "WITHIN 65535"), columns, n)
@@ -135,16 +176,19 @@ def test_several_words_of_states_both_loops(skip):
     if not skip:  # with SKIP PAST LAST ROW a lost match may let a later one be reported
         previous = set(plain.seqs.tolist())
         for w in (200, 190, 180, 170, 160):  # runs of 62 tuples span about 186
-            got = set(_run_both(nfacep.compile_text(base % f"WITHIN {w}"), columns, n)
-                      .seqs.tolist())
+            got = set(
+                _run_both(nfacep.compile_text(base % f"WITHIN {w}"), columns, n).seqs.tolist()
+            )
             assert got < previous
             previous = got
         assert previous
 
 
 def test_dfa_engine_asked_for_still_runs_the_nfa():
-    nfa = nfacep.compile_text("CREATE STREAM s (a BOOL, ts UINT(8));\n"
-                              "QUERY q ORDER BY ts PATTERN (A A) WITHIN 2 DEFINE A AS a")
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (a BOOL, ts UINT(8));\n"
+        "QUERY q ORDER BY ts PATTERN (A A) WITHIN 2 DEFINE A AS a"
+    )
     columns = {"a": np.ones(4, dtype=bool), "ts": np.array([0, 1, 3, 4], dtype=np.uint8)}
     got = reference.Reference("dfa").run(nfa, Tuples(columns, 4), nfacep.params.EngineParams())
     assert got.engines == {"q": "nfa"} and got.seqs.tolist() == [1, 3]
@@ -180,8 +224,10 @@ def test_match_check_and_explain_take_a_window(tmp_path, capsys):
 # partition 1 has 0 and 59 (a match), then after a gap of exactly 2^16 (a stored age cannot
 # span it, the time since the last tuple can) 65595 and 65654 (a match) and 65714 (60 after:
 # not); partition 2 has 10, 70 (60 after: not) and 65606 (2^16 after: not)
-LONG = ("k,a,ts\n1,true,0\n2,true,10\n1,true,59\n2,true,70\n1,true,65595\n2,true,65606\n"
-        "1,true,65654\n1,true,65714\n")
+LONG = (
+    "k,a,ts\n1,true,0\n2,true,10\n1,true,59\n2,true,70\n1,true,65595\n2,true,65606\n"
+    "1,true,65654\n1,true,65714\n"
+)
 
 
 def test_sim_equals_match_with_a_window(tmp_path, capsys):
@@ -201,9 +247,23 @@ def test_sim_equals_match_with_a_window(tmp_path, capsys):
     assert want == "seq,query,partition\n2,q,1\n6,q,1\n"
     for store in (["--partitions", "4"], ["--store", "table", "--partitions", "16"]):
         out = tmp_path / "s.csv"
-        assert main(["sim", q, "--input", str(t), "--output", str(out), *store,
-                     "--build-dir", str(tmp_path / "build"), "--check"]) == 0, \
-            capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "sim",
+                    q,
+                    "--input",
+                    str(t),
+                    "--output",
+                    str(out),
+                    *store,
+                    "--build-dir",
+                    str(tmp_path / "build"),
+                    "--check",
+                ]
+            )
+            == 0
+        ), capsys.readouterr().err
         assert out.read_text() == want
 
 
@@ -252,12 +312,30 @@ def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
     q, _ = files(tmp_path)
     out = tmp_path / "vectors"
     # local[2]: the Spark tests' session, which this process may already run (one per process)
-    assert main(["vectors", q, "--tuples", "3000", "--keys", "20", "--out", str(out),
-                 "--master", "local[2]", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "vectors",
+                q,
+                "--tuples",
+                "3000",
+                "--keys",
+                "20",
+                "--out",
+                str(out),
+                "--master",
+                "local[2]",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     m = tmp_path / "m.csv"
     assert main(["match", q, "--input", str(out / "tuples.parquet"), "--output", str(m)]) == 0
     expected = pq.read_table(out / "expected.parquet").to_pylist()
     want = sorted((r["seq"], r["query"], r["partition"]) for r in expected)
-    got = [(int(s), name, p) for s, name, p in
-           (line.split(",") for line in m.read_text().splitlines()[1:])]
+    got = [
+        (int(s), name, p)
+        for s, name, p in (line.split(",") for line in m.read_text().splitlines()[1:])
+    ]
     assert got == want and want

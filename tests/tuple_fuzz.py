@@ -34,15 +34,74 @@ QUERIES = pathlib.Path(__file__).resolve().parent.parent / "queries"
 #: Values that have broken, or could break, a reader: signs, zeros, underscores, other
 #: scripts' digits, out of range numbers, quotes, control and invalid bytes, huge texts.
 TOKENS: list[bytes] = [
-    b"", b" ", b"+0", b"-0", b"+5", b"-5", b"00", b"1_5", "\uff11\uff15".encode(),
-    "\u0661\u0665".encode(), "\u00bd".encode(), b"1e40", b"-1e40", b"1e400", b"1e-400",
-    b"3.4028235e38", b"3.4028236e38", b"inf", b"-Infinity", b"nan", b"NaN", b"0x10", b"1.5e",
-    b".", b"-", b"+", b"e5", b"5.", b".5", b"18446744073709551615", b"18446744073709551616",
-    b"-9223372036854775809", b"4294967296", b"65536", b"256", b"-129", b"true", b"FALSE",
-    b"1", b"2", b"yes", b'"', b'""', b'"a""b"', b'"1', b'1"', b",", b",,", b"\n", b"\r",
-    b"\r\n", b"\x00", b"\xff", b"\xfe\xff", b"\xef\xbb\xbf", b"\xc3", b"\x1b[2J", b"\t5\t",
-    "\u00a05".encode(), "\u202e".encode(), b"9" * 5000, b"16777217." + b"0" * 5000 + b"1",
-    b"x" * 70000, b"Staten Island", b"Queens ", b"SYN", b"OPENING", b"AISLE",
+    b"",
+    b" ",
+    b"+0",
+    b"-0",
+    b"+5",
+    b"-5",
+    b"00",
+    b"1_5",
+    "\uff11\uff15".encode(),
+    "\u0661\u0665".encode(),
+    "\u00bd".encode(),
+    b"1e40",
+    b"-1e40",
+    b"1e400",
+    b"1e-400",
+    b"3.4028235e38",
+    b"3.4028236e38",
+    b"inf",
+    b"-Infinity",
+    b"nan",
+    b"NaN",
+    b"0x10",
+    b"1.5e",
+    b".",
+    b"-",
+    b"+",
+    b"e5",
+    b"5.",
+    b".5",
+    b"18446744073709551615",
+    b"18446744073709551616",
+    b"-9223372036854775809",
+    b"4294967296",
+    b"65536",
+    b"256",
+    b"-129",
+    b"true",
+    b"FALSE",
+    b"1",
+    b"2",
+    b"yes",
+    b'"',
+    b'""',
+    b'"a""b"',
+    b'"1',
+    b'1"',
+    b",",
+    b",,",
+    b"\n",
+    b"\r",
+    b"\r\n",
+    b"\x00",
+    b"\xff",
+    b"\xfe\xff",
+    b"\xef\xbb\xbf",
+    b"\xc3",
+    b"\x1b[2J",
+    b"\t5\t",
+    "\u00a05".encode(),
+    "\u202e".encode(),
+    b"9" * 5000,
+    b"16777217." + b"0" * 5000 + b"1",
+    b"x" * 70000,
+    b"Staten Island",
+    b"Queens ",
+    b"SYN",
+    b"OPENING",
+    b"AISLE",
 ]
 
 
@@ -55,9 +114,11 @@ class Seed:
 
 @functools.cache
 def corpus() -> tuple[Seed, ...]:
-    return tuple(Seed(p.stem, str(p.with_suffix(".sql")), p.read_bytes())
-                 for p in sorted(QUERIES.glob("*.csv"))
-                 if p.with_suffix(".sql").exists())
+    return tuple(
+        Seed(p.stem, str(p.with_suffix(".sql")), p.read_bytes())
+        for p in sorted(QUERIES.glob("*.csv"))
+        if p.with_suffix(".sql").exists()
+    )
 
 
 @functools.cache
@@ -66,6 +127,7 @@ def compiled(query: str):
 
 
 # --- mutations ---------------------------------------------------------------------------------
+
 
 def _lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")
@@ -89,13 +151,13 @@ def _byte_edit(rng: random.Random, data: bytes) -> bytes:
     if op == 0:  # flip bits
         if i == len(data):
             i -= 1
-        return data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
+        return data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1 :]
     if op == 1:  # insert a token
         return data[:i] + rng.choice(TOKENS) + data[i:]
     if op == 2:  # insert random bytes
         return data[:i] + rng.randbytes(rng.randrange(1, 16)) + data[i:]
     if op == 3:  # delete a range
-        return data[:i] + data[i + rng.randrange(1, 64):]
+        return data[:i] + data[i + rng.randrange(1, 64) :]
     if op == 4:  # duplicate a range
         j = rng.randrange(i, min(len(data), i + 200) + 1)
         return data[:j] + data[i:j] + data[j:]
@@ -132,8 +194,11 @@ def _structure_edit(rng: random.Random, data: bytes) -> bytes:
         fields[j] = b'"' + fields[j] + (b'"' if rng.random() < 0.5 else b"")
         lines[i] = b",".join(fields)
     elif op == 8:  # binary garbage after some rows
-        return b"\n".join(lines[:rng.randrange(1, len(lines) + 1)]) + b"\n" + \
-            rng.randbytes(rng.randrange(1, 300))
+        return (
+            b"\n".join(lines[: rng.randrange(1, len(lines) + 1)])
+            + b"\n"
+            + rng.randbytes(rng.randrange(1, 300))
+        )
     return b"\n".join(lines)
 
 
@@ -160,8 +225,9 @@ def _parquet_of(rng: random.Random, data: bytes) -> bytes | None:
     except (pa.ArrowException, OSError):
         return None
     if rng.random() < 0.5:  # every column as strings, as a CSV value would be read
-        table = pa.Table.from_arrays([c.cast(pa.string()) for c in table.columns],
-                                     names=table.column_names)
+        table = pa.Table.from_arrays(
+            [c.cast(pa.string()) for c in table.columns], names=table.column_names
+        )
     names = list(table.column_names)
     if names and rng.random() < 0.3:
         op = rng.randrange(4)
@@ -200,6 +266,7 @@ def mutant(seed: int, i: int) -> tuple[Seed, str, bytes]:
 
 # --- the property ------------------------------------------------------------------------------
 
+
 class NoPosition(AssertionError):
     """nfacep's own error, but without the file and position the contract promises."""
 
@@ -218,7 +285,8 @@ def check(seed: Seed, kind: str, data: bytes, folder: str) -> tuple[str, str]:
     except NfacepError as err:
         message = str(err)
         where_ok = message.startswith(path) and (
-            kind != "csv" or "line " in message or "the file is empty" in message)
+            kind != "csv" or "line " in message or "the file is empty" in message
+        )
         if not where_ok:
             raise NoPosition(message) from None
         return "error", message
@@ -226,8 +294,12 @@ def check(seed: Seed, kind: str, data: bytes, folder: str) -> tuple[str, str]:
         os.unlink(path)
     assert all(len(c) == tuples.n for c in tuples.columns.values())
     # downstream of the reader: the matcher with a small, ticking partitioner
-    Reference().run(nfa, tuples, EngineParams(partitions=4, tick_tuples=3, timer_bits=2),
-                    param_values(seed.name, nfa))
+    Reference().run(
+        nfa,
+        tuples,
+        EngineParams(partitions=4, tick_tuples=3, timer_bits=2),
+        param_values(seed.name, nfa),
+    )
     return "accepted", ""
 
 

@@ -38,11 +38,14 @@ class UartTx(wiring.Component):
         timer = Signal(range(div), reset_less=True)  # (loaded before use: needs no reset)
         bits = Signal(range(11))
         shreg = Signal(9, reset_less=True)
-        m.d.comb += [self.busy.eq(bits != 0),
-                     self.i_stream.ready.eq(bits == 0)]
+        m.d.comb += [self.busy.eq(bits != 0), self.i_stream.ready.eq(bits == 0)]
         with m.If(self.i_stream.valid & self.i_stream.ready):
-            m.d.sync += [self.tx.eq(0), shreg.eq(self.i_stream.payload | (1 << 8)),
-                         bits.eq(10), timer.eq(div - 1)]
+            m.d.sync += [
+                self.tx.eq(0),
+                shreg.eq(self.i_stream.payload | (1 << 8)),
+                bits.eq(10),
+                timer.eq(div - 1),
+            ]
         with m.Elif(bits != 0):
             with m.If(timer == 0):
                 m.d.sync += [timer.eq(div - 1), bits.eq(bits - 1)]

@@ -33,12 +33,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inputs", type=int, default=10_000, help="inputs to try (default 10000)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--seed", type=int, default=1, help="first seed; shard k uses seed + k")
-    p.add_argument("--shard-inputs", type=int, default=2_000,
-                   help="inputs per shard, one seed each (default 2000)")
-    p.add_argument("--timeout", type=float, default=10.0,
-                   help="seconds an input may take before it counts as a hang (default 10)")
-    p.add_argument("--memory-mib", type=int, default=1024,
-                   help="address space a worker may add after start-up (default 1024 MiB)")
+    p.add_argument(
+        "--shard-inputs",
+        type=int,
+        default=2_000,
+        help="inputs per shard, one seed each (default 2000)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="seconds an input may take before it counts as a hang (default 10)",
+    )
+    p.add_argument(
+        "--memory-mib",
+        type=int,
+        default=1024,
+        help="address space a worker may add after start-up (default 1024 MiB)",
+    )
     p.add_argument("--out", default="fuzz-failures", help="folder for failing inputs")
     args = p.parse_args(argv)
 
@@ -51,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     total = query_fuzz.Report()
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(_shard, s, n, args.timeout, args.memory_mib << 20)
-                   for s, n in shards]
+        futures = [
+            pool.submit(_shard, s, n, args.timeout, args.memory_mib << 20) for s, n in shards
+        ]
         for done in concurrent.futures.as_completed(futures):
             total.merge(done.result())
             print(f"[{time.monotonic() - start:7.0f} s] {total.summary()}", flush=True)

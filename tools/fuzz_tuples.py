@@ -47,8 +47,12 @@ def worker(seed: int, start: int, stop: int, memory_mb: int) -> None:
             except Exception as err:  # a crash is what this looks for
                 outcome, seconds = "crash", 0.0
                 message = "".join(traceback.format_exception_only(err)).strip()[-500:]
-            print(json.dumps({"i": i, "outcome": outcome, "message": message[:300],
-                              "seconds": seconds}), flush=True)
+            print(
+                json.dumps(
+                    {"i": i, "outcome": outcome, "message": message[:300], "seconds": seconds}
+                ),
+                flush=True,
+            )
 
 
 def campaign(seed: int, inputs: int, workers: int, timeout: float, memory_mb: int) -> int:
@@ -63,15 +67,30 @@ def campaign(seed: int, inputs: int, workers: int, timeout: float, memory_mb: in
         if start >= stop:
             return
         proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", "--seed", str(seed), "--start", str(start),
-             "--stop", str(stop), "--memory-mb", str(memory_mb)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "--seed",
+                str(seed),
+                "--start",
+                str(start),
+                "--stop",
+                str(stop),
+                "--memory-mb",
+                str(memory_mb),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         os.set_blocking(proc.stdout.fileno(), False)
-        running.append({"proc": proc, "stop": stop, "current": None, "since": time.monotonic(),
-                        "buffer": ""})
+        running.append(
+            {"proc": proc, "stop": stop, "current": None, "since": time.monotonic(), "buffer": ""}
+        )
 
     for a, b in chunks:
         spawn(a, b)
+
     def drain(w: dict, final: bool) -> None:
         nonlocal slowest
         fd = w["proc"].stdout.fileno()
@@ -105,22 +124,30 @@ def campaign(seed: int, inputs: int, workers: int, timeout: float, memory_mb: in
                 running.remove(w)
                 if current is not None:  # died inside an input: a crash
                     counts["crash"] += 1
-                    findings.append({"i": current, "outcome": "crash",
-                                     "message": f"worker died (status {proc.returncode})"})
+                    findings.append(
+                        {
+                            "i": current,
+                            "outcome": "crash",
+                            "message": f"worker died (status {proc.returncode})",
+                        }
+                    )
                     spawn(current + 1, w["stop"])
             elif current is not None and time.monotonic() - w["since"] > timeout:
                 proc.kill()
                 proc.wait()
                 running.remove(w)
                 counts["hang"] += 1
-                findings.append({"i": current, "outcome": "hang",
-                                 "message": f"no answer within {timeout} s"})
+                findings.append(
+                    {"i": current, "outcome": "hang", "message": f"no answer within {timeout} s"}
+                )
                 spawn(current + 1, w["stop"])
     total = sum(counts.values())
-    print(f"seed {seed}: {total} inputs in {time.monotonic() - started:.0f} s: "
-          f"{counts['accepted']} accepted, {counts['error']} clean errors, "
-          f"{counts['no-position']} errors without a position, {counts['crash']} crashes, "
-          f"{counts['hang']} hangs; slowest input {slowest[1]} ({slowest[0]:.2f} s)")
+    print(
+        f"seed {seed}: {total} inputs in {time.monotonic() - started:.0f} s: "
+        f"{counts['accepted']} accepted, {counts['error']} clean errors, "
+        f"{counts['no-position']} errors without a position, {counts['crash']} crashes, "
+        f"{counts['hang']} hangs; slowest input {slowest[1]} ({slowest[0]:.2f} s)"
+    )
     for f in findings[:50]:
         print(f"  --seed {seed} --show {f['i']}: {f['outcome']}: {f['message']}")
     return 1 if findings else 0
@@ -130,8 +157,10 @@ def show(seed: int, i: int) -> int:
     import tuple_fuzz
 
     base, kind, data = tuple_fuzz.mutant(seed, i)
-    print(f"input {i} of seed {seed}: {kind} mutant of queries/{base.name}.csv, "
-          f"{len(data)} bytes: {data[:300]!r}{'…' if len(data) > 300 else ''}")
+    print(
+        f"input {i} of seed {seed}: {kind} mutant of queries/{base.name}.csv, "
+        f"{len(data)} bytes: {data[:300]!r}{'…' if len(data) > 300 else ''}"
+    )
     with tempfile.TemporaryDirectory(prefix="nfacep-fuzz-") as folder:
         outcome, message, seconds = tuple_fuzz.timed(seed, i, folder)
     print(f"{outcome} in {seconds:.3f} s{': ' + message if message else ''}")

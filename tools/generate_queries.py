@@ -198,46 +198,123 @@ def _fire_script():
     M, N = "match", "near_miss"
     return {
         # fire 1: three hot readings, then smoke on a hot reading; the sensor burns out
-        103: (8, [(310, F, 9.5, []), (650, F, 14.0, []), (820, F, 31.0, []),
-                  (990, F, 58.0, []), (1100, T, 160.0, [("fire", M)])], True),
+        103: (
+            8,
+            [
+                (310, F, 9.5, []),
+                (650, F, 14.0, []),
+                (820, F, 31.0, []),
+                (990, F, 58.0, []),
+                (1100, T, 160.0, [("fire", M)]),
+            ],
+            True,
+        ),
         # fire 2: four hot readings, then sprinklers cool it below 60.0 degC while CO rises
-        112: (14, [(420, F, 12.0, []), (610, F, 35.0, []), (700, F, 52.0, []),
-                   (780, F, 80.0, []), (850, F, 120.0, []), (580, F, 350.0, [("fire", M)])],
-              True),
+        112: (
+            14,
+            [
+                (420, F, 12.0, []),
+                (610, F, 35.0, []),
+                (700, F, 52.0, []),
+                (780, F, 80.0, []),
+                (850, F, 120.0, []),
+                (580, F, 350.0, [("fire", M)]),
+            ],
+            True,
+        ),
         # fire 3: smoke on two consecutive hot readings: two ends, both reported (every end)
-        114: (5, [(380, F, 10.0, []), (640, F, 22.0, []), (760, F, 40.0, []),
-                  (900, F, 75.0, []), (1050, T, 260.0, [("fire", M)]),
-                  (1180, T, 410.0, [("fire", M)])], True),
+        114: (
+            5,
+            [
+                (380, F, 10.0, []),
+                (640, F, 22.0, []),
+                (760, F, 40.0, []),
+                (900, F, 75.0, []),
+                (1050, T, 260.0, [("fire", M)]),
+                (1180, T, 410.0, [("fire", M)]),
+            ],
+            True,
+        ),
         # near-miss: only two hot readings before the smoky (and hot) one
-        121: (10, [(640, F, 6.0, []), (720, F, 9.0, []), (800, T, 30.0, [("fire", N)]),
-                   (260, F, 8.0, [])], False),
+        121: (
+            10,
+            [
+                (640, F, 6.0, []),
+                (720, F, 9.0, []),
+                (800, T, 30.0, [("fire", N)]),
+                (260, F, 8.0, []),
+            ],
+            False,
+        ),
         # near-miss: the hot run is broken by a 56.0 degC reading, only one hot reading before
         # smoke
-        104: (12, [(700, F, 40.0, []), (750, F, 44.0, []), (560, F, 38.0, []),
-                   (690, F, 41.0, []), (300, T, 45.0, [("fire", N)])], False),
+        104: (
+            12,
+            [
+                (700, F, 40.0, []),
+                (750, F, 44.0, []),
+                (560, F, 38.0, []),
+                (690, F, 41.0, []),
+                (300, T, 45.0, [("fire", N)]),
+            ],
+            False,
+        ),
         # near-miss: heat without smoke (a truck idling under the sensor), CO stays below 200
-        101: (16, [(620, F, 60.0, []), (680, F, 75.0, []), (700, F, 90.0, []),
-                   (640, F, 70.0, [("fire", N)])], False),
+        101: (
+            16,
+            [
+                (620, F, 60.0, []),
+                (680, F, 75.0, []),
+                (700, F, 90.0, []),
+                (640, F, 70.0, [("fire", N)]),
+            ],
+            False,
+        ),
         # near-miss: smoke without heat (someone smoking at the dock)
         102: (6, [(240, T, 12.0, [("fire", N)])], False),
         # the window (WITHIN 5 minutes = 300 s) to the second, on sensors that miss readings:
         # fire 4: three hot readings, the fire knocks out the radio for two readings, and the
         # next one, 299 s after the first hot one, shows smoke: it fits; the sensor burns out
-        116: (9, [(240, F, 5.0, []), (620, F, 18.0, []), (710, F, 30.0, []),
-                  (790, F, 55.0, []), None, None, (930, T, 240.0, [("fire", M)], -1)], True),
+        116: (
+            9,
+            [
+                (240, F, 5.0, []),
+                (620, F, 18.0, []),
+                (710, F, 30.0, []),
+                (790, F, 55.0, []),
+                None,
+                None,
+                (930, T, 240.0, [("fire", M)], -1),
+            ],
+            True,
+        ),
         # near-miss: a welder heats the sensor for three readings, its radio drops the next
         # two, and the next one, exactly 300 s after the first hot one, shows the welding
         # fumes: one second too late for the window (without WITHIN it would be a match)
-        117: (17, [(230, F, 4.0, []), (650, F, 20.0, []), (730, F, 35.0, []),
-                   (700, F, 40.0, []), None, None, (260, T, 90.0, [("fire", N)])], False),
+        117: (
+            17,
+            [
+                (230, F, 4.0, []),
+                (650, F, 20.0, []),
+                (730, F, 35.0, []),
+                (700, F, 40.0, []),
+                None,
+                None,
+                (260, T, 90.0, [("fire", N)]),
+            ],
+            False,
+        ),
     }
 
 
 def _freezer(first, co, temps, tags):
     """A freezer's script: ``temps`` from round ``first`` on, no smoke, constant CO;
     ``tags``: {index in temps: kind of the planted thaw instance}."""
-    return first, [(t, False, co, [("thaw", tags[i])] if i in tags else [])
-                   for i, t in enumerate(temps)], False
+    return (
+        first,
+        [(t, False, co, [("thaw", tags[i])] if i in tags else []) for i, t in enumerate(temps)],
+        False,
+    )
 
 
 def _thaw_script():
@@ -246,12 +323,40 @@ def _thaw_script():
     return {
         # thaw: compressor failure; the fourth warm reading is the alert; the fifth is not
         # reported (SKIP PAST LAST ROW; every-end would report it); then repaired
-        131: _freezer(6, 1.0, [-172, -158, -140, -110, -75, -48, -30, -12, 5, 18, 30, -20,
-                               -90, -160, -178], {8: M, 9: N}),
+        131: _freezer(
+            6,
+            1.0,
+            [-172, -158, -140, -110, -75, -48, -30, -12, 5, 18, 30, -20, -90, -160, -178],
+            {8: M, 9: N},
+        ),
         # thaw twice: the second episode starts from a fresh frozen reading after the first
         # alert
-        132: _freezer(2, 0.5, [-120, -70, -40, -20, -5, 10, -60, -130, -170, -182, -185,
-                               -140, -90, -45, -25, -10, 0, -80, -160], {5: M, 16: M}),
+        132: _freezer(
+            2,
+            0.5,
+            [
+                -120,
+                -70,
+                -40,
+                -20,
+                -5,
+                10,
+                -60,
+                -130,
+                -170,
+                -182,
+                -185,
+                -140,
+                -90,
+                -45,
+                -25,
+                -10,
+                0,
+                -80,
+                -160,
+            ],
+            {5: M, 16: M},
+        ),
         # near-miss: a defrost cycle, only three warm readings (-60 is below -5.0 degC)
         133: _freezer(9, 0.8, [-120, -60, -40, -30, -20, -90, -150, -175], {5: N}),
     }
@@ -300,8 +405,32 @@ def gen_fire():
 # bruteforce: network and authentication log (bruteforce, portscan)
 
 
-PROBE_PORTS = [21, 22, 23, 25, 53, 110, 111, 135, 139, 143, 445, 993, 995, 1433, 1521, 3306,
-               3389, 5432, 5900, 6379, 8443, 9200, 11211, 27017]
+PROBE_PORTS = [
+    21,
+    22,
+    23,
+    25,
+    53,
+    110,
+    111,
+    135,
+    139,
+    143,
+    445,
+    993,
+    995,
+    1433,
+    1521,
+    3306,
+    3389,
+    5432,
+    5900,
+    6379,
+    8443,
+    9200,
+    11211,
+    27017,
+]
 SLOW, FAST = (400, 1500), (5, 60)  # milliseconds between the events of a human, of a tool
 
 
@@ -323,8 +452,7 @@ class NetLog:
             "LOGOUT": rng.randint(180, 240),
         }[event]
         e = Event(
-            src, (t, next(self.counter)), ts=t, src_ip=src, event=event, dst_port=port,
-            bytes=nbytes
+            src, (t, next(self.counter)), ts=t, src_ip=src, event=event, dst_port=port, bytes=nbytes
         )
         for q, kind in tags:
             e.tag(q, kind)
@@ -377,16 +505,26 @@ def _bruteforce_matches(log, t0):
     """Planted bruteforce matches, and a scanner that then guesses a password."""
     M, N = "match", "near_miss"
     B, P = "bruteforce", "portscan"
-    log.run(ip("203.0.113.7"), t0 + 200_000,
-            [("SYN", 22, ()), *_fails(5, 22), ("LOGIN_OK", 22, [(B, M)])], SLOW)
-    log.run(ip("203.0.113.45"), t0 + 400_000,
-            [("SYN", 22, ()), *_fails(9, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
-            SLOW)
+    log.run(
+        ip("203.0.113.7"),
+        t0 + 200_000,
+        [("SYN", 22, ()), *_fails(5, 22), ("LOGIN_OK", 22, [(B, M)])],
+        SLOW,
+    )
+    log.run(
+        ip("203.0.113.45"),
+        t0 + 400_000,
+        [("SYN", 22, ()), *_fails(9, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
+        SLOW,
+    )
     log.run(
         ip("198.51.100.23"),
         t0 + 600_000,
-        [("SYN", 443, ())] + _fails(7, 443) + [("LOGIN_OK", 443, [(B, M)])]
-        + [("HTTP_GET", 443, ())] * 2 + [("LOGOUT", 443, ()), ("SYN", 443, ())]
+        [("SYN", 443, ())]
+        + _fails(7, 443)
+        + [("LOGIN_OK", 443, [(B, M)])]
+        + [("HTTP_GET", 443, ())] * 2
+        + [("LOGOUT", 443, ()), ("SYN", 443, ())]
         + _fails(5, 443)
         + [("LOGIN_OK", 443, [(B, M)]), ("HTTP_GET", 443, ()), ("LOGOUT", 443, ())],
         SLOW,
@@ -395,44 +533,82 @@ def _bruteforce_matches(log, t0):
     # SYN to 22 make five more, not eight (SKIP PAST LAST ROW); then the password is guessed
     src = ip("192.0.2.66")
     t = log.run(src, t0 + 900_000, _probes(PROBE_PORTS[:12], {8: [(P, M)]}), FAST)
-    log.run(src, t + 30_000,
-            [("SYN", 22, [(P, N)]), *_fails(6, 22), ("LOGIN_OK", 22, [(B, M)]),
-             ("LOGOUT", 22, ())],
-            SLOW)
+    log.run(
+        src,
+        t + 30_000,
+        [("SYN", 22, [(P, N)]), *_fails(6, 22), ("LOGIN_OK", 22, [(B, M)]), ("LOGOUT", 22, ())],
+        SLOW,
+    )
 
 
 def _bruteforce_near_misses(log, t0):
     N, B = "near_miss", "bruteforce"
-    log.run(ip("10.20.4.17"), t0 + 300_000,  # a user mistyping four times
-            [("SYN", 443, ()), ("HTTP_GET", 443, ()), *_fails(4, 443),
-             ("LOGIN_OK", 443, [(B, N)]), ("HTTP_GET", 443, ()), ("HTTP_GET", 443, ()),
-             ("LOGOUT", 443, ())],
-            SLOW)
-    log.run(ip("198.51.100.88"), t0 + 700_000,  # six failures, but not in a row
-            [("SYN", 443, ()), *_fails(3, 443), ("LOGIN_OK", 443, ()), ("HTTP_GET", 443, ()),
-             ("LOGOUT", 443, ()), ("SYN", 443, ()), *_fails(3, 443),
-             ("LOGIN_OK", 443, [(B, N)]), ("LOGOUT", 443, ())],
-            SLOW)
-    log.run(ip("203.0.113.99"), t0 + 1_000_000,  # five failures, a page load, then success
-            [("SYN", 443, ()), *_fails(5, 443), ("HTTP_GET", 443, ()),
-             ("LOGIN_OK", 443, [(B, N)])],
-            SLOW)
-    log.run(ip("203.0.113.150"), t0 + 1_100_000,  # eight failures, never a success
-            [("SYN", 22, ()), *_fails(8, 22, [(B, N)])], SLOW)
+    log.run(
+        ip("10.20.4.17"),
+        t0 + 300_000,  # a user mistyping four times
+        [
+            ("SYN", 443, ()),
+            ("HTTP_GET", 443, ()),
+            *_fails(4, 443),
+            ("LOGIN_OK", 443, [(B, N)]),
+            ("HTTP_GET", 443, ()),
+            ("HTTP_GET", 443, ()),
+            ("LOGOUT", 443, ()),
+        ],
+        SLOW,
+    )
+    log.run(
+        ip("198.51.100.88"),
+        t0 + 700_000,  # six failures, but not in a row
+        [
+            ("SYN", 443, ()),
+            *_fails(3, 443),
+            ("LOGIN_OK", 443, ()),
+            ("HTTP_GET", 443, ()),
+            ("LOGOUT", 443, ()),
+            ("SYN", 443, ()),
+            *_fails(3, 443),
+            ("LOGIN_OK", 443, [(B, N)]),
+            ("LOGOUT", 443, ()),
+        ],
+        SLOW,
+    )
+    log.run(
+        ip("203.0.113.99"),
+        t0 + 1_000_000,  # five failures, a page load, then success
+        [("SYN", 443, ()), *_fails(5, 443), ("HTTP_GET", 443, ()), ("LOGIN_OK", 443, [(B, N)])],
+        SLOW,
+    )
+    log.run(
+        ip("203.0.113.150"),
+        t0 + 1_100_000,  # eight failures, never a success
+        [("SYN", 22, ()), *_fails(8, 22, [(B, N)])],
+        SLOW,
+    )
 
 
 def _portscans(log, t0):
     """Planted portscan matches and near-misses (besides the scanner of the brute force)."""
     M, N, P = "match", "near_miss", "portscan"
     log.run(ip("192.0.2.10"), t0 + 150_000, _probes(PROBE_PORTS[3:11], {8: [(P, M)]}), FAST)
-    log.run(ip("192.0.2.200"), t0 + 500_000,  # 20 probes: alerts at 8 and 16, not at 20
-            _probes(PROBE_PORTS[:20], {8: [(P, M)], 16: [(P, M)], 20: [(P, N)]}), FAST)
-    log.run(ip("192.0.2.77"), t0 + 800_000,  # a web SYN breaks the run at seven probes
-            [*_probes(PROBE_PORTS[:7], {}), ("SYN", 443, [(P, N)]),
-             *_probes(PROBE_PORTS[7:12], {})],
-            FAST)
-    log.run(ip("10.20.0.5"), t0 + 1_200_000,  # a NAT gateway opening ten HTTPS connections
-            _probes([443] * 10, {10: [(P, N)]}) + [("HTTP_GET", 443, ())] * 3, FAST)
+    log.run(
+        ip("192.0.2.200"),
+        t0 + 500_000,  # 20 probes: alerts at 8 and 16, not at 20
+        _probes(PROBE_PORTS[:20], {8: [(P, M)], 16: [(P, M)], 20: [(P, N)]}),
+        FAST,
+    )
+    log.run(
+        ip("192.0.2.77"),
+        t0 + 800_000,  # a web SYN breaks the run at seven probes
+        [*_probes(PROBE_PORTS[:7], {}), ("SYN", 443, [(P, N)]), *_probes(PROBE_PORTS[7:12], {})],
+        FAST,
+    )
+    log.run(
+        ip("10.20.0.5"),
+        t0 + 1_200_000,  # a NAT gateway opening ten HTTPS connections
+        _probes([443] * 10, {10: [(P, N)]}) + [("HTTP_GET", 443, ())] * 3,
+        FAST,
+    )
 
 
 def _bruteforce_window(log, t0):
@@ -442,8 +618,10 @@ def _bruteforce_window(log, t0):
     millisecond quicker), a match; exactly 60,000 ms, a near-miss that would be a match
     without the window."""
     B = "bruteforce"
-    for addr, last_gap, kind in (("203.0.113.61", 11_999, "match"),
-                                 ("203.0.113.62", 12_000, "near_miss")):
+    for addr, last_gap, kind in (
+        ("203.0.113.61", 11_999, "match"),
+        ("203.0.113.62", 12_000, "near_miss"),
+    ):
         src = ip(addr)
         t = t0 + (1_150_000 if kind == "match" else 1_250_000)
         log.emit(src, t, "SYN", 22)
@@ -465,8 +643,7 @@ def gen_bruteforce():
     _bruteforce_near_misses(log, t0)
     _portscans(log, t0)
     _bruteforce_window(log, t0)
-    return write_dataset("bruteforce", ["ts", "src_ip", "event", "dst_port", "bytes"],
-                         log.events)
+    return write_dataset("bruteforce", ["ts", "src_ip", "event", "dst_port", "bytes"], log.events)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -491,31 +668,110 @@ def _vshape_script():
     M, N = "match", "near_miss"
     return {
         # recovery exactly at open - 20
-        1: [(14, [(30, None, R, None), (-80, None, R, None), (-190, None, R, None),
-                  (-320, 2400, R, None), (-410, 3100, R, None), (-260, None, R, None),
-                  (-120, None, R, None), (-20, None, R, M)])],
-        2: [(8, [(10, None, R, None), (-150, None, R, None), (-350, 1800, R, None),
-                 (-280, None, R, None), (-60, None, R, None), (5, None, R, M)]),
-            (30, [(40, None, R, None), (-120, None, R, None),
-                  (-301, 900, R, None),  # boundary
-                  (-200, None, R, None), (-30, None, R, None), (-10, None, R, M)])],
+        1: [
+            (
+                14,
+                [
+                    (30, None, R, None),
+                    (-80, None, R, None),
+                    (-190, None, R, None),
+                    (-320, 2400, R, None),
+                    (-410, 3100, R, None),
+                    (-260, None, R, None),
+                    (-120, None, R, None),
+                    (-20, None, R, M),
+                ],
+            )
+        ],
+        2: [
+            (
+                8,
+                [
+                    (10, None, R, None),
+                    (-150, None, R, None),
+                    (-350, 1800, R, None),
+                    (-280, None, R, None),
+                    (-60, None, R, None),
+                    (5, None, R, M),
+                ],
+            ),
+            (
+                30,
+                [
+                    (40, None, R, None),
+                    (-120, None, R, None),
+                    (-301, 900, R, None),  # boundary
+                    (-200, None, R, None),
+                    (-30, None, R, None),
+                    (-10, None, R, M),
+                ],
+            ),
+        ],
         # a W whose middle peak is one tick: the first V is reported at it, the second V would
         # need that tick again as its start, which SKIP PAST LAST ROW forbids
-        3: [(20, [(60, None, R, None), (-200, None, R, None), (-520, 4000, R, None),
-                  (-380, 2600, R, None), (-90, None, R, None), (15, None, R, M),
-                  (-150, None, R, None), (-450, 3500, R, None), (-600, 5200, R, None),
-                  (-240, None, R, None), (25, None, R, N)])],
+        3: [
+            (
+                20,
+                [
+                    (60, None, R, None),
+                    (-200, None, R, None),
+                    (-520, 4000, R, None),
+                    (-380, 2600, R, None),
+                    (-90, None, R, None),
+                    (15, None, R, M),
+                    (-150, None, R, None),
+                    (-450, 3500, R, None),
+                    (-600, 5200, R, None),
+                    (-240, None, R, None),
+                    (25, None, R, N),
+                ],
+            )
+        ],
         # deep prints, but none counts: odd lots, a 300-share print, an off-exchange print
-        4: [(25, [(20, None, R, None), (-110, None, R, None), (-330, 40, OL, None),
-                  (-360, 300, R, None), (-410, 6000, OX, None), (-340, 75, OL, None),
-                  (-150, None, R, None), (-5, None, R, N)])],
+        4: [
+            (
+                25,
+                [
+                    (20, None, R, None),
+                    (-110, None, R, None),
+                    (-330, 40, OL, None),
+                    (-360, 300, R, None),
+                    (-410, 6000, OX, None),
+                    (-340, 75, OL, None),
+                    (-150, None, R, None),
+                    (-5, None, R, N),
+                ],
+            )
+        ],
         # deep dip, recovery stalls at open - 21 and never gets back for the rest of the day
-        5: [(28, [(10, None, R, None), (-140, None, R, None), (-380, 2100, R, None),
-                  (-250, None, R, None), (-90, None, R, None), (-21, None, R, N)])],
+        5: [
+            (
+                28,
+                [
+                    (10, None, R, None),
+                    (-140, None, R, None),
+                    (-380, 2100, R, None),
+                    (-250, None, R, None),
+                    (-90, None, R, None),
+                    (-21, None, R, N),
+                ],
+            )
+        ],
         # the low is exactly open - 300: not below it, so no BOTTOM
-        6: [(18, [(15, None, R, None), (-90, None, R, None), (-210, None, R, None),
-                  (-300, 3000, R, None), (-180, None, R, None), (-40, None, R, None),
-                  (10, None, R, N)])],
+        6: [
+            (
+                18,
+                [
+                    (15, None, R, None),
+                    (-90, None, R, None),
+                    (-210, None, R, None),
+                    (-300, 3000, R, None),
+                    (-180, None, R, None),
+                    (-40, None, R, None),
+                    (10, None, R, N),
+                ],
+            )
+        ],
     }
 
 
@@ -545,10 +801,12 @@ def gen_vshape():
     script = _vshape_script()
     events = []
     for sid, (_ticker, opn, prev_close) in VSHAPE_STOCKS.items():
-        fixed = {first + k: tick for first, ticks in script.get(sid, [])
-                 for k, tick in enumerate(ticks)}
-        after_stall = min((i for i, tk in fixed.items() if sid == 5 and tk[3] == "near_miss"),
-                          default=None)
+        fixed = {
+            first + k: tick for first, ticks in script.get(sid, []) for k, tick in enumerate(ticks)
+        }
+        after_stall = min(
+            (i for i, tk in fixed.items() if sid == 5 and tk[3] == "near_miss"), default=None
+        )
         price = opn
         for i in range(n):
             ts = (
@@ -567,8 +825,17 @@ def gen_vshape():
                 stalled = after_stall is not None and i > after_stall
                 hi = opn - 21 if stalled else opn + 400
                 price, vol, cond = _vshape_background(rng, i, n, opn, price, hi)
-            e = Event(sid, (ts, sid), ts=ts, stock=sid, price=price, open=opn, volume=vol,
-                      cond=cond, chg=price - prev_close)
+            e = Event(
+                sid,
+                (ts, sid),
+                ts=ts,
+                stock=sid,
+                price=price,
+                open=opn,
+                volume=vol,
+                cond=cond,
+                chg=price - prev_close,
+            )
             if tag:
                 e.tag("vshape", tag)
             events.append(e)
@@ -581,11 +848,34 @@ def gen_vshape():
 # supplychain: order lifecycle
 
 
-ORDER_STATUSES = ("CREATED", "PAID", "ADDRESS_CHANGED", "PICKED", "PACKED", "SHIPPED",
-                  "DELIVERED", "CANCELLED", "REFUNDED")
-ORDER_GAPS = dict(zip(ORDER_STATUSES, [  # seconds from a status to the next event, (lo, hi)
-    (30, 900), (1800, 7200), (300, 1800), (600, 3600), (1200, 5400), (7200, 21600),
-    (600, 3600), (300, 3600), (600, 7200)], strict=True))
+ORDER_STATUSES = (
+    "CREATED",
+    "PAID",
+    "ADDRESS_CHANGED",
+    "PICKED",
+    "PACKED",
+    "SHIPPED",
+    "DELIVERED",
+    "CANCELLED",
+    "REFUNDED",
+)
+ORDER_GAPS = dict(
+    zip(
+        ORDER_STATUSES,
+        [  # seconds from a status to the next event, (lo, hi)
+            (30, 900),
+            (1800, 7200),
+            (300, 1800),
+            (600, 3600),
+            (1200, 5400),
+            (7200, 21600),
+            (600, 3600),
+            (300, 3600),
+            (600, 7200),
+        ],
+        strict=True,
+    )
+)
 
 
 class OrderLog:
@@ -609,8 +899,16 @@ class OrderLog:
             start = self.t0 + rng.randint(0, 6 * 3600) if end is None else end - sum(gaps)
         t = start
         for i, s in enumerate(flow):
-            e = Event(oid, (t, oid, i), ts=t, order_id=oid, status=s, amount=amount,
-                      express=express, warehouse=wh)
+            e = Event(
+                oid,
+                (t, oid, i),
+                ts=t,
+                order_id=oid,
+                status=s,
+                amount=amount,
+                express=express,
+                warehouse=wh,
+            )
             for q, kind in (tags or {}).get(i, []):
                 e.tag(q, kind)
             self.events.append(e)
@@ -683,8 +981,7 @@ def gen_supplychain():
     _ordinary_orders(log)
     t_pair = _planted_orders(log)
     events_sorted, planted = write_dataset(
-        "supplychain", ["ts", "order_id", "status", "amount", "express", "warehouse"],
-        log.events
+        "supplychain", ["ts", "order_id", "status", "amount", "express", "warehouse"], log.events
     )
     pair = [i for i, e in enumerate(events_sorted) if e["ts"] == t_pair]
     assert len(pair) == 2 and pair[1] == pair[0] + 1, "the two single refunds must be adjacent"
@@ -754,8 +1051,14 @@ class PredicateConverter:
 
     def query(self, q: CheckedQuery) -> oracle.Query:
         defines = tuple((v, self.pred(e)) for v, e in q.predicates.items() if e is not None)
-        return oracle.Query(q.name, oracle_pattern(q.pattern), defines, q.skip_past_last_row,
-                            q.window, q.order_field)
+        return oracle.Query(
+            q.name,
+            oracle_pattern(q.pattern),
+            defines,
+            q.skip_past_last_row,
+            q.window,
+            q.order_field,
+        )
 
     def pred(self, e: PExpr) -> tuple:
         match e:
@@ -799,8 +1102,9 @@ class PredicateConverter:
 def _field_or_literal(left: PExpr, right: PExpr) -> bool:
     """Whether a comparison is field-to-literal or field-to-field (a ``cmp`` or ``cmpf``)."""
     sides = (left, right)
-    return all(isinstance(e, FieldRef | Const) for e in sides) and \
-        any(isinstance(e, FieldRef) for e in sides)
+    return all(isinstance(e, FieldRef | Const) for e in sides) and any(
+        isinstance(e, FieldRef) for e in sides
+    )
 
 
 def _literal(c: Const):
@@ -823,8 +1127,12 @@ def _arith(e: PExpr, row: dict) -> int:
     raise TypeError(e)
 
 
-def oracle_rows(tuples: Tuples, schema: Schema, derived: dict[str, Arith],
-                parameters: dict[str, object] | None = None) -> list[dict]:
+def oracle_rows(
+    tuples: Tuples,
+    schema: Schema,
+    derived: dict[str, Arith],
+    parameters: dict[str, object] | None = None,
+) -> list[dict]:
     """The tuples as the oracle reads them: one dict of Python values per row (ENUM as its
     label, FLOAT32 as the exact float), plus the derived columns of :class:`PredicateConverter`
     and the runtime parameters' values (``parameters``, :func:`parameter_values`) as the
@@ -885,8 +1193,10 @@ def check(name: str, folder: Path = QUERIES, planted: list[dict] | None = None) 
     with open(csv_path, newline="") as f:
         header = next(csv.reader(f))
     if header != list(schema.names):
-        raise CheckError(f"{csv_path}: header {header}, expected the fields of stream "
-                         f"'{schema.name}' in declaration order {list(schema.names)}")
+        raise CheckError(
+            f"{csv_path}: header {header}, expected the fields of stream "
+            f"'{schema.name}' in declaration order {list(schema.names)}"
+        )
     try:
         tuples = nfacep.tuples.read(str(csv_path), schema)
         for field in program.order_fields:
@@ -897,33 +1207,46 @@ def check(name: str, folder: Path = QUERIES, planted: list[dict] | None = None) 
     queries = [converter.query(q) for q in program.queries]
     rows = oracle_rows(tuples, schema, converter.derived, parameter_values(name, program, folder))
     # as many partitions as tuples and no ticks: the partitioner never drops nor forgets one
-    result = oracle.run(queries, rows, key, partitions=max(1, len(rows)), tick_tuples=0,
-                        key_text=_fmt)
+    result = oracle.run(
+        queries, rows, key, partitions=max(1, len(rows)), tick_tuples=0, key_text=_fmt
+    )
     if planted is None:
         planted = _read_planted(folder / f"{name}.planted.csv")
     problems = _planted_problems(name, planted, program, rows)
     found = set(result.matches)
     want = {_row_key(p) for p in planted if p["kind"] == "match"}
     avoid = {_row_key(p) for p in planted if p["kind"] == "near_miss"}
-    for what, bad in (("a match that is not planted", found - want - avoid),
-                      ("a planted match that the oracle does not report", want - found),
-                      ("a near_miss that is a match", found & avoid)):
-        problems += [f"{name}.sql: query {q}: {what}: seq {seq}, partition {part}"
-                     for seq, q, part in sorted(bad)]
+    for what, bad in (
+        ("a match that is not planted", found - want - avoid),
+        ("a planted match that the oracle does not report", want - found),
+        ("a near_miss that is a match", found & avoid),
+    ):
+        problems += [
+            f"{name}.sql: query {q}: {what}: seq {seq}, partition {part}"
+            for seq, q, part in sorted(bad)
+        ]
     if problems:
         raise CheckError("\n".join(problems))
     parts = len({row[key] for row in rows}) if key else 1
-    return [(q.name, sum(1 for k in want if k[1] == q.name),
-             sum(1 for k in avoid if k[1] == q.name), len(rows), parts)
-            for q in program.queries]
+    return [
+        (
+            q.name,
+            sum(1 for k in want if k[1] == q.name),
+            sum(1 for k in avoid if k[1] == q.name),
+            len(rows),
+            parts,
+        )
+        for q in program.queries
+    ]
 
 
 def _row_key(p: dict) -> tuple[int, str, str]:
     return int(p["seq"]), p["query"], p["partition"]
 
 
-def _planted_problems(name: str, planted: list[dict], program: Program,
-                      rows: list[dict]) -> list[str]:
+def _planted_problems(
+    name: str, planted: list[dict], program: Program, rows: list[dict]
+) -> list[str]:
     """Planted rows that name no query of the file, no tuple, or another partition."""
     names = {q.name for q in program.queries}
     key = program.partition_field
@@ -935,8 +1258,10 @@ def _planted_problems(name: str, planted: list[dict], program: Program,
         elif not 0 <= int(p["seq"]) < len(rows):
             problems.append(f"{where}: no such tuple ({len(rows)} rows)")
         elif key and _fmt(rows[int(p["seq"])][key]) != p["partition"]:
-            problems.append(f"{where}: partition {p['partition']}, but the tuple's {key} is "
-                            f"{_fmt(rows[int(p['seq'])][key])}")
+            problems.append(
+                f"{where}: partition {p['partition']}, but the tuple's {key} is "
+                f"{_fmt(rows[int(p['seq'])][key])}"
+            )
     return problems
 
 
@@ -951,8 +1276,11 @@ GENERATORS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="only check the data files in queries/, do not rewrite them")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check the data files in queries/, do not rewrite them",
+    )
     args = parser.parse_args(argv)
     if not args.check:
         for generate in GENERATORS.values():
@@ -960,8 +1288,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in GENERATORS:
             for qname, nm, nn, rows, parts in check(name):
-                print(f"{name}.sql {qname:15s} rows={rows:4d} partitions={parts:3d} "
-                      f"matches={nm:2d} near_misses={nn:2d}")
+                print(
+                    f"{name}.sql {qname:15s} rows={rows:4d} partitions={parts:3d} "
+                    f"matches={nm:2d} near_misses={nn:2d}"
+                )
     except CheckError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -53,6 +53,7 @@ demo)
 test)
     bash tools/install-simulators.sh
     ruff check .
+    ruff format --check .
     HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python -m pytest -W error -q "${@:2}"
     ;;
 *)

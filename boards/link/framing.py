@@ -36,16 +36,39 @@ from .protocol import (
     encode_fields,
 )
 
-__all__ = ["COUNTED", "COUNTERS", "CRC", "DEFRAMED", "EVENTS", "Deframer", "FrameBuffer",
-           "Framer", "RxRequest", "RxSection", "TupleAssembler", "TxKind", "TxSection"]
+__all__ = [
+    "COUNTED",
+    "COUNTERS",
+    "CRC",
+    "DEFRAMED",
+    "EVENTS",
+    "Deframer",
+    "FrameBuffer",
+    "Framer",
+    "RxRequest",
+    "RxSection",
+    "TupleAssembler",
+    "TxKind",
+    "TxSection",
+]
 
 #: The frames' CRC (:func:`nfacep.boards.link.protocol.crc16`) one bit at a time, MSB first:
 #: ``CRC.create()`` is the blocks' CRC register.
 CRC = catalog.CRC16_CCITT_FALSE(data_width=1)
 
 #: The deframer's event pulses, as members of its ``events`` port.
-EVENTS = ("accepted", "ack", "status", "reset", "bad_type", "bad_length", "bad_crc",
-          "truncated", "out_of_seq", "overflow")
+EVENTS = (
+    "accepted",
+    "ack",
+    "status",
+    "reset",
+    "bad_type",
+    "bad_length",
+    "bad_crc",
+    "truncated",
+    "out_of_seq",
+    "overflow",
+)
 
 #: The STATUS counters, kept by the :class:`Framer` (in STATUS order, one run of fields). It
 #: counts ``matched``, ``drops`` and ``records`` from the records it sends; the others count the
@@ -54,8 +77,7 @@ COUNTERS = ("tuples", "matched", "drops", "records", "frames", *ERROR_COUNTERS)
 #: The counters that count pulses on the :class:`Framer`'s ``count`` port.
 COUNTED = tuple(name for name in COUNTERS if name not in ("matched", "drops", "records"))
 #: Those of them that count the deframer's events (it pulses one at a time).
-DEFRAMED = ("frames", "bad_type", "bad_length", "bad_crc", "truncated", "out_of_seq",
-            "overflow")
+DEFRAMED = ("frames", "bad_type", "bad_length", "bad_crc", "truncated", "out_of_seq", "overflow")
 assert set(COUNTED) == {"tuples", "uart_errors", *DEFRAMED}
 
 
@@ -121,7 +143,7 @@ def _offsets(fields) -> dict[str, tuple[int, int]]:
 _STATUS_AT = _offsets(STATUS_FIELDS)
 _STATUS_BYTES = sum(n for _, n in STATUS_FIELDS)
 # what the framer's layout relies on
-assert [name for name, _ in STATUS_FIELDS[-len(COUNTERS):]] == list(COUNTERS)
+assert [name for name, _ in STATUS_FIELDS[-len(COUNTERS) :]] == list(COUNTERS)
 assert ACK_FIELDS == (("next_seq", 1), ("tuples", 4)) and COUNTERS[0] == "tuples"
 assert _STATUS_AT["flags"] == (1, 1) and _STATUS_AT["next_seq"] == (2, 1)
 
@@ -136,8 +158,9 @@ def _memory(m, name: str, depth: int, init=()):
     Where the blocks here read and write one address in the same cycle, they ignore what is
     read.
     """
-    m.submodules[name] = memory = Memory(shape=8, depth=depth, init=list(init),
-                                          attrs={"no_rw_check": True, "ram_style": "block"})
+    m.submodules[name] = memory = Memory(
+        shape=8, depth=depth, init=list(init), attrs={"no_rw_check": True, "ram_style": "block"}
+    )
     rp = memory.read_port(domain="comb")
     data = Signal(8, name=f"{name}_data", reset_less=True)
     m.d.sync += data.eq(rp.data)
@@ -233,21 +256,30 @@ class Deframer(wiring.Component):
         With ``params_bytes``: the switches of the PARAMS frames accepted.
     """
 
-    def __init__(self, tuple_bytes: int, capacity: int, timeout: int, tick_period: int = 1,
-                 params_bytes: int = 0):
+    def __init__(
+        self,
+        tuple_bytes: int,
+        capacity: int,
+        timeout: int,
+        tick_period: int = 1,
+        params_bytes: int = 0,
+    ):
         if tuple_bytes < 1:
             raise ValueError("tuples must take at least one byte")
         if capacity < tuple_bytes or capacity & (capacity - 1):
-            raise ValueError(f"the capacity must be a power of 2 that holds a tuple, not "
-                             f"{capacity}")
+            raise ValueError(
+                f"the capacity must be a power of 2 that holds a tuple, not {capacity}"
+            )
         self._tuple_bytes = tuple_bytes
         self._capacity = capacity
         self._tick_period = max(int(tick_period), 1)
         self._ticks = max(-(-int(timeout) // self._tick_period), 2)
         self._params_bytes = int(params_bytes)
         if self._params_bytes and SWITCH_BYTES + self._params_bytes > capacity:
-            raise ValueError(f"a PARAMS frame of {self._params_bytes} bytes of values is "
-                             f"longer than the buffer ({capacity} bytes)")
+            raise ValueError(
+                f"a PARAMS frame of {self._params_bytes} bytes of values is "
+                f"longer than the buffer ({capacity} bytes)"
+            )
         members = {
             "i_stream": In(stream.Signature(8)),
             "o_stream": Out(stream.Signature(8)),
@@ -281,8 +313,10 @@ class Deframer(wiring.Component):
         (``got``) and the count of the byte's cycles, which is the bit the CRC takes."""
         got = Signal()
         bit = Signal(3)
-        m.d.comb += [self.i_stream.ready.eq(bit == 7),
-                     got.eq(self.i_stream.valid & self.i_stream.ready)]
+        m.d.comb += [
+            self.i_stream.ready.eq(bit == 7),
+            got.eq(self.i_stream.valid & self.i_stream.ready),
+        ]
         with m.If(self.i_stream.valid):
             m.d.sync += bit.eq(bit + 1)
         return got, bit
@@ -292,9 +326,11 @@ class Deframer(wiring.Component):
         too); it starts afresh when SYNC1's byte is taken."""
         m.submodules.crc = crc = CRC.create()
         restart = frame.at(RxSection.SYNC1) & got
-        m.d.comb += [crc.start.eq(restart),
-                     crc.valid.eq(self.i_stream.valid & ~restart),
-                     crc.data.eq(self.i_stream.payload.bit_select(~bit, 1))]
+        m.d.comb += [
+            crc.start.eq(restart),
+            crc.valid.eq(self.i_stream.valid & ~restart),
+            crc.data.eq(self.i_stream.payload.bit_select(~bit, 1)),
+        ]
         return crc
 
     def _timeout(self, m, got):
@@ -318,14 +354,21 @@ class Deframer(wiring.Component):
         byte = self.i_stream.payload
         length = Cat(frame.remaining[:8], byte)
         tb, cap = self._tuple_bytes, self._capacity
-        known = (byte == FrameType.TUPLES) | (byte == FrameType.STATUS_REQ) | \
-            (byte == FrameType.RESET)
-        allowed = Mux(frame.wants(RxRequest.TUPLES),
-                      ~_at_most(length, tb) & _at_most(length, 1 + cap), length == 0)
+        known = (
+            (byte == FrameType.TUPLES) | (byte == FrameType.STATUS_REQ) | (byte == FrameType.RESET)
+        )
+        allowed = Mux(
+            frame.wants(RxRequest.TUPLES),
+            ~_at_most(length, tb) & _at_most(length, 1 + cap),
+            length == 0,
+        )
         if self._params_bytes:
             known |= byte == FrameType.PARAMS
-            allowed = Mux(frame.wants(RxRequest.PARAMS),
-                          length == 1 + SWITCH_BYTES + self._params_bytes, allowed)
+            allowed = Mux(
+                frame.wants(RxRequest.PARAMS),
+                length == 1 + SWITCH_BYTES + self._params_bytes,
+                allowed,
+            )
         m.d.comb += [
             frame.known.eq(known),
             frame.length_ok.eq(allowed),
@@ -347,15 +390,21 @@ class Deframer(wiring.Component):
             RxSection.LEN1: at(RxSection.LEN0),
             RxSection.SEQ: at(RxSection.LEN1) & tuples & frame.length_ok,
             RxSection.PAYLOAD: at(RxSection.SEQ) | (at(RxSection.PAYLOAD) & ~frame.last),
-            RxSection.CRC0: (at(RxSection.LEN1) & ~tuples & frame.length_ok) |
-            (at(RxSection.PAYLOAD) & frame.last),
+            RxSection.CRC0: (at(RxSection.LEN1) & ~tuples & frame.length_ok)
+            | (at(RxSection.PAYLOAD) & frame.last),
             RxSection.CRC1: at(RxSection.CRC0),
         }
         with m.If(got):
-            m.d.sync += [_one_hot(frame.section, section).eq(value)
-                         for section, value in following.items()]
-        in_frame = Cat(*(at(section) for section in RxSection
-                         if section not in (RxSection.HUNT, RxSection.SYNC1))).any()
+            m.d.sync += [
+                _one_hot(frame.section, section).eq(value) for section, value in following.items()
+            ]
+        in_frame = Cat(
+            *(
+                at(section)
+                for section in RxSection
+                if section not in (RxSection.HUNT, RxSection.SYNC1)
+            )
+        ).any()
         with m.Elif(timed_out & in_frame):
             m.d.sync += frame.section.eq(RxSection.HUNT)
             m.d.comb += [self.events.truncated.eq(1), self.rollback.eq(1)]
@@ -365,9 +414,11 @@ class Deframer(wiring.Component):
         once."""
         byte = self.i_stream.payload
         with m.If(got & frame.at(RxSection.TYPE)):
-            m.d.sync += [frame.wants(RxRequest.TUPLES).eq(byte == FrameType.TUPLES),
-                         frame.wants(RxRequest.STATUS_REQ).eq(byte == FrameType.STATUS_REQ),
-                         frame.wants(RxRequest.PARAMS).eq(byte == FrameType.PARAMS)]
+            m.d.sync += [
+                frame.wants(RxRequest.TUPLES).eq(byte == FrameType.TUPLES),
+                frame.wants(RxRequest.STATUS_REQ).eq(byte == FrameType.STATUS_REQ),
+                frame.wants(RxRequest.PARAMS).eq(byte == FrameType.PARAMS),
+            ]
             with m.If(~frame.known):
                 m.d.comb += [self.events.bad_type.eq(1), self.rollback.eq(1)]
         with m.If(got & frame.at(RxSection.LEN0)):
@@ -469,14 +520,16 @@ class FrameBuffer(wiring.Component):
         if capacity < 2 or capacity & (capacity - 1):
             raise ValueError(f"the capacity must be a power of 2, not {capacity}")
         self._capacity = capacity
-        super().__init__({
-            "i_stream": In(stream.Signature(8)),
-            "commit": In(1),
-            "rollback": In(1),
-            "o_stream": Out(stream.Signature(8)),
-            "overflow": Out(1),
-            "empty": Out(1),
-        })
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(8)),
+                "commit": In(1),
+                "rollback": In(1),
+                "o_stream": Out(stream.Signature(8)),
+                "overflow": Out(1),
+                "empty": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -538,23 +591,28 @@ class TupleAssembler(wiring.Component):
     def __init__(self, layout: data.StructLayout):
         self._layout = layout
         self._bytes = (layout.size + 7) // 8
-        super().__init__({
-            "i_stream": In(stream.Signature(8)),
-            "o_stream": Out(stream.Signature(layout)),
-        })
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(8)),
+                "o_stream": Out(stream.Signature(layout)),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         n = self._bytes
         shreg = Signal(8 * n)
         count = Signal(range(n))
-        m.d.comb += [self.i_stream.ready.eq(~self.o_stream.valid),
-                     self.o_stream.payload.eq(shreg[:self._layout.size])]
+        m.d.comb += [
+            self.i_stream.ready.eq(~self.o_stream.valid),
+            self.o_stream.payload.eq(shreg[: self._layout.size]),
+        ]
         with m.If(self.o_stream.ready):
             m.d.sync += self.o_stream.valid.eq(0)
         with m.If(self.i_stream.valid & self.i_stream.ready):
-            m.d.sync += shreg.eq(Cat(shreg[8:], self.i_stream.payload) if n > 1
-                                 else self.i_stream.payload)
+            m.d.sync += shreg.eq(
+                Cat(shreg[8:], self.i_stream.payload) if n > 1 else self.i_stream.payload
+            )
             with m.If(count == n - 1):
                 m.d.sync += [count.eq(0), self.o_stream.valid.eq(1)]
             with m.Else():
@@ -658,27 +716,42 @@ class Framer(wiring.Component):
         With ``params_bits``: the values in force (the engine's ``param_values``).
     """
 
-    def __init__(self, record_layout: data.StructLayout, constants: dict | None = None, *,
-                 divisor: int, params_bits: int = 0):
+    def __init__(
+        self,
+        record_layout: data.StructLayout,
+        constants: dict | None = None,
+        *,
+        divisor: int,
+        params_bits: int = 0,
+    ):
         if divisor < 1:
             raise ValueError(f"divisor must be at least 1, not {divisor}")
         self._divisor = divisor
         self._record_layout = record_layout
         self._record_bytes = (record_layout.size + 7) // 8
         if self._record_bytes > 255:
-            raise ValueError(f"a record of {self._record_bytes} bytes is too long for the "
-                             "framer (at most 255)")
+            raise ValueError(
+                f"a record of {self._record_bytes} bytes is too long for the framer (at most 255)"
+            )
         constants = dict(constants or {})
-        unknown = set(constants) - {"version", "engine_id", "tuple_bytes", "record_bytes",
-                                    "capacity", "reserved"}
+        unknown = set(constants) - {
+            "version",
+            "engine_id",
+            "tuple_bytes",
+            "record_bytes",
+            "capacity",
+            "reserved",
+        }
         if unknown:
             raise ValueError(f"not constant STATUS fields: {', '.join(sorted(unknown))}")
         self._image = encode_fields(STATUS_FIELDS, constants)
         self._params_bits = int(params_bits)
         self._status_bytes = _STATUS_BYTES + (self._params_bits + 7) // 8
         if self._status_bytes > 255:
-            raise ValueError(f"runtime parameters of {self._params_bits} bits are too many for "
-                             "STATUS (at most 207 bytes)")
+            raise ValueError(
+                f"runtime parameters of {self._params_bits} bits are too many for "
+                "STATUS (at most 207 bytes)"
+            )
         members = {
             "i_stream": In(stream.Signature(record_layout)),
             "send_ack": In(1),
@@ -735,8 +808,11 @@ class Framer(wiring.Component):
         m.d.comb += [
             live_addr.eq(Cat(following, self.clear | (zeroing[1:] != 0))),
             total.eq(live_data + Mux(head, amount, carry)),
-            lw.addr.eq(addr), lw.data.eq(total[:8]), lw.en.eq(1),
-            sw.addr.eq(addr), sw.data.eq(total[:8]),
+            lw.addr.eq(addr),
+            lw.data.eq(total[:8]),
+            lw.en.eq(1),
+            sw.addr.eq(addr),
+            sw.data.eq(total[:8]),
             sw.en.eq(~snapshot.frozen & ~snapshot.freeze),
             snapshot.settled.eq(head & (zeroing == 0) & (stale == 0) & ~records_waiting),
         ]
@@ -763,14 +839,20 @@ class Framer(wiring.Component):
         record = self.i_stream.payload
         taken = snapshot.taken
         tuples = Signal(5, reset_less=True)
-        recorded = {name: Signal(name=f"count_{name}", reset_less=True)
-                    for name in ("matched", "drops", "records")}
+        recorded = {
+            name: Signal(name=f"count_{name}", reset_less=True)
+            for name in ("matched", "drops", "records")
+        }
         uart = Signal(reset_less=True)
         deframed = Signal(reset_less=True)  # one of DEFRAMED, `which`
         which = Signal(range(len(DEFRAMED)), reset_less=True)
-        pulses = {"tuples": self.count.tuples, "matched": taken & record.matches.any(),
-                  "drops": taken & record.dropped, "records": taken,
-                  "uart_errors": self.count.uart_errors}
+        pulses = {
+            "tuples": self.count.tuples,
+            "matched": taken & record.matches.any(),
+            "drops": taken & record.dropped,
+            "records": taken,
+            "uart_errors": self.count.uart_errors,
+        }
         flags = [*recorded.items(), ("uart_errors", uart)]
         bases = Array([Const(_STATUS_AT[name][0], len(addr)) for name in DEFRAMED])
 
@@ -830,16 +912,20 @@ class Framer(wiring.Component):
         of ``shown``, except ``next_seq`` and ``flags``, which are the framer's, and the values
         in force after STATUS's counters (taken when the frame started). Drives ``last``."""
         rb = self._record_bytes
-        ends = {TxKind.STATUS: self._status_bytes - 1, TxKind.ACK: _ACK_AT + 4,
-                TxKind.RECORD: rb - 1}
+        ends = {
+            TxKind.STATUS: self._status_bytes - 1,
+            TxKind.ACK: _ACK_AT + 4,
+            TxKind.RECORD: rb - 1,
+        }
         m.d.comb += frame.last.eq(
-            frame.index == Array([Const(ends[kind]) for kind in sorted(TxKind)])[frame.kind])
+            frame.index == Array([Const(ends[kind]) for kind in sorted(TxKind)])[frame.kind]
+        )
         record = Value.cast(self.i_stream.payload)
         record_byte = Signal(8)
         with m.Switch(frame.index):
             for i in range(rb):
                 with m.Case(i):
-                    m.d.comb += record_byte.eq(record[8 * i:8 * i + 8])
+                    m.d.comb += record_byte.eq(record[8 * i : 8 * i + 8])
         payload = Signal(8)
         if self._params_bits:
             values = Signal(8 * (self._status_bytes - _STATUS_BYTES), reset_less=True)
@@ -850,13 +936,14 @@ class Framer(wiring.Component):
             with m.Switch(frame.index):
                 for i in range(self._status_bytes - _STATUS_BYTES):
                     with m.Case(_STATUS_BYTES + i):
-                        m.d.comb += values_byte.eq(values[8 * i:8 * i + 8])
+                        m.d.comb += values_byte.eq(values[8 * i : 8 * i + 8])
         with m.If(frame.kind == TxKind.RECORD):
             m.d.comb += payload.eq(record_byte)
         with m.Elif((frame.kind == TxKind.STATUS) & (frame.index >= _STATUS_BYTES)):
             m.d.comb += payload.eq(values_byte if self._params_bits else 0)
-        with m.Elif(frame.index == Mux(frame.kind == TxKind.ACK, _ACK_AT,
-                                       _STATUS_AT["next_seq"][0])):
+        with m.Elif(
+            frame.index == Mux(frame.kind == TxKind.ACK, _ACK_AT, _STATUS_AT["next_seq"][0])
+        ):
             m.d.comb += payload.eq(self.next_seq)
         with m.Elif(frame.index == _STATUS_AT["flags"][0]):
             m.d.comb += payload.eq(frame.idle)
@@ -866,14 +953,30 @@ class Framer(wiring.Component):
 
     def _section_byte(self, m, frame, crc, payload):
         """The byte the frame's section sends: the header's, the payload's or the CRC's."""
-        types = {TxKind.STATUS: FrameType.STATUS, TxKind.ACK: FrameType.ACK,
-                 TxKind.RECORD: FrameType.RECORD}
-        lengths = {TxKind.STATUS: self._status_bytes, TxKind.ACK: sum(n for _, n in ACK_FIELDS),
-                   TxKind.RECORD: self._record_bytes}
+        types = {
+            TxKind.STATUS: FrameType.STATUS,
+            TxKind.ACK: FrameType.ACK,
+            TxKind.RECORD: FrameType.RECORD,
+        }
+        lengths = {
+            TxKind.STATUS: self._status_bytes,
+            TxKind.ACK: sum(n for _, n in ACK_FIELDS),
+            TxKind.RECORD: self._record_bytes,
+        }
         # SYNC0 to LEN0, by kind (LEN1, the length's high byte, is 0)
-        header = Array([Array([Const(SYNC[0], 8), Const(SYNC[1], 8), Const(types[kind], 8),
-                               Const(lengths[kind], 8)])
-                        for kind in sorted(TxKind)])
+        header = Array(
+            [
+                Array(
+                    [
+                        Const(SYNC[0], 8),
+                        Const(SYNC[1], 8),
+                        Const(types[kind], 8),
+                        Const(lengths[kind], 8),
+                    ]
+                )
+                for kind in sorted(TxKind)
+            ]
+        )
         value = Signal(8)
         with m.Switch(frame.section):
             with m.Case(TxSection.PAYLOAD):
@@ -903,16 +1006,19 @@ class Framer(wiring.Component):
                         # (`shown`'s read port has the next byte by the next LOAD)
                         m.d.sync += frame.index.eq(frame.index + 1)
                     with m.Elif(frame.kind == TxKind.RECORD):
-                        m.d.comb += [self.i_stream.ready.eq(1),
-                                     snapshot.taken.eq(self.i_stream.valid)]
-                with m.If((frame.section >= TxSection.TYPE) &
-                          (frame.section <= TxSection.PAYLOAD)):
+                        m.d.comb += [
+                            self.i_stream.ready.eq(1),
+                            snapshot.taken.eq(self.i_stream.valid),
+                        ]
+                with m.If((frame.section >= TxSection.TYPE) & (frame.section <= TxSection.PAYLOAD)):
                     m.next = "CRC"
                 with m.Else():
                     m.next = "SEND"
             with m.State("CRC"):
-                m.d.comb += [crc.valid.eq(1),
-                             crc.data.eq(frame.byte.bit_select(~frame.bit[:3], 1))]  # MSB first
+                m.d.comb += [
+                    crc.valid.eq(1),
+                    crc.data.eq(frame.byte.bit_select(~frame.bit[:3], 1)),
+                ]  # MSB first
                 m.d.sync += frame.bit.eq(frame.bit + 1)
                 with m.If(frame.bit == 7):
                     m.d.sync += frame.bit.eq(0)
@@ -925,17 +1031,25 @@ class Framer(wiring.Component):
         """IDLE: start the frame wanted first (STATUS, ACK, a record), with a fresh CRC. STATUS
         and ACK wait until ``shown`` may freeze; a record waits for them."""
         m.d.comb += crc.start.eq(1)
-        m.d.sync += [frame.section.eq(TxSection.SYNC0),
-                     frame.idle.eq(self.idle & ~snapshot.pending)]
+        m.d.sync += [
+            frame.section.eq(TxSection.SYNC0),
+            frame.idle.eq(self.idle & ~snapshot.pending),
+        ]
         with m.If((frame.want_status | frame.want_ack) & snapshot.settled):
             m.d.comb += snapshot.freeze.eq(1)
             m.d.sync += snapshot.frozen.eq(1)
             with m.If(frame.want_status):
-                m.d.sync += [frame.want_status.eq(0), frame.kind.eq(TxKind.STATUS),
-                             frame.index.eq(0)]
+                m.d.sync += [
+                    frame.want_status.eq(0),
+                    frame.kind.eq(TxKind.STATUS),
+                    frame.index.eq(0),
+                ]
             with m.Else():
-                m.d.sync += [frame.want_ack.eq(0), frame.kind.eq(TxKind.ACK),
-                             frame.index.eq(_ACK_AT)]
+                m.d.sync += [
+                    frame.want_ack.eq(0),
+                    frame.kind.eq(TxKind.ACK),
+                    frame.index.eq(_ACK_AT),
+                ]
             m.next = "LOAD"
         with m.Elif(~frame.want_status & ~frame.want_ack & self.i_stream.valid):
             m.d.sync += [frame.kind.eq(TxKind.RECORD), frame.index.eq(0)]

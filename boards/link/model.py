@@ -107,8 +107,15 @@ class BoardModel:
     and one that comes while another waits is an ``overflow``.
     """
 
-    def __init__(self, nfa, params: EngineParams, *, capacity: int = 512,
-                 engine_id_override: int | None = None, values: ParamValues | None = None):
+    def __init__(
+        self,
+        nfa,
+        params: EngineParams,
+        *,
+        capacity: int = 512,
+        engine_id_override: int | None = None,
+        values: ParamValues | None = None,
+    ):
         self.nfa = nfa
         self.params = params
         self.schema = nfa.program.schema
@@ -116,8 +123,7 @@ class BoardModel:
         self.record_format = wire.record_format(nfa)
         self.record_bytes = self.record_format.nbytes
         self.capacity = capacity
-        self.id = engine_id(nfa, params) if engine_id_override is None \
-            else engine_id_override
+        self.id = engine_id(nfa, params) if engine_id_override is None else engine_id_override
         self.registers = ParamRegisters(nfa, values)
         self.values = self.registers.values
         self.values_bytes = self.registers.nbytes
@@ -154,15 +160,25 @@ class BoardModel:
         errors = {k: v - self._base_errors.get(k, 0) for k, v in self.reader.errors.items()}
         return {
             "values": self.registers.in_force(self.taken()),
-            "version": VERSION, "flags": 1 if not self.buffered else 0,
-            "next_seq": self.next_seq, "engine_id": self.id,
-            "tuple_bytes": self.tuple_bytes, "record_bytes": self.record_bytes,
-            "capacity": self.capacity, "tuples": len(self.accepted) // self.tuple_bytes,
-            "matched": self.matched, "drops": self.drops, "records": self.records_sent,
-            "frames": self.frames, "truncated": 0, "uart_errors": 0,
-            "bad_type": errors["bad_type"], "bad_crc": errors["bad_crc"],
+            "version": VERSION,
+            "flags": 1 if not self.buffered else 0,
+            "next_seq": self.next_seq,
+            "engine_id": self.id,
+            "tuple_bytes": self.tuple_bytes,
+            "record_bytes": self.record_bytes,
+            "capacity": self.capacity,
+            "tuples": len(self.accepted) // self.tuple_bytes,
+            "matched": self.matched,
+            "drops": self.drops,
+            "records": self.records_sent,
+            "frames": self.frames,
+            "truncated": 0,
+            "uart_errors": 0,
+            "bad_type": errors["bad_type"],
+            "bad_crc": errors["bad_crc"],
             "bad_length": errors["bad_length"] + self.counters["bad_length"],
-            "out_of_seq": self.counters["out_of_seq"], "overflow": self.counters["overflow"],
+            "out_of_seq": self.counters["out_of_seq"],
+            "overflow": self.counters["overflow"],
         }
 
     def feed(self, data: bytes) -> bytes:
@@ -229,8 +245,9 @@ class BoardModel:
         if n == self.reported:
             return b""
         tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
-        records = reference.run(self.nfa, tuples, self.params,
-                                values=self.registers.schedule()).records(self.nfa, tuples)
+        records = reference.run(
+            self.nfa, tuples, self.params, values=self.registers.schedule()
+        ).records(self.nfa, tuples)
         out = bytearray()
         for r in records:
             if r.seq < self.reported:
@@ -243,8 +260,15 @@ class BoardModel:
         return bytes(out)
 
 
-def serve(model: BoardModel, fd: int, *, stop: threading.Event, lose: float = 0.0,
-          corrupt: float = 0.0, seed: int = 0) -> threading.Thread:
+def serve(
+    model: BoardModel,
+    fd: int,
+    *,
+    stop: threading.Event,
+    lose: float = 0.0,
+    corrupt: float = 0.0,
+    seed: int = 0,
+) -> threading.Thread:
     """Answer host frames arriving on ``fd`` (e.g. a pty's master) in a daemon thread until
     ``stop`` is set. ``lose`` and ``corrupt`` are the chances that a byte from the host is
     lost or has a bit flipped on the way (a bad link)."""

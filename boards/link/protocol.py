@@ -151,8 +151,15 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
 ACK_FIELDS: tuple[tuple[str, int], ...] = (("next_seq", 1), ("tuples", 4))
 
 #: The STATUS counters that count link errors.
-ERROR_COUNTERS = ("bad_type", "bad_length", "bad_crc", "truncated", "out_of_seq", "overflow",
-                  "uart_errors")
+ERROR_COUNTERS = (
+    "bad_type",
+    "bad_length",
+    "bad_crc",
+    "truncated",
+    "out_of_seq",
+    "overflow",
+    "uart_errors",
+)
 
 
 def fields_size(fields) -> int:
@@ -165,14 +172,15 @@ def decode_fields(fields, payload: bytes) -> dict[str, int]:
         raise ValueError(f"payload of {len(payload)} bytes, expected {fields_size(fields)}")
     out, at = {}, 0
     for name, n in fields:
-        out[name] = int.from_bytes(payload[at:at + n], "little")
+        out[name] = int.from_bytes(payload[at : at + n], "little")
         at += n
     return out
 
 
 def encode_fields(fields, values: dict[str, int]) -> bytes:
-    return b"".join((values.get(name, 0) & ((1 << 8 * n) - 1)).to_bytes(n, "little")
-                    for name, n in fields)
+    return b"".join(
+        (values.get(name, 0) & ((1 << 8 * n) - 1)).to_bytes(n, "little") for name, n in fields
+    )
 
 
 #: Bytes of the tuple number a PARAMS frame's switch applies from (48 bits, little-endian).
@@ -190,8 +198,7 @@ def switch_body(switch: int, packed: int, bits: int) -> bytes:
     padded to bytes); little-endian. The UDP link's PARAMS body."""
     if not 0 <= switch < 1 << 8 * SWITCH_BYTES:
         raise ValueError(f"a switch at tuple {switch} does not fit {8 * SWITCH_BYTES} bits")
-    return switch.to_bytes(SWITCH_BYTES, "little") + packed.to_bytes(params_bytes(bits),
-                                                                     "little")
+    return switch.to_bytes(SWITCH_BYTES, "little") + packed.to_bytes(params_bytes(bits), "little")
 
 
 def params_payload(seq: int, switch: int, packed: int, bits: int) -> bytes:
@@ -206,14 +213,17 @@ def decode_status(payload: bytes, values_bytes: int) -> dict[str, int]:
     size = fields_size(STATUS_FIELDS)
     if len(payload) != size + values_bytes:
         raise ValueError(f"payload of {len(payload)} bytes, expected {size + values_bytes}")
-    return {**decode_fields(STATUS_FIELDS, payload[:size]),
-            "values": int.from_bytes(payload[size:], "little")}
+    return {
+        **decode_fields(STATUS_FIELDS, payload[:size]),
+        "values": int.from_bytes(payload[size:], "little"),
+    }
 
 
 def encode_status(status: dict[str, int], values_bytes: int) -> bytes:
     """The inverse of :func:`decode_status` (missing fields are 0)."""
-    return (encode_fields(STATUS_FIELDS, status)
-            + status.get("values", 0).to_bytes(values_bytes, "little"))
+    return encode_fields(STATUS_FIELDS, status) + status.get("values", 0).to_bytes(
+        values_bytes, "little"
+    )
 
 
 def crc16(data: bytes, crc: int = 0xFFFF) -> int:
@@ -271,7 +281,7 @@ class FrameReader:
             if start < 0:
                 keep = 1 if buf[-1:] == SYNC[:1] else 0
                 self.skipped += len(buf) - keep
-                del buf[:len(buf) - keep]
+                del buf[: len(buf) - keep]
                 return frames
             self.skipped += start
             del buf[:start]
@@ -295,7 +305,7 @@ class FrameReader:
                 self.errors["bad_crc"] += 1
                 del buf[:2]  # hunt again from just after this sync word
                 continue
-            frames.append(Frame(buf[2], bytes(buf[5:5 + length])))
+            frames.append(Frame(buf[2], bytes(buf[5 : 5 + length])))
             del buf[:end]
 
 

@@ -22,8 +22,7 @@ from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
 from .protocol import SWITCH_BYTES, VERSION, engine_id, params_bytes
 from .uart import UartRx, divisor
 
-__all__ = ["LED_MEANINGS", "NoUartError", "UartBoardTop", "UartLink", "UartTop",
-           "check_board"]
+__all__ = ["LED_MEANINGS", "NoUartError", "UartBoardTop", "UartLink", "UartTop", "check_board"]
 
 #: What each LED shows, in order (a board shows as many as it has).
 LED_MEANINGS = (
@@ -55,11 +54,12 @@ class NoUartError(ValueError):
 
 #: Boards whose ``uart`` resource is not a USB UART, and why.
 _NOT_USB = {
-    "Colorlight_5A75B_R70Platform":
-        "the Colorlight 5A-75B has no USB UART: amaranth-boards' 'uart' resource for it reuses "
-        "the status LED (P11) and the button (M13) pins of header J19 for an external 3.3 V "
+    "Colorlight_5A75B_R70Platform": (
+        "the Colorlight 5A-75B has no USB UART: amaranth-boards' 'uart' resource for it "
+        "reuses the status LED (P11) and the button (M13) pins of header J19 for an external 3.3 V "
         "USB-serial adapter, and the board top needs the LED. Build it with --link harness, or "
-        "use a ULX3S, an iCEBreaker or an iCEstick for --link uart",
+        "use a ULX3S, an iCEBreaker or an iCEstick for --link uart"
+    ),
 }
 
 
@@ -124,9 +124,20 @@ class UartLink(wiring.Component):
         With ``params_bits``: the engine's ``param_values``.
     """
 
-    def __init__(self, tuple_layout: data.StructLayout, record_layout: data.StructLayout, *,
-                 divisor: int, engine_id: int, capacity: int = CAPACITY, timeout: int,
-                 quiet: int, leds: int = 0, led_period: int = 1 << 20, params_bits: int = 0):
+    def __init__(
+        self,
+        tuple_layout: data.StructLayout,
+        record_layout: data.StructLayout,
+        *,
+        divisor: int,
+        engine_id: int,
+        capacity: int = CAPACITY,
+        timeout: int,
+        quiet: int,
+        leds: int = 0,
+        led_period: int = 1 << 20,
+        params_bits: int = 0,
+    ):
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
         self._divisor = divisor
@@ -146,8 +157,9 @@ class UartLink(wiring.Component):
         if leds:
             members["leds"] = Out(leds)
         if self._params_bits:
-            members["o_params"] = Out(stream.Signature(
-                8 * (SWITCH_BYTES + params_bytes(self._params_bits))))
+            members["o_params"] = Out(
+                stream.Signature(8 * (SWITCH_BYTES + params_bytes(self._params_bits)))
+            )
             members["param_values"] = In(self._params_bits)
         super().__init__(members)
 
@@ -185,9 +197,9 @@ class UartLink(wiring.Component):
         tuple_bytes = (self._tuple_layout.size + 7) // 8
         record_bytes = (self._record_layout.size + 7) // 8
         m.submodules.uart_rx = rx = UartRx(self._divisor)
-        m.submodules.deframer = deframer = Deframer(tuple_bytes, self._capacity, self._timeout,
-                                                    tick_period,
-                                                    params_bytes(self._params_bits))
+        m.submodules.deframer = deframer = Deframer(
+            tuple_bytes, self._capacity, self._timeout, tick_period, params_bytes(self._params_bits)
+        )
         if tick_period > 1:
             m.d.comb += deframer.tick.eq(tick)
         reset = deframer.events.reset
@@ -195,21 +207,35 @@ class UartLink(wiring.Component):
         assembler = TupleAssembler(self._tuple_layout)
         m.submodules.buffer = ResetInserter(reset)(buffer)
         m.submodules.assembler = ResetInserter(reset)(assembler)
-        m.submodules.framer = framer = Framer(self._record_layout, {
-            "version": VERSION, "engine_id": self._engine_id, "tuple_bytes": tuple_bytes,
-            "record_bytes": record_bytes, "capacity": self._capacity}, divisor=self._divisor,
-            params_bits=self._params_bits)
+        m.submodules.framer = framer = Framer(
+            self._record_layout,
+            {
+                "version": VERSION,
+                "engine_id": self._engine_id,
+                "tuple_bytes": tuple_bytes,
+                "record_bytes": record_bytes,
+                "capacity": self._capacity,
+            },
+            divisor=self._divisor,
+            params_bits=self._params_bits,
+        )
         m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(framer.tx), self.engine_reset.eq(reset)]
         wiring.connect(m, rx.o_stream, deframer.i_stream)
         wiring.connect(m, deframer.o_stream, buffer.i_stream)
-        m.d.comb += [buffer.commit.eq(deframer.commit), buffer.rollback.eq(deframer.rollback),
-                     deframer.overflow.eq(buffer.overflow)]
+        m.d.comb += [
+            buffer.commit.eq(deframer.commit),
+            buffer.rollback.eq(deframer.rollback),
+            deframer.overflow.eq(buffer.overflow),
+        ]
         wiring.connect(m, buffer.o_stream, assembler.i_stream)
         wiring.connect(m, assembler.o_stream, wiring.flipped(self.o_stream))
         wiring.connect(m, wiring.flipped(self.i_stream), framer.i_stream)
-        m.d.comb += [framer.send_ack.eq(deframer.events.ack),
-                     framer.send_status.eq(deframer.events.status), framer.clear.eq(reset),
-                     framer.next_seq.eq(deframer.next_seq)]
+        m.d.comb += [
+            framer.send_ack.eq(deframer.events.ack),
+            framer.send_status.eq(deframer.events.status),
+            framer.clear.eq(reset),
+            framer.next_seq.eq(deframer.next_seq),
+        ]
         if self._params_bits:
             wiring.connect(m, deframer.o_params, wiring.flipped(self.o_params))
             m.d.comb += framer.params.eq(self.param_values)
@@ -218,20 +244,28 @@ class UartLink(wiring.Component):
     def _counters(self, m, blocks):
         """The pulses the framer counts: the tuples the engine takes, the frames accepted, the
         UART's errors and the deframer's."""
-        pulses = {"tuples": self.o_stream.valid & self.o_stream.ready,
-                  "frames": blocks.deframer.events.accepted,
-                  "uart_errors": blocks.rx.error | blocks.rx.overrun}
+        pulses = {
+            "tuples": self.o_stream.valid & self.o_stream.ready,
+            "frames": blocks.deframer.events.accepted,
+            "uart_errors": blocks.rx.error | blocks.rx.overrun,
+        }
         for name in COUNTED:
             m.d.comb += getattr(blocks.framer.count, name).eq(
-                pulses[name] if name in pulses else getattr(blocks.deframer.events, name))
+                pulses[name] if name in pulses else getattr(blocks.deframer.events, name)
+            )
 
     def _idle(self, m, blocks, tick, tick_period):
         """STATUS's ``idle``: nothing buffered, offered or being sent for ``quiet`` cycles
         (counted in whole ticks: one more than it takes)."""
         quiet_ticks = -(-self._quiet // tick_period) + (tick_period > 1)
         quiet = Signal(range(quiet_ticks + 1), reset_less=True)
-        busy = ~blocks.buffer.empty | self.o_stream.valid | self.i_stream.valid | \
-            blocks.framer.busy_record | blocks.assembler.i_stream.valid
+        busy = (
+            ~blocks.buffer.empty
+            | self.o_stream.valid
+            | self.i_stream.valid
+            | blocks.framer.busy_record
+            | blocks.assembler.i_stream.valid
+        )
         with m.If(busy | blocks.deframer.events.reset):
             m.d.sync += quiet.eq(0)
         with m.Elif(tick & (quiet != quiet_ticks)):
@@ -246,14 +280,19 @@ class UartLink(wiring.Component):
         errors = Signal(reset_less=True)
         with m.If(events.reset):
             m.d.sync += errors.eq(0)
-        with m.Elif(blocks.rx.error | blocks.rx.overrun | events.bad_type | events.bad_length |
-                    events.bad_crc | events.truncated):
+        with m.Elif(
+            blocks.rx.error
+            | blocks.rx.overrun
+            | events.bad_type
+            | events.bad_length
+            | events.bad_crc
+            | events.truncated
+        ):
             m.d.sync += errors.eq(1)
         dropped = Signal(reset_less=True)
         with m.If(events.reset):
             m.d.sync += dropped.eq(0)
-        with m.Elif(self.i_stream.valid & self.i_stream.ready &
-                    self.i_stream.payload.dropped):
+        with m.Elif(self.i_stream.valid & self.i_stream.ready & self.i_stream.payload.dropped):
             m.d.sync += dropped.eq(1)
         return errors, dropped
 
@@ -272,10 +311,11 @@ class UartLink(wiring.Component):
             m.d.sync += period.eq(period + 1)
         with m.If(strobe):
             m.d.sync += beats.eq(beats + 1)
-        blinks = {0: blocks.deframer.events.accepted | blocks.deframer.events.status,
-                  1: blocks.framer.sent,
-                  4: (self.i_stream.valid & self.i_stream.ready
-                      & self.i_stream.payload.matches.any())}
+        blinks = {
+            0: blocks.deframer.events.accepted | blocks.deframer.events.status,
+            1: blocks.framer.sent,
+            4: (self.i_stream.valid & self.i_stream.ready & self.i_stream.payload.matches.any()),
+        }
         steady = {2: dropped, 3: errors, 5: beats[2]}
         for i in range(n):
             if i in blinks:
@@ -307,10 +347,20 @@ class UartTop(wiring.Component):
     leds : ``Out(leds)``
     """
 
-    def __init__(self, engine: Engine, *, clk_hz: float, baud: int = 115200, leds: int = 1,
-                 capacity: int = CAPACITY, timeout_s: float = 0.01, led_period_s: float = 0.04,
-                 divisor: int | None = None, timeout: int | None = None,
-                 led_period: int | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clk_hz: float,
+        baud: int = 115200,
+        leds: int = 1,
+        capacity: int = CAPACITY,
+        timeout_s: float = 0.01,
+        led_period_s: float = 0.04,
+        divisor: int | None = None,
+        timeout: int | None = None,
+        led_period: int | None = None,
+    ):
         self._engine = engine
         self._divisor = divisor if divisor is not None else _divisor(clk_hz, baud)
         self._engine_id = engine_id(engine.nfa, engine.params)
@@ -319,12 +369,12 @@ class UartTop(wiring.Component):
             "divisor": self._divisor,
             "engine_id": self._engine_id,
             "capacity": capacity,
-            "timeout": timeout if timeout is not None else
-            max(20 * byte_time, round(timeout_s * clk_hz)),
+            "timeout": timeout
+            if timeout is not None
+            else max(20 * byte_time, round(timeout_s * clk_hz)),
             "quiet": 2 * (engine.params.partitions + 32),
             "leds": leds,
-            "led_period": led_period if led_period is not None else
-            round(led_period_s * clk_hz),
+            "led_period": led_period if led_period is not None else round(led_period_s * clk_hz),
             "params_bits": _params_bits(engine),
         }
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(leds)})
@@ -353,17 +403,17 @@ class UartTop(wiring.Component):
         m.submodules.engine = ResetInserter(link.engine_reset)(engine)
         wiring.connect(m, link.o_stream, engine.i_stream)
         wiring.connect(m, engine.o_stream, link.i_stream)
-        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx),
-                     self.leds.eq(link.leds)]
+        m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx), self.leds.eq(link.leds)]
         if self._link_args["params_bits"]:
             switch = link.o_params.payload
             seq = engine.i_params.payload.seq
             m.d.comb += [
                 engine.i_params.valid.eq(link.o_params.valid),
                 link.o_params.ready.eq(engine.i_params.ready),
-                seq.eq(switch[:min(len(seq), 8 * SWITCH_BYTES)]),
+                seq.eq(switch[: min(len(seq), 8 * SWITCH_BYTES)]),
                 engine.i_params.payload.values.eq(
-                    switch[8 * SWITCH_BYTES:8 * SWITCH_BYTES + self._link_args["params_bits"]]),
+                    switch[8 * SWITCH_BYTES : 8 * SWITCH_BYTES + self._link_args["params_bits"]]
+                ),
                 link.param_values.eq(engine.param_values),
             ]
         return m
@@ -399,8 +449,9 @@ class UartBoardTop(Elaboratable):
         m = Module()
         check_board(platform)
         leds = board_leds(platform)
-        m.submodules.top = top = UartTop(self.engine, clk_hz=self.clk_hz, baud=self.baud,
-                                         leds=len(leds))
+        m.submodules.top = top = UartTop(
+            self.engine, clk_hz=self.clk_hz, baud=self.baud, leds=len(leds)
+        )
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx_buffer = rx = io.Buffer("i", uart.rx)
         m.submodules.tx_buffer = tx = io.Buffer("o", uart.tx)

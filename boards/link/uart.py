@@ -30,13 +30,17 @@ def divisor(clk_hz: float, baud: int) -> int:
         raise BaudError(f"the baud rate must be positive, not {baud}")
     div = round(clk_hz / baud)
     if div < 4:
-        raise BaudError(f"{baud} baud is too fast for a {clk_hz / 1e6:g} MHz clock (at most "
-                        f"{int(clk_hz // 4)}: the receiver needs 4 clock cycles per bit)")
+        raise BaudError(
+            f"{baud} baud is too fast for a {clk_hz / 1e6:g} MHz clock (at most "
+            f"{int(clk_hz // 4)}: the receiver needs 4 clock cycles per bit)"
+        )
     actual = clk_hz / div
     if abs(actual - baud) / baud > MAX_BAUD_ERROR:
-        raise BaudError(f"a {clk_hz / 1e6:g} MHz clock cannot make {baud} baud: the nearest is "
-                        f"{actual:.0f} ({abs(actual - baud) / baud:.1%} off, more than "
-                        f"{MAX_BAUD_ERROR:.0%}); choose another baud rate")
+        raise BaudError(
+            f"a {clk_hz / 1e6:g} MHz clock cannot make {baud} baud: the nearest is "
+            f"{actual:.0f} ({abs(actual - baud) / baud:.1%} off, more than "
+            f"{MAX_BAUD_ERROR:.0%}); choose another baud rate"
+        )
     return div
 
 
@@ -86,8 +90,7 @@ class UartRx(wiring.Component):
         m.submodules.buffer = buffer = StreamBuffer(8)
         received = buffer.i_stream  # valid for the cycle the stop bit is sampled
         wiring.connect(m, buffer.o_stream, wiring.flipped(self.o_stream))
-        m.d.comb += [received.payload.eq(shreg),
-                     self.overrun.eq(received.valid & ~received.ready)]
+        m.d.comb += [received.payload.eq(shreg), self.overrun.eq(received.valid & ~received.ready)]
 
         with m.FSM(name="uart_rx"):
             with m.State("IDLE"), m.If(~rx):
@@ -104,8 +107,7 @@ class UartRx(wiring.Component):
                     m.d.sync += timer.eq(timer - 1)
             with m.State("DATA"):
                 with m.If(timer == 0):
-                    m.d.sync += [timer.eq(div - 1), shreg.eq(Cat(shreg[1:], rx)),
-                                 bit.eq(bit + 1)]
+                    m.d.sync += [timer.eq(div - 1), shreg.eq(Cat(shreg[1:], rx)), bit.eq(bit + 1)]
                     with m.If(bit == 7):
                         m.next = "STOP"
                 with m.Else():

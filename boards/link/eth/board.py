@@ -36,8 +36,15 @@ from amaranth.lib.wiring import In, Out
 
 from .link import UdpTop
 
-__all__ = ["RX_DELAY_TAPS", "NoEthernetError", "RgmiiRx", "RgmiiTx", "StatusLed",
-           "UdpBoardTop", "check_board"]
+__all__ = [
+    "RX_DELAY_TAPS",
+    "NoEthernetError",
+    "RgmiiRx",
+    "RgmiiTx",
+    "StatusLed",
+    "UdpBoardTop",
+    "check_board",
+]
 
 #: ``DELAYG`` taps on the receive pins: 2 ns at about 25 ps a tap.
 RX_DELAY_TAPS = 80
@@ -50,11 +57,15 @@ class NoEthernetError(ValueError):
 
 
 def check_board(platform) -> None:
-    if ("eth_rgmii", 0) not in platform.resources or platform.family != "ecp5" or \
-            platform.default_clk_frequency != 25e6:
+    if (
+        ("eth_rgmii", 0) not in platform.resources
+        or platform.family != "ecp5"
+        or platform.default_clk_frequency != 25e6
+    ):
         raise NoEthernetError(
             f"{type(platform).__name__} has no RGMII port the UDP link supports: --link udp "
-            "builds for the Colorlight 5A-75B (ECP5, 25 MHz oscillator, eth_rgmii)")
+            "builds for the Colorlight 5A-75B (ECP5, 25 MHz oscillator, eth_rgmii)"
+        )
 
 
 class RgmiiRx(Elaboratable):
@@ -74,18 +85,24 @@ class RgmiiRx(Elaboratable):
         m.submodules.rx_clk = clk = io.Buffer("i", pins.rx_clk)
         m.d.comb += self.rx_clk.eq(clk.i)
         rise, fall = Signal(5), Signal(5)
-        for k, (port, bit) in enumerate([(pins.rx_data, b) for b in range(4)] +
-                                        [(pins.rx_ctl, 0)]):
+        for k, (port, bit) in enumerate([(pins.rx_data, b) for b in range(4)] + [(pins.rx_ctl, 0)]):
             m.submodules[f"rx_buf{k}"] = buf = io.Buffer("i", port[bit])
             delayed = Signal(name=f"rx_delayed{k}")
             m.submodules[f"rx_delay{k}"] = Instance(
-                "DELAYG", p_DEL_MODE="USER_DEFINED", p_DEL_VALUE=RX_DELAY_TAPS,
-                i_A=buf.i, o_Z=delayed)
+                "DELAYG",
+                p_DEL_MODE="USER_DEFINED",
+                p_DEL_VALUE=RX_DELAY_TAPS,
+                i_A=buf.i,
+                o_Z=delayed,
+            )
             m.submodules[f"rx_ddr{k}"] = Instance(
-                "IDDRX1F", i_D=delayed, i_SCLK=self.rx_clk, i_RST=0,
-                o_Q0=rise[k], o_Q1=fall[k])
-        m.d.comb += [self.rxd.eq(Cat(rise[:4], fall[:4])), self.rx_dv.eq(rise[4]),
-                     self.rx_er.eq(rise[4] ^ fall[4])]
+                "IDDRX1F", i_D=delayed, i_SCLK=self.rx_clk, i_RST=0, o_Q0=rise[k], o_Q1=fall[k]
+            )
+        m.d.comb += [
+            self.rxd.eq(Cat(rise[:4], fall[:4])),
+            self.rx_dv.eq(rise[4]),
+            self.rx_er.eq(rise[4] ^ fall[4]),
+        ]
         return m
 
 
@@ -104,9 +121,14 @@ class RgmiiTx(Elaboratable):
         m.submodules.tx_clk = clk = io.DDRBuffer("o", pins.tx_clk)
         m.submodules.tx_data = data = io.DDRBuffer("o", pins.tx_data)
         m.submodules.tx_ctl = ctl = io.DDRBuffer("o", pins.tx_ctl)
-        m.d.comb += [clk.o[0].eq(1), clk.o[1].eq(0),
-                     data.o[0].eq(self.txd[:4]), data.o[1].eq(self.txd[4:]),
-                     ctl.o[0].eq(self.tx_en), ctl.o[1].eq(self.tx_en ^ self.tx_er)]
+        m.d.comb += [
+            clk.o[0].eq(1),
+            clk.o[1].eq(0),
+            data.o[0].eq(self.txd[:4]),
+            data.o[1].eq(self.txd[4:]),
+            ctl.o[0].eq(self.tx_en),
+            ctl.o[1].eq(self.tx_en ^ self.tx_er),
+        ]
         return m
 
 
@@ -126,8 +148,15 @@ class StatusLed(wiring.Component):
     led : ``Out(1)``
     """
 
-    def __init__(self, clk_hz: float, *, beat_hz: float = 1.0, blink_hz: float = 8.0,
-                 activity_s: float = 0.05, trouble_s: float = 2.0):
+    def __init__(
+        self,
+        clk_hz: float,
+        *,
+        beat_hz: float = 1.0,
+        blink_hz: float = 8.0,
+        activity_s: float = 0.05,
+        trouble_s: float = 2.0,
+    ):
         self._beat = max(int(clk_hz / beat_hz), 10)
         self._blink = max(int(clk_hz / blink_hz / 2), 1)
         self._activity = max(int(clk_hz * activity_s), 1)
@@ -149,8 +178,10 @@ class StatusLed(wiring.Component):
         # (registered: the pulses come from the link's counters and sequence check; timing)
         activity, trouble = Signal(), Signal()
         m.d.sync += [activity.eq(self.activity), trouble.eq(self.trouble)]
-        for hold, pulse, length in ((busy, activity, self._activity),
-                                    (bad, trouble, self._trouble)):
+        for hold, pulse, length in (
+            (busy, activity, self._activity),
+            (bad, trouble, self._trouble),
+        ):
             with m.If(pulse):
                 m.d.sync += hold.eq(length)
             with m.Elif(hold != 0):
@@ -184,15 +215,38 @@ class UdpBoardTop(Elaboratable):
         pll_out, locked = Signal(name="clk125"), Signal(name="pll_locked")
         m.submodules.pll = Instance(
             "EHXPLLL",
-            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
-            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_CLKOP_ENABLE="ENABLED",
-            p_CLKI_DIV=1, p_CLKOP_DIV=5, p_CLKOP_CPHASE=2, p_CLKOP_FPHASE=0,
-            p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=5,  # 25 MHz * 5 = 125 MHz, VCO 625 MHz
-            i_CLKI=clk_in.i, i_CLKFB=pll_out, i_RST=0, i_STDBY=0, i_PHASESEL0=0,
-            i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1, i_PLLWAKESYNC=0,
-            i_ENCLKOP=0, o_CLKOP=pll_out, o_LOCK=locked,
-            a_FREQUENCY_PIN_CLKI="25", a_FREQUENCY_PIN_CLKOP="125", a_ICP_CURRENT="12",
-            a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1", a_MFG_GMCREF_SEL="2")
+            p_PLLRST_ENA="DISABLED",
+            p_INTFB_WAKE="DISABLED",
+            p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED",
+            p_OUTDIVIDER_MUXA="DIVA",
+            p_CLKOP_ENABLE="ENABLED",
+            p_CLKI_DIV=1,
+            p_CLKOP_DIV=5,
+            p_CLKOP_CPHASE=2,
+            p_CLKOP_FPHASE=0,
+            p_FEEDBK_PATH="CLKOP",
+            p_CLKFB_DIV=5,  # 25 MHz * 5 = 125 MHz, VCO 625 MHz
+            i_CLKI=clk_in.i,
+            i_CLKFB=pll_out,
+            i_RST=0,
+            i_STDBY=0,
+            i_PHASESEL0=0,
+            i_PHASESEL1=0,
+            i_PHASEDIR=1,
+            i_PHASESTEP=1,
+            i_PHASELOADREG=1,
+            i_PLLWAKESYNC=0,
+            i_ENCLKOP=0,
+            o_CLKOP=pll_out,
+            o_LOCK=locked,
+            a_FREQUENCY_PIN_CLKI="25",
+            a_FREQUENCY_PIN_CLKOP="125",
+            a_ICP_CURRENT="12",
+            a_LPF_RESISTOR="8",
+            a_MFG_ENABLE_FILTEROPAMP="1",
+            a_MFG_GMCREF_SEL="2",
+        )
         m.domains.sync = ClockDomain("sync")
         m.d.comb += ClockSignal("sync").eq(pll_out)
         m.submodules.reset = ResetSynchronizer(~locked, domain="sync")
@@ -203,9 +257,15 @@ class UdpBoardTop(Elaboratable):
         m.submodules.rgmii_rx = rx = RgmiiRx(rgmii)
         m.submodules.rgmii_tx = tx = RgmiiTx(rgmii)
         m.submodules.udp = top = self.top
-        m.d.comb += [top.rx_clk.eq(rx.rx_clk), top.rxd.eq(rx.rxd), top.rx_dv.eq(rx.rx_dv),
-                     top.rx_er.eq(rx.rx_er), tx.txd.eq(top.txd), tx.tx_en.eq(top.tx_en),
-                     tx.tx_er.eq(top.tx_er)]
+        m.d.comb += [
+            top.rx_clk.eq(rx.rx_clk),
+            top.rxd.eq(rx.rxd),
+            top.rx_dv.eq(rx.rx_dv),
+            top.rx_er.eq(rx.rx_er),
+            tx.txd.eq(top.txd),
+            tx.tx_en.eq(top.tx_en),
+            tx.tx_er.eq(top.tx_er),
+        ]
 
         phy_wait = Signal(21)  # until its top bit: 2**20 cycles, 8.4 ms
         m.submodules.phy_rst = phy_rst = io.Buffer("o", rgmii.rst)

@@ -29,8 +29,7 @@ from .tx import MacTx, UdpTx
 __all__ = ["CAPACITY", "COUNTERS", "UdpLink", "UdpTop"]
 
 #: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
-COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late",
-            *FRAME_CLASSES)
+COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late", *FRAME_CLASSES)
 #: Bytes of the receive buffer: two ECP5 block RAMs, room for two full frames of tuples.
 CAPACITY = 4096
 #: Tuples the clock-domain crossing holds.
@@ -85,36 +84,69 @@ class UdpLink(wiring.Component):
         With ``params_bits``: the engine's values in force, for STATUS.
     """
 
-    def __init__(self, tuple_layout: data.StructLayout, record_layout: data.StructLayout, *,
-                 mac: bytes, ip: bytes, port: int, engine_id: int, capacity: int = CAPACITY,
-                 quiet: int = 64, flush: int = 1024, params_bits: int = 0):
+    def __init__(
+        self,
+        tuple_layout: data.StructLayout,
+        record_layout: data.StructLayout,
+        *,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        engine_id: int,
+        capacity: int = CAPACITY,
+        quiet: int = 64,
+        flush: int = 1024,
+        params_bits: int = 0,
+    ):
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
         self._params_bytes = params_bytes(params_bits)
-        self._rx_args = {"tuple_width": tuple_layout.size, "capacity": capacity, "mac": mac,
-                         "ip": ip, "port": port, "engine_id": engine_id,
-                         "params_bytes": self._params_bytes}
-        self._tx_args = {"mac": mac, "ip": ip, "port": port, "engine_id": engine_id,
-                         "tuple_bytes": (tuple_layout.size + 7) // 8, "capacity": capacity,
-                         "counters": COUNTERS, "flush": flush, "params_bits": params_bits}
+        self._rx_args = {
+            "tuple_width": tuple_layout.size,
+            "capacity": capacity,
+            "mac": mac,
+            "ip": ip,
+            "port": port,
+            "engine_id": engine_id,
+            "params_bytes": self._params_bytes,
+        }
+        self._tx_args = {
+            "mac": mac,
+            "ip": ip,
+            "port": port,
+            "engine_id": engine_id,
+            "tuple_bytes": (tuple_layout.size + 7) // 8,
+            "capacity": capacity,
+            "counters": COUNTERS,
+            "flush": flush,
+            "params_bits": params_bits,
+        }
         self._quiet = max(int(quiet), 2)
         endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
         members = {
-            "rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
-            "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1),
+            "rx_clk": In(1),
+            "rxd": In(8),
+            "rx_dv": In(1),
+            "rx_er": In(1),
+            "txd": Out(8),
+            "tx_en": Out(1),
+            "tx_er": Out(1),
             "o_stream": Out(stream.Signature(tuple_layout)),
             "i_stream": In(stream.Signature(record_layout)),
             "engine_reset": Out(1),
             "counters": Out(wiring.Signature({name: Out(32) for name in COUNTERS})),
             "next_seq": Out(32),
             "rx_empty": Out(1),
-            "status_request": Out(1), "reset_request": Out(1), "arp_request": Out(1),
-            "peer": Out(endpoint), "arp_peer": Out(endpoint),
-            "activity": Out(1), "trouble": Out(1),
+            "status_request": Out(1),
+            "reset_request": Out(1),
+            "arp_request": Out(1),
+            "peer": Out(endpoint),
+            "arp_peer": Out(endpoint),
+            "activity": Out(1),
+            "trouble": Out(1),
         }
         if params_bits:
-            members["o_params"] = Out(stream.Signature(
-                8 * (SWITCH_BYTES + self._params_bytes)))
+            members["o_params"] = Out(stream.Signature(8 * (SWITCH_BYTES + self._params_bytes)))
             members["param_values"] = In(params_bits)
         super().__init__(members)
 
@@ -127,23 +159,36 @@ class UdpLink(wiring.Component):
         m.d.comb += [rx.rxd.eq(self.rxd), rx.rx_dv.eq(self.rx_dv), rx.rx_er.eq(self.rx_er)]
 
         m.submodules.tuple_fifo = tuples = AsyncFIFO(
-            width=self._tuple_layout.size, depth=TUPLE_FIFO_DEPTH, w_domain="eth_rx",
-            r_domain="sync")
+            width=self._tuple_layout.size,
+            depth=TUPLE_FIFO_DEPTH,
+            w_domain="eth_rx",
+            r_domain="sync",
+        )
         # ready from a register (the FIFO's fullness is a Gray-code compare; timing): the
         # level a cycle ago left room for this cycle's write and the last one's
         room = Signal()
         m.d.eth_rx += room.eq(tuples.w_level < TUPLE_FIFO_DEPTH - 2)
-        m.d.comb += [tuples.w_en.eq(rx.o_stream.valid & room),
-                     tuples.w_data.eq(rx.o_stream.payload), rx.o_stream.ready.eq(room)]
-        m.d.comb += [self.o_stream.valid.eq(tuples.r_rdy),
-                     self.o_stream.payload.eq(tuples.r_data),
-                     tuples.r_en.eq(self.o_stream.ready)]
+        m.d.comb += [
+            tuples.w_en.eq(rx.o_stream.valid & room),
+            tuples.w_data.eq(rx.o_stream.payload),
+            rx.o_stream.ready.eq(room),
+        ]
+        m.d.comb += [
+            self.o_stream.valid.eq(tuples.r_rdy),
+            self.o_stream.payload.eq(tuples.r_data),
+            tuples.r_en.eq(self.o_stream.ready),
+        ]
 
         layout = event_layout(self._params_bytes)
-        m.submodules.event_fifo = events = AsyncFIFO(width=layout.size, depth=4,
-                                                     w_domain="eth_rx", r_domain="sync")
-        m.d.comb += [events.w_en.eq(rx.event.valid), events.w_data.eq(rx.event.payload),
-                     rx.event.ready.eq(events.w_rdy), events.r_en.eq(1)]
+        m.submodules.event_fifo = events = AsyncFIFO(
+            width=layout.size, depth=4, w_domain="eth_rx", r_domain="sync"
+        )
+        m.d.comb += [
+            events.w_en.eq(rx.event.valid),
+            events.w_data.eq(rx.event.payload),
+            rx.event.ready.eq(events.w_rdy),
+            events.r_en.eq(1),
+        ]
         # (registered: the FIFO's read side decodes Gray counters; timing)
         event_valid = Signal()
         event = Signal(layout.size, reset_less=True)
@@ -169,11 +214,18 @@ class UdpLink(wiring.Component):
         wiring.connect(m, wiring.flipped(self.i_stream), tx.i_stream)
         wiring.connect(m, tx.o_stream, buffer.i_stream)
         wiring.connect(m, buffer.o_stream, mac.i_stream)
-        m.d.comb += [self.txd.eq(mac.txd), self.tx_en.eq(mac.tx_en), self.tx_er.eq(mac.tx_er),
-                     tx.arp_request.eq(self.arp_request), tx.arp_peer.eq(self.arp_peer),
-                     tx.status_request.eq(self.status_request), tx.peer.eq(self.peer),
-                     tx.clear.eq(self.reset_request), tx.next_seq.eq(self.next_seq),
-                     self.engine_reset.eq(self.reset_request)]
+        m.d.comb += [
+            self.txd.eq(mac.txd),
+            self.tx_en.eq(mac.tx_en),
+            self.tx_er.eq(mac.tx_er),
+            tx.arp_request.eq(self.arp_request),
+            tx.arp_peer.eq(self.arp_peer),
+            tx.status_request.eq(self.status_request),
+            tx.peer.eq(self.peer),
+            tx.clear.eq(self.reset_request),
+            tx.next_seq.eq(self.next_seq),
+            self.engine_reset.eq(self.reset_request),
+        ]
         for name in COUNTERS:
             m.d.comb += getattr(tx.counters, name).eq(getattr(self.counters, name))
         if self._params_bytes:
@@ -201,8 +253,7 @@ class UdpLink(wiring.Component):
             with m.If(self.o_params.ready | self.reset_request):
                 m.d.sync += self.o_params.valid.eq(0)
             with m.If(params_packet & ~busy):
-                m.d.sync += [self.o_params.valid.eq(1),
-                             self.o_params.payload.eq(event.switch)]
+                m.d.sync += [self.o_params.valid.eq(1), self.o_params.payload.eq(event.switch)]
             # (in sequence with the TUPLES packets)
             tuples_packet = tuples_packet | (params_packet & ~busy)
         gap = Signal(32)
@@ -211,17 +262,21 @@ class UdpLink(wiring.Component):
         m.d.comb += [
             counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
             counts["late"].eq(tuples_packet & behind),
-            self.status_request.eq(accepted & ((kind == EventKind.STATUS_REQ) |
-                                               (kind == EventKind.RESET))),
+            self.status_request.eq(
+                accepted & ((kind == EventKind.STATUS_REQ) | (kind == EventKind.RESET))
+            ),
             self.arp_request.eq(accepted & (kind == EventKind.ARP)),
         ]
         # (registered: it resets the counters, the engine and the record FIFO; timing)
         m.d.sync += self.reset_request.eq(accepted & (kind == EventKind.RESET))
         for i, name in enumerate(FRAME_CLASSES):
             m.d.comb += counts[name].eq(valid & (event.cls == i))
-        m.d.comb += [counts["accepted"].eq(accepted & ~refused),
-                     counts["engine_full"].eq((valid & (event.cls == FRAME_CLASSES.index(
-                         "engine_full"))) | refused)]
+        m.d.comb += [
+            counts["accepted"].eq(accepted & ~refused),
+            counts["engine_full"].eq(
+                (valid & (event.cls == FRAME_CLASSES.index("engine_full"))) | refused
+            ),
+        ]
         for name in COUNTERS:
             if name == "lost":
                 continue
@@ -229,11 +284,16 @@ class UdpLink(wiring.Component):
             with m.If(counts[name]):
                 m.d.sync += counter.eq(counter + 1)
         with m.If(tuples_packet & ~behind):
-            m.d.sync += [self.next_seq.eq(event.seq + 1),
-                         self.counters.lost.eq(self.counters.lost + gap)]
+            m.d.sync += [
+                self.next_seq.eq(event.seq + 1),
+                self.counters.lost.eq(self.counters.lost + gap),
+            ]
         with m.If(accepted & (kind != EventKind.ARP)):
-            m.d.sync += [self.peer.mac.eq(event.mac), self.peer.ip.eq(event.ip),
-                         self.peer.port.eq(event.port)]
+            m.d.sync += [
+                self.peer.mac.eq(event.mac),
+                self.peer.ip.eq(event.ip),
+                self.peer.port.eq(event.port),
+            ]
         with m.If(self.arp_request):
             m.d.sync += [self.arp_peer.mac.eq(event.mac), self.arp_peer.ip.eq(event.ip)]
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
@@ -241,9 +301,12 @@ class UdpLink(wiring.Component):
             m.d.sync += self.next_seq.eq(0)
         m.d.comb += [
             self.activity.eq(counts["accepted"]),
-            self.trouble.eq((tuples_packet & ~behind & (gap != 0)) | counts["late"] |
-                            counts["drops"] |
-                            Cat(counts[name] for name in FRAME_CLASSES[1:]).any()),
+            self.trouble.eq(
+                (tuples_packet & ~behind & (gap != 0))
+                | counts["late"]
+                | counts["drops"]
+                | Cat(counts[name] for name in FRAME_CLASSES[1:]).any()
+            ),
         ]
         return counts
 
@@ -261,8 +324,16 @@ class UdpTop(wiring.Component):
         The link's pulses (:class:`UdpLink`), for the LEDs.
     """
 
-    def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = CAPACITY,
-                 flush: int = 1024):
+    def __init__(
+        self,
+        engine,
+        *,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        capacity: int = CAPACITY,
+        flush: int = 1024,
+    ):
         from nfacep.hdl.layout import params_layout
 
         from ..protocol import engine_id
@@ -270,13 +341,29 @@ class UdpTop(wiring.Component):
         self._engine = engine
         self._engine_id = engine_id(engine.nfa, engine.params)
         layout = params_layout(engine.nfa.program.parameters)
-        self._link_args = {"mac": mac, "ip": ip, "port": port, "engine_id": self._engine_id,
-                           "capacity": capacity, "flush": flush,
-                           "quiet": 2 * (engine.params.partitions + 32),
-                           "params_bits": layout.size if layout is not None else 0}
-        super().__init__({"rx_clk": In(1), "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
-                          "txd": Out(8), "tx_en": Out(1), "tx_er": Out(1),
-                          "activity": Out(1), "trouble": Out(1)})
+        self._link_args = {
+            "mac": mac,
+            "ip": ip,
+            "port": port,
+            "engine_id": self._engine_id,
+            "capacity": capacity,
+            "flush": flush,
+            "quiet": 2 * (engine.params.partitions + 32),
+            "params_bits": layout.size if layout is not None else 0,
+        }
+        super().__init__(
+            {
+                "rx_clk": In(1),
+                "rxd": In(8),
+                "rx_dv": In(1),
+                "rx_er": In(1),
+                "txd": Out(8),
+                "tx_en": Out(1),
+                "tx_er": Out(1),
+                "activity": Out(1),
+                "trouble": Out(1),
+            }
+        )
 
     @property
     def engine_id(self) -> int:
@@ -287,16 +374,23 @@ class UdpTop(wiring.Component):
 
         m = Module()
         engine = self._engine
-        m.submodules.link = link = UdpLink(engine.tuple_layout, engine.record_layout,
-                                           **self._link_args)
+        m.submodules.link = link = UdpLink(
+            engine.tuple_layout, engine.record_layout, **self._link_args
+        )
         m.submodules.engine = ResetInserter(link.engine_reset)(engine)
         wiring.connect(m, link.o_stream, engine.i_stream)
         wiring.connect(m, engine.o_stream, link.i_stream)
-        m.d.comb += [link.rx_clk.eq(self.rx_clk), link.rxd.eq(self.rxd),
-                     link.rx_dv.eq(self.rx_dv), link.rx_er.eq(self.rx_er),
-                     self.txd.eq(link.txd), self.tx_en.eq(link.tx_en),
-                     self.tx_er.eq(link.tx_er), self.activity.eq(link.activity),
-                     self.trouble.eq(link.trouble)]
+        m.d.comb += [
+            link.rx_clk.eq(self.rx_clk),
+            link.rxd.eq(self.rxd),
+            link.rx_dv.eq(self.rx_dv),
+            link.rx_er.eq(self.rx_er),
+            self.txd.eq(link.txd),
+            self.tx_en.eq(link.tx_en),
+            self.tx_er.eq(link.tx_er),
+            self.activity.eq(link.activity),
+            self.trouble.eq(link.trouble),
+        ]
         if self._link_args["params_bits"]:
             switch = link.o_params.payload
             seq = engine.i_params.payload.seq
@@ -304,9 +398,10 @@ class UdpTop(wiring.Component):
             m.d.comb += [
                 engine.i_params.valid.eq(link.o_params.valid),
                 link.o_params.ready.eq(engine.i_params.ready),
-                seq.eq(switch[:min(len(seq), 8 * SWITCH_BYTES)]),
+                seq.eq(switch[: min(len(seq), 8 * SWITCH_BYTES)]),
                 engine.i_params.payload.values.eq(
-                    switch[8 * SWITCH_BYTES:8 * SWITCH_BYTES + width]),
+                    switch[8 * SWITCH_BYTES : 8 * SWITCH_BYTES + width]
+                ),
                 link.param_values.eq(engine.param_values),
             ]
         return m

@@ -38,8 +38,15 @@ class UdpBoardModel:
     ``engine_full``. STATUS ends with the values in force.
     """
 
-    def __init__(self, nfa, params: EngineParams, *, capacity: int = 4096,
-                 engine_id_override: int | None = None, values=None):
+    def __init__(
+        self,
+        nfa,
+        params: EngineParams,
+        *,
+        capacity: int = 4096,
+        engine_id_override: int | None = None,
+        values=None,
+    ):
         self.nfa = nfa
         self.params = params
         self.schema = nfa.program.schema
@@ -47,8 +54,7 @@ class UdpBoardModel:
         self.record_format = wire.record_format(nfa)
         self.capacity = capacity
         self.max_records = (MAX_PAYLOAD - HEADER_BYTES) // self.record_format.nbytes
-        self.id = engine_id(nfa, params) if engine_id_override is None \
-            else engine_id_override
+        self.id = engine_id(nfa, params) if engine_id_override is None else engine_id_override
         self.registers = ParamRegisters(nfa, values)
         self.reset()
 
@@ -68,9 +74,14 @@ class UdpBoardModel:
         return len(self.accepted) // self.tuple_bytes
 
     def status(self) -> dict:
-        return {**self.counters, "tuple_bytes": self.tuple_bytes,
-                "record_bytes": self.record_format.nbytes, "capacity": self.capacity,
-                "flags": 1, "tuples": len(self.accepted) // self.tuple_bytes}
+        return {
+            **self.counters,
+            "tuple_bytes": self.tuple_bytes,
+            "record_bytes": self.record_format.nbytes,
+            "capacity": self.capacity,
+            "flags": 1,
+            "tuples": len(self.accepted) // self.tuple_bytes,
+        }
 
     def _packet(self, ptype: int, body: bytes) -> bytes:
         out = packet(ptype, body, seq=self.seq, engine_id=self.id)
@@ -79,8 +90,7 @@ class UdpBoardModel:
 
     def _status_packet(self) -> bytes:
         values = self.registers.in_force(self.taken()).to_bytes(self.registers.nbytes, "little")
-        return self._packet(PacketType.STATUS,
-                            encode_fields(STATUS_FIELDS, self.status()) + values)
+        return self._packet(PacketType.STATUS, encode_fields(STATUS_FIELDS, self.status()) + values)
 
     def _classify(self, data: bytes) -> str:
         if len(data) < HEADER_BYTES:
@@ -88,8 +98,9 @@ class UdpBoardModel:
         version, ptype = data[0], data[1]
         ident = int.from_bytes(data[8:12], "little")
         body = data[HEADER_BYTES:]
-        known = (PacketType.TUPLES, PacketType.STATUS_REQ, PacketType.RESET) + \
-            ((PacketType.PARAMS,) if self.registers else ())
+        known = (PacketType.TUPLES, PacketType.STATUS_REQ, PacketType.RESET) + (
+            (PacketType.PARAMS,) if self.registers else ()
+        )
         if version != VERSION or ptype not in known:
             return "bad_header"
         if ptype in (PacketType.TUPLES, PacketType.PARAMS) and ident != self.id:
@@ -134,15 +145,22 @@ class UdpBoardModel:
     def _records(self) -> list[bytes]:
         n = len(self.accepted) // self.tuple_bytes
         tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
-        records = [r for r in reference.run(self.nfa, tuples, self.params,
-                                            values=self.registers.schedule())
-                   .records(self.nfa, tuples) if r.seq >= self.reported]
+        records = [
+            r
+            for r in reference.run(
+                self.nfa, tuples, self.params, values=self.registers.schedule()
+            ).records(self.nfa, tuples)
+            if r.seq >= self.reported
+        ]
         self.reported = n
         out = []
         for at in range(0, len(records), self.max_records):
-            batch = records[at:at + self.max_records]
-            out.append(self._packet(PacketType.RECORDS, b"".join(
-                self.record_format.encode_bytes(r) for r in batch)))
+            batch = records[at : at + self.max_records]
+            out.append(
+                self._packet(
+                    PacketType.RECORDS, b"".join(self.record_format.encode_bytes(r) for r in batch)
+                )
+            )
             self.counters["records"] += len(batch)
             self.counters["packets"] += 1
             self.counters["matched"] += sum(r.matches != 0 for r in batch)
@@ -150,9 +168,15 @@ class UdpBoardModel:
         return out
 
 
-def serve(model: UdpBoardModel, host: str = "127.0.0.1", port: int = 0, *,
-          stop: threading.Event, lose: float = 0.0,
-          seed: int = 0) -> tuple[threading.Thread, tuple[str, int]]:
+def serve(
+    model: UdpBoardModel,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    stop: threading.Event,
+    lose: float = 0.0,
+    seed: int = 0,
+) -> tuple[threading.Thread, tuple[str, int]]:
     """Answer datagrams on a UDP socket bound to ``host``:``port`` (0: any free port) in a
     daemon thread until ``stop`` is set; replies go to the sender. ``lose`` is the chance
     that a datagram from the host is lost on the way. Returns the thread and the address."""

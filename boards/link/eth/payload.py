@@ -93,46 +93,46 @@ class PacketType:
 
 #: The classes a received frame is counted in (one each), in STATUS order.
 FRAME_CLASSES = (
-    "accepted",         # TUPLES whose tuples went to the engine, STATUS_REQ, RESET, ARP
-                        # request for the board's IP address
-    "bad_size",         # runt (< 64 bytes) or oversize (> 1518 bytes), counted with the FCS
-    "bad_fcs",          # FCS mismatch, PHY error (rx_er) or no start-of-frame delimiter
-    "not_for_us",       # another MAC address (not broadcast), EtherType, IP address,
-                        # protocol or UDP port; ARP other than a request for our address
-    "ip_unsupported",   # IPv4 version/IHL other than 4/5 (options): checked before the sum
+    "accepted",  # TUPLES whose tuples went to the engine, STATUS_REQ, RESET, ARP
+    # request for the board's IP address
+    "bad_size",  # runt (< 64 bytes) or oversize (> 1518 bytes), counted with the FCS
+    "bad_fcs",  # FCS mismatch, PHY error (rx_er) or no start-of-frame delimiter
+    "not_for_us",  # another MAC address (not broadcast), EtherType, IP address,
+    # protocol or UDP port; ARP other than a request for our address
+    "ip_unsupported",  # IPv4 version/IHL other than 4/5 (options): checked before the sum
     "bad_ip_checksum",  # the IPv4 header checksum
-    "ip_fragment",      # more fragments or a fragment offset
-    "bad_udp",          # UDP length not the IP length's, a truncated frame, a payload shorter
-                        # than the header, a command with a body, no or a partial tuple,
-                        # PARAMS of another length
-    "bad_header",       # unknown payload version or type, TUPLES or PARAMS for another
-                        # engine_id, PARAMS to an engine without runtime parameters
-    "engine_full",      # TUPLES whose tuples did not fit the board's buffer; PARAMS while
-                        # a switch is pending
+    "ip_fragment",  # more fragments or a fragment offset
+    "bad_udp",  # UDP length not the IP length's, a truncated frame, a payload shorter
+    # than the header, a command with a body, no or a partial tuple,
+    # PARAMS of another length
+    "bad_header",  # unknown payload version or type, TUPLES or PARAMS for another
+    # engine_id, PARAMS to an engine without runtime parameters
+    "engine_full",  # TUPLES whose tuples did not fit the board's buffer; PARAMS while
+    # a switch is pending
 )
 
 #: STATUS body: (name, bytes), little-endian. Counters wrap at 2**32.
 STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("tuple_bytes", 2),
     ("record_bytes", 2),
-    ("capacity", 4),     # bytes of the board's tuple buffer
-    ("flags", 4),        # bit 0: idle
-    ("tuples", 4),       # tuples the engine took
-    ("matched", 4),      # records sent for a tuple that matched a query
-    ("drops", 4),        # records sent for a dropped tuple
-    ("records", 4),      # records sent
-    ("packets", 4),      # RECORDS packets sent
-    ("next_seq", 4),     # the TUPLES seq the board expects next
-    ("lost", 4),         # sum of the forward jumps of TUPLES seq (packets missing upstream)
-    ("late", 4),         # TUPLES packets whose seq was behind the expected one
+    ("capacity", 4),  # bytes of the board's tuple buffer
+    ("flags", 4),  # bit 0: idle
+    ("tuples", 4),  # tuples the engine took
+    ("matched", 4),  # records sent for a tuple that matched a query
+    ("drops", 4),  # records sent for a dropped tuple
+    ("records", 4),  # records sent
+    ("packets", 4),  # RECORDS packets sent
+    ("next_seq", 4),  # the TUPLES seq the board expects next
+    ("lost", 4),  # sum of the forward jumps of TUPLES seq (packets missing upstream)
+    ("late", 4),  # TUPLES packets whose seq was behind the expected one
     *((name, 4) for name in FRAME_CLASSES),
 )
 
 
-def encode_header(ptype: int, seq: int = 0, engine_id: int = 0, version: int = VERSION,
-                  reserved: int = 0) -> bytes:
-    return struct.pack("<BBHII", version, ptype, reserved, seq & 0xFFFFFFFF,
-                       engine_id & 0xFFFFFFFF)
+def encode_header(
+    ptype: int, seq: int = 0, engine_id: int = 0, version: int = VERSION, reserved: int = 0
+) -> bytes:
+    return struct.pack("<BBHII", version, ptype, reserved, seq & 0xFFFFFFFF, engine_id & 0xFFFFFFFF)
 
 
 def decode_header(payload: bytes) -> dict[str, int]:
@@ -199,11 +199,22 @@ def _pad(frame: bytes) -> bytes:
     return frame + bytes(max(0, MIN_FRAME - 4 - len(frame)))
 
 
-def udp_frame(src: Endpoint, dst: Endpoint, payload: bytes, *, ident: int = 0,
-              ttl: int = 64, flags_fragment: int = 0x4000, options: bytes = b"",
-              ip_length: int | None = None, udp_length: int | None = None,
-              checksum_delta: int = 0, protocol: int = 17, dst_mac: bytes | None = None,
-              pad: bool = True) -> bytes:
+def udp_frame(
+    src: Endpoint,
+    dst: Endpoint,
+    payload: bytes,
+    *,
+    ident: int = 0,
+    ttl: int = 64,
+    flags_fragment: int = 0x4000,
+    options: bytes = b"",
+    ip_length: int | None = None,
+    udp_length: int | None = None,
+    checksum_delta: int = 0,
+    protocol: int = 17,
+    dst_mac: bytes | None = None,
+    pad: bool = True,
+) -> bytes:
     """An Ethernet II frame with an IPv4/UDP packet, without preamble and FCS (padded to the
     minimum length). The keyword arguments make malformed frames for tests: ``ip_length`` and
     ``udp_length`` override the lengths, ``checksum_delta`` spoils the IP checksum."""
@@ -211,8 +222,22 @@ def udp_frame(src: Endpoint, dst: Endpoint, payload: bytes, *, ident: int = 0,
     udp = struct.pack(">HHHH", src.port, dst.port, udp_len, 0) + payload
     ihl = 5 + len(options) // 4
     total = 4 * ihl + len(udp) if ip_length is None else ip_length
-    ip = struct.pack(">BBHHHBBH4s4s", 0x40 | ihl, 0, total, ident, flags_fragment, ttl,
-                     protocol, 0, src.ip, dst.ip) + options
+    ip = (
+        struct.pack(
+            ">BBHHHBBH4s4s",
+            0x40 | ihl,
+            0,
+            total,
+            ident,
+            flags_fragment,
+            ttl,
+            protocol,
+            0,
+            src.ip,
+            dst.ip,
+        )
+        + options
+    )
     ip = ip[:10] + struct.pack(">H", (ip_checksum(ip) + checksum_delta) & 0xFFFF) + ip[12:]
     eth = (dst.mac if dst_mac is None else dst_mac) + src.mac + b"\x08\x00"
     frame = eth + ip + udp
@@ -221,8 +246,7 @@ def udp_frame(src: Endpoint, dst: Endpoint, payload: bytes, *, ident: int = 0,
 
 def arp_request(src: Endpoint, target_ip: bytes) -> bytes:
     """A broadcast ARP request from ``src`` for ``target_ip`` (no FCS)."""
-    arp = struct.pack(">HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src.mac, src.ip, bytes(6),
-                      target_ip)
+    arp = struct.pack(">HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src.mac, src.ip, bytes(6), target_ip)
     return _pad(BROADCAST + src.mac + b"\x08\x06" + arp)
 
 
@@ -241,11 +265,18 @@ def parse_frame(frame: bytes) -> dict:
     dst_mac, src_mac, ethertype = frame[:6], frame[6:12], frame[12:14]
     if ethertype == b"\x08\x06":
         htype, ptype, hlen, plen, oper, sha, spa, tha, tpa = struct.unpack(
-            ">HHBBH6s4s6s4s", frame[14:42])
+            ">HHBBH6s4s6s4s", frame[14:42]
+        )
         if (htype, ptype, hlen, plen) != (1, 0x0800, 6, 4):
             raise ValueError("not an Ethernet/IPv4 ARP packet")
-        return {"kind": "arp", "dst_mac": dst_mac, "src_mac": src_mac, "oper": oper,
-                "sender": Endpoint(sha, spa, 0), "target": Endpoint(tha, tpa, 0)}
+        return {
+            "kind": "arp",
+            "dst_mac": dst_mac,
+            "src_mac": src_mac,
+            "oper": oper,
+            "sender": Endpoint(sha, spa, 0),
+            "target": Endpoint(tha, tpa, 0),
+        }
     if ethertype != b"\x08\x00":
         raise ValueError(f"EtherType {ethertype.hex()}")
     ip = frame[14:34]
@@ -253,12 +284,18 @@ def parse_frame(frame: bytes) -> dict:
         raise ValueError(f"IPv4 version/IHL {ip[0]:#x}")
     if ip_checksum(ip) != 0:
         raise ValueError("bad IPv4 header checksum")
-    total, = struct.unpack(">H", ip[2:4])
+    (total,) = struct.unpack(">H", ip[2:4])
     if ip[9] != 17 or 14 + total > len(frame):
         raise ValueError("not UDP, or truncated")
     sport, dport, ulen, _ = struct.unpack(">HHHH", frame[34:42])
     if ulen != total - 20:
         raise ValueError(f"UDP length {ulen} in an IP packet of {total}")
-    return {"kind": "udp", "dst_mac": dst_mac, "src_mac": src_mac,
-            "src": Endpoint(src_mac, ip[12:16], sport), "dst": Endpoint(dst_mac, ip[16:20], dport),
-            "ttl": ip[8], "payload": frame[42:42 + ulen - 8]}
+    return {
+        "kind": "udp",
+        "dst_mac": dst_mac,
+        "src_mac": src_mac,
+        "src": Endpoint(src_mac, ip[12:16], sport),
+        "dst": Endpoint(dst_mac, ip[16:20], dport),
+        "ttl": ip[8],
+        "payload": frame[42 : 42 + ulen - 8],
+    }

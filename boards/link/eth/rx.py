@@ -21,8 +21,17 @@ from amaranth.lib.wiring import In, Out
 from ..protocol import SWITCH_BYTES
 from .payload import FRAME_CLASSES, HEADER_BYTES, MAX_FRAME, MIN_FRAME, VERSION, PacketType
 
-__all__ = ["FCS", "CommitBuffer", "EthRx", "EventKind", "FrameClass", "MacRx", "RxParser",
-           "TupleGatherer", "event_layout"]
+__all__ = [
+    "FCS",
+    "CommitBuffer",
+    "EthRx",
+    "EventKind",
+    "FrameClass",
+    "MacRx",
+    "RxParser",
+    "TupleGatherer",
+    "event_layout",
+]
 
 #: The Ethernet FCS, a byte per cycle: IEEE 802.3's CRC-32 (``CRC32_ETHERNET`` in the catalog).
 FCS = catalog.CRC32_ETHERNET(data_width=8)
@@ -68,8 +77,7 @@ def event_layout(params_bytes: int = 0) -> data.StructLayout:
     """One received frame: its class and, when accepted, what it asks for and who sent it;
     with ``params_bytes`` (bytes of the engine's runtime parameters), a PARAMS packet's body
     (``switch``: the tuple number in the low 48 bits, the values above)."""
-    fields = {"cls": FrameClass, "kind": EventKind, "seq": 32, "mac": 48, "ip": 32,
-              "port": 16}
+    fields = {"cls": FrameClass, "kind": EventKind, "seq": 32, "mac": 48, "ip": 32, "port": 16}
     if params_bytes:
         fields["switch"] = 8 * (SWITCH_BYTES + params_bytes)
     return data.StructLayout(fields)
@@ -104,11 +112,20 @@ class MacRx(wiring.Component):
     """
 
     def __init__(self):
-        super().__init__({
-            "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
-            "valid": Out(1), "byte": Out(8), "index": Out(INDEX_BITS),
-            "end": Out(1), "fcs_ok": Out(1), "size_ok": Out(1), "length": Out(INDEX_BITS),
-        })
+        super().__init__(
+            {
+                "rxd": In(8),
+                "rx_dv": In(1),
+                "rx_er": In(1),
+                "valid": Out(1),
+                "byte": Out(8),
+                "index": Out(INDEX_BITS),
+                "end": Out(1),
+                "fcs_ok": Out(1),
+                "size_ok": Out(1),
+                "length": Out(INDEX_BITS),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -187,8 +204,16 @@ class RxParser(wiring.Component):
     whether the engine takes it is decided after the crossing.
     """
 
-    def __init__(self, *, mac: bytes, ip: bytes, port: int, engine_id: int, tuple_bytes: int,
-                 params_bytes: int = 0):
+    def __init__(
+        self,
+        *,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        engine_id: int,
+        tuple_bytes: int,
+        params_bytes: int = 0,
+    ):
         if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
             raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
         if tuple_bytes < 1:
@@ -197,13 +222,22 @@ class RxParser(wiring.Component):
         self._engine_id = engine_id & 0xFFFFFFFF
         self._tuple_bytes = tuple_bytes
         self._params_bytes = int(params_bytes)
-        super().__init__({
-            "valid": In(1), "byte": In(8), "index": In(INDEX_BITS), "end": In(1),
-            "fcs_ok": In(1), "size_ok": In(1), "length": In(INDEX_BITS),
-            "write": Out(stream.Signature(8)), "commit": Out(1), "rollback": Out(1),
-            "overflow": In(1),
-            "event": Out(stream.Signature(event_layout(self._params_bytes))),
-        })
+        super().__init__(
+            {
+                "valid": In(1),
+                "byte": In(8),
+                "index": In(INDEX_BITS),
+                "end": In(1),
+                "fcs_ok": In(1),
+                "size_ok": In(1),
+                "length": In(INDEX_BITS),
+                "write": Out(stream.Signature(8)),
+                "commit": Out(1),
+                "rollback": Out(1),
+                "overflow": In(1),
+                "event": Out(stream.Signature(event_layout(self._params_bytes))),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -222,7 +256,7 @@ class RxParser(wiring.Component):
         def capture(reg, offset, n, *, little=False):
             for k in range(n):
                 j = k if little else n - 1 - k
-                at(offset + k, reg[8 * j:8 * j + 8].eq(byte))
+                at(offset + k, reg[8 * j : 8 * j + 8].eq(byte))
 
         # Ethernet
         mac_ok, bcast = Signal(), Signal()
@@ -241,8 +275,8 @@ class RxParser(wiring.Component):
         peer_ip = Signal(32, reset_less=True)  # the sender: ARP's SPA, IPv4's source
         for k in range(4):
             j = 8 * (3 - k)
-            at(IP_AT + 12 + k, peer_ip[j:j + 8].eq(Mux(is_ip, byte, peer_ip[j:j + 8])))
-            at(ARP_AT + 14 + k, peer_ip[j:j + 8].eq(Mux(is_arp, byte, peer_ip[j:j + 8])))
+            at(IP_AT + 12 + k, peer_ip[j : j + 8].eq(Mux(is_ip, byte, peer_ip[j : j + 8])))
+            at(ARP_AT + 14 + k, peer_ip[j : j + 8].eq(Mux(is_arp, byte, peer_ip[j : j + 8])))
         # IPv4
         ver_ihl = Signal(8, reset_less=True)
         capture(ver_ihl, IP_AT, 1)
@@ -286,8 +320,10 @@ class RxParser(wiring.Component):
         data_phase = Signal(reset_less=True)
         data_left = Signal(16, reset_less=True)
         at(DATA_AT - 1, data_phase.eq(1))
-        at(UDP_AT + 6, data_left.eq(Mux(udp_length >= 8 + HEADER_BYTES,
-                                        udp_length - (8 + HEADER_BYTES), 0)))
+        at(
+            UDP_AT + 6,
+            data_left.eq(Mux(udp_length >= 8 + HEADER_BYTES, udp_length - (8 + HEADER_BYTES), 0)),
+        )
         tb = self._tuple_bytes
         phase = Signal(range(tb), reset_less=True)
         some = Signal(reset_less=True)  # at least one tuple byte
@@ -300,8 +336,11 @@ class RxParser(wiring.Component):
             self.write.payload.eq(byte),
         ]
         with m.If(in_data):
-            m.d.sync += [some.eq(1), phase.eq(Mux(phase == tb - 1, 0, phase + 1)),
-                         data_left.eq(data_left - 1)]
+            m.d.sync += [
+                some.eq(1),
+                phase.eq(Mux(phase == tb - 1, 0, phase + 1)),
+                data_left.eq(data_left - 1),
+            ]
         with m.If(self.end):  # (a frame shorter than its UDP length ends its data here)
             m.d.sync += data_phase.eq(0)
 
@@ -315,9 +354,12 @@ class RxParser(wiring.Component):
         header_end = 8 + HEADER_BYTES
         udp_ok, command_ok = Signal(reset_less=True), Signal(reset_less=True)
         params_ok = Signal(reset_less=True)
-        at(UDP_AT + 6, udp_ok.eq((udp_length + 20 == ip_length) & (udp_length >= header_end)),
-           command_ok.eq(udp_length == header_end),
-           params_ok.eq(udp_length == header_end + SWITCH_BYTES + pb))
+        at(
+            UDP_AT + 6,
+            udp_ok.eq((udp_length + 20 == ip_length) & (udp_length >= header_end)),
+            command_ok.eq(udp_length == header_end),
+            params_ok.eq(udp_length == header_end + SWITCH_BYTES + pb),
+        )
 
         # what the headers say, decided at the first byte after them (timing)
         header_cls = Signal(FrameClass, reset_less=True)
@@ -336,22 +378,33 @@ class RxParser(wiring.Component):
         fcs_ok, size_ok, truncated = (Signal(reset_less=True) for _ in range(3))
         m.d.sync += verdict.eq(self.end)
         with m.If(self.end):
-            m.d.sync += [fcs_ok.eq(self.fcs_ok), size_ok.eq(self.size_ok),
-                         truncated.eq(ip_end > self.length)]
+            m.d.sync += [
+                fcs_ok.eq(self.fcs_ok),
+                size_ok.eq(self.size_ok),
+                truncated.eq(ip_end > self.length),
+            ]
         cls, kind = self._verdict(m, locals())
         ev = self.event
         m.d.sync += ev.valid.eq(verdict)
         with m.If(verdict):
-            m.d.sync += [ev.payload.cls.eq(cls), ev.payload.kind.eq(kind),
-                         ev.payload.seq.eq(seq), ev.payload.mac.eq(peer_mac),
-                         ev.payload.ip.eq(peer_ip), ev.payload.port.eq(peer_port)]
+            m.d.sync += [
+                ev.payload.cls.eq(cls),
+                ev.payload.kind.eq(kind),
+                ev.payload.seq.eq(seq),
+                ev.payload.mac.eq(peer_mac),
+                ev.payload.ip.eq(peer_ip),
+                ev.payload.port.eq(peer_port),
+            ]
             if pb:
                 m.d.sync += ev.payload.switch.eq(switch)
         # (from the event's registers: timing)
-        accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & \
-            (ev.payload.kind == EventKind.TUPLES)
-        m.d.comb += [self.commit.eq(ev.valid & accept_tuples),
-                     self.rollback.eq(ev.valid & ~accept_tuples)]
+        accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & (
+            ev.payload.kind == EventKind.TUPLES
+        )
+        m.d.comb += [
+            self.commit.eq(ev.valid & accept_tuples),
+            self.rollback.eq(ev.valid & ~accept_tuples),
+        ]
         return m
 
     def _header_class(self, m, f):
@@ -373,8 +426,10 @@ class RxParser(wiring.Component):
         with m.If(~f["mac_ok"] & ~f["bcast"]):
             m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Elif(f["is_arp"]):
-            m.d.comb += [cls.eq(Mux(f["arp_ok"] & f["arp_tpa"], C.ACCEPTED, C.NOT_FOR_US)),
-                         kind.eq(EventKind.ARP)]
+            m.d.comb += [
+                cls.eq(Mux(f["arp_ok"] & f["arp_tpa"], C.ACCEPTED, C.NOT_FOR_US)),
+                kind.eq(EventKind.ARP),
+            ]
         with m.Elif(~f["is_ip"] | ~f["ip_ok"] | (f["proto"] != 17)):
             m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Elif(f["ver_ihl"] != 0x45):
@@ -389,8 +444,11 @@ class RxParser(wiring.Component):
             m.d.comb += early.eq(0)
             with m.If(~f["udp_ok"]):
                 m.d.comb += cls.eq(C.BAD_UDP)
-            with m.Elif(~f["version_ok"] | ~(f["is_tuples"] | command | f["is_params"]) |
-                        ((f["is_tuples"] | f["is_params"]) & ~f["engine_ok"])):
+            with m.Elif(
+                ~f["version_ok"]
+                | ~(f["is_tuples"] | command | f["is_params"])
+                | ((f["is_tuples"] | f["is_params"]) & ~f["engine_ok"])
+            ):
                 m.d.comb += cls.eq(C.BAD_HEADER)
             with m.Else():
                 m.d.comb += cls.eq(C.ACCEPTED)
@@ -401,8 +459,7 @@ class RxParser(wiring.Component):
         (:meth:`_header_class`), the MAC's verdict, the length and the tuple data."""
         C = FrameClass
         cls = Signal(FrameClass)
-        command = (f["header_kind"] == EventKind.STATUS_REQ) | \
-            (f["header_kind"] == EventKind.RESET)
+        command = (f["header_kind"] == EventKind.STATUS_REQ) | (f["header_kind"] == EventKind.RESET)
         with m.If(~f["size_ok"]):
             m.d.comb += cls.eq(C.BAD_SIZE)
         with m.Elif(~f["fcs_ok"]):
@@ -414,8 +471,13 @@ class RxParser(wiring.Component):
         with m.Elif(f["header_cls"] != C.ACCEPTED):
             m.d.comb += cls.eq(f["header_cls"])
         params = f["header_kind"] == EventKind.PARAMS
-        with m.Elif(Mux(command, ~f["command_ok"],
-                        Mux(params, ~f["params_ok"], ~f["some"] | (f["phase"] != 0)))):
+        with m.Elif(
+            Mux(
+                command,
+                ~f["command_ok"],
+                Mux(params, ~f["params_ok"], ~f["some"] | (f["phase"] != 0)),
+            )
+        ):
             m.d.comb += cls.eq(C.BAD_UDP)
         with m.Elif(~command & ~params & self.overflow):
             m.d.comb += cls.eq(C.ENGINE_FULL)
@@ -448,19 +510,28 @@ class CommitBuffer(wiring.Component):
         if capacity < 2 or capacity & (capacity - 1):
             raise ValueError(f"the capacity must be a power of 2, not {capacity}")
         self._capacity = capacity
-        super().__init__({
-            "write": In(stream.Signature(8)), "commit": In(1), "rollback": In(1),
-            "overflow": Out(1), "o_stream": Out(stream.Signature(8)), "empty": Out(1),
-        })
+        super().__init__(
+            {
+                "write": In(stream.Signature(8)),
+                "commit": In(1),
+                "rollback": In(1),
+                "overflow": Out(1),
+                "o_stream": Out(stream.Signature(8)),
+                "empty": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         bits = self._capacity.bit_length()  # one more than the address: full or empty
         # (no_rw_check: a byte is read only once committed, and written only where nothing
         # committed is, so no read meets a write of its address; Yosys then adds no bypass)
-        m.submodules.memory = memory = Memory(shape=8, depth=self._capacity, init=[],
-                                              attrs={"ram_style": "block",
-                                                     "no_rw_check": True})
+        m.submodules.memory = memory = Memory(
+            shape=8,
+            depth=self._capacity,
+            init=[],
+            attrs={"ram_style": "block", "no_rw_check": True},
+        )
         wp = memory.write_port()
         rp = memory.read_port(transparent_for=())
         wptr, cptr, rptr = Signal(bits), Signal(bits), Signal(bits)
@@ -469,10 +540,12 @@ class CommitBuffer(wiring.Component):
         m.d.comb += [
             self.write.ready.eq(1),
             full.eq((wptr[:-1] == rptr[:-1]) & (wptr[-1] != rptr[-1])),
-            wp.addr.eq(wptr[:-1]), wp.data.eq(self.write.payload),
+            wp.addr.eq(wptr[:-1]),
+            wp.data.eq(self.write.payload),
             wp.en.eq(self.write.valid & ~full),
             load.eq((rptr != cptr) & (~self.o_stream.valid | self.o_stream.ready)),
-            rp.addr.eq(rptr[:-1]), rp.en.eq(load),
+            rp.addr.eq(rptr[:-1]),
+            rp.en.eq(load),
             self.o_stream.payload.eq(rp.data),
             self.empty.eq((rptr == cptr) & ~self.o_stream.valid),
         ]
@@ -504,8 +577,9 @@ class TupleGatherer(wiring.Component):
     def __init__(self, width: int):
         self._width = width
         self._bytes = (width + 7) // 8
-        super().__init__({"i_stream": In(stream.Signature(8)),
-                          "o_stream": Out(stream.Signature(width))})
+        super().__init__(
+            {"i_stream": In(stream.Signature(8)), "o_stream": Out(stream.Signature(width))}
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -521,8 +595,11 @@ class TupleGatherer(wiring.Component):
         with m.If(taken):
             m.d.sync += shreg.eq(gathered)
             with m.If(last):
-                m.d.sync += [count.eq(0), self.o_stream.valid.eq(1),
-                             self.o_stream.payload.eq(gathered[:self._width])]
+                m.d.sync += [
+                    count.eq(0),
+                    self.o_stream.valid.eq(1),
+                    self.o_stream.payload.eq(gathered[: self._width]),
+                ]
             with m.Else():
                 m.d.sync += count.eq(count + 1)
         return m
@@ -541,35 +618,56 @@ class EthRx(wiring.Component):
         Nothing committed waits in the buffer or the gatherer.
     """
 
-    def __init__(self, *, tuple_width: int, capacity: int, mac: bytes, ip: bytes, port: int,
-                 engine_id: int, params_bytes: int = 0):
+    def __init__(
+        self,
+        *,
+        tuple_width: int,
+        capacity: int,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        engine_id: int,
+        params_bytes: int = 0,
+    ):
         self._tuple_width = tuple_width
         self._capacity = capacity
-        self._addresses = {"mac": mac, "ip": ip, "port": port, "engine_id": engine_id,
-                           "params_bytes": params_bytes}
-        super().__init__({
-            "rxd": In(8), "rx_dv": In(1), "rx_er": In(1),
-            "o_stream": Out(stream.Signature(tuple_width)),
-            "event": Out(stream.Signature(event_layout(params_bytes))),
-            "empty": Out(1),
-        })
+        self._addresses = {
+            "mac": mac,
+            "ip": ip,
+            "port": port,
+            "engine_id": engine_id,
+            "params_bytes": params_bytes,
+        }
+        super().__init__(
+            {
+                "rxd": In(8),
+                "rx_dv": In(1),
+                "rx_er": In(1),
+                "o_stream": Out(stream.Signature(tuple_width)),
+                "event": Out(stream.Signature(event_layout(params_bytes))),
+                "empty": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.mac = mac = MacRx()
-        m.submodules.parser = parser = RxParser(tuple_bytes=(self._tuple_width + 7) // 8,
-                                                **self._addresses)
+        m.submodules.parser = parser = RxParser(
+            tuple_bytes=(self._tuple_width + 7) // 8, **self._addresses
+        )
         m.submodules.buffer = buffer = CommitBuffer(self._capacity)
         m.submodules.gatherer = gatherer = TupleGatherer(self._tuple_width)
         m.d.comb += [mac.rxd.eq(self.rxd), mac.rx_dv.eq(self.rx_dv), mac.rx_er.eq(self.rx_er)]
         for name in ("valid", "byte", "index", "end", "fcs_ok", "size_ok", "length"):
             m.d.comb += getattr(parser, name).eq(getattr(mac, name))
         wiring.connect(m, parser.write, buffer.write)
-        m.d.comb += [buffer.commit.eq(parser.commit), buffer.rollback.eq(parser.rollback),
-                     parser.overflow.eq(buffer.overflow)]
+        m.d.comb += [
+            buffer.commit.eq(parser.commit),
+            buffer.rollback.eq(parser.rollback),
+            parser.overflow.eq(buffer.overflow),
+        ]
         wiring.connect(m, buffer.o_stream, gatherer.i_stream)
         wiring.connect(m, gatherer.o_stream, wiring.flipped(self.o_stream))
         wiring.connect(m, parser.event, wiring.flipped(self.event))
         m.d.comb += self.empty.eq(buffer.empty & ~gatherer.o_stream.valid)
         return m
-

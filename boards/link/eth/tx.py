@@ -46,8 +46,15 @@ class MacTx(wiring.Component):
     """
 
     def __init__(self):
-        super().__init__({"i_stream": In(stream.Signature(frame_byte)), "txd": Out(8),
-                          "tx_en": Out(1), "tx_er": Out(1), "busy": Out(1)})
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(frame_byte)),
+                "txd": Out(8),
+                "tx_en": Out(1),
+                "tx_er": Out(1),
+                "busy": Out(1),
+            }
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -61,11 +68,19 @@ class MacTx(wiring.Component):
         txd1 = Signal(8, reset_less=True)
         en1, feed1, fcs1 = Signal(), Signal(), Signal()
         index1 = Signal(2, reset_less=True)
-        m.d.sync += [txd1.eq(txd), en1.eq(en), feed1.eq(feed), fcs1.eq(fcs_slot),
-                     index1.eq(count[:2])]
+        m.d.sync += [
+            txd1.eq(txd),
+            en1.eq(en),
+            feed1.eq(feed),
+            fcs1.eq(fcs_slot),
+            index1.eq(count[:2]),
+        ]
         m.d.comb += [fcs.data.eq(txd1), fcs.valid.eq(feed1)]
-        m.d.sync += [self.txd.eq(Mux(fcs1, fcs.crc.word_select(index1, 8), txd1)),
-                     self.tx_en.eq(en1), self.tx_er.eq(en1 & error)]
+        m.d.sync += [
+            self.txd.eq(Mux(fcs1, fcs.crc.word_select(index1, 8), txd1)),
+            self.tx_en.eq(en1),
+            self.tx_er.eq(en1 & error),
+        ]
         i = self.i_stream
         with m.FSM(name="mac_tx") as fsm:
             with m.State("IDLE"):
@@ -152,19 +167,35 @@ class UdpTx(wiring.Component):
         STATUS's fields (padded to bytes, little-endian), as they are when its frame starts.
     """
 
-    def __init__(self, record_layout: data.StructLayout, *, mac: bytes, ip: bytes, port: int,
-                 engine_id: int, tuple_bytes: int, capacity: int, counters,
-                 fifo_depth: int = 512, flush: int = 1024, params_bits: int = 0):
+    def __init__(
+        self,
+        record_layout: data.StructLayout,
+        *,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        engine_id: int,
+        tuple_bytes: int,
+        capacity: int,
+        counters,
+        fifo_depth: int = 512,
+        flush: int = 1024,
+        params_bits: int = 0,
+    ):
         self._record_layout = record_layout
         self._record_bytes = (record_layout.size + 7) // 8
         if fifo_depth < 4:
             raise ValueError(f"the record FIFO needs at least 4 entries, not {fifo_depth}")
-        self._max_records = min((MAX_PAYLOAD - HEADER_BYTES) // self._record_bytes,
-                                fifo_depth - 2)  # (the FIFO takes records up to depth - 2)
+        self._max_records = min(
+            (MAX_PAYLOAD - HEADER_BYTES) // self._record_bytes, fifo_depth - 2
+        )  # (the FIFO takes records up to depth - 2)
         self._mac, self._ip, self._port = mac, ip, port
         self._engine_id = engine_id & 0xFFFFFFFF
-        self._constants = {"tuple_bytes": tuple_bytes, "record_bytes": self._record_bytes,
-                           "capacity": capacity}
+        self._constants = {
+            "tuple_bytes": tuple_bytes,
+            "record_bytes": self._record_bytes,
+            "capacity": capacity,
+        }
         self._counter_names = tuple(counters)
         self._fifo_depth = fifo_depth
         self._flush = flush
@@ -174,12 +205,17 @@ class UdpTx(wiring.Component):
         members = {
             "i_stream": In(stream.Signature(record_layout)),
             "o_stream": Out(stream.Signature(frame_byte)),
-            "arp_request": In(1), "status_request": In(1), "clear": In(1),
-            "peer": In(endpoint), "arp_peer": In(endpoint),
+            "arp_request": In(1),
+            "status_request": In(1),
+            "clear": In(1),
+            "peer": In(endpoint),
+            "arp_peer": In(endpoint),
             "counters": In(wiring.Signature({n: Out(32) for n in self._counter_names})),
-            "next_seq": In(32), "idle": In(1),
-            "count": Out(wiring.Signature({n: Out(1) for n in
-                                           ("matched", "drops", "records", "packets")})),
+            "next_seq": In(32),
+            "idle": In(1),
+            "count": Out(
+                wiring.Signature({n: Out(1) for n in ("matched", "drops", "records", "packets")})
+            ),
         }
         if self._params_bits:
             members["params"] = In(self._params_bits)
@@ -194,8 +230,12 @@ class UdpTx(wiring.Component):
         out = []
         for name, n in STATUS_FIELDS:
             if name in values:
-                out += _le(Value.cast(values[name]) if not isinstance(values[name], int)
-                           else _const(values[name], n), n)
+                out += _le(
+                    Value.cast(values[name])
+                    if not isinstance(values[name], int)
+                    else _const(values[name], n),
+                    n,
+                )
             else:
                 out += _le(getattr(self.counters, name), n)
         if self._params_bits:
@@ -223,8 +263,9 @@ class UdpTx(wiring.Component):
         go_records = Signal()
         m.d.sync += [
             batch.eq(Mux(fifo.level >= self._max_records, self._max_records, fifo.level)),
-            go_records.eq((fifo.level >= self._max_records) |
-                          ((fifo.level != 0) & (waited == self._flush))),
+            go_records.eq(
+                (fifo.level >= self._max_records) | ((fifo.level != 0) & (waited == self._flush))
+            ),
         ]
         with m.If(self.clear):
             m.d.sync += [batch.eq(0), go_records.eq(0)]
@@ -266,29 +307,39 @@ class UdpTx(wiring.Component):
             with m.State("IDLE"):
                 m.d.sync += [index.eq(0), cleared.eq(0)]
                 with m.If(want_arp):
-                    m.d.sync += [want_arp.eq(0), kind.eq(0), body_len.eq(0),
-                                 dst.eq(self.arp_peer)]
+                    m.d.sync += [want_arp.eq(0), kind.eq(0), body_len.eq(0), dst.eq(self.arp_peer)]
                     m.next = "LOAD"
                 with m.Elif(want_status):
-                    m.d.sync += [want_status.eq(0), kind.eq(PacketType.STATUS),
-                                 body_len.eq(status_bytes), dst.eq(self.peer),
-                                 ip_len.eq(20 + 8 + HEADER_BYTES + status_bytes)]
+                    m.d.sync += [
+                        want_status.eq(0),
+                        kind.eq(PacketType.STATUS),
+                        body_len.eq(status_bytes),
+                        dst.eq(self.peer),
+                        ip_len.eq(20 + 8 + HEADER_BYTES + status_bytes),
+                    ]
                     m.next = "SUM"
                 with m.Elif(go_records & ~self.clear):
-                    m.d.sync += [kind.eq(PacketType.RECORDS), n_records.eq(batch),
-                                 dst.eq(self.peer)]
+                    m.d.sync += [
+                        kind.eq(PacketType.RECORDS),
+                        n_records.eq(batch),
+                        dst.eq(self.peer),
+                    ]
                     m.next = "LENGTH"
             with m.State("LENGTH"):
                 # (shifts and adds, not a multiplier block: timing)
-                m.d.sync += body_len.eq(sum(n_records << k for k in range(rb.bit_length())
-                                            if rb >> k & 1))
+                m.d.sync += body_len.eq(
+                    sum(n_records << k for k in range(rb.bit_length()) if rb >> k & 1)
+                )
                 m.next = "LENGTH2"
             with m.State("LENGTH2"):
                 m.d.sync += ip_len.eq(body_len + 20 + 8 + HEADER_BYTES)
                 m.next = "SUM"
             with m.State("SUM"):
-                m.d.sync += [part1.eq(ip_len + seq[:16]), part2.eq(dst.ip[16:] + dst.ip[:16]),
-                             body_last.eq(body_len - 1)]
+                m.d.sync += [
+                    part1.eq(ip_len + seq[:16]),
+                    part2.eq(dst.ip[16:] + dst.ip[:16]),
+                    body_last.eq(body_len - 1),
+                ]
                 m.next = "SUM2"
             with m.State("SUM2"):
                 m.d.sync += total.eq(part1 + part2 + constant)
@@ -307,8 +358,11 @@ class UdpTx(wiring.Component):
             with m.State("HEADER"):
                 arp = kind == 0
                 last_header = Mux(arp, 42 - 1, header_bytes - 1)
-                m.d.comb += [out.valid.eq(1), out.payload.data.eq(header[:8]),
-                             out.payload.last.eq(arp & (index == last_header))]
+                m.d.comb += [
+                    out.valid.eq(1),
+                    out.payload.data.eq(header[:8]),
+                    out.payload.last.eq(arp & (index == last_header)),
+                ]
                 with m.If(taken):
                     m.d.sync += [header.eq(header >> 8), index.eq(index + 1)]
                     with m.If(index == last_header):
@@ -319,28 +373,42 @@ class UdpTx(wiring.Component):
                             m.d.sync += seq.eq(seq + 1)
                             m.next = "STATUS"
                         with m.Else():
-                            m.d.sync += [seq.eq(seq + 1), in_record.eq(0),
-                                         record.eq(head), remaining.eq(body_last),
-                                         last_byte.eq(0)]
+                            m.d.sync += [
+                                seq.eq(seq + 1),
+                                in_record.eq(0),
+                                record.eq(head),
+                                remaining.eq(body_last),
+                                last_byte.eq(0),
+                            ]
                             m.d.comb += fifo.r_en.eq(1)
                             self._count(m, head)
                             m.next = "RECORDS"
             with m.State("STATUS"):
                 last = index == status_bytes - 1
-                m.d.comb += [out.valid.eq(1), out.payload.data.eq(status[:8]),
-                             out.payload.last.eq(last)]
+                m.d.comb += [
+                    out.valid.eq(1),
+                    out.payload.data.eq(status[:8]),
+                    out.payload.last.eq(last),
+                ]
                 with m.If(taken):
                     m.d.sync += [status.eq(status >> 8), index.eq(index + 1)]
                     with m.If(last):
                         m.next = "IDLE"
             with m.State("RECORDS"):
                 last = last_byte
-                m.d.comb += [out.valid.eq(1), out.payload.data.eq(record[:8]),
-                             out.payload.last.eq(last)]
+                m.d.comb += [
+                    out.valid.eq(1),
+                    out.payload.data.eq(record[:8]),
+                    out.payload.last.eq(last),
+                ]
                 with m.If(taken):
-                    m.d.sync += [record.eq(record >> 8), index.eq(index + 1),
-                                 in_record.eq(in_record + 1), remaining.eq(remaining - 1),
-                                 last_byte.eq(remaining == 1)]
+                    m.d.sync += [
+                        record.eq(record >> 8),
+                        index.eq(index + 1),
+                        in_record.eq(in_record + 1),
+                        remaining.eq(remaining - 1),
+                        last_byte.eq(remaining == 1),
+                    ]
                     with m.If(in_record == rb - 1):
                         m.d.sync += in_record.eq(0)
                         with m.If(~last):
@@ -368,9 +436,9 @@ class UdpTx(wiring.Component):
         the ring."""
         depth = self._fifo_depth
         width = self._record_layout.size
-        m.submodules.records = memory = Memory(shape=width, depth=depth, init=[],
-                                               attrs={"ram_style": "block",
-                                                      "no_rw_check": True})
+        m.submodules.records = memory = Memory(
+            shape=width, depth=depth, init=[], attrs={"ram_style": "block", "no_rw_check": True}
+        )
         wp = memory.write_port()
         # an asynchronous read port registered outside, and no_rw_check: Yosys merges the
         # register into the block RAM without the bypass logic that would make a read of the
@@ -391,11 +459,17 @@ class UdpTx(wiring.Component):
         m.d.comb += [
             write.eq(self.i_stream.valid & room),
             self.i_stream.ready.eq(room),
-            wp.addr.eq(wptr), wp.data.eq(self.i_stream.payload), wp.en.eq(write),
+            wp.addr.eq(wptr),
+            wp.data.eq(self.i_stream.payload),
+            wp.en.eq(write),
             rp.addr.eq(rptr),
         ]
-        m.d.sync += [room.eq(fifo.level < depth - 2), read.eq(rp.data), head.eq(read),
-                     fifo.level.eq(fifo.level + write - fifo.r_en)]
+        m.d.sync += [
+            room.eq(fifo.level < depth - 2),
+            read.eq(rp.data),
+            head.eq(read),
+            fifo.level.eq(fifo.level + write - fifo.r_en),
+        ]
         with m.If(write):
             m.d.sync += wptr.eq(Mux(wptr == depth - 1, 0, wptr + 1))
         with m.If(fifo.r_en):
@@ -406,8 +480,11 @@ class UdpTx(wiring.Component):
 
     def _count(self, m, raw):
         record = data.View(self._record_layout, raw)
-        m.d.comb += [self.count.records.eq(1), self.count.matched.eq(record.matches.any()),
-                     self.count.drops.eq(record.dropped)]
+        m.d.comb += [
+            self.count.records.eq(1),
+            self.count.matched.eq(record.matches.any()),
+            self.count.drops.eq(record.dropped),
+        ]
 
     def _load(self, m, header, status, kind, dst, ip_len, checksum, seq, flags):
         """The header (UDP: Ethernet, IPv4, UDP and payload header; ARP: the reply) and the
@@ -415,17 +492,38 @@ class UdpTx(wiring.Component):
         mac = _const(int.from_bytes(self._mac, "big"), 6)
         ip = _const(int.from_bytes(self._ip, "big"), 4)
         with m.If(kind == 0):
-            arp = [*_be(dst.mac, 6), *_be(mac, 6), *_be(_const(0x0806, 2), 2),
-                   *_be(_const(0x0001_0800_0604_0002, 8), 8), *_be(mac, 6), *_be(ip, 4),
-                   *_be(dst.mac, 6), *_be(dst.ip, 4)]
+            arp = [
+                *_be(dst.mac, 6),
+                *_be(mac, 6),
+                *_be(_const(0x0806, 2), 2),
+                *_be(_const(0x0001_0800_0604_0002, 8), 8),
+                *_be(mac, 6),
+                *_be(ip, 4),
+                *_be(dst.mac, 6),
+                *_be(dst.ip, 4),
+            ]
             m.d.sync += header.eq(Cat(*arp))
         with m.Else():
-            udp = [*_be(dst.mac, 6), *_be(mac, 6), *_be(_const(0x0800, 2), 2),
-                   *_be(_const(0x4500, 2), 2), *_be(ip_len, 2), *_be(seq[:16], 2),
-                   *_be(_const(0x4000, 2), 2), *_be(_const(0x4011, 2), 2),
-                   *_be(checksum, 2), *_be(ip, 4), *_be(dst.ip, 4),
-                   *_be(_const(self._port, 2), 2), *_be(dst.port, 2),
-                   *_be((ip_len - 20)[:16], 2), *_be(_const(0, 2), 2),
-                   _const(VERSION, 1), kind, *_le(_const(0, 2), 2), *_le(seq, 4),
-                   *_le(_const(self._engine_id, 4), 4)]
+            udp = [
+                *_be(dst.mac, 6),
+                *_be(mac, 6),
+                *_be(_const(0x0800, 2), 2),
+                *_be(_const(0x4500, 2), 2),
+                *_be(ip_len, 2),
+                *_be(seq[:16], 2),
+                *_be(_const(0x4000, 2), 2),
+                *_be(_const(0x4011, 2), 2),
+                *_be(checksum, 2),
+                *_be(ip, 4),
+                *_be(dst.ip, 4),
+                *_be(_const(self._port, 2), 2),
+                *_be(dst.port, 2),
+                *_be((ip_len - 20)[:16], 2),
+                *_be(_const(0, 2), 2),
+                _const(VERSION, 1),
+                kind,
+                *_le(_const(0, 2), 2),
+                *_le(seq, 4),
+                *_le(_const(self._engine_id, 4), 4),
+            ]
             m.d.sync += [header.eq(Cat(*udp)), status.eq(Cat(*self._status_body(flags)))]
