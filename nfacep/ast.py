@@ -8,6 +8,11 @@ the checker can reject them by name.
 
 ``dump`` gives a stable one-line text form of patterns and expressions, used by golden tests
 and by ``nfacep explain``.
+
+Names are kept as written, without their quotes; a node's ``quoted`` says whether it was
+double-quoted. Two names are the same iff their :func:`key` are equal: an unquoted name stands
+for its upper-case fold, a quoted one for itself, as in SQL. The checker resolves every
+reference so, and what it hands on is spelled as the declaration is.
 """
 
 from __future__ import annotations
@@ -51,7 +56,19 @@ __all__ = [
     "Within",
     "children",
     "dump",
+    "key",
+    "quote",
 ]
+
+
+def key(name: str, quoted: bool = False) -> str:
+    """What a name stands for: ``name`` itself when double-quoted, else its upper-case fold."""
+    return name if quoted else name.upper()
+
+
+def quote(name: str, quoted: bool) -> str:
+    """A name as written: ``"name"`` when it was double-quoted."""
+    return f'"{name}"' if quoted else name
 
 
 # --- patterns -------------------------------------------------------------------------------
@@ -61,6 +78,7 @@ __all__ = [
 class Var:
     name: str
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    quoted: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,6 +174,7 @@ class ParamRef:
 
     name: str
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    quoted: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +184,8 @@ class Column:
     name: str
     qualifier: str | None = None
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    quoted: bool = False
+    qualifier_quoted: bool = False
 
 
 @dataclass(frozen=True)
@@ -262,6 +283,12 @@ class FieldDecl:
     #: ``TIME(unit)``: the time unit of the field's values (SECOND, MILLISECOND, …), or None
     unit: str | None = None
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    #: declared double-quoted: a tuple file's column must spell it exactly
+    quoted: bool = False
+
+    @property
+    def key(self) -> str:
+        return key(self.name, self.quoted)
 
 
 @dataclass(frozen=True)
@@ -269,6 +296,7 @@ class CreateStream:
     name: str
     fields: tuple[FieldDecl, ...]
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    quoted: bool = False
 
 
 @dataclass(frozen=True)
@@ -276,6 +304,7 @@ class Define:
     name: str
     expr: Expr
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    quoted: bool = False
 
 
 @dataclass(frozen=True)
@@ -305,6 +334,8 @@ class Query:
     stream: str | None = None
     partition: tuple[Column, ...] = ()
     order: tuple[Column, ...] = ()
+    #: AFTER MATCH SKIP PAST LAST ROW (earliest end), else every end; without an AFTER MATCH
+    #: clause, the SQL form's default is the former, the concise form's the latter
     skip_past_last_row: bool = False
     within: Within | None = None
     #: ``MEASURES FIRST(seq) AS start_seq``: where it is (None: not asked for)
@@ -314,6 +345,8 @@ class Query:
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
     name_pos: SourcePos | None = field(default=None, compare=False, repr=False)
     stream_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    name_quoted: bool = False
+    stream_quoted: bool = False
 
 
 @dataclass(frozen=True)
@@ -351,7 +384,7 @@ def dump(node: Pattern | Expr) -> str:
     """A stable text form: ``seq{A,star{B},C}`` for patterns, prefix form for expressions."""
     match node:
         case Var(name):
-            return name
+            return quote(name, node.quoted)
         case Wildcard():
             return "any"
         case Empty():
@@ -379,9 +412,10 @@ def dump(node: Pattern | Expr) -> str:
         case BoolLit(value):
             return "TRUE" if value else "FALSE"
         case ParamRef(name):
-            return ":" + name
+            return ":" + quote(name, node.quoted)
         case Column(name, qualifier):
-            return f"{qualifier}.{name}" if qualifier else name
+            name = quote(name, node.quoted)
+            return f"{quote(qualifier, node.qualifier_quoted)}.{name}" if qualifier else name
         case Neg(operand):
             return f"(- {dump(operand)})"
         case BinOp(op, left, right) | Compare(op, left, right):

@@ -4,6 +4,11 @@ Resolves each query's stream, partition key and ORDER BY field, types every DEFI
 :mod:`nfacep.predicates` expression, and rejects — by name, with the reason — everything the
 per-tuple hardware cannot evaluate. Warnings (a DEFINE the pattern never uses) are collected,
 not raised.
+
+Names are compared as SQL compares them (:func:`nfacep.ast.key`: an unquoted name stands for
+its upper-case fold, a double-quoted one for itself); two declarations of one kind whose names
+differ only in case are an error. The :class:`Program` spells every stream, field, query,
+pattern variable and parameter as its declaration (or first use) does.
 """
 
 from __future__ import annotations
@@ -33,11 +38,21 @@ class Schema:
     fields: tuple[ast.FieldDecl, ...]
 
     def field(self, name: str) -> ast.FieldDecl | None:
+        """The field declared as ``name`` (spelled as declared)."""
         return self._by_name.get(name)
+
+    def resolve(self, name: str, quoted: bool = False) -> ast.FieldDecl | None:
+        """The field a reference names: ``name`` unquoted matches ignoring case, quoted exactly
+        (:func:`nfacep.ast.key`)."""
+        return self._by_key.get(ast.key(name, quoted))
 
     @functools.cached_property
     def _by_name(self) -> dict[str, ast.FieldDecl]:
         return {f.name: f for f in self.fields}
+
+    @functools.cached_property
+    def _by_key(self) -> dict[str, ast.FieldDecl]:
+        return {f.key: f for f in self.fields}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -111,47 +126,89 @@ def call_error(name: str, pos: SourcePos | None) -> QueryError:
     return QueryError(f"{name}() is not supported: it {why}", pos)
 
 
+def _declare(
+    seen: dict, name: str, quoted: bool, pos: SourcePos | None, kind: str, twice: str
+) -> None:
+    """Record a declaration of a ``kind`` in ``seen`` (by upper-case fold): one whose name is an
+    earlier one's (``twice`` says so) or differs from it only in case is an error naming both
+    places."""
+    earlier = seen.get(name.upper())
+    if earlier is None:
+        seen[name.upper()] = (name, quoted, pos)
+        return
+    other, other_quoted, other_pos = earlier
+    if ast.key(name, quoted) != ast.key(other, other_quoted):
+        raise _case_clash(kind, ast.quote(name, quoted), earlier, pos)
+    where = f" at {other_pos}" if other_pos else ""
+    same = "" if (name, quoted) == (other, other_quoted) else "; unquoted names ignore case"
+    raise QueryError(f"{twice} (first as {ast.quote(other, other_quoted)}{where}{same})", pos)
+
+
+def _case_clash(kind: str, written: str, earlier: tuple, pos: SourcePos | None) -> QueryError:
+    other, other_quoted, other_pos = earlier
+    where = f" at {other_pos}" if other_pos else ""
+    prefix = ":" if kind == "parameter" else ""
+    return QueryError(
+        f"{kind} {written} differs only in case from {prefix}{ast.quote(other, other_quoted)}"
+        f"{where}: two {kind} names must differ in more than case (a double-quoted name keeps "
+        "its case, an unquoted one stands for its upper case)",
+        pos,
+    )
+
+
 class _Checker:
     def __init__(self, file: ast.File):
         self.file = file
         self.warnings: list[QueryError] = []
-        #: each parameter's type and the field that gave it, from its first comparison
-        self.params: dict[str, tuple[FieldType, str]] = {}
+        #: each parameter (by key) with its type, the field that gave it and its first spelling
+        self.params: dict[str, tuple[FieldType, str, str]] = {}
+        #: each parameter's name folded to upper case, with its first use: for case-only clashes
+        self.param_folds: dict[str, tuple[str, bool, SourcePos | None]] = {}
 
     # --- file level -------------------------------------------------------------------------
 
     def run(self) -> Program:
-        streams: dict[str, ast.CreateStream] = {}
+        streams: dict[str, ast.CreateStream] = {}  # by key
+        declared: dict = {}
         for s in self.file.streams:
-            if s.name in streams:
-                raise QueryError(f"stream '{s.name}' is declared twice", s.pos)
-            seen = {}
+            _declare(
+                declared, s.name, s.quoted, s.pos, "stream", f"stream '{s.name}' is declared twice"
+            )
+            seen: dict = {}
             for f in s.fields:
-                if f.name in seen:
-                    raise QueryError(
-                        f"field '{f.name}' is declared twice in stream '{s.name}'", f.pos
-                    )
-                seen[f.name] = f
+                _declare(
+                    seen,
+                    f.name,
+                    f.quoted,
+                    f.pos,
+                    "field",
+                    f"field '{f.name}' is declared twice in stream '{s.name}'",
+                )
                 if f.unit is not None and not isinstance(f.type, UIntType | IntType):
                     raise QueryError(
                         f"TIME({f.unit}) is for integer fields (UINT or INT), and "
                         f"'{f.name}' is {f.type}",
                         f.pos,
                     )
-            streams[s.name] = s
+            streams[ast.key(s.name, s.quoted)] = s
         if not self.file.queries:
             raise QueryError(
                 "the file holds no query (QUERY … PATTERN … or SELECT … MATCH_RECOGNIZE (…))",
                 self.file.end or SourcePos(1, 1),
             )
-        names: dict[str, ast.Query] = {}
+        names: dict = {}
         checked = []
         first_stream = first_partition = None
         for i, q in enumerate(self.file.queries):
             name = q.name or f"q{i + 1}"
-            if name in names:
-                raise QueryError(f"a query named '{name}' is already defined", q.name_pos or q.pos)
-            names[name] = q
+            _declare(
+                names,
+                name,
+                q.name_quoted,
+                q.name_pos or q.pos,
+                "query",
+                f"a query named '{name}' is already defined",
+            )
             schema = self._stream_of(q, streams)
             partition = self._partition_of(q, schema)
             if first_stream is None:
@@ -189,15 +246,18 @@ class _Checker:
             if len(streams) > 1:
                 raise QueryError(
                     "the query does not say which stream it reads and the file declares "
-                    f"{len(streams)} ({', '.join(streams)}): write QUERY name FROM stream",
+                    f"{len(streams)} ({', '.join(s.name for s in streams.values())}): write "
+                    "QUERY name FROM stream",
                     q.pos,
                 )
             (decl,) = streams.values()
         else:
-            decl = streams.get(q.stream)
+            decl = streams.get(ast.key(q.stream, q.stream_quoted))
             if decl is None:
                 raise QueryError(
-                    f"unknown stream '{q.stream}'" + _suggest(q.stream, streams), q.stream_pos
+                    f"unknown stream {_shown(q.stream, q.stream_quoted)}"
+                    + _suggest(q.stream, q.stream_quoted, streams.values()),
+                    q.stream_pos,
                 )
         return Schema(decl.name, decl.fields)
 
@@ -221,18 +281,24 @@ class _Checker:
         return f.name
 
     def _field(self, col: ast.Column, schema: Schema, qualifier_ok: str | None = None):
-        if col.qualifier is not None and col.qualifier != qualifier_ok:
+        """The field ``col`` names; ``qualifier_ok``: the key of the variable being defined."""
+        if (
+            col.qualifier is not None
+            and ast.key(col.qualifier, col.qualifier_quoted) != qualifier_ok
+        ):
+            written = ast.quote(col.qualifier, col.qualifier_quoted) + "."
+            written += ast.quote(col.name, col.quoted)
             raise QueryError(
-                f"'{col.qualifier}.{col.name}' refers to another variable's row; a predicate "
+                f"'{written}' refers to another variable's row; a predicate "
                 "sees only the current tuple (qualify with the variable being defined, or not "
                 "at all)",
                 col.pos,
             )
-        f = schema.field(col.name)
+        f = schema.resolve(col.name, col.quoted)
         if f is None:
             raise QueryError(
-                f"unknown field '{col.name}' in stream '{schema.name}'"
-                + _suggest(col.name, schema.names),
+                f"unknown field {_shown(col.name, col.quoted)} in stream '{schema.name}'"
+                + _suggest(col.name, col.quoted, schema.fields),
                 col.pos,
             )
         return f
@@ -255,19 +321,27 @@ class _Checker:
                     q.order[0].pos,
                 )
             order = f.name
-        used = self._pattern_vars(q.pattern)
+        occurrences = self._pattern_vars(q.pattern)
+        used = {ast.key(v.name, v.quoted) for v in occurrences}
         if not _can_match_nonempty(q.pattern):
             raise QueryError(
                 "the pattern only matches the empty sequence, and empty matches are never reported",
                 q.pattern.pos or q.pos,
             )
-        defined: dict[str, P.PExpr | None] = {}
+        defined: dict[str, P.PExpr | None] = {}  # by key
+        defines: dict[str, ast.Define] = {}
+        seen: dict = {}
+        unused = []
         for d in q.defines:
-            if d.name in defined:
-                raise QueryError(f"variable '{d.name}' is defined twice", d.pos)
-            pred = self._bool(d.expr, schema, d.name)
-            defined[d.name] = None if pred == P.Const(True, "bool") else pred
-            if d.name not in used:
+            _declare(
+                seen, d.name, d.quoted, d.pos, "variable", f"variable '{d.name}' is defined twice"
+            )
+            k = ast.key(d.name, d.quoted)
+            pred = self._bool(d.expr, schema, k)
+            defined[k] = None if pred == P.Const(True, "bool") else pred
+            defines[k] = d
+            if k not in used:
+                unused.append(d)
                 self.warnings.append(
                     QueryError(
                         f"DEFINE {d.name} is never used in the PATTERN of '{name}'",
@@ -275,9 +349,11 @@ class _Checker:
                         severity="warning",
                     )
                 )
-        preds = {v: defined.get(v) for v in sorted(used)}
+        spelled = self._spell_vars(name, occurrences, defines, unused)
+        pattern = _respell(q.pattern, spelled)
+        preds = {spelled[k]: defined.get(k) for k in sorted(used, key=spelled.get)}
         window = None if q.within is None else self._window(q, schema)
-        if q.start_seq is not None and schema.field("seq") is not None:
+        if q.start_seq is not None and schema.resolve("seq") is not None:
             raise QueryError(
                 f"FIRST(seq) is the position of the tuple a match begins at, but "
                 f"stream '{schema.name}' has a field named seq: rename the field",
@@ -285,7 +361,7 @@ class _Checker:
             )
         return CheckedQuery(
             name,
-            q.pattern,
+            pattern,
             preds,
             q.skip_past_last_row,
             order,
@@ -294,6 +370,47 @@ class _Checker:
             window,
             start_seq=q.start_seq is not None,
         )
+
+    def _spell_vars(
+        self,
+        query: str,
+        occurrences: list[ast.Var],
+        defines: dict[str, ast.Define],
+        unused: list[ast.Define],
+    ) -> dict[str, str]:
+        """How each pattern variable (by key) is spelled from here on: as its DEFINE, or, when
+        it has none, as it is first written; an undefined one that would then be spelled as
+        another variable is (``"r"`` beside ``r``) is written with its quotes, or as its key.
+        An undefined variable while a DEFINE is unused is a warning, with a suggestion."""
+        spelled: dict[str, str] = {}
+        undefined: list[ast.Var] = []
+        for v in occurrences:
+            k = ast.key(v.name, v.quoted)
+            if k in spelled:
+                continue
+            if k in defines:
+                spelled[k] = defines[k].name
+            else:
+                spelled[k] = v.name
+                undefined.append(v)
+        for v in undefined:
+            k = ast.key(v.name, v.quoted)
+            if any(other != k and text == v.name for other, text in spelled.items()):
+                spelled[k] = ast.quote(v.name, True) if v.quoted else k
+            if unused:
+                self.warnings.append(
+                    QueryError(
+                        f"pattern variable {ast.quote(v.name, v.quoted)} of '{query}' has no "
+                        "DEFINE, so it holds for every tuple, while "
+                        + ", ".join(f"DEFINE {ast.quote(d.name, d.quoted)}" for d in unused)
+                        + (" is" if len(unused) == 1 else " are")
+                        + " never used"
+                        + _suggest(v.name, v.quoted, unused),
+                        v.pos,
+                        severity="warning",
+                    )
+                )
+        return spelled
 
     def _window(self, q: ast.Query, schema: Schema) -> int:
         """WITHIN's window in the ORDER BY field's units."""
@@ -309,7 +426,7 @@ class _Checker:
                 f"field's units; {where}",
                 w.pos,
             )
-        f = schema.field(q.order[0].name)
+        f = self._field(q.order[0], schema)
         if not isinstance(f.type, UIntType | IntType):
             raise QueryError(
                 f"WITHIN needs an integer ORDER BY field (UINT or INT), and '{f.name}' is {f.type}",
@@ -351,16 +468,17 @@ class _Checker:
             )
         return n
 
-    def _pattern_vars(self, p: ast.Pattern) -> set[str]:
+    def _pattern_vars(self, p: ast.Pattern) -> list[ast.Var]:
+        """The variable occurrences of a pattern, in source order."""
         match p:
-            case ast.Var(name):
-                return {name}
+            case ast.Var():
+                return [p]
             case ast.Wildcard() | ast.Empty():
-                return set()
+                return []
             case ast.Seq(items) | ast.Alt(items) | ast.Permute(items):
-                out = set()
+                out = []
                 for i in items:
-                    out |= self._pattern_vars(i)
+                    out += self._pattern_vars(i)
                 return out
             case ast.Repeat(child):
                 return self._pattern_vars(child)
@@ -506,7 +624,7 @@ class _Checker:
                 if rv.value not in enum.labels:
                     raise QueryError(
                         f"'{rv.value}' is not a label of field '{lv.name}' "
-                        f"{enum}" + _suggest(rv.value, enum.labels),
+                        f"{enum}" + _suggest_label(rv.value, enum.labels),
                         rside.pos,
                     )
                 return P.Cmp(op, lv, P.Const(enum.labels.index(rv.value), "enum", enum), "enum")
@@ -524,7 +642,10 @@ class _Checker:
         if rk != "param" or not isinstance(lv, P.FieldRef):
             raise _param_alone(rv if rk == "param" else lv)
         ty = lv.type
-        earlier = self.params.setdefault(rv.name, (ty, lv.name))
+        first = self.param_folds.setdefault(rv.name.upper(), (rv.name, rv.quoted, rv.pos))
+        if ast.key(first[0], first[1]) != ast.key(rv.name, rv.quoted):
+            raise _case_clash("parameter", f":{ast.quote(rv.name, rv.quoted)}", first, rv.pos)
+        earlier = self.params.setdefault(ast.key(rv.name, rv.quoted), (ty, lv.name, rv.name))
         if earlier[0] != ty:
             raise QueryError(
                 f"parameter :{rv.name} is compared with {ty} field '{lv.name}' "
@@ -535,7 +656,7 @@ class _Checker:
         kind = P.field_kind(ty)
         if kind in ("enum", "bool") and op not in ("=", "<>"):
             raise QueryError(f"{ty} field '{lv.name}' can only be compared with = or <>", c.pos)
-        return P.Cmp(op, lv, P.Param(rv.name, ty), kind)
+        return P.Cmp(op, lv, P.Param(earlier[2], ty), kind)
 
     def _float32(self, text: str, where: ast.Expr) -> float:
         """A constant rounded to FLOAT32, with a warning when it is out of FLOAT32's range:
@@ -618,14 +739,55 @@ def _can_match_nonempty(p: ast.Pattern) -> bool:
     raise TypeError(p)
 
 
-def _suggest(name: str, choices) -> str:
-    for c in choices:
-        if c.lower() == name.lower():
-            return f" (did you mean '{c}'? names are case-sensitive)"
+def _shown(name: str, quoted: bool) -> str:
+    """A name in a message: ``'name'``, or ``"name"`` as written when it was quoted."""
+    return ast.quote(name, True) if quoted else f"'{name}'"
+
+
+def _suggest_label(label: str, labels: tuple[str, ...]) -> str:
+    """A hint naming the ENUM label ``label`` may have meant: labels are exact strings."""
+    for c in labels:
+        if c.lower() == label.lower():
+            return f" (did you mean '{c}'? labels are case-sensitive)"
     import difflib
 
-    close = difflib.get_close_matches(name, list(choices), n=1)
+    close = difflib.get_close_matches(label, list(labels), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _suggest(name: str, quoted: bool, choices) -> str:
+    """A hint naming the declaration (an AST node with ``name`` and ``quoted``, or a string)
+    that ``name`` may have meant: one equal ignoring case (the quotes differ), else a close
+    spelling."""
+    written = {}
+    for c in choices:
+        text = c if isinstance(c, str) else ast.quote(c.name, c.quoted)
+        written[text.strip('"')] = text
+    for c, text in written.items():
+        if c.lower() == name.lower():
+            return (
+                f" (did you mean {text}? a double-quoted name keeps its case, an unquoted one "
+                "stands for its upper case)"
+            )
+    import difflib
+
+    close = difflib.get_close_matches(name.upper(), [c.upper() for c in written], n=1)
+    if not close:
+        return ""
+    text = next(t for c, t in written.items() if c.upper() == close[0])
+    return f" (did you mean {text}?)"
+
+
+def _respell(p: ast.Pattern, spelled: dict[str, str]) -> ast.Pattern:
+    """``p`` with each variable spelled as ``spelled`` says (by key), unquoted."""
+    match p:
+        case ast.Var(name):
+            return ast.Var(spelled[ast.key(name, p.quoted)], pos=p.pos)
+        case ast.Seq(items) | ast.Alt(items) | ast.Permute(items):
+            return dataclasses.replace(p, items=tuple(_respell(i, spelled) for i in items))
+        case ast.Repeat(child):
+            return dataclasses.replace(p, child=_respell(child, spelled))
+    return p
 
 
 def check(file: ast.File) -> Program:

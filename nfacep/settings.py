@@ -117,7 +117,7 @@ class ParamValues:
                     f"--param {_shown(text)}: write name=value"
                     + (" or name=value@seq" if switches else "")
                 )
-            name = name.removeprefix(":")
+            name = _param_name(name.removeprefix(":"), types)
             if name not in types:
                 known = ", ".join(f":{n}" for n in types) or "none"
                 close = difflib.get_close_matches(name, list(types), n=1)
@@ -245,6 +245,17 @@ class ParamValues:
                 for s, c in self.switches
             ],
         }
+
+
+def _param_name(name: str, types: dict[str, FieldType]) -> str:
+    """The parameter ``--param name=…`` gives a value to, as the queries spell it: written
+    ``"name"``, exactly that one; else the one of that name, or the one equal to it ignoring
+    case (a file's parameters differ in more than case, so there is at most one)."""
+    if len(name) > 1 and name[0] == name[-1] == '"':
+        return name[1:-1]
+    if name in types:
+        return name
+    return next((n for n in types if n.upper() == name.upper()), name)
 
 
 def params_schema(types: dict[str, FieldType]):

@@ -103,6 +103,12 @@ def _unquote(token: str) -> str:
     return token[1:-1].replace("''", "'")
 
 
+def _name(token) -> tuple[str, bool]:
+    """A NAME token's text without its double quotes, and whether it had them."""
+    text = str(token)
+    return (text[1:-1], True) if text.startswith('"') else (text, False)
+
+
 #: what the checker says of any MEASURES but FIRST(seq) AS start_seq
 _MEASURES = "MEASURES other than FIRST(seq) AS start_seq"
 _MEASURES_WHY = (
@@ -121,7 +127,7 @@ def _is_start_seq(expr, alias) -> bool:
         and isinstance(expr.args[0], ast.Column)
         and expr.args[0].qualifier is None
         and expr.args[0].name.lower() == "seq"
-        and str(alias).lower() == "start_seq"
+        and _name(alias)[0].lower() == "start_seq"
     )
 
 
@@ -145,13 +151,15 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def create_stream(self, meta, _create, _stream, name, *fields):
-        return ast.CreateStream(str(name), tuple(fields), pos=_pos(name))
+        text, quoted = _name(name)
+        return ast.CreateStream(text, tuple(fields), pos=_pos(name), quoted=quoted)
 
     def field_decl(self, name, ty, unit=None):
-        return ast.FieldDecl(str(name), ty, unit, pos=_pos(name))
+        text, quoted = _name(name)
+        return ast.FieldDecl(text, ty, unit, pos=_pos(name), quoted=quoted)
 
     def time_unit(self, _kw, unit):
-        text = str(unit).upper()
+        text = _name(unit)[0].upper()
         if text not in TIME_UNITS:
             raise QueryError(
                 f"TIME({unit}): the time units are {', '.join(TIME_UNITS)}", _pos(unit)
@@ -273,6 +281,9 @@ class _ToAst(Transformer_NonRecursive):
     def skip_clause(self, _after, _match, _skip, target):
         return target
 
+    def report_every_end(self, *_):
+        return ("skip", False)
+
     def skip_past_last_row(self, *_):
         return ("skip", True)
 
@@ -281,8 +292,10 @@ class _ToAst(Transformer_NonRecursive):
             "unsupported",
             ast.Unsupported(
                 "AFTER MATCH SKIP TO NEXT ROW",
-                "the engine supports the default (every match end "
-                "is reported) and AFTER MATCH SKIP PAST LAST ROW",
+                "it reports, for each row a match starts at, the match SQL's quantifiers "
+                "prefer, which needs the rows a match binds, and the engine keeps only where "
+                "matches end; it supports AFTER MATCH SKIP PAST LAST ROW (earliest end, the SQL "
+                "form's default) and AFTER MATCH REPORT EVERY END (every end is reported)",
                 pos=_pos(kw),
             ),
         )
@@ -307,18 +320,20 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Within(count=_integer(count), pos=_pos(kw))
 
     def within_interval(self, kw, _interval, text, unit):
-        if str(unit).upper() not in INTERVAL_UNITS:
+        name = _name(unit)[0].upper()
+        if name not in INTERVAL_UNITS:
             raise QueryError(
                 f"INTERVAL … {unit}: the units of an interval are {', '.join(INTERVAL_UNITS)}",
                 _pos(unit),
             )
-        return ast.Within(interval=(_unquote(str(text)), str(unit).upper()), pos=_pos(kw))
+        return ast.Within(interval=(_unquote(str(text)), name), pos=_pos(kw))
 
     def define_clause(self, _kw, *defines):
         return ("define", tuple(d for d in defines if isinstance(d, ast.Define)))
 
     def define(self, name, _as, expr):
-        return ast.Define(str(name), expr, pos=_pos(name))
+        text, quoted = _name(name)
+        return ast.Define(text, expr, pos=_pos(name), quoted=quoted)
 
     # patterns
     @v_args(meta=True, inline=True)
@@ -351,7 +366,8 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Repeat(atom, lo, hi, reluctant=bool(lazy), pos=pos)
 
     def var(self, name):
-        return ast.Var(str(name), pos=_pos(name))
+        text, quoted = _name(name)
+        return ast.Var(text, pos=_pos(name), quoted=quoted)
 
     @v_args(meta=True, inline=True)
     def wildcard(self, meta):
@@ -419,15 +435,23 @@ class _ToAst(Transformer_NonRecursive):
         return operand
 
     def call(self, name, args):
-        return ast.Call(str(name).upper(), tuple(args or ()), pos=_pos(name))
+        return ast.Call(_name(name)[0].upper(), tuple(args or ()), pos=_pos(name))
 
     def call_args(self, *args):
         return tuple(ast.Column("*") if isinstance(a, Token) else a for a in args)
 
     def column(self, first, second=None):
+        text, quoted = _name(first)
         if second is None:
-            return ast.Column(str(first), pos=_pos(first))
-        return ast.Column(str(second), qualifier=str(first), pos=_pos(first))
+            return ast.Column(text, pos=_pos(first), quoted=quoted)
+        name, name_quoted = _name(second)
+        return ast.Column(
+            name,
+            qualifier=text,
+            pos=_pos(first),
+            quoted=name_quoted,
+            qualifier_quoted=quoted,
+        )
 
     def int_lit(self, token):
         return ast.IntLit(_integer(token), pos=_pos(token))
@@ -439,7 +463,8 @@ class _ToAst(Transformer_NonRecursive):
         return ast.StrLit(_unquote(str(token)), pos=_pos(token))
 
     def param_ref(self, token):
-        return ast.ParamRef(str(token)[1:], pos=_pos(token))
+        text, quoted = _name(str(token)[1:])
+        return ast.ParamRef(text, pos=_pos(token), quoted=quoted)
 
     def true_lit(self, token):
         return ast.BoolLit(True, pos=_pos(token))
@@ -492,9 +517,10 @@ def _integer(token: Token) -> int:
 
 
 def _build_query(meta, clauses, *, form):
-    fields = {"partition": (), "order": (), "skip": False, "define": ()}
+    fields = {"partition": (), "order": (), "skip": None, "define": ()}
     unsupported = []
     name = stream = None
+    name_quoted = stream_quoted = False
     name_pos = stream_pos = None
     pattern = within = start_seq = None
     for clause in clauses:
@@ -504,9 +530,9 @@ def _build_query(meta, clauses, *, form):
         if kind == "head":
             _, name_tok, stream_tok = clause
             if name_tok is not None:
-                name, name_pos = str(name_tok), _pos(name_tok)
+                (name, name_quoted), name_pos = _name(name_tok), _pos(name_tok)
             if stream_tok is not None:
-                stream, stream_pos = str(stream_tok), _pos(stream_tok)
+                (stream, stream_quoted), stream_pos = _name(stream_tok), _pos(stream_tok)
         elif kind == "unsupported":
             unsupported.append(clause[1])
         elif kind == "pattern":
@@ -522,7 +548,8 @@ def _build_query(meta, clauses, *, form):
         stream=stream,
         partition=fields["partition"],
         order=fields["order"],
-        skip_past_last_row=fields["skip"],
+        # without AFTER MATCH: SQL's default in the SQL form, every end in the paper's
+        skip_past_last_row=form == "sql" if fields["skip"] is None else fields["skip"],
         within=within,
         start_seq=start_seq,
         unsupported=tuple(unsupported),
@@ -530,6 +557,8 @@ def _build_query(meta, clauses, *, form):
         pos=_pos(meta),
         name_pos=name_pos,
         stream_pos=stream_pos,
+        name_quoted=name_quoted,
+        stream_quoted=stream_quoted,
     )
 
 

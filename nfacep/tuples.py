@@ -260,8 +260,9 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         # without pre_buffer: pyarrow would read ahead into memory what it has not yet
         # been asked for (about the file's size, measured)
         f = pq.ParquetFile(path, pre_buffer=False)
-        _check_columns(path, f.schema_arrow, schema.names, schema)
-        yield from f.iter_batches(batch_size=min(rows, 1 << 20), columns=list(schema.names))
+        cols = _check_columns(path, f.schema_arrow, schema.names, schema)
+        for batch in f.iter_batches(batch_size=min(rows, 1 << 20), columns=cols):
+            yield _renamed(batch, cols, schema.names)
 
     offset = 0
     try:
@@ -364,8 +365,10 @@ def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         def batches() -> Iterator[tuple[pa.RecordBatch, int, int]]:
             for i in order:
                 f = pq.ParquetFile(files[i], pre_buffer=False)
+                actual = _check_columns(files[i], f.schema_arrow, cols, schema)
                 at = 0
-                for batch in f.iter_batches(batch_size=min(rows, 1 << 20), columns=cols):
+                for batch in f.iter_batches(batch_size=min(rows, 1 << 20), columns=actual):
+                    batch = _renamed(batch, actual, cols)
                     yield batch, i, at
                     at += batch.num_rows
 
@@ -457,13 +460,13 @@ def _folder_parts(
             have = pq.read_schema(path)
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
             raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
-        _check_columns(path, have, names, schema)
+        spelled = dict(zip(names, _check_columns(path, have, names, schema), strict=True))
         if index == 0:  # the first part file decides whether seq orders the folder
             use_seq = SEQ not in names and SEQ in have.names
             cols = [*names, SEQ] if use_seq else names
             if use_seq:
                 _check_columns(path, have, [SEQ], schema)
-            types = {n: _plain(have.field(n).type) for n in cols}
+            types = {n: _plain(have.field(spelled.get(n, n)).type) for n in cols}
             if use_seq and not pa.types.is_integer(types[SEQ]):
                 raise DataError(
                     f"{path}: column '{SEQ}' is {types[SEQ]}, not integers; the "
@@ -481,7 +484,7 @@ def _folder_parts(
             if use_seq:
                 _check_columns(path, have, [SEQ], schema)
             for n in cols:
-                t = _plain(have.field(n).type)
+                t = _plain(have.field(spelled.get(n, n)).type)
                 if t != types[n]:
                     raise DataError(
                         f"{path}: column '{n}' is {t}, but {files[0]} has it as "
@@ -490,7 +493,8 @@ def _folder_parts(
                     )
         if read_data:
             try:
-                tables.append(pq.read_table(path, columns=cols))
+                actual = [spelled.get(n, n) for n in cols]
+                tables.append(_renamed(pq.read_table(path, columns=actual), actual, cols))
             except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
                 raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
     return files, use_seq, cols, tables
@@ -612,6 +616,9 @@ def _read_header(path: str, schema: Schema) -> tuple[list[str], int, bool]:
             f"{path}: line 1: a quoted name is not closed on the header line: {excerpt(text)}"
         )
     header = [h.strip() for h in fields]
+    # a column named as an unquoted field but in another case is that field's
+    found = {c: n for n, c in _alike(f"{path}: line 1: the header", header, schema).items()}
+    header = [found.get(h, h) for h in header]
     missing = [n for n in schema.names if n not in header]
     if missing:
         raise DataError(
@@ -748,19 +755,48 @@ def _read_parquet(path: str, schema: Schema) -> pa.Table:
 
     try:
         have = pq.read_schema(path)
-        _check_columns(path, have, schema.names, schema)
-        return pq.read_table(path, columns=list(schema.names))
+        cols = _check_columns(path, have, schema.names, schema)
+        return _renamed(pq.read_table(path, columns=cols), cols, schema.names)
     except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: not a readable Parquet file: {_brief(err)}") from None
 
 
-def _check_columns(path: str, have: pa.Schema, names, schema: Schema) -> None:
-    """Each of ``names`` is exactly one column of the Parquet file ``path``."""
-    missing = [n for n in names if n not in have.names]
+def _alike(where: str, columns: list[str], schema: Schema) -> dict[str, str]:
+    """The column of ``columns`` holding each field declared unquoted that no column names
+    exactly: the one equal to its name ignoring case (more than one is an error)."""
+    found = {}
+    for f in schema.fields:
+        if f.quoted or f.name in columns:
+            continue
+        alike = [c for c in columns if c.upper() == f.name.upper()]
+        if len(alike) > 1:
+            raise DataError(
+                f"{where} has the columns {', '.join(repr(c) for c in alike)}, all named "
+                f"'{f.name}' ignoring case (the field is declared unquoted, so its name ignores "
+                "case); which one holds it?"
+            )
+        if alike:
+            found[f.name] = alike[0]
+    return found
+
+
+def _renamed(table, columns: list[str], names) -> pa.Table | pa.RecordBatch:
+    """``table`` (or a batch) with the columns named ``columns`` renamed to ``names``."""
+    back = dict(zip(columns, names, strict=True))
+    return table.rename_columns([back.get(c, c) for c in table.column_names])
+
+
+def _check_columns(path: str, have: pa.Schema, names, schema: Schema) -> list[str]:
+    """Each of ``names`` is exactly one column of the Parquet file ``path``: the column of its
+    name, or for a field declared unquoted, the one equal to it ignoring case. Returns those
+    columns' names, in the order of ``names``."""
+    found = _alike(path, have.names, schema)
+    missing = [n for n in names if n not in have.names and n not in found]
     if missing:
         raise DataError(
             f"{path}: lacks the column(s) {', '.join(missing)} of stream '{schema.name}'"
         )
+    names = [found.get(n, n) for n in names]
     for n in names:
         at = have.get_all_field_indices(n)
         if len(at) > 1:
@@ -768,6 +804,7 @@ def _check_columns(path: str, have: pa.Schema, names, schema: Schema) -> None:
                 f"{path}: has {len(at)} columns named '{n}' (columns "
                 f"{', '.join(str(i + 1) for i in at)}); which one holds it?"
             )
+    return names
 
 
 def _brief(err: Exception) -> str:

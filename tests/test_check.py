@@ -11,7 +11,7 @@ STREAM = "CREATE STREAM s (a UINT(8), b INT(8), c BOOL, d FLOAT32, e ENUM('x', '
 ERRORS = [
     ("QUERY q FROM t PATTERN (A)", "unknown stream 't'", "t"),
     ("QUERY q PATTERN (A) DEFINE A AS f = 1", "unknown field 'f'", "f"),
-    ("QUERY q PATTERN (A) DEFINE A AS A = 1", "unknown field 'A' in stream 's'", "A"),
+    ('QUERY q PATTERN (A) DEFINE A AS "a" = 1', "unknown field \"a\" in stream 's'", '"a"'),
     ("QUERY q PATTERN (A) DEFINE A AS e = 'z'", "'z' is not a label", "'z'"),
     ("QUERY q PATTERN (A) DEFINE A AS e < 'x'", "can only be compared with = or <>", "<"),
     ("QUERY q PATTERN (A) DEFINE A AS a = 256", "does not fit field 'a' UINT(8) (0..255)", "256"),

@@ -23,6 +23,7 @@ from nfacep.result import Result
 QUERY = """CREATE STREAM s (k UINT(8), ev ENUM('F', 'OK', 'X'), ts UINT(32));
 SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
     MEASURES FIRST(seq) AS start_seq
+    AFTER MATCH REPORT EVERY END
     PATTERN (F{2,} OK) WITHIN 60 DEFINE F AS ev = 'F', OK AS ev = 'OK') AS brute;
 QUERY plain FROM s
 PARTITION k

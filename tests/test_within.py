@@ -195,7 +195,7 @@ def test_dfa_engine_asked_for_still_runs_the_nfa():
 
 
 QUERY = """CREATE STREAM s (k UINT(8), a BOOL, ts UINT(16) TIME(SECOND));
-SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts
+SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts AFTER MATCH REPORT EVERY END
     PATTERN (A A) WITHIN INTERVAL '1' MINUTE DEFINE A AS a) AS q;
 """
 TUPLES = "k,a,ts\n1,true,0\n2,true,10\n1,true,59\n2,true,70\n1,true,120\n1,true,179\n"
