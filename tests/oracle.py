@@ -15,6 +15,11 @@ Patterns are nested tuples::
     ("group", p)              explicit parentheses (no meaning of their own)
     ("permute", (p, q, ...))  ``PERMUTE(p, q, ...)``: every order of the operands
 
+Names (of variables, fields, parameters and queries) are kept as a query writes them: an
+unquoted name stands for its upper-case fold, a double-quoted one (``'"r"'``) for itself, so
+``R``, ``r`` and ``"R"`` are one variable and ``"r"`` another (:func:`name_key`); a query is
+reported by its name without quotes (:func:`name_text`). Rows are keyed by the fields' names.
+
 Predicates (the right-hand sides of DEFINE) are nested tuples too::
 
     ("cmp", field, op, literal)         op in = <> != < <= > >=; literal a bool or an int
@@ -42,6 +47,27 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+# --------------------------------------------------------------------------------------------
+# Names
+
+
+def name_key(name: str) -> str:
+    """What a name stands for: a double-quoted name itself, an unquoted one its upper case."""
+    return name[1:-1] if name.startswith('"') else name.upper()
+
+
+def name_text(name: str) -> str:
+    """A name as nfacep reports it (the query column of the match file): without quotes."""
+    return name[1:-1] if name.startswith('"') else name
+
+
+def _by_key(row: Mapping[str, object]) -> dict[str, object]:
+    """A row keyed by what its names stand for (``":name"`` for a parameter's value)."""
+    return {
+        (":" + name_key(k[1:]) if k.startswith(":") else name_key(k)): v for k, v in row.items()
+    }
+
 
 # --------------------------------------------------------------------------------------------
 # Patterns
@@ -181,17 +207,18 @@ def _render(p: tuple, ctx: str) -> str:
 
 
 def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
+    """Whether ``row`` (keyed by :func:`name_key`, as :func:`_by_key` makes it) satisfies it."""
     kind = pred[0]
     if kind == "cmp":
-        return _compare(row[pred[1]], pred[2], pred[3])
+        return _compare(row[name_key(pred[1])], pred[2], pred[3])
     if kind == "cmpf":
-        return _compare(row[pred[1]], pred[2], row[pred[3]])
+        return _compare(row[name_key(pred[1])], pred[2], row[name_key(pred[3])])
     if kind == "cmpp":  # ("cmpp", field, op, parameter): the value in force at this row
-        return _compare(row[pred[1]], pred[2], row[":" + pred[3]])
+        return _compare(row[name_key(pred[1])], pred[2], row[":" + name_key(pred[3])])
     if kind == "between":
-        return pred[2] <= row[pred[1]] <= pred[3]
+        return pred[2] <= row[name_key(pred[1])] <= pred[3]
     if kind == "in":
-        return row[pred[1]] in pred[2]
+        return row[name_key(pred[1])] in pred[2]
     if kind == "not":
         return not eval_pred(pred[1], row)
     if kind == "and":
@@ -281,7 +308,8 @@ class Query:
     start: bool = False  # MEASURES FIRST(seq) AS start_seq: report where each match begins
 
     def define_map(self) -> dict[str, tuple]:
-        return dict(self.defines)
+        """The predicate of each defined variable, by :func:`name_key`."""
+        return {name_key(v): p for v, p in self.defines}
 
 
 def render_query(
@@ -291,11 +319,27 @@ def render_query(
     form: str = "sql",
     named: bool = True,
     qualify: bool = False,
+    after: str | None = None,
 ) -> str:
     """Query text in the ``"sql"`` (MATCH_RECOGNIZE) or ``"concise"`` (paper) form.
 
     Unnamed queries are numbered by the compiler; a concise one then has no first line.
+    ``after`` says when the AFTER MATCH clause is written: ``"explicit"`` always (``AFTER
+    MATCH SKIP PAST LAST ROW`` or ``AFTER MATCH REPORT EVERY END``), ``"default"`` only when
+    the query does not want its form's default (every end in the concise form, earliest end
+    in the SQL form), ``None`` for SKIP PAST LAST ROW in both forms and for every end in the
+    SQL form.
     """
+    sql_default = form == "sql"
+    if after == "explicit":
+        clause = True
+    elif after == "default":
+        clause = q.skip != sql_default
+    elif after is None:
+        clause = q.skip or form == "sql"
+    else:
+        raise ValueError(after)
+    mode = "AFTER MATCH SKIP PAST LAST ROW" if q.skip else "AFTER MATCH REPORT EVERY END"
     defines = q.defines
     if form == "concise":
         lines = []
@@ -307,8 +351,8 @@ def render_query(
             lines.append(f"ORDER BY {q.order}")
         if q.start:
             lines.append("MEASURES FIRST(seq) AS start_seq")
-        if q.skip:
-            lines.append("AFTER MATCH SKIP PAST LAST ROW")
+        if clause:
+            lines.append(mode)
         lines.append(f"PATTERN ( {render_pattern(q.pattern)} ){_within(q)}")
         if defines:
             lines.append("DEFINE")
@@ -324,8 +368,8 @@ def render_query(
         lines.append(f"    ORDER BY {q.order}")
     if q.start:
         lines.append("    MEASURES FIRST(seq) AS start_seq")
-    if q.skip:
-        lines.append("    AFTER MATCH SKIP PAST LAST ROW")
+    if clause:
+        lines.append("    " + mode)
     lines.append(f"    PATTERN ({render_pattern(q.pattern)}){_within(q)}")
     if defines:
         lines.append("    DEFINE")
@@ -349,10 +393,10 @@ _BASE = 0x100
 
 
 def _bits(q: Query) -> dict[str, int]:
-    """Bit index of each defined variable that the pattern uses."""
+    """Bit index of each defined variable that the pattern uses, by :func:`name_key`."""
     defined = q.define_map()
-    used = [v for v in pattern_vars(q.pattern) if v in defined]
-    return {v: i for i, v in enumerate(used)}
+    used = dict.fromkeys(name_key(v) for v in pattern_vars(q.pattern))
+    return {v: i for i, v in enumerate(v for v in used if v in defined)}
 
 
 def encode(q: Query, rows: Iterable[Mapping[str, object]]) -> str:
@@ -360,7 +404,7 @@ def encode(q: Query, rows: Iterable[Mapping[str, object]]) -> str:
     defined = q.define_map()
     bits = _bits(q)
     out = []
-    for row in rows:
+    for row in map(_by_key, rows):
         code = 0
         for v, i in bits.items():
             if eval_pred(defined[v], row):
@@ -373,9 +417,9 @@ def _codes(q: Query, name: str | None) -> list[int]:
     """Codes satisfying variable ``name`` (``None`` for ``.``)."""
     bits = _bits(q)
     every = range(1 << len(bits))
-    if name is None or name not in bits:  # the wildcard or an undefined variable
+    if name is None or name_key(name) not in bits:  # the wildcard or an undefined variable
         return list(every)
-    return [c for c in every if c >> bits[name] & 1]
+    return [c for c in every if c >> bits[name_key(name)] & 1]
 
 
 def char_class(q: Query, name: str | None) -> str:
@@ -631,7 +675,7 @@ class Result:
     drop_seqs: list[int]
 
     def counts(self, names: Iterable[str]) -> dict[str, int]:
-        out = dict.fromkeys(names, 0)
+        out = dict.fromkeys(map(name_text, names), 0)
         for m in self.matches:
             name = m[1]
             out[name] += 1
@@ -654,7 +698,7 @@ def run(
     if partition_field is None:  # one sub-stream; capacity and timers do not apply
         lives = Lives(lives=[(None, list(range(len(rows))))])
     else:
-        keys = [row[partition_field] for row in rows]
+        keys = [_by_key(row)[name_key(partition_field)] for row in rows]
         lives = partition(keys, partitions, tick_tuples, timer_bits, table)
     # Predicates see one tuple at a time, so each query's encoding is computed once for the
     # whole input; a sub-stream's string is its tuples' characters in stream order.
@@ -671,16 +715,18 @@ def run(
                 memo[k] = starts_of(q, s)
             starts = memo[k]
             if q.window is not None:
-                starts = within(starts, [rows[n][q.order] for n in seqs], q.window)
+                order = name_key(q.order)
+                starts = within(starts, [_by_key(rows[n])[order] for n in seqs], q.window)
             found = skip_past_last_row(starts) if q.skip else every_end(starts)
+            name = name_text(q.name)
             if not any(q.start for q in queries):
-                matches.extend((seqs[i], q.name, text) for i in found)
+                matches.extend((seqs[i], name, text) for i in found)
             elif q.start:
                 began = latest_starts(starts, found, q.skip)
                 matches.extend(
-                    (seqs[i], q.name, text, seqs[j]) for i, j in zip(found, began, strict=True)
+                    (seqs[i], name, text, seqs[j]) for i, j in zip(found, began, strict=True)
                 )
             else:
-                matches.extend((seqs[i], q.name, text, None) for i in found)
+                matches.extend((seqs[i], name, text, None) for i in found)
     matches.sort(key=lambda m: (m[0], m[1]))
     return Result(tuples=len(rows), matches=matches, drop_seqs=lives.drop_seqs)

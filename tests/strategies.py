@@ -141,6 +141,66 @@ def streams(draw, max_len: int = 30, keys: int = 4) -> list[dict[str, object]]:
     return draw(st.lists(row, min_size=n, max_size=n))
 
 
+@st.composite
+def spellings(draw, name: str, other: bool = False) -> str:
+    """``name`` (declared unquoted) as a query may write it: in any case, or double-quoted in
+    upper case, the same name in SQL; with ``other``, sometimes double-quoted in lower case,
+    another name (an undefined variable, true for every tuple)."""
+    kinds = ["as", "as", "lower", "upper", "mixed", "quoted"] + (["other"] if other else [])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "lower":
+        return name.lower()
+    if kind == "upper":
+        return name.upper()
+    if kind == "mixed":
+        return "".join(draw(st.sampled_from([c.lower(), c.upper()])) for c in name)
+    if kind == "quoted":
+        return f'"{name.upper()}"'
+    if kind == "other" and name.lower() != name.upper():
+        return f'"{name.lower()}"'
+    return name
+
+
+@st.composite
+def respelled(draw, q: Query, named: bool = True) -> Query:
+    """``q`` with every name (variables, fields, the query's if ``named``) written as
+    :func:`spellings` draws it, each occurrence on its own; some variables of the pattern
+    become other names."""
+
+    def pattern(p: tuple) -> tuple:
+        kind = p[0]
+        if kind == "var":
+            return var(draw(spellings(p[1], other=True)))
+        if kind in ("seq", "alt", "permute"):
+            return (kind, tuple(pattern(c) for c in p[1]))
+        if kind == "rep":
+            return ("rep", pattern(p[1]), p[2])
+        if kind == "group":
+            return ("group", pattern(p[1]))
+        return p
+
+    def pred(e: tuple) -> tuple:
+        kind = e[0]
+        if kind == "not":
+            return (kind, pred(e[1]))
+        if kind in ("and", "or"):
+            return (kind, pred(e[1]), pred(e[2]))
+        field = draw(spellings(e[1]))
+        if kind == "cmpf":
+            return (kind, field, e[2], draw(spellings(e[3])))
+        return (kind, field, *e[2:])
+
+    return Query(
+        draw(spellings(q.name)) if named else q.name,
+        pattern(q.pattern),
+        tuple((draw(spellings(v)), pred(e)) for v, e in q.defines),
+        q.skip,
+        q.window,
+        None if q.order is None else draw(spellings(q.order)),
+        q.start,
+    )
+
+
 @dataclass
 class Scenario:
     queries: list[Query]
@@ -150,20 +210,31 @@ class Scenario:
 
 @st.composite
 def scenarios(draw, partitioned: bool | None = None, max_queries: int = 3) -> Scenario:
-    """A query file: the stream and 1-3 queries in either form, named or numbered."""
+    """A query file: the stream and 1-3 queries in either form, named or numbered, their names
+    written in any case or quoted (:func:`respelled`), AFTER MATCH written or left to each
+    form's default."""
     if partitioned is None:
         partitioned = draw(st.booleans())
     named = draw(st.booleans())
     n = draw(st.integers(1, max_queries))
     names = [f"m{i}" for i in range(n)] if named else [f"q{i + 1}" for i in range(n)]
     qs = [draw(queries(name)) for name in names]
+    if draw(st.booleans()):
+        qs = [draw(respelled(q, named)) for q in qs]
     parts = [STREAM]
     for q in qs:
         form = draw(st.sampled_from(["sql", "concise"]))
+        stream = draw(spellings("s"))
         text = render_query(
-            q, "s", "k" if partitioned else None, form, named, qualify=draw(st.booleans())
+            q,
+            stream,
+            draw(spellings("k")) if partitioned else None,
+            form,
+            named,
+            qualify=draw(st.booleans()),
+            after=draw(st.sampled_from([None, "explicit", "default"])),
         )
         if form == "concise" and named and draw(st.booleans()):  # one stream: FROM optional
-            text = text.replace(" FROM s\n", "\n", 1)
+            text = text.replace(f" FROM {stream}\n", "\n", 1)
         parts.append(text)
     return Scenario(qs, "".join(parts), partitioned)

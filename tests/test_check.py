@@ -3,6 +3,7 @@
 import pytest
 
 import nfacep
+from nfacep import ast
 from nfacep import predicates as P
 from nfacep.errors import QueryError
 
@@ -122,6 +123,123 @@ def test_default_names_and_undefined_variables():
     )
     assert [q.name for q in nfa.program.queries] == ["q1", "q2"]
     assert nfa.program.queries[0].predicates == {"A": None, "B": None}
+
+
+def test_names_ignore_case_unless_quoted():
+    """SQL's rule: an unquoted name stands for its upper case, a quoted one for itself; what
+    is handed on is spelled as declared (parameters as first written)."""
+    nfa = nfacep.compile_text(
+        'CREATE STREAM Sensors (Temp UINT(16), dtemp INT(8), "Zone" UINT(8));\n'
+        'SELECT * FROM SENSORS MATCH_RECOGNIZE (PARTITION BY "Zone" '
+        'PATTERN (R{2} Hot "HOT") DEFINE r AS DTEMP > 0, hot AS temp > :Lim AND '
+        '"TEMP" < :LIM) AS Q1;'
+    )
+    (q,) = nfa.program.queries
+    assert q.name == "Q1" and nfa.program.schema.name == "Sensors"
+    assert nfa.program.partition_field == "Zone"
+    assert ast.dump(q.pattern) == "seq{rep{2,2}{r},hot,hot}"
+    assert sorted(q.predicates) == ["hot", "r"]
+    assert P.render(q.predicates["r"]) == "dtemp > 0"
+    assert P.render(q.predicates["hot"]) == "(Temp > :Lim) AND (Temp < :Lim)"
+    assert list(nfa.program.parameters) == ["Lim"]
+    assert not nfa.program.warnings
+
+
+def test_a_quoted_variable_beside_its_unquoted_spelling_is_another_variable():
+    """ "r" is not r: undefined, true for every tuple, and kept apart from r by its quotes."""
+    nfa = nfacep.compile_text(
+        'CREATE STREAM s (a UINT(8)); QUERY q PATTERN ("r" r) DEFINE r AS a = 1'
+    )
+    (q,) = nfa.program.queries
+    assert ast.dump(q.pattern) == 'seq{"r",r}'
+    assert q.predicates['"r"'] is None and q.predicates["r"] is not None
+    assert [s.var for s in nfa.states] == ['"r"', "r"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "at"),
+    [
+        (
+            "CREATE STREAM s (temp UINT(8), TEMP UINT(8)); QUERY q PATTERN (A)",
+            "field 'TEMP' is declared twice in stream 's' (first as temp at 1:18; unquoted "
+            "names ignore case)",
+            "TEMP",
+        ),
+        (
+            'CREATE STREAM s ("Temp" UINT(8), "temp" UINT(8)); QUERY q PATTERN (A)',
+            'field "temp" differs only in case from "Temp" at 1:18',
+            '"temp"',
+        ),
+        (
+            'CREATE STREAM s (a UINT(8)); CREATE STREAM "s" (b UINT(8)); QUERY q FROM s '
+            "PATTERN (A)",
+            'stream "s" differs only in case from s at 1:15',
+            '"s"',
+        ),
+        (
+            "CREATE STREAM s (a UINT(8)); QUERY q PATTERN (A) DEFINE A AS a = 1, a AS a = 2",
+            "variable 'a' is defined twice (first as A at 1:57; unquoted names ignore case)",
+            "a AS a = 2",
+        ),
+        (
+            'CREATE STREAM s (a UINT(8)); QUERY q PATTERN (A) DEFINE "A" AS a = 1, "a" AS a = 2',
+            'variable "a" differs only in case from "A" at 1:57',
+            '"a" AS',
+        ),
+        (
+            "CREATE STREAM s (a UINT(8)); QUERY Cheat PATTERN (A); QUERY CHEAT PATTERN (A)",
+            "a query named 'CHEAT' is already defined (first as Cheat at 1:36",
+            "CHEAT",
+        ),
+        (
+            'CREATE STREAM s (a UINT(8)); QUERY q PATTERN (A) DEFINE A AS a > :lim AND a < :"lim"',
+            'parameter :"lim" differs only in case from :lim at 1:66',
+            ':"lim"',
+        ),
+        (
+            'CREATE STREAM s ("Temp" UINT(8)); QUERY q PATTERN (A) DEFINE A AS temp > 1',
+            "unknown field 'temp' in stream 's' (did you mean \"Temp\"? a double-quoted name "
+            "keeps its case",
+            "temp",
+        ),
+        (
+            'CREATE STREAM s (a UINT(8)); QUERY q FROM "s" PATTERN (A)',
+            'unknown stream "s" (did you mean s?',
+            '"s"',
+        ),
+        (
+            'CREATE STREAM s (a UINT(8)); QUERY q PATTERN (A) DEFINE A AS "a".a > 1',
+            "'\"a\".a' refers to another variable's row",
+            '"a".a',
+        ),
+    ],
+)
+def test_name_errors(text, message, at):
+    with pytest.raises(QueryError) as info:
+        nfacep.compile_text(text, "q.sql")
+    assert message in info.value.message
+    assert text[info.value.column - 1 :].startswith(at), info.value.render()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "defines", "warning", "at"),
+    [
+        # a quoted name keeps its case: "r" is not r, and is undefined
+        ('"r" B', "r AS a = 1, B AS a = 2", "\"r\" of 'q' has no DEFINE", '"r"'),
+        ('"r" B', "r AS a = 1, B AS a = 2", "(did you mean r? a double-quoted name", '"r"'),
+        ("Rise B", "Rse AS a = 1, B AS a = 2", "(did you mean Rse?)", "Rise"),
+    ],
+)
+def test_undefined_variable_beside_an_unused_define_is_a_warning(pattern, defines, warning, at):
+    text = f"CREATE STREAM s (a UINT(8));\nQUERY q PATTERN ({pattern}) DEFINE {defines}"
+    nfa = nfacep.compile_text(text, "q.sql")
+    found = [w for w in nfa.program.warnings if "has no DEFINE" in w.message]
+    assert len(found) == 1 and warning in found[0].message, found
+    assert "holds for every tuple" in found[0].message and "never used" in found[0].message
+    assert text.splitlines()[1][found[0].column - 1 :].startswith(at)
+    (q,) = nfa.program.queries
+    undefined = [v for v, p in q.predicates.items() if p is None]
+    assert undefined == [at.strip('"')]  # true for every tuple, as in SQL
 
 
 def test_predicates_are_typed_normalised_and_shared():

@@ -196,3 +196,39 @@ def test_ctrl_c_while_the_compiler_loads_is_an_interrupted_command(monkeypatch, 
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_names_in_another_case_are_the_declared_ones(tmp_path, capsys):
+    """Issue 27: R and Hot are r and hot (SQL's unquoted names ignore case). They used to be
+    undefined, true for every tuple: the query reported seq 2 and 5, noise, with nothing but a
+    warning that DEFINE r is never used."""
+    query = (
+        "CREATE STREAM s (temp UINT(16), dtemp INT(8));\n"
+        "SELECT * FROM s MATCH_RECOGNIZE (AFTER MATCH SKIP PAST LAST ROW\n"
+        "    PATTERN (R{2} Hot) DEFINE r AS dtemp > 0, hot AS temp > 1000) AS Q;\n"
+    )
+    data = "temp,dtemp\n10,1\n20,1\n2000,1\n2000,-1\n20,1\n30,1\n2000,1\n"
+    q, t, m = setup(tmp_path, query, data)
+    assert main(["match", q, "--input", t, "--output", m]) == 0
+    assert pathlib.Path(m).read_text() == "seq,query,partition\n2,Q,\n6,Q,\n"
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_sql_form_defaults_to_skip_past_last_row(tmp_path, capsys):
+    """Without AFTER MATCH the SQL form reports the earliest end and restarts after it, the
+    paper's form every end; check says which."""
+    query = (
+        "CREATE STREAM s (a UINT(4));\n"
+        "SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A B+) DEFINE A AS a = 1, B AS a = 2) AS sql;\n"
+        "QUERY paper PATTERN (A B+) DEFINE A AS a = 1, B AS a = 2;\n"
+    )
+    q, t, m = setup(tmp_path, query, "a\n1\n2\n2\n2\n1\n1\n2\n")
+    assert main(["match", q, "--input", t, "--output", m]) == 0
+    assert pathlib.Path(m).read_text() == (
+        "seq,query,partition\n1,paper,\n1,sql,\n2,paper,\n3,paper,\n6,paper,\n6,sql,\n"
+    )
+    capsys.readouterr()
+    assert main(["check", q]) == 0
+    out = capsys.readouterr().out
+    assert "query sql: 2 NFA states, AFTER MATCH SKIP PAST LAST ROW" in out
+    assert "query paper: 2 NFA states, every match end" in out

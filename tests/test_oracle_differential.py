@@ -331,6 +331,31 @@ def test_oracle_rendering():
     )
 
 
+def test_oracle_names_are_compared_as_sql_compares_them():
+    """R, r and "R" are one variable, "r" another (undefined: every tuple); fields, the
+    partition field and query names alike; a query is reported without its quotes."""
+    defines = (("r", ("cmp", "P0", "=", True)), ("hot", ("cmp", '"P1"', "=", True)))
+    rows = rows_of("a", "a", "b", "b")
+    q = Query("Q", seq(rep(var("R"), "{2}"), var("Hot")), defines)
+    assert run([q], rows, "K").matches == [(2, "Q", "0")]
+    q = Query('"q"', seq(var('"r"'), var('"HOT"')), defines)
+    assert run([q], rows).matches == [(2, "q", ""), (3, "q", "")]
+    assert run([q], rows).counts(['"q"']) == {"q": 2}
+
+
+def test_oracle_renders_after_match_as_asked():
+    """``after``: "explicit" writes the clause always, "default" only when the query does not
+    want its form's default (SQL: SKIP PAST LAST ROW; the paper's: every end)."""
+    for form in ("sql", "concise"):
+        for skip in (False, True):
+            q = Query("q", A, ABC[:1], skip=skip)
+            clause = "AFTER MATCH SKIP PAST LAST ROW" if skip else "AFTER MATCH REPORT EVERY END"
+            assert clause in render_query(q, "s", None, form, after="explicit")
+            default = render_query(q, "s", None, form, after="default")
+            assert ("AFTER MATCH" in default) == (skip != (form == "sql"))
+            assert (clause in render_query(q, "s", None, form)) == (skip or form == "sql")
+
+
 def test_oracle_skip_and_every_end_from_starts():
     starts = [set(), {0}, {0, 1}, {2}, {1}]
     assert every_end(starts) == [1, 2, 3, 4]
@@ -597,7 +622,8 @@ EXHAUSTIVE = [("small", b) for b in range(BATCHES)] + [("more", b) for b in rang
 @pytest.mark.parametrize(("scope", "batch"), EXHAUSTIVE)
 def test_match_exhaustive_small_scope(tmp_path, scope, batch):
     """Each batch is one query file, every pattern in it twice: every end (concise form) and
-    SKIP PAST LAST ROW (SQL form), judged by the brute-force ``re`` engine."""
+    SKIP PAST LAST ROW (SQL form), each its form's default (no AFTER MATCH clause), judged by
+    the brute-force ``re`` engine."""
     defines = (("A", P0), ("B", P1))
     patterns, batches = (SMALL, BATCHES) if scope == "small" else (SMALL_MORE, BATCHES // 2)
     qs, parts = [], [STREAM]
@@ -605,7 +631,10 @@ def test_match_exhaustive_small_scope(tmp_path, scope, batch):
         every = Query(f"e{n}", p, defines)
         skip = Query(f"s{n}", p, defines, skip=True)
         qs += [every, skip]
-        parts += [render_query(every, "s", "k", "concise"), render_query(skip, "s", "k")]
+        parts += [
+            render_query(every, "s", "k", "concise", after="default"),
+            render_query(skip, "s", "k", after="default"),
+        ]
     check_against_oracle(tmp_path, qs, "".join(parts), all_short_streams(), True, engine="re")
 
 

@@ -616,3 +616,13 @@ def test_unpacked_is_the_inverse_of_packed():
     assert values.unpacked(packed) == values.initial
     assert values.texts(values.unpacked(packed))["z"] == "c"
     assert ParamValues().width() == 0
+
+
+def test_param_names_on_the_command_line_ignore_case():
+    """--param follows the query's rule: an unquoted name matches ignoring case; "name" exactly."""
+    types = compile_("QUERY q PATTERN (A) DEFINE A AS temp > :Hot AND TEMP < :HOT").program
+    assert list(types.parameters) == ["Hot"]
+    for text in ("hot=3", "HOT=3", ":Hot=3", '"Hot"=3'):
+        assert ParamValues.parse(types.parameters, [text]).initial == {"Hot": 3}
+    with pytest.raises(UsageError, match=r"no parameter :hot"):
+        ParamValues.parse(types.parameters, ['"hot"=3'])

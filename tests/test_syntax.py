@@ -200,3 +200,33 @@ def test_nesting_limit():
         parse(STREAM + f"QUERY q PATTERN {deep}")
     ok = "(" * (MAX_NESTING - 1) + "A" + ")" * (MAX_NESTING - 1)
     assert ast.dump(parse(STREAM + f"QUERY q PATTERN {ok}").queries[0].pattern) == "A"
+
+
+def test_after_match_default_depends_on_the_form():
+    """Without AFTER MATCH, the SQL form is SKIP PAST LAST ROW (SQL's default), the paper's
+    form every end; AFTER MATCH REPORT EVERY END (any case) asks for every end in both."""
+    f = parse(
+        STREAM + "SELECT * FROM s MATCH_RECOGNIZE (PATTERN (A)) AS q1;\n"
+        "SELECT * FROM s MATCH_RECOGNIZE (after match report every end PATTERN (A)) AS q2;\n"
+        "QUERY q3 PATTERN (A);\n"
+        "QUERY q4 AFTER MATCH REPORT EVERY END PATTERN (A);\n"
+        "QUERY q5 AFTER MATCH SKIP PAST LAST ROW PATTERN (A);\n"
+    )
+    assert [q.skip_past_last_row for q in f.queries] == [True, False, False, False, True]
+
+
+def test_quoted_names_keep_their_case_and_may_be_keywords():
+    f = parse(
+        'CREATE STREAM "S" ("time" UINT(8), Temp UINT(8));\n'
+        'QUERY "Q" FROM s PATTERN ("and" r) DEFINE "and" AS "time" > :"Lim", R AS "R".temp > 1'
+    )
+    (s,), (q,) = f.streams, f.queries
+    assert (s.name, s.quoted) == ("S", True)
+    assert [(d.name, d.quoted) for d in s.fields] == [("time", True), ("Temp", False)]
+    assert (q.name, q.name_quoted, q.stream, q.stream_quoted) == ("Q", True, "s", False)
+    assert ast.dump(q.pattern) == 'seq{"and",r}'
+    assert [(d.name, d.quoted) for d in q.defines] == [("and", True), ("R", False)]
+    assert ast.dump(q.defines[0].expr) == '(> "time" :"Lim")'
+    assert ast.dump(q.defines[1].expr) == '(> "R".temp 1)'
+    assert ast.key("temp") == ast.key("TEMP") == ast.key("TEMP", quoted=True) == "TEMP"
+    assert ast.key("temp", quoted=True) == "temp"
