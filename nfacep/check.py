@@ -256,7 +256,7 @@ class _Checker:
             if decl is None:
                 raise QueryError(
                     f"unknown stream {_shown(q.stream, q.stream_quoted)}"
-                    + _suggest(q.stream, q.stream_quoted, streams.values()),
+                    + _suggest(q.stream, streams.values()),
                     q.stream_pos,
                 )
         return Schema(decl.name, decl.fields)
@@ -298,7 +298,7 @@ class _Checker:
         if f is None:
             raise QueryError(
                 f"unknown field {_shown(col.name, col.quoted)} in stream '{schema.name}'"
-                + _suggest(col.name, col.quoted, schema.fields),
+                + _suggest(col.name, schema.fields),
                 col.pos,
             )
         return f
@@ -405,7 +405,7 @@ class _Checker:
                         + ", ".join(f"DEFINE {ast.quote(d.name, d.quoted)}" for d in unused)
                         + (" is" if len(unused) == 1 else " are")
                         + " never used"
-                        + _suggest(v.name, v.quoted, unused),
+                        + _suggest(v.name, unused),
                         v.pos,
                         severity="warning",
                     )
@@ -755,14 +755,11 @@ def _suggest_label(label: str, labels: tuple[str, ...]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _suggest(name: str, quoted: bool, choices) -> str:
-    """A hint naming the declaration (an AST node with ``name`` and ``quoted``, or a string)
-    that ``name`` may have meant: one equal ignoring case (the quotes differ), else a close
-    spelling."""
-    written = {}
-    for c in choices:
-        text = c if isinstance(c, str) else ast.quote(c.name, c.quoted)
-        written[text.strip('"')] = text
+def _suggest(name: str, choices) -> str:
+    """A hint naming the declaration (an AST node with ``name`` and ``quoted``) that a
+    reference ``name`` may have meant: one equal ignoring case (the quotes differ), else a
+    close spelling."""
+    written = {c.name: ast.quote(c.name, c.quoted) for c in choices}
     for c, text in written.items():
         if c.lower() == name.lower():
             return (

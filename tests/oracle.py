@@ -206,19 +206,29 @@ def _render(p: tuple, ctx: str) -> str:
 # Predicates
 
 
+def _get(row: Mapping[str, object], name: str) -> object:
+    """The value of field ``name`` (``":name"``: of a parameter) in ``row``, keyed by the
+    fields' names (or by :func:`name_key`, as :func:`_by_key` makes it)."""
+    if name in row:
+        return row[name]
+    key = ":" + name_key(name[1:]) if name.startswith(":") else name_key(name)
+    if key in row:
+        return row[key]
+    return _by_key(row)[key]
+
+
 def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
-    """Whether ``row`` (keyed by :func:`name_key`, as :func:`_by_key` makes it) satisfies it."""
     kind = pred[0]
     if kind == "cmp":
-        return _compare(row[name_key(pred[1])], pred[2], pred[3])
+        return _compare(_get(row, pred[1]), pred[2], pred[3])
     if kind == "cmpf":
-        return _compare(row[name_key(pred[1])], pred[2], row[name_key(pred[3])])
+        return _compare(_get(row, pred[1]), pred[2], _get(row, pred[3]))
     if kind == "cmpp":  # ("cmpp", field, op, parameter): the value in force at this row
-        return _compare(row[name_key(pred[1])], pred[2], row[":" + name_key(pred[3])])
+        return _compare(_get(row, pred[1]), pred[2], _get(row, ":" + pred[3]))
     if kind == "between":
-        return pred[2] <= row[name_key(pred[1])] <= pred[3]
+        return pred[2] <= _get(row, pred[1]) <= pred[3]
     if kind == "in":
-        return row[name_key(pred[1])] in pred[2]
+        return _get(row, pred[1]) in pred[2]
     if kind == "not":
         return not eval_pred(pred[1], row)
     if kind == "and":
