@@ -30,7 +30,7 @@ import numpy as np
 
 import nfacep
 from nfacep import tuples
-from nfacep.boards.udp_host import max_tuples_per_packet
+from nfacep.links.udp.host import max_tuples_per_packet
 from nfacep.params import EngineParams
 from nfacep.sim.udp import UdpSimulation
 
