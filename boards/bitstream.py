@@ -42,7 +42,7 @@ def build(
     stem: str = "engine",
     query_file: str | None = None,
     progress=None,
-    link: str = "harness",
+    link: str = links.DEFAULT,
     values=None,
     **options,
 ) -> dict:
@@ -129,7 +129,7 @@ def estimate(
     board: Board,
     params: EngineParams,
     *,
-    link: str = "harness",
+    link: str = links.DEFAULT,
     values=None,
     **options,
 ) -> dict:

@@ -27,7 +27,7 @@ def _add_link_arguments(parser) -> None:
     parser.add_argument(
         "--link",
         choices=[link.name for link in choices],
-        default="harness",
+        default=links.DEFAULT,
         help="board top: "
         + "; ".join(f"'{link.name}' {link.help}" for link in choices)
         + " (default %(default)s)",

@@ -23,11 +23,13 @@ using one link never imports another's.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from nfacep.errors import UsageError
 
-__all__ = ["Link", "get", "names", "register", "runnable", "unregister"]
+__all__ = ["DEFAULT", "Link", "get", "names", "register", "runnable", "unregister"]
 
 
 class Link:
@@ -44,6 +46,17 @@ class Link:
     run_flag: str | None = None
     #: how the ``nfacep run`` error that asks for one link describes :attr:`run_flag`
     run_choice: str = ""
+    #: where the link's software is, as ``module`` or ``module:attribute``, imported only when
+    #: asked for (:meth:`part`): ``protocol`` (its format's module), ``host`` (its
+    #: :class:`~nfacep.backend.Backend` class), ``model`` (its software board, a
+    #: :class:`~nfacep.links.model.BoardModel`), ``top`` (its board top's module)
+    parts: Mapping[str, str] = MappingProxyType({})
+
+    def part(self, name: str):
+        """The link's part ``name`` (a key of :attr:`parts`), imported now."""
+        module, _, attr = self.parts[name].partition(":")
+        loaded = importlib.import_module(module)
+        return getattr(loaded, attr) if attr else loaded
 
     def add_build_arguments(self, parser) -> None:
         """Add the options of ``nfacep build`` and ``nfacep check --board`` for this link."""
@@ -85,6 +98,9 @@ _BUILTIN = (
     "nfacep.links.uart:UART",
     "nfacep.links.udp:UDP",
 )
+
+#: The link ``nfacep build`` makes without ``--link``: none, the synthesis harness.
+DEFAULT = "harness"
 
 _registry: dict[str, Link] = {}
 

@@ -5,6 +5,8 @@ for measuring the engine's area and Fmax. ``nfacep run`` cannot talk to it.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from . import Link
 
 __all__ = ["HARNESS", "NOTE", "HarnessLink"]
@@ -21,11 +23,10 @@ class HarnessLink(Link):
 
     name = "harness"
     help = "measures the engine alone (on-chip tuples, LEDs)"
+    parts = MappingProxyType({"top": "nfacep.boards.top"})
 
     def top(self, engine, board_mhz, **options):
-        from nfacep.boards.top import BoardTop
-
-        return {"kind": "harness", "note": NOTE}, BoardTop(engine)
+        return {"kind": "harness", "note": NOTE}, self.part("top").BoardTop(engine)
 
 
 #: The harness's entry in the registry.

@@ -166,6 +166,17 @@ def test_using_one_link_imports_nothing_of_another(used, absent):
     assert out.strip() == "[]"
 
 
+def test_each_link_names_its_parts():
+    from nfacep.links.model import BoardModel
+
+    for link in links.runnable():
+        assert link.part("protocol").VERSION >= 1
+        assert callable(link.part("host").run)
+        assert issubclass(link.part("model"), BoardModel)
+        assert callable(link.part("top").make_top)
+    assert callable(links.get("harness").part("top").BoardTop)
+
+
 def test_run_takes_its_options_from_the_links():
     parser = argparse.ArgumentParser()
     Run().add_arguments(parser)

@@ -9,6 +9,8 @@ the board top and its checks. The link's gateware is in :mod:`nfacep.boards.link
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from nfacep.errors import UsageError
 
 from .. import Link
@@ -26,6 +28,14 @@ class UartLink(Link):
     help = "is the usable design for `nfacep run`"
     run_flag = "--port"
     run_choice = "--port (a serial port, --link uart)"
+    parts = MappingProxyType(
+        {
+            "protocol": "nfacep.links.uart.protocol",
+            "host": "nfacep.links.uart.host:UartBoard",
+            "model": "nfacep.links.uart.model:UartBoardModel",
+            "top": "nfacep.links.uart.top",
+        }
+    )
 
     def add_build_arguments(self, parser) -> None:
         parser.add_argument(
@@ -43,18 +53,15 @@ class UartLink(Link):
         """A UsageError when the board has no USB UART or cannot make ``baud``."""
         from nfacep.boards.link.uart import BaudError, divisor
 
-        from .top import NoUartError, check_board
-
+        top = self.part("top")
         try:
-            check_board(platform)
+            top.check_board(platform)
             divisor(board_mhz * 1e6, baud)
-        except (NoUartError, BaudError) as exc:
+        except (top.NoUartError, BaudError) as exc:
             raise UsageError(str(exc)) from None
 
     def top(self, engine, board_mhz, *, baud=DEFAULT_BAUD, **others):
-        from .top import make_top
-
-        return make_top(engine, board_mhz, baud)
+        return self.part("top").make_top(engine, board_mhz, baud)
 
     def add_run_arguments(self, parser) -> None:
         parser.add_argument(
@@ -93,9 +100,7 @@ class UartLink(Link):
             raise UsageError("--baud must be positive")
 
     def backend(self, args, progress):
-        from .host import UartBoard
-
-        return UartBoard(
+        return self.part("host")(
             args.port,
             baud=args.baud,
             timeout=args.timeout,

@@ -10,6 +10,8 @@ gateware is in :mod:`nfacep.boards.link.eth`, the RGMII pads in :mod:`nfacep.boa
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from nfacep.errors import UsageError
 
 from .. import Link
@@ -25,6 +27,14 @@ class UdpLink(Link):
     help = "takes tuples over Gigabit Ethernet (boards/UDP.md; Colorlight 5A-75B)"
     run_flag = "--udp"
     run_choice = "--udp HOST[:PORT] (--link udp)"
+    parts = MappingProxyType(
+        {
+            "protocol": "nfacep.links.udp.protocol",
+            "host": "nfacep.links.udp.host:UdpBoard",
+            "model": "nfacep.links.udp.model:UdpBoardModel",
+            "top": "nfacep.links.udp.top",
+        }
+    )
 
     def add_build_arguments(self, parser) -> None:
         from .protocol import DEFAULT_ENDPOINT
@@ -62,24 +72,21 @@ class UdpLink(Link):
     def check_board(self, platform, board_mhz, target_mhz, **options):
         """A UsageError when the board has no RGMII port the link supports, or for a
         ``target_mhz`` (the engine runs at the line's clock)."""
-        from .top import NoEthernetError, check_board
-
+        top = self.part("top")
         if target_mhz is not None:
             raise UsageError(
                 "--target-mhz does not apply to --link udp: the engine runs at the line's 125 MHz"
             )
         try:
-            check_board(platform)
-        except NoEthernetError as exc:
+            top.check_board(platform)
+        except top.NoEthernetError as exc:
             raise UsageError(str(exc)) from None
 
     def top(self, engine, board_mhz, *, udp=None, **others):
         """The board top at the board's addresses ``udp`` (an
         :class:`~nfacep.links.udp.protocol.Endpoint`; default ``DEFAULT_ENDPOINT``)."""
-        from .protocol import DEFAULT_ENDPOINT
-        from .top import make_top
-
-        return make_top(engine, udp or DEFAULT_ENDPOINT)
+        protocol = self.part("protocol")
+        return self.part("top").make_top(engine, udp or protocol.DEFAULT_ENDPOINT)
 
     def add_run_arguments(self, parser) -> None:
         parser.add_argument(
@@ -119,9 +126,7 @@ class UdpLink(Link):
             raise UsageError("--frame-tuples is for --port; over UDP use --tuples-per-packet")
 
     def backend(self, args, progress):
-        from .host import UdpBoard
-
-        return UdpBoard(
+        return self.part("host")(
             args.udp,
             timeout=args.timeout,
             tuples_per_packet=args.tuples_per_packet,
