@@ -48,7 +48,7 @@ class LinkError(NfacepError):
 
 
 class NoBoardError(LinkError):
-    """Nothing (or not the expected engine) answers on the serial port."""
+    """Nothing (or not the expected engine) answers on the link."""
 
 
 @dataclass
