@@ -40,10 +40,11 @@ from amaranth.hdl import ClockSignal, Elaboratable, Module
 from amaranth.sim import Simulator
 
 from nfacep import compile_file
-from nfacep.boards.link.eth import payload as udp
-from nfacep.boards.link.protocol import FrameType, encode, params_payload, switch_body
 from nfacep.boards.link.top import UartTop
 from nfacep.hdl.engine import Engine
+from nfacep.links.protocol import switch_body
+from nfacep.links.uart.protocol import FrameType, encode, params_payload
+from nfacep.links.udp import protocol as udp
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 

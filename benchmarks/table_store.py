@@ -80,7 +80,7 @@ def build_point(nfa, params: EngineParams, board: str, target: float, out: str, 
     a build that stops is a result, not an exception. Resources are nextpnr's after
     place-and-route, or Yosys's when the flow stopped before it."""
     from nfacep.boards import BuildError, build, get_board
-    from nfacep.boards.bitstream import DoesNotFitError
+    from nfacep.boards.flow import DoesNotFitError
 
     start = time.monotonic()
     row: dict = {

@@ -30,7 +30,7 @@ import numpy as np
 
 import nfacep
 from nfacep import tuples
-from nfacep.boards.udp_host import max_tuples_per_packet
+from nfacep.links.udp.host import max_tuples_per_packet
 from nfacep.params import EngineParams
 from nfacep.sim.udp import UdpSimulation
 
@@ -113,33 +113,15 @@ def main() -> None:
                     check=True,
                     build_dir=pathlib.Path(tmp) / "cache",
                 )
-                res = backend.run(nfa, make(n), params)
-                line, lat = res.line, res.latency
-                frame = max(54 + per * tb + 4, 64)
-                refused = sum(res.status[c] for c in ("engine_full", "bad_size", "bad_udp"))
-                row = {
-                    "tuple": label,
-                    "tuple_bytes": tb,
-                    "tuples_per_packet": per,
-                    "frame_bytes": frame,
-                    "frames_per_s": round(line["frames_per_s"]),
-                    "limit_frames_per_s": round(line["limit_frames_per_s"]),
-                    "tuples_per_s": round(line["tuples_per_s"]),
-                    "limit_tuples_per_s": round(line["limit_tuples_per_s"]),
-                    "of_line": round(line["of_line"], 4),
-                    "refused": refused,
-                    "latency_min": lat.get("min"),
-                    "latency_median": lat.get("median"),
-                    "latency_max": lat.get("max"),
-                    "correct": res.failure is None,
-                }
+                row = _row(label, tb, per, backend.run(nfa, make(n), params))
                 rows.append(row)
-                latency = f"{lat['min']}/{lat['median']}/{lat['max']}" if lat else "-"
+                lat = (row["latency_min"], row["latency_median"], row["latency_max"])
+                latency = "/".join(map(str, lat)) if lat[0] is not None else "-"
                 print(
-                    f"{label:16} {per:7d} {frame:7d} {row['frames_per_s']:11,d} "
+                    f"{label:16} {per:7d} {row['frame_bytes']:7d} {row['frames_per_s']:11,d} "
                     f"{row['limit_frames_per_s']:11,d} {row['tuples_per_s']:12,d} "
-                    f"{row['limit_tuples_per_s']:12,d} {row['of_line']:6.1%} {refused:7d} "
-                    f"{latency:>27}" + ("" if row["correct"] else "  WRONG")
+                    f"{row['limit_tuples_per_s']:12,d} {row['of_line']:6.1%} "
+                    f"{row['refused']:7d} {latency:>27}" + ("" if row["correct"] else "  WRONG")
                 )
     print(
         f"\npaper (Figure 10, 128-bit tuples): {PAPER['frames_per_s_1']:,} one-tuple "
@@ -154,6 +136,27 @@ def main() -> None:
     print(f"-> {out}")
     if args.plot:
         plot(rows, args.plot)
+
+
+def _row(label: str, tb: int, per: int, res) -> dict:
+    """The CSV row of one run: ``per`` tuples of ``tb`` bytes a packet, its result ``res``."""
+    line, lat = res.line, res.latency
+    return {
+        "tuple": label,
+        "tuple_bytes": tb,
+        "tuples_per_packet": per,
+        "frame_bytes": max(54 + per * tb + 4, 64),
+        "frames_per_s": round(line["frames_per_s"]),
+        "limit_frames_per_s": round(line["limit_frames_per_s"]),
+        "tuples_per_s": round(line["tuples_per_s"]),
+        "limit_tuples_per_s": round(line["limit_tuples_per_s"]),
+        "of_line": round(line["of_line"], 4),
+        "refused": sum(res.status[c] for c in ("engine_full", "bad_size", "bad_udp")),
+        "latency_min": lat.get("min"),
+        "latency_median": lat.get("median"),
+        "latency_max": lat.get("max"),
+        "correct": res.failure is None,
+    }
 
 
 def plot(rows: list[dict], path: str) -> None:

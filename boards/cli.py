@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
 
-from nfacep import params, settings
+from nfacep import links, params, settings
 from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
 
 from .registry import BOARDS, get_board, known_boards
 
-__all__ = ["DEFAULT_BAUD", "Build", "CheckBoards", "Run"]
-
-#: The serial line rate of ``--link uart`` and ``nfacep run`` unless --baud says otherwise.
-DEFAULT_BAUD = 115200
+__all__ = ["Build", "CheckBoards", "Run"]
 
 
 def _progress(command: str):
@@ -25,54 +21,24 @@ def _progress(command: str):
 
 
 def _add_link_arguments(parser) -> None:
-    """``--link`` and ``--baud``: the board top of ``build`` (and of ``check --board``)."""
-    from .link.eth.payload import DEFAULT_ENDPOINT
-
+    """``--link`` and each link's options: the board top of ``build`` (and of ``check
+    --board``); the choices are :mod:`nfacep.links`' registry."""
+    choices = [links.get(name) for name in links.names()]
     parser.add_argument(
         "--link",
-        choices=("harness", "uart", "udp"),
-        default="harness",
-        help="board top: 'harness' measures the engine alone (on-chip "
-        "tuples, LEDs); 'uart' is the usable design for `nfacep run`; "
-        "'udp' takes tuples over Gigabit Ethernet (boards/UDP.md; "
-        "Colorlight 5A-75B) (default %(default)s)",
+        choices=[link.name for link in choices],
+        default=links.DEFAULT,
+        help="board top: "
+        + "; ".join(f"'{link.name}' {link.help}" for link in choices)
+        + " (default %(default)s)",
     )
-    parser.add_argument(
-        "--baud",
-        type=int,
-        default=DEFAULT_BAUD,
-        metavar="B",
-        help="UART line rate with --link uart (default %(default)s)",
-    )
-    parser.add_argument(
-        "--ip",
-        default=".".join(map(str, DEFAULT_ENDPOINT.ip)),
-        metavar="A",
-        help="the board's IPv4 address with --link udp (default %(default)s)",
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_ENDPOINT.port,
-        metavar="P",
-        help="the board's UDP port with --link udp (default %(default)s)",
-    )
-    parser.add_argument(
-        "--mac",
-        default=DEFAULT_ENDPOINT.mac.hex(":"),
-        metavar="M",
-        help="the board's MAC address with --link udp (default %(default)s)",
-    )
+    for link in choices:
+        link.add_build_arguments(parser)
 
 
-def _udp_endpoint(args):
-    """The board's addresses from ``--mac``, ``--ip`` and ``--port`` (a UsageError if bad)."""
-    from .link.eth.payload import Endpoint
-
-    try:
-        return Endpoint.parse(args.mac, args.ip, args.port)
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"--mac/--ip/--port: {exc}") from None
+def _link_options(args) -> dict:
+    """The chosen link's options from the command line (a UsageError if bad)."""
+    return links.get(args.link).build_options(args)
 
 
 class CheckBoards:
@@ -99,13 +65,12 @@ class CheckBoards:
             board,
             engine,
             link=args.link,
-            baud=args.baud,
-            udp=_udp_endpoint(args) if args.link == "udp" else None,
             values=values,
+            **_link_options(args),
         )
 
     def render(self, estimate: dict) -> str:
-        from .bitstream import render_estimate
+        from .resources import render_estimate
 
         return render_estimate(estimate)
 
@@ -151,8 +116,10 @@ class Build(Command):
         settings.add_argument(parser, switches=False)
 
     def run(self, args) -> int:
-        from .bitstream import BuildError, build, render_report
+        from .bitstream import build
         from .defaults import board_engine
+        from .flow import BuildError
+        from .report import render_report
 
         params.from_args(args)  # the options' ranges, before anything is read
         board = get_board(args.board)
@@ -172,9 +139,8 @@ class Build(Command):
                 query_file=args.query,
                 progress=_progress("build"),
                 link=args.link,
-                baud=args.baud,
-                udp=_udp_endpoint(args) if args.link == "udp" else None,
                 values=values,
+                **_link_options(args),
             )
         except BuildError as err:
             if err.report is not None:
@@ -208,59 +174,14 @@ class Run(Command):
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
         parser.add_argument(
-            "--port",
-            metavar="P",
-            help="serial port of a --link uart board (/dev/ttyUSB0, COM3, or a "
-            "pyserial URL such as socket://host:port)",
-        )
-        parser.add_argument(
-            "--udp",
-            metavar="HOST[:PORT]",
-            help="IPv4 address (or name) and UDP port of a --link udp board (port 5000 if omitted)",
-        )
-        parser.add_argument(
-            "--baud",
-            type=int,
-            default=DEFAULT_BAUD,
-            metavar="B",
-            help="line rate the bitstream was built with (default %(default)s)",
-        )
-        parser.add_argument(
             "--timeout",
             type=float,
             default=5.0,
             metavar="S",
             help="give up when the board does not answer for S seconds (default %(default)s)",
         )
-        parser.add_argument(
-            "--frame-tuples",
-            type=int,
-            metavar="F",
-            help="tuples per UART frame (default 16, fewer if the board's buffer is small)",
-        )
-        parser.add_argument(
-            "--tuples-per-packet",
-            type=int,
-            metavar="N",
-            help="tuples per UDP packet (default as many as fit a 1,500-byte "
-            "MTU and the board's buffer)",
-        )
-        parser.add_argument(
-            "--rate",
-            metavar="R",
-            help="over UDP, send open loop at R tuples per second (e.g. 5e6), "
-            "or 'max' for as fast as the host can, instead of waiting for "
-            "the board's buffer credit (a STATUS round trip per 4 KiB); a "
-            "packet the board refuses is a loss like any other",
-        )
-        parser.add_argument(
-            "--retries",
-            type=int,
-            default=2,
-            metavar="R",
-            help="over UDP, start a run with a lost packet again up to R times "
-            "(default %(default)s)",
-        )
+        for link in links.runnable():
+            link.add_run_arguments(parser)
         params.add_arguments(parser)
         settings.add_argument(parser, switches=True)
 
@@ -268,46 +189,16 @@ class Run(Command):
         from nfacep.backend import run_files
         from nfacep.result import report
 
-        from .host import UartBoard
-        from .udp_host import UdpBoard
-
-        if (args.port is None) == (args.udp is None):
+        choices = links.runnable()
+        chosen = [link for link in choices if link.selected(args)]
+        if len(chosen) != 1:
             raise UsageError(
-                "give exactly one of --port (a serial port, --link uart) and "
-                "--udp HOST[:PORT] (--link udp)"
+                "give exactly one of " + " and ".join(link.run_choice for link in choices)
             )
-        if args.udp is not None:
-            if args.frame_tuples is not None:
-                raise UsageError("--frame-tuples is for --port; over UDP use --tuples-per-packet")
-            engine = params.from_args(args)
-            board = UdpBoard(
-                args.udp,
-                timeout=args.timeout,
-                tuples_per_packet=args.tuples_per_packet,
-                retries=args.retries,
-                progress=_progress("run"),
-                rate=_rate(args.rate),
-            )
-        else:
-            if args.tuples_per_packet is not None:
-                raise UsageError(
-                    "--tuples-per-packet is for --udp; over a serial port use --frame-tuples"
-                )
-            if args.rate is not None:
-                raise UsageError(
-                    "--rate is for --udp; over a serial port the board's flow "
-                    "control paces the tuples"
-                )
-            if args.baud <= 0:
-                raise UsageError("--baud must be positive")
-            engine = params.from_args(args)
-            board = UartBoard(
-                args.port,
-                baud=args.baud,
-                timeout=args.timeout,
-                frame_tuples=args.frame_tuples,
-                progress=_progress("run"),
-            )
+        link = chosen[0]
+        link.check_run_arguments(args)
+        engine = params.from_args(args)
+        board = link.backend(args, _progress("run"))
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="run")
         result = run_files(
@@ -315,20 +206,3 @@ class Run(Command):
         )
         report(result, args.output)
         return 0
-
-
-def _rate(text: str | None) -> float | None:
-    """``--rate``: tuples per second, or ``max`` (infinity); None when not given."""
-    if text is None:
-        return None
-    if text.strip().lower() == "max":
-        return math.inf
-    try:
-        rate = float(text)
-    except ValueError:
-        rate = math.nan
-    if not math.isfinite(rate) or rate <= 0:
-        raise UsageError(
-            f"--rate {text!r}: expected a positive number of tuples per second (e.g. 5e6) or max"
-        )
-    return rate

@@ -45,7 +45,7 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
     from nfacep.hdl.table import TablePartitioner
     from nfacep.wire import record_format
 
-    from .bitstream import bram_blocks
+    from .resources import bram_blocks
 
     table = TablePartitioner(
         key_shape=record_format(nfa).widths["partition"],

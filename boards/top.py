@@ -6,7 +6,7 @@ pseudo-random generator on the chip and the records and counters are folded into
 LEDs. It exists so that a bitstream holds the whole engine (every input varies and every output
 bit reaches a pin, so synthesis cannot optimise any of it away) and so that nextpnr reports the
 engine's own area and Fmax. The board top with a usable I/O link is
-:class:`nfacep.boards.link.top.UartBoardTop` (``--link uart``): tuples in and records out over
+:class:`nfacep.links.uart.top.UartBoardTop` (``--link uart``): tuples in and records out over
 the board's USB UART.
 """
 

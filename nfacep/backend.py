@@ -4,8 +4,8 @@ A back-end takes the wired queries (:class:`~nfacep.nfa.Nfa`), the tuples
 (:class:`~nfacep.tuples.Tuples`) and the engine's :class:`~nfacep.params.EngineParams`, and
 returns a :class:`~nfacep.result.Result`. The reference matcher
 (:class:`nfacep.reference.Reference`), the simulated gateware (:class:`nfacep.sim.Simulation`)
-and a board over its link (:class:`nfacep.boards.host.UartBoard`, or
-:class:`nfacep.boards.udp_host.UdpBoard` over UDP) are siblings behind it, as regex-automata's
+and a board over its link (:class:`nfacep.links.uart.host.UartBoard`, or
+:class:`nfacep.links.udp.host.UdpBoard` over UDP) are siblings behind it, as regex-automata's
 engines are behind one NFA; a new engine (a compiled simulator) implements
 :meth:`Backend.run` once and gets the match file, the summary, the report and the command
 line's handling of them from :func:`run_files`.

@@ -8,7 +8,7 @@ distinct Verilog, and runs :mod:`nfacep.sim.udp_testbench` on it: cocotbext-eth 
 tuples in TUPLES packets (and runtime parameter switches in PARAMS packets) on the GMII
 receive pins at 1 Gb/s with the minimum inter-frame gap, and takes every frame the board
 sends. The records come back in RECORDS packets and are decoded exactly as the host
-(``nfacep run --udp``) decodes them (:func:`~nfacep.boards.host.board_result`), so the match
+(``nfacep run --udp``) decodes them (:func:`~nfacep.links.host.board_result`), so the match
 file equals ``nfacep match``'s.
 
 Unlike the host, the simulated sender does not wait for credit: it sends at line rate, so the
@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nfacep import wire
-from nfacep.boards.host import BoardResult
-from nfacep.boards.link.eth.payload import FRAME_CLASSES
 from nfacep.errors import UsageError
+from nfacep.links.host import BoardResult
+from nfacep.links.udp.protocol import FRAME_CLASSES
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
@@ -57,7 +57,7 @@ CLOCK_NS = 8
 def line_limit(frame_bytes: int) -> float:
     """Frames per second a 1 Gb/s line carries of frames of ``frame_bytes`` (destination MAC
     to FCS; shorter frames are padded to 64): 10^9 / 8 / (bytes + 20)."""
-    from nfacep.boards.link.eth.payload import MIN_FRAME
+    from nfacep.links.udp.protocol import MIN_FRAME
 
     return 1e9 / 8 / (max(frame_bytes, MIN_FRAME) + WIRE_OVERHEAD)
 
@@ -75,7 +75,7 @@ class UdpSimResult(BoardResult):
     backend = "simulation"
 
     def details(self) -> dict:
-        from nfacep.boards.link.eth.payload import STATUS_FIELDS
+        from nfacep.links.udp.protocol import STATUS_FIELDS
 
         board = {k: self.status[k] for k, _ in STATUS_FIELDS}
         if self.values:
@@ -104,7 +104,7 @@ class UdpSimResult(BoardResult):
 
     def frame_counters(self) -> str:
         """Every frame counter of the board's last STATUS, as a line of text."""
-        from nfacep.boards.link.eth.payload import FRAME_CLASSES
+        from nfacep.links.udp.protocol import FRAME_CLASSES
 
         return (
             "frames: "
@@ -153,7 +153,7 @@ class UdpSimulation:
         """Tuples per TUPLES packet for tuples of ``tb`` bytes; a UsageError when
         ``tuples_per_packet`` does not fit a packet or the board's buffer."""
         from nfacep.boards.link.eth.link import CAPACITY
-        from nfacep.boards.udp_host import max_tuples_per_packet
+        from nfacep.links.udp.host import max_tuples_per_packet
 
         per_mtu = max_tuples_per_packet(tb)
         room = CAPACITY // tb
@@ -219,7 +219,7 @@ class UdpSimulation:
         run_dir: Path,
         plan: dict,
     ) -> UdpSimResult:
-        from nfacep.boards.host import board_result, check_values
+        from nfacep.links.host import board_result, check_values
 
         from .runner import _read_failure
 
@@ -288,8 +288,8 @@ def _emit(
     from amaranth.back import verilog
 
     from nfacep.boards.link.eth.link import UdpTop
-    from nfacep.boards.link.eth.payload import DEFAULT_ENDPOINT
     from nfacep.hdl.engine import Engine
+    from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
 
     board = DEFAULT_ENDPOINT
     top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip, port=board.port)
@@ -302,11 +302,11 @@ def _write_frames(
     nfa: Nfa, tuples: Tuples, values: ParamValues | None, top, per_packet: int, run_dir: Path
 ) -> dict:
     """The frames to send (``frames.bin``) and the testbench's ``config.json``, in the order
-    and form the host sends them (:func:`~nfacep.boards.host.frame_order`); the plan: each
+    and form the host sends them (:func:`~nfacep.links.host.frame_order`); the plan: each
     frame's first tuple and tuple count, for the line and latency figures."""
-    from nfacep.boards.host import frame_order, switch_plan
-    from nfacep.boards.link.eth import payload as udp
-    from nfacep.boards.link.protocol import switch_body
+    from nfacep.links.host import frame_order, switch_plan
+    from nfacep.links.protocol import switch_body
+    from nfacep.links.udp import protocol as udp
 
     board = udp.DEFAULT_ENDPOINT
     host = udp.Endpoint.parse(*HOST)
@@ -357,7 +357,7 @@ def _write_frames(
 def _board_packets(received: list, final: dict, run_dir: Path) -> list[tuple[float, str, bytes]]:
     """The board's UDP packets since RESET as (time the frame started in ns, kind, body),
     checked: a good FCS, no transmit error, well-formed headers, ``seq`` without a gap."""
-    from nfacep.boards.link.eth import payload as udp
+    from nfacep.links.udp import protocol as udp
 
     out, seqs = [], []
     for start, hexed, error in received:

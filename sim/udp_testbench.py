@@ -27,8 +27,8 @@ from cocotb.queue import Queue
 from cocotb.triggers import ClockCycles, Timer, with_timeout
 from cocotb.utils import get_time_from_sim_steps
 
-from nfacep.boards.link.eth import payload as udp
-from nfacep.boards.link.eth.payload import PacketType
+from nfacep.links.udp import protocol as udp
+from nfacep.links.udp.protocol import PacketType
 from nfacep.sim.testbench import load_config, run_and_report
 
 #: GMII at 1000 Mb/s: a byte every 8 ns.
@@ -124,7 +124,7 @@ class UdpBoardTB:
     async def _receive(self) -> None:
         """Every frame the board sends: its bytes and when its first byte went out; STATUS
         packets also to :attr:`statuses`."""
-        from nfacep.boards.link.protocol import decode_fields, fields_size
+        from nfacep.links.protocol import decode_fields, fields_size
 
         size = fields_size(udp.STATUS_FIELDS)
         received = self.results["received"]

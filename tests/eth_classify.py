@@ -29,7 +29,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from nfacep.boards.link.eth.payload import FRAME_CLASSES, Endpoint
+from nfacep.links.udp.protocol import FRAME_CLASSES, Endpoint
 
 SFD, PREAMBLE_BYTE = 0xD5, 0x55
 BROADCAST = b"\xff" * 6

@@ -65,13 +65,13 @@ def test_toolchain_variable_naming_nothing(tmp_path, monkeypatch):
 def no_toolchain(monkeypatch):
     """Toolchain programs that are never found to run: any step run fails the test."""
     monkeypatch.setattr(
-        boards.bitstream, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
+        boards.toolchain, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
     )
 
     def no_step(*args, **kwargs):
         raise AssertionError("a toolchain step ran")
 
-    monkeypatch.setattr(boards.bitstream, "run_step", no_step)
+    monkeypatch.setattr(boards.toolchain, "run_step", no_step)
 
 
 def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, no_toolchain, capsys):
@@ -93,7 +93,7 @@ def test_board_top_elaborates_for_every_board(name):
     plan = board.platform_class()().build(BoardTop(engine), name="t", do_build=False)
     rtlil = plan.files["t.il"]
     assert "led_0__io" in rtlil and "engine" in rtlil
-    assert boards.bitstream.count_flipflops(rtlil) > 0
+    assert boards.resources.count_flipflops(rtlil) > 0
 
 
 def test_random_source_varies_and_sink_folds():
@@ -437,7 +437,7 @@ def test_check_board_json_with_table_block_rams(no_toolchain, capsys):
 
 
 def test_block_ram_shapes():
-    bram_blocks = boards.bitstream.bram_blocks
+    bram_blocks = boards.resources.bram_blocks
     assert bram_blocks("ecp5", 512, 36) == 1 and bram_blocks("ecp5", 16384, 1) == 1
     assert bram_blocks("ecp5", 1024, 26) == 2 and bram_blocks("ecp5", 2048, 9) == 1
     assert bram_blocks("ice40", 256, 16) == 1 and bram_blocks("ice40", 2048, 2) == 1
@@ -536,8 +536,8 @@ def test_board_default_gives_way_to_any_store_option(no_toolchain, capsys, tmp_p
 
 def test_run_names_the_board_default_when_the_engine_differs():
     from nfacep.boards.defaults import board_engine
-    from nfacep.boards.host import NoBoardError, check_engine
-    from nfacep.boards.link.protocol import engine_id
+    from nfacep.links.host import NoBoardError, check_engine
+    from nfacep.links.protocol import engine_id
     from nfacep.wire import record_format, tuple_bytes
 
     nfa = compile_file(MARATHON)

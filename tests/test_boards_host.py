@@ -1,6 +1,6 @@
-"""``nfacep run`` (boards/host.py) against a software board over a pty pair.
+"""``nfacep run`` (links/uart/host.py) against a software board over a pty pair.
 
-The board is :class:`nfacep.boards.link.model.BoardModel`: the link protocol with the reference
+The board is :class:`nfacep.links.uart.model.UartBoardModel`: the link protocol with the reference
 matcher as the engine, served on the pty's master side while the host opens the slave side
 as its serial port. The match file and summary must equal ``nfacep match``'s, also over a
 link that loses and corrupts bytes, with a buffer the host has to wait for, and with drops, and
@@ -21,9 +21,10 @@ from bundled import param_args, param_values
 
 from nfacep import compile_file
 from nfacep.backend import run_files
-from nfacep.boards import host
-from nfacep.boards.link.model import BoardModel, serve
 from nfacep.cli import main
+from nfacep.links import host
+from nfacep.links.uart import host as uart_host
+from nfacep.links.uart.model import UartBoardModel, serve
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 
@@ -50,7 +51,7 @@ def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
         if texts is None
         else ParamValues.parse(nfa.program.parameters, texts)
     )
-    model = BoardModel(nfa, EngineParams(**given), values=values, **kwargs)
+    model = UartBoardModel(nfa, EngineParams(**given), values=values, **kwargs)
     master, slave = os.openpty()
     tty.setraw(master)
     stop = threading.Event()
@@ -159,7 +160,7 @@ def test_lossy_link_resends_and_still_matches(tmp_path):
     out = tmp_path / "board.csv"
     with board("vshape", lose=0.0005, corrupt=0.0005) as (model, port):
         result = run_files(
-            host.UartBoard(port, timeout=5),
+            uart_host.UartBoard(port, timeout=5),
             compile_file(QUERIES / "vshape.sql"),
             str(QUERIES / "vshape.csv"),
             str(out),
@@ -309,7 +310,7 @@ def test_run_switches_over_a_lossy_link(tmp_path):
     out = tmp_path / "board.csv"
     with board("supplychain", lose=0.001, corrupt=0.001) as (model, port):
         result = run_files(
-            host.UartBoard(port, timeout=5),
+            uart_host.UartBoard(port, timeout=5),
             compile_file(QUERIES / "supplychain.sql"),
             str(QUERIES / "supplychain.csv"),
             str(out),
@@ -325,14 +326,14 @@ def test_run_switches_over_a_lossy_link(tmp_path):
 def test_a_lost_switch_fails_the_run(tmp_path, capsys, monkeypatch):
     """A board whose values at the end are not the ones the switches give: the run fails
     rather than write results found with other values."""
-    accept = BoardModel.params_frame
+    accept = UartBoardModel.params_frame
 
     def forget(self, payload):  # accepted, but the engine never sees it
         reply = accept(self, payload)
         self.switches.clear()
         return reply
 
-    monkeypatch.setattr(BoardModel, "params_frame", forget)
+    monkeypatch.setattr(UartBoardModel, "params_frame", forget)
     out = tmp_path / "board.csv"
     with board("supplychain") as (_, port):
         assert (
@@ -376,7 +377,7 @@ def test_a_board_that_never_takes_a_switch(tmp_path, capsys, monkeypatch):
         self.counters["overflow"] += 1
         return self.ack()
 
-    monkeypatch.setattr(BoardModel, "params_frame", reject)
+    monkeypatch.setattr(UartBoardModel, "params_frame", reject)
     with board("supplychain") as (_, port):
         assert (
             run_cli(

@@ -69,7 +69,7 @@ def test_wheel_installs_one_top_level_package(wheel):
         "nfacep/grammar.lark",
         "nfacep/hdl/engine.py",
         "nfacep/sim/testbench.py",
-        "nfacep/boards/link/protocol.py",
+        "nfacep/links/uart/protocol.py",
         "nfacep/spark_testbench/regress.py",
     ):
         assert module in names, f"{module} is not in the wheel"
@@ -87,7 +87,7 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
         "import nfacep, nfacep.hdl.engine, nfacep.sim.runner\n"
         f"assert nfacep.__file__.startswith({str(site)!r}), nfacep.__file__\n"
         f"assert nfacep.hdl.engine.__file__.startswith({str(site)!r})\n"
-        "for name in ('hdl', 'sim', 'boards', 'spark_testbench'):\n"
+        "for name in ('hdl', 'sim', 'boards', 'links', 'spark_testbench'):\n"
         "    assert importlib.util.find_spec(name) is None, name\n"
         "from nfacep.cli import main\n"
         "sys.exit(main(['--help']))\n"

@@ -194,10 +194,10 @@ def test_run_over_the_uart_link_reports_the_starts(tmp_path, capsys):
     import threading
     import tty
 
-    from nfacep.boards.link.model import BoardModel, serve
+    from nfacep.links.uart.model import UartBoardModel, serve
 
     q, t = files(tmp_path)
-    model = BoardModel(nfacep.compile_text(QUERY), EngineParams(partitions=4))
+    model = UartBoardModel(nfacep.compile_text(QUERY), EngineParams(partitions=4))
     assert model.record_bytes == (wire.record_format(model.nfa).width + 7) // 8
     master, slave = os.openpty()
     tty.setraw(master)

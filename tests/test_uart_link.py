@@ -23,10 +23,11 @@ from amaranth.sim import Simulator
 from streams import stream_get, stream_put
 from uart_tx import UartTx
 
-from nfacep.boards.link import protocol
 from nfacep.boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
-from nfacep.boards.link.protocol import FrameType, encode
 from nfacep.boards.link.uart import BaudError, UartRx, divisor
+from nfacep.links.protocol import decode_fields, params_bytes
+from nfacep.links.uart import protocol
+from nfacep.links.uart.protocol import FrameType, encode
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -393,7 +394,7 @@ async def _pulse(ctx, *signals, times=1, gap=3):
 
 def _status(frame):
     assert frame.type == FrameType.STATUS
-    return protocol.decode_fields(protocol.STATUS_FIELDS, frame.payload)
+    return decode_fields(protocol.STATUS_FIELDS, frame.payload)
 
 
 def test_framer_sends_status_ack_and_records():
@@ -449,7 +450,7 @@ def test_framer_sends_status_ack_and_records():
         "drops": 0,
         "bad_type": 0,
     }
-    assert protocol.decode_fields(protocol.ACK_FIELDS, frames[2].payload) == {
+    assert decode_fields(protocol.ACK_FIELDS, frames[2].payload) == {
         "next_seq": 7,
         "tuples": 300,
     }
@@ -501,7 +502,7 @@ def test_framer_status_is_a_snapshot_and_clear_zeroes():
         "frames": 1,
     }
     assert cleared["engine_id"] == CONSTANTS["engine_id"]
-    assert protocol.decode_fields(protocol.ACK_FIELDS, frames[3].payload)["tuples"] == 2
+    assert decode_fields(protocol.ACK_FIELDS, frames[3].payload)["tuples"] == 2
 
 
 def _lib_crc_frame(ftype, payload):
@@ -842,7 +843,7 @@ def _params_scenario(tmp_path, nfa, built) -> dict:
         "steps": steps,
         "n": n,
         "divisor": DIVISOR,
-        "values_bytes": protocol.params_bytes(width),
+        "values_bytes": params_bytes(width),
         "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
         "packed": {
             k: built.packed(v) for k, v in (("built", built.initial), ("40", v40), ("90", v90))
@@ -993,9 +994,7 @@ if cocotb is not None:
                 room = st["capacity"] // st["tuple_bytes"]
                 frames[:] = []  # anything before the answer to RESET is stale
             elif step.get("expect") == "ack":
-                ack = protocol.decode_fields(
-                    protocol.ACK_FIELDS, (await expect(FrameType.ACK)).payload
-                )
+                ack = decode_fields(protocol.ACK_FIELDS, (await expect(FrameType.ACK)).payload)
                 consumed = ack["tuples"]
                 sent_tuples += step.get("tuples", 0)
         for _ in range(100):  # (bounded: a broken board must fail the test, not hang it)
@@ -1022,9 +1021,9 @@ if cocotb is not None:
 @pytest.mark.parametrize("name", ["ulx3s-85f", "icebreaker", "icestick"])
 def test_uart_board_top_elaborates(name):
     from nfacep import compile_file
-    from nfacep.boards import bitstream, get_board
-    from nfacep.boards.link.top import UartBoardTop
+    from nfacep.boards import get_board, resources
     from nfacep.hdl.engine import Engine
+    from nfacep.links.uart.top import UartBoardTop
 
     board = get_board(name)
     platform = board.platform_class()()
@@ -1036,7 +1035,7 @@ def test_uart_board_top_elaborates(name):
     plan = platform.build(top, name="t", do_build=False)
     rtlil = plan.files["t.il"]
     assert "uart_0__rx__io" in rtlil and "uart_0__tx__io" in rtlil and "led_0__io" in rtlil
-    assert bitstream.count_flipflops(rtlil) > 0
+    assert resources.count_flipflops(rtlil) > 0
 
 
 #: A small query for the iCEstick: no PARTITION, a 2-byte tuple, an 8-byte record.
@@ -1082,7 +1081,7 @@ def test_build_refuses_uart_without_usb_uart_or_baud(tmp_path, monkeypatch, caps
     from nfacep import boards
 
     monkeypatch.setattr(
-        boards.bitstream, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
+        boards.toolchain, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
     )
     out = tmp_path / "o"
     assert (

@@ -52,8 +52,8 @@ from test_udp_link import (
     _top_verilog,
 )
 
-from nfacep.boards.link.eth import payload as udp
-from nfacep.boards.link.eth.payload import FRAME_CLASSES, PacketType
+from nfacep.links.udp import protocol as udp
+from nfacep.links.udp.protocol import FRAME_CLASSES, PacketType
 
 CONFIG_ENV = "NFACEP_UDP_FUZZ"
 SEED = 20261125

@@ -1,6 +1,6 @@
-"""``nfacep run --udp`` (boards/udp_host.py) against the software board of the UDP link.
+"""``nfacep run --udp`` (links/udp/host.py) against the software board of the UDP link.
 
-The board is :class:`nfacep.boards.link.eth.model.UdpBoardModel` (the payload format with the
+The board is :class:`nfacep.links.udp.model.UdpBoardModel` (the payload format with the
 reference matcher as the engine) served on 127.0.0.1; losses are injected by a small UDP proxy
 between the host and the model that drops chosen packets in either direction. The match file
 and summary must equal ``nfacep match``'s, also with runtime parameters switched while the
@@ -22,10 +22,10 @@ from bundled import param_args, param_values
 
 from nfacep import compile_file
 from nfacep.backend import run_files
-from nfacep.boards import udp_host
-from nfacep.boards.link.eth.model import UdpBoardModel, serve
-from nfacep.boards.link.eth.payload import PacketType, decode_header
 from nfacep.cli import main
+from nfacep.links.udp import host as udp_host
+from nfacep.links.udp.model import UdpBoardModel, serve
+from nfacep.links.udp.protocol import PacketType, decode_header
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 

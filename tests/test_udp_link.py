@@ -23,9 +23,9 @@ from amaranth.lib import data
 from amaranth.lib.crc import catalog
 from amaranth.sim import Simulator
 
-from nfacep.boards.link.eth import payload as udp
-from nfacep.boards.link.eth.payload import Endpoint, PacketType
 from nfacep.boards.link.eth.rx import EthRx, FrameClass
+from nfacep.links.udp import protocol as udp
+from nfacep.links.udp.protocol import Endpoint, PacketType
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG_ENV = "NFACEP_UDP_BENCH"
@@ -570,7 +570,7 @@ def _top_scenario(engine_id: int) -> dict:
 def _status(payload: bytes, values_bytes: int = 0) -> dict:
     """A STATUS packet's fields, its header's ``seq`` and ``engine_id``, and the values in
     force (``values``) after the fields."""
-    from nfacep.boards.link.protocol import decode_fields, fields_size
+    from nfacep.links.protocol import decode_fields, fields_size
 
     header = udp.decode_header(payload)
     assert header["type"] == PacketType.STATUS
@@ -726,7 +726,7 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
     import numpy as np
 
     from nfacep import reference, tuples, wire
-    from nfacep.boards.link.protocol import params_bytes, switch_body
+    from nfacep.links.protocol import params_bytes, switch_body
     from nfacep.params import EngineParams
     from nfacep.settings import ParamValues
 
@@ -1043,9 +1043,10 @@ def test_udp_board_top_elaborates_for_the_colorlight():
     """RGMII on the 5A-75B: delayed DDR inputs, DDR outputs (tx_clk too), the PLL, and the
     receive clock constrained to 125 MHz."""
     from nfacep import compile_file
-    from nfacep.boards import bitstream, get_board
-    from nfacep.boards.link.eth.board import RX_DELAY_TAPS, UdpBoardTop
+    from nfacep.boards import get_board, resources
+    from nfacep.boards.rgmii import RX_DELAY_TAPS
     from nfacep.hdl.engine import Engine
+    from nfacep.links.udp.top import UdpBoardTop
     from nfacep.params import EngineParams
 
     platform = get_board("colorlight-5a75b").platform_class()()
@@ -1062,7 +1063,7 @@ def test_udp_board_top_elaborates_for_the_colorlight():
     assert f"parameter \\DEL_VALUE {RX_DELAY_TAPS}" in rtlil
     assert 'FREQUENCY PORT "eth_rgmii_0__rx_clk__io" 125000000.0 HZ' in lpf
     assert 'FREQUENCY NET "clk125" 125000000.0 HZ' in lpf
-    assert bitstream.count_flipflops(rtlil) > 0
+    assert resources.count_flipflops(rtlil) > 0
 
 
 def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeypatch, capsys):
@@ -1071,7 +1072,7 @@ def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeyp
     from nfacep import boards
 
     monkeypatch.setattr(
-        boards.bitstream, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
+        boards.toolchain, "find_tools", lambda names: {n: f"/nonexistent/{n}" for n in names}
     )
     out = tmp_path / "o"
     assert (
@@ -1128,8 +1129,8 @@ def test_udp_board_model_on_a_socket():
     import threading
 
     from nfacep import compile_file, reference, tuples, wire
-    from nfacep.boards.link.eth.model import UdpBoardModel, serve
-    from nfacep.boards.link.protocol import decode_fields
+    from nfacep.links.protocol import decode_fields
+    from nfacep.links.udp.model import UdpBoardModel, serve
     from nfacep.params import EngineParams
 
     nfa = compile_file(MARATHON)
@@ -1225,7 +1226,7 @@ def test_udp_board_top_builds_for_the_colorlight_and_meets_timing(tmp_path):
 def test_status_led_heartbeat_activity_and_trouble():
     """The board's LED: a short heartbeat flash when idle, steady on while frames are accepted,
     fast flashing for a while after a refused frame or a drop (which wins over activity)."""
-    from nfacep.boards.link.eth.board import StatusLed
+    from nfacep.links.udp.top import StatusLed
 
     # at 1 kHz: a 1 s heartbeat (100 cycles on), blinks of 8 Hz (62 cycles a half period),
     # activity held 50 cycles, trouble 2,000

@@ -1,13 +1,9 @@
-"""A usable board design without a network: tuples in and match records out over the board's
-USB UART (``nfacep build --link uart``, ``nfacep run``).
+"""The links' gateware: the UART link here, the Gigabit Ethernet/UDP link in
+:mod:`nfacep.boards.link.eth`. The links themselves — their protocols, hosts, software boards
+and board tops — are :mod:`nfacep.links` (``nfacep build --link uart``, ``nfacep run``).
 
-:mod:`~nfacep.boards.link.protocol` is the frame format and the software CRC (the host and the
-software board model use it too; of Amaranth it needs only ``lib.enum``, for the frame types'
-shape), :mod:`~nfacep.boards.link.uart` the UART receiver,
-:mod:`~nfacep.boards.link.framing` the framing blocks, :mod:`~nfacep.boards.link.top` the link
-component and the board tops, :mod:`~nfacep.boards.link.model` a software board for testing the
-host. ``boards/LINK.md`` describes the link for users.
-
-:mod:`nfacep.boards.link.eth` is the second link, Gigabit Ethernet/UDP (``--link udp``,
-``boards/UDP.md``); it shares this package's engine fingerprint (:func:`.protocol.engine_id`).
+:mod:`~nfacep.boards.link.uart` is the UART receiver, :mod:`~nfacep.boards.link.framing` the
+framing blocks, :mod:`~nfacep.boards.link.top` the link component and the engine behind it
+(:class:`~nfacep.boards.link.top.UartTop`); the frame format they implement is
+:mod:`nfacep.links.uart.protocol`'s. ``boards/LINK.md`` describes the link for users.
 """

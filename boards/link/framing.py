@@ -1,5 +1,5 @@
 """The link's framing blocks: bytes from the UART to tuples for the engine, records and status
-back to bytes for the UART. The frame format is :mod:`nfacep.boards.link.protocol`'s.
+back to bytes for the UART. The frame format is :mod:`nfacep.links.uart.protocol`'s.
 
 ``UartRx ▸ Deframer ▸ FrameBuffer ▸ TupleAssembler ▸`` engine ``▸ Framer ▸`` tx
 
@@ -26,15 +26,8 @@ from amaranth.lib.crc import catalog
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .protocol import (
-    ACK_FIELDS,
-    ERROR_COUNTERS,
-    STATUS_FIELDS,
-    SWITCH_BYTES,
-    SYNC,
-    FrameType,
-    encode_fields,
-)
+from nfacep.links.protocol import SWITCH_BYTES, encode_fields
+from nfacep.links.uart.protocol import ACK_FIELDS, ERROR_COUNTERS, STATUS_FIELDS, SYNC, FrameType
 
 __all__ = [
     "COUNTED",
@@ -52,7 +45,7 @@ __all__ = [
     "TxSection",
 ]
 
-#: The frames' CRC (:func:`nfacep.boards.link.protocol.crc16`) one bit at a time, MSB first:
+#: The frames' CRC (:func:`nfacep.links.uart.protocol.crc16`) one bit at a time, MSB first:
 #: ``CRC.create()`` is the blocks' CRC register.
 CRC = catalog.CRC16_CCITT_FALSE(data_width=1)
 

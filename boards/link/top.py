@@ -1,9 +1,9 @@
-"""The UART board design: the engine between a UART link and the host (:mod:`nfacep.boards.link`).
+"""The UART link's gateware around the engine (:mod:`nfacep.boards.link`).
 
 :class:`UartLink` is the whole link (UART, framing, buffer, counters, LEDs) as one component
 with the engine's streams; :class:`UartTop` joins it to an :class:`~nfacep.hdl.engine.Engine` with
-only ``rx``, ``tx`` and ``leds`` as ports (what the cocotb test drives); :class:`UartBoardTop`
-puts that on a board's USB UART and LEDs.
+only ``rx``, ``tx`` and ``leds`` as ports (what the cocotb test drives);
+:class:`nfacep.links.uart.top.UartBoardTop` puts that on a board's USB UART and LEDs.
 """
 
 from __future__ import annotations
@@ -11,18 +11,19 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from amaranth.hdl import Elaboratable, Module, ResetInserter, Signal
-from amaranth.lib import data, io, stream, wiring
+from amaranth.hdl import Module, ResetInserter, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.layout import params_layout
+from nfacep.links.protocol import SWITCH_BYTES, engine_id, params_bytes
+from nfacep.links.uart.protocol import VERSION
 
 from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
-from .protocol import SWITCH_BYTES, VERSION, engine_id, params_bytes
 from .uart import UartRx, divisor
 
-__all__ = ["LED_MEANINGS", "NoUartError", "UartBoardTop", "UartLink", "UartTop", "check_board"]
+__all__ = ["CAPACITY", "LED_MEANINGS", "UartLink", "UartTop"]
 
 #: What each LED shows, in order (a board shows as many as it has).
 LED_MEANINGS = (
@@ -48,33 +49,9 @@ class _Blocks(NamedTuple):
     framer: Framer
 
 
-class NoUartError(ValueError):
-    """A board without a USB UART the link can use."""
-
-
-#: Boards whose ``uart`` resource is not a USB UART, and why.
-_NOT_USB = {
-    "Colorlight_5A75B_R70Platform": (
-        "the Colorlight 5A-75B has no USB UART: amaranth-boards' 'uart' resource for it "
-        "reuses the status LED (P11) and the button (M13) pins of header J19 for an external 3.3 V "
-        "USB-serial adapter, and the board top needs the LED. Build it with --link harness, or "
-        "use a ULX3S, an iCEBreaker or an iCEstick for --link uart"
-    ),
-}
-
-
-def check_board(platform) -> None:
-    """Raise :class:`NoUartError` unless ``platform`` has a USB UART for the link."""
-    name = type(platform).__name__
-    if name in _NOT_USB:
-        raise NoUartError(_NOT_USB[name])
-    if ("uart", 0) not in platform.resources:
-        raise NoUartError(f"{name} defines no 'uart' resource; build it with --link harness")
-
-
 class UartLink(wiring.Component):
     """The UART link: frames from ``rx`` become tuples on ``o_stream``; records from
-    ``i_stream``, ACKs and STATUS go back as frames on ``tx`` (:mod:`nfacep.boards.link.protocol`).
+    ``i_stream``, ACKs and STATUS go back as frames on ``tx`` (:mod:`nfacep.links.uart.protocol`).
 
     Parameters
     ----------
@@ -83,7 +60,7 @@ class UartLink(wiring.Component):
     divisor : :class:`int`
         Clock cycles per UART bit.
     engine_id : :class:`int`
-        The 32-bit fingerprint STATUS reports (:func:`nfacep.boards.link.protocol.engine_id`).
+        The 32-bit fingerprint STATUS reports (:func:`nfacep.links.protocol.engine_id`).
     capacity : :class:`int`
         Bytes of the tuple buffer (a power of 2).
     timeout : :class:`int`
@@ -427,36 +404,3 @@ def _params_bits(engine: Engine) -> int:
 
 def _divisor(clk_hz: float, baud: int) -> int:
     return divisor(clk_hz, baud)
-
-
-class UartBoardTop(Elaboratable):
-    """The bitstream's top level for ``--link uart``: a :class:`UartTop` on the board's USB UART
-    (``uart`` resource 0) and LEDs, clocked by the board's default clock.
-
-    ``clk_hz`` is the frequency the board's oscillator really runs at (not a tighter timing
-    constraint) and sets the baud rate divisor.
-    """
-
-    def __init__(self, engine: Engine, *, clk_hz: float, baud: int = 115200):
-        self.engine = engine
-        self.clk_hz = clk_hz
-        self.baud = baud
-        divisor(clk_hz, baud)  # a bad baud rate fails here, before elaboration
-
-    def elaborate(self, platform):
-        from nfacep.boards.top import board_leds
-
-        m = Module()
-        check_board(platform)
-        leds = board_leds(platform)
-        m.submodules.top = top = UartTop(
-            self.engine, clk_hz=self.clk_hz, baud=self.baud, leds=len(leds)
-        )
-        uart = platform.request("uart", 0, dir="-")
-        m.submodules.rx_buffer = rx = io.Buffer("i", uart.rx)
-        m.submodules.tx_buffer = tx = io.Buffer("o", uart.tx)
-        m.d.comb += [top.rx.eq(rx.i), tx.o.eq(top.tx)]
-        for i, port in enumerate(leds):
-            m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
-            m.d.comb += buf.o.eq(top.leds[i])
-        return m

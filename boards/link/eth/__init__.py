@@ -1,9 +1,9 @@
-"""The Gigabit Ethernet/UDP link (``--link udp``, issue 10): tuples in and match records out
-in UDP packets.
+"""The Gigabit Ethernet/UDP link's gateware (``--link udp``, issue 10): tuples in and match
+records out in UDP packets.
 
-:mod:`~nfacep.boards.link.eth.payload` is the payload format and the Ethernet/IPv4/UDP framing
-in Python (the tests, the host and the software board model use it);
-:mod:`~nfacep.boards.link.eth.rx` the receive path (MAC, parser and filters, commit buffer,
-tuple gatherer); :mod:`~nfacep.boards.link.eth.link` the link component, its clock-domain
-crossing and counters. ``boards/UDP.md`` describes the link for users.
+:mod:`~nfacep.boards.link.eth.rx` is the receive path (MAC, parser and filters, commit buffer,
+tuple gatherer), :mod:`~nfacep.boards.link.eth.tx` the transmit path,
+:mod:`~nfacep.boards.link.eth.link` the link component, its clock-domain crossing and counters.
+The payload format they implement is :mod:`nfacep.links.udp.protocol`'s; the board top is
+:mod:`nfacep.links.udp.top`. ``boards/UDP.md`` describes the link for users.
 """

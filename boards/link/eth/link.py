@@ -20,9 +20,9 @@ from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from nfacep.hdl.queue import StreamQueue
+from nfacep.links.protocol import SWITCH_BYTES, params_bytes
+from nfacep.links.udp.protocol import FRAME_CLASSES
 
-from ..protocol import SWITCH_BYTES, params_bytes
-from .payload import FRAME_CLASSES
 from .rx import EthRx, EventKind, event_layout
 from .tx import MacTx, UdpTx
 
@@ -335,8 +335,7 @@ class UdpTop(wiring.Component):
         flush: int = 1024,
     ):
         from nfacep.hdl.layout import params_layout
-
-        from ..protocol import engine_id
+        from nfacep.links.protocol import engine_id
 
         self._engine = engine
         self._engine_id = engine_id(engine.nfa, engine.params)

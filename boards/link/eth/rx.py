@@ -18,8 +18,15 @@ from amaranth.lib.crc import catalog
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..protocol import SWITCH_BYTES
-from .payload import FRAME_CLASSES, HEADER_BYTES, MAX_FRAME, MIN_FRAME, VERSION, PacketType
+from nfacep.links.protocol import SWITCH_BYTES
+from nfacep.links.udp.protocol import (
+    FRAME_CLASSES,
+    HEADER_BYTES,
+    MAX_FRAME,
+    MIN_FRAME,
+    VERSION,
+    PacketType,
+)
 
 __all__ = [
     "FCS",

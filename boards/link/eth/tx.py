@@ -16,15 +16,14 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .payload import HEADER_BYTES, STATUS_FIELDS, VERSION, PacketType
+from nfacep.links.udp.protocol import HEADER_BYTES, MAX_PAYLOAD, STATUS_FIELDS, VERSION, PacketType
+
 from .rx import FCS
 
-__all__ = ["MAX_PAYLOAD", "MacTx", "UdpTx", "frame_byte"]
+__all__ = ["MacTx", "UdpTx", "frame_byte"]
 
 #: The layout of the bytes a MAC sends: the byte and whether it is the frame's last.
 frame_byte = data.StructLayout({"data": 8, "last": 1})
-#: The largest UDP payload in a 1,500-byte IP packet.
-MAX_PAYLOAD = 1500 - 20 - 8
 _ETH_IP_UDP = 14 + 20 + 8
 _IFG = 12
 

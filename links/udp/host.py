@@ -1,9 +1,9 @@
 """``nfacep run --udp``: a board over its Gigabit Ethernet/UDP link, as a back-end.
 
 :class:`UdpBoard` is a :class:`~nfacep.backend.Backend` beside
-:class:`~nfacep.boards.host.UartBoard` and shares its checks and its result with it. It talks to
-the board through the operating system's UDP socket, in the payload format of
-:mod:`nfacep.boards.link.eth.payload` (``boards/UDP.md``):
+:class:`~nfacep.links.uart.host.UartBoard` and shares the checks and the result of
+:mod:`nfacep.links.host` with it. It talks to the board through the operating system's UDP
+socket, in the payload format of :mod:`nfacep.links.udp.protocol` (``boards/UDP.md``):
 
 1. RESET the board and read its STATUS; check the header's ``engine_id`` and the tuple and
    record sizes against this query file and these parameters (exit 2 when they differ).
@@ -13,7 +13,7 @@ the board through the operating system's UDP socket, in the payload format of
    the order, a STATUS whose ``next_seq`` is not the host's next ``seq`` (or with ``lost``,
    ``late`` or ``engine_full`` counted) means TUPLES packets were lost on the way. With runtime
    parameters, the switches go in PARAMS packets numbered with them (as over the UART:
-   :func:`~nfacep.boards.host.switch_plan`), each once the engine took the tuple of the one
+   :func:`~nfacep.links.host.switch_plan`), each once the engine took the tuple of the one
    before; a PARAMS packet that finds a switch pending counts as ``engine_full``.
 3. Collect the RECORDS packets; the board's ``seq`` numbers every packet it sends (RECORDS and
    STATUS), so a gap is a packet lost on the way back, and the last STATUS's ``records`` and
@@ -40,7 +40,7 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 from nfacep.tuples import Tuples
 
-from .host import (
+from ..host import (
     BoardResult,
     LinkError,
     NoBoardError,
@@ -52,18 +52,18 @@ from .host import (
     switch_plan,
     values_bytes,
 )
-from .link.eth.payload import (
+from ..protocol import decode_fields, fields_size, switch_body
+from .protocol import (
     DEFAULT_ENDPOINT,
     FRAME_CLASSES,
     HEADER_BYTES,
+    MAX_PAYLOAD,
     STATUS_FIELDS,
     VERSION,
     PacketType,
     decode_header,
     packet,
 )
-from .link.eth.tx import MAX_PAYLOAD
-from .link.protocol import decode_fields, fields_size, switch_body
 
 __all__ = [
     "DEFAULT_PORT",
@@ -346,7 +346,7 @@ class UdpBoard:
         answers, :class:`EngineMismatchError` when the board runs another engine (both exit
         2), :class:`LinkError` when packets are lost in every attempt. With runtime parameters,
         ``values`` are the values over the stream, sent as the UART host sends them
-        (:func:`~nfacep.boards.host.switch_plan`): PARAMS packets among the TUPLES packets."""
+        (:func:`~nfacep.links.host.switch_plan`): PARAMS packets among the TUPLES packets."""
         if nfa.program.parameters and not values:
             values = ParamValues.parse(nfa.program.parameters, [])  # (says what is missing)
         schema = nfa.program.schema
@@ -358,54 +358,13 @@ class UdpBoard:
                 f"tuples of {tb} bytes fit a 1,500-byte packet"
             )
         payload = wire.pack_bytes(schema, tuples)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-        try:
-            sock.connect((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise UsageError(f"--udp {self.address}: {exc}") from None
+        sock = self._connect()
         say = self.progress or (lambda text: None)
         s = _Session(sock, self.address, self.timeout, say, values_bytes(nfa))
         started = time.monotonic()
         losses: list[str] = []
         try:
-            for attempt in range(self.retries + 1):
-                s.start_attempt()
-                status = self._reset(s, nfa, params, tb)
-                per_packet = self._per_packet(status, tb, per_mtu)
-                plan = switch_plan(values, status["values"], tuples.n)
-                try:
-                    stats = _stream(
-                        s,
-                        payload,
-                        tuples.n,
-                        tb,
-                        per_packet,
-                        status["capacity"],
-                        engine_id=status["engine_id"],
-                        plan=plan,
-                        width=values.width() if values else 0,
-                        rate=self.rate,
-                    )
-                    final = _finish(s, tuples.n)
-                    _check_records(s, tuples.n, final, wire.record_format(nfa))
-                except _Lost as lost:
-                    losses.append(
-                        f"attempt {attempt + 1}: {lost.what}: tuples {_ranges_text(lost.ranges)}"
-                    )
-                    say(f"{lost.what}; tuples {_ranges_text(lost.ranges)}")
-                    if attempt == self.retries:
-                        raise LinkError(
-                            f"packets were lost between the host and the board at "
-                            f"{self.address} in each of {self.retries + 1} attempts; the "
-                            f"last: {lost.what}, touching tuples {_ranges_text(lost.ranges)}"
-                            f" (0-based); the results would be incomplete: " + "; ".join(losses)
-                        ) from None
-                    say(f"starting again ({attempt + 2} of {self.retries + 1})")
-                    continue
-                break
+            stats, final = self._attempts(s, nfa, params, values, payload, tuples.n, losses)
         finally:
             sock.close()
         stats.update(
@@ -441,6 +400,71 @@ class UdpBoard:
                 else f"warning: {s.bad_in} unreadable packets came from the board"
             )
         return result
+
+    def _connect(self) -> socket.socket:
+        """A UDP socket connected to the board (a UsageError if it cannot be)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+        try:
+            sock.connect((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            raise UsageError(f"--udp {self.address}: {exc}") from None
+        return sock
+
+    def _attempts(
+        self,
+        s: _Session,
+        nfa: Nfa,
+        params: EngineParams,
+        values: ParamValues | None,
+        payload: bytes,
+        n: int,
+        losses: list[str],
+    ) -> tuple[dict, dict]:
+        """Run the stream of ``n`` tuples (``payload``) until an attempt loses nothing, up to
+        ``retries`` times again; each loss noted in ``losses``. The host's statistics and the
+        board's last STATUS; a LinkError when every attempt lost packets."""
+        tb = wire.tuple_bytes(nfa.program.schema)
+        per_mtu = max_tuples_per_packet(tb)
+        say = s.say
+        for attempt in range(self.retries + 1):
+            s.start_attempt()
+            status = self._reset(s, nfa, params, tb)
+            per_packet = self._per_packet(status, tb, per_mtu)
+            plan = switch_plan(values, status["values"], n)
+            try:
+                stats = _stream(
+                    s,
+                    payload,
+                    n,
+                    tb,
+                    per_packet,
+                    status["capacity"],
+                    engine_id=status["engine_id"],
+                    plan=plan,
+                    width=values.width() if values else 0,
+                    rate=self.rate,
+                )
+                final = _finish(s, n)
+                _check_records(s, n, final, wire.record_format(nfa))
+            except _Lost as lost:
+                losses.append(
+                    f"attempt {attempt + 1}: {lost.what}: tuples {_ranges_text(lost.ranges)}"
+                )
+                say(f"{lost.what}; tuples {_ranges_text(lost.ranges)}")
+                if attempt == self.retries:
+                    raise LinkError(
+                        f"packets were lost between the host and the board at "
+                        f"{self.address} in each of {self.retries + 1} attempts; the "
+                        f"last: {lost.what}, touching tuples {_ranges_text(lost.ranges)}"
+                        f" (0-based); the results would be incomplete: " + "; ".join(losses)
+                    ) from None
+                say(f"starting again ({attempt + 2} of {self.retries + 1})")
+                continue
+            return stats, final
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
         def cleared(status):
@@ -518,7 +542,7 @@ def _stream(
     width: int = 0,
     rate: float | None = None,
 ) -> dict:
-    """Send every tuple, and the switches of ``plan`` (:func:`~nfacep.boards.host.switch_plan`,
+    """Send every tuple, and the switches of ``plan`` (:func:`~nfacep.links.host.switch_plan`,
     ``width`` bits of values) in PARAMS packets, numbered with the TUPLES packets, each before
     the packet that starts with its tuple and once the engine took the tuple of the one before;
     the host's statistics. Without ``rate``, under the credit of ``capacity`` bytes (a STATUS

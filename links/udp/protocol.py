@@ -8,7 +8,7 @@ the tuple wire format and the UART link's STATUS)::
 
 ``seq`` numbers the sender's packets (the host's so that the board counts upstream loss, the
 board's so that the host counts loss on the way back); ``engine_id`` is the engine's
-fingerprint (:func:`nfacep.boards.link.protocol.engine_id`, the UART link's): the board drops
+fingerprint (:func:`nfacep.links.protocol.engine_id`, the UART link's too): the board drops
 TUPLES packets for another engine; STATUS_REQ and RESET need not know it (send 0).
 
 Host to board (to the board's UDP port):
@@ -21,7 +21,7 @@ STATUS_REQ 0x02   none: the board answers with STATUS
 RESET      0x03   none: clear the engine and the counters; the board answers with STATUS
 PARAMS     0x04   only for queries with runtime parameters: a switch, the tuple number
                   it applies from (6 bytes) and the packed values
-                  (:func:`nfacep.boards.link.protocol.switch_body`); numbered with the
+                  (:func:`nfacep.links.protocol.switch_body`); numbered with the
                   TUPLES packets
 ========== ====== =================================================================
 
@@ -53,6 +53,9 @@ __all__ = [
     "FRAME_CLASSES",
     "HEADER",
     "HEADER_BYTES",
+    "MAX_FRAME",
+    "MAX_PAYLOAD",
+    "MIN_FRAME",
     "STATUS_FIELDS",
     "VERSION",
     "Endpoint",
@@ -78,6 +81,9 @@ BROADCAST = b"\xff" * 6
 #: The Ethernet frame length limits the board checks (destination MAC to FCS, no VLAN tag).
 MIN_FRAME = 64
 MAX_FRAME = 1518
+#: The largest UDP payload in a 1,500-byte IP packet (the host's TUPLES packets and the board's
+#: RECORDS packets at most).
+MAX_PAYLOAD = 1500 - 20 - 8
 
 
 class PacketType:

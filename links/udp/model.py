@@ -1,5 +1,6 @@
-"""A software board for the UDP link: the payload format of :mod:`.payload` with the
-reference matcher as the engine, answering UDP datagrams as the gateware does.
+"""A software board for the UDP link: the payload format of :mod:`.protocol` with the
+engine of :class:`nfacep.links.model.BoardModel` (the reference matcher), answering UDP
+datagrams as the gateware does.
 
 :class:`UdpBoardModel` takes a datagram's payload and returns the payloads the board sends
 back (same acceptance rules and counters as the gateware for what a UDP socket can carry: the
@@ -13,18 +14,24 @@ import random
 import socket
 import threading
 
-from nfacep import reference, wire
 from nfacep.params import EngineParams
 
-from ..model import ParamRegisters
-from ..protocol import SWITCH_BYTES, encode_fields, engine_id
-from .payload import FRAME_CLASSES, HEADER_BYTES, STATUS_FIELDS, VERSION, PacketType, packet
-from .tx import MAX_PAYLOAD
+from ..model import BoardModel
+from ..protocol import SWITCH_BYTES, encode_fields
+from .protocol import (
+    FRAME_CLASSES,
+    HEADER_BYTES,
+    MAX_PAYLOAD,
+    STATUS_FIELDS,
+    VERSION,
+    PacketType,
+    packet,
+)
 
 __all__ = ["UdpBoardModel", "serve"]
 
 
-class UdpBoardModel:
+class UdpBoardModel(BoardModel):
     """The board's side of the UDP link, in software.
 
     ``feed(payload)`` takes one UDP payload from the host and returns the UDP payloads the board
@@ -34,7 +41,7 @@ class UdpBoardModel:
 
     With runtime parameters, ``values`` are the ones the board was built with (required);
     PARAMS packets switch them as the engine does
-    (:class:`~nfacep.boards.link.model.ParamRegisters`); one while a switch is pending is
+    (:class:`~nfacep.links.model.ParamRegisters`); one while a switch is pending is
     ``engine_full``. STATUS ends with the values in force.
     """
 
@@ -47,31 +54,16 @@ class UdpBoardModel:
         engine_id_override: int | None = None,
         values=None,
     ):
-        self.nfa = nfa
-        self.params = params
-        self.schema = nfa.program.schema
-        self.tuple_bytes = wire.tuple_bytes(self.schema)
-        self.record_format = wire.record_format(nfa)
-        self.capacity = capacity
-        self.max_records = (MAX_PAYLOAD - HEADER_BYTES) // self.record_format.nbytes
-        self.id = engine_id(nfa, params) if engine_id_override is None else engine_id_override
-        self.registers = ParamRegisters(nfa, values)
+        super().__init__(
+            nfa, params, capacity=capacity, engine_id_override=engine_id_override, values=values
+        )
+        self.max_records = (MAX_PAYLOAD - HEADER_BYTES) // self.record_bytes
         self.reset()
 
     def reset(self) -> None:
-        self.accepted = bytearray()
-        self.reported = 0
+        super().reset()
         self.seq = 0  # the board's packets
         self.counters = dict.fromkeys((name for name, _ in STATUS_FIELDS), 0)
-        self.registers.reset()
-
-    @property
-    def switches(self) -> list[tuple[int, dict]]:
-        """The switches written since RESET: (first tuple, values)."""
-        return self.registers.switches
-
-    def taken(self) -> int:
-        return len(self.accepted) // self.tuple_bytes
 
     def status(self) -> dict:
         return {
@@ -143,16 +135,7 @@ class UdpBoardModel:
         return self._records()
 
     def _records(self) -> list[bytes]:
-        n = len(self.accepted) // self.tuple_bytes
-        tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
-        records = [
-            r
-            for r in reference.run(
-                self.nfa, tuples, self.params, values=self.registers.schedule()
-            ).records(self.nfa, tuples)
-            if r.seq >= self.reported
-        ]
-        self.reported = n
+        records = self.new_records()
         out = []
         for at in range(0, len(records), self.max_records):
             batch = records[at : at + self.max_records]

@@ -75,30 +75,26 @@ counter whole, as at the frame's start give or take a few dozen clock cycles (ex
 from __future__ import annotations
 
 import binascii
-import json
-import zlib
 from dataclasses import dataclass
 
 from amaranth.lib import enum
 
+from ..protocol import decode_fields, encode_fields, fields_size, switch_body
+
 __all__ = [
     "ACK_FIELDS",
+    "ERROR_COUNTERS",
+    "OVERHEAD",
     "STATUS_FIELDS",
-    "SWITCH_BYTES",
     "SYNC",
     "VERSION",
     "FrameReader",
     "FrameType",
     "crc16",
-    "decode_fields",
     "decode_status",
     "encode",
     "encode_status",
-    "engine_id",
-    "fields_size",
-    "params_bytes",
     "params_payload",
-    "switch_body",
 ]
 
 #: Protocol version, the first byte of STATUS. (2: PARAMS, and the values in force in STATUS.)
@@ -160,45 +156,6 @@ ERROR_COUNTERS = (
     "overflow",
     "uart_errors",
 )
-
-
-def fields_size(fields) -> int:
-    return sum(n for _, n in fields)
-
-
-def decode_fields(fields, payload: bytes) -> dict[str, int]:
-    """The little-endian fields of a STATUS or ACK payload."""
-    if len(payload) != fields_size(fields):
-        raise ValueError(f"payload of {len(payload)} bytes, expected {fields_size(fields)}")
-    out, at = {}, 0
-    for name, n in fields:
-        out[name] = int.from_bytes(payload[at : at + n], "little")
-        at += n
-    return out
-
-
-def encode_fields(fields, values: dict[str, int]) -> bytes:
-    return b"".join(
-        (values.get(name, 0) & ((1 << 8 * n) - 1)).to_bytes(n, "little") for name, n in fields
-    )
-
-
-#: Bytes of the tuple number a PARAMS frame's switch applies from (48 bits, little-endian).
-SWITCH_BYTES = 6
-
-
-def params_bytes(bits: int) -> int:
-    """Bytes of ``bits`` bits of packed parameter values, padded to whole bytes (0: none)."""
-    return (bits + 7) // 8
-
-
-def switch_body(switch: int, packed: int, bits: int) -> bytes:
-    """A switch as both links send it: the tuple number ``switch`` the values apply from (6
-    bytes) and the ``packed`` values (``bits`` wide, :meth:`nfacep.settings.ParamValues.packed`,
-    padded to bytes); little-endian. The UDP link's PARAMS body."""
-    if not 0 <= switch < 1 << 8 * SWITCH_BYTES:
-        raise ValueError(f"a switch at tuple {switch} does not fit {8 * SWITCH_BYTES} bits")
-    return switch.to_bytes(SWITCH_BYTES, "little") + packed.to_bytes(params_bytes(bits), "little")
 
 
 def params_payload(seq: int, switch: int, packed: int, bits: int) -> bytes:
@@ -307,21 +264,3 @@ class FrameReader:
                 continue
             frames.append(Frame(buf[2], bytes(buf[5 : 5 + length])))
             del buf[:end]
-
-
-def engine_id(nfa, params) -> int:
-    """A 32-bit fingerprint of the engine a query file and :class:`~nfacep.params.EngineParams`
-    describe: the board reports the one it was built with, the host checks it against its own.
-    """
-    from nfacep.wire import field_slices, record_format
-
-    desc = {
-        "version": VERSION,
-        "nfa": nfa.dump(),
-        "tuple": field_slices(nfa.program.schema),
-        "record": [list(f) for f in record_format(nfa).fields],
-        "queries": [[q.name, q.index] for q in nfa.queries],
-        "partition_field": nfa.program.partition_field,
-        "parameters": params.as_dict(),
-    }
-    return zlib.crc32(json.dumps(desc, sort_keys=True).encode())

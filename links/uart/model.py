@@ -1,8 +1,8 @@
 """A software board: the UART link's protocol with the reference matcher as the engine.
 
-:class:`BoardModel` answers host frames as the gateware does (same frames, same acceptance
-rules, same counters), with the reference matcher (:func:`nfacep.reference.run`) standing in
-for the engine, so the host (:mod:`nfacep.boards.host`) can be tested without hardware.
+:class:`UartBoardModel` answers host frames as the gateware does (same frames, same acceptance
+rules, same counters), with the engine of :class:`nfacep.links.model.BoardModel` (the reference
+matcher), so the host (:mod:`nfacep.links.uart.host`) can be tested without hardware.
 :func:`serve` runs one on a file descriptor (a pty's master side) in a thread.
 """
 
@@ -13,86 +13,25 @@ import random
 import select
 import threading
 
-from nfacep import reference, wire
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 
+from ..model import BoardModel
+from ..protocol import SWITCH_BYTES, encode_fields
 from .protocol import (
     ACK_FIELDS,
-    SWITCH_BYTES,
     VERSION,
     FrameReader,
     FrameType,
     encode,
-    encode_fields,
     encode_status,
-    engine_id,
-    params_bytes,
 )
 
-__all__ = ["BoardModel", "ParamRegisters", "serve"]
+__all__ = ["UartBoardModel", "serve"]
 
 
-class ParamRegisters:
-    """The engine's runtime parameter registers in software, for the software boards of both
-    links: the values it was built with (``values``, required when ``nfa`` has parameters;
-    None without), the switches written since RESET (``switches``: first tuple and values).
-    As the engine: a switch waits for its tuple (or applies from the next tuple taken if that
-    one has passed), and the engine holds one waiting switch."""
-
-    def __init__(self, nfa, values: ParamValues | None):
-        types = nfa.program.parameters
-        if types and not values:
-            raise ValueError("a model of an engine with runtime parameters needs their values")
-        self.values = values if types else None
-        #: bytes of the packed values (0 without parameters)
-        self.nbytes = params_bytes(self.values.width()) if self.values else 0
-        self.switches: list[tuple[int, dict]] = []
-
-    def __bool__(self) -> bool:
-        return self.values is not None
-
-    def reset(self) -> None:
-        self.switches = []
-
-    def schedule(self) -> ParamValues | None:
-        """The values the engine judged (and will judge) the tuples with."""
-        if not self.values:
-            return None
-        initial = dict(self.values.initial)
-        later = []
-        for seq, vals in self.switches:
-            if seq == 0:
-                initial = vals
-            else:
-                later.append((seq, vals))
-        return ParamValues(self.values.types, initial, tuple(later))
-
-    def in_force(self, taken: int) -> int:
-        """The values in force after ``taken`` tuples, packed (the engine's
-        ``param_values``; 0 without parameters)."""
-        if not self.values:
-            return 0
-        schedule = self.schedule()
-        return self.values.packed(schedule.in_force(taken - 1) if taken else schedule.initial)
-
-    def pending(self, taken: int) -> bool:
-        """A switch waits for its tuple."""
-        return bool(self.switches) and self.switches[-1][0] >= taken
-
-    def write(self, body: bytes, taken: int) -> bool:
-        """Take the switch ``body`` (:func:`~.protocol.switch_body`, of the right length) after
-        ``taken`` tuples; False if one is pending."""
-        if self.pending(taken):
-            return False
-        seq = int.from_bytes(body[:SWITCH_BYTES], "little")
-        packed = int.from_bytes(body[SWITCH_BYTES:], "little") & ((1 << self.values.width()) - 1)
-        self.switches.append((max(seq, taken), self.values.unpacked(packed)))
-        return True
-
-
-class BoardModel:
-    """The board's side of the link, in software.
+class UartBoardModel(BoardModel):
+    """The board's side of the UART link, in software.
 
     ``feed(data)`` takes bytes from the host and returns the bytes the board sends back. The
     engine is infinitely fast: accepted tuples are matched at once. ``capacity`` is the tuple
@@ -116,15 +55,9 @@ class BoardModel:
         engine_id_override: int | None = None,
         values: ParamValues | None = None,
     ):
-        self.nfa = nfa
-        self.params = params
-        self.schema = nfa.program.schema
-        self.tuple_bytes = wire.tuple_bytes(self.schema)
-        self.record_format = wire.record_format(nfa)
-        self.record_bytes = self.record_format.nbytes
-        self.capacity = capacity
-        self.id = engine_id(nfa, params) if engine_id_override is None else engine_id_override
-        self.registers = ParamRegisters(nfa, values)
+        super().__init__(
+            nfa, params, capacity=capacity, engine_id_override=engine_id_override, values=values
+        )
         self.values = self.registers.values
         self.values_bytes = self.registers.nbytes
         kinds = [FrameType.TUPLES, FrameType.STATUS_REQ, FrameType.RESET]
@@ -135,26 +68,15 @@ class BoardModel:
         self.reset()
 
     def reset(self) -> None:
-        self.accepted = bytearray()  # tuple bytes the engine took
+        super().reset()
         self.buffered = bytearray()  # accepted, not yet taken (consume=False)
         self.next_seq = 0
         self.records_sent = 0
         self.frames = 0
         self.matched = 0
         self.drops = 0
-        self.reported = 0  # tuples whose records were sent
         self.counters = {"bad_length": 0, "out_of_seq": 0, "overflow": 0}
         self._base_errors = dict(self.reader.errors)
-        self.registers.reset()
-
-    @property
-    def switches(self) -> list[tuple[int, dict]]:
-        """The switches written since RESET: (first tuple, values)."""
-        return self.registers.switches
-
-    def taken(self) -> int:
-        """Tuples the engine took."""
-        return len(self.accepted) // self.tuple_bytes
 
     def status(self) -> dict:
         errors = {k: v - self._base_errors.get(k, 0) for k, v in self.reader.errors.items()}
@@ -241,27 +163,17 @@ class BoardModel:
         """Let the engine take every buffered tuple; the RECORD frames that produces."""
         self.accepted += self.buffered
         self.buffered = bytearray()
-        n = len(self.accepted) // self.tuple_bytes
-        if n == self.reported:
-            return b""
-        tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
-        records = reference.run(
-            self.nfa, tuples, self.params, values=self.registers.schedule()
-        ).records(self.nfa, tuples)
         out = bytearray()
-        for r in records:
-            if r.seq < self.reported:
-                continue
+        for r in self.new_records():
             out += encode(FrameType.RECORD, self.record_format.encode_bytes(r))
             self.records_sent += 1
             self.matched += r.matches != 0
             self.drops += r.dropped
-        self.reported = n
         return bytes(out)
 
 
 def serve(
-    model: BoardModel,
+    model: UartBoardModel,
     fd: int,
     *,
     stop: threading.Event,

@@ -6,72 +6,52 @@ checks that the board runs the engine this query file and these parameters descr
 ``engine_id``), sends the tuples in TUPLES frames under the link's flow control, and reads the
 RECORD frames back until the board reports that it has taken every tuple and is idle. With
 runtime parameters it sends the switches in PARAMS frames among the TUPLES frames
-(:func:`switch_plan`). The frame format and the flow control are
-:mod:`nfacep.boards.link.protocol`'s; ``boards/LINK.md`` describes both.
+(:func:`~nfacep.links.host.switch_plan`). The frame format and the flow control are
+:mod:`nfacep.links.uart.protocol`'s; ``boards/LINK.md`` describes both.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from nfacep import NfacepError, wire
+from nfacep import wire
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
-from nfacep.result import Result
-from nfacep.settings import ParamValues, params_schema
+from nfacep.settings import ParamValues
 from nfacep.tuples import Tuples
 
-from .link.protocol import (
+from ..host import (
+    BoardResult,
+    LinkError,
+    NoBoardError,
+    board_result,
+    check_engine,
+    check_timeout,
+    check_values,
+    frame_order,
+    switch_plan,
+    values_bytes,
+)
+from ..protocol import decode_fields, fields_size
+from .protocol import (
     ACK_FIELDS,
     ERROR_COUNTERS,
     OVERHEAD,
     STATUS_FIELDS,
-    SWITCH_BYTES,
     VERSION,
     FrameReader,
     FrameType,
-    decode_fields,
     decode_status,
     encode,
-    engine_id,
-    fields_size,
     params_payload,
 )
 
-__all__ = [
-    "BoardResult",
-    "LinkError",
-    "NoBoardError",
-    "PortError",
-    "UartBoard",
-    "board_result",
-    "check_engine",
-    "check_timeout",
-    "check_values",
-    "frame_order",
-    "frame_starts",
-    "switch_plan",
-    "values_bytes",
-]
-
-#: The longest ``--timeout`` (a day): what a silent board is waited for.
-MAX_TIMEOUT = 86400.0
+__all__ = ["FRAME_TUPLES", "PortError", "UartBoard", "UartBoardResult", "open_port"]
 
 #: Tuples per TUPLES frame by default (fewer when the board's buffer is small).
 FRAME_TUPLES = 16
-
-
-class LinkError(NfacepError):
-    """The board stopped answering, answered wrongly, or results were lost on the link."""
-
-    exit_code = 1
-
-
-class NoBoardError(LinkError):
-    """Nothing (or not the expected engine) answers on the serial port."""
 
 
 class PortError(UsageError):
@@ -80,16 +60,10 @@ class PortError(UsageError):
 
 
 @dataclass
-class BoardResult(Result):
-    """What a board reported: a :class:`~nfacep.result.Result`, plus the link's view."""
+class UartBoardResult(BoardResult):
+    """What a board reported over its UART."""
 
-    port: str = ""
     baud: int = 0
-    status: dict = field(default_factory=dict)  #: the board's last STATUS
-    #: the host's view of the link: frames, retransmissions, bad frames, seconds
-    stats: dict = field(default_factory=dict)
-
-    backend = "board"
 
     def details(self) -> dict:
         board = {k: self.status[k] for k, _ in STATUS_FIELDS if k != "reserved"}
@@ -213,136 +187,6 @@ class _Session:
         return self.status
 
 
-def values_bytes(nfa: Nfa) -> int:
-    """Bytes of the packed values of the queries' runtime parameters (0 without any): the end
-    of STATUS and of PARAMS."""
-    types = nfa.program.parameters
-    return wire.tuple_bytes(params_schema(types)) if types else 0
-
-
-def switch_plan(values: ParamValues | None, board_values: int, n: int) -> list[tuple[int, int]]:
-    """The switches a host sends for a run of ``n`` tuples, in order: ``(tuple number, packed
-    values)``. First one at tuple 0 when the values in force on the board after RESET
-    (``board_values``, packed) are not the run's starting values (a board built with other
-    ``--param`` values), then each switch of ``values`` that applies to one of the tuples
-    (those from tuple ``n`` on change nothing). Shared by the hosts of both links."""
-    if not values or not n:
-        return []
-    plan = []
-    start = values.packed(values.initial)
-    if board_values != start:
-        plan.append((0, start))
-    for seq, _ in values.switches:
-        if seq < n:
-            if seq >= 1 << 8 * SWITCH_BYTES:
-                raise UsageError(
-                    f"--param …@{seq}: the board numbers tuples modulo 2^{8 * SWITCH_BYTES}"
-                )
-            plan.append((seq, values.packed(values.in_force(seq))))
-    return plan
-
-
-def frame_starts(n: int, per_frame: int, cuts=()) -> list[int]:
-    """Where the frames (packets) of ``n`` tuples, ``per_frame`` at most in each, start, with a
-    new one at each of ``cuts`` (the switches' tuples), and ``n`` last. Shared by the hosts of
-    both links."""
-    return sorted({*range(0, n, per_frame), *(c for c in cuts if 0 < c < n), n})
-
-
-def frame_order(
-    n: int, per_frame: int, plan=()
-) -> tuple[list[tuple[int, int | None]], dict[int, int | None]]:
-    """The frames (packets) of a run of ``n`` tuples in order, shared by the hosts of both
-    links: ``(first tuple, end)`` for tuples (:func:`frame_starts`), ``(switch's tuple,
-    None)`` for each switch of ``plan`` (:func:`switch_plan`), just before the frame that
-    starts with its tuple; and, for each switch's index, the tuple of the switch before it
-    (None for the first), which the engine must have taken before the switch is sent."""
-    switches = dict(plan)
-    frames: list[tuple[int, int | None]] = []
-    waits: dict[int, int | None] = {}
-    last = None
-    for a, b in itertools.pairwise(frame_starts(n, per_frame, list(switches))):
-        if a in switches:
-            waits[len(frames)] = last
-            frames.append((a, None))
-            last = a
-        frames.append((a, b))
-    return frames, waits
-
-
-def check_values(
-    values: ParamValues | None, status: dict, n: int, *, error: type[NfacepError] | None = None
-) -> None:
-    """Raise ``error`` (default :class:`LinkError`) unless the values in force a board reports
-    at the end of a run of ``n`` tuples (STATUS's ``values``) are those ``values`` give the
-    last tuple."""
-    if not values or not n:
-        return
-    expected = values.in_force(n - 1)
-    if status["values"] != values.packed(expected):
-        try:
-            have = values.texts(values.unpacked(status["values"]))
-        except ValueError:
-            have = hex(status["values"])
-        raise (error or LinkError)(
-            f"the board's runtime parameters at the end of the run are {have}, expected "
-            f"{values.texts(expected)}: a switch was lost; the results are not this run's"
-        )
-
-
-def check_engine(
-    board: dict,
-    nfa: Nfa,
-    params: EngineParams,
-    *,
-    link: str,
-    error: type[NfacepError] | None = None,
-) -> None:
-    """Raise ``error`` (default :class:`NoBoardError`) unless ``board`` (its ``engine_id``,
-    ``tuple_bytes`` and ``record_bytes``) is the engine of ``nfa`` with ``params``; ``link``
-    names the bitstream to load (``uart``, ``udp``). Shared by the UART and UDP hosts."""
-    error = error or NoBoardError
-    expected = engine_id(nfa, params)
-    if board["engine_id"] != expected:
-        raise error(
-            f"the board runs another engine (engine id {board['engine_id']:08x}, expected "
-            f"{expected:08x} for this query file with {params.options()}): load the bitstream "
-            f"that `nfacep build --link {link}` made of this query file with these parameters, "
-            f"or pass the ones it was built with{_default_hint(board, nfa, params)}"
-        )
-    tb = wire.tuple_bytes(nfa.program.schema)
-    rb = wire.record_format(nfa).nbytes
-    if board["tuple_bytes"] != tb or board["record_bytes"] != rb:
-        raise error(
-            f"the board's tuples are {board['tuple_bytes']} bytes and records "
-            f"{board['record_bytes']}, expected {tb} and {rb}"
-        )
-
-
-def _default_hint(board: dict, nfa: Nfa, params: EngineParams) -> str:
-    """If the board runs the engine a board gets by default from ``nfacep build`` (no
-    ``--store``, ``--partitions`` or ``--ways``; :mod:`nfacep.boards.defaults`), the options
-    that name it."""
-    import dataclasses
-
-    from .defaults import STORE_OPTIONS, board_engine
-    from .registry import BOARDS
-
-    others = {
-        f.name: getattr(params, f.name)
-        for f in dataclasses.fields(params)
-        if f.name not in STORE_OPTIONS
-    }
-    for name, candidate in BOARDS.items():
-        engine = board_engine(nfa, candidate, others)
-        if engine != params and engine_id(nfa, engine) == board["engine_id"]:
-            options = " ".join(f"--{n} {getattr(engine, n)}" for n in STORE_OPTIONS)
-            return (
-                f"; it is the engine `nfacep build --board {name}` makes by default: pass {options}"
-            )
-    return ""
-
-
 def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int) -> None:
     if status["version"] != VERSION:
         raise NoBoardError(
@@ -355,12 +199,6 @@ def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int
             f"the board's buffer holds {status['capacity']} bytes, less than one "
             f"{capacity_min}-byte tuple"
         )
-
-
-def check_timeout(timeout: float) -> None:
-    """A UsageError unless ``timeout`` is a positive number of seconds up to a day."""
-    if not 0 < timeout <= MAX_TIMEOUT:  # NaN and infinity included
-        raise UsageError(f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT}")
 
 
 class UartBoard:
@@ -393,7 +231,7 @@ class UartBoard:
         self.serial_port = serial_port
         self.progress = progress
 
-    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> BoardResult:
+    def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> UartBoardResult:
         """Match ``tuples`` on the board. Raises :class:`NoBoardError` when no board (or one
         with another engine) answers and :class:`LinkError` when it stops answering or results
         are lost. With runtime parameters, ``values`` (:class:`~nfacep.settings.ParamValues`)
@@ -435,6 +273,135 @@ class UartBoard:
         return result
 
 
+#: Frames in flight at most: sequence numbers are mod 256.
+WINDOW = 128
+
+
+class _GoBackN:
+    """The host's side of the flow control for one run (``boards/LINK.md``): the frames of
+    :func:`frame_order`, sent go-back-N within :data:`WINDOW` and within the credit of the
+    board's buffer (``capacity`` bytes); a PARAMS frame once the board took the tuple of the
+    switch before."""
+
+    def __init__(self, s: _Session, payload: bytes, n: int, tb: int, capacity: int, **kw):
+        frame_tuples, plan, width = kw["frame_tuples"], kw["plan"], kw["width"]
+        self.s, self.payload, self.n, self.tb, self.width = s, payload, n, tb, width
+        self.room = capacity // tb  # tuples the board's buffer holds
+        per_frame = frame_tuples or max(1, min(FRAME_TUPLES, self.room // 2))
+        self.per_frame = min(per_frame, self.room)
+        self.frames, self.waits = frame_order(n, self.per_frame, plan)
+        self.switches = dict(plan)
+        # tuples in the frames before each frame (what is acknowledged when it is `base`)
+        self.starts = [first for first, _ in self.frames] + [n]
+        frames_in_buffer = self.room // self.per_frame + 1
+        self.rto = 0.1 + 4 * (capacity + OVERHEAD * frames_in_buffer) * s.byte_time
+        self.poll_every = max(0.01, 3 * (fields_size(STATUS_FIELDS) + OVERHEAD) * s.byte_time)
+        self.base = self.nxt = 0  # first frame not acknowledged, next frame to send
+        self.sent_hi = 0  # frames ever sent
+        self.consumed = 0  # tuples the engine took, unwrapped from the 32-bit counter
+        self.resent = self.frames_sent = self.polls = 0
+        self.progress_at = self.last_poll = self.advanced_at = time.monotonic()
+        self.stalled_polls = 0
+
+    def done(self) -> bool:
+        return self.base >= len(self.frames)
+
+    def acknowledged(self) -> int:
+        """Tuples in the frames the board acknowledged."""
+        return self.starts[self.base]
+
+    def _ready(self, i: int) -> bool:
+        """Frame ``i`` may go now."""
+        end = self.frames[i][1]
+        if end is None:  # PARAMS: the board took the last switch's tuple
+            return self.waits[i] is None or self.consumed > self.waits[i]
+        return end - self.consumed <= self.room
+
+    def send(self) -> None:
+        """Send the frames that may go, from ``nxt`` on."""
+        s, tb = self.s, self.tb
+        while (
+            self.nxt < len(self.frames) and self.nxt - self.base < WINDOW and self._ready(self.nxt)
+        ):
+            first, end = self.frames[self.nxt]
+            if end is None:
+                payload = params_payload(self.nxt, first, self.switches[first], self.width)
+                s.send(FrameType.PARAMS, payload)
+            else:
+                s.send(
+                    FrameType.TUPLES, bytes([self.nxt % 256]) + self.payload[first * tb : end * tb]
+                )
+            self.nxt += 1
+            self.sent_hi = max(self.sent_hi, self.nxt)
+            self.frames_sent += 1
+
+    def take_answers(self, now: float) -> None:
+        """Advance ``base`` and the engine's count by the ACK and STATUS answers that came."""
+        answers, self.s.answers = self.s.answers, []
+        for a in answers:
+            self.consumed += (a["tuples"] - self.consumed) % (1 << 32)
+            ahead = (a["next_seq"] - self.base) % 256
+            if 256 - ahead <= WINDOW:
+                continue  # behind `base`: an answer older than the last one
+            acked = self.base + ahead
+            if acked > self.sent_hi:
+                raise LinkError(
+                    f"the board acknowledged frame {acked - 1}, but only "
+                    f"{self.sent_hi} were sent: was it reset during the run?"
+                )
+            if acked > self.base:
+                self.base = acked
+                self.nxt = max(self.nxt, acked)  # a late ACK after going back
+                self.progress_at = self.advanced_at = now
+                self.stalled_polls = 0
+
+    def check_progress(self, now: float) -> None:
+        """A LinkError when the board answers but has not accepted the frame at ``base`` for
+        longer than the timeout (and four retransmission timeouts)."""
+        if self.base == self.nxt:  # (before going back N, which makes it so)
+            self.advanced_at = now  # nothing in flight: waiting for room, or for a switch's tuple
+        elif now - self.advanced_at > max(self.s.timeout, 4 * self.rto):
+            kind = "PARAMS" if self.frames[self.base][1] is None else "TUPLES"
+            raise LinkError(
+                f"the board answers but has not accepted frame {self.base} ({kind}) for "
+                f"{now - self.advanced_at:.1f} s; its counters: {_errors(self.s.status)}"
+            )
+
+    def pace(self, now: float) -> None:
+        """Ask for STATUS while waiting for room; when frames in flight are not acknowledged
+        within ``rto``, ask for STATUS once (only the ACK may have been lost), then go back N."""
+        s = self.s
+        if self.base == self.nxt and self.nxt < len(self.frames):
+            # everything sent was taken into the buffer: wait for room, asking for it
+            self.progress_at = now
+            if now - self.last_poll > self.poll_every:
+                s.send(FrameType.STATUS_REQ)
+                self.last_poll = now
+                self.polls += 1
+        elif self.base < self.nxt and now - self.progress_at > self.rto:
+            if self.stalled_polls == 0:
+                # maybe only the ACK was lost: STATUS says where the board is
+                s.send(FrameType.STATUS_REQ)
+                self.polls += 1
+                self.stalled_polls = 1
+            else:
+                self.resent += self.nxt - self.base
+                self.nxt = self.base  # go back N
+                self.stalled_polls = 0
+            self.progress_at = now
+
+    def stats(self, switches: int) -> dict:
+        return {
+            "frames": len(self.frames),
+            "frames_sent": self.frames_sent,
+            "frames_resent": self.resent,
+            "tuples_per_frame": self.per_frame,
+            "status_polls": self.polls,
+            "switches": switches,
+            "bytes_out": self.s.bytes_out,
+        }
+
+
 def _stream(
     s: _Session,
     payload: bytes,
@@ -445,110 +412,28 @@ def _stream(
     plan=(),
     width: int = 0,
 ) -> dict:
-    """Send every tuple under go-back-N with credits, and the switches of ``plan``
-    (:func:`switch_plan`; ``width`` bits of values) in PARAMS frames, each before the frame
-    whose first tuple it applies to and once the board took the tuple of the one before (it
-    takes one switch at a time); return the host's link statistics."""
-    room = capacity // tb  # tuples the board's buffer holds
-    per_frame = frame_tuples or max(1, min(FRAME_TUPLES, room // 2))
-    per_frame = min(per_frame, room)
-    frames, waits = frame_order(n, per_frame, plan)
-    switches = dict(plan)
-    nframes = len(frames)
-    # tuples in the frames before each frame (what is acknowledged when it is `base`)
-    starts = [first for first, _ in frames] + [n]
-    window = 128  # frames in flight at most: sequence numbers are mod 256
-    rto = 0.1 + 4 * (capacity + OVERHEAD * (room // per_frame + 1)) * s.byte_time
-    poll_every = max(0.01, 3 * (fields_size(STATUS_FIELDS) + OVERHEAD) * s.byte_time)
-    base = nxt = 0  # first frame not acknowledged, next frame to send
-    sent_hi = 0  # frames ever sent
-    consumed = 0  # tuples the engine took, unwrapped from the 32-bit counter
-    resent = frames_sent = polls = 0
-    progress_at = last_poll = advanced_at = time.monotonic()
-    stalled_polls = 0
+    """Send every tuple under go-back-N with credits (:class:`_GoBackN`), and the switches of
+    ``plan`` (:func:`switch_plan`; ``width`` bits of values) in PARAMS frames, each before the
+    frame whose first tuple it applies to and once the board took the tuple of the one before
+    (it takes one switch at a time); return the host's link statistics."""
+    link = _GoBackN(s, payload, n, tb, capacity, frame_tuples=frame_tuples, plan=plan, width=width)
     next_report = time.monotonic() + 1
-
-    def taken(counter: int) -> int:
-        return consumed + ((counter - consumed) % (1 << 32))
-
-    def ready(i: int) -> bool:  # frame i may go now
-        end = frames[i][1]
-        if end is None:  # PARAMS: the board took the last switch's tuple
-            return waits[i] is None or consumed > waits[i]
-        return end - consumed <= room
-
-    while base < nframes:
-        while nxt < nframes and nxt - base < window and ready(nxt):
-            first, end = frames[nxt]
-            if end is None:
-                s.send(FrameType.PARAMS, params_payload(nxt, first, switches[first], width))
-            else:
-                s.send(FrameType.TUPLES, bytes([nxt % 256]) + payload[first * tb : end * tb])
-            nxt += 1
-            sent_hi = max(sent_hi, nxt)
-            frames_sent += 1
+    while not link.done():
+        link.send()
         s.poll(0.005)
         now = time.monotonic()
-        answers, s.answers = s.answers, []
-        for a in answers:
-            consumed = taken(a["tuples"])
-            ahead = (a["next_seq"] - base) % 256
-            if 256 - ahead <= window:
-                continue  # behind `base`: an answer older than the last one
-            acked = base + ahead
-            if acked > sent_hi:
-                raise LinkError(
-                    f"the board acknowledged frame {acked - 1}, but only "
-                    f"{sent_hi} were sent: was it reset during the run?"
-                )
-            if acked > base:
-                base = acked
-                nxt = max(nxt, acked)  # a late ACK after going back
-                progress_at = advanced_at = now
-                stalled_polls = 0
-        if base == nxt:  # (before going back N, which makes it so)
-            advanced_at = now  # nothing in flight: waiting for room, or for a switch's tuple
-        elif now - advanced_at > max(s.timeout, 4 * rto):
-            raise LinkError(
-                f"the board answers but has not accepted frame {base} "
-                f"({'PARAMS' if frames[base][1] is None else 'TUPLES'}) for "
-                f"{now - advanced_at:.1f} s; its counters: {_errors(s.status)}"
-            )
-        if base == nxt and nxt < nframes:
-            # everything sent was taken into the buffer: wait for room, asking for it
-            progress_at = now
-            if now - last_poll > poll_every:
-                s.send(FrameType.STATUS_REQ)
-                last_poll = now
-                polls += 1
-        elif base < nxt and now - progress_at > rto:
-            if stalled_polls == 0:
-                # maybe only the ACK was lost: STATUS says where the board is
-                s.send(FrameType.STATUS_REQ)
-                polls += 1
-                stalled_polls = 1
-            else:
-                resent += nxt - base
-                nxt = base  # go back N
-                stalled_polls = 0
-            progress_at = now
+        link.take_answers(now)
+        link.check_progress(now)
+        link.pace(now)
         if s.silent_for() > s.timeout:
             raise LinkError(
                 f"the board stopped answering ({s.timeout:g} s without a byte, "
-                f"{starts[base]} of {n} tuples acknowledged)"
+                f"{link.acknowledged()} of {n} tuples acknowledged)"
             )
         if now >= next_report:
-            s.say(f"{starts[base]} of {n} tuples sent, {len(s.records)} records back")
+            s.say(f"{link.acknowledged()} of {n} tuples sent, {len(s.records)} records back")
             next_report = now + 1
-    return {
-        "frames": nframes,
-        "frames_sent": frames_sent,
-        "frames_resent": resent,
-        "tuples_per_frame": per_frame,
-        "status_polls": polls,
-        "switches": len(plan),
-        "bytes_out": s.bytes_out,
-    }
+    return link.stats(len(plan))
 
 
 def _errors(status: dict | None) -> dict:
@@ -587,7 +472,7 @@ def _results(
     params: EngineParams,
     port: str,
     baud: int,
-) -> BoardResult:
+) -> UartBoardResult:
     stats.update(
         {
             "records": len(s.records),
@@ -604,7 +489,7 @@ def _results(
             f"{s.reader.errors}); the results would be incomplete, run again"
         )
     result = board_result(
-        BoardResult, nfa, n, s.records, final, params, port=port, baud=baud, stats=stats
+        UartBoardResult, nfa, n, s.records, final, params, port=port, baud=baud, stats=stats
     )
     if stats["frames_resent"] or stats["bad_frames_in"] or stats["board_errors"]:
         result.warnings.append(
@@ -613,30 +498,3 @@ def _results(
             f"{stats['board_errors']}"
         )
     return result
-
-
-def board_result(
-    cls: type[BoardResult],
-    nfa: Nfa,
-    n: int,
-    records: list[bytes],
-    final: dict,
-    params: EngineParams,
-    **fields,
-) -> BoardResult:
-    """The ``cls`` result of the raw ``records`` a board sent for ``n`` tuples, with its last
-    STATUS ``final`` (its ``tuples``, ``matched`` and ``drops`` counters); a LinkError for a
-    record that is not this engine's. Shared by the UART and UDP hosts."""
-    fmt = wire.record_format(nfa)
-    try:
-        return cls.from_records(
-            nfa,
-            n,
-            [fmt.decode_bytes(raw) for raw in records],
-            params,
-            counters={k: final[k] for k in ("tuples", "matched", "drops")},
-            status=final,
-            **fields,
-        )
-    except ValueError as err:
-        raise LinkError(f"the board sent a record that is not this engine's: {err}") from None

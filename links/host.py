@@ -1,0 +1,226 @@
+"""What the hosts of every link share: their errors, their result, the order in which they send
+tuples and runtime-parameter switches, and the checks of a board's answers.
+
+A link's host (:class:`nfacep.links.uart.host.UartBoard`, :class:`nfacep.links.udp.host.UdpBoard`)
+is a :class:`~nfacep.backend.Backend`: it resets the board, checks that it runs the engine this
+query file and these parameters describe (:func:`check_engine`), sends the tuples in frames or
+packets of :func:`frame_order` with the switches of :func:`switch_plan` among them, and turns
+the records the board sent back into a :class:`BoardResult` (:func:`board_result`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from nfacep import NfacepError, wire
+from nfacep.errors import UsageError
+from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
+from nfacep.result import Result
+from nfacep.settings import ParamValues, params_schema
+
+from .protocol import SWITCH_BYTES, engine_id
+
+__all__ = [
+    "MAX_TIMEOUT",
+    "BoardResult",
+    "LinkError",
+    "NoBoardError",
+    "board_result",
+    "check_engine",
+    "check_timeout",
+    "check_values",
+    "frame_order",
+    "frame_starts",
+    "switch_plan",
+    "values_bytes",
+]
+
+#: The longest ``--timeout`` (a day): what a silent board is waited for.
+MAX_TIMEOUT = 86400.0
+
+
+class LinkError(NfacepError):
+    """The board stopped answering, answered wrongly, or results were lost on the link."""
+
+    exit_code = 1
+
+
+class NoBoardError(LinkError):
+    """Nothing (or not the expected engine) answers on the link."""
+
+
+@dataclass
+class BoardResult(Result):
+    """What a board reported: a :class:`~nfacep.result.Result`, plus the link's view (each
+    link's host adds what its summary and report line say)."""
+
+    port: str = ""  #: where the board is: a serial port, an address
+    status: dict = field(default_factory=dict)  #: the board's last STATUS
+    #: the host's view of the link: frames, retransmissions, bad frames, seconds
+    stats: dict = field(default_factory=dict)
+
+    backend = "board"
+
+
+def values_bytes(nfa: Nfa) -> int:
+    """Bytes of the packed values of the queries' runtime parameters (0 without any): the end
+    of STATUS and of PARAMS."""
+    types = nfa.program.parameters
+    return wire.tuple_bytes(params_schema(types)) if types else 0
+
+
+def switch_plan(values: ParamValues | None, board_values: int, n: int) -> list[tuple[int, int]]:
+    """The switches a host sends for a run of ``n`` tuples, in order: ``(tuple number, packed
+    values)``. First one at tuple 0 when the values in force on the board after RESET
+    (``board_values``, packed) are not the run's starting values (a board built with other
+    ``--param`` values), then each switch of ``values`` that applies to one of the tuples
+    (those from tuple ``n`` on change nothing). Shared by the hosts of both links."""
+    if not values or not n:
+        return []
+    plan = []
+    start = values.packed(values.initial)
+    if board_values != start:
+        plan.append((0, start))
+    for seq, _ in values.switches:
+        if seq < n:
+            if seq >= 1 << 8 * SWITCH_BYTES:
+                raise UsageError(
+                    f"--param …@{seq}: the board numbers tuples modulo 2^{8 * SWITCH_BYTES}"
+                )
+            plan.append((seq, values.packed(values.in_force(seq))))
+    return plan
+
+
+def frame_starts(n: int, per_frame: int, cuts=()) -> list[int]:
+    """Where the frames (packets) of ``n`` tuples, ``per_frame`` at most in each, start, with a
+    new one at each of ``cuts`` (the switches' tuples), and ``n`` last."""
+    return sorted({*range(0, n, per_frame), *(c for c in cuts if 0 < c < n), n})
+
+
+def frame_order(
+    n: int, per_frame: int, plan=()
+) -> tuple[list[tuple[int, int | None]], dict[int, int | None]]:
+    """The frames (packets) of a run of ``n`` tuples in order, shared by the hosts of both
+    links: ``(first tuple, end)`` for tuples (:func:`frame_starts`), ``(switch's tuple,
+    None)`` for each switch of ``plan`` (:func:`switch_plan`), just before the frame that
+    starts with its tuple; and, for each switch's index, the tuple of the switch before it
+    (None for the first), which the engine must have taken before the switch is sent."""
+    switches = dict(plan)
+    frames: list[tuple[int, int | None]] = []
+    waits: dict[int, int | None] = {}
+    last = None
+    for a, b in itertools.pairwise(frame_starts(n, per_frame, list(switches))):
+        if a in switches:
+            waits[len(frames)] = last
+            frames.append((a, None))
+            last = a
+        frames.append((a, b))
+    return frames, waits
+
+
+def check_values(
+    values: ParamValues | None, status: dict, n: int, *, error: type[NfacepError] | None = None
+) -> None:
+    """Raise ``error`` (default :class:`LinkError`) unless the values in force a board reports
+    at the end of a run of ``n`` tuples (STATUS's ``values``) are those ``values`` give the
+    last tuple."""
+    if not values or not n:
+        return
+    expected = values.in_force(n - 1)
+    if status["values"] != values.packed(expected):
+        try:
+            have = values.texts(values.unpacked(status["values"]))
+        except ValueError:
+            have = hex(status["values"])
+        raise (error or LinkError)(
+            f"the board's runtime parameters at the end of the run are {have}, expected "
+            f"{values.texts(expected)}: a switch was lost; the results are not this run's"
+        )
+
+
+def check_engine(
+    board: dict,
+    nfa: Nfa,
+    params: EngineParams,
+    *,
+    link: str,
+    error: type[NfacepError] | None = None,
+) -> None:
+    """Raise ``error`` (default :class:`NoBoardError`) unless ``board`` (its ``engine_id``,
+    ``tuple_bytes`` and ``record_bytes``) is the engine of ``nfa`` with ``params``; ``link``
+    names the bitstream to load (``uart``, ``udp``)."""
+    error = error or NoBoardError
+    expected = engine_id(nfa, params)
+    if board["engine_id"] != expected:
+        raise error(
+            f"the board runs another engine (engine id {board['engine_id']:08x}, expected "
+            f"{expected:08x} for this query file with {params.options()}): load the bitstream "
+            f"that `nfacep build --link {link}` made of this query file with these parameters, "
+            f"or pass the ones it was built with{_default_hint(board, nfa, params)}"
+        )
+    tb = wire.tuple_bytes(nfa.program.schema)
+    rb = wire.record_format(nfa).nbytes
+    if board["tuple_bytes"] != tb or board["record_bytes"] != rb:
+        raise error(
+            f"the board's tuples are {board['tuple_bytes']} bytes and records "
+            f"{board['record_bytes']}, expected {tb} and {rb}"
+        )
+
+
+def _default_hint(board: dict, nfa: Nfa, params: EngineParams) -> str:
+    """If the board runs the engine a board gets by default from ``nfacep build`` (no
+    ``--store``, ``--partitions`` or ``--ways``; :mod:`nfacep.boards.defaults`), the options
+    that name it."""
+    import dataclasses
+
+    from nfacep.boards.defaults import STORE_OPTIONS, board_engine
+    from nfacep.boards.registry import BOARDS
+
+    others = {
+        f.name: getattr(params, f.name)
+        for f in dataclasses.fields(params)
+        if f.name not in STORE_OPTIONS
+    }
+    for name, candidate in BOARDS.items():
+        engine = board_engine(nfa, candidate, others)
+        if engine != params and engine_id(nfa, engine) == board["engine_id"]:
+            options = " ".join(f"--{n} {getattr(engine, n)}" for n in STORE_OPTIONS)
+            return (
+                f"; it is the engine `nfacep build --board {name}` makes by default: pass {options}"
+            )
+    return ""
+
+
+def check_timeout(timeout: float) -> None:
+    """A UsageError unless ``timeout`` is a positive number of seconds up to a day."""
+    if not 0 < timeout <= MAX_TIMEOUT:  # NaN and infinity included
+        raise UsageError(f"--timeout must be a positive number of seconds, at most {MAX_TIMEOUT}")
+
+
+def board_result(
+    cls: type[BoardResult],
+    nfa: Nfa,
+    n: int,
+    records: list[bytes],
+    final: dict,
+    params: EngineParams,
+    **fields,
+) -> BoardResult:
+    """The ``cls`` result of the raw ``records`` a board sent for ``n`` tuples, with its last
+    STATUS ``final`` (its ``tuples``, ``matched`` and ``drops`` counters); a LinkError for a
+    record that is not this engine's."""
+    fmt = wire.record_format(nfa)
+    try:
+        return cls.from_records(
+            nfa,
+            n,
+            [fmt.decode_bytes(raw) for raw in records],
+            params,
+            counters={k: final[k] for k in ("tuples", "matched", "drops")},
+            status=final,
+            **fields,
+        )
+    except ValueError as err:
+        raise LinkError(f"the board sent a record that is not this engine's: {err}") from None

@@ -1,0 +1,86 @@
+"""What both links' formats share: little-endian fields, a runtime-parameter switch, and the
+engine's fingerprint.
+
+A leaf module (it imports nothing of :mod:`nfacep.links`): the UART link's frame format
+(:mod:`nfacep.links.uart.protocol`) and the UDP link's payload format
+(:mod:`nfacep.links.udp.protocol`) are built from it, and the gateware, the hosts and the
+software boards of both take these from here.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+__all__ = [
+    "FINGERPRINT_VERSION",
+    "SWITCH_BYTES",
+    "decode_fields",
+    "encode_fields",
+    "engine_id",
+    "fields_size",
+    "params_bytes",
+    "switch_body",
+]
+
+#: The version in :func:`engine_id`'s description: the UART link's protocol version when the
+#: fingerprint was defined (2), kept so that a board built before the links were siblings
+#: still reports the fingerprint the host expects.
+FINGERPRINT_VERSION = 2
+
+
+def fields_size(fields) -> int:
+    return sum(n for _, n in fields)
+
+
+def decode_fields(fields, payload: bytes) -> dict[str, int]:
+    """The little-endian fields of a STATUS or ACK payload."""
+    if len(payload) != fields_size(fields):
+        raise ValueError(f"payload of {len(payload)} bytes, expected {fields_size(fields)}")
+    out, at = {}, 0
+    for name, n in fields:
+        out[name] = int.from_bytes(payload[at : at + n], "little")
+        at += n
+    return out
+
+
+def encode_fields(fields, values: dict[str, int]) -> bytes:
+    return b"".join(
+        (values.get(name, 0) & ((1 << 8 * n) - 1)).to_bytes(n, "little") for name, n in fields
+    )
+
+
+#: Bytes of the tuple number a PARAMS frame's switch applies from (48 bits, little-endian).
+SWITCH_BYTES = 6
+
+
+def params_bytes(bits: int) -> int:
+    """Bytes of ``bits`` bits of packed parameter values, padded to whole bytes (0: none)."""
+    return (bits + 7) // 8
+
+
+def switch_body(switch: int, packed: int, bits: int) -> bytes:
+    """A switch as both links send it: the tuple number ``switch`` the values apply from (6
+    bytes) and the ``packed`` values (``bits`` wide, :meth:`nfacep.settings.ParamValues.packed`,
+    padded to bytes); little-endian. The UDP link's PARAMS body."""
+    if not 0 <= switch < 1 << 8 * SWITCH_BYTES:
+        raise ValueError(f"a switch at tuple {switch} does not fit {8 * SWITCH_BYTES} bits")
+    return switch.to_bytes(SWITCH_BYTES, "little") + packed.to_bytes(params_bytes(bits), "little")
+
+
+def engine_id(nfa, params) -> int:
+    """A 32-bit fingerprint of the engine a query file and :class:`~nfacep.params.EngineParams`
+    describe: the board reports the one it was built with, the host checks it against its own.
+    """
+    from nfacep.wire import field_slices, record_format
+
+    desc = {
+        "version": FINGERPRINT_VERSION,
+        "nfa": nfa.dump(),
+        "tuple": field_slices(nfa.program.schema),
+        "record": [list(f) for f in record_format(nfa).fields],
+        "queries": [[q.name, q.index] for q in nfa.queries],
+        "partition_field": nfa.program.partition_field,
+        "parameters": params.as_dict(),
+    }
+    return zlib.crc32(json.dumps(desc, sort_keys=True).encode())
