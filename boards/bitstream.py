@@ -838,8 +838,9 @@ def _timing_message(flow: FlowResult) -> str:
 
 def _check_uart(platform, board_mhz: float, baud: int) -> None:
     """A :class:`UsageError` when the board has no USB UART or cannot make ``baud``."""
+    from nfacep.hdl.uart.rx import BaudError, divisor
+
     from .link.top import NoUartError, check_board
-    from .link.uart import BaudError, divisor
 
     try:
         check_board(platform)
@@ -887,9 +888,10 @@ def _top(link: str, engine, board_mhz: float, baud: int, udp=None):
             "engine_id": f"{top.top.engine_id:08x}",
             "note": note,
         }, top
+    from nfacep.hdl.uart.rx import divisor
+
     from .link.protocol import engine_id
     from .link.top import UartBoardTop
-    from .link.uart import divisor
 
     div = divisor(board_mhz * 1e6, baud)
     top = UartBoardTop(engine, clk_hz=board_mhz * 1e6, baud=baud)

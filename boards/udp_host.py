@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from nfacep import wire
 from nfacep.errors import UsageError
+from nfacep.hdl.eth.headers import MAX_PAYLOAD
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
@@ -62,7 +63,6 @@ from .link.eth.payload import (
     decode_header,
     packet,
 )
-from .link.eth.tx import MAX_PAYLOAD
 from .link.protocol import decode_fields, fields_size, switch_body
 
 __all__ = [

@@ -24,9 +24,11 @@ from streams import stream_get, stream_put
 from uart_tx import UartTx
 
 from nfacep.boards.link import protocol
-from nfacep.boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
 from nfacep.boards.link.protocol import FrameType, encode
-from nfacep.boards.link.uart import BaudError, UartRx, divisor
+from nfacep.hdl.stream import PacketQueue, TupleGatherer
+from nfacep.hdl.uart.deframer import Deframer
+from nfacep.hdl.uart.framer import Framer
+from nfacep.hdl.uart.rx import BaudError, UartRx, divisor
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -197,13 +199,13 @@ def test_uart_rx_holds_a_byte_until_taken_and_counts_overruns():
 
 
 class _Receiver(wiring.Component):
-    """Deframer ▸ FrameBuffer ▸ TupleAssembler, fed bytes directly."""
+    """Deframer ▸ PacketQueue ▸ TupleGatherer, fed bytes directly."""
 
     def __init__(self, layout, capacity, timeout):
         self.layout = layout
         self.deframer = Deframer((layout.size + 7) // 8, capacity, timeout)
-        self.buffer = FrameBuffer(capacity)
-        self.assembler = TupleAssembler(layout)
+        self.buffer = PacketQueue(capacity)
+        self.assembler = TupleGatherer(layout, overlap=False)
         super().__init__(
             {
                 "i_stream": wiring.In(stream.Signature(8)),

@@ -18,7 +18,7 @@ to the prediction (their sum: every burst sent, once), ``tuples``, ``next_seq``,
 the expected ``seq`` is then accepted. Every frame the board sent must be well-formed (FCS,
 no ``tx_er``, headers), its UDP packets numbered without a gap.
 
-Every burst counts once, however short: the receive MAC (``MacRx``, ``boards/link/eth/rx.py``)
+Every burst counts once, however short: the receive MAC (``MacRx``, ``hdl/eth/mac.py``)
 ends every burst of ``rx_dv`` in exactly one verdict. A burst without the start delimiter
 (``0xD5``) is a ``bad_fcs`` whatever its length (its size is not checked), so a burst of one
 byte is a ``bad_fcs``, or a ``bad_size`` when that byte is the delimiter (a frame of no bytes).

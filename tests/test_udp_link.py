@@ -25,7 +25,8 @@ from amaranth.sim import Simulator
 
 from nfacep.boards.link.eth import payload as udp
 from nfacep.boards.link.eth.payload import Endpoint, PacketType
-from nfacep.boards.link.eth.rx import EthRx, FrameClass
+from nfacep.hdl.eth.link import EthRx
+from nfacep.hdl.eth.payload import FrameClass
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG_ENV = "NFACEP_UDP_BENCH"
@@ -320,7 +321,7 @@ def test_eth_rx_classifies_every_frame():
 def _link_verilog(path: pathlib.Path) -> None:
     from amaranth.back import verilog
 
-    from nfacep.boards.link.eth.link import UdpLink
+    from nfacep.hdl.eth.link import UdpLink
 
     link = UdpLink(
         data.StructLayout({"t": TUPLE_WIDTH}),
@@ -517,8 +518,8 @@ def _top_verilog(path: pathlib.Path) -> int:
     from amaranth.back import verilog
 
     from nfacep import compile_file
-    from nfacep.boards.link.eth.link import UdpTop
     from nfacep.hdl.engine import Engine
+    from nfacep.hdl.eth.link import UdpTop
     from nfacep.params import EngineParams
 
     engine = Engine(compile_file(MARATHON), EngineParams(partitions=PARTITIONS))
@@ -802,8 +803,8 @@ def test_udp_board_top_switches_parameters_icarus(tmp_path):
     from amaranth.back import verilog
 
     from nfacep import compile_file, wire
-    from nfacep.boards.link.eth.link import UdpTop
     from nfacep.hdl.engine import Engine
+    from nfacep.hdl.eth.link import UdpTop
     from nfacep.params import EngineParams
     from nfacep.settings import ParamValues
 
@@ -933,8 +934,9 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
     from amaranth.hdl import Module
     from amaranth.lib import wiring
 
-    from nfacep.boards.link.eth.link import COUNTERS
-    from nfacep.boards.link.eth.tx import MacTx, UdpTx
+    from nfacep.hdl.eth.link import COUNTERS
+    from nfacep.hdl.eth.mac import MacTx
+    from nfacep.hdl.eth.payload import UdpTx
     from nfacep.wire import RecordFormat
 
     layout = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})

@@ -17,10 +17,12 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.layout import params_layout
+from nfacep.hdl.stream import PacketQueue, TupleGatherer
+from nfacep.hdl.uart.deframer import Deframer
+from nfacep.hdl.uart.framer import COUNTED, Framer
+from nfacep.hdl.uart.rx import UartRx, divisor
 
-from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
 from .protocol import SWITCH_BYTES, VERSION, engine_id, params_bytes
-from .uart import UartRx, divisor
 
 __all__ = ["LED_MEANINGS", "NoUartError", "UartBoardTop", "UartLink", "UartTop", "check_board"]
 
@@ -43,8 +45,8 @@ class _Blocks(NamedTuple):
 
     rx: UartRx
     deframer: Deframer
-    buffer: FrameBuffer
-    assembler: TupleAssembler
+    buffer: PacketQueue
+    assembler: TupleGatherer
     framer: Framer
 
 
@@ -103,7 +105,7 @@ class UartLink(wiring.Component):
 
     Throughput is the UART's: ``baud / 10`` bytes per second each way. A tuple leaves
     ``o_stream`` a few cycles after its frame's CRC checked, and the stream waits for the engine.
-    The link counts what STATUS reports itself (:class:`~nfacep.boards.link.framing.Framer`):
+    The link counts what STATUS reports itself (:class:`~nfacep.hdl.uart.framer.Framer`):
     ``tuples`` are the tuples taken from ``o_stream``, ``matched`` and ``drops`` the records sent
     with a match or dropped; the engine's own counters are left unconnected (and so synthesised
     away).
@@ -119,7 +121,7 @@ class UartLink(wiring.Component):
     leds : ``Out(leds)``
     o_params : ``Out(stream.Signature(48 + 8 * ceil(params_bits / 8)))``
         With ``params_bits``: a switch, the tuple number in the low 48 bits and the values
-        above (:class:`~nfacep.boards.link.framing.Deframer`); to the engine's ``i_params``.
+        above (:class:`~nfacep.hdl.uart.deframer.Deframer`); to the engine's ``i_params``.
     param_values : ``In(params_bits)``
         With ``params_bits``: the engine's ``param_values``.
     """
@@ -191,7 +193,7 @@ class UartLink(wiring.Component):
         return tick, tick_period
 
     def _blocks(self, m, tick, tick_period) -> _Blocks:
-        """The link's blocks, joined: ``rx ▸ UartRx ▸ Deframer ▸ FrameBuffer ▸ TupleAssembler ▸
+        """The link's blocks, joined: ``rx ▸ UartRx ▸ Deframer ▸ PacketQueue ▸ TupleGatherer ▸
         o_stream`` and ``i_stream ▸ Framer ▸ tx``; RESET resets the buffer, the assembler and
         (``engine_reset``) the engine, and clears the framer's counters."""
         tuple_bytes = (self._tuple_layout.size + 7) // 8
@@ -203,8 +205,8 @@ class UartLink(wiring.Component):
         if tick_period > 1:
             m.d.comb += deframer.tick.eq(tick)
         reset = deframer.events.reset
-        buffer = FrameBuffer(self._capacity)
-        assembler = TupleAssembler(self._tuple_layout)
+        buffer = PacketQueue(self._capacity)
+        assembler = TupleGatherer(self._tuple_layout, overlap=False)
         m.submodules.buffer = ResetInserter(reset)(buffer)
         m.submodules.assembler = ResetInserter(reset)(assembler)
         m.submodules.framer = framer = Framer(

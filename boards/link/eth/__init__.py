@@ -3,7 +3,7 @@ in UDP packets.
 
 :mod:`~nfacep.boards.link.eth.payload` is the payload format and the Ethernet/IPv4/UDP framing
 in Python (the tests, the host and the software board model use it);
-:mod:`~nfacep.boards.link.eth.rx` the receive path (MAC, parser and filters, commit buffer,
-tuple gatherer); :mod:`~nfacep.boards.link.eth.link` the link component, its clock-domain
-crossing and counters. ``boards/UDP.md`` describes the link for users.
+:mod:`nfacep.hdl.eth` the gateware, layered as LiteEth's (MAC, ARP, IPv4, UDP, the payload)
+with the link component, its clock-domain crossing and counters. ``boards/UDP.md`` describes
+the link for users.
 """

@@ -34,7 +34,7 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from .link import UdpTop
+from nfacep.hdl.eth.link import UdpTop
 
 __all__ = [
     "RX_DELAY_TAPS",

@@ -14,12 +14,12 @@ import socket
 import threading
 
 from nfacep import reference, wire
+from nfacep.hdl.eth.headers import MAX_PAYLOAD
 from nfacep.params import EngineParams
 
 from ..model import ParamRegisters
 from ..protocol import SWITCH_BYTES, encode_fields, engine_id
 from .payload import FRAME_CLASSES, HEADER_BYTES, STATUS_FIELDS, VERSION, PacketType, packet
-from .tx import MAX_PAYLOAD
 
 __all__ = ["UdpBoardModel", "serve"]
 

@@ -1,127 +1,391 @@
-"""The UDP link's transmit path, in the engine's clock domain (the transmit clock, 125 MHz at
-1000 Mb/s)::
-
-    engine records ▸ record FIFO ▸ UdpTx (RECORDS, STATUS, ARP replies) ▸ MacTx ▸ GMII
-
-:class:`UdpTx` builds each frame from a header it loads whole into a shift register (the IPv4
-checksum computed the cycle before), then the body (records from the FIFO, or the STATUS
-fields snapshot at the frame's start), a byte per cycle with no pause; :class:`MacTx` adds the
-preamble, pads to the minimum length, appends the FCS and keeps the inter-frame gap.
+"""The nfacep payload layer of the UDP link (the format is :mod:`nfacep.boards.link.eth.payload`):
+:class:`RxParser` classifies each received frame and hands on the tuple bytes of TUPLES packets;
+:class:`UdpTx` sends RECORDS, STATUS and ARP replies.
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .payload import HEADER_BYTES, STATUS_FIELDS, VERSION, PacketType
-from .rx import FCS
+from nfacep.boards.link.eth.payload import (
+    FRAME_CLASSES,
+    HEADER_BYTES,
+    STATUS_FIELDS,
+    VERSION,
+    PacketType,
+)
+from nfacep.boards.link.protocol import SWITCH_BYTES
 
-__all__ = ["MAX_PAYLOAD", "MacTx", "UdpTx", "frame_byte"]
+from .headers import INDEX_BITS, MAX_PAYLOAD
+from .mac import frame_byte
 
-#: The layout of the bytes a MAC sends: the byte and whether it is the frame's last.
-frame_byte = data.StructLayout({"data": 8, "last": 1})
-#: The largest UDP payload in a 1,500-byte IP packet.
-MAX_PAYLOAD = 1500 - 20 - 8
+__all__ = ["EventKind", "FrameClass", "RxParser", "UdpTx", "event_layout"]
+
+#: The byte offsets of a frame (from the destination MAC address, no VLAN tag).
+ETH_TYPE, ARP_AT, IP_AT, UDP_AT = 12, 14, 14, 34
+PAYLOAD_AT = UDP_AT + 8
+DATA_AT = PAYLOAD_AT + HEADER_BYTES
 _ETH_IP_UDP = 14 + 20 + 8
-_IFG = 12
 
 
-class MacTx(wiring.Component):
-    """The transmit MAC: preamble and SFD, the frame's bytes (zero-padded to 60), the FCS
-    (:data:`~.rx.FCS`), then at least 12 idle cycles. GMII outputs come two registers after
-    the byte is taken.
+class FrameClass(enum.IntEnum, shape=4):
+    """A received frame's class (``FRAME_CLASSES`` of :mod:`nfacep.boards.link.eth.payload`, in
+    order)."""
 
-    ``i_stream`` must offer the frame's bytes back to back once its first is taken (it is not
-    waited for: a byte missing mid-frame ends the frame with ``tx_er``, so the receiver drops
-    it). ``busy`` is high from the first byte taken to the gap's end.
+    ACCEPTED = 0
+    BAD_SIZE = 1
+    BAD_FCS = 2
+    NOT_FOR_US = 3
+    IP_UNSUPPORTED = 4
+    BAD_IP_CHECKSUM = 5
+    IP_FRAGMENT = 6
+    BAD_UDP = 7
+    BAD_HEADER = 8
+    ENGINE_FULL = 9
+
+
+assert [c.name.lower() for c in FrameClass] == list(FRAME_CLASSES)
+
+
+class EventKind(enum.IntEnum, shape=3):
+    """What an accepted frame asks for."""
+
+    TUPLES = 0
+    STATUS_REQ = 1
+    RESET = 2
+    ARP = 3
+    PARAMS = 4
+
+
+def event_layout(params_bytes: int = 0) -> data.StructLayout:
+    """One received frame: its class and, when accepted, what it asks for and who sent it;
+    with ``params_bytes`` (bytes of the engine's runtime parameters), a PARAMS packet's body
+    (``switch``: the tuple number in the low 48 bits, the values above)."""
+    fields = {"cls": FrameClass, "kind": EventKind, "seq": 32, "mac": 48, "ip": 32, "port": 16}
+    if params_bytes:
+        fields["switch"] = 8 * (SWITCH_BYTES + params_bytes)
+    return data.StructLayout(fields)
+
+
+def _octets(value: int, n: int) -> list[int]:
+    return list(value.to_bytes(n, "big"))
+
+
+class RxParser(wiring.Component):
+    """Classifies the frames from a :class:`MacRx` and writes the tuple bytes of TUPLES
+    packets to a :class:`~nfacep.hdl.stream.PacketQueue`.
+
+    Byte by byte it checks the fixed-offset headers (Ethernet II; ARP, or IPv4 without options
+    with UDP; the payload header) against the board's addresses and accumulates the IPv4 header
+    sum. The bytes of the payload after its header go to ``write`` (no backpressure: the buffer
+    raises ``overflow`` when one does not fit) when the packet is a TUPLES one; at ``end`` the
+    frame's class (:data:`~nfacep.boards.link.eth.payload.FRAME_CLASSES`) is decided from
+    what was gathered (a cycle after ``end``: every test reads registers); a cycle later
+    ``commit`` or ``rollback`` pulses and ``event`` carries
+    the class and, for an accepted frame, its kind (:class:`EventKind`), its ``seq`` and the
+    sender's MAC, IP address and port.
 
     Members
     -------
-    i_stream : ``In(stream.Signature(frame_byte))``
-    txd : ``Out(8)``
-    tx_en, tx_er, busy : ``Out(1)``
+    valid, byte, index, end, fcs_ok, size_ok, length : ``In``
+        From :class:`MacRx`.
+    write : ``Out(stream.Signature(8))``
+        Always taken.
+    commit, rollback : ``Out(1)``
+    overflow : ``In(1)``
+    event : ``Out(stream.Signature(event_layout(params_bytes)))``
+        ``valid`` for one cycle per frame; ``ready`` is ignored (the events' FIFO is read
+        every cycle and frames are at least 84 cycles apart).
+
+    With ``params_bytes`` (the engine's runtime parameters' bytes; 0: a PARAMS packet is a
+    ``bad_header``), a PARAMS packet for this engine whose body is exactly the switch's tuple
+    number and the values (else ``bad_udp``) is accepted, its body in the event's ``switch``;
+    whether the engine takes it is decided after the crossing.
     """
 
-    def __init__(self):
+    def __init__(
+        self,
+        *,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        engine_id: int,
+        tuple_bytes: int,
+        params_bytes: int = 0,
+    ):
+        if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
+            raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
+        if tuple_bytes < 1:
+            raise ValueError("tuples must take at least one byte")
+        self._mac, self._ip, self._port = bytes(mac), bytes(ip), port
+        self._engine_id = engine_id & 0xFFFFFFFF
+        self._tuple_bytes = tuple_bytes
+        self._params_bytes = int(params_bytes)
         super().__init__(
             {
-                "i_stream": In(stream.Signature(frame_byte)),
-                "txd": Out(8),
-                "tx_en": Out(1),
-                "tx_er": Out(1),
-                "busy": Out(1),
+                "valid": In(1),
+                "byte": In(8),
+                "index": In(INDEX_BITS),
+                "end": In(1),
+                "fcs_ok": In(1),
+                "size_ok": In(1),
+                "length": In(INDEX_BITS),
+                "write": Out(stream.Signature(8)),
+                "commit": Out(1),
+                "rollback": Out(1),
+                "overflow": In(1),
+                "event": Out(stream.Signature(event_layout(self._params_bytes))),
             }
         )
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fcs = fcs = FCS.create()
-        count = Signal(range(max(_IFG, 64)))
-        error = Signal()
-        # the FSM's byte (comb), then two registered stages (timing: the byte comes through
-        # UdpTx's multiplexers): stage 1 feeds the FCS, stage 2 is GMII, the FCS's bytes put
-        # in there, when the FCS has taken every byte before them
-        txd, en, feed, fcs_slot = Signal(8), Signal(), Signal(), Signal()
-        txd1 = Signal(8, reset_less=True)
-        en1, feed1, fcs1 = Signal(), Signal(), Signal()
-        index1 = Signal(2, reset_less=True)
-        m.d.sync += [
-            txd1.eq(txd),
-            en1.eq(en),
-            feed1.eq(feed),
-            fcs1.eq(fcs_slot),
-            index1.eq(count[:2]),
+        byte = self.byte
+        cases: dict[int, list] = {}
+
+        def at(offset, *statements):
+            cases.setdefault(offset, []).extend(statements)
+
+        def match(flag, offset, expected: list[int], *, alt=None):
+            """``flag``: the bytes from ``offset`` are ``expected`` (or ``alt``)."""
+            for k, value in enumerate(expected):
+                hit = byte == value if alt is None else (byte == value) | (byte == alt[k])
+                at(offset + k, flag.eq(hit if k == 0 else flag & hit))
+
+        def capture(reg, offset, n, *, little=False):
+            for k in range(n):
+                j = k if little else n - 1 - k
+                at(offset + k, reg[8 * j : 8 * j + 8].eq(byte))
+
+        # Ethernet
+        mac_ok, bcast = Signal(), Signal()
+        match(mac_ok, 0, list(self._mac))
+        match(bcast, 0, [0xFF] * 6)
+        peer_mac = Signal(48, reset_less=True)
+        capture(peer_mac, 6, 6)
+        ethertype = Signal(16, reset_less=True)
+        capture(ethertype, ETH_TYPE, 2)
+        is_arp = ethertype == 0x0806
+        is_ip = ethertype == 0x0800
+        # ARP: a request for our address from an Ethernet/IPv4 station
+        arp_ok, arp_tpa = Signal(), Signal()
+        match(arp_ok, ARP_AT, [0, 1, 8, 0, 6, 4, 0, 1])
+        match(arp_tpa, ARP_AT + 24, list(self._ip))
+        peer_ip = Signal(32, reset_less=True)  # the sender: ARP's SPA, IPv4's source
+        for k in range(4):
+            j = 8 * (3 - k)
+            at(IP_AT + 12 + k, peer_ip[j : j + 8].eq(Mux(is_ip, byte, peer_ip[j : j + 8])))
+            at(ARP_AT + 14 + k, peer_ip[j : j + 8].eq(Mux(is_arp, byte, peer_ip[j : j + 8])))
+        # IPv4
+        ver_ihl = Signal(8, reset_less=True)
+        capture(ver_ihl, IP_AT, 1)
+        ip_length = Signal(16, reset_less=True)
+        capture(ip_length, IP_AT + 2, 2)
+        fragment = Signal(16, reset_less=True)
+        capture(fragment, IP_AT + 6, 2)
+        proto = Signal(8, reset_less=True)
+        capture(proto, IP_AT + 9, 1)
+        ip_ok = Signal()
+        match(ip_ok, IP_AT + 16, list(self._ip))
+        high = Signal(8, reset_less=True)
+        total = Signal(20, reset_less=True)  # the IPv4 header's 10 words, summed
+        for k in range(0, 20, 2):
+            at(IP_AT + k, high.eq(byte))
+            at(IP_AT + k + 1, total.eq((0 if k == 0 else total) + Cat(byte, high)))
+        # UDP
+        peer_port = Signal(16, reset_less=True)
+        capture(peer_port, UDP_AT, 2)
+        port_ok = Signal()
+        match(port_ok, UDP_AT + 2, _octets(self._port, 2))
+        udp_length = Signal(16, reset_less=True)
+        capture(udp_length, UDP_AT + 4, 2)
+        # the payload's header
+        version_ok = Signal()
+        match(version_ok, PAYLOAD_AT, [VERSION])
+        ptype = Signal(8, reset_less=True)
+        capture(ptype, PAYLOAD_AT + 1, 1)
+        seq = Signal(32, reset_less=True)
+        capture(seq, PAYLOAD_AT + 4, 4, little=True)
+        engine_ok = Signal()
+        match(engine_ok, PAYLOAD_AT + 8, list(self._engine_id.to_bytes(4, "little")))
+        # a PARAMS packet's body
+        pb = self._params_bytes
+        switch = Signal(8 * (SWITCH_BYTES + pb), reset_less=True) if pb else None
+        if pb:
+            capture(switch, DATA_AT, SWITCH_BYTES + pb, little=True)
+        is_params = (ptype == PacketType.PARAMS) if pb else Const(0)
+
+        # the tuple bytes: from DATA_AT to the UDP payload's end (counted down: timing)
+        data_phase = Signal(reset_less=True)
+        data_left = Signal(16, reset_less=True)
+        at(DATA_AT - 1, data_phase.eq(1))
+        at(
+            UDP_AT + 6,
+            data_left.eq(Mux(udp_length >= 8 + HEADER_BYTES, udp_length - (8 + HEADER_BYTES), 0)),
+        )
+        tb = self._tuple_bytes
+        phase = Signal(range(tb), reset_less=True)
+        some = Signal(reset_less=True)  # at least one tuple byte
+        in_data = Signal()
+        is_tuples = ptype == PacketType.TUPLES
+        at(0, some.eq(0), phase.eq(0))
+        m.d.comb += [
+            in_data.eq(self.valid & data_phase & (data_left != 0)),
+            self.write.valid.eq(in_data & is_tuples),
+            self.write.payload.eq(byte),
         ]
-        m.d.comb += [fcs.data.eq(txd1), fcs.valid.eq(feed1)]
-        m.d.sync += [
-            self.txd.eq(Mux(fcs1, fcs.crc.word_select(index1, 8), txd1)),
-            self.tx_en.eq(en1),
-            self.tx_er.eq(en1 & error),
+        with m.If(in_data):
+            m.d.sync += [
+                some.eq(1),
+                phase.eq(Mux(phase == tb - 1, 0, phase + 1)),
+                data_left.eq(data_left - 1),
+            ]
+        with m.If(self.end):  # (a frame shorter than its UDP length ends its data here)
+            m.d.sync += data_phase.eq(0)
+
+        # IPv4 and UDP tests, registered as soon as their fields are in (timing)
+        sum1 = Signal(17, reset_less=True)  # the sum folded once, then twice
+        at(UDP_AT, sum1.eq(total[:16] + total[16:]))
+        checksum_ok = Signal(reset_less=True)
+        at(UDP_AT + 1, checksum_ok.eq((sum1[:16] + sum1[16])[:16] == 0xFFFF))
+        ip_end = Signal(17, reset_less=True)
+        at(IP_AT + 4, ip_end.eq(ip_length + IP_AT))
+        header_end = 8 + HEADER_BYTES
+        udp_ok, command_ok = Signal(reset_less=True), Signal(reset_less=True)
+        params_ok = Signal(reset_less=True)
+        at(
+            UDP_AT + 6,
+            udp_ok.eq((udp_length + 20 == ip_length) & (udp_length >= header_end)),
+            command_ok.eq(udp_length == header_end),
+            params_ok.eq(udp_length == header_end + SWITCH_BYTES + pb),
+        )
+
+        # what the headers say, decided at the first byte after them (timing)
+        header_cls = Signal(FrameClass, reset_less=True)
+        header_kind = Signal(EventKind, reset_less=True)
+        early = Signal(reset_less=True)  # decided before the UDP length: nothing overrides it
+        cls_h, kind_h, early_h = self._header_class(m, locals())
+        at(DATA_AT + 1, header_cls.eq(cls_h), header_kind.eq(kind_h), early.eq(early_h))
+
+        with m.If(self.valid), m.Switch(self.index):
+            for offset in sorted(cases):
+                with m.Case(offset):
+                    m.d.sync += cases[offset]
+
+        # the verdict, a cycle after the frame's end, from registers only
+        verdict = Signal()
+        fcs_ok, size_ok, truncated = (Signal(reset_less=True) for _ in range(3))
+        m.d.sync += verdict.eq(self.end)
+        with m.If(self.end):
+            m.d.sync += [
+                fcs_ok.eq(self.fcs_ok),
+                size_ok.eq(self.size_ok),
+                truncated.eq(ip_end > self.length),
+            ]
+        cls, kind = self._verdict(m, locals())
+        ev = self.event
+        m.d.sync += ev.valid.eq(verdict)
+        with m.If(verdict):
+            m.d.sync += [
+                ev.payload.cls.eq(cls),
+                ev.payload.kind.eq(kind),
+                ev.payload.seq.eq(seq),
+                ev.payload.mac.eq(peer_mac),
+                ev.payload.ip.eq(peer_ip),
+                ev.payload.port.eq(peer_port),
+            ]
+            if pb:
+                m.d.sync += ev.payload.switch.eq(switch)
+        # (from the event's registers: timing)
+        accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & (
+            ev.payload.kind == EventKind.TUPLES
+        )
+        m.d.comb += [
+            self.commit.eq(ev.valid & accept_tuples),
+            self.rollback.eq(ev.valid & ~accept_tuples),
         ]
-        i = self.i_stream
-        with m.FSM(name="mac_tx") as fsm:
-            with m.State("IDLE"):
-                m.d.sync += [count.eq(0), error.eq(0)]
-                with m.If(i.valid):
-                    m.next = "PREAMBLE"
-            with m.State("PREAMBLE"):
-                m.d.comb += [en.eq(1), txd.eq(Mux(count == 7, 0xD5, 0x55)), fcs.start.eq(1)]
-                m.d.sync += count.eq(count + 1)
-                with m.If(count == 7):
-                    m.d.sync += count.eq(0)
-                    m.next = "DATA"
-            with m.State("DATA"):
-                m.d.comb += [en.eq(1), i.ready.eq(1), txd.eq(i.payload.data), feed.eq(1)]
-                m.d.sync += count.eq(Mux(count == 63, 63, count + 1))
-                with m.If(~i.valid):
-                    m.d.sync += error.eq(1)
-                with m.If(~i.valid | i.payload.last):
-                    with m.If(count >= 59):  # 60 bytes with this one
-                        m.d.sync += count.eq(0)
-                        m.next = "FCS"
-                    with m.Else():
-                        m.next = "PAD"
-            with m.State("PAD"):
-                m.d.comb += [en.eq(1), txd.eq(0), feed.eq(1)]
-                m.d.sync += count.eq(count + 1)
-                with m.If(count == 59):
-                    m.d.sync += count.eq(0)
-                    m.next = "FCS"
-            with m.State("FCS"):
-                m.d.comb += [en.eq(1), fcs_slot.eq(1)]
-                m.d.sync += count.eq(count + 1)
-                with m.If(count == 3):
-                    m.d.sync += count.eq(0)
-                    m.next = "GAP"
-            with m.State("GAP"):
-                m.d.sync += count.eq(count + 1)
-                with m.If(count == _IFG - 2):
-                    m.next = "IDLE"
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | en1)
         return m
+
+    def _header_class(self, m, f):
+        """The class the headers give (``f``: the parser's locals), what the frame asks for,
+        and whether the class is decided before the UDP length test."""
+        ptype = f["ptype"]
+        command = (ptype == PacketType.STATUS_REQ) | (ptype == PacketType.RESET)
+        cls = Signal(FrameClass)
+        kind = Signal(EventKind)
+        early = Signal()
+        C = FrameClass
+        with m.If(ptype == PacketType.STATUS_REQ):
+            m.d.comb += kind.eq(EventKind.STATUS_REQ)
+        with m.Elif(ptype == PacketType.RESET):
+            m.d.comb += kind.eq(EventKind.RESET)
+        with m.Elif(f["is_params"]):
+            m.d.comb += kind.eq(EventKind.PARAMS)
+        m.d.comb += early.eq(1)
+        with m.If(~f["mac_ok"] & ~f["bcast"]):
+            m.d.comb += cls.eq(C.NOT_FOR_US)
+        with m.Elif(f["is_arp"]):
+            m.d.comb += [
+                cls.eq(Mux(f["arp_ok"] & f["arp_tpa"], C.ACCEPTED, C.NOT_FOR_US)),
+                kind.eq(EventKind.ARP),
+            ]
+        with m.Elif(~f["is_ip"] | ~f["ip_ok"] | (f["proto"] != 17)):
+            m.d.comb += cls.eq(C.NOT_FOR_US)
+        with m.Elif(f["ver_ihl"] != 0x45):
+            m.d.comb += cls.eq(C.IP_UNSUPPORTED)
+        with m.Elif(~f["checksum_ok"]):
+            m.d.comb += cls.eq(C.BAD_IP_CHECKSUM)
+        with m.Elif(f["fragment"][:14] != 0):  # more fragments, or an offset
+            m.d.comb += cls.eq(C.IP_FRAGMENT)
+        with m.Elif(~f["port_ok"]):
+            m.d.comb += cls.eq(C.NOT_FOR_US)
+        with m.Else():
+            m.d.comb += early.eq(0)
+            with m.If(~f["udp_ok"]):
+                m.d.comb += cls.eq(C.BAD_UDP)
+            with m.Elif(
+                ~f["version_ok"]
+                | ~(f["is_tuples"] | command | f["is_params"])
+                | ((f["is_tuples"] | f["is_params"]) & ~f["engine_ok"])
+            ):
+                m.d.comb += cls.eq(C.BAD_HEADER)
+            with m.Else():
+                m.d.comb += cls.eq(C.ACCEPTED)
+        return cls, kind, early
+
+    def _verdict(self, m, f):
+        """The frame's class and kind at its end, from registers: the headers' class
+        (:meth:`_header_class`), the MAC's verdict, the length and the tuple data."""
+        C = FrameClass
+        cls = Signal(FrameClass)
+        command = (f["header_kind"] == EventKind.STATUS_REQ) | (f["header_kind"] == EventKind.RESET)
+        with m.If(~f["size_ok"]):
+            m.d.comb += cls.eq(C.BAD_SIZE)
+        with m.Elif(~f["fcs_ok"]):
+            m.d.comb += cls.eq(C.BAD_FCS)
+        with m.Elif(f["early"]):
+            m.d.comb += cls.eq(f["header_cls"])
+        with m.Elif(f["truncated"]):
+            m.d.comb += cls.eq(C.BAD_UDP)
+        with m.Elif(f["header_cls"] != C.ACCEPTED):
+            m.d.comb += cls.eq(f["header_cls"])
+        params = f["header_kind"] == EventKind.PARAMS
+        with m.Elif(
+            Mux(
+                command,
+                ~f["command_ok"],
+                Mux(params, ~f["params_ok"], ~f["some"] | (f["phase"] != 0)),
+            )
+        ):
+            m.d.comb += cls.eq(C.BAD_UDP)
+        with m.Elif(~command & ~params & self.overflow):
+            m.d.comb += cls.eq(C.ENGINE_FULL)
+        with m.Else():
+            m.d.comb += cls.eq(C.ACCEPTED)
+        return cls, f["header_kind"]
 
 
 def _be(value: Value, n: int) -> list[Value]:

@@ -1,5 +1,5 @@
 """The UDP link as one component in the engine's clock domain: the receive path
-(:mod:`~.rx`) in the receive clock's domain, crossed with :class:`amaranth.lib.fifo.AsyncFIFO`;
+(:class:`EthRx`) in the receive clock's domain, crossed with :class:`amaranth.lib.fifo.AsyncFIFO`;
 the counters, the packet sequence check and the requests in the engine's.
 """
 
@@ -19,14 +19,14 @@ from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from nfacep.hdl.queue import StreamQueue
+from nfacep.boards.link.eth.payload import FRAME_CLASSES
+from nfacep.boards.link.protocol import SWITCH_BYTES, params_bytes
 
-from ..protocol import SWITCH_BYTES, params_bytes
-from .payload import FRAME_CLASSES
-from .rx import EthRx, EventKind, event_layout
-from .tx import MacTx, UdpTx
+from ..stream import PacketQueue, StreamQueue, TupleGatherer
+from .mac import MacRx, MacTx
+from .payload import EventKind, RxParser, UdpTx, event_layout
 
-__all__ = ["CAPACITY", "COUNTERS", "UdpLink", "UdpTop"]
+__all__ = ["CAPACITY", "COUNTERS", "EthRx", "UdpLink", "UdpTop"]
 
 #: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
 COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late", *FRAME_CLASSES)
@@ -34,6 +34,74 @@ COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late", 
 CAPACITY = 4096
 #: Tuples the clock-domain crossing holds.
 TUPLE_FIFO_DEPTH = 16
+
+
+class EthRx(wiring.Component):
+    """``MacRx ▸ RxParser ▸ PacketQueue ▸ TupleGatherer``, in one clock domain (the receive
+    clock's, renamed by the user): GMII in, tuples (raw bits) and one event per frame out.
+
+    Members
+    -------
+    rxd, rx_dv, rx_er : ``In``
+    o_stream : ``Out(stream.Signature(tuple_width))``
+    event : ``Out(stream.Signature(event_layout()))``
+    empty : ``Out(1)``
+        Nothing committed waits in the buffer or the gatherer.
+    """
+
+    def __init__(
+        self,
+        *,
+        tuple_width: int,
+        capacity: int,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        engine_id: int,
+        params_bytes: int = 0,
+    ):
+        self._tuple_width = tuple_width
+        self._capacity = capacity
+        self._addresses = {
+            "mac": mac,
+            "ip": ip,
+            "port": port,
+            "engine_id": engine_id,
+            "params_bytes": params_bytes,
+        }
+        super().__init__(
+            {
+                "rxd": In(8),
+                "rx_dv": In(1),
+                "rx_er": In(1),
+                "o_stream": Out(stream.Signature(tuple_width)),
+                "event": Out(stream.Signature(event_layout(params_bytes))),
+                "empty": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mac = mac = MacRx()
+        m.submodules.parser = parser = RxParser(
+            tuple_bytes=(self._tuple_width + 7) // 8, **self._addresses
+        )
+        m.submodules.buffer = buffer = PacketQueue(self._capacity)
+        m.submodules.gatherer = gatherer = TupleGatherer(self._tuple_width)
+        m.d.comb += [mac.rxd.eq(self.rxd), mac.rx_dv.eq(self.rx_dv), mac.rx_er.eq(self.rx_er)]
+        for name in ("valid", "byte", "index", "end", "fcs_ok", "size_ok", "length"):
+            m.d.comb += getattr(parser, name).eq(getattr(mac, name))
+        wiring.connect(m, parser.write, buffer.i_stream)
+        m.d.comb += [
+            buffer.commit.eq(parser.commit),
+            buffer.rollback.eq(parser.rollback),
+            parser.overflow.eq(buffer.overflow),
+        ]
+        wiring.connect(m, buffer.o_stream, gatherer.i_stream)
+        wiring.connect(m, gatherer.o_stream, wiring.flipped(self.o_stream))
+        wiring.connect(m, parser.event, wiring.flipped(self.event))
+        m.d.comb += self.empty.eq(buffer.empty & ~gatherer.o_stream.valid)
+        return m
 
 
 class UdpLink(wiring.Component):
@@ -65,7 +133,7 @@ class UdpLink(wiring.Component):
     txd, tx_en, tx_er : ``Out``
         GMII, transmit side, clocked by ``sync``.
     i_stream : ``In(stream.Signature(record_layout))``
-        The engine's records, sent in RECORDS packets (:class:`~.tx.UdpTx`).
+        The engine's records, sent in RECORDS packets (:class:`~.payload.UdpTx`).
     engine_reset : ``Out(1)``
         Pulses with an accepted RESET: reset the engine with it.
     counters : ``Out(...)``
@@ -334,9 +402,8 @@ class UdpTop(wiring.Component):
         capacity: int = CAPACITY,
         flush: int = 1024,
     ):
+        from nfacep.boards.link.protocol import engine_id
         from nfacep.hdl.layout import params_layout
-
-        from ..protocol import engine_id
 
         self._engine = engine
         self._engine_id = engine_id(engine.nfa, engine.params)
