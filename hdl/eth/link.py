@@ -11,6 +11,7 @@ from amaranth.hdl import (
     ClockSignal,
     DomainRenamer,
     Module,
+    Mux,
     ResetSignal,
     Signal,
 )
@@ -23,8 +24,11 @@ from nfacep.boards.link.eth.payload import FRAME_CLASSES
 from nfacep.boards.link.protocol import SWITCH_BYTES, params_bytes
 
 from ..stream import PacketQueue, StreamQueue, TupleGatherer
-from .mac import MacRx, MacTx
-from .payload import EventKind, RxParser, UdpTx, event_layout
+from .arp import ArpRx
+from .ipv4 import Ipv4Rx
+from .mac import EthernetRx, MacRx, MacTx
+from .payload import EventKind, PayloadRx, UdpTx, event_layout
+from .udp import UdpRx
 
 __all__ = ["CAPACITY", "COUNTERS", "EthRx", "UdpLink", "UdpTop"]
 
@@ -37,8 +41,15 @@ TUPLE_FIFO_DEPTH = 16
 
 
 class EthRx(wiring.Component):
-    """``MacRx ▸ RxParser ▸ PacketQueue ▸ TupleGatherer``, in one clock domain (the receive
-    clock's, renamed by the user): GMII in, tuples (raw bits) and one event per frame out.
+    """The receive path, in one clock domain (the receive clock's, renamed by the user): GMII
+    in, tuples (raw bits) and one event per frame out::
+
+        MacRx ▸ EthernetRx ▸ ArpRx, Ipv4Rx ▸ UdpRx ▸ PayloadRx ▸ PacketQueue ▸ TupleGatherer
+
+    Every layer reads the bytes :class:`~.mac.MacRx` hands on at its header's offset and what
+    the layer below found; :class:`~.payload.PayloadRx` classifies the frame from all of it.
+    Nothing here can stall the line: a frame whose tuples do not fit the queue is dropped
+    whole and counted (``engine_full``).
 
     Members
     -------
@@ -46,7 +57,7 @@ class EthRx(wiring.Component):
     o_stream : ``Out(stream.Signature(tuple_width))``
     event : ``Out(stream.Signature(event_layout()))``
     empty : ``Out(1)``
-        Nothing committed waits in the buffer or the gatherer.
+        Nothing committed waits in the queue or the gatherer.
     """
 
     def __init__(
@@ -60,13 +71,14 @@ class EthRx(wiring.Component):
         engine_id: int,
         params_bytes: int = 0,
     ):
+        if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
+            raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
         self._tuple_width = tuple_width
         self._capacity = capacity
-        self._addresses = {
-            "mac": mac,
-            "ip": ip,
-            "port": port,
+        self._mac, self._ip, self._port = bytes(mac), bytes(ip), port
+        self._payload_args = {
             "engine_id": engine_id,
+            "tuple_bytes": (tuple_width + 7) // 8,
             "params_bytes": params_bytes,
         }
         super().__init__(
@@ -83,25 +95,62 @@ class EthRx(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.mac = mac = MacRx()
-        m.submodules.parser = parser = RxParser(
-            tuple_bytes=(self._tuple_width + 7) // 8, **self._addresses
-        )
+        m.d.comb += [mac.rxd.eq(self.rxd), mac.rx_dv.eq(self.rx_dv), mac.rx_er.eq(self.rx_er)]
+        m.submodules.ethernet = ethernet = EthernetRx(self._mac)
+        m.submodules.arp = arp = ArpRx(self._ip)
+        m.submodules.ipv4 = ip = Ipv4Rx(self._ip)
+        m.submodules.udp = udp = UdpRx(self._port)
+        m.submodules.payload = payload = PayloadRx(**self._payload_args)
+        for layer in (ethernet, arp, ip, udp, payload):
+            m.d.comb += [
+                layer.frame.valid.eq(mac.valid),
+                layer.frame.byte.eq(mac.byte),
+                layer.frame.index.eq(mac.index),
+            ]
+        for name in ("end", "fcs_ok", "size_ok", "length"):
+            m.d.comb += getattr(payload, name).eq(getattr(mac, name))
+        ethertype = ethernet.fields.ethertype
+        m.d.comb += [
+            arp.ethertype.eq(ethertype),
+            ip.ethertype.eq(ethertype),
+            udp.protocol.eq(ip.fields.protocol),
+            udp.ip_length.eq(ip.fields.length),
+        ]
+        lower = payload.lower
+        m.d.comb += [
+            lower.for_us.eq(ethernet.for_us),
+            lower.arp.eq(arp.is_arp),
+            lower.arp_request.eq(arp.request),
+            lower.ip_for_us.eq(ip.for_us),
+            lower.ip_supported.eq(ip.supported),
+            lower.ip_checksum_ok.eq(ip.checksum_ok),
+            lower.ip_fragment.eq(ip.fragment),
+            lower.ip_end.eq(ip.end),
+            lower.udp.eq(udp.is_udp),
+            lower.port_ok.eq(udp.port_ok),
+            lower.udp_length_ok.eq(udp.length_ok),
+            lower.udp_length.eq(udp.fields.length),
+            lower.mac.eq(ethernet.fields.src),
+            lower.ip.eq(Mux(arp.is_arp, arp.fields.spa, ip.fields.src)),
+            lower.port.eq(udp.fields.src_port),
+        ]
+        self._buffer(m, payload)
+        return m
+
+    def _buffer(self, m, payload):
+        """The tuple bytes of accepted TUPLES packets, queued and gathered into tuples."""
         m.submodules.buffer = buffer = PacketQueue(self._capacity)
         m.submodules.gatherer = gatherer = TupleGatherer(self._tuple_width)
-        m.d.comb += [mac.rxd.eq(self.rxd), mac.rx_dv.eq(self.rx_dv), mac.rx_er.eq(self.rx_er)]
-        for name in ("valid", "byte", "index", "end", "fcs_ok", "size_ok", "length"):
-            m.d.comb += getattr(parser, name).eq(getattr(mac, name))
-        wiring.connect(m, parser.write, buffer.i_stream)
+        wiring.connect(m, payload.write, buffer.i_stream)
         m.d.comb += [
-            buffer.commit.eq(parser.commit),
-            buffer.rollback.eq(parser.rollback),
-            parser.overflow.eq(buffer.overflow),
+            buffer.commit.eq(payload.commit),
+            buffer.rollback.eq(payload.rollback),
+            payload.overflow.eq(buffer.overflow),
         ]
         wiring.connect(m, buffer.o_stream, gatherer.i_stream)
         wiring.connect(m, gatherer.o_stream, wiring.flipped(self.o_stream))
-        wiring.connect(m, parser.event, wiring.flipped(self.event))
+        wiring.connect(m, payload.event, wiring.flipped(self.event))
         m.d.comb += self.empty.eq(buffer.empty & ~gatherer.o_stream.valid)
-        return m
 
 
 class UdpLink(wiring.Component):

@@ -1,6 +1,7 @@
-"""The nfacep payload layer of the UDP link (the format is :mod:`nfacep.boards.link.eth.payload`):
-:class:`RxParser` classifies each received frame and hands on the tuple bytes of TUPLES packets;
-:class:`UdpTx` sends RECORDS, STATUS and ARP replies.
+"""The nfacep payload layer of the UDP link, on top of UDP (the format is
+:mod:`nfacep.boards.link.eth.payload`): :class:`PayloadRx` classifies each received frame from
+what the layers below found and hands on the tuple bytes of TUPLES packets; :class:`UdpTx`
+sends RECORDS, STATUS and ARP replies, building the headers of the layers below.
 """
 
 from __future__ import annotations
@@ -19,16 +20,28 @@ from nfacep.boards.link.eth.payload import (
 )
 from nfacep.boards.link.protocol import SWITCH_BYTES
 
-from .headers import INDEX_BITS, MAX_PAYLOAD
+from . import arp, ipv4, udp
+from .headers import (
+    ARP,
+    ETHERNET,
+    ETHERTYPE_ARP,
+    ETHERTYPE_IPV4,
+    INDEX_BITS,
+    IPV4,
+    MAX_PAYLOAD,
+    PAYLOAD,
+    PROTOCOL_UDP,
+    UDP,
+    Header,
+)
 from .mac import frame_byte
+from .packet import Depacketizer, Packetizer, frame_signature, on_bytes, pack
 
-__all__ = ["EventKind", "FrameClass", "RxParser", "UdpTx", "event_layout"]
+__all__ = ["LOWER", "EventKind", "FrameClass", "PayloadRx", "UdpTx", "event_layout"]
 
-#: The byte offsets of a frame (from the destination MAC address, no VLAN tag).
-ETH_TYPE, ARP_AT, IP_AT, UDP_AT = 12, 14, 14, 34
-PAYLOAD_AT = UDP_AT + 8
-DATA_AT = PAYLOAD_AT + HEADER_BYTES
-_ETH_IP_UDP = 14 + 20 + 8
+#: Where the payload starts in a frame (no VLAN tag, no IPv4 options).
+PAYLOAD_AT = ETHERNET.length + IPV4.length + UDP.length
+assert PAYLOAD.length == HEADER_BYTES
 
 
 class FrameClass(enum.IntEnum, shape=4):
@@ -70,28 +83,72 @@ def event_layout(params_bytes: int = 0) -> data.StructLayout:
     return data.StructLayout(fields)
 
 
-def _octets(value: int, n: int) -> list[int]:
-    return list(value.to_bytes(n, "big"))
+#: What the layers below say about a received frame (:class:`~.link.EthRx` wires them): the
+#: Ethernet destination is ours or broadcast; an ARP packet, a request for our address; IPv4
+#: for our address, version 4 without options, its checksum, a fragment, where the packet
+#: ends; UDP, to our port, a length that fills the IPv4 packet, the length; the sender.
+LOWER = data.StructLayout(
+    {
+        "for_us": 1,
+        "arp": 1,
+        "arp_request": 1,
+        "ip_for_us": 1,
+        "ip_supported": 1,
+        "ip_checksum_ok": 1,
+        "ip_fragment": 1,
+        "ip_end": 17,
+        "udp": 1,
+        "port_ok": 1,
+        "udp_length_ok": 1,
+        "udp_length": 16,
+        "mac": 48,
+        "ip": 32,
+        "port": 16,
+    }
+)
 
 
-class RxParser(wiring.Component):
-    """Classifies the frames from a :class:`MacRx` and writes the tuple bytes of TUPLES
-    packets to a :class:`~nfacep.hdl.stream.PacketQueue`.
+class _Header:
+    """:class:`PayloadRx`'s registers for the frame being received and the tests on them."""
 
-    Byte by byte it checks the fixed-offset headers (Ethernet II; ARP, or IPv4 without options
-    with UDP; the payload header) against the board's addresses and accumulates the IPv4 header
-    sum. The bytes of the payload after its header go to ``write`` (no backpressure: the buffer
-    raises ``overflow`` when one does not fit) when the packet is a TUPLES one; at ``end`` the
-    frame's class (:data:`~nfacep.boards.link.eth.payload.FRAME_CLASSES`) is decided from
-    what was gathered (a cycle after ``end``: every test reads registers); a cycle later
-    ``commit`` or ``rollback`` pulses and ``event`` carries
-    the class and, for an accepted frame, its kind (:class:`EventKind`), its ``seq`` and the
-    sender's MAC, IP address and port.
+    def __init__(self, tuple_bytes: int):
+        self.ptype = Signal(8)  # (combinational) the payload header's fields
+        self.seq = Signal(32)
+        self.version_ok = Signal()
+        self.engine_ok = Signal()
+        # at the payload's start: its length fits the header, is a command's, a PARAMS'
+        self.long_enough = Signal(reset_less=True)
+        self.command_ok = Signal(reset_less=True)
+        self.params_ok = Signal(reset_less=True)
+        # the tuple data: at least one byte, the next byte's place in a tuple
+        self.some = Signal(reset_less=True)
+        self.phase = Signal(range(tuple_bytes), reset_less=True)
+        # what the headers say, decided at the second byte after them (timing); `early`: before
+        # the UDP length test, so that nothing overrides it
+        self.cls = Signal(FrameClass, reset_less=True)
+        self.kind = Signal(EventKind, reset_less=True)
+        self.early = Signal(reset_less=True)
+
+
+class PayloadRx(wiring.Component):
+    """Classifies the frames from a :class:`~.mac.MacRx`, with what the layers below found
+    (``lower``), and writes the tuple bytes of TUPLES packets to a
+    :class:`~nfacep.hdl.stream.PacketQueue`.
+
+    It reads the payload header (:data:`~.headers.PAYLOAD`) and counts the bytes after it; the
+    bytes of the payload after its header go to ``write`` (no backpressure: the queue raises
+    ``overflow`` when one does not fit) when the packet is a TUPLES one. At ``end`` the frame's
+    class (``FRAME_CLASSES`` of :mod:`nfacep.boards.link.eth.payload`) is decided from what was
+    gathered (a cycle after ``end``: every test reads registers); a cycle later ``commit`` or
+    ``rollback`` pulses and ``event`` carries the class and, for an accepted frame, its kind
+    (:class:`EventKind`), its ``seq`` and the sender's MAC, IP address and port.
 
     Members
     -------
-    valid, byte, index, end, fcs_ok, size_ok, length : ``In``
-        From :class:`MacRx`.
+    frame : ``In(frame_signature)``
+    end, fcs_ok, size_ok, length : ``In``
+        From :class:`~.mac.MacRx`.
+    lower : ``In(LOWER)``
     write : ``Out(stream.Signature(8))``
         Always taken.
     commit, rollback : ``Out(1)``
@@ -107,32 +164,22 @@ class RxParser(wiring.Component):
     """
 
     def __init__(
-        self,
-        *,
-        mac: bytes,
-        ip: bytes,
-        port: int,
-        engine_id: int,
-        tuple_bytes: int,
-        params_bytes: int = 0,
+        self, *, engine_id: int, tuple_bytes: int, params_bytes: int = 0, offset: int = PAYLOAD_AT
     ):
-        if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
-            raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
         if tuple_bytes < 1:
             raise ValueError("tuples must take at least one byte")
-        self._mac, self._ip, self._port = bytes(mac), bytes(ip), port
         self._engine_id = engine_id & 0xFFFFFFFF
         self._tuple_bytes = tuple_bytes
         self._params_bytes = int(params_bytes)
+        self._offset = offset
         super().__init__(
             {
-                "valid": In(1),
-                "byte": In(8),
-                "index": In(INDEX_BITS),
+                "frame": In(frame_signature),
                 "end": In(1),
                 "fcs_ok": In(1),
                 "size_ok": In(1),
                 "length": In(INDEX_BITS),
+                "lower": In(LOWER),
                 "write": Out(stream.Signature(8)),
                 "commit": Out(1),
                 "rollback": Out(1),
@@ -143,138 +190,12 @@ class RxParser(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        byte = self.byte
-        cases: dict[int, list] = {}
-
-        def at(offset, *statements):
-            cases.setdefault(offset, []).extend(statements)
-
-        def match(flag, offset, expected: list[int], *, alt=None):
-            """``flag``: the bytes from ``offset`` are ``expected`` (or ``alt``)."""
-            for k, value in enumerate(expected):
-                hit = byte == value if alt is None else (byte == value) | (byte == alt[k])
-                at(offset + k, flag.eq(hit if k == 0 else flag & hit))
-
-        def capture(reg, offset, n, *, little=False):
-            for k in range(n):
-                j = k if little else n - 1 - k
-                at(offset + k, reg[8 * j : 8 * j + 8].eq(byte))
-
-        # Ethernet
-        mac_ok, bcast = Signal(), Signal()
-        match(mac_ok, 0, list(self._mac))
-        match(bcast, 0, [0xFF] * 6)
-        peer_mac = Signal(48, reset_less=True)
-        capture(peer_mac, 6, 6)
-        ethertype = Signal(16, reset_less=True)
-        capture(ethertype, ETH_TYPE, 2)
-        is_arp = ethertype == 0x0806
-        is_ip = ethertype == 0x0800
-        # ARP: a request for our address from an Ethernet/IPv4 station
-        arp_ok, arp_tpa = Signal(), Signal()
-        match(arp_ok, ARP_AT, [0, 1, 8, 0, 6, 4, 0, 1])
-        match(arp_tpa, ARP_AT + 24, list(self._ip))
-        peer_ip = Signal(32, reset_less=True)  # the sender: ARP's SPA, IPv4's source
-        for k in range(4):
-            j = 8 * (3 - k)
-            at(IP_AT + 12 + k, peer_ip[j : j + 8].eq(Mux(is_ip, byte, peer_ip[j : j + 8])))
-            at(ARP_AT + 14 + k, peer_ip[j : j + 8].eq(Mux(is_arp, byte, peer_ip[j : j + 8])))
-        # IPv4
-        ver_ihl = Signal(8, reset_less=True)
-        capture(ver_ihl, IP_AT, 1)
-        ip_length = Signal(16, reset_less=True)
-        capture(ip_length, IP_AT + 2, 2)
-        fragment = Signal(16, reset_less=True)
-        capture(fragment, IP_AT + 6, 2)
-        proto = Signal(8, reset_less=True)
-        capture(proto, IP_AT + 9, 1)
-        ip_ok = Signal()
-        match(ip_ok, IP_AT + 16, list(self._ip))
-        high = Signal(8, reset_less=True)
-        total = Signal(20, reset_less=True)  # the IPv4 header's 10 words, summed
-        for k in range(0, 20, 2):
-            at(IP_AT + k, high.eq(byte))
-            at(IP_AT + k + 1, total.eq((0 if k == 0 else total) + Cat(byte, high)))
-        # UDP
-        peer_port = Signal(16, reset_less=True)
-        capture(peer_port, UDP_AT, 2)
-        port_ok = Signal()
-        match(port_ok, UDP_AT + 2, _octets(self._port, 2))
-        udp_length = Signal(16, reset_less=True)
-        capture(udp_length, UDP_AT + 4, 2)
-        # the payload's header
-        version_ok = Signal()
-        match(version_ok, PAYLOAD_AT, [VERSION])
-        ptype = Signal(8, reset_less=True)
-        capture(ptype, PAYLOAD_AT + 1, 1)
-        seq = Signal(32, reset_less=True)
-        capture(seq, PAYLOAD_AT + 4, 4, little=True)
-        engine_ok = Signal()
-        match(engine_ok, PAYLOAD_AT + 8, list(self._engine_id.to_bytes(4, "little")))
-        # a PARAMS packet's body
-        pb = self._params_bytes
-        switch = Signal(8 * (SWITCH_BYTES + pb), reset_less=True) if pb else None
-        if pb:
-            capture(switch, DATA_AT, SWITCH_BYTES + pb, little=True)
-        is_params = (ptype == PacketType.PARAMS) if pb else Const(0)
-
-        # the tuple bytes: from DATA_AT to the UDP payload's end (counted down: timing)
-        data_phase = Signal(reset_less=True)
-        data_left = Signal(16, reset_less=True)
-        at(DATA_AT - 1, data_phase.eq(1))
-        at(
-            UDP_AT + 6,
-            data_left.eq(Mux(udp_length >= 8 + HEADER_BYTES, udp_length - (8 + HEADER_BYTES), 0)),
-        )
-        tb = self._tuple_bytes
-        phase = Signal(range(tb), reset_less=True)
-        some = Signal(reset_less=True)  # at least one tuple byte
-        in_data = Signal()
-        is_tuples = ptype == PacketType.TUPLES
-        at(0, some.eq(0), phase.eq(0))
-        m.d.comb += [
-            in_data.eq(self.valid & data_phase & (data_left != 0)),
-            self.write.valid.eq(in_data & is_tuples),
-            self.write.payload.eq(byte),
-        ]
-        with m.If(in_data):
-            m.d.sync += [
-                some.eq(1),
-                phase.eq(Mux(phase == tb - 1, 0, phase + 1)),
-                data_left.eq(data_left - 1),
-            ]
-        with m.If(self.end):  # (a frame shorter than its UDP length ends its data here)
-            m.d.sync += data_phase.eq(0)
-
-        # IPv4 and UDP tests, registered as soon as their fields are in (timing)
-        sum1 = Signal(17, reset_less=True)  # the sum folded once, then twice
-        at(UDP_AT, sum1.eq(total[:16] + total[16:]))
-        checksum_ok = Signal(reset_less=True)
-        at(UDP_AT + 1, checksum_ok.eq((sum1[:16] + sum1[16])[:16] == 0xFFFF))
-        ip_end = Signal(17, reset_less=True)
-        at(IP_AT + 4, ip_end.eq(ip_length + IP_AT))
-        header_end = 8 + HEADER_BYTES
-        udp_ok, command_ok = Signal(reset_less=True), Signal(reset_less=True)
-        params_ok = Signal(reset_less=True)
-        at(
-            UDP_AT + 6,
-            udp_ok.eq((udp_length + 20 == ip_length) & (udp_length >= header_end)),
-            command_ok.eq(udp_length == header_end),
-            params_ok.eq(udp_length == header_end + SWITCH_BYTES + pb),
-        )
-
-        # what the headers say, decided at the first byte after them (timing)
-        header_cls = Signal(FrameClass, reset_less=True)
-        header_kind = Signal(EventKind, reset_less=True)
-        early = Signal(reset_less=True)  # decided before the UDP length: nothing overrides it
-        cls_h, kind_h, early_h = self._header_class(m, locals())
-        at(DATA_AT + 1, header_cls.eq(cls_h), header_kind.eq(kind_h), early.eq(early_h))
-
-        with m.If(self.valid), m.Switch(self.index):
-            for offset in sorted(cases):
-                with m.Case(offset):
-                    m.d.sync += cases[offset]
-
+        h = _Header(self._tuple_bytes)
+        switch = self._header(m, h)
+        self._data(m, h)
+        cls, kind, early = self._header_class(m, h)
+        data_at = self._offset + PAYLOAD.length
+        on_bytes(m, self.frame, {data_at + 1: [h.cls.eq(cls), h.kind.eq(kind), h.early.eq(early)]})
         # the verdict, a cycle after the frame's end, from registers only
         verdict = Signal()
         fcs_ok, size_ok, truncated = (Signal(reset_less=True) for _ in range(3))
@@ -283,21 +204,21 @@ class RxParser(wiring.Component):
             m.d.sync += [
                 fcs_ok.eq(self.fcs_ok),
                 size_ok.eq(self.size_ok),
-                truncated.eq(ip_end > self.length),
+                truncated.eq(self.lower.ip_end > self.length),
             ]
-        cls, kind = self._verdict(m, locals())
-        ev = self.event
+        cls = self._verdict(m, h, fcs_ok, size_ok, truncated)
+        ev, lower = self.event, self.lower
         m.d.sync += ev.valid.eq(verdict)
         with m.If(verdict):
             m.d.sync += [
                 ev.payload.cls.eq(cls),
-                ev.payload.kind.eq(kind),
-                ev.payload.seq.eq(seq),
-                ev.payload.mac.eq(peer_mac),
-                ev.payload.ip.eq(peer_ip),
-                ev.payload.port.eq(peer_port),
+                ev.payload.kind.eq(h.kind),
+                ev.payload.seq.eq(h.seq),
+                ev.payload.mac.eq(lower.mac),
+                ev.payload.ip.eq(lower.ip),
+                ev.payload.port.eq(lower.port),
             ]
-            if pb:
+            if self._params_bytes:
                 m.d.sync += ev.payload.switch.eq(switch)
         # (from the event's registers: timing)
         accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & (
@@ -309,10 +230,73 @@ class RxParser(wiring.Component):
         ]
         return m
 
-    def _header_class(self, m, f):
-        """The class the headers give (``f``: the parser's locals), what the frame asks for,
-        and whether the class is decided before the UDP length test."""
-        ptype = f["ptype"]
+    def _header(self, m, h):
+        """The payload header, its length tests (when the payload starts), and a PARAMS
+        packet's body (the switch, returned; None without ``params_bytes``)."""
+        m.submodules.header = header = Depacketizer(PAYLOAD, self._offset)
+        wiring.connect(m, wiring.flipped(self.frame), header.frame)
+        f = header.fields
+        m.d.comb += [
+            h.ptype.eq(f.type),
+            h.seq.eq(f.seq),
+            h.version_ok.eq(f.version == VERSION),
+            h.engine_ok.eq(f.engine_id == self._engine_id),
+        ]
+        udp_length, header_end = self.lower.udp_length, UDP.length + PAYLOAD.length
+        pb = self._params_bytes
+        tests = [
+            h.long_enough.eq(udp_length >= header_end),
+            h.command_ok.eq(udp_length == header_end),
+            h.params_ok.eq(udp_length == header_end + SWITCH_BYTES + pb),
+        ]
+        on_bytes(m, self.frame, {self._offset: tests})
+        if not pb:
+            return None
+        body = Header("switch", {"switch": SWITCH_BYTES + pb}, byteorder="little")
+        m.submodules.switch = switch = Depacketizer(body, self._offset + PAYLOAD.length)
+        wiring.connect(m, wiring.flipped(self.frame), switch.frame)
+        return switch.fields.switch
+
+    def _data(self, m, h):
+        """The bytes after the payload header to the UDP payload's end (counted down: timing):
+        to ``write`` for a TUPLES packet; whether there is one and whether whole tuples."""
+        data_at = self._offset + PAYLOAD.length
+        data_phase = Signal(reset_less=True)
+        data_left = Signal(16, reset_less=True)
+        header_end = UDP.length + PAYLOAD.length
+        udp_length = self.lower.udp_length
+        left = Mux(udp_length >= header_end, udp_length - header_end, 0)
+        on_bytes(
+            m,
+            self.frame,
+            {
+                0: [h.some.eq(0), h.phase.eq(0)],
+                self._offset: [data_left.eq(left)],
+                data_at - 1: [data_phase.eq(1)],
+            },
+        )
+        tb = self._tuple_bytes
+        in_data = Signal()
+        m.d.comb += [
+            in_data.eq(self.frame.valid & data_phase & (data_left != 0)),
+            self.write.valid.eq(in_data & (h.ptype == PacketType.TUPLES)),
+            self.write.payload.eq(self.frame.byte),
+        ]
+        with m.If(in_data):
+            m.d.sync += [
+                h.some.eq(1),
+                h.phase.eq(Mux(h.phase == tb - 1, 0, h.phase + 1)),
+                data_left.eq(data_left - 1),
+            ]
+        with m.If(self.end):  # (a frame shorter than its UDP length ends its data here)
+            m.d.sync += data_phase.eq(0)
+
+    def _header_class(self, m, h):
+        """The class the headers give, what the frame asks for, and whether the class is
+        decided before the UDP length test."""
+        lower, ptype = self.lower, h.ptype
+        is_tuples = ptype == PacketType.TUPLES
+        is_params = (ptype == PacketType.PARAMS) if self._params_bytes else Const(0)
         command = (ptype == PacketType.STATUS_REQ) | (ptype == PacketType.RESET)
         cls = Signal(FrameClass)
         kind = Signal(EventKind)
@@ -322,62 +306,62 @@ class RxParser(wiring.Component):
             m.d.comb += kind.eq(EventKind.STATUS_REQ)
         with m.Elif(ptype == PacketType.RESET):
             m.d.comb += kind.eq(EventKind.RESET)
-        with m.Elif(f["is_params"]):
+        with m.Elif(is_params):
             m.d.comb += kind.eq(EventKind.PARAMS)
         m.d.comb += early.eq(1)
-        with m.If(~f["mac_ok"] & ~f["bcast"]):
+        with m.If(~lower.for_us):
             m.d.comb += cls.eq(C.NOT_FOR_US)
-        with m.Elif(f["is_arp"]):
+        with m.Elif(lower.arp):
             m.d.comb += [
-                cls.eq(Mux(f["arp_ok"] & f["arp_tpa"], C.ACCEPTED, C.NOT_FOR_US)),
+                cls.eq(Mux(lower.arp_request, C.ACCEPTED, C.NOT_FOR_US)),
                 kind.eq(EventKind.ARP),
             ]
-        with m.Elif(~f["is_ip"] | ~f["ip_ok"] | (f["proto"] != 17)):
+        with m.Elif(~lower.ip_for_us | ~lower.udp):
             m.d.comb += cls.eq(C.NOT_FOR_US)
-        with m.Elif(f["ver_ihl"] != 0x45):
+        with m.Elif(~lower.ip_supported):
             m.d.comb += cls.eq(C.IP_UNSUPPORTED)
-        with m.Elif(~f["checksum_ok"]):
+        with m.Elif(~lower.ip_checksum_ok):
             m.d.comb += cls.eq(C.BAD_IP_CHECKSUM)
-        with m.Elif(f["fragment"][:14] != 0):  # more fragments, or an offset
+        with m.Elif(lower.ip_fragment):
             m.d.comb += cls.eq(C.IP_FRAGMENT)
-        with m.Elif(~f["port_ok"]):
+        with m.Elif(~lower.port_ok):
             m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Else():
             m.d.comb += early.eq(0)
-            with m.If(~f["udp_ok"]):
+            with m.If(~lower.udp_length_ok | ~h.long_enough):
                 m.d.comb += cls.eq(C.BAD_UDP)
             with m.Elif(
-                ~f["version_ok"]
-                | ~(f["is_tuples"] | command | f["is_params"])
-                | ((f["is_tuples"] | f["is_params"]) & ~f["engine_ok"])
+                ~h.version_ok
+                | ~(is_tuples | command | is_params)
+                | ((is_tuples | is_params) & ~h.engine_ok)
             ):
                 m.d.comb += cls.eq(C.BAD_HEADER)
             with m.Else():
                 m.d.comb += cls.eq(C.ACCEPTED)
         return cls, kind, early
 
-    def _verdict(self, m, f):
-        """The frame's class and kind at its end, from registers: the headers' class
+    def _verdict(self, m, h, fcs_ok, size_ok, truncated):
+        """The frame's class at its end, from registers: the headers' class
         (:meth:`_header_class`), the MAC's verdict, the length and the tuple data."""
         C = FrameClass
         cls = Signal(FrameClass)
-        command = (f["header_kind"] == EventKind.STATUS_REQ) | (f["header_kind"] == EventKind.RESET)
-        with m.If(~f["size_ok"]):
+        command = (h.kind == EventKind.STATUS_REQ) | (h.kind == EventKind.RESET)
+        params = h.kind == EventKind.PARAMS
+        with m.If(~size_ok):
             m.d.comb += cls.eq(C.BAD_SIZE)
-        with m.Elif(~f["fcs_ok"]):
+        with m.Elif(~fcs_ok):
             m.d.comb += cls.eq(C.BAD_FCS)
-        with m.Elif(f["early"]):
-            m.d.comb += cls.eq(f["header_cls"])
-        with m.Elif(f["truncated"]):
+        with m.Elif(h.early):
+            m.d.comb += cls.eq(h.cls)
+        with m.Elif(truncated):
             m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(f["header_cls"] != C.ACCEPTED):
-            m.d.comb += cls.eq(f["header_cls"])
-        params = f["header_kind"] == EventKind.PARAMS
+        with m.Elif(h.cls != C.ACCEPTED):
+            m.d.comb += cls.eq(h.cls)
         with m.Elif(
             Mux(
                 command,
-                ~f["command_ok"],
-                Mux(params, ~f["params_ok"], ~f["some"] | (f["phase"] != 0)),
+                ~h.command_ok,
+                Mux(params, ~h.params_ok, ~h.some | (h.phase != 0)),
             )
         ):
             m.d.comb += cls.eq(C.BAD_UDP)
@@ -385,22 +369,34 @@ class RxParser(wiring.Component):
             m.d.comb += cls.eq(C.ENGINE_FULL)
         with m.Else():
             m.d.comb += cls.eq(C.ACCEPTED)
-        return cls, f["header_kind"]
+        return cls
 
 
-def _be(value: Value, n: int) -> list[Value]:
-    """The ``n`` bytes of ``value``, most significant first (network order)."""
-    value = Value.cast(value)
-    return [value.word_select(n - 1 - k, 8) for k in range(n)]
+#: Header bytes: an ARP reply's (Ethernet, ARP); a UDP packet's (Ethernet, IPv4, UDP, payload).
+_ARP_HEADERS = ETHERNET.length + ARP.length
+_UDP_HEADERS = ETHERNET.length + IPV4.length + UDP.length + PAYLOAD.length
+#: The IPv4 length of a packet with an empty body.
+_IP_UDP_PAYLOAD = IPV4.length + UDP.length + PAYLOAD.length
 
 
-def _le(value: Value, n: int) -> list[Value]:
-    value = Value.cast(value)
-    return [value.word_select(k, 8) for k in range(n)]
+class _TxFrame:
+    """:class:`UdpTx`'s registers for the frame being built and sent."""
 
-
-def _const(value: int, n: int) -> Const:
-    return Const(value, 8 * n)
+    def __init__(self, max_records: int, record_bytes: int):
+        self.kind = Signal(8)  # the payload type, or 0 for ARP
+        self.seq = Signal(32)  # the board's UDP packets
+        self.n_records = Signal(range(max_records + 1))
+        self.body_len = Signal(11)
+        self.body_last = Signal(11)  # body_len - 1, registered (timing)
+        self.remaining = Signal(11)  # RECORDS: body bytes after the one offered
+        self.last_byte = Signal()  # RECORDS: the byte offered is the body's last
+        self.ip_len = Signal(16)
+        self.dst = Signal(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))
+        self.record = Signal(8 * record_bytes)
+        self.index = Signal(11)  # the byte of the header or the body being offered
+        self.in_record = Signal(range(record_bytes))
+        self.flags = Signal(32)  # STATUS's (combinational)
+        self.cleared = Signal()  # RESET came since the frame was decided
 
 
 class UdpTx(wiring.Component):
@@ -489,28 +485,82 @@ class UdpTx(wiring.Component):
     def max_records(self) -> int:
         return self._max_records
 
-    def _status_body(self, flags) -> list[Value]:
+    def _status_body(self, flags) -> Value:
+        """STATUS's fields (:data:`~nfacep.boards.link.eth.payload.STATUS_FIELDS`, then the
+        values in force) as they are now: the bytes a :class:`~.packet.Packetizer` sends."""
+        fields = dict(STATUS_FIELDS)
+        if self._values_bytes:
+            fields["params"] = self._values_bytes
         values = {**self._constants, "flags": flags, "next_seq": self.next_seq}
-        out = []
-        for name, n in STATUS_FIELDS:
-            if name in values:
-                out += _le(
-                    Value.cast(values[name])
-                    if not isinstance(values[name], int)
-                    else _const(values[name], n),
-                    n,
-                )
-            else:
-                out += _le(getattr(self.counters, name), n)
+        for name in self._counter_names:
+            values[name] = getattr(self.counters, name)
         if self._params_bits:
-            out += _le(self.params, self._values_bytes)  # (word_select pads with zeros)
-        return out
+            values["params"] = self.params
+        body = Header("status", fields, byteorder="little")
+        return pack(body, {name: values[name] for name in fields})
 
     def elaborate(self, platform):
         m = Module()
-        rb = self._record_bytes
         fifo, head = self._record_fifo(m)
+        want_arp, want_status, go_records, batch = self._requests(m, fifo)
+        f = _TxFrame(self._max_records, self._record_bytes)
+        m.submodules.checksum = checksum = ipv4.Ipv4Checksum(self._ip, PROTOCOL_UDP)
+        m.d.comb += [
+            checksum.length.eq(f.ip_len),
+            checksum.ident.eq(f.seq[:16]),
+            checksum.dst.eq(f.dst.ip),
+        ]
+        status_bytes = sum(n for _, n in STATUS_FIELDS) + self._values_bytes
+        m.submodules.header = header = Packetizer(_UDP_HEADERS)
+        m.submodules.status = status = Packetizer(status_bytes)
+        m.d.comb += f.flags.eq(self.idle & (fifo.level == 0))
+        with m.If(self.clear):
+            m.d.sync += f.seq.eq(0)
+        with m.FSM(name="udp_tx"):
+            with m.State("IDLE"):
+                m.d.sync += [f.index.eq(0), f.cleared.eq(0)]
+                with m.If(want_arp):
+                    m.d.sync += [
+                        want_arp.eq(0),
+                        f.kind.eq(0),
+                        f.body_len.eq(0),
+                        f.dst.eq(self.arp_peer),
+                    ]
+                    m.next = "LOAD"
+                with m.Elif(want_status):
+                    m.d.sync += [
+                        want_status.eq(0),
+                        f.kind.eq(PacketType.STATUS),
+                        f.body_len.eq(status_bytes),
+                        f.dst.eq(self.peer),
+                        f.ip_len.eq(_IP_UDP_PAYLOAD + status_bytes),
+                    ]
+                    m.next = "SUM"
+                with m.Elif(go_records & ~self.clear):
+                    m.d.sync += [
+                        f.kind.eq(PacketType.RECORDS),
+                        f.n_records.eq(batch),
+                        f.dst.eq(self.peer),
+                    ]
+                    m.next = "LENGTH"
+            self._lengths(m, f)
+            with m.State("LOAD"):
+                m.d.comb += [header.load.eq(1), header.i_data.eq(self._headers(f, checksum))]
+                with m.If(f.kind != 0):
+                    m.d.comb += [status.load.eq(1), status.i_data.eq(self._status_body(f.flags))]
+                m.next = "HEADER"
+                with m.If((self.clear | f.cleared) & (f.kind == PacketType.RECORDS)):
+                    m.next = "IDLE"  # RESET since the packet was decided: its records are gone
+            self._header_state(m, f, header, fifo, head)
+            self._body_states(m, f, status, fifo, head)
+        with m.If(self.clear):
+            m.d.sync += f.cleared.eq(1)
+        return m
 
+    def _requests(self, m, fifo):
+        """What waits to be sent: the requests since the last frame, and whether to send
+        records and how many (registered: timing; between packets the level only grows, so a
+        cycle-old count is there; RESET, ``clear``, forgets it)."""
         want_arp, want_status = Signal(), Signal()
         with m.If(self.arp_request):
             m.d.sync += want_arp.eq(1)
@@ -521,8 +571,6 @@ class UdpTx(wiring.Component):
             m.d.sync += waited.eq(0)
         with m.Elif(waited != self._flush):
             m.d.sync += waited.eq(waited + 1)
-        # whether to send records and how many, registered (timing); between packets the
-        # level only grows, so a cycle-old count is there; RESET (clear) forgets it
         batch = Signal(range(self._max_records + 1))
         go_records = Signal()
         m.d.sync += [
@@ -533,158 +581,142 @@ class UdpTx(wiring.Component):
         ]
         with m.If(self.clear):
             m.d.sync += [batch.eq(0), go_records.eq(0)]
+        return want_arp, want_status, go_records, batch
 
-        seq = Signal(32)  # the board's UDP packets
-        with m.If(self.clear):
-            m.d.sync += seq.eq(0)
-        kind = Signal(8)  # the payload type, or 0 for ARP
-        n_records = Signal(range(self._max_records + 1))
-        body_len = Signal(11)
-        body_last = Signal(11)  # body_len - 1, registered (timing)
-        remaining = Signal(11)  # RECORDS: body bytes after the one offered
-        last_byte = Signal()  # RECORDS: the byte offered is the body's last (remaining == 0)
-        ip_len = Signal(16)
-        checksum = Signal(16)
-        dst = Signal.like(self.peer)
-        header_bytes = _ETH_IP_UDP + HEADER_BYTES
-        header = Signal(8 * header_bytes)
-        status_bytes = sum(n for _, n in STATUS_FIELDS) + self._values_bytes
-        status = Signal(8 * status_bytes)
-        record = Signal(8 * rb)
-        index = Signal(11)  # the byte of the header or the body being offered
-        in_record = Signal(range(rb))
-        status_flags = Signal(32)
+    def _lengths(self, m, f):
+        """RECORDS' body length (LENGTH, LENGTH2), then four cycles for the IPv4 checksum
+        (:class:`~.ipv4.Ipv4Checksum`, which reads ``ip_len``, ``seq`` and ``dst`` in SUM)."""
+        rb = self._record_bytes
+        with m.State("LENGTH"):
+            # (shifts and adds, not a multiplier block: timing)
+            m.d.sync += f.body_len.eq(
+                sum(f.n_records << k for k in range(rb.bit_length()) if rb >> k & 1)
+            )
+            m.next = "LENGTH2"
+        with m.State("LENGTH2"):
+            m.d.sync += f.ip_len.eq(f.body_len + _IP_UDP_PAYLOAD)
+            m.next = "SUM"
+        with m.State("SUM"):
+            m.d.sync += f.body_last.eq(f.body_len - 1)
+            m.next = "SUM2"
+        with m.State("SUM2"):
+            m.next = "SUM3"
+        with m.State("SUM3"):
+            m.next = "SUM4"
+        with m.State("SUM4"):
+            m.next = "LOAD"
 
+    def _header_state(self, m, f, header, fifo, head):
+        """HEADER: the headers' bytes; then IDLE (ARP) or the body."""
         out = self.o_stream
         taken = out.valid & out.ready
-        m.d.comb += status_flags.eq(self.idle & (fifo.level == 0))
+        arp_reply = f.kind == 0
+        last_header = Mux(arp_reply, _ARP_HEADERS - 1, _UDP_HEADERS - 1)
+        with m.State("HEADER"):
+            m.d.comb += [
+                out.valid.eq(1),
+                out.payload.data.eq(header.byte),
+                out.payload.last.eq(arp_reply & (f.index == last_header)),
+                header.shift.eq(taken),
+            ]
+            with m.If(taken):
+                m.d.sync += f.index.eq(f.index + 1)
+                with m.If(f.index == last_header):
+                    m.d.sync += f.index.eq(0)
+                    with m.If(arp_reply):
+                        m.next = "IDLE"
+                    with m.Elif(f.kind == PacketType.STATUS):
+                        m.d.sync += f.seq.eq(f.seq + 1)
+                        m.next = "STATUS"
+                    with m.Else():
+                        m.d.sync += [
+                            f.seq.eq(f.seq + 1),
+                            f.in_record.eq(0),
+                            f.record.eq(head),
+                            f.remaining.eq(f.body_last),
+                            f.last_byte.eq(0),
+                        ]
+                        m.d.comb += fifo.r_en.eq(1)
+                        self._count(m, head)
+                        m.next = "RECORDS"
 
-        src_ip = int.from_bytes(self._ip, "big")
-        constant = 0x4500 + 0x4000 + 0x4011 + (src_ip >> 16) + (src_ip & 0xFFFF)
-        # the checksum in three registered steps (timing)
-        part1, part2 = Signal(17), Signal(17)
-        total = Signal(20)
-        fold = Signal(17)
-
-        cleared = Signal()
-        with m.FSM(name="udp_tx"):
-            with m.State("IDLE"):
-                m.d.sync += [index.eq(0), cleared.eq(0)]
-                with m.If(want_arp):
-                    m.d.sync += [want_arp.eq(0), kind.eq(0), body_len.eq(0), dst.eq(self.arp_peer)]
-                    m.next = "LOAD"
-                with m.Elif(want_status):
-                    m.d.sync += [
-                        want_status.eq(0),
-                        kind.eq(PacketType.STATUS),
-                        body_len.eq(status_bytes),
-                        dst.eq(self.peer),
-                        ip_len.eq(20 + 8 + HEADER_BYTES + status_bytes),
-                    ]
-                    m.next = "SUM"
-                with m.Elif(go_records & ~self.clear):
-                    m.d.sync += [
-                        kind.eq(PacketType.RECORDS),
-                        n_records.eq(batch),
-                        dst.eq(self.peer),
-                    ]
-                    m.next = "LENGTH"
-            with m.State("LENGTH"):
-                # (shifts and adds, not a multiplier block: timing)
-                m.d.sync += body_len.eq(
-                    sum(n_records << k for k in range(rb.bit_length()) if rb >> k & 1)
-                )
-                m.next = "LENGTH2"
-            with m.State("LENGTH2"):
-                m.d.sync += ip_len.eq(body_len + 20 + 8 + HEADER_BYTES)
-                m.next = "SUM"
-            with m.State("SUM"):
+    def _body_states(self, m, f, status, fifo, head):
+        """STATUS: its fields' bytes; RECORDS: the records', each popped from the FIFO when its
+        first byte is offered."""
+        out = self.o_stream
+        taken = out.valid & out.ready
+        rb = self._record_bytes
+        with m.State("STATUS"):
+            last = f.index == status.length - 1
+            m.d.comb += [
+                out.valid.eq(1),
+                out.payload.data.eq(status.byte),
+                out.payload.last.eq(last),
+                status.shift.eq(taken),
+            ]
+            with m.If(taken):
+                m.d.sync += f.index.eq(f.index + 1)
+                with m.If(last):
+                    m.next = "IDLE"
+        with m.State("RECORDS"):
+            last = f.last_byte
+            m.d.comb += [
+                out.valid.eq(1),
+                out.payload.data.eq(f.record[:8]),
+                out.payload.last.eq(last),
+            ]
+            with m.If(taken):
                 m.d.sync += [
-                    part1.eq(ip_len + seq[:16]),
-                    part2.eq(dst.ip[16:] + dst.ip[:16]),
-                    body_last.eq(body_len - 1),
+                    f.record.eq(f.record >> 8),
+                    f.index.eq(f.index + 1),
+                    f.in_record.eq(f.in_record + 1),
+                    f.remaining.eq(f.remaining - 1),
+                    f.last_byte.eq(f.remaining == 1),
                 ]
-                m.next = "SUM2"
-            with m.State("SUM2"):
-                m.d.sync += total.eq(part1 + part2 + constant)
-                m.next = "SUM3"
-            with m.State("SUM3"):
-                m.d.sync += fold.eq(total[:16] + total[16:])
-                m.next = "SUM4"
-            with m.State("SUM4"):
-                m.d.sync += checksum.eq(~(fold[:16] + fold[16])[:16])
-                m.next = "LOAD"
-            with m.State("LOAD"):
-                self._load(m, header, status, kind, dst, ip_len, checksum, seq, status_flags)
-                m.next = "HEADER"
-                with m.If((self.clear | cleared) & (kind == PacketType.RECORDS)):
-                    m.next = "IDLE"  # RESET since the packet was decided: its records are gone
-            with m.State("HEADER"):
-                arp = kind == 0
-                last_header = Mux(arp, 42 - 1, header_bytes - 1)
-                m.d.comb += [
-                    out.valid.eq(1),
-                    out.payload.data.eq(header[:8]),
-                    out.payload.last.eq(arp & (index == last_header)),
-                ]
-                with m.If(taken):
-                    m.d.sync += [header.eq(header >> 8), index.eq(index + 1)]
-                    with m.If(index == last_header):
-                        m.d.sync += index.eq(0)
-                        with m.If(arp):
-                            m.next = "IDLE"
-                        with m.Elif(kind == PacketType.STATUS):
-                            m.d.sync += seq.eq(seq + 1)
-                            m.next = "STATUS"
-                        with m.Else():
-                            m.d.sync += [
-                                seq.eq(seq + 1),
-                                in_record.eq(0),
-                                record.eq(head),
-                                remaining.eq(body_last),
-                                last_byte.eq(0),
-                            ]
-                            m.d.comb += fifo.r_en.eq(1)
-                            self._count(m, head)
-                            m.next = "RECORDS"
-            with m.State("STATUS"):
-                last = index == status_bytes - 1
-                m.d.comb += [
-                    out.valid.eq(1),
-                    out.payload.data.eq(status[:8]),
-                    out.payload.last.eq(last),
-                ]
-                with m.If(taken):
-                    m.d.sync += [status.eq(status >> 8), index.eq(index + 1)]
-                    with m.If(last):
-                        m.next = "IDLE"
-            with m.State("RECORDS"):
-                last = last_byte
-                m.d.comb += [
-                    out.valid.eq(1),
-                    out.payload.data.eq(record[:8]),
-                    out.payload.last.eq(last),
-                ]
-                with m.If(taken):
-                    m.d.sync += [
-                        record.eq(record >> 8),
-                        index.eq(index + 1),
-                        in_record.eq(in_record + 1),
-                        remaining.eq(remaining - 1),
-                        last_byte.eq(remaining == 1),
-                    ]
-                    with m.If(in_record == rb - 1):
-                        m.d.sync += in_record.eq(0)
-                        with m.If(~last):
-                            m.d.sync += record.eq(head)
-                            m.d.comb += fifo.r_en.eq(1)
-                            self._count(m, head)
-                    with m.If(last):
-                        m.d.comb += self.count.packets.eq(1)
-                        m.next = "IDLE"
-        with m.If(self.clear):
-            m.d.sync += cleared.eq(1)
-        return m
+                with m.If(f.in_record == rb - 1):
+                    m.d.sync += f.in_record.eq(0)
+                    with m.If(~last):
+                        m.d.sync += f.record.eq(head)
+                        m.d.comb += fifo.r_en.eq(1)
+                        self._count(m, head)
+                with m.If(last):
+                    m.d.comb += self.count.packets.eq(1)
+                    m.next = "IDLE"
+
+    def _headers(self, f, checksum) -> Value:
+        """The frame's headers, for the packetizer: an ARP reply's (Ethernet and ARP) or a UDP
+        packet's (Ethernet, IPv4, UDP and the payload header)."""
+        mac = int.from_bytes(self._mac, "big")
+        ip = int.from_bytes(self._ip, "big")
+        dst = f.dst
+        arp_reply = Cat(
+            pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_ARP}),
+            pack(ARP, arp.reply(mac=mac, ip=ip, peer_mac=dst.mac, peer_ip=dst.ip)),
+        )
+        ip_header = ipv4.header(
+            length=f.ip_len,
+            ident=f.seq[:16],
+            checksum=checksum.checksum,
+            src=ip,
+            dst=dst.ip,
+            protocol=PROTOCOL_UDP,
+        )
+        udp_header = udp.header(
+            src_port=self._port, dst_port=dst.port, length=(f.ip_len - IPV4.length)[:16]
+        )
+        payload_header = {
+            "version": VERSION,
+            "type": f.kind,
+            "seq": f.seq,
+            "engine_id": self._engine_id,
+        }
+        udp_packet = Cat(
+            pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_IPV4}),
+            pack(IPV4, ip_header),
+            pack(UDP, udp_header),
+            pack(PAYLOAD, payload_header),
+        )
+        return Mux(f.kind == 0, arp_reply, udp_packet)
 
     def _record_fifo(self, m):
         """The records waiting: a block-RAM ring of ``fifo_depth`` entries. Returns the FIFO
@@ -749,45 +781,3 @@ class UdpTx(wiring.Component):
             self.count.matched.eq(record.matches.any()),
             self.count.drops.eq(record.dropped),
         ]
-
-    def _load(self, m, header, status, kind, dst, ip_len, checksum, seq, flags):
-        """The header (UDP: Ethernet, IPv4, UDP and payload header; ARP: the reply) and the
-        STATUS body, whole."""
-        mac = _const(int.from_bytes(self._mac, "big"), 6)
-        ip = _const(int.from_bytes(self._ip, "big"), 4)
-        with m.If(kind == 0):
-            arp = [
-                *_be(dst.mac, 6),
-                *_be(mac, 6),
-                *_be(_const(0x0806, 2), 2),
-                *_be(_const(0x0001_0800_0604_0002, 8), 8),
-                *_be(mac, 6),
-                *_be(ip, 4),
-                *_be(dst.mac, 6),
-                *_be(dst.ip, 4),
-            ]
-            m.d.sync += header.eq(Cat(*arp))
-        with m.Else():
-            udp = [
-                *_be(dst.mac, 6),
-                *_be(mac, 6),
-                *_be(_const(0x0800, 2), 2),
-                *_be(_const(0x4500, 2), 2),
-                *_be(ip_len, 2),
-                *_be(seq[:16], 2),
-                *_be(_const(0x4000, 2), 2),
-                *_be(_const(0x4011, 2), 2),
-                *_be(checksum, 2),
-                *_be(ip, 4),
-                *_be(dst.ip, 4),
-                *_be(_const(self._port, 2), 2),
-                *_be(dst.port, 2),
-                *_be((ip_len - 20)[:16], 2),
-                *_be(_const(0, 2), 2),
-                _const(VERSION, 1),
-                kind,
-                *_le(_const(0, 2), 2),
-                *_le(seq, 4),
-                *_le(_const(self._engine_id, 4), 4),
-            ]
-            m.d.sync += [header.eq(Cat(*udp)), status.eq(Cat(*self._status_body(flags)))]
