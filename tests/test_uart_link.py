@@ -1,5 +1,6 @@
-"""The UART link (boards/link): UART, deframer and framer in the Amaranth simulator, and the
-whole UART board top's Verilog under cocotb (Icarus) against the reference matcher.
+"""The UART link (hdl/uart, boards/link/top.py): UART, deframer and framer in the Amaranth
+simulator, and the whole UART board top's Verilog under cocotb (Icarus) against the reference
+matcher.
 
 The cocotb bench drives the ``rx`` pin with frames — good ones and bad ones between them
 (garbage, a flipped CRC, a truncated frame, a wrong length, a duplicate) — decodes ``tx``, and

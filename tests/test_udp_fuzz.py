@@ -1,4 +1,4 @@
-"""A fuzz of the UDP board top (boards/link/eth) as Verilog under cocotb: 10,000 random GMII
+"""A fuzz of the UDP board top (hdl/eth) as Verilog under cocotb: 10,000 random GMII
 bursts from a fixed seed, back to back at the minimum inter-frame gap (cocotbext-eth's
 GmiiSource, 1 Gb/s), into ``UdpTop`` with the marathon engine; cocotbext-eth's GmiiSink takes
 everything the board sends.

@@ -1,4 +1,4 @@
-"""The UDP link's receive path (boards/link/eth): the payload format, the MAC, parser and
+"""The UDP link's receive path (hdl/eth): the payload format, the MAC, the layers and the
 buffer in the Amaranth simulator, and the whole receive side (GMII to tuples, the clock-domain
 crossing, the frame-class counters) as Verilog under cocotb with cocotbext-eth's GmiiSource at
 1 Gb/s and the minimum inter-frame gap.

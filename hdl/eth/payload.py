@@ -738,8 +738,8 @@ class UdpTx(wiring.Component):
         wp = memory.write_port()
         # an asynchronous read port registered outside, and no_rw_check: Yosys merges the
         # register into the block RAM without the bypass logic that would make a read of the
-        # entry being written return the old one (framing._memory does the same); `head`
-        # re-reads every cycle and a record is used two cycles after it is written
+        # entry being written return the old one (the UART framer's _memory does the same);
+        # `head` re-reads every cycle and a record is used two cycles after it is written
         rp = memory.read_port(domain="comb")
         read = Signal(width, reset_less=True)
 
