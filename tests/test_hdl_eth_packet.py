@@ -168,3 +168,40 @@ def test_pack_refuses_unknown_fields_and_fills_missing_with_zeros():
     sim.add_testbench(bench)
     sim.run()
     assert got["v"].to_bytes(8, "little") == struct.pack(">HHHH", 0, 0x1234, 0, 0)
+
+
+def test_depacketizer_compares_fields_as_their_bytes_pass():
+    """``equal``'s flags against the captured field, in both byte orders: equal, one byte off
+    (the first, the last), and another frame's value left behind."""
+    mac = 0x02005E000002
+    compare = {"ours": ("dst", mac), "broadcast": ("dst", (1 << 48) - 1)}
+    eth = Depacketizer(ETHERNET, 0, compare)
+    pay = Depacketizer(PAYLOAD, ETHERNET.length, {"engine": ("engine_id", 0x1234ABCD)})
+    m = Module()
+    m.submodules.eth, m.submodules.pay = eth, pay
+    cases = [
+        (mac, 0x1234ABCD),
+        ((1 << 48) - 1, 0x1234ABCC),
+        (mac ^ 1 << 40, 0x0234ABCD),
+        (mac ^ 1, 0x1234ABCD),
+    ]
+    got = []
+
+    async def bench(ctx):
+        for dst, engine in cases:
+            raw = ETHERNET.encode(dst=dst, src=7, ethertype=0x0800)
+            for i, b in enumerate(raw + PAYLOAD.encode(version=2, engine_id=engine)):
+                for dut in (eth, pay):
+                    ctx.set(dut.frame.valid, 1)
+                    ctx.set(dut.frame.byte, b)
+                    ctx.set(dut.frame.index, i)
+                await ctx.tick()
+            got.append(
+                (ctx.get(eth.equal.ours), ctx.get(eth.equal.broadcast), ctx.get(pay.equal.engine))
+            )
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [(1, 0, 1), (0, 1, 0), (0, 0, 0), (0, 0, 1)]

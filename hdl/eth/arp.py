@@ -22,8 +22,8 @@ class ArpRx(wiring.Component):
     """The ARP header of a received frame (:data:`~.headers.ARP`, after the Ethernet header)
     and whether it is a request for ``ip`` from an Ethernet/IPv4 station.
 
-    Latency: each field from the cycle after its last byte; ``is_arp`` (the Ethertype below
-    says ARP) and ``request`` are combinational from the fields.
+    Latency: each field from the cycle after its last byte, ``request`` too (its tests are made
+    as the bytes pass); ``is_arp`` (the Ethertype below says ARP) is combinational.
 
     Members
     -------
@@ -51,21 +51,14 @@ class ArpRx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.header = header = Depacketizer(ARP, self._offset)
+        compare = {name: (name, value) for name, value in _ETHERNET_IPV4.items()}
+        compare |= {"oper": ("oper", _REQUEST), "tpa": ("tpa", self._ip)}
+        m.submodules.header = header = Depacketizer(ARP, self._offset, compare)
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
-        f = header.fields
-        fixed = [getattr(f, name) == value for name, value in _ETHERNET_IPV4.items()]
         m.d.comb += [
-            self.fields.eq(f),
+            self.fields.eq(header.fields),
             self.is_arp.eq(self.ethertype == ETHERTYPE_ARP),
-            self.request.eq(
-                (f.oper == _REQUEST)
-                & (f.tpa == self._ip)
-                & fixed[0]
-                & fixed[1]
-                & fixed[2]
-                & fixed[3]
-            ),
+            self.request.eq(Value.cast(header.equal).all()),
         ]
         return m
 

@@ -56,12 +56,12 @@ class Ipv4Rx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.header = header = Depacketizer(IPV4, self._offset)
+        m.submodules.header = header = Depacketizer(IPV4, self._offset, {"ours": ("dst", self._ip)})
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
         f = header.fields
         m.d.comb += [
             self.fields.eq(f),
-            self.for_us.eq((self.ethertype == ETHERTYPE_IPV4) & (f.dst == self._ip)),
+            self.for_us.eq((self.ethertype == ETHERTYPE_IPV4) & header.equal.ours),
             self.supported.eq(f.ver_ihl == _VER_IHL),
             self.fragment.eq(f.flags_fragment[:14] != 0),  # more fragments, or an offset
         ]

@@ -211,8 +211,8 @@ class EthernetRx(wiring.Component):
     """The Ethernet II header of a received frame (:data:`~.headers.ETHERNET`, from its first
     byte) and whether the frame is for ``mac``: its destination is ``mac`` or broadcast.
 
-    Latency: each field from the cycle after its last byte (:class:`~.packet.Depacketizer`);
-    ``for_us`` is combinational from the destination.
+    Latency: each field from the cycle after its last byte (:class:`~.packet.Depacketizer`),
+    ``for_us`` too (compared as the bytes pass).
 
     Members
     -------
@@ -232,11 +232,11 @@ class EthernetRx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.header = header = Depacketizer(ETHERNET, 0)
+        compare = {"ours": ("dst", self._mac), "broadcast": ("dst", (1 << 48) - 1)}
+        m.submodules.header = header = Depacketizer(ETHERNET, 0, compare)
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
-        dst = header.fields.dst
         m.d.comb += [
             self.fields.eq(header.fields),
-            self.for_us.eq((dst == self._mac) | (dst == (1 << 48) - 1)),
+            self.for_us.eq(header.equal.ours | header.equal.broadcast),
         ]
         return m

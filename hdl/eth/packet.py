@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from amaranth.hdl import Cat, Const, Module, Signal, Value
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .headers import INDEX_BITS, Header
@@ -36,24 +36,40 @@ def on_bytes(m: Module, frame, cases: Mapping[int, list]) -> None:
 
 
 class Depacketizer(wiring.Component):
-    """Captures ``header`` from the frame's bytes ``offset`` to ``offset + header.length - 1``.
+    """Captures ``header`` from the frame's bytes ``offset`` to ``offset + header.length - 1``,
+    and compares fields with constants as their bytes pass.
 
-    Latency: each byte is in ``fields`` from the cycle after the MAC hands it on; so the whole
+    ``equal`` has a flag per name of ``compare`` (name: ``(field, value)``): the field is
+    ``value``. It is computed a byte at a time (one flip-flop, an 8-bit compare per byte)
+    instead of from the captured field (its flip-flops and a wide compare): the tests a layer
+    makes on its own addresses and fixed fields cost no more than the bytes.
+
+    Latency: each byte is in ``fields`` from the cycle after the MAC hands it on, so the whole
     header from the cycle after its last byte (index ``offset + header.length``) until the same
-    bytes of the next frame. The register has no reset (only what frames set is read).
+    bytes of the next frame; a flag of ``equal`` from the cycle after its field's last byte.
+    The registers have no reset (only what frames set is read); what nothing reads is
+    synthesised away.
 
     Members
     -------
     frame : ``In(frame_signature)``
     fields : ``Out(header.layout)``
+    equal : ``Out(StructLayout({name: 1 for name in compare}))``
     """
 
-    def __init__(self, header: Header, offset: int):
+    def __init__(self, header: Header, offset: int, compare: Mapping[str, tuple] | None = None):
         if offset < 0 or offset + header.length > 2**INDEX_BITS - 1:
             raise ValueError(f"{header.name} at byte {offset} is beyond the frame's index")
         self._header = header
         self._offset = offset
-        super().__init__({"frame": In(frame_signature), "fields": Out(header.layout)})
+        self._compare = dict(compare or {})
+        for name, (field, _) in self._compare.items():
+            if field not in header.layout.members:
+                raise ValueError(f"{name}: {header.name} has no field {field}")
+        members = {"frame": In(frame_signature), "fields": Out(header.layout)}
+        if self._compare:
+            members["equal"] = Out(data.StructLayout(dict.fromkeys(self._compare, 1)))
+        super().__init__(members)
 
     @property
     def header(self) -> Header:
@@ -65,13 +81,21 @@ class Depacketizer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        header = self._header
+        header, byte = self._header, self.frame.byte
         raw = Signal(header.layout.size, name=f"{header.name}_raw", reset_less=True)
         m.d.comb += self.fields.eq(raw)
         cases = {}
         for k in range(header.length):
             at = header.byte_offset(k)
-            cases[self._offset + k] = [raw[at : at + 8].eq(self.frame.byte)]
+            cases[self._offset + k] = [raw[at : at + 8].eq(byte)]
+        for name, (field, value) in self._compare.items():
+            flag = Signal(name=f"{header.name}_{name}", reset_less=True)
+            m.d.comb += getattr(self.equal, name).eq(flag)
+            first = header.offset(field)
+            for k in range(first, first + header.layout[field].width // 8):
+                _, j = header.wire_byte(k)
+                hit = byte == (value >> 8 * j) & 0xFF
+                cases[self._offset + k].append(flag.eq(hit if k == first else flag & hit))
         on_bytes(m, self.frame, cases)
         return m
 

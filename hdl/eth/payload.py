@@ -233,14 +233,15 @@ class PayloadRx(wiring.Component):
     def _header(self, m, h):
         """The payload header, its length tests (when the payload starts), and a PARAMS
         packet's body (the switch, returned; None without ``params_bytes``)."""
-        m.submodules.header = header = Depacketizer(PAYLOAD, self._offset)
+        compare = {"version": ("version", VERSION), "engine": ("engine_id", self._engine_id)}
+        m.submodules.header = header = Depacketizer(PAYLOAD, self._offset, compare)
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
         f = header.fields
         m.d.comb += [
             h.ptype.eq(f.type),
             h.seq.eq(f.seq),
-            h.version_ok.eq(f.version == VERSION),
-            h.engine_ok.eq(f.engine_id == self._engine_id),
+            h.version_ok.eq(header.equal.version),
+            h.engine_ok.eq(header.equal.engine),
         ]
         udp_length, header_end = self.lower.udp_length, UDP.length + PAYLOAD.length
         pb = self._params_bytes

@@ -50,14 +50,16 @@ class UdpRx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.header = header = Depacketizer(UDP, self._offset)
+        m.submodules.header = header = Depacketizer(
+            UDP, self._offset, {"ours": ("dst_port", self._port)}
+        )
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
         f = header.fields
         length_ok = Signal(reset_less=True)
         m.d.comb += [
             self.fields.eq(f),
             self.is_udp.eq(self.protocol == PROTOCOL_UDP),
-            self.port_ok.eq(f.dst_port == self._port),
+            self.port_ok.eq(header.equal.ours),
             self.length_ok.eq(length_ok),
         ]
         test = length_ok.eq(f.length + IPV4.length == self.ip_length)
