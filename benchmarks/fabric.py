@@ -28,7 +28,7 @@ from nfacep.boards import Board, run_flow
 from nfacep.boards.top import LedSink, RandomTupleSource, board_leds
 from nfacep.hdl.decoder import PredicateDecoder
 from nfacep.hdl.layout import tuple_layout
-from nfacep.hdl.queue import StreamBuffer
+from nfacep.hdl.stream import StreamBuffer
 
 __all__ = ["MatcherTop", "build_design", "read_csv", "write_csv"]
 

@@ -5,7 +5,7 @@ engine, in Amaranth's simulator; and over the UDP link (``--udp``): from the end
 packet's Ethernet frame on GMII (``rx_dv`` falls) to the switch in the engine, the receive
 clock and the engine's one 125 MHz clock here.
 
-The design is the UART board top (:class:`nfacep.boards.link.top.UartTop`) with a small query
+The design is the UART board top (:class:`nfacep.hdl.uart.link.UartTop`) with a small query
 with two runtime parameters (``v > :lim``, ``hot = :hot``: 9 bits, 2 bytes of values, so a
 PARAMS frame is 7 + 1 + 6 + 2 = 16 bytes). The bench drives ``rx`` with RESET, then a PARAMS
 frame for tuple 0, then a TUPLES frame with one tuple, and counts, from the end of the stop bit
@@ -40,8 +40,8 @@ from amaranth.hdl import ClockSignal, Elaboratable, Module
 from amaranth.sim import Simulator
 
 from nfacep import compile_file
-from nfacep.boards.link.top import UartTop
 from nfacep.hdl.engine import Engine
+from nfacep.hdl.uart.link import UartTop
 from nfacep.links.protocol import switch_body
 from nfacep.links.uart.protocol import FrameType, encode, params_payload
 from nfacep.links.udp import protocol as udp
@@ -142,8 +142,8 @@ def measure(divisor: int) -> dict:
 
 def measure_udp() -> dict:
     """The cycles from the end of a PARAMS packet's frame on GMII to the switch in the
-    engine, with the UDP top (:class:`nfacep.boards.link.eth.link.UdpTop`)."""
-    from nfacep.boards.link.eth.link import UdpTop
+    engine, with the UDP top (:class:`nfacep.hdl.eth.link.UdpTop`)."""
+    from nfacep.hdl.eth.link import UdpTop
 
     nfa, built, new = _query()
     engine = Engine(nfa, EngineParams(), values=built)

@@ -27,7 +27,7 @@ from nfacep import dfa as dfa_mod
 from nfacep.nfa import Nfa, QueryNfa
 
 from .nfa import matcher_signature
-from .queue import StreamBuffer
+from .stream import StreamBuffer
 
 __all__ = ["DfaMatcher", "Encoding", "MooreDfa", "moore_dfa"]
 

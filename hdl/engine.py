@@ -26,7 +26,7 @@ from .decoder import PredicateDecoder
 from .layout import params_layout, tuple_layout
 from .nfa import NfaMatcher, next_state, result_layout, state_layout, times_layout
 from .partitioner import StreamPartitioner
-from .queue import StreamBuffer, StreamQueue
+from .stream import StreamBuffer, StreamQueue
 from .table import TablePartitioner
 
 __all__ = ["Engine", "HardwareLimitError", "write_verilog"]

@@ -23,7 +23,7 @@ from nfacep.nfa import Nfa
 from nfacep.wire import SEQ_BITS, start_queries
 
 from .layout import field_shape
-from .queue import StreamBuffer
+from .stream import StreamBuffer
 
 __all__ = [
     "NfaMatcher",

@@ -19,7 +19,7 @@ from amaranth.lib.memory import Memory
 
 from .bram import RegisteredBank
 from .partitioner import check_store_arguments, store_signature
-from .queue import StreamBuffer
+from .stream import StreamBuffer
 
 __all__ = ["TablePartitioner"]
 
@@ -72,7 +72,7 @@ class TablePartitioner(wiring.Component):
     are transparent for their bank's write port (the read sees the write made at the same
     edge), and the cycle after the read compares the ways' tags, applies ``update``, writes
     the entry back and hands the record to the output register
-    (:class:`~nfacep.hdl.queue.StreamBuffer`). With ``registered`` (the default) the read
+    (:class:`~nfacep.hdl.stream.StreamBuffer`). With ``registered`` (the default) the read
     data passes ``read_stages`` registers (:class:`~nfacep.hdl.bram.RegisteredBank`: on
     ECP5 the block RAM's own output register, then, with ``read_stages`` 4 or 5, a flip-flop,
     which leaves a whole cycle to the route from a block RAM far away on the device; the

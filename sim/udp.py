@@ -1,7 +1,7 @@
 """The UDP board simulated: ``nfacep sim --link udp``.
 
 :class:`UdpSimulation` is a :class:`~nfacep.backend.Backend`: it emits the board's top level
-behind the Ethernet PHY (:class:`~nfacep.boards.link.eth.link.UdpTop`: the MAC, the UDP link,
+behind the Ethernet PHY (:class:`~nfacep.hdl.eth.link.UdpTop`: the MAC, the UDP link,
 the clock-domain crossings and the engine, GMII pins; the bitstream of ``nfacep build --link
 udp`` wraps the same top in the ECP5's RGMII pads), builds it with Icarus or Verilator once per
 distinct Verilog, and runs :mod:`nfacep.sim.udp_testbench` on it: cocotbext-eth sends the
@@ -152,7 +152,7 @@ class UdpSimulation:
     def packet_size(self, tb: int) -> int:
         """Tuples per TUPLES packet for tuples of ``tb`` bytes; a UsageError when
         ``tuples_per_packet`` does not fit a packet or the board's buffer."""
-        from nfacep.boards.link.eth.link import CAPACITY
+        from nfacep.hdl.eth.link import CAPACITY
         from nfacep.links.udp.host import max_tuples_per_packet
 
         per_mtu = max_tuples_per_packet(tb)
@@ -287,8 +287,8 @@ def _emit(
     """The UDP board top's Verilog (the bitstream's addresses and settings) in ``run_dir``."""
     from amaranth.back import verilog
 
-    from nfacep.boards.link.eth.link import UdpTop
     from nfacep.hdl.engine import Engine
+    from nfacep.hdl.eth.link import UdpTop
     from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
 
     board = DEFAULT_ENDPOINT

@@ -136,19 +136,19 @@ def test_the_run_error_names_every_link(loopback, capsys):
     [
         (
             "nfacep.links.uart.host",
-            ("nfacep.links.udp.host", "nfacep.links.udp.model", "nfacep.boards.link.eth.link"),
+            ("nfacep.links.udp.host", "nfacep.links.udp.model", "nfacep.hdl.eth.link"),
         ),
         (
             "nfacep.links.uart.top",
-            ("nfacep.links.udp.top", "nfacep.links.udp.host", "nfacep.boards.link.eth.link"),
+            ("nfacep.links.udp.top", "nfacep.links.udp.host", "nfacep.hdl.eth.link"),
         ),
         (
             "nfacep.links.udp.host",
-            ("nfacep.links.uart.host", "nfacep.links.uart.model", "nfacep.boards.link.framing"),
+            ("nfacep.links.uart.host", "nfacep.links.uart.model", "nfacep.hdl.uart.framer"),
         ),
         (
             "nfacep.links.udp.top",
-            ("nfacep.links.uart.top", "nfacep.links.uart.host", "nfacep.boards.link.framing"),
+            ("nfacep.links.uart.top", "nfacep.links.uart.host", "nfacep.hdl.uart.framer"),
         ),
     ],
 )

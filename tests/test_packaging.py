@@ -19,7 +19,7 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-OUTER = ("hdl", "sim", "boards", "spark_testbench")
+OUTER = ("hdl", "sim", "boards", "links", "spark_testbench")
 
 
 def _tracked(root: pathlib.Path) -> list[str]:
@@ -119,7 +119,7 @@ FOLDERS = {
     "nfacep.hdl": "hdl",
     "nfacep.sim": "sim",
     "nfacep.boards": "boards",
-    "nfacep.boards.link": "boards/link",
+    "nfacep.links": "links",
     "nfacep.spark_testbench": "spark_testbench",
 }
 

@@ -1,5 +1,6 @@
-"""The UART link (boards/link): UART, deframer and framer in the Amaranth simulator, and the
-whole UART board top's Verilog under cocotb (Icarus) against the reference matcher.
+"""The UART link (hdl/uart, hdl/uart/link.py): UART, deframer and framer in the Amaranth
+simulator, and the whole UART board top's Verilog under cocotb (Icarus) against the reference
+matcher.
 
 The cocotb bench drives the ``rx`` pin with frames — good ones and bad ones between them
 (garbage, a flipped CRC, a truncated frame, a wrong length, a duplicate) — decodes ``tx``, and
@@ -23,8 +24,10 @@ from amaranth.sim import Simulator
 from streams import stream_get, stream_put
 from uart_tx import UartTx
 
-from nfacep.boards.link.framing import Deframer, FrameBuffer, Framer, TupleAssembler
-from nfacep.boards.link.uart import BaudError, UartRx, divisor
+from nfacep.hdl.stream import PacketQueue, TupleGatherer
+from nfacep.hdl.uart.deframer import Deframer
+from nfacep.hdl.uart.framer import Framer
+from nfacep.hdl.uart.rx import BaudError, UartRx, divisor
 from nfacep.links.protocol import decode_fields, params_bytes
 from nfacep.links.uart import protocol
 from nfacep.links.uart.protocol import FrameType, encode
@@ -198,13 +201,13 @@ def test_uart_rx_holds_a_byte_until_taken_and_counts_overruns():
 
 
 class _Receiver(wiring.Component):
-    """Deframer ▸ FrameBuffer ▸ TupleAssembler, fed bytes directly."""
+    """Deframer ▸ PacketQueue ▸ TupleGatherer, fed bytes directly."""
 
     def __init__(self, layout, capacity, timeout):
         self.layout = layout
         self.deframer = Deframer((layout.size + 7) // 8, capacity, timeout)
-        self.buffer = FrameBuffer(capacity)
-        self.assembler = TupleAssembler(layout)
+        self.buffer = PacketQueue(capacity)
+        self.assembler = TupleGatherer(layout, overlap=False)
         super().__init__(
             {
                 "i_stream": wiring.In(stream.Signature(8)),
@@ -666,8 +669,8 @@ def _verilog(path: pathlib.Path, nfa=None, values=None) -> None:
     from amaranth.back import verilog
 
     from nfacep import compile_file
-    from nfacep.boards.link.top import UartTop
     from nfacep.hdl.engine import Engine
+    from nfacep.hdl.uart.link import UartTop
 
     engine = Engine(
         nfa or compile_file(MARATHON), EngineParams(partitions=PARTITIONS), values=values

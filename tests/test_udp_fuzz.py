@@ -1,4 +1,4 @@
-"""A fuzz of the UDP board top (boards/link/eth) as Verilog under cocotb: 10,000 random GMII
+"""A fuzz of the UDP board top (hdl/eth) as Verilog under cocotb: 10,000 random GMII
 bursts from a fixed seed, back to back at the minimum inter-frame gap (cocotbext-eth's
 GmiiSource, 1 Gb/s), into ``UdpTop`` with the marathon engine; cocotbext-eth's GmiiSink takes
 everything the board sends.
@@ -18,7 +18,7 @@ to the prediction (their sum: every burst sent, once), ``tuples``, ``next_seq``,
 the expected ``seq`` is then accepted. Every frame the board sent must be well-formed (FCS,
 no ``tx_er``, headers), its UDP packets numbered without a gap.
 
-Every burst counts once, however short: the receive MAC (``MacRx``, ``boards/link/eth/rx.py``)
+Every burst counts once, however short: the receive MAC (``MacRx``, ``hdl/eth/mac.py``)
 ends every burst of ``rx_dv`` in exactly one verdict. A burst without the start delimiter
 (``0xD5``) is a ``bad_fcs`` whatever its length (its size is not checked), so a burst of one
 byte is a ``bad_fcs``, or a ``bad_size`` when that byte is the delimiter (a frame of no bytes).

@@ -1,4 +1,4 @@
-"""The UDP link's receive path (boards/link/eth): the payload format, the MAC, parser and
+"""The UDP link's receive path (hdl/eth): the payload format, the MAC, the layers and the
 buffer in the Amaranth simulator, and the whole receive side (GMII to tuples, the clock-domain
 crossing, the frame-class counters) as Verilog under cocotb with cocotbext-eth's GmiiSource at
 1 Gb/s and the minimum inter-frame gap.
@@ -23,7 +23,8 @@ from amaranth.lib import data
 from amaranth.lib.crc import catalog
 from amaranth.sim import Simulator
 
-from nfacep.boards.link.eth.rx import EthRx, FrameClass
+from nfacep.hdl.eth.link import EthRx
+from nfacep.hdl.eth.payload import FrameClass
 from nfacep.links.udp import protocol as udp
 from nfacep.links.udp.protocol import Endpoint, PacketType
 
@@ -320,7 +321,7 @@ def test_eth_rx_classifies_every_frame():
 def _link_verilog(path: pathlib.Path) -> None:
     from amaranth.back import verilog
 
-    from nfacep.boards.link.eth.link import UdpLink
+    from nfacep.hdl.eth.link import UdpLink
 
     link = UdpLink(
         data.StructLayout({"t": TUPLE_WIDTH}),
@@ -517,8 +518,8 @@ def _top_verilog(path: pathlib.Path) -> int:
     from amaranth.back import verilog
 
     from nfacep import compile_file
-    from nfacep.boards.link.eth.link import UdpTop
     from nfacep.hdl.engine import Engine
+    from nfacep.hdl.eth.link import UdpTop
     from nfacep.params import EngineParams
 
     engine = Engine(compile_file(MARATHON), EngineParams(partitions=PARTITIONS))
@@ -802,8 +803,8 @@ def test_udp_board_top_switches_parameters_icarus(tmp_path):
     from amaranth.back import verilog
 
     from nfacep import compile_file, wire
-    from nfacep.boards.link.eth.link import UdpTop
     from nfacep.hdl.engine import Engine
+    from nfacep.hdl.eth.link import UdpTop
     from nfacep.params import EngineParams
     from nfacep.settings import ParamValues
 
@@ -933,8 +934,9 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
     from amaranth.hdl import Module
     from amaranth.lib import wiring
 
-    from nfacep.boards.link.eth.link import COUNTERS
-    from nfacep.boards.link.eth.tx import MacTx, UdpTx
+    from nfacep.hdl.eth.link import COUNTERS
+    from nfacep.hdl.eth.mac import MacTx
+    from nfacep.hdl.eth.payload import UdpTx
     from nfacep.wire import RecordFormat
 
     layout = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})

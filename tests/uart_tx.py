@@ -1,5 +1,5 @@
-"""A UART transmitter for the tests: it drives :class:`~nfacep.boards.link.uart.UartRx` in the
-loopback test. The link itself needs none: its :class:`~nfacep.boards.link.framing.Framer` sends
+"""A UART transmitter for the tests: it drives :class:`~nfacep.hdl.uart.rx.UartRx` in the
+loopback test. The link itself needs none: its :class:`~nfacep.hdl.uart.framer.Framer` sends
 the bytes of its frames on the line itself (which saves this block's registers).
 """
 

@@ -51,7 +51,7 @@ class UartLink(Link):
 
     def check_board(self, platform, board_mhz, target_mhz, *, baud=DEFAULT_BAUD, **others):
         """A UsageError when the board has no USB UART or cannot make ``baud``."""
-        from nfacep.boards.link.uart import BaudError, divisor
+        from nfacep.hdl.uart.rx import BaudError, divisor
 
         top = self.part("top")
         try:

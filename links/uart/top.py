@@ -1,7 +1,7 @@
 """The UART link's board top (``nfacep build --link uart``) and the checks that a board can
 carry it.
 
-:class:`UartBoardTop` puts :class:`nfacep.boards.link.top.UartTop` (the engine behind the UART
+:class:`UartBoardTop` puts :class:`nfacep.hdl.uart.link.UartTop` (the engine behind the UART
 link) on a board's USB UART and LEDs; :func:`check_board` says whether a board has a USB UART
 the link can use; :func:`make_top` is the top ``build`` makes and what the report says of it.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from amaranth.hdl import Elaboratable, Module
 from amaranth.lib import io
 
-from nfacep.boards.link.top import UartTop
-from nfacep.boards.link.uart import divisor
 from nfacep.hdl.engine import Engine
+from nfacep.hdl.uart.link import UartTop
+from nfacep.hdl.uart.rx import divisor
 
 from ..protocol import engine_id
 

@@ -1,7 +1,7 @@
 """The UDP link's board top (``nfacep build --link udp``) and the checks that a board can carry
 it: the Colorlight 5A-75B's first RGMII port (:mod:`nfacep.boards.rgmii`) at 1000 Mb/s.
 
-:class:`UdpBoardTop` puts :class:`nfacep.boards.link.eth.link.UdpTop` (the engine behind the
+:class:`UdpBoardTop` puts :class:`nfacep.hdl.eth.link.UdpTop` (the engine behind the
 UDP link) on the board, with a PLL for the line's 125 MHz and a :class:`StatusLed`;
 :func:`check_board` says whether a board has the port; :func:`make_top` is the top ``build``
 makes and what the report says of it.
@@ -14,8 +14,8 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from nfacep.boards.link.eth.link import UdpTop
 from nfacep.boards.rgmii import RgmiiRx, RgmiiTx
+from nfacep.hdl.eth.link import UdpTop
 
 from .protocol import Endpoint
 
@@ -106,7 +106,7 @@ class StatusLed(wiring.Component):
 
 
 class UdpBoardTop(Elaboratable):
-    """The bitstream's top level for ``--link udp``: a :class:`~nfacep.boards.link.eth.link.UdpTop`
+    """The bitstream's top level for ``--link udp``: a :class:`~nfacep.hdl.eth.link.UdpTop`
     on the board's
     first RGMII port, the engine and the transmit side at 125 MHz from an ``EHXPLLL`` on the
     25 MHz oscillator; the PHY held in reset for 2**20 cycles (8.4 ms) after the PLL locks; the

@@ -1,5 +1,5 @@
 """The UDP link as one component in the engine's clock domain: the receive path
-(:mod:`~.rx`) in the receive clock's domain, crossed with :class:`amaranth.lib.fifo.AsyncFIFO`;
+(:class:`EthRx`) in the receive clock's domain, crossed with :class:`amaranth.lib.fifo.AsyncFIFO`;
 the counters, the packet sequence check and the requests in the engine's.
 """
 
@@ -11,6 +11,7 @@ from amaranth.hdl import (
     ClockSignal,
     DomainRenamer,
     Module,
+    Mux,
     ResetSignal,
     Signal,
 )
@@ -19,14 +20,17 @@ from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from nfacep.hdl.queue import StreamQueue
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
 from nfacep.links.udp.protocol import FRAME_CLASSES
 
-from .rx import EthRx, EventKind, event_layout
-from .tx import MacTx, UdpTx
+from ..stream import PacketQueue, StreamQueue, TupleGatherer
+from .arp import ArpRx
+from .ipv4 import Ipv4Rx
+from .mac import EthernetRx, MacRx, MacTx
+from .payload import EventKind, PayloadRx, UdpTx, event_layout
+from .udp import UdpRx
 
-__all__ = ["CAPACITY", "COUNTERS", "UdpLink", "UdpTop"]
+__all__ = ["CAPACITY", "COUNTERS", "EthRx", "UdpLink", "UdpTop"]
 
 #: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
 COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late", *FRAME_CLASSES)
@@ -34,6 +38,119 @@ COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late", 
 CAPACITY = 4096
 #: Tuples the clock-domain crossing holds.
 TUPLE_FIFO_DEPTH = 16
+
+
+class EthRx(wiring.Component):
+    """The receive path, in one clock domain (the receive clock's, renamed by the user): GMII
+    in, tuples (raw bits) and one event per frame out::
+
+        MacRx ▸ EthernetRx ▸ ArpRx, Ipv4Rx ▸ UdpRx ▸ PayloadRx ▸ PacketQueue ▸ TupleGatherer
+
+    Every layer reads the bytes :class:`~.mac.MacRx` hands on at its header's offset and what
+    the layer below found; :class:`~.payload.PayloadRx` classifies the frame from all of it.
+    Nothing here can stall the line: a frame whose tuples do not fit the queue is dropped
+    whole and counted (``engine_full``).
+
+    Members
+    -------
+    rxd, rx_dv, rx_er : ``In``
+    o_stream : ``Out(stream.Signature(tuple_width))``
+    event : ``Out(stream.Signature(event_layout()))``
+    empty : ``Out(1)``
+        Nothing committed waits in the queue or the gatherer.
+    """
+
+    def __init__(
+        self,
+        *,
+        tuple_width: int,
+        capacity: int,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        engine_id: int,
+        params_bytes: int = 0,
+    ):
+        if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
+            raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
+        self._tuple_width = tuple_width
+        self._capacity = capacity
+        self._mac, self._ip, self._port = bytes(mac), bytes(ip), port
+        self._payload_args = {
+            "engine_id": engine_id,
+            "tuple_bytes": (tuple_width + 7) // 8,
+            "params_bytes": params_bytes,
+        }
+        super().__init__(
+            {
+                "rxd": In(8),
+                "rx_dv": In(1),
+                "rx_er": In(1),
+                "o_stream": Out(stream.Signature(tuple_width)),
+                "event": Out(stream.Signature(event_layout(params_bytes))),
+                "empty": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mac = mac = MacRx()
+        m.d.comb += [mac.rxd.eq(self.rxd), mac.rx_dv.eq(self.rx_dv), mac.rx_er.eq(self.rx_er)]
+        m.submodules.ethernet = ethernet = EthernetRx(self._mac)
+        m.submodules.arp = arp = ArpRx(self._ip)
+        m.submodules.ipv4 = ip = Ipv4Rx(self._ip)
+        m.submodules.udp = udp = UdpRx(self._port)
+        m.submodules.payload = payload = PayloadRx(**self._payload_args)
+        for layer in (ethernet, arp, ip, udp, payload):
+            m.d.comb += [
+                layer.frame.valid.eq(mac.valid),
+                layer.frame.byte.eq(mac.byte),
+                layer.frame.index.eq(mac.index),
+            ]
+        for name in ("end", "fcs_ok", "size_ok", "length"):
+            m.d.comb += getattr(payload, name).eq(getattr(mac, name))
+        ethertype = ethernet.fields.ethertype
+        m.d.comb += [
+            arp.ethertype.eq(ethertype),
+            ip.ethertype.eq(ethertype),
+            udp.protocol.eq(ip.fields.protocol),
+            udp.ip_length.eq(ip.fields.length),
+        ]
+        lower = payload.lower
+        m.d.comb += [
+            lower.for_us.eq(ethernet.for_us),
+            lower.arp.eq(arp.is_arp),
+            lower.arp_request.eq(arp.request),
+            lower.ip_for_us.eq(ip.for_us),
+            lower.ip_supported.eq(ip.supported),
+            lower.ip_checksum_ok.eq(ip.checksum_ok),
+            lower.ip_fragment.eq(ip.fragment),
+            lower.ip_end.eq(ip.end),
+            lower.udp.eq(udp.is_udp),
+            lower.port_ok.eq(udp.port_ok),
+            lower.udp_length_ok.eq(udp.length_ok),
+            lower.udp_length.eq(udp.fields.length),
+            lower.mac.eq(ethernet.fields.src),
+            lower.ip.eq(Mux(arp.is_arp, arp.fields.spa, ip.fields.src)),
+            lower.port.eq(udp.fields.src_port),
+        ]
+        self._buffer(m, payload)
+        return m
+
+    def _buffer(self, m, payload):
+        """The tuple bytes of accepted TUPLES packets, queued and gathered into tuples."""
+        m.submodules.buffer = buffer = PacketQueue(self._capacity)
+        m.submodules.gatherer = gatherer = TupleGatherer(self._tuple_width)
+        wiring.connect(m, payload.write, buffer.i_stream)
+        m.d.comb += [
+            buffer.commit.eq(payload.commit),
+            buffer.rollback.eq(payload.rollback),
+            payload.overflow.eq(buffer.overflow),
+        ]
+        wiring.connect(m, buffer.o_stream, gatherer.i_stream)
+        wiring.connect(m, gatherer.o_stream, wiring.flipped(self.o_stream))
+        wiring.connect(m, payload.event, wiring.flipped(self.event))
+        m.d.comb += self.empty.eq(buffer.empty & ~gatherer.o_stream.valid)
 
 
 class UdpLink(wiring.Component):
@@ -65,7 +182,7 @@ class UdpLink(wiring.Component):
     txd, tx_en, tx_er : ``Out``
         GMII, transmit side, clocked by ``sync``.
     i_stream : ``In(stream.Signature(record_layout))``
-        The engine's records, sent in RECORDS packets (:class:`~.tx.UdpTx`).
+        The engine's records, sent in RECORDS packets (:class:`~.payload.UdpTx`).
     engine_reset : ``Out(1)``
         Pulses with an accepted RESET: reset the engine with it.
     counters : ``Out(...)``

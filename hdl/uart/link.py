@@ -1,4 +1,4 @@
-"""The UART link's gateware around the engine (:mod:`nfacep.boards.link`).
+"""The UART link's gateware around the engine (its board top: :mod:`nfacep.links.uart.top`).
 
 :class:`UartLink` is the whole link (UART, framing, buffer, counters, LEDs) as one component
 with the engine's streams; :class:`UartTop` joins it to an :class:`~nfacep.hdl.engine.Engine` with
@@ -17,11 +17,12 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.layout import params_layout
+from nfacep.hdl.stream import PacketQueue, TupleGatherer
+from nfacep.hdl.uart.deframer import Deframer
+from nfacep.hdl.uart.framer import COUNTED, Framer
+from nfacep.hdl.uart.rx import UartRx, divisor
 from nfacep.links.protocol import SWITCH_BYTES, engine_id, params_bytes
 from nfacep.links.uart.protocol import VERSION
-
-from .framing import COUNTED, Deframer, FrameBuffer, Framer, TupleAssembler
-from .uart import UartRx, divisor
 
 __all__ = ["CAPACITY", "LED_MEANINGS", "UartLink", "UartTop"]
 
@@ -44,8 +45,8 @@ class _Blocks(NamedTuple):
 
     rx: UartRx
     deframer: Deframer
-    buffer: FrameBuffer
-    assembler: TupleAssembler
+    buffer: PacketQueue
+    assembler: TupleGatherer
     framer: Framer
 
 
@@ -80,7 +81,7 @@ class UartLink(wiring.Component):
 
     Throughput is the UART's: ``baud / 10`` bytes per second each way. A tuple leaves
     ``o_stream`` a few cycles after its frame's CRC checked, and the stream waits for the engine.
-    The link counts what STATUS reports itself (:class:`~nfacep.boards.link.framing.Framer`):
+    The link counts what STATUS reports itself (:class:`~nfacep.hdl.uart.framer.Framer`):
     ``tuples`` are the tuples taken from ``o_stream``, ``matched`` and ``drops`` the records sent
     with a match or dropped; the engine's own counters are left unconnected (and so synthesised
     away).
@@ -96,7 +97,7 @@ class UartLink(wiring.Component):
     leds : ``Out(leds)``
     o_params : ``Out(stream.Signature(48 + 8 * ceil(params_bits / 8)))``
         With ``params_bits``: a switch, the tuple number in the low 48 bits and the values
-        above (:class:`~nfacep.boards.link.framing.Deframer`); to the engine's ``i_params``.
+        above (:class:`~nfacep.hdl.uart.deframer.Deframer`); to the engine's ``i_params``.
     param_values : ``In(params_bits)``
         With ``params_bits``: the engine's ``param_values``.
     """
@@ -168,7 +169,7 @@ class UartLink(wiring.Component):
         return tick, tick_period
 
     def _blocks(self, m, tick, tick_period) -> _Blocks:
-        """The link's blocks, joined: ``rx ▸ UartRx ▸ Deframer ▸ FrameBuffer ▸ TupleAssembler ▸
+        """The link's blocks, joined: ``rx ▸ UartRx ▸ Deframer ▸ PacketQueue ▸ TupleGatherer ▸
         o_stream`` and ``i_stream ▸ Framer ▸ tx``; RESET resets the buffer, the assembler and
         (``engine_reset``) the engine, and clears the framer's counters."""
         tuple_bytes = (self._tuple_layout.size + 7) // 8
@@ -180,8 +181,8 @@ class UartLink(wiring.Component):
         if tick_period > 1:
             m.d.comb += deframer.tick.eq(tick)
         reset = deframer.events.reset
-        buffer = FrameBuffer(self._capacity)
-        assembler = TupleAssembler(self._tuple_layout)
+        buffer = PacketQueue(self._capacity)
+        assembler = TupleGatherer(self._tuple_layout, overlap=False)
         m.submodules.buffer = ResetInserter(reset)(buffer)
         m.submodules.assembler = ResetInserter(reset)(assembler)
         m.submodules.framer = framer = Framer(

@@ -3,7 +3,7 @@
 amaranth-stdio, which held Amaranth's serial blocks, has no release for Amaranth 0.5 (its PyPI
 name is a placeholder), so this is the link's own. It counts bit times in clock cycles:
 ``divisor`` is ``round(clock / baud)`` (:func:`divisor`). The link needs no transmitter block:
-its :class:`~nfacep.boards.link.framing.Framer` drives the line itself.
+its :class:`~nfacep.hdl.uart.framer.Framer` drives the line itself.
 """
 
 from amaranth.hdl import Cat, Module, Signal
@@ -11,7 +11,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from nfacep.hdl.queue import StreamBuffer
+from ..stream import StreamBuffer
 
 __all__ = ["BaudError", "UartRx", "divisor"]
 
@@ -54,7 +54,7 @@ class UartRx(wiring.Component):
     to return to 1.
 
     A received byte is offered on ``o_stream`` from the cycle after its stop bit was sampled
-    until taken (a :class:`~nfacep.hdl.queue.StreamBuffer` holds it). A UART cannot wait: a byte
+    until taken (a :class:`~nfacep.hdl.stream.StreamBuffer` holds it). A UART cannot wait: a byte
     that arrives while the last one is still offered and not taken in that cycle is lost, and
     ``overrun`` pulses. The consumer has about a byte time (``10 * divisor`` cycles) to take
     each byte.

@@ -1,0 +1,156 @@
+"""One depacketizer and one packetizer for every header of :mod:`.headers` (LiteEth's
+``packet.py``): a layer is its :class:`~.headers.Header` and a small component around these.
+
+The receive side reads the frame as the MAC hands it on: a byte a cycle with its offset from
+the destination address (:data:`frame_signature`, from :class:`~.mac.MacRx`; the line does not
+wait). A :class:`Depacketizer` captures the header at a fixed offset into a view of its layout.
+The transmit side loads a whole header stack into a :class:`Packetizer`'s shift register
+(:func:`pack` gives its bytes) and shifts it out a byte at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .headers import INDEX_BITS, Header
+
+__all__ = ["Depacketizer", "Packetizer", "frame_signature", "on_bytes", "pack"]
+
+#: A received frame's bytes, as the MAC hands them on (no ``ready``: the line does not wait):
+#: ``byte`` is valid with ``valid``, ``index`` its offset from the destination address.
+frame_signature = wiring.Signature({"valid": Out(1), "byte": Out(8), "index": Out(INDEX_BITS)})
+
+
+def on_bytes(m: Module, frame, cases: Mapping[int, list]) -> None:
+    """Adds ``cases`` (offset: statements for the ``sync`` domain) to ``m``: each list takes
+    effect at the edge after the frame's byte at its offset is handed on (``frame.byte`` is that
+    byte). For the tests a layer registers as its header's bytes pass."""
+    with m.If(frame.valid), m.Switch(frame.index):
+        for offset in sorted(cases):
+            with m.Case(offset):
+                m.d.sync += cases[offset]
+
+
+class Depacketizer(wiring.Component):
+    """Captures ``header`` from the frame's bytes ``offset`` to ``offset + header.length - 1``,
+    and compares fields with constants as their bytes pass.
+
+    ``equal`` has a flag per name of ``compare`` (name: ``(field, value)``): the field is
+    ``value``. It is computed a byte at a time (one flip-flop, an 8-bit compare per byte)
+    instead of from the captured field (its flip-flops and a wide compare): the tests a layer
+    makes on its own addresses and fixed fields cost no more than the bytes.
+
+    Latency: each byte is in ``fields`` from the cycle after the MAC hands it on, so the whole
+    header from the cycle after its last byte (index ``offset + header.length``) until the same
+    bytes of the next frame; a flag of ``equal`` from the cycle after its field's last byte.
+    The registers have no reset (only what frames set is read); what nothing reads is
+    synthesised away.
+
+    Members
+    -------
+    frame : ``In(frame_signature)``
+    fields : ``Out(header.layout)``
+    equal : ``Out(StructLayout({name: 1 for name in compare}))``
+    """
+
+    def __init__(self, header: Header, offset: int, compare: Mapping[str, tuple] | None = None):
+        if offset < 0 or offset + header.length > 2**INDEX_BITS - 1:
+            raise ValueError(f"{header.name} at byte {offset} is beyond the frame's index")
+        self._header = header
+        self._offset = offset
+        self._compare = dict(compare or {})
+        for name, (field, _) in self._compare.items():
+            if field not in header.layout.members:
+                raise ValueError(f"{name}: {header.name} has no field {field}")
+        members = {"frame": In(frame_signature), "fields": Out(header.layout)}
+        if self._compare:
+            members["equal"] = Out(data.StructLayout(dict.fromkeys(self._compare, 1)))
+        super().__init__(members)
+
+    @property
+    def header(self) -> Header:
+        return self._header
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def elaborate(self, platform):
+        m = Module()
+        header, byte = self._header, self.frame.byte
+        raw = Signal(header.layout.size, name=f"{header.name}_raw", reset_less=True)
+        m.d.comb += self.fields.eq(raw)
+        cases = {}
+        for k in range(header.length):
+            at = header.byte_offset(k)
+            cases[self._offset + k] = [raw[at : at + 8].eq(byte)]
+        for name, (field, value) in self._compare.items():
+            flag = Signal(name=f"{header.name}_{name}", reset_less=True)
+            m.d.comb += getattr(self.equal, name).eq(flag)
+            first = header.offset(field)
+            for k in range(first, first + header.layout[field].width // 8):
+                _, j = header.wire_byte(k)
+                hit = byte == (value >> 8 * j) & 0xFF
+                cases[self._offset + k].append(flag.eq(hit if k == first else flag & hit))
+        on_bytes(m, self.frame, cases)
+        return m
+
+
+def pack(header: Header, fields: Mapping[str, Value | int]) -> Value:
+    """The bytes of ``header`` with ``fields`` (name: value or constant; missing ones are 0) in
+    wire order, the first byte in the low bits: what a :class:`Packetizer` sends. A value
+    narrower than its field is zero-extended; a wider one is cut."""
+    unknown = set(fields) - set(header.layout.members)
+    if unknown:
+        raise ValueError(f"{header.name} has no field {', '.join(sorted(unknown))}")
+    wide = {}
+    for name, shape in header.layout:
+        value = fields.get(name, 0)
+        width = shape.width
+        value = Const(value, width) if isinstance(value, int) else Value.cast(value)
+        wide[name] = Cat(value, Const(0, width))[:width]
+    out = []
+    for k in range(header.length):
+        name, j = header.wire_byte(k)
+        out.append(wide[name].word_select(j, 8))
+    return Cat(*out)
+
+
+class Packetizer(wiring.Component):
+    """A header stack of up to ``length`` bytes, sent a byte at a time.
+
+    ``load`` takes ``i_data`` (:func:`pack`'s bytes, the first in the low bits; a stack is the
+    :class:`~amaranth.hdl.Cat` of its headers' packs) at the clock edge; ``byte`` is the byte
+    to send, from the cycle after, and ``shift`` moves to the next one at the edge. Who drives
+    ``shift`` counts the bytes.
+
+    Members
+    -------
+    load, shift : ``In(1)``
+    i_data : ``In(8 * length)``
+    byte : ``Out(8)``
+    """
+
+    def __init__(self, length: int):
+        if length < 1:
+            raise ValueError(f"a header has at least one byte, not {length}")
+        self._length = length
+        super().__init__({"load": In(1), "shift": In(1), "i_data": In(8 * length), "byte": Out(8)})
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    def elaborate(self, platform):
+        m = Module()
+        shreg = Signal(8 * self._length)
+        m.d.comb += self.byte.eq(shreg[:8])
+        with m.If(self.load):
+            m.d.sync += shreg.eq(self.i_data)
+        with m.Elif(self.shift):
+            m.d.sync += shreg.eq(shreg >> 8)
+        return m

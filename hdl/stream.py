@@ -1,0 +1,231 @@
+"""Stream blocks shared by the engine and the links: a FIFO (``amaranth.lib.fifo.SyncFIFOBuffered``
+wrapped as a wiring Component), a one-payload output register, a byte queue whose packets are
+committed or discarded whole (:class:`PacketQueue`, Glasgow's name) and a byte-to-tuple gatherer
+(:class:`TupleGatherer`). The UART and UDP links both put a :class:`PacketQueue` and a
+:class:`TupleGatherer` between their parser and the engine."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Shape, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["PacketQueue", "StreamBuffer", "StreamQueue", "TupleGatherer"]
+
+
+class StreamQueue(wiring.Component):
+    """First-in first-out buffer of ``depth`` payloads between two streams.
+
+    Latency: a payload written at one edge can be read after the next; full throughput (one
+    transfer per cycle in and out). ``i_stream.ready`` is low when full.
+
+    Members
+    -------
+    i_stream : ``In(stream.Signature(shape))``
+    o_stream : ``Out(stream.Signature(shape))``
+    """
+
+    def __init__(self, shape, depth: int):
+        self._shape = shape
+        self._depth = depth
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(shape)),
+                "o_stream": Out(stream.Signature(shape)),
+            }
+        )
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    def elaborate(self, platform):
+        m = Module()
+        width = Shape.cast(self._shape).width
+        m.submodules.fifo = buf = fifo.SyncFIFOBuffered(width=width, depth=self._depth)
+        m.d.comb += [
+            buf.w_data.eq(self.i_stream.payload),
+            buf.w_en.eq(self.i_stream.valid),
+            self.i_stream.ready.eq(buf.w_rdy),
+            self.o_stream.payload.eq(buf.r_data),
+            self.o_stream.valid.eq(buf.r_rdy),
+            buf.r_en.eq(self.o_stream.ready),
+        ]
+        return m
+
+
+class StreamBuffer(wiring.Component):
+    """One register stage between two streams (Glasgow's ``StreamBuffer``).
+
+    The payload offered on ``i_stream`` appears on ``o_stream`` one cycle after it is taken.
+    ``i_stream.ready`` is ``o_stream.ready | ~o_stream.valid`` (combinational from the output
+    side, never from ``i_stream.valid``): full throughput, one transfer per cycle, while the
+    consumer takes them; a stalled consumer holds the payload and stalls the producer. A block
+    that computes its result combinationally from its input (and updates its own state on
+    ``i_stream``'s transfer) gets its registered, stallable output from this.
+
+    Members
+    -------
+    i_stream : ``In(stream.Signature(shape))``
+    o_stream : ``Out(stream.Signature(shape))``
+    """
+
+    def __init__(self, shape):
+        self._shape = shape
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(shape)),
+                "o_stream": Out(stream.Signature(shape)),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        with m.If(self.o_stream.ready | ~self.o_stream.valid):
+            m.d.comb += self.i_stream.ready.eq(1)
+            m.d.sync += self.o_stream.valid.eq(self.i_stream.valid)
+            with m.If(self.i_stream.valid):
+                m.d.sync += self.o_stream.payload.eq(self.i_stream.payload)
+        return m
+
+
+class PacketQueue(wiring.Component):
+    """A byte FIFO whose writes become visible only when committed: the bytes of a packet are
+    written as they arrive and the packet is kept or discarded whole once its end is checked.
+
+    ``i_stream`` is always ready; a byte written while the queue is full (``capacity`` bytes
+    written and not taken from ``o_stream``) is dropped and raises ``overflow`` until the next
+    ``commit`` or ``rollback`` (the writer must then roll back). ``commit`` makes every byte
+    written so far readable on ``o_stream``; ``rollback`` forgets them (discards the packet).
+    No byte may be written in the cycle of either.
+
+    Latency and throughput: a byte a cycle in and out. A committed byte is offered on
+    ``o_stream`` from the second cycle after the commit (the storage is one block-RAM memory
+    read a cycle ahead, into ``o_stream``'s register). ``empty``: nothing committed is left to
+    read, nor waits on ``o_stream``.
+
+    Members
+    -------
+    i_stream : ``In(stream.Signature(8))``
+    commit, rollback : ``In(1)``
+    overflow : ``Out(1)``
+    o_stream : ``Out(stream.Signature(8))``
+    empty : ``Out(1)``
+    """
+
+    def __init__(self, capacity: int):
+        if capacity < 2 or capacity & (capacity - 1):
+            raise ValueError(f"the capacity must be a power of 2, not {capacity}")
+        self._capacity = capacity
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(8)),
+                "commit": In(1),
+                "rollback": In(1),
+                "overflow": Out(1),
+                "o_stream": Out(stream.Signature(8)),
+                "empty": Out(1),
+            }
+        )
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = self._capacity.bit_length()  # one more than the address: full or empty
+        # (no_rw_check: a byte is read only once committed, and written only where nothing
+        # committed is, so no read meets a write of its address; Yosys then adds no bypass)
+        m.submodules.memory = memory = Memory(
+            shape=8,
+            depth=self._capacity,
+            init=[],
+            attrs={"ram_style": "block", "no_rw_check": True},
+        )
+        wp = memory.write_port()
+        rp = memory.read_port(transparent_for=())
+        # written (tentative), committed, read from the memory, taken from o_stream
+        wptr, cptr, rptr, tptr = (Signal(bits, name=n) for n in ("wptr", "cptr", "rptr", "tptr"))
+        full = Signal()
+        load = Signal()
+        m.d.comb += [
+            self.i_stream.ready.eq(1),
+            full.eq((wptr[:-1] == tptr[:-1]) & (wptr[-1] != tptr[-1])),
+            wp.addr.eq(wptr[:-1]),
+            wp.data.eq(self.i_stream.payload),
+            wp.en.eq(self.i_stream.valid & ~full),
+            load.eq((rptr != cptr) & (~self.o_stream.valid | self.o_stream.ready)),
+            rp.addr.eq(rptr[:-1]),
+            rp.en.eq(load),
+            self.o_stream.payload.eq(rp.data),
+            self.empty.eq((rptr == cptr) & ~self.o_stream.valid),
+        ]
+        with m.If(wp.en):
+            m.d.sync += wptr.eq(wptr + 1)
+        with m.If(self.i_stream.valid & full):
+            m.d.sync += self.overflow.eq(1)
+        with m.If(self.commit):
+            m.d.sync += [cptr.eq(wptr), self.overflow.eq(0)]
+        with m.If(self.rollback):
+            m.d.sync += [wptr.eq(cptr), self.overflow.eq(0)]
+        with m.If(self.o_stream.valid & self.o_stream.ready):
+            m.d.sync += tptr.eq(tptr + 1)
+        with m.If(load):
+            m.d.sync += [rptr.eq(rptr + 1), self.o_stream.valid.eq(1)]
+        with m.Elif(self.o_stream.ready):
+            m.d.sync += self.o_stream.valid.eq(0)
+        return m
+
+
+class TupleGatherer(wiring.Component):
+    """Gathers ``ceil(width / 8)`` bytes, little-endian, into one payload of ``shape`` (the
+    padding bits above its width dropped) and offers it on ``o_stream`` until taken.
+
+    Latency: a tuple is offered from the cycle after its last byte is taken. With ``overlap``
+    (the default) the tuple waits in an output register of its own: the gatherer takes a byte
+    every cycle, the next tuple's bytes while this one waits, all but the last; full
+    throughput at a byte a cycle. Without, the shift register that gathers the bytes is the
+    output register (a tuple's width fewer flip-flops, for the smallest FPGAs):
+    ``i_stream.ready`` is ``~o_stream.valid``, so no byte is taken while a tuple is offered
+    nor in the cycle it is taken, and a tuple takes at least one cycle more than its bytes.
+
+    Members
+    -------
+    i_stream : ``In(stream.Signature(8))``
+    o_stream : ``Out(stream.Signature(shape))``
+    """
+
+    def __init__(self, shape, *, overlap: bool = True):
+        self._width = Shape.cast(shape).width
+        self._bytes = (self._width + 7) // 8
+        self._overlap = bool(overlap)
+        super().__init__(
+            {"i_stream": In(stream.Signature(8)), "o_stream": Out(stream.Signature(shape))}
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._bytes
+        i, o = self.i_stream, self.o_stream
+        shreg = Signal(8 * n, reset_less=self._overlap)
+        count = Signal(range(n))
+        last = count == n - 1
+        taken = i.valid & i.ready
+        gathered = Cat(shreg[8:], i.payload) if n > 1 else i.payload
+        with m.If(o.ready):
+            m.d.sync += o.valid.eq(0)
+        with m.If(taken):
+            m.d.sync += shreg.eq(gathered)
+            with m.If(last):
+                m.d.sync += [count.eq(0), o.valid.eq(1)]
+            with m.Else():
+                m.d.sync += count.eq(count + 1)
+        if self._overlap:
+            m.d.comb += i.ready.eq(~last | ~o.valid | o.ready)
+            with m.If(taken & last):
+                m.d.sync += o.payload.eq(gathered[: self._width])
+        else:
+            m.d.comb += [i.ready.eq(~o.valid), o.payload.eq(shreg[: self._width])]
+        return m

@@ -1,0 +1,240 @@
+"""The stream blocks of hdl/stream.py.
+
+The register stage and the FIFO must deliver every payload once, in order, whatever the
+producer's gaps and the consumer's stalls, and take one payload per cycle when neither side
+waits. The packet queue shows committed bytes only, forgets discarded ones, and drops what
+does not fit until the packet is rolled back; the tuple gatherer packs bytes little-endian,
+with and without overlap.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+from streams import stream_get, stream_put, stream_through
+
+from nfacep.hdl.stream import PacketQueue, StreamBuffer, StreamQueue, TupleGatherer
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: StreamBuffer(8), lambda: StreamQueue(8, 4)], ids=["buffer", "queue"]
+)
+@pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.5, 0.0), (0.0, 0.7), (0.4, 0.4)])
+def test_every_payload_once_in_order(make, gap, stall):
+    values = [random.Random(3).randrange(256) for _ in range(200)]
+    assert (
+        stream_through(make(), values, seed=int(gap * 10 + stall * 100), gap=gap, stall=stall)
+        == values
+    )
+
+
+def test_buffer_takes_one_payload_per_cycle_and_holds_on_stall():
+    dut = StreamBuffer(8)
+    trace = []
+
+    async def bench(ctx):
+        ctx.set(dut.o_stream.ready, 1)
+        ctx.set(dut.i_stream.valid, 1)
+        for v in range(1, 6):  # a new payload every cycle, all taken at once
+            ctx.set(dut.i_stream.payload, v)
+            assert ctx.get(dut.i_stream.ready)
+            await ctx.tick()
+            trace.append((ctx.get(dut.o_stream.valid), ctx.get(dut.o_stream.payload)))
+        ctx.set(dut.o_stream.ready, 0)  # the consumer stalls: 5 holds, 9 is not taken
+        ctx.set(dut.i_stream.payload, 9)
+        for _ in range(3):
+            assert not ctx.get(dut.i_stream.ready)
+            await ctx.tick()
+            trace.append((ctx.get(dut.o_stream.valid), ctx.get(dut.o_stream.payload)))
+        ctx.set(dut.i_stream.valid, 0)
+        ctx.set(dut.o_stream.ready, 1)
+        await ctx.tick()  # 5 leaves; 9, offered while stalled, was never taken
+        trace.append((ctx.get(dut.o_stream.valid), ctx.get(dut.o_stream.payload)))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert trace == [(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 5), (1, 5), (1, 5), (0, 5)]
+
+
+def test_buffer_ready_does_not_wait_for_valid():
+    """Amaranth's stream rules: ``ready`` may depend on the consumer, never on ``valid``."""
+    dut = StreamBuffer(4)
+
+    async def bench(ctx):
+        ctx.set(dut.i_stream.valid, 0)
+        ctx.set(dut.o_stream.ready, 0)
+        await ctx.delay(1e-7)
+        assert ctx.get(dut.i_stream.ready)  # empty: ready with no valid in sight
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def _queue_bench(capacity, script):
+    """Run ``script(ctx, dut, write, pulse)`` on a :class:`PacketQueue` whose output is read
+    into the returned list whenever ``dut.o_stream.ready`` is set by the script."""
+    dut = PacketQueue(capacity)
+    out = []
+
+    async def write(ctx, data):
+        for b in data:
+            ctx.set(dut.i_stream.valid, 1)
+            ctx.set(dut.i_stream.payload, b)
+            assert ctx.get(dut.i_stream.ready)  # never waits
+            await ctx.tick()
+        ctx.set(dut.i_stream.valid, 0)
+
+    async def pulse(ctx, signal):
+        ctx.set(signal, 1)
+        await ctx.tick()
+        ctx.set(signal, 0)
+
+    async def bench(ctx):
+        await script(ctx, dut, write, pulse)
+
+    async def reader(ctx):
+        async for _, _, valid, ready, payload in ctx.tick().sample(
+            dut.o_stream.valid, dut.o_stream.ready, dut.o_stream.payload
+        ):
+            if valid and ready:
+                out.append(payload)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_testbench(reader, background=True)
+    sim.run()
+    return out
+
+
+def test_packet_queue_shows_committed_bytes_and_forgets_discarded_ones():
+    async def script(ctx, dut, write, pulse):
+        ctx.set(dut.o_stream.ready, 1)
+        await write(ctx, [1, 2, 3])
+        await ctx.tick().repeat(4)
+        assert not ctx.get(dut.o_stream.valid) and ctx.get(dut.empty)  # not committed yet
+        await pulse(ctx, dut.commit)
+        await write(ctx, [7, 8])  # discarded
+        await pulse(ctx, dut.rollback)
+        await write(ctx, [4, 5])
+        await pulse(ctx, dut.commit)
+        await ctx.tick().repeat(6)
+        assert ctx.get(dut.empty) and not ctx.get(dut.overflow)
+
+    assert _queue_bench(8, script) == [1, 2, 3, 4, 5]
+
+
+def test_packet_queue_commit_latency_and_a_byte_per_cycle():
+    dut = PacketQueue(16)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.o_stream.ready, 1)
+        for b in range(10, 16):
+            ctx.set(dut.i_stream.valid, 1)
+            ctx.set(dut.i_stream.payload, b)
+            await ctx.tick()
+        ctx.set(dut.i_stream.valid, 0)
+        ctx.set(dut.commit, 1)
+        await ctx.tick()
+        ctx.set(dut.commit, 0)
+        for _ in range(9):
+            seen.append(ctx.get(dut.o_stream.payload) if ctx.get(dut.o_stream.valid) else None)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # offered from the second cycle after the commit, one byte a cycle
+    assert seen == [None, 10, 11, 12, 13, 14, 15, None, None]
+
+
+def test_packet_queue_full_overflows_until_rollback():
+    """Capacity counts every byte not yet taken, the one offered on ``o_stream`` included:
+    a packet that does not fit raises ``overflow`` and must be rolled back; room then comes
+    back as bytes are taken."""
+
+    async def script(ctx, dut, write, pulse):
+        await write(ctx, [1, 2, 3])
+        await pulse(ctx, dut.commit)
+        await ctx.tick().repeat(3)  # the first byte is offered, not taken
+        assert ctx.get(dut.o_stream.valid) and ctx.get(dut.o_stream.payload) == 1
+        await write(ctx, [4, 5, 6, 7, 8])  # 3 + 5 = 8: full, no overflow yet
+        assert not ctx.get(dut.overflow)
+        await write(ctx, [9])  # does not fit
+        assert ctx.get(dut.overflow)
+        await write(ctx, [10])
+        assert ctx.get(dut.overflow)  # until the rollback
+        await pulse(ctx, dut.rollback)
+        assert not ctx.get(dut.overflow)
+        ctx.set(dut.o_stream.ready, 1)  # take the committed bytes
+        await ctx.tick().repeat(6)
+        ctx.set(dut.o_stream.ready, 0)
+        await write(ctx, list(range(20, 28)))  # the whole capacity again
+        assert not ctx.get(dut.overflow)
+        await pulse(ctx, dut.commit)
+        ctx.set(dut.o_stream.ready, 1)
+        await ctx.tick().repeat(12)
+
+    assert _queue_bench(8, script) == [1, 2, 3, *range(20, 28)]
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("width", [8, 20, 33])
+def test_tuple_gatherer_packs_little_endian(width, overlap):
+    n = (width + 7) // 8
+    rng = random.Random(width)
+    tuples = [rng.getrandbits(width) for _ in range(30)]
+    # the bytes of each tuple, with random bits in the padding above `width`
+    data = []
+    for t in tuples:
+        data += list((t | rng.getrandbits(8 * n - width) << width).to_bytes(n, "little"))
+    dut = TupleGatherer(width, overlap=overlap)
+    got = []
+
+    async def producer(ctx):
+        for b in data:
+            await stream_put(ctx, dut.i_stream, b, rng=rng, gap=0.3)
+
+    async def consumer(ctx):
+        for _ in tuples:
+            got.append(await stream_get(ctx, dut.o_stream, rng=rng, stall=0.3))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer)
+    sim.run()
+    assert got == tuples
+
+
+@pytest.mark.parametrize(("overlap", "cycles"), [(True, 3 * 10), (False, 4 * 10 - 1)])
+def test_tuple_gatherer_throughput(overlap, cycles):
+    """With overlap, a tuple of three bytes every three cycles; without, every four."""
+    dut = TupleGatherer(24, overlap=overlap)
+    done = {}
+
+    async def bench(ctx):
+        ctx.set(dut.o_stream.ready, 1)
+        ctx.set(dut.i_stream.valid, 1)
+        taken = tuples = 0
+        for cycle in range(100):
+            taken += ctx.get(dut.i_stream.ready)
+            tuples += ctx.get(dut.o_stream.valid)
+            if tuples == 10:
+                done["cycles"] = cycle
+                return
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert done["cycles"] == cycles
