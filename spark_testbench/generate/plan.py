@@ -1,9 +1,8 @@
 """Where each block of the stream plants its instances, and the blocks themselves.
 
-Each block
-places some of them, on keys no other planted instance uses over the same span, and moves
-background tuples of that key out of the span, so each planted run is contiguous in its
-partition's sub-stream.
+Each block places some of the templates (:mod:`.templates`), on keys no other planted
+instance uses over the same span, and moves background tuples of that key out of the span, so
+each planted run is contiguous in its partition's sub-stream.
 
 Long instances of a windowed query are laid out without gaps when gaps would stretch them past
 the window. Each block places up to two window edge instances of each kind per windowed query,

@@ -1,17 +1,14 @@
 """The planted instances' templates: per query, a small library of concrete tuple sequences
-drawn from the pattern and checked with the reference matcher.
-
-Planted instances: per query, a small library of concrete tuple sequences (templates) drawn
-from the pattern (a word of pattern variables, each filled with a background tuple that
+drawn from the pattern (a word of pattern variables, each filled with a background tuple that
 satisfies the variable's predicate) and checked with the reference matcher: ``short``
 (near-minimal repetitions), ``long`` (long repetitions, laid out with wide gaps so one
 instance spans hundreds to thousands of stream positions), ``overlap`` (two matches whose
 runs overlap; every-end queries only) and ``repeat`` (two instances back to back).
 
-For a query with a window, pairs of templates at its edge (``window_fit`` / ``window_miss``): 2 to
-``n`` tuples that match with their first and last tuples ``n - 1`` apart and do not ``n``
-apart (interior tuples in the same places), checked with the reference matcher. Where a query
-gets none, ``unplanted`` says why.
+For a query with a window (``WITHIN n``), pairs of templates at its edge (``window_fit`` /
+``window_miss``): 2 to ``n`` tuples that match with their first and last tuples ``n - 1``
+apart and do not ``n`` apart (interior tuples in the same places). Where a query gets none,
+``unplanted`` says why.
 """
 
 from __future__ import annotations
