@@ -30,7 +30,7 @@ from pathlib import Path
 
 from nfacep.wire import RecordFormat
 
-from .build import SimulationError, _make_flags, find_verilator, tail
+from .build import SimulationError, find_verilator, make_flags, tail
 from .harness import HARNESS_TOP, counter_ports, drain_cycles, switch_plusargs
 from .records import RECORDS_HEX, InOrderChecker, check_hex, read_records
 from .template import fill
@@ -127,7 +127,7 @@ def build_native(engine: Path, sidecar: dict, harness: str, cache: Path, waves: 
         ]
         if waves:
             command.insert(1, "--trace")
-        with _make_flags("verilator", opt=_opt()), open(log, "w") as out:
+        with make_flags("verilator", opt=_opt()), open(log, "w") as out:
             done = subprocess.run(
                 command, cwd=folder, stdout=out, stderr=subprocess.STDOUT, check=False
             )
