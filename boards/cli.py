@@ -268,8 +268,8 @@ class Run(Command):
         from nfacep.backend import run_files
         from nfacep.result import report
 
-        from .host import UartBoard
-        from .udp_host import UdpBoard
+        from .host import UartBoard, UartOptions
+        from .udp_host import UdpBoard, UdpOptions
 
         if (args.port is None) == (args.udp is None):
             raise UsageError(
@@ -281,12 +281,14 @@ class Run(Command):
                 raise UsageError("--frame-tuples is for --port; over UDP use --tuples-per-packet")
             engine = params.from_args(args)
             board = UdpBoard(
-                args.udp,
-                timeout=args.timeout,
-                tuples_per_packet=args.tuples_per_packet,
-                retries=args.retries,
+                UdpOptions(
+                    address=args.udp,
+                    timeout=args.timeout,
+                    tuples_per_packet=args.tuples_per_packet,
+                    retries=args.retries,
+                    rate=_rate(args.rate),
+                ),
                 progress=_progress("run"),
-                rate=_rate(args.rate),
             )
         else:
             if args.tuples_per_packet is not None:
@@ -298,14 +300,14 @@ class Run(Command):
                     "--rate is for --udp; over a serial port the board's flow "
                     "control paces the tuples"
                 )
-            if args.baud <= 0:
-                raise UsageError("--baud must be positive")
             engine = params.from_args(args)
             board = UartBoard(
-                args.port,
-                baud=args.baud,
-                timeout=args.timeout,
-                frame_tuples=args.frame_tuples,
+                UartOptions(
+                    port=args.port,
+                    baud=args.baud,
+                    timeout=args.timeout,
+                    frame_tuples=args.frame_tuples,
+                ),
                 progress=_progress("run"),
             )
         nfa = load_query(args.query)

@@ -6,8 +6,8 @@
   (or, with :meth:`Simulation.stream`, take the stream in pieces and give a :class:`SimRun`
   whose records are read back a chunk at a time);
 - :func:`prebuild` (:mod:`nfacep.sim.models`): build (or find in the cache) the simulator model
-  of an engine emitted earlier, so that later ``Simulation(engine=...)`` runs reuse it;
-  :func:`build_cache` names the folder caching those builds;
+  of an engine emitted earlier, so that later ``Simulation(SimOptions(engine=...))`` runs
+  reuse it; :func:`build_cache` names the folder caching those builds;
 - :mod:`nfacep.sim.harness` and :mod:`nfacep.sim.batch_testbench`: the batch mode (the
   default), a Verilog testbench around the engine that makes its own clock and streams whole
   batches of tuples from a file, and the cocotb test that wakes once per batch;
@@ -34,6 +34,7 @@ _WHERE = {
     "prebuild": "models",
     "simulator_available": "build",
     "ContractError": "runner",
+    "SimOptions": "runner",
     "SimResult": "runner",
     "SimRun": "runner",
     "Simulation": "runner",

@@ -380,12 +380,14 @@ def _sim_task(
 
     first = int(head.column("seq")[0].as_py())
     simulation = sim.Simulation(
-        simulator,
-        build_dir=build_dir,
-        engine=engine_v,
-        seed=seed + first,
-        batch_depth=batch_depth,
-        mode=sim_mode,
+        sim.SimOptions(
+            simulator=simulator,
+            build_dir=build_dir,
+            engine=engine_v,
+            seed=seed + first,
+            batch_depth=batch_depth,
+            mode=sim_mode,
+        ),
         progress=simulated if sim_mode != "cycle" else None,
     )
     with tempfile.TemporaryDirectory(prefix="shard-", dir=build_dir) as folder:
