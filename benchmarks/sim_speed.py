@@ -94,7 +94,13 @@ def main() -> None:
                         continue
                     n = args.tuples if mode == "cycle" else args.fast_tuples
                     simulation = sim.Simulation(
-                        simulator, traffic="full", build_dir=build, engine=engines[label], mode=mode
+                        sim.SimOptions(
+                            simulator=simulator,
+                            traffic="full",
+                            build_dir=build,
+                            engine=engines[label],
+                            mode=mode,
+                        )
                     )
                     t0 = time.perf_counter()
                     simulation.run(nfa, samples[n], params)  # build, warm the cache

@@ -32,7 +32,7 @@ import nfacep
 from nfacep import tuples
 from nfacep.links.udp.host import max_tuples_per_packet
 from nfacep.params import EngineParams
-from nfacep.sim.udp import UdpSimulation
+from nfacep.sim.udp import UdpSimOptions, UdpSimulation
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAPER = {"frames_per_s_1": 1_451_373, "tuples_per_s_90": 7_279_215}
@@ -108,10 +108,12 @@ def main() -> None:
             for per in sizes(max_tuples_per_packet(tb)):
                 n = per * args.frames
                 backend = UdpSimulation(
-                    args.simulator,
-                    tuples_per_packet=per,
-                    check=True,
-                    build_dir=pathlib.Path(tmp) / "cache",
+                    UdpSimOptions(
+                        simulator=args.simulator,
+                        tuples_per_packet=per,
+                        check=True,
+                        build_dir=pathlib.Path(tmp) / "cache",
+                    )
                 )
                 row = _row(label, tb, per, backend.run(nfa, make(n), params))
                 rows.append(row)

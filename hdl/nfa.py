@@ -239,21 +239,69 @@ def next_state(
     is, so that sum is the state's age when it is less than the window, and no predecessor is
     live otherwise.
     """
-    layout = state_layout(nfa)
-    now = layout(state)
-    aged = set(layout.members["ages"].members) if "ages" in layout.members else set()
-    started = set(layout.members["began"].members) if "began" in layout.members else set()
-    active = now.active
-    n = len(nfa.states)
-    if ("last" in layout.members or "last_seq" in layout.members) and times is None:
-        raise ValueError("a query has a window or start_seq: next_state needs the tuple's times")
-    if times is not None and not isinstance(times, data.View):
-        times = times_layout(nfa)(times)
-    # per windowed query: (the low bits of the time since the last tuple, whether that is the
-    # window or more)
-    gaps: dict[int, tuple[Value, Value]] = {}
-    if "last" in layout.members:
-        for q in nfa.queries:
+    return _NextState(m, nfa, state, prefix, times).build(predicates)
+
+
+def _first_of(candidates: list[int], live, beats) -> dict[int, Value]:
+    """One-hot: the first of the ``candidates`` that are ``live`` in the order ``beats``."""
+    out = {}
+    for a in candidates:
+        win = live(a)
+        for b in candidates:
+            if b != a:
+                win = win & (~live(b) | beats(a, b))
+        out[a] = win
+    return out
+
+
+class _NextState:
+    """:func:`next_state`'s stages, in the order they add logic to the module: the gaps since
+    the last tuple (WITHIN), the predecessor each state takes its start and age from, each
+    state's next bit (with its age and start), the order bits after the tuple, and the
+    result."""
+
+    def __init__(self, m: Module, nfa: Nfa, state: Value, prefix: str, times: Value | None):
+        self.m, self.nfa, self.prefix = m, nfa, prefix
+        self.layout = layout = state_layout(nfa)
+        self.now = layout(state)
+        members = layout.members
+        self.aged = set(members["ages"].members) if "ages" in members else set()
+        self.started = set(members["began"].members) if "began" in members else set()
+        if ("last" in members or "last_seq" in members) and times is None:
+            raise ValueError(
+                "a query has a window or start_seq: next_state needs the tuple's times"
+            )
+        if times is not None and not isinstance(times, data.View):
+            times = times_layout(nfa)(times)
+        self.times = times
+        self.pairs = {pair: k for k, pair in enumerate(order_pairs(nfa))}
+        self.next_order = None
+
+    def build(self, predicates: Value) -> tuple[Signal, Signal]:
+        m, nfa, prefix = self.m, self.nfa, self.prefix
+        gaps = self.gaps()
+        chosen = self.choose()
+        nxt = Signal(len(nfa.states), name=f"{prefix}next")
+        stored = Signal(self.layout, name=f"{prefix}stored")
+        result = Signal(result_layout(nfa), name=f"{prefix}result")
+        began = self.states(predicates, gaps, chosen, nxt, stored)
+        if "last" in self.layout.members:
+            m.d.comb += stored.last.eq(self.times.at)
+        if "last_seq" in self.layout.members:
+            m.d.comb += stored.last_seq.eq(self.times.seq)
+        self.order(chosen, stored)
+        m.d.comb += stored.active.eq(nxt)
+        self.results(nxt, began, stored, result)
+        return stored, result
+
+    def gaps(self) -> dict[int, tuple[Value, Value]]:
+        """Per windowed query: (the low bits of the time since the last tuple, whether that is
+        the window or more)."""
+        m, times, now = self.m, self.times, self.now
+        gaps: dict[int, tuple[Value, Value]] = {}
+        if "last" not in self.layout.members:
+            return gaps
+        for q in self.nfa.queries:
             if q.window is None:
                 continue
             bits = age_bits(q.window)
@@ -261,144 +309,139 @@ def next_state(
             last = Value.cast(now.last[q.order_field])
             # the last tuple is the window or more before this one (or after it): two
             # comparisons at full width, side by side, and no subtraction before them
-            far = Signal(name=f"{prefix}{q.name}_far")
+            far = Signal(name=f"{self.prefix}{q.name}_far")
             m.d.comb += far.eq((t < last) | (Value.cast(times.limit[str(q.index)]) >= last))
             # the time since then, exact when not far: the low bits of the difference
-            near = Signal(bits + 1, name=f"{prefix}{q.name}_gap")
+            near = Signal(bits + 1, name=f"{self.prefix}{q.name}_gap")
             m.d.comb += near.eq(t.as_unsigned()[: bits + 1] - last.as_unsigned()[: bits + 1])
             gaps[q.index] = (near, far)
+        return gaps
 
-    def stored_age(i: int):
-        return now.ages[str(i)] if str(i) in aged else Const(0, 1)  # a start state: 0
+    def stored_age(self, i: int):
+        return self.now.ages[str(i)] if str(i) in self.aged else Const(0, 1)  # a start state: 0
 
-    def stored_start(i: int):  # a start state's run began at the last tuple
-        return now.began[str(i)] if str(i) in started else now.last_seq
+    def stored_start(self, i: int):  # a start state's run began at the last tuple
+        return self.now.began[str(i)] if str(i) in self.started else self.now.last_seq
 
-    pairs = {pair: k for k, pair in enumerate(order_pairs(nfa))}
-
-    def stored_beats(a: int, b: int) -> Value:
+    def stored_beats(self, a: int, b: int) -> Value:
         """Whether the latest run in ``a`` began at or after the one in ``b`` (ties: the lower
         index), both set at the last tuple: a start state's began at that tuple."""
-        a_start, b_start = nfa.states[a].start, nfa.states[b].start
+        a_start, b_start = self.nfa.states[a].start, self.nfa.states[b].start
         if a_start or b_start:
             return Const(int(a < b if a_start and b_start else a_start))
-        bit = now.order[pairs[(min(a, b), max(a, b))]]
+        bit = self.now.order[self.pairs[(min(a, b), max(a, b))]]
         return bit if a < b else ~bit
 
-    def first_of(candidates: list[int], live, beats) -> dict[int, Value]:
-        """One-hot: the first of the ``candidates`` that are ``live`` in the order ``beats``."""
-        out = {}
-        for a in candidates:
-            win = live(a)
-            for b in candidates:
-                if b != a:
-                    win = win & (~live(b) | beats(a, b))
-            out[a] = win
-        return out
-
-    # under WITHIN and for start_seq: which active predecessor, the one whose latest run began
-    # latest, each state takes its start and age from (one-hot)
-    chosen: dict[int, dict[int, Value]] = {}
-    for s in nfa.states:
-        if s.start or not s.activation or not _tracks(nfa.queries[s.query]):
-            continue
-        preds = sorted(s.activation)
-        wins = first_of(preds, lambda j: active[j], stored_beats)
-        chosen[s.index] = {}
-        for j in preds:
-            win = Signal(name=f"{prefix}{s.name}_from_{nfa.states[j].name}")
-            m.d.comb += win.eq(wins[j])
-            chosen[s.index][j] = win
-
-    nxt = Signal(n, name=f"{prefix}next")
-    stored = Signal(layout, name=f"{prefix}stored")
-    result = Signal(result_layout(nfa), name=f"{prefix}result")
-    # where the latest run in each state began, for the queries that report start_seq
-    began: dict[int, Value] = {}
-    for s in nfa.states:
-        bit = Signal(name=f"{prefix}{s.name}_next")
-        guard = Const(1) if s.predicate is None else predicates[s.predicate]
-        q = nfa.queries[s.query]
-        age = None
-        if s.start:
-            reached = Const(1)
-        elif s.activation and q.window is not None:
-            # the youngest active predecessor: the one whose latest run began latest
-            any_active = Value.cast(0)
-            youngest = Value.cast(0)
-            for j, win in chosen[s.index].items():
-                any_active = any_active | active[j]
-                youngest = youngest | Mux(win, stored_age(j), 0)
-            age = Signal(age_bits(q.window) + 2, name=f"{prefix}{s.name}_age")
-            near, far = gaps[q.index]
-            m.d.comb += age.eq(near + youngest)
-            reached = any_active & ~far & (age < q.window)
-        elif s.activation:
-            reached = Value.cast(0)
-            for j in sorted(s.activation):
-                reached = reached | active[j]
-        else:
-            reached = Const(0)
-        m.d.comb += [bit.eq(guard & reached), nxt[s.index].eq(bit)]
-        if str(s.index) in aged and age is not None:
-            m.d.comb += stored.ages[str(s.index)].eq(age)
-        if q.start_seq:
-            # the latest start among the active predecessors: under WITHIN it is also the
-            # youngest (ORDER BY values never decrease), so live whenever any is
-            if s.start:
-                began[s.index] = times.seq  # a run beginning now is the latest
-            elif s.activation:
-                latest = Value.cast(0)
-                for j, win in chosen[s.index].items():
-                    latest = latest | Mux(win, stored_start(j), 0)
-                began[s.index] = Signal(SEQ_BITS, name=f"{prefix}{s.name}_began")
-                m.d.comb += began[s.index].eq(latest)
-                if str(s.index) in started:
-                    m.d.comb += stored.began[str(s.index)].eq(latest)
-    if "last" in layout.members:
-        m.d.comb += stored.last.eq(times.at)
-    if "last_seq" in layout.members:
-        m.d.comb += stored.last_seq.eq(times.seq)
-
-    def next_beats(a: int, b: int) -> Value:
-        """:func:`stored_beats` after this tuple, for states set now: the order of the
+    def next_beats(self, a: int, b: int) -> Value:
+        """:meth:`stored_beats` after this tuple, for states set now: the order of the
         predecessors they took their starts from (equal when the same: the lower index)."""
-        a_start, b_start = nfa.states[a].start, nfa.states[b].start
+        a_start, b_start = self.nfa.states[a].start, self.nfa.states[b].start
         if a_start or b_start:
             return Const(int(a < b if a_start and b_start else a_start))
-        k = pairs[(min(a, b), max(a, b))]
-        return next_order[k] if a < b else ~next_order[k]
+        k = self.pairs[(min(a, b), max(a, b))]
+        return self.next_order[k] if a < b else ~self.next_order[k]
 
-    next_order = None
-    if pairs:
-        next_order = Signal(len(pairs), name=f"{prefix}next_order")
-        for (a, b), k in pairs.items():
+    def choose(self) -> dict[int, dict[int, Value]]:
+        """Under WITHIN and for start_seq: which active predecessor, the one whose latest run
+        began latest, each state takes its start and age from (one-hot)."""
+        nfa, active = self.nfa, self.now.active
+        chosen: dict[int, dict[int, Value]] = {}
+        for s in nfa.states:
+            if s.start or not s.activation or not _tracks(nfa.queries[s.query]):
+                continue
+            preds = sorted(s.activation)
+            wins = _first_of(preds, lambda j: active[j], self.stored_beats)
+            chosen[s.index] = {}
+            for j in preds:
+                win = Signal(name=f"{self.prefix}{s.name}_from_{nfa.states[j].name}")
+                self.m.d.comb += win.eq(wins[j])
+                chosen[s.index][j] = win
+        return chosen
+
+    def states(self, predicates, gaps, chosen, nxt, stored) -> dict[int, Value]:
+        """Each state's next bit into ``nxt``, its age and start into ``stored``; returns where
+        the latest run in each state began, for the queries that report start_seq."""
+        m, prefix, active, times = self.m, self.prefix, self.now.active, self.times
+        began: dict[int, Value] = {}
+        for s in self.nfa.states:
+            bit = Signal(name=f"{prefix}{s.name}_next")
+            guard = Const(1) if s.predicate is None else predicates[s.predicate]
+            q = self.nfa.queries[s.query]
+            age = None
+            if s.start:
+                reached = Const(1)
+            elif s.activation and q.window is not None:
+                # the youngest active predecessor: the one whose latest run began latest
+                any_active = Value.cast(0)
+                youngest = Value.cast(0)
+                for j, win in chosen[s.index].items():
+                    any_active = any_active | active[j]
+                    youngest = youngest | Mux(win, self.stored_age(j), 0)
+                age = Signal(age_bits(q.window) + 2, name=f"{prefix}{s.name}_age")
+                near, far = gaps[q.index]
+                m.d.comb += age.eq(near + youngest)
+                reached = any_active & ~far & (age < q.window)
+            elif s.activation:
+                reached = Value.cast(0)
+                for j in sorted(s.activation):
+                    reached = reached | active[j]
+            else:
+                reached = Const(0)
+            m.d.comb += [bit.eq(guard & reached), nxt[s.index].eq(bit)]
+            if str(s.index) in self.aged and age is not None:
+                m.d.comb += stored.ages[str(s.index)].eq(age)
+            if q.start_seq:
+                # the latest start among the active predecessors: under WITHIN it is also the
+                # youngest (ORDER BY values never decrease), so live whenever any is
+                if s.start:
+                    began[s.index] = times.seq  # a run beginning now is the latest
+                elif s.activation:
+                    latest = Value.cast(0)
+                    for j, win in chosen[s.index].items():
+                        latest = latest | Mux(win, self.stored_start(j), 0)
+                    began[s.index] = Signal(SEQ_BITS, name=f"{prefix}{s.name}_began")
+                    m.d.comb += began[s.index].eq(latest)
+                    if str(s.index) in self.started:
+                        m.d.comb += stored.began[str(s.index)].eq(latest)
+        return began
+
+    def order(self, chosen, stored) -> None:
+        """The order bits after the tuple: those of the predecessors the states took their
+        starts from."""
+        if not self.pairs:
+            return
+        self.next_order = next_order = Signal(len(self.pairs), name=f"{self.prefix}next_order")
+        for (a, b), k in self.pairs.items():
             bit = Value.cast(0)
             for p, win_p in chosen.get(a, {}).items():
                 for r, win_r in chosen.get(b, {}).items():
-                    bit = bit | (win_p & win_r & (Const(1) if p == r else stored_beats(p, r)))
-            m.d.comb += next_order[k].eq(bit)
-        m.d.comb += stored.order.eq(next_order)
-    matches = result.matches
-    m.d.comb += stored.active.eq(nxt)
-    slot = {q: k for k, q in enumerate(start_queries(nfa))}
-    for q in nfa.queries:
-        hit = Value.cast(0)
-        for i in nfa.accepting(q):
-            hit = hit | nxt[i]
-        m.d.comb += matches[q.index].eq(hit)
-        if q.index in slot:  # the latest start among the accepting states set now
-            ends = [i for i in nfa.accepting(q) if i in began]
-            wins = first_of(ends, lambda i: nxt[i], next_beats)
-            latest = Value.cast(0)
-            for i in ends:
-                latest = latest | Mux(wins[i], began[i], 0)
-            k = slot[q.index]
-            m.d.comb += result.starts[k * SEQ_BITS : (k + 1) * SEQ_BITS].eq(latest)
-        if q.skip_past_last_row and q.count:
-            with m.If(matches[q.index]):
-                m.d.comb += stored.active[q.first : q.first + q.count].eq(0)
-    return stored, result
+                    same = Const(1) if p == r else self.stored_beats(p, r)
+                    bit = bit | (win_p & win_r & same)
+            self.m.d.comb += next_order[k].eq(bit)
+        self.m.d.comb += stored.order.eq(next_order)
+
+    def results(self, nxt, began, stored, result) -> None:
+        """Per query: whether it matched, the latest start among its accepting states set now
+        (start_seq), and the clearing of its states after a match (SKIP PAST LAST ROW)."""
+        m, nfa = self.m, self.nfa
+        matches = result.matches
+        slot = {q: k for k, q in enumerate(start_queries(nfa))}
+        for q in nfa.queries:
+            hit = Value.cast(0)
+            for i in nfa.accepting(q):
+                hit = hit | nxt[i]
+            m.d.comb += matches[q.index].eq(hit)
+            if q.index in slot:  # the latest start among the accepting states set now
+                ends = [i for i in nfa.accepting(q) if i in began]
+                wins = _first_of(ends, lambda i: nxt[i], self.next_beats)
+                latest = Value.cast(0)
+                for i in ends:
+                    latest = latest | Mux(wins[i], began[i], 0)
+                k = slot[q.index]
+                m.d.comb += result.starts[k * SEQ_BITS : (k + 1) * SEQ_BITS].eq(latest)
+            if q.skip_past_last_row and q.count:
+                with m.If(matches[q.index]):
+                    m.d.comb += stored.active[q.first : q.first + q.count].eq(0)
 
 
 def matcher_signature(nfa: Nfa, payload_shape, *, inputs=None) -> dict:

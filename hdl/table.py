@@ -272,26 +272,55 @@ class TablePartitioner(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        banks, rows = self._banks, self._rows
-        row_bits = (rows - 1).bit_length()
-        bank_bits = (banks - 1).bit_length()
-        layout = self.entry_layout
-        timers = self.timers
-
         m.submodules.out = out = StreamBuffer(self.o_stream.payload.shape())
         wiring.connect(m, out.o_stream, wiring.flipped(self.o_stream))
         advance = Signal()
         m.d.comb += advance.eq(out.i_stream.ready)
+        clearing, sweep = self._clearing(m)
+        chain, read_row = self._input(m, advance, clearing)
+        read_data, write_ports = self._banks_read(m, advance, read_row)
+        ctx = _Stages(self, m, advance, self.entry_layout, *self._index_bits)
+        if self._registered:
+            tail = self._registered_writes(m, ctx, chain, read_data, write_ports, clearing, sweep)
+        else:
+            tail = self._simple_writes(m, ctx, chain[-1], read_data, write_ports, clearing, sweep)
+        t, t_valid, hit, dropped, result = tail
+        m.d.comb += [
+            out.i_stream.valid.eq(t_valid),
+            out.i_stream.payload.key.eq(t.key),
+            out.i_stream.payload.payload.eq(t.payload),
+            out.i_stream.payload.result.eq(result),
+            out.i_stream.payload.dropped.eq(dropped),
+            out.i_stream.payload.fresh.eq(~hit & ~dropped),
+        ]
+        with m.If(advance & t_valid & dropped):
+            m.d.sync += self.drops.eq(self.drops + 1)
+        return m
 
-        # --- clearing sweep after reset ---------------------------------------------------
+    @property
+    def _index_bits(self) -> tuple[int, int]:
+        """(row bits, bank bits) of an entry's address."""
+        return (self._rows - 1).bit_length(), (self._banks - 1).bit_length()
+
+    def _clearing(self, m: Module):
+        """The clearing sweep after reset: ``(clearing, sweep)``, high while it writes row
+        ``sweep`` of every bank empty."""
+        rows = self._rows
         clearing = Signal(init=1)
         sweep = Signal(range(rows), name="sweep_row")
         with m.If(clearing):
             m.d.sync += sweep.eq(sweep + 1)
             with m.If(sweep == rows - 1):
                 m.d.sync += [clearing.eq(0), sweep.eq(0)]
+        return clearing, sweep
 
-        # --- stage 1: input register (and the bucket hash), ticks, aging sweep steps ----------
+    def _input(self, m: Module, advance: Value, clearing: Value):
+        """Stage 1 (the input register, the bucket hash, ticks and aging sweep steps) and the
+        read registers after it: ``(chain, read_row)``, the operation after each read register
+        (``(payload, valid, op, row, bank)``, the last the one before the tail) and the row
+        the banks read."""
+        row_bits, bank_bits = self._index_bits
+        timers = self.timers
         accept = Signal()
         force = Const(0)
         if timers:
@@ -301,7 +330,6 @@ class TablePartitioner(wiring.Component):
         with m.If(accept):
             m.d.sync += self.tuples.eq(self.tuples + 1)
 
-        in_key = Value.cast(self.i_stream.payload.key).as_unsigned()
         # an operation: a tuple or an aging step, the ticks so far (``now``) and, for the
         # comparisons of ``_Stages.live``, ``now - 2**timer_bits`` (``back``)
         op = data.StructLayout({"sweep": 1, "now": self._stamp_bits, "back": self._stamp_bits})
@@ -315,22 +343,7 @@ class TablePartitioner(wiring.Component):
         s1_row = Signal(row_bits, name="s1_row")
         s1_bank = Signal(bank_bits, name="s1_bank")
         s2_bank = Signal(bank_bits, name="s2_bank")
-        s1_key = Value.cast(s1.key).as_unsigned()
-        if self._direct:
-            m.d.comb += [s1_bank.eq(s1_key[:bank_bits]), s1_row.eq(s1_key[bank_bits:])]
-        else:
-            m.submodules.hash = hasher = self.crc_parameters.create()
-            m.d.comb += [
-                # start and valid together: each word is hashed from the initial value; with
-                # both low (a stall) the register holds (start alone would reinitialise it)
-                hasher.start.eq(advance),
-                hasher.valid.eq(advance),
-                hasher.data.eq(in_key),
-                # the row is the bucket complemented (a bijection: which keys share a row is
-                # unchanged), which cancels the CRC's output inversion: the read address comes
-                # straight from the hash register
-                s1_row.eq(~hasher.crc[:row_bits]),
-            ]
+        self._bucket(m, advance, s1, s1_row, s1_bank)
         if timers:
             # an aging step reads the row and checks the way it was given in s1_sweep_at
             s1_at = Signal(row_bits + bank_bits, name="s1_sweep_at")
@@ -358,7 +371,6 @@ class TablePartitioner(wiring.Component):
             with m.If(advance):
                 m.d.sync += [d.eq(v) for d, v in zip(at_read, head, strict=True)]
             head = at_read
-        read_row = head[3]
         with m.If(advance):
             m.d.sync += [
                 s1_valid.eq(accept),
@@ -368,10 +380,35 @@ class TablePartitioner(wiring.Component):
                     for d, v in zip((s2, s2_valid, s2_op, s2_row, s2_bank), head, strict=True)
                 ),
             ]
+        return self._read_registers(m, advance, (s2, s2_valid, s2_op, s2_row, s2_bank)), head[3]
 
-        # with more read registers the operations wait as many stages more before stage 3;
-        # the last two (``prev``, then the one before stage 3) are the registered tail's
-        chain = [(s2, s2_valid, s2_op, s2_row, s2_bank)]
+    def _bucket(self, m: Module, advance: Value, s1, s1_row, s1_bank) -> None:
+        """The row and bank of the tuple in stage 1: its key's bits (direct) or its bucket
+        hash, computed as the tuple enters (hashed)."""
+        row_bits, bank_bits = self._index_bits
+        in_key = Value.cast(self.i_stream.payload.key).as_unsigned()
+        s1_key = Value.cast(s1.key).as_unsigned()
+        if self._direct:
+            m.d.comb += [s1_bank.eq(s1_key[:bank_bits]), s1_row.eq(s1_key[bank_bits:])]
+        else:
+            m.submodules.hash = hasher = self.crc_parameters.create()
+            m.d.comb += [
+                # start and valid together: each word is hashed from the initial value; with
+                # both low (a stall) the register holds (start alone would reinitialise it)
+                hasher.start.eq(advance),
+                hasher.valid.eq(advance),
+                hasher.data.eq(in_key),
+                # the row is the bucket complemented (a bijection: which keys share a row is
+                # unchanged), which cancels the CRC's output inversion: the read address comes
+                # straight from the hash register
+                s1_row.eq(~hasher.crc[:row_bits]),
+            ]
+
+    def _read_registers(self, m: Module, advance: Value, first: tuple) -> list[tuple]:
+        """With more read registers the operations wait as many stages more before stage 3;
+        the last two (``prev``, then the one before stage 3) are the registered tail's."""
+        chain = [first]
+        s2, _, s2_op, s2_row, s2_bank = first
         for extra in "bcd"[: max(0, self._read_stages - 2)]:
             delayed = (
                 Signal.like(s2, name=f"s2{extra}"),
@@ -383,14 +420,15 @@ class TablePartitioner(wiring.Component):
             with m.If(advance):
                 m.d.sync += [d.eq(v) for d, v in zip(delayed, chain[-1], strict=True)]
             chain.append(delayed)
-        s2, s2_valid, s2_op, s2_row, s2_bank = chain[-1]
+        return chain
 
-        # --- the banks: read in stage 1 ---------------------------------------------------------
-        registered = self._registered
+    def _banks_read(self, m: Module, advance: Value, read_row: Value):
+        """The banks, read in stage 1 at ``read_row``: ``(read_data, write_ports)``."""
+        layout, rows = self.entry_layout, self._rows
         read_data = []
         write_ports = []
-        for b in range(banks):
-            if registered:
+        for b in range(self._banks):
+            if self._registered:
                 # read data registered in the bank (on ECP5 in the block RAM's output register,
                 # with 4 stages a flip-flop after it) and once more in the tail, beside what is
                 # decided from it; the forwarding replaces transparency (which Yosys would
@@ -410,57 +448,54 @@ class TablePartitioner(wiring.Component):
             m.d.comb += [rp.addr.eq(read_row), rp.en.eq(advance)]
             read_data.append(rp.data)
             write_ports.append(_WritePort(wp.addr, wp.data, wp.en))
+        return read_data, write_ports
 
-        ctx = _Stages(self, m, advance, layout, row_bits, bank_bits)
-        if registered:
-            before = chain[-2]
-            prev = (Value.cast(before[0].key).as_unsigned(), before[3], before[2])
-            t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
-                prev, s2, s2_valid, s2_op, s2_row, s2_bank, read_data
-            )
-            # the write port is driven by registers and nothing else (a large table's blocks
-            # are spread over the device): loaded as hist[0] is, with the write that leaves
-            # stage 4, or with the clearing sweep's row. Their write lands an edge after the
-            # sweep's step, still before any tuple's read. (Written again and again while
-            # stalled, which is harmless.)
-            w_row = Signal(row_bits, name="write_row")
-            w_entry = Signal(layout, name="write_entry")
-            w_en = Signal(banks, name="write_en")
+    def _registered_writes(self, m, ctx, chain, read_data, write_ports, clearing, sweep):
+        """The registered tail and its writes: ``(t, t_valid, hit, dropped, result)`` of the
+        operation leaving it."""
+        layout, banks = self.entry_layout, self._banks
+        row_bits, _ = self._index_bits
+        advance = ctx.advance
+        before = chain[-2]
+        prev = (Value.cast(before[0].key).as_unsigned(), before[3], before[2])
+        t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
+            prev, *chain[-1], read_data
+        )
+        # the write port is driven by registers and nothing else (a large table's blocks
+        # are spread over the device): loaded as hist[0] is, with the write that leaves
+        # stage 4, or with the clearing sweep's row. Their write lands an edge after the
+        # sweep's step, still before any tuple's read. (Written again and again while
+        # stalled, which is harmless.)
+        w_row = Signal(row_bits, name="write_row")
+        w_entry = Signal(layout, name="write_entry")
+        w_en = Signal(banks, name="write_en")
+        with m.If(clearing):
+            m.d.sync += [
+                w_row.eq(sweep),
+                w_entry.eq(Const(0, layout.size)),
+                w_en.eq(Const(-1, banks)),
+            ]
+        with m.Elif(advance):
+            m.d.sync += [
+                w_row.eq(row),
+                w_entry.eq(written),
+                w_en.eq(Cat(store & (way == b) for b in range(banks))),
+            ]
+        for b, wp in enumerate(write_ports):
+            m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
+        return t, t_valid, hit, dropped, result
+
+    def _simple_writes(self, m, ctx, s2, read_data, write_ports, clearing, sweep):
+        """The simple tail and its writes (the cycle after the read): ``(t, t_valid, hit,
+        dropped, result)`` of the operation leaving it."""
+        layout = self.entry_layout
+        t, t_valid, hit, dropped, way, row, written, store, result = ctx.simple_tail(*s2, read_data)
+        for b, wp in enumerate(write_ports):
             with m.If(clearing):
-                m.d.sync += [
-                    w_row.eq(sweep),
-                    w_entry.eq(Const(0, layout.size)),
-                    w_en.eq(Const(-1, banks)),
-                ]
-            with m.Elif(advance):
-                m.d.sync += [
-                    w_row.eq(row),
-                    w_entry.eq(written),
-                    w_en.eq(Cat(store & (way == b) for b in range(banks))),
-                ]
-            for b, wp in enumerate(write_ports):
-                m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
-        else:
-            t, t_valid, hit, dropped, way, row, written, store, result = ctx.simple_tail(
-                s2, s2_valid, s2_op, s2_row, s2_bank, read_data
-            )
-            for b, wp in enumerate(write_ports):
-                with m.If(clearing):
-                    m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
-                with m.Else():
-                    m.d.comb += [wp.addr.eq(row), wp.data.eq(written), wp.en.eq(store & (way == b))]
-
-        m.d.comb += [
-            out.i_stream.valid.eq(t_valid),
-            out.i_stream.payload.key.eq(t.key),
-            out.i_stream.payload.payload.eq(t.payload),
-            out.i_stream.payload.result.eq(result),
-            out.i_stream.payload.dropped.eq(dropped),
-            out.i_stream.payload.fresh.eq(~hit & ~dropped),
-        ]
-        with m.If(advance & t_valid & dropped):
-            m.d.sync += self.drops.eq(self.drops + 1)
-        return m
+                m.d.comb += [wp.addr.eq(sweep), wp.data.eq(Const(0, layout.size)), wp.en.eq(1)]
+            with m.Else():
+                m.d.comb += [wp.addr.eq(row), wp.data.eq(written), wp.en.eq(store & (way == b))]
+        return t, t_valid, hit, dropped, result
 
     def _aging(self, m: Module, advance: Value, clearing: Value, accept: Value):
         """Ticks and aging sweep steps: ``(now, back, at, step, force)``.
@@ -647,160 +682,85 @@ class _Stages:
 
         The state a hit finds is taken as the tuple enters stage 4, from the update being made
         there in that cycle when the operation ahead wrote the same entry."""
-        m, banks, layout, advance = self.m, self.banks, self.layout, self.advance
         table = self.table
-        in_layout = s2.shape()
         hist_layout = data.StructLayout(
-            {"valid": 1, "row": self.row_bits, "way": self.bank_bits, "entry": layout}
+            {"valid": 1, "row": self.row_bits, "way": self.bank_bits, "entry": self.layout}
         )
         stages = table._read_stages
         # hist[k] is the write handed on k + 1 advancing edges ago (hist[0] reaches its bank);
         # the oldest write an operation in stage 3 missed, hist[stages], is merged before it
         # gets there, as hist[stages - 1], so it is not kept
         self.hist = hist = [Signal(hist_layout, name=f"hist{i}") for i in range(stages)]
-        width = table._state_width
-
-        # stage 3
-        t = Signal(in_layout, name="s3")
-        t_valid = Signal(name="s3_valid")
-        t_op = Signal(s2_op.shape(), name="s3_op")
-        t_row = Signal(self.row_bits, name="s3_row")
-        t_bank = Signal(self.bank_bits, name="s3_bank")
-        # stage 4: the decision of stage 3, the state found
-        u = Signal(in_layout, name="s4")
-        u_valid = Signal(name="s4_valid")
-        u_op = Signal(s2_op.shape(), name="s4_op")
-        u_row = Signal(self.row_bits, name="s4_row")
-        u_way = Signal(self.bank_bits, name="s4_way")
-        u_hit = Signal(name="s4_hit")
-        u_dropped = Signal(name="s4_dropped")
-        u_state = Signal(width, name="s4_state")
-        u_store = Signal(name="s4_store")  # stage 3's decision: write `written`
+        s3, s4 = self._tail_registers(s2.shape(), s2_op.shape())
+        t, t_valid, t_op, t_row, t_bank = s3
+        u, u_valid, u_op, u_row, u_way, u_hit, u_dropped, u_state, u_store = s4
 
         key = Value.cast(t.key).as_unsigned()
         u_key = Value.cast(u.key).as_unsigned()
-        s2_key = Value.cast(s2.key).as_unsigned()
-        prev_key, prev_row, prev_op = prev
 
         # stage 4's update (its entry is the newest write of the cycle)
         new_state, result = self.update(u_state, u.payload, "s4")
         written = self.entry(u_key, new_state, u_op, "s4_written")
 
-        # --- two cycles before stage 3: row, key and tick of the writes that will be
+        # two cycles before stage 3: row, key and tick of the writes that will be
         # hist[0..stages] then, as they stand now (newest first: stage 3's operation, stage
-        # 4's, hist[0..stages - 2]), against the operation in `prev`
+        # 4's, hist[0..stages - 2])
         ident = [(t_row, key, ~t_op.sweep, t_op.now), (u_row, u_key, ~u_op.sweep, u_op.now)]
         ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
-        n = len(ident)  # stages + 1
-        rel_row = Signal(n, name="s1_rel_row")
-        rel_key = Signal(n, name="s1_rel_key")
-        rel_live = Signal(n, name="s1_rel_live")
-        rel_valid = Signal(n, name="s1_rel_valid")
-        with m.If(advance):
-            for j, (row, src_key, entry_valid, stamp) in enumerate(ident):
-                m.d.sync += [
-                    rel_row[j].eq(row == prev_row),
-                    rel_key[j].eq(self.tag_equal(src_key, prev_key)),
-                    rel_live[j].eq(self.live(entry_valid, stamp, prev_op, ahead=stages + 2)),
-                    rel_valid[j].eq(entry_valid),
-                ]
-
-        # --- the cycle before stage 3: per way the newest of those writes to the operation's
-        # row (their decisions are registers now: stage 4's, hist[0..stages - 1]), else the
-        # row read
+        rel = self._relations(prev, ident)
+        # the cycle before stage 3: their decisions are registers now (stage 4's,
+        # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]
         decided += [(h.valid, h.way, h.entry.state) for h in hist]
-        pre_match = Signal(banks, name="s2_pre_match")
-        pre_live = Signal(banks, name="s2_pre_live")
-        pre_valid = Signal(banks, name="s2_pre_valid")
-        pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
-        # the row read: with five read registers it arrives with `prev` and is compared
-        # beside the writes in flight (registered here); otherwise in this cycle
-        seen = []
-        for b, e in enumerate(read):
-            if stages == 5:
-                bits = (
-                    Signal(name=f"s1_read_match{b}"),
-                    Signal(name=f"s1_read_live{b}"),
-                    Signal(name=f"s1_read_valid{b}"),
-                    Signal(width, name=f"s1_read_state{b}"),
-                )
-                here = self.live(e.valid, e.stamp, prev_op)
-                with m.If(advance):
-                    m.d.sync += [
-                        c.eq(v)
-                        for c, v in zip(
-                            bits,
-                            (here & self.tag_equal(e.tag, prev_key), here, e.valid, e.state),
-                            strict=True,
-                        )
-                    ]
-                seen.append(bits)
-            else:
-                here = self.live(e.valid, e.stamp, s2_op)
-                seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
-        for b, read_bits in enumerate(seen):
-            cand = (
-                Signal(name=f"s2_cand_match{b}"),
-                Signal(name=f"s2_cand_live{b}"),
-                Signal(name=f"s2_cand_valid{b}"),
-                Signal(width, name=f"s2_cand_state{b}"),
-            )
-            for j, (store, src_way, state) in enumerate(decided):
-                chosen = store & rel_row[j] & (src_way == b)
-                with (m.If if j == 0 else m.Elif)(chosen):
-                    m.d.comb += [
-                        c.eq(v)
-                        for c, v in zip(
-                            cand,
-                            (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state),
-                            strict=True,
-                        )
-                    ]
-            with m.Else():
-                m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
-            with m.If(advance):
-                m.d.sync += [
-                    pre_match[b].eq(cand[0]),
-                    pre_live[b].eq(cand[1]),
-                    pre_valid[b].eq(cand[2]),
-                    pre_state[b].eq(cand[3]),
-                ]
+        pre = self._newest(prev, s2, s2_op, read, decided, rel)
+        hit, dropped, way3, store3, found = self._stage3(
+            t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, (u_store, u_way, new_state)
+        )
 
-        # --- stage 3: the write decided last cycle (stage 4's now) may still replace it
-        row_same0 = Signal(name="s3_row_same0")
-        same_key0 = Signal(name="s3_same_key0")
-        live0 = Signal(name="s3_live0")
-        valid0 = Signal(name="s3_valid0")
-        with m.If(advance):
-            m.d.sync += [
-                row_same0.eq(t_row == s2_row),
-                same_key0.eq(self.tag_equal(key, s2_key)),
-                live0.eq(self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
-                valid0.eq(~t_op.sweep),
-            ]
-        matches = Signal(banks, name="s3_matches")
-        live = Signal(banks, name="s3_live")
-        valid = Signal(banks, name="s3_entry_valid")
-        ways_found = []
-        for b in range(banks):
-            newest = row_same0 & u_store & (u_way == b)
-            m.d.comb += [
-                matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
-                live[b].eq(Mux(newest, live0, pre_live[b])),
-                valid[b].eq(Mux(newest, valid0, pre_valid[b])),
-            ]
-            # the state the tuple finds: an AND-OR over the ways, as at most one way matches
-            # (it does not wait for `way`)
-            mine = matches[b] & (t_bank == b) if self.direct else matches[b]
-            ways_found.append(Mux(mine, Mux(newest, new_state, pre_state[b]), 0))
-        hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
-        store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
-        found = Signal(width, name="s3_found")
-        m.d.comb += found.eq(_or_all(ways_found))
+        self._advance_tail(
+            (s2, s2_valid, s2_op, s2_row, s2_bank),
+            s3,
+            s4,
+            (way3, hit, dropped, found, store3),
+            written,
+        )
+        return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
 
-        with m.If(advance):
-            m.d.sync += [
+    def _tail_registers(self, in_layout, op_shape):
+        """The registers of stage 3 (payload, valid, op, row, bank) and of stage 4 (payload,
+        valid, op, row, way, hit, dropped, state found, store): stage 3's decision."""
+        # stage 3
+        t = Signal(in_layout, name="s3")
+        t_valid = Signal(name="s3_valid")
+        t_op = Signal(op_shape, name="s3_op")
+        t_row = Signal(self.row_bits, name="s3_row")
+        t_bank = Signal(self.bank_bits, name="s3_bank")
+        # stage 4: the decision of stage 3, the state found
+        u = Signal(in_layout, name="s4")
+        u_valid = Signal(name="s4_valid")
+        u_op = Signal(op_shape, name="s4_op")
+        u_row = Signal(self.row_bits, name="s4_row")
+        u_way = Signal(self.bank_bits, name="s4_way")
+        u_hit = Signal(name="s4_hit")
+        u_dropped = Signal(name="s4_dropped")
+        u_state = Signal(self.table._state_width, name="s4_state")
+        u_store = Signal(name="s4_store")  # stage 3's decision: write `written`
+        return (
+            (t, t_valid, t_op, t_row, t_bank),
+            (u, u_valid, u_op, u_row, u_way, u_hit, u_dropped, u_state, u_store),
+        )
+
+    def _advance_tail(self, s2, s3, s4, decision, written):
+        """On an advancing edge: stage 3 takes the operation in ``s2``, stage 4 stage 3's with
+        its ``decision`` (way, hit, dropped, state found, store), and ``hist`` stage 4's
+        write."""
+        s2, s2_valid, s2_op, s2_row, s2_bank = s2
+        t, t_valid, t_op, t_row, t_bank = s3
+        u, u_valid, u_op, u_row, u_way, u_hit, u_dropped, u_state, u_store = s4
+        way3, hit, dropped, found, store3 = decision
+        hist = self.hist
+        with self.m.If(self.advance):
+            self.m.d.sync += [
                 t_valid.eq(s2_valid),
                 t.eq(s2),
                 t_op.eq(s2_op),
@@ -820,8 +780,141 @@ class _Stages:
                 hist[0].way.eq(u_way),
                 hist[0].entry.eq(written),
             ]
-            m.d.sync += [h.eq(older) for h, older in zip(hist[1:], hist, strict=False)]
-        return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
+            self.m.d.sync += [h.eq(older) for h, older in zip(hist[1:], hist, strict=False)]
+
+    def _relations(self, prev, ident):
+        """Two cycles before stage 3: each source's (``ident``: row, key, whether it writes a
+        valid entry, tick) row, key and tick against the operation in ``prev``, registered:
+        ``(rel_row, rel_key, rel_live, rel_valid)``, a bit per source."""
+        m = self.m
+        stages = self.table._read_stages
+        prev_key, prev_row, prev_op = prev
+        n = len(ident)  # stages + 1
+        rel_row = Signal(n, name="s1_rel_row")
+        rel_key = Signal(n, name="s1_rel_key")
+        rel_live = Signal(n, name="s1_rel_live")
+        rel_valid = Signal(n, name="s1_rel_valid")
+        with m.If(self.advance):
+            for j, (row, src_key, entry_valid, stamp) in enumerate(ident):
+                m.d.sync += [
+                    rel_row[j].eq(row == prev_row),
+                    rel_key[j].eq(self.tag_equal(src_key, prev_key)),
+                    rel_live[j].eq(self.live(entry_valid, stamp, prev_op, ahead=stages + 2)),
+                    rel_valid[j].eq(entry_valid),
+                ]
+        return rel_row, rel_key, rel_live, rel_valid
+
+    def _read_bits(self, prev, s2, s2_op, read):
+        """Per way of the row read: (match, live, valid, state). With five read registers the
+        row arrives with ``prev`` and is compared beside the writes in flight (registered
+        here); otherwise in this cycle."""
+        m, width = self.m, self.table._state_width
+        prev_key, _, prev_op = prev
+        s2_key = Value.cast(s2.key).as_unsigned()
+        seen = []
+        for b, e in enumerate(read):
+            if self.table._read_stages == 5:
+                bits = (
+                    Signal(name=f"s1_read_match{b}"),
+                    Signal(name=f"s1_read_live{b}"),
+                    Signal(name=f"s1_read_valid{b}"),
+                    Signal(width, name=f"s1_read_state{b}"),
+                )
+                here = self.live(e.valid, e.stamp, prev_op)
+                with m.If(self.advance):
+                    m.d.sync += [
+                        c.eq(v)
+                        for c, v in zip(
+                            bits,
+                            (here & self.tag_equal(e.tag, prev_key), here, e.valid, e.state),
+                            strict=True,
+                        )
+                    ]
+                seen.append(bits)
+            else:
+                here = self.live(e.valid, e.stamp, s2_op)
+                seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
+        return seen
+
+    def _newest(self, prev, s2, s2_op, read, decided, rel):
+        """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
+        state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
+        pre_valid, pre_state)``."""
+        m, banks, width = self.m, self.banks, self.table._state_width
+        rel_row, rel_key, rel_live, rel_valid = rel
+        pre_match = Signal(banks, name="s2_pre_match")
+        pre_live = Signal(banks, name="s2_pre_live")
+        pre_valid = Signal(banks, name="s2_pre_valid")
+        pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
+        for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
+            cand = (
+                Signal(name=f"s2_cand_match{b}"),
+                Signal(name=f"s2_cand_live{b}"),
+                Signal(name=f"s2_cand_valid{b}"),
+                Signal(width, name=f"s2_cand_state{b}"),
+            )
+            for j, (store, src_way, state) in enumerate(decided):
+                chosen = store & rel_row[j] & (src_way == b)
+                with (m.If if j == 0 else m.Elif)(chosen):
+                    m.d.comb += [
+                        c.eq(v)
+                        for c, v in zip(
+                            cand,
+                            (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state),
+                            strict=True,
+                        )
+                    ]
+            with m.Else():
+                m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
+            with m.If(self.advance):
+                m.d.sync += [
+                    pre_match[b].eq(cand[0]),
+                    pre_live[b].eq(cand[1]),
+                    pre_valid[b].eq(cand[2]),
+                    pre_state[b].eq(cand[3]),
+                ]
+        return pre_match, pre_live, pre_valid, pre_state
+
+    def _stage3(self, t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, last):
+        """Stage 3: the write decided last cycle (``last``: stage 4's store, way and new
+        state) may still replace what ``pre`` holds; decide. Returns ``(hit, dropped, way,
+        store, found)``, ``found`` the state the tuple finds."""
+        m, width = self.m, self.table._state_width
+        pre_match, pre_live, pre_valid, pre_state = pre
+        u_store, u_way, new_state = last
+        key = Value.cast(t.key).as_unsigned()
+        s2_key = Value.cast(s2.key).as_unsigned()
+        row_same0 = Signal(name="s3_row_same0")
+        same_key0 = Signal(name="s3_same_key0")
+        live0 = Signal(name="s3_live0")
+        valid0 = Signal(name="s3_valid0")
+        with m.If(self.advance):
+            m.d.sync += [
+                row_same0.eq(t_row == s2_row),
+                same_key0.eq(self.tag_equal(key, s2_key)),
+                live0.eq(self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
+                valid0.eq(~t_op.sweep),
+            ]
+        matches = Signal(self.banks, name="s3_matches")
+        live = Signal(self.banks, name="s3_live")
+        valid = Signal(self.banks, name="s3_entry_valid")
+        ways_found = []
+        for b in range(self.banks):
+            newest = row_same0 & u_store & (u_way == b)
+            m.d.comb += [
+                matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
+                live[b].eq(Mux(newest, live0, pre_live[b])),
+                valid[b].eq(Mux(newest, valid0, pre_valid[b])),
+            ]
+            # the state the tuple finds: an AND-OR over the ways, as at most one way matches
+            # (it does not wait for `way`)
+            mine = matches[b] & (t_bank == b) if self.direct else matches[b]
+            ways_found.append(Mux(mine, Mux(newest, new_state, pre_state[b]), 0))
+        hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
+        store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
+        found = Signal(width, name="s3_found")
+        m.d.comb += found.eq(_or_all(ways_found))
+        return hit, dropped, way3, store3, found
 
 
 @dataclass

@@ -5,9 +5,9 @@
   Verilator, stream tuples through it and return its matches as a :class:`SimResult`
   (or, with :meth:`Simulation.stream`, take the stream in pieces and give a :class:`SimRun`
   whose records are read back a chunk at a time);
-- :func:`prebuild` (:mod:`nfacep.sim.build`): build (or find in the cache) the simulator model
-  of an engine emitted earlier, so that later ``Simulation(engine=...)`` runs reuse it;
-  :func:`build_cache` names the folder caching those builds;
+- :func:`prebuild` (:mod:`nfacep.sim.models`): build (or find in the cache) the simulator model
+  of an engine emitted earlier, so that later ``Simulation(SimOptions(engine=...))`` runs
+  reuse it; :func:`build_cache` names the folder caching those builds;
 - :mod:`nfacep.sim.harness` and :mod:`nfacep.sim.batch_testbench`: the batch mode (the
   default), a Verilog testbench around the engine that makes its own clock and streams whole
   batches of tuples from a file, and the cocotb test that wakes once per batch;
@@ -31,9 +31,10 @@ _WHERE = {
     "SimulationError": "build",
     "SimulatorMissing": "build",
     "build_cache": "build",
-    "prebuild": "build",
+    "prebuild": "models",
     "simulator_available": "build",
     "ContractError": "runner",
+    "SimOptions": "runner",
     "SimResult": "runner",
     "SimRun": "runner",
     "Simulation": "runner",

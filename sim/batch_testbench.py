@@ -21,7 +21,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
 
-from nfacep.sim.harness import counter_ports
+from nfacep.sim.harness import counter_ports, drain_cycles
 from nfacep.sim.records import RECORDS_HEX, check_hex, read_records
 from nfacep.sim.testbench import CLOCK_PERIOD_NS, InOrderChecker, load_config, run_and_report
 from nfacep.wire import RecordFormat
@@ -45,8 +45,7 @@ class BatchTB:
             self.checker = InOrderChecker(read_records(self.folder / config["expected"]), self.n)
         self.depth = int(config["depth"])
         self.counter_names = list(counter_ports(side))
-        partitions = int(side.get("parameters", {}).get("partitions", 256))
-        self.drain = 2 * partitions + 256
+        self.drain = drain_cycles(side)
         self.timeout_cycles = config.get("timeout_cycles")
 
     def value(self, name: str) -> int | None:

@@ -1,10 +1,10 @@
 """Simulators and their models: finding Icarus Verilog and Verilator, and building an emitted
 engine into a simulator model once, cached by the Verilog's content.
 
-:func:`simulator_available` says what is missing and how to install it; :func:`prebuild` builds
-the model of an engine emitted earlier (``nfacep verilog``), so that many later simulations
-(``nfacep regress``'s Spark tasks) reuse it; :func:`build_cache` names the folder the models are
-cached in.
+:func:`simulator_available` says what is missing and how to install it; :func:`build_model`
+builds a model (the engine alone, or a harness around it) into the folder :func:`build_cache`
+names. :func:`nfacep.sim.models.prebuild` builds the models of an engine emitted earlier, on
+top of this module and of :mod:`nfacep.sim.native`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from pathlib import Path
 
 from nfacep.errors import NfacepError, UsageError
 
-from .records import CONFIG_ENV
-
 __all__ = [
     "ICARUS_BUILD_ARGS",
     "SIMULATORS",
@@ -33,7 +31,7 @@ __all__ = [
     "build_model",
     "environment",
     "find_verilator",
-    "prebuild",
+    "make_flags",
     "read_sidecar",
     "ready",
     "simulator_available",
@@ -132,7 +130,8 @@ def simulator_available(simulator: str, cache: Path | None = None) -> str | None
 def build_cache(build_dir: str | os.PathLike | None = None) -> Path:
     """The absolute folder that caches simulator builds (not created here): ``build_dir`` if
     given, else ``$NFACEP_SIM_CACHE``, else ``$XDG_CACHE_HOME/nfacep/sim`` (by default
-    ``~/.cache/nfacep/sim``). Simulations and :func:`prebuild` resolve their ``build_dir`` so.
+    ``~/.cache/nfacep/sim``). Simulations and :func:`~nfacep.sim.models.prebuild` resolve their
+    ``build_dir`` so.
     """
     if build_dir is not None:
         return Path(build_dir).resolve()
@@ -161,6 +160,9 @@ def environment(simulator: str, cache: Path):
     """What the cocotb runner hands the simulator: it copies os.environ (which wins over
     ``extra_env``), so put the simulator's tools first on PATH (Verilator's launcher) and leave
     no stale run configuration in it."""
+    # imported here: the command lines read SIMULATORS, and need no records (nor nfacep.wire)
+    from .records import CONFIG_ENV
+
     saved_env = {k: os.environ.get(k) for k in ("PATH", CONFIG_ENV)}
     try:
         os.environ.pop(CONFIG_ENV, None)
@@ -195,7 +197,7 @@ def _verilator_opt() -> str:
 
 
 @contextlib.contextmanager
-def _make_flags(simulator: str, timing: bool = False, opt: str | None = None):
+def make_flags(simulator: str, timing: bool = False, opt: str | None = None):
     """Variables for the `make` that builds a Verilator model (cocotb runs it with the
     environment; GNU make takes variable definitions from MAKEFLAGS). ``timing``: the model
     has delays (``--timing``), which Verilator runs as C++20 coroutines. ``opt``: the C++
@@ -307,7 +309,7 @@ def build_model(
                 runner_waves = False
         try:
             runner = get_runner(simulator)
-            with _make_flags(simulator, timing=harness is not None):
+            with make_flags(simulator, timing=harness is not None):
                 runner.build(
                     sources=sources,
                     hdl_toplevel=top,
@@ -342,56 +344,3 @@ def read_sidecar(engine: str | os.PathLike) -> tuple[Path, dict]:
     if not isinstance(top, str) or not top:
         raise UsageError(f"{engine}: its sidecar {sidecar_path} names no top module ('top')")
     return path, sidecar
-
-
-def prebuild(
-    engine: str | os.PathLike,
-    *,
-    simulator: str = "icarus",
-    build_dir: str | os.PathLike | None = None,
-    waves: bool = False,
-    batch_depth: int | None = None,
-    native: bool = False,
-) -> Path:
-    """Build the simulator model of an emitted engine now, or find it already built: the
-    batch harness's with a memory of ``batch_depth`` tuples around it (what a
-    :class:`~nfacep.sim.Simulation` with the same ``batch_depth`` runs), or, when None, the
-    engine alone (what ``mode="cycle"`` runs).
-
-    ``engine`` is a Verilog file written by ``nfacep verilog`` (or
-    :func:`nfacep.hdl.engine.write_verilog`), with its sidecar ``.json`` beside it (the sidecar
-    names the top module). The model is built into the build cache ``build_dir`` (resolved by
-    :func:`build_cache`) under a folder keyed by the Verilog's content, the simulator, the
-    wave setting and the cocotb version, exactly as a simulation builds it: a later
-    :class:`~nfacep.sim.Simulation` with ``engine=engine`` and the same ``simulator`` and
-    ``build_dir`` (with ``waves`` given iff ``waves`` is true here) reuses the model instead of
-    building it, and so does a second :func:`prebuild` of the same Verilog (under a file lock,
-    so concurrent callers build once).
-
-    With ``native`` (Verilator only, ``batch_depth`` required) it builds the native model
-    (:mod:`nfacep.sim.native`) a ``mode="native"`` simulation runs, and returns its folder.
-
-    Returns the model's build folder inside the cache. Raises :class:`SimulatorMissing` when
-    the simulator is not installed (saying how to install it), :class:`UsageError` for an
-    unknown simulator or an unreadable engine or sidecar, and :class:`SimulationError` when the
-    build fails (with the end of its log).
-    """
-    from .harness import HARNESS_TOP, harness_verilog
-
-    cache = ready(simulator, build_dir)
-    path, sidecar = read_sidecar(engine)
-    top, harness = sidecar["top"], None
-    if batch_depth is not None:
-        top, harness = HARNESS_TOP, harness_verilog(sidecar, batch_depth)
-    cache.mkdir(parents=True, exist_ok=True)
-    if native:
-        from .native import build_native
-
-        if simulator != "verilator" or harness is None:
-            raise UsageError(
-                "a native model is built by Verilator around the batch harness: "
-                "give simulator='verilator' and a batch_depth"
-            )
-        return build_native(path, sidecar, harness, cache, waves).parent.parent
-    with environment(simulator, cache):
-        return build_model(simulator, path, top, cache, waves, harness=harness)

@@ -10,6 +10,8 @@ from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
 from nfacep.output import check_outputs, summary_path
 
+from .build import SIMULATORS
+
 __all__ = ["Sim"]
 
 
@@ -27,7 +29,7 @@ class Sim(Command):
         add_io_arguments(parser)
         parser.add_argument(
             "--simulator",
-            choices=("icarus", "verilator"),
+            choices=SIMULATORS,
             default="icarus",
             help="HDL simulator (default %(default)s); install both with "
             "`bash tools/install-simulators.sh`",
@@ -99,7 +101,7 @@ class Sim(Command):
         from nfacep.backend import run_files
         from nfacep.result import report
 
-        from .runner import Simulation
+        from .runner import SimOptions, Simulation
 
         engine = params.from_args(args)
         if args.waves is not None:  # not an input, nor one of the other outputs
@@ -109,7 +111,7 @@ class Sim(Command):
             }:
                 raise UsageError(f"--waves {args.waves} is also the match file or its summary")
         if args.link is not None:
-            from .udp import UdpSimulation
+            from .udp import UdpSimOptions, UdpSimulation
 
             given = [
                 f"--{o}"
@@ -122,24 +124,28 @@ class Sim(Command):
                     f" with --link {args.link} they come in frames at line rate"
                 )
             simulation = UdpSimulation(
-                args.simulator,
-                tuples_per_packet=args.tuples_per_packet,
-                waves=args.waves,
-                build_dir=args.build_dir,
-                check=args.check,
-                seed=args.seed,
+                UdpSimOptions(
+                    simulator=args.simulator,
+                    tuples_per_packet=args.tuples_per_packet,
+                    waves=args.waves,
+                    build_dir=args.build_dir,
+                    check=args.check,
+                    seed=args.seed,
+                )
             )
         else:
             if args.tuples_per_packet is not None:
                 raise UsageError("--tuples-per-packet needs --link udp")
             simulation = Simulation(
-                args.simulator,
-                seed=args.seed,
-                traffic=args.traffic or "random",
-                waves=args.waves,
-                build_dir=args.build_dir,
-                check=args.check,
-                mode=args.mode or "batch",
+                SimOptions(
+                    simulator=args.simulator,
+                    seed=args.seed,
+                    traffic=args.traffic or "random",
+                    waves=args.waves,
+                    build_dir=args.build_dir,
+                    check=args.check,
+                    mode=args.mode or "batch",
+                )
             )
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="sim")

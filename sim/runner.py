@@ -48,6 +48,7 @@ __all__ = [
     "TRAFFIC",
     "WAVE_FORMAT",
     "ContractError",
+    "SimOptions",
     "SimResult",
     "SimRun",
     "Simulation",
@@ -114,11 +115,13 @@ class SimResult(Result):
         return f"{self.simulator} ({self.mode}), {self.cycles} cycles{rate}"
 
 
-class Simulation:
-    """The emitted engine, simulated by ``simulator`` (``"icarus"`` or ``"verilator"``).
+@dataclass(frozen=True)
+class SimOptions:
+    """How :class:`Simulation` simulates the emitted engine, checked once when made.
 
-    ``mode`` (:data:`MODES`) is how the testbench feeds it: ``"batch"`` (the default) through
-    the Verilog harness of :mod:`nfacep.sim.harness`, Python waking once per batch of tuples;
+    ``simulator`` (:data:`~nfacep.sim.build.SIMULATORS`) builds and runs it. ``mode``
+    (:data:`MODES`) is how the testbench feeds it: ``"batch"`` (the default) through the
+    Verilog harness of :mod:`nfacep.sim.harness`, Python waking once per batch of tuples;
     ``"cycle"`` with cocotb driving every clock cycle; ``"native"`` (Verilator only) through
     the same harness driven by a C++ main (:mod:`nfacep.sim.native`). All check the same
     contract and give the same records. ``batch_depth`` is the harness's batch memory in
@@ -133,58 +136,59 @@ class Simulation:
     setting. ``check`` also runs the reference matcher and compares every record as it
     arrives; a difference sets the result's ``failure``. ``engine`` simulates a Verilog file
     emitted earlier by ``nfacep verilog`` (its sidecar ``.json`` beside it) instead of emitting
-    one; its parameters must be the ones :meth:`run` is given. ``timeout_cycles`` bounds the
-    run (default: generous for the input's size). ``keep_run`` keeps the run folder (inputs,
-    records, the simulator's log) in the cache; it is kept anyway when the run fails.
-    ``progress`` (batch and native modes) is called from a thread with the number of tuples
-    simulated so far as each batch ends (and once at the end), about twice a second at most.
+    one; its parameters must be the ones :meth:`Simulation.run` is given. ``timeout_cycles``
+    bounds the run (default: generous for the input's size). ``keep_run`` keeps the run folder
+    (inputs, records, the simulator's log) in the cache; it is kept anyway when the run fails.
 
-    Raises :class:`UsageError` here for an unknown simulator or traffic, or a waveform file
-    that cannot be written.
+    Raises :class:`UsageError` for an unknown simulator, mode or traffic, a batch depth that is
+    not a power of two from 16 to ``2**24``, the native mode without Verilator, or a waveform
+    file that cannot be written.
     """
 
-    def __init__(
-        self,
-        simulator: str = "icarus",
-        *,
-        seed: int = 0,
-        traffic: str = "random",
-        waves: str | None = None,
-        build_dir: str | os.PathLike | None = None,
-        check: bool = False,
-        timeout_cycles: int | None = None,
-        engine: str | None = None,
-        keep_run: bool = False,
-        mode: str = "batch",
-        batch_depth: int | None = None,
-        progress=None,
-    ):
-        if mode not in MODES:
-            raise UsageError(f"unknown simulation mode {mode!r}: choose one of {', '.join(MODES)}")
-        check_depth(batch_depth)
-        if simulator not in build.SIMULATORS:
+    simulator: str = "icarus"
+    seed: int = 0
+    traffic: str = "random"
+    waves: str | None = None
+    build_dir: str | os.PathLike | None = None
+    check: bool = False
+    timeout_cycles: int | None = None
+    engine: str | None = None
+    keep_run: bool = False
+    mode: str = "batch"
+    batch_depth: int | None = None
+
+    def __post_init__(self):
+        if self.mode not in MODES:
             raise UsageError(
-                f"unknown simulator {simulator!r}: choose one of {', '.join(build.SIMULATORS)}"
+                f"unknown simulation mode {self.mode!r}: choose one of {', '.join(MODES)}"
             )
-        if mode == "native" and simulator != "verilator":
+        check_depth(self.batch_depth)
+        if self.simulator not in build.SIMULATORS:
+            raise UsageError(
+                f"unknown simulator {self.simulator!r}: choose one of {', '.join(build.SIMULATORS)}"
+            )
+        if self.mode == "native" and self.simulator != "verilator":
             raise UsageError(
                 "the native mode is a Verilator model with a C++ main: use "
                 "--simulator verilator (or --mode batch with Icarus)"
             )
-        if traffic not in TRAFFIC:
-            raise UsageError(f"unknown traffic {traffic!r}: choose one of {', '.join(TRAFFIC)}")
-        check_waves(waves, simulator)
-        self.simulator = simulator
-        self.seed = seed
-        self.traffic = traffic
-        self.waves = waves
-        self.build_dir = build_dir
-        self.check = check
-        self.timeout_cycles = timeout_cycles
-        self.engine = engine
-        self.keep_run = keep_run
-        self.mode = mode
-        self.batch_depth = batch_depth
+        if self.traffic not in TRAFFIC:
+            raise UsageError(
+                f"unknown traffic {self.traffic!r}: choose one of {', '.join(TRAFFIC)}"
+            )
+        check_waves(self.waves, self.simulator)
+
+
+class Simulation:
+    """The emitted engine, simulated as ``options`` (a :class:`SimOptions`; default its
+    defaults) say.
+
+    ``progress`` (batch and native modes) is called from a thread with the number of tuples
+    simulated so far as each batch ends (and once at the end), about twice a second at most.
+    """
+
+    def __init__(self, options: SimOptions | None = None, *, progress=None):
+        self.options = SimOptions() if options is None else options
         self.progress = progress
 
     def run(
@@ -202,7 +206,7 @@ class Simulation:
         and :class:`SimulationError` when the simulation fails (a build failure, a stuck
         engine)."""
         with self._launch(
-            nfa, [tuples], params, values, model=tuples if self.check else None
+            nfa, [tuples], params, values, model=tuples if self.options.check else None
         ) as ran:
             (result,) = ran.chunks(None, records=True)
             result.failure = ran.failure
@@ -225,7 +229,7 @@ class Simulation:
 
         ``check`` (a comparison with the reference matcher, which takes the whole stream) is
         :meth:`run`'s alone: a UsageError here. Raises as :meth:`run` does."""
-        if self.check:
+        if self.options.check:
             raise UsageError(
                 "a simulation checked against the reference matcher takes the "
                 "whole stream at once: use run(), not stream()"
@@ -241,7 +245,7 @@ class Simulation:
         values: ParamValues | None,
         model: Tuples | None = None,
     ) -> Iterator[SimRun]:
-        cache = build.ready(self.simulator, self.build_dir)
+        cache = build.ready(self.options.simulator, self.options.build_dir)
         cache.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
         keep = False  # (a failure while the inputs are written leaves nothing worth keeping)
@@ -251,34 +255,41 @@ class Simulation:
             config = self._write_inputs(nfa, n, model, params, sidecar, run_dir, values)
             keep = True
             top, harness = sidecar["top"], None
-            if self.mode in ("batch", "native"):
+            if self.options.mode in ("batch", "native"):
                 top, harness = HARNESS_TOP, harness_verilog(sidecar, self._depth(n))
             with _watch(run_dir / PROGRESS_FILE, self.progress):
-                if self.mode == "native":
+                if self.options.mode == "native":
                     from .native import build_native, run_native
 
-                    executable = build_native(engine_v, sidecar, harness, cache, bool(self.waves))
+                    executable = build_native(
+                        engine_v, sidecar, harness, cache, bool(self.options.waves)
+                    )
                     run_native(
                         executable,
                         run_dir,
                         json.loads(config.read_text(encoding="utf-8")),
-                        waves=str(run_dir / "waves.vcd") if self.waves else None,
+                        waves=str(run_dir / "waves.vcd") if self.options.waves else None,
                     )
                 else:
-                    with build.environment(self.simulator, cache):
+                    with build.environment(self.options.simulator, cache):
                         model_dir = build.build_model(
-                            self.simulator, engine_v, top, cache, bool(self.waves), harness=harness
+                            self.options.simulator,
+                            engine_v,
+                            top,
+                            cache,
+                            bool(self.options.waves),
+                            harness=harness,
                         )
                         self._simulate(model_dir, run_dir, top, config)
             ran = SimRun(self, nfa, params, values, run_dir, n, sidecar)
             yield ran
-            keep = self.keep_run or ran.failure is not None
+            keep = self.options.keep_run or ran.failure is not None
         finally:
             if not keep:
                 shutil.rmtree(run_dir, ignore_errors=True)
 
     def _depth(self, n: int) -> int:
-        return self.batch_depth or depth_for(n)
+        return self.options.batch_depth or depth_for(n)
 
     # --- the engine ------------------------------------------------------------------------
 
@@ -287,7 +298,7 @@ class Simulation:
     ) -> tuple[Path, dict]:
         """The Verilog to simulate and its sidecar, checked against the query, ``params`` and
         the runtime parameters' initial ``values``."""
-        if self.engine is None:
+        if self.options.engine is None:
             from nfacep.hdl.engine import write_verilog
 
             path = run_dir / "engine.v"
@@ -298,19 +309,19 @@ class Simulation:
                     "the sidecar written beside the Verilog is not the one write_verilog returned"
                 )
         else:
-            path, sidecar = build.read_sidecar(self.engine)
+            path, sidecar = build.read_sidecar(self.options.engine)
             have = EngineParams.from_dict(
-                sidecar.get("parameters"), source=f"{self.engine}'s sidecar"
+                sidecar.get("parameters"), source=f"{self.options.engine}'s sidecar"
             )
             if have != params:
                 raise UsageError(
-                    f"{self.engine} was emitted with other parameters: "
+                    f"{self.options.engine} was emitted with other parameters: "
                     f"{', '.join(have.differences(params))}"
                 )
             initial = sidecar.get("runtime_parameters", {}).get("initial")
             if values and initial != values.as_dict()["initial"]:
                 raise UsageError(
-                    f"{self.engine} was emitted with other runtime parameter "
+                    f"{self.options.engine} was emitted with other runtime parameter "
                     f"values ({initial}); give the same --param values"
                 )
         check_sidecar(sidecar, nfa)
@@ -357,9 +368,9 @@ class Simulation:
             "results": RECORDS_HEX,
             "stats": "stats.json",
             "failure": "failure.json",
-            "seed": self.seed,
-            "traffic": self.traffic,
-            "timeout_cycles": self.timeout_cycles,
+            "seed": self.options.seed,
+            "traffic": self.options.traffic,
+            "timeout_cycles": self.options.timeout_cycles,
             "depth": self._depth(n),
             "switches": None,
             "switch_count": 0,
@@ -380,24 +391,24 @@ class Simulation:
         """Run the testbench on the model; its records, statistics and failure are left in
         ``run_dir``."""
         plusargs = []
-        if self.mode == "batch":
+        if self.options.mode == "batch":
             plusargs += [
                 f"+nfacep_tuples={run_dir / 'batch.hex'}",
                 f"+nfacep_records={run_dir / RECORDS_HEX}",
-                f"+nfacep_seed={self.seed}",
-                f"+nfacep_traffic={self.traffic}",
+                f"+nfacep_seed={self.options.seed}",
+                f"+nfacep_traffic={self.options.traffic}",
                 *switch_plusargs(json.loads(config.read_text(encoding="utf-8")), run_dir),
             ]
         run_testbench(
-            self.simulator,
+            self.options.simulator,
             model,
             run_dir,
             top,
-            TESTBENCH_MODULE[self.mode],
+            TESTBENCH_MODULE[self.options.mode],
             config,
-            waves=bool(self.waves),
+            waves=bool(self.options.waves),
             plusargs=plusargs,
-            seed=self.seed,
+            seed=self.options.seed,
         )
 
 
@@ -436,8 +447,10 @@ class SimRun:
         if failure is not None:
             self._differ(failure["message"])
         self.waves = None  #: the waveform file written, if any
-        if simulation.waves:
-            self.waves = deliver_waves(simulation.waves, run_dir, simulation.simulator)
+        if simulation.options.waves:
+            self.waves = deliver_waves(
+                simulation.options.waves, run_dir, simulation.options.simulator
+            )
 
     @property
     def cycles(self) -> int:
@@ -455,7 +468,7 @@ class SimRun:
         that reports nothing) set :attr:`failure` once the last chunk is read, unless the
         testbench checked them; a record that cannot be this engine's is a
         :class:`ContractError`."""
-        sim = self.simulation
+        sim = self.simulation.options
         checker = None if self.stats.get("checked") else InOrderChecker(None, self.n, keep=False)
         first, last = self.stats.get("first_input_cycle"), self.stats.get("last_input_cycle")
         fields = {
@@ -501,7 +514,7 @@ class SimRun:
     def _fail(self, reason: str):
         log = self.run_dir / "sim.log"
         raise SimulationError(
-            f"the {self.simulation.simulator} simulation failed: {reason}\n"
+            f"the {self.simulation.options.simulator} simulation failed: {reason}\n"
             f"(log: {log}; its end:\n{build.tail(log)})"
         )
 

@@ -37,7 +37,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from nfacep.sim.harness import counter_ports
+from nfacep.sim.harness import counter_ports, drain_cycles
 from nfacep.sim.records import CONFIG_ENV, InOrderChecker, read_records, write_hex
 from nfacep.wire import RecordFormat
 
@@ -240,12 +240,8 @@ class TB:
         self.cycle = 0  #: rising edges since the end of reset
         n = len(self.words)
         self.counter_names = list(counter_ports(side))
-        params = side.get("parameters", {})
-        # the longest a record can take after its tuple: the partitioner's swap pipeline
-        # (partitions + 2 cycles) plus the decoder, FIFO and output stages, generously
-        self.drain_cycles = config.get("drain_cycles") or (
-            2 * int(params.get("partitions", 256)) + 256
-        )
+        # the longest a record can take after its tuple
+        self.drain_cycles = config.get("drain_cycles") or drain_cycles(side)
         # the slowest the environment lets the engine go is about ready_prob * 1/2 tuple per
         # cycle; allow far more, so a timeout means a stuck engine, never a slow one
         self.timeout_cycles = config.get("timeout_cycles") or (

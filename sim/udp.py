@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -40,7 +41,7 @@ from . import build
 from .build import SimulationError
 from .runner import ContractError, check_waves, deliver_waves, run_testbench
 
-__all__ = ["HOST", "UdpSimResult", "UdpSimulation", "line_limit"]
+__all__ = ["HOST", "UdpSimOptions", "UdpSimResult", "UdpSimulation", "line_limit"]
 
 TOP = "nfacep_udp_top"
 TESTBENCH = "nfacep.sim.udp_testbench"
@@ -113,41 +114,42 @@ class UdpSimResult(BoardResult):
         )
 
 
-class UdpSimulation:
-    """The UDP board top of ``nfacep build --link udp`` under cocotb, as a back-end.
+@dataclass(frozen=True)
+class UdpSimOptions:
+    """How :class:`UdpSimulation` simulates the UDP board top, checked once when made.
 
-    ``simulator``: ``"icarus"`` or ``"verilator"``; ``tuples_per_packet``: tuples in each
-    TUPLES packet (default as many as fit a 1,500-byte packet and the board's buffer, as the
-    host sends); ``waves``: a waveform file to write; ``build_dir``: the folder caching
-    builds; ``check``: also run the reference matcher and set the result's ``failure`` when the
-    records differ; ``keep_run``: keep the run folder (it is kept anyway on a failure).
+    ``simulator`` (:data:`~nfacep.sim.build.SIMULATORS`) builds and runs it;
+    ``tuples_per_packet``: tuples in each TUPLES packet (default as many as fit a 1,500-byte
+    packet and the board's buffer, as the host sends); ``waves``: a waveform file to write;
+    ``build_dir``: the folder caching builds; ``check``: also run the reference matcher and set
+    the result's ``failure`` when the records differ; ``keep_run``: keep the run folder (it is
+    kept anyway on a failure); ``seed``: the seed of the testbench's traffic.
     """
 
-    def __init__(
-        self,
-        simulator: str = "icarus",
-        *,
-        tuples_per_packet: int | None = None,
-        waves: str | None = None,
-        build_dir=None,
-        check: bool = False,
-        keep_run: bool = False,
-        seed: int = 0,
-    ):
-        if simulator not in build.SIMULATORS:
+    simulator: str = "icarus"
+    tuples_per_packet: int | None = None
+    waves: str | None = None
+    build_dir: str | os.PathLike | None = None
+    check: bool = False
+    keep_run: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.simulator not in build.SIMULATORS:
             raise UsageError(
-                f"unknown simulator {simulator!r}: choose one of {', '.join(build.SIMULATORS)}"
+                f"unknown simulator {self.simulator!r}: choose one of {', '.join(build.SIMULATORS)}"
             )
-        if tuples_per_packet is not None and tuples_per_packet < 1:
+        if self.tuples_per_packet is not None and self.tuples_per_packet < 1:
             raise UsageError("--tuples-per-packet must be at least 1")
-        check_waves(waves, simulator)
-        self.simulator = simulator
-        self.tuples_per_packet = tuples_per_packet
-        self.waves = waves
-        self.build_dir = build_dir
-        self.check = check
-        self.keep_run = keep_run
-        self.seed = seed
+        check_waves(self.waves, self.simulator)
+
+
+class UdpSimulation:
+    """The UDP board top of ``nfacep build --link udp`` under cocotb, as a back-end, simulated
+    as ``options`` (a :class:`UdpSimOptions`) say."""
+
+    def __init__(self, options: UdpSimOptions | None = None):
+        self.options = UdpSimOptions() if options is None else options
 
     def packet_size(self, tb: int) -> int:
         """Tuples per TUPLES packet for tuples of ``tb`` bytes; a UsageError when
@@ -157,19 +159,19 @@ class UdpSimulation:
 
         per_mtu = max_tuples_per_packet(tb)
         room = CAPACITY // tb
-        if self.tuples_per_packet is None:
+        if self.options.tuples_per_packet is None:
             return min(per_mtu, room)
-        if self.tuples_per_packet > per_mtu:
+        if self.options.tuples_per_packet > per_mtu:
             raise UsageError(
-                f"--tuples-per-packet {self.tuples_per_packet}: at most {per_mtu} "
+                f"--tuples-per-packet {self.options.tuples_per_packet}: at most {per_mtu} "
                 f"tuples of {tb} bytes fit a 1,500-byte packet"
             )
-        if self.tuples_per_packet > room:
+        if self.options.tuples_per_packet > room:
             raise UsageError(
-                f"--tuples-per-packet {self.tuples_per_packet}: the board's buffer "
+                f"--tuples-per-packet {self.options.tuples_per_packet}: the board's buffer "
                 f"holds {room} tuples of {tb} bytes"
             )
-        return self.tuples_per_packet
+        return self.options.tuples_per_packet
 
     def run(
         self, nfa: Nfa, tuples: Tuples, params: EngineParams, values: ParamValues | None = None
@@ -184,27 +186,29 @@ class UdpSimulation:
             values = ParamValues.parse(nfa.program.parameters, [])  # (says what is missing)
         tb = wire.tuple_bytes(nfa.program.schema)
         per_packet = self.packet_size(tb)
-        cache = build.ready(self.simulator, self.build_dir)
+        cache = build.ready(self.options.simulator, self.options.build_dir)
         cache.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix="udp-", dir=cache))
         keep = True
         try:
             top_v, top = _emit(nfa, params, values, run_dir)
             plan = _write_frames(nfa, tuples, values, top, per_packet, run_dir)
-            with build.environment(self.simulator, cache):
-                model = build.build_model(self.simulator, top_v, TOP, cache, bool(self.waves))
+            with build.environment(self.options.simulator, cache):
+                model = build.build_model(
+                    self.options.simulator, top_v, TOP, cache, bool(self.options.waves)
+                )
                 run_testbench(
-                    self.simulator,
+                    self.options.simulator,
                     model,
                     run_dir,
                     TOP,
                     TESTBENCH,
                     run_dir / "config.json",
-                    waves=bool(self.waves),
-                    seed=self.seed,
+                    waves=bool(self.options.waves),
+                    seed=self.options.seed,
                 )
             result = self._result(nfa, tuples, params, values, run_dir, plan)
-            keep = self.keep_run or result.failure is not None
+            keep = self.options.keep_run or result.failure is not None
             return result
         finally:
             if not keep:
@@ -229,7 +233,7 @@ class UdpSimulation:
         if failure is not None or not results_path.is_file():
             reason = failure["message"] if failure else "it ran no test"
             raise SimulationError(
-                f"the {self.simulator} simulation of the UDP board failed: "
+                f"the {self.options.simulator} simulation of the UDP board failed: "
                 f"{reason}\n(log: {log}; its end:\n{build.tail(log)})"
             )
         got = json.loads(results_path.read_text(encoding="utf-8"))
@@ -250,7 +254,7 @@ class UdpSimulation:
                 final,
                 params,
                 port="udp",
-                simulator=self.simulator,
+                simulator=self.options.simulator,
                 line=line,
                 latency=latency,
                 stats={"tuples_per_packet": plan["per"]},
@@ -267,7 +271,7 @@ class UdpSimulation:
                 f"the board did not take every packet sent at line rate ({', '.join(problems)}):"
                 f" its records are incomplete (run folder: {run_dir})"
             )
-        elif self.check:
+        elif self.options.check:
             from nfacep import reference
 
             model = reference.run(nfa, tuples, params, values=values)
@@ -276,8 +280,8 @@ class UdpSimulation:
                     f"the board's records differ from the reference matcher's (run folder: "
                     f"{run_dir})"
                 )
-        if self.waves:
-            result.waves = deliver_waves(self.waves, run_dir, self.simulator)
+        if self.options.waves:
+            result.waves = deliver_waves(self.options.waves, run_dir, self.options.simulator)
         return result
 
 

@@ -15,6 +15,7 @@ import sys
 from nfacep import params, settings
 from nfacep.cli import Command
 from nfacep.errors import UsageError
+from nfacep.sim.build import SIMULATORS
 
 from . import BLOCK_TUPLES
 from .session import DEFAULT_MASTER
@@ -257,7 +258,7 @@ def _regress_arguments(p) -> None:
     )
     p.add_argument(
         "--simulator",
-        choices=("icarus", "verilator"),
+        choices=SIMULATORS,
         default="icarus",
         help="HDL simulator (default %(default)s)",
     )

@@ -380,12 +380,14 @@ def _sim_task(
 
     first = int(head.column("seq")[0].as_py())
     simulation = sim.Simulation(
-        simulator,
-        build_dir=build_dir,
-        engine=engine_v,
-        seed=seed + first,
-        batch_depth=batch_depth,
-        mode=sim_mode,
+        sim.SimOptions(
+            simulator=simulator,
+            build_dir=build_dir,
+            engine=engine_v,
+            seed=seed + first,
+            batch_depth=batch_depth,
+            mode=sim_mode,
+        ),
         progress=simulated if sim_mode != "cycle" else None,
     )
     with tempfile.TemporaryDirectory(prefix="shard-", dir=build_dir) as folder:
@@ -432,12 +434,9 @@ def run(
     ``progress_every`` seconds while Spark works (:class:`~.progress.Progress`: tuples
     simulated, the rate, the time left).
     """
-    from pyspark.errors import PythonException
     from pyspark.sql import functions as F
 
     from nfacep.sim import SimulationError
-
-    from .vectors import _spark_schema
 
     say = progress or (lambda _line: None)
     tasks = tasks or spark.sparkContext.defaultParallelism
@@ -454,18 +453,8 @@ def run(
         seconds["build"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
-        tuples = spark.read.parquet(os.path.join(job.vectors, TUPLES))
-        key = job.nfa.program.partition_field
         n_tuples = job.manifest.get("counts", {}).get("tuples")
-        if job.mode == "partitioned":
-            keys = job.manifest.get("keys_present") or tasks
-            shards = max(1, min(max(tasks, -(-(n_tuples or 0) // SHARD_TUPLES)), keys))
-            source = tuples.repartition(shards, F.col(key))
-        else:
-            shards = 1
-            source = tuples.coalesce(1)
-        # each shard in seq order, sorted by Spark (which spills), not in the task
-        source = source.sortWithinPartitions("seq")
+        source, shards = _shards(spark, job, tasks, n_tuples)
         count = f"{n_tuples:,}" if isinstance(n_tuples, int) else "?"
         say(
             f"regress: {count} tuples in the vectors; simulating them in {shards} "
@@ -473,26 +462,7 @@ def run(
         )
         with Progress(spark, "regress", progress, progress_every) as watch:
             counter = watch.phase("simulated", total=n_tuples, tasks=shards, task_word="shards")
-            task = functools.partial(
-                _sim_task,
-                query,
-                engine_v,
-                job.params,
-                job.simulator,
-                str(job.build_dir),
-                job.seed,
-                depth,
-                job.sim_mode,
-                job.values,
-                PIECE_TUPLES,
-                RECORD_CHUNK,
-                counter,
-            )
-            result = source.mapInArrow(task, _spark_schema(_RESULT))
-            try:
-                result = result.localCheckpoint()
-            except PythonException as err:
-                raise SimulationError(f"a simulation task failed: {_last_line(err)}") from None
+            result = _simulate(source, job, query, engine_v, depth, counter)
             watch.end()
             seconds["simulate"] = time.perf_counter() - t1
 
@@ -534,6 +504,56 @@ def run(
         f"{report['counts']['differences']} differences"
     )
     return report
+
+
+def _shards(spark, job: Job, tasks: int, n_tuples: int | None):
+    """The vectors' tuples as the shards the simulation tasks take, each in ``seq`` order:
+    ``(source, shards)``. Partitioned, whole keys per shard, about :data:`SHARD_TUPLES` tuples
+    each and at least ``tasks`` of them (no more than keys); global, one shard."""
+    from pyspark.sql import functions as F
+
+    tuples = spark.read.parquet(os.path.join(job.vectors, TUPLES))
+    key = job.nfa.program.partition_field
+    if job.mode == "partitioned":
+        keys = job.manifest.get("keys_present") or tasks
+        shards = max(1, min(max(tasks, -(-(n_tuples or 0) // SHARD_TUPLES)), keys))
+        source = tuples.repartition(shards, F.col(key))
+    else:
+        shards = 1
+        source = tuples.coalesce(1)
+    # each shard in seq order, sorted by Spark (which spills), not in the task
+    return source.sortWithinPartitions("seq"), shards
+
+
+def _simulate(source, job: Job, query: str, engine_v: str, depth: int, counter):
+    """Each shard of ``source`` simulated by a Spark task (:func:`_sim_task`), the rows of
+    :data:`_RESULT` checkpointed; :class:`SimulationError` when a task fails."""
+    from pyspark.errors import PythonException
+
+    from nfacep.sim import SimulationError
+
+    from .vectors import _spark_schema
+
+    task = functools.partial(
+        _sim_task,
+        query,
+        engine_v,
+        job.params,
+        job.simulator,
+        str(job.build_dir),
+        job.seed,
+        depth,
+        job.sim_mode,
+        job.values,
+        PIECE_TUPLES,
+        RECORD_CHUNK,
+        counter,
+    )
+    result = source.mapInArrow(task, _spark_schema(_RESULT))
+    try:
+        return result.localCheckpoint()
+    except PythonException as err:
+        raise SimulationError(f"a simulation task failed: {_last_line(err)}") from None
 
 
 def _last_line(err) -> str:

@@ -160,7 +160,7 @@ def test_lossy_link_resends_and_still_matches(tmp_path):
     out = tmp_path / "board.csv"
     with board("vshape", lose=0.0005, corrupt=0.0005) as (model, port):
         result = run_files(
-            uart_host.UartBoard(port, timeout=5),
+            uart_host.UartBoard(uart_host.UartOptions(port=port, timeout=5)),
             compile_file(QUERIES / "vshape.sql"),
             str(QUERIES / "vshape.csv"),
             str(out),
@@ -310,7 +310,7 @@ def test_run_switches_over_a_lossy_link(tmp_path):
     out = tmp_path / "board.csv"
     with board("supplychain", lose=0.001, corrupt=0.001) as (model, port):
         result = run_files(
-            uart_host.UartBoard(port, timeout=5),
+            uart_host.UartBoard(uart_host.UartOptions(port=port, timeout=5)),
             compile_file(QUERIES / "supplychain.sql"),
             str(QUERIES / "supplychain.csv"),
             str(out),

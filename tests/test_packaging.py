@@ -69,6 +69,8 @@ def test_wheel_installs_one_top_level_package(wheel):
         "nfacep/grammar.lark",
         "nfacep/hdl/engine.py",
         "nfacep/sim/testbench.py",
+        "nfacep/sim/templates/harness.v",
+        "nfacep/sim/templates/native_main.cpp",
         "nfacep/links/uart/protocol.py",
         "nfacep/spark_testbench/regress.py",
     ):
@@ -87,6 +89,9 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
         "import nfacep, nfacep.hdl.engine, nfacep.sim.runner\n"
         f"assert nfacep.__file__.startswith({str(site)!r}), nfacep.__file__\n"
         f"assert nfacep.hdl.engine.__file__.startswith({str(site)!r})\n"
+        "from nfacep.sim.template import TEMPLATES\n"
+        f"assert str(TEMPLATES).startswith({str(site)!r}), TEMPLATES\n"
+        "assert (TEMPLATES / 'harness.v').is_file() and (TEMPLATES / 'native_main.cpp').is_file()\n"
         "for name in ('hdl', 'sim', 'boards', 'links', 'spark_testbench'):\n"
         "    assert importlib.util.find_spec(name) is None, name\n"
         "from nfacep.cli import main\n"

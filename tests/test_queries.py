@@ -2,19 +2,19 @@
 
 The expected files (`queries/*.matches.csv`) are also what the gateware tiers are compared
 with. They are cross-checked against the planted instances that `tools/generate_queries.py`
-wrote: every planted match is reported, no near-miss is. That tool's own check, which decides
-the matches with the independent oracle (`tests/oracle.py`), runs here too, and is shown to
-catch a wrong planted row.
+wrote: every planted match is reported, no near-miss is. The data's own check, which decides
+the matches with the independent oracle (`tests/oracle.py`, through `tests/query_check.py`),
+runs here too, and is shown to catch a wrong planted row.
 """
 
 import csv
 import dataclasses
-import functools
-import importlib.util
+import ipaddress
 import pathlib
 import shutil
 
 import pytest
+import query_check
 from bundled import param_args, param_values
 
 import nfacep
@@ -24,6 +24,11 @@ from nfacep.predicates import evaluate, render
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
+
+
+def _ip(text: str) -> int:
+    """A dotted quad as the 32-bit integer the stream carries."""
+    return int(ipaddress.IPv4Address(text))
 
 
 def rows(path):
@@ -74,25 +79,13 @@ def test_expected_agrees_with_planted(name):
     assert not near & expected
 
 
-# --- tools/generate_queries.py: its check (nfacep's front end and reader, tests/oracle.py) ----
-
-TOOL = QUERIES.parent / "tools" / "generate_queries.py"
-
-
-@functools.cache
-def generator():
-    """tools/generate_queries.py as a module (``tools`` is not a package); importing it writes
-    nothing."""
-    spec = importlib.util.spec_from_file_location("generate_queries", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+# --- the data's check (tests/query_check.py: nfacep's front end and reader, tests/oracle.py) ----
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_generator_check_passes(name):
     planted = rows(QUERIES / f"{name}.planted.csv")
-    summary = generator().check(name)
+    summary = query_check.check(name)
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
     assert [s[0] for s in summary] == [q.name for q in program.queries]
     for qname, matches, near_misses, _, _ in summary:
@@ -104,23 +97,22 @@ def test_generator_check_passes(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_generator_converts_predicates_faithfully(name):
     """The oracle's reading of every converted DEFINE agrees with nfacep's own evaluation."""
-    tool = generator()
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
     tuples = nfacep.tuples.read(str(QUERIES / f"{name}.csv"), program.schema)
-    converter = tool.PredicateConverter(program.schema)
+    converter = query_check.PredicateConverter(program.schema)
     converted = [
         (converter.pred(e), e)
         for q in program.queries
         for e in q.predicates.values()
         if e is not None
     ]
-    table = tool.oracle_rows(
-        tuples, program.schema, converter.derived, tool.parameter_values(name, program)
+    table = query_check.oracle_rows(
+        tuples, program.schema, converter.derived, query_check.parameter_values(name, program)
     )
     values = param_values(name, nfacep.compile_file(str(QUERIES / f"{name}.sql")))
     columns = {**tuples.columns, **(values.columns(tuples.n) if values else {})}
     for pred, expr in converted:
-        theirs = [tool.oracle.eval_pred(pred, row) for row in table]
+        theirs = [query_check.oracle.eval_pred(pred, row) for row in table]
         ours = evaluate(expr, columns, tuples.n).tolist()
         assert theirs == ours, (name, render(expr), pred)
         assert any(ours), (name, render(expr))  # each predicate holds somewhere
@@ -130,9 +122,8 @@ def _planted_error(name, edit):
     """The check's error for the planted rows of ``name`` changed by ``edit(rows)``."""
     planted = rows(QUERIES / f"{name}.planted.csv")
     edit(planted)
-    tool = generator()
-    with pytest.raises(tool.CheckError) as info:
-        tool.check(name, planted=planted)
+    with pytest.raises(query_check.CheckError) as info:
+        query_check.check(name, planted=planted)
     return str(info.value)
 
 
@@ -192,11 +183,10 @@ def test_generator_check_reports_a_wrong_partition():
 def test_generator_check_reports_a_near_miss_the_data_make_a_match(tmp_path):
     """Turn a tuple of the data into one more failed login: the near-miss of four failures
     then success becomes a real brute force, which the check must report."""
-    tool = generator()
     for suffix in (".sql", ".planted.csv"):
         shutil.copy(QUERIES / f"bruteforce{suffix}", tmp_path)
     data = rows(QUERIES / "bruteforce.csv")
-    user = str(tool.ip("10.20.4.17"))  # a user mistyping four times, then logging in
+    user = str(_ip("10.20.4.17"))  # a user mistyping four times, then logging in
     miss = next(
         r
         for r in rows(QUERIES / "bruteforce.planted.csv")
@@ -210,8 +200,8 @@ def test_generator_check_reports_a_near_miss_the_data_make_a_match(tmp_path):
         w = csv.DictWriter(f, fieldnames=list(data[0]), lineterminator="\n")
         w.writeheader()
         w.writerows(data)
-    with pytest.raises(tool.CheckError) as info:
-        tool.check("bruteforce", folder=tmp_path)
+    with pytest.raises(query_check.CheckError) as info:
+        query_check.check("bruteforce", folder=tmp_path)
     assert str(info.value) == (
         "bruteforce.sql: query bruteforce: a near_miss that is a match: "
         f"seq {miss['seq']}, partition {user}"
@@ -232,12 +222,11 @@ def test_windowed_queries_plant_both_sides_of_the_window(
     it and a near-miss that just misses it (first to last tuple n - 1 and exactly n apart).
     With the window stripped from what the check hands the oracle, that near-miss, and only
     it, becomes a match: the window decides it, and the check does pass the window on."""
-    tool = generator()
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
     query = next(q for q in program.queries if q.name == name)
     assert (query.window, query.order_field) == (window, "ts")
     key = program.partition_field
-    fit, miss = (str(tool.ip(p)) if "." in p else p for p in (fit, miss))
+    fit, miss = (str(_ip(p)) if "." in p else p for p in (fit, miss))
     data = rows(QUERIES / f"{name}.csv")
     planted = {
         r["partition"]: r
@@ -248,14 +237,14 @@ def test_windowed_queries_plant_both_sides_of_the_window(
         row = planted[part]
         times = [int(d["ts"]) for d in data[: int(row["seq"]) + 1] if d[key] == part]
         assert (row["kind"], times[-1] - times[-1 - back]) == (kind, span)
-    query_of = tool.PredicateConverter.query
+    query_of = query_check.PredicateConverter.query
     monkeypatch.setattr(
-        tool.PredicateConverter,
+        query_check.PredicateConverter,
         "query",
         lambda self, q: dataclasses.replace(query_of(self, q), window=None),
     )
-    with pytest.raises(tool.CheckError) as info:
-        tool.check(name)
+    with pytest.raises(query_check.CheckError) as info:
+        query_check.check(name)
     assert str(info.value) == (
         f"{name}.sql: query {name}: a near_miss that is a match: seq "
         f"{planted[miss]['seq']}, partition {miss}"

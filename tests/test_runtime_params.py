@@ -561,8 +561,8 @@ def test_vectors_and_regress_take_starting_values(tmp_path, capsys):
 
 def test_sim_refuses_verilog_emitted_with_other_values(tmp_path, capsys):
     """A Verilog file from ``nfacep verilog --param`` starts with its values: simulating it
-    (``Simulation(engine=…)``, as ``regress`` does) with other values is refused before the
-    simulator runs."""
+    (``Simulation(SimOptions(engine=…))``, as ``regress`` does) with other values is refused
+    before the simulator runs."""
     from nfacep import sim, tuples
 
     q, t = sim_files(tmp_path)
@@ -571,7 +571,9 @@ def test_sim_refuses_verilog_emitted_with_other_values(tmp_path, capsys):
     nfa = nfacep.compile_file(q)
     data = tuples.read(t, nfa.program.schema)
     other = ParamValues.parse(nfa.program.parameters, ["hot=11", "zone=a", "lim=1.0", "flag=true"])
-    simulation = sim.Simulation("icarus", engine=engine, build_dir=tmp_path / "cache")
+    simulation = sim.Simulation(
+        sim.SimOptions(simulator="icarus", engine=engine, build_dir=tmp_path / "cache")
+    )
     with pytest.raises(UsageError, match="emitted with other runtime parameter values"):
         simulation.run(nfa, data, nfacep.params.EngineParams(), other)
 

@@ -192,7 +192,7 @@ def test_default_parameters_full_traffic_api(tmp_path, sim_cache):
     require("icarus")
     nfa = compile_file(str(QUERIES / "vshape.sql"))
     data = tuples.read(str(QUERIES / "vshape.csv"), nfa.program.schema)
-    result = sim.Simulation(traffic="full", build_dir=sim_cache, check=True).run(
+    result = sim.Simulation(sim.SimOptions(traffic="full", build_dir=sim_cache, check=True)).run(
         nfa, data, EngineParams()
     )
     assert [(s, q, p) for s, q, p in result.matches] == [
@@ -288,7 +288,8 @@ def test_missing_simulator_says_how_to_install(tmp_path, monkeypatch, capsys, si
 
 def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
     """`sim.prebuild` builds the model of an emitted engine once; a second prebuild of the same
-    Verilog (even from another path) and `Simulation(engine=...)` reuse it untouched."""
+    Verilog (even from another path) and `Simulation(SimOptions(engine=...))` reuse it
+    untouched."""
     require("icarus")
     cache = tmp_path / "cache"
     q, csv = tmp_path / "rise.sql", tmp_path / "rise.csv"  # no PARTITION: a small engine
@@ -315,7 +316,9 @@ def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
             sim.prebuild(again, simulator="icarus", build_dir=str(cache), batch_depth=64) == folder
         )
     result = run_files(
-        sim.Simulation(build_dir=cache, engine=str(engine), check=True, batch_depth=64),
+        sim.Simulation(
+            sim.SimOptions(build_dir=cache, engine=str(engine), check=True, batch_depth=64)
+        ),
         compile_file(str(q)),
         str(csv),
         str(tmp_path / "m.csv"),
@@ -343,11 +346,13 @@ def test_batch_and_per_cycle_modes_give_the_same_records(tmp_path, sim_cache, na
     params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
     runs = {
         mode: sim.Simulation(
-            build_dir=sim_cache,
-            check=True,
-            mode=mode,
-            seed=3,
-            batch_depth=64 if mode == "batch" else None,
+            sim.SimOptions(
+                build_dir=sim_cache,
+                check=True,
+                mode=mode,
+                seed=3,
+                batch_depth=64 if mode == "batch" else None,
+            )
         ).run(nfa, data, params)
         for mode in ("batch", "cycle")
     }
@@ -380,7 +385,14 @@ def test_native_mode_is_the_batch_harness_without_python(tmp_path, sim_cache, na
     data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
     runs = {
         mode: sim.Simulation(
-            "verilator", build_dir=sim_cache, check=True, mode=mode, seed=5, batch_depth=64
+            sim.SimOptions(
+                simulator="verilator",
+                build_dir=sim_cache,
+                check=True,
+                mode=mode,
+                seed=5,
+                batch_depth=64,
+            )
         ).run(nfa, data, params)
         for mode in ("native", "batch")
     }
@@ -412,22 +424,24 @@ def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monke
         return result
 
     monkeypatch.setattr(reference, "run", off_by_one)
-    result = sim.Simulation("verilator", build_dir=sim_cache, check=True, mode="native").run(
-        nfa, data, params
-    )
+    result = sim.Simulation(
+        sim.SimOptions(simulator="verilator", build_dir=sim_cache, check=True, mode="native")
+    ).run(nfa, data, params)
     assert result.failure is not None and "differ" in str(result.failure)
     monkeypatch.setattr(reference, "run", real)
     with pytest.raises(sim.SimulationError, match=r"timeout: no completion after 100 cycles"):
-        sim.Simulation("verilator", build_dir=sim_cache, mode="native", timeout_cycles=100).run(
-            nfa, data, params
-        )
+        sim.Simulation(
+            sim.SimOptions(
+                simulator="verilator", build_dir=sim_cache, mode="native", timeout_cycles=100
+            )
+        ).run(nfa, data, params)
     with pytest.raises(UsageError, match="--simulator verilator"):
-        sim.Simulation("icarus", mode="native")
+        sim.Simulation(sim.SimOptions(simulator="icarus", mode="native"))
     # --waves: the C++ main writes Verilator's VCD
     waves = tmp_path / "native.vcd"
-    traced = sim.Simulation("verilator", build_dir=sim_cache, mode="native", waves=str(waves)).run(
-        nfa, data, params
-    )
+    traced = sim.Simulation(
+        sim.SimOptions(simulator="verilator", build_dir=sim_cache, mode="native", waves=str(waves))
+    ).run(nfa, data, params)
     assert traced.waves == str(waves) and "$enddefinitions" in waves.read_text()[:100000]
 
 
@@ -439,7 +453,9 @@ def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
     data = tuples.read(str(QUERIES / "fire.csv"), nfa.program.schema)
     params = EngineParams(partitions=64)
     full = {
-        mode: sim.Simulation(build_dir=sim_cache, traffic="full", mode=mode).run(nfa, data, params)
+        mode: sim.Simulation(sim.SimOptions(build_dir=sim_cache, traffic="full", mode=mode)).run(
+            nfa, data, params
+        )
         for mode in ("batch", "cycle")
     }
     assert full["batch"].tuples_per_cycle == pytest.approx(full["cycle"].tuples_per_cycle)
@@ -447,9 +463,9 @@ def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
     assert full["batch"].records == full["cycle"].records
     for bad in (0, 100, 1 << 25, True):
         with pytest.raises(UsageError, match="the batch depth must be a power of two"):
-            sim.Simulation(batch_depth=bad)
+            sim.Simulation(sim.SimOptions(batch_depth=bad))
     with pytest.raises(UsageError, match="unknown simulation mode 'fast'"):
-        sim.Simulation(mode="fast")
+        sim.Simulation(sim.SimOptions(mode="fast"))
 
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
@@ -482,7 +498,7 @@ def test_stuck_engine_times_out_with_a_clear_message(tmp_path, sim_cache):
     require("icarus")
     with pytest.raises(sim.SimulationError, match=r"timeout: no completion after \d+ cycles"):
         run_files(
-            sim.Simulation(build_dir=sim_cache, timeout_cycles=100),
+            sim.Simulation(sim.SimOptions(build_dir=sim_cache, timeout_cycles=100)),
             compile_file(str(QUERIES / "marathon.sql")),
             str(QUERIES / "marathon.csv"),
             str(tmp_path / "m.csv"),
@@ -693,17 +709,15 @@ def test_progress_as_batches_end(tmp_path, sim_cache, simulator, mode):
     heard: list[int] = []
     before = set(sim_cache.rglob("run-*"))
     run = sim.Simulation(
-        simulator,
-        build_dir=sim_cache,
-        mode=mode,
-        batch_depth=64,
-        keep_run=True,
+        sim.SimOptions(
+            simulator=simulator, build_dir=sim_cache, mode=mode, batch_depth=64, keep_run=True
+        ),
         progress=heard.append,
     ).run(nfa, data, params)
     [folder] = set(sim_cache.rglob("run-*")) - before
-    plain = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, batch_depth=64).run(
-        nfa, data, params
-    )
+    plain = sim.Simulation(
+        sim.SimOptions(simulator=simulator, build_dir=sim_cache, mode=mode, batch_depth=64)
+    ).run(nfa, data, params)
     assert run.records == plain.records
     assert heard == sorted(set(heard)) and heard[-1] == data.n == 344
     assert (folder / "progress.txt").read_text().split() == [*map(str, range(64, 344, 64)), "344"]
@@ -731,7 +745,9 @@ def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode
     nfa = compile_file(str(QUERIES / "bruteforce.sql"))
     data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
     params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
-    simulation = sim.Simulation(simulator, build_dir=sim_cache, mode=mode, seed=2, batch_depth=64)
+    simulation = sim.Simulation(
+        sim.SimOptions(simulator=simulator, build_dir=sim_cache, mode=mode, seed=2, batch_depth=64)
+    )
     whole = simulation.run(nfa, data, params)
     pieces = [
         tuples.Tuples({k: c[i : i + 50] for k, c in data.columns.items()}, min(50, data.n - i))
@@ -748,4 +764,6 @@ def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode
     assert all(p.counters == whole.counters and p.n == data.n for p in parts)
     assert whole.records == reference_run(nfa, data, params).records(nfa, data)
     with pytest.raises(UsageError, match="use run"):
-        sim.Simulation(simulator, check=True).stream(nfa, iter(pieces), params)
+        sim.Simulation(sim.SimOptions(simulator=simulator, check=True)).stream(
+            nfa, iter(pieces), params
+        )

@@ -516,7 +516,7 @@ QUERY r PARTITION k ORDER BY ts PATTERN (A .* C) WITHIN 7 DEFINE A AS e = 'A', C
     blocks = [gen.block(b) for b in range(gen.n_blocks)]
     cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0] if k != "seq"}
     res = reference.run(
-        nfa, Tuples(gen._typed(cols, key_rank=False), SMALL["tuples"]), EngineParams()
+        nfa, Tuples(gen.typed(cols, key_rank=False), SMALL["tuples"]), EngineParams()
     )
     got = {
         (int(s), res.names[q], p)

@@ -272,7 +272,7 @@ def test_lost_status_answers_are_asked_again(tmp_path):
 
     with board(capacity=64) as (_, address), proxy(address, drop_down=lose) as p:
         result = run_files(
-            udp_host.UdpBoard(p.address, tuples_per_packet=5),
+            udp_host.UdpBoard(udp_host.UdpOptions(address=p.address, tuples_per_packet=5)),
             compile_file(QUERIES / "marathon.sql"),
             str(QUERIES / "marathon.csv"),
             str(tmp_path / "board.csv"),

@@ -96,17 +96,14 @@ class UartLink(Link):
             raise UsageError(
                 "--rate is for --udp; over a serial port the board's flow control paces the tuples"
             )
-        if args.baud <= 0:
-            raise UsageError("--baud must be positive")
 
     def backend(self, args, progress):
-        return self.part("host")(
-            args.port,
-            baud=args.baud,
-            timeout=args.timeout,
-            frame_tuples=args.frame_tuples,
-            progress=progress,
+        from .host import UartOptions
+
+        options = UartOptions(
+            port=args.port, baud=args.baud, timeout=args.timeout, frame_tuples=args.frame_tuples
         )
+        return self.part("host")(options, progress=progress)
 
 
 #: The UART link's entry in the registry.

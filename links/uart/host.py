@@ -48,7 +48,7 @@ from .protocol import (
     params_payload,
 )
 
-__all__ = ["FRAME_TUPLES", "PortError", "UartBoard", "UartBoardResult", "open_port"]
+__all__ = ["FRAME_TUPLES", "PortError", "UartBoard", "UartBoardResult", "UartOptions", "open_port"]
 
 #: Tuples per TUPLES frame by default (fewer when the board's buffer is small).
 FRAME_TUPLES = 16
@@ -201,33 +201,38 @@ def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int
         )
 
 
-class UartBoard:
-    """A board loaded with a bitstream from ``nfacep build --link uart``, on the serial port
-    ``port`` at ``baud``.
+@dataclass(frozen=True)
+class UartOptions:
+    """How :class:`UartBoard` reaches the board, checked once when made: the serial port
+    ``port`` at ``baud``; ``timeout`` bounds every wait for the board (seconds);
+    ``frame_tuples`` the tuples per frame (default :data:`FRAME_TUPLES`, fewer when the board's
+    buffer is small)."""
 
-    ``timeout`` bounds every wait for the board (seconds); ``frame_tuples`` the tuples per
-    frame (default :data:`FRAME_TUPLES`, fewer when the board's buffer is small).
-    ``serial_port`` is an already open pyserial port to use instead of opening ``port``;
-    ``progress`` is called with a line of text about once a second.
+    port: str
+    baud: int = 115200
+    timeout: float = 5.0
+    frame_tuples: int | None = None
+
+    def __post_init__(self):
+        check_timeout(self.timeout)
+        if self.baud <= 0:
+            raise UsageError("--baud must be positive")
+        if self.frame_tuples is not None and self.frame_tuples < 1:
+            raise UsageError("--frame-tuples must be at least 1")
+
+
+class UartBoard:
+    """A board loaded with a bitstream from ``nfacep build --link uart``, reached as
+    ``options`` (:class:`UartOptions`) say.
+
+    ``serial_port`` is an already open pyserial port to use instead of opening
+    ``options.port``; ``progress`` is called with a line of text about once a second.
     """
 
-    def __init__(
-        self,
-        port: str,
-        *,
-        baud: int = 115200,
-        timeout: float = 5.0,
-        frame_tuples: int | None = None,
-        serial_port=None,
-        progress=None,
-    ):
-        check_timeout(timeout)
-        if frame_tuples is not None and frame_tuples < 1:
-            raise UsageError("--frame-tuples must be at least 1")
-        self.port = port
-        self.baud = baud
-        self.timeout = timeout
-        self.frame_tuples = frame_tuples
+    def __init__(self, options: UartOptions, *, serial_port=None, progress=None):
+        self.options = options
+        self.port, self.baud = options.port, options.baud
+        self.timeout, self.frame_tuples = options.timeout, options.frame_tuples
         self.serial_port = serial_port
         self.progress = progress
 

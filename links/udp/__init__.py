@@ -126,14 +126,16 @@ class UdpLink(Link):
             raise UsageError("--frame-tuples is for --port; over UDP use --tuples-per-packet")
 
     def backend(self, args, progress):
-        return self.part("host")(
-            args.udp,
+        from .host import UdpOptions
+
+        options = UdpOptions(
+            address=args.udp,
             timeout=args.timeout,
             tuples_per_packet=args.tuples_per_packet,
             retries=args.retries,
-            progress=progress,
             rate=_rate(args.rate),
         )
+        return self.part("host")(options, progress=progress)
 
 
 def _rate(text: str | None) -> float | None:

@@ -70,6 +70,7 @@ __all__ = [
     "EngineMismatchError",
     "UdpBoard",
     "UdpBoardResult",
+    "UdpOptions",
     "UdpTimeoutError",
     "max_tuples_per_packet",
     "parse_address",
@@ -302,44 +303,50 @@ class _Session:
         )
 
 
-class UdpBoard:
-    """A board loaded with a bitstream from ``nfacep build --link udp`` at ``address``
+@dataclass(frozen=True)
+class UdpOptions:
+    """How :class:`UdpBoard` reaches the board, checked once when made: at ``address``
     (``HOST[:PORT]``, port :data:`DEFAULT_PORT` if omitted).
 
     ``timeout`` bounds every wait for the board (seconds); ``tuples_per_packet`` the tuples per
     TUPLES packet (default: as many as fit a 1,500-byte MTU and the board's buffer);
-    ``retries`` how many times a run with a lost packet starts again; ``progress`` is called
-    with a line of text about once a second. ``rate`` (tuples per second; ``math.inf``: as fast
-    as the socket takes them) sends open loop, without waiting for the board's credit: the
-    board takes packets at line rate, so only a query whose records outrun the line back fills
-    its buffer (``engine_full``, a loss like any other); STATUS is asked for on the way, to see
-    losses early. None (the default) keeps to the credit.
+    ``retries`` how many times a run with a lost packet starts again. ``rate`` (tuples per
+    second; ``math.inf``: as fast as the socket takes them) sends open loop, without waiting
+    for the board's credit: the board takes packets at line rate, so only a query whose records
+    outrun the line back fills its buffer (``engine_full``, a loss like any other); STATUS is
+    asked for on the way, to see losses early. None (the default) keeps to the credit.
     """
 
-    def __init__(
-        self,
-        address: str,
-        *,
-        timeout: float = 5.0,
-        tuples_per_packet: int | None = None,
-        retries: int = 2,
-        progress=None,
-        rate: float | None = None,
-    ):
-        check_timeout(timeout)
-        if rate is not None and not rate > 0:
+    address: str
+    timeout: float = 5.0
+    tuples_per_packet: int | None = None
+    retries: int = 2
+    rate: float | None = None
+
+    def __post_init__(self):
+        check_timeout(self.timeout)
+        if self.rate is not None and not self.rate > 0:
             raise UsageError("--rate must be a positive number of tuples per second, or max")
-        if tuples_per_packet is not None and tuples_per_packet < 1:
+        if self.tuples_per_packet is not None and self.tuples_per_packet < 1:
             raise UsageError("--tuples-per-packet must be at least 1")
-        if retries < 0:
+        if self.retries < 0:
             raise UsageError("--retries must be at least 0")
-        self.host, self.port = parse_address(address)
+        parse_address(self.address)
+
+
+class UdpBoard:
+    """A board loaded with a bitstream from ``nfacep build --link udp``, reached as
+    ``options`` (:class:`UdpOptions`) say; ``progress`` is called with a line of text about
+    once a second.
+    """
+
+    def __init__(self, options: UdpOptions, *, progress=None):
+        self.options = options
+        self.host, self.port = parse_address(options.address)
         self.address = f"{self.host}:{self.port}"
-        self.timeout = timeout
-        self.tuples_per_packet = tuples_per_packet
-        self.retries = retries
+        self.timeout, self.tuples_per_packet = options.timeout, options.tuples_per_packet
+        self.retries, self.rate = options.retries, options.rate
         self.progress = progress
-        self.rate = rate
 
     def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> UdpBoardResult:
         """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing

@@ -1,0 +1,305 @@
+"""The planted instances' templates: per query, a small library of concrete tuple sequences
+drawn from the pattern (a word of pattern variables, each filled with a background tuple that
+satisfies the variable's predicate) and checked with the reference matcher: ``short``
+(near-minimal repetitions), ``long`` (long repetitions, laid out with wide gaps so one
+instance spans hundreds to thousands of stream positions), ``overlap`` (two matches whose
+runs overlap; every-end queries only) and ``repeat`` (two instances back to back).
+
+For a query with a window (``WITHIN n``), pairs of templates at its edge (``window_fit`` /
+``window_miss``): 2 to ``n`` tuples that match with their first and last tuples ``n - 1``
+apart and do not ``n`` apart (interior tuples in the same places). Where a query gets none,
+``unplanted`` says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nfacep import ast, reference
+from nfacep import predicates as P
+from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
+from nfacep.tuples import Tuples
+
+from .background import Background, seeded_rng
+
+__all__ = ["KINDS", "WINDOW_KINDS", "Template", "Templates"]
+
+#: Kinds of planted instance.
+KINDS = ("short", "long", "overlap", "repeat")
+#: Kinds planted for queries with a window (WITHIN n): first and last tuples n - 1 apart in the
+#: ORDER BY field (a match at the last) and n apart (no match there).
+WINDOW_KINDS = ("window_fit", "window_miss")
+_WINDOW_WANT = 3  #: fit/miss template pairs per windowed query
+_KIND_WANT = {"short": 6, "long": 4, "overlap": 4, "repeat": 3}
+_MAX_WORD = 400
+
+
+@dataclass
+class Template:
+    query: int
+    kind: str
+    rows: dict[str, np.ndarray]
+    n: int
+    #: window kinds: each tuple's position (and ORDER BY value) after the first's
+    offs: np.ndarray | None = None
+
+
+class Templates:
+    """The templates of every query (picklable once built): ``templates`` (per query, of
+    :data:`KINDS`), ``window_templates`` (per query, of :data:`WINDOW_KINDS`) and
+    ``unplanted`` (query: why it has none, of some kinds)."""
+
+    def __init__(self, nfa: Nfa, background: Background):
+        self.bg = background
+        self.templates: list[list[Template]] = []  # per query
+        self.window_templates: list[list[Template]] = []  # per query: WINDOW_KINDS
+        self.unplanted: dict[str, str] = {}  # query -> why it has no templates (of some kinds)
+        self._nfa = nfa
+        self._build_templates()
+        self._build_window_templates()
+        self._nfa = None  # workers compile their own; keep the pickle small
+
+    def _word(self, p: ast.Pattern, rng: np.random.Generator, long: bool) -> list[str]:
+        match p:
+            case ast.Var(name):
+                return [name]
+            case ast.Wildcard():
+                return ["."]
+            case ast.Empty():
+                return []
+            case ast.Seq(items):
+                return [v for i in items for v in self._word(i, rng, long)]
+            case ast.Alt(items):
+                return self._word(items[int(rng.integers(len(items)))], rng, long)
+            case ast.Permute(items):
+                order = rng.permutation(len(items))
+                return [v for i in order for v in self._word(items[int(i)], rng, long)]
+            case ast.Repeat(child, lo, hi):
+                if long:
+                    k = lo + int(rng.integers(6, 30))
+                    k = k if hi is None else int(rng.integers(max(lo, (lo + hi) // 2), hi + 1))
+                else:
+                    k = lo + int(rng.integers(0, 3))
+                    k = k if hi is None else min(k, hi)
+                return [v for _ in range(k) for v in self._word(child, rng, long)]
+        raise TypeError(p)
+
+    def _pool(self, q, var: str, rng: np.random.Generator, pools: dict):
+        """Up to 256 background tuples satisfying ``var``'s predicate, or None."""
+        key = (q.name, var)
+        if key in pools:
+            return pools[key]
+        pred = None if var == "." else q.predicates.get(var)
+        found = None
+        for attempt in range(6):
+            cols = self.bg.draw(rng, np.arange(4096, dtype=np.int64), focus=attempt >= 2)
+            if pred is None:
+                ok = np.arange(256)
+            else:
+                ok = np.flatnonzero(
+                    P.evaluate(pred, {**self.bg.typed(cols), **self.bg.params}, 4096)
+                )[:256]
+            if len(ok):
+                found = {k: v[ok] for k, v in cols.items()}
+                break
+        pools[key] = found
+        return found
+
+    def _fill(self, q, word: list[str], rng, pools) -> dict[str, np.ndarray] | None:
+        parts: dict[str, list] = {s.name: [] for s in self.bg.specs}
+        for var in word:
+            pool = self._pool(q, var, rng, pools)
+            if pool is None:
+                return None
+            i = int(rng.integers(len(pool[self.bg.specs[0].name])))
+            for k, v in pool.items():
+                parts[k].append(v[i])
+        return {k: np.array(v, dtype=self.bg.dtype(k)) for k, v in parts.items()}
+
+    def _ends(
+        self, rows: dict[str, np.ndarray], qi: int, offs: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Where query ``qi`` reports matches on ``rows`` alone (one key); ORDER BY values as
+        at positions ``0 … n-1`` of the stream, or ``base + offs`` when given."""
+        n = len(next(iter(rows.values())))
+        cols = dict(rows)
+        seqs = np.arange(n, dtype=np.int64)
+        for s in self.bg.specs:
+            if s.role == "order":
+                cols[s.name] = (
+                    self.bg.order_values(s, seqs)
+                    if offs is None
+                    else self.bg.order_values(s, np.zeros(1, dtype=np.int64)) + offs
+                )
+            elif s.role == "key":
+                cols[s.name] = np.zeros(n, dtype=np.int64)
+        result = reference.run(
+            self._nfa,
+            Tuples(self.bg.typed(cols), n),
+            EngineParams(partitions=1),
+            values=self.bg.values,
+        )
+        return result.seqs[result.queries == qi]
+
+    def _check(self, kind: str, rows, qi: int) -> bool:
+        n = len(next(iter(rows.values())))
+        ends = self._ends(rows, qi)
+        if len(ends) == 0 or ends[-1] != n - 1:
+            return False
+        if kind in ("short", "long"):
+            return True
+        if len(ends) < 2:
+            return False
+        if kind == "repeat":
+            return True
+        # overlap: no run ending at the last tuple starts after the latest earlier match end
+        e1 = int(ends[-2])
+        cut = {k: v[e1 + 1 :] for k, v in rows.items()}
+        later = self._ends(cut, qi)
+        return len(later) == 0 or later[-1] != n - e1 - 2
+
+    def _build_templates(self) -> None:
+        rng = seeded_rng(self.bg.options.seed, 2)
+        pools: dict = {}
+        for qi, q in enumerate(self.bg.program.queries):
+            lib: list[Template] = []
+            for kind in KINDS:
+                if kind == "overlap" and q.skip_past_last_row:
+                    continue
+                found = 0
+                for _ in range(40):
+                    rows = self._candidate(q, kind, rng, pools)
+                    if rows is None or not self._check(kind, rows, qi):
+                        continue
+                    lib.append(Template(qi, kind, rows, len(rows[self.bg.specs[0].name])))
+                    found += 1
+                    if found == _KIND_WANT[kind]:
+                        break
+            if not lib:
+                never = sorted(
+                    v for (name, v), pool in pools.items() if name == q.name and pool is None
+                )
+                why = "nothing planted: " + (
+                    f"no generated tuple satisfies {', '.join(never)}"
+                    if never
+                    else "no sequence of generated tuples drawn from its pattern matched"
+                )
+                self.unplanted[q.name] = why
+            self.templates.append(lib)
+
+    def _candidate(self, q, kind: str, rng, pools):
+        for _ in range(8):
+            word = self._word(q.pattern, rng, long=kind == "long")
+            if 0 < len(word) <= _MAX_WORD:
+                break
+        else:
+            return None
+        rows = self._fill(q, word, rng, pools)
+        if rows is None or kind in ("short", "long"):
+            return rows
+        if kind == "repeat":
+            word2 = self._word(q.pattern, rng, long=False)
+            more = self._fill(q, word2, rng, pools) if word2 else None
+        elif rng.random() < 0.5 or len(word) < 2:
+            # repeat the last tuple (a second end of a trailing repetition)
+            more = {k: v[-1:] for k, v in rows.items()}
+        else:
+            # pump a suffix of the word
+            k = int(rng.integers(1, len(word)))
+            more = self._fill(q, word[k:], rng, pools)
+        if more is None:
+            return None
+        return {k: np.concatenate([rows[k], more[k]]) for k in rows}
+
+    def _build_window_templates(self) -> None:
+        """Per windowed query, pairs of templates at the window's edge: the same tuples with the
+        first and last ``n - 1`` apart (``window_fit``: a match at the last) and ``n`` apart
+        (``window_miss``: none there), each checked with the reference matcher; the interior
+        tuples keep their places. Why a query gets none goes to ``unplanted``."""
+        rng = seeded_rng(self.bg.options.seed, 5)
+        pools: dict = {}
+        room = min(self.bg.options.block_tuples, self.bg.n)
+        for qi, q in enumerate(self.bg.program.queries):
+            lib: list[Template] = []
+            self.window_templates.append(lib)
+            n = q.window
+            if n is None:
+                continue
+            why = self._window_unplantable(q, room)
+            if why is None:
+                for _ in range(60):
+                    pair = self._window_pair(q, qi, n, rng, pools)
+                    if pair is not None:
+                        lib.extend(pair)
+                        if len(lib) == 2 * _WINDOW_WANT:
+                            break
+                if not lib:
+                    why = (
+                        f"no sequence of generated tuples drawn from its pattern (2 to {n} "
+                        f"tuples) matches with its first and last {n - 1} apart and not "
+                        f"{n} apart"
+                    )
+            if why is not None:
+                why = f"no {' or '.join(WINDOW_KINDS)} instances: {why}"
+                old = self.unplanted.get(q.name)
+                self.unplanted[q.name] = why if old is None else f"{old}; {why}"
+
+    def _window_unplantable(self, q, room: int) -> str | None:
+        """Why query ``q``'s window edges cannot be planted, or None."""
+        n = q.window
+        if not self.bg.interleaved:
+            return (
+                "one sub-stream (no PARTITION, or --keys 1): the tuples between an "
+                "instance's first and last cannot be moved to another key"
+            )
+        if q.order_field not in self.bg.unit_fields:
+            f = self.bg.schema.field(q.order_field)
+            return (
+                f"the ORDER BY field {f.name} {f.type} cannot give each of the "
+                f"{self.bg.n} tuples its own value"
+            )
+        if n < 2:
+            return "WITHIN 1 only holds runs of one tuple, whose first and last are the same tuple"
+        if n + 1 > room:
+            where = (
+                "the stream"
+                if self.bg.n <= self.bg.options.block_tuples
+                else f"a block (--block-tuples {self.bg.options.block_tuples})"
+            )
+            return (
+                f"WITHIN {n}: an instance spans up to {n + 1} consecutive tuples, more than "
+                f"{where} holds ({room})"
+            )
+        return None
+
+    def _window_pair(self, q, qi: int, n: int, rng, pools) -> list[Template] | None:
+        for _ in range(8):
+            word = self._word(q.pattern, rng, long=False)
+            if 2 <= len(word) <= min(n, _MAX_WORD):
+                break
+        else:
+            return None
+        rows = self._fill(q, word, rng, pools)
+        if rows is None:
+            return None
+        size = len(word)
+        inner = (
+            np.sort(rng.choice(n - 2, size - 2, replace=False)) + 1
+            if size > 2
+            else np.zeros(0, dtype=np.int64)
+        )
+        fit = np.concatenate([[0], inner, [n - 1]]).astype(np.int64)
+        miss = np.concatenate([[0], inner, [n]]).astype(np.int64)
+        ends = self._ends(rows, qi, fit)
+        if len(ends) == 0 or ends[-1] != size - 1:
+            return None
+        ends = self._ends(rows, qi, miss)
+        if len(ends) and ends[-1] == size - 1:
+            return None
+        return [
+            Template(qi, "window_fit", rows, size, fit),
+            Template(qi, "window_miss", rows, size, miss),
+        ]
