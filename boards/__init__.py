@@ -2,8 +2,9 @@
 
 :mod:`nfacep.boards.registry` names the boards (amaranth-boards platforms);
 :mod:`nfacep.boards.top` is the synthesis harness around the engine (``--link harness``);
-:mod:`nfacep.boards.link` the links' gateware and :mod:`nfacep.boards.rgmii` the RGMII pads
-(the links themselves, with their board tops, hosts and protocols, are :mod:`nfacep.links`);
+:mod:`nfacep.boards.rgmii` the RGMII pads (the links' gateware is :mod:`nfacep.hdl.uart` and
+:mod:`nfacep.hdl.eth`; the links themselves, with their board tops, hosts and protocols, are
+:mod:`nfacep.links`);
 :mod:`nfacep.boards.flow` runs the open toolchain, :mod:`nfacep.boards.resources` counts what a
 design uses against what the board has, :mod:`nfacep.boards.report` writes the report, and
 :mod:`nfacep.boards.bitstream` puts them together; :mod:`nfacep.boards.cli` holds the

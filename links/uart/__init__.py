@@ -4,7 +4,7 @@ CRC-checked frames over a board's USB UART, under go-back-N flow control.
 :mod:`~nfacep.links.uart.protocol` is the frame format (pure software: the gateware, the host
 and the software board import it), :mod:`~nfacep.links.uart.host` the host (``nfacep run
 --port``), :mod:`~nfacep.links.uart.model` the software board, :mod:`~nfacep.links.uart.top`
-the board top and its checks. The link's gateware is in :mod:`nfacep.boards.link`.
+the board top and its checks. The link's gateware is in :mod:`nfacep.hdl.uart`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ records out in UDP packets.
 Python (pure software: the gateware, the tests, the host and the software board import it),
 :mod:`~nfacep.links.udp.host` the host (``nfacep run --udp``), :mod:`~nfacep.links.udp.model`
 the software board, :mod:`~nfacep.links.udp.top` the board top and its checks. The link's
-gateware is in :mod:`nfacep.boards.link.eth`, the RGMII pads in :mod:`nfacep.boards.rgmii`.
+gateware is in :mod:`nfacep.hdl.eth`, the RGMII pads in :mod:`nfacep.boards.rgmii`.
 """
 
 from __future__ import annotations
