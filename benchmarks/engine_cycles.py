@@ -17,9 +17,10 @@ import pathlib
 import numpy as np
 
 import nfacep
-from nfacep import tuples, wire
+from nfacep import wire
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.measure import cycle_profile
+from nfacep.io import tuples
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -26,8 +26,9 @@ import time
 import numpy as np
 
 import nfacep
-from nfacep import sim, tuples
+from nfacep import sim
 from nfacep.hdl.engine import write_verilog
+from nfacep.io import tuples
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -32,9 +32,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import nfacep
-from nfacep import tuples, wire
+from nfacep import wire
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.measure import cycle_profile
+from nfacep.io import tuples
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

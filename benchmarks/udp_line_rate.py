@@ -29,8 +29,8 @@ import tempfile
 import numpy as np
 
 import nfacep
-from nfacep import tuples
 from nfacep.boards.udp_host import max_tuples_per_packet
+from nfacep.io import tuples
 from nfacep.params import EngineParams
 from nfacep.sim.udp import UdpSimulation
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from nfacep import NfacepError, wire
 from nfacep.errors import UsageError
+from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.result import Result
 from nfacep.settings import ParamValues, params_schema
-from nfacep.tuples import Tuples
 
 from .link.protocol import (
     ACK_FIELDS,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .errors import DataError, NfacepError, QueryError
 
 if TYPE_CHECKING:
-    from .check import Program
+    from .lang.check import Program
     from .nfa import Nfa
 
 __all__ = [
@@ -32,7 +32,8 @@ __all__ = [
 
 def compile_text(text: str, filename: str = "<query>") -> Nfa:
     """Parse, check and wire a query file's text; raises :class:`QueryError`."""
-    from . import check, nfa, syntax
+    from . import nfa
+    from .lang import check, syntax
 
     text = syntax.strip_bom(text)
     try:
@@ -94,7 +95,7 @@ def __getattr__(name: str):
     # the compiler's modules (and lark) load on first use, so that importing the package (as
     # the command's entry point does first) is quick
     if name == "Program":
-        from .check import Program
+        from .lang.check import Program
 
         return Program
     if name == "Nfa":

@@ -1,18 +1,18 @@
 """The back-end seam: every engine that matches tuples is a :class:`Backend`.
 
 A back-end takes the wired queries (:class:`~nfacep.nfa.Nfa`), the tuples
-(:class:`~nfacep.tuples.Tuples`) and the engine's :class:`~nfacep.params.EngineParams`, and
+(:class:`~nfacep.io.tuples.Tuples`) and the engine's :class:`~nfacep.params.EngineParams`, and
 returns a :class:`~nfacep.result.Result`. The reference matcher
-(:class:`nfacep.reference.Reference`), the simulated gateware (:class:`nfacep.sim.Simulation`)
-and a board over its link (:class:`nfacep.boards.host.UartBoard`, or
-:class:`nfacep.boards.udp_host.UdpBoard` over UDP) are siblings behind it, as regex-automata's
-engines are behind one NFA; a new engine (a compiled simulator) implements
-:meth:`Backend.run` once and gets the match file, the summary, the report and the command
-line's handling of them from :func:`run_files`.
+(:class:`nfacep.reference.matcher.Reference`), the simulated gateware
+(:class:`nfacep.sim.Simulation`) and a board over its link
+(:class:`nfacep.boards.host.UartBoard`, or :class:`nfacep.boards.udp_host.UdpBoard` over UDP) are
+siblings behind it, as regex-automata's engines are behind one NFA; a new engine (a compiled
+simulator) implements :meth:`Backend.run` once and gets the match file, the summary, the report
+and the command line's handling of them from :func:`run_files`.
 
 A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
 gets it so from a file: :func:`run_files` reads :data:`CHUNK` tuples at a time
-(:func:`nfacep.tuples.read_chunks`), feeds each piece and writes its matches before the next
+(:func:`nfacep.io.tuples.read_chunks`), feeds each piece and writes its matches before the next
 is read, so that the memory a run needs does not grow with the input.
 """
 
@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
-from . import tuples as tuples_mod
+from .io import tuples as tuples_mod
 from .nfa import Nfa
 from .output import check_outputs, summary_path
 from .params import EngineParams
@@ -83,7 +83,7 @@ def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
 
 
 def read_pieces(path: str, nfa: Nfa, rows: int) -> Iterator[tuples_mod.Tuples]:
-    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.tuples.read_chunks`),
+    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.io.tuples.read_chunks`),
     every ORDER BY field checked across the pieces as well as within them."""
     before: dict[str, object] = {}
     for piece in tuples_mod.read_chunks(path, nfa.program.schema, rows):

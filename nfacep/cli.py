@@ -227,9 +227,9 @@ class Explain(Command):
         _add_json(parser)
 
     def run(self, args) -> int:
-        from .ast import dump
         from .describe import explain_json, explain_text
-        from .predicates import render
+        from .lang.ast import dump
+        from .lang.predicates import render
 
         nfa = _load_or_json_error(args)
         if args.dot is not None:
@@ -271,7 +271,7 @@ class Match(Command):
         settings.add_argument(parser, switches=True)
 
     def run(self, args) -> int:
-        from .reference import Reference
+        from .reference.matcher import Reference
 
         engine = params.from_args(args)
         nfa = load_query(args.query)

@@ -17,10 +17,10 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 
-from . import ast
-from . import predicates as P
-from .check import Program
 from .errors import QueryError
+from .lang import ast
+from .lang import predicates as P
+from .lang.check import Program
 from .params import MAX_STATES
 
 __all__ = ["MAX_FILE_STATES", "MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build"]

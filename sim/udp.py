@@ -31,10 +31,10 @@ from nfacep import wire
 from nfacep.boards.host import BoardResult
 from nfacep.boards.link.eth.payload import FRAME_CLASSES
 from nfacep.errors import UsageError
+from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
 
 from . import build
 from .build import SimulationError
@@ -268,7 +268,7 @@ class UdpSimulation:
                 f" its records are incomplete (run folder: {run_dir})"
             )
         elif self.check:
-            from nfacep import reference
+            from nfacep.reference import matcher as reference
 
             model = reference.run(nfa, tuples, params, values=values)
             if model.matches != result.matches or model.drop_seqs != result.drop_seqs:

@@ -61,14 +61,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfacep import ast, reference
-from nfacep import predicates as P
 from nfacep.errors import UsageError
+from nfacep.io.tuples import Tuples
+from nfacep.lang import ast
+from nfacep.lang import predicates as P
+from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
-from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
 from . import BLOCK_TUPLES
 
@@ -983,7 +984,7 @@ class Generator:
         return out
 
     def _key_text(self, value: int) -> str:
-        from nfacep.tuples import format_value
+        from nfacep.io.tuples import format_value
 
         return format_value(value, self.schema.field(self.key_field).type)
 

@@ -1,7 +1,7 @@
 """Hostile tuple files, options and output paths (issue 13): every one is accepted or refused
 with nfacep's own error (file, row or line, column; exit 2), never a traceback, a hang, a wrong
 result or a half-written file. One test per class of reproducer, through the command line or
-the reader (:func:`nfacep.tuples.read`)."""
+the reader (:func:`nfacep.io.tuples.read`)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import nfacep
-from nfacep import capacity, tuples
 from nfacep.cli import main
 from nfacep.errors import DataError
+from nfacep.io import tuples
 from nfacep.params import EngineParams
+from nfacep.reference import capacity
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARATHON = ROOT / "queries" / "marathon.sql"

@@ -15,8 +15,8 @@ import pytest
 import nfacep
 from nfacep.cli import main
 from nfacep.errors import QueryError
+from nfacep.lang.syntax import MAX_INT_LITERAL, MAX_NESTING, MAX_TOKENS
 from nfacep.nfa import MAX_WIRES
-from nfacep.syntax import MAX_INT_LITERAL, MAX_NESTING, MAX_TOKENS
 
 S = "CREATE STREAM s (x UINT(8), b BOOL, f FLOAT32);\n"
 

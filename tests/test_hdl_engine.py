@@ -17,10 +17,12 @@ from strategies import scenarios, streams
 from streams import stream_put
 
 import nfacep
-from nfacep import reference, tuples, wire
+from nfacep import wire
 from nfacep.hdl.engine import Engine, HardwareLimitError
 from nfacep.hdl.measure import cycle_profile
+from nfacep.io import tuples
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 

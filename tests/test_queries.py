@@ -18,9 +18,9 @@ import pytest
 from bundled import param_args, param_values
 
 import nfacep
-import nfacep.tuples
+import nfacep.io.tuples
 from nfacep.cli import main
-from nfacep.predicates import evaluate, render
+from nfacep.lang.predicates import evaluate, render
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
@@ -106,7 +106,7 @@ def test_generator_converts_predicates_faithfully(name):
     """The oracle's reading of every converted DEFINE agrees with nfacep's own evaluation."""
     tool = generator()
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
-    tuples = nfacep.tuples.read(str(QUERIES / f"{name}.csv"), program.schema)
+    tuples = nfacep.io.tuples.read(str(QUERIES / f"{name}.csv"), program.schema)
     converter = tool.PredicateConverter(program.schema)
     converted = [
         (converter.pred(e), e)

@@ -13,10 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nfacep
-from nfacep import reference, tuples, wire
+from nfacep import wire
 from nfacep.backend import run_files
 from nfacep.errors import DataError, UsageError
+from nfacep.io import tuples
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 from nfacep.result import Result, report, write
 
 QUERIES = pathlib.Path(__file__).resolve().parents[1] / "queries"

@@ -23,13 +23,14 @@ import numpy as np
 import pytest
 from bundled import param_args
 
-from nfacep import compile_file, sim, tuples, wire
+from nfacep import compile_file, sim, wire
 from nfacep.backend import run_files
 from nfacep.cli import main
 from nfacep.errors import UsageError
 from nfacep.hdl.engine import write_verilog
+from nfacep.io import tuples
 from nfacep.params import EngineParams
-from nfacep.reference import run as reference_run
+from nfacep.reference.matcher import run as reference_run
 from nfacep.sim import build, runner
 from nfacep.sim.testbench import InOrderChecker
 from nfacep.wire import Record, RecordFormat
@@ -402,7 +403,7 @@ def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monke
     nfa = compile_file(str(QUERIES / "marathon.sql"))
     data = tuples.read(str(QUERIES / "marathon.csv"), nfa.program.schema)
     params = EngineParams(partitions=2)
-    from nfacep import reference
+    from nfacep.reference import matcher as reference
 
     real = reference.run
 

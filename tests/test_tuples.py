@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import nfacep
-from nfacep import tuples
 from nfacep.errors import DataError
-from nfacep.values import decimal_to_float32
+from nfacep.io import tuples
+from nfacep.lang.values import decimal_to_float32
 
 SCHEMA = nfacep.compile_text(
     "CREATE STREAM s (u UINT(8), i INT(8), b BOOL, e ENUM('Staten Island', 'x'), f FLOAT32,"

@@ -606,7 +606,9 @@ PARTITIONS = 8
 
 def _scenario(tmp_path) -> dict:
     """What the bench sends: good frames with bad ones between them, and the expectation."""
-    from nfacep import compile_file, reference, tuples, wire
+    from nfacep import compile_file, wire
+    from nfacep.io import tuples
+    from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     schema = nfa.program.schema
@@ -772,7 +774,9 @@ def _params_scenario(tmp_path, nfa, built) -> dict:
     tuple has passed (it applies from the next tuple taken); STATUS between them."""
     import numpy as np
 
-    from nfacep import reference, tuples, wire
+    from nfacep import wire
+    from nfacep.io import tuples
+    from nfacep.reference import matcher as reference
     from nfacep.settings import ParamValues
 
     types = nfa.program.parameters

@@ -62,7 +62,8 @@ TB = 11  # marathon's tuple on the wire
 
 
 def _marathon_tuples() -> bytes:
-    from nfacep import compile_file, tuples, wire
+    from nfacep import compile_file, wire
+    from nfacep.io import tuples
 
     schema = compile_file(MARATHON).program.schema
     assert wire.tuple_bytes(schema) == TB

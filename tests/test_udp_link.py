@@ -528,8 +528,10 @@ def _top_verilog(path: pathlib.Path) -> int:
 
 
 def _top_scenario(engine_id: int) -> dict:
-    from nfacep import compile_file, reference, tuples, wire
+    from nfacep import compile_file, wire
+    from nfacep.io import tuples
     from nfacep.params import EngineParams
+    from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     schema = nfa.program.schema
@@ -725,9 +727,11 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
     (``bad_udp``), one after its tuple passed (from the next tuple taken); STATUS between."""
     import numpy as np
 
-    from nfacep import reference, tuples, wire
+    from nfacep import wire
     from nfacep.boards.link.protocol import params_bytes, switch_body
+    from nfacep.io import tuples
     from nfacep.params import EngineParams
+    from nfacep.reference import matcher as reference
     from nfacep.settings import ParamValues
 
     types, schema = nfa.program.parameters, nfa.program.schema
@@ -1127,10 +1131,12 @@ def test_udp_board_model_on_a_socket():
     import socket
     import threading
 
-    from nfacep import compile_file, reference, tuples, wire
+    from nfacep import compile_file, wire
     from nfacep.boards.link.eth.model import UdpBoardModel, serve
     from nfacep.boards.link.protocol import decode_fields
+    from nfacep.io import tuples
     from nfacep.params import EngineParams
+    from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     params = EngineParams(partitions=PARTITIONS)

@@ -1,7 +1,7 @@
 """A software board: the UART link's protocol with the reference matcher as the engine.
 
 :class:`BoardModel` answers host frames as the gateware does (same frames, same acceptance
-rules, same counters), with the reference matcher (:func:`nfacep.reference.run`) standing in
+rules, same counters), with the reference matcher (:func:`nfacep.reference.matcher.run`) standing in
 for the engine, so the host (:mod:`nfacep.boards.host`) can be tested without hardware.
 :func:`serve` runs one on a file descriptor (a pty's master side) in a thread.
 """
@@ -13,8 +13,9 @@ import random
 import select
 import threading
 
-from nfacep import reference, wire
+from nfacep import wire
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 from nfacep.settings import ParamValues
 
 from .protocol import (

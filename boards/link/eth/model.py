@@ -13,8 +13,9 @@ import random
 import socket
 import threading
 
-from nfacep import reference, wire
+from nfacep import wire
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 
 from ..model import ParamRegisters
 from ..protocol import SWITCH_BYTES, encode_fields, engine_id

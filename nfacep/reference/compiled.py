@@ -2,7 +2,7 @@
 
 Each loop keeps one automaton state per partition (indexed by the partition's key code) and
 walks the tuples as they arrive: a tuple the partitioner dropped is skipped, a tuple that
-starts its partition afresh (:attr:`nfacep.capacity.Admission.fresh`) first resets the
+starts its partition afresh (:attr:`nfacep.reference.capacity.Admission.fresh`) first resets the
 partition's state to the empty state, and every other tuple steps its partition's state. No
 sort by partition is needed. :func:`dfa_stream` steps a DFA by table lookup;
 :func:`nfa_stream` steps the NFA bit-parallel, its state set a bit mask in ``words`` 64-bit
@@ -10,7 +10,7 @@ words.
 
 A tuple's symbol is ``lut[packed[i]]``: ``packed`` is its predicate vector packed into an
 integer, or the value of the one field its predicates read, and ``lut`` numbers the vectors
-that occur (:func:`nfacep.reference.symbols`).
+that occur (:func:`nfacep.reference.matcher.symbols`).
 
 Compiled with numba on first use and cached on disk (``cache=True``: beside this file, else
 numba's per-user cache folder, or ``NUMBA_CACHE_DIR``; with none of them writable, compiled

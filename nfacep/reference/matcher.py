@@ -4,15 +4,15 @@ What it reports is defined in docs/language.md, 'What a match is' and 'Partition
 and timers'. Every output of the gateware is checked against this model. It computes, for a
 batch of tuples:
 
-1. the predicate vector of every tuple, column-wise (:func:`nfacep.predicates.evaluate`), or,
+1. the predicate vector of every tuple, column-wise (:func:`nfacep.lang.predicates.evaluate`), or,
    for a query whose predicates read one field of few values, of each value that occurs
    (:func:`symbols`);
 2. which tuples the partitioner drops and where a partition restarts from the null state
-   vector (:mod:`nfacep.capacity`), from the keys alone;
+   vector (:mod:`nfacep.reference.capacity`), from the keys alone;
 3. per query, the NFA run over each partition's run of tuples. The run uses the query's DFA
    (subset construction over the predicate vectors that occur) when it is small, else a
    bit-parallel simulation of the NFA. Either runs in a compiled loop over the stream in
-   stream order, one state per partition (:mod:`nfacep.compiled`, with numba), or in array
+   stream order, one state per partition (:mod:`nfacep.reference.compiled`, with numba), or in array
    operations that step all partitions at once, one tuple of each per operation, over the
    tuples grouped by partition (very long runs split into chunks whose start states are
    resolved by composing each chunk's state map). Both give the same result.
@@ -32,17 +32,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..io.tuples import Tuples, format_value
+from ..lang.predicates import FieldRef, evaluate, nodes
+from ..lang.types import BoolType, EnumType, UIntType
+from ..nfa import Nfa, QueryNfa
+from ..params import EngineParams
+from ..result import Result
+from ..settings import ParamValues
+from ..wire import raw_column
 from . import dfa as dfa_mod
 from .capacity import Slots, admit, carry, table_slots
 from .loops import loops
-from .nfa import Nfa, QueryNfa
-from .params import EngineParams
-from .predicates import FieldRef, evaluate, nodes
-from .result import Result
-from .settings import ParamValues
-from .tuples import Tuples, format_value
-from .types import BoolType, EnumType, UIntType
-from .wire import raw_column
 
 __all__ = [
     "KeyCodes",
@@ -68,7 +68,8 @@ _COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000, "tracked": 10_000}
 
 
 def _loops():
-    """:mod:`nfacep.compiled`, or None without numba (imported on first use: it loads numba)."""
+    """:mod:`nfacep.reference.compiled`, or None without numba (imported on first use: it loads
+    numba)."""
     return loops()
 
 
@@ -318,7 +319,7 @@ def _run_nfa(
     ``order`` is given, the latest start of the runs that end there (-1 elsewhere).
 
     With ``order`` (the position in the stream of each tuple of ``sym``) each state also holds
-    the latest start (a position) of its runs, as :func:`nfacep.compiled.nfa_start_stream`
+    the latest start (a position) of its runs, as :func:`nfacep.reference.compiled.nfa_start_stream`
     keeps it; under WITHIN (``ts``: each tuple's ORDER BY value as uint64, in stream order) a
     state whose start is the window or more before the tuple is inactive."""
     m = q.count
@@ -377,7 +378,7 @@ def run(
     have parameters); tuple ``seq`` is judged with the values in force at it.
 
     ``engine`` ("auto", "dfa", "nfa") picks the automaton; ``compiled`` whether it runs in the
-    compiled stream-order loops of :mod:`nfacep.compiled` or in lock-step array operations
+    compiled stream-order loops of :mod:`nfacep.reference.compiled` or in lock-step array operations
     over the tuples grouped by partition (None: compiled when numba is installed and the
     stream has at least ``_COMPILED_FROM`` tuples for the automaton). All give equal
     results. A stream too long to hold at once goes through a :class:`Matcher` in pieces.
@@ -518,8 +519,8 @@ class Matcher:
     admitted tuple of each key) and each partition's automaton state, so a stream of any
     length runs in memory bounded by its pieces and its keys.
 
-    A piece after the first runs in the compiled loops (:mod:`nfacep.compiled`), which carry
-    the states over; the array operations, which match a stream grouped by partition, take
+    A piece after the first runs in the compiled loops (:mod:`nfacep.reference.compiled`), which
+    carry the states over; the array operations, which match a stream grouped by partition, take
     the whole stream as one piece only.
     """
 
@@ -760,8 +761,8 @@ def _grouped(codes, admitted, fresh):
 
 
 def _nfa_words(nfa: Nfa, q: QueryNfa, masks: list[int]):
-    """The arguments of :func:`nfacep.compiled.nfa_stream` before the stream's: the query's
-    masks as arrays of 64-bit words, and whether a match empties the set."""
+    """The arguments of :func:`nfacep.reference.compiled.nfa_stream` before the stream's: the
+    query's masks as arrays of 64-bit words, and whether a match empties the set."""
     words = (q.count + 63) // 64
     start, follow, accept = dfa_mod.local_masks(nfa, q)
 

@@ -1,7 +1,7 @@
-"""Name and type checking: :class:`nfacep.ast.File` to a :class:`Program`.
+"""Name and type checking: :class:`nfacep.lang.ast.File` to a :class:`Program`.
 
 Resolves each query's stream, partition key and ORDER BY field, types every DEFINE into a
-:mod:`nfacep.predicates` expression, and rejects — by name, with the reason — everything the
+:mod:`nfacep.lang.predicates` expression, and rejects — by name, with the reason — everything the
 per-tuple hardware cannot evaluate. Warnings (a DEFINE the pattern never uses) are collected,
 not raised.
 """
@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..errors import QueryError, SourcePos
 from . import ast
 from . import predicates as P
-from .errors import QueryError, SourcePos
 from .syntax import TIME_UNITS
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .values import decimal_to_float32

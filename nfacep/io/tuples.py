@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .check import Schema
-from .errors import DataError
-from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
-from .values import fix_float32_rounding
+from ..errors import DataError
+from ..lang.check import Schema
+from ..lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from ..lang.values import fix_float32_rounding
 
 __all__ = [
     "Origin",

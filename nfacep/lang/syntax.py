@@ -1,4 +1,4 @@
-"""Parsing: query text to :class:`nfacep.ast.File`. The only module that imports lark."""
+"""Parsing: query text to :class:`nfacep.lang.ast.File`. The only module that imports lark."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from lark.exceptions import (
     VisitError,
 )
 
+from ..errors import QueryError, SourcePos
+from ..params import MAX_STATES
 from . import ast
-from .errors import QueryError, SourcePos
-from .params import MAX_STATES
 from .types import BoolType, EnumType, Float32Type, IntType, UIntType
 
 __all__ = ["INTERVAL_UNITS", "MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "TIME_UNITS", "parse"]
