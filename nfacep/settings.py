@@ -1,7 +1,7 @@
 """Runtime parameters' values: ``--param name=value`` and ``--param name=value@seq``.
 
 A query may write ``:name`` in place of a constant in DEFINE (``H AS temp > :hot``); the
-parameter takes the type of the field it is compared with (:attr:`nfacep.lang.check.Program.
+parameter takes the type of the field it is compared with (:attr:`nfacep.schema.Program.
 parameters`). Its value is not part of the query: it is given when the engine is modelled or
 built, and may change while the engine runs, from a stated tuple on. :class:`ParamValues` is
 that schedule: the values in force from tuple 0, and the switches, each a set of new values
@@ -202,7 +202,7 @@ class ParamValues:
         return out
 
     def schema(self):
-        """The parameters as the fields of a stream (:class:`nfacep.lang.check.Schema`), in order:
+        """The parameters as the fields of a stream (:class:`nfacep.schema.Schema`), in order:
         their values travel in the tuple wire format (docs/formats.md), as the engine's
         parameter registers hold them."""
         return params_schema(self.types)
@@ -250,7 +250,7 @@ class ParamValues:
 def params_schema(types: dict[str, FieldType]):
     """Parameters of these types as the fields of a stream named ``parameters``."""
     from .lang.ast import FieldDecl
-    from .lang.check import Schema
+    from .schema import Schema
 
     return Schema("parameters", tuple(FieldDecl(n, ty) for n, ty in types.items()))
 

@@ -40,8 +40,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .io.tuples import Tuples, format_value
-from .lang.check import Schema
 from .lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .schema import Schema
 
 __all__ = [
     "RECORD_FIELDS",

@@ -288,7 +288,7 @@ def _used_fields(nfa) -> tuple[str, ...]:
 
 def _used_schema(program, names):
     """The stream's schema restricted to the fields among ``names`` (those the task gets)."""
-    from nfacep.lang.check import Schema
+    from nfacep.schema import Schema
 
     return Schema(program.schema.name, tuple(f for f in program.schema.fields if f.name in names))
 

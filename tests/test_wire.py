@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from nfacep import wire
 from nfacep.io.tuples import Tuples
 from nfacep.lang.ast import FieldDecl
-from nfacep.lang.check import Schema
 from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
+from nfacep.schema import Schema
 
 
 def schema(*fields) -> Schema:

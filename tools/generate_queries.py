@@ -51,9 +51,9 @@ import nfacep
 import nfacep.io.tuples
 from nfacep.io.tuples import Tuples
 from nfacep.lang import ast
-from nfacep.lang.check import CheckedQuery, Program, Schema
 from nfacep.lang.predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, Param, PExpr, render
 from nfacep.lang.types import BoolType, EnumType, Float32Type
+from nfacep.schema import CheckedQuery, Program, Schema
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"

@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError
-from ..lang.check import Schema
 from ..lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from ..lang.values import fix_float32_rounding
+from ..schema import Schema
 
 __all__ = [
     "Origin",

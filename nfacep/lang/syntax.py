@@ -15,39 +15,12 @@ from lark.exceptions import (
 )
 
 from ..errors import QueryError, SourcePos
-from ..params import MAX_STATES
+from ..limits import MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
 from . import ast
-from .types import BoolType, EnumType, Float32Type, IntType, UIntType
+from .types import INTERVAL_UNITS, TIME_UNITS, BoolType, EnumType, Float32Type, IntType, UIntType
+from .unsupported import call_error
 
-__all__ = ["INTERVAL_UNITS", "MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "TIME_UNITS", "parse"]
-
-#: Deepest nesting accepted, like regex-syntax's nest limit: parentheses (counted on the
-#: lexer's tokens, so comments and strings do not count) and the levels of a pattern or
-#: condition (every operator inside another: NOT, unary minus, each '+' or '-' of a chain,
-#: quantifiers, PERMUTE). Deeper input is rejected while parsing, so that no later pass, all of
-#: which walk the tree recursively, can overflow the stack.
-MAX_NESTING = 100
-
-#: Most tokens (names, numbers, operators, punctuation) in one file, comments excluded: keeps
-#: checking any accepted file well under a second.
-MAX_TOKENS = 20_000
-
-#: Largest magnitude of an integer literal. Fields are at most 64 bits; a larger constant can
-#: only matter in a sum of very many fields.
-MAX_INT_LITERAL = (1 << 128) - 1
-
-#: The units a field's values may be declared in (``ts UINT(32) TIME(MILLISECOND)``), with
-#: their length in nanoseconds; ``WITHIN INTERVAL 'n' unit`` takes the last five.
-TIME_UNITS = {
-    "NANOSECOND": 1,
-    "MICROSECOND": 1_000,
-    "MILLISECOND": 1_000_000,
-    "SECOND": 10**9,
-    "MINUTE": 60 * 10**9,
-    "HOUR": 3600 * 10**9,
-    "DAY": 86400 * 10**9,
-}
-INTERVAL_UNITS = ("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY")
+__all__ = ["parse"]
 
 _parser = Lark.open(
     "grammar.lark",
@@ -738,8 +711,6 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
     if in_condition:
         call = _open_call(before)
         if call is not None:
-            from .check import call_error  # the checker owns the reasons
-
             return call_error(str(call).upper(), _pos(call))
     # a SQL word that is not in the language: the unexpected word or the one before it
     for word in (token, prev):
