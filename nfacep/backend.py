@@ -11,7 +11,7 @@ simulator) implements :meth:`Backend.run` once and gets the match file, the summ
 and the command line's handling of them from :func:`run_files`.
 
 A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
-gets it so from a file: :func:`run_files` reads :data:`CHUNK` tuples at a time
+gets it so from a file: :func:`run_files` reads :data:`~nfacep.limits.CHUNK` tuples at a time
 (:func:`nfacep.io.tuples.read_chunks`), feeds each piece and writes its matches before the next
 is read, so that the memory a run needs does not grow with the input.
 """
@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from .io import tuples as tuples_mod
+from .limits import CHUNK
 from .nfa import Nfa
 from .output import check_outputs, summary_path
 from .params import EngineParams
@@ -30,12 +31,7 @@ from .result import Result, Totals, match_file, write
 from .settings import ParamValues
 from .wire import start_queries
 
-__all__ = ["CHUNK", "Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
-
-#: Tuples a back-end that takes the stream in pieces gets at a time from a file: some
-#: tens of MB of columns, and few enough pieces for the per-piece costs not to matter
-#: (benchmarks/reference_memory.py: 1M tuples a piece was as fast as 4M, in less memory).
-CHUNK = 1 << 20
+__all__ = ["Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
 
 
 class Backend(Protocol):

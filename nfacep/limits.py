@@ -8,6 +8,7 @@ other.
 from __future__ import annotations
 
 __all__ = [
+    "CHUNK",
     "MAX_FILE_BYTES",
     "MAX_FILE_STATES",
     "MAX_INT_LITERAL",
@@ -38,6 +39,13 @@ MAX_TOKENS = 20_000
 #: Largest magnitude of an integer literal. Fields are at most 64 bits; a larger constant can
 #: only matter in a sum of very many fields.
 MAX_INT_LITERAL = (1 << 128) - 1
+
+# --- a tuple file ------------------------------------------------------------------------------
+
+#: Tuples a back-end that takes the stream in pieces gets at a time from a file: some
+#: tens of MB of columns, and few enough pieces for the per-piece costs not to matter
+#: (benchmarks/reference_memory.py: 1M tuples a piece was as fast as 4M, in less memory).
+CHUNK = 1 << 20
 
 # --- one engine --------------------------------------------------------------------------------
 

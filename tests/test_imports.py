@@ -1,4 +1,4 @@
-"""The import graph of the installed package has no cycle.
+"""The import graph of the installed package has no cycle, and a command loads only what it uses.
 
 Every module of every package that ``pyproject.toml`` installs is parsed with :mod:`ast`: every
 import statement counts, at the top of a module, inside a function or under ``TYPE_CHECKING``,
@@ -13,6 +13,8 @@ import ast
 import importlib.util
 import itertools
 import pathlib
+import subprocess
+import sys
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -180,3 +182,25 @@ def test_the_shared_vocabulary_is_a_leaf():
     edges = import_edges(_modules())
     leaves = ("nfacep.limits", "nfacep.errors", "nfacep.lang.types")
     assert [e for e in edges if e[0] in leaves] == []
+
+
+# --- what a command loads -------------------------------------------------------------------------
+
+#: Heavy packages that `nfacep check` does not use: tuple files, numba loops, gateware, Spark.
+NOT_FOR_CHECK = ("pyarrow", "numba", "amaranth", "pyspark")
+
+
+def test_check_loads_no_engine_package(tmp_path):
+    """``nfacep check`` (the command line, every registered subcommand's parser and the
+    compiler) imports none of :data:`NOT_FOR_CHECK`."""
+    probe = (
+        "import sys\n"
+        "from nfacep.cli import main\n"
+        f"assert main(['check', {str(ROOT / 'queries' / 'marathon.sql')!r}]) == 0\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {NOT_FOR_CHECK!r}))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-c", probe], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "[]"

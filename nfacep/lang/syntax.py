@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import importlib.util
+import os
+import pathlib
 import re
+import sys
+import tempfile
 
+import lark
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import (
     UnexpectedCharacters,
@@ -22,13 +30,46 @@ from .unsupported import call_error
 
 __all__ = ["parse"]
 
-_parser = Lark.open(
-    "grammar.lark",
-    rel_to=__file__,
-    parser="lalr",
-    propagate_positions=True,
-    maybe_placeholders=True,
-)
+
+def open_grammar(grammar: pathlib.Path, cache: pathlib.Path | None, **options) -> Lark:
+    """The LALR parser of the grammar file, loaded from ``cache`` when that holds the tables of
+    this very grammar (its bytes, the options, lark's and Python's versions: a key written in
+    the file and in its name), else built and saved there for the next process.
+
+    A cache that is missing, stale, damaged or unwritable (a read-only install) only costs the
+    build (tenths of a second); it is replaced whole (a temporary file renamed over it), so a
+    concurrent process never reads half of one. ``cache=None`` builds without one.
+    """
+    text = grammar.read_text(encoding="utf-8")
+    key = hashlib.sha256(
+        "\0".join([text, repr(sorted(options.items())), lark.__version__, sys.version]).encode()
+    ).hexdigest()
+    if cache is not None:
+        cache = cache.with_name(f"{cache.name}.{key[:16]}")
+        # anything but this grammar's tables (no file, another key, a damaged one): build
+        with contextlib.suppress(Exception), open(cache, "rb") as f:
+            if f.readline() == f"{key}\n".encode():
+                return Lark.load(f)
+    parser = Lark(text, parser="lalr", **options)
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("wb", dir=cache.parent, delete=False) as f:
+                try:
+                    f.write(f"{key}\n".encode())
+                    parser.save(f)
+                    f.close()
+                    os.replace(f.name, cache)
+                except BaseException:
+                    os.unlink(f.name)
+                    raise
+    return parser
+
+
+_GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
+#: Beside the module's bytecode, as Python keeps it (``__pycache__``, or PYTHONPYCACHEPREFIX).
+_CACHE = pathlib.Path(importlib.util.cache_from_source(str(_GRAMMAR))).with_name("grammar.lalr")
+_parser = open_grammar(_GRAMMAR, _CACHE, propagate_positions=True, maybe_placeholders=True)
 
 # How tokens are named in "expected …" messages.
 _TOKEN_TEXT = {
