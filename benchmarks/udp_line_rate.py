@@ -30,7 +30,7 @@ import numpy as np
 
 import nfacep
 from nfacep.boards.udp_host import max_tuples_per_packet
-from nfacep.io import tuples
+from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 from nfacep.sim.udp import UdpSimulation
 
@@ -61,7 +61,7 @@ def wide_stream(n: int, seed: int = 1) -> tuples.Tuples:
 
 def marathon_stream(n: int) -> tuples.Tuples:
     schema = nfacep.compile_file(str(ROOT / "queries" / "marathon.sql")).program.schema
-    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    data = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     idx = np.arange(n) % data.n
     cols = {k: v[idx] for k, v in data.columns.items()}
     return tuples.Tuples(cols, n, "marathon")

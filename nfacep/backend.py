@@ -12,7 +12,7 @@ and the command line's handling of them from :func:`run_files`.
 
 A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
 gets it so from a file: :func:`run_files` reads :data:`~nfacep.limits.CHUNK` tuples at a time
-(:func:`nfacep.io.tuples.read_chunks`), feeds each piece and writes its matches before the next
+(:func:`nfacep.io.reader.read_chunks`), feeds each piece and writes its matches before the next
 is read, so that the memory a run needs does not grow with the input.
 """
 
@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
+from .io import reader
 from .io import tuples as tuples_mod
 from .limits import CHUNK
 from .nfa import Nfa
@@ -72,17 +73,17 @@ class Pieces(Backend, Protocol):
 def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
     """The tuple file (CSV, Parquet, or a folder of Parquet part files) at ``path`` for the
     stream of ``nfa``, with every ORDER BY field checked; DataError names the offending row."""
-    data = tuples_mod.read(path, nfa.program.schema)
+    data = reader.read(path, nfa.program.schema)
     for f in nfa.program.order_fields:
         tuples_mod.check_order(data, f)
     return data
 
 
 def read_pieces(path: str, nfa: Nfa, rows: int) -> Iterator[tuples_mod.Tuples]:
-    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.io.tuples.read_chunks`),
+    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.io.reader.read_chunks`),
     every ORDER BY field checked across the pieces as well as within them."""
     before: dict[str, object] = {}
-    for piece in tuples_mod.read_chunks(path, nfa.program.schema, rows):
+    for piece in reader.read_chunks(path, nfa.program.schema, rows):
         for f in nfa.program.order_fields:
             tuples_mod.check_order(piece, f, before=before.get(f))
             before[f] = piece.columns[f][-1]
@@ -153,7 +154,7 @@ def _run_pieces(
             rows = stack.enter_context(match_file(output, bool(start_queries(nfa))))
         # the next piece read in a thread while this one is matched
         pieces = stack.enter_context(
-            contextlib.closing(tuples_mod.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
+            contextlib.closing(reader.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
         )
         piece = next(pieces, None)
         if piece is None:  # no tuples: the input as a whole, its columns empty

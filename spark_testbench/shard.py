@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from nfacep.errors import DataError
-from nfacep.io.tuples import Tuples, from_table
+from nfacep.io.convert import from_table
+from nfacep.io.tuples import Tuples
 
 __all__ = ["Shard"]
 

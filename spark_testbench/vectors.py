@@ -54,7 +54,8 @@ import pyarrow as pa
 
 import nfacep
 from nfacep.errors import NfacepError, UsageError
-from nfacep.io.tuples import from_table, rebatch
+from nfacep.io.convert import from_table
+from nfacep.io.parquet import rebatch
 from nfacep.lang.types import EnumType
 from nfacep.output import probe_folder
 from nfacep.params import EngineParams

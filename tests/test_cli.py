@@ -89,12 +89,12 @@ def test_match_reads_a_vectors_style_parquet_folder(tmp_path, capsys):
     import pyarrow.parquet as pq
 
     from nfacep import compile_file
-    from nfacep.io import tuples
+    from nfacep.io import reader
 
     root = pathlib.Path(__file__).resolve().parents[1] / "queries"
     q, csv = str(root / "marathon.sql"), str(root / "marathon.csv")
     schema = compile_file(q).program.schema
-    data = tuples.read(csv, schema)
+    data = reader.read(csv, schema)
     labels = schema.field("checkpoint").type.labels
     table = pa.table(
         {

@@ -18,6 +18,7 @@ import pytest
 from bundled import param_args, param_values
 
 import nfacep
+import nfacep.io.reader
 import nfacep.io.tuples
 from nfacep.cli import main
 from nfacep.lang.predicates import evaluate, render
@@ -106,7 +107,7 @@ def test_generator_converts_predicates_faithfully(name):
     """The oracle's reading of every converted DEFINE agrees with nfacep's own evaluation."""
     tool = generator()
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
-    tuples = nfacep.io.tuples.read(str(QUERIES / f"{name}.csv"), program.schema)
+    tuples = nfacep.io.reader.read(str(QUERIES / f"{name}.csv"), program.schema)
     converter = tool.PredicateConverter(program.schema)
     converted = [
         (converter.pred(e), e)

@@ -564,13 +564,13 @@ def test_sim_refuses_verilog_emitted_with_other_values(tmp_path, capsys):
     (``Simulation(engine=…)``, as ``regress`` does) with other values is refused before the
     simulator runs."""
     from nfacep import sim
-    from nfacep.io import tuples
+    from nfacep.io import reader
 
     q, t = sim_files(tmp_path)
     engine = str(tmp_path / "e.v")
     assert main(["verilog", q, "-o", engine, *SIM_VALUES[:8]]) == 0
     nfa = nfacep.compile_file(q)
-    data = tuples.read(t, nfa.program.schema)
+    data = reader.read(t, nfa.program.schema)
     other = ParamValues.parse(nfa.program.parameters, ["hot=11", "zone=a", "lim=1.0", "flag=true"])
     simulation = sim.Simulation("icarus", engine=engine, build_dir=tmp_path / "cache")
     with pytest.raises(UsageError, match="emitted with other runtime parameter values"):

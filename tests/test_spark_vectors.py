@@ -339,7 +339,7 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
     one (capacity and ticks matter) the whole stream, the partitioned one each task's keys,
     sorted by seq. In pieces of 37 tuples, with starts that lie pieces back, their matches,
     starts and drops are those of nfacep.reference.matcher.run over the whole stream read back."""
-    from nfacep.io.tuples import from_table
+    from nfacep.io.convert import from_table
     from nfacep.reference import matcher as reference
     from nfacep.result import partition_texts
 

@@ -607,12 +607,12 @@ PARTITIONS = 8
 def _scenario(tmp_path) -> dict:
     """What the bench sends: good frames with bad ones between them, and the expectation."""
     from nfacep import compile_file, wire
-    from nfacep.io import tuples
+    from nfacep.io import reader, tuples
     from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     schema = nfa.program.schema
-    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    data = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, data)
     rng = random.Random(5)

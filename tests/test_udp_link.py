@@ -529,13 +529,13 @@ def _top_verilog(path: pathlib.Path) -> int:
 
 def _top_scenario(engine_id: int) -> dict:
     from nfacep import compile_file, wire
-    from nfacep.io import tuples
+    from nfacep.io import reader, tuples
     from nfacep.params import EngineParams
     from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     schema = nfa.program.schema
-    rows = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    rows = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     n, per = 240, 40
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, rows)[: n * tb]
@@ -1134,7 +1134,7 @@ def test_udp_board_model_on_a_socket():
     from nfacep import compile_file, wire
     from nfacep.boards.link.eth.model import UdpBoardModel, serve
     from nfacep.boards.link.protocol import decode_fields
-    from nfacep.io import tuples
+    from nfacep.io import reader, tuples
     from nfacep.params import EngineParams
     from nfacep.reference import matcher as reference
 
@@ -1144,7 +1144,7 @@ def test_udp_board_model_on_a_socket():
     stop = threading.Event()
     thread, address = serve(model, stop=stop)
     schema = nfa.program.schema
-    rows = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    rows = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, rows)
     sent = [(0, 0, 30), (1, 30, 60), (3, 60, 90), (2, 90, 120)]  # seq 3 before 2: lost, late

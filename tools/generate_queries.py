@@ -21,7 +21,7 @@ reported match of every query is a planted one. After writing, :func:`check` ver
 for every file. It reads the queries with the project's front end (``nfacep.compile_file``:
 stream schema, query names, partition key, PATTERN, typed DEFINE predicates, AFTER MATCH
 SKIP PAST LAST ROW, ORDER BY, the WITHIN window in ORDER BY units) and the tuples with the
-project's reader (``nfacep.io.tuples.read``), but decides the matches, windows included, with
+project's reader (``nfacep.io.reader.read``), but decides the matches, windows included, with
 the independent oracle ``tests/oracle.py``, which shares no code with nfacep: a small
 converter turns the PATTERN into the oracle's nested tuples and each DEFINE into an oracle
 predicate, which the oracle evaluates on every tuple itself (an integer ``+``/``-`` operand,
@@ -48,6 +48,7 @@ import sys
 from pathlib import Path
 
 import nfacep
+import nfacep.io.reader
 import nfacep.io.tuples
 from nfacep.io.tuples import Tuples
 from nfacep.lang import ast
@@ -1198,7 +1199,7 @@ def check(name: str, folder: Path = QUERIES, planted: list[dict] | None = None) 
             f"'{schema.name}' in declaration order {list(schema.names)}"
         )
     try:
-        tuples = nfacep.io.tuples.read(str(csv_path), schema)
+        tuples = nfacep.io.reader.read(str(csv_path), schema)
         for field in program.order_fields:
             nfacep.io.tuples.check_order(tuples, field)
     except nfacep.DataError as err:
