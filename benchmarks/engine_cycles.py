@@ -17,9 +17,10 @@ import pathlib
 import numpy as np
 
 import nfacep
-from nfacep import tuples, wire
+from nfacep import wire
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.measure import cycle_profile
+from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -36,7 +37,7 @@ def main() -> None:
     schema_only = text[: text.index("QUERY")]
     partitioned = nfacep.compile_text(schema_only + "QUERY every PARTITION runner PATTERN (A)")
     single = nfacep.compile_text(schema_only + "QUERY every PATTERN (A)")
-    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), partitioned.program.schema)
+    data = reader.read(str(ROOT / "queries" / "marathon.csv"), partitioned.program.schema)
     idx = np.arange(args.tuples) % data.n
     cols = {k: v[idx] for k, v in data.columns.items()}
     sample = tuples.Tuples(cols, args.tuples)

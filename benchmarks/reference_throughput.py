@@ -44,9 +44,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import nfacep
-from nfacep import cli, reference
+from nfacep import cli
+from nfacep.io.tuples import Tuples
 from nfacep.params import EngineParams
-from nfacep.tuples import Tuples
+from nfacep.reference import matcher as reference
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERY = ROOT / "queries" / "marathon.sql"

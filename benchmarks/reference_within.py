@@ -20,8 +20,8 @@ import time
 from reference_throughput import QUERY, race
 
 import nfacep
-from nfacep import reference
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 
 PATTERN = "PARTITION runner\nPATTERN ( A NOTB* C | A NOTC* D | A NOTD* E )"
 

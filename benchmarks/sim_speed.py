@@ -26,8 +26,9 @@ import time
 import numpy as np
 
 import nfacep
-from nfacep import sim, tuples
+from nfacep import sim
 from nfacep.hdl.engine import write_verilog
+from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -62,7 +63,7 @@ def main() -> None:
 
     query = str(ROOT / "queries" / "marathon.sql")
     nfa = nfacep.compile_file(query)
-    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), nfa.program.schema)
+    data = reader.read(str(ROOT / "queries" / "marathon.csv"), nfa.program.schema)
     samples = {n: sample_of(data, n) for n in {args.tuples, args.fast_tuples}}
     configs = [
         (f"pipeline {p}", EngineParams(partitions=p))

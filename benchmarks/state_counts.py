@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 import nfacep
-from nfacep import dfa
+from nfacep.reference import dfa
 
 STREAM = "CREATE STREAM bits (b UINT(1));\n"
 

@@ -32,9 +32,10 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import nfacep
-from nfacep import tuples, wire
+from nfacep import wire
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.measure import cycle_profile
+from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -63,7 +64,7 @@ def cycles(params: EngineParams, n: int) -> dict:
     nfa = nfacep.compile_text(
         text[: text.index("QUERY")] + "QUERY every PARTITION runner PATTERN (A)"
     )
-    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), nfa.program.schema)
+    data = reader.read(str(ROOT / "queries" / "marathon.csv"), nfa.program.schema)
     idx = np.arange(n) % data.n
     cols = {k: v[idx] for k, v in data.columns.items()}
     cols["runner"] = bursts(n, 60)

@@ -29,7 +29,7 @@ import tempfile
 import numpy as np
 
 import nfacep
-from nfacep import tuples
+from nfacep.io import reader, tuples
 from nfacep.links.udp.host import max_tuples_per_packet
 from nfacep.params import EngineParams
 from nfacep.sim.udp import UdpSimOptions, UdpSimulation
@@ -61,7 +61,7 @@ def wide_stream(n: int, seed: int = 1) -> tuples.Tuples:
 
 def marathon_stream(n: int) -> tuples.Tuples:
     schema = nfacep.compile_file(str(ROOT / "queries" / "marathon.sql")).program.schema
-    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    data = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     idx = np.arange(n) % data.n
     cols = {k: v[idx] for k, v in data.columns.items()}
     return tuples.Tuples(cols, n, "marathon")

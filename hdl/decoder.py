@@ -14,9 +14,9 @@ from amaranth.hdl import Module, Mux, Signal, Value, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from nfacep import predicates as P
+from nfacep.lang import predicates as P
+from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
 from nfacep.nfa import Nfa
-from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
 from .layout import params_layout, tuple_layout
 
@@ -64,7 +64,7 @@ class PredicateDecoder(wiring.Component):
     allows.
 
     Bit ``i`` of ``predicates`` is predicate ``nfa.predicates[i]`` (``p{i}`` in ``nfacep
-    check``), evaluated on ``tuple`` exactly as :func:`nfacep.predicates.evaluate` does:
+    check``), evaluated on ``tuple`` exactly as :func:`nfacep.lang.predicates.evaluate` does:
 
     * integer arithmetic (``+``, ``-``) and comparisons are exact, whatever the widths and
       signedness of the fields (no overflow, UINT and INT compared as mathematical integers);

@@ -2,8 +2,8 @@
 
 nfacep's engine runs NFAs; this module exists to measure what a DFA would cost instead. Each
 query's NFA is turned into a DFA by subset construction over its predicate vectors
-(:func:`nfacep.dfa.build`, overlapping predicates included, §4.2), made a Moore machine (the
-match flag is a property of the state, as in the paper's switch-case VHDL) and minimised, so a
+(:func:`nfacep.reference.dfa.build`, overlapping predicates included, §4.2), made a Moore machine
+(the match flag is a property of the state, as in the paper's switch-case VHDL) and minimised, so a
 query such as ``(0|1)* 1 (0|1){i}`` has the paper's ``1 + (2^(i+1) - 1)`` states. Two state
 encodings, the paper's two DFA variants:
 
@@ -23,8 +23,8 @@ import numpy as np
 from amaranth.hdl import Cat, Const, Module, Signal, Value
 from amaranth.lib import wiring
 
-from nfacep import dfa as dfa_mod
 from nfacep.nfa import Nfa, QueryNfa
+from nfacep.reference import dfa as dfa_mod
 
 from .nfa import matcher_signature
 from .stream import StreamBuffer
@@ -85,7 +85,7 @@ def moore_dfa(nfa: Nfa, q: QueryNfa, *, max_states: int = 1 << 16) -> MooreDfa:
 
     A state is a pair (subset-construction state, whether the step into it matched), so a
     query with ``AFTER MATCH SKIP PAST LAST ROW`` (which empties its state set on a match) is a
-    Moore machine too. Raises :class:`nfacep.dfa.TooLarge` beyond ``max_states`` subsets.
+    Moore machine too. Raises :class:`nfacep.reference.dfa.TooLarge` beyond ``max_states`` subsets.
     """
     used = tuple(sorted({nfa.states[i].predicate for i in q.states} - {None}))
     symbols = dfa_mod.all_symbols(nfa, q)
@@ -159,7 +159,8 @@ class DfaMatcher(wiring.Component):
     nfa : :class:`nfacep.nfa.Nfa`
     payload_shape : shape of the pass-through payload
     encoding : :class:`Encoding`
-    max_states : subset-construction states allowed per query (:class:`nfacep.dfa.TooLarge`)
+    max_states : subset-construction states allowed per query
+        (:class:`nfacep.reference.dfa.TooLarge`)
     shuffle : seed for :meth:`MooreDfa.shuffled`, or ``None`` to number the states in
         breadth-first order (which, for a language like ``(0|1)* 1 (0|1){i}``, makes the
         binary state a shift register of the input: see benchmarks/PAPER_FIGURES.md)

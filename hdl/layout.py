@@ -10,8 +10,8 @@ from __future__ import annotations
 from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data
 
-from nfacep.check import Schema
-from nfacep.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from nfacep.lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from nfacep.schema import Schema
 
 __all__ = ["field_shape", "params_layout", "tuple_layout"]
 
@@ -34,7 +34,7 @@ def field_shape(ty: FieldType) -> Shape:
 
 
 def params_layout(types: dict[str, FieldType]) -> data.StructLayout | None:
-    """The engine's parameter registers (:attr:`nfacep.check.Program.parameters`), laid out as
+    """The engine's parameter registers (:attr:`nfacep.schema.Program.parameters`), laid out as
     a tuple of their values (:func:`nfacep.settings.params_schema`); None without any."""
     if not types:
         return None

@@ -4,8 +4,8 @@ The second partition store beside the swap pipeline (``hdl/partitioner.py``), ch
 ``--store table``: the same stream interface and counters as
 :class:`~nfacep.hdl.partitioner.StreamPartitioner`, the same caller-supplied ``update``
 function, but the partitions live in ``amaranth.lib.memory`` banks (block RAM on ECP5 and
-iCE40) instead of a chain of registers. ``nfacep.capacity`` (``table_slots``, ``key_crc32``)
-models which tuples it drops.
+iCE40) instead of a chain of registers. ``nfacep.reference.capacity`` (``table_slots``,
+``key_crc32``) models which tuples it drops.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class TablePartitioner(wiring.Component):
     - **Hashed** (``w > log2(E)``): the table is ``E / W`` buckets of ``W = ways`` entries; a
       key's bucket is the low ``log2(E / W)`` bits of the CRC-32 (ISO-HDLC: zlib's, Ethernet's,
       ``amaranth.lib.crc.catalog.CRC32_ISO_HDLC``) of the key taken as ``ceil(w / 8)``
-      little-endian bytes, which is :func:`nfacep.capacity.key_crc32`. Each entry holds
+      little-endian bytes, which is :func:`nfacep.reference.capacity.key_crc32`. Each entry holds
       (valid, the whole key as tag, state). A tuple whose key is stored in its bucket finds its
       state there; otherwise it takes the lowest-numbered free way of the bucket and starts
       from the all-zero state (``fresh``); if the bucket is full it is dropped (``dropped``,

@@ -2,9 +2,13 @@
 
 The compiler is a pipeline of small stages (README.md, 'Architecture for contributors')::
 
-    text ─ syntax.parse ─▶ ast.File ─ check.check ─▶ check.Program ─ nfa.build ─▶ nfa.Nfa
-                                                                        ├─ reference.run
-                                                                        └─ hdl (gateware)
+    text ─ lang.syntax.parse ─▶ lang.ast.File ─ lang.check.check ─▶ schema.Program
+         ─ nfa.build ─▶ nfa.Nfa ─┬─ reference (the software engine: matcher, dfa, capacity)
+                                 └─ hdl (gateware), sim, boards
+    tuples ─ io ─▶ io.tuples.Tuples (CSV, Parquet) ─▶ the engines
+
+The folders are the stages: ``lang/`` (the front end, the only user of lark), ``schema.py``
+and ``limits.py`` (the vocabulary every stage shares), ``nfa.py``, ``reference/`` and ``io/``.
 
 :func:`compile_text` and :func:`compile_file` run the first three stages.
 """
@@ -14,10 +18,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import DataError, NfacepError, QueryError
+from .limits import MAX_FILE_BYTES
 
 if TYPE_CHECKING:
-    from .check import Program
     from .nfa import Nfa
+    from .schema import Program
 
 __all__ = [
     "DataError",
@@ -32,7 +37,8 @@ __all__ = [
 
 def compile_text(text: str, filename: str = "<query>") -> Nfa:
     """Parse, check and wire a query file's text; raises :class:`QueryError`."""
-    from . import check, nfa, syntax
+    from . import nfa
+    from .lang import check, syntax
 
     text = syntax.strip_bom(text)
     try:
@@ -42,10 +48,6 @@ def compile_text(text: str, filename: str = "<query>") -> Nfa:
     for warning in result.program.warnings:
         warning.located(text, filename)
     return result
-
-
-#: Largest query file read, in bytes (far more than MAX_TOKENS tokens need).
-MAX_FILE_BYTES = 1 << 20
 
 
 def compile_file(path: str) -> Nfa:
@@ -94,7 +96,7 @@ def __getattr__(name: str):
     # the compiler's modules (and lark) load on first use, so that importing the package (as
     # the command's entry point does first) is quick
     if name == "Program":
-        from .check import Program
+        from .schema import Program
 
         return Program
     if name == "Nfa":

@@ -1,18 +1,18 @@
 """The back-end seam: every engine that matches tuples is a :class:`Backend`.
 
 A back-end takes the wired queries (:class:`~nfacep.nfa.Nfa`), the tuples
-(:class:`~nfacep.tuples.Tuples`) and the engine's :class:`~nfacep.params.EngineParams`, and
+(:class:`~nfacep.io.tuples.Tuples`) and the engine's :class:`~nfacep.params.EngineParams`, and
 returns a :class:`~nfacep.result.Result`. The reference matcher
-(:class:`nfacep.reference.Reference`), the simulated gateware (:class:`nfacep.sim.Simulation`)
-and a board over its link (:class:`nfacep.links.uart.host.UartBoard`, or
-:class:`nfacep.links.udp.host.UdpBoard` over UDP) are siblings behind it, as regex-automata's
-engines are behind one NFA; a new engine (a compiled simulator) implements
-:meth:`Backend.run` once and gets the match file, the summary, the report and the command
-line's handling of them from :func:`run_files`.
+(:class:`nfacep.reference.matcher.Reference`), the simulated gateware
+(:class:`nfacep.sim.Simulation`) and a board over its link
+(:class:`nfacep.links.uart.host.UartBoard`, or :class:`nfacep.links.udp.host.UdpBoard` over UDP)
+are siblings behind it, as regex-automata's engines are behind one NFA; a new engine (a compiled
+simulator) implements :meth:`Backend.run` once and gets the match file, the summary, the report
+and the command line's handling of them from :func:`run_files`.
 
 A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
-gets it so from a file: :func:`run_files` reads :data:`CHUNK` tuples at a time
-(:func:`nfacep.tuples.read_chunks`), feeds each piece and writes its matches before the next
+gets it so from a file: :func:`run_files` reads :data:`~nfacep.limits.CHUNK` tuples at a time
+(:func:`nfacep.io.reader.read_chunks`), feeds each piece and writes its matches before the next
 is read, so that the memory a run needs does not grow with the input.
 """
 
@@ -22,7 +22,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol
 
-from . import tuples as tuples_mod
+from .io import reader
+from .io import tuples as tuples_mod
+from .limits import CHUNK
 from .nfa import Nfa
 from .output import check_outputs, summary_path
 from .params import EngineParams
@@ -30,12 +32,7 @@ from .result import Result, Totals, match_file, write
 from .settings import ParamValues
 from .wire import start_queries
 
-__all__ = ["CHUNK", "Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
-
-#: Tuples a back-end that takes the stream in pieces gets at a time from a file: some
-#: tens of MB of columns, and few enough pieces for the per-piece costs not to matter
-#: (benchmarks/reference_memory.py: 1M tuples a piece was as fast as 4M, in less memory).
-CHUNK = 1 << 20
+__all__ = ["Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
 
 
 class Backend(Protocol):
@@ -76,17 +73,17 @@ class Pieces(Backend, Protocol):
 def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
     """The tuple file (CSV, Parquet, or a folder of Parquet part files) at ``path`` for the
     stream of ``nfa``, with every ORDER BY field checked; DataError names the offending row."""
-    data = tuples_mod.read(path, nfa.program.schema)
+    data = reader.read(path, nfa.program.schema)
     for f in nfa.program.order_fields:
         tuples_mod.check_order(data, f)
     return data
 
 
 def read_pieces(path: str, nfa: Nfa, rows: int) -> Iterator[tuples_mod.Tuples]:
-    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.tuples.read_chunks`),
+    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.io.reader.read_chunks`),
     every ORDER BY field checked across the pieces as well as within them."""
     before: dict[str, object] = {}
-    for piece in tuples_mod.read_chunks(path, nfa.program.schema, rows):
+    for piece in reader.read_chunks(path, nfa.program.schema, rows):
         for f in nfa.program.order_fields:
             tuples_mod.check_order(piece, f, before=before.get(f))
             before[f] = piece.columns[f][-1]
@@ -157,7 +154,7 @@ def _run_pieces(
             rows = stack.enter_context(match_file(output, bool(start_queries(nfa))))
         # the next piece read in a thread while this one is matched
         pieces = stack.enter_context(
-            contextlib.closing(tuples_mod.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
+            contextlib.closing(reader.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
         )
         piece = next(pieces, None)
         if piece is None:  # no tuples: the input as a whole, its columns empty

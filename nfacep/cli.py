@@ -7,6 +7,9 @@ here; the outer packages register theirs as entry points of the group ``nfacep.c
 and ``run`` (:mod:`nfacep.boards`). This module imports none of them: it finds them through
 the entry points when the parser is built.
 
+A command imports what it uses when it runs (``match`` its tuple readers and the matcher), so
+that ``nfacep check`` loads neither pyarrow nor numba (tests/test_imports.py).
+
 ``nfacep check --board`` estimates the engine's size on a board; that needs the boards
 package, which contributes it as the entry point of the group ``nfacep.check_boards``
 (:data:`CHECK_BOARDS`): an object with ``boards()`` (the known boards, as text),
@@ -22,13 +25,15 @@ import json
 import signal
 import sys
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from . import NfacepError, QueryError, compile_file, params, settings
-from .backend import CHUNK, run_files
 from .errors import UsageError
-from .nfa import Nfa
+from .limits import CHUNK
 from .output import atomic_write, check_outputs
-from .result import report
+
+if TYPE_CHECKING:
+    from .nfa import Nfa
 
 __all__ = ["CHECK_BOARDS", "ENTRY_POINTS", "Command", "add_io_arguments", "load_query", "main"]
 
@@ -227,9 +232,9 @@ class Explain(Command):
         _add_json(parser)
 
     def run(self, args) -> int:
-        from .ast import dump
         from .describe import explain_json, explain_text
-        from .predicates import render
+        from .lang.ast import dump
+        from .lang.predicates import render
 
         nfa = _load_or_json_error(args)
         if args.dot is not None:
@@ -271,7 +276,10 @@ class Match(Command):
         settings.add_argument(parser, switches=True)
 
     def run(self, args) -> int:
-        from .reference import Reference
+        # what matching needs (tuple files, the matcher) loads here, not for `check`
+        from .backend import run_files
+        from .reference.matcher import Reference
+        from .result import report
 
         engine = params.from_args(args)
         nfa = load_query(args.query)

@@ -6,10 +6,10 @@ document and its version, so that a tool can refuse one it does not know.
 
 from __future__ import annotations
 
-from .ast import dump
 from .errors import QueryError
+from .lang.ast import dump
+from .lang.predicates import render
 from .nfa import Nfa
-from .predicates import render
 
 __all__ = [
     "CHECK_FORMAT",

@@ -17,26 +17,16 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 
-from . import ast
-from . import predicates as P
-from .check import Program
 from .errors import QueryError
-from .params import MAX_STATES
+from .lang import ast
+from .lang import predicates as P
+from .limits import MAX_FILE_STATES, MAX_STATES, MAX_WIRES
+from .schema import Program
 
-__all__ = ["MAX_FILE_STATES", "MAX_WIRES", "Nfa", "Predicate", "QueryNfa", "State", "build"]
+__all__ = ["Nfa", "Predicate", "QueryNfa", "State", "build"]
 
 START = -1  # the paper's '1' in an activation set: active by default
 _START = frozenset({START})
-
-#: Activation wires of one engine, all its queries together: each is an input of a state's OR
-#: in the gateware (the '1' of a start state included). Keeps wiring fast and its memory small;
-#: an engine near the limit is already far beyond the largest FPGA boards nfacep targets.
-MAX_WIRES = 1 << 20
-
-#: NFA states of one file's queries together, for the software model (``check``, ``match``):
-#: sixteen times what the gateware takes (``params.MAX_STATES``), so that a file of many big
-#: queries is refused before its states are made rather than after seconds of work.
-MAX_FILE_STATES = 16 * MAX_STATES
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ the Spark testbench record it and check it against what they are handed. A param
 defined once, in :class:`EngineParams` (its default, its range, its option and help text);
 :func:`add_arguments` and :func:`from_args` derive the options from those definitions.
 
-The limits of what one engine can hold (states, predicates, partition key width) are here too,
-with :func:`check_fits`.
+Whether the queries fit one engine (the limits of :mod:`nfacep.limits`) is :func:`check_fits`.
 """
 
 from __future__ import annotations
@@ -19,27 +18,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .errors import HardwareLimitError, UsageError
+from .limits import MAX_KEY_BITS, MAX_PREDICATES, MAX_STATES
 
 if TYPE_CHECKING:
     from .nfa import Nfa
 
 __all__ = [
-    "MAX_KEY_BITS",
-    "MAX_PREDICATES",
-    "MAX_STATES",
     "STORES",
     "EngineParams",
     "add_arguments",
     "check_fits",
     "from_args",
 ]
-
-#: NFA state bits of one engine, all its queries together.
-MAX_STATES = 4096
-#: Distinct predicates (decoder outputs) of one engine.
-MAX_PREDICATES = 4096
-#: Width of the partition key.
-MAX_KEY_BITS = 64
 
 
 def _param(

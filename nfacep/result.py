@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .io.tuples import Tuples, format_value
 from .nfa import Nfa
 from .output import atomic_files, summary_path
 from .params import EngineParams
 from .settings import ParamValues
-from .tuples import Tuples, format_value
 from .wire import SEQ_BITS, Record, RecordColumns, field_text, raw_column, start_queries
 
 __all__ = ["COUNTER_BITS", "MatchRows", "Result", "Totals", "match_file", "report", "write"]

@@ -1,7 +1,7 @@
 """Runtime parameters' values: ``--param name=value`` and ``--param name=value@seq``.
 
 A query may write ``:name`` in place of a constant in DEFINE (``H AS temp > :hot``); the
-parameter takes the type of the field it is compared with (:attr:`nfacep.check.Program.
+parameter takes the type of the field it is compared with (:attr:`nfacep.schema.Program.
 parameters`). Its value is not part of the query: it is given when the engine is modelled or
 built, and may change while the engine runs, from a stated tuple on. :class:`ParamValues` is
 that schedule: the values in force from tuple 0, and the switches, each a set of new values
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import UsageError
-from .predicates import column_of
-from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
-from .values import decimal_to_float32
+from .lang.predicates import column_of
+from .lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .lang.values import decimal_to_float32
 
 __all__ = ["ParamValues", "add_argument", "from_args", "params_schema", "parse_value"]
 
@@ -180,7 +180,7 @@ class ParamValues:
         return values
 
     def columns(self, n: int, first: int = 0) -> dict[str, np.ndarray]:
-        """The values as :func:`nfacep.predicates.evaluate` takes them, for the tuples
+        """The values as :func:`nfacep.lang.predicates.evaluate` takes them, for the tuples
         ``first`` to ``first + n - 1``: one value (0-d) for a parameter that does not change
         there, else one per tuple."""
         out = {}
@@ -202,7 +202,7 @@ class ParamValues:
         return out
 
     def schema(self):
-        """The parameters as the fields of a stream (:class:`nfacep.check.Schema`), in order:
+        """The parameters as the fields of a stream (:class:`nfacep.schema.Schema`), in order:
         their values travel in the tuple wire format (docs/formats.md), as the engine's
         parameter registers hold them."""
         return params_schema(self.types)
@@ -211,7 +211,7 @@ class ParamValues:
         """``values`` (one for every parameter) packed as the engine's parameter registers
         hold them: :func:`nfacep.wire.pack` of one tuple of :meth:`schema`."""
         from . import wire
-        from .tuples import Tuples
+        from .io.tuples import Tuples
 
         columns = {n: np.array([values[n]], dtype=_dtype(ty)) for n, ty in self.types.items()}
         return wire.pack(self.schema(), Tuples(columns, 1))[0]
@@ -260,8 +260,8 @@ def _param_name(name: str, types: dict[str, FieldType]) -> str:
 
 def params_schema(types: dict[str, FieldType]):
     """Parameters of these types as the fields of a stream named ``parameters``."""
-    from .ast import FieldDecl
-    from .check import Schema
+    from .lang.ast import FieldDecl
+    from .schema import Schema
 
     return Schema("parameters", tuple(FieldDecl(n, ty) for n, ty in types.items()))
 

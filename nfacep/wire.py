@@ -39,9 +39,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .check import Schema
-from .tuples import Tuples, format_value
-from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .io.tuples import Tuples, format_value
+from .lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .schema import Schema
 
 __all__ = [
     "RECORD_FIELDS",
@@ -246,7 +246,7 @@ def _bytes_to_words(schema: Schema, data: bytes) -> np.ndarray:
 
 def field_text(raw: int, ty: FieldType) -> str:
     """One field's raw bits (as in a packed tuple or an engine record) as a tuple file writes
-    the value (:func:`nfacep.tuples.format_value`); ValueError for an ENUM index past the last
+    the value (:func:`nfacep.io.tuples.format_value`); ValueError for an ENUM index past the last
     label."""
     if isinstance(ty, IntType) and raw >= 1 << (ty.width - 1):
         value = raw - (1 << ty.width)
@@ -270,7 +270,7 @@ def pack(schema: Schema, tuples: Tuples) -> list[int]:
 
 
 def unpack(schema: Schema, values) -> Tuples:
-    """The inverse of :func:`pack`: columns typed as :mod:`nfacep.tuples` reads them."""
+    """The inverse of :func:`pack`: columns typed as :mod:`nfacep.io.tuples` reads them."""
     return _from_words(schema, _ints_to_words(schema, values), "<wire>")
 
 

@@ -30,12 +30,12 @@ from pathlib import Path
 
 from nfacep import wire
 from nfacep.errors import UsageError
+from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
 from nfacep.output import check_outputs
 from nfacep.params import EngineParams
 from nfacep.result import Result
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
 
 from . import build
 from .build import TIMESCALE, SimulationError
@@ -356,7 +356,7 @@ class Simulation:
         ``config.json``."""
         expected = None
         if model is not None:
-            from nfacep import reference
+            from nfacep.reference import matcher as reference
 
             matched = reference.run(nfa, model, params, values=values)
             write_records(run_dir / "expected.txt", matched.records(nfa, model))

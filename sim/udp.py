@@ -30,12 +30,12 @@ from pathlib import Path
 
 from nfacep import wire
 from nfacep.errors import UsageError
+from nfacep.io.tuples import Tuples
 from nfacep.links.host import BoardResult
 from nfacep.links.udp.protocol import FRAME_CLASSES
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
 
 from . import build
 from .build import SimulationError
@@ -272,7 +272,7 @@ class UdpSimulation:
                 f" its records are incomplete (run folder: {run_dir})"
             )
         elif self.options.check:
-            from nfacep import reference
+            from nfacep.reference import matcher as reference
 
             model = reference.run(nfa, tuples, params, values=values)
             if model.matches != result.matches or model.drop_seqs != result.drop_seqs:

@@ -225,7 +225,7 @@ def _progress(line: str) -> None:
 def _default_keys(query: str, partitions: int) -> int:
     """As many keys as the partitioner stores (fewer if the key's type has fewer values)."""
     import nfacep
-    from nfacep.types import BoolType, EnumType
+    from nfacep.lang.types import BoolType, EnumType
 
     program = nfacep.compile_file(query).program
     if program.partition_field is None:

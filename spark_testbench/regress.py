@@ -48,11 +48,11 @@ import pyarrow as pa
 
 import nfacep
 from nfacep.errors import NfacepError, UsageError
+from nfacep.io.tuples import Tuples
 from nfacep.output import write_json
 from nfacep.params import EngineParams
 from nfacep.result import partition_texts
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
 
 from .progress import Progress
 from .shard import Shard

@@ -15,14 +15,15 @@ import numpy as np
 import pyarrow as pa
 
 from nfacep.errors import DataError
-from nfacep.tuples import Tuples, from_table
+from nfacep.io.convert import from_table
+from nfacep.io.tuples import Tuples
 
 __all__ = ["Shard"]
 
 
 class Shard:
     """The tuples of one shard as they pass into a matcher or a simulation, in pieces: each
-    Arrow batch (cut to at most ``rows`` tuples) converted to :class:`~nfacep.tuples.Tuples`
+    Arrow batch (cut to at most ``rows`` tuples) converted to :class:`~nfacep.io.tuples.Tuples`
     of ``schema`` (default the program's) and handed on (:meth:`pieces`), while what mapping
     the results back needs is kept on disk in ``folder``, not in memory: the ``seq`` column (a
     result's position, and a match's start, index it) and the partition key column (the

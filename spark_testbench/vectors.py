@@ -15,7 +15,7 @@ starts; :func:`run` then does the work on a session and publishes the folder ato
     DIR/manifest.json      query file hash, seed, generator settings, engine parameters, counts,
                            how the expected matches were computed (below)
 
-Expected matches come from :func:`nfacep.reference.run` inside Spark tasks, in one of two
+Expected matches come from :func:`nfacep.reference.matcher.run` inside Spark tasks, in one of two
 ways, named in the manifest (``expected.mode``):
 
 ``partitioned``
@@ -23,16 +23,16 @@ ways, named in the manifest (``expected.mode``):
     expire) and at most ``--partitions`` distinct keys present (so none is ever dropped). Each
     sub-stream then evolves alone, so tuples are hash-partitioned by key, sorted by ``seq``
     within each Spark partition (by Spark, spilling to disk), and every task streams its keys
-    through one :class:`nfacep.reference.Matcher` in pieces of ``PIECE_TUPLES``, the ``seq``
+    through one :class:`nfacep.reference.matcher.Matcher` in pieces of ``PIECE_TUPLES``, the ``seq``
     column on disk (:class:`~nfacep.spark_testbench.shard.Shard`): its memory is bounded by a
     piece and its keys, not by its share of the stream.
 ``global``
     Otherwise (or without a PARTITION clause): one task runs the reference matcher over the
     whole stream in ``seq`` order, modelling capacity, timers and drops exactly. Spark sorts
     the stream by ``seq`` into that task (its external sorter spills to disk), which streams
-    it through one :class:`nfacep.reference.Matcher` in pieces of ``PIECE_TUPLES`` tuples and
-    emits each piece's matches and drops as it goes: its memory is bounded by a piece and the
-    keys, whatever the stream's length.
+    it through one :class:`nfacep.reference.matcher.Matcher` in pieces of ``PIECE_TUPLES`` tuples
+    and emits each piece's matches and drops as it goes: its memory is bounded by a piece and
+    the keys, whatever the stream's length.
 """
 
 from __future__ import annotations
@@ -53,14 +53,15 @@ import numpy as np
 import pyarrow as pa
 
 import nfacep
-from nfacep import reference
 from nfacep.errors import NfacepError, UsageError
+from nfacep.io.convert import from_table
+from nfacep.io.parquet import rebatch
+from nfacep.lang.types import EnumType
 from nfacep.output import probe_folder
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 from nfacep.result import partition_texts
 from nfacep.settings import ParamValues
-from nfacep.tuples import from_table, rebatch
-from nfacep.types import EnumType
 
 from .generate import BLOCK_TUPLES, Generator, Options
 from .progress import Progress
@@ -278,7 +279,7 @@ def _compiled(text: str, filename: str):
 def _used_fields(nfa) -> tuple[str, ...]:
     """The fields the matcher reads: the partition key, those the predicates compare and the
     ORDER BY field of a query with a window (WITHIN)."""
-    from nfacep import predicates as P
+    from nfacep.lang import predicates as P
 
     names = {n.name for p in nfa.predicates for n in P.nodes(p.expr) if isinstance(n, P.FieldRef)}
     names |= {q.order_field for q in nfa.queries if q.window is not None}
@@ -288,7 +289,7 @@ def _used_fields(nfa) -> tuple[str, ...]:
 
 def _used_schema(program, names):
     """The stream's schema restricted to the fields among ``names`` (those the task gets)."""
-    from nfacep.check import Schema
+    from nfacep.schema import Schema
 
     return Schema(program.schema.name, tuple(f for f in program.schema.fields if f.name in names))
 
@@ -355,8 +356,8 @@ def _match_task(
 ):
     """Reference matcher over the tuples of one Spark partition (the partitioned pass: whole
     keys), which Spark sorted by ``seq``, as they come: fed to one
-    :class:`nfacep.reference.Matcher` in pieces of at most ``piece_tuples``, each piece's rows
-    emitted as it is matched (:class:`~.shard.Shard` keeps the ``seq`` column on disk), so
+    :class:`nfacep.reference.matcher.Matcher` in pieces of at most ``piece_tuples``, each piece's
+    rows     emitted as it is matched (:class:`~.shard.Shard` keeps the ``seq`` column on disk), so
     that the task holds a piece or two, never its partition.
 
     Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
@@ -395,7 +396,7 @@ def _global_task(
     text: str, filename: str, params: EngineParams, values, counter, piece_tuples: int, batches
 ):
     """Reference matcher over the whole stream (the global pass), whose tuples come in
-    ``seq`` order (Spark sorts them): fed to one :class:`nfacep.reference.Matcher` in pieces
+    ``seq`` order (Spark sorts them): fed to one :class:`nfacep.reference.matcher.Matcher` in pieces
     of ``piece_tuples``, each piece's match and drop rows emitted as it is matched, so that
     the task holds a piece or two, never the stream. The generated ``seq`` is the position
     in the stream (0, 1, 2, …), so positions need no mapping (checked piece by piece). Ends

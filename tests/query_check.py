@@ -6,7 +6,7 @@
 It reads the queries with the project's front end (``nfacep.compile_file``: stream schema,
 query names, partition key, PATTERN, typed DEFINE predicates, AFTER MATCH SKIP PAST LAST ROW,
 ORDER BY, the WITHIN window in ORDER BY units) and the tuples with the project's reader
-(``nfacep.tuples.read``), but decides the matches, windows included, with the independent
+(``nfacep.io.reader.read``), but decides the matches, windows included, with the independent
 oracle ``tests/oracle.py``, which shares no code with nfacep: a small converter turns the
 PATTERN into the oracle's nested tuples and each DEFINE into an oracle predicate, which the
 oracle evaluates on every tuple itself (an integer ``+``/``-`` operand, which the oracle's
@@ -14,7 +14,7 @@ predicates lack, becomes a derived column computed here with Python integers; se
 :class:`PredicateConverter`; FLOAT32 literals and values arrive already rounded to single
 precision by the checker and the reader, and compare exactly as Python floats). Each query's
 WITHIN window and ORDER BY field are handed to the oracle as they are. The predicates are
-deliberately not evaluated with ``nfacep.predicates.evaluate``: so neither the predicate truth
+deliberately not evaluated with ``nfacep.lang.predicates.evaluate``: so neither the predicate truth
 values nor the matching come from the code the data are meant to test. The check fails,
 naming query, seq and partition, unless the oracle's matches are exactly the planted ``match``
 rows and no ``near_miss`` row is a match.
@@ -38,12 +38,13 @@ from pathlib import Path
 import oracle
 
 import nfacep
-import nfacep.tuples
-from nfacep import ast
-from nfacep.check import CheckedQuery, Program, Schema
-from nfacep.predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, Param, PExpr, render
-from nfacep.tuples import Tuples
-from nfacep.types import BoolType, EnumType, Float32Type
+import nfacep.io.reader
+import nfacep.io.tuples
+from nfacep.io.tuples import Tuples
+from nfacep.lang import ast
+from nfacep.lang.predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, Param, PExpr, render
+from nfacep.lang.types import BoolType, EnumType, Float32Type
+from nfacep.schema import CheckedQuery, Program, Schema
 
 QUERIES = Path(__file__).resolve().parent.parent / "queries"
 
@@ -60,7 +61,7 @@ class CheckError(Exception):
 
 
 def oracle_pattern(p: ast.Pattern) -> tuple:
-    """A checked query's PATTERN (:mod:`nfacep.ast`) as the oracle's nested tuples."""
+    """A checked query's PATTERN (:mod:`nfacep.lang.ast`) as the oracle's nested tuples."""
     match p:
         case ast.Var(name):
             return oracle.var(name)
@@ -86,7 +87,7 @@ _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 
 
 class PredicateConverter:
-    """Typed DEFINE predicates (:mod:`nfacep.predicates`) to the oracle's nested tuples.
+    """Typed DEFINE predicates (:mod:`nfacep.lang.predicates`) to the oracle's nested tuples.
 
     The oracle compares a field with a literal or with another field. An integer ``+``/``-``
     operand (``open - 20``) has no such form, so it becomes a derived column named by its
@@ -248,9 +249,9 @@ def check(name: str, folder: Path = QUERIES, planted: list[dict] | None = None) 
             f"'{schema.name}' in declaration order {list(schema.names)}"
         )
     try:
-        tuples = nfacep.tuples.read(str(csv_path), schema)
+        tuples = nfacep.io.reader.read(str(csv_path), schema)
         for field in program.order_fields:
-            nfacep.tuples.check_order(tuples, field)
+            nfacep.io.tuples.check_order(tuples, field)
     except nfacep.DataError as err:
         raise CheckError(str(err)) from None
     converter = PredicateConverter(schema)

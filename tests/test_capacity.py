@@ -356,7 +356,7 @@ def test_key_crc32_is_zlibs_on_the_little_endian_key_bytes(keys, bits):
 
     import numpy as np
 
-    from nfacep.capacity import key_crc32
+    from nfacep.reference.capacity import key_crc32
 
     keys = [k & ((1 << bits) - 1) for k in keys]
     got = key_crc32(np.array(keys, dtype=np.uint64), bits).tolist()
@@ -379,8 +379,8 @@ def test_table_admission_equals_the_sequential_definition(
     pass, over raw keys of several widths (direct and hashed)."""
     import numpy as np
 
-    from nfacep.capacity import admit, admit_sequential, table_slots
     from nfacep.params import EngineParams
+    from nfacep.reference.capacity import admit, admit_sequential, table_slots
 
     params = EngineParams(
         store="table",
@@ -419,8 +419,8 @@ def test_admission_in_pieces_equals_one_pass(
     (array operations, or the sequential pass when it fills)."""
     import numpy as np
 
-    from nfacep.capacity import Slots, admit, admit_sequential, carry
     from nfacep.params import EngineParams
+    from nfacep.reference.capacity import Slots, admit, admit_sequential, carry
 
     codes = np.array(codes, dtype=np.uint16)
     slots = None

@@ -3,9 +3,9 @@
 import pytest
 
 import nfacep
-from nfacep import ast
-from nfacep import predicates as P
 from nfacep.errors import QueryError
+from nfacep.lang import ast
+from nfacep.lang import predicates as P
 
 STREAM = "CREATE STREAM s (a UINT(8), b INT(8), c BOOL, d FLOAT32, e ENUM('x', 'y'), w UINT(64));\n"
 

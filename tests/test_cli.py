@@ -88,12 +88,13 @@ def test_match_reads_a_vectors_style_parquet_folder(tmp_path, capsys):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from nfacep import compile_file, tuples
+    from nfacep import compile_file
+    from nfacep.io import reader
 
     root = pathlib.Path(__file__).resolve().parents[1] / "queries"
     q, csv = str(root / "marathon.sql"), str(root / "marathon.csv")
     schema = compile_file(q).program.schema
-    data = tuples.read(csv, schema)
+    data = reader.read(csv, schema)
     labels = schema.field("checkpoint").type.labels
     table = pa.table(
         {
@@ -189,7 +190,7 @@ def test_ctrl_c_while_the_compiler_loads_is_an_interrupted_command(monkeypatch, 
     assert exit_.value.code == 130
     assert capsys.readouterr().err == "nfacep: interrupted\n"
     probe = (
-        "import sys, nfacep; print(sorted(m for m in ('lark', 'nfacep.check', "
+        "import sys, nfacep; print(sorted(m for m in ('lark', 'nfacep.lang.check', "
         "'nfacep.nfa', 'numpy') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -1,7 +1,7 @@
 """Hostile tuple files, options and output paths (issue 13): every one is accepted or refused
 with nfacep's own error (file, row or line, column; exit 2), never a traceback, a hang, a wrong
 result or a half-written file. One test per class of reproducer, through the command line or
-the reader (:func:`nfacep.tuples.read`)."""
+the reader (:func:`nfacep.io.reader.read`)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import nfacep
-from nfacep import capacity, tuples
 from nfacep.cli import main
 from nfacep.errors import DataError
+from nfacep.io import reader
 from nfacep.params import EngineParams
+from nfacep.reference import capacity
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARATHON = ROOT / "queries" / "marathon.sql"
@@ -45,7 +46,7 @@ def csv_file(tmp_path, data: str | bytes, name: str = "t.csv") -> str:
 
 def refused(path: str, *needles: str) -> str:
     with pytest.raises(DataError) as info:
-        tuples.read(path, SCHEMA)
+        reader.read(path, SCHEMA)
     message = str(info.value)
     assert message.startswith(path), message
     for needle in needles:
@@ -64,7 +65,7 @@ def run(argv, capsys) -> tuple[int, str]:
 
 
 def test_signed_integers_are_read_as_documented(tmp_path):
-    t = tuples.read(
+    t = reader.read(
         csv_file(tmp_path, HEADER + "+5,+7,true,1\n+0,-0,true,1\n-0,+0,true,1\n-000,-12,true,1\n"),
         SCHEMA,
     )
@@ -99,7 +100,7 @@ def test_float_text_that_only_python_reads_is_refused(tmp_path, text):
 
 
 def test_float_forms_that_arrow_and_python_agree_on_are_read(tmp_path):
-    t = tuples.read(
+    t = reader.read(
         csv_file(
             tmp_path,
             HEADER
@@ -127,7 +128,7 @@ def test_float_forms_that_arrow_and_python_agree_on_are_read(tmp_path):
     assert f[8] == np.finfo(np.float32).max and f[9] == 0
     # a decimal of 5000 digits that lands on a rounding tie is redone exactly
     tie = "16777217." + "0" * 5000 + "1"
-    t = tuples.read(csv_file(tmp_path, HEADER + f"1,1,true,{tie}\n"), SCHEMA)
+    t = reader.read(csv_file(tmp_path, HEADER + f"1,1,true,{tie}\n"), SCHEMA)
     assert t.columns["f"][0] == np.float32(16777218)
 
 
@@ -145,12 +146,12 @@ def test_parquet_column_named_twice(tmp_path):
     parquet_part(folder / "part-0.parquet", ["x", "i", "b", "f"], [[1], [1], [True], [1.0]])
     parquet_part(folder / "part-1.parquet", names, values)
     with pytest.raises(DataError, match=r"part-1\.parquet: has 2 columns named 'x'"):
-        tuples.read(str(folder), SCHEMA)
+        reader.read(str(folder), SCHEMA)
     # a repeated column that is no field is ignored, as in a CSV file
     parquet_part(
         tmp_path / "z.parquet", ["x", "i", "b", "f", "z", "z"], [[1], [1], [True], [1.0], [0], [0]]
     )
-    assert tuples.read(str(tmp_path / "z.parquet"), SCHEMA).n == 1
+    assert reader.read(str(tmp_path / "z.parquet"), SCHEMA).n == 1
 
 
 # --- item 24 (data): FLOAT32 values beyond its range ------------------------------------------
@@ -208,7 +209,7 @@ def test_structure_errors_name_the_row_and_line(tmp_path):
     )
     refused(csv_file(tmp_path, '"x,i,b,f\n1,1,true,1\n'), "line 1: a quoted name is not closed")
     # quotes that are fine stay fine
-    t = tuples.read(csv_file(tmp_path, "z," + HEADER + '"a,""b""",1,1,true,"2"\n'), SCHEMA)
+    t = reader.read(csv_file(tmp_path, "z," + HEADER + '"a,""b""",1,1,true,"2"\n'), SCHEMA)
     assert t.n == 1 and t.columns["f"][0] == 2
 
 
@@ -237,7 +238,7 @@ def test_error_lines_count_blank_lines(tmp_path):
 
 
 def test_byte_order_mark_is_accepted(tmp_path):
-    t = tuples.read(
+    t = reader.read(
         csv_file(tmp_path, b"\xef\xbb\xbf" + (HEADER + "7,1,true,1\n").encode()), SCHEMA
     )
     assert t.n == 1 and t.columns["x"].tolist() == [7]
@@ -248,7 +249,7 @@ def test_byte_order_mark_is_accepted(tmp_path):
     "text", ["x,i,b,f", "x,i,b,f\n", "x,i,b,f\r\n", "x,i,b,f\n\n", "\ufeffx,i,b,f"]
 )
 def test_header_only_is_no_tuples_with_or_without_a_line_end(tmp_path, capsys, text):
-    assert tuples.read(csv_file(tmp_path, text), SCHEMA).n == 0
+    assert reader.read(csv_file(tmp_path, text), SCHEMA).n == 0
     q = tmp_path / "q.sql"
     q.write_text(QUERY)
     code, _ = run(
@@ -263,7 +264,7 @@ def test_header_naming_a_field_twice_is_refused(tmp_path):
         "line 1: the header names the field 'x' more than once (columns 1, 5)",
     )
     # repeated columns that are no field (a spreadsheet's empty trailing columns) are fine
-    assert tuples.read(csv_file(tmp_path, "x,i,b,f,,\n1,1,true,1,,\n"), SCHEMA).n == 1
+    assert reader.read(csv_file(tmp_path, "x,i,b,f,,\n1,1,true,1,,\n"), SCHEMA).n == 1
 
 
 # --- items 8 and 13: engine parameters at their limits ----------------------------------------

@@ -15,8 +15,7 @@ import pytest
 import nfacep
 from nfacep.cli import main
 from nfacep.errors import QueryError
-from nfacep.nfa import MAX_WIRES
-from nfacep.syntax import MAX_INT_LITERAL, MAX_NESTING, MAX_TOKENS
+from nfacep.limits import MAX_INT_LITERAL, MAX_NESTING, MAX_TOKENS, MAX_WIRES
 
 S = "CREATE STREAM s (x UINT(8), b BOOL, f FLOAT32);\n"
 
@@ -556,7 +555,7 @@ def test_caret_line_is_the_lexers_line(tmp_path, capsys):
 def test_many_big_queries_are_bounded(tmp_path, capsys):
     """Many queries of many states: refused as soon as the file's states pass
     MAX_FILE_STATES, before they are made (thousands of queries took seconds)."""
-    from nfacep.nfa import MAX_FILE_STATES
+    from nfacep.limits import MAX_FILE_STATES
 
     text = S + "".join(f"QUERY q{i} PATTERN (A{{4096}});\n" for i in range(2000))
     refused(

@@ -13,14 +13,14 @@ from amaranth.hdl import Fragment, Shape
 from amaranth.sim import Simulator
 
 import nfacep
-from nfacep import predicates as P
 from nfacep import wire
 from nfacep.hdl.decoder import DecoderError, PredicateDecoder, float32_key
 from nfacep.hdl.layout import tuple_layout
+from nfacep.io.tuples import Tuples
+from nfacep.lang import predicates as P
+from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
 from nfacep.nfa import Predicate
-from nfacep.reference import predicate_matrix
-from nfacep.tuples import Tuples
-from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
+from nfacep.reference.matcher import predicate_matrix
 
 STREAM = """
 CREATE STREAM s (

@@ -6,10 +6,11 @@ from amaranth.back import rtlil
 from streams import run_matcher
 
 import nfacep
-from nfacep import dfa, reference
 from nfacep.hdl.dfa import DfaMatcher, Encoding, moore_dfa
 from nfacep.hdl.nfa import NfaMatcher
-from nfacep.tuples import Tuples
+from nfacep.io.tuples import Tuples
+from nfacep.reference import dfa
+from nfacep.reference import matcher as reference
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
 DEFINE = "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
@@ -86,7 +87,7 @@ def test_dfa_encodings_equal_nfa_matcher_on_the_paper_pattern(i):
 
 @pytest.mark.parametrize("i", range(1, 9))
 def test_paper_state_count(i):
-    """1 + (2^(i+1) - 1) states, as the paper counts them and nfacep.dfa.minimize does."""
+    """1 + (2^(i+1) - 1) states, as the paper counts them and nfacep.reference.dfa.minimize does."""
     nfa = nfacep.compile_text(bits_query(i))
     (q,) = nfa.queries
     d = moore_dfa(nfa, q)

@@ -17,10 +17,12 @@ from strategies import scenarios, streams
 from streams import stream_put
 
 import nfacep
-from nfacep import reference, tuples, wire
+from nfacep import wire
 from nfacep.hdl.engine import Engine, HardwareLimitError
 from nfacep.hdl.measure import cycle_profile
+from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 
@@ -142,7 +144,7 @@ def check(nfa, data, values=None, **params):
 @pytest.mark.parametrize("name", ["marathon", "fire", "bruteforce", "vshape", "supplychain"])
 def test_bundled_query(name):
     nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
-    data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
     bits, _ = check(nfa, data, param_values(name, nfa), partitions=64, seed=len(name))
     assert bits
 
@@ -198,7 +200,7 @@ def test_unpartitioned_engine():
 
 def test_stalled_output_loses_nothing():
     nfa = nfacep.compile_file(str(QUERIES / "marathon.sql"))
-    data = tuples.read(str(QUERIES / "marathon.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / "marathon.csv"), nfa.program.schema)
     check(nfa, data, partitions=64, seed=9, gap=0.0, stall=0.9)
 
 
@@ -372,7 +374,7 @@ def test_table_store_with_timers_against_reference(key_bits, partitions, ways, k
 
 def test_table_bundled_query_stalled():
     nfa = nfacep.compile_file(str(QUERIES / "bruteforce.sql"))
-    data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
     bits, drops = check(nfa, data, partitions=16, store="table", ways=2, seed=4, gap=0.0, stall=0.7)
     assert bits and drops
 

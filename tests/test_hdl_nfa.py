@@ -5,9 +5,9 @@ import pytest
 from streams import run_matcher
 
 import nfacep
-from nfacep import reference
 from nfacep.hdl.nfa import NfaMatcher
-from nfacep.tuples import Tuples
+from nfacep.io.tuples import Tuples
+from nfacep.reference import matcher as reference
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
 DEFINE = "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"

@@ -26,11 +26,11 @@ from test_hdl_partitioner import (
     simulate,
 )
 
-from nfacep.capacity import admit_sequential, key_crc32, table_slots
 from nfacep.hdl.table import TablePartitioner
 from nfacep.params import EngineParams
+from nfacep.reference.capacity import admit_sequential, key_crc32, table_slots
 
-# --- the reference: written from the definition, sharing nothing with nfacep.capacity --------
+# --- the reference: written from the definition, sharing nothing with nfacep.reference.capacity
 
 
 class TableModel:
@@ -264,7 +264,8 @@ def test_all_distinct_keys():
 
 
 def test_full_buckets_equal_nfacep_capacity():
-    # The model above and nfacep.capacity's (the reference matcher's) agree on drops and fresh.
+    # The model above and nfacep.reference.capacity's (the reference matcher's) agree on drops
+    # and fresh.
     rng = random.Random(8)
     key_width, entries, ways = 24, 16, 2
     pool = [rng.randrange(1 << key_width) for _ in range(40)]
@@ -463,9 +464,9 @@ def test_hypothesis_timers_against_model(shape, keys, tick, bits, every, seed, g
 
 @pytest.mark.parametrize(("entries", "ways", "key_width"), [(16, 2, 24), (16, 4, 4)])
 def test_timers_equal_nfacep_capacity(entries, ways, key_width):
-    # The model above and nfacep.capacity's (the reference matcher's, array and sequential)
-    # agree on drops and fresh with timers.
-    from nfacep.capacity import admit
+    # The model above and nfacep.reference.capacity's (the reference matcher's, array and
+    # sequential)     # agree on drops and fresh with timers.
+    from nfacep.reference.capacity import admit
 
     rng = random.Random(entries + key_width)
     pool = rng.sample(range(1 << key_width), min(40, 1 << key_width))

@@ -8,9 +8,10 @@ from amaranth.sim import Simulator
 from streams import stream_get, stream_put
 
 import nfacep
-from nfacep import reference, wire
+from nfacep import wire
 from nfacep.hdl.unshared import UnsharedNfaMatcher, unshared
-from nfacep.tuples import Tuples
+from nfacep.io.tuples import Tuples
+from nfacep.reference import matcher as reference
 
 STREAM = "CREATE STREAM s (a UINT(4), c BOOL, e ENUM('x', 'y', 'z'), f FLOAT32);\n"
 DEFINE = "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y' AND f > 0.5"

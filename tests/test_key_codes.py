@@ -1,6 +1,6 @@
-"""The partition keys' codes across pieces (``nfacep.reference.KeyCodes``) and the compiled
-helpers of the partitioner's model (``nfacep.compiled``: first tuple per key, last admitted
-tuple per key, codes by a table), each against a plain definition."""
+"""The partition keys' codes across pieces (``nfacep.reference.matcher.KeyCodes``) and the compiled
+helpers of the partitioner's model (``nfacep.reference.compiled``: first tuple per key, last
+admitted tuple per key, codes by a table), each against a plain definition."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nfacep import capacity, compiled, loops
-from nfacep.reference import KeyCodes
+from nfacep.reference import capacity, compiled, loops
+from nfacep.reference.matcher import KeyCodes
 
 DTYPES = {
     "uint64": np.uint64,

@@ -14,7 +14,7 @@ from nfacep import links
 from nfacep.boards.cli import Build, CheckBoards, Run
 from nfacep.cli import main
 from nfacep.errors import UsageError
-from nfacep.reference import Reference
+from nfacep.reference.matcher import Reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARATHON = ROOT / "queries" / "marathon.sql"

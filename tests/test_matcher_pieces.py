@@ -1,7 +1,7 @@
 """A stream matched in pieces reports what one pass over it reports (issue 15: 10^8 tuples in
 bounded memory).
 
-:class:`nfacep.reference.Matcher` carries, from one piece to the next, only what the engine
+:class:`nfacep.reference.matcher.Matcher` carries, from one piece to the next, only what the engine
 keeps: each key's last admitted tuple (the partition store) and each partition's automaton
 state (a DFA state renumbered for the next piece's DFA, the NFA's active states, the latest
 start of each state and its ORDER BY value). Here pieces cut at random places are compared
@@ -37,11 +37,12 @@ from test_oracle_differential import (
 )
 
 import nfacep
-from nfacep import loops, reference
 from nfacep.cli import main
+from nfacep.io.tuples import Tuples
 from nfacep.params import EngineParams
+from nfacep.reference import loops
+from nfacep.reference import matcher as reference
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"

@@ -5,7 +5,7 @@ import re
 import pytest
 
 import nfacep
-from nfacep import dfa
+from nfacep.reference import dfa
 
 STREAM = "CREATE STREAM s (a UINT(8), c ENUM('A', 'B', 'C', 'D', 'E'));\n"
 

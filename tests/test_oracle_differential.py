@@ -799,8 +799,8 @@ def test_reference_start_seq_both_loops(pattern, skip, window, partitioned):
     import numpy as np
 
     import nfacep
-    from nfacep import reference
-    from nfacep.tuples import Tuples
+    from nfacep.io.tuples import Tuples
+    from nfacep.reference import matcher as reference
 
     rng = random.Random(7)
     t, rows = 0, []
@@ -844,8 +844,8 @@ def test_reference_within_both_loops(partitioned, starts, data):
     import numpy as np
 
     import nfacep
-    from nfacep import reference
-    from nfacep.tuples import Tuples
+    from nfacep.io.tuples import Tuples
+    from nfacep.reference import matcher as reference
 
     qs, text, ty = data.draw(windowed(partitioned, starts=starts), label="queries")
     rows = data.draw(timed(data.draw(streams(max_len=200, keys=6)), ty), label="rows")

@@ -66,7 +66,7 @@ def test_wheel_installs_one_top_level_package(wheel):
     assert top == {"nfacep"}
     for module in (
         "nfacep/cli.py",
-        "nfacep/grammar.lark",
+        "nfacep/lang/grammar.lark",
         "nfacep/hdl/engine.py",
         "nfacep/sim/testbench.py",
         "nfacep/sim/templates/harness.v",

@@ -18,9 +18,10 @@ import query_check
 from bundled import param_args, param_values
 
 import nfacep
-import nfacep.tuples
+import nfacep.io.reader
+import nfacep.io.tuples
 from nfacep.cli import main
-from nfacep.predicates import evaluate, render
+from nfacep.lang.predicates import evaluate, render
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
@@ -98,7 +99,7 @@ def test_generator_check_passes(name):
 def test_generator_converts_predicates_faithfully(name):
     """The oracle's reading of every converted DEFINE agrees with nfacep's own evaluation."""
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
-    tuples = nfacep.tuples.read(str(QUERIES / f"{name}.csv"), program.schema)
+    tuples = nfacep.io.reader.read(str(QUERIES / f"{name}.csv"), program.schema)
     converter = query_check.PredicateConverter(program.schema)
     converted = [
         (converter.pred(e), e)

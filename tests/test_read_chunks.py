@@ -1,4 +1,4 @@
-"""Tuple files read in pieces (``nfacep.tuples.read_chunks``, for ``nfacep match --chunk``):
+"""Tuple files read in pieces (``nfacep.io.reader.read_chunks``, for ``nfacep match --chunk``):
 the pieces are the whole read cut up, and an error names its row as the whole read does."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import nfacep
 from nfacep.errors import DataError
-from nfacep.tuples import read, read_chunks
+from nfacep.io.reader import read, read_chunks
 
 STREAM = nfacep.compile_text(
     "CREATE STREAM s (k UINT(8), a INT(8), e ENUM('x', 'y'));QUERY q PATTERN (A) DEFINE A AS a > 0"
@@ -168,7 +168,7 @@ def test_a_folder_in_pieces_is_its_whole_read(tmp_path_factory, parts, chunk, se
 def test_a_folder_in_seq_ranges_is_read_a_file_at_a_time(tmp_path, monkeypatch):
     """Files whose seq ranges follow one another (in another order than their names) are
     streamed, never read whole; interleaved ones are read whole."""
-    from nfacep import tuples as tuples_mod
+    from nfacep.io import folder as folder_mod
 
     rows = [(i, i % 100, "xy"[i % 2]) for i in range(30)]
     write_parts(
@@ -179,8 +179,8 @@ def test_a_folder_in_seq_ranges_is_read_a_file_at_a_time(tmp_path, monkeypatch):
     write_parts(tmp_path / "mixed", [rows[:15], rows[15:]], seqs=[range(0, 30, 2), range(1, 30, 2)])
     whole = {name: read(str(tmp_path / name), STREAM) for name in ("ranges", "mixed")}
     calls = []
-    real = tuples_mod._read_folder
-    monkeypatch.setattr(tuples_mod, "_read_folder", lambda *a: calls.append(a) or real(*a))
+    real = folder_mod.read_folder
+    monkeypatch.setattr(folder_mod, "read_folder", lambda *a: calls.append(a) or real(*a))
     for name in ("ranges", "mixed"):
         pieces = list(read_chunks(str(tmp_path / name), STREAM, 7))
         assert np.array_equal(
@@ -204,7 +204,7 @@ def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_pat
     """Quoted values are read a piece at a time (never read whole when all is well); a quote
     left open at a line end, whose value pyarrow would carry into the next lines, gives the
     error read() gives, after pieces that all come before it."""
-    from nfacep import tuples as tuples_mod
+    from nfacep.io import reader as reader_mod
 
     good = tmp_path / "good.csv"
     good.write_text(
@@ -217,9 +217,9 @@ def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_pat
     with pytest.raises(DataError) as whole:
         read(str(bad), STREAM)
     expected = read(str(good), STREAM)
-    real = tuples_mod.read
+    real = reader_mod.read
     calls = []
-    monkeypatch.setattr(tuples_mod, "read", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(reader_mod, "read", lambda *a: calls.append(a) or real(*a))
     same_columns = list(read_chunks(str(good), STREAM, 8))
     assert calls == []
     assert np.array_equal(

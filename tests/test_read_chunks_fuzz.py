@@ -1,5 +1,5 @@
-"""The chunked tuple reader (``nfacep.tuples.read_chunks``, behind ``nfacep match --chunk``)
-against the whole reader (``nfacep.tuples.read``) on the hostile inputs of
+"""The chunked tuple reader (``nfacep.io.reader.read_chunks``, behind ``nfacep match --chunk``)
+against the whole reader (``nfacep.io.reader.read``) on the hostile inputs of
 ``tests/tuple_fuzz.py``: seeded mutants of the bundled tuple files and of their Parquet
 conversions (including Parquet files with mutated bytes), each read in pieces of 1, 2 and 7
 tuples, of about the file's size, and larger than the file.
@@ -48,7 +48,8 @@ import pytest
 from tuple_fuzz import QUERIES, compiled, mutant
 
 from nfacep.errors import NfacepError
-from nfacep.tuples import Tuples, read, read_chunks
+from nfacep.io.reader import read, read_chunks
+from nfacep.io.tuples import Tuples
 
 NIGHTLY = os.environ.get("HYPOTHESIS_PROFILE") == "nightly"
 INPUTS = int(os.environ.get("NFACEP_CHUNK_FUZZ_INPUTS", "5000" if NIGHTLY else "300"))

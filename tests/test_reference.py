@@ -3,7 +3,7 @@
 The reference is compared with the independent oracle in test_oracle_differential.py; here
 the DFA engine (with and without chunking of long runs) is compared with the bit-matrix NFA
 engine, and small cases are checked by hand. Every test runs both ways of stepping the
-automata: the compiled stream-order loops (nfacep.compiled) and the lock-step array
+automata: the compiled stream-order loops (nfacep.reference.compiled) and the lock-step array
 operations over the tuples grouped by partition, whichever run() would choose.
 """
 
@@ -18,9 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nfacep
-from nfacep import capacity, reference
+from nfacep.io.tuples import Tuples
 from nfacep.params import EngineParams
-from nfacep.tuples import Tuples
+from nfacep.reference import capacity
+from nfacep.reference import matcher as reference
 
 NUMBA = importlib.util.find_spec("numba") is not None
 STREAM = "CREATE STREAM s (k UINT(8), a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
@@ -376,8 +377,8 @@ def test_factorise_is_unique_with_inverse(column):
 def test_constants_are_broadcast_not_copied():
     """Constants in a predicate are 0-d arrays; every comparison still gives one bool per
     tuple, also between constants alone."""
-    from nfacep.predicates import Cmp, Const, FieldRef, evaluate
-    from nfacep.types import UIntType
+    from nfacep.lang.predicates import Cmp, Const, FieldRef, evaluate
+    from nfacep.lang.types import UIntType
 
     x = np.array([1, 5, 9], dtype=np.uint64)
     assert evaluate(
@@ -425,8 +426,8 @@ def test_compiled_loops_without_a_writable_cache():
     process instead of failing to load."""
     code = (
         "import numpy as np, nfacep\n"
-        "from nfacep import compiled, reference\n"
-        "from nfacep.tuples import Tuples\n"
+        "from nfacep.reference import compiled, matcher as reference\n"
+        "from nfacep.io.tuples import Tuples\n"
         "assert type(compiled.dfa_stream._cache).__name__ == 'NullCache'\n"
         "nfa = nfacep.compile_text('CREATE STREAM s (a UINT(4)); "
         "QUERY q PATTERN (A B) DEFINE A AS a = 1 B AS a = 2')\n"

@@ -13,10 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nfacep
-from nfacep import reference, tuples, wire
+from nfacep import wire
 from nfacep.backend import run_files
 from nfacep.errors import DataError, UsageError
+from nfacep.io import reader
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 from nfacep.result import Result, report, write
 
 QUERIES = pathlib.Path(__file__).resolve().parents[1] / "queries"
@@ -24,7 +26,7 @@ QUERIES = pathlib.Path(__file__).resolve().parents[1] / "queries"
 
 def bundled(name: str):
     nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
-    return nfa, tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    return nfa, reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nfacep
-from nfacep import reference
 from nfacep.cli import main
 from nfacep.errors import QueryError, UsageError
+from nfacep.io.tuples import Tuples
+from nfacep.lang.types import EnumType, Float32Type, IntType
+from nfacep.reference import matcher as reference
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
-from nfacep.types import EnumType, Float32Type, IntType
 
 STREAM = (
     "CREATE STREAM s (k UINT(8), temp INT(16), z ENUM('a', 'b', 'c'), f FLOAT32, "
@@ -563,13 +563,14 @@ def test_sim_refuses_verilog_emitted_with_other_values(tmp_path, capsys):
     """A Verilog file from ``nfacep verilog --param`` starts with its values: simulating it
     (``Simulation(SimOptions(engine=…))``, as ``regress`` does) with other values is refused
     before the simulator runs."""
-    from nfacep import sim, tuples
+    from nfacep import sim
+    from nfacep.io import reader
 
     q, t = sim_files(tmp_path)
     engine = str(tmp_path / "e.v")
     assert main(["verilog", q, "-o", engine, *SIM_VALUES[:8]]) == 0
     nfa = nfacep.compile_file(q)
-    data = tuples.read(t, nfa.program.schema)
+    data = reader.read(t, nfa.program.schema)
     other = ParamValues.parse(nfa.program.parameters, ["hot=11", "zone=a", "lim=1.0", "flag=true"])
     simulation = sim.Simulation(
         sim.SimOptions(simulator="icarus", engine=engine, build_dir=tmp_path / "cache")
@@ -603,7 +604,7 @@ def test_manifest_values_are_checked():
 
 def test_unpacked_is_the_inverse_of_packed():
     """What a board reports (the packed values in force) reads back as the values given."""
-    from nfacep.types import BoolType, UIntType
+    from nfacep.lang.types import BoolType, UIntType
 
     types = {
         "n": IntType(12),

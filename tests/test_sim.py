@@ -23,13 +23,14 @@ import numpy as np
 import pytest
 from bundled import param_args
 
-from nfacep import compile_file, sim, tuples, wire
+from nfacep import compile_file, sim, wire
 from nfacep.backend import run_files
 from nfacep.cli import main
 from nfacep.errors import UsageError
 from nfacep.hdl.engine import write_verilog
+from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
-from nfacep.reference import run as reference_run
+from nfacep.reference.matcher import run as reference_run
 from nfacep.sim import build, runner
 from nfacep.sim.testbench import InOrderChecker
 from nfacep.wire import Record, RecordFormat
@@ -191,7 +192,7 @@ def test_default_parameters_full_traffic_api(tmp_path, sim_cache):
     """The engine as `nfacep verilog` emits it by default, driven as fast as it goes."""
     require("icarus")
     nfa = compile_file(str(QUERIES / "vshape.sql"))
-    data = tuples.read(str(QUERIES / "vshape.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / "vshape.csv"), nfa.program.schema)
     result = sim.Simulation(sim.SimOptions(traffic="full", build_dir=sim_cache, check=True)).run(
         nfa, data, EngineParams()
     )
@@ -342,7 +343,7 @@ def test_batch_and_per_cycle_modes_give_the_same_records(tmp_path, sim_cache, na
     stalls, a partitioner far too small and ticks: identical records, both the reference's."""
     require("icarus")
     nfa = compile_file(str(QUERIES / f"{name}.sql"))
-    data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
     params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
     runs = {
         mode: sim.Simulation(
@@ -382,7 +383,7 @@ def test_native_mode_is_the_batch_harness_without_python(tmp_path, sim_cache, na
     partitioner far too small and ticks, so that drops and expiries happen."""
     require("verilator")
     nfa = compile_file(str(QUERIES / f"{name}.sql"))
-    data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
     runs = {
         mode: sim.Simulation(
             sim.SimOptions(
@@ -412,9 +413,9 @@ def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monke
     native mode needs Verilator."""
     require("verilator")
     nfa = compile_file(str(QUERIES / "marathon.sql"))
-    data = tuples.read(str(QUERIES / "marathon.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / "marathon.csv"), nfa.program.schema)
     params = EngineParams(partitions=2)
-    from nfacep import reference
+    from nfacep.reference import matcher as reference
 
     real = reference.run
 
@@ -450,7 +451,7 @@ def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
     tuples (one every other cycle, the swap pipeline's rate); a bad depth is a usage error."""
     require("icarus")
     nfa = compile_file(str(QUERIES / "fire.sql"))
-    data = tuples.read(str(QUERIES / "fire.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / "fire.csv"), nfa.program.schema)
     params = EngineParams(partitions=64)
     full = {
         mode: sim.Simulation(sim.SimOptions(build_dir=sim_cache, traffic="full", mode=mode)).run(
@@ -515,7 +516,7 @@ def test_sidecar_packing_agrees_with_wire(tmp_path):
         assert main(["verilog", q, "-o", str(engine), "--partitions", "1", *param_args(name)]) == 0
         sidecar = json.loads(engine.with_suffix(".json").read_text())
         nfa = compile_file(q)
-        data = tuples.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+        data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
         assert pack_by_sidecar(sidecar["tuple"]["fields"], data) == wire.pack(
             nfa.program.schema, data
         )
@@ -704,7 +705,7 @@ def test_progress_as_batches_end(tmp_path, sim_cache, simulator, mode):
     without it."""
     require(simulator)
     nfa = compile_file(str(QUERIES / "fire.sql"))
-    data = tuples.read(str(QUERIES / "fire.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / "fire.csv"), nfa.program.schema)
     params = EngineParams(partitions=16)
     heard: list[int] = []
     before = set(sim_cache.rglob("run-*"))
@@ -729,7 +730,7 @@ def test_hex_lines_are_the_packed_words(name):
     many digits as the width takes (leading zeros kept)."""
     nfa = compile_file(str(QUERIES / f"{name}.sql"))
     schema = nfa.program.schema
-    data = tuples.read(str(QUERIES / f"{name}.csv"), schema)
+    data = reader.read(str(QUERIES / f"{name}.csv"), schema)
     lines = wire.hex_lines(schema, data).decode("ascii").splitlines()
     assert [int(line, 16) for line in lines] == wire.pack(schema, data)
     assert {len(line) for line in lines} == {(wire.tuple_width(schema) + 3) // 4}
@@ -743,7 +744,7 @@ def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode
     folder goes when the block ends; check (the reference over the whole stream) is run()'s."""
     require(simulator)
     nfa = compile_file(str(QUERIES / "bruteforce.sql"))
-    data = tuples.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
+    data = reader.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
     params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)
     simulation = sim.Simulation(
         sim.SimOptions(simulator=simulator, build_dir=sim_cache, mode=mode, seed=2, batch_depth=64)

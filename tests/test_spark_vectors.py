@@ -338,10 +338,10 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
     """Both passes stream their tuples through the reference matcher in pieces: the global
     one (capacity and ticks matter) the whole stream, the partitioned one each task's keys,
     sorted by seq. In pieces of 37 tuples, with starts that lie pieces back, their matches,
-    starts and drops are those of nfacep.reference.run over the whole stream read back."""
-    from nfacep import reference
+    starts and drops are those of nfacep.reference.matcher.run over the whole stream read back."""
+    from nfacep.io.convert import from_table
+    from nfacep.reference import matcher as reference
     from nfacep.result import partition_texts
-    from nfacep.tuples import from_table
 
     query = start_seq_query(tmp_path)
     job = vectors.prepare(
@@ -502,8 +502,8 @@ def test_window_edges_of_a_longer_pattern():
     match, a miss does not, nor does anything else of its key end there)."""
     import numpy as np
 
-    from nfacep import reference
-    from nfacep.tuples import Tuples
+    from nfacep.io.tuples import Tuples
+    from nfacep.reference import matcher as reference
 
     text = """CREATE STREAM s (k UINT(16), e ENUM('A','B','C'), v UINT(8), ts UINT(32));
 QUERY q PARTITION k ORDER BY ts PATTERN (A B+ C) WITHIN 7

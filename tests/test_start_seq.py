@@ -117,7 +117,7 @@ def test_records_carry_the_starts_of_the_queries_that_ask():
     assert got.matches == [(8, "brute", "2", 6), (8, "plain", "2", None), (8, "skip", "2", 1)]
     import numpy as np
 
-    from nfacep.tuples import Tuples
+    from nfacep.io.tuples import Tuples
 
     keys = Tuples(
         {

@@ -2,9 +2,10 @@
 
 import pytest
 
-from nfacep import ast
 from nfacep.errors import QueryError
-from nfacep.syntax import MAX_NESTING, parse
+from nfacep.lang import ast
+from nfacep.lang.syntax import parse
+from nfacep.limits import MAX_NESTING
 
 STREAM = "CREATE STREAM s (a UINT(8), b INT(8), c BOOL, d FLOAT32, e ENUM('x', 'y'));\n"
 

@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import nfacep
-from nfacep import tuples
 from nfacep.errors import DataError
-from nfacep.values import decimal_to_float32
+from nfacep.io import convert, reader, tuples
+from nfacep.lang.values import decimal_to_float32
 
 SCHEMA = nfacep.compile_text(
     "CREATE STREAM s (u UINT(8), i INT(8), b BOOL, e ENUM('Staten Island', 'x'), f FLOAT32,"
@@ -29,7 +29,7 @@ def test_csv_types(tmp_path):
         "z,255,-128,true,Staten Island,1.5,18446744073709551615\n"
         "z, 0 ,127,0,x,nan,0\n",
     )
-    t = tuples.read(path, SCHEMA)
+    t = reader.read(path, SCHEMA)
     assert t.n == 2
     assert t.columns["u"].tolist() == [255, 0]
     assert t.columns["i"].tolist() == [-128, 127]
@@ -65,7 +65,7 @@ BAD = [
 def test_csv_errors(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(DataError) as info:
-        tuples.read(path, SCHEMA)
+        reader.read(path, SCHEMA)
     assert message in str(info.value)
     assert str(info.value).startswith(path)
 
@@ -83,14 +83,14 @@ def test_parquet_typed_and_string_columns(tmp_path):
     )
     path = str(tmp_path / "t.parquet")
     pq.write_table(table, path)
-    t = tuples.read(path, SCHEMA)
+    t = reader.read(path, SCHEMA)
     assert t.columns["e"].tolist() == [1, 0]
     assert t.columns["f"][0] == np.float32(0.1)
     assert t.columns["w"].tolist() == [2**64 - 1, 0]
     bad = table.set_column(1, "i", pa.array([-1, 300], pa.int32()))
     pq.write_table(bad, path)
     with pytest.raises(DataError, match=r"row 2 .*column 'i': 300 does not fit INT"):
-        tuples.read(path, SCHEMA)
+        reader.read(path, SCHEMA)
 
 
 def test_parquet_dictionary_columns(tmp_path):
@@ -117,20 +117,20 @@ def test_parquet_dictionary_columns(tmp_path):
     }
     path = str(tmp_path / "t.parquet")
     pq.write_table(pa.table(plain), path)
-    want = tuples.read(path, SCHEMA)
+    want = reader.read(path, SCHEMA)
     pq.write_table(pa.table(encoded), path)
-    got = tuples.read(path, SCHEMA)
+    got = reader.read(path, SCHEMA)
     for name, values in want.columns.items():
         assert got.columns[name].dtype == values.dtype
         assert got.columns[name].tolist() == values.tolist()
     # a label the stream lacks, in the dictionary but used by no row, is no error
     unused = {**encoded, "e": dictionary([1, 2, 1], ["nowhere", "x", "Staten Island"])}
     pq.write_table(pa.table(unused), path)
-    assert tuples.read(path, SCHEMA).columns["e"].tolist() == want.columns["e"].tolist()
+    assert reader.read(path, SCHEMA).columns["e"].tolist() == want.columns["e"].tolist()
     used = {**encoded, "e": dictionary([1, 2, 0], ["nowhere", "x", "Staten Island"])}
     pq.write_table(pa.table(used), path)
     with pytest.raises(DataError, match=r"row 3 .*column 'e': 'nowhere' is not a label"):
-        tuples.read(path, SCHEMA)
+        reader.read(path, SCHEMA)
 
 
 def test_float32_rounding_is_correct_at_double_rounding_ties():
@@ -196,8 +196,8 @@ def test_folder_equals_the_concatenation_in_name_order(tmp_path):
     folder = write_parts(
         tmp_path / "t.parquet", table, [names[k] for k in order], [rows[k] for k in order]
     )
-    got = tuples.read(folder, SCHEMA)
-    same(got, tuples.read(whole, SCHEMA))
+    got = reader.read(folder, SCHEMA)
+    same(got, reader.read(whole, SCHEMA))
     assert got.columns["w"].tolist() == list(range(60)) and got.source == folder
 
 
@@ -207,7 +207,7 @@ def test_folder_orders_numbers_in_names_as_numbers(tmp_path):
     folder = write_parts(
         tmp_path / "t", table, [f"part-{k}.parquet" for k in range(11)], [[k] for k in range(11)]
     )
-    assert tuples.read(folder, SCHEMA).columns["w"].tolist() == list(range(11))
+    assert reader.read(folder, SCHEMA).columns["w"].tolist() == list(range(11))
 
 
 def test_folder_with_seq_is_read_in_seq_order(tmp_path):
@@ -222,8 +222,8 @@ def test_folder_with_seq_is_read_in_seq_order(tmp_path):
         ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"],
         rows,
     )
-    got = tuples.read(folder, SCHEMA)
-    same(got, tuples.from_table(table, SCHEMA))
+    got = reader.read(folder, SCHEMA)
+    same(got, convert.from_table(table, SCHEMA))
     assert got.columns["w"].tolist() == list(range(40))
     # gaps in seq are allowed: the stream is the rows in ascending seq
     gappy = table.set_column(0, "seq", pa.array([10 * i for i in range(40)], pa.int64()))
@@ -233,7 +233,7 @@ def test_folder_with_seq_is_read_in_seq_order(tmp_path):
         ["part-00000.parquet", "part-00001.parquet"],
         [list(range(20, 40)), list(range(20))],
     )
-    assert tuples.read(folder, SCHEMA).columns["w"].tolist() == list(range(40))
+    assert reader.read(folder, SCHEMA).columns["w"].tolist() == list(range(40))
 
 
 def test_folder_seq_field_of_the_stream_is_data_not_order(tmp_path):
@@ -244,7 +244,7 @@ def test_folder_seq_field_of_the_stream_is_data_not_order(tmp_path):
     folder = write_parts(
         tmp_path / "t", table, ["part-1.parquet", "part-2.parquet"], [[0, 1], [2, 3]]
     )
-    got = tuples.read(folder, schema)
+    got = reader.read(folder, schema)
     assert got.columns["seq"].tolist() == [9, 8, 7, 6] and got.columns["a"].tolist() == [0, 1, 2, 3]
 
 
@@ -258,13 +258,13 @@ def test_folder_value_and_order_errors_name_the_part_file_and_row(tmp_path):
         [list(range(15, 30)), list(range(15))],
     )
     with pytest.raises(DataError) as info:
-        tuples.read(folder, SCHEMA)
+        reader.read(folder, SCHEMA)
     # seq 17 is the third row of part-00000
     assert str(info.value).startswith(
         f"{folder}/part-00000.parquet: row 3 (line 4), column 'i': 300 does not fit INT(8)"
     )
     # ORDER BY: the part file, its row and the position in the stream
-    t = tuples.read(
+    t = reader.read(
         write_parts(
             tmp_path / "o",
             table,
@@ -296,12 +296,12 @@ def test_folder_duplicate_seq_and_bad_files(tmp_path):
         match=r"part-1\.parquet: row 5 \(line 6\), column 'seq': "
         r"seq 3 again \(also at .*part-0\.parquet: row 4\)",
     ):
-        tuples.read(folder, SCHEMA)
+        reader.read(folder, SCHEMA)
     (tmp_path / "x").mkdir()
     pq.write_table(typed_table(3), str(tmp_path / "x" / "part-0.parquet"))
     (tmp_path / "x" / "part-1.parquet").write_text("not parquet\n")
     with pytest.raises(DataError, match=r"x/part-1\.parquet: not a readable Parquet file"):
-        tuples.read(str(tmp_path / "x"), SCHEMA)
+        reader.read(str(tmp_path / "x"), SCHEMA)
 
 
 @pytest.mark.parametrize("litter", [[], ["_SUCCESS", ".part-0.parquet.crc"]])
@@ -311,7 +311,7 @@ def test_folder_without_parquet_files(tmp_path, litter):
     for name in litter:
         (folder / name).write_text("")
     with pytest.raises(DataError) as info:
-        tuples.read(str(folder), SCHEMA)
+        reader.read(str(folder), SCHEMA)
     assert str(info.value).startswith(f"{folder}: the folder holds no Parquet file")
 
 
@@ -340,7 +340,7 @@ def test_folder_part_files_must_agree(tmp_path, change, message):
     pq.write_table(table.slice(0, 5), str(first))
     pq.write_table(change(table.slice(5)), str(folder / "part-00001.parquet"))
     with pytest.raises(DataError) as info:
-        tuples.read(str(folder), SCHEMA)
+        reader.read(str(folder), SCHEMA)
     text = str(info.value)
     assert text.startswith(str(folder / "part-00001.parquet"))
     assert message.format(first=first, folder=folder) in text

@@ -610,11 +610,13 @@ PARTITIONS = 8
 
 def _scenario(tmp_path) -> dict:
     """What the bench sends: good frames with bad ones between them, and the expectation."""
-    from nfacep import compile_file, reference, tuples, wire
+    from nfacep import compile_file, wire
+    from nfacep.io import reader, tuples
+    from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     schema = nfa.program.schema
-    data = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    data = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, data)
     rng = random.Random(5)
@@ -776,7 +778,9 @@ def _params_scenario(tmp_path, nfa, built) -> dict:
     tuple has passed (it applies from the next tuple taken); STATUS between them."""
     import numpy as np
 
-    from nfacep import reference, tuples, wire
+    from nfacep import wire
+    from nfacep.io import tuples
+    from nfacep.reference import matcher as reference
     from nfacep.settings import ParamValues
 
     types = nfa.program.parameters

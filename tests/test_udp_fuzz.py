@@ -62,11 +62,12 @@ TB = 11  # marathon's tuple on the wire
 
 
 def _marathon_tuples() -> bytes:
-    from nfacep import compile_file, tuples, wire
+    from nfacep import compile_file, wire
+    from nfacep.io import reader
 
     schema = compile_file(MARATHON).program.schema
     assert wire.tuple_bytes(schema) == TB
-    return wire.pack_bytes(schema, tuples.read(str(ROOT / "queries" / "marathon.csv"), schema))
+    return wire.pack_bytes(schema, reader.read(str(ROOT / "queries" / "marathon.csv"), schema))
 
 
 # --------------------------------------------------------------------------- the frames

@@ -529,12 +529,14 @@ def _top_verilog(path: pathlib.Path) -> int:
 
 
 def _top_scenario(engine_id: int) -> dict:
-    from nfacep import compile_file, reference, tuples, wire
+    from nfacep import compile_file, wire
+    from nfacep.io import reader, tuples
     from nfacep.params import EngineParams
+    from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     schema = nfa.program.schema
-    rows = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    rows = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     n, per = 240, 40
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, rows)[: n * tb]
@@ -726,9 +728,11 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
     (``bad_udp``), one after its tuple passed (from the next tuple taken); STATUS between."""
     import numpy as np
 
-    from nfacep import reference, tuples, wire
+    from nfacep import wire
+    from nfacep.io import tuples
     from nfacep.links.protocol import params_bytes, switch_body
     from nfacep.params import EngineParams
+    from nfacep.reference import matcher as reference
     from nfacep.settings import ParamValues
 
     types, schema = nfa.program.parameters, nfa.program.schema
@@ -1130,10 +1134,12 @@ def test_udp_board_model_on_a_socket():
     import socket
     import threading
 
-    from nfacep import compile_file, reference, tuples, wire
+    from nfacep import compile_file, wire
+    from nfacep.io import reader, tuples
     from nfacep.links.protocol import decode_fields
     from nfacep.links.udp.model import UdpBoardModel, serve
     from nfacep.params import EngineParams
+    from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     params = EngineParams(partitions=PARTITIONS)
@@ -1141,7 +1147,7 @@ def test_udp_board_model_on_a_socket():
     stop = threading.Event()
     thread, address = serve(model, stop=stop)
     schema = nfa.program.schema
-    rows = tuples.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    rows = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, rows)
     sent = [(0, 0, 30), (1, 30, 60), (3, 60, 90), (2, 90, 120)]  # seq 3 before 2: lost, late

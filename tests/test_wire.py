@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nfacep import wire
-from nfacep.ast import FieldDecl
-from nfacep.check import Schema
-from nfacep.tuples import Tuples
-from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
+from nfacep.io.tuples import Tuples
+from nfacep.lang.ast import FieldDecl
+from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
+from nfacep.schema import Schema
 
 
 def schema(*fields) -> Schema:

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import nfacep
-from nfacep import reference
 from nfacep.cli import main
 from nfacep.errors import QueryError
-from nfacep.tuples import Tuples
+from nfacep.io.tuples import Tuples
+from nfacep.reference import matcher as reference
 
 STREAM = (
     "CREATE STREAM s (k UINT(8), a BOOL, u UINT(8), i INT(8), f FLOAT32, "

@@ -27,7 +27,7 @@ import nfacep
 from nfacep.backend import read_input
 from nfacep.errors import NfacepError
 from nfacep.params import EngineParams
-from nfacep.reference import Reference
+from nfacep.reference.matcher import Reference
 
 QUERIES = pathlib.Path(__file__).resolve().parent.parent / "queries"
 

@@ -23,10 +23,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nfacep import predicates as P
+from nfacep.lang import predicates as P
+from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
 from nfacep.nfa import Nfa
 from nfacep.settings import ParamValues
-from nfacep.types import BoolType, EnumType, Float32Type, IntType, UIntType
 
 from .. import BLOCK_TUPLES
 from .background import Background, FieldSpec

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nfacep import predicates as P
 from nfacep.errors import UsageError
+from nfacep.lang import predicates as P
+from nfacep.lang.types import BoolType, EnumType, Float32Type, UIntType
 from nfacep.nfa import Nfa
 from nfacep.settings import ParamValues
-from nfacep.types import BoolType, EnumType, Float32Type, UIntType
 
 __all__ = ["Background", "FieldSpec"]
 
@@ -479,7 +479,7 @@ class Background:
         return out
 
     def key_text(self, value: int) -> str:
-        from nfacep.tuples import format_value
+        from nfacep.io.tuples import format_value
 
         return format_value(value, self.schema.field(self.key_field).type)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nfacep.types import BoolType
+from nfacep.lang.types import BoolType
 
 from .background import Background, seeded_rng
 from .templates import KINDS, WINDOW_KINDS, Templates

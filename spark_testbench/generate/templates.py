@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nfacep import ast, reference
-from nfacep import predicates as P
+from nfacep.io.tuples import Tuples
+from nfacep.lang import ast
+from nfacep.lang import predicates as P
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
-from nfacep.tuples import Tuples
+from nfacep.reference import matcher as reference
 
 from .background import Background, seeded_rng
 

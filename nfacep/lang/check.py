@@ -1,11 +1,11 @@
-"""Name and type checking: :class:`nfacep.ast.File` to a :class:`Program`.
+"""Name and type checking: :class:`nfacep.lang.ast.File` to a :class:`nfacep.schema.Program`.
 
 Resolves each query's stream, partition key and ORDER BY field, types every DEFINE into a
-:mod:`nfacep.predicates` expression, and rejects — by name, with the reason — everything the
+:mod:`nfacep.lang.predicates` expression, and rejects — by name, with the reason — everything the
 per-tuple hardware cannot evaluate. Warnings (a DEFINE the pattern never uses) are collected,
 not raised.
 
-Names are compared as SQL compares them (:func:`nfacep.ast.key`: an unquoted name stands for
+Names are compared as SQL compares them (:func:`nfacep.lang.ast.key`: an unquoted name stands for
 its upper-case fold, a double-quoted one for itself); two declarations of one kind whose names
 differ only in case are an error. The :class:`Program` spells every stream, field, query,
 pattern variable and parameter as its declaration (or first use) does.
@@ -14,87 +14,19 @@ pattern variable and parameter as its declaration (or first use) does.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import re
-from dataclasses import dataclass
 from fractions import Fraction
 
+from ..errors import QueryError, SourcePos
+from ..schema import CheckedQuery, Program, Schema
 from . import ast
 from . import predicates as P
-from .errors import QueryError, SourcePos
-from .syntax import TIME_UNITS
-from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .types import TIME_UNITS, BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .unsupported import call_error
 from .values import decimal_to_float32
 
-__all__ = ["CheckedQuery", "Program", "Schema", "call_error", "check"]
-
-
-@dataclass(frozen=True)
-class Schema:
-    """A declared stream: its name and fields in declaration order."""
-
-    name: str
-    fields: tuple[ast.FieldDecl, ...]
-
-    def field(self, name: str) -> ast.FieldDecl | None:
-        """The field declared as ``name`` (spelled as declared)."""
-        return self._by_name.get(name)
-
-    def resolve(self, name: str, quoted: bool = False) -> ast.FieldDecl | None:
-        """The field a reference names: ``name`` unquoted matches ignoring case, quoted exactly
-        (:func:`nfacep.ast.key`)."""
-        return self._by_key.get(ast.key(name, quoted))
-
-    @functools.cached_property
-    def _by_name(self) -> dict[str, ast.FieldDecl]:
-        return {f.name: f for f in self.fields}
-
-    @functools.cached_property
-    def _by_key(self) -> dict[str, ast.FieldDecl]:
-        return {f.key: f for f in self.fields}
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
-
-
-@dataclass(frozen=True)
-class CheckedQuery:
-    name: str
-    pattern: ast.Pattern
-    #: predicate of each pattern variable; None for a variable DEFINE leaves out (always true)
-    predicates: dict[str, P.PExpr | None]
-    skip_past_last_row: bool
-    order_field: str | None
-    form: str
-    pos: SourcePos | None
-    #: WITHIN: a match's first and last tuples differ by less than this in the ORDER BY field
-    window: int | None = None
-    #: ``MEASURES FIRST(seq) AS start_seq``: matches report where they begin
-    start_seq: bool = False
-
-
-@dataclass(frozen=True)
-class Program:
-    """A checked query file: one stream, one partition key, one or more queries."""
-
-    schema: Schema
-    partition_field: str | None
-    queries: tuple[CheckedQuery, ...]
-    warnings: tuple[QueryError, ...] = ()
-    #: the runtime parameters the queries' predicates use (``:name``), each of the type of the
-    #: field it is compared with, in order of first use
-    parameters: dict[str, FieldType] = dataclasses.field(default_factory=dict)
-
-    @property
-    def order_fields(self) -> tuple[str, ...]:
-        return tuple(sorted({q.order_field for q in self.queries if q.order_field}))
-
-
-_NAVIGATION = {"PREV", "NEXT", "FIRST", "LAST"}
-_AGGREGATES = {"SUM", "AVG", "COUNT", "MIN", "MAX"}
-_MATCH_FUNCTIONS = {"CLASSIFIER", "MATCH_NUMBER", "RUNNING", "FINAL"}
+__all__ = ["check"]
 
 
 def _largest(ty: UIntType | IntType) -> int:
@@ -104,26 +36,6 @@ def _largest(ty: UIntType | IntType) -> int:
 
 def _reject_call(call: ast.Call) -> QueryError:
     return call_error(call.name, call.pos)
-
-
-def call_error(name: str, pos: SourcePos | None) -> QueryError:
-    """The error for a call of function ``name`` (upper case): none is supported, and the
-    ones SQL has are rejected with the reason."""
-    if name in _NAVIGATION:
-        why = (
-            "navigates to another row; the hardware evaluates each predicate on the current "
-            "tuple alone"
-        )
-    elif name in _AGGREGATES:
-        why = (
-            "is an aggregate over the rows of a match; the NFA keeps one bit per state, "
-            "not running values"
-        )
-    elif name in _MATCH_FUNCTIONS:
-        why = "needs to know how a match was bound, which the NFA does not keep"
-    else:
-        why = "is not a known function; predicates use comparisons, +, -, AND, OR, NOT"
-    return QueryError(f"{name}() is not supported: it {why}", pos)
 
 
 def _declare(

@@ -1,10 +1,18 @@
-"""Parsing: query text to :class:`nfacep.ast.File`. The only module that imports lark."""
+"""Parsing: query text to :class:`nfacep.lang.ast.File`. The only module that imports lark."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import importlib.util
+import os
+import pathlib
 import re
+import sys
+import tempfile
 
+import lark
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import (
     UnexpectedCharacters,
@@ -14,48 +22,54 @@ from lark.exceptions import (
     VisitError,
 )
 
+from ..errors import QueryError, SourcePos
+from ..limits import MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
 from . import ast
-from .errors import QueryError, SourcePos
-from .params import MAX_STATES
-from .types import BoolType, EnumType, Float32Type, IntType, UIntType
+from .types import INTERVAL_UNITS, TIME_UNITS, BoolType, EnumType, Float32Type, IntType, UIntType
+from .unsupported import call_error
 
-__all__ = ["INTERVAL_UNITS", "MAX_INT_LITERAL", "MAX_NESTING", "MAX_TOKENS", "TIME_UNITS", "parse"]
+__all__ = ["parse"]
 
-#: Deepest nesting accepted, like regex-syntax's nest limit: parentheses (counted on the
-#: lexer's tokens, so comments and strings do not count) and the levels of a pattern or
-#: condition (every operator inside another: NOT, unary minus, each '+' or '-' of a chain,
-#: quantifiers, PERMUTE). Deeper input is rejected while parsing, so that no later pass, all of
-#: which walk the tree recursively, can overflow the stack.
-MAX_NESTING = 100
 
-#: Most tokens (names, numbers, operators, punctuation) in one file, comments excluded: keeps
-#: checking any accepted file well under a second.
-MAX_TOKENS = 20_000
+def open_grammar(grammar: pathlib.Path, cache: pathlib.Path | None, **options) -> Lark:
+    """The LALR parser of the grammar file, loaded from ``cache`` when that holds the tables of
+    this very grammar (its bytes, the options, lark's and Python's versions: a key written in
+    the file and in its name), else built and saved there for the next process.
 
-#: Largest magnitude of an integer literal. Fields are at most 64 bits; a larger constant can
-#: only matter in a sum of very many fields.
-MAX_INT_LITERAL = (1 << 128) - 1
+    A cache that is missing, stale, damaged or unwritable (a read-only install) only costs the
+    build (tenths of a second); it is replaced whole (a temporary file renamed over it), so a
+    concurrent process never reads half of one. ``cache=None`` builds without one.
+    """
+    text = grammar.read_text(encoding="utf-8")
+    key = hashlib.sha256(
+        "\0".join([text, repr(sorted(options.items())), lark.__version__, sys.version]).encode()
+    ).hexdigest()
+    if cache is not None:
+        cache = cache.with_name(f"{cache.name}.{key[:16]}")
+        # anything but this grammar's tables (no file, another key, a damaged one): build
+        with contextlib.suppress(Exception), open(cache, "rb") as f:
+            if f.readline() == f"{key}\n".encode():
+                return Lark.load(f)
+    parser = Lark(text, parser="lalr", **options)
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("wb", dir=cache.parent, delete=False) as f:
+                try:
+                    f.write(f"{key}\n".encode())
+                    parser.save(f)
+                    f.close()
+                    os.replace(f.name, cache)
+                except BaseException:
+                    os.unlink(f.name)
+                    raise
+    return parser
 
-#: The units a field's values may be declared in (``ts UINT(32) TIME(MILLISECOND)``), with
-#: their length in nanoseconds; ``WITHIN INTERVAL 'n' unit`` takes the last five.
-TIME_UNITS = {
-    "NANOSECOND": 1,
-    "MICROSECOND": 1_000,
-    "MILLISECOND": 1_000_000,
-    "SECOND": 10**9,
-    "MINUTE": 60 * 10**9,
-    "HOUR": 3600 * 10**9,
-    "DAY": 86400 * 10**9,
-}
-INTERVAL_UNITS = ("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY")
 
-_parser = Lark.open(
-    "grammar.lark",
-    rel_to=__file__,
-    parser="lalr",
-    propagate_positions=True,
-    maybe_placeholders=True,
-)
+_GRAMMAR = pathlib.Path(__file__).with_name("grammar.lark")
+#: Beside the module's bytecode, as Python keeps it (``__pycache__``, or PYTHONPYCACHEPREFIX).
+_CACHE = pathlib.Path(importlib.util.cache_from_source(str(_GRAMMAR))).with_name("grammar.lalr")
+_parser = open_grammar(_GRAMMAR, _CACHE, propagate_positions=True, maybe_placeholders=True)
 
 # How tokens are named in "expected …" messages.
 _TOKEN_TEXT = {
@@ -767,8 +781,6 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
     if in_condition:
         call = _open_call(before)
         if call is not None:
-            from .check import call_error  # the checker owns the reasons
-
             return call_error(str(call).upper(), _pos(call))
     # a SQL word that is not in the language: the unexpected word or the one before it
     for word in (token, prev):

@@ -2,7 +2,7 @@
 
 Each loop keeps one automaton state per partition (indexed by the partition's key code) and
 walks the tuples as they arrive: a tuple the partitioner dropped is skipped, a tuple that
-starts its partition afresh (:attr:`nfacep.capacity.Admission.fresh`) first resets the
+starts its partition afresh (:attr:`nfacep.reference.capacity.Admission.fresh`) first resets the
 partition's state to the empty state, and every other tuple steps its partition's state. No
 sort by partition is needed. :func:`dfa_stream` steps a DFA by table lookup;
 :func:`nfa_stream` steps the NFA bit-parallel, its state set a bit mask in ``words`` 64-bit
@@ -10,7 +10,7 @@ words.
 
 A tuple's symbol is ``lut[packed[i]]``: ``packed`` is its predicate vector packed into an
 integer, or the value of the one field its predicates read, and ``lut`` numbers the vectors
-that occur (:func:`nfacep.reference.symbols`).
+that occur (:func:`nfacep.reference.matcher.symbols`).
 
 Compiled with numba on first use and cached on disk (``cache=True``: beside this file, else
 numba's per-user cache folder, or ``NUMBA_CACHE_DIR``; with none of them writable, compiled
@@ -149,7 +149,7 @@ def nfa_start_stream(
     latest_ts = np.zeros(states, dtype=np.uint64)
     match = np.zeros(n, dtype=np.bool_)
     first = np.full(n, -1, dtype=np.int64)
-    zero, one = np.uint64(0), np.uint64(1)
+    zero = np.uint64(0)
     for i in range(n):
         if not admitted[i]:
             continue
@@ -159,63 +159,113 @@ def nfa_start_stream(
         for w in range(words):
             reach[w] = zero
         if not fresh[i]:  # a fresh partition starts from the empty set
-            for w in range(words):
-                bits = state[c, w]
-                while bits:
-                    low = bits & (~bits + one)
-                    j = w * 64 + _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
-                    bits ^= low
-                    b = began[c, j]
-                    if window and t - began_ts[c, j] >= window:  # too old: no run through j fits
-                        continue
-                    for v in range(words):
-                        nxt = follow[j, v] & true[x, v]
-                        new = nxt & ~reach[v]
-                        old = nxt & reach[v]
-                        reach[v] |= nxt
-                        while new:
-                            lo = new & (~new + one)
-                            k = v * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
-                            latest[k] = b
-                            latest_ts[k] = began_ts[c, j]
-                            new ^= lo
-                        while old:
-                            lo = old & (~old + one)
-                            k = v * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
-                            if b > latest[k]:
-                                latest[k] = b
-                                latest_ts[k] = began_ts[c, j]
-                            old ^= lo
-        hit = False
-        for w in range(words):
-            starts = start[w] & true[x, w]
-            reach[w] |= starts
-            while starts:  # a run beginning here is the latest
-                lo = starts & (~starts + one)
-                k = w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
-                latest[k] = offset + i
-                latest_ts[k] = t
-                starts ^= lo
-            ends = reach[w] & accept[w]
-            hit |= ends != 0
-            while ends:  # the latest start among the runs that end here
-                lo = ends & (~ends + one)
-                b = latest[w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]]
-                if b > first[i]:
-                    first[i] = b
-                ends ^= lo
+            _follow_started(
+                follow,
+                true,
+                window,
+                x,
+                t,
+                state[c],
+                began[c],
+                began_ts[c],
+                reach,
+                latest,
+                latest_ts,
+            )
+        hit = _start_and_end(
+            start, accept, true, x, t, offset + i, reach, latest, latest_ts, first, i
+        )
         match[i] = hit
         empty = hit and skip
         for w in range(words):
             state[c, w] = zero if empty else reach[w]
-            bits = state[c, w]
-            while bits:
-                lo = bits & (~bits + one)
-                k = w * 64 + _DEBRUIJN_INDEX[(lo * _DEBRUIJN) >> np.uint64(58)]
-                began[c, k] = latest[k]
-                began_ts[c, k] = latest_ts[k]
-                bits ^= lo
+        _keep_starts(state[c], began[c], began_ts[c], latest, latest_ts)
     return match, first
+
+
+@_jit
+def _bit(low):
+    """The index of the one set bit of ``low`` (a uint64)."""
+    return _DEBRUIJN_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+
+
+@_jit
+def _follow_started(
+    follow, true, window, x, t, words_state, began, began_ts, reach, latest, latest_ts
+):
+    """:func:`nfa_start_stream`'s step from a partition's active states (``words_state``, its
+    ``began`` and ``began_ts``) on symbol ``x`` at time ``t``: ``reach`` gains the states they
+    lead to, each with the latest start (``latest``, ``latest_ts``) of the runs into it; a state
+    whose start is ``window`` or more before ``t`` leads nowhere."""
+    one = np.uint64(1)
+    words = len(words_state)
+    for w in range(words):
+        bits = words_state[w]
+        while bits:
+            low = bits & (~bits + one)
+            j = w * 64 + _bit(low)
+            bits ^= low
+            b = began[j]
+            if window and t - began_ts[j] >= window:  # too old: no run through j fits
+                continue
+            for v in range(words):
+                nxt = follow[j, v] & true[x, v]
+                new = nxt & ~reach[v]
+                old = nxt & reach[v]
+                reach[v] |= nxt
+                while new:
+                    lo = new & (~new + one)
+                    k = v * 64 + _bit(lo)
+                    latest[k] = b
+                    latest_ts[k] = began_ts[j]
+                    new ^= lo
+                while old:
+                    lo = old & (~old + one)
+                    k = v * 64 + _bit(lo)
+                    if b > latest[k]:
+                        latest[k] = b
+                        latest_ts[k] = began_ts[j]
+                    old ^= lo
+
+
+@_jit
+def _start_and_end(start, accept, true, x, t, position, reach, latest, latest_ts, first, i):
+    """:func:`nfa_start_stream`'s runs that begin at the tuple (``position``, time ``t``) and
+    whether any run ends there, with the latest start of those that do in ``first[i]``."""
+    one = np.uint64(1)
+    hit = False
+    for w in range(len(start)):
+        starts = start[w] & true[x, w]
+        reach[w] |= starts
+        while starts:  # a run beginning here is the latest
+            lo = starts & (~starts + one)
+            k = w * 64 + _bit(lo)
+            latest[k] = position
+            latest_ts[k] = t
+            starts ^= lo
+        ends = reach[w] & accept[w]
+        hit |= ends != 0
+        while ends:  # the latest start among the runs that end here
+            lo = ends & (~ends + one)
+            b = latest[w * 64 + _bit(lo)]
+            if b > first[i]:
+                first[i] = b
+            ends ^= lo
+    return hit
+
+
+@_jit
+def _keep_starts(words_state, began, began_ts, latest, latest_ts):
+    """The start of each of a partition's active states (``words_state``), kept with it."""
+    one = np.uint64(1)
+    for w in range(len(words_state)):
+        bits = words_state[w]
+        while bits:
+            lo = bits & (~bits + one)
+            k = w * 64 + _bit(lo)
+            began[k] = latest[k]
+            began_ts[k] = latest_ts[k]
+            bits ^= lo
 
 
 @_jit

@@ -1,5 +1,5 @@
-"""The compiled loops (:mod:`nfacep.compiled`) when numba is installed, loaded on first use:
-importing numba takes a while, so a short run never does."""
+"""The compiled loops (:mod:`nfacep.reference.compiled`) when numba is installed, loaded on
+first use: importing numba takes a while, so a short run never does."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ LOOPS_FROM = 1 << 18
 
 
 def loops(n: int | None = None):
-    """:mod:`nfacep.compiled`, or None without numba, or for ``n`` elements fewer than
+    """:mod:`nfacep.reference.compiled`, or None without numba, or for ``n`` elements fewer than
     :data:`LOOPS_FROM`."""
     if n is not None and n < LOOPS_FROM:
         return None

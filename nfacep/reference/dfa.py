@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .nfa import Nfa, QueryNfa
+from ..nfa import Nfa, QueryNfa
 
 __all__ = ["Dfa", "TooLarge", "all_symbols", "build", "local_masks", "minimize", "true_masks"]
 

@@ -4,15 +4,15 @@ What it reports is defined in docs/language.md, 'What a match is' and 'Partition
 and timers'. Every output of the gateware is checked against this model. It computes, for a
 batch of tuples:
 
-1. the predicate vector of every tuple, column-wise (:func:`nfacep.predicates.evaluate`), or,
+1. the predicate vector of every tuple, column-wise (:func:`nfacep.lang.predicates.evaluate`), or,
    for a query whose predicates read one field of few values, of each value that occurs
    (:func:`symbols`);
 2. which tuples the partitioner drops and where a partition restarts from the null state
-   vector (:mod:`nfacep.capacity`), from the keys alone;
+   vector (:mod:`nfacep.reference.capacity`), from the keys alone;
 3. per query, the NFA run over each partition's run of tuples. The run uses the query's DFA
    (subset construction over the predicate vectors that occur) when it is small, else a
    bit-parallel simulation of the NFA. Either runs in a compiled loop over the stream in
-   stream order, one state per partition (:mod:`nfacep.compiled`, with numba), or in array
+   stream order, one state per partition (:mod:`nfacep.reference.compiled`, with numba), or in array
    operations that step all partitions at once, one tuple of each per operation, over the
    tuples grouped by partition (very long runs split into chunks whose start states are
    resolved by composing each chunk's state map). Both give the same result.
@@ -32,17 +32,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..io.tuples import Tuples, format_value
+from ..lang.predicates import FieldRef, evaluate, nodes
+from ..lang.types import BoolType, EnumType, UIntType
+from ..nfa import Nfa, QueryNfa
+from ..params import EngineParams
+from ..result import Result
+from ..settings import ParamValues
+from ..wire import raw_column
 from . import dfa as dfa_mod
 from .capacity import Slots, admit, carry, table_slots
 from .loops import loops
-from .nfa import Nfa, QueryNfa
-from .params import EngineParams
-from .predicates import FieldRef, evaluate, nodes
-from .result import Result
-from .settings import ParamValues
-from .tuples import Tuples, format_value
-from .types import BoolType, EnumType, UIntType
-from .wire import raw_column
 
 __all__ = [
     "KeyCodes",
@@ -68,7 +68,8 @@ _COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000, "tracked": 10_000}
 
 
 def _loops():
-    """:mod:`nfacep.compiled`, or None without numba (imported on first use: it loads numba)."""
+    """:mod:`nfacep.reference.compiled`, or None without numba (imported on first use: it loads
+    numba)."""
     return loops()
 
 
@@ -318,7 +319,7 @@ def _run_nfa(
     ``order`` is given, the latest start of the runs that end there (-1 elsewhere).
 
     With ``order`` (the position in the stream of each tuple of ``sym``) each state also holds
-    the latest start (a position) of its runs, as :func:`nfacep.compiled.nfa_start_stream`
+    the latest start (a position) of its runs, as :func:`nfacep.reference.compiled.nfa_start_stream`
     keeps it; under WITHIN (``ts``: each tuple's ORDER BY value as uint64, in stream order) a
     state whose start is the window or more before the tuple is inactive."""
     m = q.count
@@ -377,7 +378,7 @@ def run(
     have parameters); tuple ``seq`` is judged with the values in force at it.
 
     ``engine`` ("auto", "dfa", "nfa") picks the automaton; ``compiled`` whether it runs in the
-    compiled stream-order loops of :mod:`nfacep.compiled` or in lock-step array operations
+    compiled stream-order loops of :mod:`nfacep.reference.compiled` or in lock-step array operations
     over the tuples grouped by partition (None: compiled when numba is installed and the
     stream has at least ``_COMPILED_FROM`` tuples for the automaton). All give equal
     results. A stream too long to hold at once goes through a :class:`Matcher` in pieces.
@@ -511,6 +512,35 @@ class _QueryState:
     began_ts: np.ndarray | None = None
 
 
+@dataclass
+class _Piece:
+    """What :meth:`Matcher.feed` knows of a piece while it matches each query in it."""
+
+    tuples: Tuples
+    decoder: _Decoder
+    codes: np.ndarray  #: each tuple's partition code
+    admitted: np.ndarray  #: whether the partitioner admits the tuple
+    fresh: np.ndarray  #: whether the tuple starts its partition afresh
+    offset: int  #: the stream position of the piece's first tuple
+    last: bool  #: no piece follows
+    n_keys: int  #: partitions seen so far (at least 1)
+    grouped: tuple | None = None  #: the partitions' order, made once for the array operations
+
+
+def _in_order(
+    names: tuple[str, ...], all_seq: list, all_q: list, all_first: list
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The queries' matches together: by stream position, then query name."""
+    seqs = np.concatenate(all_seq) if all_seq else np.zeros(0, dtype=np.int64)
+    qs = np.concatenate(all_q) if all_q else np.zeros(0, dtype=np.int64)
+    firsts = np.concatenate(all_first) if all_first else np.zeros(0, dtype=np.int64)
+    if len(names) > 1:
+        rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # query name order
+        sort = np.lexsort((rank[qs], seqs))
+        seqs, qs, firsts = seqs[sort], qs[sort], firsts[sort]
+    return seqs, qs, firsts
+
+
 class Matcher:
     """The reference matcher over a stream that comes in pieces: :meth:`feed` each piece in
     stream order and get its matches and drops, as :func:`run` over the whole stream reports
@@ -518,8 +548,8 @@ class Matcher:
     admitted tuple of each key) and each partition's automaton state, so a stream of any
     length runs in memory bounded by its pieces and its keys.
 
-    A piece after the first runs in the compiled loops (:mod:`nfacep.compiled`), which carry
-    the states over; the array operations, which match a stream grouped by partition, take
+    A piece after the first runs in the compiled loops (:mod:`nfacep.reference.compiled`), which
+    carry the states over; the array operations, which match a stream grouped by partition, take
     the whole stream as one piece only.
     """
 
@@ -554,111 +584,20 @@ class Matcher:
         """Match the next piece of the stream; ``last``: no piece follows (a lone piece may
         then run in the array operations). The result's ``n`` is the piece's tuples; its
         ``seqs``, ``drops`` and starts are stream positions."""
-        nfa, params, program = self.nfa, self.params, self.nfa.program
+        nfa = self.nfa
         if self._whole:
             raise ValueError("the array operations matched the whole stream in one piece")
         if self._ended:
             raise ValueError("a piece came after the last one")
         self._ended = last
         offset, n = self.n, tuples.n
-        first_piece = offset == 0
         decoder = _Decoder(nfa, tuples, self.values, offset)
-        key_field = program.partition_field
-        if key_field is None:
-            codes = np.zeros(n, dtype=np.uint16)
-            admitted = np.ones(n, dtype=bool)
-            fresh = np.zeros(n, dtype=bool)
-            fresh[:1] = first_piece
-        else:
-            codes, new = self.keys.codes(tuples.columns[key_field])
-            if params.store == "table" and len(new):
-                keys = Tuples({key_field: new}, len(new))
-                raw = raw_column(program.schema, keys, key_field)
-                more = table_slots(raw, program.schema.field(key_field).type.bits, params)
-                if self._slots is not None:
-                    more = Slots(np.concatenate([self._slots.bucket, more.bucket]), more.capacity)
-                self._slots = more
-            self._last = np.concatenate(
-                [self._last, np.full(len(self.keys) - len(self._last), -1, dtype=np.int64)]
-            )
-            a = admit(codes, params, self._slots, offset=offset, last=self._last)
-            admitted, fresh = a.admitted, a.fresh
-            if not last:  # the store as this piece leaves it, for the next
-                carry(self._last, a, offset)
+        codes, admitted, fresh = self._admit(tuples, offset, last)
         n_keys = max(len(self.keys), 1)
-        grouped = None
+        piece = _Piece(tuples, decoder, codes, admitted, fresh, offset, last, n_keys)
         all_seq, all_q, all_first = [], [], []
         for q, run in zip(nfa.queries, self._queries, strict=True):
-            vectors, packed, lut = symbols(nfa, q, tuples, admitted, decoder)
-            masks = dfa_mod.true_masks(nfa, q, vectors)
-            tracked = q.window is not None or q.start_seq  # each state keeps its runs' start
-            ts = timestamps(tuples.columns[q.order_field]) if q.window is not None else None
-            d = self._automaton(q, run, masks, tracked)
-            loops = None
-            whole = first_piece and last
-            if self.compiled is False and not whole:
-                raise ValueError(
-                    "compiled=False runs the array operations, which take the "
-                    "whole stream as one piece"
-                )
-            if (
-                not whole
-                or self.compiled
-                or (
-                    self.compiled is None
-                    and n >= _COMPILED_FROM["tracked" if tracked else run.engine]
-                )
-            ):
-                loops = _loops()  # None without numba: a whole stream runs in array operations
-                if loops is None and not whole:
-                    raise RuntimeError("matching a stream in pieces needs numba")
-            first = None
-            if loops is not None:
-                stream = (lut, packed, codes, admitted, fresh)
-                if run.engine == "dfa":
-                    run.state = _grown(run.state, n_keys)
-                    match = loops.dfa_stream(d.table, d.accept, *stream, run.state)
-                elif tracked:
-                    if run.began is None:
-                        run.began = np.zeros((0, q.count), dtype=np.int64)
-                        run.began_ts = np.zeros((0, q.count), dtype=np.uint64)
-                    run.state = _grown(_words_state(q, run.state), n_keys)
-                    run.began = _grown(run.began, n_keys)
-                    run.began_ts = _grown(run.began_ts, n_keys)
-                    match, first = loops.nfa_start_stream(
-                        *_nfa_words(nfa, q, masks),
-                        np.uint64(q.window or 0),
-                        np.zeros(n, dtype=np.uint64) if ts is None else ts,
-                        *stream,
-                        offset,
-                        run.state,
-                        run.began,
-                        run.began_ts,
-                    )
-                else:
-                    run.state = _grown(_words_state(q, run.state), n_keys)
-                    match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream, run.state)
-                seqs = np.flatnonzero(match)
-                if first is not None:
-                    first = first[seqs]
-                seqs += offset
-            else:
-                self._whole = True
-                if grouped is None:
-                    grouped = _grouped(codes, admitted, fresh)
-                order, heads, seg_lens = grouped
-                sym = lut[packed[order]]
-                if run.engine == "dfa":
-                    match = _run_dfa(d, sym, heads, seg_lens)
-                else:
-                    match, first = _run_nfa(
-                        nfa, q, masks, sym, heads, seg_lens, order if tracked else None, ts
-                    )
-                seqs = order[match]
-                sort = np.argsort(seqs, kind="stable")
-                seqs = seqs[sort]
-                if first is not None:
-                    first = first[match][sort]
+            seqs, first = self._match(q, run, piece)
             if q.start_seq:
                 all_first.append(first)
             else:
@@ -666,29 +605,8 @@ class Matcher:
             all_seq.append(seqs)
             all_q.append(np.full(len(seqs), q.index, dtype=np.int64))
         self.n += n
-        seqs = np.concatenate(all_seq) if all_seq else np.zeros(0, dtype=np.int64)
-        qs = np.concatenate(all_q) if all_q else np.zeros(0, dtype=np.int64)
-        firsts = np.concatenate(all_first) if all_first else np.zeros(0, dtype=np.int64)
         names = tuple(q.name for q in nfa.queries)
-        if len(names) > 1:
-            rank = np.argsort(np.argsort(np.array(names, dtype=object)))  # query name order
-            sort = np.lexsort((rank[qs], seqs))
-            seqs, qs, firsts = seqs[sort], qs[sort], firsts[sort]
-        if key_field is None:
-            parts: list[str | None] = [None] * len(seqs)
-        else:
-            ty = program.schema.field(key_field).type
-            matched = codes[seqs - offset]
-            # the text of each key that matched, kept for the pieces after
-            if len(self._texts) < n_keys:  # (None: not yet made)
-                grown = np.empty(max(n_keys, 2 * len(self._texts)), dtype=object)
-                grown[: len(self._texts)] = self._texts
-                self._texts = grown
-            texts = self._texts
-            shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
-            shown = shown[texts[shown] == None]  # noqa: E711 (element-wise)
-            texts[shown] = [format_value(v, ty) for v in self.keys.values[shown].tolist()]
-            parts = texts[matched].tolist()
+        seqs, qs, firsts = _in_order(names, all_seq, all_q, all_first)
         engines = {q.name: r.engine for q, r in zip(nfa.queries, self._queries, strict=True)}
         starts = firsts if any(q.start_seq for q in nfa.queries) else None
         return ReferenceResult(
@@ -696,13 +614,137 @@ class Matcher:
             names=names,
             seqs=seqs,
             queries=qs,
-            partitions=parts,
+            partitions=self._partitions(codes, seqs, offset, n_keys),
             drops=offset + np.flatnonzero(~admitted),
-            params=params,
+            params=self.params,
             engines=engines,
             values=self.values or None,
             starts=starts,
         )
+
+    def _admit(
+        self, tuples: Tuples, offset: int, last: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each tuple's partition code, whether the partitioner admits it and whether it
+        starts its partition afresh, with the key store carried over to the next piece."""
+        params, program = self.params, self.nfa.program
+        n = tuples.n
+        key_field = program.partition_field
+        if key_field is None:
+            codes = np.zeros(n, dtype=np.uint16)
+            admitted = np.ones(n, dtype=bool)
+            fresh = np.zeros(n, dtype=bool)
+            fresh[:1] = offset == 0
+            return codes, admitted, fresh
+        codes, new = self.keys.codes(tuples.columns[key_field])
+        if params.store == "table" and len(new):
+            keys = Tuples({key_field: new}, len(new))
+            raw = raw_column(program.schema, keys, key_field)
+            more = table_slots(raw, program.schema.field(key_field).type.bits, params)
+            if self._slots is not None:
+                more = Slots(np.concatenate([self._slots.bucket, more.bucket]), more.capacity)
+            self._slots = more
+        self._last = np.concatenate(
+            [self._last, np.full(len(self.keys) - len(self._last), -1, dtype=np.int64)]
+        )
+        a = admit(codes, params, self._slots, offset=offset, last=self._last)
+        admitted, fresh = a.admitted, a.fresh
+        if not last:  # the store as this piece leaves it, for the next
+            carry(self._last, a, offset)
+        return codes, admitted, fresh
+
+    def _match(
+        self, q: QueryNfa, run: _QueryState, piece: _Piece
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """One query's matches in the piece (stream positions, in order) and the start of
+        each (None unless tracked), in the compiled loops or, for a whole stream, in array
+        operations."""
+        nfa, n = self.nfa, piece.tuples.n
+        vectors, packed, lut = symbols(nfa, q, piece.tuples, piece.admitted, piece.decoder)
+        masks = dfa_mod.true_masks(nfa, q, vectors)
+        tracked = q.window is not None or q.start_seq  # each state keeps its runs' start
+        ts = timestamps(piece.tuples.columns[q.order_field]) if q.window is not None else None
+        d = self._automaton(q, run, masks, tracked)
+        loops = None
+        whole = piece.offset == 0 and piece.last
+        if self.compiled is False and not whole:
+            raise ValueError(
+                "compiled=False runs the array operations, which take the whole stream as one piece"
+            )
+        if (
+            not whole
+            or self.compiled
+            or (self.compiled is None and n >= _COMPILED_FROM["tracked" if tracked else run.engine])
+        ):
+            loops = _loops()  # None without numba: a whole stream runs in array operations
+            if loops is None and not whole:
+                raise RuntimeError("matching a stream in pieces needs numba")
+        if loops is None:
+            self._whole = True
+            if piece.grouped is None:
+                piece.grouped = _grouped(piece.codes, piece.admitted, piece.fresh)
+            order, heads, seg_lens = piece.grouped
+            sym = lut[packed[order]]
+            first = None
+            if run.engine == "dfa":
+                match = _run_dfa(d, sym, heads, seg_lens)
+            else:
+                match, first = _run_nfa(
+                    nfa, q, masks, sym, heads, seg_lens, order if tracked else None, ts
+                )
+            seqs = order[match]
+            sort = np.argsort(seqs, kind="stable")
+            return seqs[sort], None if first is None else first[match][sort]
+        stream = (lut, packed, piece.codes, piece.admitted, piece.fresh)
+        first = None
+        if run.engine == "dfa":
+            run.state = _grown(run.state, piece.n_keys)
+            match = loops.dfa_stream(d.table, d.accept, *stream, run.state)
+        elif tracked:
+            if run.began is None:
+                run.began = np.zeros((0, q.count), dtype=np.int64)
+                run.began_ts = np.zeros((0, q.count), dtype=np.uint64)
+            run.state = _grown(_words_state(q, run.state), piece.n_keys)
+            run.began = _grown(run.began, piece.n_keys)
+            run.began_ts = _grown(run.began_ts, piece.n_keys)
+            match, first = loops.nfa_start_stream(
+                *_nfa_words(nfa, q, masks),
+                np.uint64(q.window or 0),
+                np.zeros(n, dtype=np.uint64) if ts is None else ts,
+                *stream,
+                piece.offset,
+                run.state,
+                run.began,
+                run.began_ts,
+            )
+        else:
+            run.state = _grown(_words_state(q, run.state), piece.n_keys)
+            match = loops.nfa_stream(*_nfa_words(nfa, q, masks), *stream, run.state)
+        seqs = np.flatnonzero(match)
+        if first is not None:
+            first = first[seqs]
+        return seqs + piece.offset, first
+
+    def _partitions(
+        self, codes: np.ndarray, seqs: np.ndarray, offset: int, n_keys: int
+    ) -> list[str | None]:
+        """The partition key's text of each match (None without a key), each key's text
+        made once and kept for the pieces after."""
+        program = self.nfa.program
+        key_field = program.partition_field
+        if key_field is None:
+            return [None] * len(seqs)
+        ty = program.schema.field(key_field).type
+        matched = codes[seqs - offset]
+        if len(self._texts) < n_keys:  # (None: not yet made)
+            grown = np.empty(max(n_keys, 2 * len(self._texts)), dtype=object)
+            grown[: len(self._texts)] = self._texts
+            self._texts = grown
+        texts = self._texts
+        shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
+        shown = shown[texts[shown] == None]  # noqa: E711 (element-wise)
+        texts[shown] = [format_value(v, ty) for v in self.keys.values[shown].tolist()]
+        return texts[matched].tolist()
 
     def _automaton(
         self, q: QueryNfa, run: _QueryState, masks: list[int], tracked: bool
@@ -760,8 +802,8 @@ def _grouped(codes, admitted, fresh):
 
 
 def _nfa_words(nfa: Nfa, q: QueryNfa, masks: list[int]):
-    """The arguments of :func:`nfacep.compiled.nfa_stream` before the stream's: the query's
-    masks as arrays of 64-bit words, and whether a match empties the set."""
+    """The arguments of :func:`nfacep.reference.compiled.nfa_stream` before the stream's: the
+    query's masks as arrays of 64-bit words, and whether a match empties the set."""
     words = (q.count + 63) // 64
     start, follow, accept = dfa_mod.local_masks(nfa, q)
 

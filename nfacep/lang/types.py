@@ -4,7 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BoolType", "EnumType", "FieldType", "Float32Type", "IntType", "UIntType"]
+__all__ = [
+    "INTERVAL_UNITS",
+    "TIME_UNITS",
+    "BoolType",
+    "EnumType",
+    "FieldType",
+    "Float32Type",
+    "IntType",
+    "UIntType",
+]
+
+#: The units a field's values may be declared in (``ts UINT(32) TIME(MILLISECOND)``), with
+#: their length in nanoseconds; ``WITHIN INTERVAL 'n' unit`` takes the last five.
+TIME_UNITS = {
+    "NANOSECOND": 1,
+    "MICROSECOND": 1_000,
+    "MILLISECOND": 1_000_000,
+    "SECOND": 10**9,
+    "MINUTE": 60 * 10**9,
+    "HOUR": 3600 * 10**9,
+    "DAY": 86400 * 10**9,
+}
+INTERVAL_UNITS = ("MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Typed predicate expressions: the decoder's inputs, with a column-wise evaluator.
 
-The checker (:mod:`nfacep.check`) turns each DEFINE into one of these nodes. They are
+The checker (:mod:`nfacep.lang.check`) turns each DEFINE into one of these nodes. They are
 hashable and compare structurally, so identical predicates of different queries share one
 decoder bit. :func:`evaluate` computes a predicate for a whole batch of tuples with numpy,
 exactly as the hardware decoder does: integer arithmetic is exact (no overflow, any width),

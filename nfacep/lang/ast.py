@@ -2,7 +2,7 @@
 
 Both query forms (the paper's concise ``QUERY … PATTERN … DEFINE`` and the SQL
 ``SELECT * FROM s MATCH_RECOGNIZE (…)``) produce the same :class:`Query` node. The parser
-only builds nodes; every check is done later by :mod:`nfacep.check`. Features the hardware
+only builds nodes; every check is done later by :mod:`nfacep.lang.check`. Features the hardware
 cannot evaluate are kept as nodes (:class:`Unsupported`, :class:`Call`, :class:`Anchor`) so
 the checker can reject them by name.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import SourcePos
+from ..errors import SourcePos
 from .types import FieldType
 
 __all__ = [

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..params import EngineParams
 from .loops import loops
-from .params import EngineParams
 
 __all__ = ["Admission", "Slots", "admit", "admit_sequential", "carry", "key_crc32", "table_slots"]
 

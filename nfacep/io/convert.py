@@ -1,0 +1,230 @@
+"""Arrow tables to typed columns: values are converted column-wise with pyarrow; only when
+a column fails is it scanned value by value, to name the first offending row. FLOAT32 values
+are the nearest single to their decimal text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import DataError
+from ..lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from ..lang.values import fix_float32_rounding
+from ..schema import Schema
+from .tuples import EXCERPT, Location, Tuples, excerpt, where_row
+
+__all__ = ["FLOAT32_MAX", "first_invalid", "from_table"]
+
+
+def from_table(table: pa.Table, schema: Schema, source: str | Location = "<tuples>") -> Tuples:
+    """Convert an Arrow table (string columns from CSV, or typed columns) to :class:`Tuples`."""
+    columns = {}
+    for f in schema.fields:
+        col = table.column(f.name).combine_chunks()
+        columns[f.name] = _convert(col, f.type, f.name, source)
+    location = source if isinstance(source, Location) else None
+    return Tuples(columns, table.num_rows, str(source), location=location)
+
+
+def first_invalid(mask: np.ndarray) -> int | None:
+    bad = np.flatnonzero(~mask)
+    return int(bad[0]) if len(bad) else None
+
+
+def _convert(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
+    if col.null_count:
+        row = first_invalid(~col.is_null().to_numpy(zero_copy_only=False))
+        raise DataError(f"{where_row(source, row, name)}: empty value")
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        _check_utf8(col, name, source)
+        return _from_strings(col, ty, name, source)
+    return _from_typed(col, ty, name, source)
+
+
+def _check_utf8(col: pa.Array, name: str, source: str | Location) -> None:
+    """A string column of a Parquet file may hold bytes that are not UTF-8 (Parquet does
+    not check): name the first such row."""
+    try:
+        col.validate(full=True)
+    except pa.ArrowInvalid:
+        for row, value in enumerate(col.cast(pa.large_binary()).to_pylist()):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(
+                    f"{where_row(source, row, name)}: not UTF-8 text: {excerpt(value)}"
+                ) from None
+        raise DataError(f"{source}: column '{name}' is not valid text") from None
+
+
+_INT_RE = r"^\s*[+-]?[0-9]+\s*$"
+
+
+#: A FLOAT32 value as written in a tuple file (the syntax of a literal in a query, plus NaN
+#: and infinities); ASCII digits only, as pyarrow reads them.
+_FLOAT_RE = (
+    r"^\s*[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|(?i:nan|inf|infinity))"
+    r"\s*$"
+)
+
+
+_INF_RE = r"^[+-]?(?i:inf|infinity)$"
+
+
+def _number(text: str) -> str:
+    """An integer's text for a message: whole when short, else its start and its length."""
+    return text if len(text) <= EXCERPT else f"{text[:EXCERPT]}… ({len(text)} digits)"
+
+
+def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
+    if isinstance(ty, UIntType | IntType):
+        ok = pc.match_substring_regex(col, _INT_RE).to_numpy(zero_copy_only=False)
+        row = first_invalid(ok)
+        if row is not None:
+            raise DataError(
+                f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not an "
+                f"integer ({ty})"
+            )
+        plain = pc.utf8_trim_whitespace(col)
+        target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
+        try:
+            values = pc.cast(plain, target).to_numpy()
+        except (pa.ArrowInvalid, OverflowError):
+            # pyarrow reads neither a '+' sign nor '-0' as an unsigned integer: drop both
+            plain = pc.replace_substring_regex(plain, r"^\+", "")
+            plain = pc.replace_substring_regex(plain, r"^-(0+)$", r"\1")
+            try:
+                values = pc.cast(plain, target).to_numpy()
+            except (pa.ArrowInvalid, OverflowError):
+                values = None
+        if values is None or not _in_range(values, ty).all():
+            texts = plain.to_pylist()
+            row = _first_out_of_range(texts, ty)
+            if row is None:  # in range, but not as pyarrow reads it: read it as Python does
+                return np.array([int(t) for t in texts], dtype=target.to_pandas_dtype())
+            lo, hi = ty.range
+            raise DataError(
+                f"{where_row(source, row, name)}: {_number(col[row].as_py().strip())} "
+                f"does not fit {ty} ({lo}..{hi})"
+            )
+        return values
+    if isinstance(ty, BoolType):
+        lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
+        truthy = pc.is_in(lowered, value_set=pa.array(["true", "1"])).to_numpy(zero_copy_only=False)
+        falsy = pc.is_in(lowered, value_set=pa.array(["false", "0"])).to_numpy(zero_copy_only=False)
+        row = first_invalid(truthy | falsy)
+        if row is not None:
+            raise DataError(
+                f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not a "
+                "BOOL (true, false, 1 or 0)"
+            )
+        return truthy
+    if isinstance(ty, EnumType):
+        idx = pc.index_in(col, value_set=pa.array(list(ty.labels)))
+        if idx.null_count:
+            row = first_invalid(~idx.is_null().to_numpy(zero_copy_only=False))
+            raise DataError(
+                f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not a "
+                f"label of {ty}"
+            )
+        return idx.to_numpy().astype(np.int64)
+    assert isinstance(ty, Float32Type)
+    stripped = pc.utf8_trim_whitespace(col)
+    texts = stripped.to_numpy(zero_copy_only=False)
+    try:
+        doubles = pc.cast(stripped, pa.float64()).to_numpy()
+    except pa.ArrowInvalid:
+        ok = pc.match_substring_regex(col, _FLOAT_RE).to_numpy(zero_copy_only=False)
+        row = first_invalid(ok)
+        if row is not None:
+            raise DataError(
+                f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not "
+                "a number (FLOAT32)"
+            ) from None
+        # decimal text that pyarrow cannot read (none known): Python reads it alike
+        doubles = np.array([float(t) for t in texts], dtype=np.float64)
+    singles = fix_float32_rounding(texts, doubles)
+    inf = np.isinf(singles)
+    if inf.any():
+        written = pc.match_substring_regex(stripped, _INF_RE).to_numpy(zero_copy_only=False)
+        row = first_invalid(~inf | written)
+        if row is not None:
+            _out_of_float32(source, row, name, excerpt(texts[row]))
+    return singles
+
+
+#: The largest finite FLOAT32.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _out_of_float32(source: str | Location, row: int, name: str, value: str):
+    raise DataError(
+        f"{where_row(source, row, name)}: {value} is beyond the range of FLOAT32 "
+        f"(±{FLOAT32_MAX:.8g}); write inf for an infinity"
+    )
+
+
+def _in_range(values: np.ndarray, ty) -> np.ndarray:
+    lo, hi = ty.range
+    if values.dtype == np.uint64:
+        return values <= np.uint64(hi)
+    return (values >= lo) & (values <= hi)
+
+
+def _first_out_of_range(texts: list[str], ty) -> int | None:
+    lo, hi = ty.range
+    for row, text in enumerate(texts):
+        # more digits than any 64-bit value has is out of range (and beyond int()'s limit)
+        if len(text.lstrip("-").lstrip("0")) > 24 or not lo <= int(text) <= hi:
+            return row
+    return None
+
+
+def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
+    t = col.type
+    if isinstance(ty, UIntType | IntType) and pa.types.is_integer(t):
+        values = col.to_numpy()
+        info = np.iinfo(values.dtype)
+        lo, hi = ty.range
+        if not lo <= info.min <= info.max <= hi:  # (else every value of the column's type fits)
+            ok = (
+                _in_range(values.astype(object), ty)
+                if values.dtype == np.uint64 and isinstance(ty, IntType)
+                else _in_range(values, ty)
+            )
+            ok = np.asarray(ok, dtype=bool)
+            if not ok.all():
+                row = first_invalid(ok)
+                raise DataError(
+                    f"{where_row(source, row, name)}: {values[row]} does not fit {ty} ({lo}..{hi})"
+                )
+        return values.astype(np.uint64 if isinstance(ty, UIntType) else np.int64)
+    if isinstance(ty, BoolType) and pa.types.is_boolean(t):
+        return col.to_numpy(zero_copy_only=False).astype(bool)
+    if isinstance(ty, Float32Type) and pa.types.is_floating(t):
+        values = col.to_numpy()
+        with np.errstate(over="ignore"):
+            singles = values.astype(np.float32)
+        row = first_invalid(np.isfinite(singles) | ~np.isfinite(values))
+        if row is not None:
+            _out_of_float32(source, row, name, str(values[row]))
+        return singles
+    if isinstance(ty, Float32Type | BoolType | UIntType | IntType) and pa.types.is_integer(t):
+        if isinstance(ty, Float32Type):
+            return col.to_numpy().astype(np.float32)
+        if isinstance(ty, BoolType):
+            values = col.to_numpy()
+            row = first_invalid((values == 0) | (values == 1))
+            if row is not None:
+                raise DataError(f"{where_row(source, row, name)}: {values[row]} is not a BOOL")
+            return values.astype(bool)
+    if pa.types.is_dictionary(t):
+        # each distinct value once (the conversion is value by value); when one fails, which
+        # may be a value no row uses, the decoded column says whether and where
+        try:
+            values = _convert(col.dictionary, ty, name, source)
+        except DataError:
+            return _convert(col.dictionary_decode(), ty, name, source)
+        return values[col.indices.to_numpy()]
+    raise DataError(f"{source}: column '{name}' has type {t}, which cannot hold a {ty} field")

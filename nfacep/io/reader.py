@@ -1,0 +1,264 @@
+"""Reading tuple files (CSV, Parquet, a folder of Parquet part files) to typed numpy columns
+(:class:`~nfacep.io.tuples.Tuples`), whole (:func:`read`) or in pieces (:func:`read_chunks`),
+with row-exact error reporting: an error names the file, the row, its line and the column.
+
+The formats are :mod:`~nfacep.io.csvfile`, :mod:`~nfacep.io.parquet` and
+:mod:`~nfacep.io.folder`; :mod:`~nfacep.io.convert` makes the typed columns (UINT → uint64,
+INT → int64, BOOL → bool, ENUM → int64 label index, FLOAT32 → float32, the nearest single).
+
+A folder is read as Spark and ``nfacep vectors`` write one (``V/tuples.parquet/``): see
+:func:`read` for which files it reads, in what order, and how its errors name a row.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import DataError
+from ..schema import Schema
+from . import csvfile, parquet
+from . import folder as folder_mod
+from .columns import renamed
+from .convert import from_table
+from .tuples import Location, Origin, Tuples
+
+__all__ = ["prefetch", "read", "read_chunks"]
+
+
+def read(path: str, schema: Schema) -> Tuples:
+    """Read tuples from a CSV file (header of field names; extra columns ignored), a Parquet
+    file (``.parquet`` or ``.pq``), or a folder of Parquet part files.
+
+    A folder is read as Spark (and so ``nfacep vectors``, whose ``V/tuples.parquet/`` is one)
+    writes it: every file below it is a Parquet part file except hidden ones and those whose
+    name starts with ``_`` (checksums ``.part-….crc``, ``_SUCCESS``, ``_metadata``), found with
+    pyarrow's dataset discovery. Every part file must hold the stream's fields with the same
+    types (extra columns are ignored). Stream order:
+
+    - when the part files have a ``seq`` column and the stream has no field of that name (the
+      vectors' sequence number), ascending ``seq``; its values must be distinct integers (gaps
+      are allowed: the match file's ``seq`` stays the 0-based position in the stream);
+    - otherwise the part files in name order, numbers within names compared as numbers
+      (``part-2`` before ``part-10``; Spark's zero-padded ``part-00002`` sort alike), each
+      file's rows in file order.
+
+    Errors in a folder name the part file and the 1-based row within it (a value, a missing
+    or differently typed column, a duplicate ``seq``); an ORDER BY error
+    (:func:`~nfacep.io.tuples.check_order`) also gives the stream position. A folder without
+    part files, with an unreadable one, or whose part files disagree on a column's type is a
+    :class:`DataError`.
+    """
+    if not os.path.exists(path):
+        raise DataError(f"{path}: no such file or folder")
+    if os.path.isdir(path):
+        return folder_mod.read_folder(path, schema)
+    if path.lower().endswith((".parquet", ".pq")):
+        return from_table(parquet.read_parquet(path, schema), schema, source=path)
+    table, source = csvfile.read_csv(path, schema)
+    return from_table(table, schema, source=source)
+
+
+def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    """:func:`read` in pieces of ``rows`` tuples (the last may be shorter; none for an input
+    without tuples), in stream order, each with its ``offset``: concatenated, the pieces are
+    what :func:`read` returns, and an error names its row as :func:`read` would.
+
+    A Parquet file is read a batch at a time, a CSV file a block at a time, a folder of part
+    files a file at a time when that is its order (:func:`_folder_chunks`), so the memory
+    needed grows with ``rows``, not with the input. Read whole and then cut (the memory of
+    :func:`read`): a folder whose ``seq`` interleaves its files, and any input in which a
+    piece meets an error (read whole for the error :func:`read` raises), a quote left open at
+    a line end among them (pyarrow's reader goes on into the next lines: a piece with a value
+    that holds a line break)."""
+    if rows < 1:
+        raise ValueError(f"rows {rows}: a piece needs at least one tuple")
+    if not os.path.exists(path):
+        raise DataError(f"{path}: no such file or folder")
+    if os.path.isdir(path):
+        yield from _folder_chunks(path, schema, rows)
+    elif path.lower().endswith((".parquet", ".pq")):
+        yield from _parquet_chunks(path, schema, rows)
+    else:
+        yield from _csv_chunks(path, schema, rows)
+
+
+def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
+    """A whole read, in pieces of ``rows``."""
+    for at in range(0, whole.n, rows):
+        end = min(whole.n, at + rows)
+        origin = None
+        if whole.origin is not None:
+            o = whole.origin
+            origin = Origin(o.files, o.file[at:end], o.row[at:end])
+        location = None if origin is not None else (whole.location or Location(whole.source)).at(at)
+        columns = {f: c[at:end] for f, c in whole.columns.items()}
+        yield Tuples(columns, end - at, whole.source, origin, at, location)
+
+
+def prefetch(items: Iterator, name: str = "nfacep-decode") -> Iterator:
+    """``items``, the next one made in a thread (named ``name``) while the caller works on
+    this one: reading and converting (pyarrow, numpy) and matching (numba's loops) release the
+    GIL, so on two cores they overlap. One item ahead at most, so two are held: the caller's
+    and the next. An error in making one is raised where the caller asks for it; closing the
+    generator (or leaving it) cancels what was asked for."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = object()
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+    future = pool.submit(next, items, done)
+    try:
+        while True:
+            item = future.result()
+            if item is done:
+                return
+            future = pool.submit(next, items, done)
+            yield item
+    finally:
+        future.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    import pyarrow.parquet as pq
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        # without pre_buffer: pyarrow would read ahead into memory what it has not yet
+        # been asked for (about the file's size, measured)
+        f = pq.ParquetFile(path, pre_buffer=False)
+        cols = parquet.check_columns(path, f.schema_arrow, schema.names, schema)
+        for batch in f.iter_batches(batch_size=min(rows, 1 << 20), columns=cols):
+            yield renamed(batch, cols, schema.names)
+
+    offset = 0
+    try:
+        for table in prefetch(parquet.rebatch(batches(), rows)):
+            piece = from_table(table, schema, source=Location(path, offset))
+            yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
+            offset += piece.n
+    except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
+        yield from _as_read(path, schema, rows, offset)
+        return
+    if not offset:  # no tuples: read() still refuses a column whose type cannot hold its field
+        yield from _as_read(path, schema, rows, 0)
+
+
+def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    import pyarrow.csv as pacsv
+
+    header, data_start, more = csvfile.read_header(path, schema)
+    if not more:
+        return
+    # a quote not closed on its line makes pyarrow read on into the next lines: read() checks
+    # that no value holds a line break; here each piece is checked before it is yielded
+    quoted = csvfile.has_quote(path, data_start)
+    source = Location(path, line_of=csvfile.CsvLines(path, data_start).line_of)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        # blocks of the size read() parses (pyarrow's default, 1 MiB): a line is cut into
+        # blocks alike, so that one too long for them (about two blocks) is refused as read()
+        # refuses it, not accepted; and the blocks pyarrow reads ahead are small (smaller
+        # pieces with smaller blocks would refuse lines that read() accepts)
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
+            convert_options=csvfile.convert_options(header, schema),
+        )
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            yield batch
+
+    offset = 0
+    try:
+        for table in parquet.rebatch(batches(), rows):
+            if quoted and csvfile.holds_line_break(table, schema):
+                raise DataError("a quoted value spans lines")  # (read() names where)
+            piece = from_table(table, schema, source=source.at(offset))
+            yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
+            offset += piece.n
+    except (DataError, pa.ArrowException):
+        yield from _as_read(path, schema, rows, offset)
+
+
+def _as_read(path: str, schema: Schema, rows: int, offset: int) -> Iterator[Tuples]:
+    """After the pieces before stream position ``offset`` met an error: the error read()
+    raises, which need not be the one met (read converts a column at a time, so with several
+    bad values it names the first of the first field that has one, which may come in a later
+    piece; pyarrow's message for a damaged Parquet file depends on how it is read). Should
+    read() accept the file, its pieces from ``offset`` on. Costs the memory of read(), on the
+    error path only."""
+    for piece in _cut(read(path, schema), rows):
+        if piece.offset >= offset:
+            yield piece
+
+
+def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    """:func:`read_chunks` of a folder of part files, a file at a time when that is the
+    stream's order: without ``seq``, the files in name order; with ``seq``, when each file's
+    ``seq`` rises and the files' ranges do not overlap (a first pass reads the ``seq`` column
+    alone), the files in the order of their ranges. Otherwise the folder is read whole and
+    cut. An error is the one :func:`read` raises (read whole on the error path)."""
+    import pyarrow.parquet as pq
+
+    files, use_seq, cols, _ = folder_mod.folder_parts(folder, schema, read_data=False)
+    order = list(range(len(files)))
+    offset = 0
+    try:
+        if use_seq:
+            ranges = [folder_mod.seq_range(path) for path in files]
+            if any(r is False for r in ranges):  # a file whose seq does not rise
+                yield from _cut(folder_mod.read_folder(folder, schema), rows)
+                return
+            order = sorted(
+                (i for i, r in enumerate(ranges) if r is not None), key=lambda i: ranges[i][0]
+            )
+            if any(ranges[a][1] >= ranges[b][0] for a, b in itertools.pairwise(order)):
+                yield from _cut(folder_mod.read_folder(folder, schema), rows)  # ranges that overlap
+                return
+
+        def batches() -> Iterator[tuple[pa.RecordBatch, int, int]]:
+            for i in order:
+                f = pq.ParquetFile(files[i], pre_buffer=False)
+                actual = parquet.check_columns(files[i], f.schema_arrow, cols, schema)
+                at = 0
+                for batch in f.iter_batches(batch_size=min(rows, 1 << 20), columns=actual):
+                    batch = renamed(batch, actual, cols)
+                    yield batch, i, at
+                    at += batch.num_rows
+
+        held: list[tuple[pa.RecordBatch, int, int]] = []
+        count = 0
+        for batch, i, at in prefetch(batches()):
+            while batch.num_rows:
+                take = min(batch.num_rows, rows - count)
+                held.append((batch.slice(0, take), i, at))
+                batch, at, count = batch.slice(take), at + take, count + take
+                if count == rows:
+                    yield _folder_piece(held, files, schema, folder, offset)
+                    offset += count
+                    held, count = [], 0
+        if count:
+            yield _folder_piece(held, files, schema, folder, offset)
+            offset += count
+    except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
+        yield from _as_read(folder, schema, rows, offset)
+        return
+    if not offset:  # no tuples: read() says what it says of an empty folder
+        yield from _as_read(folder, schema, rows, 0)
+
+
+def _folder_piece(held: list, files: list[str], schema: Schema, folder: str, offset: int) -> Tuples:
+    """A piece of a folder's stream from slices of its files' batches: (batch, file index,
+    first row within the file)."""
+    table = pa.Table.from_batches([b.select(list(schema.names)) for b, _, _ in held])
+    piece = from_table(table, schema, source=folder)
+    which = np.concatenate([np.full(b.num_rows, i, dtype=np.int64) for b, i, _ in held])
+    within = np.concatenate([np.arange(at, at + b.num_rows, dtype=np.int64) for b, _, at in held])
+    return Tuples(piece.columns, piece.n, folder, Origin(tuple(files), which, within), offset)

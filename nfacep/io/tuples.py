@@ -1,0 +1,149 @@
+"""Tuples in memory: one typed numpy column per field (:class:`Tuples`), where each row was
+read (:class:`Location`, :class:`Origin`), the ORDER BY check and how a value is written.
+
+Columns are: UINT → uint64, INT → int64, BOOL → bool, ENUM → int64 label index, FLOAT32 →
+float32. The readers that make them from files are in :mod:`nfacep.io.reader`. This module
+does not import pyarrow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DataError
+from ..lang.types import BoolType, EnumType, FieldType, Float32Type
+
+__all__ = [
+    "EXCERPT",
+    "Location",
+    "Origin",
+    "Tuples",
+    "check_order",
+    "excerpt",
+    "format_value",
+    "where_row",
+]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where rows were read, for error messages: the file, how many of its data rows come
+    before the first of these (a piece of a file read in pieces), and for a CSV file the line
+    of each data row (rows are the non-blank lines after the header, line 1)."""
+
+    path: str
+    rows_before: int = 0
+    #: the 1-based line of a 0-based data row of the file; None: row + 2 (a header, no blanks)
+    line_of: Callable[[int], int] | None = None
+
+    def __str__(self) -> str:
+        return self.path
+
+    def at(self, rows_before: int) -> Location:
+        """The rows of the same file from data row ``rows_before`` on (a piece of it)."""
+        return dataclasses.replace(self, rows_before=rows_before)
+
+    def row(self, row: int, column: str | None = None) -> str:
+        """The file, row (and line) of the 0-based row ``row`` of these rows, and ``column``."""
+        row += self.rows_before
+        line = self.line_of(row) if self.line_of is not None else row + 2
+        where = f"{self.path}: row {row + 1} (line {line})"
+        return where if column is None else f"{where}, column '{column}'"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where each tuple of a folder of part files came from (for error messages)."""
+
+    files: tuple[str, ...]  #: the part files read, in name order
+    file: np.ndarray  #: per tuple, in stream order: the index of its file in ``files``
+    row: np.ndarray  #: per tuple, in stream order: its 0-based row within that file
+
+
+@dataclass
+class Tuples:
+    """A batch of tuples: one numpy column per field, in stream order."""
+
+    columns: dict[str, np.ndarray]
+    n: int
+    source: str = "<tuples>"
+    origin: Origin | None = None  #: set when the tuples were read from a folder
+    offset: int = 0  #: the stream position of the first tuple (a piece of a longer stream)
+    #: where the rows are in their file (a CSV file's lines, a piece's first row), when read
+    location: Location | None = None
+
+    def where(self, row: int, column: str) -> str:
+        """Where the tuple ``row`` (0-based, of these tuples) is, for an error message: its
+        file, row (and line) and ``column``; for a folder, its part file and the row within
+        it, then its stream position."""
+        if self.origin is None:
+            return where_row(self.location or self.source, row, column)
+        o = self.origin
+        return (
+            f"{where_row(o.files[int(o.file[row])], int(o.row[row]), column)} "
+            f"(stream position {self.offset + row})"
+        )
+
+
+def where_row(source: str | Location, row: int, column: str | None = None) -> str:
+    """Row ``row`` of ``source`` (a path, or a :class:`Location`) as an error message names it."""
+    return (source if isinstance(source, Location) else Location(source)).row(row, column)
+
+
+#: How much of a bad value an error message shows (escaped, as Python writes a string).
+EXCERPT = 40
+
+
+def excerpt(value) -> str:
+    """A short, safe rendering of a value from a file for an error message: quoted, every
+    control, format or undecodable character escaped, cut after :data:`EXCERPT` characters."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:  # shown as bytes: b'\xff…'
+            if len(value) <= EXCERPT:
+                return repr(value)
+            return repr(value[:EXCERPT]) + f"… ({len(value)} bytes)"
+    value = str(value)
+    if len(value) <= EXCERPT:
+        return repr(value)
+    return repr(value[:EXCERPT]) + f"… ({len(value)} characters)"
+
+
+def check_order(tuples: Tuples, field: str, before=None) -> None:
+    """ORDER BY: the field must be non-decreasing in file order. ``before``: the value of the
+    tuple just before these (the previous piece's last), None for none."""
+    values = tuples.columns[field]
+    if values.dtype == np.float32 and np.isnan(values).any():
+        row = int(np.flatnonzero(np.isnan(values))[0])
+        raise DataError(f"{tuples.where(row, field)}: NaN in the ORDER BY field")
+    if before is not None and len(values) and values[0] < before:
+        raise DataError(
+            f"{tuples.where(0, field)}: {values[0]} is less than {before} on the "
+            f"row before; ORDER BY {field} needs the file in non-decreasing order"
+        )
+    if len(values) < 2:
+        return
+    drops = np.flatnonzero(values[1:] < values[:-1])
+    if len(drops):
+        row = int(drops[0]) + 1
+        raise DataError(
+            f"{tuples.where(row, field)}: {values[row]} is less than "
+            f"{values[row - 1]} on the row before; ORDER BY {field} needs the file "
+            "in non-decreasing order"
+        )
+
+
+def format_value(value, ty: FieldType) -> str:
+    """A field value as written in a tuple file."""
+    if isinstance(ty, EnumType):
+        return ty.labels[int(value)]
+    if isinstance(ty, BoolType):
+        return "true" if value else "false"
+    if isinstance(ty, Float32Type):
+        return str(np.float32(value))
+    return str(int(value))

@@ -1,0 +1,82 @@
+"""What the checker makes of a query file: the :class:`Program` (one stream's :class:`Schema`,
+its partition key and its :class:`CheckedQuery` list), which every later stage reads — the NFA
+builder, the tuple readers, the wire formats and the engines.
+
+Produced by :func:`nfacep.lang.check.check`; holds no behaviour of its own beyond looking
+fields up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+from .errors import QueryError, SourcePos
+from .lang import ast
+from .lang import predicates as P
+from .lang.types import FieldType
+
+__all__ = ["CheckedQuery", "Program", "Schema"]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A declared stream: its name and fields in declaration order."""
+
+    name: str
+    fields: tuple[ast.FieldDecl, ...]
+
+    def field(self, name: str) -> ast.FieldDecl | None:
+        """The field declared as ``name`` (spelled as declared)."""
+        return self._by_name.get(name)
+
+    def resolve(self, name: str, quoted: bool = False) -> ast.FieldDecl | None:
+        """The field a reference names: ``name`` unquoted matches ignoring case, quoted exactly
+        (:func:`nfacep.lang.ast.key`)."""
+        return self._by_key.get(ast.key(name, quoted))
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, ast.FieldDecl]:
+        return {f.name: f for f in self.fields}
+
+    @functools.cached_property
+    def _by_key(self) -> dict[str, ast.FieldDecl]:
+        return {f.key: f for f in self.fields}
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+
+@dataclass(frozen=True)
+class CheckedQuery:
+    name: str
+    pattern: ast.Pattern
+    #: predicate of each pattern variable; None for a variable DEFINE leaves out (always true)
+    predicates: dict[str, P.PExpr | None]
+    skip_past_last_row: bool
+    order_field: str | None
+    form: str
+    pos: SourcePos | None
+    #: WITHIN: a match's first and last tuples differ by less than this in the ORDER BY field
+    window: int | None = None
+    #: ``MEASURES FIRST(seq) AS start_seq``: matches report where they begin
+    start_seq: bool = False
+
+
+@dataclass(frozen=True)
+class Program:
+    """A checked query file: one stream, one partition key, one or more queries."""
+
+    schema: Schema
+    partition_field: str | None
+    queries: tuple[CheckedQuery, ...]
+    warnings: tuple[QueryError, ...] = ()
+    #: the runtime parameters the queries' predicates use (``:name``), each of the type of the
+    #: field it is compared with, in order of first use
+    parameters: dict[str, FieldType] = dataclasses.field(default_factory=dict)
+
+    @property
+    def order_fields(self) -> tuple[str, ...]:
+        return tuple(sorted({q.order_field for q in self.queries if q.order_field}))
