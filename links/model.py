@@ -2,7 +2,7 @@
 
 A link's software board (:class:`nfacep.links.uart.model.UartBoardModel`,
 :class:`nfacep.links.udp.model.UdpBoardModel`) answers a host as the gateware does, with the
-reference matcher (:func:`nfacep.reference.run`) standing in for the engine, so a host can be
+reference matcher (:func:`nfacep.reference.matcher.run`) standing in for the engine, so a host can be
 tested without hardware. :class:`BoardModel` is that engine: the tuples it took, the records
 they produced, its runtime parameter registers (:class:`ParamRegisters`); each link's model
 adds its framing, its counters and its STATUS.

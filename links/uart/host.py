@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from nfacep import wire
 from nfacep.errors import UsageError
+from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
-from nfacep.tuples import Tuples
 
 from ..host import (
     BoardResult,
