@@ -2,16 +2,17 @@
 
 A link's software board (:class:`nfacep.links.uart.model.UartBoardModel`,
 :class:`nfacep.links.udp.model.UdpBoardModel`) answers a host as the gateware does, with the
-reference matcher (:func:`nfacep.reference.matcher.run`) standing in for the engine, so a host can be
-tested without hardware. :class:`BoardModel` is that engine: the tuples it took, the records
-they produced, its runtime parameter registers (:class:`ParamRegisters`); each link's model
-adds its framing, its counters and its STATUS.
+reference matcher (:func:`nfacep.reference.matcher.run`) standing in for the engine, so a host
+can be tested without hardware. :class:`BoardModel` is that engine: the tuples it took, the
+records they produced, its runtime parameter registers (:class:`ParamRegisters`); each link's
+model adds its framing, its counters and its STATUS.
 """
 
 from __future__ import annotations
 
-from nfacep import reference, wire
+from nfacep import wire
 from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
 from nfacep.settings import ParamValues
 
 from .protocol import SWITCH_BYTES, engine_id, params_bytes

@@ -354,23 +354,23 @@ CASED = nfacep.compile_text(
 def test_columns_match_unquoted_fields_ignoring_case(tmp_path):
     """A column names an unquoted field in any case (an exact one first); a quoted field
     needs its exact name; two columns equal to one field ignoring case are an error."""
-    got = tuples.read(write(tmp_path, "TEMP,Zone,temp_x\n1,2,3\n"), CASED)
+    got = reader.read(write(tmp_path, "TEMP,Zone,temp_x\n1,2,3\n"), CASED)
     assert got.columns["temp"].tolist() == [1] and got.columns["Zone"].tolist() == [2]
-    got = tuples.read(write(tmp_path, "Temp,temp,Zone\n1,2,3\n"), CASED)
+    got = reader.read(write(tmp_path, "Temp,temp,Zone\n1,2,3\n"), CASED)
     assert got.columns["temp"].tolist() == [2]
     with pytest.raises(DataError, match=r"the header lacks the field\(s\) Zone"):
-        tuples.read(write(tmp_path, "temp,zone\n1,2\n"), CASED)
+        reader.read(write(tmp_path, "temp,zone\n1,2\n"), CASED)
     with pytest.raises(DataError, match="'Temp', 'TEMP', all named 'temp' ignoring case"):
-        tuples.read(write(tmp_path, "Temp,TEMP,Zone\n1,2,3\n"), CASED)
+        reader.read(write(tmp_path, "Temp,TEMP,Zone\n1,2,3\n"), CASED)
     table = pa.table({"Zone": pa.array([5], pa.uint8()), "TEMP": pa.array([4], pa.uint8())})
     pq.write_table(table, tmp_path / "t.parquet")
-    got = tuples.read(str(tmp_path / "t.parquet"), CASED)
+    got = reader.read(str(tmp_path / "t.parquet"), CASED)
     assert got.columns["temp"].tolist() == [4] and got.columns["Zone"].tolist() == [5]
     (tmp_path / "parts").mkdir()
     pq.write_table(table, tmp_path / "parts" / "part-0.parquet")
     pq.write_table(table.rename_columns(["Zone", "Temp"]), tmp_path / "parts" / "part-1.parquet")
-    chunks = list(tuples.read_chunks(str(tmp_path / "parts"), CASED, 1))
+    chunks = list(reader.read_chunks(str(tmp_path / "parts"), CASED, 1))
     assert [c.columns["temp"].tolist() for c in chunks] == [[4], [4]]
     pq.write_table(table.rename_columns(["zone", "TEMP"]), tmp_path / "t.parquet")
     with pytest.raises(DataError, match=r"lacks the column\(s\) Zone"):
-        tuples.read(str(tmp_path / "t.parquet"), CASED)
+        reader.read(str(tmp_path / "t.parquet"), CASED)
