@@ -13,24 +13,34 @@ and returns a :class:`FlowResult` (the benchmarks build bare matchers with it); 
 is ``nfacep build`` on top of it.
 """
 
-from .bitstream import build
-from .flow import BuildError, DoesNotFitError, FlowResult, run_flow
-from .registry import BOARDS, Board, UnknownBoardError, get_board
-from .report import render_report
-from .resources import Usage
-from .toolchain import ToolchainMissingError
+import importlib
 
-__all__ = [
-    "BOARDS",
-    "Board",
-    "BuildError",
-    "DoesNotFitError",
-    "FlowResult",
-    "ToolchainMissingError",
-    "UnknownBoardError",
-    "Usage",
-    "build",
-    "get_board",
-    "render_report",
-    "run_flow",
-]
+#: Each public name and the module that defines it, imported when the name is first used
+#: (PEP 562): the CLI imports this package for its subcommands without loading the flow.
+_WHERE = {
+    "BOARDS": "registry",
+    "Board": "registry",
+    "BuildError": "flow",
+    "DoesNotFitError": "flow",
+    "FlowResult": "flow",
+    "ToolchainMissingError": "toolchain",
+    "UnknownBoardError": "registry",
+    "Usage": "resources",
+    "build": "bitstream",
+    "get_board": "registry",
+    "render_report": "report",
+    "run_flow": "flow",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

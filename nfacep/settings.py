@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .lang.predicates import column_of
 from .lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .lang.values import decimal_to_float32
+
+if TYPE_CHECKING:  # numpy is loaded where values become columns, not for `nfacep check`
+    import numpy as np
 
 __all__ = ["ParamValues", "add_argument", "from_args", "params_schema", "parse_value"]
 
@@ -58,7 +61,7 @@ def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
         if not _NUMBER.fullmatch(text) or len(text) > 400:
             raise UsageError(f"{where}: :{name} is FLOAT32: give a decimal number (or inf, -inf)")
         value = float(decimal_to_float32(text))
-        if not np.isfinite(value):
+        if not math.isfinite(value):
             raise UsageError(f"{where}: beyond the range of FLOAT32 (write inf for an infinity)")
         return value
     if isinstance(ty, BoolType):
@@ -183,6 +186,8 @@ class ParamValues:
         """The values as :func:`nfacep.lang.predicates.evaluate` takes them, for the tuples
         ``first`` to ``first + n - 1``: one value (0-d) for a parameter that does not change
         there, else one per tuple."""
+        import numpy as np
+
         out = {}
         for name, ty in self.types.items():
             dtype = _dtype(ty)
@@ -210,6 +215,8 @@ class ParamValues:
     def packed(self, values: dict[str, int | float | bool]) -> int:
         """``values`` (one for every parameter) packed as the engine's parameter registers
         hold them: :func:`nfacep.wire.pack` of one tuple of :meth:`schema`."""
+        import numpy as np
+
         from . import wire
         from .io.tuples import Tuples
 
@@ -278,6 +285,8 @@ def _python(value, ty: FieldType) -> int | float | bool:
 
 
 def _dtype(ty: FieldType):
+    import numpy as np
+
     if isinstance(ty, Float32Type):
         return np.float32
     if isinstance(ty, BoolType):
