@@ -151,8 +151,8 @@ class Result:
         seq = received.seq.astype(np.int64) if len(received) else np.zeros(0, np.int64)
         # bit[i, j]: record i reports a match of query by_name[j]
         bit = np.zeros((len(received), len(names)), dtype=bool)
-        for j, q in enumerate(by_name):
-            bit[:, j] = _slice(received.matches, q, 1) != 0
+        for col, q in enumerate(by_name):
+            bit[:, col] = _slice(received.matches, q, 1) != 0
         problems = []  # (record, order within it, message): the first one is raised
         past = np.flatnonzero(received.seq >= n)
         if len(past):
@@ -357,6 +357,8 @@ class MatchRows:
             ["" if p is None else p for p in result.partitions],
         ]
         if self.starts:
+            # an engine's results all carry starts when one of its queries reports start_seq
+            assert result.starts is not None, "a result without starts in a start_seq file"
             columns.append(["" if b < 0 else str(b) for b in result.starts.tolist()])
         rows = len(columns[0])
         # joined as they are when no field needs quoting (the csv module's rule: a comma, a
