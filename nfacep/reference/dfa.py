@@ -68,7 +68,7 @@ def true_masks(nfa: Nfa, q: QueryNfa, vectors: np.ndarray) -> list[int]:
 
 def all_symbols(nfa: Nfa, q: QueryNfa) -> np.ndarray:
     """Every combination of the query's predicates, as rows over all of ``nfa.predicates``."""
-    used = sorted({p for i in q.states if (p := nfa.states[i].predicate) is not None})
+    used = nfa.predicates_of(q)
     rows = np.zeros((1 << len(used), len(nfa.predicates)), dtype=bool)
     for v in range(1 << len(used)):
         for b, p in enumerate(used):
