@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TextIO
 
 import numpy as np
 
@@ -342,7 +343,7 @@ class MatchRows:
     """The rows of a match CSV as the matches come: :meth:`write` each result (a stream's
     pieces in order), then :meth:`finish` with the summary (:func:`match_file`)."""
 
-    def __init__(self, f, starts: bool):
+    def __init__(self, f: TextIO, starts: bool):
         self.starts = starts
         self.summary: dict | None = None
         self._f = f
@@ -397,7 +398,13 @@ def match_file(output: str, starts: bool) -> Iterator[MatchRows]:
         g.write("\n")
 
 
-def report(result: Result | Totals, output: str | None, *, out=None, err=None) -> None:
+def report(
+    result: Result | Totals,
+    output: str | None,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> None:
     """Print what a command prints after a run: the counts on ``out`` (stdout), the warnings
     (the back-end's, the drops, counters that disagree) on ``err`` (stderr)."""
     out = out or sys.stdout
