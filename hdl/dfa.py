@@ -87,7 +87,7 @@ def moore_dfa(nfa: Nfa, q: QueryNfa, *, max_states: int = 1 << 16) -> MooreDfa:
     query with ``AFTER MATCH SKIP PAST LAST ROW`` (which empties its state set on a match) is a
     Moore machine too. Raises :class:`nfacep.reference.dfa.TooLarge` beyond ``max_states`` subsets.
     """
-    used = tuple(sorted({nfa.states[i].predicate for i in q.states} - {None}))
+    used = tuple(nfa.predicates_of(q))
     symbols = dfa_mod.all_symbols(nfa, q)
     d = dfa_mod.build(nfa, q, dfa_mod.true_masks(nfa, q, symbols), max_states=max_states)
     n_sym = d.table.shape[1]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from .io import reader
 from .io import tuples as tuples_mod
@@ -63,6 +63,7 @@ class Feed(Protocol):
         ...
 
 
+@runtime_checkable
 class Pieces(Backend, Protocol):
     """A back-end that also matches a stream in pieces, carrying the engine's state from one
     to the next: the same result as :meth:`Backend.run` over the whole stream."""
@@ -118,7 +119,7 @@ def run_files(
     tuples at a time and returns the :class:`~nfacep.result.Totals` of the run (its matches
     went to ``output`` piece by piece); any other returns its :class:`Result`."""
     check_output(output, (query_file, input if isinstance(input, str) else None))
-    if isinstance(input, str) and hasattr(backend, "pieces"):
+    if isinstance(input, str) and isinstance(backend, Pieces):
         return _run_pieces(
             backend, nfa, input, output, params, query_file=query_file, values=values, chunk=chunk
         )

@@ -12,9 +12,7 @@ that ``nfacep check`` loads neither pyarrow nor numba (tests/test_imports.py).
 
 ``nfacep check --board`` estimates the engine's size on a board; that needs the boards
 package, which contributes it as the entry point of the group ``nfacep.check_boards``
-(:data:`CHECK_BOARDS`): an object with ``boards()`` (the known boards, as text),
-``add_arguments(parser)`` (its options besides ``--board``), ``estimate(nfa, engine, args)``
-(a dict for ``--json``) and ``render(estimate)`` (text).
+(:data:`CHECK_BOARDS`): a :class:`BoardEstimator`.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import json
 import signal
 import sys
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from . import NfacepError, QueryError, compile_file, params, settings
 from .errors import UsageError
@@ -35,7 +33,15 @@ from .output import atomic_write, check_outputs
 if TYPE_CHECKING:
     from .nfa import Nfa
 
-__all__ = ["CHECK_BOARDS", "ENTRY_POINTS", "Command", "add_io_arguments", "load_query", "main"]
+__all__ = [
+    "CHECK_BOARDS",
+    "ENTRY_POINTS",
+    "BoardEstimator",
+    "Command",
+    "add_io_arguments",
+    "load_query",
+    "main",
+]
 
 #: The entry point group through which packages register their subcommands.
 ENTRY_POINTS = "nfacep.commands"
@@ -114,7 +120,27 @@ def _load_or_json_error(args) -> Nfa:
         raise
 
 
-def _check_boards():
+class BoardEstimator(Protocol):
+    """What ``nfacep check --board`` needs of the boards package (:data:`CHECK_BOARDS`)."""
+
+    def boards(self) -> str:
+        """The known boards, as text."""
+        ...
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Its options besides ``--board``."""
+        ...
+
+    def estimate(self, nfa: Nfa, engine: params.EngineParams, args: argparse.Namespace) -> dict:
+        """The engine's size on the board ``args.board``, a dict for ``--json``."""
+        ...
+
+    def render(self, estimate: dict) -> str:
+        """An :meth:`estimate` as text."""
+        ...
+
+
+def _check_boards() -> tuple[BoardEstimator | None, str | None]:
     """The ``--board`` estimate of :data:`CHECK_BOARDS` and ``None``, or ``None`` and why it
     cannot be loaded."""
     reason = "no package registers it (pip install 'nfacep[boards]')"
@@ -132,7 +158,8 @@ class Check(Command):
     order = 10
 
     def __init__(self) -> None:
-        self._boards = self._boards_reason = None
+        self._boards: BoardEstimator | None = None
+        self._boards_reason: str | None = None
         self._loaded = False
 
     def _load_boards(self) -> None:
@@ -162,11 +189,11 @@ class Check(Command):
         settings.add_argument(parser, switches=False)
 
     def run(self, args) -> int:
-        engine = None
+        boards = engine = None
         if args.board is not None:
             if self._boards is None:
                 raise UsageError(f"--board needs the boards package: {self._boards_reason}")
-            engine = params.from_args(args)
+            boards, engine = self._boards, params.from_args(args)
         elif params.given(args) or args.param:
             given = [params.option(n) for n in params.given(args)] + (
                 ["--param"] if args.param else []
@@ -176,7 +203,9 @@ class Check(Command):
                 "on a board; give --board too"
             )
         nfa = _load_or_json_error(args)
-        estimate = None if engine is None else self._boards.estimate(nfa, engine, args)
+        estimate = None
+        if boards is not None and engine is not None:
+            estimate = boards.estimate(nfa, engine, args)
         if args.json:
             from .describe import check_json
 
@@ -186,8 +215,8 @@ class Check(Command):
             print(json.dumps(doc, indent=2))
             return 0
         self._print(nfa)
-        if estimate is not None:
-            print(self._boards.render(estimate))
+        if boards is not None and estimate is not None:
+            print(boards.render(estimate))
         return 0
 
     def _print(self, nfa: Nfa) -> None:

@@ -83,6 +83,10 @@ class Nfa:
     def accepting(self, q: QueryNfa) -> list[int]:
         return [i for i in q.states if self.states[i].accepting]
 
+    def predicates_of(self, q: QueryNfa) -> list[int]:
+        """The predicates the query's states test, in ascending order."""
+        return sorted({p for i in q.states if (p := self.states[i].predicate) is not None})
+
     def dump(self) -> str:
         """Stable text form: predicates, then one line per state (golden tests, explain)."""
         lines = []

@@ -75,12 +75,12 @@ def check_outputs(
     """Before any work: a :class:`UsageError` when one of ``paths`` (the files a command will
     write) could not be written, or is one of ``inputs`` (the files and folders it reads),
     also through links, or lies inside an input folder."""
-    inputs = [i for i in inputs if i]
+    sources = [i for i in inputs if i]
     for path in paths:
         if path is None:
             continue
         folder = _check_destination(path, what)
-        for source in inputs:
+        for source in sources:
             if _same(path, source):
                 raise UsageError(
                     f"{what} {path} is the input {source}: writing it would "

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import HardwareLimitError, UsageError
 from .limits import MAX_KEY_BITS, MAX_PREDICATES, MAX_STATES
@@ -187,15 +187,12 @@ class EngineParams:
         unknown = sorted(set(values) - names)
         missing = sorted(names - set(values))
         if unknown or missing:
-            what = "; ".join(
-                filter(
-                    None,
-                    [
-                        unknown and f"unknown {', '.join(unknown)}",
-                        missing and f"missing {', '.join(missing)}",
-                    ],
-                )
-            )
+            parts = []
+            if unknown:
+                parts.append(f"unknown {', '.join(unknown)}")
+            if missing:
+                parts.append(f"missing {', '.join(missing)}")
+            what = "; ".join(parts)
             raise UsageError(f"{source}: engine parameters from another nfacep version ({what})")
         try:
             return cls(**values)
@@ -245,8 +242,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, defaults: str | None = Non
         )
 
 
-def given(args: argparse.Namespace) -> dict[str, int | str]:
-    """The engine parameters given on the command line parsed into ``args``."""
+def given(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine parameters given on the command line parsed into ``args``, by name (each
+    value of its field's type: an int, or a word of its choices)."""
     return {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(EngineParams)

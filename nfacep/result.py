@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TextIO
 
 import numpy as np
 
@@ -151,8 +152,8 @@ class Result:
         seq = received.seq.astype(np.int64) if len(received) else np.zeros(0, np.int64)
         # bit[i, j]: record i reports a match of query by_name[j]
         bit = np.zeros((len(received), len(names)), dtype=bool)
-        for j, q in enumerate(by_name):
-            bit[:, j] = _slice(received.matches, q, 1) != 0
+        for col, q in enumerate(by_name):
+            bit[:, col] = _slice(received.matches, q, 1) != 0
         problems = []  # (record, order within it, message): the first one is raised
         past = np.flatnonzero(received.seq >= n)
         if len(past):
@@ -342,7 +343,7 @@ class MatchRows:
     """The rows of a match CSV as the matches come: :meth:`write` each result (a stream's
     pieces in order), then :meth:`finish` with the summary (:func:`match_file`)."""
 
-    def __init__(self, f, starts: bool):
+    def __init__(self, f: TextIO, starts: bool):
         self.starts = starts
         self.summary: dict | None = None
         self._f = f
@@ -357,6 +358,8 @@ class MatchRows:
             ["" if p is None else p for p in result.partitions],
         ]
         if self.starts:
+            # an engine's results all carry starts when one of its queries reports start_seq
+            assert result.starts is not None, "a result without starts in a start_seq file"
             columns.append(["" if b < 0 else str(b) for b in result.starts.tolist()])
         rows = len(columns[0])
         # joined as they are when no field needs quoting (the csv module's rule: a comma, a
@@ -395,7 +398,13 @@ def match_file(output: str, starts: bool) -> Iterator[MatchRows]:
         g.write("\n")
 
 
-def report(result: Result | Totals, output: str | None, *, out=None, err=None) -> None:
+def report(
+    result: Result | Totals,
+    output: str | None,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> None:
     """Print what a command prints after a run: the counts on ``out`` (stdout), the warnings
     (the back-end's, the drops, counters that disagree) on ``err`` (stderr)."""
     out = out or sys.stdout

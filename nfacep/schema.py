@@ -27,9 +27,9 @@ class Schema:
     name: str
     fields: tuple[ast.FieldDecl, ...]
 
-    def field(self, name: str) -> ast.FieldDecl | None:
-        """The field declared as ``name`` (spelled as declared)."""
-        return self._by_name.get(name)
+    def field(self, name: str) -> ast.FieldDecl:
+        """The field declared as ``name`` (spelled as declared); KeyError when there is none."""
+        return self._by_name[name]
 
     def resolve(self, name: str, quoted: bool = False) -> ast.FieldDecl | None:
         """The field a reference names: ``name`` unquoted matches ignoring case, quoted exactly

@@ -60,10 +60,10 @@ def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
             return float(text.lower())
         if not _NUMBER.fullmatch(text) or len(text) > 400:
             raise UsageError(f"{where}: :{name} is FLOAT32: give a decimal number (or inf, -inf)")
-        value = float(decimal_to_float32(text))
-        if not math.isfinite(value):
+        number = float(decimal_to_float32(text))
+        if not math.isfinite(number):
             raise UsageError(f"{where}: beyond the range of FLOAT32 (write inf for an infinity)")
-        return value
+        return number
     if isinstance(ty, BoolType):
         low = text.lower()
         if low not in ("true", "false"):

@@ -35,13 +35,16 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from .io.tuples import Tuples, format_value
 from .lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .schema import Schema
+
+if TYPE_CHECKING:
+    from .nfa import Nfa
 
 __all__ = [
     "RECORD_FIELDS",
@@ -355,7 +358,7 @@ class Record(NamedTuple):
         return self.starts >> (k * SEQ_BITS) & ((1 << SEQ_BITS) - 1)
 
 
-def start_queries(nfa) -> list[int]:
+def start_queries(nfa: Nfa) -> list[int]:
     """The indices of the queries that report start_seq, in file order: the k-th of them has
     the k-th start of a record."""
     return [q.index for q in nfa.queries if q.start_seq]
@@ -560,7 +563,7 @@ class RecordColumns:
         )
 
 
-def record_format(nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:
+def record_format(nfa: Nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:
     """The match record of the engine of ``nfa``: ``seq`` (``seq_bits``), ``partition`` (the
     key's width on the wire; 1 bit, always 0, without PARTITION), ``matches`` (one bit per
     query, in file order), ``dropped`` (1 bit) and, when some queries report start_seq,

@@ -223,7 +223,7 @@ def prepare(
 
 def _check_weights(options: Options, schema) -> None:
     for name, pairs in options.enum_weights:
-        f = schema.field(name)
+        f = schema.field(name) if name in schema.names else None
         if f is None or not isinstance(f.type, EnumType):
             raise UsageError(
                 f"--enum-weights: '{name}' is not an ENUM field of stream '{schema.name}'"

@@ -298,7 +298,7 @@ def test_symbols_number_the_admitted_predicate_vectors(way, monkeypatch):
     preds = reference.predicate_matrix(nfa, t)
     admitted = rng.random(n) < 0.8
     for q, distinct in zip(nfa.queries, [4, 8], strict=True):
-        used = sorted({nfa.states[i].predicate for i in q.states} - {None})
+        used = nfa.predicates_of(q)
         vectors, packed, lut = reference.symbols(nfa, q, t, admitted)
         assert (vectors[lut[packed[admitted]]][:, used] == preds[admitted][:, used]).all()
         assert not vectors[:, [p for p in range(preds.shape[1]) if p not in used]].any()

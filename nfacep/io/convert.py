@@ -14,7 +14,7 @@ from ..lang.values import fix_float32_rounding
 from ..schema import Schema
 from .tuples import EXCERPT, Location, Tuples, excerpt, where_row
 
-__all__ = ["FLOAT32_MAX", "first_invalid", "from_table"]
+__all__ = ["FLOAT32_MAX", "first_invalid", "first_null", "from_table"]
 
 
 def from_table(table: pa.Table, schema: Schema, source: str | Location = "<tuples>") -> Tuples:
@@ -32,9 +32,14 @@ def first_invalid(mask: np.ndarray) -> int | None:
     return int(bad[0]) if len(bad) else None
 
 
+def first_null(col: pa.Array) -> int:
+    """The row of ``col``'s first empty value; ``col`` has one (``col.null_count``)."""
+    return int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+
+
 def _convert(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
     if col.null_count:
-        row = first_invalid(~col.is_null().to_numpy(zero_copy_only=False))
+        row = first_null(col)
         raise DataError(f"{where_row(source, row, name)}: empty value")
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         _check_utf8(col, name, source)
@@ -123,7 +128,7 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str | Locatio
     if isinstance(ty, EnumType):
         idx = pc.index_in(col, value_set=pa.array(list(ty.labels)))
         if idx.null_count:
-            row = first_invalid(~idx.is_null().to_numpy(zero_copy_only=False))
+            row = first_null(idx)
             raise DataError(
                 f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not a "
                 f"label of {ty}"
@@ -193,9 +198,8 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str | Location)
                 if values.dtype == np.uint64 and isinstance(ty, IntType)
                 else _in_range(values, ty)
             )
-            ok = np.asarray(ok, dtype=bool)
-            if not ok.all():
-                row = first_invalid(ok)
+            row = first_invalid(np.asarray(ok, dtype=bool))
+            if row is not None:
                 raise DataError(
                     f"{where_row(source, row, name)}: {values[row]} does not fit {ty} ({lo}..{hi})"
                 )

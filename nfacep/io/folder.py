@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pyarrow as pa
 from ..errors import DataError
 from ..schema import Schema
 from .columns import renamed
-from .convert import first_invalid, from_table
+from .convert import first_null, from_table
 from .parquet import brief, check_columns
 from .tuples import Origin, Tuples, where_row
 
@@ -23,12 +24,13 @@ __all__ = ["SEQ", "folder_parts", "read_folder", "seq_range"]
 SEQ = "seq"
 
 
-def seq_range(path: str) -> tuple[int, int] | bool | None:
+def seq_range(path: str) -> tuple[int, int] | Literal[False] | None:
     """The ``seq`` column of a part file, read alone: (first, last) when it rises strictly,
     None for a file without rows, False when it does not rise."""
     import pyarrow.parquet as pq
 
-    first = last = None
+    first: int | None = None
+    last: int | None = None
     for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(columns=[SEQ]):
         seq = _seq_column(pa.Table.from_batches([batch]), path)
         if not len(seq):
@@ -37,7 +39,7 @@ def seq_range(path: str) -> tuple[int, int] | bool | None:
             return False
         first = int(seq[0]) if first is None else first
         last = int(seq[-1])
-    return None if first is None else (first, last)
+    return None if first is None or last is None else (first, last)
 
 
 def _natural(name: str) -> tuple:
@@ -151,7 +153,7 @@ def read_folder(folder: str, schema: Schema) -> Tuples:
 def _seq_column(table: pa.Table, path: str) -> np.ndarray:
     col = table.column(SEQ).combine_chunks()
     if col.null_count:
-        row = first_invalid(~col.is_null().to_numpy(zero_copy_only=False))
+        row = first_null(col)
         raise DataError(f"{where_row(path, row, SEQ)}: empty value")
     try:
         return col.cast(pa.int64()).to_numpy()

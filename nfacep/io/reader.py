@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from typing import TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,8 @@ from .convert import from_table
 from .tuples import Location, Origin, Tuples
 
 __all__ = ["prefetch", "read", "read_chunks"]
+
+T = TypeVar("T")
 
 
 def read(path: str, schema: Schema) -> Tuples:
@@ -100,7 +103,7 @@ def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
         yield Tuples(columns, end - at, whole.source, origin, at, location)
 
 
-def prefetch(items: Iterator, name: str = "nfacep-decode") -> Iterator:
+def prefetch(items: Iterator[T], name: str = "nfacep-decode") -> Generator[T, None, None]:
     """``items``, the next one made in a thread (named ``name``) while the caller works on
     this one: reading and converting (pyarrow, numpy) and matching (numba's loops) release the
     GIL, so on two cores they overlap. One item ahead at most, so two are held: the caller's
@@ -117,7 +120,7 @@ def prefetch(items: Iterator, name: str = "nfacep-decode") -> Iterator:
             if item is done:
                 return
             future = pool.submit(next, items, done)
-            yield item
+            yield cast(T, item)  # not the sentinel: one of items
     finally:
         future.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -216,10 +219,9 @@ def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
             if any(r is False for r in ranges):  # a file whose seq does not rise
                 yield from _cut(folder_mod.read_folder(folder, schema), rows)
                 return
-            order = sorted(
-                (i for i, r in enumerate(ranges) if r is not None), key=lambda i: ranges[i][0]
-            )
-            if any(ranges[a][1] >= ranges[b][0] for a, b in itertools.pairwise(order)):
+            spans = {i: r for i, r in enumerate(ranges) if isinstance(r, tuple)}
+            order = sorted(spans, key=lambda i: spans[i][0])
+            if any(spans[a][1] >= spans[b][0] for a, b in itertools.pairwise(order)):
                 yield from _cut(folder_mod.read_folder(folder, schema), rows)  # ranges that overlap
                 return
 

@@ -396,8 +396,8 @@ def dump(node: Pattern | Expr) -> str:
         case Permute(items):
             return "permute{" + ",".join(dump(i) for i in items) + "}"
         case Repeat(child, lo, hi, reluctant):
-            name = {(0, None): "star", (1, None): "plus", (0, 1): "opt"}.get((lo, hi))
-            name = name or "rep" + "{" + _bound(lo, hi) + "}"
+            short = {(0, None): "star", (1, None): "plus", (0, 1): "opt"}.get((lo, hi))
+            name = short or "rep" + "{" + _bound(lo, hi) + "}"
             return name + ("_lazy" if reluctant else "") + "{" + dump(child) + "}"
         case Anchor(kind):
             return f"anchor{{{kind}}}"

@@ -140,13 +140,15 @@ class _Checker:
                     q.partition[0].pos if q.partition else q.pos,
                 )
             checked.append(self._query(q, name, schema))
-        used = {}
+        used: dict[str, FieldType] = {}
         for cq in checked:
             for v in sorted(cq.predicates):
-                if cq.predicates[v] is not None:
-                    for node in P.nodes(cq.predicates[v]):
+                pred = cq.predicates[v]
+                if pred is not None:
+                    for node in P.nodes(pred):
                         if isinstance(node, P.Param):
                             used.setdefault(node.name, node.type)
+        assert first_stream is not None, "the file holds a query (an error above otherwise)"
         return Program(first_stream, first_partition, tuple(checked), tuple(self.warnings), used)
 
     def _stream_of(self, q: ast.Query, streams: dict[str, ast.CreateStream]) -> Schema:
@@ -164,13 +166,14 @@ class _Checker:
                 )
             (decl,) = streams.values()
         else:
-            decl = streams.get(ast.key(q.stream, q.stream_quoted))
-            if decl is None:
+            found = streams.get(ast.key(q.stream, q.stream_quoted))
+            if found is None:
                 raise QueryError(
                     f"unknown stream {_shown(q.stream, q.stream_quoted)}"
                     + _suggest(q.stream, streams.values()),
                     q.stream_pos,
                 )
+            decl = found
         return Schema(decl.name, decl.fields)
 
     def _partition_of(self, q: ast.Query, schema: Schema) -> str | None:
@@ -263,8 +266,8 @@ class _Checker:
                 )
         spelled = self._spell_vars(name, occurrences, defines, unused)
         pattern = _respell(q.pattern, spelled)
-        preds = {spelled[k]: defined.get(k) for k in sorted(used, key=spelled.get)}
-        window = None if q.within is None else self._window(q, schema)
+        preds = {spelled[k]: defined.get(k) for k in sorted(used, key=spelled.__getitem__)}
+        window = None if q.within is None else self._window(q, q.within, schema)
         if q.start_seq is not None and schema.resolve("seq") is not None:
             raise QueryError(
                 f"FIRST(seq) is the position of the tuple a match begins at, but "
@@ -324,9 +327,8 @@ class _Checker:
                 )
         return spelled
 
-    def _window(self, q: ast.Query, schema: Schema) -> int:
-        """WITHIN's window in the ORDER BY field's units."""
-        w = q.within
+    def _window(self, q: ast.Query, w: ast.Within, schema: Schema) -> int:
+        """``q``'s WITHIN, ``w``: its window in the ORDER BY field's units."""
         if not q.order:
             where = (
                 "add ORDER BY field to MATCH_RECOGNIZE (…)"
@@ -345,6 +347,7 @@ class _Checker:
                 q.order[0].pos,
             )
         if w.interval is None:
+            assert w.count is not None, "WITHIN is a count or an interval"
             n = w.count
             shown = f"WITHIN {n}"
         else:
@@ -597,7 +600,7 @@ class _Checker:
 
     def _fits(self, left: P.PExpr, right: P.PExpr, rside: ast.Expr) -> None:
         if isinstance(left, P.FieldRef) and isinstance(right, P.Const):
-            lo, hi = left.type.range
+            lo, hi = left.range
             if not lo <= right.value <= hi:
                 raise QueryError(
                     f"constant {right.value} does not fit field '{left.name}' "

@@ -11,6 +11,7 @@ FLOAT32 comparisons follow IEEE 754 (NaN satisfies no ordered comparison and ``=
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -37,6 +38,14 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 _UINT64 = (0, (1 << 64) - 1)
 
 
+def _range(ty: FieldType) -> tuple[int, int]:
+    """The values of an integer type, or an ENUM's label indices: what "int" and "enum"
+    comparisons compare."""
+    if isinstance(ty, BoolType | Float32Type):
+        raise TypeError(f"{ty} has no integer range")
+    return ty.range
+
+
 @dataclass(frozen=True)
 class FieldRef:
     name: str
@@ -44,7 +53,7 @@ class FieldRef:
 
     @property
     def range(self) -> tuple[int, int]:
-        return self.type.range
+        return _range(self.type)
 
 
 @dataclass(frozen=True)
@@ -71,7 +80,7 @@ class Param:
 
     @property
     def range(self) -> tuple[int, int]:
-        return self.type.range
+        return _range(self.type)
 
 
 def column_of(name: str) -> str:
@@ -85,14 +94,15 @@ class Arith:
     """Exact integer ``+``, ``-`` or unary ``neg`` (right is None)."""
 
     op: str
-    left: PExpr
-    right: PExpr | None = None
+    left: IntExpr
+    right: IntExpr | None = None
 
     @property
     def range(self) -> tuple[int, int]:
         llo, lhi = self.left.range
         if self.op == "neg":
             return -lhi, -llo
+        assert self.right is not None, "+ and - have a right operand"
         rlo, rhi = self.right.range
         if self.op == "+":
             return llo + rlo, lhi + rhi
@@ -125,13 +135,16 @@ class Not:
 
 
 PExpr = FieldRef | Const | Param | Arith | Cmp | And | Or | Not
+#: the operands of integer arithmetic
+IntExpr = FieldRef | Const | Param | Arith
 
 
 def _const_text(c: Const) -> str:
     if c.kind == "bool":
         return "TRUE" if c.value else "FALSE"
     if c.kind == "enum":
-        return "'" + c.enum.labels[c.value].replace("'", "''") + "'"
+        assert c.enum is not None, "an ENUM constant carries its type"
+        return "'" + c.enum.labels[int(c.value)].replace("'", "''") + "'"
     if c.kind == "float":
         return str(np.float32(c.value))
     return str(c.value)
@@ -148,7 +161,7 @@ def render(e: PExpr, _top: bool = True) -> str:
             return ":" + name
         case Arith("neg", left):
             return f"-{render(left, False)}"
-        case Arith(op, left, right):
+        case Arith(op, left, right) if right is not None:
             text = f"{render(left, False)} {op} {render(right, False)}"
             return text if _top else f"({text})"
         case Cmp(op, left, right):
@@ -163,13 +176,17 @@ def render(e: PExpr, _top: bool = True) -> str:
     raise TypeError(e)
 
 
+@overload
+def bind(e: IntExpr, values: dict) -> IntExpr: ...
+@overload
+def bind(e: PExpr, values: dict) -> PExpr: ...
 def bind(e: PExpr, values: dict) -> PExpr:
     """``e`` with every runtime parameter replaced by a constant: its value in ``values``
     (as :class:`nfacep.settings.ParamValues` holds them: the label's index for ENUM)."""
     match e:
         case Param(name, ty):
             kind = field_kind(ty)
-            return Const(values[name], kind, ty if kind == "enum" else None)
+            return Const(values[name], kind, ty if isinstance(ty, EnumType) else None)
         case Arith(op, left, right):
             return Arith(op, bind(left, values), None if right is None else bind(right, values))
         case Cmp(op, left, right, kind):
@@ -234,7 +251,7 @@ def _int_values(e: PExpr, columns, n: int, dtype):
             return np.asarray(columns[column_of(name)]).astype(dtype, copy=False)
         case Arith("neg", left):
             return -_int_values(left, columns, n, dtype)
-        case Arith(op, left, right):
+        case Arith(op, left, right) if right is not None:
             a = _int_values(left, columns, n, dtype)
             b = _int_values(right, columns, n, dtype)
             return a + b if op == "+" else a - b
@@ -256,7 +273,9 @@ def _scalar_or_column(e: PExpr, columns, n: int, dtype):
         return np.asarray(e.value, dtype=dtype)  # 0-d: broadcast, never n copies
     if isinstance(e, Param):
         return np.asarray(columns[column_of(e.name)]).astype(dtype, copy=False)
-    return columns[e.name].astype(dtype, copy=False)
+    if isinstance(e, FieldRef):
+        return columns[e.name].astype(dtype, copy=False)
+    raise TypeError(e)
 
 
 def _column(result, n: int) -> np.ndarray:

@@ -11,6 +11,7 @@ import pathlib
 import re
 import sys
 import tempfile
+from typing import Any
 
 import lark
 from lark import Lark, Token, Transformer_NonRecursive, v_args
@@ -158,9 +159,9 @@ class _ToAst(Transformer_NonRecursive):
 
     # statements
     def start(self, *items):
-        items = [i for i in items if not isinstance(i, Token)]
-        streams = tuple(i for i in items if isinstance(i, ast.CreateStream))
-        queries = tuple(i for i in items if isinstance(i, ast.Query))
+        statements = [i for i in items if not isinstance(i, Token)]
+        streams = tuple(i for i in statements if isinstance(i, ast.CreateStream))
+        queries = tuple(i for i in statements if isinstance(i, ast.Query))
         return ast.File(streams, queries)
 
     @v_args(meta=True, inline=True)
@@ -211,12 +212,12 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def sql_query(self, meta, _select, select, _from, stream, _mr, *rest):
-        rest = list(rest)
+        tail = list(rest)
         name = None
-        if rest and isinstance(rest[-1], Token) and rest[-1].type == "NAME":
-            name = rest.pop()
-        rest = [r for r in rest if not (isinstance(r, Token) and r.type == "AS")]
-        clauses = [("head", name, stream), *rest]
+        if tail and isinstance(tail[-1], Token) and tail[-1].type == "NAME":
+            name = tail.pop()
+        tail = [r for r in tail if not (isinstance(r, Token) and r.type == "AS")]
+        clauses = [("head", name, stream), *tail]
         if select is not None:
             clauses.append(select)
         return _build_query(meta, clauses, form="sql")
@@ -237,8 +238,8 @@ class _ToAst(Transformer_NonRecursive):
         )
 
     @v_args(meta=True, inline=True)
-    def measures_clause(self, meta, kw, *measures):
-        measures = [m for m in measures if not isinstance(m, Token)]
+    def measures_clause(self, meta, kw, *items):
+        measures = [m for m in items if not isinstance(m, Token)]
         for expr, _as, alias in measures:
             if not _is_start_seq(expr, alias):
                 return ("unsupported", ast.Unsupported(_MEASURES, _MEASURES_WHY, pos=_pos(kw)))
@@ -360,6 +361,7 @@ class _ToAst(Transformer_NonRecursive):
 
     def quantified(self, atom, quant):
         m = _QUANT.fullmatch(str(quant))
+        assert m is not None, "_QUANT accepts every QUANTIFIER token of the grammar"
         op, lo_text, comma, hi_text, lazy = m.groups()
         pos = _pos(quant)
         if op == "*":
@@ -531,12 +533,14 @@ def _integer(token: Token) -> int:
 
 
 def _build_query(meta, clauses, *, form):
-    fields = {"partition": (), "order": (), "skip": None, "define": ()}
+    # the clauses' nodes, as the transformer's methods return them
+    fields: dict[str, Any] = {"partition": (), "order": (), "skip": None, "define": ()}
     unsupported = []
     name = stream = None
     name_quoted = stream_quoted = False
     name_pos = stream_pos = None
-    pattern = within = start_seq = None
+    pattern: ast.Pattern | None = None
+    within = start_seq = None
     for clause in clauses:
         if clause is None or isinstance(clause, Token):
             continue
@@ -555,6 +559,7 @@ def _build_query(meta, clauses, *, form):
             start_seq = clause[1]
         else:
             fields[kind] = clause[1]
+    assert pattern is not None, "the grammar requires a PATTERN clause in both forms"
     return ast.Query(
         pattern=pattern,
         defines=fields["define"],
@@ -636,7 +641,7 @@ def _parse_tree(text: str):
 
 def _check_depth(file: ast.File) -> None:
     """Reject a pattern or condition with more than MAX_NESTING operators inside each other."""
-    roots = []
+    roots: list[ast.Pattern | ast.Expr] = []
     for q in file.queries:
         roots.append(q.pattern)
         roots.extend(d.expr for d in q.defines)
@@ -763,6 +768,7 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
     if (
         len(before) >= 2
         and before[-2].type == "WITHIN"
+        and prev is not None
         and prev.type == "INT_NUM"
         and token is not None
         and str(token).upper() in TIME_UNITS

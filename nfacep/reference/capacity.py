@@ -170,7 +170,7 @@ def admit(
             held &= offset // k < last // k + m
         ahead = np.flatnonzero(held)
         ahead = ahead[np.argsort(last[ahead], kind="stable")]
-    if not len(ahead):
+    if last is None or not len(ahead):
         return _admit(
             codes, lambda: np.arange(offset, offset + n, dtype=np.int64), offset + n, params, slots
         )

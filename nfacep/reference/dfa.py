@@ -8,6 +8,7 @@ state-count comparison.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,7 +68,7 @@ def true_masks(nfa: Nfa, q: QueryNfa, vectors: np.ndarray) -> list[int]:
 
 def all_symbols(nfa: Nfa, q: QueryNfa) -> np.ndarray:
     """Every combination of the query's predicates, as rows over all of ``nfa.predicates``."""
-    used = sorted({nfa.states[i].predicate for i in q.states} - {None})
+    used = nfa.predicates_of(q)
     rows = np.zeros((1 << len(used), len(nfa.predicates)), dtype=bool)
     for v in range(1 << len(used)):
         for b, p in enumerate(used):
@@ -76,7 +77,7 @@ def all_symbols(nfa: Nfa, q: QueryNfa) -> np.ndarray:
 
 
 def build(
-    nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16, roots: list[int] = ()
+    nfa: Nfa, q: QueryNfa, masks: list[int], max_states: int = 1 << 16, roots: Iterable[int] = ()
 ) -> Dfa:
     """The reachable part of the subset construction over the given symbols (true masks),
     from the empty set and from the state sets ``roots`` (a matcher that resumes a stream

@@ -196,7 +196,7 @@ def symbols(
     predicate vector is packed into an integer (up to ``_PACKED_PREDICATES`` predicates), or
     numbered by sorting the vectors."""
     decoder = decoder or _Decoder(nfa, tuples)
-    used = sorted({nfa.states[i].predicate for i in q.states} - {None})
+    used = nfa.predicates_of(q)
     n = len(admitted)
     everyone = bool(admitted.all())
     field = _narrow_field(nfa, used)
@@ -232,8 +232,8 @@ def symbols(
     rows = np.stack([decoder[p] for p in used], axis=1)
     if not everyone:
         rows = rows[admitted]
-    key = np.ascontiguousarray(np.packbits(rows, axis=1))
-    key = key.view(np.dtype((np.void, key.shape[1]))).ravel()
+    bits = np.ascontiguousarray(np.packbits(rows, axis=1))
+    key = bits.view(np.dtype((np.void, bits.shape[1]))).ravel()
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     vectors = np.zeros((len(first), len(nfa.predicates)), dtype=bool)
     vectors[:, used] = rows[first]
@@ -334,19 +334,22 @@ def _run_nfa(
             follow[j - q.first, i - q.first] = 1
     true = np.array([[(mask >> b) & 1 for b in range(m)] for mask in masks], dtype=bool)
     match = np.zeros(len(sym), dtype=bool)
-    first = np.full(len(sym), -1, dtype=np.int64) if order is not None else None
     _order, st, active = _by_length(seg_starts, seg_lens)
     state = np.zeros((len(st), m), dtype=bool)
-    began = np.zeros((len(st), m), dtype=np.int64) if order is not None else None
+    # the starts, when ``order`` is given (else empty)
+    tracked = order is not None
+    first = np.full(len(sym) if tracked else 0, -1, dtype=np.int64)
+    began = np.zeros((len(st), m) if tracked else (0, m), dtype=np.int64)
+    window = np.uint64(q.window or 0)  # (with ``ts`` only: WITHIN)
     for r, k in enumerate(active.tolist()):
         pos = st[:k] + r
         live = state[:k]
         if ts is not None:  # a state whose runs began too long ago is inactive
             t = ts[order[pos]]
-            live = live & (t[:, None] - ts[began[:k]] < np.uint64(q.window))
+            live = live & (t[:, None] - ts[began[:k]] < window)
         reach = (live.astype(np.uint8) @ follow) > 0
         nxt = true[sym[pos]] & (reach | start)
-        if order is not None:  # the latest start over the predecessors; a start state's is now
+        if tracked:  # the latest start over the predecessors; a start state's is now
             latest = np.full((k, m), -1, dtype=np.int64)
             for j in np.flatnonzero(live.any(axis=0)).tolist():
                 to = follow[j] > 0
@@ -360,7 +363,7 @@ def _run_nfa(
         if q.skip_past_last_row:
             nxt[hit] = False
         state[:k] = nxt
-    return match, first
+    return match, first if tracked else None
 
 
 def run(
@@ -421,7 +424,7 @@ class KeyCodes:
         self._table = None
         local, inverse = factorise(column)
         code, new = self._number(local)
-        return code.astype(_code_dtype(len(self.values)))[inverse], new
+        return code.astype(_code_dtype(len(self)))[inverse], new
 
     def _number(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The codes of the distinct keys ``local`` (ascending), numbering the new ones; and
@@ -430,6 +433,7 @@ class KeyCodes:
             self.values, self._sorted = local, local
             self._codes = np.arange(len(local), dtype=np.int64)
             return self._codes, local
+        assert self._sorted is not None and self._codes is not None, "set with values"
         at = np.searchsorted(self._sorted, local)
         found = at < len(self._sorted)
         found[found] = self._sorted[at[found]] == local[found]
@@ -474,13 +478,13 @@ class KeyCodes:
         new = column[:0]
         if len(unseen):
             _, new = self._number(unseen.astype(column.dtype) + base)
-            self._table[unseen] = len(self.values) - len(new) + np.arange(len(new))
+            self._table[unseen] = len(self) - len(new) + np.arange(len(new))
             if compiled is not None:
                 compiled.fill_codes(column, base, self._table, code)
             else:
                 missing = code < 0
                 code[missing] = self._table[column[missing] - base]
-        return code.astype(_code_dtype(len(self.values)), copy=False), new
+        return code.astype(_code_dtype(len(self)), copy=False), new
 
 
 def _words_state(q: QueryNfa, state: np.ndarray | None) -> np.ndarray:
@@ -663,7 +667,10 @@ class Matcher:
         vectors, packed, lut = symbols(nfa, q, piece.tuples, piece.admitted, piece.decoder)
         masks = dfa_mod.true_masks(nfa, q, vectors)
         tracked = q.window is not None or q.start_seq  # each state keeps its runs' start
-        ts = timestamps(piece.tuples.columns[q.order_field]) if q.window is not None else None
+        ts = None
+        if q.window is not None:
+            assert q.order_field is not None, "WITHIN needs ORDER BY (nfacep.lang.check)"
+            ts = timestamps(piece.tuples.columns[q.order_field])
         d = self._automaton(q, run, masks, tracked)
         loops = None
         whole = piece.offset == 0 and piece.last
@@ -686,7 +693,7 @@ class Matcher:
             order, heads, seg_lens = piece.grouped
             sym = lut[packed[order]]
             first = None
-            if run.engine == "dfa":
+            if d is not None:
                 match = _run_dfa(d, sym, heads, seg_lens)
             else:
                 match, first = _run_nfa(
@@ -697,11 +704,12 @@ class Matcher:
             return seqs[sort], None if first is None else first[match][sort]
         stream = (lut, packed, piece.codes, piece.admitted, piece.fresh)
         first = None
-        if run.engine == "dfa":
+        if d is not None:
+            assert run.state is not None, "numbered for d by _automaton"
             run.state = _grown(run.state, piece.n_keys)
             match = loops.dfa_stream(d.table, d.accept, *stream, run.state)
         elif tracked:
-            if run.began is None:
+            if run.began is None or run.began_ts is None:
                 run.began = np.zeros((0, q.count), dtype=np.int64)
                 run.began_ts = np.zeros((0, q.count), dtype=np.uint64)
             run.state = _grown(_words_state(q, run.state), piece.n_keys)
@@ -741,6 +749,7 @@ class Matcher:
             grown[: len(self._texts)] = self._texts
             self._texts = grown
         texts = self._texts
+        assert self.keys.values is not None, "numbered by _admit"
         shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
         shown = shown[texts[shown] == None]  # noqa: E711 (element-wise)
         texts[shown] = [format_value(v, ty) for v in self.keys.values[shown].tolist()]
@@ -757,7 +766,11 @@ class Matcher:
             run.engine = "nfa"
             return None
         old = run.dfa
-        used = np.zeros(0, dtype=np.int64) if old is None else np.unique(run.state)
+        if old is None:
+            used = np.zeros(0, dtype=np.int64)
+        else:
+            assert run.state is not None, "the state array numbered for run.dfa"
+            used = np.unique(run.state)
         roots = [] if old is None else [old.sets[u] for u in used.tolist()]
         try:
             d = dfa_mod.build(self.nfa, q, masks, max_states=_MAX_DFA_STATES, roots=roots)
