@@ -64,7 +64,7 @@ class PredicateDecoder(wiring.Component):
     allows.
 
     Bit ``i`` of ``predicates`` is predicate ``nfa.predicates[i]`` (``p{i}`` in ``nfacep
-    check``), evaluated on ``tuple`` exactly as :func:`nfacep.lang.predicates.evaluate` does:
+    check``), evaluated on ``tuple`` exactly as :func:`nfacep.lang.evaluate.evaluate` does:
 
     * integer arithmetic (``+``, ``-``) and comparisons are exact, whatever the widths and
       signedness of the fields (no overflow, UINT and INT compared as mathematical integers);

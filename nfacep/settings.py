@@ -183,7 +183,7 @@ class ParamValues:
         return values
 
     def columns(self, n: int, first: int = 0) -> dict[str, np.ndarray]:
-        """The values as :func:`nfacep.lang.predicates.evaluate` takes them, for the tuples
+        """The values as :func:`nfacep.lang.evaluate.evaluate` takes them, for the tuples
         ``first`` to ``first + n - 1``: one value (0-d) for a parameter that does not change
         there, else one per tuple."""
         import numpy as np

@@ -14,7 +14,7 @@ predicates lack, becomes a derived column computed here with Python integers; se
 :class:`PredicateConverter`; FLOAT32 literals and values arrive already rounded to single
 precision by the checker and the reader, and compare exactly as Python floats). Each query's
 WITHIN window and ORDER BY field are handed to the oracle as they are. The predicates are
-deliberately not evaluated with ``nfacep.lang.predicates.evaluate``: so neither the predicate truth
+deliberately not evaluated with ``nfacep.lang.evaluate.evaluate``: so neither the predicate truth
 values nor the matching come from the code the data are meant to test. The check fails,
 naming query, seq and partition, unless the oracle's matches are exactly the planted ``match``
 rows and no ``near_miss`` row is a match.

@@ -180,8 +180,9 @@ def test_the_shared_vocabulary_is_a_leaf():
 
 # --- what a command loads -------------------------------------------------------------------------
 
-#: Heavy packages that `nfacep check` does not use: tuple files, numba loops, gateware, Spark.
-NOT_FOR_CHECK = ("pyarrow", "numba", "amaranth", "pyspark")
+#: Heavy packages that `nfacep check` does not use: columns, tuple files, numba loops, gateware,
+#: Spark.
+NOT_FOR_CHECK = ("numpy", "pyarrow", "numba", "amaranth", "pyspark")
 #: Modules of the package that only building or running uses (the toolchain flow).
 NOT_FOR_CHECK_MODULES = ("nfacep.boards.bitstream", "nfacep.boards.flow")
 

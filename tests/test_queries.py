@@ -21,7 +21,8 @@ import nfacep
 import nfacep.io.reader
 import nfacep.io.tuples
 from nfacep.cli import main
-from nfacep.lang.predicates import evaluate, render
+from nfacep.lang.evaluate import evaluate
+from nfacep.lang.predicates import render
 
 QUERIES = pathlib.Path(__file__).parent.parent / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))

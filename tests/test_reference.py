@@ -377,7 +377,8 @@ def test_factorise_is_unique_with_inverse(column):
 def test_constants_are_broadcast_not_copied():
     """Constants in a predicate are 0-d arrays; every comparison still gives one bool per
     tuple, also between constants alone."""
-    from nfacep.lang.predicates import Cmp, Const, FieldRef, evaluate
+    from nfacep.lang.evaluate import evaluate
+    from nfacep.lang.predicates import Cmp, Const, FieldRef
     from nfacep.lang.types import UIntType
 
     x = np.array([1, 5, 9], dtype=np.uint64)

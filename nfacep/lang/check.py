@@ -519,7 +519,9 @@ class _Checker:
         kinds = {lk, rk}
         if kinds <= {"int", "intlit"}:
             if lk == rk == "intlit":
-                return P.Const(bool(P.evaluate(P.Cmp(op, lv, rv, "int"), {}, 1)[0]), "bool")
+                from .evaluate import evaluate  # numpy, only for a comparison of constants
+
+                return P.Const(bool(evaluate(P.Cmp(op, lv, rv, "int"), {}, 1)[0]), "bool")
             self._fits(lv, rv, rside)
             return P.Cmp(op, lv, rv, "int")
         if lk == "float" and rk in ("float", "declit", "intlit"):

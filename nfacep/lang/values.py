@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is loaded when a FLOAT32 value is converted, not to parse a query
+    import numpy as np
 
 __all__ = ["decimal_to_float32", "fix_float32_rounding"]
 
 
 def decimal_to_float32(text: str) -> np.float32:
     """The float32 nearest to the decimal ``text`` (ties to even), without double rounding."""
+    import numpy as np
+
     return fix_float32_rounding(np.array([text]), np.array([float(text)]))[0]
 
 
@@ -21,6 +25,8 @@ def fix_float32_rounding(texts: np.ndarray, doubles: np.ndarray) -> np.ndarray:
     Rounding a decimal first to double and then to single is wrong only when the double lands
     exactly on a midpoint between two singles; those rare values are redone from the text.
     """
+    import numpy as np
+
     with np.errstate(over="ignore", invalid="ignore"):
         singles = doubles.astype(np.float32)
         finite = np.isfinite(singles) & np.isfinite(doubles)

@@ -4,7 +4,7 @@ What it reports is defined in docs/language.md, 'What a match is' and 'Partition
 and timers'. Every output of the gateware is checked against this model. It computes, for a
 batch of tuples:
 
-1. the predicate vector of every tuple, column-wise (:func:`nfacep.lang.predicates.evaluate`), or,
+1. the predicate vector of every tuple, column-wise (:func:`nfacep.lang.evaluate.evaluate`), or,
    for a query whose predicates read one field of few values, of each value that occurs
    (:func:`symbols`);
 2. which tuples the partitioner drops and where a partition restarts from the null state
@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..io.tuples import Tuples, format_value
-from ..lang.predicates import FieldRef, evaluate, nodes
+from ..lang.evaluate import evaluate
+from ..lang.predicates import FieldRef, nodes
 from ..lang.types import BoolType, EnumType, UIntType
 from ..nfa import Nfa, QueryNfa
 from ..params import EngineParams

@@ -26,6 +26,7 @@ import numpy as np
 
 from nfacep.errors import UsageError
 from nfacep.lang import predicates as P
+from nfacep.lang.evaluate import evaluate
 from nfacep.lang.types import BoolType, EnumType, Float32Type, UIntType
 from nfacep.nfa import Nfa
 from nfacep.settings import ParamValues
@@ -487,6 +488,4 @@ class Background:
         """Share of background tuples satisfying each decoder predicate."""
         cols = self.draw(seeded_rng(self.options.seed, 4), np.arange(n, dtype=np.int64))
         typed = {**self.typed(cols), **self.params}
-        return {
-            p.text: round(float(P.evaluate(p.expr, typed, n).mean()), 4) for p in nfa.predicates
-        }
+        return {p.text: round(float(evaluate(p.expr, typed, n).mean()), 4) for p in nfa.predicates}

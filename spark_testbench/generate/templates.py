@@ -19,7 +19,7 @@ import numpy as np
 
 from nfacep.io.tuples import Tuples
 from nfacep.lang import ast
-from nfacep.lang import predicates as P
+from nfacep.lang.evaluate import evaluate
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
@@ -101,7 +101,7 @@ class Templates:
                 ok = np.arange(256)
             else:
                 ok = np.flatnonzero(
-                    P.evaluate(pred, {**self.bg.typed(cols), **self.bg.params}, 4096)
+                    evaluate(pred, {**self.bg.typed(cols), **self.bg.params}, 4096)
                 )[:256]
             if len(ok):
                 found = {k: v[ok] for k, v in cols.items()}
