@@ -1,15 +1,15 @@
 """Spark testbench: ``regress`` simulates the gateware over vectors and checks it in Spark.
 
-One Spark session (local[2]) and one simulator build cache serve the module; vectors are a few
-thousand tuples, simulated under Icarus Verilog. A gateware variant with one activation wire
-cut must be caught with a readable report; bad input must fail before Spark does any work.
+One Spark session (local[2], the ``spark`` fixture of conftest.py) and one simulator build
+cache serve the module; vectors are a few thousand tuples, simulated under Icarus Verilog. A
+gateware variant with one activation wire cut must be caught with a readable report; bad input
+must fail before Spark does any work.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
 import shutil
 
@@ -30,16 +30,6 @@ FIRE = str(QUERIES / "fire.sql")
 SUPPLY = str(QUERIES / "supplychain.sql")
 FIRE_ENGINE = ("--partitions", "16")
 SUPPLY_ENGINE = ("--partitions", "6", "--tick-tuples", "40", "--timer-bits", "2")
-
-
-@pytest.fixture(scope="session")
-def spark():
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.fail("the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME")
-    s, created = spark_session.session(MASTER)
-    yield s
-    if created:
-        s.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,14 @@
 """Spark testbench: regression vectors are deterministic and their expected matches are the
 reference matcher's (``nfacep match``) on the same tuples.
 
-One Spark session (local[2]) serves the whole module; sizes are small so the file runs in a
-couple of minutes on a slow 2-core machine.
+One Spark session (local[2], the ``spark`` fixture of conftest.py) serves the whole module;
+sizes are small so the file runs in a couple of minutes on a slow 2-core machine.
 """
 
 import csv
 import hashlib
 import json
-import os
 import pathlib
-import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,9 +22,6 @@ from nfacep.params import EngineParams
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench import vectors
 from nfacep.spark_testbench.generate import KINDS, WINDOW_KINDS, Generator, Options
-
-# Spark needs a JVM; without one every test here fails with this message, rather than skipping
-JAVA_MISSING = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
@@ -45,19 +40,6 @@ def _plain_diffs():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pyspark.testing.utils, "_terminal_color_support", lambda: False)
         yield
-
-
-@pytest.fixture(scope="session")
-def spark():
-    if JAVA_MISSING:
-        pytest.fail(
-            "the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME "
-            "(Debian: apt-get install -y openjdk-17-jre-headless)"
-        )
-    s, created = spark_session.session(MASTER)
-    yield s
-    if created:
-        s.stop()
 
 
 def make(spark, out, query=FIRE, *, tasks=2, engine=None, expected="auto", **options):

@@ -302,7 +302,7 @@ def test_check_board_counts_the_window_state(tmp_path, capsys):
     assert got["window"] != got["plain"]
 
 
-def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
+def test_vectors_expects_what_match_reports_with_a_window(spark, tmp_path, capsys):
     """`nfacep vectors` runs the reference matcher in Spark tasks: it must hand it the ORDER BY
     field of a query with a window, which no predicate reads, and expect what `nfacep match`
     reports on the tuples it wrote."""
@@ -311,7 +311,7 @@ def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
 
     q, _ = files(tmp_path)
     out = tmp_path / "vectors"
-    # local[2]: the Spark tests' session, which this process may already run (one per process)
+    # local[2]: the Spark tests' session (the `spark` fixture), reused rather than started anew
     assert (
         main(
             [
