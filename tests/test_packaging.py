@@ -18,6 +18,9 @@ import zipfile
 
 import pytest
 
+# under pytest-xdist (--dist loadgroup): the wheel is built once, by one worker
+pytestmark = pytest.mark.xdist_group("wheel")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUTER = ("hdl", "sim", "boards", "spark_testbench")
 

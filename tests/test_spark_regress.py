@@ -23,6 +23,10 @@ from nfacep.spark_testbench import regress, vectors
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench.generate import Options
 
+# under pytest-xdist (--dist loadgroup): its module fixtures' vectors and build cache are made
+# once, by one worker
+pytestmark = pytest.mark.xdist_group("spark_regress")
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
 MASTER = "local[2]"

@@ -23,6 +23,9 @@ from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench import vectors
 from nfacep.spark_testbench.generate import KINDS, WINDOW_KINDS, Generator, Options
 
+# under pytest-xdist (--dist loadgroup): its module fixtures' vectors are made once, by one worker
+pytestmark = pytest.mark.xdist_group("spark_vectors")
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
 MASTER = "local[2]"
