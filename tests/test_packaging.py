@@ -204,6 +204,7 @@ def _private_uses(path: pathlib.Path) -> list[tuple[str, str, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_private_names_across_packages():
     """A test, a benchmark or a package uses only the public names of another package: none
     imports, or reads as ``module._name``, a private name of a module outside its package."""

@@ -280,6 +280,7 @@ def sim_files(tmp_path):
     return str(tmp_path / "q.sql"), str(tmp_path / "t.csv")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "simulator"), [("batch", "icarus"), ("cycle", "icarus"), ("native", "verilator")]
 )
@@ -449,6 +450,7 @@ def test_hostile_param_values_get_clear_errors(texts):
     values.packed(values.initial)
 
 
+@pytest.mark.slow
 def test_vectors_and_regress_take_starting_values(spark, tmp_path, capsys):
     """``vectors --param`` expects what ``match`` reports with those values and records them
     in the manifest; ``regress`` simulates the engine built with them and passes; other values

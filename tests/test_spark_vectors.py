@@ -110,6 +110,7 @@ def assert_expected_is(spark, folder, rows):
 # --- determinism ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
     (d1, m1), (d2, m2), (d8, m8) = fire[1], fire[2], fire[8]
     for name in (vectors.TUPLES, vectors.EXPECTED, vectors.DROPS):
@@ -128,6 +129,7 @@ def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
     assert [m["run"]["tasks"] for m in (m1, m2, m8)] == [1, 2, 8]
 
 
+@pytest.mark.slow
 def test_another_seed_gives_other_tuples(spark, fire, tmp_path):
     m = make(spark, tmp_path / "v", seed=8)
     assert not table(tmp_path / "v", vectors.TUPLES).equals(table(fire[2][0], vectors.TUPLES))

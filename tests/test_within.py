@@ -230,6 +230,7 @@ LONG = (
 )
 
 
+@pytest.mark.slow
 def test_sim_equals_match_with_a_window(tmp_path, capsys):
     """The gateware keeps windows: cocotb on the emitted Verilog reports what match does, in
     both partition stores, across a gap longer than a stored age spans."""
