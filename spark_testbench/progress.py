@@ -25,7 +25,9 @@ tracker.
 
 The interval is ``every`` seconds, or ``$NFACEP_PROGRESS_SECONDS`` when ``every`` is None (tests
 make it tiny), else :data:`EVERY`; it restarts with each phase and after each line, so two lines
-never come closer than that, except a phase's last line.
+never come closer than that, except a phase's last line. Time is read from ``clock`` (monotonic
+seconds, :func:`time.monotonic` by default): tests pass a fake one and call
+:meth:`Progress.tick` themselves instead of racing a thread with ``sleep``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["EVERY", "LIVE_EVERY", "Counter", "Progress", "duration", "line"]
@@ -274,9 +277,22 @@ class Progress:
     ``print_fn`` is None for no output (``--quiet``); the counters work anyway. Use it as a
     context manager around the phases; :meth:`phase` starts one (ending the previous one) and
     :meth:`end` ends the current one.
+
+    ``clock`` returns monotonic seconds (:func:`time.monotonic`); every time the class uses
+    comes from it. ``watcher`` false starts no thread: lines are then printed when the caller
+    calls :meth:`tick` (tests, with a fake ``clock``).
     """
 
-    def __init__(self, spark, command: str, print_fn=None, every: float | None = None):
+    def __init__(
+        self,
+        spark,
+        command: str,
+        print_fn=None,
+        every: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        watcher: bool = True,
+    ):
         self.sc = spark.sparkContext
         self.command = command
         self.print = print_fn
@@ -285,8 +301,10 @@ class Progress:
         if not every > 0:
             raise ValueError(f"progress interval {every!r}: must be more than 0 seconds")
         self.every = every
+        self.clock = clock
+        self._watcher = watcher
         self._phase: _Phase | None = None
-        self._last = time.perf_counter()  #: when the last line was printed, or a phase began
+        self._last = clock()  #: when the last line was printed, or a phase began
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"{command}-progress")
@@ -295,7 +313,8 @@ class Progress:
 
     def __enter__(self):
         if self.print is not None:
-            self._thread.start()
+            if self._watcher:
+                self._thread.start()
             self._live = _listen(self.sc)
         return self
 
@@ -330,7 +349,7 @@ class Progress:
                 live = (*self._live.address, self._tokens, min(LIVE_EVERY, self.every))
             counter = Counter(self.sc.accumulator(0), self.sc.accumulator(0), live)
         with self._lock:
-            self._phase = _Phase(verb, total, tasks, task_word, counter, time.perf_counter())
+            self._phase = _Phase(verb, total, tasks, task_word, counter, self.clock())
             self._last = self._phase.t0
         return counter
 
@@ -345,11 +364,11 @@ class Progress:
                         ph.verb,
                         ph.counter.tuples.value,
                         ph.total,
-                        time.perf_counter() - ph.t0,
+                        self.clock() - ph.t0,
                         final=True,
                     )
                 )
-                self._last = time.perf_counter()
+                self._last = self.clock()
 
     def now(self) -> str | None:
         """The line for the current phase, now (None between phases)."""
@@ -358,7 +377,7 @@ class Progress:
             return None if ph is None else self._line(ph)
 
     def _line(self, ph: _Phase) -> str:
-        seconds = time.perf_counter() - ph.t0
+        seconds = self.clock() - ph.t0
         if ph.counter is not None:
             done = ph.counter.tuples.value
             if ph.counter.live is not None and self._live is not None:
@@ -383,20 +402,26 @@ class Progress:
         tasks = f", {done} of {total} Spark tasks done" if total else ""
         return f"{self.command}: {ph.verb}{tasks}, {duration(seconds)} elapsed"
 
+    def tick(self) -> float:
+        """Print the current phase's line if one is due: ``every`` seconds after the last line
+        or the phase's start, whichever is later (never two within ``every`` seconds, none just
+        after a phase began). Returns the seconds until the next one is due."""
+        with self._lock:
+            now = self.clock()
+            wait = self._last + self.every - now
+            if wait > 0.001:
+                return wait
+            self._last = now
+            try:
+                text = None if self._phase is None else self._line(self._phase)
+            except Exception:  # progress must never break the run
+                text = None
+            if text is not None and self.print is not None:
+                self.print(text)
+            return self.every
+
     def _loop(self) -> None:
-        """A line ``every`` seconds after the last line or the phase's start, whichever is
-        later: never two within ``every`` seconds, none just after a phase began."""
+        """The watcher thread: :meth:`tick` when the next line is due."""
         wait = self.every
         while not self._stop.wait(wait):
-            with self._lock:
-                wait = self._last + self.every - time.perf_counter()
-                if wait > 0.001:
-                    continue
-                wait = self.every
-                self._last = time.perf_counter()
-                try:
-                    text = None if self._phase is None else self._line(self._phase)
-                except Exception:  # progress must never break the run
-                    continue
-                if text is not None:
-                    self.print(text)
+            wait = self.tick()

@@ -372,6 +372,7 @@ def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
     assert "not refused before synthesis" in out
 
 
+@pytest.mark.slow
 def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_toolchain, capsys):
     assert run(["check", MARATHON, "--board", "icestick", "--partitions", "64"]) == 0
     out = capsys.readouterr().out
@@ -397,6 +398,7 @@ def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_
     assert refused.split("stop before synthesis: ", 1)[1] in err
 
 
+@pytest.mark.slow
 def test_check_board_json_with_table_block_rams(no_toolchain, capsys):
     assert (
         run(
@@ -477,6 +479,7 @@ def _board_params(capsys, *args) -> dict:
     return board
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("query", "board", "want"),
     [
@@ -511,6 +514,7 @@ def test_board_default_is_the_largest_table_that_fits(no_toolchain, capsys, quer
             assert table_blocks(nfa, bigger, b.family) > b.brams - RESERVED[b.family]
 
 
+@pytest.mark.slow
 def test_board_default_gives_way_to_any_store_option(no_toolchain, capsys, tmp_path):
     for options, want in [
         (["--partitions", "64"], ("pipeline", 64)),

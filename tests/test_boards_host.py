@@ -156,6 +156,7 @@ def test_drops_and_a_small_slow_buffer(tmp_path):
     assert summary["link"]["tuples_per_frame"] == 2 and summary["link"]["status_polls"] > 0
 
 
+@pytest.mark.slow
 def test_lossy_link_resends_and_still_matches(tmp_path):
     out = tmp_path / "board.csv"
     with board("vshape", lose=0.0005, corrupt=0.0005) as (model, port):

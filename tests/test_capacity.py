@@ -140,6 +140,7 @@ def test_match_default_capacity_is_256(tmp_path):
     assert [m[0] for m in got.matches] == list(range(300, 556))
 
 
+@pytest.mark.slow
 @cli_settings(100)
 @given(
     keys=key_lists(),
@@ -156,6 +157,7 @@ def test_match_capacity_and_timers(tmp_path, keys, cells, n, k, b):
     check_against_oracle(tmp_path, [AA], text, rows, True, options(n, k, b), (n, k, b))
 
 
+@pytest.mark.slow
 @cli_settings(80)
 @given(
     q1=queries("x"),
@@ -181,6 +183,7 @@ def test_match_empty_input(tmp_path, hardware):
     check_against_oracle(tmp_path, [AA], text, [], True, options(*hardware), hardware)
 
 
+@pytest.mark.slow
 @cli_settings(40)
 @given(
     seed=st.integers(0, 2**32 - 1),

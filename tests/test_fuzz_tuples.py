@@ -43,6 +43,7 @@ def test_the_corpus_is_read():
     assert len(corpus()) >= 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", range(10))
 def test_mutants_are_accepted_or_refused_with_a_position(tmp_path, block):
     previous = signal.signal(signal.SIGALRM, _alarm)

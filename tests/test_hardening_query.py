@@ -552,6 +552,7 @@ def test_caret_line_is_the_lexers_line(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_many_big_queries_are_bounded(tmp_path, capsys):
     """Many queries of many states: refused as soon as the file's states pass
     MAX_FILE_STATES, before they are made (thousands of queries took seconds)."""

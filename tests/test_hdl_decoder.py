@@ -335,6 +335,7 @@ def test_every_group_compiles(nfa):
     assert len(nfa.predicates) > 120
 
 
+@pytest.mark.slow
 def test_random_tuples(nfa):
     tuples = random_tuples(nfa, 4000, seed=1)
     assert_decodes_like_reference(nfa, tuples)

@@ -269,6 +269,7 @@ def test_latency_and_throughput(partitions, latency, cycles_per_tuple):
     assert seen["cycles_per_tuple"] == cycles_per_tuple
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     sc=scenarios(),
@@ -372,6 +373,7 @@ def test_table_store_with_timers_against_reference(key_bits, partitions, ways, k
     assert bool(drops) == (not direct and (tick, bits) != (1, 1))
 
 
+@pytest.mark.slow
 def test_table_bundled_query_stalled():
     nfa = nfacep.compile_file(str(QUERIES / "bruteforce.sql"))
     data = reader.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
@@ -402,6 +404,7 @@ def test_table_latency_and_throughput(partitions, ways, key_bits, ticks):
     assert seen["accepted_per_cycle"] == 1
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     sc=scenarios(partitioned=True),
@@ -512,6 +515,7 @@ def test_windows_unpartitioned():
     assert bits and not drops
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(
     picks=st.lists(

@@ -250,6 +250,7 @@ def test_random_full_speed(depth):
     check(tuples, depth=depth, timer_bits=2, tick_tuples=3)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     depth=st.integers(1, 3),

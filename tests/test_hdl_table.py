@@ -287,6 +287,7 @@ def test_full_buckets_equal_nfacep_capacity():
     assert (~admission.admitted).sum() > 50
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(
     shape=st.sampled_from([(2, 1, 8), (4, 2, 8), (4, 4, 9), (8, 2, 3), (2, 2, 1), (4, 1, 2)]),
@@ -434,6 +435,7 @@ def test_stamp_width_covers_a_sweep_pass():
     assert make_table(entries=8, ways=2, key_width=16).stamp_bits == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     shape=st.sampled_from([(2, 1, 8), (4, 2, 8), (4, 4, 9), (8, 2, 3), (2, 2, 1), (4, 1, 2)]),

@@ -57,6 +57,7 @@ def key_pieces(draw):
     return [np.array(p, dtype=dtype) for p in pieces]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(pieces=key_pieces(), compiled_loops=st.booleans())
 def test_codes_across_pieces_follow_the_definition(pieces, compiled_loops):

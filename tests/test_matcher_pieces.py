@@ -98,6 +98,7 @@ def hardware(data, partitioned: bool) -> EngineParams:
     return EngineParams(partitions=partitions, tick_tuples=tick, timer_bits=bits)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(partitioned=st.booleans(), data=st.data())
 def test_pieces_equal_one_pass(partitioned, data):
@@ -272,6 +273,7 @@ def test_match_in_chunks_writes_the_same_files(tmp_path, query, options):
             assert {**a, "input": None} == {**b, "input": None}
 
 
+@pytest.mark.slow
 @cli_settings(60)
 @given(partitioned=st.booleans(), chunk=st.integers(1, 7), data=st.data())
 def test_match_in_chunks_against_the_oracle(tmp_path, partitioned, chunk, data):

@@ -453,6 +453,7 @@ def cli_settings(max_examples: int) -> settings:
     )
 
 
+@pytest.mark.slow
 @cli_settings(120)
 @given(sc=scenarios(), rows=streams(), data=st.data())
 def test_match_random(tmp_path, sc, rows, data):
@@ -497,6 +498,7 @@ def test_match_only_empty(tmp_path, pattern):
     assert got.matches == []
 
 
+@pytest.mark.slow
 @cli_settings(40)
 @given(
     q=queries("q"),
@@ -619,6 +621,7 @@ def test_small_scope_size():
 EXHAUSTIVE = [("small", b) for b in range(BATCHES)] + [("more", b) for b in range(BATCHES // 2)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("scope", "batch"), EXHAUSTIVE)
 def test_match_exhaustive_small_scope(tmp_path, scope, batch):
     """Each batch is one query file, every pattern in it twice: every end (concise form) and
@@ -887,6 +890,7 @@ PARAM_DRAW = {
 }
 
 
+@pytest.mark.slow
 @cli_settings(100)
 @given(partitioned=st.booleans(), data=st.data())
 def test_match_with_parameter_switches(tmp_path, partitioned, data):

@@ -18,6 +18,9 @@ import zipfile
 
 import pytest
 
+# under pytest-xdist (--dist loadgroup): the wheel is built once, by one worker
+pytestmark = pytest.mark.xdist_group("wheel")
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUTER = ("hdl", "sim", "boards", "links", "spark_testbench")
 
@@ -206,6 +209,7 @@ def _private_uses(path: pathlib.Path) -> list[tuple[str, str, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_private_names_across_packages():
     """A test, a benchmark or a package uses only the public names of another package: none
     imports, or reads as ``module._name``, a private name of a module outside its package."""

@@ -1,6 +1,8 @@
 """Progress lines of ``vectors`` and ``regress`` (spark_testbench.progress), without Spark.
 
 The Spark runs that print them are tested in test_spark_vectors.py and test_spark_regress.py.
+The watcher's timing is driven by a fake clock (:class:`_Clock`) and :meth:`Progress.tick`, so
+no test races ``sleep`` against an interval.
 """
 
 from __future__ import annotations
@@ -104,13 +106,35 @@ class _Spark:
     sparkContext = _Context()
 
 
+class _Clock:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _progress(spark, command, print_fn, every, clock):
+    """A watcher without its thread: the test calls ``tick`` after moving ``clock``."""
+    return Progress(spark, command, print_fn, every=every, clock=clock, watcher=False)
+
+
 def test_lines_every_interval_then_the_total():
     lines: list[str] = []
-    with Progress(_Spark(), "regress", lines.append, every=0.01) as watch:
+    clock = _Clock()
+    with _progress(_Spark(), "regress", lines.append, 0.01, clock) as watch:
         counter = watch.phase("simulated", total=100, tasks=2, task_word="shards")
         counter.add(60)
         counter.finished()
-        time.sleep(0.2)
+        for _ in range(3):
+            clock.advance(0.01)
+            watch.tick()
+    assert len(lines) == 4  # three periodic lines and the last one
     assert len(lines) >= 3
     periodic, last = lines[:-1], lines[-1]
     assert all(
@@ -123,11 +147,14 @@ def test_lines_every_interval_then_the_total():
 
 def test_never_more_often_than_the_interval():
     lines: list[str] = []
-    with Progress(_Spark(), "vectors", lines.append, every=30) as watch:
+    clock = _Clock()
+    with _progress(_Spark(), "vectors", lines.append, 30, clock) as watch:
         watch.phase("generated", total=10, tasks=1).add(10)
-        time.sleep(0.1)
+        clock.advance(29)
+        assert watch.tick() == pytest.approx(1)  # the next line would be due in 1 s
         watch.phase("matched", total=10, tasks=1).add(10)
-        time.sleep(0.1)
+        clock.advance(29)
+        watch.tick()
     # only the phases' last lines: no periodic line within 30 s
     assert [ln.split(" in ")[0] for ln in lines] == [
         "vectors: 10 of 10 tuples generated (100%)",
@@ -136,10 +163,12 @@ def test_never_more_often_than_the_interval():
 
 
 def test_quiet_prints_nothing_but_counts():
-    with Progress(_Spark(), "regress", None, every=0.01) as watch:
+    clock = _Clock()
+    with _progress(_Spark(), "regress", None, 0.01, clock) as watch:
         counter = watch.phase("simulated", total=5)
         counter.add(5)
-        time.sleep(0.05)
+        clock.advance(0.05)
+        watch.tick()
         assert watch.now().startswith("regress: 5 of 5 tuples simulated (100%)")
 
 
@@ -157,12 +186,32 @@ def test_no_line_just_after_a_phase_began():
     """The interval restarts with each phase: a phase shorter than it prints only its last
     line, even when the previous one ran most of an interval."""
     lines: list[str] = []
-    with Progress(_Spark(), "vectors", lines.append, every=0.3) as watch:
+    clock = _Clock()
+    with _progress(_Spark(), "vectors", lines.append, 0.3, clock) as watch:
         watch.phase("generated", total=10, tasks=1).add(10)
-        time.sleep(0.2)
+        clock.advance(0.2)
+        watch.tick()
         watch.phase("matched", total=10, tasks=1).add(10)
-        time.sleep(0.2)
+        clock.advance(0.2)  # 0.4 s after the first phase began, 0.2 s after the second
+        watch.tick()
     assert len(lines) == 2 and all(" in 0 s, " in ln for ln in lines), lines
+
+
+def test_the_watcher_thread_prints_a_line_when_one_is_due():
+    """The thread ticks on its own: once the (fake) clock has passed the interval, one line
+    (the clock stands still after it, so no second one), then the phase's last line."""
+    lines: list[str] = []
+    clock = _Clock()
+    with Progress(_Spark(), "regress", lines.append, every=0.01, clock=clock) as watch:
+        counter = watch.phase("simulated", total=100)
+        counter.add(60)
+        clock.advance(0.01)
+        deadline = time.monotonic() + 10
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("regress: 60 of 100 tuples simulated (60%), 6,000 tuples/s")
+    assert lines[1] == "regress: 60 of 100 tuples simulated (60%) in 0 s, 6,000 tuples/s"
 
 
 class _LocalContext(_Context):
@@ -179,7 +228,7 @@ def test_a_running_task_reports_over_the_drivers_port():
     port while it runs; a line shows the larger count."""
     import pickle
 
-    with Progress(_LocalSpark(), "vectors", lambda _: None, every=0.01) as watch:
+    with _progress(_LocalSpark(), "vectors", lambda _: None, 0.01, _Clock()) as watch:
         counter = watch.phase("matched", total=1000, tasks=1)
         assert counter.live is not None and counter.live[:1] == ("127.0.0.1",)
         task = pickle.loads(pickle.dumps(counter))
@@ -199,7 +248,7 @@ def test_a_running_task_reports_over_the_drivers_port():
 def test_the_listener_drops_a_connection_that_sends_garbage():
     import socket
 
-    with Progress(_LocalSpark(), "vectors", lambda _: None, every=0.01) as watch:
+    with _progress(_LocalSpark(), "vectors", lambda _: None, 0.01, _Clock()) as watch:
         counter = watch.phase("matched", total=100)
         host, port, token, _ = counter.live
         for junk in (b"x" * 200, b"1 2 3\n", b"-1 5\n", f"{token} 7\n".encode()):

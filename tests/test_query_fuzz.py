@@ -58,6 +58,7 @@ def test_the_worker_reports_every_outcome(runner):
     assert runner.run(b"\xff")[0] == "error"
 
 
+@pytest.mark.slow
 def test_mutants_are_accepted_or_refused_with_a_position(runner):
     report = campaign(mutants(SEED, INPUTS), runner)
     how = f"seed {SEED}: tools/fuzz_queries.py --seed {SEED} reproduces them"

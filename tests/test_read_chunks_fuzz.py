@@ -245,6 +245,7 @@ def compare(seed: int, i: int, folder: str, grow: bool = False) -> str:
     return "accepted" if whole.whole is not None else "error"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", range(BLOCKS))
 def test_pieces_are_the_whole_read_or_its_error(tmp_path, block):
     outcomes = {"accepted": 0, "error": 0}

@@ -280,6 +280,7 @@ def sim_files(tmp_path):
     return str(tmp_path / "q.sql"), str(tmp_path / "t.csv")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "simulator"), [("batch", "icarus"), ("cycle", "icarus"), ("native", "verilator")]
 )
@@ -449,7 +450,8 @@ def test_hostile_param_values_get_clear_errors(texts):
     values.packed(values.initial)
 
 
-def test_vectors_and_regress_take_starting_values(tmp_path, capsys):
+@pytest.mark.slow
+def test_vectors_and_regress_take_starting_values(spark, tmp_path, capsys):
     """``vectors --param`` expects what ``match`` reports with those values and records them
     in the manifest; ``regress`` simulates the engine built with them and passes; other values
     are refused."""
@@ -464,7 +466,7 @@ def test_vectors_and_regress_take_starting_values(tmp_path, capsys):
     )
     out = tmp_path / "vectors"
     values = ["--param", "lo=100", "--param", "last=C"]
-    # local[2]: the Spark tests' session, which this process may already run (one per process)
+    # local[2]: the Spark tests' session (the `spark` fixture), reused rather than started anew
     assert (
         main(
             [

@@ -188,6 +188,7 @@ def test_verilator_marathon(tmp_path, sim_cache):
     assert summary["simulator"] == "verilator" and summary["drops"] == 0
 
 
+@pytest.mark.slow
 def test_default_parameters_full_traffic_api(tmp_path, sim_cache):
     """The engine as `nfacep verilog` emits it by default, driven as fast as it goes."""
     require("icarus")
@@ -367,6 +368,7 @@ def test_batch_and_per_cycle_modes_give_the_same_records(tmp_path, sim_cache, na
     assert 0 < runs["batch"].tuples_per_cycle < 0.5  # gaps and stalls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "params"),
     [
@@ -408,6 +410,7 @@ def test_native_mode_is_the_batch_harness_without_python(tmp_path, sim_cache, na
     assert runs["native"].drops.tolist() == want.drops.tolist() and len(want.drops) > 0
 
 
+@pytest.mark.slow
 def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monkeypatch):
     """A wrong expectation is a mismatch with the records named; a stuck engine a timeout; the
     native mode needs Verilator."""
@@ -446,6 +449,7 @@ def test_native_mode_reports_differences_and_timeouts(tmp_path, sim_cache, monke
     assert traced.waves == str(waves) and "$enddefinitions" in waves.read_text()[:100000]
 
 
+@pytest.mark.slow
 def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
     """With valid and ready always high the harness feeds the engine as fast as it takes
     tuples (one every other cycle, the swap pipeline's rate); a bad depth is a usage error."""
@@ -698,6 +702,7 @@ def test_no_process_drives_only_a_constant(tmp_path, name, store):
     assert not _CONSTANT_ONLY.findall(text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("simulator", "mode"), [("icarus", "batch"), ("verilator", "native")])
 def test_progress_as_batches_end(tmp_path, sim_cache, simulator, mode):
     """``progress`` hears the tuples simulated as each batch ends (the harness appends a line
@@ -736,6 +741,7 @@ def test_hex_lines_are_the_packed_words(name):
     assert {len(line) for line in lines} == {(wire.tuple_width(schema) + 3) // 4}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("simulator", "mode"), [("icarus", "batch"), ("verilator", "native")])
 def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode):
     """Simulation.stream: the tuples given in pieces of 50 (appended to the input as they

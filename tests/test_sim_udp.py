@@ -81,6 +81,7 @@ def frames_in(summary: dict) -> int:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_bundled_query_over_udp(tmp_path, sim_cache, name, capsys):
     """Every bundled query: the board's records, sent back in RECORDS packets, give the match
@@ -104,6 +105,7 @@ def test_bundled_query_over_udp(tmp_path, sim_cache, name, capsys):
     assert "UDP board top at 1 Gb/s" in out and "frames: accepted" in out
 
 
+@pytest.mark.slow
 def test_minimum_size_frames_at_line_rate_and_drops(tmp_path, sim_cache):
     """One marathon tuple a packet: 69-byte frames (54 bytes of headers, 11 of tuple, the FCS)
     back to back, 10^9 / 8 / (69 + 20) = 1,404,494 frames/s on the wire;
@@ -122,6 +124,7 @@ def test_minimum_size_frames_at_line_rate_and_drops(tmp_path, sim_cache):
     assert summary["board"]["engine_full"] == 0
 
 
+@pytest.mark.slow
 def test_runtime_parameter_switches_over_udp(tmp_path, sim_cache):
     """PARAMS packets among the TUPLES packets, each sent once the engine took the tuple of the
     switch before (as the host sends them): the same matches as ``nfacep match``."""
@@ -154,6 +157,7 @@ DEFINE
 """
 
 
+@pytest.mark.slow
 def test_a_board_that_cannot_send_its_records_fast_enough_fails(tmp_path, sim_cache, capsys):
     """One-byte tuples that all match: each needs a 7-byte record back, so the transmit side
     cannot keep up with the line and the receive buffer overflows; the board counts the

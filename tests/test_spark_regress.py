@@ -1,15 +1,15 @@
 """Spark testbench: ``regress`` simulates the gateware over vectors and checks it in Spark.
 
-One Spark session (local[2]) and one simulator build cache serve the module; vectors are a few
-thousand tuples, simulated under Icarus Verilog. A gateware variant with one activation wire
-cut must be caught with a readable report; bad input must fail before Spark does any work.
+One Spark session (local[2], the ``spark`` fixture of conftest.py) and one simulator build
+cache serve the module; vectors are a few thousand tuples, simulated under Icarus Verilog. A
+gateware variant with one activation wire cut must be caught with a readable report; bad input
+must fail before Spark does any work.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
 import shutil
 
@@ -23,6 +23,10 @@ from nfacep.spark_testbench import regress, vectors
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench.generate import Options
 
+# under pytest-xdist (--dist loadgroup): its module fixtures' vectors and build cache are made
+# once, by one worker
+pytestmark = pytest.mark.xdist_group("spark_regress")
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
 MASTER = "local[2]"
@@ -30,16 +34,6 @@ FIRE = str(QUERIES / "fire.sql")
 SUPPLY = str(QUERIES / "supplychain.sql")
 FIRE_ENGINE = ("--partitions", "16")
 SUPPLY_ENGINE = ("--partitions", "6", "--tick-tuples", "40", "--timer-bits", "2")
-
-
-@pytest.fixture(scope="session")
-def spark():
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.fail("the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME")
-    s, created = spark_session.session(MASTER)
-    yield s
-    if created:
-        s.stop()
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +73,7 @@ def report_of(folder) -> dict:
 # --- the gateware agrees ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
     assert regress_cli(fire, FIRE, *FIRE_ENGINE, "--build-dir", str(build_dir), "--tasks", "3") == 0
     out, err = capsys.readouterr()
@@ -102,6 +97,7 @@ def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
     assert not [p for p in build_dir.iterdir() if p.name.startswith(("run-", "regress-"))]
 
 
+@pytest.mark.slow
 def test_partitioned_vectors_pass_under_verilator(spark, fire, tmp_path, capsys):
     """The same vectors through a Verilator model: the build's PATH and make flags must reach
     the Spark tasks that run the shards."""
@@ -131,6 +127,7 @@ def test_partitioned_vectors_pass_under_verilator(spark, fire, tmp_path, capsys)
     assert len([p for p in cache.iterdir() if p.name.startswith("verilator-")]) == 1
 
 
+@pytest.mark.slow
 def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, capsys):
     engine = EngineParams(partitions=6, tick_tuples=40, timer_bits=2)
     manifest = make(spark, tmp_path / "v", SUPPLY, engine, keys=30, zipf=0.5)
@@ -178,6 +175,7 @@ def _cut_wire(target: str, source: str):
     return nfacep.hdl.engine, broken
 
 
+@pytest.mark.slow
 def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, capsys):
     # HOT{3,} SMOKE: the wire that lets the third HOT activate SMOKE; no fire can end now
     module, broken = _cut_wire("st3_SMOKE", "st2_HOT")
@@ -204,6 +202,7 @@ def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, caps
     assert f"report -> {fire}/{regress.REPORT}" in out
 
 
+@pytest.mark.slow
 def test_native_mode_passes_and_catches_a_cut_wire(spark, fire, tmp_path, monkeypatch, capsys):
     """--mode native (the batch harness under a C++ main): the vectors pass, and the same
     broken gateware as above is caught."""
@@ -281,6 +280,7 @@ def corrupt_starts(folder, mode) -> dict:
     return corrupted
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("keys", "mode"), [(16, "partitioned"), (24, "global")])
 def test_wrong_start_seq_is_caught(spark, tmp_path, build_dir, capsys, keys, mode):
     """Vectors of a query with MEASURES FIRST(seq) AS start_seq, their expected starts
@@ -386,6 +386,7 @@ def test_engine_parameters_differ_from_the_manifest(fire, no_spark, capsys):
     )
 
 
+@pytest.mark.slow
 def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, capsys):
     """`nfacep regress --vectors V` after `nfacep vectors --partitions 16`: the engine is the
     manifest's, with no parameter given; one given that agrees is fine too."""
@@ -434,6 +435,7 @@ def test_empty_parquet_folder_and_bad_manifest(fire, no_spark, tmp_path, capsys)
     _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), "cannot read it")
 
 
+@pytest.mark.slow
 def test_progress_lines_count_tuples_and_end_at_the_total(fire, build_dir, capsys, monkeypatch):
     """With the interval made tiny, `regress` reports tuples simulated by the shards that have
     finished, with a rate once something is counted, and ends at the total."""
@@ -482,6 +484,7 @@ def _without_times(report: dict) -> dict:
     return {k: v for k, v in report.items() if k != "run"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sim_mode", ["batch", "native"])
 def test_streamed_tasks_in_small_pieces_give_the_same_report(
     spark, fire, supply_global, build_dir, tmp_path, monkeypatch, capsys, sim_mode

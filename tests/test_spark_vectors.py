@@ -1,16 +1,14 @@
 """Spark testbench: regression vectors are deterministic and their expected matches are the
 reference matcher's (``nfacep match``) on the same tuples.
 
-One Spark session (local[2]) serves the whole module; sizes are small so the file runs in a
-couple of minutes on a slow 2-core machine.
+One Spark session (local[2], the ``spark`` fixture of conftest.py) serves the whole module;
+sizes are small so the file runs in a couple of minutes on a slow 2-core machine.
 """
 
 import csv
 import hashlib
 import json
-import os
 import pathlib
-import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,8 +23,8 @@ from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench import vectors
 from nfacep.spark_testbench.generate import KINDS, WINDOW_KINDS, Generator, Options
 
-# Spark needs a JVM; without one every test here fails with this message, rather than skipping
-JAVA_MISSING = shutil.which("java") is None and not os.environ.get("JAVA_HOME")
+# under pytest-xdist (--dist loadgroup): its module fixtures' vectors are made once, by one worker
+pytestmark = pytest.mark.xdist_group("spark_vectors")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 QUERIES = ROOT / "queries"
@@ -45,19 +43,6 @@ def _plain_diffs():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(pyspark.testing.utils, "_terminal_color_support", lambda: False)
         yield
-
-
-@pytest.fixture(scope="session")
-def spark():
-    if JAVA_MISSING:
-        pytest.fail(
-            "the Spark testbench needs Java 17 or 21 on PATH or in JAVA_HOME "
-            "(Debian: apt-get install -y openjdk-17-jre-headless)"
-        )
-    s, created = spark_session.session(MASTER)
-    yield s
-    if created:
-        s.stop()
 
 
 def make(spark, out, query=FIRE, *, tasks=2, engine=None, expected="auto", **options):
@@ -125,6 +110,7 @@ def assert_expected_is(spark, folder, rows):
 # --- determinism ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
     (d1, m1), (d2, m2), (d8, m8) = fire[1], fire[2], fire[8]
     for name in (vectors.TUPLES, vectors.EXPECTED, vectors.DROPS):
@@ -143,6 +129,7 @@ def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
     assert [m["run"]["tasks"] for m in (m1, m2, m8)] == [1, 2, 8]
 
 
+@pytest.mark.slow
 def test_another_seed_gives_other_tuples(spark, fire, tmp_path):
     m = make(spark, tmp_path / "v", seed=8)
     assert not table(tmp_path / "v", vectors.TUPLES).equals(table(fire[2][0], vectors.TUPLES))

@@ -152,6 +152,7 @@ def test_engine_state_holds_starts_only_when_asked():
     assert asked.size == 3 + 2 * wire.SEQ_BITS + wire.SEQ_BITS
 
 
+@pytest.mark.slow
 def test_sim_equals_match_with_start_seq(tmp_path, capsys):
     """cocotb on the emitted Verilog reports the starts match does: both stores, the batch
     harness and the per-cycle testbench."""

@@ -683,6 +683,7 @@ def _verilog(path: pathlib.Path, nfa=None, values=None) -> None:
     path.write_text(verilog.convert(top, name="nfacep_uart_top", emit_src=False))
 
 
+@pytest.mark.slow
 def test_uart_board_top_icarus(tmp_path):
     """The UART board top's Verilog under cocotb: good frames' matches equal the reference
     matcher's, bad frames are counted by kind and never reach the engine."""
@@ -859,6 +860,7 @@ def _params_scenario(tmp_path, nfa, built) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_uart_board_top_switches_parameters_icarus(tmp_path):
     """PARAMS frames on the UART top's Verilog under cocotb: the records equal the reference
     matcher's with the switches at the tuples they state; a switch while one is pending is

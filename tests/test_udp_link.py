@@ -398,6 +398,7 @@ def _run_cocotb(
     return json.loads(pathlib.Path(config["results"]).read_text())
 
 
+@pytest.mark.slow
 def test_udp_receive_path_icarus(tmp_path):
     """The receive side of the link as Verilog, GMII driven by cocotbext-eth at 1 Gb/s with
     the minimum inter-frame gap, the receive clock (125 MHz) and the engine's (143 MHz)
@@ -588,6 +589,7 @@ def _status(payload: bytes, values_bytes: int = 0) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_udp_board_top_icarus(tmp_path):
     """The UDP board top with the marathon engine as Verilog under cocotb, GMII both ways
     (cocotbext-eth's GmiiSource and GmiiSink): RESET and STATUS_REQ are answered with STATUS,
@@ -799,6 +801,7 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_udp_board_top_switches_parameters_icarus(tmp_path):
     """PARAMS packets on the UDP board top's Verilog under cocotb: the records equal the
     reference matcher's with the switches at their tuples; a switch while one is pending is an

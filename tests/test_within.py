@@ -230,6 +230,7 @@ LONG = (
 )
 
 
+@pytest.mark.slow
 def test_sim_equals_match_with_a_window(tmp_path, capsys):
     """The gateware keeps windows: cocotb on the emitted Verilog reports what match does, in
     both partition stores, across a gap longer than a stored age spans."""
@@ -302,7 +303,7 @@ def test_check_board_counts_the_window_state(tmp_path, capsys):
     assert got["window"] != got["plain"]
 
 
-def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
+def test_vectors_expects_what_match_reports_with_a_window(spark, tmp_path, capsys):
     """`nfacep vectors` runs the reference matcher in Spark tasks: it must hand it the ORDER BY
     field of a query with a window, which no predicate reads, and expect what `nfacep match`
     reports on the tuples it wrote."""
@@ -311,7 +312,7 @@ def test_vectors_expects_what_match_reports_with_a_window(tmp_path, capsys):
 
     q, _ = files(tmp_path)
     out = tmp_path / "vectors"
-    # local[2]: the Spark tests' session, which this process may already run (one per process)
+    # local[2]: the Spark tests' session (the `spark` fixture), reused rather than started anew
     assert (
         main(
             [

@@ -3,7 +3,9 @@
 #   bash tools/run.sh demo   the bundled marathon query through every stage: check, explain
 #                            (its NFA drawn as SVG when Graphviz is installed), match, verilog,
 #                            sim (checked against match), build
-#   bash tools/run.sh test   lint and run the whole test suite
+#   bash tools/run.sh test   lint and run the whole test suite, one pytest-xdist worker per core
+#                            (`bash tools/run.sh test -m "not slow"`: the quick part; `-n 0`:
+#                            in one process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,7 +56,11 @@ test)
     bash tools/install-simulators.sh
     ruff check .
     ruff format --check .
-    HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python -m pytest -W error -q "${@:2}"
+    mypy
+    # one worker per core this process may use; a file whose tests share an expensive module
+    # fixture (a Spark session's vectors, a wheel) is one xdist_group, run by one worker
+    HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python -m pytest -W error -q \
+        -n "$(nproc)" --dist loadgroup "${@:2}"
     ;;
 *)
     echo "usage: bash tools/run.sh demo|test [pytest args]" >&2
