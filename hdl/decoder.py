@@ -170,29 +170,36 @@ class _Builder:
             case P.Or(items):
                 return self._reduce([self.bool(i) for i in items], and_=False)
             case P.Cmp(op, left, right, kind):
-                if op not in _OPS:
-                    raise _Unsupported(f"unknown comparison operator '{op}'")
-                if kind == "int":
-                    return self._compare(op, self.int(left), self.int(right))
-                if kind == "float":
-                    return self._float_compare(op, left, right)
-                if kind == "enum":
-                    if op not in ("=", "<>"):
-                        raise _Unsupported("ENUM values compare only with = and <>")
-                    return self._compare(op, self._enum(left), self._enum(right))
-                if kind == "bool":
-                    if op not in ("=", "<>"):
-                        raise _Unsupported("BOOL values compare only with = and <>")
-                    a, b = self.bool(left), self.bool(right)
-                    if isinstance(a, bool) and isinstance(b, bool):
-                        return _OPS[op](a, b)
-                    return self._compare(
-                        op,
-                        int(a) if isinstance(a, bool) else a,
-                        int(b) if isinstance(b, bool) else b,
-                    )
-                raise _Unsupported(f"unknown comparison domain '{kind}'")
+                return self._comparison(op, left, right, kind)
         raise _Unsupported(f"not a Boolean expression: {P.render(e)}")
+
+    def _comparison(self, op: str, left: P.PExpr, right: P.PExpr, kind: str) -> Bit:
+        """A comparison in one of the four domains the checker types them in."""
+        if op not in _OPS:
+            raise _Unsupported(f"unknown comparison operator '{op}'")
+        if kind == "int":
+            return self._compare(op, self.int(left), self.int(right))
+        if kind == "float":
+            return self._float_compare(op, left, right)
+        if kind == "enum":
+            if op not in ("=", "<>"):
+                raise _Unsupported("ENUM values compare only with = and <>")
+            return self._compare(op, self._enum(left), self._enum(right))
+        if kind == "bool":
+            return self._bool_compare(op, left, right)
+        raise _Unsupported(f"unknown comparison domain '{kind}'")
+
+    def _bool_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> Bit:
+        if op not in ("=", "<>"):
+            raise _Unsupported("BOOL values compare only with = and <>")
+        a, b = self.bool(left), self.bool(right)
+        if isinstance(a, bool) and isinstance(b, bool):
+            return _OPS[op](a, b)
+        return self._compare(
+            op,
+            int(a) if isinstance(a, bool) else a,
+            int(b) if isinstance(b, bool) else b,
+        )
 
     @staticmethod
     def _reduce(items: list[Bit], *, and_: bool) -> Bit:

@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 
 import nfacep
-from nfacep.errors import NfacepError, UsageError
+from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.output import write_json
 from nfacep.params import EngineParams
@@ -66,6 +66,7 @@ from .vectors import (
     global_starts,
     manifest_params,
     manifest_values,
+    read_query,
 )
 
 __all__ = [
@@ -192,6 +193,41 @@ def prepare(
 
     if master is not None:
         check_master(master, connect=False)  # syntax first; reachability last
+    _check_simulator(simulator, sim_mode)
+    nfa = nfacep.compile_file(query)
+    folder = os.path.abspath(vectors_dir)
+    manifest = _load_manifest(folder)
+    raw = read_query(query)
+    _check_digest(raw, manifest, query, vectors_dir)
+    params = _params(manifest, given, folder, vectors_dir)
+    values = _values(manifest, nfa, param_texts, folder, vectors_dir)
+    mode = _mode(manifest, folder)
+    cache = sim.build_cache(build_dir)
+    missing = sim.simulator_available(simulator, cache)
+    if missing:
+        raise sim.SimulatorMissing(missing)
+    if master is not None:
+        check_master(master)
+    return Job(
+        query,
+        raw.decode("utf-8"),
+        nfa,
+        folder,
+        manifest,
+        params,
+        simulator,
+        cache,
+        mode,
+        _reason(mode, manifest),
+        seed,
+        sim_mode,
+        values,
+    )
+
+
+def _check_simulator(simulator: str, sim_mode: str) -> None:
+    from nfacep import sim
+
     if simulator not in sim.SIMULATORS:
         raise UsageError(
             f"unknown simulator {simulator!r}: choose one of {', '.join(sim.SIMULATORS)}"
@@ -202,14 +238,10 @@ def prepare(
         raise UsageError(
             "--mode native is a Verilator model with a C++ main: use --simulator verilator"
         )
-    nfa = nfacep.compile_file(query)
-    folder = os.path.abspath(vectors_dir)
-    manifest = _load_manifest(folder)
-    try:
-        with open(query, "rb") as f:
-            raw = f.read()
-    except OSError as err:
-        raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
+
+
+def _check_digest(raw: bytes, manifest: dict, query: str, vectors_dir: str) -> None:
+    """The vectors were generated from this very query file."""
     digest = hashlib.sha256(raw).hexdigest()
     if digest != manifest["query_sha256"]:
         raise UsageError(
@@ -219,6 +251,10 @@ def prepare(
             f"{digest[:12]}…); generate the vectors of this query with "
             "`nfacep vectors`"
         )
+
+
+def _params(manifest: dict, given: dict | None, folder: str, vectors_dir: str) -> EngineParams:
+    """The manifest's engine parameters, which the given ones must equal."""
     have = manifest_params(manifest, os.path.join(folder, MANIFEST))
     params = dataclasses.replace(have, **(given or {}))
     if params != have:
@@ -227,6 +263,13 @@ def prepare(
             f"{', '.join(have.differences(params))}; pass the same engine "
             "parameters, or none"
         )
+    return params
+
+
+def _values(
+    manifest: dict, nfa, param_texts: list[str] | None, folder: str, vectors_dir: str
+) -> ParamValues | None:
+    """The manifest's runtime parameter values, which the given ones must equal."""
     values = manifest_values(manifest, nfa, os.path.join(folder, MANIFEST))
     if param_texts:
         asked = ParamValues.parse(
@@ -238,43 +281,31 @@ def prepare(
                 f"values ({values.as_dict()['initial'] if values else 'none'}); "
                 "pass the same --param values, or none"
             )
+    return values
+
+
+def _mode(manifest: dict, folder: str) -> str:
+    """How the expected matches were computed: "partitioned" or "global"."""
     mode = manifest["expected"].get("mode")
     if mode not in ("partitioned", "global"):
         raise UsageError(
             f"{os.path.join(folder, MANIFEST)}: expected.mode {mode!r} is neither "
             "'partitioned' nor 'global'"
         )
-    cache = sim.build_cache(build_dir)
-    missing = sim.simulator_available(simulator, cache)
-    if missing:
-        raise sim.SimulatorMissing(missing)
-    if master is not None:
-        check_master(master)
+    return mode
+
+
+def _reason(mode: str, manifest: dict) -> str:
+    """Why the regression's split of the stream is exact (or why it is not split)."""
     if mode == "partitioned":
-        reason = (
+        return (
             "shards of whole partition keys, each simulated alone: exact because "
             f"{manifest['expected'].get('reason', 'capacity and timers cannot matter')}"
         )
-    else:
-        reason = (
-            "one global simulation of the whole stream, not split into shards: "
-            f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
-            "when capacity and timers cannot matter)"
-        )
-    return Job(
-        query,
-        raw.decode("utf-8"),
-        nfa,
-        folder,
-        manifest,
-        params,
-        simulator,
-        cache,
-        mode,
-        reason,
-        seed,
-        sim_mode,
-        values,
+    return (
+        "one global simulation of the whole stream, not split into shards: "
+        f"{manifest['expected'].get('reason', '')} (a split by key is exact only "
+        "when capacity and timers cannot matter)"
     )
 
 
@@ -563,6 +594,7 @@ def _last_line(err) -> str:
 
 
 def _compare(spark, job: Job, result) -> dict:
+    """The report of the simulated ``result`` rows against the vectors' expected ones."""
     from pyspark.sql import functions as F
 
     expected = spark.read.parquet(os.path.join(job.vectors, EXPECTED))
@@ -575,64 +607,12 @@ def _compare(spark, job: Job, result) -> dict:
         *keys, *([F.col("start").alias(START_SEQ)] if starts else [])
     )
     got_drops = result.filter(F.col("kind") == "drop").select("seq", "partition")
-    no_start = F.lit(None).cast("long")
-
-    def outer(left, right, cols, missing, extra, start=False):
-        e = left.withColumn("_e", F.lit(True)).alias("e")
-        g = right.withColumn("_g", F.lit(True)).alias("g")
-        cond = None
-        for c in cols:
-            eq = F.col(f"e.{c}").eqNullSafe(F.col(f"g.{c}"))
-            cond = eq if cond is None else cond & eq
-        joined = e.join(g, cond, "full_outer")
-        kind = F.when(F.col("g._g").isNull(), F.lit(missing)).when(
-            F.col("e._e").isNull(), F.lit(extra)
-        )
-        if start:  # on both sides: null-safe, null for the queries without start_seq
-            kind = kind.when(
-                ~F.col(f"e.{START_SEQ}").eqNullSafe(F.col(f"g.{START_SEQ}")), F.lit("wrong_start")
-            )
-        return joined.select(
-            F.coalesce(F.col("e.seq"), F.col("g.seq")).alias("seq"),
-            (
-                F.coalesce(F.col("e.query"), F.col("g.query"))
-                if "query" in cols
-                else F.lit(None).cast("string")
-            ).alias("query"),
-            F.coalesce(F.col("e.partition"), F.col("g.partition")).alias("partition"),
-            kind.alias("kind"),
-            (F.col(f"e.{START_SEQ}") if start else no_start).alias("expected_start"),
-            (F.col(f"g.{START_SEQ}") if start else no_start).alias("simulated_start"),
-        ).filter(F.col("kind").isNotNull())
-
-    diffs = outer(expected, got, keys, "missing", "extra", start=starts).unionByName(
-        outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop")
+    diffs = _outer(expected, got, keys, "missing", "extra", start=starts).unionByName(
+        _outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop")
     )
     diffs = diffs.localCheckpoint()
-    counts = dict.fromkeys(KINDS, 0)
-    names = [q.name for q in job.nfa.queries]
-    by_query = {n: dict.fromkeys(QUERY_KINDS, 0) for n in names}
-    for r in diffs.groupBy("kind", "query").count().collect():
-        counts[r["kind"]] += r["count"]
-        if r["query"] is not None:
-            by_query.setdefault(r["query"], dict.fromkeys(QUERY_KINDS, 0))[r["kind"]] = r["count"]
-    first = [
-        {
-            "kind": r["kind"],
-            "seq": r["seq"],
-            "query": r["query"],
-            "partition": r["partition"],
-            **(
-                {
-                    "expected_start_seq": r["expected_start"],
-                    "simulated_start_seq": r["simulated_start"],
-                }
-                if starts
-                else {}
-            ),
-        }
-        for r in diffs.orderBy("seq", "query", "kind").limit(FIRST).collect()
-    ]
+    counts, by_query = _tally(diffs, [q.name for q in job.nfa.queries])
+    first = _first(diffs, starts)
     totals = {
         "expected": expected.count(),
         "simulated": got.count(),
@@ -657,6 +637,71 @@ def _compare(spark, job: Job, result) -> dict:
         "by_query": by_query,
         "first": first,
     }
+
+
+def _outer(left, right, cols, missing: str, extra: str, start: bool = False):
+    """The rows of ``left`` and ``right`` (equal on ``cols``) that are in only one of them,
+    with kind ``missing`` or ``extra`` (and, with ``start``, ``wrong_start`` where their
+    start_seq differ): seq, query, partition, kind, expected_start, simulated_start."""
+    from pyspark.sql import functions as F
+
+    no_start = F.lit(None).cast("long")
+    e = left.withColumn("_e", F.lit(True)).alias("e")
+    g = right.withColumn("_g", F.lit(True)).alias("g")
+    cond = None
+    for c in cols:
+        eq = F.col(f"e.{c}").eqNullSafe(F.col(f"g.{c}"))
+        cond = eq if cond is None else cond & eq
+    joined = e.join(g, cond, "full_outer")
+    kind = F.when(F.col("g._g").isNull(), F.lit(missing)).when(F.col("e._e").isNull(), F.lit(extra))
+    if start:  # on both sides: null-safe, null for the queries without start_seq
+        kind = kind.when(
+            ~F.col(f"e.{START_SEQ}").eqNullSafe(F.col(f"g.{START_SEQ}")), F.lit("wrong_start")
+        )
+    return joined.select(
+        F.coalesce(F.col("e.seq"), F.col("g.seq")).alias("seq"),
+        (
+            F.coalesce(F.col("e.query"), F.col("g.query"))
+            if "query" in cols
+            else F.lit(None).cast("string")
+        ).alias("query"),
+        F.coalesce(F.col("e.partition"), F.col("g.partition")).alias("partition"),
+        kind.alias("kind"),
+        (F.col(f"e.{START_SEQ}") if start else no_start).alias("expected_start"),
+        (F.col(f"g.{START_SEQ}") if start else no_start).alias("simulated_start"),
+    ).filter(F.col("kind").isNotNull())
+
+
+def _tally(diffs, names: list[str]) -> tuple[dict, dict]:
+    """(differences per kind, differences per query and kind) of the difference rows."""
+    counts = dict.fromkeys(KINDS, 0)
+    by_query = {n: dict.fromkeys(QUERY_KINDS, 0) for n in names}
+    for r in diffs.groupBy("kind", "query").count().collect():
+        counts[r["kind"]] += r["count"]
+        if r["query"] is not None:
+            by_query.setdefault(r["query"], dict.fromkeys(QUERY_KINDS, 0))[r["kind"]] = r["count"]
+    return counts, by_query
+
+
+def _first(diffs, starts: bool) -> list[dict]:
+    """The first :data:`FIRST` differences, in stream order, for the report."""
+    return [
+        {
+            "kind": r["kind"],
+            "seq": r["seq"],
+            "query": r["query"],
+            "partition": r["partition"],
+            **(
+                {
+                    "expected_start_seq": r["expected_start"],
+                    "simulated_start_seq": r["simulated_start"],
+                }
+                if starts
+                else {}
+            ),
+        }
+        for r in diffs.orderBy("seq", "query", "kind").limit(FIRST).collect()
+    ]
 
 
 def render(report: dict) -> str:

@@ -154,25 +154,8 @@ def prepare(
 
     if master is not None:
         check_master(master, connect=False)  # syntax first; reachability last
-    if options.tuples < 1:
-        raise UsageError("--tuples must be at least 1")
-    if options.seed < 0:
-        raise UsageError("--seed must be 0 or more")
-    if options.keys < 1:
-        raise UsageError("--keys must be at least 1")
-    if not options.zipf >= 0:
-        raise UsageError("--zipf must be 0 (uniform keys) or more")
-    if not 0 <= options.plant_rate <= 0.5:
-        raise UsageError("--plant-rate must be between 0 and 0.5")
-    if options.block_tuples < 1:
-        raise UsageError("--block-tuples must be at least 1")
-    if expected not in ("auto", "partitioned", "global"):
-        raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
-    try:
-        with open(query, "rb") as f:
-            raw = f.read()
-    except OSError as err:
-        raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
+    _check_options(options, expected)
+    raw = read_query(query)
     nfa = nfacep.compile_file(query)
     program = nfa.program
     values = (
@@ -180,29 +163,9 @@ def prepare(
         if program.parameters or param_texts
         else None
     )
-    if "seq" in program.schema.names:
-        raise UsageError(
-            f"{query}: stream '{program.schema.name}' has a field named 'seq', "
-            "which the vectors' sequence-number column would shadow"
-        )
-    _check_weights(options, program.schema)
-    if program.partition_field is None and options.keys != 1:
-        raise UsageError(
-            f"--keys {options.keys}: the queries of {query} have no PARTITION "
-            "clause, so there is one stream and no keys to generate"
-        )
+    _check_stream(query, program, options)
     if expected == "partitioned":
-        if params.tick_tuples:
-            raise UsageError(
-                "--expected partitioned: with --tick-tuples the timers expire "
-                "partitions, which only a global pass models"
-            )
-        if options.keys > params.partitions:
-            raise UsageError(
-                f"--expected partitioned: --keys {options.keys} is more than the "
-                f"partitioner stores (--partitions {params.partitions}), so it may "
-                "drop tuples, which only a global pass models"
-            )
+        _check_partitioned(options, params)
     _check_out(out, overwrite)
     if master is not None:
         check_master(master)
@@ -219,6 +182,63 @@ def prepare(
         overwrite,
         values or None,
     )
+
+
+def _check_options(options: Options, expected: str) -> None:
+    """The generator's options and ``--expected``, each on its own."""
+    if options.tuples < 1:
+        raise UsageError("--tuples must be at least 1")
+    if options.seed < 0:
+        raise UsageError("--seed must be 0 or more")
+    if options.keys < 1:
+        raise UsageError("--keys must be at least 1")
+    if not options.zipf >= 0:
+        raise UsageError("--zipf must be 0 (uniform keys) or more")
+    if not 0 <= options.plant_rate <= 0.5:
+        raise UsageError("--plant-rate must be between 0 and 0.5")
+    if options.block_tuples < 1:
+        raise UsageError("--block-tuples must be at least 1")
+    if expected not in ("auto", "partitioned", "global"):
+        raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
+
+
+def read_query(query: str) -> bytes:
+    """The bytes of the query file (hashed into the manifest); an error names it."""
+    try:
+        with open(query, "rb") as f:
+            return f.read()
+    except OSError as err:
+        raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
+
+
+def _check_stream(query: str, program, options: Options) -> None:
+    """The options against the query's stream: its fields, ENUM weights and partitioning."""
+    if "seq" in program.schema.names:
+        raise UsageError(
+            f"{query}: stream '{program.schema.name}' has a field named 'seq', "
+            "which the vectors' sequence-number column would shadow"
+        )
+    _check_weights(options, program.schema)
+    if program.partition_field is None and options.keys != 1:
+        raise UsageError(
+            f"--keys {options.keys}: the queries of {query} have no PARTITION "
+            "clause, so there is one stream and no keys to generate"
+        )
+
+
+def _check_partitioned(options: Options, params: EngineParams) -> None:
+    """``--expected partitioned`` holds only where no partition is expired or dropped."""
+    if params.tick_tuples:
+        raise UsageError(
+            "--expected partitioned: with --tick-tuples the timers expire "
+            "partitions, which only a global pass models"
+        )
+    if options.keys > params.partitions:
+        raise UsageError(
+            f"--expected partitioned: --keys {options.keys} is more than the "
+            f"partitioner stores (--partitions {params.partitions}), so it may "
+            "drop tuples, which only a global pass models"
+        )
 
 
 def _check_weights(options: Options, schema) -> None:
@@ -564,10 +584,32 @@ def _run(
     seconds: dict,
     piece_tuples: int = PIECE_TUPLES,
 ) -> dict:
-    from pyspark.sql import functions as F
-
-    gen = job.generator
     t0 = time.perf_counter()
+    _generate(spark, job, tasks, tmp, watch)
+    seconds["generate"] = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    result, mode, reason = _match(spark, job, tasks, tmp, watch, piece_tuples)
+    seconds["match"] = time.perf_counter() - t1
+    watch.phase("writing the expected matches and drops", count=False)
+    _write_expected(job, result, tmp)
+    counts, keys_present = _count(result)
+    result.unpersist()
+    watch.end()
+    seconds["expected"] = time.perf_counter() - t1
+    seconds["total"] = time.perf_counter() - t0
+    manifest = _manifest(
+        job, mode, reason, keys_present, counts, tasks, seconds, spark.sparkContext.master
+    )
+    with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return manifest
+
+
+def _generate(spark, job: Job, tasks: int, tmp: str, watch: Progress) -> None:
+    """The generation stage: blocks of tuples written to ``tmp``'s tuples folder."""
+    gen = job.generator
     n_gen = min(tasks, gen.n_blocks)
     counter = watch.phase("generated", total=gen.options.tuples, tasks=n_gen)
     blocks = spark.range(0, gen.n_blocks, 1, numPartitions=n_gen)
@@ -576,9 +618,14 @@ def _run(
     )
     generated.write.parquet(os.path.join(tmp, TUPLES))
     watch.end()
-    seconds["generate"] = time.perf_counter() - t0
 
-    t1 = time.perf_counter()
+
+def _match(spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples: int):
+    """The matching stage: the written tuples through the reference matcher, partitioned or
+    in one global pass; returns the checkpointed result rows, the mode and its reason."""
+    from pyspark.sql import functions as F
+
+    gen = job.generator
     tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
     key = job.nfa.program.partition_field
     counted = None
@@ -608,8 +655,13 @@ def _run(
         task = functools.partial(_global_task, *args, piece_tuples)
     result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
     watch.end()
-    seconds["match"] = time.perf_counter() - t1
-    watch.phase("writing the expected matches and drops", count=False)
+    return result, mode, reason
+
+
+def _write_expected(job: Job, result, tmp: str) -> None:
+    """The expected matches and drops of the result rows, as Parquet in ``tmp``."""
+    from pyspark.sql import functions as F
+
     columns = ["seq", "query", "partition"]
     if reports_start(job.nfa):  # otherwise the schema stays as it was before start_seq
         columns.append(F.col("start").alias(START_SEQ))
@@ -625,6 +677,12 @@ def _run(
         .orderBy("seq")
         .write.parquet(os.path.join(tmp, DROPS))
     )
+
+
+def _count(result) -> tuple[Counter, int]:
+    """(rows per (kind, query), the number of keys present) of the result rows."""
+    from pyspark.sql import functions as F
+
     counts = Counter()
     keys_present = 0
     for r in (
@@ -636,17 +694,7 @@ def _run(
             keys_present = r["total"]
         else:
             counts[r["kind"], r["query"]] = r["n"]
-    result.unpersist()
-    watch.end()
-    seconds["expected"] = time.perf_counter() - t1
-    seconds["total"] = time.perf_counter() - t0
-    manifest = _manifest(
-        job, mode, reason, keys_present, counts, tasks, seconds, spark.sparkContext.master
-    )
-    with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2)
-        f.write("\n")
-    return manifest
+    return counts, keys_present
 
 
 def _publish(tmp: str, out: str) -> None:

@@ -340,37 +340,54 @@ def render_query(
     in the SQL form), ``None`` for SKIP PAST LAST ROW in both forms and for every end in the
     SQL form.
     """
-    sql_default = form == "sql"
-    if after == "explicit":
-        clause = True
-    elif after == "default":
-        clause = q.skip != sql_default
-    elif after is None:
-        clause = q.skip or form == "sql"
-    else:
-        raise ValueError(after)
-    mode = "AFTER MATCH SKIP PAST LAST ROW" if q.skip else "AFTER MATCH REPORT EVERY END"
-    defines = q.defines
+    clause = _writes_after(q, form, after)
     if form == "concise":
-        lines = []
-        if named:
-            lines.append(f"QUERY {q.name} FROM {stream}")
-        if partition:
-            lines.append(f"PARTITION {partition}")
-        if q.order:
-            lines.append(f"ORDER BY {q.order}")
-        if q.start:
-            lines.append("MEASURES FIRST(seq) AS start_seq")
-        if clause:
-            lines.append(mode)
-        lines.append(f"PATTERN ( {render_pattern(q.pattern)} ){_within(q)}")
-        if defines:
-            lines.append("DEFINE")
-            for v, pred in defines:
-                lines.append(f"  {v} AS ({render_pred(pred, v if qualify else None)})")
-        return "\n".join(lines) + ";\n"
+        return _render_concise(q, stream, partition, named, qualify, clause)
     if form != "sql":
         raise ValueError(form)
+    return _render_sql(q, stream, partition, named, qualify, clause)
+
+
+def _writes_after(q: Query, form: str, after: str | None) -> bool:
+    """Whether the AFTER MATCH clause is written (see :func:`render_query`)."""
+    if after == "explicit":
+        return True
+    if after == "default":  # SKIP PAST LAST ROW is the SQL form's default
+        return q.skip != (form == "sql")
+    if after is None:
+        return q.skip or form == "sql"
+    raise ValueError(after)
+
+
+def _after(q: Query) -> str:
+    return "AFTER MATCH SKIP PAST LAST ROW" if q.skip else "AFTER MATCH REPORT EVERY END"
+
+
+def _render_concise(
+    q: Query, stream: str, partition: str | None, named: bool, qualify: bool, clause: bool
+) -> str:
+    lines = []
+    if named:
+        lines.append(f"QUERY {q.name} FROM {stream}")
+    if partition:
+        lines.append(f"PARTITION {partition}")
+    if q.order:
+        lines.append(f"ORDER BY {q.order}")
+    if q.start:
+        lines.append("MEASURES FIRST(seq) AS start_seq")
+    if clause:
+        lines.append(_after(q))
+    lines.append(f"PATTERN ( {render_pattern(q.pattern)} ){_within(q)}")
+    if q.defines:
+        lines.append("DEFINE")
+        for v, pred in q.defines:
+            lines.append(f"  {v} AS ({render_pred(pred, v if qualify else None)})")
+    return "\n".join(lines) + ";\n"
+
+
+def _render_sql(
+    q: Query, stream: str, partition: str | None, named: bool, qualify: bool, clause: bool
+) -> str:
     lines = [f"SELECT * FROM {stream}", "MATCH_RECOGNIZE ("]
     if partition:
         lines.append(f"    PARTITION BY {partition}")
@@ -379,12 +396,12 @@ def render_query(
     if q.start:
         lines.append("    MEASURES FIRST(seq) AS start_seq")
     if clause:
-        lines.append("    " + mode)
+        lines.append("    " + _after(q))
     lines.append(f"    PATTERN ({render_pattern(q.pattern)}){_within(q)}")
-    if defines:
+    if q.defines:
         lines.append("    DEFINE")
         items = [
-            f"        {v} AS {render_pred(pred, v if qualify else None)}" for v, pred in defines
+            f"        {v} AS {render_pred(pred, v if qualify else None)}" for v, pred in q.defines
         ]
         lines.append(",\n".join(items))
     lines.append(f") AS {q.name};\n" if named else ");\n")
@@ -484,70 +501,96 @@ def starts_re(q: Query, s: str) -> list[set[int]]:
 def starts_sets(q: Query, s: str) -> list[set[int]]:
     """Set semantics: ends(p, j) is the set of e with p matching s[j:e]."""
     n = len(s)
-    memo: dict[tuple[int, int], frozenset[int]] = {}
-    classes: dict[str | None, frozenset[str]] = {}
-
-    def cls(name: str | None) -> frozenset[str]:
-        if name not in classes:
-            classes[name] = frozenset(chr(_BASE + c) for c in _codes(q, name))
-        return classes[name]
-
-    def ends_from(p: tuple, positions: Iterable[int]) -> set[int]:
-        out: set[int] = set()
-        for j in positions:
-            out |= ends(p, j)
-        return out
-
-    def ends(p: tuple, j: int) -> frozenset[int]:
-        key = (id(p), j)
-        if key in memo:
-            return memo[key]
-        kind = p[0]
-        if kind in ("var", "any"):
-            res = {j + 1} if j < n and s[j] in cls(p[1] if kind == "var" else None) else set()
-        elif kind == "group":
-            res = set(ends(p[1], j))
-        elif kind == "seq":
-            res = {j}
-            for c in p[1]:
-                res = ends_from(c, res)
-        elif kind == "alt":
-            res = ends_from(p[1][0], [j]) if p[1] else set()
-            for c in p[1][1:]:
-                res |= ends(c, j)
-        elif kind == "permute":
-            res = set()
-            for order in itertools.permutations(p[1]):
-                cur = {j}
-                for c in order:
-                    cur = ends_from(c, cur)
-                res |= cur
-        elif kind == "rep":
-            lo, hi, _ = parse_quantifier(p[2])
-            cur = {j}
-            for _ in range(lo):  # exactly lo repetitions
-                cur = ends_from(p[1], cur)
-            res = set(cur)
-            if hi is None:  # any number more: close under one more repetition
-                frontier = cur
-                while frontier:
-                    frontier = ends_from(p[1], frontier) - res
-                    res |= frontier
-            else:
-                for _ in range(hi - lo):
-                    cur = ends_from(p[1], cur)
-                    res |= cur
-        else:
-            raise ValueError(f"unknown pattern node {p!r}")
-        memo[key] = frozenset(res)
-        return memo[key]
-
+    ends = _Ends(q, s)
     out: list[set[int]] = [set() for _ in range(n)]
     for j in range(n):
         for e in ends(q.pattern, j):
             if e > j:  # empty matches never count
                 out[e - 1].add(j)
     return out
+
+
+class _Ends:
+    """``ends(p, j)``: the set of e with pattern node p matching s[j:e], memoised, one rule
+    per node kind."""
+
+    def __init__(self, q: Query, s: str):
+        self.q = q
+        self.s = s
+        self.memo: dict[tuple[int, int], frozenset[int]] = {}
+        self.classes: dict[str | None, frozenset[str]] = {}
+        self.rules: dict[str, Callable[[tuple, int], set[int]]] = {
+            "var": self._symbol,
+            "any": self._symbol,
+            "group": lambda p, j: set(self(p[1], j)),
+            "seq": self._seq,
+            "alt": self._alt,
+            "permute": self._permute,
+            "rep": self._rep,
+        }
+
+    def __call__(self, p: tuple, j: int) -> frozenset[int]:
+        key = (id(p), j)
+        if key in self.memo:
+            return self.memo[key]
+        rule = self.rules.get(p[0])
+        if rule is None:
+            raise ValueError(f"unknown pattern node {p!r}")
+        self.memo[key] = frozenset(rule(p, j))
+        return self.memo[key]
+
+    def cls(self, name: str | None) -> frozenset[str]:
+        if name not in self.classes:
+            self.classes[name] = frozenset(chr(_BASE + c) for c in _codes(self.q, name))
+        return self.classes[name]
+
+    def ends_from(self, p: tuple, positions: Iterable[int]) -> set[int]:
+        out: set[int] = set()
+        for j in positions:
+            out |= self(p, j)
+        return out
+
+    def _symbol(self, p: tuple, j: int) -> set[int]:
+        name = p[1] if p[0] == "var" else None
+        return {j + 1} if j < len(self.s) and self.s[j] in self.cls(name) else set()
+
+    def _seq(self, p: tuple, j: int) -> set[int]:
+        res = {j}
+        for c in p[1]:
+            res = self.ends_from(c, res)
+        return res
+
+    def _alt(self, p: tuple, j: int) -> set[int]:
+        res = self.ends_from(p[1][0], [j]) if p[1] else set()
+        for c in p[1][1:]:
+            res |= self(c, j)
+        return res
+
+    def _permute(self, p: tuple, j: int) -> set[int]:
+        res: set[int] = set()
+        for order in itertools.permutations(p[1]):
+            cur = {j}
+            for c in order:
+                cur = self.ends_from(c, cur)
+            res |= cur
+        return res
+
+    def _rep(self, p: tuple, j: int) -> set[int]:
+        lo, hi, _ = parse_quantifier(p[2])
+        cur = {j}
+        for _ in range(lo):  # exactly lo repetitions
+            cur = self.ends_from(p[1], cur)
+        res = set(cur)
+        if hi is None:  # any number more: close under one more repetition
+            frontier = cur
+            while frontier:
+                frontier = self.ends_from(p[1], frontier) - res
+                res |= frontier
+        else:
+            for _ in range(hi - lo):
+                cur = self.ends_from(p[1], cur)
+                res |= cur
+        return res
 
 
 ENGINES: dict[str, Callable[[Query, str], list[set[int]]]] = {

@@ -71,13 +71,18 @@ def find_cycles(edges: list[Edge]) -> list[list[Edge]]:
     for a, b, where in edges:
         graph.setdefault(a, {}).setdefault(b, where)
         graph.setdefault(b, {})
+    return [_cycle_in(graph, component) for component in _components(graph)]
+
+
+def _components(graph: dict[str, dict[str, str]]) -> list[set[str]]:
+    """The strongly connected sets of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     components: list[set[str]] = []
 
-    def visit(v: str) -> None:  # Tarjan's algorithm
+    def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
@@ -101,27 +106,28 @@ def find_cycles(edges: list[Edge]) -> list[list[Edge]]:
     for v in sorted(graph):
         if v not in index:
             visit(v)
-    cycles = []
-    for component in components:
-        # the shortest way from the first module back to it, inside the component
-        start = min(component)
-        came: dict[str, str] = {}  # module -> the module it was reached from
-        frontier = [start]
-        while start not in came:
-            reached = []
-            for v in frontier:
-                for w in sorted(graph[v]):
-                    if w in component and w not in came:
-                        came[w] = v
-                        reached.append(w)
-            frontier = reached
-        path = [start]
-        while True:
-            path.insert(0, came[path[0]])
-            if path[0] == start:
-                break
-        cycles.append([(a, b, graph[a][b]) for a, b in itertools.pairwise(path)])
-    return cycles
+    return components
+
+
+def _cycle_in(graph: dict[str, dict[str, str]], component: set[str]) -> list[Edge]:
+    """The shortest way from the component's first module back to it, inside the component."""
+    start = min(component)
+    came: dict[str, str] = {}  # module -> the module it was reached from
+    frontier = [start]
+    while start not in came:
+        reached = []
+        for v in frontier:
+            for w in sorted(graph[v]):
+                if w in component and w not in came:
+                    came[w] = v
+                    reached.append(w)
+        frontier = reached
+    path = [start]
+    while True:
+        path.insert(0, came[path[0]])
+        if path[0] == start:
+            break
+    return [(a, b, graph[a][b]) for a, b in itertools.pairwise(path)]
 
 
 def _render(cycle: list[Edge]) -> str:

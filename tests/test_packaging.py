@@ -222,3 +222,43 @@ def test_no_private_names_across_packages():
                 continue
             found.append(f"{path.relative_to(ROOT)}:{line}: {module}.{name}")
     assert found == []
+
+
+# --- how long a function is ---------------------------------------------------------------------
+
+#: The most lines a function or method of the packages and tools may take, from its ``def`` to its
+#: last line (decorators not counted; a nested function counts on its own too): a longer one is
+#: split into named helpers. Tests and benchmarks are not held to it.
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(paths: list[pathlib.Path], limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``file:line: name is n lines`` of every function in ``paths`` over ``limit`` lines."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                    found.append(f"{where}:{node.lineno}: {node.name} is {lines} lines")
+    return found
+
+
+def test_no_function_is_over_80_lines():
+    found = long_functions(_python_files("nfacep", *OUTER, "tools"))
+    assert found == [], f"over {MAX_FUNCTION_LINES} lines (split into named helpers)"
+
+
+def test_a_long_function_is_found_and_named(tmp_path):
+    def function(head: str, lines: int, indent: str = "") -> str:
+        body = "".join(f"{indent}    x{i} = {i}\n" for i in range(lines - 1))
+        return f"{indent}{head}\n{body}"
+
+    path = tmp_path / "m.py"
+    path.write_text(
+        function("def fits():", 80)  # lines 1-80
+        + "\n\nclass C:\n    @staticmethod\n"  # the decorator on line 84 is not counted
+        + function("async def over():", 81, "    ")  # lines 85-165
+    )
+    assert long_functions([path]) == [f"{path}:85: over is 81 lines"]

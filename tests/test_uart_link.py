@@ -924,25 +924,38 @@ except ImportError:  # pragma: no cover
 
 if cocotb is not None:
 
-    @cocotb.test()
-    async def uart_link_bench(dut):
-        from cocotb.clock import Clock
+    class UartLinkTB:
+        """The host's side of the UART: a bit-banged transmitter and receiver on the DUT's
+        ``rx``/``tx`` at ``div`` clock cycles a bit, the frames received, and the flow control
+        of a scenario's steps (the board's room, the tuples sent and consumed)."""
 
-        scenario = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
-        div = scenario["divisor"]
-        values_bytes = scenario.get("values_bytes", 0)
-        reader = protocol.FrameReader(
-            [FrameType.RECORD, FrameType.STATUS, FrameType.ACK], max_payload=64
-        )
-        frames: list = []
-        arrived = Event()
-        dut.rx.value = 1
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        dut.rst.value = 1
-        await ClockCycles(dut.clk, 5)
-        dut.rst.value = 0
+        def __init__(self, dut, scenario: dict):
+            self.dut = dut
+            self.scenario = scenario
+            self.div = scenario["divisor"]
+            self.values_bytes = scenario.get("values_bytes", 0)
+            self.reader = protocol.FrameReader(
+                [FrameType.RECORD, FrameType.STATUS, FrameType.ACK], max_payload=64
+            )
+            self.frames: list = []
+            self.arrived = Event()
+            self.statuses: list[dict] = []  # those the steps ask to keep
+            self.room: int | None = None
+            self.sent_tuples = 0
+            self.consumed = 0
 
-        async def receive():
+        async def reset(self) -> None:
+            from cocotb.clock import Clock
+
+            dut = self.dut
+            dut.rx.value = 1
+            cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+            dut.rst.value = 1
+            await ClockCycles(dut.clk, 5)
+            dut.rst.value = 0
+
+        async def receive(self) -> None:
+            dut, div = self.dut, self.div
             while True:
                 await FallingEdge(dut.tx)
                 await ClockCycles(dut.clk, div // 2)
@@ -952,73 +965,87 @@ if cocotb is not None:
                     byte |= int(dut.tx.value) << i
                 await ClockCycles(dut.clk, div)
                 assert int(dut.tx.value) == 1, "stop bit"
-                got = reader.feed(bytes([byte]))
+                got = self.reader.feed(bytes([byte]))
                 if got:
-                    frames.extend(got)
-                    arrived.set()
+                    self.frames.extend(got)
+                    self.arrived.set()
 
-        async def send(raw: bytes):
+        async def send(self, raw: bytes) -> None:
             for byte in raw:
                 for bit in [0, *((byte >> i) & 1 for i in range(8)), 1]:
-                    dut.rx.value = bit
-                    await ClockCycles(dut.clk, div)
+                    self.dut.rx.value = bit
+                    await ClockCycles(self.dut.clk, self.div)
 
-        async def expect(kind):
+        async def expect(self, kind):
             while True:
-                for i, f in enumerate(frames):
+                for i, f in enumerate(self.frames):
                     if f.type == kind:
-                        del frames[i]
+                        del self.frames[i]
                         return f
-                arrived.clear()
-                await with_timeout(arrived.wait(), 200_000, "ns")
+                self.arrived.clear()
+                await with_timeout(self.arrived.wait(), 200_000, "ns")
 
-        async def status():
-            await send(encode(FrameType.STATUS_REQ))
-            return protocol.decode_status((await expect(FrameType.STATUS)).payload, values_bytes)
+        async def status(self) -> dict:
+            await self.send(encode(FrameType.STATUS_REQ))
+            return self.decode_status(await self.expect(FrameType.STATUS))
 
-        cocotb.start_soon(receive())
-        records = []
-        statuses = []  # those the steps ask to keep
-        room = None
-        sent_tuples = 0
-        consumed = 0
-        for step in scenario["steps"]:
-            if "tuples" in step and room is not None:
-                while sent_tuples + step["tuples"] - consumed > room:
-                    consumed = (await status())["tuples"]
+        def decode_status(self, frame) -> dict:
+            return protocol.decode_status(frame.payload, self.values_bytes)
+
+        async def step(self, step: dict) -> None:
+            """One step of the scenario: wait for the engine, or send a frame and take the
+            answer it asks for."""
+            if "tuples" in step and self.room is not None:
+                while self.sent_tuples + step["tuples"] - self.consumed > self.room:
+                    self.consumed = (await self.status())["tuples"]
             if "wait_tuples" in step:  # until the engine took that many tuples (bounded)
                 for _ in range(200):
-                    st = await status()
+                    st = await self.status()
                     if st["tuples"] >= step["wait_tuples"]:
                         break
-                    await ClockCycles(dut.clk, 200)
-                statuses.append(st)
-                continue
-            await send(bytes.fromhex(step["send"]))
+                    await ClockCycles(self.dut.clk, 200)
+                self.statuses.append(st)
+                return
+            await self.send(bytes.fromhex(step["send"]))
             if step.get("quiet"):
-                await ClockCycles(dut.clk, step["quiet"])
+                await ClockCycles(self.dut.clk, step["quiet"])
             if step.get("expect") == "status":
-                st = protocol.decode_status((await expect(FrameType.STATUS)).payload, values_bytes)
-                statuses.append(st)
-                room = st["capacity"] // st["tuple_bytes"]
-                frames[:] = []  # anything before the answer to RESET is stale
+                st = self.decode_status(await self.expect(FrameType.STATUS))
+                self.statuses.append(st)
+                self.room = st["capacity"] // st["tuple_bytes"]
+                self.frames[:] = []  # anything before the answer to RESET is stale
             elif step.get("expect") == "ack":
-                ack = decode_fields(protocol.ACK_FIELDS, (await expect(FrameType.ACK)).payload)
-                consumed = ack["tuples"]
-                sent_tuples += step.get("tuples", 0)
-        for _ in range(100):  # (bounded: a broken board must fail the test, not hang it)
-            await ClockCycles(dut.clk, 200)
-            st = await status()
-            if st["tuples"] == scenario["n"] and st["flags"] & 1:
-                break
-        records = [f.payload.hex() for f in frames if f.type == FrameType.RECORD]
+                ack = decode_fields(protocol.ACK_FIELDS, (await self.expect(FrameType.ACK)).payload)
+                self.consumed = ack["tuples"]
+                self.sent_tuples += step.get("tuples", 0)
+
+        async def finish(self) -> dict:
+            """The board's status once it took every tuple and finished (bounded: a broken
+            board must fail the test, not hang it)."""
+            for _ in range(100):
+                await ClockCycles(self.dut.clk, 200)
+                st = await self.status()
+                if st["tuples"] == self.scenario["n"] and st["flags"] & 1:
+                    break
+            return st
+
+    @cocotb.test()
+    async def uart_link_bench(dut):
+        scenario = json.loads(pathlib.Path(os.environ[CONFIG_ENV]).read_text())
+        tb = UartLinkTB(dut, scenario)
+        await tb.reset()
+        cocotb.start_soon(tb.receive())
+        for step in scenario["steps"]:
+            await tb.step(step)
+        st = await tb.finish()
+        records = [f.payload.hex() for f in tb.frames if f.type == FrameType.RECORD]
         pathlib.Path(scenario["results"]).write_text(
             json.dumps(
                 {
                     "records": records,
                     "status": st,
-                    "statuses": statuses,
-                    "bad_frames_from_board": sum(reader.errors.values()),
+                    "statuses": tb.statuses,
+                    "bad_frames_from_board": sum(tb.reader.errors.values()),
                 }
             )
         )

@@ -55,15 +55,43 @@ def worker(seed: int, start: int, stop: int, memory_mb: int) -> None:
             )
 
 
-def campaign(seed: int, inputs: int, workers: int, timeout: float, memory_mb: int) -> int:
-    counts: collections.Counter[str] = collections.Counter()
-    findings: list[dict] = []
-    slowest = (0.0, -1)
-    chunks = [(k * inputs // workers, (k + 1) * inputs // workers) for k in range(workers)]
-    started = time.monotonic()
-    running: list[dict] = []
+class _Worker:
+    """One worker process: the inputs it still owes, the one it is in and its unread output."""
 
-    def spawn(start: int, stop: int) -> None:
+    def __init__(self, proc: subprocess.Popen, stop: int):
+        self.proc = proc
+        self.stop = stop
+        self.current: int | None = None
+        self.since = time.monotonic()
+        self.buffer = ""
+
+    def lines(self, final: bool) -> list[str]:
+        """The complete lines it has written since the last call (all of them when final)."""
+        fd = self.proc.stdout.fileno()
+        if final:
+            os.set_blocking(fd, True)
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                self.buffer += chunk.decode("utf-8", "replace")
+        except BlockingIOError:
+            pass
+        *lines, self.buffer = self.buffer.split("\n")
+        return lines
+
+
+class _Campaign:
+    """Workers over chunks of the inputs, the outcome counts and the findings."""
+
+    def __init__(self, seed: int, timeout: float, memory_mb: int):
+        self.seed = seed
+        self.timeout = timeout
+        self.memory_mb = memory_mb
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.findings: list[dict] = []
+        self.slowest = (0.0, -1)
+        self.running: list[_Worker] = []
+
+    def spawn(self, start: int, stop: int) -> None:
         if start >= stop:
             return
         proc = subprocess.Popen(
@@ -72,85 +100,76 @@ def campaign(seed: int, inputs: int, workers: int, timeout: float, memory_mb: in
                 __file__,
                 "--worker",
                 "--seed",
-                str(seed),
+                str(self.seed),
                 "--start",
                 str(start),
                 "--stop",
                 str(stop),
                 "--memory-mb",
-                str(memory_mb),
+                str(self.memory_mb),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
         os.set_blocking(proc.stdout.fileno(), False)
-        running.append(
-            {"proc": proc, "stop": stop, "current": None, "since": time.monotonic(), "buffer": ""}
-        )
+        self.running.append(_Worker(proc, stop))
 
-    for a, b in chunks:
-        spawn(a, b)
-
-    def drain(w: dict, final: bool) -> None:
-        nonlocal slowest
-        fd = w["proc"].stdout.fileno()
-        if final:
-            os.set_blocking(fd, True)
-        try:
-            while chunk := os.read(fd, 1 << 16):
-                w["buffer"] += chunk.decode("utf-8", "replace")
-        except BlockingIOError:
-            pass
-        *lines, w["buffer"] = w["buffer"].split("\n")
-        for line in lines:
+    def drain(self, w: _Worker, final: bool) -> None:
+        for line in w.lines(final):
             record = json.loads(line)
             if "begin" in record:
-                w["current"], w["since"] = record["begin"], time.monotonic()
+                w.current, w.since = record["begin"], time.monotonic()
                 continue
-            w["current"] = None
-            counts[record["outcome"]] += 1
-            slowest = max(slowest, (record["seconds"], record["i"]))
+            w.current = None
+            self.counts[record["outcome"]] += 1
+            self.slowest = max(self.slowest, (record["seconds"], record["i"]))
             if record["outcome"] not in ("accepted", "error"):
-                findings.append(record)
+                self.findings.append(record)
 
-    while running:
+    def lost(self, w: _Worker, outcome: str, message: str) -> None:
+        """The worker ended inside an input: count it, and go on after it in a new one."""
+        self.running.remove(w)
+        self.counts[outcome] += 1
+        self.findings.append({"i": w.current, "outcome": outcome, "message": message})
+        self.spawn(w.current + 1, w.stop)
+
+    def poll(self, w: _Worker) -> None:
+        done = w.proc.poll() is not None
+        self.drain(w, final=done)
+        if done:
+            if w.current is None:
+                self.running.remove(w)
+            else:  # died inside an input: a crash
+                self.lost(w, "crash", f"worker died (status {w.proc.returncode})")
+        elif w.current is not None and time.monotonic() - w.since > self.timeout:
+            w.proc.kill()
+            w.proc.wait()
+            self.lost(w, "hang", f"no answer within {self.timeout} s")
+
+    def report(self, seconds: float) -> int:
+        counts, slowest = self.counts, self.slowest
+        total = sum(counts.values())
+        print(
+            f"seed {self.seed}: {total} inputs in {seconds:.0f} s: "
+            f"{counts['accepted']} accepted, {counts['error']} clean errors, "
+            f"{counts['no-position']} errors without a position, {counts['crash']} crashes, "
+            f"{counts['hang']} hangs; slowest input {slowest[1]} ({slowest[0]:.2f} s)"
+        )
+        for f in self.findings[:50]:
+            print(f"  --seed {self.seed} --show {f['i']}: {f['outcome']}: {f['message']}")
+        return 1 if self.findings else 0
+
+
+def campaign(seed: int, inputs: int, workers: int, timeout: float, memory_mb: int) -> int:
+    run = _Campaign(seed, timeout, memory_mb)
+    started = time.monotonic()
+    for k in range(workers):
+        run.spawn(k * inputs // workers, (k + 1) * inputs // workers)
+    while run.running:
         time.sleep(0.05)
-        for w in list(running):
-            proc = w["proc"]
-            done = proc.poll() is not None
-            drain(w, final=done)
-            current = w["current"]
-            if done:
-                running.remove(w)
-                if current is not None:  # died inside an input: a crash
-                    counts["crash"] += 1
-                    findings.append(
-                        {
-                            "i": current,
-                            "outcome": "crash",
-                            "message": f"worker died (status {proc.returncode})",
-                        }
-                    )
-                    spawn(current + 1, w["stop"])
-            elif current is not None and time.monotonic() - w["since"] > timeout:
-                proc.kill()
-                proc.wait()
-                running.remove(w)
-                counts["hang"] += 1
-                findings.append(
-                    {"i": current, "outcome": "hang", "message": f"no answer within {timeout} s"}
-                )
-                spawn(current + 1, w["stop"])
-    total = sum(counts.values())
-    print(
-        f"seed {seed}: {total} inputs in {time.monotonic() - started:.0f} s: "
-        f"{counts['accepted']} accepted, {counts['error']} clean errors, "
-        f"{counts['no-position']} errors without a position, {counts['crash']} crashes, "
-        f"{counts['hang']} hangs; slowest input {slowest[1]} ({slowest[0]:.2f} s)"
-    )
-    for f in findings[:50]:
-        print(f"  --seed {seed} --show {f['i']}: {f['outcome']}: {f['message']}")
-    return 1 if findings else 0
+        for w in list(run.running):
+            run.poll(w)
+    return run.report(time.monotonic() - started)
 
 
 def show(seed: int, i: int) -> int:

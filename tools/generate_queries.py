@@ -173,8 +173,13 @@ def _fire_script():
     """Scripted readings of the fire sensors: sensor -> (first round, [(temp, smoke, co,
     tags[, shift])], silent afterwards). A reading ``None`` is one the sensor missed (its radio
     dropped it); ``shift`` moves a reading that many seconds off the minute grid."""
+    return {**_fires(), **_fire_near_misses(), **_fire_window()}
+
+
+def _fires():
+    """The fires of :func:`_fire_script`."""
     F, T = False, True
-    M, N = "match", "near_miss"
+    M = "match"
     return {
         # fire 1: three hot readings, then smoke on a hot reading; the sensor burns out
         103: (
@@ -214,6 +219,15 @@ def _fire_script():
             ],
             True,
         ),
+    }
+
+
+def _fire_near_misses():
+    """What :func:`_fire_script` plants that is not a fire: too few hot readings, heat alone,
+    smoke alone."""
+    F, T = False, True
+    N = "near_miss"
+    return {
         # near-miss: only two hot readings before the smoky (and hot) one
         121: (
             10,
@@ -251,7 +265,14 @@ def _fire_script():
         ),
         # near-miss: smoke without heat (someone smoking at the dock)
         102: (6, [(240, T, 12.0, [("fire", N)])], False),
-        # the window (WITHIN 5 minutes = 300 s) to the second, on sensors that miss readings:
+    }
+
+
+def _fire_window():
+    """The window (WITHIN 5 minutes = 300 s) to the second, on sensors that miss readings."""
+    F, T = False, True
+    M, N = "match", "near_miss"
+    return {
         # fire 4: three hot readings, the fire knocks out the radio for two readings, and the
         # next one, 299 s after the first hot one, shows smoke: it fits; the sensor burns out
         116: (
@@ -643,7 +664,12 @@ VSHAPE_CONDITIONS = ("REGULAR", "ODD_LOT", "OFF_EXCHANGE")  # of the scripted ti
 def _vshape_script():
     """Scripted ticks: stock -> list of (first index, [(price - open, volume, cond, tag)]);
     volume None means a random regular-way volume below the script's concern."""
-    R, OL, OX = VSHAPE_CONDITIONS
+    return {**_vshape_recoveries(), **_vshape_false_recoveries()}
+
+
+def _vshape_recoveries():
+    """The stocks of :func:`_vshape_script` that dip and recover (a W: once only)."""
+    R = VSHAPE_CONDITIONS[0]
     M, N = "match", "near_miss"
     return {
         # recovery exactly at open - 20
@@ -706,6 +732,14 @@ def _vshape_script():
                 ],
             )
         ],
+    }
+
+
+def _vshape_false_recoveries():
+    """The stocks of :func:`_vshape_script` that look like a V and are not one."""
+    R, OL, OX = VSHAPE_CONDITIONS
+    N = "near_miss"
+    return {
         # deep prints, but none counts: odd lots, a 300-share print, an off-exchange print
         4: [
             (

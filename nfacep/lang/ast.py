@@ -17,7 +17,9 @@ reference so, and what it hands on is spelled as the declaration is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import SourcePos
 from .types import FieldType
@@ -380,56 +382,66 @@ def _bound(lo: int, hi: int | None) -> str:
     return f"{lo},{'' if hi is None else hi}"
 
 
+def _joined(items, sep: str = ",") -> str:
+    return sep.join(dump(i) for i in items)
+
+
+def _dump_repeat(node: Repeat) -> str:
+    short = {(0, None): "star", (1, None): "plus", (0, 1): "opt"}.get((node.lo, node.hi))
+    name = short or "rep" + "{" + _bound(node.lo, node.hi) + "}"
+    return name + ("_lazy" if node.reluctant else "") + "{" + dump(node.child) + "}"
+
+
+def _dump_column(node: Column) -> str:
+    name = quote(node.name, node.quoted)
+    if node.qualifier:
+        return f"{quote(node.qualifier, node.qualifier_quoted)}.{name}"
+    return name
+
+
+def _dump_between(node: Between) -> str:
+    kw = "not-between" if node.negated else "between"
+    return f"({kw} {dump(node.operand)} {dump(node.low)} {dump(node.high)})"
+
+
+def _dump_in_list(node: InList) -> str:
+    kw = "not-in" if node.negated else "in"
+    return f"({kw} {dump(node.operand)} " + _joined(node.items, " ") + ")"
+
+
+#: How each node kind is rendered by :func:`dump`, keyed by its class.
+_DUMPERS: dict[type, Callable[[Any], str]] = {
+    # patterns
+    Var: lambda n: quote(n.name, n.quoted),
+    Wildcard: lambda n: "any",
+    Empty: lambda n: "empty",
+    Seq: lambda n: "seq{" + _joined(n.items) + "}",
+    Alt: lambda n: "alt{" + _joined(n.items) + "}",
+    Permute: lambda n: "permute{" + _joined(n.items) + "}",
+    Repeat: _dump_repeat,
+    Anchor: lambda n: f"anchor{{{n.kind}}}",
+    Exclusion: lambda n: "exclude{" + dump(n.child) + "}",
+    # expressions
+    IntLit: lambda n: str(n.value),
+    DecLit: lambda n: n.text,
+    StrLit: lambda n: "'" + n.value.replace("'", "''") + "'",
+    BoolLit: lambda n: "TRUE" if n.value else "FALSE",
+    ParamRef: lambda n: ":" + quote(n.name, n.quoted),
+    Column: _dump_column,
+    Neg: lambda n: f"(- {dump(n.operand)})",
+    BinOp: lambda n: f"({n.op} {dump(n.left)} {dump(n.right)})",
+    Compare: lambda n: f"({n.op} {dump(n.left)} {dump(n.right)})",
+    Between: _dump_between,
+    InList: _dump_in_list,
+    Logical: lambda n: f"({n.op.lower()} " + _joined(n.items, " ") + ")",
+    Not: lambda n: f"(not {dump(n.operand)})",
+    Call: lambda n: f"{n.name}(" + _joined(n.args, ", ") + ")",
+}
+
+
 def dump(node: Pattern | Expr) -> str:
     """A stable text form: ``seq{A,star{B},C}`` for patterns, prefix form for expressions."""
-    match node:
-        case Var(name):
-            return quote(name, node.quoted)
-        case Wildcard():
-            return "any"
-        case Empty():
-            return "empty"
-        case Seq(items):
-            return "seq{" + ",".join(dump(i) for i in items) + "}"
-        case Alt(items):
-            return "alt{" + ",".join(dump(i) for i in items) + "}"
-        case Permute(items):
-            return "permute{" + ",".join(dump(i) for i in items) + "}"
-        case Repeat(child, lo, hi, reluctant):
-            short = {(0, None): "star", (1, None): "plus", (0, 1): "opt"}.get((lo, hi))
-            name = short or "rep" + "{" + _bound(lo, hi) + "}"
-            return name + ("_lazy" if reluctant else "") + "{" + dump(child) + "}"
-        case Anchor(kind):
-            return f"anchor{{{kind}}}"
-        case Exclusion(child):
-            return "exclude{" + dump(child) + "}"
-        case IntLit(value):
-            return str(value)
-        case DecLit(text):
-            return text
-        case StrLit(value):
-            return "'" + value.replace("'", "''") + "'"
-        case BoolLit(value):
-            return "TRUE" if value else "FALSE"
-        case ParamRef(name):
-            return ":" + quote(name, node.quoted)
-        case Column(name, qualifier):
-            name = quote(name, node.quoted)
-            return f"{quote(qualifier, node.qualifier_quoted)}.{name}" if qualifier else name
-        case Neg(operand):
-            return f"(- {dump(operand)})"
-        case BinOp(op, left, right) | Compare(op, left, right):
-            return f"({op} {dump(left)} {dump(right)})"
-        case Between(operand, low, high, negated):
-            kw = "not-between" if negated else "between"
-            return f"({kw} {dump(operand)} {dump(low)} {dump(high)})"
-        case InList(operand, items, negated):
-            kw = "not-in" if negated else "in"
-            return f"({kw} {dump(operand)} " + " ".join(dump(i) for i in items) + ")"
-        case Logical(op, items):
-            return f"({op.lower()} " + " ".join(dump(i) for i in items) + ")"
-        case Not(operand):
-            return f"(not {dump(operand)})"
-        case Call(name, args):
-            return f"{name}(" + ", ".join(dump(a) for a in args) + ")"
-    raise TypeError(f"not an AST node: {node!r}")
+    dumper = _DUMPERS.get(type(node))
+    if dumper is None:
+        raise TypeError(f"not an AST node: {node!r}")
+    return dumper(node)

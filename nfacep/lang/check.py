@@ -471,37 +471,45 @@ class _Checker:
             case ast.ParamRef():
                 return "param", e
             case ast.Neg(operand):
-                kind, inner = self._operand(operand, schema, var)
-                if kind == "param":
-                    raise _param_alone(inner)
-                if kind == "intlit":
-                    return "intlit", P.Const(-inner.value, "int")
-                if kind == "declit":
-                    text = inner.text[1:] if inner.text.startswith("-") else "-" + inner.text
-                    return "declit", ast.DecLit(text, pos=e.pos)
-                if kind != "int":
-                    raise QueryError(f"unary minus needs an integer operand, not {kind}", e.pos)
-                return "int", P.Arith("neg", inner)
+                return self._negated(e, operand, schema, var)
             case ast.BinOp(op, left, right):
-                lk, lv = self._operand(left, schema, var)
-                rk, rv = self._operand(right, schema, var)
-                for k, side in ((lk, left), (rk, right)):
-                    if k == "param":
-                        raise _param_alone(lv if side is left else rv)
-                    if k not in ("int", "intlit"):
-                        raise QueryError(
-                            f"'{op}' works on integer fields and integer literals "
-                            f"only, not on {_kind_text(k)}",
-                            side.pos,
-                        )
-                if lk == rk == "intlit":
-                    value = lv.value + rv.value if op == "+" else lv.value - rv.value
-                    return "intlit", P.Const(value, "int")
-                return "int", P.Arith(op, lv, rv)
+                return self._arith(op, left, right, schema, var)
             case ast.Call():
                 raise _reject_call(e)
             case _:
                 return "bool", self._bool(e, schema, var)
+
+    def _negated(self, e: ast.Neg, operand: ast.Expr, schema: Schema, var: str):
+        """Type a unary minus: literals fold, an integer field becomes ``neg``."""
+        kind, inner = self._operand(operand, schema, var)
+        if kind == "param":
+            raise _param_alone(inner)
+        if kind == "intlit":
+            return "intlit", P.Const(-inner.value, "int")
+        if kind == "declit":
+            text = inner.text[1:] if inner.text.startswith("-") else "-" + inner.text
+            return "declit", ast.DecLit(text, pos=e.pos)
+        if kind != "int":
+            raise QueryError(f"unary minus needs an integer operand, not {kind}", e.pos)
+        return "int", P.Arith("neg", inner)
+
+    def _arith(self, op: str, left: ast.Expr, right: ast.Expr, schema: Schema, var: str):
+        """Type ``+``/``-``: integers only; two literals fold to one."""
+        lk, lv = self._operand(left, schema, var)
+        rk, rv = self._operand(right, schema, var)
+        for k, side in ((lk, left), (rk, right)):
+            if k == "param":
+                raise _param_alone(lv if side is left else rv)
+            if k not in ("int", "intlit"):
+                raise QueryError(
+                    f"'{op}' works on integer fields and integer literals "
+                    f"only, not on {_kind_text(k)}",
+                    side.pos,
+                )
+        if lk == rk == "intlit":
+            value = lv.value + rv.value if op == "+" else lv.value - rv.value
+            return "intlit", P.Const(value, "int")
+        return "int", P.Arith(op, lv, rv)
 
     def _compare(self, c: ast.Compare, schema: Schema, var: str) -> P.PExpr:
         lk, lv = self._operand(c.left, schema, var)
