@@ -197,9 +197,13 @@ def table_brams(store, board: Board) -> dict:
 
 def render_estimate(est: dict) -> str:
     """:func:`estimate` as text."""
+    from nfacep.params import EngineParams
+
+    engine = EngineParams.from_dict(est["parameters"], source="the estimate")
     out = [
         f"board {est['board']} ({est['device']}, --link {est['link']}): resources "
         "estimated before synthesis",
+        f"  the engine it would build: {engine.options()}",
         f"  {'resource':<12}{'estimate':>10}{'total':>10}{'use':>8}",
     ]
     label = {"ffs": "flip-flops", "luts": "LUTs", "brams": "block RAMs"}

@@ -361,6 +361,8 @@ def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
     out = capsys.readouterr().out
     assert out.startswith("stream marathon")  # check's own output comes first
     assert "board ulx3s-85f (LFE5U-85F, --link harness)" in out
+    engine = next(ln for ln in out.splitlines() if "the engine it would build:" in ln)
+    assert "--partitions 4 " in engine and "--store " in engine  # the options build would take
     ffs = next(ln for ln in out.splitlines() if ln.strip().startswith("flip-flops")).split()
     assert 0 < int(ffs[1].replace(",", "")) < 83640 and ffs[2] == "83,640"
     assert "not refused before synthesis" in out and "92,004 flip-flops" in out
