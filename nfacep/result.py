@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -39,6 +40,7 @@ __all__ = [
     "Result",
     "Totals",
     "match_file",
+    "partition_cells",
     "partition_columns",
     "report",
     "write",
@@ -337,6 +339,22 @@ def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[Partitio
         return [format_value(v, ty) for v in tuples.columns[key.names[0]][seqs]]
     chosen = Tuples({name: tuples.columns[name][seqs] for name in key.names}, len(seqs))
     return [key_text(key, raw) for raw in key_raw(key, chosen).tolist()]
+
+
+def partition_cells(texts: list[PartitionText]) -> list[str | None]:
+    """Partition texts each in one cell (the ``partition`` column of the Spark testbench's
+    Parquet files): a key of several fields as its fields' texts joined as a CSV row
+    (``3,x``; quoted where a text needs it), so that equal keys, and only they, have equal
+    cells."""
+    out: list[str | None] = []
+    for t in texts:
+        if isinstance(t, tuple):
+            line = io.StringIO()
+            csv.writer(line, lineterminator="").writerow(t)
+            out.append(line.getvalue())
+        else:
+            out.append(t)
+    return out
 
 
 def partition_columns(fields: tuple[str, ...]) -> list[str]:
