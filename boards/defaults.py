@@ -75,7 +75,7 @@ def board_engine(nfa: Nfa, board: Board, given: dict) -> EngineParams:
     if (
         any(name in given for name in STORE_OPTIONS)
         or board.name not in TABLE_BOARDS
-        or nfa.program.partition_field is None
+        or not nfa.program.partition_fields
     ):
         return base
     budget = board.brams - RESERVED.get(board.family, 0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from amaranth.hdl import Module, Mux, Shape, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -173,7 +173,7 @@ class Engine(wiring.Component):
         results = stream.Signature(
             data.StructLayout({"key": self._key_bits, "result": outcome, "dropped": 1})
         ).create()
-        if nfa.program.partition_field is None:
+        if not nfa.program.partition_fields:
             m.submodules.nfa = matcher = NfaMatcher(nfa, 0)
             m.d.comb += [
                 results.valid.eq(matcher.o_stream.valid),
@@ -247,15 +247,14 @@ class Engine(wiring.Component):
             queue.i_stream.valid.eq(self.i_stream.valid),
             self.i_stream.ready.eq(queue.i_stream.ready),
         ]
-        key_field = self._nfa.program.partition_field
-        if key_field is None:
+        keyed = bool(self._nfa.program.partition_fields)
+        if not keyed:
             inputs = queue.i_stream.payload
         else:
-            key = Value.cast(self.i_stream.payload[key_field]).as_unsigned()
-            m.d.comb += queue.i_stream.payload.key.eq(key)
+            m.d.comb += queue.i_stream.payload.key.eq(self._key(self.i_stream.payload))
             inputs = queue.i_stream.payload.payload
         times = times_layout(self._nfa)
-        if times is None and key_field is not None:
+        if times is None and keyed:
             m.d.comb += inputs.eq(decoder.predicates)
         else:
             m.d.comb += inputs.predicates.eq(decoder.predicates)
@@ -275,6 +274,15 @@ class Engine(wiring.Component):
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += self.tuples.eq(self.tuples + 1)
         wiring.connect(m, queue.o_stream, matcher.i_stream)
+
+    def _key(self, payload) -> Value:
+        """A tuple's partition key (:class:`nfacep.schema.PartitionKey`): its fields' bits
+        concatenated, the first field PARTITION BY lists in the most significant bits."""
+        # Cat takes its first part as the least significant: the last field listed
+        parts = [
+            Value.cast(payload[name]).as_unsigned() for name in self._nfa.program.partition_fields
+        ]
+        return Cat(*reversed(parts))
 
     def _parameters(self, m: Module, decoder: PredicateDecoder) -> None:
         """The parameter registers: the values in force, a shadow copy and the tuple number
@@ -411,7 +419,7 @@ def write_verilog(
             }
             for q in nfa.queries
         ],
-        "partition_field": nfa.program.partition_field,
+        "partition_fields": list(nfa.program.partition_fields),
         "predicates": [p.text for p in nfa.predicates],
         "parameters": params.as_dict(),
     }

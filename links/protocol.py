@@ -80,7 +80,7 @@ def engine_id(nfa, params) -> int:
         "tuple": field_slices(nfa.program.schema),
         "record": [list(f) for f in record_format(nfa).fields],
         "queries": [[q.name, q.index] for q in nfa.queries],
-        "partition_field": nfa.program.partition_field,
+        "partition_fields": list(nfa.program.partition_fields),
         "parameters": params.as_dict(),
     }
     return zlib.crc32(json.dumps(desc, sort_keys=True).encode())

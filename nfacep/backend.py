@@ -129,7 +129,7 @@ def run_files(
         data, source = read_input(input, nfa), input
     result = backend.run(nfa, data, params, values)
     if output is not None:
-        write(result, output, query_file=query_file, input=source)
+        write(result, output, query_file=query_file, input=source, key=nfa.program.partition_fields)
     if result.failure is not None:
         raise result.failure
     return result
@@ -152,7 +152,9 @@ def _run_pieces(
     with contextlib.ExitStack() as stack:
         rows = None
         if output is not None:
-            rows = stack.enter_context(match_file(output, bool(start_queries(nfa))))
+            rows = stack.enter_context(
+                match_file(output, bool(start_queries(nfa)), nfa.program.partition_fields)
+            )
         # the next piece read in a thread while this one is matched
         pieces = stack.enter_context(
             contextlib.closing(reader.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))

@@ -87,7 +87,12 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
                 for f in prog.schema.fields
             ],
         },
-        "partition_key": prog.partition_field,
+        # the key's text as PARTITION BY lists it; its fields and their place in the key
+        "partition_key": ", ".join(prog.partition_fields) or None,
+        "partition_fields": [
+            {"name": name, "offset": offset, "bits": width}
+            for name, offset, width in prog.key.slices
+        ],
         "predicates": [
             {"index": p.index, "name": f"p{p.index}", "text": p.text} for p in nfa.predicates
         ],

@@ -280,7 +280,11 @@ def check_fits(nfa: Nfa) -> None:
         MAX_PREDICATES,
         "split the queries over several engines",
     )
-    key = nfa.program.partition_field
-    if key is not None:
-        bits = nfa.program.schema.field(key).type.bits
-        over(f"the partition key '{key}' width", bits, MAX_KEY_BITS, "use a narrower key")
+    key = nfa.program.key
+    if key.names:
+        over(
+            f"the partition key ({', '.join(key.names)}) width",
+            key.width,
+            MAX_KEY_BITS,
+            "partition by fewer or narrower fields",
+        )

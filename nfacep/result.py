@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -29,10 +30,21 @@ from .io.tuples import Tuples, format_value
 from .nfa import Nfa
 from .output import atomic_files, summary_path
 from .params import EngineParams
+from .schema import PartitionText
 from .settings import ParamValues
-from .wire import SEQ_BITS, Record, RecordColumns, field_text, raw_column, start_queries
+from .wire import SEQ_BITS, Record, RecordColumns, key_raw, key_text, start_queries
 
-__all__ = ["COUNTER_BITS", "MatchRows", "Result", "Totals", "match_file", "report", "write"]
+__all__ = [
+    "COUNTER_BITS",
+    "MatchRows",
+    "Result",
+    "Totals",
+    "match_file",
+    "partition_cells",
+    "partition_columns",
+    "report",
+    "write",
+]
 
 #: Width of the engine's counters (``tuples``, ``matched``, ``drops``): they wrap around.
 COUNTER_BITS = 32
@@ -44,7 +56,8 @@ class Result:
 
     ``queries[i]`` is the index into ``names`` (file order, which is also the query's bit in a
     match record) of the ``i``-th match, ``seqs[i]`` the 0-based position of its tuple and
-    ``partitions[i]`` its partition value as a tuple file writes it (None without PARTITION).
+    ``partitions[i]`` its partition value as a tuple file writes it (None without PARTITION;
+    one text per field for a key of several, :data:`nfacep.wire.PartitionText`).
     Matches are sorted by ``seq``, then by query name.
     """
 
@@ -52,7 +65,7 @@ class Result:
     names: tuple[str, ...]  #: query names, in file order
     seqs: np.ndarray  #: int64, the tuple of each match
     queries: np.ndarray  #: int64, the query of each match (index into ``names``)
-    partitions: list[str | None]  #: the partition value of each match, as text
+    partitions: list[PartitionText]  #: the partition value of each match, as text
     drops: np.ndarray  #: int64, sorted: the dropped tuples
     params: EngineParams  #: the engine's parameters
     #: the engine's own counters at the end, where the back-end reads them (``tuples``,
@@ -143,9 +156,7 @@ class Result:
         engine's: a tuple past the input, a partition value the key's type does not have, a
         match that begins after its tuple.
         """
-        program = nfa.program
-        key = program.partition_field
-        ty = program.schema.field(key).type if key else None
+        key = nfa.program.key
         names = tuple(q.name for q in nfa.queries)
         by_name = sorted(range(len(names)), key=names.__getitem__)  # the bits in name order
         slot = {q: k for k, q in enumerate(start_queries(nfa))}  # its start in a record
@@ -160,13 +171,13 @@ class Result:
             k = int(past[0])
             problems.append((k, -1, f"a record names tuple {seq[k]}, but only {n} were sent"))
         record, j = np.nonzero(bit)  # by record, then in name order
-        partitions: list[str | None] = [None] * len(record)
-        if ty is not None and len(record):
+        partitions: list[PartitionText] = [None] * len(record)
+        if key.names and len(record):
             values, inverse = np.unique(received.partition[record], return_inverse=True)
             texts = np.empty(len(values), dtype=object)
             for v, raw in enumerate(values.tolist()):
                 try:
-                    texts[v] = field_text(raw, ty)
+                    texts[v] = key_text(key, raw)
                 except ValueError as err:
                     k = int(record[np.flatnonzero(inverse == v)[0]])
                     problems.append((k, len(names), str(err)))
@@ -211,8 +222,8 @@ class Result:
     def records(self, nfa: Nfa, tuples: Tuples) -> list[Record]:
         """The records an engine emits for this result, in ``seq`` order (``tuples`` are the
         input, for the raw partition keys)."""
-        key = nfa.program.partition_field
-        keys = raw_column(nfa.program.schema, tuples, key).tolist() if key else None
+        key = nfa.program.key
+        keys = key_raw(key, tuples).tolist() if key.names else None
         masks: dict[int, int] = {}
         starts: dict[int, int] = {}
         slot = {q: k for k, q in enumerate(start_queries(nfa))}
@@ -318,23 +329,55 @@ class Totals:
         return out
 
 
-def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[str | None]:
+def partition_texts(nfa: Nfa, tuples: Tuples, seqs: np.ndarray) -> list[PartitionText]:
     """The partition value of the tuples ``seqs`` as text (None each without PARTITION)."""
-    key = nfa.program.partition_field
-    if key is None:
+    key = nfa.program.key
+    if not key.names:
         return [None] * len(seqs)
-    ty = nfa.program.schema.field(key).type
-    return [format_value(v, ty) for v in tuples.columns[key][seqs]]
+    if len(key.names) == 1:
+        ty = key.types[0]
+        return [format_value(v, ty) for v in tuples.columns[key.names[0]][seqs]]
+    chosen = Tuples({name: tuples.columns[name][seqs] for name in key.names}, len(seqs))
+    return [key_text(key, raw) for raw in key_raw(key, chosen).tolist()]
+
+
+def partition_cells(texts: list[PartitionText]) -> list[str | None]:
+    """Partition texts each in one cell (the ``partition`` column of the Spark testbench's
+    Parquet files): a key of several fields as its fields' texts joined as a CSV row
+    (``3,x``; quoted where a text needs it), so that equal keys, and only they, have equal
+    cells."""
+    out: list[str | None] = []
+    for t in texts:
+        if isinstance(t, tuple):
+            line = io.StringIO()
+            csv.writer(line, lineterminator="").writerow(t)
+            out.append(line.getvalue())
+        else:
+            out.append(t)
+    return out
+
+
+def partition_columns(fields: tuple[str, ...]) -> list[str]:
+    """The match file's columns of the partition key of ``fields`` (PARTITION BY's, in its
+    order): ``partition`` for one field or none, ``partition_<field>`` for each of several."""
+    if len(fields) <= 1:
+        return ["partition"]
+    return [f"partition_{name}" for name in fields]
 
 
 def write(
-    result: Result, output: str, *, query_file: str | None = None, input: str | None = None
+    result: Result,
+    output: str,
+    *,
+    query_file: str | None = None,
+    input: str | None = None,
+    key: tuple[str, ...] = (),
 ) -> None:
     """Write the match CSV (``seq,query,partition``, and ``start_seq`` when a query reports
-    it) to ``output`` and the summary beside it
-    (:func:`nfacep.output.summary_path`): both or neither (a summary that cannot be written
-    leaves the match file as it was)."""
-    with match_file(output, result.starts is not None) as rows:
+    it; ``key``: the partition fields, :func:`partition_columns`) to ``output`` and the
+    summary beside it (:func:`nfacep.output.summary_path`): both or neither (a summary that
+    cannot be written leaves the match file as it was)."""
+    with match_file(output, result.starts is not None, key) as rows:
         rows.write(result)
         rows.finish(result.summary(query_file=query_file, input=input))
 
@@ -343,19 +386,22 @@ class MatchRows:
     """The rows of a match CSV as the matches come: :meth:`write` each result (a stream's
     pieces in order), then :meth:`finish` with the summary (:func:`match_file`)."""
 
-    def __init__(self, f: TextIO, starts: bool):
+    def __init__(self, f: TextIO, starts: bool, key: tuple[str, ...] = ()):
         self.starts = starts
         self.summary: dict | None = None
         self._f = f
+        self._fields = len(key)  # a key of several fields: a column each
         self._csv = csv.writer(f, lineterminator="\n")
-        self._csv.writerow(["seq", "query", "partition", *(["start_seq"] if starts else [])])
+        self._csv.writerow(
+            ["seq", "query", *partition_columns(key), *(["start_seq"] if starts else [])]
+        )
 
     def write(self, result: Result) -> None:
         """The rows of ``result``'s matches."""
         columns = [
             list(map(str, result.seqs.tolist())),
             [result.names[q] for q in result.queries.tolist()],
-            ["" if p is None else p for p in result.partitions],
+            *_key_columns(result.partitions, self._fields),
         ]
         if self.starts:
             # an engine's results all carry starts when one of its queries reports start_seq
@@ -383,14 +429,22 @@ class MatchRows:
         self.summary = summary
 
 
+def _key_columns(partitions: list[PartitionText], fields: int) -> list[list[str]]:
+    """The partition columns of the match rows: one, or one per field of a key of several."""
+    if fields <= 1:
+        return [["" if p is None else p for p in partitions]]  # type: ignore[misc]
+    return [["" if p is None else p[i] for p in partitions] for i in range(fields)]
+
+
 @contextlib.contextmanager
-def match_file(output: str, starts: bool) -> Iterator[MatchRows]:
-    """The match CSV at ``output`` (with a ``start_seq`` column when ``starts``) and its
-    summary, written as a :class:`MatchRows`: both appear when the block ends after
+def match_file(output: str, starts: bool, key: tuple[str, ...] = ()) -> Iterator[MatchRows]:
+    """The match CSV at ``output`` (with a ``start_seq`` column when ``starts``; the
+    partition columns of the fields ``key``, :func:`partition_columns`) and its summary,
+    written as a :class:`MatchRows`: both appear when the block ends after
     :meth:`MatchRows.finish`, or neither does (an error or an interrupt in the block leaves
     the files as they were)."""
     with atomic_files([output, summary_path(output)], newline="") as (f, g):
-        rows = MatchRows(f, starts)
+        rows = MatchRows(f, starts, key)
         yield rows
         if rows.summary is None:
             raise RuntimeError("a match file was left without its summary")

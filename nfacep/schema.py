@@ -17,7 +17,12 @@ from .lang import ast
 from .lang import predicates as P
 from .lang.types import FieldType
 
-__all__ = ["CheckedQuery", "Program", "Schema"]
+__all__ = ["CheckedQuery", "PartitionKey", "PartitionText", "Program", "Schema"]
+
+#: One match's partition key as text: the value as a tuple file writes it for a key of one
+#: field, one such text per field (in PARTITION BY order) for a key of several, None without
+#: PARTITION.
+PartitionText = str | tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -66,16 +71,54 @@ class CheckedQuery:
 
 
 @dataclass(frozen=True)
+class PartitionKey:
+    """The layout of a program's partition key: the raw bits (as a tuple carries them,
+    :mod:`nfacep.wire`) of its fields concatenated, the first field PARTITION BY lists in the
+    most significant bits and the last one from bit 0, so that a key of one field is that
+    field's bits. At most :data:`nfacep.limits.MAX_KEY_BITS` wide (the checker's limit), a key
+    is one 64-bit word: what a match record's ``partition`` holds, what the gateware's
+    partition store compares and, for ``--store table``, what indexes the table or is hashed
+    (:func:`nfacep.wire.key_raw` makes it from tuples, :func:`nfacep.wire.key_text` reads it
+    back)."""
+
+    names: tuple[str, ...]  #: the fields, in PARTITION BY order (none without PARTITION)
+    types: tuple[FieldType, ...]  #: their types
+
+    @property
+    def width(self) -> int:
+        """Bits of the key (0 without PARTITION)."""
+        return sum(t.bits for t in self.types)
+
+    @property
+    def slices(self) -> tuple[tuple[str, int, int], ...]:
+        """``(field, bit offset, width)`` of each field in the key, in PARTITION BY order."""
+        out = []
+        offset = self.width
+        for name, ty in zip(self.names, self.types, strict=True):
+            offset -= ty.bits
+            out.append((name, offset, ty.bits))
+        return tuple(out)
+
+
+@dataclass(frozen=True)
 class Program:
     """A checked query file: one stream, one partition key, one or more queries."""
 
     schema: Schema
-    partition_field: str | None
+    #: the fields of the partition key, as PARTITION BY lists them (empty: no PARTITION); the
+    #: key is their concatenation (:class:`PartitionKey`)
+    partition_fields: tuple[str, ...]
     queries: tuple[CheckedQuery, ...]
     warnings: tuple[QueryError, ...] = ()
     #: the runtime parameters the queries' predicates use (``:name``), each of the type of the
     #: field it is compared with, in order of first use
     parameters: dict[str, FieldType] = dataclasses.field(default_factory=dict)
+
+    @property
+    def key(self) -> PartitionKey:
+        """The partition key's layout."""
+        names = self.partition_fields
+        return PartitionKey(names, tuple(self.schema.field(n).type for n in names))
 
     @property
     def order_fields(self) -> tuple[str, ...]:

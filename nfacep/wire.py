@@ -41,7 +41,7 @@ import numpy as np
 
 from .io.tuples import Tuples, format_value
 from .lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
-from .schema import Schema
+from .schema import PartitionKey, PartitionText, Schema
 
 if TYPE_CHECKING:
     from .nfa import Nfa
@@ -55,6 +55,8 @@ __all__ = [
     "field_slices",
     "field_text",
     "from_bytes",
+    "key_raw",
+    "key_text",
     "pack",
     "pack_bytes",
     "raw_column",
@@ -324,6 +326,32 @@ def raw_column(schema: Schema, tuples: Tuples, name: str) -> np.ndarray:
     return _raw_bits(tuples.columns[name], schema.field(name).type, name)
 
 
+# --- the partition key ------------------------------------------------------------------------
+
+
+def key_raw(key: PartitionKey, tuples: Tuples) -> np.ndarray:
+    """The raw partition key of every tuple (uint64, :class:`nfacep.schema.PartitionKey`: the
+    fields' raw bits concatenated); ValueError when a value does not fit its field."""
+    raw = np.zeros(tuples.n, dtype=np.uint64)
+    for (name, offset, _), ty in zip(key.slices, key.types, strict=True):
+        raw |= _raw_bits(tuples.columns[name], ty, name) << np.uint64(offset)
+    return raw
+
+
+def key_text(key: PartitionKey, raw: int) -> PartitionText:
+    """A raw partition key as the match file writes it: its field's value, or one value per
+    field for a key of several (None without PARTITION); ValueError for an ENUM index past
+    the last label."""
+    if not key.names:
+        return None
+    # the first field takes every bit above the others' (as one field takes the whole key)
+    texts = tuple(
+        field_text(raw >> offset & (-1 if i == 0 else (1 << width) - 1), ty)
+        for i, ((_, offset, width), ty) in enumerate(zip(key.slices, key.types, strict=True))
+    )
+    return texts[0] if len(texts) == 1 else texts
+
+
 # --- match records ----------------------------------------------------------------------------
 
 #: Width of a record's ``seq``: the engine numbers its input tuples modulo ``2**SEQ_BITS``.
@@ -338,7 +366,9 @@ class Record(NamedTuple):
     """One match record, its fields as integers."""
 
     seq: int  #: 0-based input position of the tuple (modulo ``2**SEQ_BITS``)
-    partition: int  #: the raw partition key (:func:`raw_column`); 0 without PARTITION
+    partition: (
+        int  #: the raw partition key (:class:`~nfacep.schema.PartitionKey`); 0 without PARTITION
+    )
     matches: int  #: bit q set iff query q (``nfa.queries[q]``) matched at this tuple
     dropped: int  #: 1 if the partitioner dropped the tuple (then ``matches`` is 0)
     #: where the matches begin, for the queries that report start_seq (:func:`start_queries`):
@@ -565,14 +595,13 @@ class RecordColumns:
 
 def record_format(nfa: Nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:
     """The match record of the engine of ``nfa``: ``seq`` (``seq_bits``), ``partition`` (the
-    key's width on the wire; 1 bit, always 0, without PARTITION), ``matches`` (one bit per
-    query, in file order), ``dropped`` (1 bit) and, when some queries report start_seq,
-    ``starts`` (``seq_bits`` for each of them, :attr:`Record.starts`)."""
-    program = nfa.program
-    key = program.partition_field
+    raw key, :class:`~nfacep.schema.PartitionKey`; 1 bit, always 0, without PARTITION),
+    ``matches`` (one bit per query, in file order), ``dropped`` (1 bit) and, when some
+    queries report start_seq, ``starts`` (``seq_bits`` for each of them, :attr:`Record.starts`)."""
+    key = nfa.program.key
     widths = {
         "seq": seq_bits,
-        "partition": field_width(program.schema.field(key).type) if key else 1,
+        "partition": key.width or 1,
         "matches": len(nfa.queries),
         "dropped": 1,
     }

@@ -721,10 +721,10 @@ def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
     expected = [q.name for q in nfa.queries]
     if names != expected or [q.get("bit") for q in sidecar["queries"]] != list(range(len(names))):
         problems.append(f"queries {names} are not the file's {expected} with bits in file order")
-    if sidecar.get("partition_field") != nfa.program.partition_field:
+    if sidecar.get("partition_fields") != list(nfa.program.partition_fields):
         problems.append(
-            f"partition_field {sidecar.get('partition_field')!r} is not the "
-            f"query's {nfa.program.partition_field!r}"
+            f"partition_fields {sidecar.get('partition_fields')!r} are not the "
+            f"query's {list(nfa.program.partition_fields)!r}"
         )
     if problems:
         raise ContractError(f"the engine's sidecar does not fit the query: {'; '.join(problems)}")

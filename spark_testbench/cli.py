@@ -223,20 +223,16 @@ def _progress(line: str) -> None:
 
 
 def _default_keys(query: str, partitions: int) -> int:
-    """As many keys as the partitioner stores (fewer if the key's type has fewer values)."""
+    """As many keys as the partitioner stores (fewer if the key's types have fewer distinct
+    combinations of values)."""
     import nfacep
-    from nfacep.lang.types import BoolType, EnumType
+
+    from .generate.background import key_domain
 
     program = nfacep.compile_file(query).program
-    if program.partition_field is None:
+    if not program.partition_fields:
         return 1
-    ty = program.schema.field(program.partition_field).type
-    if isinstance(ty, EnumType):
-        return min(partitions, len(ty.labels))
-    if isinstance(ty, BoolType):
-        return min(partitions, 2)
-    lo, hi = ty.range
-    return min(partitions, hi - lo + 1)
+    return min(partitions, key_domain(program))
 
 
 def _regress_arguments(p) -> None:

@@ -51,7 +51,7 @@ from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.output import write_json
 from nfacep.params import EngineParams
-from nfacep.result import partition_texts
+from nfacep.result import partition_cells, partition_texts
 from nfacep.settings import ParamValues
 
 from .progress import Progress
@@ -356,7 +356,8 @@ def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples) -> pa.RecordBatch:
                 np.concatenate([names[result.queries], np.full(d, None, dtype=object)]), pa.string()
             ),
             pa.array(
-                list(result.partitions) + partition_texts(nfa, keys, result.drops), pa.string()
+                partition_cells(list(result.partitions) + partition_texts(nfa, keys, result.drops)),
+                pa.string(),
             ),
             pa.array(np.repeat(kinds, [m, d]), pa.string()),
             pa.concat_arrays([global_starts(seq, result.starts, m), pa.nulls(d, pa.int64())]),
@@ -544,11 +545,11 @@ def _shards(spark, job: Job, tasks: int, n_tuples: int | None):
     from pyspark.sql import functions as F
 
     tuples = spark.read.parquet(os.path.join(job.vectors, TUPLES))
-    key = job.nfa.program.partition_field
+    key = job.nfa.program.partition_fields
     if job.mode == "partitioned":
         keys = job.manifest.get("keys_present") or tasks
         shards = max(1, min(max(tasks, -(-(n_tuples or 0) // SHARD_TUPLES)), keys))
-        source = tuples.repartition(shards, F.col(key))
+        source = tuples.repartition(shards, *map(F.col, key))
     else:
         shards = 1
         source = tuples.coalesce(1)

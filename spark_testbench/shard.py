@@ -8,6 +8,7 @@ memory, what mapping the results back to the global ``seq`` needs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,21 +37,22 @@ class Shard:
         self.program = program
         self.schema = schema or program.schema
         self.source = source
-        self.key = program.partition_field
+        self.key = program.partition_fields  #: the partition key's fields
         self.folder = folder
         self.rows = rows
         self.n = 0  #: tuples handed on so far
         self.first: int | None = None  #: the first seq
         self._last: int | None = None
-        self._key_dtype = None
+        self._key_dtypes: dict[str, np.dtype] = {}
 
     def pieces(self, batches) -> Iterator[Tuples]:
         """The tuples of ``batches`` (Arrow record batches with a ``seq`` column), in
         pieces, their seq and key columns appended to the files as they go."""
-        with (
-            open(self.folder / "seq.i64", "wb") as seqs,
-            open(self.folder / "key.raw", "wb") as keys,
-        ):
+        with contextlib.ExitStack() as stack:
+            seqs = stack.enter_context(open(self.folder / "seq.i64", "wb"))
+            keys = {
+                name: stack.enter_context(open(self._key_path(name), "wb")) for name in self.key
+            }
             for batch in batches:
                 for start in range(0, batch.num_rows, self.rows):
                     part = batch.slice(start, self.rows)
@@ -75,17 +77,18 @@ class Shard:
                         source=f"{self.source} (seq {seq[0]}…)",
                     )
                     seqs.write(seq.tobytes())
-                    if self.key is not None:
-                        column = np.ascontiguousarray(data.columns[self.key])
-                        self._key_dtype = column.dtype
-                        keys.write(column.tobytes())
+                    for name, f in keys.items():
+                        column = np.ascontiguousarray(data.columns[name])
+                        self._key_dtypes[name] = column.dtype
+                        f.write(column.tobytes())
                     if self.first is None:
                         self.first = int(seq[0])
                     self._last = int(seq[-1])
                     self.n += len(seq)
                     # (flushed: the tuples handed on can be mapped while the next are read)
                     seqs.flush()
-                    keys.flush()
+                    for f in keys.values():
+                        f.flush()
                     yield data
 
     def seq(self) -> np.ndarray:
@@ -93,11 +96,16 @@ class Shard:
         return np.memmap(self.folder / "seq.i64", dtype=np.int64, mode="r", shape=(self.n,))
 
     def keys(self) -> Tuples:
-        """The partition key column of every tuple handed on (mapped from the file), for
+        """The partition key's columns of every tuple handed on (mapped from the files), for
         :func:`nfacep.result.partition_texts`."""
-        columns = {}
-        if self.key is not None:
-            columns[self.key] = np.memmap(
-                self.folder / "key.raw", dtype=self._key_dtype, mode="r", shape=(self.n,)
+        columns = {
+            name: np.memmap(
+                self._key_path(name), dtype=self._key_dtypes.get(name), mode="r", shape=(self.n,)
             )
+            for name in self.key
+        }
         return Tuples(columns, self.n, self.source)
+
+    def _key_path(self, name: str) -> Path:
+        """The file of key field ``name``'s column (numbered: a field's name may be any)."""
+        return self.folder / f"key{self.key.index(name)}.raw"

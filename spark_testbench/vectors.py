@@ -60,7 +60,7 @@ from nfacep.lang.types import EnumType
 from nfacep.output import probe_folder
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
-from nfacep.result import partition_texts
+from nfacep.result import partition_cells, partition_texts
 from nfacep.settings import ParamValues
 
 from .generate import BLOCK_TUPLES, Generator, Options
@@ -219,7 +219,7 @@ def _check_stream(query: str, program, options: Options) -> None:
             "which the vectors' sequence-number column would shadow"
         )
     _check_weights(options, program.schema)
-    if program.partition_field is None and options.keys != 1:
+    if not program.partition_fields and options.keys != 1:
         raise UsageError(
             f"--keys {options.keys}: the queries of {query} have no PARTITION "
             "clause, so there is one stream and no keys to generate"
@@ -303,8 +303,8 @@ def _used_fields(nfa) -> tuple[str, ...]:
 
     names = {n.name for p in nfa.predicates for n in P.nodes(p.expr) if isinstance(n, P.FieldRef)}
     names |= {q.order_field for q in nfa.queries if q.window is not None}
-    key = nfa.program.partition_field
-    return tuple(f for f in nfa.program.schema.names if f in names or f == key)
+    key = nfa.program.partition_fields
+    return tuple(f for f in nfa.program.schema.names if f in names or f in key)
 
 
 def _used_schema(program, names):
@@ -336,7 +336,7 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
             [
                 seqs,
                 pa.array(names[result.queries], pa.string()),
-                pa.array(result.partitions, pa.string()),
+                pa.array(partition_cells(result.partitions), pa.string()),
                 pa.array(["match"] * m, pa.string()),
                 starts,
             ],
@@ -349,7 +349,7 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
             [
                 pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
                 pa.array([None] * d, pa.string()),
-                pa.array(partition_texts(nfa, data, local), pa.string()),
+                pa.array(partition_cells(partition_texts(nfa, data, local)), pa.string()),
                 pa.array(["drop"] * d, pa.string()),
                 pa.nulls(d, pa.int64()),
             ],
@@ -408,7 +408,7 @@ def _match_task(
         for piece, last in _with_last(shard.pieces(b for b in batches if b.num_rows)):
             yield from feed(piece, last)
         if matcher.n:
-            yield _keys_row(len(matcher.keys) if program.partition_field else 1)
+            yield _keys_row(len(matcher.keys) if program.partition_fields else 1)
     counter.finished()
 
 
@@ -448,7 +448,7 @@ def _global_task(
     for piece, last in _with_last(rebatch(batches, piece_tuples)):
         yield from feed(piece, last)
     if matcher.n:
-        yield _keys_row(len(matcher.keys) if program.partition_field else 1)
+        yield _keys_row(len(matcher.keys) if program.partition_fields else 1)
     counter.finished()
 
 
@@ -482,9 +482,9 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     """Pick the pass; ``keys_present`` is only needed when more keys were generated than the
     partitioner stores (None: not counted)."""
     e = job.params
-    key = job.nfa.program.partition_field
+    key = job.nfa.program.key
     keys = job.generator.keys
-    if key is None:
+    if not key.names:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
     elif e.tick_tuples:
         auto = (
@@ -493,7 +493,7 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
             "partitions, which depends on the position in the whole stream",
         )
     elif e.store == "table":
-        auto = _table_mode(e, job.nfa.program.schema.field(key).type.bits, keys)
+        auto = _table_mode(e, key.width, keys)
     elif keys > e.partitions and keys_present > e.partitions:
         auto = (
             "global",
@@ -627,7 +627,7 @@ def _match(spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples:
 
     gen = job.generator
     tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
-    key = job.nfa.program.partition_field
+    key = job.nfa.program.partition_fields
     counted = None
     if (
         key
@@ -636,7 +636,7 @@ def _match(spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples:
         and gen.keys > job.params.partitions
     ):
         watch.phase("counting the keys present", count=False)
-        counted = tuples.select(key).distinct().count()  # are they all there?
+        counted = tuples.select(*key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
     source = tuples.select("seq", *_used_fields(job.nfa))
     counter = watch.phase(
@@ -646,7 +646,7 @@ def _match(spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples:
     if mode == "partitioned":
         # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
         # streams them through its matcher, so none holds its partition
-        source = source.repartition(tasks, F.col(key)).sortWithinPartitions("seq")
+        source = source.repartition(tasks, *map(F.col, key)).sortWithinPartitions("seq")
         task = functools.partial(_match_task, *args, piece_tuples)
     else:
         # one partition, sorted by Spark's external sorter (it spills to disk, so the stream
@@ -729,7 +729,7 @@ def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, mast
         "query_file": job.query_path,
         "query_sha256": job.query_sha256,
         "stream": program.schema.name,
-        "partition_field": program.partition_field,
+        "partition_fields": list(program.partition_fields),
         "order_fields": list(program.order_fields),
         "queries": [
             {"name": q.name, "skip_past_last_row": q.skip_past_last_row, "start_seq": q.start_seq}

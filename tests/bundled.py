@@ -33,3 +33,16 @@ def param_values(name: str, nfa):
     return ParamValues.parse(
         nfa.program.parameters, [f"{p}={v}" for p, v in VALUES.get(name, {}).items()]
     )
+
+
+def keyed_fire(folder: pathlib.Path) -> pathlib.Path:
+    """fire.sql partitioned by two fields, a new ``site UINT(2)`` and ``sensor``, written to
+    ``folder`` (for the tests of several partition fields)."""
+    text = (QUERIES / "fire.sql").read_text()
+    text = text.replace("    sensor  UINT(16),", "    site    UINT(2),\n    sensor  UINT(16),")
+    text = text.replace("PARTITION sensor\n", "PARTITION site, sensor\n")
+    text = text.replace("PARTITION BY sensor\n", "PARTITION BY site, sensor\n")
+    assert text.count("site, sensor") == 2
+    path = folder / "fire2.sql"
+    path.write_text(text)
+    return path

@@ -662,6 +662,16 @@ def crc32(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
+def concat_key(values: Sequence[object], widths: Sequence[int]) -> int:
+    """The key of several partition fields as docs/language.md defines it: each value's bits
+    in its field's width (two's complement for a negative integer, 1 for true), the fields
+    side by side, the first one listed in the most significant bits."""
+    key = 0
+    for value, width in zip(values, widths, strict=True):
+        key = key << width | int(value) % (1 << width)
+    return key
+
+
 def table_bucket(key: int, key_bits: int, partitions: int, ways: int) -> tuple[object, int]:
     """``--store table``: the bucket of ``key`` (an unsigned ``key_bits``-bit value) and how
     many partitions it holds, as docs/language.md defines them."""
@@ -676,7 +686,7 @@ def partition(
     partitions: int = 256,
     tick_tuples: int = 0,
     timer_bits: int = 4,
-    table: tuple[int, int] | None = None,
+    table: tuple | None = None,
 ) -> Lives:
     """Split the input into sub-stream lives, modelling docs/language.md literally.
 
@@ -688,7 +698,9 @@ def partition(
     element, forgetting its history.
 
     With ``table = (key_bits, ways)`` (``--store table``) the keys are unsigned integers of
-    ``key_bits`` bits, and the limit is per bucket (:func:`table_bucket`), not overall.
+    ``key_bits`` bits, and the limit is per bucket (:func:`table_bucket`), not overall; with
+    ``table = (key_bits, ways, widths)`` each key is a tuple of several fields' values, of
+    those widths, which the table takes concatenated (:func:`concat_key`).
     """
     result = Lives()
     stored: dict[object, list] = {}  # key -> [timer, seqs, bucket]
@@ -697,7 +709,8 @@ def partition(
         if table is None:
             bucket, room = None, partitions
         else:
-            bucket, room = table_bucket(key, table[0], partitions, table[1])
+            raw = concat_key(key, table[2]) if len(table) > 2 else key
+            bucket, room = table_bucket(raw, table[0], partitions, table[1])
         if key in stored:
             stored[key][0] = top
             stored[key][1].append(n)
@@ -738,20 +751,26 @@ class Result:
 def run(
     queries: Sequence[Query],
     rows: Sequence[Mapping[str, object]],
-    partition_field: str | None = None,
+    partition_field: str | tuple[str, ...] | None = None,
     partitions: int = 256,
     tick_tuples: int = 0,
     timer_bits: int = 4,
     engine: str = "sets",
     key_text: Callable[[object], str] = str,
-    table: tuple[int, int] | None = None,
+    table: tuple | None = None,
 ) -> Result:
     """Matches of ``queries`` over ``rows`` as ``nfacep match`` should report them
-    (``table``: ``--store table``, as :func:`partition` takes it)."""
+    (``table``: ``--store table``, as :func:`partition` takes it). ``partition_field``: one
+    field, or a tuple of several (PARTITION BY a, b), whose values together are the key and
+    whose texts are reported one per field."""
     if partition_field is None:  # one sub-stream; capacity and timers do not apply
         lives = Lives(lives=[(None, list(range(len(rows))))])
     else:
-        keys = [_by_key(row)[name_key(partition_field)] for row in rows]
+        if isinstance(partition_field, str):
+            keys = [_by_key(row)[name_key(partition_field)] for row in rows]
+        else:
+            names = [name_key(f) for f in partition_field]
+            keys = [tuple(_by_key(row)[f] for f in names) for row in rows]
         lives = partition(keys, partitions, tick_tuples, timer_bits, table)
     # Predicates see one tuple at a time, so each query's encoding is computed once for the
     # whole input; a sub-stream's string is its tuples' characters in stream order.
@@ -760,7 +779,12 @@ def run(
     memo: dict[tuple, list[set[int]]] = {}  # (pattern, defines, string) -> starts
     matches = []
     for key, seqs in lives.lives:
-        text = "" if partition_field is None else key_text(key)
+        if partition_field is None:
+            text = ""
+        elif isinstance(partition_field, str):
+            text = key_text(key)
+        else:
+            text = tuple(key_text(v) for v in key)
         for q in queries:
             s = "".join(encoded[q][n] for n in seqs)
             k = (q.pattern, q.defines, s)

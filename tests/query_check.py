@@ -49,6 +49,13 @@ from nfacep.schema import CheckedQuery, Program, Schema
 QUERIES = Path(__file__).resolve().parent.parent / "queries"
 
 
+def _one_key(program) -> str | None:
+    """The partition field of a bundled query (they partition by at most one field)."""
+    if len(program.partition_fields) > 1:
+        raise CheckError("a bundled query partitions by at most one field")
+    return program.partition_fields[0] if program.partition_fields else None
+
+
 def _text(v) -> str:
     """A partition value as ``<name>.planted.csv`` and the CSV files write it."""
     if isinstance(v, bool):
@@ -239,7 +246,7 @@ def check(name: str, folder: Path = QUERIES, planted: list[dict] | None = None) 
     disagreement; returns ``(query, matches, near_misses, rows, partitions)`` per query.
     """
     program = nfacep.compile_file(str(folder / f"{name}.sql")).program
-    schema, key = program.schema, program.partition_field
+    schema, key = program.schema, _one_key(program)
     csv_path = folder / f"{name}.csv"
     with open(csv_path, newline="") as f:
         header = next(csv.reader(f))
@@ -300,7 +307,7 @@ def _planted_problems(
 ) -> list[str]:
     """Planted rows that name no query of the file, no tuple, or another partition."""
     names = {q.name for q in program.queries}
-    key = program.partition_field
+    key = _one_key(program)
     problems = []
     for p in planted:
         where = f"{name}.planted.csv: query {p['query']}, seq {p['seq']}"

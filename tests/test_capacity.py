@@ -452,3 +452,75 @@ def test_admission_in_pieces_equals_one_pass(
         fresh += piece.fresh.tolist()
     assert admitted == whole.admitted.tolist()
     assert fresh == whole.fresh.tolist()
+
+
+# several partition fields: the key is the fields' values together; in the table, their bits
+# concatenated (the first field listed in the most significant bits) index it or are hashed
+
+KEYS_STREAM = "CREATE STREAM s (k UINT(2), p0 BOOL, p1 BOOL, p2 BOOL, j INT(3));\n"
+KEYS_FIELDS = ("k", "p0", "p1", "p2", "j")
+
+
+def test_oracle_concat_key_by_hand():
+    from oracle import concat_key
+
+    assert concat_key((2, -1), (2, 3)) == 0b10_111
+    assert concat_key((-1, 2), (3, 2)) == 0b111_10
+    assert concat_key((True, 0, 5), (1, 8, 4)) == 1 << 12 | 5
+
+
+@cli_settings(60)
+@given(
+    n_rows=st.integers(1, 40),
+    log_n=st.integers(0, 6),
+    log_ways=st.integers(0, 3),
+    data=st.data(),
+)
+def test_match_several_key_fields_random(tmp_path, n_rows, log_n, log_ways, data):
+    """PARTITION BY k, j (or j, k) in either form, both stores, capacity and timers: the
+    matches (a column per key field), drops and counts are the oracle's, which keys on the
+    pair of values and hashes their concatenation (5 bits: direct from 32 entries on)."""
+    rows = data.draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "k": st.integers(0, 3),
+                    "j": st.integers(-4, 3),
+                    "p0": st.booleans(),
+                    "p1": st.booleans(),
+                    "p2": st.booleans(),
+                }
+            ),
+            min_size=n_rows,
+            max_size=n_rows,
+        ),
+        label="rows",
+    )
+    order = data.draw(st.sampled_from([("k", "j"), ("j", "k")]), label="key")
+    form = data.draw(st.sampled_from(["sql", "concise"]), label="form")
+    store = data.draw(st.sampled_from(["pipeline", "table"]), label="store")
+    n = 1 << log_n
+    ways = 1 << min(log_ways, log_n)
+    tick = data.draw(st.sampled_from([0, 0, 1, 2, 3]), label="tick_tuples")
+    bits = data.draw(st.integers(1, 3), label="timer_bits")
+    q2 = Query("r", seq(A, B), ABC[:2], skip=True)
+    key = ", ".join(order)
+    text = KEYS_STREAM + render_query(AA, "s", key, form) + render_query(q2, "s", key, form)
+    widths = {"k": 2, "j": 3}
+    table = None
+    opts = options(n, tick, bits)
+    if store == "table":
+        table = (5, ways, tuple(widths[f] for f in order))
+        opts = table_options(n, ways, tick, bits)
+    check_against_oracle(
+        tmp_path,
+        [AA, q2],
+        text,
+        rows,
+        True,
+        opts,
+        (n, tick, bits),
+        table=table,
+        fields=KEYS_FIELDS,
+        key=order,
+    )

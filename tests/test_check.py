@@ -37,7 +37,10 @@ ERRORS = [
     ("QUERY q PATTERN (A{0} B{,0})", "only matches the empty sequence", "A"),
     ("QUERY q PATTERN ()", "only matches the empty sequence", "P"),
     ("QUERY q PARTITION d PATTERN (A)", "cannot partition by FLOAT32", "d"),
-    ("QUERY q PARTITION a, b PATTERN (A)", "more than one field", "b"),
+    ("QUERY q PARTITION a, w PATTERN (A)", "72 bits wide, more than the engine's limit of 64", "w"),
+    ("QUERY q PARTITION a, A PATTERN (A)", "lists field 'a' twice", "A"),
+    ("QUERY q PARTITION a, d PATTERN (A)", "FLOAT32", "d"),
+    ("QUERY q PARTITION a, b PATTERN (A); QUERY r PARTITION b, a PATTERN (B)", "by b, a", "b"),
     ("QUERY q; QUERY q PATTERN (A)", "unexpected", ";"),
     ("QUERY q PATTERN (A); QUERY q PATTERN (B)", "already defined", "q"),
     ("QUERY q PARTITION a PATTERN (A); QUERY r PARTITION b PATTERN (B)", "same partition", "b"),
@@ -136,7 +139,7 @@ def test_names_ignore_case_unless_quoted():
     )
     (q,) = nfa.program.queries
     assert q.name == "Q1" and nfa.program.schema.name == "Sensors"
-    assert nfa.program.partition_field == "Zone"
+    assert nfa.program.partition_fields == ("Zone",)
     assert ast.dump(q.pattern) == "seq{rep{2,2}{r},hot,hot}"
     assert sorted(q.predicates) == ["hot", "r"]
     assert P.render(q.predicates["r"]) == "dtemp > 0"

@@ -129,11 +129,10 @@ def check(nfa, data, values=None, **params):
     assert hw_matches == bits
     assert hw_drops == drops
     assert counters == {"tuples": data.n, "matched": len(bits), "drops": len(drops)}
-    key = nfa.program.partition_field
-    if key is not None:  # the record carries the key's bits
-        col = data.columns[key]
+    if nfa.program.partition_fields:  # the record carries the key's bits
+        col = wire.key_raw(nfa.program.key, data)
         for seq, part, _, _, _ in records:
-            assert part == int(col[seq]) % (1 << 64)
+            assert part == int(col[seq])
     if wire.start_queries(nfa):  # where the matches begin, as the reference's records say
         r = reference.run(nfa, data, EngineParams(**sw), values=values)
         want = {rec.seq: rec.starts for rec in r.records(nfa, data)}
@@ -371,6 +370,68 @@ def test_table_store_with_timers_against_reference(key_bits, partitions, ways, k
     direct = key_bits <= (partitions - 1).bit_length()
     # hashed, buckets fill, except with one tick per tuple and M = 1 (nothing stays)
     assert bool(drops) == (not direct and (tick, bits) != (1, 1))
+
+
+KEYS_STREAM = (
+    "CREATE STREAM s (k UINT({k}), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), j INT({j}));\n"
+)
+
+
+# (store, k bits, j bits, partitions, ways, tick_tuples, timer_bits): the key (e, k, j) of 2 +
+# k + j bits indexes the table directly, or is hashed into buckets that fill up; the pipeline
+# store full, with and without timers
+@pytest.mark.parametrize(
+    ("store", "k", "j", "partitions", "ways", "tick", "bits"),
+    [
+        ("table", 1, 2, 32, 4, 0, 4),
+        ("table", 8, 4, 16, 2, 0, 4),
+        ("table", 8, 4, 16, 2, 4, 2),
+        ("pipeline", 3, 3, 5, 1, 0, 4),
+        ("pipeline", 3, 3, 5, 1, 3, 2),
+    ],
+)
+def test_several_key_fields_against_reference(store, k, j, partitions, ways, tick, bits):
+    """PARTITION BY e, k, j: the engine compares (and hashes) the fields' bits concatenated,
+    the record carries them, and matches and drops are the reference's."""
+    nfa = nfacep.compile_text(
+        KEYS_STREAM.format(k=k, j=j)
+        + "".join(
+            f"QUERY q{i} PARTITION BY e, k, j {'AFTER MATCH SKIP PAST LAST ROW ' if i % 2 else ''}"
+            f"PATTERN ({p}) {DEFINE};"
+            for i, p in enumerate(PATTERNS[:3])
+        )
+    )
+    assert nfa.program.key.width == 2 + k + j
+    rng = np.random.default_rng(k * 100 + j + partitions + tick)
+    combos = sorted(
+        {
+            (int(rng.integers(3)), int(rng.integers(1 << k)), int(rng.integers(-(1 << j - 1), 1)))
+            for _ in range(24)
+        }
+    )
+    picks = []
+    while len(picks) < 250:
+        picks += [combos[int(rng.integers(len(combos)))]] * int(rng.integers(1, 4))
+    e_col, k_col, j_col = zip(*picks[:250], strict=True)
+    data = random_data(rng, 250, keys=1)
+    data.columns.update(
+        e=np.array(e_col, dtype=np.int64),
+        k=np.array(k_col, dtype=np.uint64),
+        j=np.array(j_col, dtype=np.int64),
+    )
+    found, drops = check(
+        nfa,
+        data,
+        partitions=partitions,
+        store=store,
+        ways=ways,
+        tick_tuples=tick,
+        timer_bits=bits,
+        seed=k + j,
+    )
+    assert found
+    direct = store == "table" and 2 + k + j <= (partitions - 1).bit_length()
+    assert bool(drops) == (not direct)
 
 
 @pytest.mark.slow

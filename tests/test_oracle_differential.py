@@ -119,10 +119,16 @@ def nfacep_match(
         return Outcome(rc, [], {})
     with open(d / "m.csv", newline="") as f:
         table = list(csv.reader(f))
-    if table[0] == ["seq", "query", "partition", "start_seq"]:
+    head = table[0]
+    keys = [i for i, name in enumerate(head) if name.startswith("partition_")]
+    if keys:  # several partition fields: a column each, as the oracle's tuple of texts
+        assert head[:2] == ["seq", "query"] and keys == list(range(2, 2 + len(keys))), head
+        table = [[*r[:2], tuple(r[i] for i in keys), *r[2 + len(keys) :]] for r in table]
+        head = ["seq", "query", "partition", *head[2 + len(keys) :]]
+    if head == ["seq", "query", "partition", "start_seq"]:
         matches = [(int(s), q, p, int(b) if b else None) for s, q, p, b in table[1:]]
     else:
-        assert table[0] == ["seq", "query", "partition"], table[:1]
+        assert head == ["seq", "query", "partition"], table[:1]
         matches = [(int(s), q, p) for s, q, p in table[1:]]
     summary = json.loads((d / "m.summary.json").read_text())
     return Outcome(rc, matches, summary)
@@ -138,16 +144,18 @@ def check_against_oracle(
     hardware: tuple[int, int, int] = (256, 0, 4),
     bools: str = "word",
     engine: str = "sets",
-    table: tuple[int, int] | None = None,
+    table: tuple | None = None,
     fields: Sequence[str] = FIELDS,
+    key: str | tuple[str, ...] = "k",
 ) -> None:
     """``nfacep match`` must report exactly what the oracle reports: matches, drops, counts.
-    ``table = (key_bits, ways)`` models ``--store table`` (give its options too)."""
+    ``table = (key_bits, ways)`` models ``--store table`` (give its options too); ``key``:
+    the partition field, or several (:func:`oracle.run`)."""
     partitions, tick_tuples, timer_bits = hardware
     want = run(
         queries,
         rows,
-        "k" if partitioned else None,
+        key if partitioned else None,
         partitions=partitions,
         tick_tuples=tick_tuples,
         timer_bits=timer_bits,
@@ -159,6 +167,7 @@ def check_against_oracle(
         f"\n--- query file\n{query_text}--- options {list(options)}\n--- tuples (k, p0, p1, p2)\n"
         + "\n".join(
             f"{n:3}: {r['k']} {int(r['p0'])}{int(r['p1'])}{int(r['p2'])} {r.get('ts', '')}"
+            f"{r.get('j', '')}"
             for n, r in enumerate(rows)
         )
     )

@@ -227,7 +227,7 @@ def test_windowed_queries_plant_both_sides_of_the_window(
     program = nfacep.compile_file(str(QUERIES / f"{name}.sql")).program
     query = next(q for q in program.queries if q.name == name)
     assert (query.window, query.order_field) == (window, "ts")
-    key = program.partition_field
+    (key,) = program.partition_fields
     fit, miss = (str(_ip(p)) if "." in p else p for p in (fit, miss))
     data = rows(QUERIES / f"{name}.csv")
     planted = {

@@ -53,8 +53,6 @@ def oracle(nfa, n: int, received: list[Record]) -> tuple[list, list[int]]:
     """The matches and drops of ``received``, record by record (what from_records did before
     it was column-wise); ValueError for the first record that is not this engine's."""
     program = nfa.program
-    key = program.partition_field
-    ty = program.schema.field(key).type if key else None
     names = [q.name for q in nfa.queries]
     slot = {q: k for k, q in enumerate(wire.start_queries(nfa))}
     rows, drops = [], []
@@ -64,7 +62,7 @@ def oracle(nfa, n: int, received: list[Record]) -> tuple[list, list[int]]:
         if r.dropped:
             drops.append(r.seq)
         if r.matches:
-            part = None if ty is None else wire.field_text(r.partition, ty)
+            part = wire.key_text(program.key, r.partition)
             for q in sorted(range(len(names)), key=names.__getitem__):
                 if r.matches >> q & 1:
                     began = r.start(slot[q]) if q in slot else -1
@@ -100,9 +98,9 @@ def runs(draw, valid: bool = False):
         nq = widths["matches"]
         matches = draw(st.integers(0, (1 << nq) - 1))
         dropped = int(matches == 0) if valid else draw(st.integers(0, 1))
-        key = nfa.program.partition_field
+        key = nfa.program.partition_fields
         top = (
-            len(nfa.program.schema.field(key).type.labels) - 1
+            len(nfa.program.schema.field(key[0]).type.labels) - 1
             if valid and key and name == "enum_key"
             else (1 << widths["partition"]) - 1
         )

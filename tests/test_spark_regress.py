@@ -14,7 +14,7 @@ import pathlib
 import shutil
 
 import pytest
-from bundled import param_texts
+from bundled import keyed_fire, param_texts
 
 from nfacep import sim
 from nfacep.cli import main as tb_main
@@ -146,6 +146,21 @@ def test_global_vectors_with_drops_and_ticks_pass(spark, tmp_path, build_dir, ca
     assert report["equal"] and report["shards"]["simulated"] == 1
     assert report["counts"]["simulated_drops"] == manifest["counts"]["drops"]
     assert "OK:" in out
+
+
+@pytest.mark.slow
+def test_several_key_fields_pass(spark, tmp_path, build_dir, capsys):
+    """PARTITION BY site, sensor: the shards hold whole keys (both fields), the records'
+    keys decode into both fields, and the gateware's matches are the expected ones."""
+    query = keyed_fire(tmp_path)
+    manifest = make(spark, tmp_path / "v", str(query), EngineParams(partitions=16), keys=16)
+    assert manifest["expected"]["mode"] == "partitioned"
+    assert manifest["counts"]["matches_total"] > 0
+    args = ("--partitions", "16", "--build-dir", str(build_dir), "--tasks", "2")
+    assert regress_cli(tmp_path / "v", query, *args) == 0
+    assert "OK: the gateware's matches and drops equal the expected ones" in capsys.readouterr()[0]
+    report = report_of(tmp_path / "v")
+    assert report["equal"] and report["counts"]["simulated"] == manifest["counts"]["matches_total"]
 
 
 # --- a broken gateware is caught ----------------------------------------------------------------

@@ -7,13 +7,14 @@ sizes are small so the file runs in a couple of minutes on a slow 2-core machine
 
 import csv
 import hashlib
+import io
 import json
 import pathlib
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from bundled import param_texts
+from bundled import keyed_fire, param_texts
 from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
 
 import nfacep
@@ -88,9 +89,21 @@ def run_match(tmp_path, query, vectors_dir, *args):
         == 0
     )
     with open(out, newline="") as f:
-        rows = [(int(r["seq"]), r["query"], r["partition"] or None) for r in csv.DictReader(f)]
+        rows = [(int(r["seq"]), r["query"], _cell(r)) for r in csv.DictReader(f)]
     summary = json.loads((tmp_path / "matches.summary.json").read_text())
     return rows, summary
+
+
+def _cell(row: dict) -> str | None:
+    """A match file row's partition as the vectors' ``partition`` column holds it: a key of
+    several fields (columns ``partition_<field>``) as its values joined as a CSV row."""
+    if "partition" in row:
+        return row["partition"] or None
+    line = io.StringIO()
+    csv.writer(line, lineterminator="").writerow(
+        [v for k, v in row.items() if k.startswith("partition_")]
+    )
+    return line.getvalue()
 
 
 def assert_expected_is(spark, folder, rows):
@@ -207,6 +220,31 @@ def test_global_pass_models_capacity_and_timers(spark, tmp_path):
     (tmp_path / "u").mkdir()
     unlimited, _ = run_match(tmp_path / "u", query, tmp_path / "v", "--partitions", "64")
     assert unlimited != rows
+
+
+def test_several_key_fields(spark, tmp_path):
+    """PARTITION BY site, sensor: --keys counts distinct combinations, both fields vary; the
+    expected matches are nfacep match's, sharded by the whole key (partitioned) and, with a
+    table store whose buckets fill, in the global pass with drops."""
+    query = keyed_fire(tmp_path)
+    m = make(spark, tmp_path / "p", query, keys=24, tuples=3000)
+    assert m["partition_fields"] == ["site", "sensor"] and m["expected"]["mode"] == "partitioned"
+    tuples = table(tmp_path / "p", vectors.TUPLES)
+    sites, sensors = tuples.column("site").to_pylist(), tuples.column("sensor").to_pylist()
+    pairs = set(zip(sites, sensors, strict=True))
+    assert len(pairs) == 24 and len({s for s, _ in pairs}) > 1 and len({t for _, t in pairs}) > 1
+    rows, summary = run_match(tmp_path, query, tmp_path / "p")
+    assert rows and all("," in p for _, _, p in rows)
+    assert_expected_is(spark, tmp_path / "p", rows)
+    engine = EngineParams(store="table", partitions=8, ways=2)
+    m = make(spark, tmp_path / "t", query, keys=24, tuples=3000, engine=engine)
+    assert m["expected"]["mode"] == "global"
+    (tmp_path / "u").mkdir()
+    args = ("--store", "table", "--partitions", "8", "--ways", "2")
+    rows, summary = run_match(tmp_path / "u", query, tmp_path / "t", *args)
+    assert_expected_is(spark, tmp_path / "t", rows)
+    drops = table(tmp_path / "t", vectors.DROPS)
+    assert summary["drops"] > 0 and drops.column("seq").to_pylist() == summary["drop_seqs"]
 
 
 def test_capacity_alone_selects_the_global_pass(spark, tmp_path):
@@ -541,7 +579,7 @@ def test_manifest(spark, fire):
         "ways": 4,
     }
     assert m["expected"]["mode"] == "partitioned"
-    assert m["stream"] == "warehouse" and m["partition_field"] == "sensor"
+    assert m["stream"] == "warehouse" and m["partition_fields"] == ["sensor"]
     assert m["order_fields"] == ["ts"]
     assert m["columns"] == {
         "seq": "int64",
@@ -610,7 +648,7 @@ def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
     assert "3000 tuples" in capsys.readouterr().out
     m = json.loads((out / vectors.MANIFEST).read_text())
     assert m["expected"]["mode"] == "global" and "no PARTITION" in m["expected"]["reason"]
-    assert m["keys"] == 1 and m["partition_field"] is None
+    assert m["keys"] == 1 and m["partition_fields"] == []
     assert all(m["counts"]["matches"][n] > 0 for n in ("up", "ev"))
     rows, _ = run_match(tmp_path, q, out)
     assert_expected_is(spark, out, rows)

@@ -19,6 +19,7 @@ import re
 from fractions import Fraction
 
 from ..errors import QueryError, SourcePos
+from ..limits import MAX_KEY_BITS
 from ..schema import CheckedQuery, Program, Schema
 from . import ast
 from . import predicates as P
@@ -109,8 +110,9 @@ class _Checker:
                 self.file.end or SourcePos(1, 1),
             )
         names: dict = {}
-        checked = []
-        first_stream = first_partition = None
+        checked: list[CheckedQuery] = []
+        first_stream: Schema | None = None
+        first_partition: tuple[str, ...] = ()
         for i, q in enumerate(self.file.queries):
             name = q.name or f"q{i + 1}"
             _declare(
@@ -134,8 +136,9 @@ class _Checker:
                 )
             elif partition != first_partition:
                 raise QueryError(
-                    f"query '{name}' is partitioned by {partition or 'nothing'}, but "
-                    f"'{checked[0].name}' by {first_partition or 'nothing'}: queries in one file "
+                    f"query '{name}' is partitioned by {', '.join(partition) or 'nothing'}, but "
+                    f"'{checked[0].name}' by {', '.join(first_partition) or 'nothing'}: "
+                    "queries in one file "
                     "share one engine and must use the same partition key",
                     q.partition[0].pos if q.partition else q.pos,
                 )
@@ -176,24 +179,30 @@ class _Checker:
             decl = found
         return Schema(decl.name, decl.fields)
 
-    def _partition_of(self, q: ast.Query, schema: Schema) -> str | None:
-        if not q.partition:
-            return None
-        if len(q.partition) > 1:
-            raise QueryError(
-                "partitioning by more than one field is not supported: the "
-                "partitioner compares one key field",
-                q.partition[1].pos,
-            )
-        col = q.partition[0]
-        f = self._field(col, schema)
-        if isinstance(f.type, Float32Type):
-            raise QueryError(
-                f"cannot partition by FLOAT32 field '{f.name}': floating-point "
-                "keys do not compare as identities (NaN, -0)",
-                col.pos,
-            )
-        return f.name
+    def _partition_of(self, q: ast.Query, schema: Schema) -> tuple[str, ...]:
+        """The fields of the partition key, in the order listed (none without PARTITION)."""
+        names: list[str] = []
+        bits = 0
+        for col in q.partition:
+            f = self._field(col, schema)
+            if isinstance(f.type, Float32Type):
+                raise QueryError(
+                    f"cannot partition by FLOAT32 field '{f.name}': floating-point "
+                    "keys do not compare as identities (NaN, -0)",
+                    col.pos,
+                )
+            if f.name in names:
+                raise QueryError(f"PARTITION BY lists field '{f.name}' twice", col.pos)
+            names.append(f.name)
+            bits += f.type.bits
+            if bits > MAX_KEY_BITS:
+                raise QueryError(
+                    f"the partition key ({', '.join(names)}) is {bits} bits wide, more than "
+                    f"the engine's limit of {MAX_KEY_BITS} (MAX_KEY_BITS): partition by "
+                    "fewer or narrower fields",
+                    col.pos,
+                )
+        return tuple(names)
 
     def _field(self, col: ast.Column, schema: Schema, qualifier_ok: str | None = None):
         """The field ``col`` names; ``qualifier_ok``: the key of the variable being defined."""

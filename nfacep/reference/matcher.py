@@ -39,8 +39,9 @@ from ..lang.types import BoolType, EnumType, UIntType
 from ..nfa import Nfa, QueryNfa
 from ..params import EngineParams
 from ..result import Result
+from ..schema import PartitionText
 from ..settings import ParamValues
-from ..wire import raw_column
+from ..wire import key_raw, key_text
 from . import dfa as dfa_mod
 from .capacity import Slots, admit, carry, table_slots
 from .loops import loops
@@ -634,18 +635,19 @@ class Matcher:
         starts its partition afresh, with the key store carried over to the next piece."""
         params, program = self.params, self.nfa.program
         n = tuples.n
-        key_field = program.partition_field
-        if key_field is None:
+        key = program.key
+        if not key.names:
             codes = np.zeros(n, dtype=np.uint16)
             admitted = np.ones(n, dtype=bool)
             fresh = np.zeros(n, dtype=bool)
             fresh[:1] = offset == 0
             return codes, admitted, fresh
-        codes, new = self.keys.codes(tuples.columns[key_field])
+        # one field: numbered by its values; several: by the raw key, their concatenation
+        one = len(key.names) == 1
+        codes, new = self.keys.codes(tuples.columns[key.names[0]] if one else key_raw(key, tuples))
         if params.store == "table" and len(new):
-            keys = Tuples({key_field: new}, len(new))
-            raw = raw_column(program.schema, keys, key_field)
-            more = table_slots(raw, program.schema.field(key_field).type.bits, params)
+            raw = key_raw(key, Tuples({key.names[0]: new}, len(new))) if one else new
+            more = table_slots(raw, key.width, params)
             if self._slots is not None:
                 more = Slots(np.concatenate([self._slots.bucket, more.bucket]), more.capacity)
             self._slots = more
@@ -736,14 +738,12 @@ class Matcher:
 
     def _partitions(
         self, codes: np.ndarray, seqs: np.ndarray, offset: int, n_keys: int
-    ) -> list[str | None]:
+    ) -> list[PartitionText]:
         """The partition key's text of each match (None without a key), each key's text
         made once and kept for the pieces after."""
-        program = self.nfa.program
-        key_field = program.partition_field
-        if key_field is None:
+        key = self.nfa.program.key
+        if not key.names:
             return [None] * len(seqs)
-        ty = program.schema.field(key_field).type
         matched = codes[seqs - offset]
         if len(self._texts) < n_keys:  # (None: not yet made)
             grown = np.empty(max(n_keys, 2 * len(self._texts)), dtype=object)
@@ -753,7 +753,12 @@ class Matcher:
         assert self.keys.values is not None, "numbered by _admit"
         shown = np.flatnonzero(np.bincount(matched, minlength=n_keys))
         shown = shown[texts[shown] == None]  # noqa: E711 (element-wise)
-        texts[shown] = [format_value(v, ty) for v in self.keys.values[shown].tolist()]
+        values = self.keys.values[shown].tolist()
+        if len(key.names) == 1:
+            texts[shown] = [format_value(v, key.types[0]) for v in values]
+        else:  # (texts[shown] = a list of tuples would make a 2-d array)
+            for at, v in zip(shown.tolist(), values, strict=True):
+                texts[at] = key_text(key, v)
         return texts[matched].tolist()
 
     def _automaton(

@@ -20,6 +20,7 @@ Per field (:class:`FieldSpec`):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -266,6 +267,27 @@ def _window(lo: int, hi: int, width: int) -> tuple[int, int]:
     return max(lo, -width // 2), min(hi, width // 2 - 1)
 
 
+def _domain(ty) -> int:
+    """Distinct values of a key field's type."""
+    if isinstance(ty, EnumType):
+        return len(ty.labels)
+    if isinstance(ty, BoolType):
+        return 2
+    lo, hi = ty.range
+    return hi - lo + 1
+
+
+def key_domain(program) -> int:
+    """Distinct partition keys the stream's type allows: the product over the key's fields."""
+    return math.prod(_domain(program.schema.field(n).type) for n in program.partition_fields)
+
+
+def _first_value(ty, p: int) -> int:
+    """The first of ``p`` consecutive key values of an integer field: 1 where they fit."""
+    lo, hi = ty.range
+    return 1 if lo <= 1 and p <= hi else lo
+
+
 class Background:
     """How every field's background values are drawn, and the partition keys (picklable): built
     once from the queries (``nfa``, runtime parameters bound) and the options."""
@@ -279,13 +301,17 @@ class Background:
         self.program = nfa.program
         self.schema = nfa.program.schema
         self.n = options.tuples
-        self.key_field = self.program.partition_field
+        #: the partition key's fields; the first one's column holds the key *ranks* until
+        #: :meth:`typed` (or the plan) turns them into every key field's values
+        self.key_fields = self.program.partition_fields
+        self.key_field = self.key_fields[0] if self.key_fields else None
         self.order_fields = tuple(self.program.order_fields)
-        if self.key_field in self.order_fields:
-            raise UsageError(
-                f"the partition key '{self.key_field}' is also an ORDER BY field: "
-                "cannot generate a stream that is both skewed and ordered by it"
-            )
+        for name in self.key_fields:
+            if name in self.order_fields:
+                raise UsageError(
+                    f"the partition key '{name}' is also an ORDER BY field: "
+                    "cannot generate a stream that is both skewed and ordered by it"
+                )
         self.keys = options.keys if self.key_field else 1
         #: ORDER BY fields a window measures: one unit per tuple (ts = base + seq) when the
         #: field can hold it, so a span of positions is a span of time
@@ -307,7 +333,7 @@ class Background:
 
     def _field_spec(self, f, found: _Comparisons, weights: dict) -> FieldSpec:
         ty = f.type
-        if f.name == self.key_field:
+        if f.name in self.key_fields:
             return FieldSpec(f.name, ty, "key")
         if f.name in self.order_fields:
             return FieldSpec(f.name, ty, "order")
@@ -327,31 +353,29 @@ class Background:
         return _int_spec(f.name, ty, pts)
 
     def _derive_keys(self) -> None:
+        """``key_values[r]``: the values of the key fields (one row, a column per field) of
+        the key of rank ``r``; ``keys`` distinct combinations."""
         if self.key_field is None:
             self.key_values = None
             self.key_cdf = None
             return
-        ty = self.schema.field(self.key_field).type
         p = self.keys
-        if isinstance(ty, EnumType | BoolType):
-            domain = len(ty.labels) if isinstance(ty, EnumType) else 2
-            if p > domain:
-                raise UsageError(
-                    f"--keys {p}: the partition key '{self.key_field}' {ty} has only "
-                    f"{domain} values"
-                )
-            values = np.arange(domain, dtype=np.int64)
+        domain = key_domain(self.program)
+        if p > domain:
+            what = ", ".join(self.key_fields)
+            raise UsageError(
+                f"--keys {p}: the partition key ({what}) has only {domain} distinct values"
+            )
+        if len(self.key_fields) == 1:
+            ty = self.schema.field(self.key_field).type
+            if isinstance(ty, EnumType | BoolType):
+                values = np.arange(domain, dtype=np.int64)
+            else:
+                values = np.arange(p, dtype=np.int64) + _first_value(ty, p)
+            perm = seeded_rng(self.options.seed, 3).permutation(len(values))
+            self.key_values = values[perm][:p, None]
         else:
-            lo, hi = ty.range
-            if p > hi - lo + 1:
-                raise UsageError(
-                    f"--keys {p}: the partition key '{self.key_field}' {ty} has only "
-                    f"{hi - lo + 1} values"
-                )
-            start = 1 if lo <= 1 and 1 + p - 1 <= hi else lo
-            values = np.arange(p, dtype=np.int64) + start
-        perm = seeded_rng(self.options.seed, 3).permutation(len(values))
-        self.key_values = values[perm][:p]
+            self.key_values = self._combinations(p)
         w = 1.0 / np.power(np.arange(1, p + 1, dtype=np.float64), self.options.zipf)
         cdf = np.cumsum(w)
         self.key_cdf = cdf / cdf[-1]
@@ -375,6 +399,33 @@ class Background:
                 )
             out.append(d)
         return out
+
+    def _combinations(self, p: int) -> np.ndarray:
+        """``p`` distinct combinations of the key fields' values, shuffled: each field takes
+        about the ``len(fields)``-th root of ``p`` values (fewer where its type has fewer), so
+        that every field varies."""
+        types = [self.schema.field(n).type for n in self.key_fields]
+        sizes = [_domain(ty) for ty in types]
+        radix = [1] * len(types)
+        while math.prod(radix) < p:
+            grow = min((i for i in range(len(radix)) if radix[i] < sizes[i]), key=radix.__getitem__)
+            radix[grow] += 1
+        index = seeded_rng(self.options.seed, 3).permutation(math.prod(radix))[:p]
+        out = np.zeros((p, len(types)), dtype=np.int64)
+        for i in reversed(range(len(types))):  # mixed radix, the last field fastest
+            digit = index % radix[i]
+            index = index // radix[i]
+            ty = types[i]
+            out[:, i] = (
+                digit if isinstance(ty, EnumType | BoolType) else digit + _first_value(ty, radix[i])
+            )
+        return out
+
+    def key_columns(self, ranks: np.ndarray) -> dict[str, np.ndarray]:
+        """Each key field's values for the key ranks ``ranks``."""
+        assert self.key_values is not None, "a partition key"
+        rows = self.key_values[ranks]
+        return {name: rows[:, i] for i, name in enumerate(self.key_fields)}
 
     def key_ranks(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.key_cdf is None:
@@ -420,8 +471,10 @@ class Background:
         p_point = 0.9 if focus else _P_POINT
         cols: dict[str, np.ndarray] = {}
         for s in self.specs:
-            if s.role == "key":
-                cols[s.name] = self.key_ranks(rng, n)
+            if s.role == "key":  # the ranks in the first key field (the others follow them)
+                cols[s.name] = (
+                    self.key_ranks(rng, n) if s.name == self.key_field else np.zeros(n, np.int64)
+                )
             elif s.role == "order":
                 cols[s.name] = self.order_values(s, seqs)
             elif s.role == "enum":
@@ -468,10 +521,11 @@ class Background:
     def typed(self, cols: dict[str, np.ndarray], key_rank: bool = True) -> dict:
         """Columns as the reference matcher types them (UINT as uint64, keys as values)."""
         out = {}
+        keys = {}
+        if key_rank and self.key_values is not None:
+            keys = self.key_columns(cols[self.key_field])
         for s in self.specs:
-            v = cols[s.name]
-            if s.role == "key" and key_rank:
-                v = self.key_values[v] if self.key_values is not None else v
+            v = keys[s.name] if s.name in keys else cols[s.name]
             if isinstance(s.type, BoolType):
                 v = v.astype(bool)
             elif isinstance(s.type, UIntType):
@@ -479,10 +533,18 @@ class Background:
             out[s.name] = v
         return out
 
-    def key_text(self, value: int) -> str:
+    def key_text(self, rank: int) -> str | None:
+        """The key of rank ``rank`` as the vectors' ``partition`` column writes it
+        (:func:`nfacep.result.partition_cells`)."""
         from nfacep.io.tuples import format_value
+        from nfacep.result import partition_cells
 
-        return format_value(value, self.schema.field(self.key_field).type)
+        assert self.key_values is not None, "a partition key"
+        texts = tuple(
+            format_value(int(v), self.schema.field(name).type)
+            for name, v in zip(self.key_fields, self.key_values[rank], strict=True)
+        )
+        return partition_cells([texts[0] if len(texts) == 1 else texts])[0]
 
     def sample_rates(self, nfa: Nfa, n: int = 1 << 16) -> dict[str, float]:
         """Share of background tuples satisfying each decoder predicate."""

@@ -207,7 +207,7 @@ class Plan:
         for x in self._plan(b):
             part = None
             if self.bg.key_field is not None:
-                part = self.bg.key_text(int(self.bg.key_values[x.key]))
+                part = self.bg.key_text(x.key)
             out.append(
                 Planted(
                     start + int(x.pos[-1]),
@@ -239,10 +239,10 @@ class Plan:
         if self.bg.interleaved and plan:
             self._clear_spans(cols[self.bg.key_field], planted, plan)
         if self.bg.key_field is not None:
-            values = self.bg.key_values[cols[self.bg.key_field]]
-            if isinstance(self.bg.schema.field(self.bg.key_field).type, BoolType):
-                values = values.astype(bool)
-            cols[self.bg.key_field] = values
+            for name, values in self.bg.key_columns(cols[self.bg.key_field]).items():
+                if isinstance(self.bg.schema.field(name).type, BoolType):
+                    values = values.astype(bool)
+                cols[name] = values
         return {"seq": seqs, **cols}
 
     def _clear_spans(self, keys: np.ndarray, planted: np.ndarray, plan) -> None:
