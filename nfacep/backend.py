@@ -30,7 +30,6 @@ from .output import check_outputs, summary_path
 from .params import EngineParams
 from .result import Result, Totals, match_file, write
 from .settings import ParamValues
-from .wire import start_queries
 
 __all__ = ["Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
 
@@ -129,7 +128,7 @@ def run_files(
         data, source = read_input(input, nfa), input
     result = backend.run(nfa, data, params, values)
     if output is not None:
-        write(result, output, query_file=query_file, input=source, key=nfa.program.partition_fields)
+        write(result, output, query_file=query_file, input=source, program=nfa.program, tuples=data)
     if result.failure is not None:
         raise result.failure
     return result
@@ -152,9 +151,7 @@ def _run_pieces(
     with contextlib.ExitStack() as stack:
         rows = None
         if output is not None:
-            rows = stack.enter_context(
-                match_file(output, bool(start_queries(nfa)), nfa.program.partition_fields)
-            )
+            rows = stack.enter_context(match_file(output, nfa.program))
         # the next piece read in a thread while this one is matched
         pieces = stack.enter_context(
             contextlib.closing(reader.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
@@ -169,7 +166,7 @@ def _run_pieces(
             if result.failure is not None:
                 raise result.failure
             if rows is not None:
-                rows.write(result)
+                rows.write(result, piece)
             totals.add(result)
             piece = next(pieces, None)
         if rows is not None:

@@ -252,6 +252,8 @@ class Check(Command):
                 order += f", WITHIN {cq.window}"
             if cq.start_seq:
                 order += ", reports start_seq"
+            if cq.measures:
+                order += "; MEASURES " + ", ".join(map(str, cq.measures))
             print(f"query {q.name}: {q.count} NFA states, {skip}{order}")
             for i in q.states:
                 st = nfa.states[i]

@@ -73,6 +73,10 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
                 "order_by": cq.order_field,
                 "within": cq.window,
                 "start_seq": cq.start_seq,
+                "measures": [
+                    {"name": m.name, "kind": m.kind, "field": m.field, "text": str(m)}
+                    for m in cq.measures
+                ],
                 "state_count": q.count,
                 "states": _states(nfa, q, wiring=wiring),
             }
@@ -127,12 +131,14 @@ def explain_text(nfa: Nfa) -> str:
             + ", ".join(f":{n} {t}" for n, t in nfa.program.parameters.items())
         )
     lines += ["", LEGEND]
-    for q in nfa.queries:
+    for q, cq in zip(nfa.queries, nfa.program.queries, strict=True):
         semantics = "skip past last row" if q.skip_past_last_row else "every match end"
         if q.window is not None:
             semantics += f", WITHIN {q.window} ({q.order_field} units)"
         if q.start_seq:
             semantics += ", reports start_seq (each state keeps the latest start of its runs)"
+        if cq.measures:
+            semantics += "; MEASURES " + ", ".join(map(str, cq.measures)) + " (read on the host)"
         lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}, {semantics}")
         for i in q.states:
             s = nfa.states[i]

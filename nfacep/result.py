@@ -27,10 +27,11 @@ from typing import TextIO
 import numpy as np
 
 from .io.tuples import Tuples, format_value
+from .measures import Measurer
 from .nfa import Nfa
 from .output import atomic_files, summary_path
 from .params import EngineParams
-from .schema import PartitionText
+from .schema import PartitionText, Program
 from .settings import ParamValues
 from .wire import SEQ_BITS, Record, RecordColumns, key_raw, key_text, start_queries
 
@@ -80,6 +81,10 @@ class Result:
     #: int64, where each match begins (the latest start of the runs that end at its tuple),
     #: -1 for a query that does not report start_seq; None when none does
     starts: np.ndarray | None = None
+    #: for a piece of a longer stream, where the runs still in progress after it began
+    #: (stream positions, of the queries that report starts): the tuples a later match's
+    #: measures may read (:mod:`nfacep.measures`); None when no piece follows
+    live: np.ndarray | None = None
 
     #: the back-end's name, as the summary's ``backend`` says
     backend = "engine"
@@ -371,42 +376,47 @@ def write(
     *,
     query_file: str | None = None,
     input: str | None = None,
-    key: tuple[str, ...] = (),
+    program: Program | None = None,
+    tuples: Tuples | None = None,
 ) -> None:
-    """Write the match CSV (``seq,query,partition``, and ``start_seq`` when a query reports
-    it; ``key``: the partition fields, :func:`partition_columns`) to ``output`` and the
-    summary beside it (:func:`nfacep.output.summary_path`): both or neither (a summary that
-    cannot be written leaves the match file as it was)."""
-    with match_file(output, result.starts is not None, key) as rows:
-        rows.write(result)
+    """Write the match CSV (``seq,query``, the partition columns of ``program``'s key
+    (:func:`partition_columns`), then a column per measure of its queries, read from the input
+    ``tuples``) to ``output`` and the summary beside it (:func:`nfacep.output.summary_path`):
+    both or neither (a summary that cannot be written leaves the match file as it was)."""
+    with match_file(output, program) as rows:
+        rows.write(result, tuples)
         rows.finish(result.summary(query_file=query_file, input=input))
 
 
 class MatchRows:
     """The rows of a match CSV as the matches come: :meth:`write` each result (a stream's
-    pieces in order), then :meth:`finish` with the summary (:func:`match_file`)."""
+    pieces in order, each with its tuples), then :meth:`finish` with the summary
+    (:func:`match_file`). The queries of ``program`` that have MEASURES add their columns
+    (:func:`nfacep.measures.columns`), computed by one :class:`~nfacep.measures.Measurer`."""
 
-    def __init__(self, f: TextIO, starts: bool, key: tuple[str, ...] = ()):
-        self.starts = starts
+    def __init__(self, f: TextIO, program: Program | None = None):
+        self.measurer = None
+        if program is not None and any(q.measures for q in program.queries):
+            self.measurer = Measurer(program)
+        key = program.partition_fields if program is not None else ()
         self.summary: dict | None = None
         self._f = f
         self._fields = len(key)  # a key of several fields: a column each
         self._csv = csv.writer(f, lineterminator="\n")
-        self._csv.writerow(
-            ["seq", "query", *partition_columns(key), *(["start_seq"] if starts else [])]
-        )
+        names = [m.name for m in self.measurer.columns] if self.measurer else []
+        self._csv.writerow(["seq", "query", *partition_columns(key), *names])
 
-    def write(self, result: Result) -> None:
-        """The rows of ``result``'s matches."""
+    def write(self, result: Result, tuples: Tuples | None = None) -> None:
+        """The rows of ``result``'s matches, the matches of the next ``tuples`` of the stream
+        (needed when the file has measures)."""
         columns = [
             list(map(str, result.seqs.tolist())),
             [result.names[q] for q in result.queries.tolist()],
             *_key_columns(result.partitions, self._fields),
         ]
-        if self.starts:
-            # an engine's results all carry starts when one of its queries reports start_seq
-            assert result.starts is not None, "a result without starts in a start_seq file"
-            columns.append(["" if b < 0 else str(b) for b in result.starts.tolist()])
+        if self.measurer is not None:
+            assert tuples is not None, "measures are read from the input"
+            columns += self.measurer.cells(result, tuples)
         rows = len(columns[0])
         # joined as they are when no field needs quoting (the csv module's rule: a comma, a
         # quote or a line end in it), which the count of commas and line ends shows; else
@@ -437,14 +447,14 @@ def _key_columns(partitions: list[PartitionText], fields: int) -> list[list[str]
 
 
 @contextlib.contextmanager
-def match_file(output: str, starts: bool, key: tuple[str, ...] = ()) -> Iterator[MatchRows]:
-    """The match CSV at ``output`` (with a ``start_seq`` column when ``starts``; the
-    partition columns of the fields ``key``, :func:`partition_columns`) and its summary,
+def match_file(output: str, program: Program | None = None) -> Iterator[MatchRows]:
+    """The match CSV at ``output`` (the partition columns of ``program``'s key,
+    :func:`partition_columns`, and its measure columns) and its summary,
     written as a :class:`MatchRows`: both appear when the block ends after
     :meth:`MatchRows.finish`, or neither does (an error or an interrupt in the block leaves
     the files as they were)."""
     with atomic_files([output, summary_path(output)], newline="") as (f, g):
-        rows = MatchRows(f, starts, key)
+        rows = MatchRows(f, program)
         yield rows
         if rows.summary is None:
             raise RuntimeError("a match file was left without its summary")

@@ -17,7 +17,7 @@ from .lang import ast
 from .lang import predicates as P
 from .lang.types import FieldType
 
-__all__ = ["CheckedQuery", "PartitionKey", "PartitionText", "Program", "Schema"]
+__all__ = ["CheckedQuery", "Measure", "PartitionKey", "PartitionText", "Program", "Schema"]
 
 #: One match's partition key as text: the value as a tuple file writes it for a key of one
 #: field, one such text per field (in PARTITION BY order) for a key of several, None without
@@ -55,6 +55,34 @@ class Schema:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """One checked item of ``MEASURES``, a column of the match file named ``name`` (the alias
+    as written): ``kind`` is ``"first"`` (the value at the tuple the match begins at),
+    ``"last"`` (at the tuple it ends at), ``"count"`` (``COUNT(*)``: the partition's tuples
+    from the first to the last) or ``"number"`` (``MATCH_NUMBER()``); ``field`` the field a
+    FIRST or LAST reads, spelled as declared, None for ``seq`` (the tuple's position)."""
+
+    name: str
+    kind: str
+    field: str | None = None
+    quoted: bool = False  #: the name was double-quoted: it stands for itself exactly
+
+    #: the kinds that need where a match begins
+    STARTS = ("first", "count")
+
+    @property
+    def key(self) -> str:
+        """What the name stands for, as SQL compares names (one column per key)."""
+        return ast.key(self.name, self.quoted)
+
+    def __str__(self) -> str:
+        what = {"count": "COUNT(*)", "number": "MATCH_NUMBER()"}.get(self.kind)
+        if what is None:
+            what = f"{self.kind.upper()}({self.field or 'seq'})"
+        return f"{what} AS {self.name}"
+
+
+@dataclass(frozen=True)
 class CheckedQuery:
     name: str
     pattern: ast.Pattern
@@ -66,8 +94,10 @@ class CheckedQuery:
     pos: SourcePos | None
     #: WITHIN: a match's first and last tuples differ by less than this in the ORDER BY field
     window: int | None = None
-    #: ``MEASURES FIRST(seq) AS start_seq``: matches report where they begin
+    #: the engine reports where matches begin (a measure needs it: FIRST or COUNT(*))
     start_seq: bool = False
+    #: ``MEASURES``, in order: the match file's columns for this query
+    measures: tuple[Measure, ...] = ()
 
 
 @dataclass(frozen=True)

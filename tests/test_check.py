@@ -46,30 +46,48 @@ ERRORS = [
     ("QUERY q PARTITION a PATTERN (A); QUERY r PARTITION b PATTERN (B)", "same partition", "b"),
     (
         "SELECT * FROM s MATCH_RECOGNIZE (MEASURES A.a AS x PATTERN (A)) AS q",
-        "MEASURES other than FIRST(seq) AS start_seq is not supported",
-        "M",
+        "the measure 'A.a' is not supported",
+        "A.a",
     ),
     (
-        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS begin PATTERN (A)) AS q",
-        "MEASURES other than FIRST(seq) AS start_seq is not supported",
-        "M",
+        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES SUM(a) AS total PATTERN (A)) AS q",
+        "the measure SUM(…) is not supported",
+        "SUM",
     ),
     (
-        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(A.seq) AS start_seq PATTERN (A)) AS q",
-        "MEASURES other than FIRST(seq) AS start_seq is not supported",
-        "M",
+        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES LAST(a) + 1 AS x PATTERN (A)) AS q",
+        "this measure is not supported: the measures are FIRST(field), LAST(field)",
+        "LAST",
+    ),
+    (
+        "SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(B.a) AS b0 PATTERN (A? B)) AS q",
+        "FIRST(B.a) is accepted only where every match begins with a tuple of B, but a "
+        "match may begin with A",
+        "B.a",
+    ),
+    (
+        "QUERY q MEASURES LAST(A.a) AS a1 PATTERN (A B*)",
+        "LAST(A.a) is accepted only where every match ends with a tuple of A, but a "
+        "match may end with B",
+        "A.a",
+    ),
+    (
+        "QUERY q MEASURES FIRST(A.a) AS a1 PATTERN (. A)",
+        "but a match may begin with .",
+        "A.a",
     ),
     (
         "SELECT * FROM s MATCH_RECOGNIZE (MEASURES FIRST(seq) AS start_seq, FIRST(seq) AS "
-        "start_seq PATTERN (A)) AS q",
-        "start_seq is listed more than once",
-        "M",
+        "START_SEQ PATTERN (A)) AS q",
+        "measure name 'START_SEQ' is given twice",
+        "START_SEQ",
     ),
-    (
-        "QUERY q MEASURES LAST(seq) AS start_seq PATTERN (A)",
-        "MEASURES other than FIRST(seq) AS start_seq is not supported",
-        "M",
-    ),
+    ("QUERY q MEASURES COUNT(a) AS n PATTERN (A)", "COUNT of a field", "COUNT"),
+    ("QUERY q MEASURES MATCH_NUMBER(a) AS n PATTERN (A)", "takes no arguments", "MATCH"),
+    ("QUERY q MEASURES FIRST(a, 2) AS n PATTERN (A)", "FIRST takes one field", "FIRST"),
+    ("QUERY q MEASURES FIRST(zz) AS n PATTERN (A)", "unknown field 'zz'", "zz"),
+    ("QUERY q MEASURES LAST(a) AS partition PATTERN (A)", "already has", "partition"),
+    ("QUERY q MEASURES COUNT(*) AS Seq PATTERN (A)", "already has", "Seq"),
     (
         "SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
         "ALL ROWS PER MATCH is not supported",
@@ -291,4 +309,4 @@ def test_start_seq_needs_seq_free():
     with pytest.raises(QueryError) as info:
         nfacep.compile_text(source, "q.sql")
     assert "has a field named seq" in str(info.value)
-    assert info.value.pos.line == 2 and info.value.pos.column == 9
+    assert info.value.pos.line == 2 and info.value.pos.column == 24

@@ -389,7 +389,7 @@ def test_file_too_large(tmp_path, capsys):
             "MEASURES COUNT(F.*) AS n PATTERN (A)) AS q",
             2,
             34,
-            "MEASURES other than FIRST(seq) AS start_seq is not supported",
+            "MEASURES other than FIRST, LAST, COUNT(*) and MATCH_NUMBER() is not supported",
         ),
         (
             S + "QUERY q PATTERN (A) DEFINE A AS x LIKE 'FI%'",

@@ -43,6 +43,7 @@ __all__ = [
     "InList",
     "IntLit",
     "Logical",
+    "Measure",
     "Neg",
     "Not",
     "ParamRef",
@@ -310,6 +311,17 @@ class Define:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """One item of ``MEASURES``: ``expr AS alias`` (judged by the checker)."""
+
+    expr: Expr
+    alias: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)  #: the item's
+    quoted: bool = False  #: the alias was double-quoted
+    alias_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Unsupported:
     """A clause the engine cannot honour (MEASURES, ALL ROWS PER MATCH, SUBSET, …)."""
 
@@ -340,8 +352,8 @@ class Query:
     #: clause, the SQL form's default is the former, the concise form's the latter
     skip_past_last_row: bool = False
     within: Within | None = None
-    #: ``MEASURES FIRST(seq) AS start_seq``: where it is (None: not asked for)
-    start_seq: SourcePos | None = field(default=None, compare=False, repr=False)
+    #: ``MEASURES`` items, in order (empty: no MEASURES clause)
+    measures: tuple[Measure, ...] = ()
     unsupported: tuple[Unsupported, ...] = ()
     form: str = "concise"
     pos: SourcePos | None = field(default=None, compare=False, repr=False)

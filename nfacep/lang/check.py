@@ -20,9 +20,10 @@ from fractions import Fraction
 
 from ..errors import QueryError, SourcePos
 from ..limits import MAX_KEY_BITS
-from ..schema import CheckedQuery, Program, Schema
+from ..schema import CheckedQuery, Measure, Program, Schema
 from . import ast
 from . import predicates as P
+from .measures import check_measures
 from .types import TIME_UNITS, BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from .unsupported import call_error
 from .values import decimal_to_float32
@@ -277,12 +278,7 @@ class _Checker:
         pattern = _respell(q.pattern, spelled)
         preds = {spelled[k]: defined.get(k) for k in sorted(used, key=spelled.__getitem__)}
         window = None if q.within is None else self._window(q, q.within, schema)
-        if q.start_seq is not None and schema.resolve("seq") is not None:
-            raise QueryError(
-                f"FIRST(seq) is the position of the tuple a match begins at, but "
-                f"stream '{schema.name}' has a field named seq: rename the field",
-                q.start_seq,
-            )
+        measures = check_measures(q, schema, lambda col: self._field(col, schema))
         return CheckedQuery(
             name,
             pattern,
@@ -292,7 +288,8 @@ class _Checker:
             q.form,
             q.pos,
             window,
-            start_seq=q.start_seq is not None,
+            start_seq=any(m.kind in Measure.STARTS for m in measures),
+            measures=measures,
         )
 
     def _spell_vars(

@@ -124,26 +124,13 @@ def _name(token) -> tuple[str, bool]:
     return (text[1:-1], True) if text.startswith('"') else (text, False)
 
 
-#: what the checker says of any MEASURES but FIRST(seq) AS start_seq
-_MEASURES = "MEASURES other than FIRST(seq) AS start_seq"
+#: what is said of a MEASURES clause the parser cannot read (RUNNING, FINAL, …)
+_MEASURES = "MEASURES other than FIRST, LAST, COUNT(*) and MATCH_NUMBER()"
 _MEASURES_WHY = (
-    "measures need values from several rows of a match, which the per-tuple "
-    "hardware does not keep; the one measure is FIRST(seq) AS start_seq, the "
-    "position of the tuple a match begins at (docs/language.md)"
+    "the engine reports where a match begins and ends, and the host reads values there; "
+    "the measures are FIRST(field), LAST(field), COUNT(*), MATCH_NUMBER() and FIRST(seq), "
+    "each AS name, with no RUNNING or FINAL and no expressions around them (docs/language.md)"
 )
-
-
-def _is_start_seq(expr, alias) -> bool:
-    """Whether a measure is ``FIRST(seq) AS start_seq`` (names in any case)."""
-    return (
-        isinstance(expr, ast.Call)
-        and expr.name == "FIRST"
-        and len(expr.args) == 1
-        and isinstance(expr.args[0], ast.Column)
-        and expr.args[0].qualifier is None
-        and expr.args[0].name.lower() == "seq"
-        and _name(alias)[0].lower() == "start_seq"
-    )
 
 
 _QUANT = re.compile(r"(\*|\+|\?|\{\s*(\d*)\s*(,\s*(\d*)\s*)?\})(\?)?")
@@ -237,21 +224,13 @@ class _ToAst(Transformer_NonRecursive):
             ),
         )
 
-    @v_args(meta=True, inline=True)
-    def measures_clause(self, meta, kw, *items):
-        measures = [m for m in items if not isinstance(m, Token)]
-        for expr, _as, alias in measures:
-            if not _is_start_seq(expr, alias):
-                return ("unsupported", ast.Unsupported(_MEASURES, _MEASURES_WHY, pos=_pos(kw)))
-        if len(measures) > 1:
-            return (
-                "unsupported",
-                ast.Unsupported("MEASURES", "start_seq is listed more than once", pos=_pos(kw)),
-            )
-        return ("start_seq", _pos(kw))
+    def measures_clause(self, kw, *items):
+        return ("measures", tuple(m for m in items if isinstance(m, ast.Measure)))
 
-    def measure(self, expr, as_kw, alias):
-        return (expr, as_kw, alias)
+    @v_args(meta=True, inline=True)
+    def measure(self, meta, expr, as_kw, alias):
+        text, quoted = _name(alias)
+        return ast.Measure(expr, text, pos=_pos(meta), quoted=quoted, alias_pos=_pos(alias))
 
     def one_row(self, *args):
         return None
@@ -540,7 +519,8 @@ def _build_query(meta, clauses, *, form):
     name_quoted = stream_quoted = False
     name_pos = stream_pos = None
     pattern: ast.Pattern | None = None
-    within = start_seq = None
+    within = None
+    measures: tuple[ast.Measure, ...] = ()
     for clause in clauses:
         if clause is None or isinstance(clause, Token):
             continue
@@ -555,8 +535,8 @@ def _build_query(meta, clauses, *, form):
             unsupported.append(clause[1])
         elif kind == "pattern":
             _, pattern, within = clause
-        elif kind == "start_seq":
-            start_seq = clause[1]
+        elif kind == "measures":
+            measures = clause[1]
         else:
             fields[kind] = clause[1]
     assert pattern is not None, "the grammar requires a PATTERN clause in both forms"
@@ -570,7 +550,7 @@ def _build_query(meta, clauses, *, form):
         # without AFTER MATCH: SQL's default in the SQL form, every end in the paper's
         skip_past_last_row=form == "sql" if fields["skip"] is None else fields["skip"],
         within=within,
-        start_seq=start_seq,
+        measures=measures,
         unsupported=tuple(unsupported),
         form=form,
         pos=_pos(meta),
@@ -781,6 +761,13 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
         )
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES":
+        for word in (token, prev):
+            if word is not None and str(word).upper() in ("RUNNING", "FINAL"):
+                return QueryError(
+                    f"{str(word).upper()} is not supported: a measure is read once, at the "
+                    "match's reported row (ONE ROW PER MATCH); write the measure without it",
+                    _pos(word),
+                )
         kw = next(t for t in reversed(before) if t.type == "MEASURES")
         return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", _pos(kw))
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)

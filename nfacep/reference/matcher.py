@@ -626,7 +626,21 @@ class Matcher:
             engines=engines,
             values=self.values or None,
             starts=starts,
+            live=None if last or starts is None else self._live(),
         )
+
+    def _live(self) -> np.ndarray:
+        """Where the runs still in progress begin: each active state's latest start, of the
+        queries that report starts (stream positions, sorted, distinct)."""
+        out = [np.zeros(0, dtype=np.int64)]
+        for q, run in zip(self.nfa.queries, self._queries, strict=True):
+            if q.start_seq and run.began is not None and run.state is not None:
+                bits = np.unpackbits(
+                    np.ascontiguousarray(run.state).view(np.uint8), axis=1, bitorder="little"
+                )
+                active = bits[:, : q.count].astype(bool)
+                out.append(run.began[: len(active)][active])
+        return np.unique(np.concatenate(out))
 
     def _admit(
         self, tuples: Tuples, offset: int, last: bool

@@ -1,0 +1,186 @@
+"""The values of ``MEASURES``, computed on the host from the input: one place for every back-end.
+
+An engine reports where each match ends (its ``seq``) and, for the queries whose measures need
+it (FIRST, COUNT(*)), where it begins (:attr:`nfacep.result.Result.starts`). The match file's
+writer (:class:`nfacep.result.MatchRows`) gives each piece of the stream and its result to a
+:class:`Measurer`, which reads the values there:
+
+- ``FIRST(field)`` / ``LAST(field)``: the field at the first / last tuple, written as a tuple
+  file writes it (``FIRST(seq)`` / ``LAST(seq)``: the position itself);
+- ``COUNT(*)``: the tuples of the match's partition from its first tuple to its last, both
+  included (the difference of the two tuples' ordinals within the partition, plus one);
+- ``MATCH_NUMBER()``: the match's number among its query's reported matches in its partition,
+  from 1 (a partition that capacity or timers evict keeps counting when it comes back).
+
+Streaming: the measurer keeps a counter per partition and per query and partition, and of the
+tuples already passed only those where a match still in progress may begin (the matcher's
+:attr:`~nfacep.result.Result.live` starts after each piece, at most one per NFA state and
+partition): never the whole input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .io.tuples import Tuples, format_value
+from .schema import Measure, Program
+
+__all__ = ["Measurer", "columns"]
+
+
+def columns(program: Program) -> list[Measure]:
+    """The match file's measure columns: every query's measures in file order, one column per
+    name (as SQL compares names), spelled as first written; a query without a column leaves
+    it empty."""
+    out: dict[str, Measure] = {}
+    for q in program.queries:
+        for m in q.measures:
+            out.setdefault(m.key, m)
+    return list(out.values())
+
+
+@dataclass
+class _Carry:
+    """Tuples already passed where a match may yet begin: positions, ordinals in their
+    partition, and the fields FIRST reads."""
+
+    pos: np.ndarray
+    ords: np.ndarray
+    values: dict[str, np.ndarray]
+
+
+class Measurer:
+    """The measure columns of a stream's matches, fed its pieces and their results in order
+    (:meth:`cells`)."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.columns = columns(program)
+        where = {m.key: c for c, m in enumerate(self.columns)}
+        #: per query (file order): (its column, the measure)
+        self.items = [[(where[m.key], m) for m in q.measures] for q in program.queries]
+        self.firsts = sorted(
+            {m.field for q in program.queries for m in q.measures if m.kind == "first" and m.field}
+        )
+        self.counts = any(m.kind == "count" for q in program.queries for m in q.measures)
+        self.n = 0  #: tuples fed so far
+        self._sizes: dict = {}  # partition value -> its tuples so far
+        self._numbers: dict = {}  # (query, partition value) -> its matches so far
+        self._carry: _Carry | None = None
+
+    def cells(self, result, tuples: Tuples) -> list[list[str]]:
+        """The text of each measure column for each match of ``result``, the matches of the
+        next ``tuples`` of the stream (``result.seqs`` are stream positions)."""
+        offset, n = self.n, tuples.n
+        self.n += n
+        keys = self._keys(tuples)
+        ords = self._ordinals(keys, offset, n) if self.counts else None
+        pos, all_ords, values = self._known(tuples, offset, ords)
+        out = [[""] * len(result.seqs) for _ in self.columns]
+        seqs = result.seqs - offset
+        for q, items in enumerate(self.items):
+            rows = np.flatnonzero(result.queries == q)
+            if not items or not len(rows):
+                continue
+            end = seqs[rows]
+            start = None
+            if any(m.kind in Measure.STARTS for _, m in items):
+                start = self._find(pos, result.starts[rows])
+            for c, m in items:
+                text = self._column(m, q, tuples, keys, end, start, pos, all_ords, ords, values)
+                cells = out[c]
+                for r, t in zip(rows.tolist(), text, strict=True):
+                    cells[r] = t
+        self._keep(pos, all_ords, values, result.live)
+        return out
+
+    def _column(self, m: Measure, q, tuples, keys, end, start, pos, all_ords, ords, values):
+        """The text of measure ``m`` for the matches of query ``q`` ending at ``end`` (rows
+        of ``tuples``) and beginning at ``start`` (rows of the known tuples)."""
+        if m.kind == "number":
+            return self._number(q, keys, end)
+        if m.kind == "count":
+            return (ords[end] - all_ords[start] + 1).astype(str).tolist()
+        if m.field is None:  # FIRST(seq), LAST(seq): the position
+            at = pos[start] if m.kind == "first" else end + self.n - tuples.n
+            return at.astype(str).tolist()
+        column = values[m.field][start] if m.kind == "first" else tuples.columns[m.field][end]
+        ty = self.program.schema.field(m.field).type
+        return [format_value(v, ty) for v in column.tolist()]
+
+    def _keys(self, tuples: Tuples) -> np.ndarray | None:
+        """Each tuple's partition value (None without PARTITION); a key of several fields as
+        its raw concatenation (:func:`nfacep.wire.key_raw`)."""
+        fields = self.program.partition_fields
+        if len(fields) <= 1:
+            return tuples.columns[fields[0]] if fields else None
+        from .wire import key_raw
+
+        return key_raw(self.program.key, tuples)
+
+    def _ordinals(self, keys: np.ndarray | None, offset: int, n: int) -> np.ndarray:
+        """Each tuple's ordinal in its partition (0 for its first), counting on from the
+        pieces before."""
+        if keys is None:
+            return offset + np.arange(n, dtype=np.int64)
+        values, inverse = np.unique(keys, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        grouped = inverse[order]
+        sizes = np.bincount(inverse, minlength=len(values))
+        heads = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        before = np.array([self._sizes.get(v, 0) for v in values.tolist()], dtype=np.int64)
+        ords = np.empty(n, dtype=np.int64)
+        ords[order] = np.arange(n) - heads[grouped] + before[grouped]
+        for v, size, b in zip(values.tolist(), sizes.tolist(), before.tolist(), strict=True):
+            self._sizes[v] = b + size
+        return ords
+
+    def _number(self, q: int, keys: np.ndarray | None, end: np.ndarray) -> list[str]:
+        """MATCH_NUMBER() of query ``q``'s matches at ``end``, in stream order."""
+        out = []
+        parts = [None] * len(end) if keys is None else keys[end].tolist()
+        for p in parts:
+            k = (q, p)
+            self._numbers[k] = number = self._numbers.get(k, 0) + 1
+            out.append(str(number))
+        return out
+
+    def _known(self, tuples: Tuples, offset: int, ords: np.ndarray | None):
+        """The positions, ordinals and FIRST fields of the carried tuples and this piece's."""
+        pos = offset + np.arange(tuples.n, dtype=np.int64)
+        all_ords = ords if ords is not None else np.zeros(0, dtype=np.int64)
+        values = {f: tuples.columns[f] for f in self.firsts}
+        c = self._carry
+        if c is not None:
+            pos = np.concatenate([c.pos, pos])
+            if ords is not None:
+                all_ords = np.concatenate([c.ords, ords])
+            values = {f: np.concatenate([c.values[f], v]) for f, v in values.items()}
+        return pos, all_ords, values
+
+    @staticmethod
+    def _find(pos: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Where each start is among the known tuples' positions."""
+        at = np.minimum(np.searchsorted(pos, starts), max(len(pos) - 1, 0))
+        bad = pos[at] != starts if len(pos) else np.ones(len(starts), dtype=bool)
+        if bool(bad.any()):
+            raise RuntimeError(
+                f"a match begins at tuple {int(starts[np.flatnonzero(bad)[0]])}, which the "
+                "measures no longer hold (the engine did not say that a match could still "
+                "begin there)"
+            )
+        return at
+
+    def _keep(self, pos, all_ords, values, live: np.ndarray | None) -> None:
+        """Carry to the next piece only the tuples where a match may still begin."""
+        if live is None or not len(live) or not (self.firsts or self.counts):
+            self._carry = None
+            return
+        keep = np.isin(pos, live)
+        self._carry = _Carry(
+            pos[keep],
+            all_ords[keep] if len(all_ords) else all_ords,
+            {f: v[keep] for f, v in values.items()},
+        )
