@@ -2,9 +2,10 @@
 
 It shares no code with :mod:`nfacep` (and must never import it): patterns, predicates,
 partitioning (by one field or several: their values together are the key, their bits
-concatenated in the table, :func:`concat_key`), capacity, timers, time windows (WITHIN), where a match begins (start_seq, the
-latest start of the runs that end at a match) and both match semantics are modelled
-here from scratch, as directly as the specification states them, with no NFA in sight.
+concatenated in the table, :func:`concat_key`), capacity, timers, time windows (WITHIN),
+where a match begins (start_seq, the latest start of the runs that end at a match) and both
+match semantics are modelled here from scratch, as directly as the specification states
+them, with no NFA in sight.
 
 Patterns are nested tuples::
 
