@@ -226,17 +226,9 @@ class Check(Command):
             for f in prog.schema.fields
         )
         print(f"stream {prog.schema.name} ({fields})")
-        key = prog.key
-        print(
-            "partition key: "
-            + (
-                ", ".join(f"{name} (bits {o + w - 1}..{o})" for name, o, w in key.slices)
-                if len(key.names) > 1
-                else key.names[0]
-                if key.names
-                else "(none: one stream)"
-            )
-        )
+        from .describe import partition_text
+
+        print(f"partition key: {partition_text(prog)}")
         print(f"predicates: {len(nfa.predicates)} (decoder outputs)")
         for p in nfa.predicates:
             print(f"  p{p.index}: {p.text}")

@@ -121,6 +121,17 @@ def explain_json(nfa: Nfa, query_file: str) -> dict:
     return doc
 
 
+def partition_text(prog) -> str:
+    """The partition key for a reader: its field, or its fields with their bits in the key
+    (the first field listed in the most significant bits)."""
+    key = prog.key
+    if not key.names:
+        return "(none: one stream)"
+    if len(key.names) == 1:
+        return key.names[0]
+    return ", ".join(f"{name} (key bits {o + w - 1}..{o})" for name, o, w in key.slices)
+
+
 def explain_text(nfa: Nfa) -> str:
     """The NFA for a reader: predicates, then per query one line per state, its activation
     set with the paper's '1' written 'start', and start and accepting states said in words."""
@@ -130,6 +141,7 @@ def explain_text(nfa: Nfa) -> str:
             "parameters (registers the decoder compares with; --param sets them): "
             + ", ".join(f":{n} {t}" for n, t in nfa.program.parameters.items())
         )
+    lines.append(f"partition key: {partition_text(nfa.program)}")
     lines += ["", LEGEND]
     for q, cq in zip(nfa.queries, nfa.program.queries, strict=True):
         semantics = "skip past last row" if q.skip_past_last_row else "every match end"

@@ -37,7 +37,9 @@ def param_values(name: str, nfa):
 
 def keyed_fire(folder: pathlib.Path) -> pathlib.Path:
     """fire.sql partitioned by two fields, a new ``site UINT(2)`` and ``sensor``, written to
-    ``folder`` (for the tests of several partition fields)."""
+    ``folder`` as ``fire2.sql`` (returned), and fire's tuples with that site as ``fire2.csv``:
+    a site that moves on after tuple 250, so that some sensors' tuples fall in two
+    partitions (for the tests of several partition fields)."""
     text = (QUERIES / "fire.sql").read_text()
     text = text.replace("    sensor  UINT(16),", "    site    UINT(2),\n    sensor  UINT(16),")
     text = text.replace("PARTITION sensor\n", "PARTITION site, sensor\n")
@@ -45,4 +47,10 @@ def keyed_fire(folder: pathlib.Path) -> pathlib.Path:
     assert text.count("site, sensor") == 2
     path = folder / "fire2.sql"
     path.write_text(text)
+    lines = (QUERIES / "fire.csv").read_text().splitlines()
+    rows = [lines[0].replace("ts,sensor,", "ts,site,sensor,")]
+    for n, line in enumerate(lines[1:]):
+        ts, sensor, rest = line.split(",", 2)
+        rows.append(f"{ts},{(int(sensor) + n // 250) % 4},{sensor},{rest}")
+    (folder / "fire2.csv").write_text("\n".join(rows) + "\n")
     return path

@@ -1,9 +1,11 @@
 """An independent oracle for ``nfacep match``, written from docs/language.md only.
 
 It shares no code with :mod:`nfacep` (and must never import it): patterns, predicates,
-partitioning, capacity, timers, time windows (WITHIN), where a match begins (start_seq, the
-latest start of the runs that end at a match) and both match semantics are modelled
-here from scratch, as directly as the specification states them, with no NFA in sight.
+partitioning (by one field or several: their values together are the key, their bits
+concatenated in the table, :func:`concat_key`), capacity, timers, time windows (WITHIN),
+where a match begins (start_seq, the latest start of the runs that end at a match) and both
+match semantics are modelled here from scratch, as directly as the specification states
+them, with no NFA in sight.
 
 Patterns are nested tuples::
 

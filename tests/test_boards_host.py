@@ -17,7 +17,7 @@ import threading
 import tty
 
 import pytest
-from bundled import param_args, param_values
+from bundled import keyed_fire, param_args, param_values
 
 from nfacep import compile_file
 from nfacep.backend import run_files
@@ -38,13 +38,13 @@ def run_cli(argv):
 
 
 @contextlib.contextmanager
-def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
+def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, folder=QUERIES, **kwargs):
     """A software board on a fresh pty; yields (model, port path). Built with the bundled
     runtime parameters' values unless ``values`` (``--param`` texts) says otherwise."""
     given = {
         k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples", "timer_bits")
     }
-    nfa = compile_file(QUERIES / f"{name}.sql")
+    nfa = compile_file(folder / f"{name}.sql")
     texts = kwargs.pop("values", None)
     values = (
         param_values(name, nfa)
@@ -68,15 +68,15 @@ def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, **kwargs):
         os.close(slave)
 
 
-def reference(tmp_path, name, *params):
+def reference(tmp_path, name, *params, folder=QUERIES):
     out = tmp_path / "reference.csv"
     assert (
         main(
             [
                 "match",
-                str(QUERIES / f"{name}.sql"),
+                str(folder / f"{name}.sql"),
                 "--input",
-                str(QUERIES / f"{name}.csv"),
+                str(folder / f"{name}.csv"),
                 "--output",
                 str(out),
                 *params,
@@ -122,6 +122,23 @@ def test_run_equals_match(tmp_path, name, capsys):
         assert summary["board"]["values"] == ref_summary["runtime_parameters"]["initial"]
         assert summary["link"]["switches"] == 0
     assert f"-> {out}" in capsys.readouterr().out
+
+
+def test_several_key_fields(tmp_path):
+    """PARTITION BY site, sensor over the link: the records' keys come back as a column per
+    field, the matches and drops as nfacep match's."""
+    query = keyed_fire(tmp_path)
+    params = ["--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3"]
+    out = tmp_path / "board.csv"
+    with board("fire2", folder=tmp_path, partitions=8, tick_tuples=8, timer_bits=3) as (_, port):
+        argv = ["run", str(query), "--port", port, "--input", str(tmp_path / "fire2.csv")]
+        assert run_cli([*argv, "--output", str(out), *params]) == 0
+    expected, ref_summary = reference(tmp_path, "fire2", *params, folder=tmp_path)
+    assert out.read_text() == expected
+    assert expected.startswith("seq,query,partition_site,partition_sensor\n")
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert {k: summary[k] for k in SAME} == {k: ref_summary[k] for k in SAME}
+    assert summary["drops"] > 0 and summary["matches"]["fire"] > 0
 
 
 def test_drops_and_a_small_slow_buffer(tmp_path):

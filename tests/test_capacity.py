@@ -477,9 +477,10 @@ def test_oracle_concat_key_by_hand():
     data=st.data(),
 )
 def test_match_several_key_fields_random(tmp_path, n_rows, log_n, log_ways, data):
-    """PARTITION BY k, j (or j, k) in either form, both stores, capacity and timers: the
-    matches (a column per key field), drops and counts are the oracle's, which keys on the
-    pair of values and hashes their concatenation (5 bits: direct from 32 entries on)."""
+    """PARTITION BY k, j (or j, k) in either form, both stores, capacity and timers, AA and a
+    random query: the matches (a column per key field), drops and counts are the oracle's,
+    which keys on the pair of values and hashes their concatenation (5 bits: direct from 32
+    entries on)."""
     rows = data.draw(
         st.lists(
             st.fixed_dictionaries(
@@ -503,7 +504,7 @@ def test_match_several_key_fields_random(tmp_path, n_rows, log_n, log_ways, data
     ways = 1 << min(log_ways, log_n)
     tick = data.draw(st.sampled_from([0, 0, 1, 2, 3]), label="tick_tuples")
     bits = data.draw(st.integers(1, 3), label="timer_bits")
-    q2 = Query("r", seq(A, B), ABC[:2], skip=True)
+    q2 = data.draw(queries("r"), label="query r")  # a random pattern beside AA
     key = ", ".join(order)
     text = KEYS_STREAM + render_query(AA, "s", key, form) + render_query(q2, "s", key, form)
     widths = {"k": 2, "j": 3}

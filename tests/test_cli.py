@@ -75,6 +75,41 @@ def test_check_and_explain(tmp_path, capsys):
     assert dot.read_text().startswith("digraph nfa {") and '"st0_A" -> "st1_B";' in dot.read_text()
 
 
+KEYS_QUERY = """CREATE STREAM s (k UINT(2), j INT(3), a UINT(4));
+SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k, j AFTER MATCH REPORT EVERY END
+    PATTERN (A B) DEFINE A AS a = 1, B AS a = 2) AS q;
+"""
+
+
+def test_several_key_fields_through_the_commands(tmp_path, capsys):
+    """check, check --json and explain show each key field and its bits; match writes a
+    column per field, and tuples that share k but not j are in different partitions."""
+    data = "k,j,a\n1,-1,1\n1,2,1\n1,-1,2\n3,-4,1\n1,2,2\n3,-4,2\n"
+    q, t, m = setup(tmp_path, KEYS_QUERY, data)
+    assert main(["check", q]) == 0
+    assert "partition key: k (key bits 4..3), j (key bits 2..0)\n" in capsys.readouterr().out
+    assert main(["check", q, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["partition_key"] == "k, j"
+    assert doc["partition_fields"] == [
+        {"name": "k", "offset": 3, "bits": 2},
+        {"name": "j", "offset": 0, "bits": 3},
+    ]
+    assert main(["explain", q]) == 0
+    assert "partition key: k (key bits 4..3), j (key bits 2..0)\n" in capsys.readouterr().out
+    assert main(["match", q, "--input", t, "--output", m]) == 0
+    assert pathlib.Path(m).read_text() == (
+        "seq,query,partition_k,partition_j\n2,q,1,-1\n4,q,1,2\n5,q,3,-4\n"
+    )
+    # a table of 32 entries: the 5-bit key is the entry's index, the same matches
+    pipeline = pathlib.Path(m).read_text()
+    assert (
+        main(["match", q, "--input", t, "--output", m, "--store", "table", "--partitions", "32"])
+        == 0
+    )
+    assert pathlib.Path(m).read_text() == pipeline
+
+
 def test_warning_goes_to_stderr_and_does_not_fail(tmp_path, capsys):
     q, _, _ = setup(tmp_path, query=QUERY.replace("a = 2;", "a = 2 Z AS a = 3;"))
     assert main(["check", q]) == 0

@@ -126,3 +126,40 @@ def test_table_codes_counts_the_keys_not_in_the_table(dtype):
     out = np.empty(len(column), dtype=np.int64)
     assert compiled.table_codes(column, dtype(7), table, out) == 1  # key 8
     assert out.tolist() == [3, 0, 3, 1, -1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(-4, 3), st.integers(0, 2)), min_size=1, max_size=60
+    ),
+    cut=st.integers(1, 60),
+    store=st.sampled_from(["pipeline", "table"]),
+)
+def test_several_key_fields_one_code_per_combination(rows, cut, store):
+    """PARTITION BY k, j: one code per distinct (k, j) pair, whatever the pieces; a stream fed
+    in two pieces reports what it does whole, each match's key as the pair's texts."""
+    import nfacep
+    from nfacep.io.tuples import Tuples
+    from nfacep.params import EngineParams
+    from nfacep.reference import matcher as reference
+
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (k UINT(2), j INT(3), v UINT(2));\n"
+        "QUERY q PARTITION k, j PATTERN (A B) DEFINE A AS v = 1, B AS v = 2;"
+    )
+
+    def tuples(part):
+        k, j, v = (np.array(c, dtype=np.int64) for c in zip(*part, strict=True))
+        return Tuples({"k": k.astype(np.uint64), "j": j, "v": v.astype(np.uint64)}, len(part))
+
+    params = EngineParams(store=store, partitions=4, ways=2)
+    whole = reference.run(nfa, tuples(rows), params)
+    m = reference.Matcher(nfa, params)
+    pieces = [rows[:cut], rows[cut:]] if cut < len(rows) else [rows]
+    got = [m.feed(tuples(p), last=i == len(pieces) - 1) for i, p in enumerate(pieces)]
+    assert len(m.keys) == len({(k, j) for k, j, _ in rows})
+    assert [s for r in got for s in r.seqs.tolist()] == whole.seqs.tolist()
+    assert [d for r in got for d in r.drops.tolist()] == whole.drops.tolist()
+    assert [p for r in got for p in r.partitions] == whole.partitions
+    assert whole.partitions == [(str(rows[s][0]), str(rows[s][1])) for s in whole.seqs.tolist()]
