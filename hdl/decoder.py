@@ -66,8 +66,9 @@ class PredicateDecoder(wiring.Component):
     Bit ``i`` of ``predicates`` is predicate ``nfa.predicates[i]`` (``p{i}`` in ``nfacep
     check``), evaluated on ``tuple`` exactly as :func:`nfacep.lang.evaluate.evaluate` does:
 
-    * integer arithmetic (``+``, ``-``) and comparisons are exact, whatever the widths and
-      signedness of the fields (no overflow, UINT and INT compared as mathematical integers);
+    * integer arithmetic (``+``, ``-``, ``*`` by a constant) and comparisons are exact,
+      whatever the widths and signedness of the fields (no overflow, UINT and INT compared as
+      mathematical integers);
     * ENUM fields compare as label indices, BOOL fields as single bits;
     * FLOAT32 comparisons follow IEEE 754 as numpy's float32 does: -0 equals +0, a NaN
       satisfies no ordered comparison and not ``=``, but satisfies ``<>``.
@@ -232,6 +233,10 @@ class _Builder:
                 return self.int(left) + self.int(right)
             case P.Arith("-", left, right):
                 return self.int(left) - self.int(right)
+            case P.Arith("*", left, right):
+                # Amaranth sizes a product to hold every value of its operands (the sum of
+                # their widths, signed if either is): exact, as every operator here
+                return self.int(left) * self.int(right)
         raise _Unsupported(f"not an integer expression: {P.render(e)}")
 
     def _enum(self, e: P.PExpr) -> Value | int:

@@ -26,6 +26,9 @@ Predicates (the right-hand sides of DEFINE) are nested tuples too::
     ("cmpf", field, op, other_field)    field-to-field comparison
     ("between", field, lo, hi)
     ("in", field, (v, ...))
+    ("lin", ((c, field), ...), op, (d, other_field) | None, k)
+                                        c * field + ... op d * other_field + k, in exact integers
+                                        (``*`` by an integer constant, docs/language.md)
     ("not", p) / ("and", p, q) / ("or", p, q)
 
 Each tuple of a sub-stream is encoded as one character whose code point carries the bit
@@ -225,6 +228,11 @@ def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
         return _compare(_get(row, pred[1]), pred[2], _get(row, pred[3]))
     if kind == "cmpp":  # ("cmpp", field, op, parameter): the value in force at this row
         return _compare(_get(row, pred[1]), pred[2], _get(row, ":" + pred[3]))
+    if kind == "lin":
+        _, terms, op, other, k = pred
+        left = sum(c * _get(row, f) for c, f in terms)
+        right = k + (0 if other is None else other[0] * _get(row, other[1]))
+        return _compare(left, op, right)
     if kind == "between":
         return pred[2] <= _get(row, pred[1]) <= pred[3]
     if kind == "in":
@@ -289,6 +297,14 @@ def render_pred(pred: tuple, qualifier: str | None = None) -> str:
         return f"{q}{pred[1]} {pred[2]} {q}{pred[3]}"
     if kind == "cmpp":
         return f"{q}{pred[1]} {pred[2]} :{pred[3]}"
+    if kind == "lin":
+        _, terms, op, other, k = pred
+        # a constant written before its field on odd terms, after it on even ones: both orders
+        left = " + ".join(
+            f"{c} * {q}{f}" if i % 2 else f"{q}{f} * {c}" for i, (c, f) in enumerate(terms)
+        )
+        right = str(k) if other is None else f"({other[0]}) * {q}{other[1]} + {k}"
+        return f"{left} {op} {right}"
     if kind == "between":
         return f"{q}{pred[1]} BETWEEN {pred[2]} AND {pred[3]}"
     if kind == "in":

@@ -35,6 +35,7 @@ from oracle import (
     Query,
     alt,
     char_class,
+    eval_pred,
     every_end,
     group,
     match_positions,
@@ -44,6 +45,7 @@ from oracle import (
     pattern_vars,
     permute,
     render_pattern,
+    render_pred,
     render_query,
     rep,
     run,
@@ -945,3 +947,67 @@ def test_match_with_parameter_switches(tmp_path, partitioned, data):
     assert got.matches == want.matches, context
     if used:
         assert got.summary["runtime_parameters"]["initial"] == initial
+
+
+# --------------------------------------------------------------------------------------------
+# `*` by an integer constant, exact on the widest fields
+
+MUL_STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, u UINT(64), i INT(64));\n"
+MUL_FIELDS = (*FIELDS, "u", "i")
+_U64, _I64 = (0, (1 << 64) - 1), (-(1 << 63), (1 << 63) - 1)
+
+
+def _wide(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """Values of a 64-bit field, often at its ends, where a product overflows 64 bits."""
+    ends = [lo, lo + 1, hi - 1, hi, 0, 1, -1 if lo < 0 else 2]
+    return st.one_of(st.sampled_from(ends), st.integers(lo, hi), st.integers(-20, 20).map(abs))
+
+
+_FACTORS = st.one_of(
+    st.integers(-12, 12), st.sampled_from([1 << 32, -(1 << 40), 1 << 62, -(1 << 62)])
+)
+
+
+@st.composite
+def products(draw) -> tuple:
+    """``c * field + … op d * other + k`` over u, i and k."""
+    terms = tuple(
+        (draw(_FACTORS), draw(st.sampled_from(["u", "i", "k"])))
+        for _ in range(draw(st.integers(1, 2)))
+    )
+    other = draw(st.none() | st.tuples(_FACTORS, st.sampled_from(["u", "i"])))
+    op = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
+    return ("lin", terms, op, other, draw(st.integers(-(1 << 70), 1 << 70)))
+
+
+def test_oracle_products_by_hand():
+    row = {"u": (1 << 64) - 1, "i": -(1 << 63), "k": 3}
+    assert eval_pred(("lin", ((10, "u"),), ">", (11, "i"), 0), row)
+    assert eval_pred(("lin", ((2, "u"), (-1, "u")), "=", None, (1 << 64) - 1), row)
+    assert not eval_pred(("lin", ((-3, "k"),), ">=", (1, "k"), -11), row)
+    assert render_pred(("lin", ((2, "u"), (-3, "k")), "<", (-4, "i"), -5)) == (
+        "u * 2 + -3 * k < (-4) * i + -5"
+    )
+
+
+@pytest.mark.slow
+@cli_settings(80)
+@given(partitioned=st.booleans(), data=st.data())
+def test_match_products_random(tmp_path, partitioned, data):
+    """DEFINEs with ``*`` by constants (both orders, negative, up to 2**63) on UINT(64) and
+    INT(64) fields whose values sit at their ends: ``nfacep match`` is exact, as the oracle's
+    Python integers are."""
+    qs, parts = [], [MUL_STREAM]
+    for i in range(data.draw(st.integers(1, 2), label="queries")):
+        q = data.draw(queries(f"q{i}"))
+        defines = tuple(
+            (v, data.draw(st.sampled_from([p, data.draw(products())]))) for v, p in q.defines
+        )
+        q = Query(q.name, q.pattern, defines, q.skip)
+        qs.append(q)
+        form = data.draw(st.sampled_from(["sql", "concise"]))
+        parts.append(render_query(q, "s", "k" if partitioned else None, form))
+    text = "".join(parts)
+    rows = data.draw(streams(max_len=20, keys=3), label="rows")
+    rows = [dict(r, u=data.draw(_wide(*_U64)), i=data.draw(_wide(*_I64))) for r in rows]
+    check_against_oracle(tmp_path, qs, text, rows, partitioned, fields=MUL_FIELDS)

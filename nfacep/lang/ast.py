@@ -198,7 +198,7 @@ class Neg:
 
 @dataclass(frozen=True)
 class BinOp:
-    """Integer ``+`` or ``-``."""
+    """Integer ``+``, ``-`` or ``*`` (``/`` and ``%`` are parsed to be refused by name)."""
 
     op: str
     left: Expr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import re
 from fractions import Fraction
 
@@ -472,8 +473,8 @@ class _Checker:
                 return "param", e
             case ast.Neg(operand):
                 return self._negated(e, operand, schema, var)
-            case ast.BinOp(op, left, right):
-                return self._arith(op, left, right, schema, var)
+            case ast.BinOp():
+                return self._arith(e, schema, var)
             case ast.Call():
                 raise _reject_call(e)
             case _:
@@ -493,8 +494,16 @@ class _Checker:
             raise QueryError(f"unary minus needs an integer operand, not {kind}", e.pos)
         return "int", P.Arith("neg", inner)
 
-    def _arith(self, op: str, left: ast.Expr, right: ast.Expr, schema: Schema, var: str):
-        """Type ``+``/``-``: integers only; two literals fold to one."""
+    def _arith(self, e: ast.BinOp, schema: Schema, var: str):
+        """Type ``+``/``-``/``*``: integers only, ``*`` by an integer constant; literals fold."""
+        op, left, right = e.op, e.left, e.right
+        if op not in ("+", "-", "*"):
+            raise QueryError(
+                f"'{op}' is not supported: integer division and remainder are not exact; "
+                "conditions use +, - and * by an integer constant (write x / 3 > y as "
+                "x > y * 3 + 2)",
+                e.pos,
+            )
         lk, lv = self._operand(left, schema, var)
         rk, rv = self._operand(right, schema, var)
         for k, side in ((lk, left), (rk, right)):
@@ -507,9 +516,28 @@ class _Checker:
                     side.pos,
                 )
         if lk == rk == "intlit":
-            value = lv.value + rv.value if op == "+" else lv.value - rv.value
+            value = {"+": operator.add, "-": operator.sub, "*": operator.mul}[op](
+                lv.value, rv.value
+            )
             return "intlit", P.Const(value, "int")
-        return "int", P.Arith(op, lv, rv)
+        if op == "*":
+            if lk == rk == "int":
+                raise QueryError(
+                    "'*' multiplies by an integer constant only: a product of two fields "
+                    "needs a multiplier in the gateware (write the constant as a literal)",
+                    e.pos,
+                )
+            if lk == "intlit":  # c * e is e * c: one decoder bit for both spellings
+                lv, rv = rv, lv
+        node = P.Arith(op, lv, rv)
+        lo, hi = node.range
+        if not -(1 << (P.WIDEST - 1)) <= min(lo, hi) <= max(lo, hi) < 1 << (P.WIDEST - 1):
+            raise QueryError(
+                f"'{P.render(node)}' ranges over {lo}..{hi}, beyond {P.WIDEST}-bit integers: "
+                f"intermediate values must fit INT({P.WIDEST})",
+                e.pos,
+            )
+        return "int", node
 
     def _compare(self, c: ast.Compare, schema: Schema, var: str) -> P.PExpr:
         lk, lv = self._operand(c.left, schema, var)

@@ -1,9 +1,10 @@
 """Column-wise evaluation of typed predicates (:mod:`nfacep.lang.predicates`) with numpy.
 
 :func:`evaluate` computes a predicate for a whole batch of tuples exactly as the hardware
-decoder does: integer arithmetic is exact (no overflow, any width), FLOAT32 comparisons follow
-IEEE 754 (NaN satisfies no ordered comparison and ``=``, only ``<>``; -0 equals +0), ENUM values
-are label indices.
+decoder does: integer arithmetic is exact (no overflow, any width: a comparison whose operands'
+ranges, or any of their parts', leave int64 and uint64 is computed with Python integers),
+FLOAT32 comparisons follow IEEE 754 (NaN satisfies no ordered comparison and ``=``, only
+``<>``; -0 equals +0), ENUM values are label indices.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def _int_values(e: PExpr, columns, n: int, dtype):
         case Arith(op, left, right) if right is not None:
             a = _int_values(left, columns, n, dtype)
             b = _int_values(right, columns, n, dtype)
+            if op == "*":
+                return a * b
             return a + b if op == "+" else a - b
     raise TypeError(e)
 

@@ -14,6 +14,7 @@ from typing import overload
 from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 
 __all__ = [
+    "WIDEST",
     "And",
     "Arith",
     "Cmp",
@@ -81,9 +82,15 @@ def column_of(name: str) -> str:
     return ":" + name
 
 
+#: Integer expressions are exact: the checker refuses one with a value (or an intermediate
+#: value) outside signed integers of this many bits.
+WIDEST = 128
+
+
 @dataclass(frozen=True)
 class Arith:
-    """Exact integer ``+``, ``-`` or unary ``neg`` (right is None)."""
+    """Exact integer ``+``, ``-``, ``*`` (the right operand a :class:`Const`, as the checker
+    builds it) or unary ``neg`` (right is None)."""
 
     op: str
     left: IntExpr
@@ -98,6 +105,9 @@ class Arith:
         rlo, rhi = self.right.range
         if self.op == "+":
             return llo + rlo, lhi + rhi
+        if self.op == "*":
+            corners = (llo * rlo, llo * rhi, lhi * rlo, lhi * rhi)
+            return min(corners), max(corners)
         return llo - rhi, lhi - rlo
 
 

@@ -90,6 +90,7 @@ _TOKEN_TEXT = {
     "QUANTIFIER": "a quantifier",
     "COMP_OP": "a comparison",
     "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*'",
     "STAR_SELECT": "'*'",
     "STAR_ARG": "'*'",
     "MINUS": "'-'",
@@ -438,10 +439,12 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def sum(self, meta, first, *rest):
-        node = first
-        for op, right in zip(rest[::2], rest[1::2], strict=True):
-            node = ast.BinOp(str(op), node, right, pos=_pos(op))
-        return node
+        return _binops(first, rest)
+
+    @v_args(meta=True, inline=True)
+    def product(self, meta, first, *rest):
+        """``*``, ``/``, ``%``: the checker takes ``*`` by an integer constant, refuses the rest."""
+        return _binops(first, rest)
 
     @v_args(meta=True, inline=True)
     def neg(self, meta, operand):
@@ -705,7 +708,15 @@ _UNSUPPORTED_WORDS = {
     "CASE": "CASE is not supported: conditions use comparisons, +, -, AND, OR, NOT",
     "CAST": "CAST is not supported: constants are converted to the field's type",
 }
-_OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
+_OPERATOR_CHARS = {"*", "^", "&", "|", "~"}
+
+
+def _binops(first, rest):
+    """``first op right op right …`` as left-associated :class:`ast.BinOp` nodes."""
+    node = first
+    for op, right in zip(rest[::2], rest[1::2], strict=True):
+        node = ast.BinOp(str(op), node, right, pos=_pos(op))
+    return node
 
 
 def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> QueryError:
@@ -799,7 +810,7 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
         pos = SourcePos(err.line, err.column)
         return QueryError(
             f"unexpected character {char!r}: '{char}' is not an operator of the "
-            "language (conditions use comparisons, +, -, AND, OR, NOT)",
+            "language (conditions use comparisons, +, -, * by an integer constant, AND, OR, NOT)",
             pos,
         )
     return None
