@@ -88,6 +88,16 @@ def _column(result, n: int) -> np.ndarray:
     return result if result.ndim else np.full(n, bool(result))
 
 
+def _ipv4(fn, left: PExpr, right: PExpr, columns, n: int):
+    """IPv4 ``=``/``<>``: against a network constant, on the address's leading ``prefix``
+    bits (the masked compare of the decoder); otherwise on all 32."""
+    a = _scalar_or_column(left, columns, n, np.uint64)
+    if isinstance(right, Const) and right.prefix < 32:
+        shift = np.uint64(32 - right.prefix)
+        return fn(a >> shift, np.uint64(int(right.value)) >> shift)
+    return fn(a, _scalar_or_column(right, columns, n, np.uint64))
+
+
 def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
     """Evaluate a Boolean predicate on ``n`` tuples given as numpy columns (see module doc)."""
     match e:
@@ -127,6 +137,8 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
                 )
             if kind == "bool":
                 return _column(fn(evaluate(left, columns, n), evaluate(right, columns, n)), n)
+            if kind == "ipv4":
+                return _column(_ipv4(fn, left, right, columns, n), n)
             return _column(
                 fn(
                     _scalar_or_column(left, columns, n, np.int64),

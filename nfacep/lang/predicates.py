@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import overload
 
-from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .types import BoolType, EnumType, FieldType, Float32Type, IntType, Ipv4Type, UIntType
+from .values import format_ipv4
 
 __all__ = [
     "WIDEST",
@@ -51,11 +52,14 @@ class FieldRef:
 
 @dataclass(frozen=True)
 class Const:
-    """An integer, float32 (stored as a Python float), Boolean or ENUM-index constant."""
+    """An integer, float32 (stored as a Python float), Boolean, ENUM-index or IPv4 constant.
+    An IPv4 constant is a network: ``prefix`` leading bits of ``value`` (32: one address);
+    ``=`` with it means "in the network", ``<>`` "not in it"."""
 
     value: int | float | bool
-    kind: str  # "int", "float", "bool", "enum"
+    kind: str  # "int", "float", "bool", "enum", "ipv4"
     enum: EnumType | None = None
+    prefix: int = 32
 
     @property
     def range(self) -> tuple[int, int]:
@@ -147,6 +151,9 @@ def _const_text(c: Const) -> str:
     if c.kind == "enum":
         assert c.enum is not None, "an ENUM constant carries its type"
         return "'" + c.enum.labels[int(c.value)].replace("'", "''") + "'"
+    if c.kind == "ipv4":
+        length = "" if c.prefix == 32 else f"/{c.prefix}"
+        return f"'{format_ipv4(int(c.value))}{length}'"
     if c.kind == "float":
         import numpy as np  # the shortest text of a FLOAT32, only for float constants
 
@@ -167,6 +174,10 @@ def render(e: PExpr, _top: bool = True) -> str:
             return f"-{render(left, False)}"
         case Arith(op, left, right) if right is not None:
             text = f"{render(left, False)} {op} {render(right, False)}"
+            return text if _top else f"({text})"
+        case Cmp(op, left, Const(kind="ipv4", prefix=prefix) as right) if prefix < 32:
+            word = "IN" if op == "=" else "NOT IN"
+            text = f"{render(left)} {word} {render(right)}"
             return text if _top else f"({text})"
         case Cmp(op, left, right):
             text = f"{render(left)} {op} {render(right)}"
@@ -220,7 +231,9 @@ def nodes(e: PExpr):
 
 
 def field_kind(ty: FieldType) -> str:
-    if isinstance(ty, UIntType | IntType):
+    if isinstance(ty, Ipv4Type):
+        return "ipv4"
+    if isinstance(ty, UIntType | IntType):  # TIMESTAMP too: an integer count of its unit
         return "int"
     if isinstance(ty, Float32Type):
         return "float"

@@ -26,8 +26,19 @@ from lark.exceptions import (
 from ..errors import QueryError, SourcePos
 from ..limits import MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
 from . import ast
-from .types import INTERVAL_UNITS, TIME_UNITS, BoolType, EnumType, Float32Type, IntType, UIntType
+from .types import (
+    INTERVAL_UNITS,
+    TIME_UNITS,
+    BoolType,
+    EnumType,
+    Float32Type,
+    IntType,
+    Ipv4Type,
+    TimestampType,
+    UIntType,
+)
 from .unsupported import call_error
+from .values import TIMESTAMP_UNITS
 
 __all__ = ["parse"]
 
@@ -172,6 +183,13 @@ class _ToAst(Transformer_NonRecursive):
 
     def field_decl(self, name, ty, unit=None):
         text, quoted = _name(name)
+        if isinstance(ty, TimestampType | Ipv4Type) and unit is not None:
+            why = "its type gives its unit" if isinstance(ty, TimestampType) else "it is no time"
+            raise QueryError(
+                f"TIME({unit}) does not apply to {ty} field '{text}': {why}", _pos(name)
+            )
+        if isinstance(ty, TimestampType):
+            unit = ty.unit  # WITHIN INTERVAL counts in it
         return ast.FieldDecl(text, ty, unit, pos=_pos(name), quoted=quoted)
 
     def time_unit(self, _kw, unit):
@@ -202,6 +220,18 @@ class _ToAst(Transformer_NonRecursive):
 
     def float32_type(self, _kw):
         return Float32Type()
+
+    def ipv4_type(self, _kw):
+        return Ipv4Type()
+
+    def timestamp_type(self, kw, unit):
+        text = _name(unit)[0].upper()
+        if text not in TIMESTAMP_UNITS:
+            raise QueryError(
+                f"TIMESTAMP({unit}): the units of a TIMESTAMP are {', '.join(TIMESTAMP_UNITS)}",
+                _pos(unit),
+            )
+        return TimestampType(unit=text)
 
     # queries
     @v_args(meta=True, inline=True)
@@ -481,6 +511,15 @@ class _ToAst(Transformer_NonRecursive):
     def str_lit(self, token):
         return ast.StrLit(_unquote(str(token)), pos=_pos(token))
 
+    def typed_lit(self, name, text):
+        if _name(name)[0].upper() != "TIMESTAMP":
+            raise QueryError(
+                f"unexpected string after '{name}': the only typed literal is "
+                "TIMESTAMP '2024-01-01 00:00:00'",
+                _pos(text),
+            )
+        return ast.TimestampLit(_unquote(str(text)), pos=_pos(name))
+
     def param_ref(self, token):
         text, quoted = _name(str(token)[1:])
         return ast.ParamRef(text, pos=_pos(token), quoted=quoted)
@@ -673,8 +712,8 @@ def _end_of(text: str) -> SourcePos:
 
 
 _STATEMENT_STARTS = {"QUERY", "SELECT", "CREATE"}
-_TYPE_TOKENS = {"UINT", "INT_KW", "BOOL", "BOOLEAN", "ENUM", "FLOAT32"}
-_TYPES = "UINT(n), INT(n), BOOL, ENUM('a', 'b', …) or FLOAT32"
+_TYPE_TOKENS = {"UINT", "INT_KW", "BOOL", "BOOLEAN", "ENUM", "FLOAT32", "IPV4", "TIMESTAMP"}
+_TYPES = "UINT(n), INT(n), BOOL, ENUM('a', 'b', …), FLOAT32, IPV4 or TIMESTAMP(unit)"
 # The clause keywords that say which part of a query an error is in.
 _CLAUSES = {
     "PATTERN",
