@@ -15,7 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.lang import predicates as P
-from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
+from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, Ipv4Type, UIntType
 from nfacep.nfa import Nfa
 
 from .layout import params_layout, tuple_layout
@@ -66,9 +66,11 @@ class PredicateDecoder(wiring.Component):
     Bit ``i`` of ``predicates`` is predicate ``nfa.predicates[i]`` (``p{i}`` in ``nfacep
     check``), evaluated on ``tuple`` exactly as :func:`nfacep.lang.evaluate.evaluate` does:
 
-    * integer arithmetic (``+``, ``-``) and comparisons are exact, whatever the widths and
-      signedness of the fields (no overflow, UINT and INT compared as mathematical integers);
-    * ENUM fields compare as label indices, BOOL fields as single bits;
+    * integer arithmetic (``+``, ``-``, ``*`` by a constant) and comparisons are exact,
+      whatever the widths and signedness of the fields (no overflow, UINT and INT compared as
+      mathematical integers);
+    * ENUM fields compare as label indices, BOOL fields as single bits; IPV4 fields as 32-bit
+      values, or against a network ``a.b.c.d/n`` on their n leading bits (a masked compare);
     * FLOAT32 comparisons follow IEEE 754 as numpy's float32 does: -0 equals +0, a NaN
       satisfies no ordered comparison and not ``=``, but satisfies ``<>``.
 
@@ -187,6 +189,8 @@ class _Builder:
             return self._compare(op, self._enum(left), self._enum(right))
         if kind == "bool":
             return self._bool_compare(op, left, right)
+        if kind == "ipv4":
+            return self._ipv4_compare(op, left, right)
         raise _Unsupported(f"unknown comparison domain '{kind}'")
 
     def _bool_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> Bit:
@@ -232,7 +236,35 @@ class _Builder:
                 return self.int(left) + self.int(right)
             case P.Arith("-", left, right):
                 return self.int(left) - self.int(right)
+            case P.Arith("*", left, right):
+                # Amaranth sizes a product to hold every value of its operands (the sum of
+                # their widths, signed if either is): exact, as every operator here
+                return self.int(left) * self.int(right)
         raise _Unsupported(f"not an integer expression: {P.render(e)}")
+
+    def _ipv4_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> Bit:
+        """``=``/``<>`` of IPv4 values; against a network constant, a masked compare: only
+        the address's leading ``prefix`` bits are compared (none: always in the network)."""
+        if op not in ("=", "<>"):
+            raise _Unsupported("IPV4 values compare only with = and <>")
+        a = self._ipv4(left)
+        if isinstance(right, P.Const) and right.prefix < 32:
+            if right.prefix == 0:
+                return op == "="
+            assert isinstance(a, Value), "the checker puts an IPV4 field left of a constant"
+            shift = 32 - right.prefix
+            return self._compare(op, a[shift:], int(right.value) >> shift)
+        return self._compare(op, a, self._ipv4(right))
+
+    def _ipv4(self, e: P.PExpr) -> Value | int:
+        match e:
+            case P.FieldRef(name, Ipv4Type()):
+                return self.view[name]
+            case P.Param(name, Ipv4Type()):
+                return self.params[name]
+            case P.Const(value, "ipv4"):
+                return int(value)
+        raise _Unsupported(f"not an IPV4 value: {P.render(e)}")
 
     def _enum(self, e: P.PExpr) -> Value | int:
         match e:

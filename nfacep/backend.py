@@ -75,7 +75,7 @@ def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
     stream of ``nfa``, with every ORDER BY field checked; DataError names the offending row."""
     data = reader.read(path, nfa.program.schema)
     for f in nfa.program.order_fields:
-        tuples_mod.check_order(data, f)
+        tuples_mod.check_order(data, f, ty=nfa.program.schema.field(f).type)
     return data
 
 
@@ -85,7 +85,9 @@ def read_pieces(path: str, nfa: Nfa, rows: int) -> Iterator[tuples_mod.Tuples]:
     before: dict[str, object] = {}
     for piece in reader.read_chunks(path, nfa.program.schema, rows):
         for f in nfa.program.order_fields:
-            tuples_mod.check_order(piece, f, before=before.get(f))
+            tuples_mod.check_order(
+                piece, f, before=before.get(f), ty=nfa.program.schema.field(f).type
+            )
             before[f] = piece.columns[f][-1]
         yield piece
 

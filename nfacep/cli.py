@@ -222,7 +222,9 @@ class Check(Command):
     def _print(self, nfa: Nfa) -> None:
         prog = nfa.program
         fields = ", ".join(
-            f"{f.name} {f.type}" + (f" TIME({f.unit})" if f.unit else "")
+            # a TIMESTAMP's unit is in its type already
+            f"{f.name} {f.type}"
+            + (f" TIME({f.unit})" if f.unit and f.unit not in str(f.type) else "")
             for f in prog.schema.fields
         )
         print(f"stream {prog.schema.name} ({fields})")

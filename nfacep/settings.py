@@ -24,8 +24,23 @@ from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .lang.predicates import column_of
-from .lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
-from .lang.values import decimal_to_float32
+from .lang.types import (
+    BoolType,
+    EnumType,
+    FieldType,
+    Float32Type,
+    IntType,
+    Ipv4Type,
+    TimestampType,
+    UIntType,
+)
+from .lang.values import (
+    decimal_to_float32,
+    format_ipv4,
+    format_timestamp,
+    parse_ipv4,
+    parse_timestamp,
+)
 
 if TYPE_CHECKING:  # numpy is loaded where values become columns, not for `nfacep check`
     import numpy as np
@@ -47,6 +62,8 @@ def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
     the label's index for ENUM), a float (FLOAT32, already rounded to single precision) or a
     bool. A :class:`UsageError` saying what was expected otherwise."""
     where = f"--param {name}={_shown(text)}"
+    if isinstance(ty, Ipv4Type | TimestampType):
+        return _parse_address_or_time(text, ty, name, where)
     if isinstance(ty, UIntType | IntType):
         if not _INTEGER.fullmatch(text) or len(text) > 40:
             raise UsageError(f"{where}: :{name} is {ty}: give an integer")
@@ -80,8 +97,25 @@ def parse_value(text: str, ty: FieldType, name: str) -> int | float | bool:
     raise TypeError(f"not a field type: {ty!r}")
 
 
+def _parse_address_or_time(text: str, ty: Ipv4Type | TimestampType, name: str, where: str) -> int:
+    """An IPV4 parameter's dotted quad, or a TIMESTAMP parameter's ISO 8601 time."""
+    if isinstance(ty, Ipv4Type):
+        address = parse_ipv4(text)
+        if address is None:
+            raise UsageError(f"{where}: :{name} is IPV4: give an address such as 10.1.2.3")
+        return address
+    try:
+        return parse_timestamp(text, ty.unit)
+    except ValueError as err:
+        raise UsageError(f"{where}: :{name} is {ty}: the time {err}") from None
+
+
 def _text(value, ty: FieldType) -> str | int | float | bool:
     """A value as the summary and the reports show it: the label for ENUM."""
+    if isinstance(ty, Ipv4Type):
+        return format_ipv4(value)
+    if isinstance(ty, TimestampType):
+        return format_timestamp(value, ty.unit)
     return ty.labels[value] if isinstance(ty, EnumType) else value
 
 

@@ -28,6 +28,11 @@ Predicates (the right-hand sides of DEFINE) are nested tuples too::
     ("cmpf", field, op, other_field)    field-to-field comparison
     ("between", field, lo, hi)
     ("in", field, (v, ...))
+    ("lin", ((c, field), ...), op, (d, other_field) | None, k)
+                                        c * field + ... op d * other_field + k, in exact integers
+                                        (``*`` by an integer constant, docs/language.md)
+    ("ipin", field, "a.b.c.d/n")        an IPV4 field (its dotted quad) in a network
+    ("cmpt", field, op, "ISO 8601")     a TIMESTAMP field against TIMESTAMP '…', as instants
     ("not", p) / ("and", p, q) / ("or", p, q)
 
 Each tuple of a sub-stream is encoded as one character whose code point carries the bit
@@ -44,7 +49,9 @@ long streams use it. The self-tests check the two against each other.
 
 from __future__ import annotations
 
+import datetime
 import functools
+import ipaddress
 import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -227,6 +234,15 @@ def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
         return _compare(_get(row, pred[1]), pred[2], _get(row, pred[3]))
     if kind == "cmpp":  # ("cmpp", field, op, parameter): the value in force at this row
         return _compare(_get(row, pred[1]), pred[2], _get(row, ":" + pred[3]))
+    if kind == "lin":
+        _, terms, op, other, k = pred
+        left = sum(c * _get(row, f) for c, f in terms)
+        right = k + (0 if other is None else other[0] * _get(row, other[1]))
+        return _compare(left, op, right)
+    if kind == "ipin":
+        return ipaddress.IPv4Address(_get(row, pred[1])) in ipaddress.IPv4Network(pred[2])
+    if kind == "cmpt":
+        return _compare(instant(_get(row, pred[1])), pred[2], instant(pred[3]))
     if kind == "between":
         return pred[2] <= _get(row, pred[1]) <= pred[3]
     if kind == "in":
@@ -275,9 +291,25 @@ def _compare(a: object, op: str, b: object) -> bool:
     raise ValueError(f"unknown comparison {op!r}")
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def instant(text: object) -> int:
+    """Nanoseconds since 1970-01-01 UTC of an ISO 8601 time (a time without a zone is UTC);
+    an integer stays as it is. Fractions finer than a microsecond are not used here."""
+    if not isinstance(text, str):
+        return int(text)  # type: ignore[call-overload]
+    t = datetime.datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.UTC)
+    return (t - _EPOCH) // datetime.timedelta(microseconds=1) * 1000
+
+
 def _literal(v: object) -> str:
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
     return str(v)
 
 
@@ -291,6 +323,18 @@ def render_pred(pred: tuple, qualifier: str | None = None) -> str:
         return f"{q}{pred[1]} {pred[2]} {q}{pred[3]}"
     if kind == "cmpp":
         return f"{q}{pred[1]} {pred[2]} :{pred[3]}"
+    if kind == "lin":
+        _, terms, op, other, k = pred
+        # a constant written before its field on odd terms, after it on even ones: both orders
+        left = " + ".join(
+            f"{c} * {q}{f}" if i % 2 else f"{q}{f} * {c}" for i, (c, f) in enumerate(terms)
+        )
+        right = str(k) if other is None else f"({other[0]}) * {q}{other[1]} + {k}"
+        return f"{left} {op} {right}"
+    if kind == "ipin":
+        return f"{q}{pred[1]} IN '{pred[2]}'"
+    if kind == "cmpt":
+        return f"{q}{pred[1]} {pred[2]} TIMESTAMP '{pred[3]}'"
     if kind == "between":
         return f"{q}{pred[1]} BETWEEN {pred[2]} AND {pred[3]}"
     if kind == "in":
@@ -315,7 +359,8 @@ class Query:
     pattern: tuple
     defines: tuple[tuple[str, tuple], ...] = ()
     skip: bool = False  # AFTER MATCH SKIP PAST LAST ROW
-    window: int | None = None  # WITHIN window: ts(end) - ts(start) < window, ts the ORDER BY
+    # WITHIN window: ts(end) - ts(start) < window, ts the ORDER BY (ISO 8601 text: in ns)
+    window: int | None = None
     order: str | None = None  # the ORDER BY field
     start: bool = False  # MEASURES FIRST(seq) AS start_seq: report where each match begins
 
@@ -795,7 +840,8 @@ def run(
             starts = memo[k]
             if q.window is not None:
                 order = name_key(q.order)
-                starts = within(starts, [_by_key(rows[n])[order] for n in seqs], q.window)
+                times = [instant(_by_key(rows[n])[order]) for n in seqs]
+                starts = within(starts, times, q.window)
             found = skip_past_last_row(starts) if q.skip else every_end(starts)
             name = name_text(q.name)
             if not any(q.start for q in queries):

@@ -96,7 +96,7 @@ _FLIP = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}
 class PredicateConverter:
     """Typed DEFINE predicates (:mod:`nfacep.lang.predicates`) to the oracle's nested tuples.
 
-    The oracle compares a field with a literal or with another field. An integer ``+``/``-``
+    The oracle compares a field with a literal or with another field. An integer ``+``/``-``/``*``
     operand (``open - 20``) has no such form, so it becomes a derived column named by its
     text in brackets (``[open - 20]``), which :func:`oracle_rows` computes per row with exact
     Python integers; the comparison itself is the oracle's. ENUM constants are compared as
@@ -181,7 +181,7 @@ def _arith(e: PExpr, row: dict) -> int:
             return -_arith(operand, row)
         case Arith(op, left, right):
             a, b = _arith(left, row), _arith(right, row)
-            return a + b if op == "+" else a - b
+            return {"+": a + b, "-": a - b, "*": a * b}[op]
     raise TypeError(e)
 
 

@@ -399,7 +399,16 @@ def test_file_too_large(tmp_path, capsys):
         ),
         (S + "QUERY q PATTERN (A) DEFINE A AS COUNT(A.*) > 1", 2, 33, "COUNT() is not supported"),
         (S + "QUERY q PATTERN (A) DEFINE A AS x IS NULL", 2, 35, "IS (NULL, TRUE, …) is not"),
-        (S + "QUERY q PATTERN (A) DEFINE A AS x * 2 > 1", 2, 35, "'*' is not an operator"),
+        (S + "QUERY q PATTERN (A) DEFINE A AS x * x > 1", 2, 35, "'*' multiplies by an integer"),
+        (S + "QUERY q PATTERN (A) DEFINE A AS x / 2 > 1", 2, 35, "'/' is not supported"),
+        (S + "QUERY q PATTERN (A) DEFINE A AS 2 % x > 1", 2, 35, "'%' is not supported"),
+        (S + "QUERY q PATTERN (A) DEFINE A AS x * :k > 1", 2, 37, "parameter :k must be"),
+        (
+            S + "QUERY q PATTERN (A) DEFINE A AS x * 2 * " + "9" * 38 + " > 1",
+            2,
+            39,
+            "beyond 128-bit integers",
+        ),
         (S + "QUERY q PATTERN (A) WITHIN 5", 2, 21, "WITHIN needs ORDER BY"),
     ],
 )

@@ -35,6 +35,7 @@ from oracle import (
     Query,
     alt,
     char_class,
+    eval_pred,
     every_end,
     group,
     match_positions,
@@ -44,6 +45,7 @@ from oracle import (
     pattern_vars,
     permute,
     render_pattern,
+    render_pred,
     render_query,
     rep,
     run,
@@ -954,3 +956,226 @@ def test_match_with_parameter_switches(tmp_path, partitioned, data):
     assert got.matches == want.matches, context
     if used:
         assert got.summary["runtime_parameters"]["initial"] == initial
+
+
+# --------------------------------------------------------------------------------------------
+# `*` by an integer constant, exact on the widest fields
+
+MUL_STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, u UINT(64), i INT(64));\n"
+MUL_FIELDS = (*FIELDS, "u", "i")
+_U64, _I64 = (0, (1 << 64) - 1), (-(1 << 63), (1 << 63) - 1)
+
+
+def _wide(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """Values of a 64-bit field, often at its ends, where a product overflows 64 bits."""
+    ends = [lo, lo + 1, hi - 1, hi, 0, 1, -1 if lo < 0 else 2]
+    return st.one_of(st.sampled_from(ends), st.integers(lo, hi), st.integers(-20, 20).map(abs))
+
+
+_FACTORS = st.one_of(
+    st.integers(-12, 12), st.sampled_from([1 << 32, -(1 << 40), 1 << 62, -(1 << 62)])
+)
+
+
+@st.composite
+def products(draw) -> tuple:
+    """``c * field + … op d * other + k`` over u, i and k."""
+    terms = tuple(
+        (draw(_FACTORS), draw(st.sampled_from(["u", "i", "k"])))
+        for _ in range(draw(st.integers(1, 2)))
+    )
+    other = draw(st.none() | st.tuples(_FACTORS, st.sampled_from(["u", "i"])))
+    op = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
+    return ("lin", terms, op, other, draw(st.integers(-(1 << 70), 1 << 70)))
+
+
+def test_oracle_products_by_hand():
+    row = {"u": (1 << 64) - 1, "i": -(1 << 63), "k": 3}
+    assert eval_pred(("lin", ((10, "u"),), ">", (11, "i"), 0), row)
+    assert eval_pred(("lin", ((2, "u"), (-1, "u")), "=", None, (1 << 64) - 1), row)
+    assert not eval_pred(("lin", ((-3, "k"),), ">=", (1, "k"), -11), row)
+    assert render_pred(("lin", ((2, "u"), (-3, "k")), "<", (-4, "i"), -5)) == (
+        "u * 2 + -3 * k < (-4) * i + -5"
+    )
+
+
+@pytest.mark.slow
+@cli_settings(80)
+@given(partitioned=st.booleans(), data=st.data())
+def test_match_products_random(tmp_path, partitioned, data):
+    """DEFINEs with ``*`` by constants (both orders, negative, up to 2**63) on UINT(64) and
+    INT(64) fields whose values sit at their ends: ``nfacep match`` is exact, as the oracle's
+    Python integers are."""
+    qs, parts = [], [MUL_STREAM]
+    for i in range(data.draw(st.integers(1, 2), label="queries")):
+        q = data.draw(queries(f"q{i}"))
+        defines = tuple(
+            (v, data.draw(st.sampled_from([p, data.draw(products())]))) for v, p in q.defines
+        )
+        q = Query(q.name, q.pattern, defines, q.skip)
+        qs.append(q)
+        form = data.draw(st.sampled_from(["sql", "concise"]))
+        parts.append(render_query(q, "s", "k" if partitioned else None, form))
+    text = "".join(parts)
+    rows = data.draw(streams(max_len=20, keys=3), label="rows")
+    rows = [dict(r, u=data.draw(_wide(*_U64)), i=data.draw(_wide(*_I64))) for r in rows]
+    check_against_oracle(tmp_path, qs, text, rows, partitioned, fields=MUL_FIELDS)
+
+
+# --------------------------------------------------------------------------------------------
+# IPV4 and TIMESTAMP fields
+
+IP_STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, src IPV4, dst IPV4);\n"
+IP_FIELDS = (*FIELDS, "src", "dst")
+ADDRESSES = (
+    "10.0.0.1",
+    "10.1.2.3",
+    "10.255.255.255",
+    "11.0.0.0",
+    "192.168.1.1",
+    "192.168.1.200",
+    "0.0.0.0",
+    "255.255.255.255",
+)
+NETWORKS = (
+    "10.0.0.0/8",
+    "10.0.0.0/7",
+    "192.168.1.0/24",
+    "192.168.1.128/25",
+    "0.0.0.0/0",
+    "10.1.2.3/32",
+    "255.255.255.254/31",
+)
+
+
+@st.composite
+def ip_predicates(draw) -> tuple:
+    kind = draw(st.sampled_from(["in_net", "not_in_net", "eq", "field", "list"]))
+    f = draw(st.sampled_from(["src", "dst"]))
+    if kind in ("in_net", "not_in_net"):
+        pred = ("ipin", f, draw(st.sampled_from(NETWORKS)))
+        return pred if kind == "in_net" else ("not", pred)
+    if kind == "eq":
+        return ("cmp", f, draw(st.sampled_from(["=", "<>"])), draw(st.sampled_from(ADDRESSES)))
+    if kind == "field":
+        return ("cmpf", "src", draw(st.sampled_from(["=", "<>", "!="])), "dst")
+    return ("in", f, tuple(draw(st.lists(st.sampled_from(ADDRESSES), min_size=1, max_size=3))))
+
+
+def test_oracle_ipv4_by_hand():
+    row = {"src": "10.1.2.3", "dst": "192.168.1.200"}
+    assert eval_pred(("ipin", "src", "10.0.0.0/8"), row)
+    assert not eval_pred(("ipin", "dst", "192.168.1.0/25"), row)
+    assert eval_pred(("ipin", "dst", "192.168.1.128/25"), row)
+    assert render_pred(("ipin", "src", "10.0.0.0/8")) == "src IN '10.0.0.0/8'"
+    assert render_pred(("cmp", "src", "=", "10.1.2.3")) == "src = '10.1.2.3'"
+
+
+@pytest.mark.slow
+@cli_settings(60)
+@given(by=st.sampled_from([None, "k", "src"]), data=st.data())
+def test_match_ipv4_random(tmp_path, by, data):
+    """IPV4 fields against addresses, networks (IN 'a.b.c.d/n'), lists and each other,
+    partitioned by nothing, an integer or an IPV4 field (written back as a dotted quad)."""
+    qs, parts = [], [IP_STREAM]
+    for i in range(data.draw(st.integers(1, 2), label="queries")):
+        q = data.draw(queries(f"q{i}"))
+        defines = tuple((v, data.draw(ip_predicates())) for v, _ in q.defines)
+        q = Query(q.name, q.pattern, defines, q.skip)
+        qs.append(q)
+        parts.append(render_query(q, "s", by, data.draw(st.sampled_from(["sql", "concise"]))))
+    text = "".join(parts)
+    rows = data.draw(streams(max_len=25, keys=3), label="rows")
+    address = st.sampled_from(ADDRESSES)
+    rows = [dict(r, src=data.draw(address), dst=data.draw(address)) for r in rows]
+    want = run(qs, rows, by)
+    got = nfacep_match(tmp_path, text, rows, fields=IP_FIELDS)
+    context = f"\n--- query file\n{text}--- rows {rows}"
+    assert got.rc == 0, context
+    assert got.matches == want.matches, context
+
+
+TS_UNITS = {"SECOND": 10**9, "MILLISECOND": 10**6, "MICROSECOND": 10**3}
+_BASE_NS = 1_704_067_200 * 10**9  # 2024-01-01T00:00:00Z
+
+
+def spell_time(ns: int, digits: int, draw) -> str:
+    """An ISO 8601 spelling of the instant ``ns`` (whole microseconds): ``T`` or a space,
+    ``Z``, an offset or nothing (UTC), the fraction to ``digits`` digits or fewer when its
+    trailing digits are zeros."""
+    import datetime
+
+    offset = draw(st.sampled_from([None, 0, 60, -330]))  # minutes
+    zone = datetime.timezone(datetime.timedelta(minutes=offset or 0))
+    t = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(
+        microseconds=ns // 1000
+    )
+    t = t.astimezone(zone)
+    text = t.strftime("%Y-%m-%d") + draw(st.sampled_from(["T", " "])) + t.strftime("%H:%M:%S")
+    fraction = f"{t.microsecond:06d}"[:digits]
+    if fraction.strip("0") or (digits and draw(st.booleans())):
+        text += "." + fraction
+    if offset is None:
+        return text
+    return text + (
+        "Z"
+        if offset == 0 and draw(st.booleans())
+        else t.strftime("%z")[:3] + ":" + t.strftime("%z")[3:]
+    )
+
+
+@pytest.mark.slow
+@cli_settings(60)
+@given(partitioned=st.booleans(), unit=st.sampled_from(sorted(TS_UNITS)), data=st.data())
+def test_match_timestamps_random(tmp_path, partitioned, unit, data):
+    """A TIMESTAMP(unit) field written in every ISO 8601 spelling (T or space, Z, offsets,
+    none), ORDER BY it, WITHIN INTERVAL 'n' SECOND or MILLISECOND, and DEFINEs against
+    TIMESTAMP literals."""
+    per = TS_UNITS[unit]
+    digits = {10**9: 0, 10**6: 3, 10**3: 6}[per]
+    stream = f"CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, ts TIMESTAMP({unit}));\n"
+    rows = data.draw(streams(max_len=25, keys=3), label="rows")
+    ns, times = _BASE_NS, []
+    for _ in rows:
+        ns += data.draw(st.sampled_from([0, 1, 2, 5, 20])) * per * (1 if per == 10**9 else 100)
+        times.append(ns)
+    rows = [dict(r, ts=spell_time(t, digits, data.draw)) for r, t in zip(rows, times, strict=True)]
+    qs, parts = [], [stream]
+    for i in range(data.draw(st.integers(1, 2), label="queries")):
+        q = data.draw(queries(f"t{i}"))
+        span = _BASE_NS + data.draw(st.integers(0, 60)) * per * (1 if per == 10**9 else 100)
+        defines = tuple(
+            (
+                v,
+                data.draw(
+                    st.sampled_from(
+                        [
+                            p,
+                            (
+                                "cmpt",
+                                "ts",
+                                data.draw(st.sampled_from(["<", ">=", "="])),
+                                spell_time(span, digits, data.draw),
+                            ),
+                        ]
+                    )
+                ),
+            )
+            for v, p in q.defines
+        )
+        seconds = data.draw(st.sampled_from([None, 1, 3, 10]))
+        window = None if seconds is None else seconds * 10**9
+        q = Query(q.name, q.pattern, defines, q.skip, window, "ts")
+        qs.append(q)
+        text = render_query(
+            q, "s", "k" if partitioned else None, data.draw(st.sampled_from(["sql", "concise"]))
+        )
+        if window is not None:
+            text = text.replace(f" WITHIN {window}", f" WITHIN INTERVAL '{seconds}' SECOND")
+        parts.append(text)
+    text = "".join(parts)
+    want = run(qs, rows, "k" if partitioned else None)
+    got = nfacep_match(tmp_path, text, rows, fields=(*FIELDS, "ts"))
+    context = f"\n--- query file\n{text}--- rows {rows}"
+    assert got.rc == 0, context
+    assert got.matches == want.matches, context

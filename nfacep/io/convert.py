@@ -9,8 +9,25 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import DataError
-from ..lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
-from ..lang.values import fix_float32_rounding
+from ..lang.types import (
+    BoolType,
+    EnumType,
+    FieldType,
+    Float32Type,
+    IntType,
+    Ipv4Type,
+    TimestampType,
+    UIntType,
+)
+from ..lang.values import (
+    IPV4_TEXT,
+    TIMESTAMP_TEXT,
+    TIMESTAMP_UNITS,
+    days_from_civil,
+    days_in_month,
+    fix_float32_rounding,
+    parse_timestamp,
+)
 from ..schema import Schema
 from .tuples import EXCERPT, Location, Tuples, excerpt, where_row
 
@@ -83,6 +100,14 @@ def _number(text: str) -> str:
 
 
 def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
+    if isinstance(ty, Ipv4Type):
+        return _ipv4_from_strings(col, name, source)
+    if isinstance(ty, TimestampType):
+        return _timestamps_from_strings(col, ty, name, source)
+    return _from_text(col, ty, name, source)
+
+
+def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
     if isinstance(ty, UIntType | IntType):
         ok = pc.match_substring_regex(col, _INT_RE).to_numpy(zero_copy_only=False)
         row = first_invalid(ok)
@@ -186,8 +211,101 @@ def _first_out_of_range(texts: list[str], ty) -> int | None:
     return None
 
 
+def _ipv4_from_strings(col: pa.Array, name: str, source: str | Location) -> np.ndarray:
+    """Dotted quads (blanks around them ignored, as around numbers) as 32-bit values."""
+    plain = pc.utf8_trim_whitespace(col)
+    ok = pc.match_substring_regex(plain, f"^{IPV4_TEXT}$").to_numpy(zero_copy_only=False)
+    row = first_invalid(ok)
+    if row is not None:
+        raise DataError(
+            f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not an IPv4 "
+            "address (IPV4: four decimal octets 0..255 without leading zeros, as 10.1.2.3)"
+        )
+    octets = pc.cast(pc.list_flatten(pc.split_pattern(plain, ".")), pa.uint64()).to_numpy()
+    octets = octets.reshape(-1, 4)
+    out = np.zeros(len(col), dtype=np.uint64)
+    for i in range(4):
+        out |= octets[:, i] << np.uint64(24 - 8 * i)
+    return out
+
+
+def _timestamps_from_strings(
+    col: pa.Array, ty: TimestampType, name: str, source: str | Location
+) -> np.ndarray:
+    """ISO 8601 text (blanks around it ignored) as counts of the field's unit, in UTC: computed
+    column-wise; a row that fails there (not ISO 8601, not a day, finer than the unit, at the
+    ends of the range) is read alone by :func:`nfacep.lang.values.parse_timestamp`, which
+    either gives its exact value or says what is wrong with it."""
+    plain = pc.utf8_trim_whitespace(col)
+    found = pc.extract_regex(plain, f"^{TIMESTAMP_TEXT}$")
+    n = len(col)
+
+    def part(key: str) -> np.ndarray:
+        text = pc.if_else(pc.equal(found.field(key), ""), "0", found.field(key))
+        return pc.cast(pc.fill_null(text, "0"), pa.int64()).to_numpy()
+
+    year, month, day = part("year"), part("month"), part("day")
+    hour, minute, second = part("hour"), part("minute"), part("second")
+    zh, zm = part("zh"), part("zm")
+    fraction = pc.fill_null(pc.utf8_rpad(found.field("fraction"), width=9, padding="0"), "0")
+    nanos = pc.cast(fraction, pa.int64()).to_numpy()
+    minus = pc.fill_null(pc.equal(found.field("sign"), "-"), False)
+    sign = np.where(minus.to_numpy(zero_copy_only=False), -1, 1)
+    per = TIMESTAMP_UNITS[ty.unit]
+    ok = (
+        pc.is_valid(found).to_numpy(zero_copy_only=False)
+        & (month >= 1) & (month <= 12) & (day >= 1)
+        & (day <= days_in_month(year, np.clip(month, 1, 12)))
+        & (hour <= 23) & (minute <= 59) & (second <= 59) & (zh <= 23) & (zm <= 59)
+        & (nanos % per == 0)
+    )  # fmt: skip
+    seconds = days_from_civil(year, np.clip(month, 1, 12), day) * 86400
+    seconds += hour * 3600 + minute * 60 + second - sign * (zh * 3600 + zm * 60)
+    scale = 10**9 // per
+    bound = (1 << 63) // scale - 1
+    ok &= (seconds > -bound) & (seconds < bound)  # the product below cannot overflow
+    values = np.where(ok, seconds, 0) * scale + nanos // per
+    texts = None
+    for row in np.flatnonzero(~ok)[:n].tolist():
+        texts = texts if texts is not None else plain.to_pylist()
+        try:
+            values[row] = parse_timestamp(texts[row], ty.unit)
+        except ValueError as err:
+            raise DataError(
+                f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} {err}"
+            ) from None
+    return values
+
+
+#: nanoseconds in a unit of an Arrow timestamp
+_ARROW_UNITS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def _from_timestamps(col: pa.Array, ty: TimestampType, name: str, source) -> np.ndarray:
+    """An Arrow (Parquet) timestamp column, of any unit, as counts of the field's unit: exact
+    or an error naming the first row that is finer than the unit or beyond its range."""
+    have, want = _ARROW_UNITS[col.type.unit], TIMESTAMP_UNITS[ty.unit]
+    values = col.cast(pa.int64()).to_numpy()
+    if have >= want:  # coarser or the same: multiply, within range
+        factor = have // want
+        ok = np.abs(values) <= ((1 << 63) - 1) // factor
+        why = f"is beyond the range of {ty} (a signed 64-bit count of {ty.unit.lower()}s)"
+        out = np.where(ok, values, 0) * factor
+    else:
+        factor = want // have
+        ok = values % factor == 0
+        why = f"is finer than a {ty.unit.lower()}, the unit of {ty}"
+        out = values // factor
+    row = first_invalid(ok)
+    if row is not None:
+        raise DataError(f"{where_row(source, row, name)}: {col[row].as_py()} {why}")
+    return out
+
+
 def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
     t = col.type
+    if isinstance(ty, TimestampType) and pa.types.is_timestamp(t):
+        return _from_timestamps(col, ty, name, source)
     if isinstance(ty, UIntType | IntType) and pa.types.is_integer(t):
         values = col.to_numpy()
         info = np.iinfo(values.dtype)

@@ -2,7 +2,8 @@
 read (:class:`Location`, :class:`Origin`), the ORDER BY check and how a value is written.
 
 Columns are: UINT → uint64, INT → int64, BOOL → bool, ENUM → int64 label index, FLOAT32 →
-float32. The readers that make them from files are in :mod:`nfacep.io.reader`. This module
+float32, IPV4 → uint64 (the 32-bit address), TIMESTAMP → int64 (the count of its unit). The
+readers that make them from files are in :mod:`nfacep.io.reader`. This module
 does not import pyarrow.
 """
 
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataError
-from ..lang.types import BoolType, EnumType, FieldType, Float32Type
+from ..lang.types import BoolType, EnumType, FieldType, Float32Type, Ipv4Type, TimestampType
+from ..lang.values import format_ipv4, format_timestamp
 
 __all__ = [
     "EXCERPT",
@@ -114,16 +116,21 @@ def excerpt(value) -> str:
     return repr(value[:EXCERPT]) + f"… ({len(value)} characters)"
 
 
-def check_order(tuples: Tuples, field: str, before=None) -> None:
+def check_order(tuples: Tuples, field: str, before=None, ty: FieldType | None = None) -> None:
     """ORDER BY: the field must be non-decreasing in file order. ``before``: the value of the
-    tuple just before these (the previous piece's last), None for none."""
+    tuple just before these (the previous piece's last), None for none; ``ty``: the field's
+    type, to write values in messages as files do (TIMESTAMP as ISO 8601)."""
     values = tuples.columns[field]
+
+    def shown(value) -> str:
+        return str(value) if ty is None else format_value(value, ty)
+
     if values.dtype == np.float32 and np.isnan(values).any():
         row = int(np.flatnonzero(np.isnan(values))[0])
         raise DataError(f"{tuples.where(row, field)}: NaN in the ORDER BY field")
     if before is not None and len(values) and values[0] < before:
         raise DataError(
-            f"{tuples.where(0, field)}: {values[0]} is less than {before} on the "
+            f"{tuples.where(0, field)}: {shown(values[0])} is less than {shown(before)} on the "
             f"row before; ORDER BY {field} needs the file in non-decreasing order"
         )
     if len(values) < 2:
@@ -132,8 +139,8 @@ def check_order(tuples: Tuples, field: str, before=None) -> None:
     if len(drops):
         row = int(drops[0]) + 1
         raise DataError(
-            f"{tuples.where(row, field)}: {values[row]} is less than "
-            f"{values[row - 1]} on the row before; ORDER BY {field} needs the file "
+            f"{tuples.where(row, field)}: {shown(values[row])} is less than "
+            f"{shown(values[row - 1])} on the row before; ORDER BY {field} needs the file "
             "in non-decreasing order"
         )
 
@@ -146,4 +153,8 @@ def format_value(value, ty: FieldType) -> str:
         return "true" if value else "false"
     if isinstance(ty, Float32Type):
         return str(np.float32(value))
+    if isinstance(ty, Ipv4Type):
+        return format_ipv4(int(value))
+    if isinstance(ty, TimestampType):
+        return format_timestamp(int(value), ty.unit)
     return str(int(value))

@@ -166,6 +166,15 @@ class StrLit:
 
 
 @dataclass(frozen=True)
+class TimestampLit:
+    """``TIMESTAMP '2024-01-01 00:00:00'``: ISO 8601 text, converted to the unit of the
+    TIMESTAMP field it is compared with."""
+
+    text: str
+    pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class BoolLit:
     value: bool
     pos: SourcePos | None = field(default=None, compare=False, repr=False)
@@ -199,7 +208,7 @@ class Neg:
 
 @dataclass(frozen=True)
 class BinOp:
-    """Integer ``+`` or ``-``."""
+    """Integer ``+``, ``-`` or ``*`` (``/`` and ``%`` are parsed to be refused by name)."""
 
     op: str
     left: Expr
@@ -262,6 +271,7 @@ Expr = (
     IntLit
     | DecLit
     | StrLit
+    | TimestampLit
     | BoolLit
     | ParamRef
     | Column

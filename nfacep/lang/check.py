@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import re
 from fractions import Fraction
 
@@ -24,9 +25,19 @@ from ..schema import CheckedQuery, Measure, Program, Schema
 from . import ast
 from . import predicates as P
 from .measures import check_measures
-from .types import TIME_UNITS, BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .types import (
+    TIME_UNITS,
+    BoolType,
+    EnumType,
+    FieldType,
+    Float32Type,
+    IntType,
+    Ipv4Type,
+    TimestampType,
+    UIntType,
+)
 from .unsupported import call_error
-from .values import decimal_to_float32
+from .values import decimal_to_float32, parse_network, parse_timestamp
 
 __all__ = ["check"]
 
@@ -239,7 +250,7 @@ class _Checker:
             if len(q.order) > 1:
                 raise QueryError("ORDER BY more than one field is not supported", q.order[1].pos)
             f = self._field(q.order[0], schema)
-            if isinstance(f.type, EnumType | BoolType):
+            if isinstance(f.type, EnumType | BoolType | Ipv4Type):
                 raise QueryError(
                     f"cannot ORDER BY {f.type} field '{f.name}': use a "
                     "numeric time or sequence field",
@@ -442,7 +453,9 @@ class _Checker:
             case ast.InList(operand, items, negated):
                 anyof = P.Or(
                     tuple(
-                        self._compare(ast.Compare("=", operand, i, pos=i.pos), schema, var)
+                        self._compare(
+                            ast.Compare("=", operand, i, pos=i.pos), schema, var, member=True
+                        )
                         for i in items
                     )
                 )
@@ -472,14 +485,16 @@ class _Checker:
                 return "declit", e
             case ast.StrLit():
                 return "strlit", e
+            case ast.TimestampLit():
+                return "tslit", e
             case ast.BoolLit(value):
                 return "bool", P.Const(value, "bool")
             case ast.ParamRef():
                 return "param", e
             case ast.Neg(operand):
                 return self._negated(e, operand, schema, var)
-            case ast.BinOp(op, left, right):
-                return self._arith(op, left, right, schema, var)
+            case ast.BinOp():
+                return self._arith(e, schema, var)
             case ast.Call():
                 raise _reject_call(e)
             case _:
@@ -499,8 +514,16 @@ class _Checker:
             raise QueryError(f"unary minus needs an integer operand, not {kind}", e.pos)
         return "int", P.Arith("neg", inner)
 
-    def _arith(self, op: str, left: ast.Expr, right: ast.Expr, schema: Schema, var: str):
-        """Type ``+``/``-``: integers only; two literals fold to one."""
+    def _arith(self, e: ast.BinOp, schema: Schema, var: str):
+        """Type ``+``/``-``/``*``: integers only, ``*`` by an integer constant; literals fold."""
+        op, left, right = e.op, e.left, e.right
+        if op not in ("+", "-", "*"):
+            raise QueryError(
+                f"'{op}' is not supported: integer division and remainder are not exact; "
+                "conditions use +, - and * by an integer constant (write x / 3 > y as "
+                "x > y * 3 + 2)",
+                e.pos,
+            )
         lk, lv = self._operand(left, schema, var)
         rk, rv = self._operand(right, schema, var)
         for k, side in ((lk, left), (rk, right)):
@@ -513,16 +536,36 @@ class _Checker:
                     side.pos,
                 )
         if lk == rk == "intlit":
-            value = lv.value + rv.value if op == "+" else lv.value - rv.value
+            value = {"+": operator.add, "-": operator.sub, "*": operator.mul}[op](
+                lv.value, rv.value
+            )
             return "intlit", P.Const(value, "int")
-        return "int", P.Arith(op, lv, rv)
+        if op == "*":
+            if lk == rk == "int":
+                raise QueryError(
+                    "'*' multiplies by an integer constant only: a product of two fields "
+                    "needs a multiplier in the gateware (write the constant as a literal)",
+                    e.pos,
+                )
+            if lk == "intlit":  # c * e is e * c: one decoder bit for both spellings
+                lv, rv = rv, lv
+        node = P.Arith(op, lv, rv)
+        lo, hi = node.range
+        if not -(1 << (P.WIDEST - 1)) <= min(lo, hi) <= max(lo, hi) < 1 << (P.WIDEST - 1):
+            raise QueryError(
+                f"'{P.render(node)}' ranges over {lo}..{hi}, beyond {P.WIDEST}-bit integers: "
+                f"intermediate values must fit INT({P.WIDEST})",
+                e.pos,
+            )
+        return "int", node
 
-    def _compare(self, c: ast.Compare, schema: Schema, var: str) -> P.PExpr:
+    def _compare(self, c: ast.Compare, schema: Schema, var: str, member: bool = False) -> P.PExpr:
+        """A comparison; ``member``: an item of ``IN (…)``, where an IPv4 network may stand."""
         lk, lv = self._operand(c.left, schema, var)
         rk, rv = self._operand(c.right, schema, var)
         op = c.op
         # put a lone constant on the right, so `5 < x` and `x > 5` share a decoder bit
-        constants = ("intlit", "declit", "strlit", "param")
+        constants = ("intlit", "declit", "strlit", "param", "tslit")
         if lk in constants and rk not in constants:
             lk, lv, rk, rv, _lside, rside = rk, rv, lk, lv, c.right, c.left
             op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
@@ -530,8 +573,13 @@ class _Checker:
             _lside, rside = c.left, c.right
         if rk == "param" or lk == "param":
             return self._param_compare(op, lk, lv, rk, rv, c)
+        if "ipv4" in (lk, rk):
+            return _ipv4_compare(op, lk, lv, rk, rv, c, rside, member)
+        if rk == "tslit":
+            rk, rv = "intlit", _timestamp_const(lk, lv, rv, c)
         kinds = {lk, rk}
         if kinds <= {"int", "intlit"}:
+            _same_units(lv, rv, c)
             if lk == rk == "intlit":
                 from .evaluate import evaluate  # numpy, only for a comparison of constants
 
@@ -543,24 +591,8 @@ class _Checker:
                 text = rv.text if rk == "declit" else str(rv.value)
                 rv = P.Const(self._float32(text, rside), "float")
             return P.Cmp(op, lv, rv, "float")
-        if lk == "enum":
-            if op not in ("=", "<>"):
-                raise QueryError(
-                    f"ENUM field '{lv.name}' can only be compared with = or <> "
-                    "(labels have no order)",
-                    c.pos,
-                )
-            enum = lv.type
-            if rk == "strlit":
-                if rv.value not in enum.labels:
-                    raise QueryError(
-                        f"'{rv.value}' is not a label of field '{lv.name}' "
-                        f"{enum}" + _suggest_label(rv.value, enum.labels),
-                        rside.pos,
-                    )
-                return P.Cmp(op, lv, P.Const(enum.labels.index(rv.value), "enum", enum), "enum")
-            if rk == "enum" and rv.type == enum:
-                return P.Cmp(op, lv, rv, "enum")
+        if lk == "enum" and (found := _enum_compare(op, lv, rk, rv, c, rside)) is not None:
+            return found
         if lk == "bool" and rk == "bool":
             if op not in ("=", "<>"):
                 raise QueryError("BOOL values can only be compared with = or <>", c.pos)
@@ -585,7 +617,7 @@ class _Checker:
                 rv.pos,
             )
         kind = P.field_kind(ty)
-        if kind in ("enum", "bool") and op not in ("=", "<>"):
+        if kind in ("enum", "bool", "ipv4") and op not in ("=", "<>"):
             raise QueryError(f"{ty} field '{lv.name}' can only be compared with = or <>", c.pos)
         return P.Cmp(op, lv, P.Param(earlier[2], ty), kind)
 
@@ -652,7 +684,94 @@ def _kind_text(kind: str, value=None) -> str:
         "int": "an integer expression",
         "float": "a FLOAT32 value",
         "enum": "an ENUM value",
+        "ipv4": "an IPV4 value",
+        "tslit": "a TIMESTAMP literal",
     }.get(kind, kind)
+
+
+def _enum_compare(op: str, lv, rk: str, rv, c: ast.Compare, rside) -> P.PExpr | None:
+    """An ENUM field compared with a label or a field of its type (None: with neither)."""
+    if op not in ("=", "<>"):
+        raise QueryError(
+            f"ENUM field '{lv.name}' can only be compared with = or <> (labels have no order)",
+            c.pos,
+        )
+    enum = lv.type
+    if rk == "strlit":
+        if rv.value not in enum.labels:
+            raise QueryError(
+                f"'{rv.value}' is not a label of field '{lv.name}' "
+                f"{enum}" + _suggest_label(rv.value, enum.labels),
+                rside.pos,
+            )
+        return P.Cmp(op, lv, P.Const(enum.labels.index(rv.value), "enum", enum), "enum")
+    if rk == "enum" and rv.type == enum:
+        return P.Cmp(op, lv, rv, "enum")
+    return None
+
+
+def _ipv4_compare(op: str, lk: str, lv, rk: str, rv, c: ast.Compare, rside, member: bool):
+    """An IPV4 field compared with another, with an address, or (in ``IN``) a network."""
+    if op not in ("=", "<>", "!="):
+        raise QueryError(
+            "IPV4 addresses compare only with = and <>, and with a network by IN "
+            "'a.b.c.d/n': they have no order here",
+            c.pos,
+        )
+    if lk == rk == "ipv4":
+        return P.Cmp(op, lv, rv, "ipv4")
+    if lk == "ipv4" and rk == "strlit":
+        try:
+            value, prefix = parse_network(rv.value)
+        except ValueError as err:
+            raise QueryError(f"'{_short(rv.value)}' {err}", rside.pos) from None
+        if prefix < 32 and not member:
+            raise QueryError(
+                f"'{rv.value}' is a network: test whether an address is in it with "
+                f"{lv.name} IN '{rv.value}'",
+                rside.pos,
+            )
+        return P.Cmp(op, lv, P.Const(value, "ipv4", prefix=prefix), "ipv4")
+    raise QueryError(f"cannot compare {_kind_text(lk, lv)} with {_kind_text(rk, rv)}", c.pos)
+
+
+def _units(e) -> set[str]:
+    """The units of the TIMESTAMP fields an integer expression reads."""
+    return {
+        n.type.unit
+        for n in P.nodes(e)
+        if isinstance(n, P.FieldRef) and isinstance(n.type, TimestampType)
+    }
+
+
+def _timestamp_const(lk: str, lv, lit: ast.TimestampLit, c: ast.Compare) -> P.Const:
+    """A TIMESTAMP literal as a count of the unit of the TIMESTAMP fields it is compared with."""
+    units = _units(lv) if lk == "int" else set()
+    if len(units) != 1:
+        raise QueryError(
+            f"TIMESTAMP '{_short(lit.text)}' must be compared with a TIMESTAMP field (or an "
+            "expression over TIMESTAMP fields of one unit), which gives its unit",
+            lit.pos,
+        )
+    (unit,) = units
+    try:
+        return P.Const(parse_timestamp(lit.text, unit), "int")
+    except ValueError as err:
+        raise QueryError(f"TIMESTAMP '{_short(lit.text)}' {err}", lit.pos) from None
+
+
+def _same_units(left, right, c: ast.Compare) -> None:
+    """Two TIMESTAMP fields of different units compared as they are would compare counts of
+    different units: an error that says how to convert."""
+    if isinstance(left, P.FieldRef) and isinstance(right, P.FieldRef):
+        units = _units(left) | _units(right)
+        if len(units) > 1:
+            raise QueryError(
+                f"'{left.name}' is {left.type} and '{right.name}' is {right.type}: their "
+                "counts are in different units; convert one with * (as ms_field > s_field * "
+                "1000)",
+                c.pos,
+            )
 
 
 def _can_match_nonempty(p: ast.Pattern) -> bool:

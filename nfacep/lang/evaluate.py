@@ -1,9 +1,10 @@
 """Column-wise evaluation of typed predicates (:mod:`nfacep.lang.predicates`) with numpy.
 
 :func:`evaluate` computes a predicate for a whole batch of tuples exactly as the hardware
-decoder does: integer arithmetic is exact (no overflow, any width), FLOAT32 comparisons follow
-IEEE 754 (NaN satisfies no ordered comparison and ``=``, only ``<>``; -0 equals +0), ENUM values
-are label indices.
+decoder does: integer arithmetic is exact (no overflow, any width: a comparison whose operands'
+ranges, or any of their parts', leave int64 and uint64 is computed with Python integers),
+FLOAT32 comparisons follow IEEE 754 (NaN satisfies no ordered comparison and ``=``, only
+``<>``; -0 equals +0), ENUM values are label indices.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def _int_values(e: PExpr, columns, n: int, dtype):
         case Arith(op, left, right) if right is not None:
             a = _int_values(left, columns, n, dtype)
             b = _int_values(right, columns, n, dtype)
+            if op == "*":
+                return a * b
             return a + b if op == "+" else a - b
     raise TypeError(e)
 
@@ -83,6 +86,16 @@ def _column(result, n: int) -> np.ndarray:
     """A comparison's result as n bools (a comparison of constants gives one)."""
     result = np.asarray(result, dtype=bool)
     return result if result.ndim else np.full(n, bool(result))
+
+
+def _ipv4(fn, left: PExpr, right: PExpr, columns, n: int):
+    """IPv4 ``=``/``<>``: against a network constant, on the address's leading ``prefix``
+    bits (the masked compare of the decoder); otherwise on all 32."""
+    a = _scalar_or_column(left, columns, n, np.uint64)
+    if isinstance(right, Const) and right.prefix < 32:
+        shift = np.uint64(32 - right.prefix)
+        return fn(a >> shift, np.uint64(int(right.value)) >> shift)
+    return fn(a, _scalar_or_column(right, columns, n, np.uint64))
 
 
 def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -124,6 +137,8 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
                 )
             if kind == "bool":
                 return _column(fn(evaluate(left, columns, n), evaluate(right, columns, n)), n)
+            if kind == "ipv4":
+                return _column(_ipv4(fn, left, right, columns, n), n)
             return _column(
                 fn(
                     _scalar_or_column(left, columns, n, np.int64),

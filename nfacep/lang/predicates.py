@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import overload
 
-from .types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
+from .types import BoolType, EnumType, FieldType, Float32Type, IntType, Ipv4Type, UIntType
+from .values import format_ipv4
 
 __all__ = [
+    "WIDEST",
     "And",
     "Arith",
     "Cmp",
@@ -50,11 +52,14 @@ class FieldRef:
 
 @dataclass(frozen=True)
 class Const:
-    """An integer, float32 (stored as a Python float), Boolean or ENUM-index constant."""
+    """An integer, float32 (stored as a Python float), Boolean, ENUM-index or IPv4 constant.
+    An IPv4 constant is a network: ``prefix`` leading bits of ``value`` (32: one address);
+    ``=`` with it means "in the network", ``<>`` "not in it"."""
 
     value: int | float | bool
-    kind: str  # "int", "float", "bool", "enum"
+    kind: str  # "int", "float", "bool", "enum", "ipv4"
     enum: EnumType | None = None
+    prefix: int = 32
 
     @property
     def range(self) -> tuple[int, int]:
@@ -81,9 +86,15 @@ def column_of(name: str) -> str:
     return ":" + name
 
 
+#: Integer expressions are exact: the checker refuses one with a value (or an intermediate
+#: value) outside signed integers of this many bits.
+WIDEST = 128
+
+
 @dataclass(frozen=True)
 class Arith:
-    """Exact integer ``+``, ``-`` or unary ``neg`` (right is None)."""
+    """Exact integer ``+``, ``-``, ``*`` (the right operand a :class:`Const`, as the checker
+    builds it) or unary ``neg`` (right is None)."""
 
     op: str
     left: IntExpr
@@ -98,6 +109,9 @@ class Arith:
         rlo, rhi = self.right.range
         if self.op == "+":
             return llo + rlo, lhi + rhi
+        if self.op == "*":
+            corners = (llo * rlo, llo * rhi, lhi * rlo, lhi * rhi)
+            return min(corners), max(corners)
         return llo - rhi, lhi - rlo
 
 
@@ -137,6 +151,9 @@ def _const_text(c: Const) -> str:
     if c.kind == "enum":
         assert c.enum is not None, "an ENUM constant carries its type"
         return "'" + c.enum.labels[int(c.value)].replace("'", "''") + "'"
+    if c.kind == "ipv4":
+        length = "" if c.prefix == 32 else f"/{c.prefix}"
+        return f"'{format_ipv4(int(c.value))}{length}'"
     if c.kind == "float":
         import numpy as np  # the shortest text of a FLOAT32, only for float constants
 
@@ -157,6 +174,10 @@ def render(e: PExpr, _top: bool = True) -> str:
             return f"-{render(left, False)}"
         case Arith(op, left, right) if right is not None:
             text = f"{render(left, False)} {op} {render(right, False)}"
+            return text if _top else f"({text})"
+        case Cmp(op, left, Const(kind="ipv4", prefix=prefix) as right) if prefix < 32:
+            word = "IN" if op == "=" else "NOT IN"
+            text = f"{render(left)} {word} {render(right)}"
             return text if _top else f"({text})"
         case Cmp(op, left, right):
             text = f"{render(left)} {op} {render(right)}"
@@ -210,7 +231,9 @@ def nodes(e: PExpr):
 
 
 def field_kind(ty: FieldType) -> str:
-    if isinstance(ty, UIntType | IntType):
+    if isinstance(ty, Ipv4Type):
+        return "ipv4"
+    if isinstance(ty, UIntType | IntType):  # TIMESTAMP too: an integer count of its unit
         return "int"
     if isinstance(ty, Float32Type):
         return "float"

@@ -26,8 +26,19 @@ from lark.exceptions import (
 from ..errors import QueryError, SourcePos
 from ..limits import MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
 from . import ast
-from .types import INTERVAL_UNITS, TIME_UNITS, BoolType, EnumType, Float32Type, IntType, UIntType
+from .types import (
+    INTERVAL_UNITS,
+    TIME_UNITS,
+    BoolType,
+    EnumType,
+    Float32Type,
+    IntType,
+    Ipv4Type,
+    TimestampType,
+    UIntType,
+)
 from .unsupported import call_error
+from .values import TIMESTAMP_UNITS
 
 __all__ = ["parse"]
 
@@ -90,6 +101,7 @@ _TOKEN_TEXT = {
     "QUANTIFIER": "a quantifier",
     "COMP_OP": "a comparison",
     "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*'",
     "STAR_SELECT": "'*'",
     "STAR_ARG": "'*'",
     "MINUS": "'-'",
@@ -158,6 +170,13 @@ class _ToAst(Transformer_NonRecursive):
 
     def field_decl(self, name, ty, unit=None):
         text, quoted = _name(name)
+        if isinstance(ty, TimestampType | Ipv4Type) and unit is not None:
+            why = "its type gives its unit" if isinstance(ty, TimestampType) else "it is no time"
+            raise QueryError(
+                f"TIME({unit}) does not apply to {ty} field '{text}': {why}", _pos(name)
+            )
+        if isinstance(ty, TimestampType):
+            unit = ty.unit  # WITHIN INTERVAL counts in it
         return ast.FieldDecl(text, ty, unit, pos=_pos(name), quoted=quoted)
 
     def time_unit(self, _kw, unit):
@@ -188,6 +207,18 @@ class _ToAst(Transformer_NonRecursive):
 
     def float32_type(self, _kw):
         return Float32Type()
+
+    def ipv4_type(self, _kw):
+        return Ipv4Type()
+
+    def timestamp_type(self, kw, unit):
+        text = _name(unit)[0].upper()
+        if text not in TIMESTAMP_UNITS:
+            raise QueryError(
+                f"TIMESTAMP({unit}): the units of a TIMESTAMP are {', '.join(TIMESTAMP_UNITS)}",
+                _pos(unit),
+            )
+        return TimestampType(unit=text)
 
     # queries
     @v_args(meta=True, inline=True)
@@ -417,10 +448,12 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def sum(self, meta, first, *rest):
-        node = first
-        for op, right in zip(rest[::2], rest[1::2], strict=True):
-            node = ast.BinOp(str(op), node, right, pos=_pos(op))
-        return node
+        return _binops(first, rest)
+
+    @v_args(meta=True, inline=True)
+    def product(self, meta, first, *rest):
+        """``*``, ``/``, ``%``: the checker takes ``*`` by an integer constant, refuses the rest."""
+        return _binops(first, rest)
 
     @v_args(meta=True, inline=True)
     def neg(self, meta, operand):
@@ -456,6 +489,15 @@ class _ToAst(Transformer_NonRecursive):
 
     def str_lit(self, token):
         return ast.StrLit(_unquote(str(token)), pos=_pos(token))
+
+    def typed_lit(self, name, text):
+        if _name(name)[0].upper() != "TIMESTAMP":
+            raise QueryError(
+                f"unexpected string after '{name}': the only typed literal is "
+                "TIMESTAMP '2024-01-01 00:00:00'",
+                _pos(text),
+            )
+        return ast.TimestampLit(_unquote(str(text)), pos=_pos(name))
 
     def param_ref(self, token):
         text, quoted = _name(str(token)[1:])
@@ -650,8 +692,8 @@ def _end_of(text: str) -> SourcePos:
 
 
 _STATEMENT_STARTS = {"QUERY", "SELECT", "CREATE"}
-_TYPE_TOKENS = {"UINT", "INT_KW", "BOOL", "BOOLEAN", "ENUM", "FLOAT32"}
-_TYPES = "UINT(n), INT(n), BOOL, ENUM('a', 'b', …) or FLOAT32"
+_TYPE_TOKENS = {"UINT", "INT_KW", "BOOL", "BOOLEAN", "ENUM", "FLOAT32", "IPV4", "TIMESTAMP"}
+_TYPES = "UINT(n), INT(n), BOOL, ENUM('a', 'b', …), FLOAT32, IPV4 or TIMESTAMP(unit)"
 # The clause keywords that say which part of a query an error is in.
 _CLAUSES = {
     "PATTERN",
@@ -685,7 +727,15 @@ _UNSUPPORTED_WORDS = {
     "CASE": "CASE is not supported: conditions use comparisons, +, -, AND, OR, NOT",
     "CAST": "CAST is not supported: constants are converted to the field's type",
 }
-_OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
+_OPERATOR_CHARS = {"*", "^", "&", "|", "~"}
+
+
+def _binops(first, rest):
+    """``first op right op right …`` as left-associated :class:`ast.BinOp` nodes."""
+    node = first
+    for op, right in zip(rest[::2], rest[1::2], strict=True):
+        node = ast.BinOp(str(op), node, right, pos=_pos(op))
+    return node
 
 
 def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> QueryError:
@@ -786,7 +836,7 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
         pos = SourcePos(err.line, err.column)
         return QueryError(
             f"unexpected character {char!r}: '{char}' is not an operator of the "
-            "language (conditions use comparisons, +, -, AND, OR, NOT)",
+            "language (conditions use comparisons, +, -, * by an integer constant, AND, OR, NOT)",
             pos,
         )
     return None

@@ -12,6 +12,8 @@ __all__ = [
     "FieldType",
     "Float32Type",
     "IntType",
+    "Ipv4Type",
+    "TimestampType",
     "UIntType",
 ]
 
@@ -98,6 +100,30 @@ class Float32Type:
         return "FLOAT32"
 
 
+@dataclass(frozen=True, slots=True)
+class Ipv4Type(UIntType):
+    """An IPv4 address: 32 bits, the first octet the most significant (``10.1.2.3`` is
+    0x0A010203); stored, packed and sent as a ``UINT(32)`` is, written as a dotted quad.
+    It compares with ``=`` and ``<>`` and is tested against networks with ``IN``."""
+
+    width: int = 32
+
+    def __str__(self) -> str:
+        return "IPV4"
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampType(IntType):
+    """A point in time: a signed 64-bit count of ``unit`` since 1970-01-01 00:00:00 UTC,
+    stored, packed and compared as an ``INT(64)`` is; written as ISO 8601 text."""
+
+    unit: str = "MICROSECOND"
+    width: int = 64
+
+    def __str__(self) -> str:
+        return f"TIMESTAMP({self.unit})"
+
+
 FieldType = UIntType | IntType | BoolType | EnumType | Float32Type
 
 
@@ -106,4 +132,5 @@ def _quote(text: str) -> str:
 
 
 def is_integer(ty: FieldType) -> bool:
-    return isinstance(ty, UIntType | IntType)
+    """A UINT or INT field: one that takes part in arithmetic (not IPV4 nor TIMESTAMP)."""
+    return isinstance(ty, UIntType | IntType) and not isinstance(ty, Ipv4Type | TimestampType)

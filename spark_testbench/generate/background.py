@@ -104,6 +104,9 @@ def _linear(e: P.PExpr) -> tuple[dict[str, int], int]:
         case P.Arith("neg", left):
             c, k = _linear(left)
             return {f: -v for f, v in c.items()}, -k
+        case P.Arith("*", left, P.Const(value)):  # the checker puts the constant right
+            c, k = _linear(left)
+            return {f: v * int(value) for f, v in c.items()}, k * int(value)
         case P.Arith(op, left, right):
             lc, lk = _linear(left)
             rc, rk = _linear(right)
@@ -183,8 +186,8 @@ class _Comparisons:
         const = lk - rk
         if len(coefs) == 1:
             ((f, v),) = coefs.items()
-            if v in (1, -1):
-                self.points.setdefault(f, set()).add(-const * v)
+            # v * f + const = 0 on the boundary: f = -const / v, rounded down when not whole
+            self.points.setdefault(f, set()).add(-const // v)
         elif len(coefs) >= 2:
             names = sorted(coefs)
             for other in names[1:]:
