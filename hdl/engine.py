@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.errors import HardwareLimitError
 from nfacep.nfa import Nfa
-from nfacep.params import EngineParams, check_fits
+from nfacep.params import EngineParams, check_fits, check_store
 from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS, record_format, start_queries
 
@@ -96,6 +96,7 @@ class Engine(wiring.Component):
         values: ParamValues | None = None,
     ):
         check_fits(nfa)
+        check_store(nfa, params)
         self._nfa = nfa
         self._params = params
         self._params_layout = params_layout(nfa.program.parameters)

@@ -58,7 +58,7 @@ from nfacep.io.convert import from_table
 from nfacep.io.parquet import rebatch
 from nfacep.lang.types import EnumType
 from nfacep.output import probe_folder
-from nfacep.params import EngineParams
+from nfacep.params import EngineParams, check_store
 from nfacep.reference import matcher as reference
 from nfacep.result import partition_texts
 from nfacep.settings import ParamValues
@@ -157,6 +157,7 @@ def prepare(
     _check_options(options, expected)
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
+    check_store(nfa, params)  # the vectors are for regress, which runs the gateware
     program = nfa.program
     values = (
         ParamValues.parse(program.parameters, param_texts, switches=False, command="vectors")
