@@ -28,7 +28,6 @@ __all__ = [
     "EngineParams",
     "add_arguments",
     "check_fits",
-    "check_store",
     "from_args",
 ]
 
@@ -258,27 +257,6 @@ def from_args(args: argparse.Namespace, defaults: EngineParams | None = None) ->
     ``defaults`` (:class:`EngineParams`'s own defaults when None). Raises UsageError or
     HardwareLimitError for a value out of range."""
     return dataclasses.replace(defaults or EngineParams(), **given(args))
-
-
-#: The partition stores (``--store``) whose entries keep the values PREV reads.
-PREV_STORES: frozenset[str] = frozenset()
-
-
-def check_store(nfa: Nfa, params: EngineParams) -> None:
-    """Raise :class:`HardwareLimitError` when the queries of ``nfa`` read PREV and the engine's
-    partition store (``--store``) does not keep the values it reads."""
-    if nfa.history and params.store not in PREV_STORES:
-        read = ", ".join(f"PREV({f}{'' if k == 1 else f', {k}'})" for f, k in nfa.history.items())
-        can = (
-            f"--store {' or '.join(sorted(PREV_STORES))} does"
-            if PREV_STORES
-            else "no store of the gateware does yet"
-        )
-        raise HardwareLimitError(
-            f"the queries read {read}, and the gateware's partition store --store "
-            f"{params.store} does not keep earlier values of a partition ({can}); "
-            "`nfacep match` (the reference matcher) runs them"
-        )
 
 
 def check_fits(nfa: Nfa) -> None:

@@ -58,7 +58,7 @@ from nfacep.io.convert import from_table
 from nfacep.io.parquet import rebatch
 from nfacep.lang.types import EnumType
 from nfacep.output import probe_folder
-from nfacep.params import EngineParams, check_store
+from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
 from nfacep.result import partition_texts
 from nfacep.settings import ParamValues
@@ -157,7 +157,13 @@ def prepare(
     _check_options(options, expected)
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
-    check_store(nfa, params)  # the vectors are for regress, which runs the gateware
+    if nfa.history:
+        read = ", ".join(f"PREV({f}{'' if k == 1 else f', {k}'})" for f, k in nfa.history.items())
+        raise UsageError(
+            f"{query}: the queries read {read}: vectors plants matches tuple by tuple, "
+            "from each condition alone, and cannot yet plant conditions on earlier tuples "
+            "(`nfacep match` and `nfacep sim` run PREV queries)"
+        )
     program = nfa.program
     values = (
         ParamValues.parse(program.parameters, param_texts, switches=False, command="vectors")

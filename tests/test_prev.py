@@ -1,8 +1,9 @@
 """PREV(field[, k]) through the command line: the examples of docs/language.md ('Earlier tuples:
 PREV and NULL'), NULL at a partition's start in three-valued logic, dropped tuples that are no
-rows, a timer that forgets a partition's history (whole and in pieces), what ``check`` shows,
-and the gateware's refusal while its stores do not keep earlier values. What PREV matches on
-random queries and streams is judged against the oracle in test_oracle_differential.py."""
+rows, a timer that forgets a partition's history (whole and in pieces), what ``check`` shows.
+What PREV matches on random queries and streams is judged against the oracle in
+test_oracle_differential.py; the gateware (both stores) against the reference in
+test_hdl_engine.py and test_sim.py."""
 
 import csv
 import json
@@ -140,25 +141,29 @@ def test_check_shows_the_history(tmp_path, capsys):
     assert "PRICE_UP: price > PREV(price)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("store", ["pipeline", "table"])
-def test_the_gateware_refuses_prev_naming_the_store(tmp_path, capsys, store):
-    pytest.importorskip("amaranth")
-    path = tmp_path / "v.sql"
-    path.write_text(TICKER + V_SHAPE)
-    argv = ["verilog", str(path), "--output", str(tmp_path / "e.v"), "--store", store]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert f"--store {store} does not keep earlier values" in err
-    assert "PREV(price)" in err
-    assert not (tmp_path / "e.v").exists()
-
-
-def test_vectors_refuse_prev_for_regress(tmp_path, capsys):
-    """``vectors`` makes test vectors for ``regress``, which runs the gateware: refused too."""
+def test_vectors_refuse_prev(tmp_path, capsys):
+    """``vectors`` plants matches tuple by tuple: it refuses conditions on earlier tuples."""
     pytest.importorskip("pyarrow")
     path = tmp_path / "v.sql"
     path.write_text(TICKER + V_SHAPE)
     argv = ["vectors", str(path), "--tuples", "10", "--out", str(tmp_path / "vec")]
     assert main(argv) == 2
-    assert "--store pipeline does not keep earlier values" in capsys.readouterr().err
+    assert "read PREV(price): vectors plants matches tuple by tuple" in capsys.readouterr().err
     assert not (tmp_path / "vec").exists()
+
+
+def test_check_board_counts_the_history_in_each_entry(tmp_path, capsys):
+    """The table's entry grows by the history: 32 bits of price and 1 counting its tuples."""
+    pytest.importorskip("amaranth")
+    entry = {}
+    for name, text in (
+        ("prev", V_SHAPE),
+        ("plain", V_SHAPE.replace("PREV(price)", "5")),
+    ):
+        path = tmp_path / f"{name}.sql"
+        path.write_text(TICKER + text)
+        argv = ["check", str(path), "--json", "--board", "ulx3s-85f", "--store", "table"]
+        assert main([*argv, "--partitions", "1024"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        entry[name] = doc["board"]["resources"]["brams"]["entry_bits"]
+    assert entry["prev"] - entry["plain"] == 32 + 1
