@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from functools import reduce
 
-from amaranth.hdl import Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,9 +18,9 @@ from nfacep.lang import predicates as P
 from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, Ipv4Type, UIntType
 from nfacep.nfa import Nfa
 
-from .layout import params_layout, tuple_layout
+from .layout import history_layout, params_layout, tuple_layout
 
-__all__ = ["DecoderError", "PredicateDecoder", "float32_key"]
+__all__ = ["DecoderError", "PredicateDecoder", "float32_key", "prev_predicates", "reads_prev"]
 
 
 class DecoderError(Exception):
@@ -92,6 +92,12 @@ class PredicateDecoder(wiring.Component):
         The predicate vector: bit ``i`` is 1 when the tuple satisfies predicate ``i``.
     params : :py:`In(hdl.layout.params_layout(nfa.program.parameters))`
         Only when the queries have runtime parameters: their values, as a tuple of them.
+    history : :py:`In(hdl.layout.history_layout(nfa.program.schema, nfa.history))`
+        Only with ``history=True`` and queries that read PREV: the stream's last values (the
+        engine without partitions keeps them in front of the decoder). Without it, the bits
+        of the predicates that read PREV are 0: the partition store evaluates them once it
+        has read the partition's entry (:func:`prev_predicates`), in SQL's three-valued
+        logic.
 
     Raises
     ------
@@ -99,13 +105,17 @@ class PredicateDecoder(wiring.Component):
         At elaboration, naming the predicate, if a predicate cannot be built in hardware.
     """
 
-    def __init__(self, nfa: Nfa):
+    def __init__(self, nfa: Nfa, *, history: bool = False):
         self._nfa = nfa
         self._layout = tuple_layout(nfa.program.schema)
         members = {"tuple": In(self._layout), "predicates": Out(len(nfa.predicates))}
         params = params_layout(nfa.program.parameters)
         if params is not None:
             members["params"] = In(params)
+        kept = history_layout(nfa.program.schema, nfa.history)
+        self._history = history and kept is not None
+        if self._history:
+            members["history"] = In(kept)
         super().__init__(members)
 
     @property
@@ -118,22 +128,47 @@ class PredicateDecoder(wiring.Component):
         return self._layout
 
     def elaborate(self, platform):
-        builder = _Builder(self.tuple, getattr(self, "params", None))
-        for p in self._nfa.predicates:
-            bit = Signal(name=f"p{p.index}")
-            try:
-                value = builder.bool(p.expr)
-            except _Unsupported as err:
-                raise DecoderError(
-                    f"cannot build decoder bit p{p.index} for predicate '{p.text}': {err}"
-                ) from None
-            builder.statements += [
-                bit.eq(int(value) if isinstance(value, bool) else value),
-                self.predicates[p.index].eq(bit),
-            ]
-        m = Module()
-        m.d.comb += builder.statements
+        history = getattr(self, "history", None)
+        which = [p for p in self._nfa.predicates if history is not None or not reads_prev(p.expr)]
+        params = getattr(self, "params", None)
+        statements, bits = _build(self._nfa, which, self.tuple, params, history)
+        m = Module()  # (after the build, which may raise: never a module left unused)
+        m.d.comb += [*statements, self.predicates.eq(bits)]
         return m
+
+
+def reads_prev(e: P.PExpr) -> bool:
+    """Whether a predicate reads PREV (so it needs its partition's history)."""
+    return any(isinstance(node, P.Prev) for node in P.nodes(e))
+
+
+def prev_predicates(m: Module, nfa: Nfa, fields, params, history) -> Value:
+    """The bits of the predicates that read PREV (the others 0), built in ``m`` from the
+    tuple's ``fields`` (a view with at least the fields they read), the runtime ``params``
+    (None without) and the partition's ``history`` (:func:`~.layout.history_layout`): what the
+    partition store evaluates once it has read the partition's entry."""
+    which = [p for p in nfa.predicates if reads_prev(p.expr)]
+    statements, bits = _build(nfa, which, fields, params, history, prefix="prev_")
+    m.d.comb += statements
+    return bits
+
+
+def _build(nfa: Nfa, which, view, params, history, prefix: str = "") -> tuple[list, Value]:
+    """The predicates ``which`` of ``nfa``: the statements that drive them, and a vector of
+    all its predicates, one bit each (the others 0)."""
+    builder = _Builder(view, params, history)
+    bits: dict[int, Value] = {}
+    for p in which:
+        bit = Signal(name=f"{prefix}p{p.index}")
+        try:
+            value = builder.predicate(p.expr)
+        except _Unsupported as err:
+            raise DecoderError(
+                f"cannot build decoder bit p{p.index} for predicate '{p.text}': {err}"
+            ) from None
+        builder.statements.append(bit.eq(int(value) if isinstance(value, bool) else value))
+        bits[p.index] = bit
+    return builder.statements, Cat(*(bits.get(i, Const(0, 1)) for i in range(len(nfa.predicates))))
 
 
 class _Unsupported(Exception):
@@ -143,16 +178,71 @@ class _Unsupported(Exception):
 Bit = Value | bool
 
 
+def _not(b: Bit) -> Bit:
+    return (not b) if isinstance(b, bool) else ~b
+
+
+def _int(b: Bit) -> Value | int:
+    return int(b) if isinstance(b, bool) else b
+
+
 class _Builder:
     """Translates predicate expressions to Amaranth values; Python ints and bools stand for
     constants, so constant subexpressions fold as they are built."""
 
-    def __init__(self, view, params=None):
+    def __init__(self, view, params=None, history=None):
         self.view = view
         self.params = params
+        self.history = history
         self.statements = []
-        #: (is a parameter, name) -> (order key, is NaN) of each FLOAT32 operand
-        self.floats: dict[tuple[bool, str], tuple[Signal, Signal]] = {}
+        #: the label of each FLOAT32 operand -> (order key, is NaN)
+        self.floats: dict[str, tuple[Signal, Signal]] = {}
+
+    # --- PREV and three-valued logic ----------------------------------------------------------
+
+    def _prev(self, e: P.Prev) -> Value:
+        if self.history is None:
+            raise _Unsupported(f"{P.render(e)} needs the partition's history")
+        return self.history.values[e.name][e.k - 1]
+
+    def predicate(self, e: P.PExpr) -> Bit:
+        """Whether a tuple satisfies ``e``: true, in SQL's three-valued logic when it reads
+        PREV (as :func:`nfacep.lang.evaluate.evaluate`)."""
+        return self.kleene(e)[0] if reads_prev(e) else self.bool(e)
+
+    def kleene(self, e: P.PExpr) -> tuple[Bit, Bit]:
+        """(``e`` is true, ``e`` is false); neither: unknown (a comparison with a NULL)."""
+        ks = {node.k for node in P.nodes(e) if isinstance(node, P.Prev)}
+        match e:
+            case _ if not ks:
+                value = self.bool(e)
+                return value, _not(value)
+            case P.Not(operand):
+                true, false = self.kleene(operand)
+                return false, true
+            case P.And(items) | P.Or(items):
+                parts = [self.kleene(i) for i in items]
+                trues, falses = [t for t, _ in parts], [f for _, f in parts]
+                and_ = isinstance(e, P.And)
+                return self._reduce(trues, and_=and_), self._reduce(falses, and_=not and_)
+            case P.Cmp(op, left, right, "bool"):
+                lt, lf = self.kleene(left)
+                rt, rf = self.kleene(right)
+                known = self._reduce(
+                    [self._reduce([lt, lf], and_=False), self._reduce([rt, rf], and_=False)],
+                    and_=True,
+                )
+                value = self._compare(op, _int(lt), _int(rt))
+                return self._reduce([value, known], and_=True), self._reduce(
+                    [_not(value), known], and_=True
+                )
+        # a comparison or a BOOL PREV: known where every PREV it reads is
+        assert self.history is not None, "a PREV reads the history"
+        known = self._reduce([self.history.count >= k for k in sorted(ks)], and_=True)
+        value = self._prev(e) if isinstance(e, P.Prev) else self.bool(e)
+        return self._reduce([value, known], and_=True), self._reduce(
+            [_not(value), known], and_=True
+        )
 
     # --- Boolean ----------------------------------------------------------------------------
 
@@ -162,6 +252,8 @@ class _Builder:
                 return bool(value)
             case P.FieldRef(name, BoolType()):
                 return self.view[name]
+            case P.Prev(_, BoolType()):
+                return self._prev(e)
             case P.Param(name, BoolType()):
                 return self.params[name]
             case P.Not(operand):
@@ -228,6 +320,8 @@ class _Builder:
                 return self.view[name]
             case P.Param(name, UIntType() | IntType()):
                 return self.params[name]
+            case P.Prev(_, UIntType() | IntType()):
+                return self._prev(e)
             case P.Const(value, "int"):
                 return int(value)
             case P.Arith("neg", operand):
@@ -272,6 +366,8 @@ class _Builder:
                 return self.view[name]
             case P.Param(name, EnumType()):
                 return self.params[name]
+            case P.Prev(_, EnumType()):
+                return self._prev(e)
             case P.Const(value, "enum"):
                 return int(value)
         raise _Unsupported(f"not an ENUM value: {P.render(e)}")
@@ -284,11 +380,18 @@ class _Builder:
             case P.Const(value, "float" | "int"):
                 key = float32_key(float(value))
                 return key, key is None
-            case P.FieldRef(name, Float32Type()) | P.Param(name, Float32Type()):
-                param = isinstance(e, P.Param)
-                label = f"param_{name}" if param else name
-                if (param, name) not in self.floats:
-                    bits = self.params[name] if param else self.view[name]
+            case (
+                P.FieldRef(name, Float32Type())
+                | P.Param(name, Float32Type())
+                | P.Prev(name, Float32Type())
+            ):
+                if isinstance(e, P.Param):
+                    label, bits = f"param_{name}", self.params[name]
+                elif isinstance(e, P.Prev):
+                    label, bits = f"prev{e.k}_{name}", self._prev(e)
+                else:
+                    label, bits = name, self.view[name]
+                if label not in self.floats:
                     sign, mag = bits[31], bits[:31]
                     key = Signal(unsigned(32), name=f"{label}_key")
                     nan = Signal(name=f"{label}_nan")
@@ -297,8 +400,8 @@ class _Builder:
                         key.eq(Mux(sign & (mag != 0), ~bits, bits | _SIGN)),
                         nan.eq(mag > _INF),
                     ]
-                    self.floats[param, name] = key, nan
-                return self.floats[param, name]
+                    self.floats[label] = key, nan
+                return self.floats[label]
         raise _Unsupported(f"not a FLOAT32 value: {P.render(e)}")
 
     def _float_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> Bit:

@@ -5,6 +5,12 @@ stream's :func:`nfacep.hdl.layout.tuple_layout`); for every tuple that matched a
 was dropped, one record ``(seq, partition, matches, dropped)`` leaves on ``o_stream``, in input
 order. Everything is valid/ready: a stalled ``o_stream`` stalls ``i_stream``; nothing is lost
 except tuples the partitioner drops by the capacity rule, and those are reported.
+
+With PREV (:attr:`nfacep.nfa.Nfa.history`) each partition's entry in the store holds, after its
+NFA state, the last values of the fields PREV reads (:func:`~.layout.history_layout`): the
+predicates that read them are evaluated in the store's ``update``, once the entry is read, and
+the history written back shifted. A fresh entry is all zero, so a new or freed partition has
+none; the store's forwarding of entries in flight covers it as it covers the state.
 """
 
 from __future__ import annotations
@@ -17,13 +23,14 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.errors import HardwareLimitError
+from nfacep.lang import predicates as P
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams, check_fits
 from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS, record_format, start_queries
 
-from .decoder import PredicateDecoder
-from .layout import params_layout, tuple_layout
+from .decoder import PredicateDecoder, prev_predicates, reads_prev
+from .layout import field_shape, history_layout, params_layout, tuple_layout
 from .nfa import NfaMatcher, next_state, result_layout, state_layout, times_layout
 from .partitioner import StreamPartitioner
 from .stream import StreamBuffer, StreamQueue
@@ -185,22 +192,41 @@ class Engine(wiring.Component):
             return matcher, results
 
         times = times_layout(nfa)
-        if times is None:
+        late = late_layout(nfa)
+        kept = history_layout(nfa.program.schema, nfa.history)
+        nfa_bits = state_layout(nfa).size
+        if times is None and late is None:
             payload_shape = len(nfa.predicates)
 
             def update(mod, state, payload):
                 return next_state(mod, nfa, state, payload)
         else:  # under WITHIN or start_seq the partition store carries the tuple's times along
-            payload_shape = data.StructLayout({"predicates": len(nfa.predicates), "times": times})
+            members = {"predicates": len(nfa.predicates)}
+            if times is not None:
+                members["times"] = times
+            if late is not None:  # and with PREV what the predicates that read it need
+                members["late"] = late
+            payload_shape = data.StructLayout(members)
 
             def update(mod, state, payload):
-                return next_state(mod, nfa, state, payload.predicates, times=payload.times)
+                at = None if times is None else payload.times
+                if kept is None:
+                    return next_state(mod, nfa, state, payload.predicates, times=at)
+                # the partition's history follows its NFA state in the entry
+                history = data.View(kept, state[nfa_bits:])
+                params = payload.late.params if "params" in late.members else None
+                bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
+                stored, result = next_state(
+                    mod, nfa, state[:nfa_bits], payload.predicates | bits, times=at
+                )
+                after = shifted(mod, kept, history, payload.late.fields)
+                return Cat(Value.cast(stored), Value.cast(after)), result
 
         params = self._params
         shapes = {
             "key_shape": self._key_bits,
             "payload_shape": payload_shape,
-            "state_width": state_layout(nfa).size,
+            "state_width": nfa_bits + (0 if kept is None else kept.size),
             "result_shape": outcome.size,
             "update": update,
         }
@@ -237,9 +263,18 @@ class Engine(wiring.Component):
         the predicate vector), buffered. Sequence numbers are not carried along: every stage
         emits exactly one result per tuple, in order, so the record filter counts them (saving
         ``seq_width`` flip-flops in every partitioner stage)."""
-        m.submodules.decoder = decoder = PredicateDecoder(self._nfa)
+        keyed = bool(self._nfa.program.partition_fields)
+        # without partitions every tuple is processed: the history is kept here, before the
+        # decoder; with them the store keeps it in the partition's entry
+        m.submodules.decoder = decoder = PredicateDecoder(self._nfa, history=not keyed)
         if self._params_layout is not None:
             self._parameters(m, decoder)
+        if "history" in decoder.signature.members:
+            kept = history_layout(self._nfa.program.schema, self._nfa.history)
+            history = Signal(kept, name="history")
+            m.d.comb += decoder.history.eq(history)
+            with m.If(self.i_stream.valid & self.i_stream.ready):
+                m.d.sync += history.eq(shifted(m, kept, history, self.i_stream.payload))
         item = matcher.i_stream.payload.shape()
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
         m.d.comb += [
@@ -247,17 +282,22 @@ class Engine(wiring.Component):
             queue.i_stream.valid.eq(self.i_stream.valid),
             self.i_stream.ready.eq(queue.i_stream.ready),
         ]
-        keyed = bool(self._nfa.program.partition_fields)
         if not keyed:
             inputs = queue.i_stream.payload
         else:
             m.d.comb += queue.i_stream.payload.key.eq(self._key(self.i_stream.payload))
             inputs = queue.i_stream.payload.payload
         times = times_layout(self._nfa)
-        if times is None and keyed:
+        late = late_layout(self._nfa) if keyed else None
+        if times is None and late is None and keyed:
             m.d.comb += inputs.eq(decoder.predicates)
         else:
             m.d.comb += inputs.predicates.eq(decoder.predicates)
+        if late is not None:
+            for name in late.members["fields"].members:
+                m.d.comb += inputs.late.fields[name].eq(self.i_stream.payload[name])
+            if "params" in late.members:  # the values this tuple is decoded with
+                m.d.comb += inputs.late.params.eq(decoder.params)
         if times is not None and "at" in times.members:
             # the ORDER BY fields WITHIN measures in, and each window's limit
             for name, _ in times.members["at"]:
@@ -369,6 +409,43 @@ class Engine(wiring.Component):
             with m.If(matches.any()):
                 m.d.sync += self.matched.eq(self.matched + 1)
         wiring.connect(m, records.o_stream, wiring.flipped(self.o_stream))
+
+
+def late_layout(nfa: Nfa) -> data.StructLayout | None:
+    """What the partition store needs, beside the predicate vector, to evaluate the predicates
+    that read PREV once it has read the partition's entry: ``fields``, the tuple's fields they
+    read and those PREV keeps, and ``params``, the runtime parameters' values (when they read
+    one). None without PREV."""
+    if not nfa.history:
+        return None
+    late = [p.expr for p in nfa.predicates if reads_prev(p.expr)]
+    read = {n.name for e in late for n in P.nodes(e) if isinstance(n, P.FieldRef)}
+    schema = nfa.program.schema
+    fields = {
+        f.name: field_shape(f.type)
+        for f in schema.fields
+        if f.name in read or f.name in nfa.history
+    }
+    members: dict = {"fields": data.StructLayout(fields)}
+    if any(isinstance(n, P.Param) for e in late for n in P.nodes(e)):
+        members["params"] = params_layout(nfa.program.parameters)
+    return data.StructLayout(members)
+
+
+def shifted(m: Module, kept: data.StructLayout, history, fields) -> Value:
+    """The history ``history`` (:func:`~.layout.history_layout` ``kept``) after a tuple whose
+    fields are ``fields``: each field's values shifted by one, the tuple's first, and one more
+    tuple counted (up to the deepest PREV)."""
+    after = Signal(kept, name="history_after")
+    values = kept.members["values"].members
+    deepest = max(layout.length for layout in values.values())
+    count = history.count
+    m.d.comb += after.count.eq(Mux(count >= deepest, deepest, count + 1))
+    for name, layout in values.items():
+        m.d.comb += after.values[name][0].eq(fields[name])
+        for j in range(1, layout.length):
+            m.d.comb += after.values[name][j].eq(history.values[name][j - 1])
+    return after
 
 
 def _fields(layout: data.StructLayout) -> list[dict]:

@@ -13,7 +13,7 @@ from amaranth.lib import data
 from nfacep.lang.types import BoolType, EnumType, FieldType, Float32Type, IntType, UIntType
 from nfacep.schema import Schema
 
-__all__ = ["field_shape", "params_layout", "tuple_layout"]
+__all__ = ["field_shape", "history_layout", "params_layout", "tuple_layout"]
 
 
 def field_shape(ty: FieldType) -> Shape:
@@ -44,3 +44,17 @@ def params_layout(types: dict[str, FieldType]) -> data.StructLayout | None:
 def tuple_layout(schema: Schema) -> data.StructLayout:
     """The layout of a tuple of ``schema``, bit for bit the wire format of :mod:`nfacep.wire`."""
     return data.StructLayout({f.name: field_shape(f.type) for f in schema.fields})
+
+
+def history_layout(schema: Schema, depth: dict[str, int]) -> data.StructLayout | None:
+    """What a partition keeps for PREV (:attr:`nfacep.nfa.Nfa.history`, ``depth``): ``count``,
+    how many tuples of the partition came before (up to the deepest PREV, so all zero is a
+    fresh partition's), and per field ``f`` its last ``depth[f]`` values, ``values[f][0]`` the
+    latest. None without PREV."""
+    if not depth:
+        return None
+    most = max(depth.values())
+    values = {f: data.ArrayLayout(field_shape(schema.field(f).type), k) for f, k in depth.items()}
+    return data.StructLayout(
+        {"count": unsigned(most.bit_length()), "values": data.StructLayout(values)}
+    )

@@ -234,6 +234,14 @@ class Check(Command):
         print(f"predicates: {len(nfa.predicates)} (decoder outputs)")
         for p in nfa.predicates:
             print(f"  p{p.index}: {p.text}")
+        if nfa.history:
+            print(
+                "history (each partition keeps the last values PREV reads): "
+                + ", ".join(
+                    f"{f} {k} × {prog.schema.field(f).type.bits} bits"
+                    for f, k in nfa.history.items()
+                )
+            )
         if prog.parameters:
             print(
                 "parameters (set with --param NAME=VALUE): "

@@ -103,6 +103,10 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
         "parameters": [
             {"name": n, "type": str(t), "bits": t.bits} for n, t in prog.parameters.items()
         ],
+        "history": [
+            {"field": f, "depth": k, "bits": k * prog.schema.field(f).type.bits}
+            for f, k in nfa.history.items()
+        ],
         "queries": queries,
         "warnings": [diagnostic(w) for w in prog.warnings],
     }

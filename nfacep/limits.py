@@ -15,6 +15,7 @@ __all__ = [
     "MAX_KEY_BITS",
     "MAX_NESTING",
     "MAX_PREDICATES",
+    "MAX_PREV",
     "MAX_STATES",
     "MAX_TOKENS",
     "MAX_WIRES",
@@ -39,6 +40,10 @@ MAX_TOKENS = 20_000
 #: Largest magnitude of an integer literal. Fields are at most 64 bits; a larger constant can
 #: only matter in a sum of very many fields.
 MAX_INT_LITERAL = (1 << 128) - 1
+
+#: Most tuples back that ``PREV(field, k)`` reads (``k`` from 1 to it): each partition keeps
+#: that many values of the field, in the gateware in its entry of the partition store.
+MAX_PREV = 8
 
 # --- a tuple file ------------------------------------------------------------------------------
 

@@ -83,6 +83,14 @@ class Nfa:
     def accepting(self, q: QueryNfa) -> list[int]:
         return [i for i in q.states if self.states[i].accepting]
 
+    @property
+    def history(self) -> dict[str, int]:
+        """The fields the predicates read with PREV, each with how many of its last values a
+        partition keeps (:func:`nfacep.lang.predicates.history`); empty without PREV."""
+        from .lang.predicates import history
+
+        return history(p.expr for p in self.predicates)
+
     def predicates_of(self, q: QueryNfa) -> list[int]:
         """The predicates the query's states test, in ascending order."""
         return sorted({p for i in q.states if (p := self.states[i].predicate) is not None})

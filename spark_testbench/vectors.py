@@ -157,6 +157,13 @@ def prepare(
     _check_options(options, expected)
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
+    if nfa.history:
+        read = ", ".join(f"PREV({f}{'' if k == 1 else f', {k}'})" for f, k in nfa.history.items())
+        raise UsageError(
+            f"{query}: the queries read {read}: vectors plants matches tuple by tuple, "
+            "from each condition alone, and cannot yet plant conditions on earlier tuples "
+            "(`nfacep match` and `nfacep sim` run PREV queries)"
+        )
     program = nfa.program
     values = (
         ParamValues.parse(program.parameters, param_texts, switches=False, command="vectors")

@@ -34,6 +34,16 @@ Predicates (the right-hand sides of DEFINE) are nested tuples too::
     ("ipin", field, "a.b.c.d/n")        an IPV4 field (its dotted quad) in a network
     ("cmpt", field, op, "ISO 8601")     a TIMESTAMP field against TIMESTAMP '…', as instants
     ("not", p) / ("and", p, q) / ("or", p, q)
+    ("cmpv", a, op, b)                  a comparison of two values, each one of
+                                        ("f", field), ("prev", field, k), ("lit", v),
+                                        ("+", a, b), ("-", a, b)
+    ("prevb", field, k)                 a BOOL field k tuples back, as a condition
+
+``("prev", field, k)`` is ``PREV(field, k)``: the field of the tuple ``k`` tuples back in the
+same life of the partition (the tuples the partitioner processed for it while it was stored),
+or NULL (None) where fewer precede. Conditions follow SQL's three-valued logic: a comparison
+or a sum with NULL is unknown (None), NOT unknown is unknown, AND/OR are Kleene's, and only
+True satisfies a variable.
 
 Each tuple of a sub-stream is encoded as one character whose code point carries the bit
 vector of the query's defined variables it satisfies (``chr(0x100 + bits)``); a variable is the
@@ -226,8 +236,36 @@ def _get(row: Mapping[str, object], name: str) -> object:
     return _by_key(row)[key]
 
 
-def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
+#: The key under which a row of a life carries the rows before it (the latest first).
+EARLIER = "@EARLIER"
+
+
+def _value(operand: tuple, row: Mapping[str, object]) -> object:
+    """The value of an operand of ``cmpv``; None for NULL."""
+    kind = operand[0]
+    if kind == "f":
+        return _get(row, operand[1])
+    if kind == "lit":
+        return operand[1]
+    if kind == "prev":
+        earlier = row.get(EARLIER, [])
+        k = operand[2]
+        return _get(earlier[k - 1], operand[1]) if len(earlier) >= k else None
+    a, b = _value(operand[1], row), _value(operand[2], row)
+    if a is None or b is None:
+        return None
+    return a + b if kind == "+" else a - b
+
+
+def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool | None:
+    """True, False, or None for unknown (a comparison with a NULL, as SQL has it)."""
     kind = pred[0]
+    if kind == "cmpv":
+        a, b = _value(pred[1], row), _value(pred[3], row)
+        return None if a is None or b is None else _compare(a, pred[2], b)
+    if kind == "prevb":
+        value = _value(("prev", pred[1], pred[2]), row)
+        return None if value is None else bool(value)
     if kind == "cmp":
         return _compare(_get(row, pred[1]), pred[2], pred[3])
     if kind == "cmpf":
@@ -248,11 +286,14 @@ def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool:
     if kind == "in":
         return _get(row, pred[1]) in pred[2]
     if kind == "not":
-        return not eval_pred(pred[1], row)
-    if kind == "and":
-        return eval_pred(pred[1], row) and eval_pred(pred[2], row)
-    if kind == "or":
-        return eval_pred(pred[1], row) or eval_pred(pred[2], row)
+        inner = eval_pred(pred[1], row)
+        return None if inner is None else not inner
+    if kind in ("and", "or"):
+        both = (eval_pred(pred[1], row), eval_pred(pred[2], row))
+        decides = kind == "or"  # the value that decides: True for OR, False for AND
+        if decides in both:
+            return decides
+        return None if None in both else not decides
     raise ValueError(f"unknown predicate node {pred!r}")
 
 
@@ -313,10 +354,26 @@ def _literal(v: object) -> str:
     return str(v)
 
 
+def _render_value(operand: tuple, q: str) -> str:
+    kind = operand[0]
+    if kind == "f":
+        return f"{q}{operand[1]}"
+    if kind == "lit":
+        return _literal(operand[1])
+    if kind == "prev":
+        back = "" if operand[2] == 1 else f", {operand[2]}"
+        return f"PREV({q}{operand[1]}{back})"
+    return f"({_render_value(operand[1], q)} {kind} {_render_value(operand[2], q)})"
+
+
 def render_pred(pred: tuple, qualifier: str | None = None) -> str:
     """DEFINE text; ``qualifier`` writes fields as ``A.field``."""
     q = f"{qualifier}." if qualifier else ""
     kind = pred[0]
+    if kind == "cmpv":
+        return f"{_render_value(pred[1], q)} {pred[2]} {_render_value(pred[3], q)}"
+    if kind == "prevb":
+        return _render_value(("prev", pred[1], pred[2]), q)
     if kind == "cmp":
         return f"{q}{pred[1]} {pred[2]} {_literal(pred[3])}"
     if kind == "cmpf":
@@ -481,7 +538,7 @@ def encode(q: Query, rows: Iterable[Mapping[str, object]]) -> str:
     for row in map(_by_key, rows):
         code = 0
         for v, i in bits.items():
-            if eval_pred(defined[v], row):
+            if eval_pred(defined[v], row) is True:
                 code |= 1 << i
         out.append(chr(_BASE + code))
     return "".join(out)
@@ -819,9 +876,6 @@ def run(
             names = [name_key(f) for f in partition_field]
             keys = [tuple(_by_key(row)[f] for f in names) for row in rows]
         lives = partition(keys, partitions, tick_tuples, timer_bits, table)
-    # Predicates see one tuple at a time, so each query's encoding is computed once for the
-    # whole input; a sub-stream's string is its tuples' characters in stream order.
-    encoded = {q: encode(q, rows) for q in queries}
     starts_of = ENGINES[engine]
     memo: dict[tuple, list[set[int]]] = {}  # (pattern, defines, string) -> starts
     matches = []
@@ -832,8 +886,14 @@ def run(
             text = key_text(key)
         else:
             text = tuple(key_text(v) for v in key)
+        # a sub-stream's string is its tuples' characters in stream order; each tuple
+        # carries the life's tuples before it, for PREV (which reads at most 8 back)
+        life = [
+            {**rows[n], EARLIER: [rows[m] for m in reversed(seqs[max(0, i - 8) : i])]}
+            for i, n in enumerate(seqs)
+        ]
         for q in queries:
-            s = "".join(encoded[q][n] for n in seqs)
+            s = encode(q, life)
             k = (q.pattern, q.defines, s)
             if k not in memo:
                 memo[k] = starts_of(q, s)

@@ -113,15 +113,62 @@ def predicates(draw, depth: int = 0) -> tuple:
     return (kind, draw(predicates(depth + 1)), draw(predicates(depth + 1)))
 
 
+#: The stream of the PREV tests: a small integer ``v`` beside the key and the BOOL fields.
+PREV_STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(3));\n"
+
+
+def _value(draw, depth: int = 0) -> tuple:
+    """An integer operand over ``v``: the field, PREV of it or of the key, a constant, or a
+    sum or difference of two (at least one side a field or PREV)."""
+    kind = draw(
+        st.sampled_from(["f", "prev", "prev", "prev", "key"] + (["sum"] if not depth else []))
+    )
+    if kind == "f":
+        return ("f", "v")
+    if kind == "prev":
+        return ("prev", "v", draw(st.sampled_from([1, 1, 2, 3, 8])))
+    if kind == "key":
+        return ("prev", "k", draw(st.integers(1, 2)))
+    other = draw(st.sampled_from([("lit", draw(st.integers(0, 3))), _value(draw, 1)]))
+    return (draw(st.sampled_from(["+", "-"])), _value(draw, 1), other)
+
+
 @st.composite
-def queries(draw, name: str, skip: bool | None = None) -> Query:
+def prev_predicates(draw, depth: int = 0) -> tuple:
+    """:func:`predicates` over :data:`PREV_STREAM`, with PREV: comparisons of ``v``, PREV
+    and sums, BOOL PREVs as conditions and compared, under NOT, AND and OR."""
+    kind = draw(
+        st.sampled_from(
+            ["cmpv"] * 4
+            + ["prevb", "prevcmp", "plain"]
+            + (["not", "and", "or"] if depth < 2 else [])
+        )
+    )
+    if kind == "cmpv":
+        op = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
+        return ("cmpv", _value(draw), op, _value(draw))
+    if kind == "prevb":
+        return ("prevb", draw(st.sampled_from(_BOOL_FIELDS)), draw(st.integers(1, 3)))
+    if kind == "prevcmp":
+        left = ("prev", draw(st.sampled_from(_BOOL_FIELDS)), draw(st.integers(1, 2)))
+        right = draw(st.sampled_from([("lit", True), ("lit", False), ("f", "p0")]))
+        return ("cmpv", left, draw(st.sampled_from(["=", "<>"])), right)
+    if kind == "plain":
+        return draw(predicates(2))
+    if kind == "not":
+        return ("not", draw(prev_predicates(depth + 1)))
+    return (kind, draw(prev_predicates(depth + 1)), draw(prev_predicates(depth + 1)))
+
+
+@st.composite
+def queries(draw, name: str, skip: bool | None = None, preds=None) -> Query:
     pattern = draw(patterns())
     used = pattern_vars(pattern)
     if only_empty(pattern) or not any(v in DEFINED for v in used):
         # never a report, and DEFINE needs at least one variable: see test_match_only_empty
         pattern = seq(var("A"), pattern)
         used = pattern_vars(pattern)
-    defines = tuple((v, draw(predicates())) for v in used if v in DEFINED)
+    defines = tuple((v, draw((preds or predicates)())) for v in used if v in DEFINED)
     if skip is None:
         skip = draw(st.booleans())
     return Query(name, pattern, defines, skip)

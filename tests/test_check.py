@@ -23,7 +23,25 @@ ERRORS = [
     ("QUERY q PATTERN (A) DEFINE A AS c < TRUE", "only be compared with = or <>", "<"),
     ("QUERY q PATTERN (A) DEFINE A AS a", "not a condition", "a"),
     ("QUERY q PATTERN (A) DEFINE A AS d + 1 > 2", "integer fields and integer literals", "d"),
-    ("QUERY q PATTERN (A) DEFINE A AS PREV(a) > 1", "PREV() is not supported", "PREV"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a, 9) > 1", "integer constant from 1 to 8", "9"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a, 0) > 1", "integer constant from 1 to 8", "0"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a, a) > 1", "integer constant from 1 to 8", "a)"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a, -1) > 1", "integer constant from 1 to 8", "-1"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a, 1 + 1) > 1", "integer constant from 1", "+"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a, 1, 2) > 1", "not 3 arguments", "PREV"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV() > 1", "not 0 arguments", "PREV"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a + 1) > 1", "not an expression", "+"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(2) > 1", "not an expression", "2"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(PREV(a)) > 1", "not an expression", "PREV(a)"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(*) > 1", "not an expression", "PREV"),
+    ("QUERY q PATTERN (A B) DEFINE A AS PREV(B.a) > 1", "last one mapped to B", "B.a"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(f) > 1", "unknown field 'f'", "f"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a) = 256", "does not fit PREV(a) UINT(8)", "256"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a)", "PREV(a) is UINT(8), not a condition", "PREV"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(e) < 'x'", "can only be compared with = or <>", "<"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(d) + 1 > 2", "not on a FLOAT32 value", "PREV"),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a) = PREV(d)", "cannot compare UINT(8) PREV(a)", "="),
+    ("QUERY q PATTERN (A) DEFINE A AS PREV(a x) > 1", "PREV is written PREV(field)", "PREV"),
     ("QUERY q PATTERN (A) DEFINE A AS NEXT(a) > 1", "NEXT() is not supported", "NEXT"),
     ("QUERY q PATTERN (A) DEFINE A AS FIRST(a) > 1", "FIRST() is not supported", "FIRST"),
     ("QUERY q PATTERN (A) DEFINE A AS LAST(a) > 1", "LAST() is not supported", "LAST"),
@@ -275,6 +293,25 @@ def test_predicates_are_typed_normalised_and_shared():
     assert texts == ["a > 5", "e <> 'y'", "(d >= 0.1) AND (w - a > 3) AND (c = TRUE)"]
     a_gt_5 = nfa.predicates[0].expr
     assert a_gt_5 == P.Cmp(">", P.FieldRef("a", a_gt_5.left.type), P.Const(5, "int"), "int")
+
+
+def test_prev_is_typed_as_its_field():
+    nfa = nfacep.compile_text(
+        STREAM + "QUERY q PARTITION a PATTERN (A B C D) DEFINE A AS b > PREV(b) "
+        "B AS PREV(B.b, 3) + 1 < b - prev(b, 2) C AS PREV(d, 8) <= d AND PREV(e) = 'y' "
+        "D AS PREV(c) OR b < :lo AND PREV(b) >= :lo"
+    )
+    texts = [p.text for p in nfa.predicates]
+    assert texts == [
+        "b > PREV(b)",
+        "PREV(b, 3) + 1 < b - PREV(b, 2)",
+        "(PREV(d, 8) <= d) AND (PREV(e) = 'y')",
+        "PREV(c) OR ((b < :lo) AND (PREV(b) >= :lo))",
+    ]
+    b = nfa.program.schema.field("b").type
+    assert nfa.predicates[0].expr == P.Cmp(">", P.FieldRef("b", b), P.Prev("b", b, 1), "int")
+    assert nfa.history == {"b": 3, "d": 8, "e": 1, "c": 1}
+    assert nfa.program.parameters == {"lo": b}
 
 
 def test_enum_and_bool_and_constant_folding():

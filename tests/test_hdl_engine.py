@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 from bundled import param_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import scenarios, streams
+from strategies import PREV_STREAM, prev_predicates, queries, scenarios, streams
 from streams import stream_put
 
 import nfacep
@@ -791,3 +791,117 @@ def test_parameter_values_after_reset_and_in_force():
     assert seen["late"] == values.packed({**values.initial, "lo": -2})
     with pytest.raises(nfacep.errors.UsageError, match="need values: --param lo="):
         Engine(nfa)
+
+
+# --- PREV: the partition's earlier tuples, kept in its entry ---------------------------------
+
+PREV_FIELDS = "CREATE STREAM s (k UINT(4), a INT(6), c BOOL, e ENUM('x', 'y', 'z'), f FLOAT32);\n"
+# every type PREV reads, several depths of one field (one history), NULLs under NOT, AND, OR,
+# a parameter, beside a predicate without PREV; WITHIN and start_seq beside them
+PREV_DEFINE = (
+    "DEFINE A AS a > PREV(a) OR PREV(c), B AS PREV(a, 3) <= a - 1 AND NOT (PREV(f) < f), "
+    "C AS e <> PREV(e, 2) AND (PREV(a, 2) + PREV(a) > a OR PREV(a) > :lo OR c)"
+)
+PREV_PATTERNS = ["A B+ C", "(A | C) B? A", "A{2} .* C", "B C | A"]
+
+
+def prev_queries(partitioned=True):
+    part = "PARTITION k " if partitioned else ""
+    text = PREV_FIELDS
+    for i, pattern in enumerate(PREV_PATTERNS):
+        head = ["", "ORDER BY a ", "MEASURES FIRST(seq) AS start_seq ", ""][i]
+        within = " WITHIN 9" if head.startswith("ORDER") else ""
+        skip = "AFTER MATCH SKIP PAST LAST ROW " if i % 2 else ""
+        text += f"QUERY q{i} {part}{head}{skip}PATTERN ({pattern}){within} {PREV_DEFINE};"
+    return nfacep.compile_text(text)
+
+
+def prev_data(rng, n, keys):
+    """Random tuples of PREV_FIELDS, ``a`` ascending (the ORDER BY field of a window)."""
+    data = param_data(rng, n, keys)
+    data.columns["a"] = np.sort(data.columns["a"])
+    return data
+
+
+@pytest.mark.parametrize(
+    ("store", "partitions", "ways", "tick_tuples", "timer_bits", "seed"),
+    [
+        ("pipeline", 16, 4, 0, 4, 1),
+        ("pipeline", 3, 4, 2, 2, 2),
+        ("table", 16, 4, 0, 4, 3),
+        ("table", 4, 2, 0, 4, 4),
+        ("table", 4, 2, 3, 2, 5),
+    ],
+)
+def test_prev_against_reference(store, partitions, ways, tick_tuples, timer_bits, seed):
+    """PREV in the gateware: each partition's entry keeps its history; matches, drops and
+    starts equal the reference's in both stores, with a full store (drops are no rows) and
+    timers (a freed partition forgets its history)."""
+    from nfacep.settings import ParamValues
+
+    nfa = prev_queries()
+    assert nfa.history == {"a": 3, "c": 1, "f": 1, "e": 2}
+    rng = np.random.default_rng(seed)
+    data = prev_data(rng, 300, keys=10)
+    values = ParamValues.parse(nfa.program.parameters, ["lo=-2", "lo=5@150"])
+    bits, drops = check(
+        nfa,
+        data,
+        values=values,
+        partitions=partitions,
+        store=store,
+        ways=ways,
+        tick_tuples=tick_tuples,
+        timer_bits=timer_bits,
+        seed=seed,
+    )
+    assert bits
+    assert bool(drops) == (partitions < 10)
+
+
+def test_prev_unpartitioned():
+    """Without PARTITION the engine keeps one history, in front of the decoder."""
+    from nfacep.settings import ParamValues
+
+    nfa = prev_queries(partitioned=False)
+    data = prev_data(np.random.default_rng(7), 300, keys=1)
+    values = ParamValues.parse(nfa.program.parameters, ["lo=1"])
+    bits, drops = check(nfa, data, values=values, partitions=1, seed=7)
+    assert bits and not drops
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None)
+@given(
+    q=queries("q", preds=prev_predicates),
+    rows=streams(max_len=40, keys=6),
+    partitioned=st.booleans(),
+    shape=st.sampled_from(
+        [("pipeline", 2, 4), ("pipeline", 8, 4), ("table", 4, 2), ("table", 256, 4)]
+    ),
+    timers=st.sampled_from([(0, 4), (1, 2), (3, 1)]),
+    data=st.data(),
+)
+def test_random_prev_queries(q, rows, partitioned, shape, timers, data):
+    """Random PREV conditions (the differential test's) through either store, with capacity
+    and timers, or without PARTITION, equal the reference exactly."""
+    from oracle import render_query
+
+    store, partitions, ways = shape
+    nfa = nfacep.compile_text(PREV_STREAM + render_query(q, "s", "k" if partitioned else None))
+    n = len(rows)
+    columns = {
+        "k": np.array([r["k"] for r in rows], dtype=np.uint64),
+        **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
+        "v": np.array(data.draw(st.lists(st.integers(0, 7), min_size=n, max_size=n)), np.uint8),
+    }
+    check(
+        nfa,
+        tuples.Tuples(columns, n),
+        partitions=partitions,
+        store=store,
+        ways=ways,
+        tick_tuples=timers[0],
+        timer_bits=timers[1],
+        seed=n,
+    )

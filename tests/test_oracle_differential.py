@@ -58,7 +58,15 @@ from oracle import (
     with_parameters,
     within,
 )
-from strategies import STREAM, quantifiers, queries, scenarios, streams
+from strategies import (
+    PREV_STREAM,
+    STREAM,
+    prev_predicates,
+    quantifiers,
+    queries,
+    scenarios,
+    streams,
+)
 
 FIELDS = ("k", "p0", "p1", "p2")
 P0 = ("cmp", "p0", "=", True)
@@ -1179,3 +1187,41 @@ def test_match_timestamps_random(tmp_path, partitioned, unit, data):
     context = f"\n--- query file\n{text}--- rows {rows}"
     assert got.rc == 0, context
     assert got.matches == want.matches, context
+
+
+# PREV: earlier tuples of the partition, NULL before them
+
+
+@st.composite
+def valued(draw, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """``rows`` with a ``v`` (UINT(3)) each."""
+    return [dict(row, v=draw(st.integers(0, 7))) for row in rows]
+
+
+@cli_settings(100)
+@given(partitioned=st.booleans(), data=st.data())
+def test_match_prev_random(tmp_path, partitioned, data):
+    """Random queries whose conditions read PREV (of several depths, in sums, compared with
+    fields, constants and each other, BOOL ones as conditions, under NOT, AND and OR), in
+    either form, qualified or not, with and without PARTITION, capacity, drops and timers
+    (which forget a partition's history), in pieces of a few tuples or whole."""
+    qs = [
+        data.draw(queries(f"r{i}", preds=prev_predicates), label="query")
+        for i in range(data.draw(st.integers(1, 2)))
+    ]
+    text = PREV_STREAM + "".join(
+        render_query(
+            q,
+            "s",
+            "k" if partitioned else None,
+            data.draw(st.sampled_from(["sql", "concise"])),
+            qualify=data.draw(st.booleans()),
+        )
+        for q in qs
+    )
+    rows = data.draw(valued(data.draw(streams(max_len=30, keys=4))), label="rows")
+    hardware, options = capacity_and_timers(data, partitioned)
+    options += data.draw(st.sampled_from([[], ["--chunk", "1"], ["--chunk", "3"]]))
+    check_against_oracle(
+        tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "v")
+    )

@@ -806,3 +806,64 @@ def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode
         sim.Simulation(sim.SimOptions(simulator=simulator, check=True)).stream(
             nfa, iter(pieces), params
         )
+
+
+# --- PREV: each partition's history in its entry, on the bundled V-shape ticks ---------------
+
+RISING = """
+SELECT * FROM ticks
+MATCH_RECOGNIZE (
+    PARTITION BY stock
+    ORDER BY ts
+    MEASURES FIRST(seq) AS start_seq
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (UP{3})
+    DEFINE UP AS price > PREV(price) AND PREV(price) > PREV(price, 2) - 10
+        AND NOT (chg < PREV(chg, 3))
+) AS rising;
+"""
+
+
+def rising_query(tmp_path) -> pathlib.Path:
+    """ "Rising three times" over the stream of queries/vshape.sql."""
+    text = (QUERIES / "vshape.sql").read_text()
+    stream = text[text.index("CREATE STREAM") : text.index(");") + 2]
+    path = tmp_path / "rising.sql"
+    path.write_text(stream + "\n" + RISING)
+    return path
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        # 4 elements for 6 instruments, with timers: drops (no rows) and forgotten histories
+        ("--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"),
+        ("--store", "table", "--partitions", "4", "--ways", "2", "--tick-tuples", "7"),
+        ("--store", "table", "--partitions", "65536"),
+    ],
+)
+def test_prev_icarus(tmp_path, sim_cache, params):
+    require("icarus")
+    query, data = rising_query(tmp_path), QUERIES / "vshape.csv"
+    out, ref = tmp_path / "sim.csv", tmp_path / "ref.csv"
+    io = ["--input", str(data), "--output"]
+    argv = ["sim", str(query), *io, str(out), "--build-dir", str(sim_cache), "--check", *params]
+    assert main([*argv, "--seed", "4"]) == 0
+    assert main(["match", str(query), *io, str(ref), *params]) == 0
+    assert out.read_text() == ref.read_text()
+    summary = json.loads((tmp_path / "sim.summary.json").read_text())
+    assert sum(summary["matches"].values()) > 0
+    assert (summary["drops"] > 0) == ("65536" not in params)
+
+
+@pytest.mark.slow
+def test_prev_verilator(tmp_path, sim_cache):
+    require("verilator")
+    query, data = rising_query(tmp_path), QUERIES / "vshape.csv"
+    out, ref = tmp_path / "sim.csv", tmp_path / "ref.csv"
+    params = ("--store", "table", "--partitions", "4", "--ways", "2", "--tick-tuples", "7")
+    io = ["--input", str(data), "--output"]
+    argv = ["sim", str(query), *io, str(out), "--build-dir", str(sim_cache), "--check"]
+    assert main([*argv, "--simulator", "verilator", *params]) == 0
+    assert main(["match", str(query), *io, str(ref), *params]) == 0
+    assert out.read_text() == ref.read_text()

@@ -20,7 +20,7 @@ import re
 from fractions import Fraction
 
 from ..errors import QueryError, SourcePos
-from ..limits import MAX_KEY_BITS
+from ..limits import MAX_KEY_BITS, MAX_PREV
 from ..schema import CheckedQuery, Measure, Program, Schema
 from . import ast
 from . import predicates as P
@@ -468,6 +468,14 @@ class _Checker:
                     f"field '{f.name}' is {f.type}, not a condition: compare it with something",
                     e.pos,
                 )
+            case ast.Call("PREV"):
+                prev = self._prev(e, schema, var)
+                if isinstance(prev.type, BoolType):
+                    return prev
+                raise QueryError(
+                    f"{P.render(prev)} is {prev.type}, not a condition: compare it with something",
+                    e.pos,
+                )
             case ast.Call():
                 raise _reject_call(e)
         raise QueryError("expected a condition (a comparison, AND, OR, NOT, a BOOL field)", e.pos)
@@ -495,10 +503,53 @@ class _Checker:
                 return self._negated(e, operand, schema, var)
             case ast.BinOp():
                 return self._arith(e, schema, var)
+            case ast.Call("PREV"):
+                prev = self._prev(e, schema, var)
+                return P.field_kind(prev.type), prev
             case ast.Call():
                 raise _reject_call(e)
             case _:
                 return "bool", self._bool(e, schema, var)
+
+    def _prev(self, call: ast.Call, schema: Schema, var: str) -> P.Prev:
+        """Type ``PREV(field)`` or ``PREV(field, k)``: a field of the current stream, qualified
+        with the variable being defined or not at all, ``k`` an integer constant 1 … MAX_PREV."""
+        usage = f"write PREV(field) or PREV(field, k), k an integer from 1 to {MAX_PREV}"
+        if not 1 <= len(call.args) <= 2:
+            raise QueryError(
+                f"PREV takes a field and how many tuples back, not {len(call.args)} "
+                f"arguments: {usage}",
+                call.pos,
+            )
+        col = call.args[0]
+        if not isinstance(col, ast.Column) or col.name == "*":
+            raise QueryError(
+                f"PREV reads a field of an earlier tuple, not an expression: {usage} "
+                "(PREV(a) + 1 for PREV(a + 1))",
+                getattr(col, "pos", None) or call.pos,
+            )
+        if col.qualifier is not None and ast.key(col.qualifier, col.qualifier_quoted) != var:
+            written = ast.quote(col.qualifier, col.qualifier_quoted)
+            raise QueryError(
+                f"PREV({written}.{ast.quote(col.name, col.quoted)}) reads the row before "
+                f"the last one mapped to {written}, which the NFA does not keep: PREV reads "
+                "the previous tuples of the partition, qualified with the variable being "
+                "defined or not at all",
+                col.pos,
+            )
+        f = self._field(col, schema, var)
+        k = 1
+        if len(call.args) == 2:
+            arg = call.args[1]
+            if not isinstance(arg, ast.IntLit) or not 1 <= arg.value <= MAX_PREV:
+                raise QueryError(
+                    f"PREV's second argument counts tuples back and must be an integer "
+                    f"constant from 1 to {MAX_PREV}: the partition's entry keeps at most "
+                    f"{MAX_PREV} earlier values of a field",
+                    getattr(arg, "pos", None) or call.pos,
+                )
+            k = arg.value
+        return P.Prev(f.name, f.type, k)
 
     def _negated(self, e: ast.Neg, operand: ast.Expr, schema: Schema, var: str):
         """Type a unary minus: literals fold, an integer field becomes ``neg``."""
@@ -602,7 +653,7 @@ class _Checker:
     def _param_compare(self, op: str, lk: str, lv, rk: str, rv, c: ast.Compare) -> P.PExpr:
         """``field op :name``: the parameter takes the field's type; every comparison of the
         same name must agree on it."""
-        if rk != "param" or not isinstance(lv, P.FieldRef):
+        if rk != "param" or not isinstance(lv, P.FieldRef | P.Prev):
             raise _param_alone(rv if rk == "param" else lv)
         ty = lv.type
         first = self.param_folds.setdefault(rv.name.upper(), (rv.name, rv.quoted, rv.pos))
@@ -647,12 +698,12 @@ class _Checker:
         return value
 
     def _fits(self, left: P.PExpr, right: P.PExpr, rside: ast.Expr) -> None:
-        if isinstance(left, P.FieldRef) and isinstance(right, P.Const):
+        if isinstance(left, P.FieldRef | P.Prev) and isinstance(right, P.Const):
             lo, hi = left.range
             if not lo <= right.value <= hi:
+                shown = f"field '{left.name}'" if isinstance(left, P.FieldRef) else P.render(left)
                 raise QueryError(
-                    f"constant {right.value} does not fit field '{left.name}' "
-                    f"{left.type} ({lo}..{hi})",
+                    f"constant {right.value} does not fit {shown} {left.type} ({lo}..{hi})",
                     rside.pos,
                 )
 
@@ -676,6 +727,8 @@ def _param_alone(p: ast.ParamRef) -> QueryError:
 def _kind_text(kind: str, value=None) -> str:
     if isinstance(value, P.FieldRef):
         return f"{value.type} field '{value.name}'"
+    if isinstance(value, P.Prev):
+        return f"{value.type} {P.render(value)}"
     return {
         "intlit": "an integer literal",
         "declit": "a decimal literal",

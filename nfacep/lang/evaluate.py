@@ -5,13 +5,34 @@ decoder does: integer arithmetic is exact (no overflow, any width: a comparison 
 ranges, or any of their parts', leave int64 and uint64 is computed with Python integers),
 FLOAT32 comparisons follow IEEE 754 (NaN satisfies no ordered comparison and ``=``, only
 ``<>``; -0 equals +0), ENUM values are label indices.
+
+``PREV(field, k)`` (:class:`~nfacep.lang.predicates.Prev`) reads the columns
+``prev_of(field, k)`` (the values, anything where NULL) and ``known_of(k)`` (whether they are
+not NULL). A predicate that reads one follows SQL's three-valued logic: a comparison with a
+NULL is unknown, NOT unknown is unknown, AND and OR are Kleene's, and a tuple satisfies the
+predicate only where it is true.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, Param, PExpr, column_of
+from .predicates import (
+    And,
+    Arith,
+    Cmp,
+    Const,
+    FieldRef,
+    Not,
+    Or,
+    Param,
+    PExpr,
+    Prev,
+    column_of,
+    known_of,
+    nodes,
+    prev_of,
+)
 from .types import BoolType
 
 __all__ = ["evaluate"]
@@ -31,7 +52,7 @@ def _int_dtype(*ranges: tuple[int, int]):
 
 
 def _subranges(e: PExpr):
-    if isinstance(e, FieldRef | Const | Param):
+    if isinstance(e, FieldRef | Const | Param | Prev):
         yield e.range
     elif isinstance(e, Arith):
         yield e.range
@@ -51,6 +72,9 @@ def _int_values(e: PExpr, columns, n: int, dtype):
             return np.asarray(value, dtype=dtype)  # 0-d: broadcast, never n copies
         case Param(name):
             return np.asarray(columns[column_of(name)]).astype(dtype, copy=False)
+        case Prev(name, _, k):
+            col = columns[prev_of(name, k)]
+            return col.astype(object) if dtype is object else col.astype(dtype, copy=False)
         case Arith("neg", left):
             return -_int_values(left, columns, n, dtype)
         case Arith(op, left, right) if right is not None:
@@ -79,6 +103,8 @@ def _scalar_or_column(e: PExpr, columns, n: int, dtype):
         return np.asarray(columns[column_of(e.name)]).astype(dtype, copy=False)
     if isinstance(e, FieldRef):
         return columns[e.name].astype(dtype, copy=False)
+    if isinstance(e, Prev):
+        return columns[prev_of(e.name, e.k)].astype(dtype, copy=False)
     raise TypeError(e)
 
 
@@ -99,7 +125,50 @@ def _ipv4(fn, left: PExpr, right: PExpr, columns, n: int):
 
 
 def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
-    """Evaluate a Boolean predicate on ``n`` tuples given as numpy columns (see module doc)."""
+    """Evaluate a Boolean predicate on ``n`` tuples given as numpy columns (see module doc):
+    whether each tuple satisfies it."""
+    if any(isinstance(node, Prev) for node in nodes(e)):
+        return _kleene(e, columns, n)[0]
+    return _evaluate(e, columns, n)
+
+
+def _kleene(e: PExpr, columns, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Boolean predicate in three-valued logic: (where it is true, where it is false); where
+    it is neither, it is unknown."""
+    prevs = {node.k for node in nodes(e) if isinstance(node, Prev)}
+    match e:
+        case _ if not prevs:
+            true = _evaluate(e, columns, n)
+            return true, ~true
+        case Not(operand):
+            true, false = _kleene(operand, columns, n)
+            return false, true
+        case And(items) | Or(items):
+            parts = [_kleene(i, columns, n) for i in items]
+            trues = np.array([t for t, _ in parts]).reshape(len(parts), n)
+            falses = np.array([f for _, f in parts]).reshape(len(parts), n)
+            if isinstance(e, And):
+                return np.all(trues, axis=0), np.any(falses, axis=0)
+            return np.any(trues, axis=0), np.all(falses, axis=0)
+        case Cmp(op, left, right, "bool"):
+            lt, lf = _kleene(left, columns, n)
+            rt, rf = _kleene(right, columns, n)
+            known = (lt | lf) & (rt | rf)
+            value = _OPS[op](lt, rt)
+            return value & known, ~value & known
+    # a comparison or a BOOL PREV: known where every PREV it reads is
+    known = np.ones(n, dtype=bool)
+    for k in prevs:
+        known &= columns[known_of(k)]
+    if isinstance(e, Prev):
+        value = columns[prev_of(e.name, e.k)].astype(bool, copy=False)
+    else:
+        value = _evaluate(e, columns, n)
+    return value & known, ~value & known
+
+
+def _evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """:func:`evaluate` of a predicate without PREV (or a comparison, PREV's NULLs aside)."""
     match e:
         case Const(value, "bool"):
             return np.full(n, bool(value))
@@ -108,16 +177,16 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
         case Param(name, BoolType()):
             return _column(np.asarray(columns[column_of(name)]).astype(bool, copy=False), n)
         case Not(operand):
-            return ~evaluate(operand, columns, n)
+            return ~_evaluate(operand, columns, n)
         case And(items):
             out = np.ones(n, dtype=bool)
             for item in items:
-                out &= evaluate(item, columns, n)
+                out &= _evaluate(item, columns, n)
             return out
         case Or(items):
             out = np.zeros(n, dtype=bool)
             for item in items:
-                out |= evaluate(item, columns, n)
+                out |= _evaluate(item, columns, n)
             return out
         case Cmp(op, left, right, kind):
             fn = _OPS[op]
@@ -136,7 +205,7 @@ def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
                     n,
                 )
             if kind == "bool":
-                return _column(fn(evaluate(left, columns, n), evaluate(right, columns, n)), n)
+                return _column(fn(_evaluate(left, columns, n), _evaluate(right, columns, n)), n)
             if kind == "ipv4":
                 return _column(_ipv4(fn, left, right, columns, n), n)
             return _column(

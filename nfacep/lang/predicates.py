@@ -25,9 +25,13 @@ __all__ = [
     "Or",
     "PExpr",
     "Param",
+    "Prev",
     "bind",
     "column_of",
+    "history",
+    "known_of",
     "nodes",
+    "prev_of",
     "render",
 ]
 
@@ -92,6 +96,34 @@ WIDEST = 128
 
 
 @dataclass(frozen=True)
+class Prev:
+    """``PREV(name, k)``: field ``name`` of the tuple ``k`` tuples back in the same partition
+    (1 ≤ k ≤ :data:`nfacep.limits.MAX_PREV`), NULL where fewer than ``k`` precede it there.
+    Evaluated, its values are the column ``prev_of(name, k)`` and whether they are known
+    (not NULL) the column ``known_of(k)``."""
+
+    name: str
+    type: FieldType
+    k: int = 1
+
+    @property
+    def range(self) -> tuple[int, int]:
+        return _range(self.type)
+
+
+def prev_of(name: str, k: int) -> str:
+    """The key of ``PREV(name, k)``'s values among :func:`evaluate`'s columns (no field can
+    have it: a field name has no parenthesis)."""
+    return f"PREV({name},{k})"
+
+
+def known_of(k: int) -> str:
+    """The key of the column saying, per tuple, whether ``k`` tuples precede it in its
+    partition (where they do not, every ``PREV(…, k)`` is NULL)."""
+    return f"PREV(*,{k})"
+
+
+@dataclass(frozen=True)
 class Arith:
     """Exact integer ``+``, ``-``, ``*`` (the right operand a :class:`Const`, as the checker
     builds it) or unary ``neg`` (right is None)."""
@@ -140,9 +172,9 @@ class Not:
     operand: PExpr
 
 
-PExpr = FieldRef | Const | Param | Arith | Cmp | And | Or | Not
+PExpr = FieldRef | Const | Param | Prev | Arith | Cmp | And | Or | Not
 #: the operands of integer arithmetic
-IntExpr = FieldRef | Const | Param | Arith
+IntExpr = FieldRef | Const | Param | Prev | Arith
 
 
 def _const_text(c: Const) -> str:
@@ -170,6 +202,8 @@ def render(e: PExpr, _top: bool = True) -> str:
             return _const_text(e)
         case Param(name):
             return ":" + name
+        case Prev(name, _, k):
+            return f"PREV({name})" if k == 1 else f"PREV({name}, {k})"
         case Arith("neg", left):
             return f"-{render(left, False)}"
         case Arith(op, left, right) if right is not None:
@@ -228,6 +262,17 @@ def nodes(e: PExpr):
                 yield from nodes(item)
         case Not(operand):
             yield from nodes(operand)
+
+
+def history(exprs) -> dict[str, int]:
+    """The fields the predicates ``exprs`` read with PREV, each with the most tuples back it is
+    read: how many of its values each partition keeps (its depth), in the order first read."""
+    depth: dict[str, int] = {}
+    for e in exprs:
+        for node in nodes(e):
+            if isinstance(node, Prev):
+                depth[node.name] = max(depth.get(node.name, 0), node.k)
+    return depth
 
 
 def field_kind(ty: FieldType) -> str:

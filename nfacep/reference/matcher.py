@@ -34,7 +34,7 @@ import numpy as np
 
 from ..io.tuples import Tuples, format_value
 from ..lang.evaluate import evaluate
-from ..lang.predicates import FieldRef, nodes
+from ..lang.predicates import FieldRef, Prev, nodes
 from ..lang.types import BoolType, EnumType, UIntType
 from ..nfa import Nfa, QueryNfa
 from ..params import EngineParams
@@ -44,6 +44,7 @@ from ..settings import ParamValues
 from ..wire import key_raw, key_text
 from . import dfa as dfa_mod
 from .capacity import Slots, admit, carry, table_slots
+from .history import History
 from .loops import loops
 
 __all__ = [
@@ -117,6 +118,10 @@ class _Decoder:
         self.columns = {**tuples.columns, **self.params} if values else tuples.columns
         self._done: dict[int, np.ndarray] = {}
 
+    def add(self, columns: dict[str, np.ndarray]) -> None:
+        """Columns the predicates read beside the fields and parameters (PREV's)."""
+        self.columns = {**self.columns, **columns}
+
     def __getitem__(self, p: int) -> np.ndarray:
         if p not in self._done:
             self._done[p] = evaluate(self.nfa.predicates[p].expr, self.columns, self.tuples.n)
@@ -124,7 +129,10 @@ class _Decoder:
 
 
 def predicate_matrix(nfa: Nfa, tuples: Tuples, values: ParamValues | None = None) -> np.ndarray:
-    """Bool matrix (tuples × predicates): the predicate decoder's output for every tuple."""
+    """Bool matrix (tuples × predicates): the predicate decoder's output for every tuple
+    (without PREV, which needs the partitions: :class:`Matcher` evaluates those)."""
+    if nfa.history:
+        raise ValueError("PREV reads earlier tuples of the partition: match with Matcher")
     out = np.zeros((tuples.n, len(nfa.predicates)), dtype=bool)
     decoder = _Decoder(nfa, tuples, values)
     for p in range(len(nfa.predicates)):
@@ -171,12 +179,10 @@ _PACKED_PREDICATES = 16
 def _narrow_field(nfa: Nfa, used: list[int]) -> str | None:
     """The one field that all the predicates ``used`` read, when its values are few: an ENUM,
     a BOOL or a UINT of at most 16 bits (else None)."""
-    fields = {
-        node.name: node.type
-        for p in used
-        for node in nodes(nfa.predicates[p].expr)
-        if isinstance(node, FieldRef)
-    }
+    read = [node for p in used for node in nodes(nfa.predicates[p].expr)]
+    if any(isinstance(node, Prev) for node in read):
+        return None  # (the predicates read earlier tuples too)
+    fields = {node.name: node.type for node in read if isinstance(node, FieldRef)}
     if len(fields) != 1:
         return None
     [(name, ty)] = fields.items()
@@ -583,6 +589,7 @@ class Matcher:
         self._last = np.zeros(0, dtype=np.int64)  # per code: its last admitted position
         self._texts = np.empty(0, dtype=object)  # per code: its key as text, once matched
         self._queries = [_QueryState() for _ in nfa.queries]
+        self._history = History(nfa.history) if nfa.history else None
         self._whole = False  # a piece ran in the array operations: no other may follow
         self._ended = False  # the last piece came
 
@@ -600,6 +607,8 @@ class Matcher:
         decoder = _Decoder(nfa, tuples, self.values, offset)
         codes, admitted, fresh = self._admit(tuples, offset, last)
         n_keys = max(len(self.keys), 1)
+        if self._history is not None:
+            decoder.add(self._history.columns(tuples.columns, codes, admitted, fresh, n_keys))
         piece = _Piece(tuples, decoder, codes, admitted, fresh, offset, last, n_keys)
         all_seq, all_q, all_first = [], [], []
         for q, run in zip(nfa.queries, self._queries, strict=True):
