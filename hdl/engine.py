@@ -191,6 +191,49 @@ class Engine(wiring.Component):
                 m.d.comb += results.payload.result.starts.eq(matcher.o_stream.payload.starts)
             return matcher, results
 
+        payload_shape, update, state_width = self._update()
+        params = self._params
+        shapes = {
+            "key_shape": self._key_bits,
+            "payload_shape": payload_shape,
+            "state_width": state_width,
+            "result_shape": outcome.size,
+            "update": update,
+        }
+        if params.store == "table":
+            m.submodules.partitioner = matcher = TablePartitioner(
+                entries=params.partitions,
+                ways=params.ways,
+                timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples,
+                **shapes,
+            )
+        else:
+            m.submodules.partitioner = matcher = StreamPartitioner(
+                depth=params.partitions,
+                timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples,
+                **shapes,
+            )
+        self._store = matcher
+        out = matcher.o_stream
+        m.d.comb += [
+            results.valid.eq(out.valid),
+            out.ready.eq(results.ready),
+            results.payload.key.eq(out.payload.key),
+            # a dropped tuple's result is meaningless: it matched nothing
+            results.payload.result.eq(Mux(out.payload.dropped, 0, out.payload.result)),
+            results.payload.dropped.eq(out.payload.dropped),
+            self.drops.eq(matcher.drops),
+        ]
+        return matcher, results
+
+    def _update(self):
+        """What the partition store carries with each tuple and how it updates a partition's
+        entry: ``(payload shape, update function, entry width)``. The payload is the predicate
+        vector, with the tuple's times under WITHIN or start_seq and the fields PREV's
+        predicates read; the entry is the NFA state, followed by the PREV history."""
+        nfa = self._nfa
         times = times_layout(nfa)
         late = late_layout(nfa)
         kept = history_layout(nfa.program.schema, nfa.history)
@@ -222,41 +265,7 @@ class Engine(wiring.Component):
                 after = shifted(mod, kept, history, payload.late.fields)
                 return Cat(Value.cast(stored), Value.cast(after)), result
 
-        params = self._params
-        shapes = {
-            "key_shape": self._key_bits,
-            "payload_shape": payload_shape,
-            "state_width": nfa_bits + (0 if kept is None else kept.size),
-            "result_shape": outcome.size,
-            "update": update,
-        }
-        if params.store == "table":
-            m.submodules.partitioner = matcher = TablePartitioner(
-                entries=params.partitions,
-                ways=params.ways,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
-        else:
-            m.submodules.partitioner = matcher = StreamPartitioner(
-                depth=params.partitions,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
-        self._store = matcher
-        out = matcher.o_stream
-        m.d.comb += [
-            results.valid.eq(out.valid),
-            out.ready.eq(results.ready),
-            results.payload.key.eq(out.payload.key),
-            # a dropped tuple's result is meaningless: it matched nothing
-            results.payload.result.eq(Mux(out.payload.dropped, 0, out.payload.result)),
-            results.payload.dropped.eq(out.payload.dropped),
-            self.drops.eq(matcher.drops),
-        ]
-        return matcher, results
+        return payload_shape, update, nfa_bits + (0 if kept is None else kept.size)
 
     def _front(self, m: Module, matcher) -> None:
         """Decoder and FIFO: ``i_stream``'s tuples become the matcher's input items (the key and

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .io.tuples import Tuples, format_value
+from .io.tuples import Tuples, format_values
 from .schema import Measure, Program
 
 __all__ = ["Measurer", "columns"]
@@ -65,6 +65,7 @@ class Measurer:
             {m.field for q in program.queries for m in q.measures if m.kind == "first" and m.field}
         )
         self.counts = any(m.kind == "count" for q in program.queries for m in q.measures)
+        self._key_bits = program.key.width
         self.n = 0  #: tuples fed so far
         self._sizes: dict = {}  # partition value -> its tuples so far
         self._numbers: dict = {}  # (query, partition value) -> its matches so far
@@ -85,30 +86,36 @@ class Measurer:
             if not items or not len(rows):
                 continue
             end = seqs[rows]
-            start = None
-            if any(m.kind in Measure.STARTS for _, m in items):
-                start = self._find(pos, result.starts[rows])
+            began = None if result.starts is None else result.starts[rows]
+            start = None  # rows of the known tuples, where FIRST(field) and COUNT(*) read
+            if any(m.kind == "count" or (m.kind == "first" and m.field) for _, m in items):
+                assert began is not None, "a query that needs starts reports them"
+                start = self._find(pos, began)
+            # each match is numbered once, however many MATCH_NUMBER() columns show it
+            number = self._number(q, keys, end) if any(m.kind == "number" for _, m in items) else []
             for c, m in items:
-                text = self._column(m, q, tuples, keys, end, start, pos, all_ords, ords, values)
+                if m.kind == "number":
+                    text = number
+                else:
+                    text = self._column(m, tuples, end, start, began, all_ords, ords, values)
                 cells = out[c]
                 for r, t in zip(rows.tolist(), text, strict=True):
                     cells[r] = t
         self._keep(pos, all_ords, values, result.live)
         return out
 
-    def _column(self, m: Measure, q, tuples, keys, end, start, pos, all_ords, ords, values):
-        """The text of measure ``m`` for the matches of query ``q`` ending at ``end`` (rows
-        of ``tuples``) and beginning at ``start`` (rows of the known tuples)."""
-        if m.kind == "number":
-            return self._number(q, keys, end)
+    def _column(self, m: Measure, tuples, end, start, began, all_ords, ords, values):
+        """The text of measure ``m`` for the matches ending at ``end`` (rows
+        of ``tuples``) and beginning at ``began`` (stream positions; ``start``: rows of the
+        known tuples)."""
         if m.kind == "count":
             return (ords[end] - all_ords[start] + 1).astype(str).tolist()
         if m.field is None:  # FIRST(seq), LAST(seq): the position
-            at = pos[start] if m.kind == "first" else end + self.n - tuples.n
+            at = began if m.kind == "first" else end + self.n - tuples.n
             return at.astype(str).tolist()
         column = values[m.field][start] if m.kind == "first" else tuples.columns[m.field][end]
         ty = self.program.schema.field(m.field).type
-        return [format_value(v, ty) for v in column.tolist()]
+        return format_values(column, ty)
 
     def _keys(self, tuples: Tuples) -> np.ndarray | None:
         """Each tuple's partition value (None without PARTITION); a key of several fields as
@@ -125,15 +132,22 @@ class Measurer:
         pieces before."""
         if keys is None:
             return offset + np.arange(n, dtype=np.int64)
-        values, inverse = np.unique(keys, return_inverse=True)
-        order = np.argsort(inverse, kind="stable")
-        grouped = inverse[order]
-        sizes = np.bincount(inverse, minlength=len(values))
-        heads = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        before = np.array([self._sizes.get(v, 0) for v in values.tolist()], dtype=np.int64)
+        # one stable sort: each key's tuples together, in stream order (numpy sorts 16-bit
+        # integers by radix, in linear time)
+        if keys.dtype.kind in "iub" and self._key_bits <= 16:
+            keys = keys.astype(np.int16 if keys.dtype.kind == "i" else np.uint16)
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        head = np.ones(n, dtype=bool)
+        head[1:] = ordered[1:] != ordered[:-1]
+        group = np.cumsum(head) - 1
+        heads = np.flatnonzero(head)
+        values = ordered[heads].tolist()
+        sizes = np.diff(np.append(heads, n)).tolist()
+        before = np.array([self._sizes.get(v, 0) for v in values], dtype=np.int64)
         ords = np.empty(n, dtype=np.int64)
-        ords[order] = np.arange(n) - heads[grouped] + before[grouped]
-        for v, size, b in zip(values.tolist(), sizes.tolist(), before.tolist(), strict=True):
+        ords[order] = np.arange(n) - heads[group] + before[group]
+        for v, size, b in zip(values, sizes, before.tolist(), strict=True):
             self._sizes[v] = b + size
         return ords
 
@@ -178,7 +192,10 @@ class Measurer:
         if live is None or not len(live) or not (self.firsts or self.counts):
             self._carry = None
             return
-        keep = np.isin(pos, live)
+        at = np.searchsorted(pos, live)  # both sorted: where each live start is, if known
+        known = at < len(pos)
+        at = at[known]
+        keep = at[pos[at] == live[known]]
         self._carry = _Carry(
             pos[keep],
             all_ords[keep] if len(all_ords) else all_ords,

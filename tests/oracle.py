@@ -3,9 +3,10 @@
 It shares no code with :mod:`nfacep` (and must never import it): patterns, predicates,
 partitioning (by one field or several: their values together are the key, their bits
 concatenated in the table, :func:`concat_key`), capacity, timers, time windows (WITHIN),
-where a match begins (start_seq, the latest start of the runs that end at a match) and both
-match semantics are modelled here from scratch, as directly as the specification states
-them, with no NFA in sight.
+where a match begins (start_seq, the latest start of the runs that end at a match), the
+measures read there and where it ends (FIRST, LAST, COUNT(*), MATCH_NUMBER()) and both match
+semantics are modelled here from scratch, as directly as the specification states them, with
+no NFA in sight.
 
 Patterns are nested tuples::
 
@@ -420,6 +421,13 @@ class Query:
     window: int | None = None
     order: str | None = None  # the ORDER BY field
     start: bool = False  # MEASURES FIRST(seq) AS start_seq: report where each match begins
+    #: further MEASURES, (alias, kind, field): kind "first", "last", "count" (COUNT(*)) or
+    #: "number" (MATCH_NUMBER()); field None for ``seq``, the tuple's position
+    measures: tuple[tuple[str, str, str | None], ...] = ()
+
+    def all_measures(self) -> tuple[tuple[str, str, str | None], ...]:
+        """Every measure, start_seq first when asked."""
+        return ((("start_seq", "first", None),) if self.start else ()) + self.measures
 
     def define_map(self) -> dict[str, tuple]:
         """The predicate of each defined variable, by :func:`name_key`."""
@@ -477,8 +485,8 @@ def _render_concise(
         lines.append(f"PARTITION {partition}")
     if q.order:
         lines.append(f"ORDER BY {q.order}")
-    if q.start:
-        lines.append("MEASURES FIRST(seq) AS start_seq")
+    if q.all_measures():
+        lines.append("MEASURES " + render_measures(q))
     if clause:
         lines.append(_after(q))
     lines.append(f"PATTERN ( {render_pattern(q.pattern)} ){_within(q)}")
@@ -497,8 +505,8 @@ def _render_sql(
         lines.append(f"    PARTITION BY {partition}")
     if q.order:
         lines.append(f"    ORDER BY {q.order}")
-    if q.start:
-        lines.append("    MEASURES FIRST(seq) AS start_seq")
+    if q.all_measures():
+        lines.append("    MEASURES " + render_measures(q))
     if clause:
         lines.append("    " + _after(q))
     lines.append(f"    PATTERN ({render_pattern(q.pattern)}){_within(q)}")
@@ -510,6 +518,19 @@ def _render_sql(
         lines.append(",\n".join(items))
     lines.append(f") AS {q.name};\n" if named else ");\n")
     return "\n".join(lines)
+
+
+def render_measures(q: Query) -> str:
+    """The items of the MEASURES clause."""
+    items = []
+    for alias, kind, fld in q.all_measures():
+        if kind == "count":
+            items.append(f"COUNT(*) AS {alias}")
+        elif kind == "number":
+            items.append(f"MATCH_NUMBER() AS {alias}")
+        else:
+            items.append(f"{kind.upper()}({fld or 'seq'}) AS {alias}")
+    return ", ".join(items)
 
 
 def _within(q: Query) -> str:
@@ -833,14 +854,76 @@ def partition(
 
 
 # --------------------------------------------------------------------------------------------
+# Measures
+
+
+@dataclass(frozen=True)
+class Match:
+    """A reported match: the positions of its first and last tuples, its partition's key."""
+
+    first: int
+    last: int
+    key: object
+    query: str
+
+
+def measure_columns(queries: Sequence[Query]) -> list[str]:
+    """The match file's measure columns: every query's measure names in file order, each name
+    once (as SQL compares names), spelled as first written."""
+    out: dict[str, str] = {}
+    for q in queries:
+        for alias, _, _ in q.all_measures():
+            out.setdefault(name_key(alias), alias)
+    return list(out.values())
+
+
+def value_text(value: object) -> str:
+    """A value as a tuple file writes it: BOOL as true/false, integers in decimal."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def match_cells(
+    q: Query,
+    m: Match,
+    rows: Sequence[Mapping[str, object]],
+    keys: Sequence[object] | None,
+    numbers: dict[tuple[str, object], int],
+    columns: Sequence[str],
+) -> list[object]:
+    """The measure columns' cells of match ``m`` of ``q`` (None where ``q`` has no such
+    measure): ``start_seq`` as an int, the others as text. ``numbers`` counts each query's
+    matches per partition, so matches must come in stream order within a partition."""
+    mine = {}
+    if any(kind == "number" for _, kind, _ in q.all_measures()):  # once per match
+        numbers[(m.query, m.key)] = numbers.get((m.query, m.key), 0) + 1
+    for alias, kind, fld in q.all_measures():
+        if kind == "count":  # the partition's tuples from the first to the last
+            if keys is None:
+                value: object = m.last - m.first + 1
+            else:
+                value = sum(1 for n in range(m.first, m.last + 1) if keys[n] == m.key)
+        elif kind == "number":
+            value = numbers[(m.query, m.key)]
+        else:
+            at = m.first if kind == "first" else m.last
+            value = at if fld is None else _by_key(rows[at])[name_key(fld)]
+        cell = value if (alias == "start_seq" and kind == "first" and fld is None) else None
+        mine[name_key(alias)] = cell if cell is not None else value_text(value)
+    return [mine.get(name_key(c)) for c in columns]
+
+
+# --------------------------------------------------------------------------------------------
 # The whole matcher
 
 
 @dataclass
 class Result:
     tuples: int
-    #: (seq, query, partition text), sorted; when a query reports start_seq,
-    #: (seq, query, partition text, start seq or None for the queries that do not)
+    #: (seq, query, partition text, *measure cells), sorted: one cell per measure column
+    #: (:func:`measure_columns`), None where the match's query has no such measure; a
+    #: ``start_seq`` (FIRST(seq)) as an int, the others as the match file's text
     matches: list[tuple]
     drop_seqs: list[int]
 
@@ -867,6 +950,7 @@ def run(
     (``table``: ``--store table``, as :func:`partition` takes it). ``partition_field``: one
     field, or a tuple of several (PARTITION BY a, b), whose values together are the key and
     whose texts are reported one per field."""
+    keys: list[object] | None = None  # the partition key of each tuple
     if partition_field is None:  # one sub-stream; capacity and timers do not apply
         lives = Lives(lives=[(None, list(range(len(rows))))])
     else:
@@ -876,6 +960,8 @@ def run(
             names = [name_key(f) for f in partition_field]
             keys = [tuple(_by_key(row)[f] for f in names) for row in rows]
         lives = partition(keys, partitions, tick_tuples, timer_bits, table)
+    columns = measure_columns(queries)
+    numbers: dict[tuple[str, object], int] = {}  # (query, key): its matches so far
     starts_of = ENGINES[engine]
     memo: dict[tuple, list[set[int]]] = {}  # (pattern, defines, string) -> starts
     matches = []
@@ -904,14 +990,10 @@ def run(
                 starts = within(starts, times, q.window)
             found = skip_past_last_row(starts) if q.skip else every_end(starts)
             name = name_text(q.name)
-            if not any(q.start for q in queries):
-                matches.extend((seqs[i], name, text) for i in found)
-            elif q.start:
-                began = latest_starts(starts, found, q.skip)
-                matches.extend(
-                    (seqs[i], name, text, seqs[j]) for i, j in zip(found, began, strict=True)
-                )
-            else:
-                matches.extend((seqs[i], name, text, None) for i in found)
+            began = latest_starts(starts, found, q.skip)
+            for i, j in zip(found, began, strict=True):
+                match = Match(seqs[j], seqs[i], key, name)
+                cells = match_cells(q, match, rows, keys, numbers, columns)
+                matches.append((seqs[i], name, text, *cells))
     matches.sort(key=lambda m: (m[0], m[1]))
     return Result(tuples=len(rows), matches=matches, drop_seqs=lives.drop_seqs)

@@ -106,6 +106,7 @@ ERRORS = [
     ("QUERY q MEASURES FIRST(zz) AS n PATTERN (A)", "unknown field 'zz'", "zz"),
     ("QUERY q MEASURES LAST(a) AS partition PATTERN (A)", "already has", "partition"),
     ("QUERY q MEASURES COUNT(*) AS Seq PATTERN (A)", "already has", "Seq"),
+    ('QUERY q MEASURES COUNT(*) AS "query" PATTERN (A)', "already has", '"query"'),
     (
         "SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
         "ALL ROWS PER MATCH is not supported",

@@ -242,3 +242,39 @@ def test_input_read_whole_or_in_pieces_is_the_same_file(tmp_path):
     out = tmp_path / "m.csv"
     run_files(Reference(), nfa, data, str(out), nfacep.params.EngineParams())
     assert out.read_text() == WANT
+
+
+@pytest.mark.parametrize("link", ["uart", "udp"])
+def test_run_reads_the_same_measures(tmp_path, link):
+    """`nfacep run` against the software board of each link (the board reports starts and
+    ends; the host reads the values) writes the file `match` writes."""
+    import contextlib
+    import os
+    import threading
+    import tty
+
+    q, t = files(tmp_path)
+    nfa = nfacep.compile_file(q)
+    params = nfacep.params.EngineParams()
+    stop = threading.Event()
+    with contextlib.ExitStack() as stack:  # on leaving: stop, join, then close
+        if link == "uart":
+            from nfacep.links.uart.model import UartBoardModel, serve
+
+            master, slave = os.openpty()
+            stack.callback(os.close, slave)
+            stack.callback(os.close, master)
+            tty.setraw(master)
+            thread = serve(UartBoardModel(nfa, params), master, stop=stop)
+            where = ["--port", os.ttyname(slave)]
+        else:
+            from nfacep.links.udp.model import UdpBoardModel
+            from nfacep.links.udp.model import serve as serve_udp
+
+            thread, (host, port) = serve_udp(UdpBoardModel(nfa, params), stop=stop)
+            where = ["--udp", f"{host}:{port}"]
+        stack.callback(thread.join, 2)
+        stack.callback(stop.set)
+        out = tmp_path / "board.csv"
+        assert main(["run", q, *where, "--input", t, "--output", str(out)]) == 0
+    assert out.read_text() == WANT

@@ -39,6 +39,7 @@ from oracle import (
     every_end,
     group,
     match_positions,
+    measure_columns,
     only_empty,
     parse_quantifier,
     pattern_atoms,
@@ -81,8 +82,9 @@ ABC = (("A", P0), ("B", P1), ("C", P2))
 @dataclass
 class Outcome:
     rc: int
-    matches: list[tuple[int, str, str]]
+    matches: list[tuple]  #: (seq, query, partition, *measure cells), as the oracle's
     summary: dict
+    columns: list[str] | None = None  #: the measure columns, as the header names them
 
 
 def write_tuples(
@@ -135,13 +137,20 @@ def nfacep_match(
         assert head[:2] == ["seq", "query"] and keys == list(range(2, 2 + len(keys))), head
         table = [[*r[:2], tuple(r[i] for i in keys), *r[2 + len(keys) :]] for r in table]
         head = ["seq", "query", "partition", *head[2 + len(keys) :]]
-    if head == ["seq", "query", "partition", "start_seq"]:
-        matches = [(int(s), q, p, int(b) if b else None) for s, q, p, b in table[1:]]
-    else:
-        assert head == ["seq", "query", "partition"], table[:1]
-        matches = [(int(s), q, p) for s, q, p in table[1:]]
+    assert head[:3] == ["seq", "query", "partition"], head
+    columns = head[3:]
+
+    def cell(column: str, text: str) -> object:
+        if not text:
+            return None
+        return int(text) if column == "start_seq" else text
+
+    matches = [
+        (int(r[0]), r[1], r[2], *(cell(c, t) for c, t in zip(columns, r[3:], strict=True)))
+        for r in table[1:]
+    ]
     summary = json.loads((d / "m.summary.json").read_text())
-    return Outcome(rc, matches, summary)
+    return Outcome(rc, matches, summary, columns)
 
 
 def check_against_oracle(
@@ -182,6 +191,7 @@ def check_against_oracle(
         )
     )
     assert got.rc == 0, f"nfacep match exited {got.rc}{context}"
+    assert got.columns == measure_columns(queries), context
     missing = sorted(set(want.matches) - set(got.matches))
     extra = sorted(set(got.matches) - set(want.matches))
     assert got.matches == want.matches, (
@@ -701,17 +711,25 @@ def timed(draw, rows: list[dict[str, object]], ty: str) -> list[dict[str, object
 
 @st.composite
 def windowed(
-    draw, partitioned: bool, max_queries: int = 2, starts: bool = False
+    draw, partitioned: bool, max_queries: int = 2, starts: bool = False, measures: bool = False
 ) -> tuple[list[Query], str]:
     """1-2 queries with ORDER BY ts WITHIN n, in either form, over a stream with ``ts``.
-    With ``starts``, each query may also report start_seq and may have no window."""
+    With ``starts``, each query may also report start_seq and may have no window; with
+    ``measures``, it may have other measures too (:func:`measure_lists`)."""
     ty = draw(st.sampled_from(sorted(WINDOW_STREAMS)))
     qs, parts = [], [WINDOW_STREAMS[ty]]
     for i in range(draw(st.integers(1, max_queries))):
         q = draw(queries(f"w{i}"))
         window = draw(st.integers(1, 12) | st.none()) if starts else draw(st.integers(1, 12))
         q = Query(
-            q.name, q.pattern, q.defines, q.skip, window, "ts", start=starts and draw(st.booleans())
+            q.name,
+            q.pattern,
+            q.defines,
+            q.skip,
+            window,
+            "ts",
+            start=starts and draw(st.booleans()),
+            measures=draw(measure_lists()) if measures else (),
         )
         qs.append(q)
         parts.append(
@@ -720,6 +738,27 @@ def windowed(
             )
         )
     return qs, "".join(parts), ty
+
+
+#: measure names: ``n`` and ``N`` are one column, as SQL compares names
+MEASURE_NAMES = ("n", "N", "x", "first_k", "last_ts")
+
+
+@st.composite
+def measure_lists(draw) -> tuple[tuple[str, str, str | None], ...]:
+    """0-4 measures of every kind over the window stream's fields (None: seq), names drawn
+    so that queries share some columns and not others."""
+    kinds = st.sampled_from(["first", "last", "count", "number"])
+    fields = st.sampled_from([None, "k", "p0", "p2", "ts"])
+    out, seen = [], set()
+    for _ in range(draw(st.integers(0, 4))):
+        name = draw(st.sampled_from(MEASURE_NAMES))
+        if name.upper() in seen:
+            continue
+        seen.add(name.upper())
+        kind = draw(kinds)
+        out.append((name, kind, draw(fields) if kind in ("first", "last") else None))
+    return tuple(out)
 
 
 def capacity_and_timers(data, partitioned: bool) -> tuple[tuple[int, int, int], list[str]]:
@@ -776,6 +815,46 @@ def test_match_start_seq_random(tmp_path, partitioned, data):
     check_against_oracle(
         tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "ts")
     )
+
+
+@cli_settings(100)
+@given(partitioned=st.booleans(), data=st.data())
+def test_match_measures_random(tmp_path, partitioned, data):
+    """MEASURES FIRST, LAST, COUNT(*), MATCH_NUMBER() and start_seq, several queries sharing
+    some columns, with and without windows, both AFTER MATCH modes, capacity and timers (a
+    partition evicted and back keeps its MATCH_NUMBER() count), in one piece or several."""
+    qs, text, ty = data.draw(windowed(partitioned, starts=True, measures=True), label="queries")
+    rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
+    hardware, options = capacity_and_timers(data, partitioned)
+    chunk = data.draw(st.sampled_from([[], ["--chunk", "1"], ["--chunk", "4"]]), label="chunk")
+    check_against_oracle(
+        tmp_path, qs, text, rows, partitioned, [*options, *chunk], hardware, fields=(*FIELDS, "ts")
+    )
+
+
+def test_oracle_measures_by_hand():
+    """COUNT(*) counts the partition's tuples between the first and the last, MATCH_NUMBER()
+    numbers a query's matches per partition, FIRST and LAST read the two tuples."""
+    q = Query(
+        "q",
+        seq(var("A"), rep(ANY, "*"), var("B")),
+        (("A", P0), ("B", P1)),
+        skip=True,
+        measures=(("n", "count", None), ("m", "number", None), ("x", "first", "k")),
+    )
+    r = Query("r", var("B"), (("B", P1),), measures=(("N", "last", "p0"), ("e", "last", None)))
+    rows = rows_of("a", "b", "", "b", "b")
+    for n, k in enumerate([0, 1, 0, 0, 1]):
+        rows[n]["k"] = k
+    got = run([q, r], rows, "k")
+    # k 0 is 0 2 3: A at 0, B at 3; k 1 is 1 4, no A. r's N is the column n, as SQL's names
+    assert got.matches == [
+        (1, "r", "1", "false", None, None, "1"),
+        (3, "q", "0", "3", "1", "0", None),
+        (3, "r", "0", "false", None, None, "3"),
+        (4, "r", "1", "false", None, None, "4"),
+    ]
+    assert measure_columns([q, r]) == ["n", "m", "x", "e"]
 
 
 @cli_settings(40)

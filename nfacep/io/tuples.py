@@ -27,6 +27,7 @@ __all__ = [
     "check_order",
     "excerpt",
     "format_value",
+    "format_values",
     "where_row",
 ]
 
@@ -158,3 +159,12 @@ def format_value(value, ty: FieldType) -> str:
     if isinstance(ty, TimestampType):
         return format_timestamp(int(value), ty.unit)
     return str(int(value))
+
+
+def format_values(column: np.ndarray, ty: FieldType) -> list[str]:
+    """:func:`format_value` of each value of a column, integers and labels column-wise."""
+    if isinstance(ty, EnumType):
+        return np.array(ty.labels, dtype=object)[column.astype(np.int64)].tolist()
+    if isinstance(ty, Float32Type | BoolType) or column.dtype.kind not in "iu":
+        return [format_value(v, ty) for v in column.tolist()]
+    return column.astype(str).tolist()

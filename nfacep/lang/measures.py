@@ -37,7 +37,7 @@ def check_measures(
     seen: set[str] = set()
     for m in q.measures:
         k = ast.key(m.alias, m.quoted)
-        if not m.quoted and m.alias.lower() in RESERVED:
+        if m.alias.lower() in RESERVED:  # quoted or not: the header would say it twice
             raise QueryError(
                 f"measure name '{m.alias}' is a column the match file already has "
                 f"({', '.join(RESERVED)}): choose another",
