@@ -94,6 +94,8 @@ class SDRAMModel:
         self.precharged_all = False
         self.refreshes = 0
         self.counts: Counter[str] = Counter()
+        #: every command but NOP as (cycle, command, bank, address), when a list is given
+        self.trace: list[tuple[int, str, int, int]] | None = None
 
     # --- the pins ------------------------------------------------------------------------------
 
@@ -109,6 +111,8 @@ class SDRAMModel:
             self._fail("bus", None, "the controller drives DQ while the chip drives read data")
         self.counts[command] += 1
         if command != "NOP":
+            if self.trace is not None:
+                self.trace.append((self.cycle, command, ba, a))
             self._command(command, ba, a, dq_o, dq_oe)
         self.out.pop(self.cycle - 1, None)
         return self.out.get(self.cycle + 1)
