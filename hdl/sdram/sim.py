@@ -78,10 +78,11 @@ def run_requests(
     stall: float = 0.0,
     limit: int = 10**6,
 ) -> Run:
-    """Offer ``requests`` (dicts of the request layout) on ``dut.request``, each after a random
-    idle gap (probability ``gap`` per clock), and take every response, holding ``ready`` low
-    with probability ``stall`` per clock, with ``model`` on the pins; return once every
-    response is taken and the controller is ``idle``."""
+    """Offer ``requests`` (dicts of the request layout, and optionally ``wait``: idle clocks
+    before it) on ``dut.request``, each after a random idle gap (probability ``gap`` per
+    clock), and take every response, holding ``ready`` low with probability ``stall`` per
+    clock, with ``model`` on the pins; return once every response is taken and the controller
+    is ``idle``."""
     from amaranth.sim import Simulator
 
     rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
@@ -100,10 +101,12 @@ def run_requests(
 
     async def producer(ctx):
         for r in requests:
+            for _ in range(r.get("wait", 0)):
+                await ctx.tick()
             while rng_in.random() < gap:
                 await ctx.tick()
             ctx.set(dut.request.valid, 1)
-            ctx.set(dut.request.payload, r)
+            ctx.set(dut.request.payload, {k: v for k, v in r.items() if k != "wait"})
             if await until(ctx, dut.request.ready) is None:
                 return
             run.accepted.append(model.cycle)
