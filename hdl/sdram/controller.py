@@ -193,7 +193,7 @@ class SDRAMController(wiring.Component):
         )
         queues = []
         for b in range(g.banks):
-            q = fifo.SyncFIFO(width=entry.size, depth=self.queue_depth)
+            q = fifo.SyncFIFOBuffered(width=entry.size, depth=self.queue_depth)
             m.submodules[f"queue{b}"] = q
             queues.append(q)
         req = self.request.payload
@@ -346,14 +346,17 @@ class SDRAMController(wiring.Component):
         return m
 
     def _refresh_timer(self, m: Module, running: Signal, refreshed: Signal) -> Signal:
-        """1 from when a refresh is due until REFRESH is issued."""
+        """1 from when a refresh is due until REFRESH is issued: a register, one clock after
+        the counter's end (``refresh_margin`` counts it), so no comparison of the counter lies
+        on the path to the command."""
         count = Signal(range(self.refresh_period), init=self.refresh_period - 1)
         pending = Signal()
         with m.If(refreshed):
-            m.d.sync += count.eq(self.refresh_period - 1)
-        with m.Elif(running & (count != 0)):
+            m.d.sync += [count.eq(self.refresh_period - 1), pending.eq(0)]
+        with m.Elif(running & (count == 0)):
+            m.d.sync += pending.eq(1)
+        with m.Elif(running):
             m.d.sync += count.eq(count - 1)
-        m.d.comb += pending.eq(running & (count == 0))
         return pending
 
     def _issue_column(self, m, b, q, head, s, grant, turnaround, write_done, read_issue, read_tag):
