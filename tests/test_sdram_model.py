@@ -52,14 +52,15 @@ class Chip:
         self._edge(ras=1, cas=1, we=1, a=a)
 
     def init(self):
-        self.nop(T.power_up)
+        t = self.m.t
+        self.nop(t.power_up)
         self.pre(0, all_banks=True)
-        self.nop(T.trp - 1)
-        for _ in range(T.init_refreshes):
+        self.nop(t.trp - 1)
+        for _ in range(t.init_refreshes):
             self.refresh()
-            self.nop(T.trfc - 1)
+            self.nop(t.trfc - 1)
         self.mode()
-        self.nop(T.tmrd - 1)
+        self.nop(t.tmrd - 1)
         return self
 
 
@@ -211,6 +212,21 @@ def test_initialisation_rules(steps, rule):
     with pytest.raises(SDRAMTimingError) as caught:
         steps(c)
     assert caught.value.rule == rule
+
+
+def test_trrd_between_activates_of_two_banks():
+    """tRRD is one clock at 100 MHz (never broken there); at 125 MHz it is two."""
+    fast = M12L16161A.with_(power_up_ns=100.0, init_refreshes=2).cycles(125e6)
+    assert fast.trrd == 2
+    c = Chip(fast).init()
+    c.act(0, 1)
+    with pytest.raises(SDRAMTimingError) as caught:
+        c.act(1, 1)
+    assert caught.value.rule == "tRRD" and caught.value.bank == 1
+    c = Chip(fast).init()
+    c.act(0, 1)
+    c.nop()
+    c.act(1, 1)  # two clocks apart: legal
 
 
 def test_cas_latency_below_what_the_clock_needs_raises():
