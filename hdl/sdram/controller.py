@@ -22,8 +22,10 @@ How it works:
 - **Responses in order**: read data arrives ``CL + 1 + read_delay`` clocks after the READ is
   registered and lands in its tag's entry; the oldest entry retires when done (a write is done
   when issued, a read when its data arrived, and then only when ``response.ready``). A full
-  reorder buffer or bank queue holds ``request.ready`` low: nothing is dropped. ``idle`` is 1
-  when no request is in flight (every write accepted has been issued to the chip).
+  reorder buffer or bank queue holds ``request.ready`` low: nothing is dropped (``ready``
+  looks at the offered request's bank, combinationally: its source must not derive the
+  payload from ``ready``). ``idle`` is 1 when no request is in flight (every write accepted
+  has been issued to the chip).
 - **Refresh**: a counter raises a refresh request every ``trefi - margin`` clocks; from then no
   new ACTIVE or READ/WRITE is issued, open banks are precharged when tRAS/tWR allow, and
   REFRESH is issued once every bank is idle (tRP, tRC). ``margin`` is the longest that can take,
