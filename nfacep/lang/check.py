@@ -211,8 +211,13 @@ class _Checker:
             )
         f = schema.resolve(col.name, col.quoted)
         if f is None:
+            if col.qualifier is None and not col.quoted and col.name.upper() == "NULL":
+                raise QueryError(
+                    "NULL is not supported: a tuple's fields always hold a value", col.pos
+                )
             raise QueryError(
                 f"unknown field {_shown(col.name, col.quoted)} in stream '{schema.name}'"
+                + (_string_hint(col.name, schema) if col.quoted else "")
                 + _suggest(col.name, schema.fields),
                 col.pos,
             )
@@ -625,6 +630,20 @@ _FLT_TINY = "1e-45"
 
 def _short(text: str) -> str:
     return text if len(text) <= 30 else f"{text[:12]}…{text[-8:]} ({len(text)} characters)"
+
+
+def _string_hint(text: str, schema: Schema) -> str:
+    """What to say of an unknown double-quoted name: double quotes quote names, as in SQL,
+    so a string (an ENUM label) in double quotes is a name that is not a field."""
+    labels = [
+        f.name for f in schema.fields if isinstance(f.type, EnumType) and text in f.type.labels
+    ]
+    if labels:
+        return (
+            f": did you mean the label '{text}' of {labels[0]}? Double quotes quote names, "
+            "as in SQL; ENUM labels take single quotes"
+        )
+    return ": double quotes quote names, as in SQL; a string takes single quotes"
 
 
 def _param_alone(p: ast.ParamRef) -> QueryError:

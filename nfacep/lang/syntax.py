@@ -27,7 +27,15 @@ from ..errors import QueryError, SourcePos
 from ..limits import MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
 from . import ast
 from .types import INTERVAL_UNITS, TIME_UNITS, BoolType, EnumType, Float32Type, IntType, UIntType
-from .unsupported import call_error
+from .unsupported import (
+    CLAUSE_WORDS,
+    SUBQUERY,
+    WORDS,
+    call_error,
+    clause_order_error,
+    tail_error,
+    word_error,
+)
 
 __all__ = ["parse"]
 
@@ -123,6 +131,11 @@ def _name(token) -> tuple[str, bool]:
     text = str(token)
     return (text[1:-1], True) if text.startswith('"') else (text, False)
 
+
+_SELECT_LIST_WHY = (
+    "the engine reports where matches end, per partition; "
+    "write SELECT * (match records carry seq, query and partition)"
+)
 
 #: what the checker says of any MEASURES but FIRST(seq) AS start_seq
 _MEASURES = "MEASURES other than FIRST(seq) AS start_seq"
@@ -227,15 +240,7 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def select_columns(self, meta, *exprs):
-        return (
-            "unsupported",
-            ast.Unsupported(
-                "SELECT list",
-                "the engine reports where matches end, per partition; "
-                "write SELECT * (match records carry seq, query and partition)",
-                pos=_pos(meta),
-            ),
-        )
+        return ("unsupported", ast.Unsupported("SELECT list", _SELECT_LIST_WHY, pos=_pos(meta)))
 
     @v_args(meta=True, inline=True)
     def measures_clause(self, meta, kw, *items):
@@ -686,25 +691,6 @@ _CLAUSES = {
     "SEMICOLON",
     "CREATE",
 }
-_STRING_MATCHING = (
-    "string matching is not supported: conditions compare fields (UINT, INT, "
-    "BOOL, ENUM, FLOAT32) with constants; test an ENUM with = or IN ('a', 'b')"
-)
-# SQL words a user may try that are not in the language, with what to do instead.
-_UNSUPPORTED_WORDS = {
-    "LIKE": _STRING_MATCHING,
-    "ILIKE": _STRING_MATCHING,
-    "SIMILAR": _STRING_MATCHING,
-    "REGEXP": _STRING_MATCHING,
-    "RLIKE": _STRING_MATCHING,
-    "GLOB": _STRING_MATCHING,
-    "IS": (
-        "IS (NULL, TRUE, …) is not supported: tuples have no NULLs; a BOOL field is a "
-        "condition by itself, or compare it with = TRUE"
-    ),
-    "CASE": "CASE is not supported: conditions use comparisons, +, -, AND, OR, NOT",
-    "CAST": "CAST is not supported: constants are converted to the field's type",
-}
 _OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
 
 
@@ -779,6 +765,10 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
             "interval (the field needs a TIME unit)",
             _pos(token),
         )
+    # SELECT where a name or a condition goes
+    subquery = _subquery(token, before)
+    if subquery is not None:
+        return subquery
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES":
         kw = next(t for t in reversed(before) if t.type == "MEASURES")
@@ -788,18 +778,21 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
         call = _open_call(before)
         if call is not None:
             return call_error(str(call).upper(), _pos(call))
-    # a SQL word that is not in the language: the unexpected word or the one before it
-    for word in (token, prev):
-        if word is not None and word.type == "NAME" and str(word).upper() in _UNSUPPORTED_WORDS:
-            return QueryError(_UNSUPPORTED_WORDS[str(word).upper()], _pos(word))
+    # a SQL word that is not in the language, where the error is
+    word = _unsupported_word(token, before)
+    if word is not None:
+        return word
+    known = _misplaced(token, before)
+    if known is not None:
+        return known
     char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
-    if char is None and in_condition and token is not None and str(token) == "*":
-        char = "*"
+    if char is None and in_condition and token is not None and str(token) in ("*", "|"):
+        char = str(token)
     if char in _OPERATOR_CHARS:
         pos = SourcePos(err.line, err.column)
         return QueryError(
-            f"unexpected character {char!r}: '{char}' is not an operator of the "
-            "language (conditions use comparisons, +, -, AND, OR, NOT)",
+            f"'{char}' is not an operator of the language: conditions use comparisons, "
+            "+, -, AND, OR, NOT",
             pos,
         )
     return None
@@ -819,4 +812,91 @@ def _open_call(before: list[Token]) -> Token | None:
                 name = before[i - 1]
                 return name if name.type == "NAME" else None
             depth -= 1
+    return None
+
+
+# Tokens that may follow an operand: a word followed by anything else is where an error is.
+_AFTER_OPERAND = {
+    "COMP_OP",
+    "ADD_OP",
+    "COMMA",
+    "RPAR",
+    "SEMICOLON",
+    "AND",
+    "OR",
+    "AS",
+    "DOT",
+    "BETWEEN",
+    "IN",
+    "$END",
+    "VBAR",
+    "QUANTIFIER",
+}
+
+
+def _subquery(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for SELECT after '(' or FROM, or '(' after FROM; or None."""
+    prev = before[-1] if before else None
+    for i, word in ((len(before), token), (len(before) - 1, prev)):
+        opener = before[i - 1] if i > 0 else None
+        if word is None or opener is None or opener.type not in ("LPAR", "FROM"):
+            continue
+        if str(word).upper() == "SELECT" or (opener.type == "FROM" and word.type == "LPAR"):
+            return QueryError(SUBQUERY, _pos(word))
+    return None
+
+
+def _unsupported_word(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for a SQL word the language does not have (LIKE, IS, CASE, RUNNING, …) in the
+    condition or clause the error is in: the unexpected word itself, or a word read as a name
+    but followed by an operand (``RUNNING price``, ``CASE WHEN``, ``IS NULL``), or None."""
+    start = len(before)
+    while start > 0 and before[start - 1].type not in ("AS", "DEFINE", "SEMICOLON", "WHERE"):
+        start -= 1
+    words = before[start:]
+    if token is not None:
+        words = [*words, token]
+    for i, word in enumerate(words):
+        if word.type != "NAME" or str(word).upper() not in WORDS:
+            continue
+        after = words[i + 1] if i + 1 < len(words) else None
+        if after is None or after.type not in _AFTER_OPERAND:
+            return word_error(str(word).upper(), _pos(word))
+    return None
+
+
+def _misplaced(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for a clause out of order (``ORDER BY t PARTITION BY k``, WITHIN after
+    DEFINE), SQL after ``MATCH_RECOGNIZE ( … )``, or ``T.*`` as the select list; or None."""
+    begin = len(before)
+    while begin > 0 and before[begin - 1].type != "SEMICOLON":
+        begin -= 1
+    statement = before[begin:]
+    kinds = [t.type for t in statement]
+    form = "sql" if "SELECT" in kinds else "concise" if kinds[:1] != ["CREATE"] else None
+    if form is None or token is None:
+        return None
+    if form == "sql" and "MATCH_RECOGNIZE" not in kinds and str(token) == "*":
+        return QueryError(
+            f"SELECT list is not supported: {_SELECT_LIST_WHY}",
+            _pos(statement[1]) if len(statement) > 1 else _pos(token),
+        )
+    if form == "sql" and "MATCH_RECOGNIZE" in kinds:
+        depth = 0
+        for t in statement[kinds.index("MATCH_RECOGNIZE") + 1 :]:
+            depth += (t.type == "LPAR") - (t.type == "RPAR")
+        if depth == 0:  # after the closing parenthesis
+            return tail_error(str(token).upper(), _pos(token))
+    seen = [t.type for t in statement if t.type in CLAUSE_WORDS]
+    # the unexpected word, or the word before it when that was read as a name (a DEFINE's)
+    prev = before[-1] if before else None
+    for word in (token, prev):
+        if word is None or str(word).upper() not in CLAUSE_WORDS:
+            continue
+        if word is prev and (prev.type != "NAME" or token.type == "AS"):
+            continue
+        if word is token or (seen and seen[-1] == "DEFINE"):
+            known = clause_order_error(str(word).upper(), form, seen, _pos(word))
+            if known is not None:
+                return known
     return None
