@@ -23,8 +23,8 @@ from lark.exceptions import (
     VisitError,
 )
 
-from ..errors import QueryError, SourcePos
-from ..limits import MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
+from ..errors import QueryError, QueryErrors, SourcePos
+from ..limits import MAX_ERRORS, MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
 from . import ast
 from .types import INTERVAL_UNITS, TIME_UNITS, BoolType, EnumType, Float32Type, IntType, UIntType
 from .unsupported import (
@@ -37,7 +37,7 @@ from .unsupported import (
     word_error,
 )
 
-__all__ = ["parse"]
+__all__ = ["Parsed", "parse", "parse_all"]
 
 
 def open_grammar(grammar: pathlib.Path, cache: pathlib.Path | None, **options) -> Lark:
@@ -171,12 +171,6 @@ class _ToAst(Transformer_NonRecursive):
         super().__init__(visit_tokens=False)
 
     # statements
-    def start(self, *items):
-        statements = [i for i in items if not isinstance(i, Token)]
-        streams = tuple(i for i in statements if isinstance(i, ast.CreateStream))
-        queries = tuple(i for i in statements if isinstance(i, ast.Query))
-        return ast.File(streams, queries)
-
     @v_args(meta=True, inline=True)
     def create_stream(self, meta, _create, _stream, name, *fields):
         text, quoted = _name(name)
@@ -586,23 +580,57 @@ def _build_query(meta, clauses, *, form):
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+    """What :func:`parse_all` makes of a file: the statements that parsed, and the errors of
+    the others, in file order."""
+
+    file: ast.File
+    errors: tuple[QueryError, ...]
+    #: whether every CREATE STREAM parsed: else checking the queries would only echo the broken
+    #: declaration (unknown fields, an unknown stream)
+    streams_whole: bool
+
+
 def parse(text: str, filename: str = "<query>") -> ast.File:
-    """Parse a query file; raises :class:`QueryError` with the position of the first error.
+    """Parse a query file; raises :class:`QueryError` (a :class:`QueryErrors` when there are
+    several) with the place of each error, in file order.
 
     A byte-order mark at the start is skipped, as spreadsheets and some editors write one.
     """
+    parsed = parse_all(text, filename)
+    if parsed.errors:
+        raise QueryErrors.of(parsed.errors) from None
+    return parsed.file
+
+
+def parse_all(text: str, filename: str = "<query>") -> Parsed:
+    """Parse a query file, going on after an error: at the next definition of a DEFINE clause
+    when the error is inside one of its conditions, else at the next ';'. Errors have their
+    place and the text attached; at most MAX_ERRORS syntax errors are looked for."""
     text = strip_bom(text)
-    try:
-        tree = _parse_tree(text)
-        file = _ToAst().transform(tree)
-        _check_depth(file)
-    except QueryError as err:
-        raise err.located(text, filename) from None
-    except VisitError as err:  # lark wraps errors raised inside the transformer
-        if isinstance(err.orig_exc, QueryError):
-            raise err.orig_exc.located(text, filename) from None
-        raise
-    return dataclasses.replace(file, end=_end_of(text))
+    tree, errors, broken = _Recovery(text).run()
+    streams: list[ast.CreateStream] = []
+    queries: list[ast.Query] = []
+    for statement in tree.children if tree is not None else ():
+        try:
+            node = _ToAst().transform(statement)
+            if isinstance(node, ast.Query):
+                _check_depth(node)
+        except QueryError as err:
+            errors.append(err)
+            broken |= statement.data == "create_stream"
+            continue
+        except VisitError as err:  # lark wraps errors raised inside the transformer
+            if not isinstance(err.orig_exc, QueryError):
+                raise
+            errors.append(err.orig_exc)
+            broken |= statement.data == "create_stream"
+            continue
+        (streams if isinstance(node, ast.CreateStream) else queries).append(node)
+    file = ast.File(tuple(streams), tuple(queries), end=_end_of(text))
+    located = tuple(err.located(text, filename) for err in errors)
+    return Parsed(file, located, not broken)
 
 
 def strip_bom(text: str) -> str:
@@ -614,42 +642,220 @@ def strip_bom(text: str) -> str:
 _OPEN = {"LPAR", "__ANON_0"}
 _CLOSE = {"RPAR", "__ANON_1"}
 
+# What the recovery skips over as a whole, or counts: strings, quoted names, comments,
+# parentheses, ',', ';', names, any other character.
+_SCAN = re.compile(
+    r"'(?:[^']|'')*'|\"[^\"\n]*\"|--[^\n]*|/\*.*?\*/|(?P<word>[A-Za-z_][A-Za-z0-9_]*)|\S", re.S
+)
 
-def _parse_tree(text: str):
-    """Lex and parse, counting tokens and bracket depth on the lexer's tokens as they come."""
-    parser = _parser.parse_interactive(text)
-    seen: list[Token] = []
-    depth = 0
-    try:
+
+@dataclasses.dataclass
+class _Mark:
+    """A parser state to go on from: just after a ';' (or at the start), or just after the AS
+    of a definition in DEFINE (then ``start`` is where its condition begins)."""
+
+    parser: Any
+    depth: int
+    statement: int
+    start: int = 0
+    as_token: Token | None = None
+
+
+class _Recovery:
+    """Lex and parse, counting tokens and bracket depth on the lexer's tokens as they come,
+    and going on after a syntax error from the last :class:`_Mark` that lies before it."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.seen: list[Token] = []
+        self.errors: list[QueryError] = []
+        self.broken = False  # a CREATE STREAM did not parse
+        self.depth = 0
+        self.statement = 0  # ';' read so far
+        self.statement_start = 0  # index in seen of the statement's first token
+        self.in_define = False
+
+    def run(self):
+        """The parse tree of the statements that parsed (None when none could be kept), the
+        errors, and whether a CREATE STREAM was among the statements that did not parse."""
+        parser = _parser.parse_interactive(self.text)
+        self.between = _Mark(_snapshot(parser), 0, 0)
+        self.condition: _Mark | None = None
+        last = -1  # where the last error was: each recovery must get past it
+        while True:
+            try:
+                self._feed(parser)
+                return (
+                    parser.feed_eof(self.seen[-1] if self.seen else None),
+                    self.errors,
+                    self.broken,
+                )
+            except UnexpectedInput as err:
+                offset = _offset(err, self.text)
+                if self.seen and self.seen[-1] is getattr(err, "token", None):
+                    self.seen.pop()
+                self.errors.append(_syntax_error(err, self.text, self.seen))
+                if offset is None or offset <= last or len(self.errors) >= MAX_ERRORS:
+                    return self._stop(offset), self.errors, self.broken
+                last = offset
+                resumed = self._resume(err, offset)
+                if resumed is None:
+                    return self._stop(None), self.errors, self.broken
+                parser = resumed
+            except QueryError as err:  # a limit: the rest of the file is not read
+                self.errors.append(err)
+                return self._stop(None), self.errors, self.broken
+
+    def _feed(self, parser) -> None:
         for token in parser.iter_parse():
-            if len(seen) >= MAX_TOKENS:
+            # the token before this one has been fed to the parser: mark after ';' and AS
+            prev = self.seen[-1] if self.seen else None
+            if prev is not None and prev.type == "SEMICOLON":
+                self.statement += 1
+                self.statement_start = len(self.seen)
+                self.in_define = False
+                self.condition = None
+                self.between = _Mark(_snapshot(parser), self.depth, self.statement)
+            elif (
+                self.in_define
+                and prev is not None
+                and prev.type == "AS"
+                and len(self.seen) >= 2
+                and self.seen[-2].type == "NAME"
+            ):
+                self.condition = _Mark(
+                    _snapshot(parser),
+                    self.depth,
+                    self.statement,
+                    start=prev.end_pos or 0,
+                    as_token=prev,
+                )
+            if len(self.seen) >= MAX_TOKENS:
                 raise QueryError(
                     f"the file has more than {MAX_TOKENS} tokens (names, numbers, "
                     "operators), more than nfacep accepts in one file",
                     _pos(token),
                 )
-            seen.append(token)
+            self.seen.append(token)
+            if token.type in _CLAUSES:
+                self.in_define = token.type == "DEFINE"
             if token.type in _OPEN:
-                depth += 1
-                if depth > MAX_NESTING:
+                self.depth += 1
+                if self.depth > MAX_NESTING:
                     raise QueryError(
                         f"nesting deeper than {MAX_NESTING} levels of parentheses", _pos(token)
                     )
             elif token.type in _CLOSE:
-                depth -= 1
-        return parser.feed_eof(seen[-1] if seen else None)
-    except UnexpectedInput as err:
-        if seen and seen[-1] is getattr(err, "token", None):
-            seen.pop()
-        raise _syntax_error(err, text, seen) from None
+                self.depth -= 1
+
+    def _resume(self, err: UnexpectedInput, offset: int):
+        """A parser to go on with after the error at ``offset``: in the DEFINE condition the
+        error is in, with TRUE for the condition, from the next definition (or the clause's
+        end); else from the next ';'. None at the end of the file."""
+        mark = self.condition
+        if mark is not None and mark.statement == self.statement and mark.start <= offset:
+            assert mark.as_token is not None, "a condition's mark is just after its AS"
+            parser = _snapshot(mark.parser)
+            with contextlib.suppress(UnexpectedInput):  # then from the next ';'
+                parser.feed_token(Token.new_borrow_pos("TRUE", "TRUE", mark.as_token))
+                self.depth = mark.depth
+                at = _next_definition(self.text, mark.start, offset)
+                return _moved(parser, self.text, at, err, offset)
+        first = self.seen[self.statement_start] if self.statement_start < len(self.seen) else None
+        self.broken |= first is not None and first.type == "CREATE"
+        semicolon = _next_semicolon(self.text, offset)
+        if semicolon is None:
+            return None
+        # the ';' read next starts the next statement (_feed)
+        self.depth = self.between.depth
+        self.condition = None
+        self.in_define = False
+        parser = _snapshot(self.between.parser)
+        return _moved(parser, self.text, semicolon, err, offset)
+
+    def _stop(self, offset: int | None):
+        """The tree of the statements before the last ';' read, the rest left unread."""
+        if offset is not None and len(self.errors) >= MAX_ERRORS:
+            self.errors.append(
+                QueryError(
+                    f"nfacep stopped reading the file here, after {MAX_ERRORS} errors",
+                    self.errors[-1].pos,
+                )
+            )
+        first = self.seen[self.statement_start] if self.statement_start < len(self.seen) else None
+        self.broken |= first is not None and first.type == "CREATE"
+        try:
+            return _snapshot(self.between.parser).feed_eof(None)
+        except UnexpectedInput:  # cannot happen: between statements, the file may end
+            return None
 
 
-def _check_depth(file: ast.File) -> None:
+def _snapshot(parser):
+    """A copy of an interactive parser to go on from later. lark extends the children of a
+    tree on its stack in place (a repetition's list, as more items are reduced into it), so the
+    copy's trees get lists of their own: a shallow copy, not the deep one lark offers, which
+    would copy every statement before."""
+    copied = parser.copy(deepcopy_values=False)
+    stack = copied.parser_state.value_stack
+    stack[:] = [
+        lark.Tree(v.data, list(v.children), meta=v._meta) if isinstance(v, lark.Tree) else v
+        for v in stack
+    ]
+    return copied
+
+
+def _offset(err: UnexpectedInput, text: str) -> int | None:
+    """Where in ``text`` an error is, or None at its end."""
+    if isinstance(err, UnexpectedCharacters):
+        return err.pos_in_stream
+    token = getattr(err, "token", None)
+    if token is None or token.type == "$END" or token.start_pos is None:
+        return None
+    return token.start_pos
+
+
+def _next_definition(text: str, start: int, offset: int) -> int:
+    """Where to go on after an error at ``offset`` in the condition that starts at ``start``:
+    its next definition (a ',' or ``name AS`` outside parentheses), or the end of the clause
+    (a ';', the ')' that closes MATCH_RECOGNIZE, the end of the file)."""
+    depth = 0
+    word = -1  # where the last token starts, when it is a name
+    for m in _SCAN.finditer(text, start):
+        at, found = m.start(), m.group()
+        depth += (found == "(") - (found == ")")
+        if at >= offset and (depth < 0 or found == ";" or (depth == 0 and found == ",")):
+            return at
+        if at >= offset and depth == 0 and found.upper() == "AS" and word > start:
+            return word
+        word = at if m.group("word") else -1
+    return len(text)
+
+
+def _next_semicolon(text: str, offset: int) -> int | None:
+    """The next ';' at or after ``offset`` outside strings and comments, or None."""
+    for m in _SCAN.finditer(text, offset):
+        if m.group() == ";":
+            return m.start()
+    return None
+
+
+def _moved(parser, text: str, at: int, err: UnexpectedInput, offset: int):
+    """``parser`` with its lexer moved to ``at`` in ``text`` (counting lines from the error at
+    ``offset``, whose line is known)."""
+    line = getattr(err, "line", None) or 1
+    line += text.count("\n", offset, at)
+    counter = parser.lexer_thread.state.line_ctr
+    counter.char_pos = at
+    counter.line = line
+    counter.line_start_pos = text.rfind("\n", 0, at) + 1
+    counter.column = at - counter.line_start_pos + 1
+    return parser
+
+
+def _check_depth(query: ast.Query) -> None:
     """Reject a pattern or condition with more than MAX_NESTING operators inside each other."""
-    roots: list[ast.Pattern | ast.Expr] = []
-    for q in file.queries:
-        roots.append(q.pattern)
-        roots.extend(d.expr for d in q.defines)
+    roots: list[ast.Pattern | ast.Expr] = [query.pattern]
+    roots.extend(d.expr for d in query.defines)
     for root in roots:
         stack = [(root, 0)]
         while stack:
