@@ -140,6 +140,18 @@ CASES = [
     ("WHERE", sql("PATTERN (A)") + " §WHERE price > 1", ["WHERE", "SELECT * FROM stream"]),
     ("ORDER BY after", sql("PATTERN (A)") + " §ORDER BY t", ["ORDER BY", "inside"]),
     ("GROUP BY", sql("PATTERN (A)") + " §GROUP BY symbol", ["GROUP BY"]),
+    (
+        "INTERVAL in a condition",
+        sql("PATTERN (A)", "A AS t < 5 + §INTERVAL '10' MINUTE"),
+        ["INTERVAL", "WITHIN INTERVAL"],
+    ),
+    (
+        "a join",
+        STREAM + "SELECT * FROM ticker §JOIN x MATCH_RECOGNIZE (PATTERN (A)) AS m",
+        ["a join"],
+    ),
+    ("ORDER BY two fields", sql("ORDER BY t, §symbol PATTERN (A)"), ["ORDER BY more than one"]),
+    ("PATTERN without parentheses", sql("PATTERN §A B"), ["parentheses"]),
     ("CREATE TABLE", "§CREATE TABLE t (x INT(8))", ["CREATE TABLE"]),
     ("INT without width", "CREATE STREAM s (x §INT)", ["INT needs a width"]),
 ]

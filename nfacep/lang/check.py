@@ -362,7 +362,11 @@ class _Checker:
         if not q.order:
             return None
         if len(q.order) > 1:
-            raise QueryError("ORDER BY more than one field is not supported", q.order[1].pos)
+            raise QueryError(
+                "ORDER BY more than one field is not supported: the stream is processed in "
+                "input order, and ORDER BY checks that one numeric field ascends",
+                q.order[1].pos,
+            )
         f = self._field(q.order[0], schema)
         if isinstance(f.type, EnumType | BoolType):
             raise QueryError(

@@ -971,6 +971,8 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
             "interval (the field needs a TIME unit)",
             _pos(token),
         )
+    if prev is not None and prev.type == "PATTERN" and token is not None:
+        return QueryError("PATTERN takes its pattern in parentheses: PATTERN (A B+ C)", _pos(token))
     # SELECT where a name or a condition goes
     subquery = _subquery(token, before)
     if subquery is not None:
@@ -1087,6 +1089,10 @@ def _misplaced(token: Token | None, before: list[Token]) -> QueryError | None:
             f"SELECT list is not supported: {_SELECT_LIST_WHY}",
             _pos(statement[1]) if len(statement) > 1 else _pos(token),
         )
+    if form == "sql" and "FROM" in kinds and "MATCH_RECOGNIZE" not in kinds:
+        joined = tail_error(str(token).upper(), _pos(token))  # FROM s JOIN …, FROM s WHERE …
+        if joined is not None:
+            return joined
     if form == "sql" and "MATCH_RECOGNIZE" in kinds:
         depth = 0
         for t in statement[kinds.index("MATCH_RECOGNIZE") + 1 :]:

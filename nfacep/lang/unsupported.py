@@ -77,6 +77,10 @@ WORDS = {
     "CAST": "CAST is not supported: constants are converted to the field's type",
     "RUNNING": f"RUNNING {_RUNNING_FINAL}",
     "FINAL": f"FINAL {_RUNNING_FINAL}",
+    "INTERVAL": (
+        "INTERVAL in a condition is not supported: conditions compare a tuple's fields with "
+        "constants; a match's time is bounded by WITHIN INTERVAL 'n' UNIT after PATTERN ( … )"
+    ),
     "SYMMETRIC": "BETWEEN SYMMETRIC is not supported: write BETWEEN low AND high",
     "ASYMMETRIC": "BETWEEN ASYMMETRIC is not supported: write BETWEEN low AND high",
 }
