@@ -655,10 +655,23 @@ class _Mark:
     of a definition in DEFINE (then ``start`` is where its condition begins)."""
 
     parser: Any
+    lengths: list[int]
     depth: int
     statement: int
     start: int = 0
     as_token: Token | None = None
+    #: where the last search for the next definition stopped: place, depth, last name's place
+    scan: tuple[int, int, int] | None = None
+
+    def restored(self):
+        """A parser in the state of the mark, its stack's trees as they were then."""
+        copied = self.parser.copy(deepcopy_values=False)
+        stack = copied.parser_state.value_stack
+        for i, n in enumerate(self.lengths):
+            v = stack[i]
+            if n >= 0:
+                stack[i] = lark.Tree(v.data, v.children[:n], meta=v._meta)
+        return copied
 
 
 class _Recovery:
@@ -674,12 +687,17 @@ class _Recovery:
         self.statement = 0  # ';' read so far
         self.statement_start = 0  # index in seen of the statement's first token
         self.in_define = False
+        #: the tokens of the statement so far that say where an error is (_LANDMARKS, and the
+        #: ')' that closes MATCH_RECOGNIZE), after the ';' before it: what the messages look
+        #: at, kept as tokens come so that no message scans a long statement
+        self.heads: list[Token] = []
+        self.mr_depth: int | None = None  # the depth MATCH_RECOGNIZE's '(' opens from
 
     def run(self):
         """The parse tree of the statements that parsed (None when none could be kept), the
         errors, and whether a CREATE STREAM was among the statements that did not parse."""
         parser = _parser.parse_interactive(self.text)
-        self.between = _Mark(_snapshot(parser), 0, 0)
+        self.between = _Mark(*_snapshot(parser), 0, 0)
         self.condition: _Mark | None = None
         last = -1  # where the last error was: each recovery must get past it
         while True:
@@ -693,8 +711,10 @@ class _Recovery:
             except UnexpectedInput as err:
                 offset = _offset(err, self.text)
                 if self.seen and self.seen[-1] is getattr(err, "token", None):
+                    if self.heads and self.heads[-1] is self.seen[-1]:
+                        self.heads.pop()
                     self.seen.pop()
-                self.errors.append(_syntax_error(err, self.text, self.seen))
+                self.errors.append(_syntax_error(err, self.text, self.seen, self.heads))
                 if offset is None or offset <= last or len(self.errors) >= MAX_ERRORS:
                     return self._stop(offset), self.errors, self.broken
                 last = offset
@@ -715,7 +735,8 @@ class _Recovery:
                 self.statement_start = len(self.seen)
                 self.in_define = False
                 self.condition = None
-                self.between = _Mark(_snapshot(parser), self.depth, self.statement)
+                self.heads, self.mr_depth = [prev], None
+                self.between = _Mark(*_snapshot(parser), self.depth, self.statement)
             elif (
                 self.in_define
                 and prev is not None
@@ -724,7 +745,7 @@ class _Recovery:
                 and self.seen[-2].type == "NAME"
             ):
                 self.condition = _Mark(
-                    _snapshot(parser),
+                    *_snapshot(parser),
                     self.depth,
                     self.statement,
                     start=prev.end_pos or 0,
@@ -739,6 +760,10 @@ class _Recovery:
             self.seen.append(token)
             if token.type in _CLAUSES:
                 self.in_define = token.type == "DEFINE"
+            if token.type in _LANDMARKS:
+                self.heads.append(token)
+                if token.type == "MATCH_RECOGNIZE":
+                    self.mr_depth = self.depth
             if token.type in _OPEN:
                 self.depth += 1
                 if self.depth > MAX_NESTING:
@@ -747,6 +772,9 @@ class _Recovery:
                     )
             elif token.type in _CLOSE:
                 self.depth -= 1
+                if self.depth == self.mr_depth:  # the ')' that closes MATCH_RECOGNIZE
+                    self.heads.append(token)
+                    self.mr_depth = None
 
     def _resume(self, err: UnexpectedInput, offset: int):
         """A parser to go on with after the error at ``offset``: in the DEFINE condition the
@@ -755,11 +783,11 @@ class _Recovery:
         mark = self.condition
         if mark is not None and mark.statement == self.statement and mark.start <= offset:
             assert mark.as_token is not None, "a condition's mark is just after its AS"
-            parser = _snapshot(mark.parser)
+            parser = mark.restored()
             with contextlib.suppress(UnexpectedInput):  # then from the next ';'
                 parser.feed_token(Token.new_borrow_pos("TRUE", "TRUE", mark.as_token))
                 self.depth = mark.depth
-                at = _next_definition(self.text, mark.start, offset)
+                at = _next_definition(self.text, mark, offset)
                 return _moved(parser, self.text, at, err, offset)
         first = self.seen[self.statement_start] if self.statement_start < len(self.seen) else None
         self.broken |= first is not None and first.type == "CREATE"
@@ -770,7 +798,7 @@ class _Recovery:
         self.depth = self.between.depth
         self.condition = None
         self.in_define = False
-        parser = _snapshot(self.between.parser)
+        parser = self.between.restored()
         return _moved(parser, self.text, semicolon, err, offset)
 
     def _stop(self, offset: int | None):
@@ -785,23 +813,20 @@ class _Recovery:
         first = self.seen[self.statement_start] if self.statement_start < len(self.seen) else None
         self.broken |= first is not None and first.type == "CREATE"
         try:
-            return _snapshot(self.between.parser).feed_eof(None)
+            return self.between.restored().feed_eof(None)
         except UnexpectedInput:  # cannot happen: between statements, the file may end
             return None
 
 
-def _snapshot(parser):
-    """A copy of an interactive parser to go on from later. lark extends the children of a
-    tree on its stack in place (a repetition's list, as more items are reduced into it), so the
-    copy's trees get lists of their own: a shallow copy, not the deep one lark offers, which
-    would copy every statement before."""
+def _snapshot(parser) -> tuple[Any, list[int]]:
+    """A copy of an interactive parser to go on from later, and the number of children of each
+    tree on its stack. lark extends a tree's children in place (a repetition's list, as more
+    items are reduced into it), so what the copy shares is cut back to these numbers when it
+    is used (:meth:`_Mark.restored`): cheaper than the deep copy lark offers, which would copy
+    every statement before at every mark."""
     copied = parser.copy(deepcopy_values=False)
     stack = copied.parser_state.value_stack
-    stack[:] = [
-        lark.Tree(v.data, list(v.children), meta=v._meta) if isinstance(v, lark.Tree) else v
-        for v in stack
-    ]
-    return copied
+    return copied, [len(v.children) if isinstance(v, lark.Tree) else -1 for v in stack]
 
 
 def _offset(err: UnexpectedInput, text: str) -> int | None:
@@ -814,18 +839,19 @@ def _offset(err: UnexpectedInput, text: str) -> int | None:
     return token.start_pos
 
 
-def _next_definition(text: str, start: int, offset: int) -> int:
-    """Where to go on after an error at ``offset`` in the condition that starts at ``start``:
-    its next definition (a ',' or ``name AS`` outside parentheses), or the end of the clause
-    (a ';', the ')' that closes MATCH_RECOGNIZE, the end of the file)."""
-    depth = 0
-    word = -1  # where the last token starts, when it is a name
-    for m in _SCAN.finditer(text, start):
+def _next_definition(text: str, mark: _Mark, offset: int) -> int:
+    """Where to go on after an error at ``offset`` in the condition that starts at
+    ``mark.start``: its next definition (a ',' or ``name AS`` outside parentheses), or the end
+    of the clause (a ';', the ')' that closes MATCH_RECOGNIZE, the end of the file). The scan
+    goes on from where the last one for this condition stopped (``mark.scan``)."""
+    at, depth, word = mark.scan or (mark.start, 0, -1)  # word: where the last name starts
+    for m in _SCAN.finditer(text, at):
         at, found = m.start(), m.group()
+        mark.scan = (at, depth, word)
         depth += (found == "(") - (found == ")")
         if at >= offset and (depth < 0 or found == ";" or (depth == 0 and found == ",")):
             return at
-        if at >= offset and depth == 0 and found.upper() == "AS" and word > start:
+        if at >= offset and depth == 0 and found.upper() == "AS" and word > mark.start:
             return word
         word = at if m.group("word") else -1
     return len(text)
@@ -897,14 +923,19 @@ _CLAUSES = {
     "SEMICOLON",
     "CREATE",
 }
+# The tokens that say which statement, form and clause an error is in (_Recovery.heads).
+_LANDMARKS = {*_CLAUSES, *CLAUSE_WORDS, "SELECT", "FROM", "MATCH_RECOGNIZE", "QUERY"}
 _OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
 
 
-def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> QueryError:
-    """The message for a parse error, knowing the tokens read before it: unsupported SQL is
-    recognised by name before falling back to "unexpected …, expected …"."""
+def _syntax_error(
+    err: UnexpectedInput, text: str, before: list[Token], heads: list[Token]
+) -> QueryError:
+    """The message for a parse error, knowing the tokens read before it and the landmarks of
+    its statement (``heads``): unsupported SQL is recognised by name before falling back to
+    "unexpected …, expected …"."""
     pos = SourcePos(err.line, err.column) if err.line > 0 else None
-    known = _recognise(err, before)
+    known = _recognise(err, before, heads)
     if known is not None:
         return known
     if isinstance(err, UnexpectedCharacters):
@@ -929,11 +960,11 @@ def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> Query
     return QueryError(f"unexpected {str(token)!r}, expected {_describe(err.expected)}", pos)
 
 
-def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
+def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) -> QueryError | None:
     """A specific message for a mistake made often, or None."""
     token = getattr(err, "token", None)
     prev = before[-1] if before else None
-    clause = next((t.type for t in reversed(before) if t.type in _CLAUSES), None)
+    clause = next((t.type for t in reversed(heads) if t.type in _CLAUSES), None)
     in_condition = clause in ("DEFINE", "MEASURES")
     # CREATE TABLE, CREATE VIEW, …
     if (
@@ -979,7 +1010,7 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
         return subquery
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES":
-        kw = next(t for t in reversed(before) if t.type == "MEASURES")
+        kw = next(t for t in reversed(heads) if t.type == "MEASURES")
         return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", _pos(kw))
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
     if in_condition:
@@ -990,7 +1021,7 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
     word = _unsupported_word(token, before)
     if word is not None:
         return word
-    known = _misplaced(token, before)
+    known = _misplaced(token, before, heads)
     if known is not None:
         return known
     char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
@@ -1011,9 +1042,9 @@ def _open_call(before: list[Token]) -> Token | None:
     depth = 0
     for i in range(len(before) - 1, 0, -1):
         t = before[i]
-        if t.type in ("RPAR", "SEMICOLON"):
-            if t.type == "SEMICOLON":
-                return None
+        if t.type in ("AS", "DEFINE", "MEASURES", "SEMICOLON"):  # the condition's start
+            return None
+        if t.type == "RPAR":
             depth += 1
         elif t.type == "LPAR":
             if depth == 0:
@@ -1073,33 +1104,27 @@ def _unsupported_word(token: Token | None, before: list[Token]) -> QueryError | 
     return None
 
 
-def _misplaced(token: Token | None, before: list[Token]) -> QueryError | None:
+def _misplaced(token: Token | None, before: list[Token], heads: list[Token]) -> QueryError | None:
     """The error for a clause out of order (``ORDER BY t PARTITION BY k``, WITHIN after
-    DEFINE), SQL after ``MATCH_RECOGNIZE ( … )``, or ``T.*`` as the select list; or None."""
-    begin = len(before)
-    while begin > 0 and before[begin - 1].type != "SEMICOLON":
-        begin -= 1
-    statement = before[begin:]
-    kinds = [t.type for t in statement]
+    DEFINE), SQL around ``MATCH_RECOGNIZE ( … )``, or ``T.*`` as the select list; or None.
+    ``heads``: the statement's landmarks (the clause keywords, SELECT, FROM, …)."""
+    kinds = [t.type for t in heads if t.type != "SEMICOLON"]
     form = "sql" if "SELECT" in kinds else "concise" if kinds[:1] != ["CREATE"] else None
     if form is None or token is None:
         return None
     if form == "sql" and "MATCH_RECOGNIZE" not in kinds and str(token) == "*":
+        select = next(i for i in range(len(before) - 1, -1, -1) if before[i].type == "SELECT")
         return QueryError(
             f"SELECT list is not supported: {_SELECT_LIST_WHY}",
-            _pos(statement[1]) if len(statement) > 1 else _pos(token),
+            _pos(before[select + 1]) if select + 1 < len(before) else _pos(token),
         )
     if form == "sql" and "FROM" in kinds and "MATCH_RECOGNIZE" not in kinds:
         joined = tail_error(str(token).upper(), _pos(token))  # FROM s JOIN …, FROM s WHERE …
         if joined is not None:
             return joined
-    if form == "sql" and "MATCH_RECOGNIZE" in kinds:
-        depth = 0
-        for t in statement[kinds.index("MATCH_RECOGNIZE") + 1 :]:
-            depth += (t.type == "LPAR") - (t.type == "RPAR")
-        if depth == 0:  # after the closing parenthesis
-            return tail_error(str(token).upper(), _pos(token))
-    seen = [t.type for t in statement if t.type in CLAUSE_WORDS]
+    if form == "sql" and "MATCH_RECOGNIZE" in kinds and kinds[-1] == "RPAR":
+        return tail_error(str(token).upper(), _pos(token))  # after its closing ')'
+    seen = [t for t in kinds if t in CLAUSE_WORDS]
     # the unexpected word, or the word before it when that was read as a name (a DEFINE's)
     prev = before[-1] if before else None
     for word in (token, prev):
