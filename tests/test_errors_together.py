@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -174,3 +175,30 @@ def test_the_single_error_api_is_the_first_error():
     assert [e.line for e in err.errors] == [7, 16]
     assert err.message == err.errors[0].message
     assert str(err).count("flink.sql:") == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # many definitions, then errors in each of the last ones (recovered one by one)
+        "".join(f"A{i} AS price > 1, " for i in range(1500))
+        + "".join(f"B{i} AS price IS NULL, " for i in range(MAX_ERRORS + 10))
+        + "C AS ok",
+        # error after error in one condition, nothing to resume at in between
+        "A AS ok AND " + "(((" * 30 + "price ~ 1 " * 2000,
+        # the checker's errors in many definitions
+        "".join(f"A{i} AS nosuch{i} > 1, " for i in range(1500)) + "C AS ok",
+    ],
+    ids=["syntax errors after 1500 definitions", "one broken condition", "checker errors"],
+)
+def test_many_errors_are_reported_in_bounded_time(tmp_path, capsys, body):
+    """Reporting the errors of a hostile file takes about as long as checking a good one
+    of its size: no message looks back over the whole statement, no search starts over."""
+    text = STREAM + "QUERY q PATTERN (A0) DEFINE " + body
+    start = time.process_time()
+    code, out, _ = _check(tmp_path, capsys, text, "--json")
+    assert time.process_time() - start < 2.0  # CPU seconds, as tests/test_hardening_query.py
+    assert code == 2
+    errors = json.loads(out)["errors"]
+    assert 1 <= len(errors) <= MAX_ERRORS + 1
+    assert all(e["line"] == 2 for e in errors[:-1])
