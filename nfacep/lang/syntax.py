@@ -1090,7 +1090,7 @@ def _unsupported_word(token: Token | None, before: list[Token]) -> QueryError | 
     condition or clause the error is in: the unexpected word itself, or a word read as a name
     but followed by an operand (``RUNNING price``, ``CASE WHEN``, ``IS NULL``), or None."""
     start = len(before)
-    while start > 0 and before[start - 1].type not in ("AS", "DEFINE", "SEMICOLON", "WHERE"):
+    while start > 0 and before[start - 1].type not in ("AS", "DEFINE", "SEMICOLON"):
         start -= 1
     words = before[start:]
     if token is not None:
