@@ -13,6 +13,7 @@ import re
 import pytest
 
 from nfacep.cli import main
+from nfacep.lang.unsupported import WORDS
 
 STREAM = (
     "CREATE STREAM ticker (t UINT(32), symbol UINT(8), price UINT(16), ok BOOL,\n"
@@ -182,3 +183,15 @@ def test_each_refusal_names_the_construct_at_its_place(tmp_path, capsys, constru
         assert word in message, (construct, word, message)
     # and why: every refusal says more than its name
     assert re.search(r"(:|;| because | needs | goes | comes | belongs | twice)", message)
+
+
+@pytest.mark.parametrize("word", sorted(WORDS))
+def test_every_sql_word_the_language_lacks_is_named(tmp_path, capsys, word):
+    """Each entry of nfacep.lang.unsupported.WORDS is reachable: the word where a condition
+    goes on, in any case, is reported at its place with its reason."""
+    text, line, column = _place(sql("PATTERN (A)", f"A AS price §{word.lower()} 'x'"))
+    path = tmp_path / "port.sql"
+    path.write_text(text)
+    assert main(["check", str(path)]) == 2
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first == f"{path}:{line}:{column}: {WORDS[word]}"
