@@ -39,22 +39,24 @@ __all__ = [
 def compile_text(text: str, filename: str = "<query>") -> Nfa:
     """Parse, check and wire a query file's text; raises :class:`QueryError`, a
     :class:`QueryErrors` when the file has several errors: the syntax errors (parsing goes on
-    after each) and the errors of checking what parsed, in file order. The statements after a
-    CREATE STREAM that did not parse are not checked (their errors would only echo it)."""
+    after each) and the errors of checking what parsed, in file order. The queries of a file
+    whose CREATE STREAM did not parse are not checked (their errors would only echo it)."""
     from . import nfa
     from .lang import check, syntax
 
     text = syntax.strip_bom(text)
     parsed = syntax.parse_all(text, filename)
     errors = list(parsed.errors)
+    result = None
     try:
         if not errors or (parsed.streams_whole and parsed.file.queries):
             program = check.check(parsed.file)
-        if errors:
-            raise QueryErrors.of(errors)
-        result = nfa.build(program)
+            if not errors:
+                result = nfa.build(program)
     except QueryError as err:
-        raise QueryErrors.of([*errors, err]).located(text, filename) from None
+        errors.append(err)
+    if errors or result is None:
+        raise QueryErrors.of(errors).located(text, filename)
     for warning in result.program.warnings:
         warning.located(text, filename)
     return result
