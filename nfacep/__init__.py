@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import DataError, NfacepError, QueryError
+from .errors import DataError, NfacepError, QueryError, QueryErrors
 from .limits import MAX_FILE_BYTES
 
 if TYPE_CHECKING:
@@ -30,21 +30,33 @@ __all__ = [
     "NfacepError",
     "Program",
     "QueryError",
+    "QueryErrors",
     "compile_file",
     "compile_text",
 ]
 
 
 def compile_text(text: str, filename: str = "<query>") -> Nfa:
-    """Parse, check and wire a query file's text; raises :class:`QueryError`."""
+    """Parse, check and wire a query file's text; raises :class:`QueryError`, a
+    :class:`QueryErrors` when the file has several errors: the syntax errors (parsing goes on
+    after each) and the errors of checking what parsed, in file order. The queries of a file
+    whose CREATE STREAM did not parse are not checked (their errors would only echo it)."""
     from . import nfa
     from .lang import check, syntax
 
     text = syntax.strip_bom(text)
+    parsed = syntax.parse_all(text, filename)
+    errors = list(parsed.errors)
+    result = None
     try:
-        result = nfa.build(check.check(syntax.parse(text, filename)))
+        if not errors or (parsed.streams_whole and parsed.file.queries):
+            program = check.check(parsed.file)
+            if not errors:
+                result = nfa.build(program)
     except QueryError as err:
-        raise err.located(text, filename) from None
+        errors.append(err)
+    if errors or result is None:
+        raise QueryErrors.of(errors).located(text, filename)
     for warning in result.program.warnings:
         warning.located(text, filename)
     return result

@@ -116,7 +116,8 @@ def _load_or_json_error(args) -> Nfa:
         if args.json:
             from .describe import diagnostic
 
-            print(json.dumps({"error": diagnostic(err)}, indent=2))
+            every = [diagnostic(e) for e in err.errors]
+            print(json.dumps({"error": diagnostic(err), "errors": every}, indent=2))
         raise
 
 

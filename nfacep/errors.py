@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
+    "SHOWN_ERRORS",
     "DataError",
     "HardwareLimitError",
     "NfacepError",
     "QueryError",
+    "QueryErrors",
     "SourcePos",
     "UsageError",
 ]
@@ -69,6 +72,11 @@ class QueryError(NfacepError):
     def column(self) -> int | None:
         return self.pos.column if self.pos else None
 
+    @property
+    def errors(self) -> tuple[QueryError, ...]:
+        """Every error this one stands for, in file order: itself alone (see QueryErrors)."""
+        return (self,)
+
     def located(self, source: str, filename: str) -> QueryError:
         """Attach the source text (for the caret line) if not already attached."""
         if self.source is None:
@@ -96,6 +104,59 @@ class QueryError(NfacepError):
 
     def __str__(self) -> str:
         return self.render()
+
+
+#: Errors of one file shown in full; the others are counted on one line after them.
+SHOWN_ERRORS = 20
+
+
+def _place(err: QueryError) -> tuple[bool, int, int]:
+    return (err.pos is None, err.line or 0, err.column or 0)
+
+
+class QueryErrors(QueryError):
+    """Several errors of one query file, in file order. As a :class:`QueryError` it is the
+    first of them (its message, place and severity), for callers that want one; it renders
+    the first SHOWN_ERRORS of them, each with its place and caret, then how many more there
+    are. Made by :meth:`of`, which returns a lone error as itself."""
+
+    def __init__(self, errors: tuple[QueryError, ...]):
+        first = errors[0]
+        super().__init__(first.message, first.pos, source=first.source, filename=first.filename)
+        self._errors = errors
+
+    @staticmethod
+    def of(errors: Iterable[QueryError]) -> QueryError:
+        """The errors, those of each QueryErrors among them included, sorted by place (an
+        error without a place last) and each once: one QueryError, or a QueryErrors."""
+        unique: dict[tuple, QueryError] = {}
+        for err in errors:
+            for e in err.errors:
+                unique.setdefault((e.pos, e.message, e.severity), e)
+        found = tuple(sorted(unique.values(), key=_place))
+        if not found:
+            raise ValueError("QueryErrors.of needs at least one error")
+        return found[0] if len(found) == 1 else QueryErrors(found)
+
+    @property
+    def errors(self) -> tuple[QueryError, ...]:
+        return self._errors
+
+    def located(self, source: str, filename: str) -> QueryError:
+        for err in self._errors:
+            err.located(source, filename)
+        super().located(source, filename)
+        return self
+
+    def render(self) -> str:
+        shown = [err.render() for err in self._errors[:SHOWN_ERRORS]]
+        more = len(self._errors) - SHOWN_ERRORS
+        if more > 0:
+            shown.append(
+                f"{self.filename}: and {more} more error{'s' if more > 1 else ''} "
+                f"(the first {SHOWN_ERRORS} are shown; check --json lists them all)"
+            )
+        return "\n".join(shown)
 
 
 #: Widest source line shown under an error: a longer one is cut around the column.

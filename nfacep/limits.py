@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CHUNK",
+    "MAX_ERRORS",
     "MAX_FILE_BYTES",
     "MAX_FILE_STATES",
     "MAX_INT_LITERAL",
@@ -36,6 +37,10 @@ MAX_NESTING = 100
 #: Most tokens (names, numbers, operators, punctuation) in one file, comments excluded: keeps
 #: checking any accepted file well under a second.
 MAX_TOKENS = 20_000
+
+#: Most errors looked for in one file: parsing, and checking, stop at the next, and the errors
+#: found are reported (the first SHOWN_ERRORS in full, nfacep.errors).
+MAX_ERRORS = 100
 
 #: Largest magnitude of an integer literal. Fields are at most 64 bits; a larger constant can
 #: only matter in a sum of very many fields.

@@ -175,7 +175,7 @@ SYNTAX_ERRORS = [
     ("QUERY q PATTERN (A{3,1})", "maximum 1 is below the minimum 3", 2, 19),
     ("QUERY q PATTERN (A{})", "needs a count", 2, 19),
     ("QUERY q PATTERN (A) DEFINE A AS (a = )", "unexpected ')'", 2, 38),
-    ("QUERY q PATTERN (A) DEFINE A AS a & 2", "unexpected character '&'", 2, 35),
+    ("QUERY q PATTERN (A) DEFINE A AS a & 2", "'&' is not an operator", 2, 35),
     ("QUERY q PATTERN (A) DEFINE A AS a = 1 QUERY r PATTERN (B)", "';' missing", 2, 39),
     ("CREATE STREAM t (x UINT(0))", "between 1 and 64", 2, 25),
     ("CREATE STREAM t (x INT(65))", "between 1 and 64", 2, 24),

@@ -3,7 +3,8 @@
 Resolves each query's stream, partition key and ORDER BY field, types every DEFINE into a
 :mod:`nfacep.lang.predicates` expression, and rejects — by name, with the reason — everything the
 per-tuple hardware cannot evaluate. Warnings (a DEFINE the pattern never uses) are collected,
-not raised.
+not raised; so are errors, each DEFINE, clause and query checked on its own, and raised
+together at the end (:class:`nfacep.errors.QueryErrors`, in file order).
 
 Names are compared as SQL compares them (:func:`nfacep.lang.ast.key`: an unquoted name stands for
 its upper-case fold, a double-quoted one for itself); two declarations of one kind whose names
@@ -13,14 +14,15 @@ pattern variable and parameter as its declaration (or first use) does.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import operator
 import re
 from fractions import Fraction
 
-from ..errors import QueryError, SourcePos
-from ..limits import MAX_KEY_BITS, MAX_PREV
+from ..errors import QueryError, QueryErrors, SourcePos
+from ..limits import MAX_ERRORS, MAX_KEY_BITS, MAX_PREV
 from ..schema import CheckedQuery, Measure, Program, Schema
 from . import ast
 from . import predicates as P
@@ -85,6 +87,7 @@ class _Checker:
     def __init__(self, file: ast.File):
         self.file = file
         self.warnings: list[QueryError] = []
+        self.errors: list[QueryError] = []
         #: each parameter (by key) with its type, the field that gave it and its first spelling
         self.params: dict[str, tuple[FieldType, str, str]] = {}
         #: each parameter's name folded to upper case, with its first use: for case-only clashes
@@ -93,29 +96,7 @@ class _Checker:
     # --- file level -------------------------------------------------------------------------
 
     def run(self) -> Program:
-        streams: dict[str, ast.CreateStream] = {}  # by key
-        declared: dict = {}
-        for s in self.file.streams:
-            _declare(
-                declared, s.name, s.quoted, s.pos, "stream", f"stream '{s.name}' is declared twice"
-            )
-            seen: dict = {}
-            for f in s.fields:
-                _declare(
-                    seen,
-                    f.name,
-                    f.quoted,
-                    f.pos,
-                    "field",
-                    f"field '{f.name}' is declared twice in stream '{s.name}'",
-                )
-                if f.unit is not None and not isinstance(f.type, UIntType | IntType):
-                    raise QueryError(
-                        f"TIME({f.unit}) is for integer fields (UINT or INT), and "
-                        f"'{f.name}' is {f.type}",
-                        f.pos,
-                    )
-            streams[ast.key(s.name, s.quoted)] = s
+        streams = self._streams()
         if not self.file.queries:
             raise QueryError(
                 "the file holds no query (QUERY … PATTERN … or SELECT … MATCH_RECOGNIZE (…))",
@@ -123,38 +104,42 @@ class _Checker:
             )
         names: dict = {}
         checked: list[CheckedQuery] = []
-        first_stream: Schema | None = None
-        first_partition: tuple[str, ...] = ()
+        # the first query's name, stream and partition key
+        first: tuple[str, Schema, tuple[str, ...]] | None = None
         for i, q in enumerate(self.file.queries):
+            if len(self.errors) >= MAX_ERRORS:
+                break
             name = q.name or f"q{i + 1}"
-            _declare(
-                names,
-                name,
-                q.name_quoted,
-                q.name_pos or q.pos,
-                "query",
-                f"a query named '{name}' is already defined",
-            )
-            schema = self._stream_of(q, streams)
-            partition = self._partition_of(q, schema)
-            if first_stream is None:
-                first_stream, first_partition = schema, partition
-            elif schema.name != first_stream.name:
-                raise QueryError(
-                    f"query '{name}' reads stream '{schema.name}', but '{checked[0].name}' reads "
-                    f"'{first_stream.name}': queries in one file share one engine and must read "
-                    "the same stream",
-                    q.stream_pos or q.pos,
+            with self._collecting():
+                _declare(
+                    names,
+                    name,
+                    q.name_quoted,
+                    q.name_pos or q.pos,
+                    "query",
+                    f"a query named '{name}' is already defined",
                 )
-            elif partition != first_partition:
-                raise QueryError(
-                    f"query '{name}' is partitioned by {', '.join(partition) or 'nothing'}, but "
-                    f"'{checked[0].name}' by {', '.join(first_partition) or 'nothing'}: "
-                    "queries in one file "
-                    "share one engine and must use the same partition key",
-                    q.partition[0].pos if q.partition else q.pos,
-                )
-            checked.append(self._query(q, name, schema))
+            try:
+                schema = self._stream_of(q, streams)
+            except QueryError as err:
+                self.errors.append(err)
+                continue
+            with self._collecting():
+                partition = self._partition_of(q, schema)
+                if first is None:
+                    first = (name, schema, partition)
+                else:
+                    self._same_engine(q, name, schema, partition, first)
+            cq = None
+            with self._collecting():  # what _query raises rather than keeps, kept here
+                cq = self._query(q, name, schema)
+            if cq is not None:
+                checked.append(cq)
+        if len(self.errors) >= MAX_ERRORS:
+            stop = f"nfacep stopped checking the file after {len(self.errors)} errors"
+            self.errors.append(QueryError(stop, None))
+        if self.errors:
+            raise QueryErrors.of(self.errors)
         used: dict[str, FieldType] = {}
         for cq in checked:
             for v in sorted(cq.predicates):
@@ -163,8 +148,78 @@ class _Checker:
                     for node in P.nodes(pred):
                         if isinstance(node, P.Param):
                             used.setdefault(node.name, node.type)
-        assert first_stream is not None, "the file holds a query (an error above otherwise)"
-        return Program(first_stream, first_partition, tuple(checked), tuple(self.warnings), used)
+        assert first is not None, "the file holds a query (an error above otherwise)"
+        return Program(first[1], first[2], tuple(checked), tuple(self.warnings), used)
+
+    @contextlib.contextmanager
+    def _collecting(self):
+        """Within: a QueryError is kept in ``self.errors`` (all are reported, in file order)
+        and checking goes on after the block."""
+        try:
+            yield
+        except QueryError as err:
+            self.errors.append(err)
+
+    def _streams(self) -> dict[str, ast.CreateStream]:
+        """The file's streams by key, their declarations checked."""
+        streams: dict[str, ast.CreateStream] = {}  # by key
+        declared: dict = {}
+        for s in self.file.streams:
+            with self._collecting():
+                _declare(
+                    declared,
+                    s.name,
+                    s.quoted,
+                    s.pos,
+                    "stream",
+                    f"stream '{s.name}' is declared twice",
+                )
+            seen: dict = {}
+            for f in s.fields:
+                with self._collecting():
+                    _declare(
+                        seen,
+                        f.name,
+                        f.quoted,
+                        f.pos,
+                        "field",
+                        f"field '{f.name}' is declared twice in stream '{s.name}'",
+                    )
+                if f.unit is not None and not isinstance(f.type, UIntType | IntType):
+                    self.errors.append(
+                        QueryError(
+                            f"TIME({f.unit}) is for integer fields (UINT or INT), and "
+                            f"'{f.name}' is {f.type}",
+                            f.pos,
+                        )
+                    )
+            streams.setdefault(ast.key(s.name, s.quoted), s)
+        return streams
+
+    def _same_engine(
+        self,
+        q: ast.Query,
+        name: str,
+        schema: Schema,
+        partition: tuple[str, ...],
+        first: tuple[str, Schema, tuple[str, ...]],
+    ) -> None:
+        """Queries of one file share one engine: the same stream and partition key."""
+        first_name, first_stream, first_partition = first
+        if schema.name != first_stream.name:
+            raise QueryError(
+                f"query '{name}' reads stream '{schema.name}', but '{first_name}' reads "
+                f"'{first_stream.name}': queries in one file share one engine and must read "
+                "the same stream",
+                q.stream_pos or q.pos,
+            )
+        if partition != first_partition:
+            raise QueryError(
+                f"query '{name}' is partitioned by {', '.join(partition) or 'nothing'}, but "
+                f"'{first_name}' by {', '.join(first_partition) or 'nothing'}: queries in one file "
+                "share one engine and must use the same partition key",
+                q.partition[0].pos if q.partition else q.pos,
+            )
 
     def _stream_of(self, q: ast.Query, streams: dict[str, ast.CreateStream]) -> Schema:
         if not streams:
@@ -232,8 +287,13 @@ class _Checker:
             )
         f = schema.resolve(col.name, col.quoted)
         if f is None:
+            if col.qualifier is None and not col.quoted and col.name.upper() == "NULL":
+                raise QueryError(
+                    "NULL is not supported: a tuple's fields always hold a value", col.pos
+                )
             raise QueryError(
                 f"unknown field {_shown(col.name, col.quoted)} in stream '{schema.name}'"
+                + (_string_hint(col.name, schema) if col.quoted else "")
                 + _suggest(col.name, schema.fields),
                 col.pos,
             )
@@ -241,39 +301,44 @@ class _Checker:
 
     # --- queries ----------------------------------------------------------------------------
 
-    def _query(self, q: ast.Query, name: str, schema: Schema) -> CheckedQuery:
-        if q.unsupported:
-            u = q.unsupported[0]
-            raise QueryError(f"{u.feature} is not supported: {u.reason}", u.pos)
+    def _query(self, q: ast.Query, name: str, schema: Schema) -> CheckedQuery | None:
+        """The checked query; None when it has errors (kept in ``self.errors``)."""
+        errors = len(self.errors)
+        for u in q.unsupported:
+            self.errors.append(QueryError(f"{u.feature} is not supported: {u.reason}", u.pos))
         order = None
-        if q.order:
-            if len(q.order) > 1:
-                raise QueryError("ORDER BY more than one field is not supported", q.order[1].pos)
-            f = self._field(q.order[0], schema)
-            if isinstance(f.type, EnumType | BoolType | Ipv4Type):
-                raise QueryError(
-                    f"cannot ORDER BY {f.type} field '{f.name}': use a "
-                    "numeric time or sequence field",
-                    q.order[0].pos,
-                )
-            order = f.name
+        with self._collecting():
+            order = self._order(q, schema)
         occurrences = self._pattern_vars(q.pattern)
         used = {ast.key(v.name, v.quoted) for v in occurrences}
         if not _can_match_nonempty(q.pattern):
-            raise QueryError(
-                "the pattern only matches the empty sequence, and empty matches are never reported",
-                q.pattern.pos or q.pos,
+            self.errors.append(
+                QueryError(
+                    "the pattern only matches the empty sequence, and empty matches are never "
+                    "reported",
+                    q.pattern.pos or q.pos,
+                )
             )
         defined: dict[str, P.PExpr | None] = {}  # by key
         defines: dict[str, ast.Define] = {}
         seen: dict = {}
         unused = []
         for d in q.defines:
-            _declare(
-                seen, d.name, d.quoted, d.pos, "variable", f"variable '{d.name}' is defined twice"
-            )
+            if len(self.errors) >= MAX_ERRORS:
+                break
+            with self._collecting():
+                _declare(
+                    seen,
+                    d.name,
+                    d.quoted,
+                    d.pos,
+                    "variable",
+                    f"variable '{d.name}' is defined twice",
+                )
             k = ast.key(d.name, d.quoted)
-            pred = self._bool(d.expr, schema, k)
+            pred: P.PExpr = P.Const(True, "bool")  # after an error: as if true
+            with self._collecting():
+                pred = self._bool(d.expr, schema, k)
             defined[k] = None if pred == P.Const(True, "bool") else pred
             defines[k] = d
             if k not in used:
@@ -288,8 +353,14 @@ class _Checker:
         spelled = self._spell_vars(name, occurrences, defines, unused)
         pattern = _respell(q.pattern, spelled)
         preds = {spelled[k]: defined.get(k) for k in sorted(used, key=spelled.__getitem__)}
-        window = None if q.within is None else self._window(q, q.within, schema)
-        measures = check_measures(q, schema, lambda col: self._field(col, schema))
+        window = None
+        with self._collecting():
+            window = None if q.within is None else self._window(q, q.within, schema)
+        measures: tuple[Measure, ...] = ()
+        with self._collecting():
+            measures = check_measures(q, schema, lambda col: self._field(col, schema))
+        if len(self.errors) > errors:
+            return None
         return CheckedQuery(
             name,
             pattern,
@@ -302,6 +373,24 @@ class _Checker:
             start_seq=any(m.kind in Measure.STARTS for m in measures),
             measures=measures,
         )
+
+    def _order(self, q: ast.Query, schema: Schema) -> str | None:
+        """The ORDER BY field's name, or None."""
+        if not q.order:
+            return None
+        if len(q.order) > 1:
+            raise QueryError(
+                "ORDER BY more than one field is not supported: the stream is processed in "
+                "input order, and ORDER BY checks that one numeric field ascends",
+                q.order[1].pos,
+            )
+        f = self._field(q.order[0], schema)
+        if isinstance(f.type, EnumType | BoolType | Ipv4Type):
+            raise QueryError(
+                f"cannot ORDER BY {f.type} field '{f.name}': use a numeric time or sequence field",
+                q.order[0].pos,
+            )
+        return f.name
 
     def _spell_vars(
         self,
@@ -401,7 +490,8 @@ class _Checker:
         return n
 
     def _pattern_vars(self, p: ast.Pattern) -> list[ast.Var]:
-        """The variable occurrences of a pattern, in source order."""
+        """The variable occurrences of a pattern, in source order; an anchor or exclusion is
+        an error, kept in ``self.errors``."""
         match p:
             case ast.Var():
                 return [p]
@@ -416,17 +506,24 @@ class _Checker:
                 return self._pattern_vars(child)
             case ast.Anchor(kind):
                 what = "end" if kind == "$" else "start"
-                raise QueryError(
-                    f"the '{kind}' anchor is not supported: a partition of an unbounded stream "
-                    f"has no {what} the engine could see; matches may start at any tuple",
-                    p.pos,
+                self.errors.append(
+                    QueryError(
+                        f"the '{kind}' anchor is not supported: a partition of an unbounded "
+                        f"stream has no {what} the engine could see; matches may start at any "
+                        "tuple",
+                        p.pos,
+                    )
                 )
-            case ast.Exclusion():
-                raise QueryError(
-                    "{- … -} exclusion is not supported: it only changes which "
-                    "rows ALL ROWS PER MATCH returns",
-                    p.pos,
+                return []
+            case ast.Exclusion(child):
+                self.errors.append(
+                    QueryError(
+                        "{- … -} exclusion is not supported: it only changes which "
+                        "rows ALL ROWS PER MATCH returns",
+                        p.pos,
+                    )
                 )
+                return self._pattern_vars(child)
         raise TypeError(p)
 
     # --- expressions ------------------------------------------------------------------------
@@ -716,6 +813,20 @@ def _short(text: str) -> str:
     return text if len(text) <= 30 else f"{text[:12]}…{text[-8:]} ({len(text)} characters)"
 
 
+def _string_hint(text: str, schema: Schema) -> str:
+    """What to say of an unknown double-quoted name: double quotes quote names, as in SQL,
+    so a string (an ENUM label) in double quotes is a name that is not a field."""
+    labels = [
+        f.name for f in schema.fields if isinstance(f.type, EnumType) and text in f.type.labels
+    ]
+    if labels:
+        return (
+            f": did you mean the label '{text}' of {labels[0]}? Double quotes quote names, "
+            "as in SQL; ENUM labels take single quotes"
+        )
+    return ": double quotes quote names, as in SQL; a string takes single quotes"
+
+
 def _param_alone(p: ast.ParamRef) -> QueryError:
     return QueryError(
         f"parameter :{p.name} must be compared directly with a field (as in "
@@ -891,5 +1002,6 @@ def _respell(p: ast.Pattern, spelled: dict[str, str]) -> ast.Pattern:
 
 
 def check(file: ast.File) -> Program:
-    """Check a parsed file; raises :class:`QueryError` at the first error."""
+    """Check a parsed file; raises :class:`QueryError` (a :class:`QueryErrors` when there are
+    several) naming every error, in file order."""
     return _Checker(file).run()

@@ -23,8 +23,8 @@ from lark.exceptions import (
     VisitError,
 )
 
-from ..errors import QueryError, SourcePos
-from ..limits import MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
+from ..errors import QueryError, QueryErrors, SourcePos
+from ..limits import MAX_ERRORS, MAX_INT_LITERAL, MAX_NESTING, MAX_STATES, MAX_TOKENS
 from . import ast
 from .types import (
     INTERVAL_UNITS,
@@ -37,10 +37,18 @@ from .types import (
     TimestampType,
     UIntType,
 )
-from .unsupported import call_error
+from .unsupported import (
+    CLAUSE_WORDS,
+    SUBQUERY,
+    WORDS,
+    call_error,
+    clause_order_error,
+    tail_error,
+    word_error,
+)
 from .values import TIMESTAMP_UNITS
 
-__all__ = ["parse"]
+__all__ = ["Parsed", "parse", "parse_all"]
 
 
 def open_grammar(grammar: pathlib.Path, cache: pathlib.Path | None, **options) -> Lark:
@@ -136,6 +144,11 @@ def _name(token) -> tuple[str, bool]:
     return (text[1:-1], True) if text.startswith('"') else (text, False)
 
 
+_SELECT_LIST_WHY = (
+    "the engine reports where matches end, per partition; "
+    "write SELECT * (match records carry seq, query and partition)"
+)
+
 #: what is said of a MEASURES clause the parser cannot read (RUNNING, FINAL, …)
 _MEASURES = "MEASURES other than FIRST, LAST, COUNT(*) and MATCH_NUMBER()"
 _MEASURES_WHY = (
@@ -157,12 +170,6 @@ class _ToAst(Transformer_NonRecursive):
         super().__init__(visit_tokens=False)
 
     # statements
-    def start(self, *items):
-        statements = [i for i in items if not isinstance(i, Token)]
-        streams = tuple(i for i in statements if isinstance(i, ast.CreateStream))
-        queries = tuple(i for i in statements if isinstance(i, ast.Query))
-        return ast.File(streams, queries)
-
     @v_args(meta=True, inline=True)
     def create_stream(self, meta, _create, _stream, name, *fields):
         text, quoted = _name(name)
@@ -245,15 +252,7 @@ class _ToAst(Transformer_NonRecursive):
 
     @v_args(meta=True, inline=True)
     def select_columns(self, meta, *exprs):
-        return (
-            "unsupported",
-            ast.Unsupported(
-                "SELECT list",
-                "the engine reports where matches end, per partition; "
-                "write SELECT * (match records carry seq, query and partition)",
-                pos=_pos(meta),
-            ),
-        )
+        return ("unsupported", ast.Unsupported("SELECT list", _SELECT_LIST_WHY, pos=_pos(meta)))
 
     def measures_clause(self, kw, *items):
         return ("measures", tuple(m for m in items if isinstance(m, ast.Measure)))
@@ -603,23 +602,57 @@ def _build_query(meta, clauses, *, form):
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+    """What :func:`parse_all` makes of a file: the statements that parsed, and the errors of
+    the others, in file order."""
+
+    file: ast.File
+    errors: tuple[QueryError, ...]
+    #: whether every CREATE STREAM parsed: else checking the queries would only echo the broken
+    #: declaration (unknown fields, an unknown stream)
+    streams_whole: bool
+
+
 def parse(text: str, filename: str = "<query>") -> ast.File:
-    """Parse a query file; raises :class:`QueryError` with the position of the first error.
+    """Parse a query file; raises :class:`QueryError` (a :class:`QueryErrors` when there are
+    several) with the place of each error, in file order.
 
     A byte-order mark at the start is skipped, as spreadsheets and some editors write one.
     """
+    parsed = parse_all(text, filename)
+    if parsed.errors:
+        raise QueryErrors.of(parsed.errors) from None
+    return parsed.file
+
+
+def parse_all(text: str, filename: str = "<query>") -> Parsed:
+    """Parse a query file, going on after an error: at the next definition of a DEFINE clause
+    when the error is inside one of its conditions, else at the next ';'. Errors have their
+    place and the text attached; at most MAX_ERRORS syntax errors are looked for."""
     text = strip_bom(text)
-    try:
-        tree = _parse_tree(text)
-        file = _ToAst().transform(tree)
-        _check_depth(file)
-    except QueryError as err:
-        raise err.located(text, filename) from None
-    except VisitError as err:  # lark wraps errors raised inside the transformer
-        if isinstance(err.orig_exc, QueryError):
-            raise err.orig_exc.located(text, filename) from None
-        raise
-    return dataclasses.replace(file, end=_end_of(text))
+    tree, errors, broken = _Recovery(text).run()
+    streams: list[ast.CreateStream] = []
+    queries: list[ast.Query] = []
+    for statement in tree.children if tree is not None else ():
+        try:
+            node = _ToAst().transform(statement)
+            if isinstance(node, ast.Query):
+                _check_depth(node)
+        except QueryError as err:
+            errors.append(err)
+            broken |= statement.data == "create_stream"
+            continue
+        except VisitError as err:  # lark wraps errors raised inside the transformer
+            if not isinstance(err.orig_exc, QueryError):
+                raise
+            errors.append(err.orig_exc)
+            broken |= statement.data == "create_stream"
+            continue
+        (streams if isinstance(node, ast.CreateStream) else queries).append(node)
+    file = ast.File(tuple(streams), tuple(queries), end=_end_of(text))
+    located = tuple(err.located(text, filename) for err in errors)
+    return Parsed(file, located, not broken)
 
 
 def strip_bom(text: str) -> str:
@@ -631,42 +664,246 @@ def strip_bom(text: str) -> str:
 _OPEN = {"LPAR", "__ANON_0"}
 _CLOSE = {"RPAR", "__ANON_1"}
 
+# What the recovery skips over as a whole, or counts: strings, quoted names, comments,
+# parentheses, ',', ';', names, any other character.
+_SCAN = re.compile(
+    r"'(?:[^']|'')*'|\"[^\"\n]*\"|--[^\n]*|/\*.*?\*/|(?P<word>[A-Za-z_][A-Za-z0-9_]*)|\S", re.S
+)
 
-def _parse_tree(text: str):
-    """Lex and parse, counting tokens and bracket depth on the lexer's tokens as they come."""
-    parser = _parser.parse_interactive(text)
-    seen: list[Token] = []
-    depth = 0
-    try:
+
+@dataclasses.dataclass
+class _Mark:
+    """A parser state to go on from: just after a ';' (or at the start), or just after the AS
+    of a definition in DEFINE (then ``start`` is where its condition begins)."""
+
+    parser: Any
+    lengths: list[int]
+    depth: int
+    statement: int
+    start: int = 0
+    as_token: Token | None = None
+    #: where the last search for the next definition stopped: place, depth, last name's place
+    scan: tuple[int, int, int] | None = None
+
+    def restored(self):
+        """A parser in the state of the mark, its stack's trees as they were then."""
+        copied = self.parser.copy(deepcopy_values=False)
+        stack = copied.parser_state.value_stack
+        for i, n in enumerate(self.lengths):
+            v = stack[i]
+            if n >= 0:
+                stack[i] = lark.Tree(v.data, v.children[:n], meta=v._meta)
+        return copied
+
+
+class _Recovery:
+    """Lex and parse, counting tokens and bracket depth on the lexer's tokens as they come,
+    and going on after a syntax error from the last :class:`_Mark` that lies before it."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.seen: list[Token] = []
+        self.errors: list[QueryError] = []
+        self.broken = False  # a CREATE STREAM did not parse
+        self.depth = 0
+        self.statement = 0  # ';' read so far
+        self.statement_start = 0  # index in seen of the statement's first token
+        self.in_define = False
+        #: the tokens of the statement so far that say where an error is (_LANDMARKS, and the
+        #: ')' that closes MATCH_RECOGNIZE), after the ';' before it: what the messages look
+        #: at, kept as tokens come so that no message scans a long statement
+        self.heads: list[Token] = []
+        self.mr_depth: int | None = None  # the depth MATCH_RECOGNIZE's '(' opens from
+
+    def run(self):
+        """The parse tree of the statements that parsed (None when none could be kept), the
+        errors, and whether a CREATE STREAM was among the statements that did not parse."""
+        parser = _parser.parse_interactive(self.text)
+        self.between = _Mark(*_snapshot(parser), 0, 0)
+        self.condition: _Mark | None = None
+        last = -1  # where the last error was: each recovery must get past it
+        while True:
+            try:
+                self._feed(parser)
+                return (
+                    parser.feed_eof(self.seen[-1] if self.seen else None),
+                    self.errors,
+                    self.broken,
+                )
+            except UnexpectedInput as err:
+                offset = _offset(err, self.text)
+                if self.seen and self.seen[-1] is getattr(err, "token", None):
+                    if self.heads and self.heads[-1] is self.seen[-1]:
+                        self.heads.pop()
+                    self.seen.pop()
+                self.errors.append(_syntax_error(err, self.text, self.seen, self.heads))
+                if offset is None or offset <= last or len(self.errors) >= MAX_ERRORS:
+                    return self._stop(offset), self.errors, self.broken
+                last = offset
+                resumed = self._resume(err, offset)
+                if resumed is None:
+                    return self._stop(None), self.errors, self.broken
+                parser = resumed
+            except QueryError as err:  # a limit: the rest of the file is not read
+                self.errors.append(err)
+                return self._stop(None), self.errors, self.broken
+
+    def _feed(self, parser) -> None:
         for token in parser.iter_parse():
-            if len(seen) >= MAX_TOKENS:
+            # the token before this one has been fed to the parser: mark after ';' and AS
+            prev = self.seen[-1] if self.seen else None
+            if prev is not None and prev.type == "SEMICOLON":
+                self.statement += 1
+                self.statement_start = len(self.seen)
+                self.in_define = False
+                self.condition = None
+                self.heads, self.mr_depth = [prev], None
+                self.between = _Mark(*_snapshot(parser), self.depth, self.statement)
+            elif (
+                self.in_define
+                and prev is not None
+                and prev.type == "AS"
+                and len(self.seen) >= 2
+                and self.seen[-2].type == "NAME"
+            ):
+                self.condition = _Mark(
+                    *_snapshot(parser),
+                    self.depth,
+                    self.statement,
+                    start=prev.end_pos or 0,
+                    as_token=prev,
+                )
+            if len(self.seen) >= MAX_TOKENS:
                 raise QueryError(
                     f"the file has more than {MAX_TOKENS} tokens (names, numbers, "
                     "operators), more than nfacep accepts in one file",
                     _pos(token),
                 )
-            seen.append(token)
+            self.seen.append(token)
+            if token.type in _CLAUSES:
+                self.in_define = token.type == "DEFINE"
+            if token.type in _LANDMARKS:
+                self.heads.append(token)
+                if token.type == "MATCH_RECOGNIZE":
+                    self.mr_depth = self.depth
             if token.type in _OPEN:
-                depth += 1
-                if depth > MAX_NESTING:
+                self.depth += 1
+                if self.depth > MAX_NESTING:
                     raise QueryError(
                         f"nesting deeper than {MAX_NESTING} levels of parentheses", _pos(token)
                     )
             elif token.type in _CLOSE:
-                depth -= 1
-        return parser.feed_eof(seen[-1] if seen else None)
-    except UnexpectedInput as err:
-        if seen and seen[-1] is getattr(err, "token", None):
-            seen.pop()
-        raise _syntax_error(err, text, seen) from None
+                self.depth -= 1
+                if self.depth == self.mr_depth:  # the ')' that closes MATCH_RECOGNIZE
+                    self.heads.append(token)
+                    self.mr_depth = None
+
+    def _resume(self, err: UnexpectedInput, offset: int):
+        """A parser to go on with after the error at ``offset``: in the DEFINE condition the
+        error is in, with TRUE for the condition, from the next definition (or the clause's
+        end); else from the next ';'. None at the end of the file."""
+        mark = self.condition
+        if mark is not None and mark.statement == self.statement and mark.start <= offset:
+            assert mark.as_token is not None, "a condition's mark is just after its AS"
+            parser = mark.restored()
+            with contextlib.suppress(UnexpectedInput):  # then from the next ';'
+                parser.feed_token(Token.new_borrow_pos("TRUE", "TRUE", mark.as_token))
+                self.depth = mark.depth
+                at = _next_definition(self.text, mark, offset)
+                return _moved(parser, self.text, at, err, offset)
+        first = self.seen[self.statement_start] if self.statement_start < len(self.seen) else None
+        self.broken |= first is not None and first.type == "CREATE"
+        semicolon = _next_semicolon(self.text, offset)
+        if semicolon is None:
+            return None
+        # the ';' read next starts the next statement (_feed)
+        self.depth = self.between.depth
+        self.condition = None
+        self.in_define = False
+        parser = self.between.restored()
+        return _moved(parser, self.text, semicolon, err, offset)
+
+    def _stop(self, offset: int | None):
+        """The tree of the statements before the last ';' read, the rest left unread."""
+        if offset is not None and len(self.errors) >= MAX_ERRORS:
+            self.errors.append(
+                QueryError(
+                    f"nfacep stopped reading the file here, after {MAX_ERRORS} errors",
+                    self.errors[-1].pos,
+                )
+            )
+        first = self.seen[self.statement_start] if self.statement_start < len(self.seen) else None
+        self.broken |= first is not None and first.type == "CREATE"
+        try:
+            return self.between.restored().feed_eof(None)
+        except UnexpectedInput:  # cannot happen: between statements, the file may end
+            return None
 
 
-def _check_depth(file: ast.File) -> None:
+def _snapshot(parser) -> tuple[Any, list[int]]:
+    """A copy of an interactive parser to go on from later, and the number of children of each
+    tree on its stack. lark extends a tree's children in place (a repetition's list, as more
+    items are reduced into it), so what the copy shares is cut back to these numbers when it
+    is used (:meth:`_Mark.restored`): cheaper than the deep copy lark offers, which would copy
+    every statement before at every mark."""
+    copied = parser.copy(deepcopy_values=False)
+    stack = copied.parser_state.value_stack
+    return copied, [len(v.children) if isinstance(v, lark.Tree) else -1 for v in stack]
+
+
+def _offset(err: UnexpectedInput, text: str) -> int | None:
+    """Where in ``text`` an error is, or None at its end."""
+    if isinstance(err, UnexpectedCharacters):
+        return err.pos_in_stream
+    token = getattr(err, "token", None)
+    if token is None or token.type == "$END" or token.start_pos is None:
+        return None
+    return token.start_pos
+
+
+def _next_definition(text: str, mark: _Mark, offset: int) -> int:
+    """Where to go on after an error at ``offset`` in the condition that starts at
+    ``mark.start``: its next definition (a ',' or ``name AS`` outside parentheses), or the end
+    of the clause (a ';', the ')' that closes MATCH_RECOGNIZE, the end of the file). The scan
+    goes on from where the last one for this condition stopped (``mark.scan``)."""
+    at, depth, word = mark.scan or (mark.start, 0, -1)  # word: where the last name starts
+    for m in _SCAN.finditer(text, at):
+        at, found = m.start(), m.group()
+        mark.scan = (at, depth, word)
+        depth += (found == "(") - (found == ")")
+        if at >= offset and (depth < 0 or found == ";" or (depth == 0 and found == ",")):
+            return at
+        if at >= offset and depth == 0 and found.upper() == "AS" and word > mark.start:
+            return word
+        word = at if m.group("word") else -1
+    return len(text)
+
+
+def _next_semicolon(text: str, offset: int) -> int | None:
+    """The next ';' at or after ``offset`` outside strings and comments, or None."""
+    for m in _SCAN.finditer(text, offset):
+        if m.group() == ";":
+            return m.start()
+    return None
+
+
+def _moved(parser, text: str, at: int, err: UnexpectedInput, offset: int):
+    """``parser`` with its lexer moved to ``at`` in ``text`` (counting lines from the error at
+    ``offset``, whose line is known)."""
+    line = getattr(err, "line", None) or 1
+    line += text.count("\n", offset, at)
+    counter = parser.lexer_thread.state.line_ctr
+    counter.char_pos = at
+    counter.line = line
+    counter.line_start_pos = text.rfind("\n", 0, at) + 1
+    counter.column = at - counter.line_start_pos + 1
+    return parser
+
+
+def _check_depth(query: ast.Query) -> None:
     """Reject a pattern or condition with more than MAX_NESTING operators inside each other."""
-    roots: list[ast.Pattern | ast.Expr] = []
-    for q in file.queries:
-        roots.append(q.pattern)
-        roots.extend(d.expr for d in q.defines)
+    roots: list[ast.Pattern | ast.Expr] = [query.pattern]
+    roots.extend(d.expr for d in query.defines)
     for root in roots:
         stack = [(root, 0)]
         while stack:
@@ -708,26 +945,9 @@ _CLAUSES = {
     "SEMICOLON",
     "CREATE",
 }
-_STRING_MATCHING = (
-    "string matching is not supported: conditions compare fields (UINT, INT, "
-    "BOOL, ENUM, FLOAT32) with constants; test an ENUM with = or IN ('a', 'b')"
-)
-# SQL words a user may try that are not in the language, with what to do instead.
-_UNSUPPORTED_WORDS = {
-    "LIKE": _STRING_MATCHING,
-    "ILIKE": _STRING_MATCHING,
-    "SIMILAR": _STRING_MATCHING,
-    "REGEXP": _STRING_MATCHING,
-    "RLIKE": _STRING_MATCHING,
-    "GLOB": _STRING_MATCHING,
-    "IS": (
-        "IS (NULL, TRUE, …) is not supported: tuples have no NULLs; a BOOL field is a "
-        "condition by itself, or compare it with = TRUE"
-    ),
-    "CASE": "CASE is not supported: conditions use comparisons, +, -, AND, OR, NOT",
-    "CAST": "CAST is not supported: constants are converted to the field's type",
-}
-_OPERATOR_CHARS = {"*", "^", "&", "|", "~"}
+# The tokens that say which statement, form and clause an error is in (_Recovery.heads).
+_LANDMARKS = {*_CLAUSES, *CLAUSE_WORDS, "SELECT", "FROM", "MATCH_RECOGNIZE", "QUERY"}
+_OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
 
 
 def _binops(first, rest):
@@ -738,11 +958,14 @@ def _binops(first, rest):
     return node
 
 
-def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> QueryError:
-    """The message for a parse error, knowing the tokens read before it: unsupported SQL is
-    recognised by name before falling back to "unexpected …, expected …"."""
+def _syntax_error(
+    err: UnexpectedInput, text: str, before: list[Token], heads: list[Token]
+) -> QueryError:
+    """The message for a parse error, knowing the tokens read before it and the landmarks of
+    its statement (``heads``): unsupported SQL is recognised by name before falling back to
+    "unexpected …, expected …"."""
     pos = SourcePos(err.line, err.column) if err.line > 0 else None
-    known = _recognise(err, before)
+    known = _recognise(err, before, heads)
     if known is not None:
         return known
     if isinstance(err, UnexpectedCharacters):
@@ -767,11 +990,11 @@ def _syntax_error(err: UnexpectedInput, text: str, before: list[Token]) -> Query
     return QueryError(f"unexpected {str(token)!r}, expected {_describe(err.expected)}", pos)
 
 
-def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
+def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) -> QueryError | None:
     """A specific message for a mistake made often, or None."""
     token = getattr(err, "token", None)
     prev = before[-1] if before else None
-    clause = next((t.type for t in reversed(before) if t.type in _CLAUSES), None)
+    clause = next((t.type for t in reversed(heads) if t.type in _CLAUSES), None)
     in_condition = clause in ("DEFINE", "MEASURES")
     # CREATE TABLE, CREATE VIEW, …
     if (
@@ -809,37 +1032,51 @@ def _recognise(err: UnexpectedInput, before: list[Token]) -> QueryError | None:
             "interval (the field needs a TIME unit)",
             _pos(token),
         )
+    if prev is not None and prev.type == "PATTERN" and token is not None:
+        return QueryError("PATTERN takes its pattern in parentheses: PATTERN (A B+ C)", _pos(token))
+    # SELECT where a name or a condition goes
+    subquery = _subquery(token, before)
+    if subquery is not None:
+        return subquery
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES":
-        for word in (token, prev):
-            if word is not None and str(word).upper() in ("RUNNING", "FINAL"):
-                return QueryError(
-                    f"{str(word).upper()} is not supported: a measure is read once, at the "
-                    "match's reported row (ONE ROW PER MATCH); write the measure without it",
-                    _pos(word),
-                )
-        kw = next(t for t in reversed(before) if t.type == "MEASURES")
-        return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", _pos(kw))
+        return _measures_error(token, prev, heads)
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
     if in_condition:
         call = _open_call(before)
         if call is not None:
             return call_error(str(call).upper(), _pos(call))
-    # a SQL word that is not in the language: the unexpected word or the one before it
-    for word in (token, prev):
-        if word is not None and word.type == "NAME" and str(word).upper() in _UNSUPPORTED_WORDS:
-            return QueryError(_UNSUPPORTED_WORDS[str(word).upper()], _pos(word))
+    # a SQL word that is not in the language, where the error is
+    word = _unsupported_word(token, before)
+    if word is not None:
+        return word
+    known = _misplaced(token, before, heads)
+    if known is not None:
+        return known
     char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
-    if char is None and in_condition and token is not None and str(token) == "*":
-        char = "*"
+    if char is None and in_condition and token is not None and str(token) in ("*", "|"):
+        char = str(token)
     if char in _OPERATOR_CHARS:
         pos = SourcePos(err.line, err.column)
         return QueryError(
-            f"unexpected character {char!r}: '{char}' is not an operator of the "
-            "language (conditions use comparisons, +, -, * by an integer constant, AND, OR, NOT)",
+            f"'{char}' is not an operator of the language: conditions use comparisons, "
+            "+, -, * by an integer constant, AND, OR, NOT",
             pos,
         )
     return None
+
+
+def _measures_error(token: Token | None, prev: Token | None, heads: list[Token]) -> QueryError:
+    """A parse error inside MEASURES: RUNNING or FINAL by name, else the clause."""
+    for word in (token, prev):
+        if word is not None and str(word).upper() in ("RUNNING", "FINAL"):
+            return QueryError(
+                f"{str(word).upper()} is not supported: a measure is read once, at the "
+                "match's reported row (ONE ROW PER MATCH); write the measure without it",
+                _pos(word),
+            )
+    kw = next(t for t in reversed(heads) if t.type == "MEASURES")
+    return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", _pos(kw))
 
 
 def _open_call(before: list[Token]) -> Token | None:
@@ -847,13 +1084,98 @@ def _open_call(before: list[Token]) -> Token | None:
     depth = 0
     for i in range(len(before) - 1, 0, -1):
         t = before[i]
-        if t.type in ("RPAR", "SEMICOLON"):
-            if t.type == "SEMICOLON":
-                return None
+        if t.type in ("AS", "DEFINE", "MEASURES", "SEMICOLON"):  # the condition's start
+            return None
+        if t.type == "RPAR":
             depth += 1
         elif t.type == "LPAR":
             if depth == 0:
                 name = before[i - 1]
                 return name if name.type == "NAME" else None
             depth -= 1
+    return None
+
+
+# Tokens that may follow an operand: a word followed by anything else is where an error is.
+_AFTER_OPERAND = {
+    "COMP_OP",
+    "ADD_OP",
+    "COMMA",
+    "RPAR",
+    "SEMICOLON",
+    "AND",
+    "OR",
+    "AS",
+    "DOT",
+    "BETWEEN",
+    "IN",
+    "$END",
+    "VBAR",
+    "QUANTIFIER",
+}
+
+
+def _subquery(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for SELECT after '(' or FROM, or '(' after FROM; or None."""
+    prev = before[-1] if before else None
+    for i, word in ((len(before), token), (len(before) - 1, prev)):
+        opener = before[i - 1] if i > 0 else None
+        if word is None or opener is None or opener.type not in ("LPAR", "FROM"):
+            continue
+        if str(word).upper() == "SELECT" or (opener.type == "FROM" and word.type == "LPAR"):
+            return QueryError(SUBQUERY, _pos(word))
+    return None
+
+
+def _unsupported_word(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for a SQL word the language does not have (LIKE, IS, CASE, RUNNING, …) in the
+    condition or clause the error is in: the unexpected word itself, or a word read as a name
+    but followed by an operand (``RUNNING price``, ``CASE WHEN``, ``IS NULL``), or None."""
+    start = len(before)
+    while start > 0 and before[start - 1].type not in ("AS", "DEFINE", "SEMICOLON"):
+        start -= 1
+    words = before[start:]
+    if token is not None:
+        words = [*words, token]
+    for i, word in enumerate(words):
+        if word.type != "NAME" or str(word).upper() not in WORDS:
+            continue
+        after = words[i + 1] if i + 1 < len(words) else None
+        if after is None or after.type not in _AFTER_OPERAND:
+            return word_error(str(word).upper(), _pos(word))
+    return None
+
+
+def _misplaced(token: Token | None, before: list[Token], heads: list[Token]) -> QueryError | None:
+    """The error for a clause out of order (``ORDER BY t PARTITION BY k``, WITHIN after
+    DEFINE), SQL around ``MATCH_RECOGNIZE ( … )``, or ``T.*`` as the select list; or None.
+    ``heads``: the statement's landmarks (the clause keywords, SELECT, FROM, …)."""
+    kinds = [t.type for t in heads if t.type != "SEMICOLON"]
+    form = "sql" if "SELECT" in kinds else "concise" if kinds[:1] != ["CREATE"] else None
+    if form is None or token is None:
+        return None
+    if form == "sql" and "MATCH_RECOGNIZE" not in kinds and str(token) == "*":
+        select = next(i for i in range(len(before) - 1, -1, -1) if before[i].type == "SELECT")
+        return QueryError(
+            f"SELECT list is not supported: {_SELECT_LIST_WHY}",
+            _pos(before[select + 1]) if select + 1 < len(before) else _pos(token),
+        )
+    if form == "sql" and "FROM" in kinds and "MATCH_RECOGNIZE" not in kinds:
+        joined = tail_error(str(token).upper(), _pos(token))  # FROM s JOIN …, FROM s WHERE …
+        if joined is not None:
+            return joined
+    if form == "sql" and "MATCH_RECOGNIZE" in kinds and kinds[-1] == "RPAR":
+        return tail_error(str(token).upper(), _pos(token))  # after its closing ')'
+    seen = [t for t in kinds if t in CLAUSE_WORDS]
+    # the unexpected word, or the word before it when that was read as a name (a DEFINE's)
+    prev = before[-1] if before else None
+    for word in (token, prev):
+        if word is None or str(word).upper() not in CLAUSE_WORDS:
+            continue
+        if word is prev and (prev.type != "NAME" or token.type == "AS"):
+            continue
+        if word is token or (seen and seen[-1] == "DEFINE"):
+            known = clause_order_error(str(word).upper(), form, seen, _pos(word))
+            if known is not None:
+                return known
     return None
