@@ -295,3 +295,27 @@ def test_timestamp_refusals(tmp_path, capsys, text, message):
     assert main(["check", str(tmp_path / "q.sql")]) == 2
     err = capsys.readouterr().err
     assert "q.sql:2:" in err and message in err, err
+
+
+def test_wire_layout_of_ipv4_and_timestamp(tmp_path):
+    """IPV4 packs as its 32-bit number, TIMESTAMP as its 64-bit count (two's complement),
+    LSB-first in declaration order; both come back as the files write them."""
+    from nfacep import compile_file, wire
+    from nfacep.io import reader
+
+    (tmp_path / "q.sql").write_text(
+        "CREATE STREAM s (ip IPV4, ts TIMESTAMP(SECOND), b BOOL);\n"
+        "QUERY q PATTERN (A) DEFINE A AS b;\n"
+    )
+    (tmp_path / "t.csv").write_text("ip,ts,b\n10.1.2.3,1969-12-31T23:59:59Z,true\n")
+    schema = compile_file(str(tmp_path / "q.sql")).program.schema
+    tuples = reader.read(str(tmp_path / "t.csv"), schema)
+    (packed,) = wire.pack(schema, tuples)
+    assert packed == 0x0A010203 | ((1 << 64) - 1) << 32 | 1 << 96
+    ip, ts, _ = (
+        wire.field_text(packed >> offset & ((1 << width) - 1), f.type)
+        for (_, offset, width), f in zip(wire.field_slices(schema), schema.fields, strict=True)
+    )
+    assert (ip, ts) == ("10.1.2.3", "1969-12-31T23:59:59Z")
+    back = wire.unpack(schema, [packed])
+    assert back.columns["ip"].tolist() == [0x0A010203] and back.columns["ts"].tolist() == [-1]
