@@ -105,9 +105,13 @@ def test_ipv4_fields_addresses_and_networks(tmp_path):
     )
 
 
-def test_ipv4_in_the_gateware(tmp_path):
+@pytest.mark.parametrize("store", [(), ("--store", "table", "--partitions", "64")])
+def test_ipv4_in_the_gateware(tmp_path, store):
+    """The masked compare of the decoder, and an IPV4 partition key in both stores."""
     rows = IP_ROWS.replace("10.0.0.9,192.168.1.129", "10.0.0.9,192.168.1.12")
-    assert simulated(tmp_path, IP_QUERY, rows).count("\n") == 3
+    assert simulated(tmp_path, IP_QUERY, rows, *store) == IP_MATCHES.replace(
+        "\n1,leak,192.168.1.7\n", "\n1,leak,192.168.1.7\n4,leak,10.0.0.9\n"
+    )
 
 
 def test_ipv4_from_parquet_text_and_integers(tmp_path):
@@ -207,8 +211,9 @@ def test_timestamps_iso_8601_order_by_and_within(tmp_path):
     assert run(tmp_path, "match", TS_QUERY, TS_ROWS) == TS_MATCHES
 
 
-def test_timestamps_in_the_gateware(tmp_path):
-    assert simulated(tmp_path, TS_QUERY, TS_ROWS) == TS_MATCHES
+@pytest.mark.parametrize("store", [(), ("--store", "table", "--partitions", "64")])
+def test_timestamps_in_the_gateware(tmp_path, store):
+    assert simulated(tmp_path, TS_QUERY, TS_ROWS, *store) == TS_MATCHES
 
 
 @pytest.mark.parametrize(
