@@ -324,3 +324,44 @@ def test_wire_layout_of_ipv4_and_timestamp(tmp_path):
     assert (ip, ts) == ("10.1.2.3", "1969-12-31T23:59:59Z")
     back = wire.unpack(schema, [packed])
     assert back.columns["ip"].tolist() == [0x0A010203] and back.columns["ts"].tolist() == [-1]
+
+
+PARAM_QUERY = """\
+CREATE STREAM flows (src IPV4, dst IPV4, ts TIMESTAMP(MILLISECOND), bytes UINT(32));
+QUERY q PARTITION src PATTERN (A B) DEFINE A AS dst = :p, B AS ts >= :t AND dst IN '10.0.0.0/8';
+"""
+PARAM_ROWS = """\
+src,dst,ts,bytes
+1.2.3.4,10.9.9.9,2024-01-01T00:00:00Z,5
+1.2.3.4,10.1.1.1,2024-02-01T00:00:00Z,5
+1.2.3.4,10.9.9.9,2024-02-01T00:00:00Z,5
+1.2.3.4,10.9.9.8,2024-02-01T00:00:01Z,5
+1.2.3.4,10.1.1.1,2024-02-01T00:00:02Z,5
+"""
+PARAMS = ("--param", "p=10.9.9.9", "--param", "t=2024-01-15", "--param", "p=10.9.9.8@2")
+
+
+def test_ipv4_and_timestamp_parameters(tmp_path):
+    """An IPV4 parameter given as a dotted quad and switched at seq 2, a TIMESTAMP one as ISO
+    8601: A holds at 0 (then 10.9.9.9) and 3 (10.9.9.8 from 2 on), not at 2; B after both."""
+    want = "seq,query,partition\n1,q,1.2.3.4\n4,q,1.2.3.4\n"
+    assert run(tmp_path, "match", PARAM_QUERY, PARAM_ROWS, *PARAMS) == want
+    assert simulated(tmp_path, PARAM_QUERY, PARAM_ROWS, *PARAMS) == want
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        ("p=10.9.9", ":p is IPV4: give an address such as 10.1.2.3"),
+        ("t=2024-13-01", ":t is TIMESTAMP(MILLISECOND): the time is not a day of the calendar"),
+    ],
+)
+def test_bad_ipv4_and_timestamp_parameters(tmp_path, capsys, param, message):
+    (tmp_path / "q.sql").write_text(PARAM_QUERY)
+    (tmp_path / "t.csv").write_text(PARAM_ROWS)
+    good = {"p": "p=10.9.9.9", "t": "t=2024-01-15"}
+    good[param[0]] = param
+    argv = ["match", str(tmp_path / "q.sql"), "--input", str(tmp_path / "t.csv")]
+    options = [x for v in good.values() for x in ("--param", v)]
+    assert main([*argv, "--output", str(tmp_path / "m.csv"), *options]) == 2
+    assert message in capsys.readouterr().err
