@@ -365,3 +365,20 @@ def test_bad_ipv4_and_timestamp_parameters(tmp_path, capsys, param, message):
     options = [x for v in good.values() for x in ("--param", v)]
     assert main([*argv, "--output", str(tmp_path / "m.csv"), *options]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("declaration", "message"),
+    [
+        ("ts TIMESTAMP(SECOND) TIME(SECOND)", "its type gives its unit"),
+        ("ip IPV4 TIME(SECOND)", "does not apply to IPV4 field 'ip'"),
+        ("ts TIMESTAMP(MINUTE)", "the units of a TIMESTAMP are SECOND, MILLISECOND"),
+    ],
+)
+def test_timestamp_and_ipv4_declarations(tmp_path, capsys, declaration, message):
+    (tmp_path / "q.sql").write_text(
+        f"CREATE STREAM s ({declaration}, b BOOL);\nQUERY q PATTERN (A) DEFINE A AS b;\n"
+    )
+    assert main(["check", str(tmp_path / "q.sql")]) == 2
+    err = capsys.readouterr().err
+    assert "q.sql:1:" in err and message in err, err
