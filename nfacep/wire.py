@@ -11,6 +11,8 @@ INT(n)     n       two's complement
 BOOL       1       1 for true
 ENUM(…)    fewest  the label's index (:attr:`EnumType.bits`)
 FLOAT32    32      the raw IEEE 754 single bits (NaN payloads kept)
+IPV4       32      the address, first octet most significant
+TIMESTAMP  64      the count of its unit since the epoch, two's complement
 ========== ======= ==============================================
 
 The packed value is padded with zero bits to whole bytes and sent little-endian (byte 0 holds

@@ -44,6 +44,7 @@ from nfacep.io.tuples import Tuples
 from nfacep.lang import ast
 from nfacep.lang.predicates import And, Arith, Cmp, Const, FieldRef, Not, Or, Param, PExpr, render
 from nfacep.lang.types import BoolType, EnumType, Float32Type
+from nfacep.lang.values import format_ipv4
 from nfacep.schema import CheckedQuery, Program, Schema
 
 QUERIES = Path(__file__).resolve().parent.parent / "queries"
@@ -143,6 +144,9 @@ class PredicateConverter:
             left, right, op = right, left, _FLIP.get(op, op)
         if isinstance(right, Param):  # its value is each row's ":name" (oracle_rows)
             return ("cmpp", self._column(left), op, right.name)
+        if isinstance(right, Const) and right.kind == "ipv4" and right.prefix < 32:
+            net = ("ipin", self._column(left), f"{format_ipv4(right.value)}/{right.prefix}")
+            return net if op == "=" else ("not", net)
         if isinstance(right, Const):
             return ("cmp", self._column(left), op, _literal(right))
         return ("cmpf", self._column(left), op, self._column(right))

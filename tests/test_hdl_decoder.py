@@ -36,7 +36,9 @@ CREATE STREAM s (
     e    ENUM('red', 'green', 'blue'),
     e2   ENUM('red', 'green', 'blue'),
     f    FLOAT32,
-    g    FLOAT32
+    g    FLOAT32,
+    ip   IPV4,
+    ip2  IPV4
 );
 """
 
@@ -107,6 +109,28 @@ GROUPS = {
         "u1 + i1 = 0",
         "1 + 2 < u8",
         "u8 > 20 - 10",
+    ],
+    "product": [
+        "u64 * 10 > i64 * 11",
+        "-3 * i64 + u64 * -2 >= -40",
+        "u64 * 4611686018427387904 < 4611686018427387904 * i64",
+        "i8 * -1 = u8",
+        "u1 * 7 - i1 * 3 = 3",
+        "(u8 + i8) * 3 > 0",
+        "u33 * -5 < i64",
+        "2 * u8 * 3 = 6",
+        "u64 * 0 = 0",
+    ],
+    "ipv4": [
+        "ip = '10.1.2.3'",
+        "ip <> '255.255.255.255'",
+        "ip IN '10.0.0.0/8'",
+        "ip NOT IN '192.168.1.128/25'",
+        "ip IN '0.0.0.0/0'",
+        "ip IN '10.1.2.2/31'",
+        "ip IN ('172.16.0.0/12', '1.2.3.4')",
+        "ip = ip2",
+        "ip2 != ip",
     ],
     "between_in": [
         "u8 BETWEEN 10 AND 20",
@@ -198,6 +222,8 @@ def _constants(nfa):
         for n in P.nodes(p.expr):
             if isinstance(n, P.Const) and n.kind == "int":
                 ints.add(int(n.value))
+            elif isinstance(n, P.Const) and n.kind == "ipv4":  # a network's first and last
+                ints |= {int(n.value), int(n.value) + (1 << (32 - n.prefix)) - 1}
             elif isinstance(n, P.Const) and n.kind == "float":
                 floats.add(float(n.value))
     return ints, floats
@@ -352,6 +378,8 @@ def test_random_tuples(nfa):
         "u64 + u64 > 18446744073709551615",
         "i64 + i64 < -9223372036854775808",
         "u8 - u8 = 0",
+        "u64 * 0 = 0",
+        "ip IN '0.0.0.0/0'",
         "f < -inf",
         "f > inf",
     }, constant
@@ -380,6 +408,8 @@ def test_float_pairs_exhaustive():
             "e2": np.zeros(n, np.int64),
             "f": f,
             "g": g,
+            "ip": np.zeros(n, np.uint64),
+            "ip2": np.zeros(n, np.uint64),
         },
         n,
     )

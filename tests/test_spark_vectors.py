@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import pathlib
+import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -840,3 +841,32 @@ def test_a_running_task_shows_its_progress_before_it_ends(spark, tmp_path):
         assert seen.startswith("vectors: 400 of 1,000 tuples matched (40%), 0 of 1 tasks done")
         assert got == [True]
         assert watch.now().startswith("vectors: 1,000 of 1,000 tuples matched")
+
+
+# --- IPV4 and TIMESTAMP fields ----------------------------------------------------------------
+
+TYPED = """\
+CREATE STREAM flows (src IPV4, dst IPV4, ts TIMESTAMP(MILLISECOND), bytes UINT(16));
+SELECT * FROM flows MATCH_RECOGNIZE (
+    PARTITION BY src
+    ORDER BY ts
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (A B+) WITHIN INTERVAL '5' SECOND
+    DEFINE A AS dst IN '10.0.0.0/8' AND ts >= TIMESTAMP '2024-01-01 00:00:00',
+           B AS dst NOT IN '10.0.0.0/8' AND dst <> src
+) AS leak;
+"""
+
+
+def test_ipv4_and_timestamp_vectors_equal_nfacep_match(spark, tmp_path):
+    """Vectors of a query over IPV4 and TIMESTAMP fields: their generated values reach the
+    network and the TIMESTAMP constant, and the expected matches are `nfacep match`'s, the
+    partition written as a dotted quad."""
+    query = tmp_path / "typed.sql"
+    query.write_text(TYPED)
+    manifest = make(spark, tmp_path / "v", query, keys=8)
+    rows, summary = run_match(tmp_path, query, tmp_path / "v")
+    assert_expected_is(spark, tmp_path / "v", rows)
+    assert manifest["counts"]["matches"] == summary["matches"]
+    assert summary["matches"]["leak"] > 0
+    assert all(re.fullmatch(r"[0-9]{1,3}(\.[0-9]{1,3}){3}", p) for _, _, p in rows)

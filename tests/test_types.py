@@ -105,9 +105,13 @@ def test_ipv4_fields_addresses_and_networks(tmp_path):
     )
 
 
-def test_ipv4_in_the_gateware(tmp_path):
+@pytest.mark.parametrize("store", [(), ("--store", "table", "--partitions", "64")])
+def test_ipv4_in_the_gateware(tmp_path, store):
+    """The masked compare of the decoder, and an IPV4 partition key in both stores."""
     rows = IP_ROWS.replace("10.0.0.9,192.168.1.129", "10.0.0.9,192.168.1.12")
-    assert simulated(tmp_path, IP_QUERY, rows).count("\n") == 3
+    assert simulated(tmp_path, IP_QUERY, rows, *store) == IP_MATCHES.replace(
+        "\n1,leak,192.168.1.7\n", "\n1,leak,192.168.1.7\n4,leak,10.0.0.9\n"
+    )
 
 
 def test_ipv4_from_parquet_text_and_integers(tmp_path):
@@ -207,8 +211,9 @@ def test_timestamps_iso_8601_order_by_and_within(tmp_path):
     assert run(tmp_path, "match", TS_QUERY, TS_ROWS) == TS_MATCHES
 
 
-def test_timestamps_in_the_gateware(tmp_path):
-    assert simulated(tmp_path, TS_QUERY, TS_ROWS) == TS_MATCHES
+@pytest.mark.parametrize("store", [(), ("--store", "table", "--partitions", "64")])
+def test_timestamps_in_the_gateware(tmp_path, store):
+    assert simulated(tmp_path, TS_QUERY, TS_ROWS, *store) == TS_MATCHES
 
 
 @pytest.mark.parametrize(
@@ -295,3 +300,85 @@ def test_timestamp_refusals(tmp_path, capsys, text, message):
     assert main(["check", str(tmp_path / "q.sql")]) == 2
     err = capsys.readouterr().err
     assert "q.sql:2:" in err and message in err, err
+
+
+def test_wire_layout_of_ipv4_and_timestamp(tmp_path):
+    """IPV4 packs as its 32-bit number, TIMESTAMP as its 64-bit count (two's complement),
+    LSB-first in declaration order; both come back as the files write them."""
+    from nfacep import compile_file, wire
+    from nfacep.io import reader
+
+    (tmp_path / "q.sql").write_text(
+        "CREATE STREAM s (ip IPV4, ts TIMESTAMP(SECOND), b BOOL);\n"
+        "QUERY q PATTERN (A) DEFINE A AS b;\n"
+    )
+    (tmp_path / "t.csv").write_text("ip,ts,b\n10.1.2.3,1969-12-31T23:59:59Z,true\n")
+    schema = compile_file(str(tmp_path / "q.sql")).program.schema
+    tuples = reader.read(str(tmp_path / "t.csv"), schema)
+    (packed,) = wire.pack(schema, tuples)
+    assert packed == 0x0A010203 | ((1 << 64) - 1) << 32 | 1 << 96
+    ip, ts, _ = (
+        wire.field_text(packed >> offset & ((1 << width) - 1), f.type)
+        for (_, offset, width), f in zip(wire.field_slices(schema), schema.fields, strict=True)
+    )
+    assert (ip, ts) == ("10.1.2.3", "1969-12-31T23:59:59Z")
+    back = wire.unpack(schema, [packed])
+    assert back.columns["ip"].tolist() == [0x0A010203] and back.columns["ts"].tolist() == [-1]
+
+
+PARAM_QUERY = """\
+CREATE STREAM flows (src IPV4, dst IPV4, ts TIMESTAMP(MILLISECOND), bytes UINT(32));
+QUERY q PARTITION src PATTERN (A B) DEFINE A AS dst = :p, B AS ts >= :t AND dst IN '10.0.0.0/8';
+"""
+PARAM_ROWS = """\
+src,dst,ts,bytes
+1.2.3.4,10.9.9.9,2024-01-01T00:00:00Z,5
+1.2.3.4,10.1.1.1,2024-02-01T00:00:00Z,5
+1.2.3.4,10.9.9.9,2024-02-01T00:00:00Z,5
+1.2.3.4,10.9.9.8,2024-02-01T00:00:01Z,5
+1.2.3.4,10.1.1.1,2024-02-01T00:00:02Z,5
+"""
+PARAMS = ("--param", "p=10.9.9.9", "--param", "t=2024-01-15", "--param", "p=10.9.9.8@2")
+
+
+def test_ipv4_and_timestamp_parameters(tmp_path):
+    """An IPV4 parameter given as a dotted quad and switched at seq 2, a TIMESTAMP one as ISO
+    8601: A holds at 0 (then 10.9.9.9) and 3 (10.9.9.8 from 2 on), not at 2; B after both."""
+    want = "seq,query,partition\n1,q,1.2.3.4\n4,q,1.2.3.4\n"
+    assert run(tmp_path, "match", PARAM_QUERY, PARAM_ROWS, *PARAMS) == want
+    assert simulated(tmp_path, PARAM_QUERY, PARAM_ROWS, *PARAMS) == want
+
+
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        ("p=10.9.9", ":p is IPV4: give an address such as 10.1.2.3"),
+        ("t=2024-13-01", ":t is TIMESTAMP(MILLISECOND): the time is not a day of the calendar"),
+    ],
+)
+def test_bad_ipv4_and_timestamp_parameters(tmp_path, capsys, param, message):
+    (tmp_path / "q.sql").write_text(PARAM_QUERY)
+    (tmp_path / "t.csv").write_text(PARAM_ROWS)
+    good = {"p": "p=10.9.9.9", "t": "t=2024-01-15"}
+    good[param[0]] = param
+    argv = ["match", str(tmp_path / "q.sql"), "--input", str(tmp_path / "t.csv")]
+    options = [x for v in good.values() for x in ("--param", v)]
+    assert main([*argv, "--output", str(tmp_path / "m.csv"), *options]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("declaration", "message"),
+    [
+        ("ts TIMESTAMP(SECOND) TIME(SECOND)", "its type gives its unit"),
+        ("ip IPV4 TIME(SECOND)", "does not apply to IPV4 field 'ip'"),
+        ("ts TIMESTAMP(MINUTE)", "the units of a TIMESTAMP are SECOND, MILLISECOND"),
+    ],
+)
+def test_timestamp_and_ipv4_declarations(tmp_path, capsys, declaration, message):
+    (tmp_path / "q.sql").write_text(
+        f"CREATE STREAM s ({declaration}, b BOOL);\nQUERY q PATTERN (A) DEFINE A AS b;\n"
+    )
+    assert main(["check", str(tmp_path / "q.sql")]) == 2
+    err = capsys.readouterr().err
+    assert "q.sql:1:" in err and message in err, err

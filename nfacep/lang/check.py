@@ -675,6 +675,14 @@ class _Checker:
         lk, lv = self._operand(left, schema, var)
         rk, rv = self._operand(right, schema, var)
         for k, side in ((lk, left), (rk, right)):
+            if k == "param" and op == "*":
+                raise QueryError(
+                    f"parameter :{(lv if side is left else rv).name} cannot be a factor: '*' "
+                    "multiplies by a constant the gateware builds into its logic, and a "
+                    "parameter, which may change while the engine runs, would need a "
+                    "multiplier; compare the field with the parameter instead",
+                    side.pos,
+                )
             if k == "param":
                 raise _param_alone(lv if side is left else rv)
             if k not in ("int", "intlit"):

@@ -216,6 +216,8 @@ def render(e: PExpr, _top: bool = True) -> str:
         case Cmp(op, left, right):
             text = f"{render(left)} {op} {render(right)}"
             return text if _top else f"({text})"
+        case And((item,)) | Or((item,)):  # IN with one item, as `ip IN '10.0.0.0/8'`
+            return render(item, _top)
         case And(items) | Or(items):
             word = " AND " if isinstance(e, And) else " OR "
             text = word.join(render(i, False) for i in items)

@@ -14,6 +14,10 @@ Per field (:class:`FieldSpec`):
 - integer fields compared with each other (``price + 300 < open``): a shared base plus
   per-field offsets as wide as the comparison's constant, and at a fixed rate exactly on the
   boundary (``price = open - 301 … - 299``);
+- IPV4 fields are integers here (32-bit addresses): one tested against a network
+  (``IN '10.0.0.0/8'``) has the network's first and last addresses as its constants; TIMESTAMP
+  fields are counts of their unit, an ORDER BY one passing the TIMESTAMP constants it is
+  compared with half-way through the stream;
 - ENUM: labels by weight (uniform unless given); BOOL: true at 25%; anything else uniform over
   a small window of its type.
 """
@@ -167,8 +171,13 @@ class _Comparisons:
         found = cls()
         for pred in nfa.predicates:
             for c in _comparisons(pred.expr):
-                if c.kind == "int":
-                    found._integer(c)
+                if c.kind == "int" or (c.kind == "ipv4" and isinstance(c.right, P.FieldRef)):
+                    found._integer(c)  # IPV4 fields compared with each other: as integers
+                elif c.kind == "ipv4" and isinstance(c.right, P.Const):
+                    # a network's first and last addresses (their neighbours are added too)
+                    first = int(c.right.value)
+                    last = first + (1 << (32 - c.right.prefix)) - 1
+                    found.points.setdefault(c.left.name, set()).update((first, last))
                 elif c.kind == "float":
                     for a, b in ((c.left, c.right), (c.right, c.left)):
                         if isinstance(a, P.FieldRef) and isinstance(b, P.Const):
@@ -234,13 +243,15 @@ def _linked_groups(specs: list[FieldSpec], found: _Comparisons) -> list[_Group]:
     """The groups of linked fields: a shared base plus offsets as wide as the comparisons'
     constants; sets each linked spec's ``group``."""
     groups: dict[str, _Group] = {}
+    # a key or ORDER BY field compared with another keeps its own generator, outside the group
+    drawn = {s.name for s in specs if s.role == "linked"}
     for s in specs:
         if s.role != "linked":
             continue
         root = found.finder.find(s.name)
         if root not in groups:
             width = max(1, found.widths.get(root, 1))
-            members = sorted(n for n in found.linked if found.finder.find(n) == root)
+            members = sorted(n for n in found.linked & drawn if found.finder.find(n) == root)
             tlo, thi = _safe_range(s.type)
             pts = sorted(p for m in members for p in found.points.get(m, ()) if tlo <= p <= thi)
             if pts:
@@ -250,7 +261,7 @@ def _linked_groups(specs: list[FieldSpec], found: _Comparisons) -> list[_Group]:
                 blo, bhi = tlo + 8 * width, tlo + 8 * width + max(_DEFAULT_WINDOW, 16 * width)
             else:
                 blo, bhi = -8 * width, 8 * width
-            gpairs = [p for p in found.pairs if p[0] in members]
+            gpairs = [p for p in found.pairs if p[0] in members and p[1] in members]
             half = _SAFE // 2
             blo, bhi = min(max(int(blo), -half), half), min(max(int(bhi), -half), half)
             groups[root] = _Group(members, blo, max(blo, bhi), min(width, half), gpairs)
@@ -339,7 +350,11 @@ class Background:
         if f.name in self.key_fields:
             return FieldSpec(f.name, ty, "key")
         if f.name in self.order_fields:
-            return FieldSpec(f.name, ty, "order")
+            # the constants it is compared with (TIMESTAMP '…'): the stream passes them
+            pts = sorted(found.points.get(f.name, ()))
+            return FieldSpec(
+                f.name, ty, "order", points=np.array(pts, dtype=np.int64) if pts else None
+            )
         if isinstance(ty, EnumType):
             w = np.ones(len(ty.labels))
             if f.name in weights:
@@ -453,6 +468,8 @@ class Background:
             return seqs.astype(np.float32)
         lo, hi = _safe_range(spec.type)
         base = 0 if lo <= 0 <= hi else lo
+        if spec.points is not None:  # around the constants: half the stream before them
+            base = max(lo, min(int(spec.points.min()) - max(self.n - 1, 1) // 2, hi - self.n))
         span = hi - base
         last = max(self.n - 1, 1)
         if spec.name in self.unit_fields:
