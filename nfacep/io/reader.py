@@ -180,7 +180,8 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
     offset = 0
     try:
-        for table in parquet.rebatch(batches(), rows):
+        # the next piece parsed (pyarrow) in a thread while this one is converted (numpy)
+        for table in prefetch(parquet.rebatch(batches(), rows), "nfacep-csv"):
             if quoted and csvfile.holds_line_break(table, schema):
                 raise DataError("a quoted value spans lines")  # (read() names where)
             piece = from_table(table, schema, source=source.at(offset), text=True)
