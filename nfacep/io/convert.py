@@ -1,6 +1,12 @@
 """Arrow tables to typed columns: values are converted column-wise with pyarrow; only when
 a column fails is it scanned value by value, to name the first offending row. FLOAT32 values
-are the nearest single to their decimal text."""
+are the nearest single to their decimal text.
+
+A CSV file's string columns (``from_table(..., text=True)``) first try a fast path, chunk by
+chunk without copying their text, that takes only the common spelling and checks it on the
+bytes (:func:`_fast_strings`); a column it does not take, an error among them, goes the
+exact path, which gives the same values or names the row. ``benchmarks/csv_read.py``
+measures it against pyarrow's own reader."""
 
 from __future__ import annotations
 
@@ -258,7 +264,7 @@ def value_bytes(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 def _bytes_within(col: pa.Array, lo: int, hi: int) -> bool:
     """Whether every byte of every value of the string column is within ``lo..hi``."""
     _, data = value_bytes(col)
-    return not len(data) or bool(((data - np.uint8(lo)) <= np.uint8(hi - lo)).all())
+    return not len(data) or (int(data.min()) >= lo and int(data.max()) <= hi)
 
 
 def _plain_integers(col: pa.Array, ty: UIntType | IntType) -> np.ndarray | None:
@@ -268,12 +274,14 @@ def _plain_integers(col: pa.Array, ty: UIntType | IntType) -> np.ndarray | None:
     offsets, data = value_bytes(col)
     if not len(col) or not (np.diff(offsets) > 0).all():
         return None
-    odd = (data - np.uint8(48)) > np.uint8(9)
-    if isinstance(ty, IntType):
+    if not _bytes_within(col, ord("0"), ord("9")):  # (two reductions, no array made)
+        if not isinstance(ty, IntType):
+            return None
+        odd = (data - np.uint8(48)) > np.uint8(9)
         starts = offsets[:-1] - offsets[0]
-        odd[starts] &= data[starts] != ord("-")
-    if odd.any():
-        return None
+        odd[starts] &= data[starts] != ord("-")  # INT: a '-' may lead
+        if odd.any():
+            return None
     target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
     try:
         values = pc.cast(col, target).to_numpy()
