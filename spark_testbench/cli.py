@@ -25,11 +25,13 @@ __all__ = ["Regress", "Vectors"]
 
 class Vectors(Command):
     name = "vectors"
-    help = "Spark: generate tuples and their expected matches"
+    help = "Spark: generate (or take recorded) tuples and their expected matches"
     description = (
         "Generate regression vectors with Spark: Parquet tuples (with seq), the "
         "expected matches of the reference matcher, and a manifest.json. Same seed, "
-        "same content, whatever the number of Spark tasks."
+        "same content, whatever the number of Spark tasks. With --input, the tuples are "
+        "a recorded trace (a CSV or Parquet file, or a folder of Parquet part files, read "
+        "as `nfacep match` reads its input) instead of generated ones."
     )
     order = 60
 
@@ -67,7 +69,14 @@ class Regress(Command):
 
 
 def _vectors_arguments(p) -> None:
-    p.add_argument("--tuples", type=int, required=True, metavar="N", help="tuples to generate")
+    p.add_argument("--tuples", type=int, metavar="N", help="tuples to generate")
+    p.add_argument(
+        "--input",
+        metavar="FILE|FOLDER",
+        help="take the tuples from this recorded trace instead of generating them (a CSV "
+        "or Parquet file, or a folder of Parquet part files, as `nfacep match --input` "
+        "reads it); excludes --tuples and the other generator options",
+    )
     p.add_argument(
         "--out",
         required=True,
@@ -77,9 +86,8 @@ def _vectors_arguments(p) -> None:
     p.add_argument(
         "--seed",
         type=int,
-        default=0,
         metavar="S",
-        help="random seed: same seed, same content (default %(default)s)",
+        help="random seed: same seed, same content (default 0)",
     )
     p.add_argument(
         "--keys",
@@ -91,16 +99,14 @@ def _vectors_arguments(p) -> None:
     p.add_argument(
         "--zipf",
         type=float,
-        default=1.0,
         metavar="S",
-        help="Zipf exponent of the key frequencies; 0 = uniform (default %(default)s)",
+        help="Zipf exponent of the key frequencies; 0 = uniform (default 1.0)",
     )
     p.add_argument(
         "--plant-rate",
         type=float,
-        default=0.02,
         metavar="F",
-        help="share of tuples in planted pattern instances (default %(default)s)",
+        help="share of tuples in planted pattern instances (default 0.02)",
     )
     p.add_argument(
         "--enum-weights",
@@ -113,10 +119,9 @@ def _vectors_arguments(p) -> None:
     p.add_argument(
         "--block-tuples",
         type=int,
-        default=BLOCK_TUPLES,
         metavar="B",
         help="tuples per generation block, the unit of determinism; part of the "
-        "content (default %(default)s)",
+        f"content (default {BLOCK_TUPLES})",
     )
     p.add_argument(
         "--master", default=DEFAULT_MASTER, metavar="URL", help="Spark master (default %(default)s)"
@@ -170,26 +175,57 @@ def _require_spark(command: str = "vectors") -> None:
         )
 
 
-def _vectors(args) -> int:
-    from . import session, vectors
+#: the options that describe generated tuples (argparse's names, as the command line spells them)
+_GENERATOR_OPTIONS = {
+    "tuples": "--tuples",
+    "keys": "--keys",
+    "seed": "--seed",
+    "zipf": "--zipf",
+    "plant_rate": "--plant-rate",
+    "enum_weights": "--enum-weights",
+    "block_tuples": "--block-tuples",
+}
+
+
+def _options(args, partitions: int):
+    """The generator's options from the command line; None with --input (a recorded trace),
+    which none of them may go with."""
     from .generate import Options
 
-    _require_spark()
+    given = [f for name, f in _GENERATOR_OPTIONS.items() if getattr(args, name) not in (None, [])]
+    if args.input is not None:
+        if given:
+            raise UsageError(
+                f"--input takes the tuples from a recorded trace, so {', '.join(given)} "
+                "(which describe generated tuples) cannot go with it"
+            )
+        return None
+    if args.tuples is None:
+        raise UsageError(
+            "give --tuples N to generate tuples, or --input FILE|FOLDER to take a trace"
+        )
     keys = args.keys
+    if keys is None:
+        keys = _default_keys(args.query, partitions)
+    return Options(
+        tuples=args.tuples,
+        seed=0 if args.seed is None else args.seed,
+        keys=keys,
+        zipf=1.0 if args.zipf is None else args.zipf,
+        plant_rate=0.02 if args.plant_rate is None else args.plant_rate,
+        block_tuples=BLOCK_TUPLES if args.block_tuples is None else args.block_tuples,
+        enum_weights=_parse_weights(args.enum_weights),
+    )
+
+
+def _vectors(args) -> int:
+    from . import session, vectors
+
+    _require_spark()
     engine = params.from_args(args)
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
-    if keys is None:
-        keys = _default_keys(args.query, engine.partitions)
-    options = Options(
-        tuples=args.tuples,
-        seed=args.seed,
-        keys=keys,
-        zipf=args.zipf,
-        plant_rate=args.plant_rate,
-        block_tuples=args.block_tuples,
-        enum_weights=_parse_weights(args.enum_weights),
-    )
+    options = _options(args, engine.partitions)
     job = vectors.prepare(
         args.query,
         options,
@@ -199,6 +235,7 @@ def _vectors(args) -> int:
         overwrite=args.overwrite,
         master=args.master,
         param_texts=args.param,
+        input=args.input,
     )
     spark, created = session.session(args.master)
     try:
@@ -208,8 +245,9 @@ def _vectors(args) -> int:
             spark.stop()
     c = m["counts"]
     per_query = ", ".join(f"{n}: {k}" for n, k in c["matches"].items())
+    source = f" from {args.input}" if args.input is not None else ""
     print(
-        f"{c['tuples']} tuples, {m['keys_present']} keys, {c['matches_total']} expected "
+        f"{c['tuples']} tuples{source}, {m['keys_present']} keys, {c['matches_total']} expected "
         f"matches ({per_query}), {c['drops']} dropped; {m['expected']['mode']} pass; "
         f"{m['run']['seconds']['total']:.1f} s -> {args.out}"
     )

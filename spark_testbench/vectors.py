@@ -1,4 +1,5 @@
-"""Regression vectors: generated tuples and their expected matches, computed with Spark.
+"""Regression vectors: generated (or recorded) tuples and their expected matches, computed with
+Spark.
 
 :func:`prepare` checks everything a user can get wrong (query file, parameters, output folder,
 master URL) and builds the :class:`~nfacep.spark_testbench.generate.Generator`, all before Spark
@@ -14,6 +15,14 @@ starts; :func:`run` then does the work on a session and publishes the folder ato
     DIR/drops.parquet/     seq, partition of every tuple the partitioner drops
     DIR/manifest.json      query file hash, seed, generator settings, engine parameters, counts,
                            how the expected matches were computed (below)
+
+With ``input`` (``nfacep vectors --input FILE|FOLDER``) the tuples are a recorded trace instead:
+a CSV or Parquet file or a folder of Parquet part files, read as ``nfacep match`` reads its
+input (:func:`nfacep.io.reader.read_chunks`: the same order, checks and errors, ORDER BY
+included) a piece at a time on the driver, and written to ``DIR/tuples.parquet/`` in the
+layout above, ``seq`` the position in the trace. A bad value anywhere stops the run with its
+file, row and column, and nothing is published. The manifest then names the ``input`` and
+has no generator settings (``seed`` and the like are null).
 
 Expected matches come from :func:`nfacep.reference.matcher.run` inside Spark tasks, in one of two
 ways, named in the manifest (``expected.mode``):
@@ -63,7 +72,7 @@ from nfacep.reference import matcher as reference
 from nfacep.result import partition_cells, partition_texts
 from nfacep.settings import ParamValues
 
-from .generate import BLOCK_TUPLES, Generator, Options
+from .generate import BLOCK_TUPLES, Generator, Options, arrow_schema, to_arrow
 from .progress import Progress
 from .shard import Shard
 
@@ -124,17 +133,18 @@ class Job:
     query_text: str
     query_sha256: str
     nfa: nfacep.Nfa
-    generator: Generator
+    generator: Generator | None  #: None: the tuples are the recorded trace ``input``
     params: EngineParams
     out: str
     expected: str  #: "auto", "partitioned" or "global"
     overwrite: bool
     values: ParamValues | None = None  #: the runtime parameters' (starting) values
+    input: str | None = None  #: the recorded trace (a tuple file or folder), if not generated
 
 
 def prepare(
     query: str,
-    options: Options,
+    options: Options | None,
     out: str,
     *,
     params: EngineParams = EngineParams(),
@@ -142,10 +152,13 @@ def prepare(
     overwrite: bool = False,
     master: str | None = None,
     param_texts: list[str] | None = None,
+    input: str | None = None,
 ) -> Job:
     """Check the request and build the generator; raises :class:`NfacepError` subclasses.
     ``param_texts``: the ``--param name=value`` of the runtime parameters (starting values
-    only: the expected matches are the engine's after a reset).
+    only: the expected matches are the engine's after a reset). ``input``: a recorded trace
+    (tuple file or folder) to take the tuples from, instead of generating them; ``options``
+    is then None (its values are read when the job runs).
 
     Nothing here starts Spark. ``master``, when given, is checked too (see
     :func:`nfacep.spark_testbench.session.check_master`).
@@ -154,7 +167,14 @@ def prepare(
 
     if master is not None:
         check_master(master, connect=False)  # syntax first; reachability last
-    _check_options(options, expected)
+    if (options is None) == (input is None):
+        raise ValueError("vectors.prepare: give the generator's options or an input, not both")
+    if options is not None:
+        _check_options(options)
+    if expected not in ("auto", "partitioned", "global"):
+        raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
+    if input is not None and not os.path.exists(input):
+        raise UsageError(f"--input {input}: no such file or folder")
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
     if nfa.history:
@@ -176,7 +196,7 @@ def prepare(
     _check_out(out, overwrite)
     if master is not None:
         check_master(master)
-    generator = Generator(nfa, options, values or None)
+    generator = None if options is None else Generator(nfa, options, values or None)
     return Job(
         query,
         raw.decode("utf-8"),
@@ -188,11 +208,12 @@ def prepare(
         expected,
         overwrite,
         values or None,
+        input,
     )
 
 
-def _check_options(options: Options, expected: str) -> None:
-    """The generator's options and ``--expected``, each on its own."""
+def _check_options(options: Options) -> None:
+    """The generator's options, each on its own."""
     if options.tuples < 1:
         raise UsageError("--tuples must be at least 1")
     if options.seed < 0:
@@ -205,8 +226,6 @@ def _check_options(options: Options, expected: str) -> None:
         raise UsageError("--plant-rate must be between 0 and 0.5")
     if options.block_tuples < 1:
         raise UsageError("--block-tuples must be at least 1")
-    if expected not in ("auto", "partitioned", "global"):
-        raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
 
 
 def read_query(query: str) -> bytes:
@@ -218,13 +237,15 @@ def read_query(query: str) -> bytes:
         raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
 
 
-def _check_stream(query: str, program, options: Options) -> None:
+def _check_stream(query: str, program, options: Options | None) -> None:
     """The options against the query's stream: its fields, ENUM weights and partitioning."""
     if "seq" in program.schema.names:
         raise UsageError(
             f"{query}: stream '{program.schema.name}' has a field named 'seq', "
             "which the vectors' sequence-number column would shadow"
         )
+    if options is None:  # a recorded trace: nothing generated
+        return
     _check_weights(options, program.schema)
     if not program.partition_fields and options.keys != 1:
         raise UsageError(
@@ -233,14 +254,14 @@ def _check_stream(query: str, program, options: Options) -> None:
         )
 
 
-def _check_partitioned(options: Options, params: EngineParams) -> None:
+def _check_partitioned(options: Options | None, params: EngineParams) -> None:
     """``--expected partitioned`` holds only where no partition is expired or dropped."""
     if params.tick_tuples:
         raise UsageError(
             "--expected partitioned: with --tick-tuples the timers expire "
             "partitions, which only a global pass models"
         )
-    if options.keys > params.partitions:
+    if options is not None and options.keys > params.partitions:
         raise UsageError(
             f"--expected partitioned: --keys {options.keys} is more than the "
             f"partitioner stores (--partitions {params.partitions}), so it may "
@@ -490,7 +511,7 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     partitioner stores (None: not counted)."""
     e = job.params
     key = job.nfa.program.key
-    keys = job.generator.keys
+    keys = job.generator.keys if job.generator is not None else keys_present
     if not key.names:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
     elif e.tick_tuples:
@@ -592,11 +613,16 @@ def _run(
     piece_tuples: int = PIECE_TUPLES,
 ) -> dict:
     t0 = time.perf_counter()
-    _generate(spark, job, tasks, tmp, watch)
-    seconds["generate"] = time.perf_counter() - t0
+    if job.generator is not None:
+        _generate(spark, job, tasks, tmp, watch)
+        tuples = job.generator.options.tuples
+        seconds["generate"] = time.perf_counter() - t0
+    else:
+        tuples = _record(job, tmp, watch, piece_tuples)
+        seconds["read"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    result, mode, reason = _match(spark, job, tasks, tmp, watch, piece_tuples)
+    result, mode, reason = _match(spark, job, tasks, tmp, watch, piece_tuples, tuples)
     seconds["match"] = time.perf_counter() - t1
     watch.phase("writing the expected matches and drops", count=False)
     _write_expected(job, result, tmp)
@@ -606,7 +632,7 @@ def _run(
     seconds["expected"] = time.perf_counter() - t1
     seconds["total"] = time.perf_counter() - t0
     manifest = _manifest(
-        job, mode, reason, keys_present, counts, tasks, seconds, spark.sparkContext.master
+        job, mode, reason, keys_present, counts, tasks, seconds, spark.sparkContext.master, tuples
     )
     with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
@@ -627,7 +653,62 @@ def _generate(spark, job: Job, tasks: int, tmp: str, watch: Progress) -> None:
     watch.end()
 
 
-def _match(spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples: int):
+def _record(job: Job, tmp: str, watch: Progress, piece_tuples: int) -> int:
+    """The recorded trace ``job.input`` read a piece at a time (as ``nfacep match`` reads it:
+    every value and ORDER BY checked, an error naming its file, row and column) and written to
+    ``tmp``'s tuples folder in the vectors' layout, one part file a piece, ``seq`` the
+    position in the trace; returns the number of tuples."""
+    import pyarrow.parquet as pq
+
+    from nfacep.backend import read_pieces
+    from nfacep.errors import DataError
+
+    assert job.input is not None
+    schema = job.nfa.program.schema
+    folder = os.path.join(tmp, TUPLES)
+    os.mkdir(folder)
+    counter = watch.phase(f"read from {job.input}", tasks=1, task_word="readers")
+    n = 0
+    try:
+        for i, piece in enumerate(read_pieces(job.input, job.nfa, piece_tuples)):
+            columns = {"seq": np.arange(piece.offset, piece.offset + piece.n, dtype=np.int64)}
+            for f in schema.fields:
+                columns[f.name] = _int64_column(piece, f)
+            part = os.path.join(folder, f"part-{i:05d}.parquet")
+            pq.write_table(pa.Table.from_batches([to_arrow(schema, columns)]), part)
+            n += piece.n
+            if counter is not None:
+                counter.add(piece.n)
+    finally:
+        if counter is not None:
+            counter.finished()  # (closes its live report's connection)
+    watch.end()
+    if not n:
+        raise DataError(f"{job.input}: holds no tuples; vectors need at least one")
+    return n
+
+
+def _int64_column(piece, field) -> np.ndarray:
+    """A column of a piece of the trace as the vectors hold it (UINT and INT as int64: a
+    UINT(64) value beyond it is an error naming its place)."""
+    from nfacep.errors import DataError
+
+    values = piece.columns[field.name]
+    if values.dtype == np.uint64 and piece.n:
+        big = np.flatnonzero(values > np.uint64(np.iinfo(np.int64).max))
+        if len(big):
+            row = int(big[0])
+            raise DataError(
+                f"{piece.where(row, field.name)}: {int(values[row])} is beyond the vectors' "
+                f"64-bit signed integer column ({np.iinfo(np.int64).max} at most)"
+            )
+        return values.astype(np.int64)
+    return values
+
+
+def _match(
+    spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples: int, n_tuples: int
+):
     """The matching stage: the written tuples through the reference matcher, partitioned or
     in one global pass; returns the checkpointed result rows, the mode and its reason."""
     from pyspark.sql import functions as F
@@ -636,19 +717,19 @@ def _match(spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples:
     tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
     key = job.nfa.program.partition_fields
     counted = None
-    if (
-        key
-        and job.params.tick_tuples == 0
-        and job.params.store == "pipeline"
-        and gen.keys > job.params.partitions
+    if key and (
+        gen is None  # a recorded trace: how many keys it holds is known only by counting
+        or (
+            job.params.tick_tuples == 0
+            and job.params.store == "pipeline"
+            and gen.keys > job.params.partitions
+        )
     ):
         watch.phase("counting the keys present", count=False)
         counted = tuples.select(*key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
     source = tuples.select("seq", *_used_fields(job.nfa))
-    counter = watch.phase(
-        "matched", total=gen.options.tuples, tasks=tasks if mode == "partitioned" else 1
-    )
+    counter = watch.phase("matched", total=n_tuples, tasks=tasks if mode == "partitioned" else 1)
     args = (job.query_text, job.query_path, job.params, job.values, counter)
     if mode == "partitioned":
         # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
@@ -719,18 +800,58 @@ def _publish(tmp: str, out: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, master) -> dict:
-    import pyspark
-
+def _source(job: Job, tuples: int, keys_present: int) -> dict:
+    """The manifest's account of where the tuples came from: the generator's settings, or
+    the recorded trace (``input``; the generator's settings null)."""
     gen = job.generator
-    program = job.nfa.program
+    names = [q.name for q in job.nfa.queries]
+    if gen is None:
+        return {
+            "input": job.input,
+            "seed": None,
+            "tuples": tuples,
+            "keys": keys_present if job.nfa.program.partition_fields else 1,
+            "zipf": None,
+            "plant_rate": None,
+            "block_tuples": None,
+            "enum_weights": {},
+            "planted": {n: {} for n in names},
+            "unplanted": {},
+            "generators": None,
+            "predicate_rates": None,
+            "columns": {f.name: str(f.type) for f in arrow_schema(job.nfa.program.schema)},
+        }
     o = gen.options
-    names = [q.name for q in program.queries]
     planted: dict[str, dict[str, int]] = {n: {} for n in names}
     for b in range(gen.n_blocks):
         for p in gen.planted(b):
             planted[p.query][p.kind] = planted[p.query].get(p.kind, 0) + 1
+    return {
+        "input": None,
+        "seed": o.seed,
+        "tuples": o.tuples,
+        "keys": gen.keys,
+        "zipf": o.zipf,
+        "plant_rate": o.plant_rate,
+        "block_tuples": o.block_tuples,
+        "enum_weights": {f: dict(pairs) for f, pairs in o.enum_weights},
+        "planted": planted,
+        "unplanted": dict(gen.unplanted),
+        "generators": gen.describe(),
+        "predicate_rates": gen.sample_rates(job.nfa),
+        "columns": {f.name: str(f.type) for f in gen.arrow_schema()},
+    }
+
+
+def _manifest(
+    job: Job, mode, reason, keys_present, counts, tasks, seconds, master, tuples: int
+) -> dict:
+    import pyspark
+
+    program = job.nfa.program
+    names = [q.name for q in program.queries]
     matches = {n: counts.get(("match", n), 0) for n in names}
+    source = _source(job, tuples, keys_present)
     return {
         "format": FORMAT,
         "query_file": job.query_path,
@@ -742,29 +863,30 @@ def _manifest(job: Job, mode, reason, keys_present, counts, tasks, seconds, mast
             {"name": q.name, "skip_past_last_row": q.skip_past_last_row, "start_seq": q.start_seq}
             for q in job.nfa.queries
         ],
-        "seed": o.seed,
-        "tuples": o.tuples,
-        "keys": gen.keys,
+        "input": source["input"],
+        "seed": source["seed"],
+        "tuples": tuples,
+        "keys": source["keys"],
         "keys_present": keys_present,
-        "zipf": o.zipf,
-        "plant_rate": o.plant_rate,
-        "block_tuples": o.block_tuples,
-        "enum_weights": {f: dict(pairs) for f, pairs in o.enum_weights},
+        "zipf": source["zipf"],
+        "plant_rate": source["plant_rate"],
+        "block_tuples": source["block_tuples"],
+        "enum_weights": source["enum_weights"],
         "engine": job.params.as_dict(),
         "runtime_parameters": job.values.as_dict()["initial"] if job.values else None,
         "expected": {"mode": mode, "reason": reason},
         "counts": {
-            "tuples": o.tuples,
+            "tuples": tuples,
             "matches": matches,
             "matches_total": sum(matches.values()),
             "drops": counts.get(("drop", None), 0),
         },
-        "planted": planted,
-        "unplanted": dict(gen.unplanted),
-        "generators": gen.describe(),
-        "predicate_rates": gen.sample_rates(job.nfa),
+        "planted": source["planted"],
+        "unplanted": source["unplanted"],
+        "generators": source["generators"],
+        "predicate_rates": source["predicate_rates"],
         "files": {"tuples": TUPLES, "expected": EXPECTED, "drops": DROPS},
-        "columns": {f.name: str(f.type) for f in gen.arrow_schema()},
+        "columns": source["columns"],
         "versions": {
             "nfacep": _version("nfacep"),
             "numpy": np.__version__,

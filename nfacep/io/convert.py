@@ -1,8 +1,16 @@
 """Arrow tables to typed columns: values are converted column-wise with pyarrow; only when
 a column fails is it scanned value by value, to name the first offending row. FLOAT32 values
-are the nearest single to their decimal text."""
+are the nearest single to their decimal text.
+
+A CSV file's string columns (``from_table(..., text=True)``) first try a fast path, chunk by
+chunk without copying their text, that takes only the common spelling and checks it on the
+bytes (:func:`_fast_strings`); a column it does not take, an error among them, goes the
+exact path, which gives the same values or names the row. ``benchmarks/csv_read.py``
+measures it against pyarrow's own reader."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,15 +39,29 @@ from ..lang.values import (
 from ..schema import Schema
 from .tuples import EXCERPT, Location, Tuples, excerpt, where_row
 
-__all__ = ["FLOAT32_MAX", "first_invalid", "first_null", "from_table"]
+__all__ = ["FLOAT32_MAX", "first_invalid", "first_null", "from_table", "value_bytes"]
 
 
-def from_table(table: pa.Table, schema: Schema, source: str | Location = "<tuples>") -> Tuples:
-    """Convert an Arrow table (string columns from CSV, or typed columns) to :class:`Tuples`."""
+def from_table(
+    table: pa.Table,
+    schema: Schema,
+    source: str | Location = "<tuples>",
+    *,
+    text: bool = False,
+) -> Tuples:
+    """Convert an Arrow table (string columns from CSV, or typed columns) to :class:`Tuples`.
+
+    ``text``: the table's strings are a CSV file's as pyarrow's reader made them, valid UTF-8
+    (it checks), so that a column without an odd value converts chunk by chunk on the fast
+    path (:func:`_fast_strings`); any other, and any column where the fast path meets
+    something it does not take, is converted whole, on the exact path that names the row."""
     columns = {}
     for f in schema.fields:
-        col = table.column(f.name).combine_chunks()
-        columns[f.name] = _convert(col, f.type, f.name, source)
+        chunked = table.column(f.name)
+        values = _fast_strings(chunked, f.type) if text else None
+        if values is None:
+            values = _convert(chunked.combine_chunks(), f.type, f.name, source)
+        columns[f.name] = values
     location = source if isinstance(source, Location) else None
     return Tuples(columns, table.num_rows, str(source), location=location)
 
@@ -62,6 +84,56 @@ def _convert(col: pa.Array, ty: FieldType, name: str, source: str | Location) ->
         _check_utf8(col, name, source)
         return _from_strings(col, ty, name, source)
     return _from_typed(col, ty, name, source)
+
+
+def _fast_strings(chunked: pa.ChunkedArray, ty: FieldType) -> np.ndarray | None:
+    """The values of a string column of valid UTF-8 converted chunk by chunk (no copy of the
+    text), when every value is of the common spelling: plain ASCII digits for an integer,
+    printable ASCII without spaces and finite for FLOAT32, a label as it is for ENUM. None
+    otherwise (an empty value, spaces, signs, infinities, BOOL, anything wrong): the exact
+    path then reads the column whole, with the same result or the error naming the row."""
+    if not pa.types.is_string(chunked.type) or chunked.null_count:
+        return None
+    parts = []
+    for chunk in chunked.chunks:
+        if isinstance(ty, UIntType | IntType):
+            values = _plain_integers(chunk, ty)
+        elif isinstance(ty, Float32Type):
+            values = _plain_floats(chunk)
+        elif isinstance(ty, EnumType):
+            idx = pc.index_in(chunk, value_set=pa.array(list(ty.labels)))
+            values = None if idx.null_count else idx.to_numpy().astype(np.int64)
+        else:
+            return None
+        if values is None:
+            return None
+        parts.append(values)
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return None
+    return np.concatenate(parts)
+
+
+def _plain_floats(chunk: pa.Array) -> np.ndarray | None:
+    """FLOAT32 values of printable ASCII text without spaces, all finite: as the exact path
+    makes them (there is nothing to trim); None for anything else."""
+    if not _bytes_within(chunk, 0x21, 0x7E):
+        return None
+    try:
+        doubles = pc.cast(chunk, pa.float64()).to_numpy()
+    except pa.ArrowInvalid:
+        return None
+    with np.errstate(over="ignore"):
+        singles = doubles.astype(np.float32)
+    if np.isinf(singles).any():
+        return None
+    # a double on the midpoint of two singles has a mantissa's low 28 bits zero (a single
+    # has 24 significant bits, the midpoint one more); only those few are redone exactly
+    maybe = np.flatnonzero((doubles.view(np.uint64) & np.uint64(0x0FFFFFFF)) == 0)
+    if len(maybe):
+        singles[maybe] = fix_float32_rounding(_Texts(chunk, maybe), doubles[maybe])
+    return singles
 
 
 def _check_utf8(col: pa.Array, name: str, source: str | Location) -> None:
@@ -160,8 +232,9 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
             )
         return idx.to_numpy().astype(np.int64)
     assert isinstance(ty, Float32Type)
-    stripped = pc.utf8_trim_whitespace(col)
-    texts = stripped.to_numpy(zero_copy_only=False)
+    # printable ASCII without spaces (the usual text) has no whitespace to trim
+    stripped = col if _bytes_within(col, 0x21, 0x7E) else pc.utf8_trim_whitespace(col)
+    texts = _Texts(stripped)  # the text of a value, made when asked for (rarely)
     try:
         doubles = pc.cast(stripped, pa.float64()).to_numpy()
     except pa.ArrowInvalid:
@@ -173,7 +246,7 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
                 "a number (FLOAT32)"
             ) from None
         # decimal text that pyarrow cannot read (none known): Python reads it alike
-        doubles = np.array([float(t) for t in texts], dtype=np.float64)
+        doubles = np.array([float(t) for t in stripped.to_pylist()], dtype=np.float64)
     singles = fix_float32_rounding(texts, doubles)
     inf = np.isinf(singles)
     if inf.any():
@@ -182,6 +255,64 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
         if row is not None:
             _out_of_float32(source, row, name, excerpt(texts[row]))
     return singles
+
+
+class _Texts(Sequence[str]):
+    """The values of a string column as Python strings, one at a time on demand (a FLOAT32
+    value's text is needed only when its double lies on a midpoint between two singles, and
+    for an error message): making them all would cost more than the conversion."""
+
+    def __init__(self, col: pa.Array, rows: np.ndarray | None = None):
+        self.col = col
+        self.rows = rows  #: the rows of ``col`` asked for as 0, 1, …; None: all of them
+
+    def __len__(self) -> int:
+        return len(self.col) if self.rows is None else len(self.rows)
+
+    def __getitem__(self, row):  # (one value: fix_float32_rounding asks for no slice)
+        row = int(row) if self.rows is None else int(self.rows[row])
+        return self.col[row].as_py()
+
+
+def value_bytes(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string column's offsets (one more than its values) and the bytes of its values, as
+    numpy views of its buffers (no copy)."""
+    kind = np.int64 if pa.types.is_large_string(col.type) else np.int32
+    _, offsets_buf, data_buf = col.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=kind)[col.offset : col.offset + len(col) + 1]
+    if data_buf is None or not len(col):
+        return offsets, np.zeros(0, dtype=np.uint8)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0] : offsets[-1]]
+    return offsets, data
+
+
+def _bytes_within(col: pa.Array, lo: int, hi: int) -> bool:
+    """Whether every byte of every value of the string column is within ``lo..hi``."""
+    _, data = value_bytes(col)
+    return not len(data) or (int(data.min()) >= lo and int(data.max()) <= hi)
+
+
+def _plain_integers(col: pa.Array, ty: UIntType | IntType) -> np.ndarray | None:
+    """The fast path of an integer column: when every value is ASCII digits only (with a
+    leading '-' for INT), none empty and all in the type's range, its values; otherwise
+    None, and the exact path (spaces, signs, wider digits) reads it or names its error."""
+    offsets, data = value_bytes(col)
+    if not len(col) or not (np.diff(offsets) > 0).all():
+        return None
+    if not _bytes_within(col, ord("0"), ord("9")):  # (two reductions, no array made)
+        if not isinstance(ty, IntType):
+            return None
+        odd = (data - np.uint8(48)) > np.uint8(9)
+        starts = offsets[:-1] - offsets[0]
+        odd[starts] &= data[starts] != ord("-")  # INT: a '-' may lead
+        if odd.any():
+            return None
+    target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
+    try:
+        values = pc.cast(col, target).to_numpy()
+    except (pa.ArrowInvalid, OverflowError):
+        return None
+    return values if _in_range(values, ty).all() else None
 
 
 #: The largest finite FLOAT32.

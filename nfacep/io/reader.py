@@ -63,7 +63,7 @@ def read(path: str, schema: Schema) -> Tuples:
     if path.lower().endswith((".parquet", ".pq")):
         return from_table(parquet.read_parquet(path, schema), schema, source=path)
     table, source = csvfile.read_csv(path, schema)
-    return from_table(table, schema, source=source)
+    return from_table(table, schema, source=source, text=True)
 
 
 def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
@@ -180,10 +180,11 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
     offset = 0
     try:
-        for table in parquet.rebatch(batches(), rows):
+        # the next piece parsed (pyarrow) in a thread while this one is converted (numpy)
+        for table in prefetch(parquet.rebatch(batches(), rows), "nfacep-csv"):
             if quoted and csvfile.holds_line_break(table, schema):
                 raise DataError("a quoted value spans lines")  # (read() names where)
-            piece = from_table(table, schema, source=source.at(offset))
+            piece = from_table(table, schema, source=source.at(offset), text=True)
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
             offset += piece.n
     except (DataError, pa.ArrowException):

@@ -7,6 +7,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is loaded when a FLOAT32 value is converted, not to parse a query
+    from collections.abc import Sequence
+
     import numpy as np
 
 __all__ = [
@@ -30,7 +32,7 @@ def decimal_to_float32(text: str) -> np.float32:
     return fix_float32_rounding(np.array([text]), np.array([float(text)]))[0]
 
 
-def fix_float32_rounding(texts: np.ndarray, doubles: np.ndarray) -> np.ndarray:
+def fix_float32_rounding(texts: Sequence[str] | np.ndarray, doubles: np.ndarray) -> np.ndarray:
     """Round ``doubles`` (each the correctly rounded double of ``texts``) to float32 exactly.
 
     Rounding a decimal first to double and then to single is wrong only when the double lands
@@ -49,7 +51,7 @@ def fix_float32_rounding(texts: np.ndarray, doubles: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero(ties):
         # via Decimal: Fraction(str) reads the digits with int(), which refuses more than
         # 4300 of them
-        exact = Fraction(Decimal(str(texts[i]).strip()))
+        exact = Fraction(Decimal(str(texts[int(i)]).strip()))
         if exact == Fraction(float(doubles[i])):
             continue  # a true tie: ties-to-even as numpy already did
         above = exact > Fraction(float(doubles[i]))

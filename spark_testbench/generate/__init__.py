@@ -33,7 +33,17 @@ from .background import Background, FieldSpec
 from .plan import Plan, Planted
 from .templates import KINDS, WINDOW_KINDS, Templates
 
-__all__ = ["BLOCK_TUPLES", "KINDS", "WINDOW_KINDS", "FieldSpec", "Generator", "Options", "Planted"]
+__all__ = [
+    "BLOCK_TUPLES",
+    "KINDS",
+    "WINDOW_KINDS",
+    "FieldSpec",
+    "Generator",
+    "Options",
+    "Planted",
+    "arrow_schema",
+    "to_arrow",
+]
 
 
 @dataclass(frozen=True)
@@ -99,22 +109,35 @@ class Generator:
         return self._background.typed(cols, key_rank)
 
     def arrow_schema(self) -> pa.Schema:
-        fields = [pa.field("seq", pa.int64(), nullable=False)]
-        for f in self._background.schema.fields:
-            fields.append(pa.field(f.name, _arrow_type(f.type), nullable=False))
-        return pa.schema(fields)
+        return arrow_schema(self._background.schema)
 
     def to_arrow(self, cols: dict[str, np.ndarray]) -> pa.RecordBatch:
-        arrays = [pa.array(cols["seq"], pa.int64())]
-        for f in self._background.schema.fields:
-            v = cols[f.name]
-            if isinstance(f.type, EnumType):
-                arrays.append(
-                    pc.take(pa.array(list(f.type.labels), pa.string()), pa.array(v, pa.int64()))
-                )
-            else:
-                arrays.append(pa.array(v, _arrow_type(f.type)))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema())
+        return to_arrow(self._background.schema, cols)
+
+
+def arrow_schema(schema) -> pa.Schema:
+    """The vectors' tuples of the stream ``schema`` (a :class:`nfacep.schema.Schema`): ``seq``,
+    then the fields in declaration order, UINT/INT as int64, BOOL as boolean, ENUM as its
+    label, FLOAT32 as float."""
+    fields = [pa.field("seq", pa.int64(), nullable=False)]
+    for f in schema.fields:
+        fields.append(pa.field(f.name, _arrow_type(f.type), nullable=False))
+    return pa.schema(fields)
+
+
+def to_arrow(schema, cols: dict[str, np.ndarray]) -> pa.RecordBatch:
+    """Columns (``seq`` and each field's, as :class:`nfacep.io.tuples.Tuples` holds them) in
+    the layout of :func:`arrow_schema`."""
+    arrays = [pa.array(cols["seq"], pa.int64())]
+    for f in schema.fields:
+        v = cols[f.name]
+        if isinstance(f.type, EnumType):
+            arrays.append(
+                pc.take(pa.array(list(f.type.labels), pa.string()), pa.array(v, pa.int64()))
+            )
+        else:
+            arrays.append(pa.array(v, _arrow_type(f.type)))
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(schema))
 
 
 def _arrow_type(ty) -> pa.DataType:

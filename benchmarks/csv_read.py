@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""CSV input: ``nfacep match`` and its reader against pyarrow's CSV reader (issue 30).
+
+Writes marathon-like CSV files (the synthetic race of ``reference_throughput.py``: the
+readings of ``--runners`` runners interleaved, each passing the boroughs in order, about 2%
+skipping one; generated and written 10^7 rows at a time, so 10^8 rows fit in memory) and,
+side by side in one process, for each file:
+
+- *pyarrow*: ``pyarrow.csv.read_csv`` (multithreaded, its default) with the stream's column
+  types (``time`` uint32, ``checkpoint`` string, ``runner`` uint16, ``speed`` float32): the
+  time to have the file in memory as typed columns, with none of nfacep's checks;
+- *reader*: nfacep's reader alone (``nfacep.backend.read_pieces``, what ``match`` reads
+  with: pieces of ``--chunk`` tuples, every value checked and converted, ORDER BY checked);
+- *match*: ``nfacep match queries/marathon.sql --partitions R`` (its Python entry,
+  ``nfacep.cli.main``, in this process; start-up and imports are not timed), from the CSV file
+  to the match file and its summary.
+
+Ratios are times over pyarrow's for the same file in the same run (issue 30's goal: match
+within 1.5×). Each time is the best of ``--repeat``; wall-clock on a shared machine. The
+files are removed at the end (``--keep`` keeps them).
+
+    python benchmarks/csv_read.py --rows 1000000 10000000 100000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from reference_throughput import LABELS, QUERY, race
+
+from nfacep import cli
+from nfacep.backend import read_pieces
+from nfacep.limits import CHUNK
+from nfacep.output import summary_path
+
+#: rows generated and written at a time
+BLOCK = 10_000_000
+
+#: the stream's types, as pyarrow's reader is told them
+TYPES = {
+    "time": pa.uint32(),
+    "checkpoint": pa.string(),
+    "runner": pa.uint16(),
+    "speed": pa.float32(),
+}
+
+
+def write_race(path: pathlib.Path, rows: int, runners: int, seed: int, quote: bool) -> None:
+    """``rows`` readings as CSV, ``BLOCK`` at a time (each block its own race, its ``time``
+    going on from the block before)."""
+    labels = pa.array(LABELS)
+    style = "needed" if quote else "none"
+    schema = pa.schema(list(TYPES.items()))
+    options = pacsv.WriteOptions(quoting_style=style)
+    with pacsv.CSVWriter(str(path), schema, write_options=options) as out:
+        for at in range(0, rows, BLOCK):
+            n = min(BLOCK, rows - at)
+            c = race(n, runners, seed + at // BLOCK).columns
+            out.write_table(
+                pa.table(
+                    {
+                        "time": pa.array(c["time"] + np.uint64(at), pa.uint32()),
+                        "checkpoint": labels.take(pa.array(c["checkpoint"])),
+                        "runner": pa.array(c["runner"], pa.uint16()),
+                        "speed": pa.array(c["speed"]),
+                    },
+                    schema=schema,
+                )
+            )
+
+
+def best(repeat: int, job) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        job()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def pyarrow_read(path: pathlib.Path) -> None:
+    pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=TYPES))
+
+
+def nfacep_read(nfa, path: pathlib.Path, chunk: int) -> None:
+    for _ in read_pieces(str(path), nfa, chunk):
+        pass
+
+
+def nfacep_match(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int) -> None:
+    argv = ["match", str(QUERY), "--input", str(path), "--output", str(output)]
+    argv += ["--partitions", str(runners), "--chunk", str(chunk)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        if cli.main(argv) != 0:
+            raise SystemExit(f"nfacep match failed on {path}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--runners", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3, help="best of N runs")
+    ap.add_argument("--chunk", type=int, default=CHUNK, help="match's --chunk")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quote", action="store_true", help="quote the labels (as pyarrow does)")
+    ap.add_argument("--dir", default=None, help="where the CSV files go (default: a temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the CSV files")
+    args = ap.parse_args()
+
+    nfa = cli.load_query(str(QUERY))
+    with contextlib.ExitStack() as stack:
+        if args.dir is None:
+            folder = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        else:
+            folder = pathlib.Path(args.dir)
+            folder.mkdir(parents=True, exist_ok=True)
+        print(
+            f"marathon CSV, {args.runners} runners, labels {'quoted' if args.quote else 'bare'}; "
+            f"best of {args.repeat}; ratios: time over pyarrow's read of the same file"
+        )
+        print(
+            "| rows | MB | pyarrow s | pyarrow rows/s | reader s | × | match s | × | match rows/s |"
+        )
+        print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for rows in args.rows:
+            path = folder / f"marathon-{rows}.csv"
+            output = folder / f"matches-{rows}.csv"
+            write_race(path, rows, args.runners, args.seed, args.quote)
+            try:
+                size = os.path.getsize(path) / 1e6
+                repeat = args.repeat if rows <= BLOCK else 1
+                ref = best(repeat, lambda p=path: pyarrow_read(p))
+                rd = best(repeat, lambda p=path: nfacep_read(nfa, p, args.chunk))
+                m = best(
+                    repeat, lambda p=path, o=output: nfacep_match(p, o, args.runners, args.chunk)
+                )
+                print(
+                    f"| {rows:,} | {size:,.0f} | {ref:.2f} | {rows / ref / 1e6:.1f} M "
+                    f"| {rd:.2f} | {rd / ref:.2f}× | {m:.2f} | **{m / ref:.2f}×** "
+                    f"| {rows / m / 1e6:.2f} M |",
+                    flush=True,
+                )
+            finally:
+                if not args.keep:
+                    for p in (path, output, pathlib.Path(summary_path(str(output)))):
+                        p.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
