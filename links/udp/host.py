@@ -5,8 +5,10 @@
 :mod:`nfacep.links.host` with it. It talks to the board through the operating system's UDP
 socket, in the payload format of :mod:`nfacep.links.udp.protocol` (``boards/UDP.md``):
 
-1. RESET the board and read its STATUS; check the header's ``engine_id`` and the tuple and
-   record sizes against this query file and these parameters (exit 2 when they differ).
+1. RESET the board, opening a session with a random id (every packet both ways carries it;
+   the board refuses other hosts while it lasts), and read its STATUS; check the header's
+   ``engine_id`` and the tuple and record sizes against this query file and these
+   parameters (exit 2 when they differ).
 2. Send the tuples in TUPLES packets (``seq`` 0, 1, ...) under a credit of the board's
    ``capacity`` bytes: tuples sent minus STATUS's ``tuples`` (those the engine took) never
    exceed it. After each burst the host asks for STATUS; as UDP between two stations keeps
@@ -22,13 +24,15 @@ socket, in the payload format of :mod:`nfacep.links.udp.protocol` (``boards/UDP.
 The engine keeps state from tuple to tuple and the board does not retransmit records, so the
 one safe resend is of the whole stream: on a loss in either direction the host RESETs the board
 and starts again, up to ``retries`` times; after that it fails (exit 1) naming the tuple ranges
-whose tuples or records were lost. Nothing is written unless the run is complete.
+whose tuples or records were lost. Nothing is written unless the run is complete. At the end
+(or on failure) the host sends CLOSE, ending the session.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import secrets
 import socket
 import time
 from dataclasses import dataclass
@@ -55,9 +59,9 @@ from ..host import (
 from ..protocol import decode_fields, fields_size, switch_body
 from .protocol import (
     DEFAULT_ENDPOINT,
-    FRAME_CLASSES,
     HEADER_BYTES,
     MAX_PAYLOAD,
+    SESSION_IDLE,
     STATUS_FIELDS,
     VERSION,
     PacketType,
@@ -81,8 +85,11 @@ DEFAULT_PORT = DEFAULT_ENDPOINT.port
 #: Bytes of tuples in one TUPLES packet at most: a 1,500-byte IP packet (the board counts a
 #: longer frame as ``bad_size``).
 MAX_TUPLE_BYTES = MAX_PAYLOAD - HEADER_BYTES
-#: The frame classes that mean a packet of the host's was not taken.
-REJECTED = tuple(c for c in FRAME_CLASSES if c != "accepted")
+#: The frame classes that mean a packet of the host's was not taken: only ``engine_full`` is
+#: decided after the session check, so only it cannot be another station's frame (those the
+#: board counts elsewhere; a packet of the host's refused for another reason shows as a gap in
+#: ``next_seq``).
+REJECTED = ("engine_full",)
 STATUS_BYTES = fields_size(STATUS_FIELDS)
 
 
@@ -182,6 +189,12 @@ class _Session:
         self.packets_out = 0
         self.requests = 0
         self.pending: list[dict] = []  #: STATUS packets not yet looked at, in arrival order
+        #: the session id of this run (random, never 0)
+        self.session = secrets.randbits(32) or 1
+        #: packets ignored: another version of the format (the versions seen), another session
+        self.versions: set[int] = set()
+        self.other_version = 0
+        self.other_session = 0
         #: answers still to come for repeated requests already answered (the link keeps the
         #: order, so they come before the answers to later requests)
         self.stale = 0
@@ -197,7 +210,7 @@ class _Session:
 
     def send(self, ptype: int, body: bytes = b"", *, seq: int = 0, engine: int = 0) -> None:
         try:
-            self.sock.send(packet(ptype, body, seq=seq, engine_id=engine))
+            self.sock.send(packet(ptype, body, seq=seq, engine_id=engine, session=self.session))
         except ConnectionRefusedError:
             self.refused += 1
         except OSError as exc:
@@ -231,11 +244,12 @@ class _Session:
             self.bad_in += 1
             return
         if head["version"] != VERSION:
-            raise NoBoardError(
-                f"the board at {self.address} speaks version {head['version']} "
-                f"of the UDP payload format, this nfacep version {VERSION}: "
-                "rebuild the bitstream"
-            )
+            self.versions.add(head["version"])
+            self.other_version += 1
+            return
+        if head["session"] != self.session:
+            self.other_session += 1
+            return
         self.heard = True
         body = data[HEADER_BYTES:]
         seq = head["seq"]
@@ -289,6 +303,12 @@ class _Session:
                 self.poll(min(left, 0.01))
 
     def silent(self) -> UdpTimeoutError:
+        if self.versions and not self.heard:
+            return UdpTimeoutError(
+                f"the board at {self.address} speaks version "
+                f"{', '.join(map(str, sorted(self.versions)))} of the UDP payload format, this "
+                f"nfacep version {VERSION}: rebuild the bitstream with this nfacep"
+            )
         if self.heard:
             return UdpTimeoutError(
                 f"the board at {self.address} stopped answering (no STATUS "
@@ -299,7 +319,8 @@ class _Session:
             f"no board answers at {self.address} within --timeout {self.timeout:g} s{why}: is "
             "the board connected at 1000 Mb/s, loaded with a bitstream from `nfacep build "
             "--link udp`, and are its address and port those it was built with (--ip, "
-            "--port)?"
+            f"--port)? (A board in another host's session refuses RESET until that host "
+            f"closes it or is silent for {SESSION_IDLE:.1f} s.)"
         )
 
 
@@ -373,6 +394,9 @@ class UdpBoard:
         try:
             stats, final = self._attempts(s, nfa, params, values, payload, tuples.n, losses)
         finally:
+            if s.heard:  # end the session, so that the board takes the next host at once
+                with contextlib.suppress(LinkError):
+                    s.send(PacketType.CLOSE)
             sock.close()
         stats.update(
             {
