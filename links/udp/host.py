@@ -435,7 +435,7 @@ class UdpBoard:
             say,
             values_bytes(nfa),
             record_bytes=wire.record_format(nfa).nbytes,
-            most_records=2 * tuples.n + MAX_PAYLOAD,
+            most_records=2 * tuples.n,
         )
         started = time.monotonic()
         losses: list[str] = []
@@ -562,7 +562,6 @@ class UdpBoard:
 
         deadline = time.monotonic() + s.timeout
         while True:
-            s.stale = 0  # (an answer that is not cleared comes back: it is looked at)
             s.received = {}  # (RESET restarts the board's numbering)
             status = s.ask(PacketType.RESET, cleared)
             if cleared(status):
