@@ -139,9 +139,10 @@ class _Header:
         self.cls = Signal(FrameClass, reset_less=True)
         self.kind = Signal(EventKind, reset_less=True)
         self.early = Signal(reset_less=True)
-        # the session's tests, decided with `cls`: the sender is the session's host (IPv4
-        # address and UDP port), the header carries its session id
-        self.same_host = Signal(reset_less=True)
+        # the session's tests, a byte at a time as the bytes pass (timing): the sender's IPv4
+        # address and UDP port are the session's host's, the header carries its session id
+        self.same_ip = Signal(reset_less=True)
+        self.same_port = Signal(reset_less=True)
         self.same_session = Signal(reset_less=True)
         self.session = Signal(32)  # (combinational) the header's session id
 
@@ -243,14 +244,8 @@ class PayloadRx(wiring.Component):
         self._data(m, h)
         cls, kind, early = self._header_class(m, h)
         data_at = self._offset + PAYLOAD.length
-        decided = [
-            h.cls.eq(cls),
-            h.kind.eq(kind),
-            h.early.eq(early),
-            h.same_host.eq((self.lower.ip == s.ip) & (self.lower.port == s.port)),
-            h.same_session.eq(h.session == s.id),
-        ]
-        on_bytes(m, self.frame, {data_at + 1: decided})
+        on_bytes(m, self.frame, {data_at + 1: [h.cls.eq(cls), h.kind.eq(kind), h.early.eq(early)]})
+        self._same(m, h, s)
         # the verdict, a cycle after the frame's end, from registers only
         verdict = Signal()
         fcs_ok, size_ok, truncated = (Signal(reset_less=True) for _ in range(3))
@@ -286,6 +281,26 @@ class PayloadRx(wiring.Component):
             self.rollback.eq(ev.valid & ~accept_tuples),
         ]
         return m
+
+    def _same(self, m, h, s):
+        """``h.same_ip``, ``same_port`` and ``same_session``: the frame's IPv4 source, UDP
+        source port and session id are the session's, compared a byte at a time as their
+        bytes pass (as :class:`~.packet.Depacketizer` compares with constants)."""
+        udp_at = self._offset - UDP.length
+        ip_at = udp_at - IPV4.length
+        tests = (
+            (h.same_ip, IPV4, ip_at, "src", s.ip),
+            (h.same_port, UDP, udp_at, "src_port", s.port),
+            (h.same_session, PAYLOAD, self._offset, "session", s.id),
+        )
+        cases: dict[int, list] = {}
+        for flag, header, at, field, value in tests:
+            first = header.offset(field)
+            for k in range(first, first + header.layout[field].width // 8):
+                _, j = header.wire_byte(k)
+                hit = self.frame.byte == value.word_select(j, 8)
+                cases.setdefault(at + k, []).append(flag.eq(hit if k == first else flag & hit))
+        on_bytes(m, self.frame, cases)
 
     def _session(self, m, s):
         """Open, keep and end the session from the accepted events (their registers)."""
@@ -429,7 +444,7 @@ class PayloadRx(wiring.Component):
         cls = Signal(FrameClass)
         reset = h.kind == EventKind.RESET
         command = (h.kind == EventKind.STATUS_REQ) | reset | (h.kind == EventKind.CLOSE)
-        bound = s.open & h.same_host & h.same_session
+        bound = s.open & h.same_ip & h.same_port & h.same_session
         params = h.kind == EventKind.PARAMS
         with m.If(~size_ok):
             m.d.comb += cls.eq(C.BAD_SIZE)
