@@ -1,5 +1,5 @@
-"""``nfacep build`` and ``nfacep run``: bitstreams for boards, and tuples through a board
-(registered as entry points of ``nfacep.commands``)."""
+"""``nfacep build``, ``nfacep run`` and ``nfacep serve``: bitstreams for boards, tuples through
+a board, and a board to try without one (registered as entry points of ``nfacep.commands``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from nfacep.errors import UsageError
 
 from .registry import BOARDS, get_board, known_boards
 
-__all__ = ["Build", "CheckBoards", "Run"]
+__all__ = ["Build", "CheckBoards", "Run", "Serve"]
 
 
 def _progress(command: str):
@@ -205,4 +205,70 @@ class Run(Command):
             board, nfa, args.input, args.output, engine, query_file=args.query, values=values
         )
         report(result, args.output)
+        return 0
+
+
+class Serve(Command):
+    name = "serve"
+    help = "serve a software UDP board on a UDP socket, to try `run --udp` without a board"
+    description = (
+        "Answer the UDP link's payload format (boards/UDP.md) on a UDP socket at --udp "
+        "ADDR:PORT as a board built with `nfacep build --link udp` and these engine "
+        "parameters would: the software board model (the reference matcher as the engine; "
+        "sessions, counters and replies as the gateware's). The first line on stdout says "
+        "where it listens; it serves until SIGINT or SIGTERM (exit 0 then)."
+    )
+    order = 91
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("query", help="the query file the board's engine is built from")
+        parser.add_argument(
+            "--udp",
+            required=True,
+            metavar="ADDR[:PORT]",
+            help="IPv4 address (or name) and UDP port to listen on (port 5000 if omitted, "
+            "0: any free port)",
+        )
+        params.add_arguments(parser)
+        settings.add_argument(parser, switches=False)
+
+    def run(self, args) -> int:
+        import threading
+
+        from nfacep.cli import Terminated
+        from nfacep.links.udp.host import parse_address
+        from nfacep.links.udp.model import UdpBoardModel, serve
+
+        engine = params.from_args(args)
+        nfa = load_query(args.query)
+        values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
+        model = UdpBoardModel(nfa, engine, values=values if nfa.program.parameters else None)
+        any_port = args.udp.endswith(":0")  # (the kernel's choice: the first line says it)
+        host, port = parse_address(args.udp[:-2] if any_port else args.udp)
+        port = 0 if any_port else port
+        stop = threading.Event()
+        try:
+            thread, (bound_host, bound_port) = serve(model, host, port, stop=stop)
+        except OSError as exc:
+            raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
+        print(
+            f"nfacep serve: listening on udp {bound_host}:{bound_port}: a software board "
+            f"for {args.query}, engine {model.id:#010x}",
+            flush=True,
+        )
+        try:
+            while thread.is_alive():
+                stop.wait(0.2)
+        except (KeyboardInterrupt, Terminated):
+            pass
+        finally:
+            stop.set()
+            thread.join(timeout=2)
+        counters = model.counters
+        print(
+            f"nfacep serve: stopped; since the last RESET {model.taken()} tuples taken, "
+            f"{counters['records']} records sent, {counters['accepted']} packets accepted, "
+            f"{counters['foreign']} foreign",
+            flush=True,
+        )
         return 0

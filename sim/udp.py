@@ -32,7 +32,7 @@ from nfacep import wire
 from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.links.host import BoardResult
-from nfacep.links.udp.protocol import FRAME_CLASSES
+from nfacep.links.udp.protocol import FRAME_CLASSES, HEADER_BYTES
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
@@ -47,6 +47,8 @@ TOP = "nfacep_udp_top"
 TESTBENCH = "nfacep.sim.udp_testbench"
 #: The simulated sender's addresses (the board's are ``nfacep build``'s defaults).
 HOST = "02:00:00:00:00:01", "192.168.1.1", 40000
+#: The simulated host's session id (any would do: the board binds to what RESET carries).
+SESSION = 0x6E666163
 #: Bytes a frame takes on the wire besides the frame itself (destination MAC to FCS): the
 #: preamble and start delimiter (8) and the minimum inter-frame gap (12).
 WIRE_OVERHEAD = 20
@@ -328,10 +330,16 @@ def _write_frames(
         for seq, (first, end) in enumerate(frames):
             if end is None:
                 body = switch_body(first, switches[first], values.width())
-                data = udp.packet(udp.PacketType.PARAMS, body, seq=seq, engine_id=engine_id)
+                data = udp.packet(
+                    udp.PacketType.PARAMS, body, seq=seq, engine_id=engine_id, session=SESSION
+                )
             else:
                 data = udp.packet(
-                    udp.PacketType.TUPLES, raw[first * tb : end * tb], seq=seq, engine_id=engine_id
+                    udp.PacketType.TUPLES,
+                    raw[first * tb : end * tb],
+                    seq=seq,
+                    engine_id=engine_id,
+                    session=SESSION,
                 )
             frame = udp.udp_frame(host, board, data)
             f.write(frame)
@@ -348,7 +356,7 @@ def _write_frames(
         "flush": 1024,
         "quiet": 2 * (engine.params.partitions + 32),
         "requests": {
-            str(t): udp.udp_frame(host, board, udp.packet(t)).hex()
+            str(t): udp.udp_frame(host, board, udp.packet(t, session=SESSION)).hex()
             for t in (udp.PacketType.RESET, udp.PacketType.STATUS_REQ)
         },
         "results": "udp_results.json",
@@ -434,7 +442,7 @@ def _line(sent: list, plan: dict, n: int, final: dict) -> dict:
 
 
 #: Bytes from a frame's first preamble byte to its payload's body (tuples or records).
-BODY_AT = 8 + 14 + 20 + 8 + 12
+BODY_AT = 8 + 14 + 20 + 8 + HEADER_BYTES
 
 
 def _latency(bodies: list, sent: list, plan: dict, fmt: wire.RecordFormat) -> dict:

@@ -17,6 +17,12 @@ document leaves something open, the reading taken here:
 - Behind the expected ``seq`` means by less than 2**31 (modulo 2**32), as the link's
   documentation says (``UdpLink``); anything else is at or after it.
 
+The session (``boards/UDP.md``, "Sessions"): the board is in the session of ``host`` (its IPv4
+address and UDP port) with id ``session``, opened before the burst stream; a TUPLES,
+STATUS_REQ or CLOSE packet, or a RESET, not from that address and port with that id is
+``foreign``, judged after the body (class 10). An accepted RESET or CLOSE is not modelled
+(they zero the counters, end the session).
+
 The payload's header is judged before its body (``boards/UDP.md``, classes 7 to 9): a
 packet for another engine with a partial tuple is a ``bad_header``. (The document once put
 every ``bad_udp`` before ``bad_header``; the first run of this fuzz found that the gateware and
@@ -33,8 +39,8 @@ from nfacep.links.udp.protocol import FRAME_CLASSES, Endpoint
 
 SFD, PREAMBLE_BYTE = 0xD5, 0x55
 BROADCAST = b"\xff" * 6
-TUPLES, STATUS_REQ, RESET = 0x01, 0x02, 0x03
-VERSION, HEADER_BYTES = 2, 12
+TUPLES, STATUS_REQ, RESET, CLOSE = 0x01, 0x02, 0x03, 0x05
+VERSION, HEADER_BYTES = 3, 16
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class Board:
     endpoint: Endpoint
     engine_id: int
     tuple_bytes: int
+    host: Endpoint
+    session: int
     counts: dict = field(default_factory=lambda: dict.fromkeys(FRAME_CLASSES, 0))
     tuples: int = 0
     next_seq: int = 0
@@ -132,30 +140,36 @@ class Board:
             return Verdict("bad_udp", why="payload shorter than the header")
         payload = f[42 : 42 + udp_length - 8]
         version, ptype = payload[0], payload[1]
-        seq, ident = struct.unpack("<II", payload[4:12])
+        seq, ident, session = struct.unpack("<III", payload[4:16])
         body = payload[HEADER_BYTES:]
-        body_bad = (ptype in (STATUS_REQ, RESET) and len(body) > 0) or (
+        commands = (STATUS_REQ, RESET, CLOSE)
+        body_bad = (ptype in commands and len(body) > 0) or (
             ptype == TUPLES and (not body or len(body) % self.tuple_bytes != 0)
         )
         # 8. the payload's header, then 9. its body
         header_bad = (
             version != VERSION
-            or ptype not in (TUPLES, STATUS_REQ, RESET)
+            or ptype not in (TUPLES, *commands)
             or (ptype == TUPLES and ident != self.engine_id)
         )
         if header_bad:
             return Verdict("bad_header", why="header", disputed=body_bad)
         if body_bad:
             return Verdict("bad_udp", why="body")
-        kind = {TUPLES: "tuples", STATUS_REQ: "status_req", RESET: "reset"}[ptype]
+        # 10. the session
+        sender = (f[26:30], int.from_bytes(f[34:36], "big"))
+        if sender != (self.host.ip, self.host.port) or session != self.session:
+            return Verdict("foreign", why="session")
+        kind = {TUPLES: "tuples", STATUS_REQ: "status_req", RESET: "reset", CLOSE: "close"}[ptype]
         if ptype == TUPLES:
             return Verdict("accepted", kind=kind, seq=seq, body=body)
         return Verdict("accepted", kind=kind)
 
     def take(self, verdict: Verdict) -> None:
-        """Count ``verdict`` as the board does (RESET is not modelled: it zeroes everything)."""
-        if verdict.kind == "reset" and verdict.cls == "accepted":
-            raise ValueError("RESET is not modelled")
+        """Count ``verdict`` as the board does (RESET and CLOSE are not modelled: one zeroes
+        everything, the other ends the session)."""
+        if verdict.kind in ("reset", "close") and verdict.cls == "accepted":
+            raise ValueError("RESET and CLOSE are not modelled")
         self.counts[verdict.cls] += 1
         if verdict.cls == "accepted" and verdict.kind == "tuples":
             self.tuples += len(verdict.body) // self.tuple_bytes

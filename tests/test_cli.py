@@ -179,6 +179,7 @@ def test_every_registered_command_loads():
         "regress",
         "build",
         "run",
+        "serve",
     ]
     assert not [c.name for c in found if c.help.startswith("(unavailable")]
 

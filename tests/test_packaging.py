@@ -115,6 +115,7 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
         "regress",
         "build",
         "run",
+        "serve",
     ):
         assert f"    {command} " in run.stdout, f"{command} missing from --help"
 

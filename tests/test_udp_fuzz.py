@@ -9,7 +9,9 @@ requests for its address), unchanged or mutated (bit flips, truncation, extensio
 fields: MAC, EtherType, IPv4 version/IHL, checksum, fragment bits, protocol, address, UDP port
 and length, the payload's version, type, ``engine_id``, ``seq`` and body), with the FCS
 recomputed, stale or broken; ``rx_er`` on a random byte of some; damaged preambles (short,
-long, a wrong byte, no start delimiter). No RESET (it zeroes the counters).
+long, a wrong byte, no start delimiter); the session's host's address, port and id mutated
+(``foreign``). A RESET opens the session first; no RESET or CLOSE is accepted after it (one
+zeroes the counters, the other ends the session).
 
 An independent classifier written from ``boards/UDP.md`` (``tests/eth_classify.py``) predicts
 each burst's class and the sequence check. Afterwards STATUS must show every class counter equal
@@ -26,7 +28,7 @@ The classifier reads ``boards/UDP.md`` the same way (``tests/eth_classify.py`` s
 
 A payload whose header and body are both bad is a ``bad_header`` (the header is judged first,
 ``boards/UDP.md``; ``Verdict.disputed`` marks them, ``test_header_before_body``). No frame is
-left out but RESET.
+left out but an accepted RESET or CLOSE.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from test_udp_link import (
     MARATHON,
     PREAMBLE,
     ROOT,
+    SESSION,
+    _packet,
     _run_cocotb,
     _status,
     _top_verilog,
@@ -83,11 +87,11 @@ class Fuzz:
     def __init__(self, engine_id: int, seed: int = SEED):
         self.rng = random.Random(seed)
         self.engine_id = engine_id
-        self.board = Board(BOARD, engine_id, TB)
+        self.board = Board(BOARD, engine_id, TB, HOST, SESSION)
         self.raw = _marathon_tuples()
         self.cursor = 0
         self.sources: Counter = Counter()  # how each burst was made
-        self.left_out: Counter = Counter()  # made, but a RESET
+        self.left_out: Counter = Counter()  # made, but an accepted RESET or CLOSE
 
     # ----------------------------------------------------------------- the board's traffic
 
@@ -105,7 +109,7 @@ class Fuzz:
             return udp.udp_frame(
                 HOST,
                 BOARD,
-                udp.packet(
+                _packet(
                     PacketType.TUPLES,
                     self._tuples(k),
                     seq=self.board.next_seq,
@@ -115,7 +119,7 @@ class Fuzz:
             )
         if kind == "status_req":
             ident = rng.choice([0, self.engine_id, rng.getrandbits(32)])
-            return udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ, engine_id=ident))
+            return udp.udp_frame(HOST, BOARD, _packet(PacketType.STATUS_REQ, engine_id=ident))
         return udp.arp_request(HOST, BOARD.ip)
 
     # ----------------------------------------------------------------- mutations
@@ -150,6 +154,7 @@ class Fuzz:
         "type",
         "reserved",
         "engine_id",
+        "session",
         "seq",
         "body_more",
         "body_less",
@@ -292,6 +297,10 @@ class Fuzz:
         at = 50 + self.rng.randrange(4)
         f[at] ^= 1 << self.rng.randrange(8)
 
+    def _session(self, f: bytearray) -> None:
+        at = 54 + self.rng.randrange(4)
+        f[at] ^= 1 << self.rng.randrange(8)
+
     def _seq(self, f: bytearray) -> None:
         rng = self.rng
         f[46:50] = rng.choice(
@@ -336,6 +345,7 @@ class Fuzz:
         "type": _type,
         "reserved": _reserved,
         "engine_id": _engine_id,
+        "session": _session,
         "seq": _seq,
         "body_more": _body_more,
         "body_less": _body_less,
@@ -355,7 +365,7 @@ class Fuzz:
                 del f[rng.randrange(1, len(f)) :]
             elif op == "extend":
                 f += rng.randbytes(rng.randint(1, 1500 if rng.random() < 0.01 else 40))
-            elif op == "field" and len(f) >= 54:
+            elif op == "field" and len(f) >= 42 + udp.HEADER_BYTES:
                 self.sources["field " + self._field(f, kind)] += 1
             self.sources["op " + op] += 1
         fcs = rng.choices(["good", "stale", "broken"], [80, 10, 10])[0]
@@ -450,8 +460,8 @@ class Fuzz:
             if not wire:
                 continue
             verdict = self.board.classify(wire, error is not None)
-            if verdict.kind == "reset" and verdict.cls == "accepted":
-                self.left_out["reset"] += 1
+            if verdict.kind in ("reset", "close") and verdict.cls == "accepted":
+                self.left_out[verdict.kind] += 1
                 continue
             self.board.take(verdict)
             out.append(
@@ -487,14 +497,14 @@ def test_header_before_body():
     """A TUPLES packet for another engine with a partial tuple is a ``bad_header``: the
     payload's header is judged before its body (boards/UDP.md, classes 8 and 9); the fuzz has
     such frames, and the board must count them so."""
-    board = Board(BOARD, 0x1234ABCD, TB)
+    board = Board(BOARD, 0x1234ABCD, TB, HOST, SESSION)
     frame = udp.udp_frame(
-        HOST, BOARD, udp.packet(PacketType.TUPLES, bytes(TB + 1), engine_id=0x1234ABCD ^ 1)
+        HOST, BOARD, _packet(PacketType.TUPLES, bytes(TB + 1), engine_id=0x1234ABCD ^ 1)
     )
     verdict = board.classify(PREAMBLE + frame + udp.ethernet_fcs(frame))
     assert (verdict.cls, verdict.disputed) == ("bad_header", True)
     frame = udp.udp_frame(
-        HOST, BOARD, udp.packet(PacketType.TUPLES, bytes(TB + 1), engine_id=0x1234ABCD)
+        HOST, BOARD, _packet(PacketType.TUPLES, bytes(TB + 1), engine_id=0x1234ABCD)
     )
     verdict = board.classify(PREAMBLE + frame + udp.ethernet_fcs(frame))
     assert (verdict.cls, verdict.disputed) == ("bad_udp", False)
@@ -543,13 +553,12 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     last = udp.udp_frame(
         HOST,
         BOARD,
-        udp.packet(
-            PacketType.TUPLES, fuzz._tuples(last_k), seq=board.next_seq, engine_id=engine_id
-        ),
+        _packet(PacketType.TUPLES, fuzz._tuples(last_k), seq=board.next_seq, engine_id=engine_id),
     )
     config = {
         "frames": [[f["wire"].hex(), f["error"]] for f in frames],
-        "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))),
+        "status_req": _wire(udp.udp_frame(HOST, BOARD, _packet(PacketType.STATUS_REQ))),
+        "reset": _wire(udp.udp_frame(HOST, BOARD, _packet(PacketType.RESET))),
         "last": _wire(last),
         "tuples": board.tuples,
         "last_k": last_k,
@@ -571,10 +580,11 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     sent = [udp.parse_frame(bytes.fromhex(f)) for f in got["frames"]]
     packets = [f for f in sent if f["kind"] == "udp"]
     arps = [f for f in sent if f["kind"] == "arp"]
-    assert all(f["src"] == BOARD for f in packets)
+    # every packet to the session's host (whoever sent the request), with its id
+    assert all(f["src"] == BOARD and f["dst"] == HOST for f in packets)
     headers = [udp.decode_header(f["payload"]) for f in packets]
-    assert [h["seq"] for h in headers] == list(range(len(headers)))  # none lost
-    assert all(h["engine_id"] == engine_id for h in headers)
+    assert [h["seq"] for h in headers] == list(range(len(headers)))  # none lost, from RESET's
+    assert all(h["engine_id"] == engine_id and h["session"] == SESSION for h in headers)
     kinds = Counter(f["kind"] for f in frames if f["cls"] == "accepted")
     # (requests that come while one waits are answered once)
     assert 0 < len(arps) <= kinds["arp"]
@@ -586,7 +596,7 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
         for f, h in zip(packets, headers, strict=True)
         if h["type"] == PacketType.STATUS
     ]
-    assert len(statuses) <= kinds["status_req"] + got["status_requests"]
+    assert len(statuses) <= 1 + kinds["status_req"] + got["status_requests"]  # (1: RESET's)
 
     # after the fuzz: every burst counted once, in the class the classifier predicted
     after, final = got["after_fuzz"], got["final"]
@@ -674,6 +684,10 @@ if cocotb is not None:
                 frames.append(bytes(frame.get_payload()))
 
         cocotb.start_soon(collect())
+        await source.send(GmiiFrame(bytes.fromhex(config["reset"])))  # the session
+        await source.wait()
+        await ClockCycles(dut.clk, 500)
+        assert len(frames) == 1  # RESET's STATUS
         total = 0
         start = get_sim_time("ns")
         for wire_hex, error in config["frames"]:

@@ -34,6 +34,10 @@ CONFIG_ENV = "NFACEP_UDP_BENCH"
 BOARD = Endpoint.parse("02:00:5e:00:00:02", "10.0.0.2", 5000)
 HOST = Endpoint.parse("02:00:5e:00:00:01", "10.0.0.1", 40001)
 ENGINE_ID = 0x1234ABCD
+#: The session HOST opens with its RESET (the scenarios' first frame).
+SESSION = 0x5E5510A1
+#: A third station on the LAN: it knows the engine id and, in some frames, the session id.
+THIRD = Endpoint.parse("02:00:5e:00:00:07", "10.0.0.7", 40001)
 TUPLE_WIDTH = 20  # 3 bytes on the wire
 TB = 3
 PREAMBLE = b"\x55" * 7 + b"\xd5"
@@ -50,9 +54,7 @@ def test_fcs_is_lib_crc_and_checksum_and_header_round_trip():
         assert udp.ethernet_fcs(frame) == lib.compute(frame).to_bytes(4, "little")
         # the residue: the CRC over a frame and its FCS is a constant
         assert zlib.crc32(frame + udp.ethernet_fcs(frame)) == 0x2144DF1C
-    frame = udp.udp_frame(
-        HOST, BOARD, udp.packet(PacketType.TUPLES, b"abc", seq=7, engine_id=ENGINE_ID)
-    )
+    frame = udp.udp_frame(HOST, BOARD, _packet(PacketType.TUPLES, b"a", seq=7, engine_id=ENGINE_ID))
     assert len(frame) == 60 and udp.ip_checksum(frame[14:34]) == 0
     parsed = udp.parse_frame(frame)
     assert parsed["src"] == Endpoint(HOST.mac, HOST.ip, HOST.port) and parsed["dst"].port == 5000
@@ -62,8 +64,9 @@ def test_fcs_is_lib_crc_and_checksum_and_header_round_trip():
         "reserved": 0,
         "seq": 7,
         "engine_id": ENGINE_ID,
+        "session": SESSION,
     }
-    assert parsed["payload"][udp.HEADER_BYTES :] == b"abc"
+    assert parsed["payload"][udp.HEADER_BYTES :] == b"a"  # (the padding is not the payload's)
     with pytest.raises(ValueError, match="checksum"):
         udp.parse_frame(udp.udp_frame(HOST, BOARD, b"x" * 12, checksum_delta=1))
 
@@ -71,16 +74,20 @@ def test_fcs_is_lib_crc_and_checksum_and_header_round_trip():
 # --------------------------------------------------------------------------- the scenario
 
 
+def _packet(ptype, body=b"", *, seq=0, engine_id=0, session=SESSION) -> bytes:
+    """A payload of HOST's session (or of ``session``)."""
+    return udp.packet(ptype, body, seq=seq, engine_id=engine_id, session=session)
+
+
 def _wire(frame: bytes) -> bytes:
     """Preamble, SFD, the frame and its FCS: what a GMII source sends."""
     return PREAMBLE + frame + udp.ethernet_fcs(frame)
 
 
-def _tuples_packet(seq, tuples, *, engine_id=ENGINE_ID, **frame_args):
+def _tuples_packet(seq, tuples, *, engine_id=ENGINE_ID, session=SESSION, **frame_args):
     body = b"".join(t.to_bytes(TB, "little") for t in tuples)
-    return udp.udp_frame(
-        HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=seq, engine_id=engine_id), **frame_args
-    )
+    payload = _packet(PacketType.TUPLES, body, seq=seq, engine_id=engine_id, session=session)
+    return udp.udp_frame(HOST, BOARD, payload, **frame_args)
 
 
 def scenario(seed: int = 1) -> list[dict]:
@@ -111,6 +118,9 @@ def scenario(seed: int = 1) -> list[dict]:
 
     other = Endpoint(bytes.fromhex("020000000099"), bytes([10, 0, 0, 9]), 5000)
     some = [1, 2, 3]
+    # RESET opens HOST's session (and zeroes the counters: its own frame's count too)
+    reset = udp.udp_frame(HOST, BOARD, _packet(PacketType.RESET))
+    steps.append({"wire": _wire(reset), "cls": "accepted", "tuples": [], "reset": True})
     good()
     flipped = bytearray(_wire(_tuples_packet(seq, some)))
     flipped[-1] ^= 0x80
@@ -135,13 +145,13 @@ def scenario(seed: int = 1) -> list[dict]:
         udp.udp_frame(
             HOST,
             other,
-            udp.packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID),
+            _packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID),
             dst_mac=BOARD.mac,
         ),
         udp.udp_frame(
             HOST,
             Endpoint(BOARD.mac, BOARD.ip, 5001),
-            udp.packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID),
+            _packet(PacketType.TUPLES, bytes(3), seq=seq, engine_id=ENGINE_ID),
         ),
         _tuples_packet(seq, some, protocol=6),
         BOARD.mac + HOST.mac + b"\x86\xdd" + bytes(60),  # IPv6
@@ -169,7 +179,7 @@ def scenario(seed: int = 1) -> list[dict]:
     good()
     bad("ip_fragment", _tuples_packet(seq, some, flags_fragment=0x0010))
     good()
-    body = udp.packet(PacketType.TUPLES, bytes(6), seq=seq, engine_id=ENGINE_ID)
+    body = _packet(PacketType.TUPLES, bytes(6), seq=seq, engine_id=ENGINE_ID)
     bad_udp = [
         udp.udp_frame(HOST, BOARD, body, udp_length=8 + len(body) - 3),
         udp.udp_frame(
@@ -177,7 +187,7 @@ def scenario(seed: int = 1) -> list[dict]:
         ),  # longer than the frame
         udp.udp_frame(HOST, BOARD, body[: udp.HEADER_BYTES + 4]),  # a partial tuple
         udp.udp_frame(HOST, BOARD, body[: udp.HEADER_BYTES]),  # no tuple
-        udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ, b"\x00")),
+        udp.udp_frame(HOST, BOARD, _packet(PacketType.STATUS_REQ, b"\x00")),
         udp.udp_frame(HOST, BOARD, body[: udp.HEADER_BYTES - 1]),
     ]
     for frame in bad_udp:
@@ -185,21 +195,42 @@ def scenario(seed: int = 1) -> list[dict]:
         good()
     bad_header = [
         udp.udp_frame(HOST, BOARD, bytes([udp.VERSION + 1]) + body[1:]),
-        udp.udp_frame(HOST, BOARD, udp.packet(0x09, bytes(3), seq=seq, engine_id=ENGINE_ID)),
+        udp.udp_frame(HOST, BOARD, _packet(0x09, bytes(3), seq=seq, engine_id=ENGINE_ID)),
         # PARAMS to an engine without runtime parameters
         udp.udp_frame(
-            HOST, BOARD, udp.packet(PacketType.PARAMS, bytes(8), seq=seq, engine_id=ENGINE_ID)
+            HOST, BOARD, _packet(PacketType.PARAMS, bytes(8), seq=seq, engine_id=ENGINE_ID)
         ),
         _tuples_packet(seq, some, engine_id=ENGINE_ID ^ 0x100),
     ]
     for frame in bad_header:
         bad("bad_header", frame)
         good()
+    # not HOST's session: a third station (with the session id too), HOST with another id or
+    # from another port; RESET and STATUS_REQ as well; nothing answered, nothing taken
+    tuples_body = b"".join(t.to_bytes(TB, "little") for t in some)
+    foreign = [
+        udp.udp_frame(
+            THIRD, BOARD, _packet(PacketType.TUPLES, tuples_body, seq=seq, engine_id=ENGINE_ID)
+        ),
+        _tuples_packet(seq, some, session=SESSION ^ 1),
+        udp.udp_frame(
+            Endpoint(HOST.mac, HOST.ip, HOST.port + 1),
+            BOARD,
+            _packet(PacketType.TUPLES, tuples_body, seq=seq, engine_id=ENGINE_ID),
+        ),
+        udp.udp_frame(THIRD, BOARD, _packet(PacketType.STATUS_REQ)),
+        udp.udp_frame(THIRD, BOARD, _packet(PacketType.RESET, session=7)),
+        udp.udp_frame(HOST, BOARD, _packet(PacketType.RESET, session=7)),
+        udp.udp_frame(THIRD, BOARD, _packet(PacketType.CLOSE)),
+    ]
+    for frame in foreign:
+        bad("foreign", frame)
+        good()
     # accepted requests
     steps.append({"wire": _wire(udp.arp_request(HOST, BOARD.ip)), "cls": "accepted", "tuples": []})
     steps.append(
         {
-            "wire": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))),
+            "wire": _wire(udp.udp_frame(HOST, BOARD, _packet(PacketType.STATUS_REQ))),
             "cls": "accepted",
             "tuples": [],
         }
@@ -225,7 +256,7 @@ def scenario(seed: int = 1) -> list[dict]:
     steps[-1]["resume"] = True
     # line rate: full frames back to back
     for _ in range(4):
-        good(486)
+        good((udp.MAX_PAYLOAD - udp.HEADER_BYTES) // TB)
     return steps
 
 
@@ -241,6 +272,10 @@ def expected(steps) -> tuple[list[int], dict[str, int], dict]:
     tuples = []
     next_seq = lost = late = 0
     for step in steps:
+        if step.get("reset"):  # (RESET zeroes the counts, its own included)
+            counts = dict.fromkeys(udp.FRAME_CLASSES, 0)
+            next_seq = lost = late = 0
+            continue
         counts[step["cls"]] += 1
         tuples += step["tuples"]
         if "seq" in step:
@@ -417,7 +452,7 @@ def test_udp_receive_path_icarus(tmp_path):
     # the LED's pulses: one per accepted frame; one per refused frame, per jump of the
     # sequence and per late packet
     refused = sum(n for k, n in counts.items() if k != "accepted")
-    assert got["pulses"] == {"activity": counts["accepted"], "trouble": refused + 1 + 1}
+    assert got["pulses"] == {"activity": counts["accepted"] + 1, "trouble": refused + 1 + 1}
     # the last four frames are full ones, back to back: line rate in, nothing lost
     assert got["line_rate_frames_per_s"] > 80_000
 
@@ -545,7 +580,7 @@ def _top_scenario(engine_id: int) -> dict:
     for k, start in enumerate(range(0, n, per)):
         body = raw[start * tb : (start + per) * tb]
         frame = udp.udp_frame(
-            HOST, BOARD, udp.packet(PacketType.TUPLES, body, seq=k, engine_id=engine_id)
+            HOST, BOARD, _packet(PacketType.TUPLES, body, seq=k, engine_id=engine_id)
         )
         if k % 2:
             broken = bytearray(_wire(frame))
@@ -563,8 +598,8 @@ def _top_scenario(engine_id: int) -> dict:
         "n": n,
         "packets": len(range(0, n, per)),
         "bad": bad,
-        "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
-        "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))).hex(),
+        "reset": _wire(udp.udp_frame(HOST, BOARD, _packet(PacketType.RESET))).hex(),
+        "status_req": _wire(udp.udp_frame(HOST, BOARD, _packet(PacketType.STATUS_REQ))).hex(),
         "arp": _wire(udp.arp_request(HOST, BOARD.ip)).hex(),
         "expected_matches": [list(m) for m in res.matches],
         "expected_drops": res.drops.tolist(),
@@ -754,9 +789,7 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
     steps, seq = [], 0
 
     def frame(ptype, body, at):
-        return _wire(
-            udp.udp_frame(HOST, BOARD, udp.packet(ptype, body, seq=at, engine_id=engine_id))
-        )
+        return _wire(udp.udp_frame(HOST, BOARD, _packet(ptype, body, seq=at, engine_id=engine_id)))
 
     def send_tuples(first, end):
         nonlocal seq
@@ -792,8 +825,8 @@ def _params_scenario(nfa, built, engine_id: int) -> dict:
         "n": n,
         "packets": seq,
         "values_bytes": params_bytes(built.width()),
-        "reset": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.RESET))).hex(),
-        "status_req": _wire(udp.udp_frame(HOST, BOARD, udp.packet(PacketType.STATUS_REQ))).hex(),
+        "reset": _wire(udp.udp_frame(HOST, BOARD, _packet(PacketType.RESET))).hex(),
+        "status_req": _wire(udp.udp_frame(HOST, BOARD, _packet(PacketType.STATUS_REQ))).hex(),
         "expected_records": [[r.seq, r.matches, r.dropped] for r in res.records(nfa, data)],
         "packed": {
             k: built.packed(v) for k, v in (("built", built.initial), ("40", v40), ("90", v90))
@@ -1158,22 +1191,22 @@ def test_udp_board_model_on_a_socket():
     host.settimeout(2)
     replies = []
     try:
-        host.sendto(udp.packet(PacketType.RESET), address)
+        host.sendto(_packet(PacketType.RESET), address)
         replies.append(host.recvfrom(65536)[0])
         for seq, a, b in sent:
             host.sendto(
-                udp.packet(PacketType.TUPLES, raw[a * tb : b * tb], seq=seq, engine_id=model.id),
+                _packet(PacketType.TUPLES, raw[a * tb : b * tb], seq=seq, engine_id=model.id),
                 address,
             )
         for bad in (
-            udp.packet(PacketType.TUPLES, raw[: tb + 1], engine_id=model.id),
-            udp.packet(PacketType.TUPLES, raw[:tb], engine_id=model.id ^ 1),
-            udp.packet(PacketType.TUPLES, raw[: 50 * tb], engine_id=model.id),
-            udp.packet(PacketType.STATUS_REQ, b"x"),
+            _packet(PacketType.TUPLES, raw[: tb + 1], engine_id=model.id),
+            _packet(PacketType.TUPLES, raw[:tb], engine_id=model.id ^ 1),
+            _packet(PacketType.TUPLES, raw[: 50 * tb], engine_id=model.id),
+            _packet(PacketType.STATUS_REQ, b"x"),
             b"\x01\x02",
         ):
             host.sendto(bad, address)
-        host.sendto(udp.packet(PacketType.STATUS_REQ), address)
+        host.sendto(_packet(PacketType.STATUS_REQ), address)
         while (
             not replies
             or udp.decode_header(replies[-1])["type"] != PacketType.STATUS

@@ -21,7 +21,7 @@ from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
-from nfacep.links.udp.protocol import FRAME_CLASSES
+from nfacep.links.udp.protocol import FRAME_CLASSES, SESSION_IDLE_CYCLES
 
 from ..stream import PacketQueue, StreamQueue, TupleGatherer
 from .arp import ArpRx
@@ -70,6 +70,7 @@ class EthRx(wiring.Component):
         port: int,
         engine_id: int,
         params_bytes: int = 0,
+        idle_cycles: int = SESSION_IDLE_CYCLES,
     ):
         if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
             raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
@@ -80,6 +81,7 @@ class EthRx(wiring.Component):
             "engine_id": engine_id,
             "tuple_bytes": (tuple_width + 7) // 8,
             "params_bytes": params_bytes,
+            "idle_cycles": idle_cycles,
         }
         super().__init__(
             {
@@ -164,9 +166,11 @@ class UdpLink(wiring.Component):
     counts in ``late`` and leaves ``next_seq`` alone, so without duplicates ``lost - late``
     packets are missing; an accepted STATUS_REQ, RESET or ARP request pulses ``status_request``,
     ``reset_request`` (a cycle later; RESET also zeroes the counters and ``next_seq``) or
-    ``arp_request``.
-    The sender of an accepted UDP packet becomes ``peer`` (where records and STATUS go); an ARP
-    request's sender is ``arp_peer``.
+    ``arp_request``; an accepted CLOSE pulses ``status_request``.
+    The sender of an accepted RESET, the session's host, becomes ``peer`` (where records and
+    STATUS go) and its session id ``session`` (in every packet sent); the receive path refuses
+    every other host's packets (``foreign``, :class:`~.payload.PayloadRx`), so nothing else
+    changes them. An ARP request's sender is ``arp_peer``.
 
     With ``params_bits`` (the engine's runtime parameters; 0: none), an accepted PARAMS packet
     is checked in sequence as TUPLES are and its switch is offered on ``o_params`` (to the
@@ -195,6 +199,7 @@ class UdpLink(wiring.Component):
         Pulse with a frame accepted; with a frame refused (any class but ``accepted``), a
         TUPLES packet lost or late upstream, or a tuple the engine dropped (for the LEDs).
     peer, arp_peer : ``Out(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))``
+    session : ``Out(32)``
     o_params : ``Out(stream.Signature(48 + 8 * ceil(params_bits / 8)))``
         With ``params_bits``: a switch, the tuple number in the low 48 bits, the values above.
     param_values : ``In(params_bits)``
@@ -214,6 +219,7 @@ class UdpLink(wiring.Component):
         quiet: int = 64,
         flush: int = 1024,
         params_bits: int = 0,
+        idle_cycles: int = SESSION_IDLE_CYCLES,
     ):
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
@@ -226,6 +232,7 @@ class UdpLink(wiring.Component):
             "port": port,
             "engine_id": engine_id,
             "params_bytes": self._params_bytes,
+            "idle_cycles": idle_cycles,
         }
         self._tx_args = {
             "mac": mac,
@@ -258,6 +265,7 @@ class UdpLink(wiring.Component):
             "reset_request": Out(1),
             "arp_request": Out(1),
             "peer": Out(endpoint),
+            "session": Out(32),
             "arp_peer": Out(endpoint),
             "activity": Out(1),
             "trouble": Out(1),
@@ -339,6 +347,7 @@ class UdpLink(wiring.Component):
             tx.arp_peer.eq(self.arp_peer),
             tx.status_request.eq(self.status_request),
             tx.peer.eq(self.peer),
+            tx.session.eq(self.session),
             tx.clear.eq(self.reset_request),
             tx.next_seq.eq(self.next_seq),
             self.engine_reset.eq(self.reset_request),
@@ -380,7 +389,12 @@ class UdpLink(wiring.Component):
             counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
             counts["late"].eq(tuples_packet & behind),
             self.status_request.eq(
-                accepted & ((kind == EventKind.STATUS_REQ) | (kind == EventKind.RESET))
+                accepted
+                & (
+                    (kind == EventKind.STATUS_REQ)
+                    | (kind == EventKind.RESET)
+                    | (kind == EventKind.CLOSE)
+                )
             ),
             self.arp_request.eq(accepted & (kind == EventKind.ARP)),
         ]
@@ -405,11 +419,12 @@ class UdpLink(wiring.Component):
                 self.next_seq.eq(event.seq + 1),
                 self.counters.lost.eq(self.counters.lost + gap),
             ]
-        with m.If(accepted & (kind != EventKind.ARP)):
+        with m.If(accepted & (kind == EventKind.RESET)):  # the session's host
             m.d.sync += [
                 self.peer.mac.eq(event.mac),
                 self.peer.ip.eq(event.ip),
                 self.peer.port.eq(event.port),
+                self.session.eq(event.session),
             ]
         with m.If(self.arp_request):
             m.d.sync += [self.arp_peer.mac.eq(event.mac), self.arp_peer.ip.eq(event.ip)]

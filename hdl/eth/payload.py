@@ -16,6 +16,7 @@ from nfacep.links.udp.protocol import (
     FRAME_CLASSES,
     HEADER_BYTES,
     MAX_PAYLOAD,
+    SESSION_IDLE_CYCLES,
     STATUS_FIELDS,
     VERSION,
     PacketType,
@@ -57,7 +58,8 @@ class FrameClass(enum.IntEnum, shape=4):
     IP_FRAGMENT = 6
     BAD_UDP = 7
     BAD_HEADER = 8
-    ENGINE_FULL = 9
+    FOREIGN = 9
+    ENGINE_FULL = 10
 
 
 assert [c.name.lower() for c in FrameClass] == list(FRAME_CLASSES)
@@ -71,13 +73,22 @@ class EventKind(enum.IntEnum, shape=3):
     RESET = 2
     ARP = 3
     PARAMS = 4
+    CLOSE = 5
 
 
 def event_layout(params_bytes: int = 0) -> data.StructLayout:
-    """One received frame: its class and, when accepted, what it asks for and who sent it;
-    with ``params_bytes`` (bytes of the engine's runtime parameters), a PARAMS packet's body
-    (``switch``: the tuple number in the low 48 bits, the values above)."""
-    fields = {"cls": FrameClass, "kind": EventKind, "seq": 32, "mac": 48, "ip": 32, "port": 16}
+    """One received frame: its class and, when accepted, what it asks for, who sent it and
+    its session id; with ``params_bytes`` (bytes of the engine's runtime parameters), a PARAMS
+    packet's body (``switch``: the tuple number in the low 48 bits, the values above)."""
+    fields = {
+        "cls": FrameClass,
+        "kind": EventKind,
+        "seq": 32,
+        "mac": 48,
+        "ip": 32,
+        "port": 16,
+        "session": 32,
+    }
     if params_bytes:
         fields["switch"] = 8 * (SWITCH_BYTES + params_bytes)
     return data.StructLayout(fields)
@@ -128,6 +139,25 @@ class _Header:
         self.cls = Signal(FrameClass, reset_less=True)
         self.kind = Signal(EventKind, reset_less=True)
         self.early = Signal(reset_less=True)
+        # the session's tests, a byte at a time as the bytes pass (timing): the sender's IPv4
+        # address and UDP port are the session's host's, the header carries its session id
+        self.same_ip = Signal(reset_less=True)
+        self.same_port = Signal(reset_less=True)
+        self.same_session = Signal(reset_less=True)
+        self.session = Signal(32)  # (combinational) the header's session id
+
+
+class Session:
+    """The session :class:`PayloadRx` is bound to (registers in its domain): whether one is
+    open, its host's IPv4 address and UDP port, its id, and the cycles since its host's last
+    accepted packet."""
+
+    def __init__(self, idle_cycles: int):
+        self.open = Signal()
+        self.ip = Signal(32, reset_less=True)
+        self.port = Signal(16, reset_less=True)
+        self.id = Signal(32, reset_less=True)
+        self.idle = Signal(range(idle_cycles + 1))
 
 
 class PayloadRx(wiring.Component):
@@ -156,6 +186,14 @@ class PayloadRx(wiring.Component):
     event : ``Out(stream.Signature(event_layout(params_bytes)))``
         ``valid`` for one cycle per frame; ``ready`` is ignored (the events' FIFO is read
         every cycle and frames are at least 84 cycles apart).
+    session_open : ``Out(1)``
+        A session is open (:mod:`nfacep.links.udp.protocol`).
+
+    Sessions: an accepted RESET opens one, bound to its sender's IPv4 address and UDP port
+    and to the id it carries; it is accepted when no session is open or from the session's
+    host with its id. Every other packet (TUPLES, STATUS_REQ, PARAMS, CLOSE) that passes the
+    other tests is ``foreign`` unless from the session's host with its id. An accepted CLOSE,
+    or ``idle_cycles`` cycles without an accepted packet of the session's, ends the session.
 
     With ``params_bytes`` (the engine's runtime parameters' bytes; 0: a PARAMS packet is a
     ``bad_header``), a PARAMS packet for this engine whose body is exactly the switch's tuple
@@ -164,10 +202,19 @@ class PayloadRx(wiring.Component):
     """
 
     def __init__(
-        self, *, engine_id: int, tuple_bytes: int, params_bytes: int = 0, offset: int = PAYLOAD_AT
+        self,
+        *,
+        engine_id: int,
+        tuple_bytes: int,
+        params_bytes: int = 0,
+        offset: int = PAYLOAD_AT,
+        idle_cycles: int = SESSION_IDLE_CYCLES,
     ):
         if tuple_bytes < 1:
             raise ValueError("tuples must take at least one byte")
+        if idle_cycles < 1:
+            raise ValueError("a session's idle time is at least one cycle")
+        self._idle_cycles = int(idle_cycles)
         self._engine_id = engine_id & 0xFFFFFFFF
         self._tuple_bytes = tuple_bytes
         self._params_bytes = int(params_bytes)
@@ -185,17 +232,20 @@ class PayloadRx(wiring.Component):
                 "rollback": Out(1),
                 "overflow": In(1),
                 "event": Out(stream.Signature(event_layout(self._params_bytes))),
+                "session_open": Out(1),
             }
         )
 
     def elaborate(self, platform):
         m = Module()
         h = _Header(self._tuple_bytes)
+        s = Session(self._idle_cycles)
         switch = self._header(m, h)
         self._data(m, h)
         cls, kind, early = self._header_class(m, h)
         data_at = self._offset + PAYLOAD.length
         on_bytes(m, self.frame, {data_at + 1: [h.cls.eq(cls), h.kind.eq(kind), h.early.eq(early)]})
+        self._same(m, h, s)
         # the verdict, a cycle after the frame's end, from registers only
         verdict = Signal()
         fcs_ok, size_ok, truncated = (Signal(reset_less=True) for _ in range(3))
@@ -206,7 +256,7 @@ class PayloadRx(wiring.Component):
                 size_ok.eq(self.size_ok),
                 truncated.eq(self.lower.ip_end > self.length),
             ]
-        cls = self._verdict(m, h, fcs_ok, size_ok, truncated)
+        cls = self._verdict(m, h, s, fcs_ok, size_ok, truncated)
         ev, lower = self.event, self.lower
         m.d.sync += ev.valid.eq(verdict)
         with m.If(verdict):
@@ -217,9 +267,11 @@ class PayloadRx(wiring.Component):
                 ev.payload.mac.eq(lower.mac),
                 ev.payload.ip.eq(lower.ip),
                 ev.payload.port.eq(lower.port),
+                ev.payload.session.eq(h.session),
             ]
             if self._params_bytes:
                 m.d.sync += ev.payload.switch.eq(switch)
+        self._session(m, s)
         # (from the event's registers: timing)
         accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & (
             ev.payload.kind == EventKind.TUPLES
@@ -229,6 +281,42 @@ class PayloadRx(wiring.Component):
             self.rollback.eq(ev.valid & ~accept_tuples),
         ]
         return m
+
+    def _same(self, m, h, s):
+        """``h.same_ip``, ``same_port`` and ``same_session``: the frame's IPv4 source, UDP
+        source port and session id are the session's, compared a byte at a time as their
+        bytes pass (as :class:`~.packet.Depacketizer` compares with constants)."""
+        udp_at = self._offset - UDP.length
+        ip_at = udp_at - IPV4.length
+        tests = (
+            (h.same_ip, IPV4, ip_at, "src", s.ip),
+            (h.same_port, UDP, udp_at, "src_port", s.port),
+            (h.same_session, PAYLOAD, self._offset, "session", s.id),
+        )
+        cases: dict[int, list] = {}
+        for flag, header, at, field, value in tests:
+            first = header.offset(field)
+            for k in range(first, first + header.layout[field].width // 8):
+                _, j = header.wire_byte(k)
+                hit = self.frame.byte == value.word_select(j, 8)
+                cases.setdefault(at + k, []).append(flag.eq(hit if k == first else flag & hit))
+        on_bytes(m, self.frame, cases)
+
+    def _session(self, m, s):
+        """Open, keep and end the session from the accepted events (their registers)."""
+        ev = self.event.payload
+        accepted = self.event.valid & (ev.cls == FrameClass.ACCEPTED)
+        m.d.comb += self.session_open.eq(s.open)
+        with m.If(s.idle == self._idle_cycles):
+            m.d.sync += s.open.eq(0)
+        with m.Elif(s.open):
+            m.d.sync += s.idle.eq(s.idle + 1)
+        with m.If(accepted & (ev.kind != EventKind.ARP)):
+            m.d.sync += s.idle.eq(0)
+        with m.If(accepted & (ev.kind == EventKind.RESET)):
+            m.d.sync += [s.open.eq(1), s.ip.eq(ev.ip), s.port.eq(ev.port), s.id.eq(ev.session)]
+        with m.If(accepted & (ev.kind == EventKind.CLOSE)):
+            m.d.sync += s.open.eq(0)
 
     def _header(self, m, h):
         """The payload header, its length tests (when the payload starts), and a PARAMS
@@ -240,6 +328,7 @@ class PayloadRx(wiring.Component):
         m.d.comb += [
             h.ptype.eq(f.type),
             h.seq.eq(f.seq),
+            h.session.eq(f.session),
             h.version_ok.eq(header.equal.version),
             h.engine_ok.eq(header.equal.engine),
         ]
@@ -298,7 +387,11 @@ class PayloadRx(wiring.Component):
         lower, ptype = self.lower, h.ptype
         is_tuples = ptype == PacketType.TUPLES
         is_params = (ptype == PacketType.PARAMS) if self._params_bytes else Const(0)
-        command = (ptype == PacketType.STATUS_REQ) | (ptype == PacketType.RESET)
+        command = (
+            (ptype == PacketType.STATUS_REQ)
+            | (ptype == PacketType.RESET)
+            | (ptype == PacketType.CLOSE)
+        )
         cls = Signal(FrameClass)
         kind = Signal(EventKind)
         early = Signal()
@@ -307,6 +400,8 @@ class PayloadRx(wiring.Component):
             m.d.comb += kind.eq(EventKind.STATUS_REQ)
         with m.Elif(ptype == PacketType.RESET):
             m.d.comb += kind.eq(EventKind.RESET)
+        with m.Elif(ptype == PacketType.CLOSE):
+            m.d.comb += kind.eq(EventKind.CLOSE)
         with m.Elif(is_params):
             m.d.comb += kind.eq(EventKind.PARAMS)
         m.d.comb += early.eq(1)
@@ -341,12 +436,15 @@ class PayloadRx(wiring.Component):
                 m.d.comb += cls.eq(C.ACCEPTED)
         return cls, kind, early
 
-    def _verdict(self, m, h, fcs_ok, size_ok, truncated):
+    def _verdict(self, m, h, s, fcs_ok, size_ok, truncated):
         """The frame's class at its end, from registers: the headers' class
-        (:meth:`_header_class`), the MAC's verdict, the length and the tuple data."""
+        (:meth:`_header_class`), the MAC's verdict, the length, the tuple data and the
+        session ``s``."""
         C = FrameClass
         cls = Signal(FrameClass)
-        command = (h.kind == EventKind.STATUS_REQ) | (h.kind == EventKind.RESET)
+        reset = h.kind == EventKind.RESET
+        command = (h.kind == EventKind.STATUS_REQ) | reset | (h.kind == EventKind.CLOSE)
+        bound = s.open & h.same_ip & h.same_port & h.same_session
         params = h.kind == EventKind.PARAMS
         with m.If(~size_ok):
             m.d.comb += cls.eq(C.BAD_SIZE)
@@ -366,6 +464,8 @@ class PayloadRx(wiring.Component):
             )
         ):
             m.d.comb += cls.eq(C.BAD_UDP)
+        with m.Elif(~bound & ~(reset & ~s.open)):
+            m.d.comb += cls.eq(C.FOREIGN)
         with m.Elif(~command & ~params & self.overflow):
             m.d.comb += cls.eq(C.ENGINE_FULL)
         with m.Else():
@@ -470,6 +570,7 @@ class UdpTx(wiring.Component):
             "status_request": In(1),
             "clear": In(1),
             "peer": In(endpoint),
+            "session": In(32),
             "arp_peer": In(endpoint),
             "counters": In(wiring.Signature({n: Out(32) for n in self._counter_names})),
             "next_seq": In(32),
@@ -710,6 +811,7 @@ class UdpTx(wiring.Component):
             "type": f.kind,
             "seq": f.seq,
             "engine_id": self._engine_id,
+            "session": self.session,
         }
         udp_packet = Cat(
             pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_IPV4}),

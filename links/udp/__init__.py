@@ -115,7 +115,7 @@ class UdpLink(Link):
             default=2,
             metavar="R",
             help="over UDP, start a run with a lost packet again up to R times "
-            "(default %(default)s)",
+            "(default %(default)s, at most 100)",
         )
 
     def selected(self, args) -> bool:
@@ -153,6 +153,12 @@ def _rate(text: str | None) -> float | None:
     if not math.isfinite(rate) or rate <= 0:
         raise UsageError(
             f"--rate {text!r}: expected a positive number of tuples per second (e.g. 5e6) or max"
+        )
+    from .host import MAX_RATE, MIN_RATE
+
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise UsageError(
+            f"--rate {text!r}: expected {MIN_RATE:g} to {MAX_RATE:g} tuples per second, or max"
         )
     return rate
 

@@ -5,8 +5,10 @@
 :mod:`nfacep.links.host` with it. It talks to the board through the operating system's UDP
 socket, in the payload format of :mod:`nfacep.links.udp.protocol` (``boards/UDP.md``):
 
-1. RESET the board and read its STATUS; check the header's ``engine_id`` and the tuple and
-   record sizes against this query file and these parameters (exit 2 when they differ).
+1. RESET the board, opening a session with a random id (every packet both ways carries it;
+   the board refuses other hosts while it lasts), and read its STATUS; check the header's
+   ``engine_id`` and the tuple and record sizes against this query file and these
+   parameters (exit 2 when they differ).
 2. Send the tuples in TUPLES packets (``seq`` 0, 1, ...) under a credit of the board's
    ``capacity`` bytes: tuples sent minus STATUS's ``tuples`` (those the engine took) never
    exceed it. After each burst the host asks for STATUS; as UDP between two stations keeps
@@ -22,13 +24,17 @@ socket, in the payload format of :mod:`nfacep.links.udp.protocol` (``boards/UDP.
 The engine keeps state from tuple to tuple and the board does not retransmit records, so the
 one safe resend is of the whole stream: on a loss in either direction the host RESETs the board
 and starts again, up to ``retries`` times; after that it fails (exit 1) naming the tuple ranges
-whose tuples or records were lost. Nothing is written unless the run is complete.
+whose tuples or records were lost. Nothing is written unless the run is complete. At the end
+(or on failure) the host sends CLOSE, ending the session.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
 import math
+import secrets
 import socket
 import time
 from dataclasses import dataclass
@@ -55,9 +61,9 @@ from ..host import (
 from ..protocol import decode_fields, fields_size, switch_body
 from .protocol import (
     DEFAULT_ENDPOINT,
-    FRAME_CLASSES,
     HEADER_BYTES,
     MAX_PAYLOAD,
+    SESSION_IDLE,
     STATUS_FIELDS,
     VERSION,
     PacketType,
@@ -81,9 +87,16 @@ DEFAULT_PORT = DEFAULT_ENDPOINT.port
 #: Bytes of tuples in one TUPLES packet at most: a 1,500-byte IP packet (the board counts a
 #: longer frame as ``bad_size``).
 MAX_TUPLE_BYTES = MAX_PAYLOAD - HEADER_BYTES
-#: The frame classes that mean a packet of the host's was not taken.
-REJECTED = tuple(c for c in FRAME_CLASSES if c != "accepted")
+#: The frame classes that mean a packet of the host's was not taken: only ``engine_full`` is
+#: decided after the session check, so only it cannot be another station's frame (those the
+#: board counts elsewhere; a packet of the host's refused for another reason shows as a gap in
+#: ``next_seq``).
+REJECTED = ("engine_full",)
 STATUS_BYTES = fields_size(STATUS_FIELDS)
+#: ``--rate`` bounds, tuples per second (``max`` is beyond them: as fast as the socket takes).
+MIN_RATE, MAX_RATE = 1.0, 1e12
+#: ``--retries`` at most.
+MAX_RETRIES = 100
 
 
 class UdpTimeoutError(NoBoardError):
@@ -130,8 +143,14 @@ def parse_address(text: str) -> tuple[str, int]:
     return infos[0][4][0], int(port_text)
 
 
+#: Tuple ranges a message names at most (the rest counted).
+SHOWN_RANGES = 5
+
+
 def _ranges_text(ranges: list[tuple[int, int]]) -> str:
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges)
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:SHOWN_RANGES])
+    more = len(ranges) - SHOWN_RANGES
+    return text + (f" and {more} more ranges" if more > 0 else "")
 
 
 def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -167,10 +186,22 @@ class _Session:
     """One conversation with the board over a connected UDP socket."""
 
     def __init__(
-        self, sock: socket.socket, address: str, timeout: float, say, values_bytes: int = 0
+        self,
+        sock: socket.socket,
+        address: str,
+        timeout: float,
+        say,
+        values_bytes: int = 0,
+        *,
+        record_bytes: int = 1,
+        most_records: int = 0,
     ):
         self.sock = sock
         self.values_bytes = values_bytes  #: bytes of the values in force at STATUS's end
+        self.record_bytes = record_bytes
+        #: records one attempt may bring at most (one per tuple sent, and a previous
+        #: attempt's late ones): more is a board gone wrong, not memory to spend
+        self.most_records = most_records
         self.address = address
         self.timeout = timeout
         self.say = say
@@ -182,6 +213,13 @@ class _Session:
         self.packets_out = 0
         self.requests = 0
         self.pending: list[dict] = []  #: STATUS packets not yet looked at, in arrival order
+        #: the session id of this run (random, never 0)
+        self.session = secrets.randbits(32) or 1
+        #: packets ignored: another version of the format (the versions seen), another session
+        self.versions: set[int] = set()
+        self.other_version = 0
+        self.other_session = 0
+        self.duplicates = 0  #: packets of a board seq already taken
         #: answers still to come for repeated requests already answered (the link keeps the
         #: order, so they come before the answers to later requests)
         self.stale = 0
@@ -189,15 +227,16 @@ class _Session:
 
     def start_attempt(self) -> None:
         self.received: dict[int, tuple[int, object]] = {}  #: board seq -> (type, body)
-        self.records: list[bytes] = []
+        self.records: list[bytes] = []  #: RECORDS bodies, in arrival order
         self.record_packets = 0
+        self.record_count = 0  #: records in them
         self.status: dict | None = None  #: the last STATUS taken
         self.status_seq = -1
         self.base = 0  #: the board's seq of the STATUS answering RESET
 
     def send(self, ptype: int, body: bytes = b"", *, seq: int = 0, engine: int = 0) -> None:
         try:
-            self.sock.send(packet(ptype, body, seq=seq, engine_id=engine))
+            self.sock.send(packet(ptype, body, seq=seq, engine_id=engine, session=self.session))
         except ConnectionRefusedError:
             self.refused += 1
         except OSError as exc:
@@ -231,14 +270,18 @@ class _Session:
             self.bad_in += 1
             return
         if head["version"] != VERSION:
-            raise NoBoardError(
-                f"the board at {self.address} speaks version {head['version']} "
-                f"of the UDP payload format, this nfacep version {VERSION}: "
-                "rebuild the bitstream"
-            )
+            self.versions.add(head["version"])
+            self.other_version += 1
+            return
+        if head["session"] != self.session:
+            self.other_session += 1
+            return
         self.heard = True
         body = data[HEADER_BYTES:]
         seq = head["seq"]
+        if seq in self.received:  # (the board numbers every packet it sends)
+            self.duplicates += 1
+            return
         if head["type"] == PacketType.STATUS and len(body) == STATUS_BYTES + self.values_bytes:
             status = {
                 **decode_fields(STATUS_FIELDS, body[:STATUS_BYTES]),
@@ -248,7 +291,14 @@ class _Session:
             }
             self.received[seq] = (PacketType.STATUS, status)
             self.pending.append(status)
-        elif head["type"] == PacketType.RECORDS:
+        elif head["type"] == PacketType.RECORDS and body and len(body) % self.record_bytes == 0:
+            self.record_count += len(body) // self.record_bytes
+            if self.record_count > self.most_records:
+                raise LinkError(
+                    f"the board at {self.address} sent more than {self.most_records} records "
+                    "in one attempt, more than one for each tuple sent: it is not this "
+                    "nfacep's board, or it is broken"
+                )
             self.received[seq] = (PacketType.RECORDS, body)
             self.records.append(body)
             self.record_packets += 1
@@ -289,6 +339,12 @@ class _Session:
                 self.poll(min(left, 0.01))
 
     def silent(self) -> UdpTimeoutError:
+        if self.versions and not self.heard:
+            return UdpTimeoutError(
+                f"the board at {self.address} speaks version "
+                f"{', '.join(map(str, sorted(self.versions)))} of the UDP payload format, this "
+                f"nfacep version {VERSION}: rebuild the bitstream with this nfacep"
+            )
         if self.heard:
             return UdpTimeoutError(
                 f"the board at {self.address} stopped answering (no STATUS "
@@ -299,7 +355,8 @@ class _Session:
             f"no board answers at {self.address} within --timeout {self.timeout:g} s{why}: is "
             "the board connected at 1000 Mb/s, loaded with a bitstream from `nfacep build "
             "--link udp`, and are its address and port those it was built with (--ip, "
-            "--port)?"
+            f"--port)? (A board in another host's session refuses RESET until that host "
+            f"closes it or is silent for {SESSION_IDLE:.1f} s.)"
         )
 
 
@@ -325,12 +382,16 @@ class UdpOptions:
 
     def __post_init__(self):
         check_timeout(self.timeout)
-        if self.rate is not None and not self.rate > 0:
-            raise UsageError("--rate must be a positive number of tuples per second, or max")
+        if self.rate is not None and not (
+            MIN_RATE <= self.rate <= MAX_RATE or self.rate == math.inf
+        ):
+            raise UsageError(
+                f"--rate must be {MIN_RATE:g} to {MAX_RATE:g} tuples per second, or max"
+            )
         if self.tuples_per_packet is not None and self.tuples_per_packet < 1:
             raise UsageError("--tuples-per-packet must be at least 1")
-        if self.retries < 0:
-            raise UsageError("--retries must be at least 0")
+        if not 0 <= self.retries <= MAX_RETRIES:
+            raise UsageError(f"--retries must be 0 to {MAX_RETRIES}")
         parse_address(self.address)
 
 
@@ -367,12 +428,23 @@ class UdpBoard:
         payload = wire.pack_bytes(schema, tuples)
         sock = self._connect()
         say = self.progress or (lambda text: None)
-        s = _Session(sock, self.address, self.timeout, say, values_bytes(nfa))
+        s = _Session(
+            sock,
+            self.address,
+            self.timeout,
+            say,
+            values_bytes(nfa),
+            record_bytes=wire.record_format(nfa).nbytes,
+            most_records=2 * tuples.n,
+        )
         started = time.monotonic()
         losses: list[str] = []
         try:
             stats, final = self._attempts(s, nfa, params, values, payload, tuples.n, losses)
         finally:
+            if s.heard:  # end the session, so that the board takes the next host at once
+                with contextlib.suppress(LinkError):
+                    s.send(PacketType.CLOSE)
             sock.close()
         stats.update(
             {
@@ -384,13 +456,20 @@ class UdpBoard:
                 "records": len(s.records),
                 "record_packets": s.record_packets,
                 "bad_packets_in": s.bad_in,
+                "ignored_packets_in": {
+                    "other_version": s.other_version,
+                    "other_session": s.other_session,
+                    "duplicate": s.duplicates,
+                    "unreadable": s.bad_in,
+                },
             }
         )
+        _check_counts(s, tuples.n, final, wire.record_format(nfa))
         result = board_result(
             UdpBoardResult,
             nfa,
             tuples.n,
-            _split(s.records, final),
+            _split(_in_order(s), final),
             final,
             params,
             port=self.address,
@@ -455,6 +534,7 @@ class UdpBoard:
                     rate=self.rate,
                 )
                 final = _finish(s, n)
+                _await_records(s, final)
                 _check_records(s, n, final, wire.record_format(nfa))
             except _Lost as lost:
                 losses.append(
@@ -464,9 +544,9 @@ class UdpBoard:
                 if attempt == self.retries:
                     raise LinkError(
                         f"packets were lost between the host and the board at "
-                        f"{self.address} in each of {self.retries + 1} attempts; the "
-                        f"last: {lost.what}, touching tuples {_ranges_text(lost.ranges)}"
-                        f" (0-based); the results would be incomplete: " + "; ".join(losses)
+                        f"{self.address} in each of {self.retries + 1} attempts (the last: "
+                        f"{lost.what}, touching tuples {_ranges_text(lost.ranges)}, 0-based); "
+                        "nothing was written"
                     ) from None
                 say(f"starting again ({attempt + 2} of {self.retries + 1})")
                 continue
@@ -474,12 +554,25 @@ class UdpBoard:
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
+        """RESET until a STATUS shows the board cleared (an answer from before the RESET may
+        come first); a LinkError when it never does within the timeout."""
+
         def cleared(status):
             return status["tuples"] == 0 and status["next_seq"] == 0
 
-        status = s.ask(PacketType.RESET, cleared)
-        if not cleared(status):  # an answer from before the RESET
+        deadline = time.monotonic() + s.timeout
+        while True:
+            s.received = {}  # (RESET restarts the board's numbering)
             status = s.ask(PacketType.RESET, cleared)
+            if cleared(status):
+                break
+            if time.monotonic() >= deadline:
+                raise LinkError(
+                    f"the board at {self.address} does not clear on RESET: its STATUS still "
+                    f"counts {status['tuples']} tuples taken and expects packet "
+                    f"{status['next_seq']} after --timeout {s.timeout:g} s"
+                )
+            s.poll(min(s.rto, 0.01))
         check_engine(status, nfa, params, link="udp", error=EngineMismatchError)
         if status["capacity"] < tb:
             raise EngineMismatchError(
@@ -489,12 +582,14 @@ class UdpBoard:
         s.base = s.status_seq
         s.received = {s.base: (PacketType.STATUS, status)}  # nothing from before the RESET
         s.records.clear()
-        s.record_packets = 0
+        s.record_packets = s.record_count = 0
         return status
 
     def _per_packet(self, status: dict, tb: int, per_mtu: int) -> int:
         room = status["capacity"] // tb
         if self.tuples_per_packet is None:
+            if self.rate is not None and not math.isinf(self.rate):  # a packet every 50 ms
+                return max(1, min(per_mtu, room, int(self.rate * OPEN_STATUS_EVERY)))
             return min(per_mtu, room)
         if self.tuples_per_packet > room:
             raise UsageError(
@@ -502,6 +597,40 @@ class UdpBoard:
                 f"holds {room} tuples of {tb} bytes"
             )
         return self.tuples_per_packet
+
+
+def _in_order(s: _Session) -> list[bytes]:
+    """The RECORDS bodies of this attempt in the board's order (its ``seq`` since RESET)."""
+    got = sorted(((q - s.base) % 2**32, v) for q, v in s.received.items())
+    return [body for _, (t, body) in got if t == PacketType.RECORDS]
+
+
+def _check_counts(s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> None:
+    """A LinkError (nothing is written) when the records contradict what was sent or what the
+    board's last STATUS counts: a record for a tuple not sent, records out of order or twice
+    for a tuple, or more or other records, matches or drops than STATUS says."""
+    seqs, matched, drops = [], 0, 0
+    rb = fmt.nbytes
+    for body in _in_order(s):
+        for at in range(0, len(body), rb):
+            record = fmt.decode_bytes(body[at : at + rb])
+            seqs.append(record.seq)
+            matched += record.matches != 0
+            drops += bool(record.dropped)
+    problem = None
+    if any(q >= n for q in seqs):
+        problem = f"a record names tuple {max(seqs)}, but only {n} were sent"
+    elif any(b <= a for a, b in itertools.pairwise(seqs)):
+        problem = "records come out of tuple order or twice for one tuple"
+    else:
+        counted = {"records": len(seqs), "matched": matched, "drops": drops}
+        wrong = {k: (v, final[k]) for k, v in counted.items() if v != final[k] % 2**32}
+        if wrong:
+            problem = "; ".join(f"{v} {k} came, STATUS counts {c}" for k, (v, c) in wrong.items())
+    if problem:
+        raise LinkError(
+            f"the board at {s.address} contradicts itself: {problem}; nothing was written"
+        )
 
 
 def _split(bodies: list[bytes], final: dict) -> list[bytes]:
@@ -592,21 +721,43 @@ def _stream(
             return waits[i] is None or taken > waits[i]
         return end - taken <= room
 
+    stalled = time.monotonic() + s.timeout  # (no progress until then: the board is stuck)
     while sent < npackets:
+        before = (sent, taken)
         while sent < npackets and ready(sent):
             send(sent)
             sent += 1
         status = s.ask(want=lambda st, sent=sent: _arrived(st, sent))
         _upstream(s, status, sent, confirmed, starts, n)
         confirmed = sent
-        taken += (status["tuples"] - taken) % 2**32
+        taken = _taken(s, status, taken, starts[sent])
+        if (sent, taken) != before:
+            stalled = time.monotonic() + s.timeout
+        elif time.monotonic() > stalled:
+            raise UdpTimeoutError(
+                f"the board at {s.address} answers but took no tuple within --timeout "
+                f"{s.timeout:g} s (it took {taken} of {n})"
+            )
         if time.monotonic() >= next_report:
             s.say(f"{starts[sent]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
             next_report = time.monotonic() + 1
     return stats
 
 
-#: Seconds between the STATUS requests of an open-loop run.
+def _taken(s: _Session, status: dict, taken: int, sent: int) -> int:
+    """The tuples the engine took, from STATUS's 32-bit ``tuples`` and the count before
+    (``taken``); a LinkError when that is more than the ``sent`` tuples."""
+    now = taken + (status["tuples"] - taken) % 2**32
+    if now > sent:
+        raise LinkError(
+            f"the board at {s.address} contradicts itself: STATUS counts {status['tuples']} "
+            f"tuples taken, but {sent} were sent; nothing was written"
+        )
+    return now
+
+
+#: Seconds between the STATUS requests of an open-loop run (also while it waits for the
+#: rate: they keep the session alive).
 OPEN_STATUS_EVERY = 0.05
 
 
@@ -634,7 +785,7 @@ def _open(
             if status["lost"] or status["late"] or any(status[c] for c in REJECTED):
                 _upstream(s, status, sent, state["confirmed"], starts, n)
             state["confirmed"] = max(state["confirmed"], min(status["next_seq"], sent))
-            state["taken"] += (status["tuples"] - state["taken"]) % 2**32
+            state["taken"] = _taken(s, status, state["taken"], starts[sent])
 
     def ask(want) -> dict:
         """A blocking STATUS round trip, once the open requests' answers are in (or a round
@@ -652,21 +803,8 @@ def _open(
         look()
         return status
 
-    for i, (_, end) in enumerate(packets):
-        if end is None and waits[i] is not None:
-            while state["taken"] <= waits[i]:  # the engine took the last switch's tuple
-                ask(
-                    lambda st, w=waits[i]: (
-                        (st["tuples"] - state["taken"]) % 2**32 + state["taken"] > w
-                    )
-                )
-        if not math.isinf(rate):
-            wait = t0 + starts[i] / rate - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-        send(i)
-        state["sent"] += 1
-        now = time.monotonic()
+    def keep(now: float) -> None:  # a STATUS request when due (not waited for); what came
+        nonlocal next_status
         if now >= next_status:
             s.send(PacketType.STATUS_REQ)
             s.requests += 1
@@ -674,6 +812,29 @@ def _open(
             next_status = now + OPEN_STATUS_EVERY
             s.poll(0)
             look()
+
+    for i, (_, end) in enumerate(packets):
+        if end is None and waits[i] is not None:
+            stalled = time.monotonic() + s.timeout
+            while state["taken"] <= waits[i]:  # the engine took the last switch's tuple
+                if time.monotonic() > stalled:
+                    raise UdpTimeoutError(
+                        f"the board at {s.address} answers but did not take tuple "
+                        f"{waits[i]} within --timeout {s.timeout:g} s"
+                    )
+                ask(
+                    lambda st, w=waits[i]: (
+                        (st["tuples"] - state["taken"]) % 2**32 + state["taken"] > w
+                    )
+                )
+        if not math.isinf(rate):  # (asleep at most OPEN_STATUS_EVERY at a time)
+            while (wait := t0 + starts[i] / rate - time.monotonic()) > 0:
+                time.sleep(min(wait, OPEN_STATUS_EVERY))
+                keep(time.monotonic())
+        send(i)
+        state["sent"] += 1
+        now = time.monotonic()
+        keep(now)
         if now >= next_report:
             s.say(f"{starts[i + 1]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
             next_report = now + 1
@@ -702,33 +863,49 @@ def _finish(s: _Session, n: int) -> dict:
         s.poll(0.002)
 
 
+def _await_records(s: _Session, final: dict) -> None:
+    """Wait up to a round trip for RECORDS packets the final STATUS counts that have not come
+    (one reordered behind it)."""
+    deadline = time.monotonic() + s.rto
+    while s.record_packets < final["packets"] and time.monotonic() < deadline:
+        s.poll(0.005)
+
+
 def _check_records(s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> None:
-    """A _Lost naming the tuples whose records did not arrive, if any did not."""
-    missing = final["records"] - sum(len(b) for b in s.records) // final["record_bytes"]
+    """A _Lost naming the tuples whose records did not arrive, if any did not; a LinkError
+    when the board's counts contradict what came (more records or packets than it says it
+    sent, or a ``seq`` beyond the packets it can have sent)."""
+    rb = fmt.nbytes
+    missing = final["records"] - s.record_count
     missing_packets = final["packets"] - s.record_packets
+    top = (s.status_seq - s.base) % 2**32
+    # the board's packets since RESET: RECORDS, and STATUS answers to the host's requests
+    most = final["packets"] + s.requests + 2
+    if missing < 0 or missing_packets < 0 or top > most:
+        raise LinkError(
+            f"the board at {s.address} contradicts itself: STATUS counts {final['records']} "
+            f"records in {final['packets']} RECORDS packets, {s.record_count} records in "
+            f"{s.record_packets} came, and its packet number says {top} packets since RESET "
+            f"(at most {most} can be); nothing was written"
+        )
     if not missing and not missing_packets:
         return
-    rb = final["record_bytes"]
-    ranges = []
-    top = (s.status_seq - s.base) % 2**32
     got = {(q - s.base) % 2**32: v for q, v in s.received.items()}
-
-    def bounds(body: bytes) -> tuple[int, int]:
-        seqs = [fmt.decode_bytes(body[at : at + rb]).seq for at in range(0, len(body), rb)]
-        return min(seqs), max(seqs)
-
-    for gap in range(1, top):
+    # each RECORDS packet's first and last tuple, in the board's order
+    spans = sorted(
+        (q, fmt.decode_bytes(b[:rb]).seq, fmt.decode_bytes(b[-rb:]).seq)
+        for q, (t, b) in got.items()
+        if t == PacketType.RECORDS
+    )
+    order = [q for q, _, _ in spans]
+    ranges = []
+    for gap in range(1, top):  # (bounded above: by the packets the board reports)
         if gap in got:
             continue
-        lo = max(
-            (bounds(b)[1] + 1 for q, (t, b) in got.items() if q < gap and t == PacketType.RECORDS),
-            default=0,
-        )
-        hi = min(
-            (bounds(b)[0] - 1 for q, (t, b) in got.items() if q > gap and t == PacketType.RECORDS),
-            default=n - 1,
-        )
-        ranges.append((lo, hi))
+        i = bisect.bisect_left(order, gap)
+        lo = spans[i - 1][2] + 1 if i else 0
+        hi = spans[i][1] - 1 if i < len(spans) else n - 1
+        ranges.append((lo, min(hi, n - 1)))
     raise _Lost(
         f"{missing_packets} RECORDS packets ({missing} records) from the board were "
         f"lost on the way back",

@@ -1,15 +1,21 @@
-"""The UDP link's payload format (version 2), shared by the gateware, the tests, the host and the
+"""The UDP link's payload format (version 3), shared by the gateware, the tests, the host and the
 software board model; ``boards/UDP.md`` describes it for users.
 
-Every UDP payload, in both directions, starts with a 12-byte header (little-endian fields, as
+Every UDP payload, in both directions, starts with a 16-byte header (little-endian fields, as
 the tuple wire format and the UART link's STATUS)::
 
-    version (1) | type (1) | reserved (2, zero) | seq (4) | engine_id (4) | body
+    version (1) | type (1) | reserved (2, zero) | seq (4) | engine_id (4) | session (4) | body
 
 ``seq`` numbers the sender's packets (the host's so that the board counts upstream loss, the
 board's so that the host counts loss on the way back); ``engine_id`` is the engine's
 fingerprint (:func:`nfacep.links.protocol.engine_id`, the UART link's too): the board drops
-TUPLES packets for another engine; STATUS_REQ and RESET need not know it (send 0).
+TUPLES packets for another engine; STATUS_REQ, RESET and CLOSE need not know it (send 0).
+``session`` is the session id the host chose at random for its run: a RESET opens a session
+(the board binds to the sender's IPv4 address and UDP port and to that id), every other packet
+of the host's must come from that address and port and carry that id (else ``foreign``), and
+the board's packets carry it too. The session ends with CLOSE, or after :data:`SESSION_IDLE`
+seconds without an accepted packet of the host's; a RESET from the session's host with its id
+starts the run again.
 
 Host to board (to the board's UDP port):
 
@@ -18,14 +24,17 @@ type       code   body
 ========== ====== =================================================================
 TUPLES     0x01   k >= 1 tuples of :func:`nfacep.wire.tuple_bytes` bytes each
 STATUS_REQ 0x02   none: the board answers with STATUS
-RESET      0x03   none: clear the engine and the counters; the board answers with STATUS
+RESET      0x03   none: open the session (or start it again: from the session's host with
+                  its id), clear the engine and the counters; the board answers with STATUS
 PARAMS     0x04   only for queries with runtime parameters: a switch, the tuple number
                   it applies from (6 bytes) and the packed values
                   (:func:`nfacep.links.protocol.switch_body`); numbered with the
                   TUPLES packets
+CLOSE      0x05   none: end the session; the board answers with STATUS
 ========== ====== =================================================================
 
-Board to host (to the address and port of the last accepted packet):
+Board to host (to the address and port of the session's host: the sender of the RESET that
+opened it):
 
 ========== ====== =================================================================
 RECORDS    0x81   n >= 1 match records of :meth:`nfacep.wire.RecordFormat.nbytes` each
@@ -34,7 +43,8 @@ STATUS     0x82   :data:`STATUS_FIELDS`, then (runtime parameters) the values in
 
 Every Ethernet frame the board receives is counted in exactly one class of
 :data:`FRAME_CLASSES` (the first that applies in the order ``boards/UDP.md`` gives: size, FCS,
-addresses, IPv4, UDP port, lengths, payload header, room; ``accepted`` when none does).
+addresses, IPv4, UDP port, lengths, payload header, body, session, room; ``accepted`` when
+none does).
 
 The module also builds and parses the Ethernet, ARP, IPv4 and UDP headers around a payload
 (:func:`udp_frame`, :func:`arp_request`, :func:`parse_frame`), for the tests and the model;
@@ -56,6 +66,8 @@ __all__ = [
     "MAX_FRAME",
     "MAX_PAYLOAD",
     "MIN_FRAME",
+    "SESSION_IDLE",
+    "SESSION_IDLE_CYCLES",
     "STATUS_FIELDS",
     "VERSION",
     "Endpoint",
@@ -72,10 +84,22 @@ __all__ = [
 ]
 
 #: Payload format version, the first byte of every payload. (2: PARAMS, and the values in
-#: force at the end of STATUS.)
-VERSION = 2
+#: force at the end of STATUS; 3: sessions, the header's ``session``, CLOSE and ``foreign``.)
+VERSION = 3
 #: The header's fields: (name, bytes), in order.
-HEADER = (("version", 1), ("type", 1), ("reserved", 2), ("seq", 4), ("engine_id", 4))
+HEADER = (
+    ("version", 1),
+    ("type", 1),
+    ("reserved", 2),
+    ("seq", 4),
+    ("engine_id", 4),
+    ("session", 4),
+)
+#: A session ends when no packet of its host's was accepted for this many cycles of the
+#: receive clock (125 MHz at 1000 Mb/s) ...
+SESSION_IDLE_CYCLES = 2**29
+#: ... that is, seconds (about 4.3).
+SESSION_IDLE = SESSION_IDLE_CYCLES / 125e6
 HEADER_BYTES = sum(n for _, n in HEADER)
 BROADCAST = b"\xff" * 6
 #: The Ethernet frame length limits the board checks (destination MAC to FCS, no VLAN tag).
@@ -93,14 +117,15 @@ class PacketType:
     STATUS_REQ = 0x02
     RESET = 0x03
     PARAMS = 0x04
+    CLOSE = 0x05
     RECORDS = 0x81
     STATUS = 0x82
 
 
 #: The classes a received frame is counted in (one each), in STATUS order.
 FRAME_CLASSES = (
-    "accepted",  # TUPLES whose tuples went to the engine, STATUS_REQ, RESET, ARP
-    # request for the board's IP address
+    "accepted",  # TUPLES whose tuples went to the engine, STATUS_REQ, RESET, CLOSE,
+    # PARAMS, ARP request for the board's IP address
     "bad_size",  # runt (< 64 bytes) or oversize (> 1518 bytes), counted with the FCS
     "bad_fcs",  # FCS mismatch, PHY error (rx_er) or no start-of-frame delimiter
     "not_for_us",  # another MAC address (not broadcast), EtherType, IP address,
@@ -113,6 +138,8 @@ FRAME_CLASSES = (
     # PARAMS of another length
     "bad_header",  # unknown payload version or type, TUPLES or PARAMS for another
     # engine_id, PARAMS to an engine without runtime parameters
+    "foreign",  # no session open (but for RESET), or not from the session's host (its IPv4
+    # address and UDP port) with its session id (a RESET from another host included)
     "engine_full",  # TUPLES whose tuples did not fit the board's buffer; PARAMS while
     # a switch is pending
 )
@@ -136,21 +163,33 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
 
 
 def encode_header(
-    ptype: int, seq: int = 0, engine_id: int = 0, version: int = VERSION, reserved: int = 0
+    ptype: int,
+    seq: int = 0,
+    engine_id: int = 0,
+    version: int = VERSION,
+    reserved: int = 0,
+    session: int = 0,
 ) -> bytes:
-    return struct.pack("<BBHII", version, ptype, reserved, seq & 0xFFFFFFFF, engine_id & 0xFFFFFFFF)
+    mask = 0xFFFFFFFF
+    return struct.pack(
+        "<BBHIII", version, ptype, reserved, seq & mask, engine_id & mask, session & mask
+    )
 
 
 def decode_header(payload: bytes) -> dict[str, int]:
+    """The header's fields (ValueError when the payload is shorter than a header; the version
+    is not checked: a payload of another version has these fields only if it says so)."""
     if len(payload) < HEADER_BYTES:
         raise ValueError(f"a payload of {len(payload)} bytes has no header")
-    values = struct.unpack("<BBHII", payload[:HEADER_BYTES])
+    values = struct.unpack("<BBHIII", payload[:HEADER_BYTES])
     return dict(zip((name for name, _ in HEADER), values, strict=True))
 
 
-def packet(ptype: int, body: bytes = b"", *, seq: int = 0, engine_id: int = 0) -> bytes:
+def packet(
+    ptype: int, body: bytes = b"", *, seq: int = 0, engine_id: int = 0, session: int = 0
+) -> bytes:
     """One UDP payload."""
-    return encode_header(ptype, seq, engine_id) + body
+    return encode_header(ptype, seq, engine_id, session=session) + body
 
 
 # --------------------------------------------------------------------------- frames

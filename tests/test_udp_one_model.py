@@ -1,0 +1,368 @@
+"""One model of the UDP board: the software board (:class:`nfacep.links.udp.model.UdpBoardModel`)
+and the gateware (:class:`nfacep.hdl.eth.link.UdpTop` in Amaranth's simulator) answer the same
+packet script with the same packets, byte for byte, to the same addresses.
+
+The script is a session's life beside a third station that knows the engine id (anyone with the
+query file does) and, in some packets, the session id: its STATUS_REQ, TUPLES, PARAMS, RESET
+and CLOSE, with and without the right engine id and session, are refused (``foreign``, or
+``bad_header`` for another engine) and counted, never answered, and change nothing; the host's
+own packets with another session id or from another port are refused too; a RESET from the
+host with its id starts the run again; CLOSE ends the session and then the third station may
+open its own.
+
+Then the host itself (``nfacep run --udp``) against the software board on 127.0.0.1 while a
+third socket keeps sending such packets: the match file is ``nfacep match``'s, exit 0.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import random
+import socket
+import threading
+
+import numpy as np
+from test_udp_host import board, reference, run
+
+from nfacep import compile_file, wire
+from nfacep.io import tuples
+from nfacep.links.protocol import switch_body
+from nfacep.links.udp import protocol as udp
+from nfacep.links.udp.model import UdpBoardModel
+from nfacep.links.udp.protocol import Endpoint, PacketType
+from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
+
+BOARD = Endpoint.parse("02:00:5e:00:00:02", "10.0.0.2", 5000)
+HOST = Endpoint.parse("02:00:5e:00:00:01", "10.0.0.1", 40001)
+THIRD = Endpoint.parse("02:00:5e:00:00:07", "10.0.0.7", 40001)
+#: HOST from another UDP port.
+HOST_OTHER_PORT = Endpoint(HOST.mac, HOST.ip, HOST.port + 1)
+SESSION, OTHER_SESSION = 0x5E55_10A1, 0x0BAD_CAFE
+#: A query with runtime parameters (PARAMS are part of the script) and records both ways.
+LIMITS = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
+QUERY over FROM s
+PATTERN ( A B )
+DEFINE
+  A AS (v > :lim)
+  B AS (v <= :lim AND hot = :hot);
+"""
+PARTITIONS = 4
+FLUSH = 200  # cycles a record waits for company (the gateware's; the model sends at once)
+SETTLE = 1500  # cycles after each frame: every answer is out, the board idle
+
+
+def _script(nfa, built: ParamValues, engine_id: int) -> list[tuple[Endpoint, bytes, str]]:
+    """(sender, UDP payload, what the board makes of it) for each step."""
+    schema, types = nfa.program.schema, nfa.program.parameters
+    rng = random.Random(26)
+    n = 90
+    data = tuples.Tuples(
+        {
+            "v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
+            "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
+            "k": np.zeros(n, dtype=np.uint64),
+        },
+        n,
+        "script",
+    )
+    tb = wire.tuple_bytes(schema)
+    raw = wire.pack_bytes(schema, data)
+    new = ParamValues.parse(types, ["lim=30", "hot=false"])
+    switch = switch_body(40, new.packed(new.initial), built.width())
+
+    def p(ptype, body=b"", *, seq=0, engine=engine_id, session=SESSION):
+        return udp.packet(ptype, body, seq=seq, engine_id=engine, session=session)
+
+    T, S, R, C, P = (
+        PacketType.TUPLES,
+        PacketType.STATUS_REQ,
+        PacketType.RESET,
+        PacketType.CLOSE,
+        PacketType.PARAMS,
+    )
+    return [
+        (THIRD, p(S, session=0), "foreign"),  # no session yet
+        (THIRD, p(T, raw[: 5 * tb], session=0), "foreign"),
+        (HOST, p(R, engine=0), "accepted"),  # HOST's session opens
+        (HOST, p(T, raw[: 30 * tb], seq=0), "accepted"),
+        (THIRD, p(S), "foreign"),  # the session id, from another address
+        (THIRD, p(S, session=0), "foreign"),
+        (THIRD, p(T, raw[30 * tb : 35 * tb], seq=1), "foreign"),
+        (THIRD, p(T, raw[30 * tb : 35 * tb], seq=1, engine=engine_id ^ 1), "bad_header"),
+        (THIRD, p(P, switch, seq=1), "foreign"),
+        (THIRD, p(P, switch, seq=1, engine=engine_id ^ 1), "bad_header"),
+        (THIRD, p(R), "foreign"),
+        (THIRD, p(R, engine=0, session=0), "foreign"),
+        (THIRD, p(C), "foreign"),
+        (HOST, p(S, session=OTHER_SESSION), "foreign"),  # HOST without its id
+        (HOST, p(T, raw[30 * tb : 35 * tb], seq=1, session=OTHER_SESSION), "foreign"),
+        (HOST, p(R, session=OTHER_SESSION), "foreign"),
+        (HOST_OTHER_PORT, p(S), "foreign"),
+        (HOST_OTHER_PORT, p(R), "foreign"),
+        (HOST, p(P, switch, seq=1), "accepted"),
+        (HOST, p(T, raw[30 * tb : 60 * tb], seq=2), "accepted"),
+        (HOST, p(S), "accepted"),
+        (HOST, p(R), "accepted"),  # the run again, in the same session
+        (HOST, p(T, raw[: 20 * tb], seq=0), "accepted"),
+        (HOST, p(T, raw[20 * tb : 90 * tb], seq=1), "accepted"),
+        (HOST, p(S), "accepted"),
+        (HOST, p(C), "accepted"),  # the session ends
+        (HOST, p(S), "foreign"),
+        (THIRD, p(R, session=OTHER_SESSION), "accepted"),  # now THIRD's session
+        (THIRD, p(S, session=OTHER_SESSION), "accepted"),
+        (HOST, p(S), "foreign"),
+        (HOST, p(R), "foreign"),
+    ]
+
+
+def _gateware(nfa, built, script) -> list[list[tuple[Endpoint, bytes]]]:
+    """The UDP top in Amaranth's simulator (the receive clock the engine's): for each step,
+    the frames it sent as (destination, UDP payload); ARP never occurs."""
+    from amaranth.hdl import ClockSignal, Elaboratable, Module
+    from amaranth.sim import Simulator
+
+    from nfacep.hdl.engine import Engine
+    from nfacep.hdl.eth.link import UdpTop
+
+    engine = Engine(nfa, EngineParams(partitions=PARTITIONS), values=built)
+    top = UdpTop(engine, mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, flush=FLUSH)
+
+    class Bench(Elaboratable):
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.top = top
+            m.d.comb += top.rx_clk.eq(ClockSignal("sync"))
+            return m
+
+    replies: list[list[tuple[Endpoint, bytes]]] = [[] for _ in script]
+    state = {"step": -1}
+
+    async def drive(ctx):
+        await ctx.tick().repeat(20)
+        for i, (sender, payload, _) in enumerate(script):
+            state["step"] = i
+            frame = udp.udp_frame(sender, BOARD, payload)
+            for byte in b"\x55" * 7 + b"\xd5" + frame + udp.ethernet_fcs(frame):
+                ctx.set(top.rxd, byte)
+                ctx.set(top.rx_dv, 1)
+                await ctx.tick()
+            ctx.set(top.rx_dv, 0)
+            await ctx.tick().repeat(SETTLE)
+
+    async def collect(ctx):
+        frame = bytearray()
+        async for _, _, en, byte in ctx.tick().sample(top.tx_en, top.txd):
+            if en:
+                frame.append(byte)
+            elif frame:
+                assert frame[:8] == b"\x55" * 7 + b"\xd5"
+                body = bytes(frame[8:-4])
+                assert udp.ethernet_fcs(body) == bytes(frame[-4:])
+                parsed = udp.parse_frame(body)
+                assert parsed["kind"] == "udp"
+                replies[state["step"]].append((parsed["dst"], parsed["payload"]))
+                frame = bytearray()
+
+    sim = Simulator(Bench())
+    sim.add_clock(8e-9)
+    sim.add_testbench(drive)
+    sim.add_testbench(collect, background=True)
+    sim.run()
+    return replies
+
+
+def _model(nfa, built, script, engine_id: int) -> list[list[tuple[tuple[str, int], bytes]]]:
+    model = UdpBoardModel(nfa, EngineParams(partitions=PARTITIONS), values=built)
+    assert model.id == engine_id
+    out = []
+    for sender, payload, _ in script:
+        address = (".".join(map(str, sender.ip)), sender.port)
+        out.append(model.feed(payload, address))
+    return out
+
+
+def test_gateware_and_model_answer_the_script_alike(tmp_path):
+    query = tmp_path / "limits.sql"
+    query.write_text(LIMITS)
+    nfa = compile_file(query)
+    built = ParamValues.parse(nfa.program.parameters, ["lim=100", "hot=true"])
+    from nfacep.links.protocol import engine_id as fingerprint
+
+    engine_id = fingerprint(nfa, EngineParams(partitions=PARTITIONS))
+    script = _script(nfa, built, engine_id)
+    hw = _gateware(nfa, built, script)
+    sw = _model(nfa, built, script, engine_id)
+    session_host, session = None, None
+    for i, ((sender, payload, verdict), got, want) in enumerate(zip(script, hw, sw, strict=True)):
+        where = f"step {i} ({verdict} from {sender})"
+        if verdict == "accepted" and payload[1] == PacketType.RESET:
+            session_host, session = sender, udp.decode_header(payload)["session"]
+        # answers only to accepted packets (PARAMS has none), only to the session's host (the
+        # MAC address of its RESET too), with its session id
+        assert bool(got) == (verdict == "accepted" and payload[1] != PacketType.PARAMS), where
+        assert all(dst == session_host for dst, _ in got), where
+        assert all(udp.decode_header(data)["session"] == session for _, data in got), where
+        hw_bytes = [(".".join(map(str, dst.ip)), dst.port, data) for dst, data in got]
+        sw_bytes = [(ip, port, data) for (ip, port), data in want]
+        assert hw_bytes == sw_bytes, where
+    # the STATUS before the second RESET: the refused packets counted, the host's run intact
+    status = _status(hw[20][-1][1])
+    assert status["foreign"] == sum(v == "foreign" for _, _, v in script[3:21])
+    assert status["bad_header"] == sum(v == "bad_header" for _, _, v in script[3:21]) == 2
+    assert status["tuples"] == 60 and status["next_seq"] == 3 and status["lost"] == 0
+    assert status["records"] > 0
+    records = sum(len(d) - udp.HEADER_BYTES for step in hw[3:20] for _, d in step)
+    assert status["records"] * status["record_bytes"] == records
+
+
+def _status(payload: bytes) -> dict:
+    from nfacep.links.protocol import decode_fields, fields_size
+
+    body = payload[udp.HEADER_BYTES :]
+    return decode_fields(udp.STATUS_FIELDS, body[: fields_size(udp.STATUS_FIELDS)])
+
+
+def test_the_hosts_run_beside_a_third_station(tmp_path):
+    """``nfacep run --udp`` against the software board while another socket on 127.0.0.1
+    sends STATUS_REQ, TUPLES, PARAMS, RESET and CLOSE with the right engine id and guessed
+    session ids: the match file is ``nfacep match``'s (exit 0), and the board counted the
+    third station's packets as ``foreign``."""
+    name = "marathon"
+    expected, _ = reference(tmp_path, name)
+    with board(name) as (model, address):
+        host, port = address.rsplit(":", 1)
+        target = (host, int(port))
+        stop = threading.Event()
+        sent = {"n": 0, "foreign": 0}
+
+        def attacker():
+            rng = random.Random(7)
+            while not model.open and not stop.is_set():  # (before: anyone may open a session)
+                stop.wait(0.001)
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                while not stop.is_set():
+                    ptype = rng.choice(
+                        [
+                            PacketType.STATUS_REQ,
+                            PacketType.TUPLES,
+                            PacketType.PARAMS,
+                            PacketType.RESET,
+                            PacketType.CLOSE,
+                        ]
+                    )
+                    body = bytes(11) if ptype == PacketType.TUPLES else b""
+                    session = rng.choice([0, model.session, rng.getrandbits(32)])
+                    sock.sendto(
+                        udp.packet(
+                            ptype,
+                            body,
+                            seq=rng.randrange(4),
+                            engine_id=model.id,
+                            session=session,
+                        ),
+                        target,
+                    )
+                    sent["n"] += 1
+                    # (the most counted in the host's session: after its CLOSE the third
+                    # station may open one, and RESET zeroes the counters)
+                    sent["foreign"] = max(sent["foreign"], model.counters["foreign"])
+                    stop.wait(0.0005)
+
+        thread = threading.Thread(target=attacker, daemon=True)
+        thread.start()
+        try:
+            # (paced, in small packets: the run lasts long enough to be disturbed)
+            code, out = run(address, tmp_path, name, "--rate", "2000", "--tuples-per-packet", "4")
+        finally:
+            stop.set()
+            thread.join(timeout=2)
+        foreign = sent["foreign"]
+    assert code == 0
+    assert out.read_text() == expected
+    assert sent["n"] > 50 and foreign > 20
+
+
+def test_a_session_ends_by_close_or_idle_time_alike():
+    """The receive path (:class:`~nfacep.hdl.eth.link.EthRx`, Amaranth) with a session idle
+    time of 300 cycles and the model with the same idle time on a clock of cycles: the same
+    classes for a script where a session ends by its idle time and by CLOSE, and another
+    host opens one after each."""
+    from amaranth.sim import Simulator
+
+    from nfacep.hdl.eth.link import EthRx
+    from nfacep.hdl.eth.payload import FrameClass
+
+    query_nfa = _limits()
+    engine_id = UdpBoardModel(query_nfa, EngineParams(), values=_built(query_nfa)).id
+    R, S, C = PacketType.RESET, PacketType.STATUS_REQ, PacketType.CLOSE
+    idle = 300
+    # (sender, type, session, cycles to wait after the frame, class)
+    script = [
+        (HOST, R, SESSION, 50, "accepted"),
+        (HOST, S, SESSION, 50, "accepted"),  # (50 + a frame < 300: still alive)
+        (THIRD, R, OTHER_SESSION, 50, "foreign"),
+        (HOST, S, SESSION, 1000, "accepted"),
+        (HOST, S, SESSION, 50, "foreign"),  # idle for 1,000 cycles: ended
+        (THIRD, R, OTHER_SESSION, 50, "accepted"),
+        (HOST, R, SESSION, 50, "foreign"),
+        (THIRD, C, OTHER_SESSION, 50, "accepted"),
+        (THIRD, S, OTHER_SESSION, 50, "foreign"),
+        (HOST, R, SESSION, 50, "accepted"),
+    ]
+    dut = EthRx(
+        tuple_width=20,
+        capacity=2048,
+        mac=BOARD.mac,
+        ip=BOARD.ip,
+        port=BOARD.port,
+        engine_id=engine_id,
+        idle_cycles=idle,
+    )
+    events = []
+
+    async def drive(ctx):
+        await ctx.tick().repeat(5)
+        for sender, ptype, session, wait, _ in script:
+            frame = udp.udp_frame(sender, BOARD, udp.packet(ptype, session=session))
+            for byte in b"\x55" * 7 + b"\xd5" + frame + udp.ethernet_fcs(frame):
+                ctx.set(dut.rx_dv, 1)
+                ctx.set(dut.rxd, byte)
+                await ctx.tick()
+            ctx.set(dut.rx_dv, 0)
+            await ctx.tick().repeat(wait)
+
+    async def take(ctx):
+        async for _, _, valid, ev in ctx.tick().sample(dut.event.valid, dut.event.payload):
+            if valid:
+                events.append(FrameClass(ev.cls).name.lower())
+
+    sim = Simulator(dut)
+    sim.add_clock(8e-9)
+    sim.add_testbench(drive)
+    sim.add_testbench(take, background=True)
+    sim.run()
+    assert events == [step[-1] for step in script]
+    now = [0]
+    model = UdpBoardModel(
+        query_nfa, EngineParams(), values=_built(query_nfa), idle=idle, clock=lambda: now[0]
+    )
+    classes = []
+    for sender, ptype, session, wait, _ in script:
+        model.feed(udp.packet(ptype, session=session), (".".join(map(str, sender.ip)), sender.port))
+        now[0] += 8 + 64 + 12 + wait  # (the frame, the gap, the wait: cycles)
+        classes.append(model.last)
+    assert classes == events
+
+
+def _limits():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        query = pathlib.Path(folder) / "limits.sql"
+        query.write_text(LIMITS)
+        return compile_file(query)
+
+
+def _built(nfa) -> ParamValues:
+    return ParamValues.parse(nfa.program.parameters, ["lim=100", "hot=true"])
