@@ -191,7 +191,7 @@ class Engine(wiring.Component):
                 m.d.comb += results.payload.result.starts.eq(matcher.o_stream.payload.starts)
             return matcher, results
 
-        payload_shape, update, state_width = self._update()
+        payload_shape, state_width, update = store_update(nfa)
         params = self._params
         shapes = {
             "key_shape": self._key_bits,
@@ -227,45 +227,6 @@ class Engine(wiring.Component):
             self.drops.eq(matcher.drops),
         ]
         return matcher, results
-
-    def _update(self):
-        """What the partition store carries with each tuple and how it updates a partition's
-        entry: ``(payload shape, update function, entry width)``. The payload is the predicate
-        vector, with the tuple's times under WITHIN or start_seq and the fields PREV's
-        predicates read; the entry is the NFA state, followed by the PREV history."""
-        nfa = self._nfa
-        times = times_layout(nfa)
-        late = late_layout(nfa)
-        kept = history_layout(nfa.program.schema, nfa.history)
-        nfa_bits = state_layout(nfa).size
-        if times is None and late is None:
-            payload_shape = len(nfa.predicates)
-
-            def update(mod, state, payload):
-                return next_state(mod, nfa, state, payload)
-        else:  # under WITHIN or start_seq the partition store carries the tuple's times along
-            members = {"predicates": len(nfa.predicates)}
-            if times is not None:
-                members["times"] = times
-            if late is not None:  # and with PREV what the predicates that read it need
-                members["late"] = late
-            payload_shape = data.StructLayout(members)
-
-            def update(mod, state, payload):
-                at = None if times is None else payload.times
-                if kept is None:
-                    return next_state(mod, nfa, state, payload.predicates, times=at)
-                # the partition's history follows its NFA state in the entry
-                history = data.View(kept, state[nfa_bits:])
-                params = payload.late.params if "params" in late.members else None
-                bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
-                stored, result = next_state(
-                    mod, nfa, state[:nfa_bits], payload.predicates | bits, times=at
-                )
-                after = shifted(mod, kept, history, payload.late.fields)
-                return Cat(Value.cast(stored), Value.cast(after)), result
-
-        return payload_shape, update, nfa_bits + (0 if kept is None else kept.size)
 
     def _front(self, m: Module, matcher) -> None:
         """Decoder and FIFO: ``i_stream``'s tuples become the matcher's input items (the key and
@@ -418,6 +379,46 @@ class Engine(wiring.Component):
             with m.If(matches.any()):
                 m.d.sync += self.matched.eq(self.matched + 1)
         wiring.connect(m, records.o_stream, wiring.flipped(self.o_stream))
+
+
+def store_update(nfa: Nfa):
+    """What the partition store keeps and does per tuple: ``(payload_shape, state_width,
+    update)``. The payload is the predicate vector, with the tuple's times under WITHIN or
+    start_seq, and with PREV what the predicates that read it need (:func:`late_layout`); the
+    state, the NFA's (:func:`~.nfa.state_layout`) followed, with PREV, by the partition's
+    history (:func:`~.layout.history_layout`)."""
+    times = times_layout(nfa)
+    late = late_layout(nfa)
+    kept = history_layout(nfa.program.schema, nfa.history)
+    nfa_bits = state_layout(nfa).size
+    if times is None and late is None:
+        payload_shape = len(nfa.predicates)
+
+        def update(mod, state, payload):
+            return next_state(mod, nfa, state, payload)
+    else:  # under WITHIN or start_seq the partition store carries the tuple's times along
+        members = {"predicates": len(nfa.predicates)}
+        if times is not None:
+            members["times"] = times
+        if late is not None:  # and with PREV what the predicates that read it need
+            members["late"] = late
+        payload_shape = data.StructLayout(members)
+
+        def update(mod, state, payload):
+            at = None if times is None else payload.times
+            if kept is None:
+                return next_state(mod, nfa, state, payload.predicates, times=at)
+            # the partition's history follows its NFA state in the entry
+            history = data.View(kept, state[nfa_bits:])
+            params = payload.late.params if "params" in late.members else None
+            bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
+            stored, result = next_state(
+                mod, nfa, state[:nfa_bits], payload.predicates | bits, times=at
+            )
+            after = shifted(mod, kept, history, payload.late.fields)
+            return Cat(Value.cast(stored), Value.cast(after)), result
+
+    return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
 
 
 def late_layout(nfa: Nfa) -> data.StructLayout | None:
