@@ -20,7 +20,7 @@ STRUCTS = {
     "arp": (">HHBBH6s4s6s4s", ARP),
     "ipv4": (">BBHHHBBH4s4s", IPV4),
     "udp": (">HHHH", UDP),
-    "payload": ("<BBHII", PAYLOAD),
+    "payload": ("<BBHIII", PAYLOAD),
 }
 
 
