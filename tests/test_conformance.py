@@ -92,9 +92,9 @@ def test_nfacep_against_flink(example, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", ["basic", "greedy"])
+@pytest.mark.parametrize("example", ["basic", "greedy", "within"])
 def test_sim_reports_what_match_does(example, tmp_path):
-    """The gateware (Icarus) on two small examples: the same rows as ``nfacep match``."""
+    """The gateware (Icarus) on three small examples: the same rows as ``nfacep match``."""
     pytest.importorskip("cocotb")
     (tmp_path / "sim").mkdir()
     assert nfacep_form(example, tmp_path / "sim", "sim") == nfacep_form(example, tmp_path)
