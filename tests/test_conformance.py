@@ -72,7 +72,16 @@ def partition_fields(example: str) -> list[str]:
 
 
 def test_the_set_is_there():
-    assert {"basic", "v_shape", "greedy", "reluctant", "rising", "within"} <= set(EXAMPLES)
+    assert {
+        "basic",
+        "v_shape",
+        "greedy",
+        "reluctant",
+        "rising",
+        "within",
+        "memory_negated",
+        "memory_reluctant",
+    } <= set(EXAMPLES)
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
