@@ -121,6 +121,23 @@ PATTERN ( N P+ N ) DEFINE N AS (x < 0) P AS (x >= 0);
     assert out.read_text() == ("seq,query,partition,n,m,x0,x1\n3,up,,4,1,-1,-2\n9,up,,3,2,-4,-5\n")
 
 
+def test_timestamp_and_ipv4_measures_are_written_as_their_fields_are(tmp_path):
+    """A TIMESTAMP measure is ISO 8601 text and an IPV4 one a dotted quad, as a tuple file
+    writes them, not the counts and integers they are stored as."""
+    query = """CREATE STREAM s (ts TIMESTAMP(MILLISECOND), ip IPV4, x UINT(8));
+QUERY q MEASURES FIRST(ts) AS t0, LAST(ts) AS t1, LAST(ip) AS a
+AFTER MATCH SKIP PAST LAST ROW PATTERN ( A B ) DEFINE A AS (x = 1) B AS (x = 2);
+"""
+    tuples = "ts,ip,x\n2011-04-01 10:00:00,10.0.0.1,1\n2011-04-01 10:00:01.5,10.1.2.3,2\n"
+    q, t = files(tmp_path, query, tuples)
+    out = tmp_path / "m.csv"
+    assert main(["match", q, "--input", t, "--output", str(out)]) == 0
+    assert out.read_text() == (
+        "seq,query,partition,t0,t1,a\n"
+        "1,q,,2011-04-01T10:00:00.000Z,2011-04-01T10:00:01.500Z,10.1.2.3\n"
+    )
+
+
 def test_a_file_without_measures_keeps_three_columns(tmp_path):
     q, t = files(
         tmp_path,

@@ -165,6 +165,7 @@ def format_values(column: np.ndarray, ty: FieldType) -> list[str]:
     """:func:`format_value` of each value of a column, integers and labels column-wise."""
     if isinstance(ty, EnumType):
         return np.array(ty.labels, dtype=object)[column.astype(np.int64)].tolist()
-    if isinstance(ty, Float32Type | BoolType) or column.dtype.kind not in "iu":
+    written = Float32Type | BoolType | Ipv4Type | TimestampType
+    if isinstance(ty, written) or column.dtype.kind not in "iu":
         return [format_value(v, ty) for v in column.tolist()]
     return column.astype(str).tolist()
