@@ -1,0 +1,187 @@
+"""Configuration images of the programmable engine (nfacep.image): each state's truth table
+over its atoms is its predicate; the image file's format, fingerprint and refusal of damaged,
+truncated and foreign images; files that do not fit are refused naming every reason. The
+engine configured with images is in test_programmable.py."""
+
+import numpy as np
+import pytest
+
+import nfacep
+from nfacep.errors import UsageError
+from nfacep.image import Capacity, EngineShape, ImageError, image, read_body
+from nfacep.io import tuples
+
+STREAM = "CREATE STREAM s (k UINT(4), a INT(6), b UINT(5), c BOOL, e ENUM('x', 'y', 'z'));\n"
+
+
+def shape_of(nfa, states=16, atoms=12, queries=4):
+    return EngineShape(
+        nfa.program.schema, nfa.program.partition_fields, Capacity(states, atoms, queries)
+    )
+
+
+def random_data(rng, n, keys):
+    return tuples.Tuples(
+        {
+            "k": rng.integers(0, keys, n).astype(np.uint64),
+            "a": rng.integers(-32, 32, n),
+            "b": rng.integers(0, 32, n),
+            "c": rng.integers(0, 2, n) > 0,
+            "e": rng.integers(0, 3, n),
+        },
+        n,
+    )
+
+
+PATTERNS = ["A B* C", "(A | B)+ C?", "A{2,3} B", "PERMUTE(A, B) C*", "A . B", "A+ B+"]
+COMPARISONS = ["=", "<>", "<", "<=", ">", ">="]
+
+
+def random_condition(rng, depth=0) -> str:
+    """A condition of the atoms' forms: integer, ENUM and BOOL comparisons with constants
+    and with another field ± a constant, combined."""
+    kind = int(rng.integers(0, 7 if depth < 2 else 5))
+    op = str(rng.choice(COMPARISONS))
+    if kind == 0:
+        return f"a {op} {int(rng.integers(-32, 32))}"
+    if kind == 1:
+        return f"b {op} a {'+-'[int(rng.integers(0, 2))]} {int(rng.integers(0, 9))}"
+    if kind == 2:
+        return f"{int(rng.integers(0, 32))} {op} b"
+    if kind == 3:
+        return f"e {rng.choice(['=', '<>'])} '{'xyz'[int(rng.integers(0, 3))]}'"
+    if kind == 4:
+        return "c" if rng.integers(0, 2) else "NOT c"
+    joiner = " AND " if kind == 5 else " OR "
+    return "(" + random_condition(rng, depth + 1) + joiner + random_condition(rng, depth + 1) + ")"
+
+
+def random_file(rng, partitioned=True, n=3) -> str:
+    text = STREAM
+    for i in range(n):
+        skip = "AFTER MATCH SKIP PAST LAST ROW " if rng.integers(0, 2) else ""
+        part = "PARTITION k " if partitioned else ""
+        pattern = str(rng.choice(PATTERNS))
+        defines = " ".join(f"{v} AS {random_condition(rng)}" for v in "ABC")
+        text += f"QUERY q{i} {part}{skip}PATTERN ({pattern}) DEFINE {defines};\n"
+    return text
+
+
+def fitting_file(rng, partitioned=True):
+    """A random file that fits a 16-state, 12-atom engine, and its NFA."""
+    while True:
+        nfa = nfacep.compile_text(random_file(rng, partitioned))
+        try:
+            image(nfa, shape_of(nfa))
+        except ImageError:
+            continue
+        return nfa
+
+
+# --- the image --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_image_states_equal_the_predicates(seed):
+    """Each state's truth table over its atoms, evaluated in software on random tuples, is its
+    predicate as the reference evaluates it (constants clamped, fields compared exactly)."""
+    from nfacep.lang.evaluate import evaluate
+
+    rng = np.random.default_rng(seed)
+    nfa = fitting_file(rng)
+    img = image(nfa, shape_of(nfa))
+    data = random_data(rng, 300, keys=4)
+    names = img.shape.operands
+    for s, config in zip(nfa.states, img.states, strict=True):
+        if s.predicate is None:
+            want = np.ones(data.n, dtype=bool)
+        else:
+            want = evaluate(nfa.predicates[s.predicate].expr, data.columns, data.n)
+        for t in range(data.n):
+            values = [int(data.columns[name][t]) for name in names]
+            k = sum(img.atoms[a].holds(values) << j for j, a in enumerate(config.atoms))
+            assert bool(config.table >> k & 1) == bool(want[t]), (s, t)
+
+
+def test_image_file_round_trip_and_damage():
+    nfa = fitting_file(np.random.default_rng(1))
+    shape = shape_of(nfa)
+    img = image(nfa, shape)
+    blob = img.to_bytes()
+    assert read_body(shape, blob) == img.body()
+    assert len(img.fingerprint) == 16 and img.fingerprint == blob[-8:].hex()
+    damaged = bytearray(blob)
+    damaged[30] ^= 4
+    with pytest.raises(UsageError, match="damaged"):
+        read_body(shape, bytes(damaged))
+    with pytest.raises(UsageError, match="truncated"):
+        read_body(shape, blob[:-1])
+    with pytest.raises(UsageError, match="another engine"):
+        read_body(shape_of(nfa, states=17), blob)
+    with pytest.raises(UsageError, match="not a configuration image"):
+        read_body(shape, b"PK\x03\x04" + blob[4:])
+
+
+def test_image_refuses_every_capacity_at_once():
+    text = STREAM + (
+        "QUERY q0 PARTITION k PATTERN (A B C) DEFINE A AS a < 1 B AS a < 2 C AS a < 3;\n"
+        "QUERY q1 PARTITION k PATTERN (A B) DEFINE A AS a < 4 "
+        "B AS a = 1 OR b = 2 OR c OR e = 'x' OR b > a + 1;\n"
+    )
+    nfa = nfacep.compile_text(text)
+    with pytest.raises(ImageError) as err:
+        image(nfa, shape_of(nfa, states=4, atoms=6, queries=1))
+    text = str(err.value)
+    assert "states: the queries need 5, the engine has 4" in text
+    assert "atoms: the conditions need 9, the engine has 6" in text
+    assert "queries: the file has 2, the engine has 1" in text
+    assert "atoms per state: predicate p4" in text and "reads 5 atoms" in text
+    assert len(err.value.reasons) == 4
+
+
+@pytest.mark.parametrize(
+    ("stream", "query", "reason"),
+    [
+        (
+            "CREATE STREAM s (k UINT(4), t UINT(8), a INT(6));",
+            "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 5 DEFINE A AS a < 1;",
+            "WITHIN is not supported",
+        ),
+        (
+            "CREATE STREAM s (k UINT(4), a INT(6));",
+            "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a < PREV(a);",
+            "PREV is not supported",
+        ),
+        (
+            "CREATE STREAM s (k UINT(4), a INT(6));",
+            "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a < :lim;",
+            "runtime parameters (:lim)",
+        ),
+        (
+            "CREATE STREAM s (k UINT(4), x FLOAT32);",
+            "QUERY q PARTITION k PATTERN (A B) DEFINE A AS x < 1.5;",
+            "no FLOAT32 comparisons",
+        ),
+        (
+            "CREATE STREAM s (k UINT(4), a INT(6), b INT(6));",
+            "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a + b < 3;",
+            "another field ± a constant",
+        ),
+        (
+            "CREATE STREAM s (k UINT(4), a INT(6), b INT(6));",
+            "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a < 2 * b;",
+            "another field ± a constant",
+        ),
+    ],
+)
+def test_image_refuses_what_the_engine_cannot_hold(stream, query, reason):
+    nfa = nfacep.compile_text(stream + "\n" + query)
+    with pytest.raises(ImageError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        image(nfa, shape_of(nfa))
+
+
+def test_image_refuses_another_declaration():
+    nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A) DEFINE A AS a < 1;")
+    other = nfacep.compile_text(STREAM + "QUERY q PARTITION b PATTERN (A) DEFINE A AS a < 1;")
+    with pytest.raises(ImageError, match=r"partitions by \(k\), the engine by \(b\)"):
+        image(nfa, shape_of(other))
