@@ -36,7 +36,7 @@ from .partitioner import StreamPartitioner
 from .stream import StreamBuffer, StreamQueue
 from .table import TablePartitioner
 
-__all__ = ["Engine", "HardwareLimitError", "write_verilog"]
+__all__ = ["Engine", "HardwareLimitError", "partition_key", "partition_store", "write_verilog"]
 
 
 class Engine(wiring.Component):
@@ -200,21 +200,7 @@ class Engine(wiring.Component):
             "result_shape": outcome.size,
             "update": update,
         }
-        if params.store == "table":
-            m.submodules.partitioner = matcher = TablePartitioner(
-                entries=params.partitions,
-                ways=params.ways,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
-        else:
-            m.submodules.partitioner = matcher = StreamPartitioner(
-                depth=params.partitions,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
+        m.submodules.partitioner = matcher = partition_store(params, **shapes)
         self._store = matcher
         out = matcher.o_stream
         m.d.comb += [
@@ -325,13 +311,7 @@ class Engine(wiring.Component):
         wiring.connect(m, queue.o_stream, matcher.i_stream)
 
     def _key(self, payload) -> Value:
-        """A tuple's partition key (:class:`nfacep.schema.PartitionKey`): its fields' bits
-        concatenated, the first field PARTITION BY lists in the most significant bits."""
-        # Cat takes its first part as the least significant: the last field listed
-        parts = [
-            Value.cast(payload[name]).as_unsigned() for name in self._nfa.program.partition_fields
-        ]
-        return Cat(*reversed(parts))
+        return partition_key(payload, self._nfa.program.partition_fields)
 
     def _parameters(self, m: Module, decoder: PredicateDecoder) -> None:
         """The parameter registers: the values in force, a shadow copy and the tuple number
@@ -418,6 +398,33 @@ class Engine(wiring.Component):
             with m.If(matches.any()):
                 m.d.sync += self.matched.eq(self.matched + 1)
         wiring.connect(m, records.o_stream, wiring.flipped(self.o_stream))
+
+
+def partition_store(params: EngineParams, **shapes) -> StreamPartitioner | TablePartitioner:
+    """The partition store ``params`` name (its capacity and timers), for the ``shapes``
+    (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
+    engine that uses it."""
+    if params.store == "table":
+        return TablePartitioner(
+            entries=params.partitions,
+            ways=params.ways,
+            timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples,
+            **shapes,
+        )
+    return StreamPartitioner(
+        depth=params.partitions,
+        timer_bits=params.timer_bits,
+        tick_tuples=params.tick_tuples,
+        **shapes,
+    )
+
+
+def partition_key(payload, fields) -> Value:
+    """A tuple's partition key (:class:`nfacep.schema.PartitionKey`): the bits of its
+    ``fields`` concatenated, the first field PARTITION BY lists in the most significant bits."""
+    # Cat takes its first part as the least significant: the last field listed
+    return Cat(*reversed([Value.cast(payload[name]).as_unsigned() for name in fields]))
 
 
 def late_layout(nfa: Nfa) -> data.StructLayout | None:
