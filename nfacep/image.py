@@ -17,7 +17,8 @@ of it (:func:`image`):
 What does not fit is refused before anything is built or sent, every reason at once
 (:class:`ImageError`): each capacity exceeded and each construct the programmable engine has
 no logic for (FLOAT32 and IPV4 comparisons, WITHIN, PREV, start positions, runtime
-parameters, a predicate not of the atoms' form).
+parameters switched at a tuple, a predicate not of the atoms' form). Runtime parameters'
+values are constants in the image.
 
 :func:`config_fields` is the one definition of the configuration's bit layout; the gateware
 builds its registers from it and :meth:`Image.body` packs it. No numpy, no amaranth here.
@@ -29,12 +30,16 @@ import hashlib
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .lang import predicates as P
 from .lang.types import BoolType, EnumType, IntType, Ipv4Type, UIntType
 from .nfa import Nfa
 from .schema import Schema
+
+if TYPE_CHECKING:
+    from .settings import ParamValues
 
 __all__ = [
     "ATOMS_PER_STATE",
@@ -77,8 +82,8 @@ class ImageError(UsageError):
 class Capacity:
     """The programmable engine's capacities: state slots, atoms, query slots."""
 
-    states: int = 16
-    atoms: int = 16
+    states: int = 32
+    atoms: int = 32
     queries: int = 4
 
     def __post_init__(self) -> None:
@@ -430,18 +435,37 @@ def _constructs(nfa: Nfa) -> list[str]:
             )
     if nfa.history:
         reasons.append("PREV is not supported by the programmable engine")
-    if program.parameters:
-        names = ", ".join(":" + n for n in program.parameters)
-        reasons.append(f"runtime parameters ({names}) are not supported by the programmable engine")
     return reasons
 
 
-def image(nfa: Nfa, shape: EngineShape) -> Image:
-    """The configuration of ``nfa``'s queries in a programmable engine of ``shape``; raises
+def _bound(nfa: Nfa, values: ParamValues | None) -> tuple[dict[int, P.PExpr], list[str]]:
+    """Each predicate with the runtime parameters' values as constants (an image holds them
+    so), or why not."""
+    program = nfa.program
+    exprs = {p.index: p.expr for p in nfa.predicates}
+    if not program.parameters:
+        return exprs, []
+    names = ", ".join(":" + n for n in program.parameters)
+    if values is None:
+        return exprs, [
+            f"runtime parameters ({names}) need values: an image holds them as constants"
+        ]
+    if values.switches:
+        return exprs, [
+            f"runtime parameters ({names}) switched at a tuple: an image holds one value of each "
+            "(load another image to change them)"
+        ]
+    return {i: P.bind(e, values.initial) for i, e in exprs.items()}, []
+
+
+def image(nfa: Nfa, shape: EngineShape, values: ParamValues | None = None) -> Image:
+    """The configuration of ``nfa``'s queries in a programmable engine of ``shape``, with the
+    runtime parameters' ``values`` (their initial values; no switches) as constants; raises
     :class:`ImageError` naming every capacity exceeded and every construct not supported."""
     c = shape.capacity
     program = nfa.program
-    reasons = _constructs(nfa)
+    exprs, reasons = _bound(nfa, values)
+    reasons = _constructs(nfa) + reasons
     if [(f.name, str(f.type)) for f in program.schema.fields] != [
         (f.name, str(f.type)) for f in shape.schema.fields
     ]:
@@ -458,18 +482,19 @@ def image(nfa: Nfa, shape: EngineShape) -> Image:
     atoms = _Atoms(shape)
     truths: dict[int, tuple[Truth, set[int]]] = {}
     for p in nfa.predicates:
-        if nfa.history or program.parameters:
+        if nfa.history or any(isinstance(n, P.Param) for n in P.nodes(exprs[p.index])):
             break  # already refused; its atoms would be meaningless
         try:
-            truths[p.index] = atoms.truth(p.expr)
+            truths[p.index] = atoms.truth(exprs[p.index])
         except _Refused as err:
             reasons.append(f"predicate p{p.index} '{p.text}': {err}")
     if len(atoms.atoms) > c.atoms:
         reasons.append(f"atoms: the conditions need {len(atoms.atoms)}, the engine has {c.atoms}")
-    for p, (_, used) in truths.items():
+    for index, (_, used) in truths.items():
         if len(used) > ATOMS_PER_STATE:
             reasons.append(
-                f"atoms per state: predicate p{p} '{nfa.predicates[p].text}' reads {len(used)} "
+                f"atoms per state: predicate p{index} '{nfa.predicates[index].text}' reads "
+                f"{len(used)} "
                 f"atoms, a state at most {ATOMS_PER_STATE}"
             )
     if reasons:

@@ -155,7 +155,7 @@ def test_image_refuses_every_capacity_at_once():
         (
             "CREATE STREAM s (k UINT(4), a INT(6));",
             "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a < :lim;",
-            "runtime parameters (:lim)",
+            "runtime parameters (:lim) need values",
         ),
         (
             "CREATE STREAM s (k UINT(4), x FLOAT32);",
@@ -185,3 +185,17 @@ def test_image_refuses_another_declaration():
     other = nfacep.compile_text(STREAM + "QUERY q PARTITION b PATTERN (A) DEFINE A AS a < 1;")
     with pytest.raises(ImageError, match=r"partitions by \(k\), the engine by \(b\)"):
         image(nfa, shape_of(other))
+
+
+def test_runtime_parameters_are_constants_in_the_image():
+    from nfacep.settings import ParamValues
+
+    nfa = nfacep.compile_text(STREAM + "QUERY q PARTITION k PATTERN (A B) DEFINE A AS a < :lim;")
+    shape = shape_of(nfa)
+    low = image(nfa, shape, ParamValues.parse(nfa.program.parameters, ["lim=-3"]))
+    high = image(nfa, shape, ParamValues.parse(nfa.program.parameters, ["lim=7"]))
+    assert [a.constant for a in low.atoms] == [-3] and [a.constant for a in high.atoms] == [7]
+    assert low.fingerprint != high.fingerprint
+    switched = ParamValues.parse(nfa.program.parameters, ["lim=1", "lim=2@10"])
+    with pytest.raises(ImageError, match="switched at a tuple"):
+        image(nfa, shape, switched)

@@ -10,13 +10,18 @@ import random
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from bundled import QUERIES, param_values
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from strategies import scenarios, streams
 from streams import stream_put
 from test_image import STREAM, fitting_file, random_data, shape_of
 
 import nfacep
 from nfacep import wire
 from nfacep.hdl.programmable import ProgrammableEngine
-from nfacep.image import image
+from nfacep.image import Capacity, EngineShape, ImageError, image
+from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
 
@@ -62,12 +67,12 @@ def simulate(shape, body, data, params, *, seed=0, gap=0.3, stall=0.3):
     return records, done
 
 
-def compare(nfa, shape, data, params, *, body=None, seed=0):
+def compare(nfa, shape, data, params, *, body=None, seed=0, values=None):
     """The engine configured with ``nfa``'s image (or ``body``) equals the reference."""
-    img = image(nfa, shape)
+    img = image(nfa, shape, values)
     body = img.body() if body is None else body
     records, counters = simulate(shape, body, data, params, seed=seed)
-    r = reference.run(nfa, data, params)
+    r = reference.run(nfa, data, params, values=values)
     want: dict[int, int] = {}
     for seq, q in zip(r.seqs.tolist(), r.queries.tolist(), strict=True):
         want[seq] = want.get(seq, 0) | 1 << q
@@ -154,3 +159,55 @@ def test_a_damaged_configuration_fails_the_comparison():
         body[bit // 8] ^= 1 << bit % 8
         with pytest.raises(AssertionError):
             compare(nfa, shape, data, params, body=bytes(body))
+
+
+@pytest.mark.parametrize(
+    ("name", "store"), [("marathon", "pipeline"), ("vshape", "table"), ("supplychain", "table")]
+)
+def test_bundled_queries_that_fit(name, store):
+    """The bundled queries without WITHIN or FLOAT32 (supplychain's parameter a constant in
+    its image) on their data."""
+    nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
+    data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    params = EngineParams(partitions=64, store=store)
+    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields)  # the default capacity
+    want, _ = compare(nfa, shape, data, params, values=param_values(name, nfa))
+    assert want
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sc=scenarios(),
+    rows=streams(max_len=40, keys=6),
+    store=st.sampled_from(["pipeline", "table"]),
+    partitions=st.sampled_from([1, 2, 4]),
+    tick_tuples=st.integers(0, 4),
+    timer_bits=st.integers(1, 3),
+    seed=st.integers(0, 1000),
+)
+def test_random_scenarios(sc, rows, store, partitions, tick_tuples, timer_bits, seed):
+    """Random query files (every pattern operator, both forms, both after-match modes, with
+    and without PARTITION) that fit a 24-state engine, on random streams, equal the
+    reference exactly."""
+    nfa = nfacep.compile_text(sc.text)
+    program = nfa.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity(24, 6, 3))
+    try:
+        image(nfa, shape)
+    except ImageError:
+        assume(False)
+    data = tuples.Tuples(
+        {
+            "k": np.array([r["k"] for r in rows], dtype=np.uint64),
+            **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
+        },
+        len(rows),
+    )
+    params = EngineParams(
+        partitions=partitions,
+        store=store,
+        ways=min(2, partitions),
+        tick_tuples=tick_tuples,
+        timer_bits=timer_bits,
+    )
+    compare(nfa, shape, data, params, seed=seed)
