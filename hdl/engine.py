@@ -102,6 +102,10 @@ class Engine(wiring.Component):
         fifo_depth: int = 8,
         values: ParamValues | None = None,
     ):
+        if params.engine != "fixed":
+            raise ValueError(
+                "Engine is the fixed engine: the programmable one is ProgrammableEngine"
+            )
         check_fits(nfa)
         self._nfa = nfa
         self._params = params

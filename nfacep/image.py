@@ -26,6 +26,7 @@ builds its registers from it and :meth:`Image.body` packs it. No numpy, no amara
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from .errors import UsageError
 from .lang import predicates as P
 from .lang.types import BoolType, EnumType, IntType, Ipv4Type, UIntType
 from .nfa import Nfa
+from .params import EngineParams
 from .schema import Schema
 
 if TYPE_CHECKING:
@@ -80,18 +82,20 @@ class ImageError(UsageError):
 
 @dataclass(frozen=True)
 class Capacity:
-    """The programmable engine's capacities: state slots, atoms, query slots."""
+    """The programmable engine's capacities: state slots, atoms, query slots (their defaults
+    and ranges are :class:`~nfacep.params.EngineParams`' ``states``, ``atoms``, ``queries``,
+    checked when made)."""
 
-    states: int = 32
-    atoms: int = 32
-    queries: int = 4
+    states: int
+    atoms: int
+    queries: int
 
     def __post_init__(self) -> None:
-        for name, value in (("states", self.states), ("atoms", self.atoms)):
-            if not 1 <= value <= 1024:
-                raise UsageError(f"--{name} must be from 1 to 1024, not {value}")
-        if not 1 <= self.queries <= 64:
-            raise UsageError(f"--queries must be from 1 to 64, not {self.queries}")
+        EngineParams(states=self.states, atoms=self.atoms, queries=self.queries)
+
+    @classmethod
+    def of(cls, params: EngineParams) -> Capacity:
+        return cls(params.states, params.atoms, params.queries)
 
 
 def _operand(ty) -> bool:
@@ -110,7 +114,7 @@ class EngineShape:
 
     schema: Schema
     partition_fields: tuple[str, ...]
-    capacity: Capacity = Capacity()
+    capacity: Capacity = dataclasses.field(default_factory=lambda: Capacity.of(EngineParams()))
 
     @property
     def operands(self) -> tuple[str, ...]:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .nfa import Nfa
 
 __all__ = [
+    "ENGINES",
+    "PROGRAMMABLE",
     "STORES",
     "EngineParams",
     "add_arguments",
@@ -62,6 +64,9 @@ def _choice(default: str, *, choices: tuple[str, ...], help: str):
 
 
 STORES = ("pipeline", "table")
+ENGINES = ("fixed", "programmable")
+#: the parameters that only the programmable engine has
+PROGRAMMABLE = ("states", "atoms", "queries")
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,38 @@ class EngineParams:
         help="with --store table and a key wider than the table's index: the entries of one "
         "bucket (a power of two, one block-RAM bank each); a new key whose bucket is "
         "full is dropped and counted",
+    )
+    engine: str = _choice(
+        "fixed",
+        choices=ENGINES,
+        help="'fixed': the queries wired into logic; 'programmable': state slots, atoms, "
+        "truth tables and an activation matrix in registers, the queries a configuration "
+        "image (so far only `nfacep check` shows whether a file fits one)",
+    )
+    states: int = _param(
+        32,
+        lo=1,
+        hi=1024,
+        metavar="S",
+        hint="use fewer state slots",
+        help="with --engine programmable: its state slots (NFA states of all queries)",
+    )
+    atoms: int = _param(
+        32,
+        lo=1,
+        hi=1024,
+        metavar="A",
+        hint="use fewer atoms",
+        help="with --engine programmable: its atomic conditions (a field compared with a "
+        "constant or with another field plus a constant)",
+    )
+    queries: int = _param(
+        4,
+        lo=1,
+        hi=64,
+        metavar="Q",
+        hint="use fewer query slots",
+        help="with --engine programmable: its query slots",
     )
 
     def __post_init__(self) -> None:
@@ -180,12 +217,15 @@ class EngineParams:
     @classmethod
     def from_dict(cls, values: dict, *, source: str) -> EngineParams:
         """The parameters recorded in ``values`` (by :meth:`as_dict`) in the file ``source``;
-        :class:`UsageError` naming ``source`` when they are missing, unknown or invalid."""
+        :class:`UsageError` naming ``source`` when they are missing, unknown or invalid
+        (``engine`` and the programmable engine's capacities may be missing: a fixed
+        engine's)."""
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(values, dict):
             raise UsageError(f"{source}: the engine parameters are not an object: {values!r}")
         unknown = sorted(set(values) - names)
-        missing = sorted(names - set(values))
+        # a record from before the programmable engine describes a fixed engine
+        missing = sorted(names - set(values) - {"engine", *PROGRAMMABLE})
         if unknown or missing:
             parts = []
             if unknown:
@@ -200,9 +240,13 @@ class EngineParams:
             raise UsageError(f"{source}: {err}") from None
 
     def options(self) -> str:
-        """The command-line options that give these parameters."""
+        """The command-line options that give these parameters (of the fixed engine, without
+        ``--engine`` and the programmable engine's capacities)."""
+        fixed = self.engine == "fixed"
         return " ".join(
-            f"{option(f.name)} {getattr(self, f.name)}" for f in dataclasses.fields(self)
+            f"{option(f.name)} {getattr(self, f.name)}"
+            for f in dataclasses.fields(self)
+            if not (fixed and f.name in ("engine", *PROGRAMMABLE))
         )
 
     def differences(self, other: EngineParams) -> list[str]:
@@ -252,11 +296,29 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def from_args(args: argparse.Namespace, defaults: EngineParams | None = None) -> EngineParams:
+def from_args(
+    args: argparse.Namespace,
+    defaults: EngineParams | None = None,
+    *,
+    programmable: bool = False,
+) -> EngineParams:
     """The engine parameters of a parsed command line: each one given there, else taken from
     ``defaults`` (:class:`EngineParams`'s own defaults when None). Raises UsageError or
-    HardwareLimitError for a value out of range."""
-    return dataclasses.replace(defaults or EngineParams(), **given(args))
+    HardwareLimitError for a value out of range, for ``--states``, ``--atoms`` or
+    ``--queries`` without ``--engine programmable``, and for ``--engine programmable`` where
+    the command does not take it (``programmable`` False)."""
+    values = given(args)
+    result = dataclasses.replace(defaults or EngineParams(), **values)
+    if result.engine != "programmable":
+        extra = [option(n) for n in PROGRAMMABLE if n in values]
+        if extra:
+            raise UsageError(f"{', '.join(extra)}: only with --engine programmable")
+    elif not programmable:
+        raise UsageError(
+            "--engine programmable: this command does not build or model the programmable "
+            "engine yet (`nfacep check --engine programmable` shows whether a file fits one)"
+        )
+    return result
 
 
 def check_fits(nfa: Nfa) -> None:

@@ -199,3 +199,47 @@ def test_runtime_parameters_are_constants_in_the_image():
     switched = ParamValues.parse(nfa.program.parameters, ["lim=1", "lim=2@10"])
     with pytest.raises(ImageError, match="switched at a tuple"):
         image(nfa, shape, switched)
+
+
+def test_check_shows_the_fit(capsys, tmp_path):
+    """``nfacep check Q --engine programmable`` prints the fit, or every reason it does not
+    fit (exit 2); the capacities need ``--engine programmable``, which the commands that do
+    not build it yet refuse."""
+    import json
+
+    from bundled import QUERIES
+
+    from nfacep.cli import main
+
+    marathon = str(QUERIES / "marathon.sql")
+    assert main(["check", marathon, "--engine", "programmable"]) == 0
+    out = capsys.readouterr().out
+    assert "programmable engine (32 states, 32 atoms, 4 queries): fits, using 9 states" in out
+    nfa = nfacep.compile_file(marathon)
+    fingerprint = image(nfa, EngineShape(nfa.program.schema, ("runner",))).fingerprint
+    assert f"fingerprint {fingerprint}" in out
+    assert main(["check", marathon, "--engine", "programmable", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["programmable"]["states"] == [9, 32] and doc["programmable"]["atoms"][1] == 32
+    supply = str(QUERIES / "supplychain.sql")
+    argv = ["check", supply, "--engine", "programmable", "--states", "16", "--atoms", "4"]
+    assert main([*argv, "--param", "big=5"]) == 2
+    err = capsys.readouterr().err
+    assert "supplychain.sql: the query file does not fit the programmable engine" in err
+    assert "states: the queries need 19, the engine has 16" in err
+    assert "atoms: the conditions need 10, the engine has 4" in err
+    assert main(["check", marathon, "--states", "4"]) == 2
+    assert "--states: only with --engine programmable" in capsys.readouterr().err
+    csv = str(QUERIES / "marathon.csv")
+    argv = [
+        "match",
+        marathon,
+        "--input",
+        csv,
+        "--output",
+        str(tmp_path / "m.csv"),
+        "--engine",
+        "programmable",
+    ]
+    assert main(argv) == 2
+    assert "does not build or model the programmable engine yet" in capsys.readouterr().err
