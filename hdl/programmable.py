@@ -23,6 +23,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.image import ATOMS_PER_STATE, OPS, EngineShape, body_size, config_fields
+from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN
 from nfacep.params import EngineParams
 from nfacep.wire import SEQ_BITS
 
@@ -163,25 +164,35 @@ class ProgrammableEngine(wiring.Component):
         shape = self._shape
         c = shape.capacity
         tup = self.i_stream.payload
-        operands = [Value.cast(tup[name]) for name in shape.operands] or [Const(0, 1)]
         lo, hi = shape.operand_range()
         wide = signed(max(lo.bit_length() if lo < 0 else 0, hi.bit_length()) + 1)
-        values = Array(Signal(wide, name=f"operand_{i}") for i in range(len(operands)))
-        for v, o in zip(values, operands, strict=True):
-            m.d.comb += v.eq(o)
+        values = Array(Signal(wide, name=f"operand_{i}") for i in range(len(shape.operands)))
+        nans = Array(Signal(name=f"operand_{i}_nan") for i in range(len(shape.operands)))
+        for i, name in enumerate(shape.operands):
+            bits = Value.cast(tup[name])
+            if i in shape.floats:  # the order key, as the decoder compares FLOAT32s
+                sign, magnitude = bits[31], bits[:31]
+                m.d.comb += [
+                    values[i].eq(Mux(sign & (magnitude != 0), ~bits, bits | FLOAT32_SIGN)),
+                    nans[i].eq(magnitude > FLOAT32_INF),
+                ]
+            else:
+                m.d.comb += values[i].eq(bits)
         atoms = Signal(c.atoms, name="atoms")
         for a in range(c.atoms):
             left = values[self._field(config, f"atom{a}.field")]
-            other = Mux(
-                self._field(config, f"atom{a}.uses_other"),
-                values[self._field(config, f"atom{a}.other")],
-                0,
+            uses_other = self._field(config, f"atom{a}.uses_other")
+            other = Mux(uses_other, values[self._field(config, f"atom{a}.other")], 0)
+            nan = nans[self._field(config, f"atom{a}.field")] | (
+                uses_other & nans[self._field(config, f"atom{a}.other")]
             )
             constant = self._field(config, f"atom{a}.constant").as_signed()
             right = Signal(signed(wide.width + constant.shape().width + 1), name=f"atom{a}_right")
             m.d.comb += right.eq(other + constant)
             op = self._field(config, f"atom{a}.op")
-            with m.Switch(op):
+            with m.If(nan):  # IEEE 754: a NaN satisfies only <>
+                m.d.comb += atoms[a].eq(op == OPS.index("<>"))
+            with m.Else(), m.Switch(op):
                 for code, name in enumerate(OPS):
                     with m.Case(code):
                         m.d.comb += atoms[a].eq(_COMPARE[name](left, right))

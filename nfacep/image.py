@@ -7,8 +7,10 @@ of it (:func:`image`):
 
 * an **atom** compares a field with a constant, or with another field plus a constant:
   ``field OP constant`` or ``field OP other + constant`` (``OP`` one of ``= <> < <= > >=``),
-  over integer, ENUM (label index), BOOL (0/1) and TIMESTAMP fields, exactly as the
-  reference compares them (mathematical integers, no overflow);
+  exactly as the reference compares them: integers and TIMESTAMPs as mathematical integers
+  (no overflow), ENUMs as label indices, BOOLs as 0/1, IPV4 addresses as 32-bit numbers (a
+  network is a range: two atoms), FLOAT32s as their order keys (a NaN satisfies only
+  ``<>``);
 * each **state** reads at most :data:`ATOMS_PER_STATE` atoms and holds its condition as a
   truth table over them (bit ``sum(atom_j << j)``), an activation mask (the states whose
   being set activates it), start and accept bits, and the query slot it belongs to;
@@ -16,8 +18,8 @@ of it (:func:`image`):
 
 What does not fit is refused before anything is built or sent, every reason at once
 (:class:`ImageError`): each capacity exceeded and each construct the programmable engine has
-no logic for (FLOAT32 and IPV4 comparisons, WITHIN, PREV, start positions, runtime
-parameters switched at a tuple, a predicate not of the atoms' form). Runtime parameters'
+no logic for (WITHIN, PREV, start positions, runtime parameters switched at a tuple, a
+predicate not of the atoms' form). Runtime parameters'
 values are constants in the image.
 
 :func:`config_fields` is the one definition of the configuration's bit layout; the gateware
@@ -35,7 +37,8 @@ from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .lang import predicates as P
-from .lang.types import BoolType, EnumType, IntType, Ipv4Type, UIntType
+from .lang.types import BoolType, Float32Type
+from .lang.values import float32_key
 from .nfa import Nfa
 from .params import EngineParams
 from .schema import Schema
@@ -98,13 +101,13 @@ class Capacity:
         return cls(params.states, params.atoms, params.queries)
 
 
-def _operand(ty) -> bool:
-    """Whether an atom can read a field of this type (integers, ENUM, BOOL, TIMESTAMP)."""
-    return isinstance(ty, UIntType | IntType | BoolType | EnumType) and not isinstance(ty, Ipv4Type)
-
-
 def _range(ty) -> tuple[int, int]:
-    return (0, 1) if isinstance(ty, BoolType) else ty.range
+    """The values an atom sees of a field: a FLOAT32's order key (:func:`float32_key`)."""
+    if isinstance(ty, BoolType):
+        return 0, 1
+    if isinstance(ty, Float32Type):
+        return 0, (1 << 32) - 1
+    return ty.range
 
 
 @dataclass(frozen=True)
@@ -118,8 +121,14 @@ class EngineShape:
 
     @property
     def operands(self) -> tuple[str, ...]:
-        """The fields an atom may read, in declaration order (an atom names one by index)."""
-        return tuple(f.name for f in self.schema.fields if _operand(f.type))
+        """The fields an atom may read, by index: every field, in declaration order."""
+        return tuple(f.name for f in self.schema.fields)
+
+    @property
+    def floats(self) -> tuple[int, ...]:
+        """The operands that are FLOAT32: an atom compares their order keys, and is false
+        on a NaN unless it is ``<>``."""
+        return tuple(i for i, f in enumerate(self.schema.fields) if isinstance(f.type, Float32Type))
 
     def operand_range(self) -> tuple[int, int]:
         """The least and greatest value of any operand field (0 lies between)."""
@@ -184,20 +193,25 @@ def config_fields(shape: EngineShape) -> list[tuple[str, int]]:
 
 @dataclass(frozen=True)
 class Atom:
-    """``operands[field] OP (operands[other] if other is not None else 0) + constant``."""
+    """``operands[field] OP (operands[other] if other is not None else 0) + constant``, where
+    a FLOAT32 operand is its order key, and a NaN makes the atom false unless ``OP`` is
+    ``<>`` (IEEE 754)."""
 
     field: int
     op: str
     other: int | None
     constant: int
 
-    def holds(self, values: list[int]) -> bool:
-        """The atom on a tuple's operand values (for tests and tools)."""
-        right = (values[self.other] if self.other is not None else 0) + self.constant
-        return _compare(self.op, values[self.field], right)
+    def holds(self, values: list[int | None]) -> bool:
+        """The atom on a tuple's operand values (None: a NaN), for tests and tools."""
+        left = values[self.field]
+        other = values[self.other] if self.other is not None else 0
+        if left is None or other is None:
+            return self.op == "<>"
+        return _compare(self.op, left, other + self.constant)
 
 
-def _compare(op: str, a: int, b: int) -> bool:
+def _compare(op: str, a: float, b: float) -> bool:
     return {
         "=": a == b,
         "<>": a != b,
@@ -336,8 +350,6 @@ class _Atoms:
         return (lambda v: v[n]), {n}
 
     def operand(self, name: str) -> int:
-        if name not in self.index:
-            raise _Refused(f"field {name} is not one an atom can read")
         return self.index[name]
 
     def linear(self, e: P.PExpr) -> tuple[dict[str, int], int]:
@@ -410,10 +422,54 @@ class _Atoms:
                 return (lambda v: lf(v) != rf(v)), lu | ru
             case P.Cmp(op, left, right, "int" | "enum"):
                 return self.compare(op, left, right)
-            case P.Cmp(_, left, _, kind):
-                ty = left.type if isinstance(left, P.FieldRef | P.Param | P.Prev) else kind
-                raise _Refused(f"the programmable engine has no {str(ty).upper()} comparisons")
+            case P.Cmp(op, left, right, "float"):
+                return self.float_compare(op, left, right)
+            case P.Cmp(op, left, right, "ipv4"):
+                return self.ipv4_compare(op, left, right)
         raise _Refused(f"{P.render(e)} is not a condition the programmable engine holds")
+
+    def float_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> tuple[Truth, set[int]]:
+        """FLOAT32: fields and constants compare as their order keys; a NaN constant makes
+        the comparison constant."""
+        if isinstance(left, P.Const) and not isinstance(right, P.Const):
+            left, right, op = right, left, _FLIP[op]
+        if isinstance(left, P.Const) and isinstance(right, P.Const):
+            value = _compare(op, float(left.value), float(right.value))  # NaN: only <>
+            return (lambda v: value), set()
+        if not isinstance(left, P.FieldRef):
+            raise _Refused(f"{P.render(left)} is not a FLOAT32 field")
+        if isinstance(right, P.Const):
+            key = float32_key(float(right.value))
+            if key is None:  # NaN: only <> holds
+                same = op == "<>"
+                return (lambda v: same), set()
+            return self.atom(Atom(self.operand(left.name), op, None, key))
+        if isinstance(right, P.FieldRef):
+            return self.atom(Atom(self.operand(left.name), op, self.operand(right.name), 0))
+        raise _Refused(f"{P.render(right)} is not a FLOAT32 field or constant")
+
+    def ipv4_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> tuple[Truth, set[int]]:
+        """IPV4: ``=``/``<>`` with an address or another field; with a network ``a.b.c.d/n``,
+        whether the address lies in its range (two atoms, or none for ``/0``)."""
+        if isinstance(left, P.Const):
+            left, right = right, left
+        if not isinstance(left, P.FieldRef):
+            raise _Refused(f"{P.render(left)} is not an IPV4 field")
+        f = self.operand(left.name)
+        if isinstance(right, P.FieldRef):
+            return self.atom(Atom(f, op, self.operand(right.name), 0))
+        if not isinstance(right, P.Const):
+            raise _Refused(f"{P.render(right)} is not an IPV4 field or constant")
+        if right.prefix == 32:
+            return self.atom(Atom(f, op, None, int(right.value)))
+        span = (1 << (32 - right.prefix)) - 1
+        lo = int(right.value) & ~span & 0xFFFF_FFFF
+        (above, a), (below, b) = (
+            self.atom(Atom(f, ">=", None, lo)),
+            self.atom(Atom(f, "<=", None, lo | span)),
+        )
+        inside = op == "="
+        return (lambda v: (above(v) and below(v)) == inside), a | b
 
 
 def _table(f: Truth, atoms: tuple[int, ...]) -> int:

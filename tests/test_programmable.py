@@ -15,7 +15,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from strategies import scenarios, streams
 from streams import stream_put
-from test_image import STREAM, fitting_file, random_data, shape_of
+from test_image import (
+    FLOAT_QUERIES,
+    FLOAT_STREAM,
+    STREAM,
+    fitting_file,
+    float_data,
+    random_data,
+    shape_of,
+)
 
 import nfacep
 from nfacep import wire
@@ -211,3 +219,13 @@ def test_random_scenarios(sc, rows, store, partitions, tick_tuples, timer_bits, 
         timer_bits=timer_bits,
     )
     compare(nfa, shape, data, params, seed=seed)
+
+
+@pytest.mark.parametrize("store", ["pipeline", "table"])
+def test_float32_and_ipv4_equal_the_reference(store):
+    """FLOAT32 (NaNs of both signs, infinities, -0) and IPV4 (addresses, networks, another
+    field) atoms in the gateware."""
+    nfa = nfacep.compile_text(FLOAT_STREAM + FLOAT_QUERIES)
+    data = float_data(np.random.default_rng(9), 250, keys=8)
+    want, _ = compare(nfa, shape_of(nfa, atoms=16), data, EngineParams(partitions=8, store=store))
+    assert len(set(want.values())) == 3  # each query alone and both
