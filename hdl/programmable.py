@@ -22,7 +22,14 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from nfacep.image import ATOMS_PER_STATE, OPS, EngineShape, body_size, config_fields
+from nfacep.image import (
+    ATOMS_PER_STATE,
+    OPS,
+    Capacity,
+    EngineShape,
+    body_size,
+    config_fields,
+)
 from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN
 from nfacep.params import EngineParams
 from nfacep.wire import SEQ_BITS
@@ -50,7 +57,8 @@ class ProgrammableEngine(wiring.Component):
         The stream declaration, partition key and capacities (``S`` states, ``A`` atoms,
         ``Q`` query slots).
     params : :class:`nfacep.params.EngineParams`
-        The partition store, as for the fixed engine.
+        The partition store, as for the fixed engine. With ``engine="programmable"`` its
+        ``states``, ``atoms`` and ``queries`` must be ``shape``'s capacities.
 
     Members
     -------
@@ -76,6 +84,13 @@ class ProgrammableEngine(wiring.Component):
         counter_width: int = 32,
         fifo_depth: int = 8,
     ):
+        if params.engine == "programmable" and Capacity.of(params) != shape.capacity:
+            c = shape.capacity
+            raise ValueError(
+                f"--states {params.states} --atoms {params.atoms} --queries {params.queries} "
+                f"are not the shape's capacity ({c.states} states, {c.atoms} atoms, "
+                f"{c.queries} queries)"
+            )
         self._shape = shape
         self._params = params
         self._seq_width = seq_width

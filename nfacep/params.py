@@ -211,20 +211,26 @@ class EngineParams:
         return ((self.partitions // self.ways) - 1).bit_length()
 
     def as_dict(self) -> dict[str, int | str]:
-        """``{name: value}``, as sidecars, summaries and manifests record the parameters."""
-        return dataclasses.asdict(self)
+        """``{name: value}``, as sidecars, summaries and manifests record the parameters; a
+        fixed engine's without ``engine`` and the programmable engine's capacities (so its
+        records and engine id are those of before the programmable engine)."""
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if self.engine != "fixed" or name not in ("engine", *PROGRAMMABLE)
+        }
 
     @classmethod
     def from_dict(cls, values: dict, *, source: str) -> EngineParams:
         """The parameters recorded in ``values`` (by :meth:`as_dict`) in the file ``source``;
         :class:`UsageError` naming ``source`` when they are missing, unknown or invalid
         (``engine`` and the programmable engine's capacities may be missing: a fixed
-        engine's)."""
+        engine's, :meth:`as_dict`)."""
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(values, dict):
             raise UsageError(f"{source}: the engine parameters are not an object: {values!r}")
         unknown = sorted(set(values) - names)
-        # a record from before the programmable engine describes a fixed engine
+        # a fixed engine's record has no engine and capacities (nor one from before them)
         missing = sorted(names - set(values) - {"engine", *PROGRAMMABLE})
         if unknown or missing:
             parts = []
@@ -240,14 +246,9 @@ class EngineParams:
             raise UsageError(f"{source}: {err}") from None
 
     def options(self) -> str:
-        """The command-line options that give these parameters (of the fixed engine, without
-        ``--engine`` and the programmable engine's capacities)."""
-        fixed = self.engine == "fixed"
-        return " ".join(
-            f"{option(f.name)} {getattr(self, f.name)}"
-            for f in dataclasses.fields(self)
-            if not (fixed and f.name in ("engine", *PROGRAMMABLE))
-        )
+        """The command-line options that give these parameters (those :meth:`as_dict`
+        records)."""
+        return " ".join(f"{option(name)} {value}" for name, value in self.as_dict().items())
 
     def differences(self, other: EngineParams) -> list[str]:
         """``"--name A (given: B)"`` for every parameter where ``self`` (A) differs from

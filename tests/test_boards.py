@@ -221,10 +221,6 @@ def test_marathon_bitstream_for_ecp5(tmp_path, capsys):
         "timer_bits": 4,
         "store": "pipeline",
         "ways": 4,
-        "engine": "fixed",
-        "states": 32,
-        "atoms": 32,
-        "queries": 4,
     }
     ((clock, fmax),) = report["fmax_mhz"].items()
     assert "sync" in clock and fmax > 25

@@ -27,10 +27,6 @@ def test_defaults_and_one_value_everywhere():
         "timer_bits": 4,
         "store": "pipeline",
         "ways": 4,
-        "engine": "fixed",
-        "states": 32,
-        "atoms": 32,
-        "queries": 4,
     }
     assert p.options() == (
         "--partitions 256 --tick-tuples 0 --timer-bits 4 --store pipeline --ways 4"
@@ -139,8 +135,9 @@ def test_recorded_parameters_round_trip_and_foreign_ones_are_refused():
         r"timer_bits, ways\)",
     ):
         EngineParams.from_dict({"partitions": 1, "tick_tuples": 0, "color": "red"}, source="x.json")
-    older = {k: v for k, v in p.as_dict().items() if k not in ("engine", *params.PROGRAMMABLE)}
-    assert EngineParams.from_dict(older, source="x.json") == p  # before --engine: fixed
+    assert "engine" not in p.as_dict()  # a fixed engine's record: as before --engine
+    q = EngineParams(engine="programmable", states=5, atoms=6, queries=7)
+    assert q.as_dict()["states"] == 5 and EngineParams.from_dict(q.as_dict(), source="x") == q
     with pytest.raises(UsageError, match=r"x\.json: --partitions must be at least 1"):
         EngineParams.from_dict({**p.as_dict(), "partitions": 0}, source="x.json")
     with pytest.raises(UsageError, match=r"x\.json: the engine parameters are not an object"):

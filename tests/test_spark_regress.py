@@ -417,10 +417,6 @@ def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, caps
         "timer_bits": 4,
         "store": "pipeline",
         "ways": 4,
-        "engine": "fixed",
-        "states": 32,
-        "atoms": 32,
-        "queries": 4,
     }
 
 

@@ -577,10 +577,6 @@ def test_manifest(spark, fire):
         "timer_bits": 4,
         "store": "pipeline",
         "ways": 4,
-        "engine": "fixed",
-        "states": 32,
-        "atoms": 32,
-        "queries": 4,
     }
     assert m["expected"]["mode"] == "partitioned"
     assert m["stream"] == "warehouse" and m["partition_fields"] == ["sensor"]
