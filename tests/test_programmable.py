@@ -135,14 +135,18 @@ def test_unpartitioned_equals_the_reference():
 
 
 def test_one_engine_takes_several_images():
-    """One engine shape, two files: each image configures it into its own file's matches."""
+    """One engine shape, two files: each image configures it into its own file's matches; the
+    second loaded after the first replaces it whole."""
     rng = np.random.default_rng(11)
     first = fitting_file(rng)
     shape = shape_of(first)
     data = random_data(rng, 120, keys=4)
     params = EngineParams(partitions=4)
-    for nfa in (first, fitting_file(rng)):
+    second = fitting_file(rng)
+    for nfa in (first, second):
         compare(nfa, shape, data, params)
+    both = image(first, shape).body() + image(second, shape).body()
+    assert compare(second, shape, data, params, body=both) != compare(first, shape, data, params)
 
 
 def test_a_damaged_configuration_fails_the_comparison():
