@@ -474,6 +474,27 @@ def _fields(layout: data.StructLayout) -> list[dict]:
     ]
 
 
+def interface(engine, schema, name: str) -> dict:
+    """A sidecar's description of an engine's Verilog module ``name``: ``top``, ``clock``,
+    ``reset``, ``ports`` and the ``tuple`` and ``record`` layouts."""
+    tuple_fields = _fields(engine.tuple_layout)
+    for f in tuple_fields:
+        f["type"] = str(schema.field(f["name"]).type)
+    ports = {"clk": {"dir": "in", "width": 1}, "rst": {"dir": "in", "width": 1}}
+    for member_path, member, _ in engine.signature.flatten(engine):
+        port = "__".join(str(p) for p in member_path)
+        shape = Shape.cast(member.shape)
+        ports[port] = {"dir": "in" if member.flow == In else "out", "width": shape.width}
+    return {
+        "top": name,
+        "clock": "clk",
+        "reset": "rst",
+        "ports": ports,
+        "tuple": {"width": engine.tuple_layout.size, "fields": tuple_fields},
+        "record": {"width": engine.record_layout.size, "fields": _fields(engine.record_layout)},
+    }
+
+
 def write_verilog(
     nfa: Nfa,
     path: str,
@@ -491,22 +512,8 @@ def write_verilog(
 
     engine = Engine(nfa, params, values=values)
     text = verilog.convert(engine, name=name, emit_src=False)
-    schema = nfa.program.schema
-    tuple_fields = _fields(engine.tuple_layout)
-    for f in tuple_fields:
-        f["type"] = str(schema.field(f["name"]).type)
-    ports = {"clk": {"dir": "in", "width": 1}, "rst": {"dir": "in", "width": 1}}
-    for member_path, member, _ in engine.signature.flatten(engine):
-        port = "__".join(str(p) for p in member_path)
-        shape = Shape.cast(member.shape)
-        ports[port] = {"dir": "in" if member.flow == In else "out", "width": shape.width}
     sidecar = {
-        "top": name,
-        "clock": "clk",
-        "reset": "rst",
-        "ports": ports,
-        "tuple": {"width": engine.tuple_layout.size, "fields": tuple_fields},
-        "record": {"width": engine.record_layout.size, "fields": _fields(engine.record_layout)},
+        **interface(engine, nfa.program.schema, name),
         "queries": [
             {
                 "name": q.name,

@@ -18,6 +18,9 @@ state or a state of its activation mask was set.
 
 from __future__ import annotations
 
+import json
+import os
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -29,16 +32,19 @@ from nfacep.image import (
     EngineShape,
     body_size,
     config_fields,
+    image,
 )
 from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN
+from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS
 
-from .engine import Engine, partition_key, partition_store
+from .engine import Engine, interface, partition_key, partition_store
 from .layout import tuple_layout
 from .stream import StreamBuffer, StreamQueue
 
-__all__ = ["ProgrammableEngine", "config_layout"]
+__all__ = ["ProgrammableEngine", "config_layout", "write_verilog"]
 
 
 def config_layout(shape: EngineShape) -> data.StructLayout:
@@ -131,6 +137,10 @@ class ProgrammableEngine(wiring.Component):
     @property
     def record_layout(self) -> data.StructLayout:
         return self._record_layout
+
+    @property
+    def tuple_layout(self) -> data.StructLayout:
+        return self._tuple_layout
 
     @property
     def store(self):
@@ -323,6 +333,63 @@ class ProgrammableEngine(wiring.Component):
         with m.If(self.i_stream.valid & self.i_stream.ready):
             m.d.sync += self.tuples.eq(self.tuples + 1)
         wiring.connect(m, queue.o_stream, sink if keyed else wiring.flipped(sink))
+
+
+def write_verilog(
+    nfa: Nfa,
+    path: str,
+    params: EngineParams,
+    *,
+    name: str = "nfacep_engine",
+    values: ParamValues | None = None,
+) -> dict:
+    """Write the programmable engine for ``nfa``'s stream declaration and ``params``'
+    capacities as Verilog to ``path``, its JSON sidecar beside it (``.json``) and the image
+    of ``nfa`` in hex (``.image.hex``): all three whole or not at all. The image is made
+    first, so a file that does not fit raises :class:`~nfacep.image.ImageError` before
+    anything is built."""
+    from amaranth.back import verilog
+
+    from nfacep.output import atomic_files
+
+    program = nfa.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+    img = image(nfa, shape, values)
+    engine = ProgrammableEngine(shape, params)
+    text = verilog.convert(engine, name=name, emit_src=False)
+    c = shape.capacity
+    sidecar = {
+        **interface(engine, program.schema, name),
+        "engine": "programmable",
+        "capacity": {
+            "states": c.states,
+            "atoms": c.atoms,
+            "queries": c.queries,
+            "atoms_per_state": ATOMS_PER_STATE,
+        },
+        "configuration": {
+            "bits": config_layout(shape).size,
+            "body_bytes": body_size(shape),
+            "engine_fingerprint": shape.fingerprint.hex(),
+        },
+        "partition_fields": list(program.partition_fields),
+        "image": {
+            "fingerprint": img.fingerprint,
+            "queries": [
+                {"name": q.name, "bit": q.index, "skip_past_last_row": q.skip_past_last_row}
+                for q in nfa.queries
+            ],
+        },
+        "parameters": params.as_dict(),
+    }
+    stem = os.path.splitext(path)[0]
+    with atomic_files([path, stem + ".json", stem + ".image.hex"], what="-o") as files:
+        verilog_file, json_file, image_file = files
+        verilog_file.write(text)
+        json.dump(sidecar, json_file, indent=2)
+        json_file.write("\n")
+        image_file.write(img.to_bytes().hex() + "\n")
+    return sidecar
 
 
 _COMPARE = {

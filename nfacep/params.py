@@ -127,7 +127,7 @@ class EngineParams:
         choices=ENGINES,
         help="'fixed': the queries wired into logic; 'programmable': state slots, atoms, "
         "truth tables and an activation matrix in registers, the queries a configuration "
-        "image (so far only `nfacep check` shows whether a file fits one)",
+        "image (so far only `nfacep check` and `nfacep verilog` take it)",
     )
     states: int = _param(
         32,
@@ -317,7 +317,7 @@ def from_args(
     elif not programmable:
         raise UsageError(
             "--engine programmable: this command does not build or model the programmable "
-            "engine yet (`nfacep check --engine programmable` shows whether a file fits one)"
+            "engine yet (`nfacep check` and `nfacep verilog` take --engine programmable)"
         )
     return result
 

@@ -233,3 +233,39 @@ def test_float32_and_ipv4_equal_the_reference(store):
     data = float_data(np.random.default_rng(9), 250, keys=8)
     want, _ = compare(nfa, shape_of(nfa, atoms=16), data, EngineParams(partitions=8, store=store))
     assert len(set(want.values())) == 3  # each query alone and both
+
+
+def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
+    """``nfacep verilog --engine programmable``: the Verilog (which Icarus compiles), its
+    sidecar with the configuration port and capacities, and the query's image, which the
+    engine of that shape takes; a file that does not fit writes nothing."""
+    import json
+    import shutil
+    import subprocess
+
+    from bundled import QUERIES
+
+    from nfacep.cli import main
+    from nfacep.image import Capacity, read_body
+
+    out = tmp_path / "e.v"
+    marathon = str(QUERIES / "marathon.sql")
+    argv = ["verilog", marathon, "-o", str(out), "--engine", "programmable"]
+    sizes = ["--states", "12", "--atoms", "8", "--store", "table", "--partitions", "16"]
+    assert main([*argv, *sizes]) == 0
+    assert "and the query's image .image.hex" in capsys.readouterr().out
+    sidecar = json.loads((tmp_path / "e.json").read_text())
+    assert sidecar["ports"]["i_config__payload"] == {"dir": "in", "width": 8}
+    assert sidecar["capacity"] == {"states": 12, "atoms": 8, "queries": 4, "atoms_per_state": 4}
+    nfa = nfacep.compile_file(marathon)
+    shape = EngineShape(nfa.program.schema, ("runner",), Capacity(12, 8, 4))
+    blob = bytes.fromhex((tmp_path / "e.image.hex").read_text())
+    assert read_body(shape, blob) == image(nfa, shape).body()
+    assert sidecar["image"]["fingerprint"] == blob[-8:].hex()
+    assert sidecar["configuration"]["body_bytes"] == len(image(nfa, shape).body())
+    if shutil.which("iverilog"):
+        subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "e.vvp"), str(out)], check=True)
+    fire = str(QUERIES / "fire.sql")
+    assert main(["verilog", fire, "-o", str(tmp_path / "f.v"), "--engine", "programmable"]) == 2
+    assert "WITHIN is not supported" in capsys.readouterr().err
+    assert not list(tmp_path.glob("f.*"))
