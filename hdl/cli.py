@@ -8,6 +8,7 @@ import os
 from nfacep import params, settings
 from nfacep.cli import Command, load_query
 from nfacep.errors import UsageError
+from nfacep.image import ImageError
 from nfacep.output import check_outputs
 
 __all__ = ["Verilog"]
@@ -35,25 +36,35 @@ class Verilog(Command):
         settings.add_argument(parser, switches=False)
 
     def run(self, args) -> int:
-        from .engine import write_verilog
+        from . import engine as fixed
+        from . import programmable
 
-        engine = params.from_args(args)
-        # before the engine is elaborated: both files can be written, neither is the query
-        sidecar_path = os.path.splitext(args.output)[0] + ".json"
+        engine = params.from_args(args, programmable=True)
+        write_verilog = fixed.write_verilog
+        outputs = [args.output, os.path.splitext(args.output)[0] + ".json"]
+        if engine.engine == "programmable":
+            write_verilog = programmable.write_verilog
+            outputs.append(os.path.splitext(args.output)[0] + ".image.hex")
+        # before the engine is elaborated: the files can be written, none is the query
+        sidecar_path = outputs[1]
         if args.output and os.path.abspath(sidecar_path) == os.path.abspath(args.output):
             raise UsageError(
                 f"-o {args.output}: the sidecar would be written over the Verilog; "
                 "name the Verilog file .v"
             )
-        check_outputs([args.output, sidecar_path], [args.query], what="-o")
+        check_outputs(outputs, [args.query], what="-o")
         nfa = load_query(args.query)
         values = settings.from_args(
             nfa.program.parameters, args, switches=False, command="nfacep verilog"
         )
-        sidecar = write_verilog(nfa, args.output, engine, name=args.top, values=values)
+        try:
+            sidecar = write_verilog(nfa, args.output, engine, name=args.top, values=values)
+        except ImageError as err:
+            raise UsageError(f"{args.query}: {err}") from None
+        image = " and the query's image .image.hex" if "image" in sidecar else ""
         print(
             f"wrote {args.output} (module {sidecar['top']}: tuple "
             f"{sidecar['tuple']['width']} bits in, record {sidecar['record']['width']} bits "
-            f"out, {len(sidecar['ports'])} ports) and its sidecar .json"
+            f"out, {len(sidecar['ports'])} ports), its sidecar .json{image}"
         )
         return 0

@@ -7,7 +7,6 @@ that uses them; each NFA state then looks at a single wire.
 
 from __future__ import annotations
 
-import struct
 from functools import reduce
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
@@ -16,6 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.lang import predicates as P
 from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, Ipv4Type, UIntType
+from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN, float32_key
 from nfacep.nfa import Nfa
 
 from .layout import history_layout, params_layout, tuple_layout
@@ -27,23 +27,7 @@ class DecoderError(Exception):
     """A predicate the decoder cannot build in hardware (raised at elaboration)."""
 
 
-_SIGN = 1 << 31
-_MAG = _SIGN - 1
-_INF = 0x7F80_0000
-
-
-def float32_key(value: float) -> int | None:
-    """The unsigned 32-bit order key of a float32 as the decoder computes it, or None for NaN.
-
-    Non-NaN floats compare (``=``, ``<``, …) exactly as their keys do: positive floats map to
-    ``bits | 2**31``, negative ones to ``~bits``, and -0 to the key of +0.
-    """
-    (bits,) = struct.unpack("<I", struct.pack("<f", value))
-    if bits & _MAG > _INF:
-        return None
-    if bits & _SIGN and bits & _MAG:
-        return ~bits & 0xFFFF_FFFF
-    return (bits & _MAG) | _SIGN
+_SIGN, _INF = FLOAT32_SIGN, FLOAT32_INF
 
 
 _OPS = {

@@ -36,7 +36,7 @@ from .partitioner import StreamPartitioner
 from .stream import StreamBuffer, StreamQueue
 from .table import TablePartitioner
 
-__all__ = ["Engine", "HardwareLimitError", "write_verilog"]
+__all__ = ["Engine", "HardwareLimitError", "partition_key", "partition_store", "write_verilog"]
 
 
 class Engine(wiring.Component):
@@ -102,6 +102,10 @@ class Engine(wiring.Component):
         fifo_depth: int = 8,
         values: ParamValues | None = None,
     ):
+        if params.engine != "fixed":
+            raise ValueError(
+                "Engine is the fixed engine: the programmable one is ProgrammableEngine"
+            )
         check_fits(nfa)
         self._nfa = nfa
         self._params = params
@@ -200,21 +204,7 @@ class Engine(wiring.Component):
             "result_shape": outcome.size,
             "update": update,
         }
-        if params.store == "table":
-            m.submodules.partitioner = matcher = TablePartitioner(
-                entries=params.partitions,
-                ways=params.ways,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
-        else:
-            m.submodules.partitioner = matcher = StreamPartitioner(
-                depth=params.partitions,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
+        m.submodules.partitioner = matcher = partition_store(params, **shapes)
         self._store = matcher
         out = matcher.o_stream
         m.d.comb += [
@@ -286,13 +276,7 @@ class Engine(wiring.Component):
         wiring.connect(m, queue.o_stream, matcher.i_stream)
 
     def _key(self, payload) -> Value:
-        """A tuple's partition key (:class:`nfacep.schema.PartitionKey`): its fields' bits
-        concatenated, the first field PARTITION BY lists in the most significant bits."""
-        # Cat takes its first part as the least significant: the last field listed
-        parts = [
-            Value.cast(payload[name]).as_unsigned() for name in self._nfa.program.partition_fields
-        ]
-        return Cat(*reversed(parts))
+        return partition_key(payload, self._nfa.program.partition_fields)
 
     def _parameters(self, m: Module, decoder: PredicateDecoder) -> None:
         """The parameter registers: the values in force, a shadow copy and the tuple number
@@ -421,6 +405,33 @@ def store_update(nfa: Nfa):
     return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
 
 
+def partition_store(params: EngineParams, **shapes) -> StreamPartitioner | TablePartitioner:
+    """The partition store ``params`` name (its capacity and timers), for the ``shapes``
+    (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
+    engine that uses it."""
+    if params.store == "table":
+        return TablePartitioner(
+            entries=params.partitions,
+            ways=params.ways,
+            timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples,
+            **shapes,
+        )
+    return StreamPartitioner(
+        depth=params.partitions,
+        timer_bits=params.timer_bits,
+        tick_tuples=params.tick_tuples,
+        **shapes,
+    )
+
+
+def partition_key(payload, fields) -> Value:
+    """A tuple's partition key (:class:`nfacep.schema.PartitionKey`): the bits of its
+    ``fields`` concatenated, the first field PARTITION BY lists in the most significant bits."""
+    # Cat takes its first part as the least significant: the last field listed
+    return Cat(*reversed([Value.cast(payload[name]).as_unsigned() for name in fields]))
+
+
 def late_layout(nfa: Nfa) -> data.StructLayout | None:
     """What the partition store needs, beside the predicate vector, to evaluate the predicates
     that read PREV once it has read the partition's entry: ``fields``, the tuple's fields they
@@ -464,6 +475,27 @@ def _fields(layout: data.StructLayout) -> list[dict]:
     ]
 
 
+def interface(engine, schema, name: str) -> dict:
+    """A sidecar's description of an engine's Verilog module ``name``: ``top``, ``clock``,
+    ``reset``, ``ports`` and the ``tuple`` and ``record`` layouts."""
+    tuple_fields = _fields(engine.tuple_layout)
+    for f in tuple_fields:
+        f["type"] = str(schema.field(f["name"]).type)
+    ports = {"clk": {"dir": "in", "width": 1}, "rst": {"dir": "in", "width": 1}}
+    for member_path, member, _ in engine.signature.flatten(engine):
+        port = "__".join(str(p) for p in member_path)
+        shape = Shape.cast(member.shape)
+        ports[port] = {"dir": "in" if member.flow == In else "out", "width": shape.width}
+    return {
+        "top": name,
+        "clock": "clk",
+        "reset": "rst",
+        "ports": ports,
+        "tuple": {"width": engine.tuple_layout.size, "fields": tuple_fields},
+        "record": {"width": engine.record_layout.size, "fields": _fields(engine.record_layout)},
+    }
+
+
 def write_verilog(
     nfa: Nfa,
     path: str,
@@ -481,22 +513,8 @@ def write_verilog(
 
     engine = Engine(nfa, params, values=values)
     text = verilog.convert(engine, name=name, emit_src=False)
-    schema = nfa.program.schema
-    tuple_fields = _fields(engine.tuple_layout)
-    for f in tuple_fields:
-        f["type"] = str(schema.field(f["name"]).type)
-    ports = {"clk": {"dir": "in", "width": 1}, "rst": {"dir": "in", "width": 1}}
-    for member_path, member, _ in engine.signature.flatten(engine):
-        port = "__".join(str(p) for p in member_path)
-        shape = Shape.cast(member.shape)
-        ports[port] = {"dir": "in" if member.flow == In else "out", "width": shape.width}
     sidecar = {
-        "top": name,
-        "clock": "clk",
-        "reset": "rst",
-        "ports": ports,
-        "tuple": {"width": engine.tuple_layout.size, "fields": tuple_fields},
-        "record": {"width": engine.record_layout.size, "fields": _fields(engine.record_layout)},
+        **interface(engine, nfa.program.schema, name),
         "queries": [
             {
                 "name": q.name,

@@ -195,6 +195,10 @@ class Check(Command):
             if self._boards is None:
                 raise UsageError(f"--board needs the boards package: {self._boards_reason}")
             boards, engine = self._boards, params.from_args(args)
+        elif params.given(args).get("engine") == "programmable":
+            return self._fit(args, params.from_args(args, programmable=True))
+        elif set(params.given(args)) & set(params.PROGRAMMABLE):
+            params.from_args(args)  # says they need --engine programmable
         elif params.given(args) or args.param:
             given = [params.option(n) for n in params.given(args)] + (
                 ["--param"] if args.param else []
@@ -218,6 +222,42 @@ class Check(Command):
         self._print(nfa)
         if boards is not None and estimate is not None:
             print(boards.render(estimate))
+        return 0
+
+    def _fit(self, args, engine: params.EngineParams) -> int:
+        """``--engine programmable``: the file's listing, then whether and how it fits the
+        programmable engine of ``engine``'s capacities (an error listing every reason when
+        it does not)."""
+        from .image import Capacity, EngineShape, ImageError, image
+
+        nfa = _load_or_json_error(args)
+        prog = nfa.program
+        shape = EngineShape(prog.schema, prog.partition_fields, Capacity.of(engine))
+        values = settings.from_args(prog.parameters, args, switches=False, command="check")
+        try:
+            img = image(nfa, shape, values)
+        except ImageError as err:
+            raise UsageError(f"{args.query}: {err}") from None
+        c = shape.capacity
+        fit = {
+            "states": [len(nfa.states), c.states],
+            "atoms": [len(img.atoms), c.atoms],
+            "queries": [len(nfa.queries), c.queries],
+            "image_bytes": len(img.to_bytes()),
+            "fingerprint": img.fingerprint,
+        }
+        if args.json:
+            from .describe import check_json
+
+            print(json.dumps({**check_json(nfa, args.query), "programmable": fit}, indent=2))
+            return 0
+        self._print(nfa)
+        print(
+            f"programmable engine ({c.states} states, {c.atoms} atoms, {c.queries} queries): "
+            f"fits, using {len(nfa.states)} states, {len(img.atoms)} atoms, "
+            f"{len(nfa.queries)} queries; image {fit['image_bytes']} bytes, "
+            f"fingerprint {img.fingerprint}"
+        )
         return 0
 
     def _print(self, nfa: Nfa) -> None:

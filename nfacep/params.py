@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .nfa import Nfa
 
 __all__ = [
+    "ENGINES",
+    "PROGRAMMABLE",
     "STORES",
     "EngineParams",
     "add_arguments",
@@ -62,6 +64,9 @@ def _choice(default: str, *, choices: tuple[str, ...], help: str):
 
 
 STORES = ("pipeline", "table")
+ENGINES = ("fixed", "programmable")
+#: the parameters that only the programmable engine has
+PROGRAMMABLE = ("states", "atoms", "queries")
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,38 @@ class EngineParams:
         help="with --store table and a key wider than the table's index: the entries of one "
         "bucket (a power of two, one block-RAM bank each); a new key whose bucket is "
         "full is dropped and counted",
+    )
+    engine: str = _choice(
+        "fixed",
+        choices=ENGINES,
+        help="'fixed': the queries wired into logic; 'programmable': state slots, atoms, "
+        "truth tables and an activation matrix in registers, the queries a configuration "
+        "image (so far only `nfacep check` and `nfacep verilog` take it)",
+    )
+    states: int = _param(
+        32,
+        lo=1,
+        hi=1024,
+        metavar="S",
+        hint="use fewer state slots",
+        help="with --engine programmable: its state slots (NFA states of all queries)",
+    )
+    atoms: int = _param(
+        32,
+        lo=1,
+        hi=1024,
+        metavar="A",
+        hint="use fewer atoms",
+        help="with --engine programmable: its atomic conditions (a field compared with a "
+        "constant or with another field plus a constant)",
+    )
+    queries: int = _param(
+        4,
+        lo=1,
+        hi=64,
+        metavar="Q",
+        hint="use fewer query slots",
+        help="with --engine programmable: its query slots",
     )
 
     def __post_init__(self) -> None:
@@ -174,18 +211,27 @@ class EngineParams:
         return ((self.partitions // self.ways) - 1).bit_length()
 
     def as_dict(self) -> dict[str, int | str]:
-        """``{name: value}``, as sidecars, summaries and manifests record the parameters."""
-        return dataclasses.asdict(self)
+        """``{name: value}``, as sidecars, summaries and manifests record the parameters; a
+        fixed engine's without ``engine`` and the programmable engine's capacities (so its
+        records and engine id are those of before the programmable engine)."""
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if self.engine != "fixed" or name not in ("engine", *PROGRAMMABLE)
+        }
 
     @classmethod
     def from_dict(cls, values: dict, *, source: str) -> EngineParams:
         """The parameters recorded in ``values`` (by :meth:`as_dict`) in the file ``source``;
-        :class:`UsageError` naming ``source`` when they are missing, unknown or invalid."""
+        :class:`UsageError` naming ``source`` when they are missing, unknown or invalid
+        (``engine`` and the programmable engine's capacities may be missing: a fixed
+        engine's, :meth:`as_dict`)."""
         names = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(values, dict):
             raise UsageError(f"{source}: the engine parameters are not an object: {values!r}")
         unknown = sorted(set(values) - names)
-        missing = sorted(names - set(values))
+        # a fixed engine's record has no engine and capacities (nor one from before them)
+        missing = sorted(names - set(values) - {"engine", *PROGRAMMABLE})
         if unknown or missing:
             parts = []
             if unknown:
@@ -200,10 +246,9 @@ class EngineParams:
             raise UsageError(f"{source}: {err}") from None
 
     def options(self) -> str:
-        """The command-line options that give these parameters."""
-        return " ".join(
-            f"{option(f.name)} {getattr(self, f.name)}" for f in dataclasses.fields(self)
-        )
+        """The command-line options that give these parameters (those :meth:`as_dict`
+        records)."""
+        return " ".join(f"{option(name)} {value}" for name, value in self.as_dict().items())
 
     def differences(self, other: EngineParams) -> list[str]:
         """``"--name A (given: B)"`` for every parameter where ``self`` (A) differs from
@@ -252,11 +297,29 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def from_args(args: argparse.Namespace, defaults: EngineParams | None = None) -> EngineParams:
+def from_args(
+    args: argparse.Namespace,
+    defaults: EngineParams | None = None,
+    *,
+    programmable: bool = False,
+) -> EngineParams:
     """The engine parameters of a parsed command line: each one given there, else taken from
     ``defaults`` (:class:`EngineParams`'s own defaults when None). Raises UsageError or
-    HardwareLimitError for a value out of range."""
-    return dataclasses.replace(defaults or EngineParams(), **given(args))
+    HardwareLimitError for a value out of range, for ``--states``, ``--atoms`` or
+    ``--queries`` without ``--engine programmable``, and for ``--engine programmable`` where
+    the command does not take it (``programmable`` False)."""
+    values = given(args)
+    result = dataclasses.replace(defaults or EngineParams(), **values)
+    if result.engine != "programmable":
+        extra = [option(n) for n in PROGRAMMABLE if n in values]
+        if extra:
+            raise UsageError(f"{', '.join(extra)}: only with --engine programmable")
+    elif not programmable:
+        raise UsageError(
+            "--engine programmable: this command does not build or model the programmable "
+            "engine yet (`nfacep check` and `nfacep verilog` take --engine programmable)"
+        )
+    return result
 
 
 def check_fits(nfa: Nfa) -> None:

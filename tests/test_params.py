@@ -31,6 +31,10 @@ def test_defaults_and_one_value_everywhere():
     assert p.options() == (
         "--partitions 256 --tick-tuples 0 --timer-bits 4 --store pipeline --ways 4"
     )
+    programmable = EngineParams(engine="programmable", states=8)
+    assert programmable.options().endswith(
+        "--engine programmable --states 8 --atoms 32 --queries 4"
+    )
     assert EngineParams(partitions=16) == EngineParams(16, 0, 4, "pipeline", 4)
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.partitions = 3  # type: ignore[misc]
@@ -131,6 +135,9 @@ def test_recorded_parameters_round_trip_and_foreign_ones_are_refused():
         r"timer_bits, ways\)",
     ):
         EngineParams.from_dict({"partitions": 1, "tick_tuples": 0, "color": "red"}, source="x.json")
+    assert "engine" not in p.as_dict()  # a fixed engine's record: as before --engine
+    q = EngineParams(engine="programmable", states=5, atoms=6, queries=7)
+    assert q.as_dict()["states"] == 5 and EngineParams.from_dict(q.as_dict(), source="x") == q
     with pytest.raises(UsageError, match=r"x\.json: --partitions must be at least 1"):
         EngineParams.from_dict({**p.as_dict(), "partitions": 0}, source="x.json")
     with pytest.raises(UsageError, match=r"x\.json: the engine parameters are not an object"):
@@ -154,3 +161,17 @@ def test_queries_that_do_not_fit_one_engine():
         match="the number of NFA states is 6000, more than the engine's limit of 4096",
     ):
         params.check_fits(nfacep.compile_text(stream + big))
+
+
+def test_programmable_engine_options():
+    """``--states``, ``--atoms``, ``--queries`` only with ``--engine programmable``, and that
+    only where a command takes it."""
+    args = parse("--engine", "programmable", "--states", "12", "--queries", "2")
+    p = params.from_args(args, programmable=True)
+    assert (p.engine, p.states, p.atoms, p.queries) == ("programmable", 12, 32, 2)
+    with pytest.raises(UsageError, match="does not build or model the programmable engine"):
+        params.from_args(args)
+    with pytest.raises(UsageError, match="--states, --atoms: only with --engine programmable"):
+        params.from_args(parse("--states", "3", "--atoms", "2"))
+    with pytest.raises(HardwareLimitError, match="--atoms is 2000, more than the engine's limit"):
+        params.from_args(parse("--engine", "programmable", "--atoms", "2000"), programmable=True)

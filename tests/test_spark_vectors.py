@@ -722,7 +722,9 @@ def test_bad_input(tmp_path, capsys, no_spark):
     )
     assert "does not exist" in fails(FIRE, "--tuples", "10", "--out", str(tmp_path / "no" / "v"))
     assert "--tuples must be at least 1" in fails(FIRE, "--tuples", "0", "--out", v)
-    assert "has only 65536 distinct values" in fails(FIRE, "--tuples", "10", "--keys", "70000", "--out", v)
+    assert "has only 65536 distinct values" in fails(
+        FIRE, "--tuples", "10", "--keys", "70000", "--out", v
+    )
     assert "only a global pass models" in fails(
         FIRE, "--tuples", "10", "--keys", "300", "--expected", "partitioned", "--out", v
     )

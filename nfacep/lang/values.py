@@ -17,6 +17,7 @@ __all__ = [
     "TIMESTAMP_UNITS",
     "decimal_to_float32",
     "fix_float32_rounding",
+    "float32_key",
     "format_ipv4",
     "format_timestamp",
     "parse_ipv4",
@@ -189,3 +190,24 @@ def format_timestamp(value: int, unit: str) -> str:
     minute, second = divmod(second, 60)
     fraction = f".{part // per:0{digits}d}" if digits else ""
     return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}{fraction}Z"
+
+
+def float32_key(value: float) -> int | None:
+    """The unsigned 32-bit order key of a float32 as the decoder computes it, or None for NaN.
+
+    Non-NaN floats compare (``=``, ``<``, …) exactly as their keys do: positive floats map to
+    ``bits | 2**31``, negative ones to ``~bits``, and -0 to the key of +0.
+    """
+    import struct
+
+    (bits,) = struct.unpack("<I", struct.pack("<f", value))
+    if bits & FLOAT32_MAGNITUDE > FLOAT32_INF:
+        return None
+    if bits & FLOAT32_SIGN and bits & FLOAT32_MAGNITUDE:
+        return ~bits & 0xFFFF_FFFF
+    return (bits & FLOAT32_MAGNITUDE) | FLOAT32_SIGN
+
+
+FLOAT32_SIGN = 1 << 31
+FLOAT32_MAGNITUDE = FLOAT32_SIGN - 1
+FLOAT32_INF = 0x7F80_0000  #: +infinity's bits; a magnitude above is a NaN

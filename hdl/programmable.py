@@ -1,0 +1,402 @@
+"""The programmable engine: one gateware for every query file that fits (docs/formats.md,
+"Configuration images").
+
+Built from a stream declaration and capacities (:class:`nfacep.image.EngineShape`), not from
+a query: atoms, truth tables, the activation matrix, start and accept masks, query slots and
+after-match modes are registers, written through ``i_config`` with the body of a
+configuration image (:meth:`nfacep.image.Image.body`). Otherwise it is the fixed engine
+(:class:`nfacep.hdl.engine.Engine`): the same tuple and record streams, the same partition
+stores (pipeline or table, their capacity, timers and drop counting), the same record filter.
+
+atoms ▸ guards ▸ FIFO ▸ partition store (activation matrix) ▸ record filter. Each tuple's
+atoms are evaluated from the configuration, then each state's guard, its truth table indexed
+by the atoms it reads: the guard vector (one bit per state slot) is what the partition store
+carries, as the fixed engine's carries its predicate vector, and the store's update is the
+NFA step over the configured matrix: state ``i`` is set iff its guard holds and it is a start
+state or a state of its activation mask was set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from nfacep.image import (
+    ATOMS_PER_STATE,
+    OPS,
+    Capacity,
+    EngineShape,
+    body_size,
+    config_fields,
+    image,
+)
+from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN
+from nfacep.nfa import Nfa
+from nfacep.params import EngineParams
+from nfacep.settings import ParamValues
+from nfacep.wire import SEQ_BITS
+
+from .engine import Engine, interface, partition_key, partition_store
+from .layout import tuple_layout
+from .stream import StreamBuffer, StreamQueue
+
+__all__ = ["ProgrammableEngine", "config_layout", "write_verilog"]
+
+
+def config_layout(shape: EngineShape) -> data.StructLayout:
+    """The configuration registers: :func:`nfacep.image.config_fields` as a layout (a name
+    ``x.y`` becomes ``x_y``), so that the image's word drives it directly."""
+    fields = config_fields(shape)
+    return data.StructLayout({name.replace(".", "_"): width for name, width in fields})
+
+
+class ProgrammableEngine(wiring.Component):
+    """Complex event detection engine whose queries are configuration.
+
+    Parameters
+    ----------
+    shape : :class:`nfacep.image.EngineShape`
+        The stream declaration, partition key and capacities (``S`` states, ``A`` atoms,
+        ``Q`` query slots).
+    params : :class:`nfacep.params.EngineParams`
+        The partition store, as for the fixed engine. With ``engine="programmable"`` its
+        ``states``, ``atoms`` and ``queries`` must be ``shape``'s capacities.
+
+    Members
+    -------
+    i_stream, o_stream, tuples, matched, drops
+        As :class:`~nfacep.hdl.engine.Engine`'s; a record's ``matches`` has one bit per query
+        slot (bit ``q``: the file's query ``q``).
+    i_config : ``In(stream.Signature(8))``
+        The body of a configuration image, byte 0 first. The bytes shift into a shadow copy;
+        with the last one, the whole configuration is in force at once, from the next cycle.
+        Load it before the tuples it should judge: tuples already taken are judged by a mix
+        (switching at a stated tuple, with partitions cleared, is not built yet).
+    configured : ``Out(1)``
+        A whole configuration has been loaded since the reset (before it, no state is ever
+        set: the registers are all zero).
+    """
+
+    def __init__(
+        self,
+        shape: EngineShape,
+        params: EngineParams = EngineParams(),
+        *,
+        seq_width: int = SEQ_BITS,
+        counter_width: int = 32,
+        fifo_depth: int = 8,
+    ):
+        if params.engine == "programmable" and Capacity.of(params) != shape.capacity:
+            c = shape.capacity
+            raise ValueError(
+                f"--states {params.states} --atoms {params.atoms} --queries {params.queries} "
+                f"are not the shape's capacity ({c.states} states, {c.atoms} atoms, "
+                f"{c.queries} queries)"
+            )
+        self._shape = shape
+        self._params = params
+        self._seq_width = seq_width
+        self._fifo_depth = fifo_depth
+        self._config_layout = config_layout(shape)
+        self._tuple_layout = tuple_layout(shape.schema)
+        key_width = sum(shape.schema.field(n).type.bits for n in shape.partition_fields)
+        self._key_bits = key_width or 1
+        self._record_layout = data.StructLayout(
+            {
+                "seq": seq_width,
+                "partition": self._key_bits,
+                "matches": shape.capacity.queries,
+                "dropped": 1,
+            }
+        )
+        self._store = None
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(self._tuple_layout)),
+                "o_stream": Out(stream.Signature(self._record_layout)),
+                "i_config": In(stream.Signature(8)),
+                "configured": Out(1),
+                "tuples": Out(counter_width),
+                "matched": Out(counter_width),
+                "drops": Out(counter_width),
+            }
+        )
+
+    @property
+    def shape(self) -> EngineShape:
+        return self._shape
+
+    @property
+    def params(self) -> EngineParams:
+        return self._params
+
+    @property
+    def record_layout(self) -> data.StructLayout:
+        return self._record_layout
+
+    @property
+    def tuple_layout(self) -> data.StructLayout:
+        return self._tuple_layout
+
+    @property
+    def store(self):
+        """The partition store of the last elaboration (None without PARTITION)."""
+        return self._store
+
+    # the record filter is the fixed engine's (no start positions here)
+    _record_filter = Engine._record_filter
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self._configuration(m)
+        guards = self._guards(m, config)
+        matcher, results = self._matcher(m, config)
+        self._front(m, guards, matcher)
+        self._record_filter(m, results)
+        return m
+
+    def _configuration(self, m: Module) -> data.View:
+        """The configuration registers and the port that loads them."""
+        nbytes = body_size(self._shape)
+        width = nbytes * 8
+        shadow = Signal(width, name="config_shadow")
+        active = Signal(width, name="config_active")
+        count = Signal(range(nbytes), name="config_count")
+        port = self.i_config
+        m.d.comb += port.ready.eq(1)
+        with m.If(port.valid):
+            m.d.sync += shadow.eq(Cat(shadow[8:], port.payload))
+            with m.If(count == nbytes - 1):
+                m.d.sync += [
+                    count.eq(0),
+                    active.eq(Cat(shadow[8:], port.payload)),
+                    self.configured.eq(1),
+                ]
+            with m.Else():
+                m.d.sync += count.eq(count + 1)
+        return self._config_layout(active[: self._config_layout.size])
+
+    def _field(self, config, name: str):
+        return config[name.replace(".", "_")]
+
+    def _guards(self, m: Module, config) -> Signal:
+        """Each state slot's guard for the tuple on ``i_stream``: its truth table at the atoms
+        it reads."""
+        shape = self._shape
+        c = shape.capacity
+        tup = self.i_stream.payload
+        lo, hi = shape.operand_range()
+        wide = signed(max(lo.bit_length() if lo < 0 else 0, hi.bit_length()) + 1)
+        values = Array(Signal(wide, name=f"operand_{i}") for i in range(len(shape.operands)))
+        nans = Array(Signal(name=f"operand_{i}_nan") for i in range(len(shape.operands)))
+        for i, name in enumerate(shape.operands):
+            bits = Value.cast(tup[name])
+            if i in shape.floats:  # the order key, as the decoder compares FLOAT32s
+                sign, magnitude = bits[31], bits[:31]
+                m.d.comb += [
+                    values[i].eq(Mux(sign & (magnitude != 0), ~bits, bits | FLOAT32_SIGN)),
+                    nans[i].eq(magnitude > FLOAT32_INF),
+                ]
+            else:
+                m.d.comb += values[i].eq(bits)
+        atoms = Signal(c.atoms, name="atoms")
+        for a in range(c.atoms):
+            left = values[self._field(config, f"atom{a}.field")]
+            uses_other = self._field(config, f"atom{a}.uses_other")
+            other = Mux(uses_other, values[self._field(config, f"atom{a}.other")], 0)
+            nan = nans[self._field(config, f"atom{a}.field")] | (
+                uses_other & nans[self._field(config, f"atom{a}.other")]
+            )
+            constant = self._field(config, f"atom{a}.constant").as_signed()
+            right = Signal(signed(wide.width + constant.shape().width + 1), name=f"atom{a}_right")
+            m.d.comb += right.eq(other + constant)
+            op = self._field(config, f"atom{a}.op")
+            with m.If(nan):  # IEEE 754: a NaN satisfies only <>
+                m.d.comb += atoms[a].eq(op == OPS.index("<>"))
+            with m.Else(), m.Switch(op):
+                for code, name in enumerate(OPS):
+                    with m.Case(code):
+                        m.d.comb += atoms[a].eq(_COMPARE[name](left, right))
+        guards = Signal(c.states, name="guards")
+        for i in range(c.states):
+            index = Cat(
+                atoms.bit_select(self._field(config, f"state{i}.atom{j}"), 1)
+                for j in range(ATOMS_PER_STATE)
+            )
+            m.d.comb += guards[i].eq(self._field(config, f"state{i}.table").bit_select(index, 1))
+        return guards
+
+    def _update(self, config):
+        """The NFA step over the configured matrix: ``(stored state, match bits)``."""
+        c = self._shape.capacity
+
+        def update(mod, state, guards):
+            nxt = Signal(c.states, name="next")
+            for i in range(c.states):
+                reached = (
+                    self._field(config, f"state{i}.start")
+                    | (self._field(config, f"state{i}.activation") & state).any()
+                )
+                mod.d.comb += nxt[i].eq(guards[i] & reached)
+            members = [
+                Cat(self._field(config, f"state{i}.query")[q] for i in range(c.states))
+                for q in range(c.queries)
+            ]
+            accept = Cat(self._field(config, f"state{i}.accept") for i in range(c.states))
+            matches = Signal(c.queries, name="slot_matches")
+            cleared = Signal(c.states, name="cleared")
+            clear = Const(0, c.states)
+            for q, member in enumerate(members):
+                mod.d.comb += matches[q].eq((nxt & accept & member).any())
+                skip = self._field(config, f"query{q}.skip")
+                clear = clear | Mux(matches[q] & skip, member, 0)
+            mod.d.comb += cleared.eq(clear)
+            stored = Signal(c.states, name="stored")
+            mod.d.comb += stored.eq(nxt & ~cleared)
+            return stored, matches
+
+        return update
+
+    def _matcher(self, m: Module, config):
+        """The partition store with the configured NFA step, or one state register without
+        PARTITION. Returns the matcher and a stream of ``(key, result, dropped)`` per tuple."""
+        c = self._shape.capacity
+        outcome = data.StructLayout({"matches": c.queries})
+        results = stream.Signature(
+            data.StructLayout({"key": self._key_bits, "result": outcome, "dropped": 1})
+        ).create()
+        update = self._update(config)
+        if not self._shape.partition_fields:
+            return self._single(m, update, results), results
+        m.submodules.partitioner = matcher = partition_store(
+            self._params,
+            key_shape=self._key_bits,
+            payload_shape=c.states,
+            state_width=c.states,
+            result_shape=outcome.size,
+            update=update,
+        )
+        self._store = matcher
+        out = matcher.o_stream
+        m.d.comb += [
+            results.valid.eq(out.valid),
+            out.ready.eq(results.ready),
+            results.payload.key.eq(out.payload.key),
+            results.payload.result.eq(Mux(out.payload.dropped, 0, out.payload.result)),
+            results.payload.dropped.eq(out.payload.dropped),
+            self.drops.eq(matcher.drops),
+        ]
+        return matcher, results
+
+    def _single(self, m: Module, update, results):
+        """Without PARTITION: one state register, stepped on every tuple, through an output
+        register."""
+        c = self._shape.capacity
+        m.submodules.single = single = StreamBuffer(c.queries)
+        state = Signal(c.states, name="state")
+        inbox = stream.Signature(c.states).create()
+        stored, matches = update(m, state, inbox.payload)
+        m.d.comb += [
+            single.i_stream.valid.eq(inbox.valid),
+            inbox.ready.eq(single.i_stream.ready),
+            single.i_stream.payload.eq(matches),
+            results.valid.eq(single.o_stream.valid),
+            single.o_stream.ready.eq(results.ready),
+            results.payload.result.matches.eq(single.o_stream.payload),
+        ]
+        with m.If(inbox.valid & inbox.ready):
+            m.d.sync += state.eq(stored)
+        return inbox
+
+    def _front(self, m: Module, guards, matcher) -> None:
+        """Guards and FIFO: each tuple's guard vector (and key), buffered for the matcher."""
+        keyed = bool(self._shape.partition_fields)
+        sink = matcher.i_stream if keyed else matcher
+        item = sink.payload.shape()
+        m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
+        m.d.comb += [
+            queue.i_stream.valid.eq(self.i_stream.valid),
+            self.i_stream.ready.eq(queue.i_stream.ready),
+        ]
+        if keyed:
+            fields = self._shape.partition_fields
+            m.d.comb += [
+                queue.i_stream.payload.key.eq(partition_key(self.i_stream.payload, fields)),
+                queue.i_stream.payload.payload.eq(guards),
+            ]
+        else:
+            m.d.comb += queue.i_stream.payload.eq(guards)
+        with m.If(self.i_stream.valid & self.i_stream.ready):
+            m.d.sync += self.tuples.eq(self.tuples + 1)
+        wiring.connect(m, queue.o_stream, sink if keyed else wiring.flipped(sink))
+
+
+def write_verilog(
+    nfa: Nfa,
+    path: str,
+    params: EngineParams,
+    *,
+    name: str = "nfacep_engine",
+    values: ParamValues | None = None,
+) -> dict:
+    """Write the programmable engine for ``nfa``'s stream declaration and ``params``'
+    capacities as Verilog to ``path``, its JSON sidecar beside it (``.json``) and the image
+    of ``nfa`` in hex (``.image.hex``): all three whole or not at all. The image is made
+    first, so a file that does not fit raises :class:`~nfacep.image.ImageError` before
+    anything is built."""
+    from amaranth.back import verilog
+
+    from nfacep.output import atomic_files
+
+    program = nfa.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+    img = image(nfa, shape, values)
+    engine = ProgrammableEngine(shape, params)
+    text = verilog.convert(engine, name=name, emit_src=False)
+    c = shape.capacity
+    sidecar = {
+        **interface(engine, program.schema, name),
+        "engine": "programmable",
+        "capacity": {
+            "states": c.states,
+            "atoms": c.atoms,
+            "queries": c.queries,
+            "atoms_per_state": ATOMS_PER_STATE,
+        },
+        "configuration": {
+            "bits": config_layout(shape).size,
+            "body_bytes": body_size(shape),
+            "engine_fingerprint": shape.fingerprint.hex(),
+        },
+        "partition_fields": list(program.partition_fields),
+        "image": {
+            "fingerprint": img.fingerprint,
+            "queries": [
+                {"name": q.name, "bit": q.index, "skip_past_last_row": q.skip_past_last_row}
+                for q in nfa.queries
+            ],
+        },
+        "parameters": params.as_dict(),
+    }
+    stem = os.path.splitext(path)[0]
+    with atomic_files([path, stem + ".json", stem + ".image.hex"], what="-o") as files:
+        verilog_file, json_file, image_file = files
+        verilog_file.write(text)
+        json.dump(sidecar, json_file, indent=2)
+        json_file.write("\n")
+        image_file.write(img.to_bytes().hex() + "\n")
+    return sidecar
+
+
+_COMPARE = {
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}

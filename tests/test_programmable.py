@@ -1,0 +1,271 @@
+# amaranth: UnusedElaboratable=no
+"""The programmable engine (nfacep.hdl.programmable) configured with query files' images
+(nfacep.image) against the reference matcher, in Amaranth's simulator: bundled-style and
+random queries, both partition stores, capacity drops and timers, random input gaps and
+output stalls; a damaged configuration fails the comparison. The images themselves are
+tested in test_image.py."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+from bundled import QUERIES, param_values
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from strategies import scenarios, streams
+from streams import stream_put
+from test_image import (
+    FLOAT_QUERIES,
+    FLOAT_STREAM,
+    STREAM,
+    fitting_file,
+    float_data,
+    random_data,
+    shape_of,
+)
+
+import nfacep
+from nfacep import wire
+from nfacep.hdl.programmable import ProgrammableEngine
+from nfacep.image import Capacity, EngineShape, ImageError, image
+from nfacep.io import reader, tuples
+from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
+
+
+def simulate(shape, body, data, params, *, seed=0, gap=0.3, stall=0.3):
+    """Load ``body`` through the configuration port, then run ``data``; return the records
+    ``(seq, partition, matches, dropped)`` and the counters."""
+    dut = ProgrammableEngine(shape, params)
+    pipeline = params.store == "pipeline"
+    drain = (params.partitions if pipeline else 5 + params.partitions // params.ways) + 16
+    payloads = wire.pack(shape.schema, data)
+    rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
+    records, done = [], {}
+
+    async def producer(ctx):
+        for byte in body:
+            await stream_put(ctx, dut.i_config, byte, rng=rng_in, gap=gap)
+        await ctx.tick()
+        assert ctx.get(dut.configured)
+        for p in payloads:
+            await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
+        idle = 0
+        while idle < drain:
+            await ctx.tick()
+            idle = 0 if ctx.get(dut.o_stream.valid) else idle + 1
+        done.update(
+            tuples=ctx.get(dut.tuples), matched=ctx.get(dut.matched), drops=ctx.get(dut.drops)
+        )
+
+    async def consumer(ctx):
+        while not done:
+            ready = rng_out.random() >= stall
+            ctx.set(dut.o_stream.ready, ready)
+            *_, valid, rec = await ctx.tick().sample(dut.o_stream.valid, dut.o_stream.payload)
+            if valid and ready:
+                records.append((rec.seq, rec.partition, rec.matches, rec.dropped))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer)
+    sim.run()
+    return records, done
+
+
+def compare(nfa, shape, data, params, *, body=None, seed=0, values=None):
+    """The engine configured with ``nfa``'s image (or ``body``) equals the reference."""
+    img = image(nfa, shape, values)
+    body = img.body() if body is None else body
+    records, counters = simulate(shape, body, data, params, seed=seed)
+    r = reference.run(nfa, data, params, values=values)
+    want: dict[int, int] = {}
+    for seq, q in zip(r.seqs.tolist(), r.queries.tolist(), strict=True):
+        want[seq] = want.get(seq, 0) | 1 << q
+    drops = r.drops.tolist()
+    seqs = [rec[0] for rec in records]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert {s: m for s, _, m, d in records if not d} == want
+    assert [s for s, _, _, d in records if d] == drops
+    assert counters == {"tuples": data.n, "matched": len(want), "drops": len(drops)}
+    if nfa.program.partition_fields:
+        col = wire.key_raw(nfa.program.key, data)
+        assert all(part == int(col[seq]) for seq, part, _, _ in records)
+    return want, drops
+
+
+# --- the gateware -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("store", "partitions", "ways", "tick_tuples", "timer_bits", "seed"),
+    [
+        ("pipeline", 4, 4, 0, 4, 0),
+        ("pipeline", 3, 4, 2, 2, 1),
+        ("table", 8, 2, 0, 4, 2),
+        ("table", 4, 2, 3, 2, 3),
+        ("table", 16, 4, 1, 3, 4),
+    ],
+)
+def test_random_queries_equal_the_reference(store, partitions, ways, tick_tuples, timer_bits, seed):
+    """Random files (integer, ENUM and BOOL atoms, field against field, both after-match modes)
+    configured into one engine give the reference's matches and drops, with timers."""
+    rng = np.random.default_rng(100 + seed)
+    nfa = fitting_file(rng)
+    params = EngineParams(
+        partitions=partitions,
+        store=store,
+        ways=ways,
+        tick_tuples=tick_tuples,
+        timer_bits=timer_bits,
+    )
+    data = random_data(rng, 200, keys=10 if store == "pipeline" else 16)
+    want, drops = compare(nfa, shape_of(nfa), data, params, seed=seed)
+    assert want
+    assert drops or store == "table"
+
+
+def test_unpartitioned_equals_the_reference():
+    rng = np.random.default_rng(7)
+    nfa = fitting_file(rng, partitioned=False)
+    want, drops = compare(nfa, shape_of(nfa), random_data(rng, 200, 1), EngineParams(), seed=7)
+    assert want and not drops
+
+
+def test_one_engine_takes_several_images():
+    """One engine shape, two files: each image configures it into its own file's matches; the
+    second loaded after the first replaces it whole."""
+    rng = np.random.default_rng(11)
+    first = fitting_file(rng)
+    shape = shape_of(first)
+    data = random_data(rng, 120, keys=4)
+    params = EngineParams(partitions=4)
+    second = fitting_file(rng)
+    for nfa in (first, second):
+        compare(nfa, shape, data, params)
+    both = image(first, shape).body() + image(second, shape).body()
+    assert compare(second, shape, data, params, body=both) != compare(first, shape, data, params)
+
+
+def test_a_damaged_configuration_fails_the_comparison():
+    """A flipped bit in a state's truth table (the table entry its atoms select first), or a
+    wrong activation bit, makes the engine differ from the reference: the comparison can
+    fail."""
+    from nfacep.image import config_fields
+
+    text = STREAM + "QUERY q PARTITION k PATTERN (A B+ C) DEFINE A AS a < 0 B AS b > 10 C AS c;"
+    nfa = nfacep.compile_text(text)
+    shape = shape_of(nfa, states=4, atoms=4, queries=1)
+    img = image(nfa, shape)
+    offsets, at = {}, 0
+    for name, width in config_fields(shape):
+        offsets[name] = at
+        at += width
+    data = random_data(np.random.default_rng(3), 150, keys=3)
+    params = EngineParams(partitions=4)
+    compare(nfa, shape, data, params)
+    for bit in (offsets["state1.table"], offsets["state2.activation"] + 2):
+        body = bytearray(img.body())
+        body[bit // 8] ^= 1 << bit % 8
+        with pytest.raises(AssertionError):
+            compare(nfa, shape, data, params, body=bytes(body))
+
+
+@pytest.mark.parametrize(
+    ("name", "store"), [("marathon", "pipeline"), ("vshape", "table"), ("supplychain", "table")]
+)
+def test_bundled_queries_that_fit(name, store):
+    """The bundled queries without WITHIN or FLOAT32 (supplychain's parameter a constant in
+    its image) on their data."""
+    nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
+    data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    params = EngineParams(partitions=64, store=store)
+    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields)  # the default capacity
+    want, _ = compare(nfa, shape, data, params, values=param_values(name, nfa))
+    assert want
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sc=scenarios(),
+    rows=streams(max_len=40, keys=6),
+    store=st.sampled_from(["pipeline", "table"]),
+    partitions=st.sampled_from([1, 2, 4]),
+    tick_tuples=st.integers(0, 4),
+    timer_bits=st.integers(1, 3),
+    seed=st.integers(0, 1000),
+)
+def test_random_scenarios(sc, rows, store, partitions, tick_tuples, timer_bits, seed):
+    """Random query files (every pattern operator, both forms, both after-match modes, with
+    and without PARTITION) that fit a 24-state engine, on random streams, equal the
+    reference exactly."""
+    nfa = nfacep.compile_text(sc.text)
+    program = nfa.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity(24, 6, 3))
+    try:
+        image(nfa, shape)
+    except ImageError:
+        assume(False)
+    data = tuples.Tuples(
+        {
+            "k": np.array([r["k"] for r in rows], dtype=np.uint64),
+            **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
+        },
+        len(rows),
+    )
+    params = EngineParams(
+        partitions=partitions,
+        store=store,
+        ways=min(2, partitions),
+        tick_tuples=tick_tuples,
+        timer_bits=timer_bits,
+    )
+    compare(nfa, shape, data, params, seed=seed)
+
+
+@pytest.mark.parametrize("store", ["pipeline", "table"])
+def test_float32_and_ipv4_equal_the_reference(store):
+    """FLOAT32 (NaNs of both signs, infinities, -0) and IPV4 (addresses, networks, another
+    field) atoms in the gateware."""
+    nfa = nfacep.compile_text(FLOAT_STREAM + FLOAT_QUERIES)
+    data = float_data(np.random.default_rng(9), 250, keys=8)
+    want, _ = compare(nfa, shape_of(nfa, atoms=16), data, EngineParams(partitions=8, store=store))
+    assert len(set(want.values())) == 3  # each query alone and both
+
+
+def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
+    """``nfacep verilog --engine programmable``: the Verilog (which Icarus compiles), its
+    sidecar with the configuration port and capacities, and the query's image, which the
+    engine of that shape takes; a file that does not fit writes nothing."""
+    import json
+    import shutil
+    import subprocess
+
+    from bundled import QUERIES
+
+    from nfacep.cli import main
+    from nfacep.image import Capacity, read_body
+
+    out = tmp_path / "e.v"
+    marathon = str(QUERIES / "marathon.sql")
+    argv = ["verilog", marathon, "-o", str(out), "--engine", "programmable"]
+    sizes = ["--states", "12", "--atoms", "8", "--store", "table", "--partitions", "16"]
+    assert main([*argv, *sizes]) == 0
+    assert "and the query's image .image.hex" in capsys.readouterr().out
+    sidecar = json.loads((tmp_path / "e.json").read_text())
+    assert sidecar["ports"]["i_config__payload"] == {"dir": "in", "width": 8}
+    assert sidecar["capacity"] == {"states": 12, "atoms": 8, "queries": 4, "atoms_per_state": 4}
+    nfa = nfacep.compile_file(marathon)
+    shape = EngineShape(nfa.program.schema, ("runner",), Capacity(12, 8, 4))
+    blob = bytes.fromhex((tmp_path / "e.image.hex").read_text())
+    assert read_body(shape, blob) == image(nfa, shape).body()
+    assert sidecar["image"]["fingerprint"] == blob[-8:].hex()
+    assert sidecar["configuration"]["body_bytes"] == len(image(nfa, shape).body())
+    if shutil.which("iverilog"):
+        subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "e.vvp"), str(out)], check=True)
+    fire = str(QUERIES / "fire.sql")
+    assert main(["verilog", fire, "-o", str(tmp_path / "f.v"), "--engine", "programmable"]) == 2
+    assert "WITHIN is not supported" in capsys.readouterr().err
+    assert not list(tmp_path.glob("f.*"))
