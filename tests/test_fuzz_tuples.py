@@ -12,7 +12,7 @@ Nightly, run more with another seed each night (the same variables as
         .venv/bin/python -m pytest -q tests/test_fuzz_tuples.py
 
 or the campaign script, which also bounds memory and survives crashes and hangs of a worker:
-``.venv/bin/python tools/fuzz_tuples.py --inputs 200000 --seed $(date +%Y%m%d)``.
+``.venv/bin/python tests/fuzz_tuples.py --inputs 200000 --seed $(date +%Y%m%d)``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def test_mutants_are_accepted_or_refused_with_a_position(tmp_path, block):
             base, kind, data = mutant(SEED, i)
             where = (
                 f"input {i} of seed {SEED} ({kind} from {base.name}.csv; "
-                f"tools/fuzz_tuples.py --seed {SEED} --show {i})"
+                f"tests/fuzz_tuples.py --seed {SEED} --show {i})"
             )
             start = time.perf_counter()
             signal.setitimer(signal.ITIMER_REAL, 4 * BOUND)

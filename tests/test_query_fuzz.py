@@ -11,7 +11,7 @@ Nightly, run more with another seed each night:
         .venv/bin/python -m pytest -q tests/test_query_fuzz.py
 
 (the ``nightly`` profile, tests/conftest.py, is randomised and runs 25 times the examples), or
-the campaign script: ``.venv/bin/python tools/fuzz_queries.py --inputs 200000 --seed
+the campaign script: ``.venv/bin/python tests/fuzz_queries.py --inputs 200000 --seed
 $(date +%Y%m%d)``.
 """
 
@@ -61,7 +61,7 @@ def test_the_worker_reports_every_outcome(runner):
 @pytest.mark.slow
 def test_mutants_are_accepted_or_refused_with_a_position(runner):
     report = campaign(mutants(SEED, INPUTS), runner)
-    how = f"seed {SEED}: tools/fuzz_queries.py --seed {SEED} reproduces them"
+    how = f"seed {SEED}: tests/fuzz_queries.py --seed {SEED} reproduces them"
     assert report.counts["crash"] == report.counts["hang"] == 0, _failures(report, how)
     # the mutants reach both outcomes, in proportions that show they are not trivial
     assert report.counts["accepted"] > INPUTS // 20 and report.counts["error"] > INPUTS // 2

@@ -31,7 +31,7 @@ The suite runs ``NFACEP_CHUNK_FUZZ_INPUTS`` mutants (default 300) and
     NFACEP_FUZZ_SEED=$(date +%Y%m%d) HYPOTHESIS_PROFILE=nightly \\
         .venv/bin/python -m pytest -q tests/test_read_chunks_fuzz.py
 
-A failure names the input (``tools/fuzz_tuples.py --seed S --show I`` prints it) and the piece
+A failure names the input (``tests/fuzz_tuples.py --seed S --show I`` prints it) and the piece
 size.
 """
 
@@ -221,7 +221,7 @@ def compare(seed: int, i: int, folder: str, grow: bool = False) -> str:
     for rows in sizes(n) if not grow else sorted({4099, max(1, n)}):
         where = (
             f"input {i} of seed {seed} ({kind} from {base.name}.csv"
-            f"{', grown' if grow else ''}; tools/fuzz_tuples.py --seed {seed} "
+            f"{', grown' if grow else ''}; tests/fuzz_tuples.py --seed {seed} "
             f"--show {i}), pieces of {rows}"
         )
         got = chunked_read(path, schema, rows)

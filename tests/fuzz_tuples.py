@@ -1,9 +1,9 @@
 """A long fuzzing campaign over tuple files: the mutants of ``tests/tuple_fuzz.py`` run in
 worker processes, each input bounded in time and memory.
 
-    .venv/bin/python tools/fuzz_tuples.py --inputs 100000 [--seed S] [--workers 2]
+    .venv/bin/python tests/fuzz_tuples.py --inputs 100000 [--seed S] [--workers 2]
         [--timeout 10] [--memory-mb 4096]
-    .venv/bin/python tools/fuzz_tuples.py --seed S --show I      # one input, and its outcome
+    .venv/bin/python tests/fuzz_tuples.py --seed S --show I      # one input, and its outcome
 
 Every input ends as one of: ``accepted``; ``error`` (nfacep's own error with a position);
 ``no-position`` (nfacep's error, without file and line); ``crash`` (any other exception, or
@@ -19,16 +19,12 @@ import argparse
 import collections
 import json
 import os
-import pathlib
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 def worker(seed: int, start: int, stop: int, memory_mb: int) -> None:

@@ -1,7 +1,7 @@
 """A fuzz campaign on the query language: mutated query files through ``nfacep check`` and
 ``nfacep explain --json``, each in a worker process with a time and memory bound.
 
-    .venv/bin/python tools/fuzz_queries.py --inputs 100000 --workers 2 [--seed 1] [--out DIR]
+    .venv/bin/python tests/fuzz_queries.py --inputs 100000 --workers 2 [--seed 1] [--out DIR]
 
 Prints the number of inputs tried and the counts of outcomes: accepted, clean errors
 (``file:line:col:`` and exit 2), crashes and hangs. The failing inputs are written to
@@ -18,9 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-import query_fuzz  # tests/ is not a package: imported by path
+import query_fuzz  # beside this script: its folder is on sys.path when it runs
 
 
 def _shard(seed: int, count: int, timeout: float, memory: int) -> query_fuzz.Report:
