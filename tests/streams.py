@@ -63,3 +63,37 @@ def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
         stall=stall,
     )
     return [(rec.payload, rec.matches) for rec in got]
+
+
+def engine_drain(store: str, partitions: int, ways: int) -> int:
+    """Idle cycles after which an engine has no record left to emit: records lag the last
+    input by at most the partition store's latency (and the table's clearing sweep after
+    reset, at most partitions / ways cycles, while the FIFO takes tuples)."""
+    return (partitions if store == "pipeline" else 5 + partitions // ways) + 16
+
+
+async def drain_engine(ctx, dut, cycles: int, done: dict) -> None:
+    """Tick until ``dut.o_stream`` has been idle for ``cycles``, then put the engine's
+    counters in ``done`` (which ends :func:`collect_records`)."""
+    idle = 0
+    while idle < cycles:
+        await ctx.tick()
+        idle = 0 if ctx.get(dut.o_stream.valid) else idle + 1
+    done.update(tuples=ctx.get(dut.tuples), matched=ctx.get(dut.matched), drops=ctx.get(dut.drops))
+
+
+def collect_records(dut, records: list, done: dict, *, rng, stall: float):
+    """A testbench taking the engine's match records, with ``ready`` low at random, until
+    ``done`` is filled: ``(seq, partition, matches, dropped, starts)`` each (starts 0 for an
+    engine without them)."""
+
+    async def consumer(ctx):
+        while not done:
+            ready = rng.random() >= stall
+            ctx.set(dut.o_stream.ready, ready)
+            *_, valid, rec = await ctx.tick().sample(dut.o_stream.valid, dut.o_stream.payload)
+            if valid and ready:
+                starts = rec.starts if "starts" in rec.shape().members else 0
+                records.append((rec.seq, rec.partition, rec.matches, rec.dropped, starts))
+
+    return consumer

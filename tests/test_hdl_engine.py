@@ -14,7 +14,7 @@ from bundled import param_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import PREV_STREAM, prev_predicates, queries, scenarios, streams
-from streams import stream_put
+from streams import collect_records, drain_engine, engine_drain, stream_put
 
 import nfacep
 from nfacep import wire
@@ -60,9 +60,7 @@ def simulate(
         width = dut.param_values.shape().size
         for at, _ in values.switches:
             switches.append((at, values.packed(values.in_force(at)) | at << width))
-    # records lag the last input by at most the partition store's latency (and the table's
-    # clearing sweep after reset, at most partitions / ways cycles, while the FIFO takes tuples)
-    drain = (partitions if store == "pipeline" else 5 + partitions // ways) + 16
+    drain = engine_drain(store, partitions, ways)
     payloads = wire.pack(nfa.program.schema, data)
     rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
     records = []
@@ -79,28 +77,12 @@ def simulate(
                 assert ctx.get(dut.i_params.ready), f"no switch taken before tuple {i}"
                 await stream_put(ctx, dut.i_params, pending.pop(0)[1], rng=rng_in, gap=gap)
             await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
-        # drain: records can only lag the last input by the pipeline's latency
-        idle = 0
-        while idle < drain:
-            await ctx.tick()
-            idle = 0 if ctx.get(dut.o_stream.valid) else idle + 1
-        done.update(
-            tuples=ctx.get(dut.tuples), matched=ctx.get(dut.matched), drops=ctx.get(dut.drops)
-        )
-
-    async def consumer(ctx):
-        while not done:
-            ready = rng_out.random() >= stall
-            ctx.set(dut.o_stream.ready, ready)
-            *_, valid, rec = await ctx.tick().sample(dut.o_stream.valid, dut.o_stream.payload)
-            if valid and ready:
-                starts = rec.starts if "starts" in rec.shape().members else 0
-                records.append((rec.seq, rec.partition, rec.matches, rec.dropped, starts))
+        await drain_engine(ctx, dut, drain, done)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(producer)
-    sim.add_testbench(consumer)
+    sim.add_testbench(collect_records(dut, records, done, rng=rng_out, stall=stall))
     sim.run()
     return records, done
 
