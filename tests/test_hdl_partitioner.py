@@ -94,8 +94,11 @@ class Run:
     dut: StreamPartitioner | None = None
 
 
-def simulate(dut, tuples, *, seed=0, gap=0.0, stall=0.0, first_stall=0, cycle_limit=None):
-    """Push ``tuples`` through ``dut``; return the records and the final counters."""
+def simulate(
+    dut, tuples, *, seed=0, gap=0.0, stall=0.0, first_stall=0, cycle_limit=None, processes=()
+):
+    """Push ``tuples`` through ``dut``; return the records and the final counters.
+    ``processes``: more simulator processes (such as the SDRAM model on the store's pins)."""
     rng_put, rng_get = random.Random(seed), random.Random(seed + 1)
     records, accepted_at, emitted_at = [], [], []
     cycle = 0
@@ -142,6 +145,8 @@ def simulate(dut, tuples, *, seed=0, gap=0.0, stall=0.0, first_stall=0, cycle_li
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(clock_counter, background=True)
+    for process in processes:
+        sim.add_process(process)
     sim.add_testbench(producer)
     sim.add_testbench(consumer)
     sim.run()

@@ -1,0 +1,590 @@
+"""The partition store in SDRAM (``--store sdram``): the table's semantics, its entries in the
+board's SDRAM behind :class:`~nfacep.hdl.sdram.controller.SDRAMController`, a write-back cache
+of recent buckets in block RAM in front.
+
+:class:`SdramPartitioner` has the interface of the other partition stores
+(:func:`~nfacep.hdl.partitioner.store_signature`, plus ``sdram``, the chip's pins) and the
+semantics of :class:`~nfacep.hdl.table.TablePartitioner`, so ``nfacep.reference.capacity``
+models it as it models the table:
+
+- **Direct** (key width ``w <= log2(entries)``): the key is its entry's index; no drops.
+- **Hashed**: ``entries / ways`` buckets of ``ways`` entries; a key's bucket is the low bits
+  of the CRC-32 of its ``ceil(w / 8)`` little-endian bytes
+  (:func:`nfacep.reference.capacity.key_crc32`); a hit updates the key's entry, else the
+  lowest-numbered free way is taken (``fresh``), else the tuple is ``dropped`` and counted.
+- **Timers** (``tick_tuples = K > 0``): a tick after every ``K``-th tuple; an entry stores the
+  tick count of its last tuple (``i // K``) modulo ``2**S`` (``stamp_bits``, at least 48) and is
+  in use at tuple ``j`` iff valid and ``(j // K - stamp) mod 2**S < 2**timer_bits - 1``. With
+  48 bits there is no aging sweep (the table's needs one for its narrow stamps): a stamp is
+  misread only after ``2**48`` ticks without a tuple of its key, more than 2.8e14 tuples
+  (six years at 1.5 M tuples/s).
+
+How it works (one clock domain, the controller's):
+
+- **Entries in SDRAM.** An entry (valid, tag when hashed, state, stamp with timers) takes
+  ``entry_words`` words of the chip's width; a bucket's ``ways`` entries are one *line* of
+  ``line_words`` consecutive words in one row of one bank (the bucket's low bits choose the
+  bank, so consecutive buckets alternate banks). After reset the store writes every line it
+  uses to zero (all entries free) before it takes a tuple: SDRAM powers up with anything in it.
+- **The cache** (``lines`` lines, direct-mapped by the bucket's low bits, in block RAM, with
+  write-back): per line the bucket it holds, whether that is ``valid``, whether its words have
+  arrived (``filled``), whether it was written (``dirty``), and ``users``, the tuples queued
+  for it.
+- **Input and hazard tracking.** A tuple entering (stage 1, after the CRC) looks its bucket up
+  in the cache's tags. If the line holds the bucket (filled or still being fetched) the tuple
+  joins the queue for it. Otherwise, if the line has no users, it is given to the bucket at
+  once (so a later tuple of the same bucket finds it and never fetches it again) and a *job*
+  is queued: write the old bucket back if dirty, then read the new one. If the line has users
+  the input waits (``i_stream.ready`` low) until they are done: a line is never taken from
+  under a queued tuple. The tuple queue holds ``queue`` tuples, so up to that many buckets are
+  fetched at once, and the controller's per-bank queues overlap them over the banks.
+- **Fetch.** Jobs are done in order: the victim line is read from block RAM, its words are
+  written to SDRAM, then the new bucket's words are requested; the controller answers reads in
+  request order and keeps order within a bank (a bucket's write-back and its later fetch are
+  in one bank), so a fetch always reads what the write-back wrote. The words read land in the
+  line (a write port with word enables); when the last has landed the line is ``filled``.
+- **Update, in input order.** The queue's head waits until its line is filled, reads the line
+  (one clock), decides hit, free way or drop, applies ``update`` and writes the line back,
+  marks it dirty and hands the record to the output register: two clocks per tuple. Records
+  leave in input order: the queue is first in, first out, and the head is its only reader.
+- **Refresh and back-pressure** are the controller's: refresh stalls the requests, which stall
+  the jobs, which fill the queue, which holds ``i_stream.ready`` low; nothing is dropped. A
+  stalled output holds the head.
+
+``hazard_tracking=False`` (tests only) lets the input take a line that still has users: the
+queued tuples then find another bucket's entries, and the tests see it.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Shape, ShapeLike, Signal, Value
+from amaranth.lib import crc, data, fifo, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import Out
+
+from ..partitioner import check_store_arguments, store_signature
+from ..stream import StreamBuffer
+from .controller import SDRAMController, pins_signature
+from .timing import COLORLIGHT_5A75B, M12L16161A, SDRAMGeometry, SDRAMTiming
+
+__all__ = ["STAMP_BITS", "SdramPartitioner"]
+
+#: The least width of a stamp: ticks stored modulo 2**48 (see the module's docstring).
+STAMP_BITS = 48
+
+
+class SdramPartitioner(wiring.Component):
+    """Stream partitioner over a table in SDRAM (``--store sdram``); see the module docstring.
+
+    Parameters
+    ----------
+    key_shape, payload_shape, state_width, result_shape, update, counter_width
+        As for :class:`~nfacep.hdl.table.TablePartitioner`.
+    entries, ways, timer_bits, tick_tuples
+        As for :class:`~nfacep.hdl.table.TablePartitioner` (no aging sweep: wide stamps).
+    geometry, timing, clk_freq
+        The SDRAM chip and the clock (Hz) the controller's timing is computed for.
+    lines : :class:`int`
+        Lines (buckets) of the block-RAM cache, a power of two.
+    queue : :class:`int`
+        Tuples waiting for their line at most (and so buckets fetched at once).
+    controller : :class:`dict`
+        Further arguments of :class:`SDRAMController` (``queue_depth``, ``reorder``,
+        ``read_delay``, and, for tests only, ``cycles_override``).
+    hazard_tracking : :class:`bool`
+        Tests only: ``False`` breaks it (see the module docstring).
+
+    Members
+    -------
+    i_stream, o_stream, tuples, drops
+        As for the other stores.
+    sdram
+        The chip's pins (:func:`~nfacep.hdl.sdram.controller.pins_signature`).
+    """
+
+    def __init__(
+        self,
+        *,
+        key_shape: ShapeLike,
+        payload_shape: ShapeLike,
+        state_width: int,
+        result_shape: ShapeLike,
+        entries: int,
+        ways: int,
+        update,
+        timer_bits: int = 4,
+        tick_tuples: int = 0,
+        counter_width: int = 32,
+        geometry: SDRAMGeometry = COLORLIGHT_5A75B,
+        timing: SDRAMTiming = M12L16161A,
+        clk_freq: float = 100e6,
+        lines: int = 64,
+        queue: int = 8,
+        controller: dict | None = None,
+        hazard_tracking: bool = True,
+    ):
+        key_width = Shape.cast(key_shape).width
+        Shape.cast(payload_shape)
+        Shape.cast(result_shape)
+        if not isinstance(state_width, int) or state_width < 0:
+            raise ValueError(f"State width must be a non-negative integer, not {state_width!r}")
+        for name, value in (("Entries", entries), ("Ways", ways), ("Lines", lines)):
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name} must be a positive power of two, not {value!r}")
+        if ways > entries:
+            raise ValueError(f"Ways ({ways}) must not exceed entries ({entries})")
+        if key_width < 1:
+            raise ValueError("The key must be at least one bit wide")
+        if not isinstance(queue, int) or queue < 1:
+            raise ValueError(f"Queue must be a positive integer, not {queue!r}")
+        check_store_arguments(counter_width, timer_bits, tick_tuples)
+        if not callable(update):
+            raise TypeError(f"Update function must be callable, not {update!r}")
+        self._key_shape, self._key_width = key_shape, key_width
+        self._payload_shape, self._result_shape = payload_shape, result_shape
+        self._state_width, self._update = state_width, update
+        self._entries, self._ways = entries, ways
+        self._timer_bits, self._tick_tuples = timer_bits, tick_tuples
+        self._counter_width = counter_width
+        self.geometry, self.timing, self.clk_freq = geometry, timing, clk_freq
+        self._controller_args = dict(controller or {})
+        self._queue = queue
+        self._hazard_tracking = hazard_tracking
+
+        self._direct = key_width <= (entries - 1).bit_length()
+        # direct: one entry per bucket, the key its index; only the 2**w a key can address
+        self._buckets = (1 << key_width) if self._direct else entries // ways
+        self._line_entries = 1 if self._direct else ways
+        self._stamp_bits = max(STAMP_BITS, timer_bits + 1) if tick_tuples else 0
+        width = geometry.width
+        self._entry_words = max(1, -(-self.entry_layout.size // width))
+        self._line_words = self._line_entries * self._entry_words
+        self._line_span = 1 << (self._line_words - 1).bit_length()  # words a line's address takes
+        if self._line_span > geometry.columns:
+            raise ValueError(
+                f"a bucket of {self._line_words} words does not fit a row of "
+                f"{geometry.columns} columns"
+            )
+        need = self._buckets * self._line_span
+        if need > geometry.words:
+            raise ValueError(
+                f"{self._buckets} buckets of {self._line_span} words need {need} words of "
+                f"SDRAM, more than its {geometry.words}"
+            )
+        self._lines = min(lines, self._buckets)
+        signature = store_signature(key_shape, payload_shape, result_shape, counter_width)
+        signature["sdram"] = Out(pins_signature(geometry))
+        super().__init__(signature)
+
+    # --- geometry --------------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def ways(self) -> int:
+        return self._ways
+
+    @property
+    def direct(self) -> bool:
+        """Whether keys index the table directly (no tags, no drops)."""
+        return self._direct
+
+    @property
+    def buckets(self) -> int:
+        """Buckets (cache lines' worth of entries) kept in SDRAM."""
+        return self._buckets
+
+    @property
+    def lines(self) -> int:
+        """Lines of the block-RAM cache."""
+        return self._lines
+
+    @property
+    def stamp_bits(self) -> int:
+        return self._stamp_bits
+
+    @property
+    def entry_words(self) -> int:
+        """SDRAM words of one entry."""
+        return self._entry_words
+
+    @property
+    def line_words(self) -> int:
+        """SDRAM words of one bucket (all its ways)."""
+        return self._line_words
+
+    @property
+    def clearing_words(self) -> int:
+        """Words written after reset before the first tuple is taken."""
+        return self._buckets * self._line_span
+
+    @property
+    def entry_layout(self) -> data.StructLayout:
+        """One entry: valid, the key as tag (hashed only), the state, the stamp (timers only)."""
+        return data.StructLayout(
+            {
+                "valid": 1,
+                "tag": 0 if self._direct else self._key_width,
+                "state": self._state_width,
+                "stamp": self._stamp_bits,
+            }
+        )
+
+    @property
+    def crc_parameters(self) -> crc.Parameters:
+        """The bucket hash, as the table's."""
+        return crc.catalog.CRC32_ISO_HDLC(data_width=8 * ((self._key_width + 7) // 8))
+
+    def address(self, bucket: int, word: int) -> tuple[int, int, int]:
+        """(bank, row, column) of ``word`` of ``bucket``'s line (what :meth:`_address` builds)."""
+        g = self.geometry
+        bank = bucket % g.banks
+        linear = (bucket // g.banks) * self._line_span + word
+        return bank, linear // g.columns, linear % g.columns
+
+    # --- the whole -------------------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.geometry
+        m.submodules.controller = ctrl = SDRAMController(
+            g, self.timing, self.clk_freq, **self._controller_args
+        )
+        wiring.connect(m, ctrl.sdram, wiring.flipped(self.sdram))
+        m.submodules.out = out = StreamBuffer(self.o_stream.payload.shape())
+        wiring.connect(m, out.o_stream, wiring.flipped(self.o_stream))
+
+        lines = self._lines
+        line_bits = max(1, (lines - 1).bit_length())
+        bucket_bits = max(1, (self._buckets - 1).bit_length())
+        cache = Memory(shape=self._line_words * g.width, depth=lines, init=[])
+        m.submodules.cache = cache
+        w_port = cache.write_port(granularity=g.width)
+        head_port = cache.read_port()
+        victim_port = cache.read_port()
+        tags = _LineTags(m, lines, bucket_bits, self._queue)
+
+        clearing = self._clear(m, ctrl)
+        s1, s1_valid, s1_bucket, s1_now, take = self._input(m, clearing, bucket_bits)
+        queued = self._queue_layout(line_bits)
+        m.submodules.queue = q = fifo.SyncFIFOBuffered(width=queued.size, depth=self._queue)
+        job = data.StructLayout(
+            {"line": line_bits, "new": bucket_bits, "old": bucket_bits, "write_back": 1}
+        )
+        m.submodules.jobs = jobs = fifo.SyncFIFOBuffered(width=job.size, depth=self._queue)
+
+        # stage 1: the tag check and the allocation
+        line = s1_bucket[:line_bits] if lines > 1 else Const(0, 1)
+        holds = tags.valid[line] & (tags.bucket[line] == s1_bucket)
+        free = (tags.users[line] == 0) if self._hazard_tracking else Const(1)
+        go = Signal()
+        allocate = Signal()
+        m.d.comb += [
+            go.eq(s1_valid & q.w_rdy & (holds | (free & jobs.w_rdy))),
+            allocate.eq(go & ~holds),
+            take.eq(~s1_valid | go),
+        ]
+        entry = data.View(queued, q.w_data)
+        new_job = data.View(job, jobs.w_data)
+        m.d.comb += [
+            entry.key.eq(s1.key),
+            entry.payload.eq(s1.payload),
+            entry.now.eq(s1_now),
+            entry.line.eq(line),
+            q.w_en.eq(go),
+            new_job.line.eq(line),
+            new_job.new.eq(s1_bucket),
+            new_job.old.eq(tags.bucket[line]),
+            new_job.write_back.eq(tags.valid[line] & tags.dirty[line]),
+            jobs.w_en.eq(allocate),
+        ]
+        filled_line, filled = self._fetch(m, ctrl, jobs, job, victim_port, w_port, clearing)
+        head_line, done, wrote = self._head(m, q, queued, head_port, w_port, out, tags)
+        tags.drive(
+            m, (go, line, allocate, s1_bucket), (done, head_line, wrote), filled_line, filled
+        )
+        return m
+
+    def _queue_layout(self, line_bits: int) -> data.StructLayout:
+        return data.StructLayout(
+            {
+                "key": self._key_shape,
+                "payload": self._payload_shape,
+                "now": self._stamp_bits,
+                "line": line_bits,
+            }
+        )
+
+    def _address(self, m: Module, bucket: Value, word: Value, request) -> None:
+        """Drive ``request``'s bank, row and column for ``word`` of ``bucket``'s line."""
+        g = self.geometry
+        bank_bits = (g.banks - 1).bit_length()
+        span_bits = (self._line_span - 1).bit_length()
+        linear = Cat(word[:span_bits], bucket[bank_bits:]) if span_bits else bucket[bank_bits:]
+        m.d.comb += [
+            request.bank.eq(bucket[:bank_bits] if bank_bits else 0),
+            request.column.eq(linear[: g.column_bits]),
+            request.row.eq(linear[g.column_bits :]),
+        ]
+
+    def _clear(self, m: Module, ctrl: SDRAMController) -> Signal:
+        """Write every line the store uses to zero (all entries free); 1 until done."""
+        clearing = Signal(init=1)
+        total = self.clearing_words
+        index = Signal(range(total + 1))
+        span_bits = (self._line_span - 1).bit_length()
+        with m.If(clearing):
+            req = ctrl.request.payload
+            self._address(m, index[span_bits:], index[:span_bits], req)
+            m.d.comb += [req.write.eq(1), req.data.eq(0), ctrl.request.valid.eq(1)]
+            with m.If(ctrl.request.ready):
+                m.d.sync += index.eq(index + 1)
+                with m.If(index == total - 1):
+                    m.d.sync += clearing.eq(0)
+        return clearing
+
+    def _input(self, m: Module, clearing: Signal, bucket_bits: int):
+        """Stage 1: the input register, its bucket and tick count. Returns ``(s1, s1_valid,
+        s1_bucket, s1_now, take)``; ``take`` (driven by the caller) says stage 1 may take a
+        tuple (it is empty or hands its tuple on)."""
+        shape = self.i_stream.payload.shape()
+        s1 = Signal(shape, name="s1")
+        s1_valid = Signal(name="s1_valid")
+        s1_now = Signal(max(1, self._stamp_bits), name="s1_now")
+        s1_bucket = Signal(bucket_bits, name="s1_bucket")
+        take = Signal()
+        accept = Signal()
+        m.d.comb += [
+            self.i_stream.ready.eq(take & ~clearing),
+            accept.eq(self.i_stream.valid & self.i_stream.ready),
+        ]
+        with m.If(accept):
+            m.d.sync += [s1.eq(self.i_stream.payload), self.tuples.eq(self.tuples + 1)]
+        with m.If(take):
+            m.d.sync += s1_valid.eq(accept)
+        key = Value.cast(s1.key).as_unsigned()
+        if self._direct:
+            m.d.comb += s1_bucket.eq(key)
+        else:
+            m.submodules.hash = hasher = self.crc_parameters.create()
+            m.d.comb += [
+                hasher.start.eq(accept),
+                hasher.valid.eq(accept),
+                hasher.data.eq(Value.cast(self.i_stream.payload.key).as_unsigned()),
+                s1_bucket.eq(hasher.crc[:bucket_bits]),
+            ]
+        if self._tick_tuples:
+            now = Signal(self._stamp_bits, name="now")
+            count = Signal(range(self._tick_tuples), name="tick_count")
+            with m.If(accept):
+                m.d.sync += s1_now.eq(now)
+                if self._tick_tuples == 1:
+                    m.d.sync += now.eq(now + 1)
+                else:
+                    with m.If(count == self._tick_tuples - 1):
+                        m.d.sync += [count.eq(0), now.eq(now + 1)]
+                    with m.Else():
+                        m.d.sync += count.eq(count + 1)
+        return s1, s1_valid, s1_bucket, s1_now, take
+
+    def _fetch(self, m, ctrl, jobs, job, victim_port, w_port, clearing):
+        """The jobs, in order: read the victim line, write it back if dirty, request the new
+        bucket's words; and the fill: the words read land in their line. Returns
+        ``(line, filled)``: ``filled`` is 1 in the cycle the last word of ``line`` lands."""
+        g = self.geometry
+        width, words = g.width, self._line_words
+        current = data.View(job, Signal(job.size, name="job"))
+        victim = Signal(words * width, name="victim")
+        word = Signal(range(words + 1), name="job_word")
+        fills = fifo.SyncFIFOBuffered(width=len(current.line), depth=self._queue)
+        m.submodules.fills = fills
+        req = ctrl.request.payload
+        with m.FSM(name="fetch"):
+            with m.State("IDLE"):
+                m.d.comb += [victim_port.addr.eq(data.View(job, jobs.r_data).line)]
+                with m.If(jobs.r_rdy & ~clearing):
+                    m.d.comb += [jobs.r_en.eq(1), victim_port.en.eq(1)]
+                    m.d.sync += [current.eq(jobs.r_data), word.eq(0)]
+                    m.next = "VICTIM"
+            with m.State("VICTIM"):
+                m.d.sync += victim.eq(victim_port.data)
+                with m.If(current.write_back):
+                    m.next = "WRITE"
+                with m.Else():
+                    m.next = "READ"
+            with m.State("WRITE"):
+                self._address(m, current.old, word, req)
+                m.d.comb += [
+                    req.write.eq(1),
+                    req.data.eq(victim.word_select(word, width)),
+                    ctrl.request.valid.eq(1),
+                ]
+                with m.If(ctrl.request.ready):
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == words - 1):
+                        m.d.sync += word.eq(0)
+                        m.next = "READ"
+            with m.State("READ"):
+                self._address(m, current.new, word, req)
+                # the line joins the fills with its first request (its first word may come
+                # back before its last is requested)
+                first = word == 0
+                m.d.comb += [
+                    req.write.eq(0),
+                    fills.w_data.eq(current.line),
+                    ctrl.request.valid.eq(~first | fills.w_rdy),
+                ]
+                with m.If(ctrl.request.valid & ctrl.request.ready):
+                    m.d.comb += fills.w_en.eq(first)
+                    m.d.sync += word.eq(word + 1)
+                    with m.If(word == words - 1):
+                        m.d.sync += word.eq(0)
+                        m.next = "IDLE"
+        return self._fill(m, ctrl, fills, w_port)
+
+    def _fill(self, m, ctrl, fills, w_port):
+        words = self._line_words
+        landed = Signal(range(words + 1), name="fill_word")
+        filled = Signal()
+        # the head's write has the write port first: the response waits a clock then
+        head_writes = Signal(name="head_writes")
+        self._head_writes = head_writes
+        m.d.comb += ctrl.response.ready.eq(fills.r_rdy & ~head_writes)
+        with m.If(ctrl.response.valid & ctrl.response.ready):
+            m.d.comb += [
+                w_port.addr.eq(fills.r_data),
+                w_port.data.eq(ctrl.response.payload.replicate(words)),
+                w_port.en.eq(Const(1, words) << landed),
+            ]
+            m.d.sync += landed.eq(landed + 1)
+            with m.If(landed == words - 1):
+                m.d.sync += landed.eq(0)
+                m.d.comb += [fills.r_en.eq(1), filled.eq(1)]
+        return fills.r_data, filled
+
+    def _head(self, m, q, queued, head_port, w_port, out, tags):
+        """The queue's head: wait for its line, read it, decide, update, write it back, hand
+        the record on. Returns ``(line, done, wrote)``: in a ``done`` cycle the head's tuple
+        leaves (and ``wrote``: it changed ``line``)."""
+        width = self.geometry.width
+        head = data.View(queued, q.r_data)
+        done = Signal(name="head_done")
+        wrote = Signal(name="head_wrote")
+        m.d.comb += head_port.addr.eq(head.line)
+        layout = self.entry_layout
+        span = self._entry_words * width
+        ways = [
+            data.View(layout, head_port.data[i * span : i * span + layout.size])
+            for i in range(self._line_entries)
+        ]
+        key = Value.cast(head.key).as_unsigned()
+        live = Cat(self._live(e, head.now) for e in ways)
+        matches = Cat(
+            live[i] & (Const(1) if self._direct else e.tag == key) for i, e in enumerate(ways)
+        )
+        hit = matches.any()
+        dropped = Signal(name="head_dropped")
+        way = Signal(range(max(2, self._line_entries)), name="head_way")
+        m.d.comb += dropped.eq(~hit & live.all())
+        for i in reversed(range(self._line_entries)):
+            with m.If(~live[i]):
+                m.d.comb += way.eq(i)
+        for i in range(self._line_entries):
+            with m.If(matches[i]):
+                m.d.comb += way.eq(i)
+        current = Signal(self._state_width, name="head_state")
+        for i, e in enumerate(ways):
+            with m.If(matches[i]):
+                m.d.comb += current.eq(e.state)
+        new_state, result = self._update(m, current, head.payload)
+        written = Signal(layout, name="head_entry")
+        m.d.comb += [
+            written.valid.eq(1),
+            written.state.eq(new_state),
+        ]
+        if self._stamp_bits:
+            m.d.comb += written.stamp.eq(head.now)
+        if not self._direct:
+            m.d.comb += written.tag.eq(key)
+        line_data = Signal(len(head_port.data), name="head_line")
+        m.d.comb += line_data.eq(head_port.data)
+        for i in range(self._line_entries):
+            with m.If(way == i):
+                m.d.comb += line_data.word_select(i, span).eq(written.as_value())
+        pay = out.i_stream.payload
+        m.d.comb += [
+            pay.key.eq(head.key),
+            pay.payload.eq(head.payload),
+            pay.result.eq(result),
+            pay.dropped.eq(dropped),
+            pay.fresh.eq(~hit & ~dropped),
+        ]
+        with m.FSM(name="head"):
+            with m.State("WAIT"), m.If(q.r_rdy & tags.filled[head.line]):
+                m.d.comb += head_port.en.eq(1)
+                m.next = "UPDATE"
+            with m.State("UPDATE"):
+                m.d.comb += out.i_stream.valid.eq(1)
+                with m.If(out.i_stream.ready):
+                    m.d.comb += [
+                        done.eq(1),
+                        wrote.eq(~dropped),
+                        q.r_en.eq(1),
+                        self._head_writes.eq(~dropped),
+                    ]
+                    with m.If(~dropped):
+                        m.d.comb += [
+                            w_port.addr.eq(head.line),
+                            w_port.data.eq(line_data),
+                            w_port.en.eq(-1),
+                        ]
+                    with m.Else():
+                        m.d.sync += self.drops.eq(self.drops + 1)
+                    m.next = "WAIT"
+        return head.line, done, wrote
+
+    def _live(self, e, now):
+        """An entry in use at tick ``now``: valid and (timers) fewer than ``2**B - 1`` ticks
+        since its stamp, modulo ``2**S``."""
+        if not self._tick_tuples:
+            return e.valid
+        age = (now - e.stamp)[: self._stamp_bits]
+        return e.valid & (age < (1 << self._timer_bits) - 1)
+
+
+class _LineTags:
+    """The cache's tags, in registers: per line the bucket it holds, ``valid``, ``filled``,
+    ``dirty`` and ``users`` (tuples queued for it)."""
+
+    def __init__(self, m: Module, lines: int, bucket_bits: int, queue: int):
+        self.lines = lines
+        self.bucket = Array(Signal(bucket_bits, name=f"line{i}_bucket") for i in range(lines))
+        self.valid = Array(Signal(name=f"line{i}_valid") for i in range(lines))
+        self.filled = Array(Signal(name=f"line{i}_filled") for i in range(lines))
+        self.dirty = Array(Signal(name=f"line{i}_dirty") for i in range(lines))
+        self.users = Array(Signal(range(queue + 2), name=f"line{i}_users") for i in range(lines))
+
+    def drive(self, m: Module, enter, leave, filled_line, filled) -> None:
+        go, line, allocate, bucket = enter
+        done, head_line, wrote = leave
+        for i in range(self.lines):
+            inc = go & (line == i)
+            dec = done & (head_line == i)
+            with m.If(inc & ~dec):
+                m.d.sync += self.users[i].eq(self.users[i] + 1)
+            with m.Elif(dec & ~inc):
+                m.d.sync += self.users[i].eq(self.users[i] - 1)
+            with m.If(allocate & (line == i)):
+                m.d.sync += [
+                    self.bucket[i].eq(bucket),
+                    self.valid[i].eq(1),
+                    self.filled[i].eq(0),
+                    self.dirty[i].eq(0),
+                ]
+            with m.Else():
+                with m.If(filled & (filled_line == i)):
+                    m.d.sync += self.filled[i].eq(1)
+                with m.If(wrote & (head_line == i)):
+                    m.d.sync += self.dirty[i].eq(1)
