@@ -113,9 +113,15 @@ def design(
 ):
     """The engine and the board top ``build`` makes for ``link`` with the link's ``options``:
     ``(engine, link_info, top, platform)``; a :class:`UsageError` for an unknown link or one the
-    board cannot carry (:meth:`nfacep.links.Link.check_board`)."""
+    board cannot carry (:meth:`nfacep.links.Link.check_board`) or a store it cannot build
+    (``sdram``)."""
     from nfacep.hdl.engine import Engine
 
+    if params.store == "sdram" and nfa.program.partition_fields:
+        raise UsageError(
+            "--store sdram: the board tops do not drive the SDRAM chip yet; "
+            "`nfacep sim --mode cycle` simulates it, `build` takes --store table"
+        )
     chosen = links.get(link)
     platform, board_mhz = platform_for(board, target_mhz)
     chosen.check_board(platform, board_mhz, target_mhz, **options)

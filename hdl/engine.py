@@ -33,6 +33,9 @@ from .decoder import PredicateDecoder, prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout, tuple_layout
 from .nfa import NfaMatcher, next_state, result_layout, state_layout, times_layout
 from .partitioner import StreamPartitioner
+from .sdram.controller import pins_signature
+from .sdram.store import SdramPartitioner
+from .sdram.timing import ENGINE_SDRAM
 from .stream import StreamBuffer, StreamQueue
 from .table import TablePartitioner
 
@@ -140,6 +143,9 @@ class Engine(wiring.Component):
                 )
             )
             members["param_values"] = Out(self._params_layout)
+        if params.store == "sdram" and nfa.program.partition_fields:
+            # the SDRAM chip's pins (hdl/sdram/README.md), active-high
+            members["sdram"] = Out(pins_signature(ENGINE_SDRAM.geometry))
         super().__init__(members)
 
     @property
@@ -206,6 +212,8 @@ class Engine(wiring.Component):
         }
         m.submodules.partitioner = matcher = partition_store(params, **shapes)
         self._store = matcher
+        if "sdram" in self.signature.members:
+            wiring.connect(m, matcher.sdram, wiring.flipped(self.sdram))
         out = matcher.o_stream
         m.d.comb += [
             results.valid.eq(out.valid),
@@ -409,6 +417,17 @@ def partition_store(params: EngineParams, **shapes) -> StreamPartitioner | Table
     """The partition store ``params`` name (its capacity and timers), for the ``shapes``
     (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
     engine that uses it."""
+    if params.store == "sdram":
+        try:
+            return SdramPartitioner(
+                entries=params.partitions,
+                ways=params.ways,
+                timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples,
+                **shapes,
+            )
+        except ValueError as err:  # the entries do not fit the chip
+            raise HardwareLimitError(f"--store sdram: {err}: use fewer --partitions") from None
     if params.store == "table":
         return TablePartitioner(
             entries=params.partitions,
@@ -528,6 +547,11 @@ def write_verilog(
         "predicates": [p.text for p in nfa.predicates],
         "parameters": params.as_dict(),
     }
+    if isinstance(engine.store, SdramPartitioner):
+        sidecar["sdram"] = {
+            "power_up_cycles": engine.store.cycles.power_up,
+            "clearing_words": engine.store.clearing_words,
+        }
     if engine.values is not None:
         layout = params_layout(nfa.program.parameters)
         fields = _fields(layout)

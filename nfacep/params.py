@@ -63,7 +63,11 @@ def _choice(default: str, *, choices: tuple[str, ...], help: str):
     )
 
 
-STORES = ("pipeline", "table")
+STORES = ("pipeline", "table", "sdram")
+#: the stores that keep partitions as the table does (entries, buckets of ways)
+TABLE_STORES = ("table", "sdram")
+#: --partitions at most, on chip (pipeline, table); --store sdram takes up to the field's limit
+ON_CHIP_PARTITIONS = 65536
 ENGINES = ("fixed", "programmable")
 #: the parameters that only the programmable engine has
 PROGRAMMABLE = ("states", "atoms", "queries")
@@ -82,7 +86,7 @@ class EngineParams:
     partitions: int = _param(
         256,
         lo=1,
-        hi=65536,
+        hi=1 << 20,
         metavar="N",
         hint="use fewer partitions",
         help="partitions the partitioner stores; a tuple of a new partition finds no free "
@@ -110,7 +114,8 @@ class EngineParams:
         choices=STORES,
         help="where partitions are kept: 'pipeline', the paper's swap pipeline in logic (one "
         "tuple every other cycle); 'table', a table in block RAM (one tuple per cycle, "
-        "--partitions entries, --ways entries per bucket)",
+        "--partitions entries, --ways entries per bucket); 'sdram', the same table in the "
+        "board's SDRAM behind a block-RAM cache (up to 2^20 entries)",
     )
     ways: int = _param(
         4,
@@ -118,9 +123,9 @@ class EngineParams:
         hi=16,
         metavar="W",
         hint="use fewer ways",
-        help="with --store table and a key wider than the table's index: the entries of one "
-        "bucket (a power of two, one block-RAM bank each); a new key whose bucket is "
-        "full is dropped and counted",
+        help="with --store table or sdram and a key wider than the table's index: the entries "
+        "of one bucket (a power of two; one block-RAM bank each in the table); a new key whose "
+        "bucket is full is dropped and counted",
     )
     engine: str = _choice(
         "fixed",
@@ -179,7 +184,13 @@ class EngineParams:
                     f"{option(f.name)} is {value}, more than the engine's "
                     f"limit of {meta['hi']}: {meta['hint']}"
                 )
-        if self.store == "table":
+        if self.store != "sdram" and self.partitions > ON_CHIP_PARTITIONS:
+            raise HardwareLimitError(
+                f"--partitions is {self.partitions}, more than the engine's limit of "
+                f"{ON_CHIP_PARTITIONS} with --store {self.store}: use fewer partitions, or "
+                f"--store sdram (up to {1 << 20})"
+            )
+        if self.store in TABLE_STORES:
             self._check_table()
 
     def _check_table(self) -> None:
@@ -188,7 +199,7 @@ class EngineParams:
             if value & (value - 1):
                 lower = 1 << (value.bit_length() - 1)
                 raise UsageError(
-                    f"{option(name)} {value}: with --store table, {what} must be "
+                    f"{option(name)} {value}: with --store {self.store}, {what} must be "
                     f"a power of two (such as {lower} or {lower * 2})"
                 )
 
@@ -201,13 +212,19 @@ class EngineParams:
             )
 
     @property
+    def tabled(self) -> bool:
+        """Whether the store keeps partitions as the table does (``table``, ``sdram``: the
+        same semantics, so the reference models both alike)."""
+        return self.store in TABLE_STORES
+
+    @property
     def index_bits(self) -> int:
-        """With ``store == "table"``: the bits that index the table's entries."""
+        """With a table (:attr:`tabled`): the bits that index the table's entries."""
         return (self.partitions - 1).bit_length()
 
     @property
     def bucket_bits(self) -> int:
-        """With ``store == "table"``: the bits that choose a bucket of ``ways`` entries."""
+        """With a table (:attr:`tabled`): the bits that choose a bucket of ``ways`` entries."""
         return ((self.partitions // self.ways) - 1).bit_length()
 
     def as_dict(self) -> dict[str, int | str]:

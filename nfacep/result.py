@@ -488,8 +488,8 @@ def report(
         shown = ", ".join(str(s) for s in drops[:10]) + (" …" if len(drops) > 10 else "")
         p = result.params
         full = (
-            f"a bucket full, --store table --partitions {p.partitions} --ways {p.ways}"
-            if p.store == "table"
+            f"a bucket full, --store {p.store} --partitions {p.partitions} --ways {p.ways}"
+            if p.tabled
             else f"partitioner full, --partitions {p.partitions}"
         )
         print(f"warning: {len(drops)} tuples dropped ({full}) at seq {shown}", file=err)

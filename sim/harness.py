@@ -66,14 +66,14 @@ def switch_plusargs(config: dict, run_dir) -> list[str]:
 
 
 def counter_ports(sidecar: dict) -> dict[str, int]:
-    """The engine's counters (name: width): its output ports besides the streams and the
-    parameter registers (docs/formats.md, "The Verilog sidecar")."""
+    """The engine's counters (name: width): its output ports besides the streams, the
+    parameter registers and the SDRAM's pins (docs/formats.md, "The Verilog sidecar")."""
     return {
         name: p["width"]
         for name, p in sidecar["ports"].items()
         if p["dir"] == "out"
         and name != "param_values"
-        and not name.startswith(("i_stream__", "o_stream__", "i_params__"))
+        and not name.startswith(("i_stream__", "o_stream__", "i_params__", "sdram__"))
     }
 
 
@@ -101,7 +101,13 @@ def drain_cycles(sidecar: dict) -> int:
     """Cycles ``o_stream`` must stay quiet (``ready`` high) before a batch is done: longer than
     any record of the engine the sidecar describes takes after its tuple (the partitioner's
     swap pipeline, ``partitions`` + 2 cycles, plus the decoder, FIFO and output stages,
-    generously)."""
+    generously). With ``--store sdram`` (the sidecar's ``sdram``) a tuple may first wait for
+    the chip's power-up and the store's clearing of every word it uses (a word a clock or
+    so: two allowed), and then for the fetches queued before it, each with a refresh, a
+    write-back and a fetch: 4,096 clocks more."""
+    if "sdram" in sidecar:
+        sdram = sidecar["sdram"]
+        return int(sdram["power_up_cycles"]) + 2 * int(sdram["clearing_words"]) + 4096
     return 2 * int(sidecar.get("parameters", {}).get("partitions", 256)) + 256
 
 

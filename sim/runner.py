@@ -245,6 +245,15 @@ class Simulation:
         values: ParamValues | None,
         model: Tuples | None = None,
     ) -> Iterator[SimRun]:
+        if (
+            params.store == "sdram"
+            and nfa.program.partition_fields
+            and self.options.mode != "cycle"
+        ):
+            raise UsageError(
+                "--store sdram: the SDRAM chip is simulated by its cycle-accurate model "
+                "(every timing rule checked) in the per-cycle testbench: add --mode cycle"
+            )
         cache = build.ready(self.options.simulator, self.options.build_dir)
         cache.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))

@@ -520,7 +520,7 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
             f"timers matter: a tick every {e.tick_tuples} tuples expires idle "
             "partitions, which depends on the position in the whole stream",
         )
-    elif e.store == "table":
+    elif e.tabled:
         auto = _table_mode(e, key.width, keys)
     elif keys > e.partitions and keys_present > e.partitions:
         auto = (

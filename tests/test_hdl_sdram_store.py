@@ -8,6 +8,7 @@ load. Broken hazard tracking and a controller that refreshes too seldom fail."""
 
 from __future__ import annotations
 
+import pathlib
 import random
 
 import pytest
@@ -20,6 +21,7 @@ from test_hdl_partitioner import (
 )
 from test_hdl_table import TableModel, bursty_keys, random_tuples
 
+from nfacep.cli import main
 from nfacep.hdl.sdram.model import SDRAMModel, SDRAMTimingError
 from nfacep.hdl.sdram.sim import sdram_process
 from nfacep.hdl.sdram.store import SdramPartitioner
@@ -166,3 +168,24 @@ def test_addresses_spread_buckets_over_banks():
 def test_bad_parameters(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_store(**kwargs)
+
+
+QUERIES = pathlib.Path(__file__).resolve().parent.parent / "queries"
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["sim", "--output", "o.csv"], "--store sdram: the SDRAM chip is simulated by its"),
+        (["check", "--board", "colorlight-5a75b"], "--store sdram: the board tops do not drive"),
+        (["build", "--board", "colorlight-5a75b"], "--store sdram: the board tops do not drive"),
+    ],
+)
+def test_commands_that_cannot_take_it_yet_say_so(tmp_path, monkeypatch, capsys, command, message):
+    """`sim` simulates the chip only per cycle (--mode cycle); no board top drives it yet."""
+    monkeypatch.chdir(tmp_path)
+    name, *rest = command
+    query = str(QUERIES / "bruteforce.sql")
+    inputs = ["--input", str(QUERIES / "bruteforce.csv")] if name == "sim" else []
+    assert main([name, query, *inputs, *rest, "--store", "sdram", "--partitions", "64"]) == 2
+    assert message in capsys.readouterr().err

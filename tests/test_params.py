@@ -66,7 +66,12 @@ def test_out_of_range_values_are_refused_naming_the_option(values, error, messag
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"store": "bram"}, "--store must be one of pipeline, table, not 'bram'"),
+        ({"store": "bram"}, "--store must be one of pipeline, table, sdram, not 'bram'"),
+        (
+            {"store": "sdram", "partitions": 3000},
+            "--partitions 3000: with --store sdram, the table's entries must be a power of two",
+        ),
+        ({"store": "sdram", "ways": 8, "partitions": 4}, "--ways 8 is more than --partitions 4"),
         (
             {"store": "table", "partitions": 1000},
             "--partitions 1000: with --store table, the table's entries must be a power of two "
@@ -91,6 +96,23 @@ def test_table_store_options_and_index_bits():
     assert EngineParams(partitions=1000, ways=16).store == "pipeline"
     with pytest.raises(SystemExit):
         parse("--store", "bram")
+
+
+def test_sdram_store_takes_a_million_partitions():
+    """--store sdram keeps up to 2^20 entries (the 5A-75B's 4 MB); the stores on chip 65,536.
+    Its semantics are the table's, so the reference models both alike (``tabled``)."""
+    p = params.from_args(parse("--store", "sdram", "--partitions", str(1 << 20)))
+    assert (p.store, p.partitions, p.index_bits, p.tabled) == ("sdram", 1 << 20, 20, True)
+    assert EngineParams(store="table").tabled and not EngineParams().tabled
+    with pytest.raises(HardwareLimitError, match="more than the engine's limit of 1048576"):
+        EngineParams(store="sdram", partitions=(1 << 20) + 1)
+    for store in ("pipeline", "table"):
+        with pytest.raises(
+            HardwareLimitError,
+            match=f"65537, more than the engine's limit of 65536 with --store {store}: use "
+            "fewer partitions, or --store sdram",
+        ):
+            EngineParams(store=store, partitions=65537)
 
 
 def test_limits_are_inclusive():

@@ -170,6 +170,23 @@ def test_table_store(tmp_path, sim_cache, name, params):
         assert summary["drops"] > 0
 
 
+# the store in SDRAM: its chip is the cocotb model stepping nfacep.hdl.sdram.model at every
+# clock (power-up 200 us, then the store clears its 64 buckets); bruteforce's 32-bit keys
+# hashed into 16 buckets of 4 ways fill some, as with the table, whose capacity model
+# `match --store sdram` shares
+@pytest.mark.slow
+def test_sdram_store_per_cycle(tmp_path, sim_cache):
+    require("icarus")
+    params = ("--store", "sdram", "--partitions", "64", "--ways", "4")
+    got, summary = simulate(tmp_path, sim_cache, "bruteforce", *params, "--mode", "cycle")
+    expected, ref_summary = reference(tmp_path, "bruteforce", *params)
+    assert got == expected
+    assert {k: summary[k] for k in SAME_KEYS} == {k: ref_summary[k] for k in SAME_KEYS}
+    assert summary["counters"].get("drops") == summary["drops"] > 0
+    table, _ = reference(tmp_path, "bruteforce", "--store", "table", *params[2:])
+    assert table == expected
+
+
 # PARTITION BY site, sensor: the engine's key is both fields' bits (18), which the pipeline
 # compares and the table hashes; each record's key is written back as a column per field
 @pytest.mark.parametrize(

@@ -65,7 +65,7 @@ from amaranth.lib.wiring import Out
 from ..partitioner import check_store_arguments, store_signature
 from ..stream import StreamBuffer
 from .controller import SDRAMController, pins_signature
-from .timing import COLORLIGHT_5A75B, M12L16161A, SDRAMGeometry, SDRAMTiming
+from .timing import ENGINE_SDRAM, SDRAMCycles, SDRAMGeometry, SDRAMTiming
 
 __all__ = ["STAMP_BITS", "SdramPartitioner"]
 
@@ -83,7 +83,8 @@ class SdramPartitioner(wiring.Component):
     entries, ways, timer_bits, tick_tuples
         As for :class:`~nfacep.hdl.table.TablePartitioner` (no aging sweep: wide stamps).
     geometry, timing, clk_freq
-        The SDRAM chip and the clock (Hz) the controller's timing is computed for.
+        The SDRAM chip and the clock (Hz) the controller's timing is computed for (by default
+        :data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAM`'s, the engine's).
     lines : :class:`int`
         Lines (buckets) of the block-RAM cache, a power of two.
     queue : :class:`int`
@@ -115,9 +116,9 @@ class SdramPartitioner(wiring.Component):
         timer_bits: int = 4,
         tick_tuples: int = 0,
         counter_width: int = 32,
-        geometry: SDRAMGeometry = COLORLIGHT_5A75B,
-        timing: SDRAMTiming = M12L16161A,
-        clk_freq: float = 100e6,
+        geometry: SDRAMGeometry = ENGINE_SDRAM.geometry,
+        timing: SDRAMTiming = ENGINE_SDRAM.timing,
+        clk_freq: float = ENGINE_SDRAM.clk_freq,
         lines: int = 64,
         queue: int = 8,
         controller: dict | None = None,
@@ -219,6 +220,11 @@ class SdramPartitioner(wiring.Component):
     def clearing_words(self) -> int:
         """Words written after reset before the first tuple is taken."""
         return self._buckets * self._line_span
+
+    @property
+    def cycles(self) -> SDRAMCycles:
+        """The controller's timing in clocks."""
+        return self._controller_args.get("cycles_override") or self.timing.cycles(self.clk_freq)
 
     @property
     def entry_layout(self) -> data.StructLayout:

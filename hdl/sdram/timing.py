@@ -25,7 +25,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-__all__ = ["COLORLIGHT_5A75B", "M12L16161A", "SDRAMCycles", "SDRAMGeometry", "SDRAMTiming"]
+__all__ = [
+    "COLORLIGHT_5A75B",
+    "ENGINE_SDRAM",
+    "M12L16161A",
+    "SDRAMCycles",
+    "SDRAMGeometry",
+    "SDRAMSetup",
+    "SDRAMTiming",
+]
 
 
 @dataclass(frozen=True)
@@ -154,3 +162,21 @@ M12L16161A = SDRAMTiming(name="M12L16161A")
 
 #: The Colorlight 5A-75B's SDRAM: two M12L16161A as one 1M x 32 memory.
 COLORLIGHT_5A75B = SDRAMGeometry(banks=2, rows=2048, columns=256, width=32)
+
+
+@dataclass(frozen=True)
+class SDRAMSetup:
+    """A chip (``geometry``, ``timing``) run at ``clk_freq`` Hz: what the store's controller
+    is built for and what a simulation's model must check."""
+
+    geometry: SDRAMGeometry
+    timing: SDRAMTiming
+    clk_freq: float
+
+    def cycles(self) -> SDRAMCycles:
+        return self.timing.cycles(self.clk_freq)
+
+
+#: The engine's SDRAM (``--store sdram``): the 5A-75B's chips at 100 MHz, the clock the
+#: simulations run (``nfacep.sim.testbench.CLOCK_PERIOD_NS``).
+ENGINE_SDRAM = SDRAMSetup(COLORLIGHT_5A75B, M12L16161A, 100e6)

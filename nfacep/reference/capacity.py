@@ -205,9 +205,9 @@ def _admit(
     n = len(codes)
     if n == 0:
         return Admission(codes, np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
-    if params.store == "table":
+    if params.tabled:
         if slots is None:
-            raise ValueError("--store table needs the keys' slots")
+            raise ValueError(f"--store {params.store} needs the keys' slots")
         if not params.tick_tuples:
             return _admit_table(codes, slots)
     partitions = params.partitions
@@ -290,9 +290,9 @@ def _sequential(
     """:func:`admit_sequential` of the tuples at the stream positions ``pos`` (increasing)."""
     tick_tuples = params.tick_tuples
     timer_max = (1 << params.timer_bits) - 1
-    if params.store == "table":
+    if params.tabled:
         if slots is None:
-            raise ValueError("--store table needs the keys' slots")
+            raise ValueError(f"--store {params.store} needs the keys' slots")
         bucket_of, capacity = slots.bucket.tolist(), slots.capacity
     else:
         bucket_of, capacity = None, params.partitions

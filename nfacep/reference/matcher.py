@@ -668,7 +668,7 @@ class Matcher:
         # one field: numbered by its values; several: by the raw key, their concatenation
         one = len(key.names) == 1
         codes, new = self.keys.codes(tuples.columns[key.names[0]] if one else key_raw(key, tuples))
-        if params.store == "table" and len(new):
+        if params.tabled and len(new):
             raw = key_raw(key, Tuples({key.names[0]: new}, len(new))) if one else new
             more = table_slots(raw, key.width, params)
             if self._slots is not None:
