@@ -229,6 +229,12 @@ class Serve(Command):
             help="IPv4 address (or name) and UDP port to listen on (port 5000 if omitted, "
             "0: any free port)",
         )
+        parser.add_argument(
+            "--pcap",
+            metavar="F",
+            help="write every datagram both ways to the pcap file F, as the Ethernet frames "
+            "on the wire (for Wireshark with links/udp/nfacep.lua; boards/UDP.md)",
+        )
         params.add_arguments(parser)
         settings.add_argument(parser, switches=False)
 
@@ -246,9 +252,13 @@ class Serve(Command):
         any_port = args.udp.endswith(":0")  # (the kernel's choice: the first line says it)
         host, port = parse_address(args.udp[:-2] if any_port else args.udp)
         port = 0 if any_port else port
+        if args.pcap is not None:
+            from nfacep.output import check_outputs
+
+            check_outputs([args.pcap], [args.query], what="--pcap")
         stop = threading.Event()
         try:
-            thread, (bound_host, bound_port) = serve(model, host, port, stop=stop)
+            thread, (bound_host, bound_port) = serve(model, host, port, stop=stop, pcap=args.pcap)
         except OSError as exc:
             raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
         print(
@@ -268,7 +278,7 @@ class Serve(Command):
         print(
             f"nfacep serve: stopped; since the last RESET {model.taken()} tuples taken, "
             f"{counters['records']} records sent, {counters['accepted']} packets accepted, "
-            f"{counters['foreign']} foreign",
+            f"{counters['foreign']} foreign" + (f"; capture -> {args.pcap}" if args.pcap else ""),
             flush=True,
         )
         return 0

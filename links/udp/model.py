@@ -204,29 +204,48 @@ def serve(
     stop: threading.Event,
     lose: float = 0.0,
     seed: int = 0,
+    pcap=None,
 ) -> tuple[threading.Thread, tuple[str, int]]:
     """Answer datagrams on a UDP socket bound to ``host``:``port`` (0: any free port) in a
     daemon thread until ``stop`` is set; replies go to the session's host. ``lose`` is the chance
-    that a datagram from the host is lost on the way. Returns the thread and the address."""
+    that a datagram from the host is lost on the way. ``pcap``: a file to write every datagram
+    both ways to, as the frames on the wire (:class:`~.pcap.SocketCapture`; closed when the
+    thread ends). Returns the thread and the address."""
+    from .pcap import SocketCapture
+
     rng = random.Random(seed)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((host, port))
     sock.settimeout(0.02)
+    capture = None if pcap is None else SocketCapture.at(pcap, sock.getsockname())
 
     def loop():
-        with sock:
-            while not stop.is_set():
-                try:
-                    data, sender = sock.recvfrom(65536)
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return
-                if lose and rng.random() < lose:
-                    continue
-                for address, reply in model.feed(data, sender):
-                    sock.sendto(reply, address)
+        try:
+            with sock:
+                _answer(model, sock, stop, lambda: bool(lose) and rng.random() < lose, capture)
+        finally:
+            if capture is not None:
+                capture.close()
 
     thread = threading.Thread(target=loop, daemon=True, name="nfacep-udp-board-model")
     thread.start()
     return thread, sock.getsockname()
+
+
+def _answer(model: UdpBoardModel, sock, stop: threading.Event, lost, capture) -> None:
+    """:func:`serve`'s loop: each datagram not ``lost()`` to ``model``, its replies back."""
+    while not stop.is_set():
+        try:
+            data, sender = sock.recvfrom(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        if lost():
+            continue
+        if capture is not None:
+            capture.received(data, sender)
+        for address, reply in model.feed(data, sender):
+            sock.sendto(reply, address)
+            if capture is not None:
+                capture.sent(reply, address)

@@ -259,12 +259,19 @@ def udp_frame(
     protocol: int = 17,
     dst_mac: bytes | None = None,
     pad: bool = True,
+    udp_checksum: bool = False,
 ) -> bytes:
     """An Ethernet II frame with an IPv4/UDP packet, without preamble and FCS (padded to the
-    minimum length). The keyword arguments make malformed frames for tests: ``ip_length`` and
-    ``udp_length`` override the lengths, ``checksum_delta`` spoils the IP checksum."""
+    minimum length). The UDP checksum is 0 (none, as the board sends) unless ``udp_checksum``
+    (as an operating system's stack sends). The keyword arguments make malformed frames for
+    tests: ``ip_length`` and ``udp_length`` override the lengths, ``checksum_delta`` spoils the
+    IP checksum."""
     udp_len = 8 + len(payload) if udp_length is None else udp_length
     udp = struct.pack(">HHHH", src.port, dst.port, udp_len, 0) + payload
+    if udp_checksum:
+        pseudo = src.ip + dst.ip + struct.pack(">BBH", 0, protocol, len(udp))
+        odd = b"\0" if len(udp) % 2 else b""
+        udp = udp[:6] + struct.pack(">H", ip_checksum(pseudo + udp + odd) or 0xFFFF) + udp[8:]
     ihl = 5 + len(options) // 4
     total = 4 * ihl + len(udp) if ip_length is None else ip_length
     ip = (
