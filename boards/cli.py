@@ -215,19 +215,37 @@ class Serve(Command):
         "Answer the UDP link's payload format (boards/UDP.md) on a UDP socket at --udp "
         "ADDR:PORT as a board built with `nfacep build --link udp` and these engine "
         "parameters would: the software board model (the reference matcher as the engine; "
-        "sessions, counters and replies as the gateware's). The first line on stdout says "
-        "where it listens; it serves until SIGINT or SIGTERM (exit 0 then)."
+        "sessions, counters and replies as the gateware's). With --tap IFACE instead, the "
+        "board is on a Linux TAP device at --ip/--port/--mac, answering ARP, ping and the "
+        "payload format as the gateware does, so the kernel's stack is its host. The first "
+        "line on stdout says where it listens; it serves until SIGINT or SIGTERM (exit 0 then)."
     )
     order = 91
 
     def add_arguments(self, parser) -> None:
+        from nfacep.links.udp import UDP
+
         parser.add_argument("query", help="the query file the board's engine is built from")
-        parser.add_argument(
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument(
             "--udp",
-            required=True,
             metavar="ADDR[:PORT]",
             help="IPv4 address (or name) and UDP port to listen on (port 5000 if omitted, "
             "0: any free port)",
+        )
+        where.add_argument(
+            "--tap",
+            metavar="IFACE",
+            help="be the board on the Linux TAP device IFACE (created if missing; needs "
+            "CAP_NET_ADMIN), at the addresses --ip, --port and --mac",
+        )
+        UDP.add_build_arguments(parser)
+        parser.add_argument(
+            "--pcap",
+            metavar="F",
+            help="write every frame both ways to the pcap file F (with --udp, the Ethernet "
+            "frames its datagrams would be on the wire), for Wireshark with "
+            "links/udp/nfacep.lua (boards/UDP.md)",
         )
         params.add_arguments(parser)
         settings.add_argument(parser, switches=False)
@@ -236,24 +254,21 @@ class Serve(Command):
         import threading
 
         from nfacep.cli import Terminated
-        from nfacep.links.udp.host import parse_address
-        from nfacep.links.udp.model import UdpBoardModel, serve
+        from nfacep.links.udp.model import UdpBoardModel
 
         engine = params.from_args(args)
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
         model = UdpBoardModel(nfa, engine, values=values if nfa.program.parameters else None)
-        any_port = args.udp.endswith(":0")  # (the kernel's choice: the first line says it)
-        host, port = parse_address(args.udp[:-2] if any_port else args.udp)
-        port = 0 if any_port else port
+        if args.pcap is not None:
+            from nfacep.output import check_outputs
+
+            check_outputs([args.pcap], [args.query], what="--pcap")
         stop = threading.Event()
-        try:
-            thread, (bound_host, bound_port) = serve(model, host, port, stop=stop)
-        except OSError as exc:
-            raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
+        thread, where = (_serve_tap if args.tap else _serve_udp)(args, model, stop)
         print(
-            f"nfacep serve: listening on udp {bound_host}:{bound_port}: a software board "
-            f"for {args.query}, engine {model.id:#010x}",
+            f"nfacep serve: listening on {where}: a software board for {args.query}, "
+            f"engine {model.id:#010x}",
             flush=True,
         )
         try:
@@ -268,7 +283,55 @@ class Serve(Command):
         print(
             f"nfacep serve: stopped; since the last RESET {model.taken()} tuples taken, "
             f"{counters['records']} records sent, {counters['accepted']} packets accepted, "
-            f"{counters['foreign']} foreign",
+            f"{counters['foreign']} foreign" + (f"; capture -> {args.pcap}" if args.pcap else ""),
             flush=True,
         )
         return 0
+
+
+def _serve_udp(args, model, stop):
+    """``serve --udp``: the model on a UDP socket; the thread and where it listens."""
+    from nfacep.links.udp.host import parse_address
+    from nfacep.links.udp.model import serve
+
+    any_port = args.udp.endswith(":0")  # (the kernel's choice: the first line says it)
+    host, port = parse_address(args.udp[:-2] if any_port else args.udp)
+    port = 0 if any_port else port
+    try:
+        thread, (bound_host, bound_port) = serve(model, host, port, stop=stop, pcap=args.pcap)
+    except OSError as exc:
+        raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
+    return thread, f"udp {bound_host}:{bound_port}"
+
+
+def _serve_tap(args, model, stop):
+    """``serve --tap``: the model behind a frame-level board on a TAP device; the thread and
+    where it listens."""
+    import threading
+
+    from nfacep.links.udp import UDP
+    from nfacep.links.udp.model import FrameBoard
+    from nfacep.links.udp.pcap import PcapWriter
+    from nfacep.links.udp.tap import bridge, open_tap
+
+    board = UDP.build_options(args)["udp"]
+    try:
+        fd = open_tap(args.tap)
+    except OSError as exc:
+        raise UsageError(
+            f"--tap {args.tap}: cannot open the TAP device (it needs /dev/net/tun and "
+            f"CAP_NET_ADMIN): {exc}"
+        ) from None
+    capture = None if args.pcap is None else PcapWriter(args.pcap)
+
+    def loop():
+        try:
+            bridge(fd, FrameBoard(model, board), stop, capture=capture)
+        finally:
+            os.close(fd)
+            if capture is not None:
+                capture.close()
+
+    thread = threading.Thread(target=loop, daemon=True, name="nfacep-tap-board")
+    thread.start()
+    return thread, f"tap {args.tap} as {board}"

@@ -73,6 +73,12 @@ class Sim(Command):
             "as fit 1,500 bytes and the board's buffer)",
         )
         parser.add_argument(
+            "--pcap",
+            metavar="F",
+            help="with --link udp: write every frame both ways to the pcap file F (for "
+            "Wireshark with links/udp/nfacep.lua; boards/UDP.md)",
+        )
+        parser.add_argument(
             "--mode",
             choices=("batch", "cycle", "native"),
             default=None,
@@ -104,12 +110,14 @@ class Sim(Command):
         from .runner import SimOptions, Simulation
 
         engine = params.from_args(args)
-        if args.waves is not None:  # not an input, nor one of the other outputs
-            check_outputs([args.waves], [args.query, args.input], what="--waves")
-            if os.path.abspath(args.waves) in {
+        for flag, path in (("--waves", args.waves), ("--pcap", args.pcap)):
+            if path is None:  # not an input, nor one of the other outputs
+                continue
+            check_outputs([path], [args.query, args.input], what=flag)
+            if os.path.abspath(path) in {
                 os.path.abspath(p) for p in (args.output, summary_path(args.output))
             }:
-                raise UsageError(f"--waves {args.waves} is also the match file or its summary")
+                raise UsageError(f"{flag} {path} is also the match file or its summary")
         if args.link is not None:
             from .udp import UdpSimOptions, UdpSimulation
 
@@ -131,11 +139,16 @@ class Sim(Command):
                     build_dir=args.build_dir,
                     check=args.check,
                     seed=args.seed,
+                    pcap=args.pcap,
                 )
             )
         else:
-            if args.tuples_per_packet is not None:
-                raise UsageError("--tuples-per-packet needs --link udp")
+            for flag, value in (
+                ("--tuples-per-packet", args.tuples_per_packet),
+                ("--pcap", args.pcap),
+            ):
+                if value is not None:
+                    raise UsageError(f"{flag} needs --link udp")
             simulation = Simulation(
                 SimOptions(
                     simulator=args.simulator,

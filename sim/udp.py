@@ -125,12 +125,14 @@ class UdpSimOptions:
     packet and the board's buffer, as the host sends); ``waves``: a waveform file to write;
     ``build_dir``: the folder caching builds; ``check``: also run the reference matcher and set
     the result's ``failure`` when the records differ; ``keep_run``: keep the run folder (it is
-    kept anyway on a failure); ``seed``: the seed of the testbench's traffic.
+    kept anyway on a failure); ``seed``: the seed of the testbench's traffic; ``pcap``: a pcap
+    file to write every frame to, both ways (:mod:`nfacep.links.udp.pcap`).
     """
 
     simulator: str = "icarus"
     tuples_per_packet: int | None = None
     waves: str | None = None
+    pcap: str | None = None
     build_dir: str | os.PathLike | None = None
     check: bool = False
     keep_run: bool = False
@@ -239,6 +241,8 @@ class UdpSimulation:
                 f"{reason}\n(log: {log}; its end:\n{build.tail(log)})"
             )
         got = json.loads(results_path.read_text(encoding="utf-8"))
+        if self.options.pcap is not None:
+            _write_pcap(self.options.pcap, got, run_dir)
         n = tuples.n
         final = got["final"]
         rb = final["record_bytes"]
@@ -341,7 +345,7 @@ def _write_frames(
                     engine_id=engine_id,
                     session=SESSION,
                 )
-            frame = udp.udp_frame(host, board, data)
+            frame = udp.udp_frame(host, board, data, udp_checksum=True)  # (as an OS sends)
             f.write(frame)
             index.append([offset, len(frame), waits.get(seq)])
             firsts.append(first)
@@ -356,7 +360,9 @@ def _write_frames(
         "flush": 1024,
         "quiet": 2 * (engine.params.partitions + 32),
         "requests": {
-            str(t): udp.udp_frame(host, board, udp.packet(t, session=SESSION)).hex()
+            str(t): udp.udp_frame(
+                host, board, udp.packet(t, session=SESSION), udp_checksum=True
+            ).hex()
             for t in (udp.PacketType.RESET, udp.PacketType.STATUS_REQ)
         },
         "results": "udp_results.json",
@@ -364,6 +370,28 @@ def _write_frames(
     }
     (run_dir / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return {"per": per_packet, "firsts": firsts, "counts": counts, "lengths": lengths, "tb": tb}
+
+
+def _write_pcap(path: str, got: dict, run_dir: Path) -> None:
+    """Every frame of the run, both ways, in the order they started on the wire, to the pcap
+    file ``path`` (the simulated time from its start; no FCS)."""
+    from nfacep.links.udp.pcap import PcapWriter
+
+    frames = (run_dir / "frames.bin").read_bytes()
+    index = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["index"]
+    seen = []
+    for sent in got["sent"]:
+        tag, start = sent[0], sent[1]
+        if tag >= 0:
+            offset, length = index[tag][:2]
+            seen.append((start, frames[offset : offset + length]))
+        else:
+            seen.append((start, bytes.fromhex(sent[3])))
+    seen += [(start, bytes.fromhex(hexed)[:-4]) for start, hexed, _ in got["received"]]
+    seen.sort(key=lambda item: item[0])
+    with PcapWriter(path) as capture:
+        for start, frame in seen:
+            capture.write(frame, round(start))
 
 
 def _board_packets(received: list, final: dict, run_dir: Path) -> list[tuple[float, str, bytes]]:

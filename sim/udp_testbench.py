@@ -10,7 +10,8 @@ preamble and FCS) and their index in ``config.json``; this test
    switch before it;
 3. asks for STATUS until the engine took every tuple and the board is idle;
 4. writes what came back (``udp_results.json``): every frame the board sent, with the time its
-   first byte went on the wire, and when each frame it received started and ended.
+   first byte went on the wire, and when each frame it received started and ended (and the
+   requests' bytes: the runner's capture holds them).
 
 It judges nothing: the runner decodes the records, the counters and the times. Whatever goes
 wrong (no answer, a hang) is written to ``failure.json`` as the engine testbenches do.
@@ -77,15 +78,17 @@ class UdpBoardTB:
         cocotb.start_soon(self._receive())
         sent = self.results["sent"]
 
-        def done(tag: int):
+        def done(tag: int, data: bytes):
             def record(frame):  # (cocotbext-eth calls it with the frame it put on the wire)
-                sent.append([tag, _ns(frame.sim_time_start), _ns(frame.sim_time_end)])
+                times = [tag, _ns(frame.sim_time_start), _ns(frame.sim_time_end)]
+                sent.append(times if tag >= 0 else [*times, data.hex()])
 
             return record
 
         async def send(data: bytes, tag: int = -1) -> None:
-            """Queue a frame (``tag``: its index in the run's frames; -1 for a request)."""
-            await self.source.send(GmiiFrame.from_payload(data, tx_complete=done(tag)))
+            """Queue a frame (``tag``: its index in the run's frames; -1 for a request, whose
+            bytes are kept too)."""
+            await self.source.send(GmiiFrame.from_payload(data, tx_complete=done(tag, data)))
 
         self.send = send
         first = await self.ask(PacketType.RESET, lambda s: s["tuples"] == 0 and s["next_seq"] == 0)

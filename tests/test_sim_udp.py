@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import shutil
 
 import pytest
 from bundled import param_args
+from tshark import capture_counts
 
 from nfacep.cli import main
+from nfacep.links.udp.pcap import read_pcap
 from nfacep.sim import build
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -140,13 +143,35 @@ def test_runtime_parameter_switches_over_udp(tmp_path, sim_cache):
         "--param",
         "big=9000@200",
     )
+    pcap = tmp_path / "udp.pcap"
     got, summary = sim_udp(
-        tmp_path, sim_cache, query, data, *args, "--tuples-per-packet", "40", "--check"
+        tmp_path,
+        sim_cache,
+        query,
+        data,
+        *args,
+        "--tuples-per-packet",
+        "40",
+        "--check",
+        "--pcap",
+        str(pcap),
     )
     assert got == match(tmp_path, query, data, *args)
     assert summary["board"]["values"] == {"big": 9000}
-    # 310 tuples in packets of 40 cut at 100 and 200: 9 TUPLES packets, and two PARAMS
+    # 309 tuples in packets of 40 cut at 100 and 200: 9 TUPLES packets, and two PARAMS
     assert summary["line"]["frames"] == 9 + 2
+    # the capture (--pcap): every frame both ways, which tshark with the dissector reads
+    frames = read_pcap(pcap)
+    times = [ns for ns, _ in frames]
+    assert times == sorted(times) and len(frames) > 11
+    if shutil.which("tshark"):  # (test_udp_capture.py says why it is needed)
+        counts = capture_counts(pcap)
+        assert counts["tuples"] == summary["tuples"] == 309
+        assert counts["records"] == summary["board"]["records"] > 0
+        types = [r["nfacep.type"] for r in counts["rows"]]
+        assert types.count("0x04") == 2 and types.count("0x01") == 9
+        host = [f for _, f in frames if f[6:12] == bytes.fromhex("020000000001")]
+        assert counts["udp_checksums"] == len(host) > 11  # the board's UDP sends none
 
 
 WIDE_OUT = """CREATE STREAM s (v UINT(8));
@@ -181,6 +206,7 @@ def test_a_board_that_cannot_send_its_records_fast_enough_fails(tmp_path, sim_ca
         (["--link", "udp", "--mode", "cycle"], "--mode set how tuples reach the engine alone"),
         (["--link", "udp", "--traffic", "full"], "--traffic set how tuples reach the engine"),
         (["--tuples-per-packet", "4"], "--tuples-per-packet needs --link udp"),
+        (["--pcap", "x.pcap"], "--pcap needs --link udp"),
     ],
 )
 def test_usage_errors(tmp_path, capsys, args, message):

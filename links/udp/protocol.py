@@ -77,6 +77,7 @@ __all__ = [
     "decode_header",
     "encode_header",
     "ethernet_fcs",
+    "icmp_echo",
     "ip_checksum",
     "packet",
     "parse_frame",
@@ -259,12 +260,19 @@ def udp_frame(
     protocol: int = 17,
     dst_mac: bytes | None = None,
     pad: bool = True,
+    udp_checksum: bool = False,
 ) -> bytes:
     """An Ethernet II frame with an IPv4/UDP packet, without preamble and FCS (padded to the
-    minimum length). The keyword arguments make malformed frames for tests: ``ip_length`` and
-    ``udp_length`` override the lengths, ``checksum_delta`` spoils the IP checksum."""
+    minimum length). The UDP checksum is 0 (none, as the board sends) unless ``udp_checksum``
+    (as an operating system's stack sends). The keyword arguments make malformed frames for
+    tests: ``ip_length`` and ``udp_length`` override the lengths, ``checksum_delta`` spoils the
+    IP checksum."""
     udp_len = 8 + len(payload) if udp_length is None else udp_length
     udp = struct.pack(">HHHH", src.port, dst.port, udp_len, 0) + payload
+    if udp_checksum:
+        pseudo = src.ip + dst.ip + struct.pack(">BBH", 0, protocol, len(udp))
+        odd = b"\0" if len(udp) % 2 else b""
+        udp = udp[:6] + struct.pack(">H", ip_checksum(pseudo + udp + odd) or 0xFFFF) + udp[8:]
     ihl = 5 + len(options) // 4
     total = 4 * ihl + len(udp) if ip_length is None else ip_length
     ip = (
@@ -289,6 +297,20 @@ def udp_frame(
     return _pad(frame) if pad else frame
 
 
+def icmp_echo(src: Endpoint, dst: Endpoint, rest: bytes, *, reply: bool = False) -> bytes:
+    """An ICMP echo request (or ``reply``) frame from ``src`` to ``dst`` (no FCS): ``rest`` is
+    the message after its type, code and checksum (identifier, sequence number, data), echoed
+    unchanged by the answer."""
+    message = bytes([0 if reply else 8, 0, 0, 0]) + rest
+    odd = b"\0" if len(message) % 2 else b""
+    message = message[:2] + struct.pack(">H", ip_checksum(message + odd)) + message[4:]
+    ip = struct.pack(
+        ">BBHHHBBH4s4s", 0x45, 0, 20 + len(message), 0, 0x4000, 64, 1, 0, src.ip, dst.ip
+    )
+    ip = ip[:10] + struct.pack(">H", ip_checksum(ip)) + ip[12:]
+    return _pad(dst.mac + src.mac + b"\x08\x00" + ip + message)
+
+
 def arp_request(src: Endpoint, target_ip: bytes) -> bytes:
     """A broadcast ARP request from ``src`` for ``target_ip`` (no FCS)."""
     arp = struct.pack(">HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, src.mac, src.ip, bytes(6), target_ip)
@@ -303,7 +325,8 @@ def arp_reply(src: Endpoint, dst: Endpoint) -> bytes:
 
 def parse_frame(frame: bytes) -> dict:
     """What a frame (no preamble, FCS stripped) from the board holds: ``{"kind": "arp",
-    ...}`` or ``{"kind": "udp", "src", "dst", "payload", ...}``; ValueError when it is
+    ...}``, ``{"kind": "udp", "src", "dst", "payload", ...}`` or ``{"kind": "icmp", "type",
+    "code", "rest", ...}`` (``rest``: after the checksum); ValueError when it is
     malformed (so the tests check the board's headers, checksums and lengths)."""
     if len(frame) < MIN_FRAME - 4:
         raise ValueError(f"a frame of {len(frame)} bytes is a runt")
@@ -330,8 +353,25 @@ def parse_frame(frame: bytes) -> dict:
     if ip_checksum(ip) != 0:
         raise ValueError("bad IPv4 header checksum")
     (total,) = struct.unpack(">H", ip[2:4])
-    if ip[9] != 17 or 14 + total > len(frame):
-        raise ValueError("not UDP, or truncated")
+    if 14 + total > len(frame):
+        raise ValueError("truncated")
+    if ip[9] == 1:
+        message = frame[34 : 14 + total]
+        odd = b"\0" if len(message) % 2 else b""
+        if len(message) < 8 or ip_checksum(message + odd) != 0:
+            raise ValueError("a short ICMP message, or a bad ICMP checksum")
+        return {
+            "kind": "icmp",
+            "dst_mac": dst_mac,
+            "src_mac": src_mac,
+            "src": Endpoint(src_mac, ip[12:16], 0),
+            "dst": Endpoint(dst_mac, ip[16:20], 0),
+            "type": message[0],
+            "code": message[1],
+            "rest": message[4:],
+        }
+    if ip[9] != 17:
+        raise ValueError(f"IP protocol {ip[9]}")
     sport, dport, ulen, _ = struct.unpack(">HHHH", frame[34:42])
     if ulen != total - 20:
         raise ValueError(f"UDP length {ulen} in an IP packet of {total}")
