@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHECK_BOARDS",
     "ENTRY_POINTS",
+    "MATCH_MASTER",
     "BoardEstimator",
     "Command",
     "add_io_arguments",
@@ -47,6 +48,9 @@ __all__ = [
 ENTRY_POINTS = "nfacep.commands"
 #: The entry point group through which a package gives ``nfacep check`` its ``--board``.
 CHECK_BOARDS = "nfacep.check_boards"
+#: The entry point group through which a package runs ``nfacep match --master`` (the Spark
+#: testbench: :func:`nfacep.spark_testbench.match.run`).
+MATCH_MASTER = "nfacep.match_master"
 
 
 class Command:
@@ -356,6 +360,21 @@ class Match(Command):
             help="tuples read and matched at a time: the memory a run needs "
             "grows with N, not with the input (default %(default)s)",
         )
+        parser.add_argument(
+            "--master",
+            metavar="URL",
+            help="match on this Spark master (local[N], spark://HOST:PORT, …) instead of "
+            "here: the same match file and summary, split by partition key over the tasks "
+            "where the result allows it; M/ (a trailing slash) writes a Parquet folder "
+            "(needs the Spark testbench: pip install 'nfacep[spark]')",
+        )
+        parser.add_argument(
+            "--tasks",
+            metavar="T",
+            type=int,
+            help="with --master: Spark tasks to match in (default: the master's default "
+            "parallelism); the result does not depend on it",
+        )
         params.add_arguments(parser)
         settings.add_argument(parser, switches=True)
 
@@ -366,8 +385,26 @@ class Match(Command):
         from .result import report
 
         engine = params.from_args(args)
+        if args.tasks is not None and args.master is None:
+            raise UsageError("--tasks: the Spark tasks of --master; give --master too")
+        on_master = _match_master() if args.master is not None else None
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="match")
+        if on_master is not None:
+            totals = on_master(
+                nfa,
+                args.query,
+                args.input,
+                args.output,
+                engine,
+                values,
+                master=args.master,
+                tasks=args.tasks,
+                chunk=args.chunk,
+                progress=_progress,
+            )
+            report(totals, args.output)
+            return 0
         result = run_files(
             Reference(),
             nfa,
@@ -380,6 +417,22 @@ class Match(Command):
         )
         report(result, args.output)
         return 0
+
+
+def _match_master():
+    """``nfacep match --master``'s runner, which the Spark testbench contributes as the entry
+    point of the group :data:`MATCH_MASTER`; a UsageError when none can be loaded."""
+    reason = "no package registers it (pip install 'nfacep[spark]')"
+    for ep in metadata.entry_points(group=MATCH_MASTER):
+        try:
+            return ep.load()
+        except ImportError as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+    raise UsageError(f"--master needs the Spark testbench: {reason}")
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _tuples_count(text: str) -> int:

@@ -19,6 +19,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ import numpy as np
 from .io.tuples import Tuples, format_value
 from .measures import Measurer
 from .nfa import Nfa
-from .output import atomic_files, summary_path
+from .output import _umask, atomic_files, summary_path
 from .params import EngineParams
 from .schema import PartitionText, Program
 from .settings import ParamValues
@@ -37,10 +38,12 @@ from .wire import SEQ_BITS, Record, RecordColumns, key_raw, key_text, start_quer
 
 __all__ = [
     "COUNTER_BITS",
+    "MatchParts",
     "MatchRows",
     "Result",
     "Totals",
     "match_file",
+    "match_folder",
     "partition_cells",
     "partition_columns",
     "report",
@@ -406,15 +409,24 @@ class MatchRows:
         names = [m.name for m in self.measurer.columns] if self.measurer else []
         self._csv.writerow(["seq", "query", *partition_columns(key), *names])
 
-    def write(self, result: Result, tuples: Tuples | None = None) -> None:
+    def write(
+        self,
+        result: Result,
+        tuples: Tuples | None = None,
+        cells: list[list[str]] | None = None,
+    ) -> None:
         """The rows of ``result``'s matches, the matches of the next ``tuples`` of the stream
-        (needed when the file has measures)."""
+        (needed when the file has measures). ``cells``: the measure columns' texts, when they
+        were computed already (by a :class:`~nfacep.measures.Measurer` where the matching ran:
+        ``nfacep match --master``'s Spark tasks); ``tuples`` is then not needed."""
         columns = [
             list(map(str, result.seqs.tolist())),
             [result.names[q] for q in result.queries.tolist()],
             *_key_columns(result.partitions, self._fields),
         ]
-        if self.measurer is not None:
+        if self.measurer is not None and cells is not None:
+            columns += cells
+        elif self.measurer is not None:
             assert tuples is not None, "measures are read from the input"
             columns += self.measurer.cells(result, tuples)
         rows = len(columns[0])
@@ -460,6 +472,86 @@ def match_file(output: str, program: Program | None = None) -> Iterator[MatchRow
             raise RuntimeError("a match file was left without its summary")
         json.dump(rows.summary, g, indent=2)
         g.write("\n")
+
+
+class MatchParts(MatchRows):
+    """The matches as a folder of Parquet part files, for results too big for one CSV
+    (:func:`match_folder`): one part file per :meth:`write` (``part-00000.parquet``, … in
+    ``seq`` order), its columns the match CSV's (docs/formats.md): ``seq`` (int64), ``query``,
+    the partition columns and the measure columns, all text as the CSV writes them, null where
+    the CSV has an empty cell."""
+
+    def __init__(self, folder: str, program: Program | None = None):
+        super().__init__(io.StringIO(), program)
+        self.folder = folder
+        self.parts = 0
+        key = program.partition_fields if program is not None else ()
+        names = [m.name for m in self.measurer.columns] if self.measurer else []
+        self._names = ["query", *partition_columns(key), *names]
+
+    def write(
+        self,
+        result: Result,
+        tuples: Tuples | None = None,
+        cells: list[list[str]] | None = None,
+    ) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        columns = [
+            [result.names[q] for q in result.queries.tolist()],
+            *_key_columns(result.partitions, self._fields),
+        ]
+        if self.measurer is not None:
+            if cells is None:
+                assert tuples is not None, "measures are read from the input"
+                cells = self.measurer.cells(result, tuples)
+            columns += cells
+        arrays = [pa.array(result.seqs, pa.int64())]
+        arrays += [_nulls(pa.array(column, pa.string())) for column in columns]
+        table = pa.Table.from_arrays(arrays, names=["seq", *self._names])
+        if table.num_rows or not self.parts:
+            pq.write_table(table, os.path.join(self.folder, f"part-{self.parts:05d}.parquet"))
+            self.parts += 1
+
+
+def _nulls(text):
+    """A text column with its empty cells null."""
+    import pyarrow.compute as pc
+
+    return pc.if_else(pc.equal(text, ""), None, text)
+
+
+@contextlib.contextmanager
+def match_folder(output: str, program: Program | None = None) -> Iterator[MatchParts]:
+    """The matches as a Parquet folder at ``output`` (:class:`MatchParts`; new, or an empty
+    folder) and the summary beside it (``output.summary.json``, as beside a match CSV): both
+    appear when the block ends after :meth:`MatchParts.finish`, or neither does."""
+    import shutil
+    import tempfile
+
+    output = os.path.abspath(output)
+    tmp = tempfile.mkdtemp(
+        prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=os.path.dirname(output)
+    )
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; publish it like any folder
+        parts = MatchParts(tmp, program)
+        yield parts
+        if parts.summary is None:
+            raise RuntimeError("a match folder was left without its summary")
+        if os.path.isdir(output) and not os.listdir(output):
+            os.rmdir(output)
+        os.rename(tmp, output)
+        try:
+            with atomic_files([summary_path(output)]) as (g,):
+                json.dump(parts.summary, g, indent=2)
+                g.write("\n")
+        except BaseException:
+            shutil.rmtree(output, ignore_errors=True)
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def report(

@@ -66,6 +66,7 @@ from nfacep.errors import NfacepError, UsageError
 from nfacep.io.convert import from_table
 from nfacep.io.parquet import rebatch
 from nfacep.lang.types import EnumType
+from nfacep.measures import columns
 from nfacep.output import probe_folder
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
@@ -103,6 +104,15 @@ _RESULT = pa.schema(
         ("start", pa.int64()),
     ]
 )
+
+
+def result_schema(measures: int = 0) -> pa.Schema:
+    """The rows a matching task emits: ``seq, query, partition, kind, start`` and, for
+    ``nfacep match --master``, the text of each of ``measures`` measure columns
+    (``measure_0``, …; :class:`nfacep.measures.Measurer`, null but in match rows)."""
+    return pa.schema([*_RESULT, *((f"measure_{i}", pa.string()) for i in range(measures))])
+
+
 #: The column of expected.parquet that says where a match begins (only when a query reports it)
 START_SEQ = "start_seq"
 #: How many tuples the global pass matches at a time (:func:`run` takes another number)
@@ -342,11 +352,13 @@ def _used_schema(program, names):
     return Schema(program.schema.name, tuple(f for f in program.schema.fields if f.name in names))
 
 
-def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
+def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0, measurer=None):
     """The match and drop rows of ``result``, a run over the tuples ``data`` (from stream
     position ``offset`` on). ``seq``: the global seq of every tuple of the stream so far, which
     matches and starts are mapped through; None when a position in the stream is the seq (the
-    global pass)."""
+    global pass). ``measurer``: a :class:`nfacep.measures.Measurer` fed every piece of the
+    stream, whose cells the match rows carry (None: no measure columns)."""
+    extra = [] if measurer is None else measurer.cells(result, data, positions=seq)
     names = np.array(result.names, dtype=object)
     m = len(result.seqs)
     if seq is None:
@@ -367,8 +379,9 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
                 pa.array(partition_cells(result.partitions), pa.string()),
                 pa.array(["match"] * m, pa.string()),
                 starts,
+                *(pa.array(cells, pa.string()) for cells in extra),
             ],
-            schema=_RESULT,
+            schema=result_schema(len(extra)),
         )
     d = len(result.drops)
     if d:
@@ -380,12 +393,13 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
                 pa.array(partition_cells(partition_texts(nfa, data, local)), pa.string()),
                 pa.array(["drop"] * d, pa.string()),
                 pa.nulls(d, pa.int64()),
+                *(pa.nulls(d, pa.string()) for _ in extra),
             ],
-            schema=_RESULT,
+            schema=result_schema(len(extra)),
         )
 
 
-def _keys_row(keys: int) -> pa.RecordBatch:
+def _keys_row(keys: int, measures: int = 0) -> pa.RecordBatch:
     """The row that says how many distinct keys a task saw (in ``seq``)."""
     return pa.RecordBatch.from_arrays(
         [
@@ -394,13 +408,32 @@ def _keys_row(keys: int) -> pa.RecordBatch:
             pa.nulls(1, pa.string()),
             pa.array(["keys"], pa.string()),
             pa.nulls(1, pa.int64()),
+            *(pa.nulls(1, pa.string()) for _ in range(measures)),
         ],
-        schema=_RESULT,
+        schema=result_schema(measures),
     )
 
 
+def _measurer(program, measures: bool):
+    """The measurer of a task's match rows (``measures``: ``nfacep match --master`` wants the
+    measure columns, and the queries have some), else None."""
+    if not measures or not any(q.measures for q in program.queries):
+        return None
+    from nfacep.measures import Measurer
+
+    return Measurer(program)
+
+
 def _match_task(
-    text: str, filename: str, params: EngineParams, values, counter, piece_tuples: int, batches
+    text: str,
+    filename: str,
+    params: EngineParams,
+    values,
+    counter,
+    piece_tuples: int,
+    batches,
+    *,
+    measures: bool = False,
 ):
     """Reference matcher over the tuples of one Spark partition (the partitioned pass: whole
     keys), which Spark sorted by ``seq``, as they come: fed to one
@@ -412,17 +445,21 @@ def _match_task(
     distinct keys seen (keys never span two tasks, so the sum is the stream's). A match's
     ``start`` is where it begins, mapped like its ``seq`` from the position in this task's
     tuples to the global ``seq`` (null for a query without start_seq). Adds the tuples to
-    ``counter`` (a :class:`~.progress.Counter`) piece by piece.
+    ``counter`` (a :class:`~.progress.Counter`) piece by piece. ``measures``: the match rows
+    carry the measure columns too (:func:`_rows`), the task's tuples every field.
     """
     nfa = _compiled(text, filename)
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
+    measurer = _measurer(program, measures)
+    width = 0 if measurer is None else len(measurer.columns)
+    fields = program.schema.names if measures else _used_fields(nfa)
     with tempfile.TemporaryDirectory(prefix="vectors-shard-") as folder:
         shard = Shard(
             program,
             Path(folder),
             piece_tuples,
-            schema=_used_schema(program, _used_fields(nfa)),
+            schema=_used_schema(program, fields),
             source=TUPLES,
         )
 
@@ -431,28 +468,39 @@ def _match_task(
             result = matcher.feed(data, last=last)
             counter.add(data.n)
             # (the seq file mapped afresh for each piece: its pages do not stay resident)
-            yield from _rows(nfa, data, result, shard.seq(), offset)
+            yield from _rows(nfa, data, result, shard.seq(), offset, measurer)
 
         for piece, last in _with_last(shard.pieces(b for b in batches if b.num_rows)):
             yield from feed(piece, last)
         if matcher.n:
-            yield _keys_row(len(matcher.keys) if program.partition_fields else 1)
+            yield _keys_row(len(matcher.keys) if program.partition_fields else 1, width)
     counter.finished()
 
 
 def _global_task(
-    text: str, filename: str, params: EngineParams, values, counter, piece_tuples: int, batches
+    text: str,
+    filename: str,
+    params: EngineParams,
+    values,
+    counter,
+    piece_tuples: int,
+    batches,
+    *,
+    measures: bool = False,
 ):
     """Reference matcher over the whole stream (the global pass), whose tuples come in
     ``seq`` order (Spark sorts them): fed to one :class:`nfacep.reference.matcher.Matcher` in pieces
     of ``piece_tuples``, each piece's match and drop rows emitted as it is matched, so that
     the task holds a piece or two, never the stream. The generated ``seq`` is the position
     in the stream (0, 1, 2, …), so positions need no mapping (checked piece by piece). Ends
-    with the ``keys`` row (as :func:`_match_task`) and adds the tuples to ``counter``.
+    with the ``keys`` row (as :func:`_match_task`) and adds the tuples to ``counter``;
+    ``measures`` as :func:`_match_task`'s.
     """
     nfa = _compiled(text, filename)
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
+    measurer = _measurer(program, measures)
+    width = 0 if measurer is None else len(measurer.columns)
     used = None
 
     def feed(piece: pa.Table, last: bool):
@@ -471,12 +519,12 @@ def _global_task(
         data = from_table(piece, used, source=TUPLES)
         result = matcher.feed(data, last=last)
         counter.add(n)
-        yield from _rows(nfa, data, result, None, offset)
+        yield from _rows(nfa, data, result, None, offset, measurer)
 
     for piece, last in _with_last(rebatch(batches, piece_tuples)):
         yield from feed(piece, last)
     if matcher.n:
-        yield _keys_row(len(matcher.keys) if program.partition_fields else 1)
+        yield _keys_row(len(matcher.keys) if program.partition_fields else 1, width)
     counter.finished()
 
 
@@ -514,6 +562,12 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     keys = job.generator.keys if job.generator is not None else keys_present
     if not key.names:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
+    elif job.values is not None and job.values.switches:
+        auto = (
+            "global",
+            "the runtime parameters switch at positions in the whole stream (--param "
+            "NAME=VALUE@SEQ), which a key's sub-stream does not know",
+        )
     elif e.tick_tuples:
         auto = (
             "global",
@@ -707,10 +761,20 @@ def _int64_column(piece, field) -> np.ndarray:
 
 
 def _match(
-    spark, job: Job, tasks: int, tmp: str, watch: Progress, piece_tuples: int, n_tuples: int
+    spark,
+    job: Job,
+    tasks: int,
+    tmp: str,
+    watch: Progress,
+    piece_tuples: int,
+    n_tuples: int,
+    *,
+    measures: bool = False,
 ):
     """The matching stage: the written tuples through the reference matcher, partitioned or
-    in one global pass; returns the checkpointed result rows, the mode and its reason."""
+    in one global pass; returns the checkpointed result rows, the mode and its reason.
+    ``measures`` (``nfacep match --master``): every field goes to the tasks, and the match
+    rows carry the measure columns (:func:`result_schema`)."""
     from pyspark.sql import functions as F
 
     gen = job.generator
@@ -728,20 +792,22 @@ def _match(
         watch.phase("counting the keys present", count=False)
         counted = tuples.select(*key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
-    source = tuples.select("seq", *_used_fields(job.nfa))
+    program = job.nfa.program
+    source = tuples.select("seq", *(program.schema.names if measures else _used_fields(job.nfa)))
     counter = watch.phase("matched", total=n_tuples, tasks=tasks if mode == "partitioned" else 1)
     args = (job.query_text, job.query_path, job.params, job.values, counter)
     if mode == "partitioned":
         # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
         # streams them through its matcher, so none holds its partition
         source = source.repartition(tasks, *map(F.col, key)).sortWithinPartitions("seq")
-        task = functools.partial(_match_task, *args, piece_tuples)
+        task = functools.partial(_match_task, *args, piece_tuples, measures=measures)
     else:
         # one partition, sorted by Spark's external sorter (it spills to disk, so the stream
         # need not fit in memory); mapInArrow reads that partition's rows in the sorted order
         source = source.coalesce(1).sortWithinPartitions("seq")
-        task = functools.partial(_global_task, *args, piece_tuples)
-    result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
+        task = functools.partial(_global_task, *args, piece_tuples, measures=measures)
+    width = len(columns(program)) if measures else 0
+    result = source.mapInArrow(task, _spark_schema(result_schema(width))).localCheckpoint()
     watch.end()
     return result, mode, reason
 
