@@ -61,7 +61,9 @@ def run(args: list[str]) -> tuple[float, dict, str]:
     code = "import sys; from nfacep.cli import main; sys.exit(main(sys.argv[1:]))"
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-c", code, *args], stderr=err)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=err
+        )
         peaks = Peaks(proc.pid)
         rc = proc.wait()
         took = time.perf_counter() - t0

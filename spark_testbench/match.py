@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from nfacep.errors import UsageError
+from nfacep.measures import columns
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.reference.matcher import ReferenceResult
@@ -135,18 +136,24 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
 
     tasks = tasks or spark.sparkContext.defaultParallelism
     with Progress(spark, "match", progress) as watch:
-        n = vectors._record(job, tmp, watch, chunk)
-        result, mode, reason = vectors._match(
-            spark, job, tasks, tmp, watch, chunk, n, measures=True
-        )
+        n = vectors._record(job, tmp, watch, chunk, empty_ok=True)
+        if n:
+            result, mode, reason = vectors._match(
+                spark, job, tasks, tmp, watch, chunk, n, measures=True
+            )
+        else:
+            mode, reason = "global", "the input holds no tuples: nothing to match"
         word = "note" if mode == "partitioned" else "warning"
         print(f"{word}: {mode} pass: {reason}", file=sys.stderr)
-        watch.phase("sorting the matches", count=False)
-        rows = result.filter(F.col("kind") == "match").drop("kind", "start")
-        rows.orderBy("seq", "query").write.parquet(os.path.join(tmp, MATCHES))
-        drops = result.filter(F.col("kind") == "drop").select("seq").orderBy("seq").toArrow()
-        result.unpersist()
-        watch.end()
+        drops = np.zeros(0, np.int64)
+        if n:
+            watch.phase("sorting the matches", count=False)
+            rows = result.filter(F.col("kind") == "match").drop("kind", "start")
+            rows.orderBy("seq", "query").write.parquet(os.path.join(tmp, MATCHES))
+            dropped = result.filter(F.col("kind") == "drop").select("seq").orderBy("seq")
+            drops = dropped.toArrow().column("seq").to_numpy().astype(np.int64)
+            result.unpersist()
+            watch.end()
     totals = Totals(tuple(q.name for q in job.nfa.queries), job.params, job.values)
     spark_note = {
         "master": spark.sparkContext.master,
@@ -159,8 +166,11 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
         for part, cells in _results(job, os.path.join(tmp, MATCHES), chunk):
             out.write(part, cells=cells)
             totals.add(part)
+        # the tuples and drops; written too, so that a Parquet folder of no matches has its
+        # one part file
         last = _result(job, n, np.zeros(0, np.int64), pa.array([], pa.string()), [])
-        last.drops = drops.column("seq").to_numpy().astype(np.int64)
+        last.drops = drops
+        out.write(last, cells=[[] for _ in columns(job.nfa.program)])
         totals.add(last)
         summary = totals.summary(query_file=job.query_path, input=job.input)
         out.finish({**summary, "spark": spark_note})

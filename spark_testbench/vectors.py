@@ -334,13 +334,17 @@ def _compiled(text: str, filename: str):
     return nfacep.compile_text(text, filename)
 
 
-def _used_fields(nfa) -> tuple[str, ...]:
-    """The fields the matcher reads: the partition key, those the predicates compare and the
-    ORDER BY field of a query with a window (WITHIN)."""
+def _used_fields(nfa, measures: bool = False) -> tuple[str, ...]:
+    """The fields the matcher reads: the partition key, those the predicates compare (and
+    PREV reads) and the ORDER BY field of a query with a window (WITHIN); with ``measures``,
+    also those the queries' measures read."""
     from nfacep.lang import predicates as P
 
     names = {n.name for p in nfa.predicates for n in P.nodes(p.expr) if isinstance(n, P.FieldRef)}
     names |= {q.order_field for q in nfa.queries if q.window is not None}
+    names |= set(nfa.history)
+    if measures:
+        names |= {m.field for q in nfa.program.queries for m in q.measures if m.field}
     key = nfa.program.partition_fields
     return tuple(f for f in nfa.program.schema.names if f in names or f in key)
 
@@ -446,14 +450,14 @@ def _match_task(
     ``start`` is where it begins, mapped like its ``seq`` from the position in this task's
     tuples to the global ``seq`` (null for a query without start_seq). Adds the tuples to
     ``counter`` (a :class:`~.progress.Counter`) piece by piece. ``measures``: the match rows
-    carry the measure columns too (:func:`_rows`), the task's tuples every field.
+    carry the measure columns too (:func:`_rows`), the task's tuples the fields they read.
     """
     nfa = _compiled(text, filename)
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
     measurer = _measurer(program, measures)
     width = 0 if measurer is None else len(measurer.columns)
-    fields = program.schema.names if measures else _used_fields(nfa)
+    fields = _used_fields(nfa, measures)
     with tempfile.TemporaryDirectory(prefix="vectors-shard-") as folder:
         shard = Shard(
             program,
@@ -707,11 +711,14 @@ def _generate(spark, job: Job, tasks: int, tmp: str, watch: Progress) -> None:
     watch.end()
 
 
-def _record(job: Job, tmp: str, watch: Progress, piece_tuples: int) -> int:
+def _record(
+    job: Job, tmp: str, watch: Progress, piece_tuples: int, *, empty_ok: bool = False
+) -> int:
     """The recorded trace ``job.input`` read a piece at a time (as ``nfacep match`` reads it:
     every value and ORDER BY checked, an error naming its file, row and column) and written to
     ``tmp``'s tuples folder in the vectors' layout, one part file a piece, ``seq`` the
-    position in the trace; returns the number of tuples."""
+    position in the trace; returns the number of tuples (none is an error unless
+    ``empty_ok``)."""
     import pyarrow.parquet as pq
 
     from nfacep.backend import read_pieces
@@ -737,7 +744,7 @@ def _record(job: Job, tmp: str, watch: Progress, piece_tuples: int) -> int:
         if counter is not None:
             counter.finished()  # (closes its live report's connection)
     watch.end()
-    if not n:
+    if not n and not empty_ok:
         raise DataError(f"{job.input}: holds no tuples; vectors need at least one")
     return n
 
@@ -773,8 +780,8 @@ def _match(
 ):
     """The matching stage: the written tuples through the reference matcher, partitioned or
     in one global pass; returns the checkpointed result rows, the mode and its reason.
-    ``measures`` (``nfacep match --master``): every field goes to the tasks, and the match
-    rows carry the measure columns (:func:`result_schema`)."""
+    ``measures`` (``nfacep match --master``): the fields the measures read go to the tasks
+    too, and the match rows carry the measure columns (:func:`result_schema`)."""
     from pyspark.sql import functions as F
 
     gen = job.generator
@@ -793,7 +800,7 @@ def _match(
         counted = tuples.select(*key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
     program = job.nfa.program
-    source = tuples.select("seq", *(program.schema.names if measures else _used_fields(job.nfa)))
+    source = tuples.select("seq", *_used_fields(job.nfa, measures))
     counter = watch.phase("matched", total=n_tuples, tasks=tasks if mode == "partitioned" else 1)
     args = (job.query_text, job.query_path, job.params, job.values, counter)
     if mode == "partitioned":

@@ -226,3 +226,25 @@ def test_standalone_cluster_gives_the_local_results(cluster, tmp_path):
     assert on_cluster["counts"] == local["counts"]
     assert on_cluster["counts"]["expected"] == manifests[0]["counts"]["matches_total"] > 0
     assert on_cluster["shards"] == local["shards"] and on_cluster["shards"]["simulated"] == 2
+
+
+@pytest.mark.slow
+def test_match_on_the_cluster_gives_the_local_files(cluster, tmp_path):
+    """``nfacep match --master spark://…`` over a recorded trace: the local command's match file,
+    byte for byte, and its summary with the ``spark`` entry naming the cluster."""
+    url, env = cluster
+    trace = ROOT / "queries" / "fire.csv"
+    outputs = {}
+    for name, extra in (("local", ()), ("cluster", ("--master", url, "--tasks", "2"))):
+        out = tmp_path / f"{name}.csv"
+        r = _run(
+            env, "-m", "nfacep.cli", "match", FIRE, "--input", str(trace), "--output", str(out),
+            "--partitions", "64", *extra,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr[-3000:]
+        summary = json.loads((tmp_path / f"{name}.summary.json").read_text())
+        outputs[name] = out.read_bytes(), summary
+    (local, want), (on_cluster, got) = outputs["local"], outputs["cluster"]
+    assert on_cluster == local and local.count(b"\n") > 2
+    assert got.pop("spark")["master"] == url
+    assert got == want

@@ -173,3 +173,15 @@ def test_tasks_needs_master(tmp_path, trace, capsys):
     argv = ["match", str(trace["query"]), "--input", str(trace["parts"]), "--output"]
     assert main([*argv, str(tmp_path / "m.csv"), "--tasks", "2"]) == 2
     assert "give --master too" in capsys.readouterr().err
+
+
+def test_an_empty_trace_gives_the_local_files(spark, trace, tmp_path):
+    """No tuples: no Spark job, the local command's files (a header, a summary of 0 tuples)."""
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(trace["table"].slice(0, 0), empty)
+    local, want = match(trace["query"], empty, tmp_path / "local.csv", "--param", "hot=600")
+    args = ("--param", "hot=600", "--master", MASTER)
+    on_spark, got = match(trace["query"], empty, tmp_path / "spark.csv", *args)
+    assert on_spark == local and local.count(b"\n") == 1
+    assert got.pop("spark")["pass"] == "global"
+    assert got == want and want["tuples"] == 0
