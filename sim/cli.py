@@ -103,7 +103,7 @@ class Sim(Command):
 
         from .runner import SimOptions, Simulation
 
-        engine = params.from_args(args)
+        engine = params.from_args(args, programmable=args.link is None)
         if args.waves is not None:  # not an input, nor one of the other outputs
             check_outputs([args.waves], [args.query, args.input], what="--waves")
             if os.path.abspath(args.waves) in {
