@@ -39,7 +39,14 @@ from .sdram.timing import ENGINE_SDRAM
 from .stream import StreamBuffer, StreamQueue
 from .table import TablePartitioner
 
-__all__ = ["Engine", "HardwareLimitError", "partition_key", "partition_store", "write_verilog"]
+__all__ = [
+    "Engine",
+    "HardwareLimitError",
+    "partition_key",
+    "partition_store",
+    "record_filter",
+    "write_verilog",
+]
 
 
 class Engine(wiring.Component):
@@ -179,7 +186,15 @@ class Engine(wiring.Component):
         m = Module()
         matcher, results = self._matcher(m)
         self._front(m, matcher)
-        self._record_filter(m, results)
+        record_filter(
+            m,
+            results,
+            self.o_stream,
+            self.matched,
+            self._record_layout,
+            seq_width=self._seq_width,
+            starts={q: k for k, q in enumerate(start_queries(self._nfa))},
+        )
         return m
 
     def _matcher(self, m: Module):
@@ -343,34 +358,46 @@ class Engine(wiring.Component):
         with m.If(written):
             m.d.sync += before.eq(seq - 1)
 
-    def _record_filter(self, m: Module, results) -> None:
-        """Keep the results of tuples that matched or were dropped, numbered by position, as
-        records on ``o_stream`` (through an output register); count the matched ones."""
-        seq = Signal(self._seq_width, name="result_seq")
-        wanted = Signal()
-        m.submodules.records = records = StreamBuffer(self._record_layout)
-        matches = results.payload.result.matches
-        m.d.comb += [
-            wanted.eq(matches.any() | results.payload.dropped),
-            records.i_stream.valid.eq(results.valid & wanted),
-            results.ready.eq(records.i_stream.ready),
-            records.i_stream.payload.seq.eq(seq),
-            records.i_stream.payload.partition.eq(results.payload.key),
-            records.i_stream.payload.matches.eq(matches),
-            records.i_stream.payload.dropped.eq(results.payload.dropped),
-        ]
-        if "starts" in self._record_layout.members:  # 0 for a query that did not match
-            slot = {q: k for k, q in enumerate(start_queries(self._nfa))}
-            w = self._seq_width
-            for q, k in slot.items():
-                m.d.comb += records.i_stream.payload.starts[k * w : (k + 1) * w].eq(
-                    Mux(matches[q], results.payload.result.starts[k * w : (k + 1) * w], 0)
-                )
-        with m.If(results.valid & results.ready):
-            m.d.sync += seq.eq(seq + 1)
-            with m.If(matches.any()):
-                m.d.sync += self.matched.eq(self.matched + 1)
-        wiring.connect(m, records.o_stream, wiring.flipped(self.o_stream))
+
+def record_filter(
+    m: Module,
+    results,
+    o_stream,
+    matched,
+    layout: data.StructLayout,
+    *,
+    seq_width: int,
+    starts: dict[int, int] | None = None,
+) -> None:
+    """Keep the ``results`` (a stream of ``key``, ``result``, ``dropped`` per tuple) of
+    tuples that matched or were dropped, numbered by position, as records of ``layout`` on
+    ``o_stream`` (through an output register); count the matched ones in ``matched``.
+    ``starts``: the start-position slot of each query that reports one (query bit: slot), read
+    from ``result.starts`` (0 for a query that did not match). The fixed and the
+    programmable engines' one record filter."""
+    seq = Signal(seq_width, name="result_seq")
+    wanted = Signal()
+    m.submodules.records = records = StreamBuffer(layout)
+    matches = results.payload.result.matches
+    m.d.comb += [
+        wanted.eq(matches.any() | results.payload.dropped),
+        records.i_stream.valid.eq(results.valid & wanted),
+        results.ready.eq(records.i_stream.ready),
+        records.i_stream.payload.seq.eq(seq),
+        records.i_stream.payload.partition.eq(results.payload.key),
+        records.i_stream.payload.matches.eq(matches),
+        records.i_stream.payload.dropped.eq(results.payload.dropped),
+    ]
+    w = seq_width
+    for q, k in (starts or {}).items():
+        m.d.comb += records.i_stream.payload.starts[k * w : (k + 1) * w].eq(
+            Mux(matches[q], results.payload.result.starts[k * w : (k + 1) * w], 0)
+        )
+    with m.If(results.valid & results.ready):
+        m.d.sync += seq.eq(seq + 1)
+        with m.If(matches.any()):
+            m.d.sync += matched.eq(matched + 1)
+    wiring.connect(m, records.o_stream, wiring.flipped(o_stream))
 
 
 def store_update(nfa: Nfa):

@@ -40,7 +40,7 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS
 
-from .engine import Engine, interface, partition_key, partition_store
+from .engine import interface, partition_key, partition_store, record_filter
 from .layout import tuple_layout
 from .stream import StreamBuffer, StreamQueue
 
@@ -147,16 +147,20 @@ class ProgrammableEngine(wiring.Component):
         """The partition store of the last elaboration (None without PARTITION)."""
         return self._store
 
-    # the record filter is the fixed engine's (no start positions here)
-    _record_filter = Engine._record_filter
-
     def elaborate(self, platform):
         m = Module()
         config = self._configuration(m)
         guards = self._guards(m, config)
         matcher, results = self._matcher(m, config)
         self._front(m, guards, matcher)
-        self._record_filter(m, results)
+        record_filter(
+            m,
+            results,
+            self.o_stream,
+            self.matched,
+            self._record_layout,
+            seq_width=self._seq_width,
+        )
         return m
 
     def _configuration(self, m: Module) -> data.View:

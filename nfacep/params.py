@@ -334,7 +334,8 @@ def from_args(
     elif not programmable:
         raise UsageError(
             "--engine programmable: this command does not build or model the programmable "
-            "engine yet (`nfacep check` and `nfacep verilog` take --engine programmable)"
+            "engine yet (`nfacep check`, `nfacep verilog` and `nfacep sim` without --link take "
+            "--engine programmable)"
         )
     return result
 

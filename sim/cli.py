@@ -109,7 +109,7 @@ class Sim(Command):
 
         from .runner import SimOptions, Simulation
 
-        engine = params.from_args(args)
+        engine = params.from_args(args, programmable=args.link is None)
         for flag, path in (("--waves", args.waves), ("--pcap", args.pcap)):
             if path is None:  # not an input, nor one of the other outputs
                 continue

@@ -56,24 +56,32 @@ MAX_SWITCHES = 1 << 12
 
 
 def switch_plusargs(config: dict, run_dir) -> list[str]:
-    """The harness's plusargs for the switches of the run ``config`` describes."""
-    if not config.get("switch_count"):
-        return []
-    return [
-        f"+nfacep_switches={run_dir / config['switches']}",
-        f"+nfacep_switch_count={config['switch_count']}",
-    ]
+    """The harness's plusargs for the switches of the run ``config`` describes, and for the
+    configuration image a programmable engine takes first."""
+    args = []
+    if config.get("switch_count"):
+        args += [
+            f"+nfacep_switches={run_dir / config['switches']}",
+            f"+nfacep_switch_count={config['switch_count']}",
+        ]
+    if config.get("image_bytes"):
+        args += [
+            f"+nfacep_image={run_dir / config['image']}",
+            f"+nfacep_image_bytes={config['image_bytes']}",
+        ]
+    return args
 
 
 def counter_ports(sidecar: dict) -> dict[str, int]:
     """The engine's counters (name: width): its output ports besides the streams, the
-    parameter registers and the SDRAM's pins (docs/formats.md, "The Verilog sidecar")."""
+    parameter registers and the SDRAM's pins, and a programmable engine's configuration port and
+    ``configured`` flag (docs/formats.md, "The Verilog sidecar")."""
     return {
         name: p["width"]
         for name, p in sidecar["ports"].items()
         if p["dir"] == "out"
-        and name != "param_values"
-        and not name.startswith(("i_stream__", "o_stream__", "i_params__", "sdram__"))
+        and name not in ("param_values", "configured")
+        and not name.startswith(("i_stream__", "o_stream__", "i_params__", "sdram__", "i_config__"))
     }
 
 
@@ -127,8 +135,20 @@ def harness_verilog(sidecar: dict, depth: int, *, period_ns: int = 10) -> str:
         if switching
         else ""
     )
+    configurable = "i_config__valid" in ports
+    config_conns = (
+        (
+            "        .i_config__valid(c_valid),\n        .i_config__ready(c_ready),\n"
+            "        .i_config__payload(c_payload),\n"
+        )
+        if configurable
+        else ""
+    )
+    image_bytes = sidecar["configuration"]["body_bytes"] if configurable else 1
     return fill(
         "harness.v",
+        config_conns=config_conns,
+        last_image_byte=image_bytes - 1,
         harness_top=HARNESS_TOP,
         top=sidecar["top"],
         tw=sidecar["tuple"]["width"],

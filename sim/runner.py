@@ -308,7 +308,10 @@ class Simulation:
         """The Verilog to simulate and its sidecar, checked against the query, ``params`` and
         the runtime parameters' initial ``values``."""
         if self.options.engine is None:
-            from nfacep.hdl.engine import write_verilog
+            if params.engine == "programmable":
+                from nfacep.hdl.programmable import write_verilog
+            else:
+                from nfacep.hdl.engine import write_verilog
 
             path = run_dir / "engine.v"
             returned = write_verilog(nfa, str(path), params, values=values)
@@ -328,7 +331,11 @@ class Simulation:
                     f"{', '.join(have.differences(params))}"
                 )
             initial = sidecar.get("runtime_parameters", {}).get("initial")
-            if values and initial != values.as_dict()["initial"]:
+            if (
+                values
+                and sidecar.get("engine") != "programmable"
+                and initial != values.as_dict()["initial"]
+            ):
                 raise UsageError(
                     f"{self.options.engine} was emitted with other runtime parameter "
                     f"values ({initial}); give the same --param values"
@@ -383,10 +390,17 @@ class Simulation:
             "depth": self._depth(n),
             "switches": None,
             "switch_count": 0,
+            "image": None,
+            "image_bytes": 0,
             "progress": PROGRESS_FILE if self.progress else None,
             "n": n,
         }
-        if values and values.switches:
+        if sidecar.get("engine") == "programmable":
+            body = configuration(nfa, sidecar, values)
+            config.update(image="image.hex", image_bytes=len(body))
+            with open(run_dir / "image.hex", "w", encoding="ascii") as f:
+                f.writelines(f"{b:02x}\n" for b in body)
+        elif values and values.switches:
             config.update(switches="switches.hex", switch_count=len(values.switches))
             with open(run_dir / "switches.hex", "w", encoding="ascii") as f:
                 f.writelines(f"{w:x}\n" for w in switch_words(values, sidecar))
@@ -671,6 +685,29 @@ def switch_words(values: ParamValues, sidecar: dict) -> list[int]:
     return [values.packed(values.in_force(seq)) | seq << width for seq, _ in values.switches]
 
 
+def configuration(nfa: Nfa, sidecar: dict, values: ParamValues | None) -> bytes:
+    """The body of ``nfa``'s configuration image (:mod:`nfacep.image`) for the programmable
+    engine the sidecar describes, with the runtime parameters' ``values`` as constants: what
+    its ``i_config`` takes before the tuples. :class:`~nfacep.image.ImageError` when the file
+    does not fit; :class:`ContractError` when the sidecar's engine is not the one the file's
+    stream declaration and the sidecar's capacities make."""
+    from nfacep.image import Capacity, EngineShape, image
+
+    c = sidecar["capacity"]
+    program = nfa.program
+    shape = EngineShape(
+        program.schema,
+        program.partition_fields,
+        Capacity(c["states"], c["atoms"], c["queries"]),
+    )
+    if sidecar["configuration"]["engine_fingerprint"] != shape.fingerprint.hex():
+        raise ContractError(
+            "the programmable engine's sidecar names another engine (its fingerprint is not "
+            "the one of the file's stream declaration and its capacities)"
+        )
+    return image(nfa, shape, values).body()
+
+
 def _read_failure(path: Path) -> dict | None:
     """The testbench's ``failure.json``: ``kind`` (``mismatch``: records differ from the
     model's; ``error``: anything else) and ``message``; None when it did not fail."""
@@ -686,11 +723,11 @@ def _read_failure(path: Path) -> dict | None:
 def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
     """Raise :class:`ContractError` unless the sidecar describes the engine of this query file
     with the ports the testbench drives and the wire formats of :mod:`nfacep.wire`."""
-    problems = [
-        f"no '{key}'"
-        for key in ("top", "ports", "tuple", "record", "queries")
-        if key not in sidecar
-    ]
+    programmable = sidecar.get("engine") == "programmable"
+    keys = ("top", "ports", "tuple", "record") + (
+        ("capacity", "configuration") if programmable else ("queries",)
+    )
+    problems = [f"no '{key}'" for key in keys if key not in sidecar]
     if problems:
         raise ContractError(f"the engine's sidecar: {'; '.join(problems)}")
     ports = sidecar["ports"]
@@ -715,21 +752,7 @@ def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
     ]
     if fields != wire.field_slices(schema):
         problems.append(f"tuple fields {fields} are not the stream's {wire.field_slices(schema)}")
-    try:
-        record = wire.RecordFormat.from_description(sidecar["record"].get("fields", []))
-    except ValueError as err:
-        problems.append(str(err))
-    else:
-        seq_bits = record.widths["seq"]
-        if record != wire.record_format(nfa, seq_bits):
-            problems.append(
-                f"the record {record.fields} is not the wire format's "
-                f"{wire.record_format(nfa, seq_bits).fields}"
-            )
-    names = [q.get("name") for q in sidecar["queries"]]
-    expected = [q.name for q in nfa.queries]
-    if names != expected or [q.get("bit") for q in sidecar["queries"]] != list(range(len(names))):
-        problems.append(f"queries {names} are not the file's {expected} with bits in file order")
+    problems += _record_problems(sidecar, nfa, programmable)
     if sidecar.get("partition_fields") != list(nfa.program.partition_fields):
         problems.append(
             f"partition_fields {sidecar.get('partition_fields')!r} are not the "
@@ -737,3 +760,30 @@ def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
         )
     if problems:
         raise ContractError(f"the engine's sidecar does not fit the query: {'; '.join(problems)}")
+
+
+def _record_problems(sidecar: dict, nfa: Nfa, programmable: bool) -> list[str]:
+    """What in the sidecar's record layout and query bits is not the file's wire format (a
+    programmable engine: a match bit per query slot, the file's queries the first; its
+    queries are its image's, not the sidecar's)."""
+    problems = []
+    try:
+        record = wire.RecordFormat.from_description(sidecar["record"].get("fields", []))
+    except ValueError as err:
+        return [str(err)]
+    want = wire.record_format(nfa, record.widths["seq"])
+    if programmable:
+        want = wire.RecordFormat.from_widths(
+            {**want.widths, "matches": sidecar["capacity"].get("queries")}
+        )
+    if record != want:
+        problems.append(f"the record {record.fields} is not the wire format's {want.fields}")
+    if not programmable:
+        names = [q.get("name") for q in sidecar["queries"]]
+        expected = [q.name for q in nfa.queries]
+        bits = [q.get("bit") for q in sidecar["queries"]]
+        if names != expected or bits != list(range(len(names))):
+            problems.append(
+                f"queries {names} are not the file's {expected} with bits in file order"
+            )
+    return problems

@@ -236,29 +236,7 @@ class TB:
         self.layout = RecordFormat.from_description(side["record"]["fields"])
         traffic = Traffic.named(config.get("traffic", "random"))
         seed = int(config.get("seed", 0))
-        # the parameter switches, each written before the tuple it applies to
-        self.switches = None
-        gate = None
-        if "i_params__valid" in side["ports"]:
-            words = []
-            if config.get("switch_count"):
-                with open(folder / config["switches"], encoding="ascii") as f:
-                    words = [int(line, 16) for line in f if line.strip()]
-            width = side["runtime_parameters"]["width"]
-            starts = [w >> width for w in words]
-            self.switches = StreamDriver(
-                dut["i_params__valid"],
-                dut["i_params__ready"],
-                dut["i_params__payload"],
-                random.Random(f"switches-{seed}"),
-                Traffic.named("full"),
-            )
-            self.switches.start(words)
-            switches = self.switches
-
-            def gate(i: int) -> bool:  # every switch up to tuple i is taken
-                return switches.sent == len(starts) or starts[switches.sent] > i
-
+        gate = self._side_streams(seed)
         self.driver = StreamDriver(
             dut["i_stream__valid"],
             dut["i_stream__ready"],
@@ -287,6 +265,53 @@ class TB:
             64 * n + 20 * self.drain_cycles + 10_000
         )
 
+    def _side_streams(self, seed: int):
+        """The drivers of the parameter switches (each written before the tuple it applies
+        to) and of a programmable engine's configuration image (whole before the first
+        tuple), if the engine has those ports; returns the tuple driver's gate (None: none)."""
+        dut, side, config, folder = self.dut, self.side, self.config, self.folder
+        self.switches = None
+        gate = None
+        if "i_params__valid" in side["ports"]:
+            words = []
+            if config.get("switch_count"):
+                with open(folder / config["switches"], encoding="ascii") as f:
+                    words = [int(line, 16) for line in f if line.strip()]
+            width = side["runtime_parameters"]["width"]
+            starts = [w >> width for w in words]
+            self.switches = StreamDriver(
+                dut["i_params__valid"],
+                dut["i_params__ready"],
+                dut["i_params__payload"],
+                random.Random(f"switches-{seed}"),
+                Traffic.named("full"),
+            )
+            self.switches.start(words)
+            switches = self.switches
+
+            def gate(i: int) -> bool:  # every switch up to tuple i is taken
+                return switches.sent == len(starts) or starts[switches.sent] > i
+
+        # a programmable engine's configuration image, whole before the first tuple
+        self.image = None
+        if "i_config__valid" in side["ports"]:
+            with open(folder / config["image"], encoding="ascii") as f:
+                body = [int(line, 16) for line in f if line.strip()]
+            self.image = StreamDriver(
+                dut["i_config__valid"],
+                dut["i_config__ready"],
+                dut["i_config__payload"],
+                random.Random(f"image-{seed}"),
+                Traffic.named("full"),
+            )
+            self.image.start(body)
+            image, switched = self.image, gate
+
+            def gate(i: int) -> bool:
+                return image.done and (switched is None or switched(i))
+
+        return gate
+
     def counter(self, name: str) -> int | None:
         try:
             value = self.dut[name].value
@@ -306,6 +331,9 @@ class TB:
         if self.switches is not None:
             d["i_params__valid"].value = 0
             d["i_params__payload"].value = 0
+        if self.image is not None:
+            d["i_config__valid"].value = 0
+            d["i_config__payload"].value = 0
         self.rst.value = 1
         await ClockCycles(self.clk, self.RESET_CYCLES)
         self.rst.value = 0
@@ -332,6 +360,8 @@ class TB:
             self.sdram.start()
         if self.switches is not None:
             self.switches.drive()
+        if self.image is not None:
+            self.image.drive()
         drv.drive()
         edge = RisingEdge(self.clk)
         n = len(self.words)
@@ -347,6 +377,9 @@ class TB:
             if self.switches is not None:
                 self.switches.sample(self.cycle)
                 self.switches.drive()
+            if self.image is not None:
+                self.image.sample(self.cycle)
+                self.image.drive()
             drv.drive()
             mon.drive()
             if self.cycle % poll:

@@ -49,6 +49,23 @@ ${counter_decls}    output reg [63:0] cycle,
     reg p_valid;
     reg [PW-1:0] p_payload;
     wire p_ready;
+    // the configuration image's body (a programmable engine), written to i_config byte by
+    // byte after the reset, before any tuple
+    reg [7:0] image [0:${last_image_byte}];
+    reg [8*4096-1:0] image_path;
+    integer image_bytes;
+    reg [31:0] c_index;
+    reg c_valid;
+    reg [7:0] c_payload;
+    wire c_ready;
+    reg configured_all;
+    initial begin
+        if (!$value$plusargs("nfacep_image_bytes=%d", image_bytes)) image_bytes = 0;
+        if (image_bytes > 0) begin
+            if (!$value$plusargs("nfacep_image=%s", image_path)) image_path = "image.hex";
+            $readmemh(image_path, image);
+        end
+    end
     initial begin
         if (!$value$plusargs("nfacep_switch_count=%d", switch_count)) switch_count = 0;
         if (switch_count > 0) begin
@@ -81,7 +98,7 @@ ${counter_decls}    output reg [63:0] cycle,
         .i_stream__payload(i_payload),
         .o_stream__valid(o_valid),
         .o_stream__ready(o_ready),
-${params_conns}${counter_conns}        .o_stream__payload(o_payload)
+${params_conns}${config_conns}${counter_conns}        .o_stream__payload(o_payload)
     );
 
     // xorshift32 generators for the gaps (input) and the stalls (output)
@@ -133,6 +150,10 @@ ${params_conns}${counter_conns}        .o_stream__payload(o_payload)
             next_seq <= 0;
             p_valid <= 0;
             p_payload <= 0;
+            c_index <= 0;
+            c_valid <= 0;
+            c_payload <= 0;
+            configured_all <= 0;
         end else begin
             cycle <= cycle + 1;
             // the switches, in order, each offered until taken
@@ -145,6 +166,18 @@ ${params_conns}${counter_conns}        .o_stream__payload(o_payload)
                     p_valid <= 0;
                 end
             end
+            // the image, byte by byte, each offered until taken
+            if (!c_valid || c_ready) begin
+                if (c_valid && c_index == image_bytes) configured_all <= 1;
+                if (c_index < image_bytes) begin
+                    c_valid <= 1;
+                    c_payload <= image[c_index];
+                    c_index <= c_index + 1;
+                end else begin
+                    c_valid <= 0;
+                end
+            end
+            if (image_bytes == 0) configured_all <= 1;
             rng_in <= xorshift(rng_in);
             rng_out <= xorshift(rng_out);
             if (go) begin
@@ -165,7 +198,7 @@ ${params_conns}${counter_conns}        .o_stream__payload(o_payload)
                 if (gap != 0) begin
                     gap <= gap - 1;
                     i_valid <= 0;
-                end else if (running && !go && index < count && ${params_gate}) begin
+                end else if (running && !go && index < count && configured_all && ${params_gate}) begin
                     if (!full && rng_in[3:0] < 5) begin
                         gap <= rng_in[5:4];
                         i_valid <= 0;
