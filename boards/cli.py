@@ -197,9 +197,10 @@ class Run(Command):
             )
         link = chosen[0]
         link.check_run_arguments(args)
-        engine = params.from_args(args)
+        params.from_args(args)  # the options' ranges, before anything is read
         board = link.backend(args, _progress("run"))
         nfa = load_query(args.query)
+        engine = params.from_args(args, nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="run")
         result = run_files(
             board, nfa, args.input, args.output, engine, query_file=args.query, values=values
@@ -239,8 +240,9 @@ class Serve(Command):
         from nfacep.links.udp.host import parse_address
         from nfacep.links.udp.model import UdpBoardModel, serve
 
-        engine = params.from_args(args)
+        params.from_args(args)  # the options' ranges, before anything is read
         nfa = load_query(args.query)
+        engine = params.from_args(args, nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
         model = UdpBoardModel(nfa, engine, values=values if nfa.program.parameters else None)
         any_port = args.udp.endswith(":0")  # (the kernel's choice: the first line says it)

@@ -103,7 +103,7 @@ class Sim(Command):
 
         from .runner import SimOptions, Simulation
 
-        engine = params.from_args(args)
+        params.from_args(args)  # the options' ranges, before anything is read
         if args.waves is not None:  # not an input, nor one of the other outputs
             check_outputs([args.waves], [args.query, args.input], what="--waves")
             if os.path.abspath(args.waves) in {
@@ -148,6 +148,7 @@ class Sim(Command):
                 )
             )
         nfa = load_query(args.query)
+        engine = params.from_args(args, nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="sim")
         result = run_files(
             simulation, nfa, args.input, args.output, engine, query_file=args.query, values=values

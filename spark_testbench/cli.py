@@ -222,7 +222,10 @@ def _vectors(args) -> int:
     from . import session, vectors
 
     _require_spark()
-    engine = params.from_args(args)
+    import nfacep
+
+    params.from_args(args)  # the options' ranges, before anything is read
+    engine = params.from_args(args, nfa=nfacep.compile_file(args.query))
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
     options = _options(args, engine.partitions)

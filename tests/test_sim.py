@@ -101,7 +101,7 @@ SAME_KEYS = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tupl
 
 # the bundled streams hold at most 60 partitions (queries/README.md); 64 elements keep the
 # emitted engine (and its Verilog) a quarter of the default 256
-BUNDLED = ("--partitions", "64")
+BUNDLED = ("--store", "pipeline", "--partitions", "64")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -129,7 +129,16 @@ def test_bundled_query_icarus(tmp_path, sim_cache, name, capsys):
 )
 def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions, mode):
     require("icarus")
-    params = ("--partitions", str(partitions), "--tick-tuples", "3", "--timer-bits", "2")
+    params = (
+        "--store",
+        "pipeline",
+        "--partitions",
+        str(partitions),
+        "--tick-tuples",
+        "3",
+        "--timer-bits",
+        "2",
+    )
     got, summary = simulate(tmp_path, sim_cache, name, *params, "--seed", "7", "--mode", mode)
     assert summary["mode"] == mode
     expected, ref_summary = reference(tmp_path, name, *params)
@@ -175,7 +184,7 @@ def test_table_store(tmp_path, sim_cache, name, params):
 @pytest.mark.parametrize(
     "params",
     [
-        ("--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3"),
+        ("--store", "pipeline", "--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3"),
         ("--store", "table", "--partitions", "16", "--ways", "2", "--tick-tuples", "20"),
     ],
 )
@@ -195,9 +204,20 @@ def test_several_key_fields(tmp_path, sim_cache, params):
 def test_verilator_several_key_fields(tmp_path, sim_cache):
     require("verilator")
     folder = keyed_fire(tmp_path).parent
-    params = ("--partitions", "64", "--simulator", "verilator", "--seed", "2")
+    params = (
+        "--store",
+        "pipeline",
+        "--partitions",
+        "64",
+        "--simulator",
+        "verilator",
+        "--seed",
+        "2",
+    )
     got, summary = simulate(tmp_path, sim_cache, "fire2", *params, folder=folder)
-    expected, _ = reference(tmp_path, "fire2", "--partitions", "64", folder=folder)
+    expected, _ = reference(
+        tmp_path, "fire2", "--store", "pipeline", "--partitions", "64", folder=folder
+    )
     assert got == expected and len(got.splitlines()) > 1
     assert summary["simulator"] == "verilator" and summary["drops"] == 0
 
@@ -211,6 +231,8 @@ def test_verilator_marathon(tmp_path, sim_cache):
         "marathon",
         "--simulator",
         "verilator",
+        "--store",
+        "pipeline",
         "--partitions",
         "64",
         "--seed",
@@ -254,6 +276,8 @@ def test_waves(tmp_path, sim_cache):
                 str(QUERIES / "fire.csv"),
                 "--output",
                 str(out),
+                "--store",
+                "pipeline",
                 "--partitions",
                 "16",
                 "--build-dir",
@@ -508,7 +532,21 @@ def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_prebuild_missing_simulator_and_bad_engine(tmp_path, monkeypatch, simulator):
     engine = tmp_path / "engine.v"
-    assert main(["verilog", str(QUERIES / "fire.sql"), "-o", str(engine), "--partitions", "1"]) == 0
+    assert (
+        main(
+            [
+                "verilog",
+                str(QUERIES / "fire.sql"),
+                "-o",
+                str(engine),
+                "--store",
+                "pipeline",
+                "--partitions",
+                "1",
+            ]
+        )
+        == 0
+    )
     with pytest.raises(UsageError, match="unknown simulator 'modelsim'"):
         sim.prebuild(engine, simulator="modelsim", build_dir=tmp_path / "cache")
     empty = tmp_path / "empty-bin"
@@ -549,7 +587,22 @@ def test_sidecar_packing_agrees_with_wire(tmp_path):
     for name in NAMES:
         q = str(QUERIES / f"{name}.sql")
         engine = tmp_path / f"{name}.v"
-        assert main(["verilog", q, "-o", str(engine), "--partitions", "1", *param_args(name)]) == 0
+        assert (
+            main(
+                [
+                    "verilog",
+                    q,
+                    "-o",
+                    str(engine),
+                    "--store",
+                    "pipeline",
+                    "--partitions",
+                    "1",
+                    *param_args(name),
+                ]
+            )
+            == 0
+        )
         sidecar = json.loads(engine.with_suffix(".json").read_text())
         nfa = compile_file(q)
         data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
@@ -837,7 +890,7 @@ def rising_query(tmp_path) -> pathlib.Path:
     "params",
     [
         # 4 elements for 6 instruments, with timers: drops (no rows) and forgotten histories
-        ("--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"),
+        ("--store", "pipeline", "--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"),
         ("--store", "table", "--partitions", "4", "--ways", "2", "--tick-tuples", "7"),
         ("--store", "table", "--partitions", "65536"),
     ],

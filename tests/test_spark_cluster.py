@@ -28,7 +28,7 @@ from nfacep.spark_testbench import regress, vectors
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIRE = str(ROOT / "queries" / "fire.sql")
 SPARK_CLASS = pathlib.Path(pyspark.__file__).parent / "bin" / "spark-class"
-ARGS = ("--partitions", "16")
+ARGS = ("--store", "pipeline", "--partitions", "16")
 START_TIMEOUT = 120
 
 

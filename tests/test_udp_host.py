@@ -26,7 +26,7 @@ from nfacep.cli import main
 from nfacep.links.udp import host as udp_host
 from nfacep.links.udp.model import UdpBoardModel, serve
 from nfacep.links.udp.protocol import PacketType, decode_header
-from nfacep.params import EngineParams
+from nfacep.params import EngineParams, default_engine
 from nfacep.settings import ParamValues
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -48,7 +48,9 @@ def board(name="marathon", **kwargs):
         if texts is None
         else ParamValues.parse(nfa.program.parameters, texts)
     )
-    model = UdpBoardModel(nfa, EngineParams(**given), values=values, **kwargs)
+    # the engine `build` makes with these options (the default engine without any)
+    engine = EngineParams(**given) if given else default_engine(nfa)
+    model = UdpBoardModel(nfa, engine, values=values, **kwargs)
     stop = threading.Event()
     thread, (host, port) = serve(model, stop=stop)
     try:
@@ -251,7 +253,7 @@ def test_a_lost_params_packet_is_recovered(tmp_path):
 def test_small_packets_a_small_buffer_and_drops(tmp_path):
     # 4 partitions: marathon's runners overflow them; a 64-byte buffer holds 5 tuples, so the
     # host waits for the board's credit after every packet of 3
-    params = ["--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"]
+    params = ["--store", "pipeline", "--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"]
     with board(partitions=4, tick_tuples=3, timer_bits=2, capacity=64) as (model, address):
         code, out = run(address, tmp_path, "marathon", "--tuples-per-packet", "3", *params)
         assert code == 0
@@ -276,7 +278,7 @@ def test_lost_status_answers_are_asked_again(tmp_path):
             compile_file(QUERIES / "marathon.sql"),
             str(QUERIES / "marathon.csv"),
             str(tmp_path / "board.csv"),
-            EngineParams(),
+            default_engine(compile_file(QUERIES / "marathon.sql")),
         )
     assert len(p.dropped) == 2
     assert (tmp_path / "board.csv").read_text() == (QUERIES / "marathon.matches.csv").read_text()
@@ -438,7 +440,7 @@ def test_silent_address_times_out(tmp_path, capsys, listening):
 
 def test_board_with_another_engine(tmp_path, capsys):
     with board() as (_, address):  # built with 256 partitions, asked for 64
-        code, out = run(address, tmp_path, "marathon", "--partitions", "64")
+        code, out = run(address, tmp_path, "marathon", "--store", "pipeline", "--partitions", "64")
     assert code == 2
     err = capsys.readouterr().err
     assert "the board runs another engine" in err and "--partitions 64" in err

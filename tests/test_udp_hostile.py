@@ -28,7 +28,7 @@ from nfacep.links.udp.protocol import (
     encode_header,
     packet,
 )
-from nfacep.params import EngineParams
+from nfacep.params import default_engine
 
 NAME = "marathon"
 
@@ -59,7 +59,7 @@ def hostile(twist, **kwargs):
     """The software board for marathon on 127.0.0.1, its answers passed through ``twist(model,
     request, answers)`` (a list of (address, payload) pairs in, the pairs to send out)."""
     nfa = compile_file(QUERIES / f"{NAME}.sql")
-    model = UdpBoardModel(nfa, EngineParams(), **kwargs)
+    model = UdpBoardModel(nfa, default_engine(nfa), **kwargs)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
     sock.settimeout(0.02)
