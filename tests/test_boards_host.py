@@ -239,9 +239,26 @@ def test_port_that_does_not_exist(tmp_path, capsys):
     assert not (tmp_path / "m.csv").exists()
 
 
+ENGINE = ("--store", "pipeline", "--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3")
+
+
+def test_run_learns_the_engine_from_the_board(tmp_path, capsys):
+    """``run`` without engine options takes the board's from its STATUS: a board built with
+    a small pipeline and timers gives ``nfacep match``'s matches and drops with those options,
+    and the summary records them."""
+    out = tmp_path / "board.csv"
+    with board(partitions=8, tick_tuples=8, timer_bits=3) as (_, port):
+        argv = ["run", str(QUERIES / "marathon.sql"), "--port", port, "--input"]
+        assert run_cli([*argv, str(QUERIES / "marathon.csv"), "--output", str(out)]) == 0
+    expected, ref = reference(tmp_path, "marathon", *ENGINE)
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert out.read_text() == expected and ref["drops"] > 0
+    assert {k: summary[k] for k in (*SAME, "store")} == {k: ref[k] for k in (*SAME, "store")}
+
+
 def test_board_with_another_engine(tmp_path, capsys):
     out = tmp_path / "board.csv"
-    with board() as (_, port):  # built with 256 partitions, asked for 64
+    with board() as (_, port):  # built with the default engine, asked for a pipeline
         assert (
             run_cli(
                 [
@@ -262,7 +279,8 @@ def test_board_with_another_engine(tmp_path, capsys):
             == 1
         )
     err = capsys.readouterr().err
-    assert "the board runs another engine" in err and "--partitions 64" in err
+    assert "engine built with --partitions 65536 --tick-tuples 0 --timer-bits 4" in err
+    assert "--partitions 65536 (given: 64), --store table (given: pipeline)" in err
     assert not out.exists()
 
 

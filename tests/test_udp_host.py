@@ -438,14 +438,35 @@ def test_silent_address_times_out(tmp_path, capsys, listening):
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
 
 
+def test_run_learns_the_engine_from_the_board(tmp_path, capsys):
+    """``run --udp`` without engine options takes the board's from its STATUS."""
+    engine = ("--store", "pipeline", "--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3")
+    with board(partitions=8, tick_tuples=8, timer_bits=3) as (_, address):
+        code, out = run(address, tmp_path, "marathon")
+        assert code == 0
+        # an option given must be the board's
+        assert run(address, tmp_path, "marathon", "--tick-tuples", "8")[0] == 0
+    expected, ref = reference(tmp_path, "marathon", *engine)
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert out.read_text() == expected and ref["drops"] > 0
+    keys = ("drops", "drop_seqs", "partitions", "tick_tuples", "timer_bits", "store")
+    assert {k: summary[k] for k in keys} == {k: ref[k] for k in keys}
+
+
 def test_board_with_another_engine(tmp_path, capsys):
-    with board() as (_, address):  # built with 256 partitions, asked for 64
+    with board() as (_, address):  # built with the default engine, asked for a pipeline
         code, out = run(address, tmp_path, "marathon", "--store", "pipeline", "--partitions", "64")
     assert code == 2
     err = capsys.readouterr().err
-    assert "the board runs another engine" in err and "--partitions 64" in err
-    assert "--link udp" in err
+    assert "the board runs this query file's engine built with --partitions 65536" in err
+    assert "--partitions 65536 (given: 64), --store table (given: pipeline)" in err
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
+    # a board of another query file (its fingerprint is not this file's with its parameters)
+    with board(engine_id_override=0x12345678) as (_, address):
+        code, out = run(address, tmp_path, "marathon")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "the board runs another engine (engine id 12345678" in err and "--link udp" in err
 
 
 @pytest.mark.parametrize(

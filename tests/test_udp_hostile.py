@@ -158,10 +158,10 @@ def test_stray_packets_are_ignored_and_counted(tmp_path, capsys):
 
 def test_a_board_of_the_old_version_is_named(tmp_path, capsys):
     def twist(model, request, answers):
-        return [(address, _with(payload, version=2)) for address, payload in answers]
+        return [(address, _with(payload, version=3)) for address, payload in answers]
 
-    err = _failed(*_run(twist, tmp_path), capsys, 2, "version 2", "rebuild the bitstream")
-    assert "version 3" in err
+    err = _failed(*_run(twist, tmp_path), capsys, 2, "version 3", "rebuild the bitstream")
+    assert "version 4" in err
 
 
 def test_a_packet_number_jump_of_2_31_is_a_contradiction_not_a_walk(tmp_path, capsys):
