@@ -10,7 +10,7 @@ from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
 from nfacep.output import check_outputs, summary_path
 
-from .build import SIMULATORS
+from .build import SIMULATORS, default_mode
 
 __all__ = ["Sim"]
 
@@ -80,7 +80,8 @@ class Sim(Command):
             "once per batch (fast); cycle: cocotb drives every clock "
             "cycle; native: the batch harness compiled by Verilator "
             "with a C++ main, no Python while it runs (fastest; "
-            "--simulator verilator) (default batch; not with --link)",
+            "--simulator verilator) (default: native with verilator, batch with "
+            "icarus; not with --link)",
         )
         parser.add_argument(
             "--check",
@@ -144,7 +145,7 @@ class Sim(Command):
                     waves=args.waves,
                     build_dir=args.build_dir,
                     check=args.check,
-                    mode=args.mode or "batch",
+                    mode=args.mode or default_mode(args.simulator),
                 )
             )
         nfa = load_query(args.query)

@@ -211,6 +211,8 @@ def test_verilator_several_key_fields(tmp_path, sim_cache):
         "64",
         "--simulator",
         "verilator",
+        "--mode",
+        "batch",
         "--seed",
         "2",
     )
@@ -231,6 +233,8 @@ def test_verilator_marathon(tmp_path, sim_cache):
         "marathon",
         "--simulator",
         "verilator",
+        "--mode",
+        "batch",
         "--store",
         "pipeline",
         "--partitions",
@@ -917,6 +921,24 @@ def test_prev_verilator(tmp_path, sim_cache):
     params = ("--store", "table", "--partitions", "4", "--ways", "2", "--tick-tuples", "7")
     io = ["--input", str(data), "--output"]
     argv = ["sim", str(query), *io, str(out), "--build-dir", str(sim_cache), "--check"]
-    assert main([*argv, "--simulator", "verilator", *params]) == 0
+    assert main([*argv, "--simulator", "verilator", "--mode", "batch", *params]) == 0
     assert main(["match", str(query), *io, str(ref), *params]) == 0
     assert out.read_text() == ref.read_text()
+
+
+def test_the_fastest_exact_mode_is_the_default(monkeypatch, capsys):
+    """`sim` and `regress` feed Verilator's model natively unless told otherwise, and `regress`
+    takes Verilator when it is installed; `sim --help` and `regress --help` say so."""
+    assert build.default_mode("verilator") == "native" and build.default_mode("icarus") == "batch"
+    monkeypatch.setattr(build, "simulator_available", lambda simulator, cache=None: None)
+    assert build.default_simulator() == "verilator"
+    monkeypatch.setattr(
+        build,
+        "simulator_available",
+        lambda simulator, cache=None: "not installed" if simulator == "verilator" else None,
+    )
+    assert build.default_simulator() == "icarus"
+    for command in ("sim", "regress"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "native with verilator, batch with" in " ".join(capsys.readouterr().out.split())

@@ -192,6 +192,8 @@ def _regress(env, folder, master, build_dir):
         "2",
         "--build-dir",
         str(build_dir),
+        "--simulator",
+        "icarus",
         *ARGS,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
