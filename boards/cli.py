@@ -85,10 +85,10 @@ class Build(Command):
         "default) generates pseudo-random tuples on chip and folds the results "
         "into the LEDs, to measure the engine's area and Fmax; 'uart' takes tuples "
         "and returns matches over the board's USB UART, for `nfacep run` "
-        "(boards/LINK.md). Without --store, --partitions and --ways, a board whose "
-        "default is the block-RAM table (all but the iCEstick) gets the largest "
-        "table that fits it; the report's parameters say which, and `nfacep run` "
-        "needs the same options."
+        "(boards/LINK.md). The engine is every command's default (the block-RAM table "
+        "sized for the partition key, docs/commands.md), halved without --partitions "
+        "until it fits the board (the iCEstick keeps the swap pipeline); the report's "
+        "parameters say which, and the board reports them to `nfacep run`."
     )
     order = 80
 
@@ -161,8 +161,9 @@ class Run(Command):
     help = "stream tuples to a board over its USB UART or UDP and write its matches"
     description = (
         "Reset the engine on a board loaded with a bitstream from `nfacep build "
-        "--link uart` (give --port) or `--link udp` (give --udp), check that it is "
-        "this query's engine with these parameters, stream the tuples (over the "
+        "--link uart` (give --port) or `--link udp` (give --udp), take the engine "
+        "parameters the board reports (an engine option given must equal them) and check "
+        "that it is this query's engine, stream the tuples (over the "
         "serial port: framed, CRC-checked, flow controlled, lost frames resent; over "
         "UDP: in TUPLES packets under the board's buffer credit, a run with a lost "
         "packet started again), switch the runtime parameters (--param) at the tuples "
@@ -182,7 +183,7 @@ class Run(Command):
         )
         for link in links.runnable():
             link.add_run_arguments(parser)
-        params.add_arguments(parser)
+        params.add_arguments(parser, defaults="the board's, which its STATUS reports")
         settings.add_argument(parser, switches=True)
 
     def run(self, args) -> int:
@@ -197,9 +198,10 @@ class Run(Command):
             )
         link = chosen[0]
         link.check_run_arguments(args)
-        engine = params.from_args(args)
+        params.from_args(args)  # the options' ranges, before anything is read
         board = link.backend(args, _progress("run"))
         nfa = load_query(args.query)
+        engine = params.from_args(args, nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="run")
         result = run_files(
             board, nfa, args.input, args.output, engine, query_file=args.query, values=values
@@ -256,8 +258,9 @@ class Serve(Command):
         from nfacep.cli import Terminated
         from nfacep.links.udp.model import UdpBoardModel
 
-        engine = params.from_args(args)
+        params.from_args(args)  # the options' ranges, before anything is read
         nfa = load_query(args.query)
+        engine = params.from_args(args, nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
         model = UdpBoardModel(nfa, engine, values=values if nfa.program.parameters else None)
         if args.pcap is not None:

@@ -1,13 +1,16 @@
 # amaranth: UnusedElaboratable=no
-"""The engine a board gets by default: the partition store chosen per board from measurement.
+"""The engine a board gets by default: every command's default engine, fitted to the board.
 
 ``nfacep build`` and ``nfacep check --board`` use :func:`board_engine` for the engine
-parameters: when none of ``--store``, ``--partitions`` and ``--ways`` is given and the query
-has a PARTITION clause, a board in :data:`TABLE_BOARDS` gets the block-RAM table
-(``--store table``) with the most entries, a power of two up to 65,536, whose banks fit its
-block RAM with :data:`RESERVED` blocks left for the link and the FIFOs; any of those options
-given, or another board, and the engine parameters are the usual defaults (the swap
-pipeline). Measured (``benchmarks/PAPER_FIGURES.md``, "Figure 9 to 64k partitions"): on the
+parameters: :func:`nfacep.params.default_engine` (the table store, ``2**bits`` entries for a
+key of up to 16 bits, 65,536 hashed entries for a wider one), fitted to the board when the
+query has a PARTITION clause and ``--partitions`` is not given: on a board in
+:data:`TABLE_BOARDS` the table is halved until its banks fit the board's block RAM with
+:data:`RESERVED` blocks left for the link and the FIFOs; another board (the iCEstick) gets the
+swap pipeline with its 256 partitions unless ``--store`` or ``--ways`` is given. With
+``--partitions`` (or ``--store pipeline``) the engine is
+:func:`~nfacep.params.default_engine`'s for the options, as on every other command.
+Measured (``benchmarks/PAPER_FIGURES.md``, "Figure 9 to 64k partitions"): on the
 LFE5U-85F the table runs 126–161M tuples/s from 1k to 64k partitions where the pipeline runs
 80M at 256; on the iCEBreaker (iCE40UP5K, 12 MHz oscillator) a 4,096-entry table builds at
 32.8 MHz (one tuple per cycle) and a 32-element pipeline at 43.0 MHz (one every other cycle);
@@ -20,15 +23,12 @@ from __future__ import annotations
 import dataclasses
 
 from nfacep.nfa import Nfa
-from nfacep.params import EngineParams
+from nfacep.params import STORE_OPTIONS, EngineParams, default_engine
 
 from .registry import Board
 
 __all__ = ["RESERVED", "STORE_OPTIONS", "TABLE_BOARDS", "board_engine", "table_blocks"]
 
-#: The options that choose the partition store; giving any of them turns the board's default
-#: off.
-STORE_OPTIONS = ("store", "partitions", "ways")
 #: Boards whose default is the table (see the module's description).
 TABLE_BOARDS = frozenset({"ulx3s-85f", "ulx3s-45f", "ulx3s-25f", "colorlight-5a75b", "icebreaker"})
 #: Block RAMs the default table leaves free, by family: the links' buffers (UART 3, UDP 4) and
@@ -69,20 +69,20 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
 
 def board_engine(nfa: Nfa, board: Board, given: dict) -> EngineParams:
     """The engine parameters ``build`` uses on ``board``: those ``given`` on the command line
-    (:func:`nfacep.params.given`), the rest the board's default (see the module's
-    description) or :class:`~nfacep.params.EngineParams`'s own."""
-    base = EngineParams(**given)
-    if (
-        any(name in given for name in STORE_OPTIONS)
-        or board.name not in TABLE_BOARDS
-        or not nfa.program.partition_fields
-    ):
-        return base
+    (:func:`nfacep.params.given`), the rest :func:`nfacep.params.default_engine`'s, its table
+    shrunk to what the board's block RAM holds (see the module's description)."""
+    chosen = default_engine(nfa, given)
+    if "partitions" in given or chosen.indexing(nfa) in ("none", "pipeline"):
+        return chosen
+    if board.name not in TABLE_BOARDS:
+        if any(name in given for name in STORE_OPTIONS):
+            return chosen
+        return EngineParams(**{**given, "store": "pipeline"})
     budget = board.brams - RESERVED.get(board.family, 0)
-    partitions = LARGEST
-    while partitions >= base.ways:
-        table = dataclasses.replace(base, store="table", partitions=partitions)
+    partitions = chosen.partitions
+    while partitions >= chosen.ways:
+        table = dataclasses.replace(chosen, partitions=partitions)
         if table_blocks(nfa, table, board.family) <= budget:
             return table
         partitions //= 2
-    return base
+    return EngineParams(**{**given, "store": "pipeline"})

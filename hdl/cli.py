@@ -39,7 +39,7 @@ class Verilog(Command):
         from . import engine as fixed
         from . import programmable
 
-        engine = params.from_args(args, programmable=True)
+        engine = params.from_args(args, programmable=True)  # before anything is read
         write_verilog = fixed.write_verilog
         outputs = [args.output, os.path.splitext(args.output)[0] + ".json"]
         if engine.engine == "programmable":
@@ -54,6 +54,7 @@ class Verilog(Command):
             )
         check_outputs(outputs, [args.query], what="-o")
         nfa = load_query(args.query)
+        engine = params.from_args(args, programmable=True, nfa=nfa)
         values = settings.from_args(
             nfa.program.parameters, args, switches=False, command="nfacep verilog"
         )

@@ -20,7 +20,7 @@ from nfacep.params import EngineParams
 from nfacep.result import Result
 from nfacep.settings import ParamValues, params_schema
 
-from .protocol import SWITCH_BYTES, engine_id
+from .protocol import SWITCH_BYTES, engine_from_fields, engine_id
 
 __all__ = [
     "MAX_TIMEOUT",
@@ -147,11 +147,20 @@ def check_engine(
     *,
     link: str,
     error: type[NfacepError] | None = None,
-) -> None:
-    """Raise ``error`` (default :class:`NoBoardError`) unless ``board`` (its ``engine_id``,
-    ``tuple_bytes`` and ``record_bytes``) is the engine of ``nfa`` with ``params``; ``link``
-    names the bitstream to load (``uart``, ``udp``)."""
+    given: dict | None = None,
+) -> EngineParams:
+    """The engine the board runs, from its STATUS ``board`` (its ``engine_id``, engine
+    parameters, ``tuple_bytes`` and ``record_bytes``); ``error`` (default
+    :class:`NoBoardError`) unless it is an engine of ``nfa``. ``link`` names the bitstream to
+    load (``uart``, ``udp``).
+
+    With ``given`` None the board must run ``params``. With ``given`` (the engine options given
+    on ``nfacep run``'s command line, by name: :func:`nfacep.params.given`, maybe none) the
+    engine is learnt from the board, and an option given that differs from the board's is an
+    error naming both."""
     error = error or NoBoardError
+    if given is not None:
+        params = _learn_engine(board, nfa, given, link=link, error=error)
     expected = engine_id(nfa, params)
     if board["engine_id"] != expected:
         raise error(
@@ -167,6 +176,39 @@ def check_engine(
             f"the board's tuples are {board['tuple_bytes']} bytes and records "
             f"{board['record_bytes']}, expected {tb} and {rb}"
         )
+    return params
+
+
+def _learn_engine(
+    board: dict, nfa: Nfa, given: dict, *, link: str, error: type[NfacepError]
+) -> EngineParams:
+    """The engine parameters the board reports, checked against those ``given``."""
+    try:
+        built = engine_from_fields(board)
+    except ValueError as err:
+        raise error(
+            f"the board reports engine parameters this nfacep cannot build ({err}): load a "
+            f"bitstream that this nfacep's `nfacep build --link {link}` made"
+        ) from None
+    if engine_id(nfa, built) != board["engine_id"]:
+        raise error(
+            f"the board runs another engine (engine id {board['engine_id']:08x}, built with "
+            f"{built.options()}; this query file with those parameters is "
+            f"{engine_id(nfa, built):08x}): load the bitstream that `nfacep build --link "
+            f"{link}` made of this query file"
+        )
+    differ = [
+        f"--{name.replace('_', '-')} {getattr(built, name)} (given: {value})"
+        for name, value in given.items()
+        if getattr(built, name) != value
+    ]
+    if differ:
+        raise error(
+            f"the board runs this query file's engine built with {built.options()}, not the "
+            f"engine options given: it has {', '.join(differ)}; give none of them (`run` takes "
+            "the board's) or the board's"
+        )
+    return built
 
 
 def _default_hint(board: dict, nfa: Nfa, params: EngineParams) -> str:

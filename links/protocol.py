@@ -1,5 +1,5 @@
-"""What both links' formats share: little-endian fields, a runtime-parameter switch, and the
-engine's fingerprint.
+"""What both links' formats share: little-endian fields, a runtime-parameter switch, the
+engine's fingerprint and its parameters as STATUS reports them (:data:`ENGINE_FIELDS`).
 
 A leaf module (it imports nothing of :mod:`nfacep.links`): the UART link's frame format
 (:mod:`nfacep.links.uart.protocol`) and the UDP link's payload format
@@ -13,10 +13,13 @@ import json
 import zlib
 
 __all__ = [
+    "ENGINE_FIELDS",
     "FINGERPRINT_VERSION",
     "SWITCH_BYTES",
     "decode_fields",
     "encode_fields",
+    "engine_fields",
+    "engine_from_fields",
     "engine_id",
     "fields_size",
     "params_bytes",
@@ -66,6 +69,41 @@ def switch_body(switch: int, packed: int, bits: int) -> bytes:
     if not 0 <= switch < 1 << 8 * SWITCH_BYTES:
         raise ValueError(f"a switch at tuple {switch} does not fit {8 * SWITCH_BYTES} bits")
     return switch.to_bytes(SWITCH_BYTES, "little") + packed.to_bytes(params_bytes(bits), "little")
+
+
+#: The engine parameters in both links' STATUS (little-endian, after ``capacity``), so that
+#: ``nfacep run`` learns the engine from the board: ``store`` is the index of the store's name
+#: in :data:`nfacep.params.STORES` (0 pipeline, 1 table). :func:`engine_id` covers them.
+ENGINE_FIELDS: tuple[tuple[str, int], ...] = (
+    ("store", 1),
+    ("partitions", 4),
+    ("ways", 1),
+    ("timer_bits", 1),
+    ("tick_tuples", 4),
+)
+
+
+def engine_fields(params) -> dict[str, int]:
+    """The :data:`ENGINE_FIELDS` of :class:`~nfacep.params.EngineParams` ``params``."""
+    from nfacep.params import STORES
+
+    values = {name: getattr(params, name) for name, _ in ENGINE_FIELDS}
+    return {**values, "store": STORES.index(params.store)}
+
+
+def engine_from_fields(status: dict):
+    """The :class:`~nfacep.params.EngineParams` a STATUS's :data:`ENGINE_FIELDS` describe; a
+    ValueError (saying why) when they describe none."""
+    from nfacep.errors import NfacepError
+    from nfacep.params import STORES, EngineParams
+
+    if not 0 <= status["store"] < len(STORES):
+        raise ValueError(f"store {status['store']} is none of {', '.join(STORES)}")
+    values = {name: status[name] for name, _ in ENGINE_FIELDS}
+    try:
+        return EngineParams(**{**values, "store": STORES[status["store"]]})
+    except NfacepError as err:
+        raise ValueError(str(err)) from None
 
 
 def engine_id(nfa, params) -> int:

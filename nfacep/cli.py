@@ -194,36 +194,43 @@ class Check(Command):
         settings.add_argument(parser, switches=False)
 
     def run(self, args) -> int:
-        boards = engine = None
+        boards = None
         if args.board is not None:
             if self._boards is None:
                 raise UsageError(f"--board needs the boards package: {self._boards_reason}")
-            boards, engine = self._boards, params.from_args(args)
+            boards = self._boards
         elif params.given(args).get("engine") == "programmable":
             return self._fit(args, params.from_args(args, programmable=True))
-        elif set(params.given(args)) & set(params.PROGRAMMABLE):
-            params.from_args(args)  # says they need --engine programmable
-        elif params.given(args) or args.param:
-            given = [params.option(n) for n in params.given(args)] + (
-                ["--param"] if args.param else []
-            )
+        elif args.param:
             raise UsageError(
-                f"{', '.join(given)}: the engine parameters describe the engine "
-                "on a board; give --board too"
+                "--param: the runtime parameters' values are built into the engine on a "
+                "board; give --board too"
             )
+        params.from_args(args)  # the options' ranges, before anything is read
         nfa = _load_or_json_error(args)
+        engine = params.from_args(args, nfa=nfa)
         estimate = None
-        if boards is not None and engine is not None:
+        if boards is not None:
             estimate = boards.estimate(nfa, engine, args)
+            # the engine `build` would make there (the board's default when none is given)
+            engine = params.EngineParams.from_dict(estimate["parameters"], source="--board")
         if args.json:
             from .describe import check_json
 
             doc = check_json(nfa, args.query)
+            doc["engine"] = {
+                "parameters": engine.as_dict(),
+                "indexing": engine.indexing(nfa),
+                "text": engine.describe(nfa),
+            }
             if estimate is not None:
                 doc["board"] = estimate
             print(json.dumps(doc, indent=2))
             return 0
         self._print(nfa)
+        where = f"build --board {args.board}" if args.board is not None else "every command"
+        print(f"engine ({where}): {engine.describe(nfa)}")
+        print(f"  as options: {engine.options()}")
         if boards is not None and estimate is not None:
             print(boards.render(estimate))
         return 0
@@ -384,11 +391,12 @@ class Match(Command):
         from .reference.matcher import Reference
         from .result import report
 
-        engine = params.from_args(args)
+        params.from_args(args)  # the options' ranges, before anything is read
         if args.tasks is not None and args.master is None:
             raise UsageError("--tasks: the Spark tasks of --master; give --master too")
         on_master = _match_master() if args.master is not None else None
         nfa = load_query(args.query)
+        engine = params.from_args(args, nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="match")
         if on_master is not None:
             totals = on_master(

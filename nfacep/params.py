@@ -7,6 +7,17 @@ the Spark testbench record it and check it against what they are handed. A param
 defined once, in :class:`EngineParams` (its default, its range, its option and help text);
 :func:`add_arguments` and :func:`from_args` derive the options from those definitions.
 
+**The default engine** of a query file is :func:`default_engine`, the one definition every
+command uses (``build`` then fits it to the board, :func:`nfacep.boards.defaults.board_engine`):
+the table store (``--store table``), sized so that a partition key of up to
+:data:`DIRECT_KEY_BITS` bits is never dropped (direct-indexed: ``2**bits`` entries, at least
+:data:`MIN_ENTRIES`), a wider key hashed into :data:`HASHED_ENTRIES` entries of ``--ways``
+buckets; a query without PARTITION gets the smallest engine (a one-entry table). Options given
+on the command line win; ``--store pipeline`` alone gets the swap pipeline with
+:class:`EngineParams`' own ``--partitions`` (256). :class:`EngineParams`' field defaults are
+those of the values the query does not decide (timers, ways) and of an engine built through the
+Python API without a query.
+
 Whether the queries fit one engine (the limits of :mod:`nfacep.limits`) is :func:`check_fits`.
 """
 
@@ -24,27 +35,42 @@ if TYPE_CHECKING:
     from .nfa import Nfa
 
 __all__ = [
+    "DIRECT_KEY_BITS",
     "ENGINES",
+    "HASHED_ENTRIES",
+    "MIN_ENTRIES",
     "PROGRAMMABLE",
     "STORES",
+    "STORE_OPTIONS",
     "EngineParams",
     "add_arguments",
     "check_fits",
+    "default_engine",
     "from_args",
 ]
 
 
 def _param(
-    default: int, *, lo: int, hi: int, metavar: str, help: str, hint: str, low: str | None = None
+    default: int,
+    *,
+    lo: int,
+    hi: int,
+    metavar: str,
+    help: str,
+    hint: str,
+    low: str | None = None,
+    shown: str | None = None,
 ):
     """A parameter's definition: its default, its range and what the command line says of it.
 
     ``low`` is the message when a value is below ``lo``; ``hint`` what to do when it is above
-    ``hi`` (the engine's limit).
+    ``hi`` (the engine's limit); ``shown`` the default the help states when the commands'
+    (:func:`default_engine`) is not ``default``.
     """
     return field(
         default=default,
         metadata={
+            "shown": shown or str(default),
             "lo": lo,
             "hi": hi,
             "metavar": metavar,
@@ -55,11 +81,16 @@ def _param(
     )
 
 
-def _choice(default: str, *, choices: tuple[str, ...], help: str):
+def _choice(default: str, *, choices: tuple[str, ...], help: str, shown: str | None = None):
     """A parameter that takes one of ``choices`` (a word)."""
     return field(
         default=default,
-        metadata={"choices": choices, "metavar": "{" + ",".join(choices) + "}", "help": help},
+        metadata={
+            "choices": choices,
+            "metavar": "{" + ",".join(choices) + "}",
+            "help": help,
+            "shown": shown or default,
+        },
     )
 
 
@@ -71,11 +102,26 @@ ON_CHIP_PARTITIONS = 65536
 ENGINES = ("fixed", "programmable")
 #: the parameters that only the programmable engine has
 PROGRAMMABLE = ("states", "atoms", "queries")
+#: The default engine (:func:`default_engine`): a partition key of up to this many bits indexes
+#: the table directly (``2**bits`` entries, so no tuple is ever dropped) ...
+DIRECT_KEY_BITS = 16
+#: ... with at least this many entries (only the ``2**bits`` a key can address are built) ...
+MIN_ENTRIES = 256
+#: ... and a wider key is hashed into a table of this many entries (``build``: the most the
+#: board's block RAM holds, up to this).
+HASHED_ENTRIES = 1 << 16
+#: The options that choose the partition store and its size: :func:`default_engine` decides
+#: those not given.
+STORE_OPTIONS = ("store", "partitions", "ways")
 
 
 @dataclass(frozen=True)
 class EngineParams:
     """The parameters of one engine (the partition store, its capacity and timers).
+
+    The field defaults are those of an engine made through the Python API; the commands' is
+    :func:`default_engine` (the table sized for the query's key), which takes the timers',
+    the ways' and the pipeline's size from here.
 
     Checked when created: a value outside its range raises :class:`~nfacep.errors.UsageError`
     (below its minimum) or :class:`~nfacep.errors.HardwareLimitError` (above the engine's
@@ -89,6 +135,8 @@ class EngineParams:
         hi=1 << 20,
         metavar="N",
         hint="use fewer partitions",
+        shown="sized for the partition key: 2^bits entries for a key of up to 16 bits, at "
+        "least 256, else 65536; 256 with --store pipeline; `nfacep check` prints it",
         help="partitions the partitioner stores; a tuple of a new partition finds no free "
         "element when all are taken, and is dropped and counted",
     )
@@ -111,6 +159,7 @@ class EngineParams:
     )
     store: str = _choice(
         "pipeline",
+        shown="table",
         choices=STORES,
         help="where partitions are kept: 'pipeline', the paper's swap pipeline in logic (one "
         "tuple every other cycle); 'table', a table in block RAM (one tuple per cycle, "
@@ -262,6 +311,47 @@ class EngineParams:
         except UsageError as err:
             raise UsageError(f"{source}: {err}") from None
 
+    def indexing(self, nfa: Nfa) -> str:
+        """How this engine keeps the partitions of ``nfa``'s key: ``"none"`` (no PARTITION: one
+        state vector), ``"pipeline"``, ``"direct"`` (a table the key indexes: never drops) or
+        ``"hashed"`` (a table of buckets: a full bucket drops)."""
+        key = nfa.program.key
+        if not key.names:
+            return "none"
+        if self.store != "table":
+            return "pipeline"
+        return "direct" if key.width <= self.index_bits else "hashed"
+
+    def describe(self, nfa: Nfa) -> str:
+        """The engine for ``nfa`` in words, as ``nfacep check`` prints it (store, entries,
+        ways, timers)."""
+        key = nfa.program.key
+        how = self.indexing(nfa)
+        if how == "none":
+            return "one state vector (no PARTITION: the store and its size do not matter)"
+        if how == "pipeline":
+            text = (
+                f"the swap pipeline, {self.partitions:,} partitions (a tuple of a new key "
+                "that finds none free is dropped)"
+            )
+        elif how == "direct":
+            text = (
+                f"the table store, {self.partitions:,} entries, indexed directly by the "
+                f"{key.width}-bit key (no tuple is ever dropped)"
+            )
+        else:
+            text = (
+                f"the table store, {self.partitions:,} entries in "
+                f"{self.partitions // self.ways:,} buckets of {self.ways} ways, hashed from "
+                f"the {key.width}-bit key (a new key whose bucket is full is dropped)"
+            )
+        if self.tick_tuples:
+            return text + (
+                f"; a timer tick every {self.tick_tuples:,} tuples, {self.timer_bits}-bit "
+                f"timers (a partition idle {(1 << self.timer_bits) - 1} ticks is freed)"
+            )
+        return text + "; no timers (--tick-tuples 0)"
+
     def options(self) -> str:
         """The command-line options that give these parameters (those :meth:`as_dict`
         records)."""
@@ -300,7 +390,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, defaults: str | None = Non
             default=None,
             metavar=f.metadata["metavar"],
             **kind,
-            help=f"{f.metadata['help']} (default {defaults or f.default})",
+            help=f"{f.metadata['help']} (default {defaults or f.metadata['shown']})",
         )
 
 
@@ -314,19 +404,47 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def default_engine(nfa: Nfa, given: dict[str, Any] | None = None) -> EngineParams:
+    """The engine every command models or builds for the queries of ``nfa`` (the module's
+    description): the parameters ``given`` (by name, :func:`given`), the others chosen for the
+    partition key. ``build`` fits it to a board (:func:`nfacep.boards.defaults.board_engine`).
+    Raises as :class:`EngineParams` does for a combination it cannot build."""
+    given = dict(given or {})
+    if given.get("store", "table") != "table":
+        return EngineParams(**given)
+    key = nfa.program.key
+    ways = given.get("ways", EngineParams.ways)
+    if not key.names:  # one state vector: the smallest table
+        entries = given.get("partitions", max(1, given.get("ways", 1)))
+        ways = given.get("ways", 1)
+    elif key.width <= DIRECT_KEY_BITS:
+        entries = given.get("partitions", max(1 << key.width, MIN_ENTRIES))
+    else:
+        entries = given.get("partitions", HASHED_ENTRIES)
+    if "ways" not in given and entries < ways:
+        ways = entries  # a small table given with --partitions: one bucket
+    return EngineParams(**{**given, "store": "table", "partitions": entries, "ways": ways})
+
+
 def from_args(
     args: argparse.Namespace,
     defaults: EngineParams | None = None,
     *,
     programmable: bool = False,
+    nfa: Nfa | None = None,
 ) -> EngineParams:
     """The engine parameters of a parsed command line: each one given there, else taken from
-    ``defaults`` (:class:`EngineParams`'s own defaults when None). Raises UsageError or
+    ``defaults``, else from :func:`default_engine` for the queries of ``nfa``, else
+    (neither: an early check of the options' ranges, before the query is read)
+    :class:`EngineParams`'s own defaults. Raises UsageError or
     HardwareLimitError for a value out of range, for ``--states``, ``--atoms`` or
     ``--queries`` without ``--engine programmable``, and for ``--engine programmable`` where
     the command does not take it (``programmable`` False)."""
     values = given(args)
-    result = dataclasses.replace(defaults or EngineParams(), **values)
+    if defaults is None and nfa is not None:
+        result = default_engine(nfa, values)
+    else:
+        result = dataclasses.replace(defaults or EngineParams(), **values)
     if result.engine != "programmable":
         extra = [option(n) for n in PROGRAMMABLE if n in values]
         if extra:

@@ -10,7 +10,7 @@ from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
 from nfacep.output import check_outputs, summary_path
 
-from .build import SIMULATORS
+from .build import SIMULATORS, default_mode
 
 __all__ = ["Sim"]
 
@@ -86,7 +86,8 @@ class Sim(Command):
             "once per batch (fast); cycle: cocotb drives every clock "
             "cycle; native: the batch harness compiled by Verilator "
             "with a C++ main, no Python while it runs (fastest; "
-            "--simulator verilator) (default batch; not with --link)",
+            "--simulator verilator) (default: native with verilator, batch with "
+            "icarus; not with --link)",
         )
         parser.add_argument(
             "--check",
@@ -109,7 +110,8 @@ class Sim(Command):
 
         from .runner import SimOptions, Simulation
 
-        engine = params.from_args(args, programmable=args.link is None)
+        # the options' ranges, before anything is read
+        params.from_args(args, programmable=args.link is None)
         for flag, path in (("--waves", args.waves), ("--pcap", args.pcap)):
             if path is None:  # not an input, nor one of the other outputs
                 continue
@@ -157,10 +159,11 @@ class Sim(Command):
                     waves=args.waves,
                     build_dir=args.build_dir,
                     check=args.check,
-                    mode=args.mode or "batch",
+                    mode=args.mode or default_mode(args.simulator),
                 )
             )
         nfa = load_query(args.query)
+        engine = params.from_args(args, programmable=args.link is None, nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="sim")
         result = run_files(
             simulation, nfa, args.input, args.output, engine, query_file=args.query, values=values

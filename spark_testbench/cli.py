@@ -15,7 +15,7 @@ import sys
 from nfacep import params, settings
 from nfacep.cli import Command
 from nfacep.errors import UsageError
-from nfacep.sim.build import SIMULATORS
+from nfacep.sim.build import SIMULATORS, default_mode, default_simulator
 
 from . import BLOCK_TUPLES
 from .session import DEFAULT_MASTER
@@ -222,7 +222,10 @@ def _vectors(args) -> int:
     from . import session, vectors
 
     _require_spark()
-    engine = params.from_args(args)
+    import nfacep
+
+    params.from_args(args)  # the options' ranges, before anything is read
+    engine = params.from_args(args, nfa=nfacep.compile_file(args.query))
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
     options = _options(args, engine.partitions)
@@ -293,16 +296,14 @@ def _regress_arguments(p) -> None:
     p.add_argument(
         "--simulator",
         choices=SIMULATORS,
-        default="icarus",
-        help="HDL simulator (default %(default)s)",
+        help="HDL simulator (default verilator when it is installed, else icarus)",
     )
     p.add_argument(
         "--mode",
         choices=("batch", "native"),
-        default="batch",
         help="how each simulation is fed: batch, the Verilog harness under cocotb; "
         "native, the same harness under a C++ main, no Python while it runs "
-        "(--simulator verilator; faster) (default %(default)s)",
+        "(--simulator verilator; faster) (default native with verilator, batch with icarus)",
     )
     p.add_argument(
         "--seed",
@@ -327,12 +328,14 @@ def _regress(args) -> int:
     _require_spark("regress")
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
+    # the fastest exact simulation by default: Verilator's native model when it is installed
+    simulator = args.simulator or ("verilator" if args.mode == "native" else default_simulator())
     job = regress.prepare(
         args.query,
         args.vectors,
         given=params.given(args),
-        simulator=args.simulator,
-        sim_mode=args.mode,
+        simulator=simulator,
+        sim_mode=args.mode or default_mode(simulator),
         build_dir=args.build_dir,
         master=args.master,
         seed=args.seed,

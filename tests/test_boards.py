@@ -77,7 +77,21 @@ def no_toolchain(monkeypatch):
 def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, no_toolchain, capsys):
     out = tmp_path / "o"
     assert (
-        run(["build", MARATHON, "--board", "icestick", "--partitions", "64", "-o", str(out)]) == 2
+        run(
+            [
+                "build",
+                MARATHON,
+                "--board",
+                "icestick",
+                "--store",
+                "pipeline",
+                "--partitions",
+                "64",
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
     )
     err = capsys.readouterr().err
     assert "does not fit the icestick (iCE40HX1K)" in err
@@ -142,7 +156,23 @@ def test_synthesis_rejects_before_place_and_route(tmp_path, monkeypatch, capsys)
     monkeypatch.setitem(boards.registry.BOARDS, "icestick", small)
     monkeypatch.setenv("NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", "exit 99\n"))
     out = tmp_path / "o"
-    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1", "-o", str(out)]) == 2
+    assert (
+        run(
+            [
+                "build",
+                MARATHON,
+                "--board",
+                "icestick",
+                "--store",
+                "pipeline",
+                "--partitions",
+                "1",
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "does not fit the icestick (iCE40HX1K)" in err
     assert "LUTs (after synthesis, before place-and-route), the device has 100" in err
@@ -163,7 +193,23 @@ def test_place_and_route_failure_quotes_nextpnr(tmp_path, monkeypatch, capsys):
     )
     monkeypatch.setenv("NEXTPNR_ICE40", nextpnr)
     out = tmp_path / "o"
-    assert run(["build", MARATHON, "--board", "icestick", "--partitions", "1", "-o", str(out)]) == 2
+    assert (
+        run(
+            [
+                "build",
+                MARATHON,
+                "--board",
+                "icestick",
+                "--store",
+                "pipeline",
+                "--partitions",
+                "1",
+                "-o",
+                str(out),
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert "place-and-route (nextpnr) failed" in captured.err
     assert "ERROR: Unable to place cell 'x', no BELs remaining" in captured.err
@@ -184,6 +230,8 @@ def test_missed_timing_exits_nonzero_with_nextpnr_reason(tmp_path, capsys):
                 MARATHON,
                 "--board",
                 "icestick",
+                "--store",
+                "pipeline",
                 "--partitions",
                 "1",
                 "--target-mhz",
@@ -208,7 +256,21 @@ def test_missed_timing_exits_nonzero_with_nextpnr_reason(tmp_path, capsys):
 def test_marathon_bitstream_for_ecp5(tmp_path, capsys):
     out = tmp_path / "marathon-ulx3s"
     assert (
-        run(["build", MARATHON, "--board", "ulx3s-85f", "--partitions", "8", "-o", str(out)]) == 0
+        run(
+            [
+                "build",
+                MARATHON,
+                "--board",
+                "ulx3s-85f",
+                "--store",
+                "pipeline",
+                "--partitions",
+                "8",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
     )
     captured = capsys.readouterr()
     report = json.loads((out / "report.json").read_text())
@@ -357,7 +419,10 @@ def test_run_flow_stops_when_synthesis_says_it_does_not_fit(tmp_path, monkeypatc
 
 
 def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
-    assert run(["check", MARATHON, "--board", "ulx3s-85f", "--partitions", "4"]) == 0
+    assert (
+        run(["check", MARATHON, "--board", "ulx3s-85f", "--store", "pipeline", "--partitions", "4"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("stream marathon")  # check's own output comes first
     assert "board ulx3s-85f (LFE5U-85F, --link harness)" in out
@@ -368,7 +433,10 @@ def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
     assert "not refused before synthesis" in out and "92,004 flip-flops" in out
     assert "block RAMs" in out and "known after synthesis" in out
 
-    assert run(["check", MARATHON, "--board", "icestick", "--partitions", "4"]) == 0
+    assert (
+        run(["check", MARATHON, "--board", "icestick", "--store", "pipeline", "--partitions", "4"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "board icestick (iCE40HX1K" in out and "1,280" in out
     assert "not refused before synthesis" in out
@@ -376,7 +444,10 @@ def test_check_board_estimates_a_small_engine(no_toolchain, capsys):
 
 @pytest.mark.slow
 def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_toolchain, capsys):
-    assert run(["check", MARATHON, "--board", "icestick", "--partitions", "64"]) == 0
+    assert (
+        run(["check", MARATHON, "--board", "icestick", "--store", "pipeline", "--partitions", "64"])
+        == 0
+    )
     out = capsys.readouterr().out
     refused = next(ln for ln in out.splitlines() if ln.startswith("refused:"))
     assert "does not fit the icestick (iCE40HX1K)" in refused
@@ -387,6 +458,8 @@ def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_
                 MARATHON,
                 "--board",
                 "icestick",
+                "--store",
+                "pipeline",
                 "--partitions",
                 "64",
                 "-o",
@@ -433,7 +506,22 @@ def test_check_board_json_with_table_block_rams(no_toolchain, capsys):
     assert (brams["banks"], brams["rows"], brams["entry_bits"]) == (4, 1024, 26)
     assert brams["per_bank"] == 2 and brams["estimate"] == 8 and brams["total"] == 208
 
-    assert run(["check", MARATHON, "--json", "--board", "icestick", "--partitions", "64"]) == 0
+    assert (
+        run(
+            [
+                "check",
+                MARATHON,
+                "--json",
+                "--board",
+                "icestick",
+                "--store",
+                "pipeline",
+                "--partitions",
+                "64",
+            ]
+        )
+        == 0
+    )
     est = json.loads(capsys.readouterr().out)["board"]
     assert est["refused"] is True and "does not fit the icestick" in est["message"]
     assert est["resources"]["ffs"]["estimate"] > est["refused_above_ffs"] == 1408
@@ -453,11 +541,12 @@ def test_check_board_errors(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert "unknown board 'de0-nano'" in captured.err and "icestick" in captured.err
     assert captured.out == ""
-    assert run(["check", MARATHON, "--partitions", "4"]) == 2
-    assert (
-        "--partitions: the engine parameters describe the engine on a board; give --board"
-        in capsys.readouterr().err
-    )
+    # without --board the engine parameters describe the engine every command uses
+    assert run(["check", MARATHON, "--partitions", "4"]) == 0
+    assert "as options: --partitions 4 " in capsys.readouterr().out
+    assert run(["check", MARATHON, "--param", "x=1"]) == 2
+    err = capsys.readouterr().err
+    assert "--param: " in err and "give --board too" in err
     assert (
         run(["check", MARATHON, "--board", "icestick", "--store", "table", "--partitions", "3"])
         == 2
@@ -519,25 +608,26 @@ def test_board_default_is_the_largest_table_that_fits(no_toolchain, capsys, quer
 @pytest.mark.slow
 def test_board_default_gives_way_to_any_store_option(no_toolchain, capsys, tmp_path):
     for options, want in [
-        (["--partitions", "64"], ("pipeline", 64)),
-        (["--store", "pipeline"], ("pipeline", 256)),
-        (["--ways", "2"], ("pipeline", 256)),
-        (["--store", "table"], ("table", 256)),
+        (["--store", "pipeline", "--partitions", "64"], ("pipeline", 64, 4)),
+        (["--partitions", "64"], ("table", 64, 4)),
+        (["--store", "pipeline"], ("pipeline", 256, 4)),
+        # without --partitions the table is still the largest that fits
+        (["--store", "table", "--ways", "2"], ("table", 65536, 2)),
     ]:
         p = _board_params(capsys, MARATHON, "--board", "ulx3s-85f", *options)["parameters"]
-        assert (p["store"], p["partitions"]) == want, options
+        assert (p["store"], p["partitions"], p["ways"]) == want, options
     # timers make the entries wider (a tick stamp), so a smaller table fits the 25F
     p = _board_params(capsys, MARATHON, "--board", "ulx3s-25f", "--tick-tuples", "1000")
     assert (p["parameters"]["store"], p["parameters"]["partitions"]) == ("table", 16384)
     assert p["parameters"]["tick_tuples"] == 1000
-    # without PARTITION there is nothing to store
+    # without PARTITION there is nothing to store: the smallest engine, as on every command
     with open(MARATHON, encoding="utf-8") as f:
         text = f.read()
     assert "PARTITION runner" in text
     query = tmp_path / "nopartition.sql"
     query.write_text(text.replace("PARTITION runner", ""), encoding="utf-8")
     p = _board_params(capsys, str(query), "--board", "ulx3s-85f")["parameters"]
-    assert p["store"] == "pipeline"
+    assert (p["store"], p["partitions"], p["ways"]) == ("table", 1, 1)
 
 
 def test_run_names_the_board_default_when_the_engine_differs():

@@ -25,7 +25,7 @@ from nfacep.cli import main
 from nfacep.links import host
 from nfacep.links.uart import host as uart_host
 from nfacep.links.uart.model import UartBoardModel, serve
-from nfacep.params import EngineParams
+from nfacep.params import EngineParams, default_engine
 from nfacep.settings import ParamValues
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -55,7 +55,9 @@ def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, folder=QUERI
         if texts is None
         else ParamValues.parse(nfa.program.parameters, texts)
     )
-    model = UartBoardModel(nfa, EngineParams(**given), values=values, **kwargs)
+    # the engine `build` makes with these options (the default engine without any)
+    engine = EngineParams(**given) if given else default_engine(nfa)
+    model = UartBoardModel(nfa, engine, values=values, **kwargs)
     master, slave = os.openpty()
     tty.setraw(master)
     stop = threading.Event()
@@ -132,7 +134,7 @@ def test_several_key_fields(tmp_path):
     """PARTITION BY site, sensor over the link: the records' keys come back as a column per
     field, the matches and drops as nfacep match's."""
     query = keyed_fire(tmp_path)
-    params = ["--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3"]
+    params = ["--store", "pipeline", "--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3"]
     out = tmp_path / "board.csv"
     with board("fire2", folder=tmp_path, partitions=8, tick_tuples=8, timer_bits=3) as (_, port):
         argv = ["run", str(query), "--port", port, "--input", str(tmp_path / "fire2.csv")]
@@ -148,7 +150,7 @@ def test_several_key_fields(tmp_path):
 def test_drops_and_a_small_slow_buffer(tmp_path):
     # 4 partitions: marathon's runners overflow them; a 64-byte buffer holds 5 tuples and the
     # engine takes them only between polls, so the host must wait for room
-    params = ["--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"]
+    params = ["--store", "pipeline", "--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"]
     out = tmp_path / "board.csv"
     with board(partitions=4, tick_tuples=3, timer_bits=2, capacity=64) as (model, port):
         model.consume = False
@@ -186,7 +188,7 @@ def test_lossy_link_resends_and_still_matches(tmp_path):
             compile_file(QUERIES / "vshape.sql"),
             str(QUERIES / "vshape.csv"),
             str(out),
-            EngineParams(),
+            default_engine(compile_file(QUERIES / "vshape.sql")),
         )
     expected, _ = reference(tmp_path, "vshape")
     assert out.read_text() == expected
@@ -241,9 +243,26 @@ def test_port_that_does_not_exist(tmp_path, capsys):
     assert not (tmp_path / "m.csv").exists()
 
 
+ENGINE = ("--store", "pipeline", "--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3")
+
+
+def test_run_learns_the_engine_from_the_board(tmp_path, capsys):
+    """``run`` without engine options takes the board's from its STATUS: a board built with
+    a small pipeline and timers gives ``nfacep match``'s matches and drops with those options,
+    and the summary records them."""
+    out = tmp_path / "board.csv"
+    with board(partitions=8, tick_tuples=8, timer_bits=3) as (_, port):
+        argv = ["run", str(QUERIES / "marathon.sql"), "--port", port, "--input"]
+        assert run_cli([*argv, str(QUERIES / "marathon.csv"), "--output", str(out)]) == 0
+    expected, ref = reference(tmp_path, "marathon", *ENGINE)
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert out.read_text() == expected and ref["drops"] > 0
+    assert {k: summary[k] for k in (*SAME, "store")} == {k: ref[k] for k in (*SAME, "store")}
+
+
 def test_board_with_another_engine(tmp_path, capsys):
     out = tmp_path / "board.csv"
-    with board() as (_, port):  # built with 256 partitions, asked for 64
+    with board() as (_, port):  # built with the default engine, asked for a pipeline
         assert (
             run_cli(
                 [
@@ -255,6 +274,8 @@ def test_board_with_another_engine(tmp_path, capsys):
                     str(QUERIES / "marathon.csv"),
                     "--output",
                     str(out),
+                    "--store",
+                    "pipeline",
                     "--partitions",
                     "64",
                 ]
@@ -262,7 +283,8 @@ def test_board_with_another_engine(tmp_path, capsys):
             == 1
         )
     err = capsys.readouterr().err
-    assert "the board runs another engine" in err and "--partitions 64" in err
+    assert "engine built with --partitions 65536 --tick-tuples 0 --timer-bits 4" in err
+    assert "--partitions 65536 (given: 64), --store table (given: pipeline)" in err
     assert not out.exists()
 
 
@@ -336,7 +358,7 @@ def test_run_switches_over_a_lossy_link(tmp_path):
             compile_file(QUERIES / "supplychain.sql"),
             str(QUERIES / "supplychain.csv"),
             str(out),
-            EngineParams(),
+            default_engine(compile_file(QUERIES / "supplychain.sql")),
             values=ParamValues.parse(model.values.types, SWITCHES),
         )
     expected, _ = reference(tmp_path, "supplychain", *_params(SWITCHES))

@@ -106,7 +106,16 @@ def keyed(keys, cells=None):
 
 
 def options(n, k, b):
-    return ["--partitions", str(n), "--tick-tuples", str(k), "--timer-bits", str(b)]
+    return [
+        "--store",
+        "pipeline",
+        "--partitions",
+        str(n),
+        "--tick-tuples",
+        str(k),
+        "--timer-bits",
+        str(b),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -130,14 +139,22 @@ def test_match_hand_cases(tmp_path, keys, hardware):
 
 
 def test_match_default_capacity_is_256(tmp_path):
-    """Without options: 256 elements, no ticks; the 257th partition is dropped, always."""
+    """The pipeline without a size: 256 elements, no ticks; the 257th partition is dropped,
+    always."""
     keys = [*range(300), *range(300)]
     stream = STREAM.replace("UINT(8)", "UINT(16)")
-    got = nfacep_match(tmp_path, stream + render_query(AA, "s", "k"), keyed(keys))
+    text = stream + render_query(AA, "s", "k")
+    got = nfacep_match(tmp_path, text, keyed(keys), ["--store", "pipeline"])
     assert got.rc == 0
     want = [*range(256, 300), *range(556, 600)]
     assert (got.summary["drops"], got.summary["drop_seqs"]) == (len(want), want)
     assert [m[0] for m in got.matches] == list(range(300, 556))
+    # the default engine: a table the 16-bit key indexes directly, which never drops
+    got = nfacep_match(tmp_path, text, keyed(keys))
+    assert got.rc == 0 and got.summary["drops"] == 0
+    assert [m[0] for m in got.matches] == list(range(300, 600))
+    p = got.summary
+    assert (p["store"], p["partitions"], p["ways"]) == ("table", 65536, 4)
 
 
 @pytest.mark.slow

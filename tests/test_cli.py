@@ -22,7 +22,10 @@ def setup(tmp_path, query=QUERY, data="ts,k,a\n1,1,1\n2,2,1\n3,1,2\n4,3,1\n5,2,2
 
 def test_match_writes_matches_and_summary(tmp_path, capsys):
     q, t, m = setup(tmp_path)
-    assert main(["match", q, "--input", t, "--output", m, "--partitions", "2"]) == 0
+    assert (
+        main(["match", q, "--input", t, "--output", m, "--store", "pipeline", "--partitions", "2"])
+        == 0
+    )
     # keys 1 and 2 fill both elements; key 3 (seq 3) is dropped
     assert pathlib.Path(m).read_text() == "seq,query,partition\n2,q,1\n4,q,2\n"
     summary = json.loads((tmp_path / "m.summary.json").read_text())
@@ -52,7 +55,10 @@ def test_data_error_keeps_existing_output(tmp_path, capsys):
 
 def test_bad_parameters_and_missing_files(tmp_path, capsys):
     q, t, m = setup(tmp_path)
-    assert main(["match", q, "--input", t, "--output", m, "--partitions", "0"]) == 2
+    assert (
+        main(["match", q, "--input", t, "--output", m, "--store", "pipeline", "--partitions", "0"])
+        == 2
+    )
     assert "--partitions must be at least 1" in capsys.readouterr().err
     assert main(["match", q, "--input", str(tmp_path / "none.csv"), "--output", m]) == 2
     assert "no such file" in capsys.readouterr().err
@@ -150,7 +156,10 @@ def test_match_reads_a_vectors_style_parquet_folder(tmp_path, capsys):
         )
         (folder / f".{name}.crc").write_bytes(b"\x00")
     (folder / "_SUCCESS").write_text("")
-    for params in ([], ["--partitions", "8", "--tick-tuples", "5", "--timer-bits", "2"]):
+    for params in (
+        [],
+        ["--store", "pipeline", "--partitions", "8", "--tick-tuples", "5", "--timer-bits", "2"],
+    ):
         a, b = tmp_path / "csv.csv", tmp_path / "folder.csv"
         assert main(["match", q, "--input", csv, "--output", str(a), *params]) == 0
         assert main(["match", q, "--input", str(folder), "--output", str(b), *params]) == 0

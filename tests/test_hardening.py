@@ -302,6 +302,8 @@ def test_capacity_model_at_the_parameter_limits(tmp_path, capsys):
                 MARATHON_CSV,
                 "--output",
                 m,
+                "--store",
+                "pipeline",
                 "--partitions",
                 "3",
                 "--tick-tuples",
@@ -374,7 +376,10 @@ def test_verilog_and_its_sidecar_are_written_together_or_not_at_all(tmp_path, ca
 
     (tmp_path / "e.json").mkdir()
     (tmp_path / "e.v").write_text("previous\n")
-    code, err = run(["verilog", MARATHON, "-o", tmp_path / "e.v", "--partitions", "2"], capsys)
+    code, err = run(
+        ["verilog", MARATHON, "-o", tmp_path / "e.v", "--store", "pipeline", "--partitions", "2"],
+        capsys,
+    )
     assert code == 2 and "e.json is a folder" in err
     # the same from the writer itself (the folder appeared after the command's check):
     # the Verilog is not replaced either

@@ -197,7 +197,19 @@ def test_verilog_ports_are_pinned(tmp_path):
 
     out = tmp_path / "engine.v"
     assert (
-        main(["verilog", str(QUERIES / "marathon.sql"), "-o", str(out), "--partitions", "4"]) == 0
+        main(
+            [
+                "verilog",
+                str(QUERIES / "marathon.sql"),
+                "-o",
+                str(out),
+                "--store",
+                "pipeline",
+                "--partitions",
+                "4",
+            ]
+        )
+        == 0
     )
     text = out.read_text()
     start = text.index("module nfacep_engine(")

@@ -110,6 +110,8 @@ def test_a_third_link_is_registered_without_touching_the_others(loopback, tmp_pa
                 str(MARATHON),
                 "--board",
                 "icestick",
+                "--store",
+                "pipeline",
                 "--partitions",
                 "4",
                 "--link",

@@ -232,7 +232,7 @@ def match(tmp_path, name, query, data, *options) -> pathlib.Path:
 @pytest.mark.parametrize(
     "query, options",
     [
-        ("marathon", ["--partitions", "3", "--tick-tuples", "5"]),
+        ("marathon", ["--store", "pipeline", "--partitions", "3", "--tick-tuples", "5"]),
         (
             "marathon",
             [

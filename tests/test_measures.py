@@ -272,7 +272,7 @@ def test_run_reads_the_same_measures(tmp_path, link):
 
     q, t = files(tmp_path)
     nfa = nfacep.compile_file(q)
-    params = nfacep.params.EngineParams()
+    params = nfacep.params.default_engine(nfa)  # a board built with the defaults
     stop = threading.Event()
     with contextlib.ExitStack() as stack:  # on leaving: stop, join, then close
         if link == "uart":

@@ -490,7 +490,16 @@ def test_match_random(tmp_path, sc, rows, data):
     options: list[str] = []
     if sc.partitioned:
         if data.draw(st.booleans(), label="explicit defaults"):
-            options = ["--partitions", "256", "--tick-tuples", "0", "--timer-bits", "4"]
+            options = [
+                "--store",
+                "pipeline",
+                "--partitions",
+                "256",
+                "--tick-tuples",
+                "0",
+                "--timer-bits",
+                "4",
+            ]
     elif data.draw(st.booleans(), label="hardware options without PARTITION"):
         # without PARTITION there is one sub-stream: capacity and timers do not apply
         options = ["--partitions", "1", "--tick-tuples", "1", "--timer-bits", "1"]
@@ -772,6 +781,8 @@ def capacity_and_timers(data, partitioned: bool) -> tuple[tuple[int, int, int], 
         data.draw(st.sampled_from([1, 2, 4])),
     )
     return hardware, [
+        "--store",
+        "pipeline",
         "--partitions",
         str(hardware[0]),
         "--tick-tuples",

@@ -141,7 +141,8 @@ def test_help_names_each_option_with_its_default():
     text = parser.format_help()
     for f in dataclasses.fields(EngineParams):
         assert params.option(f.name) in text
-    assert "(default 256)" in text and "(default 4)" in text
+    assert "(default 4)" in text and "(default table)" in text
+    assert "256 with --store pipeline" in " ".join(text.split())  # the commands' default
     parser = argparse.ArgumentParser()
     params.add_arguments(parser, defaults="the manifest's")
     assert "(default the manifest's)" in parser.format_help()
@@ -197,3 +198,60 @@ def test_programmable_engine_options():
         params.from_args(parse("--states", "3", "--atoms", "2"))
     with pytest.raises(HardwareLimitError, match="--atoms is 2000, more than the engine's limit"):
         params.from_args(parse("--engine", "programmable", "--atoms", "2000"), programmable=True)
+
+
+def _query(key: str) -> str:
+    partition = f" PARTITION {key}" if key else ""
+    return (
+        "CREATE STREAM s (ts UINT(32), k4 UINT(4), k16 UINT(16), k32 UINT(32), a UINT(4));\n"
+        f"QUERY q{partition} ORDER BY ts PATTERN (A B) DEFINE A AS a = 1 B AS a = 2;\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "want"),
+    [
+        # a key of up to 16 bits indexes the table directly (at least MIN_ENTRIES entries)
+        ("k16", {}, ("table", 65536, 4, "direct")),
+        ("k4", {}, ("table", params.MIN_ENTRIES, 4, "direct")),
+        # a wider one is hashed into HASHED_ENTRIES entries of --ways buckets
+        ("k32", {}, ("table", params.HASHED_ENTRIES, 4, "hashed")),
+        ("k32", {"ways": 8}, ("table", params.HASHED_ENTRIES, 8, "hashed")),
+        # without PARTITION: the smallest engine
+        ("", {}, ("table", 1, 1, "none")),
+        # given options win; the pipeline by name keeps its 256 elements
+        ("k16", {"store": "pipeline"}, ("pipeline", 256, 4, "pipeline")),
+        ("k16", {"partitions": 2}, ("table", 2, 2, "hashed")),
+        ("k16", {"store": "table", "partitions": 1024}, ("table", 1024, 4, "hashed")),
+    ],
+)
+def test_the_default_engine(key, given, want):
+    nfa = nfacep.compile_text(_query(key))
+    engine = params.default_engine(nfa, given)
+    assert (engine.store, engine.partitions, engine.ways, engine.indexing(nfa)) == want
+    assert engine.tick_tuples == 0 and engine.timer_bits == EngineParams.timer_bits
+    # every command's from_args gives the same, and says how it keeps the partitions
+    argv = [a for name, v in given.items() for a in (params.option(name), str(v))]
+    assert params.from_args(parse(*argv), nfa=nfa) == engine
+
+
+def test_check_prints_the_engine_it_uses(tmp_path, capsys):
+    import json
+
+    from nfacep.cli import main
+
+    q = tmp_path / "q.sql"
+    q.write_text(_query("k32"), encoding="utf-8")
+    assert main(["check", str(q)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "engine (every command): the table store, 65,536 entries in 16,384 buckets of 4 ways, "
+        "hashed from the 32-bit key (a new key whose bucket is full is dropped); no timers"
+    ) in out
+    assert "  as options: --partitions 65536 --tick-tuples 0 --timer-bits 4 --store table" in out
+    assert main(["check", str(q), "--json", "--tick-tuples", "9", "--store", "pipeline"]) == 0
+    doc = json.loads(capsys.readouterr().out)["engine"]
+    assert doc["parameters"] == EngineParams(store="pipeline", tick_tuples=9).as_dict()
+    assert doc["indexing"] == "pipeline"
+    assert doc["text"].startswith("the swap pipeline, 256 partitions")
+    assert "a timer tick every 9 tuples, 4-bit timers" in doc["text"]

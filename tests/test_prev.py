@@ -109,7 +109,7 @@ def test_a_dropped_tuple_is_no_row(tmp_path):
     """A full partitioner drops key 2's tuple: key 1's next tuple reads key 1's before it."""
     query = VALUES + "QUERY q PARTITION k PATTERN (A) DEFINE A AS v = PREV(v) + 1;"
     rows = [(1, 1), (2, 5), (1, 2), (2, 6)]
-    got = match(tmp_path, query, rows, "k,v", "--partitions", "1")
+    got = match(tmp_path, query, rows, "k,v", "--store", "pipeline", "--partitions", "1")
     assert seqs(got) == [2]
     summary = json.loads((tmp_path / "m.summary.json").read_text())
     assert summary["drop_seqs"] == [1, 3]

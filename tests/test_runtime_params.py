@@ -294,7 +294,7 @@ def test_sim_switches_parameters_exactly(tmp_path, mode, simulator):
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     q, t = sim_files(tmp_path)
-    engine = ["--partitions", "32"]
+    engine = ["--store", "pipeline", "--partitions", "32"]
     assert (
         main(["match", q, "--input", t, "--output", str(tmp_path / "m.csv"), *engine, *SIM_VALUES])
         == 0
@@ -578,7 +578,7 @@ def test_sim_refuses_verilog_emitted_with_other_values(tmp_path, capsys):
         sim.SimOptions(simulator="icarus", engine=engine, build_dir=tmp_path / "cache")
     )
     with pytest.raises(UsageError, match="emitted with other runtime parameter values"):
-        simulation.run(nfa, data, nfacep.params.EngineParams(), other)
+        simulation.run(nfa, data, nfacep.params.default_engine(nfa), other)
 
 
 def test_manifest_values_are_checked():

@@ -101,7 +101,7 @@ SAME_KEYS = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tupl
 
 # the bundled streams hold at most 60 partitions (queries/README.md); 64 elements keep the
 # emitted engine (and its Verilog) a quarter of the default 256
-BUNDLED = ("--partitions", "64")
+BUNDLED = ("--store", "pipeline", "--partitions", "64")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -129,7 +129,16 @@ def test_bundled_query_icarus(tmp_path, sim_cache, name, capsys):
 )
 def test_small_partitioner_with_ticks(tmp_path, sim_cache, name, partitions, mode):
     require("icarus")
-    params = ("--partitions", str(partitions), "--tick-tuples", "3", "--timer-bits", "2")
+    params = (
+        "--store",
+        "pipeline",
+        "--partitions",
+        str(partitions),
+        "--tick-tuples",
+        "3",
+        "--timer-bits",
+        "2",
+    )
     got, summary = simulate(tmp_path, sim_cache, name, *params, "--seed", "7", "--mode", mode)
     assert summary["mode"] == mode
     expected, ref_summary = reference(tmp_path, name, *params)
@@ -192,7 +201,7 @@ def test_sdram_store_per_cycle(tmp_path, sim_cache):
 @pytest.mark.parametrize(
     "params",
     [
-        ("--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3"),
+        ("--store", "pipeline", "--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3"),
         ("--store", "table", "--partitions", "16", "--ways", "2", "--tick-tuples", "20"),
     ],
 )
@@ -212,9 +221,22 @@ def test_several_key_fields(tmp_path, sim_cache, params):
 def test_verilator_several_key_fields(tmp_path, sim_cache):
     require("verilator")
     folder = keyed_fire(tmp_path).parent
-    params = ("--partitions", "64", "--simulator", "verilator", "--seed", "2")
+    params = (
+        "--store",
+        "pipeline",
+        "--partitions",
+        "64",
+        "--simulator",
+        "verilator",
+        "--mode",
+        "batch",
+        "--seed",
+        "2",
+    )
     got, summary = simulate(tmp_path, sim_cache, "fire2", *params, folder=folder)
-    expected, _ = reference(tmp_path, "fire2", "--partitions", "64", folder=folder)
+    expected, _ = reference(
+        tmp_path, "fire2", "--store", "pipeline", "--partitions", "64", folder=folder
+    )
     assert got == expected and len(got.splitlines()) > 1
     assert summary["simulator"] == "verilator" and summary["drops"] == 0
 
@@ -228,6 +250,10 @@ def test_verilator_marathon(tmp_path, sim_cache):
         "marathon",
         "--simulator",
         "verilator",
+        "--mode",
+        "batch",
+        "--store",
+        "pipeline",
         "--partitions",
         "64",
         "--seed",
@@ -271,6 +297,8 @@ def test_waves(tmp_path, sim_cache):
                 str(QUERIES / "fire.csv"),
                 "--output",
                 str(out),
+                "--store",
+                "pipeline",
                 "--partitions",
                 "16",
                 "--build-dir",
@@ -525,7 +553,21 @@ def test_batch_mode_full_traffic_rate_and_options(tmp_path, sim_cache):
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_prebuild_missing_simulator_and_bad_engine(tmp_path, monkeypatch, simulator):
     engine = tmp_path / "engine.v"
-    assert main(["verilog", str(QUERIES / "fire.sql"), "-o", str(engine), "--partitions", "1"]) == 0
+    assert (
+        main(
+            [
+                "verilog",
+                str(QUERIES / "fire.sql"),
+                "-o",
+                str(engine),
+                "--store",
+                "pipeline",
+                "--partitions",
+                "1",
+            ]
+        )
+        == 0
+    )
     with pytest.raises(UsageError, match="unknown simulator 'modelsim'"):
         sim.prebuild(engine, simulator="modelsim", build_dir=tmp_path / "cache")
     empty = tmp_path / "empty-bin"
@@ -566,7 +608,22 @@ def test_sidecar_packing_agrees_with_wire(tmp_path):
     for name in NAMES:
         q = str(QUERIES / f"{name}.sql")
         engine = tmp_path / f"{name}.v"
-        assert main(["verilog", q, "-o", str(engine), "--partitions", "1", *param_args(name)]) == 0
+        assert (
+            main(
+                [
+                    "verilog",
+                    q,
+                    "-o",
+                    str(engine),
+                    "--store",
+                    "pipeline",
+                    "--partitions",
+                    "1",
+                    *param_args(name),
+                ]
+            )
+            == 0
+        )
         sidecar = json.loads(engine.with_suffix(".json").read_text())
         nfa = compile_file(q)
         data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
@@ -854,7 +911,7 @@ def rising_query(tmp_path) -> pathlib.Path:
     "params",
     [
         # 4 elements for 6 instruments, with timers: drops (no rows) and forgotten histories
-        ("--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"),
+        ("--store", "pipeline", "--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"),
         ("--store", "table", "--partitions", "4", "--ways", "2", "--tick-tuples", "7"),
         ("--store", "table", "--partitions", "65536"),
     ],
@@ -881,7 +938,7 @@ def test_prev_verilator(tmp_path, sim_cache):
     params = ("--store", "table", "--partitions", "4", "--ways", "2", "--tick-tuples", "7")
     io = ["--input", str(data), "--output"]
     argv = ["sim", str(query), *io, str(out), "--build-dir", str(sim_cache), "--check"]
-    assert main([*argv, "--simulator", "verilator", *params]) == 0
+    assert main([*argv, "--simulator", "verilator", "--mode", "batch", *params]) == 0
     assert main(["match", str(query), *io, str(ref), *params]) == 0
     assert out.read_text() == ref.read_text()
 
@@ -942,3 +999,21 @@ def test_programmable_refuses_what_does_not_fit(tmp_path, capsys):
     assert not (tmp_path / "out.csv").exists()
     assert main([*argv, "--engine", "programmable", "--link", "udp"]) == 2
     assert "--engine programmable" in capsys.readouterr().err
+
+
+def test_the_fastest_exact_mode_is_the_default(monkeypatch, capsys):
+    """`sim` and `regress` feed Verilator's model natively unless told otherwise, and `regress`
+    takes Verilator when it is installed; `sim --help` and `regress --help` say so."""
+    assert build.default_mode("verilator") == "native" and build.default_mode("icarus") == "batch"
+    monkeypatch.setattr(build, "simulator_available", lambda simulator, cache=None: None)
+    assert build.default_simulator() == "verilator"
+    monkeypatch.setattr(
+        build,
+        "simulator_available",
+        lambda simulator, cache=None: "not installed" if simulator == "verilator" else None,
+    )
+    assert build.default_simulator() == "icarus"
+    for command in ("sim", "regress"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "native with verilator, batch with" in " ".join(capsys.readouterr().out.split())

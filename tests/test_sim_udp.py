@@ -21,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
 #: the bundled streams hold at most 60 partitions (queries/README.md)
-BUNDLED = ("--partitions", "64")
+BUNDLED = ("--store", "pipeline", "--partitions", "64")
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +116,19 @@ def test_minimum_size_frames_at_line_rate_and_drops(tmp_path, sim_cache):
     require_icarus()
     query, data = QUERIES / "marathon.sql", QUERIES / "marathon.csv"
     got, summary = sim_udp(
-        tmp_path, sim_cache, query, data, "--partitions", "4", "--tuples-per-packet", "1", "--check"
+        tmp_path,
+        sim_cache,
+        query,
+        data,
+        "--store",
+        "pipeline",
+        "--partitions",
+        "4",
+        "--tuples-per-packet",
+        "1",
+        "--check",
     )
-    assert got == match(tmp_path, query, data, "--partitions", "4")
+    assert got == match(tmp_path, query, data, "--store", "pipeline", "--partitions", "4")
     assert summary["drops"] > 100 and summary["board"]["drops"] == summary["drops"]
     line = summary["line"]
     assert line["frames"] == summary["tuples"] == 278
@@ -134,6 +144,8 @@ def test_runtime_parameter_switches_over_udp(tmp_path, sim_cache):
     require_icarus()
     query, data = QUERIES / "supplychain.sql", QUERIES / "supplychain.csv"
     args = (
+        "--store",
+        "pipeline",
         "--partitions",
         "64",
         "--param",

@@ -28,7 +28,7 @@ from nfacep.spark_testbench import regress, vectors
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIRE = str(ROOT / "queries" / "fire.sql")
 SPARK_CLASS = pathlib.Path(pyspark.__file__).parent / "bin" / "spark-class"
-ARGS = ("--partitions", "16")
+ARGS = ("--store", "pipeline", "--partitions", "16")
 START_TIMEOUT = 120
 
 
@@ -192,6 +192,8 @@ def _regress(env, folder, master, build_dir):
         "2",
         "--build-dir",
         str(build_dir),
+        "--simulator",
+        "icarus",
         *ARGS,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -206,6 +206,8 @@ def test_global_pass_models_capacity_and_timers(spark, tmp_path):
         tmp_path,
         query,
         tmp_path / "v",
+        "--store",
+        "pipeline",
         "--partitions",
         "6",
         "--tick-tuples",
@@ -219,7 +221,9 @@ def test_global_pass_models_capacity_and_timers(spark, tmp_path):
     assert m["counts"]["drops"] == summary["drops"]
     # capacity really mattered: an engine that never fills reports other matches
     (tmp_path / "u").mkdir()
-    unlimited, _ = run_match(tmp_path / "u", query, tmp_path / "v", "--partitions", "64")
+    unlimited, _ = run_match(
+        tmp_path / "u", query, tmp_path / "v", "--store", "pipeline", "--partitions", "64"
+    )
     assert unlimited != rows
 
 
@@ -260,7 +264,13 @@ def test_capacity_alone_selects_the_global_pass(spark, tmp_path):
     assert m["expected"]["mode"] == "global"
     assert m["expected"]["reason"].startswith("capacity matters: 40 keys present")
     rows, summary = run_match(
-        tmp_path, QUERIES / "marathon.sql", tmp_path / "v", "--partitions", "32"
+        tmp_path,
+        QUERIES / "marathon.sql",
+        tmp_path / "v",
+        "--store",
+        "pipeline",
+        "--partitions",
+        "32",
     )
     assert_expected_is(spark, tmp_path / "v", rows)
     assert m["counts"]["drops"] == summary["drops"] > 0
@@ -343,7 +353,9 @@ def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
     assert expected.schema.field(vectors.START_SEQ).type == pa.int64()
     assert expected.schema.field(vectors.START_SEQ).nullable
     rows = [tuple(r.values()) for r in expected.to_pylist()]
-    assert rows == match_rows_with_starts(tmp_path, query, out, "--partitions", "16")
+    assert rows == match_rows_with_starts(
+        tmp_path, query, out, "--store", "pipeline", "--partitions", "16"
+    )
     fire = [r for r in rows if r[1] == "fire"]
     assert fire and all(r[3] is not None and r[3] < r[0] for r in fire)
     assert all(r[3] is None for r in rows if r[1] == "thaw") and len(fire) < len(rows)

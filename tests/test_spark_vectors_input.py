@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIRE = str(ROOT / "queries" / "fire.sql")
 MASTER = "local[2]"
 OPTIONS = Options(tuples=2000, seed=5, keys=16, block_tuples=1024)
-ENGINE = ("--partitions", "16")
+ENGINE = ("--store", "pipeline", "--partitions", "16")
 
 
 @pytest.fixture(scope="module")

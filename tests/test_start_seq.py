@@ -163,9 +163,9 @@ def test_sim_equals_match_with_start_seq(tmp_path, capsys):
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     q, t = files(tmp_path)
     for options in (
-        ["--partitions", "4"],
+        ["--store", "pipeline", "--partitions", "4"],
         ["--store", "table", "--partitions", "16"],
-        ["--partitions", "4", "--mode", "cycle"],
+        ["--store", "pipeline", "--partitions", "4", "--mode", "cycle"],
     ):
         out = tmp_path / "s.csv"
         assert (
@@ -217,6 +217,8 @@ def test_run_over_the_uart_link_reports_the_starts(tmp_path, capsys):
                     t,
                     "--output",
                     str(out),
+                    "--store",
+                    "pipeline",
                     "--partitions",
                     "4",
                 ]

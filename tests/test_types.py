@@ -105,7 +105,9 @@ def test_ipv4_fields_addresses_and_networks(tmp_path):
     )
 
 
-@pytest.mark.parametrize("store", [(), ("--store", "table", "--partitions", "64")])
+@pytest.mark.parametrize(
+    "store", [("--store", "pipeline"), ("--store", "table", "--partitions", "64")]
+)
 def test_ipv4_in_the_gateware(tmp_path, store):
     """The masked compare of the decoder, and an IPV4 partition key in both stores."""
     rows = IP_ROWS.replace("10.0.0.9,192.168.1.129", "10.0.0.9,192.168.1.12")
@@ -211,7 +213,9 @@ def test_timestamps_iso_8601_order_by_and_within(tmp_path):
     assert run(tmp_path, "match", TS_QUERY, TS_ROWS) == TS_MATCHES
 
 
-@pytest.mark.parametrize("store", [(), ("--store", "table", "--partitions", "64")])
+@pytest.mark.parametrize(
+    "store", [("--store", "pipeline"), ("--store", "table", "--partitions", "64")]
+)
 def test_timestamps_in_the_gateware(tmp_path, store):
     assert simulated(tmp_path, TS_QUERY, TS_ROWS, *store) == TS_MATCHES
 

@@ -28,7 +28,7 @@ from nfacep.hdl.stream import PacketQueue, TupleGatherer
 from nfacep.hdl.uart.deframer import Deframer
 from nfacep.hdl.uart.framer import Framer
 from nfacep.hdl.uart.rx import BaudError, UartRx, divisor
-from nfacep.links.protocol import decode_fields, params_bytes
+from nfacep.links.protocol import decode_fields, engine_fields, engine_from_fields, params_bytes
 from nfacep.links.uart import protocol
 from nfacep.links.uart.protocol import FrameType, encode
 from nfacep.params import EngineParams
@@ -348,6 +348,8 @@ CONSTANTS = {
     "tuple_bytes": 11,
     "record_bytes": 9,
     "capacity": 512,
+    # the engine parameters, which `nfacep run` learns from STATUS
+    **engine_fields(EngineParams(store="table", partitions=65536, tick_tuples=1000, ways=8)),
 }
 
 
@@ -712,6 +714,8 @@ def test_uart_board_top_icarus(tmp_path):
     assert {k: status[k] for k in scenario["bad"]} == scenario["bad"]
     assert status["overflow"] == 0 and status["uart_errors"] == 0
     assert got["bad_frames_from_board"] == 0
+    # the engine parameters it was built with, for `nfacep run` to learn
+    assert engine_from_fields(status) == EngineParams(partitions=PARTITIONS)
 
 
 def _bench(tmp_path, source, scenario) -> dict:

@@ -26,7 +26,7 @@ from nfacep.cli import main
 from nfacep.links.udp import host as udp_host
 from nfacep.links.udp.model import UdpBoardModel, serve
 from nfacep.links.udp.protocol import PacketType, decode_header
-from nfacep.params import EngineParams
+from nfacep.params import EngineParams, default_engine
 from nfacep.settings import ParamValues
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -48,7 +48,9 @@ def board(name="marathon", **kwargs):
         if texts is None
         else ParamValues.parse(nfa.program.parameters, texts)
     )
-    model = UdpBoardModel(nfa, EngineParams(**given), values=values, **kwargs)
+    # the engine `build` makes with these options (the default engine without any)
+    engine = EngineParams(**given) if given else default_engine(nfa)
+    model = UdpBoardModel(nfa, engine, values=values, **kwargs)
     stop = threading.Event()
     thread, (host, port) = serve(model, stop=stop)
     try:
@@ -251,7 +253,7 @@ def test_a_lost_params_packet_is_recovered(tmp_path):
 def test_small_packets_a_small_buffer_and_drops(tmp_path):
     # 4 partitions: marathon's runners overflow them; a 64-byte buffer holds 5 tuples, so the
     # host waits for the board's credit after every packet of 3
-    params = ["--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"]
+    params = ["--store", "pipeline", "--partitions", "4", "--tick-tuples", "3", "--timer-bits", "2"]
     with board(partitions=4, tick_tuples=3, timer_bits=2, capacity=64) as (model, address):
         code, out = run(address, tmp_path, "marathon", "--tuples-per-packet", "3", *params)
         assert code == 0
@@ -276,7 +278,7 @@ def test_lost_status_answers_are_asked_again(tmp_path):
             compile_file(QUERIES / "marathon.sql"),
             str(QUERIES / "marathon.csv"),
             str(tmp_path / "board.csv"),
-            EngineParams(),
+            default_engine(compile_file(QUERIES / "marathon.sql")),
         )
     assert len(p.dropped) == 2
     assert (tmp_path / "board.csv").read_text() == (QUERIES / "marathon.matches.csv").read_text()
@@ -436,14 +438,35 @@ def test_silent_address_times_out(tmp_path, capsys, listening):
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
 
 
+def test_run_learns_the_engine_from_the_board(tmp_path, capsys):
+    """``run --udp`` without engine options takes the board's from its STATUS."""
+    engine = ("--store", "pipeline", "--partitions", "8", "--tick-tuples", "8", "--timer-bits", "3")
+    with board(partitions=8, tick_tuples=8, timer_bits=3) as (_, address):
+        code, out = run(address, tmp_path, "marathon")
+        assert code == 0
+        # an option given must be the board's
+        assert run(address, tmp_path, "marathon", "--tick-tuples", "8")[0] == 0
+    expected, ref = reference(tmp_path, "marathon", *engine)
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    assert out.read_text() == expected and ref["drops"] > 0
+    keys = ("drops", "drop_seqs", "partitions", "tick_tuples", "timer_bits", "store")
+    assert {k: summary[k] for k in keys} == {k: ref[k] for k in keys}
+
+
 def test_board_with_another_engine(tmp_path, capsys):
-    with board() as (_, address):  # built with 256 partitions, asked for 64
-        code, out = run(address, tmp_path, "marathon", "--partitions", "64")
+    with board() as (_, address):  # built with the default engine, asked for a pipeline
+        code, out = run(address, tmp_path, "marathon", "--store", "pipeline", "--partitions", "64")
     assert code == 2
     err = capsys.readouterr().err
-    assert "the board runs another engine" in err and "--partitions 64" in err
-    assert "--link udp" in err
+    assert "the board runs this query file's engine built with --partitions 65536" in err
+    assert "--partitions 65536 (given: 64), --store table (given: pipeline)" in err
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
+    # a board of another query file (its fingerprint is not this file's with its parameters)
+    with board(engine_id_override=0x12345678) as (_, address):
+        code, out = run(address, tmp_path, "marathon")
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "the board runs another engine (engine id 12345678" in err and "--link udp" in err
 
 
 @pytest.mark.parametrize(

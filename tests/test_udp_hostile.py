@@ -28,7 +28,7 @@ from nfacep.links.udp.protocol import (
     encode_header,
     packet,
 )
-from nfacep.params import EngineParams
+from nfacep.params import default_engine
 
 NAME = "marathon"
 
@@ -59,7 +59,7 @@ def hostile(twist, **kwargs):
     """The software board for marathon on 127.0.0.1, its answers passed through ``twist(model,
     request, answers)`` (a list of (address, payload) pairs in, the pairs to send out)."""
     nfa = compile_file(QUERIES / f"{NAME}.sql")
-    model = UdpBoardModel(nfa, EngineParams(), **kwargs)
+    model = UdpBoardModel(nfa, default_engine(nfa), **kwargs)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
     sock.settimeout(0.02)
@@ -158,10 +158,10 @@ def test_stray_packets_are_ignored_and_counted(tmp_path, capsys):
 
 def test_a_board_of_the_old_version_is_named(tmp_path, capsys):
     def twist(model, request, answers):
-        return [(address, _with(payload, version=2)) for address, payload in answers]
+        return [(address, _with(payload, version=3)) for address, payload in answers]
 
-    err = _failed(*_run(twist, tmp_path), capsys, 2, "version 2", "rebuild the bitstream")
-    assert "version 3" in err
+    err = _failed(*_run(twist, tmp_path), capsys, 2, "version 3", "rebuild the bitstream")
+    assert "version 4" in err
 
 
 def test_a_packet_number_jump_of_2_31_is_a_contradiction_not_a_walk(tmp_path, capsys):

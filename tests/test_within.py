@@ -246,7 +246,10 @@ def test_sim_equals_match_with_a_window(tmp_path, capsys):
     assert main(["match", q, "--input", str(t), "--output", str(tmp_path / "m.csv")]) == 0
     want = (tmp_path / "m.csv").read_text()
     assert want == "seq,query,partition\n2,q,1\n6,q,1\n"
-    for store in (["--partitions", "4"], ["--store", "table", "--partitions", "16"]):
+    for store in (
+        ["--store", "pipeline", "--partitions", "4"],
+        ["--store", "table", "--partitions", "16"],
+    ):
         out = tmp_path / "s.csv"
         assert (
             main(

@@ -220,6 +220,7 @@ class UdpLink(wiring.Component):
         flush: int = 1024,
         params_bits: int = 0,
         idle_cycles: int = SESSION_IDLE_CYCLES,
+        engine_fields: dict[str, int] | None = None,
     ):
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
@@ -244,6 +245,7 @@ class UdpLink(wiring.Component):
             "counters": COUNTERS,
             "flush": flush,
             "params_bits": params_bits,
+            "engine_fields": engine_fields,
         }
         self._quiet = max(int(quiet), 2)
         endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
@@ -467,7 +469,7 @@ class UdpTop(wiring.Component):
         flush: int = 1024,
     ):
         from nfacep.hdl.layout import params_layout
-        from nfacep.links.protocol import engine_id
+        from nfacep.links.protocol import engine_fields, engine_id
 
         self._engine = engine
         self._engine_id = engine_id(engine.nfa, engine.params)
@@ -481,6 +483,7 @@ class UdpTop(wiring.Component):
             "flush": flush,
             "quiet": 2 * (engine.params.partitions + 32),
             "params_bits": layout.size if layout is not None else 0,
+            "engine_fields": engine_fields(engine.params),
         }
         super().__init__(
             {

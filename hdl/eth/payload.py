@@ -11,7 +11,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from nfacep.links.protocol import SWITCH_BYTES
+from nfacep.links.protocol import ENGINE_FIELDS, SWITCH_BYTES
 from nfacep.links.udp.protocol import (
     FRAME_CLASSES,
     HEADER_BYTES,
@@ -542,6 +542,7 @@ class UdpTx(wiring.Component):
         fifo_depth: int = 512,
         flush: int = 1024,
         params_bits: int = 0,
+        engine_fields: dict[str, int] | None = None,
     ):
         self._record_layout = record_layout
         self._record_bytes = (record_layout.size + 7) // 8
@@ -556,6 +557,9 @@ class UdpTx(wiring.Component):
             "tuple_bytes": tuple_bytes,
             "record_bytes": self._record_bytes,
             "capacity": capacity,
+            # the engine parameters (ENGINE_FIELDS): zero unless given
+            **{name: 0 for name, _ in ENGINE_FIELDS},
+            **(engine_fields or {}),
         }
         self._counter_names = tuple(counters)
         self._fifo_depth = fifo_depth

@@ -18,7 +18,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from nfacep.links.protocol import encode_fields
+from nfacep.links.protocol import ENGINE_FIELDS, encode_fields
 from nfacep.links.uart.protocol import ACK_FIELDS, ERROR_COUNTERS, STATUS_FIELDS, SYNC, FrameType
 
 from .crc import CRC
@@ -213,6 +213,7 @@ class Framer(wiring.Component):
             "record_bytes",
             "capacity",
             "reserved",
+            *(name for name, _ in ENGINE_FIELDS),
         }
         if unknown:
             raise ValueError(f"not constant STATUS fields: {', '.join(sorted(unknown))}")

@@ -21,7 +21,7 @@ from nfacep.hdl.stream import PacketQueue, TupleGatherer
 from nfacep.hdl.uart.deframer import Deframer
 from nfacep.hdl.uart.framer import COUNTED, Framer
 from nfacep.hdl.uart.rx import UartRx, divisor
-from nfacep.links.protocol import SWITCH_BYTES, engine_id, params_bytes
+from nfacep.links.protocol import SWITCH_BYTES, engine_fields, engine_id, params_bytes
 from nfacep.links.uart.protocol import VERSION
 
 __all__ = ["CAPACITY", "LED_MEANINGS", "UartLink", "UartTop"]
@@ -115,6 +115,7 @@ class UartLink(wiring.Component):
         leds: int = 0,
         led_period: int = 1 << 20,
         params_bits: int = 0,
+        engine_fields: dict[str, int] | None = None,
     ):
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
@@ -125,6 +126,7 @@ class UartLink(wiring.Component):
         self._quiet = max(int(quiet), 2)
         self._led_period = max(int(led_period), 2)
         self._params_bits = int(params_bits)
+        self._engine_fields = dict(engine_fields or {})
         members = {
             "rx": In(1, init=1),
             "tx": Out(1, init=1),
@@ -193,6 +195,7 @@ class UartLink(wiring.Component):
                 "tuple_bytes": tuple_bytes,
                 "record_bytes": record_bytes,
                 "capacity": self._capacity,
+                **self._engine_fields,
             },
             divisor=self._divisor,
             params_bits=self._params_bits,
@@ -354,6 +357,7 @@ class UartTop(wiring.Component):
             "leds": leds,
             "led_period": led_period if led_period is not None else round(led_period_s * clk_hz),
             "params_bits": _params_bits(engine),
+            "engine_fields": engine_fields(engine.params),
         }
         super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(leds)})
 

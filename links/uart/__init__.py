@@ -98,10 +98,16 @@ class UartLink(Link):
             )
 
     def backend(self, args, progress):
+        from nfacep.params import given
+
         from .host import UartOptions
 
         options = UartOptions(
-            port=args.port, baud=args.baud, timeout=args.timeout, frame_tuples=args.frame_tuples
+            port=args.port,
+            baud=args.baud,
+            timeout=args.timeout,
+            frame_tuples=args.frame_tuples,
+            engine_given=tuple(given(args).items()),
         )
         return self.part("host")(options, progress=progress)
 

@@ -187,18 +187,23 @@ class _Session:
         return self.status
 
 
-def _check_board(status: dict, nfa: Nfa, params: EngineParams, capacity_min: int) -> None:
+def _check_board(
+    status: dict, nfa: Nfa, params: EngineParams, capacity_min: int, given: dict | None
+) -> EngineParams:
+    """The engine the board runs (:func:`~nfacep.links.host.check_engine`), once its STATUS
+    shows a board of this protocol version with room for a tuple."""
     if status["version"] != VERSION:
         raise NoBoardError(
             f"the board speaks version {status['version']} of the link "
             f"protocol, this nfacep version {VERSION}: rebuild the bitstream"
         )
-    check_engine(status, nfa, params, link="uart")
+    params = check_engine(status, nfa, params, link="uart", given=given)
     if status["capacity"] < capacity_min:
         raise NoBoardError(
             f"the board's buffer holds {status['capacity']} bytes, less than one "
             f"{capacity_min}-byte tuple"
         )
+    return params
 
 
 @dataclass(frozen=True)
@@ -206,12 +211,16 @@ class UartOptions:
     """How :class:`UartBoard` reaches the board, checked once when made: the serial port
     ``port`` at ``baud``; ``timeout`` bounds every wait for the board (seconds);
     ``frame_tuples`` the tuples per frame (default :data:`FRAME_TUPLES`, fewer when the board's
-    buffer is small)."""
+    buffer is small). ``engine_given``: None, the board must run the engine :meth:`UartBoard.run`
+    is given; else the engine options given on ``nfacep run``'s command line, as (name, value)
+    pairs: the engine is learnt from the board's STATUS and must agree with them
+    (:func:`~nfacep.links.host.check_engine`)."""
 
     port: str
     baud: int = 115200
     timeout: float = 5.0
     frame_tuples: int | None = None
+    engine_given: tuple[tuple[str, int | str], ...] | None = None
 
     def __post_init__(self):
         check_timeout(self.timeout)
@@ -255,7 +264,8 @@ class UartBoard:
             )
             started = time.monotonic()
             status = session.reset(self.port)
-            _check_board(status, nfa, params, tb)
+            given = self.options.engine_given
+            params = _check_board(status, nfa, params, tb, None if given is None else dict(given))
             plan = switch_plan(values, status["values"], tuples.n)
             stats = _stream(
                 session,

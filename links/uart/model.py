@@ -17,7 +17,7 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 
 from ..model import BoardModel
-from ..protocol import SWITCH_BYTES, encode_fields
+from ..protocol import SWITCH_BYTES, encode_fields, engine_fields
 from .protocol import (
     ACK_FIELDS,
     VERSION,
@@ -89,6 +89,7 @@ class UartBoardModel(BoardModel):
             "tuple_bytes": self.tuple_bytes,
             "record_bytes": self.record_bytes,
             "capacity": self.capacity,
+            **engine_fields(self.params),
             "tuples": len(self.accepted) // self.tuple_bytes,
             "matched": self.matched,
             "drops": self.drops,

@@ -32,7 +32,8 @@ Board to host:
 ========== ====== ================================================================================
 RECORD     0x81   one match record of the engine: ``seq``, ``partition``, ``matches``, ``dropped``
                   packed LSB-first (:func:`nfacep.wire.record_format`), padded to whole bytes
-STATUS     0x82   :data:`STATUS_FIELDS`: protocol version, engine identity, sizes, counters;
+STATUS     0x82   :data:`STATUS_FIELDS`: protocol version, engine identity, sizes, the engine
+                  parameters (:data:`~nfacep.links.protocol.ENGINE_FIELDS`), counters;
                   then, for queries with runtime parameters, the values in force (packed as in
                   PARAMS; :func:`decode_status`)
 ACK        0x83   :data:`ACK_FIELDS`: after every TUPLES or PARAMS frame received with a good
@@ -79,7 +80,7 @@ from dataclasses import dataclass
 
 from amaranth.lib import enum
 
-from ..protocol import decode_fields, encode_fields, fields_size, switch_body
+from ..protocol import ENGINE_FIELDS, decode_fields, encode_fields, fields_size, switch_body
 
 __all__ = [
     "ACK_FIELDS",
@@ -97,8 +98,9 @@ __all__ = [
     "params_payload",
 ]
 
-#: Protocol version, the first byte of STATUS. (2: PARAMS, and the values in force in STATUS.)
-VERSION = 2
+#: Protocol version, the first byte of STATUS. (2: PARAMS, and the values in force in STATUS;
+#: 3: the engine parameters in STATUS.)
+VERSION = 3
 #: The two bytes that start every frame.
 SYNC = bytes([0xA5, 0x5A])
 #: Bytes a frame adds around its payload: sync, type, length, CRC.
@@ -129,6 +131,7 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("tuple_bytes", 2),
     ("record_bytes", 2),
     ("capacity", 2),  # bytes of the tuple buffer
+    *ENGINE_FIELDS,  # the engine parameters it was built with
     ("tuples", 4),  # tuples the engine took
     ("matched", 4),  # RECORD frames sent for a tuple that matched a query
     ("drops", 4),  # RECORD frames sent for a dropped tuple

@@ -126,6 +126,8 @@ class UdpLink(Link):
             raise UsageError("--frame-tuples is for --port; over UDP use --tuples-per-packet")
 
     def backend(self, args, progress):
+        from nfacep.params import given
+
         from .host import UdpOptions
 
         options = UdpOptions(
@@ -134,6 +136,7 @@ class UdpLink(Link):
             tuples_per_packet=args.tuples_per_packet,
             retries=args.retries,
             rate=_rate(args.rate),
+            engine_given=tuple(given(args).items()),
         )
         return self.part("host")(options, progress=progress)
 

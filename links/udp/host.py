@@ -208,6 +208,7 @@ class _Session:
         #: how long to wait for a STATUS before asking again
         self.rto = min(0.2, timeout / 4)
         self.heard = False  #: any packet from the board at all
+        self.engine: EngineParams | None = None  #: the engine the board runs (after RESET)
         self.refused = 0  #: ICMP port unreachable seen
         self.bad_in = 0  #: packets that are not the format's
         self.packets_out = 0
@@ -372,6 +373,10 @@ class UdpOptions:
     for the board's credit: the board takes packets at line rate, so only a query whose records
     outrun the line back fills its buffer (``engine_full``, a loss like any other); STATUS is
     asked for on the way, to see losses early. None (the default) keeps to the credit.
+    ``engine_given``: None, the board must run the engine :meth:`UdpBoard.run` is given; else
+    the engine options given on ``nfacep run``'s command line, as (name, value) pairs: the
+    engine is learnt from the board's STATUS and must agree with them
+    (:func:`~nfacep.links.host.check_engine`).
     """
 
     address: str
@@ -379,6 +384,7 @@ class UdpOptions:
     tuples_per_packet: int | None = None
     retries: int = 2
     rate: float | None = None
+    engine_given: tuple[tuple[str, int | str], ...] | None = None
 
     def __post_init__(self):
         check_timeout(self.timeout)
@@ -471,7 +477,7 @@ class UdpBoard:
             tuples.n,
             _split(_in_order(s), final),
             final,
-            params,
+            s.engine or params,
             port=self.address,
             address=self.address,
             stats=stats,
@@ -573,7 +579,15 @@ class UdpBoard:
                     f"{status['next_seq']} after --timeout {s.timeout:g} s"
                 )
             s.poll(min(s.rto, 0.01))
-        check_engine(status, nfa, params, link="udp", error=EngineMismatchError)
+        given = self.options.engine_given
+        s.engine = check_engine(
+            status,
+            nfa,
+            params,
+            link="udp",
+            error=EngineMismatchError,
+            given=None if given is None else dict(given),
+        )
         if status["capacity"] < tb:
             raise EngineMismatchError(
                 f"the board's buffer holds {status['capacity']} bytes, "

@@ -20,7 +20,7 @@ import time
 from nfacep.params import EngineParams
 
 from ..model import BoardModel
-from ..protocol import SWITCH_BYTES, encode_fields
+from ..protocol import SWITCH_BYTES, encode_fields, engine_fields
 from .protocol import (
     BROADCAST,
     FRAME_CLASSES,
@@ -102,6 +102,7 @@ class UdpBoardModel(BoardModel):
             "tuple_bytes": self.tuple_bytes,
             "record_bytes": self.record_format.nbytes,
             "capacity": self.capacity,
+            **engine_fields(self.params),
             "flags": 1,
             "tuples": len(self.accepted) // self.tuple_bytes,
         }

@@ -1,4 +1,4 @@
-"""The UDP link's payload format (version 3), shared by the gateware, the tests, the host and the
+"""The UDP link's payload format (version 4), shared by the gateware, the tests, the host and the
 software board model; ``boards/UDP.md`` describes it for users.
 
 Every UDP payload, in both directions, starts with a 16-byte header (little-endian fields, as
@@ -38,7 +38,8 @@ opened it):
 
 ========== ====== =================================================================
 RECORDS    0x81   n >= 1 match records of :meth:`nfacep.wire.RecordFormat.nbytes` each
-STATUS     0x82   :data:`STATUS_FIELDS`, then (runtime parameters) the values in force
+STATUS     0x82   :data:`STATUS_FIELDS` (the engine parameters among them), then (runtime
+                  parameters) the values in force
 ========== ====== =================================================================
 
 Every Ethernet frame the board receives is counted in exactly one class of
@@ -56,6 +57,8 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
+
+from ..protocol import ENGINE_FIELDS
 
 __all__ = [
     "BROADCAST",
@@ -85,8 +88,9 @@ __all__ = [
 ]
 
 #: Payload format version, the first byte of every payload. (2: PARAMS, and the values in
-#: force at the end of STATUS; 3: sessions, the header's ``session``, CLOSE and ``foreign``.)
-VERSION = 3
+#: force at the end of STATUS; 3: sessions, the header's ``session``, CLOSE and ``foreign``;
+#: 4: the engine parameters in STATUS.)
+VERSION = 4
 #: The header's fields: (name, bytes), in order.
 HEADER = (
     ("version", 1),
@@ -150,6 +154,7 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("tuple_bytes", 2),
     ("record_bytes", 2),
     ("capacity", 4),  # bytes of the board's tuple buffer
+    *ENGINE_FIELDS,  # the engine parameters it was built with
     ("flags", 4),  # bit 0: idle
     ("tuples", 4),  # tuples the engine took
     ("matched", 4),  # records sent for a tuple that matched a query
