@@ -13,10 +13,11 @@ the table store (``--store table``), sized so that a partition key of up to
 :data:`DIRECT_KEY_BITS` bits is never dropped (direct-indexed: ``2**bits`` entries, at least
 :data:`MIN_ENTRIES`), a wider key hashed into :data:`HASHED_ENTRIES` entries of ``--ways``
 buckets; a query without PARTITION gets the smallest engine (a one-entry table). Options given
-on the command line win; ``--store pipeline`` alone gets the swap pipeline with
-:class:`EngineParams`' own ``--partitions`` (256). :class:`EngineParams`' field defaults are
-those of the values the query does not decide (timers, ways) and of an engine built through the
-Python API without a query.
+on the command line win; ``--store sdram`` alone gets the same sizing with the SDRAM's limits
+(:data:`SDRAM_KEY_BITS`, :data:`SDRAM_ENTRIES`); ``--store pipeline`` alone gets the swap
+pipeline with :class:`EngineParams`' own ``--partitions`` (256). :class:`EngineParams`' field
+defaults are those of the values the query does not decide (timers, ways) and of an engine built
+through the Python API without a query.
 
 Whether the queries fit one engine (the limits of :mod:`nfacep.limits`) is :func:`check_fits`.
 """
@@ -40,6 +41,8 @@ __all__ = [
     "HASHED_ENTRIES",
     "MIN_ENTRIES",
     "PROGRAMMABLE",
+    "SDRAM_ENTRIES",
+    "SDRAM_KEY_BITS",
     "STORES",
     "STORE_OPTIONS",
     "EngineParams",
@@ -110,6 +113,10 @@ MIN_ENTRIES = 256
 #: ... and a wider key is hashed into a table of this many entries (``build``: the most the
 #: board's block RAM holds, up to this).
 HASHED_ENTRIES = 1 << 16
+#: ``--store sdram`` alone is sized the same way, with the SDRAM's limits: a key of up to this
+#: many bits indexes it directly, a wider one is hashed into this many entries.
+SDRAM_KEY_BITS = 20
+SDRAM_ENTRIES = 1 << 20
 #: The options that choose the partition store and its size: :func:`default_engine` decides
 #: those not given.
 STORE_OPTIONS = ("store", "partitions", "ways")
@@ -318,7 +325,7 @@ class EngineParams:
         key = nfa.program.key
         if not key.names:
             return "none"
-        if self.store != "table":
+        if self.store not in TABLE_STORES:
             return "pipeline"
         return "direct" if key.width <= self.index_bits else "hashed"
 
@@ -329,6 +336,7 @@ class EngineParams:
         how = self.indexing(nfa)
         if how == "none":
             return "one state vector (no PARTITION: the store and its size do not matter)"
+        store = "the table store" if self.store == "table" else "the SDRAM store"
         if how == "pipeline":
             text = (
                 f"the swap pipeline, {self.partitions:,} partitions (a tuple of a new key "
@@ -336,12 +344,12 @@ class EngineParams:
             )
         elif how == "direct":
             text = (
-                f"the table store, {self.partitions:,} entries, indexed directly by the "
+                f"{store}, {self.partitions:,} entries, indexed directly by the "
                 f"{key.width}-bit key (no tuple is ever dropped)"
             )
         else:
             text = (
-                f"the table store, {self.partitions:,} entries in "
+                f"{store}, {self.partitions:,} entries in "
                 f"{self.partitions // self.ways:,} buckets of {self.ways} ways, hashed from "
                 f"the {key.width}-bit key (a new key whose bucket is full is dropped)"
             )
@@ -410,20 +418,24 @@ def default_engine(nfa: Nfa, given: dict[str, Any] | None = None) -> EngineParam
     partition key. ``build`` fits it to a board (:func:`nfacep.boards.defaults.board_engine`).
     Raises as :class:`EngineParams` does for a combination it cannot build."""
     given = dict(given or {})
-    if given.get("store", "table") != "table":
+    store = given.get("store", "table")
+    if store not in TABLE_STORES:
         return EngineParams(**given)
+    direct, hashed = (
+        (SDRAM_KEY_BITS, SDRAM_ENTRIES) if store == "sdram" else (DIRECT_KEY_BITS, HASHED_ENTRIES)
+    )
     key = nfa.program.key
     ways = given.get("ways", EngineParams.ways)
     if not key.names:  # one state vector: the smallest table
         entries = given.get("partitions", max(1, given.get("ways", 1)))
         ways = given.get("ways", 1)
-    elif key.width <= DIRECT_KEY_BITS:
+    elif key.width <= direct:
         entries = given.get("partitions", max(1 << key.width, MIN_ENTRIES))
     else:
-        entries = given.get("partitions", HASHED_ENTRIES)
+        entries = given.get("partitions", hashed)
     if "ways" not in given and entries < ways:
         ways = entries  # a small table given with --partitions: one bucket
-    return EngineParams(**{**given, "store": "table", "partitions": entries, "ways": ways})
+    return EngineParams(**{**given, "store": store, "partitions": entries, "ways": ways})
 
 
 def from_args(

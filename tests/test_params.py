@@ -223,6 +223,9 @@ def _query(key: str) -> str:
         ("k16", {"store": "pipeline"}, ("pipeline", 256, 4, "pipeline")),
         ("k16", {"partitions": 2}, ("table", 2, 2, "hashed")),
         ("k16", {"store": "table", "partitions": 1024}, ("table", 1024, 4, "hashed")),
+        # the SDRAM alone: sized as the table, directly up to SDRAM_KEY_BITS
+        ("k16", {"store": "sdram"}, ("sdram", 65536, 4, "direct")),
+        ("k32", {"store": "sdram"}, ("sdram", params.SDRAM_ENTRIES, 4, "hashed")),
     ],
 )
 def test_the_default_engine(key, given, want):
