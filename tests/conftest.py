@@ -47,6 +47,38 @@ settings.load_profile(
 )
 
 
+def pytest_collection_modifyitems(items):
+    """The tests marked ``slow`` first, each part in its collection order.
+
+    Under pytest-xdist (``--dist loadgroup``) workers take tests in this order (an
+    ``xdist_group`` goes whole to one worker, the largest groups first), so the long tests start
+    while there is still plenty of short ones to run on the other worker beside them, and the
+    run ends with short tests on both workers instead of one worker finishing a long one alone.
+    The order is the same in every worker (xdist requires it) and without xdist only the order
+    of the report changes."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(autouse=True)
+def _xdist_group_kept(request):
+    """Fail a test of an ``xdist_group`` that pytest-xdist did not keep on one worker. Under
+    ``--dist loadgroup`` xdist marks a grouped test by appending ``@group`` to its id in each
+    worker; under pytest 9.2 that no longer takes (pytest-dev/pytest-xdist#1386) and the groups
+    are silently spread over the workers, each of which then makes the group's module fixtures
+    (Spark vectors, a wheel) again."""
+    node = request.node
+    if (
+        getattr(request.config.option, "loadgroup", False)
+        and node.get_closest_marker("xdist_group") is not None
+        and "@" not in node.nodeid
+    ):
+        pytest.fail(
+            f"pytest-xdist did not keep this test's xdist_group on one worker under pytest "
+            f"{pytest.__version__} (no @group in its id): install the pytest that the test "
+            'extra asks for (pip install -e ".[test]")'
+        )
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """One Spark session (``local[2]``) per test process, its scratch files (``spark.local.dir``)
