@@ -15,16 +15,29 @@ Both give the same cycle behaviour: ``r_data`` shows the row at ``r_addr`` two (
 first of them, and holds while ``r_en`` is low. A write (``w_en``) at the edge of the read
 gives either value (the table's forwarding never uses it). Nothing is reset: the table
 clears its banks itself.
+
+With ``copies`` the ports first pass a register of their own beside each block (on ECP5
+``TRELLIS_FF`` primitives, which Yosys does not merge; :func:`register_copy`): the read
+address, loaded on edges with ``r_en`` high, so the row shows one enabled edge later, and the
+write port, loaded on every edge, so a write lands an edge later. A large table's blocks are
+spread over the device, and no single register can reach them all within a 150 MHz cycle;
+the copies let the route be split in two.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, Signal
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["DP16KD_SHAPES", "RegisteredBank", "dp16kd_blocks", "dp16kd_tiling"]
+__all__ = [
+    "DP16KD_SHAPES",
+    "RegisteredBank",
+    "dp16kd_blocks",
+    "dp16kd_tiling",
+    "register_copy",
+]
 
 #: (depth, width) of one DP16KD in the shapes a bank uses (true dual port: widths up to 18).
 DP16KD_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18))
@@ -52,9 +65,40 @@ def dp16kd_blocks(depth: int, width: int) -> int:
     return stacked * side
 
 
+def register_copy(m: Module, platform, d: Value, en: Value, name: str) -> Value:
+    """A register of its own loaded with ``d`` at every edge where ``en`` is high: a copy of a
+    register elsewhere with the same ``d`` and ``en``, for one group of block RAMs, so that an
+    address reaching blocks spread over the device has a driver near each group (its value
+    after a reset is not to be relied on). Yosys merges equal flip-flops, so on ECP5 the copy
+    is built from ``TRELLIS_FF`` primitives, which it leaves alone; elsewhere (simulation,
+    ``nfacep verilog``) it is an ordinary register."""
+    d = Value.cast(d)
+    q = Signal(len(d), name=name, reset_less=True)
+    if getattr(platform, "family", None) != "ecp5":
+        with m.If(en):
+            m.d.sync += q.eq(d)
+        return q
+    for i in range(len(d)):
+        m.submodules[f"{name}_ff{i}"] = Instance(
+            "TRELLIS_FF",
+            p_GSR="DISABLED",
+            p_CEMUX="CE",
+            p_CLKMUX="CLK",
+            p_LSRMUX="LSR",
+            p_REGSET="RESET",
+            p_SRMODE="LSR_OVER_CE",
+            i_CLK=ClockSignal("sync"),
+            i_CE=en,
+            i_LSR=Const(0),
+            i_DI=d[i],
+            o_Q=q[i],
+        )
+    return q
+
+
 class RegisteredBank(wiring.Component):
     """``depth`` rows of ``width`` bits, one write port and one read port with two registers
-    (see the module's description).
+    (see the module's description; ``copies``: a register more on each port).
 
     Members
     -------
@@ -66,7 +110,7 @@ class RegisteredBank(wiring.Component):
         Write port: the row is written at the edge where ``w_en`` is high.
     """
 
-    def __init__(self, *, width: int, depth: int, stages: int = 2):
+    def __init__(self, *, width: int, depth: int, stages: int = 2, copies: bool = False):
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"Width must be a positive integer, not {width!r}")
         if not isinstance(depth, int) or depth < 1:
@@ -74,6 +118,7 @@ class RegisteredBank(wiring.Component):
         if stages not in (2, 3):
             raise ValueError(f"Stages must be 2 or 3, not {stages!r}")
         self._width, self._depth, self._stages = width, depth, stages
+        self._copies = bool(copies)
         addr = range(depth)
         super().__init__(
             {
@@ -101,9 +146,30 @@ class RegisteredBank(wiring.Component):
         device)."""
         return self._stages
 
+    @property
+    def copies(self) -> bool:
+        """Whether the ports pass a register of their own beside each block first (see the
+        class's description): the row shows ``stages + 1`` enabled edges after its address,
+        and a write lands an edge later."""
+        return self._copies
+
+    def _ports(self, m: Module, platform, name: str):
+        """The ports as the block RAM sees them, ``(r_addr, w_addr, w_data, w_en)``: the
+        members, or with ``copies`` a register of each (the read address loaded on edges with
+        ``r_en`` high, the write port on every edge) named after ``name``."""
+        ports = (self.r_addr, self.w_addr, self.w_data, self.w_en)
+        if not self._copies:
+            return ports
+        r_addr = register_copy(m, platform, self.r_addr, self.r_en, f"{name}_r_addr")
+        w_port = register_copy(
+            m, platform, Cat(self.w_addr, self.w_data, self.w_en), Const(1), f"{name}_w_port"
+        )
+        a, d = len(self.w_addr), len(self.w_data)
+        return r_addr, w_port[:a], w_port[a : a + d], w_port[a + d]
+
     def elaborate(self, platform):
         if getattr(platform, "family", None) == "ecp5":
-            m = self._elaborate_dp16kd()
+            m = self._elaborate_dp16kd(platform)
         else:
             m = self._elaborate_portable()
         if self._stages == 3:
@@ -118,11 +184,12 @@ class RegisteredBank(wiring.Component):
         m.submodules.mem = mem = Memory(shape=self._width, depth=self._depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port(transparent_for=())
+        r_addr, w_addr, w_data, w_en = self._ports(m, None, "port")
         m.d.comb += [
-            wp.addr.eq(self.w_addr),
-            wp.data.eq(self.w_data),
-            wp.en.eq(self.w_en),
-            rp.addr.eq(self.r_addr),
+            wp.addr.eq(w_addr),
+            wp.data.eq(w_data),
+            wp.en.eq(w_en),
+            rp.addr.eq(r_addr),
             rp.en.eq(self.r_en),
         ]
         self._last = Signal(self._width, name="read_data")
@@ -130,7 +197,7 @@ class RegisteredBank(wiring.Component):
             m.d.sync += self._last.eq(rp.data)
         return m
 
-    def _elaborate_dp16kd(self):
+    def _elaborate_dp16kd(self, platform):
         m = Module()
         block_depth, block_width, stacked, side = dp16kd_tiling(self._depth, self._width)
         low = (block_depth - 1).bit_length()  # address bits inside a block
@@ -140,12 +207,11 @@ class RegisteredBank(wiring.Component):
         r_addr, w_addr = Signal(low + high_bits), Signal(low + high_bits)
         m.d.comb += [r_addr.eq(self.r_addr), w_addr.eq(self.w_addr)]
         r_high = r_addr[low:] if high_bits else Const(0, 1)
-        w_high = w_addr[low:] if high_bits else Const(0, 1)
         # which stacked block's output to take: the read's high address bits, delayed with
-        # the data (address register, then output register)
-        sel = [Signal(max(1, high_bits), name=f"stack_sel{i}") for i in range(2)]
+        # the data (address register, then output register; with copies the copy first)
+        sel = [Signal(max(1, high_bits), name=f"stack_sel{i}") for i in range(2 + self._copies)]
         with m.If(self.r_en):
-            m.d.sync += [sel[0].eq(r_high), sel[1].eq(sel[0])]
+            m.d.sync += [sel[0].eq(r_high), *(a.eq(b) for a, b in zip(sel[1:], sel, strict=False))]
         padded = side * block_width
         w_data = Signal(padded)
         m.d.comb += w_data.eq(self.w_data)
@@ -155,13 +221,23 @@ class RegisteredBank(wiring.Component):
             outputs.append(out)
             for c in range(side):
                 lo = c * block_width
+                b_r_addr, b_w_addr, b_w_data, b_w_en = r_addr, w_addr, w_data, self.w_en
+                if self._copies:  # this block's own copy of the ports it uses
+                    b_r_addr = register_copy(m, platform, r_addr, self.r_en, f"dp{s}_{c}_r_addr")
+                    part = w_data[lo : lo + block_width]
+                    port = register_copy(
+                        m, platform, Cat(w_addr, part, self.w_en), Const(1), f"dp{s}_{c}_w_port"
+                    )
+                    b_w_addr, b_w_en = port[: len(w_addr)], port[-1]
+                    b_w_data = Cat(Const(0, lo), port[len(w_addr) : -1])
+                w_high = b_w_addr[low:] if high_bits else Const(0, 1)
                 ports = {
                     "i_CLKA": ClockSignal("sync"),
                     "i_CLKB": ClockSignal("sync"),
                     "i_CEA": Const(1),
                     "i_OCEA": Const(1),
                     "i_RSTA": Const(0),
-                    "i_WEA": self.w_en & (w_high == s),
+                    "i_WEA": b_w_en & (w_high == s),
                     "i_CEB": self.r_en,
                     "i_OCEB": self.r_en,
                     "i_RSTB": Const(0),
@@ -175,10 +251,10 @@ class RegisteredBank(wiring.Component):
                     if i < shift:
                         a = b = Const(1 if block_width == 18 and i < 2 else 0)
                     else:
-                        a, b = w_addr[i - shift], r_addr[i - shift]
+                        a, b = b_w_addr[i - shift], b_r_addr[i - shift]
                     ports[f"i_ADA{i}"], ports[f"i_ADB{i}"] = a, b
                 for i in range(18):
-                    ports[f"i_DIA{i}"] = w_data[lo + i] if i < block_width else Const(0)
+                    ports[f"i_DIA{i}"] = b_w_data[lo + i] if i < block_width else Const(0)
                     ports[f"i_DIB{i}"] = Const(0)
                     if i < block_width:
                         ports[f"o_DOB{i}"] = out[lo + i]
@@ -199,7 +275,7 @@ class RegisteredBank(wiring.Component):
                 )
         data = outputs[0]
         for s in range(1, stacked):
-            data = Mux(sel[1] == s, outputs[s], data)
+            data = Mux(sel[-1] == s, outputs[s], data)
         self._last = Signal(self._width, name="read_data")
         m.d.comb += self._last.eq(data[: self._width])
         return m

@@ -31,7 +31,15 @@ from nfacep.wire import SEQ_BITS, record_format, start_queries
 
 from .decoder import PredicateDecoder, prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout, tuple_layout
-from .nfa import NfaMatcher, next_state, result_layout, state_layout, times_layout
+from .nfa import (
+    NfaMatcher,
+    gaps_layout,
+    next_state,
+    result_layout,
+    state_layout,
+    times_layout,
+    window_gaps,
+)
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
 from .sdram.store import SdramPartitioner
@@ -71,9 +79,10 @@ class Engine(wiring.Component):
     pipeline's rate; one per cycle with ``partitions=1``); with ``store="table"`` and without
     PARTITION, one per cycle. Latency, from the clock edge that transfers a tuple in to the
     first edge its record is valid at, nothing stalling: ``partitions + 5`` cycles with the
-    pipeline (5 with ``partitions=1``), 9 with the table, 4 without PARTITION. After a reset
-    the table first clears itself (:class:`~nfacep.hdl.table.TablePartitioner`: one cycle per
-    row of a bank); the input FIFO takes tuples meanwhile.
+    pipeline (5 with ``partitions=1``), 9 with the table (12 with timers), 4 without
+    PARTITION. After a reset the table first clears itself
+    (:class:`~nfacep.hdl.table.TablePartitioner`: one cycle per row of a bank); the input FIFO
+    takes tuples meanwhile.
 
     Members
     -------
@@ -405,7 +414,9 @@ def store_update(nfa: Nfa):
     update)``. The payload is the predicate vector, with the tuple's times under WITHIN or
     start_seq, and with PREV what the predicates that read it need (:func:`late_layout`); the
     state, the NFA's (:func:`~.nfa.state_layout`) followed, with PREV, by the partition's
-    history (:func:`~.layout.history_layout`)."""
+    history (:func:`~.layout.history_layout`). Under WITHIN, ``update`` also has ``prepare``
+    and ``hint_width``: the windows' gaps (:func:`~.nfa.window_gaps`), which the table store
+    works out a stage before the update (:class:`~.table.TablePartitioner`)."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -423,19 +434,29 @@ def store_update(nfa: Nfa):
             members["late"] = late
         payload_shape = data.StructLayout(members)
 
-        def update(mod, state, payload):
+        def update(mod, state, payload, hint=None):
             at = None if times is None else payload.times
             if kept is None:
-                return next_state(mod, nfa, state, payload.predicates, times=at)
+                return next_state(mod, nfa, state, payload.predicates, times=at, gaps=hint)
             # the partition's history follows its NFA state in the entry
             history = data.View(kept, state[nfa_bits:])
             params = payload.late.params if "params" in late.members else None
             bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
             stored, result = next_state(
-                mod, nfa, state[:nfa_bits], payload.predicates | bits, times=at
+                mod, nfa, state[:nfa_bits], payload.predicates | bits, times=at, gaps=hint
             )
             after = shifted(mod, kept, history, payload.late.fields)
             return Cat(Value.cast(stored), Value.cast(after)), result
+
+        gaps = gaps_layout(nfa)
+        if gaps is not None:
+            # a store that can may work out the windows' gaps (from the stored last time alone)
+            # a stage before the update, and hand them to it as its ``hint``
+            def prepare(mod, state, payload):
+                return window_gaps(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
+
+            update.prepare = prepare
+            update.hint_width = gaps.size
 
     return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
 

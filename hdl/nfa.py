@@ -29,6 +29,7 @@ __all__ = [
     "NfaMatcher",
     "age_bits",
     "aged_states",
+    "gaps_layout",
     "matcher_signature",
     "next_state",
     "order_layout",
@@ -37,6 +38,7 @@ __all__ = [
     "started_states",
     "state_layout",
     "times_layout",
+    "window_gaps",
 ]
 
 
@@ -203,6 +205,7 @@ def next_state(
     prefix: str = "",
     *,
     times: Value | None = None,
+    gaps: Value | None = None,
 ) -> tuple[Signal, Signal]:
     """Add the next-state logic to ``m``; return ``(stored, result)``.
 
@@ -238,8 +241,49 @@ def next_state(
     The gap is then added once to its age: the youngest active predecessor is live iff any
     is, so that sum is the state's age when it is less than the window, and no predecessor is
     live otherwise.
+
+    ``gaps``: :func:`window_gaps` of ``state`` and ``times``, when the caller has worked them
+    out already (a partition store, a stage earlier: they read only the stored last time).
     """
-    return _NextState(m, nfa, state, prefix, times).build(predicates)
+    return _NextState(m, nfa, state, prefix, times, gaps).build(predicates)
+
+
+def gaps_layout(nfa: Nfa) -> data.StructLayout | None:
+    """Per query with a window (by index): ``near``, the low bits of the time since the
+    partition's last tuple, and ``far``, whether that is the window or more (or negative);
+    ``None`` without windows."""
+    members = {
+        str(q.index): data.StructLayout({"near": age_bits(q.window) + 1, "far": 1})
+        for q in nfa.queries
+        if q.window is not None
+    }
+    return data.StructLayout(members) if members else None
+
+
+def window_gaps(m: Module, nfa: Nfa, state: Value, times: Value, prefix: str = "") -> Signal:
+    """The :func:`gaps_layout` of a tuple (its :func:`times_layout` ``times``) against a
+    partition's stored ``state``: what :func:`next_state` compares first, from the stored last
+    time alone."""
+    layout = gaps_layout(nfa)
+    if not isinstance(times, data.View):
+        times = times_layout(nfa)(times)
+    last = state_layout(nfa)(state).last
+    gaps = Signal(layout, name=f"{prefix}gaps")
+    for q in nfa.queries:
+        if q.window is None:
+            continue
+        bits = age_bits(q.window)
+        t = Value.cast(times.at[q.order_field])
+        before = Value.cast(last[q.order_field])
+        gap = gaps[str(q.index)]
+        # the last tuple is the window or more before this one (or after it): two
+        # comparisons at full width, side by side, and no subtraction before them
+        m.d.comb += [
+            gap.far.eq((t < before) | (Value.cast(times.limit[str(q.index)]) >= before)),
+            # the time since then, exact when not far: the low bits of the difference
+            gap.near.eq(t.as_unsigned()[: bits + 1] - before.as_unsigned()[: bits + 1]),
+        ]
+    return gaps
 
 
 def _first_of(candidates: list[int], live, beats) -> dict[int, Value]:
@@ -260,8 +304,17 @@ class _NextState:
     state's next bit (with its age and start), the order bits after the tuple, and the
     result."""
 
-    def __init__(self, m: Module, nfa: Nfa, state: Value, prefix: str, times: Value | None):
+    def __init__(
+        self,
+        m: Module,
+        nfa: Nfa,
+        state: Value,
+        prefix: str,
+        times: Value | None,
+        gaps: Value | None = None,
+    ):
         self.m, self.nfa, self.prefix = m, nfa, prefix
+        self.state, self.given_gaps = state, gaps
         self.layout = layout = state_layout(nfa)
         self.now = layout(state)
         members = layout.members
@@ -296,26 +349,18 @@ class _NextState:
 
     def gaps(self) -> dict[int, tuple[Value, Value]]:
         """Per windowed query: (the low bits of the time since the last tuple, whether that is
-        the window or more)."""
-        m, times, now = self.m, self.times, self.now
-        gaps: dict[int, tuple[Value, Value]] = {}
+        the window or more), :func:`window_gaps` unless given."""
         if "last" not in self.layout.members:
-            return gaps
-        for q in self.nfa.queries:
-            if q.window is None:
-                continue
-            bits = age_bits(q.window)
-            t = Value.cast(times.at[q.order_field])
-            last = Value.cast(now.last[q.order_field])
-            # the last tuple is the window or more before this one (or after it): two
-            # comparisons at full width, side by side, and no subtraction before them
-            far = Signal(name=f"{self.prefix}{q.name}_far")
-            m.d.comb += far.eq((t < last) | (Value.cast(times.limit[str(q.index)]) >= last))
-            # the time since then, exact when not far: the low bits of the difference
-            near = Signal(bits + 1, name=f"{self.prefix}{q.name}_gap")
-            m.d.comb += near.eq(t.as_unsigned()[: bits + 1] - last.as_unsigned()[: bits + 1])
-            gaps[q.index] = (near, far)
-        return gaps
+            return {}
+        gaps = self.given_gaps
+        if gaps is None:
+            gaps = window_gaps(self.m, self.nfa, self.state, self.times, self.prefix)
+        gaps = gaps_layout(self.nfa)(gaps)
+        return {
+            q.index: (gaps[str(q.index)].near, gaps[str(q.index)].far)
+            for q in self.nfa.queries
+            if q.window is not None
+        }
 
     def stored_age(self, i: int):
         return self.now.ages[str(i)] if str(i) in self.aged else Const(0, 1)  # a start state: 0

@@ -17,7 +17,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Valu
 from amaranth.lib import crc, data, wiring
 from amaranth.lib.memory import Memory
 
-from .bram import RegisteredBank
+from .bram import RegisteredBank, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
 
@@ -85,9 +85,18 @@ class TablePartitioner(wiring.Component):
     argument). Either way each tuple sees everything before it, even back-to-back tuples of one
     key or one bucket.
 
-    Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with timers (the
-    read row, the aging step's or the tuple's, is registered): 7 by default, 9 with timers.
-    A tuple
+    With timers (``registered``), an entry carries a stamp, and a large table's blocks spread
+    over the whole device (65,536 entries: 96 DP16KD on an LFE5U-85F), farther apart than one
+    register can reach in a 150 MHz cycle. So the banks' ports pass a register of their own
+    beside each block (``RegisteredBank(copies=True)``): the read a cycle later, and a write
+    landing an edge later, one more write in flight to forward. And with five read registers
+    the third is the table's: next to each block it compares the stamp read, part by part,
+    with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
+    cycle only combines those bits.
+
+    Latency: ``3 + read_stages`` cycles (3 without ``registered``), two more with timers (the
+    read row, the aging step's or the tuple's, is registered; the banks' port copies): 7 by
+    default, 10 with timers. A tuple
     transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
     edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
     ``n + latency``.
@@ -108,7 +117,13 @@ class TablePartitioner(wiring.Component):
     Parameters
     ----------
     key_shape, payload_shape, state_width, result_shape, update, counter_width
-        As for :class:`~nfacep.hdl.partitioner.StreamPartitioner`.
+        As for :class:`~nfacep.hdl.partitioner.StreamPartitioner`. With ``registered``, an
+        ``update`` that has the attributes ``prepare`` (``prepare(m, state, payload) ->
+        hint``, combinational) and ``hint_width`` is called as ``update(m, state, payload,
+        hint=prepare(m, state, payload))``, the hint worked out in stage 3 (from each
+        candidate for the state found, the update being made in stage 4 among them) and
+        registered, so that what ``prepare`` does is not on stage 4's path (the engine's
+        windows: the gaps since the partition's last tuple, :func:`~nfacep.hdl.nfa.window_gaps`).
     entries : :class:`int`
         ``E``, the table's entries (a power of two).
     ways : :class:`int`
@@ -185,6 +200,14 @@ class TablePartitioner(wiring.Component):
         self._update = update
         self._registered = bool(registered)
         self._read_stages = read_stages if self._registered else 1
+        # with timers (a stamp makes an entry wide, so its blocks spread over the device) the
+        # banks' ports pass a register of their own beside each block: a cycle more of
+        # latency, and a write lands an edge later, one more write in flight to forward
+        self._copies = self._registered and tick_tuples > 0
+        # with timers and five read registers the third is the table's, not the bank's: it
+        # holds, beside the entry's other fields, the stamp already compared part by part with
+        # the operation's tick (``_Stages.stamp_parts``) next to each block
+        self._split_stamp = self._copies and self._read_stages == 5
         self._counter_width = counter_width
         self._timer_bits = timer_bits
         self._tick_tuples = tick_tuples
@@ -250,7 +273,15 @@ class TablePartitioner(wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
-        return (3 + self._read_stages if self._registered else 3) + self.timers
+        return (3 + self._read_stages + self._copies if self._registered else 3) + self.timers
+
+    @property
+    def _missed(self) -> int:
+        """Writes back (besides stage 4's) that the read for an operation in stage 3 cannot
+        have seen: one per read register after the block RAM latches the address, one more
+        with the banks' port copies (a write lands an edge later; the read address copy delays
+        the read and the operation alike)."""
+        return self._read_stages + self._copies
 
     @property
     def entry_layout(self) -> data.StructLayout:
@@ -280,6 +311,7 @@ class TablePartitioner(wiring.Component):
         chain, read_row = self._input(m, advance, clearing)
         read_data, write_ports = self._banks_read(m, advance, read_row)
         ctx = _Stages(self, m, advance, self.entry_layout, *self._index_bits)
+        ctx.platform = platform
         if self._registered:
             tail = self._registered_writes(m, ctx, chain, read_data, write_ports, clearing, sweep)
         else:
@@ -409,7 +441,7 @@ class TablePartitioner(wiring.Component):
         the last two (``prev``, then the one before stage 3) are the registered tail's."""
         chain = [first]
         s2, _, s2_op, s2_row, s2_bank = first
-        for extra in "bcd"[: max(0, self._read_stages - 2)]:
+        for extra in "bcde"[: max(0, self._read_stages - 2 + self._copies)]:
             delayed = (
                 Signal.like(s2, name=f"s2{extra}"),
                 Signal(name=f"s2{extra}_valid"),
@@ -434,7 +466,10 @@ class TablePartitioner(wiring.Component):
                 # decided from it; the forwarding replaces transparency (which Yosys would
                 # build in logic)
                 bank = RegisteredBank(
-                    width=layout.size, depth=rows, stages=2 if self._read_stages == 3 else 3
+                    width=layout.size,
+                    depth=rows,
+                    stages=2 if self._read_stages == 3 or self._split_stamp else 3,
+                    copies=self._copies,
                 )
                 m.submodules[f"bank{b}"] = bank
                 m.d.comb += [bank.r_addr.eq(read_row), bank.r_en.eq(advance)]
@@ -458,6 +493,9 @@ class TablePartitioner(wiring.Component):
         advance = ctx.advance
         before = chain[-2]
         prev = (Value.cast(before[0].key).as_unsigned(), before[3], before[2])
+        # the operation whose row leaves the block RAMs' output registers (split stamps only)
+        # (and the one a stage before it, whose tick is copied beside each block meanwhile)
+        ctx.early_op = chain[-4][2] if self._split_stamp else None
         t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
             prev, *chain[-1], read_data
         )
@@ -579,6 +617,54 @@ class _Stages:
         high_zero = Mux(borrow, stamp_hi == op.back[b:], stamp_hi == now_hi)
         return valid & high_zero & low_ok
 
+    def stamp_parts(self, stamp, ticks):
+        """:meth:`live`'s comparisons of ``stamp`` with an operation's tick, bit by bit, each
+        a gate of the stamp's bit and the tick's (``ticks``: per bit of the stamp, the bit of
+        ``now`` and, for the low ``B`` bits, of ``now + 1``, for the others of ``back``):
+        ``(low_eq, low_lt, low_next, same_now, same_back)``, the first three a bit per low bit
+        (the stamp's bit equals ``now``'s; is 0 where ``now``'s is 1; equals that of ``now +
+        1``), the last two a bit per high bit (equals ``now``'s; ``back``'s). Registered
+        beside the blocks, :meth:`live_parts` ends the comparison in the next cycle."""
+        b = self.table._timer_bits
+        now = Cat(n for n, _ in ticks)
+        other = Cat(o for _, o in ticks)
+        return (
+            ~(stamp[:b] ^ now[:b]),
+            ~stamp[:b] & now[:b],
+            ~(stamp[:b] ^ other[:b]),
+            ~(stamp[b:] ^ now[b:]),
+            ~(stamp[b:] ^ other[b:]),
+        )
+
+    def tick_copies(self, bank):
+        """For :meth:`stamp_parts` beside bank ``bank``'s blocks: per stamp bit, a register of
+        its own (:func:`~nfacep.hdl.bram.register_copy`) loaded on advancing edges with the
+        bits of ``now`` and ``now + 1`` or ``back`` of the operation a stage before the one
+        whose row leaves the block RAMs, so that they hold its tick when the row does."""
+        op, b = self.early_op, self.table._timer_bits
+        after = (op.now[:b] + 1)[:b]
+        ticks = []
+        for i in range(self.table._stamp_bits):
+            other = after[i] if i < b else op.back[i]
+            q = register_copy(
+                self.m, self.platform, Cat(op.now[i], other), self.advance, f"tick{bank}_{i}"
+            )
+            ticks.append((q[0], q[1]))
+        return ticks
+
+    def live_parts(self, valid, parts):
+        """:meth:`live` from :meth:`stamp_parts`' registered ``parts``: no borrow from the low
+        part (``stamp_lo <= now_lo``) iff they are equal or, at the highest bit where they
+        differ, the stamp's is 0; the low part of ``d`` is all ones iff ``stamp_lo`` is
+        ``now_lo + 1``."""
+        low_eq, low_lt, low_next, same_now, same_back = parts
+        b = len(low_eq)
+        no_borrow = low_eq.all()
+        for i in range(b):
+            no_borrow = no_borrow | (low_lt[i] & low_eq[i + 1 :].all())
+        low_ok = ~low_next.all()
+        return valid & low_ok & Mux(no_borrow, same_now.all(), same_back.all())
+
     def decide(self, key, bank, matches, free, name):
         """hit, dropped, way from the ways' match and free bits (hashed) or the bank (direct;
         ``matches`` then holds each bank's live bit)."""
@@ -604,9 +690,12 @@ class _Stages:
         so any entry a tuple looks at (its row, its bank) is its own."""
         return Const(1) if self.direct else Value.cast(tag) == key
 
-    def update(self, current, payload, name):
+    def update(self, current, payload, name, hint=None):
         table, m = self.table, self.m
-        new_state_value, result_value = table._update(m, current, payload)
+        if hint is None:
+            new_state_value, result_value = table._update(m, current, payload)
+        else:
+            new_state_value, result_value = table._update(m, current, payload, hint=hint)
         new_state = Signal(table._state_width, name=f"{name}_new_state")
         result = Signal(table._result_shape, name=f"{name}_result")
         m.d.comb += [new_state.eq(new_state_value), result.eq(result_value)]
@@ -686,7 +775,7 @@ class _Stages:
         hist_layout = data.StructLayout(
             {"valid": 1, "row": self.row_bits, "way": self.bank_bits, "entry": self.layout}
         )
-        stages = table._read_stages
+        stages = table._missed
         # hist[k] is the write handed on k + 1 advancing edges ago (hist[0] reaches its bank);
         # the oldest write an operation in stage 3 missed, hist[stages], is merged before it
         # gets there, as hist[stages - 1], so it is not kept
@@ -699,7 +788,12 @@ class _Stages:
         u_key = Value.cast(u.key).as_unsigned()
 
         # stage 4's update (its entry is the newest write of the cycle)
-        new_state, result = self.update(u_state, u.payload, "s4")
+        # ``update.prepare``: what the update needs of the state found, worked out in stage 3
+        self.prepare = getattr(table._update, "prepare", None)
+        self.u_hint = None
+        if self.prepare is not None:
+            self.u_hint = Signal(table._update.hint_width, name="s4_hint")
+        new_state, result = self.update(u_state, u.payload, "s4", hint=self.u_hint)
         written = self.entry(u_key, new_state, u_op, "s4_written")
 
         # two cycles before stage 3: row, key and tick of the writes that will be
@@ -707,7 +801,9 @@ class _Stages:
         # 4's, hist[0..stages - 2])
         ident = [(t_row, key, ~t_op.sweep, t_op.now), (u_row, u_key, ~u_op.sweep, u_op.now)]
         ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
-        rel = self._relations(prev, ident)
+        # and the decisions (store, way) already made: all but stage 3's
+        known = [None, (u_store, u_way)] + [(h.valid, h.way) for h in hist[:-1]]
+        rel = self._relations(prev, ident, known)
         # the cycle before stage 3: their decisions are registers now (stage 4's,
         # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]
@@ -782,12 +878,14 @@ class _Stages:
             ]
             self.m.d.sync += [h.eq(older) for h, older in zip(hist[1:], hist, strict=False)]
 
-    def _relations(self, prev, ident):
+    def _relations(self, prev, ident, known):
         """Two cycles before stage 3: each source's (``ident``: row, key, whether it writes a
         valid entry, tick) row, key and tick against the operation in ``prev``, registered:
-        ``(rel_row, rel_key, rel_live, rel_valid)``, a bit per source."""
+        ``(rel_row, rel_key, rel_live, rel_valid, rel_way)``, a bit per source; ``rel_way``,
+        for the sources whose decision (``known``: store, way) is made already, a bit per way:
+        it writes that way of the operation's row (None for the others)."""
         m = self.m
-        stages = self.table._read_stages
+        stages = self.table._missed
         prev_key, prev_row, prev_op = prev
         n = len(ident)  # stages + 1
         rel_row = Signal(n, name="s1_rel_row")
@@ -802,7 +900,19 @@ class _Stages:
                     rel_live[j].eq(self.live(entry_valid, stamp, prev_op, ahead=stages + 2)),
                     rel_valid[j].eq(entry_valid),
                 ]
-        return rel_row, rel_key, rel_live, rel_valid
+        rel_way = []
+        for j, decision in enumerate(known):
+            if decision is None:
+                rel_way.append(None)
+                continue
+            store, way = decision
+            bits = Signal(self.banks, name=f"s1_rel_way{j}")
+            with m.If(self.advance):
+                m.d.sync += bits.eq(
+                    Cat(store & (ident[j][0] == prev_row) & (way == b) for b in range(self.banks))
+                )
+            rel_way.append(bits)
+        return rel_row, rel_key, rel_live, rel_valid, rel_way
 
     def _read_bits(self, prev, s2, s2_op, read):
         """Per way of the row read: (match, live, valid, state). With five read registers the
@@ -813,6 +923,8 @@ class _Stages:
         s2_key = Value.cast(s2.key).as_unsigned()
         seen = []
         for b, e in enumerate(read):
+            if self.table._split_stamp:
+                e = self._split_read(e, b)
             if self.table._read_stages == 5:
                 bits = (
                     Signal(name=f"s1_read_match{b}"),
@@ -820,7 +932,10 @@ class _Stages:
                     Signal(name=f"s1_read_valid{b}"),
                     Signal(width, name=f"s1_read_state{b}"),
                 )
-                here = self.live(e.valid, e.stamp, prev_op)
+                if self.table._split_stamp:
+                    here = self.live_parts(e.valid, e.stamp)
+                else:
+                    here = self.live(e.valid, e.stamp, prev_op)
                 with m.If(self.advance):
                     m.d.sync += [
                         c.eq(v)
@@ -836,12 +951,59 @@ class _Stages:
                 seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
         return seen
 
+    def _stage3_hint(self, t, pre_state, new_state, mine, newest):
+        """``update.prepare`` of the state the tuple in stage 3 finds, for stage 4: chosen as
+        that state is (from each way's candidate, the update being made in stage 4 among them,
+        or the all-zero state of a fresh entry), so nothing of it waits for stage 4's update
+        but what ``prepare`` reads of it."""
+        m, width = self.m, self.table._update.hint_width
+        table = self.table
+        zero = self.prepare(m, Const(0, table._state_width), t.payload)
+        from_new = self.prepare(m, new_state, t.payload)
+        parts = [Mux(~_or_all(mine), zero, 0)]
+        for b in range(self.banks):
+            from_read = self.prepare(m, pre_state[b], t.payload)
+            parts.append(Mux(mine[b], Mux(newest[b], from_new, from_read), 0))
+        hint = Signal(width, name="s3_hint")
+        m.d.comb += hint.eq(_or_all(parts))
+        with m.If(self.advance):
+            m.d.sync += self.u_hint.eq(hint)
+
+    def _split_read(self, e, b):
+        """The third read register of bank ``b`` (split stamps): the entry's fields but its
+        stamp, and :meth:`stamp_parts` of its stamp with the tick of the operation it was read
+        for, computed from the block RAMs' output registers."""
+        m, layout = self.m, self.table.entry_layout
+        parts = self.stamp_parts(e.stamp, self.tick_copies(b))
+        bits = self.table._timer_bits
+        high = self.table._stamp_bits - bits
+        held = (
+            Signal(1, name=f"s0_read_valid{b}"),
+            Signal(layout.members["tag"], name=f"s0_read_tag{b}"),
+            Signal(layout.members["state"], name=f"s0_read_state{b}"),
+            (
+                Signal(bits, name=f"s0_read_low_eq{b}"),
+                Signal(bits, name=f"s0_read_low_lt{b}"),
+                Signal(bits, name=f"s0_read_low_next{b}"),
+                Signal(high, name=f"s0_read_same_now{b}"),
+                Signal(high, name=f"s0_read_same_back{b}"),
+            ),
+        )
+        with m.If(self.advance):
+            m.d.sync += [
+                held[0].eq(e.valid),
+                held[1].eq(e.tag),
+                held[2].eq(e.state),
+                *(r.eq(v) for r, v in zip(held[3], parts, strict=True)),
+            ]
+        return _Read(*held)
+
     def _newest(self, prev, s2, s2_op, read, decided, rel):
         """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
         state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
         pre_valid, pre_state)``."""
         m, banks, width = self.m, self.banks, self.table._state_width
-        rel_row, rel_key, rel_live, rel_valid = rel
+        rel_row, rel_key, rel_live, rel_valid, rel_way = rel
         pre_match = Signal(banks, name="s2_pre_match")
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
@@ -854,7 +1016,12 @@ class _Stages:
                 Signal(width, name=f"s2_cand_state{b}"),
             )
             for j, (store, src_way, state) in enumerate(decided):
-                chosen = store & rel_row[j] & (src_way == b)
+                # the sources but the newest were compared a cycle before (rel_way), so this
+                # priority chain starts from registers
+                if rel_way[j] is not None:
+                    chosen = rel_way[j][b]
+                else:
+                    chosen = store & rel_row[j] & (src_way == b)
                 with (m.If if j == 0 else m.Elif)(chosen):
                     m.d.comb += [
                         c.eq(v)
@@ -898,7 +1065,7 @@ class _Stages:
         matches = Signal(self.banks, name="s3_matches")
         live = Signal(self.banks, name="s3_live")
         valid = Signal(self.banks, name="s3_entry_valid")
-        ways_found = []
+        ways_found, ways_mine, ways_newest = [], [], []
         for b in range(self.banks):
             newest = row_same0 & u_store & (u_way == b)
             m.d.comb += [
@@ -910,11 +1077,25 @@ class _Stages:
             # (it does not wait for `way`)
             mine = matches[b] & (t_bank == b) if self.direct else matches[b]
             ways_found.append(Mux(mine, Mux(newest, new_state, pre_state[b]), 0))
+            ways_mine.append(mine)
+            ways_newest.append(newest)
+        if self.prepare is not None:
+            self._stage3_hint(t, pre_state, new_state, ways_mine, ways_newest)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         found = Signal(width, name="s3_found")
         m.d.comb += found.eq(_or_all(ways_found))
         return hit, dropped, way3, store3, found
+
+
+@dataclass
+class _Read:
+    """A row read with its stamp compared in parts (:meth:`_Stages._split_read`)."""
+
+    valid: Value
+    tag: Value
+    state: Value
+    stamp: tuple
 
 
 @dataclass

@@ -83,22 +83,29 @@ endmodule
 """
 
 
-@pytest.mark.parametrize("stages", [2, 3])
+SHAPES = [(64, 10), (3000, 40), (3000, 18), (2048, 9), (4, 20), (8192, 3)]
+
+
 @pytest.mark.parametrize(
-    ("depth", "width"), [(64, 10), (3000, 40), (3000, 18), (2048, 9), (4, 20), (8192, 3)]
+    ("depth", "width", "stages", "copies"),
+    # the copies (a register per block and port) on a flat bank and on a stacked one
+    [(d, w, stages, False) for stages in (2, 3) for d, w in SHAPES]
+    + [(64, 10, 3, True), (3000, 18, 3, True)],
 )
-def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages):
+def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies):
     iverilog = shutil.which("iverilog")
     if iverilog is None:
         pytest.fail("iverilog is missing (CI installs it with tools/install-simulators.sh)")
     ecp5 = verilog.convert(
-        RegisteredBank(width=width, depth=depth, stages=stages),
+        RegisteredBank(width=width, depth=depth, stages=stages, copies=copies),
         name="bank_ecp5",
         platform=SimpleNamespace(family="ecp5"),
     )
     assert "DP16KD" in ecp5 and '"OUTREG"' in ecp5
+    # with copies, registers of their own beside each block (kept apart from Yosys)
+    assert ("TRELLIS_FF" in ecp5) == copies
     portable = verilog.convert(
-        RegisteredBank(width=width, depth=depth, stages=stages), name="bank_ref"
+        RegisteredBank(width=width, depth=depth, stages=stages, copies=copies), name="bank_ref"
     )
     assert "DP16KD" not in portable
     (tmp_path / "ecp5.v").write_text(ecp5)
@@ -125,6 +132,7 @@ def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages):
             str(tmp_path / "ecp5.v"),
             str(tmp_path / "ref.v"),
             str(HERE / "verilog" / "dp16kd.v"),
+            str(HERE / "verilog" / "trellis_ff.v"),
         ],
         check=True,
     )
