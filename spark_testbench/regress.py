@@ -59,10 +59,12 @@ from .shard import Shard
 from .vectors import (
     DROPS,
     EXPECTED,
+    FORCED_GLOBAL,
     FORMAT,
     MANIFEST,
     START_SEQ,
     TUPLES,
+    auto_mode,
     global_starts,
     manifest_params,
     manifest_values,
@@ -202,6 +204,13 @@ def prepare(
     params = _params(manifest, given, folder, vectors_dir)
     values = _values(manifest, nfa, param_texts, folder, vectors_dir)
     mode = _mode(manifest, folder)
+    reason = _reason(mode, manifest)
+    if mode == "global" and manifest["expected"].get("reason") == FORCED_GLOBAL:
+        # the expected matches of one global pass, but the engine allows a split by key
+        keys = manifest["keys_present"]
+        auto, why = auto_mode(params, nfa, keys, keys)
+        if auto == "partitioned":
+            mode, reason = auto, f"shards of whole partition keys, each simulated alone: {why}"
     cache = sim.build_cache(build_dir)
     missing = sim.simulator_available(simulator, cache)
     if missing:
@@ -218,7 +227,7 @@ def prepare(
         simulator,
         cache,
         mode,
-        _reason(mode, manifest),
+        reason,
         seed,
         sim_mode,
         values,

@@ -79,10 +79,12 @@ from .shard import Shard
 
 __all__ = [
     "BLOCK_TUPLES",
+    "FORCED_GLOBAL",
     "FORMAT",
     "PIECE_TUPLES",
     "Job",
     "Options",
+    "auto_mode",
     "manifest_params",
     "prepare",
     "run",
@@ -561,9 +563,27 @@ def _spark_schema(schema: pa.Schema):
 def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     """Pick the pass; ``keys_present`` is only needed when more keys were generated than the
     partitioner stores (None: not counted)."""
-    e = job.params
-    key = job.nfa.program.key
     keys = job.generator.keys if job.generator is not None else keys_present
+    auto = auto_mode(job.params, job.nfa, keys, keys_present)
+    if job.expected == "auto" or job.expected == auto[0]:
+        return auto
+    if job.expected == "global":
+        return "global", FORCED_GLOBAL
+    raise UsageError(f"--expected partitioned: {auto[1]}")
+
+
+#: The reason a manifest gives when ``--expected global`` forced the global pass.
+FORCED_GLOBAL = "forced with --expected global"
+
+
+def auto_mode(
+    e: EngineParams, nfa: nfacep.Nfa, keys: int | None, keys_present: int | None
+) -> tuple[str, str]:
+    """``("partitioned", why)`` when neither capacity nor timers can matter for the engine
+    ``e`` on a stream of ``keys`` generated keys (``keys_present`` present, counted when more
+    were generated than it stores), so that each key's sub-stream evolves alone; else
+    ``("global", why)``. ``vectors`` picks its pass by it, ``regress`` its split."""
+    key = nfa.program.key
     if not key.names:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
     elif job.values is not None and job.values.switches:
@@ -594,11 +614,7 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
             "and no ticks: no partition is ever dropped or expired, so each "
             "key's sub-stream is matched on its own",
         )
-    if job.expected == "auto" or job.expected == auto[0]:
-        return auto
-    if job.expected == "global":
-        return "global", "forced with --expected global"
-    raise UsageError(f"--expected partitioned: {auto[1]}")
+    return auto
 
 
 def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:

@@ -620,3 +620,23 @@ def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir
     assert np.array_equal(
         shard.keys().columns["sensor"], np.concatenate([p.columns["sensor"] for p in pieces])
     )
+
+
+@pytest.mark.slow
+def test_regress_shards_forced_global_vectors_when_the_engine_allows(spark, tmp_path):
+    """Vectors whose expected matches were one global pass by request (``--expected global``)
+    on an engine where capacity and timers cannot matter: ``regress`` still shards by key."""
+    out = tmp_path / "v"
+    opts = Options(tuples=500, block_tuples=256, seed=5, keys=16)
+    job = vectors.prepare(
+        FIRE, opts, str(out), params=EngineParams(partitions=16), expected="global"
+    )
+    manifest = vectors.run(spark, job, tasks=2)
+    assert manifest["expected"] == {"mode": "global", "reason": vectors.FORCED_GLOBAL}
+    job = regress.prepare(FIRE, str(out), simulator="icarus")
+    assert job.mode == "partitioned" and "no more than --partitions 16" in job.reason
+    # with timers the split is not exact: one global simulation
+    out = tmp_path / "t"
+    engine = EngineParams(partitions=16, tick_tuples=40)
+    vectors.run(spark, vectors.prepare(FIRE, opts, str(out), params=engine, expected="global"))
+    assert regress.prepare(FIRE, str(out), simulator="icarus").mode == "global"
