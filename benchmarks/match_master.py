@@ -136,7 +136,7 @@ def main() -> None:
             notes.append(
                 f"{n:,} tuples: driver read {read:.0f} s ({n / read / 1e6:.2f} M/s), tasks "
                 f"matched in {matched:.0f} s ({per_task / 1e6:.2f} M tuples/s per task), the "
-                f"rest (JVM start, key count, sort, write) {rest:.0f} s; with n one-core "
+                f"rest (read, JVM start, key count, sort, write) {rest:.0f} s; with n one-core "
                 f"workers at that rate, everything else as here: {guess}"
             )
     print()

@@ -22,13 +22,14 @@ import contextlib
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
+from .errors import UsageError
 from .io import reader
 from .io import tuples as tuples_mod
 from .limits import CHUNK
 from .nfa import Nfa
-from .output import check_outputs, summary_path
+from .output import check_folder, check_outputs, is_folder, summary_path
 from .params import EngineParams
-from .result import Result, Totals, match_file, write
+from .result import Result, Totals, match_file, match_folder, write
 from .settings import ParamValues
 
 __all__ = ["Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
@@ -119,10 +120,28 @@ def run_files(
     A back-end that takes the stream in pieces (:class:`Pieces`) reads a path ``chunk``
     tuples at a time and returns the :class:`~nfacep.result.Totals` of the run (its matches
     went to ``output`` piece by piece); any other returns its :class:`Result`."""
-    check_output(output, (query_file, input if isinstance(input, str) else None))
+    inputs = (query_file, input if isinstance(input, str) else None)
+    folder = output is not None and is_folder(output)
+    if output is not None and folder:
+        output = check_folder(output, inputs)
+    else:
+        check_output(output, inputs)
     if isinstance(input, str) and isinstance(backend, Pieces):
         return _run_pieces(
-            backend, nfa, input, output, params, query_file=query_file, values=values, chunk=chunk
+            backend,
+            nfa,
+            input,
+            output,
+            params,
+            query_file=query_file,
+            values=values,
+            chunk=chunk,
+            folder=folder,
+        )
+    if folder:
+        raise UsageError(
+            f"--output {output}/: a Parquet folder of matches is what `nfacep match` "
+            "writes; give a .csv file"
         )
     if isinstance(input, tuples_mod.Tuples):
         data, source = input, input.source
@@ -146,6 +165,7 @@ def _run_pieces(
     query_file: str | None,
     values: ParamValues | None,
     chunk: int,
+    folder: bool = False,
 ) -> Totals:
     names = tuple(q.name for q in nfa.queries)
     feed = backend.pieces(nfa, params, values)
@@ -153,7 +173,9 @@ def _run_pieces(
     with contextlib.ExitStack() as stack:
         rows = None
         if output is not None:
-            rows = stack.enter_context(match_file(output, nfa.program))
+            # a Parquet folder of part files (``--output M/``), or the match CSV
+            opener = match_folder if folder else match_file
+            rows = stack.enter_context(opener(output, nfa.program))
         # the next piece read in a thread while this one is matched
         pieces = stack.enter_context(
             contextlib.closing(reader.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))

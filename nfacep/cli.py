@@ -358,7 +358,9 @@ class Match(Command):
     order = 30
 
     def add_arguments(self, parser) -> None:
-        add_io_arguments(parser)
+        add_io_arguments(
+            parser, output_help="matches (.csv), or M/ for a folder of Parquet part files"
+        )
         parser.add_argument(
             "--chunk",
             metavar="N",
@@ -372,8 +374,8 @@ class Match(Command):
             metavar="URL",
             help="match on this Spark master (local[N], spark://HOST:PORT, …) instead of "
             "here: the same match file and summary, split by partition key over the tasks "
-            "where the result allows it; M/ (a trailing slash) writes a Parquet folder "
-            "(needs the Spark testbench: pip install 'nfacep[spark]')",
+            "where the result allows it (needs the Spark testbench: "
+            "pip install 'nfacep[spark]')",
         )
         parser.add_argument(
             "--tasks",

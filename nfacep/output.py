@@ -96,6 +96,27 @@ def check_outputs(
         probe_folder(folder, f"{what} {path}")
 
 
+def is_folder(output: str) -> bool:
+    """Whether ``--output M`` asks for a Parquet folder of matches (docs/formats.md): ``M/``,
+    a trailing slash (a folder named without one is refused as a match file, as before)."""
+    return output.endswith(("/", os.sep))
+
+
+def check_folder(output: str, inputs: Iterable[str | None] = ()) -> str:
+    """Before any work: a :class:`UsageError` unless the Parquet folder ``output`` can be
+    written whole (it is new, or an empty folder) with its summary beside it (as
+    :func:`check_outputs` checks a file: not an input, not inside an input folder). Returns
+    the folder's path without its trailing slash."""
+    folder = output.rstrip("/" + os.sep) or output
+    if os.path.lexists(folder) and (not os.path.isdir(folder) or os.listdir(folder)):
+        raise UsageError(
+            f"--output {output}: a Parquet folder of matches is written whole, and this "
+            "exists and is not an empty folder"
+        )
+    check_outputs([summary_path(folder)], inputs)
+    return folder
+
+
 def _temporary(path: str, what: str):
     folder = _check_destination(path, what)
     if not os.path.isdir(folder):

@@ -49,16 +49,10 @@ from . import session as spark_session
 from . import vectors
 from .progress import Progress
 
-__all__ = ["is_folder_output", "run"]
+__all__ = ["run"]
 
 #: The scratch folder's sorted match rows.
 MATCHES = "matches.parquet"
-
-
-def is_folder_output(output: str) -> bool:
-    """Whether ``--output M`` asks for a Parquet folder: ``M/`` (a trailing slash), or a
-    folder that exists."""
-    return output.endswith(("/", os.sep)) or os.path.isdir(output)
 
 
 def run(
@@ -75,10 +69,10 @@ def run(
     progress: Callable[[str], None] | None = None,
 ) -> Totals:
     """``nfacep match`` on the Spark master ``master``: match ``input`` and write ``output``
-    (a match CSV, or a Parquet folder: :func:`is_folder_output`) and its summary; returns
+    (a match CSV, or a Parquet folder: :func:`nfacep.output.is_folder`) and its summary; returns
     what was reported. Everything a user can get wrong is checked before Spark starts."""
     from nfacep.backend import check_output
-    from nfacep.output import summary_path
+    from nfacep.output import check_folder, is_folder
 
     from .cli import _require_spark
 
@@ -88,11 +82,9 @@ def run(
         raise UsageError("--tasks must be at least 1")
     if not os.path.exists(input):
         raise UsageError(f"--input {input}: no such file or folder")
-    folder = is_folder_output(output)
+    folder = is_folder(output)
     if folder:
-        output = output.rstrip("/" + os.sep) or output
-        _check_folder(output)
-        check_output(summary_path(output), (query, input))
+        output = check_folder(output, (query, input))
     else:
         check_output(output, (query, input))
     spark_session.check_master(master)
@@ -120,15 +112,6 @@ def run(
         shutil.rmtree(tmp, ignore_errors=True)
         if created:
             spark.stop()
-
-
-def _check_folder(output: str) -> None:
-    """A Parquet folder output may be new or empty, nothing else (it is written whole)."""
-    if os.path.lexists(output) and (not os.path.isdir(output) or os.listdir(output)):
-        raise UsageError(
-            f"--output {output}/: a Parquet folder of matches is written whole, and this "
-            "exists and is not an empty folder"
-        )
 
 
 def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Totals:

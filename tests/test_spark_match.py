@@ -135,6 +135,8 @@ def test_random_splits_give_the_same_files(spark, trace, tmp_path):
 
 @pytest.mark.slow
 def test_parquet_folder_holds_the_csv_rows(spark, trace, tmp_path):
+    """``--output M/``: a folder of Parquet part files with the match CSV's rows, the same
+    from ``--master`` and from the local command (in pieces of 700 tuples)."""
     args = ("--partitions", "32", "--param", "hot=600")
     local, summary = match(trace["query"], trace["parts"], tmp_path / "local.csv", *args)
     out = tmp_path / "matches"
@@ -153,6 +155,12 @@ def test_parquet_folder_holds_the_csv_rows(spark, trace, tmp_path):
     ]
     assert rows == lines[1:]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    # the local command writes the same folder
+    argv[-1] = f"{tmp_path / 'here'}/"
+    assert main([*argv, *args, "--chunk", "700"]) == 0
+    assert pq.read_table(tmp_path / "here").equals(table)
+    here = json.loads((tmp_path / "here.summary.json").read_text())
+    assert {**here, "input": None} == {**summary, "input": None}
 
 
 def test_a_corrupted_part_file_is_named_and_nothing_written(spark, trace, tmp_path, capsys):
