@@ -303,7 +303,7 @@ def switched(first, second, shape, data, params, at, *, seed=0, engine=None, sec
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("seed", "store", "partitions", "tick_tuples"),
-    [(0, "pipeline", 4, 0), (1, "table", 8, 0), (2, "pipeline", 3, 2), (3, "table", 4, 3)],
+    [(0, "pipeline", 4, 0), (2, "pipeline", 3, 2), (3, "table", 4, 3)],
 )
 def test_switch_at_a_tuple_equals_the_reference_run(seed, store, partitions, tick_tuples):
     """Random pairs of files and switch points, both stores, drops and timers: tuples before
@@ -314,11 +314,11 @@ def test_switch_at_a_tuple_equals_the_reference_run(seed, store, partitions, tic
     first = fitting_file(rng)
     second = fitting_file(rng)
     shape = shape_of(first)
-    data = random_data(rng, 160, keys=6)
+    data = random_data(rng, 120, keys=6)
     params = EngineParams(
         partitions=partitions, store=store, ways=2, tick_tuples=tick_tuples, timer_bits=2
     )
-    at = int(rng.integers(20, 140))
+    at = int(rng.integers(20, 100))
     records, _ = switched(first, second, shape, data, params, at, seed=seed)
     assert any(m for s, _, m, _ in records if s < at) and any(
         m for s, _, m, _ in records if s >= at
@@ -327,7 +327,7 @@ def test_switch_at_a_tuple_equals_the_reference_run(seed, store, partitions, tic
     # compare does not
     switched(first, first, shape, data, params, at, seed=seed)
     with pytest.raises(AssertionError):
-        for point in (at, 30, 60, 90):
+        for point in (at, 30, 60, 90, 110):
             switched(first, first, shape, data, params, point, seed=seed, engine=_NoEpochs)
 
 
@@ -338,13 +338,13 @@ def test_a_damaged_truncated_or_foreign_load_is_refused():
     rng = np.random.default_rng(31)
     first = fitting_file(rng)
     shape = shape_of(first)
-    data = random_data(rng, 80, keys=4)
+    data = random_data(rng, 60, keys=4)
     params = EngineParams(partitions=4)
-    good = load_body(shape, image(first, shape).body(), 40)
+    good = load_body(shape, image(first, shape).body(), 30)
     damaged = bytearray(good)
     damaged[20] ^= 4
     other = shape_of(first, states=20)
-    foreign = load_body(other, image(first, other).body(), 40)
+    foreign = load_body(other, image(first, other).body(), 30)
     want, _ = compare(first, shape, data, params)
     for bad in (bytes(damaged), good[:-3], foreign):
         loads = [load_body(shape, image(first, shape).body()), bad]
