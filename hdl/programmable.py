@@ -3,8 +3,10 @@
 
 Built from a stream declaration and capacities (:class:`nfacep.image.EngineShape`), not from
 a query: atoms, truth tables, the activation matrix, start and accept masks, query slots and
-after-match modes are registers, written through ``i_config`` with the body of a
-configuration image (:meth:`nfacep.image.Image.body`). Otherwise it is the fixed engine
+after-match modes are registers, written through ``i_config`` with a load of a
+configuration image (:func:`nfacep.image.load`), in force from a stated tuple on; a switch
+clears every partition's states at once by moving to a new epoch (docs/language.md,
+"Switching queries at a tuple"). Otherwise it is the fixed engine
 (:class:`nfacep.hdl.engine.Engine`): the same tuple and record streams, the same partition
 stores (pipeline or table, their capacity, timers and drop counting), the same record filter.
 
@@ -22,10 +24,11 @@ import json
 import os
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import crc, data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.image import (
+    AT_BYTES,
     ATOMS_PER_STATE,
     OPS,
     Capacity,
@@ -33,6 +36,7 @@ from nfacep.image import (
     body_size,
     config_fields,
     image,
+    load_size,
 )
 from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN
 from nfacep.nfa import Nfa
@@ -44,7 +48,13 @@ from .engine import interface, partition_key, partition_store, record_filter
 from .layout import tuple_layout
 from .stream import StreamBuffer, StreamQueue
 
-__all__ = ["ProgrammableEngine", "config_layout", "write_verilog"]
+__all__ = ["CONFIG_PORT", "EPOCH_BITS", "ProgrammableEngine", "config_layout", "write_verilog"]
+
+#: the configuration port's payload: a byte of a load (:func:`nfacep.image.load`), ``last``
+#: on its final byte
+CONFIG_PORT = data.StructLayout({"data": 8, "last": 1})
+#: bits of the epoch each partition's entry holds beside its states
+EPOCH_BITS = 8
 
 
 def config_layout(shape: EngineShape) -> data.StructLayout:
@@ -71,14 +81,17 @@ class ProgrammableEngine(wiring.Component):
     i_stream, o_stream, tuples, matched, drops
         As :class:`~nfacep.hdl.engine.Engine`'s; a record's ``matches`` has one bit per query
         slot (bit ``q``: the file's query ``q``).
-    i_config : ``In(stream.Signature(8))``
-        The body of a configuration image, byte 0 first. The bytes shift into a shadow copy;
-        with the last one, the whole configuration is in force at once, from the next cycle.
-        Load it before the tuples it should judge: tuples already taken are judged by a mix
-        (switching at a stated tuple, with partitions cleared, is not built yet).
+    i_config : ``In(stream.Signature(CONFIG_PORT))``
+        Loads (:func:`nfacep.image.load`), a byte per transfer, ``last`` on the final one:
+        the tuple number a load is in force from, the engine's fingerprint, the body of a
+        configuration image and a CRC-32. A whole, checked load is in force from that tuple
+        on, with a new epoch (every partition's states read as empty); tuples from that
+        number on wait for it, and it waits for the tuples in flight.
     configured : ``Out(1)``
-        A whole configuration has been loaded since the reset (before it, no state is ever
-        set: the registers are all zero).
+        A load has been in force since the reset (before it, no state is ever set: the
+        registers are all zero).
+    refused : ``Out(counter_width)``
+        Loads refused: for another engine, of another length, or with a wrong CRC.
     """
 
     def __init__(
@@ -118,8 +131,9 @@ class ProgrammableEngine(wiring.Component):
             {
                 "i_stream": In(stream.Signature(self._tuple_layout)),
                 "o_stream": Out(stream.Signature(self._record_layout)),
-                "i_config": In(stream.Signature(8)),
+                "i_config": In(stream.Signature(CONFIG_PORT)),
                 "configured": Out(1),
+                "refused": Out(counter_width),
                 "tuples": Out(counter_width),
                 "matched": Out(counter_width),
                 "drops": Out(counter_width),
@@ -149,6 +163,9 @@ class ProgrammableEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        self._epoch = Signal(EPOCH_BITS, name="epoch")
+        self._block = Signal(name="config_block")
+        self._empty = Signal(name="pipeline_empty")
         config = self._configuration(m)
         guards = self._guards(m, config)
         matcher, results = self._matcher(m, config)
@@ -161,27 +178,83 @@ class ProgrammableEngine(wiring.Component):
             self._record_layout,
             seq_width=self._seq_width,
         )
+        # the tuples taken and not yet through the record filter: a load is applied only
+        # when none is left, so that every tuple is judged whole by one configuration
+        inflight = Signal(range(2 * self._params.partitions + 4 * self._fifo_depth + 64))
+        took = self.i_stream.valid & self.i_stream.ready
+        gave = results.valid & results.ready
+        m.d.sync += inflight.eq(inflight + took - gave)
+        m.d.comb += self._empty.eq((inflight == 0) & ~took)
         return m
 
     def _configuration(self, m: Module) -> data.View:
-        """The configuration registers and the port that loads them."""
-        nbytes = body_size(self._shape)
-        width = nbytes * 8
-        shadow = Signal(width, name="config_shadow")
-        active = Signal(width, name="config_active")
-        count = Signal(range(nbytes), name="config_count")
+        """The configuration registers and the port that loads them (:func:`nfacep.image.load`:
+        the tuple number it is in force from, the engine's fingerprint, the body, a CRC-32).
+        A whole, checked load waits (``pending``) until the tuple count reaches its number and
+        no tuple is in flight, then is in force at once, with a new epoch: every partition's
+        states read as empty from then on. From its number on, tuples wait for it; a load for
+        another engine, of another length or with a wrong CRC is counted in ``refused`` and
+        changes nothing."""
+        shape = self._shape
+        nbytes = body_size(shape)
+        prints = len(shape.fingerprint)
+        total = load_size(shape)
+        shadow = Signal(nbytes * 8, name="config_shadow")
+        active = Signal(nbytes * 8, name="config_active")
+        at = Signal(AT_BYTES * 8, name="config_at")
+        count = Signal(range(total + 1), name="config_count")
+        pending = Signal(name="config_pending")
+        foreign = Signal(name="config_foreign")
+        ended = Signal(name="config_ended")
+        whole = Signal(name="config_whole")
         port = self.i_config
-        m.d.comb += port.ready.eq(1)
-        with m.If(port.valid):
-            m.d.sync += shadow.eq(Cat(shadow[8:], port.payload))
-            with m.If(count == nbytes - 1):
+        m.submodules.config_crc = check = crc.catalog.CRC32_ISO_HDLC(data_width=8).create()
+        fingerprint = Const(int.from_bytes(shape.fingerprint, "little"), 8 * prints)
+        took = port.valid & port.ready
+        m.d.comb += [
+            port.ready.eq(~pending & ~ended),
+            check.data.eq(port.payload.data),
+            check.valid.eq(took),
+            check.start.eq(took & (count == 0)),
+        ]
+        m.d.sync += ended.eq(0)
+        with m.If(took):
+            with m.If(count < total):
+                m.d.sync += count.eq(count + 1)
+            with m.If(count < AT_BYTES):
+                m.d.sync += at.eq(Cat(at[8:], port.payload.data))
+            with m.Elif(count < AT_BYTES + prints):
+                byte = fingerprint.word_select(
+                    (count - AT_BYTES)[: max(1, (prints - 1).bit_length())], 8
+                )
+                with m.If(port.payload.data != byte):
+                    m.d.sync += foreign.eq(1)
+            with m.Elif(count < AT_BYTES + prints + nbytes):
+                m.d.sync += shadow.eq(Cat(shadow[8:], port.payload.data))
+            with m.If(port.payload.last):
                 m.d.sync += [
                     count.eq(0),
-                    active.eq(Cat(shadow[8:], port.payload)),
-                    self.configured.eq(1),
+                    foreign.eq(0),
+                    ended.eq(1),
+                    whole.eq((count == total - 1) & ~foreign),
                 ]
+        with m.If(ended):  # the CRC has taken the last byte
+            with m.If(whole & check.match_detected):
+                m.d.sync += pending.eq(1)
             with m.Else():
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += self.refused.eq(self.refused + 1)
+        due = Signal(AT_BYTES * 8, name="config_due")
+        m.d.comb += [
+            due.eq(self.tuples - at),
+            self._block.eq((pending | ended | (count >= AT_BYTES)) & ~due[-1]),
+        ]
+        with m.If(pending & ~due[-1] & self._empty):
+            m.d.sync += [
+                active.eq(shadow),
+                pending.eq(0),
+                self._epoch.eq(self._epoch + 1),
+                self.configured.eq(1),
+            ]
         return self._config_layout(active[: self._config_layout.size])
 
     def _field(self, config, name: str):
@@ -238,7 +311,10 @@ class ProgrammableEngine(wiring.Component):
         """The NFA step over the configured matrix: ``(stored state, match bits)``."""
         c = self._shape.capacity
 
-        def update(mod, state, guards):
+        def update(mod, stored_state, guards):
+            # an entry written in another epoch (before the last switch) reads as empty
+            state = Signal(c.states, name="live")
+            mod.d.comb += state.eq(self._live(stored_state))
             nxt = Signal(c.states, name="next")
             for i in range(c.states):
                 reached = (
@@ -259,11 +335,17 @@ class ProgrammableEngine(wiring.Component):
                 skip = self._field(config, f"query{q}.skip")
                 clear = clear | Mux(matches[q] & skip, member, 0)
             mod.d.comb += cleared.eq(clear)
-            stored = Signal(c.states, name="stored")
-            mod.d.comb += stored.eq(nxt & ~cleared)
+            stored = Signal(c.states + EPOCH_BITS, name="stored")
+            mod.d.comb += stored.eq(Cat(nxt & ~cleared, self._epoch))
             return stored, matches
 
         return update
+
+    def _live(self, stored: Value) -> Value:
+        """The states of a stored entry (states, then epoch): as stored when written in the
+        current epoch, else none (the entry is from before the last switch)."""
+        c = self._shape.capacity
+        return Mux(stored[c.states :] == self._epoch, stored[: c.states], 0)
 
     def _matcher(self, m: Module, config):
         """The partition store with the configured NFA step, or one state register without
@@ -280,7 +362,7 @@ class ProgrammableEngine(wiring.Component):
             self._params,
             key_shape=self._key_bits,
             payload_shape=c.states,
-            state_width=c.states,
+            state_width=c.states + EPOCH_BITS,
             result_shape=outcome.size,
             update=update,
         )
@@ -301,7 +383,7 @@ class ProgrammableEngine(wiring.Component):
         register."""
         c = self._shape.capacity
         m.submodules.single = single = StreamBuffer(c.queries)
-        state = Signal(c.states, name="state")
+        state = Signal(c.states + EPOCH_BITS, name="state")
         inbox = stream.Signature(c.states).create()
         stored, matches = update(m, state, inbox.payload)
         m.d.comb += [
@@ -322,9 +404,9 @@ class ProgrammableEngine(wiring.Component):
         sink = matcher.i_stream if keyed else matcher
         item = sink.payload.shape()
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
-        m.d.comb += [
-            queue.i_stream.valid.eq(self.i_stream.valid),
-            self.i_stream.ready.eq(queue.i_stream.ready),
+        m.d.comb += [  # (a tuple waits while a load due before it is not in force)
+            queue.i_stream.valid.eq(self.i_stream.valid & ~self._block),
+            self.i_stream.ready.eq(queue.i_stream.ready & ~self._block),
         ]
         if keyed:
             fields = self._shape.partition_fields
@@ -374,6 +456,7 @@ def write_verilog(
         "configuration": {
             "bits": config_layout(shape).size,
             "body_bytes": body_size(shape),
+            "load_bytes": load_size(shape),
             "engine_fingerprint": shape.fingerprint.hex(),
         },
         "partition_fields": list(program.partition_fields),

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ATOMS_PER_STATE",
+    "AT_BYTES",
     "MAGIC",
     "OPS",
     "VERSION",
@@ -59,6 +61,10 @@ __all__ = [
     "StateConfig",
     "config_fields",
     "image",
+    "load",
+    "load_body",
+    "load_size",
+    "port_words",
 ]
 
 #: the atoms one state's condition may read: its truth table has ``2**ATOMS_PER_STATE`` bits
@@ -302,6 +308,36 @@ class Image:
     def fingerprint(self) -> str:
         """The image's fingerprint (its last 8 bytes) in hex."""
         return self.to_bytes()[-_FINGERPRINT:].hex()
+
+
+#: the tuple number of a load: 4 bytes, modulo 2**32
+AT_BYTES = 4
+
+
+def load(img: Image, at: int = 0) -> bytes:
+    """What the engine's configuration port takes to put ``img`` in force from tuple ``at``
+    on (its tuple count modulo 2**32): ``at`` (4 bytes, little-endian), the engine's
+    fingerprint (8 bytes), the body, then the CRC-32 (zlib's) of all that, little-endian. The engine
+    refuses (and counts) a load for another engine, of another length, or whose CRC does not
+    match; docs/formats.md, "Configuration images"."""
+    return load_body(img.shape, img.body(), at)
+
+
+def load_body(shape: EngineShape, body: bytes, at: int = 0) -> bytes:
+    """:func:`load` of a body made elsewhere (a test's, or one read from an image file)."""
+    head = (at % (1 << 32)).to_bytes(AT_BYTES, "little") + shape.fingerprint + body
+    return head + zlib.crc32(head).to_bytes(4, "little")
+
+
+def load_size(shape: EngineShape) -> int:
+    """Bytes of a :func:`load` for engines of ``shape``."""
+    return AT_BYTES + len(shape.fingerprint) + body_size(shape) + 4
+
+
+def port_words(data: bytes) -> list[int]:
+    """The configuration port's payloads for a load: each byte, with ``last`` (bit 8) on the
+    final one."""
+    return [b | (i == len(data) - 1) << 8 for i, b in enumerate(data)]
 
 
 def body_size(shape: EngineShape) -> int:

@@ -144,7 +144,8 @@ def harness_verilog(sidecar: dict, depth: int, *, period_ns: int = 10) -> str:
         if configurable
         else ""
     )
-    image_bytes = sidecar["configuration"]["body_bytes"] if configurable else 1
+    # a load: the tuple number, the engine's fingerprint, the body, a CRC-32
+    image_bytes = sidecar["configuration"]["load_bytes"] if configurable else 1
     return fill(
         "harness.v",
         config_conns=config_conns,

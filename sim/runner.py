@@ -396,10 +396,10 @@ class Simulation:
             "n": n,
         }
         if sidecar.get("engine") == "programmable":
-            body = configuration(nfa, sidecar, values)
-            config.update(image="image.hex", image_bytes=len(body))
+            words = configuration(nfa, sidecar, values)
+            config.update(image="image.hex", image_bytes=len(words))
             with open(run_dir / "image.hex", "w", encoding="ascii") as f:
-                f.writelines(f"{b:02x}\n" for b in body)
+                f.writelines(f"{w:03x}\n" for w in words)
         elif values and values.switches:
             config.update(switches="switches.hex", switch_count=len(values.switches))
             with open(run_dir / "switches.hex", "w", encoding="ascii") as f:
@@ -685,13 +685,14 @@ def switch_words(values: ParamValues, sidecar: dict) -> list[int]:
     return [values.packed(values.in_force(seq)) | seq << width for seq, _ in values.switches]
 
 
-def configuration(nfa: Nfa, sidecar: dict, values: ParamValues | None) -> bytes:
-    """The body of ``nfa``'s configuration image (:mod:`nfacep.image`) for the programmable
-    engine the sidecar describes, with the runtime parameters' ``values`` as constants: what
-    its ``i_config`` takes before the tuples. :class:`~nfacep.image.ImageError` when the file
+def configuration(nfa: Nfa, sidecar: dict, values: ParamValues | None) -> list[int]:
+    """The load of ``nfa``'s configuration image (:func:`nfacep.image.load`, in force from
+    tuple 0) for the programmable engine the sidecar describes, with the runtime parameters'
+    ``values`` as constants: the words its ``i_config`` takes before the tuples
+    (:func:`nfacep.image.port_words`). :class:`~nfacep.image.ImageError` when the file
     does not fit; :class:`ContractError` when the sidecar's engine is not the one the file's
     stream declaration and the sidecar's capacities make."""
-    from nfacep.image import Capacity, EngineShape, image
+    from nfacep.image import Capacity, EngineShape, image, load, port_words
 
     c = sidecar["capacity"]
     program = nfa.program
@@ -705,7 +706,7 @@ def configuration(nfa: Nfa, sidecar: dict, values: ParamValues | None) -> bytes:
             "the programmable engine's sidecar names another engine (its fingerprint is not "
             "the one of the file's stream declaration and its capacities)"
         )
-    return image(nfa, shape, values).body()
+    return port_words(load(image(nfa, shape, values)))
 
 
 def _read_failure(path: Path) -> dict | None:

@@ -291,3 +291,24 @@ def test_check_shows_the_fit(capsys, tmp_path):
     ]
     assert main(argv) == 2
     assert "does not build or model the programmable engine yet" in capsys.readouterr().err
+
+
+def test_a_load_is_at_fingerprint_body_and_crc():
+    """A load (what the configuration port takes): the tuple number (4 bytes, little-endian,
+    modulo 2**32), the engine's fingerprint, the body, then zlib's CRC-32 of all that; the
+    port's words mark the last byte."""
+    import zlib
+
+    from nfacep.image import load, load_size, port_words
+
+    nfa = fitting_file(np.random.default_rng(4))
+    shape = shape_of(nfa)
+    img = image(nfa, shape)
+    blob = load(img, (1 << 32) + 7)
+    assert len(blob) == load_size(shape)
+    assert blob[:4] == (7).to_bytes(4, "little") and blob[4:12] == shape.fingerprint
+    assert blob[12:-4] == img.body()
+    assert blob[-4:] == zlib.crc32(blob[:-4]).to_bytes(4, "little")
+    words = port_words(blob)
+    assert [w & 0xFF for w in words] == list(blob)
+    assert [w >> 8 for w in words] == [0] * (len(blob) - 1) + [1]

@@ -28,29 +28,40 @@ from test_image import (
 import nfacep
 from nfacep import wire
 from nfacep.hdl.programmable import ProgrammableEngine
-from nfacep.image import Capacity, EngineShape, ImageError, image
+from nfacep.image import (
+    AT_BYTES,
+    Capacity,
+    EngineShape,
+    ImageError,
+    image,
+    load_body,
+    port_words,
+)
 from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
 
 
-def simulate(shape, body, data, params, *, seed=0, gap=0.3, stall=0.3):
-    """Load ``body`` through the configuration port, then run ``data``; return the records
-    ``(seq, partition, matches, dropped)`` and the counters."""
-    dut = ProgrammableEngine(shape, params)
+def simulate(shape, loads, data, params, *, seed=0, gap=0.3, stall=0.3, engine=None):
+    """Write each load (:func:`nfacep.image.load`: its first 4 bytes the tuple it is in
+    force from) through the configuration port before its tuple, with the tuples; return
+    the records ``(seq, partition, matches, dropped)`` and the counters."""
+    dut = (engine or ProgrammableEngine)(shape, params)
     drain = engine_drain(params.store, params.partitions, params.ways)
     payloads = wire.pack(shape.schema, data)
     rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
     records, done = [], {}
+    pending = sorted(loads, key=lambda b: int.from_bytes(b[:AT_BYTES], "little"))
 
     async def producer(ctx):
-        for byte in body:
-            await stream_put(ctx, dut.i_config, byte, rng=rng_in, gap=gap)
-        await ctx.tick()
-        assert ctx.get(dut.configured)
-        for p in payloads:
-            await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
+        for i, p in enumerate([*payloads, None]):
+            while pending and (p is None or int.from_bytes(pending[0][:AT_BYTES], "little") <= i):
+                for word in port_words(pending.pop(0)):
+                    await stream_put(ctx, dut.i_config, word, rng=rng_in, gap=gap)
+            if p is not None:
+                await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
         await drain_engine(ctx, dut, drain, done)
+        done["refused"] = ctx.get(dut.refused)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -65,7 +76,7 @@ def compare(nfa, shape, data, params, *, body=None, seed=0, values=None):
     """The engine configured with ``nfa``'s image (or ``body``) equals the reference."""
     img = image(nfa, shape, values)
     body = img.body() if body is None else body
-    records, counters = simulate(shape, body, data, params, seed=seed)
+    records, counters = simulate(shape, [load_body(shape, body)], data, params, seed=seed)
     r = reference.run(nfa, data, params, values=values)
     want: dict[int, int] = {}
     for seq, q in zip(r.seqs.tolist(), r.queries.tolist(), strict=True):
@@ -75,7 +86,12 @@ def compare(nfa, shape, data, params, *, body=None, seed=0, values=None):
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert {s: m for s, _, m, d in records if not d} == want
     assert [s for s, _, _, d in records if d] == drops
-    assert counters == {"tuples": data.n, "matched": len(want), "drops": len(drops)}
+    assert counters == {
+        "tuples": data.n,
+        "matched": len(want),
+        "drops": len(drops),
+        "refused": 0,
+    }
     if nfa.program.partition_fields:
         col = wire.key_raw(nfa.program.key, data)
         assert all(part == int(col[seq]) for seq, part, _, _ in records)
@@ -131,8 +147,10 @@ def test_one_engine_takes_several_images():
     second = fitting_file(rng)
     for nfa in (first, second):
         compare(nfa, shape, data, params)
-    both = image(first, shape).body() + image(second, shape).body()
-    assert compare(second, shape, data, params, body=both) != compare(first, shape, data, params)
+    loads = [load_body(shape, image(f, shape).body()) for f in (first, second)]
+    records, _ = simulate(shape, loads, data, params)
+    assert records == simulate(shape, loads[1:], data, params)[0]
+    assert records != simulate(shape, loads[:1], data, params)[0]
 
 
 def test_a_damaged_configuration_fails_the_comparison():
@@ -241,7 +259,7 @@ def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
     assert main([*argv, *sizes]) == 0
     assert "and the query's image .image.hex" in capsys.readouterr().out
     sidecar = json.loads((tmp_path / "e.json").read_text())
-    assert sidecar["ports"]["i_config__payload"] == {"dir": "in", "width": 8}
+    assert sidecar["ports"]["i_config__payload"] == {"dir": "in", "width": 9}  # data, last
     assert sidecar["capacity"] == {"states": 12, "atoms": 8, "queries": 4, "atoms_per_state": 4}
     nfa = nfacep.compile_file(marathon)
     shape = EngineShape(nfa.program.schema, ("runner",), Capacity(12, 8, 4))
@@ -255,3 +273,81 @@ def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
     assert main(["verilog", fire, "-o", str(tmp_path / "f.v"), "--engine", "programmable"]) == 2
     assert "WITHIN is not supported" in capsys.readouterr().err
     assert not list(tmp_path.glob("f.*"))
+
+
+# --- switching images at a tuple ----------------------------------------------------------------
+
+
+class _NoEpochs(ProgrammableEngine):
+    """A broken engine: its entries' epochs are never compared, so a switch leaves the old
+    query's states in force."""
+
+    def _live(self, stored):
+        return stored[: self.shape.capacity.states]
+
+
+def switched(first, second, shape, data, params, at, *, seed=0, engine=None, second_load=None):
+    """Load ``first`` in force from tuple 0 and ``second`` (or ``second_load``) from tuple
+    ``at``; the records equal the reference run of the switch (reference.run_switched);
+    returns the records and the counters."""
+    loads = [load_body(shape, image(first, shape).body(), 0)]
+    loads.append(second_load or load_body(shape, image(second, shape).body(), at))
+    records, counters = simulate(shape, loads, data, params, seed=seed, engine=engine)
+    before, after = reference.run_switched(first, second, data, at, params)
+    want = before.records(first, data) + after.records(second, data)
+    assert records == [(r.seq, r.partition, r.matches, r.dropped) for r in want]
+    assert counters["tuples"] == data.n and counters["refused"] == 0
+    return records, counters
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("seed", "store", "partitions", "tick_tuples"),
+    [(0, "pipeline", 4, 0), (2, "pipeline", 3, 2), (3, "table", 4, 3)],
+)
+def test_switch_at_a_tuple_equals_the_reference_run(seed, store, partitions, tick_tuples):
+    """Random pairs of files and switch points, both stores, drops and timers: tuples before
+    the switch are judged by the first file, the rest by the second from cleared states,
+    none lost; with the epochs not compared (states kept across the switch) the same runs
+    differ."""
+    rng = np.random.default_rng(200 + seed)
+    first = fitting_file(rng)
+    second = fitting_file(rng)
+    shape = shape_of(first)
+    data = random_data(rng, 120, keys=6)
+    params = EngineParams(
+        partitions=partitions, store=store, ways=2, tick_tuples=tick_tuples, timer_bits=2
+    )
+    at = int(rng.integers(20, 100))
+    records, _ = switched(first, second, shape, data, params, at, seed=seed)
+    assert any(m for s, _, m, _ in records if s < at) and any(
+        m for s, _, m, _ in records if s >= at
+    )
+    # the same file on both sides: a switch only clears the states, which a broken epoch
+    # compare does not
+    switched(first, first, shape, data, params, at, seed=seed)
+    with pytest.raises(AssertionError):
+        for point in (at, 30, 60, 90, 110):
+            switched(first, first, shape, data, params, point, seed=seed, engine=_NoEpochs)
+
+
+@pytest.mark.slow
+def test_a_damaged_truncated_or_foreign_load_is_refused():
+    """A load whose CRC does not match, one cut short, and one made for another engine are
+    each counted in ``refused``; the query in force keeps running as if none had come."""
+    rng = np.random.default_rng(31)
+    first = fitting_file(rng)
+    shape = shape_of(first)
+    data = random_data(rng, 60, keys=4)
+    params = EngineParams(partitions=4)
+    good = load_body(shape, image(first, shape).body(), 30)
+    damaged = bytearray(good)
+    damaged[20] ^= 4
+    other = shape_of(first, states=20)
+    foreign = load_body(other, image(first, other).body(), 30)
+    want, _ = compare(first, shape, data, params)
+    for bad in (bytes(damaged), good[:-3], foreign):
+        loads = [load_body(shape, image(first, shape).body()), bad]
+        records, counters = simulate(shape, loads, data, params)
+        assert counters["refused"] == 1
+        assert {s: m for s, _, m, d in records if not d} == want

@@ -55,6 +55,7 @@ __all__ = [
     "factorise",
     "predicate_matrix",
     "run",
+    "run_switched",
     "symbols",
     "timestamps",
 ]
@@ -374,6 +375,33 @@ def _run_nfa(
     return match, first if tracked else None
 
 
+def run_switched(
+    old: Nfa,
+    new: Nfa,
+    tuples: Tuples,
+    at: int,
+    params: EngineParams = EngineParams(),
+    *,
+    values: tuple[ParamValues | None, ParamValues | None] = (None, None),
+) -> tuple[ReferenceResult, ReferenceResult]:
+    """The reference run of a switch at tuple ``at`` (docs/language.md, "Switching
+    queries"): ``old``'s queries on the tuples before ``at``, then ``new``'s, from cleared
+    states, on the rest, one partition store throughout (:meth:`Matcher.switch`). Returns
+    the two results, each with stream positions; ``values``: each file's runtime
+    parameters."""
+    if not 0 <= at <= tuples.n:
+        raise ValueError(f"a switch at tuple {at} of {tuples.n}")
+    matcher = Matcher(old, params, values=values[0], compiled=_loops() is not None)
+    before = matcher.feed(_rows(tuples, 0, at))
+    matcher.switch(new, values[1])
+    return before, matcher.feed(_rows(tuples, at, tuples.n), last=True)
+
+
+def _rows(tuples: Tuples, start: int, end: int) -> Tuples:
+    columns = {name: column[start:end] for name, column in tuples.columns.items()}
+    return Tuples(columns, end - start, tuples.source, offset=tuples.offset + start)
+
+
 def run(
     nfa: Nfa,
     tuples: Tuples,
@@ -637,6 +665,25 @@ class Matcher:
             starts=starts,
             live=None if last or starts is None else self._live(),
         )
+
+    def switch(self, nfa: Nfa, values: ParamValues | None = None) -> None:
+        """From the next piece on, match the queries of ``nfa`` (with its runtime parameters'
+        ``values``) instead: a programmable engine's switch to another image
+        (docs/language.md, "Switching queries"). Every partition's automaton starts again
+        from the null state; the partition store (which keys hold an entry, their timers,
+        the drops) goes on as if nothing happened. ``nfa`` must have the same stream
+        declaration and partition key; neither file may read PREV (which the switch would
+        have to carry or clear: the programmable engine has none)."""
+        old = self.nfa.program
+        new = nfa.program
+        if old.schema != new.schema or old.partition_fields != new.partition_fields:
+            raise ValueError("a switch keeps the stream declaration and the partition key")
+        if self.nfa.history or nfa.history:
+            raise ValueError("a switch between files that read PREV is not defined")
+        if new.parameters and not values:
+            values = ParamValues.parse(new.parameters, [])  # raises, naming the missing
+        self.nfa, self.values = nfa, values
+        self._queries = [_QueryState() for _ in nfa.queries]
 
     def _live(self) -> np.ndarray:
         """Where the runs still in progress begin: each active state's latest start, of the

@@ -49,14 +49,14 @@ ${counter_decls}    output reg [63:0] cycle,
     reg p_valid;
     reg [PW-1:0] p_payload;
     wire p_ready;
-    // the configuration image's body (a programmable engine), written to i_config byte by
-    // byte after the reset, before any tuple
-    reg [7:0] image [0:${last_image_byte}];
+    // a programmable engine's configuration load (its bytes, bit 8 on the last), written to
+    // i_config byte by byte after the reset, before any tuple
+    reg [8:0] image [0:${last_image_byte}];
     reg [8*4096-1:0] image_path;
     integer image_bytes;
     reg [31:0] c_index;
     reg c_valid;
-    reg [7:0] c_payload;
+    reg [8:0] c_payload;
     wire c_ready;
     reg configured_all;
     initial begin
