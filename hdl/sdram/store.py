@@ -94,6 +94,10 @@ class SdramPartitioner(wiring.Component):
         ``read_delay``, and, for tests only, ``cycles_override``).
     hazard_tracking : :class:`bool`
         Tests only: ``False`` breaks it (see the module docstring).
+    clear : :class:`bool`
+        Write every entry empty after reset (``clearing_words`` writes). ``False`` only for
+        benchmarks that simulate a chip whose words all read zero already (clearing a
+        million entries takes a million clocks, minutes in the simulator).
 
     Members
     -------
@@ -123,6 +127,7 @@ class SdramPartitioner(wiring.Component):
         queue: int = 8,
         controller: dict | None = None,
         hazard_tracking: bool = True,
+        clear: bool = True,
     ):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
@@ -151,6 +156,7 @@ class SdramPartitioner(wiring.Component):
         self._controller_args = dict(controller or {})
         self._queue = queue
         self._hazard_tracking = hazard_tracking
+        self._clear_after_reset = clear
 
         self._direct = key_width <= (entries - 1).bit_length()
         # direct: one entry per bucket, the key its index; only the 2**w a key can address
@@ -337,7 +343,9 @@ class SdramPartitioner(wiring.Component):
 
     def _clear(self, m: Module, ctrl: SDRAMController) -> Signal:
         """Write every line the store uses to zero (all entries free); 1 until done."""
-        clearing = Signal(init=1)
+        clearing = Signal(init=1 if self._clear_after_reset else 0)
+        if not self._clear_after_reset:
+            return clearing
         total = self.clearing_words
         index = Signal(range(total + 1))
         span_bits = (self._line_span - 1).bit_length()
