@@ -98,6 +98,30 @@ def latencies(clk: float) -> dict:
     }
 
 
+def connect_pins(m: Module, platform, sdram) -> None:
+    """The board's SDRAM pins (amaranth-boards' ``SDRAMResource``) driven straight from
+    ``sdram`` (:func:`nfacep.hdl.sdram.controller.pins_signature`), the clock out as is."""
+    pins = platform.request("sdram", 0)
+    m.d.comb += [
+        pins.clk.o.eq(ClockSignal()),
+        pins.ras.o.eq(sdram.ras),
+        pins.cas.o.eq(sdram.cas),
+        pins.we.o.eq(sdram.we),
+        pins.ba.o.eq(sdram.ba),
+        pins.a.o.eq(sdram.a),
+        pins.dq.o.eq(sdram.dq_o),
+        pins.dq.oe.eq(sdram.dq_oe),
+        sdram.dq_i.eq(pins.dq.i),
+    ]
+
+
+def lfsr64(m: Module) -> Signal:
+    """A 64-bit LFSR stepping every clock: the stimulus of a design built alone."""
+    lfsr = Signal(64, init=1)
+    m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[1] ^ lfsr[3] ^ lfsr[4]))
+    return lfsr
+
+
 class _Top(Elaboratable):
     """The controller on the board's SDRAM pins, fed by an LFSR (requests offered every clock,
     responses taken when an LFSR bit says so) and folded into the LED, so nothing is trimmed."""
@@ -110,20 +134,8 @@ class _Top(Elaboratable):
         m.submodules.controller = c = SDRAMController(
             COLORLIGHT_5A75B, M12L16161A, self.clk_mhz * 1e6
         )
-        pins = platform.request("sdram", 0)
-        m.d.comb += [
-            pins.clk.o.eq(ClockSignal()),
-            pins.ras.o.eq(c.sdram.ras),
-            pins.cas.o.eq(c.sdram.cas),
-            pins.we.o.eq(c.sdram.we),
-            pins.ba.o.eq(c.sdram.ba),
-            pins.a.o.eq(c.sdram.a),
-            pins.dq.o.eq(c.sdram.dq_o),
-            pins.dq.oe.eq(c.sdram.dq_oe),
-            c.sdram.dq_i.eq(pins.dq.i),
-        ]
-        lfsr = Signal(64, init=1)
-        m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[1] ^ lfsr[3] ^ lfsr[4]))
+        connect_pins(m, platform, c.sdram)
+        lfsr = lfsr64(m)
         folded = Signal(32)
         m.d.comb += [
             c.request.valid.eq(1),
@@ -136,14 +148,15 @@ class _Top(Elaboratable):
         return m
 
 
-def build(clk_mhz: float) -> dict:
-    """The controller alone on the Colorlight 5A-75B through Yosys and nextpnr."""
+def build(clk_mhz: float, top: Elaboratable | None = None) -> dict:
+    """The controller alone (or ``top``) on the Colorlight 5A-75B through Yosys and
+    nextpnr."""
     from nfacep.boards.flow import run_flow
     from nfacep.boards.registry import get_board
 
     with tempfile.TemporaryDirectory() as work:
         result = run_flow(
-            _Top(clk_mhz),
+            top or _Top(clk_mhz),
             get_board("colorlight-5a75b"),
             work,
             target_mhz=clk_mhz,
@@ -154,6 +167,7 @@ def build(clk_mhz: float) -> dict:
         "status": result.status,
         "luts": (res.get("luts") or {}).get("used"),
         "ffs": (res.get("ffs") or {}).get("used"),
+        "brams": (res.get("brams") or {}).get("used"),
         "fmax_mhz": result.fmax_mhz,
         "seconds": result.seconds,
     }

@@ -64,8 +64,9 @@ class Engine(wiring.Component):
     ----------
     nfa : :class:`nfacep.nfa.Nfa`
     params : :class:`nfacep.params.EngineParams`
-        The partition store (``store``: the swap pipeline of :mod:`nfacep.hdl.partitioner` or
-        the block-RAM table of :mod:`nfacep.hdl.table`), its capacity and timers; unused
+        The partition store (``store``: the swap pipeline of :mod:`nfacep.hdl.partitioner`,
+        the block-RAM table of :mod:`nfacep.hdl.table` or the same table in SDRAM,
+        :mod:`nfacep.hdl.sdram.store`), its capacity and timers; unused
         without PARTITION. A query or parameter
         beyond the engine's limits raises :class:`~nfacep.errors.HardwareLimitError`.
     seq_width : :class:`int`
@@ -82,7 +83,10 @@ class Engine(wiring.Component):
     pipeline (5 with ``partitions=1``), 9 with the table (12 with timers), 4 without
     PARTITION. After a reset the table first clears itself
     (:class:`~nfacep.hdl.table.TablePartitioner`: one cycle per row of a bank); the input FIFO
-    takes tuples meanwhile.
+    takes tuples meanwhile. With ``store="sdram"`` the engine
+    has the chip's pins (``sdram``, :func:`~nfacep.hdl.sdram.controller.pins_signature`), waits
+    for its power-up and clears the entries it uses after a reset, and then takes a tuple every
+    other cycle at most, fewer when the store's cache misses.
 
     Members
     -------
@@ -109,6 +113,11 @@ class Engine(wiring.Component):
     param_values : ``Out(params_layout)``
         The values in force, as :func:`nfacep.hdl.layout.params_layout` lays them out; after
         a reset, ``values.initial`` (the ``values`` argument).
+
+    Only with ``store="sdram"`` and PARTITION:
+
+    sdram : ``Out(pins_signature(ENGINE_SDRAM.geometry))``
+        The SDRAM chip's pins (:data:`nfacep.hdl.sdram.timing.ENGINE_SDRAM`).
     """
 
     def __init__(
@@ -169,7 +178,7 @@ class Engine(wiring.Component):
         return self._nfa
 
     @property
-    def store(self) -> StreamPartitioner | TablePartitioner | None:
+    def store(self) -> StreamPartitioner | TablePartitioner | SdramPartitioner | None:
         """The partition store made by the last elaboration (``None`` before the first one,
         and without PARTITION): its geometry, such as the table's banks, for estimates."""
         return self._store
@@ -461,7 +470,9 @@ def store_update(nfa: Nfa):
     return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
 
 
-def partition_store(params: EngineParams, **shapes) -> StreamPartitioner | TablePartitioner:
+def partition_store(
+    params: EngineParams, **shapes
+) -> StreamPartitioner | TablePartitioner | SdramPartitioner:
     """The partition store ``params`` name (its capacity and timers), for the ``shapes``
     (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
     engine that uses it."""

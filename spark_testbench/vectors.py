@@ -564,7 +564,8 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     """Pick the pass; ``keys_present`` is only needed when more keys were generated than the
     partitioner stores (None: not counted)."""
     keys = job.generator.keys if job.generator is not None else keys_present
-    auto = auto_mode(job.params, job.nfa, keys, keys_present)
+    switches = job.values is not None and bool(job.values.switches)
+    auto = auto_mode(job.params, job.nfa, keys, keys_present, switches=switches)
     if job.expected == "auto" or job.expected == auto[0]:
         return auto
     if job.expected == "global":
@@ -577,16 +578,23 @@ FORCED_GLOBAL = "forced with --expected global"
 
 
 def auto_mode(
-    e: EngineParams, nfa: nfacep.Nfa, keys: int | None, keys_present: int | None
+    e: EngineParams,
+    nfa: nfacep.Nfa,
+    keys: int | None,
+    keys_present: int | None,
+    *,
+    switches: bool = False,
 ) -> tuple[str, str]:
     """``("partitioned", why)`` when neither capacity nor timers can matter for the engine
     ``e`` on a stream of ``keys`` generated keys (``keys_present`` present, counted when more
-    were generated than it stores), so that each key's sub-stream evolves alone; else
-    ``("global", why)``. ``vectors`` picks its pass by it, ``regress`` its split."""
+    were generated than it stores), nor runtime parameters switching at stream positions
+    (``switches``, ``match --master``'s ``--param NAME=VALUE@SEQ``), so that each key's
+    sub-stream evolves alone; else ``("global", why)``. ``vectors`` and ``match --master`` pick
+    their pass by it, ``regress`` its split."""
     key = nfa.program.key
     if not key.names:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
-    elif job.values is not None and job.values.switches:
+    elif switches:
         auto = (
             "global",
             "the runtime parameters switch at positions in the whole stream (--param "

@@ -94,6 +94,10 @@ class SdramPartitioner(wiring.Component):
         ``read_delay``, and, for tests only, ``cycles_override``).
     hazard_tracking : :class:`bool`
         Tests only: ``False`` breaks it (see the module docstring).
+    clear : :class:`bool`
+        Write every entry empty after reset (``clearing_words`` writes). ``False`` only for
+        benchmarks that simulate a chip whose words all read zero already (clearing a
+        million entries takes a million clocks, minutes in the simulator).
 
     Members
     -------
@@ -123,6 +127,7 @@ class SdramPartitioner(wiring.Component):
         queue: int = 8,
         controller: dict | None = None,
         hazard_tracking: bool = True,
+        clear: bool = True,
     ):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
@@ -151,6 +156,7 @@ class SdramPartitioner(wiring.Component):
         self._controller_args = dict(controller or {})
         self._queue = queue
         self._hazard_tracking = hazard_tracking
+        self._clear_after_reset = clear
 
         self._direct = key_width <= (entries - 1).bit_length()
         # direct: one entry per bucket, the key its index; only the 2**w a key can address
@@ -281,37 +287,67 @@ class SdramPartitioner(wiring.Component):
         )
         m.submodules.jobs = jobs = fifo.SyncFIFOBuffered(width=job.size, depth=self._queue)
 
-        # stage 1: the tag check and the allocation
-        line = s1_bucket[:line_bits] if lines > 1 else Const(0, 1)
-        holds = tags.valid[line] & (tags.bucket[line] == s1_bucket)
-        free = (tags.users[line] == 0) if self._hazard_tracking else Const(1)
-        go = Signal()
-        allocate = Signal()
+        # stage 2: the allocation, from the tag check registered in stage 1
+        s2 = self._lookup(m, tags, (s1, s1_valid, s1_bucket, s1_now), take, line_bits)
+        t, t_valid, t_bucket, t_now, t_line, t_holds, go, allocate = s2
+        free = tags.idle[t_line] if self._hazard_tracking else Const(1)
         m.d.comb += [
-            go.eq(s1_valid & q.w_rdy & (holds | (free & jobs.w_rdy))),
-            allocate.eq(go & ~holds),
-            take.eq(~s1_valid | go),
+            go.eq(t_valid & q.w_rdy & (t_holds | (free & jobs.w_rdy))),
+            allocate.eq(go & ~t_holds),
         ]
         entry = data.View(queued, q.w_data)
         new_job = data.View(job, jobs.w_data)
         m.d.comb += [
-            entry.key.eq(s1.key),
-            entry.payload.eq(s1.payload),
-            entry.now.eq(s1_now),
-            entry.line.eq(line),
+            entry.key.eq(t.key),
+            entry.payload.eq(t.payload),
+            entry.now.eq(t_now),
+            entry.line.eq(t_line),
             q.w_en.eq(go),
-            new_job.line.eq(line),
-            new_job.new.eq(s1_bucket),
-            new_job.old.eq(tags.bucket[line]),
-            new_job.write_back.eq(tags.valid[line] & tags.dirty[line]),
+            new_job.line.eq(t_line),
+            new_job.new.eq(t_bucket),
+            new_job.old.eq(tags.bucket[t_line]),
+            new_job.write_back.eq(tags.valid[t_line] & tags.dirty[t_line]),
             jobs.w_en.eq(allocate),
         ]
         filled_line, filled = self._fetch(m, ctrl, jobs, job, victim_port, w_port, clearing)
         head_line, done, wrote = self._head(m, q, queued, head_port, w_port, out, tags)
         tags.drive(
-            m, (go, line, allocate, s1_bucket), (done, head_line, wrote), filled_line, filled
+            m, (go, t_line, allocate, t_bucket), (done, head_line, wrote), filled_line, filled
         )
         return m
+
+    def _lookup(self, m: Module, tags, s1_stage, take: Signal, line_bits: int):
+        """Stage 2's registers, loaded from stage 1 with its tuple's tag check: whether its
+        line holds its bucket. Only stage 2 allocates lines, so the check stays true while
+        the tuple waits in stage 2; a line stage 2 allocates as the tuple moves on is
+        forwarded. Returns stage 2 (tuple, valid, bucket, tick, line, holds) and its ``go``
+        and ``allocate`` (driven by the caller)."""
+        s1, s1_valid, s1_bucket, s1_now = s1_stage
+        t = Signal.like(s1, name="s2")
+        t_valid = Signal(name="s2_valid")
+        t_bucket = Signal.like(s1_bucket, name="s2_bucket")
+        t_now = Signal.like(s1_now, name="s2_now")
+        t_line = Signal(line_bits, name="s2_line")
+        t_holds = Signal(name="s2_holds")
+        go, allocate = Signal(name="s2_go"), Signal(name="s2_allocate")
+        line = s1_bucket[:line_bits] if self._lines > 1 else Const(0, 1)
+        holds = Signal(name="s1_holds")
+        with m.If(allocate & (t_line == line)):
+            m.d.comb += holds.eq(t_bucket == s1_bucket)
+        with m.Else():
+            m.d.comb += holds.eq(tags.valid[line] & (tags.bucket[line] == s1_bucket))
+        move = ~t_valid | go
+        m.d.comb += take.eq(~s1_valid | move)
+        with m.If(move):
+            m.d.sync += [
+                t_valid.eq(s1_valid),
+                t.eq(s1),
+                t_bucket.eq(s1_bucket),
+                t_now.eq(s1_now),
+                t_line.eq(line),
+                t_holds.eq(holds),
+            ]
+        return t, t_valid, t_bucket, t_now, t_line, t_holds, go, allocate
 
     def _queue_layout(self, line_bits: int) -> data.StructLayout:
         return data.StructLayout(
@@ -337,7 +373,9 @@ class SdramPartitioner(wiring.Component):
 
     def _clear(self, m: Module, ctrl: SDRAMController) -> Signal:
         """Write every line the store uses to zero (all entries free); 1 until done."""
-        clearing = Signal(init=1)
+        clearing = Signal(init=1 if self._clear_after_reset else 0)
+        if not self._clear_after_reset:
+            return clearing
         total = self.clearing_words
         index = Signal(range(total + 1))
         span_bits = (self._line_span - 1).bit_length()
@@ -454,7 +492,7 @@ class SdramPartitioner(wiring.Component):
         words = self._line_words
         landed = Signal(range(words + 1), name="fill_word")
         filled = Signal()
-        # the head's write has the write port first: the response waits a clock then
+        # the head's write has the write port first: the words read wait while it may write
         head_writes = Signal(name="head_writes")
         self._head_writes = head_writes
         m.d.comb += ctrl.response.ready.eq(fills.r_rdy & ~head_writes)
@@ -532,14 +570,10 @@ class SdramPartitioner(wiring.Component):
                 m.d.comb += head_port.en.eq(1)
                 m.next = "UPDATE"
             with m.State("UPDATE"):
-                m.d.comb += out.i_stream.valid.eq(1)
+                # the head may write the line now: the words read wait (a register decides)
+                m.d.comb += [out.i_stream.valid.eq(1), self._head_writes.eq(1)]
                 with m.If(out.i_stream.ready):
-                    m.d.comb += [
-                        done.eq(1),
-                        wrote.eq(~dropped),
-                        q.r_en.eq(1),
-                        self._head_writes.eq(~dropped),
-                    ]
+                    m.d.comb += [done.eq(1), wrote.eq(~dropped), q.r_en.eq(1)]
                     with m.If(~dropped):
                         m.d.comb += [
                             w_port.addr.eq(head.line),
@@ -571,6 +605,8 @@ class _LineTags:
         self.filled = Array(Signal(name=f"line{i}_filled") for i in range(lines))
         self.dirty = Array(Signal(name=f"line{i}_dirty") for i in range(lines))
         self.users = Array(Signal(range(queue + 2), name=f"line{i}_users") for i in range(lines))
+        #: ``users == 0``, kept in a register beside it
+        self.idle = Array(Signal(init=1, name=f"line{i}_idle") for i in range(lines))
 
     def drive(self, m: Module, enter, leave, filled_line, filled) -> None:
         go, line, allocate, bucket = enter
@@ -579,9 +615,12 @@ class _LineTags:
             inc = go & (line == i)
             dec = done & (head_line == i)
             with m.If(inc & ~dec):
-                m.d.sync += self.users[i].eq(self.users[i] + 1)
+                m.d.sync += [self.users[i].eq(self.users[i] + 1), self.idle[i].eq(0)]
             with m.Elif(dec & ~inc):
-                m.d.sync += self.users[i].eq(self.users[i] - 1)
+                m.d.sync += [
+                    self.users[i].eq(self.users[i] - 1),
+                    self.idle[i].eq(self.users[i] == 1),
+                ]
             with m.If(allocate & (line == i)):
                 m.d.sync += [
                     self.bucket[i].eq(bucket),
