@@ -80,6 +80,14 @@ def _xdist_group_kept(request):
 
 
 @pytest.fixture(scope="session")
+def sim_cache(tmp_path_factory):
+    """One simulator build folder per test process (``--build-dir``, ``SimOptions.build_dir``):
+    the runner reuses a build per distinct Verilog, so the test files that simulate the same
+    engine (``test_sim.py``, ``test_sim_udp.py``) compile it once."""
+    return tmp_path_factory.mktemp("sim-cache")
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """One Spark session (``local[2]``) per test process, its scratch files (``spark.local.dir``)
     in this process's temporary folder. Commands run in the test (``nfacep vectors``,

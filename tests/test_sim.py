@@ -40,12 +40,6 @@ QUERIES = ROOT / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
 
 
-@pytest.fixture(scope="session")
-def sim_cache(tmp_path_factory):
-    """One build folder for the session: the runner reuses a build per distinct Verilog."""
-    return tmp_path_factory.mktemp("sim-cache")
-
-
 def require(simulator: str) -> None:
     """Fail (never skip) when a simulator is missing, with the runner's install hint."""
     missing = build.simulator_available(simulator)

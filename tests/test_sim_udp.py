@@ -24,11 +24,6 @@ NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
 BUNDLED = ("--store", "pipeline", "--partitions", "64")
 
 
-@pytest.fixture(scope="module")
-def sim_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("udp-sim-cache")
-
-
 def require_icarus() -> None:
     missing = build.simulator_available("icarus")
     if missing:

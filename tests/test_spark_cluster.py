@@ -2,8 +2,9 @@
 the installed PySpark (``bin/spark-class``); ``vectors`` and ``regress`` run against it and give
 what local mode gives. Slow (JVMs start in separate processes), but CI runs it.
 
-Every command runs in its own process: Spark allows one context per process, and the test
-session may already hold a local one.
+The commands on the cluster run in their own processes: Spark allows one context per process,
+and the test process holds a local one (``conftest.spark``), in which the same commands run
+with ``--master local[2]`` for the local results.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pyspark
 import pytest
 
 from nfacep import sim
+from nfacep.cli import main
 from nfacep.spark_testbench import regress, vectors
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -151,64 +153,72 @@ def _run(env, *args) -> subprocess.CompletedProcess:
     )
 
 
+def _command(env, args) -> None:
+    """``nfacep ARGS``: on the cluster (``env`` given) in a process of its own, in local mode
+    in this one, whose Spark session it reuses."""
+    if env is None:
+        assert main(list(args)) == 0
+        return
+    r = _run(env, "-m", "nfacep.cli", *args)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 def _vectors(env, out, master):
-    r = _run(
+    _command(
         env,
-        "-m",
-        "nfacep.cli",
-        "vectors",
-        FIRE,
-        "--tuples",
-        "3000",
-        "--keys",
-        "16",
-        "--block-tuples",
-        "1024",
-        "--seed",
-        "11",
-        "--tasks",
-        "2",
-        "--out",
-        str(out),
-        "--master",
-        master,
-        *ARGS,
+        [
+            "vectors",
+            FIRE,
+            "--tuples",
+            "3000",
+            "--keys",
+            "16",
+            "--block-tuples",
+            "1024",
+            "--seed",
+            "11",
+            "--tasks",
+            "2",
+            "--out",
+            str(out),
+            "--master",
+            master,
+            *ARGS,
+        ],
     )
-    assert r.returncode == 0, r.stderr[-3000:]
 
 
 def _regress(env, folder, master, build_dir):
-    r = _run(
+    _command(
         env,
-        "-m",
-        "nfacep.cli",
-        "regress",
-        FIRE,
-        "--vectors",
-        str(folder),
-        "--master",
-        master,
-        "--tasks",
-        "2",
-        "--build-dir",
-        str(build_dir),
-        "--simulator",
-        "icarus",
-        *ARGS,
+        [
+            "regress",
+            FIRE,
+            "--vectors",
+            str(folder),
+            "--master",
+            master,
+            "--tasks",
+            "2",
+            "--build-dir",
+            str(build_dir),
+            "--simulator",
+            "icarus",
+            *ARGS,
+        ],
     )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return json.loads((folder / regress.REPORT).read_text())
 
 
 @pytest.mark.slow
-def test_standalone_cluster_gives_the_local_results(cluster, tmp_path):
+def test_standalone_cluster_gives_the_local_results(cluster, spark, tmp_path):
     missing = sim.simulator_available("icarus")
     if missing:
         pytest.fail(missing)
     url, env = cluster
     build_dir = tmp_path / "sim-cache"
     _vectors(env, tmp_path / "on-cluster", url)
-    _vectors(env, tmp_path / "local", "local[2]")
+    _vectors(None, tmp_path / "local", "local[2]")
     manifests = [
         json.loads((tmp_path / d / vectors.MANIFEST).read_text()) for d in ("on-cluster", "local")
     ]
@@ -222,7 +232,7 @@ def test_standalone_cluster_gives_the_local_results(cluster, tmp_path):
         ), name
 
     on_cluster = _regress(env, tmp_path / "on-cluster", url, build_dir)
-    local = _regress(env, tmp_path / "local", "local[2]", build_dir)
+    local = _regress(None, tmp_path / "local", "local[2]", build_dir)
     assert on_cluster["run"]["master"] == url
     assert on_cluster["equal"] and local["equal"]
     assert on_cluster["counts"] == local["counts"]
