@@ -11,7 +11,8 @@ starts; :func:`run` then does the work on a session and publishes the folder ato
                            one row per reported match, sorted by seq then query (like `match`);
                            and start_seq (int64, null for the queries without it) when a query
                            reports it (MEASURES FIRST(seq) AS start_seq): the global seq where
-                           the match begins
+                           the match begins; then, when a query has MEASURES, measure_NAME
+                           (string) per measure column of the match file, its text there
     DIR/drops.parquet/     seq, partition of every tuple the partitioner drops
     DIR/manifest.json      query file hash, seed, generator settings, engine parameters, counts,
                            how the expected matches were computed (below)
@@ -105,8 +106,39 @@ _RESULT = pa.schema(
 )
 #: The column of expected.parquet that says where a match begins (only when a query reports it)
 START_SEQ = "start_seq"
+#: expected.parquet's column of a measure is named this followed by the measure's name
+MEASURE = "measure_"
 #: How many tuples the global pass matches at a time (:func:`run` takes another number)
 PIECE_TUPLES = 1 << 20
+
+
+def measure_columns(nfa) -> list[str]:
+    """expected.parquet's measure columns (:data:`MEASURE` and each column of the match file's
+    measures, :func:`nfacep.measures.columns`, in order): the text the match file writes."""
+    from nfacep.measures import columns
+
+    return [MEASURE + m.name for m in columns(nfa.program)]
+
+
+def result_schema(nfa) -> pa.Schema:
+    """The rows the matching and simulation tasks emit: a kind, seq, query, partition, start,
+    then a text column per measure (null but for matches)."""
+    return pa.schema([*_RESULT, *((name, pa.string()) for name in measure_columns(nfa))])
+
+
+def with_measures(batch: pa.RecordBatch, nfa, cells: list[list[str]] | None) -> pa.RecordBatch:
+    """``batch`` (rows of :data:`_RESULT`) with the measure columns of :func:`result_schema`:
+    ``cells`` (a list per column, as :meth:`nfacep.measures.Measurer.cells` gives them), or
+    nulls."""
+    names = measure_columns(nfa)
+    if not names:
+        return batch
+    n = batch.num_rows
+    if cells is None:
+        extra = [pa.nulls(n, pa.string()) for _ in names]
+    else:
+        extra = [pa.array(c, pa.string()) for c in cells]
+    return pa.RecordBatch.from_arrays([*batch.columns, *extra], schema=result_schema(nfa))
 
 
 def reports_start(nfa) -> bool:
@@ -325,12 +357,13 @@ def _compiled(text: str, filename: str):
 
 
 def _used_fields(nfa) -> tuple[str, ...]:
-    """The fields the matcher reads: the partition key, those the predicates compare and the
-    ORDER BY field of a query with a window (WITHIN)."""
+    """The fields the matcher reads: the partition key, those the predicates compare, the
+    ORDER BY field of a query with a window (WITHIN) and those the measures show."""
     from nfacep.lang import predicates as P
 
     names = {n.name for p in nfa.predicates for n in P.nodes(p.expr) if isinstance(n, P.FieldRef)}
     names |= {q.order_field for q in nfa.queries if q.window is not None}
+    names |= {m.field for q in nfa.program.queries for m in q.measures if m.field}
     key = nfa.program.partition_fields
     return tuple(f for f in nfa.program.schema.names if f in names or f in key)
 
@@ -342,11 +375,11 @@ def _used_schema(program, names):
     return Schema(program.schema.name, tuple(f for f in program.schema.fields if f.name in names))
 
 
-def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
+def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0, cells=None):
     """The match and drop rows of ``result``, a run over the tuples ``data`` (from stream
     position ``offset`` on). ``seq``: the global seq of every tuple of the stream so far, which
     matches and starts are mapped through; None when a position in the stream is the seq (the
-    global pass)."""
+    global pass). ``cells``: the matches' measure columns (:meth:`Measurer.cells`)."""
     names = np.array(result.names, dtype=object)
     m = len(result.seqs)
     if seq is None:
@@ -360,42 +393,54 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0):
         seqs = pa.array(seq[result.seqs], pa.int64())
         starts = global_starts(seq, result.starts, m)
     if m:
-        yield pa.RecordBatch.from_arrays(
-            [
-                seqs,
-                pa.array(names[result.queries], pa.string()),
-                pa.array(partition_cells(result.partitions), pa.string()),
-                pa.array(["match"] * m, pa.string()),
-                starts,
-            ],
-            schema=_RESULT,
+        yield with_measures(
+            pa.RecordBatch.from_arrays(
+                [
+                    seqs,
+                    pa.array(names[result.queries], pa.string()),
+                    pa.array(partition_cells(result.partitions), pa.string()),
+                    pa.array(["match"] * m, pa.string()),
+                    starts,
+                ],
+                schema=_RESULT,
+            ),
+            nfa,
+            cells,
         )
     d = len(result.drops)
     if d:
         local = result.drops - offset  # a drop is always one of the tuples ``data``
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
-                pa.array([None] * d, pa.string()),
-                pa.array(partition_cells(partition_texts(nfa, data, local)), pa.string()),
-                pa.array(["drop"] * d, pa.string()),
-                pa.nulls(d, pa.int64()),
-            ],
-            schema=_RESULT,
+        yield with_measures(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
+                    pa.array([None] * d, pa.string()),
+                    pa.array(partition_cells(partition_texts(nfa, data, local)), pa.string()),
+                    pa.array(["drop"] * d, pa.string()),
+                    pa.nulls(d, pa.int64()),
+                ],
+                schema=_RESULT,
+            ),
+            nfa,
+            None,
         )
 
 
-def _keys_row(keys: int) -> pa.RecordBatch:
+def _keys_row(nfa, keys: int) -> pa.RecordBatch:
     """The row that says how many distinct keys a task saw (in ``seq``)."""
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([keys], pa.int64()),
-            pa.nulls(1, pa.string()),
-            pa.nulls(1, pa.string()),
-            pa.array(["keys"], pa.string()),
-            pa.nulls(1, pa.int64()),
-        ],
-        schema=_RESULT,
+    return with_measures(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([keys], pa.int64()),
+                pa.nulls(1, pa.string()),
+                pa.nulls(1, pa.string()),
+                pa.array(["keys"], pa.string()),
+                pa.nulls(1, pa.int64()),
+            ],
+            schema=_RESULT,
+        ),
+        nfa,
+        None,
     )
 
 
@@ -417,6 +462,7 @@ def _match_task(
     nfa = _compiled(text, filename)
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
+    measurer = _measurer(program)
     with tempfile.TemporaryDirectory(prefix="vectors-shard-") as folder:
         shard = Shard(
             program,
@@ -431,12 +477,14 @@ def _match_task(
             result = matcher.feed(data, last=last)
             counter.add(data.n)
             # (the seq file mapped afresh for each piece: its pages do not stay resident)
-            yield from _rows(nfa, data, result, shard.seq(), offset)
+            seq = shard.seq()
+            cells = None if measurer is None else measurer.cells(result, data, seq)
+            yield from _rows(nfa, data, result, seq, offset, cells)
 
         for piece, last in _with_last(shard.pieces(b for b in batches if b.num_rows)):
             yield from feed(piece, last)
         if matcher.n:
-            yield _keys_row(len(matcher.keys) if program.partition_fields else 1)
+            yield _keys_row(nfa, len(matcher.keys) if program.partition_fields else 1)
     counter.finished()
 
 
@@ -453,6 +501,7 @@ def _global_task(
     nfa = _compiled(text, filename)
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
+    measurer = _measurer(program)
     used = None
 
     def feed(piece: pa.Table, last: bool):
@@ -471,13 +520,21 @@ def _global_task(
         data = from_table(piece, used, source=TUPLES)
         result = matcher.feed(data, last=last)
         counter.add(n)
-        yield from _rows(nfa, data, result, None, offset)
+        cells = None if measurer is None else measurer.cells(result, data)
+        yield from _rows(nfa, data, result, None, offset, cells)
 
     for piece, last in _with_last(rebatch(batches, piece_tuples)):
         yield from feed(piece, last)
     if matcher.n:
-        yield _keys_row(len(matcher.keys) if program.partition_fields else 1)
+        yield _keys_row(nfa, len(matcher.keys) if program.partition_fields else 1)
     counter.finished()
+
+
+def _measurer(program):
+    """The :class:`~nfacep.measures.Measurer` of a task's matches, if a query has measures."""
+    from nfacep.measures import Measurer
+
+    return Measurer(program) if any(q.measures for q in program.queries) else None
 
 
 def _with_last(pieces):
@@ -741,7 +798,7 @@ def _match(
         # need not fit in memory); mapInArrow reads that partition's rows in the sorted order
         source = source.coalesce(1).sortWithinPartitions("seq")
         task = functools.partial(_global_task, *args, piece_tuples)
-    result = source.mapInArrow(task, _spark_schema(_RESULT)).localCheckpoint()
+    result = source.mapInArrow(task, _spark_schema(result_schema(job.nfa))).localCheckpoint()
     watch.end()
     return result, mode, reason
 
@@ -753,6 +810,7 @@ def _write_expected(job: Job, result, tmp: str) -> None:
     columns = ["seq", "query", "partition"]
     if reports_start(job.nfa):  # otherwise the schema stays as it was before start_seq
         columns.append(F.col("start").alias(START_SEQ))
+    columns += measure_columns(job.nfa)
     (
         result.filter(F.col("kind") == "match")
         .select(*columns)
