@@ -209,13 +209,6 @@ def prepare(
         raise UsageError(f"--input {input}: no such file or folder")
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
-    if nfa.history:
-        read = ", ".join(f"PREV({f}{'' if k == 1 else f', {k}'})" for f, k in nfa.history.items())
-        raise UsageError(
-            f"{query}: the queries read {read}: vectors plants matches tuple by tuple, "
-            "from each condition alone, and cannot yet plant conditions on earlier tuples "
-            "(`nfacep match` and `nfacep sim` run PREV queries)"
-        )
     program = nfa.program
     values = (
         ParamValues.parse(program.parameters, param_texts, switches=False, command="vectors")
@@ -357,11 +350,17 @@ def _compiled(text: str, filename: str):
 
 
 def _used_fields(nfa) -> tuple[str, ...]:
-    """The fields the matcher reads: the partition key, those the predicates compare, the
+    """The fields the matcher reads: the partition key, those the predicates compare (PREV
+    included), the
     ORDER BY field of a query with a window (WITHIN) and those the measures show."""
     from nfacep.lang import predicates as P
 
-    names = {n.name for p in nfa.predicates for n in P.nodes(p.expr) if isinstance(n, P.FieldRef)}
+    names = {
+        n.name
+        for p in nfa.predicates
+        for n in P.nodes(p.expr)
+        if isinstance(n, P.FieldRef | P.Prev)
+    }
     names |= {q.order_field for q in nfa.queries if q.window is not None}
     names |= {m.field for q in nfa.program.queries for m in q.measures if m.field}
     key = nfa.program.partition_fields

@@ -415,6 +415,54 @@ def test_wrong_start_seq_and_measures_are_caught(
         assert any(line.split() == row for line in stdout.splitlines()), (row, stdout)
 
 
+# --- PREV ----------------------------------------------------------------------------------------
+
+PREV_QUERY = """
+CREATE STREAM ticks (sym UINT(8), ts TIMESTAMP(MILLISECOND), price INT(32), vol UINT(16));
+
+SELECT * FROM ticks MATCH_RECOGNIZE (
+    PARTITION BY sym
+    ORDER BY ts
+    MEASURES FIRST(ts) AS start_ts, LAST(price) AS last_price, COUNT(*) AS n
+    ONE ROW PER MATCH
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (DOWN{2,} UP)
+    DEFINE
+        DOWN AS price < PREV(price),
+        UP AS price > PREV(price, 2) AND vol > 10
+) AS v;
+"""
+
+
+@pytest.mark.slow
+def test_prev_query_vectors_pass(spark, tmp_path, build_dir, capsys):
+    """A V of prices: falls (each below PREV(price)), then a rise above the price two tuples
+    back (PREV(price, 2)), with measures of a TIMESTAMP. The generator plants falling and
+    rising runs (each tuple chosen given the ones before it), the reference's expected matches
+    include them, and the gateware, whose partition entries keep the last two prices, agrees
+    on every match and measure."""
+    import pyarrow.parquet as pq
+
+    query = tmp_path / "v_shape.sql"
+    query.write_text(PREV_QUERY)
+    out = tmp_path / "v"
+    opts = Options(tuples=2000, block_tuples=1024, seed=5, keys=16, plant_rate=0.2)
+    job = vectors.prepare(str(query), opts, str(out), params=EngineParams(partitions=16))
+    m = vectors.run(spark, job, tasks=2)
+    assert m["expected"]["mode"] == "partitioned" and not m["unplanted"]
+    assert m["planted"]["v"]["short"] and m["planted"]["v"]["long"]
+    # the planted runs are matches (all but those a match just before swallows)
+    ends = {p.seq for b in range(job.generator.n_blocks) for p in job.generator.planted(b)}
+    found = ends & set(pq.read_table(out / vectors.EXPECTED).column("seq").to_pylist())
+    assert len(found) >= 0.8 * len(ends) > 10
+    assert regress_cli(out, query, "--build-dir", str(build_dir), "--quiet") == 0
+    stdout, _ = capsys.readouterr()
+    report = report_of(out)
+    assert report["equal"] and report["counts"]["expected"] == m["counts"]["matches"]["v"]
+    assert report["measures"] == ["start_ts", "last_price", "n"]
+    assert "OK: the gateware's matches and drops equal the expected ones" in stdout
+
+
 # --- bad input: a clear error before Spark does anything ------------------------------------------
 
 
