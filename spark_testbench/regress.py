@@ -524,10 +524,14 @@ def _sim_task(
                     yield shard_rows(nfa, result, seq, shard.keys(), cells)
             cycles = ran.cycles
         n = shard.n
-    # one "shard" row: seq = tuples simulated, partition = clock cycles taken
     counter.add(n - reported)
     counter.finished()
-    shard_row = pa.RecordBatch.from_arrays(
+    yield _shard_row(nfa, n, cycles)
+
+
+def _shard_row(nfa, n: int, cycles: int) -> pa.RecordBatch:
+    """The row that closes a shard: seq = tuples simulated, partition = clock cycles taken."""
+    row = pa.RecordBatch.from_arrays(
         [
             pa.array([n], pa.int64()),
             pa.nulls(1, pa.string()),
@@ -537,7 +541,7 @@ def _sim_task(
         ],
         schema=_RESULT,
     )
-    yield with_measures(shard_row, nfa, None)
+    return with_measures(row, nfa, None)
 
 
 @functools.lru_cache(maxsize=4)
