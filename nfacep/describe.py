@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .errors import QueryError
 from .lang.ast import dump
-from .lang.predicates import render
+from .lang.predicates import Const, nodes, render
 from .nfa import Nfa
 
 __all__ = [
@@ -98,7 +98,8 @@ def check_json(nfa: Nfa, query_file: str, *, wiring: bool = False) -> dict:
             for name, offset, width in prog.key.slices
         ],
         "predicates": [
-            {"index": p.index, "name": f"p{p.index}", "text": p.text} for p in nfa.predicates
+            {"index": p.index, "name": f"p{p.index}", "text": p.text, "constants": _constants(p)}
+            for p in nfa.predicates
         ],
         "parameters": [
             {"name": n, "type": str(t), "bits": t.bits} for n, t in prog.parameters.items()
@@ -169,3 +170,16 @@ def explain_text(nfa: Nfa) -> str:
             tail = (" " + ", ".join(words)) if words else ""
             lines.append(f"  {s.name} [{pred}] <- {{{', '.join(act)}}}{tail}")
     return "\n".join(lines)
+
+
+def _constants(p) -> list[dict]:
+    """The TIMESTAMP and IPV4 constants of predicate ``p``, which its text shows as a time and
+    a dotted quad: each as that text and the number the engine compares (a TIMESTAMP's count
+    of its unit, an address's 32 bits), for tools that want the number."""
+    out = []
+    for node in nodes(p.expr):
+        if isinstance(node, Const) and node.unit is not None:
+            out.append({"text": render(node), "value": int(node.value), "unit": node.unit})
+        elif isinstance(node, Const) and node.kind == "ipv4":
+            out.append({"text": render(node), "value": int(node.value), "prefix": node.prefix})
+    return out

@@ -71,12 +71,11 @@ class Measurer:
         self._numbers: dict = {}  # (query, partition value) -> its matches so far
         self._carry: _Carry | None = None
 
-    def cells(self, result, tuples: Tuples, positions: np.ndarray | None = None) -> list[list[str]]:
+    def cells(self, result, tuples: Tuples, seq: np.ndarray | None = None) -> list[list[str]]:
         """The text of each measure column for each match of ``result``, the matches of the
-        next ``tuples`` of the stream (``result.seqs`` are stream positions). ``positions``:
-        when the stream fed is a sub-stream of whole partitions (a Spark task's share of
-        ``nfacep match --master``), the position in the whole stream of each tuple fed so far,
-        which FIRST(seq) and LAST(seq) show; None: the stream fed is the whole."""
+        next ``tuples`` of the stream (``result.seqs`` are stream positions). ``seq``, when the
+        stream is a part of a larger one (a shard of whole partitions): the larger stream's seq
+        of each position so far, which ``FIRST(seq)`` and ``LAST(seq)`` then show."""
         offset, n = self.n, tuples.n
         self.n += n
         keys = self._keys(tuples)
@@ -100,28 +99,22 @@ class Measurer:
                 if m.kind == "number":
                     text = number
                 else:
-                    text = self._column(
-                        m, tuples, end, start, began, all_ords, ords, values, positions
-                    )
+                    text = self._column(m, tuples, end, start, began, all_ords, ords, values, seq)
                 cells = out[c]
                 for r, t in zip(rows.tolist(), text, strict=True):
                     cells[r] = t
         self._keep(pos, all_ords, values, result.live)
         return out
 
-    def _column(
-        self, m: Measure, tuples, end, start, began, all_ords, ords, values, positions=None
-    ):
+    def _column(self, m: Measure, tuples, end, start, began, all_ords, ords, values, seq):
         """The text of measure ``m`` for the matches ending at ``end`` (rows
         of ``tuples``) and beginning at ``began`` (stream positions; ``start``: rows of the
         known tuples); ``positions`` as :meth:`cells` takes them."""
         if m.kind == "count":
             return (ords[end] - all_ords[start] + 1).astype(str).tolist()
-        if m.field is None:  # FIRST(seq), LAST(seq): the position
+        if m.field is None:  # FIRST(seq), LAST(seq): the position (its seq in the whole)
             at = began if m.kind == "first" else end + self.n - tuples.n
-            if positions is not None:
-                at = positions[at]
-            return at.astype(str).tolist()
+            return (at if seq is None else np.asarray(seq[at])).astype(str).tolist()
         column = values[m.field][start] if m.kind == "first" else tuples.columns[m.field][end]
         ty = self.program.schema.field(m.field).type
         return format_values(column, ty)

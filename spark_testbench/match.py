@@ -121,9 +121,7 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
     with Progress(spark, "match", progress) as watch:
         n = vectors._record(job, tmp, watch, chunk, empty_ok=True)
         if n:
-            result, mode, reason = vectors._match(
-                spark, job, tasks, tmp, watch, chunk, n, measures=True
-            )
+            result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n)
         else:
             mode, reason = "global", "the input holds no tuples: nothing to match"
         word = "note" if mode == "partitioned" else "warning"

@@ -23,10 +23,14 @@ then
    simulated drops with ``drops.parquet`` on ``seq, partition``. When the expected matches
    have a ``start_seq`` column (a query reports start_seq), a match found on both sides whose
    starts differ (null-safe: null for the queries without start_seq) is a ``wrong_start``;
+   when they have measure columns (``measure_NAME``), the values of the simulated matches,
+   computed in the task by the one :class:`~nfacep.measures.Measurer` (:class:`_Measures`),
+   are compared column by column: a match that differs in one is a ``wrong_measure``;
 4. writes ``DIR/regress_report.json`` (atomically): counts by kind (``missing``: expected, not
    simulated; ``extra``: simulated, not expected; ``wrong_start``: both, beginning elsewhere;
-   ``missing_drop``, ``extra_drop``), per query, and the first differing rows (with the
-   expected and simulated ``start_seq`` when the vectors have it).
+   ``wrong_measure``, ``missing_drop``, ``extra_drop``), per query, and the first differing
+   rows (with the expected and simulated ``start_seq`` when the vectors have it, and the
+   first differing measure's name and values).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import pyarrow as pa
 import nfacep
 from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
+from nfacep.measures import Measurer
 from nfacep.output import write_json
 from nfacep.params import EngineParams
 from nfacep.result import partition_cells, partition_texts
@@ -62,13 +67,17 @@ from .vectors import (
     FORCED_GLOBAL,
     FORMAT,
     MANIFEST,
+    MEASURE,
     START_SEQ,
     TUPLES,
     auto_mode,
     global_starts,
     manifest_params,
     manifest_values,
+    measure_columns,
     read_query,
+    result_schema,
+    with_measures,
 )
 
 __all__ = [
@@ -87,9 +96,9 @@ __all__ = [
 REPORT = "regress_report.json"
 REPORT_FORMAT = "nfacep-regress/1"
 #: Kinds of difference, in report order.
-KINDS = ("missing", "extra", "wrong_start", "missing_drop", "extra_drop")
+KINDS = ("missing", "extra", "wrong_start", "wrong_measure", "missing_drop", "extra_drop")
 #: Kinds counted per query.
-QUERY_KINDS = ("missing", "extra", "wrong_start")
+QUERY_KINDS = ("missing", "extra", "wrong_start", "wrong_measure")
 #: Differing rows kept in the report.
 FIRST = 20
 #: In the partitioned mode, shards of about this many tuples at most (more shards than tasks
@@ -352,13 +361,16 @@ def _batch_depth(job: Job) -> int:
     return depth_for(int(job.manifest.get("tuples", 0)))
 
 
-def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples) -> pa.RecordBatch:
-    """The rows (:data:`_RESULT`) of a shard's simulated matches and drops in ``result`` (a
-    chunk of them): positions in the shard mapped to the global ``seq``, and so the starts."""
+def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples, cells=None) -> pa.RecordBatch:
+    """The rows (:func:`~.vectors.result_schema`) of a shard's simulated matches and drops in
+    ``result`` (a chunk of them): positions in the shard mapped to the global ``seq``, and so
+    the starts; ``cells``: the matches' measure columns (:class:`_Measures`)."""
     m, d = len(result.seqs), len(result.drops)
     names = np.array(result.names, dtype=object)
     kinds = np.array(["match", "drop"], dtype=object)
-    return pa.RecordBatch.from_arrays(
+    if cells is not None:
+        cells = [[*c, *([None] * d)] for c in cells]
+    batch = pa.RecordBatch.from_arrays(
         [
             pa.array(np.concatenate([seq[result.seqs], seq[result.drops]]), pa.int64()),
             pa.array(
@@ -373,6 +385,77 @@ def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples) -> pa.RecordBatch:
         ],
         schema=_RESULT,
     )
+    return with_measures(batch, nfa, cells)
+
+
+@dataclass
+class _Matches:
+    """Some of a simulation's matches, as :meth:`nfacep.measures.Measurer.cells` reads them."""
+
+    seqs: np.ndarray
+    queries: np.ndarray
+    starts: np.ndarray | None
+    live: np.ndarray
+
+
+class _Measures:
+    """The measure values of a shard's simulated matches, computed by the one
+    :class:`~nfacep.measures.Measurer` (as ``match`` and ``vectors`` compute them) from the
+    shard's tuples, which :class:`Shard` keeps on disk.
+
+    A measurer is fed the stream in order and carries from piece to piece only the tuples
+    where a match may still begin, which the reference matcher tells it and the gateware does
+    not. So the records are read twice: :meth:`scan` notes, for each tuple where a simulated
+    match begins, the last tuple where one of those matches ends (a file beside the shard's);
+    :meth:`cells` then feeds the shard's tuples in pieces of ``rows`` up to each chunk's last
+    match, carrying the tuples a later match begins at. Memory: a piece, the carried tuples."""
+
+    def __init__(self, nfa, shard: Shard, rows: int):
+        self.measurer = Measurer(nfa.program)
+        self.shard = shard
+        self.rows = rows
+        self.reach: np.ndarray | None = None
+        self.live = np.zeros(0, dtype=np.int64)
+
+    def scan(self, chunks) -> None:
+        """Pass one over the records: where the matches beginning at each tuple end."""
+        n = self.shard.n
+        path = self.shard.folder / "reach.i64"
+        reach = np.memmap(path, dtype=np.int64, mode="w+", shape=(max(n, 1),))
+        reach[:] = -1
+        for result in chunks:
+            if result.starts is not None and len(result.seqs):
+                have = result.starts >= 0
+                np.maximum.at(reach, result.starts[have], result.seqs[have])
+        reach.flush()
+        self.reach = reach
+
+    def cells(self, result, seq: np.ndarray) -> list[list[str]]:
+        """Pass two: the measure columns of the matches of ``result`` (the next chunk)."""
+        assert self.reach is not None, "scan() first"
+        m = self.measurer
+        out: list[list[str]] = [[] for _ in m.columns]
+        seqs = result.seqs
+        if not len(seqs):
+            return out
+        if int(seqs[0]) < m.n:  # a record is a tuple's: its matches never span two chunks
+            raise RuntimeError(f"the records of tuple {int(seqs[0])} came in two chunks")
+        stop, lo = int(seqs[-1]) + 1, 0
+        while m.n < stop:
+            a = m.n
+            b = min(stop, a + self.rows)
+            hi = int(np.searchsorted(seqs, b))
+            known = np.concatenate([self.live, np.arange(a, b, dtype=np.int64)])
+            self.live = known[self.reach[known] >= b]
+            starts = None if result.starts is None else result.starts[lo:hi]
+            part = _Matches(seqs[lo:hi], result.queries[lo:hi], starts, self.live)
+            names = self.shard.kept
+            for column, cells in zip(
+                out, m.cells(part, self.shard.tuples(names, a, b), seq), strict=True
+            ):
+                column += cells
+            lo = hi
+        return out
 
 
 # --- the Spark task (runs in Python workers; module-level so it pickles by reference) -------
@@ -431,22 +514,33 @@ def _sim_task(
         ),
         progress=simulated if sim_mode != "cycle" else None,
     )
+    keep = tuple(m.field for q in nfa.program.queries for m in q.measures if m.field)
     with tempfile.TemporaryDirectory(prefix="shard-", dir=build_dir) as folder:
-        shard = Shard(nfa.program, Path(folder), piece_rows, source=TUPLES)
+        shard = Shard(nfa.program, Path(folder), piece_rows, source=TUPLES, keep=keep)
         with simulation.stream(
             nfa, shard.pieces(itertools.chain([head], batches)), params, values
         ) as ran:
+            measures = None
+            if measure_columns(nfa):
+                measures = _Measures(nfa, shard, piece_rows)
+                measures.scan(ran.chunks(record_rows))
             for result in ran.chunks(record_rows):
                 if len(result.seqs) or len(result.drops):
                     # (the columns mapped afresh for each chunk, and unmapped after it: the
                     # pages a chunk reads do not stay resident for the rest of the shard)
-                    yield shard_rows(nfa, result, shard.seq(), shard.keys())
+                    seq = shard.seq()
+                    cells = None if measures is None else measures.cells(result, seq)
+                    yield shard_rows(nfa, result, seq, shard.keys(), cells)
             cycles = ran.cycles
         n = shard.n
-    # one "shard" row: seq = tuples simulated, partition = clock cycles taken
     counter.add(n - reported)
     counter.finished()
-    yield pa.RecordBatch.from_arrays(
+    yield _shard_row(nfa, n, cycles)
+
+
+def _shard_row(nfa, n: int, cycles: int) -> pa.RecordBatch:
+    """The row that closes a shard: seq = tuples simulated, partition = clock cycles taken."""
+    row = pa.RecordBatch.from_arrays(
         [
             pa.array([n], pa.int64()),
             pa.nulls(1, pa.string()),
@@ -456,6 +550,7 @@ def _sim_task(
         ],
         schema=_RESULT,
     )
+    return with_measures(row, nfa, None)
 
 
 @functools.lru_cache(maxsize=4)
@@ -590,7 +685,7 @@ def _simulate(source, job: Job, query: str, engine_v: str, depth: int, counter):
         RECORD_CHUNK,
         counter,
     )
-    result = source.mapInArrow(task, _spark_schema(_RESULT))
+    result = source.mapInArrow(task, _spark_schema(result_schema(job.nfa)))
     try:
         return result.localCheckpoint()
     except PythonException as err:
@@ -610,19 +705,21 @@ def _compare(spark, job: Job, result) -> dict:
     expected = spark.read.parquet(os.path.join(job.vectors, EXPECTED))
     #: the vectors say where matches begin (a query reports start_seq): compare that too
     starts = START_SEQ in expected.columns
+    #: and the measures' values (vectors made before they were written have none)
+    measures = [c for c in measure_columns(job.nfa) if c in expected.columns]
     keys = ("seq", "query", "partition")
-    expected = expected.select(*keys, *([START_SEQ] if starts else []))
+    expected = expected.select(*keys, *([START_SEQ] if starts else []), *measures)
     drops = spark.read.parquet(os.path.join(job.vectors, DROPS)).select("seq", "partition")
     got = result.filter(F.col("kind") == "match").select(
-        *keys, *([F.col("start").alias(START_SEQ)] if starts else [])
+        *keys, *([F.col("start").alias(START_SEQ)] if starts else []), *measures
     )
     got_drops = result.filter(F.col("kind") == "drop").select("seq", "partition")
-    diffs = _outer(expected, got, keys, "missing", "extra", start=starts).unionByName(
-        _outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop")
-    )
+    diffs = _outer(
+        expected, got, keys, "missing", "extra", start=starts, measures=measures
+    ).unionByName(_outer(drops, got_drops, ("seq", "partition"), "missing_drop", "extra_drop"))
     diffs = diffs.localCheckpoint()
     counts, by_query = _tally(diffs, [q.name for q in job.nfa.queries])
-    first = _first(diffs, starts)
+    first = _first(diffs, starts, bool(measures))
     totals = {
         "expected": expected.count(),
         "simulated": got.count(),
@@ -642,6 +739,8 @@ def _compare(spark, job: Job, result) -> dict:
         "mode": job.mode,
         "reason": job.reason,
         "start_seq": starts,  # whether where the matches begin was compared
+        # the measure columns whose values were compared (the match file's names)
+        "measures": [c[len(MEASURE) :] for c in measures],
         "equal": total == 0,
         "counts": {**totals, **counts, "differences": total},
         "by_query": by_query,
@@ -649,13 +748,16 @@ def _compare(spark, job: Job, result) -> dict:
     }
 
 
-def _outer(left, right, cols, missing: str, extra: str, start: bool = False):
+def _outer(left, right, cols, missing: str, extra: str, start: bool = False, measures=()):
     """The rows of ``left`` and ``right`` (equal on ``cols``) that are in only one of them,
     with kind ``missing`` or ``extra`` (and, with ``start``, ``wrong_start`` where their
-    start_seq differ): seq, query, partition, kind, expected_start, simulated_start."""
+    start_seq differ; then ``wrong_measure`` where a column of ``measures`` differs): seq,
+    query, partition, kind, expected_start, simulated_start, and the first differing
+    measure's name and values (measure, expected_value, simulated_value)."""
     from pyspark.sql import functions as F
 
     no_start = F.lit(None).cast("long")
+    no_text = F.lit(None).cast("string")
     e = left.withColumn("_e", F.lit(True)).alias("e")
     g = right.withColumn("_g", F.lit(True)).alias("g")
     cond = None
@@ -668,6 +770,23 @@ def _outer(left, right, cols, missing: str, extra: str, start: bool = False):
         kind = kind.when(
             ~F.col(f"e.{START_SEQ}").eqNullSafe(F.col(f"g.{START_SEQ}")), F.lit("wrong_start")
         )
+    # the first measure column whose values differ (null-safe), if any
+    differs = [(c, ~F.col(f"e.`{c}`").eqNullSafe(F.col(f"g.`{c}`"))) for c in measures]
+    if differs:
+        kind = kind.when(
+            functools.reduce(lambda a, b: a | b, (d for _, d in differs)), "wrong_measure"
+        )
+
+    def first_differing(side: str | None):
+        if not differs:
+            return no_text
+        return F.coalesce(
+            *(
+                F.when(d, F.lit(c[len(MEASURE) :]) if side is None else F.col(f"{side}.`{c}`"))
+                for c, d in differs
+            )
+        )
+
     return joined.select(
         F.coalesce(F.col("e.seq"), F.col("g.seq")).alias("seq"),
         (
@@ -679,6 +798,9 @@ def _outer(left, right, cols, missing: str, extra: str, start: bool = False):
         kind.alias("kind"),
         (F.col(f"e.{START_SEQ}") if start else no_start).alias("expected_start"),
         (F.col(f"g.{START_SEQ}") if start else no_start).alias("simulated_start"),
+        first_differing(None).alias("measure"),
+        first_differing("e").alias("expected_value"),
+        first_differing("g").alias("simulated_value"),
     ).filter(F.col("kind").isNotNull())
 
 
@@ -693,7 +815,7 @@ def _tally(diffs, names: list[str]) -> tuple[dict, dict]:
     return counts, by_query
 
 
-def _first(diffs, starts: bool) -> list[dict]:
+def _first(diffs, starts: bool, measures: bool) -> list[dict]:
     """The first :data:`FIRST` differences, in stream order, for the report."""
     return [
         {
@@ -707,6 +829,15 @@ def _first(diffs, starts: bool) -> list[dict]:
                     "simulated_start_seq": r["simulated_start"],
                 }
                 if starts
+                else {}
+            ),
+            **(
+                {
+                    "measure": r["measure"],
+                    "expected_value": r["expected_value"],
+                    "simulated_value": r["simulated_value"],
+                }
+                if measures
                 else {}
             ),
         }
@@ -728,28 +859,41 @@ def render(report: dict) -> str:
         lines.append("OK: the gateware's matches and drops equal the expected ones")
         return "\n".join(lines)
     starts = report.get("start_seq", False)
-    kinds = ", ".join(
-        f"{c.get(k, 0)} {k.replace('_', ' ')}" for k in KINDS if starts or k != "wrong_start"
-    )
+    measures = bool(report.get("measures"))
+    shown = [
+        k for k in KINDS if (starts or k != "wrong_start") and (measures or k != "wrong_measure")
+    ]
+    kinds = ", ".join(f"{c.get(k, 0)} {k.replace('_', ' ')}" for k in shown)
     lines.append(
         f"DIFFERENT: {c['differences']} differences ({kinds}); missing = expected but "
         "not reported by the gateware, extra = reported but not expected"
         + (", wrong start = reported as expected but with another start_seq" if starts else "")
+        + (
+            ", wrong measure = reported as expected but a measure's value differs"
+            if measures
+            else ""
+        )
     )
     for name, k in report["by_query"].items():
-        if k["missing"] or k["extra"] or k.get("wrong_start"):
+        if any(k.get(kind) for kind in QUERY_KINDS):
             lines.append(
-                f"  query {name}: {k['missing']} missing, {k['extra']} extra"
-                + (f", {k.get('wrong_start', 0)} wrong start" if starts else "")
+                f"  query {name}: "
+                + ", ".join(
+                    f"{k.get(kind, 0)} {kind.replace('_', ' ')}"
+                    for kind in QUERY_KINDS
+                    if kind in shown
+                )
             )
     rows = report["first"]
     lines.append(f"first {len(rows)} differences:")
     head = ("kind", "seq", "query", "partition")
     if starts:
         head += ("expected start_seq", "simulated start_seq")
+    if measures:
+        head += ("measure", "expected value", "simulated value")
 
     def text(v):
-        return "-" if v is None else str(v)
+        return "-" if v is None else str(v) or '""'
 
     table = [head] + [
         (
@@ -758,6 +902,11 @@ def render(report: dict) -> str:
             r["query"] or "-",
             text(r["partition"]),
             *((text(r["expected_start_seq"]), text(r["simulated_start_seq"])) if starts else ()),
+            *(
+                (text(r["measure"]), text(r["expected_value"]), text(r["simulated_value"]))
+                if measures
+                else ()
+            ),
         )
         for r in rows
     ]

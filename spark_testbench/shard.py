@@ -27,17 +27,27 @@ class Shard:
     Arrow batch (cut to at most ``rows`` tuples) converted to :class:`~nfacep.io.tuples.Tuples`
     of ``schema`` (default the program's) and handed on (:meth:`pieces`), while what mapping
     the results back needs is kept on disk in ``folder``, not in memory: the ``seq`` column (a
-    result's position, and a match's start, index it) and the partition key column (the
-    partition text of a drop). ``seq`` must rise from tuple to tuple, across the pieces too:
-    a :class:`~nfacep.errors.DataError` naming ``source`` if not."""
+    result's position, and a match's start, index it), the partition key column (the
+    partition text of a drop) and the fields of ``keep`` (those the measures read). ``seq``
+    must rise from tuple to tuple, across the pieces too: a
+    :class:`~nfacep.errors.DataError` naming ``source`` if not."""
 
     def __init__(
-        self, program, folder: Path, rows: int, *, schema=None, source: str = "tuples.parquet"
+        self,
+        program,
+        folder: Path,
+        rows: int,
+        *,
+        schema=None,
+        source: str = "tuples.parquet",
+        keep: tuple[str, ...] = (),
     ):
         self.program = program
         self.schema = schema or program.schema
         self.source = source
         self.key = program.partition_fields  #: the partition key's fields
+        #: the fields kept on disk: the key's, then the others of ``keep``
+        self.kept = (*self.key, *(f for f in keep if f not in self.key))
         self.folder = folder
         self.rows = rows
         self.n = 0  #: tuples handed on so far
@@ -51,7 +61,7 @@ class Shard:
         with contextlib.ExitStack() as stack:
             seqs = stack.enter_context(open(self.folder / "seq.i64", "wb"))
             keys = {
-                name: stack.enter_context(open(self._key_path(name), "wb")) for name in self.key
+                name: stack.enter_context(open(self._key_path(name), "wb")) for name in self.kept
             }
             for batch in batches:
                 for start in range(0, batch.num_rows, self.rows):
@@ -98,14 +108,20 @@ class Shard:
     def keys(self) -> Tuples:
         """The partition key's columns of every tuple handed on (mapped from the files), for
         :func:`nfacep.result.partition_texts`."""
+        return self.tuples(self.key)
+
+    def tuples(self, names, start: int = 0, stop: int | None = None) -> Tuples:
+        """The kept fields ``names`` of the tuples ``start`` to ``stop`` (default: every one
+        handed on), mapped from the files."""
+        stop = self.n if stop is None else stop
         columns = {
             name: np.memmap(
                 self._key_path(name), dtype=self._key_dtypes.get(name), mode="r", shape=(self.n,)
-            )
-            for name in self.key
+            )[start:stop]
+            for name in names
         }
-        return Tuples(columns, self.n, self.source)
+        return Tuples(columns, stop - start, self.source)
 
     def _key_path(self, name: str) -> Path:
-        """The file of key field ``name``'s column (numbered: a field's name may be any)."""
-        return self.folder / f"key{self.key.index(name)}.raw"
+        """The file of kept field ``name``'s column (numbered: a field's name may be any)."""
+        return self.folder / f"key{self.kept.index(name)}.raw"

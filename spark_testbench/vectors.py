@@ -11,7 +11,8 @@ starts; :func:`run` then does the work on a session and publishes the folder ato
                            one row per reported match, sorted by seq then query (like `match`);
                            and start_seq (int64, null for the queries without it) when a query
                            reports it (MEASURES FIRST(seq) AS start_seq): the global seq where
-                           the match begins
+                           the match begins; then, when a query has MEASURES, measure_NAME
+                           (string) per measure column of the match file, its text there
     DIR/drops.parquet/     seq, partition of every tuple the partitioner drops
     DIR/manifest.json      query file hash, seed, generator settings, engine parameters, counts,
                            how the expected matches were computed (below)
@@ -66,7 +67,6 @@ from nfacep.errors import NfacepError, UsageError
 from nfacep.io.convert import from_table
 from nfacep.io.parquet import rebatch
 from nfacep.lang.types import EnumType
-from nfacep.measures import columns
 from nfacep.output import probe_folder
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
@@ -108,17 +108,41 @@ _RESULT = pa.schema(
 )
 
 
-def result_schema(measures: int = 0) -> pa.Schema:
-    """The rows a matching task emits: ``seq, query, partition, kind, start`` and, for
-    ``nfacep match --master``, the text of each of ``measures`` measure columns
-    (``measure_0``, …; :class:`nfacep.measures.Measurer`, null but in match rows)."""
-    return pa.schema([*_RESULT, *((f"measure_{i}", pa.string()) for i in range(measures))])
-
-
 #: The column of expected.parquet that says where a match begins (only when a query reports it)
 START_SEQ = "start_seq"
+#: expected.parquet's column of a measure is named this followed by the measure's name
+MEASURE = "measure_"
 #: How many tuples the global pass matches at a time (:func:`run` takes another number)
 PIECE_TUPLES = 1 << 20
+
+
+def measure_columns(nfa) -> list[str]:
+    """expected.parquet's measure columns (:data:`MEASURE` and each column of the match file's
+    measures, :func:`nfacep.measures.columns`, in order): the text the match file writes."""
+    from nfacep.measures import columns
+
+    return [MEASURE + m.name for m in columns(nfa.program)]
+
+
+def result_schema(nfa) -> pa.Schema:
+    """The rows the matching and simulation tasks emit: a kind, seq, query, partition, start,
+    then a text column per measure (null but for matches)."""
+    return pa.schema([*_RESULT, *((name, pa.string()) for name in measure_columns(nfa))])
+
+
+def with_measures(batch: pa.RecordBatch, nfa, cells: list[list[str]] | None) -> pa.RecordBatch:
+    """``batch`` (rows of :data:`_RESULT`) with the measure columns of :func:`result_schema`:
+    ``cells`` (a list per column, as :meth:`nfacep.measures.Measurer.cells` gives them), or
+    nulls."""
+    names = measure_columns(nfa)
+    if not names:
+        return batch
+    n = batch.num_rows
+    if cells is None:
+        extra = [pa.nulls(n, pa.string()) for _ in names]
+    else:
+        extra = [pa.array(c, pa.string()) for c in cells]
+    return pa.RecordBatch.from_arrays([*batch.columns, *extra], schema=result_schema(nfa))
 
 
 def reports_start(nfa) -> bool:
@@ -189,13 +213,6 @@ def prepare(
         raise UsageError(f"--input {input}: no such file or folder")
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
-    if nfa.history:
-        read = ", ".join(f"PREV({f}{'' if k == 1 else f', {k}'})" for f, k in nfa.history.items())
-        raise UsageError(
-            f"{query}: the queries read {read}: vectors plants matches tuple by tuple, "
-            "from each condition alone, and cannot yet plant conditions on earlier tuples "
-            "(`nfacep match` and `nfacep sim` run PREV queries)"
-        )
     program = nfa.program
     values = (
         ParamValues.parse(program.parameters, param_texts, switches=False, command="vectors")
@@ -336,17 +353,20 @@ def _compiled(text: str, filename: str):
     return nfacep.compile_text(text, filename)
 
 
-def _used_fields(nfa, measures: bool = False) -> tuple[str, ...]:
-    """The fields the matcher reads: the partition key, those the predicates compare (and
-    PREV reads) and the ORDER BY field of a query with a window (WITHIN); with ``measures``,
-    also those the queries' measures read."""
+def _used_fields(nfa) -> tuple[str, ...]:
+    """The fields the matcher reads: the partition key, those the predicates compare (PREV
+    included), the
+    ORDER BY field of a query with a window (WITHIN) and those the measures show."""
     from nfacep.lang import predicates as P
 
-    names = {n.name for p in nfa.predicates for n in P.nodes(p.expr) if isinstance(n, P.FieldRef)}
+    names = {
+        n.name
+        for p in nfa.predicates
+        for n in P.nodes(p.expr)
+        if isinstance(n, P.FieldRef | P.Prev)
+    }
     names |= {q.order_field for q in nfa.queries if q.window is not None}
-    names |= set(nfa.history)
-    if measures:
-        names |= {m.field for q in nfa.program.queries for m in q.measures if m.field}
+    names |= {m.field for q in nfa.program.queries for m in q.measures if m.field}
     key = nfa.program.partition_fields
     return tuple(f for f in nfa.program.schema.names if f in names or f in key)
 
@@ -358,13 +378,11 @@ def _used_schema(program, names):
     return Schema(program.schema.name, tuple(f for f in program.schema.fields if f.name in names))
 
 
-def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0, measurer=None):
+def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0, cells=None):
     """The match and drop rows of ``result``, a run over the tuples ``data`` (from stream
     position ``offset`` on). ``seq``: the global seq of every tuple of the stream so far, which
     matches and starts are mapped through; None when a position in the stream is the seq (the
-    global pass). ``measurer``: a :class:`nfacep.measures.Measurer` fed every piece of the
-    stream, whose cells the match rows carry (None: no measure columns)."""
-    extra = [] if measurer is None else measurer.cells(result, data, positions=seq)
+    global pass). ``cells``: the matches' measure columns (:meth:`Measurer.cells`)."""
     names = np.array(result.names, dtype=object)
     m = len(result.seqs)
     if seq is None:
@@ -378,56 +396,55 @@ def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0, measurer=N
         seqs = pa.array(seq[result.seqs], pa.int64())
         starts = global_starts(seq, result.starts, m)
     if m:
-        yield pa.RecordBatch.from_arrays(
-            [
-                seqs,
-                pa.array(names[result.queries], pa.string()),
-                pa.array(partition_cells(result.partitions), pa.string()),
-                pa.array(["match"] * m, pa.string()),
-                starts,
-                *(pa.array(cells, pa.string()) for cells in extra),
-            ],
-            schema=result_schema(len(extra)),
+        yield with_measures(
+            pa.RecordBatch.from_arrays(
+                [
+                    seqs,
+                    pa.array(names[result.queries], pa.string()),
+                    pa.array(partition_cells(result.partitions), pa.string()),
+                    pa.array(["match"] * m, pa.string()),
+                    starts,
+                ],
+                schema=_RESULT,
+            ),
+            nfa,
+            cells,
         )
     d = len(result.drops)
     if d:
         local = result.drops - offset  # a drop is always one of the tuples ``data``
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
-                pa.array([None] * d, pa.string()),
-                pa.array(partition_cells(partition_texts(nfa, data, local)), pa.string()),
-                pa.array(["drop"] * d, pa.string()),
-                pa.nulls(d, pa.int64()),
-                *(pa.nulls(d, pa.string()) for _ in extra),
-            ],
-            schema=result_schema(len(extra)),
+        yield with_measures(
+            pa.RecordBatch.from_arrays(
+                [
+                    pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
+                    pa.array([None] * d, pa.string()),
+                    pa.array(partition_cells(partition_texts(nfa, data, local)), pa.string()),
+                    pa.array(["drop"] * d, pa.string()),
+                    pa.nulls(d, pa.int64()),
+                ],
+                schema=_RESULT,
+            ),
+            nfa,
+            None,
         )
 
 
-def _keys_row(keys: int, measures: int = 0) -> pa.RecordBatch:
+def _keys_row(nfa, keys: int) -> pa.RecordBatch:
     """The row that says how many distinct keys a task saw (in ``seq``)."""
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([keys], pa.int64()),
-            pa.nulls(1, pa.string()),
-            pa.nulls(1, pa.string()),
-            pa.array(["keys"], pa.string()),
-            pa.nulls(1, pa.int64()),
-            *(pa.nulls(1, pa.string()) for _ in range(measures)),
-        ],
-        schema=result_schema(measures),
+    return with_measures(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array([keys], pa.int64()),
+                pa.nulls(1, pa.string()),
+                pa.nulls(1, pa.string()),
+                pa.array(["keys"], pa.string()),
+                pa.nulls(1, pa.int64()),
+            ],
+            schema=_RESULT,
+        ),
+        nfa,
+        None,
     )
-
-
-def _measurer(program, measures: bool):
-    """The measurer of a task's match rows (``measures``: ``nfacep match --master`` wants the
-    measure columns, and the queries have some), else None."""
-    if not measures or not any(q.measures for q in program.queries):
-        return None
-    from nfacep.measures import Measurer
-
-    return Measurer(program)
 
 
 def _match_task(
@@ -438,8 +455,6 @@ def _match_task(
     counter,
     piece_tuples: int,
     batches,
-    *,
-    measures: bool = False,
 ):
     """Reference matcher over the tuples of one Spark partition (the partitioned pass: whole
     keys), which Spark sorted by ``seq``, as they come: fed to one
@@ -451,21 +466,19 @@ def _match_task(
     distinct keys seen (keys never span two tasks, so the sum is the stream's). A match's
     ``start`` is where it begins, mapped like its ``seq`` from the position in this task's
     tuples to the global ``seq`` (null for a query without start_seq). Adds the tuples to
-    ``counter`` (a :class:`~.progress.Counter`) piece by piece. ``measures``: the match rows
-    carry the measure columns too (:func:`_rows`), the task's tuples the fields they read.
+    ``counter`` (a :class:`~.progress.Counter`) piece by piece. The match rows carry the
+    measure columns too (:func:`with_measures`), the task's tuples the fields they read.
     """
     nfa = _compiled(text, filename)
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
-    measurer = _measurer(program, measures)
-    width = 0 if measurer is None else len(measurer.columns)
-    fields = _used_fields(nfa, measures)
+    measurer = _measurer(program)
     with tempfile.TemporaryDirectory(prefix="vectors-shard-") as folder:
         shard = Shard(
             program,
             Path(folder),
             piece_tuples,
-            schema=_used_schema(program, fields),
+            schema=_used_schema(program, _used_fields(nfa)),
             source=TUPLES,
         )
 
@@ -474,12 +487,14 @@ def _match_task(
             result = matcher.feed(data, last=last)
             counter.add(data.n)
             # (the seq file mapped afresh for each piece: its pages do not stay resident)
-            yield from _rows(nfa, data, result, shard.seq(), offset, measurer)
+            seq = shard.seq()
+            cells = None if measurer is None else measurer.cells(result, data, seq)
+            yield from _rows(nfa, data, result, seq, offset, cells)
 
         for piece, last in _with_last(shard.pieces(b for b in batches if b.num_rows)):
             yield from feed(piece, last)
         if matcher.n:
-            yield _keys_row(len(matcher.keys) if program.partition_fields else 1, width)
+            yield _keys_row(nfa, len(matcher.keys) if program.partition_fields else 1)
     counter.finished()
 
 
@@ -491,22 +506,18 @@ def _global_task(
     counter,
     piece_tuples: int,
     batches,
-    *,
-    measures: bool = False,
 ):
     """Reference matcher over the whole stream (the global pass), whose tuples come in
     ``seq`` order (Spark sorts them): fed to one :class:`nfacep.reference.matcher.Matcher` in pieces
     of ``piece_tuples``, each piece's match and drop rows emitted as it is matched, so that
     the task holds a piece or two, never the stream. The generated ``seq`` is the position
     in the stream (0, 1, 2, …), so positions need no mapping (checked piece by piece). Ends
-    with the ``keys`` row (as :func:`_match_task`) and adds the tuples to ``counter``;
-    ``measures`` as :func:`_match_task`'s.
+    with the ``keys`` row (as :func:`_match_task`) and adds the tuples to ``counter``.
     """
     nfa = _compiled(text, filename)
     program = nfa.program
     matcher = reference.Matcher(nfa, params, values=values)
-    measurer = _measurer(program, measures)
-    width = 0 if measurer is None else len(measurer.columns)
+    measurer = _measurer(program)
     used = None
 
     def feed(piece: pa.Table, last: bool):
@@ -525,13 +536,21 @@ def _global_task(
         data = from_table(piece, used, source=TUPLES)
         result = matcher.feed(data, last=last)
         counter.add(n)
-        yield from _rows(nfa, data, result, None, offset, measurer)
+        cells = None if measurer is None else measurer.cells(result, data)
+        yield from _rows(nfa, data, result, None, offset, cells)
 
     for piece, last in _with_last(rebatch(batches, piece_tuples)):
         yield from feed(piece, last)
     if matcher.n:
-        yield _keys_row(len(matcher.keys) if program.partition_fields else 1, width)
+        yield _keys_row(nfa, len(matcher.keys) if program.partition_fields else 1)
     counter.finished()
+
+
+def _measurer(program):
+    """The :class:`~nfacep.measures.Measurer` of a task's matches, if a query has measures."""
+    from nfacep.measures import Measurer
+
+    return Measurer(program) if any(q.measures for q in program.queries) else None
 
 
 def _with_last(pieces):
@@ -799,13 +818,10 @@ def _match(
     watch: Progress,
     piece_tuples: int,
     n_tuples: int,
-    *,
-    measures: bool = False,
 ):
     """The matching stage: the written tuples through the reference matcher, partitioned or
-    in one global pass; returns the checkpointed result rows, the mode and its reason.
-    ``measures`` (``nfacep match --master``): the fields the measures read go to the tasks
-    too, and the match rows carry the measure columns (:func:`result_schema`)."""
+    in one global pass; returns the checkpointed result rows (with the measure columns of
+    :func:`result_schema`), the mode and its reason."""
     from pyspark.sql import functions as F
 
     gen = job.generator
@@ -823,22 +839,20 @@ def _match(
         watch.phase("counting the keys present", count=False)
         counted = tuples.select(*key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
-    program = job.nfa.program
-    source = tuples.select("seq", *_used_fields(job.nfa, measures))
+    source = tuples.select("seq", *_used_fields(job.nfa))
     counter = watch.phase("matched", total=n_tuples, tasks=tasks if mode == "partitioned" else 1)
     args = (job.query_text, job.query_path, job.params, job.values, counter)
     if mode == "partitioned":
         # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
         # streams them through its matcher, so none holds its partition
         source = source.repartition(tasks, *map(F.col, key)).sortWithinPartitions("seq")
-        task = functools.partial(_match_task, *args, piece_tuples, measures=measures)
+        task = functools.partial(_match_task, *args, piece_tuples)
     else:
         # one partition, sorted by Spark's external sorter (it spills to disk, so the stream
         # need not fit in memory); mapInArrow reads that partition's rows in the sorted order
         source = source.coalesce(1).sortWithinPartitions("seq")
-        task = functools.partial(_global_task, *args, piece_tuples, measures=measures)
-    width = len(columns(program)) if measures else 0
-    result = source.mapInArrow(task, _spark_schema(result_schema(width))).localCheckpoint()
+        task = functools.partial(_global_task, *args, piece_tuples)
+    result = source.mapInArrow(task, _spark_schema(result_schema(job.nfa))).localCheckpoint()
     watch.end()
     return result, mode, reason
 
@@ -850,6 +864,7 @@ def _write_expected(job: Job, result, tmp: str) -> None:
     columns = ["seq", "query", "partition"]
     if reports_start(job.nfa):  # otherwise the schema stays as it was before start_seq
         columns.append(F.col("start").alias(START_SEQ))
+    columns += measure_columns(job.nfa)
     (
         result.filter(F.col("kind") == "match")
         .select(*columns)

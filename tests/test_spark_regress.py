@@ -223,7 +223,12 @@ def test_cut_activation_wire_is_caught(spark, fire, build_dir, monkeypatch, caps
     c = report["counts"]
     assert not report["equal"] and c["differences"] == c["missing"] + c["extra"] > 0
     assert c["missing"] > 0 and c["extra"] == 0
-    assert report["by_query"]["thaw"] == {"missing": 0, "extra": 0, "wrong_start": 0}
+    assert report["by_query"]["thaw"] == {
+        "missing": 0,
+        "extra": 0,
+        "wrong_start": 0,
+        "wrong_measure": 0,
+    }
     assert report["start_seq"] is False and "start_seq" not in out  # no query reports it
     assert report["by_query"]["fire"]["missing"] == c["missing"]
     first = report["first"]
@@ -278,16 +283,6 @@ def test_native_mode_passes_and_catches_a_cut_wire(spark, fire, tmp_path, monkey
 # --- where matches begin: start_seq ----------------------------------------------------------
 
 
-def start_seq_query(folder) -> pathlib.Path:
-    """fire.sql with its fire query asking for start_seq (concise form); thaw does not."""
-    text = pathlib.Path(FIRE).read_text()
-    head = "QUERY fire FROM warehouse\nPARTITION sensor\nORDER BY ts\n"
-    assert head in text
-    path = pathlib.Path(folder) / "fire_start.sql"
-    path.write_text(text.replace(head, head + "MEASURES FIRST(seq) AS start_seq\n"))
-    return path
-
-
 def corrupt_starts(folder, mode) -> dict:
     """Rewrite expected.parquet with some starts changed: a fire start moved by one, a thaw
     start (null: thaw does not report it) set, and in global mode a fire start made null.
@@ -317,37 +312,113 @@ def corrupt_starts(folder, mode) -> dict:
     return corrupted
 
 
+# --- the measures' values ------------------------------------------------------------------------
+
+MEASURES = (
+    "MEASURES FIRST(seq) AS start_seq, FIRST(temp) AS t0, LAST(co_ppm) AS co, "
+    "LAST(seq) AS end_seq, COUNT(*) AS n, MATCH_NUMBER() AS k\n"
+)
+
+
+def measures_query(folder) -> pathlib.Path:
+    """fire.sql with its fire query showing measures of every kind; thaw has none."""
+    text = pathlib.Path(FIRE).read_text()
+    head = "QUERY fire FROM warehouse\nPARTITION sensor\nORDER BY ts\n"
+    path = pathlib.Path(folder) / "fire_measures.sql"
+    path.write_text(text.replace(head, head + MEASURES))
+    return path
+
+
+def corrupt_measures(folder) -> dict:
+    """Rewrite expected.parquet as if the expected side's measurer were wrong at a few fire
+    matches (a COUNT(*) one more, a FIRST(temp) changed, a MATCH_NUMBER() made empty).
+    Returns {(seq, query, partition): (measure, corrupted value, true value)}."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = pathlib.Path(folder) / vectors.EXPECTED
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    fire = [r for r in rows if r["query"] == "fire"]
+    thaw = [r for r in rows if r["query"] == "thaw"]
+    assert len(fire) > 6 and thaw and all(r["measure_n"] == "" for r in thaw)
+    assert all(int(r["measure_n"]) >= 4 for r in fire)  # HOT{3,} SMOKE
+    assert all(r["measure_start_seq"] == str(r["start_seq"]) for r in fire)
+    assert all(r["measure_end_seq"] == str(r["seq"]) for r in fire)
+    changes = [
+        (fire[1], "n", str(int(fire[1]["measure_n"]) + 1)),
+        (fire[2], "t0", "-1"),
+        (fire[-2], "k", ""),
+    ]
+    corrupted = {}
+    for r, name, value in changes:
+        corrupted[r["seq"], r["query"], r["partition"]] = (name, value, r[f"measure_{name}"])
+        r[f"measure_{name}"] = value
+    for part in path.iterdir():
+        part.unlink()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path / "part-0.parquet")
+    return corrupted
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("keys", "mode"), [(16, "partitioned"), (24, "global")])
-def test_wrong_start_seq_is_caught(spark, tmp_path, build_dir, capsys, keys, mode):
-    """Vectors of a query with MEASURES FIRST(seq) AS start_seq, their expected starts
-    corrupted at a few matches: regress simulates the gateware, whose starts agree with every
-    other expected start (in shards, each start a position in its shard mapped to the global
-    seq; in one global simulation), and reports exactly the corrupted ones as wrong_start
-    (null-safe: a start where null is expected and null where one is), exit status 1."""
-    query = start_seq_query(tmp_path)
+def test_wrong_start_seq_and_measures_are_caught(
+    spark, tmp_path, build_dir, monkeypatch, capsys, keys, mode
+):
+    """Vectors of a query with measures of every kind (FIRST(seq) AS start_seq among them),
+    their expected starts corrupted at a few matches and their measures' values at others:
+    regress simulates the gateware, whose starts agree with every other expected start (in
+    shards, each start a position in its shard mapped to the global seq; in one global
+    simulation), computes the measures of its matches with the same Measurer from the
+    shard's tuples (in small pieces and record chunks here, so that the tuples where a match
+    begins are carried), and reports exactly the corrupted rows: wrong_start (null-safe: a
+    start where null is expected and null where one is) and wrong_measure (with the measure
+    and both values), exit status 1."""
+    query = measures_query(tmp_path)
     out = tmp_path / "v"
     m = make(spark, out, str(query), EngineParams(partitions=16), keys=keys, tuples=2000)
     assert m["expected"]["mode"] == mode
+    wrong = corrupt_measures(out)
     corrupted = corrupt_starts(out, mode)
+    monkeypatch.setattr(regress, "PIECE_TUPLES", 97)
+    monkeypatch.setattr(regress, "RECORD_CHUNK", 13)
     assert regress_cli(out, query, "--build-dir", str(build_dir), "--tasks", "3", "--quiet") == 1
     stdout, _ = capsys.readouterr()
     report = report_of(out)
     assert report["mode"] == mode and report["start_seq"] is True
+    assert report["measures"] == ["start_seq", "t0", "co", "end_seq", "n", "k"]
     assert (report["shards"]["simulated"] > 1) == (mode == "partitioned")
     c = report["counts"]
-    assert c["wrong_start"] == c["differences"] == len(corrupted)
-    assert c["simulated"] == c["expected"] > len(corrupted)
-    assert report["by_query"]["thaw"] == {"missing": 0, "extra": 0, "wrong_start": 1}
+    assert c["wrong_start"] == len(corrupted) and c["wrong_measure"] == len(wrong)
+    assert c["differences"] == len(corrupted) + len(wrong)
+    assert c["simulated"] == c["expected"] > c["differences"]
+    assert report["by_query"]["thaw"] == {
+        "missing": 0,
+        "extra": 0,
+        "wrong_start": 1,
+        "wrong_measure": 0,
+    }
     assert report["by_query"]["fire"]["wrong_start"] == len(corrupted) - 1
+    assert report["by_query"]["fire"]["wrong_measure"] == len(wrong)
     got = {
         (r["seq"], r["query"], r["partition"]): (r["expected_start_seq"], r["simulated_start_seq"])
         for r in report["first"]
         if r["kind"] == "wrong_start"
     }
-    assert got == corrupted and len(report["first"]) == len(corrupted)
-    assert f"{len(corrupted)} wrong start" in stdout
+    assert got == corrupted and len(report["first"]) == len(corrupted) + len(wrong)
+    got = {
+        (r["seq"], r["query"], r["partition"]): (
+            r["measure"],
+            r["expected_value"],
+            r["simulated_value"],
+        )
+        for r in report["first"]
+        if r["kind"] == "wrong_measure"
+    }
+    assert got == wrong
+    assert f"{len(corrupted)} wrong start" in stdout and f"{len(wrong)} wrong measure" in stdout
     assert "kind" in stdout and "expected start_seq  simulated start_seq" in stdout
+    assert "measure  expected value  simulated value" in stdout
     for (seq, name, part), (bad, true) in corrupted.items():
         row = [
             "wrong_start",
@@ -356,8 +427,62 @@ def test_wrong_start_seq_is_caught(spark, tmp_path, build_dir, capsys, keys, mod
             part,
             "-" if bad is None else str(bad),
             "-" if true is None else str(true),
+            *("-" * 3),
         ]
         assert any(line.split() == row for line in stdout.splitlines()), (row, stdout)
+    for (seq, name, part), (measure, bad, true) in wrong.items():
+        start = next(r["simulated_start_seq"] for r in report["first"] if r["seq"] == seq)
+        row = ["wrong_measure", str(seq), name, part, str(start), str(start), measure]
+        row += [bad or '""', true]
+        assert any(line.split() == row for line in stdout.splitlines()), (row, stdout)
+
+
+# --- PREV ----------------------------------------------------------------------------------------
+
+PREV_QUERY = """
+CREATE STREAM ticks (sym UINT(8), ts TIMESTAMP(MILLISECOND), price INT(32), vol UINT(16));
+
+SELECT * FROM ticks MATCH_RECOGNIZE (
+    PARTITION BY sym
+    ORDER BY ts
+    MEASURES FIRST(ts) AS start_ts, LAST(price) AS last_price, COUNT(*) AS n
+    ONE ROW PER MATCH
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (DOWN{2,} UP)
+    DEFINE
+        DOWN AS price < PREV(price),
+        UP AS price > PREV(price, 2) AND vol > 10
+) AS v;
+"""
+
+
+@pytest.mark.slow
+def test_prev_query_vectors_pass(spark, tmp_path, build_dir, capsys):
+    """A V of prices: falls (each below PREV(price)), then a rise above the price two tuples
+    back (PREV(price, 2)), with measures of a TIMESTAMP. The generator plants falling and
+    rising runs (each tuple chosen given the ones before it), the reference's expected matches
+    include them, and the gateware, whose partition entries keep the last two prices, agrees
+    on every match and measure."""
+    import pyarrow.parquet as pq
+
+    query = tmp_path / "v_shape.sql"
+    query.write_text(PREV_QUERY)
+    out = tmp_path / "v"
+    opts = Options(tuples=2000, block_tuples=1024, seed=5, keys=16, plant_rate=0.2)
+    job = vectors.prepare(str(query), opts, str(out), params=EngineParams(partitions=16))
+    m = vectors.run(spark, job, tasks=2)
+    assert m["expected"]["mode"] == "partitioned" and not m["unplanted"]
+    assert m["planted"]["v"]["short"] and m["planted"]["v"]["long"]
+    # the planted runs are matches (all but those a match just before swallows)
+    ends = {p.seq for b in range(job.generator.n_blocks) for p in job.generator.planted(b)}
+    found = ends & set(pq.read_table(out / vectors.EXPECTED).column("seq").to_pylist())
+    assert len(found) >= 0.8 * len(ends) > 10
+    assert regress_cli(out, query, "--build-dir", str(build_dir), "--quiet") == 0
+    stdout, _ = capsys.readouterr()
+    report = report_of(out)
+    assert report["equal"] and report["counts"]["expected"] == m["counts"]["matches"]["v"]
+    assert report["measures"] == ["start_ts", "last_price", "n"]
+    assert "OK: the gateware's matches and drops equal the expected ones" in stdout
 
 
 # --- bad input: a clear error before Spark does anything ------------------------------------------

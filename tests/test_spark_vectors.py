@@ -312,18 +312,28 @@ def test_table_store_vectors(spark, tmp_path, entries, mode, reason):
 # --- where matches begin: start_seq --------------------------------------------------------
 
 
+#: the fire query's measures: where it begins, and one of every other kind
+MEASURES = ("start_seq", "t0", "co", "end_seq", "n", "k")
+
+
 def start_seq_query(folder) -> pathlib.Path:
-    """fire.sql with its fire query asking for start_seq (concise form); thaw does not."""
+    """fire.sql with its fire query asking for start_seq (concise form) and measures of
+    every kind (:data:`MEASURES`); thaw has none."""
     text = pathlib.Path(FIRE).read_text()
     head = "QUERY fire FROM warehouse\nPARTITION sensor\nORDER BY ts\n"
     assert head in text
     path = pathlib.Path(folder) / "fire_start.sql"
-    path.write_text(text.replace(head, head + "MEASURES FIRST(seq) AS start_seq\n"))
+    measures = (
+        "MEASURES FIRST(seq) AS start_seq, FIRST(temp) AS t0, LAST(co_ppm) AS co, "
+        "LAST(seq) AS end_seq, COUNT(*) AS n, MATCH_NUMBER() AS k\n"
+    )
+    path.write_text(text.replace(head, head + measures))
     return path
 
 
 def match_rows_with_starts(tmp_path, query, vectors_dir, *args):
-    """`nfacep match` on the vectors' tuples: (seq, query, partition, start_seq) rows."""
+    """`nfacep match` on the vectors' tuples: (seq, query, partition, start_seq, then the
+    text of each measure) rows."""
     run_match(tmp_path, query, vectors_dir, *args)
     with open(tmp_path / "matches.csv", newline="") as f:
         return [
@@ -332,6 +342,7 @@ def match_rows_with_starts(tmp_path, query, vectors_dir, *args):
                 r["query"],
                 r["partition"] or None,
                 int(r["start_seq"]) if r["start_seq"] else None,
+                *(r[name] for name in MEASURES),
             )
             for r in csv.DictReader(f)
         ]
@@ -341,15 +352,22 @@ def match_rows_with_starts(tmp_path, query, vectors_dir, *args):
 def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
     """A query with MEASURES FIRST(seq) AS start_seq: expected.parquet gets a nullable int64
     start_seq column, the global seq where each match begins (null for thaw, which does not ask
-    for it), equal to `nfacep match`'s, in the partitioned pass (3 tasks, whose positions are
-    mapped back to the global seq) and in the global one (24 keys fill 16 partitions)."""
+    for it), and a text column per measure (empty for thaw), equal to `nfacep match`'s, in the
+    partitioned pass (3 tasks, whose positions are mapped back to the global seq) and in the
+    global one (24 keys fill 16 partitions)."""
     query = start_seq_query(tmp_path)
     out = tmp_path / "v"
     m = make(spark, out, query, tasks=3, engine=EngineParams(partitions=16), keys=keys, tuples=3000)
     assert m["expected"]["mode"] == mode
     assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", True), ("thaw", False)]
     expected = table(out, vectors.EXPECTED)
-    assert expected.schema.names == ["seq", "query", "partition", vectors.START_SEQ]
+    assert expected.schema.names == [
+        "seq",
+        "query",
+        "partition",
+        vectors.START_SEQ,
+        *(vectors.MEASURE + name for name in MEASURES),
+    ]
     assert expected.schema.field(vectors.START_SEQ).type == pa.int64()
     assert expected.schema.field(vectors.START_SEQ).nullable
     rows = [tuple(r.values()) for r in expected.to_pylist()]
@@ -378,6 +396,7 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
     sorted by seq. In pieces of 37 tuples, with starts that lie pieces back, their matches,
     starts and drops are those of nfacep.reference.matcher.run over the whole stream read back."""
     from nfacep.io.convert import from_table
+    from nfacep.measures import Measurer
     from nfacep.reference import matcher as reference
     from nfacep.result import partition_texts
 
@@ -396,16 +415,19 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
         table(tmp_path / "v", vectors.TUPLES).sort_by("seq"), job.nfa.program.schema
     )
     res = reference.run(job.nfa, tuples, engine)
+    cells = Measurer(job.nfa.program).cells(res, tuples)  # the whole stream at once
     want = [
-        (int(s), res.names[q], p, int(b) if b >= 0 else None)
-        for s, q, p, b in zip(res.seqs, res.queries, res.partitions, res.starts, strict=True)
+        (int(s), res.names[q], p, int(b) if b >= 0 else None, *values)
+        for s, q, p, b, *values in zip(
+            res.seqs, res.queries, res.partitions, res.starts, *cells, strict=True
+        )
     ]
     assert [tuple(r.values()) for r in table(tmp_path / "v", vectors.EXPECTED).to_pylist()] == want
     assert table(tmp_path / "v", vectors.DROPS).to_pylist() == [
         {"seq": int(s), "partition": p}
         for s, p in zip(res.drops, partition_texts(job.nfa, tuples, res.drops), strict=True)
     ]
-    fire = [(s, b) for s, q, _, b in want if q == "fire"]
+    fire = [(s, b) for s, q, _, b, *_ in want if q == "fire"]
     if mode == "global":
         assert any(s // piece > b // piece for s, b in fire)
     else:  # more than a piece back even counting only its task's tuples

@@ -213,6 +213,58 @@ def test_timestamps_iso_8601_order_by_and_within(tmp_path):
     assert run(tmp_path, "match", TS_QUERY, TS_ROWS) == TS_MATCHES
 
 
+CONST_QUERY = """\
+CREATE STREAM flows (ts TIMESTAMP(MILLISECOND), at TIMESTAMP(SECOND), src IPV4, dst IPV4);
+QUERY q FROM flows
+PARTITION src
+PATTERN (A B)
+DEFINE
+  A AS ts >= TIMESTAMP '2024-03-01 13:00:00.25+01:00' AND src = '10.1.2.3'
+  B AS at < TIMESTAMP '1969-12-31 23:59:59' AND dst IN '192.168.0.0/16';
+"""
+A_TEXT = "(ts >= TIMESTAMP '2024-03-01T12:00:00.250Z') AND (src = '10.1.2.3')"
+B_TEXT = "(at < TIMESTAMP '1969-12-31T23:59:59Z') AND (dst IN '192.168.0.0/16')"
+
+
+def test_check_and_explain_show_times_and_addresses(tmp_path, capsys):
+    """`check`, `check --json` and `explain` show a TIMESTAMP constant as the time (ISO 8601
+    in UTC, the fraction digits of its field's unit) and an IPV4 one as a dotted quad, not
+    as the numbers the engine compares; the JSON lists those numbers beside. The text shown
+    is query text: written back into the query, it gives the same predicates."""
+    import json
+
+    query = tmp_path / "q.sql"
+    query.write_text(CONST_QUERY)
+    assert main(["check", str(query)]) == 0
+    out = capsys.readouterr().out
+    assert f"p0: {A_TEXT}" in out and f"p1: {B_TEXT}" in out
+    assert main(["explain", str(query)]) == 0
+    out = capsys.readouterr().out
+    assert f"A: {A_TEXT}" in out and f"B: {B_TEXT}" in out
+    assert main(["check", "--json", str(query)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["text"] for p in doc["predicates"]] == [A_TEXT, B_TEXT]
+    assert [p["constants"] for p in doc["predicates"]] == [
+        [
+            {
+                "text": "TIMESTAMP '2024-03-01T12:00:00.250Z'",
+                "value": 1709294400250,
+                "unit": "MILLISECOND",
+            },
+            {"text": "'10.1.2.3'", "value": (10 << 24) + (1 << 16) + (2 << 8) + 3, "prefix": 32},
+        ],
+        [
+            {"text": "TIMESTAMP '1969-12-31T23:59:59Z'", "value": -1, "unit": "SECOND"},
+            {"text": "'192.168.0.0/16'", "value": (192 << 24) + (168 << 16), "prefix": 16},
+        ],
+    ]
+    again = tmp_path / "again.sql"
+    head = CONST_QUERY[: CONST_QUERY.index("  A AS")]
+    again.write_text(f"{head}  A AS {A_TEXT}\n  B AS {B_TEXT};\n")
+    assert main(["check", "--json", str(again)]) == 0
+    assert json.loads(capsys.readouterr().out)["predicates"] == doc["predicates"]
+
+
 @pytest.mark.parametrize(
     "store", [("--store", "pipeline"), ("--store", "table", "--partitions", "64")]
 )

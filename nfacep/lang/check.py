@@ -927,7 +927,7 @@ def _timestamp_const(lk: str, lv, lit: ast.TimestampLit, c: ast.Compare) -> P.Co
         )
     (unit,) = units
     try:
-        return P.Const(parse_timestamp(lit.text, unit), "int")
+        return P.Const(parse_timestamp(lit.text, unit), "int", unit=unit)
     except ValueError as err:
         raise QueryError(f"TIMESTAMP '{_short(lit.text)}' {err}", lit.pos) from None
 

@@ -8,11 +8,20 @@ language that needs numpy).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
-from .types import BoolType, EnumType, FieldType, Float32Type, IntType, Ipv4Type, UIntType
-from .values import format_ipv4
+from .types import (
+    BoolType,
+    EnumType,
+    FieldType,
+    Float32Type,
+    IntType,
+    Ipv4Type,
+    TimestampType,
+    UIntType,
+)
+from .values import format_ipv4, format_timestamp
 
 __all__ = [
     "WIDEST",
@@ -58,12 +67,15 @@ class FieldRef:
 class Const:
     """An integer, float32 (stored as a Python float), Boolean, ENUM-index or IPv4 constant.
     An IPv4 constant is a network: ``prefix`` leading bits of ``value`` (32: one address);
-    ``=`` with it means "in the network", ``<>`` "not in it"."""
+    ``=`` with it means "in the network", ``<>`` "not in it". A TIMESTAMP constant is an
+    integer, a count of ``unit`` since the epoch: the unit only says how to show it (as the
+    time), not what it is (equal counts are equal constants)."""
 
     value: int | float | bool
     kind: str  # "int", "float", "bool", "enum", "ipv4"
     enum: EnumType | None = None
     prefix: int = 32
+    unit: str | None = field(default=None, compare=False)
 
     @property
     def range(self) -> tuple[int, int]:
@@ -186,6 +198,8 @@ def _const_text(c: Const) -> str:
     if c.kind == "ipv4":
         length = "" if c.prefix == 32 else f"/{c.prefix}"
         return f"'{format_ipv4(int(c.value))}{length}'"
+    if c.unit is not None:  # a TIMESTAMP: the time, its fraction digits the unit's
+        return f"TIMESTAMP '{format_timestamp(int(c.value), c.unit)}'"
     if c.kind == "float":
         import numpy as np  # the shortest text of a FLOAT32, only for float constants
 
@@ -237,7 +251,8 @@ def bind(e: PExpr, values: dict) -> PExpr:
     match e:
         case Param(name, ty):
             kind = field_kind(ty)
-            return Const(values[name], kind, ty if isinstance(ty, EnumType) else None)
+            unit = ty.unit if isinstance(ty, TimestampType) else None
+            return Const(values[name], kind, ty if isinstance(ty, EnumType) else None, unit=unit)
         case Arith(op, left, right):
             return Arith(op, bind(left, values), None if right is None else bind(right, values))
         case Cmp(op, left, right, kind):

@@ -32,6 +32,7 @@ import numpy as np
 from nfacep.errors import UsageError
 from nfacep.lang import predicates as P
 from nfacep.lang.evaluate import evaluate
+from nfacep.lang.predicates import known_of, prev_of
 from nfacep.lang.types import BoolType, EnumType, Float32Type, UIntType
 from nfacep.nfa import Nfa
 from nfacep.settings import ParamValues
@@ -100,8 +101,10 @@ def _safe_range(ty) -> tuple[int, int]:
 
 
 def _linear(e: P.PExpr) -> tuple[dict[str, int], int]:
+    """``e`` as ``sum(coef * field) + const``; ``PREV(f, k)`` counts as ``f`` (the field
+    compared with its earlier values: its spread, not a constant, matters)."""
     match e:
-        case P.FieldRef(name):
+        case P.FieldRef(name) | P.Prev(name):
             return {name: 1}, 0
         case P.Const(value):
             return {}, int(value)
@@ -570,4 +573,9 @@ class Background:
         """Share of background tuples satisfying each decoder predicate."""
         cols = self.draw(seeded_rng(self.options.seed, 4), np.arange(n, dtype=np.int64))
         typed = {**self.typed(cols), **self.params}
+        # PREV: the sample's rows before, as if of one partition (null for its first rows)
+        for f, depth in nfa.history.items():
+            for k in range(1, depth + 1):
+                typed[prev_of(f, k)] = np.roll(typed[f], k)
+                typed[known_of(k)] = np.arange(n) >= k
         return {p.text: round(float(evaluate(p.expr, typed, n).mean()), 4) for p in nfa.predicates}

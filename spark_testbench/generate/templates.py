@@ -20,6 +20,7 @@ import numpy as np
 from nfacep.io.tuples import Tuples
 from nfacep.lang import ast
 from nfacep.lang.evaluate import evaluate
+from nfacep.lang.predicates import known_of, prev_of
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
@@ -59,6 +60,7 @@ class Templates:
         self.window_templates: list[list[Template]] = []  # per query: WINDOW_KINDS
         self.unplanted: dict[str, str] = {}  # query -> why it has no templates (of some kinds)
         self._nfa = nfa
+        self._history = nfa.history  #: PREV's fields and how far back it reads them
         self._build_templates()
         self._build_window_templates()
         self._nfa = None  # workers compile their own; keep the pickle small
@@ -110,6 +112,8 @@ class Templates:
         return found
 
     def _fill(self, q, word: list[str], rng, pools) -> dict[str, np.ndarray] | None:
+        if self._history:
+            return self._fill_after(q, word, rng, pools)
         parts: dict[str, list] = {s.name: [] for s in self.bg.specs}
         for var in word:
             pool = self._pool(q, var, rng, pools)
@@ -119,6 +123,50 @@ class Templates:
             for k, v in pool.items():
                 parts[k].append(v[i])
         return {k: np.array(v, dtype=self.bg.dtype(k)) for k, v in parts.items()}
+
+    def _fill_after(self, q, word: list[str], rng, pools) -> dict[str, np.ndarray] | None:
+        """The tuples of ``word`` for queries that read PREV: a variable's condition then
+        depends on the tuples before, so they are chosen one by one, each among background
+        tuples (a fixed draw, :meth:`_draws`) that satisfy its variable given those before it,
+        and the nearest of them to the tuple before in the fields PREV reads (so that runs
+        rise or fall by small steps and last); after as many lead-in tuples as PREV reads
+        back, so that the word's first tuple reads the template's own tuples."""
+        cols, typed = self._draws(rng, pools)
+        n = len(next(iter(cols.values())))
+        lead = max(self._history.values())
+        chosen = rng.integers(n, size=lead).tolist()
+        known = {known_of(k): np.ones(n, dtype=bool) for k in range(1, lead + 1)}
+        for var in word:
+            pred = None if var == "." else q.predicates.get(var)
+            if pred is None:
+                chosen.append(int(rng.integers(n)))
+                continue
+            before = {
+                prev_of(f, k): np.full(n, typed[f][chosen[-k]])
+                for f, depth in self._history.items()
+                for k in range(1, depth + 1)
+            }
+            ok = np.flatnonzero(evaluate(pred, {**typed, **self.bg.params, **before, **known}, n))
+            if not len(ok):
+                return None
+            step = sum(
+                np.abs(typed[f][ok].astype(float) - float(typed[f][chosen[-1]]))
+                for f in self._history
+            )
+            near = ok[np.argsort(step, kind="stable")[:8]]
+            chosen.append(int(near[int(rng.integers(len(near)))]))
+        at = np.array(chosen, dtype=np.int64)
+        return {k: v[at] for k, v in cols.items()}
+
+    def _draws(self, rng, pools):
+        """The background tuples PREV templates are chosen from (drawn once): plain and
+        focused on the compared constants, and their typed columns."""
+        if "draws" not in pools:
+            a = self.bg.draw(rng, np.arange(4096, dtype=np.int64))
+            b = self.bg.draw(rng, np.arange(4096, dtype=np.int64), focus=True)
+            cols = {k: np.concatenate([a[k], b[k]]) for k in a}
+            pools["draws"] = cols, self.bg.typed(cols)
+        return pools["draws"]
 
     def _ends(
         self, rows: dict[str, np.ndarray], qi: int, offs: np.ndarray | None = None
@@ -286,7 +334,9 @@ class Templates:
         rows = self._fill(q, word, rng, pools)
         if rows is None:
             return None
-        size = len(word)
+        size = len(next(iter(rows.values())))  # (with PREV, lead-in tuples first)
+        if size > n:
+            return None
         inner = (
             np.sort(rng.choice(n - 2, size - 2, replace=False)) + 1
             if size > 2
