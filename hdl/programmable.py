@@ -92,6 +92,9 @@ class ProgrammableEngine(wiring.Component):
         registers are all zero).
     refused : ``Out(counter_width)``
         Loads refused: for another engine, of another length, or with a wrong CRC.
+    image : ``Out(64)``
+        The fingerprint of the image in force (its 8 bytes, the first in the low bits; 0
+        before the first load), as the load names it.
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class ProgrammableEngine(wiring.Component):
                 "i_config": In(stream.Signature(CONFIG_PORT)),
                 "configured": Out(1),
                 "refused": Out(counter_width),
+                "image": Out(64),
                 "tuples": Out(counter_width),
                 "matched": Out(counter_width),
                 "drops": Out(counter_width),
@@ -198,6 +202,7 @@ class ProgrammableEngine(wiring.Component):
         shape = self._shape
         nbytes = body_size(shape)
         prints = len(shape.fingerprint)
+        named = Signal(64, name="config_image")
         total = load_size(shape)
         shadow = Signal(nbytes * 8, name="config_shadow")
         active = Signal(nbytes * 8, name="config_active")
@@ -229,7 +234,9 @@ class ProgrammableEngine(wiring.Component):
                 )
                 with m.If(port.payload.data != byte):
                     m.d.sync += foreign.eq(1)
-            with m.Elif(count < AT_BYTES + prints + nbytes):
+            with m.Elif(count < AT_BYTES + prints + 8):
+                m.d.sync += named.eq(Cat(named[8:], port.payload.data))
+            with m.Elif(count < AT_BYTES + prints + 8 + nbytes):
                 m.d.sync += shadow.eq(Cat(shadow[8:], port.payload.data))
             with m.If(port.payload.last):
                 m.d.sync += [
@@ -251,6 +258,7 @@ class ProgrammableEngine(wiring.Component):
         with m.If(pending & ~due[-1] & self._empty):
             m.d.sync += [
                 active.eq(shadow),
+                self.image.eq(named),
                 pending.eq(0),
                 self._epoch.eq(self._epoch + 1),
                 self.configured.eq(1),

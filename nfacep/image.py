@@ -61,6 +61,7 @@ __all__ = [
     "StateConfig",
     "config_fields",
     "image",
+    "image_file",
     "load",
     "load_body",
     "load_size",
@@ -289,20 +290,7 @@ class Image:
 
     def to_bytes(self) -> bytes:
         """The image file: header, body, fingerprint (docs/formats.md)."""
-        c = self.shape.capacity
-        body = self.body()
-        head = _HEADER.pack(
-            MAGIC,
-            VERSION,
-            _HEADER.size,
-            c.states,
-            c.atoms,
-            c.queries,
-            ATOMS_PER_STATE,
-            self.shape.fingerprint,
-            len(body),
-        )
-        return head + body + hashlib.sha256(head + body).digest()[:_FINGERPRINT]
+        return image_file(self.shape, self.body())
 
     @property
     def fingerprint(self) -> str:
@@ -317,7 +305,8 @@ AT_BYTES = 4
 def load(img: Image, at: int = 0) -> bytes:
     """What the engine's configuration port takes to put ``img`` in force from tuple ``at``
     on (its tuple count modulo 2**32): ``at`` (4 bytes, little-endian), the engine's
-    fingerprint (8 bytes), the body, then the CRC-32 (zlib's) of all that, little-endian. The engine
+    fingerprint (8 bytes), the image's (8 bytes: the engine reports the one in force), the
+    body, then the CRC-32 (zlib's) of all that, little-endian. The engine
     refuses (and counts) a load for another engine, of another length, or whose CRC does not
     match; docs/formats.md, "Configuration images"."""
     return load_body(img.shape, img.body(), at)
@@ -325,19 +314,37 @@ def load(img: Image, at: int = 0) -> bytes:
 
 def load_body(shape: EngineShape, body: bytes, at: int = 0) -> bytes:
     """:func:`load` of a body made elsewhere (a test's, or one read from an image file)."""
-    head = (at % (1 << 32)).to_bytes(AT_BYTES, "little") + shape.fingerprint + body
+    named = image_file(shape, body)[-_FINGERPRINT:]
+    head = (at % (1 << 32)).to_bytes(AT_BYTES, "little") + shape.fingerprint + named + body
     return head + zlib.crc32(head).to_bytes(4, "little")
 
 
 def load_size(shape: EngineShape) -> int:
     """Bytes of a :func:`load` for engines of ``shape``."""
-    return AT_BYTES + len(shape.fingerprint) + body_size(shape) + 4
+    return AT_BYTES + len(shape.fingerprint) + _FINGERPRINT + body_size(shape) + 4
 
 
 def port_words(data: bytes) -> list[int]:
     """The configuration port's payloads for a load: each byte, with ``last`` (bit 8) on the
     final one."""
     return [b | (i == len(data) - 1) << 8 for i, b in enumerate(data)]
+
+
+def image_file(shape: EngineShape, body: bytes) -> bytes:
+    """The image file of ``body`` for engines of ``shape``: header, body, fingerprint."""
+    c = shape.capacity
+    head = _HEADER.pack(
+        MAGIC,
+        VERSION,
+        _HEADER.size,
+        c.states,
+        c.atoms,
+        c.queries,
+        ATOMS_PER_STATE,
+        shape.fingerprint,
+        len(body),
+    )
+    return head + body + hashlib.sha256(head + body).digest()[:_FINGERPRINT]
 
 
 def body_size(shape: EngineShape) -> int:

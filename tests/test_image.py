@@ -295,8 +295,8 @@ def test_check_shows_the_fit(capsys, tmp_path):
 
 def test_a_load_is_at_fingerprint_body_and_crc():
     """A load (what the configuration port takes): the tuple number (4 bytes, little-endian,
-    modulo 2**32), the engine's fingerprint, the body, then zlib's CRC-32 of all that; the
-    port's words mark the last byte."""
+    modulo 2**32), the engine's fingerprint, the image's, the body, then zlib's CRC-32 of
+    all that; the port's words mark the last byte."""
     import zlib
 
     from nfacep.image import load, load_size, port_words
@@ -307,7 +307,7 @@ def test_a_load_is_at_fingerprint_body_and_crc():
     blob = load(img, (1 << 32) + 7)
     assert len(blob) == load_size(shape)
     assert blob[:4] == (7).to_bytes(4, "little") and blob[4:12] == shape.fingerprint
-    assert blob[12:-4] == img.body()
+    assert blob[12:20].hex() == img.fingerprint and blob[20:-4] == img.body()
     assert blob[-4:] == zlib.crc32(blob[:-4]).to_bytes(4, "little")
     words = port_words(blob)
     assert [w & 0xFF for w in words] == list(blob)

@@ -34,6 +34,7 @@ from nfacep.image import (
     EngineShape,
     ImageError,
     image,
+    image_file,
     load_body,
     port_words,
 )
@@ -62,6 +63,7 @@ def simulate(shape, loads, data, params, *, seed=0, gap=0.3, stall=0.3, engine=N
                 await stream_put(ctx, dut.i_stream, p, rng=rng_in, gap=gap)
         await drain_engine(ctx, dut, drain, done)
         done["refused"] = ctx.get(dut.refused)
+        done["image"] = ctx.get(dut.image).to_bytes(8, "little").hex()
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -91,6 +93,7 @@ def compare(nfa, shape, data, params, *, body=None, seed=0, values=None):
         "matched": len(want),
         "drops": len(drops),
         "refused": 0,
+        "image": image_file(shape, body)[-8:].hex(),
     }
     if nfa.program.partition_fields:
         col = wire.key_raw(nfa.program.key, data)
@@ -297,6 +300,8 @@ def switched(first, second, shape, data, params, at, *, seed=0, engine=None, sec
     want = before.records(first, data) + after.records(second, data)
     assert records == [(r.seq, r.partition, r.matches, r.dropped) for r in want]
     assert counters["tuples"] == data.n and counters["refused"] == 0
+    if second_load is None:  # the second image is in force
+        assert counters["image"] == image(second, shape).fingerprint
     return records, counters
 
 
@@ -350,4 +355,5 @@ def test_a_damaged_truncated_or_foreign_load_is_refused():
         loads = [load_body(shape, image(first, shape).body()), bad]
         records, counters = simulate(shape, loads, data, params)
         assert counters["refused"] == 1
+        assert counters["image"] == image(first, shape).fingerprint  # still the first
         assert {s: m for s, _, m, d in records if not d} == want

@@ -51,7 +51,7 @@ ${counter_decls}    output reg [63:0] cycle,
     wire p_ready;
     // a programmable engine's configuration load (its bytes, bit 8 on the last), written to
     // i_config byte by byte after the reset, before any tuple
-    reg [8:0] image [0:${last_image_byte}];
+    reg [8:0] config_load [0:${last_image_byte}];
     reg [8*4096-1:0] image_path;
     integer image_bytes;
     reg [31:0] c_index;
@@ -63,7 +63,7 @@ ${counter_decls}    output reg [63:0] cycle,
         if (!$value$plusargs("nfacep_image_bytes=%d", image_bytes)) image_bytes = 0;
         if (image_bytes > 0) begin
             if (!$value$plusargs("nfacep_image=%s", image_path)) image_path = "image.hex";
-            $readmemh(image_path, image);
+            $readmemh(image_path, config_load);
         end
     end
     initial begin
@@ -171,7 +171,7 @@ ${params_conns}${config_conns}${counter_conns}        .o_stream__payload(o_paylo
                 if (c_valid && c_index == image_bytes) configured_all <= 1;
                 if (c_index < image_bytes) begin
                     c_valid <= 1;
-                    c_payload <= image[c_index];
+                    c_payload <= config_load[c_index];
                     c_index <= c_index + 1;
                 end else begin
                     c_valid <= 0;
