@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from nfacep import NfacepError, wire
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
-from nfacep.params import EngineParams
+from nfacep.params import EngineParams, option
 from nfacep.result import Result
 from nfacep.settings import ParamValues, params_schema
 
@@ -199,7 +199,7 @@ def _learn_engine(
             f"{link}` made of this query file"
         )
     differ = [
-        f"--{name.replace('_', '-')} {getattr(built, name)} (given: {value})"
+        f"{option(name)} {getattr(built, name)} (given: {value})"
         for name, value in given.items()
         if getattr(built, name) != value
     ]
