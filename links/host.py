@@ -2,8 +2,9 @@
 tuples and runtime-parameter switches, and the checks of a board's answers.
 
 A link's host (:class:`nfacep.links.uart.host.UartBoard`, :class:`nfacep.links.udp.host.UdpBoard`)
-is a :class:`~nfacep.backend.Backend`: it resets the board, checks that it runs the engine this
-query file and these parameters describe (:func:`check_engine`), sends the tuples in frames or
+is a :class:`~nfacep.backend.Backend`: it resets the board, takes the engine parameters its STATUS
+reports (or, through the API, checks that it runs the parameters given) and checks that it runs
+this query file's engine (:func:`check_engine`), sends the tuples in frames or
 packets of :func:`frame_order` with the switches of :func:`switch_plan` among them, and turns
 the records the board sent back into a :class:`BoardResult` (:func:`board_result`).
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from nfacep import NfacepError, wire
 from nfacep.errors import UsageError
 from nfacep.nfa import Nfa
-from nfacep.params import EngineParams
+from nfacep.params import EngineParams, option
 from nfacep.result import Result
 from nfacep.settings import ParamValues, params_schema
 
@@ -198,7 +199,7 @@ def _learn_engine(
             f"{link}` made of this query file"
         )
     differ = [
-        f"--{name.replace('_', '-')} {getattr(built, name)} (given: {value})"
+        f"{option(name)} {getattr(built, name)} (given: {value})"
         for name, value in given.items()
         if getattr(built, name) != value
     ]

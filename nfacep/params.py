@@ -142,8 +142,9 @@ class EngineParams:
         hi=1 << 20,
         metavar="N",
         hint="use fewer partitions",
-        shown="sized for the partition key: 2^bits entries for a key of up to 16 bits, at "
-        "least 256, else 65536; 256 with --store pipeline; `nfacep check` prints it",
+        shown=f"sized for the partition key: 2^bits entries for a key of up to "
+        f"{DIRECT_KEY_BITS} bits, at least {MIN_ENTRIES}, else {HASHED_ENTRIES}; 256 with "
+        "--store pipeline; `nfacep check` prints it",
         help="partitions the partitioner stores; a tuple of a new partition finds no free "
         "element when all are taken, and is dropped and counted",
     )
