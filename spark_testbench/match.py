@@ -103,14 +103,15 @@ def run(
         values,
         input,
     )
-    spark, created = spark_session.session(master, app_name="nfacep match")
     parent = os.path.dirname(os.path.abspath(output))
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=parent)
+    spark = created = None
     try:
+        spark, created = spark_session.session(master, app_name="nfacep match")
         return _run(spark, job, tmp, tasks, chunk, progress, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if created:
+        if created and spark is not None:
             spark.stop()
 
 
