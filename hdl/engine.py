@@ -70,7 +70,7 @@ class Engine(wiring.Component):
     row of a bank); the input FIFO takes tuples meanwhile. With ``store="sdram"`` the engine
     has the chip's pins (``sdram``, :func:`~nfacep.hdl.sdram.controller.pins_signature`), waits
     for its power-up and clears the entries it uses after a reset, and then takes a tuple every
-    other cycle at most, fewer when the store's cache misses.
+    third cycle at most, fewer when the store's cache misses.
 
     Members
     -------
