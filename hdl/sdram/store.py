@@ -530,24 +530,7 @@ class SdramPartitioner(wiring.Component):
             for i in range(self._line_entries)
         ]
         key = Value.cast(head.key).as_unsigned()
-        live = Cat(self._live(e, head.now) for e in ways)
-        matches = Cat(
-            live[i] & (Const(1) if self._direct else e.tag == key) for i, e in enumerate(ways)
-        )
-        hit = matches.any()
-        dropped = Signal(name="head_dropped")
-        way = Signal(range(max(2, self._line_entries)), name="head_way")
-        m.d.comb += dropped.eq(~hit & live.all())
-        for i in reversed(range(self._line_entries)):
-            with m.If(~live[i]):
-                m.d.comb += way.eq(i)
-        for i in range(self._line_entries):
-            with m.If(matches[i]):
-                m.d.comb += way.eq(i)
-        current = Signal(self._state_width, name="head_state")
-        for i, e in enumerate(ways):
-            with m.If(matches[i]):
-                m.d.comb += current.eq(e.state)
+        hit, dropped, way, current = self._decide(m, ways, key, head.now)
         new_state, result = self._update(m, current, head.payload)
         written = Signal(layout, name="head_entry")
         m.d.comb += [
@@ -593,6 +576,30 @@ class SdramPartitioner(wiring.Component):
                         m.d.sync += self.drops.eq(self.drops + 1)
                     m.next = "WAIT"
         return head.line, done, wrote
+
+    def _decide(self, m: Module, ways: list, key: Value, now: Value):
+        """The table's rule over the line's entries ``ways``: ``(hit, dropped, way, state)``,
+        the way the tuple updates (its key's, else the lowest free one) and the state it
+        finds there (0 when fresh)."""
+        live = Cat(self._live(e, now) for e in ways)
+        matches = Cat(
+            live[i] & (Const(1) if self._direct else e.tag == key) for i, e in enumerate(ways)
+        )
+        hit = matches.any()
+        dropped = Signal(name="head_dropped")
+        way = Signal(range(max(2, self._line_entries)), name="head_way")
+        m.d.comb += dropped.eq(~hit & live.all())
+        for i in reversed(range(self._line_entries)):
+            with m.If(~live[i]):
+                m.d.comb += way.eq(i)
+        for i in range(self._line_entries):
+            with m.If(matches[i]):
+                m.d.comb += way.eq(i)
+        current = Signal(self._state_width, name="head_state")
+        for i, e in enumerate(ways):
+            with m.If(matches[i]):
+                m.d.comb += current.eq(e.state)
+        return hit, dropped, way, current
 
     def _live(self, e, now):
         """An entry in use at tick ``now``: valid and (timers) fewer than ``2**B - 1`` ticks
