@@ -67,7 +67,8 @@ class ClearedChip(SDRAMModel):
 
 
 def update(m, state, payload):
-    new_state = (state * 3 + payload)[:STATE_WIDTH]
+    # 3 * state as a shift and an add (Yosys would spend a multiplier block on ``* 3``)
+    new_state = ((state << 1) + state + payload)[:STATE_WIDTH]
     return new_state, new_state
 
 

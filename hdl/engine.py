@@ -86,7 +86,7 @@ class Engine(wiring.Component):
     takes tuples meanwhile. With ``store="sdram"`` the engine
     has the chip's pins (``sdram``, :func:`~nfacep.hdl.sdram.controller.pins_signature`), waits
     for its power-up and clears the entries it uses after a reset, and then takes a tuple every
-    other cycle at most, fewer when the store's cache misses.
+    third cycle at most, fewer when the store's cache misses.
 
     Members
     -------

@@ -30,22 +30,26 @@ How it works (one clock domain, the controller's):
   write-back): per line the bucket it holds, whether that is ``valid``, whether its words have
   arrived (``filled``), whether it was written (``dirty``), and ``users``, the tuples queued
   for it.
-- **Input and hazard tracking.** A tuple entering (stage 1, after the CRC) looks its bucket up
-  in the cache's tags. If the line holds the bucket (filled or still being fetched) the tuple
-  joins the queue for it. Otherwise, if the line has no users, it is given to the bucket at
-  once (so a later tuple of the same bucket finds it and never fetches it again) and a *job*
-  is queued: write the old bucket back if dirty, then read the new one. If the line has users
-  the input waits (``i_stream.ready`` low) until they are done: a line is never taken from
-  under a queued tuple. The tuple queue holds ``queue`` tuples, so up to that many buckets are
-  fetched at once, and the controller's per-bank queues overlap them over the banks.
+- **Input and hazard tracking.** A tuple in stage 1 (its bucket, after the CRC) looks its
+  bucket up in the cache's tags, and the answer is registered with it in stage 2 (only stage
+  2 changes tags, so the answer stays true while the tuple waits there; a line stage 2 gives
+  away as the tuple moves in is forwarded). In stage 2, if the line holds the bucket (filled
+  or still being fetched) the tuple joins the queue for it. Otherwise, if the line has no
+  users, it is given to the bucket at once (so a later tuple of the same bucket finds it and
+  never fetches it again) and a *job* is queued: write the old bucket back if dirty, then
+  read the new one. If the line has users the input waits (``i_stream.ready`` low) until
+  they are done: a line is never taken from under a queued tuple. The tuple queue holds
+  ``queue`` tuples, so up to that many buckets are fetched at once, and the controller's
+  per-bank queues overlap them over the banks.
 - **Fetch.** Jobs are done in order: the victim line is read from block RAM, its words are
   written to SDRAM, then the new bucket's words are requested; the controller answers reads in
   request order and keeps order within a bank (a bucket's write-back and its later fetch are
   in one bank), so a fetch always reads what the write-back wrote. The words read land in the
   line (a write port with word enables); when the last has landed the line is ``filled``.
 - **Update, in input order.** The queue's head waits until its line is filled, reads the line
-  (one clock), decides hit, free way or drop, applies ``update`` and writes the line back,
-  marks it dirty and hands the record to the output register: two clocks per tuple. Records
+  (into a register: two clocks), decides hit, free way or drop, applies ``update`` and writes
+  the line back, marks it dirty and hands the record to the output register: three clocks
+  per tuple. Records
   leave in input order: the queue is first in, first out, and the head is its only reader.
 - **Refresh and back-pressure** are the controller's: refresh stalls the requests, which stall
   the jobs, which fill the queue, which holds ``i_stream.ready`` low; nothing is dropped. A
@@ -517,14 +521,67 @@ class SdramPartitioner(wiring.Component):
         done = Signal(name="head_done")
         wrote = Signal(name="head_wrote")
         m.d.comb += head_port.addr.eq(head.line)
+        # the line read, registered (no path from the block RAM's output to its input)
+        read = Signal(len(head_port.data), name="head_read")
         layout = self.entry_layout
         span = self._entry_words * width
         ways = [
-            data.View(layout, head_port.data[i * span : i * span + layout.size])
+            data.View(layout, read[i * span : i * span + layout.size])
             for i in range(self._line_entries)
         ]
         key = Value.cast(head.key).as_unsigned()
-        live = Cat(self._live(e, head.now) for e in ways)
+        hit, dropped, way, current = self._decide(m, ways, key, head.now)
+        new_state, result = self._update(m, current, head.payload)
+        written = Signal(layout, name="head_entry")
+        m.d.comb += [
+            written.valid.eq(1),
+            written.state.eq(new_state),
+        ]
+        if self._stamp_bits:
+            m.d.comb += written.stamp.eq(head.now)
+        if not self._direct:
+            m.d.comb += written.tag.eq(key)
+        line_data = Signal(len(head_port.data), name="head_line")
+        m.d.comb += line_data.eq(read)
+        for i in range(self._line_entries):
+            with m.If(way == i):
+                m.d.comb += line_data.word_select(i, span).eq(written.as_value())
+        pay = out.i_stream.payload
+        m.d.comb += [
+            pay.key.eq(head.key),
+            pay.payload.eq(head.payload),
+            pay.result.eq(result),
+            pay.dropped.eq(dropped),
+            pay.fresh.eq(~hit & ~dropped),
+        ]
+        with m.FSM(name="head"):
+            with m.State("WAIT"), m.If(q.r_rdy & tags.filled[head.line]):
+                m.d.comb += head_port.en.eq(1)
+                m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.sync += read.eq(head_port.data)
+                m.next = "UPDATE"
+            with m.State("UPDATE"):
+                # the head may write the line now: the words read wait (a register decides)
+                m.d.comb += [out.i_stream.valid.eq(1), self._head_writes.eq(1)]
+                with m.If(out.i_stream.ready):
+                    m.d.comb += [done.eq(1), wrote.eq(~dropped), q.r_en.eq(1)]
+                    with m.If(~dropped):
+                        m.d.comb += [
+                            w_port.addr.eq(head.line),
+                            w_port.data.eq(line_data),
+                            w_port.en.eq(-1),
+                        ]
+                    with m.Else():
+                        m.d.sync += self.drops.eq(self.drops + 1)
+                    m.next = "WAIT"
+        return head.line, done, wrote
+
+    def _decide(self, m: Module, ways: list, key: Value, now: Value):
+        """The table's rule over the line's entries ``ways``: ``(hit, dropped, way, state)``,
+        the way the tuple updates (its key's, else the lowest free one) and the state it
+        finds there (0 when fresh)."""
+        live = Cat(self._live(e, now) for e in ways)
         matches = Cat(
             live[i] & (Const(1) if self._direct else e.tag == key) for i, e in enumerate(ways)
         )
@@ -542,48 +599,7 @@ class SdramPartitioner(wiring.Component):
         for i, e in enumerate(ways):
             with m.If(matches[i]):
                 m.d.comb += current.eq(e.state)
-        new_state, result = self._update(m, current, head.payload)
-        written = Signal(layout, name="head_entry")
-        m.d.comb += [
-            written.valid.eq(1),
-            written.state.eq(new_state),
-        ]
-        if self._stamp_bits:
-            m.d.comb += written.stamp.eq(head.now)
-        if not self._direct:
-            m.d.comb += written.tag.eq(key)
-        line_data = Signal(len(head_port.data), name="head_line")
-        m.d.comb += line_data.eq(head_port.data)
-        for i in range(self._line_entries):
-            with m.If(way == i):
-                m.d.comb += line_data.word_select(i, span).eq(written.as_value())
-        pay = out.i_stream.payload
-        m.d.comb += [
-            pay.key.eq(head.key),
-            pay.payload.eq(head.payload),
-            pay.result.eq(result),
-            pay.dropped.eq(dropped),
-            pay.fresh.eq(~hit & ~dropped),
-        ]
-        with m.FSM(name="head"):
-            with m.State("WAIT"), m.If(q.r_rdy & tags.filled[head.line]):
-                m.d.comb += head_port.en.eq(1)
-                m.next = "UPDATE"
-            with m.State("UPDATE"):
-                # the head may write the line now: the words read wait (a register decides)
-                m.d.comb += [out.i_stream.valid.eq(1), self._head_writes.eq(1)]
-                with m.If(out.i_stream.ready):
-                    m.d.comb += [done.eq(1), wrote.eq(~dropped), q.r_en.eq(1)]
-                    with m.If(~dropped):
-                        m.d.comb += [
-                            w_port.addr.eq(head.line),
-                            w_port.data.eq(line_data),
-                            w_port.en.eq(-1),
-                        ]
-                    with m.Else():
-                        m.d.sync += self.drops.eq(self.drops + 1)
-                    m.next = "WAIT"
-        return head.line, done, wrote
+        return hit, dropped, way, current
 
     def _live(self, e, now):
         """An entry in use at tick ``now``: valid and (timers) fewer than ``2**B - 1`` ticks
