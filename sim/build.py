@@ -46,11 +46,14 @@ __all__ = [
 SIMULATORS = ("icarus", "verilator")
 
 
-def default_mode(simulator: str) -> str:
+def default_mode(simulator: str, store: str | None = None) -> str:
     """The fastest exact way to feed the engine under ``simulator``, the default ``--mode`` of
     ``nfacep sim`` and ``nfacep regress``: ``native`` (the batch harness under a C++ main, no
-    Python while it runs) with Verilator, ``batch`` with Icarus. Every mode gives the same
+    Python while it runs) with Verilator, ``batch`` with Icarus; ``cycle`` for ``store``
+    ``sdram``, whose chip is a Python model stepped at every clock. Every mode gives the same
     records."""
+    if store == "sdram":
+        return "cycle"
     return "native" if simulator == "verilator" else "batch"
 
 

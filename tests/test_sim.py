@@ -29,7 +29,7 @@ from nfacep.cli import main
 from nfacep.errors import UsageError
 from nfacep.hdl.engine import write_verilog
 from nfacep.io import reader, tuples
-from nfacep.params import EngineParams
+from nfacep.params import EngineParams, default_engine
 from nfacep.reference.matcher import run as reference_run
 from nfacep.sim import build, runner
 from nfacep.sim.testbench import InOrderChecker
@@ -388,14 +388,15 @@ def test_prebuild_builds_once_and_run_reuses_it(tmp_path):
         assert (
             sim.prebuild(again, simulator="icarus", build_dir=str(cache), batch_depth=64) == folder
         )
+    nfa = compile_file(str(q))
     result = run_files(
         sim.Simulation(
             sim.SimOptions(build_dir=cache, engine=str(engine), check=True, batch_depth=64)
         ),
-        compile_file(str(q)),
+        nfa,
         str(csv),
         str(tmp_path / "m.csv"),
-        EngineParams(),
+        default_engine(nfa),  # the engine `verilog` emitted by default
     )
     assert result.matches == [(2, "rise", None), (7, "rise", None)]
     assert sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "lock") == built
@@ -993,6 +994,7 @@ def test_the_fastest_exact_mode_is_the_default(monkeypatch, capsys):
     """`sim` and `regress` feed Verilator's model natively unless told otherwise, and `regress`
     takes Verilator when it is installed; `sim --help` and `regress --help` say so."""
     assert build.default_mode("verilator") == "native" and build.default_mode("icarus") == "batch"
+    assert build.default_mode("icarus", "sdram") == "cycle"  # the chip's model steps per clock
     monkeypatch.setattr(build, "simulator_available", lambda simulator, cache=None: None)
     assert build.default_simulator() == "verilator"
     monkeypatch.setattr(

@@ -760,7 +760,17 @@ def test_bad_input(tmp_path, capsys, no_spark):
         FIRE, "--tuples", "10", "--keys", "70000", "--out", v
     )
     assert "only a global pass models" in fails(
-        FIRE, "--tuples", "10", "--keys", "300", "--expected", "partitioned", "--out", v
+        FIRE,
+        "--tuples",
+        "10",
+        "--keys",
+        "300",
+        "--expected",
+        "partitioned",
+        "--out",
+        v,
+        "--store",
+        "pipeline",
     )
     assert "not an ENUM field" in fails(
         FIRE, "--tuples", "10", "--enum-weights", "temp=1:1", "--out", v
