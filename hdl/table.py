@@ -21,10 +21,16 @@ from .bram import RegisteredBank, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
 
-__all__ = ["TablePartitioner"]
+__all__ = ["BREAK_FORWARDING", "TablePartitioner"]
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
+
+#: Test-only: a forwarding path broken on purpose, so that the tests show they catch it.
+#: ``"oldest write"``: the oldest write in flight is not forwarded; ``"stale hint"``: stage 4's
+#: ``update.prepare`` hint comes from the row read even when the operation just ahead wrote
+#: the entry. ``None`` (always, outside those tests): nothing broken.
+BREAK_FORWARDING: str | None = None
 
 
 class TablePartitioner(wiring.Component):
@@ -281,7 +287,7 @@ class TablePartitioner(wiring.Component):
         have seen: one per read register after the block RAM latches the address, one more
         with the banks' port copies (a write lands an edge later; the read address copy delays
         the read and the operation alike)."""
-        return self._read_stages + self._copies
+        return self._read_stages + self._copies - (BREAK_FORWARDING == "oldest write")
 
     @property
     def entry_layout(self) -> data.StructLayout:
@@ -960,6 +966,8 @@ class _Stages:
         table = self.table
         zero = self.prepare(m, Const(0, table._state_width), t.payload)
         from_new = self.prepare(m, new_state, t.payload)
+        if BREAK_FORWARDING == "stale hint":
+            newest = [0] * len(newest)
         parts = [Mux(~_or_all(mine), zero, 0)]
         for b in range(self.banks):
             from_read = self.prepare(m, pre_state[b], t.payload)
