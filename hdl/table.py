@@ -98,7 +98,9 @@ class TablePartitioner(wiring.Component):
     landing an edge later, one more write in flight to forward. And with five read registers
     the third is the table's: next to each block it compares the stamp read, part by part,
     with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
-    cycle only combines those bits.
+    cycle only combines those bits. A state wider than 48 bits (windows, start_seq) is chosen
+    in stage 3 in groups of 48 bits, each from copies of its own of the registers the choice
+    is made of, so that no register drives every bit's multiplexer.
 
     Latency: ``3 + read_stages`` cycles (3 without ``registered``), two more with timers (the
     read row, the aging step's or the tuple's, is registered; the banks' port copies): 7 by
@@ -815,6 +817,7 @@ class _Stages:
         decided = [(u_store, u_way, written.state)]
         decided += [(h.valid, h.way, h.entry.state) for h in hist]
         pre = self._newest(prev, s2, s2_op, read, decided, rel)
+        self.s2_bank = s2_bank
         hit, dropped, way3, store3, found = self._stage3(
             t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, (u_store, u_way, new_state)
         )
@@ -1016,6 +1019,7 @@ class _Stages:
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
         pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
+        self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
             cand = (
                 Signal(name=f"s2_cand_match{b}"),
@@ -1041,6 +1045,7 @@ class _Stages:
                     ]
             with m.Else():
                 m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
+            self.pre_match_next.append(cand[0])
             with m.If(self.advance):
                 m.d.sync += [
                     pre_match[b].eq(cand[0]),
@@ -1092,8 +1097,44 @@ class _Stages:
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         found = Signal(width, name="s3_found")
-        m.d.comb += found.eq(_or_all(ways_found))
+        if width <= _STATE_CHUNK:
+            m.d.comb += found.eq(_or_all(ways_found))
+            return hit, dropped, way3, store3, found
+        # a wide state: each group of its bits chooses from copies of its own of the registers
+        # the choice is made of (the same inputs, loaded on the same edges), so that no one
+        # register drives the multiplexers of every bit
+        sources = (
+            (row_same0, t_row == s2_row),
+            (same_key0, self.tag_equal(key, s2_key)),
+            (live0, self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
+            (u_store, store3),
+            (u_way, way3),
+            (pre_match, Cat(self.pre_match_next)),
+            (t_bank, self.s2_bank),
+        )
+        for k, lo in enumerate(range(0, width, _STATE_CHUNK)):
+            hi = min(width, lo + _STATE_CHUNK)
+            d = Cat(v for _, v in sources)
+            q = register_copy(m, self.platform, d, self.advance, f"s3_choice{k}")
+            parts, at = [], 0
+            for reg, _ in sources:
+                parts.append(q[at : at + len(Value.cast(reg))])
+                at += len(Value.cast(reg))
+            rs, sk, lv, us, uw, pm, tb = parts
+            chunk = []
+            for b in range(self.banks):
+                newest = rs & us & (uw == b)
+                mine = Mux(newest, lv & sk, pm[b])
+                if self.direct:
+                    mine = mine & (tb == b)
+                chunk.append(Mux(mine, Mux(newest, new_state[lo:hi], pre_state[b][lo:hi]), 0))
+            m.d.comb += found[lo:hi].eq(_or_all(chunk))
         return hit, dropped, way3, store3, found
+
+
+#: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
+#: from its own copies of the registers the choice is made of.
+_STATE_CHUNK = 48
 
 
 @dataclass
