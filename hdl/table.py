@@ -17,7 +17,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Valu
 from amaranth.lib import crc, data, wiring
 from amaranth.lib.memory import Memory
 
-from .bram import RegisteredBank, register_copy
+from .bram import RegisteredBank, dp16kd_blocks, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
 
@@ -93,18 +93,19 @@ class TablePartitioner(wiring.Component):
 
     With timers (``registered``), an entry carries a stamp, and a large table's blocks spread
     over the whole device (65,536 entries: 96 DP16KD on an LFE5U-85F), farther apart than one
-    register can reach in a 150 MHz cycle. So the banks' ports pass a register of their own
-    beside each block (``RegisteredBank(copies=True)``): the read a cycle later, and a write
-    landing an edge later, one more write in flight to forward. And with five read registers
+    register can reach in a 150 MHz cycle. So (``copies``; also for any table of more than 64
+    blocks) the banks' ports pass a register of their own beside each block
+    (``RegisteredBank(copies=True)``): the read a cycle later, and a write landing an edge
+    later, one more write in flight to forward. And with five read registers
     the third is the table's: next to each block it compares the stamp read, part by part,
     with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
     cycle only combines those bits. A state wider than 48 bits (windows, start_seq) is chosen
     in stage 3 in groups of 48 bits, each from copies of its own of the registers the choice
     is made of, so that no register drives every bit's multiplexer.
 
-    Latency: ``3 + read_stages`` cycles (3 without ``registered``), two more with timers (the
-    read row, the aging step's or the tuple's, is registered; the banks' port copies): 7 by
-    default, 10 with timers. A tuple
+    Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
+    one more with timers (the read row, the aging step's or the tuple's, is registered): 7 by
+    default (8 for a table of more than 64 blocks), 10 with timers. A tuple
     transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
     edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
     ``n + latency``.
@@ -152,6 +153,11 @@ class TablePartitioner(wiring.Component):
         a flip-flop after the block RAM's output register) or 5 (the default with timers: the
         row read is compared with the tuple's key and tick a cycle earlier, beside the writes
         in flight, one more of them to forward).
+    copies : :class:`bool` or ``None``
+        With ``registered``: the banks' ports through registers of their own beside each block
+        (:class:`~nfacep.hdl.bram.RegisteredBank`): a cycle more of latency, one more write in
+        flight to forward. ``None`` (the default): with timers, or when the table takes more
+        than 64 DP16KD blocks.
 
     Members
     -------
@@ -175,6 +181,7 @@ class TablePartitioner(wiring.Component):
         registered: bool = True,
         read_stages: int | None = None,
         counter_width: int = 32,
+        copies: bool | None = None,
     ):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
@@ -208,14 +215,6 @@ class TablePartitioner(wiring.Component):
         self._update = update
         self._registered = bool(registered)
         self._read_stages = read_stages if self._registered else 1
-        # with timers (a stamp makes an entry wide, so its blocks spread over the device) the
-        # banks' ports pass a register of their own beside each block: a cycle more of
-        # latency, and a write lands an edge later, one more write in flight to forward
-        self._copies = self._registered and tick_tuples > 0
-        # with timers and five read registers the third is the table's, not the bank's: it
-        # holds, beside the entry's other fields, the stamp already compared part by part with
-        # the operation's tick (``_Stages.stamp_parts``) next to each block
-        self._split_stamp = self._copies and self._read_stages == 5
         self._counter_width = counter_width
         self._timer_bits = timer_bits
         self._tick_tuples = tick_tuples
@@ -238,7 +237,25 @@ class TablePartitioner(wiring.Component):
             span = -(-steps * sweep_every // tick_tuples) + 1
             self._stamp_bits = ((1 << timer_bits) - 1 + span - 1).bit_length()
 
+        self._port_copies(copies)
+
         super().__init__(store_signature(key_shape, payload_shape, result_shape, counter_width))
+
+    def _port_copies(self, copies: bool | None) -> None:
+        """Whether the banks' ports are copied beside each block, and whether the stamp is
+        compared there."""
+        if copies is None:
+            # with timers (a stamp in every entry) or more than 64 blocks the blocks spread over
+            # the device, and the banks' ports pass a register of their own beside each block:
+            # a cycle more of latency, and a write lands an edge later, one more write in
+            # flight to forward
+            blocks = self._banks * dp16kd_blocks(self._rows, self.entry_layout.size)
+            copies = self._tick_tuples > 0 or blocks > 64
+        self._copies = self._registered and bool(copies)
+        # with timers and five read registers the third is the table's, not the bank's: it
+        # holds, beside the entry's other fields, the stamp already compared part by part with
+        # the operation's tick (``_Stages.stamp_parts``) next to each block
+        self._split_stamp = self._copies and self._tick_tuples > 0 and self._read_stages == 5
 
     @property
     def entries(self) -> int:
