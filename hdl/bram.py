@@ -197,6 +197,18 @@ class RegisteredBank(wiring.Component):
             m.d.sync += self._last.eq(rp.data)
         return m
 
+    def _block_ports(self, m, platform, ports, lo, width, name):
+        """``(r_addr, w_addr, w_data, w_en)`` as the block holding bits ``lo`` to ``lo +
+        width`` of a row sees them: ``ports`` (the addresses zero-extended, the data padded),
+        or with ``copies`` its own copy of what it uses."""
+        r_addr, w_addr, w_data = ports
+        if not self._copies:
+            return r_addr, w_addr, w_data, self.w_en
+        b_r_addr = register_copy(m, platform, r_addr, self.r_en, f"{name}_r_addr")
+        part = w_data[lo : lo + width]
+        port = register_copy(m, platform, Cat(w_addr, part, self.w_en), Const(1), f"{name}_w_port")
+        return b_r_addr, port[: len(w_addr)], Cat(Const(0, lo), port[len(w_addr) : -1]), port[-1]
+
     def _elaborate_dp16kd(self, platform):
         m = Module()
         block_depth, block_width, stacked, side = dp16kd_tiling(self._depth, self._width)
@@ -221,15 +233,9 @@ class RegisteredBank(wiring.Component):
             outputs.append(out)
             for c in range(side):
                 lo = c * block_width
-                b_r_addr, b_w_addr, b_w_data, b_w_en = r_addr, w_addr, w_data, self.w_en
-                if self._copies:  # this block's own copy of the ports it uses
-                    b_r_addr = register_copy(m, platform, r_addr, self.r_en, f"dp{s}_{c}_r_addr")
-                    part = w_data[lo : lo + block_width]
-                    port = register_copy(
-                        m, platform, Cat(w_addr, part, self.w_en), Const(1), f"dp{s}_{c}_w_port"
-                    )
-                    b_w_addr, b_w_en = port[: len(w_addr)], port[-1]
-                    b_w_data = Cat(Const(0, lo), port[len(w_addr) : -1])
+                b_r_addr, b_w_addr, b_w_data, b_w_en = self._block_ports(
+                    m, platform, (r_addr, w_addr, w_data), lo, block_width, f"dp{s}_{c}"
+                )
                 w_high = b_w_addr[low:] if high_bits else Const(0, 1)
                 ports = {
                     "i_CLKA": ClockSignal("sync"),

@@ -80,8 +80,8 @@ class Engine(wiring.Component):
     pipeline's rate; one per cycle with ``partitions=1``); with ``store="table"`` and without
     PARTITION, one per cycle. Latency, from the clock edge that transfers a tuple in to the
     first edge its record is valid at, nothing stalling: ``partitions + 5`` cycles with the
-    pipeline (5 with ``partitions=1``), 9 with the table (12 with timers), 4 without
-    PARTITION. After a reset the table first clears itself
+    pipeline (5 with ``partitions=1``), 9 with the table (10 when it takes more than 64
+    block RAMs, 12 with timers), 4 without PARTITION. After a reset the table first clears itself
     (:class:`~nfacep.hdl.table.TablePartitioner`: one cycle per row of a bank); the input FIFO
     takes tuples meanwhile. With ``store="sdram"`` the engine
     has the chip's pins (``sdram``, :func:`~nfacep.hdl.sdram.controller.pins_signature`), waits

@@ -17,14 +17,20 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Valu
 from amaranth.lib import crc, data, wiring
 from amaranth.lib.memory import Memory
 
-from .bram import RegisteredBank, register_copy
+from .bram import RegisteredBank, dp16kd_blocks, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
 
-__all__ = ["TablePartitioner"]
+__all__ = ["BREAK_FORWARDING", "TablePartitioner"]
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
+
+#: Test-only: a forwarding path broken on purpose, so that the tests show they catch it.
+#: ``"oldest write"``: the oldest write in flight is not forwarded; ``"stale hint"``: stage 4's
+#: ``update.prepare`` hint comes from the row read even when the operation just ahead wrote
+#: the entry. ``None`` (always, outside those tests): nothing broken.
+BREAK_FORWARDING: str | None = None
 
 
 class TablePartitioner(wiring.Component):
@@ -87,16 +93,19 @@ class TablePartitioner(wiring.Component):
 
     With timers (``registered``), an entry carries a stamp, and a large table's blocks spread
     over the whole device (65,536 entries: 96 DP16KD on an LFE5U-85F), farther apart than one
-    register can reach in a 150 MHz cycle. So the banks' ports pass a register of their own
-    beside each block (``RegisteredBank(copies=True)``): the read a cycle later, and a write
-    landing an edge later, one more write in flight to forward. And with five read registers
+    register can reach in a 150 MHz cycle. So (``copies``; also for any table of more than 64
+    blocks) the banks' ports pass a register of their own beside each block
+    (``RegisteredBank(copies=True)``): the read a cycle later, and a write landing an edge
+    later, one more write in flight to forward. And with five read registers
     the third is the table's: next to each block it compares the stamp read, part by part,
     with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
-    cycle only combines those bits.
+    cycle only combines those bits. A state wider than 48 bits (windows, start_seq) is chosen
+    in stage 3 in groups of 48 bits, each from copies of its own of the registers the choice
+    is made of, so that no register drives every bit's multiplexer.
 
-    Latency: ``3 + read_stages`` cycles (3 without ``registered``), two more with timers (the
-    read row, the aging step's or the tuple's, is registered; the banks' port copies): 7 by
-    default, 10 with timers. A tuple
+    Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
+    one more with timers (the read row, the aging step's or the tuple's, is registered): 7 by
+    default (8 for a table of more than 64 blocks), 10 with timers. A tuple
     transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
     edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
     ``n + latency``.
@@ -144,6 +153,11 @@ class TablePartitioner(wiring.Component):
         a flip-flop after the block RAM's output register) or 5 (the default with timers: the
         row read is compared with the tuple's key and tick a cycle earlier, beside the writes
         in flight, one more of them to forward).
+    copies : :class:`bool` or ``None``
+        With ``registered``: the banks' ports through registers of their own beside each block
+        (:class:`~nfacep.hdl.bram.RegisteredBank`): a cycle more of latency, one more write in
+        flight to forward. ``None`` (the default): with timers, or when the table takes more
+        than 64 DP16KD blocks.
 
     Members
     -------
@@ -167,6 +181,7 @@ class TablePartitioner(wiring.Component):
         registered: bool = True,
         read_stages: int | None = None,
         counter_width: int = 32,
+        copies: bool | None = None,
     ):
         key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
@@ -200,14 +215,6 @@ class TablePartitioner(wiring.Component):
         self._update = update
         self._registered = bool(registered)
         self._read_stages = read_stages if self._registered else 1
-        # with timers (a stamp makes an entry wide, so its blocks spread over the device) the
-        # banks' ports pass a register of their own beside each block: a cycle more of
-        # latency, and a write lands an edge later, one more write in flight to forward
-        self._copies = self._registered and tick_tuples > 0
-        # with timers and five read registers the third is the table's, not the bank's: it
-        # holds, beside the entry's other fields, the stamp already compared part by part with
-        # the operation's tick (``_Stages.stamp_parts``) next to each block
-        self._split_stamp = self._copies and self._read_stages == 5
         self._counter_width = counter_width
         self._timer_bits = timer_bits
         self._tick_tuples = tick_tuples
@@ -230,7 +237,25 @@ class TablePartitioner(wiring.Component):
             span = -(-steps * sweep_every // tick_tuples) + 1
             self._stamp_bits = ((1 << timer_bits) - 1 + span - 1).bit_length()
 
+        self._port_copies(copies)
+
         super().__init__(store_signature(key_shape, payload_shape, result_shape, counter_width))
+
+    def _port_copies(self, copies: bool | None) -> None:
+        """Whether the banks' ports are copied beside each block, and whether the stamp is
+        compared there."""
+        if copies is None:
+            # with timers (a stamp in every entry) or more than 64 blocks the blocks spread over
+            # the device, and the banks' ports pass a register of their own beside each block:
+            # a cycle more of latency, and a write lands an edge later, one more write in
+            # flight to forward
+            blocks = self._banks * dp16kd_blocks(self._rows, self.entry_layout.size)
+            copies = self._tick_tuples > 0 or blocks > 64
+        self._copies = self._registered and bool(copies)
+        # with timers and five read registers the third is the table's, not the bank's: it
+        # holds, beside the entry's other fields, the stamp already compared part by part with
+        # the operation's tick (``_Stages.stamp_parts``) next to each block
+        self._split_stamp = self._copies and self._tick_tuples > 0 and self._read_stages == 5
 
     @property
     def entries(self) -> int:
@@ -281,7 +306,7 @@ class TablePartitioner(wiring.Component):
         have seen: one per read register after the block RAM latches the address, one more
         with the banks' port copies (a write lands an edge later; the read address copy delays
         the read and the operation alike)."""
-        return self._read_stages + self._copies
+        return self._read_stages + self._copies - (BREAK_FORWARDING == "oldest write")
 
     @property
     def entry_layout(self) -> data.StructLayout:
@@ -809,6 +834,7 @@ class _Stages:
         decided = [(u_store, u_way, written.state)]
         decided += [(h.valid, h.way, h.entry.state) for h in hist]
         pre = self._newest(prev, s2, s2_op, read, decided, rel)
+        self.s2_bank = s2_bank
         hit, dropped, way3, store3, found = self._stage3(
             t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, (u_store, u_way, new_state)
         )
@@ -960,6 +986,8 @@ class _Stages:
         table = self.table
         zero = self.prepare(m, Const(0, table._state_width), t.payload)
         from_new = self.prepare(m, new_state, t.payload)
+        if BREAK_FORWARDING == "stale hint":
+            newest = [0] * len(newest)
         parts = [Mux(~_or_all(mine), zero, 0)]
         for b in range(self.banks):
             from_read = self.prepare(m, pre_state[b], t.payload)
@@ -1008,6 +1036,7 @@ class _Stages:
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
         pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
+        self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
             cand = (
                 Signal(name=f"s2_cand_match{b}"),
@@ -1033,6 +1062,7 @@ class _Stages:
                     ]
             with m.Else():
                 m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
+            self.pre_match_next.append(cand[0])
             with m.If(self.advance):
                 m.d.sync += [
                     pre_match[b].eq(cand[0]),
@@ -1084,8 +1114,44 @@ class _Stages:
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         found = Signal(width, name="s3_found")
-        m.d.comb += found.eq(_or_all(ways_found))
+        if width <= _STATE_CHUNK:
+            m.d.comb += found.eq(_or_all(ways_found))
+            return hit, dropped, way3, store3, found
+        # a wide state: each group of its bits chooses from copies of its own of the registers
+        # the choice is made of (the same inputs, loaded on the same edges), so that no one
+        # register drives the multiplexers of every bit
+        sources = (
+            (row_same0, t_row == s2_row),
+            (same_key0, self.tag_equal(key, s2_key)),
+            (live0, self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
+            (u_store, store3),
+            (u_way, way3),
+            (pre_match, Cat(self.pre_match_next)),
+            (t_bank, self.s2_bank),
+        )
+        for k, lo in enumerate(range(0, width, _STATE_CHUNK)):
+            hi = min(width, lo + _STATE_CHUNK)
+            d = Cat(v for _, v in sources)
+            q = register_copy(m, self.platform, d, self.advance, f"s3_choice{k}")
+            parts, at = [], 0
+            for reg, _ in sources:
+                parts.append(q[at : at + len(Value.cast(reg))])
+                at += len(Value.cast(reg))
+            rs, sk, lv, us, uw, pm, tb = parts
+            chunk = []
+            for b in range(self.banks):
+                newest = rs & us & (uw == b)
+                mine = Mux(newest, lv & sk, pm[b])
+                if self.direct:
+                    mine = mine & (tb == b)
+                chunk.append(Mux(mine, Mux(newest, new_state[lo:hi], pre_state[b][lo:hi]), 0))
+            m.d.comb += found[lo:hi].eq(_or_all(chunk))
         return hit, dropped, way3, store3, found
+
+
+#: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
+#: from its own copies of the registers the choice is made of.
+_STATE_CHUNK = 48
 
 
 @dataclass

@@ -90,7 +90,7 @@ SHAPES = [(64, 10), (3000, 40), (3000, 18), (2048, 9), (4, 20), (8192, 3)]
     ("depth", "width", "stages", "copies"),
     # the copies (a register per block and port) on a flat bank and on a stacked one
     [(d, w, stages, False) for stages in (2, 3) for d, w in SHAPES]
-    + [(64, 10, 3, True), (3000, 18, 3, True)],
+    + [(64, 10, 3, True), pytest.param(3000, 18, 3, True, marks=pytest.mark.slow)],
 )
 def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies):
     iverilog = shutil.which("iverilog")
