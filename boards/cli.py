@@ -243,6 +243,19 @@ class Serve(Command):
         )
         UDP.add_build_arguments(parser)
         parser.add_argument(
+            "--rtl",
+            action="store_true",
+            help="with --udp: serve the board top's own Verilog under Verilator (the design of "
+            "`sim --link udp`) at the addresses --ip, --port and --mac, instead of the "
+            "software model",
+        )
+        parser.add_argument(
+            "--build-dir",
+            metavar="D",
+            help="with --rtl: folder caching the Verilated board (default $NFACEP_SIM_CACHE or "
+            "~/.cache/nfacep/sim)",
+        )
+        parser.add_argument(
             "--pcap",
             metavar="F",
             help="write every frame both ways to the pcap file F (with --udp, the Ethernet "
@@ -256,6 +269,7 @@ class Serve(Command):
         import threading
 
         from nfacep.cli import Terminated
+        from nfacep.links.udp import UDP
         from nfacep.links.udp.model import UdpBoardModel
 
         params.from_args(args)  # the options' ranges, before anything is read
@@ -268,10 +282,16 @@ class Serve(Command):
 
             check_outputs([args.pcap], [args.query], what="--pcap")
         stop = threading.Event()
-        thread, where = (_serve_tap if args.tap else _serve_udp)(args, model, stop)
+        if args.rtl:
+            if args.tap:
+                raise UsageError("--rtl serves on --udp only (the TAP has the software board)")
+            thread, where = _serve_rtl(args, nfa, engine, values, stop)
+            what = f"the Verilated board top (at {UDP.build_options(args)['udp']})"
+        else:
+            thread, where = (_serve_tap if args.tap else _serve_udp)(args, model, stop)
+            what = "a software board"
         print(
-            f"nfacep serve: listening on {where}: a software board for {args.query}, "
-            f"engine {model.id:#010x}",
+            f"nfacep serve: listening on {where}: {what} for {args.query}, engine {model.id:#010x}",
             flush=True,
         )
         try:
@@ -282,6 +302,9 @@ class Serve(Command):
         finally:
             stop.set()
             thread.join(timeout=2)
+        if args.rtl:
+            print("nfacep serve: stopped", flush=True)
+            return 0
         counters = model.counters
         print(
             f"nfacep serve: stopped; since the last RESET {model.taken()} tuples taken, "
@@ -303,6 +326,33 @@ def _serve_udp(args, model, stop):
     try:
         thread, (bound_host, bound_port) = serve(model, host, port, stop=stop, pcap=args.pcap)
     except OSError as exc:
+        raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
+    return thread, f"udp {bound_host}:{bound_port}"
+
+
+def _serve_rtl(args, nfa, engine, values, stop):
+    """``serve --rtl``: the Verilated board top bridged to a UDP socket; the thread and where
+    it listens."""
+    from nfacep.links.udp import UDP
+    from nfacep.links.udp.host import parse_address
+    from nfacep.sim.build import SimulationError
+    from nfacep.sim.rtl_board import RtlBoard, os_cache, serve_rtl
+
+    board = UDP.build_options(args)["udp"]
+    any_port = args.udp.endswith(":0")
+    host, port = parse_address(args.udp[:-2] if any_port else args.udp)
+    port = 0 if any_port else port
+    print(f"nfacep serve: building the Verilated board top at {board} ...", file=sys.stderr)
+    try:
+        rtl = RtlBoard(
+            nfa, engine, values if nfa.program.parameters else None, board, os_cache(args.build_dir)
+        )
+    except SimulationError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        thread, (bound_host, bound_port) = serve_rtl(rtl, host, port, stop=stop, pcap=args.pcap)
+    except OSError as exc:
+        rtl.close()
         raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
     return thread, f"udp {bound_host}:{bound_port}"
 

@@ -4,6 +4,7 @@ SIGINT stop it with exit 0."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import socket
@@ -59,3 +60,44 @@ def test_serve_refuses_an_address_in_use(tmp_path):
         )
     assert done.returncode == 2
     assert "cannot listen there" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, monkeypatch):
+    """``nfacep serve --rtl``: the board top's Verilog under Verilator behind the socket;
+    ``nfacep run --udp`` gets ``nfacep match``'s file from the real gateware (its STATUS has
+    the gateware's counters), and a capture holds every frame both ways."""
+    from nfacep.links.udp.pcap import read_pcap
+    from nfacep.sim import build
+
+    missing = build.simulator_available("verilator", tmp_path / "cache")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    monkeypatch.setenv("NFACEP_VERILATOR_OPT", "-O0")  # (a quicker build; slower to run)
+    name, pcap = "marathon", tmp_path / "rtl.pcap"
+    expected, _ = reference(tmp_path, name, "--partitions", "8")
+    proc, address = _start(
+        str(QUERIES / f"{name}.sql"),
+        "--udp",
+        "127.0.0.1:0",
+        "--rtl",
+        "--partitions",
+        "8",
+        "--build-dir",
+        str(tmp_path / "cache"),
+        "--pcap",
+        str(pcap),
+    )
+    try:
+        code, out = run(address, tmp_path, name, "--partitions", "8", "--timeout", "30")
+        assert code == 0, capsys.readouterr().err
+        assert out.read_text() == expected
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped" in rest, err
+    summary = json.loads((tmp_path / "board.summary.json").read_text())
+    board = summary["board"]
+    assert board["tuples"] == summary["tuples"] == 278 and board["accepted"] >= board["next_seq"]
+    frames = read_pcap(pcap)
+    assert len(frames) >= board["next_seq"] + board["packets"]

@@ -1,0 +1,219 @@
+"""The board top's own Verilog as a board on a host's network: ``nfacep serve --rtl``.
+
+:class:`RtlBoard` emits the UDP board top (:class:`~nfacep.hdl.eth.link.UdpTop`, the design of
+``nfacep sim --link udp`` and of the bitstream without its RGMII pads and PLL) at the board's
+addresses, builds it with Verilator and a small C++ main (``templates/rtl_board.cpp``) once per
+distinct Verilog, and runs it as a process: Ethernet frames go to its GMII receive pins and
+the frames from its transmit pins come back, both through pipes. :func:`serve_rtl` bridges it
+to a UDP socket: each datagram becomes the frame the wire would carry (from a host MAC address
+:data:`~nfacep.links.udp.pcap.HOST_MAC`, the sender's IPv4 address and port, to the board's
+addresses), and each UDP frame the board sends goes back as a datagram to the address and port
+it names, so ``nfacep run --udp`` talks to the real gateware.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import select
+import socket
+import struct
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from nfacep.links.udp import protocol as udp
+
+from .build import SimulationError, find_verilator, make_flags, tail
+from .template import fill
+
+__all__ = ["RtlBoard", "serve_rtl"]
+
+TOP = "nfacep_udp_top"
+EXECUTABLE = "nfacep_rtl_board"
+#: Cycles of nothing on the transmit pins after which the main sleeps on its input.
+QUIET_CYCLES = 100_000
+
+
+def _opt() -> str:
+    """The C++ optimisation of the Verilated board: ``-O2`` (its speed is the point), or
+    ``NFACEP_VERILATOR_OPT``."""
+    return os.environ.get("NFACEP_VERILATOR_OPT", "-O2")
+
+
+def _emit(nfa, params, values, board: udp.Endpoint) -> tuple[str, int]:
+    """The UDP board top's Verilog at ``board``'s addresses, and its engine id."""
+    from amaranth.back import verilog
+
+    from nfacep.hdl.engine import Engine
+    from nfacep.hdl.eth.link import UdpTop
+
+    top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip, port=board.port)
+    return verilog.convert(top, name=TOP, emit_src=False), top.engine_id
+
+
+def build(verilog_text: str, cache: Path) -> Path:
+    """The Verilated board (``verilog_text`` and the C++ main), built once in ``cache``;
+    the executable."""
+    verilator = find_verilator(cache)
+    if verilator is None:
+        raise SimulationError(
+            "serve --rtl needs Verilator (bash tools/install-simulators.sh verilator)"
+        )
+    main = fill("rtl_board.cpp", top=TOP, quiet_cycles=QUIET_CYCLES)
+    key = f"{verilog_text}\0{main}\0{_opt()}\0nfacep-rtl-board-1"
+    key = hashlib.sha256(key.encode()).hexdigest()
+    folder = cache / f"rtl-board-{key[:16]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    executable = folder / "obj" / EXECUTABLE
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "built").is_file() and executable.is_file():
+            return executable
+        (folder / "top.v").write_text(verilog_text, encoding="ascii")
+        (folder / "main.cpp").write_text(main, encoding="ascii")
+        log = folder / "build.log"
+        command = [
+            verilator,
+            "--cc",
+            "--exe",
+            "--build",
+            "-j",
+            "2",
+            "-Wno-fatal",
+            "-Wno-lint",
+            "-Wno-style",
+            "--top-module",
+            TOP,
+            "--Mdir",
+            "obj",
+            "-o",
+            EXECUTABLE,
+            "top.v",
+            "main.cpp",
+        ]
+        with make_flags("verilator", opt=_opt()), open(log, "w") as out:
+            done = subprocess.run(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT)
+        if done.returncode != 0 or not executable.is_file():
+            raise SimulationError(
+                f"building the Verilated board failed (exit {done.returncode}); the log {log} "
+                f"ends with:\n{tail(log)}"
+            )
+        (folder / "built").write_text("rtl board\n")
+    return executable
+
+
+class RtlBoard:
+    """The board top under Verilator, running: :meth:`send` puts a frame (no FCS) on its
+    receive pins, :meth:`receive` waits up to ``timeout`` seconds for the next frame it sent
+    (None if none came; EOFError when the process ended)."""
+
+    def __init__(self, nfa, params, values, board: udp.Endpoint, cache: Path):
+        text, self.engine_id = _emit(nfa, params, values, board)
+        self.board = board
+        executable = build(text, cache)
+        self._proc = subprocess.Popen(
+            [str(executable)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        self._lock = threading.Lock()
+
+    def send(self, frame: bytes) -> None:
+        with self._lock:
+            self._proc.stdin.write(struct.pack("<H", len(frame)) + frame)
+
+    def receive(self, timeout: float) -> bytes | None:
+        out = self._proc.stdout
+        ready, _, _ = select.select([out], [], [], timeout)
+        if not ready:
+            return None
+        head = out.read(2)
+        if len(head) < 2:
+            raise EOFError("the Verilated board ended")
+        (n,) = struct.unpack("<H", head)
+        data = b""
+        while len(data) < n:
+            more = out.read(n - len(data))
+            if not more:
+                raise EOFError("the Verilated board ended")
+            data += more
+        return data
+
+    def close(self) -> None:
+        with self._lock:
+            if self._proc.stdin and not self._proc.stdin.closed:
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def serve_rtl(
+    rtl: RtlBoard, host: str, port: int, *, stop: threading.Event, pcap=None
+) -> tuple[threading.Thread, tuple[str, int]]:
+    """Bridge a UDP socket bound to ``host``:``port`` to ``rtl`` until ``stop`` is set (two
+    daemon threads; the returned one ends last and closes the board). ``pcap``: a file for
+    every frame both ways (:class:`~nfacep.links.udp.pcap.PcapWriter`)."""
+    from nfacep.links.udp.pcap import HOST_MAC, PcapWriter
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((host, port))
+    sock.settimeout(0.02)
+    capture = None if pcap is None else PcapWriter(pcap)
+    lock = threading.Lock()
+
+    def seen(frame: bytes) -> None:
+        if capture is not None:
+            with lock:
+                capture.write(frame, time.time_ns())
+
+    def inbound():
+        while not stop.is_set():
+            try:
+                data, (ip, sport) = sock.recvfrom(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            sender = udp.Endpoint.parse(HOST_MAC.hex(":"), ip, sport)
+            frame = udp.udp_frame(sender, rtl.board, data, udp_checksum=True)
+            seen(frame)
+            rtl.send(frame)
+
+    def outbound():
+        try:
+            while not stop.is_set():
+                frame = rtl.receive(0.05)
+                if frame is None:
+                    continue
+                seen(frame)
+                parsed = udp.parse_frame(frame)
+                if parsed["kind"] == "udp":
+                    dst = parsed["dst"]
+                    sock.sendto(parsed["payload"], (".".join(map(str, dst.ip)), dst.port))
+        except EOFError:
+            stop.set()
+        finally:
+            reader.join(timeout=1)
+            sock.close()
+            rtl.close()
+            if capture is not None:
+                capture.close()
+
+    reader = threading.Thread(target=inbound, daemon=True, name="nfacep-rtl-in")
+    reader.start()
+    writer = threading.Thread(target=outbound, daemon=True, name="nfacep-rtl-out")
+    writer.start()
+    return writer, sock.getsockname()
+
+
+def os_cache(build_dir: str | os.PathLike | None) -> Path:
+    """The folder caching Verilated boards: ``nfacep sim``'s build cache."""
+    from .build import build_cache
+
+    cache = build_cache(build_dir)
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
