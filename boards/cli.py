@@ -218,8 +218,8 @@ class Serve(Command):
         "ADDR:PORT as a board built with `nfacep build --link udp` and these engine "
         "parameters would: the software board model (the reference matcher as the engine; "
         "sessions, counters and replies as the gateware's). With --tap IFACE instead, the "
-        "board is on a Linux TAP device at --ip/--port/--mac, answering ARP, ping and the "
-        "payload format as the gateware does, so the kernel's stack is its host. The first "
+        "board is on a Linux TAP device at --ip/--port/--mac, answering ARP and the payload "
+        "format as the gateware does, and ping, so the kernel's stack is its host. The first "
         "line on stdout says where it listens; it serves until SIGINT or SIGTERM (exit 0 then)."
     )
     order = 91

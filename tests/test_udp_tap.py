@@ -1,11 +1,12 @@
 """The Linux kernel as the board's host: ``nfacep serve --tap`` puts the software board
 (:class:`~nfacep.links.udp.model.FrameBoard`: ARP, ICMP echo and the payload format at the
-Ethernet level, as the gateware) on a TAP device inside a network namespace of the test's own,
-addressed from the documentation range 192.0.2.0/24. The kernel's ARP resolves the board (no
-static entry), ``ping`` gets answers, and ``nfacep run --udp`` inside the namespace writes
-``nfacep match``'s file. Nothing leaves the namespace (it holds only the TAP and its loopback),
-every command is bounded in count and time, and the namespace is deleted at the end, also on a
-failure. The Verilated board top is not behind the TAP yet: the software board is."""
+Ethernet level; the gateware does not answer ICMP yet) on a TAP device inside a network
+namespace of the test's own, addressed from the documentation range 192.0.2.0/24. The
+kernel's ARP resolves the board (no static entry), ``ping`` gets answers, and ``nfacep run
+--udp`` inside the namespace writes ``nfacep match``'s file. Nothing leaves the namespace (it
+holds only the TAP and its loopback), every command is bounded in count and time, and the
+namespace is deleted at the end, also on a failure. The Verilated board top is not behind
+the TAP yet: the software board is."""
 
 from __future__ import annotations
 

@@ -208,11 +208,12 @@ class UdpBoardModel(BoardModel):
 class FrameBoard:
     """The software board at the Ethernet level, at ``board``'s addresses: :meth:`feed` takes a
     frame (destination MAC address to payload, no FCS) and returns the frames the board sends,
-    as the gateware does: ARP replies to requests for its IPv4 address (to whoever asks), ICMP
-    echo replies, and the UDP datagrams to its port handed to ``model``
-    (:class:`UdpBoardModel`), whose answers go to the MAC address of the RESET that opened the
-    session. Frames count in the gateware's classes (those a frame with a good FCS and size can
-    have) in ``model``'s counters: ARP requests and echo requests answered as ``accepted``."""
+    as the gateware does: ARP replies to requests for its IPv4 address (to whoever asks) and
+    the UDP datagrams to its port handed to ``model`` (:class:`UdpBoardModel`), whose answers go
+    to the MAC address of the RESET that opened the session; and, unlike the gateware so far
+    (it counts them ``not_for_us``), ICMP echo replies. Frames count in the gateware's classes
+    (those a frame with a good FCS and size can have) in ``model``'s counters: ARP requests and
+    echo requests answered as ``accepted``."""
 
     def __init__(self, model: UdpBoardModel, board: Endpoint):
         self.model, self.board = model, board
@@ -246,8 +247,8 @@ class FrameBoard:
         return self._datagram(frame)
 
     def _echo(self, frame: bytes) -> list[bytes]:
-        """An ICMP echo request answered (its checksum is not checked, as the gateware's); any
-        other ICMP message is ``not_for_us``."""
+        """An ICMP echo request answered (its checksum is not checked, as the gateware does not
+        check the UDP one); any other ICMP message is ``not_for_us``."""
         total = int.from_bytes(frame[16:18], "big")
         message = frame[34 : 14 + total]
         if len(message) < 8 or message[:2] != b"\x08\x00":
