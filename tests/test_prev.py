@@ -141,17 +141,6 @@ def test_check_shows_the_history(tmp_path, capsys):
     assert "PRICE_UP: price > PREV(price)" in capsys.readouterr().out
 
 
-def test_vectors_refuse_prev(tmp_path, capsys):
-    """``vectors`` plants matches tuple by tuple: it refuses conditions on earlier tuples."""
-    pytest.importorskip("pyarrow")
-    path = tmp_path / "v.sql"
-    path.write_text(TICKER + V_SHAPE)
-    argv = ["vectors", str(path), "--tuples", "10", "--out", str(tmp_path / "vec")]
-    assert main(argv) == 2
-    assert "read PREV(price): vectors plants matches tuple by tuple" in capsys.readouterr().err
-    assert not (tmp_path / "vec").exists()
-
-
 def test_check_board_counts_the_history_in_each_entry(tmp_path, capsys):
     """The table's entry grows by the history: 32 bits of price and 1 counting its tuples."""
     pytest.importorskip("amaranth")

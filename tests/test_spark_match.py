@@ -83,7 +83,8 @@ def same_as_local(trace, tmp_path, tasks: int, *args) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("tasks", [1, 3])
 def test_partitioned_pass_gives_the_local_files(spark, trace, tmp_path, tasks, capsys):
-    note = same_as_local(trace, tmp_path, tasks, "--partitions", "32", "--param", "hot=600")
+    pipeline = ("--store", "pipeline", "--partitions", "32")  # 32 elements: no key dropped
+    note = same_as_local(trace, tmp_path, tasks, *pipeline, "--param", "hot=600")
     assert note == {
         "master": MASTER,
         "tasks": tasks,
@@ -98,10 +99,25 @@ def test_partitioned_pass_gives_the_local_files(spark, trace, tmp_path, tasks, c
 @pytest.mark.parametrize(
     ("args", "why"),
     [
-        (("--partitions", "16"), "capacity matters: 24 keys present"),
-        (("--partitions", "32", "--tick-tuples", "40", "--timer-bits", "2"), "timers matter"),
+        (("--store", "pipeline", "--partitions", "16"), "capacity matters: 24 keys present"),
+        (
+            (
+                "--store",
+                "pipeline",
+                "--partitions",
+                "32",
+                "--tick-tuples",
+                "40",
+                "--timer-bits",
+                "2",
+            ),
+            "timers matter",
+        ),
         (("--store", "table", "--partitions", "16", "--ways", "1"), "a bucket of the table"),
-        (("--partitions", "32", "--param", "hot=650@700"), "the runtime parameters switch"),
+        (
+            ("--store", "pipeline", "--partitions", "32", "--param", "hot=650@700"),
+            "the runtime parameters switch",
+        ),
     ],
     ids=["drops", "timers", "buckets", "switches"],
 )
