@@ -14,18 +14,36 @@ from test_serve import _start
 from test_udp_host import QUERIES, reference, run
 from tshark import DISSECTOR, capture_counts, dissect, flagged, require_tshark
 
+from nfacep.links.protocol import ENGINE_FIELDS, SWITCH_BYTES
 from nfacep.links.udp import protocol as udp
 from nfacep.links.udp.pcap import PcapWriter, SocketCapture, read_pcap
 from nfacep.links.udp.protocol import STATUS_FIELDS, VERSION, PacketType
+from nfacep.params import STORES
+
+
+def _lua_table(lua: str, name: str) -> str:
+    """The text of the Lua dissector's table ``local name = { ... }``."""
+    start = lua.index(f"local {name} = {{")
+    return lua[start : lua.index("}\n", start) + 1]
 
 
 def test_the_dissector_reads_the_format_protocol_py_defines():
-    """The Lua dissector's version and STATUS fields are protocol.py's (its one definition)."""
+    """The Lua dissector's version, header size, types and STATUS fields (the engine
+    parameters among them, ``store`` named as :data:`nfacep.params.STORES` does) are
+    protocol.py's (its one definition)."""
     lua = DISSECTOR.read_text()
     assert f"local VERSION = {VERSION}\n" in lua
-    block = lua[lua.index("local STATUS_FIELDS = {") : lua.index("}\n\nlocal nfacep")]
+    assert f"local HEADER_BYTES = {udp.HEADER_BYTES}\n" in lua
+    assert f"local SWITCH_BYTES = {SWITCH_BYTES}\n" in lua
+    block = _lua_table(lua, "STATUS_FIELDS")
     fields = tuple((name, int(size)) for name, size in re.findall(r'\{ "(\w+)", (\d) \}', block))
     assert fields == STATUS_FIELDS
+    assert set(ENGINE_FIELDS) <= set(fields)
+    types = re.findall(r'\[0x([0-9a-f]{2})\] = "(\w+)"', _lua_table(lua, "TYPES"))
+    codes = {name: code for name, code in vars(PacketType).items() if name.isupper()}
+    assert {name: int(code, 16) for code, name in types} == codes
+    stores = re.findall(r'\[(\d)\] = "(\w+)"', _lua_table(lua, "STORES"))
+    assert stores == [(str(k), name) for k, name in enumerate(STORES)]
 
 
 @pytest.mark.slow
@@ -72,8 +90,11 @@ def test_the_dissector_flags_what_breaks_the_format(tmp_path):
     checksum are each flagged; the well-formed frames around them are not."""
     require_tshark()
     board, host = udp.DEFAULT_ENDPOINT, udp.Endpoint.parse("02:00:00:00:00:01", "192.0.2.1", 40000)
-    status = udp.encode_header(PacketType.STATUS, session=7) + bytes(2 + 2 + 4 * 21)
-    status = status[:16] + (3).to_bytes(2, "little") + status[18:]  # tuple_bytes 3
+    # tuple_bytes 3, an engine's parameters and counters: every field a value of its own
+    values = {"tuple_bytes": 3, "record_bytes": 5, "store": 1, "partitions": 70000, "ways": 4}
+    values |= {name: 100 + k for k, (name, _) in enumerate(STATUS_FIELDS) if name not in values}
+    body = b"".join(values[name].to_bytes(n, "little") for name, n in STATUS_FIELDS)
+    status = udp.encode_header(PacketType.STATUS, session=7) + body
     good = udp.packet(PacketType.TUPLES, bytes(6), engine_id=1, session=7)
     frames = [
         udp.udp_frame(board, host, status),
@@ -92,6 +113,9 @@ def test_the_dissector_flags_what_breaks_the_format(tmp_path):
     numbers = [int(line.split()[0]) for line in flagged(pcap)]
     assert numbers == [3, 4, 5, 6]
     assert [r["nfacep.tuples"] for r in dissect(pcap)][:2] == ["", "2"]
+    names = [f"nfacep.status.{name}" for name, _ in STATUS_FIELDS]
+    (row, *_) = dissect(pcap, names)
+    assert {name: int(row[f"nfacep.status.{name}"]) for name, _ in STATUS_FIELDS} == values
 
 
 def test_a_socket_capture_frames_datagrams_as_the_wire_would(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pathlib
 import shutil
 import subprocess
+from collections.abc import Sequence
 
 import pytest
 
@@ -55,12 +56,13 @@ def _tshark(pcap: pathlib.Path, *args: str) -> str:
     return done.stdout
 
 
-def dissect(pcap: pathlib.Path) -> list[dict[str, str]]:
-    """One row a frame: :data:`FIELDS` as tshark prints them ('' where absent)."""
+def dissect(pcap: pathlib.Path, fields: Sequence[str] = FIELDS) -> list[dict[str, str]]:
+    """One row a frame: ``fields`` (:data:`FIELDS` unless told) as tshark prints them ('' where
+    absent)."""
     out = _tshark(
-        pcap, "-T", "fields", "-E", "separator=|", *(a for f in FIELDS for a in ("-e", f))
+        pcap, "-T", "fields", "-E", "separator=|", *(a for f in fields for a in ("-e", f))
     )
-    return [dict(zip(FIELDS, line.split("|"), strict=True)) for line in out.splitlines()]
+    return [dict(zip(fields, line.split("|"), strict=True)) for line in out.splitlines()]
 
 
 def flagged(pcap: pathlib.Path) -> list[str]:

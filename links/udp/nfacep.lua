@@ -1,4 +1,4 @@
--- A Wireshark dissector for the UDP link of nfacep: the payload format version 3 that
+-- A Wireshark dissector for the UDP link of nfacep: the payload format version 4 that
 -- boards/UDP.md describes (its one definition in Python is links/udp/protocol.py).
 --
 -- Load it for one run:   wireshark -X lua_script:links/udp/nfacep.lua capture.pcap
@@ -7,17 +7,18 @@
 -- Folders, "Personal Lua Plugins"; ~/.local/lib/wireshark/plugins/ on Linux).
 --
 -- It takes UDP port 5000 (the board's default; the preference "nfacep.port" changes it) and,
--- on any other port, payloads that start as this format's do (version 3, a known type, reserved
+-- on any other port, payloads that start as this format's do (version 4, a known type, reserved
 -- 0). Fields: nfacep.version, .type, .seq, .engine_id, .session; nfacep.tuples and
 -- nfacep.records (how many a TUPLES or RECORDS packet holds, each one as nfacep.tuple or
--- nfacep.record); nfacep.params.from and .values (PARAMS); nfacep.status.<counter> for every
--- STATUS field and nfacep.status.values. The sizes of a tuple and a record are not in TUPLES and
+-- nfacep.record); nfacep.params.from and .values (PARAMS); nfacep.status.<field> for every
+-- STATUS field (the engine parameters store, partitions, ways, timer_bits and tick_tuples
+-- among them) and nfacep.status.values. The sizes of a tuple and a record are not in TUPLES and
 -- RECORDS packets: the dissector learns them from the session's STATUS (the board answers
 -- every RESET with one), or takes them from the preferences "tuple_bytes" / "record_bytes".
 -- A payload that breaks the format (a command with a body, a partial tuple, a short STATUS,
 -- an unknown type) gets an expert error of the group "Malformed".
 
-local VERSION = 3
+local VERSION = 4
 local HEADER_BYTES = 16
 local SWITCH_BYTES = 6
 
@@ -32,15 +33,21 @@ local TYPES = {
 }
 local COMMANDS = { [0x02] = true, [0x03] = true, [0x05] = true }
 
--- The STATUS body, in order: (name, bytes), little-endian (protocol.py's STATUS_FIELDS).
+-- The STATUS body, in order: (name, bytes), little-endian (protocol.py's STATUS_FIELDS, the
+-- engine parameters after capacity: links/protocol.py's ENGINE_FIELDS).
 local STATUS_FIELDS = {
-    { "tuple_bytes", 2 }, { "record_bytes", 2 }, { "capacity", 4 }, { "flags", 4 },
+    { "tuple_bytes", 2 }, { "record_bytes", 2 }, { "capacity", 4 },
+    { "store", 1 }, { "partitions", 4 }, { "ways", 1 }, { "timer_bits", 1 }, { "tick_tuples", 4 },
+    { "flags", 4 },
     { "tuples", 4 }, { "matched", 4 }, { "drops", 4 }, { "records", 4 }, { "packets", 4 },
     { "next_seq", 4 }, { "lost", 4 }, { "late", 4 },
     { "accepted", 4 }, { "bad_size", 4 }, { "bad_fcs", 4 }, { "not_for_us", 4 },
     { "ip_unsupported", 4 }, { "bad_ip_checksum", 4 }, { "ip_fragment", 4 }, { "bad_udp", 4 },
     { "bad_header", 4 }, { "foreign", 4 }, { "engine_full", 4 },
 }
+
+-- STATUS's store: the index of the store's name in nfacep/params.py's STORES.
+local STORES = { [0] = "pipeline", [1] = "table", [2] = "sdram" }
 
 local nfacep = Proto("nfacep", "nfacep UDP link")
 
@@ -60,10 +67,12 @@ local pf = {
     status_values = ProtoField.bytes("nfacep.status.values", "Values in force"),
 }
 local status_fields = {}
+local UINT = { [1] = ProtoField.uint8, [2] = ProtoField.uint16, [4] = ProtoField.uint32 }
 for _, field in ipairs(STATUS_FIELDS) do
     local name, size = field[1], field[2]
-    local make = size == 2 and ProtoField.uint16 or ProtoField.uint32
-    status_fields[name] = make("nfacep.status." .. name, name)
+    local make = UINT[size]
+    status_fields[name] = make("nfacep.status." .. name, name, base.DEC,
+        name == "store" and STORES or nil)
 end
 local all = {}
 for _, f in pairs(pf) do all[#all + 1] = f end
