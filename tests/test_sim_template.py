@@ -40,7 +40,11 @@ def test_only_braced_fields_are_filled():
     main = native.main_cpp(SIDECAR)
     assert "${" not in main and "20 * 288ULL" in main
     assert "for (int w = 0; w < 3; ++w) {" in main  # 70 bits: three 32-bit words
-    assert {p.name for p in TEMPLATES.iterdir()} == {"harness.v", "native_main.cpp"}
+    assert {p.name for p in TEMPLATES.iterdir()} == {
+        "harness.v",
+        "native_main.cpp",
+        "rtl_board.cpp",
+    }
 
 
 def test_drain_cycles_grow_with_the_partitions():

@@ -58,9 +58,10 @@ test)
     ruff format --check .
     mypy
     # one worker per core this process may use; a file whose tests share an expensive module
-    # fixture (a Spark session's vectors, a wheel) is one xdist_group, run by one worker
+    # fixture (a Spark session's vectors, a wheel) is one xdist_group, run by one worker; the
+    # 25 slowest tests listed at the end, so every run's log profiles the suite's time
     HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci} python -m pytest -W error -q \
-        -n "$(nproc)" --dist loadgroup "${@:2}"
+        -n "$(nproc)" --dist loadgroup --durations=25 "${@:2}"
     ;;
 *)
     echo "usage: bash tools/run.sh demo|test [pytest args]" >&2
