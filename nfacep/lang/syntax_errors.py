@@ -1,0 +1,329 @@
+"""The messages of syntax errors: what the parser expected, in words, and the mistakes made
+often (unsupported SQL, a clause out of order, a type without its width) recognised by name."""
+
+from __future__ import annotations
+
+from lark import Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from ..errors import QueryError, SourcePos
+from .types import TIME_UNITS
+from .unsupported import (
+    CLAUSE_WORDS,
+    SUBQUERY,
+    WORDS,
+    call_error,
+    clause_order_error,
+    tail_error,
+    word_error,
+)
+
+# How tokens are named in "expected …" messages.
+_TOKEN_TEXT = {
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "SEMICOLON": "';'",
+    "COMMA": "','",
+    "DOT": "'.'",
+    "VBAR": "'|'",
+    "EQUAL": "'='",
+    "NAME": "a name",
+    "INT_NUM": "an integer",
+    "HEX_NUM": "an integer",
+    "DECIMAL": "a number",
+    "STRING": "a quoted string",
+    "PARAM": "a parameter (:name)",
+    "QUANTIFIER": "a quantifier",
+    "COMP_OP": "a comparison",
+    "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*'",
+    "STAR_SELECT": "'*'",
+    "STAR_ARG": "'*'",
+    "MINUS": "'-'",
+    "PLUS": "'+'",
+    "CARET": "'^'",
+    "DOLLAR": "'$'",
+    "__ANON_0": "'{-'",
+    "__ANON_1": "'-}'",
+    "INT_KW": "INT",
+    "$END": "end of file",
+}
+
+
+def _describe(terminals) -> str:
+    names = sorted({_TOKEN_TEXT.get(t, t) for t in terminals})
+    if len(names) > 8:
+        names = [*names[:8], "…"]
+    return ", ".join(names)
+
+
+def pos_of(meta_or_token) -> SourcePos:
+    return SourcePos(meta_or_token.line, meta_or_token.column)
+
+
+SELECT_LIST_WHY = (
+    "the engine reports where matches end, per partition; "
+    "write SELECT * (match records carry seq, query and partition)"
+)
+
+#: what is said of a MEASURES clause the parser cannot read (RUNNING, FINAL, …)
+_MEASURES = "MEASURES other than FIRST, LAST, COUNT(*) and MATCH_NUMBER()"
+_MEASURES_WHY = (
+    "the engine reports where a match begins and ends, and the host reads values there; "
+    "the measures are FIRST(field), LAST(field), COUNT(*), MATCH_NUMBER() and FIRST(seq), "
+    "each AS name, with no RUNNING or FINAL and no expressions around them (docs/language.md)"
+)
+
+
+def end_of(text: str) -> SourcePos:
+    """The position just after the last non-blank character: where missing text belongs."""
+    body = text.rstrip()
+    line = body.count("\n") + 1
+    return SourcePos(line, len(body) - (body.rfind("\n") + 1) + 1)
+
+
+_STATEMENT_STARTS = {"QUERY", "SELECT", "CREATE"}
+_TYPE_TOKENS = {"UINT", "INT_KW", "BOOL", "BOOLEAN", "ENUM", "FLOAT32", "IPV4", "TIMESTAMP"}
+_TYPES = "UINT(n), INT(n), BOOL, ENUM('a', 'b', …), FLOAT32, IPV4 or TIMESTAMP(unit)"
+# The clause keywords that say which part of a query an error is in.
+CLAUSES = {
+    "PATTERN",
+    "DEFINE",
+    "MEASURES",
+    "SUBSET",
+    "ONE",
+    "ALL",
+    "AFTER",
+    "PARTITION",
+    "ORDER",
+    "SEMICOLON",
+    "CREATE",
+}
+# The tokens that say which statement, form and clause an error is in (Recovery.heads).
+LANDMARKS = {*CLAUSES, *CLAUSE_WORDS, "SELECT", "FROM", "MATCH_RECOGNIZE", "QUERY"}
+_OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
+
+
+def syntax_error(
+    err: UnexpectedInput, text: str, before: list[Token], heads: list[Token]
+) -> QueryError:
+    """The message for a parse error, knowing the tokens read before it and the landmarks of
+    its statement (``heads``): unsupported SQL is recognised by name before falling back to
+    "unexpected …, expected …"."""
+    pos = SourcePos(err.line, err.column) if err.line > 0 else None
+    known = _recognise(err, before, heads)
+    if known is not None:
+        return known
+    if isinstance(err, UnexpectedCharacters):
+        return QueryError(f"unexpected character {err.char!r}", pos)
+    if isinstance(err, UnexpectedEOF):
+        return QueryError(
+            f"unexpected end of file, expected {_describe(err.expected)}", end_of(text)
+        )
+    assert isinstance(err, UnexpectedToken)
+    token = err.token
+    if token.type == "$END":
+        return QueryError(
+            f"unexpected end of file, expected {_describe(err.expected)}", end_of(text)
+        )
+    word = before[-1] if before else None
+    if str(token).upper() in _STATEMENT_STARTS:  # QUERY q PATTERN (A) QUERY r …
+        word = token
+    if word is not None and str(word).upper() in _STATEMENT_STARTS:
+        return QueryError(
+            f"'{word}' starts a new statement here: is a ';' missing before it?", pos_of(word)
+        )
+    return QueryError(f"unexpected {str(token)!r}, expected {_describe(err.expected)}", pos)
+
+
+def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) -> QueryError | None:
+    """A specific message for a mistake made often, or None."""
+    token = getattr(err, "token", None)
+    prev = before[-1] if before else None
+    clause = next((t.type for t in reversed(heads) if t.type in CLAUSES), None)
+    in_condition = clause in ("DEFINE", "MEASURES")
+    # CREATE TABLE, CREATE VIEW, …
+    if (
+        prev is not None
+        and prev.type == "CREATE"
+        and token is not None
+        and token.type not in ("STREAM", "$END")
+    ):
+        return QueryError(
+            f"CREATE {str(token).upper()} is not supported: a query file "
+            "declares its input with CREATE STREAM name (field TYPE, …)",
+            pos_of(prev),
+        )
+    # a type: INT without its width, INTEGER, UINT8, BIGINT, VARCHAR(n), …
+    if prev is not None and prev.type in ("UINT", "INT_KW") and token is not None:
+        kw = str(prev).upper()
+        if token.type in ("NAME", "INT_NUM") and token.start_pos == prev.end_pos:
+            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", pos_of(prev))
+        return QueryError(f"{kw} needs a width: write {kw}(n), with n from 1 to 64", pos_of(prev))
+    expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or set()
+    if token is not None and token.type == "NAME" and set(expected) >= _TYPE_TOKENS:
+        return QueryError(f"unknown type '{token}': the types are {_TYPES}", pos_of(token))
+    # WITHIN 5 SECOND: a count with a unit, Flink's interval without its INTERVAL
+    if (
+        len(before) >= 2
+        and before[-2].type == "WITHIN"
+        and prev is not None
+        and prev.type == "INT_NUM"
+        and token is not None
+        and str(token).upper() in TIME_UNITS
+    ):
+        return QueryError(
+            f"WITHIN {prev} {token}: WITHIN n counts in the ORDER BY field's "
+            f"units; write WITHIN INTERVAL '{prev}' {str(token).upper()} for an "
+            "interval (the field needs a TIME unit)",
+            pos_of(token),
+        )
+    if prev is not None and prev.type == "PATTERN" and token is not None:
+        return QueryError(
+            "PATTERN takes its pattern in parentheses: PATTERN (A B+ C)", pos_of(token)
+        )
+    # SELECT where a name or a condition goes
+    subquery = _subquery(token, before)
+    if subquery is not None:
+        return subquery
+    # inside MEASURES, whatever its expressions are, the clause itself is the problem
+    if clause == "MEASURES":
+        return _measures_error(token, prev, heads)
+    # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
+    if in_condition:
+        call = _open_call(before)
+        if call is not None:
+            return call_error(str(call).upper(), pos_of(call))
+    # a SQL word that is not in the language, where the error is
+    word = _unsupported_word(token, before)
+    if word is not None:
+        return word
+    known = _misplaced(token, before, heads)
+    if known is not None:
+        return known
+    char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
+    if char is None and in_condition and token is not None and str(token) in ("*", "|"):
+        char = str(token)
+    if char in _OPERATOR_CHARS:
+        pos = SourcePos(err.line, err.column)
+        return QueryError(
+            f"'{char}' is not an operator of the language: conditions use comparisons, "
+            "+, -, * by an integer constant, AND, OR, NOT",
+            pos,
+        )
+    return None
+
+
+def _measures_error(token: Token | None, prev: Token | None, heads: list[Token]) -> QueryError:
+    """A parse error inside MEASURES: RUNNING or FINAL by name, else the clause."""
+    for word in (token, prev):
+        if word is not None and str(word).upper() in ("RUNNING", "FINAL"):
+            return QueryError(
+                f"{str(word).upper()} is not supported: a measure is read once, at the "
+                "match's reported row (ONE ROW PER MATCH); write the measure without it",
+                pos_of(word),
+            )
+    kw = next(t for t in reversed(heads) if t.type == "MEASURES")
+    return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", pos_of(kw))
+
+
+def _open_call(before: list[Token]) -> Token | None:
+    """The function name before the innermost parenthesis still open, if it is one."""
+    depth = 0
+    for i in range(len(before) - 1, 0, -1):
+        t = before[i]
+        if t.type in ("AS", "DEFINE", "MEASURES", "SEMICOLON"):  # the condition's start
+            return None
+        if t.type == "RPAR":
+            depth += 1
+        elif t.type == "LPAR":
+            if depth == 0:
+                name = before[i - 1]
+                return name if name.type == "NAME" else None
+            depth -= 1
+    return None
+
+
+# Tokens that may follow an operand: a word followed by anything else is where an error is.
+_AFTER_OPERAND = {
+    "COMP_OP",
+    "ADD_OP",
+    "COMMA",
+    "RPAR",
+    "SEMICOLON",
+    "AND",
+    "OR",
+    "AS",
+    "DOT",
+    "BETWEEN",
+    "IN",
+    "$END",
+    "VBAR",
+    "QUANTIFIER",
+}
+
+
+def _subquery(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for SELECT after '(' or FROM, or '(' after FROM; or None."""
+    prev = before[-1] if before else None
+    for i, word in ((len(before), token), (len(before) - 1, prev)):
+        opener = before[i - 1] if i > 0 else None
+        if word is None or opener is None or opener.type not in ("LPAR", "FROM"):
+            continue
+        if str(word).upper() == "SELECT" or (opener.type == "FROM" and word.type == "LPAR"):
+            return QueryError(SUBQUERY, pos_of(word))
+    return None
+
+
+def _unsupported_word(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for a SQL word the language does not have (LIKE, IS, CASE, RUNNING, …) in the
+    condition or clause the error is in: the unexpected word itself, or a word read as a name
+    but followed by an operand (``RUNNING price``, ``CASE WHEN``, ``IS NULL``), or None."""
+    start = len(before)
+    while start > 0 and before[start - 1].type not in ("AS", "DEFINE", "SEMICOLON"):
+        start -= 1
+    words = before[start:]
+    if token is not None:
+        words = [*words, token]
+    for i, word in enumerate(words):
+        if word.type != "NAME" or str(word).upper() not in WORDS:
+            continue
+        after = words[i + 1] if i + 1 < len(words) else None
+        if after is None or after.type not in _AFTER_OPERAND:
+            return word_error(str(word).upper(), pos_of(word))
+    return None
+
+
+def _misplaced(token: Token | None, before: list[Token], heads: list[Token]) -> QueryError | None:
+    """The error for a clause out of order (``ORDER BY t PARTITION BY k``, WITHIN after
+    DEFINE), SQL around ``MATCH_RECOGNIZE ( … )``, or ``T.*`` as the select list; or None.
+    ``heads``: the statement's landmarks (the clause keywords, SELECT, FROM, …)."""
+    kinds = [t.type for t in heads if t.type != "SEMICOLON"]
+    form = "sql" if "SELECT" in kinds else "concise" if kinds[:1] != ["CREATE"] else None
+    if form is None or token is None:
+        return None
+    if form == "sql" and "MATCH_RECOGNIZE" not in kinds and str(token) == "*":
+        select = next(i for i in range(len(before) - 1, -1, -1) if before[i].type == "SELECT")
+        return QueryError(
+            f"SELECT list is not supported: {SELECT_LIST_WHY}",
+            pos_of(before[select + 1]) if select + 1 < len(before) else pos_of(token),
+        )
+    if form == "sql" and "FROM" in kinds and "MATCH_RECOGNIZE" not in kinds:
+        joined = tail_error(str(token).upper(), pos_of(token))  # FROM s JOIN …, FROM s WHERE …
+        if joined is not None:
+            return joined
+    if form == "sql" and "MATCH_RECOGNIZE" in kinds and kinds[-1] == "RPAR":
+        return tail_error(str(token).upper(), pos_of(token))  # after its closing ')'
+    seen = [t for t in kinds if t in CLAUSE_WORDS]
+    # the unexpected word, or the word before it when that was read as a name (a DEFINE's)
+    prev = before[-1] if before else None
+    for word in (token, prev):
+        if word is None or str(word).upper() not in CLAUSE_WORDS:
+            continue
+        if word is prev and (prev.type != "NAME" or token.type == "AS"):
+            continue
+        if word is token or (seen and seen[-1] == "DEFINE"):
+            known = clause_order_error(str(word).upper(), form, seen, pos_of(word))
+            if known is not None:
+                return known
+    return None
