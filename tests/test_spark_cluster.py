@@ -1,10 +1,12 @@
 """A real Spark standalone cluster: a master and two 1-core workers on 127.0.0.1, started from
-the installed PySpark (``bin/spark-class``); ``vectors`` and ``regress`` run against it and give
-what local mode gives. Slow (JVMs start in separate processes), but CI runs it.
+the installed PySpark (``bin/spark-class``); ``vectors``, ``regress`` and ``match --master`` run
+against it and give what local mode gives. Slow (JVMs start in separate processes), but CI runs
+it: one cluster for the module, and one Spark application on it.
 
-The commands on the cluster run in their own processes: Spark allows one context per process,
-and the test process holds a local one (``conftest.spark``), in which the same commands run
-with ``--master local[2]`` for the local results.
+The commands on the cluster run in a process of their own (tests/spark_driver.py, which opens
+the session on the cluster once): Spark allows one context per process, and the test process
+holds a local one (``conftest.spark``), in which the same commands run with
+``--master local[2]`` for the local results.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import select
 import shutil
 import signal
 import socket
@@ -22,6 +25,7 @@ import time
 import pyarrow.parquet as pq
 import pyspark
 import pytest
+from spark_driver import REPLY
 
 from nfacep import sim
 from nfacep.cli import main
@@ -32,6 +36,12 @@ FIRE = str(ROOT / "queries" / "fire.sql")
 SPARK_CLASS = pathlib.Path(pyspark.__file__).parent / "bin" / "spark-class"
 ARGS = ("--store", "pipeline", "--partitions", "16")
 START_TIMEOUT = 120
+#: The longest a command on the cluster may take.
+COMMAND_TIMEOUT = 600
+DRIVER = pathlib.Path(__file__).resolve().parent / "spark_driver.py"
+
+# Both tests run on one cluster (module fixtures), so on one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("spark_cluster")
 
 
 def _free_port() -> int:
@@ -74,9 +84,10 @@ def _wait_for(path: pathlib.Path, text: str, count: int, procs) -> None:
     raise AssertionError(f"timed out waiting for {text!r} in {path}")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """``spark://127.0.0.1:PORT`` of a standalone master with two 1-core workers."""
+    """``spark://127.0.0.1:PORT`` of a standalone master with two 1-core workers, and the
+    environment of its processes; started once for the module's tests."""
     tmp_path = tmp_path_factory.mktemp("cluster")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.fail("the Spark cluster test needs Java 17 or 21 on PATH or in JAVA_HOME")
@@ -147,25 +158,86 @@ def cluster(tmp_path_factory):
             log.close()
 
 
-def _run(env, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT
-    )
+class _Driver:
+    """The process that holds the Spark application on the cluster (tests/spark_driver.py):
+    :meth:`command` runs ``nfacep ARGS`` in it."""
+
+    def __init__(self, url: str, env: dict[str, str], log: pathlib.Path):
+        self.log = log
+        self._log = open(log, "wb")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), url],
+            env=env,
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+        )
+        self._buffer = b""
+
+    def command(self, args) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps([str(a) for a in args]).encode() + b"\n")
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        while not (line := self._line(deadline)).startswith(REPLY):
+            pass
+        reply = json.loads(line[len(REPLY) :])
+        assert reply["rc"] == 0, f"nfacep {' '.join(map(str, args))}: {reply['output']}"
+
+    def _line(self, deadline: float) -> str:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise AssertionError(f"no answer from the Spark driver: {self._tail()}")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise AssertionError(f"the Spark driver exited: {self._tail()}")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line.decode(errors="replace")
+
+    def _tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self._log.close()
 
 
-def _command(env, args) -> None:
-    """``nfacep ARGS``: on the cluster (``env`` given) in a process of its own, in local mode
+@pytest.fixture(scope="module")
+def driver(cluster, tmp_path_factory):
+    """``(url, driver)``: the cluster and the one Spark application the module runs on it."""
+    url, env = cluster
+    d = _Driver(url, env, tmp_path_factory.mktemp("driver") / "driver.log")
+    try:
+        yield url, d
+    finally:
+        d.stop()
+
+
+def _command(driver, args) -> None:
+    """``nfacep ARGS``: on the cluster (``driver`` given) in the driver's process, in local mode
     in this one, whose Spark session it reuses."""
-    if env is None:
+    if driver is None:
         assert main(list(args)) == 0
         return
-    r = _run(env, "-m", "nfacep.cli", *args)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    driver.command(args)
 
 
-def _vectors(env, out, master):
+def _vectors(driver, out, master):
     _command(
-        env,
+        driver,
         [
             "vectors",
             FIRE,
@@ -188,9 +260,9 @@ def _vectors(env, out, master):
     )
 
 
-def _regress(env, folder, master, build_dir):
+def _regress(driver, folder, master, build_dir):
     _command(
-        env,
+        driver,
         [
             "regress",
             FIRE,
@@ -211,13 +283,13 @@ def _regress(env, folder, master, build_dir):
 
 
 @pytest.mark.slow
-def test_standalone_cluster_gives_the_local_results(cluster, spark, tmp_path):
+def test_standalone_cluster_gives_the_local_results(driver, spark, tmp_path):
     missing = sim.simulator_available("icarus")
     if missing:
         pytest.fail(missing)
-    url, env = cluster
+    url, on = driver
     build_dir = tmp_path / "sim-cache"
-    _vectors(env, tmp_path / "on-cluster", url)
+    _vectors(on, tmp_path / "on-cluster", url)
     _vectors(None, tmp_path / "local", "local[2]")
     manifests = [
         json.loads((tmp_path / d / vectors.MANIFEST).read_text()) for d in ("on-cluster", "local")
@@ -231,7 +303,7 @@ def test_standalone_cluster_gives_the_local_results(cluster, spark, tmp_path):
             pq.read_table(tmp_path / "local" / name)
         ), name
 
-    on_cluster = _regress(env, tmp_path / "on-cluster", url, build_dir)
+    on_cluster = _regress(on, tmp_path / "on-cluster", url, build_dir)
     local = _regress(None, tmp_path / "local", "local[2]", build_dir)
     assert on_cluster["run"]["master"] == url
     assert on_cluster["equal"] and local["equal"]
@@ -241,19 +313,22 @@ def test_standalone_cluster_gives_the_local_results(cluster, spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_match_on_the_cluster_gives_the_local_files(cluster, tmp_path):
+def test_match_on_the_cluster_gives_the_local_files(driver, tmp_path):
     """``nfacep match --master spark://…`` over a recorded trace: the local command's match file,
     byte for byte, and its summary with the ``spark`` entry naming the cluster."""
-    url, env = cluster
+    url, on = driver
     trace = ROOT / "queries" / "fire.csv"
     outputs = {}
-    for name, extra in (("local", ()), ("cluster", ("--master", url, "--tasks", "2"))):
+    for name, where, extra in (
+        ("local", None, ()),
+        ("cluster", on, ("--master", url, "--tasks", "2")),
+    ):
         out = tmp_path / f"{name}.csv"
-        r = _run(
-            env, "-m", "nfacep.cli", "match", FIRE, "--input", str(trace), "--output", str(out),
-            "--partitions", "64", *extra,
+        _command(
+            where,
+            ["match", FIRE, "--input", str(trace), "--output", str(out), "--partitions", "64",
+             *extra],
         )  # fmt: skip
-        assert r.returncode == 0, r.stderr[-3000:]
         summary = json.loads((tmp_path / f"{name}.summary.json").read_text())
         outputs[name] = out.read_bytes(), summary
     (local, want), (on_cluster, got) = outputs["local"], outputs["cluster"]
