@@ -263,3 +263,53 @@ def test_a_long_function_is_found_and_named(tmp_path):
         + function("async def over():", 81, "    ")  # lines 85-165
     )
     assert long_functions([path]) == [f"{path}:85: over is 81 lines"]
+
+
+# --- how long a module is -----------------------------------------------------------------------
+
+#: The most lines a module of the packages may hold: a longer one is split by job into modules of
+#: its package (as ``nfacep/lang/syntax.py``, ``check.py`` and ``nfacep/reference/matcher.py``
+#: were). Tests, benchmarks and tools are not held to it.
+MAX_MODULE_LINES = 600
+
+#: The modules over :data:`MAX_MODULE_LINES` when the limit came, each to be split by its job: the
+#: list only shrinks (a module split below the limit must leave it, and no other may join).
+LONG_MODULES = {
+    "hdl/engine.py",
+    "hdl/eth/payload.py",
+    "hdl/sdram/store.py",
+    "hdl/table.py",
+    "links/udp/host.py",
+    "nfacep/image.py",
+    "nfacep/wire.py",
+    "sim/runner.py",
+    "spark_testbench/regress.py",
+    "spark_testbench/vectors.py",
+}
+
+
+def long_modules(paths: list[pathlib.Path], limit: int = MAX_MODULE_LINES) -> dict[str, int]:
+    """The lines of every module in ``paths`` over ``limit`` lines, by its path (relative to
+    the repository when inside it)."""
+    found = {}
+    for path in paths:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            found[where.as_posix()] = lines
+    return found
+
+
+def test_no_module_is_over_600_lines():
+    found = long_modules(_python_files("nfacep", *OUTER))
+    new = {path: n for path, n in found.items() if path not in LONG_MODULES}
+    assert new == {}, f"over {MAX_MODULE_LINES} lines (split the module by job)"
+    shrunk = sorted(LONG_MODULES - set(found))
+    assert shrunk == [], f"no longer over {MAX_MODULE_LINES} lines: remove from LONG_MODULES"
+
+
+def test_a_long_module_is_found_and_named(tmp_path):
+    (tmp_path / "fits.py").write_text("x = 1\n" * 600)
+    (tmp_path / "over.py").write_text("x = 1\n" * 601)
+    paths = sorted(tmp_path.glob("*.py"))
+    assert long_modules(paths) == {(tmp_path / "over.py").as_posix(): 601}

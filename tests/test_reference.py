@@ -22,6 +22,7 @@ from nfacep.io.tuples import Tuples
 from nfacep.params import EngineParams
 from nfacep.reference import capacity
 from nfacep.reference import matcher as reference
+from nfacep.reference import symbols as decoder
 
 NUMBA = importlib.util.find_spec("numba") is not None
 STREAM = "CREATE STREAM s (k UINT(8), a UINT(4), c BOOL, e ENUM('x', 'y', 'z'));\n"
@@ -282,9 +283,9 @@ def test_more_predicates_than_packed_into_an_integer(run):
 @pytest.mark.parametrize("way", ["narrow", "packed", "sorted"])
 def test_symbols_number_the_admitted_predicate_vectors(way, monkeypatch):
     if way != "narrow":
-        monkeypatch.setattr(reference, "_narrow_field", lambda nfa, used: None)
+        monkeypatch.setattr(decoder, "_narrow_field", lambda nfa, used: None)
     if way == "sorted":
-        monkeypatch.setattr(reference, "_PACKED_PREDICATES", 1)
+        monkeypatch.setattr(decoder, "_PACKED_PREDICATES", 1)
     # all three read one UINT(4): narrow; a BOOL too, so the others for the second query
     nfa = nfacep.compile_text(
         STREAM + "QUERY q PATTERN (A B C) "
@@ -333,7 +334,7 @@ def test_predicates_of_one_narrow_field_match_as_vectors_do(field, run, monkeypa
     assert np.shares_memory(packed, t.columns[field])
     params = EngineParams(partitions=20, tick_tuples=13, timer_bits=2)
     narrow = run(nfa, t, params)
-    monkeypatch.setattr(reference, "_narrow_field", lambda nfa, used: None)
+    monkeypatch.setattr(decoder, "_narrow_field", lambda nfa, used: None)
     packed = run(nfa, t, params)
     assert narrow.matches == packed.matches and len(narrow.matches) > 50
     assert narrow.drops.tolist() == packed.drops.tolist() and len(narrow.drops)

@@ -10,7 +10,7 @@ words.
 
 A tuple's symbol is ``lut[packed[i]]``: ``packed`` is its predicate vector packed into an
 integer, or the value of the one field its predicates read, and ``lut`` numbers the vectors
-that occur (:func:`nfacep.reference.matcher.symbols`).
+that occur (:func:`nfacep.reference.symbols.symbols`).
 
 Compiled with numba on first use and cached on disk (``cache=True``: beside this file, else
 numba's per-user cache folder, or ``NUMBA_CACHE_DIR``; with none of them writable, compiled

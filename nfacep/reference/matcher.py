@@ -6,7 +6,7 @@ batch of tuples:
 
 1. the predicate vector of every tuple, column-wise (:func:`nfacep.lang.evaluate.evaluate`), or,
    for a query whose predicates read one field of few values, of each value that occurs
-   (:func:`symbols`);
+   (:mod:`nfacep.reference.symbols`); each partition key's code (:mod:`nfacep.reference.keys`);
 2. which tuples the partitioner drops and where a partition restarts from the null state
    vector (:mod:`nfacep.reference.capacity`), from the keys alone;
 3. per query, the NFA run over each partition's run of tuples. The run uses the query's DFA
@@ -14,8 +14,7 @@ batch of tuples:
    bit-parallel simulation of the NFA. Either runs in a compiled loop over the stream in
    stream order, one state per partition (:mod:`nfacep.reference.compiled`, with numba), or in array
    operations that step all partitions at once, one tuple of each per operation, over the
-   tuples grouped by partition (very long runs split into chunks whose start states are
-   resolved by composing each chunk's state map). Both give the same result.
+   tuples grouped by partition (:mod:`nfacep.reference.lockstep`). Both give the same result.
 
    A query with WITHIN or start_seq always runs the NFA: a DFA over predicate symbols cannot
    hold starts. Each active state also holds the latest start (the position of the tuple the
@@ -27,15 +26,11 @@ batch of tuples:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..io.tuples import Tuples, format_value
-from ..lang.evaluate import evaluate
-from ..lang.predicates import FieldRef, Prev, nodes
-from ..lang.types import BoolType, EnumType, UIntType
 from ..nfa import Nfa, QueryNfa
 from ..params import EngineParams
 from ..result import Result
@@ -45,8 +40,12 @@ from ..wire import key_raw, key_text
 from . import dfa as dfa_mod
 from .capacity import Slots, admit, carry, table_slots
 from .history import History
+from .keys import KeyCodes, factorise
+from .lockstep import grouped, run_dfa, run_nfa
 from .loops import loops
+from .symbols import Decoder, predicate_matrix, symbols
 
+# (KeyCodes, factorise, predicate_matrix and symbols are defined in keys.py and symbols.py)
 __all__ = [
     "KeyCodes",
     "Matcher",
@@ -105,276 +104,6 @@ class Reference:
         return Matcher(nfa, params, engine=self.engine, values=values)
 
 
-class _Decoder:
-    """The predicate decoder over a batch of tuples: ``decoder[p]`` says whether each tuple
-    satisfies predicate ``p`` (by index), evaluated column-wise once, when first asked for."""
-
-    def __init__(
-        self, nfa: Nfa, tuples: Tuples, values: ParamValues | None = None, offset: int = 0
-    ):
-        self.nfa, self.tuples = nfa, tuples
-        #: the runtime parameters' values (one, or one per tuple), beside the fields; the
-        #: tuples are the stream's from position ``offset`` on
-        self.params = values.columns(tuples.n, offset) if values else {}
-        self.columns = {**tuples.columns, **self.params} if values else tuples.columns
-        self._done: dict[int, np.ndarray] = {}
-
-    def add(self, columns: dict[str, np.ndarray]) -> None:
-        """Columns the predicates read beside the fields and parameters (PREV's)."""
-        self.columns = {**self.columns, **columns}
-
-    def __getitem__(self, p: int) -> np.ndarray:
-        if p not in self._done:
-            self._done[p] = evaluate(self.nfa.predicates[p].expr, self.columns, self.tuples.n)
-        return self._done[p]
-
-
-def predicate_matrix(nfa: Nfa, tuples: Tuples, values: ParamValues | None = None) -> np.ndarray:
-    """Bool matrix (tuples × predicates): the predicate decoder's output for every tuple
-    (without PREV, which needs the partitions: :class:`Matcher` evaluates those)."""
-    if nfa.history:
-        raise ValueError("PREV reads earlier tuples of the partition: match with Matcher")
-    out = np.zeros((tuples.n, len(nfa.predicates)), dtype=bool)
-    decoder = _Decoder(nfa, tuples, values)
-    for p in range(len(nfa.predicates)):
-        out[:, p] = decoder[p]
-    return out
-
-
-def factorise(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(column, return_inverse=True)``: the distinct values, ascending, and each
-    value's index among them (its code). Codes are uint16 when there are at most 65,536 values
-    (so that sorting them is a radix sort), else int64. Integers whose range is not much wider
-    than the column index a table directly instead of being sorted."""
-    n, dtype = len(column), column.dtype
-    if dtype.kind == "b":
-        column = column.view(np.uint8)
-    if n and column.dtype.kind in "iu":
-        lo, hi = column.min(), column.max()
-        span = int(hi) - int(lo) + 1
-        if span <= max(1 << 16, 2 * n):
-            offset = column if lo == 0 else column - lo
-            if offset.dtype == np.uint64:  # below span: the same as int64, an index as it is
-                offset = offset.view(np.int64)
-            present = np.zeros(span, dtype=bool)
-            present[offset] = True
-            values = np.flatnonzero(present)
-            number = np.cumsum(present, dtype=np.int64) - 1
-            return (
-                (values.astype(column.dtype) + lo).astype(dtype),
-                number.astype(_code_dtype(len(values)))[offset],
-            )
-    values, codes = np.unique(column, return_inverse=True)
-    return values, codes.ravel().astype(_code_dtype(len(values)), copy=False)
-
-
-def _code_dtype(n_keys: int) -> type:
-    return np.uint16 if n_keys <= 1 << 16 else np.int64
-
-
-#: Queries with at most this many predicates number their predicate vectors by packing them
-#: into an integer; more are numbered by sorting the vectors (np.unique).
-_PACKED_PREDICATES = 16
-
-
-def _narrow_field(nfa: Nfa, used: list[int]) -> str | None:
-    """The one field that all the predicates ``used`` read, when its values are few: an ENUM,
-    a BOOL or a UINT of at most 16 bits (else None)."""
-    read = [node for p in used for node in nodes(nfa.predicates[p].expr)]
-    if any(isinstance(node, Prev) for node in read):
-        return None  # (the predicates read earlier tuples too)
-    fields = {node.name: node.type for node in read if isinstance(node, FieldRef)}
-    if len(fields) != 1:
-        return None
-    [(name, ty)] = fields.items()
-    if isinstance(ty, EnumType | BoolType) or (isinstance(ty, UIntType) and ty.width <= 16):
-        return name
-    return None
-
-
-def symbols(
-    nfa: Nfa, q: QueryNfa, tuples: Tuples, admitted: np.ndarray, decoder: _Decoder | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The query's input symbols: ``(vectors, packed, lut)``. ``vectors`` are the distinct
-    predicate vectors of the admitted tuples, restricted to the query's predicates, as rows
-    over all of ``nfa.predicates``; tuple ``i``'s symbol is ``lut[packed[i]]``, the index of
-    its row (meaningless for a tuple not admitted).
-
-    When the predicates read one field of few values, ``packed`` is that field's column and
-    the predicates are evaluated on the values that occur only. Otherwise each tuple's
-    predicate vector is packed into an integer (up to ``_PACKED_PREDICATES`` predicates), or
-    numbered by sorting the vectors."""
-    decoder = decoder or _Decoder(nfa, tuples)
-    used = nfa.predicates_of(q)
-    n = len(admitted)
-    everyone = bool(admitted.all())
-    field = _narrow_field(nfa, used)
-    if field is not None and any(v.ndim for v in decoder.params.values()):
-        field = None  # a parameter that changes: a value's predicates depend on the tuple
-    if field is not None:
-        column = tuples.columns[field]
-        packed = column.view(np.uint8) if column.dtype.kind == "b" else column
-        seen = np.bincount((packed if everyone else packed[admitted]).astype(np.intp, copy=False))
-        values = np.flatnonzero(seen)
-        sample = {field: values.astype(column.dtype), **decoder.params}
-        rows = np.stack(
-            [evaluate(nfa.predicates[p].expr, sample, len(values)) for p in used], axis=1
-        )
-        distinct, inverse = np.unique(rows, axis=0, return_inverse=True)
-        lut = np.zeros(len(seen), dtype=np.int32)
-        lut[values] = inverse.ravel()
-        vectors = np.zeros((len(distinct), len(nfa.predicates)), dtype=bool)
-        vectors[:, used] = distinct
-        return vectors, packed, lut
-    if len(used) <= _PACKED_PREDICATES:
-        dtype = np.uint8 if len(used) <= 8 else np.uint16
-        packed = np.zeros(n, dtype=dtype)
-        for b, p in enumerate(used):
-            packed |= np.left_shift(decoder[p].view(np.uint8), b, dtype=dtype)
-        seen = np.bincount(packed if everyone else packed[admitted], minlength=1 << len(used))
-        values = np.flatnonzero(seen)
-        lut = np.zeros(1 << len(used), dtype=np.int32)
-        lut[values] = np.arange(len(values), dtype=np.int32)
-        vectors = np.zeros((len(values), len(nfa.predicates)), dtype=bool)
-        vectors[:, used] = (values[:, None] >> np.arange(len(used))) & 1
-        return vectors, packed, lut
-    rows = np.stack([decoder[p] for p in used], axis=1)
-    if not everyone:
-        rows = rows[admitted]
-    bits = np.ascontiguousarray(np.packbits(rows, axis=1))
-    key = bits.view(np.dtype((np.void, bits.shape[1]))).ravel()
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    vectors = np.zeros((len(first), len(nfa.predicates)), dtype=bool)
-    vectors[:, used] = rows[first]
-    packed = np.zeros(n, dtype=np.int64)
-    packed[admitted] = inverse.ravel()
-    return vectors, packed, np.arange(len(first), dtype=np.int32)
-
-
-def _by_length(starts, lens):
-    order = np.argsort(-lens, kind="stable")
-    lens_sorted = lens[order]
-    maxlen = int(lens_sorted[0]) if len(lens_sorted) else 0
-    active = np.searchsorted(-lens_sorted, -np.arange(maxlen), side="left")
-    return order, starts[order], active
-
-
-def _dfa_rounds(flat_t, flat_a, n_sym, sym, starts, lens, init, match=None):
-    """Run DFA items (start, length, initial state) in lock step; returns final states."""
-    order, st, active = _by_length(starts, lens)
-    state = init[order].astype(np.int64)
-    for r, k in enumerate(active.tolist()):
-        pos = st[:k] + r
-        code = state[:k] * n_sym + sym[pos]
-        if match is not None:
-            match[pos] = flat_a[code]
-        state[:k] = flat_t[code]
-    final = np.empty_like(state)
-    final[order] = state
-    return final
-
-
-def _run_dfa(d: dfa_mod.Dfa, sym, seg_starts, seg_lens) -> np.ndarray:
-    n = len(sym)
-    n_states, n_sym = d.table.shape
-    flat_t = d.table.ravel().astype(np.int64)
-    flat_a = d.accept.ravel()
-    match = np.zeros(n, dtype=bool)
-    if n == 0:
-        return match
-    longest = int(seg_lens.max())
-    chunk = max(4096, int(math.sqrt(n * n_states)))
-    if longest <= 2 * chunk or n * n_states > 1 << 28:
-        _dfa_rounds(
-            flat_t,
-            flat_a,
-            n_sym,
-            sym,
-            seg_starts,
-            seg_lens,
-            np.zeros(len(seg_starts), dtype=np.int64),
-            match,
-        )
-        return match
-    # Split segments into chunks; compute each chunk's state map from every DFA state,
-    # compose the maps along each segment to find the chunks' start states, then rerun.
-    n_chunks = (seg_lens + chunk - 1) // chunk
-    seg_of = np.repeat(np.arange(len(seg_starts)), n_chunks)
-    k_in_seg = np.arange(len(seg_of)) - np.repeat(np.cumsum(n_chunks) - n_chunks, n_chunks)
-    c_starts = seg_starts[seg_of] + k_in_seg * chunk
-    c_lens = np.minimum(chunk, seg_starts[seg_of] + seg_lens[seg_of] - c_starts)
-    rep_starts = np.repeat(c_starts, n_states)
-    rep_lens = np.repeat(c_lens, n_states)
-    rep_init = np.tile(np.arange(n_states), len(c_starts))
-    maps = _dfa_rounds(flat_t, flat_a, n_sym, sym, rep_starts, rep_lens, rep_init)
-    maps = maps.reshape(len(c_starts), n_states)
-    init = np.zeros(len(c_starts), dtype=np.int64)
-    first_chunk = np.cumsum(n_chunks) - n_chunks
-    cur = np.zeros(len(seg_starts), dtype=np.int64)
-    for k in range(int(n_chunks.max())):
-        segs = np.flatnonzero(n_chunks > k)
-        idx = first_chunk[segs] + k
-        init[idx] = cur[segs]
-        cur[segs] = maps[idx, cur[segs]]
-    _dfa_rounds(flat_t, flat_a, n_sym, sym, c_starts, c_lens, init, match)
-    return match
-
-
-def _run_nfa(
-    nfa: Nfa, q: QueryNfa, masks: list[int], sym, seg_starts, seg_lens, order=None, ts=None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Bit-matrix simulation of the NFA: for DFAs too large to tabulate, for WITHIN and for
-    start_seq. Returns whether each tuple (in the order of ``sym``) ends a match and, when
-    ``order`` is given, the latest start of the runs that end there (-1 elsewhere).
-
-    With ``order`` (the position in the stream of each tuple of ``sym``) each state also holds
-    the latest start (a position) of its runs, as :func:`nfacep.reference.compiled.nfa_start_stream`
-    keeps it; under WITHIN (``ts``: each tuple's ORDER BY value as uint64, in stream order) a
-    state whose start is the window or more before the tuple is inactive."""
-    m = q.count
-    follow = np.zeros((m, m), dtype=np.uint8)
-    start = np.zeros(m, dtype=bool)
-    accept = np.zeros(m, dtype=bool)
-    for i in q.states:
-        s = nfa.states[i]
-        start[i - q.first] = s.start
-        accept[i - q.first] = s.accepting
-        for j in s.activation:
-            follow[j - q.first, i - q.first] = 1
-    true = np.array([[(mask >> b) & 1 for b in range(m)] for mask in masks], dtype=bool)
-    match = np.zeros(len(sym), dtype=bool)
-    _order, st, active = _by_length(seg_starts, seg_lens)
-    state = np.zeros((len(st), m), dtype=bool)
-    # the starts, when ``order`` is given (else empty)
-    tracked = order is not None
-    first = np.full(len(sym) if tracked else 0, -1, dtype=np.int64)
-    began = np.zeros((len(st), m) if tracked else (0, m), dtype=np.int64)
-    window = np.uint64(q.window or 0)  # (with ``ts`` only: WITHIN)
-    for r, k in enumerate(active.tolist()):
-        pos = st[:k] + r
-        live = state[:k]
-        if ts is not None:  # a state whose runs began too long ago is inactive
-            t = ts[order[pos]]
-            live = live & (t[:, None] - ts[began[:k]] < window)
-        reach = (live.astype(np.uint8) @ follow) > 0
-        nxt = true[sym[pos]] & (reach | start)
-        if tracked:  # the latest start over the predecessors; a start state's is now
-            latest = np.full((k, m), -1, dtype=np.int64)
-            for j in np.flatnonzero(live.any(axis=0)).tolist():
-                to = follow[j] > 0
-                carry = np.where(live[:, j], began[:k, j], -1)
-                latest[:, to] = np.maximum(latest[:, to], carry[:, None])
-            latest[:, start] = order[pos][:, None]
-            began[:k] = np.maximum(latest, 0)
-            first[pos] = np.where(nxt & accept, latest, -1).max(axis=1)
-        hit = (nxt & accept).any(axis=1)
-        match[pos] = hit
-        if q.skip_past_last_row:
-            nxt[hit] = False
-        state[:k] = nxt
-    return match, first if tracked else None
-
-
 def run_switched(
     old: Nfa,
     new: Nfa,
@@ -427,102 +156,6 @@ def run(
     )
 
 
-class KeyCodes:
-    """The partition keys met so far, each numbered by its first appearance: ``values[c]`` is
-    the key with code ``c``. A first piece is numbered in ascending order of its keys (as
-    :func:`factorise` numbers them); the keys new in a later piece follow, in ascending order
-    among themselves.
-
-    Integer keys whose range stays narrow (as :func:`factorise` judges it) are looked up in a
-    table indexed by the key, one pass a piece; others by a sorted index of the keys."""
-
-    def __init__(self):
-        self.values: np.ndarray | None = None
-        self._sorted: np.ndarray | None = None  # the keys in ascending order
-        self._codes: np.ndarray | None = None  # the code of each of them
-        self._table: np.ndarray | None = None  # the code of key lo + i (-1: none), or None
-        self._lo = 0
-        self._direct = True  # (False once a piece's keys were too wide for a table)
-
-    def __len__(self) -> int:
-        return 0 if self.values is None else len(self.values)
-
-    def codes(self, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The code of each key of ``column``, and the keys it brings that were not met
-        before (their codes follow the earlier ones')."""
-        if column.dtype.kind == "b":
-            column = column.view(np.uint8)
-        if self._direct and len(column) and column.dtype.kind in "iu":
-            got = self._by_table(column)
-            if got is not None:
-                return got
-        self._direct = False
-        self._table = None
-        local, inverse = factorise(column)
-        code, new = self._number(local)
-        return code.astype(_code_dtype(len(self)))[inverse], new
-
-    def _number(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The codes of the distinct keys ``local`` (ascending), numbering the new ones; and
-        those new keys."""
-        if self.values is None:
-            self.values, self._sorted = local, local
-            self._codes = np.arange(len(local), dtype=np.int64)
-            return self._codes, local
-        assert self._sorted is not None and self._codes is not None, "set with values"
-        at = np.searchsorted(self._sorted, local)
-        found = at < len(self._sorted)
-        found[found] = self._sorted[at[found]] == local[found]
-        new = local[~found]
-        code = np.empty(len(local), dtype=np.int64)
-        code[found] = self._codes[at[found]]
-        code[~found] = len(self.values) + np.arange(len(new))
-        if len(new):
-            self.values = np.concatenate([self.values, new])
-            merged = np.concatenate([self._sorted, new])
-            order = np.argsort(merged, kind="stable")
-            self._sorted = merged[order]
-            self._codes = np.concatenate([self._codes, code[~found]])[order]
-        return code, new
-
-    def _by_table(self, column: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """:meth:`codes` by the table; None when the keys' range is too wide for one."""
-        lo, hi = int(column.min()), int(column.max())
-        if self._table is not None:
-            lo, hi = min(lo, self._lo), max(hi, self._lo + len(self._table) - 1)
-        span = hi - lo + 1
-        if span > max(1 << 16, 2 * (len(column) + len(self))):
-            return None
-        if self._table is None or lo != self._lo or span != len(self._table):
-            if self.values is not None and self._table is None:
-                return None  # (numbered by the index before: it stays so)
-            table = np.full(span, -1, dtype=np.int64)
-            base = column.dtype.type(lo)
-            if self.values is not None:  # (the difference first: a uint64 key may be huge)
-                table[(self.values - base).astype(np.int64)] = np.arange(len(self.values))
-            self._table, self._lo = table, lo
-        base = column.dtype.type(lo)
-        compiled = loops(len(column))
-        if compiled is not None:
-            code = np.empty(len(column), dtype=np.int64)
-            unseen = np.sort(compiled.table_codes(column, base, self._table, code))
-        else:
-            code = self._table[column - base]
-            present = np.zeros(len(self._table), dtype=bool)
-            present[(column[code < 0] - base).astype(np.int64)] = True
-            unseen = np.flatnonzero(present)
-        new = column[:0]
-        if len(unseen):
-            _, new = self._number(unseen.astype(column.dtype) + base)
-            self._table[unseen] = len(self) - len(new) + np.arange(len(new))
-            if compiled is not None:
-                compiled.fill_codes(column, base, self._table, code)
-            else:
-                missing = code < 0
-                code[missing] = self._table[column[missing] - base]
-        return code.astype(_code_dtype(len(self)), copy=False), new
-
-
 def _words_state(q: QueryNfa, state: np.ndarray | None) -> np.ndarray:
     """The NFA's state array (active states as 64-bit words per key code), empty at first."""
     return np.zeros((0, (q.count + 63) // 64), dtype=np.uint64) if state is None else state
@@ -557,7 +190,7 @@ class _Piece:
     """What :meth:`Matcher.feed` knows of a piece while it matches each query in it."""
 
     tuples: Tuples
-    decoder: _Decoder
+    decoder: Decoder
     codes: np.ndarray  #: each tuple's partition code
     admitted: np.ndarray  #: whether the partitioner admits the tuple
     fresh: np.ndarray  #: whether the tuple starts its partition afresh
@@ -632,7 +265,7 @@ class Matcher:
             raise ValueError("a piece came after the last one")
         self._ended = last
         offset, n = self.n, tuples.n
-        decoder = _Decoder(nfa, tuples, self.values, offset)
+        decoder = Decoder(nfa, tuples, self.values, offset)
         codes, admitted, fresh = self._admit(tuples, offset, last)
         n_keys = max(len(self.keys), 1)
         if self._history is not None:
@@ -762,14 +395,14 @@ class Matcher:
         if loops is None:
             self._whole = True
             if piece.grouped is None:
-                piece.grouped = _grouped(piece.codes, piece.admitted, piece.fresh)
+                piece.grouped = grouped(piece.codes, piece.admitted, piece.fresh)
             order, heads, seg_lens = piece.grouped
             sym = lut[packed[order]]
             first = None
             if d is not None:
-                match = _run_dfa(d, sym, heads, seg_lens)
+                match = run_dfa(d, sym, heads, seg_lens)
             else:
-                match, first = _run_nfa(
+                match, first = run_nfa(
                     nfa, q, masks, sym, heads, seg_lens, order if tracked else None, ts
                 )
             seqs = order[match]
@@ -879,15 +512,6 @@ def timestamps(column: np.ndarray) -> np.ndarray:
     if column.dtype.kind == "i":
         return column.astype(np.int64).view(np.uint64) ^ np.uint64(1 << 63)
     return column.astype(np.uint64)
-
-
-def _grouped(codes, admitted, fresh):
-    """The admitted tuples grouped by partition, in stream order within each, and the runs
-    between restarts: (tuple order, start and length of each run in that order)."""
-    idx = np.flatnonzero(admitted)
-    order = idx[np.argsort(codes[idx], kind="stable")]
-    heads = np.flatnonzero(fresh[order])
-    return order, heads, np.diff(np.append(heads, len(order)))
 
 
 def _nfa_words(nfa: Nfa, q: QueryNfa, masks: list[int]):
