@@ -276,7 +276,8 @@ class Totals:
 
     def add(self, result: Result) -> None:
         """Count in ``result``: the next piece of the stream (or the whole of it). The
-        back-end's counters, details and note are the latest piece's."""
+        back-end's counters, details and note are the latest piece's, and so are the engine's
+        parameters (a board reports the ones it was built with)."""
         self.n += result.n
         self.matches += len(result.seqs)
         # distinct seqs by sorting: numpy 2's hashing np.unique is ~10x slower on 200k ints
@@ -289,7 +290,7 @@ class Totals:
         self.counters = result.counters
         self.warnings += result.warnings
         self.details, self.note = result.details(), result.note()
-        self.backend = result.backend
+        self.backend, self.params = result.backend, result.params
 
     def count(self, name: str) -> int:
         """Matches of the query ``name``."""
