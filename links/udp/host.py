@@ -259,7 +259,8 @@ class _Session:
         self.packets_out += 1
 
     def poll(self, wait: float) -> None:
-        """Take what the board sent within ``wait`` seconds (at least one read)."""
+        """Take what the board sent within ``wait`` seconds (at least one read), or until a
+        STATUS came (its waiter looks at it at once)."""
         deadline = time.monotonic() + wait
         while True:
             left = deadline - time.monotonic()
@@ -275,7 +276,7 @@ class _Session:
                     return
                 continue
             self._handle(data)
-            if time.monotonic() >= deadline:
+            if self.pending or time.monotonic() >= deadline:
                 return
 
     def _handle(self, data: bytes) -> None:
