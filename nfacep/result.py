@@ -229,7 +229,8 @@ class Result:
 
     def records(self, nfa: Nfa, tuples: Tuples) -> list[Record]:
         """The records an engine emits for this result, in ``seq`` order (``tuples`` are the
-        input, for the raw partition keys)."""
+        input, for the raw partition keys: the whole stream's, or the piece's whose first
+        tuple is at ``tuples.offset``)."""
         key = nfa.program.key
         keys = key_raw(key, tuples).tolist() if key.names else None
         masks: dict[int, int] = {}
@@ -242,7 +243,13 @@ class Result:
                 starts[s] = starts.get(s, 0) | b << (slot[q] * SEQ_BITS)
         drops = set(self.drop_seqs)
         return [
-            Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops), starts.get(s, 0))
+            Record(
+                s,
+                keys[s - tuples.offset] if keys else 0,
+                masks.get(s, 0),
+                int(s in drops),
+                starts.get(s, 0),
+            )
             for s in sorted(masks.keys() | drops)
         ]
 
