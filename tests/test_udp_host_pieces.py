@@ -15,7 +15,7 @@ import threading
 import weakref
 
 import pytest
-from test_udp_host import QUERIES, board, proxy
+from test_udp_host import QUERIES, SWITCHES, board, proxy, reference
 from test_udp_hostile import _kind, hostile
 
 from nfacep import backend, compile_file
@@ -27,6 +27,7 @@ from nfacep.links.udp import host as udp_host
 from nfacep.links.udp.model import UdpBoardModel, serve
 from nfacep.links.udp.protocol import PacketType
 from nfacep.params import default_engine
+from nfacep.settings import ParamValues
 
 NAME = "marathon"
 EXPECTED = (QUERIES / f"{NAME}.matches.csv").read_text()
@@ -218,3 +219,29 @@ def test_the_host_holds_a_few_pieces_not_the_input(tmp_path, monkeypatch):
     assert len(held) == 35 and most[0] <= 3, (most, held)
     assert max(records for records, _ in held) <= 8  # (one record a tuple at most)
     assert max(left for _, left in held) <= 1  # (nothing of the piece stays behind)
+
+
+@pytest.mark.slow  # (the compiled loops load, then a reference run per packet: some seconds)
+def test_switches_across_pieces_on_a_board_that_matches_a_packet_at_a_time(tmp_path):
+    """Runtime parameter switches in pieces of 50 tuples, against a software board that finds
+    its records with one reference matcher fed a packet at a time from the first tuple on
+    (``whole_up_to`` 0; long streams do so): the match file is `nfacep match`'s with the same
+    switches."""
+    nfa = compile_file(QUERIES / "supplychain.sql")
+    values = ParamValues.parse(nfa.program.parameters, SWITCHES)
+    with board("supplychain", values=["big=20000"], capacity=64) as (model, address):
+        model.whole_up_to = 0
+        totals = run_files(
+            udp_host.UdpBoard(udp_host.UdpOptions(address=address, tuples_per_packet=4)),
+            nfa,
+            str(QUERIES / "supplychain.csv"),
+            str(tmp_path / "board.csv"),
+            default_engine(nfa),
+            values=values,
+            chunk=50,
+        )
+        assert model._matcher is not None and model._fed == 309  # (fed, not matched again)
+    params = [arg for text in SWITCHES for arg in ("--param", text)]
+    expected, _ = reference(tmp_path, "supplychain", *params)
+    assert (tmp_path / "board.csv").read_text() == expected
+    assert totals.details["link"]["switches"] == 6 and totals.n == 309
