@@ -147,7 +147,8 @@ def open_sink(
 class Restarts(Backend, Protocol):
     """A back-end that reads the stream itself, piece by piece, and may start it again from
     its first tuple (a board over UDP: the one safe resend after a loss is the whole stream).
-    It holds a bounded part of the stream, not the whole of it."""
+    It holds a bounded part of the stream, not the whole of it: a few pieces of the tuples
+    its ``chunk`` attribute says, when it has one (:func:`run_files` reads such pieces)."""
 
     def run_stream(
         self,
@@ -205,13 +206,14 @@ def run_files(
     *,
     query_file: str | None = None,
     values: ParamValues | None = None,
-    chunk: int = CHUNK,
+    chunk: int | None = None,
 ) -> Result | Totals:
     """What ``nfacep match``, ``sim`` and ``run`` do with their back-end: read ``input`` (a
     path, or tuples already read), run the back-end, write ``output`` (the match file and its
     summary; nothing when None), then raise the result's failure, if any.
 
     A back-end that takes the stream in pieces (:class:`Pieces`) reads a path ``chunk``
+    (default :data:`~nfacep.limits.CHUNK`, or a :class:`Restarts` back-end's own ``chunk``)
     tuples at a time and returns the :class:`~nfacep.result.Totals` of the run (its matches
     went to ``output`` piece by piece); any other returns its :class:`Result`."""
     inputs = (query_file, input if isinstance(input, str) else None)
@@ -229,7 +231,7 @@ def run_files(
             params,
             query_file=query_file,
             values=values,
-            chunk=chunk,
+            chunk=CHUNK if chunk is None else chunk,
             folder=folder,
         )
     if folder:
@@ -239,10 +241,11 @@ def run_files(
         )
     if isinstance(input, str) and isinstance(backend, Restarts):
         path = input
+        rows = chunk if chunk is not None else int(getattr(backend, "chunk", CHUNK))
 
         def pieces() -> Iterator[tuples_mod.Tuples]:
             # the next piece read in a thread while this one is sent
-            read = reader.prefetch(read_pieces(path, nfa, chunk), "nfacep-read")
+            read = reader.prefetch(read_pieces(path, nfa, rows), "nfacep-read")
             with contextlib.closing(read):
                 first = next(read, None)
                 if first is None:  # no tuples: the input as a whole, its columns empty

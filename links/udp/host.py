@@ -422,6 +422,12 @@ class UdpBoard:
     once a second.
     """
 
+    #: Tuples a piece of a file read by :meth:`run_stream` (:func:`nfacep.backend.run_files`
+    #: reads such pieces): the host holds three pieces' tuples and one piece's records, and
+    #: drains the board once a piece (a few STATUS round trips; boards/UDP.md, "What the host
+    #: holds").
+    chunk = 1 << 16
+
     def __init__(self, options: UdpOptions, *, progress=None):
         self.options = options
         self.host, self.port = parse_address(options.address)
