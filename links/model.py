@@ -108,11 +108,21 @@ class BoardModel:
         self.id = engine_id(nfa, params) if engine_id_override is None else engine_id_override
         self.registers = ParamRegisters(nfa, values)
 
+    #: Up to how many tuples taken the records are found by matching them all again (the
+    #: reference's array operations, quick on short streams); beyond, by one reference matcher
+    #: fed a packet at a time (its compiled loops take a moment to load, then keep a long
+    #: stream's cost linear).
+    whole_up_to = 1 << 15
+
     def reset(self) -> None:
         """Clear the engine: no tuples taken, no records sent, the parameters it was built with."""
         self.accepted = bytearray()  # tuple bytes the engine took
         self.reported = 0  # tuples whose records were sent
         self.registers.reset()
+        #: the reference matcher fed the tuples taken so far, a packet at a time (its state
+        #: carried), once more than :attr:`whole_up_to` were taken, and how many it was fed
+        self._matcher: reference.Matcher | None = None
+        self._fed: int | None = 0
 
     @property
     def switches(self) -> list[tuple[int, dict]]:
@@ -128,9 +138,32 @@ class BoardModel:
         n = self.taken()
         if n == self.reported:
             return []
+        if n > self.whole_up_to and (self._matcher is None or self._fed == self.reported):
+            return self._new_records(n)
+        if self._matcher is not None:
+            self._fed = None  # counters set by hand (tests): the whole stream from now on
+            self._matcher = None
         tuples = wire.unpack_bytes(self.schema, bytes(self.accepted))
         records = reference.run(
             self.nfa, tuples, self.params, values=self.registers.schedule()
         ).records(self.nfa, tuples)
         reported, self.reported = self.reported, n
+        return [r for r in records if r.seq >= reported]
+
+    def _new_records(self, n: int) -> list[wire.Record]:
+        """:meth:`new_records` in time that grows with the new tuples, not with all those
+        taken: the tuples since the last call (all of them the first time) fed to one
+        reference matcher, whose runtime parameters are the switches written so far (each
+        applies from a tuple not yet taken)."""
+        fed = self._fed if self._matcher is not None and self._fed is not None else 0
+        tb = self.tuple_bytes
+        tuples = wire.unpack_bytes(self.schema, bytes(self.accepted[fed * tb : n * tb]))
+        tuples.offset = fed
+        if self._matcher is None:
+            self._matcher = reference.Matcher(
+                self.nfa, self.params, values=self.registers.schedule()
+            )
+        self._matcher.values = self.registers.schedule()
+        records = self._matcher.feed(tuples).records(self.nfa, tuples)
+        reported, self._fed, self.reported = self.reported, n, n
         return [r for r in records if r.seq >= reported]

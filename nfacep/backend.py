@@ -13,13 +13,19 @@ and the command line's handling of them from :func:`run_files`.
 A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
 gets it so from a file: :func:`run_files` reads :data:`~nfacep.limits.CHUNK` tuples at a time
 (:func:`nfacep.io.reader.read_chunks`), feeds each piece and writes its matches before the next
-is read, so that the memory a run needs does not grow with the input.
+is read, so that the memory a run needs does not grow with the input. A back-end that reads
+the stream itself and may have to start it again from its first tuple (:class:`Restarts`: a
+board over UDP, whose one safe resend after a loss is the whole stream) gets a way to read the
+file in pieces, from its start, as often as it needs, and a :class:`Sink` to open for each
+attempt: its matches go to a temporary file beside the output, renamed over it only when the
+attempt completes.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from .errors import UsageError
@@ -29,10 +35,20 @@ from .limits import CHUNK
 from .nfa import Nfa
 from .output import check_folder, check_outputs, is_folder, summary_path
 from .params import EngineParams
-from .result import Result, Totals, match_file, match_folder, write
+from .result import MatchRows, Result, Totals, match_file, match_folder, write
 from .settings import ParamValues
 
-__all__ = ["Backend", "Feed", "Pieces", "read_input", "read_pieces", "run_files"]
+__all__ = [
+    "Backend",
+    "Feed",
+    "Pieces",
+    "Restarts",
+    "Sink",
+    "open_sink",
+    "read_input",
+    "read_pieces",
+    "run_files",
+]
 
 
 class Backend(Protocol):
@@ -69,6 +85,85 @@ class Pieces(Backend, Protocol):
     to the next: the same result as :meth:`Backend.run` over the whole stream."""
 
     def pieces(self, nfa: Nfa, params: EngineParams, values: ParamValues | None = None) -> Feed: ...
+
+
+class Sink:
+    """Where a stream matched in pieces goes, a piece at a time (:func:`open_sink`): each
+    piece's result counted in :attr:`totals` and its matches written to the match file, if
+    there is one; :meth:`finish` after the last piece."""
+
+    def __init__(
+        self,
+        totals: Totals,
+        rows: MatchRows | None,
+        *,
+        query_file: str | None = None,
+        input: str | None = None,
+    ):
+        self.totals = totals
+        self.rows = rows
+        self.query_file, self.input = query_file, input
+
+    def add(self, result: Result, tuples: tuples_mod.Tuples) -> None:
+        """The result of the next piece, ``tuples`` (the measures are read from them)."""
+        if result.failure is not None:
+            raise result.failure
+        if self.rows is not None:
+            self.rows.write(result, tuples)
+        self.totals.add(result)
+
+    def finish(self) -> Totals:
+        """The stream is complete: the summary goes beside the rows (written when the sink's
+        block ends)."""
+        if self.rows is not None:
+            self.rows.finish(self.totals.summary(query_file=self.query_file, input=self.input))
+        return self.totals
+
+
+@contextlib.contextmanager
+def open_sink(
+    output: str | None,
+    nfa: Nfa,
+    params: EngineParams,
+    values: ParamValues | None = None,
+    *,
+    query_file: str | None = None,
+    input: str | None = None,
+    folder: bool = False,
+) -> Iterator[Sink]:
+    """A :class:`Sink` writing the match file ``output`` (a Parquet folder when ``folder``;
+    nothing when None) and its summary: both appear when the block ends after
+    :meth:`Sink.finish`, or neither does (an error in the block removes what was written)."""
+    totals = Totals(tuple(q.name for q in nfa.queries), params, values)
+    with contextlib.ExitStack() as stack:
+        rows = None
+        if output is not None:
+            opener = match_folder if folder else match_file
+            rows = stack.enter_context(opener(output, nfa.program))
+        yield Sink(totals, rows, query_file=query_file, input=input)
+
+
+@runtime_checkable
+class Restarts(Backend, Protocol):
+    """A back-end that reads the stream itself, piece by piece, and may start it again from
+    its first tuple (a board over UDP: the one safe resend after a loss is the whole stream).
+    It holds a bounded part of the stream, not the whole of it: a few pieces of the tuples
+    its ``chunk`` attribute says, when it has one (:func:`run_files` reads such pieces)."""
+
+    def run_stream(
+        self,
+        nfa: Nfa,
+        pieces: Callable[[], Iterator[tuples_mod.Tuples]],
+        sink: Callable[[], AbstractContextManager[Sink]],
+        params: EngineParams,
+        values: ParamValues | None = None,
+    ) -> Totals:
+        """Match the stream that each call of ``pieces`` reads from its start (at least one
+        piece, maybe of no tuples); each attempt opens ``sink`` anew, adds every piece's
+        result to it in order and finishes it; an attempt that fails leaves its block with
+        an exception, so that nothing it wrote remains. The totals of the attempt that
+        completed."""
+        ...
 
 
 def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
@@ -111,13 +206,14 @@ def run_files(
     *,
     query_file: str | None = None,
     values: ParamValues | None = None,
-    chunk: int = CHUNK,
+    chunk: int | None = None,
 ) -> Result | Totals:
     """What ``nfacep match``, ``sim`` and ``run`` do with their back-end: read ``input`` (a
     path, or tuples already read), run the back-end, write ``output`` (the match file and its
     summary; nothing when None), then raise the result's failure, if any.
 
     A back-end that takes the stream in pieces (:class:`Pieces`) reads a path ``chunk``
+    (default :data:`~nfacep.limits.CHUNK`, or a :class:`Restarts` back-end's own ``chunk``)
     tuples at a time and returns the :class:`~nfacep.result.Totals` of the run (its matches
     went to ``output`` piece by piece); any other returns its :class:`Result`."""
     inputs = (query_file, input if isinstance(input, str) else None)
@@ -135,7 +231,7 @@ def run_files(
             params,
             query_file=query_file,
             values=values,
-            chunk=chunk,
+            chunk=CHUNK if chunk is None else chunk,
             folder=folder,
         )
     if folder:
@@ -143,6 +239,26 @@ def run_files(
             f"--output {output}/: a Parquet folder of matches is what `nfacep match` "
             "writes; give a .csv file"
         )
+    if isinstance(input, str) and isinstance(backend, Restarts):
+        path = input
+        rows = chunk if chunk is not None else int(getattr(backend, "chunk", CHUNK))
+
+        def pieces() -> Iterator[tuples_mod.Tuples]:
+            # the next piece read in a thread while this one is sent
+            read = reader.prefetch(read_pieces(path, nfa, rows), "nfacep-read")
+            with contextlib.closing(read):
+                first = next(read, None)
+                if first is None:  # no tuples: the input as a whole, its columns empty
+                    yield read_input(path, nfa)
+                    return
+                yield first
+                del first  # (not held while the rest is read)
+                yield from read
+
+        def sink() -> AbstractContextManager[Sink]:
+            return open_sink(output, nfa, params, values, query_file=query_file, input=path)
+
+        return backend.run_stream(nfa, pieces, sink, params, values)
     if isinstance(input, tuples_mod.Tuples):
         data, source = input, input.source
     else:
@@ -167,15 +283,13 @@ def _run_pieces(
     chunk: int,
     folder: bool = False,
 ) -> Totals:
-    names = tuple(q.name for q in nfa.queries)
     feed = backend.pieces(nfa, params, values)
-    totals = Totals(names, params, values)
     with contextlib.ExitStack() as stack:
-        rows = None
-        if output is not None:
-            # a Parquet folder of part files (``--output M/``), or the match CSV
-            opener = match_folder if folder else match_file
-            rows = stack.enter_context(opener(output, nfa.program))
+        out = stack.enter_context(
+            open_sink(
+                output, nfa, params, values, query_file=query_file, input=input, folder=folder
+            )
+        )
         # the next piece read in a thread while this one is matched
         pieces = stack.enter_context(
             contextlib.closing(reader.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
@@ -186,13 +300,6 @@ def _run_pieces(
         while piece is not None:
             # a piece shorter than the others is the last (read_chunks' pieces are all
             # `chunk` tuples but the last); one as long may be too, and is carried over
-            result = feed.feed(piece, last=piece.n < chunk)
-            if result.failure is not None:
-                raise result.failure
-            if rows is not None:
-                rows.write(result, piece)
-            totals.add(result)
+            out.add(feed.feed(piece, last=piece.n < chunk), piece)
             piece = next(pieces, None)
-        if rows is not None:
-            rows.finish(totals.summary(query_file=query_file, input=input))
-    return totals
+        return out.finish()

@@ -229,7 +229,8 @@ class Result:
 
     def records(self, nfa: Nfa, tuples: Tuples) -> list[Record]:
         """The records an engine emits for this result, in ``seq`` order (``tuples`` are the
-        input, for the raw partition keys)."""
+        input, for the raw partition keys: the whole stream's, or the piece's whose first
+        tuple is at ``tuples.offset``)."""
         key = nfa.program.key
         keys = key_raw(key, tuples).tolist() if key.names else None
         masks: dict[int, int] = {}
@@ -242,7 +243,13 @@ class Result:
                 starts[s] = starts.get(s, 0) | b << (slot[q] * SEQ_BITS)
         drops = set(self.drop_seqs)
         return [
-            Record(s, keys[s] if keys else 0, masks.get(s, 0), int(s in drops), starts.get(s, 0))
+            Record(
+                s,
+                keys[s - tuples.offset] if keys else 0,
+                masks.get(s, 0),
+                int(s in drops),
+                starts.get(s, 0),
+            )
             for s in sorted(masks.keys() | drops)
         ]
 
@@ -276,7 +283,8 @@ class Totals:
 
     def add(self, result: Result) -> None:
         """Count in ``result``: the next piece of the stream (or the whole of it). The
-        back-end's counters, details and note are the latest piece's."""
+        back-end's counters, details and note are the latest piece's, and so are the engine's
+        parameters (a board reports the ones it was built with)."""
         self.n += result.n
         self.matches += len(result.seqs)
         # distinct seqs by sorting: numpy 2's hashing np.unique is ~10x slower on 200k ints
@@ -289,7 +297,7 @@ class Totals:
         self.counters = result.counters
         self.warnings += result.warnings
         self.details, self.note = result.details(), result.note()
-        self.backend = result.backend
+        self.backend, self.params = result.backend, result.params
 
     def count(self, name: str) -> int:
         """Matches of the query ``name``."""

@@ -131,7 +131,9 @@ def test_duplicated_and_reordered_answers_give_the_exact_match_file(tmp_path, ca
     assert code == 0, capsys.readouterr().err
     assert out.read_text() == expected
     link = json.loads(out.with_suffix(".summary.json").read_text())["link"]
-    assert link["attempts"] == 1 and link["ignored_packets_in"]["duplicate"] > 10
+    # (the second copies of the 8 RECORDS packets and of the STATUS answers the host read
+    # before it was done: the last ones may come after it closed the socket)
+    assert link["attempts"] == 1 and link["ignored_packets_in"]["duplicate"] >= 7
 
 
 def test_stray_packets_are_ignored_and_counted(tmp_path, capsys):

@@ -24,26 +24,37 @@ socket, in the payload format of :mod:`nfacep.links.udp.protocol` (``boards/UDP.
 The engine keeps state from tuple to tuple and the board does not retransmit records, so the
 one safe resend is of the whole stream: on a loss in either direction the host RESETs the board
 and starts again, up to ``retries`` times; after that it fails (exit 1) naming the tuple ranges
-whose tuples or records were lost. Nothing is written unless the run is complete. At the end
-(or on failure) the host sends CLOSE, ending the session.
+whose tuples or records were lost. At the end (or on failure) the host sends CLOSE, ending
+the session.
+
+A file is read and sent in pieces (:meth:`UdpBoard.run_stream`, ``nfacep run --udp``): after
+each piece the host waits until the board took it and is idle, checks the piece's records and
+writes their matches to a temporary file beside the output, so that it holds a bounded part of
+the stream; the file becomes the match file only when the run is complete, and nothing is
+written otherwise (``boards/UDP.md``, "What the host holds").
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
-import itertools
 import math
 import secrets
 import socket
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+import numpy as np
+
 from nfacep import wire
+from nfacep.backend import Sink
 from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
+from nfacep.result import Totals
 from nfacep.settings import ParamValues
 
 from ..host import (
@@ -227,8 +238,11 @@ class _Session:
         self.start_attempt()
 
     def start_attempt(self) -> None:
-        self.received: dict[int, tuple[int, object]] = {}  #: board seq -> (type, body)
-        self.records: list[bytes] = []  #: RECORDS bodies, in arrival order
+        #: board seq -> (type, body): the packets not yet taken into a piece's records
+        self.received: dict[int, tuple[int, object]] = {}
+        #: the board's packets before this one (its seq since RESET) are all accounted for:
+        #: their records were written, so one that comes again is a duplicate
+        self.floor = 0
         self.record_packets = 0
         self.record_count = 0  #: records in them
         self.status: dict | None = None  #: the last STATUS taken
@@ -245,7 +259,8 @@ class _Session:
         self.packets_out += 1
 
     def poll(self, wait: float) -> None:
-        """Take what the board sent within ``wait`` seconds (at least one read)."""
+        """Take what the board sent within ``wait`` seconds (at least one read), or until a
+        STATUS came (its waiter looks at it at once)."""
         deadline = time.monotonic() + wait
         while True:
             left = deadline - time.monotonic()
@@ -261,7 +276,7 @@ class _Session:
                     return
                 continue
             self._handle(data)
-            if time.monotonic() >= deadline:
+            if self.pending or time.monotonic() >= deadline:
                 return
 
     def _handle(self, data: bytes) -> None:
@@ -280,7 +295,8 @@ class _Session:
         self.heard = True
         body = data[HEADER_BYTES:]
         seq = head["seq"]
-        if seq in self.received:  # (the board numbers every packet it sends)
+        # (the board numbers every packet it sends)
+        if seq in self.received or (seq - self.base) % 2**32 < self.floor:
             self.duplicates += 1
             return
         if head["type"] == PacketType.STATUS and len(body) == STATUS_BYTES + self.values_bytes:
@@ -301,7 +317,6 @@ class _Session:
                     "nfacep's board, or it is broken"
                 )
             self.received[seq] = (PacketType.RECORDS, body)
-            self.records.append(body)
             self.record_packets += 1
         else:
             self.bad_in += 1
@@ -407,6 +422,12 @@ class UdpBoard:
     once a second.
     """
 
+    #: Tuples a piece of a file read by :meth:`run_stream` (:func:`nfacep.backend.run_files`
+    #: reads such pieces): the host holds three pieces' tuples and one piece's records, and
+    #: drains the board once a piece (a few STATUS round trips; boards/UDP.md, "What the host
+    #: holds").
+    chunk = 1 << 16
+
     def __init__(self, options: UdpOptions, *, progress=None):
         self.options = options
         self.host, self.port = parse_address(options.address)
@@ -421,77 +442,55 @@ class UdpBoard:
         2), :class:`LinkError` when packets are lost in every attempt. With runtime parameters,
         ``values`` are the values over the stream, sent as the UART host sends them
         (:func:`~nfacep.links.host.switch_plan`): PARAMS packets among the TUPLES packets."""
+        kept = _Kept()
+        self._run(nfa, lambda: iter([tuples]), lambda: contextlib.nullcontext(kept), params, values)
+        assert kept.result is not None  # (the attempt that returned added its one piece)
+        return kept.result
+
+    def run_stream(
+        self,
+        nfa: Nfa,
+        pieces: Callable[[], Iterator[Tuples]],
+        sink: Callable[[], AbstractContextManager[Sink]],
+        params: EngineParams,
+        values: ParamValues | None = None,
+    ) -> Totals:
+        """:meth:`run` over a stream read in pieces (:class:`~nfacep.backend.Restarts`, as
+        ``nfacep run --udp`` reads its input): each attempt reads ``pieces()`` from the start
+        and opens ``sink()``. Each piece is sent, then the host waits until the board took
+        all of it and is idle, checks the piece's records (none lost, in order, counted as
+        STATUS counts them) and adds them to the sink before it reads on: the host holds
+        the piece being sent, the next one read, and that piece's records, never the whole
+        stream. A loss leaves the sink's block with the error, so that nothing of the
+        attempt is kept, and the next attempt starts from the first piece."""
+        return self._run(nfa, pieces, sink, params, values)
+
+    def _run(self, nfa: Nfa, pieces, sink, params: EngineParams, values):
         if nfa.program.parameters and not values:
             values = ParamValues.parse(nfa.program.parameters, [])  # (says what is missing)
-        schema = nfa.program.schema
-        tb = wire.tuple_bytes(schema)
+        tb = wire.tuple_bytes(nfa.program.schema)
         per_mtu = max_tuples_per_packet(tb)
         if self.tuples_per_packet is not None and self.tuples_per_packet > per_mtu:
             raise UsageError(
                 f"--tuples-per-packet {self.tuples_per_packet}: at most {per_mtu} "
                 f"tuples of {tb} bytes fit a 1,500-byte packet"
             )
-        payload = wire.pack_bytes(schema, tuples)
         sock = self._connect()
-        say = self.progress or (lambda text: None)
         s = _Session(
             sock,
             self.address,
             self.timeout,
-            say,
+            self.progress or (lambda text: None),
             values_bytes(nfa),
             record_bytes=wire.record_format(nfa).nbytes,
-            most_records=2 * tuples.n,
         )
-        started = time.monotonic()
-        losses: list[str] = []
         try:
-            stats, final = self._attempts(s, nfa, params, values, payload, tuples.n, losses)
+            return self._attempts(s, nfa, params, values, pieces, sink)
         finally:
             if s.heard:  # end the session, so that the board takes the next host at once
                 with contextlib.suppress(LinkError):
                     s.send(PacketType.CLOSE)
             sock.close()
-        stats.update(
-            {
-                "seconds": round(time.monotonic() - started, 3),
-                "attempts": len(losses) + 1,
-                "losses": losses,
-                "packets_out": s.packets_out,
-                "status_requests": s.requests,
-                "records": len(s.records),
-                "record_packets": s.record_packets,
-                "bad_packets_in": s.bad_in,
-                "ignored_packets_in": {
-                    "other_version": s.other_version,
-                    "other_session": s.other_session,
-                    "duplicate": s.duplicates,
-                    "unreadable": s.bad_in,
-                },
-            }
-        )
-        _check_counts(s, tuples.n, final, wire.record_format(nfa))
-        result = board_result(
-            UdpBoardResult,
-            nfa,
-            tuples.n,
-            _split(_in_order(s), final),
-            final,
-            s.engine or params,
-            port=self.address,
-            address=self.address,
-            stats=stats,
-        )
-        check_values(values, final, tuples.n)
-        result.values = values or None
-        if losses or s.bad_in:
-            result.warnings.append(
-                f"warning: the UDP link lost packets and the run was started again "
-                f"({'; '.join(losses)}); {s.bad_in} unreadable packets came in"
-                if losses
-                else f"warning: {s.bad_in} unreadable packets came from the board"
-            )
-        return result
 
     def _connect(self) -> socket.socket:
         """A UDP socket connected to the board (a UsageError if it cannot be)."""
@@ -511,37 +510,25 @@ class UdpBoard:
         nfa: Nfa,
         params: EngineParams,
         values: ParamValues | None,
-        payload: bytes,
-        n: int,
-        losses: list[str],
-    ) -> tuple[dict, dict]:
-        """Run the stream of ``n`` tuples (``payload``) until an attempt loses nothing, up to
-        ``retries`` times again; each loss noted in ``losses``. The host's statistics and the
-        board's last STATUS; a LinkError when every attempt lost packets."""
+        pieces,
+        sink,
+    ):
+        """Run the stream (``pieces()``, into ``sink()``: :meth:`run_stream`) until an attempt
+        loses nothing, up to ``retries`` times again; what the sink's ``finish`` returns; a
+        LinkError when every attempt lost packets."""
         tb = wire.tuple_bytes(nfa.program.schema)
         per_mtu = max_tuples_per_packet(tb)
         say = s.say
+        losses: list[str] = []
+        started = time.monotonic()
         for attempt in range(self.retries + 1):
             s.start_attempt()
             status = self._reset(s, nfa, params, tb)
-            per_packet = self._per_packet(status, tb, per_mtu)
-            plan = switch_plan(values, status["values"], n)
+            link = _Link(
+                status, self._per_packet(status, tb, per_mtu), values, self.rate, losses, started
+            )
             try:
-                stats = _stream(
-                    s,
-                    payload,
-                    n,
-                    tb,
-                    per_packet,
-                    status["capacity"],
-                    engine_id=status["engine_id"],
-                    plan=plan,
-                    width=values.width() if values else 0,
-                    rate=self.rate,
-                )
-                final = _finish(s, n)
-                _await_records(s, final)
-                _check_records(s, n, final, wire.record_format(nfa))
+                return self._attempt(s, nfa, link, pieces, sink)
             except _Lost as lost:
                 losses.append(
                     f"attempt {attempt + 1}: {lost.what}: tuples {_ranges_text(lost.ranges)}"
@@ -555,9 +542,66 @@ class UdpBoard:
                         "nothing was written"
                     ) from None
                 say(f"starting again ({attempt + 2} of {self.retries + 1})")
-                continue
-            return stats, final
         raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _attempt(self, s: _Session, nfa: Nfa, link: _Link, pieces, sink):
+        """One attempt from RESET on: each piece sent, drained (the board took it all and is
+        idle), its records checked and added to the sink; the sink's ``finish``."""
+        fmt = wire.record_format(nfa)
+        schema = nfa.program.schema
+        tb = wire.tuple_bytes(schema)
+        tally = _Tally(s.address)
+        sent = seq = 0  # tuples and packets sent before this piece
+        link.starts_read = any(
+            m.kind == "count" or (m.kind == "first" and m.field)
+            for q in nfa.program.queries
+            for m in q.measures
+        )
+        with sink() as out, contextlib.closing(pieces()) as stream:
+            piece = next(stream)
+            while piece is not None:
+                after = next(stream, None)  # (the last piece's result carries the summary)
+                end = sent + piece.n
+                plan = [(q - sent, v) for q, v in link.plan(end) if q >= sent]
+                s.most_records = 2 * end  # (the records held: this piece's, at most)
+                seq += _stream(
+                    s,
+                    wire.pack_bytes(schema, piece),
+                    piece.n,
+                    tb,
+                    link.per_packet,
+                    link.status["capacity"],
+                    engine_id=link.status["engine_id"],
+                    plan=plan,
+                    width=link.values.width() if link.values else 0,
+                    rate=link.rate,
+                    first=sent,
+                    seq=seq,
+                    stats=link.stats,
+                )
+                final = _finish(s, end)
+                _await_records(s, final)
+                _check_records(s, end, final, fmt, first=sent)
+                records = tally.take(s, end, final, fmt)
+                result = board_result(
+                    UdpBoardResult,
+                    nfa,
+                    end,
+                    records,
+                    final,
+                    s.engine,
+                    port=self.address,
+                    address=self.address,
+                    stats=link.stats,
+                )
+                result.n = piece.n  # (its records name tuples of the stream up to ``end``)
+                if link.starts_read:  # the measures may read any tuple before: keep them all
+                    result.live = np.arange(end, dtype=np.int64)
+                if after is None:
+                    link.finish(s, result, end)
+                out.add(result, piece)
+                sent, piece = end, after
+            return out.finish()
 
     def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
         """RESET until a STATUS shows the board cleared (an answer from before the RESET may
@@ -595,7 +639,7 @@ class UdpBoard:
             )
         s.base = s.status_seq
         s.received = {s.base: (PacketType.STATUS, status)}  # nothing from before the RESET
-        s.records.clear()
+        s.floor = 0
         s.record_packets = s.record_count = 0
         return status
 
@@ -613,43 +657,125 @@ class UdpBoard:
         return self.tuples_per_packet
 
 
-def _in_order(s: _Session) -> list[bytes]:
-    """The RECORDS bodies of this attempt in the board's order (its ``seq`` since RESET)."""
-    got = sorted(((q - s.base) % 2**32, v) for q, v in s.received.items())
-    return [body for _, (t, body) in got if t == PacketType.RECORDS]
+class _Kept:
+    """The sink of :meth:`UdpBoard.run`: its one piece's result, kept."""
+
+    result: UdpBoardResult | None = None
+
+    def add(self, result, tuples) -> None:
+        self.result = result
+
+    def finish(self) -> None:
+        return None
 
 
-def _check_counts(s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> None:
-    """A LinkError (nothing is written) when the records contradict what was sent or what the
-    board's last STATUS counts: a record for a tuple not sent, records out of order or twice
-    for a tuple, or more or other records, matches or drops than STATUS says."""
-    seqs, matched, drops = [], 0, 0
-    rb = fmt.nbytes
-    for body in _in_order(s):
-        for at in range(0, len(body), rb):
-            record = fmt.decode_bytes(body[at : at + rb])
-            seqs.append(record.seq)
-            matched += record.matches != 0
-            drops += bool(record.dropped)
-    problem = None
-    if any(q >= n for q in seqs):
-        problem = f"a record names tuple {max(seqs)}, but only {n} were sent"
-    elif any(b <= a for a, b in itertools.pairwise(seqs)):
-        problem = "records come out of tuple order or twice for one tuple"
-    else:
-        counted = {"records": len(seqs), "matched": matched, "drops": drops}
-        wrong = {k: (v, final[k]) for k, v in counted.items() if v != final[k] % 2**32}
-        if wrong:
-            problem = "; ".join(f"{v} {k} came, STATUS counts {c}" for k, (v, c) in wrong.items())
-    if problem:
-        raise LinkError(
-            f"the board at {s.address} contradicts itself: {problem}; nothing was written"
+class _Link:
+    """What one attempt knows of the link after RESET: the board's STATUS, the packet size,
+    the runtime parameters' switches, and the host's statistics (the summary's ``link``)."""
+
+    def __init__(self, status, per_packet, values, rate, losses, started):
+        self.status, self.per_packet, self.values, self.rate = status, per_packet, values, rate
+        self.losses, self.started = losses, started
+        self.starts_read = False
+        self.stats: dict = {
+            "packets": 0,
+            "tuples_per_packet": per_packet,
+            "switches": 0,
+            "rate": None if rate is None else ("max" if math.isinf(rate) else rate),
+        }
+
+    def plan(self, end: int) -> list[tuple[int, int]]:
+        """The switches of the tuples before ``end`` (:func:`~nfacep.links.host.switch_plan`)."""
+        return switch_plan(self.values, self.status["values"], end)
+
+    def finish(self, s: _Session, result: UdpBoardResult, n: int) -> None:
+        """The last piece's ``result`` (``n`` tuples in the stream) gets the run's statistics,
+        values and warnings: the summary is the last piece's."""
+        self.stats.update(
+            {
+                "seconds": round(time.monotonic() - self.started, 3),
+                "attempts": len(self.losses) + 1,
+                "losses": self.losses,
+                "packets_out": s.packets_out,
+                "status_requests": s.requests,
+                "records": s.record_packets,
+                "record_packets": s.record_packets,
+                "bad_packets_in": s.bad_in,
+                "ignored_packets_in": {
+                    "other_version": s.other_version,
+                    "other_session": s.other_session,
+                    "duplicate": s.duplicates,
+                    "unreadable": s.bad_in,
+                },
+            }
         )
+        check_values(self.values, result.status, n)
+        result.values = self.values or None
+        if self.losses or s.bad_in:
+            result.warnings.append(
+                f"warning: the UDP link lost packets and the run was started again "
+                f"({'; '.join(self.losses)}); {s.bad_in} unreadable packets came in"
+                if self.losses
+                else f"warning: {s.bad_in} unreadable packets came from the board"
+            )
 
 
-def _split(bodies: list[bytes], final: dict) -> list[bytes]:
-    rb = final["record_bytes"]
-    return [body[at : at + rb] for body in bodies for at in range(0, len(body), rb)]
+class _Tally:
+    """What the records of an attempt said so far, checked a piece at a time against the
+    tuples sent and the board's counters: the last record's tuple and the counts, nothing
+    more."""
+
+    def __init__(self, address: str):
+        self.address = address
+        self.last = -1  #: the tuple of the last record taken
+        self.counted = {"records": 0, "matched": 0, "drops": 0}
+
+    def take(self, s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> list[bytes]:
+        """The records of the board's packets up to ``final`` (the STATUS that drained the
+        piece: the board took the ``n`` tuples sent so far and is idle), in the board's
+        order, taken out of the session; a LinkError (nothing is written) when they
+        contradict what was sent or what ``final`` counts: a record for a tuple not sent,
+        records out of order or twice for a tuple, or more or other records, matches or
+        drops than STATUS says."""
+        top = (s.status_seq - s.base) % 2**32
+        bodies = []
+        for rel, q in sorted(((q - s.base) % 2**32, q) for q in s.received):
+            if rel > top:
+                break
+            kind, body = s.received.pop(q)
+            if kind == PacketType.RECORDS:
+                bodies.append(body)
+        s.floor = top + 1
+        rb = fmt.nbytes
+        records = [body[at : at + rb] for body in bodies for at in range(0, len(body), rb)]
+        problem = None
+        seqs = []
+        for raw in records:
+            record = fmt.decode_bytes(raw)
+            if record.seq >= n:
+                problem = f"a record names tuple {record.seq}, but only {n} were sent"
+                break
+            if record.seq <= self.last:
+                problem = "records come out of tuple order or twice for one tuple"
+                break
+            self.last = record.seq
+            seqs.append(record.seq)
+            self.counted["records"] += 1
+            self.counted["matched"] += record.matches != 0
+            self.counted["drops"] += bool(record.dropped)
+        if problem is None:
+            wrong = {
+                k: (v, final[k]) for k, v in self.counted.items() if v % 2**32 != final[k] % 2**32
+            }
+            if wrong:
+                problem = "; ".join(
+                    f"{v} {k} came, STATUS counts {c}" for k, (v, c) in wrong.items()
+                )
+        if problem:
+            raise LinkError(
+                f"the board at {self.address} contradicts itself: {problem}; nothing was written"
+            )
+        return records
 
 
 def _arrived(status: dict, sent: int) -> bool:
@@ -663,16 +789,23 @@ def _arrived(status: dict, sent: int) -> bool:
 
 
 def _upstream(
-    s: _Session, status: dict, sent: int, confirmed: int, starts: list[int], n: int
+    s: _Session,
+    status: dict,
+    sent: int,
+    confirmed: int,
+    starts: list[int],
+    n: int,
+    seq: int = 0,
 ) -> None:
-    """A _Lost when ``status`` shows that TUPLES packets ``confirmed`` .. ``sent - 1`` did not
-    all arrive (the host's packets before ``confirmed`` did, as an earlier STATUS showed)."""
-    if _arrived(status, sent):
+    """A _Lost when ``status`` shows that TUPLES packets ``confirmed`` .. ``sent - 1`` of this
+    piece (whose first packet is ``seq``) did not all arrive (the host's packets before
+    ``confirmed`` did, as an earlier STATUS showed)."""
+    if _arrived(status, seq + sent):
         return
     rejected = {c: status[c] for c in REJECTED if status[c]}
     last = min(sent, len(starts) - 1)
     what = (
-        f"TUPLES packets {confirmed}-{last - 1} did not all reach the board at "
+        f"TUPLES packets {seq + confirmed}-{seq + last - 1} did not all reach the board at "
         f"{s.address} (it expects packet {status['next_seq']} next, counted lost "
         f"{status['lost']}, late {status['late']}" + (f", {rejected}" if rejected else "") + ")"
     )
@@ -691,49 +824,51 @@ def _stream(
     plan=(),
     width: int = 0,
     rate: float | None = None,
-) -> dict:
-    """Send every tuple, and the switches of ``plan`` (:func:`~nfacep.links.host.switch_plan`,
-    ``width`` bits of values) in PARAMS packets, numbered with the TUPLES packets, each before
+    first: int = 0,
+    seq: int = 0,
+    stats: dict | None = None,
+) -> int:
+    """Send the ``n`` tuples of a piece (``payload``; tuples ``first`` on of the stream, the
+    engine having taken every tuple before), and the switches of ``plan``
+    (:func:`~nfacep.links.host.switch_plan`, tuples counted from ``first``, ``width`` bits of
+    values) in PARAMS packets, numbered with the TUPLES packets from ``seq`` on, each before
     the packet that starts with its tuple and once the engine took the tuple of the one before;
-    the host's statistics. Without ``rate``, under the credit of ``capacity`` bytes (a STATUS
-    round trip per burst); with it, open loop at ``rate`` tuples per second (:func:`_open`)."""
+    the packets sent (counted in ``stats``). Without ``rate``, under the credit of
+    ``capacity`` bytes (a STATUS round trip per burst); with it, open loop at ``rate`` tuples
+    per second (:func:`_open`)."""
     room = capacity // tb
-    switches = dict(plan)
-    packets, waits = frame_order(n, per_packet, plan)
-    starts = [first for first, _ in packets] + [n]
+    switches = {first + q: v for q, v in plan}
+    local, local_waits = frame_order(n, per_packet, plan)
+    packets = [(first + a, None if b is None else first + b) for a, b in local]
+    waits = {i: None if w is None else first + w for i, w in local_waits.items()}
+    starts = [a for a, _ in packets] + [first + n]
     npackets = len(packets)
-    stats = {
-        "packets": npackets,
-        "tuples_per_packet": per_packet,
-        "switches": len(plan),
-        "rate": None if rate is None else ("max" if math.isinf(rate) else rate),
-    }
+    if stats is not None:
+        stats["packets"] += npackets
+        stats["switches"] += len(plan)
 
     def send(i: int) -> None:
-        first, end = packets[i]
-        if end is None:
-            s.send(
-                PacketType.PARAMS,
-                switch_body(first, switches[first], width),
-                seq=i,
-                engine=engine_id,
-            )
+        a, b = packets[i]
+        if b is None:
+            body = switch_body(a, switches[a], width)
+            s.send(PacketType.PARAMS, body, seq=seq + i, engine=engine_id)
         else:
-            s.send(PacketType.TUPLES, payload[first * tb : end * tb], seq=i, engine=engine_id)
+            body = payload[(a - first) * tb : (b - first) * tb]
+            s.send(PacketType.TUPLES, body, seq=seq + i, engine=engine_id)
 
     if rate is not None:
-        _open(s, send, packets, waits, starts, n, rate)
-        return stats
-    sent = 0  # packets sent (the next seq)
+        _open(s, send, packets, waits, starts, rate, seq)
+        return npackets
+    sent = 0  # packets of this piece sent (the next seq, less ``seq``)
     confirmed = 0  # packets the board is known to have taken
-    taken = 0  # tuples the engine took, as the last STATUS said (unwrapped)
+    taken = first  # tuples the engine took, as the last STATUS said (unwrapped)
     next_report = time.monotonic() + 1
 
     def ready(i: int) -> bool:
-        end = packets[i][1]
-        if end is None:  # PARAMS: the engine took the last switch's tuple
+        b = packets[i][1]
+        if b is None:  # PARAMS: the engine took the last switch's tuple
             return waits[i] is None or taken > waits[i]
-        return end - taken <= room
+        return b - taken <= room
 
     stalled = time.monotonic() + s.timeout  # (no progress until then: the board is stuck)
     while sent < npackets:
@@ -741,8 +876,8 @@ def _stream(
         while sent < npackets and ready(sent):
             send(sent)
             sent += 1
-        status = s.ask(want=lambda st, sent=sent: _arrived(st, sent))
-        _upstream(s, status, sent, confirmed, starts, n)
+        status = s.ask(want=lambda st, sent=sent: _arrived(st, seq + sent))
+        _upstream(s, status, sent, confirmed, starts, first + n, seq)
         confirmed = sent
         taken = _taken(s, status, taken, starts[sent])
         if (sent, taken) != before:
@@ -750,12 +885,12 @@ def _stream(
         elif time.monotonic() > stalled:
             raise UdpTimeoutError(
                 f"the board at {s.address} answers but took no tuple within --timeout "
-                f"{s.timeout:g} s (it took {taken} of {n})"
+                f"{s.timeout:g} s (it took {taken} of {starts[sent]} sent)"
             )
         if time.monotonic() >= next_report:
-            s.say(f"{starts[sent]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
+            s.say(f"{starts[sent]} tuples sent, {s.record_packets} RECORDS packets back")
             next_report = time.monotonic() + 1
-    return stats
+    return npackets
 
 
 def _taken(s: _Session, status: dict, taken: int, sent: int) -> int:
@@ -776,16 +911,16 @@ OPEN_STATUS_EVERY = 0.05
 
 
 def _open(
-    s: _Session, send, packets: list, waits: dict, starts: list[int], n: int, rate: float
+    s: _Session, send, packets: list, waits: dict, starts: list[int], rate: float, seq: int = 0
 ) -> None:
-    """Send ``packets`` open loop: packet ``i`` not before ``starts[i] / rate`` seconds from
-    the start, without waiting for credit. A STATUS is asked for every
+    """Send a piece's ``packets`` (from ``seq``) open loop: packet ``i`` not before
+    ``(starts[i] - starts[0]) / rate`` s into the piece, without credit. A STATUS is asked for every
     :data:`OPEN_STATUS_EVERY` seconds without waiting for it; each that comes back either
     confirms the packets before its ``next_seq`` (nothing lost, late or refused so far) or
     ends the attempt (a _Lost naming the packets since the last confirmed). A PARAMS packet
     still waits, by STATUS round trips, until the engine took the tuple of the switch before."""
     t0 = time.monotonic()
-    state = {"confirmed": 0, "taken": 0, "sent": 0, "outstanding": 0}
+    state = {"confirmed": 0, "taken": starts[0], "sent": 0, "outstanding": 0}
     next_status = t0 + OPEN_STATUS_EVERY
     next_report = t0 + 1
 
@@ -797,8 +932,9 @@ def _open(
             s.status, s.status_seq = status, status["seq"]
             sent = state["sent"]
             if status["lost"] or status["late"] or any(status[c] for c in REJECTED):
-                _upstream(s, status, sent, state["confirmed"], starts, n)
-            state["confirmed"] = max(state["confirmed"], min(status["next_seq"], sent))
+                _upstream(s, status, sent, state["confirmed"], starts, starts[-1], seq)
+            mine = (status["next_seq"] - seq) % 2**32  # (its packets of this piece)
+            state["confirmed"] = max(state["confirmed"], min(mine, sent))
             state["taken"] = _taken(s, status, state["taken"], starts[sent])
 
     def ask(want) -> dict:
@@ -842,7 +978,7 @@ def _open(
                     )
                 )
         if not math.isinf(rate):  # (asleep at most OPEN_STATUS_EVERY at a time)
-            while (wait := t0 + starts[i] / rate - time.monotonic()) > 0:
+            while (wait := t0 + (starts[i] - starts[0]) / rate - time.monotonic()) > 0:
                 time.sleep(min(wait, OPEN_STATUS_EVERY))
                 keep(time.monotonic())
         send(i)
@@ -850,11 +986,10 @@ def _open(
         now = time.monotonic()
         keep(now)
         if now >= next_report:
-            s.say(f"{starts[i + 1]} of {n} tuples sent, {len(s.records)} RECORDS packets back")
+            s.say(f"{starts[i + 1]} tuples sent, {s.record_packets} RECORDS packets back")
             next_report = now + 1
-    sent = state["sent"]
-    status = ask(lambda st: _arrived(st, sent))
-    _upstream(s, status, sent, state["confirmed"], starts, n)
+    status = ask(lambda st: _arrived(st, seq + state["sent"]))
+    _upstream(s, status, state["sent"], state["confirmed"], starts, starts[-1], seq)
 
 
 def _finish(s: _Session, n: int) -> dict:
@@ -885,8 +1020,11 @@ def _await_records(s: _Session, final: dict) -> None:
         s.poll(0.005)
 
 
-def _check_records(s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> None:
-    """A _Lost naming the tuples whose records did not arrive, if any did not; a LinkError
+def _check_records(
+    s: _Session, n: int, final: dict, fmt: wire.RecordFormat, first: int = 0
+) -> None:
+    """A _Lost naming the tuples whose records did not arrive, if any did not (of tuples
+    ``first`` to ``n - 1``: the records of those before were all taken); a LinkError
     when the board's counts contradict what came (more records or packets than it says it
     sent, or a ``seq`` beyond the packets it can have sent)."""
     rb = fmt.nbytes
@@ -913,15 +1051,16 @@ def _check_records(s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> 
     )
     order = [q for q, _, _ in spans]
     ranges = []
-    for gap in range(1, top):  # (bounded above: by the packets the board reports)
+    # (bounded above: by the packets the board reports)
+    for gap in range(max(1, s.floor), top):
         if gap in got:
             continue
         i = bisect.bisect_left(order, gap)
-        lo = spans[i - 1][2] + 1 if i else 0
+        lo = spans[i - 1][2] + 1 if i else first
         hi = spans[i][1] - 1 if i < len(spans) else n - 1
         ranges.append((lo, min(hi, n - 1)))
     raise _Lost(
         f"{missing_packets} RECORDS packets ({missing} records) from the board were "
         f"lost on the way back",
-        _merge(ranges) or [(0, n - 1)],
+        _merge(ranges) or [(first, n - 1)],
     )
