@@ -94,7 +94,7 @@ def main() -> None:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--tasks", type=int, default=2)
     args = p.parse_args()
-    engine = ["--partitions", str(args.runners)]
+    engine = ["--store", "pipeline", "--partitions", str(args.runners)]
     print(
         "| tuples | command | seconds | tuples/s | peak MB: command | worker (max) | "
         "workers (sum) | JVM |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"

@@ -4,10 +4,11 @@ the local ``nfacep match`` writes, byte for byte, whatever the number of tasks.
 How (the stages are ``vectors``' own, not copies of them):
 
 1. The input (a CSV or Parquet file, or a folder of Parquet part files, in the order and with
-   the checks of the local command: :func:`nfacep.backend.read_pieces`) is read once on the
-   driver, a piece at a time, and each tuple numbered by its position (``seq``) in a scratch
-   folder of Parquet part files beside the output (``vectors``' recorded-trace stage). A bad
-   value stops the run there, naming its file, row and column; nothing is written.
+   the checks of the local command) is read once and each tuple numbered by its position
+   (``seq``) in Spark tasks (:mod:`.numbering`, ``vectors``' recorded-trace stage), into a
+   scratch folder of Parquet part files beside the output. A bad value stops the run there,
+   naming its file, row and column (the local command's reader, on the driver, names it);
+   nothing is written.
 2. The numbered tuples are matched in Spark tasks by ``vectors``' matching stage: split by
    partition key over ``--tasks`` tasks, each matching its keys' sub-streams in ``seq`` order,
    when no tuple's fate depends on the others' keys; otherwise (capacity drops of a hashed or
@@ -120,7 +121,7 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
 
     tasks = tasks or spark.sparkContext.defaultParallelism
     with Progress(spark, "match", progress) as watch:
-        n = vectors._record(job, tmp, watch, chunk, empty_ok=True)
+        n = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True)
         if n:
             result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n)
         else:

@@ -19,9 +19,9 @@ starts; :func:`run` then does the work on a session and publishes the folder ato
 
 With ``input`` (``nfacep vectors --input FILE|FOLDER``) the tuples are a recorded trace instead:
 a CSV or Parquet file or a folder of Parquet part files, read as ``nfacep match`` reads its
-input (:func:`nfacep.io.reader.read_chunks`: the same order, checks and errors, ORDER BY
-included) a piece at a time on the driver, and written to ``DIR/tuples.parquet/`` in the
-layout above, ``seq`` the position in the trace. A bad value anywhere stops the run with its
+input (the same order, checks and errors, ORDER BY included) in Spark tasks
+(:mod:`.numbering`), and written to ``DIR/tuples.parquet/`` in the layout above, ``seq`` the
+position in the trace. A bad value anywhere stops the run with its
 file, row and column, and nothing is published. The manifest then names the ``input`` and
 has no generator settings (``seed`` and the like are null).
 
@@ -73,7 +73,7 @@ from nfacep.reference import matcher as reference
 from nfacep.result import partition_cells, partition_texts
 from nfacep.settings import ParamValues
 
-from .generate import BLOCK_TUPLES, Generator, Options, arrow_schema, to_arrow
+from .generate import BLOCK_TUPLES, Generator, Options, arrow_schema
 from .progress import Progress
 from .shard import Shard
 
@@ -719,7 +719,7 @@ def _run(
         tuples = job.generator.options.tuples
         seconds["generate"] = time.perf_counter() - t0
     else:
-        tuples = _record(job, tmp, watch, piece_tuples)
+        tuples = _record(spark, job, tmp, watch, piece_tuples, tasks)
         seconds["read"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -755,59 +755,32 @@ def _generate(spark, job: Job, tasks: int, tmp: str, watch: Progress) -> None:
 
 
 def _record(
-    job: Job, tmp: str, watch: Progress, piece_tuples: int, *, empty_ok: bool = False
+    spark,
+    job: Job,
+    tmp: str,
+    watch: Progress,
+    piece_tuples: int,
+    tasks: int,
+    *,
+    empty_ok: bool = False,
 ) -> int:
-    """The recorded trace ``job.input`` read a piece at a time (as ``nfacep match`` reads it:
-    every value and ORDER BY checked, an error naming its file, row and column) and written to
-    ``tmp``'s tuples folder in the vectors' layout, one part file a piece, ``seq`` the
-    position in the trace; returns the number of tuples (none is an error unless
+    """The recorded trace ``job.input`` read and numbered in Spark tasks (as ``nfacep match``
+    reads it: every value and ORDER BY checked, an error naming its file, row and column:
+    :func:`.numbering.record`) into ``tmp``'s tuples folder in the vectors' layout, ``seq``
+    the position in the trace; returns the number of tuples (none is an error unless
     ``empty_ok``)."""
-    import pyarrow.parquet as pq
-
-    from nfacep.backend import read_pieces
     from nfacep.errors import DataError
 
+    from . import numbering
+
     assert job.input is not None
-    schema = job.nfa.program.schema
     folder = os.path.join(tmp, TUPLES)
-    os.mkdir(folder)
-    counter = watch.phase(f"read from {job.input}", tasks=1, task_word="readers")
-    n = 0
-    try:
-        for i, piece in enumerate(read_pieces(job.input, job.nfa, piece_tuples)):
-            columns = {"seq": np.arange(piece.offset, piece.offset + piece.n, dtype=np.int64)}
-            for f in schema.fields:
-                columns[f.name] = _int64_column(piece, f)
-            part = os.path.join(folder, f"part-{i:05d}.parquet")
-            pq.write_table(pa.Table.from_batches([to_arrow(schema, columns)]), part)
-            n += piece.n
-            if counter is not None:
-                counter.add(piece.n)
-    finally:
-        if counter is not None:
-            counter.finished()  # (closes its live report's connection)
+    counter = watch.phase(f"read from {job.input}", tasks=tasks, task_word="readers")
+    n = numbering.record(spark, job.nfa, job.input, folder, counter, piece_tuples, tasks)
     watch.end()
     if not n and not empty_ok:
         raise DataError(f"{job.input}: holds no tuples; vectors need at least one")
     return n
-
-
-def _int64_column(piece, field) -> np.ndarray:
-    """A column of a piece of the trace as the vectors hold it (UINT and INT as int64: a
-    UINT(64) value beyond it is an error naming its place)."""
-    from nfacep.errors import DataError
-
-    values = piece.columns[field.name]
-    if values.dtype == np.uint64 and piece.n:
-        big = np.flatnonzero(values > np.uint64(np.iinfo(np.int64).max))
-        if len(big):
-            row = int(big[0])
-            raise DataError(
-                f"{piece.where(row, field.name)}: {int(values[row])} is beyond the vectors' "
-                f"64-bit signed integer column ({np.iinfo(np.int64).max} at most)"
-            )
-        return values.astype(np.int64)
-    return values
 
 
 def _match(

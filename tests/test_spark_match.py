@@ -17,6 +17,7 @@ import pytest
 
 import nfacep
 from nfacep.cli import main
+from nfacep.spark_testbench import numbering
 from nfacep.spark_testbench.generate import Generator, Options
 
 pytestmark = pytest.mark.xdist_group("spark_match")
@@ -177,6 +178,39 @@ def test_parquet_folder_holds_the_csv_rows(spark, trace, tmp_path):
     assert pq.read_table(tmp_path / "here").equals(table)
     here = json.loads((tmp_path / "here.summary.json").read_text())
     assert {**here, "input": None} == {**summary, "input": None}
+
+
+@pytest.mark.slow
+def test_tasks_number_in_the_folders_order(spark, trace, tmp_path, monkeypatch, capsys):
+    """The tasks number a folder ordered by ``seq`` ranges that run against the file names
+    as the local command orders it (the driver's serial reader never runs); an ORDER BY that
+    falls back between two part files is the local command's error (the serial reader's)."""
+    read = numbering.serial
+    calls = []
+    monkeypatch.setattr(numbering, "serial", lambda *a: calls.append(a) or read(*a))
+    table = trace["table"]
+    n = table.num_rows
+    seq = tmp_path / "seq"
+    seq.mkdir()
+    for i, (at, k) in enumerate([(1200, n - 1200), (0, 1200)]):  # part-0 holds the later seqs
+        part = table.slice(at, k).append_column("seq", pa.array(range(at, at + k), pa.int64()))
+        pq.write_table(part, seq / f"part-{i}.parquet")
+    args = ("--store", "pipeline", "--partitions", "32", "--param", "hot=600")
+    want, _ = match(trace["query"], trace["parts"], tmp_path / "want.csv", *args)
+    got, _ = match(trace["query"], seq, tmp_path / "got.csv", *args, "--master", MASTER)
+    assert got == want and not calls
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    pq.write_table(table.slice(1200), swapped / "part-0.parquet")
+    pq.write_table(table.slice(0, 1200), swapped / "part-1.parquet")
+    argv = ["match", str(trace["query"]), "--input", str(swapped), "--output"]
+    capsys.readouterr()
+    assert main([*argv, str(tmp_path / "a.csv"), *args]) == 2
+    local = capsys.readouterr().err
+    assert main([*argv, str(tmp_path / "b.csv"), *args, "--master", MASTER]) == 2
+    assert local in capsys.readouterr().err and len(calls) == 1
+    assert f"{swapped / 'part-1.parquet'}: row 1 " in local and "ORDER BY ts" in local
+    assert not list(tmp_path.glob("[ab].*"))
 
 
 def test_a_corrupted_part_file_is_named_and_nothing_written(spark, trace, tmp_path, capsys):

@@ -18,7 +18,7 @@ import nfacep
 from nfacep import sim
 from nfacep.cli import main
 from nfacep.params import EngineParams
-from nfacep.spark_testbench import regress, vectors
+from nfacep.spark_testbench import numbering, regress, vectors
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench.generate import Generator, Options
 
@@ -72,8 +72,20 @@ def rows(folder, name) -> list[dict]:
     return pq.read_table(pathlib.Path(folder) / name).sort_by("seq").to_pylist()
 
 
+@pytest.fixture
+def in_tasks(monkeypatch):
+    """The trace must be numbered in Spark tasks: the driver's serial reader refuses."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the trace was read on the driver")
+
+    monkeypatch.setattr(numbering, "serial", refuse)
+
+
 @pytest.mark.parametrize("kind", ["csv", "parts"])
-def test_a_trace_gives_the_generated_vectors(spark, trace, generated, tmp_path, kind, capsys):
+def test_a_trace_gives_the_generated_vectors(
+    spark, trace, generated, tmp_path, kind, capsys, in_tasks
+):
     out = tmp_path / "v"
     assert vectors_cli(trace[kind], out) == 0
     assert f"2000 tuples from {trace[kind]}" in capsys.readouterr().out

@@ -52,9 +52,10 @@ class CsvLines:
         return row + 2
 
 
-def holds_line_break(table: pa.Table, schema: Schema) -> bool:
-    """Whether a value of the CSV text ``table`` holds a line break (a quote left open)."""
-    for name in schema.names:
+def holds_line_break(table: pa.Table, names) -> bool:
+    """Whether a value of the columns ``names`` of the CSV text ``table`` holds a line break
+    (a quote left open)."""
+    for name in names:
         for chunk in table.column(name).chunks:
             if not pa.types.is_string(chunk.type) and not pa.types.is_large_string(chunk.type):
                 continue
@@ -194,13 +195,14 @@ def read_csv(path: str, schema: Schema) -> tuple[pa.Table, Location]:
     return table, source
 
 
-def convert_options(header: list[str], schema: Schema):
-    """How a CSV file's columns are read: the stream's fields, as strings, none empty."""
+def convert_options(header: list[str], schema: Schema, include: list[str] | None = None):
+    """How a CSV file's columns are read: the stream's fields (or the columns ``include``),
+    as strings, none empty."""
     import pyarrow.csv as pacsv
 
     return pacsv.ConvertOptions(
         column_types={n: pa.string() for n in header},
-        include_columns=list(schema.names),
+        include_columns=list(schema.names if include is None else include),
         strings_can_be_null=False,
         quoted_strings_can_be_null=False,
     )

@@ -182,7 +182,7 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     try:
         # the next piece parsed (pyarrow) in a thread while this one is converted (numpy)
         for table in prefetch(parquet.rebatch(batches(), rows), "nfacep-csv"):
-            if quoted and csvfile.holds_line_break(table, schema):
+            if quoted and csvfile.holds_line_break(table, schema.names):
                 raise DataError("a quoted value spans lines")  # (read() names where)
             piece = from_table(table, schema, source=source.at(offset), text=True)
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)

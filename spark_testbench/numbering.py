@@ -1,0 +1,406 @@
+"""A recorded trace read and numbered in Spark tasks: each tuple's ``seq`` is its position in
+the stream, as ``nfacep match`` orders it, without one serial pass over the trace on the
+driver. ``vectors --input`` and ``match --master`` write their tuples folder with it
+(:func:`record`).
+
+How:
+
+1. The driver cuts the input into pieces in stream order (:func:`plan`): a Parquet file's row
+   groups, those of a folder's part files in the folder's order (names, or ``seq`` ranges,
+   read from the files' footers and their ``seq`` columns in tasks), or a CSV file's blocks of
+   lines (:data:`CSV_BLOCK` bytes, cut at line starts). How many tuples each holds comes
+   from the Parquet footers for free; a CSV block's non-blank lines are counted in tasks.
+2. Prefix sums of the counts give each piece's first ``seq``; each task reads, checks and
+   converts its pieces (:func:`nfacep.io.convert.from_table`, ORDER BY within the piece) and
+   writes them numbered from their offset, one part file a piece, a batch at a time; it
+   reports each piece's first and last ORDER BY values, which the driver compares across the
+   pieces.
+3. Whatever a task does not take as the serial reader would (a bad value, a row count other
+   than the one counted, a quoted value holding a line break, a long line, ``seq`` ranges that
+   interleave, an order broken between pieces) sends the whole input to the serial reader
+   (:func:`serial`, the one ``match`` reads with, :func:`nfacep.backend.read_pieces`): it
+   raises the error ``match`` raises, at the same file, row and column, or, for an input that
+   is valid but not cut into pieces (a folder whose ``seq`` interleaves its files), numbers
+   it. So errors and order rules are the local command's by construction, and checking costs
+   nothing more unless something fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from nfacep.errors import DataError
+
+__all__ = ["CSV_BLOCK", "LONG_LINE", "Piece", "plan", "record", "serial"]
+
+#: Bytes of a CSV file a task takes at a time (a piece: the lines that start in it).
+CSV_BLOCK = 32 << 20
+#: A CSV line this long or longer sends the file to the serial reader (pyarrow's reader
+#: refuses lines about as long as its blocks, depending on where they fall).
+LONG_LINE = 256 << 10
+#: What a task's reading may raise on input it does not take (then the serial reader decides).
+_REFUSED = (DataError, pa.ArrowException, OSError, UnicodeDecodeError, ValueError)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A piece of the stream, in stream order: row group ``group`` of the Parquet file
+    ``path``, or (``group`` None) the lines of the CSV file ``path`` that start in bytes
+    ``start`` to ``stop``; ``rows`` tuples, the first numbered ``offset``."""
+
+    index: int
+    path: str
+    group: int | None
+    rows: int
+    offset: int = 0
+    start: int = 0
+    stop: int = 0
+
+
+@dataclass(frozen=True)
+class _Csv:
+    """What a task needs of a CSV file beyond its pieces: the header's columns (the stream's
+    fields among them) and where the data rows start."""
+
+    header: tuple[str, ...]
+    data_start: int
+
+
+def record(spark, nfa, path: str, folder: str, counter, rows: int, tasks: int) -> int:
+    """``path`` (a CSV or Parquet file, or a folder of part files) numbered into ``folder``
+    (created: vectors' tuples layout, one part file a piece) by Spark tasks; returns how many
+    tuples. An input the tasks do not take goes to :func:`serial`, which raises its error or
+    numbers it."""
+    os.mkdir(folder)
+    pieces, csv = plan(spark, path, nfa.program.schema, tasks)
+    if pieces:
+        task = functools.partial(_number, nfa.program, csv, folder, rows, counter)
+        n_tasks = min(tasks, len(pieces))
+        chunks = [pieces[i::n_tasks] for i in range(n_tasks)]
+        reports = spark.sparkContext.parallelize(chunks, n_tasks).map(task).collect()
+        reported = sorted(itertools.chain.from_iterable(reports), key=lambda r: r[0])
+        if _agree(pieces, reported, nfa.program.order_fields):
+            return sum(p.rows for p in pieces)
+    shutil.rmtree(folder)
+    os.mkdir(folder)
+    return serial(nfa, path, folder, counter, rows)
+
+
+def serial(nfa, path: str, folder: str, counter, rows: int) -> int:
+    """The trace read on the driver a piece of ``rows`` tuples at a time, as ``nfacep match``
+    reads it (every value and ORDER BY checked, an error naming its file, row and column) and
+    written to ``folder``, one part file a piece; returns the number of tuples."""
+    from nfacep.backend import read_pieces
+
+    schema = nfa.program.schema
+    n = 0
+    try:
+        for i, piece in enumerate(read_pieces(path, nfa, rows)):
+            _write(folder, f"part-{i:05d}.parquet", schema, piece, piece.offset).close()
+            n += piece.n
+            if counter is not None:
+                counter.add(piece.n)
+    finally:
+        if counter is not None:
+            counter.finished()  # (closes its live report's connection)
+    return n
+
+
+def _write(folder: str, name: str, schema, piece, offset: int, writer=None):
+    """A piece of tuples numbered from ``offset``, as a part file ``name`` of ``folder`` (or a
+    batch of ``writer``'s, returned)."""
+    import pyarrow.parquet as pq
+
+    from .generate import to_arrow
+
+    columns = {"seq": np.arange(offset, offset + piece.n, dtype=np.int64)}
+    for f in schema.fields:
+        columns[f.name] = int64_column(piece, f)
+    batch = to_arrow(schema, columns)
+    if writer is None:
+        writer = pq.ParquetWriter(os.path.join(folder, name), batch.schema)
+    writer.write_batch(batch)
+    return writer
+
+
+def int64_column(piece, field) -> np.ndarray:
+    """A column of a piece of the trace as the vectors hold it (UINT and INT as int64: a
+    UINT(64) value beyond it is an error naming its place)."""
+    values = piece.columns[field.name]
+    if values.dtype == np.uint64 and piece.n:
+        big = np.flatnonzero(values > np.uint64(np.iinfo(np.int64).max))
+        if len(big):
+            row = int(big[0])
+            raise DataError(
+                f"{piece.where(row, field.name)}: {int(values[row])} is beyond the vectors' "
+                f"64-bit signed integer column ({np.iinfo(np.int64).max} at most)"
+            )
+        return values.astype(np.int64)
+    return values
+
+
+# --- the plan: pieces in stream order, their counts and offsets ---------------------------------
+
+
+def plan(spark, path: str, schema, tasks: int) -> tuple[list[Piece], _Csv | None]:
+    """The pieces of ``path`` in stream order with their offsets, and for a CSV file its
+    header; no pieces when the tasks cannot take it (no tuples, a folder whose ``seq``
+    interleaves its files, a long CSV line): the serial reader does."""
+    if not os.path.exists(path):
+        return [], None
+    if os.path.isdir(path):
+        pieces = _folder_pieces(spark, path, schema, tasks)
+        csv = None
+    elif path.lower().endswith((".parquet", ".pq")):
+        pieces = _parquet_pieces(path, schema)
+        csv = None
+    else:
+        pieces, csv = _csv_pieces(spark, path, schema, tasks)
+    offsets = np.cumsum([0, *(p.rows for p in pieces)])
+    pieces = [
+        Piece(i, p.path, p.group, p.rows, int(offsets[i]), p.start, p.stop)
+        for i, p in enumerate(pieces)
+    ]
+    if not offsets[-1]:  # no tuples: the serial reader says what it says of that
+        return [], None
+    return pieces, csv
+
+
+def _groups(path: str) -> list[Piece]:
+    """A Parquet file's row groups, their counts from its footer."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path, pre_buffer=False).metadata
+    return [Piece(0, path, g, meta.row_group(g).num_rows) for g in range(meta.num_row_groups)]
+
+
+def _parquet_pieces(path: str, schema) -> list[Piece]:
+    import pyarrow.parquet as pq
+
+    from nfacep.io import parquet
+
+    try:
+        parquet.check_columns(path, pq.read_schema(path), schema.names, schema)
+        return _groups(path)
+    except _REFUSED:
+        return []
+
+
+def _folder_pieces(spark, folder: str, schema, tasks: int) -> list[Piece]:
+    """A folder's part files' row groups in the folder's order: by name, or by the ``seq``
+    ranges of its files (read in tasks), when they do not overlap."""
+    from nfacep.io import folder as folder_mod
+
+    try:
+        files, use_seq, _, _ = folder_mod.folder_parts(folder, schema, read_data=False)
+        groups = [_groups(p) for p in files]
+    except _REFUSED:
+        return []
+    if use_seq:
+        n_tasks = max(1, min(tasks, len(files)))
+        ranges = spark.sparkContext.parallelize(files, n_tasks).map(_seq_range_or_none).collect()
+        if any(r is False for r in ranges):  # a file whose seq does not rise, or unreadable
+            return []
+        spans = {i: r for i, r in enumerate(ranges) if isinstance(r, tuple)}
+        order = sorted(spans, key=lambda i: spans[i][0])
+        if any(spans[a][1] >= spans[b][0] for a, b in itertools.pairwise(order)):
+            return []  # ranges that overlap: read whole and sorted, serially
+        groups = [groups[i] for i in order]
+    return [p for g in groups for p in g]
+
+
+def _seq_range_or_none(path: str):
+    """:func:`nfacep.io.folder.seq_range` in a task; False for a file it cannot read."""
+    from nfacep.io import folder as folder_mod
+
+    try:
+        return folder_mod.seq_range(path)
+    except _REFUSED:
+        return False
+
+
+def _csv_pieces(spark, path: str, schema, tasks: int) -> tuple[list[Piece], _Csv | None]:
+    """A CSV file's blocks of lines, their non-blank lines counted in tasks."""
+    from nfacep.io import csvfile
+
+    try:
+        header, data_start, more = csvfile.read_header(path, schema)
+        size = os.path.getsize(path)
+    except _REFUSED:
+        return [], None
+    if not more:
+        return [], None
+    block = max(1, min(CSV_BLOCK, -(-(size - data_start) // max(tasks, 1))))
+    cuts = [*range(data_start, size, block), size]
+    spans = list(itertools.pairwise(cuts))
+    counted = (
+        spark.sparkContext.parallelize(spans, max(1, min(tasks, len(spans))))
+        .map(functools.partial(_count_lines, path, data_start))
+        .collect()
+    )
+    if any(longest >= LONG_LINE for _, _, _, longest in counted):
+        return [], None
+    pieces = [Piece(0, path, None, n, 0, s, e) for s, e, n, _ in counted if n]
+    return pieces, _Csv(tuple(header), data_start)
+
+
+def _line_start(f, at: int, data_start: int, size: int) -> int:
+    """The first line start at or after byte ``at`` (a line ends with \\n, \\r or \\r\\n)."""
+    if at <= data_start:
+        return data_start
+    f.seek(at - 1)
+    pos = at - 1
+    while pos < size:
+        chunk = f.read(1 << 16)
+        if not chunk:
+            break
+        ends = [i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0]
+        if ends:
+            end = pos + min(ends)
+            if chunk[min(ends)] == 13:  # \r: its \n, if it follows, belongs to it
+                f.seek(end + 1)
+                return end + 2 if f.read(1) == b"\n" else end + 1
+            return end + 1
+        pos += len(chunk)
+    return size
+
+
+def _count_lines(path: str, data_start: int, span: tuple[int, int]):
+    """(first byte, end byte, non-blank lines, the longest line) of the lines of ``path``
+    that start in the bytes ``span``."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        start = _line_start(f, span[0], data_start, size)
+        stop = _line_start(f, span[1], data_start, size) if span[1] < size else size
+        if stop <= start:
+            return start, start, 0, 0
+        f.seek(start)
+        data = np.frombuffer(f.read(stop - start), dtype=np.uint8)
+    lf, cr = data == 10, data == 13
+    lf[1:] &= ~cr[:-1]  # the \n of a \r\n belongs to its \r
+    ends = np.flatnonzero(lf | cr)
+    after = ends + 1
+    width = 1 + ((after < len(data)) & (data[np.minimum(after, len(data) - 1)] == 10))
+    starts = np.concatenate([[0], ends + width])
+    lengths = np.append(ends, len(data)) - starts
+    return start, stop, int((lengths > 0).sum()), int(lengths.max(initial=0))
+
+
+# --- the tasks ----------------------------------------------------------------------------------
+
+
+def _number(program, csv: _Csv | None, folder: str, rows: int, counter, pieces: list[Piece]):
+    """A task: its pieces read, checked, converted and written numbered from their offsets;
+    for each, (index, whether it was taken, the ORDER BY fields' first and last values)."""
+    reports = []
+    for piece in pieces:
+        try:
+            taken = _number_piece(program, csv, folder, rows, counter, piece)
+            reports.append((piece.index, True, *taken))
+        except _REFUSED:
+            reports.append((piece.index, False, None, None))
+    counter.finished()
+    return reports
+
+
+def _number_piece(program, csv: _Csv | None, folder: str, rows: int, counter, piece: Piece):
+    """One piece numbered into its part file; the ORDER BY fields' first and last values."""
+    from nfacep.io.tuples import check_order
+
+    schema = program.schema
+    order = program.order_fields
+    first: dict[str, object] = {}
+    before: dict[str, object] = {}
+    writer = None
+    n = 0
+    try:
+        for data in _read_piece(schema, csv, piece, rows):
+            for f in order:
+                check_order(data, f, before=before.get(f))
+                first.setdefault(f, data.columns[f][0].item())
+                before[f] = data.columns[f][-1]
+            name = f"part-{piece.index:05d}.parquet"
+            writer = _write(folder, name, schema, data, piece.offset + n, writer)
+            n += data.n
+            counter.add(data.n)
+    finally:
+        if writer is not None:
+            writer.close()
+    if n != piece.rows:
+        raise DataError(f"{piece.path}: {n} tuples where {piece.rows} were counted")
+    return first, {f: v.item() for f, v in before.items()}
+
+
+def _read_piece(schema, csv: _Csv | None, piece: Piece, rows: int) -> Iterator:
+    """A piece's tuples, converted and checked, in batches of ``rows`` at most."""
+    from nfacep.io.convert import from_table
+    from nfacep.io.parquet import rebatch
+
+    if csv is None:
+        batches = _parquet_batches(schema, piece, rows)
+        for table in rebatch(batches, rows):
+            yield from_table(table, schema, source=piece.path)
+        return
+    table = _csv_table(schema, csv, piece)
+    for at in range(0, table.num_rows, rows):
+        yield from_table(table.slice(at, rows), schema, source=piece.path, text=True)
+
+
+def _parquet_batches(schema, piece: Piece, rows: int) -> Iterator[pa.RecordBatch]:
+    import pyarrow.parquet as pq
+
+    from nfacep.io import parquet
+    from nfacep.io.columns import renamed
+
+    f = pq.ParquetFile(piece.path, pre_buffer=False)
+    names = list(schema.names)
+    cols = parquet.check_columns(piece.path, f.schema_arrow, names, schema)
+    for batch in f.iter_batches(
+        batch_size=min(rows, 1 << 20), row_groups=[piece.group], columns=cols
+    ):
+        yield renamed(batch, cols, names)
+
+
+def _csv_table(schema, csv: _Csv, piece: Piece) -> pa.Table:
+    """A CSV piece's lines parsed to the stream's columns as text: a value holding a line
+    break (a quote left open, in any column) is refused."""
+    import pyarrow.csv as pacsv
+
+    from nfacep.io import csvfile
+
+    with open(piece.path, "rb") as f:
+        f.seek(piece.start)
+        data = f.read(piece.stop - piece.start)
+    quoted = b'"' in data
+    names = [str(i) for i in range(len(csv.header))]
+    wanted = [names[csv.header.index(n)] for n in schema.names]
+    table = pacsv.read_csv(
+        pa.py_buffer(data),
+        read_options=pacsv.ReadOptions(column_names=names),
+        convert_options=csvfile.convert_options(names, schema, include=names if quoted else wanted),
+    )
+    if quoted and csvfile.holds_line_break(table, table.column_names):
+        raise DataError("a quoted value spans lines")  # (the serial reader names where)
+    return table.select(wanted).rename_columns(list(schema.names))
+
+
+def _agree(pieces: list[Piece], reported: list, order: tuple[str, ...]) -> bool:
+    """Whether every piece was taken and the ORDER BY fields do not fall between pieces."""
+    if [r[0] for r in reported] != [p.index for p in pieces] or not all(r[1] for r in reported):
+        return False
+    last: dict[str, object] = {}
+    for _, _, first, end in reported:
+        for f in order:
+            if f in first:
+                if f in last and first[f] < last[f]:
+                    return False
+                last[f] = end[f]
+    return True
