@@ -448,7 +448,7 @@ def _programmable_script(first, second, engine_id: int):
         (THIRD, p(L, first_load[2], engine=engine_id ^ 1, session=7), "bad_header"),
         (THIRD, p(L, first_load[2], session=7), "accepted"),  # in force from tuple 10
         (HOST, p(T, raw[10 * tb : 40 * tb], seq=1), "accepted"),
-        (THIRD, p(L, bytes(5), session=7), "accepted"),  # no bytes: STATUS only
+        (THIRD, p(L, bytes(5), engine=0, session=7), "accepted"),  # no bytes: STATUS only
         (HOST, p(L, udp.load_chunks(bytes(damaged))[0]), "accepted"),
         (HOST, p(L, udp.load_chunks(load(image(first, other), 50))[0]), "accepted"),
         *((HOST, p(L, chunk), "accepted") for chunk in truncated),

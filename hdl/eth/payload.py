@@ -217,7 +217,8 @@ class PayloadRx(wiring.Component):
     whether the engine takes it is decided after the crossing.
 
     With ``load`` (a programmable engine; else a LOAD is a ``bad_header``), a LOAD for this
-    engine from any sender (no session needed) is reassembled: its bytes after the offset and
+    engine from any sender (no session needed; one without bytes, which asks for STATUS only,
+    whatever its ``engine_id``) is reassembled: its bytes after the offset and
     flags go to ``load_write`` (``data`` and ``last``: the flags' last bit on the chunk's final
     byte), committed with ``load_commit`` when it is accepted, when its offset is where the
     load stands (``bad_load`` else) and its bytes fit (``load_overflow``: ``engine_full``).
@@ -505,7 +506,7 @@ class PayloadRx(wiring.Component):
             with m.Elif(
                 ~h.version_ok
                 | ~(is_tuples | command | is_params | is_load)
-                | ((is_tuples | is_params | is_load) & ~h.engine_ok)
+                | ((is_tuples | is_params | (is_load & h.load_data)) & ~h.engine_ok)
             ):
                 m.d.comb += cls.eq(C.BAD_HEADER)
             with m.Else():

@@ -153,7 +153,9 @@ class UdpBoardModel(BoardModel):
         commands = (PacketType.STATUS_REQ, PacketType.RESET, PacketType.CLOSE)
         known = (PacketType.TUPLES, *commands) + ((PacketType.PARAMS,) if self.registers else ())
         known += (PacketType.LOAD,) if self.images is not None else ()
-        engined = (PacketType.TUPLES, PacketType.PARAMS, PacketType.LOAD)
+        engined = (PacketType.TUPLES, PacketType.PARAMS)
+        if len(body) > LOAD_HEADER_BYTES:  # (a LOAD without bytes, for STATUS: any engine_id)
+            engined += (PacketType.LOAD,)
         if head["version"] != VERSION or ptype not in known:
             return "bad_header"
         if ptype in engined and head["engine_id"] != self.id:
