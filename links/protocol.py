@@ -102,6 +102,13 @@ def engine_from_fields(status: dict):
     if not 0 <= status["store"] < len(STORES):
         raise ValueError(f"store {status['store']} is none of {', '.join(STORES)}")
     values = {name: status[name] for name, _ in ENGINE_FIELDS}
+    if status.get("engine"):  # (the UDP link's STATUS: a programmable engine)
+        from nfacep.params import ENGINES, PROGRAMMABLE
+
+        if status["engine"] >= len(ENGINES):
+            raise ValueError(f"engine {status['engine']} is none of {', '.join(ENGINES)}")
+        values["engine"] = ENGINES[status["engine"]]
+        values.update({name: status[name] for name in PROGRAMMABLE})
     try:
         return EngineParams(**{**values, "store": STORES[status["store"]]})
     except NfacepError as err:

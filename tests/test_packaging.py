@@ -116,6 +116,7 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
         "build",
         "run",
         "serve",
+        "load",
     ):
         assert f"    {command} " in run.stdout, f"{command} missing from --help"
 

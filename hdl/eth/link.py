@@ -406,6 +406,7 @@ class UdpLink(wiring.Component):
             tx.status_request.eq(self.status_request),
             tx.status_peer.eq(self._status_peer),
             tx.status_session.eq(self._status_session),
+            tx.status_numbered.eq(self._status_numbered),
             tx.peer.eq(self.peer),
             tx.session.eq(self.session),
             tx.clear.eq(self.reset_request),
@@ -436,9 +437,11 @@ class UdpLink(wiring.Component):
         any station), with its session id; and where the load being received stands."""
         self._status_peer = Signal(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))
         self._status_session = Signal(32)
+        self._status_numbered = Signal()
         self._load_offset = Signal(32)
         with m.If(self.status_request):
             m.d.sync += [
+                self._status_numbered.eq(event.kind != EventKind.LOAD),
                 self._status_peer.mac.eq(event.mac),
                 self._status_peer.ip.eq(event.ip),
                 self._status_peer.port.eq(event.port),

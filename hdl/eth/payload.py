@@ -583,6 +583,7 @@ class _TxFrame:
         self.ip_len = Signal(16)
         self.dst = Signal(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))
         self.session = Signal(32)  # the payload header's session id
+        self.numbered = Signal()  # a STATUS that takes a number of the session's (seq)
         self.record = Signal(8 * record_bytes)
         self.index = Signal(11)  # the byte of the header or the body being offered
         self.in_record = Signal(range(record_bytes))
@@ -668,6 +669,7 @@ class UdpTx(wiring.Component):
             "peer": In(endpoint),
             "status_peer": In(endpoint),
             "status_session": In(32),
+            "status_numbered": In(1),
             "image": In(64),
             "refused": In(32),
             "load_offset": In(32),
@@ -744,6 +746,7 @@ class UdpTx(wiring.Component):
                         f.body_len.eq(status_bytes),
                         f.dst.eq(self.status_peer),
                         f.session.eq(self.status_session),
+                        f.numbered.eq(self.status_numbered),
                         f.ip_len.eq(_IP_UDP_PAYLOAD + status_bytes),
                     ]
                     m.next = "SUM"
@@ -838,7 +841,8 @@ class UdpTx(wiring.Component):
                     with m.If(arp_reply):
                         m.next = "IDLE"
                     with m.Elif(f.kind == PacketType.STATUS):
-                        m.d.sync += f.seq.eq(f.seq + 1)
+                        with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)
+                            m.d.sync += f.seq.eq(f.seq + 1)
                         m.next = "STATUS"
                     with m.Else():
                         m.d.sync += [

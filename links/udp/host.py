@@ -49,7 +49,6 @@ from nfacep.settings import ParamValues
 from ..host import (
     BoardResult,
     LinkError,
-    NoBoardError,
     board_result,
     check_engine,
     check_timeout,
@@ -59,6 +58,7 @@ from ..host import (
     values_bytes,
 )
 from ..protocol import decode_fields, fields_size, switch_body
+from .errors import EngineMismatchError, UdpTimeoutError
 from .protocol import (
     DEFAULT_ENDPOINT,
     HEADER_BYTES,
@@ -97,18 +97,6 @@ STATUS_BYTES = fields_size(STATUS_FIELDS)
 MIN_RATE, MAX_RATE = 1.0, 1e12
 #: ``--retries`` at most.
 MAX_RETRIES = 100
-
-
-class UdpTimeoutError(NoBoardError):
-    """Nothing answers at the address within ``--timeout``: a setup to fix (exit 2)."""
-
-    exit_code = 2
-
-
-class EngineMismatchError(NoBoardError):
-    """The board answers but runs another engine: load the right bitstream (exit 2)."""
-
-    exit_code = 2
 
 
 class _Lost(Exception):
@@ -434,13 +422,14 @@ class UdpBoard:
         payload = wire.pack_bytes(schema, tuples)
         sock = self._connect()
         say = self.progress or (lambda text: None)
+        self.record_fmt = wire.record_format(nfa)  # (a programmable board's: _image)
         s = _Session(
             sock,
             self.address,
             self.timeout,
             say,
             values_bytes(nfa),
-            record_bytes=wire.record_format(nfa).nbytes,
+            record_bytes=self.record_fmt.nbytes,
             most_records=2 * tuples.n,
         )
         started = time.monotonic()
@@ -470,7 +459,7 @@ class UdpBoard:
                 },
             }
         )
-        _check_counts(s, tuples.n, final, wire.record_format(nfa))
+        _check_counts(s, tuples.n, final, self.record_fmt)
         result = board_result(
             UdpBoardResult,
             nfa,
@@ -492,6 +481,31 @@ class UdpBoard:
                 else f"warning: {s.bad_in} unreadable packets came from the board"
             )
         return result
+
+    def _image(self, s: _Session, nfa: Nfa, status: dict, values) -> dict:
+        """After RESET, on a programmable board (STATUS's ``engine``): put the file's image in
+        force from tuple 0, sent only when STATUS shows another in force (it survives RESET;
+        :mod:`.load`), and read its records (a ``matches`` bit per query slot). ``status``
+        (RESET's) unchanged."""
+        if not status["engine"]:
+            return status
+        from .load import load_image
+
+        given = self.options.engine_given
+        loaded = load_image(
+            s.sock,
+            self.address,
+            self.timeout,
+            nfa,
+            values=values,
+            given=None if given is None else dict(given),
+        )
+        assert loaded is not None  # (STATUS said programmable)
+        self.record_fmt = loaded.record_format
+        s.record_bytes = loaded.record_format.nbytes
+        if loaded.sent:
+            s.say(f"loaded the image {loaded.image.fingerprint} ({loaded.packets} LOAD packets)")
+        return status
 
     def _connect(self) -> socket.socket:
         """A UDP socket connected to the board (a UsageError if it cannot be)."""
@@ -524,6 +538,7 @@ class UdpBoard:
         for attempt in range(self.retries + 1):
             s.start_attempt()
             status = self._reset(s, nfa, params, tb)
+            status = self._image(s, nfa, status, values)
             per_packet = self._per_packet(status, tb, per_mtu)
             plan = switch_plan(values, status["values"], n)
             try:
@@ -541,7 +556,7 @@ class UdpBoard:
                 )
                 final = _finish(s, n)
                 _await_records(s, final)
-                _check_records(s, n, final, wire.record_format(nfa))
+                _check_records(s, n, final, self.record_fmt)
             except _Lost as lost:
                 losses.append(
                     f"attempt {attempt + 1}: {lost.what}: tuples {_ranges_text(lost.ranges)}"

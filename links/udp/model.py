@@ -132,9 +132,16 @@ class UdpBoardModel(BoardModel):
         }
 
     def _packet(self, ptype: int, body: bytes, session: int | None = None) -> bytes:
-        session = self.session if session is None else session
-        out = packet(ptype, body, seq=self.seq, engine_id=self.id, session=session)
-        self.seq += 1
+        """A packet to the session's host (numbered), or (``session``) a LOAD's answer to
+        its sender, which carries the next number without taking it."""
+        out = packet(
+            ptype,
+            body,
+            seq=self.seq,
+            engine_id=self.id,
+            session=self.session if session is None else session,
+        )
+        self.seq += session is None
         return out
 
     def _status_packet(self, session: int | None = None) -> bytes:

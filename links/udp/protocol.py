@@ -7,7 +7,8 @@ the tuple wire format and the UART link's STATUS)::
     version (1) | type (1) | reserved (2, zero) | seq (4) | engine_id (4) | session (4) | body
 
 ``seq`` numbers the sender's packets (the host's so that the board counts upstream loss, the
-board's so that the host counts loss on the way back); ``engine_id`` is the engine's
+board's to the session's host so that the host counts loss on the way back: a STATUS answering
+a LOAD carries the next number without taking it); ``engine_id`` is the engine's
 fingerprint (:func:`nfacep.links.protocol.engine_id`, the UART link's too): the board drops
 TUPLES packets for another engine; STATUS_REQ, RESET and CLOSE need not know it (send 0).
 ``session`` is the session id the host chose at random for its run: a RESET opens a session
