@@ -88,8 +88,10 @@ class ProgrammableEngine(wiring.Component):
         on, with a new epoch (every partition's states read as empty); tuples from that
         number on wait for it, and it waits for the tuples in flight.
     configured : ``Out(1)``
-        A load has been in force since the reset (before it, no state is ever set: the
-        registers are all zero).
+        A load has been in force since power-up (before it, no state is ever set: the
+        registers are all zero). A reset keeps the configuration and a load waiting for its
+        tuple (the UDP link's RESET clears the partitions and the counters, ``refused`` among
+        them); a load being received when it comes is refused (its CRC starts again).
     refused : ``Out(counter_width)``
         Loads refused: for another engine, of another length, or with a wrong CRC.
     image : ``Out(64)``
@@ -200,9 +202,8 @@ class ProgrammableEngine(wiring.Component):
         another engine, of another length or with a wrong CRC is counted in ``refused`` and
         changes nothing.
 
-        The loader's registers and the configuration have no reset (they start at zero): a
-        reset (the UDP link's RESET) clears the partitions and counters, not the image in
-        force nor a load under way."""
+        The loader's registers and the configuration have no reset (they start at zero):
+        a reset keeps them (``configured`` says what it leaves)."""
         shape = self._shape
         nbytes = body_size(shape)
         prints = len(shape.fingerprint)

@@ -104,6 +104,8 @@ class UdpBoardModel(BoardModel):
 
     def reset(self) -> None:
         super().reset()
+        #: a load being received when RESET came: the engine's CRC started again, it is refused
+        self.doomed = bool(getattr(self, "assembling", b""))
         self.seq = 0  # the board's packets
         self.counters = dict.fromkeys((name for name, _ in STATUS_FIELDS), 0)
 
@@ -210,7 +212,11 @@ class UdpBoardModel(BoardModel):
         # load they end)
         answer = self._status_packet(decode_header(data)["session"])
         if last:
-            self.images.load(whole)
+            if self.doomed:
+                self.images.refused += 1
+            else:
+                self.images.load(whole)
+            self.doomed = False
         return [(sender, answer)]
 
     def feed(self, data: bytes, sender: Address) -> list[tuple[Address, bytes]]:
