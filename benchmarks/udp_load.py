@@ -96,6 +96,8 @@ def cycles(states: int, atoms: int, queries: int, chunk: int) -> dict:
             if ctx.get(engine.image) == named:
                 break
             await ctx.tick()
+        got["refused"] = ctx.get(engine.refused)
+        await ctx.tick().repeat(4)  # (the sampler sees the last edges)
 
     async def clock(ctx):
         cycle = 0
@@ -111,6 +113,8 @@ def cycles(states: int, atoms: int, queries: int, chunk: int) -> dict:
     sim.add_testbench(drive)
     sim.add_testbench(clock, background=True)
     sim.run()
+    if "in_force" not in got:
+        raise AssertionError(f"the image never came in force (refused {got['refused']})")
     return {
         "S": states,
         "A": atoms,

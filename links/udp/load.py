@@ -81,9 +81,11 @@ class _Loader:
         self.packets += 1
         return session
 
-    def poll(self, wait: float) -> None:
+    def poll(self, wait: float, until: int | None = None) -> None:
+        """Take the STATUS answers that come within ``wait`` seconds, or until the answer to
+        the packet of session id ``until``."""
         deadline = time.monotonic() + wait
-        while (left := deadline - time.monotonic()) > 0:
+        while (left := deadline - time.monotonic()) > 0 and until not in self.answers:
             self.sock.settimeout(left)
             try:
                 data = self.sock.recv(65536)
@@ -113,7 +115,7 @@ class _Loader:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             session = self.send(bytes(LOAD_HEADER_BYTES))
-            self.poll(ROUND)
+            self.poll(ROUND, session)
             if session in self.answers:
                 return self.answers[session]
         raise UdpTimeoutError(
@@ -134,7 +136,7 @@ class _Loader:
         start = 0
         while time.monotonic() < deadline:
             sessions = [self.send(body, engine_id) for body in load_chunks(data, start=start)]
-            self.poll(ROUND)
+            self.poll(ROUND, sessions[-1])
             status = self.ask()
             if sessions[-1] in self.answers and not status["load_offset"]:
                 return {**status, "refused_before": refused}
@@ -211,5 +213,5 @@ def load_image(
                 f"took {status['tuples']})"
             )
         before = status["refused_before"]
-        loader.poll(ROUND)
+        time.sleep(0.001)  # (the engine checks the load, or waits for its tuple)
         status = {**loader.ask(), "refused_before": before}
