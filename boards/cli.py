@@ -280,10 +280,7 @@ class Serve(Command):
         nfa = load_query(args.query)
         engine = params.from_args(args, nfa=nfa, programmable=not args.rtl)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
-        fixed = engine.engine == "fixed"
-        model = UdpBoardModel(
-            nfa, engine, values=values if nfa.program.parameters and fixed else None
-        )
+        model = UdpBoardModel(nfa, engine, values=values if nfa.program.parameters else None)
         if args.pcap is not None:
             from nfacep.output import check_outputs
 

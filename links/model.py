@@ -109,7 +109,7 @@ class BoardModel:
         self.tuple_bytes = wire.tuple_bytes(self.schema)
         programmable = params.engine == "programmable"
         #: the programmable engine in software (None: the fixed engine, the reference matcher)
-        self.images = ImageEngine(nfa, params) if programmable else None
+        self.images = ImageEngine(nfa, params, values) if programmable else None
         self.record_format = wire.record_format(nfa, slots=params.queries if programmable else None)
         self.record_bytes = self.record_format.nbytes
         self.capacity = capacity
@@ -162,14 +162,15 @@ class ImageEngine:
     (and the image in force) survives :meth:`reset`, as the engine's does the UDP link's RESET.
 
     ``nfa``: a file of the engine's stream declaration and partition key (its queries are not
-    used); ``params``: the engine's, ``params.engine == "programmable"``.
+    used; with runtime parameters, some ``values`` of them, which change nothing);
+    ``params``: the engine's, ``params.engine == "programmable"``.
     """
 
-    def __init__(self, nfa, params: EngineParams):
+    def __init__(self, nfa, params: EngineParams, values: ParamValues | None = None):
         from nfacep.image import Capacity, EngineShape
 
         program = nfa.program
-        self.nfa, self.params = nfa, params
+        self.nfa, self.params, self.values = nfa, params, values
         self.shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
         self.record_format = wire.record_format(nfa, slots=params.queries)
         self.image = None  #: the configuration in force (an Image), None before the first
@@ -186,7 +187,7 @@ class ImageEngine:
 
         self.taken = 0
         self.refused = 0
-        self.store = Matcher(self.nfa, self.params)
+        self.store = Matcher(self.nfa, self.params, values=self.values)  # (its keys only)
         self.states: dict[int, int] = {}
         self.loads = [(at, img, named, at) for _, img, named, at in self.loads[:1]]
 

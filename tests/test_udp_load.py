@@ -20,6 +20,7 @@ from nfacep.io import reader
 from nfacep.links.udp.model import UdpBoardModel, serve
 from nfacep.params import default_engine
 from nfacep.reference.matcher import run_switched
+from nfacep.settings import ParamValues
 
 STREAM = "CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));\n"
 FIRST = (
@@ -75,14 +76,17 @@ def files(tmp_path):
 
 
 @contextlib.contextmanager
-def programmable_board(query):
+def programmable_board(query, values=None):
     """The software board of a programmable engine (4 states, 4 atoms, 2 queries) for
-    ``query``'s stream declaration and key, on 127.0.0.1."""
+    ``query``'s stream declaration and key, on 127.0.0.1 (``values``: its runtime
+    parameters', as `serve` takes them: they change nothing)."""
     nfa = compile_file(query)
     params = dataclasses.replace(
         default_engine(nfa), engine="programmable", states=4, atoms=4, queries=2
     )
-    model = UdpBoardModel(nfa, params)
+    if values is not None:
+        values = ParamValues.parse(nfa.program.parameters, values)
+    model = UdpBoardModel(nfa, params, values=values)
     stop = threading.Event()
     thread, (host, port) = serve(model, stop=stop)
     try:
@@ -218,3 +222,21 @@ def test_load_into_a_fixed_board_is_refused(files, capsys):
         thread.join(timeout=2)
     assert code == 2
     assert "LOAD" in capsys.readouterr().err
+
+
+def test_run_with_runtime_parameters_puts_their_values_in_the_image(files, capsys):
+    """A file with runtime parameters: ``run --param`` makes the image with their values as
+    constants (no PARAMS packet); the match file is ``match --param``'s. A switch at a tuple
+    cannot be an image: refused before anything is sent (exit 2)."""
+    query = files / "limit.sql"
+    query.write_text(FIRST.replace("v > 100", "v > :lim").replace("v <= 100", "v <= :lim"))
+    args = ["--input", str(files / "data.csv")]
+    with programmable_board(query, ["lim=0"]) as (_, address):
+        out = files / "board.csv"
+        run = ["run", str(query), "--udp", address, *args, "--output", str(out)]
+        assert main([*run, "--param", "lim=90"]) == 0
+        ref = files / "ref.csv"
+        assert main(["match", str(query), *args, "--output", str(ref), "--param", "lim=90"]) == 0
+        assert out.read_text() == ref.read_text()
+        assert main([*run, "--param", "lim=90", "--param", "lim=20@100"]) == 2
+        assert "switched at a tuple" in capsys.readouterr().err

@@ -271,7 +271,9 @@ class _Session:
         if seq in self.received:  # (the board numbers every packet it sends)
             self.duplicates += 1
             return
-        if head["type"] == PacketType.STATUS and len(body) == STATUS_BYTES + self.values_bytes:
+        # (a programmable board's STATUS has no values: its image holds them)
+        sizes = (STATUS_BYTES + self.values_bytes, STATUS_BYTES)
+        if head["type"] == PacketType.STATUS and len(body) in sizes:
             status = {
                 **decode_fields(STATUS_FIELDS, body[:STATUS_BYTES]),
                 "seq": seq,
@@ -471,7 +473,7 @@ class UdpBoard:
             address=self.address,
             stats=stats,
         )
-        check_values(values, final, tuples.n)
+        check_values(None if final["engine"] else values, final, tuples.n)
         result.values = values or None
         if losses or s.bad_in:
             result.warnings.append(
@@ -540,7 +542,8 @@ class UdpBoard:
             status = self._reset(s, nfa, params, tb)
             status = self._image(s, nfa, status, values)
             per_packet = self._per_packet(status, tb, per_mtu)
-            plan = switch_plan(values, status["values"], n)
+            # (a programmable board: the image holds the values, no switch)
+            plan = switch_plan(None if status["engine"] else values, status["values"], n)
             try:
                 stats = _stream(
                     s,
