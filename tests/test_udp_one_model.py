@@ -455,7 +455,10 @@ def _programmable_script(first, second, engine_id: int):
         *((HOST, p(L, chunk), "accepted") for chunk in udp.load_chunks(load(two, 60), 30)),
         (HOST, p(T, raw[40 * tb : 90 * tb], seq=2), "accepted"),  # the switch at 60
         (HOST, p(S), "accepted"),
-        (HOST, p(R), "accepted"),  # the second image stays in force
+        (HOST, p(L, first_load[0]), "accepted"),  # a load under way at RESET ...
+        (HOST, p(R), "accepted"),  # (the second image stays in force)
+        (HOST, p(L, first_load[1]), "accepted"),
+        (HOST, p(L, first_load[2]), "accepted"),  # ... is refused (its CRC started again)
         (HOST, p(T, raw[: 30 * tb], seq=0), "accepted"),
         (HOST, p(C), "accepted"),
     ]
@@ -499,20 +502,24 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
             assert got[-1][0] == sender
             assert udp.decode_header(got[-1][1])["session"] == udp.decode_header(payload)["session"]
         classes[verdict] = classes.get(verdict, 0) + 1
-    status = _status(hw[-4][-1][1])  # the STATUS before the second RESET
+    reset = len(script) - 5
+    status = _status(hw[reset - 2][-1][1])  # the STATUS before the second RESET
     assert status["bad_load"] == 2 and status["bad_header"] == 1
     assert status["refused"] == 3 and status["load_offset"] == 0
     assert status["image"].to_bytes(8, "little").hex() == two.fingerprint
     assert (status["engine"], status["states"], status["atoms"], status["queries"]) == (1, 4, 4, 2)
-    after_reset = _status(hw[-3][-1][1])
+    after_reset = _status(hw[reset][-1][1])
     assert after_reset["image"] == status["image"] and after_reset["tuples"] == 0
+    assert after_reset["load_offset"] == 20  # (the load under way goes on)
+    closed = _status(hw[-1][-1][1])
+    assert closed["refused"] == 1 and closed["image"] == status["image"]
     assert _status(hw[9][-1][1])["image"].to_bytes(8, "little").hex() == one.fingerprint
     # the records of the first run: no image before tuple 10, the first file to 60, then the
     # second (the switch's reference run)
     fmt = wire.record_format(first, slots=2)
     records = [
         fmt.decode_bytes(d[udp.HEADER_BYTES :][at : at + fmt.nbytes])
-        for step in hw[:-4]
+        for step in hw[: reset - 2]
         for _, d in step
         if d[1] == PacketType.RECORDS
         for at in range(0, len(d) - udp.HEADER_BYTES, fmt.nbytes)
