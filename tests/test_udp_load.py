@@ -240,3 +240,21 @@ def test_run_with_runtime_parameters_puts_their_values_in_the_image(files, capsy
         assert out.read_text() == ref.read_text()
         assert main([*run, "--param", "lim=90", "--param", "lim=20@100"]) == 2
         assert "switched at a tuple" in capsys.readouterr().err
+
+
+def test_load_without_at_is_in_force_from_the_next_tuple(files, capsys):
+    """On a board at rest after a run: without ``--at`` the image is in force from the next
+    tuple the engine takes (the count STATUS shows), and ``nfacep load`` returns once it is in
+    force; a second run of the first file loads the first image back."""
+    with programmable_board(files / "first.sql") as (model, address):
+        assert _run(files, address) == 0
+        capsys.readouterr()
+        assert main(["load", str(files / "second.sql"), "--udp", address]) == 0
+        out = capsys.readouterr().out
+        second = compile_file(files / "second.sql")
+        fingerprint = image(second, model.images.shape).fingerprint
+        assert f"image {fingerprint}" in out and f"in force on the board at {address}" in out
+        assert f"from tuple {N}" in out
+        assert model.images.named.to_bytes(8, "little").hex() == fingerprint
+        assert _run(files, address) == 0
+        assert "loaded the image" in capsys.readouterr().err
