@@ -148,7 +148,7 @@ class _Loader:
         )
 
 
-def board_engine(status: dict, nfa, given: dict | None, address: str) -> EngineParams | None:
+def board_engine(status: dict, nfa, given: dict | None) -> EngineParams | None:
     """The programmable engine the board's STATUS describes, checked against ``nfa``'s stream
     declaration and key and the engine options ``given`` (None: a fixed engine's board)."""
     if not status["engine"]:
@@ -185,7 +185,7 @@ def load_image(
     load whole)."""
     loader = _Loader(sock, address, timeout)
     status = loader.ask()
-    params = board_engine(status, nfa, given, address)
+    params = board_engine(status, nfa, given)
     if params is None:
         return None
     program = nfa.program
