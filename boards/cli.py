@@ -13,7 +13,7 @@ from nfacep.errors import UsageError
 
 from .registry import BOARDS, get_board, known_boards
 
-__all__ = ["Build", "CheckBoards", "Run", "Serve"]
+__all__ = ["Build", "CheckBoards", "Load", "Run", "Serve"]
 
 
 def _progress(command: str):
@@ -198,10 +198,12 @@ class Run(Command):
             )
         link = chosen[0]
         link.check_run_arguments(args)
-        params.from_args(args)  # the options' ranges, before anything is read
+        # the options' ranges, before anything is read (a programmable board: over UDP)
+        programmable = link.name == "udp"
+        params.from_args(args, programmable=programmable)
         board = link.backend(args, _progress("run"))
         nfa = load_query(args.query)
-        engine = params.from_args(args, nfa=nfa)
+        engine = params.from_args(args, nfa=nfa, programmable=programmable)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="run")
         result = run_files(
             board, nfa, args.input, args.output, engine, query_file=args.query, values=values
@@ -272,9 +274,11 @@ class Serve(Command):
         from nfacep.links.udp import UDP
         from nfacep.links.udp.model import UdpBoardModel
 
-        params.from_args(args)  # the options' ranges, before anything is read
+        # the options' ranges, before anything is read (--engine programmable: the software
+        # board runs the images LOAD brings, from its stream declaration and key)
+        params.from_args(args, programmable=not args.rtl)
         nfa = load_query(args.query)
-        engine = params.from_args(args, nfa=nfa)
+        engine = params.from_args(args, nfa=nfa, programmable=not args.rtl)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
         model = UdpBoardModel(nfa, engine, values=values if nfa.program.parameters else None)
         if args.pcap is not None:
@@ -388,3 +392,108 @@ def _serve_tap(args, model, stop):
     thread = threading.Thread(target=loop, daemon=True, name="nfacep-tap-board")
     thread.start()
     return thread, f"tap {args.tap} as {board}"
+
+
+class Load(Command):
+    name = "load"
+    help = "load a query into a programmable board over UDP, while tuples flow"
+    description = (
+        "Put the query file's configuration image in force on a board built with `nfacep "
+        "build --link udp --engine programmable` (or `nfacep serve --engine programmable`): "
+        "the board's STATUS says its engine (capacities, stream declaration and key by its "
+        "engine id); the image is made for it, or refused before anything is sent, naming "
+        "each capacity the file exceeds; it travels in LOAD packets (boards/UDP.md, "
+        '"Loading a query"), needs no session, so a run may be streaming meanwhile, and '
+        "is in force from tuple --at on (default: the next tuple the engine takes), every "
+        "partition's states cleared at once. Exit 0 once the board took it (and, without a "
+        "later --at, once it is in force)."
+    )
+    order = 92
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument(
+            "--udp",
+            required=True,
+            metavar="HOST[:PORT]",
+            help="IPv4 address (or name) and UDP port of the board (port 5000 if omitted)",
+        )
+        parser.add_argument(
+            "--port",
+            type=int,
+            metavar="P",
+            help="the board's UDP port (instead of HOST:PORT)",
+        )
+        parser.add_argument(
+            "--at",
+            type=int,
+            metavar="SEQ",
+            help="the tuple (0-based since the board's last RESET, modulo 2^32) the query "
+            "is in force from; tuples before it are judged by the query in force (default: "
+            "the next tuple the engine takes)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=5.0,
+            metavar="S",
+            help="give up when the board does not answer for S seconds (default %(default)s)",
+        )
+        params.add_arguments(parser, defaults="the board's, which its STATUS reports")
+        settings.add_argument(parser, switches=False)
+
+    def run(self, args) -> int:
+        import contextlib
+        import socket
+
+        from nfacep.links.host import check_timeout
+        from nfacep.links.udp.host import parse_address
+        from nfacep.links.udp.load import load_image
+
+        check_timeout(args.timeout)
+        if args.at is not None and not 0 <= args.at < 2**32:
+            raise UsageError(f"--at {args.at}: a tuple number from 0 to 2^32 - 1")
+        if args.engine is None:  # (a board that takes loads has the programmable engine)
+            args.engine = "programmable"
+        if args.engine != "programmable":
+            raise UsageError("--engine: `nfacep load` loads a programmable engine")
+        params.from_args(args, programmable=True)  # the options' ranges
+        address = (
+            args.udp
+            if args.port is None
+            else f"{args.udp.rpartition(':')[0] or args.udp}:{args.port}"
+        )
+        host, port = parse_address(address)
+        nfa = load_query(args.query)
+        values = settings.from_args(nfa.program.parameters, args, switches=False, command="load")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.connect((host, port))
+        except OSError as exc:
+            sock.close()
+            raise UsageError(f"--udp {address}: {exc}") from None
+        with contextlib.closing(sock):
+            loaded = load_image(
+                sock,
+                f"{host}:{port}",
+                args.timeout,
+                nfa,
+                values=values if nfa.program.parameters else None,
+                given=params.given(args),
+                at=args.at,
+                always=True,
+                wait=args.at is None,
+            )
+        if loaded is None:
+            raise UsageError(
+                f"the board at {host}:{port} has a fixed engine: its query is its bitstream "
+                "(build it with --engine programmable to load queries)"
+            )
+        print(
+            f"nfacep load: image {loaded.image.fingerprint} of {args.query} "
+            + ("in force" if args.at is None else "taken")
+            + f" on the board at {host}:{port}, from tuple {loaded.at} "
+            f"({loaded.packets} LOAD packets)",
+            flush=True,
+        )
+        return 0

@@ -88,8 +88,10 @@ class ProgrammableEngine(wiring.Component):
         on, with a new epoch (every partition's states read as empty); tuples from that
         number on wait for it, and it waits for the tuples in flight.
     configured : ``Out(1)``
-        A load has been in force since the reset (before it, no state is ever set: the
-        registers are all zero).
+        A load has been in force since power-up (before it, no state is ever set: the
+        registers are all zero). A reset keeps the configuration and a load waiting for its
+        tuple (the UDP link's RESET clears the partitions and the counters, ``refused`` among
+        them); a load being received when it comes is refused (its CRC starts again).
     refused : ``Out(counter_width)``
         Loads refused: for another engine, of another length, or with a wrong CRC.
     image : ``Out(64)``
@@ -198,20 +200,26 @@ class ProgrammableEngine(wiring.Component):
         no tuple is in flight, then is in force at once, with a new epoch: every partition's
         states read as empty from then on. From its number on, tuples wait for it; a load for
         another engine, of another length or with a wrong CRC is counted in ``refused`` and
-        changes nothing."""
+        changes nothing.
+
+        The loader's registers and the configuration have no reset (they start at zero):
+        a reset keeps them (``configured`` says what it leaves)."""
         shape = self._shape
         nbytes = body_size(shape)
         prints = len(shape.fingerprint)
-        named = Signal(64, name="config_image")
+        named = Signal(64, name="config_image", reset_less=True)
         total = load_size(shape)
-        shadow = Signal(nbytes * 8, name="config_shadow")
-        active = Signal(nbytes * 8, name="config_active")
-        at = Signal(AT_BYTES * 8, name="config_at")
-        count = Signal(range(total + 1), name="config_count")
-        pending = Signal(name="config_pending")
-        foreign = Signal(name="config_foreign")
-        ended = Signal(name="config_ended")
-        whole = Signal(name="config_whole")
+        shadow = Signal(nbytes * 8, name="config_shadow", reset_less=True)
+        active = Signal(nbytes * 8, name="config_active", reset_less=True)
+        at = Signal(AT_BYTES * 8, name="config_at", reset_less=True)
+        count = Signal(range(total + 1), name="config_count", reset_less=True)
+        pending = Signal(name="config_pending", reset_less=True)
+        foreign = Signal(name="config_foreign", reset_less=True)
+        ended = Signal(name="config_ended", reset_less=True)
+        whole = Signal(name="config_whole", reset_less=True)
+        in_force = Signal(64, name="config_in_force", reset_less=True)
+        configured = Signal(name="config_configured", reset_less=True)
+        m.d.comb += [self.image.eq(in_force), self.configured.eq(configured)]
         port = self.i_config
         m.submodules.config_crc = check = crc.catalog.CRC32_ISO_HDLC(data_width=8).create()
         fingerprint = Const(int.from_bytes(shape.fingerprint, "little"), 8 * prints)
@@ -258,10 +266,10 @@ class ProgrammableEngine(wiring.Component):
         with m.If(pending & ~due[-1] & self._empty):
             m.d.sync += [
                 active.eq(shadow),
-                self.image.eq(named),
+                in_force.eq(named),
                 pending.eq(0),
                 self._epoch.eq(self._epoch + 1),
-                self.configured.eq(1),
+                configured.eq(1),
             ]
         return self._config_layout(active[: self._config_layout.size])
 

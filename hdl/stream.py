@@ -107,24 +107,28 @@ class PacketQueue(wiring.Component):
 
     Members
     -------
-    i_stream : ``In(stream.Signature(8))``
+    i_stream : ``In(stream.Signature(width))``
     commit, rollback : ``In(1)``
     overflow : ``Out(1)``
-    o_stream : ``Out(stream.Signature(8))``
+    o_stream : ``Out(stream.Signature(width))``
     empty : ``Out(1)``
+
+    ``width`` is the bits of an entry: 8 (a byte) unless told (the UDP link's load bytes carry
+    a ``last`` flag beside).
     """
 
-    def __init__(self, capacity: int):
+    def __init__(self, capacity: int, width: int = 8):
         if capacity < 2 or capacity & (capacity - 1):
             raise ValueError(f"the capacity must be a power of 2, not {capacity}")
         self._capacity = capacity
+        self._width = width
         super().__init__(
             {
-                "i_stream": In(stream.Signature(8)),
+                "i_stream": In(stream.Signature(width)),
                 "commit": In(1),
                 "rollback": In(1),
                 "overflow": Out(1),
-                "o_stream": Out(stream.Signature(8)),
+                "o_stream": Out(stream.Signature(width)),
                 "empty": Out(1),
             }
         )
@@ -139,7 +143,7 @@ class PacketQueue(wiring.Component):
         # (no_rw_check: a byte is read only once committed, and written only where nothing
         # committed is, so no read meets a write of its address; Yosys then adds no bypass)
         m.submodules.memory = memory = Memory(
-            shape=8,
+            shape=self._width,
             depth=self._capacity,
             init=[],
             attrs={"ram_style": "block", "no_rw_check": True},

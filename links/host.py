@@ -34,6 +34,7 @@ __all__ = [
     "check_values",
     "frame_order",
     "frame_starts",
+    "record_format",
     "switch_plan",
     "values_bytes",
 ]
@@ -171,7 +172,7 @@ def check_engine(
             f"or pass the ones it was built with{_default_hint(board, nfa, params)}"
         )
     tb = wire.tuple_bytes(nfa.program.schema)
-    rb = wire.record_format(nfa).nbytes
+    rb = record_format(nfa, params).nbytes
     if board["tuple_bytes"] != tb or board["record_bytes"] != rb:
         raise error(
             f"the board's tuples are {board['tuple_bytes']} bytes and records "
@@ -236,6 +237,13 @@ def _default_hint(board: dict, nfa: Nfa, params: EngineParams) -> str:
     return ""
 
 
+def record_format(nfa: Nfa, params: EngineParams) -> wire.RecordFormat:
+    """The records of the engine of ``nfa`` and ``params``: a programmable engine's have a
+    ``matches`` bit per query slot (bit ``q``: the file's query ``q``)."""
+    programmable = params.engine == "programmable"
+    return wire.record_format(nfa, slots=params.queries if programmable else None)
+
+
 def check_timeout(timeout: float) -> None:
     """A UsageError unless ``timeout`` is a positive number of seconds up to a day."""
     if not 0 < timeout <= MAX_TIMEOUT:  # NaN and infinity included
@@ -254,7 +262,7 @@ def board_result(
     """The ``cls`` result of the raw ``records`` a board sent for ``n`` tuples, with its last
     STATUS ``final`` (its ``tuples``, ``matched`` and ``drops`` counters); a LinkError for a
     record that is not this engine's."""
-    fmt = wire.record_format(nfa)
+    fmt = record_format(nfa, params)
     try:
         return cls.from_records(
             nfa,

@@ -10,6 +10,8 @@ model adds its framing, its counters and its STATUS.
 
 from __future__ import annotations
 
+import numpy as np
+
 from nfacep import wire
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
@@ -17,7 +19,7 @@ from nfacep.settings import ParamValues
 
 from .protocol import SWITCH_BYTES, engine_id, params_bytes
 
-__all__ = ["BoardModel", "ParamRegisters"]
+__all__ = ["BoardModel", "ImageEngine", "ParamRegisters"]
 
 
 class ParamRegisters:
@@ -27,8 +29,8 @@ class ParamRegisters:
     As the engine: a switch waits for its tuple (or applies from the next tuple taken if that
     one has passed), and the engine holds one waiting switch."""
 
-    def __init__(self, nfa, values: ParamValues | None):
-        types = nfa.program.parameters
+    def __init__(self, nfa, values: ParamValues | None, *, enabled: bool = True):
+        types = nfa.program.parameters if enabled else {}
         if types and not values:
             raise ValueError("a model of an engine with runtime parameters needs their values")
         self.values = values if types else None
@@ -86,6 +88,9 @@ class BoardModel:
     parameters, ``values`` are the ones the board was built with (its values after RESET;
     required then), switched as the engine does (:class:`ParamRegisters`).
 
+    With ``params.engine == "programmable"`` the engine is an :class:`ImageEngine` (loaded
+    through :meth:`ImageEngine.load`; no runtime parameters: an image holds their values).
+
     A link's model calls :meth:`reset` at the end of its ``__init__`` and on RESET.
     """
 
@@ -102,11 +107,14 @@ class BoardModel:
         self.params = params
         self.schema = nfa.program.schema
         self.tuple_bytes = wire.tuple_bytes(self.schema)
-        self.record_format = wire.record_format(nfa)
+        programmable = params.engine == "programmable"
+        #: the programmable engine in software (None: the fixed engine, the reference matcher)
+        self.images = ImageEngine(nfa, params, values) if programmable else None
+        self.record_format = wire.record_format(nfa, slots=params.queries if programmable else None)
         self.record_bytes = self.record_format.nbytes
         self.capacity = capacity
         self.id = engine_id(nfa, params) if engine_id_override is None else engine_id_override
-        self.registers = ParamRegisters(nfa, values)
+        self.registers = ParamRegisters(nfa, values, enabled=not programmable)
 
     #: Up to how many tuples taken the records are found by matching them all again (the
     #: reference's array operations, quick on short streams); beyond, by one reference matcher
@@ -123,6 +131,8 @@ class BoardModel:
         #: carried), once more than :attr:`whole_up_to` were taken, and how many it was fed
         self._matcher: reference.Matcher | None = None
         self._fed: int | None = 0
+        if self.images is not None:
+            self.images.reset()
 
     @property
     def switches(self) -> list[tuple[int, dict]]:
@@ -138,6 +148,11 @@ class BoardModel:
         n = self.taken()
         if n == self.reported:
             return []
+        if self.images is not None:
+            tb = self.tuple_bytes
+            piece = wire.unpack_bytes(self.schema, bytes(self.accepted[self.reported * tb :]))
+            self.reported = n
+            return self.images.run(piece)
         if n > self.whole_up_to and (self._matcher is None or self._fed == self.reported):
             return self._new_records(n)
         if self._matcher is not None:
@@ -167,3 +182,133 @@ class BoardModel:
         records = self._matcher.feed(tuples).records(self.nfa, tuples)
         reported, self._fed, self.reported = self.reported, n, n
         return [r for r in records if r.seq >= reported]
+
+
+class ImageEngine:
+    """The programmable engine (:class:`nfacep.hdl.programmable.ProgrammableEngine`) in
+    software, for the software boards: it takes loads (:func:`nfacep.image.load`) a byte
+    string at a time, checks each whole one as the engine does (the engine's fingerprint, the
+    length, the CRC-32; else ``refused``), and puts it in force from its tuple (or the next
+    tuple taken, when that one has passed; after the load before it), clearing every
+    partition's states; it runs the configuration in force over the tuples it takes, the
+    partition store (keys, drops, timers) being the reference matcher's. The configuration
+    (and the image in force) survives :meth:`reset`, as the engine's does the UDP link's RESET.
+
+    ``nfa``: a file of the engine's stream declaration and partition key (its queries are not
+    used; with runtime parameters, some ``values`` of them, which change nothing);
+    ``params``: the engine's, ``params.engine == "programmable"``.
+    """
+
+    def __init__(self, nfa, params: EngineParams, values: ParamValues | None = None):
+        from nfacep.image import Capacity, EngineShape
+
+        program = nfa.program
+        self.nfa, self.params, self.values = nfa, params, values
+        self.shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+        self.record_format = wire.record_format(nfa, slots=params.queries)
+        self.image = None  #: the configuration in force (an Image), None before the first
+        self.named = 0  #: the fingerprint of the image in force, as the load named it
+        self.refused = 0
+        #: the loads waiting: (the tuple from which, Image, fingerprint, the load's tuple number)
+        self.loads: list[tuple[int, object, int, int]] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """A RESET: no tuples taken, the partitions and ``refused`` cleared; the configuration
+        stays, and a load waiting for its tuple waits for that tuple number again."""
+        from nfacep.reference.matcher import Matcher
+
+        self.taken = 0
+        self.refused = 0
+        self.store = Matcher(self.nfa, self.params, values=self.values)  # (its keys only)
+        self.states: dict[int, int] = {}
+        self.loads = [(at, img, named, at) for _, img, named, at in self.loads[:1]]
+
+    def load(self, data: bytes) -> bool:
+        """A whole load (its bytes up to the one with ``last``); False when refused."""
+        import zlib
+
+        from nfacep.image import AT_BYTES, Image, load_size
+
+        prints = len(self.shape.fingerprint)
+        body = data[AT_BYTES + prints + 8 : -4]
+        if (
+            len(data) != load_size(self.shape)
+            or data[AT_BYTES : AT_BYTES + prints] != self.shape.fingerprint
+            or zlib.crc32(data[:-4]).to_bytes(4, "little") != data[-4:]
+        ):
+            self.refused += 1
+            return False
+        at = int.from_bytes(data[:AT_BYTES], "little")
+        since = self.loads[-1][0] if self.loads else self.taken
+        due = (at - since) % 2**32
+        start = since + (due if due < 2**31 else 0)
+        named = int.from_bytes(data[AT_BYTES + prints : AT_BYTES + prints + 8], "little")
+        self.loads.append((start, Image.from_body(self.shape, body), named, at))
+        return True
+
+    def settle(self) -> None:
+        """Put in force the loads due at the tuple count (the engine does not wait for a
+        tuple to do so)."""
+        while self.loads and self.loads[0][0] <= self.taken:
+            _, self.image, self.named, _ = self.loads.pop(0)
+            self.states = {}  # a new epoch: every partition's states read as empty
+
+    def run(self, tuples) -> list[wire.Record]:
+        """The records of ``tuples``, the next ones taken."""
+        codes, admitted, fresh = self.store._admit(tuples, self.taken, False)
+        raw = (
+            wire.key_raw(self.nfa.program.key, tuples)
+            if self.nfa.program.key.names
+            else np.zeros(tuples.n, dtype=np.uint64)
+        )
+        operands = self._operands(tuples)
+        out = []
+        for i in range(tuples.n):
+            seq = self.taken
+            self.settle()
+            self.taken += 1
+            if not admitted[i]:
+                out.append(wire.Record(seq, int(raw[i]), 0, 1))
+                continue
+            code = int(codes[i])
+            state = 0 if fresh[i] else self.states.get(code, 0)
+            state, matches = self._step(state, [column[i] for column in operands])
+            self.states[code] = state
+            if matches:
+                out.append(wire.Record(seq, int(raw[i]), matches, 0))
+        return out
+
+    def _operands(self, tuples) -> list[list[int | None]]:
+        """Each field's values as an atom sees them (a FLOAT32's order key, None for NaN)."""
+        from nfacep.lang.values import float32_key
+
+        out = []
+        floats = self.shape.floats
+        for i, name in enumerate(self.shape.operands):
+            column = tuples.columns[name]
+            if i in floats:
+                out.append([float32_key(float(v)) for v in column])
+            else:
+                out.append([int(v) for v in column])
+        return out
+
+    def _step(self, state: int, values: list[int | None]) -> tuple[int, int]:
+        """The configured NFA step of one partition: its next states and the match bits."""
+        img = self.image
+        if img is None:
+            return 0, 0
+        atoms = [atom.holds(values) for atom in img.atoms]
+        nxt = 0
+        for i, s in enumerate(img.states):
+            k = sum(atoms[a] << j for j, a in enumerate(s.atoms) if a < len(atoms))
+            if s.table >> k & 1 and (s.start or s.activation & state):
+                nxt |= 1 << i
+        matches, clear = 0, 0
+        for i, s in enumerate(img.states):
+            if s.query >= 0 and nxt >> i & 1 and s.accept:
+                matches |= 1 << s.query
+        for i, s in enumerate(img.states):
+            if s.query >= 0 and matches >> s.query & 1 and img.skip[s.query]:
+                clear |= 1 << i
+        return nxt & ~clear, matches

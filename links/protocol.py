@@ -21,8 +21,10 @@ __all__ = [
     "engine_fields",
     "engine_from_fields",
     "engine_id",
+    "engine_kind_fields",
     "fields_size",
     "params_bytes",
+    "shape_engine_id",
     "switch_body",
 ]
 
@@ -100,6 +102,13 @@ def engine_from_fields(status: dict):
     if not 0 <= status["store"] < len(STORES):
         raise ValueError(f"store {status['store']} is none of {', '.join(STORES)}")
     values = {name: status[name] for name, _ in ENGINE_FIELDS}
+    if status.get("engine"):  # (the UDP link's STATUS: a programmable engine)
+        from nfacep.params import ENGINES, PROGRAMMABLE
+
+        if status["engine"] >= len(ENGINES):
+            raise ValueError(f"engine {status['engine']} is none of {', '.join(ENGINES)}")
+        values["engine"] = ENGINES[status["engine"]]
+        values.update({name: status[name] for name in PROGRAMMABLE})
     try:
         return EngineParams(**{**values, "store": STORES[status["store"]]})
     except NfacepError as err:
@@ -109,8 +118,17 @@ def engine_from_fields(status: dict):
 def engine_id(nfa, params) -> int:
     """A 32-bit fingerprint of the engine a query file and :class:`~nfacep.params.EngineParams`
     describe: the board reports the one it was built with, the host checks it against its own.
+    A programmable engine's (``params.engine``) depends on the file's stream declaration and
+    partition key only, not on its queries (:func:`shape_engine_id`).
     """
     from nfacep.wire import field_slices, record_format
+
+    if params.engine == "programmable":
+        from nfacep.image import Capacity, EngineShape
+
+        program = nfa.program
+        shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+        return shape_engine_id(shape, params)
 
     desc = {
         "version": FINGERPRINT_VERSION,
@@ -122,3 +140,28 @@ def engine_id(nfa, params) -> int:
         "parameters": params.as_dict(),
     }
     return zlib.crc32(json.dumps(desc, sort_keys=True).encode())
+
+
+def shape_engine_id(shape, params) -> int:
+    """:func:`engine_id` of a programmable engine of :class:`~nfacep.image.EngineShape`
+    ``shape`` and :class:`~nfacep.params.EngineParams` ``params`` (its partition store): its
+    fingerprint (which covers the fields, the key and the capacities) and the store."""
+    desc = {
+        "version": FINGERPRINT_VERSION,
+        "programmable": shape.fingerprint.hex(),
+        "parameters": {**params.as_dict(), "engine": "programmable"},
+    }
+    return zlib.crc32(json.dumps(desc, sort_keys=True).encode())
+
+
+def engine_kind_fields(params) -> dict[str, int]:
+    """STATUS's fields that say which engine the board has (the UDP link's): ``engine`` (0
+    fixed, 1 programmable) and the programmable engine's ``states``, ``atoms`` and
+    ``queries`` (0 for the fixed engine)."""
+    from nfacep.params import ENGINES, PROGRAMMABLE
+
+    programmable = params.engine == "programmable"
+    return {
+        "engine": ENGINES.index(params.engine),
+        **{name: getattr(params, name) if programmable else 0 for name in PROGRAMMABLE},
+    }

@@ -297,6 +297,47 @@ class Image:
         """The image's fingerprint (its last 8 bytes) in hex."""
         return self.to_bytes()[-_FINGERPRINT:].hex()
 
+    @classmethod
+    def from_body(cls, shape: EngineShape, body: bytes) -> Image:
+        """The configuration a body holds (the inverse of :meth:`body`, every slot, the
+        unused ones all zero): what a load writes into the engine, for a software engine
+        that runs it (:class:`nfacep.links.model.ImageEngine`)."""
+        word = int.from_bytes(body, "little")
+        values, offset = {}, 0
+        for name, width in config_fields(shape):
+            values[name] = word >> offset & ((1 << width) - 1)
+            offset += width
+        c = shape.capacity
+        cbits = _signed_bits(*shape.constant_range())
+        atoms = []
+        for a in range(c.atoms):
+            constant = values[f"atom{a}.constant"]
+            constant -= (constant >> (cbits - 1)) << cbits  # two's complement
+            op = values[f"atom{a}.op"]
+            atoms.append(
+                Atom(
+                    values[f"atom{a}.field"],
+                    OPS[op] if op < len(OPS) else "=",
+                    values[f"atom{a}.other"] if values[f"atom{a}.uses_other"] else None,
+                    constant,
+                )
+            )
+        states = []
+        for i in range(c.states):
+            query = values[f"state{i}.query"]
+            states.append(
+                StateConfig(
+                    tuple(values[f"state{i}.atom{j}"] for j in range(ATOMS_PER_STATE)),
+                    values[f"state{i}.table"],
+                    values[f"state{i}.activation"],
+                    bool(values[f"state{i}.start"]),
+                    bool(values[f"state{i}.accept"]),
+                    query.bit_length() - 1,  # one-hot: -1 for an unused slot
+                )
+            )
+        skip = tuple(bool(values[f"query{q}.skip"]) for q in range(c.queries))
+        return cls(shape, tuple(atoms), tuple(states), skip)
+
 
 #: the tuple number of a load: 4 bytes, modulo 2**32
 AT_BYTES = 4

@@ -595,16 +595,18 @@ class RecordColumns:
         )
 
 
-def record_format(nfa: Nfa, seq_bits: int = SEQ_BITS) -> RecordFormat:
+def record_format(nfa: Nfa, seq_bits: int = SEQ_BITS, *, slots: int | None = None) -> RecordFormat:
     """The match record of the engine of ``nfa``: ``seq`` (``seq_bits``), ``partition`` (the
     raw key, :class:`~nfacep.schema.PartitionKey`; 1 bit, always 0, without PARTITION),
     ``matches`` (one bit per query, in file order), ``dropped`` (1 bit) and, when some
-    queries report start_seq, ``starts`` (``seq_bits`` for each of them, :attr:`Record.starts`)."""
+    queries report start_seq, ``starts`` (``seq_bits`` for each of them, :attr:`Record.starts`).
+    ``slots``: a programmable engine's record, one ``matches`` bit per query slot (bit ``q``:
+    the file's query ``q``)."""
     key = nfa.program.key
     widths = {
         "seq": seq_bits,
         "partition": key.width or 1,
-        "matches": len(nfa.queries),
+        "matches": len(nfa.queries) if slots is None else slots,
         "dropped": 1,
     }
     starting = start_queries(nfa)

@@ -111,7 +111,7 @@ class Sim(Command):
         from .runner import SimOptions, Simulation
 
         # the options' ranges, before anything is read
-        params.from_args(args, programmable=args.link is None)
+        params.from_args(args, programmable=args.link in (None, "udp"))
         for flag, path in (("--waves", args.waves), ("--pcap", args.pcap)):
             if path is None:  # not an input, nor one of the other outputs
                 continue
@@ -163,7 +163,7 @@ class Sim(Command):
                 )
             )
         nfa = load_query(args.query)
-        engine = params.from_args(args, programmable=args.link is None, nfa=nfa)
+        engine = params.from_args(args, programmable=args.link in (None, "udp"), nfa=nfa)
         values = settings.from_args(nfa.program.parameters, args, switches=True, command="sim")
         result = run_files(
             simulation, nfa, args.input, args.output, engine, query_file=args.query, values=values

@@ -9,7 +9,9 @@ tuples in TUPLES packets (and runtime parameter switches in PARAMS packets) on t
 receive pins at 1 Gb/s with the minimum inter-frame gap, and takes every frame the board
 sends. The records come back in RECORDS packets and are decoded exactly as the host
 (``nfacep run --udp``) decodes them (:func:`~nfacep.links.host.board_result`), so the match
-file equals ``nfacep match``'s.
+file equals ``nfacep match``'s. With ``--engine programmable`` the top has the programmable
+engine, and the file's image goes first, in LOAD packets (in force from tuple 0), as ``nfacep
+run --udp`` loads it.
 
 Unlike the host, the simulated sender does not wait for credit: it sends at line rate, so the
 run also measures whether the board keeps up with the line (no ``engine_full``), the tuples and
@@ -49,6 +51,8 @@ TESTBENCH = "nfacep.sim.udp_testbench"
 HOST = "02:00:00:00:00:01", "192.168.1.1", 40000
 #: The simulated host's session id (any would do: the board binds to what RESET carries).
 SESSION = 0x6E666163
+#: The session id of its LOAD packets (a loader's: their answers are not the session's).
+LOADER = SESSION ^ 0xFFFF
 #: Bytes a frame takes on the wire besides the frame itself (destination MAC to FCS): the
 #: preamble and start delimiter (8) and the minimum inter-frame gap (12).
 WIRE_OVERHEAD = 20
@@ -227,7 +231,7 @@ class UdpSimulation:
         run_dir: Path,
         plan: dict,
     ) -> UdpSimResult:
-        from nfacep.links.host import board_result, check_values
+        from nfacep.links.host import board_result, check_values, record_format
 
         from .runner import _read_failure
 
@@ -250,7 +254,7 @@ class UdpSimulation:
         bodies = [(t, body) for t, kind, body in packets if kind == "records"]
         records = [body[at : at + rb] for _, body in bodies for at in range(0, len(body), rb)]
         line = _line(got["sent"], plan, n, final)
-        latency = _latency(bodies, got["sent"], plan, wire.record_format(nfa))
+        latency = _latency(bodies, got["sent"], plan, record_format(nfa, params))
         try:
             result = board_result(
                 UdpSimResult,
@@ -267,6 +271,8 @@ class UdpSimulation:
             )
         except Exception as err:  # a LinkError: the board's records are not this engine's
             raise ContractError(str(err)) from None
+        if params.engine == "programmable":  # (the values are constants in the image)
+            values = None
         result.values = values or None
         check_values(values, final, n, error=ContractError)
         problems = [f"{final[c]} {c}" for c in ("engine_full", "lost", "late") if final[c]]
@@ -280,7 +286,7 @@ class UdpSimulation:
         elif self.options.check:
             from nfacep.reference import matcher as reference
 
-            model = reference.run(nfa, tuples, params, values=values)
+            model = reference.run(nfa, tuples, params, values=result.values)
             if model.matches != result.matches or model.drop_seqs != result.drop_seqs:
                 result.failure = SimulationError(
                     f"the board's records differ from the reference matcher's (run folder: "
@@ -302,10 +308,35 @@ def _emit(
     from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
 
     board = DEFAULT_ENDPOINT
-    top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip, port=board.port)
+    if params.engine == "programmable":
+        from nfacep.hdl.programmable import ProgrammableEngine
+
+        engine = ProgrammableEngine(_shape(nfa, params), params)
+    else:
+        engine = Engine(nfa, params, values=values)
+    top = UdpTop(engine, mac=board.mac, ip=board.ip, port=board.port)
     path = run_dir / "udp_top.v"
     path.write_text(verilog.convert(top, name=TOP, emit_src=False), encoding="utf-8")
     return path, top
+
+
+def _shape(nfa: Nfa, params: EngineParams):
+    """The programmable engine's shape for ``nfa``'s stream declaration and key."""
+    from nfacep.image import Capacity, EngineShape
+
+    program = nfa.program
+    return EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+
+
+def _loads(nfa: Nfa, params: EngineParams, values: ParamValues | None) -> list[bytes]:
+    """The LOAD bodies of ``nfa``'s image, in force from tuple 0 (none for a fixed engine);
+    :class:`~nfacep.image.ImageError` when it does not fit."""
+    if params.engine != "programmable":
+        return []
+    from nfacep.image import image, load
+    from nfacep.links.udp.protocol import load_chunks
+
+    return load_chunks(load(image(nfa, _shape(nfa, params), values), 0))
 
 
 def _write_frames(
@@ -323,6 +354,10 @@ def _write_frames(
     schema = nfa.program.schema
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, tuples)
+    engine = top._engine
+    loads = _loads(nfa, engine.params, values)
+    if loads:  # (the image holds the values)
+        values = None
     built = values.packed(values.initial) if values else 0
     plan = switch_plan(values, built, tuples.n)
     switches = dict(plan)
@@ -331,6 +366,15 @@ def _write_frames(
     index, firsts, counts, lengths = [], [], [], []
     offset = 0
     with open(run_dir / "frames.bin", "wb") as f:
+        for body in loads:  # the image first, in force from tuple 0
+            data = udp.packet(udp.PacketType.LOAD, body, engine_id=engine_id, session=LOADER)
+            frame = udp.udp_frame(host, board, data, udp_checksum=True)
+            f.write(frame)
+            index.append([offset, len(frame), None])
+            firsts.append(0)
+            counts.append(0)
+            lengths.append(len(frame) + 4)
+            offset += len(frame)
         for seq, (first, end) in enumerate(frames):
             if end is None:
                 body = switch_body(first, switches[first], values.width())
@@ -352,7 +396,6 @@ def _write_frames(
             counts.append(0 if end is None else end - first)
             lengths.append(len(frame) + 4)
             offset += len(frame)
-    engine = top._engine
     config = {
         "frames": "frames.bin",
         "index": index,
@@ -415,6 +458,8 @@ def _board_packets(received: list, final: dict, run_dir: Path) -> list[tuple[flo
         if parsed["kind"] != "udp":
             continue
         head = udp.decode_header(parsed["payload"])
+        if head["session"] == LOADER:  # (a LOAD's answer: no number of the session's)
+            continue
         seqs.append(head["seq"])
         kind = {udp.PacketType.RECORDS: "records", udp.PacketType.STATUS: "status"}.get(
             head["type"]

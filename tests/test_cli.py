@@ -189,6 +189,7 @@ def test_every_registered_command_loads():
         "build",
         "run",
         "serve",
+        "load",
     ]
     assert not [c.name for c in found if c.help.startswith("(unavailable")]
 

@@ -116,6 +116,7 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
         "build",
         "run",
         "serve",
+        "load",
     ):
         assert f"    {command} " in run.stdout, f"{command} missing from --help"
 
@@ -277,6 +278,7 @@ MAX_MODULE_LINES = 600
 LONG_MODULES = {
     "hdl/engine.py",
     "hdl/eth/payload.py",
+    "hdl/eth/link.py",
     "hdl/sdram/store.py",
     "hdl/table.py",
     "links/udp/host.py",

@@ -357,3 +357,41 @@ def test_a_damaged_truncated_or_foreign_load_is_refused():
         assert counters["refused"] == 1
         assert counters["image"] == image(first, shape).fingerprint  # still the first
         assert {s: m for s, _, m, d in records if not d} == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_software_engine_equals_the_reference(seed):
+    """The software boards' programmable engine (:class:`nfacep.links.model.ImageEngine`),
+    running an image decoded from its load, gives the reference's records: both stores,
+    timers, drops, with and without PARTITION; a damaged load is refused."""
+    import dataclasses
+
+    from nfacep.image import load
+    from nfacep.links.model import ImageEngine
+
+    rng = np.random.default_rng(300 + seed)
+    nfa = fitting_file(rng, partitioned=seed % 3 != 0)
+    shape = shape_of(nfa)
+    data = random_data(rng, 150, keys=5)
+    c = shape.capacity
+    params = EngineParams(
+        partitions=4,
+        store="table" if seed % 2 else "pipeline",
+        ways=2,
+        tick_tuples=seed % 3,
+        timer_bits=2,
+        engine="programmable",
+        states=c.states,
+        atoms=c.atoms,
+        queries=c.queries,
+    )
+    engine = ImageEngine(nfa, params)
+    damaged = bytearray(load(image(nfa, shape)))
+    damaged[-1] ^= 1
+    assert not engine.load(bytes(damaged)) and engine.refused == 1
+    assert engine.load(load(image(nfa, shape)))
+    got = engine.run(data)
+    fixed = dataclasses.replace(params, engine="fixed")
+    want = reference.run(nfa, data, fixed).records(nfa, data)
+    assert [r[:4] for r in got] == [r[:4] for r in want]
+    assert any(r.matches for r in got)

@@ -234,3 +234,24 @@ def test_usage_errors(tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_programmable_engine_loads_its_image_over_udp(tmp_path, sim_cache):
+    """``--engine programmable``: the board top has the programmable engine, the file's image
+    goes first in a LOAD packet, and the match file is ``nfacep match``'s; STATUS names the
+    image in force and counts no load refused."""
+    from nfacep import compile_file
+    from nfacep.image import Capacity, EngineShape, image
+
+    require_icarus()
+    query, data = QUERIES / "marathon.sql", QUERIES / "marathon.csv"
+    capacity = ("--engine", "programmable", "--states", "9", "--atoms", "7", "--queries", "1")
+    got, summary = sim_udp(tmp_path, sim_cache, query, data, *BUNDLED, *capacity, "--check")
+    assert got == match(tmp_path, query, data, *BUNDLED)
+    board = summary["board"]
+    nfa = compile_file(query)
+    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, Capacity(9, 7, 1))
+    assert board["image"].to_bytes(8, "little").hex() == image(nfa, shape).fingerprint
+    assert board["engine"] == 1 and board["refused"] == 0 and board["load_offset"] == 0
+    assert board["engine_full"] == 0 and board["bad_load"] == 0

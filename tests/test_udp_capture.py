@@ -86,8 +86,9 @@ def test_serve_writes_a_capture_tshark_dissects(tmp_path, capsys):
 
 
 def test_the_dissector_flags_what_breaks_the_format(tmp_path):
-    """A partial tuple, a command with a body, a spoiled IPv4 checksum and a spoiled UDP
-    checksum are each flagged; the well-formed frames around them are not."""
+    """A partial tuple, a command with a body, a spoiled IPv4 checksum, a spoiled UDP
+    checksum and a LOAD without its offset and flags are each flagged; the well-formed frames
+    around them are not, and a LOAD chunk's offset, last flag and bytes are read."""
     require_tshark()
     board, host = udp.DEFAULT_ENDPOINT, udp.Endpoint.parse("02:00:00:00:00:01", "192.0.2.1", 40000)
     # tuple_bytes 3, an engine's parameters and counters: every field a value of its own
@@ -106,16 +107,24 @@ def test_the_dissector_flags_what_breaks_the_format(tmp_path):
     spoiled = bytearray(udp.udp_frame(host, board, good, udp_checksum=True))
     spoiled[40] ^= 1  # the UDP checksum
     frames.append(bytes(spoiled))
+    # a LOAD chunk (its offset, last flag and bytes), and one without its offset and flags
+    chunk = udp.load_chunks(bytes(range(40)), 30, start=0)[1]
+    frames.append(udp.udp_frame(host, board, udp.packet(PacketType.LOAD, chunk, session=7)))
+    frames.append(udp.udp_frame(host, board, udp.packet(PacketType.LOAD, b"\0\0", session=7)))
     pcap = tmp_path / "bad.pcap"
     with PcapWriter(pcap) as capture:
         for k, frame in enumerate(frames):
             capture.write(frame, 1000 * k)
     numbers = [int(line.split()[0]) for line in flagged(pcap)]
-    assert numbers == [3, 4, 5, 6]
+    assert numbers == [3, 4, 5, 6, 8]
+    load = dissect(pcap, ("nfacep.load.offset", "nfacep.load.last", "nfacep.load.bytes"))[6]
+    assert load["nfacep.load.offset"] == "30" and load["nfacep.load.last"] == "1"
+    assert load["nfacep.load.bytes"] == bytes(range(30, 40)).hex()
     assert [r["nfacep.tuples"] for r in dissect(pcap)][:2] == ["", "2"]
     names = [f"nfacep.status.{name}" for name, _ in STATUS_FIELDS]
     (row, *_) = dissect(pcap, names)
-    assert {name: int(row[f"nfacep.status.{name}"]) for name, _ in STATUS_FIELDS} == values
+    # (the image fingerprint in hex, every other field in decimal)
+    assert {name: int(row[f"nfacep.status.{name}"], 0) for name, _ in STATUS_FIELDS} == values
 
 
 def test_a_socket_capture_frames_datagrams_as_the_wire_would(tmp_path):

@@ -22,6 +22,7 @@ import socket
 import threading
 
 import numpy as np
+import pytest
 from test_udp_host import board, reference, run
 
 from nfacep import compile_file, wire
@@ -116,16 +117,20 @@ def _script(nfa, built: ParamValues, engine_id: int) -> list[tuple[Endpoint, byt
     ]
 
 
-def _gateware(nfa, built, script) -> list[list[tuple[Endpoint, bytes]]]:
-    """The UDP top in Amaranth's simulator (the receive clock the engine's): for each step,
-    the frames it sent as (destination, UDP payload); ARP never occurs."""
+def _gateware(
+    nfa, built, script, engine=None, settle: int = SETTLE
+) -> list[list[tuple[Endpoint, bytes]]]:
+    """The UDP top in Amaranth's simulator (the receive clock the engine's) with ``nfa``'s
+    engine (or ``engine``): for each step, the frames it sent as (destination, UDP payload);
+    ARP never occurs."""
     from amaranth.hdl import ClockSignal, Elaboratable, Module
     from amaranth.sim import Simulator
 
     from nfacep.hdl.engine import Engine
     from nfacep.hdl.eth.link import UdpTop
 
-    engine = Engine(nfa, EngineParams(partitions=PARTITIONS), values=built)
+    if engine is None:
+        engine = Engine(nfa, EngineParams(partitions=PARTITIONS), values=built)
     top = UdpTop(engine, mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, flush=FLUSH)
 
     class Bench(Elaboratable):
@@ -148,7 +153,7 @@ def _gateware(nfa, built, script) -> list[list[tuple[Endpoint, bytes]]]:
                 ctx.set(top.rx_dv, 1)
                 await ctx.tick()
             ctx.set(top.rx_dv, 0)
-            await ctx.tick().repeat(SETTLE)
+            await ctx.tick().repeat(settle)
 
     async def collect(ctx):
         frame = bytearray()
@@ -366,3 +371,163 @@ def _limits():
 
 def _built(nfa) -> ParamValues:
     return ParamValues.parse(nfa.program.parameters, ["lim=100", "hot=true"])
+
+
+# --- a programmable engine: loads over the link ---------------------------------------------
+
+#: Two files for one programmable engine (the same stream declaration and key).
+FIRST = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
+QUERY up FROM s PARTITION BY k
+PATTERN ( A B )
+DEFINE
+  A AS (v > 100)
+  B AS (v <= 100 AND hot);
+"""
+SECOND = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
+QUERY down FROM s PARTITION BY k
+AFTER MATCH SKIP PAST LAST ROW
+PATTERN ( X Y )
+DEFINE
+  X AS (v < 50)
+  Y AS (v >= 50);
+"""
+PROGRAMMABLE = EngineParams(
+    partitions=PARTITIONS, engine="programmable", states=4, atoms=4, queries=2
+)
+
+
+def _programmable_script(first, second, engine_id: int):
+    """A run with loads: the first image from a third station in three chunks (one out of
+    place, one for another engine between), then, from the host, a damaged, a foreign and a
+    truncated load (refused: the first image keeps running) and the second image at tuple
+    60, while tuples flow; RESET keeps the image in force. Returns the script, the tuples
+    and the loads' images."""
+    from nfacep.image import Capacity, EngineShape, image, load
+
+    program = first.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(PROGRAMMABLE))
+    other = EngineShape(program.schema, program.partition_fields, Capacity(5, 4, 2))
+    one, two = image(first, shape), image(second, shape)
+    rng = random.Random(28)
+    n = 90
+    data = tuples.Tuples(
+        {
+            "v": np.array([rng.randrange(256) for _ in range(n)], dtype=np.uint64),
+            "hot": np.array([rng.random() < 0.5 for _ in range(n)]),
+            "k": np.array([rng.randrange(3) for _ in range(n)], dtype=np.uint64),
+        },
+        n,
+        "script",
+    )
+    tb = wire.tuple_bytes(program.schema)
+    raw = wire.pack_bytes(program.schema, data)
+    first_load = udp.load_chunks(load(one, 10), 20)
+    assert len(first_load) == 3 and len(first_load[-1]) >= 5 + 10
+    damaged = bytearray(load(two, 50))
+    damaged[30] ^= 1
+    truncated = udp.load_chunks(load(two, 50)[:-6])
+    truncated[-1] = truncated[-1][:4] + bytes([udp.LOAD_LAST]) + truncated[-1][5:]
+    T, S, R, C, L = (
+        PacketType.TUPLES,
+        PacketType.STATUS_REQ,
+        PacketType.RESET,
+        PacketType.CLOSE,
+        PacketType.LOAD,
+    )
+
+    def p(ptype, body=b"", *, seq=0, engine=engine_id, session=SESSION):
+        return udp.packet(ptype, body, seq=seq, engine_id=engine, session=session)
+
+    script = [
+        (HOST, p(R, engine=0), "accepted"),
+        (HOST, p(T, raw[: 10 * tb], seq=0), "accepted"),  # no image yet: no match
+        (THIRD, p(L, first_load[0], session=7), "accepted"),  # a loader needs no session
+        (THIRD, p(L, first_load[2], session=7), "bad_load"),  # a gap
+        (THIRD, p(L, first_load[1], session=7), "accepted"),
+        (THIRD, p(L, first_load[1], session=7), "bad_load"),  # an overlap
+        (THIRD, p(L, first_load[2], engine=engine_id ^ 1, session=7), "bad_header"),
+        (THIRD, p(L, first_load[2], session=7), "accepted"),  # in force from tuple 10
+        (HOST, p(T, raw[10 * tb : 40 * tb], seq=1), "accepted"),
+        (THIRD, p(L, bytes(5), engine=0, session=7), "accepted"),  # no bytes: STATUS only
+        (HOST, p(L, udp.load_chunks(bytes(damaged))[0]), "accepted"),
+        (HOST, p(L, udp.load_chunks(load(image(first, other), 50))[0]), "accepted"),
+        *((HOST, p(L, chunk), "accepted") for chunk in truncated),
+        *((HOST, p(L, chunk), "accepted") for chunk in udp.load_chunks(load(two, 60), 30)),
+        (HOST, p(T, raw[40 * tb : 90 * tb], seq=2), "accepted"),  # the switch at 60
+        (HOST, p(S), "accepted"),
+        (HOST, p(L, first_load[0]), "accepted"),  # a load under way at RESET ...
+        (HOST, p(R), "accepted"),  # (the second image stays in force)
+        (HOST, p(L, first_load[1]), "accepted"),
+        (HOST, p(L, first_load[2]), "accepted"),  # ... is refused (its CRC started again)
+        (HOST, p(T, raw[: 30 * tb], seq=0), "accepted"),
+        (HOST, p(C), "accepted"),
+    ]
+    return script, data, (one, two)
+
+
+@pytest.mark.slow
+def test_programmable_gateware_and_model_load_alike(tmp_path):
+    """LOAD over the link, the gateware (a programmable engine behind the UDP top) and the
+    software board answer byte for byte: chunks reassembled in order (a gap, an overlap and
+    another engine's refused and counted), from a station outside the session; a damaged, a
+    foreign and a truncated load refused with the first query still running; the second
+    in force from its tuple. The records are the reference run of the switch, and STATUS
+    names the image in force across RESET."""
+    from nfacep.hdl.programmable import ProgrammableEngine
+    from nfacep.image import Capacity, EngineShape
+    from nfacep.links.protocol import engine_id as fingerprint
+    from nfacep.reference.matcher import run_switched
+
+    (tmp_path / "first.sql").write_text(FIRST)
+    (tmp_path / "second.sql").write_text(SECOND)
+    first, second = compile_file(tmp_path / "first.sql"), compile_file(tmp_path / "second.sql")
+    engine_id = fingerprint(first, PROGRAMMABLE)
+    assert engine_id == fingerprint(second, PROGRAMMABLE)  # one engine for both files
+    script, data, (one, two) = _programmable_script(first, second, engine_id)
+    program = first.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(PROGRAMMABLE))
+    engine = ProgrammableEngine(shape, PROGRAMMABLE)
+    hw = _gateware(first, None, script, engine=engine, settle=700)
+    model = UdpBoardModel(first, PROGRAMMABLE)
+    assert model.id == engine_id
+    sw = [model.feed(payload, (".".join(map(str, s.ip)), s.port)) for s, payload, _ in script]
+    classes = {}
+    for i, ((sender, payload, verdict), got, want) in enumerate(zip(script, hw, sw, strict=True)):
+        where = f"step {i} ({verdict} from {sender})"
+        hw_bytes = [(".".join(map(str, dst.ip)), dst.port, d) for dst, d in got]
+        assert hw_bytes == [(ip, port, d) for (ip, port), d in want], where
+        if verdict != "accepted":
+            assert not got, where
+        elif payload[1] == PacketType.LOAD:  # STATUS to the loader, its session id
+            assert got[-1][0] == sender
+            assert udp.decode_header(got[-1][1])["session"] == udp.decode_header(payload)["session"]
+        classes[verdict] = classes.get(verdict, 0) + 1
+    reset = len(script) - 5
+    status = _status(hw[reset - 2][-1][1])  # the STATUS before the second RESET
+    assert status["bad_load"] == 2 and status["bad_header"] == 1
+    assert status["refused"] == 3 and status["load_offset"] == 0
+    assert status["image"].to_bytes(8, "little").hex() == two.fingerprint
+    assert (status["engine"], status["states"], status["atoms"], status["queries"]) == (1, 4, 4, 2)
+    after_reset = _status(hw[reset][-1][1])
+    assert after_reset["image"] == status["image"] and after_reset["tuples"] == 0
+    assert after_reset["load_offset"] == 20  # (the load under way goes on)
+    closed = _status(hw[-1][-1][1])
+    assert closed["refused"] == 1 and closed["image"] == status["image"]
+    assert _status(hw[9][-1][1])["image"].to_bytes(8, "little").hex() == one.fingerprint
+    # the records of the first run: no image before tuple 10, the first file to 60, then the
+    # second (the switch's reference run)
+    fmt = wire.record_format(first, slots=2)
+    records = [
+        fmt.decode_bytes(d[udp.HEADER_BYTES :][at : at + fmt.nbytes])
+        for step in hw[: reset - 2]
+        for _, d in step
+        if d[1] == PacketType.RECORDS
+        for at in range(0, len(d) - udp.HEADER_BYTES, fmt.nbytes)
+    ]
+    fixed = EngineParams(partitions=PARTITIONS)
+    before, after = run_switched(first, second, data, 60, fixed)
+    want = [r for r in before.records(first, data) if r.seq >= 10 or r.dropped]
+    want += after.records(second, data)
+    assert [r[:4] for r in records] == [r[:4] for r in want]
+    assert any(r.seq < 60 and r.matches for r in records)
+    assert any(r.seq >= 60 and r.matches for r in records)

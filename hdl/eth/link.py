@@ -21,7 +21,7 @@ from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
-from nfacep.links.udp.protocol import FRAME_CLASSES, SESSION_IDLE_CYCLES
+from nfacep.links.udp.protocol import FRAME_CLASSES, LOAD_CHUNK, SESSION_IDLE_CYCLES
 
 from ..stream import PacketQueue, StreamQueue, TupleGatherer
 from .arp import ArpRx
@@ -38,6 +38,12 @@ COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late", 
 CAPACITY = 4096
 #: Tuples the clock-domain crossing holds.
 TUPLE_FIFO_DEPTH = 16
+#: Bytes of the receive buffer of loads (a programmable engine's): two chunks.
+LOAD_CAPACITY = 2 * LOAD_CHUNK
+#: The load bytes the clock-domain crossing holds.
+LOAD_FIFO_DEPTH = 16
+#: A byte of a load, with ``last`` on a load's final byte (the engine's configuration port's).
+LOAD_BYTE = data.StructLayout({"data": 8, "last": 1})
 
 
 class EthRx(wiring.Component):
@@ -58,6 +64,8 @@ class EthRx(wiring.Component):
     event : ``Out(stream.Signature(event_layout()))``
     empty : ``Out(1)``
         Nothing committed waits in the queue or the gatherer.
+    o_load : ``Out(stream.Signature(LOAD_BYTE))``
+        With ``load``: the bytes of accepted LOAD packets, in order (a second queue).
     """
 
     def __init__(
@@ -71,6 +79,7 @@ class EthRx(wiring.Component):
         engine_id: int,
         params_bytes: int = 0,
         idle_cycles: int = SESSION_IDLE_CYCLES,
+        load: bool = False,
     ):
         if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
             raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
@@ -82,15 +91,18 @@ class EthRx(wiring.Component):
             "tuple_bytes": (tuple_width + 7) // 8,
             "params_bytes": params_bytes,
             "idle_cycles": idle_cycles,
+            "load": load,
         }
+        self._load = load
         super().__init__(
             {
                 "rxd": In(8),
                 "rx_dv": In(1),
                 "rx_er": In(1),
                 "o_stream": Out(stream.Signature(tuple_width)),
-                "event": Out(stream.Signature(event_layout(params_bytes))),
+                "event": Out(stream.Signature(event_layout(params_bytes, load))),
                 "empty": Out(1),
+                **({"o_load": Out(stream.Signature(LOAD_BYTE))} if load else {}),
             }
         )
 
@@ -153,6 +165,18 @@ class EthRx(wiring.Component):
         wiring.connect(m, gatherer.o_stream, wiring.flipped(self.o_stream))
         wiring.connect(m, payload.event, wiring.flipped(self.event))
         m.d.comb += self.empty.eq(buffer.empty & ~gatherer.o_stream.valid)
+        if self._load:
+            m.submodules.load_buffer = loads = PacketQueue(LOAD_CAPACITY, LOAD_BYTE.size)
+            m.d.comb += [
+                loads.i_stream.valid.eq(payload.load_write.valid),
+                loads.i_stream.payload.eq(payload.load_write.payload),
+                loads.commit.eq(payload.load_commit),
+                loads.rollback.eq(payload.load_rollback),
+                payload.load_overflow.eq(loads.overflow),
+                self.o_load.valid.eq(loads.o_stream.valid),
+                self.o_load.payload.eq(loads.o_stream.payload),
+                loads.o_stream.ready.eq(self.o_load.ready),
+            ]
 
 
 class UdpLink(wiring.Component):
@@ -204,6 +228,12 @@ class UdpLink(wiring.Component):
         With ``params_bits``: a switch, the tuple number in the low 48 bits, the values above.
     param_values : ``In(params_bits)``
         With ``params_bits``: the engine's values in force, for STATUS.
+    o_config : ``Out(stream.Signature(LOAD_BYTE))``
+        With ``load`` (a programmable engine): the bytes of the loads (the engine's
+        ``i_config``), crossed from the receive clock's domain as the tuples are. An accepted
+        LOAD (from any sender) is answered with STATUS to its sender.
+    image, refused : ``In(64)``, ``In(32)``
+        With ``load``: the engine's image in force and loads refused, for STATUS.
     """
 
     def __init__(
@@ -221,7 +251,9 @@ class UdpLink(wiring.Component):
         params_bits: int = 0,
         idle_cycles: int = SESSION_IDLE_CYCLES,
         engine_fields: dict[str, int] | None = None,
+        load: bool = False,
     ):
+        self._load = bool(load)
         self._tuple_layout = tuple_layout
         self._record_layout = record_layout
         self._params_bytes = params_bytes(params_bits)
@@ -234,6 +266,7 @@ class UdpLink(wiring.Component):
             "engine_id": engine_id,
             "params_bytes": self._params_bytes,
             "idle_cycles": idle_cycles,
+            "load": self._load,
         }
         self._tx_args = {
             "mac": mac,
@@ -275,6 +308,10 @@ class UdpLink(wiring.Component):
         if params_bits:
             members["o_params"] = Out(stream.Signature(8 * (SWITCH_BYTES + self._params_bytes)))
             members["param_values"] = In(params_bits)
+        if self._load:
+            members["o_config"] = Out(stream.Signature(LOAD_BYTE))
+            members["image"] = In(64)
+            members["refused"] = In(32)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -306,7 +343,9 @@ class UdpLink(wiring.Component):
             tuples.r_en.eq(self.o_stream.ready),
         ]
 
-        layout = event_layout(self._params_bytes)
+        if self._load:
+            self._load_crossing(m, rx)
+        layout = event_layout(self._params_bytes, self._load)
         m.submodules.event_fifo = events = AsyncFIFO(
             width=layout.size, depth=4, w_domain="eth_rx", r_domain="sync"
         )
@@ -326,6 +365,23 @@ class UdpLink(wiring.Component):
         count = self._events(m, event_valid, data.View(layout, event))
         self._transmit(m, count)
         return m
+
+    def _load_crossing(self, m, rx):
+        """The load bytes into the ``sync`` domain, as the tuples cross (ready from a
+        register: the level a cycle ago left room for this cycle's write and the last one's)."""
+        m.submodules.load_fifo = loads = AsyncFIFO(
+            width=LOAD_BYTE.size, depth=LOAD_FIFO_DEPTH, w_domain="eth_rx", r_domain="sync"
+        )
+        room = Signal()
+        m.d.eth_rx += room.eq(loads.w_level < LOAD_FIFO_DEPTH - 2)
+        m.d.comb += [
+            loads.w_en.eq(rx.o_load.valid & room),
+            loads.w_data.eq(rx.o_load.payload),
+            rx.o_load.ready.eq(room),
+            self.o_config.valid.eq(loads.r_rdy),
+            self.o_config.payload.eq(loads.r_data),
+            loads.r_en.eq(self.o_config.ready),
+        ]
 
     def _transmit(self, m, count):
         """Records, STATUS and ARP replies out on GMII (the ``sync`` domain is the transmit
@@ -348,6 +404,9 @@ class UdpLink(wiring.Component):
             tx.arp_request.eq(self.arp_request),
             tx.arp_peer.eq(self.arp_peer),
             tx.status_request.eq(self.status_request),
+            tx.status_peer.eq(self._status_peer),
+            tx.status_session.eq(self._status_session),
+            tx.status_numbered.eq(self._status_numbered),
             tx.peer.eq(self.peer),
             tx.session.eq(self.session),
             tx.clear.eq(self.reset_request),
@@ -358,6 +417,12 @@ class UdpLink(wiring.Component):
             m.d.comb += getattr(tx.counters, name).eq(getattr(self.counters, name))
         if self._params_bytes:
             m.d.comb += tx.params.eq(self.param_values)
+        if self._load:
+            m.d.comb += [
+                tx.image.eq(self.image),
+                tx.refused.eq(self.refused),
+                tx.load_offset.eq(self._load_offset),
+            ]
         for name in ("matched", "drops", "records", "packets"):
             m.d.comb += count[name].eq(getattr(tx.count, name))
         quiet = Signal(range(self._quiet + 1))
@@ -366,6 +431,25 @@ class UdpLink(wiring.Component):
         with m.Elif(quiet != self._quiet):
             m.d.sync += quiet.eq(quiet + 1)
         m.d.comb += tx.idle.eq(quiet == self._quiet)
+
+    def _asker(self, m, valid, event):
+        """Where STATUS goes: to whoever asked for it (the session's host; a LOAD's sender,
+        any station), with its session id; and where the load being received stands."""
+        self._status_peer = Signal(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))
+        self._status_session = Signal(32)
+        self._status_numbered = Signal()
+        self._load_offset = Signal(32)
+        with m.If(self.status_request):
+            m.d.sync += [
+                self._status_numbered.eq(event.kind != EventKind.LOAD),
+                self._status_peer.mac.eq(event.mac),
+                self._status_peer.ip.eq(event.ip),
+                self._status_peer.port.eq(event.port),
+                self._status_session.eq(event.session),
+            ]
+        if self._load:
+            with m.If(valid):
+                m.d.sync += self._load_offset.eq(event.load_offset)
 
     def _events(self, m, valid, event):
         """Count each frame in its class, check TUPLES' ``seq``, raise the requests."""
@@ -396,6 +480,7 @@ class UdpLink(wiring.Component):
                     (kind == EventKind.STATUS_REQ)
                     | (kind == EventKind.RESET)
                     | (kind == EventKind.CLOSE)
+                    | (kind == EventKind.LOAD)
                 )
             ),
             self.arp_request.eq(accepted & (kind == EventKind.ARP)),
@@ -430,6 +515,7 @@ class UdpLink(wiring.Component):
             ]
         with m.If(self.arp_request):
             m.d.sync += [self.arp_peer.mac.eq(event.mac), self.arp_peer.ip.eq(event.ip)]
+        self._asker(m, valid, event)
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
@@ -448,7 +534,9 @@ class UdpLink(wiring.Component):
 class UdpTop(wiring.Component):
     """``engine`` behind a :class:`UdpLink`: the ports are GMII's (receive side clocked by
     ``rx_clk``, transmit side by the ``sync`` domain, which the engine runs in too). An
-    accepted RESET resets the engine.
+    accepted RESET resets the engine. A programmable engine
+    (:class:`~nfacep.hdl.programmable.ProgrammableEngine`) takes its loads from LOAD packets
+    (its configuration, the image in force, survives RESET).
 
     Members
     -------
@@ -469,11 +557,27 @@ class UdpTop(wiring.Component):
         flush: int = 1024,
     ):
         from nfacep.hdl.layout import params_layout
-        from nfacep.links.protocol import engine_fields, engine_id
+        from nfacep.links.protocol import engine_fields, engine_id, engine_kind_fields
 
         self._engine = engine
-        self._engine_id = engine_id(engine.nfa, engine.params)
-        layout = params_layout(engine.nfa.program.parameters)
+        self._programmable = hasattr(engine, "shape")
+        params = engine.params
+        if self._programmable:
+            import dataclasses
+
+            from nfacep.image import Capacity
+            from nfacep.links.protocol import shape_engine_id
+
+            c = engine.shape.capacity
+            params = dataclasses.replace(
+                params, engine="programmable", states=c.states, atoms=c.atoms, queries=c.queries
+            )
+            assert Capacity.of(params) == c
+            self._engine_id = shape_engine_id(engine.shape, params)
+            layout = None
+        else:
+            self._engine_id = engine_id(engine.nfa, engine.params)
+            layout = params_layout(engine.nfa.program.parameters)
         self._link_args = {
             "mac": mac,
             "ip": ip,
@@ -483,7 +587,8 @@ class UdpTop(wiring.Component):
             "flush": flush,
             "quiet": 2 * (engine.params.partitions + 32),
             "params_bits": layout.size if layout is not None else 0,
-            "engine_fields": engine_fields(engine.params),
+            "engine_fields": {**engine_fields(params), **engine_kind_fields(params)},
+            "load": self._programmable,
         }
         super().__init__(
             {
@@ -525,6 +630,9 @@ class UdpTop(wiring.Component):
             self.activity.eq(link.activity),
             self.trouble.eq(link.trouble),
         ]
+        if self._programmable:
+            wiring.connect(m, link.o_config, engine.i_config)
+            m.d.comb += [link.image.eq(engine.image), link.refused.eq(engine.refused)]
         if self._link_args["params_bits"]:
             switch = link.o_params.payload
             seq = engine.i_params.payload.seq

@@ -15,6 +15,8 @@ from nfacep.links.protocol import ENGINE_FIELDS, SWITCH_BYTES
 from nfacep.links.udp.protocol import (
     FRAME_CLASSES,
     HEADER_BYTES,
+    LOAD_HEADER_BYTES,
+    LOAD_LAST,
     MAX_PAYLOAD,
     SESSION_IDLE_CYCLES,
     STATUS_FIELDS,
@@ -60,6 +62,7 @@ class FrameClass(enum.IntEnum, shape=4):
     BAD_HEADER = 8
     FOREIGN = 9
     ENGINE_FULL = 10
+    BAD_LOAD = 11
 
 
 assert [c.name.lower() for c in FrameClass] == list(FRAME_CLASSES)
@@ -74,12 +77,15 @@ class EventKind(enum.IntEnum, shape=3):
     ARP = 3
     PARAMS = 4
     CLOSE = 5
+    LOAD = 6
 
 
-def event_layout(params_bytes: int = 0) -> data.StructLayout:
+def event_layout(params_bytes: int = 0, load: bool = False) -> data.StructLayout:
     """One received frame: its class and, when accepted, what it asks for, who sent it and
     its session id; with ``params_bytes`` (bytes of the engine's runtime parameters), a PARAMS
-    packet's body (``switch``: the tuple number in the low 48 bits, the values above)."""
+    packet's body (``switch``: the tuple number in the low 48 bits, the values above); with
+    ``load`` (a programmable engine), ``load_offset``: where the load being received stands
+    after the frame (STATUS's)."""
     fields = {
         "cls": FrameClass,
         "kind": EventKind,
@@ -91,6 +97,8 @@ def event_layout(params_bytes: int = 0) -> data.StructLayout:
     }
     if params_bytes:
         fields["switch"] = 8 * (SWITCH_BYTES + params_bytes)
+    if load:
+        fields["load_offset"] = 32
     return data.StructLayout(fields)
 
 
@@ -131,6 +139,14 @@ class _Header:
         self.long_enough = Signal(reset_less=True)
         self.command_ok = Signal(reset_less=True)
         self.params_ok = Signal(reset_less=True)
+        # a LOAD: its offset and flags are there, it has bytes of the load; and its next
+        # offset (where the load stands after it), at the frame's end
+        self.load_ok = Signal(reset_less=True)
+        self.load_data = Signal(reset_less=True)
+        self.load_next = Signal(32, reset_less=True)
+        self.load_skip = Signal(range(LOAD_HEADER_BYTES + 1), reset_less=True)
+        self.load_offset = Signal(32)  # (combinational) the LOAD's offset and flags
+        self.load_flags = Signal(8)
         # the tuple data: at least one byte, the next byte's place in a tuple
         self.some = Signal(reset_less=True)
         self.phase = Signal(range(tuple_bytes), reset_less=True)
@@ -199,6 +215,13 @@ class PayloadRx(wiring.Component):
     ``bad_header``), a PARAMS packet for this engine whose body is exactly the switch's tuple
     number and the values (else ``bad_udp``) is accepted, its body in the event's ``switch``;
     whether the engine takes it is decided after the crossing.
+
+    With ``load`` (a programmable engine; else a LOAD is a ``bad_header``), a LOAD for this
+    engine from any sender (no session needed; one without bytes, which asks for STATUS only,
+    whatever its ``engine_id``) is reassembled: its bytes after the offset and
+    flags go to ``load_write`` (``data`` and ``last``: the flags' last bit on the chunk's final
+    byte), committed with ``load_commit`` when it is accepted, when its offset is where the
+    load stands (``bad_load`` else) and its bytes fit (``load_overflow``: ``engine_full``).
     """
 
     def __init__(
@@ -209,6 +232,7 @@ class PayloadRx(wiring.Component):
         params_bytes: int = 0,
         offset: int = PAYLOAD_AT,
         idle_cycles: int = SESSION_IDLE_CYCLES,
+        load: bool = False,
     ):
         if tuple_bytes < 1:
             raise ValueError("tuples must take at least one byte")
@@ -219,8 +243,16 @@ class PayloadRx(wiring.Component):
         self._tuple_bytes = tuple_bytes
         self._params_bytes = int(params_bytes)
         self._offset = offset
+        self._load = bool(load)
+        load_members = {
+            "load_write": Out(stream.Signature(data.StructLayout({"data": 8, "last": 1}))),
+            "load_commit": Out(1),
+            "load_rollback": Out(1),
+            "load_overflow": In(1),
+        }
         super().__init__(
             {
+                **(load_members if load else {}),
                 "frame": In(frame_signature),
                 "end": In(1),
                 "fcs_ok": In(1),
@@ -231,7 +263,7 @@ class PayloadRx(wiring.Component):
                 "commit": Out(1),
                 "rollback": Out(1),
                 "overflow": In(1),
-                "event": Out(stream.Signature(event_layout(self._params_bytes))),
+                "event": Out(stream.Signature(event_layout(self._params_bytes, self._load))),
                 "session_open": Out(1),
             }
         )
@@ -256,8 +288,11 @@ class PayloadRx(wiring.Component):
                 size_ok.eq(self.size_ok),
                 truncated.eq(self.lower.ip_end > self.length),
             ]
+        self._expected_now = Signal(32, name="load_expected")
         cls = self._verdict(m, h, s, fcs_ok, size_ok, truncated)
         ev, lower = self.event, self.lower
+        if self._load:
+            self._reassemble(m, h, verdict, cls)
         m.d.sync += ev.valid.eq(verdict)
         with m.If(verdict):
             m.d.sync += [
@@ -280,7 +315,27 @@ class PayloadRx(wiring.Component):
             self.commit.eq(ev.valid & accept_tuples),
             self.rollback.eq(ev.valid & ~accept_tuples),
         ]
+        if self._load:
+            accept_load = (ev.payload.cls == FrameClass.ACCEPTED) & (
+                ev.payload.kind == EventKind.LOAD
+            )
+            m.d.comb += [
+                self.load_commit.eq(ev.valid & accept_load),
+                self.load_rollback.eq(ev.valid & ~accept_load),
+            ]
         return m
+
+    def _reassemble(self, m, h, verdict, cls):
+        """Where the load being received stands (``expected``): an accepted LOAD with bytes
+        moves it past them, or to 0 (none) after the last chunk; the event carries it."""
+        expected = self._expected_now
+        header_end = UDP.length + PAYLOAD.length + LOAD_HEADER_BYTES
+        with m.If(self.end):
+            m.d.sync += h.load_next.eq(h.load_offset + self.lower.udp_length - header_end)
+        moved = (cls == FrameClass.ACCEPTED) & (h.kind == EventKind.LOAD) & h.load_data
+        after = Mux(moved, Mux(h.load_flags & LOAD_LAST, 0, h.load_next), expected)
+        with m.If(verdict):
+            m.d.sync += [expected.eq(after), self.event.payload.load_offset.eq(after)]
 
     def _same(self, m, h, s):
         """``h.same_ip``, ``same_port`` and ``same_session``: the frame's IPv4 source, UDP
@@ -311,7 +366,7 @@ class PayloadRx(wiring.Component):
             m.d.sync += s.open.eq(0)
         with m.Elif(s.open):
             m.d.sync += s.idle.eq(s.idle + 1)
-        with m.If(accepted & (ev.kind != EventKind.ARP)):
+        with m.If(accepted & (ev.kind != EventKind.ARP) & (ev.kind != EventKind.LOAD)):
             m.d.sync += s.idle.eq(0)
         with m.If(accepted & (ev.kind == EventKind.RESET)):
             m.d.sync += [s.open.eq(1), s.ip.eq(ev.ip), s.port.eq(ev.port), s.id.eq(ev.session)]
@@ -338,8 +393,15 @@ class PayloadRx(wiring.Component):
             h.long_enough.eq(udp_length >= header_end),
             h.command_ok.eq(udp_length == header_end),
             h.params_ok.eq(udp_length == header_end + SWITCH_BYTES + pb),
+            h.load_ok.eq(udp_length >= header_end + LOAD_HEADER_BYTES),
+            h.load_data.eq(udp_length > header_end + LOAD_HEADER_BYTES),
         ]
         on_bytes(m, self.frame, {self._offset: tests})
+        if self._load:
+            body = Header("load", {"offset": 4, "flags": 1}, byteorder="little")
+            m.submodules.load = load = Depacketizer(body, self._offset + PAYLOAD.length)
+            wiring.connect(m, wiring.flipped(self.frame), load.frame)
+            m.d.comb += [h.load_offset.eq(load.fields.offset), h.load_flags.eq(load.fields.flags)]
         if not pb:
             return None
         body = Header("switch", {"switch": SWITCH_BYTES + pb}, byteorder="little")
@@ -361,7 +423,7 @@ class PayloadRx(wiring.Component):
             self.frame,
             {
                 0: [h.some.eq(0), h.phase.eq(0)],
-                self._offset: [data_left.eq(left)],
+                self._offset: [data_left.eq(left), h.load_skip.eq(0)],
                 data_at - 1: [data_phase.eq(1)],
             },
         )
@@ -372,6 +434,18 @@ class PayloadRx(wiring.Component):
             self.write.valid.eq(in_data & (h.ptype == PacketType.TUPLES)),
             self.write.payload.eq(self.frame.byte),
         ]
+        if self._load:
+            is_load = h.ptype == PacketType.LOAD
+            body = in_data & is_load & (h.load_skip == LOAD_HEADER_BYTES)
+            m.d.comb += [
+                self.load_write.valid.eq(body),
+                self.load_write.payload.data.eq(self.frame.byte),
+                self.load_write.payload.last.eq(
+                    (h.load_flags & LOAD_LAST).any() & (data_left == 1)
+                ),
+            ]
+            with m.If(in_data & (h.load_skip != LOAD_HEADER_BYTES)):
+                m.d.sync += h.load_skip.eq(h.load_skip + 1)
         with m.If(in_data):
             m.d.sync += [
                 h.some.eq(1),
@@ -387,6 +461,7 @@ class PayloadRx(wiring.Component):
         lower, ptype = self.lower, h.ptype
         is_tuples = ptype == PacketType.TUPLES
         is_params = (ptype == PacketType.PARAMS) if self._params_bytes else Const(0)
+        is_load = (ptype == PacketType.LOAD) if self._load else Const(0)
         command = (
             (ptype == PacketType.STATUS_REQ)
             | (ptype == PacketType.RESET)
@@ -404,6 +479,8 @@ class PayloadRx(wiring.Component):
             m.d.comb += kind.eq(EventKind.CLOSE)
         with m.Elif(is_params):
             m.d.comb += kind.eq(EventKind.PARAMS)
+        with m.Elif(is_load):
+            m.d.comb += kind.eq(EventKind.LOAD)
         m.d.comb += early.eq(1)
         with m.If(~lower.for_us):
             m.d.comb += cls.eq(C.NOT_FOR_US)
@@ -428,8 +505,8 @@ class PayloadRx(wiring.Component):
                 m.d.comb += cls.eq(C.BAD_UDP)
             with m.Elif(
                 ~h.version_ok
-                | ~(is_tuples | command | is_params)
-                | ((is_tuples | is_params) & ~h.engine_ok)
+                | ~(is_tuples | command | is_params | is_load)
+                | ((is_tuples | is_params | (is_load & h.load_data)) & ~h.engine_ok)
             ):
                 m.d.comb += cls.eq(C.BAD_HEADER)
             with m.Else():
@@ -446,6 +523,13 @@ class PayloadRx(wiring.Component):
         command = (h.kind == EventKind.STATUS_REQ) | reset | (h.kind == EventKind.CLOSE)
         bound = s.open & h.same_ip & h.same_port & h.same_session
         params = h.kind == EventKind.PARAMS
+        load = (h.kind == EventKind.LOAD) if self._load else Const(0)
+        # (a LOAD's offset against where the load stands: registers, compared at the end)
+        misplaced = Signal()
+        load_full = Const(0)
+        if self._load:
+            m.d.comb += misplaced.eq(h.load_data & (h.load_offset != self._expected_now))
+            load_full = self.load_overflow
         with m.If(~size_ok):
             m.d.comb += cls.eq(C.BAD_SIZE)
         with m.Elif(~fcs_ok):
@@ -460,19 +544,24 @@ class PayloadRx(wiring.Component):
             Mux(
                 command,
                 ~h.command_ok,
-                Mux(params, ~h.params_ok, ~h.some | (h.phase != 0)),
+                Mux(params, ~h.params_ok, Mux(load, ~h.load_ok, ~h.some | (h.phase != 0))),
             )
         ):
             m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(~bound & ~(reset & ~s.open)):
+        with m.Elif(~bound & ~(reset & ~s.open) & ~load):
             m.d.comb += cls.eq(C.FOREIGN)
-        with m.Elif(~command & ~params & self.overflow):
+        with m.Elif(load & misplaced):
+            m.d.comb += cls.eq(C.BAD_LOAD)
+        with m.Elif(Mux(load, load_full, ~command & ~params & self.overflow)):
             m.d.comb += cls.eq(C.ENGINE_FULL)
         with m.Else():
             m.d.comb += cls.eq(C.ACCEPTED)
         return cls
 
 
+#: STATUS's fields that say which engine the board has (constants, :class:`UdpTx`'s
+#: ``engine_fields``).
+_ENGINE_KIND_FIELDS = ("engine", "states", "atoms", "queries")
 #: Header bytes: an ARP reply's (Ethernet, ARP); a UDP packet's (Ethernet, IPv4, UDP, payload).
 _ARP_HEADERS = ETHERNET.length + ARP.length
 _UDP_HEADERS = ETHERNET.length + IPV4.length + UDP.length + PAYLOAD.length
@@ -493,6 +582,8 @@ class _TxFrame:
         self.last_byte = Signal()  # RECORDS: the byte offered is the body's last
         self.ip_len = Signal(16)
         self.dst = Signal(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))
+        self.session = Signal(32)  # the payload header's session id
+        self.numbered = Signal()  # a STATUS that takes a number of the session's (seq)
         self.record = Signal(8 * record_bytes)
         self.index = Signal(11)  # the byte of the header or the body being offered
         self.in_record = Signal(range(record_bytes))
@@ -557,8 +648,10 @@ class UdpTx(wiring.Component):
             "tuple_bytes": tuple_bytes,
             "record_bytes": self._record_bytes,
             "capacity": capacity,
-            # the engine parameters (ENGINE_FIELDS): zero unless given
+            # the engine parameters (ENGINE_FIELDS, and the programmable engine's kind and
+            # capacities): zero unless given
             **{name: 0 for name, _ in ENGINE_FIELDS},
+            **dict.fromkeys(_ENGINE_KIND_FIELDS, 0),
             **(engine_fields or {}),
         }
         self._counter_names = tuple(counters)
@@ -574,6 +667,12 @@ class UdpTx(wiring.Component):
             "status_request": In(1),
             "clear": In(1),
             "peer": In(endpoint),
+            "status_peer": In(endpoint),
+            "status_session": In(32),
+            "status_numbered": In(1),
+            "image": In(64),
+            "refused": In(32),
+            "load_offset": In(32),
             "session": In(32),
             "arp_peer": In(endpoint),
             "counters": In(wiring.Signature({n: Out(32) for n in self._counter_names})),
@@ -597,7 +696,14 @@ class UdpTx(wiring.Component):
         fields = dict(STATUS_FIELDS)
         if self._values_bytes:
             fields["params"] = self._values_bytes
-        values = {**self._constants, "flags": flags, "next_seq": self.next_seq}
+        values = {
+            **self._constants,
+            "flags": flags,
+            "next_seq": self.next_seq,
+            "image": self.image,
+            "refused": self.refused,
+            "load_offset": self.load_offset,
+        }
         for name in self._counter_names:
             values[name] = getattr(self.counters, name)
         if self._params_bits:
@@ -638,7 +744,9 @@ class UdpTx(wiring.Component):
                         want_status.eq(0),
                         f.kind.eq(PacketType.STATUS),
                         f.body_len.eq(status_bytes),
-                        f.dst.eq(self.peer),
+                        f.dst.eq(self.status_peer),
+                        f.session.eq(self.status_session),
+                        f.numbered.eq(self.status_numbered),
                         f.ip_len.eq(_IP_UDP_PAYLOAD + status_bytes),
                     ]
                     m.next = "SUM"
@@ -647,6 +755,7 @@ class UdpTx(wiring.Component):
                         f.kind.eq(PacketType.RECORDS),
                         f.n_records.eq(batch),
                         f.dst.eq(self.peer),
+                        f.session.eq(self.session),
                     ]
                     m.next = "LENGTH"
             self._lengths(m, f)
@@ -732,7 +841,8 @@ class UdpTx(wiring.Component):
                     with m.If(arp_reply):
                         m.next = "IDLE"
                     with m.Elif(f.kind == PacketType.STATUS):
-                        m.d.sync += f.seq.eq(f.seq + 1)
+                        with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)
+                            m.d.sync += f.seq.eq(f.seq + 1)
                         m.next = "STATUS"
                     with m.Else():
                         m.d.sync += [
@@ -815,7 +925,7 @@ class UdpTx(wiring.Component):
             "type": f.kind,
             "seq": f.seq,
             "engine_id": self._engine_id,
-            "session": self.session,
+            "session": f.session,
         }
         udp_packet = Cat(
             pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_IPV4}),

@@ -60,7 +60,6 @@ from nfacep.settings import ParamValues
 from ..host import (
     BoardResult,
     LinkError,
-    NoBoardError,
     board_result,
     check_engine,
     check_timeout,
@@ -70,6 +69,7 @@ from ..host import (
     values_bytes,
 )
 from ..protocol import decode_fields, fields_size, switch_body
+from .errors import EngineMismatchError, UdpTimeoutError
 from .protocol import (
     DEFAULT_ENDPOINT,
     HEADER_BYTES,
@@ -108,18 +108,6 @@ STATUS_BYTES = fields_size(STATUS_FIELDS)
 MIN_RATE, MAX_RATE = 1.0, 1e12
 #: ``--retries`` at most.
 MAX_RETRIES = 100
-
-
-class UdpTimeoutError(NoBoardError):
-    """Nothing answers at the address within ``--timeout``: a setup to fix (exit 2)."""
-
-    exit_code = 2
-
-
-class EngineMismatchError(NoBoardError):
-    """The board answers but runs another engine: load the right bitstream (exit 2)."""
-
-    exit_code = 2
 
 
 class _Lost(Exception):
@@ -299,7 +287,9 @@ class _Session:
         if seq in self.received or (seq - self.base) % 2**32 < self.floor:
             self.duplicates += 1
             return
-        if head["type"] == PacketType.STATUS and len(body) == STATUS_BYTES + self.values_bytes:
+        # (a programmable board's STATUS has no values: its image holds them)
+        sizes = (STATUS_BYTES + self.values_bytes, STATUS_BYTES)
+        if head["type"] == PacketType.STATUS and len(body) in sizes:
             status = {
                 **decode_fields(STATUS_FIELDS, body[:STATUS_BYTES]),
                 "seq": seq,
@@ -476,13 +466,14 @@ class UdpBoard:
                 f"tuples of {tb} bytes fit a 1,500-byte packet"
             )
         sock = self._connect()
+        self.record_fmt = wire.record_format(nfa)  # (a programmable board's: _image)
         s = _Session(
             sock,
             self.address,
             self.timeout,
             self.progress or (lambda text: None),
             values_bytes(nfa),
-            record_bytes=wire.record_format(nfa).nbytes,
+            record_bytes=self.record_fmt.nbytes,
         )
         try:
             return self._attempts(s, nfa, params, values, pieces, sink)
@@ -491,6 +482,31 @@ class UdpBoard:
                 with contextlib.suppress(LinkError):
                     s.send(PacketType.CLOSE)
             sock.close()
+
+    def _image(self, s: _Session, nfa: Nfa, status: dict, values) -> dict:
+        """After RESET, on a programmable board (STATUS's ``engine``): put the file's image in
+        force from tuple 0, sent only when STATUS shows another in force (it survives RESET;
+        :mod:`.load`), and read its records (a ``matches`` bit per query slot). ``status``
+        (RESET's) unchanged."""
+        if not status["engine"]:
+            return status
+        from .load import load_image
+
+        given = self.options.engine_given
+        loaded = load_image(
+            s.sock,
+            self.address,
+            self.timeout,
+            nfa,
+            values=values,
+            given=None if given is None else dict(given),
+        )
+        assert loaded is not None  # (STATUS said programmable)
+        self.record_fmt = loaded.record_format
+        s.record_bytes = loaded.record_format.nbytes
+        if loaded.sent:
+            s.say(f"loaded the image {loaded.image.fingerprint} ({loaded.packets} LOAD packets)")
+        return status
 
     def _connect(self) -> socket.socket:
         """A UDP socket connected to the board (a UsageError if it cannot be)."""
@@ -524,6 +540,7 @@ class UdpBoard:
         for attempt in range(self.retries + 1):
             s.start_attempt()
             status = self._reset(s, nfa, params, tb)
+            status = self._image(s, nfa, status, values)
             link = _Link(
                 status, self._per_packet(status, tb, per_mtu), values, self.rate, losses, started
             )
@@ -547,7 +564,7 @@ class UdpBoard:
     def _attempt(self, s: _Session, nfa: Nfa, link: _Link, pieces, sink):
         """One attempt from RESET on: each piece sent, drained (the board took it all and is
         idle), its records checked and added to the sink; the sink's ``finish``."""
-        fmt = wire.record_format(nfa)
+        fmt = self.record_fmt  # (a programmable board's: a ``matches`` bit per query slot)
         schema = nfa.program.schema
         tb = wire.tuple_bytes(schema)
         tally = _Tally(s.address)
@@ -573,7 +590,7 @@ class UdpBoard:
                     link.status["capacity"],
                     engine_id=link.status["engine_id"],
                     plan=plan,
-                    width=link.values.width() if link.values else 0,
+                    width=link.switched.width() if link.switched else 0,
                     rate=link.rate,
                     first=sent,
                     seq=seq,
@@ -675,6 +692,8 @@ class _Link:
 
     def __init__(self, status, per_packet, values, rate, losses, started):
         self.status, self.per_packet, self.values, self.rate = status, per_packet, values, rate
+        #: the values switched by PARAMS: none on a programmable board (its image holds them)
+        self.switched = None if status["engine"] else values
         self.losses, self.started = losses, started
         self.starts_read = False
         self.stats: dict = {
@@ -686,7 +705,7 @@ class _Link:
 
     def plan(self, end: int) -> list[tuple[int, int]]:
         """The switches of the tuples before ``end`` (:func:`~nfacep.links.host.switch_plan`)."""
-        return switch_plan(self.values, self.status["values"], end)
+        return switch_plan(self.switched, self.status["values"], end)
 
     def finish(self, s: _Session, result: UdpBoardResult, n: int) -> None:
         """The last piece's ``result`` (``n`` tuples in the stream) gets the run's statistics,
@@ -709,7 +728,7 @@ class _Link:
                 },
             }
         )
-        check_values(self.values, result.status, n)
+        check_values(self.switched, result.status, n)
         result.values = self.values or None
         if self.losses or s.bad_in:
             result.warnings.append(

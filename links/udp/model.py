@@ -20,11 +20,13 @@ import time
 from nfacep.params import EngineParams
 
 from ..model import BoardModel
-from ..protocol import SWITCH_BYTES, encode_fields, engine_fields
+from ..protocol import SWITCH_BYTES, encode_fields, engine_fields, engine_kind_fields
 from .protocol import (
     BROADCAST,
     FRAME_CLASSES,
     HEADER_BYTES,
+    LOAD_HEADER_BYTES,
+    LOAD_LAST,
     MAX_PAYLOAD,
     SESSION_IDLE,
     STATUS_FIELDS,
@@ -65,6 +67,13 @@ class UdpBoardModel(BoardModel):
     PARAMS packets switch them as the engine does
     (:class:`~nfacep.links.model.ParamRegisters`); one while a switch is pending is
     ``engine_full``. STATUS ends with the values in force.
+
+    A programmable engine (``params.engine``) takes LOAD packets from any sender, reassembled
+    in order as the gateware does (a chunk elsewhere than where the load stands is
+    ``bad_load``), each answered with STATUS to its sender (its ``image`` and ``refused``
+    from before the load the chunk ends, if it ends one); the engine is an
+    :class:`~nfacep.links.model.ImageEngine`. The load being received and the image in force
+    survive RESET.
     """
 
     def __init__(
@@ -89,10 +98,14 @@ class UdpBoardModel(BoardModel):
         self.session = 0
         self.heard = 0.0
         self.last = ""  #: the class of the last packet fed
+        #: the load being received (its bytes so far), and where it stands
+        self.assembling = bytearray()
         self.reset()
 
     def reset(self) -> None:
         super().reset()
+        #: a load being received when RESET came: the engine's CRC started again, it is refused
+        self.doomed = bool(getattr(self, "assembling", b""))
         self.seq = 0  # the board's packets
         self.counters = dict.fromkeys((name for name, _ in STATUS_FIELDS), 0)
 
@@ -103,18 +116,40 @@ class UdpBoardModel(BoardModel):
             "record_bytes": self.record_format.nbytes,
             "capacity": self.capacity,
             **engine_fields(self.params),
+            **engine_kind_fields(self.params),
             "flags": 1,
             "tuples": len(self.accepted) // self.tuple_bytes,
+            **self._load_status(),
         }
 
-    def _packet(self, ptype: int, body: bytes) -> bytes:
-        out = packet(ptype, body, seq=self.seq, engine_id=self.id, session=self.session)
-        self.seq += 1
+    def _load_status(self) -> dict:
+        images = self.images
+        if images is None:
+            return {}
+        images.settle()
+        return {
+            "load_offset": len(self.assembling),
+            "refused": images.refused,
+            "image": images.named,
+        }
+
+    def _packet(self, ptype: int, body: bytes, session: int | None = None) -> bytes:
+        """A packet to the session's host (numbered), or (``session``) a LOAD's answer to
+        its sender, which carries the next number without taking it."""
+        out = packet(
+            ptype,
+            body,
+            seq=self.seq,
+            engine_id=self.id,
+            session=self.session if session is None else session,
+        )
+        self.seq += session is None
         return out
 
-    def _status_packet(self) -> bytes:
+    def _status_packet(self, session: int | None = None) -> bytes:
         values = self.registers.in_force(self.taken()).to_bytes(self.registers.nbytes, "little")
-        return self._packet(PacketType.STATUS, encode_fields(STATUS_FIELDS, self.status()) + values)
+        body = encode_fields(STATUS_FIELDS, self.status()) + values
+        return self._packet(PacketType.STATUS, body, session)
 
     def _classify(self, data: bytes, sender: Address) -> str:
         """The frame class of ``data`` from ``sender``, in the gateware's order: header,
@@ -126,10 +161,16 @@ class UdpBoardModel(BoardModel):
         body = data[HEADER_BYTES:]
         commands = (PacketType.STATUS_REQ, PacketType.RESET, PacketType.CLOSE)
         known = (PacketType.TUPLES, *commands) + ((PacketType.PARAMS,) if self.registers else ())
+        known += (PacketType.LOAD,) if self.images is not None else ()
+        engined = (PacketType.TUPLES, PacketType.PARAMS)
+        if len(body) > LOAD_HEADER_BYTES:  # (a LOAD without bytes, for STATUS: any engine_id)
+            engined += (PacketType.LOAD,)
         if head["version"] != VERSION or ptype not in known:
             return "bad_header"
-        if ptype in (PacketType.TUPLES, PacketType.PARAMS) and head["engine_id"] != self.id:
+        if ptype in engined and head["engine_id"] != self.id:
             return "bad_header"
+        if ptype == PacketType.LOAD:
+            return self._load_class(body)
         if ptype == PacketType.PARAMS:
             wrong = len(body) != SWITCH_BYTES + self.registers.nbytes
         elif ptype in commands:
@@ -147,6 +188,37 @@ class UdpBoardModel(BoardModel):
             return "engine_full"
         return "accepted"
 
+    def _load_class(self, body: bytes) -> str:
+        """A LOAD's class after its header's (no session needed): its offset and flags are
+        there, its offset is where the load stands."""
+        if len(body) < LOAD_HEADER_BYTES:
+            return "bad_udp"
+        offset = int.from_bytes(body[:4], "little")
+        if len(body) > LOAD_HEADER_BYTES and offset != len(self.assembling):
+            return "bad_load"
+        return "accepted"
+
+    def _load(self, data: bytes, sender: Address) -> list[tuple[Address, bytes]]:
+        """An accepted LOAD: its bytes added to the load (checked by the engine when the last
+        comes); STATUS to its sender, with its session id."""
+        body = data[HEADER_BYTES:]
+        chunk = body[LOAD_HEADER_BYTES:]
+        last = bool(chunk) and bool(body[4] & LOAD_LAST)
+        self.assembling += chunk
+        whole = bytes(self.assembling)
+        if last:
+            self.assembling = bytearray()
+        # (as the gateware: made as the chunk's bytes enter the engine, before it checked the
+        # load they end)
+        answer = self._status_packet(decode_header(data)["session"])
+        if last:
+            if self.doomed:
+                self.images.refused += 1
+            else:
+                self.images.load(whole)
+            self.doomed = False
+        return [(sender, answer)]
+
     def feed(self, data: bytes, sender: Address) -> list[tuple[Address, bytes]]:
         """The board's answers to ``data`` from ``sender``: (address, payload) pairs."""
         now = self.clock()
@@ -157,6 +229,8 @@ class UdpBoardModel(BoardModel):
         self.counters[cls] += 1
         if cls != "accepted":
             return []
+        if data[1] == PacketType.LOAD:
+            return self._load(data, sender)
         self.heard = now
         replies = self._accept(data, sender)
         assert self.peer is not None  # (an accepted packet is a RESET or of its session)

@@ -1,4 +1,4 @@
--- A Wireshark dissector for the UDP link of nfacep: the payload format version 4 that
+-- A Wireshark dissector for the UDP link of nfacep: the payload format version 5 that
 -- boards/UDP.md describes (its one definition in Python is links/udp/protocol.py).
 --
 -- Load it for one run:   wireshark -X lua_script:links/udp/nfacep.lua capture.pcap
@@ -7,20 +7,23 @@
 -- Folders, "Personal Lua Plugins"; ~/.local/lib/wireshark/plugins/ on Linux).
 --
 -- It takes UDP port 5000 (the board's default; the preference "nfacep.port" changes it) and,
--- on any other port, payloads that start as this format's do (version 4, a known type, reserved
+-- on any other port, payloads that start as this format's do (version 5, a known type, reserved
 -- 0). Fields: nfacep.version, .type, .seq, .engine_id, .session; nfacep.tuples and
 -- nfacep.records (how many a TUPLES or RECORDS packet holds, each one as nfacep.tuple or
--- nfacep.record); nfacep.params.from and .values (PARAMS); nfacep.status.<field> for every
--- STATUS field (the engine parameters store, partitions, ways, timer_bits and tick_tuples
+-- nfacep.record); nfacep.params.from and .values (PARAMS); nfacep.load.offset, .last and
+-- .bytes (LOAD: a chunk of a configuration image's load); nfacep.status.<field> for every
+-- STATUS field (the engine parameters store, partitions, ways, timer_bits and tick_tuples,
+-- the programmable engine's engine, states, atoms, queries, load_offset, refused and image
 -- among them) and nfacep.status.values. The sizes of a tuple and a record are not in TUPLES and
 -- RECORDS packets: the dissector learns them from the session's STATUS (the board answers
 -- every RESET with one), or takes them from the preferences "tuple_bytes" / "record_bytes".
 -- A payload that breaks the format (a command with a body, a partial tuple, a short STATUS,
 -- an unknown type) gets an expert error of the group "Malformed".
 
-local VERSION = 4
+local VERSION = 5
 local HEADER_BYTES = 16
 local SWITCH_BYTES = 6
+local LOAD_HEADER_BYTES = 5
 
 local TYPES = {
     [0x01] = "TUPLES",
@@ -28,6 +31,7 @@ local TYPES = {
     [0x03] = "RESET",
     [0x04] = "PARAMS",
     [0x05] = "CLOSE",
+    [0x06] = "LOAD",
     [0x81] = "RECORDS",
     [0x82] = "STATUS",
 }
@@ -43,7 +47,9 @@ local STATUS_FIELDS = {
     { "next_seq", 4 }, { "lost", 4 }, { "late", 4 },
     { "accepted", 4 }, { "bad_size", 4 }, { "bad_fcs", 4 }, { "not_for_us", 4 },
     { "ip_unsupported", 4 }, { "bad_ip_checksum", 4 }, { "ip_fragment", 4 }, { "bad_udp", 4 },
-    { "bad_header", 4 }, { "foreign", 4 }, { "engine_full", 4 },
+    { "bad_header", 4 }, { "foreign", 4 }, { "engine_full", 4 }, { "bad_load", 4 },
+    { "engine", 1 }, { "states", 2 }, { "atoms", 2 }, { "queries", 1 },
+    { "load_offset", 4 }, { "refused", 4 }, { "image", 8 },
 }
 
 -- STATUS's store: the index of the store's name in nfacep/params.py's STORES.
@@ -65,14 +71,20 @@ local pf = {
     switch_from = ProtoField.uint64("nfacep.params.from", "From tuple"),
     switch_values = ProtoField.bytes("nfacep.params.values", "Values"),
     status_values = ProtoField.bytes("nfacep.status.values", "Values in force"),
+    load_offset = ProtoField.uint32("nfacep.load.offset", "Offset in the load"),
+    load_last = ProtoField.uint8("nfacep.load.last", "Last chunk", base.DEC, nil, 0x01),
+    load_bytes = ProtoField.bytes("nfacep.load.bytes", "Bytes of the load"),
 }
 local status_fields = {}
 local UINT = { [1] = ProtoField.uint8, [2] = ProtoField.uint16, [4] = ProtoField.uint32 }
 for _, field in ipairs(STATUS_FIELDS) do
     local name, size = field[1], field[2]
-    local make = UINT[size]
-    status_fields[name] = make("nfacep.status." .. name, name, base.DEC,
-        name == "store" and STORES or nil)
+    if size == 8 then
+        status_fields[name] = ProtoField.uint64("nfacep.status." .. name, name, base.HEX)
+    else
+        status_fields[name] = UINT[size]("nfacep.status." .. name, name, base.DEC,
+            name == "store" and STORES or nil)
+    end
 end
 local all = {}
 for _, f in pairs(pf) do all[#all + 1] = f end
@@ -137,7 +149,11 @@ local function status(tree, tvb, session)
     for _, field in ipairs(STATUS_FIELDS) do
         local name, size = field[1], field[2]
         tree:add_le(status_fields[name], tvb(at, size))
-        values[name] = tvb(at, size):le_uint()
+        if size == 8 then
+            values[name] = tvb(at, size):le_uint64()
+        else
+            values[name] = tvb(at, size):le_uint()
+        end
         at = at + size
     end
     if tvb:len() > at then
@@ -186,6 +202,18 @@ function nfacep.dissector(tvb, pinfo, tree)
         else
             sub:add_le(pf.switch_from, tvb(HEADER_BYTES, SWITCH_BYTES))
             sub:add(pf.switch_values, tvb(HEADER_BYTES + SWITCH_BYTES))
+        end
+    elseif ptype == 0x06 then
+        if body < LOAD_HEADER_BYTES then
+            sub:add_proto_expert_info(malformed, "a LOAD packet without its offset and flags")
+        else
+            sub:add_le(pf.load_offset, tvb(HEADER_BYTES, 4))
+            sub:add(pf.load_last, tvb(HEADER_BYTES + 4, 1))
+            if body > LOAD_HEADER_BYTES then
+                sub:add(pf.load_bytes, tvb(HEADER_BYTES + LOAD_HEADER_BYTES))
+                info = string.format(", offset=%d, %d bytes", tvb(HEADER_BYTES, 4):le_uint(),
+                    body - LOAD_HEADER_BYTES)
+            end
         end
     elseif COMMANDS[ptype] then
         if body ~= 0 then

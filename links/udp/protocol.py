@@ -1,4 +1,4 @@
-"""The UDP link's payload format (version 4), shared by the gateware, the tests, the host and the
+"""The UDP link's payload format (version 5), shared by the gateware, the tests, the host and the
 software board model; ``boards/UDP.md`` describes it for users.
 
 Every UDP payload, in both directions, starts with a 16-byte header (little-endian fields, as
@@ -7,7 +7,8 @@ the tuple wire format and the UART link's STATUS)::
     version (1) | type (1) | reserved (2, zero) | seq (4) | engine_id (4) | session (4) | body
 
 ``seq`` numbers the sender's packets (the host's so that the board counts upstream loss, the
-board's so that the host counts loss on the way back); ``engine_id`` is the engine's
+board's to the session's host so that the host counts loss on the way back: a STATUS answering
+a LOAD carries the next number without taking it); ``engine_id`` is the engine's
 fingerprint (:func:`nfacep.links.protocol.engine_id`, the UART link's too): the board drops
 TUPLES packets for another engine; STATUS_REQ, RESET and CLOSE need not know it (send 0).
 ``session`` is the session id the host chose at random for its run: a RESET opens a session
@@ -31,7 +32,20 @@ PARAMS     0x04   only for queries with runtime parameters: a switch, the tuple 
                   (:func:`nfacep.links.protocol.switch_body`); numbered with the
                   TUPLES packets
 CLOSE      0x05   none: end the session; the board answers with STATUS
+LOAD       0x06   only to a programmable engine: a chunk of a load of a configuration
+                  image (:func:`nfacep.image.load`): its offset in the load (4 bytes),
+                  flags (1 byte, bit 0: the load's last chunk), then its bytes
+                  (:func:`load_chunks`); no bytes: only STATUS (any engine_id). From
+                  any sender (not only the session's host: another process may load a
+                  query while a run streams), for this engine_id; the board answers the
+                  sender with STATUS
 ========== ====== =================================================================
+
+A load is reassembled in order: a chunk is taken when its offset is where the load being
+received stands (0 when none is), else it is counted ``bad_load`` and changes nothing (a gap
+or an overlap); STATUS's ``load_offset`` says where the load stands. The engine checks the
+whole load (its engine fingerprint, length and CRC-32) and counts a bad one in ``refused``;
+STATUS's ``image`` is the fingerprint of the image in force.
 
 Board to host (to the address and port of the session's host: the sender of the RESET that
 opened it):
@@ -66,6 +80,9 @@ __all__ = [
     "FRAME_CLASSES",
     "HEADER",
     "HEADER_BYTES",
+    "LOAD_CHUNK",
+    "LOAD_HEADER_BYTES",
+    "LOAD_LAST",
     "MAX_FRAME",
     "MAX_PAYLOAD",
     "MIN_FRAME",
@@ -82,6 +99,7 @@ __all__ = [
     "ethernet_fcs",
     "icmp_echo",
     "ip_checksum",
+    "load_chunks",
     "packet",
     "parse_frame",
     "udp_frame",
@@ -89,8 +107,9 @@ __all__ = [
 
 #: Payload format version, the first byte of every payload. (2: PARAMS, and the values in
 #: force at the end of STATUS; 3: sessions, the header's ``session``, CLOSE and ``foreign``;
-#: 4: the engine parameters in STATUS.)
-VERSION = 4
+#: 4: the engine parameters in STATUS; 5: LOAD, ``bad_load`` and the programmable engine's
+#: fields in STATUS.)
+VERSION = 5
 #: The header's fields: (name, bytes), in order.
 HEADER = (
     ("version", 1),
@@ -123,6 +142,7 @@ class PacketType:
     RESET = 0x03
     PARAMS = 0x04
     CLOSE = 0x05
+    LOAD = 0x06
     RECORDS = 0x81
     STATUS = 0x82
 
@@ -130,7 +150,7 @@ class PacketType:
 #: The classes a received frame is counted in (one each), in STATUS order.
 FRAME_CLASSES = (
     "accepted",  # TUPLES whose tuples went to the engine, STATUS_REQ, RESET, CLOSE,
-    # PARAMS, ARP request for the board's IP address
+    # PARAMS, LOAD, ARP request for the board's IP address
     "bad_size",  # runt (< 64 bytes) or oversize (> 1518 bytes), counted with the FCS
     "bad_fcs",  # FCS mismatch, PHY error (rx_er) or no start-of-frame delimiter
     "not_for_us",  # another MAC address (not broadcast), EtherType, IP address,
@@ -140,14 +160,25 @@ FRAME_CLASSES = (
     "ip_fragment",  # more fragments or a fragment offset
     "bad_udp",  # UDP length not the IP length's, a truncated frame, a payload shorter
     # than the header, a command with a body, no or a partial tuple,
-    # PARAMS of another length
+    # PARAMS of another length, LOAD shorter than its offset and flags
     "bad_header",  # unknown payload version or type, TUPLES or PARAMS for another
-    # engine_id, PARAMS to an engine without runtime parameters
+    # engine_id, PARAMS to an engine without runtime parameters, LOAD for another
+    # engine_id or to a fixed engine
     "foreign",  # no session open (but for RESET), or not from the session's host (its IPv4
     # address and UDP port) with its session id (a RESET from another host included)
     "engine_full",  # TUPLES whose tuples did not fit the board's buffer; PARAMS while
-    # a switch is pending
+    # a switch is pending; LOAD whose bytes did not fit the load buffer
+    "bad_load",  # LOAD whose offset is not where the load being received stands (a gap
+    # or an overlap)
 )
+
+#: Bytes of a LOAD body before the chunk: the offset (4) and the flags (1).
+LOAD_HEADER_BYTES = 5
+#: A LOAD's flags: the chunk is the load's last.
+LOAD_LAST = 0x01
+#: The board's load buffer: a LOAD carries at most this many bytes of the load.
+LOAD_CHUNK = 1024
+
 
 #: STATUS body: (name, bytes), little-endian. Counters wrap at 2**32.
 STATUS_FIELDS: tuple[tuple[str, int], ...] = (
@@ -165,6 +196,13 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("lost", 4),  # sum of the forward jumps of TUPLES seq (packets missing upstream)
     ("late", 4),  # TUPLES packets whose seq was behind the expected one
     *((name, 4) for name in FRAME_CLASSES),
+    ("engine", 1),  # the index of its kind in nfacep.params.ENGINES: 0 fixed, 1 programmable
+    ("states", 2),  # the programmable engine's capacities (0 for the fixed engine)
+    ("atoms", 2),
+    ("queries", 1),
+    ("load_offset", 4),  # where the load being received stands (0: none is)
+    ("refused", 4),  # loads the engine refused: another engine's, another length, bad CRC
+    ("image", 8),  # the fingerprint of the image in force (0: none yet)
 )
 
 
@@ -196,6 +234,20 @@ def packet(
 ) -> bytes:
     """One UDP payload."""
     return encode_header(ptype, seq, engine_id, session=session) + body
+
+
+def load_chunks(data: bytes, size: int = LOAD_CHUNK, start: int = 0) -> list[bytes]:
+    """The LOAD bodies that carry the load ``data`` (:func:`nfacep.image.load`) from byte
+    ``start`` on, ``size`` bytes of it at most in each: offset, flags (:data:`LOAD_LAST` on the
+    final one), bytes."""
+    if not 0 < size <= LOAD_CHUNK:
+        raise ValueError(f"a LOAD carries 1 to {LOAD_CHUNK} bytes of a load, not {size}")
+    out = []
+    for at in range(start, len(data), size):
+        last = at + size >= len(data)
+        head = at.to_bytes(4, "little") + bytes([LOAD_LAST if last else 0])
+        out.append(head + data[at : at + size])
+    return out
 
 
 # --------------------------------------------------------------------------- frames
