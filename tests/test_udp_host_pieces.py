@@ -18,14 +18,14 @@ import pytest
 from test_udp_host import QUERIES, SWITCHES, board, proxy, reference
 from test_udp_hostile import _kind, hostile
 
-from nfacep import backend, compile_file
+from nfacep import backend, compile_file, wire
 from nfacep.backend import run_files
 from nfacep.cli import main
 from nfacep.errors import DataError
 from nfacep.links.host import LinkError
 from nfacep.links.udp import host as udp_host
 from nfacep.links.udp.model import UdpBoardModel, serve
-from nfacep.links.udp.protocol import PacketType
+from nfacep.links.udp.protocol import PacketType, decode_header, packet
 from nfacep.params import default_engine
 from nfacep.settings import ParamValues
 
@@ -245,3 +245,25 @@ def test_switches_across_pieces_on_a_board_that_matches_a_packet_at_a_time(tmp_p
     expected, _ = reference(tmp_path, "supplychain", *params)
     assert (tmp_path / "board.csv").read_text() == expected
     assert totals.details["link"]["switches"] == 6 and totals.n == 309
+
+
+def test_a_flood_of_records_in_a_later_piece_is_refused_not_held(tmp_path):
+    """A board that answers a TUPLES packet of the fifth piece of 20 tuples with 50 records
+    more than it could have: the run ends at once (exit 1), before the piece is drained,
+    rather than holding them; nothing is written."""
+    fmt = wire.record_format(compile_file(QUERIES / f"{NAME}.sql"))
+    flood = b"".join(fmt.encode_bytes(wire.Record(85, 0, 1, 0, 0)) for _ in range(50))
+
+    def twist(model, request, answers):
+        if _kind(request) == PacketType.TUPLES and decode_header(request)["seq"] == 17:
+            extra = packet(
+                PacketType.RECORDS, flood, seq=model.seq, engine_id=model.id, session=model.session
+            )
+            model.seq += 1  # (numbered as the board's own: no gap)
+            answers = [*answers, (model.peer, extra)]
+        return answers
+
+    # (the records of tuples 42 and 71 came before, then at most two for each of 20 tuples)
+    with hostile(twist) as (_, address), pytest.raises(LinkError, match="more than 42 records"):
+        _run(address, tmp_path, 20, retries=0, timeout=2)
+    _nothing_written(tmp_path, tmp_path / "board.csv")

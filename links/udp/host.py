@@ -198,7 +198,8 @@ class _Session:
         self.sock = sock
         self.values_bytes = values_bytes  #: bytes of the values in force at STATUS's end
         self.record_bytes = record_bytes
-        #: records one attempt may bring at most (one per tuple sent, and a previous
+        #: records the attempt may have brought at most by the end of the piece being sent
+        #: (those of the pieces before, then one per tuple of this piece and a previous
         #: attempt's late ones): more is a board gone wrong, not memory to spend
         self.most_records = most_records
         self.address = address
@@ -303,8 +304,8 @@ class _Session:
             if self.record_count > self.most_records:
                 raise LinkError(
                     f"the board at {self.address} sent more than {self.most_records} records "
-                    "in one attempt, more than one for each tuple sent: it is not this "
-                    "nfacep's board, or it is broken"
+                    "so far in this attempt, more than one for each tuple sent: it is not "
+                    "this nfacep's board, or it is broken"
                 )
             self.received[seq] = (PacketType.RECORDS, body)
             self.record_packets += 1
@@ -580,7 +581,8 @@ class UdpBoard:
                 after = next(stream, None)  # (the last piece's result carries the summary)
                 end = sent + piece.n
                 plan = [(q - sent, v) for q, v in link.plan(end) if q >= sent]
-                s.most_records = 2 * end  # (the records held: this piece's, at most)
+                # (the records held, this piece's, at most two a tuple)
+                s.most_records = s.record_count + 2 * piece.n
                 seq += _stream(
                     s,
                     wire.pack_bytes(schema, piece),
