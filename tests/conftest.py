@@ -7,7 +7,8 @@ it, ``ci`` is used when ``CI`` is set. ``nightly`` is for long fuzzing runs
 suite's runtime is the same under both.
 
 Fixtures are per test process: under pytest-xdist (``-n 2``, as ``bash tools/run.sh test``
-runs the suite) every worker has its own, in its own temporary folder.
+runs the suite) every worker has its own, in its own temporary folder; only the simulator
+builds (``sim_cache``) are shared by the workers.
 """
 
 import os
@@ -81,10 +82,18 @@ def _xdist_group_kept(request):
 
 @pytest.fixture(scope="session")
 def sim_cache(tmp_path_factory):
-    """One simulator build folder per test process (``--build-dir``, ``SimOptions.build_dir``):
-    the runner reuses a build per distinct Verilog, so the test files that simulate the same
-    engine (``test_sim.py``, ``test_sim_udp.py``) compile it once."""
-    return tmp_path_factory.mktemp("sim-cache")
+    """One simulator build folder for the whole run (``--build-dir``, ``SimOptions.build_dir``),
+    shared by the pytest-xdist workers (in the folder that holds theirs): a build is keyed by
+    its Verilog and made under a lock (``nfacep.sim.build``), so each design the tests that use
+    it simulate (``test_sim.py``, ``test_sim_udp.py``) is compiled once per run, by the worker
+    that needs it first. Every worker's run folders (``run-*``) come and go in it too: a test
+    that looks at them uses a folder of its own."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / "sim-cache"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")

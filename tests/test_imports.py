@@ -208,3 +208,30 @@ def test_check_loads_no_engine_package(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[-1] == "[]"
+
+
+#: What `nfacep match` on a small CSV file does not use: pyarrow would import pandas on its
+#: first list-to-array or array-to-numpy conversion (nfacep.io.arrays does them from buffers).
+NOT_FOR_MATCH = ("pandas", "amaranth", "pyspark")
+
+
+def test_match_on_a_small_csv_loads_no_pandas(tmp_path):
+    """``nfacep match`` on each bundled query's CSV file (integers, enums, booleans, every
+    bundled type) imports none of :data:`NOT_FOR_MATCH`, and writes the checked-in matches."""
+    probe = (
+        "import sys\n"
+        "from nfacep.cli import main\n"
+        f"for name in {('marathon', 'fire', 'vshape', 'bruteforce')!r}:\n"
+        f"    base = {str(ROOT / 'queries')!r} + '/' + name\n"
+        "    argv = ['match', base + '.sql', '--input', base + '.csv', '--output', name + '.csv']\n"
+        "    assert main(argv) == 0\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {NOT_FOR_MATCH!r}))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-c", probe], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "[]"
+    for name in ("marathon", "fire", "vshape", "bruteforce"):
+        want = ROOT / "queries" / f"{name}.matches.csv"
+        assert (tmp_path / f"{name}.csv").read_text() == want.read_text(), name

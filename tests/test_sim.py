@@ -805,11 +805,13 @@ def test_no_process_drives_only_a_constant(tmp_path, name, store):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("simulator", "mode"), [("icarus", "batch"), ("verilator", "native")])
-def test_progress_as_batches_end(tmp_path, sim_cache, simulator, mode):
+def test_progress_as_batches_end(tmp_path, simulator, mode):
     """``progress`` hears the tuples simulated as each batch ends (the harness appends a line
     per batch, which a thread reads) and the total at the end; the records are those of a run
     without it."""
     require(simulator)
+    sim_cache = tmp_path / "cache"  # (its own: the run folder is found in it)
+    sim_cache.mkdir()
     nfa = compile_file(str(QUERIES / "fire.sql"))
     data = reader.read(str(QUERIES / "fire.csv"), nfa.program.schema)
     params = EngineParams(partitions=16)
@@ -844,12 +846,14 @@ def test_hex_lines_are_the_packed_words(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("simulator", "mode"), [("icarus", "batch"), ("verilator", "native")])
-def test_stream_in_pieces_and_chunks_is_run(tmp_path, sim_cache, simulator, mode):
+def test_stream_in_pieces_and_chunks_is_run(tmp_path, simulator, mode):
     """Simulation.stream: the tuples given in pieces of 50 (appended to the input as they
     come) and the records read back 3 at a time give run()'s result: the same matches, drops,
     starts, cycles and counters, each chunk's seqs positions in the whole stream. The run
     folder goes when the block ends; check (the reference over the whole stream) is run()'s."""
     require(simulator)
+    sim_cache = tmp_path / "cache"  # (its own: no run folder may be left in it)
+    sim_cache.mkdir()
     nfa = compile_file(str(QUERIES / "bruteforce.sql"))
     data = reader.read(str(QUERIES / "bruteforce.csv"), nfa.program.schema)
     params = EngineParams(partitions=4, tick_tuples=5, timer_bits=2)

@@ -37,6 +37,7 @@ from ..lang.values import (
     parse_timestamp,
 )
 from ..schema import Schema
+from .arrays import strings, to_numpy
 from .tuples import EXCERPT, Location, Tuples, excerpt, where_row
 
 __all__ = ["FLOAT32_MAX", "first_invalid", "first_null", "from_table", "value_bytes"]
@@ -73,7 +74,7 @@ def first_invalid(mask: np.ndarray) -> int | None:
 
 def first_null(col: pa.Array) -> int:
     """The row of ``col``'s first empty value; ``col`` has one (``col.null_count``)."""
-    return int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+    return int(np.flatnonzero(to_numpy(col.is_null()))[0])
 
 
 def _convert(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
@@ -101,8 +102,8 @@ def _fast_strings(chunked: pa.ChunkedArray, ty: FieldType) -> np.ndarray | None:
         elif isinstance(ty, Float32Type):
             values = _plain_floats(chunk)
         elif isinstance(ty, EnumType):
-            idx = pc.index_in(chunk, value_set=pa.array(list(ty.labels)))
-            values = None if idx.null_count else idx.to_numpy().astype(np.int64)
+            idx = pc.index_in(chunk, value_set=strings(ty.labels))
+            values = None if idx.null_count else to_numpy(idx).astype(np.int64)
         else:
             return None
         if values is None:
@@ -121,7 +122,7 @@ def _plain_floats(chunk: pa.Array) -> np.ndarray | None:
     if not _bytes_within(chunk, 0x21, 0x7E):
         return None
     try:
-        doubles = pc.cast(chunk, pa.float64()).to_numpy()
+        doubles = to_numpy(pc.cast(chunk, pa.float64()))
     except pa.ArrowInvalid:
         return None
     with np.errstate(over="ignore"):
@@ -181,7 +182,7 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str | Locatio
 
 def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
     if isinstance(ty, UIntType | IntType):
-        ok = pc.match_substring_regex(col, _INT_RE).to_numpy(zero_copy_only=False)
+        ok = to_numpy(pc.match_substring_regex(col, _INT_RE))
         row = first_invalid(ok)
         if row is not None:
             raise DataError(
@@ -191,13 +192,13 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
         plain = pc.utf8_trim_whitespace(col)
         target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
         try:
-            values = pc.cast(plain, target).to_numpy()
+            values = to_numpy(pc.cast(plain, target))
         except (pa.ArrowInvalid, OverflowError):
             # pyarrow reads neither a '+' sign nor '-0' as an unsigned integer: drop both
             plain = pc.replace_substring_regex(plain, r"^\+", "")
             plain = pc.replace_substring_regex(plain, r"^-(0+)$", r"\1")
             try:
-                values = pc.cast(plain, target).to_numpy()
+                values = to_numpy(pc.cast(plain, target))
             except (pa.ArrowInvalid, OverflowError):
                 values = None
         if values is None or not _in_range(values, ty).all():
@@ -213,8 +214,8 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
         return values
     if isinstance(ty, BoolType):
         lowered = pc.utf8_lower(pc.utf8_trim_whitespace(col))
-        truthy = pc.is_in(lowered, value_set=pa.array(["true", "1"])).to_numpy(zero_copy_only=False)
-        falsy = pc.is_in(lowered, value_set=pa.array(["false", "0"])).to_numpy(zero_copy_only=False)
+        truthy = to_numpy(pc.is_in(lowered, value_set=strings(["true", "1"])))
+        falsy = to_numpy(pc.is_in(lowered, value_set=strings(["false", "0"])))
         row = first_invalid(truthy | falsy)
         if row is not None:
             raise DataError(
@@ -223,22 +224,22 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
             )
         return truthy
     if isinstance(ty, EnumType):
-        idx = pc.index_in(col, value_set=pa.array(list(ty.labels)))
+        idx = pc.index_in(col, value_set=strings(ty.labels))
         if idx.null_count:
             row = first_null(idx)
             raise DataError(
                 f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not a "
                 f"label of {ty}"
             )
-        return idx.to_numpy().astype(np.int64)
+        return to_numpy(idx).astype(np.int64)
     assert isinstance(ty, Float32Type)
     # printable ASCII without spaces (the usual text) has no whitespace to trim
     stripped = col if _bytes_within(col, 0x21, 0x7E) else pc.utf8_trim_whitespace(col)
     texts = _Texts(stripped)  # the text of a value, made when asked for (rarely)
     try:
-        doubles = pc.cast(stripped, pa.float64()).to_numpy()
+        doubles = to_numpy(pc.cast(stripped, pa.float64()))
     except pa.ArrowInvalid:
-        ok = pc.match_substring_regex(col, _FLOAT_RE).to_numpy(zero_copy_only=False)
+        ok = to_numpy(pc.match_substring_regex(col, _FLOAT_RE))
         row = first_invalid(ok)
         if row is not None:
             raise DataError(
@@ -250,7 +251,7 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
     singles = fix_float32_rounding(texts, doubles)
     inf = np.isinf(singles)
     if inf.any():
-        written = pc.match_substring_regex(stripped, _INF_RE).to_numpy(zero_copy_only=False)
+        written = to_numpy(pc.match_substring_regex(stripped, _INF_RE))
         row = first_invalid(~inf | written)
         if row is not None:
             _out_of_float32(source, row, name, excerpt(texts[row]))
@@ -309,7 +310,7 @@ def _plain_integers(col: pa.Array, ty: UIntType | IntType) -> np.ndarray | None:
             return None
     target = pa.uint64() if isinstance(ty, UIntType) else pa.int64()
     try:
-        values = pc.cast(col, target).to_numpy()
+        values = to_numpy(pc.cast(col, target))
     except (pa.ArrowInvalid, OverflowError):
         return None
     return values if _in_range(values, ty).all() else None
@@ -345,14 +346,14 @@ def _first_out_of_range(texts: list[str], ty) -> int | None:
 def _ipv4_from_strings(col: pa.Array, name: str, source: str | Location) -> np.ndarray:
     """Dotted quads (blanks around them ignored, as around numbers) as 32-bit values."""
     plain = pc.utf8_trim_whitespace(col)
-    ok = pc.match_substring_regex(plain, f"^{IPV4_TEXT}$").to_numpy(zero_copy_only=False)
+    ok = to_numpy(pc.match_substring_regex(plain, f"^{IPV4_TEXT}$"))
     row = first_invalid(ok)
     if row is not None:
         raise DataError(
             f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not an IPv4 "
             "address (IPV4: four decimal octets 0..255 without leading zeros, as 10.1.2.3)"
         )
-    octets = pc.cast(pc.list_flatten(pc.split_pattern(plain, ".")), pa.uint64()).to_numpy()
+    octets = to_numpy(pc.cast(pc.list_flatten(pc.split_pattern(plain, ".")), pa.uint64()))
     octets = octets.reshape(-1, 4)
     out = np.zeros(len(col), dtype=np.uint64)
     for i in range(4):
@@ -373,18 +374,18 @@ def _timestamps_from_strings(
 
     def part(key: str) -> np.ndarray:
         text = pc.if_else(pc.equal(found.field(key), ""), "0", found.field(key))
-        return pc.cast(pc.fill_null(text, "0"), pa.int64()).to_numpy()
+        return to_numpy(pc.cast(pc.fill_null(text, "0"), pa.int64()))
 
     year, month, day = part("year"), part("month"), part("day")
     hour, minute, second = part("hour"), part("minute"), part("second")
     zh, zm = part("zh"), part("zm")
     fraction = pc.fill_null(pc.utf8_rpad(found.field("fraction"), width=9, padding="0"), "0")
-    nanos = pc.cast(fraction, pa.int64()).to_numpy()
+    nanos = to_numpy(pc.cast(fraction, pa.int64()))
     minus = pc.fill_null(pc.equal(found.field("sign"), "-"), False)
-    sign = np.where(minus.to_numpy(zero_copy_only=False), -1, 1)
+    sign = np.where(to_numpy(minus), -1, 1)
     per = TIMESTAMP_UNITS[ty.unit]
     ok = (
-        pc.is_valid(found).to_numpy(zero_copy_only=False)
+        to_numpy(pc.is_valid(found))
         & (month >= 1) & (month <= 12) & (day >= 1)
         & (day <= days_in_month(year, np.clip(month, 1, 12)))
         & (hour <= 23) & (minute <= 59) & (second <= 59) & (zh <= 23) & (zm <= 59)
@@ -416,7 +417,7 @@ def _from_timestamps(col: pa.Array, ty: TimestampType, name: str, source) -> np.
     """An Arrow (Parquet) timestamp column, of any unit, as counts of the field's unit: exact
     or an error naming the first row that is finer than the unit or beyond its range."""
     have, want = _ARROW_UNITS[col.type.unit], TIMESTAMP_UNITS[ty.unit]
-    values = col.cast(pa.int64()).to_numpy()
+    values = to_numpy(col.cast(pa.int64()))
     if have >= want:  # coarser or the same: multiply, within range
         factor = have // want
         ok = np.abs(values) <= ((1 << 63) - 1) // factor
@@ -438,7 +439,7 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str | Location)
     if isinstance(ty, TimestampType) and pa.types.is_timestamp(t):
         return _from_timestamps(col, ty, name, source)
     if isinstance(ty, UIntType | IntType) and pa.types.is_integer(t):
-        values = col.to_numpy()
+        values = to_numpy(col)
         info = np.iinfo(values.dtype)
         lo, hi = ty.range
         if not lo <= info.min <= info.max <= hi:  # (else every value of the column's type fits)
@@ -454,9 +455,9 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str | Location)
                 )
         return values.astype(np.uint64 if isinstance(ty, UIntType) else np.int64)
     if isinstance(ty, BoolType) and pa.types.is_boolean(t):
-        return col.to_numpy(zero_copy_only=False).astype(bool)
+        return to_numpy(col).astype(bool)
     if isinstance(ty, Float32Type) and pa.types.is_floating(t):
-        values = col.to_numpy()
+        values = to_numpy(col)
         with np.errstate(over="ignore"):
             singles = values.astype(np.float32)
         row = first_invalid(np.isfinite(singles) | ~np.isfinite(values))
@@ -465,9 +466,9 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str | Location)
         return singles
     if isinstance(ty, Float32Type | BoolType | UIntType | IntType) and pa.types.is_integer(t):
         if isinstance(ty, Float32Type):
-            return col.to_numpy().astype(np.float32)
+            return to_numpy(col).astype(np.float32)
         if isinstance(ty, BoolType):
-            values = col.to_numpy()
+            values = to_numpy(col)
             row = first_invalid((values == 0) | (values == 1))
             if row is not None:
                 raise DataError(f"{where_row(source, row, name)}: {values[row]} is not a BOOL")
@@ -479,5 +480,5 @@ def _from_typed(col: pa.Array, ty: FieldType, name: str, source: str | Location)
             values = _convert(col.dictionary, ty, name, source)
         except DataError:
             return _convert(col.dictionary_decode(), ty, name, source)
-        return values[col.indices.to_numpy()]
+        return values[to_numpy(col.indices)]
     raise DataError(f"{source}: column '{name}' has type {t}, which cannot hold a {ty} field")

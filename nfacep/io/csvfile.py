@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from ..errors import DataError
 from ..schema import Schema
+from .arrays import strings, to_numpy
 from .columns import alike
 from .convert import first_invalid, value_bytes
 from .tuples import Location, excerpt
@@ -169,7 +170,7 @@ def read_csv(path: str, schema: Schema) -> tuple[pa.Table, Location]:
     lines = CsvLines(path, data_start)
     source = Location(path, line_of=lines.line_of)
     if not more:  # a header alone, with or without a line end: no tuples
-        return pa.table({n: pa.array([], pa.string()) for n in schema.names}), source
+        return pa.table({n: strings([]) for n in schema.names}), source
     try:
         table = pacsv.read_csv(
             path,
@@ -186,7 +187,7 @@ def read_csv(path: str, schema: Schema) -> tuple[pa.Table, Location]:
         for name in schema.names:
             col = table.column(name).combine_chunks()
             broken = pc.or_(pc.match_substring(col, "\n"), pc.match_substring(col, "\r"))
-            row = first_invalid(~broken.to_numpy(zero_copy_only=False))
+            row = first_invalid(~to_numpy(broken))
             if row is not None:
                 raise DataError(
                     f"{source.row(row, name)}: a quoted value is not closed on "

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from ..errors import DataError
 from ..schema import Schema
+from .arrays import to_numpy
 from .columns import renamed
 from .convert import first_null, from_table
 from .parquet import brief, check_columns
@@ -156,7 +157,7 @@ def _seq_column(table: pa.Table, path: str) -> np.ndarray:
         row = first_null(col)
         raise DataError(f"{where_row(path, row, SEQ)}: empty value")
     try:
-        return col.cast(pa.int64()).to_numpy()
+        return to_numpy(col.cast(pa.int64()))
     except pa.ArrowInvalid:
         raise DataError(
             f"{path}: column '{SEQ}' holds values beyond 64-bit signed integers"
