@@ -426,8 +426,9 @@ def store_update(nfa: Nfa):
     history (:func:`~.layout.history_layout`). Under WITHIN, ``update`` also has ``prepare``
     and ``hint_width``: the windows' hint (:func:`~.nfa.window_hint`: which stored runs are
     still live), which the table store works out a stage before the update
-    (:class:`~.table.TablePartitioner`), and takes ``ahead``, the next operation's payload,
-    for which it also returns that hint of the state it stores (``hints_ahead``)."""
+    (:class:`~.table.TablePartitioner`), and takes ``ahead``, the payloads of operations
+    behind it, for which it also returns that hint of the state it stores
+    (``hints_ahead``)."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -447,7 +448,7 @@ def store_update(nfa: Nfa):
 
         def update(mod, state, payload, hint=None, ahead=None):
             at = None if times is None else payload.times
-            later = None if ahead is None else ahead.times
+            later = None if ahead is None else [a.times for a in ahead]
             if kept is None:
                 return next_state(
                     mod, nfa, state, payload.predicates, times=at, hint=hint, ahead=later

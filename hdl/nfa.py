@@ -218,10 +218,10 @@ def next_state(
     *,
     times: Value | None = None,
     hint: Value | None = None,
-    ahead: Value | None = None,
+    ahead: list | None = None,
 ):
     """Add the next-state logic to ``m``; return ``(stored, result)``, and with ``ahead``
-    ``(stored, result, ahead_hint)``.
+    ``(stored, result, hints)``.
 
     ``state`` is a value of :func:`state_layout`, ``predicates`` holds one bit per decoder
     output, ``times`` (under WITHIN or start_seq only) the tuple's :func:`times_layout`.
@@ -255,8 +255,8 @@ def next_state(
 
     ``hint``: the :func:`window_hint` of ``state`` and ``times``, when the caller has worked
     it out already (the table store does, a stage earlier); otherwise it is worked out here.
-    ``ahead``: the times of the operation after this one (a :func:`times_layout` value): the
-    third value returned is the :func:`window_hint` of ``stored`` against them, worked out
+    ``ahead``: the times of operations after this one (:func:`times_layout` values): the
+    third value returned holds the :func:`window_hint` of ``stored`` against each, worked out
     from this update's inputs (each state's start is a predecessor's stored start, compared
     with ``ahead``'s time beside the choice), not from ``stored``, so that a store forwarding
     the state to the next tuple of the partition hands it the hint without a comparison after
@@ -362,7 +362,7 @@ class _NextState:
         self.pairs = {pair: k for k, pair in enumerate(order_pairs(nfa))}
         self.next_order = None
 
-    def build(self, predicates: Value, ahead: Value | None = None):
+    def build(self, predicates: Value, ahead: list | None = None):
         m, nfa, prefix = self.m, self.nfa, self.prefix
         hint = self.window()
         chosen = self.choose()
@@ -379,7 +379,7 @@ class _NextState:
         self.results(nxt, began, stored, result)
         if ahead is None:
             return stored, result
-        return stored, result, self.ahead(chosen, ahead)
+        return stored, result, [self.ahead(chosen, a, k) for k, a in enumerate(ahead)]
 
     def window(self) -> data.View | None:
         """The :func:`window_hint` of the stored state and the tuple, unless given."""
@@ -402,7 +402,7 @@ class _NextState:
             return self.now.starts[str(j)]
         return Value.cast(self.now.last[q.order_field]).as_unsigned()[: start_bits(q.window)]
 
-    def ahead(self, chosen, ahead) -> Signal:
+    def ahead(self, chosen, ahead, k: int) -> Signal:
         """The :func:`window_hint` of the stored state against the times ``ahead``, from the
         stored state: a state's start is that of the predecessor it takes it from, so each
         predecessor's start is compared with ``ahead``'s time beside the choice (the last
@@ -410,7 +410,7 @@ class _NextState:
         nfa, m = self.nfa, self.m
         if not isinstance(ahead, data.View):
             ahead = times_layout(nfa)(ahead)
-        hint = Signal(window_layout(nfa), name=f"{self.prefix}ahead")
+        hint = Signal(window_layout(nfa), name=f"{self.prefix}ahead{k}")
         for q in nfa.queries:
             if q.window is not None:
                 m.d.comb += hint.far[str(q.index)].eq(_far(ahead, self.times.at, q))
