@@ -947,6 +947,12 @@ WRAP_TUPLES = [
     (3, "a", 65528),
     (3, "b", 65531),
     (3, "c", 65535),
+    # the last tuple's time split at bit 4: 14 to 21 is 7 (a borrow from the low bits), 30
+    # to 47 is 17, though their low bits are 1 apart
+    (0, "a", 14),
+    (0, "c", 21),
+    (0, "a", 30),
+    (0, "c", 47),
 ]
 
 
@@ -962,7 +968,7 @@ def test_windows_stored_starts_wrap(store, partitions):
     bits, drops = check(
         wrap_query(), wrap_data(), partitions=partitions, store=store, gap=0, stall=0
     )
-    assert bits == {2: 1, 18: 1, 21: 1} and not drops
+    assert bits == {2: 1, 18: 1, 21: 1, 23: 1} and not drops
 
 
 def wrap_query():
