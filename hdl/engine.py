@@ -35,7 +35,6 @@ from .nfa import (
     NfaMatcher,
     next_state,
     result_layout,
-    split_window,
     state_layout,
     times_layout,
     window_hint,
@@ -308,9 +307,6 @@ class Engine(wiring.Component):
                 if q.window is not None:
                     t = Value.cast(self.i_stream.payload[q.order_field])
                     m.d.comb += inputs.times.limit[str(q.index)].eq(t - q.window)
-                    k = split_window(q, len(t))
-                    if k is not None:  # the high part minus one, for the store's compare
-                        m.d.comb += inputs.times.back[str(q.index)].eq((t >> k) - 1)
         if times is not None and "seq" in times.members:  # start_seq: the tuple's position
             position = Signal(self._seq_width, name="tuple_seq")
             m.d.comb += inputs.times.seq.eq(position)

@@ -29,9 +29,9 @@ UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike,
 #: Test-only: a forwarding path broken on purpose, so that the tests show they catch it.
 #: ``"oldest write"``: the oldest write in flight is not forwarded; ``"stale hint"``: stage 4's
 #: ``update.prepare`` hint comes from the row read even when the operation just ahead wrote
-#: the entry; ``"ahead hint"``: the hints of the state stage 4 writes, for the operations
-#: behind it, are worked out against stage 4's payload, not theirs. ``None`` (always, outside
-#: those tests): nothing broken.
+#: the entry; ``"ahead hint"``: the hint of the state stage 4 forwards to stage 3's operation
+#: is worked out against stage 4's payload, not stage 3's. ``None`` (always, outside those
+#: tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
 
@@ -134,13 +134,11 @@ class TablePartitioner(wiring.Component):
         hint=prepare(m, state, payload))``, the hint worked out in stage 3 (from each
         candidate for the state found, the update being made in stage 4 among them) and
         registered, so that what ``prepare`` does is not on stage 4's path (the engine's
-        windows: which stored runs are still live, :func:`~nfacep.hdl.nfa.window_hint`). Each
-        way's candidate's hint is worked out the cycle before stage 3, beside its state, from
-        the row read and from each write in flight, so that stage 3 only chooses among
-        registers. When ``update`` also has ``hints_ahead`` (true), stage 4 calls it with
-        ``ahead=`` the payloads of stage 3's operation and of the one behind it, and it
-        returns a third value, the hints of the state it makes for them, worked out from its
-        own inputs, so that no ``prepare`` follows the update in one cycle.
+        windows: which stored runs are still live, :func:`~nfacep.hdl.nfa.window_hint`). When
+        ``update`` also has ``hints_ahead`` (true), stage 4 calls it with ``ahead=[stage 3's
+        payload]``, and it returns a third value, ``[the hint of the state it makes for that
+        payload]``, worked out from its own inputs: the hint stage 3 takes when it finds that
+        state, so that no ``prepare`` follows the update in one cycle.
     entries : :class:`int`
         ``E``, the table's entries (a power of two).
     ways : :class:`int`
@@ -738,10 +736,8 @@ class _Stages:
         m.d.comb += [new_state.eq(out[0]), result.eq(out[1])]
         if ahead is None:
             return new_state, result
-        later = []
-        for k, hint_value in enumerate(out[2]):
-            later.append(Signal(table._update.hint_width, name=f"{name}_ahead_hint{k}"))
-            m.d.comb += later[-1].eq(hint_value)
+        later = Signal(table._update.hint_width, name=f"{name}_ahead_hint")
+        m.d.comb += later.eq(out[2][0])
         return new_state, result, later
 
     def entry(self, key, state, op, name):
@@ -839,11 +835,9 @@ class _Stages:
         self.ahead_hint = None
         if getattr(table._update, "hints_ahead", False):
             # the hint of the state made now for the operation in stage 3, made beside it
-            ahead = [t.payload, s2.payload]
-            if BREAK_FORWARDING == "ahead hint":
-                ahead = [u.payload, u.payload]
+            ahead = u.payload if BREAK_FORWARDING == "ahead hint" else t.payload
             new_state, result, self.ahead_hint = self.update(
-                u_state, u.payload, "s4", hint=self.u_hint, ahead=ahead
+                u_state, u.payload, "s4", hint=self.u_hint, ahead=[ahead]
             )
         else:
             new_state, result = self.update(u_state, u.payload, "s4", hint=self.u_hint)
@@ -1005,23 +999,24 @@ class _Stages:
                 seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
         return seen
 
-    def _stage3_hint(self, t, new_state, mine, newest):
+    def _stage3_hint(self, t, pre_state, new_state, mine, newest):
         """``update.prepare`` of the state the tuple in stage 3 finds, for stage 4: chosen as
-        that state is (from each way's candidate's, worked out a cycle before, the update
-        being made in stage 4 among them, or the all-zero state of a fresh entry), so nothing
-        of it waits for stage 4's update but what ``prepare`` reads of it."""
+        that state is (from each way's candidate, the update being made in stage 4 among them,
+        or the all-zero state of a fresh entry), so nothing of it waits for stage 4's update
+        but what ``prepare`` reads of it."""
         m, width = self.m, self.table._update.hint_width
         table = self.table
         zero = self.prepare(m, Const(0, table._state_width), t.payload)
         if self.ahead_hint is not None:  # worked out by the update, beside it
-            from_new = self.ahead_hint[0]
+            from_new = self.ahead_hint
         else:
             from_new = self.prepare(m, new_state, t.payload)
         if BREAK_FORWARDING == "stale hint":
             newest = [0] * len(newest)
         parts = [Mux(~_or_all(mine), zero, 0)]
         for b in range(self.banks):
-            parts.append(Mux(mine[b], Mux(newest[b], from_new, self.pre_hint[b]), 0))
+            from_read = self.prepare(m, pre_state[b], t.payload)
+            parts.append(Mux(mine[b], Mux(newest[b], from_new, from_read), 0))
         hint = Signal(width, name="s3_hint")
         m.d.comb += hint.eq(_or_all(parts))
         with m.If(self.advance):
@@ -1059,11 +1054,9 @@ class _Stages:
     def _newest(self, prev, s2, s2_op, read, decided, rel):
         """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
         state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
-        pre_valid, pre_state)``; with ``update.prepare``, also its hint for the operation
-        (``pre_hint``), each source's worked out beside the others."""
+        pre_valid, pre_state)``."""
         m, banks, width = self.m, self.banks, self.table._state_width
         rel_row, rel_key, rel_live, rel_valid, rel_way = rel
-        hints = self._source_hints(s2, decided)
         pre_match = Signal(banks, name="s2_pre_match")
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
@@ -1076,9 +1069,6 @@ class _Stages:
                 Signal(name=f"s2_cand_valid{b}"),
                 Signal(width, name=f"s2_cand_state{b}"),
             )
-            if hints is not None:
-                cand += (Signal(self.table._update.hint_width, name=f"s2_cand_hint{b}"),)
-                read_bits = (*read_bits, self.prepare(m, read_bits[3], s2.payload))
             for j, (store, src_way, state) in enumerate(decided):
                 # the sources but the newest were compared a cycle before (rel_way), so this
                 # priority chain starts from registers
@@ -1091,8 +1081,7 @@ class _Stages:
                         c.eq(v)
                         for c, v in zip(
                             cand,
-                            (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
-                            + (() if hints is None else (hints[j],)),
+                            (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state),
                             strict=True,
                         )
                     ]
@@ -1106,25 +1095,7 @@ class _Stages:
                     pre_valid[b].eq(cand[2]),
                     pre_state[b].eq(cand[3]),
                 ]
-                if hints is not None:
-                    m.d.sync += self.pre_hint[b].eq(cand[4])
         return pre_match, pre_live, pre_valid, pre_state
-
-    def _source_hints(self, s2, decided):
-        """With ``update.prepare``: each ``decided`` write's hint for the operation in ``s2``
-        (stage 4's, the update's for it, ``hints_ahead``), and the registers ``pre_hint``;
-        else None."""
-        if self.prepare is None:
-            return None
-        m, width = self.m, self.table._update.hint_width
-        self.pre_hint = [Signal(width, name=f"s2_pre_hint{b}") for b in range(self.banks)]
-        hints = []
-        for j, (_, _, state) in enumerate(decided):
-            if j == 0 and self.ahead_hint is not None:
-                hints.append(self.ahead_hint[1])
-            else:
-                hints.append(self.prepare(m, state, s2.payload))
-        return hints
 
     def _stage3(self, t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, last):
         """Stage 3: the write decided last cycle (``last``: stage 4's store, way and new
@@ -1164,7 +1135,7 @@ class _Stages:
             ways_mine.append(mine)
             ways_newest.append(newest)
         if self.prepare is not None:
-            self._stage3_hint(t, new_state, ways_mine, ways_newest)
+            self._stage3_hint(t, pre_state, new_state, ways_mine, ways_newest)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         found = Signal(width, name="s3_found")
