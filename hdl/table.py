@@ -827,20 +827,7 @@ class _Stages:
         u_key = Value.cast(u.key).as_unsigned()
 
         # stage 4's update (its entry is the newest write of the cycle)
-        # ``update.prepare``: what the update needs of the state found, worked out in stage 3
-        self.prepare = getattr(table._update, "prepare", None)
-        self.u_hint = None
-        if self.prepare is not None:
-            self.u_hint = Signal(table._update.hint_width, name="s4_hint")
-        self.ahead_hint = None
-        if getattr(table._update, "hints_ahead", False):
-            # the hint of the state made now for the operation in stage 3, made beside it
-            ahead = u.payload if BREAK_FORWARDING == "ahead hint" else t.payload
-            new_state, result, self.ahead_hint = self.update(
-                u_state, u.payload, "s4", hint=self.u_hint, ahead=[ahead]
-            )
-        else:
-            new_state, result = self.update(u_state, u.payload, "s4", hint=self.u_hint)
+        new_state, result = self._stage4(t, u, u_state)
         written = self.entry(u_key, new_state, u_op, "s4_written")
 
         # two cycles before stage 3: row, key and tick of the writes that will be
@@ -869,6 +856,25 @@ class _Stages:
             written,
         )
         return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
+
+    def _stage4(self, t, u, u_state):
+        """Stage 4's update of the state found: ``(new_state, result)``. With
+        ``update.prepare``, the update takes the hint worked out in stage 3 (``u_hint``), and
+        with ``hints_ahead`` it also makes the hint of its new state for the operation in
+        stage 3 (``ahead_hint``), beside itself."""
+        table = self.table
+        self.prepare = getattr(table._update, "prepare", None)
+        self.u_hint = None
+        if self.prepare is not None:
+            self.u_hint = Signal(table._update.hint_width, name="s4_hint")
+        self.ahead_hint = None
+        if not getattr(table._update, "hints_ahead", False):
+            return self.update(u_state, u.payload, "s4", hint=self.u_hint)
+        ahead = u.payload if BREAK_FORWARDING == "ahead hint" else t.payload
+        new_state, result, self.ahead_hint = self.update(
+            u_state, u.payload, "s4", hint=self.u_hint, ahead=[ahead]
+        )
+        return new_state, result
 
     def _tail_registers(self, in_layout, op_shape):
         """The registers of stage 3 (payload, valid, op, row, bank) and of stage 4 (payload,
