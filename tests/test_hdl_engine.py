@@ -903,9 +903,10 @@ def test_random_prev_queries(q, rows, partitioned, shape, timers, data):
 
 
 def test_windows_gaps_from_a_stale_state_are_caught(monkeypatch):
-    """The table works out the windows' gaps a stage before the update, from the state the
-    tuple finds; a version that takes them from the row read even when the tuple just ahead
-    wrote the entry (a broken forwarding path) fails the comparison with the reference."""
+    """The table works out the windows' hint (which stored runs are live) a stage before the
+    update, from the state the tuple finds; a version that takes it from the row read even
+    when the tuple just ahead wrote the entry (a broken forwarding path) fails the comparison
+    with the reference."""
     from nfacep.hdl import table
 
     monkeypatch.setattr(table, "BREAK_FORWARDING", "stale hint")
