@@ -33,12 +33,12 @@ from .decoder import PredicateDecoder, prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout, tuple_layout
 from .nfa import (
     NfaMatcher,
-    gaps_layout,
     next_state,
     result_layout,
     state_layout,
     times_layout,
-    window_gaps,
+    window_hint,
+    window_layout,
 )
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
@@ -424,8 +424,11 @@ def store_update(nfa: Nfa):
     start_seq, and with PREV what the predicates that read it need (:func:`late_layout`); the
     state, the NFA's (:func:`~.nfa.state_layout`) followed, with PREV, by the partition's
     history (:func:`~.layout.history_layout`). Under WITHIN, ``update`` also has ``prepare``
-    and ``hint_width``: the windows' gaps (:func:`~.nfa.window_gaps`), which the table store
-    works out a stage before the update (:class:`~.table.TablePartitioner`)."""
+    and ``hint_width``: the windows' hint (:func:`~.nfa.window_hint`: which stored runs are
+    still live), which the table store works out a stage before the update
+    (:class:`~.table.TablePartitioner`), and takes ``ahead``, the payloads of operations
+    behind it, for which it also returns that hint of the state it stores
+    (``hints_ahead``)."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -443,29 +446,40 @@ def store_update(nfa: Nfa):
             members["late"] = late
         payload_shape = data.StructLayout(members)
 
-        def update(mod, state, payload, hint=None):
+        def update(mod, state, payload, hint=None, ahead=None):
             at = None if times is None else payload.times
+            later = None if ahead is None else [a.times for a in ahead]
             if kept is None:
-                return next_state(mod, nfa, state, payload.predicates, times=at, gaps=hint)
+                return next_state(
+                    mod, nfa, state, payload.predicates, times=at, hint=hint, ahead=later
+                )
             # the partition's history follows its NFA state in the entry
             history = data.View(kept, state[nfa_bits:])
             params = payload.late.params if "params" in late.members else None
             bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
-            stored, result = next_state(
-                mod, nfa, state[:nfa_bits], payload.predicates | bits, times=at, gaps=hint
+            out = next_state(
+                mod,
+                nfa,
+                state[:nfa_bits],
+                payload.predicates | bits,
+                times=at,
+                hint=hint,
+                ahead=later,
             )
             after = shifted(mod, kept, history, payload.late.fields)
-            return Cat(Value.cast(stored), Value.cast(after)), result
+            return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
 
-        gaps = gaps_layout(nfa)
-        if gaps is not None:
-            # a store that can may work out the windows' gaps (from the stored last time alone)
-            # a stage before the update, and hand them to it as its ``hint``
+        window = window_layout(nfa)
+        if window is not None:
+            # a store that can may work out the windows' hint (which stored runs are live) a
+            # stage before the update, and hand it to it as its ``hint``; for the state it
+            # forwards to the next operation, the update works it out (``ahead``)
             def prepare(mod, state, payload):
-                return window_gaps(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
+                return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
 
             update.prepare = prepare
-            update.hint_width = gaps.size
+            update.hint_width = window.size
+            update.hints_ahead = True
 
     return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
 

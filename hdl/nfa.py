@@ -7,7 +7,8 @@ one flip-flop per state (Figure 5); the partitioned form is :func:`next_state` a
 state vector the stream partitioner retrieves (Figure 2).
 
 Under WITHIN the state is wider (:func:`state_layout`): each state of a windowed query also
-keeps the age of its latest run, and the partition keeps the time of its last tuple. For a
+keeps when its latest run began (the low bits of its first tuple's ORDER BY value), and the
+partition keeps the time of its last tuple. For a
 query that reports start_seq, each state keeps where its latest run began (a tuple's position)
 and the partition the position of its last tuple; the match result then carries, per such
 query, the latest start among the runs that end at the tuple (:func:`result_layout`).
@@ -15,7 +16,7 @@ query, the latest start among the runs that end at the tuple (:func:`result_layo
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -29,22 +30,33 @@ __all__ = [
     "NfaMatcher",
     "age_bits",
     "aged_states",
-    "gaps_layout",
     "matcher_signature",
     "next_state",
     "order_layout",
     "order_pairs",
     "result_layout",
+    "start_bits",
     "started_states",
     "state_layout",
     "times_layout",
-    "window_gaps",
+    "window_hint",
+    "window_layout",
 ]
 
 
 def age_bits(window: int) -> int:
     """Bits of a state's age under ``WITHIN window``: ages run from 0 to ``window - 1``."""
     return max(1, (window - 1).bit_length())
+
+
+def start_bits(window: int) -> int:
+    """Bits of a run's start under ``WITHIN window``: the low bits of the ORDER BY value of the
+    tuple the run began at, modulo ``2**start_bits`` (they wrap). One more than
+    :func:`age_bits`, so that ``2**start_bits >= 2 * window``: a run a tuple can still extend
+    was live at the partition's last tuple (less than the window old) and that tuple is less
+    than the window before this one, so the run is less than ``2 * window`` old, and the
+    difference of the low bits modulo ``2**start_bits`` is its age exactly."""
+    return age_bits(window) + 1
 
 
 def order_layout(nfa: Nfa) -> data.StructLayout | None:
@@ -157,12 +169,12 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
     """What the NFA keeps between two tuples of a partition.
 
     ``active``: one bit per state (bit *i* = ``nfa.states[i]``). Under WITHIN, also ``last``:
-    the partition's last tuple's value of each ORDER BY field, and ``ages``: for every state
-    of a query with a window that is not a start state (:func:`aged_states`), how
-    long before that last tuple the latest run in it began (:func:`age_bits` of the window;
-    meaningless while the state is inactive). A start state needs none: a run in it began at
-    the last tuple, age 0. Without a window the layout is ``active`` alone, so the state
-    vector is the paper's bit vector.
+    the partition's last tuple's value of each ORDER BY field, and ``starts``: for every
+    state of a query with a window that is not a start state (:func:`aged_states`), the low
+    :func:`start_bits` of the ORDER BY value of the tuple the latest run in it began at
+    (meaningless while the state is inactive). A start state needs none: a run in it began
+    at the last tuple. Without a window the layout is ``active`` alone, so the state vector
+    is the paper's bit vector.
 
     For queries that report start_seq, also ``began``: for each of their states that is not a
     start state (:func:`started_states`), the position of the tuple the latest run in it
@@ -175,8 +187,8 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
     if times is not None:
         aged = aged_states(nfa)
         if aged:
-            fields["ages"] = data.StructLayout(
-                {str(i): age_bits(nfa.queries[nfa.states[i].query].window) for i in aged}
+            fields["starts"] = data.StructLayout(
+                {str(i): start_bits(nfa.queries[nfa.states[i].query].window) for i in aged}
             )
         fields["last"] = times
     if start_queries(nfa):
@@ -191,7 +203,7 @@ def state_layout(nfa: Nfa) -> data.StructLayout:
 
 
 def aged_states(nfa: Nfa) -> list[int]:
-    """The states whose runs' ages a partition stores: those of a query with a window that
+    """The states whose runs' starts a partition stores: those of a query with a window that
     are not start states (a function of the queries and their windows only, not of the
     wiring)."""
     return [s.index for s in nfa.states if nfa.queries[s.query].window is not None and not s.start]
@@ -205,9 +217,11 @@ def next_state(
     prefix: str = "",
     *,
     times: Value | None = None,
-    gaps: Value | None = None,
-) -> tuple[Signal, Signal]:
-    """Add the next-state logic to ``m``; return ``(stored, result)``.
+    hint: Value | None = None,
+    ahead: list | None = None,
+):
+    """Add the next-state logic to ``m``; return ``(stored, result)``, and with ``ahead``
+    ``(stored, result, hints)``.
 
     ``state`` is a value of :func:`state_layout`, ``predicates`` holds one bit per decoder
     output, ``times`` (under WITHIN or start_seq only) the tuple's :func:`times_layout`.
@@ -226,64 +240,95 @@ def next_state(
     its accepting states in that order. Exact for streams of fewer than ``2**SEQ_BITS``
     tuples, as a record's ``seq``.
 
-    Under WITHIN a state also carries its age (DESIGN: the latest start of the runs in it): a
-    start state takes age 0, a state reached from others the least age among its live
-    predecessors, where a predecessor's age now is its stored age plus the time since the
-    partition's last tuple, and it is live iff that is less than the window. Whether the last
-    tuple is the window or more back is judged at the ORDER BY field's full width (the
-    tuple's time against the last, and its time minus the window, :func:`times_layout`,
-    against the last), so any gap is exact; such a gap (or a time before the last one) ends
-    every run.
+    Under WITHIN a state also carries when its latest run began (DESIGN: the latest start of
+    the runs in it), as the low :func:`start_bits` of the ORDER BY value: a start state's run
+    began at this tuple (the next tuple finds it at the partition's last time), a state
+    reached from others takes the start of the first of its active predecessors in the order
+    bits' order, the one whose latest run began latest (ORDER BY values never decrease while
+    a run lives). A predecessor is live iff its run began less than the window before this
+    tuple; the state is reached iff an active predecessor is live (the youngest is live iff
+    any is). Whether each is live is the :func:`window_hint` of the stored state: the last
+    tuple the window or more back (or after this one) ends every run (compared at the field's
+    full width), and otherwise the low bits' difference is a run's age exactly
+    (:func:`start_bits`). So the next state itself compares nothing: no addition or
+    comparison is on the path from a state to the next.
 
-    For a short critical path, the youngest of a state's *active* predecessors is chosen
-    first, from the stored state alone and without comparing ages: it is the one whose latest
-    run began latest, which the order bits say (as for start_seq: the times never decrease).
-    The gap is then added once to its age: the youngest active predecessor is live iff any
-    is, so that sum is the state's age when it is less than the window, and no predecessor is
-    live otherwise.
-
-    ``gaps``: :func:`window_gaps` of ``state`` and ``times``, when the caller has worked them
-    out already (a partition store, a stage earlier: they read only the stored last time).
+    ``hint``: the :func:`window_hint` of ``state`` and ``times``, when the caller has worked
+    it out already (the table store does, a stage earlier); otherwise it is worked out here.
+    ``ahead``: the times of operations after this one (:func:`times_layout` values): the
+    third value returned holds the :func:`window_hint` of ``stored`` against each, worked out
+    from this update's inputs (each state's start is a predecessor's stored start, compared
+    with ``ahead``'s time beside the choice), not from ``stored``, so that a store forwarding
+    the state to the next tuple of the partition hands it the hint without a comparison after
+    the update.
     """
-    return _NextState(m, nfa, state, prefix, times, gaps).build(predicates)
+    return _NextState(m, nfa, state, prefix, times, hint).build(predicates, ahead)
 
 
-def gaps_layout(nfa: Nfa) -> data.StructLayout | None:
-    """Per query with a window (by index): ``near``, the low bits of the time since the
-    partition's last tuple, and ``far``, whether that is the window or more (or negative);
-    ``None`` without windows."""
-    members = {
-        str(q.index): data.StructLayout({"near": age_bits(q.window) + 1, "far": 1})
-        for q in nfa.queries
-        if q.window is not None
-    }
-    return data.StructLayout(members) if members else None
+def window_layout(nfa: Nfa) -> data.StructLayout | None:
+    """What :func:`next_state` needs to know of a tuple's time against a partition's stored
+    state, ``None`` without windows: ``far`` (a bit per windowed query, by index): the
+    partition's last tuple is the window or more before this one, or after it, so every run of
+    the query has ended; ``live`` (a bit per state of :func:`aged_states`, by index): not far,
+    and the latest run in the state began less than the window before this tuple
+    (meaningless while the state is inactive)."""
+    far = {str(q.index): 1 for q in nfa.queries if q.window is not None}
+    if not far:
+        return None
+    fields = {"far": data.StructLayout(far)}
+    aged = aged_states(nfa)
+    if aged:
+        fields["live"] = data.StructLayout({str(i): 1 for i in aged})
+    return data.StructLayout(fields)
 
 
-def window_gaps(m: Module, nfa: Nfa, state: Value, times: Value, prefix: str = "") -> Signal:
-    """The :func:`gaps_layout` of a tuple (its :func:`times_layout` ``times``) against a
-    partition's stored ``state``: what :func:`next_state` compares first, from the stored last
-    time alone."""
-    layout = gaps_layout(nfa)
+def low_bits(value: Value, k: int) -> Value:
+    """The low ``k`` bits of an ORDER BY value, sign-extended first when it is signed and
+    narrower: what a start keeps (:func:`start_bits`), so that differences modulo ``2**k``
+    are the values' differences."""
+    value = Value.cast(value)
+    if len(value) < k and value.shape().signed:
+        value = Cat(value, value[-1].replicate(k - len(value)))
+    return value.as_unsigned()[:k]
+
+
+def _young(t: Value, start: Value, window: int) -> Value:
+    """Whether a run that began at ``start`` (low bits of its ORDER BY value) is less than
+    ``window`` before time ``t``, when it is less than ``2 * window`` before (the difference of
+    the low bits, modulo their width, :func:`start_bits`)."""
+    k = len(start)
+    return (low_bits(t, k) - start)[:k] < window
+
+
+def _far(times, last, q) -> Value:
+    """Whether the last tuple (its ORDER BY values ``last``) is the window of query ``q`` or
+    more before the tuple of ``times`` (or after it): two comparisons at full width, side by
+    side, and no subtraction before them (``times.limit`` is the time minus the window).
+    (Split at :func:`start_bits` into a small subtraction and two equalities of the high
+    parts instead, one placement measured 91.0 MHz against 104.8: not kept.)"""
+    t = Value.cast(times.at[q.order_field])
+    before = Value.cast(last[q.order_field])
+    return (t < before) | (Value.cast(times.limit[str(q.index)]) >= before)
+
+
+def window_hint(m: Module, nfa: Nfa, state: Value, times: Value, prefix: str = "") -> Signal:
+    """The :func:`window_layout` of a tuple (its :func:`times_layout` ``times``) against a
+    partition's stored ``state``: what :func:`next_state` compares first, from the stored
+    times alone."""
+    layout = window_layout(nfa)
     if not isinstance(times, data.View):
         times = times_layout(nfa)(times)
-    last = state_layout(nfa)(state).last
-    gaps = Signal(layout, name=f"{prefix}gaps")
+    now = state_layout(nfa)(state)
+    hint = Signal(layout, name=f"{prefix}window")
     for q in nfa.queries:
-        if q.window is None:
-            continue
-        bits = age_bits(q.window)
+        if q.window is not None:
+            m.d.comb += hint.far[str(q.index)].eq(_far(times, now.last, q))
+    for i in aged_states(nfa):
+        q = nfa.queries[nfa.states[i].query]
         t = Value.cast(times.at[q.order_field])
-        before = Value.cast(last[q.order_field])
-        gap = gaps[str(q.index)]
-        # the last tuple is the window or more before this one (or after it): two
-        # comparisons at full width, side by side, and no subtraction before them
-        m.d.comb += [
-            gap.far.eq((t < before) | (Value.cast(times.limit[str(q.index)]) >= before)),
-            # the time since then, exact when not far: the low bits of the difference
-            gap.near.eq(t.as_unsigned()[: bits + 1] - before.as_unsigned()[: bits + 1]),
-        ]
-    return gaps
+        young = _young(t, Value.cast(now.starts[str(i)]), q.window)
+        m.d.comb += hint.live[str(i)].eq(~hint.far[str(q.index)] & young)
+    return hint
 
 
 def _first_of(candidates: list[int], live, beats) -> dict[int, Value]:
@@ -299,10 +344,9 @@ def _first_of(candidates: list[int], live, beats) -> dict[int, Value]:
 
 
 class _NextState:
-    """:func:`next_state`'s stages, in the order they add logic to the module: the gaps since
-    the last tuple (WITHIN), the predecessor each state takes its start and age from, each
-    state's next bit (with its age and start), the order bits after the tuple, and the
-    result."""
+    """:func:`next_state`'s stages, in the order they add logic to the module: the windows'
+    hint (WITHIN), the predecessor each state takes its starts from, each state's next bit
+    (with its starts), the order bits after the tuple, the result, and the hint ahead."""
 
     def __init__(
         self,
@@ -311,14 +355,14 @@ class _NextState:
         state: Value,
         prefix: str,
         times: Value | None,
-        gaps: Value | None = None,
+        hint: Value | None = None,
     ):
         self.m, self.nfa, self.prefix = m, nfa, prefix
-        self.state, self.given_gaps = state, gaps
+        self.state, self.given_hint = state, hint
         self.layout = layout = state_layout(nfa)
         self.now = layout(state)
         members = layout.members
-        self.aged = set(members["ages"].members) if "ages" in members else set()
+        self.aged = set(members["starts"].members) if "starts" in members else set()
         self.started = set(members["began"].members) if "began" in members else set()
         if ("last" in members or "last_seq" in members) and times is None:
             raise ValueError(
@@ -330,14 +374,14 @@ class _NextState:
         self.pairs = {pair: k for k, pair in enumerate(order_pairs(nfa))}
         self.next_order = None
 
-    def build(self, predicates: Value) -> tuple[Signal, Signal]:
+    def build(self, predicates: Value, ahead: list | None = None):
         m, nfa, prefix = self.m, self.nfa, self.prefix
-        gaps = self.gaps()
+        hint = self.window()
         chosen = self.choose()
         nxt = Signal(len(nfa.states), name=f"{prefix}next")
         stored = Signal(self.layout, name=f"{prefix}stored")
         result = Signal(result_layout(nfa), name=f"{prefix}result")
-        began = self.states(predicates, gaps, chosen, nxt, stored)
+        began = self.states(predicates, hint, chosen, nxt, stored)
         if "last" in self.layout.members:
             m.d.comb += stored.last.eq(self.times.at)
         if "last_seq" in self.layout.members:
@@ -345,25 +389,51 @@ class _NextState:
         self.order(chosen, stored)
         m.d.comb += stored.active.eq(nxt)
         self.results(nxt, began, stored, result)
-        return stored, result
+        if ahead is None:
+            return stored, result
+        return stored, result, [self.ahead(chosen, a, k) for k, a in enumerate(ahead)]
 
-    def gaps(self) -> dict[int, tuple[Value, Value]]:
-        """Per windowed query: (the low bits of the time since the last tuple, whether that is
-        the window or more), :func:`window_gaps` unless given."""
+    def window(self) -> data.View | None:
+        """The :func:`window_hint` of the stored state and the tuple, unless given."""
         if "last" not in self.layout.members:
-            return {}
-        gaps = self.given_gaps
-        if gaps is None:
-            gaps = window_gaps(self.m, self.nfa, self.state, self.times, self.prefix)
-        gaps = gaps_layout(self.nfa)(gaps)
-        return {
-            q.index: (gaps[str(q.index)].near, gaps[str(q.index)].far)
-            for q in self.nfa.queries
-            if q.window is not None
-        }
+            return None
+        hint = self.given_hint
+        if hint is None:
+            hint = window_hint(self.m, self.nfa, self.state, self.times, self.prefix)
+        return window_layout(self.nfa)(hint)
 
-    def stored_age(self, i: int):
-        return self.now.ages[str(i)] if str(i) in self.aged else Const(0, 1)  # a start state: 0
+    def live(self, hint, j: int, q) -> Value:
+        """Whether the latest run in state ``j`` (set at the last tuple) of windowed query
+        ``q`` is still live: a start state's run began at the last tuple."""
+        return hint.live[str(j)] if str(j) in self.aged else ~hint.far[str(q.index)]
+
+    def stored_time(self, j: int, q):
+        """The low bits of the ORDER BY value the latest run in state ``j`` began at: a start
+        state's run began at the last tuple."""
+        if str(j) in self.aged:
+            return self.now.starts[str(j)]
+        return low_bits(self.now.last[q.order_field], start_bits(q.window))
+
+    def ahead(self, chosen, ahead, k: int) -> Signal:
+        """The :func:`window_hint` of the stored state against the times ``ahead``, from the
+        stored state: a state's start is that of the predecessor it takes it from, so each
+        predecessor's start is compared with ``ahead``'s time beside the choice (the last
+        time after this tuple is this tuple's)."""
+        nfa, m = self.nfa, self.m
+        if not isinstance(ahead, data.View):
+            ahead = times_layout(nfa)(ahead)
+        hint = Signal(window_layout(nfa), name=f"{self.prefix}ahead{k}")
+        for q in nfa.queries:
+            if q.window is not None:
+                m.d.comb += hint.far[str(q.index)].eq(_far(ahead, self.times.at, q))
+        for i in sorted(self.aged, key=int):
+            q = nfa.queries[nfa.states[int(i)].query]
+            t = Value.cast(ahead.at[q.order_field])
+            young = Value.cast(0)
+            for j, win in chosen.get(int(i), {}).items():
+                young = young | (win & _young(t, self.stored_time(j, q), q.window))
+            m.d.comb += hint.live[i].eq(~hint.far[str(q.index)] & young)
+        return hint
 
     def stored_start(self, i: int):  # a start state's run began at the last tuple
         return self.now.began[str(i)] if str(i) in self.started else self.now.last_seq
@@ -388,7 +458,7 @@ class _NextState:
 
     def choose(self) -> dict[int, dict[int, Value]]:
         """Under WITHIN and for start_seq: which active predecessor, the one whose latest run
-        began latest, each state takes its start and age from (one-hot)."""
+        began latest, each state takes its starts from (one-hot)."""
         nfa, active = self.nfa, self.now.active
         chosen: dict[int, dict[int, Value]] = {}
         for s in nfa.states:
@@ -403,29 +473,27 @@ class _NextState:
                 chosen[s.index][j] = win
         return chosen
 
-    def states(self, predicates, gaps, chosen, nxt, stored) -> dict[int, Value]:
-        """Each state's next bit into ``nxt``, its age and start into ``stored``; returns where
-        the latest run in each state began, for the queries that report start_seq."""
+    def states(self, predicates, hint, chosen, nxt, stored) -> dict[int, Value]:
+        """Each state's next bit into ``nxt``, its starts into ``stored``; returns where the
+        latest run in each state began, for the queries that report start_seq."""
         m, prefix, active, times = self.m, self.prefix, self.now.active, self.times
         began: dict[int, Value] = {}
         for s in self.nfa.states:
             bit = Signal(name=f"{prefix}{s.name}_next")
             guard = Const(1) if s.predicate is None else predicates[s.predicate]
             q = self.nfa.queries[s.query]
-            age = None
             if s.start:
                 reached = Const(1)
             elif s.activation and q.window is not None:
-                # the youngest active predecessor: the one whose latest run began latest
-                any_active = Value.cast(0)
-                youngest = Value.cast(0)
+                # reached iff an active predecessor is live (the youngest is iff any is); the
+                # start is the youngest's, the one whose latest run began latest
+                reached = Value.cast(0)
+                start = Value.cast(0)
                 for j, win in chosen[s.index].items():
-                    any_active = any_active | active[j]
-                    youngest = youngest | Mux(win, self.stored_age(j), 0)
-                age = Signal(age_bits(q.window) + 2, name=f"{prefix}{s.name}_age")
-                near, far = gaps[q.index]
-                m.d.comb += age.eq(near + youngest)
-                reached = any_active & ~far & (age < q.window)
+                    reached = reached | (active[j] & self.live(hint, j, q))
+                    start = start | Mux(win, self.stored_time(j, q), 0)
+                if str(s.index) in self.aged:
+                    m.d.comb += stored.starts[str(s.index)].eq(start)
             elif s.activation:
                 reached = Value.cast(0)
                 for j in sorted(s.activation):
@@ -433,8 +501,6 @@ class _NextState:
             else:
                 reached = Const(0)
             m.d.comb += [bit.eq(guard & reached), nxt[s.index].eq(bit)]
-            if str(s.index) in self.aged and age is not None:
-                m.d.comb += stored.ages[str(s.index)].eq(age)
             if q.start_seq:
                 # the latest start among the active predecessors: under WITHIN it is also the
                 # youngest (ORDER BY values never decrease), so live whenever any is

@@ -29,7 +29,9 @@ UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike,
 #: Test-only: a forwarding path broken on purpose, so that the tests show they catch it.
 #: ``"oldest write"``: the oldest write in flight is not forwarded; ``"stale hint"``: stage 4's
 #: ``update.prepare`` hint comes from the row read even when the operation just ahead wrote
-#: the entry. ``None`` (always, outside those tests): nothing broken.
+#: the entry; ``"ahead hint"``: the hint of the state stage 4 forwards to stage 3's operation
+#: is worked out against stage 4's payload, not stage 3's. ``None`` (always, outside those
+#: tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
 
@@ -132,7 +134,11 @@ class TablePartitioner(wiring.Component):
         hint=prepare(m, state, payload))``, the hint worked out in stage 3 (from each
         candidate for the state found, the update being made in stage 4 among them) and
         registered, so that what ``prepare`` does is not on stage 4's path (the engine's
-        windows: the gaps since the partition's last tuple, :func:`~nfacep.hdl.nfa.window_gaps`).
+        windows: which stored runs are still live, :func:`~nfacep.hdl.nfa.window_hint`). When
+        ``update`` also has ``hints_ahead`` (true), stage 4 calls it with ``ahead=[stage 3's
+        payload]``, and it returns a third value, ``[the hint of the state it makes for that
+        payload]``, worked out from its own inputs: the hint stage 3 takes when it finds that
+        state, so that no ``prepare`` follows the update in one cycle.
     entries : :class:`int`
         ``E``, the table's entries (a power of two).
     ways : :class:`int`
@@ -715,16 +721,24 @@ class _Stages:
         so any entry a tuple looks at (its row, its bank) is its own."""
         return Const(1) if self.direct else Value.cast(tag) == key
 
-    def update(self, current, payload, name, hint=None):
+    def update(self, current, payload, name, hint=None, ahead=None):
+        """``update``'s new state and result (and, given ``ahead``, its hint for that
+        payload), as signals."""
         table, m = self.table, self.m
         if hint is None:
-            new_state_value, result_value = table._update(m, current, payload)
+            out = table._update(m, current, payload)
+        elif ahead is None:
+            out = table._update(m, current, payload, hint=hint)
         else:
-            new_state_value, result_value = table._update(m, current, payload, hint=hint)
+            out = table._update(m, current, payload, hint=hint, ahead=ahead)
         new_state = Signal(table._state_width, name=f"{name}_new_state")
         result = Signal(table._result_shape, name=f"{name}_result")
-        m.d.comb += [new_state.eq(new_state_value), result.eq(result_value)]
-        return new_state, result
+        m.d.comb += [new_state.eq(out[0]), result.eq(out[1])]
+        if ahead is None:
+            return new_state, result
+        later = Signal(table._update.hint_width, name=f"{name}_ahead_hint")
+        m.d.comb += later.eq(out[2][0])
+        return new_state, result, later
 
     def entry(self, key, state, op, name):
         """What an operation writes: a tuple its entry, an aging step an invalid one."""
@@ -813,12 +827,7 @@ class _Stages:
         u_key = Value.cast(u.key).as_unsigned()
 
         # stage 4's update (its entry is the newest write of the cycle)
-        # ``update.prepare``: what the update needs of the state found, worked out in stage 3
-        self.prepare = getattr(table._update, "prepare", None)
-        self.u_hint = None
-        if self.prepare is not None:
-            self.u_hint = Signal(table._update.hint_width, name="s4_hint")
-        new_state, result = self.update(u_state, u.payload, "s4", hint=self.u_hint)
+        new_state, result = self._stage4(t, u, u_state)
         written = self.entry(u_key, new_state, u_op, "s4_written")
 
         # two cycles before stage 3: row, key and tick of the writes that will be
@@ -847,6 +856,25 @@ class _Stages:
             written,
         )
         return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
+
+    def _stage4(self, t, u, u_state):
+        """Stage 4's update of the state found: ``(new_state, result)``. With
+        ``update.prepare``, the update takes the hint worked out in stage 3 (``u_hint``), and
+        with ``hints_ahead`` it also makes the hint of its new state for the operation in
+        stage 3 (``ahead_hint``), beside itself."""
+        table = self.table
+        self.prepare = getattr(table._update, "prepare", None)
+        self.u_hint = None
+        if self.prepare is not None:
+            self.u_hint = Signal(table._update.hint_width, name="s4_hint")
+        self.ahead_hint = None
+        if not getattr(table._update, "hints_ahead", False):
+            return self.update(u_state, u.payload, "s4", hint=self.u_hint)
+        ahead = u.payload if BREAK_FORWARDING == "ahead hint" else t.payload
+        new_state, result, self.ahead_hint = self.update(
+            u_state, u.payload, "s4", hint=self.u_hint, ahead=[ahead]
+        )
+        return new_state, result
 
     def _tail_registers(self, in_layout, op_shape):
         """The registers of stage 3 (payload, valid, op, row, bank) and of stage 4 (payload,
@@ -985,7 +1013,10 @@ class _Stages:
         m, width = self.m, self.table._update.hint_width
         table = self.table
         zero = self.prepare(m, Const(0, table._state_width), t.payload)
-        from_new = self.prepare(m, new_state, t.payload)
+        if self.ahead_hint is not None:  # worked out by the update, beside it
+            from_new = self.ahead_hint
+        else:
+            from_new = self.prepare(m, new_state, t.payload)
         if BREAK_FORWARDING == "stale hint":
             newest = [0] * len(newest)
         parts = [Mux(~_or_all(mine), zero, 0)]

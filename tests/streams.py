@@ -68,8 +68,10 @@ def run_matcher(dut, words, *, seed, gap=0.3, stall=0.3):
 def engine_drain(store: str, partitions: int, ways: int) -> int:
     """Idle cycles after which an engine has no record left to emit: records lag the last
     input by at most the partition store's latency (and the table's clearing sweep after
-    reset, at most partitions / ways cycles, while the FIFO takes tuples)."""
-    return (partitions if store == "pipeline" else 5 + partitions // ways) + 16
+    reset, at most partitions / ways cycles, while the FIFO takes tuples), plus the tuples
+    its input FIFO still holds (8, one every other cycle through the swap pipeline: input
+    without gaps fills it)."""
+    return (partitions if store == "pipeline" else 5 + partitions // ways) + 16 + 2 * 8
 
 
 async def drain_engine(ctx, dut, cycles: int, done: dict) -> None:

@@ -578,7 +578,7 @@ def _board_params(capsys, *args) -> dict:
         ("marathon", "ulx3s-85f", ("table", 65536)),
         ("marathon", "colorlight-5a75b", ("table", 65536)),
         # a 32-bit key is hashed and stored as a tag, and the one-minute window of bruteforce
-        # adds 5 ages of 16 bits and the last 32-bit time to every entry (159 bits): the 25F
+        # adds 5 starts of 17 bits and the last 32-bit time to every entry: the 25F
         # holds 4,096 entries, the 85F 16,384
         ("bruteforce", "ulx3s-25f", ("table", 4096)),
         ("bruteforce", "ulx3s-85f", ("table", 16384)),

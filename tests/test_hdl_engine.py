@@ -903,9 +903,10 @@ def test_random_prev_queries(q, rows, partitioned, shape, timers, data):
 
 
 def test_windows_gaps_from_a_stale_state_are_caught(monkeypatch):
-    """The table works out the windows' gaps a stage before the update, from the state the
-    tuple finds; a version that takes them from the row read even when the tuple just ahead
-    wrote the entry (a broken forwarding path) fails the comparison with the reference."""
+    """The table works out the windows' hint (which stored runs are live) a stage before the
+    update, from the state the tuple finds; a version that takes it from the row read even
+    when the tuple just ahead wrote the entry (a broken forwarding path) fails the comparison
+    with the reference."""
     from nfacep.hdl import table
 
     monkeypatch.setattr(table, "BREAK_FORWARDING", "stale hint")
@@ -913,3 +914,88 @@ def test_windows_gaps_from_a_stale_state_are_caught(monkeypatch):
     data = window_data(np.random.default_rng(3), 100, keys=4)
     with pytest.raises(AssertionError, match="Differing items"):
         check(nfa, data, partitions=16, store="table", ways=4, seed=3)
+
+
+WRAP_STREAM = "CREATE STREAM s (k UINT(2), p ENUM('a', 'b', 'c'), t UINT(16));\n"
+# (key, predicate, time); within each key the times ascend
+WRAP_TUPLES = [
+    # the run's start, 13, is stored as 13 mod 16; at 20 its age is (4 - 13) mod 16 = 7
+    (1, "a", 13),
+    (1, "b", 17),
+    (1, "c", 20),
+    # 29 mod 16 = 13 again, 37 mod 16 = 5: (5 - 13) mod 16 = 8, the window: no match
+    (1, "a", 29),
+    (1, "b", 33),
+    (1, "c", 37),
+    # 14 old at 14 though 7 after the last tuple: 4 bits tell it from 6 (3 would not)
+    (2, "a", 0),
+    (2, "b", 7),
+    (2, "c", 14),
+    # the run began at 30 (14 mod 16); at 38 (6 mod 16) it is 8 old: over
+    (2, "a", 30),
+    (2, "b", 31),
+    (2, "b", 38),
+    (2, "c", 39),
+    # keys alternating, so that a tuple finds its state two operations behind the tuple
+    # before it in its key: key 1's run of 100 is 9 old at 109, key 2's 2 at 102
+    (1, "a", 100),
+    (2, "a", 100),
+    (1, "b", 104),
+    (2, "b", 101),
+    (1, "c", 109),
+    (2, "c", 102),
+    # at the top of the field: 65528 to 65535 is 7
+    (3, "a", 65528),
+    (3, "b", 65531),
+    (3, "c", 65535),
+    # the last tuple's time split at bit 4: 14 to 21 is 7 (a borrow from the low bits), 30
+    # to 47 is 17, though their low bits are 1 apart
+    (0, "a", 14),
+    (0, "c", 21),
+    (0, "a", 30),
+    (0, "c", 47),
+]
+
+
+@pytest.mark.parametrize(("store", "partitions"), [("pipeline", 4), ("table", 4)])
+def test_windows_stored_starts_wrap(store, partitions):
+    """Under WITHIN a state keeps the low bits of the time its latest run began at
+    (:func:`nfacep.hdl.nfa.start_bits`: 4 for a window of 8), which wrap: runs whose start and
+    end lie on either side of a wrap, exactly the window long, and older than the stored
+    bits span are judged as the reference judges them, tuples of a key back to back."""
+    from nfacep.hdl.nfa import start_bits
+
+    assert start_bits(8) == 4 and start_bits(9) == 5 and start_bits(1) == 2
+    bits, drops = check(
+        wrap_query(), wrap_data(), partitions=partitions, store=store, gap=0, stall=0
+    )
+    assert bits == {2: 1, 18: 1, 21: 1, 23: 1} and not drops
+
+
+def wrap_query():
+    return nfacep.compile_text(
+        WRAP_STREAM + "QUERY q PARTITION k ORDER BY t PATTERN (A B* C) WITHIN 8 "
+        "DEFINE A AS p = 'a', B AS p = 'b', C AS p = 'c';"
+    )
+
+
+def wrap_data():
+    names = ["a", "b", "c"]
+    columns = {
+        "k": np.array([k for k, _, _ in WRAP_TUPLES], dtype=np.uint64),
+        "p": np.array([names.index(p) for _, p, _ in WRAP_TUPLES], dtype=np.uint64),
+        "t": np.array([t for _, _, t in WRAP_TUPLES], dtype=np.uint64),
+    }
+    return tuples.Tuples(columns, len(WRAP_TUPLES))
+
+
+def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):
+    """The update works out, beside itself, which runs of the state it forwards are still live
+    for the next tuple of the partition; a version that judges them at the forwarding tuple's
+    time instead of the next one's (a broken forwarding path: key 2's run of 0 is live at 7,
+    not at 14) fails the comparison."""
+    from nfacep.hdl import table
+
+    monkeypatch.setattr(table, "BREAK_FORWARDING", "ahead hint")
+    with pytest.raises(AssertionError):
+        check(wrap_query(), wrap_data(), partitions=4, store="table", gap=0, stall=0)

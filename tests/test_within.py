@@ -271,18 +271,19 @@ def test_sim_equals_match_with_a_window(tmp_path, capsys):
         assert out.read_text() == want
 
 
-def test_engine_state_holds_ages_and_the_last_time():
-    """Under WITHIN a partition keeps an age per state of a windowed query but its start
-    states (6 bits for a window of 60: the second A; the first is a start state, whose runs
-    are always 0 old) and the ORDER BY field of its last tuple (16 bits), beside the
-    state bits."""
+def test_engine_state_holds_starts_and_the_last_time():
+    """Under WITHIN a partition keeps where the latest run began per state of a windowed
+    query but its start states (the low 7 bits of the ORDER BY value for a window of 60: the
+    second A; the first is a start state, whose runs began at the last tuple) and the ORDER
+    BY field of its last tuple (16 bits), beside the state bits."""
     pytest.importorskip("amaranth")
-    from nfacep.hdl.nfa import age_bits, state_layout
+    from nfacep.hdl.nfa import age_bits, start_bits, state_layout
 
     nfa = nfacep.compile_text(QUERY)
     assert age_bits(60) == 6 and age_bits(64) == 6 and age_bits(65) == 7 and age_bits(1) == 1
+    assert start_bits(60) == 7 and start_bits(64) == 7 and start_bits(65) == 8
     layout = state_layout(nfa)
-    assert layout.size == 2 + 6 + 16
+    assert layout.size == 2 + 7 + 16
     plain = nfacep.compile_text(QUERY.replace("WITHIN INTERVAL '1' MINUTE", ""))
     assert state_layout(plain).size == 2
 
