@@ -278,6 +278,7 @@ MAX_MODULE_LINES = 600
 LONG_MODULES = {
     "hdl/engine.py",
     "hdl/eth/payload.py",
+    "hdl/nfa.py",
     "hdl/eth/link.py",
     "hdl/sdram/store.py",
     "hdl/table.py",
