@@ -404,3 +404,41 @@ def _agree(pieces: list[Piece], reported: list, order: tuple[str, ...]) -> bool:
                     return False
                 last[f] = end[f]
     return True
+
+
+# --- the numbered tuples, read back by the matching tasks ---------------------------------------
+
+
+def share(folder: str, columns: list[str], key_schema, tasks: int, task: int, rows: int):
+    """The numbered tuples of ``folder`` (its part files in name order are the stream order:
+    :func:`record` and :func:`serial` name them so) whose partition key falls to task ``task``
+    of ``tasks`` (:func:`owner`; every tuple with ``tasks`` 1), as record batches of the
+    ``columns`` of at most ``rows`` tuples, in ``seq`` order. A matching task reads its share
+    straight from the files: no shuffle, no sort."""
+    import pyarrow.parquet as pq
+
+    from nfacep.io.convert import from_table
+
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".parquet") or name.startswith((".", "_")):
+            continue
+        f = pq.ParquetFile(os.path.join(folder, name), pre_buffer=False)
+        for batch in f.iter_batches(batch_size=rows, columns=columns):
+            if tasks > 1:
+                keys = from_table(pa.Table.from_batches([batch]), key_schema, source=name)
+                mine = owner([keys.columns[k] for k in key_schema.names], tasks) == task
+                batch = batch.filter(pa.array(mine))
+            if batch.num_rows:
+                yield batch
+
+
+def owner(columns: list[np.ndarray], tasks: int) -> np.ndarray:
+    """The task (0 to ``tasks`` - 1) of each tuple, by a hash of its partition key's
+    ``columns`` (typed as :class:`nfacep.io.tuples.Tuples` holds them): whole keys to a task,
+    spread evenly."""
+    h = np.zeros(len(columns[0]) if columns else 0, dtype=np.uint64)
+    for c in columns:
+        bits = c.view(np.uint32) if c.dtype == np.float32 else c
+        h = (h ^ bits.astype(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(31)
+    return (h % np.uint64(tasks)).astype(np.int64)

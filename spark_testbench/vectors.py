@@ -43,6 +43,11 @@ ways, named in the manifest (``expected.mode``):
     it through one :class:`nfacep.reference.matcher.Matcher` in pieces of ``PIECE_TUPLES`` tuples
     and emits each piece's matches and drops as it goes: its memory is bounded by a piece and
     the keys, whatever the stream's length.
+
+A recorded trace skips Spark's shuffle and sorts: its numbered part files are in ``seq`` order
+(:mod:`.numbering` names them so), so each matching task reads them itself, keeping the tuples
+whose key hashes to it (:func:`.numbering.share`; all of them in the global pass), already in
+``seq`` order.
 """
 
 from __future__ import annotations
@@ -498,6 +503,18 @@ def _match_task(
     counter.finished()
 
 
+def _read_task(folder: str, columns, key_schema, tasks: int, rows: int, inner, ids):
+    """A matching task over a recorded trace: ``inner`` (:func:`_match_task` or
+    :func:`_global_task`) over this task's share of the numbered tuples, read from ``folder``
+    (:func:`.numbering.share`); ``ids`` (Spark's batches of ``range``) name the task."""
+    from . import numbering
+
+    for batch in ids:
+        for task in batch.column("id").to_pylist():
+            share = numbering.share(folder, columns, key_schema, tasks, task, rows)
+            yield from inner(share)
+
+
 def _global_task(
     text: str,
     filename: str,
@@ -815,7 +832,23 @@ def _match(
     source = tuples.select("seq", *_used_fields(job.nfa))
     counter = watch.phase("matched", total=n_tuples, tasks=tasks if mode == "partitioned" else 1)
     args = (job.query_text, job.query_path, job.params, job.values, counter)
-    if mode == "partitioned":
+    if gen is None:
+        # a recorded trace's numbered part files are in seq order (numbering): each task reads
+        # its keys' tuples (whole keys; all of them in the global pass) straight from them
+        n = tasks if mode == "partitioned" else 1
+        inner = _match_task if mode == "partitioned" else _global_task
+        program = job.nfa.program
+        task = functools.partial(
+            _read_task,
+            os.path.join(tmp, TUPLES),
+            ["seq", *_used_fields(job.nfa)],
+            _used_schema(program, key),
+            n,
+            piece_tuples,
+            functools.partial(inner, *args, piece_tuples),
+        )
+        source = spark.range(0, n, 1, numPartitions=n)
+    elif mode == "partitioned":
         # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
         # streams them through its matcher, so none holds its partition
         source = source.repartition(tasks, *map(F.col, key)).sortWithinPartitions("seq")
