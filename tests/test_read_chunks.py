@@ -4,6 +4,7 @@ the pieces are the whole read cut up, and an error names its row as the whole re
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 import nfacep
 from nfacep.errors import DataError
+from nfacep.io import csvfile
 from nfacep.io.reader import read, read_chunks
 
 STREAM = nfacep.compile_text(
@@ -49,12 +51,14 @@ def same(path, rows):
     blanks=st.lists(st.integers(0, 2), min_size=1, max_size=4),
     ending=st.sampled_from(["\n", "\r\n", "\r"]),
     chunk=st.integers(1, 9),
+    block=st.integers(1, 40),
 )
-def test_pieces_are_the_whole_read_cut(tmp_path_factory, rows, blanks, ending, chunk):
+def test_pieces_are_the_whole_read_cut(tmp_path_factory, rows, blanks, ending, chunk, block):
     d = tmp_path_factory.mktemp("rc")
     text = d / "t.csv"
     text.write_bytes(csv_text(rows, blanks, ending).encode())
-    same(str(text), chunk)
+    with mock.patch.object(csvfile, "BLOCK", block):  # CSV blocks cut anywhere in a line
+        same(str(text), chunk)
     table = pa.table(
         {
             "k": pa.array([r[0] for r in rows], pa.uint8()),
@@ -232,3 +236,19 @@ def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_pat
     assert str(chunked.value) == str(whole.value)
     assert "row 32 (line 33)" in str(whole.value) and "not closed" in str(whole.value)
     assert sum(p.n for p in pieces) <= 31
+
+
+@pytest.mark.parametrize("block", [5, 64, 1 << 20])
+def test_an_open_quote_in_another_column_is_read_s_error(tmp_path, block):
+    """A quote left open in a column that is not the stream's, wherever the file's blocks are
+    cut: the error read() gives, not values from either side of the cut."""
+    bad = tmp_path / "bad.csv"
+    lines = [f"{i % 256},{i % 100},{'xy'[i % 2]},note" for i in range(40)]
+    lines[20] = '7,5,x,"open'
+    lines[21] = 'still"'  # (with the line before: 4 columns, the last holding a line break)
+    bad.write_text("k,a,e,n\n" + "\n".join(lines) + "\n")
+    with pytest.raises(DataError) as whole:
+        read(str(bad), STREAM)
+    with mock.patch.object(csvfile, "BLOCK", block), pytest.raises(DataError) as chunked:
+        list(read_chunks(str(bad), STREAM, 8))
+    assert str(chunked.value) == str(whole.value)
