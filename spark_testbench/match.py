@@ -123,9 +123,9 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
 
     tasks = tasks or spark.sparkContext.defaultParallelism
     with Progress(spark, "match", progress) as watch:
-        n = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True)
+        n, keys = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True)
         if n:
-            result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n)
+            result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n, keys)
         else:
             mode, reason = "global", "the input holds no tuples: nothing to match"
         word = "note" if mode == "partitioned" else "warning"
