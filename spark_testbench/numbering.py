@@ -323,12 +323,15 @@ def _number_piece(program, csv: _Csv | None, folder: str, rows: int, counter, pi
 
 
 def _distinct(keys: np.ndarray, columns: list[np.ndarray]) -> np.ndarray | None:
-    """The distinct rows of ``keys`` and of the key ``columns`` (as 64-bit integers); None
-    beyond :data:`KEYS`."""
+    """The distinct rows of ``keys`` and of the key ``columns`` (as 64-bit integers, by
+    pyarrow's hash grouping); None beyond :data:`KEYS`."""
     as_int = [(c.view(np.int32) if c.dtype == np.float32 else c).astype(np.int64) for c in columns]
-    rows = np.stack(as_int, axis=1) if as_int else np.zeros((0, 0), np.int64)
-    both = np.unique(np.concatenate([keys, rows]), axis=0)
-    return None if len(both) > KEYS else both
+    both = [np.concatenate([keys[:, i], c]) for i, c in enumerate(as_int)]
+    names = [str(i) for i in range(len(both))]
+    groups = pa.table(dict(zip(names, both, strict=True))).group_by(names).aggregate([])
+    if groups.num_rows > KEYS:
+        return None
+    return np.stack([groups.column(n).to_numpy() for n in names], axis=1)
 
 
 def _read_piece(schema, csv: _Csv | None, piece: Piece, rows: int) -> Iterator:
