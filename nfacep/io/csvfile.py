@@ -18,11 +18,9 @@ from .convert import first_invalid, value_bytes
 from .tuples import Location, excerpt
 
 __all__ = [
-    "BLOCK",
     "HEADER_LIMIT",
     "LONG_LINE",
     "CsvLines",
-    "blocks",
     "convert_options",
     "has_quote",
     "holds_line_break",
@@ -246,9 +244,6 @@ def line_lengths(data: np.ndarray) -> np.ndarray:
     return np.append(ends, len(data)) - starts
 
 
-#: Bytes of a CSV file parsed at a time (a block: the lines that start in it), each by
-#: pyarrow's multithreaded reader.
-BLOCK = 16 << 20
 #: A line this long or longer is left to the whole file's read (pyarrow refuses a line about
 #: as long as its 1 MiB blocks, depending on where it falls; a block would not cut it alike).
 LONG_LINE = 256 << 10
@@ -280,20 +275,6 @@ def line_stats(data: bytes) -> tuple[int, int]:
     """(rows, the longest line) of a block of whole lines: rows are the non-empty lines."""
     lengths = line_lengths(np.frombuffer(data, dtype=np.uint8))
     return int((lengths > 0).sum()), int(lengths.max(initial=0))
-
-
-def blocks(path: str, data_start: int, block: int | None = None):
-    """The data of a CSV file in blocks of about ``block`` bytes (default :data:`BLOCK`) cut at
-    line starts: (first byte, the block's bytes), in file order."""
-    block = block or BLOCK
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        at = data_start
-        while at < size:
-            stop = line_start(f, at + block, data_start, size)
-            f.seek(at)
-            yield at, f.read(stop - at)
-            at = stop
 
 
 def parse_block(data: bytes, header, schema: Schema) -> pa.Table:

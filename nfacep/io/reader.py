@@ -71,15 +71,13 @@ def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     without tuples), in stream order, each with its ``offset``: concatenated, the pieces are
     what :func:`read` returns, and an error names its row as :func:`read` would.
 
-    A Parquet file is read a batch at a time, a CSV file a block of whole lines at a time
-    (each parsed by pyarrow's multithreaded reader: :func:`~nfacep.io.csvfile.parse_block`),
-    a folder of part files a file at a time when that is its order (:func:`_folder_chunks`),
-    so the memory
+    A Parquet file is read a batch at a time, a CSV file a block at a time, a folder of part
+    files a file at a time when that is its order (:func:`_folder_chunks`), so the memory
     needed grows with ``rows``, not with the input. Read whole and then cut (the memory of
     :func:`read`): a folder whose ``seq`` interleaves its files, and any input in which a
     piece meets an error (read whole for the error :func:`read` raises), a quote left open at
-    a line end and a CSV line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more among
-    them."""
+    a line end among them (pyarrow's reader goes on into the next lines: a piece with a value
+    that holds a line break, in any column)."""
     if rows < 1:
         raise ValueError(f"rows {rows}: a piece needs at least one tuple")
     if not os.path.exists(path):
@@ -153,22 +151,45 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
 
 def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+    import pyarrow.csv as pacsv
+
     header, data_start, more = csvfile.read_header(path, schema)
     if not more:
         return
+    # a quote not closed on its line makes pyarrow read on into the next lines: read() checks
+    # that no value holds a line break; here each piece is checked (every column of it: a
+    # quote left open in a column that is not the stream's runs on too) before it is yielded
+    quoted = csvfile.has_quote(path, data_start)
     source = Location(path, line_of=csvfile.CsvLines(path, data_start).line_of)
+    names = [str(i) for i in range(len(header))]  # (other columns' names may repeat)
+    wanted = [names[header.index(n)] for n in schema.names]
 
     def batches() -> Iterator[pa.RecordBatch]:
-        # blocks of whole lines (csvfile.BLOCK bytes), each parsed by pyarrow's multithreaded
-        # reader; what a block cannot take as the whole file's read would (a quote left open
-        # at a line end, a long line) is an error here, and read() decides
-        for _, data in csvfile.blocks(path, data_start):
-            yield from csvfile.parse_block(data, header, schema).to_batches()
+        # blocks of the size read() parses (pyarrow's default, 1 MiB): a line is cut into
+        # blocks alike, so that one too long for them (about two blocks) is refused as read()
+        # refuses it, not accepted; and the blocks pyarrow reads ahead are small (smaller
+        # pieces with smaller blocks would refuse lines that read() accepts)
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+            convert_options=csvfile.convert_options(
+                names, schema, include=names if quoted else wanted
+            ),
+        )
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            yield batch
 
     offset = 0
     try:
-        # the next block parsed (pyarrow) in a thread while this piece is converted (numpy)
+        # the next piece parsed (pyarrow) in a thread while this one is converted (numpy)
         for table in prefetch(parquet.rebatch(batches(), rows), "nfacep-csv"):
+            if quoted and csvfile.holds_line_break(table, table.column_names):
+                raise DataError("a quoted value spans lines")  # (read() names where)
+            table = table.select(wanted).rename_columns(list(schema.names))
             piece = from_table(table, schema, source=source.at(offset), text=True)
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
             offset += piece.n
