@@ -11,9 +11,9 @@ side by side in one process, for each file:
   time to have the file in memory as typed columns, with none of nfacep's checks;
 - *reader*: nfacep's reader alone (``nfacep.backend.read_pieces``, what ``match`` reads
   with: pieces of ``--chunk`` tuples, every value checked and converted, ORDER BY checked);
-- *match*: ``nfacep match queries/marathon.sql --partitions R`` (its Python entry,
-  ``nfacep.cli.main``, in this process; start-up and imports are not timed), from the CSV file
-  to the match file and its summary.
+- *match*: ``nfacep match queries/marathon.sql --store pipeline --partitions R`` (its
+  Python entry, ``nfacep.cli.main``, in this process; start-up and imports are not timed),
+  from the CSV file to the match file and its summary.
 
 Ratios are times over pyarrow's for the same file in the same run (issue 30's goal: match
 within 1.5×). Each time is the best of ``--repeat``; wall-clock on a shared machine. The
@@ -102,7 +102,7 @@ def nfacep_read(nfa, path: pathlib.Path, chunk: int) -> None:
 
 def nfacep_match(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int) -> None:
     argv = ["match", str(QUERY), "--input", str(path), "--output", str(output)]
-    argv += ["--partitions", str(runners), "--chunk", str(chunk)]
+    argv += ["--store", "pipeline", "--partitions", str(runners), "--chunk", str(chunk)]
     with contextlib.redirect_stdout(io.StringIO()):
         if cli.main(argv) != 0:
             raise SystemExit(f"nfacep match failed on {path}")

@@ -5,18 +5,19 @@ For each size it writes the marathon race (`reference_memory.race_pieces`: 1,000
 default) as a folder of Parquet part files (4M tuples each), then runs, each in a fresh process
 (the Spark one with its own JVM):
 
-- `nfacep match queries/marathon.sql --input F --output local.csv --partitions R`;
-- the same with `--master local[2] --tasks T` (default 2), which numbers the tuples on the
-  driver, matches them in T Spark tasks (the partitioned pass: as many partitions as runners,
-  no ticks) and writes the same files.
+- `nfacep match queries/marathon.sql --input F --output local.csv --store pipeline
+  --partitions R`;
+- the same with `--master local[2] --tasks T` (default 2), which reads and numbers the tuples
+  in Spark tasks, matches them in T Spark tasks (the partitioned pass: as many partitions as
+  runners, no ticks) and writes the same files.
 
 A thread samples /proc every 0.1 s for each command's processes (`regress_memory.Peaks`): the
 peak resident memory (VmHWM) of the command's Python process (the driver, or the local
 command), of the Spark Python workers (the largest one, and their sum) and of the JVM. The
 two match files must be equal, byte for byte, and the summaries equal but for the `spark`
 entry; the script stops if not. The Spark command's phases come from its progress lines
-(`read` on the driver, `matched` in the tasks) and give the per-task rate, from which the
-table says what n workers would take (the driver's read and write stay serial).
+(`read`: read and numbered in tasks, `matched` in the tasks) and give the per-task rate, from
+which the table says what n workers would take (everything else as measured).
 
     python benchmarks/match_master.py                    # 10^7 tuples
     python benchmarks/match_master.py --sizes 100000000  # 10^8 (about 1.4 GB of Parquet)
@@ -134,10 +135,11 @@ def main() -> None:
             rest = spark[0] - matched
             guess = ", ".join(f"{w}: {rest + n / (per_task * w):.0f} s" for w in (4, 16, 64))
             notes.append(
-                f"{n:,} tuples: driver read {read:.0f} s ({n / read / 1e6:.2f} M/s), tasks "
-                f"matched in {matched:.0f} s ({per_task / 1e6:.2f} M tuples/s per task), the "
-                f"rest (read, JVM start, key count, sort, write) {rest:.0f} s; with n one-core "
-                f"workers at that rate, everything else as here: {guess}"
+                f"{n:,} tuples: read and numbered in {read:.0f} s ({n / read / 1e6:.2f} M/s), "
+                f"tasks matched in {matched:.0f} s ({per_task / 1e6:.2f} M tuples/s per task), "
+                f"the rest (the read above, Spark's start, sorting and writing the matches) "
+                f"{rest:.0f} s; with n one-core workers at that rate, everything else as "
+                f"here: {guess}"
             )
     print()
     for line in notes:

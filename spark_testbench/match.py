@@ -16,6 +16,8 @@ How (the stages are ``vectors``' own, not copies of them):
    query without PARTITION) the one exact global pass over the whole stream. Which, and why,
    is printed on stderr and kept in the summary (``spark``). The tasks compute the measures
    too (one :class:`nfacep.measures.Measurer` a task, over the whole partitions it matches).
+   Each task reads its share of the numbered part files itself, in ``seq`` order (no shuffle,
+   no sort: :func:`.numbering.share`).
 3. Spark sorts the match rows by ``seq`` and query into Parquet part files; the driver reads
    them in order, a batch at a time, and writes them through the one match-file writer
    (:func:`nfacep.result.match_file`, or :func:`nfacep.result.match_folder` for a Parquet
@@ -121,9 +123,9 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
 
     tasks = tasks or spark.sparkContext.defaultParallelism
     with Progress(spark, "match", progress) as watch:
-        n = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True)
+        n, keys = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True)
         if n:
-            result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n)
+            result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n, keys)
         else:
             mode, reason = "global", "the input holds no tuples: nothing to match"
         word = "note" if mode == "partitioned" else "warning"

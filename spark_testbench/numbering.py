@@ -39,13 +39,12 @@ import pyarrow as pa
 
 from nfacep.errors import DataError
 
-__all__ = ["CSV_BLOCK", "LONG_LINE", "Piece", "plan", "record", "serial"]
+__all__ = ["CSV_BLOCK", "KEYS", "Piece", "owner", "plan", "record", "serial", "share"]
 
 #: Bytes of a CSV file a task takes at a time (a piece: the lines that start in it).
 CSV_BLOCK = 32 << 20
-#: A CSV line this long or longer sends the file to the serial reader (pyarrow's reader
-#: refuses lines about as long as its blocks, depending on where they fall).
-LONG_LINE = 256 << 10
+#: Distinct partition keys a piece reports at most (with more, Spark counts the keys).
+KEYS = 1 << 16
 #: What a task's reading may raise on input it does not take (then the serial reader decides).
 _REFUSED = (DataError, pa.ArrowException, OSError, UnicodeDecodeError, ValueError)
 
@@ -74,11 +73,14 @@ class _Csv:
     data_start: int
 
 
-def record(spark, nfa, path: str, folder: str, counter, rows: int, tasks: int) -> int:
+def record(
+    spark, nfa, path: str, folder: str, counter, rows: int, tasks: int
+) -> tuple[int, int | None]:
     """``path`` (a CSV or Parquet file, or a folder of part files) numbered into ``folder``
     (created: vectors' tuples layout, one part file a piece) by Spark tasks; returns how many
-    tuples. An input the tasks do not take goes to :func:`serial`, which raises its error or
-    numbers it."""
+    tuples, and how many distinct partition keys (None when not counted: more than
+    :data:`KEYS` in a piece, or read serially). An input the tasks do not take goes to
+    :func:`serial`, which raises its error or numbers it."""
     os.mkdir(folder)
     pieces, csv = plan(spark, path, nfa.program.schema, tasks)
     if pieces:
@@ -88,10 +90,14 @@ def record(spark, nfa, path: str, folder: str, counter, rows: int, tasks: int) -
         reports = spark.sparkContext.parallelize(chunks, n_tasks).map(task).collect()
         reported = sorted(itertools.chain.from_iterable(reports), key=lambda r: r[0])
         if _agree(pieces, reported, nfa.program.order_fields):
-            return sum(p.rows for p in pieces)
+            keys = [r[4] for r in reported]
+            counted = None
+            if nfa.program.partition_fields and all(k is not None for k in keys):
+                counted = len(np.unique(np.concatenate(keys), axis=0))
+            return sum(p.rows for p in pieces), counted
     shutil.rmtree(folder)
     os.mkdir(folder)
-    return serial(nfa, path, folder, counter, rows)
+    return serial(nfa, path, folder, counter, rows), None
 
 
 def serial(nfa, path: str, folder: str, counter, rows: int) -> int:
@@ -246,52 +252,25 @@ def _csv_pieces(spark, path: str, schema, tasks: int) -> tuple[list[Piece], _Csv
         .map(functools.partial(_count_lines, path, data_start))
         .collect()
     )
-    if any(longest >= LONG_LINE for _, _, _, longest in counted):
+    if any(longest >= csvfile.LONG_LINE for _, _, _, longest in counted):
         return [], None
     pieces = [Piece(0, path, None, n, 0, s, e) for s, e, n, _ in counted if n]
     return pieces, _Csv(tuple(header), data_start)
 
 
-def _line_start(f, at: int, data_start: int, size: int) -> int:
-    """The first line start at or after byte ``at`` (a line ends with \\n, \\r or \\r\\n)."""
-    if at <= data_start:
-        return data_start
-    f.seek(at - 1)
-    pos = at - 1
-    while pos < size:
-        chunk = f.read(1 << 16)
-        if not chunk:
-            break
-        ends = [i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0]
-        if ends:
-            end = pos + min(ends)
-            if chunk[min(ends)] == 13:  # \r: its \n, if it follows, belongs to it
-                f.seek(end + 1)
-                return end + 2 if f.read(1) == b"\n" else end + 1
-            return end + 1
-        pos += len(chunk)
-    return size
-
-
 def _count_lines(path: str, data_start: int, span: tuple[int, int]):
     """(first byte, end byte, non-blank lines, the longest line) of the lines of ``path``
     that start in the bytes ``span``."""
+    from nfacep.io import csvfile
+
     size = os.path.getsize(path)
     with open(path, "rb") as f:
-        start = _line_start(f, span[0], data_start, size)
-        stop = _line_start(f, span[1], data_start, size) if span[1] < size else size
+        start = csvfile.line_start(f, span[0], data_start, size)
+        stop = csvfile.line_start(f, span[1], data_start, size) if span[1] < size else size
         if stop <= start:
             return start, start, 0, 0
         f.seek(start)
-        data = np.frombuffer(f.read(stop - start), dtype=np.uint8)
-    lf, cr = data == 10, data == 13
-    lf[1:] &= ~cr[:-1]  # the \n of a \r\n belongs to its \r
-    ends = np.flatnonzero(lf | cr)
-    after = ends + 1
-    width = 1 + ((after < len(data)) & (data[np.minimum(after, len(data) - 1)] == 10))
-    starts = np.concatenate([[0], ends + width])
-    lengths = np.append(ends, len(data)) - starts
-    return start, stop, int((lengths > 0).sum()), int(lengths.max(initial=0))
+        return (start, stop, *csvfile.line_stats(f.read(stop - start)))
 
 
 # --- the tasks ----------------------------------------------------------------------------------
@@ -306,7 +285,7 @@ def _number(program, csv: _Csv | None, folder: str, rows: int, counter, pieces: 
             taken = _number_piece(program, csv, folder, rows, counter, piece)
             reports.append((piece.index, True, *taken))
         except _REFUSED:
-            reports.append((piece.index, False, None, None))
+            reports.append((piece.index, False, None, None, None))
     counter.finished()
     return reports
 
@@ -319,10 +298,14 @@ def _number_piece(program, csv: _Csv | None, folder: str, rows: int, counter, pi
     order = program.order_fields
     first: dict[str, object] = {}
     before: dict[str, object] = {}
+    width = len(program.partition_fields)
+    keys = np.zeros((0, width), np.int64) if width else None
     writer = None
     n = 0
     try:
         for data in _read_piece(schema, csv, piece, rows):
+            if keys is not None:
+                keys = _distinct(keys, [data.columns[k] for k in program.partition_fields])
             for f in order:
                 check_order(data, f, before=before.get(f))
                 first.setdefault(f, data.columns[f][0].item())
@@ -336,7 +319,19 @@ def _number_piece(program, csv: _Csv | None, folder: str, rows: int, counter, pi
             writer.close()
     if n != piece.rows:
         raise DataError(f"{piece.path}: {n} tuples where {piece.rows} were counted")
-    return first, {f: v.item() for f, v in before.items()}
+    return first, {f: v.item() for f, v in before.items()}, keys
+
+
+def _distinct(keys: np.ndarray, columns: list[np.ndarray]) -> np.ndarray | None:
+    """The distinct rows of ``keys`` and of the key ``columns`` (as 64-bit integers, by
+    pyarrow's hash grouping); None beyond :data:`KEYS`."""
+    as_int = [(c.view(np.int32) if c.dtype == np.float32 else c).astype(np.int64) for c in columns]
+    both = [np.concatenate([keys[:, i], c]) for i, c in enumerate(as_int)]
+    names = [str(i) for i in range(len(both))]
+    groups = pa.table(dict(zip(names, both, strict=True))).group_by(names).aggregate([])
+    if groups.num_rows > KEYS:
+        return None
+    return np.stack([groups.column(n).to_numpy() for n in names], axis=1)
 
 
 def _read_piece(schema, csv: _Csv | None, piece: Piece, rows: int) -> Iterator:
@@ -370,26 +365,14 @@ def _parquet_batches(schema, piece: Piece, rows: int) -> Iterator[pa.RecordBatch
 
 
 def _csv_table(schema, csv: _Csv, piece: Piece) -> pa.Table:
-    """A CSV piece's lines parsed to the stream's columns as text: a value holding a line
-    break (a quote left open, in any column) is refused."""
-    import pyarrow.csv as pacsv
-
+    """A CSV piece's lines parsed to the stream's columns as text
+    (:func:`nfacep.io.csvfile.parse_block`: a value holding a line break is refused)."""
     from nfacep.io import csvfile
 
     with open(piece.path, "rb") as f:
         f.seek(piece.start)
         data = f.read(piece.stop - piece.start)
-    quoted = b'"' in data
-    names = [str(i) for i in range(len(csv.header))]
-    wanted = [names[csv.header.index(n)] for n in schema.names]
-    table = pacsv.read_csv(
-        pa.py_buffer(data),
-        read_options=pacsv.ReadOptions(column_names=names),
-        convert_options=csvfile.convert_options(names, schema, include=names if quoted else wanted),
-    )
-    if quoted and csvfile.holds_line_break(table, table.column_names):
-        raise DataError("a quoted value spans lines")  # (the serial reader names where)
-    return table.select(wanted).rename_columns(list(schema.names))
+    return csvfile.parse_block(data, csv.header, schema)
 
 
 def _agree(pieces: list[Piece], reported: list, order: tuple[str, ...]) -> bool:
@@ -397,10 +380,48 @@ def _agree(pieces: list[Piece], reported: list, order: tuple[str, ...]) -> bool:
     if [r[0] for r in reported] != [p.index for p in pieces] or not all(r[1] for r in reported):
         return False
     last: dict[str, object] = {}
-    for _, _, first, end in reported:
+    for _, _, first, end, _ in reported:
         for f in order:
             if f in first:
                 if f in last and first[f] < last[f]:
                     return False
                 last[f] = end[f]
     return True
+
+
+# --- the numbered tuples, read back by the matching tasks ---------------------------------------
+
+
+def share(folder: str, columns: list[str], key_schema, tasks: int, task: int, rows: int):
+    """The numbered tuples of ``folder`` (its part files in name order are the stream order:
+    :func:`record` and :func:`serial` name them so) whose partition key falls to task ``task``
+    of ``tasks`` (:func:`owner`; every tuple with ``tasks`` 1), as record batches of the
+    ``columns`` of at most ``rows`` tuples, in ``seq`` order. A matching task reads its share
+    straight from the files: no shuffle, no sort."""
+    import pyarrow.parquet as pq
+
+    from nfacep.io.convert import from_table
+
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".parquet") or name.startswith((".", "_")):
+            continue
+        f = pq.ParquetFile(os.path.join(folder, name), pre_buffer=False)
+        for batch in f.iter_batches(batch_size=rows, columns=columns):
+            if tasks > 1:
+                keys = from_table(pa.Table.from_batches([batch]), key_schema, source=name)
+                mine = owner([keys.columns[k] for k in key_schema.names], tasks) == task
+                batch = batch.filter(pa.array(mine))
+            if batch.num_rows:
+                yield batch
+
+
+def owner(columns: list[np.ndarray], tasks: int) -> np.ndarray:
+    """The task (0 to ``tasks`` - 1) of each tuple, by a hash of its partition key's
+    ``columns`` (typed as :class:`nfacep.io.tuples.Tuples` holds them): whole keys to a task,
+    spread evenly."""
+    h = np.zeros(len(columns[0]) if columns else 0, dtype=np.uint64)
+    for c in columns:
+        bits = c.view(np.uint32) if c.dtype == np.float32 else c
+        h = (h ^ bits.astype(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(31)
+    return (h % np.uint64(tasks)).astype(np.int64)

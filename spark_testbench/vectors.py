@@ -43,6 +43,11 @@ ways, named in the manifest (``expected.mode``):
     it through one :class:`nfacep.reference.matcher.Matcher` in pieces of ``PIECE_TUPLES`` tuples
     and emits each piece's matches and drops as it goes: its memory is bounded by a piece and
     the keys, whatever the stream's length.
+
+A recorded trace skips Spark's shuffle and sorts: its numbered part files are in ``seq`` order
+(:mod:`.numbering` names them so), so each matching task reads them itself, keeping the tuples
+whose key hashes to it (:func:`.numbering.share`; all of them in the global pass), already in
+``seq`` order.
 """
 
 from __future__ import annotations
@@ -498,6 +503,18 @@ def _match_task(
     counter.finished()
 
 
+def _read_task(folder: str, columns, key_schema, tasks: int, rows: int, inner, ids):
+    """A matching task over a recorded trace: ``inner`` (:func:`_match_task` or
+    :func:`_global_task`) over this task's share of the numbered tuples, read from ``folder``
+    (:func:`.numbering.share`); ``ids`` (Spark's batches of ``range``) name the task."""
+    from . import numbering
+
+    for batch in ids:
+        for task in batch.column("id").to_pylist():
+            share = numbering.share(folder, columns, key_schema, tasks, task, rows)
+            yield from inner(share)
+
+
 def _global_task(
     text: str,
     filename: str,
@@ -714,16 +731,17 @@ def _run(
     piece_tuples: int = PIECE_TUPLES,
 ) -> dict:
     t0 = time.perf_counter()
+    keys = None
     if job.generator is not None:
         _generate(spark, job, tasks, tmp, watch)
         tuples = job.generator.options.tuples
         seconds["generate"] = time.perf_counter() - t0
     else:
-        tuples = _record(spark, job, tmp, watch, piece_tuples, tasks)
+        tuples, keys = _record(spark, job, tmp, watch, piece_tuples, tasks)
         seconds["read"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    result, mode, reason = _match(spark, job, tasks, tmp, watch, piece_tuples, tuples)
+    result, mode, reason = _match(spark, job, tasks, tmp, watch, piece_tuples, tuples, keys)
     seconds["match"] = time.perf_counter() - t1
     watch.phase("writing the expected matches and drops", count=False)
     _write_expected(job, result, tmp)
@@ -763,12 +781,12 @@ def _record(
     tasks: int,
     *,
     empty_ok: bool = False,
-) -> int:
+) -> tuple[int, int | None]:
     """The recorded trace ``job.input`` read and numbered in Spark tasks (as ``nfacep match``
     reads it: every value and ORDER BY checked, an error naming its file, row and column:
     :func:`.numbering.record`) into ``tmp``'s tuples folder in the vectors' layout, ``seq``
     the position in the trace; returns the number of tuples (none is an error unless
-    ``empty_ok``)."""
+    ``empty_ok``) and of distinct keys (None: not counted)."""
     from nfacep.errors import DataError
 
     from . import numbering
@@ -776,11 +794,11 @@ def _record(
     assert job.input is not None
     folder = os.path.join(tmp, TUPLES)
     counter = watch.phase(f"read from {job.input}", tasks=tasks, task_word="readers")
-    n = numbering.record(spark, job.nfa, job.input, folder, counter, piece_tuples, tasks)
+    n, keys = numbering.record(spark, job.nfa, job.input, folder, counter, piece_tuples, tasks)
     watch.end()
     if not n and not empty_ok:
         raise DataError(f"{job.input}: holds no tuples; vectors need at least one")
-    return n
+    return n, keys
 
 
 def _match(
@@ -791,36 +809,60 @@ def _match(
     watch: Progress,
     piece_tuples: int,
     n_tuples: int,
+    keys: int | None = None,
 ):
     """The matching stage: the written tuples through the reference matcher, partitioned or
     in one global pass; returns the checkpointed result rows (with the measure columns of
-    :func:`result_schema`), the mode and its reason."""
+    :func:`result_schema`), the mode and its reason. ``keys``: how many distinct keys the
+    tuples hold, when the reading stage counted them (otherwise Spark counts them when the
+    pass depends on it)."""
     from pyspark.sql import functions as F
 
     gen = job.generator
-    tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
     key = job.nfa.program.partition_fields
-    counted = None
-    if key and (
-        gen is None  # a recorded trace: how many keys it holds is known only by counting
-        or (
-            job.params.tick_tuples == 0
-            and job.params.store == "pipeline"
-            and gen.keys > job.params.partitions
+    counted = keys if key else None
+    if (
+        key
+        and counted is None
+        and (
+            gen is None  # a recorded trace: how many keys it holds is known only by counting
+            or (
+                job.params.tick_tuples == 0
+                and job.params.store == "pipeline"
+                and gen.keys > job.params.partitions
+            )
         )
     ):
         watch.phase("counting the keys present", count=False)
+        tuples = spark.read.parquet(os.path.join(tmp, TUPLES))
         counted = tuples.select(*key).distinct().count()  # are they all there?
     mode, reason = _mode(job, counted)
-    source = tuples.select("seq", *_used_fields(job.nfa))
     counter = watch.phase("matched", total=n_tuples, tasks=tasks if mode == "partitioned" else 1)
     args = (job.query_text, job.query_path, job.params, job.values, counter)
-    if mode == "partitioned":
+    if gen is None:
+        # a recorded trace's numbered part files are in seq order (numbering): each task reads
+        # its keys' tuples (whole keys; all of them in the global pass) straight from them
+        n = tasks if mode == "partitioned" else 1
+        inner = _match_task if mode == "partitioned" else _global_task
+        program = job.nfa.program
+        task = functools.partial(
+            _read_task,
+            os.path.join(tmp, TUPLES),
+            ["seq", *_used_fields(job.nfa)],
+            _used_schema(program, key),
+            n,
+            piece_tuples,
+            functools.partial(inner, *args, piece_tuples),
+        )
+        source = spark.range(0, n, 1, numPartitions=n)
+    elif mode == "partitioned":
+        source = spark.read.parquet(os.path.join(tmp, TUPLES)).select("seq", *_used_fields(job.nfa))
         # whole keys to a task, each task's rows sorted by Spark (it spills to disk): a task
         # streams them through its matcher, so none holds its partition
         source = source.repartition(tasks, *map(F.col, key)).sortWithinPartitions("seq")
         task = functools.partial(_match_task, *args, piece_tuples)
     else:
+        source = spark.read.parquet(os.path.join(tmp, TUPLES)).select("seq", *_used_fields(job.nfa))
         # one partition, sorted by Spark's external sorter (it spills to disk, so the stream
         # need not fit in memory); mapInArrow reads that partition's rows in the sorted order
         source = source.coalesce(1).sortWithinPartitions("seq")

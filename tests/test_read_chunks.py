@@ -232,3 +232,19 @@ def test_a_quoted_csv_file_is_streamed_and_an_open_quote_is_read_s_error(tmp_pat
     assert str(chunked.value) == str(whole.value)
     assert "row 32 (line 33)" in str(whole.value) and "not closed" in str(whole.value)
     assert sum(p.n for p in pieces) <= 31
+
+
+@pytest.mark.parametrize("chunk", [5, 64])
+def test_an_open_quote_in_another_column_is_read_s_error(tmp_path, chunk):
+    """A quote left open in a column that is not the stream's: the error read() gives, not
+    the value that runs on into the next line."""
+    bad = tmp_path / "bad.csv"
+    lines = [f"{i % 256},{i % 100},{'xy'[i % 2]},note" for i in range(40)]
+    lines[20] = '7,5,x,"open'
+    lines[21] = 'still"'  # (with the line before: 4 columns, the last holding a line break)
+    bad.write_text("k,a,e,n\n" + "\n".join(lines) + "\n")
+    with pytest.raises(DataError) as whole:
+        read(str(bad), STREAM)
+    with pytest.raises(DataError) as chunked:
+        list(read_chunks(str(bad), STREAM, chunk))
+    assert str(chunked.value) == str(whole.value)

@@ -243,3 +243,27 @@ def test_an_empty_trace_gives_the_local_files(spark, trace, tmp_path):
     assert on_spark == local and local.count(b"\n") == 1
     assert got.pop("spark")["pass"] == "global"
     assert got == want and want["tuples"] == 0
+
+
+def test_shares_split_whole_keys_in_seq_order(trace, tmp_path):
+    """Each matching task's share of numbered part files: whole keys, in ``seq`` order, the
+    shares together every tuple once (no Spark needed)."""
+    table = trace["table"]
+    folder = tmp_path / "tuples"
+    folder.mkdir()
+    seq = pa.array(range(table.num_rows), pa.int64())
+    numbered = table.append_column("seq", seq)
+    for i, at in enumerate(range(0, table.num_rows, 700)):
+        pq.write_table(numbered.slice(at, 700), folder / f"part-{i:05d}.parquet")
+    schema = nfacep.compile_file(trace["query"]).program.schema
+    key = type(schema)(schema.name, (schema.field("sensor"),))
+    seen: dict[int, set] = {}
+    got = []
+    for task in range(3):
+        batches = numbering.share(str(folder), ["seq", "sensor"], key, 3, task, 500)
+        rows = pa.Table.from_batches(list(batches))
+        assert rows.column("seq").to_pylist() == sorted(rows.column("seq").to_pylist())
+        seen[task] = set(rows.column("sensor").to_pylist())
+        got += rows.column("seq").to_pylist()
+    assert sorted(got) == list(range(table.num_rows))
+    assert all(seen.values()) and not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])

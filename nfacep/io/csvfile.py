@@ -20,10 +20,15 @@ from .tuples import Location, excerpt
 
 __all__ = [
     "HEADER_LIMIT",
+    "LONG_LINE",
     "CsvLines",
     "convert_options",
     "has_quote",
     "holds_line_break",
+    "line_lengths",
+    "line_start",
+    "line_stats",
+    "parse_block",
     "read_csv",
     "read_header",
 ]
@@ -225,14 +230,77 @@ def _row_lines(source: CsvLines) -> np.ndarray:
         data = np.frombuffer(f.read(), dtype=np.uint8)
     if len(data) == 0:
         return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(line_lengths(data) > 0) + 2
+
+
+def line_lengths(data: np.ndarray) -> np.ndarray:
+    """The length of each line of the bytes ``data`` (as :func:`_split_lines` splits them:
+    ended by \\n, \\r or \\r\\n; the last one, after the last line end, may be empty)."""
     lf, cr = data == 10, data == 13
     lf[1:] &= ~cr[:-1]  # the \n of a \r\n belongs to its \r
     ends = np.flatnonzero(lf | cr)
     after = ends + 1
     width = 1 + ((after < len(data)) & (data[np.minimum(after, len(data) - 1)] == 10))
     starts = np.concatenate([[0], ends + width])
-    lengths = np.append(ends, len(data)) - starts
-    return np.flatnonzero(lengths > 0) + 2
+    return np.append(ends, len(data)) - starts
+
+
+#: A line this long or longer is left to the whole file's read (pyarrow refuses a line about
+#: as long as its 1 MiB blocks, depending on where it falls; a block would not cut it alike).
+LONG_LINE = 256 << 10
+
+
+def line_start(f, at: int, data_start: int, size: int) -> int:
+    """The first line start at or after byte ``at`` of the open file ``f`` of ``size`` bytes,
+    whose data rows start at ``data_start``."""
+    if at <= data_start:
+        return data_start
+    f.seek(at - 1)
+    pos = at - 1
+    while pos < size:
+        chunk = f.read(1 << 16)
+        if not chunk:
+            break
+        ends = [i for i in (chunk.find(b"\n"), chunk.find(b"\r")) if i >= 0]
+        if ends:
+            end = pos + min(ends)
+            if chunk[min(ends)] == 13:  # \r: its \n, if it follows, belongs to it
+                f.seek(end + 1)
+                return end + 2 if f.read(1) == b"\n" else end + 1
+            return end + 1
+        pos += len(chunk)
+    return size
+
+
+def line_stats(data: bytes) -> tuple[int, int]:
+    """(rows, the longest line) of a block of whole lines: rows are the non-empty lines."""
+    lengths = line_lengths(np.frombuffer(data, dtype=np.uint8))
+    return int((lengths > 0).sum()), int(lengths.max(initial=0))
+
+
+def parse_block(data: bytes, header, schema: Schema) -> pa.Table:
+    """A block of whole lines of a CSV file (no header) as the stream's columns of text, by
+    pyarrow's multithreaded reader. A :class:`DataError` (that the file's whole read names)
+    for more or fewer rows than non-empty lines, a line of :data:`LONG_LINE` bytes or more,
+    or a value holding a line break (a quote left open, in any column)."""
+    import pyarrow.csv as pacsv
+
+    rows, longest = line_stats(data)
+    if longest >= LONG_LINE:
+        raise DataError(f"a line of {longest} bytes")
+    names = [str(i) for i in range(len(header))]
+    wanted = [names[list(header).index(n)] for n in schema.names]
+    if not rows:
+        return pa.table({n: pa.array([], pa.string()) for n in schema.names})
+    quoted = b'"' in data
+    table = pacsv.read_csv(
+        pa.py_buffer(data),
+        read_options=pacsv.ReadOptions(column_names=names),
+        convert_options=convert_options(names, schema, include=names if quoted else wanted),
+    )
+    if table.num_rows != rows or (quoted and holds_line_break(table, table.column_names)):
+        raise DataError("a quoted value spans lines")
+    return table.select(wanted).rename_columns(list(schema.names))
 
 
 def _read_lines(source: CsvLines) -> list[bytes]:

@@ -77,7 +77,7 @@ def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     :func:`read`): a folder whose ``seq`` interleaves its files, and any input in which a
     piece meets an error (read whole for the error :func:`read` raises), a quote left open at
     a line end among them (pyarrow's reader goes on into the next lines: a piece with a value
-    that holds a line break)."""
+    that holds a line break, in any column)."""
     if rows < 1:
         raise ValueError(f"rows {rows}: a piece needs at least one tuple")
     if not os.path.exists(path):
@@ -157,9 +157,12 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     if not more:
         return
     # a quote not closed on its line makes pyarrow read on into the next lines: read() checks
-    # that no value holds a line break; here each piece is checked before it is yielded
+    # that no value holds a line break; here each piece is checked (every column of it: a
+    # quote left open in a column that is not the stream's runs on too) before it is yielded
     quoted = csvfile.has_quote(path, data_start)
     source = Location(path, line_of=csvfile.CsvLines(path, data_start).line_of)
+    names = [str(i) for i in range(len(header))]  # (other columns' names may repeat)
+    wanted = [names[header.index(n)] for n in schema.names]
 
     def batches() -> Iterator[pa.RecordBatch]:
         # blocks of the size read() parses (pyarrow's default, 1 MiB): a line is cut into
@@ -168,8 +171,10 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         # pieces with smaller blocks would refuse lines that read() accepts)
         reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
-            convert_options=csvfile.convert_options(header, schema),
+            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
+            convert_options=csvfile.convert_options(
+                names, schema, include=names if quoted else wanted
+            ),
         )
         while True:
             try:
@@ -182,8 +187,9 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     try:
         # the next piece parsed (pyarrow) in a thread while this one is converted (numpy)
         for table in prefetch(parquet.rebatch(batches(), rows), "nfacep-csv"):
-            if quoted and csvfile.holds_line_break(table, schema.names):
+            if quoted and csvfile.holds_line_break(table, table.column_names):
                 raise DataError("a quoted value spans lines")  # (read() names where)
+            table = table.select(wanted).rename_columns(list(schema.names))
             piece = from_table(table, schema, source=source.at(offset), text=True)
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
             offset += piece.n
