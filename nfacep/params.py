@@ -189,7 +189,7 @@ class EngineParams:
         choices=ENGINES,
         help="'fixed': the queries wired into logic; 'programmable': state slots, atoms, "
         "truth tables and an activation matrix in registers, the queries a configuration "
-        "image (so far `nfacep check`, `verilog`, `sim` and `build` take it)",
+        "image (so far `nfacep check`, `verilog`, `sim`, `build` and `regress` take it)",
     )
     states: int = _param(
         32,
@@ -465,8 +465,8 @@ def from_args(
     elif not programmable:
         raise UsageError(
             "--engine programmable: this command does not build or model the programmable "
-            "engine yet (`nfacep check`, `nfacep verilog`, `nfacep sim` without --link and "
-            "`nfacep build` take --engine programmable)"
+            "engine yet (`nfacep check`, `verilog`, `sim` without --link, `build` and "
+            "`regress` take --engine programmable)"
         )
     return result
 
