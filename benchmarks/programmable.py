@@ -6,8 +6,8 @@ configuration bits and image bytes, for a few capacities (S states, A atoms, Q q
 
 Both engines use the block-RAM table store with the same entries and ways, so the difference
 is the query logic: the fixed engine's NFA flip-flops and predicate decoder against the
-programmable engine's configuration registers. No synthesis runs: LUTs and Fmax need
-``nfacep build`` (not wired for the programmable engine yet). Then the cycles a switch to
+programmable engine's configuration registers. No synthesis runs: LUTs and Fmax are
+``programmable_fmax.py``'s (``nfacep build --engine programmable``). Then the cycles a switch to
 another image costs, in Amaranth's simulator (:func:`switch_cycles`).
 
     python benchmarks/programmable.py

@@ -29,7 +29,7 @@ from .resources import (
     table_brams,
 )
 
-__all__ = ["build", "design", "estimate"]
+__all__ = ["build", "design", "engine_report", "estimate", "programmable_engine"]
 
 
 def build(
@@ -88,6 +88,7 @@ def build(
         raise BuildError(flow.message)
 
     report = start_report(flow, nfa, engine, params, query_file, link_info, verilog)
+    report["engine"] = engine_report(engine, params)
     if flow.status != "ok":
         finish_report(report, flow, report_path, flow.status, flow.message)
         error = DoesNotFitError if flow.status == "does not fit" else BuildError
@@ -125,9 +126,62 @@ def design(
     chosen = links.get(link)
     platform, board_mhz = platform_for(board, target_mhz)
     chosen.check_board(platform, board_mhz, target_mhz, **options)
-    engine = Engine(nfa, params, values=values)
+    if params.engine == "programmable":
+        engine = programmable_engine(nfa, params, values, chosen)
+    else:
+        engine = Engine(nfa, params, values=values)
     link_info, top = chosen.top(engine, board_mhz, **options)
     return engine, link_info, top, platform
+
+
+def programmable_engine(nfa: Nfa, params: EngineParams, values, link: links.Link):
+    """``--engine programmable``: the programmable engine of ``params``' capacities for the
+    file's stream declaration (its fields and partition key), booting with the file's image
+    (:class:`nfacep.hdl.boot.BootedEngine`), or, on a link that carries images
+    (:attr:`~nfacep.links.Link.loads_images`), with none: its hosts load it; a UsageError
+    naming every capacity the file exceeds (:class:`nfacep.image.ImageError`), and for a file
+    with runtime parameters on a link that switches them (the image holds their values as
+    constants)."""
+    from nfacep.hdl.boot import BootedEngine
+    from nfacep.hdl.programmable import ProgrammableEngine
+    from nfacep.image import Capacity, EngineShape, image
+
+    program = nfa.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+    if link.loads_images:
+        image(nfa, shape, values)  # an ImageError before any gateware is made
+        return ProgrammableEngine(shape, params)
+    if program.parameters and link.name != "harness":
+        raise UsageError(
+            f"--engine programmable --link {link.name}: the programmable engine holds the runtime "
+            "parameters' values as constants in its image, and the link cannot switch them "
+            "(PARAMS); give the values with --param, and build a file without runtime "
+            "parameters for this link, or use --link harness or udp"
+        )
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+    image(nfa, shape, values)  # an ImageError before any gateware is made
+    return BootedEngine(shape, params, nfa, values)
+
+
+def engine_report(engine, params: EngineParams) -> dict:
+    """The report's ``engine``: its kind (``fixed``, ``programmable``) and, for the
+    programmable engine, its capacities and the boot image's use of them."""
+    if params.engine != "programmable":
+        return {"kind": "fixed"}
+    capacity = {"states": params.states, "atoms": params.atoms, "queries": params.queries}
+    img = getattr(engine, "boot_image", None)
+    if img is None:  # (a link that carries images: the board boots with none)
+        return {"kind": "programmable", "capacity": capacity, "boot_image": None}
+    return {
+        "kind": "programmable",
+        "capacity": capacity,
+        "boot_image": {
+            "fingerprint": img.fingerprint,
+            "states": len(engine.nfa.states),
+            "atoms": len(img.atoms),
+            "queries": len(engine.nfa.queries),
+        },
+    }
 
 
 def estimate(
@@ -163,6 +217,7 @@ def estimate(
         "family": board.family,
         "link": link,
         "parameters": params.as_dict(),
+        "engine": engine_report(engine, params),
         "resources": {
             "ffs": {
                 "estimate": ffs,

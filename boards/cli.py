@@ -121,7 +121,8 @@ class Build(Command):
         from .flow import BuildError
         from .report import render_report
 
-        params.from_args(args)  # the options' ranges, before anything is read
+        # the options' ranges, before anything is read
+        params.from_args(args, programmable=True)
         board = get_board(args.board)
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="build")

@@ -47,11 +47,17 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
 
     from .resources import bram_blocks
 
+    if params.engine == "programmable":  # a guard bit per state slot; states and an epoch
+        from nfacep.hdl.programmable import EPOCH_BITS
+
+        shapes = (params.states, params.states + EPOCH_BITS, params.queries)
+    else:
+        shapes = (len(nfa.predicates), state_layout(nfa).size, len(nfa.queries))
     table = TablePartitioner(
         key_shape=record_format(nfa).widths["partition"],
-        payload_shape=len(nfa.predicates),
-        state_width=state_layout(nfa).size,
-        result_shape=len(nfa.queries),
+        payload_shape=shapes[0],
+        state_width=shapes[1],
+        result_shape=shapes[2],
         update=lambda m, state, payload: (state, 0),
         entries=params.partitions,
         ways=params.ways,

@@ -48,7 +48,13 @@ from .engine import interface, partition_key, partition_store, record_filter
 from .layout import tuple_layout
 from .stream import StreamBuffer, StreamQueue
 
-__all__ = ["CONFIG_PORT", "EPOCH_BITS", "ProgrammableEngine", "config_layout", "write_verilog"]
+__all__ = [
+    "CONFIG_PORT",
+    "EPOCH_BITS",
+    "ProgrammableEngine",
+    "config_layout",
+    "write_verilog",
+]
 
 #: the configuration port's payload: a byte of a load (:func:`nfacep.image.load`), ``last``
 #: on its final byte

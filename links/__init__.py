@@ -51,6 +51,10 @@ class Link:
     #: :class:`~nfacep.backend.Backend` class), ``model`` (its software board, a
     #: :class:`~nfacep.links.model.BoardModel`), ``top`` (its board top's module)
     parts: Mapping[str, str] = MappingProxyType({})
+    #: whether the link carries configuration images (a programmable engine built for it
+    #: boots with none and takes its queries over the link, as ``nfacep run`` and ``nfacep
+    #: load`` send them); False: the image is built into the board (a boot ROM)
+    loads_images: bool = False
 
     def part(self, name: str):
         """The link's part ``name`` (a key of :attr:`parts`), imported now."""

@@ -157,6 +157,16 @@ def _check_boards() -> tuple[BoardEstimator | None, str | None]:
     return None, reason
 
 
+def _fit_text(engine: params.EngineParams, fit: dict) -> str:
+    """The line ``nfacep check --engine programmable`` prints of the fit (:meth:`Check._fit_of`)."""
+    return (
+        f"programmable engine ({engine.states} states, {engine.atoms} atoms, "
+        f"{engine.queries} queries): fits, using {fit['states'][0]} states, "
+        f"{fit['atoms'][0]} atoms, {fit['queries'][0]} queries; image {fit['image_bytes']} "
+        f"bytes, fingerprint {fit['fingerprint']}"
+    )
+
+
 class Check(Command):
     name = "check"
     help = "parse and validate; print queries, predicates, NFA states"
@@ -206,18 +216,23 @@ class Check(Command):
                 "--param: the runtime parameters' values are built into the engine on a "
                 "board; give --board too"
             )
-        params.from_args(args)  # the options' ranges, before anything is read
+        # (--engine programmable gets here with --board only)
+        programmable = params.given(args).get("engine") == "programmable"
+        params.from_args(args, programmable=programmable)  # the ranges, before anything is read
         nfa = _load_or_json_error(args)
-        engine = params.from_args(args, nfa=nfa)
+        engine = params.from_args(args, nfa=nfa, programmable=programmable)
         estimate = None
         if boards is not None:
             estimate = boards.estimate(nfa, engine, args)
             # the engine `build` would make there (the board's default when none is given)
             engine = params.EngineParams.from_dict(estimate["parameters"], source="--board")
+        fit = self._fit_of(args, nfa, engine) if programmable else None
         if args.json:
             from .describe import check_json
 
             doc = check_json(nfa, args.query)
+            if fit is not None:
+                doc["programmable"] = fit
             doc["engine"] = {
                 "parameters": engine.as_dict(),
                 "indexing": engine.indexing(nfa),
@@ -228,6 +243,8 @@ class Check(Command):
             print(json.dumps(doc, indent=2))
             return 0
         self._print(nfa)
+        if fit is not None:
+            print(_fit_text(engine, fit))
         where = f"build --board {args.board}" if args.board is not None else "every command"
         print(f"engine ({where}): {engine.describe(nfa)}")
         print(f"  as options: {engine.options()}")
@@ -239,9 +256,24 @@ class Check(Command):
         """``--engine programmable``: the file's listing, then whether and how it fits the
         programmable engine of ``engine``'s capacities (an error listing every reason when
         it does not)."""
+        nfa = _load_or_json_error(args)
+        fit = self._fit_of(args, nfa, engine)
+        if args.json:
+            from .describe import check_json
+
+            print(json.dumps({**check_json(nfa, args.query), "programmable": fit}, indent=2))
+            return 0
+        self._print(nfa)
+        print(_fit_text(engine, fit))
+        return 0
+
+    @staticmethod
+    def _fit_of(args, nfa: Nfa, engine: params.EngineParams) -> dict:
+        """How ``nfa`` fits the programmable engine of ``engine``'s capacities: each capacity
+        ``[used, available]``, the image's size and fingerprint; a UsageError listing every
+        reason when it does not fit."""
         from .image import Capacity, EngineShape, ImageError, image
 
-        nfa = _load_or_json_error(args)
         prog = nfa.program
         shape = EngineShape(prog.schema, prog.partition_fields, Capacity.of(engine))
         values = settings.from_args(prog.parameters, args, switches=False, command="check")
@@ -250,26 +282,13 @@ class Check(Command):
         except ImageError as err:
             raise UsageError(f"{args.query}: {err}") from None
         c = shape.capacity
-        fit = {
+        return {
             "states": [len(nfa.states), c.states],
             "atoms": [len(img.atoms), c.atoms],
             "queries": [len(nfa.queries), c.queries],
             "image_bytes": len(img.to_bytes()),
             "fingerprint": img.fingerprint,
         }
-        if args.json:
-            from .describe import check_json
-
-            print(json.dumps({**check_json(nfa, args.query), "programmable": fit}, indent=2))
-            return 0
-        self._print(nfa)
-        print(
-            f"programmable engine ({c.states} states, {c.atoms} atoms, {c.queries} queries): "
-            f"fits, using {len(nfa.states)} states, {len(img.atoms)} atoms, "
-            f"{len(nfa.queries)} queries; image {fit['image_bytes']} bytes, "
-            f"fingerprint {img.fingerprint}"
-        )
-        return 0
 
     def _print(self, nfa: Nfa) -> None:
         prog = nfa.program

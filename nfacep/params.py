@@ -189,7 +189,8 @@ class EngineParams:
         choices=ENGINES,
         help="'fixed': the queries wired into logic; 'programmable': state slots, atoms, "
         "truth tables and an activation matrix in registers, the queries a configuration "
-        "image (so far `check`, `verilog`, `sim`, `serve`, `run --udp` and `load` take it)",
+        "image (so far `check`, `verilog`, `sim`, `build`, `regress`, `serve`, `run --udp` and "
+        "`load` take it)",
     )
     states: int = _param(
         32,
@@ -465,9 +466,9 @@ def from_args(
     elif not programmable:
         raise UsageError(
             "--engine programmable: this command does not build or model the programmable "
-            "engine yet (`nfacep check`, `nfacep verilog`, `nfacep sim` without --link, "
-            "`nfacep serve` without --rtl, `nfacep run --udp` and `nfacep load` take "
-            "--engine programmable)"
+            "engine yet (`nfacep check`, `verilog`, `sim` without --link, `build`, "
+            "`regress`, `serve` without --rtl, `run --udp` and `load` take --engine "
+            "programmable)"
         )
     return result
 

@@ -139,6 +139,10 @@ class SimOptions:
     one; its parameters must be the ones :meth:`Simulation.run` is given. ``timeout_cycles``
     bounds the run (default: generous for the input's size). ``keep_run`` keeps the run folder
     (inputs, records, the simulator's log) in the cache; it is kept anyway when the run fails.
+    ``image`` (a programmable engine only) names a file of the configuration port's words
+    (hexadecimal, one a line, :func:`nfacep.image.port_words`) to load before the tuples
+    instead of the load of the query's image (:func:`configuration`): a caller that makes the
+    load once (``regress``, on the driver) hands it to every simulation.
 
     Raises :class:`UsageError` for an unknown simulator, mode or traffic, a batch depth that is
     not a power of two from 16 to ``2**24``, the native mode without Verilator, or a waveform
@@ -156,6 +160,7 @@ class SimOptions:
     keep_run: bool = False
     mode: str = "batch"
     batch_depth: int | None = None
+    image: str | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -396,10 +401,13 @@ class Simulation:
             "n": n,
         }
         if sidecar.get("engine") == "programmable":
-            words = configuration(nfa, sidecar, values)
+            words = (
+                configuration(nfa, sidecar, values)
+                if self.options.image is None
+                else read_words(self.options.image)
+            )
             config.update(image="image.hex", image_bytes=len(words))
-            with open(run_dir / "image.hex", "w", encoding="ascii") as f:
-                f.writelines(f"{w:03x}\n" for w in words)
+            write_words(run_dir / "image.hex", words)
         elif values and values.switches:
             config.update(switches="switches.hex", switch_count=len(values.switches))
             with open(run_dir / "switches.hex", "w", encoding="ascii") as f:
@@ -707,6 +715,22 @@ def configuration(nfa: Nfa, sidecar: dict, values: ParamValues | None) -> list[i
             "the one of the file's stream declaration and its capacities)"
         )
     return port_words(load(image(nfa, shape, values)))
+
+
+def write_words(path, words: list[int]) -> None:
+    """The configuration port's ``words`` to ``path``, one hexadecimal word a line (what
+    :attr:`SimOptions.image` names)."""
+    with open(path, "w", encoding="ascii") as f:
+        f.writelines(f"{w:03x}\n" for w in words)
+
+
+def read_words(path) -> list[int]:
+    """The words :func:`write_words` wrote; a ContractError when it did not."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return [int(line, 16) for line in f if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise ContractError(f"cannot read the configuration words in {path}: {exc}") from None
 
 
 def _read_failure(path: Path) -> dict | None:

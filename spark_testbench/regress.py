@@ -55,7 +55,7 @@ from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.measures import Measurer
 from nfacep.output import write_json
-from nfacep.params import EngineParams
+from nfacep.params import PROGRAMMABLE, EngineParams, option
 from nfacep.result import partition_cells, partition_texts
 from nfacep.settings import ParamValues
 
@@ -212,6 +212,11 @@ def prepare(
     _check_digest(raw, manifest, query, vectors_dir)
     params = _params(manifest, given, folder, vectors_dir)
     values = _values(manifest, nfa, param_texts, folder, vectors_dir)
+    if params.engine == "programmable":  # the file must fit it: an ImageError now
+        from nfacep.image import Capacity, EngineShape, image
+
+        prog = nfa.program
+        image(nfa, EngineShape(prog.schema, prog.partition_fields, Capacity.of(params)), values)
     mode = _mode(manifest, folder)
     reason = _reason(mode, manifest)
     if mode == "global" and manifest["expected"].get("reason") == FORCED_GLOBAL:
@@ -272,16 +277,23 @@ def _check_digest(raw: bytes, manifest: dict, query: str, vectors_dir: str) -> N
 
 
 def _params(manifest: dict, given: dict | None, folder: str, vectors_dir: str) -> EngineParams:
-    """The manifest's engine parameters, which the given ones must equal."""
+    """The manifest's engine parameters, which the given ones must equal; the engine's kind
+    and the programmable engine's capacities are the given ones (the expected matches are the
+    same for either kind: the programmable engine configured with the file equals it)."""
     have = manifest_params(manifest, os.path.join(folder, MANIFEST))
-    params = dataclasses.replace(have, **(given or {}))
+    given = dict(given or {})
+    kind = {name: given.pop(name) for name in ("engine", *PROGRAMMABLE) if name in given}
+    if kind.get("engine") != "programmable" and set(kind) & set(PROGRAMMABLE):
+        extra = ", ".join(option(n) for n in PROGRAMMABLE if n in kind)
+        raise UsageError(f"{extra}: only with --engine programmable")
+    params = dataclasses.replace(have, **given)
     if params != have:
         raise UsageError(
             f"--vectors {vectors_dir} describes another engine: it was made with "
             f"{', '.join(have.differences(params))}; pass the same engine "
             "parameters, or none"
         )
-    return params
+    return dataclasses.replace(params, **kind)
 
 
 def _values(
@@ -330,19 +342,31 @@ def _reason(mode: str, manifest: dict) -> str:
 # --- the prebuilt model -------------------------------------------------------------------------
 
 
-def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str]:
+def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str, str | None]:
     """Emit the engine into ``folder`` and build its simulator model (with a batch memory of
     ``depth`` tuples) in the build cache, once.
 
-    Returns the paths of the query copy and the Verilog every task simulates.
+    Returns the paths of the query copy, the Verilog every task simulates and, for the
+    programmable engine, the configuration port's words of the query's image, made once
+    here (:func:`configure`) and loaded by every task before its tuples.
     """
     from nfacep import sim
-    from nfacep.hdl.engine import write_verilog
 
     query = folder / "query.sql"
     query.write_text(job.query_text, encoding="utf-8")
     engine_v = folder / "engine.v"
-    write_verilog(job.nfa, str(engine_v), job.params, values=job.values)
+    image = None
+    if job.params.engine == "programmable":
+        from nfacep.hdl.programmable import write_verilog
+        from nfacep.sim.runner import write_words
+
+        sidecar = write_verilog(job.nfa, str(engine_v), job.params, values=job.values)
+        image = folder / "image.hex"
+        write_words(image, configure(job.nfa, sidecar, job.values))
+    else:
+        from nfacep.hdl.engine import write_verilog
+
+        write_verilog(job.nfa, str(engine_v), job.params, values=job.values)
     sim.prebuild(
         engine_v,
         simulator=job.simulator,
@@ -350,7 +374,16 @@ def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str]:
         batch_depth=depth,
         native=job.sim_mode == "native",
     )
-    return str(query), str(engine_v)
+    return str(query), str(engine_v), None if image is None else str(image)
+
+
+def configure(nfa, sidecar: dict, values) -> list[int]:
+    """The words that configure the programmable engine of ``sidecar`` with ``nfa``'s image
+    (:func:`nfacep.sim.runner.configuration`); one place, so that a test can load a damaged
+    image into every task."""
+    from nfacep.sim.runner import configuration
+
+    return configuration(nfa, sidecar, values)
 
 
 def _batch_depth(job: Job) -> int:
@@ -463,7 +496,7 @@ class _Measures:
 
 def _sim_task(
     query: str,
-    engine_v: str,
+    engine: tuple[str, str | None],
     params: EngineParams,
     simulator: str,
     build_dir: str,
@@ -485,10 +518,12 @@ def _sim_task(
     a time (:meth:`nfacep.sim.SimRun.chunks`), each chunk yielded as a batch of rows. The
     simulation numbers the shard's tuples 0..m-1: a record's position and a match's start
     (start_seq) are both mapped back to the global ``seq`` through the shard's ``seq`` column
-    (on disk).
+    (on disk). ``engine``: the prebuilt Verilog and, for the programmable engine, the
+    file of its configuration words (:func:`_prebuild`).
     """
     from nfacep import sim
 
+    engine_v, image = engine
     batches = (b for b in batches if b.num_rows)
     head = next(batches, None)
     if head is None:
@@ -511,6 +546,7 @@ def _sim_task(
             seed=seed + first,
             batch_depth=batch_depth,
             mode=sim_mode,
+            image=image,
         ),
         progress=simulated if sim_mode != "cycle" else None,
     )
@@ -585,7 +621,7 @@ def run(
     try:
         say(f"regress: emitting the engine and building the {job.simulator} model once")
         depth = _batch_depth(job)
-        query, engine_v = _prebuild(job, folder, depth)
+        query, engine_v, image = _prebuild(job, folder, depth)
         seconds["build"] = time.perf_counter() - t0
 
         t1 = time.perf_counter()
@@ -598,7 +634,7 @@ def run(
         )
         with Progress(spark, "regress", progress, progress_every) as watch:
             counter = watch.phase("simulated", total=n_tuples, tasks=shards, task_word="shards")
-            result = _simulate(source, job, query, engine_v, depth, counter)
+            result = _simulate(source, job, query, (engine_v, image), depth, counter)
             watch.end()
             seconds["simulate"] = time.perf_counter() - t1
 
@@ -661,8 +697,9 @@ def _shards(spark, job: Job, tasks: int, n_tuples: int | None):
     return source.sortWithinPartitions("seq"), shards
 
 
-def _simulate(source, job: Job, query: str, engine_v: str, depth: int, counter):
-    """Each shard of ``source`` simulated by a Spark task (:func:`_sim_task`), the rows of
+def _simulate(source, job: Job, query: str, engine: tuple, depth: int, counter):
+    """Each shard of ``source`` simulated by a Spark task (:func:`_sim_task`) with the
+    prebuilt ``engine`` (its Verilog and the programmable engine's image words), the rows of
     :data:`_RESULT` checkpointed; :class:`SimulationError` when a task fails."""
     from pyspark.errors import PythonException
 
@@ -673,7 +710,7 @@ def _simulate(source, job: Job, query: str, engine_v: str, depth: int, counter):
     task = functools.partial(
         _sim_task,
         query,
-        engine_v,
+        engine,
         job.params,
         job.simulator,
         str(job.build_dir),

@@ -23,6 +23,7 @@ class UdpLink(Link):
     """``--link udp``: the board top on the Colorlight 5A-75B's RGMII port, and ``nfacep run
     --udp``."""
 
+    loads_images = True
     name = "udp"
     help = "takes tuples over Gigabit Ethernet (boards/UDP.md; Colorlight 5A-75B)"
     run_flag = "--udp"

@@ -1,0 +1,132 @@
+# amaranth: UnusedElaboratable=no
+"""``nfacep build --engine programmable`` and ``nfacep check --board --engine programmable``:
+the board's programmable engine boots with the file's image (against the reference, in
+Amaranth's simulator), the fit and the resources before synthesis, the refusals, and one
+build through synthesis (nextpnr faked: the report names the engine and its capacities)."""
+
+import json
+import os
+
+import pytest
+from bundled import QUERIES, param_args
+from test_boards import fake_tool, no_toolchain  # noqa: F401 (a fixture, used by name)
+from test_programmable import simulate
+
+import nfacep
+from nfacep.cli import main
+from nfacep.hdl.boot import BootedEngine
+from nfacep.hdl.programmable import config_layout
+from nfacep.image import Capacity, EngineShape, image
+from nfacep.io import reader
+from nfacep.params import EngineParams
+from nfacep.reference import matcher as reference
+
+
+@pytest.mark.slow
+def test_the_booted_engine_matches_the_file_with_no_load_sent():
+    """The board's engine puts the file's image in force by itself after the reset: with no
+    byte written to any configuration port it gives the reference's matches, and names the
+    image."""
+    nfa = nfacep.compile_file(str(QUERIES / "vshape.sql"))
+    data = reader.read(str(QUERIES / "vshape.csv"), nfa.program.schema)
+    params = EngineParams(partitions=64, store="table", engine="programmable", states=8, atoms=8)
+    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, Capacity.of(params))
+    records, counters = simulate(
+        shape, [], data, params, engine=lambda s, p: BootedEngine(s, p, nfa)
+    )
+    r = reference.run(nfa, data, params)
+    assert r.seqs.size and [s for s, _, m, d in records if m and not d] == r.seqs.tolist()
+    assert counters["refused"] == 0
+    assert counters["image"] == image(nfa, shape).fingerprint
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["supplychain"])  # the most states, atoms and queries
+@pytest.mark.usefixtures("no_toolchain")
+def test_the_colorlight_default_holds_every_bundled_query_that_fits(name, capsys):
+    """``check --board colorlight-5a75b --engine programmable``: the board's default capacity
+    holds each bundled query the engine has logic for (not the WITHIN ones), the fit and the
+    resources as for the fixed engine, not refused before synthesis."""
+    argv = ["check", str(QUERIES / f"{name}.sql"), "--board", "colorlight-5a75b"]
+    argv += ["--engine", "programmable", "--json"]
+    argv += param_args(name)
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    fit, board = doc["programmable"], doc["board"]
+    assert fit["states"][1] == 32 and fit["atoms"][1] == 32 and fit["queries"][1] == 4
+    assert all(used <= cap for used, cap in (fit["states"], fit["atoms"], fit["queries"]))
+    assert board["engine"]["kind"] == "programmable"
+    assert board["engine"]["capacity"] == {"states": 32, "atoms": 32, "queries": 4}
+    assert board["engine"]["boot_image"]["fingerprint"] == fit["fingerprint"]
+    assert doc["engine"]["parameters"]["engine"] == "programmable"
+    assert not board["refused"]
+    ffs, brams = board["resources"]["ffs"], board["resources"]["brams"]
+    assert 0 < ffs["estimate"] < ffs["total"] and 0 < brams["estimate"] <= brams["total"]
+
+
+@pytest.mark.usefixtures("no_toolchain")
+def test_check_board_names_every_capacity_exceeded(capsys):
+    argv = ["check", str(QUERIES / "marathon.sql"), "--board", "ulx3s-85f"]
+    assert main([*argv, "--engine", "programmable", "--states", "4", "--atoms", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "states: the queries need 9, the engine has 4" in err
+    assert "atoms: the conditions need 7, the engine has 2" in err
+    # WITHIN: no capacity holds it
+    argv = ["check", str(QUERIES / "fire.sql"), "--board", "colorlight-5a75b"]
+    assert main([*argv, "--engine", "programmable"]) == 2
+    assert "WITHIN is not supported by the programmable engine" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("no_toolchain")
+def test_a_link_that_switches_parameters_is_refused(capsys):
+    argv = ["check", str(QUERIES / "supplychain.sql"), "--board", "ulx3s-85f"]
+    argv += ["--engine", "programmable", "--link", "uart", "--param", "big=20000"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--engine programmable --link uart" in err and "--link harness or udp" in err
+
+
+@pytest.mark.usefixtures("no_toolchain")
+def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
+    """Over UDP the programmable board takes its queries in LOAD packets (``run``, ``load``):
+    it is built with no boot image, and a file with runtime parameters is not refused (their
+    values are constants in the images its hosts send); a file that does not fit still is."""
+    argv = ["check", str(QUERIES / "supplychain.sql"), "--board", "colorlight-5a75b", "--json"]
+    argv += ["--engine", "programmable", "--link", "udp", "--param", "big=20000"]
+    assert main(argv) == 0
+    engine = json.loads(capsys.readouterr().out)["board"]["engine"]
+    assert engine["kind"] == "programmable" and engine["boot_image"] is None
+    assert main([*argv, "--states", "4"]) == 2
+    assert "states" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_build_synthesises_the_programmable_engine(tmp_path, monkeypatch, capsys):
+    """``nfacep build --engine programmable`` through Yosys (nextpnr faked to fail, so no
+    place-and-route runs): report.json names the engine's kind, capacities and boot image,
+    and the configuration registers survive synthesis (they are loaded, not constants)."""
+    monkeypatch.setenv("NEXTPNR_ECP5", fake_tool(tmp_path, "nextpnr", "exit 1\n"))
+    out = tmp_path / "o"
+    argv = ["build", str(QUERIES / "vshape.sql"), "--board", "ulx3s-85f", "-o", str(out)]
+    argv += ["--engine", "programmable", "--states", "8", "--atoms", "8", "--queries", "1"]
+    assert main([*argv, "--store", "pipeline", "--partitions", "4"]) == 2
+    assert "place-and-route (nextpnr) failed" in capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["parameters"]["engine"] == "programmable"
+    engine = report["engine"]
+    assert engine["kind"] == "programmable"
+    assert engine["capacity"] == {"states": 8, "atoms": 8, "queries": 1}
+    nfa = nfacep.compile_file(str(QUERIES / "vshape.sql"))
+    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, Capacity(8, 8, 1))
+    assert engine["boot_image"] == {
+        "fingerprint": image(nfa, shape).fingerprint,
+        "states": len(nfa.states),
+        "atoms": len(image(nfa, shape).atoms),
+        "queries": 1,
+    }
+    assert report["resources_from"] == "yosys"
+    # the configuration in force and the one being loaded: both kept
+    bits = config_layout(shape).size
+    assert report["resources"]["ffs"]["used"] > 2 * bits
+    assert report["resources"]["luts"]["used"] > 0
+    assert os.path.exists(out / "vshape.v")
