@@ -196,6 +196,17 @@ class Engine(wiring.Component):
         return self._params
 
     @property
+    def cycles_per_tuple(self) -> int:
+        """Cycles a tuple takes at full throughput, nothing stalling (the class's description):
+        2 with the pipeline store of more than one partition, 3 with SDRAM (at best), else 1.
+        The link's board top sizes the engine's clock with it."""
+        if not self._nfa.program.partition_fields:
+            return 1
+        if self._params.store == "pipeline":
+            return 2 if self._params.partitions > 1 else 1
+        return 3 if self._params.store == "sdram" else 1
+
+    @property
     def values(self) -> ParamValues | None:
         """The runtime parameters' values after a reset (None without parameters)."""
         return self._values

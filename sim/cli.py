@@ -73,6 +73,13 @@ class Sim(Command):
             "as fit 1,500 bytes and the board's buffer)",
         )
         parser.add_argument(
+            "--engine-mhz",
+            type=float,
+            metavar="F",
+            help="with --link udp: the engine's clock, in its own domain beside the link's "
+            "125 MHz (default: the one `nfacep build --link udp` chooses)",
+        )
+        parser.add_argument(
             "--pcap",
             metavar="F",
             help="with --link udp: write every frame both ways to the pcap file F (for "
@@ -142,12 +149,14 @@ class Sim(Command):
                     check=args.check,
                     seed=args.seed,
                     pcap=args.pcap,
+                    engine_mhz=args.engine_mhz,
                 )
             )
         else:
             for flag, value in (
                 ("--tuples-per-packet", args.tuples_per_packet),
                 ("--pcap", args.pcap),
+                ("--engine-mhz", args.engine_mhz),
             ):
                 if value is not None:
                     raise UsageError(f"{flag} needs --link udp")

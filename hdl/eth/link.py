@@ -198,6 +198,9 @@ class UdpLink(wiring.Component):
     activity, trouble : ``Out(1)``
         Pulse with a frame accepted; with a frame refused (any class but ``accepted``), a
         TUPLES packet lost or late upstream, or a tuple the engine dropped (for the LEDs).
+    engine_busy : ``In(1)``
+        Something waits between ``o_stream``/``i_stream`` and the engine (a clock-domain
+        crossing): STATUS's ``idle`` waits for it as for the engine (0 when nothing does).
     peer, arp_peer : ``Out(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))``
     session : ``Out(32)``
     o_params : ``Out(stream.Signature(48 + 8 * ceil(params_bits / 8)))``
@@ -271,6 +274,7 @@ class UdpLink(wiring.Component):
             "arp_peer": Out(endpoint),
             "activity": Out(1),
             "trouble": Out(1),
+            "engine_busy": In(1),
         }
         if params_bits:
             members["o_params"] = Out(stream.Signature(8 * (SWITCH_BYTES + self._params_bytes)))
@@ -361,7 +365,7 @@ class UdpLink(wiring.Component):
         for name in ("matched", "drops", "records", "packets"):
             m.d.comb += count[name].eq(getattr(tx.count, name))
         quiet = Signal(range(self._quiet + 1))
-        with m.If(self.o_stream.valid | self.i_stream.valid | ~self.rx_empty):
+        with m.If(self.o_stream.valid | self.i_stream.valid | ~self.rx_empty | self.engine_busy):
             m.d.sync += quiet.eq(0)
         with m.Elif(quiet != self._quiet):
             m.d.sync += quiet.eq(quiet + 1)
@@ -447,13 +451,36 @@ class UdpLink(wiring.Component):
 
 class UdpTop(wiring.Component):
     """``engine`` behind a :class:`UdpLink`: the ports are GMII's (receive side clocked by
-    ``rx_clk``, transmit side by the ``sync`` domain, which the engine runs in too). An
-    accepted RESET resets the engine.
+    ``rx_clk``, transmit side by the ``sync`` domain, the link's). An accepted RESET resets
+    the engine.
+
+    Without ``engine_clock`` the engine runs in ``sync`` too. With it, the engine runs in a
+    clock domain of its own, clocked by the ``engine_clk`` port at any frequency (the board top
+    gives it one from a PLL, fast enough for the line: :mod:`nfacep.links.udp.top`), and
+    everything crosses with :class:`~amaranth.lib.fifo.AsyncFIFO`:
+
+    - tuples into the engine (the link counts a tuple in ``tuples`` when it enters the
+      crossing); a full crossing stalls the link's tuples, the receive buffer fills and
+      frames that do not fit count as ``engine_full``, as when the engine itself is slow;
+    - records out of the engine (the link counts them as they leave the crossing);
+    - runtime parameter switches into the engine (queued: one waits in the crossing while the
+      engine holds another until its tuple; the link refuses a PARAMS packet only when the
+      crossing is full). A switch that reaches the engine's side is written before any
+      further tuple is taken, so it is in force from its tuple as without the crossing;
+    - the values in force back to ``sync`` for STATUS (through synchronisers, taken when two
+      samples agree: they change only at a switch);
+    - the resets: the ``sync`` reset and every accepted RESET hold the engine's domain in reset
+      (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings,
+      until the engine's domain was seen in reset;
+    - STATUS's ``idle``: the engine's domain tells, through a synchroniser, that nothing went
+      into or came out of the engine for as many of its cycles as the link waits of its own.
 
     Members
     -------
     rx_clk, rxd, rx_dv, rx_er : ``In``
     txd, tx_en, tx_er : ``Out``
+    engine_clk : ``In(1)``
+        With ``engine_clock``: the engine's clock.
     activity, trouble : ``Out(1)``
         The link's pulses (:class:`UdpLink`), for the LEDs.
     """
@@ -467,12 +494,15 @@ class UdpTop(wiring.Component):
         port: int,
         capacity: int = CAPACITY,
         flush: int = 1024,
+        engine_clock: bool = False,
     ):
         from nfacep.hdl.layout import params_layout
         from nfacep.links.protocol import engine_fields, engine_id
 
         self._engine = engine
         self._engine_id = engine_id(engine.nfa, engine.params)
+        self._engine_clock = bool(engine_clock)
+        self._quiet = 2 * (engine.params.partitions + 32)
         layout = params_layout(engine.nfa.program.parameters)
         self._link_args = {
             "mac": mac,
@@ -481,27 +511,33 @@ class UdpTop(wiring.Component):
             "engine_id": self._engine_id,
             "capacity": capacity,
             "flush": flush,
-            "quiet": 2 * (engine.params.partitions + 32),
+            "quiet": self._quiet,
             "params_bits": layout.size if layout is not None else 0,
             "engine_fields": engine_fields(engine.params),
         }
-        super().__init__(
-            {
-                "rx_clk": In(1),
-                "rxd": In(8),
-                "rx_dv": In(1),
-                "rx_er": In(1),
-                "txd": Out(8),
-                "tx_en": Out(1),
-                "tx_er": Out(1),
-                "activity": Out(1),
-                "trouble": Out(1),
-            }
-        )
+        members = {
+            "rx_clk": In(1),
+            "rxd": In(8),
+            "rx_dv": In(1),
+            "rx_er": In(1),
+            "txd": Out(8),
+            "tx_en": Out(1),
+            "tx_er": Out(1),
+            "activity": Out(1),
+            "trouble": Out(1),
+        }
+        if self._engine_clock:
+            members["engine_clk"] = In(1)
+        super().__init__(members)
 
     @property
     def engine_id(self) -> int:
         return self._engine_id
+
+    @property
+    def engine_clock(self) -> bool:
+        """Whether the engine has a clock domain of its own (``engine_clk``)."""
+        return self._engine_clock
 
     def elaborate(self, platform):
         from amaranth.hdl import ResetInserter
@@ -511,9 +547,6 @@ class UdpTop(wiring.Component):
         m.submodules.link = link = UdpLink(
             engine.tuple_layout, engine.record_layout, **self._link_args
         )
-        m.submodules.engine = ResetInserter(link.engine_reset)(engine)
-        wiring.connect(m, link.o_stream, engine.i_stream)
-        wiring.connect(m, engine.o_stream, link.i_stream)
         m.d.comb += [
             link.rx_clk.eq(self.rx_clk),
             link.rxd.eq(self.rxd),
@@ -525,17 +558,124 @@ class UdpTop(wiring.Component):
             self.activity.eq(link.activity),
             self.trouble.eq(link.trouble),
         ]
+        if self._engine_clock:
+            self._crossings(m, link, engine)
+            return m
+        m.submodules.engine = ResetInserter(link.engine_reset)(engine)
+        wiring.connect(m, link.o_stream, engine.i_stream)
+        wiring.connect(m, engine.o_stream, link.i_stream)
         if self._link_args["params_bits"]:
-            switch = link.o_params.payload
-            seq = engine.i_params.payload.seq
-            width = self._link_args["params_bits"]
             m.d.comb += [
                 engine.i_params.valid.eq(link.o_params.valid),
                 link.o_params.ready.eq(engine.i_params.ready),
-                seq.eq(switch[: min(len(seq), 8 * SWITCH_BYTES)]),
-                engine.i_params.payload.values.eq(
-                    switch[8 * SWITCH_BYTES : 8 * SWITCH_BYTES + width]
-                ),
                 link.param_values.eq(engine.param_values),
             ]
+            self._switch(m, link.o_params.payload, engine)
         return m
+
+    def _switch(self, m, switch, engine):
+        """The engine's switch from the link's: the tuple number and the values."""
+        seq = engine.i_params.payload.seq
+        width = self._link_args["params_bits"]
+        m.d.comb += [
+            seq.eq(switch[: min(len(seq), 8 * SWITCH_BYTES)]),
+            engine.i_params.payload.values.eq(switch[8 * SWITCH_BYTES : 8 * SWITCH_BYTES + width]),
+        ]
+
+    def _crossings(self, m, link, engine):
+        """The engine in the ``engine`` domain, every signal between it and the link crossed
+        (the class's description)."""
+        m.domains.engine = ClockDomain("engine", local=True)
+        m.d.comb += ClockSignal("engine").eq(self.engine_clk)
+        # the crossings' write side in the link's clock, emptied with the engine's reset
+        m.domains.to_engine = ClockDomain("to_engine", local=True)
+        flush, seen = Signal(), Signal()
+        m.d.comb += [
+            ClockSignal("to_engine").eq(ClockSignal("sync")),
+            ResetSignal("to_engine").eq(ResetSignal("sync") | flush),
+        ]
+        with m.If(link.engine_reset):
+            m.d.sync += flush.eq(1)
+        with m.Elif(seen):
+            m.d.sync += flush.eq(0)
+        m.submodules.engine_reset = ResetSynchronizer(ResetSignal("sync") | flush, domain="engine")
+        in_reset = Signal(reset_less=True)
+        m.d.engine += in_reset.eq(ResetSignal("engine"))
+        m.submodules.reset_seen = FFSynchronizer(in_reset, seen, o_domain="sync")
+        m.submodules.engine = DomainRenamer("engine")(engine)
+
+        m.submodules.tuples_in = tuples = AsyncFIFO(
+            width=engine.tuple_layout.size, depth=16, w_domain="to_engine", r_domain="engine"
+        )
+        room = Signal()  # (registered: the fullness is a Gray-code compare; timing)
+        m.d.sync += room.eq((tuples.w_level < 14) & ~flush)
+        m.d.comb += [
+            tuples.w_en.eq(link.o_stream.valid & room),
+            tuples.w_data.eq(link.o_stream.payload),
+            link.o_stream.ready.eq(room),
+        ]
+        m.submodules.records_out = records = AsyncFIFO(
+            width=engine.record_layout.size, depth=16, w_domain="engine", r_domain="sync"
+        )
+        m.d.comb += [
+            records.w_en.eq(engine.o_stream.valid),
+            records.w_data.eq(engine.o_stream.payload),
+            engine.o_stream.ready.eq(records.w_rdy),
+            link.i_stream.valid.eq(records.r_rdy),
+            link.i_stream.payload.eq(records.r_data),
+            records.r_en.eq(link.i_stream.ready),
+        ]
+        writing = (
+            self._params_crossing(m, link, engine, flush) if self._link_args["params_bits"] else 0
+        )
+        # a switch is written before any further tuple is taken
+        m.d.comb += [
+            engine.i_stream.valid.eq(tuples.r_rdy & ~writing),
+            engine.i_stream.payload.eq(tuples.r_data),
+            tuples.r_en.eq(engine.i_stream.ready & ~writing),
+        ]
+        self._engine_idle(m, link, engine, tuples, records)
+
+    def _engine_idle(self, m, link, engine, tuples, records):
+        """``link.engine_busy``: a tuple or record in a crossing, or the engine's domain not
+        quiet for the link's ``quiet`` cycles of its own (told through a synchroniser)."""
+        quiet = Signal(range(self._quiet + 1))
+        idle, idle_sync = Signal(), Signal()
+        with m.If(tuples.r_rdy | engine.o_stream.valid):
+            m.d.engine += [quiet.eq(0), idle.eq(0)]
+        with m.Elif(quiet != self._quiet):
+            m.d.engine += [quiet.eq(quiet + 1), idle.eq(quiet + 1 == self._quiet)]
+        m.submodules.idle_sync = FFSynchronizer(idle, idle_sync, o_domain="sync")
+        m.d.comb += link.engine_busy.eq(~idle_sync | (tuples.w_level != 0) | records.r_rdy)
+
+    def _params_crossing(self, m, link, engine, flush):
+        """Switches into the engine's domain, the values in force back; returns the engine-side
+        signal that a switch is written in this cycle."""
+        switch = link.o_params.payload
+        m.submodules.params_in = params = AsyncFIFO(
+            width=len(switch), depth=2, w_domain="to_engine", r_domain="engine"
+        )
+        payload = Signal(len(switch))
+        m.d.comb += [
+            params.w_en.eq(link.o_params.valid),
+            params.w_data.eq(switch),
+            link.o_params.ready.eq(params.w_rdy),
+            engine.i_params.valid.eq(params.r_rdy),
+            payload.eq(params.r_data),
+            params.r_en.eq(engine.i_params.ready),
+        ]
+        self._switch(m, payload, engine)
+        width = self._link_args["params_bits"]
+        initial = engine.values.packed(engine.values.initial)
+        sampled, last = Signal(width, init=initial), Signal(width, init=initial)
+        values = Signal(width, init=initial)
+        m.submodules.values_sync = FFSynchronizer(
+            engine.param_values.as_value(), sampled, o_domain="sync", init=initial
+        )
+        m.d.sync += last.eq(sampled)
+        with m.If(link.engine_reset):
+            m.d.sync += values.eq(initial)
+        with m.Elif(~flush & (last == sampled)):  # (after a RESET: once the engine was reset)
+            m.d.sync += values.eq(sampled)
+        m.d.comb += link.param_values.eq(values)
+        return params.r_rdy & engine.i_params.ready

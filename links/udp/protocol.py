@@ -66,6 +66,7 @@ __all__ = [
     "FRAME_CLASSES",
     "HEADER",
     "HEADER_BYTES",
+    "LINE_BITS_PER_S",
     "MAX_FRAME",
     "MAX_PAYLOAD",
     "MIN_FRAME",
@@ -73,6 +74,7 @@ __all__ = [
     "SESSION_IDLE_CYCLES",
     "STATUS_FIELDS",
     "VERSION",
+    "WIRE_OVERHEAD",
     "Endpoint",
     "PacketType",
     "arp_reply",
@@ -82,8 +84,11 @@ __all__ = [
     "ethernet_fcs",
     "icmp_echo",
     "ip_checksum",
+    "line_limit",
+    "line_tuples_limit",
     "packet",
     "parse_frame",
+    "tuples_frame_bytes",
     "udp_frame",
 ]
 
@@ -389,3 +394,34 @@ def parse_frame(frame: bytes) -> dict:
         "ttl": ip[8],
         "payload": frame[42 : 42 + ulen - 8],
     }
+
+
+#: Bytes a frame takes on the wire besides the frame itself (destination MAC to FCS): the
+#: preamble and start delimiter (8) and the minimum inter-frame gap (12).
+WIRE_OVERHEAD = 20
+#: Bits per second of the line (1000BASE-T).
+LINE_BITS_PER_S = 1e9
+
+
+def line_limit(frame_bytes: int) -> float:
+    """Frames per second a 1 Gb/s line carries of frames of ``frame_bytes`` (destination MAC
+    to FCS; shorter frames are padded to 64): 10^9 / 8 / (bytes + 20)."""
+    return LINE_BITS_PER_S / 8 / (max(frame_bytes, MIN_FRAME) + WIRE_OVERHEAD)
+
+
+def tuples_frame_bytes(tuple_bytes: int, per_packet: int) -> int:
+    """Bytes of the frame (destination MAC to FCS) of a TUPLES packet of ``per_packet``
+    tuples of ``tuple_bytes``: Ethernet 14, IPv4 20, UDP 8, the payload header, the tuples,
+    the FCS 4."""
+    return 14 + 20 + 8 + HEADER_BYTES + per_packet * tuple_bytes + 4
+
+
+def line_tuples_limit(tuple_bytes: int) -> tuple[float, int]:
+    """The most tuples of ``tuple_bytes`` per second the line can carry to the board, and the
+    packet size (tuples per TUPLES packet) that carries them: the worst case for the engine,
+    the largest packet of a 1,500-byte MTU (the headers shared by the most tuples)."""
+    most = (MAX_PAYLOAD - HEADER_BYTES) // tuple_bytes
+    rates = [
+        (per * line_limit(tuples_frame_bytes(tuple_bytes, per)), per) for per in range(1, most + 1)
+    ]
+    return max(rates)
