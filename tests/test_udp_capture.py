@@ -14,6 +14,7 @@ from test_serve import _start
 from test_udp_host import QUERIES, reference, run
 from tshark import DISSECTOR, capture_counts, dissect, flagged, require_tshark
 
+from nfacep.links.protocol import fields_size
 from nfacep.links.udp import protocol as udp
 from nfacep.links.udp.pcap import PcapWriter, SocketCapture, read_pcap
 from nfacep.links.udp.protocol import STATUS_FIELDS, VERSION, PacketType
@@ -72,7 +73,7 @@ def test_the_dissector_flags_what_breaks_the_format(tmp_path):
     checksum are each flagged; the well-formed frames around them are not."""
     require_tshark()
     board, host = udp.DEFAULT_ENDPOINT, udp.Endpoint.parse("02:00:00:00:00:01", "192.0.2.1", 40000)
-    status = udp.encode_header(PacketType.STATUS, session=7) + bytes(2 + 2 + 4 * 21)
+    status = udp.encode_header(PacketType.STATUS, session=7) + bytes(fields_size(STATUS_FIELDS))
     status = status[:16] + (3).to_bytes(2, "little") + status[18:]  # tuple_bytes 3
     good = udp.packet(PacketType.TUPLES, bytes(6), engine_id=1, session=7)
     frames = [
