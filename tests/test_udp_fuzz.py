@@ -605,11 +605,12 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     assert sum(counted.values()) == N_FRAMES + requests
     disputed = sum(f["disputed"] for f in frames)  # (header and body bad: bad_header)
     assert counted == {**predicted, "accepted": predicted["accepted"] + requests}
-    assert {k: after[k] for k in ("tuples", "next_seq", "lost", "late")} == {
+    assert {k: after[k] for k in ("tuples", "next_seq", "lost", "late", "echoes")} == {
         "tuples": board.tuples,
         "next_seq": board.next_seq,
         "lost": board.lost,
         "late": board.late,
+        "echoes": board.echoes,
     }
     assert after["flags"] & 1
 

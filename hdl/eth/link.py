@@ -16,8 +16,9 @@ from amaranth.hdl import (
     Signal,
 )
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+from amaranth.lib.cdc import FFSynchronizer, PulseSynchronizer, ResetSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
@@ -25,6 +26,8 @@ from nfacep.links.udp.protocol import FRAME_CLASSES, SESSION_IDLE_CYCLES
 
 from ..stream import PacketQueue, StreamQueue, TupleGatherer
 from .arp import ArpRx
+from .headers import INDEX_BITS
+from .icmp import IcmpRx
 from .ipv4 import Ipv4Rx
 from .mac import EthernetRx, MacRx, MacTx
 from .payload import EventKind, PayloadRx, UdpTx, event_layout
@@ -33,7 +36,17 @@ from .udp import UdpRx
 __all__ = ["CAPACITY", "COUNTERS", "EthRx", "UdpLink", "UdpTop"]
 
 #: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
-COUNTERS = ("tuples", "matched", "drops", "records", "packets", "lost", "late", *FRAME_CLASSES)
+COUNTERS = (
+    "tuples",
+    "matched",
+    "drops",
+    "records",
+    "packets",
+    "lost",
+    "late",
+    "echoes",
+    *FRAME_CLASSES,
+)
 #: Bytes of the receive buffer: two ECP5 block RAMs, room for two full frames of tuples.
 CAPACITY = 4096
 #: Tuples the clock-domain crossing holds.
@@ -44,7 +57,7 @@ class EthRx(wiring.Component):
     """The receive path, in one clock domain (the receive clock's, renamed by the user): GMII
     in, tuples (raw bits) and one event per frame out::
 
-        MacRx ▸ EthernetRx ▸ ArpRx, Ipv4Rx ▸ UdpRx ▸ PayloadRx ▸ PacketQueue ▸ TupleGatherer
+        MacRx ▸ EthernetRx ▸ ArpRx, Ipv4Rx ▸ IcmpRx, UdpRx ▸ PayloadRx ▸ PacketQueue ▸ TupleGatherer
 
     Every layer reads the bytes :class:`~.mac.MacRx` hands on at its header's offset and what
     the layer below found; :class:`~.payload.PayloadRx` classifies the frame from all of it.
@@ -58,6 +71,9 @@ class EthRx(wiring.Component):
     event : ``Out(stream.Signature(event_layout()))``
     empty : ``Out(1)``
         Nothing committed waits in the queue or the gatherer.
+    echo_addr, echo_data, echo_we : ``Out``
+        The echo buffer's write port; ``echo_done`` (``In(1)``) frees it
+        (:class:`~.payload.PayloadRx`).
     """
 
     def __init__(
@@ -71,17 +87,20 @@ class EthRx(wiring.Component):
         engine_id: int,
         params_bytes: int = 0,
         idle_cycles: int = SESSION_IDLE_CYCLES,
+        icmp: bool = True,
     ):
         if len(mac) != 6 or len(ip) != 4 or not 0 < port < 65536:
             raise ValueError("a MAC address of 6 bytes, an IPv4 address of 4 and a port")
         self._tuple_width = tuple_width
         self._capacity = capacity
+        self._icmp = icmp
         self._mac, self._ip, self._port = bytes(mac), bytes(ip), port
         self._payload_args = {
             "engine_id": engine_id,
             "tuple_bytes": (tuple_width + 7) // 8,
             "params_bytes": params_bytes,
             "idle_cycles": idle_cycles,
+            "icmp": icmp,
         }
         super().__init__(
             {
@@ -91,6 +110,10 @@ class EthRx(wiring.Component):
                 "o_stream": Out(stream.Signature(tuple_width)),
                 "event": Out(stream.Signature(event_layout(params_bytes))),
                 "empty": Out(1),
+                "echo_addr": Out(INDEX_BITS),
+                "echo_data": Out(8),
+                "echo_we": Out(1),
+                "echo_done": In(1),
             }
         )
 
@@ -103,7 +126,21 @@ class EthRx(wiring.Component):
         m.submodules.ipv4 = ip = Ipv4Rx(self._ip)
         m.submodules.udp = udp = UdpRx(self._port)
         m.submodules.payload = payload = PayloadRx(**self._payload_args)
-        for layer in (ethernet, arp, ip, udp, payload):
+        layers = [ethernet, arp, ip, udp, payload]
+        if self._icmp:  # (else ICMP is another protocol: not_for_us)
+            m.submodules.icmp = icmp = IcmpRx()
+            layers.append(icmp)
+            m.d.comb += [
+                self.echo_addr.eq(payload.echo_addr),
+                self.echo_data.eq(payload.echo_data),
+                self.echo_we.eq(payload.echo_we),
+                payload.echo_done.eq(self.echo_done),
+                icmp.protocol.eq(ip.fields.protocol),
+                payload.lower.icmp.eq(icmp.is_icmp),
+                payload.lower.echo_request.eq(icmp.echo_request),
+                payload.lower.icmp_checksum.eq(icmp.fields.checksum),
+            ]
+        for layer in layers:
             m.d.comb += [
                 layer.frame.valid.eq(mac.valid),
                 layer.frame.byte.eq(mac.byte),
@@ -135,6 +172,7 @@ class EthRx(wiring.Component):
             lower.mac.eq(ethernet.fields.src),
             lower.ip.eq(Mux(arp.is_arp, arp.fields.spa, ip.fields.src)),
             lower.port.eq(udp.fields.src_port),
+            lower.ip_length.eq(ip.fields.length),
         ]
         self._buffer(m, payload)
         return m
@@ -166,7 +204,9 @@ class UdpLink(wiring.Component):
     counts in ``late`` and leaves ``next_seq`` alone, so without duplicates ``lost - late``
     packets are missing; an accepted STATUS_REQ, RESET or ARP request pulses ``status_request``,
     ``reset_request`` (a cycle later; RESET also zeroes the counters and ``next_seq``) or
-    ``arp_request``; an accepted CLOSE pulses ``status_request``.
+    ``arp_request``; an accepted CLOSE pulses ``status_request``; an accepted ICMP echo request
+    pulses ``echo_request`` (its sender in ``echo_peer``, its IPv4 length and ICMP checksum in
+    ``echo_length`` and ``echo_checksum``) and counts in ``echoes``.
     The sender of an accepted RESET, the session's host, becomes ``peer`` (where records and
     STATUS go) and its session id ``session`` (in every packet sent); the receive path refuses
     every other host's packets (``foreign``, :class:`~.payload.PayloadRx`), so nothing else
@@ -224,8 +264,10 @@ class UdpLink(wiring.Component):
         params_bits: int = 0,
         idle_cycles: int = SESSION_IDLE_CYCLES,
         engine_fields: dict[str, int] | None = None,
+        icmp: bool = True,
     ):
         self._tuple_layout = tuple_layout
+        self._icmp = icmp
         self._record_layout = record_layout
         self._params_bytes = params_bytes(params_bits)
         self._rx_args = {
@@ -237,6 +279,7 @@ class UdpLink(wiring.Component):
             "engine_id": engine_id,
             "params_bytes": self._params_bytes,
             "idle_cycles": idle_cycles,
+            "icmp": icmp,
         }
         self._tx_args = {
             "mac": mac,
@@ -249,6 +292,7 @@ class UdpLink(wiring.Component):
             "flush": flush,
             "params_bits": params_bits,
             "engine_fields": engine_fields,
+            "echo": icmp,
         }
         self._quiet = max(int(quiet), 2)
         endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
@@ -272,6 +316,10 @@ class UdpLink(wiring.Component):
             "peer": Out(endpoint),
             "session": Out(32),
             "arp_peer": Out(endpoint),
+            "echo_request": Out(1),
+            "echo_peer": Out(endpoint),
+            "echo_length": Out(16),
+            "echo_checksum": Out(16),
             "activity": Out(1),
             "trouble": Out(1),
             "engine_busy": In(1),
@@ -328,8 +376,27 @@ class UdpLink(wiring.Component):
         m.submodules.empty_sync = FFSynchronizer(rx.empty, empty, init=1)
         m.d.comb += self.rx_empty.eq(empty & ~tuples.r_rdy)
         count = self._events(m, event_valid, data.View(layout, event))
-        self._transmit(m, count)
+        tx = self._transmit(m, count)
+        if self._icmp:
+            self._echo_buffer(m, rx, tx)
         return m
+
+    def _echo_buffer(self, m, rx, tx):
+        """The echo buffer (a block RAM of a frame's bytes): written in the receive clock's
+        domain, read by the transmit side; ``echo_done`` crosses back to free it."""
+        m.submodules.echo_buffer = memory = Memory(shape=8, depth=2**INDEX_BITS, init=[])
+        write = memory.write_port(domain="eth_rx")
+        read = memory.read_port(domain="sync")
+        m.submodules.echo_done = done = PulseSynchronizer(i_domain="sync", o_domain="eth_rx")
+        m.d.comb += [
+            write.addr.eq(rx.echo_addr),
+            write.data.eq(rx.echo_data),
+            write.en.eq(rx.echo_we),
+            read.addr.eq(tx.echo_addr),
+            tx.echo_data.eq(read.data),
+            done.i.eq(tx.echo_done),
+            rx.echo_done.eq(done.o),
+        ]
 
     def _transmit(self, m, count):
         """Records, STATUS and ARP replies out on GMII (the ``sync`` domain is the transmit
@@ -351,6 +418,10 @@ class UdpLink(wiring.Component):
             self.tx_er.eq(mac.tx_er),
             tx.arp_request.eq(self.arp_request),
             tx.arp_peer.eq(self.arp_peer),
+            tx.echo_request.eq(self.echo_request),
+            tx.echo_peer.eq(self.echo_peer),
+            tx.echo_length.eq(self.echo_length),
+            tx.echo_checksum.eq(self.echo_checksum),
             tx.status_request.eq(self.status_request),
             tx.peer.eq(self.peer),
             tx.session.eq(self.session),
@@ -370,6 +441,27 @@ class UdpLink(wiring.Component):
         with m.Elif(quiet != self._quiet):
             m.d.sync += quiet.eq(quiet + 1)
         m.d.comb += tx.idle.eq(quiet == self._quiet)
+        return tx
+
+    def _peers(self, m, reset, event):
+        """Who the answers go to: the session's host (the sender of an accepted RESET,
+        ``reset``), an ARP request's sender, an echo request's."""
+        with m.If(reset):
+            m.d.sync += [
+                self.peer.mac.eq(event.mac),
+                self.peer.ip.eq(event.ip),
+                self.peer.port.eq(event.port),
+                self.session.eq(event.session),
+            ]
+        with m.If(self.arp_request):
+            m.d.sync += [self.arp_peer.mac.eq(event.mac), self.arp_peer.ip.eq(event.ip)]
+        with m.If(self.echo_request):  # (the next waits until this reply is out)
+            m.d.sync += [
+                self.echo_peer.mac.eq(event.mac),
+                self.echo_peer.ip.eq(event.ip),
+                self.echo_length.eq(event.seq[:16]),
+                self.echo_checksum.eq(event.seq[16:]),
+            ]
 
     def _events(self, m, valid, event):
         """Count each frame in its class, check TUPLES' ``seq``, raise the requests."""
@@ -403,6 +495,8 @@ class UdpLink(wiring.Component):
                 )
             ),
             self.arp_request.eq(accepted & (kind == EventKind.ARP)),
+            self.echo_request.eq(accepted & (kind == EventKind.ECHO)),
+            counts["echoes"].eq(self.echo_request),
         ]
         # (registered: it resets the counters, the engine and the record FIFO; timing)
         m.d.sync += self.reset_request.eq(accepted & (kind == EventKind.RESET))
@@ -425,15 +519,7 @@ class UdpLink(wiring.Component):
                 self.next_seq.eq(event.seq + 1),
                 self.counters.lost.eq(self.counters.lost + gap),
             ]
-        with m.If(accepted & (kind == EventKind.RESET)):  # the session's host
-            m.d.sync += [
-                self.peer.mac.eq(event.mac),
-                self.peer.ip.eq(event.ip),
-                self.peer.port.eq(event.port),
-                self.session.eq(event.session),
-            ]
-        with m.If(self.arp_request):
-            m.d.sync += [self.arp_peer.mac.eq(event.mac), self.arp_peer.ip.eq(event.ip)]
+        self._peers(m, accepted & (kind == EventKind.RESET), event)
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
@@ -495,6 +581,7 @@ class UdpTop(wiring.Component):
         capacity: int = CAPACITY,
         flush: int = 1024,
         engine_clock: bool = False,
+        icmp: bool = True,
     ):
         from nfacep.hdl.layout import params_layout
         from nfacep.links.protocol import engine_fields, engine_id
@@ -514,6 +601,7 @@ class UdpTop(wiring.Component):
             "quiet": self._quiet,
             "params_bits": layout.size if layout is not None else 0,
             "engine_fields": engine_fields(engine.params),
+            "icmp": icmp,
         }
         members = {
             "rx_clk": In(1),

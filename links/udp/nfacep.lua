@@ -1,4 +1,4 @@
--- A Wireshark dissector for the UDP link of nfacep: the payload format version 4 that
+-- A Wireshark dissector for the UDP link of nfacep: the payload format version 5 that
 -- boards/UDP.md describes (its one definition in Python is links/udp/protocol.py).
 --
 -- Load it for one run:   wireshark -X lua_script:links/udp/nfacep.lua capture.pcap
@@ -7,7 +7,7 @@
 -- Folders, "Personal Lua Plugins"; ~/.local/lib/wireshark/plugins/ on Linux).
 --
 -- It takes UDP port 5000 (the board's default; the preference "nfacep.port" changes it) and,
--- on any other port, payloads that start as this format's do (version 4, a known type, reserved
+-- on any other port, payloads that start as this format's do (version 5, a known type, reserved
 -- 0). Fields: nfacep.version, .type, .seq, .engine_id, .session; nfacep.tuples and
 -- nfacep.records (how many a TUPLES or RECORDS packet holds, each one as nfacep.tuple or
 -- nfacep.record); nfacep.params.from and .values (PARAMS); nfacep.status.<field> for every
@@ -18,7 +18,7 @@
 -- A payload that breaks the format (a command with a body, a partial tuple, a short STATUS,
 -- an unknown type) gets an expert error of the group "Malformed".
 
-local VERSION = 4
+local VERSION = 5
 local HEADER_BYTES = 16
 local SWITCH_BYTES = 6
 
@@ -40,7 +40,7 @@ local STATUS_FIELDS = {
     { "store", 1 }, { "partitions", 4 }, { "ways", 1 }, { "timer_bits", 1 }, { "tick_tuples", 4 },
     { "flags", 4 },
     { "tuples", 4 }, { "matched", 4 }, { "drops", 4 }, { "records", 4 }, { "packets", 4 },
-    { "next_seq", 4 }, { "lost", 4 }, { "late", 4 },
+    { "next_seq", 4 }, { "lost", 4 }, { "late", 4 }, { "echoes", 4 },
     { "accepted", 4 }, { "bad_size", 4 }, { "bad_fcs", 4 }, { "not_for_us", 4 },
     { "ip_unsupported", 4 }, { "bad_ip_checksum", 4 }, { "ip_fragment", 4 }, { "bad_udp", 4 },
     { "bad_header", 4 }, { "foreign", 4 }, { "engine_full", 4 },

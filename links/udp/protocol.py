@@ -1,4 +1,4 @@
-"""The UDP link's payload format (version 4), shared by the gateware, the tests, the host and the
+"""The UDP link's payload format (version 5), shared by the gateware, the tests, the host and the
 software board model; ``boards/UDP.md`` describes it for users.
 
 Every UDP payload, in both directions, starts with a 16-byte header (little-endian fields, as
@@ -80,6 +80,7 @@ __all__ = [
     "arp_reply",
     "arp_request",
     "decode_header",
+    "echo_reply_checksum",
     "encode_header",
     "ethernet_fcs",
     "icmp_echo",
@@ -94,8 +95,9 @@ __all__ = [
 
 #: Payload format version, the first byte of every payload. (2: PARAMS, and the values in
 #: force at the end of STATUS; 3: sessions, the header's ``session``, CLOSE and ``foreign``;
-#: 4: the engine parameters in STATUS.)
-VERSION = 4
+#: 4: the engine parameters in STATUS; 5: STATUS's ``echoes``, the ICMP echo requests
+#: answered.)
+VERSION = 5
 #: The header's fields: (name, bytes), in order.
 HEADER = (
     ("version", 1),
@@ -169,6 +171,7 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("next_seq", 4),  # the TUPLES seq the board expects next
     ("lost", 4),  # sum of the forward jumps of TUPLES seq (packets missing upstream)
     ("late", 4),  # TUPLES packets whose seq was behind the expected one
+    ("echoes", 4),  # ICMP echo requests answered (ping)
     *((name, 4) for name in FRAME_CLASSES),
 )
 
@@ -307,13 +310,24 @@ def udp_frame(
     return _pad(frame) if pad else frame
 
 
-def icmp_echo(src: Endpoint, dst: Endpoint, rest: bytes, *, reply: bool = False) -> bytes:
+def echo_reply_checksum(request: int) -> int:
+    """An echo reply's ICMP checksum from its request's, as the board updates it (only the
+    type changed, 8 to 0: RFC 1624, eqn. 3)."""
+    total = (~request & 0xFFFF) + 0xF7FF
+    return ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
+
+
+def icmp_echo(
+    src: Endpoint, dst: Endpoint, rest: bytes, *, reply: bool = False, checksum: int | None = None
+) -> bytes:
     """An ICMP echo request (or ``reply``) frame from ``src`` to ``dst`` (no FCS): ``rest`` is
     the message after its type, code and checksum (identifier, sequence number, data), echoed
-    unchanged by the answer."""
+    unchanged by the answer; ``checksum`` overrides the ICMP checksum."""
     message = bytes([0 if reply else 8, 0, 0, 0]) + rest
     odd = b"\0" if len(message) % 2 else b""
-    message = message[:2] + struct.pack(">H", ip_checksum(message + odd)) + message[4:]
+    if checksum is None:
+        checksum = ip_checksum(message + odd)
+    message = message[:2] + struct.pack(">H", checksum) + message[4:]
     ip = struct.pack(
         ">BBHHHBBH4s4s", 0x45, 0, 20 + len(message), 0, 0x4000, 64, 1, 0, src.ip, dst.ip
     )
