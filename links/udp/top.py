@@ -202,11 +202,9 @@ class UdpBoardTop(Elaboratable):
         self.clock = engine_clock(engine, engine_mhz)
         self.top = UdpTop(engine, mac=mac, ip=ip, port=port, capacity=capacity, engine_clock=True)
 
-    def elaborate(self, platform):
-        from nfacep.boards.top import board_leds
-
-        m = Module()
-        check_board(platform)
+    def _pll(self, m, platform):
+        """The ``EHXPLLL`` on the 25 MHz oscillator: the link's 125 MHz (``CLKOP``), the
+        engine's clock (``CLKOS``, :attr:`clock`) and the lock."""
         clk25 = platform.request(platform.default_clk, dir="-")
         m.submodules.clk25 = clk_in = io.Buffer("i", clk25)
         pll_out, locked = Signal(name="clk125"), Signal(name="pll_locked")
@@ -252,6 +250,14 @@ class UdpBoardTop(Elaboratable):
             a_MFG_ENABLE_FILTEROPAMP="1",
             a_MFG_GMCREF_SEL="2",
         )
+        return pll_out, engine_clk, locked
+
+    def elaborate(self, platform):
+        from nfacep.boards.top import board_leds
+
+        m = Module()
+        check_board(platform)
+        pll_out, engine_clk, locked = self._pll(m, platform)
         m.domains.sync = ClockDomain("sync")
         m.d.comb += ClockSignal("sync").eq(pll_out)
         m.submodules.reset = ResetSynchronizer(~locked, domain="sync")
