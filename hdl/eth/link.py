@@ -24,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
 from nfacep.links.udp.protocol import FRAME_CLASSES, SESSION_IDLE_CYCLES
 
-from ..stream import PacketQueue, StreamQueue, TupleGatherer
+from ..stream import PacketQueue, StreamBuffer, StreamQueue, TupleGatherer
 from .arp import ArpRx
 from .headers import INDEX_BITS
 from .icmp import IcmpRx
@@ -57,7 +57,8 @@ class EthRx(wiring.Component):
     """The receive path, in one clock domain (the receive clock's, renamed by the user): GMII
     in, tuples (raw bits) and one event per frame out::
 
-        MacRx ▸ EthernetRx ▸ ArpRx, Ipv4Rx ▸ IcmpRx, UdpRx ▸ PayloadRx ▸ PacketQueue ▸ TupleGatherer
+        MacRx ▸ EthernetRx ▸ ArpRx, Ipv4Rx ▸ IcmpRx, UdpRx ▸ PayloadRx ▸ PacketQueue
+        ▸ StreamBuffer ▸ TupleGatherer
 
     Every layer reads the bytes :class:`~.mac.MacRx` hands on at its header's offset and what
     the layer below found; :class:`~.payload.PayloadRx` classifies the frame from all of it.
@@ -180,6 +181,8 @@ class EthRx(wiring.Component):
     def _buffer(self, m, payload):
         """The tuple bytes of accepted TUPLES packets, queued and gathered into tuples."""
         m.submodules.buffer = buffer = PacketQueue(self._capacity)
+        # (a register after the block RAM, whose clock-to-output is slow: timing)
+        m.submodules.buffer_out = out = StreamBuffer(8)
         m.submodules.gatherer = gatherer = TupleGatherer(self._tuple_width)
         wiring.connect(m, payload.write, buffer.i_stream)
         m.d.comb += [
@@ -187,10 +190,11 @@ class EthRx(wiring.Component):
             buffer.rollback.eq(payload.rollback),
             payload.overflow.eq(buffer.overflow),
         ]
-        wiring.connect(m, buffer.o_stream, gatherer.i_stream)
+        wiring.connect(m, buffer.o_stream, out.i_stream)
+        wiring.connect(m, out.o_stream, gatherer.i_stream)
         wiring.connect(m, gatherer.o_stream, wiring.flipped(self.o_stream))
         wiring.connect(m, payload.event, wiring.flipped(self.event))
-        m.d.comb += self.empty.eq(buffer.empty & ~gatherer.o_stream.valid)
+        m.d.comb += self.empty.eq(buffer.empty & ~out.o_stream.valid & ~gatherer.o_stream.valid)
 
 
 class UdpLink(wiring.Component):

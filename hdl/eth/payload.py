@@ -875,6 +875,11 @@ class UdpTx(wiring.Component):
                 out.payload.last.eq(arp_reply & (f.index == last_header)),
                 header.shift.eq(taken),
             ]
+            # a RECORDS packet's first record loaded in every cycle of its headers (the head
+            # stays: nothing is popped until their last byte), so that the load's enable
+            # depends on no byte count (timing: the record's 56 flip-flops)
+            with m.If(~arp_reply & ~echo & (f.kind != PacketType.STATUS)):
+                m.d.sync += f.record.eq(head)
             with m.If(taken):
                 m.d.sync += f.index.eq(f.index + 1)
                 with m.If(f.index == last_header):
@@ -891,7 +896,6 @@ class UdpTx(wiring.Component):
                         m.d.sync += [
                             f.seq.eq(f.seq + 1),
                             f.in_record.eq(0),
-                            f.record.eq(head),
                             f.remaining.eq(f.body_last),
                             f.last_byte.eq(0),
                         ]
