@@ -44,7 +44,13 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS
 
-from .engine import interface, partition_key, partition_store, record_filter
+from .engine import (
+    cycles_per_tuple,
+    interface,
+    partition_key,
+    partition_store,
+    record_filter,
+)
 from .layout import tuple_layout
 from .stream import StreamBuffer, StreamQueue
 
@@ -161,6 +167,12 @@ class ProgrammableEngine(wiring.Component):
     @property
     def tuple_layout(self) -> data.StructLayout:
         return self._tuple_layout
+
+    @property
+    def cycles_per_tuple(self) -> int:
+        """Cycles a tuple takes at full throughput (:func:`~nfacep.hdl.engine.cycles_per_tuple`);
+        the link's board top sizes the engine's clock with it."""
+        return cycles_per_tuple(bool(self._shape.partition_fields), self._params)
 
     @property
     def store(self):

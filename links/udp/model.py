@@ -35,6 +35,7 @@ from .protocol import (
     PacketType,
     arp_reply,
     decode_header,
+    echo_reply_checksum,
     icmp_echo,
     ip_checksum,
     packet,
@@ -282,12 +283,13 @@ class UdpBoardModel(BoardModel):
 class FrameBoard:
     """The software board at the Ethernet level, at ``board``'s addresses: :meth:`feed` takes a
     frame (destination MAC address to payload, no FCS) and returns the frames the board sends,
-    as the gateware does: ARP replies to requests for its IPv4 address (to whoever asks) and
-    the UDP datagrams to its port handed to ``model`` (:class:`UdpBoardModel`), whose answers go
-    to the MAC address of the RESET that opened the session; and, unlike the gateware so far
-    (it counts them ``not_for_us``), ICMP echo replies. Frames count in the gateware's classes
-    (those a frame with a good FCS and size can have) in ``model``'s counters: ARP requests and
-    echo requests answered as ``accepted``."""
+    as the gateware does: ARP replies to requests for its IPv4 address (to whoever asks), ICMP
+    echo replies, and the UDP datagrams to its port handed to ``model``
+    (:class:`UdpBoardModel`), whose answers go to the MAC address of the RESET that opened the
+    session. Frames count in the gateware's classes (those a frame with a good FCS and size can
+    have) in ``model``'s counters: ARP requests and echo requests answered as ``accepted``
+    (and the latter in ``echoes``). It answers at once, so an echo request never finds the last
+    reply still waiting (the gateware's ``engine_full`` for pings does not occur here)."""
 
     def __init__(self, model: UdpBoardModel, board: Endpoint):
         self.model, self.board = model, board
@@ -321,15 +323,21 @@ class FrameBoard:
         return self._datagram(frame)
 
     def _echo(self, frame: bytes) -> list[bytes]:
-        """An ICMP echo request answered (its checksum is not checked, as the gateware does not
-        check the UDP one); any other ICMP message is ``not_for_us``."""
+        """An ICMP echo request answered (its checksum is not checked, and the reply's is the
+        request's updated for the type, as the gateware's; one shorter than its header,
+        identifier and sequence number is ``bad_udp``); any other ICMP message is
+        ``not_for_us``."""
         total = int.from_bytes(frame[16:18], "big")
         message = frame[34 : 14 + total]
-        if len(message) < 8 or message[:2] != b"\x08\x00":
+        if message[:2] != b"\x08\x00":
             return self._count("not_for_us")
+        if len(message) < 8:
+            return self._count("bad_udp")
         self.model.counters["accepted"] += 1
+        self.model.counters["echoes"] += 1
         sender = Endpoint(frame[6:12], frame[26:30], 0)
-        return [icmp_echo(self.board, sender, message[4:], reply=True)]
+        checksum = echo_reply_checksum(int.from_bytes(message[2:4], "big"))
+        return [icmp_echo(self.board, sender, message[4:], reply=True, checksum=checksum)]
 
     def _datagram(self, frame: bytes) -> list[bytes]:
         total = int.from_bytes(frame[16:18], "big")
