@@ -39,6 +39,8 @@ HOST = Endpoint.parse("02:00:5e:00:00:01", "10.0.0.1", 40001)
 THIRD = Endpoint.parse("02:00:5e:00:00:07", "10.0.0.7", 40001)
 #: HOST from another UDP port.
 HOST_OTHER_PORT = Endpoint(HOST.mac, HOST.ip, HOST.port + 1)
+#: A second process on the host (``nfacep load`` beside ``nfacep run``): another port.
+LOADER = Endpoint(HOST.mac, HOST.ip, HOST.port + 2)
 SESSION, OTHER_SESSION = 0x5E55_10A1, 0x0BAD_CAFE
 #: A query with runtime parameters (PARAMS are part of the script) and records both ways.
 LIMITS = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
@@ -445,11 +447,13 @@ PROGRAMMABLE = EngineParams(
 
 
 def _programmable_script(first, second, engine_id: int):
-    """A run with loads: the first image from a third station in three chunks (one out of
-    place, one for another engine between), then, from the host, a damaged, a foreign and a
-    truncated load (refused: the first image keeps running) and the second image at tuple
-    60, while tuples flow; RESET keeps the image in force. Returns the script, the tuples
-    and the loads' images."""
+    """A run with loads: the first image from a second process of the host's (another port
+    and session id) in three chunks (one out of place, one for another engine between); a
+    third station's loads during the session, refused as ``foreign``; then, from the host, a
+    damaged, a foreign and a truncated load (refused: the first image keeps running) and the
+    second image at tuple 60, while tuples flow; RESET keeps the image in force; once the
+    session is closed, the third station may load. Returns the script, the tuples and the
+    loads' images."""
     from nfacep.image import Capacity, EngineShape, image, load
 
     program = first.program
@@ -489,14 +493,19 @@ def _programmable_script(first, second, engine_id: int):
     script = [
         (HOST, p(R, engine=0), "accepted"),
         (HOST, p(T, raw[: 10 * tb], seq=0), "accepted"),  # no image yet: no match
-        (THIRD, p(L, first_load[0], session=7), "accepted"),  # a loader needs no session
-        (THIRD, p(L, first_load[2], session=7), "bad_load"),  # a gap
-        (THIRD, p(L, first_load[1], session=7), "accepted"),
-        (THIRD, p(L, first_load[1], session=7), "bad_load"),  # an overlap
-        (THIRD, p(L, first_load[2], engine=engine_id ^ 1, session=7), "bad_header"),
-        (THIRD, p(L, first_load[2], session=7), "accepted"),  # in force from tuple 10
+        # another process of the host's: its address, another port and session id
+        (LOADER, p(L, first_load[0], session=7), "accepted"),
+        (LOADER, p(L, first_load[2], session=7), "bad_load"),  # a gap
+        (LOADER, p(L, first_load[1], session=7), "accepted"),
+        (LOADER, p(L, first_load[1], session=7), "bad_load"),  # an overlap
+        (LOADER, p(L, first_load[2], engine=engine_id ^ 1, session=7), "bad_header"),
+        (LOADER, p(L, first_load[2], session=7), "accepted"),  # in force from tuple 10
         (HOST, p(T, raw[10 * tb : 40 * tb], seq=1), "accepted"),
-        (THIRD, p(L, bytes(5), engine=0, session=7), "accepted"),  # no bytes: STATUS only
+        (LOADER, p(L, bytes(5), engine=0, session=7), "accepted"),  # no bytes: STATUS only
+        # a third station during the session: neither a load nor its STATUS
+        (THIRD, p(L, udp.load_chunks(load(two, 20))[0], session=7), "foreign"),
+        (THIRD, p(L, first_load[0]), "foreign"),  # (the session's id: still foreign)
+        (THIRD, p(L, bytes(5), engine=0, session=7), "foreign"),
         (HOST, p(L, udp.load_chunks(bytes(damaged))[0]), "accepted"),
         (HOST, p(L, udp.load_chunks(load(image(first, other), 50))[0]), "accepted"),
         *((HOST, p(L, chunk), "accepted") for chunk in truncated),
@@ -509,6 +518,7 @@ def _programmable_script(first, second, engine_id: int):
         (HOST, p(L, first_load[2]), "accepted"),  # ... is refused (its CRC started again)
         (HOST, p(T, raw[: 30 * tb], seq=0), "accepted"),
         (HOST, p(C), "accepted"),
+        (THIRD, p(L, bytes(5), engine=0, session=9), "accepted"),  # no session: anyone loads
     ]
     return script, data, (one, two)
 
@@ -517,7 +527,8 @@ def _programmable_script(first, second, engine_id: int):
 def test_programmable_gateware_and_model_load_alike(tmp_path):
     """LOAD over the link, the gateware (a programmable engine behind the UDP top) and the
     software board answer byte for byte: chunks reassembled in order (a gap, an overlap and
-    another engine's refused and counted), from a station outside the session; a damaged, a
+    another engine's refused and counted), from another port of the session's host; a third
+    station's loads during the session ``foreign``, unanswered, changing nothing; a damaged, a
     foreign and a truncated load refused with the first query still running; the second
     in force from its tuple. The records are the reference run of the switch, and STATUS
     names the image in force across RESET."""
@@ -551,17 +562,18 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
             assert got[-1][0] == sender
             assert udp.decode_header(got[-1][1])["session"] == udp.decode_header(payload)["session"]
         classes[verdict] = classes.get(verdict, 0) + 1
-    reset = len(script) - 5
+    reset = len(script) - 6
     status = _status(hw[reset - 2][-1][1])  # the STATUS before the second RESET
-    assert status["bad_load"] == 2 and status["bad_header"] == 1
+    assert status["bad_load"] == 2 and status["bad_header"] == 1 and status["foreign"] == 3
     assert status["refused"] == 3 and status["load_offset"] == 0
     assert status["image"].to_bytes(8, "little").hex() == two.fingerprint
     assert (status["engine"], status["states"], status["atoms"], status["queries"]) == (1, 4, 4, 2)
     after_reset = _status(hw[reset][-1][1])
     assert after_reset["image"] == status["image"] and after_reset["tuples"] == 0
     assert after_reset["load_offset"] == 20  # (the load under way goes on)
-    closed = _status(hw[-1][-1][1])
+    closed = _status(hw[-2][-1][1])
     assert closed["refused"] == 1 and closed["image"] == status["image"]
+    assert hw[-1][-1][0] == THIRD and _status(hw[-1][-1][1])["image"] == status["image"]
     assert _status(hw[9][-1][1])["image"].to_bytes(8, "little").hex() == one.fingerprint
     # the records of the first run: no image before tuple 10, the first file to 60, then the
     # second (the switch's reference run)

@@ -609,7 +609,8 @@ class PayloadRx(wiring.Component):
             )
         ):
             m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(~bound & ~(reset & ~s.open) & ~load):
+        # (a LOAD: while a session is alive, only from its host's IPv4 address, any port)
+        with m.Elif(Mux(load, s.open & ~h.same_ip, ~bound & ~(reset & ~s.open))):
             m.d.comb += cls.eq(C.FOREIGN)
         with m.Elif(load & misplaced):
             m.d.comb += cls.eq(C.BAD_LOAD)

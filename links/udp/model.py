@@ -69,7 +69,9 @@ class UdpBoardModel(BoardModel):
     (:class:`~nfacep.links.model.ParamRegisters`); one while a switch is pending is
     ``engine_full``. STATUS ends with the values in force.
 
-    A programmable engine (``params.engine``) takes LOAD packets from any sender, reassembled
+    A programmable engine (``params.engine``) takes LOAD packets from any sender while no
+    session is alive, from the session host's IPv4 address (any port) while one is (another
+    sender's is ``foreign``), reassembled
     in order as the gateware does (a chunk elsewhere than where the load stands is
     ``bad_load``), each answered with STATUS to its sender (its ``image`` and ``refused``
     from before the load the chunk ends, if it ends one); the engine is an
@@ -171,7 +173,7 @@ class UdpBoardModel(BoardModel):
         if ptype in engined and head["engine_id"] != self.id:
             return "bad_header"
         if ptype == PacketType.LOAD:
-            return self._load_class(body)
+            return self._load_class(body, sender)
         if ptype == PacketType.PARAMS:
             wrong = len(body) != SWITCH_BYTES + self.registers.nbytes
         elif ptype in commands:
@@ -189,11 +191,14 @@ class UdpBoardModel(BoardModel):
             return "engine_full"
         return "accepted"
 
-    def _load_class(self, body: bytes) -> str:
-        """A LOAD's class after its header's (no session needed): its offset and flags are
-        there, its offset is where the load stands."""
+    def _load_class(self, body: bytes, sender: Address) -> str:
+        """A LOAD's class after its header's: its offset and flags are there; while a session
+        is alive, from its host's IPv4 address (any port); its offset is where the load
+        stands."""
         if len(body) < LOAD_HEADER_BYTES:
             return "bad_udp"
+        if self.open and self.peer is not None and sender[0] != self.peer[0]:
+            return "foreign"
         offset = int.from_bytes(body[:4], "little")
         if len(body) > LOAD_HEADER_BYTES and offset != len(self.assembling):
             return "bad_load"

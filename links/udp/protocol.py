@@ -35,10 +35,11 @@ CLOSE      0x05   none: end the session; the board answers with STATUS
 LOAD       0x06   only to a programmable engine: a chunk of a load of a configuration
                   image (:func:`nfacep.image.load`): its offset in the load (4 bytes),
                   flags (1 byte, bit 0: the load's last chunk), then its bytes
-                  (:func:`load_chunks`); no bytes: only STATUS (any engine_id). From
-                  any sender (not only the session's host: another process may load a
-                  query while a run streams), for this engine_id; the board answers the
-                  sender with STATUS
+                  (:func:`load_chunks`); no bytes: only STATUS (any engine_id). While
+                  a session is alive, only from its host's IPv4 address, any UDP port
+                  and session id (another process of the host's may load a query while
+                  a run streams; another sender's is ``foreign``), else from any
+                  sender, for this engine_id; the board answers the sender with STATUS
 ========== ====== =================================================================
 
 A load is reassembled in order: a chunk is taken when its offset is where the load being
