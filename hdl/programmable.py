@@ -212,7 +212,9 @@ class ProgrammableEngine(wiring.Component):
         no tuple is in flight, then is in force at once, with a new epoch: every partition's
         states read as empty from then on. From its number on, tuples wait for it; a load for
         another engine, of another length or with a wrong CRC is counted in ``refused`` and
-        changes nothing.
+        changes nothing. A load identical to the last one taken (the same image fingerprint
+        and tuple number: a loader sending it again when an answer was lost) changes nothing
+        either: it is not applied twice.
 
         The loader's registers and the configuration have no reset (they start at zero):
         a reset keeps them (``configured`` says what it leaves)."""
@@ -231,6 +233,10 @@ class ProgrammableEngine(wiring.Component):
         whole = Signal(name="config_whole", reset_less=True)
         in_force = Signal(64, name="config_in_force", reset_less=True)
         configured = Signal(name="config_configured", reset_less=True)
+        # the last load taken (its image fingerprint and tuple number), to know it again
+        last_named = Signal(64, name="config_last_image", reset_less=True)
+        last_at = Signal(AT_BYTES * 8, name="config_last_at", reset_less=True)
+        taken = Signal(name="config_taken", reset_less=True)
         m.d.comb += [self.image.eq(in_force), self.configured.eq(configured)]
         port = self.i_config
         m.submodules.config_crc = check = crc.catalog.CRC32_ISO_HDLC(data_width=8).create()
@@ -267,7 +273,12 @@ class ProgrammableEngine(wiring.Component):
                 ]
         with m.If(ended):  # the CRC has taken the last byte
             with m.If(whole & check.match_detected):
-                m.d.sync += pending.eq(1)
+                m.d.sync += [
+                    pending.eq(~taken | (named != last_named) | (at != last_at)),
+                    last_named.eq(named),
+                    last_at.eq(at),
+                    taken.eq(1),
+                ]
             with m.Else():
                 m.d.sync += self.refused.eq(self.refused + 1)
         due = Signal(AT_BYTES * 8, name="config_due")

@@ -510,7 +510,10 @@ def _programmable_script(first, second, engine_id: int):
         (HOST, p(L, udp.load_chunks(load(image(first, other), 50))[0]), "accepted"),
         *((HOST, p(L, chunk), "accepted") for chunk in truncated),
         *((HOST, p(L, chunk), "accepted") for chunk in udp.load_chunks(load(two, 60), 30)),
-        (HOST, p(T, raw[40 * tb : 90 * tb], seq=2), "accepted"),  # the switch at 60
+        (HOST, p(T, raw[40 * tb : 77 * tb], seq=2), "accepted"),  # the switch at 60
+        # the same load again (a loader whose answer was lost): not applied twice (at 77)
+        *((HOST, p(L, chunk), "accepted") for chunk in udp.load_chunks(load(two, 60), 30)),
+        (HOST, p(T, raw[77 * tb : 90 * tb], seq=3), "accepted"),
         (HOST, p(S), "accepted"),
         (HOST, p(L, first_load[0]), "accepted"),  # a load under way at RESET ...
         (HOST, p(R), "accepted"),  # (the second image stays in force)
@@ -587,6 +590,10 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
     ]
     fixed = EngineParams(partitions=PARTITIONS)
     before, after = run_switched(first, second, data, 60, fixed)
+    # (the repeat applied again at 77 would have cleared the partitions: other records)
+    _, again = run_switched(second, second, data, 77, fixed)
+    kept = [r[:4] for r in after.records(second, data) if r.seq >= 77]
+    assert kept != [r[:4] for r in again.records(second, data)]
     want = [r for r in before.records(first, data) if r.seq >= 10 or r.dropped]
     want += after.records(second, data)
     assert [r[:4] for r in records] == [r[:4] for r in want]
