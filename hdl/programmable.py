@@ -233,10 +233,6 @@ class ProgrammableEngine(wiring.Component):
         whole = Signal(name="config_whole", reset_less=True)
         in_force = Signal(64, name="config_in_force", reset_less=True)
         configured = Signal(name="config_configured", reset_less=True)
-        # the last load taken (its image fingerprint and tuple number), to know it again
-        last_named = Signal(64, name="config_last_image", reset_less=True)
-        last_at = Signal(AT_BYTES * 8, name="config_last_at", reset_less=True)
-        taken = Signal(name="config_taken", reset_less=True)
         m.d.comb += [self.image.eq(in_force), self.configured.eq(configured)]
         port = self.i_config
         m.submodules.config_crc = check = crc.catalog.CRC32_ISO_HDLC(data_width=8).create()
@@ -272,15 +268,7 @@ class ProgrammableEngine(wiring.Component):
                     whole.eq((count == total - 1) & ~foreign),
                 ]
         with m.If(ended):  # the CRC has taken the last byte
-            with m.If(whole & check.match_detected):
-                m.d.sync += [
-                    pending.eq(~taken | (named != last_named) | (at != last_at)),
-                    last_named.eq(named),
-                    last_at.eq(at),
-                    taken.eq(1),
-                ]
-            with m.Else():
-                m.d.sync += self.refused.eq(self.refused + 1)
+            self._ended(m, whole & check.match_detected, named, at, pending)
         due = Signal(AT_BYTES * 8, name="config_due")
         m.d.comb += [
             due.eq(self.tuples - at),
@@ -295,6 +283,23 @@ class ProgrammableEngine(wiring.Component):
                 configured.eq(1),
             ]
         return self._config_layout(active[: self._config_layout.size])
+
+    def _ended(self, m: Module, good, named, at, pending) -> None:
+        """A whole load received: a ``good`` one waits for its tuple (``pending``) unless it
+        is the last one taken again (the same image fingerprint ``named`` and tuple ``at``),
+        a bad one is counted in ``refused``."""
+        last_named = Signal(64, name="config_last_image", reset_less=True)
+        last_at = Signal(len(at), name="config_last_at", reset_less=True)
+        taken = Signal(name="config_taken", reset_less=True)
+        with m.If(good):
+            m.d.sync += [
+                pending.eq(~taken | (named != last_named) | (at != last_at)),
+                last_named.eq(named),
+                last_at.eq(at),
+                taken.eq(1),
+            ]
+        with m.Else():
+            m.d.sync += self.refused.eq(self.refused + 1)
 
     def _field(self, config, name: str):
         return config[name.replace(".", "_")]
