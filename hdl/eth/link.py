@@ -279,7 +279,8 @@ class UdpLink(wiring.Component):
     o_config : ``Out(stream.Signature(LOAD_BYTE))``
         With ``load`` (a programmable engine): the bytes of the loads (the engine's
         ``i_config``), crossed from the receive clock's domain as the tuples are. An accepted
-        LOAD (from any sender) is answered with STATUS to its sender.
+        LOAD (from the session host's IPv4 address while a session is alive, else from any
+        sender) is answered with STATUS to its sender.
     image, refused : ``In(64)``, ``In(32)``
         With ``load``: the engine's image in force and loads refused, for STATUS.
     """

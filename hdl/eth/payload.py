@@ -230,7 +230,9 @@ class PayloadRx(wiring.Component):
     whether the engine takes it is decided after the crossing.
 
     With ``load`` (a programmable engine; else a LOAD is a ``bad_header``), a LOAD for this
-    engine from any sender (no session needed; one without bytes, which asks for STATUS only,
+    engine (no session of its own needed: while a session is alive from its host's IPv4
+    address, any port, else ``foreign``; with none from any sender; one without bytes, which
+    asks for STATUS only,
     whatever its ``engine_id``) is reassembled: its bytes after the offset and
     flags go to ``load_write`` (``data`` and ``last``: the flags' last bit on the chunk's final
     byte), committed with ``load_commit`` when it is accepted, when its offset is where the
