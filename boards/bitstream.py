@@ -207,7 +207,7 @@ def estimate(
     LUT RAM; :func:`~nfacep.boards.resources.table_brams`). Other memories (the input FIFO) may
     take block RAM too. ``options`` are the link's, as for :func:`build`.
     """
-    engine, _, top, platform = design(nfa, board, params, link, None, values, **options)
+    engine, link_info, top, platform = design(nfa, board, params, link, None, values, **options)
     plan, _ = elaborate(top, platform, None, None, lambda text: None)
     ffs = count_flipflops(plan.files[f"{TOP}.il"])
     message = refused_before_synthesis(ffs, board, platform.device)
@@ -230,4 +230,10 @@ def estimate(
         "refused_above_ffs": int(board.ffs * ESTIMATE_MARGIN),
         "refused": message is not None,
         "message": message,
+        # the link's clocks, where it has its own (the UDP link: the engine's beside it)
+        "link_clock": {
+            k: v for k, v in link_info.items() if k.startswith(("engine_", "line_", "link_"))
+        }
+        or None,
+        "link_note": link_info.get("note"),
     }

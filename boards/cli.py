@@ -404,7 +404,9 @@ class Load(Command):
         "the board's STATUS says its engine (capacities, stream declaration and key by its "
         "engine id); the image is made for it, or refused before anything is sent, naming "
         "each capacity the file exceeds; it travels in LOAD packets (boards/UDP.md, "
-        '"Loading a query"), needs no session, so a run may be streaming meanwhile, and '
+        '"Loading a query"), needs no session of its own, so a run on the same host may be '
+        "streaming meanwhile (while a session is alive the board takes loads from its host's "
+        "address only), and "
         "is in force from tuple --at on (default: the next tuple the engine takes), every "
         "partition's states cleared at once. Exit 0 once the board took it (and, without a "
         "later --at, once it is in force)."

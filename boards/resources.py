@@ -226,6 +226,8 @@ def render_estimate(est: dict) -> str:
                 )
             )
         out.append(f"  {label[key]:<12}{r['estimate']:>10,}{r['total']:>10,}{share:>8}  {note}")
+    if est.get("link_clock"):
+        out.append(f"  {est['link_note']}")
     if est["refused"]:
         out.append(f"refused: `nfacep build` would stop before synthesis: {est['message']}")
     else:

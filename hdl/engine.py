@@ -50,6 +50,7 @@ from .table import TablePartitioner
 __all__ = [
     "Engine",
     "HardwareLimitError",
+    "cycles_per_tuple",
     "partition_key",
     "partition_store",
     "record_filter",
@@ -194,6 +195,13 @@ class Engine(wiring.Component):
     @property
     def params(self) -> EngineParams:
         return self._params
+
+    @property
+    def cycles_per_tuple(self) -> int:
+        """Cycles a tuple takes at full throughput, nothing stalling (the class's description):
+        2 with the pipeline store of more than one partition, 3 with SDRAM (at best), else 1.
+        The link's board top sizes the engine's clock with it."""
+        return cycles_per_tuple(bool(self._nfa.program.partition_fields), self._params)
 
     @property
     def values(self) -> ParamValues | None:
@@ -482,6 +490,17 @@ def store_update(nfa: Nfa):
             update.hints_ahead = True
 
     return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
+
+
+def cycles_per_tuple(keyed: bool, params: EngineParams) -> int:
+    """Cycles a tuple takes at full throughput through :func:`partition_store`'s store (a
+    query with PARTITION, ``keyed``), nothing stalling: 2 with the pipeline store of more than
+    one partition, 3 with SDRAM (at best), else 1."""
+    if not keyed:
+        return 1
+    if params.store == "pipeline":
+        return 2 if params.partitions > 1 else 1
+    return 3 if params.store == "sdram" else 1
 
 
 def partition_store(

@@ -44,7 +44,13 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS
 
-from .engine import interface, partition_key, partition_store, record_filter
+from .engine import (
+    cycles_per_tuple,
+    interface,
+    partition_key,
+    partition_store,
+    record_filter,
+)
 from .layout import tuple_layout
 from .stream import StreamBuffer, StreamQueue
 
@@ -169,6 +175,12 @@ class ProgrammableEngine(wiring.Component):
         return self._tuple_layout
 
     @property
+    def cycles_per_tuple(self) -> int:
+        """Cycles a tuple takes at full throughput (:func:`~nfacep.hdl.engine.cycles_per_tuple`);
+        the link's board top sizes the engine's clock with it."""
+        return cycles_per_tuple(bool(self._shape.partition_fields), self._params)
+
+    @property
     def store(self):
         """The partition store of the last elaboration (None without PARTITION)."""
         return self._store
@@ -206,7 +218,9 @@ class ProgrammableEngine(wiring.Component):
         no tuple is in flight, then is in force at once, with a new epoch: every partition's
         states read as empty from then on. From its number on, tuples wait for it; a load for
         another engine, of another length or with a wrong CRC is counted in ``refused`` and
-        changes nothing.
+        changes nothing. A load identical to the last one taken (the same image fingerprint
+        and tuple number: a loader sending it again when an answer was lost) changes nothing
+        either: it is not applied twice.
 
         The loader's registers and the configuration have no reset (they start at zero):
         a reset keeps them (``configured`` says what it leaves)."""
@@ -260,10 +274,7 @@ class ProgrammableEngine(wiring.Component):
                     whole.eq((count == total - 1) & ~foreign),
                 ]
         with m.If(ended):  # the CRC has taken the last byte
-            with m.If(whole & check.match_detected):
-                m.d.sync += pending.eq(1)
-            with m.Else():
-                m.d.sync += self.refused.eq(self.refused + 1)
+            self._ended(m, whole & check.match_detected, named, at, pending)
         due = Signal(AT_BYTES * 8, name="config_due")
         m.d.comb += [
             due.eq(self.tuples - at),
@@ -278,6 +289,23 @@ class ProgrammableEngine(wiring.Component):
                 configured.eq(1),
             ]
         return self._config_layout(active[: self._config_layout.size])
+
+    def _ended(self, m: Module, good, named, at, pending) -> None:
+        """A whole load received: a ``good`` one waits for its tuple (``pending``) unless it
+        is the last one taken again (the same image fingerprint ``named`` and tuple ``at``),
+        a bad one is counted in ``refused``."""
+        last_named = Signal(64, name="config_last_image", reset_less=True)
+        last_at = Signal(len(at), name="config_last_at", reset_less=True)
+        taken = Signal(name="config_taken", reset_less=True)
+        with m.If(good):
+            m.d.sync += [
+                pending.eq(~taken | (named != last_named) | (at != last_at)),
+                last_named.eq(named),
+                last_at.eq(at),
+                taken.eq(1),
+            ]
+        with m.Else():
+            m.d.sync += self.refused.eq(self.refused + 1)
 
     def _field(self, config, name: str):
         return config[name.replace(".", "_")]

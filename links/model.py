@@ -190,7 +190,8 @@ class ImageEngine:
     string at a time, checks each whole one as the engine does (the engine's fingerprint, the
     length, the CRC-32; else ``refused``), and puts it in force from its tuple (or the next
     tuple taken, when that one has passed; after the load before it), clearing every
-    partition's states; it runs the configuration in force over the tuples it takes, the
+    partition's states (a load identical to the last one taken, the same image and tuple
+    number, is not applied again); it runs the configuration in force over the tuples it takes, the
     partition store (keys, drops, timers) being the reference matcher's. The configuration
     (and the image in force) survives :meth:`reset`, as the engine's does the UDP link's RESET.
 
@@ -211,6 +212,9 @@ class ImageEngine:
         self.refused = 0
         #: the loads waiting: (the tuple from which, Image, fingerprint, the load's tuple number)
         self.loads: list[tuple[int, object, int, int]] = []
+        #: the last load taken: (fingerprint, tuple number); one identical to it is not applied
+        #: again (a loader's repeat when an answer was lost); it survives RESET
+        self.last: tuple[int, int] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -244,6 +248,9 @@ class ImageEngine:
         due = (at - since) % 2**32
         start = since + (due if due < 2**31 else 0)
         named = int.from_bytes(data[AT_BYTES + prints : AT_BYTES + prints + 8], "little")
+        if self.last == (named, at):
+            return True  # (taken before: not applied twice)
+        self.last = (named, at)
         self.loads.append((start, Image.from_body(self.shape, body), named, at))
         return True
 

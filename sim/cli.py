@@ -65,19 +65,7 @@ class Sim(Command):
             "frames per second against the line's limit, the latency "
             "and every frame counter",
         )
-        parser.add_argument(
-            "--tuples-per-packet",
-            type=int,
-            metavar="N",
-            help="with --link udp: tuples in each UDP packet (default as many "
-            "as fit 1,500 bytes and the board's buffer)",
-        )
-        parser.add_argument(
-            "--pcap",
-            metavar="F",
-            help="with --link udp: write every frame both ways to the pcap file F (for "
-            "Wireshark with links/udp/nfacep.lua; boards/UDP.md)",
-        )
+        _add_udp_arguments(parser)
         parser.add_argument(
             "--mode",
             choices=("batch", "cycle", "native"),
@@ -142,12 +130,14 @@ class Sim(Command):
                     check=args.check,
                     seed=args.seed,
                     pcap=args.pcap,
+                    engine_mhz=args.engine_mhz,
                 )
             )
         else:
             for flag, value in (
                 ("--tuples-per-packet", args.tuples_per_packet),
                 ("--pcap", args.pcap),
+                ("--engine-mhz", args.engine_mhz),
             ):
                 if value is not None:
                     raise UsageError(f"{flag} needs --link udp")
@@ -174,3 +164,27 @@ class Sim(Command):
         if result.waves:
             print(f"waves -> {result.waves}")
         return 0
+
+
+def _add_udp_arguments(parser) -> None:
+    """``sim``'s options for ``--link udp``."""
+    parser.add_argument(
+        "--tuples-per-packet",
+        type=int,
+        metavar="N",
+        help="with --link udp: tuples in each UDP packet (default as many "
+        "as fit 1,500 bytes and the board's buffer)",
+    )
+    parser.add_argument(
+        "--engine-mhz",
+        type=float,
+        metavar="F",
+        help="with --link udp: the engine's clock, in its own domain beside the link's "
+        "125 MHz (default: the one `nfacep build --link udp` chooses)",
+    )
+    parser.add_argument(
+        "--pcap",
+        metavar="F",
+        help="with --link udp: write every frame both ways to the pcap file F (for "
+        "Wireshark with links/udp/nfacep.lua; boards/UDP.md)",
+    )

@@ -34,7 +34,7 @@ from nfacep import wire
 from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.links.host import BoardResult
-from nfacep.links.udp.protocol import FRAME_CLASSES, HEADER_BYTES
+from nfacep.links.udp.protocol import FRAME_CLASSES, HEADER_BYTES, line_limit
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
@@ -53,20 +53,9 @@ HOST = "02:00:00:00:00:01", "192.168.1.1", 40000
 SESSION = 0x6E666163
 #: The session id of its LOAD packets (a loader's: their answers are not the session's).
 LOADER = SESSION ^ 0xFFFF
-#: Bytes a frame takes on the wire besides the frame itself (destination MAC to FCS): the
-#: preamble and start delimiter (8) and the minimum inter-frame gap (12).
-WIRE_OVERHEAD = 20
-#: Nanoseconds a byte takes on GMII at 1 Gb/s, and the engine's clock period (125 MHz).
+#: Nanoseconds a byte takes on GMII at 1 Gb/s, and the link's clock period (125 MHz).
 BYTE_NS = 8
 CLOCK_NS = 8
-
-
-def line_limit(frame_bytes: int) -> float:
-    """Frames per second a 1 Gb/s line carries of frames of ``frame_bytes`` (destination MAC
-    to FCS; shorter frames are padded to 64): 10^9 / 8 / (bytes + 20)."""
-    from nfacep.links.udp.protocol import MIN_FRAME
-
-    return 1e9 / 8 / (max(frame_bytes, MIN_FRAME) + WIRE_OVERHEAD)
 
 
 @dataclass
@@ -130,7 +119,9 @@ class UdpSimOptions:
     ``build_dir``: the folder caching builds; ``check``: also run the reference matcher and set
     the result's ``failure`` when the records differ; ``keep_run``: keep the run folder (it is
     kept anyway on a failure); ``seed``: the seed of the testbench's traffic; ``pcap``: a pcap
-    file to write every frame to, both ways (:mod:`nfacep.links.udp.pcap`).
+    file to write every frame to, both ways (:mod:`nfacep.links.udp.pcap`); ``engine_mhz``: the
+    engine's clock (its own domain beside the link's 125 MHz), as the board's PLL gives it
+    (default the one ``nfacep build`` chooses, :func:`nfacep.links.udp.top.engine_clock`).
     """
 
     simulator: str = "icarus"
@@ -141,6 +132,7 @@ class UdpSimOptions:
     check: bool = False
     keep_run: bool = False
     seed: int = 0
+    engine_mhz: float | None = None
 
     def __post_init__(self):
         if self.simulator not in build.SIMULATORS:
@@ -199,7 +191,7 @@ class UdpSimulation:
         run_dir = Path(tempfile.mkdtemp(prefix="udp-", dir=cache))
         keep = True
         try:
-            top_v, top = _emit(nfa, params, values, run_dir)
+            top_v, top = _emit(nfa, params, values, run_dir, self.options.engine_mhz)
             plan = _write_frames(nfa, tuples, values, top, per_packet, run_dir)
             with build.environment(self.options.simulator, cache):
                 model = build.build_model(
@@ -216,6 +208,7 @@ class UdpSimulation:
                     seed=self.options.seed,
                 )
             result = self._result(nfa, tuples, params, values, run_dir, plan)
+            result.line["engine_mhz"] = round(top.engine_mhz, 3)
             keep = self.options.keep_run or result.failure is not None
             return result
         finally:
@@ -298,9 +291,16 @@ class UdpSimulation:
 
 
 def _emit(
-    nfa: Nfa, params: EngineParams, values: ParamValues | None, run_dir: Path
+    nfa: Nfa,
+    params: EngineParams,
+    values: ParamValues | None,
+    run_dir: Path,
+    engine_mhz: float | None = None,
 ) -> tuple[Path, object]:
-    """The UDP board top's Verilog (the bitstream's addresses and settings) in ``run_dir``."""
+    """The UDP board top's Verilog (the bitstream's addresses and settings, the engine in its
+    own clock domain) in ``run_dir``; the top, its ``engine_mhz`` set: the board's PLL's
+    frequency for ``engine_mhz`` (:func:`nfacep.links.udp.top.engine_clock`; default the
+    build's choice)."""
     from amaranth.back import verilog
 
     from nfacep.hdl.engine import Engine
@@ -308,13 +308,16 @@ def _emit(
     from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
 
     board = DEFAULT_ENDPOINT
+    from nfacep.links.udp.top import engine_clock
+
     if params.engine == "programmable":
         from nfacep.hdl.programmable import ProgrammableEngine
 
         engine = ProgrammableEngine(_shape(nfa, params), params)
     else:
         engine = Engine(nfa, params, values=values)
-    top = UdpTop(engine, mac=board.mac, ip=board.ip, port=board.port)
+    top = UdpTop(engine, mac=board.mac, ip=board.ip, port=board.port, engine_clock=True)
+    top.engine_mhz = engine_clock(engine, engine_mhz).mhz  # (the board's PLL gives it)
     path = run_dir / "udp_top.v"
     path.write_text(verilog.convert(top, name=TOP, emit_src=False), encoding="utf-8")
     return path, top
@@ -401,7 +404,9 @@ def _write_frames(
         "index": index,
         "n": tuples.n,
         "flush": 1024,
-        "quiet": 2 * (engine.params.partitions + 32),
+        # (the engine's quiet cycles, in the link's: the STATUS wait's spacing)
+        "quiet": 2 * (engine.params.partitions + 32) * max(1, round(125 / top.engine_mhz)),
+        "engine_ps": round(1e6 / top.engine_mhz),
         "requests": {
             str(t): udp.udp_frame(
                 host, board, udp.packet(t, session=SESSION), udp_checksum=True

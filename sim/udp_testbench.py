@@ -66,6 +66,8 @@ class UdpBoardTB:
 
         dut = self.dut
         cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+        # the engine's own clock (the board's PLL gives it at the frequency the build chose)
+        cocotb.start_soon(Clock(dut.engine_clk, self.config["engine_ps"], unit="ps").start())
         await Timer(RX_PHASE_NS, unit="ns")
         cocotb.start_soon(Clock(dut.rx_clk, BYTE_NS, unit="ns").start())
         self.source = GmiiSource(dut.rxd, dut.rx_er, dut.rx_dv, dut.rx_clk)  # ifg 12 bytes

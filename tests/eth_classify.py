@@ -81,6 +81,7 @@ class Board:
     next_seq: int = 0
     lost: int = 0
     late: int = 0
+    echoes: int = 0
 
     def classify(self, burst: bytes, rx_er: bool = False) -> Verdict:
         """The class of one burst of ``rx_dv`` (preamble, delimiter, frame, FCS);
@@ -115,8 +116,9 @@ class Board:
         if ethertype != b"\x08\x00":
             return Verdict("not_for_us", why="EtherType")
         ip = f[14:34]
-        # 3. the IPv4 destination and protocol before the three IPv4 checks, the port after
-        if ip[16:20] != me.ip or ip[9] != 17:
+        # 3. the IPv4 destination and protocol (UDP or ICMP) before the three IPv4 checks, the
+        # port (or the ICMP type) after
+        if ip[16:20] != me.ip or ip[9] not in (1, 17):
             return Verdict("not_for_us", why="IP address or protocol")
         if ip[0] != 0x45:
             return Verdict("ip_unsupported")
@@ -124,9 +126,24 @@ class Board:
             return Verdict("bad_ip_checksum")
         if int.from_bytes(ip[6:8], "big") & 0x3FFF:  # more fragments (0x2000), offset
             return Verdict("ip_fragment")
+        if ip[9] == 1:
+            return self._icmp(f)
         if int.from_bytes(f[36:38], "big") != me.port:
             return Verdict("not_for_us", why="port")
         return self._udp(f)
+
+    def _icmp(self, f: bytes) -> Verdict:
+        """An ICMP message: an echo request is answered (an ``engine_full`` while the last
+        one's reply waits is not modelled: the fuzz sends too few for it to happen)."""
+        ip_length = int.from_bytes(f[16:18], "big")
+        if f[34:36] != b"\x08\x00":
+            return Verdict("not_for_us", why="ICMP other than an echo request")
+        # 7. lengths
+        if 14 + ip_length > len(f):
+            return Verdict("bad_udp", why="IP packet longer than the frame")
+        if ip_length < 20 + 8:
+            return Verdict("bad_udp", why="echo request shorter than its header")
+        return Verdict("accepted", kind="echo")
 
     def _udp(self, f: bytes) -> Verdict:
         ip_length = int.from_bytes(f[16:18], "big")
@@ -171,6 +188,8 @@ class Board:
         if verdict.kind in ("reset", "close") and verdict.cls == "accepted":
             raise ValueError("RESET and CLOSE are not modelled")
         self.counts[verdict.cls] += 1
+        if verdict.cls == "accepted" and verdict.kind == "echo":
+            self.echoes += 1
         if verdict.cls == "accepted" and verdict.kind == "tuples":
             self.tuples += len(verdict.body) // self.tuple_bytes
             gap = (verdict.seq - self.next_seq) % 2**32

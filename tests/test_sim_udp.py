@@ -181,6 +181,43 @@ def test_runtime_parameter_switches_over_udp(tmp_path, sim_cache):
         assert counts["udp_checksums"] == len(host) > 11  # the board's UDP sends none
 
 
+@pytest.mark.slow
+def test_an_engine_slower_than_the_line_loses_nothing_it_takes(tmp_path, sim_cache):
+    """The engine in its own clock domain at 19.5 MHz (625 / 32) beside the link's 125 MHz:
+    the pipeline store takes a tuple every other cycle, 9.8M tuples/s, below the line's
+    10.8M at 132 tuples a packet. The receive buffer absorbs 278 tuples sent back to back
+    (the crossing stalls the link, nothing is dropped): the matches are ``match``'s. 1,000 at
+    5 MHz overflow it: the frames that do not fit are refused whole and
+    counted (``engine_full``), every tuple of the others is taken, the run fails (exit 1)."""
+    require_icarus()
+    query, data = QUERIES / "marathon.sql", QUERIES / "marathon.csv"
+    engine = ("--store", "pipeline", "--partitions", "16")
+    got, summary = sim_udp(
+        tmp_path, sim_cache, query, data, *engine, "--engine-mhz", "19.6", "--check"
+    )
+    assert got == match(tmp_path, query, data, *engine)
+    assert summary["line"]["engine_mhz"] == pytest.approx(625 / 32, abs=1e-3)
+    assert summary["board"]["engine_full"] == 0 and summary["board"]["tuples"] == 278
+    lines = data.read_text().splitlines()
+    more = tmp_path / "more.csv"
+    more.write_text("\n".join([lines[0], *(lines[1:] * 4)[:1000]]) + "\n")
+    _, summary = sim_udp(
+        tmp_path,
+        sim_cache,
+        query,
+        more,
+        *engine,
+        "--engine-mhz",
+        "5",
+        "--tuples-per-packet",
+        "100",
+        code=1,
+    )
+    board = summary["board"]
+    assert board["engine_full"] > 0
+    assert board["tuples"] == 100 * (10 - board["engine_full"])
+
+
 WIDE_OUT = """CREATE STREAM s (v UINT(8));
 QUERY every FROM s
 PATTERN ( A )

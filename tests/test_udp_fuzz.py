@@ -559,7 +559,7 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     longer = Fuzz(engine_id)
     longer.frames(max(N_FRAMES, SIM_FRAMES))
     assert set(fuzz.sources) == set(longer.sources)
-    assert {f["cls"] for f in frames} == set(FRAME_CLASSES) - {"engine_full"}
+    assert {f["cls"] for f in frames} == set(FRAME_CLASSES) - {"engine_full", "bad_load"}
     assert any(f["disputed"] for f in frames) and fuzz.board.lost and fuzz.board.late
     board = fuzz.board
     predicted = dict(board.counts)
@@ -594,8 +594,11 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     sent = [udp.parse_frame(bytes.fromhex(f)) for f in got["frames"]]
     packets = [f for f in sent if f["kind"] == "udp"]
     arps = [f for f in sent if f["kind"] == "arp"]
-    # every packet to the session's host (whoever sent the request), with its id
-    assert all(f["src"] == BOARD and f["dst"] == HOST for f in packets)
+    # every packet to the session's host, with its id: RECORDS to its RESET's MAC address,
+    # STATUS to the request's (the session binds the IPv4 address and port, not the MAC)
+    assert all(f["src"] == BOARD and f["dst"].ip == HOST.ip for f in packets)
+    assert all(f["dst"].port == HOST.port for f in packets)
+    assert all(f["dst"] == HOST for f in packets if f["payload"][1] == PacketType.RECORDS)
     headers = [udp.decode_header(f["payload"]) for f in packets]
     assert [h["seq"] for h in headers] == list(range(len(headers)))  # none lost, from RESET's
     assert all(h["engine_id"] == engine_id and h["session"] == SESSION for h in headers)
@@ -619,11 +622,12 @@ def test_udp_board_top_fuzz_icarus(tmp_path):
     assert sum(counted.values()) == SIM_FRAMES + requests
     disputed = sum(f["disputed"] for f in frames)  # (header and body bad: bad_header)
     assert counted == {**predicted, "accepted": predicted["accepted"] + requests}
-    assert {k: after[k] for k in ("tuples", "next_seq", "lost", "late")} == {
+    assert {k: after[k] for k in ("tuples", "next_seq", "lost", "late", "echoes")} == {
         "tuples": board.tuples,
         "next_seq": board.next_seq,
         "lost": board.lost,
         "late": board.late,
+        "echoes": board.echoes,
     }
     assert after["flags"] & 1
 

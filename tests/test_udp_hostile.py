@@ -20,10 +20,10 @@ import pytest
 from test_udp_host import QUERIES, reference, run
 
 from nfacep import compile_file, wire
-from nfacep.links.udp import protocol as udp
 from nfacep.links.udp.model import UdpBoardModel
 from nfacep.links.udp.protocol import (
     HEADER_BYTES,
+    VERSION,
     PacketType,
     decode_header,
     encode_header,
@@ -164,7 +164,7 @@ def test_a_board_of_the_old_version_is_named(tmp_path, capsys):
         return [(address, _with(payload, version=3)) for address, payload in answers]
 
     err = _failed(*_run(twist, tmp_path), capsys, 2, "version 3", "rebuild the bitstream")
-    assert f"version {udp.VERSION}" in err
+    assert f"version {VERSION}" in err
 
 
 def test_a_packet_number_jump_of_2_31_is_a_contradiction_not_a_walk(tmp_path, capsys):

@@ -1108,6 +1108,39 @@ def test_udp_board_top_elaborates_for_the_colorlight():
     assert resources.count_flipflops(rtlil) > 0
 
 
+@pytest.mark.slow
+def test_engine_clock_chosen_for_the_line_or_stated(capsys):
+    """The engine's clock beside the link: the build chooses the PLL's slowest at or above 1.5
+    times what the pipeline store (2 cycles a tuple) needs for the line's most marathon tuples
+    per second (132 a packet, the limit of ``sim --link udp``); ``--engine-mhz`` takes the
+    PLL's nearest at or below; ``check --board`` says so; out of the PLL's range, exit 2."""
+    from test_boards import run
+
+    from nfacep import compile_file
+    from nfacep.hdl.engine import Engine
+    from nfacep.links.udp.top import engine_clock
+    from nfacep.params import EngineParams
+    from nfacep.sim.udp import line_limit
+
+    engine = Engine(compile_file(MARATHON), EngineParams(store="pipeline", partitions=64))
+    line = 132 * line_limit(14 + 20 + 8 + udp.HEADER_BYTES + 132 * 11 + 4)
+    clock = engine_clock(engine)
+    assert clock.line_tuples_per_s == pytest.approx(line) and clock.line_packet == 132
+    assert clock.mhz == pytest.approx(625 / 19) and clock.chosen and clock.keeps_up
+    assert clock.tuples_per_s == pytest.approx(clock.mhz * 1e6 / 2)
+    assert clock.tuples_per_s >= 1.5 * line
+    assert 1.5 * line > 625 / 20 * 1e6 / 2  # (the slowest that does)
+    slow = engine_clock(engine, 10)
+    assert slow.mhz == pytest.approx(625 / 63) and not slow.keeps_up and not slow.chosen
+    query = str(MARATHON)
+    args = ["check", query, "--board", "colorlight-5a75b", "--link", "udp", "--partitions", "2"]
+    assert run([*args, "--store", "pipeline", "--engine-mhz", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "engine at 56.82 MHz (--engine-mhz): 28.41M tuples/s" in out and "keeps up" in out
+    assert run([*args, "--engine-mhz", "200"]) == 2
+    assert "the PLL gives the engine 4.88281 to 125 MHz" in capsys.readouterr().err
+
+
 def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeypatch, capsys):
     from test_boards import run
 
@@ -1243,8 +1276,10 @@ def test_udp_board_model_on_a_socket():
 
 @pytest.mark.slow
 def test_udp_board_top_builds_for_the_colorlight_and_meets_timing(tmp_path):
-    """`nfacep build --link udp` for the Colorlight 5A-75B: place-and-route meets 125 MHz on
-    both clocks (the engine's and transmit one, the receive one), the bitstream is written."""
+    """`nfacep build --link udp` for the Colorlight 5A-75B: place-and-route meets timing on
+    every clock (the link's transmit one and the receive one at 125 MHz, the engine's at the
+    frequency the build chose for the line), the report states the engine's tuples/s beside
+    the line's, the bitstream is written."""
     from nfacep import boards, compile_file
     from nfacep.params import EngineParams
 
@@ -1261,9 +1296,16 @@ def test_udp_board_top_builds_for_the_colorlight_and_meets_timing(tmp_path):
     assert report["status"] == "ok" and report["timing_met"] is True
     assert report["link"]["kind"] == "udp" and report["link"]["ip"] == "10.0.0.2"
     assert report["link"]["port"] == BOARD.port and report["link"]["mac"] == "02:00:5e:00:00:02"
-    assert len(report["fmax_mhz"]) == 2
+    # three clocks: the link's and the receive clock at 125 MHz, the engine's at its own
+    assert len(report["fmax_mhz"]) == 3
+    link = report["link"]
+    assert sorted(report["constraint_mhz"].values()) == pytest.approx(
+        [link["engine_mhz"], 125, 125], abs=0.01
+    )
     for clock, fmax in report["fmax_mhz"].items():
-        assert fmax >= report["constraint_mhz"][clock] == 125
+        assert fmax >= report["constraint_mhz"][clock]
+    assert link["engine_mhz_from"] == "chosen by the build" and link["keeps_up"] is True
+    assert link["engine_tuples_per_s"] >= 1.5 * link["line_tuples_per_s"] > 10e6
     assert (out / "engine.bit").stat().st_size > 100_000
 
 

@@ -29,7 +29,7 @@ from nfacep import compile_file, wire
 from nfacep.io import tuples
 from nfacep.links.protocol import switch_body
 from nfacep.links.udp import protocol as udp
-from nfacep.links.udp.model import UdpBoardModel
+from nfacep.links.udp.model import FrameBoard, UdpBoardModel
 from nfacep.links.udp.protocol import Endpoint, PacketType
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
@@ -39,6 +39,8 @@ HOST = Endpoint.parse("02:00:5e:00:00:01", "10.0.0.1", 40001)
 THIRD = Endpoint.parse("02:00:5e:00:00:07", "10.0.0.7", 40001)
 #: HOST from another UDP port.
 HOST_OTHER_PORT = Endpoint(HOST.mac, HOST.ip, HOST.port + 1)
+#: A second process on the host (``nfacep load`` beside ``nfacep run``): another port.
+LOADER = Endpoint(HOST.mac, HOST.ip, HOST.port + 2)
 SESSION, OTHER_SESSION = 0x5E55_10A1, 0x0BAD_CAFE
 #: A query with runtime parameters (PARAMS are part of the script) and records both ways.
 LIMITS = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
@@ -114,15 +116,51 @@ def _script(nfa, built: ParamValues, engine_id: int) -> list[tuple[Endpoint, byt
         (THIRD, p(S, session=OTHER_SESSION), "accepted"),
         (HOST, p(S), "foreign"),
         (HOST, p(R), "foreign"),
+        # ping: answered to whoever asks (as ARP), whatever the session; counted in `echoes`
+        (HOST, _echo(HOST, b"\x12\x34\x00\x01" + bytes(range(56))), "accepted"),
+        (THIRD, _echo(THIRD, b"\x00\x07\x00\x02" + b"odd" * 11), "accepted"),
+        (HOST, _echo(HOST, b"\x12\x34\x00\x03", icmp_type=13), "not_for_us"),  # timestamp
+        (HOST, _echo(HOST, b"\x12\x34"), "bad_udp"),  # shorter than an echo's header
+        (THIRD, p(S, session=OTHER_SESSION), "accepted"),
     ]
 
 
-def _gateware(
-    nfa, built, script, engine=None, settle: int = SETTLE
-) -> list[list[tuple[Endpoint, bytes]]]:
+def _echo(sender: Endpoint, rest: bytes, icmp_type: int = 8) -> bytes:
+    """An ICMP message of ``icmp_type`` (an echo request) from ``sender`` to the board, as a
+    frame (without FCS): the script's UDP payloads are framed by :func:`_frame`."""
+    frame = bytearray(udp.icmp_echo(sender, BOARD, rest))
+    frame[34] = icmp_type
+    total = int.from_bytes(frame[16:18], "big")
+    message = bytes(frame[34 : 14 + total]) + b"\0" * (total % 2)
+    frame[36:38] = bytes(2)
+    frame[36:38] = udp.ip_checksum(message[:2] + bytes(2) + message[4:]).to_bytes(2, "big")
+    return bytes(frame)
+
+
+def _frame(sender: Endpoint, item: bytes) -> bytes:
+    """A script step's frame: an ICMP frame as it is (its EtherType and IPv4 protocol say
+    so), else a UDP payload from ``sender`` to the board."""
+    if item[12:14] == b"\x08\x00" and len(item) > 34 and item[23] == 1:
+        return item
+    return udp.udp_frame(sender, BOARD, item)
+
+
+def _answer(frame: bytes) -> tuple:
+    """What a frame the board sent says, for the comparison: (destination IPv4 address, UDP
+    port, payload) or (destination, "icmp", the ICMP message, checksum included)."""
+    parsed = udp.parse_frame(frame)
+    ip = ".".join(map(str, parsed["dst"].ip))
+    if parsed["kind"] == "icmp":
+        total = int.from_bytes(frame[16:18], "big")
+        return (ip, "icmp", frame[34 : 14 + total])
+    assert parsed["kind"] == "udp"
+    return (ip, parsed["dst"].port, parsed["payload"])
+
+
+def _gateware(nfa, built, script, engine=None, settle: int = SETTLE) -> list[list[bytes]]:
     """The UDP top in Amaranth's simulator (the receive clock the engine's) with ``nfa``'s
-    engine (or ``engine``): for each step, the frames it sent as (destination, UDP payload);
-    ARP never occurs."""
+    engine (or ``engine``): for each step, the frames it sent (without FCS); ARP never
+    occurs."""
     from amaranth.hdl import ClockSignal, Elaboratable, Module
     from amaranth.sim import Simulator
 
@@ -140,14 +178,14 @@ def _gateware(
             m.d.comb += top.rx_clk.eq(ClockSignal("sync"))
             return m
 
-    replies: list[list[tuple[Endpoint, bytes]]] = [[] for _ in script]
+    replies: list[list[bytes]] = [[] for _ in script]
     state = {"step": -1}
 
     async def drive(ctx):
         await ctx.tick().repeat(20)
         for i, (sender, payload, _) in enumerate(script):
             state["step"] = i
-            frame = udp.udp_frame(sender, BOARD, payload)
+            frame = _frame(sender, payload)
             for byte in b"\x55" * 7 + b"\xd5" + frame + udp.ethernet_fcs(frame):
                 ctx.set(top.rxd, byte)
                 ctx.set(top.rx_dv, 1)
@@ -164,9 +202,8 @@ def _gateware(
                 assert frame[:8] == b"\x55" * 7 + b"\xd5"
                 body = bytes(frame[8:-4])
                 assert udp.ethernet_fcs(body) == bytes(frame[-4:])
-                parsed = udp.parse_frame(body)
-                assert parsed["kind"] == "udp"
-                replies[state["step"]].append((parsed["dst"], parsed["payload"]))
+                udp.parse_frame(body)  # (well formed)
+                replies[state["step"]].append(body)
                 frame = bytearray()
 
     sim = Simulator(Bench())
@@ -177,14 +214,12 @@ def _gateware(
     return replies
 
 
-def _model(nfa, built, script, engine_id: int) -> list[list[tuple[tuple[str, int], bytes]]]:
+def _model(nfa, built, script, engine_id: int) -> list[list[bytes]]:
+    """The software board at the frame level (:class:`FrameBoard`): the frames it sent."""
     model = UdpBoardModel(nfa, EngineParams(partitions=PARTITIONS), values=built)
     assert model.id == engine_id
-    out = []
-    for sender, payload, _ in script:
-        address = (".".join(map(str, sender.ip)), sender.port)
-        out.append(model.feed(payload, address))
-    return out
+    board = FrameBoard(model, BOARD)
+    return [board.feed(_frame(sender, payload)) for sender, payload, _ in script]
 
 
 def test_gateware_and_model_answer_the_script_alike(tmp_path):
@@ -201,24 +236,39 @@ def test_gateware_and_model_answer_the_script_alike(tmp_path):
     session_host, session = None, None
     for i, ((sender, payload, verdict), got, want) in enumerate(zip(script, hw, sw, strict=True)):
         where = f"step {i} ({verdict} from {sender})"
-        if verdict == "accepted" and payload[1] == PacketType.RESET:
+        echo = _frame(sender, payload) == payload
+        if verdict == "accepted" and not echo and payload[1] == PacketType.RESET:
             session_host, session = sender, udp.decode_header(payload)["session"]
         # answers only to accepted packets (PARAMS has none), only to the session's host (the
-        # MAC address of its RESET too), with its session id
-        assert bool(got) == (verdict == "accepted" and payload[1] != PacketType.PARAMS), where
-        assert all(dst == session_host for dst, _ in got), where
-        assert all(udp.decode_header(data)["session"] == session for _, data in got), where
-        hw_bytes = [(".".join(map(str, dst.ip)), dst.port, data) for dst, data in got]
-        sw_bytes = [(ip, port, data) for (ip, port), data in want]
-        assert hw_bytes == sw_bytes, where
+        # MAC address of its RESET too), with its session id; echo replies to who asked
+        answered = verdict == "accepted" and (echo or payload[1] != PacketType.PARAMS)
+        assert bool(got) == answered, where
+        parsed = [udp.parse_frame(frame) for frame in got]
+        to = Endpoint(sender.mac, sender.ip, 0) if echo else session_host
+        assert all(p["dst"] == to for p in parsed), where
+        if not echo:
+            assert all(udp.decode_header(p["payload"])["session"] == session for p in parsed)
+        assert [_answer(frame) for frame in got] == [_answer(frame) for frame in want], where
     # the STATUS before the second RESET: the refused packets counted, the host's run intact
-    status = _status(hw[20][-1][1])
+    status = _status(udp.parse_frame(hw[20][-1])["payload"])
     assert status["foreign"] == sum(v == "foreign" for _, _, v in script[3:21])
     assert status["bad_header"] == sum(v == "bad_header" for _, _, v in script[3:21]) == 2
     assert status["tuples"] == 60 and status["next_seq"] == 3 and status["lost"] == 0
     assert status["records"] > 0
-    records = sum(len(d) - udp.HEADER_BYTES for step in hw[3:20] for _, d in step)
+    records = sum(
+        len(udp.parse_frame(frame)["payload"]) - udp.HEADER_BYTES
+        for step in hw[3:20]
+        for frame in step
+    )
     assert status["records"] * status["record_bytes"] == records
+    # the pings since THIRD's RESET: two answered, one other ICMP message, one too short
+    last = _status(udp.parse_frame(hw[-1][-1])["payload"])
+    assert (last["echoes"], last["not_for_us"], last["bad_udp"]) == (2, 1, 1)
+    echo_replies = [udp.parse_frame(frame) for step in hw[-5:-3] for frame in step]
+    assert [(r["type"], r["rest"][:4]) for r in echo_replies] == [
+        (0, b"\x12\x34\x00\x01"),
+        (0, b"\x00\x07\x00\x02"),
+    ]
 
 
 def _status(payload: bytes) -> dict:
@@ -397,11 +447,13 @@ PROGRAMMABLE = EngineParams(
 
 
 def _programmable_script(first, second, engine_id: int):
-    """A run with loads: the first image from a third station in three chunks (one out of
-    place, one for another engine between), then, from the host, a damaged, a foreign and a
-    truncated load (refused: the first image keeps running) and the second image at tuple
-    60, while tuples flow; RESET keeps the image in force. Returns the script, the tuples
-    and the loads' images."""
+    """A run with loads: the first image from a second process of the host's (another port
+    and session id) in three chunks (one out of place, one for another engine between); a
+    third station's loads during the session, refused as ``foreign``; then, from the host, a
+    damaged, a foreign and a truncated load (refused: the first image keeps running) and the
+    second image at tuple 60, while tuples flow; RESET keeps the image in force; once the
+    session is closed, the third station may load. Returns the script, the tuples and the
+    loads' images."""
     from nfacep.image import Capacity, EngineShape, image, load
 
     program = first.program
@@ -441,19 +493,27 @@ def _programmable_script(first, second, engine_id: int):
     script = [
         (HOST, p(R, engine=0), "accepted"),
         (HOST, p(T, raw[: 10 * tb], seq=0), "accepted"),  # no image yet: no match
-        (THIRD, p(L, first_load[0], session=7), "accepted"),  # a loader needs no session
-        (THIRD, p(L, first_load[2], session=7), "bad_load"),  # a gap
-        (THIRD, p(L, first_load[1], session=7), "accepted"),
-        (THIRD, p(L, first_load[1], session=7), "bad_load"),  # an overlap
-        (THIRD, p(L, first_load[2], engine=engine_id ^ 1, session=7), "bad_header"),
-        (THIRD, p(L, first_load[2], session=7), "accepted"),  # in force from tuple 10
+        # another process of the host's: its address, another port and session id
+        (LOADER, p(L, first_load[0], session=7), "accepted"),
+        (LOADER, p(L, first_load[2], session=7), "bad_load"),  # a gap
+        (LOADER, p(L, first_load[1], session=7), "accepted"),
+        (LOADER, p(L, first_load[1], session=7), "bad_load"),  # an overlap
+        (LOADER, p(L, first_load[2], engine=engine_id ^ 1, session=7), "bad_header"),
+        (LOADER, p(L, first_load[2], session=7), "accepted"),  # in force from tuple 10
         (HOST, p(T, raw[10 * tb : 40 * tb], seq=1), "accepted"),
-        (THIRD, p(L, bytes(5), engine=0, session=7), "accepted"),  # no bytes: STATUS only
+        (LOADER, p(L, bytes(5), engine=0, session=7), "accepted"),  # no bytes: STATUS only
+        # a third station during the session: neither a load nor its STATUS
+        (THIRD, p(L, udp.load_chunks(load(two, 20))[0], session=7), "foreign"),
+        (THIRD, p(L, first_load[0]), "foreign"),  # (the session's id: still foreign)
+        (THIRD, p(L, bytes(5), engine=0, session=7), "foreign"),
         (HOST, p(L, udp.load_chunks(bytes(damaged))[0]), "accepted"),
         (HOST, p(L, udp.load_chunks(load(image(first, other), 50))[0]), "accepted"),
         *((HOST, p(L, chunk), "accepted") for chunk in truncated),
         *((HOST, p(L, chunk), "accepted") for chunk in udp.load_chunks(load(two, 60), 30)),
-        (HOST, p(T, raw[40 * tb : 90 * tb], seq=2), "accepted"),  # the switch at 60
+        (HOST, p(T, raw[40 * tb : 77 * tb], seq=2), "accepted"),  # the switch at 60
+        # the same load again (a loader whose answer was lost): not applied twice (at 77)
+        *((HOST, p(L, chunk), "accepted") for chunk in udp.load_chunks(load(two, 60), 30)),
+        (HOST, p(T, raw[77 * tb : 90 * tb], seq=3), "accepted"),
         (HOST, p(S), "accepted"),
         (HOST, p(L, first_load[0]), "accepted"),  # a load under way at RESET ...
         (HOST, p(R), "accepted"),  # (the second image stays in force)
@@ -461,6 +521,7 @@ def _programmable_script(first, second, engine_id: int):
         (HOST, p(L, first_load[2]), "accepted"),  # ... is refused (its CRC started again)
         (HOST, p(T, raw[: 30 * tb], seq=0), "accepted"),
         (HOST, p(C), "accepted"),
+        (THIRD, p(L, bytes(5), engine=0, session=9), "accepted"),  # no session: anyone loads
     ]
     return script, data, (one, two)
 
@@ -469,7 +530,8 @@ def _programmable_script(first, second, engine_id: int):
 def test_programmable_gateware_and_model_load_alike(tmp_path):
     """LOAD over the link, the gateware (a programmable engine behind the UDP top) and the
     software board answer byte for byte: chunks reassembled in order (a gap, an overlap and
-    another engine's refused and counted), from a station outside the session; a damaged, a
+    another engine's refused and counted), from another port of the session's host; a third
+    station's loads during the session ``foreign``, unanswered, changing nothing; a damaged, a
     foreign and a truncated load refused with the first query still running; the second
     in force from its tuple. The records are the reference run of the switch, and STATUS
     names the image in force across RESET."""
@@ -487,7 +549,8 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
     program = first.program
     shape = EngineShape(program.schema, program.partition_fields, Capacity.of(PROGRAMMABLE))
     engine = ProgrammableEngine(shape, PROGRAMMABLE)
-    hw = _gateware(first, None, script, engine=engine, settle=700)
+    frames = _gateware(first, None, script, engine=engine, settle=700)
+    hw = [[_udp(frame) for frame in step] for step in frames]
     model = UdpBoardModel(first, PROGRAMMABLE)
     assert model.id == engine_id
     sw = [model.feed(payload, (".".join(map(str, s.ip)), s.port)) for s, payload, _ in script]
@@ -502,17 +565,18 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
             assert got[-1][0] == sender
             assert udp.decode_header(got[-1][1])["session"] == udp.decode_header(payload)["session"]
         classes[verdict] = classes.get(verdict, 0) + 1
-    reset = len(script) - 5
+    reset = len(script) - 6
     status = _status(hw[reset - 2][-1][1])  # the STATUS before the second RESET
-    assert status["bad_load"] == 2 and status["bad_header"] == 1
+    assert status["bad_load"] == 2 and status["bad_header"] == 1 and status["foreign"] == 3
     assert status["refused"] == 3 and status["load_offset"] == 0
     assert status["image"].to_bytes(8, "little").hex() == two.fingerprint
     assert (status["engine"], status["states"], status["atoms"], status["queries"]) == (1, 4, 4, 2)
     after_reset = _status(hw[reset][-1][1])
     assert after_reset["image"] == status["image"] and after_reset["tuples"] == 0
     assert after_reset["load_offset"] == 20  # (the load under way goes on)
-    closed = _status(hw[-1][-1][1])
+    closed = _status(hw[-2][-1][1])
     assert closed["refused"] == 1 and closed["image"] == status["image"]
+    assert hw[-1][-1][0] == THIRD and _status(hw[-1][-1][1])["image"] == status["image"]
     assert _status(hw[9][-1][1])["image"].to_bytes(8, "little").hex() == one.fingerprint
     # the records of the first run: no image before tuple 10, the first file to 60, then the
     # second (the switch's reference run)
@@ -526,8 +590,18 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
     ]
     fixed = EngineParams(partitions=PARTITIONS)
     before, after = run_switched(first, second, data, 60, fixed)
+    # (the repeat applied again at 77 would have cleared the partitions: other records)
+    _, again = run_switched(second, second, data, 77, fixed)
+    kept = [r[:4] for r in after.records(second, data) if r.seq >= 77]
+    assert kept != [r[:4] for r in again.records(second, data)]
     want = [r for r in before.records(first, data) if r.seq >= 10 or r.dropped]
     want += after.records(second, data)
     assert [r[:4] for r in records] == [r[:4] for r in want]
     assert any(r.seq < 60 and r.matches for r in records)
     assert any(r.seq >= 60 and r.matches for r in records)
+
+
+def _udp(frame: bytes) -> tuple[Endpoint, bytes]:
+    """A UDP frame the board sent: (destination, payload)."""
+    parsed = udp.parse_frame(frame)
+    return parsed["dst"], parsed["payload"]

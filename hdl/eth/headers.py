@@ -1,5 +1,5 @@
 """The headers of the UDP link's layers, each declared once (LiteEth's ``common.py``): Ethernet
-II, ARP for IPv4 over Ethernet, IPv4 without options, UDP, and the nfacep payload header
+II, ARP for IPv4 over Ethernet, IPv4 without options, ICMP, UDP, and the nfacep payload header
 (:data:`nfacep.links.udp.protocol.HEADER`).
 
 A :class:`Header` lists its fields in wire order, each a whole number of bytes in one byte
@@ -21,9 +21,11 @@ __all__ = [
     "ETHERNET",
     "ETHERTYPE_ARP",
     "ETHERTYPE_IPV4",
+    "ICMP",
     "INDEX_BITS",
     "IPV4",
     "PAYLOAD",
+    "PROTOCOL_ICMP",
     "PROTOCOL_UDP",
     "UDP",
     "Header",
@@ -139,13 +141,15 @@ IPV4 = Header(
         "dst": 4,
     },
 )
+#: ICMP's common header (RFC 792); an echo's identifier, sequence number and data follow.
+ICMP = Header("icmp", {"type": 1, "code": 1, "checksum": 2})
 #: UDP (RFC 768).
 UDP = Header("udp", {"src_port": 2, "dst_port": 2, "length": 2, "checksum": 2})
 #: The nfacep payload header, little-endian (:mod:`nfacep.links.udp.protocol`).
 PAYLOAD = Header("payload", dict(HEADER), byteorder="little")
 
-#: The Ethertypes and the IP protocol number the link speaks.
-ETHERTYPE_IPV4, ETHERTYPE_ARP, PROTOCOL_UDP = 0x0800, 0x0806, 17
+#: The Ethertypes and the IP protocol numbers the link speaks.
+ETHERTYPE_IPV4, ETHERTYPE_ARP, PROTOCOL_UDP, PROTOCOL_ICMP = 0x0800, 0x0806, 17, 1
 #: The bits of a byte's offset in a received frame: offsets saturate at 2047, beyond the
 #: longest frame.
 INDEX_BITS = 11

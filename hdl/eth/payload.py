@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -24,15 +25,17 @@ from nfacep.links.udp.protocol import (
     PacketType,
 )
 
-from . import arp, ipv4, udp
+from . import arp, icmp, ipv4, udp
 from .headers import (
     ARP,
     ETHERNET,
     ETHERTYPE_ARP,
     ETHERTYPE_IPV4,
+    ICMP,
     INDEX_BITS,
     IPV4,
     PAYLOAD,
+    PROTOCOL_ICMP,
     PROTOCOL_UDP,
     UDP,
     Header,
@@ -40,7 +43,7 @@ from .headers import (
 from .mac import frame_byte
 from .packet import Depacketizer, Packetizer, frame_signature, on_bytes, pack
 
-__all__ = ["LOWER", "EventKind", "FrameClass", "PayloadRx", "UdpTx", "event_layout"]
+__all__ = ["ECHO_AT", "LOWER", "EventKind", "FrameClass", "PayloadRx", "UdpTx", "event_layout"]
 
 #: Where the payload starts in a frame (no VLAN tag, no IPv4 options).
 PAYLOAD_AT = ETHERNET.length + IPV4.length + UDP.length
@@ -77,15 +80,17 @@ class EventKind(enum.IntEnum, shape=3):
     ARP = 3
     PARAMS = 4
     CLOSE = 5
-    LOAD = 6
+    ECHO = 6  # an ICMP echo request
+    LOAD = 7
 
 
 def event_layout(params_bytes: int = 0, load: bool = False) -> data.StructLayout:
     """One received frame: its class and, when accepted, what it asks for, who sent it and
-    its session id; with ``params_bytes`` (bytes of the engine's runtime parameters), a PARAMS
-    packet's body (``switch``: the tuple number in the low 48 bits, the values above); with
-    ``load`` (a programmable engine), ``load_offset``: where the load being received stands
-    after the frame (STATUS's)."""
+    its session id (an ICMP echo request: ``seq`` holds its IPv4 length in the low 16 bits and
+    its ICMP checksum in the high ones); with ``params_bytes`` (bytes of the engine's runtime
+    parameters), a PARAMS packet's body (``switch``: the tuple number in the low 48 bits, the
+    values above); with ``load`` (a programmable engine), ``load_offset``: where the load being
+    received stands after the frame (STATUS's)."""
     fields = {
         "cls": FrameClass,
         "kind": EventKind,
@@ -105,7 +110,8 @@ def event_layout(params_bytes: int = 0, load: bool = False) -> data.StructLayout
 #: What the layers below say about a received frame (:class:`~.link.EthRx` wires them): the
 #: Ethernet destination is ours or broadcast; an ARP packet, a request for our address; IPv4
 #: for our address, version 4 without options, its checksum, a fragment, where the packet
-#: ends; UDP, to our port, a length that fills the IPv4 packet, the length; the sender.
+#: ends; UDP, to our port, a length that fills the IPv4 packet, the length; the sender; ICMP,
+#: an echo request, its checksum, and the IPv4 length.
 LOWER = data.StructLayout(
     {
         "for_us": 1,
@@ -123,8 +129,15 @@ LOWER = data.StructLayout(
         "mac": 48,
         "ip": 32,
         "port": 16,
+        "icmp": 1,
+        "echo_request": 1,
+        "icmp_checksum": 16,
+        "ip_length": 16,
     }
 )
+#: Where an ICMP echo's identifier, sequence number and data start in a frame: what the
+#: reply sends back, kept in the echo buffer from its address 0.
+ECHO_AT = ETHERNET.length + IPV4.length + ICMP.length
 
 
 class _Header:
@@ -217,7 +230,9 @@ class PayloadRx(wiring.Component):
     whether the engine takes it is decided after the crossing.
 
     With ``load`` (a programmable engine; else a LOAD is a ``bad_header``), a LOAD for this
-    engine from any sender (no session needed; one without bytes, which asks for STATUS only,
+    engine (no session of its own needed: while a session is alive from its host's IPv4
+    address, any port, else ``foreign``; with none from any sender; one without bytes, which
+    asks for STATUS only,
     whatever its ``engine_id``) is reassembled: its bytes after the offset and
     flags go to ``load_write`` (``data`` and ``last``: the flags' last bit on the chunk's final
     byte), committed with ``load_commit`` when it is accepted, when its offset is where the
@@ -233,7 +248,9 @@ class PayloadRx(wiring.Component):
         offset: int = PAYLOAD_AT,
         idle_cycles: int = SESSION_IDLE_CYCLES,
         load: bool = False,
+        icmp: bool = True,
     ):
+        self._icmp = icmp
         if tuple_bytes < 1:
             raise ValueError("tuples must take at least one byte")
         if idle_cycles < 1:
@@ -265,8 +282,35 @@ class PayloadRx(wiring.Component):
                 "overflow": In(1),
                 "event": Out(stream.Signature(event_layout(self._params_bytes, self._load))),
                 "session_open": Out(1),
+                "echo_addr": Out(INDEX_BITS),
+                "echo_data": Out(8),
+                "echo_we": Out(1),
+                "echo_done": In(1),
             }
         )
+
+    def _echo(self, m) -> Signal:
+        """The echo buffer's writes: each frame's bytes from :data:`ECHO_AT` on, unless an
+        accepted echo request's reply still waits to be sent (``busy``, from its event until
+        ``echo_done``). Returns ``blocked``: the frame began while busy (its bytes were not all
+        kept: an echo request is then ``engine_full``)."""
+        busy = Signal()
+        blocked = Signal(reset_less=True)
+        ev = self.event
+        answered = (
+            ev.valid & (ev.payload.cls == FrameClass.ACCEPTED) & (ev.payload.kind == EventKind.ECHO)
+        )
+        with m.If(answered):
+            m.d.sync += busy.eq(1)
+        with m.Elif(self.echo_done):
+            m.d.sync += busy.eq(0)
+        on_bytes(m, self.frame, {0: [blocked.eq(busy)]})
+        m.d.comb += [
+            self.echo_we.eq(self.frame.valid & ~busy & (self.frame.index >= ECHO_AT)),
+            self.echo_addr.eq(self.frame.index - ECHO_AT),
+            self.echo_data.eq(self.frame.byte),
+        ]
+        return blocked
 
     def elaborate(self, platform):
         m = Module()
@@ -289,16 +333,19 @@ class PayloadRx(wiring.Component):
                 truncated.eq(self.lower.ip_end > self.length),
             ]
         self._expected_now = Signal(32, name="load_expected")
-        cls = self._verdict(m, h, s, fcs_ok, size_ok, truncated)
+        blocked = self._echo(m) if self._icmp else None
+        cls = self._verdict(m, h, s, fcs_ok, size_ok, truncated, blocked)
         ev, lower = self.event, self.lower
         if self._load:
             self._reassemble(m, h, verdict, cls)
         m.d.sync += ev.valid.eq(verdict)
+        echo = Cat(lower.ip_length, lower.icmp_checksum)
+        seq = Mux(h.kind == EventKind.ECHO, echo, h.seq) if self._icmp else h.seq
         with m.If(verdict):
             m.d.sync += [
                 ev.payload.cls.eq(cls),
                 ev.payload.kind.eq(h.kind),
-                ev.payload.seq.eq(h.seq),
+                ev.payload.seq.eq(seq),
                 ev.payload.mac.eq(lower.mac),
                 ev.payload.ip.eq(lower.ip),
                 ev.payload.port.eq(lower.port),
@@ -366,7 +413,8 @@ class PayloadRx(wiring.Component):
             m.d.sync += s.open.eq(0)
         with m.Elif(s.open):
             m.d.sync += s.idle.eq(s.idle + 1)
-        with m.If(accepted & (ev.kind != EventKind.ARP) & (ev.kind != EventKind.LOAD)):
+        keeps = (ev.kind != EventKind.ARP) & (ev.kind != EventKind.ECHO)
+        with m.If(accepted & keeps & (ev.kind != EventKind.LOAD)):
             m.d.sync += s.idle.eq(0)
         with m.If(accepted & (ev.kind == EventKind.RESET)):
             m.d.sync += [s.open.eq(1), s.ip.eq(ev.ip), s.port.eq(ev.port), s.id.eq(ev.session)]
@@ -489,7 +537,8 @@ class PayloadRx(wiring.Component):
                 cls.eq(Mux(lower.arp_request, C.ACCEPTED, C.NOT_FOR_US)),
                 kind.eq(EventKind.ARP),
             ]
-        with m.Elif(~lower.ip_for_us | ~lower.udp):
+        icmp = lower.icmp if self._icmp else Const(0)
+        with m.Elif(~lower.ip_for_us | ~(lower.udp | icmp)):
             m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Elif(~lower.ip_supported):
             m.d.comb += cls.eq(C.IP_UNSUPPORTED)
@@ -497,6 +546,13 @@ class PayloadRx(wiring.Component):
             m.d.comb += cls.eq(C.BAD_IP_CHECKSUM)
         with m.Elif(lower.ip_fragment):
             m.d.comb += cls.eq(C.IP_FRAGMENT)
+        if self._icmp:
+            with m.Elif(lower.icmp):  # an echo request: its lengths and room at the verdict
+                m.d.comb += [
+                    cls.eq(Mux(lower.echo_request, C.ACCEPTED, C.NOT_FOR_US)),
+                    kind.eq(EventKind.ECHO),
+                    early.eq(~lower.echo_request),
+                ]
         with m.Elif(~lower.port_ok):
             m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Else():
@@ -513,10 +569,12 @@ class PayloadRx(wiring.Component):
                 m.d.comb += cls.eq(C.ACCEPTED)
         return cls, kind, early
 
-    def _verdict(self, m, h, s, fcs_ok, size_ok, truncated):
+    def _verdict(self, m, h, s, fcs_ok, size_ok, truncated, blocked):
         """The frame's class at its end, from registers: the headers' class
         (:meth:`_header_class`), the MAC's verdict, the length, the tuple data and the
-        session ``s``."""
+        session ``s``; for an echo request its length (at least the ICMP header, the
+        identifier and the sequence number) and whether the echo buffer was free
+        (``blocked``)."""
         C = FrameClass
         cls = Signal(FrameClass)
         reset = h.kind == EventKind.RESET
@@ -540,6 +598,11 @@ class PayloadRx(wiring.Component):
             m.d.comb += cls.eq(C.BAD_UDP)
         with m.Elif(h.cls != C.ACCEPTED):
             m.d.comb += cls.eq(h.cls)
+        if self._icmp:
+            with m.Elif(h.kind == EventKind.ECHO):
+                short = self.lower.ip_end < ECHO_AT + 4
+                full = Mux(blocked, C.ENGINE_FULL, C.ACCEPTED)
+                m.d.comb += cls.eq(Mux(short, C.BAD_UDP, full))
         with m.Elif(
             Mux(
                 command,
@@ -548,7 +611,8 @@ class PayloadRx(wiring.Component):
             )
         ):
             m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(~bound & ~(reset & ~s.open) & ~load):
+        # (a LOAD: while a session is alive, only from its host's IPv4 address, any port)
+        with m.Elif(Mux(load, s.open & ~h.same_ip, ~bound & ~(reset & ~s.open))):
             m.d.comb += cls.eq(C.FOREIGN)
         with m.Elif(load & misplaced):
             m.d.comb += cls.eq(C.BAD_LOAD)
@@ -562,18 +626,25 @@ class PayloadRx(wiring.Component):
 #: STATUS's fields that say which engine the board has (constants, :class:`UdpTx`'s
 #: ``engine_fields``).
 _ENGINE_KIND_FIELDS = ("engine", "states", "atoms", "queries")
-#: Header bytes: an ARP reply's (Ethernet, ARP); a UDP packet's (Ethernet, IPv4, UDP, payload).
+#: Header bytes: an ARP reply's (Ethernet, ARP); an echo reply's (Ethernet, IPv4, ICMP); a UDP
+#: packet's (Ethernet, IPv4, UDP, payload).
 _ARP_HEADERS = ETHERNET.length + ARP.length
+_ECHO_HEADERS = ETHERNET.length + IPV4.length + ICMP.length
 _UDP_HEADERS = ETHERNET.length + IPV4.length + UDP.length + PAYLOAD.length
 #: The IPv4 length of a packet with an empty body.
 _IP_UDP_PAYLOAD = IPV4.length + UDP.length + PAYLOAD.length
+
+
+#: :class:`UdpTx`'s frame kind for an echo reply (0 is an ARP reply's, else a payload type).
+_KIND_ECHO = 0x08
 
 
 class _TxFrame:
     """:class:`UdpTx`'s registers for the frame being built and sent."""
 
     def __init__(self, max_records: int, record_bytes: int):
-        self.kind = Signal(8)  # the payload type, or 0 for ARP
+        self.kind = Signal(8)  # the payload type, 0 for ARP, _KIND_ECHO for an echo reply
+        self.icmp_checksum = Signal(16)  # an echo reply's
         self.seq = Signal(32)  # the board's UDP packets
         self.n_records = Signal(range(max_records + 1))
         self.body_len = Signal(11)
@@ -589,15 +660,21 @@ class _TxFrame:
         self.in_record = Signal(range(record_bytes))
         self.flags = Signal(32)  # STATUS's (combinational)
         self.cleared = Signal()  # RESET came since the frame was decided
+        self.reading = Signal()  # (combinational) an echo reply's headers or body are sent
+        self.prefetch = None  # the echo reply's bytes read ahead (UdpTx._echo_reads)
 
 
 class UdpTx(wiring.Component):
-    """Frames to send: ARP replies, STATUS, and the engine's records in RECORDS packets.
+    """Frames to send: ARP replies, ICMP echo replies, STATUS, and the engine's records in
+    RECORDS packets.
 
     Between frames, in this order: an ARP reply when ``arp_request`` pulsed (to ``arp_peer``),
-    STATUS when ``status_request`` did (to ``peer``), RECORDS (to ``peer``) when the record
-    FIFO holds a packet's worth (``max_records``) or its oldest record has waited ``flush``
-    cycles. Requests that come while a frame is built wait for the next. STATUS reports
+    an echo reply when ``echo_request`` did (to ``echo_peer``: ``echo_length`` is the request's
+    IPv4 length, ``echo_checksum`` its ICMP checksum; the rest of the message is read from the
+    echo buffer, ``echo_addr`` to ``echo_data`` a cycle later; ``echo_done`` pulses when the
+    reply is out), STATUS when ``status_request`` did (to ``peer``), RECORDS (to ``peer``) when
+    the record FIFO holds a packet's worth (``max_records``) or its oldest record has waited
+    ``flush`` cycles. Requests that come while a frame is built wait for the next. STATUS reports
     ``counters`` as they are when its frame starts (every record sent before is counted), and
     ``idle`` and ``next_seq``.
 
@@ -608,6 +685,12 @@ class UdpTx(wiring.Component):
     arp_request, status_request, clear : ``In(1)``
         ``clear`` (RESET) empties the record FIFO and restarts the packet ``seq``.
     peer, arp_peer : ``In(StructLayout({"mac", "ip", "port"}))``
+    echo_request : ``In(1)``
+    echo_peer : ``In(StructLayout({"mac", "ip", "port"}))``
+    echo_length, echo_checksum : ``In(16)``
+    echo_addr : ``Out(11)``
+    echo_data : ``In(8)``
+    echo_done : ``Out(1)``
     counters : ``In(...)``
         The STATUS counters (32 bits each).
     next_seq : ``In(32)``
@@ -634,8 +717,10 @@ class UdpTx(wiring.Component):
         flush: int = 1024,
         params_bits: int = 0,
         engine_fields: dict[str, int] | None = None,
+        echo: bool = True,
     ):
         self._record_layout = record_layout
+        self._echo = echo
         self._record_bytes = (record_layout.size + 7) // 8
         if fifo_depth < 4:
             raise ValueError(f"the record FIFO needs at least 4 entries, not {fifo_depth}")
@@ -675,6 +760,13 @@ class UdpTx(wiring.Component):
             "load_offset": In(32),
             "session": In(32),
             "arp_peer": In(endpoint),
+            "echo_request": In(1),
+            "echo_peer": In(endpoint),
+            "echo_length": In(16),
+            "echo_checksum": In(16),
+            "echo_addr": Out(INDEX_BITS),
+            "echo_data": In(8),
+            "echo_done": Out(1),
             "counters": In(wiring.Signature({n: Out(32) for n in self._counter_names})),
             "next_seq": In(32),
             "idle": In(1),
@@ -715,17 +807,17 @@ class UdpTx(wiring.Component):
         m = Module()
         fifo, head = self._record_fifo(m)
         want_arp, want_status, go_records, batch = self._requests(m, fifo)
+        want_echo = Signal()
+        with m.If(self.echo_request):
+            m.d.sync += want_echo.eq(1)
         f = _TxFrame(self._max_records, self._record_bytes)
-        m.submodules.checksum = checksum = ipv4.Ipv4Checksum(self._ip, PROTOCOL_UDP)
-        m.d.comb += [
-            checksum.length.eq(f.ip_len),
-            checksum.ident.eq(f.seq[:16]),
-            checksum.dst.eq(f.dst.ip),
-        ]
+        checksum, icmp_checksum = self._checksums(m, f)
         status_bytes = sum(n for _, n in STATUS_FIELDS) + self._values_bytes
         m.submodules.header = header = Packetizer(_UDP_HEADERS)
         m.submodules.status = status = Packetizer(status_bytes)
         m.d.comb += f.flags.eq(self.idle & (fifo.level == 0))
+        if self._echo:
+            self._echo_reads(m, f)
         with m.If(self.clear):
             m.d.sync += f.seq.eq(0)
         with m.FSM(name="udp_tx"):
@@ -739,6 +831,17 @@ class UdpTx(wiring.Component):
                         f.dst.eq(self.arp_peer),
                     ]
                     m.next = "LOAD"
+                with m.Elif(want_echo & self._echo):
+                    m.d.sync += [
+                        want_echo.eq(0),
+                        f.kind.eq(_KIND_ECHO),
+                        f.dst.mac.eq(self.echo_peer.mac),
+                        f.dst.ip.eq(self.echo_peer.ip),
+                        f.ip_len.eq(self.echo_length),
+                        f.body_len.eq(self.echo_length - IPV4.length - ICMP.length),
+                        f.icmp_checksum.eq(icmp.reply_checksum(self.echo_checksum)),
+                    ]
+                    m.next = "SUM"
                 with m.Elif(want_status):
                     m.d.sync += [
                         want_status.eq(0),
@@ -760,7 +863,10 @@ class UdpTx(wiring.Component):
                     m.next = "LENGTH"
             self._lengths(m, f)
             with m.State("LOAD"):
-                m.d.comb += [header.load.eq(1), header.i_data.eq(self._headers(f, checksum))]
+                m.d.comb += [
+                    header.load.eq(1),
+                    header.i_data.eq(self._headers(f, checksum, icmp_checksum)),
+                ]
                 with m.If(f.kind != 0):
                     m.d.comb += [status.load.eq(1), status.i_data.eq(self._status_body(f.flags))]
                 m.next = "HEADER"
@@ -771,6 +877,49 @@ class UdpTx(wiring.Component):
         with m.If(self.clear):
             m.d.sync += f.cleared.eq(1)
         return m
+
+    def _checksums(self, m, f):
+        """The IPv4 header checksums of the packets sent: UDP's, and (with ``echo``) ICMP's,
+        else None."""
+        m.submodules.checksum = checksum = ipv4.Ipv4Checksum(self._ip, PROTOCOL_UDP)
+        sums = [checksum]
+        icmp_checksum = None
+        if self._echo:
+            m.submodules.icmp_checksum = icmp_checksum = ipv4.Ipv4Checksum(self._ip, PROTOCOL_ICMP)
+            sums.append(icmp_checksum)
+        for sum_ in sums:
+            m.d.comb += [
+                sum_.length.eq(f.ip_len),
+                sum_.ident.eq(f.seq[:16]),
+                sum_.dst.eq(f.dst.ip),
+            ]
+        return checksum, icmp_checksum
+
+    def _echo_reads(self, m, f):
+        """An echo reply's bytes, read from the echo buffer ahead of need into a small FIFO
+        (``f.prefetch``) from the start of its headers: the block RAM's slow clock-to-output
+        then only reaches the FIFO (timing), and the body still leaves a byte a cycle. A read
+        is issued while the FIFO and the read in flight leave room, up to the body's last
+        byte; the FIFO is empty again when the reply is out."""
+        m.submodules.echo_prefetch = prefetch = SyncFIFOBuffered(width=8, depth=8)
+        f.prefetch = prefetch
+        next_byte = Signal(INDEX_BITS)
+        # a read in flight: the block RAM's output, then a register beside it (timing)
+        read, kept = Signal(), Signal()
+        byte = Signal(8, reset_less=True)
+        issue = Signal()
+        room = prefetch.level + read + kept < 6
+        m.d.comb += [
+            issue.eq(f.reading & (next_byte <= f.body_last) & room),
+            self.echo_addr.eq(next_byte),
+            prefetch.w_en.eq(kept),
+            prefetch.w_data.eq(byte),
+        ]
+        m.d.sync += [read.eq(issue), kept.eq(read), byte.eq(self.echo_data)]
+        with m.If(issue):
+            m.d.sync += next_byte.eq(next_byte + 1)
+        with m.If(~f.reading):
+            m.d.sync += next_byte.eq(0)
 
     def _requests(self, m, fifo):
         """What waits to be sent: the requests since the last frame, and whether to send
@@ -826,20 +975,32 @@ class UdpTx(wiring.Component):
         out = self.o_stream
         taken = out.valid & out.ready
         arp_reply = f.kind == 0
-        last_header = Mux(arp_reply, _ARP_HEADERS - 1, _UDP_HEADERS - 1)
+        echo = (f.kind == _KIND_ECHO) if self._echo else Const(0)
+        last_header = Mux(
+            arp_reply, _ARP_HEADERS - 1, Mux(echo, _ECHO_HEADERS - 1, _UDP_HEADERS - 1)
+        )
         with m.State("HEADER"):
             m.d.comb += [
+                f.reading.eq(echo),
                 out.valid.eq(1),
                 out.payload.data.eq(header.byte),
                 out.payload.last.eq(arp_reply & (f.index == last_header)),
                 header.shift.eq(taken),
             ]
+            # a RECORDS packet's first record loaded in every cycle of its headers (the head
+            # stays: nothing is popped until their last byte), so that the load's enable
+            # depends on no byte count (timing: the record's 56 flip-flops)
+            with m.If(~arp_reply & ~echo & (f.kind != PacketType.STATUS)):
+                m.d.sync += f.record.eq(head)
             with m.If(taken):
                 m.d.sync += f.index.eq(f.index + 1)
                 with m.If(f.index == last_header):
                     m.d.sync += f.index.eq(0)
                     with m.If(arp_reply):
                         m.next = "IDLE"
+                    if self._echo:
+                        with m.Elif(echo):
+                            m.next = "ECHO"
                     with m.Elif(f.kind == PacketType.STATUS):
                         with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)
                             m.d.sync += f.seq.eq(f.seq + 1)
@@ -848,7 +1009,6 @@ class UdpTx(wiring.Component):
                         m.d.sync += [
                             f.seq.eq(f.seq + 1),
                             f.in_record.eq(0),
-                            f.record.eq(head),
                             f.remaining.eq(f.body_last),
                             f.last_byte.eq(0),
                         ]
@@ -858,7 +1018,34 @@ class UdpTx(wiring.Component):
 
     def _body_states(self, m, f, status, fifo, head):
         """STATUS: its fields' bytes; RECORDS: the records', each popped from the FIFO when its
-        first byte is offered."""
+        first byte is offered; ECHO: the echo buffer's, from the prefetch FIFO
+        (:meth:`_echo_reads`; only with ``echo``)."""
+        if self._echo:
+            self._echo_state(m, f)
+        self._status_records_states(m, f, status, fifo, head)
+
+    def _echo_state(self, m, f):
+        """ECHO: an echo reply's body, from the prefetch FIFO (:meth:`_echo_reads`)."""
+        out = self.o_stream
+        taken = out.valid & out.ready
+        with m.State("ECHO"):
+            last = f.index == f.body_last
+            prefetch = f.prefetch
+            m.d.comb += [
+                f.reading.eq(1),
+                out.valid.eq(prefetch.r_rdy),
+                out.payload.data.eq(prefetch.r_data),
+                out.payload.last.eq(last),
+                prefetch.r_en.eq(taken),
+            ]
+            with m.If(taken):
+                m.d.sync += f.index.eq(f.index + 1)
+                with m.If(last):
+                    m.d.comb += self.echo_done.eq(1)
+                    m.next = "IDLE"
+
+    def _status_records_states(self, m, f, status, fifo, head):
+        """STATUS and RECORDS (:meth:`_body_states`)."""
         out = self.o_stream
         taken = out.valid & out.ready
         rb = self._record_bytes
@@ -899,9 +1086,10 @@ class UdpTx(wiring.Component):
                     m.d.comb += self.count.packets.eq(1)
                     m.next = "IDLE"
 
-    def _headers(self, f, checksum) -> Value:
-        """The frame's headers, for the packetizer: an ARP reply's (Ethernet and ARP) or a UDP
-        packet's (Ethernet, IPv4, UDP and the payload header)."""
+    def _headers(self, f, checksum, icmp_checksum) -> Value:
+        """The frame's headers, for the packetizer: an ARP reply's (Ethernet and ARP), an echo
+        reply's (Ethernet, IPv4, ICMP) or a UDP packet's (Ethernet, IPv4, UDP and the payload
+        header)."""
         mac = int.from_bytes(self._mac, "big")
         ip = int.from_bytes(self._ip, "big")
         dst = f.dst
@@ -933,7 +1121,22 @@ class UdpTx(wiring.Component):
             pack(UDP, udp_header),
             pack(PAYLOAD, payload_header),
         )
-        return Mux(f.kind == 0, arp_reply, udp_packet)
+        if not self._echo:
+            return Mux(f.kind == 0, arp_reply, udp_packet)
+        echo_ip = ipv4.header(
+            length=f.ip_len,
+            ident=f.seq[:16],
+            checksum=icmp_checksum.checksum,
+            src=ip,
+            dst=dst.ip,
+            protocol=PROTOCOL_ICMP,
+        )
+        echo_reply = Cat(
+            pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_IPV4}),
+            pack(IPV4, echo_ip),
+            pack(ICMP, icmp.header(f.icmp_checksum)),
+        )
+        return Mux(f.kind == 0, arp_reply, Mux(f.kind == _KIND_ECHO, echo_reply, udp_packet))
 
     def _record_fifo(self, m):
         """The records waiting: a block-RAM ring of ``fifo_depth`` entries. Returns the FIFO

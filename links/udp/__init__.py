@@ -59,14 +59,25 @@ class UdpLink(Link):
             metavar="M",
             help="the board's MAC address with --link udp (default %(default)s)",
         )
+        parser.add_argument(
+            "--engine-mhz",
+            type=float,
+            metavar="F",
+            help="with --link udp: the engine's clock, in its own clock domain beside the "
+            "link's 125 MHz (default: chosen for the line's most tuples per second, with a "
+            "margin; boards/UDP.md)",
+        )
 
     def build_options(self, args) -> dict:
         """The board's addresses from ``--mac``, ``--ip`` and ``--port`` (a UsageError if
         bad)."""
         from .protocol import Endpoint
 
+        mhz = getattr(args, "engine_mhz", None)
+        if mhz is not None and not mhz > 0:
+            raise UsageError(f"--engine-mhz {mhz:g}: expected a positive frequency")
         try:
-            return {"udp": Endpoint.parse(args.mac, args.ip, args.port)}
+            return {"udp": Endpoint.parse(args.mac, args.ip, args.port), "engine_mhz": mhz}
         except (ValueError, TypeError) as exc:
             raise UsageError(f"--mac/--ip/--port: {exc}") from None
 
@@ -76,18 +87,22 @@ class UdpLink(Link):
         top = self.part("top")
         if target_mhz is not None:
             raise UsageError(
-                "--target-mhz does not apply to --link udp: the engine runs at the line's 125 MHz"
+                "--target-mhz does not apply to --link udp: the link runs at the line's 125 MHz "
+                "and the engine in its own clock domain (--engine-mhz)"
             )
         try:
             top.check_board(platform)
         except top.NoEthernetError as exc:
             raise UsageError(str(exc)) from None
 
-    def top(self, engine, board_mhz, *, udp=None, **others):
+    def top(self, engine, board_mhz, *, udp=None, engine_mhz=None, **others):
         """The board top at the board's addresses ``udp`` (an
-        :class:`~nfacep.links.udp.protocol.Endpoint`; default ``DEFAULT_ENDPOINT``)."""
+        :class:`~nfacep.links.udp.protocol.Endpoint`; default ``DEFAULT_ENDPOINT``), the
+        engine's clock at ``engine_mhz`` (default: chosen for the line)."""
         protocol = self.part("protocol")
-        return self.part("top").make_top(engine, udp or protocol.DEFAULT_ENDPOINT)
+        return self.part("top").make_top(
+            engine, udp or protocol.DEFAULT_ENDPOINT, engine_mhz=engine_mhz
+        )
 
     def add_run_arguments(self, parser) -> None:
         parser.add_argument(

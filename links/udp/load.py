@@ -1,12 +1,14 @@
 """Loading a query into a programmable board over UDP (boards/UDP.md, "Loading a query"):
 ``nfacep load`` and the image step of ``nfacep run --udp``.
 
-A loader needs no session: it sends LOAD packets (:func:`~.protocol.load_chunks`) from its own
-socket, each with a session id of its own (the board's STATUS answer carries it back, so the
-loader knows which of its packets the board took), asks for STATUS with LOAD packets without
-bytes, and learns from STATUS the engine (``engine``, the capacities, the store), where the
-load being received stands (``load_offset``: a lost chunk is sent again from there), the loads
-refused and the image in force. :func:`load_image` is the whole conversation.
+A loader needs no session of its own (but while a session is alive the board takes LOAD only
+from the session host's IPv4 address, from any of its ports): it sends LOAD packets
+(:func:`~.protocol.load_chunks`) from its own socket, each with a session id of its own (the
+board's STATUS answer carries it back, so the loader knows which of its packets the board took),
+asks for STATUS with LOAD packets without bytes, and learns from STATUS the engine (``engine``,
+the capacities, the store), where the load being received stands (``load_offset``: a lost chunk
+is sent again from there), the loads refused and the image in force. :func:`load_image` is the
+whole conversation.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from .protocol import (
     PacketType,
     arp_reply,
     decode_header,
+    echo_reply_checksum,
     icmp_echo,
     ip_checksum,
     packet,
@@ -68,7 +69,9 @@ class UdpBoardModel(BoardModel):
     (:class:`~nfacep.links.model.ParamRegisters`); one while a switch is pending is
     ``engine_full``. STATUS ends with the values in force.
 
-    A programmable engine (``params.engine``) takes LOAD packets from any sender, reassembled
+    A programmable engine (``params.engine``) takes LOAD packets from any sender while no
+    session is alive, from the session host's IPv4 address (any port) while one is (another
+    sender's is ``foreign``), reassembled
     in order as the gateware does (a chunk elsewhere than where the load stands is
     ``bad_load``), each answered with STATUS to its sender (its ``image`` and ``refused``
     from before the load the chunk ends, if it ends one); the engine is an
@@ -170,7 +173,7 @@ class UdpBoardModel(BoardModel):
         if ptype in engined and head["engine_id"] != self.id:
             return "bad_header"
         if ptype == PacketType.LOAD:
-            return self._load_class(body)
+            return self._load_class(body, sender)
         if ptype == PacketType.PARAMS:
             wrong = len(body) != SWITCH_BYTES + self.registers.nbytes
         elif ptype in commands:
@@ -188,11 +191,14 @@ class UdpBoardModel(BoardModel):
             return "engine_full"
         return "accepted"
 
-    def _load_class(self, body: bytes) -> str:
-        """A LOAD's class after its header's (no session needed): its offset and flags are
-        there, its offset is where the load stands."""
+    def _load_class(self, body: bytes, sender: Address) -> str:
+        """A LOAD's class after its header's: its offset and flags are there; while a session
+        is alive, from its host's IPv4 address (any port); its offset is where the load
+        stands."""
         if len(body) < LOAD_HEADER_BYTES:
             return "bad_udp"
+        if self.open and self.peer is not None and sender[0] != self.peer[0]:
+            return "foreign"
         offset = int.from_bytes(body[:4], "little")
         if len(body) > LOAD_HEADER_BYTES and offset != len(self.assembling):
             return "bad_load"
@@ -282,12 +288,13 @@ class UdpBoardModel(BoardModel):
 class FrameBoard:
     """The software board at the Ethernet level, at ``board``'s addresses: :meth:`feed` takes a
     frame (destination MAC address to payload, no FCS) and returns the frames the board sends,
-    as the gateware does: ARP replies to requests for its IPv4 address (to whoever asks) and
-    the UDP datagrams to its port handed to ``model`` (:class:`UdpBoardModel`), whose answers go
-    to the MAC address of the RESET that opened the session; and, unlike the gateware so far
-    (it counts them ``not_for_us``), ICMP echo replies. Frames count in the gateware's classes
-    (those a frame with a good FCS and size can have) in ``model``'s counters: ARP requests and
-    echo requests answered as ``accepted``."""
+    as the gateware does: ARP replies to requests for its IPv4 address (to whoever asks), ICMP
+    echo replies, and the UDP datagrams to its port handed to ``model``
+    (:class:`UdpBoardModel`), whose answers go to the MAC address of the RESET that opened the
+    session. Frames count in the gateware's classes (those a frame with a good FCS and size can
+    have) in ``model``'s counters: ARP requests and echo requests answered as ``accepted``
+    (and the latter in ``echoes``). It answers at once, so an echo request never finds the last
+    reply still waiting (the gateware's ``engine_full`` for pings does not occur here)."""
 
     def __init__(self, model: UdpBoardModel, board: Endpoint):
         self.model, self.board = model, board
@@ -321,15 +328,21 @@ class FrameBoard:
         return self._datagram(frame)
 
     def _echo(self, frame: bytes) -> list[bytes]:
-        """An ICMP echo request answered (its checksum is not checked, as the gateware does not
-        check the UDP one); any other ICMP message is ``not_for_us``."""
+        """An ICMP echo request answered (its checksum is not checked, and the reply's is the
+        request's updated for the type, as the gateware's; one shorter than its header,
+        identifier and sequence number is ``bad_udp``); any other ICMP message is
+        ``not_for_us``."""
         total = int.from_bytes(frame[16:18], "big")
         message = frame[34 : 14 + total]
-        if len(message) < 8 or message[:2] != b"\x08\x00":
+        if message[:2] != b"\x08\x00":
             return self._count("not_for_us")
+        if len(message) < 8:
+            return self._count("bad_udp")
         self.model.counters["accepted"] += 1
+        self.model.counters["echoes"] += 1
         sender = Endpoint(frame[6:12], frame[26:30], 0)
-        return [icmp_echo(self.board, sender, message[4:], reply=True)]
+        checksum = echo_reply_checksum(int.from_bytes(message[2:4], "big"))
+        return [icmp_echo(self.board, sender, message[4:], reply=True, checksum=checksum)]
 
     def _datagram(self, frame: bytes) -> list[bytes]:
         total = int.from_bytes(frame[16:18], "big")

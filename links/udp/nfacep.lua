@@ -44,7 +44,7 @@ local STATUS_FIELDS = {
     { "store", 1 }, { "partitions", 4 }, { "ways", 1 }, { "timer_bits", 1 }, { "tick_tuples", 4 },
     { "flags", 4 },
     { "tuples", 4 }, { "matched", 4 }, { "drops", 4 }, { "records", 4 }, { "packets", 4 },
-    { "next_seq", 4 }, { "lost", 4 }, { "late", 4 },
+    { "next_seq", 4 }, { "lost", 4 }, { "late", 4 }, { "echoes", 4 },
     { "accepted", 4 }, { "bad_size", 4 }, { "bad_fcs", 4 }, { "not_for_us", 4 },
     { "ip_unsupported", 4 }, { "bad_ip_checksum", 4 }, { "ip_fragment", 4 }, { "bad_udp", 4 },
     { "bad_header", 4 }, { "foreign", 4 }, { "engine_full", 4 }, { "bad_load", 4 },

@@ -35,10 +35,11 @@ CLOSE      0x05   none: end the session; the board answers with STATUS
 LOAD       0x06   only to a programmable engine: a chunk of a load of a configuration
                   image (:func:`nfacep.image.load`): its offset in the load (4 bytes),
                   flags (1 byte, bit 0: the load's last chunk), then its bytes
-                  (:func:`load_chunks`); no bytes: only STATUS (any engine_id). From
-                  any sender (not only the session's host: another process may load a
-                  query while a run streams), for this engine_id; the board answers the
-                  sender with STATUS
+                  (:func:`load_chunks`); no bytes: only STATUS (any engine_id). While
+                  a session is alive, only from its host's IPv4 address, any UDP port
+                  and session id (another process of the host's may load a query while
+                  a run streams; another sender's is ``foreign``), else from any
+                  sender, for this engine_id; the board answers the sender with STATUS
 ========== ====== =================================================================
 
 A load is reassembled in order: a chunk is taken when its offset is where the load being
@@ -80,6 +81,7 @@ __all__ = [
     "FRAME_CLASSES",
     "HEADER",
     "HEADER_BYTES",
+    "LINE_BITS_PER_S",
     "LOAD_CHUNK",
     "LOAD_HEADER_BYTES",
     "LOAD_LAST",
@@ -90,25 +92,30 @@ __all__ = [
     "SESSION_IDLE_CYCLES",
     "STATUS_FIELDS",
     "VERSION",
+    "WIRE_OVERHEAD",
     "Endpoint",
     "PacketType",
     "arp_reply",
     "arp_request",
     "decode_header",
+    "echo_reply_checksum",
     "encode_header",
     "ethernet_fcs",
     "icmp_echo",
     "ip_checksum",
+    "line_limit",
+    "line_tuples_limit",
     "load_chunks",
     "packet",
     "parse_frame",
+    "tuples_frame_bytes",
     "udp_frame",
 ]
 
 #: Payload format version, the first byte of every payload. (2: PARAMS, and the values in
 #: force at the end of STATUS; 3: sessions, the header's ``session``, CLOSE and ``foreign``;
 #: 4: the engine parameters in STATUS; 5: LOAD, ``bad_load`` and the programmable engine's
-#: fields in STATUS.)
+#: fields in STATUS, and STATUS's ``echoes``, the ICMP echo requests answered.)
 VERSION = 5
 #: The header's fields: (name, bytes), in order.
 HEADER = (
@@ -195,6 +202,7 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("next_seq", 4),  # the TUPLES seq the board expects next
     ("lost", 4),  # sum of the forward jumps of TUPLES seq (packets missing upstream)
     ("late", 4),  # TUPLES packets whose seq was behind the expected one
+    ("echoes", 4),  # ICMP echo requests answered (ping)
     *((name, 4) for name in FRAME_CLASSES),
     ("engine", 1),  # the index of its kind in nfacep.params.ENGINES: 0 fixed, 1 programmable
     ("states", 2),  # the programmable engine's capacities (0 for the fixed engine)
@@ -354,13 +362,24 @@ def udp_frame(
     return _pad(frame) if pad else frame
 
 
-def icmp_echo(src: Endpoint, dst: Endpoint, rest: bytes, *, reply: bool = False) -> bytes:
+def echo_reply_checksum(request: int) -> int:
+    """An echo reply's ICMP checksum from its request's, as the board updates it (only the
+    type changed, 8 to 0: RFC 1624, eqn. 3)."""
+    total = (~request & 0xFFFF) + 0xF7FF
+    return ~((total & 0xFFFF) + (total >> 16)) & 0xFFFF
+
+
+def icmp_echo(
+    src: Endpoint, dst: Endpoint, rest: bytes, *, reply: bool = False, checksum: int | None = None
+) -> bytes:
     """An ICMP echo request (or ``reply``) frame from ``src`` to ``dst`` (no FCS): ``rest`` is
     the message after its type, code and checksum (identifier, sequence number, data), echoed
-    unchanged by the answer."""
+    unchanged by the answer; ``checksum`` overrides the ICMP checksum."""
     message = bytes([0 if reply else 8, 0, 0, 0]) + rest
     odd = b"\0" if len(message) % 2 else b""
-    message = message[:2] + struct.pack(">H", ip_checksum(message + odd)) + message[4:]
+    if checksum is None:
+        checksum = ip_checksum(message + odd)
+    message = message[:2] + struct.pack(">H", checksum) + message[4:]
     ip = struct.pack(
         ">BBHHHBBH4s4s", 0x45, 0, 20 + len(message), 0, 0x4000, 64, 1, 0, src.ip, dst.ip
     )
@@ -441,3 +460,34 @@ def parse_frame(frame: bytes) -> dict:
         "ttl": ip[8],
         "payload": frame[42 : 42 + ulen - 8],
     }
+
+
+#: Bytes a frame takes on the wire besides the frame itself (destination MAC to FCS): the
+#: preamble and start delimiter (8) and the minimum inter-frame gap (12).
+WIRE_OVERHEAD = 20
+#: Bits per second of the line (1000BASE-T).
+LINE_BITS_PER_S = 1e9
+
+
+def line_limit(frame_bytes: int) -> float:
+    """Frames per second a 1 Gb/s line carries of frames of ``frame_bytes`` (destination MAC
+    to FCS; shorter frames are padded to 64): 10^9 / 8 / (bytes + 20)."""
+    return LINE_BITS_PER_S / 8 / (max(frame_bytes, MIN_FRAME) + WIRE_OVERHEAD)
+
+
+def tuples_frame_bytes(tuple_bytes: int, per_packet: int) -> int:
+    """Bytes of the frame (destination MAC to FCS) of a TUPLES packet of ``per_packet``
+    tuples of ``tuple_bytes``: Ethernet 14, IPv4 20, UDP 8, the payload header, the tuples,
+    the FCS 4."""
+    return 14 + 20 + 8 + HEADER_BYTES + per_packet * tuple_bytes + 4
+
+
+def line_tuples_limit(tuple_bytes: int) -> tuple[float, int]:
+    """The most tuples of ``tuple_bytes`` per second the line can carry to the board, and the
+    packet size (tuples per TUPLES packet) that carries them: the worst case for the engine,
+    the largest packet of a 1,500-byte MTU (the headers shared by the most tuples)."""
+    most = (MAX_PAYLOAD - HEADER_BYTES) // tuple_bytes
+    rates = [
+        (per * line_limit(tuples_frame_bytes(tuple_bytes, per)), per) for per in range(1, most + 1)
+    ]
+    return max(rates)

@@ -9,20 +9,95 @@ makes and what the report says of it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Mux, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from nfacep.boards.rgmii import RgmiiRx, RgmiiTx
+from nfacep.errors import UsageError
 from nfacep.hdl.eth.link import UdpTop
 
-from .protocol import Endpoint
+from .protocol import Endpoint, line_tuples_limit
 
-__all__ = ["CLOCK_MHZ", "NoEthernetError", "StatusLed", "UdpBoardTop", "check_board", "make_top"]
+__all__ = [
+    "CLOCK_MHZ",
+    "ENGINE_MARGIN",
+    "EngineClock",
+    "NoEthernetError",
+    "StatusLed",
+    "UdpBoardTop",
+    "check_board",
+    "engine_clock",
+    "make_top",
+]
 
-#: The engine's and the transmit clock, from the board's 25 MHz oscillator.
+#: The link's (transmit) clock, from the board's 25 MHz oscillator.
 CLOCK_MHZ = 125.0
+#: The PLL's oscillator: 25 MHz * 25, which the link's clock divides by 5 and the engine's
+#: by ``divider``.
+VCO_MHZ = 625.0
+#: The engine's clock the build chooses runs this much faster than the line needs.
+ENGINE_MARGIN = 1.5
+#: The slowest engine clock the PLL gives (its largest output divider).
+MAX_DIVIDER = 128
+
+
+@dataclass(frozen=True)
+class EngineClock:
+    """The engine's clock beside the link: the PLL's output ``divider`` of :data:`VCO_MHZ`,
+    its frequency ``mhz``; the engine's tuples per second at that clock (``tuples_per_s``,
+    one tuple every ``cycles_per_tuple`` cycles) against the most tuples per second the line
+    can bring (``line_tuples_per_s``, TUPLES packets of ``line_packet`` tuples, the largest,
+    back to back); ``chosen``: the build chose it (else the user stated it)."""
+
+    divider: int
+    mhz: float
+    cycles_per_tuple: int
+    tuples_per_s: float
+    line_tuples_per_s: float
+    line_packet: int
+    chosen: bool
+
+    @property
+    def keeps_up(self) -> bool:
+        return self.tuples_per_s >= self.line_tuples_per_s
+
+    def as_dict(self) -> dict:
+        return {
+            "engine_mhz": round(self.mhz, 3),
+            "engine_mhz_from": "chosen by the build" if self.chosen else "--engine-mhz",
+            "engine_cycles_per_tuple": self.cycles_per_tuple,
+            "engine_tuples_per_s": round(self.tuples_per_s),
+            "line_tuples_per_s": round(self.line_tuples_per_s),
+            "line_tuples_per_packet": self.line_packet,
+            "keeps_up": self.keeps_up,
+        }
+
+
+def engine_clock(engine, mhz: float | None = None) -> EngineClock:
+    """The engine's clock for ``engine`` beside the link: at ``mhz`` when given (the PLL's
+    nearest frequency at or below it, a UsageError when none is or above 125 MHz), else the
+    slowest the PLL gives at or above :data:`ENGINE_MARGIN` times what the engine needs to
+    take the line's worst case (:func:`~nfacep.links.udp.protocol.line_tuples_limit`)."""
+    import math
+
+    line, per = line_tuples_limit((engine.tuple_layout.size + 7) // 8)
+    cycles = engine.cycles_per_tuple
+    if mhz is None:
+        need = line * cycles * ENGINE_MARGIN / 1e6
+        divider = min(max(math.floor(VCO_MHZ / need), 5), MAX_DIVIDER)
+    else:
+        if not VCO_MHZ / MAX_DIVIDER <= mhz <= CLOCK_MHZ:
+            raise UsageError(
+                f"--engine-mhz {mhz:g}: the PLL gives the engine {VCO_MHZ / MAX_DIVIDER:g} "
+                f"to {CLOCK_MHZ:g} MHz"
+            )
+        divider = math.ceil(VCO_MHZ / mhz - 1e-9)
+    f = VCO_MHZ / divider
+    return EngineClock(divider, f, cycles, f * 1e6 / cycles, line, per, mhz is None)
 
 
 class NoEthernetError(ValueError):
@@ -107,23 +182,33 @@ class StatusLed(wiring.Component):
 
 class UdpBoardTop(Elaboratable):
     """The bitstream's top level for ``--link udp``: a :class:`~nfacep.hdl.eth.link.UdpTop`
-    on the board's
-    first RGMII port, the engine and the transmit side at 125 MHz from an ``EHXPLLL`` on the
-    25 MHz oscillator; the PHY held in reset for 2**20 cycles (8.4 ms) after the PLL locks; the
-    LED (every LED of the board) shows the link's state (:class:`StatusLed`)."""
+    on the board's first RGMII port, the link's transmit side at 125 MHz and the engine in its
+    own clock domain at ``engine_mhz`` (:func:`engine_clock`: given, or chosen for the line),
+    both from one ``EHXPLLL`` on the 25 MHz oscillator; the PHY held in reset for 2**20
+    cycles (8.4 ms) after the PLL locks; the LED (every LED of the
+    board) shows the link's state (:class:`StatusLed`)."""
 
-    def __init__(self, engine, *, mac: bytes, ip: bytes, port: int, capacity: int = 4096):
+    def __init__(
+        self,
+        engine,
+        *,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        capacity: int = 4096,
+        engine_mhz: float | None = None,
+    ):
         self.engine = engine
-        self.top = UdpTop(engine, mac=mac, ip=ip, port=port, capacity=capacity)
+        self.clock = engine_clock(engine, engine_mhz)
+        self.top = UdpTop(engine, mac=mac, ip=ip, port=port, capacity=capacity, engine_clock=True)
 
-    def elaborate(self, platform):
-        from nfacep.boards.top import board_leds
-
-        m = Module()
-        check_board(platform)
+    def _pll(self, m, platform):
+        """The ``EHXPLLL`` on the 25 MHz oscillator: the link's 125 MHz (``CLKOP``), the
+        engine's clock (``CLKOS``, :attr:`clock`) and the lock."""
         clk25 = platform.request(platform.default_clk, dir="-")
         m.submodules.clk25 = clk_in = io.Buffer("i", clk25)
         pll_out, locked = Signal(name="clk125"), Signal(name="pll_locked")
+        engine_clk = Signal(name="engine_clk")
         m.submodules.pll = Instance(
             "EHXPLLL",
             p_PLLRST_ENA="DISABLED",
@@ -136,6 +221,10 @@ class UdpBoardTop(Elaboratable):
             p_CLKOP_DIV=5,
             p_CLKOP_CPHASE=2,
             p_CLKOP_FPHASE=0,
+            p_CLKOS_ENABLE="ENABLED",
+            p_CLKOS_DIV=self.clock.divider,
+            p_CLKOS_CPHASE=2,
+            p_CLKOS_FPHASE=0,
             p_FEEDBK_PATH="CLKOP",
             p_CLKFB_DIV=5,  # 25 MHz * 5 = 125 MHz, VCO 625 MHz
             i_CLKI=clk_in.i,
@@ -149,19 +238,31 @@ class UdpBoardTop(Elaboratable):
             i_PHASELOADREG=1,
             i_PLLWAKESYNC=0,
             i_ENCLKOP=0,
+            i_ENCLKOS=0,
             o_CLKOP=pll_out,
+            o_CLKOS=engine_clk,
             o_LOCK=locked,
             a_FREQUENCY_PIN_CLKI="25",
             a_FREQUENCY_PIN_CLKOP="125",
+            a_FREQUENCY_PIN_CLKOS=f"{self.clock.mhz:.4f}",
             a_ICP_CURRENT="12",
             a_LPF_RESISTOR="8",
             a_MFG_ENABLE_FILTEROPAMP="1",
             a_MFG_GMCREF_SEL="2",
         )
+        return pll_out, engine_clk, locked
+
+    def elaborate(self, platform):
+        from nfacep.boards.top import board_leds
+
+        m = Module()
+        check_board(platform)
+        pll_out, engine_clk, locked = self._pll(m, platform)
         m.domains.sync = ClockDomain("sync")
         m.d.comb += ClockSignal("sync").eq(pll_out)
         m.submodules.reset = ResetSynchronizer(~locked, domain="sync")
         platform.add_clock_constraint(pll_out, CLOCK_MHZ * 1e6)
+        platform.add_clock_constraint(engine_clk, self.clock.mhz * 1e6)
 
         rgmii = platform.request("eth_rgmii", 0, dir="-")
         platform.add_clock_constraint(rgmii.rx_clk.io, CLOCK_MHZ * 1e6)
@@ -169,6 +270,7 @@ class UdpBoardTop(Elaboratable):
         m.submodules.rgmii_tx = tx = RgmiiTx(rgmii)
         m.submodules.udp = top = self.top
         m.d.comb += [
+            top.engine_clk.eq(engine_clk),
             top.rx_clk.eq(rx.rx_clk),
             top.rxd.eq(rx.rxd),
             top.rx_dv.eq(rx.rx_dv),
@@ -192,12 +294,18 @@ class UdpBoardTop(Elaboratable):
         return m
 
 
-def make_top(engine, udp: Endpoint) -> tuple[dict, UdpBoardTop]:
-    """The board top for ``engine`` at the board's addresses ``udp``, and the report's
-    ``link`` fields."""
-    top = UdpBoardTop(engine, mac=udp.mac, ip=udp.ip, port=udp.port)
+def make_top(engine, udp: Endpoint, engine_mhz: float | None = None) -> tuple[dict, UdpBoardTop]:
+    """The board top for ``engine`` at the board's addresses ``udp``, its engine's clock at
+    ``engine_mhz`` (default: chosen, :func:`engine_clock`), and the report's ``link``
+    fields."""
+    top = UdpBoardTop(engine, mac=udp.mac, ip=udp.ip, port=udp.port, engine_mhz=engine_mhz)
+    clock = top.clock
     note = (
-        f"UDP link on the first RGMII port at 1000 Mb/s, engine at {CLOCK_MHZ:g} MHz "
+        f"UDP link on the first RGMII port at 1000 Mb/s (link clock {CLOCK_MHZ:g} MHz), "
+        f"engine at {clock.mhz:.2f} MHz ({clock.as_dict()['engine_mhz_from']}): "
+        f"{clock.tuples_per_s / 1e6:.2f}M tuples/s against the line's "
+        f"{clock.line_tuples_per_s / 1e6:.2f}M at {clock.line_packet} tuples a packet, "
+        f"{'keeps up' if clock.keeps_up else 'SLOWER THAN THE LINE'} "
         f"(payload format: boards/UDP.md); the board is {udp}"
     )
     return {
@@ -205,7 +313,8 @@ def make_top(engine, udp: Endpoint) -> tuple[dict, UdpBoardTop]:
         "mac": udp.mac.hex(":"),
         "ip": ".".join(map(str, udp.ip)),
         "port": udp.port,
-        "engine_mhz": CLOCK_MHZ,
+        "link_mhz": CLOCK_MHZ,
+        **clock.as_dict(),
         "engine_id": f"{top.top.engine_id:08x}",
         "note": note,
     }, top

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The UDP board top on the Colorlight 5A-75B, built: LUTs, flip-flops, block RAMs and the
+frequency nextpnr reached on each clock, for the engines beside the link that issue 26 names
+(the marathon query: the test's 2-partition pipeline, ``build``'s default table, the pipeline
+store at 64 and 256 partitions), with the engine's clock and whether it keeps up with the line.
+
+Each row is one ``nfacep build --link udp`` (``nfacep.boards.build``, Yosys and nextpnr, several
+minutes each); a build that misses timing still has its report and is listed (``met`` no).
+Run it on two commits to compare them (the table says which commit it measured):
+
+    python benchmarks/udp_clocks.py [--only 2,64,256,default] [--csv F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+import subprocess
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MARATHON = ROOT / "queries" / "marathon.sql"
+CONFIGS = {
+    "2": {"store": "pipeline", "partitions": 2},
+    "64": {"store": "pipeline", "partitions": 64},
+    "256": {"store": "pipeline", "partitions": 256},
+    "default": {},
+}
+
+
+def measure(name: str, given: dict, work: str) -> dict:
+    """One build of the UDP top with the engine ``given`` (``build``'s default for the rest)."""
+    from nfacep import boards, compile_file
+    from nfacep.boards.defaults import board_engine
+    from nfacep.boards.flow import BuildError
+
+    nfa = compile_file(str(MARATHON))
+    board = boards.get_board("colorlight-5a75b")
+    params = board_engine(nfa, board, given)
+    try:
+        report = boards.build(
+            nfa, board, f"{work}/{name}", params, link="udp", query_file=str(MARATHON)
+        )
+    except BuildError as err:
+        report = err.report
+        if report is None:
+            raise
+    res = report["resources"]
+    link = report["link"]
+    row = {
+        "engine": f"{params.store} {params.partitions}",
+        "luts": res.get("luts", {}).get("used"),
+        "ffs": res.get("ffs", {}).get("used"),
+        "brams": res.get("brams", {}).get("used"),
+        "met": report["timing_met"],
+        "engine_mhz": link.get("engine_mhz"),
+        "keeps_up": link.get("keeps_up"),
+    }
+    for clock, mhz in sorted(report["fmax_mhz"].items()):
+        row[f"fmax {clock}"] = f"{mhz:.2f}/{report['constraint_mhz'][clock]:g}"
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(CONFIGS), help="configurations (%(default)s)")
+    ap.add_argument("--csv", help="also write the rows to this CSV file")
+    args = ap.parse_args()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    rows = []
+    with tempfile.TemporaryDirectory() as work:
+        for name in args.only.split(","):
+            row = measure(name, CONFIGS[name], work)
+            rows.append(row)
+            print(f"{commit}: " + "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    print(f"\nUDP top on the Colorlight 5A-75B at {commit} (fmax: reached/constraint MHz)")
+    keys = sorted({k for row in rows for k in row}, key=lambda k: (k.startswith("fmax"), k))
+    print(" | ".join(keys))
+    for row in rows:
+        print(" | ".join(str(row.get(k, "-")) for k in keys))
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
