@@ -66,6 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(CONFIGS), help="configurations (%(default)s)")
     ap.add_argument("--csv", help="also write the rows to this CSV file")
+    ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
     args = ap.parse_args()
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
@@ -74,7 +75,8 @@ def main() -> None:
         check=False,
     ).stdout.strip()
     rows = []
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as scratch:
+        work = args.keep or scratch
         for name in args.only.split(","):
             row = measure(name, CONFIGS[name], work)
             rows.append(row)

@@ -265,8 +265,9 @@ class UdpLink(wiring.Component):
         Nothing waits in the receive path (synchronised: a few cycles late).
     status_request, reset_request, arp_request : ``Out(1)``
     activity, trouble : ``Out(1)``
-        Pulse with a frame accepted; with a frame refused (any class but ``accepted``), a
-        TUPLES packet lost or late upstream, or a tuple the engine dropped (for the LEDs).
+        Pulse (a cycle after the count) with a frame accepted; with a frame refused (any class
+        but ``accepted``), a TUPLES packet lost or late upstream, or a tuple the engine dropped
+        (for the LEDs).
     engine_busy : ``In(1)``
         Something waits between ``o_stream``/``i_stream`` and the engine (a clock-domain
         crossing): STATUS's ``idle`` waits for it as for the engine (0 when nothing does).
@@ -619,7 +620,8 @@ class UdpLink(wiring.Component):
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
-        m.d.comb += [
+        # (registered here, beside the sequence check, for the LEDs far away: timing)
+        m.d.sync += [
             self.activity.eq(counts["accepted"]),
             self.trouble.eq(
                 (tuples_packet & ~behind & (gap != 0))
