@@ -30,10 +30,14 @@ How it works (one clock domain, the controller's):
   write-back): per line the bucket it holds, whether that is ``valid``, whether its words have
   arrived (``filled``), whether it was written (``dirty``), and ``users``, the tuples queued
   for it.
-- **Input and hazard tracking.** A tuple in stage 1 (its bucket, after the CRC) looks its
-  bucket up in the cache's tags, and the answer is registered with it in stage 2 (only stage
-  2 changes tags, so the answer stays true while the tuple waits there; a line stage 2 gives
-  away as the tuple moves in is forwarded). In stage 2, if the line holds the bucket (filled
+- **Input and hazard tracking.** The tag check takes two stages: stage 1 (the tuple's
+  bucket, after the CRC) reads its line's tag (the bucket the line holds, and whether it is
+  valid) into stage 2, and stage 2 compares it with the tuple's bucket into stage 3, so
+  the multiplexer over the lines' tags and the comparison are on separate paths.
+  Only stage 3 changes tags, so a tag read stays true while its tuple waits; a line stage 3
+  gives away meanwhile is forwarded into the tag read, the tag held in stage 2 and the
+  comparison. Whether stage 3's line has users is a register too, loaded with what the
+  line's count will be after this clock. In stage 3, if the line holds the bucket (filled
   or still being fetched) the tuple joins the queue for it. Otherwise, if the line has no
   users, it is given to the bucket at once (so a later tuple of the same bucket finds it and
   never fetches it again) and a *job* is queued: write the old bucket back if dirty, then
@@ -61,7 +65,7 @@ queued tuples then find another bucket's entries, and the tests see it.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Shape, ShapeLike, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value
 from amaranth.lib import crc, data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
@@ -294,15 +298,7 @@ class SdramPartitioner(wiring.Component):
         # stages 2 and 3: the tag check, then the allocation
         s3, go, allocate = self._lookup(m, tags, (s1, s1_valid, s1_bucket, s1_now), take, line_bits)
         t, t_valid, t_bucket, t_now, t_line, t_holds, move, next_line = s3
-        # whether stage 3's line has no users, registered: tomorrow's idle of its line
-        free = Signal(name="s3_free")
-        if self._hazard_tracking:
-            with m.If(move):
-                m.d.sync += free.eq(tags.idle_next[next_line])
-            with m.Else():
-                m.d.sync += free.eq(tags.idle_next[t_line])
-        else:
-            m.d.comb += free.eq(1)
+        free = Signal(name="s3_free")  # stage 3's line has no users (a register)
         m.d.comb += [
             go.eq(t_valid & q.w_rdy & (t_holds | (free & jobs.w_rdy))),
             allocate.eq(go & ~t_holds),
@@ -323,6 +319,11 @@ class SdramPartitioner(wiring.Component):
         ]
         filled_line, filled = self._fetch(m, ctrl, jobs, job, victim_port, w_port, clearing)
         head_line, done, wrote = self._head(m, q, queued, head_port, w_port, out, tags)
+        if self._hazard_tracking:
+            leave = (done, head_line)
+            self._free(m, tags, free, (go, move), (t_line, next_line), leave)
+        else:
+            m.d.comb += free.eq(1)
         tags.drive(
             m, (go, t_line, allocate, t_bucket), (done, head_line, wrote), filled_line, filled
         )
@@ -397,6 +398,30 @@ class SdramPartitioner(wiring.Component):
                 t_holds.eq(holds),
             ]
         return (t, t_valid, t_bucket, t_now, t_line, t_holds, move3, u_line), go, allocate
+
+    @staticmethod
+    def _free(m: Module, tags, free: Signal, moves, lines, leave) -> None:
+        """Load ``free`` with whether stage 3's line will have no users after this clock:
+        its line's if the tuple stays, else stage 2's. The lines' counts are chosen first
+        (by registers) and this clock's arrival (``go``) and departure (``done``) applied
+        after, so ``go`` does not drive the choice among the lines."""
+        go, move = moves
+        t_line, u_line = lines
+        done, head_line = leave
+
+        def after(line, arrives):
+            leaves = done & (head_line == line)
+            idle = Signal(name="free_after")
+            m.d.comb += idle.eq(tags.idle[line])
+            with m.If(arrives & ~leaves):
+                m.d.comb += idle.eq(0)
+            with m.Elif(leaves & ~arrives):
+                m.d.comb += idle.eq(tags.one[line])
+            return idle
+
+        stays = after(t_line, Const(0))
+        comes = after(u_line, go & (t_line == u_line))
+        m.d.sync += free.eq(Mux(move, comes, stays))
 
     def _queue_layout(self, line_bits: int) -> data.StructLayout:
         return data.StructLayout(
@@ -668,8 +693,8 @@ class _LineTags:
         self.users = Array(Signal(range(queue + 2), name=f"line{i}_users") for i in range(lines))
         #: ``users == 0``, kept in a register beside it
         self.idle = Array(Signal(init=1, name=f"line{i}_idle") for i in range(lines))
-        #: what ``idle`` will be next clock
-        self.idle_next = Array(Signal(name=f"line{i}_idle_next") for i in range(lines))
+        #: ``users == 1``
+        self.one = Array(self.users[i] == 1 for i in range(lines))
 
     def drive(self, m: Module, enter, leave, filled_line, filled) -> None:
         go, line, allocate, bucket = enter
@@ -677,14 +702,13 @@ class _LineTags:
         for i in range(self.lines):
             inc = go & (line == i)
             dec = done & (head_line == i)
-            m.d.comb += self.idle_next[i].eq(self.idle[i])
-            m.d.sync += self.idle[i].eq(self.idle_next[i])
             with m.If(inc & ~dec):
-                m.d.sync += self.users[i].eq(self.users[i] + 1)
-                m.d.comb += self.idle_next[i].eq(0)
+                m.d.sync += [self.users[i].eq(self.users[i] + 1), self.idle[i].eq(0)]
             with m.Elif(dec & ~inc):
-                m.d.sync += self.users[i].eq(self.users[i] - 1)
-                m.d.comb += self.idle_next[i].eq(self.users[i] == 1)
+                m.d.sync += [
+                    self.users[i].eq(self.users[i] - 1),
+                    self.idle[i].eq(self.users[i] == 1),
+                ]
             with m.If(allocate & (line == i)):
                 m.d.sync += [
                     self.bucket[i].eq(bucket),
