@@ -48,14 +48,12 @@ __all__ = [
 SIMULATORS = ("icarus", "verilator")
 
 
-def default_mode(simulator: str, store: str | None = None) -> str:
+def default_mode(simulator: str) -> str:
     """The fastest exact way to feed the engine under ``simulator``, the default ``--mode`` of
     ``nfacep sim`` and ``nfacep regress``: ``native`` (the batch harness under a C++ main, no
-    Python while it runs) with Verilator, ``batch`` with Icarus; ``cycle`` for ``store``
-    ``sdram``, whose chip is a Python model stepped at every clock. Every mode gives the same
-    records."""
-    if store == "sdram":
-        return "cycle"
+    Python while it runs) with Verilator, ``batch`` with Icarus, whatever the store (with
+    ``--store sdram`` the chip's model is gateware simulated beside the engine,
+    :mod:`nfacep.sim.sdram`). Every mode gives the same records."""
     return "native" if simulator == "verilator" else "batch"
 
 

@@ -149,7 +149,7 @@ class Sim(Command):
                     waves=args.waves,
                     build_dir=args.build_dir,
                     check=args.check,
-                    mode=args.mode or default_mode(args.simulator, args.store),
+                    mode=args.mode or default_mode(args.simulator),
                 )
             )
         nfa = load_query(args.query)

@@ -14,6 +14,7 @@ from nfacep.errors import UsageError
 from .build import build_model, environment, read_sidecar, ready
 from .harness import HARNESS_TOP, harness_verilog
 from .native import build_native
+from .sdram import with_chip
 
 __all__ = ["prebuild"]
 
@@ -52,6 +53,7 @@ def prebuild(
     """
     cache = ready(simulator, build_dir)
     path, sidecar = read_sidecar(engine)
+    path, sidecar = with_chip(path, sidecar, cache / "sdram", cache)  # --store sdram
     top, harness = sidecar["top"], None
     if batch_depth is not None:
         top, harness = HARNESS_TOP, harness_verilog(sidecar, batch_depth)

@@ -41,6 +41,7 @@ from . import build
 from .build import TIMESCALE, SimulationError
 from .harness import HARNESS_TOP, check_depth, depth_for, harness_verilog, switch_plusargs
 from .records import CONFIG_ENV, RECORDS_HEX, InOrderChecker, read_hex, write_records
+from .sdram import check_errors, with_chip
 
 __all__ = [
     "MODES",
@@ -250,21 +251,14 @@ class Simulation:
         values: ParamValues | None,
         model: Tuples | None = None,
     ) -> Iterator[SimRun]:
-        if (
-            params.store == "sdram"
-            and nfa.program.partition_fields
-            and self.options.mode != "cycle"
-        ):
-            raise UsageError(
-                "--store sdram: the SDRAM chip is simulated by its cycle-accurate model "
-                "(every timing rule checked) in the per-cycle testbench: add --mode cycle"
-            )
         cache = build.ready(self.options.simulator, self.options.build_dir)
         cache.mkdir(parents=True, exist_ok=True)
         run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=cache))
         keep = False  # (a failure while the inputs are written leaves nothing worth keeping)
         try:
             engine_v, sidecar = self._engine(nfa, params, run_dir, values)
+            # with --store sdram: the engine and its chip's model, under one top
+            engine_v, sidecar = with_chip(engine_v, sidecar, cache / "sdram", cache)
             n = self._write_tuples(nfa, pieces, run_dir / "tuples.hex")
             config = self._write_inputs(nfa, n, model, params, sidecar, run_dir, values)
             keep = True
@@ -472,6 +466,9 @@ class SimRun:
         if (failure is not None and failure["kind"] != "mismatch") or not stats_path.is_file():
             self._fail(failure["message"] if failure else "it ran no test")
         self.stats = json.loads(stats_path.read_text(encoding="utf-8"))
+        broken = check_errors(self.stats.get("counters", {}))
+        if broken is not None:
+            self._fail(broken)
         #: set when the records are wrong: they differ from the reference matcher's (found by
         #: the testbench, with ``check``) or break the record rules (found by :meth:`chunks`)
         self.failure: SimulationError | None = None

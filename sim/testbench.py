@@ -174,44 +174,6 @@ class StreamMonitor:
             self._ready = new
 
 
-def _unsigned(value) -> int:
-    """A port's value as an integer (a 1-bit port's is a ``Logic``), 0 when not resolvable."""
-    if not value.is_resolvable:
-        return 0
-    return value.to_unsigned() if hasattr(value, "to_unsigned") else int(value)
-
-
-class SdramChip:
-    """The engine's SDRAM (``--store sdram``): the cycle-accurate model
-    (:class:`nfacep.hdl.sdram.model.SDRAMModel`, the one the store's Amaranth tests use, with
-    every timing check) on the ``sdram__*`` ports, stepped at every rising edge like the
-    driver: it sees the command pins as the edge samples them and drives ``sdram__dq_i`` for
-    the next edge. A timing violation raises
-    :class:`~nfacep.hdl.sdram.model.SDRAMTimingError`, which fails the run."""
-
-    PINS = ("cs", "ras", "cas", "we", "ba", "a", "dq_o", "dq_oe")
-
-    def __init__(self, dut):
-        from nfacep.hdl.sdram.model import SDRAMModel
-        from nfacep.hdl.sdram.sim import FLOATING
-        from nfacep.hdl.sdram.timing import ENGINE_SDRAM
-
-        if ENGINE_SDRAM.clk_freq * CLOCK_PERIOD_NS != 1e9:
-            raise RuntimeError("the engine's SDRAM timing is not for this testbench's clock")
-        self.model = SDRAMModel(ENGINE_SDRAM.geometry, ENGINE_SDRAM.cycles())
-        self.pins = [dut[f"sdram__{name}"] for name in self.PINS]
-        self.dq_i = dut["sdram__dq_i"]
-        self.floating = FLOATING & ((1 << ENGINE_SDRAM.geometry.width) - 1)
-
-    def start(self) -> None:
-        self.dq_i.value = self.floating
-
-    def step(self) -> None:
-        cs, ras, cas, we, ba, a, dq_o, dq_oe = (_unsigned(p.value) for p in self.pins)
-        out = self.model.clock(ras, cas, we, ba, a, dq_o, dq_oe, cs=cs)
-        self.dq_i.value = self.floating if out is None else out
-
-
 class TB:
     """The testbench: clock, reset, driver, monitor and checker around one engine."""
 
@@ -253,7 +215,6 @@ class TB:
             traffic,
             lambda word: self.checker(self.layout.decode(word)),
         )
-        self.sdram = SdramChip(dut) if "sdram__ras" in side["ports"] else None
         self.cycle = 0  #: rising edges since the end of reset
         n = len(self.words)
         self.counter_names = list(counter_ports(side))
@@ -356,8 +317,6 @@ class TB:
         drv, mon = self.driver, self.monitor
         drv.start(self.words)
         mon.start()
-        if self.sdram is not None:
-            self.sdram.start()
         if self.switches is not None:
             self.switches.drive()
         if self.image is not None:
@@ -369,8 +328,6 @@ class TB:
         while True:
             await edge
             self.cycle += 1
-            if self.sdram is not None:
-                self.sdram.step()
             # both sample before either drives: i_stream.ready may depend on o_stream.ready
             drv.sample(self.cycle)
             mon.sample(self.cycle)

@@ -176,20 +176,14 @@ QUERIES = pathlib.Path(__file__).resolve().parent.parent / "queries"
 @pytest.mark.parametrize(
     ("command", "message"),
     [
-        (
-            ["sim", "--output", "o.csv", "--mode", "batch"],  # (cycle is its default)
-            "--store sdram: the SDRAM chip is simulated by its",
-        ),
         (["check", "--board", "colorlight-5a75b"], "--store sdram: the board tops do not drive"),
         (["build", "--board", "colorlight-5a75b"], "--store sdram: the board tops do not drive"),
     ],
 )
 def test_commands_that_cannot_take_it_yet_say_so(tmp_path, monkeypatch, capsys, command, message):
-    """`sim` simulates the chip only per cycle (--mode cycle, its default with --store sdram);
-    no board top drives it yet."""
+    """No board top drives the chip yet."""
     monkeypatch.chdir(tmp_path)
     name, *rest = command
     query = str(QUERIES / "bruteforce.sql")
-    inputs = ["--input", str(QUERIES / "bruteforce.csv")] if name == "sim" else []
-    assert main([name, query, *inputs, *rest, "--store", "sdram", "--partitions", "64"]) == 2
+    assert main([name, query, *rest, "--store", "sdram", "--partitions", "64"]) == 2
     assert message in capsys.readouterr().err

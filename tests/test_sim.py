@@ -173,21 +173,48 @@ def test_table_store(tmp_path, sim_cache, name, params):
         assert summary["drops"] > 0
 
 
-# the store in SDRAM: its chip is the cocotb model stepping nfacep.hdl.sdram.model at every
-# clock (power-up 200 us, then the store clears its 64 buckets); bruteforce's 32-bit keys
-# hashed into 16 buckets of 4 ways fill some, as with the table, whose capacity model
-# `match --store sdram` shares
+# the store in SDRAM: its chip is the gateware model (nfacep.hdl.sdram.chip) simulated beside
+# the engine (power-up 200 us, then the store clears its 64 buckets), natively under Verilator;
+# bruteforce's 32-bit keys hashed into 16 buckets of 4 ways fill some, as with the table,
+# whose capacity model `match --store sdram` shares
+SDRAM_PARAMS = ("--store", "sdram", "--partitions", "64", "--ways", "4")
+
+
 @pytest.mark.slow
-def test_sdram_store_per_cycle(tmp_path, sim_cache):
-    require("icarus")
-    params = ("--store", "sdram", "--partitions", "64", "--ways", "4")
-    got, summary = simulate(tmp_path, sim_cache, "bruteforce", *params, "--mode", "cycle")
-    expected, ref_summary = reference(tmp_path, "bruteforce", *params)
+def test_sdram_store_native(tmp_path, sim_cache):
+    require("verilator")
+    params = (*SDRAM_PARAMS, "--simulator", "verilator", "--mode", "native")
+    got, summary = simulate(tmp_path, sim_cache, "bruteforce", *params)
+    expected, ref_summary = reference(tmp_path, "bruteforce", *SDRAM_PARAMS)
     assert got == expected
     assert {k: summary[k] for k in SAME_KEYS} == {k: ref_summary[k] for k in SAME_KEYS}
     assert summary["counters"].get("drops") == summary["drops"] > 0
-    table, _ = reference(tmp_path, "bruteforce", "--store", "table", *params[2:])
+    assert summary["counters"]["sdram_errors"] == 0
+    table, _ = reference(tmp_path, "bruteforce", "--store", "table", *SDRAM_PARAMS[2:])
     assert table == expected
+
+
+@pytest.mark.slow
+def test_sdram_refreshing_late_is_reported(tmp_path, sim_cache, monkeypatch, capsys):
+    """An engine whose controller refreshes every 2 tREFI: the chip's model flags tREFI and
+    the run fails (exit 1) saying so (Icarus, the batch harness)."""
+    require("icarus")
+    import nfacep.hdl.engine as engine
+    from nfacep.hdl.sdram.timing import ENGINE_SDRAM
+
+    late = ENGINE_SDRAM.cycles().with_(trefi=2 * ENGINE_SDRAM.cycles().trefi)
+
+    class Late(engine.SdramPartitioner):
+        def __init__(self, **kwargs):
+            super().__init__(controller={"cycles_override": late}, **kwargs)
+
+    monkeypatch.setattr(engine, "SdramPartitioner", Late)
+    monkeypatch.chdir(tmp_path)
+    argv = ["sim", str(QUERIES / "bruteforce.sql"), "--input", str(QUERIES / "bruteforce.csv")]
+    argv += ["--output", "out.csv", *SDRAM_PARAMS, "--simulator", "icarus", "--mode", "batch"]
+    assert main([*argv, "--build-dir", str(sim_cache)]) == 1
+    err = capsys.readouterr().err
+    assert "the SDRAM chip's model found the controller breaking its timing: tREFI" in err
 
 
 # PARTITION BY site, sensor: the engine's key is both fields' bits (18), which the pipeline
@@ -1010,7 +1037,6 @@ def test_the_fastest_exact_mode_is_the_default(monkeypatch, capsys):
     """`sim` and `regress` feed Verilator's model natively unless told otherwise, and `regress`
     takes Verilator when it is installed; `sim --help` and `regress --help` say so."""
     assert build.default_mode("verilator") == "native" and build.default_mode("icarus") == "batch"
-    assert build.default_mode("icarus", "sdram") == "cycle"  # the chip's model steps per clock
     monkeypatch.setattr(build, "simulator_available", lambda simulator, cache=None: None)
     assert build.default_simulator() == "verilator"
     monkeypatch.setattr(

@@ -30,10 +30,14 @@ How it works (one clock domain, the controller's):
   write-back): per line the bucket it holds, whether that is ``valid``, whether its words have
   arrived (``filled``), whether it was written (``dirty``), and ``users``, the tuples queued
   for it.
-- **Input and hazard tracking.** A tuple in stage 1 (its bucket, after the CRC) looks its
-  bucket up in the cache's tags, and the answer is registered with it in stage 2 (only stage
-  2 changes tags, so the answer stays true while the tuple waits there; a line stage 2 gives
-  away as the tuple moves in is forwarded). In stage 2, if the line holds the bucket (filled
+- **Input and hazard tracking.** The tag check takes two stages: stage 1 (the tuple's
+  bucket, after the CRC) reads its line's tag (the bucket the line holds, and whether it is
+  valid) into stage 2, and stage 2 compares it with the tuple's bucket into stage 3, so
+  the multiplexer over the lines' tags and the comparison are on separate paths.
+  Only stage 3 changes tags, so a tag read stays true while its tuple waits; a line stage 3
+  gives away meanwhile is forwarded into the tag read, the tag held in stage 2 and the
+  comparison. Whether stage 3's line has users is a register too, loaded with what the
+  line's count will be after this clock. In stage 3, if the line holds the bucket (filled
   or still being fetched) the tuple joins the queue for it. Otherwise, if the line has no
   users, it is given to the bucket at once (so a later tuple of the same bucket finds it and
   never fetches it again) and a *job* is queued: write the old bucket back if dirty, then
@@ -61,7 +65,7 @@ queued tuples then find another bucket's entries, and the tests see it.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Shape, ShapeLike, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value
 from amaranth.lib import crc, data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
@@ -291,10 +295,10 @@ class SdramPartitioner(wiring.Component):
         )
         m.submodules.jobs = jobs = fifo.SyncFIFOBuffered(width=job.size, depth=self._queue)
 
-        # stage 2: the allocation, from the tag check registered in stage 1
-        s2 = self._lookup(m, tags, (s1, s1_valid, s1_bucket, s1_now), take, line_bits)
-        t, t_valid, t_bucket, t_now, t_line, t_holds, go, allocate = s2
-        free = tags.idle[t_line] if self._hazard_tracking else Const(1)
+        # stages 2 and 3: the tag check, then the allocation
+        s3, go, allocate = self._lookup(m, tags, (s1, s1_valid, s1_bucket, s1_now), take, line_bits)
+        t, t_valid, t_bucket, t_now, t_line, t_holds, move, next_line = s3
+        free = Signal(name="s3_free")  # stage 3's line has no users (a register)
         m.d.comb += [
             go.eq(t_valid & q.w_rdy & (t_holds | (free & jobs.w_rdy))),
             allocate.eq(go & ~t_holds),
@@ -315,43 +319,109 @@ class SdramPartitioner(wiring.Component):
         ]
         filled_line, filled = self._fetch(m, ctrl, jobs, job, victim_port, w_port, clearing)
         head_line, done, wrote = self._head(m, q, queued, head_port, w_port, out, tags)
+        if self._hazard_tracking:
+            leave = (done, head_line)
+            self._free(m, tags, free, (go, move), (t_line, next_line), leave)
+        else:
+            m.d.comb += free.eq(1)
         tags.drive(
             m, (go, t_line, allocate, t_bucket), (done, head_line, wrote), filled_line, filled
         )
         return m
 
     def _lookup(self, m: Module, tags, s1_stage, take: Signal, line_bits: int):
-        """Stage 2's registers, loaded from stage 1 with its tuple's tag check: whether its
-        line holds its bucket. Only stage 2 allocates lines, so the check stays true while
-        the tuple waits in stage 2; a line stage 2 allocates as the tuple moves on is
-        forwarded. Returns stage 2 (tuple, valid, bucket, tick, line, holds) and its ``go``
-        and ``allocate`` (driven by the caller)."""
+        """Stages 2 and 3: the tag check over two clocks. Stage 2 registers the tag of stage
+        1's line (the bucket it holds and whether it is valid: a multiplexer over the lines'
+        registers); stage 3 registers the comparison of that tag with the tuple's bucket,
+        ``holds``, and decides. Only stage 3 allocates lines, so a tag read stays true while
+        its tuple waits, but for stage 3's own allocations, which are forwarded: into the tag
+        read in stage 1, into the tag held in stage 2, and into the comparison. Returns stage
+        3's (tuple, valid, bucket, tick, line, holds, move) and its ``go`` and ``allocate``
+        (driven by the caller); ``move`` says stage 3 takes stage 2's tuple."""
         s1, s1_valid, s1_bucket, s1_now = s1_stage
-        t = Signal.like(s1, name="s2")
-        t_valid = Signal(name="s2_valid")
-        t_bucket = Signal.like(s1_bucket, name="s2_bucket")
-        t_now = Signal.like(s1_now, name="s2_now")
-        t_line = Signal(line_bits, name="s2_line")
-        t_holds = Signal(name="s2_holds")
-        go, allocate = Signal(name="s2_go"), Signal(name="s2_allocate")
+        go, allocate = Signal(name="s3_go"), Signal(name="s3_allocate")
+        t = Signal.like(s1, name="s3")
+        t_valid = Signal(name="s3_valid")
+        t_bucket = Signal.like(s1_bucket, name="s3_bucket")
+        t_now = Signal.like(s1_now, name="s3_now")
+        t_line = Signal(line_bits, name="s3_line")
+        t_holds = Signal(name="s3_holds")
+        u = Signal.like(s1, name="s2")
+        u_valid = Signal(name="s2_valid")
+        u_bucket = Signal.like(s1_bucket, name="s2_bucket")
+        u_now = Signal.like(s1_now, name="s2_now")
+        u_line = Signal(line_bits, name="s2_line")
+        u_tag = Signal.like(s1_bucket, name="s2_tag")
+        u_tag_valid = Signal(name="s2_tag_valid")
         line = s1_bucket[:line_bits] if self._lines > 1 else Const(0, 1)
-        holds = Signal(name="s1_holds")
+        move3 = Signal(name="s3_move")
+        move2 = Signal(name="s2_move")
+        m.d.comb += [
+            move3.eq(~t_valid | go),
+            move2.eq(~u_valid | move3),
+            take.eq(~s1_valid | move2),
+        ]
+        # stage 1 reads its line's tag (stage 3's allocation of the line forwarded)
+        read_tag = Signal.like(s1_bucket, name="s1_tag")
+        read_valid = Signal(name="s1_tag_valid")
         with m.If(allocate & (t_line == line)):
-            m.d.comb += holds.eq(t_bucket == s1_bucket)
+            m.d.comb += [read_tag.eq(t_bucket), read_valid.eq(1)]
         with m.Else():
-            m.d.comb += holds.eq(tags.valid[line] & (tags.bucket[line] == s1_bucket))
-        move = ~t_valid | go
-        m.d.comb += take.eq(~s1_valid | move)
-        with m.If(move):
+            m.d.comb += [read_tag.eq(tags.bucket[line]), read_valid.eq(tags.valid[line])]
+        gives_u_line = Signal(name="s3_gives_s2_line")
+        m.d.comb += gives_u_line.eq(allocate & (t_line == u_line))
+        with m.If(move2):
             m.d.sync += [
-                t_valid.eq(s1_valid),
-                t.eq(s1),
-                t_bucket.eq(s1_bucket),
-                t_now.eq(s1_now),
-                t_line.eq(line),
+                u_valid.eq(s1_valid),
+                u.eq(s1),
+                u_bucket.eq(s1_bucket),
+                u_now.eq(s1_now),
+                u_line.eq(line),
+                u_tag.eq(read_tag),
+                u_tag_valid.eq(read_valid),
+            ]
+        with m.Elif(gives_u_line):
+            m.d.sync += [u_tag.eq(t_bucket), u_tag_valid.eq(1)]
+        # stage 2 compares (stage 3's allocation of its line forwarded)
+        holds = Signal(name="s2_holds")
+        with m.If(gives_u_line):
+            m.d.comb += holds.eq(t_bucket == u_bucket)
+        with m.Else():
+            m.d.comb += holds.eq(u_tag_valid & (u_tag == u_bucket))
+        with m.If(move3):
+            m.d.sync += [
+                t_valid.eq(u_valid),
+                t.eq(u),
+                t_bucket.eq(u_bucket),
+                t_now.eq(u_now),
+                t_line.eq(u_line),
                 t_holds.eq(holds),
             ]
-        return t, t_valid, t_bucket, t_now, t_line, t_holds, go, allocate
+        return (t, t_valid, t_bucket, t_now, t_line, t_holds, move3, u_line), go, allocate
+
+    @staticmethod
+    def _free(m: Module, tags, free: Signal, moves, lines, leave) -> None:
+        """Load ``free`` with whether stage 3's line will have no users after this clock:
+        its line's if the tuple stays, else stage 2's. The lines' counts are chosen first
+        (by registers) and this clock's arrival (``go``) and departure (``done``) applied
+        after, so ``go`` does not drive the choice among the lines."""
+        go, move = moves
+        t_line, u_line = lines
+        done, head_line = leave
+
+        def after(line, arrives):
+            leaves = done & (head_line == line)
+            idle = Signal(name="free_after")
+            m.d.comb += idle.eq(tags.idle[line])
+            with m.If(arrives & ~leaves):
+                m.d.comb += idle.eq(0)
+            with m.Elif(leaves & ~arrives):
+                m.d.comb += idle.eq(tags.one[line])
+            return idle
+
+        stays = after(t_line, Const(0))
+        comes = after(u_line, go & (t_line == u_line))
+        m.d.sync += free.eq(Mux(move, comes, stays))
 
     def _queue_layout(self, line_bits: int) -> data.StructLayout:
         return data.StructLayout(
@@ -623,6 +693,8 @@ class _LineTags:
         self.users = Array(Signal(range(queue + 2), name=f"line{i}_users") for i in range(lines))
         #: ``users == 0``, kept in a register beside it
         self.idle = Array(Signal(init=1, name=f"line{i}_idle") for i in range(lines))
+        #: ``users == 1``
+        self.one = Array(self.users[i] == 1 for i in range(lines))
 
     def drive(self, m: Module, enter, leave, filled_line, filled) -> None:
         go, line, allocate, bucket = enter
