@@ -11,7 +11,15 @@ from amaranth.lib.wiring import In, Out
 from .headers import ETHERNET, ICMP, IPV4, PROTOCOL_ICMP
 from .packet import Depacketizer, frame_signature
 
-__all__ = ["ECHO_REPLY", "ECHO_REQUEST", "IcmpRx", "header", "reply_checksum"]
+__all__ = [
+    "ECHO_REPLY",
+    "ECHO_REQUEST",
+    "IcmpRx",
+    "header",
+    "reply_checksum",
+    "reply_fold",
+    "reply_sum",
+]
 
 ECHO_REQUEST, ECHO_REPLY = 8, 0
 
@@ -60,8 +68,21 @@ class IcmpRx(wiring.Component):
 def reply_checksum(request: Value) -> Value:
     """The echo reply's checksum from the request's: only the type changed (8 to 0), so the
     checksum is updated for that one word as RFC 1624 (eqn. 3) says:
-    ``~(~request + ~0x0800 + 0x0000)`` in one's complement arithmetic."""
-    total = (~request)[:16] + 0xF7FF
+    ``~(~request + ~0x0800 + 0x0000)`` in one's complement arithmetic. In two halves, each one
+    add (a register may sit between them, for timing): :func:`reply_sum`, then
+    :func:`reply_fold`."""
+    return reply_fold(reply_sum(request))
+
+
+def reply_sum(request: Value) -> Value:
+    """The first half of :func:`reply_checksum`: ``~request + ~0x0800`` (17 bits, the carry
+    not yet folded back)."""
+    return (~request)[:16] + 0xF7FF
+
+
+def reply_fold(total: Value) -> Value:
+    """The second half of :func:`reply_checksum`: the carry of :func:`reply_sum`'s ``total``
+    added back in (one's complement), complemented."""
     return ~(total[:16] + total[16])[:16]
 
 

@@ -645,6 +645,9 @@ class _TxFrame:
     def __init__(self, max_records: int, record_bytes: int):
         self.kind = Signal(8)  # the payload type, 0 for ARP, _KIND_ECHO for an echo reply
         self.icmp_checksum = Signal(16)  # an echo reply's
+        # its first half, from the request's checksum each cycle (folded into icmp_checksum
+        # in SUM: one add a cycle, for timing)
+        self.echo_sum = Signal(17)
         self.seq = Signal(32)  # the board's UDP packets
         self.n_records = Signal(range(max_records + 1))
         self.body_len = Signal(11)
@@ -818,6 +821,7 @@ class UdpTx(wiring.Component):
         m.d.comb += f.flags.eq(self.idle & (fifo.level == 0))
         if self._echo:
             self._echo_reads(m, f)
+            m.d.sync += f.echo_sum.eq(icmp.reply_sum(self.echo_checksum))
         with m.If(self.clear):
             m.d.sync += f.seq.eq(0)
         with m.FSM(name="udp_tx"):
@@ -839,7 +843,6 @@ class UdpTx(wiring.Component):
                         f.dst.ip.eq(self.echo_peer.ip),
                         f.ip_len.eq(self.echo_length),
                         f.body_len.eq(self.echo_length - IPV4.length - ICMP.length),
-                        f.icmp_checksum.eq(icmp.reply_checksum(self.echo_checksum)),
                     ]
                     m.next = "SUM"
                 with m.Elif(want_status):
@@ -962,6 +965,8 @@ class UdpTx(wiring.Component):
             m.next = "SUM"
         with m.State("SUM"):
             m.d.sync += f.body_last.eq(f.body_len - 1)
+            if self._echo:  # (echo_sum is from the request's checksum in IDLE)
+                m.d.sync += f.icmp_checksum.eq(icmp.reply_fold(f.echo_sum))
             m.next = "SUM2"
         with m.State("SUM2"):
             m.next = "SUM3"
