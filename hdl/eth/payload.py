@@ -866,12 +866,14 @@ class UdpTx(wiring.Component):
                     m.next = "LENGTH"
             self._lengths(m, f)
             with m.State("LOAD"):
+                # (STATUS's body loaded for every frame, unused but by STATUS, so that its
+                # enable is the state alone: timing)
                 m.d.comb += [
                     header.load.eq(1),
                     header.i_data.eq(self._headers(f, checksum, icmp_checksum)),
+                    status.load.eq(1),
+                    status.i_data.eq(self._status_body(f.flags)),
                 ]
-                with m.If(f.kind != 0):
-                    m.d.comb += [status.load.eq(1), status.i_data.eq(self._status_body(f.flags))]
                 m.next = "HEADER"
                 with m.If((self.clear | f.cleared) & (f.kind == PacketType.RECORDS)):
                     m.next = "IDLE"  # RESET since the packet was decided: its records are gone
