@@ -149,20 +149,28 @@ class StatusLed(wiring.Component):
         super().__init__({"activity": In(1), "trouble": In(1), "led": Out(1)})
 
     def elaborate(self, platform):
+        # The LED is driven from a flip-flop (timing: the pin is far from everything), set to
+        # what the counters will show after the edge, so it lights when it would have lit
+        # from the counters themselves.
         m = Module()
         beat = Signal(range(self._beat))
-        m.d.sync += beat.eq(Mux(beat == self._beat - 1, 0, beat + 1))
+        beat_wraps = beat == self._beat - 1
+        m.d.sync += beat.eq(Mux(beat_wraps, 0, beat + 1))
+        # beat < beat // 10, kept in a register beside the counter
+        beat_on, beat_next = Signal(init=1), Signal()
+        m.d.comb += beat_next.eq(Mux(beat_wraps, 1, Mux(beat == self._beat // 10 - 1, 0, beat_on)))
+        m.d.sync += beat_on.eq(beat_next)
         blink_count = Signal(range(self._blink))
-        blink = Signal()
-        with m.If(blink_count == self._blink - 1):
-            m.d.sync += [blink_count.eq(0), blink.eq(~blink)]
-        with m.Else():
-            m.d.sync += blink_count.eq(blink_count + 1)
+        blink, blink_next = Signal(), Signal()
+        blink_turns = blink_count == self._blink - 1
+        m.d.comb += blink_next.eq(blink ^ blink_turns)
+        m.d.sync += [blink_count.eq(Mux(blink_turns, 0, blink_count + 1)), blink.eq(blink_next)]
         busy = Signal(range(self._activity + 1))
         bad = Signal(range(self._trouble + 1))
         # (registered: the pulses come from the link's counters and sequence check; timing)
         activity, trouble = Signal(), Signal()
         m.d.sync += [activity.eq(self.activity), trouble.eq(self.trouble)]
+        held = []  # whether each hold is nonzero after the edge
         for hold, pulse, length in (
             (busy, activity, self._activity),
             (bad, trouble, self._trouble),
@@ -171,12 +179,11 @@ class StatusLed(wiring.Component):
                 m.d.sync += hold.eq(length)
             with m.Elif(hold != 0):
                 m.d.sync += hold.eq(hold - 1)
-        with m.If(bad != 0):
-            m.d.comb += self.led.eq(blink)
-        with m.Elif(busy != 0):
-            m.d.comb += self.led.eq(1)
-        with m.Else():
-            m.d.comb += self.led.eq(beat < self._beat // 10)
+            held.append(pulse | (hold > 1))
+        busy_next, bad_next = held
+        led = Signal(init=1)  # (beat_on's)
+        m.d.sync += led.eq(Mux(bad_next, blink_next, busy_next | beat_next))
+        m.d.comb += self.led.eq(led)
         return m
 
 
