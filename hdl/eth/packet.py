@@ -4,15 +4,15 @@
 The receive side reads the frame as the MAC hands it on: a byte a cycle with its offset from
 the destination address (:data:`frame_signature`, from :class:`~.mac.MacRx`; the line does not
 wait). A :class:`Depacketizer` captures the header at a fixed offset into a view of its layout.
-The transmit side loads a whole header stack into a :class:`Packetizer`
-(:func:`pack` gives its bytes) and sends it a byte at a time.
+The transmit side loads a whole header stack into a :class:`Packetizer`'s shift register
+(:func:`pack` gives its bytes) and shifts it out a byte at a time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -146,22 +146,11 @@ class Packetizer(wiring.Component):
         return self._length
 
     def elaborate(self, platform):
-        # Not a shift register: its clock enable (``load | shift``, ``shift`` often the
-        # stream's ``taken``) would fan out to every flip-flop of a long stack (timing). The
-        # stack is captured with ``load`` alone; the byte offered sits in a register that
-        # takes the next one, ``ahead``, through a byte mux when ``shift`` moves on (zeros
-        # past the end).
         m = Module()
-        n = self._length
-        stack = Signal(8 * n)
-        ahead = Signal(range(n + 1))  # the byte after the one offered
-        byte = Signal(8)
-        m.d.comb += self.byte.eq(byte)
+        shreg = Signal(8 * self._length)
+        m.d.comb += self.byte.eq(shreg[:8])
         with m.If(self.load):
-            m.d.sync += [stack.eq(self.i_data), byte.eq(self.i_data[:8]), ahead.eq(1)]
+            m.d.sync += shreg.eq(self.i_data)
         with m.Elif(self.shift):
-            m.d.sync += [
-                byte.eq(Cat(stack, Const(0, 8)).word_select(ahead, 8)),
-                ahead.eq(Mux(ahead == n, n, ahead + 1)),
-            ]
+            m.d.sync += shreg.eq(shreg >> 8)
         return m
