@@ -814,13 +814,7 @@ class UdpTop(wiring.Component):
         m.submodules.tuples_in = tuples = AsyncFIFO(
             width=engine.tuple_layout.size, depth=16, w_domain="to_engine", r_domain="engine"
         )
-        room = Signal()  # (registered: the fullness is a Gray-code compare; timing)
-        m.d.sync += room.eq((tuples.w_level < 14) & ~flush)
-        m.d.comb += [
-            tuples.w_en.eq(link.o_stream.valid & room),
-            tuples.w_data.eq(link.o_stream.payload),
-            link.o_stream.ready.eq(room),
-        ]
+        staged = self._tuple_stage(m, link, tuples, flush)
         m.submodules.records_out = records = AsyncFIFO(
             width=engine.record_layout.size, depth=16, w_domain="engine", r_domain="sync"
         )
@@ -843,9 +837,32 @@ class UdpTop(wiring.Component):
             engine.i_stream.payload.eq(tuples.r_data),
             tuples.r_en.eq(engine.i_stream.ready & ~writing),
         ]
-        self._engine_idle(m, link, engine, tuples, records)
+        self._engine_idle(m, link, engine, tuples, records, staged)
 
-    def _engine_idle(self, m, link, engine, tuples, records):
+    def _tuple_stage(self, m, link, tuples, flush):
+        """The link's tuples into the crossing through a one-tuple register (part of the
+        crossing: emptied with the engine's reset, and none taken during it): the link's FIFO
+        is read on that register's state alone, and the crossing written from it, so that no
+        one LUT drives both FIFOs' counters and memories across the chip (timing; a tuple
+        every other cycle, ample for tuples of several bytes). Returns whether it holds one."""
+        staged = Signal()
+        tuple_ = Signal(len(tuples.w_data), reset_less=True)
+        room = Signal()  # (registered: the fullness is a Gray-code compare; timing)
+        m.d.sync += room.eq((tuples.w_level < 14) & ~flush)
+        m.d.comb += [
+            link.o_stream.ready.eq(~staged & ~flush),
+            tuples.w_en.eq(staged & room),
+            tuples.w_data.eq(tuple_),
+        ]
+        with m.If(~staged):
+            m.d.to_engine += tuple_.eq(link.o_stream.payload)
+        with m.If(tuples.w_en):
+            m.d.to_engine += staged.eq(0)
+        with m.If(link.o_stream.valid & link.o_stream.ready):
+            m.d.to_engine += staged.eq(1)
+        return staged
+
+    def _engine_idle(self, m, link, engine, tuples, records, staged):
         """``link.engine_busy``: a tuple or record in a crossing, or the engine's domain not
         quiet for the link's ``quiet`` cycles of its own (told through a synchroniser)."""
         quiet = Signal(range(self._quiet + 1))
@@ -855,7 +872,7 @@ class UdpTop(wiring.Component):
         with m.Elif(quiet != self._quiet):
             m.d.engine += [quiet.eq(quiet + 1), idle.eq(quiet + 1 == self._quiet)]
         m.submodules.idle_sync = FFSynchronizer(idle, idle_sync, o_domain="sync")
-        m.d.comb += link.engine_busy.eq(~idle_sync | (tuples.w_level != 0) | records.r_rdy)
+        m.d.comb += link.engine_busy.eq(~idle_sync | staged | (tuples.w_level != 0) | records.r_rdy)
 
     def _params_crossing(self, m, link, engine, flush):
         """Switches into the engine's domain, the values in force back; returns the engine-side
