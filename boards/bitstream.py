@@ -130,7 +130,11 @@ def design(
         engine = programmable_engine(nfa, params, values, chosen)
     else:
         engine = Engine(nfa, params, values=values)
-    link_info, top = chosen.top(engine, board_mhz, **options)
+    try:
+        link_info, top = chosen.top(engine, board_mhz, **options)
+    except UsageError:
+        engine._MustUse__silence = True  # (never elaborated: the error says why)
+        raise
     return engine, link_info, top, platform
 
 

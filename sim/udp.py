@@ -316,8 +316,13 @@ def _emit(
         engine = ProgrammableEngine(_shape(nfa, params), params)
     else:
         engine = Engine(nfa, params, values=values)
+    try:
+        clock = engine_clock(engine, engine_mhz)
+    except UsageError:
+        engine._MustUse__silence = True  # (never elaborated: the error says why)
+        raise
     top = UdpTop(engine, mac=board.mac, ip=board.ip, port=board.port, engine_clock=True)
-    top.engine_mhz = engine_clock(engine, engine_mhz).mhz  # (the board's PLL gives it)
+    top.engine_mhz = clock.mhz  # (the board's PLL gives it)
     path = run_dir / "udp_top.v"
     path.write_text(verilog.convert(top, name=TOP, emit_src=False), encoding="utf-8")
     return path, top

@@ -1022,7 +1022,7 @@ def test_programmable_verilator(tmp_path, sim_cache):
 
 def test_programmable_refuses_what_does_not_fit(tmp_path, capsys):
     """A file the programmable engine cannot hold is refused before any simulator runs,
-    every reason named; so is the UDP link, which cannot load an image yet."""
+    every reason named, with the UDP link (which loads the image in LOAD packets) as without."""
     argv = ["sim", str(QUERIES / "bruteforce.sql"), "--input", str(QUERIES / "bruteforce.csv")]
     argv += ["--output", str(tmp_path / "out.csv"), "--build-dir", str(tmp_path / "cache")]
     assert main([*argv, "--engine", "programmable"]) == 2
@@ -1030,7 +1030,9 @@ def test_programmable_refuses_what_does_not_fit(tmp_path, capsys):
     assert "does not fit the programmable engine" in err and "WITHIN" in err
     assert not (tmp_path / "out.csv").exists()
     assert main([*argv, "--engine", "programmable", "--link", "udp"]) == 2
-    assert "--engine programmable" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "does not fit the programmable engine" in err and "WITHIN" in err
+    assert not (tmp_path / "out.csv").exists()
 
 
 def test_the_fastest_exact_mode_is_the_default(monkeypatch, capsys):

@@ -1123,6 +1123,7 @@ def test_engine_clock_chosen_for_the_line_or_stated(capsys):
     from nfacep.sim.udp import line_limit
 
     engine = Engine(compile_file(MARATHON), EngineParams(store="pipeline", partitions=64))
+    engine._MustUse__silence = True  # (only its clock is asked for: never elaborated)
     line = 132 * line_limit(14 + 20 + 8 + udp.HEADER_BYTES + 132 * 11 + 4)
     clock = engine_clock(engine)
     assert clock.line_tuples_per_s == pytest.approx(line) and clock.line_packet == 132

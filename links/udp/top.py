@@ -206,7 +206,11 @@ class UdpBoardTop(Elaboratable):
         engine_mhz: float | None = None,
     ):
         self.engine = engine
-        self.clock = engine_clock(engine, engine_mhz)
+        try:
+            self.clock = engine_clock(engine, engine_mhz)
+        except UsageError:
+            self._MustUse__silence = True  # (never elaborated: the error says why)
+            raise
         self.top = UdpTop(engine, mac=mac, ip=ip, port=port, capacity=capacity, engine_clock=True)
 
     def _pll(self, m, platform):
