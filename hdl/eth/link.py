@@ -51,6 +51,18 @@ COUNTERS = (
 #: Bytes of the receive buffer: two ECP5 block RAMs, room for two full frames of tuples.
 CAPACITY = 4096
 #: Tuples the clock-domain crossing holds.
+#: The GMII pins, of the link and of the board top alike: the receive clock and side in, the
+#: transmit side out (its clock is the link's own ``sync``).
+GMII_MEMBERS = {
+    "rx_clk": In(1),
+    "rxd": In(8),
+    "rx_dv": In(1),
+    "rx_er": In(1),
+    "txd": Out(8),
+    "tx_en": Out(1),
+    "tx_er": Out(1),
+}
+
 TUPLE_FIFO_DEPTH = 16
 #: Bytes of the receive buffer of loads (a programmable engine's): two chunks.
 LOAD_CAPACITY = 2 * LOAD_CHUNK
@@ -341,13 +353,7 @@ class UdpLink(wiring.Component):
         """The component's ports (the class's description)."""
         endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
         members = {
-            "rx_clk": In(1),
-            "rxd": In(8),
-            "rx_dv": In(1),
-            "rx_er": In(1),
-            "txd": Out(8),
-            "tx_en": Out(1),
-            "tx_er": Out(1),
+            **GMII_MEMBERS,
             "o_stream": Out(stream.Signature(tuple_layout)),
             "i_stream": In(stream.Signature(record_layout)),
             "engine_reset": Out(1),
@@ -720,13 +726,7 @@ class UdpTop(wiring.Component):
             "icmp": icmp,
         }
         members = {
-            "rx_clk": In(1),
-            "rxd": In(8),
-            "rx_dv": In(1),
-            "rx_er": In(1),
-            "txd": Out(8),
-            "tx_en": Out(1),
-            "tx_er": Out(1),
+            **GMII_MEMBERS,
             "activity": Out(1),
             "trouble": Out(1),
         }
