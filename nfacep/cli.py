@@ -5,10 +5,12 @@ here; the outer packages register theirs as entry points of the group ``nfacep.c
 (``pyproject.toml``), as Glasgow's applets are: ``verilog`` (:mod:`nfacep.hdl`), ``sim``
 (:mod:`nfacep.sim`), ``vectors`` and ``regress`` (:mod:`nfacep.spark_testbench`), ``build``
 and ``run`` (:mod:`nfacep.boards`). This module imports none of them: it finds them through
-the entry points when the parser is built.
+the entry points when the parser is built, and loads only the one the command line names (all
+of them for ``nfacep --help``); this module's own commands look up no entry point.
 
 A command imports what it uses when it runs (``match`` its tuple readers and the matcher), so
-that ``nfacep check`` loads neither pyarrow nor numba (tests/test_imports.py).
+that ``nfacep check`` loads neither pyarrow nor numba, nor another command's package
+(tests/test_imports.py; ``benchmarks/startup.py`` times them).
 
 ``nfacep check --board`` estimates the engine's size on a board; that needs the boards
 package, which contributes it as the entry point of the group ``nfacep.check_boards``
@@ -22,7 +24,6 @@ import contextlib
 import json
 import signal
 import sys
-from importlib import metadata
 from typing import TYPE_CHECKING, Protocol
 
 from . import NfacepError, QueryError, compile_file, params, settings
@@ -148,6 +149,8 @@ class BoardEstimator(Protocol):
 def _check_boards() -> tuple[BoardEstimator | None, str | None]:
     """The ``--board`` estimate of :data:`CHECK_BOARDS` and ``None``, or ``None`` and why it
     cannot be loaded."""
+    from importlib import metadata
+
     reason = "no package registers it (pip install 'nfacep[boards]')"
     for ep in metadata.entry_points(group=CHECK_BOARDS):
         try:
@@ -451,6 +454,8 @@ class Match(Command):
 def _match_master():
     """``nfacep match --master``'s runner, which the Spark testbench contributes as the entry
     point of the group :data:`MATCH_MASTER`; a UsageError when none can be loaded."""
+    from importlib import metadata
+
     reason = "no package registers it (pip install 'nfacep[spark]')"
     for ep in metadata.entry_points(group=MATCH_MASTER):
         try:
@@ -493,10 +498,24 @@ class _Unavailable(Command):
         )
 
 
-def commands() -> list[Command]:
-    """Every subcommand: this module's and the registered ones, in ``order``."""
-    found: dict[str, Command] = {c.name: c for c in (Check(), Explain(), Match())}
-    for ep in metadata.entry_points(group=ENTRY_POINTS):
+def commands(name: str | None = None) -> list[Command]:
+    """Every subcommand: this module's and the registered ones, in ``order``.
+
+    With ``name``, only that subcommand when there is one of that name, so that a command
+    imports no other command's package (nor, for this module's own, the entry points): the
+    parser of one subcommand parses its command line as the whole one does. An unknown
+    ``name`` gives them all (argparse's error lists them)."""
+    own = {c.name: c for c in (Check(), Explain(), Match())}
+    if name in own:
+        return [own[name]]
+    from importlib import metadata
+
+    registered = [ep for ep in metadata.entry_points(group=ENTRY_POINTS) if ep.name not in own]
+    if any(ep.name == name for ep in registered):
+        registered = [ep for ep in registered if ep.name == name]
+        own = {}
+    found: dict[str, Command] = dict(own)
+    for ep in registered:
         if ep.name in found:
             continue
         try:
@@ -505,6 +524,13 @@ def commands() -> list[Command]:
             command = _Unavailable(ep.name, f"{type(exc).__name__}: {exc}")
         found[ep.name] = command
     return sorted(found.values(), key=lambda c: (c.order, c.name))
+
+
+def _named(argv: list[str] | None) -> str | None:
+    """The subcommand a command line names first (``None`` when it starts with an option,
+    ``--help`` for one)."""
+    words = sys.argv[1:] if argv is None else argv
+    return words[0] if words and not words[0].startswith("-") else None
 
 
 def _parser(found: list[Command]) -> argparse.ArgumentParser:
@@ -556,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     file or temporary file left behind."""
     with _signals():
         try:
-            found = commands()
+            found = commands(_named(argv))
             args = _parser(found).parse_args(argv)
             command = next(c for c in found if c.name == args.command)
             return command.run(args)

@@ -191,47 +191,56 @@ def test_the_shared_vocabulary_is_a_leaf():
 NOT_FOR_CHECK = ("numpy", "pyarrow", "numba", "amaranth", "pyspark")
 #: Modules of the package that only building or running uses (the toolchain flow).
 NOT_FOR_CHECK_MODULES = ("nfacep.boards.bitstream", "nfacep.boards.flow")
+#: The packages of the other commands (``verilog``'s images, ``sim``, ``vectors`` and
+#: ``regress``): a command builds only its own parser, so it imports none of theirs.
+OTHER_COMMANDS = ("nfacep.image", "nfacep.hdl", "nfacep.sim", "nfacep.spark_testbench")
 
 
-def test_check_loads_no_engine_package(tmp_path):
-    """``nfacep check`` (the command line, every registered subcommand's parser and the
-    compiler) imports none of :data:`NOT_FOR_CHECK` and :data:`NOT_FOR_CHECK_MODULES`."""
+def _loaded(tmp_path, runs: str, top: tuple[str, ...], packages: tuple[str, ...]) -> list[str]:
+    """The modules of the top-level packages ``top`` and of the packages ``packages`` (each
+    with its submodules) that a new Python has loaded after the statements ``runs``."""
     probe = (
         "import sys\n"
         "from nfacep.cli import main\n"
-        f"assert main(['check', {str(ROOT / 'queries' / 'marathon.sql')!r}]) == 0\n"
-        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {NOT_FOR_CHECK!r}\n"
-        f"    or m in {NOT_FOR_CHECK_MODULES!r}))\n"
+        f"{runs}"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {top!r}\n"
+        f"    or any(m == p or m.startswith(p + '.') for p in {packages!r})))\n"
     )
     run = subprocess.run(
         [sys.executable, "-W", "error", "-c", probe], cwd=tmp_path, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[-1] == "[]"
+    return ast.literal_eval(run.stdout.splitlines()[-1])
+
+
+def test_check_loads_no_engine_package(tmp_path):
+    """``nfacep check`` (the command line, its parser with ``--board``'s options, and the
+    compiler) imports none of :data:`NOT_FOR_CHECK`, :data:`NOT_FOR_CHECK_MODULES` and
+    :data:`OTHER_COMMANDS`."""
+    runs = f"assert main(['check', {str(ROOT / 'queries' / 'marathon.sql')!r}]) == 0\n"
+    assert _loaded(tmp_path, runs, NOT_FOR_CHECK, NOT_FOR_CHECK_MODULES + OTHER_COMMANDS) == []
 
 
 #: What `nfacep match` on a small CSV file does not use: pyarrow would import pandas on its
-#: first list-to-array or array-to-numpy conversion (nfacep.io.arrays does them from buffers).
-NOT_FOR_MATCH = ("pandas", "amaranth", "pyspark")
+#: first list-to-array or array-to-numpy conversion (nfacep.io.arrays does them from buffers);
+#: the compiled loops (numba) pay off only on long inputs (nfacep.reference.matcher).
+NOT_FOR_MATCH = ("pandas", "amaranth", "pyspark", "numba")
+#: Nor the other commands' packages, the boards (``check --board``'s), or the installed
+#: packages' metadata (where the other commands are found): ``match`` is the module's own.
+NOT_FOR_MATCH_PACKAGES = (*OTHER_COMMANDS, "nfacep.boards", "nfacep.links", "importlib.metadata")
 
 
 def test_match_on_a_small_csv_loads_no_pandas(tmp_path):
     """``nfacep match`` on each bundled query's CSV file (integers, enums, booleans, every
-    bundled type) imports none of :data:`NOT_FOR_MATCH`, and writes the checked-in matches."""
-    probe = (
-        "import sys\n"
-        "from nfacep.cli import main\n"
+    bundled type) imports none of :data:`NOT_FOR_MATCH` and :data:`NOT_FOR_MATCH_PACKAGES`,
+    and writes the checked-in matches."""
+    runs = (
         f"for name in {('marathon', 'fire', 'vshape', 'bruteforce')!r}:\n"
         f"    base = {str(ROOT / 'queries')!r} + '/' + name\n"
         "    argv = ['match', base + '.sql', '--input', base + '.csv', '--output', name + '.csv']\n"
         "    assert main(argv) == 0\n"
-        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {NOT_FOR_MATCH!r}))\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-W", "error", "-c", probe], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[-1] == "[]"
+    assert _loaded(tmp_path, runs, NOT_FOR_MATCH, NOT_FOR_MATCH_PACKAGES) == []
     for name in ("marathon", "fire", "vshape", "bruteforce"):
         want = ROOT / "queries" / f"{name}.matches.csv"
         assert (tmp_path / f"{name}.csv").read_text() == want.read_text(), name
