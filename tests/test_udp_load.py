@@ -225,6 +225,32 @@ def test_load_into_a_fixed_board_is_refused(files, capsys):
     assert "LOAD" in capsys.readouterr().err
 
 
+def test_load_from_another_host_than_the_sessions_says_why_it_may_have_no_answer(files, capsys):
+    """While a session from 127.0.0.2 is alive the board ignores LOAD from 127.0.0.1 (another
+    address on loopback): ``nfacep load`` times out, exit 2, with one line naming that cause
+    beside the others (unreachable, no programmable engine); the query in force is unchanged."""
+    import socket
+
+    from nfacep.links.udp.protocol import PacketType, packet
+
+    with programmable_board(files / "first.sql") as (model, address):
+        host, port = address.rsplit(":", 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as session_host:
+            session_host.bind(("127.0.0.2", 0))
+            session_host.settimeout(2)
+            session_host.sendto(packet(PacketType.RESET, session=7), (host, int(port)))
+            session_host.recv(65536)  # the board's STATUS: the session is open
+            assert model.open and model.peer[0] == "127.0.0.2"
+            code = main(["load", str(files / "second.sql"), "--udp", address, "--timeout", "0.3"])
+        err = capsys.readouterr().err
+        assert code == 2
+        (line,) = err.splitlines()
+        assert line.startswith(f"nfacep: no answer to LOAD from {address} within --timeout 0.3 s")
+        assert "takes loads only from its session host's address" in line
+        assert "unreachable" in line
+        assert model.counters["foreign"] > 0 and model.images.named == 0
+
+
 def test_run_with_runtime_parameters_puts_their_values_in_the_image(files, capsys):
     """A file with runtime parameters: ``run --param`` makes the image with their values as
     constants (no PARAMS packet); the match file is ``match --param``'s. A switch at a tuple

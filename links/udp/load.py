@@ -121,9 +121,10 @@ class _Loader:
             if session in self.answers:
                 return self.answers[session]
         raise UdpTimeoutError(
-            f"no board answers LOAD at {self.address} within --timeout {self.timeout:g} s: is "
-            "it a board built with `nfacep build --link udp --engine programmable`, at this "
-            "address and port?"
+            f"no answer to LOAD from {self.address} within --timeout {self.timeout:g} s: while "
+            "a session is alive the board takes loads only from its session host's address "
+            "(run `nfacep load` there); else the board is unreachable or has no programmable "
+            "engine (`nfacep build --link udp --engine programmable`)"
         )
 
     def deliver(self, data: bytes, engine_id: int) -> dict:
