@@ -499,23 +499,18 @@ class _Unavailable(Command):
 
 
 def commands(name: str | None = None) -> list[Command]:
-    """Every subcommand: this module's and the registered ones, in ``order``.
-
-    With ``name``, only that subcommand when there is one of that name, so that a command
-    imports no other command's package (nor, for this module's own, the entry points): the
-    parser of one subcommand parses its command line as the whole one does. An unknown
-    ``name`` gives them all (argparse's error lists them)."""
+    """Every subcommand: this module's and the registered ones, in ``order``. With ``name``,
+    only the subcommand of that name (no other's package imported; no entry point looked up
+    for this module's own), or all of them when none has it (argparse's error lists them)."""
     own = {c.name: c for c in (Check(), Explain(), Match())}
     if name in own:
         return [own[name]]
     from importlib import metadata
 
     registered = [ep for ep in metadata.entry_points(group=ENTRY_POINTS) if ep.name not in own]
-    if any(ep.name == name for ep in registered):
-        registered = [ep for ep in registered if ep.name == name]
-        own = {}
-    found: dict[str, Command] = dict(own)
-    for ep in registered:
+    named = [ep for ep in registered if ep.name == name]
+    found: dict[str, Command] = {} if named else dict(own)
+    for ep in named or registered:
         if ep.name in found:
             continue
         try:
@@ -524,13 +519,6 @@ def commands(name: str | None = None) -> list[Command]:
             command = _Unavailable(ep.name, f"{type(exc).__name__}: {exc}")
         found[ep.name] = command
     return sorted(found.values(), key=lambda c: (c.order, c.name))
-
-
-def _named(argv: list[str] | None) -> str | None:
-    """The subcommand a command line names first (``None`` when it starts with an option,
-    ``--help`` for one)."""
-    words = sys.argv[1:] if argv is None else argv
-    return words[0] if words and not words[0].startswith("-") else None
 
 
 def _parser(found: list[Command]) -> argparse.ArgumentParser:
@@ -582,7 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     file or temporary file left behind."""
     with _signals():
         try:
-            found = commands(_named(argv))
+            words = sys.argv[1:] if argv is None else argv  # (only the command they name)
+            found = commands(words[0] if words and not words[0].startswith("-") else None)
             args = _parser(found).parse_args(argv)
             command = next(c for c in found if c.name == args.command)
             return command.run(args)
