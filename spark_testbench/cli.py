@@ -324,6 +324,7 @@ def _regress_arguments(p) -> None:
 
 def _regress(args) -> int:
     from . import regress, session
+    from .beside import Beside
 
     _require_spark("regress")
     if args.tasks is not None and args.tasks < 1:
@@ -344,10 +345,17 @@ def _regress(args) -> int:
     note = "note" if job.mode == "partitioned" else "warning"
     print(f"{note}: {job.reason}", file=sys.stderr)
 
-    spark, created = session.session(args.master)
+    progress = None if args.quiet else _progress
+    # the engine is emitted and its model built while the JVM starts: both take a while
+    building = Beside(lambda: regress.prebuild(job, progress), "nfacep-prebuild")
+    try:
+        spark, created = session.session(args.master)
+    except Exception:
+        building.discard(regress.Built.remove)
+        raise
     try:
         report = regress.run(
-            spark, job, tasks=args.tasks, progress=None if args.quiet else _progress
+            spark, job, tasks=args.tasks, progress=progress, built=building.result()
         )
     finally:
         if created:

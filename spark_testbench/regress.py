@@ -8,6 +8,7 @@ then
 1. emits the engine's Verilog **once** (:func:`nfacep.hdl.engine.write_verilog`) and builds the
    simulator model once on the driver, in the simulator build cache, so every Spark task
    simulates that same prebuilt model (:class:`nfacep.sim.Simulation` with ``engine=``);
+   ``nfacep regress`` does it while the Spark session starts (:mod:`.beside`);
 2. simulates the tuples in Spark tasks (``mapInArrow``): in the manifest's ``partitioned`` mode
    the tuples are split into shards of whole partition keys (hash-partitioned by key), each
    shard simulated alone in ``seq`` order, its record positions (and the starts of the
@@ -342,6 +343,37 @@ def _reason(mode: str, manifest: dict) -> str:
 # --- the prebuilt model -------------------------------------------------------------------------
 
 
+@dataclass
+class Built:
+    """The engine emitted and its model built (:func:`prebuild`), for :func:`run`."""
+
+    folder: Path  #: a temporary folder in the build cache: the query and Verilog copies
+    query: str
+    engine: tuple[str, str | None]  #: the Verilog and the programmable engine's image words
+    depth: int  #: the batch memory's depth, the same in every task
+    seconds: float
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def prebuild(job: Job, progress=None) -> Built:
+    """Emit the engine and build its model once (step 1 of the module's docstring), before or
+    beside the Spark session (:class:`.beside.Beside`)."""
+    t0 = time.perf_counter()
+    if progress is not None:
+        progress(f"regress: emitting the engine and building the {job.simulator} model once")
+    job.build_dir.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="regress-", dir=job.build_dir))
+    try:
+        depth = _batch_depth(job)
+        query, engine_v, image = _prebuild(job, folder, depth)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return Built(folder, query, (engine_v, image), depth, time.perf_counter() - t0)
+
+
 def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str, str | None]:
     """Emit the engine into ``folder`` and build its simulator model (with a batch memory of
     ``depth`` tuples) in the build cache, once.
@@ -598,13 +630,20 @@ def _compiled(path: str):
 
 
 def run(
-    spark, job: Job, *, tasks: int | None = None, progress=None, progress_every: float | None = None
+    spark,
+    job: Job,
+    *,
+    tasks: int | None = None,
+    progress=None,
+    progress_every: float | None = None,
+    built: Built | None = None,
 ) -> dict:
     """Simulate, compare and write ``DIR/regress_report.json``; returns the report.
 
     ``progress``, if given, is called with one line of text at each step, and every
     ``progress_every`` seconds while Spark works (:class:`~.progress.Progress`: tuples
-    simulated, the rate, the time left).
+    simulated, the rate, the time left). ``built``: the model :func:`prebuild` made (its
+    folder is removed at the end); by default it is built here first.
     """
     from pyspark.sql import functions as F
 
@@ -613,18 +652,15 @@ def run(
     say = progress or (lambda _line: None)
     tasks = tasks or spark.sparkContext.defaultParallelism
     if tasks < 1:
+        if built is not None:
+            built.remove()
         raise UsageError("--tasks must be at least 1")
-    t0 = time.perf_counter()
     seconds: dict[str, float] = {}
-    job.build_dir.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="regress-", dir=job.build_dir))
+    if built is None:
+        built = prebuild(job, progress)
+    seconds["build"] = built.seconds
+    t1 = time.perf_counter()
     try:
-        say(f"regress: emitting the engine and building the {job.simulator} model once")
-        depth = _batch_depth(job)
-        query, engine_v, image = _prebuild(job, folder, depth)
-        seconds["build"] = time.perf_counter() - t0
-
-        t1 = time.perf_counter()
         n_tuples = job.manifest.get("counts", {}).get("tuples")
         source, shards = _shards(spark, job, tasks, n_tuples)
         count = f"{n_tuples:,}" if isinstance(n_tuples, int) else "?"
@@ -634,7 +670,7 @@ def run(
         )
         with Progress(spark, "regress", progress, progress_every) as watch:
             counter = watch.phase("simulated", total=n_tuples, tasks=shards, task_word="shards")
-            result = _simulate(source, job, query, (engine_v, image), depth, counter)
+            result = _simulate(source, job, built.query, built.engine, built.depth, counter)
             watch.end()
             seconds["simulate"] = time.perf_counter() - t1
 
@@ -650,21 +686,12 @@ def run(
             report = _compare(spark, job, result)
         seconds["check"] = time.perf_counter() - t2
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    seconds["total"] = time.perf_counter() - t0
-    report.update(
-        {
-            "tuples": n_tuples,
-            "tuples_simulated": simulated_tuples,
-            "cycles": cycles,
-            "shards": {"planned": shards, "simulated": len(shard_rows)},
-            "run": {
-                "master": spark.sparkContext.master,
-                "tasks": tasks,
-                "seconds": {k: round(v, 3) for k, v in seconds.items()},
-            },
-        }
-    )
+        built.remove()
+    # the build's time and this run's (a build beside the session's start counts in full)
+    seconds["total"] = built.seconds + time.perf_counter() - t1
+    shard_counts = {"planned": shards, "simulated": len(shard_rows)}
+    run = {"master": spark.sparkContext.master, "tasks": tasks, "seconds": seconds}
+    report.update(_totals(n_tuples, simulated_tuples, cycles, shard_counts, run))
     if simulated_tuples != n_tuples:
         raise SimulationError(
             f"simulated {simulated_tuples} tuples, but the vectors hold {n_tuples}"
@@ -676,6 +703,18 @@ def run(
         f"{report['counts']['differences']} differences"
     )
     return report
+
+
+def _totals(n_tuples, simulated: int, cycles: int, shards: dict, run: dict) -> dict:
+    """The report's fields of the run: tuples, cycles, shards, master, tasks, seconds."""
+    seconds = {k: round(v, 3) for k, v in run["seconds"].items()}
+    return {
+        "tuples": n_tuples,
+        "tuples_simulated": simulated,
+        "cycles": cycles,
+        "shards": shards,
+        "run": {**run, "seconds": seconds},
+    }
 
 
 def _shards(spark, job: Job, tasks: int, n_tuples: int | None):
