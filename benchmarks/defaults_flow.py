@@ -11,6 +11,17 @@ model when Verilator is installed, sharded by key when the engine allows). The s
 build cache is a fresh one (``NFACEP_SIM_CACHE``), so the model's build is in the time, unless
 ``--warm`` reuses the default cache. `regress` must report 0 differences.
 
+Where the time goes, from each command's wall time and the stage times it records (the
+manifest's and the report's ``run.seconds``):
+
+- `vectors`: *start* (Python's start-up and imports, the Spark session's start, its stop:
+  the wall time less the command's own total), *generate*, *match* (the reference matcher in
+  Spark tasks), *write* (the expected matches and drops written, sorted);
+- `regress`: *start* (Python, the Spark session's start and, beside it, the engine's emission
+  and its model's build: the wall time less the simulation and the check), of which *build*
+  (the emission and build alone), *simulate* (the shards in Spark tasks), *check* (the outer
+  joins against the expected matches).
+
     python benchmarks/defaults_flow.py --tuples 1000000
 """
 
@@ -62,14 +73,21 @@ def main() -> None:
         if not report["equal"]:
             sys.exit(f"regress of {n} tuples found differences: {out}")
         p = manifest["engine"]
+        vs, rs = manifest["run"]["seconds"], report["run"]["seconds"]
         rows.append(
             (
                 f"{n:,}",
                 f"{p['store']} {p['partitions']:,}",
                 f"{manifest['keys_present']:,}",
-                f"{report['simulator']} {report['sim_mode']}",
-                f"{report['mode']}",
+                f"{report['simulator']} {report['sim_mode']}, {report['mode']}",
+                f"{vec_s - vs['total']:.0f}",
+                f"{vs['generate']:.0f}",
+                f"{vs['match']:.0f}",
+                f"{vs['expected'] - vs['match']:.0f}",
                 f"{vec_s:.0f}",
+                f"{reg_s - rs['simulate'] - rs['check']:.0f} ({rs['build']:.0f})",
+                f"{rs['simulate']:.0f}",
+                f"{rs['check']:.0f}",
                 f"{reg_s:.0f}",
                 f"{vec_s + reg_s:.0f}",
             )
@@ -79,15 +97,25 @@ def main() -> None:
         "engine",
         "keys",
         "simulation",
-        "regress",
+        "v: start",
+        "generate",
+        "match",
+        "write",
         "vectors s",
+        "r: start (build)",
+        "simulate",
+        "check",
         "regress s",
         "total s",
     )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     for r in [head, *rows]:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
-    print(f"({os.cpu_count()} cores; {'warm' if args.warm else 'fresh'} build cache; {work})")
+    load = os.getloadavg()[0]
+    cache = "warm" if args.warm else "fresh"
+    print(
+        f"({os.cpu_count()} cores, load average {load:.1f} at the end; {cache} build cache; {work})"
+    )
 
 
 if __name__ == "__main__":
