@@ -59,6 +59,7 @@ def main() -> None:
     ap.add_argument("--warm", action="store_true", help="reuse the default build cache")
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="defaults-flow-"))
+    work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, NFACEP_PROGRESS_SECONDS="600")
     rows = []
     for n in args.tuples:
