@@ -121,6 +121,35 @@ def test_wheel_runs_without_the_repository(wheel, tmp_path):
         assert f"    {command} " in run.stdout, f"{command} missing from --help"
 
 
+def test_installed_wheel_keeps_the_grammar_tables(wheel, tmp_path):
+    """From the installed wheel (outside the repository), the first ``nfacep check`` builds the
+    grammar's tables and keeps them beside the installed package's bytecode; the next one
+    loads them instead of building them again (the start-up of issue 25)."""
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    code = (
+        "import sys\n"
+        "from nfacep.cli import main\n"
+        f"assert main(['check', {str(ROOT / 'queries' / 'marathon.sql')!r}]) == 0\n"
+        "from nfacep.lang import syntax\n"
+        "print(syntax.__file__, syntax._parser.source_path)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    (first, built), (second, loaded) = (r.stdout.splitlines()[-1].split() for r in runs)
+    assert first == second and first.startswith(str(site))
+    assert built != "<deserialized>" and loaded == "<deserialized>"
+    assert len(list((site / "nfacep" / "lang" / "__pycache__").glob("grammar.lalr.*"))) == 1
+
+
 # --- how the packages depend on each other ------------------------------------------------------
 
 #: The repository folder of each subpackage of nfacep (pyproject.toml's package-dir).
