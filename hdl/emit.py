@@ -2,17 +2,20 @@
 a loop instead of row by row.
 
 Amaranth 0.5's RTLIL back-end gives every memory a ``$meminit_v2`` cell that spells out its
-whole initial contents bit by bit, zeros included (amaranth-lang/amaranth#1522, open upstream):
-for the default engine's 65,536-entry table that is five million one-bit constants built in
-Python, parsed by Yosys, written back as one ``mem[i] = ...;`` line per row, and compiled by
-Icarus and Verilator (Verilator makes 15 MB of C++ of it). ``benchmarks/emit_time.py`` measures
-the difference.
+whole initial contents bit by bit, zeros included (amaranth-lang/amaranth#1522; Amaranth's
+main branch still does): for fire's default engine (a 65,536-entry table of 74-bit entries)
+nearly five million one-bit constants built in Python, parsed by Yosys, written back as one
+``mem[i] = ...;`` line per row, and compiled by Icarus and Verilator (Verilator makes 15 MB of
+C++ of them). ``benchmarks/emit_time.py`` measures the difference.
 
 :func:`verilog` converts with Amaranth's own ``verilog.convert``, except that a memory whose
 every row starts at zero gets no ``$meminit_v2`` cell; in the Verilog that Yosys writes, each
 such memory gets one ``initial`` loop that sets every row to zero instead. Icarus and Verilator
 run it at time zero, so every memory still starts exactly where Amaranth's simulator starts it.
-A memory with any other initial value (a boot ROM) keeps Amaranth's own initialisation.
+A memory with any other initial value (a boot ROM) keeps Amaranth's own initialisation. No
+public Amaranth API leaves a memory uninitialised, so for the conversion's duration this
+replaces the private ``amaranth.back.rtlil.ModuleEmitter.emit_memory`` (one conversion at a
+time; pyproject pins Amaranth 0.5, and ``tests/test_hdl_emit.py`` fails if it stops working).
 
 Every Verilog the package emits for a simulator or for ``nfacep verilog`` goes through here. A
 board build does not: ``amaranth.build`` converts the design itself, for Yosys to synthesise,
