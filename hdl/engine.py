@@ -618,12 +618,12 @@ def write_verilog(
     """Write the engine as Verilog to ``path`` and a JSON sidecar (ports, tuple bit layout,
     record layout, query bits, parameters, and the runtime parameters' layout and values
     after a reset) beside it; both whole or not at all."""
-    from amaranth.back import verilog
-
     from nfacep.output import atomic_files
 
+    from .emit import verilog
+
     engine = Engine(nfa, params, values=values)
-    text = verilog.convert(engine, name=name, emit_src=False)
+    text = verilog(engine, name)
     sidecar = {
         **interface(engine, nfa.program.schema, name),
         "queries": [

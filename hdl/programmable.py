@@ -484,15 +484,15 @@ def write_verilog(
     of ``nfa`` in hex (``.image.hex``): all three whole or not at all. The image is made
     first, so a file that does not fit raises :class:`~nfacep.image.ImageError` before
     anything is built."""
-    from amaranth.back import verilog
-
     from nfacep.output import atomic_files
+
+    from .emit import verilog
 
     program = nfa.program
     shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
     img = image(nfa, shape, values)
     engine = ProgrammableEngine(shape, params)
-    text = verilog.convert(engine, name=name, emit_src=False)
+    text = verilog(engine, name)
     c = shape.capacity
     sidecar = {
         **interface(engine, program.schema, name),

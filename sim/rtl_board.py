@@ -43,13 +43,12 @@ def _opt() -> str:
 
 def _emit(nfa, params, values, board: udp.Endpoint) -> tuple[str, int]:
     """The UDP board top's Verilog at ``board``'s addresses, and its engine id."""
-    from amaranth.back import verilog
-
+    from nfacep.hdl.emit import verilog
     from nfacep.hdl.engine import Engine
     from nfacep.hdl.eth.link import UdpTop
 
     top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip, port=board.port)
-    return verilog.convert(top, name=TOP, emit_src=False), top.engine_id
+    return verilog(top, TOP), top.engine_id
 
 
 def build(verilog_text: str, cache: Path) -> Path:

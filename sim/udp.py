@@ -301,8 +301,7 @@ def _emit(
     own clock domain) in ``run_dir``; the top, its ``engine_mhz`` set: the board's PLL's
     frequency for ``engine_mhz`` (:func:`nfacep.links.udp.top.engine_clock`; default the
     build's choice)."""
-    from amaranth.back import verilog
-
+    from nfacep.hdl.emit import verilog
     from nfacep.hdl.engine import Engine
     from nfacep.hdl.eth.link import UdpTop
     from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
@@ -324,7 +323,7 @@ def _emit(
     top = UdpTop(engine, mac=board.mac, ip=board.ip, port=board.port, engine_clock=True)
     top.engine_mhz = clock.mhz  # (the board's PLL gives it)
     path = run_dir / "udp_top.v"
-    path.write_text(verilog.convert(top, name=TOP, emit_src=False), encoding="utf-8")
+    path.write_text(verilog(top, TOP), encoding="utf-8")
     return path, top
 
 

@@ -340,7 +340,7 @@ def _any(conds: list):
 def chip_verilog(geometry: SDRAMGeometry, cycles: SDRAMCycles) -> str:
     """The chip as Verilog: module :data:`CHIP_MODULE` (ports ``clk``, ``rst``,
     ``pins__*``, ``errors``, ``error_cycle``) and the array it keeps its words in."""
-    from amaranth.back import verilog
+    from ..emit import verilog
 
     chip = SDRAMChip(geometry, cycles, verilog_array=True)
-    return verilog.convert(chip, name=CHIP_MODULE, emit_src=False) + ARRAY_VERILOG
+    return verilog(chip, CHIP_MODULE) + ARRAY_VERILOG
