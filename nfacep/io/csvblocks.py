@@ -37,7 +37,7 @@ from . import csvfile
 from .convert import from_table
 from .tuples import Location, Tuples
 
-__all__ = ["BLOCK", "arrow_types", "read_blocks", "spans"]
+__all__ = ["BLOCK", "arrow_types", "convert_blocks", "parse_blocks", "parse_typed", "spans"]
 
 #: The bytes of a block (about: it ends at a line start); pyarrow parses its 1 MiB parts in
 #: parallel.
@@ -99,14 +99,16 @@ def _long_line(m: mmap.mmap, start: int, stop: int) -> bool:
 
 def _has_hex(m: mmap.mmap, data: np.ndarray, start: int, stop: int) -> bool:
     """Whether ``0x`` or ``0X`` occurs in the block (its bytes ``data``, at ``start`` in
-    ``m``); the bytes are looked at only where an ``x`` or ``X`` is."""
-    found = False
+    ``m``): the pairs of bytes at even and at odd offsets compared as 16-bit words, for each
+    letter the block holds."""
+    even = data[: len(data) & ~1].view("<u2")
+    odd = data[1 : 1 + ((len(data) - 1) & ~1)].view("<u2")
     for letter in (b"x", b"X"):
-        if m.find(letter, start, stop) < 0:
-            continue
-        at = np.flatnonzero(data[1:] == letter[0])
-        found = found or bool((data[at] == ord("0")).any())
-    return found
+        if m.find(letter, start, stop) >= 0:
+            word = np.uint16(ord("0") | letter[0] << 8)
+            if (even == word).any() or (odd == word).any():
+                return True
+    return False
 
 
 def _typed(table: pa.Table, typed: dict[str, pa.DataType]) -> bool:
@@ -166,18 +168,17 @@ def parse_typed(
     return table if _typed(table, typed) else None
 
 
-def read_blocks(
-    path: str, header: list[str], data_start: int, schema: Schema, source: Location
-) -> Iterator[Tuples]:
-    """The data rows of the CSV file ``path`` (its ``header``, its rows from byte
-    ``data_start``), a block at a time, converted; each block's :class:`Tuples` located at its
-    rows in ``source``. A :class:`DataError` (or pyarrow's error) for a block the text path
-    refuses too: the whole read names it."""
+def parse_blocks(
+    path: str, header: list[str], data_start: int, schema: Schema
+) -> Iterator[tuple[pa.Table | None, pa.Buffer]]:
+    """The blocks of data rows of the CSV file ``path`` (its ``header``, its rows from byte
+    ``data_start``), each parsed by :func:`parse_typed` (None: it goes the text path) with its
+    bytes. A :class:`DataError` for a block with a line too long or a quote left open: the
+    whole read decides."""
     has_ints = any(isinstance(f.type, UIntType | IntType) for f in schema.fields)
     size = os.path.getsize(path)
     if size <= data_start:
         return
-    rows = 0
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         with pa.memory_map(path) as arrow_map:
             whole = arrow_map.read_buffer()
@@ -187,9 +188,22 @@ def read_blocks(
             data = whole.slice(start, stop - start)
             quoted = m.find(b'"', start, stop) >= 0
             hex_ = has_ints and _has_hex(m, np.frombuffer(data, np.uint8), start, stop)
-            table = parse_typed(data, header, schema, quoted, hex_)
-            if table is None:  # the text path
-                table = csvfile.parse_block(data.to_pybytes(), header, schema)
-            piece = from_table(table, schema, source=source.at(rows), text=True)
-            rows += piece.n
-            yield piece
+            yield parse_typed(data, header, schema, quoted, hex_), data
+
+
+def convert_blocks(
+    blocks: Iterator[tuple[pa.Table | None, pa.Buffer]],
+    header: list[str],
+    schema: Schema,
+    source: Location,
+) -> Iterator[Tuples]:
+    """The blocks of :func:`parse_blocks` converted, those it did not parse by the text path;
+    each block's :class:`Tuples` located at its rows in ``source``. A :class:`DataError` (or
+    pyarrow's error) for a block the text path refuses: the whole read names it."""
+    rows = 0
+    for table, data in blocks:
+        if table is None:  # the text path
+            table = csvfile.parse_block(data.to_pybytes(), header, schema)
+        piece = from_table(table, schema, source=source.at(rows), text=True)
+        rows += piece.n
+        yield piece

@@ -157,9 +157,10 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     source = Location(path, line_of=csvfile.CsvLines(path, data_start).line_of)
     offset = 0
     try:
-        # the blocks parsed (pyarrow, on every core) and converted in a thread while the
-        # caller works on the piece before
-        blocks = csvblocks.read_blocks(path, header, data_start, schema, source)
+        # the next block parsed (pyarrow, on every core) in a thread while this one is
+        # converted in another, while the caller works on the piece before
+        parsed = prefetch(csvblocks.parse_blocks(path, header, data_start, schema), "nfacep-parse")
+        blocks = csvblocks.convert_blocks(parsed, header, schema, source)
         for piece in prefetch(_tuples_pieces(blocks, rows, source), "nfacep-csv"):
             yield piece
             offset += piece.n
