@@ -233,3 +233,21 @@ def test_quoted_values_and_a_quote_left_open_at_a_blocks_end(tmp_path, small_blo
         list(read_chunks(str(path), STREAM, 7))
     assert str(pieces_err.value) == str(whole_err.value)
     assert "not closed" in str(whole_err.value)
+
+
+def test_the_pieces_before_a_bad_row_come_before_its_error(tmp_path):
+    """A bad value late in a block (one block here): the pieces before its row are yielded
+    (a board has them sent before the error), then the whole read's error."""
+    rng = random.Random(3)
+    rows = [[PLAIN[n](rng) for n in HEADER.split(",")] for _ in range(300)]
+    rows[200][0] = "notanumber"
+    path = tmp_path / "t.csv"
+    path.write_text(_text(rows, rng, "\n", quote=False))
+    got = []
+    with pytest.raises(DataError) as err:
+        for piece in read_chunks(str(path), STREAM, 16):
+            got.append(piece)
+    with pytest.raises(DataError) as whole:
+        read(str(path), STREAM)
+    assert str(err.value) == str(whole.value) and "column 'u'" in str(err.value)
+    assert sum(p.n for p in got) == 192

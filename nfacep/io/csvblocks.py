@@ -196,14 +196,20 @@ def convert_blocks(
     header: list[str],
     schema: Schema,
     source: Location,
-) -> Iterator[Tuples]:
+) -> Iterator[Tuples | pa.Table]:
     """The blocks of :func:`parse_blocks` converted, those it did not parse by the text path;
-    each block's :class:`Tuples` located at its rows in ``source``. A :class:`DataError` (or
-    pyarrow's error) for a block the text path refuses: the whole read names it."""
+    each block's :class:`Tuples` located at its rows in ``source``. A block whose text the
+    exact conversion refuses comes as its table of text, unconverted (its pieces are
+    converted one by one, so that those before the bad row are yielded first). A
+    :class:`DataError` (or pyarrow's error) for a block the text path cannot parse: the whole
+    read names it."""
     rows = 0
     for table, data in blocks:
         if table is None:  # the text path
             table = csvfile.parse_block(data.to_pybytes(), header, schema)
-        piece = from_table(table, schema, source=source.at(rows), text=True)
-        rows += piece.n
+        try:
+            piece: Tuples | pa.Table = from_table(table, schema, source=source.at(rows), text=True)
+        except DataError:
+            piece = table
+        rows += table.num_rows
         yield piece

@@ -71,7 +71,9 @@ def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     without tuples), in stream order, each with its ``offset``: concatenated, the pieces are
     what :func:`read` returns, and an error names its row as :func:`read` would.
 
-    A Parquet file is read a batch at a time, a CSV file a block at a time, a folder of part
+    A Parquet file is read a batch at a time, a CSV file a block of whole lines at a time
+    (:mod:`~nfacep.io.csvblocks`: parsed with the stream's types where pyarrow reads them as
+    nfacep does, the next block parsed while this one is converted), a folder of part
     files a file at a time when that is its order (:func:`_folder_chunks`), so the memory
     needed grows with ``rows``, not with the input. Read whole and then cut (the memory of
     :func:`read`): a folder whose ``seq`` interleaves its files, and any input in which a
@@ -161,23 +163,31 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         # converted in another, while the caller works on the piece before
         parsed = prefetch(csvblocks.parse_blocks(path, header, data_start, schema), "nfacep-parse")
         blocks = csvblocks.convert_blocks(parsed, header, schema, source)
-        for piece in prefetch(_tuples_pieces(blocks, rows, source), "nfacep-csv"):
+        for piece in prefetch(_tuples_pieces(blocks, rows, source, schema), "nfacep-csv"):
             yield piece
             offset += piece.n
     except (DataError, pa.ArrowException):
         yield from _as_read(path, schema, rows, offset)
 
 
-def _tuples_pieces(blocks: Iterator[Tuples], rows: int, source: Location) -> Iterator[Tuples]:
+def _tuples_pieces(
+    blocks: Iterator[Tuples | pa.Table], rows: int, source: Location, schema: Schema
+) -> Iterator[Tuples]:
     """Converted blocks of the rows of one file (``source``) as pieces of exactly ``rows``
-    tuples (the last may be shorter, none empty), each with its ``offset`` and location."""
+    tuples (the last may be shorter, none empty), each with its ``offset`` and location. A
+    block of text that did not convert is converted a piece's share at a time, so that the
+    pieces before its bad row come first."""
     held: list[Tuples] = []
     count = offset = 0
     for block in blocks:
-        at = 0
-        while at < block.n:
-            take = min(rows - count, block.n - at)
-            held.append(_slice(block, at, at + take))
+        at, n = 0, block.num_rows if isinstance(block, pa.Table) else block.n
+        while at < n:
+            take = min(rows - count, n - at)
+            if isinstance(block, pa.Table):
+                where = source.at(offset + count)
+                held.append(from_table(block.slice(at, take), schema, where, text=True))
+            else:
+                held.append(_slice(block, at, at + take))
             at, count = at + take, count + take
             if count == rows:
                 yield _joined(held, count, offset, source)
