@@ -251,3 +251,28 @@ def test_the_pieces_before_a_bad_row_come_before_its_error(tmp_path):
         read(str(path), STREAM)
     assert str(err.value) == str(whole.value) and "column 'u'" in str(err.value)
     assert sum(p.n for p in got) == 192
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_block_parsed_alone_converts_as_its_text(seed):
+    """``csvblocks.parse_block`` (for a task that reads its own block of lines): typed or as
+    text, the block converts to the values of its text, or is refused alike."""
+    from nfacep.io.convert import from_table
+
+    rng = random.Random(seed)
+    header = HEADER.split(",")
+    for odd in (0, 0.05, 0.3):
+        rows = [_row(rng, odd) for _ in range(50)]
+        data = _text(rows, rng, "\r\n", quote=odd > 0.1).split("\r\n", 1)[1].encode()
+        outcomes = []
+        for parse in (csvblocks.parse_block, csvfile.parse_block):
+            try:
+                outcomes.append(from_table(parse(data, header, STREAM), STREAM, text=True))
+            except DataError as err:
+                outcomes.append(str(err))
+        typed, text = outcomes
+        assert type(typed) is type(text)
+        if isinstance(text, str):
+            continue
+        for name, col in text.columns.items():
+            assert typed.columns[name].tobytes() == col.tobytes(), name

@@ -15,15 +15,15 @@ or raises the :class:`~nfacep.errors.DataError` that :func:`nfacep.io.reader.rea
 answers by reading the file whole for :func:`~nfacep.io.reader.read`'s error, with its row,
 line and column. Nothing is checked twice when nothing fails.
 
-Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`), read from a memory map
-without a copy; a block with a line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or
-with a value holding a line break (a quote left open), is a :class:`DataError` as well (the
+Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`) and read into memory
+(not mapped: a file cut short while it is read would crash the process); a block with a
+line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a line
+break (a quote left open), is a :class:`DataError` as well (the
 whole read decides). ``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Iterator
 
@@ -37,7 +37,15 @@ from . import csvfile
 from .convert import from_table
 from .tuples import Location, Tuples
 
-__all__ = ["BLOCK", "arrow_types", "convert_blocks", "parse_blocks", "parse_typed", "spans"]
+__all__ = [
+    "BLOCK",
+    "arrow_types",
+    "convert_blocks",
+    "parse_block",
+    "parse_blocks",
+    "parse_typed",
+    "spans",
+]
 
 #: The bytes of a block (about: it ends at a line start); pyarrow parses its 1 MiB parts in
 #: parallel.
@@ -85,26 +93,25 @@ def spans(f, data_start: int, size: int, block: int | None = None) -> Iterator[t
         start = stop
 
 
-def _long_line(m: mmap.mmap, start: int, stop: int) -> bool:
-    """Whether the bytes ``[start, stop)`` may hold a line of
-    :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more: such a line holds a whole window of
-    half that length without a line end (a window is looked at until its first line end)."""
+def _long_line(data: bytes) -> bool:
+    """Whether the block ``data`` may hold a line of :data:`~nfacep.io.csvfile.LONG_LINE`
+    bytes or more: such a line holds a whole window of half that length without a line end
+    (a window is looked at until its first line end)."""
     half = csvfile.LONG_LINE // 2
-    for at in range(start, stop, half):
-        end = min(at + half, stop)
-        if end - at == half and m.find(b"\n", at, end) < 0 and m.find(b"\r", at, end) < 0:
+    for at in range(0, len(data) - half + 1, half):
+        if data.find(b"\n", at, at + half) < 0 and data.find(b"\r", at, at + half) < 0:
             return True
     return False
 
 
-def _has_hex(m: mmap.mmap, data: np.ndarray, start: int, stop: int) -> bool:
-    """Whether ``0x`` or ``0X`` occurs in the block (its bytes ``data``, at ``start`` in
-    ``m``): the pairs of bytes at even and at odd offsets compared as 16-bit words, for each
-    letter the block holds."""
-    even = data[: len(data) & ~1].view("<u2")
-    odd = data[1 : 1 + ((len(data) - 1) & ~1)].view("<u2")
+def _has_hex(data: bytes) -> bool:
+    """Whether ``0x`` or ``0X`` occurs in the block ``data``: the pairs of bytes at even and
+    at odd offsets compared as 16-bit words, for each letter the block holds."""
+    values = np.frombuffer(data, np.uint8)
+    even = values[: len(values) & ~1].view("<u2")
+    odd = values[1 : 1 + ((len(values) - 1) & ~1)].view("<u2")
     for letter in (b"x", b"X"):
-        if m.find(letter, start, stop) >= 0:
+        if letter in data:
             word = np.uint16(ord("0") | letter[0] << 8)
             if (even == word).any() or (odd == word).any():
                 return True
@@ -168,45 +175,44 @@ def parse_typed(
     return table if _typed(table, typed) else None
 
 
+def parse_block(data: bytes, header: list[str], schema: Schema) -> pa.Table:
+    """A block of whole lines of a CSV file (no header) as the stream's columns: typed where
+    the typed path takes it (:func:`parse_typed`), else as text by
+    :func:`nfacep.io.csvfile.parse_block`, whose :class:`DataError` it raises as well (a line
+    too long, a quote left open: the whole read names the error)."""
+    if _long_line(data):
+        raise DataError(f"a line of {csvfile.LONG_LINE} bytes or more")
+    has_ints = any(isinstance(f.type, UIntType | IntType) for f in schema.fields)
+    hex_ = has_ints and _has_hex(data)
+    table = parse_typed(pa.py_buffer(data), header, schema, b'"' in data, hex_)
+    return csvfile.parse_block(data, header, schema) if table is None else table
+
+
 def parse_blocks(
     path: str, header: list[str], data_start: int, schema: Schema
-) -> Iterator[tuple[pa.Table | None, pa.Buffer]]:
+) -> Iterator[pa.Table]:
     """The blocks of data rows of the CSV file ``path`` (its ``header``, its rows from byte
-    ``data_start``), each parsed by :func:`parse_typed` (None: it goes the text path) with its
-    bytes. A :class:`DataError` for a block with a line too long or a quote left open: the
-    whole read decides."""
-    has_ints = any(isinstance(f.type, UIntType | IntType) for f in schema.fields)
+    ``data_start``), each parsed by :func:`parse_block`. A :class:`DataError` for a block
+    with a line too long or a quote left open: the whole read decides. (Each block is read
+    into memory, not mapped: a file cut short while it is read must not crash the process.)"""
     size = os.path.getsize(path)
-    if size <= data_start:
-        return
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        with pa.memory_map(path) as arrow_map:
-            whole = arrow_map.read_buffer()
+    with open(path, "rb") as f:
         for start, stop in spans(f, data_start, size):
-            if _long_line(m, start, stop):
-                raise DataError(f"a line of {csvfile.LONG_LINE} bytes or more")
-            data = whole.slice(start, stop - start)
-            quoted = m.find(b'"', start, stop) >= 0
-            hex_ = has_ints and _has_hex(m, np.frombuffer(data, np.uint8), start, stop)
-            yield parse_typed(data, header, schema, quoted, hex_), data
+            f.seek(start)
+            yield parse_block(f.read(stop - start), header, schema)
 
 
 def convert_blocks(
-    blocks: Iterator[tuple[pa.Table | None, pa.Buffer]],
-    header: list[str],
-    schema: Schema,
-    source: Location,
+    blocks: Iterator[pa.Table], schema: Schema, source: Location
 ) -> Iterator[Tuples | pa.Table]:
-    """The blocks of :func:`parse_blocks` converted, those it did not parse by the text path;
-    each block's :class:`Tuples` located at its rows in ``source``. A block whose text the
+    """The blocks of :func:`parse_blocks` converted, each block's :class:`Tuples` located at
+    its rows in ``source``. A block whose text the
     exact conversion refuses comes as its table of text, unconverted (its pieces are
     converted one by one, so that those before the bad row are yielded first). A
     :class:`DataError` (or pyarrow's error) for a block the text path cannot parse: the whole
     read names it."""
     rows = 0
-    for table, data in blocks:
-        if table is None:  # the text path
-            table = csvfile.parse_block(data.to_pybytes(), header, schema)
+    for table in blocks:
         try:
             piece: Tuples | pa.Table = from_table(table, schema, source=source.at(rows), text=True)
         except DataError:

@@ -162,7 +162,7 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         # the next block parsed (pyarrow, on every core) in a thread while this one is
         # converted in another, while the caller works on the piece before
         parsed = prefetch(csvblocks.parse_blocks(path, header, data_start, schema), "nfacep-parse")
-        blocks = csvblocks.convert_blocks(parsed, header, schema, source)
+        blocks = csvblocks.convert_blocks(parsed, schema, source)
         for piece in prefetch(_tuples_pieces(blocks, rows, source, schema), "nfacep-csv"):
             yield piece
             offset += piece.n
