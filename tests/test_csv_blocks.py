@@ -125,13 +125,12 @@ def small_blocks(monkeypatch):
 @pytest.mark.parametrize("seed", range(6))
 def test_blocks_cut_anywhere_give_the_whole_read(tmp_path, small_blocks, seed):
     rng = random.Random(seed)
-    texts = small_blocks(rng.randint(1, 300))
+    small_blocks(rng.randint(1, 300))
     ending = rng.choice(["\n", "\r\n", "\r"])
     rows = [_row(rng, rng.choice([0, 0.02, 0.2])) for _ in range(rng.randint(1, 300))]
     path = tmp_path / "t.csv"
     path.write_bytes(_text(rows, rng, ending, quote=rng.random() < 0.5).encode())
     assert _assert_same(str(path), rng.randint(1, 50)) == "accepted"
-    del texts
 
 
 def test_plain_blocks_go_the_typed_path_and_an_odd_value_takes_its_block_alone(
