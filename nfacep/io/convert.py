@@ -5,8 +5,10 @@ are the nearest single to their decimal text.
 A CSV file's string columns (``from_table(..., text=True)``) first try a fast path, chunk by
 chunk without copying their text, that takes only the common spelling and checks it on the
 bytes (:func:`_fast_strings`); a column it does not take, an error among them, goes the
-exact path, which gives the same values or names the row. ``benchmarks/csv_read.py``
-measures it against pyarrow's own reader."""
+exact path, which gives the same values or names the row. A CSV file read in pieces has its
+numbers parsed typed by pyarrow where it can (:mod:`~nfacep.io.csvblocks`), so that only its
+labels and its odd blocks come here as text. ``benchmarks/csv_read.py`` measures it against
+pyarrow's own reader."""
 
 from __future__ import annotations
 

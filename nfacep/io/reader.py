@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..errors import DataError
 from ..schema import Schema
-from . import csvfile, parquet
+from . import csvblocks, csvfile, parquet
 from . import folder as folder_mod
 from .columns import renamed
 from .convert import from_table
@@ -71,7 +71,9 @@ def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     without tuples), in stream order, each with its ``offset``: concatenated, the pieces are
     what :func:`read` returns, and an error names its row as :func:`read` would.
 
-    A Parquet file is read a batch at a time, a CSV file a block at a time, a folder of part
+    A Parquet file is read a batch at a time, a CSV file a block of whole lines at a time
+    (:mod:`~nfacep.io.csvblocks`: parsed with the stream's types where pyarrow reads them as
+    nfacep does, the next block parsed while this one is converted), a folder of part
     files a file at a time when that is its order (:func:`_folder_chunks`), so the memory
     needed grows with ``rows``, not with the input. Read whole and then cut (the memory of
     :func:`read`): a folder whose ``seq`` interleaves its files, and any input in which a
@@ -151,50 +153,62 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
 
 def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
-    import pyarrow.csv as pacsv
-
     header, data_start, more = csvfile.read_header(path, schema)
     if not more:
         return
-    # a quote not closed on its line makes pyarrow read on into the next lines: read() checks
-    # that no value holds a line break; here each piece is checked (every column of it: a
-    # quote left open in a column that is not the stream's runs on too) before it is yielded
-    quoted = csvfile.has_quote(path, data_start)
     source = Location(path, line_of=csvfile.CsvLines(path, data_start).line_of)
-    names = [str(i) for i in range(len(header))]  # (other columns' names may repeat)
-    wanted = [names[header.index(n)] for n in schema.names]
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        # blocks of the size read() parses (pyarrow's default, 1 MiB): a line is cut into
-        # blocks alike, so that one too long for them (about two blocks) is refused as read()
-        # refuses it, not accepted; and the blocks pyarrow reads ahead are small (smaller
-        # pieces with smaller blocks would refuse lines that read() accepts)
-        reader = pacsv.open_csv(
-            path,
-            read_options=pacsv.ReadOptions(column_names=names, skip_rows=1),
-            convert_options=csvfile.convert_options(
-                names, schema, include=names if quoted else wanted
-            ),
-        )
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                return
-            yield batch
-
     offset = 0
     try:
-        # the next piece parsed (pyarrow) in a thread while this one is converted (numpy)
-        for table in prefetch(parquet.rebatch(batches(), rows), "nfacep-csv"):
-            if quoted and csvfile.holds_line_break(table, table.column_names):
-                raise DataError("a quoted value spans lines")  # (read() names where)
-            table = table.select(wanted).rename_columns(list(schema.names))
-            piece = from_table(table, schema, source=source.at(offset), text=True)
-            yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
+        # the next block parsed (pyarrow, on every core) in a thread while this one is
+        # converted in another, while the caller works on the piece before
+        parsed = prefetch(csvblocks.parse_blocks(path, header, data_start, schema), "nfacep-parse")
+        blocks = csvblocks.convert_blocks(parsed, schema, source)
+        for piece in prefetch(_tuples_pieces(blocks, rows, source, schema), "nfacep-csv"):
+            yield piece
             offset += piece.n
     except (DataError, pa.ArrowException):
         yield from _as_read(path, schema, rows, offset)
+
+
+def _tuples_pieces(
+    blocks: Iterator[Tuples | pa.Table], rows: int, source: Location, schema: Schema
+) -> Iterator[Tuples]:
+    """Converted blocks of the rows of one file (``source``) as pieces of exactly ``rows``
+    tuples (the last may be shorter, none empty), each with its ``offset`` and location. A
+    block of text that did not convert is converted a piece's share at a time, so that the
+    pieces before its bad row come first."""
+    held: list[Tuples] = []
+    count = offset = 0
+    for block in blocks:
+        at, n = 0, block.num_rows if isinstance(block, pa.Table) else block.n
+        while at < n:
+            take = min(rows - count, n - at)
+            if isinstance(block, pa.Table):
+                where = source.at(offset + count)
+                held.append(from_table(block.slice(at, take), schema, where, text=True))
+            else:
+                held.append(_slice(block, at, at + take))
+            at, count = at + take, count + take
+            if count == rows:
+                yield _joined(held, count, offset, source)
+                offset += count
+                held, count = [], 0
+    if count:
+        yield _joined(held, count, offset, source)
+
+
+def _slice(t: Tuples, a: int, b: int) -> Tuples:
+    if a == 0 and b == t.n:
+        return t
+    return Tuples({f: c[a:b] for f, c in t.columns.items()}, b - a, t.source)
+
+
+def _joined(held: list[Tuples], n: int, offset: int, source: Location) -> Tuples:
+    if len(held) == 1:
+        columns = held[0].columns
+    else:
+        columns = {f: np.concatenate([t.columns[f] for t in held]) for f in held[0].columns}
+    return Tuples(columns, n, source.path, None, offset, source.at(offset))
 
 
 def _as_read(path: str, schema: Schema, rows: int, offset: int) -> Iterator[Tuples]:

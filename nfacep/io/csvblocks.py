@@ -1,0 +1,221 @@
+"""A CSV file read in blocks of whole lines, each parsed by pyarrow's multithreaded reader
+with the stream's types where its conversion gives exactly nfacep's values (the typed path),
+and as text converted by :mod:`~nfacep.io.convert` otherwise (the text path).
+
+The typed path parses UINT and INT fields as pyarrow's integer of their width, FLOAT32 as
+float32 (the nearest single to the decimal text, as nfacep reads it) and BOOL with pyarrow's
+own spellings (``true``, ``True``, ``TRUE``, ``1`` and the false ones); ENUM, IPV4 and
+TIMESTAMP fields are parsed as text and converted by :mod:`~nfacep.io.convert` (an ENUM's labels
+by ``index_in``). pyarrow accepts a little that nfacep does not, so a block goes the text path
+instead when it holds ``0x`` or ``0X`` and the stream has an integer field (pyarrow reads hex
+integers), and when a FLOAT32 value came out as NaN or an infinity (pyarrow reads
+``nan(…)`` and rounds ``1e39`` to infinity); it goes the text path, too, whenever pyarrow
+refuses a value (a ``+`` sign, an empty value, any error). The text path gives the same values
+or raises the :class:`~nfacep.errors.DataError` that :func:`nfacep.io.reader.read_chunks`
+answers by reading the file whole for :func:`~nfacep.io.reader.read`'s error, with its row,
+line and column. Nothing is checked twice when nothing fails.
+
+Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`) and read into memory
+(not mapped: a file cut short while it is read would crash the process); a block with a
+line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a line
+break (a quote left open), is a :class:`DataError` as well (the
+whole read decides). ``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import DataError
+from ..lang.types import BoolType, Float32Type, IntType, UIntType
+from ..schema import Schema
+from . import csvfile
+from .convert import from_table
+from .tuples import Location, Tuples
+
+__all__ = [
+    "BLOCK",
+    "arrow_types",
+    "convert_blocks",
+    "parse_block",
+    "parse_blocks",
+    "parse_typed",
+    "spans",
+]
+
+#: The bytes of a block (about: it ends at a line start); pyarrow parses its 1 MiB parts in
+#: parallel.
+BLOCK = 16 << 20
+
+
+def arrow_types(schema: Schema) -> dict[str, pa.DataType]:
+    """The type each field is parsed as on the typed path (text for those it does not take)."""
+    out = {}
+    for f in schema.fields:
+        ty = f.type
+        if isinstance(ty, UIntType | IntType):
+            width = next(w for w in (8, 16, 32, 64) if ty.bits <= w)
+            out[f.name] = _INTS[(isinstance(ty, IntType), width)]
+        elif isinstance(ty, Float32Type):
+            out[f.name] = pa.float32()
+        elif isinstance(ty, BoolType):
+            out[f.name] = pa.bool_()
+        else:
+            out[f.name] = pa.string()
+    return out
+
+
+_INTS = {
+    (False, 8): pa.uint8(),
+    (False, 16): pa.uint16(),
+    (False, 32): pa.uint32(),
+    (False, 64): pa.uint64(),
+    (True, 8): pa.int8(),
+    (True, 16): pa.int16(),
+    (True, 32): pa.int32(),
+    (True, 64): pa.int64(),
+}
+
+
+def spans(f, data_start: int, size: int, block: int | None = None) -> Iterator[tuple[int, int]]:
+    """The byte ranges ``[start, stop)`` of the blocks of whole lines of the open file ``f``
+    of ``size`` bytes whose data rows start at ``data_start``, about ``block`` bytes each
+    (:data:`BLOCK`)."""
+    block = BLOCK if block is None else block
+    start = data_start
+    while start < size:
+        stop = csvfile.line_start(f, start + block, data_start, size)
+        yield start, stop
+        start = stop
+
+
+def _long_line(data: bytes) -> bool:
+    """Whether the block ``data`` may hold a line of :data:`~nfacep.io.csvfile.LONG_LINE`
+    bytes or more: such a line holds a whole window of half that length without a line end
+    (a window is looked at until its first line end)."""
+    half = csvfile.LONG_LINE // 2
+    for at in range(0, len(data) - half + 1, half):
+        if data.find(b"\n", at, at + half) < 0 and data.find(b"\r", at, at + half) < 0:
+            return True
+    return False
+
+
+def _has_hex(data: bytes) -> bool:
+    """Whether ``0x`` or ``0X`` occurs in the block ``data``: the pairs of bytes at even and
+    at odd offsets compared as 16-bit words, for each letter the block holds."""
+    values = np.frombuffer(data, np.uint8)
+    even = values[: len(values) & ~1].view("<u2")
+    odd = values[1 : 1 + ((len(values) - 1) & ~1)].view("<u2")
+    for letter in (b"x", b"X"):
+        if letter in data:
+            word = np.uint16(ord("0") | letter[0] << 8)
+            if (even == word).any() or (odd == word).any():
+                return True
+    return False
+
+
+def _typed(table: pa.Table, typed: dict[str, pa.DataType]) -> bool:
+    """Whether the typed path's columns of a parsed block hold what nfacep reads alike: no
+    empty value (pyarrow's null) and FLOAT32 values all finite."""
+    for name, ty in typed.items():
+        col = table.column(name)
+        if col.null_count:
+            return False
+        if ty == pa.float32():
+            for chunk in col.chunks:
+                values = np.frombuffer(chunk.buffers()[1], np.float32)[
+                    chunk.offset : chunk.offset + len(chunk)
+                ]
+                # (a reduction: the sum of finite singles, as doubles, is finite)
+                if len(values) and not np.isfinite(values.sum(dtype=np.float64)):
+                    return False
+    return True
+
+
+def parse_typed(
+    data: pa.Buffer, header: list[str], schema: Schema, quoted: bool, hex_: bool
+) -> pa.Table | None:
+    """A block of whole lines (no header) parsed with the stream's types (:func:`arrow_types`;
+    integers as text when ``hex_``), its columns named as the stream's fields; None when
+    pyarrow refuses a value or the typed columns do not hold what nfacep reads (the text path
+    then reads the block). ``quoted``: the block holds a ``"``, so that every column is read
+    and a value holding a line break (a quote left open) is a :class:`DataError`."""
+    import pyarrow.csv as pacsv
+
+    names = [str(i) for i in range(len(header))]
+    wanted = [names[header.index(n)] for n in schema.names]
+    types = arrow_types(schema)
+    if hex_:
+        types = {n: pa.string() if pa.types.is_integer(t) else t for n, t in types.items()}
+    column_types = {n: pa.string() for n in names}
+    column_types.update({w: types[n] for w, n in zip(wanted, schema.names, strict=True)})
+    try:
+        table = pacsv.read_csv(
+            data,
+            read_options=pacsv.ReadOptions(column_names=names),
+            convert_options=pacsv.ConvertOptions(
+                column_types=column_types,
+                include_columns=names if quoted else wanted,
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    texts = [n for n in table.column_names if column_types[n] == pa.string()]
+    if quoted and csvfile.holds_line_break(table, texts):
+        raise DataError("a quoted value spans lines")  # (read() names where)
+    table = table.select(wanted).rename_columns(list(schema.names))
+    typed = {n: t for n, t in types.items() if t != pa.string()}
+    return table if _typed(table, typed) else None
+
+
+def parse_block(data: bytes, header: list[str], schema: Schema) -> pa.Table:
+    """A block of whole lines of a CSV file (no header) as the stream's columns: typed where
+    the typed path takes it (:func:`parse_typed`), else as text by
+    :func:`nfacep.io.csvfile.parse_block`, whose :class:`DataError` it raises as well (a line
+    too long, a quote left open: the whole read names the error)."""
+    if _long_line(data):
+        raise DataError(f"a line of {csvfile.LONG_LINE} bytes or more")
+    has_ints = any(isinstance(f.type, UIntType | IntType) for f in schema.fields)
+    hex_ = has_ints and _has_hex(data)
+    table = parse_typed(pa.py_buffer(data), header, schema, b'"' in data, hex_)
+    return csvfile.parse_block(data, header, schema) if table is None else table
+
+
+def parse_blocks(
+    path: str, header: list[str], data_start: int, schema: Schema
+) -> Iterator[pa.Table]:
+    """The blocks of data rows of the CSV file ``path`` (its ``header``, its rows from byte
+    ``data_start``), each parsed by :func:`parse_block`. A :class:`DataError` for a block
+    with a line too long or a quote left open: the whole read decides. (Each block is read
+    into memory, not mapped: a file cut short while it is read must not crash the process.)"""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        for start, stop in spans(f, data_start, size):
+            f.seek(start)
+            yield parse_block(f.read(stop - start), header, schema)
+
+
+def convert_blocks(
+    blocks: Iterator[pa.Table], schema: Schema, source: Location
+) -> Iterator[Tuples | pa.Table]:
+    """The blocks of :func:`parse_blocks` converted, each block's :class:`Tuples` located at
+    its rows in ``source``. A block whose text the
+    exact conversion refuses comes as its table of text, unconverted (its pieces are
+    converted one by one, so that those before the bad row are yielded first). A
+    :class:`DataError` (or pyarrow's error) for a block the text path cannot parse: the whole
+    read names it."""
+    rows = 0
+    for table in blocks:
+        try:
+            piece: Tuples | pa.Table = from_table(table, schema, source=source.at(rows), text=True)
+        except DataError:
+            piece = table
+        rows += table.num_rows
+        yield piece
