@@ -1,6 +1,7 @@
 """``--store sdram`` on the UDP board top: the engine's SDRAM controller on the Colorlight
 5A-75B's SDRAM pins through the I/O cells (``nfacep.boards.sdram``), its clock the engine's,
-chosen for the line; ``check --board`` and ``build`` take it."""
+chosen for the line; ``check --board`` and ``build`` take it; ``sim --link udp --store sdram``
+simulates the board top with the pads' registers and the chip's model and equals ``match``."""
 
 from __future__ import annotations
 
@@ -74,3 +75,24 @@ def test_check_says_what_fits_and_refuses_a_clock_the_pads_cannot_read_at(tmp_pa
     assert "captured outside its valid window" in capsys.readouterr().err
     assert main(["check", str(MARATHON), "--board", "colorlight-5a75b", "--store", "sdram"]) == 2
     assert "the harness board top does not drive the SDRAM chip" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sim_over_udp_with_the_sdram_equals_match(tmp_path, sim_cache):
+    """The board top with the pads' registers and the chip's model (its timing rules at the
+    engine's clock, checked): the records that come back over UDP are ``match``'s."""
+    from nfacep.sim import build
+
+    missing = build.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    data = tmp_path / "in.csv"
+    lines = (ROOT / "queries" / "marathon.csv").read_text().splitlines(keepends=True)
+    data.write_text("".join(lines[:61]))
+    store = ["--store", "sdram", "--partitions", "256"]
+    ref, got = tmp_path / "match.csv", tmp_path / "udp.csv"
+    assert main(["match", str(MARATHON), "--input", str(data), "--output", str(ref), *store]) == 0
+    sim = ["sim", str(MARATHON), "--input", str(data), "--output", str(got), "--link", "udp"]
+    assert main([*sim, *store, "--check", "--build-dir", str(sim_cache)]) == 0
+    assert got.read_text() == ref.read_text()
+    assert ref.read_text().count("\n") > 1  # (a match)
