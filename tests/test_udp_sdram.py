@@ -77,22 +77,36 @@ def test_check_says_what_fits_and_refuses_a_clock_the_pads_cannot_read_at(tmp_pa
     assert "the harness board top does not drive the SDRAM chip" in capsys.readouterr().err
 
 
+def evicting_tuples() -> str:
+    """Marathon tuples of 192 runners in three rounds (Staten Island; Brooklyn for every third,
+    else Manhattan; Queens): 256 ``cheat`` matches (two for each runner not in Brooklyn, at
+    Manhattan and at Queens), each needing its runner's state written back to the SDRAM and
+    read again (192 keys over 256 buckets, more than the cache's 64 lines)."""
+    rows = ["time,checkpoint,runner,speed"]
+    second = ["Brooklyn", "Manhattan", "Manhattan"]
+    for k, place in enumerate(["Staten Island", None, "Queens"]):
+        for i in range(192):
+            where = place or second[i % 3]
+            rows.append(f"{k * 1000 + i},{where},{1000 + 7 * i},5.00")
+    return "\n".join(rows) + "\n"
+
+
 @pytest.mark.slow
 def test_sim_over_udp_with_the_sdram_equals_match(tmp_path, sim_cache):
     """The board top with the pads' registers and the chip's model (its timing rules at the
-    engine's clock, checked): the records that come back over UDP are ``match``'s."""
+    engine's clock, checked): the records that come back over UDP are ``match``'s, with every
+    partition's state read back from the chip (a wrong read delay in the controller fails)."""
     from nfacep.sim import build
 
     missing = build.simulator_available("icarus")
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     data = tmp_path / "in.csv"
-    lines = (ROOT / "queries" / "marathon.csv").read_text().splitlines(keepends=True)
-    data.write_text("".join(lines[:61]))
-    store = ["--store", "sdram", "--partitions", "256"]
+    data.write_text(evicting_tuples())
+    store = ["--store", "sdram", "--partitions", "1024"]
     ref, got = tmp_path / "match.csv", tmp_path / "udp.csv"
     assert main(["match", str(MARATHON), "--input", str(data), "--output", str(ref), *store]) == 0
     sim = ["sim", str(MARATHON), "--input", str(data), "--output", str(got), "--link", "udp"]
     assert main([*sim, *store, "--check", "--build-dir", str(sim_cache)]) == 0
     assert got.read_text() == ref.read_text()
-    assert ref.read_text().count("\n") > 1  # (a match)
+    assert ref.read_text().count("\n") == 1 + 256
