@@ -2,13 +2,15 @@
 """The UDP board top on the Colorlight 5A-75B, built: LUTs, flip-flops, block RAMs and the
 frequency nextpnr reached on each clock, for the engines beside the link that issue 26 names
 (the marathon query: the test's 2-partition pipeline, ``build``'s default table, the pipeline
-store at 64 and 256 partitions), with the engine's clock and whether it keeps up with the line.
+store at 64 and 256 partitions; and issue 31's SDRAM store, 65,536 entries in the board's
+SDRAM at the clock the build chooses, ``sdram``, or at 89.29 MHz, ``sdram-89``), with the
+engine's clock and whether it keeps up with the line.
 
 Each row is one ``nfacep build --link udp`` (``nfacep.boards.build``, Yosys and nextpnr, several
 minutes each); a build that misses timing still has its report and is listed (``met`` no).
 Run it on two commits to compare them (the table says which commit it measured):
 
-    python benchmarks/udp_clocks.py [--only 2,64,256,default] [--csv F]
+    python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] [--csv F]
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ CONFIGS = {
     "64": {"store": "pipeline", "partitions": 64},
     "256": {"store": "pipeline", "partitions": 256},
     "default": {},
+    "sdram": {"store": "sdram"},
+    "sdram-89": {"store": "sdram", "engine_mhz": 89.29},
 }
 
 
@@ -37,10 +41,18 @@ def measure(name: str, given: dict, work: str) -> dict:
 
     nfa = compile_file(str(MARATHON))
     board = boards.get_board("colorlight-5a75b")
+    given = dict(given)
+    mhz = given.pop("engine_mhz", None)
     params = board_engine(nfa, board, given)
     try:
         report = boards.build(
-            nfa, board, f"{work}/{name}", params, link="udp", query_file=str(MARATHON)
+            nfa,
+            board,
+            f"{work}/{name}",
+            params,
+            link="udp",
+            query_file=str(MARATHON),
+            engine_mhz=mhz,
         )
     except BuildError as err:
         report = err.report
@@ -64,7 +76,9 @@ def measure(name: str, given: dict, work: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=",".join(CONFIGS), help="configurations (%(default)s)")
+    ap.add_argument(
+        "--only", default="2,64,256,default", help="configurations (%(default)s; sdram, sdram-89)"
+    )
     ap.add_argument("--csv", help="also write the rows to this CSV file")
     ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
     args = ap.parse_args()

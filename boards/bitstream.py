@@ -26,6 +26,7 @@ from .resources import (
     ESTIMATE_MARGIN,
     count_flipflops,
     refused_before_synthesis,
+    sdram_words,
     table_brams,
 )
 
@@ -115,17 +116,23 @@ def design(
     """The engine and the board top ``build`` makes for ``link`` with the link's ``options``:
     ``(engine, link_info, top, platform)``; a :class:`UsageError` for an unknown link or one the
     board cannot carry (:meth:`nfacep.links.Link.check_board`) or a store it cannot build
-    (``sdram``)."""
+    (``sdram``: only the UDP top of the fixed engine drives the chip, on a board that has
+    one)."""
     from nfacep.hdl.engine import Engine
 
-    if params.store == "sdram" and nfa.program.partition_fields:
+    sdram = params.store == "sdram" and bool(nfa.program.partition_fields)
+    if sdram and (link != "udp" or params.engine == "programmable"):
         raise UsageError(
-            "--store sdram: the board tops do not drive the SDRAM chip yet; "
-            "`nfacep sim --mode cycle` simulates it, `build` takes --store table"
+            f"--store sdram: the {link} board top does not drive the SDRAM chip; the UDP "
+            "board top of the fixed engine does (--link udp)"
         )
     chosen = links.get(link)
     platform, board_mhz = platform_for(board, target_mhz)
     chosen.check_board(platform, board_mhz, target_mhz, **options)
+    if sdram:
+        from .sdram import check_board
+
+        check_board(platform)
     if params.engine == "programmable":
         engine = programmable_engine(nfa, params, values, chosen)
     else:
@@ -230,6 +237,7 @@ def estimate(
             },
             "luts": {"estimate": None, "total": board.luts, "from": "known after synthesis"},
             "brams": table_brams(engine.store, board),
+            **({"sdram": words} if (words := sdram_words(engine.store)) else {}),
         },
         "refused_above_ffs": int(board.ffs * ESTIMATE_MARGIN),
         "refused": message is not None,

@@ -195,6 +195,26 @@ def table_brams(store, board: Board) -> dict:
     return brams
 
 
+def sdram_words(store) -> dict | None:
+    """What ``nfacep check --board`` says of the SDRAM ``store`` takes (``--store sdram``:
+    :class:`~nfacep.hdl.sdram.store.SdramPartitioner`, the words it uses, which it clears
+    after reset, against the chip's); None for the other stores."""
+    from nfacep.hdl.sdram.store import SdramPartitioner
+
+    if not isinstance(store, SdramPartitioner):
+        return None
+    return {
+        "estimate": store.clearing_words,
+        "total": store.geometry.words,
+        "from": f"{store.entries:,} entries of {_words(store.entry_words)} of "
+        f"{store.geometry.width} bits, in lines of {_words(store.line_words)}",
+    }
+
+
+def _words(n: int) -> str:
+    return f"{n} word" if n == 1 else f"{n} words"
+
+
 def render_estimate(est: dict) -> str:
     """:func:`estimate` as text."""
     from nfacep.params import EngineParams
@@ -206,9 +226,11 @@ def render_estimate(est: dict) -> str:
         f"  the engine it would build: {engine.options()}",
         f"  {'resource':<12}{'estimate':>10}{'total':>10}{'use':>8}",
     ]
-    label = {"ffs": "flip-flops", "luts": "LUTs", "brams": "block RAMs"}
-    for key in ("ffs", "luts", "brams"):
-        r = est["resources"][key]
+    label = {"ffs": "flip-flops", "luts": "LUTs", "brams": "block RAMs", "sdram": "SDRAM words"}
+    for key in ("ffs", "luts", "brams", "sdram"):
+        r = est["resources"].get(key)
+        if r is None:  # (no SDRAM store)
+            continue
         if r["estimate"] is None:
             out.append(f"  {label[key]:<12}{'-':>10}{r['total']:>10,}{'':>8}  {r['from']}")
             continue

@@ -43,7 +43,7 @@ from .nfa import (
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
 from .sdram.store import SdramPartitioner
-from .sdram.timing import ENGINE_SDRAM
+from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
 from .stream import StreamBuffer, StreamQueue
 from .table import TablePartitioner
 
@@ -155,6 +155,7 @@ class Engine(wiring.Component):
         self._record_layout = data.StructLayout(self._record_format.widths)
         self._key_bits = self._record_format.widths["partition"]
         self._store = None
+        self._sdram: tuple[SDRAMSetup, int] = (ENGINE_SDRAM, 0)
         members = {
             "i_stream": In(stream.Signature(self._tuple_layout)),
             "o_stream": Out(stream.Signature(self._record_layout)),
@@ -183,6 +184,18 @@ class Engine(wiring.Component):
         """The partition store made by the last elaboration (``None`` before the first one,
         and without PARTITION): its geometry, such as the table's banks, for estimates."""
         return self._store
+
+    def use_sdram(self, setup: SDRAMSetup, read_delay: int) -> None:
+        """With ``--store sdram``: build the store's controller for ``setup`` (the chip and
+        the engine's clock) and ``read_delay`` clocks the board's I/O registers add to a read
+        (:mod:`nfacep.boards.sdram`), instead of :data:`ENGINE_SDRAM` and 0; before
+        elaboration (a board top whose engine clock is not the simulations' sets it)."""
+        self._sdram = (setup, read_delay)
+
+    @property
+    def sdram_setup(self) -> tuple[SDRAMSetup, int]:
+        """The SDRAM store's chip, clock and read delay (:meth:`use_sdram`)."""
+        return self._sdram
 
     @property
     def tuple_layout(self) -> data.StructLayout:
@@ -251,7 +264,7 @@ class Engine(wiring.Component):
             "result_shape": outcome.size,
             "update": update,
         }
-        m.submodules.partitioner = matcher = partition_store(params, **shapes)
+        m.submodules.partitioner = matcher = partition_store(params, sdram=self._sdram, **shapes)
         self._store = matcher
         if "sdram" in self.signature.members:
             wiring.connect(m, matcher.sdram, wiring.flipped(self.sdram))
@@ -504,14 +517,20 @@ def cycles_per_tuple(keyed: bool, params: EngineParams) -> int:
 
 
 def partition_store(
-    params: EngineParams, **shapes
+    params: EngineParams, sdram: tuple[SDRAMSetup, int] = (ENGINE_SDRAM, 0), **shapes
 ) -> StreamPartitioner | TablePartitioner | SdramPartitioner:
     """The partition store ``params`` name (its capacity and timers), for the ``shapes``
     (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
-    engine that uses it."""
+    engine that uses it; ``sdram``: the SDRAM store's chip and clock, and the clocks the
+    board's I/O registers add to a read (:meth:`Engine.use_sdram`)."""
     if params.store == "sdram":
+        setup, read_delay = sdram
         try:
             return SdramPartitioner(
+                geometry=setup.geometry,
+                timing=setup.timing,
+                clk_freq=setup.clk_freq,
+                controller={"read_delay": read_delay},
                 entries=params.partitions,
                 ways=params.ways,
                 timer_bits=params.timer_bits,

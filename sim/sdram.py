@@ -19,22 +19,25 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["TOP", "check_errors", "with_chip"]
+__all__ = ["TOP", "board_with_chip", "check_errors", "with_chip"]
 
 TOP = "nfacep_sdram_top"
 
 
-def _chip(cache: Path) -> str:
-    """The chip's Verilog for the engine's SDRAM, kept in ``cache`` (emitting it runs Yosys)."""
+def _chip(cache: Path, setup=None) -> str:
+    """The chip's Verilog for the engine's SDRAM (``setup``, an
+    :class:`~nfacep.hdl.sdram.timing.SDRAMSetup`; default ``ENGINE_SDRAM``: its timing rules
+    in clocks of that setup's clock), kept in ``cache`` (emitting it runs Yosys)."""
     from nfacep.hdl.sdram.timing import ENGINE_SDRAM
 
-    key = hashlib.sha256(repr((ENGINE_SDRAM, ENGINE_SDRAM.cycles())).encode()).hexdigest()[:16]
+    setup = setup or ENGINE_SDRAM
+    key = hashlib.sha256(repr((setup, setup.cycles())).encode()).hexdigest()[:16]
     path = cache / f"sdram-chip-{key}.v"
     if path.is_file():
         return path.read_text(encoding="ascii")
     from nfacep.hdl.sdram.chip import chip_verilog
 
-    text = chip_verilog(ENGINE_SDRAM.geometry, ENGINE_SDRAM.cycles())
+    text = chip_verilog(setup.geometry, setup.cycles())
     cache.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}")
     tmp.write_text(text, encoding="ascii")
@@ -94,6 +97,67 @@ def with_chip(engine: Path, sidecar: dict, folder: Path, cache: Path) -> tuple[P
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     return path, json.loads(json.dumps({**sidecar, "top": TOP, "ports": ports}))
+
+
+def board_with_chip(top, name: str, cache: Path) -> str:
+    """The Verilog of the UDP board top ``top`` (a :class:`~nfacep.hdl.eth.link.UdpTop`
+    whose engine has ``--store sdram``, built for the board's clock and pads,
+    :func:`nfacep.links.udp.top.clock_engine`) with the board's SDRAM pads as registers
+    (:class:`nfacep.boards.sdram.SdramPads` without a port) and the chip's model clocked by
+    the engine's clock, under the module ``name``: the top's ports without the chip's, plus
+    ``sdram_errors`` and ``sdram_error_cycle`` as :func:`with_chip` gives them."""
+    from amaranth.hdl import Shape
+
+    from nfacep.hdl.emit import verilog
+    from nfacep.hdl.sdram.chip import RULES
+
+    board = _padded_top(top)
+    inner = f"{name}_board"
+    text = verilog(board, inner)
+    ports = {"clk": {"dir": "in", "width": 1}, "rst": {"dir": "in", "width": 1}}
+    for path, member, _ in board.signature.flatten(board):
+        flow = "in" if member.flow.name == "In" else "out"
+        width = Shape.cast(member.shape).width
+        ports["__".join(map(str, path))] = {"dir": flow, "width": width}
+    sidecar = {"top": inner, "ports": ports, "clock": "engine_clk", "reset": "rst"}
+    setup = top._engine.sdram_setup[0]
+    return (
+        text
+        + "\n"
+        + _chip(cache, setup)
+        + "\n"
+        + _top(sidecar, len(RULES)).replace(f"module {TOP} (", f"module {name} (", 1)
+    )
+
+
+def _padded_top(top):
+    """``top`` with its ``sdram`` pins through the board's pads (registers), as a component
+    whose ``sdram`` are the chip's pins."""
+    from amaranth.hdl import ClockDomain, ClockSignal, Module
+    from amaranth.lib import wiring
+
+    from nfacep.boards.sdram import SdramPads
+
+    members = dict(top.signature.members)
+
+    class PaddedTop(wiring.Component):
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.top = top
+            m.domains.sdram = ClockDomain("sdram", local=True, reset_less=True)
+            m.d.comb += ClockSignal("sdram").eq(self.engine_clk)
+            geometry = top._engine.sdram_setup[0].geometry
+            m.submodules.pads = pads = SdramPads(geometry, domain="sdram")
+            wiring.connect(m, top.sdram, pads.ctrl)
+            wiring.connect(m, pads.chip, wiring.flipped(self.sdram))
+            for n, member in members.items():
+                if n == "sdram":
+                    continue
+                ours, theirs = getattr(self, n), getattr(top, n)
+                m.d.comb += theirs.eq(ours) if member.flow.name == "In" else ours.eq(theirs)
+            return m
+
+    return PaddedTop(members)
 
 
 def check_errors(counters: dict) -> str | None:

@@ -42,6 +42,7 @@ from nfacep.settings import ParamValues
 from . import build
 from .build import SimulationError
 from .runner import ContractError, check_waves, deliver_waves, run_testbench
+from .sdram import check_errors
 
 __all__ = ["HOST", "UdpSimOptions", "UdpSimResult", "UdpSimulation", "line_limit"]
 
@@ -271,7 +272,10 @@ class UdpSimulation:
         problems = [f"{final[c]} {c}" for c in ("engine_full", "lost", "late") if final[c]]
         if final["tuples"] != n % 2**32:
             problems.append(f"the engine took {final['tuples']} of {n} tuples")
-        if problems:
+        chip = check_errors(got.get("sdram", {}))  # (--store sdram: the chip's model)
+        if chip:
+            result.failure = SimulationError(f"{chip} (run folder: {run_dir})")
+        elif problems:
             result.failure = SimulationError(
                 f"the board did not take every packet sent at line rate ({', '.join(problems)}):"
                 f" its records are incomplete (run folder: {run_dir})"
@@ -307,7 +311,7 @@ def _emit(
     from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
 
     board = DEFAULT_ENDPOINT
-    from nfacep.links.udp.top import engine_clock
+    from nfacep.links.udp.top import clock_engine
 
     if params.engine == "programmable":
         from nfacep.hdl.programmable import ProgrammableEngine
@@ -316,14 +320,20 @@ def _emit(
     else:
         engine = Engine(nfa, params, values=values)
     try:
-        clock = engine_clock(engine, engine_mhz)
+        clock = clock_engine(engine, engine_mhz)
     except UsageError:
         engine._MustUse__silence = True  # (never elaborated: the error says why)
         raise
     top = UdpTop(engine, mac=board.mac, ip=board.ip, port=board.port, engine_clock=True)
     top.engine_mhz = clock.mhz  # (the board's PLL gives it)
     path = run_dir / "udp_top.v"
-    path.write_text(verilog(top, TOP), encoding="utf-8")
+    if "sdram" in top.signature.members:  # the board's pads and the chip's model beside it
+        from .sdram import board_with_chip
+
+        text = board_with_chip(top, TOP, run_dir.parent / "sdram")
+    else:
+        text = verilog(top, TOP)
+    path.write_text(text, encoding="utf-8")
     return path, top
 
 
@@ -411,6 +421,7 @@ def _write_frames(
         # (the engine's quiet cycles, in the link's: the STATUS wait's spacing)
         "quiet": 2 * (engine.params.partitions + 32) * max(1, round(125 / top.engine_mhz)),
         "engine_ps": round(1e6 / top.engine_mhz),
+        "settle_ns": _settle_ns(top),
         "requests": {
             str(t): udp.udp_frame(
                 host, board, udp.packet(t, session=SESSION), udp_checksum=True
@@ -422,6 +433,18 @@ def _write_frames(
     }
     (run_dir / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return {"per": per_packet, "firsts": firsts, "counts": counts, "lengths": lengths, "tb": tb}
+
+
+def _settle_ns(top) -> float:
+    """How long the engine takes after a RESET before it takes a tuple: with ``--store
+    sdram``, the chip's power-up wait and the store's clearing of its words (a word a clock or
+    so: two allowed), which a board does once it is configured, long before a host sends;
+    else nothing."""
+    store = top._engine.store
+    if "sdram" not in top.signature.members or store is None:
+        return 0.0
+    cycles = store.cycles.power_up + 2 * store.clearing_words + 64
+    return cycles * 1e3 / top.engine_mhz
 
 
 def _write_pcap(path: str, got: dict, run_dir: Path) -> None:

@@ -95,6 +95,8 @@ class UdpBoardTB:
         self.send = send
         first = await self.ask(PacketType.RESET, lambda s: s["tuples"] == 0 and s["next_seq"] == 0)
         self.results["reset"] = first
+        if self.config.get("settle_ns"):  # (--store sdram: the chip's power-up, the clearing)
+            await Timer(round(self.config["settle_ns"]), unit="ns")
         for at in range(len(self.index)):
             wait = self.index[at][2]
             if wait is not None:
@@ -113,6 +115,11 @@ class UdpBoardTB:
         )
         self.results["final"] = final
         await ClockCycles(dut.clk, 64)
+        if hasattr(dut, "sdram_errors"):  # the chip's model beside the board top
+            self.results["sdram"] = {
+                "sdram_errors": int(dut.sdram_errors.value),
+                "sdram_error_cycle": int(dut.sdram_error_cycle.value),
+            }
 
     async def ask(self, ptype: int, want, spacing: int = 256) -> dict:
         """Send ``ptype`` until a STATUS that ``want`` accepts comes back; that STATUS."""

@@ -176,12 +176,13 @@ QUERIES = pathlib.Path(__file__).resolve().parent.parent / "queries"
 @pytest.mark.parametrize(
     ("command", "message"),
     [
-        (["check", "--board", "colorlight-5a75b"], "--store sdram: the board tops do not drive"),
-        (["build", "--board", "colorlight-5a75b"], "--store sdram: the board tops do not drive"),
+        (["check", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
+        (["build", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
+        (["build", "--board", "colorlight-5a75b", "--link", "uart"], "the uart board top"),
     ],
 )
 def test_commands_that_cannot_take_it_yet_say_so(tmp_path, monkeypatch, capsys, command, message):
-    """No board top drives the chip yet."""
+    """Only the UDP board top drives the chip (tests/test_udp_sdram.py)."""
     monkeypatch.chdir(tmp_path)
     name, *rest = command
     query = str(QUERIES / "bruteforce.sql")

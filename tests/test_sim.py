@@ -205,8 +205,9 @@ def test_sdram_refreshing_late_is_reported(tmp_path, sim_cache, monkeypatch, cap
     late = ENGINE_SDRAM.cycles().with_(trefi=2 * ENGINE_SDRAM.cycles().trefi)
 
     class Late(engine.SdramPartitioner):
-        def __init__(self, **kwargs):
-            super().__init__(controller={"cycles_override": late}, **kwargs)
+        def __init__(self, controller=None, **kwargs):
+            controller = {**(controller or {}), "cycles_override": late}
+            super().__init__(controller=controller, **kwargs)
 
     monkeypatch.setattr(engine, "SdramPartitioner", Late)
     monkeypatch.chdir(tmp_path)

@@ -674,6 +674,9 @@ class UdpTop(wiring.Component):
         With ``engine_clock``: the engine's clock.
     activity, trouble : ``Out(1)``
         The link's pulses (:class:`UdpLink`), for the LEDs.
+    sdram : ``Out(pins_signature(...))``
+        With an engine of ``--store sdram``: its SDRAM chip's pins, in the engine's clock
+        domain (the board top puts them on the board's pads, :mod:`nfacep.boards.sdram`).
     """
 
     def __init__(
@@ -732,6 +735,8 @@ class UdpTop(wiring.Component):
         }
         if self._engine_clock:
             members["engine_clk"] = In(1)
+        if "sdram" in engine.signature.members:  # --store sdram: the chip's pins, passed out
+            members["sdram"] = engine.signature.members["sdram"]
         super().__init__(members)
 
     @property
@@ -762,6 +767,8 @@ class UdpTop(wiring.Component):
             self.activity.eq(link.activity),
             self.trouble.eq(link.trouble),
         ]
+        if "sdram" in self.signature.members:  # (in the engine's clock domain)
+            wiring.connect(m, engine.sdram, wiring.flipped(self.sdram))
         if self._engine_clock:
             self._crossings(m, link, engine)
             return m

@@ -30,6 +30,7 @@ __all__ = [
     "StatusLed",
     "UdpBoardTop",
     "check_board",
+    "clock_engine",
     "engine_clock",
     "make_top",
 ]
@@ -43,6 +44,11 @@ VCO_MHZ = 625.0
 ENGINE_MARGIN = 1.5
 #: The slowest engine clock the PLL gives (its largest output divider).
 MAX_DIVIDER = 128
+#: The SDRAM store's tuples per clock in its worst case, uniform keys over 10^6 partitions
+#: (``benchmarks/sdram_store.py``, hdl/sdram/README.md: 0.118 at the chip's timing at 100
+#: MHz): with ``--store sdram`` the build chooses the engine's clock for it, without
+#: :data:`ENGINE_MARGIN` (a measured worst case, where ``cycles_per_tuple`` is a best case).
+SDRAM_TUPLES_PER_CLOCK = 0.118
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class EngineClock:
 
     divider: int
     mhz: float
-    cycles_per_tuple: int
+    cycles_per_tuple: float
     tuples_per_s: float
     line_tuples_per_s: float
     line_packet: int
@@ -69,7 +75,7 @@ class EngineClock:
         return {
             "engine_mhz": round(self.mhz, 3),
             "engine_mhz_from": "chosen by the build" if self.chosen else "--engine-mhz",
-            "engine_cycles_per_tuple": self.cycles_per_tuple,
+            "engine_cycles_per_tuple": round(self.cycles_per_tuple, 3),
             "engine_tuples_per_s": round(self.tuples_per_s),
             "line_tuples_per_s": round(self.line_tuples_per_s),
             "line_tuples_per_packet": self.line_packet,
@@ -81,14 +87,25 @@ def engine_clock(engine, mhz: float | None = None) -> EngineClock:
     """The engine's clock for ``engine`` beside the link: at ``mhz`` when given (the PLL's
     nearest frequency at or below it, a UsageError when none is or above 125 MHz), else the
     slowest the PLL gives at or above :data:`ENGINE_MARGIN` times what the engine needs to
-    take the line's worst case (:func:`~nfacep.links.udp.protocol.line_tuples_limit`)."""
+    take the line's worst case (:func:`~nfacep.links.udp.protocol.line_tuples_limit`); with
+    the SDRAM store, the slowest at or above what its measured worst case needs
+    (:data:`SDRAM_TUPLES_PER_CLOCK`) at which the board's pads capture the chip's read data
+    (:func:`nfacep.boards.sdram.read_window`)."""
     import math
 
     line, per = line_tuples_limit((engine.tuple_layout.size + 7) // 8)
-    cycles = engine.cycles_per_tuple
+    sdram = "sdram" in engine.signature.members
+    cycles = 1 / SDRAM_TUPLES_PER_CLOCK if sdram else engine.cycles_per_tuple
     if mhz is None:
-        need = line * cycles * ENGINE_MARGIN / 1e6
+        need = line * cycles * (1 if sdram else ENGINE_MARGIN) / 1e6
         divider = min(max(math.floor(VCO_MHZ / need), 5), MAX_DIVIDER)
+        if sdram:  # and one at which the pads capture the chip's read data
+            from nfacep.boards.sdram import read_window
+            from nfacep.hdl.sdram.timing import ENGINE_SDRAM
+
+            latency = ENGINE_SDRAM.timing.cas_latency
+            while divider > 5 and not read_window(VCO_MHZ / divider, latency).met:
+                divider -= 1
     else:
         if not VCO_MHZ / MAX_DIVIDER <= mhz <= CLOCK_MHZ:
             raise UsageError(
@@ -98,6 +115,31 @@ def engine_clock(engine, mhz: float | None = None) -> EngineClock:
         divider = math.ceil(VCO_MHZ / mhz - 1e-9)
     f = VCO_MHZ / divider
     return EngineClock(divider, f, cycles, f * 1e6 / cycles, line, per, mhz is None)
+
+
+def clock_engine(engine, mhz: float | None = None) -> EngineClock:
+    """:func:`engine_clock`, and with ``--store sdram`` the engine's SDRAM controller built
+    for that clock and the board's pads (:meth:`~nfacep.hdl.engine.Engine.use_sdram`,
+    :data:`nfacep.boards.sdram.READ_DELAY`); a UsageError when the pads cannot capture the
+    chip's read data at that clock (:func:`nfacep.boards.sdram.read_window`)."""
+    clock = engine_clock(engine, mhz)
+    if "sdram" in engine.signature.members:
+        sdram_window(engine, clock)
+    return clock
+
+
+def sdram_window(engine, clock: EngineClock):
+    """The SDRAM's read window at ``clock`` (a UsageError when it is missed), the engine's
+    controller built for it."""
+    from dataclasses import replace
+
+    from nfacep.boards.sdram import READ_DELAY, check_window
+    from nfacep.hdl.sdram.timing import ENGINE_SDRAM
+
+    setup = replace(ENGINE_SDRAM, clk_freq=clock.mhz * 1e6)
+    window = check_window(clock.mhz, setup.timing.cas_latency)
+    engine.use_sdram(setup, READ_DELAY)
+    return window
 
 
 class NoEthernetError(ValueError):
@@ -207,7 +249,7 @@ class UdpBoardTop(Elaboratable):
     ):
         self.engine = engine
         try:
-            self.clock = engine_clock(engine, engine_mhz)
+            self.clock = clock_engine(engine, engine_mhz)
         except UsageError:
             self._MustUse__silence = True  # (never elaborated: the error says why)
             raise
@@ -297,12 +339,27 @@ class UdpBoardTop(Elaboratable):
             m.d.sync += phy_wait.eq(phy_wait + 1)
         m.d.comb += phy_rst.o.eq(~phy_wait[-1])
 
+        if "sdram" in top.signature.members:  # --store sdram: the chip on the board's pins
+            self._sdram(m, platform, engine_clk)
+
         m.submodules.status = status = StatusLed(CLOCK_MHZ * 1e6)
         m.d.comb += [status.activity.eq(top.activity), status.trouble.eq(top.trouble)]
         for i, port in enumerate(board_leds(platform)):
             m.submodules[f"led{i}"] = led = io.Buffer("o", port)
             m.d.comb += led.o.eq(status.led)
         return m
+
+    def _sdram(self, m, platform, engine_clk):
+        """The engine's SDRAM pins through the I/O cells to the board's SDRAM, clocked by the
+        engine's clock (:class:`nfacep.boards.sdram.SdramPads`)."""
+        from nfacep.boards.sdram import SdramPads
+        from nfacep.hdl.sdram.timing import ENGINE_SDRAM
+
+        m.domains.sdram = ClockDomain("sdram", local=True, reset_less=True)
+        m.d.comb += ClockSignal("sdram").eq(engine_clk)
+        pins = platform.request("sdram", 0, dir="-")
+        m.submodules.sdram_pads = pads = SdramPads(ENGINE_SDRAM.geometry, pins, domain="sdram")
+        wiring.connect(m, self.top.sdram, pads.ctrl)
 
 
 def make_top(engine, udp: Endpoint, engine_mhz: float | None = None) -> tuple[dict, UdpBoardTop]:
@@ -319,6 +376,17 @@ def make_top(engine, udp: Endpoint, engine_mhz: float | None = None) -> tuple[di
         f"{'keeps up' if clock.keeps_up else 'SLOWER THAN THE LINE'} "
         f"(payload format: boards/UDP.md); the board is {udp}"
     )
+    sdram = {}
+    if "sdram" in engine.signature.members:
+        from nfacep.boards.sdram import read_window
+
+        window = read_window(clock.mhz, engine.sdram_setup[0].timing.cas_latency)
+        sdram = {"sdram": {"mhz": round(clock.mhz, 3), **window.as_dict()}}
+        note += (
+            f"; partitions in the board's SDRAM, clocked with the engine "
+            f"(read capture {window.setup_ns:.1f} / {window.hold_ns:.1f} ns of setup / hold, "
+            "estimated: boards/sdram.py)"
+        )
     return {
         "kind": "udp",
         "mac": udp.mac.hex(":"),
@@ -327,5 +395,6 @@ def make_top(engine, udp: Endpoint, engine_mhz: float | None = None) -> tuple[di
         "link_mhz": CLOCK_MHZ,
         **clock.as_dict(),
         "engine_id": f"{top.top.engine_id:08x}",
+        **sdram,
         "note": note,
     }, top

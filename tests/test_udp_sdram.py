@@ -1,0 +1,112 @@
+"""``--store sdram`` on the UDP board top: the engine's SDRAM controller on the Colorlight
+5A-75B's SDRAM pins through the I/O cells (``nfacep.boards.sdram``), its clock the engine's,
+chosen for the line; ``check --board`` and ``build`` take it; ``sim --link udp --store sdram``
+simulates the board top with the pads' registers and the chip's model and equals ``match``."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from nfacep.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MARATHON = ROOT / "queries" / "marathon.sql"
+BRUTEFORCE = ROOT / "queries" / "bruteforce.sql"
+BOARD = ("--board", "colorlight-5a75b", "--link", "udp", "--store", "sdram")
+
+
+@pytest.mark.slow
+def test_the_board_top_drives_the_sdram_pins():
+    """Every SDRAM pin of the 5A-75B is driven from an I/O cell's register in the engine's
+    clock (OFS1P3DX out, IFS1P3DX in, the output enables registered), the SDRAM's clock by
+    an ODDRX1F; the controller is built for the engine's clock with the pads' read delay."""
+    from nfacep import compile_file
+    from nfacep.boards import get_board
+    from nfacep.boards.sdram import READ_DELAY
+    from nfacep.hdl.engine import Engine
+    from nfacep.links.udp.protocol import DEFAULT_ENDPOINT as ep
+    from nfacep.links.udp.top import UdpBoardTop
+    from nfacep.params import EngineParams
+
+    platform = get_board("colorlight-5a75b").platform_class()()
+    engine = Engine(compile_file(MARATHON), EngineParams(store="sdram", partitions=256))
+    top = UdpBoardTop(engine, mac=ep.mac, ip=ep.ip, port=ep.port)
+    setup, read_delay = engine.sdram_setup
+    assert setup.clk_freq == pytest.approx(625e6 / 6) == pytest.approx(top.clock.mhz * 1e6)
+    assert read_delay == READ_DELAY == 2
+    plan = platform.build(top, name="t", do_build=False)
+    rtlil, lpf = plan.files["t.il"], plan.files["t.lpf"]
+    # ras, cas, we, ba, 11 address pins and 32 DQ, each with its output enable's (constant
+    # but for DQ), the SDRAM clock's enable, and the 6 enables of RGMII's DDR outputs
+    assert rtlil.count("cell \\OFS1P3DX") == 2 * (3 + 1 + 11 + 32) + 1 + 6
+    assert rtlil.count("cell \\IFS1P3DX") == 32
+    assert rtlil.count("cell \\ODDRX1F") == 6 + 1  # RGMII's and the SDRAM's clock
+    for pin in ("C6", "C7", "E7", "D7", "A7", "A9", "C8", "B13", "E11"):  # clk ... dq31
+        assert f'SITE "{pin}"' in lpf
+    assert re.search(r'FREQUENCY NET "engine_clk[^"]*" 104166666\.', lpf)
+
+
+FLOWS = """CREATE STREAM flows (src UINT(20), v UINT(8));
+QUERY ab FROM flows PARTITION src PATTERN ( A B ) DEFINE A AS (v = 1) B AS (v = 2);
+"""
+
+
+@pytest.mark.slow
+def test_check_says_what_fits_and_refuses_a_clock_the_pads_cannot_read_at(tmp_path, capsys):
+    """``check --board``: 2^20 entries of a 20-bit key fill the Colorlight's SDRAM; marathon's
+    engine clock is chosen for the line (104.17 MHz: the store's measured worst case, 0.118
+    tuples a clock, needs 91.4); at 62.5 MHz the read capture falls outside the data's
+    window (exit 2); a board top other than UDP's does not drive the chip (exit 2)."""
+    flows = tmp_path / "flows.sql"
+    flows.write_text(FLOWS)
+    assert main(["check", str(flows), *BOARD, "--partitions", str(1 << 20)]) == 0
+    out = capsys.readouterr().out
+    assert "SDRAM words  1,048,576 1,048,576  100.0%  1,048,576 entries of 1 word" in out
+    args = ["check", str(MARATHON), *BOARD]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "engine at 104.17 MHz (chosen by the build): 12.29M tuples/s" in out
+    assert "keeps up" in out and "partitions in the board's SDRAM" in out
+    assert "SDRAM words     65,536 1,048,576    6.2%" in out
+    assert main([*args, "--engine-mhz", "62.5"]) == 2
+    assert "captured outside its valid window" in capsys.readouterr().err
+    assert main(["check", str(MARATHON), "--board", "colorlight-5a75b", "--store", "sdram"]) == 2
+    assert "the harness board top does not drive the SDRAM chip" in capsys.readouterr().err
+
+
+def evicting_tuples() -> str:
+    """Marathon tuples of 192 runners in three rounds (Staten Island; Brooklyn for every third,
+    else Manhattan; Queens): 256 ``cheat`` matches (two for each runner not in Brooklyn, at
+    Manhattan and at Queens), each needing its runner's state written back to the SDRAM and
+    read again (192 keys over 256 buckets, more than the cache's 64 lines)."""
+    rows = ["time,checkpoint,runner,speed"]
+    second = ["Brooklyn", "Manhattan", "Manhattan"]
+    for k, place in enumerate(["Staten Island", None, "Queens"]):
+        for i in range(192):
+            where = place or second[i % 3]
+            rows.append(f"{k * 1000 + i},{where},{1000 + 7 * i},5.00")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.mark.slow
+def test_sim_over_udp_with_the_sdram_equals_match(tmp_path, sim_cache):
+    """The board top with the pads' registers and the chip's model (its timing rules at the
+    engine's clock, checked): the records that come back over UDP are ``match``'s, with every
+    partition's state read back from the chip (a wrong read delay in the controller fails)."""
+    from nfacep.sim import build
+
+    missing = build.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    data = tmp_path / "in.csv"
+    data.write_text(evicting_tuples())
+    store = ["--store", "sdram", "--partitions", "1024"]
+    ref, got = tmp_path / "match.csv", tmp_path / "udp.csv"
+    assert main(["match", str(MARATHON), "--input", str(data), "--output", str(ref), *store]) == 0
+    sim = ["sim", str(MARATHON), "--input", str(data), "--output", str(got), "--link", "udp"]
+    assert main([*sim, *store, "--check", "--build-dir", str(sim_cache)]) == 0
+    assert got.read_text() == ref.read_text()
+    assert ref.read_text().count("\n") == 1 + 256
