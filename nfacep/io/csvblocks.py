@@ -29,11 +29,13 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import DataError
-from ..lang.types import BoolType, Float32Type, IntType, UIntType
+from ..lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
 from ..schema import Schema
 from . import csvfile
+from .arrays import strings, to_numpy
 from .convert import from_table
 from .tuples import Location, Tuples
 
@@ -205,17 +207,61 @@ def parse_blocks(
 def convert_blocks(
     blocks: Iterator[pa.Table], schema: Schema, source: Location
 ) -> Iterator[Tuples | pa.Table]:
-    """The blocks of :func:`parse_blocks` converted, each block's :class:`Tuples` located at
-    its rows in ``source``. A block whose text the
-    exact conversion refuses comes as its table of text, unconverted (its pieces are
-    converted one by one, so that those before the bad row are yielded first). A
-    :class:`DataError` (or pyarrow's error) for a block the text path cannot parse: the whole
-    read names it."""
+    """The blocks of :func:`parse_blocks` converted, each located at its rows in ``source``:
+    a typed block as the :class:`Tuples` of each of its chunks, in pyarrow's types (no copy;
+    :func:`nfacep.io.reader.read_chunks` makes the pieces' columns of them); any other as its
+    :class:`Tuples` by :func:`~nfacep.io.convert.from_table`. A block whose text the exact
+    conversion refuses comes as its table of text, unconverted (its pieces are converted one by
+    one, so that those before the bad row are yielded first). A :class:`DataError` (or
+    pyarrow's error) for a block the text path cannot parse: the whole read names it."""
     rows = 0
     for table in blocks:
+        chunks = _typed_chunks(table, schema)
+        if chunks is not None:
+            for columns, n in chunks:
+                yield Tuples(columns, n, source.path, location=source.at(rows))
+                rows += n
+            continue
         try:
             piece: Tuples | pa.Table = from_table(table, schema, source=source.at(rows), text=True)
         except DataError:
             piece = table
         rows += table.num_rows
         yield piece
+
+
+def _typed_chunks(table: pa.Table, schema: Schema) -> list[tuple[dict, int]] | None:
+    """The columns of each chunk of a typed block (:func:`parse_typed`) as numpy views of
+    pyarrow's (integers of their width, labels' indices as int32), when every field is an
+    integer within its range, a FLOAT32, a BOOL or a label; None otherwise (the block then
+    goes :func:`~nfacep.io.convert.from_table`, which converts it or names the error)."""
+    parts: dict[str, list[np.ndarray]] = {}
+    for f in schema.fields:
+        ty, col = f.type, table.column(f.name)
+        if col.null_count:
+            return None
+        out = parts[f.name] = []
+        for chunk in col.chunks:
+            if isinstance(ty, EnumType) and pa.types.is_string(chunk.type):
+                index = pc.index_in(chunk, value_set=strings(ty.labels))
+                if index.null_count:
+                    return None
+                out.append(to_numpy(index))
+            elif isinstance(ty, UIntType | IntType) and pa.types.is_integer(chunk.type):
+                values = to_numpy(chunk)
+                lo, hi = ty.range
+                info = np.iinfo(values.dtype)
+                fits = lo <= info.min and info.max <= hi  # (every value of pyarrow's type)
+                if not fits and len(values) and (values.min() < lo or values.max() > hi):
+                    return None
+                out.append(values)
+            elif (isinstance(ty, Float32Type) and chunk.type == pa.float32()) or (
+                isinstance(ty, BoolType) and chunk.type == pa.bool_()
+            ):
+                out.append(to_numpy(chunk))
+            else:
+                return None
+    lengths = [len(p) for p in parts[schema.names[0]]]
+    if any([len(p) for p in ps] != lengths for ps in parts.values()):
+        return None
+    return [({n: ps[i] for n, ps in parts.items()}, k) for i, k in enumerate(lengths) if k]
