@@ -5,21 +5,22 @@ and as text converted by :mod:`~nfacep.io.convert` otherwise (the text path).
 The typed path parses UINT and INT fields as pyarrow's integer of their width, FLOAT32 as
 float32 (the nearest single to the decimal text, as nfacep reads it) and BOOL with pyarrow's
 own spellings (``true``, ``True``, ``TRUE``, ``1`` and the false ones); ENUM, IPV4 and
-TIMESTAMP fields are parsed as text and converted by :mod:`~nfacep.io.convert` (an ENUM's labels
-by ``index_in``). pyarrow accepts a little that nfacep does not, so a block goes the text path
-instead when it holds ``0x`` or ``0X`` and the stream has an integer field (pyarrow reads hex
-integers), and when a FLOAT32 value came out as NaN or an infinity (pyarrow reads
-``nan(…)`` and rounds ``1e39`` to infinity); it goes the text path, too, whenever pyarrow
-refuses a value (a ``+`` sign, an empty value, any error). The text path gives the same values
-or raises the :class:`~nfacep.errors.DataError` that :func:`nfacep.io.reader.read_chunks`
-answers by reading the file whole for :func:`~nfacep.io.reader.read`'s error, with its row,
-line and column. Nothing is checked twice when nothing fails.
+TIMESTAMP fields are parsed as text (an ENUM's labels coded here by ``index_in``, the others
+converted by :mod:`~nfacep.io.convert`). pyarrow accepts a little that nfacep does not, so a
+block goes the text path instead when it holds ``0x`` or ``0X`` and the stream has an
+integer field (pyarrow reads hex integers), and when a FLOAT32 value came out as NaN or an
+infinity (pyarrow reads ``nan(…)`` and rounds ``1e39`` to infinity); it goes the text path,
+too, whenever pyarrow refuses a value (a ``+`` sign, an empty value, any error). The text
+path gives the same values or raises the :class:`~nfacep.errors.DataError` that
+:func:`nfacep.io.reader.read_chunks` answers by reading the file whole for
+:func:`~nfacep.io.reader.read`'s error, with its row, line and column. Nothing is checked
+twice when nothing fails.
 
 Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`) and read into memory
-(not mapped: a file cut short while it is read would crash the process); a block with a
-line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a line
-break (a quote left open), is a :class:`DataError` as well (the
-whole read decides). ``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
+(not mapped: a file cut short while it is read would crash the process); a block with a line
+of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a line break
+(a quote left open), is a :class:`DataError` as well (the whole read decides).
+``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
 """
 
 from __future__ import annotations
