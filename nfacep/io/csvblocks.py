@@ -5,21 +5,22 @@ and as text converted by :mod:`~nfacep.io.convert` otherwise (the text path).
 The typed path parses UINT and INT fields as pyarrow's integer of their width, FLOAT32 as
 float32 (the nearest single to the decimal text, as nfacep reads it) and BOOL with pyarrow's
 own spellings (``true``, ``True``, ``TRUE``, ``1`` and the false ones); ENUM, IPV4 and
-TIMESTAMP fields are parsed as text and converted by :mod:`~nfacep.io.convert` (an ENUM's labels
-by ``index_in``). pyarrow accepts a little that nfacep does not, so a block goes the text path
-instead when it holds ``0x`` or ``0X`` and the stream has an integer field (pyarrow reads hex
-integers), and when a FLOAT32 value came out as NaN or an infinity (pyarrow reads
-``nan(…)`` and rounds ``1e39`` to infinity); it goes the text path, too, whenever pyarrow
-refuses a value (a ``+`` sign, an empty value, any error). The text path gives the same values
-or raises the :class:`~nfacep.errors.DataError` that :func:`nfacep.io.reader.read_chunks`
-answers by reading the file whole for :func:`~nfacep.io.reader.read`'s error, with its row,
-line and column. Nothing is checked twice when nothing fails.
+TIMESTAMP fields are parsed as text (an ENUM's labels coded here by ``index_in``, the others
+converted by :mod:`~nfacep.io.convert`). pyarrow accepts a little that nfacep does not, so a
+block goes the text path instead when it holds ``0x`` or ``0X`` and the stream has an
+integer field (pyarrow reads hex integers), and when a FLOAT32 value came out as NaN or an
+infinity (pyarrow reads ``nan(…)`` and rounds ``1e39`` to infinity); it goes the text path,
+too, whenever pyarrow refuses a value (a ``+`` sign, an empty value, any error). The text
+path gives the same values or raises the :class:`~nfacep.errors.DataError` that
+:func:`nfacep.io.reader.read_chunks` answers by reading the file whole for
+:func:`~nfacep.io.reader.read`'s error, with its row, line and column. Nothing is checked
+twice when nothing fails.
 
 Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`) and read into memory
-(not mapped: a file cut short while it is read would crash the process); a block with a
-line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a line
-break (a quote left open), is a :class:`DataError` as well (the
-whole read decides). ``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
+(not mapped: a file cut short while it is read would crash the process); a block with a line
+of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a line break
+(a quote left open), is a :class:`DataError` as well (the whole read decides).
+``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import DataError
-from ..lang.types import BoolType, Float32Type, IntType, UIntType
+from ..lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
 from ..schema import Schema
 from . import csvfile
+from .arrays import strings, to_numpy
 from .convert import from_table
 from .tuples import Location, Tuples
 
@@ -205,17 +208,61 @@ def parse_blocks(
 def convert_blocks(
     blocks: Iterator[pa.Table], schema: Schema, source: Location
 ) -> Iterator[Tuples | pa.Table]:
-    """The blocks of :func:`parse_blocks` converted, each block's :class:`Tuples` located at
-    its rows in ``source``. A block whose text the
-    exact conversion refuses comes as its table of text, unconverted (its pieces are
-    converted one by one, so that those before the bad row are yielded first). A
-    :class:`DataError` (or pyarrow's error) for a block the text path cannot parse: the whole
-    read names it."""
+    """The blocks of :func:`parse_blocks` converted, each located at its rows in ``source``:
+    a typed block as the :class:`Tuples` of each of its chunks, in pyarrow's types (no copy;
+    :func:`nfacep.io.reader.read_chunks` makes the pieces' columns of them); any other as its
+    :class:`Tuples` by :func:`~nfacep.io.convert.from_table`. A block whose text the exact
+    conversion refuses comes as its table of text, unconverted (its pieces are converted one by
+    one, so that those before the bad row are yielded first). A :class:`DataError` (or
+    pyarrow's error) for a block the text path cannot parse: the whole read names it."""
     rows = 0
     for table in blocks:
+        chunks = _typed_chunks(table, schema)
+        if chunks is not None:
+            for columns, n in chunks:
+                yield Tuples(columns, n, source.path, location=source.at(rows))
+                rows += n
+            continue
         try:
             piece: Tuples | pa.Table = from_table(table, schema, source=source.at(rows), text=True)
         except DataError:
             piece = table
         rows += table.num_rows
         yield piece
+
+
+def _typed_chunks(table: pa.Table, schema: Schema) -> list[tuple[dict, int]] | None:
+    """The columns of each chunk of a typed block (:func:`parse_typed`) as numpy views of
+    pyarrow's (integers of their width, labels' indices as int32), when every field is an
+    integer within its range, a FLOAT32, a BOOL or a label; None otherwise (the block then
+    goes :func:`~nfacep.io.convert.from_table`, which converts it or names the error)."""
+    parts: dict[str, list[np.ndarray]] = {}
+    for f in schema.fields:
+        ty, col = f.type, table.column(f.name)
+        if col.null_count:
+            return None
+        out = parts[f.name] = []
+        for chunk in col.chunks:
+            if isinstance(ty, EnumType) and pa.types.is_string(chunk.type):
+                index = pc.index_in(chunk, value_set=strings(ty.labels))
+                if index.null_count:
+                    return None
+                out.append(to_numpy(index))
+            elif isinstance(ty, UIntType | IntType) and pa.types.is_integer(chunk.type):
+                values = to_numpy(chunk)
+                lo, hi = ty.range
+                info = np.iinfo(values.dtype)
+                fits = lo <= info.min and info.max <= hi  # (every value of pyarrow's type)
+                if not fits and len(values) and (values.min() < lo or values.max() > hi):
+                    return None
+                out.append(values)
+            elif (isinstance(ty, Float32Type) and chunk.type == pa.float32()) or (
+                isinstance(ty, BoolType) and chunk.type == pa.bool_()
+            ):
+                out.append(to_numpy(chunk))
+            else:
+                return None
+    lengths = [len(p) for p in parts[schema.names[0]]]
+    if any([len(p) for p in ps] != lengths for ps in parts.values()):
+        return None
+    return [({n: ps[i] for n, ps in parts.items()}, k) for i, k in enumerate(lengths) if k]

@@ -26,7 +26,7 @@ from . import csvblocks, csvfile, parquet
 from . import folder as folder_mod
 from .columns import renamed
 from .convert import from_table
-from .tuples import Location, Origin, Tuples
+from .tuples import Location, Origin, Tuples, column_dtype
 
 __all__ = ["prefetch", "read", "read_chunks"]
 
@@ -190,11 +190,11 @@ def _tuples_pieces(
                 held.append(_slice(block, at, at + take))
             at, count = at + take, count + take
             if count == rows:
-                yield _joined(held, count, offset, source)
+                yield _joined(held, count, offset, source, schema)
                 offset += count
                 held, count = [], 0
     if count:
-        yield _joined(held, count, offset, source)
+        yield _joined(held, count, offset, source, schema)
 
 
 def _slice(t: Tuples, a: int, b: int) -> Tuples:
@@ -203,11 +203,13 @@ def _slice(t: Tuples, a: int, b: int) -> Tuples:
     return Tuples({f: c[a:b] for f, c in t.columns.items()}, b - a, t.source)
 
 
-def _joined(held: list[Tuples], n: int, offset: int, source: Location) -> Tuples:
-    if len(held) == 1:
-        columns = held[0].columns
-    else:
-        columns = {f: np.concatenate([t.columns[f] for t in held]) for f in held[0].columns}
+def _joined(held: list[Tuples], n: int, offset: int, source: Location, schema: Schema) -> Tuples:
+    """One piece of the parts ``held``, its columns of the stream's numpy types (the parts of a
+    typed block are in pyarrow's: cast as they are copied)."""
+    columns = {
+        f.name: np.concatenate([t.columns[f.name] for t in held], dtype=column_dtype(f.type))
+        for f in schema.fields
+    }
     return Tuples(columns, n, source.path, None, offset, source.at(offset))
 
 

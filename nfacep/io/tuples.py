@@ -16,7 +16,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DataError
-from ..lang.types import BoolType, EnumType, FieldType, Float32Type, Ipv4Type, TimestampType
+from ..lang.types import (
+    BoolType,
+    EnumType,
+    FieldType,
+    Float32Type,
+    Ipv4Type,
+    TimestampType,
+    UIntType,
+)
 from ..lang.values import format_ipv4, format_timestamp
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "Origin",
     "Tuples",
     "check_order",
+    "column_dtype",
     "excerpt",
     "format_value",
     "format_values",
@@ -90,6 +99,17 @@ class Tuples:
             f"{where_row(o.files[int(o.file[row])], int(o.row[row]), column)} "
             f"(stream position {self.offset + row})"
         )
+
+
+def column_dtype(ty: FieldType) -> np.dtype:
+    """The numpy type of a column of ``ty`` (this module's docstring)."""
+    if isinstance(ty, Float32Type):
+        return np.dtype(np.float32)
+    if isinstance(ty, BoolType):
+        return np.dtype(np.bool_)
+    if isinstance(ty, UIntType | Ipv4Type):
+        return np.dtype(np.uint64)
+    return np.dtype(np.int64)  # INT, ENUM (the label's index), TIMESTAMP
 
 
 def where_row(source: str | Location, row: int, column: str | None = None) -> str:
