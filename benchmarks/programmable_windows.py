@@ -65,14 +65,13 @@ def synth(engine) -> dict:
         path = os.path.join(tmp, "engine.v")
         with open(path, "w") as f:
             f.write(verilog.convert(engine, name="engine", emit_src=False))
-        script = f"read_verilog {path}; synth_ecp5 -top engine; stat"
+        script = "read_verilog engine.v; synth_ecp5 -top engine; stat"
         t0 = time.monotonic()
-        out = subprocess.run(
-            [yosys, "-q", "-p", script, "-l", os.path.join(tmp, "log")],
-            capture_output=True,
-            text=True,
-            check=True,
+        out = subprocess.run(  # (in the directory: YoWASP's Yosys sees only its tree)
+            [yosys, "-q", "-p", script, "-l", "log"], capture_output=True, text=True, cwd=tmp
         )
+        if out.returncode:
+            raise SystemExit(f"yosys failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
         with open(os.path.join(tmp, "log")) as f:
             log = f.read() + out.stdout
     cells = dict(re.findall(r"^\s+(\d+)\s+(LUT4|TRELLIS_FF|CCU2C|DP16KD)\s*$", log, re.M))

@@ -15,7 +15,9 @@ atoms are evaluated from the configuration, then each state's guard, its truth t
 by the atoms it reads: the guard vector (one bit per state slot) is what the partition store
 carries, as the fixed engine's carries its predicate vector, and the store's update is the
 NFA step over the configured matrix: state ``i`` is set iff its guard holds and it is a start
-state or a state of its activation mask was set.
+state or a state of its activation mask was set. Under WITHIN the store also carries the
+tuple's ORDER BY value, and a timed slot of a windowed query is reached only by a live run
+(:mod:`.programmable_entry`).
 """
 
 from __future__ import annotations

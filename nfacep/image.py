@@ -2,8 +2,8 @@
 
 The programmable engine (:class:`nfacep.hdl.programmable.ProgrammableEngine`) is built for a
 stream declaration (its fields and partition key) and capacities (:class:`Capacity`): ``S``
-state slots, ``A`` atomic conditions, ``Q`` query slots. A query file becomes a configuration
-of it (:func:`image`):
+state slots, ``A`` atomic conditions, ``Q`` query slots, and for WITHIN ``T`` timed state
+slots and ``W`` window bits. A query file becomes a configuration of it (:func:`image`):
 
 * an **atom** compares a field with a constant, or with another field plus a constant:
   ``field OP constant`` or ``field OP other + constant`` (``OP`` one of ``= <> < <= > >=``),
@@ -14,13 +14,15 @@ of it (:func:`image`):
 * each **state** reads at most :data:`ATOMS_PER_STATE` atoms and holds its condition as a
   truth table over them (bit ``sum(atom_j << j)``), an activation mask (the states whose
   being set activates it), start and accept bits, and the query slot it belongs to;
-* each **query slot** has its after-match mode (SKIP PAST LAST ROW clears its states).
+* each **query slot** has its after-match mode (SKIP PAST LAST ROW clears its states) and
+  its window (WITHIN, up to ``2**W`` in the units of the one ORDER BY field the
+  configuration names); the windowed queries' states take the first, timed, state slots,
+  which keep their run's start (:func:`nfacep.nfa.start_bits`).
 
 What does not fit is refused before anything is built or sent, every reason at once
 (:class:`ImageError`): each capacity exceeded and each construct the programmable engine has
-no logic for (WITHIN, PREV, start positions, runtime parameters switched at a tuple, a
-predicate not of the atoms' form). Runtime parameters'
-values are constants in the image.
+no logic for (PREV, start positions, runtime parameters switched at a tuple, a predicate not
+of the atoms' form). Runtime parameters' values are constants in the image.
 
 :func:`config_fields` is the one definition of the configuration's bit layout; the gateware
 builds its registers from it and :meth:`Image.body` packs it. No numpy, no amaranth here.

@@ -306,7 +306,10 @@ def test_check_shows_the_fit(capsys, tmp_path):
     assert "supplychain.sql: the query file does not fit the programmable engine" in err
     assert "states: the queries need 19, the engine has 16" in err
     assert "atoms: the conditions need 10, the engine has 4" in err
-    for name, used in [("fire", "10 states, 8 atoms, 2 queries"), ("bruteforce", "14 states")]:
+    for name, used in [
+        ("fire", "10 states, 8 atoms, 2 queries, 4 of its 6 timed states (WITHIN); image"),
+        ("bruteforce", "14 states, 6 atoms, 2 queries, 6 of its 6 timed states"),
+    ]:
         assert main(["check", str(QUERIES / f"{name}.sql"), "--engine", "programmable"]) == 0
         assert f"(32 states, 32 atoms, 4 queries): fits, using {used}" in capsys.readouterr().out
     assert main(["check", marathon, "--states", "4"]) == 2

@@ -56,6 +56,7 @@ def test_the_colorlight_default_holds_every_bundled_query_that_fits(name, capsys
     fit, board = doc["programmable"], doc["board"]
     assert fit["states"][1] == 32 and fit["atoms"][1] == 32 and fit["queries"][1] == 4
     assert all(used <= cap for used, cap in (fit["states"], fit["atoms"], fit["queries"]))
+    assert fit["timed"] == [6 if name == "bruteforce" else 0, 6]  # bruteforce: 6 windowed states
     assert board["engine"]["kind"] == "programmable"
     assert board["engine"]["capacity"] == {"states": 32, "atoms": 32, "queries": 4}
     assert board["engine"]["boot_image"]["fingerprint"] == fit["fingerprint"]
