@@ -77,6 +77,7 @@ BOUNDARY_POINTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["pipeline", "table"])
 def test_the_window_boundary(store):
     nfa = nfacep.compile_text(BOUNDARY)
@@ -111,14 +112,14 @@ def test_the_software_engine_keeps_the_window_boundary():
     ]
 
 
-def model_records(nfa, data, capacity, **store):
+def model_records(nfa, data, capacity, *, partitions=4, **store):
     shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, capacity)
     params = EngineParams(
-        partitions=4,
         engine="programmable",
         states=capacity.states,
         atoms=capacity.atoms,
         queries=capacity.queries,
+        partitions=partitions,
         **store,
     )
     engine = ImageEngine(nfa, params, capacity=capacity)
@@ -191,3 +192,18 @@ def test_the_software_engine_equals_the_reference_under_windows(text, points):
     except ImageError:
         assume(False)
     model_records(nfa, rows(points), NARROW)
+
+
+@pytest.mark.parametrize("name", ["fire", "bruteforce"])
+def test_the_software_engine_runs_the_bundled_windowed_files(name):
+    """The software boards' engine (``serve --engine programmable``) on fire's and
+    bruteforce's data, their windows in the default capacity's timed slots."""
+    from bundled import QUERIES
+
+    from nfacep.io import reader
+
+    nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
+    data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+    capacity = Capacity.of(EngineParams())
+    got = model_records(nfa, data, capacity, partitions=64, store="table", ways=4)
+    assert any(r[2] & 1 for r in got)  # the windowed query (the first) matches
