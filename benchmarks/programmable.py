@@ -35,7 +35,7 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 
 QUERIES = os.path.join(os.path.dirname(__file__), "..", "queries")
-#: the bundled queries the programmable engine holds (the others use WITHIN), with values
+#: the bundled queries without WITHIN (programmable_windows.py measures the windows), with values
 BUNDLED = {"marathon": [], "vshape": [], "supplychain": ["big=1000"]}
 
 

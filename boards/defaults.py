@@ -47,10 +47,13 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
 
     from .resources import bram_blocks
 
-    if params.engine == "programmable":  # a guard bit per state slot; states and an epoch
-        from nfacep.hdl.programmable import EPOCH_BITS
+    if params.engine == "programmable":
+        from nfacep.hdl.programmable import entry_widths
+        from nfacep.image import Capacity, EngineShape
 
-        shapes = (params.states, params.states + EPOCH_BITS, params.queries)
+        program = nfa.program
+        shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+        shapes = (*entry_widths(shape), params.queries)
     else:
         shapes = (len(nfa.predicates), state_layout(nfa).size, len(nfa.queries))
     table = TablePartitioner(

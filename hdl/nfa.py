@@ -20,7 +20,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from nfacep.nfa import Nfa
+from nfacep.nfa import Nfa, age_bits, start_bits
 from nfacep.wire import SEQ_BITS, start_queries
 
 from .layout import field_shape
@@ -42,21 +42,6 @@ __all__ = [
     "window_hint",
     "window_layout",
 ]
-
-
-def age_bits(window: int) -> int:
-    """Bits of a state's age under ``WITHIN window``: ages run from 0 to ``window - 1``."""
-    return max(1, (window - 1).bit_length())
-
-
-def start_bits(window: int) -> int:
-    """Bits of a run's start under ``WITHIN window``: the low bits of the ORDER BY value of the
-    tuple the run began at, modulo ``2**start_bits`` (they wrap). One more than
-    :func:`age_bits`, so that ``2**start_bits >= 2 * window``: a run a tuple can still extend
-    was live at the partition's last tuple (less than the window old) and that tuple is less
-    than the window before this one, so the run is less than ``2 * window`` old, and the
-    difference of the low bits modulo ``2**start_bits`` is its age exactly."""
-    return age_bits(window) + 1
 
 
 def order_layout(nfa: Nfa) -> data.StructLayout | None:

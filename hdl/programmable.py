@@ -15,7 +15,9 @@ atoms are evaluated from the configuration, then each state's guard, its truth t
 by the atoms it reads: the guard vector (one bit per state slot) is what the partition store
 carries, as the fixed engine's carries its predicate vector, and the store's update is the
 NFA step over the configured matrix: state ``i`` is set iff its guard holds and it is a start
-state or a state of its activation mask was set.
+state or a state of its activation mask was set. Under WITHIN the store also carries the
+tuple's ORDER BY value, and a timed slot of a windowed query is reached only by a live run
+(:mod:`.programmable_entry`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from .engine import (
     record_filter,
 )
 from .layout import tuple_layout
+from .programmable_entry import EPOCH_BITS, entry_widths, operand_shape, timed_slots, within
 from .stream import StreamBuffer, StreamQueue
 
 __all__ = [
@@ -59,14 +62,14 @@ __all__ = [
     "EPOCH_BITS",
     "ProgrammableEngine",
     "config_layout",
+    "entry_widths",
+    "operand_shape",
     "write_verilog",
 ]
 
 #: the configuration port's payload: a byte of a load (:func:`nfacep.image.load`), ``last``
 #: on its final byte
 CONFIG_PORT = data.StructLayout({"data": 8, "last": 1})
-#: bits of the epoch each partition's entry holds beside its states
-EPOCH_BITS = 8
 
 
 def config_layout(shape: EngineShape) -> data.StructLayout:
@@ -191,9 +194,9 @@ class ProgrammableEngine(wiring.Component):
         self._block = Signal(name="config_block")
         self._empty = Signal(name="pipeline_empty")
         config = self._configuration(m)
-        guards = self._guards(m, config)
+        guards, time = self._guards(m, config)
         matcher, results = self._matcher(m, config)
-        self._front(m, guards, matcher)
+        self._front(m, Cat(guards, time), matcher)
         record_filter(
             m,
             results,
@@ -310,14 +313,18 @@ class ProgrammableEngine(wiring.Component):
     def _field(self, config, name: str):
         return config[name.replace(".", "_")]
 
-    def _guards(self, m: Module, config) -> Signal:
+    @property
+    def _wide(self):
+        return operand_shape(self._shape)
+
+    def _guards(self, m: Module, config) -> tuple[Signal, Value]:
         """Each state slot's guard for the tuple on ``i_stream``: its truth table at the atoms
-        it reads."""
+        it reads; and the tuple's ORDER BY value (the configured ``order`` operand), which
+        its windows are measured in."""
         shape = self._shape
         c = shape.capacity
         tup = self.i_stream.payload
-        lo, hi = shape.operand_range()
-        wide = signed(max(lo.bit_length() if lo < 0 else 0, hi.bit_length()) + 1)
+        wide = self._wide
         values = Array(Signal(wide, name=f"operand_{i}") for i in range(len(shape.operands)))
         nans = Array(Signal(name=f"operand_{i}_nan") for i in range(len(shape.operands)))
         for i, name in enumerate(shape.operands):
@@ -355,22 +362,28 @@ class ProgrammableEngine(wiring.Component):
                 for j in range(ATOMS_PER_STATE)
             )
             m.d.comb += guards[i].eq(self._field(config, f"state{i}.table").bit_select(index, 1))
-        return guards
+        if not c.timed:
+            return guards, Const(0, 0)
+        return guards, values[self._field(config, "order")]
 
     def _update(self, config):
         """The NFA step over the configured matrix: ``(stored state, match bits)``."""
         c = self._shape.capacity
 
-        def update(mod, stored_state, guards):
+        def update(mod, stored_state, payload):
             # an entry written in another epoch (before the last switch) reads as empty
             state = Signal(c.states, name="live")
             mod.d.comb += state.eq(self._live(stored_state))
+            guards = Value.cast(payload)[: c.states]
+            windowed = self._windows(mod, config, stored_state, state, payload)
             nxt = Signal(c.states, name="next")
             for i in range(c.states):
                 reached = (
                     self._field(config, f"state{i}.start")
                     | (self._field(config, f"state{i}.activation") & state).any()
                 )
+                if i in windowed:  # a slot of a windowed query: reached by a live run
+                    reached = Mux(windowed[i][0], windowed[i][1], reached)
                 mod.d.comb += nxt[i].eq(guards[i] & reached)
             members = [
                 Cat(self._field(config, f"state{i}.query")[q] for i in range(c.states))
@@ -385,17 +398,30 @@ class ProgrammableEngine(wiring.Component):
                 skip = self._field(config, f"query{q}.skip")
                 clear = clear | Mux(matches[q] & skip, member, 0)
             mod.d.comb += cleared.eq(clear)
-            stored = Signal(c.states + EPOCH_BITS, name="stored")
-            mod.d.comb += stored.eq(Cat(nxt & ~cleared, self._epoch))
+            stored = Signal(self._state_width, name="stored")
+            starts = [windowed[i][2] for i in sorted(windowed)]
+            time = Value.cast(payload)[c.states :]
+            mod.d.comb += stored.eq(Cat(nxt & ~cleared, self._epoch, *starts, time))
             return stored, matches
 
         return update
+
+    @property
+    def _state_width(self) -> int:
+        return entry_widths(self._shape)[1]
+
+    def _windows(self, mod, config, stored: Value, state: Value, payload: Value) -> dict:
+        """WITHIN in the timed slots (:func:`~.programmable_entry.timed_slots`)."""
+        field = lambda name: self._field(config, name)  # noqa: E731
+        return timed_slots(mod, self._shape, field, stored, state, payload, self._within)
+
+    _within = staticmethod(within)  # (a test breaks it)
 
     def _live(self, stored: Value) -> Value:
         """The states of a stored entry (states, then epoch): as stored when written in the
         current epoch, else none (the entry is from before the last switch)."""
         c = self._shape.capacity
-        return Mux(stored[c.states :] == self._epoch, stored[: c.states], 0)
+        return Mux(stored[c.states : c.states + EPOCH_BITS] == self._epoch, stored[: c.states], 0)
 
     def _matcher(self, m: Module, config):
         """The partition store with the configured NFA step, or one state register without
@@ -411,8 +437,8 @@ class ProgrammableEngine(wiring.Component):
         m.submodules.partitioner = matcher = partition_store(
             self._params,
             key_shape=self._key_bits,
-            payload_shape=c.states,
-            state_width=c.states + EPOCH_BITS,
+            payload_shape=entry_widths(self._shape)[0],
+            state_width=self._state_width,
             result_shape=outcome.size,
             update=update,
         )
@@ -433,8 +459,8 @@ class ProgrammableEngine(wiring.Component):
         register."""
         c = self._shape.capacity
         m.submodules.single = single = StreamBuffer(c.queries)
-        state = Signal(c.states + EPOCH_BITS, name="state")
-        inbox = stream.Signature(c.states).create()
+        state = Signal(self._state_width, name="state")
+        inbox = stream.Signature(entry_widths(self._shape)[0]).create()
         stored, matches = update(m, state, inbox.payload)
         m.d.comb += [
             single.i_stream.valid.eq(inbox.valid),
@@ -502,6 +528,8 @@ def write_verilog(
             "atoms": c.atoms,
             "queries": c.queries,
             "atoms_per_state": ATOMS_PER_STATE,
+            "timed": c.timed,
+            "window_bits": c.window_bits,
         },
         "configuration": {
             "bits": config_layout(shape).size,

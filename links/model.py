@@ -197,15 +197,19 @@ class ImageEngine:
 
     ``nfa``: a file of the engine's stream declaration and partition key (its queries are not
     used; with runtime parameters, some ``values`` of them, which change nothing);
-    ``params``: the engine's, ``params.engine == "programmable"``.
+    ``params``: the engine's, ``params.engine == "programmable"``; ``capacity``: its capacity
+    when not ``params``' (:meth:`~nfacep.image.Capacity.of`), e.g. other timed slots.
     """
 
-    def __init__(self, nfa, params: EngineParams, values: ParamValues | None = None):
+    def __init__(
+        self, nfa, params: EngineParams, values: ParamValues | None = None, *, capacity=None
+    ):
         from nfacep.image import Capacity, EngineShape
 
         program = nfa.program
         self.nfa, self.params, self.values = nfa, params, values
-        self.shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
+        capacity = capacity or Capacity.of(params)
+        self.shape = EngineShape(program.schema, program.partition_fields, capacity)
         self.record_format = wire.record_format(nfa, slots=params.queries)
         self.image = None  #: the configuration in force (an Image), None before the first
         self.named = 0  #: the fingerprint of the image in force, as the load named it
@@ -225,7 +229,8 @@ class ImageEngine:
         self.taken = 0
         self.refused = 0
         self.store = Matcher(self.nfa, self.params, values=self.values)  # (its keys only)
-        self.states: dict[int, int] = {}
+        #: each partition's states, run starts (by timed slot) and last ORDER BY value
+        self.states: dict[int, tuple[int, dict[int, int], int]] = {}
         self.loads = [(at, img, named, at) for _, img, named, at in self.loads[:1]]
 
     def load(self, data: bytes) -> bool:
@@ -279,7 +284,7 @@ class ImageEngine:
                 out.append(wire.Record(seq, int(raw[i]), 0, 1))
                 continue
             code = int(codes[i])
-            state = 0 if fresh[i] else self.states.get(code, 0)
+            state = (0, {}, 0) if fresh[i] else self.states.get(code, (0, {}, 0))
             state, matches = self._step(state, [column[i] for column in operands])
             self.states[code] = state
             if matches:
@@ -300,16 +305,35 @@ class ImageEngine:
                 out.append([int(v) for v in column])
         return out
 
-    def _step(self, state: int, values: list[int | None]) -> tuple[int, int]:
-        """The configured NFA step of one partition: its next states and the match bits."""
+    def _step(self, entry: tuple, values: list[int | None]) -> tuple[tuple, int]:
+        """The configured NFA step of one partition (its states, the start of the run in each
+        timed slot, the last tuple's ORDER BY value): its next entry and the match bits."""
         img = self.image
         if img is None:
-            return 0, 0
+            return (0, {}, 0), 0
+        state, began, last = entry
         atoms = [atom.holds(values) for atom in img.atoms]
-        nxt = 0
+        timed = self.shape.capacity.timed
+        now = values[img.order] if timed else 0
+        assert now is not None, "an ORDER BY field is an integer"
+        nxt, starts = 0, {}
         for i, s in enumerate(img.states):
             k = sum(atoms[a] << j for j, a in enumerate(s.atoms) if a < len(atoms))
-            if s.table >> k & 1 and (s.start or s.activation & state):
+            window = img.windows[s.query] if 0 <= s.query < len(img.windows) else 0
+            if i < timed and window:  # WITHIN: reached by a run less than the window old
+                runs = [
+                    began[j]
+                    for j in range(timed)
+                    if s.activation >> j & 1
+                    and state >> j & 1
+                    and 0 <= now - last < window
+                    and now - began[j] < window
+                ]
+                reached = s.start or bool(runs)
+                starts[i] = now if s.start else max(runs, default=0)
+            else:
+                reached = s.start or bool(s.activation & state)
+            if s.table >> k & 1 and reached:
                 nxt |= 1 << i
         matches, clear = 0, 0
         for i, s in enumerate(img.states):
@@ -318,4 +342,4 @@ class ImageEngine:
         for i, s in enumerate(img.states):
             if s.query >= 0 and matches >> s.query & 1 and img.skip[s.query]:
                 clear |= 1 << i
-        return nxt & ~clear, matches
+        return (nxt & ~clear, starts, now), matches

@@ -162,11 +162,13 @@ def _check_boards() -> tuple[BoardEstimator | None, str | None]:
 
 def _fit_text(engine: params.EngineParams, fit: dict) -> str:
     """The line ``nfacep check --engine programmable`` prints of the fit (:meth:`Check._fit_of`)."""
+    timed = fit["timed"]
+    windows = f", {timed[0]} of its {timed[1]} timed states (WITHIN)" if timed[0] else ""
     return (
         f"programmable engine ({engine.states} states, {engine.atoms} atoms, "
         f"{engine.queries} queries): fits, using {fit['states'][0]} states, "
-        f"{fit['atoms'][0]} atoms, {fit['queries'][0]} queries; image {fit['image_bytes']} "
-        f"bytes, fingerprint {fit['fingerprint']}"
+        f"{fit['atoms'][0]} atoms, {fit['queries'][0]} queries{windows}; image "
+        f"{fit['image_bytes']} bytes, fingerprint {fit['fingerprint']}"
     )
 
 
@@ -289,6 +291,7 @@ class Check(Command):
             "states": [len(nfa.states), c.states],
             "atoms": [len(img.atoms), c.atoms],
             "queries": [len(nfa.queries), c.queries],
+            "timed": [sum(q.count for q in nfa.queries if q.window is not None), c.timed],
             "image_bytes": len(img.to_bytes()),
             "fingerprint": img.fingerprint,
         }

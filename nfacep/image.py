@@ -2,8 +2,8 @@
 
 The programmable engine (:class:`nfacep.hdl.programmable.ProgrammableEngine`) is built for a
 stream declaration (its fields and partition key) and capacities (:class:`Capacity`): ``S``
-state slots, ``A`` atomic conditions, ``Q`` query slots. A query file becomes a configuration
-of it (:func:`image`):
+state slots, ``A`` atomic conditions, ``Q`` query slots, and for WITHIN ``T`` timed state
+slots and ``W`` window bits. A query file becomes a configuration of it (:func:`image`):
 
 * an **atom** compares a field with a constant, or with another field plus a constant:
   ``field OP constant`` or ``field OP other + constant`` (``OP`` one of ``= <> < <= > >=``),
@@ -14,13 +14,15 @@ of it (:func:`image`):
 * each **state** reads at most :data:`ATOMS_PER_STATE` atoms and holds its condition as a
   truth table over them (bit ``sum(atom_j << j)``), an activation mask (the states whose
   being set activates it), start and accept bits, and the query slot it belongs to;
-* each **query slot** has its after-match mode (SKIP PAST LAST ROW clears its states).
+* each **query slot** has its after-match mode (SKIP PAST LAST ROW clears its states) and
+  its window (WITHIN, up to ``2**W`` in the units of the one ORDER BY field the
+  configuration names); the windowed queries' states take the first, timed, state slots,
+  which keep their run's start (:func:`nfacep.nfa.start_bits`).
 
 What does not fit is refused before anything is built or sent, every reason at once
 (:class:`ImageError`): each capacity exceeded and each construct the programmable engine has
-no logic for (WITHIN, PREV, start positions, runtime parameters switched at a tuple, a
-predicate not of the atoms' form). Runtime parameters'
-values are constants in the image.
+no logic for (PREV, start positions, runtime parameters switched at a tuple, a predicate not
+of the atoms' form). Runtime parameters' values are constants in the image.
 
 :func:`config_fields` is the one definition of the configuration's bit layout; the gateware
 builds its registers from it and :meth:`Image.body` packs it. No numpy, no amaranth here.
@@ -32,15 +34,14 @@ import dataclasses
 import hashlib
 import struct
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import UsageError
+from .image_atoms import ATOMS_PER_STATE, OPS, Atom, Atoms, Refused, Truth, truth_table
 from .lang import predicates as P
 from .lang.types import BoolType, Float32Type
-from .lang.values import float32_key
-from .nfa import Nfa
+from .nfa import Nfa, start_bits
 from .params import EngineParams
 from .schema import Schema
 
@@ -68,14 +69,14 @@ __all__ = [
     "port_words",
 ]
 
-#: the atoms one state's condition may read: its truth table has ``2**ATOMS_PER_STATE`` bits
-ATOMS_PER_STATE = 4
-#: the comparison operators, by their code in an atom's ``op`` field
-OPS = ("=", "<>", "<", "<=", ">", ">=")
-_FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 MAGIC = b"NFCI"
-VERSION = 1
-_HEADER = struct.Struct("<4sHHHHBB8sI")  # magic, version, header size, S, A, Q, K, engine, body
+VERSION = 2
+#: magic, version, header size, S, A, Q, K, engine, body, T, W
+_HEADER = struct.Struct("<4sHHHHBB8sIHB")
+#: the state slots that keep their run's start, for WITHIN: slots ``0 .. TIMED_STATES - 1``
+TIMED_STATES = 6
+#: the longest window, ``2**WINDOW_BITS`` of the ORDER BY field's units
+WINDOW_BITS = 16
 _FINGERPRINT = 8  # bytes of SHA-256 that end the image
 
 
@@ -94,14 +95,31 @@ class ImageError(UsageError):
 class Capacity:
     """The programmable engine's capacities: state slots, atoms, query slots (their defaults
     and ranges are :class:`~nfacep.params.EngineParams`' ``states``, ``atoms``, ``queries``,
-    checked when made)."""
+    checked when made), and for WITHIN the ``timed`` state slots (the first ones: those that
+    keep their run's start; 0 for an engine without windows, at most ``states``; by default
+    :data:`TIMED_STATES`, or ``states`` when fewer) and ``window_bits`` (the longest window
+    is ``2**window_bits``, 1 to 32)."""
 
     states: int
     atoms: int
     queries: int
+    timed: int = None  # type: ignore[assignment]  # (set when made)
+    window_bits: int = WINDOW_BITS
 
     def __post_init__(self) -> None:
         EngineParams(states=self.states, atoms=self.atoms, queries=self.queries)
+        if self.timed is None:
+            object.__setattr__(self, "timed", min(TIMED_STATES, self.states))
+        if not 0 <= self.timed <= self.states:
+            raise UsageError(f"timed state slots: {self.timed}, not 0 to {self.states}")
+        if not 1 <= self.window_bits <= 32:
+            raise UsageError(f"window bits: {self.window_bits}, not 1 to 32")
+
+    @property
+    def start_bits(self) -> int:
+        """Bits of a timed slot's run start: the low bits of the ORDER BY value it began at,
+        wrapping, as the fixed engine keeps them (:func:`start_bits`)."""
+        return start_bits(1 << self.window_bits)
 
     @classmethod
     def of(cls, params: EngineParams) -> Capacity:
@@ -153,7 +171,7 @@ class EngineShape:
         c = self.capacity
         text = ";".join(f"{f.name}:{f.type}" for f in self.schema.fields)
         text += f"|{','.join(self.partition_fields)}|{c.states},{c.atoms},{c.queries}"
-        text += f",{ATOMS_PER_STATE}|v{VERSION}"
+        text += f",{ATOMS_PER_STATE},{c.timed},{c.window_bits}|v{VERSION}"
         return hashlib.sha256(text.encode()).digest()[:8]
 
 
@@ -172,7 +190,10 @@ def config_fields(shape: EngineShape) -> list[tuple[str, int]]:
     ``atom{a}.op`` (its index in :data:`OPS`) and ``atom{a}.constant`` (two's complement);
     per state ``i``: ``state{i}.atom{j}`` for ``j < ATOMS_PER_STATE``, ``state{i}.table``,
     ``state{i}.activation`` (bit ``j``: state ``j``), ``state{i}.start``, ``state{i}.accept``,
-    ``state{i}.query`` (one-hot; 0: an unused slot); per query ``q``: ``query{q}.skip``."""
+    ``state{i}.query`` (one-hot; 0: an unused slot); per query ``q``: ``query{q}.skip``.
+    With timed slots (WITHIN), then: ``order``, the operand the windows are measured in (the
+    ORDER BY field), and per query ``query{q}.window``, its window in that field's units (0:
+    none; ``window_bits + 1`` bits, up to ``2**window_bits``)."""
     c = shape.capacity
     fbits = _bits(len(shape.operands))
     cbits = _signed_bits(*shape.constant_range())
@@ -195,38 +216,10 @@ def config_fields(shape: EngineShape) -> list[tuple[str, int]]:
             (f"state{i}.query", c.queries),
         ]
     fields += [(f"query{q}.skip", 1) for q in range(c.queries)]
+    if c.timed:
+        fields.append(("order", fbits))
+        fields += [(f"query{q}.window", c.window_bits + 1) for q in range(c.queries)]
     return fields
-
-
-@dataclass(frozen=True)
-class Atom:
-    """``operands[field] OP (operands[other] if other is not None else 0) + constant``, where
-    a FLOAT32 operand is its order key, and a NaN makes the atom false unless ``OP`` is
-    ``<>`` (IEEE 754)."""
-
-    field: int
-    op: str
-    other: int | None
-    constant: int
-
-    def holds(self, values: list[int | None]) -> bool:
-        """The atom on a tuple's operand values (None: a NaN), for tests and tools."""
-        left = values[self.field]
-        other = values[self.other] if self.other is not None else 0
-        if left is None or other is None:
-            return self.op == "<>"
-        return _compare(self.op, left, other + self.constant)
-
-
-def _compare(op: str, a: float, b: float) -> bool:
-    return {
-        "=": a == b,
-        "<>": a != b,
-        "<": a < b,
-        "<=": a <= b,
-        ">": a > b,
-        ">=": a >= b,
-    }[op]
 
 
 @dataclass(frozen=True)
@@ -247,6 +240,8 @@ class Image:
     atoms: tuple[Atom, ...]
     states: tuple[StateConfig, ...]
     skip: tuple[bool, ...]  #: per query: AFTER MATCH SKIP PAST LAST ROW
+    windows: tuple[int, ...] = ()  #: per query: WITHIN's window (0: none; none given: none)
+    order: int = 0  #: the operand the windows are measured in (ORDER BY)
 
     def values(self) -> dict[str, int]:
         """Every field of :func:`config_fields`, unsigned (unused slots 0)."""
@@ -267,9 +262,13 @@ class Image:
             out[f"state{i}.activation"] = s.activation
             out[f"state{i}.start"] = int(s.start)
             out[f"state{i}.accept"] = int(s.accept)
-            out[f"state{i}.query"] = 1 << s.query
+            out[f"state{i}.query"] = 1 << s.query if s.query >= 0 else 0
         for q, skip in enumerate(self.skip):
             out[f"query{q}.skip"] = int(skip)
+        if self.shape.capacity.timed:
+            out["order"] = self.order
+            for q, window in enumerate(self.windows):
+                out[f"query{q}.window"] = window
         return out
 
     def word(self) -> int:
@@ -336,7 +335,8 @@ class Image:
                 )
             )
         skip = tuple(bool(values[f"query{q}.skip"]) for q in range(c.queries))
-        return cls(shape, tuple(atoms), tuple(states), skip)
+        windows = tuple(values.get(f"query{q}.window", 0) for q in range(c.queries))
+        return cls(shape, tuple(atoms), tuple(states), skip, windows, values.get("order", 0))
 
 
 #: the tuple number of a load: 4 bytes, modulo 2**32
@@ -384,6 +384,8 @@ def image_file(shape: EngineShape, body: bytes) -> bytes:
         ATOMS_PER_STATE,
         shape.fingerprint,
         len(body),
+        c.timed,
+        c.window_bits,
     )
     return head + body + hashlib.sha256(head + body).digest()[:_FINGERPRINT]
 
@@ -398,171 +400,63 @@ def read_body(shape: EngineShape, data: bytes) -> bytes:
     foreign image raises :class:`~nfacep.errors.UsageError` saying which."""
     if len(data) < _HEADER.size + _FINGERPRINT or data[:4] != MAGIC:
         raise UsageError("not a configuration image (no NFCI header)")
-    _, version, size, s, a, q, k, engine, length = _HEADER.unpack_from(data)
+    version = int.from_bytes(data[4:6], "little")
     if version != VERSION:
         raise UsageError(f"configuration image version {version}; this nfacep reads {VERSION}")
+    _, _, size, s, a, q, k, engine, length, t, w = _HEADER.unpack_from(data)
     if len(data) != size + length + _FINGERPRINT:
         raise UsageError("configuration image truncated or too long")
     if hashlib.sha256(data[:-_FINGERPRINT]).digest()[:_FINGERPRINT] != data[-_FINGERPRINT:]:
         raise UsageError("configuration image damaged: its fingerprint does not match")
     if engine != shape.fingerprint or length != body_size(shape):
         raise UsageError(
-            f"configuration image for another engine (S={s} A={a} Q={q} K={k} or another "
-            "stream declaration)"
+            f"configuration image for another engine (S={s} A={a} Q={q} K={k} T={t} W={w} or "
+            "another stream declaration)"
         )
     return data[size : size + length]
 
 
 # --- from a query file ------------------------------------------------------------------------
 
-Truth = Callable[[dict[int, bool]], bool]
 
-
-class _Refused(Exception):
-    pass
-
-
-class _Atoms:
-    """Turns predicates into truth functions over deduplicated atoms."""
-
-    def __init__(self, shape: EngineShape):
-        self.index = {name: i for i, name in enumerate(shape.operands)}
-        self.atoms: dict[Atom, int] = {}
-
-    def atom(self, a: Atom) -> tuple[Truth, set[int]]:
-        n = self.atoms.setdefault(a, len(self.atoms))
-        return (lambda v: v[n]), {n}
-
-    def operand(self, name: str) -> int:
-        return self.index[name]
-
-    def linear(self, e: P.PExpr) -> tuple[dict[str, int], int]:
-        """``e`` as field coefficients and a constant."""
-        match e:
-            case P.FieldRef(name):
-                return {name: 1}, 0
-            case P.Const(value, "int" | "enum"):
-                return {}, int(value)
-            case P.Arith("neg", operand):
-                terms, c = self.linear(operand)
-                return {k: -v for k, v in terms.items()}, -c
-            case P.Arith(op, left, right) if op in ("+", "-") and right is not None:
-                lt, lc = self.linear(left)
-                rt, rc = self.linear(right)
-                sign = 1 if op == "+" else -1
-                terms = dict(lt)
-                for k, v in rt.items():
-                    terms[k] = terms.get(k, 0) + sign * v
-                return terms, lc + sign * rc
-            case P.Arith("*", left, P.Const(value)):
-                terms, c = self.linear(left)
-                return {k: v * int(value) for k, v in terms.items()}, c * int(value)
-        raise _Refused(f"{P.render(e)} is not a field, a constant or their sum")
-
-    def compare(self, op: str, left: P.PExpr, right: P.PExpr) -> tuple[Truth, set[int]]:
-        lt, lc = self.linear(left)
-        rt, rc = self.linear(right)
-        terms = dict(lt)
-        for k, v in rt.items():
-            terms[k] = terms.get(k, 0) - v
-        terms = {k: v for k, v in terms.items() if v}
-        c = lc - rc  # sum(terms) + c OP 0
-        plus = [k for k, v in terms.items() if v == 1]
-        minus = [k for k, v in terms.items() if v == -1]
-        if not terms:
-            value = _compare(op, c, 0)
-            return (lambda v: value), set()
-        if len(terms) == 1 and plus:  # f + c OP 0: f OP -c
-            return self.atom(Atom(self.operand(plus[0]), op, None, -c))
-        if len(terms) == 1 and minus:  # -f + c OP 0: f OP' c
-            return self.atom(Atom(self.operand(minus[0]), _FLIP[op], None, c))
-        if len(terms) == 2 and len(plus) == 1 and len(minus) == 1:  # f - g + c OP 0
-            return self.atom(Atom(self.operand(plus[0]), op, self.operand(minus[0]), -c))
-        raise _Refused(
-            "an atom compares a field with a constant or with another field ± a constant"
+def _windows(nfa: Nfa, shape: EngineShape) -> list[str]:
+    """Why the file's windows do not fit the engine's timed slots (none: they fit)."""
+    c = shape.capacity
+    timed = [q for q in nfa.queries if q.window is not None]
+    if not timed:
+        return []
+    if not c.timed:
+        return ["WITHIN: the engine has no timed state slots (it was built without windows)"]
+    reasons = []
+    used = sum(q.count for q in timed)
+    if used > c.timed:
+        reasons.append(f"timed states: the windowed queries need {used}, the engine has {c.timed}")
+    longest = 1 << c.window_bits
+    reasons += [
+        f"query '{q.name}': WITHIN {q.window} is longer than the engine's longest window "
+        f"({longest}, {c.window_bits} window bits)"
+        for q in timed
+        if (q.window or 0) > longest
+    ]
+    fields = sorted({str(q.order_field) for q in timed})
+    if len(fields) > 1:
+        reasons.append(
+            f"WITHIN: the windowed queries order by {' and '.join(fields)}; the engine measures "
+            "every window in one ORDER BY field"
         )
-
-    def truth(self, e: P.PExpr) -> tuple[Truth, set[int]]:
-        match e:
-            case P.Const(value, "bool"):
-                b = bool(value)
-                return (lambda v: b), set()
-            case P.FieldRef(name, BoolType()):
-                return self.atom(Atom(self.operand(name), "<>", None, 0))
-            case P.Not(operand):
-                f, used = self.truth(operand)
-                return (lambda v: not f(v)), used
-            case P.And(items) | P.Or(items):
-                parts = [self.truth(i) for i in items]
-                fs = [f for f, _ in parts]
-                used = set().union(*(u for _, u in parts))
-                if isinstance(e, P.And):
-                    return (lambda v: all(f(v) for f in fs)), used
-                return (lambda v: any(f(v) for f in fs)), used
-            case P.Cmp(op, left, right, "bool"):
-                (lf, lu), (rf, ru) = self.truth(left), self.truth(right)
-                if op == "=":
-                    return (lambda v: lf(v) == rf(v)), lu | ru
-                return (lambda v: lf(v) != rf(v)), lu | ru
-            case P.Cmp(op, left, right, "int" | "enum"):
-                return self.compare(op, left, right)
-            case P.Cmp(op, left, right, "float"):
-                return self.float_compare(op, left, right)
-            case P.Cmp(op, left, right, "ipv4"):
-                return self.ipv4_compare(op, left, right)
-        raise _Refused(f"{P.render(e)} is not a condition the programmable engine holds")
-
-    def float_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> tuple[Truth, set[int]]:
-        """FLOAT32: fields and constants compare as their order keys; a NaN constant makes
-        the comparison constant."""
-        if isinstance(left, P.Const) and not isinstance(right, P.Const):
-            left, right, op = right, left, _FLIP[op]
-        if isinstance(left, P.Const) and isinstance(right, P.Const):
-            value = _compare(op, float(left.value), float(right.value))  # NaN: only <>
-            return (lambda v: value), set()
-        if not isinstance(left, P.FieldRef):
-            raise _Refused(f"{P.render(left)} is not a FLOAT32 field")
-        if isinstance(right, P.Const):
-            key = float32_key(float(right.value))
-            if key is None:  # NaN: only <> holds
-                same = op == "<>"
-                return (lambda v: same), set()
-            return self.atom(Atom(self.operand(left.name), op, None, key))
-        if isinstance(right, P.FieldRef):
-            return self.atom(Atom(self.operand(left.name), op, self.operand(right.name), 0))
-        raise _Refused(f"{P.render(right)} is not a FLOAT32 field or constant")
-
-    def ipv4_compare(self, op: str, left: P.PExpr, right: P.PExpr) -> tuple[Truth, set[int]]:
-        """IPV4: ``=``/``<>`` with an address or another field; with a network ``a.b.c.d/n``,
-        whether the address lies in its range (two atoms, or none for ``/0``)."""
-        if isinstance(left, P.Const):
-            left, right = right, left
-        if not isinstance(left, P.FieldRef):
-            raise _Refused(f"{P.render(left)} is not an IPV4 field")
-        f = self.operand(left.name)
-        if isinstance(right, P.FieldRef):
-            return self.atom(Atom(f, op, self.operand(right.name), 0))
-        if not isinstance(right, P.Const):
-            raise _Refused(f"{P.render(right)} is not an IPV4 field or constant")
-        if right.prefix == 32:
-            return self.atom(Atom(f, op, None, int(right.value)))
-        span = (1 << (32 - right.prefix)) - 1
-        lo = int(right.value) & ~span & 0xFFFF_FFFF
-        (above, a), (below, b) = (
-            self.atom(Atom(f, ">=", None, lo)),
-            self.atom(Atom(f, "<=", None, lo | span)),
-        )
-        inside = op == "="
-        return (lambda v: (above(v) and below(v)) == inside), a | b
+    return reasons
 
 
-def _table(f: Truth, atoms: tuple[int, ...]) -> int:
-    table = 0
-    for k in range(1 << ATOMS_PER_STATE):
-        values = {a: bool(k >> j & 1) for j, a in enumerate(atoms)}
-        if f(values):
-            table |= 1 << k
-    return table
+def _slots(nfa: Nfa) -> list[int]:
+    """The state slot of each NFA state: the windowed queries' states first (the timed slots),
+    then the others, each query's in order."""
+    timed = [q for q in nfa.queries if q.window is not None]
+    rest = [q for q in nfa.queries if q.window is None]
+    order = [i for q in timed + rest for i in q.states]
+    slots = [0] * len(order)
+    for slot, i in enumerate(order):
+        slots[i] = slot
+    return slots
 
 
 def _constructs(nfa: Nfa) -> list[str]:
@@ -570,8 +464,6 @@ def _constructs(nfa: Nfa) -> list[str]:
     reasons = []
     program = nfa.program
     for q in program.queries:
-        if q.window is not None:
-            reasons.append(f"query '{q.name}': WITHIN is not supported by the programmable engine")
         if q.start_seq:
             reasons.append(
                 f"query '{q.name}': match start positions (FIRST, COUNT(*), start_seq) are not "
@@ -609,7 +501,7 @@ def image(nfa: Nfa, shape: EngineShape, values: ParamValues | None = None) -> Im
     c = shape.capacity
     program = nfa.program
     exprs, reasons = _bound(nfa, values)
-    reasons = _constructs(nfa) + reasons
+    reasons = _constructs(nfa) + _windows(nfa, shape) + reasons
     if [(f.name, str(f.type)) for f in program.schema.fields] != [
         (f.name, str(f.type)) for f in shape.schema.fields
     ]:
@@ -623,14 +515,14 @@ def image(nfa: Nfa, shape: EngineShape, values: ParamValues | None = None) -> Im
         reasons.append(f"states: the queries need {len(nfa.states)}, the engine has {c.states}")
     if len(nfa.queries) > c.queries:
         reasons.append(f"queries: the file has {len(nfa.queries)}, the engine has {c.queries}")
-    atoms = _Atoms(shape)
+    atoms = Atoms(shape.operands)
     truths: dict[int, tuple[Truth, set[int]]] = {}
     for p in nfa.predicates:
         if nfa.history or any(isinstance(n, P.Param) for n in P.nodes(exprs[p.index])):
             break  # already refused; its atoms would be meaningless
         try:
             truths[p.index] = atoms.truth(exprs[p.index])
-        except _Refused as err:
+        except Refused as err:
             reasons.append(f"predicate p{p.index} '{p.text}': {err}")
     if len(atoms.atoms) > c.atoms:
         reasons.append(f"atoms: the conditions need {len(atoms.atoms)}, the engine has {c.atoms}")
@@ -643,7 +535,8 @@ def image(nfa: Nfa, shape: EngineShape, values: ParamValues | None = None) -> Im
             )
     if reasons:
         raise ImageError(reasons)
-    states = []
+    slots = _slots(nfa)
+    states: list[StateConfig | None] = [None] * len(nfa.states)
     for s in nfa.states:
         if s.predicate is None:
             read: tuple[int, ...] = ()
@@ -651,13 +544,17 @@ def image(nfa: Nfa, shape: EngineShape, values: ParamValues | None = None) -> Im
         else:
             f, used = truths[s.predicate]
             read = tuple(sorted(used))
-            table = _table(f, read)
-        activation = sum(1 << j for j in s.activation)
-        states.append(StateConfig(read, table, activation, s.start, s.accepting, s.query))
+            table = truth_table(f, read)
+        activation = sum(1 << slots[j] for j in s.activation)
+        states[slots[s.index]] = StateConfig(read, table, activation, s.start, s.accepting, s.query)
     by_index = sorted(atoms.atoms.items(), key=lambda kv: kv[1])
+    timed = [q for q in nfa.queries if q.window is not None]
+    order = shape.operands.index(timed[0].order_field) if timed else 0
     return Image(
         shape,
         tuple(a for a, _ in by_index),
-        tuple(states),
+        tuple(s for s in states if s is not None),
         tuple(q.skip_past_last_row for q in nfa.queries),
+        tuple(q.window or 0 for q in nfa.queries),
+        order,
     )

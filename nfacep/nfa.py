@@ -23,7 +23,7 @@ from .lang import predicates as P
 from .limits import MAX_FILE_STATES, MAX_STATES, MAX_WIRES
 from .schema import Program
 
-__all__ = ["Nfa", "Predicate", "QueryNfa", "State", "build"]
+__all__ = ["Nfa", "Predicate", "QueryNfa", "State", "age_bits", "build", "start_bits"]
 
 START = -1  # the paper's '1' in an activation set: active by default
 _START = frozenset({START})
@@ -37,6 +37,21 @@ class Predicate:
     @property
     def text(self) -> str:
         return P.render(self.expr)
+
+
+def age_bits(window: int) -> int:
+    """Bits of a run's age under ``WITHIN window``: ages run from 0 to ``window - 1``."""
+    return max(1, (window - 1).bit_length())
+
+
+def start_bits(window: int) -> int:
+    """Bits of a run's start under ``WITHIN window``: the low bits of the ORDER BY value of the
+    tuple the run began at, modulo ``2**start_bits`` (they wrap). One more than
+    :func:`age_bits`, so that ``2**start_bits >= 2 * window``: a run a tuple can still extend
+    was live at the partition's last tuple (less than the window old) and that tuple is less
+    than the window before this one, so the run is less than ``2 * window`` old, and the
+    difference of the low bits modulo ``2**start_bits`` is its age exactly."""
+    return age_bits(window) + 1
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,8 @@ class UdpSimulation:
         result's ``failure``."""
         if nfa.program.parameters and not values:
             values = ParamValues.parse(nfa.program.parameters, [])  # (says what is missing)
+        if params.engine == "programmable":
+            _loads(nfa, params, values)  # (a file that does not fit: refused before any build)
         tb = wire.tuple_bytes(nfa.program.schema)
         per_packet = self.packet_size(tb)
         cache = build.ready(self.options.simulator, self.options.build_dir)

@@ -196,9 +196,27 @@ def test_image_refuses_every_capacity_at_once():
     ("stream", "query", "reason"),
     [
         (
+            "CREATE STREAM s (k UINT(4), t UINT(32), a INT(6));",
+            "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 65537 DEFINE A AS a < 1;",
+            "query 'q': WITHIN 65537 is longer than the engine's longest window (65536, 16 "
+            "window bits)",
+        ),
+        (
             "CREATE STREAM s (k UINT(4), t UINT(8), a INT(6));",
-            "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 5 DEFINE A AS a < 1;",
-            "WITHIN is not supported",
+            "QUERY q PARTITION k ORDER BY t PATTERN (A{7}) WITHIN 5 DEFINE A AS a < 1;",
+            "timed states: the windowed queries need 7, the engine has 6",
+        ),
+        (
+            "CREATE STREAM s (k UINT(4), t UINT(8), u UINT(8), a INT(6));",
+            "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 5 DEFINE A AS a < 1;"
+            "QUERY r PARTITION k ORDER BY u PATTERN (A B) WITHIN 5 DEFINE A AS a < 1;",
+            "WITHIN: the windowed queries order by t and u",
+        ),
+        (
+            "CREATE STREAM s (k UINT(4), t UINT(8), a INT(6));",
+            "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY k ORDER BY t MEASURES FIRST(t) AS "
+            "start_seq PATTERN (A B) DEFINE A AS a < 1) AS q;",
+            "match start positions",
         ),
         (
             "CREATE STREAM s (k UINT(4), a INT(6));",
@@ -226,6 +244,18 @@ def test_image_refuses_what_the_engine_cannot_hold(stream, query, reason):
     nfa = nfacep.compile_text(stream + "\n" + query)
     with pytest.raises(ImageError, match=reason.replace("(", r"\(").replace(")", r"\)")):
         image(nfa, shape_of(nfa))
+
+
+def test_an_engine_without_timed_slots_refuses_windows():
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (k UINT(4), t UINT(8), a INT(6));\n"
+        "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 5 DEFINE A AS a < 1;"
+    )
+    shape = EngineShape(nfa.program.schema, ("k",), Capacity(16, 12, 4, timed=0))
+    with pytest.raises(ImageError, match="WITHIN: the engine has no timed state slots"):
+        image(nfa, shape)
+    shape = EngineShape(nfa.program.schema, ("k",), Capacity(16, 12, 4))
+    assert image(nfa, shape).windows == (5,)
 
 
 def test_image_refuses_another_declaration():
@@ -276,6 +306,12 @@ def test_check_shows_the_fit(capsys, tmp_path):
     assert "supplychain.sql: the query file does not fit the programmable engine" in err
     assert "states: the queries need 19, the engine has 16" in err
     assert "atoms: the conditions need 10, the engine has 4" in err
+    for name, used in [
+        ("fire", "10 states, 8 atoms, 2 queries, 4 of its 6 timed states (WITHIN); image"),
+        ("bruteforce", "14 states, 6 atoms, 2 queries, 6 of its 6 timed states"),
+    ]:
+        assert main(["check", str(QUERIES / f"{name}.sql"), "--engine", "programmable"]) == 0
+        assert f"(32 states, 32 atoms, 4 queries): fits, using {used}" in capsys.readouterr().out
     assert main(["check", marathon, "--states", "4"]) == 2
     assert "--states: only with --engine programmable" in capsys.readouterr().err
     csv = str(QUERIES / "marathon.csv")

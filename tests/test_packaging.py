@@ -312,7 +312,6 @@ LONG_MODULES = {
     "hdl/sdram/store.py",
     "hdl/table.py",
     "links/udp/host.py",
-    "nfacep/image.py",
     "nfacep/wire.py",
     "sim/runner.py",
     "spark_testbench/regress.py",

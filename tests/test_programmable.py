@@ -181,11 +181,18 @@ def test_a_damaged_configuration_fails_the_comparison():
 
 
 @pytest.mark.parametrize(
-    ("name", "store"), [("marathon", "pipeline"), ("vshape", "table"), ("supplychain", "table")]
+    ("name", "store"),
+    [
+        ("marathon", "pipeline"),
+        ("vshape", "table"),
+        ("supplychain", "table"),
+        pytest.param("fire", "table", marks=pytest.mark.slow),
+        pytest.param("bruteforce", "pipeline", marks=pytest.mark.slow),
+    ],
 )
 def test_bundled_queries_that_fit(name, store):
-    """The bundled queries without WITHIN or FLOAT32 (supplychain's parameter a constant in
-    its image) on their data."""
+    """Every bundled query (supplychain's parameter a constant in its image; fire's and
+    bruteforce's windows in the default's timed slots) on its data."""
     nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
     data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
     params = EngineParams(partitions=64, store=store)
@@ -263,7 +270,14 @@ def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
     assert "and the query's image .image.hex" in capsys.readouterr().out
     sidecar = json.loads((tmp_path / "e.json").read_text())
     assert sidecar["ports"]["i_config__payload"] == {"dir": "in", "width": 9}  # data, last
-    assert sidecar["capacity"] == {"states": 12, "atoms": 8, "queries": 4, "atoms_per_state": 4}
+    assert sidecar["capacity"] == {
+        "states": 12,
+        "atoms": 8,
+        "queries": 4,
+        "atoms_per_state": 4,
+        "timed": 6,
+        "window_bits": 16,
+    }
     nfa = nfacep.compile_file(marathon)
     shape = EngineShape(nfa.program.schema, ("runner",), Capacity(12, 8, 4))
     blob = bytes.fromhex((tmp_path / "e.image.hex").read_text())
@@ -273,8 +287,9 @@ def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
     if shutil.which("iverilog"):
         subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "e.vvp"), str(out)], check=True)
     fire = str(QUERIES / "fire.sql")
-    assert main(["verilog", fire, "-o", str(tmp_path / "f.v"), "--engine", "programmable"]) == 2
-    assert "WITHIN is not supported" in capsys.readouterr().err
+    argv = ["verilog", fire, "-o", str(tmp_path / "f.v"), "--engine", "programmable"]
+    assert main([*argv, "--states", "8"]) == 2
+    assert "states: the queries need 10, the engine has 8" in capsys.readouterr().err
     assert not list(tmp_path.glob("f.*"))
 
 

@@ -41,11 +41,12 @@ def test_the_booted_engine_matches_the_file_with_no_load_sent():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["supplychain"])  # the most states, atoms and queries
+# the most states, atoms and queries; the longest window and the most timed states
+@pytest.mark.parametrize("name", ["supplychain", "bruteforce"])
 @pytest.mark.usefixtures("no_toolchain")
 def test_the_colorlight_default_holds_every_bundled_query_that_fits(name, capsys):
     """``check --board colorlight-5a75b --engine programmable``: the board's default capacity
-    holds each bundled query the engine has logic for (not the WITHIN ones), the fit and the
+    holds each bundled query (WITHIN ones too: bruteforce's), the fit and the
     resources as for the fixed engine, not refused before synthesis."""
     argv = ["check", str(QUERIES / f"{name}.sql"), "--board", "colorlight-5a75b"]
     argv += ["--engine", "programmable", "--json"]
@@ -55,6 +56,7 @@ def test_the_colorlight_default_holds_every_bundled_query_that_fits(name, capsys
     fit, board = doc["programmable"], doc["board"]
     assert fit["states"][1] == 32 and fit["atoms"][1] == 32 and fit["queries"][1] == 4
     assert all(used <= cap for used, cap in (fit["states"], fit["atoms"], fit["queries"]))
+    assert fit["timed"] == [6 if name == "bruteforce" else 0, 6]  # bruteforce: 6 windowed states
     assert board["engine"]["kind"] == "programmable"
     assert board["engine"]["capacity"] == {"states": 32, "atoms": 32, "queries": 4}
     assert board["engine"]["boot_image"]["fingerprint"] == fit["fingerprint"]
@@ -71,10 +73,6 @@ def test_check_board_names_every_capacity_exceeded(capsys):
     err = capsys.readouterr().err
     assert "states: the queries need 9, the engine has 4" in err
     assert "atoms: the conditions need 7, the engine has 2" in err
-    # WITHIN: no capacity holds it
-    argv = ["check", str(QUERIES / "fire.sql"), "--board", "colorlight-5a75b"]
-    assert main([*argv, "--engine", "programmable"]) == 2
-    assert "WITHIN is not supported by the programmable engine" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("no_toolchain")

@@ -988,7 +988,11 @@ def test_prev_verilator(tmp_path, sim_cache):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "params"),
-    [("marathon", ()), ("vshape", ("--store", "table", "--mode", "cycle"))],
+    [
+        ("marathon", ()),
+        ("vshape", ("--store", "table", "--mode", "cycle")),
+        ("fire", ("--store", "table")),  # WITHIN in the timed slots
+    ],
 )
 def test_programmable_bundled_icarus(tmp_path, sim_cache, name, params, capsys):
     """The programmable engine of the default capacity, loaded with the file's image before
@@ -1026,13 +1030,15 @@ def test_programmable_refuses_what_does_not_fit(tmp_path, capsys):
     every reason named, with the UDP link (which loads the image in LOAD packets) as without."""
     argv = ["sim", str(QUERIES / "bruteforce.sql"), "--input", str(QUERIES / "bruteforce.csv")]
     argv += ["--output", str(tmp_path / "out.csv"), "--build-dir", str(tmp_path / "cache")]
-    assert main([*argv, "--engine", "programmable"]) == 2
+    argv += ["--engine", "programmable", "--states", "8"]
+    need = "states: the queries need 14, the engine has 8"
+    assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "does not fit the programmable engine" in err and "WITHIN" in err
+    assert "does not fit the programmable engine" in err and need in err
     assert not (tmp_path / "out.csv").exists()
-    assert main([*argv, "--engine", "programmable", "--link", "udp"]) == 2
+    assert main([*argv, "--link", "udp"]) == 2
     err = capsys.readouterr().err
-    assert "does not fit the programmable engine" in err and "WITHIN" in err
+    assert "does not fit the programmable engine" in err and need in err
     assert not (tmp_path / "out.csv").exists()
 
 
