@@ -18,7 +18,7 @@ from nfacep.hdl.engine import Engine
 from nfacep.hdl.layout import tuple_layout
 from nfacep.params import EngineParams
 
-QUERIES = os.path.join(os.path.dirname(__file__), "..", "queries")
+QUERIES = os.path.join(os.path.dirname(__file__), "..", "..", "queries")
 MARATHON = os.path.join(QUERIES, "marathon.sql")
 
 

@@ -132,7 +132,7 @@ def test_match_reads_a_vectors_style_parquet_folder(tmp_path, capsys):
     from nfacep import compile_file
     from nfacep.io import reader
 
-    root = pathlib.Path(__file__).resolve().parents[1] / "queries"
+    root = pathlib.Path(__file__).resolve().parents[2] / "queries"
     q, csv = str(root / "marathon.sql"), str(root / "marathon.csv")
     schema = compile_file(q).program.schema
     data = reader.read(csv, schema)

@@ -21,7 +21,7 @@ import pytest
 # under pytest-xdist (--dist loadgroup): the wheel is built once, by one worker
 pytestmark = pytest.mark.xdist_group("wheel")
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUTER = ("hdl", "sim", "boards", "links", "spark_testbench")
 
 

@@ -21,7 +21,7 @@ from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
 from nfacep.result import Result, report, write
 
-QUERIES = pathlib.Path(__file__).resolve().parents[1] / "queries"
+QUERIES = pathlib.Path(__file__).resolve().parents[2] / "queries"
 
 
 def bundled(name: str):

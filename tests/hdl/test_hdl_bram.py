@@ -15,7 +15,7 @@ from amaranth.back import verilog
 
 from nfacep.hdl.bram import DP16KD_SHAPES, RegisteredBank, dp16kd_blocks, dp16kd_tiling
 
-HERE = pathlib.Path(__file__).parent
+TESTS = pathlib.Path(__file__).parents[1]
 
 
 @pytest.mark.parametrize(
@@ -131,8 +131,8 @@ def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copi
             str(tmp_path / "tb.v"),
             str(tmp_path / "ecp5.v"),
             str(tmp_path / "ref.v"),
-            str(HERE / "verilog" / "dp16kd.v"),
-            str(HERE / "verilog" / "trellis_ff.v"),
+            str(TESTS / "verilog" / "dp16kd.v"),
+            str(TESTS / "verilog" / "trellis_ff.v"),
         ],
         check=True,
     )

@@ -24,7 +24,7 @@ from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
 
-QUERIES = pathlib.Path(__file__).parent.parent / "queries"
+QUERIES = pathlib.Path(__file__).parents[2] / "queries"
 
 
 def simulate(

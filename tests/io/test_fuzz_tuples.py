@@ -6,10 +6,10 @@ within a time bound. ``tests/tuple_fuzz.py`` holds the mutator.
 The suite runs ``NFACEP_FUZZ_INPUTS`` inputs (default 4000, under a minute) of the fixed seed
 ``NFACEP_FUZZ_SEED`` (default 0); under ``HYPOTHESIS_PROFILE=nightly`` the default is 50,000.
 Nightly, run more with another seed each night (the same variables as
-``tests/test_query_fuzz.py``), e.g.
+``tests/lang/test_query_fuzz.py``), e.g.
 
     NFACEP_FUZZ_SEED=$(date +%Y%m%d) HYPOTHESIS_PROFILE=nightly \\
-        .venv/bin/python -m pytest -q tests/test_fuzz_tuples.py
+        .venv/bin/python -m pytest -q tests/io/test_fuzz_tuples.py
 
 or the campaign script, which also bounds memory and survives crashes and hangs of a worker:
 ``.venv/bin/python tests/fuzz_tuples.py --inputs 200000 --seed $(date +%Y%m%d)``.

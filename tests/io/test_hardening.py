@@ -28,7 +28,7 @@ from nfacep.io import reader
 from nfacep.params import EngineParams
 from nfacep.reference import capacity
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MARATHON = ROOT / "queries" / "marathon.sql"
 MARATHON_CSV = ROOT / "queries" / "marathon.csv"
 

@@ -25,11 +25,11 @@ The files are small (one block of the CSV reader, 1 MiB); some CSV mutants are a
 1.5 MB with their file's clean rows before the mutation, so that it comes in a later block.
 The suite runs ``NFACEP_CHUNK_FUZZ_INPUTS`` mutants (default 300) and
 ``NFACEP_CHUNK_FUZZ_GROWN`` grown ones (default 8), about 25 s in all, of the seed
-``NFACEP_FUZZ_SEED`` (default 0, as ``tests/test_fuzz_tuples.py``); under
+``NFACEP_FUZZ_SEED`` (default 0, as ``tests/io/test_fuzz_tuples.py``); under
 ``HYPOTHESIS_PROFILE=nightly`` the defaults are 5000 and 400, e.g.
 
     NFACEP_FUZZ_SEED=$(date +%Y%m%d) HYPOTHESIS_PROFILE=nightly \\
-        .venv/bin/python -m pytest -q tests/test_read_chunks_fuzz.py
+        .venv/bin/python -m pytest -q tests/io/test_read_chunks_fuzz.py
 
 A failure names the input (``tests/fuzz_tuples.py --seed S --show I`` prints it) and the piece
 size.

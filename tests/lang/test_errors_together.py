@@ -197,7 +197,7 @@ def test_many_errors_are_reported_in_bounded_time(tmp_path, capsys, body):
     text = STREAM + "QUERY q PATTERN (A0) DEFINE " + body
     start = time.process_time()
     code, out, _ = _check(tmp_path, capsys, text, "--json")
-    assert time.process_time() - start < 2.0  # CPU seconds, as tests/test_hardening_query.py
+    assert time.process_time() - start < 2.0  # CPU seconds, as tests/lang/test_hardening_query.py
     assert code == 2
     errors = json.loads(out)["errors"]
     assert 1 <= len(errors) <= MAX_ERRORS + 1

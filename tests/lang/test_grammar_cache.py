@@ -10,7 +10,7 @@ import sys
 
 from nfacep.lang import syntax
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GRAMMAR = pathlib.Path(syntax.__file__).with_name("grammar.lark")
 OPTIONS = {"propagate_positions": True, "maybe_placeholders": True}
 QUERY = (ROOT / "queries" / "marathon.sql").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ half a minute) of the seed ``NFACEP_FUZZ_SEED`` (default 0), and 200 Hypothesis 
 Nightly, run more with another seed each night:
 
     NFACEP_FUZZ_INPUTS=50000 NFACEP_FUZZ_SEED=$(date +%Y%m%d) HYPOTHESIS_PROFILE=nightly \\
-        .venv/bin/python -m pytest -q tests/test_query_fuzz.py
+        .venv/bin/python -m pytest -q tests/lang/test_query_fuzz.py
 
 (the ``nightly`` profile, tests/conftest.py, is randomised and runs 25 times the examples), or
 the campaign script: ``.venv/bin/python tests/fuzz_queries.py --inputs 200000 --seed

@@ -158,7 +158,7 @@ def test_unsupported_clauses_are_kept_for_the_checker():
         "AFTER MATCH SKIP TO NEXT ROW PATTERN (A) SUBSET U = (A)) AS q"
     )
     features = [u.feature for u in f.queries[0].unsupported]
-    # MEASURES items are kept as written; the checker judges them (tests/test_measures.py)
+    # MEASURES items are kept as written; the checker judges them (tests/lang/test_measures.py)
     assert [(m.alias, m.expr) for m in f.queries[0].measures] == [
         ("x", ast.Column("a", qualifier="A"))
     ]

@@ -16,7 +16,7 @@ from nfacep.cli import main
 from nfacep.errors import UsageError
 from nfacep.reference.matcher import Reference
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MARATHON = ROOT / "queries" / "marathon.sql"
 MARATHON_CSV = ROOT / "queries" / "marathon.csv"
 

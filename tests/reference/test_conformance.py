@@ -23,7 +23,7 @@ import pytest
 
 from nfacep.cli import main
 
-SET = Path(__file__).parent / "conformance"
+SET = Path(__file__).parents[1] / "conformance"
 EXAMPLES = sorted(p.parent.name for p in SET.glob("*/query.sql"))
 _KIND = re.compile(r"^-- conformance: (same|differs(?: as (\w+))?)$", re.M)
 

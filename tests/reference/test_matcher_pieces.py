@@ -44,7 +44,7 @@ from nfacep.reference import loops
 from nfacep.reference import matcher as reference
 from nfacep.settings import ParamValues
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "queries"
 
 

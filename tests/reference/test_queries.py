@@ -24,7 +24,7 @@ from nfacep.cli import main
 from nfacep.lang.evaluate import evaluate
 from nfacep.lang.predicates import render
 
-QUERIES = pathlib.Path(__file__).parent.parent / "queries"
+QUERIES = pathlib.Path(__file__).parents[2] / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
 
 

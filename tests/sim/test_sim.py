@@ -35,7 +35,7 @@ from nfacep.sim import build, runner
 from nfacep.sim.testbench import InOrderChecker
 from nfacep.wire import Record, RecordFormat
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
 
@@ -993,7 +993,7 @@ def test_programmable_bundled_icarus(tmp_path, sim_cache, name, params, capsys):
     """The programmable engine of the default capacity, loaded with the file's image before
     the tuples, writes `match`'s match file (and the checked-in one), every record checked
     as it comes (supplychain, the third bundled file that fits, runs in Amaranth's simulator:
-    tests/test_programmable.py)."""
+    tests/hdl/test_programmable.py)."""
     require("icarus")
     engine = ("--engine", "programmable")
     got, summary = simulate(tmp_path, sim_cache, name, *BUNDLED, *engine, *params)

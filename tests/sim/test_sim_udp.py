@@ -17,7 +17,7 @@ from nfacep.cli import main
 from nfacep.links.udp.pcap import read_pcap
 from nfacep.sim import build
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "queries"
 NAMES = sorted(p.stem for p in QUERIES.glob("*.sql"))
 #: the bundled streams hold at most 60 partitions (queries/README.md)

@@ -31,14 +31,14 @@ from nfacep import sim
 from nfacep.cli import main
 from nfacep.spark_testbench import regress, vectors
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRE = str(ROOT / "queries" / "fire.sql")
 SPARK_CLASS = pathlib.Path(pyspark.__file__).parent / "bin" / "spark-class"
 ARGS = ("--store", "pipeline", "--partitions", "16")
 START_TIMEOUT = 120
 #: The longest a command on the cluster may take.
 COMMAND_TIMEOUT = 600
-DRIVER = pathlib.Path(__file__).resolve().parent / "spark_driver.py"
+DRIVER = pathlib.Path(__file__).resolve().parents[1] / "spark_driver.py"
 
 # Both tests run on one cluster (module fixtures), so on one pytest-xdist worker.
 pytestmark = pytest.mark.xdist_group("spark_cluster")

@@ -22,7 +22,7 @@ from nfacep.spark_testbench.generate import Generator, Options
 
 pytestmark = pytest.mark.xdist_group("spark_match")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MASTER = "local[2]"
 HEAD = "QUERY fire FROM warehouse\nPARTITION sensor\nORDER BY ts\n"
 MEASURES = (

@@ -27,7 +27,7 @@ from nfacep.spark_testbench.generate import Options
 # once, by one worker
 pytestmark = pytest.mark.xdist_group("spark_regress")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "queries"
 MASTER = "local[2]"
 FIRE = str(QUERIES / "fire.sql")

@@ -28,7 +28,7 @@ from nfacep.spark_testbench.generate import KINDS, WINDOW_KINDS, Generator, Opti
 # under pytest-xdist (--dist loadgroup): its module fixtures' vectors are made once, by one worker
 pytestmark = pytest.mark.xdist_group("spark_vectors")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUERIES = ROOT / "queries"
 MASTER = "local[2]"
 FIRE = str(QUERIES / "fire.sql")

@@ -24,7 +24,7 @@ from nfacep.spark_testbench.generate import Generator, Options
 
 pytestmark = pytest.mark.xdist_group("spark_vectors_input")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRE = str(ROOT / "queries" / "fire.sql")
 MASTER = "local[2]"
 OPTIONS = Options(tuples=2000, seed=5, keys=16, block_tuples=1024)

@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """The partition store in SDRAM (nfacep.hdl.sdram.store, --store sdram) against the table's
-sequential model (tests/test_hdl_table.py's TableModel: the semantics are the table's), in
+sequential model (tests/hdl/test_hdl_table.py's TableModel: the semantics are the table's), in
 Amaranth's simulator with the cycle-accurate SDRAM model on its pins, whose timing assertions
 must never fire: direct and hashed tables, drops, timers, same-key bursts, a cache far smaller
 than the keys (evictions with write-back), random input gaps and output stalls, refresh under
@@ -170,7 +170,7 @@ def test_bad_parameters(kwargs, message):
         make_store(**kwargs)
 
 
-QUERIES = pathlib.Path(__file__).resolve().parent.parent / "queries"
+QUERIES = pathlib.Path(__file__).resolve().parents[3] / "queries"
 
 
 @pytest.mark.parametrize(

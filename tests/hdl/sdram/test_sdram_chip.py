@@ -1,8 +1,8 @@
 """The SDRAM model as gateware (nfacep.hdl.sdram.chip), the one every Verilog simulation runs,
-against the Python model (nfacep.hdl.sdram.model): tests/test_sdram_model.py's hand-written
-command sequences, replayed on the gateware in Amaranth's simulator, flag the same rule at the
-same edge when they break one, and drive the same read data (and nothing else) when they do
-not."""
+against the Python model (nfacep.hdl.sdram.model): tests/hdl/sdram/test_sdram_model.py's
+hand-written command sequences, replayed on the gateware in Amaranth's simulator, flag the same
+rule at the same edge when they break one, and drive the same read data (and nothing else) when
+they do not."""
 
 from __future__ import annotations
 

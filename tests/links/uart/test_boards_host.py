@@ -28,7 +28,7 @@ from nfacep.links.uart.model import UartBoardModel, serve
 from nfacep.params import EngineParams, default_engine
 from nfacep.settings import ParamValues
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 QUERIES = ROOT / "queries"
 #: The baud rate the lossy-link tests give the host. A pty does not pace bytes, and the host's
 #: retransmission timeout grows with the byte time (0.29 s at 115200 baud for the vshape board,

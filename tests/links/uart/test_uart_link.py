@@ -33,7 +33,9 @@ from nfacep.links.uart import protocol
 from nfacep.links.uart.protocol import FrameType, encode
 from nfacep.params import EngineParams
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+#: this folder: the cocotb bench is this module, loaded by name in the simulator
+HERE = pathlib.Path(__file__).resolve().parent
 MARATHON = ROOT / "queries" / "marathon.sql"
 CONFIG_ENV = "NFACEP_UART_BENCH"
 
@@ -752,7 +754,7 @@ def _bench(tmp_path, source, scenario) -> dict:
             extra_env={
                 CONFIG_ENV: str(config),
                 "PYTHONPATH": os.pathsep.join(
-                    [str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+                    [str(ROOT / "tests"), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]
                 ),
             },
             timescale=sim.TIMESCALE,

@@ -29,7 +29,7 @@ from nfacep.links.udp.protocol import PacketType, decode_header
 from nfacep.params import EngineParams, default_engine
 from nfacep.settings import ParamValues
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 QUERIES = ROOT / "queries"
 SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", "timer_bits")
 

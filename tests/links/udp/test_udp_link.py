@@ -28,7 +28,9 @@ from nfacep.hdl.eth.payload import FrameClass
 from nfacep.links.udp import protocol as udp
 from nfacep.links.udp.protocol import Endpoint, PacketType
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+#: this folder: the cocotb bench is this module, loaded by name in the simulator
+HERE = pathlib.Path(__file__).resolve().parent
 CONFIG_ENV = "NFACEP_UDP_BENCH"
 
 BOARD = Endpoint.parse("02:00:5e:00:00:02", "10.0.0.2", 5000)
@@ -419,7 +421,7 @@ def _run_cocotb(
             extra_env={
                 config_env: str(config_path),
                 "PYTHONPATH": os.pathsep.join(
-                    [str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+                    [str(ROOT / "tests"), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]
                 ),
             },
             timescale=sim.TIMESCALE,
@@ -749,7 +751,8 @@ if cocotb is not None:
         )
 
 
-#: A query with runtime parameters of two types, no PARTITION (as tests/test_uart_link.py's).
+#: A query with runtime parameters of two types, no PARTITION (as
+#: tests/links/uart/test_uart_link.py's).
 LIMITS = """CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));
 QUERY over FROM s
 PATTERN ( A B )
