@@ -14,7 +14,8 @@ The layout: one folder per part of the package (``lang/``, ``reference/``, ``io/
 ``hdl/``, ``sim/``, ``links/``, ``boards/``, ``spark/``), the helpers the tests share
 (``oracle.py``, ``strategies.py``, ``streams.py``, ``bundled.py``, …) here at the top, imported
 by their bare names, as are the few test modules that others import (``test_udp_host``,
-``test_hdl_partitioner``, …). pytest runs in its default (prepend) import mode, so every test
+``test_hdl_partitioner``, …); ``benches/`` holds the cocotb benches that the link tests run in
+the simulator (by module name). pytest runs in its default (prepend) import mode, so every test
 file's name is unique across the folders.
 """
 
@@ -27,10 +28,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 #: This folder (on ``sys.path`` already: pytest puts a ``conftest.py``'s folder there) and
-#: every folder of test files under it, so that a test module imports a helper or another
-#: test module by name whichever files the run selects and in whatever order it collects them.
+#: every folder of test files or cocotb benches (``benches/``) under it, so that a test module
+#: imports a helper, a bench or another test module by name whichever files the run selects
+#: and in whatever order it collects them.
 TESTS = pathlib.Path(__file__).resolve().parent
-for _folder in sorted({p.parent for p in TESTS.rglob("test_*.py")}):
+for _folder in sorted(
+    {p.parent for p in TESTS.rglob("*.py") if p.name.startswith(("test_", "bench_"))}
+):
     if str(_folder) not in sys.path:
         sys.path.append(str(_folder))
 
