@@ -22,6 +22,7 @@ import sys
 import numpy as np
 import pytest
 from bundled import keyed_fire, param_args
+from bundled import reference as match_reference
 
 from nfacep import compile_file, sim, wire
 from nfacep.backend import run_files
@@ -48,23 +49,9 @@ def require(simulator: str) -> None:
 
 
 def reference(tmp_path, name: str, *params: str, folder=QUERIES) -> tuple[str, dict]:
-    out = tmp_path / "reference.csv"
-    assert (
-        main(
-            [
-                "match",
-                str(folder / f"{name}.sql"),
-                "--input",
-                str(folder / f"{name}.csv"),
-                "--output",
-                str(out),
-                *params,
-                *param_args(name),
-            ]
-        )
-        == 0
-    )
-    return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
+    """The reference's match file and summary of the query ``name`` with its runtime
+    parameters (``bundled.reference``)."""
+    return match_reference(tmp_path, name, *params, *param_args(name), folder=folder)
 
 
 def simulate(tmp_path, sim_cache, name: str, *params: str, folder=QUERIES) -> tuple[str, dict]:

@@ -17,7 +17,7 @@ import threading
 import tty
 
 import pytest
-from bundled import keyed_fire, param_args, param_values
+from bundled import keyed_fire, param_args, param_values, reference
 
 from nfacep import compile_file
 from nfacep.backend import run_files
@@ -72,25 +72,6 @@ def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, folder=QUERI
             thread.join(timeout=2)
         os.close(master)
         os.close(slave)
-
-
-def reference(tmp_path, name, *params, folder=QUERIES):
-    out = tmp_path / "reference.csv"
-    assert (
-        main(
-            [
-                "match",
-                str(folder / f"{name}.sql"),
-                "--input",
-                str(folder / f"{name}.csv"),
-                "--output",
-                str(out),
-                *params,
-            ]
-        )
-        == 0
-    )
-    return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
 
 
 SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", "timer_bits")

@@ -18,7 +18,7 @@ import socket
 import threading
 
 import pytest
-from bundled import param_args, param_values
+from bundled import param_args, param_values, reference
 
 from nfacep import compile_file
 from nfacep.backend import run_files
@@ -51,10 +51,18 @@ def board(name="marathon", **kwargs):
     # the engine `build` makes with these options (the default engine without any)
     engine = EngineParams(**given) if given else default_engine(nfa)
     model = UdpBoardModel(nfa, engine, values=values, **kwargs)
+    with serving(model) as address:
+        yield model, address
+
+
+@contextlib.contextmanager
+def serving(model):
+    """``model`` (a software board) served on 127.0.0.1 by a thread of its own: yields its
+    ``host:port``, and stops the thread on the way out."""
     stop = threading.Event()
     thread, (host, port) = serve(model, stop=stop)
     try:
-        yield model, f"{host}:{port}"
+        yield f"{host}:{port}"
     finally:
         stop.set()
         thread.join(timeout=2)
@@ -121,25 +129,6 @@ def proxy(target: str, **kwargs):
         yield p
     finally:
         p.close()
-
-
-def reference(tmp_path, name, *params):
-    out = tmp_path / "reference.csv"
-    assert (
-        main(
-            [
-                "match",
-                str(QUERIES / f"{name}.sql"),
-                "--input",
-                str(QUERIES / f"{name}.csv"),
-                "--output",
-                str(out),
-                *params,
-            ]
-        )
-        == 0
-    )
-    return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())
 
 
 def run(address, tmp_path, name="marathon", *more):

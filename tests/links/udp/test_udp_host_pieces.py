@@ -11,12 +11,11 @@ output path; and the host must never hold more than a few pieces of the input.
 from __future__ import annotations
 
 import json
-import threading
 import weakref
 
 import pytest
-from test_udp_host import QUERIES, SWITCHES, board, proxy, reference
-from test_udp_hostile import _kind, hostile
+from test_udp_host import QUERIES, SWITCHES, board, proxy, reference, serving
+from test_udp_hostile import _kind, duplicated_and_reordered, hostile
 
 from nfacep import backend, compile_file, wire
 from nfacep.backend import run_files
@@ -24,7 +23,7 @@ from nfacep.cli import main
 from nfacep.errors import DataError
 from nfacep.links.host import LinkError
 from nfacep.links.udp import host as udp_host
-from nfacep.links.udp.model import UdpBoardModel, serve
+from nfacep.links.udp.model import UdpBoardModel
 from nfacep.links.udp.protocol import PacketType, decode_header, packet
 from nfacep.params import default_engine
 from nfacep.settings import ParamValues
@@ -106,20 +105,7 @@ def test_pieces_with_duplicated_and_reordered_answers(tmp_path):
     """Every packet of the board's twice and each RECORDS packet sent after the next one (the
     STATUS that drains a piece among them): taken once each, in the board's order, across
     pieces of 7 tuples; the duplicates of packets already written are counted, not taken."""
-    held: list = []
-
-    def twist(model, request, answers):
-        out = []
-        for answer in answers:
-            if _kind(answer[1]) == PacketType.RECORDS and not held:
-                held.append(answer)
-                continue
-            out.append(answer)
-            out += held
-            held.clear()
-        return [a for a in out for _ in range(2)]
-
-    with hostile(twist) as (_, address):
+    with hostile(duplicated_and_reordered()) as (_, address):
         totals, out = _run(address, tmp_path, 7, tuples_per_packet=3, timeout=2)
     assert out.read_text() == EXPECTED
     link = json.loads(out.with_suffix(".summary.json").read_text())["link"]
@@ -142,13 +128,8 @@ def test_pieces_with_measures(tmp_path):
     )
     nfa = compile_file(query)
     model = UdpBoardModel(nfa, default_engine(nfa))
-    stop = threading.Event()
-    thread, (host, port) = serve(model, stop=stop)
-    try:
-        _, out = _run(f"{host}:{port}", tmp_path, 5, query=query)
-    finally:
-        stop.set()
-        thread.join(timeout=2)
+    with serving(model) as address:
+        _, out = _run(address, tmp_path, 5, query=query)
     ref = tmp_path / "reference.csv"
     assert (
         main(["match", str(query), "--input", str(QUERIES / f"{NAME}.csv"), "--output", str(ref)])

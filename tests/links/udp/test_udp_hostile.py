@@ -109,12 +109,9 @@ def _failed(code, out, seconds, capsys, exit_code, *words):
     return line
 
 
-def test_duplicated_and_reordered_answers_give_the_exact_match_file(tmp_path, capsys):
-    """Every packet of the board's twice, and each RECORDS packet after the packet the board
-    sent next (another RECORDS or a STATUS, the last one too): the records are taken once
-    each, in the board's order; the summary counts the duplicates."""
-    expected, _ = reference(tmp_path, NAME)
-
+def duplicated_and_reordered():
+    """A twist of :func:`hostile`'s: every packet of the board's twice, and each RECORDS packet
+    after the packet the board sent next (another RECORDS or a STATUS)."""
     held: list = []  # a RECORDS packet kept back until the board's next packet is out
 
     def twist(model, request, answers):
@@ -128,7 +125,16 @@ def test_duplicated_and_reordered_answers_give_the_exact_match_file(tmp_path, ca
             held.clear()
         return [a for a in out for _ in range(2)]
 
-    code, out, _ = _run(twist, tmp_path, "--tuples-per-packet", "3")
+    return twist
+
+
+def test_duplicated_and_reordered_answers_give_the_exact_match_file(tmp_path, capsys):
+    """Every packet of the board's twice, and each RECORDS packet after the packet the board
+    sent next (another RECORDS or a STATUS, the last one too): the records are taken once
+    each, in the board's order; the summary counts the duplicates."""
+    expected, _ = reference(tmp_path, NAME)
+
+    code, out, _ = _run(duplicated_and_reordered(), tmp_path, "--tuples-per-packet", "3")
     assert code == 0, capsys.readouterr().err
     assert out.read_text() == expected
     link = json.loads(out.with_suffix(".summary.json").read_text())["link"]

@@ -12,12 +12,13 @@ import dataclasses
 import threading
 
 import pytest
+from test_udp_host import serving
 
 from nfacep import compile_file
 from nfacep.cli import main
 from nfacep.image import image
 from nfacep.io import reader
-from nfacep.links.udp.model import UdpBoardModel, serve
+from nfacep.links.udp.model import UdpBoardModel
 from nfacep.params import default_engine
 from nfacep.reference.matcher import run_switched
 from nfacep.settings import ParamValues
@@ -87,13 +88,8 @@ def programmable_board(query, values=None):
     if values is not None:
         values = ParamValues.parse(nfa.program.parameters, values)
     model = UdpBoardModel(nfa, params, values=values)
-    stop = threading.Event()
-    thread, (host, port) = serve(model, stop=stop)
-    try:
-        yield model, f"{host}:{port}"
-    finally:
-        stop.set()
-        thread.join(timeout=2)
+    with serving(model) as address:
+        yield model, address
 
 
 def _run(files, address, *more):
@@ -212,15 +208,8 @@ def test_load_into_a_fixed_board_is_refused(files, capsys):
 
     nfa = compile_file(files / "first.sql")
     model = Model(nfa, default_engine(nfa))
-    stop = threading.Event()
-    thread, (host, port) = serve(model, stop=stop)
-    try:
-        code = main(
-            ["load", str(files / "second.sql"), "--udp", f"{host}:{port}", "--timeout", "0.5"]
-        )
-    finally:
-        stop.set()
-        thread.join(timeout=2)
+    with serving(model) as address:
+        code = main(["load", str(files / "second.sql"), "--udp", address, "--timeout", "0.5"])
     assert code == 2
     assert "LOAD" in capsys.readouterr().err
 
