@@ -6,7 +6,7 @@ Each example directory holds ``query.sql`` (nfacep's file: a ``CREATE STREAM`` a
 runs the statement in PyFlink's streaming mode (event time: the ORDER BY field is the rowtime
 attribute, its watermark the field itself; the bounded input ends with the final watermark,
 which flushes every pending match) and writes Flink's rows to ``flink.csv`` in the comparable
-form that tests/test_conformance.py also derives from nfacep's match file:
+form that tests/reference/test_conformance.py also derives from nfacep's match file:
 
 - one column per PARTITION BY field, named as declared, then one per measure, named as
   written after ``AS`` (Flink's ``SELECT *`` of ONE ROW PER MATCH: partition columns, then

@@ -3,13 +3,13 @@
 
 - *lines of non-test code*: the lines of the ``.py`` files outside ``tests/``: the installed
   packages' (``pyproject.toml``'s ``packages``), and ``tools/`` and ``benchmarks/`` apart;
-- *functions over 80 lines*: of the packages and ``tools/`` (what ``tests/test_packaging.py``
+- *functions over 80 lines*: of the packages and ``tools/`` (what ``tests/core/test_packaging.py``
   holds to 80; tests and benchmarks are not), each named;
 - *import cycles*: among the packages' modules, imports inside functions and under
-  ``TYPE_CHECKING`` included (``tests/test_imports.py``'s graph), each cycle named;
+  ``TYPE_CHECKING`` included (``tests/core/test_imports.py``'s graph), each cycle named;
 - *duplicate pairs outside tests*: the pairs the ``duplicates`` tool lists in the tree
   without ``tests/`` (six or more shared lines, its default);
-- *files over 600 lines*: the packages' modules over 600 lines (``tests/test_packaging.py``'s
+- *files over 600 lines*: the packages' modules over 600 lines (``tests/core/test_packaging.py``'s
   limit), and ``tools/`` and ``benchmarks/`` files apart;
 - *start-up*: ``nfacep check`` and ``nfacep match`` on a small file
   (``benchmarks/startup.py``: CPU and wall medians of 5 runs, bytecode cached), for the
@@ -40,7 +40,7 @@ MAX_MODULE_LINES = 600
 
 
 def _import_graph():
-    """``tests/test_imports.py`` (its graph and cycle finder), from this checkout."""
+    """``tests/core/test_imports.py`` (its graph and cycle finder), from this checkout."""
     spec = importlib.util.spec_from_file_location("_imports", ROOT / "tests" / "test_imports.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

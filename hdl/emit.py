@@ -15,7 +15,7 @@ run it at time zero, so every memory still starts exactly where Amaranth's simul
 A memory with any other initial value (a boot ROM) keeps Amaranth's own initialisation. No
 public Amaranth API leaves a memory uninitialised, so for the conversion's duration this
 replaces the private ``amaranth.back.rtlil.ModuleEmitter.emit_memory`` (one conversion at a
-time; pyproject pins Amaranth 0.5, and ``tests/test_hdl_emit.py`` fails if it stops working).
+time; pyproject pins Amaranth 0.5, and ``tests/hdl/test_hdl_emit.py`` fails if it stops working).
 
 Every Verilog the package emits for a simulator or for ``nfacep verilog`` goes through here. A
 board build does not: ``amaranth.build`` converts the design itself, for Yosys to synthesise,

@@ -10,7 +10,7 @@ of them for ``nfacep --help``); this module's own commands look up no entry poin
 
 A command imports what it uses when it runs (``match`` its tuple readers and the matcher), so
 that ``nfacep check`` loads neither pyarrow nor numba, nor another command's package
-(tests/test_imports.py; ``benchmarks/startup.py`` times them).
+(tests/core/test_imports.py; ``benchmarks/startup.py`` times them).
 
 ``nfacep check --board`` estimates the engine's size on a board; that needs the boards
 package, which contributes it as the entry point of the group ``nfacep.check_boards``

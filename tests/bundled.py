@@ -54,3 +54,29 @@ def keyed_fire(folder: pathlib.Path) -> pathlib.Path:
         rows.append(f"{ts},{(int(sensor) + n // 250) % 4},{sensor},{rest}")
     (folder / "fire2.csv").write_text("\n".join(rows) + "\n")
     return path
+
+
+def reference(
+    tmp_path, name: str, *params: str, folder: pathlib.Path = QUERIES
+) -> tuple[str, dict]:
+    """``nfacep match`` of the query file ``folder/name.sql`` on ``folder/name.csv`` with the
+    options ``params``, into ``tmp_path``: the match file's text and its summary (what every
+    back-end's run of the same file is compared with)."""
+    from nfacep.cli import main
+
+    out = tmp_path / "reference.csv"
+    assert (
+        main(
+            [
+                "match",
+                str(folder / f"{name}.sql"),
+                "--input",
+                str(folder / f"{name}.csv"),
+                "--output",
+                str(out),
+                *params,
+            ]
+        )
+        == 0
+    )
+    return out.read_text(), json.loads((tmp_path / "reference.summary.json").read_text())

@@ -3,19 +3,40 @@
 Hypothesis profiles: ``default`` for development, ``ci`` reproducible (derandomized, no example
 database, so parallel workers share no files). Pick one with ``HYPOTHESIS_PROFILE=ci``; without
 it, ``ci`` is used when ``CI`` is set. ``nightly`` is for long fuzzing runs
-(tests/test_query_fuzz.py says how). Each property test fixes its own ``max_examples`` so the
+(tests/lang/test_query_fuzz.py says how). Each property test fixes its own ``max_examples`` so the
 suite's runtime is the same under both.
 
 Fixtures are per test process: under pytest-xdist (``-n 2``, as ``bash tools/run.sh test``
 runs the suite) every worker has its own, in its own temporary folder; only the simulator
 builds (``sim_cache``) are shared by the workers.
+
+The layout: one folder per part of the package (``lang/``, ``reference/``, ``io/``, ``core/``,
+``hdl/``, ``sim/``, ``links/``, ``boards/``, ``spark/``), the helpers the tests share
+(``oracle.py``, ``strategies.py``, ``streams.py``, ``bundled.py``, …) here at the top, imported
+by their bare names, as are the few test modules that others import (``test_udp_host``,
+``test_hdl_partitioner``, …); ``benches/`` holds the cocotb benches that the link tests run in
+the simulator (by module name). pytest runs in its default (prepend) import mode, so every test
+file's name is unique across the folders.
 """
 
 import os
+import pathlib
 import shutil
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+#: This folder (on ``sys.path`` already: pytest puts a ``conftest.py``'s folder there) and
+#: every folder of test files or cocotb benches (``benches/``) under it, so that a test module
+#: imports a helper, a bench or another test module by name whichever files the run selects
+#: and in whatever order it collects them.
+TESTS = pathlib.Path(__file__).resolve().parent
+for _folder in sorted(
+    {p.parent for p in TESTS.rglob("*.py") if p.name.startswith(("test_", "bench_"))}
+):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 #: The Spark master of the tests: two local cores, like the CI machine.
 SPARK_MASTER = "local[2]"
@@ -35,7 +56,7 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
-# Nightly fuzzing (tests/test_query_fuzz.py): randomised, so that each night tries new inputs.
+# Nightly fuzzing (tests/lang/test_query_fuzz.py): randomised, so that each night tries new inputs.
 settings.register_profile(
     "nightly",
     deadline=None,

@@ -7,7 +7,7 @@ Prints the number of inputs tried and the counts of outcomes: accepted, clean er
 (``file:line:col:`` and exit 2), crashes and hangs. The failing inputs are written to
 ``--out`` (default ``fuzz-failures/``) with what happened, and the exit status is 1 when
 there are any. The mutator and the worker are ``tests/query_fuzz.py``'s, the same as the CI
-test's (tests/test_query_fuzz.py), so a failure found here can become a regression test.
+test's (tests/lang/test_query_fuzz.py), so a failure found here can become a regression test.
 """
 
 from __future__ import annotations

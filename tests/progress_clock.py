@@ -2,7 +2,7 @@
 the :class:`~nfacep.spark_testbench.progress.Progress` the command builds runs without its
 watcher thread, on a clock that moves only at a phase's end, by the interval, so the phase's
 line is due then and printed, before its last one. Lines come at known points, so no test races
-``sleep`` against an interval (tests/test_progress.py drives the watcher itself, and
+``sleep`` against an interval (tests/spark/test_progress.py drives the watcher itself, and
 ``test_a_running_task_shows_its_progress_before_it_ends`` a line while a task runs)."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ naming query, seq and partition, unless the oracle's matches are exactly the pla
 rows and no ``near_miss`` row is a match.
 
 The bridge between nfacep and the oracle lives here, in ``tests/``, beside the oracle (which
-imports nothing of nfacep); ``tests/test_queries.py`` runs the check and
+imports nothing of nfacep); ``tests/reference/test_queries.py`` runs the check and
 ``tools/generate_queries.py`` runs this file after writing the data. ``tests`` is not a
 package: run as a script or under pytest, this file's folder is on ``sys.path``, so
 ``import oracle`` finds the oracle.

@@ -8,7 +8,7 @@ input took longer than the time bound; the worker is killed and restarted). The 
 address space is capped, so a blow-up ends as a ``MemoryError`` crash instead of eating the
 machine.
 
-Used by ``tests/test_query_fuzz.py`` (CI and nightly) and ``tests/fuzz_queries.py`` (a
+Used by ``tests/lang/test_query_fuzz.py`` (CI and nightly) and ``tests/fuzz_queries.py`` (a
 campaign). ``tests`` is not a package: both import this file by path.
 
 Inputs come from :func:`mutants`, a seeded mutator over the bundled queries (``queries/*.sql``)

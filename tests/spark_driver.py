@@ -1,6 +1,6 @@
-"""One Spark application on a standalone cluster for tests/test_spark_cluster.py: a process that
-opens the session on the cluster once and runs the test's ``nfacep`` commands in it, one after
-another, as the test process runs the local ones in its own session (``conftest.spark``).
+"""One Spark application on a standalone cluster for tests/spark/test_spark_cluster.py: a process
+that opens the session on the cluster once and runs the test's ``nfacep`` commands in it, one
+after another, as the test process runs the local ones in its own session (``conftest.spark``).
 
 A command that finds a session on its ``--master`` running reuses it (``session.session``), so
 the commands run as they do from the shell, without a driver JVM and two executors started for

@@ -2,7 +2,7 @@
 conversions, and the one property every mutant must keep: nfacep reads it, or refuses it with
 its own error naming the file and, in a CSV file, the line.
 
-Shared by ``tests/test_fuzz_tuples.py`` (a short run in the suite) and
+Shared by ``tests/io/test_fuzz_tuples.py`` (a short run in the suite) and
 ``tests/fuzz_tuples.py`` (a long campaign in worker processes, with a time and memory bound
 per input). Input ``i`` of seed ``s`` is a pure function of ``(s, i)``: any finding is
 reproduced with ``python tests/fuzz_tuples.py --seed s --show i``.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the HDL simulators `nfacep sim` and tests/test_sim.py use. Idempotent: installs only
+# Install the HDL simulators `nfacep sim` and tests/sim/test_sim.py use. Idempotent: installs only
 # what is missing, so `tools/run.sh test` can call it every time.
 #
 #   Icarus Verilog: the Debian package `iverilog` (needs root, else prints the command to run).
@@ -8,7 +8,7 @@
 #                   name, and cocotb runs `verilator` from PATH).
 #   tshark:         not a simulator: the Debian packages `tshark`, with which the tests dissect
 #                   the UDP link's captures (links/udp/nfacep.lua; tests/tshark.py), and
-#                   `iputils-ping`, with which tests/test_udp_tap.py pings the board.
+#                   `iputils-ping`, with which tests/links/udp/test_udp_tap.py pings the board.
 #
 # Usage: bash tools/install-simulators.sh [icarus] [verilator] [tshark]    (default: all three)
 set -euo pipefail

@@ -17,8 +17,8 @@ plain Verilog array (:data:`ARRAY_VERILOG`, module :data:`ARRAY_MODULE`) in emit
 where a million-word ``Memory`` would be written out word by word. :func:`chip_verilog`
 emits it (module :data:`CHIP_MODULE`).
 
-``tests/test_sdram_chip.py`` runs the model's hand-written sequences through both and checks
-that each broken rule is the one flagged.
+``tests/hdl/sdram/test_sdram_chip.py`` runs the model's hand-written sequences through both
+and checks that each broken rule is the one flagged.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ to the kernel, so the kernel's own stack (ARP, ``ping``, UDP sockets) is the hos
 
 :func:`open_tap` creates (or attaches to) a TAP device in the calling process's network
 namespace (it needs ``CAP_NET_ADMIN`` and ``/dev/net/tun``); :func:`bridge` moves frames until
-told to stop. ``tests/test_udp_tap.py`` runs it inside a network namespace of its own.
+told to stop. ``tests/links/udp/test_udp_tap.py`` runs it inside a network namespace of its own.
 """
 
 from __future__ import annotations

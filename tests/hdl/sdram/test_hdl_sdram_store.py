@@ -1,0 +1,190 @@
+# amaranth: UnusedElaboratable=no
+"""The partition store in SDRAM (nfacep.hdl.sdram.store, --store sdram) against the table's
+sequential model (tests/hdl/test_hdl_table.py's TableModel: the semantics are the table's), in
+Amaranth's simulator with the cycle-accurate SDRAM model on its pins, whose timing assertions
+must never fire: direct and hashed tables, drops, timers, same-key bursts, a cache far smaller
+than the keys (evictions with write-back), random input gaps and output stalls, refresh under
+load. Broken hazard tracking and a controller that refreshes too seldom fail."""
+
+from __future__ import annotations
+
+import pathlib
+import random
+
+import pytest
+from test_hdl_partitioner import (
+    PAYLOAD_WIDTH,
+    STATE_WIDTH,
+    assert_matches_model,
+    mix_gateware,
+    simulate,
+)
+from test_hdl_table import TableModel, bursty_keys, random_tuples
+
+from nfacep.cli import main
+from nfacep.hdl.sdram.model import SDRAMModel, SDRAMTimingError
+from nfacep.hdl.sdram.sim import sdram_process
+from nfacep.hdl.sdram.store import SdramPartitioner
+from nfacep.hdl.sdram.timing import M12L16161A, SDRAMGeometry
+
+CLK = 100e6
+# the chip's figures with a short power-up and tREFI 1.5 us: a refresh every ~150 clocks
+TIMING = M12L16161A.with_(power_up_ns=300.0, init_refreshes=2, trefi_ns=1500.0)
+# a small chip (512 words), so that clearing it after reset is quick
+GEOMETRY = SDRAMGeometry(banks=2, rows=16, columns=16, width=32)
+
+
+def make_store(*, entries, ways, key_width, lines=4, **kwargs):
+    return SdramPartitioner(
+        key_shape=key_width,
+        payload_shape=PAYLOAD_WIDTH,
+        state_width=STATE_WIDTH,
+        result_shape=STATE_WIDTH,
+        entries=entries,
+        ways=ways,
+        update=mix_gateware,
+        geometry=GEOMETRY,
+        timing=TIMING,
+        clk_freq=CLK,
+        lines=lines,
+        **kwargs,
+    )
+
+
+def run_store(dut, tuples, **kwargs):
+    """The store's records for ``tuples`` with the SDRAM model on its pins. A timing violation
+    stops the model (the store runs on, reading nonsense) and is raised once the run ends."""
+    model = SDRAMModel(GEOMETRY, TIMING.cycles(CLK))
+    limit = 4000 + dut.clearing_words + 200 * len(tuples)
+    failures: list[AssertionError] = []
+    run = simulate(
+        dut,
+        tuples,
+        cycle_limit=limit,
+        processes=[sdram_process(model, dut.sdram, failures=failures)],
+        **kwargs,
+    )
+    if failures:
+        raise failures[0]
+    run.dut = dut
+    return run, model
+
+
+def check(tuples, *, entries, ways, key_width, timers=None, lines=4, **kwargs):
+    timers = timers or {}
+    dut = make_store(entries=entries, ways=ways, key_width=key_width, lines=lines, **timers)
+    reference = TableModel(entries=entries, ways=ways, key_width=key_width, **timers)
+    expected = reference.run(tuples)
+    run, model = run_store(dut, tuples, **kwargs)
+    assert_matches_model(run, expected)
+    assert run.tuples == len(tuples)
+    assert run.drops == reference.drops
+    return run, model, reference
+
+
+def test_direct_with_evictions_gaps_and_stalls():
+    rng = random.Random(1)
+    tuples = random_tuples(rng, [rng.randrange(64) for _ in range(120)])
+    run, model, _ = check(tuples, entries=64, ways=4, key_width=6, gap=0.2, stall=0.3)
+    assert run.dut.direct
+    assert model.counts["REFRESH"] > 3  # refreshes under load lost nothing
+    assert model.counts["WRITE"] > run.dut.clearing_words  # write-backs of dirty lines
+
+
+def test_hashed_drops_and_bursts():
+    """Keys of 12 bits in 16 buckets of 4 ways: full buckets drop; runs of one key and
+    alternating pairs hit lines that are still being fetched."""
+    rng = random.Random(2)
+    keys = bursty_keys(rng, 150, rng.sample(range(1 << 12), 90))
+    run, _, reference = check(random_tuples(rng, keys), entries=64, ways=4, key_width=12)
+    assert not run.dut.direct
+    assert reference.drops > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("tick", "bits"), [(3, 2), (1, 3)])
+def test_timers(tick, bits):
+    rng = random.Random(tick)
+    keys = bursty_keys(rng, 160, rng.sample(range(1 << 12), 100))
+    run, _, _ = check(
+        random_tuples(rng, keys),
+        entries=64,
+        ways=4,
+        key_width=12,
+        timers={"tick_tuples": tick, "timer_bits": bits},
+        stall=0.2,
+    )
+    assert run.dut.stamp_bits >= 48
+
+
+def test_long_output_stall_loses_nothing():
+    rng = random.Random(3)
+    tuples = random_tuples(rng, [rng.randrange(64) for _ in range(40)])
+    check(tuples, entries=64, ways=4, key_width=6, first_stall=600)
+
+
+def test_broken_hazard_tracking_fails():
+    """Taking a line that queued tuples still wait for gives them another bucket's entries."""
+    rng = random.Random(2)
+    keys = [rng.randrange(1 << 12) for _ in range(150)]
+    tuples = random_tuples(rng, keys)
+    expected = TableModel(entries=64, ways=4, key_width=12).run(tuples)
+    dut = make_store(entries=64, ways=4, key_width=12, hazard_tracking=False)
+    run, _ = run_store(dut, tuples)
+    with pytest.raises(AssertionError, match="tuple"):
+        assert_matches_model(run, expected)
+
+
+def test_refreshing_too_seldom_fails():
+    """A controller that waits twice tREFI between refreshes makes the model raise."""
+    slow = TIMING.cycles(CLK)
+    slow = slow.with_(trefi=2 * slow.trefi)
+    dut = make_store(entries=64, ways=4, key_width=6, controller={"cycles_override": slow})
+    rng = random.Random(4)
+    tuples = random_tuples(rng, [rng.randrange(64) for _ in range(200)])
+    with pytest.raises(SDRAMTimingError) as error:
+        run_store(dut, tuples)
+    assert error.value.rule == "tREFI"
+
+
+def test_addresses_spread_buckets_over_banks():
+    dut = make_store(entries=64, ways=4, key_width=12)
+    assert dut.line_words == 4
+    assert [dut.address(b, 0)[0] for b in range(4)] == [0, 1, 0, 1]
+    assert dut.address(3, 2) == (1, 0, 6)
+    seen = {dut.address(b, w) for b in range(dut.buckets) for w in range(dut.line_words)}
+    assert len(seen) == dut.buckets * dut.line_words
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"entries": 48, "ways": 4, "key_width": 6}, "power of two"),
+        ({"entries": 64, "ways": 4, "key_width": 12, "lines": 3}, "power of two"),
+        ({"entries": 4096, "ways": 4, "key_width": 16}, "more than its 512"),
+        ({"entries": 64, "ways": 128, "key_width": 12}, "must not exceed"),
+    ],
+)
+def test_bad_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make_store(**kwargs)
+
+
+QUERIES = pathlib.Path(__file__).resolve().parents[3] / "queries"
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["check", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
+        (["build", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
+        (["build", "--board", "colorlight-5a75b", "--link", "uart"], "the uart board top"),
+    ],
+)
+def test_commands_that_cannot_take_it_yet_say_so(tmp_path, monkeypatch, capsys, command, message):
+    """Only the UDP board top drives the chip (tests/test_udp_sdram.py)."""
+    monkeypatch.chdir(tmp_path)
+    name, *rest = command
+    query = str(QUERIES / "bruteforce.sql")
+    assert main([name, query, *rest, "--store", "sdram", "--partitions", "64"]) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,204 @@
+"""A query file's errors are reported together, in file order (docs/language.md, "Errors and
+warnings"): parsing goes on after a syntax error (at the next definition of DEFINE, else at the
+next ';'), the checker checks every query, clause and DEFINE on its own, and ``nfacep check``
+prints the first SHOWN_ERRORS errors with place and caret, then how many more; ``check --json``
+lists them all."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from nfacep import QueryError, QueryErrors, compile_text
+from nfacep.cli import main
+from nfacep.errors import SHOWN_ERRORS
+from nfacep.limits import MAX_ERRORS
+
+STREAM = "CREATE STREAM ticker (t UINT(32), symbol UINT(8), price UINT(16), ok BOOL);\n"
+
+#: A query ported from Flink: an unsupported MEASURES item on line 7, IS NULL on line 16.
+FLINK = (
+    STREAM
+    + """SELECT *
+FROM ticker
+    MATCH_RECOGNIZE (
+        PARTITION BY symbol
+        ORDER BY t
+        MEASURES AVG(B.price) AS avg_price
+        AFTER MATCH SKIP PAST LAST ROW
+        PATTERN (A B+ C)
+        DEFINE
+            -- as Flink's documentation writes it
+            A AS price > 10,
+            B AS
+                price < 15 OR
+                price = 20,
+            C AS price IS NULL
+    ) AS m;
+"""
+)
+
+
+def _check(tmp_path, capsys, text: str, *extra: str) -> tuple[int, str, str]:
+    path = tmp_path / "port.sql"
+    path.write_text(text)
+    code = main(["check", str(path), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err.replace(str(path), "port.sql")
+
+
+def _places(err: str) -> list[tuple[int, int]]:
+    return [(int(a), int(b)) for a, b in re.findall(r"^port\.sql:(\d+):(\d+): ", err, re.M)]
+
+
+def test_the_flink_port_reports_both_errors_line_7_first(tmp_path, capsys):
+    assert FLINK.splitlines()[6].strip().startswith("MEASURES")
+    assert "IS NULL" in FLINK.splitlines()[15]
+    code, _, err = _check(tmp_path, capsys, FLINK)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    assert [int(line.split(":")[1]) for line in lines] == [7, 16], err
+    assert "MEASURES" in lines[0] or "AVG" in lines[0]
+    assert "IS (NULL" in lines[1]
+    # each with its line and caret
+    assert err.count("^") == 2
+
+
+def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
+    text = (
+        STREAM
+        + "QUERY fine PATTERN (A) DEFINE A AS ok;\n"  # line 2
+        + "QUERY q2 PATTERN (A B) DEFINE A AS price LIKE 'x', B AS nosuch > 1;\n"  # line 3
+        + "QUERY q3 ORDER BY t PARTITION symbol PATTERN (A);\n"  # line 4
+        + "QUERY q4 PATTERN (A ^) DEFINE A AS price > 100000, B AS ok;\n"  # line 5
+        + "QUERY q5 PATTERN (A) DEFINE A AS price % 2 = 1\n"  # line 6
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(3, 42), (3, 57), (4, 21), (5, 21), (5, 44), (6, 40)], err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["string matching", "unknown field 'nosuch'", "PARTITION", "anchor", "does not fit", "'%'"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
+def test_one_condition_s_syntax_error_leaves_the_next_conditions_checked(tmp_path, capsys):
+    text = STREAM + (
+        "SELECT * FROM ticker MATCH_RECOGNIZE (\n"
+        "  PATTERN (A B C D)\n"
+        "  DEFINE A AS price IS NULL,\n"  # line 4: syntax
+        "         B AS (price > 1 AND nosuch < 2),\n"  # line 5: checker
+        "         C AS CASE WHEN ok THEN ok END,\n"  # line 6: syntax
+        "         D AS price > 70000\n"  # line 7: checker
+        ") AS m"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert [line for line, _ in _places(err)] == [4, 5, 6, 7], err
+
+
+def test_more_than_shown_are_counted_and_json_lists_them_all(tmp_path, capsys):
+    n = SHOWN_ERRORS + 5
+    text = STREAM + "".join(
+        f"QUERY q{i:02} PATTERN (A) DEFINE A AS f{i:02} > 1;\n" for i in range(n)
+    )
+    code, out, err = _check(tmp_path, capsys, text, "--json")
+    assert code == 2
+    assert _places(err) == [(2 + i, 35) for i in range(SHOWN_ERRORS)]
+    assert err.splitlines()[-1] == (
+        f"port.sql: and 5 more errors (the first {SHOWN_ERRORS} are shown; check --json lists "
+        "them all)"
+    )
+    doc = json.loads(out)
+    assert [(e["line"], e["column"]) for e in doc["errors"]] == [(2 + i, 35) for i in range(n)]
+    assert all(e["severity"] == "error" for e in doc["errors"])
+    assert doc["error"] == doc["errors"][0]
+    assert f"unknown field 'f{n - 1:02}'" in doc["errors"][-1]["message"]
+
+
+def test_reading_stops_after_max_errors(tmp_path, capsys):
+    text = STREAM + "".join(
+        f"QUERY q{i} PATTERN (A) DEFINE A AS price IS NULL;\n" for i in range(MAX_ERRORS + 30)
+    )
+    code, out, _ = _check(tmp_path, capsys, text, "--json")
+    assert code == 2
+    errors = json.loads(out)["errors"]
+    assert len(errors) == MAX_ERRORS + 1
+    assert [e["line"] for e in errors[:-1]] == list(range(2, MAX_ERRORS + 2))
+    assert (
+        errors[-1]["message"] == f"nfacep stopped reading the file here, after {MAX_ERRORS} errors"
+    )
+
+
+def test_checking_stops_after_max_errors(tmp_path, capsys):
+    text = STREAM + "QUERY q PATTERN (A) DEFINE A AS nosuch > 1;\n" * (MAX_ERRORS + 30)
+    code, out, _ = _check(tmp_path, capsys, text, "--json")
+    assert code == 2
+    errors = json.loads(out)["errors"]
+    assert len(errors) == MAX_ERRORS + 1
+    assert errors[-1]["line"] is None and "stopped checking" in errors[-1]["message"]
+
+
+def test_a_broken_stream_is_not_echoed_by_its_queries(tmp_path, capsys):
+    text = (
+        "CREATE STREAM s (t INT, price UINT(8));\n"  # INT without its width
+        "QUERY q PATTERN (A) DEFINE A AS price > 1 AND t IS NULL;\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(1, 20), (2, 49)], err  # no "unknown stream", no "unknown field"
+
+
+def test_warnings_stay_warnings(tmp_path, capsys):
+    text = STREAM + "QUERY q PATTERN (A) DEFINE A AS ok, B AS price > 1;\n"
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 0
+    assert "port.sql:2:37: warning: DEFINE B is never used" in err
+
+
+def test_the_single_error_api_is_the_first_error():
+    with pytest.raises(QueryError) as caught:
+        compile_text(STREAM + "QUERY q PATTERN (A) DEFINE A AS nosuch = 1", "one.sql")
+    assert type(caught.value) is QueryError
+    assert caught.value.errors == (caught.value,)
+    with pytest.raises(QueryErrors) as several:
+        compile_text(FLINK, "flink.sql")
+    err = several.value
+    assert isinstance(err, QueryError)
+    assert (err.line, err.filename) == (7, "flink.sql")
+    assert [e.line for e in err.errors] == [7, 16]
+    assert err.message == err.errors[0].message
+    assert str(err).count("flink.sql:") == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # many definitions, then errors in each of the last ones (recovered one by one)
+        "".join(f"A{i} AS price > 1, " for i in range(1500))
+        + "".join(f"B{i} AS price IS NULL, " for i in range(MAX_ERRORS + 10))
+        + "C AS ok",
+        # error after error in one condition, nothing to resume at in between
+        "A AS ok AND " + "(((" * 30 + "price ~ 1 " * 2000,
+        # the checker's errors in many definitions
+        "".join(f"A{i} AS nosuch{i} > 1, " for i in range(1500)) + "C AS ok",
+    ],
+    ids=["syntax errors after 1500 definitions", "one broken condition", "checker errors"],
+)
+def test_many_errors_are_reported_in_bounded_time(tmp_path, capsys, body):
+    """Reporting the errors of a hostile file takes about as long as checking a good one
+    of its size: no message looks back over the whole statement, no search starts over."""
+    text = STREAM + "QUERY q PATTERN (A0) DEFINE " + body
+    start = time.process_time()
+    code, out, _ = _check(tmp_path, capsys, text, "--json")
+    assert time.process_time() - start < 2.0  # CPU seconds, as tests/lang/test_hardening_query.py
+    assert code == 2
+    errors = json.loads(out)["errors"]
+    assert 1 <= len(errors) <= MAX_ERRORS + 1
+    assert all(e["line"] == 2 for e in errors[:-1])

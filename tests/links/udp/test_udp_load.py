@@ -1,0 +1,276 @@
+"""Queries loaded over UDP into a programmable board (boards/UDP.md, "Loading a query"):
+``nfacep run --udp`` sends its file's image first when another is in force, ``nfacep load``
+replaces the running query while a run streams, from the tuple it names, and refuses a file
+that does not fit before sending anything; against the software board
+(:class:`~nfacep.links.udp.model.UdpBoardModel` with ``--engine programmable``) on 127.0.0.1.
+The gateware's LOAD is checked against that board byte for byte in test_udp_one_model.py."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+
+import pytest
+from test_udp_host import serving
+
+from nfacep import compile_file
+from nfacep.cli import main
+from nfacep.image import image
+from nfacep.io import reader
+from nfacep.links.udp.model import UdpBoardModel
+from nfacep.params import default_engine
+from nfacep.reference.matcher import run_switched
+from nfacep.settings import ParamValues
+
+STREAM = "CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));\n"
+FIRST = (
+    STREAM
+    + """QUERY up FROM s PARTITION BY k
+PATTERN ( A B )
+DEFINE
+  A AS (v > 100)
+  B AS (v <= 100 AND hot);
+"""
+)
+SECOND = (
+    STREAM
+    + """QUERY down FROM s PARTITION BY k
+AFTER MATCH SKIP PAST LAST ROW
+PATTERN ( X Y )
+DEFINE
+  X AS (v < 50)
+  Y AS (v >= 50);
+"""
+)
+#: five states: more than the board's
+TOO_BIG = (
+    STREAM
+    + """QUERY long FROM s PARTITION BY k
+PATTERN ( A B C D E )
+DEFINE
+  A AS (v > 1)
+  B AS (v > 2)
+  C AS (v > 3)
+  D AS (v > 4)
+  E AS (v > 5);
+"""
+)
+CAPACITY = ("--states", "4", "--atoms", "4", "--queries", "2")
+N = 3000
+
+
+@pytest.fixture
+def files(tmp_path):
+    import random
+
+    rng = random.Random(28)
+    for name, text in (("first", FIRST), ("second", SECOND), ("big", TOO_BIG)):
+        (tmp_path / f"{name}.sql").write_text(text)
+    rows = [f"{rng.randrange(256)},{rng.choice(['true', 'false'])},{rng.randrange(16)}"]
+    rows += [
+        f"{rng.randrange(256)},{rng.choice(['true', 'false'])},{rng.randrange(16)}"
+        for _ in range(N - 1)
+    ]
+    (tmp_path / "data.csv").write_text("v,hot,k\n" + "\n".join(rows) + "\n")
+    return tmp_path
+
+
+@contextlib.contextmanager
+def programmable_board(query, values=None):
+    """The software board of a programmable engine (4 states, 4 atoms, 2 queries) for
+    ``query``'s stream declaration and key, on 127.0.0.1 (``values``: its runtime
+    parameters', as `serve` takes them: they change nothing)."""
+    nfa = compile_file(query)
+    params = dataclasses.replace(
+        default_engine(nfa), engine="programmable", states=4, atoms=4, queries=2
+    )
+    if values is not None:
+        values = ParamValues.parse(nfa.program.parameters, values)
+    model = UdpBoardModel(nfa, params, values=values)
+    with serving(model) as address:
+        yield model, address
+
+
+def _run(files, address, *more):
+    return main(
+        [
+            "run",
+            str(files / "first.sql"),
+            "--udp",
+            address,
+            "--input",
+            str(files / "data.csv"),
+            "--output",
+            str(files / "board.csv"),
+            *more,
+        ]
+    )
+
+
+def _pairs(text: str) -> list[tuple[int, int]]:
+    """(seq, partition) of each match of a match file."""
+    lines = text.splitlines()[1:]
+    return sorted((int(line.split(",")[0]), int(line.split(",")[2])) for line in lines)
+
+
+def test_run_sends_its_image_first(files, capsys):
+    """A board with no image in force: ``run`` loads its file's, then streams; the match file
+    is ``match``'s. A second run finds it in force and sends none."""
+    with programmable_board(files / "first.sql") as (model, address):
+        assert _run(files, address) == 0
+        assert "loaded the image" in capsys.readouterr().err
+        assert (
+            main(
+                [
+                    "match",
+                    str(files / "first.sql"),
+                    "--input",
+                    str(files / "data.csv"),
+                    "--output",
+                    str(files / "ref.csv"),
+                ]
+            )
+            == 0
+        )
+        assert (files / "board.csv").read_text() == (files / "ref.csv").read_text()
+        shape = model.images.shape
+        assert (
+            model.images.named.to_bytes(8, "little").hex()
+            == image(compile_file(files / "first.sql"), shape).fingerprint
+        )
+        assert _run(files, address) == 0
+        assert "loaded the image" not in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_load_mid_stream_equals_the_switch_reference(files, capsys):
+    """``nfacep load second.sql --at 2600`` from a second thread while ``run first.sql``
+    streams (paced: the load comes most of a second before its tuple): tuples before 2600 are
+    judged by the first file, the rest by the second from cleared states (the reference run
+    of the switch); none lost."""
+    at = 2600
+    with programmable_board(files / "first.sql") as (model, address):
+        host, port = address.rsplit(":", 1)
+        done = {}
+
+        def loader():
+            while model.taken() < 100:  # (the run is streaming)
+                threading.Event().wait(0.002)
+            done["code"] = main(
+                [
+                    "load",
+                    str(files / "second.sql"),
+                    "--udp",
+                    host,
+                    "--port",
+                    port,
+                    "--at",
+                    str(at),
+                    *CAPACITY,
+                ]
+            )
+            done["taken"] = model.taken()
+
+        thread = threading.Thread(target=loader, daemon=True)
+        thread.start()
+        assert _run(files, address, "--rate", "3000", "--tuples-per-packet", "20") == 0
+        thread.join(timeout=10)
+        assert done["code"] == 0 and done["taken"] < at
+        assert f"taken on the board at {address}, from tuple {at}" in capsys.readouterr().out
+    first, second = compile_file(files / "first.sql"), compile_file(files / "second.sql")
+    data = reader.read(str(files / "data.csv"), first.program.schema)
+    before, after = run_switched(first, second, data, at, default_engine(first))
+    want = sorted(
+        (int(s), int(p))
+        for result, nfa in ((before, first), (after, second))
+        for s, p in ((r.seq, r.partition) for r in result.records(nfa, data) if not r.dropped)
+    )
+    got = _pairs((files / "board.csv").read_text())
+    assert got == want
+    assert any(s < at for s, _ in got) and any(s >= at for s, _ in got)
+
+
+def test_load_refuses_a_file_that_does_not_fit_before_sending(files, capsys):
+    """A file with more states than the board's engine: exit 2 naming the capacity, and no
+    byte of a load reached the board (the query in force keeps running)."""
+    with programmable_board(files / "first.sql") as (model, address):
+        code = main(["load", str(files / "big.sql"), "--udp", address])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert "states: the queries need 5, the engine has 4" in err
+        assert model.images.named == 0 and not model.assembling
+        assert model.counters["bad_load"] == 0 and model.images.refused == 0
+
+
+def test_load_into_a_fixed_board_is_refused(files, capsys):
+    from nfacep.links.udp.model import UdpBoardModel as Model
+
+    nfa = compile_file(files / "first.sql")
+    model = Model(nfa, default_engine(nfa))
+    with serving(model) as address:
+        code = main(["load", str(files / "second.sql"), "--udp", address, "--timeout", "0.5"])
+    assert code == 2
+    assert "LOAD" in capsys.readouterr().err
+
+
+def test_load_from_another_host_than_the_sessions_says_why_it_may_have_no_answer(files, capsys):
+    """While a session from 127.0.0.2 is alive the board ignores LOAD from 127.0.0.1 (another
+    address on loopback): ``nfacep load`` times out, exit 2, with one line naming that cause
+    beside the others (unreachable, no programmable engine); the query in force is unchanged."""
+    import socket
+
+    from nfacep.links.udp.protocol import PacketType, packet
+
+    with programmable_board(files / "first.sql") as (model, address):
+        host, port = address.rsplit(":", 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as session_host:
+            session_host.bind(("127.0.0.2", 0))
+            session_host.settimeout(2)
+            session_host.sendto(packet(PacketType.RESET, session=7), (host, int(port)))
+            session_host.recv(65536)  # the board's STATUS: the session is open
+            assert model.open and model.peer[0] == "127.0.0.2"
+            code = main(["load", str(files / "second.sql"), "--udp", address, "--timeout", "0.3"])
+        err = capsys.readouterr().err
+        assert code == 2
+        (line,) = err.splitlines()
+        assert line.startswith(f"nfacep: no answer to LOAD from {address} within --timeout 0.3 s")
+        assert "takes loads only from its session host's address" in line
+        assert "unreachable" in line
+        assert model.counters["foreign"] > 0 and model.images.named == 0
+
+
+def test_run_with_runtime_parameters_puts_their_values_in_the_image(files, capsys):
+    """A file with runtime parameters: ``run --param`` makes the image with their values as
+    constants (no PARAMS packet); the match file is ``match --param``'s. A switch at a tuple
+    cannot be an image: refused before anything is sent (exit 2)."""
+    query = files / "limit.sql"
+    query.write_text(FIRST.replace("v > 100", "v > :lim").replace("v <= 100", "v <= :lim"))
+    args = ["--input", str(files / "data.csv")]
+    with programmable_board(query, ["lim=0"]) as (_, address):
+        out = files / "board.csv"
+        run = ["run", str(query), "--udp", address, *args, "--output", str(out)]
+        assert main([*run, "--param", "lim=90"]) == 0
+        ref = files / "ref.csv"
+        assert main(["match", str(query), *args, "--output", str(ref), "--param", "lim=90"]) == 0
+        assert out.read_text() == ref.read_text()
+        assert main([*run, "--param", "lim=90", "--param", "lim=20@100"]) == 2
+        assert "switched at a tuple" in capsys.readouterr().err
+
+
+def test_load_without_at_is_in_force_from_the_next_tuple(files, capsys):
+    """On a board at rest after a run: without ``--at`` the image is in force from the next
+    tuple the engine takes (the count STATUS shows), and ``nfacep load`` returns once it is in
+    force; a second run of the first file loads the first image back."""
+    with programmable_board(files / "first.sql") as (model, address):
+        assert _run(files, address) == 0
+        capsys.readouterr()
+        assert main(["load", str(files / "second.sql"), "--udp", address]) == 0
+        out = capsys.readouterr().out
+        second = compile_file(files / "second.sql")
+        fingerprint = image(second, model.images.shape).fingerprint
+        assert f"image {fingerprint}" in out and f"in force on the board at {address}" in out
+        assert f"from tuple {N}" in out
+        assert model.images.named.to_bytes(8, "little").hex() == fingerprint
+        assert _run(files, address) == 0
+        assert "loaded the image" in capsys.readouterr().err

@@ -1,0 +1,366 @@
+"""A stream matched in pieces reports what one pass over it reports (issue 15: 10^8 tuples in
+bounded memory).
+
+:class:`nfacep.reference.matcher.Matcher` carries, from one piece to the next, only what the engine
+keeps: each key's last admitted tuple (the partition store) and each partition's automaton
+state (a DFA state renumbered for the next piece's DFA, the NFA's active states, the latest
+start of each state and its ORDER BY value). Here pieces cut at random places are compared
+with one pass of the array operations (which never carry a state), and ``nfacep match
+--chunk N`` with the independent oracle and with a run in one piece.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import itertools
+import json
+import pathlib
+from unittest import mock
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from oracle import Query, render_query
+from strategies import queries, scenarios, streams
+from test_oracle_differential import (
+    FIELDS,
+    PARAM_DRAW,
+    PARAM_PREDICATES,
+    PARAM_STREAM,
+    capacity_and_timers,
+    check_against_oracle,
+    cli_settings,
+    timed,
+    windowed,
+)
+
+import nfacep
+from nfacep.cli import main
+from nfacep.io.tuples import Tuples
+from nfacep.params import EngineParams
+from nfacep.reference import loops
+from nfacep.reference import matcher as reference
+from nfacep.settings import ParamValues
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+QUERIES = ROOT / "queries"
+
+
+def columns_of(rows, nfa) -> dict[str, np.ndarray]:
+    """The stream's columns as the tuple reader gives them, from the oracle's rows."""
+    cols = {}
+    for f in nfa.program.schema.fields:
+        ty = type(f.type).__name__
+        values = [r[f.name] for r in rows]
+        if ty == "EnumType":
+            cols[f.name] = np.array([f.type.labels.index(v) for v in values], dtype=np.int64)
+        else:
+            dtype = {"BoolType": bool, "UIntType": np.uint64, "IntType": np.int64}[ty]
+            cols[f.name] = np.array(values, dtype=dtype)
+    return cols
+
+
+def in_pieces(nfa, columns, n, cuts, params=EngineParams(), values=None, engine="auto"):
+    """The matches and drops of the stream fed to one Matcher in the pieces ``cuts`` makes."""
+    m = reference.Matcher(nfa, params, values=values, engine=engine)
+    bounds = [0, *sorted(set(cuts)), n]
+    matches, drops = [], []
+    for a, b in itertools.pairwise(bounds):
+        if a == b:
+            continue
+        piece = Tuples({f: c[a:b] for f, c in columns.items()}, b - a)
+        r = m.feed(piece, last=b == n)
+        assert r.n == b - a
+        matches += r.matches
+        drops += r.drop_seqs
+    assert m.n == n
+    return matches, drops
+
+
+def one_pass(nfa, columns, n, params=EngineParams(), values=None):
+    r = reference.run(nfa, Tuples(columns, n), params, compiled=False, values=values)
+    return r.matches, r.drop_seqs
+
+
+def hardware(data, partitioned: bool) -> EngineParams:
+    """The pipeline with capacity and timers, or the table hashed into small buckets."""
+    (partitions, tick, bits), _ = capacity_and_timers(data, partitioned)
+    if partitioned and data.draw(st.booleans(), label="table"):
+        return EngineParams(
+            store="table",
+            partitions=4,
+            ways=data.draw(st.sampled_from([1, 2])),
+            tick_tuples=tick,
+            timer_bits=bits,
+        )
+    return EngineParams(partitions=partitions, tick_tuples=tick, timer_bits=bits)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(partitioned=st.booleans(), data=st.data())
+def test_pieces_equal_one_pass(partitioned, data):
+    """Random queries (windows, start_seq, both AFTER MATCH modes), random streams, capacity,
+    timers and both stores, cut into random pieces: the same matches, starts and drops as one
+    pass."""
+    if data.draw(st.booleans(), label="windows"):
+        _, text, ty = data.draw(windowed(partitioned, starts=True), label="queries")
+        rows = data.draw(timed(data.draw(streams(max_len=60, keys=6)), ty), label="rows")
+    else:
+        sc = data.draw(scenarios(partitioned), label="queries")
+        text, ty = sc.text, "UINT(16)"
+        rows = data.draw(streams(max_len=60, keys=6), label="rows")
+    nfa = nfacep.compile_text(text)
+    params = hardware(data, partitioned)
+    cols = columns_of(rows, nfa)
+    n = len(rows)
+    cuts = data.draw(st.lists(st.integers(0, n), max_size=6), label="cuts")
+    # the partitioner's model and the key codes by their compiled loops (long pieces), or by
+    # numpy (short ones)
+    helpers = 0 if data.draw(st.booleans(), label="compiled helpers") else loops.LOOPS_FROM
+    with mock.patch.object(loops, "LOOPS_FROM", helpers):
+        got = in_pieces(nfa, cols, n, cuts, params)
+    assert got == one_pass(nfa, cols, n, params), text
+
+
+@settings(max_examples=60, deadline=None)
+@given(partitioned=st.booleans(), data=st.data())
+def test_pieces_with_parameter_switches(partitioned, data):
+    """Runtime parameters switched at random tuples, which may fall in any piece."""
+    parts = [PARAM_STREAM]
+    for i in range(data.draw(st.integers(1, 2), label="queries")):
+        q = data.draw(queries(f"q{i}"))
+        defines = tuple((v, data.draw(st.sampled_from(PARAM_PREDICATES))) for v, _ in q.defines)
+        parts.append(
+            render_query(
+                Query(q.name, q.pattern, defines, q.skip), "s", "k" if partitioned else None
+            )
+        )
+    nfa = nfacep.compile_text("".join(parts))
+    rows = data.draw(streams(max_len=50, keys=4), label="rows")
+    rows = [
+        dict(
+            r,
+            v=data.draw(st.integers(0, 9)),
+            w=data.draw(st.integers(-6, 6)),
+            e=data.draw(st.sampled_from(["x", "y", "z"])),
+        )
+        for r in rows
+    ]
+    texts = []
+    for name in nfa.program.parameters:
+        texts.append(f"{name}={data.draw(PARAM_DRAW[name], label=name)}")
+        for at in data.draw(st.lists(st.integers(1, 60), max_size=3, unique=True), label="at"):
+            texts.append(f"{name}={data.draw(PARAM_DRAW[name], label=name)}@{at}")
+    values = ParamValues.parse(nfa.program.parameters, texts)
+    cols = columns_of(rows, nfa)
+    n = len(rows)
+    cuts = data.draw(st.lists(st.integers(0, n), max_size=5), label="cuts")
+    assert in_pieces(nfa, cols, n, cuts, values=values) == one_pass(nfa, cols, n, values=values)
+
+
+def test_a_later_piece_brings_new_symbols_and_smaller_keys():
+    """The first piece holds only some predicate vectors and keys 50..59; later ones bring
+    the other vectors and keys below, between and above (the key codes are numbered by first
+    appearance, the DFA of each piece by its own symbols)."""
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (k INT(16), a UINT(4));"
+        "QUERY q PARTITION k PATTERN (A B+ C) DEFINE A AS a = 1 B AS a = 2 C AS a = 3;"
+        "QUERY r PARTITION k AFTER MATCH SKIP PAST LAST ROW PATTERN (A C*) "
+        "DEFINE A AS a < 2 C AS a > 2"
+    )
+    rng = np.random.default_rng(5)
+    n = 3000
+    k = rng.integers(-300, 300, n)
+    k[:500] = rng.integers(50, 60, 500)
+    a = rng.integers(0, 4, n).astype(np.uint64)
+    a[:500] = rng.integers(1, 3, 500)  # no 0 or 3 in the first piece
+    cols = {"k": k, "a": a}
+    want = one_pass(nfa, cols, n)
+    assert len(want[0]) > 100
+    for engine in ("auto", "nfa"):
+        assert in_pieces(nfa, cols, n, [500, 501, 1700], engine=engine) == want
+
+
+def test_a_dfa_grown_too_large_hands_its_partitions_to_the_nfa(monkeypatch):
+    """When a later piece's symbols make the DFA exceed its limit, the partitions carry on in
+    the NFA from the states they stand in."""
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (k UINT(4), a UINT(4));"
+        "QUERY q PARTITION k PATTERN (A (B | C)* A D) "
+        "DEFINE A AS a < 8 B AS a > 4 C AS a < 3 D AS a = 3"
+    )
+    rng = np.random.default_rng(2)
+    n = 2000
+    a = rng.integers(0, 16, n).astype(np.uint64)
+    a[:700] = rng.choice([1, 3], 700)  # few symbols: a small DFA
+    cols = {"k": rng.integers(0, 5, n).astype(np.uint64), "a": a}
+    want = one_pass(nfa, cols, n)
+    m = reference.Matcher(nfa)
+    first = m.feed(Tuples({f: c[:700] for f, c in cols.items()}, 700))
+    assert first.engines == {"q": "dfa"}
+    monkeypatch.setattr(reference, "_MAX_DFA_STATES", len(m._queries[0].dfa.sets) + 1)
+    rest = m.feed(Tuples({f: c[700:] for f, c in cols.items()}, n - 700), last=True)
+    assert rest.engines == {"q": "nfa"}
+    assert (first.matches + rest.matches, first.drop_seqs + rest.drop_seqs) == want
+    assert len(want[0]) > 20
+
+
+def test_the_array_operations_take_one_piece_only():
+    nfa = nfacep.compile_text("CREATE STREAM s (a UINT(4)); QUERY q PATTERN (A) DEFINE A AS a = 1")
+    t = Tuples({"a": np.array([1, 2], dtype=np.uint64)}, 2)
+    with pytest.raises(ValueError, match="whole stream as one piece"):
+        reference.Matcher(nfa, compiled=False).feed(t)
+    m = reference.Matcher(nfa)
+    assert m.feed(t, last=True).matches == [(0, "q", None)]
+    with pytest.raises(ValueError, match="one piece"):
+        m.feed(t)
+
+
+# --------------------------------------------------------------------------------------------
+# nfacep match --chunk N
+
+
+def match(tmp_path, name, query, data, *options) -> pathlib.Path:
+    out = tmp_path / f"{name}.csv"
+    assert main(["match", str(query), "--input", str(data), "--output", str(out), *options]) == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    "query, options",
+    [
+        ("marathon", ["--store", "pipeline", "--partitions", "3", "--tick-tuples", "5"]),
+        (
+            "marathon",
+            [
+                "--store",
+                "table",
+                "--partitions",
+                "4",
+                "--ways",
+                "2",
+                "--tick-tuples",
+                "7",
+                "--timer-bits",
+                "2",
+            ],
+        ),
+        ("bruteforce", []),
+        ("fire", []),
+        ("supplychain", ["--param", "big=20000", "--param", "big=100@50"]),
+        ("vshape", []),
+    ],
+)
+def test_match_in_chunks_writes_the_same_files(tmp_path, query, options):
+    """The bundled queries on their tuple files, one tuple (or two, or three) at a time, and
+    from Parquet: the match file and the summary of one piece, byte for byte (the summary's
+    input name aside)."""
+    q, d = QUERIES / f"{query}.sql", QUERIES / f"{query}.csv"
+    whole = match(tmp_path, "whole", q, d, *options)
+    parquet = tmp_path / "t.parquet"
+    import pyarrow.csv as pacsv
+
+    pq.write_table(pacsv.read_csv(d), parquet)
+    for chunk in ("1", "2", "3"):
+        for src in (d, parquet):
+            got = match(tmp_path, f"c{chunk}{src.suffix}", q, src, "--chunk", chunk, *options)
+            assert filecmp.cmp(whole, got, shallow=False), (chunk, src)
+            a = json.loads(whole.with_suffix(".summary.json").read_text())
+            b = json.loads(got.with_suffix(".summary.json").read_text())
+            assert {**a, "input": None} == {**b, "input": None}
+
+
+@pytest.mark.slow
+@cli_settings(60)
+@given(partitioned=st.booleans(), chunk=st.integers(1, 7), data=st.data())
+def test_match_in_chunks_against_the_oracle(tmp_path, partitioned, chunk, data):
+    """``nfacep match --chunk N`` with random queries (windows, start_seq), capacity and
+    timers: what the oracle reports."""
+    qs, text, ty = data.draw(windowed(partitioned, starts=True), label="queries")
+    rows = data.draw(timed(data.draw(streams(max_len=30, keys=4)), ty), label="rows")
+    hw, options = capacity_and_timers(data, partitioned)
+    check_against_oracle(
+        tmp_path,
+        qs,
+        text,
+        rows,
+        partitioned,
+        [*options, "--chunk", str(chunk)],
+        hw,
+        fields=(*FIELDS, "ts"),
+    )
+
+
+def test_an_error_in_a_later_chunk_writes_nothing(tmp_path, capsys):
+    """A bad value, or an ORDER BY that goes back across two chunks, after some chunks were
+    matched: the error names the row, and no match file appears."""
+    q = tmp_path / "q.sql"
+    q.write_text(
+        "CREATE STREAM s (k UINT(8), t UINT(16), a UINT(4));"
+        "QUERY q PARTITION k ORDER BY t PATTERN (A B) WITHIN 5 "
+        "DEFINE A AS a = 1 B AS a = 2"
+    )
+    rows = [(i % 3, i, 1 + i % 2) for i in range(40)]
+    for name, bad in (("value", {30: (0, 30, 99)}), ("order", {20: (0, 3, 1)})):
+        t = tmp_path / f"{name}.csv"
+        t.write_text(
+            "k,t,a\n"
+            + "".join(f"{k},{tt},{a}\n" for k, tt, a in [bad.get(i, r) for i, r in enumerate(rows)])
+        )
+        out = tmp_path / f"{name}.out.csv"
+        assert main(["match", str(q), "--input", str(t), "--output", str(out), "--chunk", "4"]) != 0
+        err = capsys.readouterr().err
+        line = 32 if name == "value" else 22
+        assert f"row {line - 1} (line {line})" in err, err
+        assert not out.exists() and not out.with_suffix(".summary.json").exists()
+
+
+def test_chunk_must_be_a_positive_count(tmp_path, capsys):
+    for bad in ("0", "-3", "many"):
+        with pytest.raises(SystemExit) as e:
+            main(
+                [
+                    "match",
+                    str(QUERIES / "vshape.sql"),
+                    "--input",
+                    str(QUERIES / "vshape.csv"),
+                    "--output",
+                    str(tmp_path / "m.csv"),
+                    "--chunk",
+                    bad,
+                ]
+            )
+        assert e.value.code == 2
+        assert "--chunk" in capsys.readouterr().err
+
+
+def test_an_empty_input_in_chunks(tmp_path):
+    t = tmp_path / "t.csv"
+    t.write_text("k,p0,p1,p2\n")
+    q = tmp_path / "q.sql"
+    q.write_text(
+        "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL);QUERY q PATTERN (A) DEFINE A AS p0"
+    )
+    out = match(tmp_path, "m", q, t, "--chunk", "2")
+    assert out.read_text() == "seq,query,partition\n"
+    assert json.loads(out.with_suffix(".summary.json").read_text())["tuples"] == 0
+
+
+def test_parquet_folder_in_chunks(tmp_path):
+    """A folder of part files, cut across files: the same as its whole read."""
+    q = QUERIES / "marathon.sql"
+    d = QUERIES / "marathon.csv"
+    import pyarrow.csv as pacsv
+
+    table = pacsv.read_csv(d)
+    folder = tmp_path / "t.parquet"
+    folder.mkdir()
+    step = max(1, table.num_rows // 4)
+    for i, at in enumerate(range(0, table.num_rows, step)):
+        pq.write_table(table.slice(at, step), folder / f"part-{i}.parquet")
+    whole = match(tmp_path, "whole", q, d)
+    got = match(tmp_path, "folder", q, folder, "--chunk", "3")
+    assert filecmp.cmp(whole, got, shallow=False)
