@@ -182,7 +182,7 @@ QUERIES = pathlib.Path(__file__).resolve().parents[3] / "queries"
     ],
 )
 def test_commands_that_cannot_take_it_yet_say_so(tmp_path, monkeypatch, capsys, command, message):
-    """Only the UDP board top drives the chip (tests/test_udp_sdram.py)."""
+    """Only the UDP board top drives the chip (tests/links/udp/test_udp_sdram.py)."""
     monkeypatch.chdir(tmp_path)
     name, *rest = command
     query = str(QUERIES / "bruteforce.sql")

@@ -12,7 +12,7 @@ import pytest
 
 from nfacep.cli import main
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 MARATHON = ROOT / "queries" / "marathon.sql"
 BRUTEFORCE = ROOT / "queries" / "bruteforce.sql"
 BOARD = ("--board", "colorlight-5a75b", "--link", "udp", "--store", "sdram")
