@@ -42,6 +42,7 @@ from .nfa import (
 )
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
+from .sdram.fit import sdram_table, stored_state_width
 from .sdram.store import SdramPartitioner
 from .sdram.timing import ENGINE_SDRAM
 from .stream import StreamBuffer, StreamQueue
@@ -489,7 +490,7 @@ def store_update(nfa: Nfa):
             update.hint_width = window.size
             update.hints_ahead = True
 
-    return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
+    return payload_shape, stored_state_width(nfa), update
 
 
 def cycles_per_tuple(keyed: bool, params: EngineParams) -> int:
@@ -510,16 +511,21 @@ def partition_store(
     (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
     engine that uses it."""
     if params.store == "sdram":
-        try:
-            return SdramPartitioner(
-                entries=params.partitions,
-                ways=params.ways,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
-        except ValueError as err:  # the entries do not fit the chip
-            raise HardwareLimitError(f"--store sdram: {err}: use fewer --partitions") from None
+        sdram_table(  # the one check of the table's fit (HardwareLimitError), as commands make
+            key_width=Shape.cast(shapes["key_shape"]).width,
+            state_width=shapes["state_width"],
+            partitions=params.partitions,
+            ways=params.ways,
+            timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples,
+        )
+        return SdramPartitioner(
+            entries=params.partitions,
+            ways=params.ways,
+            timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples,
+            **shapes,
+        )
     if params.store == "table":
         return TablePartitioner(
             entries=params.partitions,
