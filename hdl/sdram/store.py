@@ -33,12 +33,17 @@ How it works (one clock domain, the controller's):
 - **Input and hazard tracking.** The tag check takes two stages: stage 1 (the tuple's
   bucket, after the CRC) reads its line's tag (the bucket the line holds, and whether it is
   valid) into stage 2, and stage 2 compares it with the tuple's bucket into stage 3, so
-  the multiplexer over the lines' tags and the comparison are on separate paths.
+  the multiplexer over the lines' tags and the comparison are on separate paths. (A line
+  holds buckets whose low bits are its index, so a tag is the bucket's other bits.)
   Only stage 3 changes tags, so a tag read stays true while its tuple waits; a line stage 3
-  gives away meanwhile is forwarded into the tag read, the tag held in stage 2 and the
-  comparison. Whether stage 3's line has users is a register too, loaded with what the
-  line's count will be after this clock. In stage 3, if the line holds the bucket (filled
-  or still being fetched) the tuple joins the queue for it. Otherwise, if the line has no
+  gives away in the clock of the read is registered beside it (not forwarded into the
+  read: the multiplexer goes straight into its register), and one it gives away in the
+  clock stage 2 hands its tuple on is forwarded into the comparison, made for both cases
+  before the allocation chooses. Stage 3 keeps the tag it found: the bucket a job writes
+  back. Stages 2 and 3 count their line's users themselves (read with the tag, then the
+  arrivals and departures applied as they come), so whether stage 3's line has users is a
+  register loaded without a choice among the lines. In stage 3, if the line holds the
+  bucket (filled or still being fetched) the tuple joins the queue for it. Otherwise, if the line has no
   users, it is given to the bucket at once (so a later tuple of the same bucket finds it and
   never fetches it again) and a *job* is queued: write the old bucket back if dirty, then
   read the new one. If the line has users the input waits (``i_stream.ready`` low) until
@@ -337,7 +342,8 @@ class SdramPartitioner(SdramTable, wiring.Component):
         u_bucket = Signal.like(s1_bucket, name="s2_bucket")
         u_now = Signal.like(s1_now, name="s2_now")
         u_line = Signal(line_bits, name="s2_line")
-        u_tag = Signal.like(s1_bucket, name="s2_tag")
+        # a line holds buckets whose low bits are its index: its tag is the bucket's high bits
+        u_tag = Signal(len(tags.bucket[0]), name="s2_tag")
         u_tag_valid = Signal(name="s2_tag_valid")
         line = s1_bucket[:line_bits] if self._lines > 1 else Const(0, 1)
         move3 = Signal(name="s3_move")
@@ -373,7 +379,7 @@ class SdramPartitioner(SdramTable, wiring.Component):
         tag = Signal.like(s1_bucket, name="s2_tag_now")
         tag_valid = Signal(name="s2_tag_now_valid")
         m.d.comb += [
-            tag.eq(Mux(given, given_bucket, u_tag)),
+            tag.eq(Mux(given, given_bucket, Cat(u_bucket[: tags.low], u_tag))),
             tag_valid.eq(given | u_tag_valid),
         ]
         holds = Signal(name="s2_holds")
@@ -700,7 +706,11 @@ class _LineTags:
 
     def __init__(self, m: Module, lines: int, bucket_bits: int, queue: int):
         self.lines = lines
-        self.bucket = Array(Signal(bucket_bits, name=f"line{i}_bucket") for i in range(lines))
+        #: the bucket a line holds is the line's index in its low bits: only the rest is kept
+        self.low = (lines - 1).bit_length()
+        self.bucket = Array(
+            Signal(bucket_bits - self.low, name=f"line{i}_bucket") for i in range(lines)
+        )
         self.valid = Array(Signal(name=f"line{i}_valid") for i in range(lines))
         self.filled = Array(Signal(name=f"line{i}_filled") for i in range(lines))
         self.dirty = Array(Signal(name=f"line{i}_dirty") for i in range(lines))
@@ -718,7 +728,7 @@ class _LineTags:
                 m.d.sync += self.users[i].eq(self.users[i] - 1)
             with m.If(allocate & (line == i)):
                 m.d.sync += [
-                    self.bucket[i].eq(bucket),
+                    self.bucket[i].eq(bucket[self.low :]),
                     self.valid[i].eq(1),
                     self.filled[i].eq(0),
                     self.dirty[i].eq(0),
