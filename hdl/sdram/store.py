@@ -43,13 +43,13 @@ How it works (one clock domain, the controller's):
   back. Stages 2 and 3 count their line's users themselves (read with the tag, then the
   arrivals and departures applied as they come), so whether stage 3's line has users is a
   register loaded without a choice among the lines. In stage 3, if the line holds the
-  bucket (filled or still being fetched) the tuple joins the queue for it. Otherwise, if the line has no
-  users, it is given to the bucket at once (so a later tuple of the same bucket finds it and
-  never fetches it again) and a *job* is queued: write the old bucket back if dirty, then
-  read the new one. If the line has users the input waits (``i_stream.ready`` low) until
-  they are done: a line is never taken from under a queued tuple. The tuple queue holds
-  ``queue`` tuples, so up to that many buckets are fetched at once, and the controller's
-  per-bank queues overlap them over the banks.
+  bucket (filled or still being fetched) the tuple joins the queue for it. Otherwise, if the
+  line has no users, it is given to the bucket at once (so a later tuple of the same bucket
+  finds it and never fetches it again) and a *job* is queued: write the old bucket back if
+  dirty, then read the new one. If the line has users the input waits (``i_stream.ready`` low)
+  until they are done: a line is never taken from under a queued tuple. The tuple queue holds
+  ``queue`` tuples, so up to that many buckets are fetched at once, and the controller's per-
+  bank queues overlap them over the banks.
 - **Fetch.** Jobs are done in order: the victim line is read from block RAM, its words are
   written to SDRAM, then the new bucket's words are requested; the controller answers reads in
   request order and keeps order within a bank (a bucket's write-back and its later fetch are
