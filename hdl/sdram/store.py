@@ -48,8 +48,8 @@ How it works (one clock domain, the controller's):
   finds it and never fetches it again) and a *job* is queued: write the old bucket back if
   dirty, then read the new one. If the line has users the input waits (``i_stream.ready`` low)
   until they are done: a line is never taken from under a queued tuple. The tuple queue holds
-  ``queue`` tuples, so up to that many buckets are fetched at once, and the controller's per-
-  bank queues overlap them over the banks.
+  ``queue`` tuples, so up to that many buckets are fetched at once, and the controller's
+  per-bank queues overlap them over the banks.
 - **Fetch.** Jobs are done in order: the victim line is read from block RAM, its words are
   written to SDRAM, then the new bucket's words are requested; the controller answers reads in
   request order and keeps order within a bank (a bucket's write-back and its later fetch are
@@ -367,8 +367,8 @@ class SdramPartitioner(SdramTable, wiring.Component):
                 u_bucket.eq(s1_bucket),
                 u_now.eq(s1_now),
                 u_line.eq(line),
-                u_tag.eq(tags.bucket[line]),
-                u_tag_valid.eq(tags.valid[line]),
+                u_tag.eq(tags.read(tags.bucket, line)),
+                u_tag_valid.eq(tags.read(tags.valid, line)),
                 given.eq(allocate & (t_line == line)),
                 given_bucket.eq(t_bucket),
             ]
@@ -420,7 +420,7 @@ class SdramPartitioner(SdramTable, wiring.Component):
         m.d.comb += u_users.eq(u_raw + u_in - u_out)
         with m.If(move2):
             m.d.sync += [
-                u_raw.eq(tags.users[line]),
+                u_raw.eq(tags.read(tags.users, line)),
                 u_in.eq(go & (t_line == line)),
                 u_out.eq(done & (head_line == line)),
             ]
@@ -715,6 +715,14 @@ class _LineTags:
         self.filled = Array(Signal(name=f"line{i}_filled") for i in range(lines))
         self.dirty = Array(Signal(name=f"line{i}_dirty") for i in range(lines))
         self.users = Array(Signal(range(queue + 2), name=f"line{i}_users") for i in range(lines))
+
+    @staticmethod
+    def read(values: Array, line: Value) -> Value:
+        """``values[line]`` as a tree of multiplexers on the line's bits (a word chosen among
+        them all), not a comparison of the line with every index: the input's read of its
+        line's tag and count, the store's longest path."""
+        width = len(values[0])
+        return Cat(*values).word_select(line, width) if width else Const(0, 0)
 
     def drive(self, m: Module, enter, leave, filled_line, filled) -> None:
         go, line, allocate, bucket = enter
