@@ -306,7 +306,7 @@ class SdramPartitioner(SdramTable, wiring.Component):
             new_job.line.eq(t_line),
             new_job.new.eq(t_bucket),
             new_job.old.eq(old),
-            new_job.write_back.eq(old_valid & tags.dirty[t_line]),
+            new_job.write_back.eq(old_valid & tags.read(tags.dirty, t_line)),
             jobs.w_en.eq(allocate),
         ]
         filled_line, filled = self._fetch(m, ctrl, jobs, job, victim_port, w_port, clearing)
@@ -645,7 +645,7 @@ class SdramPartitioner(SdramTable, wiring.Component):
             pay.fresh.eq(~hit & ~dropped),
         ]
         with m.FSM(name="head"):
-            with m.State("WAIT"), m.If(q.r_rdy & tags.filled[head.line]):
+            with m.State("WAIT"), m.If(q.r_rdy & tags.read(tags.filled, head.line)):
                 m.d.comb += head_port.en.eq(1)
                 m.next = "LOAD"
             with m.State("LOAD"):
