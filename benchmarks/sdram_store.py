@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The partition store in SDRAM (``--store sdram``, nfacep.hdl.sdram.store) against the
 number of distinct keys, in Amaranth's simulator with the cycle-accurate SDRAM model on its
-pins (every timing rule checked): sustained tuples per clock, and what that is at 100 MHz
-beside Gigabit Ethernet's line rate at every packet size.
+pins (every timing rule checked): sustained tuples per clock, row activations per tuple, and
+what that is at 100 MHz.
 
 The store is the engine's (the Colorlight 5A-75B's 1M x 32 SDRAM at 100 MHz, tREFI 15.625 us)
 with 2^20 entries indexed directly by a 20-bit key, an entry of one word (a 6-bit state: the
@@ -16,10 +16,8 @@ Clearing 2^20 entries after reset would take a million clocks (minutes in the si
 the store is built with ``clear=False`` and the model's chip reads zero where never written:
 the same as after the clearing, without simulating it.
 
-The line: a TUPLES packet of ``p`` tuples of ``b`` bytes is a frame of ``max(54 + p b + 4,
-64)`` bytes, and 1 Gb/s carries ``10^9 / 8 / (frame + 20)`` frames a second
-(``nfacep.sim.udp.line_limit``): the tuples/s the store must sustain to keep up with the line
-at that packet size. Two tuple sizes: marathon's (11 bytes) and the paper's 16.
+Against Gigabit Ethernet's line, through the whole engine simulated natively and beside the
+table store: ``sdram_throughput.py``.
 
 With ``--build`` the store alone (2^20 entries, on the board's SDRAM pins, fed by an LFSR)
 goes through Yosys and nextpnr for the Colorlight 5A-75B's LFE5U-25F instead: LUTs,
@@ -50,8 +48,6 @@ from nfacep.hdl.sdram.model import SDRAMModel
 from nfacep.hdl.sdram.sim import sdram_process
 from nfacep.hdl.sdram.store import SdramPartitioner
 from nfacep.hdl.sdram.timing import ENGINE_SDRAM
-from nfacep.links.udp.host import max_tuples_per_packet
-from nfacep.sim.udp import line_limit
 
 KEY_BITS = 20
 STATE_WIDTH = 6
@@ -165,17 +161,6 @@ class _Top(Elaboratable):
         return m
 
 
-def line_table() -> list[tuple[int, int, int, float]]:
-    """(tuple bytes, tuples a packet, frame bytes, tuples/s the line carries)."""
-    rows = []
-    for tb in (11, 16):
-        most = max_tuples_per_packet(tb)
-        for per in [p for p in (1, 2, 4, 8, 16, 32, 64) if p < most] + [most]:
-            frame = max(54 + per * tb + 4, 64)
-            rows.append((tb, per, frame, per * line_limit(frame)))
-    return rows
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tuples", type=int, default=3000, help="tuples a point (after warm-up)")
@@ -185,7 +170,7 @@ def main() -> None:
     ap.add_argument(
         "--keys",
         default="1000,10000,100000,1000000",
-        help="distinct keys of each point, comma-separated (the line table needs 1000000)",
+        help="distinct keys of each point, comma-separated",
     )
     ap.add_argument("--build", action="store_true", help="only Yosys/nextpnr on the LFE5U-25F")
     args = ap.parse_args()
@@ -201,28 +186,17 @@ def main() -> None:
     print(
         f"{'keys':>9} {'keys drawn':>10} {'tuples/clock':>12} {'M tuples/s':>10} {'ACT/tuple':>9}"
     )
-    worst = None
     for distinct in (int(k) for k in args.keys.split(",")):
         for kind in ("uniform", "zipf"):
             keys = keys_for(kind, distinct, args.warmup + args.tuples, seed=distinct)
             start = time.time()
             r = run(keys, args.warmup, lines=args.lines, queue=args.queue)
             rate = r["per_clock"] * ENGINE_SDRAM.clk_freq
-            if distinct == 1_000_000 and kind == "uniform":
-                worst = rate
             print(
                 f"{distinct:>9,} {kind:>10} {r['per_clock']:>12.3f} {rate / 1e6:>10.2f} "
                 f"{r['activates']:>9.2f}   ({time.time() - start:.0f} s)",
                 flush=True,
             )
-    if worst is None:
-        return
-    print(f"\nGbE line rate against the worst case (uniform over 10^6 keys: {worst / 1e6:.2f} M/s)")
-    print(
-        f"{'tuple B':>7} {'per pkt':>7} {'frame B':>7} {'line tuples/s':>13} {'store / line':>12}"
-    )
-    for tb, per, frame, limit in line_table():
-        print(f"{tb:>7} {per:>7} {frame:>7} {limit:>13,.0f} {worst / limit:>12.0%}")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from .nfa import (
 )
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
+from .sdram.fit import sdram_table, stored_state_width
 from .sdram.store import SdramPartitioner
 from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
 from .stream import StreamBuffer, StreamQueue
@@ -502,7 +503,7 @@ def store_update(nfa: Nfa):
             update.hint_width = window.size
             update.hints_ahead = True
 
-    return payload_shape, nfa_bits + (0 if kept is None else kept.size), update
+    return payload_shape, stored_state_width(nfa), update
 
 
 def cycles_per_tuple(keyed: bool, params: EngineParams) -> int:
@@ -524,6 +525,14 @@ def partition_store(
     engine that uses it; ``sdram``: the SDRAM store's chip and clock, and the clocks the
     board's I/O registers add to a read (:meth:`Engine.use_sdram`)."""
     if params.store == "sdram":
+        sdram_table(  # the one check of the table's fit (HardwareLimitError), as commands make
+            key_width=Shape.cast(shapes["key_shape"]).width,
+            state_width=shapes["state_width"],
+            partitions=params.partitions,
+            ways=params.ways,
+            timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples,
+        )
         setup, read_delay = sdram
         try:
             return SdramPartitioner(

@@ -21,7 +21,7 @@ from .bram import RegisteredBank, dp16kd_blocks, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
 
-__all__ = ["BREAK_FORWARDING", "TablePartitioner"]
+__all__ = ["BREAK_FORWARDING", "TableGeometry", "TablePartitioner"]
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -35,7 +35,83 @@ UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike,
 BREAK_FORWARDING: str | None = None
 
 
-class TablePartitioner(wiring.Component):
+class TableGeometry:
+    """The geometry of a table of partitions, one definition for the stores that keep them as
+    the table does (:class:`TablePartitioner` in block RAM,
+    :class:`~nfacep.hdl.sdram.store.SdramPartitioner` in SDRAM): ``entries`` entries (a power
+    of two) for keys of ``key_shape``, each with a state of ``state_width`` bits; **direct**
+    when the key is narrow enough to index the entries (only the ``2**w`` it can address are
+    kept), else **hashed**: ``entries / ways`` buckets of ``ways`` entries, a key's bucket
+    the low bits of its CRC-32 (:attr:`crc_parameters`). A store sets ``_stamp_bits`` (0
+    without timers), which the entry's layout includes. Raises ValueError for arguments out
+    of range."""
+
+    _stamp_bits = 0
+
+    def __init__(self, *, key_shape: ShapeLike, state_width: int, entries: int, ways: int):
+        key_width = Shape.cast(key_shape).width
+        if not isinstance(state_width, int) or state_width < 0:
+            raise ValueError(f"State width must be a non-negative integer, not {state_width!r}")
+        for name, value in (("Entries", entries), ("Ways", ways)):
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name} must be a positive power of two, not {value!r}")
+        if ways > entries:
+            raise ValueError(f"Ways ({ways}) must not exceed entries ({entries})")
+        if key_width < 1:
+            raise ValueError("The key must be at least one bit wide")
+        self._key_shape, self._key_width = key_shape, key_width
+        self._state_width = state_width
+        self._entries, self._ways = entries, ways
+        self._direct = key_width <= (entries - 1).bit_length()
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def ways(self) -> int:
+        return self._ways
+
+    @property
+    def direct(self) -> bool:
+        """Whether keys index the table directly (no tags, no drops)."""
+        return self._direct
+
+    @property
+    def addressed(self) -> int:
+        """Entries a key can reach: ``2**w`` direct, else all of them."""
+        return (1 << self._key_width) if self._direct else self._entries
+
+    @property
+    def buckets(self) -> int:
+        """Hashed, the buckets of ``ways`` entries; direct, one per entry a key addresses."""
+        return self.addressed if self._direct else self._entries // self._ways
+
+    @property
+    def stamp_bits(self) -> int:
+        """Bits of each entry's tick stamp (0 without timers)."""
+        return self._stamp_bits
+
+    @property
+    def entry_layout(self) -> data.StructLayout:
+        """One entry: valid, the key as tag (hashed only), the state vector, the tick stamp
+        (with timers only)."""
+        return data.StructLayout(
+            {
+                "valid": 1,
+                "tag": 0 if self._direct else self._key_width,
+                "state": self._state_width,
+                "stamp": self._stamp_bits,
+            }
+        )
+
+    @property
+    def crc_parameters(self) -> crc.Parameters:
+        """The bucket hash: CRC-32 over the key's ``ceil(w / 8)`` bytes as one word."""
+        return crc.catalog.CRC32_ISO_HDLC(data_width=8 * ((self._key_width + 7) // 8))
+
+
+class TablePartitioner(TableGeometry, wiring.Component):
     """Stream partitioner over a table in block RAM (``--store table``), with timers.
 
     The table has ``entries`` entries (a power of two, ``E``) and for every input tuple produces
@@ -189,18 +265,11 @@ class TablePartitioner(wiring.Component):
         counter_width: int = 32,
         copies: bool | None = None,
     ):
-        key_width = Shape.cast(key_shape).width
+        TableGeometry.__init__(
+            self, key_shape=key_shape, state_width=state_width, entries=entries, ways=ways
+        )
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
-        if not isinstance(state_width, int) or state_width < 0:
-            raise ValueError(f"State width must be a non-negative integer, not {state_width!r}")
-        for name, value in (("Entries", entries), ("Ways", ways)):
-            if not isinstance(value, int) or value < 1 or value & (value - 1):
-                raise ValueError(f"{name} must be a positive power of two, not {value!r}")
-        if ways > entries:
-            raise ValueError(f"Ways ({ways}) must not exceed entries ({entries})")
-        if key_width < 1:
-            raise ValueError("The key must be at least one bit wide")
         check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not isinstance(sweep_every, int) or sweep_every < 1:
             raise ValueError(f"Sweep period must be a positive integer, not {sweep_every!r}")
@@ -211,13 +280,8 @@ class TablePartitioner(wiring.Component):
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
 
-        self._key_shape = key_shape
-        self._key_width = key_width
         self._payload_shape = payload_shape
-        self._state_width = state_width
         self._result_shape = result_shape
-        self._entries = entries
-        self._ways = ways
         self._update = update
         self._registered = bool(registered)
         self._read_stages = read_stages if self._registered else 1
@@ -226,16 +290,12 @@ class TablePartitioner(wiring.Component):
         self._tick_tuples = tick_tuples
         self._sweep_every = sweep_every
 
-        index_bits = (entries - 1).bit_length()
-        self._direct = key_width <= index_bits
         if self._direct:
-            used = 1 << key_width
-            self._banks = min(ways, used)
-            self._rows = used // self._banks
+            self._banks = min(ways, self.addressed)
+            self._rows = self.addressed // self._banks
         else:
             self._banks = ways
-            self._rows = entries // ways
-        self._stamp_bits = 0
+            self._rows = self.buckets
         if tick_tuples:
             # any R = rows * banks consecutive sweep steps span at most R * sweep_every tuples,
             # so at most D ticks: a stamp of S bits with 2**S >= M + D never wraps unseen
@@ -245,7 +305,9 @@ class TablePartitioner(wiring.Component):
 
         self._port_copies(copies)
 
-        super().__init__(store_signature(key_shape, payload_shape, result_shape, counter_width))
+        wiring.Component.__init__(
+            self, store_signature(key_shape, payload_shape, result_shape, counter_width)
+        )
 
     def _port_copies(self, copies: bool | None) -> None:
         """Whether the banks' ports are copied beside each block, and whether the stamp is
@@ -264,19 +326,6 @@ class TablePartitioner(wiring.Component):
         self._split_stamp = self._copies and self._tick_tuples > 0 and self._read_stages == 5
 
     @property
-    def entries(self) -> int:
-        return self._entries
-
-    @property
-    def ways(self) -> int:
-        return self._ways
-
-    @property
-    def direct(self) -> bool:
-        """Whether keys index the table directly (no tags, no drops)."""
-        return self._direct
-
-    @property
     def banks(self) -> int:
         """Block-RAM banks (memories) built: the ways, or the direct table's interleave."""
         return self._banks
@@ -290,11 +339,6 @@ class TablePartitioner(wiring.Component):
     def timers(self) -> bool:
         """Whether entries age (``tick_tuples > 0``): a stamp per entry and the aging sweep."""
         return self._tick_tuples > 0
-
-    @property
-    def stamp_bits(self) -> int:
-        """Bits of each entry's tick stamp (0 without timers)."""
-        return self._stamp_bits
 
     @property
     def sweep_every(self) -> int:
@@ -313,24 +357,6 @@ class TablePartitioner(wiring.Component):
         with the banks' port copies (a write lands an edge later; the read address copy delays
         the read and the operation alike)."""
         return self._read_stages + self._copies - (BREAK_FORWARDING == "oldest write")
-
-    @property
-    def entry_layout(self) -> data.StructLayout:
-        """One entry of a bank: valid, the key as tag (hashed only), the state vector, the tick
-        stamp (with timers only)."""
-        return data.StructLayout(
-            {
-                "valid": 1,
-                "tag": 0 if self._direct else self._key_width,
-                "state": self._state_width,
-                "stamp": self._stamp_bits,
-            }
-        )
-
-    @property
-    def crc_parameters(self) -> crc.Parameters:
-        """The bucket hash: CRC-32 over the key's ``ceil(w / 8)`` bytes as one word."""
-        return crc.catalog.CRC32_ISO_HDLC(data_width=8 * ((self._key_width + 7) // 8))
 
     def elaborate(self, platform):
         m = Module()

@@ -14,10 +14,11 @@ the table store (``--store table``), sized so that a partition key of up to
 :data:`MIN_ENTRIES`), a wider key hashed into :data:`HASHED_ENTRIES` entries of ``--ways``
 buckets; a query without PARTITION gets the smallest engine (a one-entry table). Options given
 on the command line win; ``--store sdram`` alone gets the same sizing with the SDRAM's limits
-(:data:`SDRAM_KEY_BITS`, :data:`SDRAM_ENTRIES`); ``--store pipeline`` alone gets the swap
-pipeline with :class:`EngineParams`' own ``--partitions`` (256). :class:`EngineParams`' field
-defaults are those of the values the query does not decide (timers, ways) and of an engine built
-through the Python API without a query.
+(:data:`SDRAM_KEY_BITS`, :data:`SDRAM_ENTRIES`), halved until the table fits the chip (an
+entry of a wide key or with timers takes more than one word); ``--store pipeline`` alone gets
+the swap pipeline with :class:`EngineParams`' own ``--partitions`` (256). :class:`EngineParams`'
+field defaults are those of the values the query does not decide (timers, ways) and of an
+engine built through the Python API without a query.
 
 Whether the queries fit one engine (the limits of :mod:`nfacep.limits`) is :func:`check_fits`.
 """
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DIRECT_KEY_BITS",
     "ENGINES",
+    "ENGINE_FIT",
     "HASHED_ENTRIES",
     "MIN_ENTRIES",
     "PROGRAMMABLE",
@@ -114,9 +116,13 @@ MIN_ENTRIES = 256
 #: board's block RAM holds, up to this).
 HASHED_ENTRIES = 1 << 16
 #: ``--store sdram`` alone is sized the same way, with the SDRAM's limits: a key of up to this
-#: many bits indexes it directly, a wider one is hashed into this many entries.
+#: many bits indexes it directly, a wider one is hashed into this many entries (each at most:
+#: fewer when the table would not fit the chip).
 SDRAM_KEY_BITS = 20
 SDRAM_ENTRIES = 1 << 20
+#: The entry-point group of the checks that an engine's store fits its memory
+#: (``check(nfa, engine)``, raising HardwareLimitError): the gateware's, for --store sdram.
+ENGINE_FIT = "nfacep.engine_fit"
 #: The options that choose the partition store and its size: :func:`default_engine` decides
 #: those not given.
 STORE_OPTIONS = ("store", "partitions", "ways")
@@ -418,7 +424,8 @@ def default_engine(nfa: Nfa, given: dict[str, Any] | None = None) -> EngineParam
     """The engine every command models or builds for the queries of ``nfa`` (the module's
     description): the parameters ``given`` (by name, :func:`given`), the others chosen for the
     partition key. ``build`` fits it to a board (:func:`nfacep.boards.defaults.board_engine`).
-    Raises as :class:`EngineParams` does for a combination it cannot build."""
+    Raises as :class:`EngineParams` does for a combination it cannot build, and with
+    ``--store sdram`` for a table the chip cannot hold (:func:`_sdram_fitted`)."""
     given = dict(given or {})
     store = given.get("store", "table")
     if store not in TABLE_STORES:
@@ -437,7 +444,32 @@ def default_engine(nfa: Nfa, given: dict[str, Any] | None = None) -> EngineParam
         entries = given.get("partitions", hashed)
     if "ways" not in given and entries < ways:
         ways = entries  # a small table given with --partitions: one bucket
-    return EngineParams(**{**given, "store": store, "partitions": entries, "ways": ways})
+    result = EngineParams(**{**given, "store": store, "partitions": entries, "ways": ways})
+    if store == "sdram" and result.engine == "fixed":
+        return _sdram_fitted(nfa, result, sized="partitions" not in given)
+    return result
+
+
+def _sdram_fitted(nfa: Nfa, engine: EngineParams, *, sized: bool) -> EngineParams:
+    """``engine`` (``--store sdram``) if its table fits the SDRAM, else, when its entries were
+    chosen here (``sized``), the largest power of two of them that does. Whether it fits
+    depends on the query's key and state, which the gateware knows: its check (the one the
+    engine makes, :func:`nfacep.hdl.sdram.fit.check_engine`) is found through the entry
+    points of :data:`ENGINE_FIT`, and raises :class:`~nfacep.errors.HardwareLimitError`, so
+    that every command refuses what the engine would. Without the gateware installed nothing
+    is checked (and no engine can be built)."""
+    from importlib import metadata
+
+    checks = [ep.load() for ep in metadata.entry_points(group=ENGINE_FIT)]
+    while True:
+        try:
+            for check in checks:
+                check(nfa, engine)
+            return engine
+        except HardwareLimitError:
+            if not sized or engine.partitions <= engine.ways:
+                raise
+            engine = dataclasses.replace(engine, partitions=engine.partitions // 2)
 
 
 def from_args(

@@ -33,16 +33,21 @@ How it works (one clock domain, the controller's):
 - **Input and hazard tracking.** The tag check takes two stages: stage 1 (the tuple's
   bucket, after the CRC) reads its line's tag (the bucket the line holds, and whether it is
   valid) into stage 2, and stage 2 compares it with the tuple's bucket into stage 3, so
-  the multiplexer over the lines' tags and the comparison are on separate paths.
+  the multiplexer over the lines' tags and the comparison are on separate paths. (A line
+  holds buckets whose low bits are its index, so a tag is the bucket's other bits.)
   Only stage 3 changes tags, so a tag read stays true while its tuple waits; a line stage 3
-  gives away meanwhile is forwarded into the tag read, the tag held in stage 2 and the
-  comparison. Whether stage 3's line has users is a register too, loaded with what the
-  line's count will be after this clock. In stage 3, if the line holds the bucket (filled
-  or still being fetched) the tuple joins the queue for it. Otherwise, if the line has no
-  users, it is given to the bucket at once (so a later tuple of the same bucket finds it and
-  never fetches it again) and a *job* is queued: write the old bucket back if dirty, then
-  read the new one. If the line has users the input waits (``i_stream.ready`` low) until
-  they are done: a line is never taken from under a queued tuple. The tuple queue holds
+  gives away in the clock of the read is registered beside it (not forwarded into the
+  read: the multiplexer goes straight into its register), and one it gives away in the
+  clock stage 2 hands its tuple on is forwarded into the comparison, made for both cases
+  before the allocation chooses. Stage 3 keeps the tag it found: the bucket a job writes
+  back. Stages 2 and 3 count their line's users themselves (read with the tag, then the
+  arrivals and departures applied as they come), so whether stage 3's line has users is a
+  register loaded without a choice among the lines. In stage 3, if the line holds the
+  bucket (filled or still being fetched) the tuple joins the queue for it. Otherwise, if the
+  line has no users, it is given to the bucket at once (so a later tuple of the same bucket
+  finds it and never fetches it again) and a *job* is queued: write the old bucket back if
+  dirty, then read the new one. If the line has users the input waits (``i_stream.ready`` low)
+  until they are done: a line is never taken from under a queued tuple. The tuple queue holds
   ``queue`` tuples, so up to that many buckets are fetched at once, and the controller's
   per-bank queues overlap them over the banks.
 - **Fetch.** Jobs are done in order: the victim line is read from block RAM, its words are
@@ -66,22 +71,93 @@ queued tuples then find another bucket's entries, and the tests see it.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value
-from amaranth.lib import crc, data, fifo, wiring
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
 from ..partitioner import check_store_arguments, store_signature
 from ..stream import StreamBuffer
+from ..table import TableGeometry
 from .controller import SDRAMController, pins_signature
 from .timing import ENGINE_SDRAM, SDRAMCycles, SDRAMGeometry, SDRAMTiming
 
-__all__ = ["STAMP_BITS", "SdramPartitioner"]
+__all__ = ["STAMP_BITS", "SdramPartitioner", "SdramTable"]
 
 #: The least width of a stamp: ticks stored modulo 2**48 (see the module's docstring).
 STAMP_BITS = 48
 
 
-class SdramPartitioner(wiring.Component):
+class SdramTable(TableGeometry):
+    """Where a table of partitions lies in SDRAM: the table's geometry
+    (:class:`~nfacep.hdl.table.TableGeometry`), each bucket one line of consecutive words in
+    one row of ``geometry``. What :class:`SdramPartitioner` builds, and all a command needs to
+    know whether a table fits the chip: raises ValueError when it does not (or for arguments
+    out of range), naming the words it needs.
+
+    Parameters
+    ----------
+    key_shape, state_width, entries, ways, timer_bits, tick_tuples
+        As for :class:`SdramPartitioner`.
+    geometry : :class:`~nfacep.hdl.sdram.timing.SDRAMGeometry`
+        The chip.
+    """
+
+    def __init__(
+        self,
+        *,
+        key_shape: ShapeLike,
+        state_width: int,
+        entries: int,
+        ways: int,
+        timer_bits: int = 4,
+        tick_tuples: int = 0,
+        geometry: SDRAMGeometry = ENGINE_SDRAM.geometry,
+    ):
+        super().__init__(key_shape=key_shape, state_width=state_width, entries=entries, ways=ways)
+        self.geometry = geometry
+        # direct: one entry per bucket, the key its index; only the 2**w a key can address
+        self._line_entries = 1 if self._direct else ways
+        self._stamp_bits = max(STAMP_BITS, timer_bits + 1) if tick_tuples else 0
+        self._entry_words = max(1, -(-self.entry_layout.size // geometry.width))
+        self._line_words = self._line_entries * self._entry_words
+        self._line_span = 1 << (self._line_words - 1).bit_length()  # words a line's address takes
+        if self._line_span > geometry.columns:
+            raise ValueError(
+                f"a bucket of {self._line_words} words does not fit a row of "
+                f"{geometry.columns} columns"
+            )
+        if self.clearing_words > geometry.words:
+            raise ValueError(
+                f"{self.buckets} buckets of {self._line_span} words need "
+                f"{self.clearing_words} words of SDRAM, more than its {geometry.words}"
+            )
+
+    @property
+    def entry_words(self) -> int:
+        """SDRAM words of one entry."""
+        return self._entry_words
+
+    @property
+    def line_words(self) -> int:
+        """SDRAM words of one bucket (all its ways)."""
+        return self._line_words
+
+    @property
+    def clearing_words(self) -> int:
+        """Words the table takes in SDRAM (every bucket's line, rounded up to a power of two):
+        what the store writes after reset before it takes the first tuple."""
+        return self.buckets * self._line_span
+
+    def address(self, bucket: int, word: int) -> tuple[int, int, int]:
+        """(bank, row, column) of ``word`` of ``bucket``'s line (what the store's
+        ``_address`` builds)."""
+        g = self.geometry
+        bank = bucket % g.banks
+        linear = (bucket // g.banks) * self._line_span + word
+        return bank, linear // g.columns, linear % g.columns
+
+
+class SdramPartitioner(SdramTable, wiring.Component):
     """Stream partitioner over a table in SDRAM (``--store sdram``); see the module docstring.
 
     Parameters
@@ -137,79 +213,38 @@ class SdramPartitioner(wiring.Component):
         hazard_tracking: bool = True,
         clear: bool = True,
     ):
-        key_width = Shape.cast(key_shape).width
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
-        if not isinstance(state_width, int) or state_width < 0:
-            raise ValueError(f"State width must be a non-negative integer, not {state_width!r}")
-        for name, value in (("Entries", entries), ("Ways", ways), ("Lines", lines)):
-            if not isinstance(value, int) or value < 1 or value & (value - 1):
-                raise ValueError(f"{name} must be a positive power of two, not {value!r}")
-        if ways > entries:
-            raise ValueError(f"Ways ({ways}) must not exceed entries ({entries})")
-        if key_width < 1:
-            raise ValueError("The key must be at least one bit wide")
+        if not isinstance(lines, int) or lines < 1 or lines & (lines - 1):
+            raise ValueError(f"Lines must be a positive power of two, not {lines!r}")
         if not isinstance(queue, int) or queue < 1:
             raise ValueError(f"Queue must be a positive integer, not {queue!r}")
         check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
-        self._key_shape, self._key_width = key_shape, key_width
+        SdramTable.__init__(
+            self,
+            key_shape=key_shape,
+            state_width=state_width,
+            entries=entries,
+            ways=ways,
+            timer_bits=timer_bits,
+            tick_tuples=tick_tuples,
+            geometry=geometry,
+        )
         self._payload_shape, self._result_shape = payload_shape, result_shape
-        self._state_width, self._update = state_width, update
-        self._entries, self._ways = entries, ways
+        self._update = update
         self._timer_bits, self._tick_tuples = timer_bits, tick_tuples
         self._counter_width = counter_width
-        self.geometry, self.timing, self.clk_freq = geometry, timing, clk_freq
+        self.timing, self.clk_freq = timing, clk_freq
         self._controller_args = dict(controller or {})
         self._queue = queue
         self._hazard_tracking = hazard_tracking
         self._clear_after_reset = clear
-
-        self._direct = key_width <= (entries - 1).bit_length()
-        # direct: one entry per bucket, the key its index; only the 2**w a key can address
-        self._buckets = (1 << key_width) if self._direct else entries // ways
-        self._line_entries = 1 if self._direct else ways
-        self._stamp_bits = max(STAMP_BITS, timer_bits + 1) if tick_tuples else 0
-        width = geometry.width
-        self._entry_words = max(1, -(-self.entry_layout.size // width))
-        self._line_words = self._line_entries * self._entry_words
-        self._line_span = 1 << (self._line_words - 1).bit_length()  # words a line's address takes
-        if self._line_span > geometry.columns:
-            raise ValueError(
-                f"a bucket of {self._line_words} words does not fit a row of "
-                f"{geometry.columns} columns"
-            )
-        need = self._buckets * self._line_span
-        if need > geometry.words:
-            raise ValueError(
-                f"{self._buckets} buckets of {self._line_span} words need {need} words of "
-                f"SDRAM, more than its {geometry.words}"
-            )
-        self._lines = min(lines, self._buckets)
+        self._lines = min(lines, self.buckets)
         signature = store_signature(key_shape, payload_shape, result_shape, counter_width)
         signature["sdram"] = Out(pins_signature(geometry))
-        super().__init__(signature)
-
-    # --- geometry --------------------------------------------------------------------------------
-
-    @property
-    def entries(self) -> int:
-        return self._entries
-
-    @property
-    def ways(self) -> int:
-        return self._ways
-
-    @property
-    def direct(self) -> bool:
-        """Whether keys index the table directly (no tags, no drops)."""
-        return self._direct
-
-    @property
-    def buckets(self) -> int:
-        """Buckets (cache lines' worth of entries) kept in SDRAM."""
-        return self._buckets
+        wiring.Component.__init__(self, signature)
 
     @property
     def lines(self) -> int:
@@ -217,52 +252,9 @@ class SdramPartitioner(wiring.Component):
         return self._lines
 
     @property
-    def stamp_bits(self) -> int:
-        return self._stamp_bits
-
-    @property
-    def entry_words(self) -> int:
-        """SDRAM words of one entry."""
-        return self._entry_words
-
-    @property
-    def line_words(self) -> int:
-        """SDRAM words of one bucket (all its ways)."""
-        return self._line_words
-
-    @property
-    def clearing_words(self) -> int:
-        """Words written after reset before the first tuple is taken."""
-        return self._buckets * self._line_span
-
-    @property
     def cycles(self) -> SDRAMCycles:
         """The controller's timing in clocks."""
         return self._controller_args.get("cycles_override") or self.timing.cycles(self.clk_freq)
-
-    @property
-    def entry_layout(self) -> data.StructLayout:
-        """One entry: valid, the key as tag (hashed only), the state, the stamp (timers only)."""
-        return data.StructLayout(
-            {
-                "valid": 1,
-                "tag": 0 if self._direct else self._key_width,
-                "state": self._state_width,
-                "stamp": self._stamp_bits,
-            }
-        )
-
-    @property
-    def crc_parameters(self) -> crc.Parameters:
-        """The bucket hash, as the table's."""
-        return crc.catalog.CRC32_ISO_HDLC(data_width=8 * ((self._key_width + 7) // 8))
-
-    def address(self, bucket: int, word: int) -> tuple[int, int, int]:
-        """(bank, row, column) of ``word`` of ``bucket``'s line (what :meth:`_address` builds)."""
-        g = self.geometry
-        bank = bucket % g.banks
-        linear = (bucket // g.banks) * self._line_span + word
-        return bank, linear // g.columns, linear % g.columns
 
     # --- the whole -------------------------------------------------------------------------------
 
@@ -278,7 +270,7 @@ class SdramPartitioner(wiring.Component):
 
         lines = self._lines
         line_bits = max(1, (lines - 1).bit_length())
-        bucket_bits = max(1, (self._buckets - 1).bit_length())
+        bucket_bits = max(1, (self.buckets - 1).bit_length())
         cache = Memory(shape=self._line_words * g.width, depth=lines, init=[])
         m.submodules.cache = cache
         w_port = cache.write_port(granularity=g.width)
@@ -297,7 +289,7 @@ class SdramPartitioner(wiring.Component):
 
         # stages 2 and 3: the tag check, then the allocation
         s3, go, allocate = self._lookup(m, tags, (s1, s1_valid, s1_bucket, s1_now), take, line_bits)
-        t, t_valid, t_bucket, t_now, t_line, t_holds, move, next_line = s3
+        t, t_valid, t_bucket, t_now, t_line, t_holds, old, old_valid = s3
         free = Signal(name="s3_free")  # stage 3's line has no users (a register)
         m.d.comb += [
             go.eq(t_valid & q.w_rdy & (t_holds | (free & jobs.w_rdy))),
@@ -313,15 +305,14 @@ class SdramPartitioner(wiring.Component):
             q.w_en.eq(go),
             new_job.line.eq(t_line),
             new_job.new.eq(t_bucket),
-            new_job.old.eq(tags.bucket[t_line]),
-            new_job.write_back.eq(tags.valid[t_line] & tags.dirty[t_line]),
+            new_job.old.eq(old),
+            new_job.write_back.eq(old_valid & tags.read(tags.dirty, t_line)),
             jobs.w_en.eq(allocate),
         ]
         filled_line, filled = self._fetch(m, ctrl, jobs, job, victim_port, w_port, clearing)
         head_line, done, wrote = self._head(m, q, queued, head_port, w_port, out, tags)
         if self._hazard_tracking:
-            leave = (done, head_line)
-            self._free(m, tags, free, (go, move), (t_line, next_line), leave)
+            self._free(m, tags, free, (go, t_line), (done, head_line))
         else:
             m.d.comb += free.eq(1)
         tags.drive(
@@ -351,7 +342,8 @@ class SdramPartitioner(wiring.Component):
         u_bucket = Signal.like(s1_bucket, name="s2_bucket")
         u_now = Signal.like(s1_now, name="s2_now")
         u_line = Signal(line_bits, name="s2_line")
-        u_tag = Signal.like(s1_bucket, name="s2_tag")
+        # a line holds buckets whose low bits are its index: its tag is the bucket's high bits
+        u_tag = Signal(len(tags.bucket[0]), name="s2_tag")
         u_tag_valid = Signal(name="s2_tag_valid")
         line = s1_bucket[:line_bits] if self._lines > 1 else Const(0, 1)
         move3 = Signal(name="s3_move")
@@ -361,13 +353,11 @@ class SdramPartitioner(wiring.Component):
             move2.eq(~u_valid | move3),
             take.eq(~s1_valid | move2),
         ]
-        # stage 1 reads its line's tag (stage 3's allocation of the line forwarded)
-        read_tag = Signal.like(s1_bucket, name="s1_tag")
-        read_valid = Signal(name="s1_tag_valid")
-        with m.If(allocate & (t_line == line)):
-            m.d.comb += [read_tag.eq(t_bucket), read_valid.eq(1)]
-        with m.Else():
-            m.d.comb += [read_tag.eq(tags.bucket[line]), read_valid.eq(tags.valid[line])]
+        # stage 1 reads its line's tag; stage 3's allocation of the line in the same clock is
+        # registered beside it (``s2_given``), not forwarded into the read: the choice among
+        # the lines' tags is the longest path, and goes straight into its register
+        given = Signal(name="s2_given")  # stage 2's line was given away after its tag read
+        given_bucket = Signal.like(s1_bucket, name="s2_given_bucket")  # ... to this bucket
         gives_u_line = Signal(name="s3_gives_s2_line")
         m.d.comb += gives_u_line.eq(allocate & (t_line == u_line))
         with m.If(move2):
@@ -377,17 +367,25 @@ class SdramPartitioner(wiring.Component):
                 u_bucket.eq(s1_bucket),
                 u_now.eq(s1_now),
                 u_line.eq(line),
-                u_tag.eq(read_tag),
-                u_tag_valid.eq(read_valid),
+                u_tag.eq(tags.read(tags.bucket, line)),
+                u_tag_valid.eq(tags.read(tags.valid, line)),
+                given.eq(allocate & (t_line == line)),
+                given_bucket.eq(t_bucket),
             ]
-        with m.Elif(gives_u_line):
-            m.d.sync += [u_tag.eq(t_bucket), u_tag_valid.eq(1)]
-        # stage 2 compares (stage 3's allocation of its line forwarded)
+        # (stage 3 allocates only when it takes stage 2's tuple, which then leaves stage 2)
+        # stage 2 compares the line's tag now (stage 3's allocations of it forwarded) with its
+        # bucket; stage 3 keeps that tag, the bucket a job writes back if it takes the line
+        # (the comparisons made before stage 3's allocation, late in the clock, chooses)
+        tag = Signal.like(s1_bucket, name="s2_tag_now")
+        tag_valid = Signal(name="s2_tag_now_valid")
+        m.d.comb += [
+            tag.eq(Mux(given, given_bucket, Cat(u_bucket[: tags.low], u_tag))),
+            tag_valid.eq(given | u_tag_valid),
+        ]
         holds = Signal(name="s2_holds")
-        with m.If(gives_u_line):
-            m.d.comb += holds.eq(t_bucket == u_bucket)
-        with m.Else():
-            m.d.comb += holds.eq(u_tag_valid & (u_tag == u_bucket))
+        m.d.comb += holds.eq(Mux(gives_u_line, t_bucket == u_bucket, tag_valid & (tag == u_bucket)))
+        t_old = Signal.like(s1_bucket, name="s3_old")
+        t_old_valid = Signal(name="s3_old_valid")
         with m.If(move3):
             m.d.sync += [
                 t_valid.eq(u_valid),
@@ -396,32 +394,54 @@ class SdramPartitioner(wiring.Component):
                 t_now.eq(u_now),
                 t_line.eq(u_line),
                 t_holds.eq(holds),
+                t_old.eq(Mux(gives_u_line, t_bucket, tag)),
+                t_old_valid.eq(gives_u_line | tag_valid),
             ]
-        return (t, t_valid, t_bucket, t_now, t_line, t_holds, move3, u_line), go, allocate
+        s3 = (t, t_valid, t_bucket, t_now, t_line, t_holds, t_old, t_old_valid)
+        self._moves = (move2, line, move3, u_line)
+        return s3, go, allocate
 
-    @staticmethod
-    def _free(m: Module, tags, free: Signal, moves, lines, leave) -> None:
-        """Load ``free`` with whether stage 3's line will have no users after this clock:
-        its line's if the tuple stays, else stage 2's. The lines' counts are chosen first
-        (by registers) and this clock's arrival (``go``) and departure (``done``) applied
-        after, so ``go`` does not drive the choice among the lines."""
-        go, move = moves
-        t_line, u_line = lines
+    def _free(self, m: Module, tags, free: Signal, enter, leave) -> None:
+        """Load ``free`` with whether stage 3's line will have no users after this clock.
+        Stages 2 and 3 keep their line's count of users themselves, so that no choice among
+        the lines' counts is on the way to ``free`` (nor to ``go``, which it drives): stage 2
+        takes its line's count from the lines' registers (a choice among them, registered
+        as it is) with, beside it, whether a tuple arrives at (``go``) or leaves (``done``)
+        the line in that clock; then both stages apply the arrivals and departures as they
+        come."""
+        go, t_line = enter
         done, head_line = leave
-
-        def after(line, arrives):
-            leaves = done & (head_line == line)
-            idle = Signal(name="free_after")
-            m.d.comb += idle.eq(tags.idle[line])
-            with m.If(arrives & ~leaves):
-                m.d.comb += idle.eq(0)
-            with m.Elif(leaves & ~arrives):
-                m.d.comb += idle.eq(tags.one[line])
-            return idle
-
-        stays = after(t_line, Const(0))
-        comes = after(u_line, go & (t_line == u_line))
-        m.d.sync += free.eq(Mux(move, comes, stays))
+        move2, line, move3, u_line = self._moves
+        width = len(tags.users[0])
+        u_raw = Signal(width, name="s2_users_read")
+        u_in = Signal(name="s2_users_in")
+        u_out = Signal(name="s2_users_out")
+        u_users = Signal(width, name="s2_users")  # stage 2's line's users now
+        m.d.comb += u_users.eq(u_raw + u_in - u_out)
+        with m.If(move2):
+            m.d.sync += [
+                u_raw.eq(tags.read(tags.users, line)),
+                u_in.eq(go & (t_line == line)),
+                u_out.eq(done & (head_line == line)),
+            ]
+        with m.Else():  # (stage 2 waits: stage 3 does too, so no tuple arrives)
+            m.d.sync += [u_raw.eq(u_users), u_in.eq(0), u_out.eq(done & (head_line == u_line))]
+        t_users = Signal(width, name="s3_users")  # stage 3's line's users now
+        leaves_u = done & (head_line == u_line)
+        leaves_t = done & (head_line == t_line)
+        # the count after this clock, for each case: ``go`` chooses among the ready answers
+        took = Signal(width, name="s3_users_took")  # stage 3 takes stage 2's tuple, ...
+        m.d.comb += took.eq(u_users - leaves_u)
+        joined = Signal(width, name="s3_users_joined")  # ... and its own joins that line
+        m.d.comb += joined.eq(took + (t_line == u_line))
+        kept = Signal(width, name="s3_users_kept")
+        m.d.comb += kept.eq(t_users - leaves_t)
+        with m.If(go):
+            m.d.sync += [t_users.eq(joined), free.eq(joined == 0)]
+        with m.Elif(move3):  # stage 3 was empty
+            m.d.sync += [t_users.eq(took), free.eq(took == 0)]
+        with m.Else():
+            m.d.sync += [t_users.eq(kept), free.eq(kept == 0)]
 
     def _queue_layout(self, line_bits: int) -> data.StructLayout:
         return data.StructLayout(
@@ -625,7 +645,7 @@ class SdramPartitioner(wiring.Component):
             pay.fresh.eq(~hit & ~dropped),
         ]
         with m.FSM(name="head"):
-            with m.State("WAIT"), m.If(q.r_rdy & tags.filled[head.line]):
+            with m.State("WAIT"), m.If(q.r_rdy & tags.read(tags.filled, head.line)):
                 m.d.comb += head_port.en.eq(1)
                 m.next = "LOAD"
             with m.State("LOAD"):
@@ -686,15 +706,23 @@ class _LineTags:
 
     def __init__(self, m: Module, lines: int, bucket_bits: int, queue: int):
         self.lines = lines
-        self.bucket = Array(Signal(bucket_bits, name=f"line{i}_bucket") for i in range(lines))
+        #: the bucket a line holds is the line's index in its low bits: only the rest is kept
+        self.low = (lines - 1).bit_length()
+        self.bucket = Array(
+            Signal(bucket_bits - self.low, name=f"line{i}_bucket") for i in range(lines)
+        )
         self.valid = Array(Signal(name=f"line{i}_valid") for i in range(lines))
         self.filled = Array(Signal(name=f"line{i}_filled") for i in range(lines))
         self.dirty = Array(Signal(name=f"line{i}_dirty") for i in range(lines))
         self.users = Array(Signal(range(queue + 2), name=f"line{i}_users") for i in range(lines))
-        #: ``users == 0``, kept in a register beside it
-        self.idle = Array(Signal(init=1, name=f"line{i}_idle") for i in range(lines))
-        #: ``users == 1``
-        self.one = Array(self.users[i] == 1 for i in range(lines))
+
+    @staticmethod
+    def read(values: Array, line: Value) -> Value:
+        """``values[line]`` as a tree of multiplexers on the line's bits (a word chosen among
+        them all), not a comparison of the line with every index: the input's read of its
+        line's tag and count, the store's longest path."""
+        width = len(values[0])
+        return Cat(*values).word_select(line, width) if width else Const(0, 0)
 
     def drive(self, m: Module, enter, leave, filled_line, filled) -> None:
         go, line, allocate, bucket = enter
@@ -703,15 +731,12 @@ class _LineTags:
             inc = go & (line == i)
             dec = done & (head_line == i)
             with m.If(inc & ~dec):
-                m.d.sync += [self.users[i].eq(self.users[i] + 1), self.idle[i].eq(0)]
+                m.d.sync += self.users[i].eq(self.users[i] + 1)
             with m.Elif(dec & ~inc):
-                m.d.sync += [
-                    self.users[i].eq(self.users[i] - 1),
-                    self.idle[i].eq(self.users[i] == 1),
-                ]
+                m.d.sync += self.users[i].eq(self.users[i] - 1)
             with m.If(allocate & (line == i)):
                 m.d.sync += [
-                    self.bucket[i].eq(bucket),
+                    self.bucket[i].eq(bucket[self.low :]),
                     self.valid[i].eq(1),
                     self.filled[i].eq(0),
                     self.dirty[i].eq(0),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 
 import pytest
 
@@ -225,7 +226,8 @@ def _query(key: str) -> str:
         ("k16", {"store": "table", "partitions": 1024}, ("table", 1024, 4, "hashed")),
         # the SDRAM alone: sized as the table, directly up to SDRAM_KEY_BITS
         ("k16", {"store": "sdram"}, ("sdram", 65536, 4, "direct")),
-        ("k32", {"store": "sdram"}, ("sdram", params.SDRAM_ENTRIES, 4, "hashed")),
+        # (a 32-bit tag makes an entry two words: half the entries fit the chip)
+        ("k32", {"store": "sdram"}, ("sdram", params.SDRAM_ENTRIES // 2, 4, "hashed")),
     ],
 )
 def test_the_default_engine(key, given, want):
@@ -236,6 +238,35 @@ def test_the_default_engine(key, given, want):
     # every command's from_args gives the same, and says how it keeps the partitions
     argv = [a for name, v in given.items() for a in (params.option(name), str(v))]
     assert params.from_args(parse(*argv), nfa=nfa) == engine
+
+
+def test_sdram_tables_the_chip_cannot_hold_are_refused_before_anything_runs(tmp_path, capsys):
+    """Whether a table fits the SDRAM depends on the query (an entry of k32's query is 1 + 32
+    + 3 bits: two words, a bucket of 4 ways eight): the default engine takes the largest that
+    fits, and every command that takes the engine's options refuses one that does not with
+    the engine's own message, before it reads or generates anything (`vectors` once
+    accepted 2^20 entries that the simulation then refused)."""
+    from nfacep.cli import main
+
+    nfa = nfacep.compile_text(_query("k32"))
+    message = (
+        "--store sdram: 262144 buckets of 8 words need 2097152 words of SDRAM, more than "
+        "its 1048576: use fewer --partitions"
+    )
+    with pytest.raises(HardwareLimitError, match=re.escape(message)):
+        params.default_engine(nfa, {"store": "sdram", "partitions": 1 << 20})
+    q = tmp_path / "q.sql"
+    q.write_text(_query("k32"), encoding="utf-8")
+    too_big = ["--store", "sdram", "--partitions", str(1 << 20)]
+    missing = str(tmp_path / "none.csv")
+    for argv in (
+        ["match", str(q), "--input", missing, "--output", str(tmp_path / "m.csv"), *too_big],
+        ["vectors", str(q), "--tuples", "10", "--out", str(tmp_path / "v"), *too_big],
+        ["verilog", str(q), "-o", str(tmp_path / "e.v"), *too_big],
+    ):
+        assert main(argv) == 2, argv[0]
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "v").exists()
 
 
 def test_check_prints_the_engine_it_uses(tmp_path, capsys):

@@ -1,0 +1,98 @@
+"""Whether an engine's partitions fit the SDRAM (``--store sdram``), known before anything is
+built or simulated: the one check, shared by the engine's store
+(:func:`nfacep.hdl.engine.partition_store`) and every command that takes the engine's options
+(:func:`nfacep.params.default_engine`, through the entry point ``nfacep.engine_fit``:
+:func:`check_engine`), so that ``vectors``, ``match`` or ``regress`` refuse
+a table the engine would refuse, with its message, before they generate or match anything.
+
+A table fits when its buckets, each a line of whole words rounded up to a power of two, fit
+the chip (:class:`~nfacep.hdl.sdram.store.SdramTable`): an entry is valid, the key as tag
+(hashed), the partition's state and, with timers, a 48-bit stamp, so whether it fits depends
+on the query (its key's width and its state's) as well as on ``--partitions`` and ``--ways``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nfacep.errors import HardwareLimitError
+
+from .store import SdramTable
+from .timing import ENGINE_SDRAM
+
+if TYPE_CHECKING:
+    from nfacep.nfa import Nfa
+    from nfacep.params import EngineParams
+
+__all__ = ["check_engine", "check_sdram_fits", "sdram_table", "stored_state_width"]
+
+
+def stored_state_width(nfa: Nfa) -> int:
+    """Bits of the state the (fixed) engine keeps per partition: the NFA's
+    (:func:`~nfacep.hdl.nfa.state_layout`) and, with PREV, the partition's history
+    (:func:`~nfacep.hdl.layout.history_layout`)."""
+    from ..layout import history_layout
+    from ..nfa import state_layout
+
+    kept = history_layout(nfa.program.schema, nfa.history)
+    return state_layout(nfa).size + (0 if kept is None else kept.size)
+
+
+def sdram_table(
+    *,
+    key_width: int,
+    state_width: int,
+    partitions: int,
+    ways: int,
+    timer_bits: int,
+    tick_tuples: int,
+) -> SdramTable:
+    """The engine's table in its SDRAM (:data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAM`);
+    :class:`~nfacep.errors.HardwareLimitError` when it does not fit."""
+    try:
+        return SdramTable(
+            key_shape=key_width,
+            state_width=state_width,
+            entries=partitions,
+            ways=ways,
+            timer_bits=timer_bits,
+            tick_tuples=tick_tuples,
+            geometry=ENGINE_SDRAM.geometry,
+        )
+    except ValueError as err:
+        raise HardwareLimitError(f"--store sdram: {err}: use fewer --partitions") from None
+
+
+def check_sdram_fits(
+    nfa: Nfa, *, partitions: int, ways: int, timer_bits: int, tick_tuples: int
+) -> None:
+    """Raise :class:`~nfacep.errors.HardwareLimitError` when the fixed engine of ``nfa``, its
+    partitions in SDRAM with these parameters, does not fit the chip (nothing to check
+    without PARTITION BY)."""
+    from nfacep.wire import record_format
+
+    if not nfa.program.partition_fields:
+        return
+    sdram_table(
+        key_width=record_format(nfa).widths["partition"],
+        state_width=stored_state_width(nfa),
+        partitions=partitions,
+        ways=ways,
+        timer_bits=timer_bits,
+        tick_tuples=tick_tuples,
+    )
+
+
+def check_engine(nfa: Nfa, engine: EngineParams) -> None:
+    """:func:`check_sdram_fits` for the engine :class:`~nfacep.params.EngineParams` describes
+    (``engine``), when it is the fixed engine with ``--store sdram``: the entry point
+    ``nfacep.engine_fit`` that :func:`nfacep.params.default_engine` calls."""
+    if engine.store != "sdram" or engine.engine != "fixed":
+        return
+    check_sdram_fits(
+        nfa,
+        partitions=engine.partitions,
+        ways=engine.ways,
+        timer_bits=engine.timer_bits,
+        tick_tuples=engine.tick_tuples,
+    )
