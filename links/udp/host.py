@@ -427,6 +427,7 @@ class UdpBoard:
         self.timeout, self.tuples_per_packet = options.timeout, options.tuples_per_packet
         self.retries, self.rate = options.retries, options.rate
         self.progress = progress
+        self.image: str | None = None  #: the fingerprint of the run's image (programmable)
 
     def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> UdpBoardResult:
         """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing
@@ -490,6 +491,7 @@ class UdpBoard:
         force from tuple 0, sent only when STATUS shows another in force (it survives RESET;
         :mod:`.load`), and read its records (a ``matches`` bit per query slot). ``status``
         (RESET's) unchanged."""
+        self.image = None
         if not status["engine"]:
             return status
         from .load import load_image
@@ -506,6 +508,7 @@ class UdpBoard:
         assert loaded is not None  # (STATUS said programmable)
         self.record_fmt = loaded.record_format
         s.record_bytes = loaded.record_format.nbytes
+        self.image = loaded.image.fingerprint
         if loaded.sent:
             s.say(f"loaded the image {loaded.image.fingerprint} ({loaded.packets} LOAD packets)")
         return status
@@ -546,6 +549,7 @@ class UdpBoard:
             link = _Link(
                 status, self._per_packet(status, tb, per_mtu), values, self.rate, losses, started
             )
+            link.image = self.image
             try:
                 return self._attempt(s, nfa, link, pieces, sink)
             except _Lost as lost:
@@ -595,6 +599,7 @@ class UdpBoard:
                 final = _finish(s, end)
                 _await_records(s, final)
                 _check_records(s, end, final, fmt, first=sent)
+                link.see_image(final, sent, end)
                 records = tally.take(s, end, final, fmt)
                 result = piece_result(
                     UdpBoardResult,
@@ -677,12 +682,27 @@ class _Link:
         #: the values switched by PARAMS: none on a programmable board (its image holds them)
         self.switched = None if status["engine"] else values
         self.losses, self.started = losses, started
+        #: the fingerprint of the run's image (a programmable board's; None on a fixed one),
+        #: and the images STATUS showed in force after it, with where each took over
+        self.image: str | None = None
+        self.loads: list[dict] = []
         self.stats: dict = {
             "packets": 0,
             "tuples_per_packet": per_packet,
             "switches": 0,
             "rate": None if rate is None else ("max" if math.isinf(rate) else rate),
         }
+
+    def see_image(self, final: dict, first: int, end: int) -> None:
+        """On a programmable board: note when the STATUS ``final`` that drained the piece of
+        tuples ``first`` to ``end - 1`` names another image in force than the drain before (a
+        ``nfacep load`` while the run streams): it took over at a tuple from ``first`` to
+        ``end``."""
+        if self.image is None:
+            return
+        now = final["image"].to_bytes(8, "little").hex()
+        if now != (self.loads[-1]["image"] if self.loads else self.image):
+            self.loads.append({"image": now, "from_tuple": [first, end]})
 
     def plan(self, end: int) -> list[tuple[int, int]]:
         """The switches of the tuples before ``end`` (:func:`~nfacep.links.host.switch_plan`)."""
@@ -711,6 +731,19 @@ class _Link:
         )
         check_values(self.switched, result.status, n)
         result.values = self.values or None
+        if self.loads:
+            self.stats["images"] = {"run": self.image, "loaded": self.loads}
+            took = "; ".join(
+                f"image {load['image']} from a tuple in {load['from_tuple'][0]}-"
+                f"{load['from_tuple'][1]}"
+                for load in self.loads
+            )
+            result.warnings.append(
+                "warning: another image was put in force on the board while the run streamed "
+                f"(`nfacep load`: {took}); the host does not know the loaded file's queries, so "
+                "the match file names this file's query in each slot for the matches after the "
+                "switch: they are the matches of the loaded file's query in that slot"
+            )
         if self.losses or s.bad_in:
             result.warnings.append(
                 f"warning: the UDP link lost packets and the run was started again "
