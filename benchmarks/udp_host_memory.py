@@ -90,14 +90,24 @@ def serve() -> tuple[subprocess.Popen, str]:
     return proc, f"{found[1]}:{found[2]}"
 
 
-def run(address: str, data: pathlib.Path, out: pathlib.Path, path: pathlib.Path | None) -> dict:
-    """One host run; its summary, wall seconds and peak RSS (MB)."""
+def run(
+    address: str,
+    data: pathlib.Path,
+    out: pathlib.Path,
+    path: pathlib.Path | None,
+    *,
+    flag: str = "--udp",
+    module: str = "udp",
+    extra: tuple[str, ...] = (),
+) -> dict:
+    """One host run (of the ``module`` link's host, at ``flag address``, with ``extra``
+    arguments); its summary, wall seconds and peak RSS (MB)."""
     env = dict(os.environ, NFACEP_HWM=str(out.with_suffix(".hwm")))
     if path is not None:
         env["PYTHONPATH"] = str(path)
         # (the host's code must be that commit's: say where it was imported from)
         where = subprocess.run(
-            [sys.executable, "-c", "import nfacep.links.udp.host as h; print(h.__file__)"],
+            [sys.executable, "-c", f"import nfacep.links.{module}.host as h; print(h.__file__)"],
             capture_output=True,
             text=True,
             env=env,
@@ -106,7 +116,7 @@ def run(address: str, data: pathlib.Path, out: pathlib.Path, path: pathlib.Path 
         ).stdout.strip()
         if not where.startswith(str(path)):
             raise SystemExit(f"the host to measure was imported from {where}, not {path}")
-    command = [sys.executable, "-c", CODE, "run", str(QUERY), "--udp", address]
+    command = [sys.executable, "-c", CODE, "run", str(QUERY), flag, address, *extra]
     started = time.monotonic()
     done = subprocess.run(
         [*command, "--input", str(data), "--output", str(out), "--timeout", "60"],

@@ -7,15 +7,24 @@ reports (or, through the API, checks that it runs the parameters given) and chec
 this query file's engine (:func:`check_engine`), sends the tuples in frames or
 packets of :func:`frame_order` with the switches of :func:`switch_plan` among them, and turns
 the records the board sent back into a :class:`BoardResult` (:func:`board_result`).
+
+Both hosts read a file in pieces (their ``run_stream``, as ``nfacep run`` reads its input): each
+piece is sent, the board drained (it took every tuple and is idle), the piece's records checked
+against what was sent and what STATUS counts (:class:`Tally`) and turned into the piece's result
+(:func:`piece_result`), which the sink writes to a temporary file before the next piece is read
+(:func:`each_piece`). So a host holds a few pieces of the input and one piece's records, and the
+match file appears only when the whole run succeeded.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from nfacep import NfacepError, wire
 from nfacep.errors import UsageError
+from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams, option
 from nfacep.result import Result
@@ -26,14 +35,19 @@ from .protocol import SWITCH_BYTES, engine_from_fields, engine_id
 __all__ = [
     "MAX_TIMEOUT",
     "BoardResult",
+    "Kept",
     "LinkError",
     "NoBoardError",
+    "Tally",
     "board_result",
     "check_engine",
     "check_timeout",
     "check_values",
+    "each_piece",
     "frame_order",
     "frame_starts",
+    "piece_result",
+    "reads_before",
     "record_format",
     "switch_plan",
     "values_bytes",
@@ -275,3 +289,97 @@ def board_result(
         )
     except ValueError as err:
         raise LinkError(f"the board sent a record that is not this engine's: {err}") from None
+
+
+def reads_before(nfa: Nfa) -> bool:
+    """Whether the queries' measures may read any tuple before a match's (a COUNT, or FIRST of
+    a field): a piece's result then keeps every tuple of the stream so far alive."""
+    return any(
+        m.kind == "count" or (m.kind == "first" and m.field)
+        for q in nfa.program.queries
+        for m in q.measures
+    )
+
+
+def piece_result(
+    cls: type[BoardResult],
+    nfa: Nfa,
+    end: int,
+    piece: Tuples,
+    records: list[bytes],
+    final: dict,
+    params: EngineParams,
+    **fields,
+) -> BoardResult:
+    """The ``cls`` result of one piece of a stream (:func:`board_result`): ``piece``, the
+    stream's tuples up to ``end``, its ``records`` (checked by :class:`Tally`) and the STATUS
+    ``final`` that drained it."""
+    import numpy as np
+
+    result = board_result(cls, nfa, end, records, final, params, **fields)
+    result.n = piece.n  # (its records name tuples of the stream up to ``end``)
+    if reads_before(nfa):  # the measures may read any tuple before: keep them all
+        result.live = np.arange(end, dtype=np.int64)
+    return result
+
+
+def each_piece(stream: Iterator[Tuples]) -> Iterator[tuple[Tuples, bool]]:
+    """The pieces of ``stream``, each with whether it is the last (the next one is read before
+    a piece is given: a run holds two pieces, the one read ahead in a thread a third)."""
+    piece = next(stream)
+    while piece is not None:
+        after = next(stream, None)
+        yield piece, after is None
+        piece = after
+
+
+class Kept:
+    """The sink of a host's ``run`` (tuples already read, one piece): its result, kept."""
+
+    result: BoardResult | None = None
+
+    def add(self, result, tuples) -> None:
+        self.result = result
+
+    def finish(self) -> None:
+        return None
+
+
+class Tally:
+    """What the records of a run (an attempt) said so far, checked a piece at a time against
+    the tuples sent and the board's counters: the last record's tuple and the counts, nothing
+    more. ``where`` names the board in messages."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.last = -1  #: the tuple of the last record taken
+        self.counted = {"records": 0, "matched": 0, "drops": 0}
+
+    def check(self, records: list[bytes], n: int, final: dict, fmt: wire.RecordFormat) -> None:
+        """A LinkError (nothing is written) unless the raw ``records`` of the next piece, in
+        the board's order, agree with what was sent and what ``final`` counts (the STATUS
+        that drained the piece: the board took the ``n`` tuples sent so far and is idle): a
+        record for a tuple not sent, records out of order or twice for a tuple, or more or
+        other records, matches or drops than STATUS says, are errors."""
+        problem = None
+        for raw in records:
+            record = fmt.decode_bytes(raw)
+            if record.seq >= n:
+                problem = f"a record names tuple {record.seq}, but only {n} were sent"
+                break
+            if record.seq <= self.last:
+                problem = "records come out of tuple order or twice for one tuple"
+                break
+            self.last = record.seq
+            self.counted["records"] += 1
+            self.counted["matched"] += record.matches != 0
+            self.counted["drops"] += bool(record.dropped)
+        if problem is None:
+            wrong = {
+                k: (v, final[k]) for k, v in self.counted.items() if v % 2**32 != final[k] % 2**32
+            }
+            problem = "; ".join(f"{v} {k} came, STATUS counts {c}" for k, (v, c) in wrong.items())
+        if problem:
+            raise LinkError(
+                f"the board {self.where} contradicts itself: {problem}; nothing was written"
+            )

@@ -146,7 +146,8 @@ def open_sink(
 @runtime_checkable
 class Restarts(Backend, Protocol):
     """A back-end that reads the stream itself, piece by piece, and may start it again from
-    its first tuple (a board over UDP: the one safe resend after a loss is the whole stream).
+    its first tuple (a board over UDP: the one safe resend after a loss is the whole stream;
+    a board over its UART reads it once).
     It holds a bounded part of the stream, not the whole of it: a few pieces of the tuples
     its ``chunk`` attribute says, when it has one (:func:`run_files` reads such pieces)."""
 

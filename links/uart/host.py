@@ -12,25 +12,34 @@ runtime parameters it sends the switches in PARAMS frames among the TUPLES frame
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from nfacep import wire
+from nfacep.backend import Sink
 from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
+from nfacep.result import Totals
 from nfacep.settings import ParamValues
 
 from ..host import (
     BoardResult,
+    Kept,
     LinkError,
     NoBoardError,
-    board_result,
+    Tally,
     check_engine,
     check_timeout,
     check_values,
+    each_piece,
     frame_order,
+    piece_result,
+    record_format,
     switch_plan,
     values_bytes,
 )
@@ -238,6 +247,12 @@ class UartBoard:
     ``options.port``; ``progress`` is called with a line of text about once a second.
     """
 
+    #: Tuples a piece of a file read by :meth:`run_stream` (:func:`nfacep.backend.run_files`
+    #: reads such pieces): the host holds three pieces' tuples and one piece's records, and
+    #: drains the board once a piece (a STATUS round trip; boards/LINK.md, "What the host
+    #: holds").
+    chunk = 1 << 16
+
     def __init__(self, options: UartOptions, *, serial_port=None, progress=None):
         self.options = options
         self.port, self.baud = options.port, options.baud
@@ -252,11 +267,32 @@ class UartBoard:
         are the values over the stream: the board is switched to their starting values if it
         runs others, and each switch is sent before the tuple it applies to
         (:func:`switch_plan`)."""
+        kept = Kept()
+        self._run(nfa, lambda: iter([tuples]), lambda: contextlib.nullcontext(kept), params, values)
+        assert isinstance(kept.result, UartBoardResult)  # (its one piece was added)
+        return kept.result
+
+    def run_stream(
+        self,
+        nfa: Nfa,
+        pieces: Callable[[], Iterator[Tuples]],
+        sink: Callable[[], AbstractContextManager[Sink]],
+        params: EngineParams,
+        values: ParamValues | None = None,
+    ) -> Totals:
+        """:meth:`run` over a stream read in pieces (:class:`~nfacep.backend.Restarts`, as
+        ``nfacep run --port`` reads its input). The link resends lost frames itself, so
+        ``pieces()`` is read once and ``sink()`` opened once: each piece is sent, the host waits
+        until the board took all of it and is idle, checks the piece's records (none lost, in
+        order, counted as STATUS counts them: :class:`~nfacep.links.host.Tally`) and adds them
+        to the sink before it reads on. An error leaves the sink's block with it: nothing is
+        written."""
+        return self._run(nfa, pieces, sink, params, values)
+
+    def _run(self, nfa: Nfa, pieces, sink, params: EngineParams, values):
         if nfa.program.parameters and not values:
             values = ParamValues.parse(nfa.program.parameters, [])  # (says what is missing)
-        schema = nfa.program.schema
-        tb = wire.tuple_bytes(schema)
-        payload = wire.pack_bytes(schema, tuples)
+        tb = wire.tuple_bytes(nfa.program.schema)
         ser = self.serial_port if self.serial_port is not None else open_port(self.port, self.baud)
         try:
             session = _Session(
@@ -266,25 +302,99 @@ class UartBoard:
             status = session.reset(self.port)
             given = self.options.engine_given
             params = _check_board(status, nfa, params, tb, None if given is None else dict(given))
-            plan = switch_plan(values, status["values"], tuples.n)
-            stats = _stream(
-                session,
-                payload,
-                tuples.n,
-                tb,
-                status["capacity"],
-                self.frame_tuples,
-                plan,
-                values.width() if values else 0,
-            )
-            final = _finish(session, tuples.n)
-            stats["seconds"] = round(time.monotonic() - started, 3)
+            run = _Run(self, session, nfa, params, values, status, started)
+            with sink() as out, contextlib.closing(pieces()) as stream:
+                for piece, last in each_piece(stream):
+                    out.add(run.piece(piece, last), piece)
+                return out.finish()
         finally:
             if self.serial_port is None:
                 ser.close()
-        result = _results(session, nfa, tuples.n, final, stats, params, self.port, self.baud)
-        check_values(values, final, tuples.n)
-        result.values = values or None
+
+
+class _Run:
+    """One run over an open session after RESET, a piece at a time: the frames and tuples
+    sent so far, the records taken, and the host's link statistics (the summary's ``link``)."""
+
+    def __init__(self, board: UartBoard, s: _Session, nfa: Nfa, params, values, status, started):
+        self.board, self.s, self.nfa, self.params = board, s, nfa, params
+        self.values, self.status, self.started = values, status, started
+        self.fmt = record_format(nfa, params)
+        self.tally = Tally(f"on {board.port}")
+        self.sent = self.frames = self.received = 0  # tuples, frames and records so far
+        self.stats: dict = {
+            "frames": 0,
+            "frames_sent": 0,
+            "frames_resent": 0,
+            "tuples_per_frame": 0,
+            "status_polls": 0,
+            "switches": 0,
+        }
+
+    def piece(self, piece: Tuples, last: bool) -> UartBoardResult:
+        """Send ``piece`` (the ``last`` or not), drain the board, check its records; the
+        piece's result (the last one's with the run's statistics and warnings)."""
+        s, values = self.s, self.values
+        tb = wire.tuple_bytes(self.nfa.program.schema)
+        end = self.sent + piece.n
+        plan = [
+            (q - self.sent, v)
+            for q, v in switch_plan(values, self.status["values"], end)
+            if q >= self.sent
+        ]
+        link = _GoBackN(
+            s,
+            wire.pack_bytes(self.nfa.program.schema, piece),
+            piece.n,
+            tb,
+            self.status["capacity"],
+            frame_tuples=self.board.frame_tuples,
+            plan=plan,
+            width=values.width() if values else 0,
+            first=self.sent,
+            seq=self.frames,
+        )
+        _stream(s, link)
+        self.frames += len(link.frames)
+        for k, v in link.stats(len(plan)).items():
+            self.stats[k] = v if k in ("tuples_per_frame", "bytes_out") else self.stats[k] + v
+        final = _finish(s, end)
+        records, s.records = s.records, []
+        self.received += len(records)
+        _check_lost(s, final, self.received)
+        self.tally.check(records, end, final, self.fmt)
+        stats = self.stats
+        result = piece_result(
+            UartBoardResult,
+            self.nfa,
+            end,
+            piece,
+            records,
+            final,
+            self.params,
+            port=self.board.port,
+            baud=self.board.baud,
+            stats=stats,
+        )
+        self.sent = end
+        if last:
+            stats["seconds"] = round(time.monotonic() - self.started, 3)
+            stats.update(
+                {
+                    "records": self.received,
+                    "bad_frames_in": sum(s.reader.errors.values()),
+                    "bytes_in": s.bytes_in,
+                    "board_errors": _errors(final),
+                }
+            )
+            check_values(values, final, end)
+            result.values = values or None
+            if stats["frames_resent"] or stats["bad_frames_in"] or stats["board_errors"]:
+                result.warnings.append(
+                    f"warning: the link was noisy: {stats['frames_resent']} frames resent, "
+                    f"{stats['bad_frames_in']} bad frames from the board, board counters "
+                    f"{stats['board_errors']}"
+                )
         return result
 
 
@@ -301,6 +411,9 @@ class _GoBackN:
     def __init__(self, s: _Session, payload: bytes, n: int, tb: int, capacity: int, **kw):
         frame_tuples, plan, width = kw["frame_tuples"], kw["plan"], kw["width"]
         self.s, self.payload, self.n, self.tb, self.width = s, payload, n, tb, width
+        #: the stream's tuple and frame numbers of this piece's first (the engine took
+        #: every tuple before, the board acknowledged every frame before)
+        self.first, self.seq = kw.get("first", 0), kw.get("seq", 0)
         self.room = capacity // tb  # tuples the board's buffer holds
         per_frame = frame_tuples or max(1, min(FRAME_TUPLES, self.room // 2))
         self.per_frame = min(per_frame, self.room)
@@ -313,7 +426,7 @@ class _GoBackN:
         self.poll_every = max(0.01, 3 * (fields_size(STATUS_FIELDS) + OVERHEAD) * s.byte_time)
         self.base = self.nxt = 0  # first frame not acknowledged, next frame to send
         self.sent_hi = 0  # frames ever sent
-        self.consumed = 0  # tuples the engine took, unwrapped from the 32-bit counter
+        self.consumed = self.first  # tuples the engine took, unwrapped from the 32-bit counter
         self.resent = self.frames_sent = self.polls = 0
         self.progress_at = self.last_poll = self.advanced_at = time.monotonic()
         self.stalled_polls = 0
@@ -322,15 +435,15 @@ class _GoBackN:
         return self.base >= len(self.frames)
 
     def acknowledged(self) -> int:
-        """Tuples in the frames the board acknowledged."""
-        return self.starts[self.base]
+        """Tuples of the stream in the frames the board acknowledged."""
+        return self.first + self.starts[self.base]
 
     def _ready(self, i: int) -> bool:
         """Frame ``i`` may go now."""
         end = self.frames[i][1]
         if end is None:  # PARAMS: the board took the last switch's tuple
-            return self.waits[i] is None or self.consumed > self.waits[i]
-        return end - self.consumed <= self.room
+            return self.waits[i] is None or self.consumed > self.first + self.waits[i]
+        return self.first + end - self.consumed <= self.room
 
     def send(self) -> None:
         """Send the frames that may go, from ``nxt`` on."""
@@ -340,12 +453,13 @@ class _GoBackN:
         ):
             first, end = self.frames[self.nxt]
             if end is None:
-                payload = params_payload(self.nxt, first, self.switches[first], self.width)
+                payload = params_payload(
+                    self.seq + self.nxt, self.first + first, self.switches[first], self.width
+                )
                 s.send(FrameType.PARAMS, payload)
             else:
-                s.send(
-                    FrameType.TUPLES, bytes([self.nxt % 256]) + self.payload[first * tb : end * tb]
-                )
+                body = self.payload[first * tb : end * tb]
+                s.send(FrameType.TUPLES, bytes([(self.seq + self.nxt) % 256]) + body)
             self.nxt += 1
             self.sent_hi = max(self.sent_hi, self.nxt)
             self.frames_sent += 1
@@ -355,7 +469,7 @@ class _GoBackN:
         answers, self.s.answers = self.s.answers, []
         for a in answers:
             self.consumed += (a["tuples"] - self.consumed) % (1 << 32)
-            ahead = (a["next_seq"] - self.base) % 256
+            ahead = (a["next_seq"] - self.seq - self.base) % 256
             if 256 - ahead <= WINDOW:
                 continue  # behind `base`: an answer older than the last one
             acked = self.base + ahead
@@ -417,22 +531,13 @@ class _GoBackN:
         }
 
 
-def _stream(
-    s: _Session,
-    payload: bytes,
-    n: int,
-    tb: int,
-    capacity: int,
-    frame_tuples: int | None,
-    plan=(),
-    width: int = 0,
-) -> dict:
-    """Send every tuple under go-back-N with credits (:class:`_GoBackN`), and the switches of
-    ``plan`` (:func:`switch_plan`; ``width`` bits of values) in PARAMS frames, each before the
-    frame whose first tuple it applies to and once the board took the tuple of the one before
-    (it takes one switch at a time); return the host's link statistics."""
-    link = _GoBackN(s, payload, n, tb, capacity, frame_tuples=frame_tuples, plan=plan, width=width)
+def _stream(s: _Session, link: _GoBackN) -> None:
+    """Send a piece's tuples under go-back-N with credits (``link``, a :class:`_GoBackN`), and
+    the switches of its plan (:func:`switch_plan`) in PARAMS frames, each before the frame
+    whose first tuple it applies to and once the board took the tuple of the one before (it
+    takes one switch at a time)."""
     next_report = time.monotonic() + 1
+    end = link.first + link.n
     while not link.done():
         link.send()
         s.poll(0.005)
@@ -443,12 +548,11 @@ def _stream(
         if s.silent_for() > s.timeout:
             raise LinkError(
                 f"the board stopped answering ({s.timeout:g} s without a byte, "
-                f"{link.acknowledged()} of {n} tuples acknowledged)"
+                f"{link.acknowledged()} of {end} tuples acknowledged)"
             )
         if now >= next_report:
-            s.say(f"{link.acknowledged()} of {n} tuples sent, {len(s.records)} records back")
+            s.say(f"{link.acknowledged()} of {end} tuples sent, {len(s.records)} records back")
             next_report = now + 1
-    return link.stats(len(plan))
 
 
 def _errors(status: dict | None) -> dict:
@@ -478,38 +582,12 @@ def _finish(s: _Session, n: int) -> dict:
         s.poll(0.01)
 
 
-def _results(
-    s: _Session,
-    nfa: Nfa,
-    n: int,
-    final: dict,
-    stats: dict,
-    params: EngineParams,
-    port: str,
-    baud: int,
-) -> UartBoardResult:
-    stats.update(
-        {
-            "records": len(s.records),
-            "bad_frames_in": sum(s.reader.errors.values()),
-            "bytes_in": s.bytes_in,
-            "board_errors": _errors(final),
-        }
-    )
-    lost = final["records"] - len(s.records)
+def _check_lost(s: _Session, final: dict, received: int) -> None:
+    """A LinkError when fewer than the ``final`` STATUS's ``records`` came (``received``)."""
+    lost = final["records"] - received
     if lost:
         raise LinkError(
             f"{lost} of the board's {final['records']} records were lost on the "
             f"way back ({sum(s.reader.errors.values())} corrupted frames came in, "
             f"{s.reader.errors}); the results would be incomplete, run again"
         )
-    result = board_result(
-        UartBoardResult, nfa, n, s.records, final, params, port=port, baud=baud, stats=stats
-    )
-    if stats["frames_resent"] or stats["bad_frames_in"] or stats["board_errors"]:
-        result.warnings.append(
-            f"warning: the link was noisy: {stats['frames_resent']} frames resent, "
-            f"{stats['bad_frames_in']} bad frames from the board, board counters "
-            f"{stats['board_errors']}"
-        )
-    return result

@@ -46,8 +46,6 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-import numpy as np
-
 from nfacep import wire
 from nfacep.backend import Sink
 from nfacep.errors import UsageError
@@ -59,12 +57,15 @@ from nfacep.settings import ParamValues
 
 from ..host import (
     BoardResult,
+    Kept,
     LinkError,
-    board_result,
+    Tally,
     check_engine,
     check_timeout,
     check_values,
+    each_piece,
     frame_order,
+    piece_result,
     switch_plan,
     values_bytes,
 )
@@ -426,6 +427,7 @@ class UdpBoard:
         self.timeout, self.tuples_per_packet = options.timeout, options.tuples_per_packet
         self.retries, self.rate = options.retries, options.rate
         self.progress = progress
+        self.image: str | None = None  #: the fingerprint of the run's image (programmable)
 
     def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> UdpBoardResult:
         """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing
@@ -433,9 +435,9 @@ class UdpBoard:
         2), :class:`LinkError` when packets are lost in every attempt. With runtime parameters,
         ``values`` are the values over the stream, sent as the UART host sends them
         (:func:`~nfacep.links.host.switch_plan`): PARAMS packets among the TUPLES packets."""
-        kept = _Kept()
+        kept = Kept()
         self._run(nfa, lambda: iter([tuples]), lambda: contextlib.nullcontext(kept), params, values)
-        assert kept.result is not None  # (the attempt that returned added its one piece)
+        assert isinstance(kept.result, UdpBoardResult)  # (the attempt added its one piece)
         return kept.result
 
     def run_stream(
@@ -489,6 +491,7 @@ class UdpBoard:
         force from tuple 0, sent only when STATUS shows another in force (it survives RESET;
         :mod:`.load`), and read its records (a ``matches`` bit per query slot). ``status``
         (RESET's) unchanged."""
+        self.image = None
         if not status["engine"]:
             return status
         from .load import load_image
@@ -505,6 +508,7 @@ class UdpBoard:
         assert loaded is not None  # (STATUS said programmable)
         self.record_fmt = loaded.record_format
         s.record_bytes = loaded.record_format.nbytes
+        self.image = loaded.image.fingerprint
         if loaded.sent:
             s.say(f"loaded the image {loaded.image.fingerprint} ({loaded.packets} LOAD packets)")
         return status
@@ -545,6 +549,7 @@ class UdpBoard:
             link = _Link(
                 status, self._per_packet(status, tb, per_mtu), values, self.rate, losses, started
             )
+            link.image = self.image
             try:
                 return self._attempt(s, nfa, link, pieces, sink)
             except _Lost as lost:
@@ -568,17 +573,10 @@ class UdpBoard:
         fmt = self.record_fmt  # (a programmable board's: a ``matches`` bit per query slot)
         schema = nfa.program.schema
         tb = wire.tuple_bytes(schema)
-        tally = _Tally(s.address)
+        tally = _Tally(f"at {s.address}")
         sent = seq = 0  # tuples and packets sent before this piece
-        link.starts_read = any(
-            m.kind == "count" or (m.kind == "first" and m.field)
-            for q in nfa.program.queries
-            for m in q.measures
-        )
         with sink() as out, contextlib.closing(pieces()) as stream:
-            piece = next(stream)
-            while piece is not None:
-                after = next(stream, None)  # (the last piece's result carries the summary)
+            for piece, last in each_piece(stream):
                 end = sent + piece.n
                 plan = [(q - sent, v) for q, v in link.plan(end) if q >= sent]
                 # (the records held, this piece's, at most two a tuple)
@@ -601,11 +599,13 @@ class UdpBoard:
                 final = _finish(s, end)
                 _await_records(s, final)
                 _check_records(s, end, final, fmt, first=sent)
+                link.see_image(final, sent, end)
                 records = tally.take(s, end, final, fmt)
-                result = board_result(
+                result = piece_result(
                     UdpBoardResult,
                     nfa,
                     end,
+                    piece,
                     records,
                     final,
                     s.engine,
@@ -613,13 +613,10 @@ class UdpBoard:
                     address=self.address,
                     stats=link.stats,
                 )
-                result.n = piece.n  # (its records name tuples of the stream up to ``end``)
-                if link.starts_read:  # the measures may read any tuple before: keep them all
-                    result.live = np.arange(end, dtype=np.int64)
-                if after is None:
+                if last:  # (the last piece's result carries the summary)
                     link.finish(s, result, end)
                 out.add(result, piece)
-                sent, piece = end, after
+                sent = end
             return out.finish()
 
     def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
@@ -676,18 +673,6 @@ class UdpBoard:
         return self.tuples_per_packet
 
 
-class _Kept:
-    """The sink of :meth:`UdpBoard.run`: its one piece's result, kept."""
-
-    result: UdpBoardResult | None = None
-
-    def add(self, result, tuples) -> None:
-        self.result = result
-
-    def finish(self) -> None:
-        return None
-
-
 class _Link:
     """What one attempt knows of the link after RESET: the board's STATUS, the packet size,
     the runtime parameters' switches, and the host's statistics (the summary's ``link``)."""
@@ -697,13 +682,27 @@ class _Link:
         #: the values switched by PARAMS: none on a programmable board (its image holds them)
         self.switched = None if status["engine"] else values
         self.losses, self.started = losses, started
-        self.starts_read = False
+        #: the fingerprint of the run's image (a programmable board's; None on a fixed one),
+        #: and the images STATUS showed in force after it, with where each took over
+        self.image: str | None = None
+        self.loads: list[dict] = []
         self.stats: dict = {
             "packets": 0,
             "tuples_per_packet": per_packet,
             "switches": 0,
             "rate": None if rate is None else ("max" if math.isinf(rate) else rate),
         }
+
+    def see_image(self, final: dict, first: int, end: int) -> None:
+        """On a programmable board: note when the STATUS ``final`` that drained the piece of
+        tuples ``first`` to ``end - 1`` names another image in force than the drain before (a
+        ``nfacep load`` while the run streams): it took over at a tuple from ``first`` to
+        ``end``."""
+        if self.image is None:
+            return
+        now = final["image"].to_bytes(8, "little").hex()
+        if now != (self.loads[-1]["image"] if self.loads else self.image):
+            self.loads.append({"image": now, "from_tuple": [first, end]})
 
     def plan(self, end: int) -> list[tuple[int, int]]:
         """The switches of the tuples before ``end`` (:func:`~nfacep.links.host.switch_plan`)."""
@@ -732,6 +731,19 @@ class _Link:
         )
         check_values(self.switched, result.status, n)
         result.values = self.values or None
+        if self.loads:
+            self.stats["images"] = {"run": self.image, "loaded": self.loads}
+            took = "; ".join(
+                f"image {load['image']} from a tuple in {load['from_tuple'][0]}-"
+                f"{load['from_tuple'][1]}"
+                for load in self.loads
+            )
+            result.warnings.append(
+                "warning: another image was put in force on the board while the run streamed "
+                f"(`nfacep load`: {took}); the host does not know the loaded file's queries, so "
+                "the match file names this file's query in each slot for the matches after the "
+                "switch: they are the matches of the loaded file's query in that slot"
+            )
         if self.losses or s.bad_in:
             result.warnings.append(
                 f"warning: the UDP link lost packets and the run was started again "
@@ -741,23 +753,13 @@ class _Link:
             )
 
 
-class _Tally:
-    """What the records of an attempt said so far, checked a piece at a time against the
-    tuples sent and the board's counters: the last record's tuple and the counts, nothing
-    more."""
-
-    def __init__(self, address: str):
-        self.address = address
-        self.last = -1  #: the tuple of the last record taken
-        self.counted = {"records": 0, "matched": 0, "drops": 0}
+class _Tally(Tally):
+    """:class:`~nfacep.links.host.Tally` over the packets of a session."""
 
     def take(self, s: _Session, n: int, final: dict, fmt: wire.RecordFormat) -> list[bytes]:
         """The records of the board's packets up to ``final`` (the STATUS that drained the
-        piece: the board took the ``n`` tuples sent so far and is idle), in the board's
-        order, taken out of the session; a LinkError (nothing is written) when they
-        contradict what was sent or what ``final`` counts: a record for a tuple not sent,
-        records out of order or twice for a tuple, or more or other records, matches or
-        drops than STATUS says."""
+        piece), in the board's order, taken out of the session and checked
+        (:meth:`~nfacep.links.host.Tally.check`)."""
         top = (s.status_seq - s.base) % 2**32
         bodies = []
         for rel, q in sorted(((q - s.base) % 2**32, q) for q in s.received):
@@ -769,33 +771,7 @@ class _Tally:
         s.floor = top + 1
         rb = fmt.nbytes
         records = [body[at : at + rb] for body in bodies for at in range(0, len(body), rb)]
-        problem = None
-        seqs = []
-        for raw in records:
-            record = fmt.decode_bytes(raw)
-            if record.seq >= n:
-                problem = f"a record names tuple {record.seq}, but only {n} were sent"
-                break
-            if record.seq <= self.last:
-                problem = "records come out of tuple order or twice for one tuple"
-                break
-            self.last = record.seq
-            seqs.append(record.seq)
-            self.counted["records"] += 1
-            self.counted["matched"] += record.matches != 0
-            self.counted["drops"] += bool(record.dropped)
-        if problem is None:
-            wrong = {
-                k: (v, final[k]) for k, v in self.counted.items() if v % 2**32 != final[k] % 2**32
-            }
-            if wrong:
-                problem = "; ".join(
-                    f"{v} {k} came, STATUS counts {c}" for k, (v, c) in wrong.items()
-                )
-        if problem:
-            raise LinkError(
-                f"the board at {self.address} contradicts itself: {problem}; nothing was written"
-            )
+        self.check(records, n, final, fmt)
         return records
 
 

@@ -175,7 +175,7 @@ def test_lossy_link_resends_and_still_matches(tmp_path):
     assert out.read_text() == expected
     errors = model.status()
     assert errors["bad_crc"] + errors["bad_type"] + errors["bad_length"] > 0
-    assert result.stats["frames_resent"] > 0
+    assert result.details["link"]["frames_resent"] > 0
 
 
 def test_no_board_answers(tmp_path, capsys):
@@ -344,7 +344,7 @@ def test_run_switches_over_a_lossy_link(tmp_path):
         )
     expected, _ = reference(tmp_path, "supplychain", *_params(SWITCHES))
     assert out.read_text() == expected
-    assert result.stats["frames_resent"] > 0
+    assert result.details["link"]["frames_resent"] > 0
     assert [seq for seq, _ in model.switches] == [0, 235, 260, 281, 282, 300]
 
 

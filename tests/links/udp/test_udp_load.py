@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 
 import pytest
@@ -177,7 +178,15 @@ def test_load_mid_stream_equals_the_switch_reference(files, capsys):
         assert _run(files, address, "--rate", "3000", "--tuples-per-packet", "20") == 0
         thread.join(timeout=10)
         assert done["code"] == 0 and done["taken"] < at
-        assert f"taken on the board at {address}, from tuple {at}" in capsys.readouterr().out
+        said = capsys.readouterr()
+        assert f"taken on the board at {address}, from tuple {at}" in said.out
+        second_image = image(compile_file(files / "second.sql"), model.images.shape).fingerprint
+    # the host saw the switch in STATUS and says so: the query column after it names slots
+    assert "another image was put in force on the board while the run streamed" in said.err
+    summary = json.loads((files / "board.summary.json").read_text())
+    (loaded,) = summary["link"]["images"]["loaded"]
+    assert loaded["image"] == second_image and loaded["from_tuple"][0] <= at
+    assert at <= loaded["from_tuple"][1] == N
     first, second = compile_file(files / "first.sql"), compile_file(files / "second.sql")
     data = reader.read(str(files / "data.csv"), first.program.schema)
     before, after = run_switched(first, second, data, at, default_engine(first))
