@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+import window_cases
 from amaranth.sim import Simulator
 from bundled import param_values
 from hypothesis import given, settings
@@ -1002,35 +1003,13 @@ def wrap_data():
     return tuples.Tuples(columns, len(WRAP_TUPLES))
 
 
-def distance_tuples():
-    """For each distance ``d`` from 1 to 8 between a run's first tuple and the tuple that
-    ends it (``d - 1`` tuples of other keys between), so that the state is found by each of
-    the table's paths in turn (forwarded from stage 4, from a write in flight, from the row
-    read): a run ended exactly a window minus one after it began, with the next tuple a
-    window after (a match), and one ended exactly a window after, with the tuple before it a
-    window minus one after (none); the first two distances again at the end, when the entry
-    read holds an older run. Returns ``(tuples, seqs that match)``."""
-    rows, matching, t = [], set(), 0
-    for d in [*range(1, 9), 1, 2]:
-        for ends in (7, 8):  # WITHIN 8: 7 after the start is live, 8 is not
-            key = d % 4
-            rows.append((key, "a", t))
-            for f in range(d - 1):  # the last filler is at t + 7: right before the end
-                rows.append(((key + 1 + f % 3) % 4, "b", t + 7 * (f + 1) // (d - 1)))
-            if ends == 7:
-                matching.add(len(rows))
-            rows.append((key, "c", t + ends))
-            t += 8 + ends  # the next tuple a window after this run's start, or later
-    return rows, matching
-
-
 @pytest.mark.parametrize(("store", "partitions"), [("pipeline", 4), ("table", 4)])
 def test_windows_at_their_boundary_at_every_distance(store, partitions):
     """A run exactly a window minus one old matches and one a window old does not, whatever
     path the tuple that ends it finds its state by (fillers of other keys between), with the
     tuples beside it on the other side of the boundary: a hint worked out for the wrong tuple
     anywhere on those paths changes a match."""
-    rows, matching = distance_tuples()
+    rows, matching = window_cases.distance_tuples()
     data = tuples.Tuples(
         {
             "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
