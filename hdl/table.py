@@ -1109,9 +1109,10 @@ class _Stages(StampStages):
         matches = Signal(self.banks, name="s3_matches")
         live = Signal(self.banks, name="s3_live")
         valid = Signal(self.banks, name="s3_entry_valid")
+        newest_ways = Signal(self.banks, name="s3_newest")  # row_same0 & u_store & (u_way == b)
         ways_found, ways_mine, ways_newest = [], [], []
         for b in range(self.banks):
-            newest = row_same0 & u_store & (u_way == b)
+            newest = newest_ways[b]
             m.d.comb += [
                 matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
                 live[b].eq(Mux(newest, live0, pre_live[b])),
@@ -1127,6 +1128,9 @@ class _Stages(StampStages):
             self._stage3_hint(s2, ways_mine, ways_newest)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
+        newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
+        with m.If(self.advance):  # from stage 3's decision, a register of its own
+            m.d.sync += newest_ways.eq(newest_now)
         found = Signal(width, name="s3_found")
         if width <= _STATE_CHUNK:
             m.d.comb += found.eq(_or_all(ways_found))
