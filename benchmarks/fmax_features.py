@@ -5,8 +5,8 @@ widens a partition's entry or its update, by partition store and size, on ECP5.
 Features (each alone, on ``queries/marathon.sql``'s cheat query):
 
 - ``plain``: the query as it is;
-- ``window``: ``ORDER BY time`` and ``WITHIN 3600`` (each partition keeps a 12-bit age per
-  non-start state and the last 32-bit time);
+- ``window``: ``ORDER BY time`` and ``WITHIN 3600`` (each partition keeps a 13-bit start
+  per non-start state and the last 32-bit time);
 - ``start_seq``: ``MEASURES FIRST(seq) AS start_seq`` (a 48-bit position per non-start state
   and the last tuple's);
 - ``timers``: the plain query with a tick every 1,000 tuples and 4 timer bits (the table keeps

@@ -37,8 +37,10 @@ from .nfa import (
     result_layout,
     state_layout,
     times_layout,
+    window_gap,
     window_hint,
     window_layout,
+    window_times,
 )
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
@@ -322,13 +324,8 @@ class Engine(wiring.Component):
             if "params" in late.members:  # the values this tuple is decoded with
                 m.d.comb += inputs.late.params.eq(decoder.params)
         if times is not None and "at" in times.members:
-            # the ORDER BY fields WITHIN measures in, and each window's limit
-            for name, _ in times.members["at"]:
-                m.d.comb += inputs.times.at[name].eq(self.i_stream.payload[name])
-            for q in self._nfa.queries:
-                if q.window is not None:
-                    t = Value.cast(self.i_stream.payload[q.order_field])
-                    m.d.comb += inputs.times.limit[str(q.index)].eq(t - q.window)
+            # the ORDER BY fields WITHIN measures in, and each window's bounds
+            window_times(m, self._nfa, inputs.times, lambda name: self.i_stream.payload[name])
         if times is not None and "seq" in times.members:  # start_seq: the tuple's position
             position = Signal(self._seq_width, name="tuple_seq")
             m.d.comb += inputs.times.seq.eq(position)
@@ -447,10 +444,11 @@ def store_update(nfa: Nfa):
     state, the NFA's (:func:`~.nfa.state_layout`) followed, with PREV, by the partition's
     history (:func:`~.layout.history_layout`). Under WITHIN, ``update`` also has ``prepare``
     and ``hint_width``: the windows' hint (:func:`~.nfa.window_hint`: which stored runs are
-    still live), which the table store works out a stage before the update
-    (:class:`~.table.TablePartitioner`), and takes ``ahead``, the payloads of operations
-    behind it, for which it also returns that hint of the state it stores
-    (``hints_ahead``)."""
+    still live), which the table store works out before the update
+    (:class:`~.table.TablePartitioner`); it takes ``ahead``, the payloads of operations
+    behind it, for which it also returns that hint of the state it stores, and ``gaps``, for
+    each of them the part of that hint two payloads alone decide, which ``gap`` (of
+    ``gap_width`` bits, :func:`~.nfa.window_gap`) works out."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -468,26 +466,17 @@ def store_update(nfa: Nfa):
             members["late"] = late
         payload_shape = data.StructLayout(members)
 
-        def update(mod, state, payload, hint=None, ahead=None):
+        def update(mod, state, payload, hint=None, ahead=None, gaps=None):
             at = None if times is None else payload.times
             later = None if ahead is None else [a.times for a in ahead]
+            given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps}
             if kept is None:
-                return next_state(
-                    mod, nfa, state, payload.predicates, times=at, hint=hint, ahead=later
-                )
+                return next_state(mod, nfa, state, payload.predicates, **given)
             # the partition's history follows its NFA state in the entry
             history = data.View(kept, state[nfa_bits:])
             params = payload.late.params if "params" in late.members else None
             bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
-            out = next_state(
-                mod,
-                nfa,
-                state[:nfa_bits],
-                payload.predicates | bits,
-                times=at,
-                hint=hint,
-                ahead=later,
-            )
+            out = next_state(mod, nfa, state[:nfa_bits], payload.predicates | bits, **given)
             after = shifted(mod, kept, history, payload.late.fields)
             return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
 
@@ -495,13 +484,18 @@ def store_update(nfa: Nfa):
         if window is not None:
             # a store that can may work out the windows' hint (which stored runs are live) a
             # stage before the update, and hand it to it as its ``hint``; for the state it
-            # forwards to the next operation, the update works it out (``ahead``)
+            # forwards to the operations behind it, the update works it out (``ahead``), with
+            # what the two tuples' times alone decide given when the store has it (``gap``)
             def prepare(mod, state, payload):
                 return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
 
+            def gap(mod, earlier, later):
+                return window_gap(mod, nfa, earlier.times, later.times)
+
             update.prepare = prepare
             update.hint_width = window.size
-            update.hints_ahead = True
+            update.gap = gap
+            update.gap_width = window.members["far"].size
 
     return payload_shape, stored_state_width(nfa), update
 

@@ -39,8 +39,10 @@ __all__ = [
     "started_states",
     "state_layout",
     "times_layout",
+    "window_gap",
     "window_hint",
     "window_layout",
+    "window_times",
 ]
 
 
@@ -59,21 +61,51 @@ def times_layout(nfa: Nfa) -> data.StructLayout | None:
     no start_seq). Under WITHIN: ``at``, its ORDER BY values (:func:`order_layout`), and
     ``limit``, for each windowed query (by index), its ORDER BY value minus the window,
     computed before the partition store so that the update only compares it (a partition's
-    last tuple at or before the limit is too old). For start_seq: ``seq``, the tuple's
-    position in the stream (modulo ``2**SEQ_BITS``)."""
+    last tuple at or before the limit is too old); ``oldest``, for each, the low
+    :func:`start_bits` of the earliest start of a run still live at the tuple (its value
+    minus the window plus one), and ``wraps``, a bit each, set when they are above the
+    value's own low bits (the live starts wrap past zero), so that whether a run is live is
+    two comparisons side by side (:func:`_young`), all worked out by :func:`window_times`.
+    For start_seq: ``seq``, the tuple's position in the stream (modulo ``2**SEQ_BITS``)."""
     fields = {}
     at = order_layout(nfa)
     if at is not None:
         schema = nfa.program.schema
-        limits = {}
+        limits, oldest, wraps = {}, {}, {}
         for q in nfa.queries:
             if q.window is not None:
                 shape = field_shape(schema.field(q.order_field).type)
                 limits[str(q.index)] = signed(shape.width + 1)
-        fields.update({"at": at, "limit": data.StructLayout(limits)})
+                oldest[str(q.index)] = start_bits(q.window)
+                wraps[str(q.index)] = 1
+        fields.update(
+            {
+                "at": at,
+                "limit": data.StructLayout(limits),
+                "oldest": data.StructLayout(oldest),
+                "wraps": data.StructLayout(wraps),
+            }
+        )
     if start_queries(nfa):
         fields["seq"] = SEQ_BITS
     return data.StructLayout(fields) if fields else None
+
+
+def window_times(m: Module, nfa: Nfa, times: Value, field) -> None:
+    """Drive the WITHIN members of ``times`` (a :func:`times_layout` value) from the tuple's
+    fields (``field(name)``: its value): ``at``, and per windowed query ``limit``, ``oldest``
+    and ``wraps``."""
+    for name, _ in times.at.shape():
+        m.d.comb += times.at[name].eq(field(name))
+    for q in nfa.queries:
+        if q.window is not None:
+            t = Value.cast(field(q.order_field))
+            now = low_bits(t, start_bits(q.window))
+            m.d.comb += [
+                times.limit[str(q.index)].eq(t - q.window),
+                times.oldest[str(q.index)].eq(now - (q.window - 1)),
+                times.wraps[str(q.index)].eq(now < q.window - 1),
+            ]
 
 
 def result_layout(nfa: Nfa) -> data.StructLayout:
@@ -204,6 +236,7 @@ def next_state(
     times: Value | None = None,
     hint: Value | None = None,
     ahead: list | None = None,
+    gaps: list | None = None,
 ):
     """Add the next-state logic to ``m``; return ``(stored, result)``, and with ``ahead``
     ``(stored, result, hints)``.
@@ -245,9 +278,12 @@ def next_state(
     from this update's inputs (each state's start is a predecessor's stored start, compared
     with ``ahead``'s time beside the choice), not from ``stored``, so that a store forwarding
     the state to the next tuple of the partition hands it the hint without a comparison after
-    the update.
+    the update. ``gaps`` (beside ``ahead``, an entry per time or ``None``): the
+    :func:`window_gap` of this tuple's times and that one's, when the caller has worked it out
+    already (a cycle before, from the two tuples' times alone); otherwise it is worked out
+    here.
     """
-    return _NextState(m, nfa, state, prefix, times, hint).build(predicates, ahead)
+    return _NextState(m, nfa, state, prefix, times, hint).build(predicates, ahead, gaps)
 
 
 def window_layout(nfa: Nfa) -> data.StructLayout | None:
@@ -277,12 +313,17 @@ def low_bits(value: Value, k: int) -> Value:
     return value.as_unsigned()[:k]
 
 
-def _young(t: Value, start: Value, window: int) -> Value:
-    """Whether a run that began at ``start`` (low bits of its ORDER BY value) is less than
-    ``window`` before time ``t``, when it is less than ``2 * window`` before (the difference of
-    the low bits, modulo their width, :func:`start_bits`)."""
+def _young(times, q, start: Value) -> Value:
+    """Whether a run of windowed query ``q`` that began at ``start`` (low bits of its ORDER
+    BY value) is less than the window before the tuple of ``times``, when it is less than
+    twice the window before (:func:`start_bits`): ``start`` lies between the tuple's
+    ``oldest`` and its own low bits, modulo their width (:func:`times_layout`), two
+    comparisons side by side and no subtraction before them."""
     k = len(start)
-    return (low_bits(t, k) - start)[:k] < window
+    now = low_bits(times.at[q.order_field], k)
+    oldest = Value.cast(times.oldest[str(q.index)])
+    after, before = start >= oldest, start <= now
+    return Mux(times.wraps[str(q.index)], after | before, after & before)
 
 
 def _far(times, last, q) -> Value:
@@ -294,6 +335,24 @@ def _far(times, last, q) -> Value:
     t = Value.cast(times.at[q.order_field])
     before = Value.cast(last[q.order_field])
     return (t < before) | (Value.cast(times.limit[str(q.index)]) >= before)
+
+
+def window_gap(m: Module, nfa: Nfa, earlier: Value, later: Value, prefix: str = "") -> Signal:
+    """The part of the :func:`window_hint` of any state a tuple (its :func:`times_layout`
+    ``earlier``) leaves, against a later tuple's ``later``, that the two tuples' times alone
+    decide: ``far`` (a bit per windowed query, by index, as in :func:`window_layout`), since
+    the state's last time is the earlier tuple's. A store can work it out as soon as both
+    tuples are known, before the state is."""
+    if not isinstance(earlier, data.View):
+        earlier = times_layout(nfa)(earlier)
+    if not isinstance(later, data.View):
+        later = times_layout(nfa)(later)
+    far = window_layout(nfa).members["far"]
+    gap = Signal(far, name=f"{prefix}gap")
+    for q in nfa.queries:
+        if q.window is not None:
+            m.d.comb += gap[str(q.index)].eq(_far(later, earlier.at, q))
+    return gap
 
 
 def window_hint(m: Module, nfa: Nfa, state: Value, times: Value, prefix: str = "") -> Signal:
@@ -310,8 +369,7 @@ def window_hint(m: Module, nfa: Nfa, state: Value, times: Value, prefix: str = "
             m.d.comb += hint.far[str(q.index)].eq(_far(times, now.last, q))
     for i in aged_states(nfa):
         q = nfa.queries[nfa.states[i].query]
-        t = Value.cast(times.at[q.order_field])
-        young = _young(t, Value.cast(now.starts[str(i)]), q.window)
+        young = _young(times, q, Value.cast(now.starts[str(i)]))
         m.d.comb += hint.live[str(i)].eq(~hint.far[str(q.index)] & young)
     return hint
 
@@ -359,7 +417,7 @@ class _NextState:
         self.pairs = {pair: k for k, pair in enumerate(order_pairs(nfa))}
         self.next_order = None
 
-    def build(self, predicates: Value, ahead: list | None = None):
+    def build(self, predicates: Value, ahead: list | None = None, gaps: list | None = None):
         m, nfa, prefix = self.m, self.nfa, self.prefix
         hint = self.window()
         chosen = self.choose()
@@ -376,7 +434,8 @@ class _NextState:
         self.results(nxt, began, stored, result)
         if ahead is None:
             return stored, result
-        return stored, result, [self.ahead(chosen, a, k) for k, a in enumerate(ahead)]
+        pairs = zip(ahead, [None] * len(ahead) if gaps is None else gaps, strict=True)
+        return stored, result, [self.ahead(chosen, a, k, g) for k, (a, g) in enumerate(pairs)]
 
     def window(self) -> data.View | None:
         """The :func:`window_hint` of the stored state and the tuple, unless given."""
@@ -399,24 +458,24 @@ class _NextState:
             return self.now.starts[str(j)]
         return low_bits(self.now.last[q.order_field], start_bits(q.window))
 
-    def ahead(self, chosen, ahead, k: int) -> Signal:
+    def ahead(self, chosen, ahead, k: int, gap=None) -> Signal:
         """The :func:`window_hint` of the stored state against the times ``ahead``, from the
         stored state: a state's start is that of the predecessor it takes it from, so each
         predecessor's start is compared with ``ahead``'s time beside the choice (the last
-        time after this tuple is this tuple's)."""
+        time after this tuple is this tuple's: ``far`` is the :func:`window_gap` of the two
+        tuples, ``gap`` when given)."""
         nfa, m = self.nfa, self.m
         if not isinstance(ahead, data.View):
             ahead = times_layout(nfa)(ahead)
         hint = Signal(window_layout(nfa), name=f"{self.prefix}ahead{k}")
-        for q in nfa.queries:
-            if q.window is not None:
-                m.d.comb += hint.far[str(q.index)].eq(_far(ahead, self.times.at, q))
+        if gap is None:
+            gap = window_gap(m, nfa, self.times, ahead, f"{self.prefix}ahead{k}_")
+        m.d.comb += hint.far.eq(gap)
         for i in sorted(self.aged, key=int):
             q = nfa.queries[nfa.states[int(i)].query]
-            t = Value.cast(ahead.at[q.order_field])
             young = Value.cast(0)
             for j, win in chosen.get(int(i), {}).items():
-                young = young | (win & _young(t, self.stored_time(j, q), q.window))
+                young = young | (win & _young(ahead, q, self.stored_time(j, q)))
             m.d.comb += hint.live[i].eq(~hint.far[str(q.index)] & young)
         return hint
 
@@ -453,7 +512,9 @@ class _NextState:
             wins = _first_of(preds, lambda j: active[j], self.stored_beats)
             chosen[s.index] = {}
             for j in preds:
-                win = Signal(name=f"{self.prefix}{s.name}_from_{nfa.states[j].name}")
+                win = Signal(
+                    name=f"{self.prefix}{s.name}_from_{nfa.states[j].name}", attrs={"keep": 1}
+                )
                 self.m.d.comb += win.eq(wins[j])
                 chosen[s.index][j] = win
         return chosen

@@ -20,6 +20,7 @@ from amaranth.lib.memory import Memory
 from .bram import RegisteredBank, dp16kd_blocks, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
+from .table_stamps import StampStages
 
 __all__ = ["BREAK_FORWARDING", "TableGeometry", "TablePartitioner"]
 
@@ -30,8 +31,10 @@ UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike,
 #: ``"oldest write"``: the oldest write in flight is not forwarded; ``"stale hint"``: stage 4's
 #: ``update.prepare`` hint comes from the row read even when the operation just ahead wrote
 #: the entry; ``"ahead hint"``: the hint of the state stage 4 forwards to stage 3's operation
-#: is worked out against stage 4's payload, not stage 3's. ``None`` (always, outside those
-#: tests): nothing broken.
+#: is worked out against stage 4's payload, not stage 3's; ``"early hint"``: the hints of the
+#: writes in flight, worked out two cycles before stage 3, are worked out for the operation a
+#: stage ahead of the one they are for. ``None`` (always, outside those tests): nothing
+#: broken.
 BREAK_FORWARDING: str | None = None
 
 
@@ -206,15 +209,21 @@ class TablePartitioner(TableGeometry, wiring.Component):
     key_shape, payload_shape, state_width, result_shape, update, counter_width
         As for :class:`~nfacep.hdl.partitioner.StreamPartitioner`. With ``registered``, an
         ``update`` that has the attributes ``prepare`` (``prepare(m, state, payload) ->
-        hint``, combinational) and ``hint_width`` is called as ``update(m, state, payload,
-        hint=prepare(m, state, payload))``, the hint worked out in stage 3 (from each
-        candidate for the state found, the update being made in stage 4 among them) and
-        registered, so that what ``prepare`` does is not on stage 4's path (the engine's
-        windows: which stored runs are still live, :func:`~nfacep.hdl.nfa.window_hint`). When
-        ``update`` also has ``hints_ahead`` (true), stage 4 calls it with ``ahead=[stage 3's
-        payload]``, and it returns a third value, ``[the hint of the state it makes for that
-        payload]``, worked out from its own inputs: the hint stage 3 takes when it finds that
-        state, so that no ``prepare`` follows the update in one cycle.
+        hint``, combinational, of ``hint_width`` bits) and ``gap`` (``gap(m, earlier,
+        later)``, of ``gap_width`` bits) is called as ``update(m, state, payload,
+        hint=prepare(m, state, payload), ahead=[...], gaps=[...])``: the hint of the state
+        found is registered before stage 4, so that what ``prepare`` does is not on stage 4's
+        path (the engine's windows: which stored runs are still live,
+        :func:`~nfacep.hdl.nfa.window_hint`), and ``ahead`` holds the payloads of the
+        operations in stage 3, in the stage before it and in the one before that, for which
+        the update returns, as a third value, the hints of the state it makes, worked out from
+        its own inputs (``gaps``: the ``gap`` of its payload and each of them, worked out a
+        cycle before, or ``None``). So nothing of ``prepare`` waits for a choice made in the
+        same cycle: each candidate's hint is worked out before stage 3 chooses the state found
+        (the row read's the cycle before, from the registered row; each write in flight's two
+        cycles before, from its registered entry or, for the write leaving stage 4 then, from
+        the update; stage 4's write's, the cycle before, from the update), and stage 3 only
+        chooses among them and the update's for its operation.
     entries : :class:`int`
         ``E``, the table's entries (a power of two).
     ways : :class:`int`
@@ -549,7 +558,7 @@ class TablePartitioner(TableGeometry, wiring.Component):
         row_bits, _ = self._index_bits
         advance = ctx.advance
         before = chain[-2]
-        prev = (Value.cast(before[0].key).as_unsigned(), before[3], before[2])
+        prev = (Value.cast(before[0].key).as_unsigned(), before[3], before[2], before[0].payload)
         # the operation whose row leaves the block RAMs' output registers (split stamps only)
         # (and the one a stage before it, whose tick is copied beside each block meanwhile)
         ctx.early_op = chain[-4][2] if self._split_stamp else None
@@ -630,7 +639,7 @@ class TablePartitioner(TableGeometry, wiring.Component):
         return now, back, at, step, force
 
 
-class _Stages:
+class _Stages(StampStages):
     """The stages after the block-RAM read of a :class:`TablePartitioner`: the simple one
     (decide and update in the cycle after the read) or the registered ones.
 
@@ -647,80 +656,6 @@ class _Stages:
         self.direct = table.direct
         self.timers = table.timers
         self.max_age = (1 << table._timer_bits) - 1
-
-    def live(self, valid, stamp, op, *, ahead: int | None = None):
-        """Whether an entry is in use at tick ``now``: written, and (with timers) not aged out:
-        fewer than ``M = 2**B - 1`` ticks since the tick it was stamped with, that is
-        ``d = (now - stamp) mod 2**S < M``.
-
-        Without a full subtraction on the block RAM's output: split at bit ``B``, ``d``'s high
-        part is zero iff ``stamp_hi`` equals ``now_hi`` (no borrow from the low parts) or
-        ``now_hi - 1`` (a borrow; the high part of ``op.back``, counted beside ``now``), and
-        then ``d < M`` iff its low ``B`` bits are not all ones.
-
-        ``ahead``: the entry was written by an operation at most this many operations ahead
-        of ``op``'s. A tick comes after a tuple, so ``d <= ahead``: with ``M > ahead`` the
-        entry is in use iff it is valid, and nothing is compared."""
-        if not self.timers or (ahead is not None and self.max_age > ahead):
-            return valid
-        now = op.now
-        b = min(self.table._timer_bits, len(stamp))
-        now_lo, stamp_lo = now[:b], stamp[:b]
-        borrow = now_lo < stamp_lo
-        low_ok = (now_lo - stamp_lo)[:b] != self.max_age
-        if b == len(stamp):  # (not built: S > B always) no high part, d is its low part
-            return valid & low_ok
-        now_hi, stamp_hi = now[b:], stamp[b:]
-        high_zero = Mux(borrow, stamp_hi == op.back[b:], stamp_hi == now_hi)
-        return valid & high_zero & low_ok
-
-    def stamp_parts(self, stamp, ticks):
-        """:meth:`live`'s comparisons of ``stamp`` with an operation's tick, bit by bit, each
-        a gate of the stamp's bit and the tick's (``ticks``: per bit of the stamp, the bit of
-        ``now`` and, for the low ``B`` bits, of ``now + 1``, for the others of ``back``):
-        ``(low_eq, low_lt, low_next, same_now, same_back)``, the first three a bit per low bit
-        (the stamp's bit equals ``now``'s; is 0 where ``now``'s is 1; equals that of ``now +
-        1``), the last two a bit per high bit (equals ``now``'s; ``back``'s). Registered
-        beside the blocks, :meth:`live_parts` ends the comparison in the next cycle."""
-        b = self.table._timer_bits
-        now = Cat(n for n, _ in ticks)
-        other = Cat(o for _, o in ticks)
-        return (
-            ~(stamp[:b] ^ now[:b]),
-            ~stamp[:b] & now[:b],
-            ~(stamp[:b] ^ other[:b]),
-            ~(stamp[b:] ^ now[b:]),
-            ~(stamp[b:] ^ other[b:]),
-        )
-
-    def tick_copies(self, bank):
-        """For :meth:`stamp_parts` beside bank ``bank``'s blocks: per stamp bit, a register of
-        its own (:func:`~nfacep.hdl.bram.register_copy`) loaded on advancing edges with the
-        bits of ``now`` and ``now + 1`` or ``back`` of the operation a stage before the one
-        whose row leaves the block RAMs, so that they hold its tick when the row does."""
-        op, b = self.early_op, self.table._timer_bits
-        after = (op.now[:b] + 1)[:b]
-        ticks = []
-        for i in range(self.table._stamp_bits):
-            other = after[i] if i < b else op.back[i]
-            q = register_copy(
-                self.m, self.platform, Cat(op.now[i], other), self.advance, f"tick{bank}_{i}"
-            )
-            ticks.append((q[0], q[1]))
-        return ticks
-
-    def live_parts(self, valid, parts):
-        """:meth:`live` from :meth:`stamp_parts`' registered ``parts``: no borrow from the low
-        part (``stamp_lo <= now_lo``) iff they are equal or, at the highest bit where they
-        differ, the stamp's is 0; the low part of ``d`` is all ones iff ``stamp_lo`` is
-        ``now_lo + 1``."""
-        low_eq, low_lt, low_next, same_now, same_back = parts
-        b = len(low_eq)
-        no_borrow = low_eq.all()
-        for i in range(b):
-            no_borrow = no_borrow | (low_lt[i] & low_eq[i + 1 :].all())
-        low_ok = ~low_next.all()
-        return valid & low_ok & Mux(no_borrow, same_now.all(), same_back.all())
 
     def decide(self, key, bank, matches, free, name):
         """hit, dropped, way from the ways' match and free bits (hashed) or the bank (direct;
@@ -747,23 +682,24 @@ class _Stages:
         so any entry a tuple looks at (its row, its bank) is its own."""
         return Const(1) if self.direct else Value.cast(tag) == key
 
-    def update(self, current, payload, name, hint=None, ahead=None):
-        """``update``'s new state and result (and, given ``ahead``, its hint for that
-        payload), as signals."""
+    def update(self, current, payload, name, hint=None, ahead=None, gaps=None):
+        """``update``'s new state and result (and, given ``hint``, its hints for the payloads
+        ``ahead``), as signals."""
         table, m = self.table, self.m
         if hint is None:
             out = table._update(m, current, payload)
-        elif ahead is None:
-            out = table._update(m, current, payload, hint=hint)
         else:
-            out = table._update(m, current, payload, hint=hint, ahead=ahead)
+            out = table._update(m, current, payload, hint=hint, ahead=ahead, gaps=gaps)
         new_state = Signal(table._state_width, name=f"{name}_new_state")
         result = Signal(table._result_shape, name=f"{name}_result")
         m.d.comb += [new_state.eq(out[0]), result.eq(out[1])]
-        if ahead is None:
+        if hint is None:
             return new_state, result
-        later = Signal(table._update.hint_width, name=f"{name}_ahead_hint")
-        m.d.comb += later.eq(out[2][0])
+        later = [
+            Signal(table._update.hint_width, name=f"{name}_ahead{k}", attrs={"keep": 1})
+            for k in range(3)
+        ]
+        m.d.comb += [h.eq(v) for h, v in zip(later, out[2], strict=True)]
         return new_state, result, later
 
     def entry(self, key, state, op, name):
@@ -853,7 +789,7 @@ class _Stages:
         u_key = Value.cast(u.key).as_unsigned()
 
         # stage 4's update (its entry is the newest write of the cycle)
-        new_state, result = self._stage4(t, u, u_state)
+        new_state, result = self._stage4(t, u, u_state, s2, prev[3])
         written = self.entry(u_key, new_state, u_op, "s4_written")
 
         # two cycles before stage 3: row, key and tick of the writes that will be
@@ -863,7 +799,7 @@ class _Stages:
         ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
         # and the decisions (store, way) already made: all but stage 3's
         known = [None, (u_store, u_way)] + [(h.valid, h.way) for h in hist[:-1]]
-        rel = self._relations(prev, ident, known)
+        rel = self._relations(prev, ident, known, self._source_hints(hist))
         # the cycle before stage 3: their decisions are registers now (stage 4's,
         # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]
@@ -883,24 +819,46 @@ class _Stages:
         )
         return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
 
-    def _stage4(self, t, u, u_state):
+    def _stage4(self, t, u, u_state, s2, prev_payload):
         """Stage 4's update of the state found: ``(new_state, result)``. With
-        ``update.prepare``, the update takes the hint worked out in stage 3 (``u_hint``), and
-        with ``hints_ahead`` it also makes the hint of its new state for the operation in
-        stage 3 (``ahead_hint``), beside itself."""
-        table = self.table
+        ``update.prepare``, the update takes the hint worked out before stage 4 (``u_hint``),
+        and makes the hints of its new state for the operations in stage 3 and the two stages
+        before it (``ahead_hint``), beside itself; for stage 3's operation, with the ``gap``
+        of the two payloads worked out a cycle before."""
+        table, m = self.table, self.m
         self.prepare = getattr(table._update, "prepare", None)
-        self.u_hint = None
-        if self.prepare is not None:
-            self.u_hint = Signal(table._update.hint_width, name="s4_hint")
-        self.ahead_hint = None
-        if not getattr(table._update, "hints_ahead", False):
-            return self.update(u_state, u.payload, "s4", hint=self.u_hint)
-        ahead = u.payload if BREAK_FORWARDING == "ahead hint" else t.payload
+        self.u_hint = self.ahead_hint = None
+        if self.prepare is None:
+            return self.update(u_state, u.payload, "s4")
+        self.u_hint = Signal(table._update.hint_width, name="s4_hint")
+        # the payload the hints of a write in flight are worked out for two cycles before
+        # stage 3, the operation's then
+        self.early = s2.payload if BREAK_FORWARDING == "early hint" else prev_payload
+        self.prev_payload = prev_payload
+        gap = Signal(table._update.gap_width, name="s3_gap")
+        later = t.payload if BREAK_FORWARDING == "ahead hint" else s2.payload
+        with m.If(self.advance):
+            m.d.sync += gap.eq(table._update.gap(m, t.payload, later))
+        now = u.payload if BREAK_FORWARDING == "ahead hint" else t.payload
         new_state, result, self.ahead_hint = self.update(
-            u_state, u.payload, "s4", hint=self.u_hint, ahead=[ahead]
+            u_state,
+            u.payload,
+            "s4",
+            hint=self.u_hint,
+            ahead=[now, s2.payload, self.early],
+            gaps=[gap, None, None],
         )
         return new_state, result
+
+    def _source_hints(self, hist):
+        """With ``update.prepare``, the hint of each write in flight, in the order of
+        ``_relations``' sources, for the operation two cycles before stage 3 (``None`` for
+        stage 3's, whose state is not made yet): stage 4's from the update, the others from
+        their entries. Without, ``None``."""
+        if self.prepare is None:
+            return None
+        hints = [None, self.ahead_hint[2]]
+        return hints + [self.prepare(self.m, h.entry.state, self.early) for h in hist[:-1]]
 
     def _tail_registers(self, in_layout, op_shape):
         """The registers of stage 3 (payload, valid, op, row, bank) and of stage 4 (payload,
@@ -958,15 +916,16 @@ class _Stages:
             ]
             self.m.d.sync += [h.eq(older) for h, older in zip(hist[1:], hist, strict=False)]
 
-    def _relations(self, prev, ident, known):
+    def _relations(self, prev, ident, known, hints):
         """Two cycles before stage 3: each source's (``ident``: row, key, whether it writes a
         valid entry, tick) row, key and tick against the operation in ``prev``, registered:
-        ``(rel_row, rel_key, rel_live, rel_valid, rel_way)``, a bit per source; ``rel_way``,
-        for the sources whose decision (``known``: store, way) is made already, a bit per way:
-        it writes that way of the operation's row (None for the others)."""
+        ``(rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint)``, a bit per source;
+        ``rel_way``, for the sources whose decision (``known``: store, way) is made already, a
+        bit per way: it writes that way of the operation's row (None for the others);
+        ``rel_hint``, the ``hints`` of the sources that have one (``None``: no hints)."""
         m = self.m
         stages = self.table._missed
-        prev_key, prev_row, prev_op = prev
+        prev_key, prev_row, prev_op, _ = prev
         n = len(ident)  # stages + 1
         rel_row = Signal(n, name="s1_rel_row")
         rel_key = Signal(n, name="s1_rel_key")
@@ -992,14 +951,25 @@ class _Stages:
                     Cat(store & (ident[j][0] == prev_row) & (way == b) for b in range(self.banks))
                 )
             rel_way.append(bits)
-        return rel_row, rel_key, rel_live, rel_valid, rel_way
+        rel_hint = None
+        if hints is not None:
+            rel_hint = []
+            for j, hint in enumerate(hints):
+                if hint is None:
+                    rel_hint.append(None)
+                    continue
+                reg = Signal(self.table._update.hint_width, name=f"s1_rel_hint{j}")
+                with m.If(self.advance):
+                    m.d.sync += reg.eq(hint)
+                rel_hint.append(reg)
+        return rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint
 
     def _read_bits(self, prev, s2, s2_op, read):
         """Per way of the row read: (match, live, valid, state). With five read registers the
         row arrives with ``prev`` and is compared beside the writes in flight (registered
         here); otherwise in this cycle."""
         m, width = self.m, self.table._state_width
-        prev_key, _, prev_op = prev
+        prev_key, _, prev_op, _ = prev
         s2_key = Value.cast(s2.key).as_unsigned()
         seen = []
         for b, e in enumerate(read):
@@ -1031,103 +1001,116 @@ class _Stages:
                 seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
         return seen
 
-    def _stage3_hint(self, t, pre_state, new_state, mine, newest):
+    def _stage3_hint(self, s2, mine, newest):
         """``update.prepare`` of the state the tuple in stage 3 finds, for stage 4: chosen as
-        that state is (from each way's candidate, the update being made in stage 4 among them,
-        or the all-zero state of a fresh entry), so nothing of it waits for stage 4's update
-        but what ``prepare`` reads of it."""
-        m, width = self.m, self.table._update.hint_width
-        table = self.table
-        zero = self.prepare(m, Const(0, table._state_width), t.payload)
-        if self.ahead_hint is not None:  # worked out by the update, beside it
-            from_new = self.ahead_hint
-        else:
-            from_new = self.prepare(m, new_state, t.payload)
+        that state is, among hints worked out before: each way's candidate's
+        (:meth:`_newest_hint`), the update's for the state being made in stage 4
+        (``ahead_hint``) and the all-zero state's of a fresh entry (from the payload, the cycle
+        before), so that stage 3 only chooses."""
+        m, table = self.m, self.table
+        zero = Signal(table._update.hint_width, name="s3_zero_hint")
+        with m.If(self.advance):
+            m.d.sync += zero.eq(self.prepare(m, Const(0, table._state_width), s2.payload))
         if BREAK_FORWARDING == "stale hint":
             newest = [0] * len(newest)
+        # the update's hint, the last to be known, enters the last gate: whether the way found
+        # is the newest write's, and the hint otherwise, are worked out beside it from
+        # registers (kept, so that synthesis does not fold them back into one cone with it)
+        new = Signal(name="s3_hint_new", attrs={"keep": 1})
+        other = Signal(table._update.hint_width, name="s3_hint_other", attrs={"keep": 1})
         parts = [Mux(~_or_all(mine), zero, 0)]
         for b in range(self.banks):
-            from_read = self.prepare(m, pre_state[b], t.payload)
-            parts.append(Mux(mine[b], Mux(newest[b], from_new, from_read), 0))
-        hint = Signal(width, name="s3_hint")
-        m.d.comb += hint.eq(_or_all(parts))
+            z, from_read, read_hint, pre_hint = self.pre_hint[b]
+            before = Mux(z, self.z_hint, Mux(from_read, read_hint, pre_hint))
+            parts.append(Mux(mine[b] & ~newest[b], before, 0))
+        m.d.comb += [
+            new.eq(_or_all([mine[b] & newest[b] for b in range(self.banks)])),
+            other.eq(_or_all(parts)),
+        ]
+        hint = Signal(table._update.hint_width, name="s3_hint")
+        m.d.comb += hint.eq(Mux(new, self.ahead_hint[0], other))
         with m.If(self.advance):
             m.d.sync += self.u_hint.eq(hint)
-
-    def _split_read(self, e, b):
-        """The third read register of bank ``b`` (split stamps): the entry's fields but its
-        stamp, and :meth:`stamp_parts` of its stamp with the tick of the operation it was read
-        for, computed from the block RAMs' output registers."""
-        m, layout = self.m, self.table.entry_layout
-        parts = self.stamp_parts(e.stamp, self.tick_copies(b))
-        bits = self.table._timer_bits
-        high = self.table._stamp_bits - bits
-        held = (
-            Signal(1, name=f"s0_read_valid{b}"),
-            Signal(layout.members["tag"], name=f"s0_read_tag{b}"),
-            Signal(layout.members["state"], name=f"s0_read_state{b}"),
-            (
-                Signal(bits, name=f"s0_read_low_eq{b}"),
-                Signal(bits, name=f"s0_read_low_lt{b}"),
-                Signal(bits, name=f"s0_read_low_next{b}"),
-                Signal(high, name=f"s0_read_same_now{b}"),
-                Signal(high, name=f"s0_read_same_back{b}"),
-            ),
-        )
-        with m.If(self.advance):
-            m.d.sync += [
-                held[0].eq(e.valid),
-                held[1].eq(e.tag),
-                held[2].eq(e.state),
-                *(r.eq(v) for r, v in zip(held[3], parts, strict=True)),
-            ]
-        return _Read(*held)
 
     def _newest(self, prev, s2, s2_op, read, decided, rel):
         """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
         state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
-        pre_valid, pre_state)``."""
+        pre_valid, pre_state)``; with ``update.prepare`` also its hint (:meth:`_newest_hint`)."""
         m, banks, width = self.m, self.banks, self.table._state_width
-        rel_row, rel_key, rel_live, rel_valid, rel_way = rel
+        rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint = rel
         pre_match = Signal(banks, name="s2_pre_match")
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
         pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
+        pre = [pre_match, pre_live, pre_valid, pre_state]
+        if self.prepare is not None:
+            self.pre_hint = []
+            self.z_hint = Signal(self.table._update.hint_width, name="s2_z_hint")
+            with m.If(self.advance):
+                m.d.sync += self.z_hint.eq(self.ahead_hint[1])
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
-            cand = (
+            cand = [
                 Signal(name=f"s2_cand_match{b}"),
                 Signal(name=f"s2_cand_live{b}"),
                 Signal(name=f"s2_cand_valid{b}"),
                 Signal(width, name=f"s2_cand_state{b}"),
-            )
+            ]
+            chosen = []
             for j, (store, src_way, state) in enumerate(decided):
                 # the sources but the newest were compared a cycle before (rel_way), so this
                 # priority chain starts from registers
                 if rel_way[j] is not None:
-                    chosen = rel_way[j][b]
+                    chosen.append(rel_way[j][b])
                 else:
-                    chosen = store & rel_row[j] & (src_way == b)
-                with (m.If if j == 0 else m.Elif)(chosen):
-                    m.d.comb += [
-                        c.eq(v)
-                        for c, v in zip(
-                            cand,
-                            (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state),
-                            strict=True,
-                        )
-                    ]
+                    chosen.append(store & rel_row[j] & (src_way == b))
+                values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
+                with (m.If if j == 0 else m.Elif)(chosen[j]):
+                    m.d.comb += [c.eq(v) for c, v in zip(cand, values, strict=True)]
             with m.Else():
                 m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
             self.pre_match_next.append(cand[0])
             with m.If(self.advance):
-                m.d.sync += [
-                    pre_match[b].eq(cand[0]),
-                    pre_live[b].eq(cand[1]),
-                    pre_valid[b].eq(cand[2]),
-                    pre_state[b].eq(cand[3]),
-                ]
+                m.d.sync += [reg[b].eq(c) for reg, c in zip(pre, cand, strict=True)]
+            if self.prepare is not None:
+                self.pre_hint.append(self._newest_hint(b, s2, chosen, read_bits[3], rel_hint))
         return pre_match, pre_live, pre_valid, pre_state
+
+    def payload_copy(self, b, payload):
+        """A copy of its own, beside bank ``b``'s blocks, of the ``payload`` of the operation
+        before stage 3 (loaded as it is, a stage before), so that the row read is compared
+        with it where both are (:func:`~nfacep.hdl.bram.register_copy`)."""
+        q = register_copy(
+            self.m, self.platform, Value.cast(self.prev_payload), self.advance, f"s2_payload{b}"
+        )
+        shape = payload.shape()
+        return data.View(shape, q) if isinstance(shape, data.Layout) else q
+
+    def _newest_hint(self, b, s2, chosen, read_state, rel_hint):
+        """The hint of way ``b``'s candidate for the operation in ``s2``, in registers that
+        stage 3 chooses among (no comparison before a choice in one cycle): ``(z, from_read,
+        read_hint, hint)``: whether stage 4's write is the newest to the way (its hint is
+        ``z_hint``, the update's), else whether none is (the row read's, worked out now from
+        the registered row), else the newest of the others' (``rel_hint``, registers)."""
+        m, width = self.m, self.table._update.hint_width
+        regs = (
+            Signal(name=f"s2_hint_z{b}"),
+            Signal(name=f"s2_hint_read{b}"),
+            Signal(width, name=f"s2_read_hint{b}"),
+            Signal(width, name=f"s2_pre_hint{b}"),
+        )
+        hint = Signal(width, name=f"s2_cand_hint{b}")
+        for j in range(1, len(chosen)):
+            with (m.If if j == 1 else m.Elif)(chosen[j]):
+                m.d.comb += hint.eq(rel_hint[j])
+        with m.If(self.advance):
+            m.d.sync += [
+                regs[0].eq(chosen[0]),
+                regs[1].eq(~_or_all(chosen)),
+                regs[2].eq(self.prepare(m, read_state, self.payload_copy(b, s2.payload))),
+                regs[3].eq(hint),
+            ]
+        return regs
 
     def _stage3(self, t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, last):
         """Stage 3: the write decided last cycle (``last``: stage 4's store, way and new
@@ -1152,9 +1135,10 @@ class _Stages:
         matches = Signal(self.banks, name="s3_matches")
         live = Signal(self.banks, name="s3_live")
         valid = Signal(self.banks, name="s3_entry_valid")
+        newest_ways = Signal(self.banks, name="s3_newest")  # row_same0 & u_store & (u_way == b)
         ways_found, ways_mine, ways_newest = [], [], []
         for b in range(self.banks):
-            newest = row_same0 & u_store & (u_way == b)
+            newest = newest_ways[b]
             m.d.comb += [
                 matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
                 live[b].eq(Mux(newest, live0, pre_live[b])),
@@ -1167,9 +1151,12 @@ class _Stages:
             ways_mine.append(mine)
             ways_newest.append(newest)
         if self.prepare is not None:
-            self._stage3_hint(t, pre_state, new_state, ways_mine, ways_newest)
+            self._stage3_hint(s2, ways_mine, ways_newest)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
+        newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
+        with m.If(self.advance):  # from stage 3's decision, a register of its own
+            m.d.sync += newest_ways.eq(newest_now)
         found = Signal(width, name="s3_found")
         if width <= _STATE_CHUNK:
             m.d.comb += found.eq(_or_all(ways_found))
@@ -1209,16 +1196,6 @@ class _Stages:
 #: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
 #: from its own copies of the registers the choice is made of.
 _STATE_CHUNK = 48
-
-
-@dataclass
-class _Read:
-    """A row read with its stamp compared in parts (:meth:`_Stages._split_read`)."""
-
-    valid: Value
-    tag: Value
-    state: Value
-    stamp: tuple
 
 
 @dataclass

@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+import window_cases
 from amaranth.sim import Simulator
 from bundled import param_values
 from hypothesis import given, settings
@@ -916,6 +917,19 @@ def test_windows_gaps_from_a_stale_state_are_caught(monkeypatch):
         check(nfa, data, partitions=16, store="table", ways=4, seed=3)
 
 
+def test_windows_hints_of_writes_in_flight_for_the_wrong_tuple_are_caught(monkeypatch):
+    """The table works out the windows' hint of each write in flight two cycles before the
+    tuple that finds it reaches stage 3; a version that works them out for the tuple a stage
+    ahead (a broken forwarding path) fails the comparison with the reference."""
+    from nfacep.hdl import table
+
+    monkeypatch.setattr(table, "BREAK_FORWARDING", "early hint")
+    nfa = window_queries()
+    data = window_data(np.random.default_rng(3), 100, keys=4)
+    with pytest.raises(AssertionError, match="Differing items"):
+        check(nfa, data, partitions=16, store="table", ways=4, seed=3)
+
+
 WRAP_STREAM = "CREATE STREAM s (k UINT(2), p ENUM('a', 'b', 'c'), t UINT(16));\n"
 # (key, predicate, time); within each key the times ascend
 WRAP_TUPLES = [
@@ -987,6 +1001,25 @@ def wrap_data():
         "t": np.array([t for _, _, t in WRAP_TUPLES], dtype=np.uint64),
     }
     return tuples.Tuples(columns, len(WRAP_TUPLES))
+
+
+@pytest.mark.parametrize(("store", "partitions"), [("pipeline", 4), ("table", 4)])
+def test_windows_at_their_boundary_at_every_distance(store, partitions):
+    """A run exactly a window minus one old matches and one a window old does not, whatever
+    path the tuple that ends it finds its state by (fillers of other keys between), with the
+    tuples beside it on the other side of the boundary: a hint worked out for the wrong tuple
+    anywhere on those paths changes a match."""
+    rows, matching = window_cases.distance_tuples()
+    data = tuples.Tuples(
+        {
+            "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
+            "p": np.array([["a", "b", "c"].index(p) for _, p, _ in rows], dtype=np.uint64),
+            "t": np.array([t for _, _, t in rows], dtype=np.uint64),
+        },
+        len(rows),
+    )
+    bits, drops = check(wrap_query(), data, partitions=partitions, store=store, gap=0, stall=0)
+    assert set(bits) == matching and not drops
 
 
 def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):

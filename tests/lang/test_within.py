@@ -271,6 +271,32 @@ def test_sim_equals_match_with_a_window(tmp_path, capsys):
         assert out.read_text() == want
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator", ["icarus"])  # (Verilator too, but its build takes 50 s)
+def test_sim_keeps_windows_at_their_boundary_at_every_distance(tmp_path, capsys, simulator):
+    """The emitted Verilog ends runs exactly a window old and keeps those a window minus one
+    old, whatever path through the table the state takes (the stream of
+    :func:`window_cases.distance_tuples`), as ``match`` does."""
+    from window_cases import DISTANCE_QUERY, distance_csv, distance_tuples
+
+    from nfacep.sim import build
+
+    missing = build.simulator_available(simulator)
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    q, t = tmp_path / "q.sql", tmp_path / "t.csv"
+    q.write_text(DISTANCE_QUERY)
+    t.write_text(distance_csv())
+    assert main(["match", str(q), "--input", str(t), "--output", str(tmp_path / "m.csv")]) == 0
+    want = (tmp_path / "m.csv").read_text()
+    assert {int(line.split(",")[0]) for line in want.split()[1:]} == distance_tuples()[1]
+    out = tmp_path / "s.csv"
+    args = ["sim", str(q), "--input", str(t), "--output", str(out), "--simulator", simulator]
+    args += ["--store", "table", "--partitions", "4", "--build-dir", str(tmp_path / "b")]
+    assert main([*args, "--check"]) == 0, capsys.readouterr().err
+    assert out.read_text() == want
+
+
 def test_engine_state_holds_starts_and_the_last_time():
     """Under WITHIN a partition keeps where the latest run began per state of a windowed
     query but its start states (the low 7 bits of the ORDER BY value for a window of 60: the
