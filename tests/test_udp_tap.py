@@ -183,3 +183,15 @@ def test_the_kernel_resolves_pings_and_runs_against_the_board_on_a_tap(
             kinds.append((parsed["kind"], parsed.get("type", parsed.get("oper"))))
     assert kinds.count(("icmp", 8)) == kinds.count(("icmp", 0)) == 3
     assert ("arp", 1) in kinds and ("arp", 2) in kinds
+
+
+@pytest.mark.parametrize("rtl", [False, True], ids=["software", "rtl"])
+def test_a_tap_that_cannot_be_opened_is_a_usage_error(rtl, capsys):
+    """(On any machine: a name the kernel refuses, or no /dev/net/tun, or no root; with
+    ``--rtl`` the TAP is opened before the board is built, so the refusal comes at once.)"""
+    from nfacep.cli import main
+
+    args = ["serve", str(QUERIES / "marathon.sql"), "--tap", "bad/name", *(["--rtl"] * rtl)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--tap bad/name: cannot open the TAP device" in err and "Traceback" not in err
