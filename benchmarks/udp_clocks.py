@@ -7,16 +7,22 @@ SDRAM at the clock the build chooses, ``sdram``, or at 89.29 MHz, ``sdram-89``),
 engine's clock and whether it keeps up with the line.
 
 Each row is one ``nfacep build --link udp`` (``nfacep.boards.build``, Yosys and nextpnr, several
-minutes each); a build that misses timing still has its report and is listed (``met`` no).
-Run it on two commits to compare them (the table says which commit it measured):
+minutes each), one at a time; a build that misses timing still has its report and is listed
+(``met`` no). ``--seeds`` builds each configuration once per nextpnr placement seed, so that
+figures from two commits compare placements alike rather than one lucky or unlucky placement
+(nextpnr's default seed when not given). Each row also names the slowest path of each clock
+(its first and last cell, from nextpnr's report). Run it on two commits to compare them (the
+table says which commit it measured):
 
-    python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] [--csv F]
+    python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] [--seeds 1,2,3] \
+        [--csv F]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import pathlib
 import subprocess
 import tempfile
@@ -33,8 +39,9 @@ CONFIGS = {
 }
 
 
-def measure(name: str, given: dict, work: str) -> dict:
-    """One build of the UDP top with the engine ``given`` (``build``'s default for the rest)."""
+def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
+    """One build of the UDP top with the engine ``given`` (``build``'s default for the rest),
+    placed with nextpnr's ``seed``."""
     from nfacep import boards, compile_file
     from nfacep.boards.defaults import board_engine
     from nfacep.boards.flow import BuildError
@@ -44,15 +51,17 @@ def measure(name: str, given: dict, work: str) -> dict:
     given = dict(given)
     mhz = given.pop("engine_mhz", None)
     params = board_engine(nfa, board, given)
+    folder = f"{work}/{name}" + ("" if seed is None else f"-seed{seed}")
     try:
         report = boards.build(
             nfa,
             board,
-            f"{work}/{name}",
+            folder,
             params,
             link="udp",
             query_file=str(MARATHON),
             engine_mhz=mhz,
+            seed=seed,
         )
     except BuildError as err:
         report = err.report
@@ -62,6 +71,7 @@ def measure(name: str, given: dict, work: str) -> dict:
     link = report["link"]
     row = {
         "engine": f"{params.store} {params.partitions}",
+        "seed": "default" if seed is None else seed,
         "luts": res.get("luts", {}).get("used"),
         "ffs": res.get("ffs", {}).get("used"),
         "brams": res.get("brams", {}).get("used"),
@@ -71,7 +81,22 @@ def measure(name: str, given: dict, work: str) -> dict:
     }
     for clock, mhz in sorted(report["fmax_mhz"].items()):
         row[f"fmax {clock}"] = f"{mhz:.2f}/{report['constraint_mhz'][clock]:g}"
+    row.update(slowest_paths(f"{folder}/toolchain"))
     return row
+
+
+def slowest_paths(toolchain: str) -> dict:
+    """Each clock's slowest path in nextpnr's report (``--report``): its first and last cell."""
+    found = list(pathlib.Path(toolchain).glob("*.report.json"))
+    if not found:
+        return {}
+    out = {}
+    for path in json.loads(found[0].read_text()).get("critical_paths", []):
+        steps = path.get("path") or []
+        if steps and path.get("from") == path.get("to"):
+            first, last = steps[0]["from"]["cell"], steps[-1]["to"]["cell"]
+            out[f"path {path['from']}"] = f"{first} -> {last}"
+    return out
 
 
 def main() -> None:
@@ -79,6 +104,7 @@ def main() -> None:
     ap.add_argument(
         "--only", default="2,64,256,default", help="configurations (%(default)s; sdram, sdram-89)"
     )
+    ap.add_argument("--seeds", help="nextpnr placement seeds, each configuration once per seed")
     ap.add_argument("--csv", help="also write the rows to this CSV file")
     ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
     args = ap.parse_args()
@@ -91,12 +117,17 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         work = args.keep or scratch
+        seeds = [None] if not args.seeds else [int(x) for x in args.seeds.split(",")]
         for name in args.only.split(","):
-            row = measure(name, CONFIGS[name], work)
-            rows.append(row)
-            print(f"{commit}: " + "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+            for seed in seeds:
+                row = measure(name, CONFIGS[name], work, seed)
+                rows.append(row)
+                print(f"{commit}: " + "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     print(f"\nUDP top on the Colorlight 5A-75B at {commit} (fmax: reached/constraint MHz)")
-    keys = sorted({k for row in rows for k in row}, key=lambda k: (k.startswith("fmax"), k))
+    keys = sorted(
+        {k for row in rows for k in row},
+        key=lambda k: (k.startswith("path"), k.startswith("fmax"), k != "engine", k),
+    )
     print(" | ".join(keys))
     for row in rows:
         print(" | ".join(str(row.get(k, "-")) for k in keys))

@@ -45,6 +45,7 @@ def build(
     progress=None,
     link: str = links.DEFAULT,
     values=None,
+    seed: int | None = None,
     **options,
 ) -> dict:
     """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report. ``values``:
@@ -62,7 +63,8 @@ def build(
     at ``baud``, for ``nfacep run``) or ``"udp"`` (:class:`nfacep.links.udp.top.UdpBoardTop`:
     Gigabit Ethernet, the board's addresses ``udp``, a
     :class:`nfacep.links.udp.protocol.Endpoint`). ``options`` are the link's (``baud``,
-    ``udp``); those of other links are ignored. The toolchain runs through :func:`run_flow`.
+    ``udp``); those of other links are ignored. The toolchain runs through :func:`run_flow`
+    (``seed``: nextpnr's placement seed).
     """
     # a missing program fails here, before the engine is elaborated
     toolchain.find_tools(board.tools)
@@ -82,6 +84,7 @@ def build(
         verilog=verilog,
         stale=(bitstream, verilog, report_path),
         progress=progress,
+        seed=seed,
     )
     if flow.step == "elaborate":  # rejected before synthesis: no report
         raise DoesNotFitError(flow.message)

@@ -222,7 +222,8 @@ class Serve(Command):
         "parameters would: the software board model (the reference matcher as the engine; "
         "sessions, counters and replies as the gateware's). With --tap IFACE instead, the "
         "board is on a Linux TAP device at --ip/--port/--mac, answering ARP and the payload "
-        "format as the gateware does, and ping, so the kernel's stack is its host. The first "
+        "format as the gateware does, and ping, so the kernel's stack is its host. With --rtl, "
+        "the board on either is the board top's own Verilog under Verilator. The first "
         "line on stdout says where it listens; it serves until SIGINT or SIGTERM (exit 0 then)."
     )
     order = 91
@@ -248,9 +249,9 @@ class Serve(Command):
         parser.add_argument(
             "--rtl",
             action="store_true",
-            help="with --udp: serve the board top's own Verilog under Verilator (the design of "
+            help="serve the board top's own Verilog under Verilator (the design of "
             "`sim --link udp`) at the addresses --ip, --port and --mac, instead of the "
-            "software model",
+            "software model, behind the --udp socket or on the --tap device",
         )
         parser.add_argument(
             "--build-dir",
@@ -288,8 +289,6 @@ class Serve(Command):
             check_outputs([args.pcap], [args.query], what="--pcap")
         stop = threading.Event()
         if args.rtl:
-            if args.tap:
-                raise UsageError("--rtl serves on --udp only (the TAP has the software board)")
             thread, where = _serve_rtl(args, nfa, engine, values, stop)
             what = f"the Verilated board top (at {UDP.build_options(args)['udp']})"
         else:
@@ -320,14 +319,21 @@ class Serve(Command):
         return 0
 
 
+def _listen_address(text: str) -> tuple[str, int]:
+    """``--udp ADDR[:PORT]``'s address and port (``:0``: any free port, the kernel's choice,
+    which the first line says)."""
+    from nfacep.links.udp.host import parse_address
+
+    any_port = text.endswith(":0")
+    host, port = parse_address(text[:-2] if any_port else text)
+    return host, 0 if any_port else port
+
+
 def _serve_udp(args, model, stop):
     """``serve --udp``: the model on a UDP socket; the thread and where it listens."""
-    from nfacep.links.udp.host import parse_address
     from nfacep.links.udp.model import serve
 
-    any_port = args.udp.endswith(":0")  # (the kernel's choice: the first line says it)
-    host, port = parse_address(args.udp[:-2] if any_port else args.udp)
-    port = 0 if any_port else port
+    host, port = _listen_address(args.udp)
     try:
         thread, (bound_host, bound_port) = serve(model, host, port, stop=stop, pcap=args.pcap)
     except OSError as exc:
@@ -335,64 +341,70 @@ def _serve_udp(args, model, stop):
     return thread, f"udp {bound_host}:{bound_port}"
 
 
+def _host_port(args, board):
+    """The host side of a frame bridge to a board at ``board``'s addresses: ``--tap``'s device
+    or ``--udp``'s socket; and where it listens."""
+    if args.tap:
+        from nfacep.links.udp.tap import TapPort
+
+        try:
+            return TapPort(args.tap), f"tap {args.tap} as {board}"
+        except OSError as exc:
+            raise UsageError(
+                f"--tap {args.tap}: cannot open the TAP device (it needs /dev/net/tun and "
+                f"CAP_NET_ADMIN): {exc}"
+            ) from None
+    from nfacep.links.udp.bridge import SocketPort
+
+    host, port = _listen_address(args.udp)
+    try:
+        socket_port = SocketPort(host, port, board)
+    except OSError as exc:
+        raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
+    bound_host, bound_port = socket_port.address
+    return socket_port, f"udp {bound_host}:{bound_port}"
+
+
+def _capture(args):
+    from nfacep.links.udp.pcap import PcapWriter
+
+    return None if args.pcap is None else PcapWriter(args.pcap)
+
+
 def _serve_rtl(args, nfa, engine, values, stop):
-    """``serve --rtl``: the Verilated board top bridged to a UDP socket; the thread and where
-    it listens."""
+    """``serve --rtl``: the Verilated board top bridged to a UDP socket (``--udp``) or a TAP
+    device (``--tap``); the thread and where it listens."""
     from nfacep.links.udp import UDP
-    from nfacep.links.udp.host import parse_address
+    from nfacep.links.udp.bridge import bridge
     from nfacep.sim.build import SimulationError
-    from nfacep.sim.rtl_board import RtlBoard, os_cache, serve_rtl
+    from nfacep.sim.rtl_board import RtlBoard, os_cache
 
     board = UDP.build_options(args)["udp"]
-    any_port = args.udp.endswith(":0")
-    host, port = parse_address(args.udp[:-2] if any_port else args.udp)
-    port = 0 if any_port else port
+    host, where = _host_port(args, board)  # (before the build: a refusal comes at once)
     print(f"nfacep serve: building the Verilated board top at {board} ...", file=sys.stderr)
     try:
         rtl = RtlBoard(
             nfa, engine, values if nfa.program.parameters else None, board, os_cache(args.build_dir)
         )
     except SimulationError as exc:
+        host.close()
         raise UsageError(str(exc)) from None
-    try:
-        thread, (bound_host, bound_port) = serve_rtl(rtl, host, port, stop=stop, pcap=args.pcap)
-    except OSError as exc:
-        rtl.close()
-        raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
-    return thread, f"udp {bound_host}:{bound_port}"
+    except BaseException:
+        host.close()
+        raise
+    return bridge(host, rtl, stop, capture=_capture(args)), where
 
 
 def _serve_tap(args, model, stop):
     """``serve --tap``: the model behind a frame-level board on a TAP device; the thread and
     where it listens."""
-    import threading
-
     from nfacep.links.udp import UDP
+    from nfacep.links.udp.bridge import ModelPort, bridge
     from nfacep.links.udp.model import FrameBoard
-    from nfacep.links.udp.pcap import PcapWriter
-    from nfacep.links.udp.tap import bridge, open_tap
 
     board = UDP.build_options(args)["udp"]
-    try:
-        fd = open_tap(args.tap)
-    except OSError as exc:
-        raise UsageError(
-            f"--tap {args.tap}: cannot open the TAP device (it needs /dev/net/tun and "
-            f"CAP_NET_ADMIN): {exc}"
-        ) from None
-    capture = None if args.pcap is None else PcapWriter(args.pcap)
-
-    def loop():
-        try:
-            bridge(fd, FrameBoard(model, board), stop, capture=capture)
-        finally:
-            os.close(fd)
-            if capture is not None:
-                capture.close()
-
-    thread = threading.Thread(target=loop, daemon=True, name="nfacep-tap-board")
-    thread.start()
-    return thread, f"tap {args.tap} as {board}"
+    host, where = _host_port(args, board)
+    return bridge(host, ModelPort(FrameBoard(model, board)), stop, capture=_capture(args)), where
 
 
 class Load(Command):

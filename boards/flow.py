@@ -224,6 +224,7 @@ def run_flow(
     target_mhz: float | None = None,
     script_after_read: str | None = None,
     pack: bool = True,
+    seed: int | None = None,
     verilog: str | None = None,
     stale: Iterable[str] = (),
     progress: Callable[[str], None] | None = None,
@@ -247,6 +248,8 @@ def run_flow(
     whole before synthesis. ``stale`` are files to delete once the design has passed the count
     before synthesis, before anything is written (an earlier build's outputs, which must not
     outlive a failed build). ``progress`` is called with a short text before each step.
+    ``seed`` is nextpnr's placement seed (``--seed``; default nextpnr's own), to compare builds
+    across placements.
 
     Returns a :class:`FlowResult`; a design that fails or does not fit is a result, not an
     exception. Raises :class:`~nfacep.boards.toolchain.ToolchainMissingError` when a program is
@@ -258,7 +261,7 @@ def run_flow(
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError(f"the target frequency must be positive, not {target_mhz:g} MHz")
     platform, board_mhz = platform_for(board, target_mhz)
-    plan, seconds = elaborate(top, platform, script_after_read, verilog, say)
+    plan, seconds = elaborate(top, platform, script_after_read, verilog, say, seed)
     result = FlowResult(
         status="ok",
         message=None,
@@ -292,15 +295,17 @@ def run_flow(
     return result
 
 
-def elaborate(top, platform, script_after_read: str | None, verilog: str | None, say):
+def elaborate(top, platform, script_after_read: str | None, verilog: str | None, say, seed=None):
     """Amaranth's build plan for ``top`` on ``platform`` (elaborated, not run) and the seconds
-    it took. The overrides make Yosys write its ``stat -json`` and nextpnr its ``--report``."""
+    it took. The overrides make Yosys write its ``stat -json`` and nextpnr its ``--report``
+    (and take ``seed``, nextpnr's ``--seed``)."""
     from amaranth.hdl import Elaboratable
 
     if callable(top) and not isinstance(top, Elaboratable):
         top = top()
     overrides = {
-        "nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail",
+        "nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail"
+        + ("" if seed is None else f" --seed {int(seed)}"),
         "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json",
     }
     if script_after_read:

@@ -4,22 +4,20 @@
 ``nfacep sim --link udp`` and of the bitstream without its RGMII pads and PLL) at the board's
 addresses, builds it with Verilator and a small C++ main (``templates/rtl_board.cpp``) once per
 distinct Verilog, and runs it as a process: Ethernet frames go to its GMII receive pins and
-the frames from its transmit pins come back, both through pipes. :func:`serve_rtl` bridges it
-to a UDP socket: each datagram becomes the frame the wire would carry (from a host MAC address
-:data:`~nfacep.links.udp.pcap.HOST_MAC`, the sender's IPv4 address and port, to the board's
-addresses), and each UDP frame the board sends goes back as a datagram to the address and port
-it names, so ``nfacep run --udp`` talks to the real gateware.
+the frames from its transmit pins come back, both through pipes. It is a port of
+:func:`nfacep.links.udp.bridge.bridge`, which connects it to a UDP socket (each datagram the
+frame the wire would carry, :class:`~nfacep.links.udp.bridge.SocketPort`) or to a Linux TAP
+device (the kernel's own frames, :class:`~nfacep.links.udp.tap.TapPort`), so ``nfacep run
+--udp`` (and, on a TAP, the kernel's ARP and ``ping``) talks to the real gateware.
 """
 
 from __future__ import annotations
 
 import os
 import select
-import socket
 import struct
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 from nfacep.links.udp import protocol as udp
@@ -27,7 +25,7 @@ from nfacep.links.udp import protocol as udp
 from .build import SimulationError, find_verilator, verilated_executable
 from .template import fill
 
-__all__ = ["RtlBoard", "serve_rtl"]
+__all__ = ["RtlBoard", "os_cache"]
 
 TOP = "nfacep_udp_top"
 EXECUTABLE = "nfacep_rtl_board"
@@ -85,6 +83,8 @@ class RtlBoard:
         self._lock = threading.Lock()
 
     def send(self, frame: bytes) -> None:
+        # (no wire carries a longer frame; the board counts this one oversize all the same)
+        frame = frame[:0xFFFF]
         with self._lock:
             self._proc.stdin.write(struct.pack("<H", len(frame)) + frame)
 
@@ -114,65 +114,6 @@ class RtlBoard:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-
-
-def serve_rtl(
-    rtl: RtlBoard, host: str, port: int, *, stop: threading.Event, pcap=None
-) -> tuple[threading.Thread, tuple[str, int]]:
-    """Bridge a UDP socket bound to ``host``:``port`` to ``rtl`` until ``stop`` is set (two
-    daemon threads; the returned one ends last and closes the board). ``pcap``: a file for
-    every frame both ways (:class:`~nfacep.links.udp.pcap.PcapWriter`)."""
-    from nfacep.links.udp.pcap import HOST_MAC, PcapWriter
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind((host, port))
-    sock.settimeout(0.02)
-    capture = None if pcap is None else PcapWriter(pcap)
-    lock = threading.Lock()
-
-    def seen(frame: bytes) -> None:
-        if capture is not None:
-            with lock:
-                capture.write(frame, time.time_ns())
-
-    def inbound():
-        while not stop.is_set():
-            try:
-                data, (ip, sport) = sock.recvfrom(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            sender = udp.Endpoint.parse(HOST_MAC.hex(":"), ip, sport)
-            frame = udp.udp_frame(sender, rtl.board, data, udp_checksum=True)
-            seen(frame)
-            rtl.send(frame)
-
-    def outbound():
-        try:
-            while not stop.is_set():
-                frame = rtl.receive(0.05)
-                if frame is None:
-                    continue
-                seen(frame)
-                parsed = udp.parse_frame(frame)
-                if parsed["kind"] == "udp":
-                    dst = parsed["dst"]
-                    sock.sendto(parsed["payload"], (".".join(map(str, dst.ip)), dst.port))
-        except EOFError:
-            stop.set()
-        finally:
-            reader.join(timeout=1)
-            sock.close()
-            rtl.close()
-            if capture is not None:
-                capture.close()
-
-    reader = threading.Thread(target=inbound, daemon=True, name="nfacep-rtl-in")
-    reader.start()
-    writer = threading.Thread(target=outbound, daemon=True, name="nfacep-rtl-out")
-    writer.start()
-    return writer, sock.getsockname()
 
 
 def os_cache(build_dir: str | os.PathLike | None) -> Path:

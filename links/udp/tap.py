@@ -1,23 +1,24 @@
-"""A board on a Linux TAP device: the Ethernet frames the kernel sends to the TAP go to a board
-at the frame level (:class:`~.model.FrameBoard`, the software board), and its answers go back
-to the kernel, so the kernel's own stack (ARP, ``ping``, UDP sockets) is the host.
+"""A Linux TAP device as the board's host side: the Ethernet frames the kernel sends to the TAP
+go to a board (the software board or the Verilated board top, :mod:`.bridge`), and its frames
+go back to the kernel, so the kernel's own stack (ARP, ``ping``, UDP sockets) is the host.
 
 :func:`open_tap` creates (or attaches to) a TAP device in the calling process's network
-namespace (it needs ``CAP_NET_ADMIN`` and ``/dev/net/tun``); :func:`bridge` moves frames until
-told to stop. ``tests/links/udp/test_udp_tap.py`` runs it inside a network namespace of its own.
+namespace (it needs ``CAP_NET_ADMIN`` and ``/dev/net/tun``); :class:`TapPort` is it as a port
+of :func:`.bridge.bridge`. ``tests/links/udp/test_udp_tap.py`` runs it inside a network
+namespace of its own.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import select
 import struct
-import threading
 
 from .protocol import MIN_FRAME
 
-__all__ = ["bridge", "open_tap"]
+__all__ = ["TapPort", "open_tap"]
 
 #: <linux/if_tun.h>
 _TUNSETIFF = 0x400454CA
@@ -36,23 +37,30 @@ def open_tap(name: str) -> int:
     return fd
 
 
-def bridge(fd: int, board, stop: threading.Event, *, capture=None) -> None:
-    """Until ``stop`` is set: each frame read from the TAP ``fd`` to ``board`` (``feed(frame)``
-    returns the frames to send back), padded to the minimum frame as on the wire, each answer
-    written to ``fd``. ``capture``: a
-    :class:`~.pcap.PcapWriter` that gets every frame both ways."""
-    import time
+class TapPort:
+    """The TAP device ``name`` (:func:`open_tap`) as a port: :meth:`receive` gives the next
+    frame the kernel sent, padded to the minimum frame as a network card pads it on the wire
+    (the kernel does not pad what it sends to a TAP); :meth:`send` gives the kernel a frame."""
 
-    while not stop.is_set():
-        ready, _, _ = select.select([fd], [], [], 0.05)
+    def __init__(self, name: str):
+        self.name = name
+        self.fd = open_tap(name)
+
+    def receive(self, timeout: float) -> bytes | None:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:
-            continue
-        frame = os.read(fd, 65536)
-        # (the kernel does not pad what it sends to a TAP; a network card pads on the wire)
-        frame += bytes(max(0, MIN_FRAME - 4 - len(frame)))
-        if capture is not None:
-            capture.write(frame, time.time_ns())
-        for out in board.feed(frame):
-            os.write(fd, out)
-            if capture is not None:
-                capture.write(out, time.time_ns())
+            return None
+        frame = os.read(self.fd, 65536)
+        return frame + bytes(max(0, MIN_FRAME - 4 - len(frame)))
+
+    def send(self, frame: bytes) -> None:
+        try:
+            os.write(self.fd, frame)
+        except OSError as exc:  # (the device is down: dropped, as a card without a link would)
+            if exc.errno != errno.EIO:
+                raise
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

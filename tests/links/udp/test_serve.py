@@ -16,6 +16,11 @@ from test_udp_host import QUERIES, reference, run
 
 #: (as the ``nfacep`` script runs it: ``python -m nfacep.cli`` would make the module twice)
 SERVE = [sys.executable, "-c", "import sys; from nfacep.cli import main; sys.exit(main())", "serve"]
+#: The ``--rtl`` board's engine and addresses, here and in ``test_udp_tap.py`` (on a TAP, in a
+#: namespace addressed from the documentation range 192.0.2.0/24): the same Verilog, so one
+#: Verilator build in the session's cache serves both tests.
+RTL_ENGINE = ("--partitions", "8")
+RTL_ADDRESSES = ("--ip", "192.0.2.2", "--mac", "02:00:5e:00:02:02")
 
 
 def _start(*args: str) -> tuple[subprocess.Popen, str]:
@@ -63,33 +68,33 @@ def test_serve_refuses_an_address_in_use(tmp_path):
 
 
 @pytest.mark.slow
-def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, monkeypatch):
+def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, monkeypatch, sim_cache):
     """``nfacep serve --rtl``: the board top's Verilog under Verilator behind the socket;
     ``nfacep run --udp`` gets ``nfacep match``'s file from the real gateware (its STATUS has
     the gateware's counters), and a capture holds every frame both ways."""
     from nfacep.links.udp.pcap import read_pcap
     from nfacep.sim import build
 
-    missing = build.simulator_available("verilator", tmp_path / "cache")
+    missing = build.simulator_available("verilator", sim_cache)
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
     monkeypatch.setenv("NFACEP_VERILATOR_OPT", "-O0")  # (a quicker build; slower to run)
     name, pcap = "marathon", tmp_path / "rtl.pcap"
-    expected, _ = reference(tmp_path, name, "--partitions", "8")
+    expected, _ = reference(tmp_path, name, *RTL_ENGINE)
     proc, address = _start(
         str(QUERIES / f"{name}.sql"),
         "--udp",
         "127.0.0.1:0",
         "--rtl",
-        "--partitions",
-        "8",
+        *RTL_ENGINE,
+        *RTL_ADDRESSES,
         "--build-dir",
-        str(tmp_path / "cache"),
+        str(sim_cache),
         "--pcap",
         str(pcap),
     )
     try:
-        code, out = run(address, tmp_path, name, "--partitions", "8", "--timeout", "30")
+        code, out = run(address, tmp_path, name, *RTL_ENGINE, "--timeout", "30")
         assert code == 0, capsys.readouterr().err
         assert out.read_text() == expected
     finally:
