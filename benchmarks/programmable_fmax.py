@@ -15,6 +15,7 @@ keeps the points not rebuilt).
 
     python benchmarks/programmable_fmax.py --points "colorlight-5a75b harness prog 16x8x1"
     python benchmarks/programmable_fmax.py --plot-only
+    python benchmarks/programmable_fmax.py --record "colorlight-5a75b udp prog 24x16x4" DIR 2400
 
 A point is ``"<board> <link> <engine>"`` with ``<engine>`` ``prog SxAxQ`` (marathon's stream)
 or ``fixed QUERY`` (a bundled query); ``--partitions N`` after it sets the table's entries
@@ -44,12 +45,14 @@ VALUES = {"supplychain": ["big=20000"]}
 POINTS = [
     "colorlight-5a75b harness prog 16x8x1",
     "colorlight-5a75b harness prog 16x16x4",
+    "colorlight-5a75b harness prog 24x16x4",
     "colorlight-5a75b harness prog 32x32x4",
     "colorlight-5a75b harness fixed marathon",
     "colorlight-5a75b harness fixed vshape",
     "colorlight-5a75b harness fixed supplychain",
-    # the board's default table: 8,192 entries (65,536 would take 164 of its 56 block RAMs)
-    "colorlight-5a75b udp prog 32x32x4",
+    # the default capacity (24x16x4, 6 timed slots) and the board's default table: 4,096
+    # entries (65,536 would take 672 of its 56 block RAMs)
+    "colorlight-5a75b udp prog 24x16x4",
     "ulx3s-85f harness prog 32x32x4",
     "ulx3s-85f harness prog 64x64x8",
     "ulx3s-85f harness fixed marathon",
@@ -81,12 +84,19 @@ def build_row(point: str, root: str, timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         done, status = None, "timeout"
     wall = time.monotonic() - t0
+    if not os.path.exists(os.path.join(out, "report.json")):
+        last = "" if done is None else (done.stderr.strip().splitlines() or [""])[-1]
+        return {"point": point, "build_s": round(wall, 1)} | {
+            "status": status or "no report",
+            "message": last,
+        }
+    return report_row(point, out, wall)
+
+
+def report_row(point: str, out: str, wall: float) -> dict:
+    """The row of ``point`` from the ``report.json`` its build wrote to ``out``."""
     row: dict = {"point": point, "build_s": round(wall, 1)}
     path = os.path.join(out, "report.json")
-    if not os.path.exists(path):
-        last = "" if done is None else (done.stderr.strip().splitlines() or [""])[-1]
-        row.update(status=status or "no report", message=last)
-        return row
     with open(path, encoding="utf-8") as f:
         report = json.load(f)
     res = report.get("resources") or {}
@@ -171,12 +181,25 @@ def main() -> None:
     ap.add_argument("--merge", action="store_true", help="keep the CSV's other points")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per build")
     ap.add_argument("--plot-only", action="store_true", help="redraw from the CSV, no builds")
+    ap.add_argument(
+        "--record",
+        nargs=3,
+        metavar=("POINT", "DIR", "SECONDS"),
+        help="add POINT's row from the report.json of a build of its command line run "
+        "separately into DIR (it took SECONDS), no builds",
+    )
     args = ap.parse_args()
     print(
         f"{'point':<56} {'entries':>7} {'LUTs':>7} {'FFs':>7} {'BRAMs':>5} {'Fmax':>7} "
         f"{'build s':>7}  status"
     )
-    rows = read_csv(args.csv) if args.plot_only else sweep(args)
+    if args.record:
+        point, out, wall = args.record
+        row = report_row(point, out, float(wall))
+        print_row(row)
+        old = read_csv(args.csv) if os.path.exists(args.csv) else []
+        write_csv(args.csv, [r for r in old if r["point"] != point] + [row])
+    rows = read_csv(args.csv) if args.plot_only or args.record else sweep(args)
     if args.plot_only:
         for row in rows:
             print_row(row)

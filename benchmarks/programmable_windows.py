@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""What WITHIN costs the programmable engine: its default capacity (32 states, 32 atoms, 4
-queries) built with the default timed state slots (6, window bits 16) against the same
-engine without timed slots (no windows), for the streams of the bundled windowed queries.
+"""What WITHIN costs the programmable engine: a capacity (``--capacity SxAxQ``, by default the
+engine's: 24 states, 16 atoms, 4 queries) built with the default timed state slots (6, window
+bits 16) against the same engine without timed slots (no windows), for the streams of the
+bundled windowed queries.
 
 Per engine: the bits of a partition's state (:func:`nfacep.hdl.programmable.entry_widths`)
 and of a table entry (with its key tag, valid bit and timer), the configuration bits, the
@@ -12,11 +13,13 @@ DP16KD blocks of a table of 65,536 partitions (4 ways) against each ECP5 board's
 
     python benchmarks/programmable_windows.py
     python benchmarks/programmable_windows.py --no-synth --streams fire
+    python benchmarks/programmable_windows.py --capacity 32x32x4 --streams bruteforce
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import subprocess
@@ -39,8 +42,12 @@ from nfacep.image import Capacity, EngineShape, config_fields
 from nfacep.params import EngineParams
 
 QUERIES = os.path.join(os.path.dirname(__file__), "..", "queries")
-DEFAULT = Capacity(32, 32, 4)
-ENGINES = {"with windows": DEFAULT, "without": Capacity(32, 32, 4, timed=0)}
+DEFAULT = Capacity.of(EngineParams())
+
+
+def engines(capacity: Capacity) -> dict[str, Capacity]:
+    """The capacity with its default timed slots and without any."""
+    return {"with windows": capacity, "without": dataclasses.replace(capacity, timed=0)}
 
 
 def table(shape: EngineShape, partitions: int, ways: int) -> TablePartitioner:
@@ -89,9 +96,16 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=1024)
     parser.add_argument("--ways", type=int, default=4)
     parser.add_argument("--no-synth", action="store_true")
+    parser.add_argument(
+        "--capacity",
+        default=f"{DEFAULT.states}x{DEFAULT.atoms}x{DEFAULT.queries}",
+        help="SxAxQ: states, atoms, queries (default: the engine's)",
+    )
     args = parser.parse_args()
+    s, a, q = (int(n) for n in args.capacity.split("x"))
+    capacity = Capacity(s, a, q)
     params = EngineParams(partitions=args.partitions, store="table", ways=args.ways)
-    print(f"table store, {args.partitions} entries, {args.ways} ways")
+    print(f"capacity {s}x{a}x{q}, table store, {args.partitions} entries, {args.ways} ways")
     print()
     print(
         "| stream | engine | state bits | entry bits | config bits | flip-flops (RTLIL) "
@@ -101,8 +115,8 @@ def main() -> None:
     big = []
     for name in args.streams:
         program = nfacep.compile_file(os.path.join(QUERIES, f"{name}.sql")).program
-        for label, capacity in ENGINES.items():
-            shape = EngineShape(program.schema, program.partition_fields, capacity)
+        for label, cap in engines(capacity).items():
+            shape = EngineShape(program.schema, program.partition_fields, cap)
             state = entry_widths(shape)[1]
             entry = table(shape, args.partitions, args.ways).entry_layout.size
             bits = sum(w for _, w in config_fields(shape))

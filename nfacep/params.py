@@ -199,7 +199,7 @@ class EngineParams:
         "`load` take it)",
     )
     states: int = _param(
-        32,
+        24,
         lo=1,
         hi=1024,
         metavar="S",
@@ -207,7 +207,7 @@ class EngineParams:
         help="with --engine programmable: its state slots (NFA states of all queries)",
     )
     atoms: int = _param(
-        32,
+        16,
         lo=1,
         hi=1024,
         metavar="A",

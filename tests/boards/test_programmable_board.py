@@ -54,11 +54,11 @@ def test_the_colorlight_default_holds_every_bundled_query_that_fits(name, capsys
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
     fit, board = doc["programmable"], doc["board"]
-    assert fit["states"][1] == 32 and fit["atoms"][1] == 32 and fit["queries"][1] == 4
+    assert fit["states"][1] == 24 and fit["atoms"][1] == 16 and fit["queries"][1] == 4
     assert all(used <= cap for used, cap in (fit["states"], fit["atoms"], fit["queries"]))
     assert fit["timed"] == [6 if name == "bruteforce" else 0, 6]  # bruteforce: 6 windowed states
     assert board["engine"]["kind"] == "programmable"
-    assert board["engine"]["capacity"] == {"states": 32, "atoms": 32, "queries": 4}
+    assert board["engine"]["capacity"] == {"states": 24, "atoms": 16, "queries": 4}
     assert board["engine"]["boot_image"]["fingerprint"] == fit["fingerprint"]
     assert doc["engine"]["parameters"]["engine"] == "programmable"
     assert not board["refused"]

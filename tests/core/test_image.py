@@ -292,13 +292,13 @@ def test_check_shows_the_fit(capsys, tmp_path):
     marathon = str(QUERIES / "marathon.sql")
     assert main(["check", marathon, "--engine", "programmable"]) == 0
     out = capsys.readouterr().out
-    assert "programmable engine (32 states, 32 atoms, 4 queries): fits, using 9 states" in out
+    assert "programmable engine (24 states, 16 atoms, 4 queries): fits, using 9 states" in out
     nfa = nfacep.compile_file(marathon)
     fingerprint = image(nfa, EngineShape(nfa.program.schema, ("runner",))).fingerprint
     assert f"fingerprint {fingerprint}" in out
     assert main(["check", marathon, "--engine", "programmable", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["programmable"]["states"] == [9, 32] and doc["programmable"]["atoms"][1] == 32
+    assert doc["programmable"]["states"] == [9, 24] and doc["programmable"]["atoms"][1] == 16
     supply = str(QUERIES / "supplychain.sql")
     argv = ["check", supply, "--engine", "programmable", "--states", "16", "--atoms", "4"]
     assert main([*argv, "--param", "big=5"]) == 2
@@ -311,7 +311,7 @@ def test_check_shows_the_fit(capsys, tmp_path):
         ("bruteforce", "14 states, 6 atoms, 2 queries, 6 of its 6 timed states"),
     ]:
         assert main(["check", str(QUERIES / f"{name}.sql"), "--engine", "programmable"]) == 0
-        assert f"(32 states, 32 atoms, 4 queries): fits, using {used}" in capsys.readouterr().out
+        assert f"(24 states, 16 atoms, 4 queries): fits, using {used}" in capsys.readouterr().out
     assert main(["check", marathon, "--states", "4"]) == 2
     assert "--states: only with --engine programmable" in capsys.readouterr().err
     csv = str(QUERIES / "marathon.csv")

@@ -34,7 +34,7 @@ def test_defaults_and_one_value_everywhere():
     )
     programmable = EngineParams(engine="programmable", states=8)
     assert programmable.options().endswith(
-        "--engine programmable --states 8 --atoms 32 --queries 4"
+        "--engine programmable --states 8 --atoms 16 --queries 4"
     )
     assert EngineParams(partitions=16) == EngineParams(16, 0, 4, "pipeline", 4)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -192,7 +192,7 @@ def test_programmable_engine_options():
     only where a command takes it."""
     args = parse("--engine", "programmable", "--states", "12", "--queries", "2")
     p = params.from_args(args, programmable=True)
-    assert (p.engine, p.states, p.atoms, p.queries) == ("programmable", 12, 32, 2)
+    assert (p.engine, p.states, p.atoms, p.queries) == ("programmable", 12, 16, 2)
     with pytest.raises(UsageError, match="does not build or model the programmable engine"):
         params.from_args(args)
     with pytest.raises(UsageError, match="--states, --atoms: only with --engine programmable"):
