@@ -24,11 +24,10 @@ import pathlib
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from udp_host_memory import NFACEP, QUERY, run, stream, tree
+from udp_host_memory import QUERY, measure, run
 
 #: serves the software board of the marathon query's default engine on a fresh pty, prints
 #: the pty's path, and answers until SIGTERM
@@ -67,46 +66,17 @@ def main() -> None:
     ap.add_argument("--capacity", type=int, default=16384, help="the board's buffer, bytes")
     ap.add_argument("--frame-tuples", type=int, default=256, help="the host's tuples a frame")
     a = ap.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = pathlib.Path(tmp)
-        hosts: list[tuple[str, pathlib.Path | None]] = []
-        if a.before:
-            hosts.append((a.before, tree(a.before, folder)))
-        hosts.append(("this tree", None))
-        for n in a.tuples:
-            data = folder / f"marathon-{n}.parquet"
-            stream(n, data)
-            expected = folder / "match.csv"
-            subprocess.run(
-                [*NFACEP, "match", str(QUERY), "--input", str(data), "--output", str(expected)],
-                check=True,
-                capture_output=True,
-            )
-            for name, path in hosts:
-                proc, port = serve(a.capacity)
-                try:
-                    out = folder / "board.csv"
-                    extra = ("--frame-tuples", str(a.frame_tuples))
-                    got = run(port, data, out, path, flag="--port", module="uart", extra=extra)
-                finally:
-                    proc.send_signal(signal.SIGTERM)
-                    proc.communicate(timeout=60)
-                if out.read_text() != expected.read_text():
-                    raise SystemExit(f"{name}, {n}: the match file differs from match's")
-                seconds = got["summary"]["link"]["seconds"]
-                rows.append((name, n, got["rss"], got["wall"], seconds))
-                print(
-                    f"({name}, {n:,} tuples: {got['rss']:.0f} MB, {got['wall']:.1f} s)", flush=True
-                )
-                out.unlink()
-            data.unlink()
-    print(
-        "| host | tuples | peak RSS (MB) | wall s | tuples/s (wall) | link.seconds |\n"
-        "| --- | ---: | ---: | ---: | ---: | ---: |"
-    )
-    for name, n, rss, wall, seconds in rows:
-        print(f"| {name} | {n:,} | {rss:.0f} | {wall:.1f} | {n / wall:,.0f} | {seconds:.1f} |")
+
+    def run_host(data: pathlib.Path, out: pathlib.Path, path: pathlib.Path | None) -> dict:
+        proc, port = serve(a.capacity)
+        try:
+            extra = ("--frame-tuples", str(a.frame_tuples))
+            return run(port, data, out, path, flag="--port", module="uart", extra=extra)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+
+    measure(a.tuples, a.before, run_host)
 
 
 if __name__ == "__main__":

@@ -133,19 +133,18 @@ def run(
     return {"summary": summary, "wall": wall, "rss": hwm}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tuples", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    ap.add_argument("--before", help="another commit's host to measure beside this tree's")
-    a = ap.parse_args()
+def measure(tuples: list[int], before: str | None, run_host) -> None:
+    """For each size in ``tuples``, each host (``before``'s tree if given, then this tree's) run
+    by ``run_host(data, out, path)`` against a board of its own, its match file checked
+    against ``nfacep match``'s; the table printed at the end (what both links' scripts share)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = pathlib.Path(tmp)
         hosts: list[tuple[str, pathlib.Path | None]] = []
-        if a.before:
-            hosts.append((a.before, tree(a.before, folder)))
+        if before:
+            hosts.append((before, tree(before, folder)))
         hosts.append(("this tree", None))
-        for n in a.tuples:
+        for n in tuples:
             data = folder / f"marathon-{n}.parquet"
             stream(n, data)
             expected = folder / "match.csv"
@@ -155,13 +154,8 @@ def main() -> None:
                 capture_output=True,
             )
             for name, path in hosts:
-                proc, address = serve()
-                try:
-                    out = folder / "board.csv"
-                    got = run(address, data, out, path)
-                finally:
-                    proc.send_signal(signal.SIGTERM)
-                    proc.communicate(timeout=60)
+                out = folder / "board.csv"
+                got = run_host(data, out, path)
                 if out.read_text() != expected.read_text():
                     raise SystemExit(f"{name}, {n}: the match file differs from match's")
                 seconds = got["summary"]["link"]["seconds"]
@@ -177,6 +171,24 @@ def main() -> None:
     )
     for name, n, rss, wall, seconds in rows:
         print(f"| {name} | {n:,} | {rss:.0f} | {wall:.1f} | {n / wall:,.0f} | {seconds:.1f} |")
+
+
+def run_host(data: pathlib.Path, out: pathlib.Path, path: pathlib.Path | None) -> dict:
+    """One run of the host (``path``'s tree, or this one) against a software board of its own."""
+    proc, address = serve()
+    try:
+        return run(address, data, out, path)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tuples", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--before", help="another commit's host to measure beside this tree's")
+    a = ap.parse_args()
+    measure(a.tuples, a.before, run_host)
 
 
 if __name__ == "__main__":
