@@ -35,6 +35,30 @@ def param_values(name: str, nfa):
     )
 
 
+def board_setup(name: str, kwargs: dict, folder: pathlib.Path = QUERIES):
+    """What a test's software board is made of, for either link: the bundled query ``name``'s
+    NFA, the engine ``build`` makes with the options ``kwargs`` names (``partitions``,
+    ``tick_tuples``, ``timer_bits``; the default engine without any) and the values of its
+    runtime parameters (the bundled ones unless ``kwargs["values"]``, ``--param`` texts, says
+    otherwise); those options are taken out of ``kwargs``, the rest left for the model."""
+    from nfacep import compile_file
+    from nfacep.params import EngineParams, default_engine
+    from nfacep.settings import ParamValues
+
+    given = {
+        k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples", "timer_bits")
+    }
+    nfa = compile_file(folder / f"{name}.sql")
+    texts = kwargs.pop("values", None)
+    values = (
+        param_values(name, nfa)
+        if texts is None
+        else ParamValues.parse(nfa.program.parameters, texts)
+    )
+    engine = EngineParams(**given) if given else default_engine(nfa)
+    return nfa, engine, values
+
+
 def keyed_fire(folder: pathlib.Path) -> pathlib.Path:
     """fire.sql partitioned by two fields, a new ``site UINT(2)`` and ``sensor``, written to
     ``folder`` as ``fire2.sql`` (returned), and fire's tuples with that site as ``fire2.csv``:

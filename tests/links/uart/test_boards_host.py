@@ -17,7 +17,7 @@ import threading
 import tty
 
 import pytest
-from bundled import keyed_fire, param_args, param_values, reference
+from bundled import board_setup, keyed_fire, param_args, reference
 
 from nfacep import compile_file
 from nfacep.backend import run_files
@@ -25,7 +25,7 @@ from nfacep.cli import main
 from nfacep.links import host
 from nfacep.links.uart import host as uart_host
 from nfacep.links.uart.model import UartBoardModel, serve
-from nfacep.params import EngineParams, default_engine
+from nfacep.params import default_engine
 from nfacep.settings import ParamValues
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -45,18 +45,7 @@ def run_cli(argv):
 def board(name="marathon", *, serve_it=True, lose=0.0, corrupt=0.0, folder=QUERIES, **kwargs):
     """A software board on a fresh pty; yields (model, port path). Built with the bundled
     runtime parameters' values unless ``values`` (``--param`` texts) says otherwise."""
-    given = {
-        k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples", "timer_bits")
-    }
-    nfa = compile_file(folder / f"{name}.sql")
-    texts = kwargs.pop("values", None)
-    values = (
-        param_values(name, nfa)
-        if texts is None
-        else ParamValues.parse(nfa.program.parameters, texts)
-    )
-    # the engine `build` makes with these options (the default engine without any)
-    engine = EngineParams(**given) if given else default_engine(nfa)
+    nfa, engine, values = board_setup(name, kwargs, folder)
     model = UartBoardModel(nfa, engine, values=values, **kwargs)
     master, slave = os.openpty()
     tty.setraw(master)

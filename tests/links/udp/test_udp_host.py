@@ -18,7 +18,7 @@ import socket
 import threading
 
 import pytest
-from bundled import param_args, param_values, reference
+from bundled import board_setup, param_args, reference
 
 from nfacep import compile_file
 from nfacep.backend import run_files
@@ -26,8 +26,7 @@ from nfacep.cli import main
 from nfacep.links.udp import host as udp_host
 from nfacep.links.udp.model import UdpBoardModel, serve
 from nfacep.links.udp.protocol import PacketType, decode_header
-from nfacep.params import EngineParams, default_engine
-from nfacep.settings import ParamValues
+from nfacep.params import default_engine
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 QUERIES = ROOT / "queries"
@@ -38,18 +37,7 @@ SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", 
 def board(name="marathon", **kwargs):
     """A software board on 127.0.0.1; yields (model, "127.0.0.1:port"). Built with the bundled
     runtime parameters' values unless ``values`` (``--param`` texts) says otherwise."""
-    given = {
-        k: kwargs.pop(k) for k in list(kwargs) if k in ("partitions", "tick_tuples", "timer_bits")
-    }
-    nfa = compile_file(QUERIES / f"{name}.sql")
-    texts = kwargs.pop("values", None)
-    values = (
-        param_values(name, nfa)
-        if texts is None
-        else ParamValues.parse(nfa.program.parameters, texts)
-    )
-    # the engine `build` makes with these options (the default engine without any)
-    engine = EngineParams(**given) if given else default_engine(nfa)
+    nfa, engine, values = board_setup(name, kwargs)
     model = UdpBoardModel(nfa, engine, values=values, **kwargs)
     with serving(model) as address:
         yield model, address
