@@ -12,13 +12,14 @@ and the command line's handling of them from :func:`run_files`.
 
 A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
 gets it so from a file: :func:`run_files` reads :data:`~nfacep.limits.CHUNK` tuples at a time
-(:func:`nfacep.io.reader.read_chunks`), feeds each piece and writes its matches before the next
-is read, so that the memory a run needs does not grow with the input. A back-end that reads
-the stream itself and may have to start it again from its first tuple (:class:`Restarts`: a
-board over UDP, whose one safe resend after a loss is the whole stream) gets a way to read the
-file in pieces, from its start, as often as it needs, and a :class:`Sink` to open for each
-attempt: its matches go to a temporary file beside the output, renamed over it only when the
-attempt completes.
+(the first pieces smaller, :data:`~nfacep.limits.FIRST_PIECE` doubling up to it, so that
+matching starts while the rest is read; :func:`nfacep.io.reader.read_chunks`), feeds each piece
+and writes its matches while the next is read, so that the memory a run needs does not grow
+with the input. A back-end that reads the stream itself and may have to start it again from its
+first tuple (:class:`Restarts`: a board over UDP, whose one safe resend after a loss is the
+whole stream) gets a way to read the file in pieces, from its start, as often as it needs, and
+a :class:`Sink` to open for each attempt: its matches go to a temporary file beside the output,
+renamed over it only when the attempt completes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Protocol, runtime_checkable
 from .errors import UsageError
 from .io import reader
 from .io import tuples as tuples_mod
-from .limits import CHUNK
+from .limits import CHUNK, FIRST_PIECE
 from .nfa import Nfa
 from .output import check_folder, check_outputs, is_folder, summary_path
 from .params import EngineParams
@@ -176,11 +177,14 @@ def read_input(path: str, nfa: Nfa) -> tuples_mod.Tuples:
     return data
 
 
-def read_pieces(path: str, nfa: Nfa, rows: int) -> Iterator[tuples_mod.Tuples]:
-    """:func:`read_input` in pieces of ``rows`` tuples (:func:`nfacep.io.reader.read_chunks`),
-    every ORDER BY field checked across the pieces as well as within them."""
+def read_pieces(
+    path: str, nfa: Nfa, rows: int, first: int | None = None
+) -> Iterator[tuples_mod.Tuples]:
+    """:func:`read_input` in pieces of ``rows`` tuples, growing from ``first``
+    (:func:`nfacep.io.reader.read_chunks`), every ORDER BY field checked across the pieces as
+    well as within them."""
     before: dict[str, object] = {}
-    for piece in reader.read_chunks(path, nfa.program.schema, rows):
+    for piece in reader.read_chunks(path, nfa.program.schema, rows, first=first):
         for f in nfa.program.order_fields:
             tuples_mod.check_order(
                 piece, f, before=before.get(f), ty=nfa.program.schema.field(f).type
@@ -291,16 +295,19 @@ def _run_pieces(
                 output, nfa, params, values, query_file=query_file, input=input, folder=folder
             )
         )
-        # the next piece read in a thread while this one is matched
-        pieces = stack.enter_context(
-            contextlib.closing(reader.prefetch(read_pieces(input, nfa, chunk), "nfacep-read"))
-        )
+        # the next piece read in a thread while this one is matched; the first pieces
+        # small, so that matching starts early (a stream of up to FIRST_PIECE tuples is one)
+        first = min(chunk, FIRST_PIECE)
+        read = reader.prefetch(read_pieces(input, nfa, chunk, first), "nfacep-read")
+        pieces = stack.enter_context(contextlib.closing(read))
         piece = next(pieces, None)
         if piece is None:  # no tuples: the input as a whole, its columns empty
             piece = read_input(input, nfa)
-        while piece is not None:
-            # a piece shorter than the others is the last (read_chunks' pieces are all
-            # `chunk` tuples but the last); one as long may be too, and is carried over
-            out.add(feed.feed(piece, last=piece.n < chunk), piece)
+        for size in tuples_mod.piece_sizes(chunk, first):
+            if piece is None:
+                break
+            # a piece shorter than its size is the last (read_chunks' pieces are all of
+            # their size but the last); one as long may be too, and is carried over
+            out.add(feed.feed(piece, last=piece.n < size), piece)
             piece = next(pieces, None)
         return out.finish()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CHUNK",
+    "FIRST_PIECE",
     "MAX_ERRORS",
     "MAX_FILE_BYTES",
     "MAX_FILE_STATES",
@@ -56,6 +57,11 @@ MAX_PREV = 8
 #: tens of MB of columns, and few enough pieces for the per-piece costs not to matter
 #: (benchmarks/reference_memory.py: 1M tuples a piece was as fast as 4M, in less memory).
 CHUNK = 1 << 20
+
+#: The first piece of such a stream: the pieces then double up to the chunk, so that matching
+#: starts while the rest of the file is read (benchmarks/csv_read.py); a stream this short is
+#: one piece.
+FIRST_PIECE = 1 << 16
 
 # --- one engine --------------------------------------------------------------------------------
 

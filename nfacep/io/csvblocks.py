@@ -16,10 +16,11 @@ path gives the same values or raises the :class:`~nfacep.errors.DataError` that
 :func:`~nfacep.io.reader.read`'s error, with its row, line and column. Nothing is checked
 twice when nothing fails.
 
-Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`) and read into memory
-(not mapped: a file cut short while it is read would crash the process); a block with a line
-of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a line break
-(a quote left open), is a :class:`DataError` as well (the whole read decides).
+Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`), the first ones smaller
+(:data:`RAMP`: the first rows are converted, and matched, while the rest is parsed), and read
+into memory (not mapped: a file cut short while it is read would crash the process); a block
+with a line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a
+line break (a quote left open), is a :class:`DataError` as well (the whole read decides).
 ``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
 """
 
@@ -54,6 +55,10 @@ __all__ = [
 #: parallel.
 BLOCK = 16 << 20
 
+#: The first block is ``BLOCK >> RAMP`` bytes and each next twice the one before, up to
+#: :data:`BLOCK`: the first rows are ready soon (matching starts while the rest is parsed).
+RAMP = 4
+
 
 def arrow_types(schema: Schema) -> dict[str, pa.DataType]:
     """The type each field is parsed as on the typed path (text for those it does not take)."""
@@ -87,13 +92,14 @@ _INTS = {
 def spans(f, data_start: int, size: int, block: int | None = None) -> Iterator[tuple[int, int]]:
     """The byte ranges ``[start, stop)`` of the blocks of whole lines of the open file ``f``
     of ``size`` bytes whose data rows start at ``data_start``, about ``block`` bytes each
-    (:data:`BLOCK`)."""
+    (:data:`BLOCK`), the first ones smaller (:data:`RAMP`)."""
     block = BLOCK if block is None else block
+    step = max(block >> RAMP, 1)
     start = data_start
     while start < size:
-        stop = csvfile.line_start(f, start + block, data_start, size)
+        stop = csvfile.line_start(f, start + step, data_start, size)
         yield start, stop
-        start = stop
+        start, step = stop, min(2 * step, block)
 
 
 def _long_line(data: bytes) -> bool:

@@ -10,25 +10,30 @@ import pyarrow as pa
 from ..errors import DataError
 from ..schema import Schema
 from .columns import alike, renamed
-from .tuples import excerpt
+from .tuples import excerpt, piece_sizes
 
 __all__ = ["brief", "check_columns", "read_parquet", "rebatch"]
 
 
-def rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+def rebatch(
+    batches: Iterator[pa.RecordBatch], rows: int, first: int | None = None
+) -> Iterator[pa.Table]:
     """Record batches as tables of exactly ``rows`` rows (the last may be shorter, none
-    empty), in order; holds at most one table and a batch."""
+    empty), in order, or the sizes :func:`~nfacep.io.tuples.piece_sizes` gives with ``first``;
+    holds at most one table and a batch."""
     held: list[pa.RecordBatch] = []
     count = 0
+    sizes = piece_sizes(rows, first)
+    size = next(sizes)
     for batch in batches:
         while batch.num_rows:
-            take = min(rows - count, batch.num_rows)
+            take = min(size - count, batch.num_rows)
             held.append(batch.slice(0, take))
             batch = batch.slice(take)
             count += take
-            if count == rows:
+            if count == size:
                 yield pa.Table.from_batches(held)
-                held, count = [], 0
+                held, count, size = [], 0, next(sizes)
     if count:
         yield pa.Table.from_batches(held)
 

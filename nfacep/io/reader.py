@@ -26,7 +26,7 @@ from . import csvblocks, csvfile, parquet
 from . import folder as folder_mod
 from .columns import renamed
 from .convert import from_table
-from .tuples import Location, Origin, Tuples, column_dtype
+from .tuples import Location, Origin, Tuples, column_dtype, piece_sizes
 
 __all__ = ["prefetch", "read", "read_chunks"]
 
@@ -66,10 +66,14 @@ def read(path: str, schema: Schema) -> Tuples:
     return from_table(table, schema, source=source, text=True)
 
 
-def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+def read_chunks(
+    path: str, schema: Schema, rows: int, *, first: int | None = None
+) -> Iterator[Tuples]:
     """:func:`read` in pieces of ``rows`` tuples (the last may be shorter; none for an input
     without tuples), in stream order, each with its ``offset``: concatenated, the pieces are
-    what :func:`read` returns, and an error names its row as :func:`read` would.
+    what :func:`read` returns, and an error names its row as :func:`read` would. With
+    ``first``, the pieces grow from ``first`` tuples to ``rows``
+    (:func:`~nfacep.io.tuples.piece_sizes`), so that the first comes early.
 
     A Parquet file is read a batch at a time, a CSV file a block of whole lines at a time
     (:mod:`~nfacep.io.csvblocks`: parsed with the stream's types where pyarrow reads them as
@@ -80,22 +84,25 @@ def read_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
     piece meets an error (read whole for the error :func:`read` raises), a quote left open at
     a line end among them (pyarrow's reader goes on into the next lines: a piece with a value
     that holds a line break, in any column)."""
-    if rows < 1:
-        raise ValueError(f"rows {rows}: a piece needs at least one tuple")
+    if rows < 1 or (first is not None and first < 1):
+        raise ValueError(f"rows {rows}, first {first}: a piece needs at least one tuple")
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file or folder")
     if os.path.isdir(path):
-        yield from _folder_chunks(path, schema, rows)
+        yield from _folder_chunks(path, schema, rows, first)
     elif path.lower().endswith((".parquet", ".pq")):
-        yield from _parquet_chunks(path, schema, rows)
+        yield from _parquet_chunks(path, schema, rows, first)
     else:
-        yield from _csv_chunks(path, schema, rows)
+        yield from _csv_chunks(path, schema, rows, first)
 
 
-def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
-    """A whole read, in pieces of ``rows``."""
-    for at in range(0, whole.n, rows):
-        end = min(whole.n, at + rows)
+def _cut(whole: Tuples, rows: int, first: int | None = None) -> Iterator[Tuples]:
+    """A whole read, in pieces of ``rows`` (growing from ``first``: :func:`piece_sizes`)."""
+    at = 0
+    for size in piece_sizes(rows, first):
+        if at >= whole.n:
+            return
+        end = min(whole.n, at + size)
         origin = None
         if whole.origin is not None:
             o = whole.origin
@@ -103,6 +110,7 @@ def _cut(whole: Tuples, rows: int) -> Iterator[Tuples]:
         location = None if origin is not None else (whole.location or Location(whole.source)).at(at)
         columns = {f: c[at:end] for f, c in whole.columns.items()}
         yield Tuples(columns, end - at, whole.source, origin, at, location)
+        at = end
 
 
 def prefetch(items: Iterator[T], name: str = "nfacep-decode") -> Generator[T, None, None]:
@@ -128,7 +136,7 @@ def prefetch(items: Iterator[T], name: str = "nfacep-decode") -> Generator[T, No
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+def _parquet_chunks(path: str, schema: Schema, rows: int, first: int | None) -> Iterator[Tuples]:
     import pyarrow.parquet as pq
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -141,18 +149,18 @@ def _parquet_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
     offset = 0
     try:
-        for table in prefetch(parquet.rebatch(batches(), rows)):
+        for table in prefetch(parquet.rebatch(batches(), rows, first)):
             piece = from_table(table, schema, source=Location(path, offset))
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
             offset += piece.n
     except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
-        yield from _as_read(path, schema, rows, offset)
+        yield from _as_read(path, schema, rows, offset, first)
         return
     if not offset:  # no tuples: read() still refuses a column whose type cannot hold its field
-        yield from _as_read(path, schema, rows, 0)
+        yield from _as_read(path, schema, rows, 0, first)
 
 
-def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+def _csv_chunks(path: str, schema: Schema, rows: int, first: int | None) -> Iterator[Tuples]:
     header, data_start, more = csvfile.read_header(path, schema)
     if not more:
         return
@@ -163,22 +171,24 @@ def _csv_chunks(path: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         # converted in another, while the caller works on the piece before
         parsed = prefetch(csvblocks.parse_blocks(path, header, data_start, schema), "nfacep-parse")
         blocks = csvblocks.convert_blocks(parsed, schema, source)
-        for piece in prefetch(_tuples_pieces(blocks, rows, source, schema), "nfacep-csv"):
+        pieces = _tuples_pieces(blocks, piece_sizes(rows, first), source, schema)
+        for piece in prefetch(pieces, "nfacep-csv"):
             yield piece
             offset += piece.n
     except (DataError, pa.ArrowException):
-        yield from _as_read(path, schema, rows, offset)
+        yield from _as_read(path, schema, rows, offset, first)
 
 
 def _tuples_pieces(
-    blocks: Iterator[Tuples | pa.Table], rows: int, source: Location, schema: Schema
+    blocks: Iterator[Tuples | pa.Table], sizes: Iterator[int], source: Location, schema: Schema
 ) -> Iterator[Tuples]:
-    """Converted blocks of the rows of one file (``source``) as pieces of exactly ``rows``
-    tuples (the last may be shorter, none empty), each with its ``offset`` and location. A
-    block of text that did not convert is converted a piece's share at a time, so that the
-    pieces before its bad row come first."""
+    """Converted blocks of the rows of one file (``source``) as pieces of exactly the
+    ``sizes`` (:func:`piece_sizes`; the last may be shorter, none empty), each with its
+    ``offset`` and location. A block of text that did not convert is converted a piece's share
+    at a time, so that the pieces before its bad row come first."""
     held: list[Tuples] = []
     count = offset = 0
+    rows = next(sizes)
     for block in blocks:
         at, n = 0, block.num_rows if isinstance(block, pa.Table) else block.n
         while at < n:
@@ -192,7 +202,7 @@ def _tuples_pieces(
             if count == rows:
                 yield _joined(held, count, offset, source, schema)
                 offset += count
-                held, count = [], 0
+                held, count, rows = [], 0, next(sizes)
     if count:
         yield _joined(held, count, offset, source, schema)
 
@@ -213,19 +223,23 @@ def _joined(held: list[Tuples], n: int, offset: int, source: Location, schema: S
     return Tuples(columns, n, source.path, None, offset, source.at(offset))
 
 
-def _as_read(path: str, schema: Schema, rows: int, offset: int) -> Iterator[Tuples]:
+def _as_read(
+    path: str, schema: Schema, rows: int, offset: int, first: int | None = None
+) -> Iterator[Tuples]:
     """After the pieces before stream position ``offset`` met an error: the error read()
     raises, which need not be the one met (read converts a column at a time, so with several
     bad values it names the first of the first field that has one, which may come in a later
     piece; pyarrow's message for a damaged Parquet file depends on how it is read). Should
     read() accept the file, its pieces from ``offset`` on. Costs the memory of read(), on the
     error path only."""
-    for piece in _cut(read(path, schema), rows):
+    for piece in _cut(read(path, schema), rows, first):
         if piece.offset >= offset:
             yield piece
 
 
-def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
+def _folder_chunks(
+    folder: str, schema: Schema, rows: int, first: int | None = None
+) -> Iterator[Tuples]:
     """:func:`read_chunks` of a folder of part files, a file at a time when that is the
     stream's order: without ``seq``, the files in name order; with ``seq``, when each file's
     ``seq`` rises and the files' ranges do not overlap (a first pass reads the ``seq`` column
@@ -240,12 +254,13 @@ def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
         if use_seq:
             ranges = [folder_mod.seq_range(path) for path in files]
             if any(r is False for r in ranges):  # a file whose seq does not rise
-                yield from _cut(folder_mod.read_folder(folder, schema), rows)
+                yield from _cut(folder_mod.read_folder(folder, schema), rows, first)
                 return
             spans = {i: r for i, r in enumerate(ranges) if isinstance(r, tuple)}
             order = sorted(spans, key=lambda i: spans[i][0])
             if any(spans[a][1] >= spans[b][0] for a, b in itertools.pairwise(order)):
-                yield from _cut(folder_mod.read_folder(folder, schema), rows)  # ranges that overlap
+                # ranges that overlap
+                yield from _cut(folder_mod.read_folder(folder, schema), rows, first)
                 return
 
         def batches() -> Iterator[tuple[pa.RecordBatch, int, int]]:
@@ -260,23 +275,25 @@ def _folder_chunks(folder: str, schema: Schema, rows: int) -> Iterator[Tuples]:
 
         held: list[tuple[pa.RecordBatch, int, int]] = []
         count = 0
+        sizes = piece_sizes(rows, first)
+        size = next(sizes)
         for batch, i, at in prefetch(batches()):
             while batch.num_rows:
-                take = min(batch.num_rows, rows - count)
+                take = min(batch.num_rows, size - count)
                 held.append((batch.slice(0, take), i, at))
                 batch, at, count = batch.slice(take), at + take, count + take
-                if count == rows:
+                if count == size:
                     yield _folder_piece(held, files, schema, folder, offset)
                     offset += count
-                    held, count = [], 0
+                    held, count, size = [], 0, next(sizes)
         if count:
             yield _folder_piece(held, files, schema, folder, offset)
             offset += count
     except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
-        yield from _as_read(folder, schema, rows, offset)
+        yield from _as_read(folder, schema, rows, offset, first)
         return
     if not offset:  # no tuples: read() says what it says of an empty folder
-        yield from _as_read(folder, schema, rows, 0)
+        yield from _as_read(folder, schema, rows, 0, first)
 
 
 def _folder_piece(held: list, files: list[str], schema: Schema, folder: str, offset: int) -> Tuples:

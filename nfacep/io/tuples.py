@@ -10,7 +10,7 @@ does not import pyarrow.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +37,7 @@ __all__ = [
     "excerpt",
     "format_value",
     "format_values",
+    "piece_sizes",
     "where_row",
 ]
 
@@ -99,6 +100,17 @@ class Tuples:
             f"{where_row(o.files[int(o.file[row])], int(o.row[row]), column)} "
             f"(stream position {self.offset + row})"
         )
+
+
+def piece_sizes(rows: int, first: int | None = None) -> Iterator[int]:
+    """The tuples of each piece of a stream read in pieces of ``rows``: all ``rows``, or, with
+    ``first``, the first ``first`` (at most ``rows``) and each next twice the one before, up to
+    ``rows`` (so that matching starts while the rest is read). Endless; the stream's last piece
+    may be shorter than its size."""
+    size = rows if first is None else max(1, min(first, rows))
+    while True:
+        yield size
+        size = min(rows, 2 * size)
 
 
 def column_dtype(ty: FieldType) -> np.dtype:

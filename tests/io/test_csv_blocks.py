@@ -16,6 +16,7 @@ import nfacep
 from nfacep.errors import DataError
 from nfacep.io import csvblocks, csvfile
 from nfacep.io.reader import read, read_chunks
+from nfacep.io.tuples import piece_sizes
 
 STREAM = nfacep.compile_text(
     "CREATE STREAM s (u UINT(16), i INT(8), f FLOAT32, e ENUM('Staten Island', 'Queens'), "
@@ -70,28 +71,30 @@ def _text(rows: list[list[str]], rng: random.Random, ending: str, quote: bool) -
     return ending.join(lines) + ending
 
 
-def _outcome(path: str, rows: int):
+def _outcome(path: str, rows: int, first: int | None = None):
     """read()'s tuples or error, and read_chunks()'s pieces or error."""
     try:
         whole = read(path, STREAM)
     except DataError as err:
         whole = err
     try:
-        pieces = list(read_chunks(path, STREAM, rows))
+        pieces = list(read_chunks(path, STREAM, rows, first=first))
     except DataError as err:
         pieces = err
     return whole, pieces
 
 
-def _assert_same(path: str, rows: int) -> str:
-    whole, pieces = _outcome(path, rows)
+def _assert_same(path: str, rows: int, first: int | None = None) -> str:
+    whole, pieces = _outcome(path, rows, first)
     if isinstance(whole, DataError):
         assert isinstance(pieces, DataError), f"read refused, pieces accepted: {whole}"
         assert str(pieces) == str(whole)
         return "error"
     assert not isinstance(pieces, DataError), f"read accepted, pieces refused: {pieces}"
-    assert [p.offset for p in pieces] == list(range(0, whole.n, rows))
-    assert all(p.n == rows for p in pieces[:-1]) and all(p.n for p in pieces)
+    sizes = piece_sizes(rows, first)
+    assert [p.n for p in pieces] == [min(next(sizes), whole.n - p.offset) for p in pieces]
+    assert [p.offset for p in pieces] == [sum(p.n for p in pieces[:i]) for i in range(len(pieces))]
+    assert sum(p.n for p in pieces) == whole.n
     for name, col in whole.columns.items():
         got = np.concatenate([p.columns[name] for p in pieces]) if pieces else col[:0]
         assert got.dtype == col.dtype, name
@@ -130,7 +133,8 @@ def test_blocks_cut_anywhere_give_the_whole_read(tmp_path, small_blocks, seed):
     rows = [_row(rng, rng.choice([0, 0.02, 0.2])) for _ in range(rng.randint(1, 300))]
     path = tmp_path / "t.csv"
     path.write_bytes(_text(rows, rng, ending, quote=rng.random() < 0.5).encode())
-    assert _assert_same(str(path), rng.randint(1, 50)) == "accepted"
+    first = rng.choice([None, rng.randint(1, 8)])  # pieces growing from `first`
+    assert _assert_same(str(path), rng.randint(1, 50), first) == "accepted"
 
 
 def test_plain_blocks_go_the_typed_path_and_an_odd_value_takes_its_block_alone(
@@ -234,9 +238,11 @@ def test_quoted_values_and_a_quote_left_open_at_a_blocks_end(tmp_path, small_blo
     assert "not closed" in str(whole_err.value)
 
 
-def test_the_pieces_before_a_bad_row_come_before_its_error(tmp_path):
+@pytest.mark.parametrize("first, before", [(None, 192), (1, 191)])
+def test_the_pieces_before_a_bad_row_come_before_its_error(tmp_path, first, before):
     """A bad value late in a block (one block here): the pieces before its row are yielded
-    (a board has them sent before the error), then the whole read's error."""
+    (a board has them sent before the error), then the whole read's error; pieces of 16, or
+    of 1, 2, 4, 8, then 16."""
     rng = random.Random(3)
     rows = [[PLAIN[n](rng) for n in HEADER.split(",")] for _ in range(300)]
     rows[200][0] = "notanumber"
@@ -244,12 +250,12 @@ def test_the_pieces_before_a_bad_row_come_before_its_error(tmp_path):
     path.write_text(_text(rows, rng, "\n", quote=False))
     got = []
     with pytest.raises(DataError) as err:
-        for piece in read_chunks(str(path), STREAM, 16):
+        for piece in read_chunks(str(path), STREAM, 16, first=first):
             got.append(piece)
     with pytest.raises(DataError) as whole:
         read(str(path), STREAM)
     assert str(err.value) == str(whole.value) and "column 'u'" in str(err.value)
-    assert sum(p.n for p in got) == 192
+    assert sum(p.n for p in got) == before
 
 
 @pytest.mark.parametrize("seed", range(3))

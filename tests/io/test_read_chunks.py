@@ -28,11 +28,22 @@ def csv_text(rows, blanks, ending):
     return ending.join(lines) + ending
 
 
-def same(path, rows):
+def offsets(n, rows, first=None):
+    """Where the pieces of a stream of ``n`` tuples start: every ``rows``, or from ``first``
+    on, each piece twice the one before up to ``rows``."""
+    at, size, out = 0, rows if first is None else min(first, rows), []
+    while at < n:
+        out.append(at)
+        at, size = at + size, min(rows, 2 * size)
+    return out
+
+
+def same(path, rows, first=None):
     whole = read(path, STREAM)
-    pieces = list(read_chunks(path, STREAM, rows))
-    assert [p.offset for p in pieces] == list(range(0, whole.n, rows))
-    assert all(p.n == rows for p in pieces[:-1]) and all(p.n for p in pieces)
+    pieces = list(read_chunks(path, STREAM, rows, first=first))
+    starts = offsets(whole.n, rows, first)
+    assert [p.offset for p in pieces] == starts
+    assert [p.n for p in pieces] == [b - a for a, b in itertools.pairwise([*starts, whole.n])]
     for f, col in whole.columns.items():
         got = np.concatenate([p.columns[f] for p in pieces]) if pieces else col[:0]
         assert got.dtype == col.dtype and np.array_equal(got, col)
@@ -49,12 +60,15 @@ def same(path, rows):
     blanks=st.lists(st.integers(0, 2), min_size=1, max_size=4),
     ending=st.sampled_from(["\n", "\r\n", "\r"]),
     chunk=st.integers(1, 9),
+    first=st.none() | st.integers(1, 4),
 )
-def test_pieces_are_the_whole_read_cut(tmp_path_factory, rows, blanks, ending, chunk):
+def test_pieces_are_the_whole_read_cut(tmp_path_factory, rows, blanks, ending, chunk, first):
+    """CSV, Parquet and a folder of part files: pieces of ``chunk`` tuples, or growing from
+    ``first`` to ``chunk``."""
     d = tmp_path_factory.mktemp("rc")
     text = d / "t.csv"
     text.write_bytes(csv_text(rows, blanks, ending).encode())
-    same(str(text), chunk)
+    same(str(text), chunk, first)
     table = pa.table(
         {
             "k": pa.array([r[0] for r in rows], pa.uint8()),
@@ -63,12 +77,12 @@ def test_pieces_are_the_whole_read_cut(tmp_path_factory, rows, blanks, ending, c
         }
     )
     pq.write_table(table, d / "t.parquet", row_group_size=3)
-    same(str(d / "t.parquet"), chunk)
+    same(str(d / "t.parquet"), chunk, first)
     (d / "f").mkdir()
     for i in range(0, len(rows), 7):
         pq.write_table(table.slice(i, 7), d / "f" / f"part-{i}.parquet")
     if rows:
-        same(str(d / "f"), chunk)
+        same(str(d / "f"), chunk, first)
 
 
 @pytest.mark.parametrize("quoted", [False, True])
@@ -138,10 +152,11 @@ row = st.tuples(st.integers(0, 255), st.integers(-128, 127), st.sampled_from("xy
 @given(
     parts=st.lists(st.lists(row, max_size=12), min_size=1, max_size=5),
     chunk=st.integers(1, 9),
+    first=st.none() | st.integers(1, 4),
     seq=st.sampled_from(["none", "ranges", "interleaved"]),
     data=st.data(),
 )
-def test_a_folder_in_pieces_is_its_whole_read(tmp_path_factory, parts, chunk, seq, data):
+def test_a_folder_in_pieces_is_its_whole_read(tmp_path_factory, parts, chunk, first, seq, data):
     """A folder of part files (some empty) in pieces cut across files: the same columns and
     the same file and row for each tuple as the whole read, whether the files follow their
     names, their ``seq`` ranges in another order, or ``seq`` interleaves them (read whole)."""
@@ -162,7 +177,7 @@ def test_a_folder_in_pieces_is_its_whole_read(tmp_path_factory, parts, chunk, se
     if not sum(map(len, parts)):
         return
     write_parts(folder, parts, seqs=seqs)
-    same(str(folder), chunk)
+    same(str(folder), chunk, first)
 
 
 def test_a_folder_in_seq_ranges_is_read_a_file_at_a_time(tmp_path, monkeypatch):

@@ -37,6 +37,7 @@ from test_oracle_differential import (
 )
 
 import nfacep
+import nfacep.backend
 from nfacep.cli import main
 from nfacep.io.tuples import Tuples
 from nfacep.params import EngineParams
@@ -254,17 +255,19 @@ def match(tmp_path, name, query, data, *options) -> pathlib.Path:
         ("vshape", []),
     ],
 )
-def test_match_in_chunks_writes_the_same_files(tmp_path, query, options):
-    """The bundled queries on their tuple files, one tuple (or two, or three) at a time, and
-    from Parquet: the match file and the summary of one piece, byte for byte (the summary's
-    input name aside)."""
+def test_match_in_chunks_writes_the_same_files(tmp_path, monkeypatch, query, options):
+    """The bundled queries on their tuple files, one tuple (or two) at a time, or in pieces
+    growing from one tuple to six (as the first pieces of a long file do), and from Parquet:
+    the match file and the summary of one piece, byte for byte (the summary's input name
+    aside)."""
     q, d = QUERIES / f"{query}.sql", QUERIES / f"{query}.csv"
     whole = match(tmp_path, "whole", q, d, *options)
     parquet = tmp_path / "t.parquet"
     import pyarrow.csv as pacsv
 
     pq.write_table(pacsv.read_csv(d), parquet)
-    for chunk in ("1", "2", "3"):
+    for chunk, first in (("1", 1), ("2", 2), ("6", 1)):
+        monkeypatch.setattr(nfacep.backend, "FIRST_PIECE", first)
         for src in (d, parquet):
             got = match(tmp_path, f"c{chunk}{src.suffix}", q, src, "--chunk", chunk, *options)
             assert filecmp.cmp(whole, got, shallow=False), (chunk, src)
