@@ -365,14 +365,16 @@ def _parquet_batches(schema, piece: Piece, rows: int) -> Iterator[pa.RecordBatch
 
 
 def _csv_table(schema, csv: _Csv, piece: Piece) -> pa.Table:
-    """A CSV piece's lines parsed to the stream's columns as text
-    (:func:`nfacep.io.csvfile.parse_block`: a value holding a line break is refused)."""
-    from nfacep.io import csvfile
+    """A CSV piece's lines parsed to the stream's columns, typed where pyarrow's conversion
+    gives nfacep's values and as text otherwise (:func:`nfacep.io.csvblocks.parse_block`, as
+    ``match`` reads a block: a value holding a line break, or a long line, is refused; the
+    rows are counted against the piece's lines by the caller)."""
+    from nfacep.io import csvblocks
 
     with open(piece.path, "rb") as f:
         f.seek(piece.start)
         data = f.read(piece.stop - piece.start)
-    return csvfile.parse_block(data, csv.header, schema)
+    return csvblocks.parse_block(data, list(csv.header), schema)
 
 
 def _agree(pieces: list[Piece], reported: list, order: tuple[str, ...]) -> bool:

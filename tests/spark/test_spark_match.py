@@ -11,7 +11,9 @@ import json
 import pathlib
 import random
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
@@ -131,12 +133,18 @@ def test_global_pass_gives_the_local_files(spark, trace, tmp_path, args, why, ca
 
 @pytest.mark.slow
 def test_random_splits_give_the_same_files(spark, trace, tmp_path):
-    """Two random splits of the trace into part files (one of them empty) give the files of
-    the whole trace in one Parquet file."""
+    """Two random splits of the trace into part files (one of them empty), and the trace as
+    one CSV file (its blocks of lines numbered in three tasks), give the files of the whole
+    trace in one Parquet file."""
     args = ("--partitions", "32", "--param", "hot=600", "--master", MASTER, "--tasks", "3")
     whole = tmp_path / "whole.parquet"
     pq.write_table(trace["table"], whole)
     want, summary = match(trace["query"], whole, tmp_path / "whole.csv", *args)
+    text = tmp_path / "trace.csv"
+    pacsv.write_csv(trace["table"], text)
+    got, other = match(trace["query"], text, tmp_path / "from-csv.csv", *args)
+    assert got == want
+    assert {**other, "input": None} == {**summary, "input": None}
     rng = random.Random(7)
     n = trace["table"].num_rows
     for k in range(2):
@@ -267,3 +275,32 @@ def test_shares_split_whole_keys_in_seq_order(trace, tmp_path):
         got += rows.column("seq").to_pylist()
     assert sorted(got) == list(range(table.num_rows))
     assert all(seen.values()) and not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])
+
+
+def test_a_csv_piece_is_parsed_typed_into_the_tuples_of_the_whole_read(trace, tmp_path):
+    """A task parses its block of CSV lines as ``match`` does (numbers typed by pyarrow where
+    its conversion is nfacep's, labels as text), into the tuples the whole read gives (no
+    Spark needed)."""
+    from nfacep.io import csvfile
+    from nfacep.io.reader import read
+
+    schema = nfacep.compile_file(trace["query"]).program.schema
+    path = tmp_path / "trace.csv"
+    pacsv.write_csv(trace["table"], path)
+    header, data_start, _ = csvfile.read_header(str(path), schema)
+    csv = numbering._Csv(tuple(header), data_start)
+    n = trace["table"].num_rows
+    piece = numbering.Piece(0, str(path), None, n, 0, data_start, path.stat().st_size)
+    table = numbering._csv_table(schema, csv, piece)
+    assert [table.column(f).type for f in ("sensor", "temp", "smoke", "co_ppm")] == [
+        pa.uint16(),
+        pa.int16(),
+        pa.bool_(),
+        pa.float32(),
+    ]
+    pieces = list(numbering._read_piece(schema, csv, piece, 700))
+    assert [p.n for p in pieces] == [700, 700, n - 1400]
+    whole = read(str(path), schema)
+    for f, col in whole.columns.items():
+        got = np.concatenate([p.columns[f] for p in pieces])
+        assert got.dtype == col.dtype and got.tobytes() == col.tobytes(), f
