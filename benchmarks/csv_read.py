@@ -15,6 +15,12 @@ side by side in one process, for each file:
   Python entry, ``nfacep.cli.main``, in this process; start-up and imports are not timed),
   from the CSV file to the match file and its summary.
 
+With ``--master URL`` (e.g. ``local[2]``) a second table: ``nfacep match --master URL
+--tasks T`` (in this process, on one Spark session started before anything is timed) on the
+CSV file (numbered in Spark tasks a block of lines each, parsed as ``match`` parses them) and
+on the same rows as a folder of Parquet part files (10^6 rows each, row groups of 2^18 rows),
+against pyarrow's read of the CSV file (as above) and the local ``match`` of it.
+
 Ratios are times over pyarrow's for the same file in the same run (issue 30's goal: match
 within 1.5×). Each time is the best of ``--repeat``: wall-clock, and the CPU time of the
 process (all its threads; on a shared machine the wall-clock time moves with the load, the
@@ -22,6 +28,7 @@ CPU time much less). Start-up and imports are not timed. The
 files are removed at the end (``--keep`` keeps them).
 
     python benchmarks/csv_read.py --rows 1000000 10000000 100000000
+    python benchmarks/csv_read.py --rows 1000000 10000000 --master 'local[2]'
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import contextlib
 import io
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 import time
@@ -38,6 +46,7 @@ import time
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
@@ -60,28 +69,44 @@ TYPES = {
 }
 
 
-def write_race(path: pathlib.Path, rows: int, runners: int, seed: int, quote: bool) -> None:
+#: rows of a Parquet part file (``--master``), and of its row groups
+PART, GROUP = 1_000_000, 1 << 18
+
+
+def write_race(
+    path: pathlib.Path,
+    rows: int,
+    runners: int,
+    seed: int,
+    quote: bool,
+    parts: pathlib.Path | None = None,
+) -> None:
     """``rows`` readings as CSV, ``BLOCK`` at a time (each block its own race, its ``time``
-    going on from the block before)."""
+    going on from the block before); the same rows in Parquet part files of ``PART`` rows in
+    the folder ``parts``, when given."""
     labels = pa.array(LABELS)
     style = "needed" if quote else "none"
     schema = pa.schema(list(TYPES.items()))
     options = pacsv.WriteOptions(quoting_style=style)
+    if parts is not None:
+        parts.mkdir()
     with pacsv.CSVWriter(str(path), schema, write_options=options) as out:
         for at in range(0, rows, BLOCK):
             n = min(BLOCK, rows - at)
             c = race(n, runners, seed + at // BLOCK).columns
-            out.write_table(
-                pa.table(
-                    {
-                        "time": pa.array(c["time"] + np.uint64(at), pa.uint32()),
-                        "checkpoint": labels.take(pa.array(c["checkpoint"])),
-                        "runner": pa.array(c["runner"], pa.uint16()),
-                        "speed": pa.array(c["speed"]),
-                    },
-                    schema=schema,
-                )
+            table = pa.table(
+                {
+                    "time": pa.array(c["time"] + np.uint64(at), pa.uint32()),
+                    "checkpoint": labels.take(pa.array(c["checkpoint"])),
+                    "runner": pa.array(c["runner"], pa.uint16()),
+                    "speed": pa.array(c["speed"]),
+                },
+                schema=schema,
             )
+            out.write_table(table)
+            for i in range(0, n, PART) if parts is not None else ():
+                name = parts / f"part-{(at + i) // PART:05d}.parquet"
+                pq.write_table(table.slice(i, PART), name, row_group_size=GROUP)
 
 
 def best(repeat: int, job) -> tuple[float, float]:
@@ -105,12 +130,41 @@ def nfacep_read(nfa, path: pathlib.Path, chunk: int) -> None:
         pass
 
 
-def nfacep_match(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int) -> None:
+def nfacep_match(
+    path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int, *more: str
+) -> None:
     argv = ["match", str(QUERY), "--input", str(path), "--output", str(output)]
-    argv += ["--store", "pipeline", "--partitions", str(runners), "--chunk", str(chunk)]
-    with contextlib.redirect_stdout(io.StringIO()):
+    argv += ["--store", "pipeline", "--partitions", str(runners), "--chunk", str(chunk), *more]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if cli.main(argv) != 0:
             raise SystemExit(f"nfacep match failed on {path}")
+
+
+def on_spark(args, rows: int, path: pathlib.Path, parts: pathlib.Path, local: float) -> str:
+    """The row of the ``--master`` table for one file: ``match --master`` on the CSV file and
+    on its Parquet folder (their match files compared with the local one's), pyarrow's read
+    of the CSV file, the local ``match`` of it (``local`` seconds)."""
+    ref, _ = best(args.repeat, lambda: pyarrow_read(path))
+    more = ["--master", args.master, "--tasks", str(args.tasks)]
+    times = []
+    for source in (path, parts):
+        output = path.parent / f"spark-{source.name}.csv"
+        times.append(
+            best(
+                args.repeat,
+                lambda s=source, o=output: nfacep_match(s, o, args.runners, args.chunk, *more),
+            )[0]
+        )
+        local_output = path.parent / f"matches-{rows}.csv"
+        if output.read_bytes() != local_output.read_bytes():
+            raise SystemExit(f"match --master on {source} differs from the local match")
+        for p in (output, pathlib.Path(summary_path(str(output)))):
+            p.unlink(missing_ok=True)
+    csv, folder = times
+    return (
+        f"| {rows:,} | {ref:.2f} | {local:.2f} | {local / ref:.2f}× | {csv:.2f} | "
+        f"**{csv / ref:.2f}×** | {folder:.2f} | {folder / ref:.2f}× | {csv / folder:.2f}× |"
+    )
 
 
 def main() -> None:
@@ -123,7 +177,13 @@ def main() -> None:
     ap.add_argument("--quote", action="store_true", help="quote the labels (as pyarrow does)")
     ap.add_argument("--dir", default=None, help="where the CSV files go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the CSV files")
+    ap.add_argument("--master", default=None, help="also match --master URL (e.g. local[2])")
+    ap.add_argument("--tasks", type=int, default=2, help="with --master: match's --tasks")
     args = ap.parse_args()
+    if args.master is not None:  # one session for every run, started before any is timed
+        from nfacep.spark_testbench import session
+
+        session.session(args.master, app_name="csv_read")
 
     nfa = cli.load_query(str(QUERY))
     with contextlib.ExitStack() as stack:
@@ -141,10 +201,12 @@ def main() -> None:
             "| CPU s: pyarrow | reader | × | match | × |"
         )
         print("| ---: " * 13 + "|")
+        spark_rows = []
         for rows in args.rows:
             path = folder / f"marathon-{rows}.csv"
             output = folder / f"matches-{rows}.csv"
-            write_race(path, rows, args.runners, args.seed, args.quote)
+            parts = folder / f"marathon-{rows}" if args.master is not None else None
+            write_race(path, rows, args.runners, args.seed, args.quote, parts)
             try:
                 size = os.path.getsize(path) / 1e6
                 repeat = args.repeat if rows <= BLOCK else 1
@@ -160,10 +222,27 @@ def main() -> None:
                     f"| {m_cpu:.2f} | {m_cpu / ref_cpu:.2f}× |",
                     flush=True,
                 )
+                if parts is not None:
+                    spark_rows.append(on_spark(args, rows, path, parts, m))
             finally:
                 if not args.keep:
                     for p in (path, output, pathlib.Path(summary_path(str(output)))):
                         p.unlink(missing_ok=True)
+                    if parts is not None:
+                        shutil.rmtree(parts, ignore_errors=True)
+        if spark_rows:
+            print(
+                f"\n`match --master {args.master} --tasks {args.tasks}`: on the CSV file and on "
+                "its rows as a Parquet folder; ratios over pyarrow's read of the CSV file, the "
+                "last the CSV file's time over the folder's"
+            )
+            print(
+                "| rows | pyarrow s | local match s | × | Spark, CSV s | × "
+                "| Spark, Parquet folder s | × | CSV / Parquet |"
+            )
+            print("| ---: " * 9 + "|")
+            for line in spark_rows:
+                print(line)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,18 @@ import pyarrow as pa
 
 from nfacep.errors import DataError
 
-__all__ = ["CSV_BLOCK", "KEYS", "Piece", "owner", "plan", "record", "serial", "share"]
+__all__ = [
+    "CSV_BLOCK",
+    "KEYS",
+    "Csv",
+    "Piece",
+    "owner",
+    "plan",
+    "read_piece",
+    "record",
+    "serial",
+    "share",
+]
 
 #: Bytes of a CSV file a task takes at a time (a piece: the lines that start in it).
 CSV_BLOCK = 32 << 20
@@ -65,7 +76,7 @@ class Piece:
 
 
 @dataclass(frozen=True)
-class _Csv:
+class Csv:
     """What a task needs of a CSV file beyond its pieces: the header's columns (the stream's
     fields among them) and where the data rows start."""
 
@@ -156,7 +167,7 @@ def int64_column(piece, field) -> np.ndarray:
 # --- the plan: pieces in stream order, their counts and offsets ---------------------------------
 
 
-def plan(spark, path: str, schema, tasks: int) -> tuple[list[Piece], _Csv | None]:
+def plan(spark, path: str, schema, tasks: int) -> tuple[list[Piece], Csv | None]:
     """The pieces of ``path`` in stream order with their offsets, and for a CSV file its
     header; no pieces when the tasks cannot take it (no tuples, a folder whose ``seq``
     interleaves its files, a long CSV line): the serial reader does."""
@@ -233,7 +244,7 @@ def _seq_range_or_none(path: str):
         return False
 
 
-def _csv_pieces(spark, path: str, schema, tasks: int) -> tuple[list[Piece], _Csv | None]:
+def _csv_pieces(spark, path: str, schema, tasks: int) -> tuple[list[Piece], Csv | None]:
     """A CSV file's blocks of lines, their non-blank lines counted in tasks."""
     from nfacep.io import csvfile
 
@@ -255,7 +266,7 @@ def _csv_pieces(spark, path: str, schema, tasks: int) -> tuple[list[Piece], _Csv
     if any(longest >= csvfile.LONG_LINE for _, _, _, longest in counted):
         return [], None
     pieces = [Piece(0, path, None, n, 0, s, e) for s, e, n, _ in counted if n]
-    return pieces, _Csv(tuple(header), data_start)
+    return pieces, Csv(tuple(header), data_start)
 
 
 def _count_lines(path: str, data_start: int, span: tuple[int, int]):
@@ -276,7 +287,7 @@ def _count_lines(path: str, data_start: int, span: tuple[int, int]):
 # --- the tasks ----------------------------------------------------------------------------------
 
 
-def _number(program, csv: _Csv | None, folder: str, rows: int, counter, pieces: list[Piece]):
+def _number(program, csv: Csv | None, folder: str, rows: int, counter, pieces: list[Piece]):
     """A task: its pieces read, checked, converted and written numbered from their offsets;
     for each, (index, whether it was taken, the ORDER BY fields' first and last values)."""
     reports = []
@@ -290,7 +301,7 @@ def _number(program, csv: _Csv | None, folder: str, rows: int, counter, pieces: 
     return reports
 
 
-def _number_piece(program, csv: _Csv | None, folder: str, rows: int, counter, piece: Piece):
+def _number_piece(program, csv: Csv | None, folder: str, rows: int, counter, piece: Piece):
     """One piece numbered into its part file; the ORDER BY fields' first and last values."""
     from nfacep.io.tuples import check_order
 
@@ -303,7 +314,7 @@ def _number_piece(program, csv: _Csv | None, folder: str, rows: int, counter, pi
     writer = None
     n = 0
     try:
-        for data in _read_piece(schema, csv, piece, rows):
+        for data in read_piece(schema, csv, piece, rows):
             if keys is not None:
                 keys = _distinct(keys, [data.columns[k] for k in program.partition_fields])
             for f in order:
@@ -334,7 +345,7 @@ def _distinct(keys: np.ndarray, columns: list[np.ndarray]) -> np.ndarray | None:
     return np.stack([groups.column(n).to_numpy() for n in names], axis=1)
 
 
-def _read_piece(schema, csv: _Csv | None, piece: Piece, rows: int) -> Iterator:
+def read_piece(schema, csv: Csv | None, piece: Piece, rows: int) -> Iterator:
     """A piece's tuples, converted and checked, in batches of ``rows`` at most."""
     from nfacep.io.convert import from_table
     from nfacep.io.parquet import rebatch
@@ -364,7 +375,7 @@ def _parquet_batches(schema, piece: Piece, rows: int) -> Iterator[pa.RecordBatch
         yield renamed(batch, cols, names)
 
 
-def _csv_table(schema, csv: _Csv, piece: Piece) -> pa.Table:
+def _csv_table(schema, csv: Csv, piece: Piece) -> pa.Table:
     """A CSV piece's lines parsed to the stream's columns, typed where pyarrow's conversion
     gives nfacep's values and as text otherwise (:func:`nfacep.io.csvblocks.parse_block`, as
     ``match`` reads a block: a value holding a line break, or a long line, is refused; the
