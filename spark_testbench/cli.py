@@ -219,7 +219,7 @@ def _options(args, partitions: int):
 
 
 def _vectors(args) -> int:
-    from . import session, vectors
+    from . import session, vectors, vectors_plan
 
     _require_spark()
     import nfacep
@@ -229,7 +229,7 @@ def _vectors(args) -> int:
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
     options = _options(args, engine.partitions)
-    job = vectors.prepare(
+    job = vectors_plan.prepare(
         args.query,
         options,
         args.out,

@@ -13,7 +13,7 @@ then
    the tuples are split into shards of whole partition keys (hash-partitioned by key), each
    shard simulated alone in ``seq`` order, its record positions (and the starts of the
    matches, for start_seq) mapped back to the global ``seq``. That is exact because capacity
-   and timers cannot matter (``vectors.py`` chose the mode for that reason). In ``global``
+   and timers cannot matter (``vectors_plan.py`` chose the mode for that reason). In ``global``
    mode one task simulates the whole stream. Spark sorts each shard by ``seq`` (spilling to
    disk as it needs), and a task streams: it writes each Arrow batch to the simulation's input
    as it comes and reads the records back a chunk at a time (:class:`Shard`,
@@ -60,26 +60,24 @@ from nfacep.params import PROGRAMMABLE, EngineParams, option
 from nfacep.result import partition_cells, partition_texts
 from nfacep.settings import ParamValues
 
-from .progress import Progress
-from .shard import Shard
-from .vectors import (
+from .layout import (
     DROPS,
     EXPECTED,
-    FORCED_GLOBAL,
     FORMAT,
     MANIFEST,
     MEASURE,
     START_SEQ,
     TUPLES,
-    auto_mode,
     global_starts,
     manifest_params,
     manifest_values,
     measure_columns,
-    read_query,
     result_schema,
     with_measures,
 )
+from .progress import Progress
+from .shard import Shard
+from .vectors_plan import FORCED_GLOBAL, auto_mode, read_query
 
 __all__ = [
     "FIRST",
@@ -427,7 +425,7 @@ def _batch_depth(job: Job) -> int:
 
 
 def shard_rows(nfa, result, seq: np.ndarray, keys: Tuples, cells=None) -> pa.RecordBatch:
-    """The rows (:func:`~.vectors.result_schema`) of a shard's simulated matches and drops in
+    """The rows (:func:`~.layout.result_schema`) of a shard's simulated matches and drops in
     ``result`` (a chunk of them): positions in the shard mapped to the global ``seq``, and so
     the starts; ``cells``: the matches' measure columns (:class:`_Measures`)."""
     m, d = len(result.seqs), len(result.drops)
@@ -744,7 +742,7 @@ def _simulate(source, job: Job, query: str, engine: tuple, depth: int, counter):
 
     from nfacep.sim import SimulationError
 
-    from .vectors import _spark_schema
+    from .layout import _spark_schema
 
     task = functools.partial(
         _sim_task,

@@ -1,9 +1,11 @@
 """Regression vectors: generated (or recorded) tuples and their expected matches, computed with
 Spark.
 
-:func:`prepare` checks everything a user can get wrong (query file, parameters, output folder,
-master URL) and builds the :class:`~nfacep.spark_testbench.generate.Generator`, all before Spark
-starts; :func:`run` then does the work on a session and publishes the folder atomically::
+:func:`~nfacep.spark_testbench.vectors_plan.prepare` checks everything a user can get wrong
+(query file, parameters, output folder, master URL) and builds the
+:class:`~nfacep.spark_testbench.generate.Generator`, all before Spark starts; :func:`run` then
+does the work on a session and publishes the folder atomically (the folder's layout is
+:mod:`.layout`'s, the work inside the Spark tasks :mod:`.vectors_tasks`')::
 
     DIR/tuples.parquet/    seq (int64), then the stream's fields in declaration order:
                            UINT/INT as int64, BOOL as boolean, ENUM as its label, FLOAT32 as float
@@ -54,632 +56,53 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-import nfacep
-from nfacep.errors import NfacepError, UsageError
-from nfacep.io.convert import from_table
-from nfacep.io.parquet import rebatch
-from nfacep.lang.types import EnumType
-from nfacep.output import probe_folder
-from nfacep.params import EngineParams
-from nfacep.reference import matcher as reference
-from nfacep.result import partition_cells, partition_texts
-from nfacep.settings import ParamValues
+from nfacep.errors import UsageError
 
-from .generate import BLOCK_TUPLES, Generator, Options, arrow_schema
+from .generate import BLOCK_TUPLES, Options, arrow_schema
+from .layout import (
+    DROPS,
+    EXPECTED,
+    FORMAT,
+    MANIFEST,
+    START_SEQ,
+    TUPLES,
+    _spark_schema,
+    measure_columns,
+    reports_start,
+    result_schema,
+)
 from .progress import Progress
-from .shard import Shard
-
-__all__ = [
-    "BLOCK_TUPLES",
-    "FORCED_GLOBAL",
-    "FORMAT",
-    "PIECE_TUPLES",
-    "Job",
-    "Options",
-    "auto_mode",
-    "manifest_params",
-    "prepare",
-    "run",
-]
-
-FORMAT = "nfacep-vectors/1"
-TUPLES, EXPECTED, DROPS, MANIFEST = (
-    "tuples.parquet",
-    "expected.parquet",
-    "drops.parquet",
-    "manifest.json",
-)
-_RESULT = pa.schema(
-    [
-        ("seq", pa.int64()),
-        ("query", pa.string()),
-        ("partition", pa.string()),
-        ("kind", pa.string()),
-        ("start", pa.int64()),
-    ]
+from .vectors_plan import Job, _mode
+from .vectors_tasks import (
+    _generate_task,
+    _global_task,
+    _match_task,
+    _read_task,
+    _used_fields,
+    _used_schema,
 )
 
+__all__ = ["BLOCK_TUPLES", "PIECE_TUPLES", "Options", "run"]
 
-#: The column of expected.parquet that says where a match begins (only when a query reports it)
-START_SEQ = "start_seq"
-#: expected.parquet's column of a measure is named this followed by the measure's name
-MEASURE = "measure_"
+
 #: How many tuples the global pass matches at a time (:func:`run` takes another number)
 PIECE_TUPLES = 1 << 20
-
-
-def measure_columns(nfa) -> list[str]:
-    """expected.parquet's measure columns (:data:`MEASURE` and each column of the match file's
-    measures, :func:`nfacep.measures.columns`, in order): the text the match file writes."""
-    from nfacep.measures import columns
-
-    return [MEASURE + m.name for m in columns(nfa.program)]
-
-
-def result_schema(nfa) -> pa.Schema:
-    """The rows the matching and simulation tasks emit: a kind, seq, query, partition, start,
-    then a text column per measure (null but for matches)."""
-    return pa.schema([*_RESULT, *((name, pa.string()) for name in measure_columns(nfa))])
-
-
-def with_measures(batch: pa.RecordBatch, nfa, cells: list[list[str]] | None) -> pa.RecordBatch:
-    """``batch`` (rows of :data:`_RESULT`) with the measure columns of :func:`result_schema`:
-    ``cells`` (a list per column, as :meth:`nfacep.measures.Measurer.cells` gives them), or
-    nulls."""
-    names = measure_columns(nfa)
-    if not names:
-        return batch
-    n = batch.num_rows
-    if cells is None:
-        extra = [pa.nulls(n, pa.string()) for _ in names]
-    else:
-        extra = [pa.array(c, pa.string()) for c in cells]
-    return pa.RecordBatch.from_arrays([*batch.columns, *extra], schema=result_schema(nfa))
-
-
-def reports_start(nfa) -> bool:
-    """Whether a query of ``nfa`` reports start_seq, so that expected.parquet has the column."""
-    return any(q.start_seq for q in nfa.queries)
-
-
-def global_starts(seq: np.ndarray, starts: np.ndarray | None, m: int) -> pa.Array:
-    """The starts of ``m`` matches of a run over the tuples ``seq`` (global seqs, in the order
-    they were taken: a start is a position in them) as global seqs; null where a query does not
-    report start_seq (start -1, or no starts at all)."""
-    if starts is None:
-        return pa.nulls(m, pa.int64())
-    starts = np.asarray(starts, dtype=np.int64)
-    have = starts >= 0
-    return pa.array(np.where(have, seq[np.where(have, starts, 0)], 0), pa.int64(), mask=~have)
-
-
-@dataclass
-class Job:
-    """A checked request, ready to run on a Spark session."""
-
-    query_path: str
-    query_text: str
-    query_sha256: str
-    nfa: nfacep.Nfa
-    generator: Generator | None  #: None: the tuples are the recorded trace ``input``
-    params: EngineParams
-    out: str
-    expected: str  #: "auto", "partitioned" or "global"
-    overwrite: bool
-    values: ParamValues | None = None  #: the runtime parameters' (starting) values
-    input: str | None = None  #: the recorded trace (a tuple file or folder), if not generated
-
-
-def prepare(
-    query: str,
-    options: Options | None,
-    out: str,
-    *,
-    params: EngineParams = EngineParams(),
-    expected: str = "auto",
-    overwrite: bool = False,
-    master: str | None = None,
-    param_texts: list[str] | None = None,
-    input: str | None = None,
-) -> Job:
-    """Check the request and build the generator; raises :class:`NfacepError` subclasses.
-    ``param_texts``: the ``--param name=value`` of the runtime parameters (starting values
-    only: the expected matches are the engine's after a reset). ``input``: a recorded trace
-    (tuple file or folder) to take the tuples from, instead of generating them; ``options``
-    is then None (its values are read when the job runs).
-
-    Nothing here starts Spark. ``master``, when given, is checked too (see
-    :func:`nfacep.spark_testbench.session.check_master`).
-    """
-    from .session import check_master
-
-    if master is not None:
-        check_master(master, connect=False)  # syntax first; reachability last
-    if (options is None) == (input is None):
-        raise ValueError("vectors.prepare: give the generator's options or an input, not both")
-    if options is not None:
-        _check_options(options)
-    if expected not in ("auto", "partitioned", "global"):
-        raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
-    if input is not None and not os.path.exists(input):
-        raise UsageError(f"--input {input}: no such file or folder")
-    raw = read_query(query)
-    nfa = nfacep.compile_file(query)
-    program = nfa.program
-    values = (
-        ParamValues.parse(program.parameters, param_texts, switches=False, command="vectors")
-        if program.parameters or param_texts
-        else None
-    )
-    _check_stream(query, program, options)
-    if expected == "partitioned":
-        _check_partitioned(options, params)
-    _check_out(out, overwrite)
-    if master is not None:
-        check_master(master)
-    generator = None if options is None else Generator(nfa, options, values or None)
-    return Job(
-        query,
-        raw.decode("utf-8"),
-        hashlib.sha256(raw).hexdigest(),
-        nfa,
-        generator,
-        params,
-        out,
-        expected,
-        overwrite,
-        values or None,
-        input,
-    )
-
-
-def _check_options(options: Options) -> None:
-    """The generator's options, each on its own."""
-    if options.tuples < 1:
-        raise UsageError("--tuples must be at least 1")
-    if options.seed < 0:
-        raise UsageError("--seed must be 0 or more")
-    if options.keys < 1:
-        raise UsageError("--keys must be at least 1")
-    if not options.zipf >= 0:
-        raise UsageError("--zipf must be 0 (uniform keys) or more")
-    if not 0 <= options.plant_rate <= 0.5:
-        raise UsageError("--plant-rate must be between 0 and 0.5")
-    if options.block_tuples < 1:
-        raise UsageError("--block-tuples must be at least 1")
-
-
-def read_query(query: str) -> bytes:
-    """The bytes of the query file (hashed into the manifest); an error names it."""
-    try:
-        with open(query, "rb") as f:
-            return f.read()
-    except OSError as err:
-        raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
-
-
-def _check_stream(query: str, program, options: Options | None) -> None:
-    """The options against the query's stream: its fields, ENUM weights and partitioning."""
-    if "seq" in program.schema.names:
-        raise UsageError(
-            f"{query}: stream '{program.schema.name}' has a field named 'seq', "
-            "which the vectors' sequence-number column would shadow"
-        )
-    if options is None:  # a recorded trace: nothing generated
-        return
-    _check_weights(options, program.schema)
-    if not program.partition_fields and options.keys != 1:
-        raise UsageError(
-            f"--keys {options.keys}: the queries of {query} have no PARTITION "
-            "clause, so there is one stream and no keys to generate"
-        )
-
-
-def _check_partitioned(options: Options | None, params: EngineParams) -> None:
-    """``--expected partitioned`` holds only where no partition is expired or dropped."""
-    if params.tick_tuples:
-        raise UsageError(
-            "--expected partitioned: with --tick-tuples the timers expire "
-            "partitions, which only a global pass models"
-        )
-    if options is not None and options.keys > params.partitions:
-        raise UsageError(
-            f"--expected partitioned: --keys {options.keys} is more than the "
-            f"partitioner stores (--partitions {params.partitions}), so it may "
-            "drop tuples, which only a global pass models"
-        )
-
-
-def _check_weights(options: Options, schema) -> None:
-    for name, pairs in options.enum_weights:
-        f = schema.field(name) if name in schema.names else None
-        if f is None or not isinstance(f.type, EnumType):
-            raise UsageError(
-                f"--enum-weights: '{name}' is not an ENUM field of stream '{schema.name}'"
-            )
-        for label, w in pairs:
-            if label not in f.type.labels:
-                raise UsageError(f"--enum-weights: '{label}' is not a label of {name} {f.type}")
-            if not w >= 0:
-                raise UsageError(f"--enum-weights: weight {w} of '{label}' is negative")
-        if not sum(w for _, w in pairs) > 0:
-            raise UsageError(f"--enum-weights: the weights of {name} add up to 0")
-
-
-def _check_out(out: str, overwrite: bool) -> None:
-    path = os.path.abspath(out)
-    parent = os.path.dirname(path)
-    # tried, not asked (os.access): root passes any permission check, and a read-only or
-    # pseudo file system is found only by writing; before Spark starts
-    probe_folder(parent, f"--out {out}")
-    if os.path.lexists(path):
-        if not os.path.isdir(path):
-            raise UsageError(f"--out {out}: exists and is not a folder")
-        if os.listdir(path):
-            if not overwrite:
-                raise UsageError(
-                    f"--out {out}: exists and is not empty (add --overwrite to "
-                    "replace earlier vectors)"
-                )
-            if not os.path.isfile(os.path.join(path, MANIFEST)):
-                raise UsageError(
-                    f"--out {out}: --overwrite only replaces a vectors folder "
-                    f"(one with a {MANIFEST}); this one has none"
-                )
 
 
 # --- Spark tasks (run in Python workers; module-level so they pickle by reference) -----------
 
 
-def _generate_task(gen: Generator, counter, batches):
-    for batch in batches:
-        for b in batch.column(0).to_pylist():
-            block = gen.to_arrow(gen.block(b))
-            counter.add(block.num_rows)
-            yield block
-    counter.finished()
-
-
-@functools.lru_cache(maxsize=4)
-def _compiled(text: str, filename: str):
-    return nfacep.compile_text(text, filename)
-
-
-def _used_fields(nfa) -> tuple[str, ...]:
-    """The fields the matcher reads: the partition key, those the predicates compare (PREV
-    included), the
-    ORDER BY field of a query with a window (WITHIN) and those the measures show."""
-    from nfacep.lang import predicates as P
-
-    names = {
-        n.name
-        for p in nfa.predicates
-        for n in P.nodes(p.expr)
-        if isinstance(n, P.FieldRef | P.Prev)
-    }
-    names |= {q.order_field for q in nfa.queries if q.window is not None}
-    names |= {m.field for q in nfa.program.queries for m in q.measures if m.field}
-    key = nfa.program.partition_fields
-    return tuple(f for f in nfa.program.schema.names if f in names or f in key)
-
-
-def _used_schema(program, names):
-    """The stream's schema restricted to the fields among ``names`` (those the task gets)."""
-    from nfacep.schema import Schema
-
-    return Schema(program.schema.name, tuple(f for f in program.schema.fields if f.name in names))
-
-
-def _rows(nfa, data, result, seq: np.ndarray | None, offset: int = 0, cells=None):
-    """The match and drop rows of ``result``, a run over the tuples ``data`` (from stream
-    position ``offset`` on). ``seq``: the global seq of every tuple of the stream so far, which
-    matches and starts are mapped through; None when a position in the stream is the seq (the
-    global pass). ``cells``: the matches' measure columns (:meth:`Measurer.cells`)."""
-    names = np.array(result.names, dtype=object)
-    m = len(result.seqs)
-    if seq is None:
-        seqs = pa.array(result.seqs, pa.int64())
-        starts = (
-            pa.nulls(m, pa.int64())
-            if result.starts is None
-            else pa.array(result.starts, pa.int64(), mask=np.asarray(result.starts) < 0)
-        )
-    else:
-        seqs = pa.array(seq[result.seqs], pa.int64())
-        starts = global_starts(seq, result.starts, m)
-    if m:
-        yield with_measures(
-            pa.RecordBatch.from_arrays(
-                [
-                    seqs,
-                    pa.array(names[result.queries], pa.string()),
-                    pa.array(partition_cells(result.partitions), pa.string()),
-                    pa.array(["match"] * m, pa.string()),
-                    starts,
-                ],
-                schema=_RESULT,
-            ),
-            nfa,
-            cells,
-        )
-    d = len(result.drops)
-    if d:
-        local = result.drops - offset  # a drop is always one of the tuples ``data``
-        yield with_measures(
-            pa.RecordBatch.from_arrays(
-                [
-                    pa.array(result.drops if seq is None else seq[result.drops], pa.int64()),
-                    pa.array([None] * d, pa.string()),
-                    pa.array(partition_cells(partition_texts(nfa, data, local)), pa.string()),
-                    pa.array(["drop"] * d, pa.string()),
-                    pa.nulls(d, pa.int64()),
-                ],
-                schema=_RESULT,
-            ),
-            nfa,
-            None,
-        )
-
-
-def _keys_row(nfa, keys: int) -> pa.RecordBatch:
-    """The row that says how many distinct keys a task saw (in ``seq``)."""
-    return with_measures(
-        pa.RecordBatch.from_arrays(
-            [
-                pa.array([keys], pa.int64()),
-                pa.nulls(1, pa.string()),
-                pa.nulls(1, pa.string()),
-                pa.array(["keys"], pa.string()),
-                pa.nulls(1, pa.int64()),
-            ],
-            schema=_RESULT,
-        ),
-        nfa,
-        None,
-    )
-
-
-def _match_task(
-    text: str,
-    filename: str,
-    params: EngineParams,
-    values,
-    counter,
-    piece_tuples: int,
-    batches,
-):
-    """Reference matcher over the tuples of one Spark partition (the partitioned pass: whole
-    keys), which Spark sorted by ``seq``, as they come: fed to one
-    :class:`nfacep.reference.matcher.Matcher` in pieces of at most ``piece_tuples``, each piece's
-    rows     emitted as it is matched (:class:`~.shard.Shard` keeps the ``seq`` column on disk), so
-    that the task holds a piece or two, never its partition.
-
-    Emits one row per match and per drop, and a ``keys`` row whose ``seq`` is the number of
-    distinct keys seen (keys never span two tasks, so the sum is the stream's). A match's
-    ``start`` is where it begins, mapped like its ``seq`` from the position in this task's
-    tuples to the global ``seq`` (null for a query without start_seq). Adds the tuples to
-    ``counter`` (a :class:`~.progress.Counter`) piece by piece. The match rows carry the
-    measure columns too (:func:`with_measures`), the task's tuples the fields they read.
-    """
-    nfa = _compiled(text, filename)
-    program = nfa.program
-    matcher = reference.Matcher(nfa, params, values=values)
-    measurer = _measurer(program)
-    with tempfile.TemporaryDirectory(prefix="vectors-shard-") as folder:
-        shard = Shard(
-            program,
-            Path(folder),
-            piece_tuples,
-            schema=_used_schema(program, _used_fields(nfa)),
-            source=TUPLES,
-        )
-
-        def feed(data, last: bool):
-            offset = matcher.n
-            result = matcher.feed(data, last=last)
-            counter.add(data.n)
-            # (the seq file mapped afresh for each piece: its pages do not stay resident)
-            seq = shard.seq()
-            cells = None if measurer is None else measurer.cells(result, data, seq)
-            yield from _rows(nfa, data, result, seq, offset, cells)
-
-        for piece, last in _with_last(shard.pieces(b for b in batches if b.num_rows)):
-            yield from feed(piece, last)
-        if matcher.n:
-            yield _keys_row(nfa, len(matcher.keys) if program.partition_fields else 1)
-    counter.finished()
-
-
-def _read_task(folder: str, columns, key_schema, tasks: int, rows: int, inner, ids):
-    """A matching task over a recorded trace: ``inner`` (:func:`_match_task` or
-    :func:`_global_task`) over this task's share of the numbered tuples, read from ``folder``
-    (:func:`.numbering.share`); ``ids`` (Spark's batches of ``range``) name the task."""
-    from . import numbering
-
-    for batch in ids:
-        for task in batch.column("id").to_pylist():
-            share = numbering.share(folder, columns, key_schema, tasks, task, rows)
-            yield from inner(share)
-
-
-def _global_task(
-    text: str,
-    filename: str,
-    params: EngineParams,
-    values,
-    counter,
-    piece_tuples: int,
-    batches,
-):
-    """Reference matcher over the whole stream (the global pass), whose tuples come in
-    ``seq`` order (Spark sorts them): fed to one :class:`nfacep.reference.matcher.Matcher` in pieces
-    of ``piece_tuples``, each piece's match and drop rows emitted as it is matched, so that
-    the task holds a piece or two, never the stream. The generated ``seq`` is the position
-    in the stream (0, 1, 2, …), so positions need no mapping (checked piece by piece). Ends
-    with the ``keys`` row (as :func:`_match_task`) and adds the tuples to ``counter``.
-    """
-    nfa = _compiled(text, filename)
-    program = nfa.program
-    matcher = reference.Matcher(nfa, params, values=values)
-    measurer = _measurer(program)
-    used = None
-
-    def feed(piece: pa.Table, last: bool):
-        nonlocal used
-        offset, n = matcher.n, piece.num_rows
-        seq = piece.column("seq").to_numpy()
-        if not np.array_equal(seq, np.arange(offset, offset + n, dtype=seq.dtype)):
-            bad = int(np.flatnonzero(seq != np.arange(offset, offset + n))[0])
-            raise ValueError(
-                f"{TUPLES}: the global pass takes the tuples in seq order, and "
-                f"seq is each one's position in the stream (0, 1, 2, ...), but "
-                f"tuple {offset + bad} has seq {int(seq[bad])}"
-            )
-        if used is None:
-            used = _used_schema(program, piece.column_names)
-        data = from_table(piece, used, source=TUPLES)
-        result = matcher.feed(data, last=last)
-        counter.add(n)
-        cells = None if measurer is None else measurer.cells(result, data)
-        yield from _rows(nfa, data, result, None, offset, cells)
-
-    for piece, last in _with_last(rebatch(batches, piece_tuples)):
-        yield from feed(piece, last)
-    if matcher.n:
-        yield _keys_row(nfa, len(matcher.keys) if program.partition_fields else 1)
-    counter.finished()
-
-
-def _measurer(program):
-    """The :class:`~nfacep.measures.Measurer` of a task's matches, if a query has measures."""
-    from nfacep.measures import Measurer
-
-    return Measurer(program) if any(q.measures for q in program.queries) else None
-
-
-def _with_last(pieces):
-    """Each of ``pieces`` with whether it is the last (a matcher is told so)."""
-    held = None
-    for piece in pieces:
-        if held is not None:
-            yield held, False
-        held = piece
-    if held is not None:
-        yield held, True
-
-
-def _spark_schema(schema: pa.Schema):
-    from pyspark.sql import types as T
-
-    conv = {
-        pa.int64(): T.LongType(),
-        pa.string(): T.StringType(),
-        pa.bool_(): T.BooleanType(),
-        pa.float32(): T.FloatType(),
-    }
-    return T.StructType([T.StructField(f.name, conv[f.type], True) for f in schema])
-
-
 # --- the run ----------------------------------------------------------------------------------
-
-
-def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
-    """Pick the pass; ``keys_present`` is only needed when more keys were generated than the
-    partitioner stores (None: not counted)."""
-    keys = job.generator.keys if job.generator is not None else keys_present
-    switches = job.values is not None and bool(job.values.switches)
-    auto = auto_mode(job.params, job.nfa, keys, keys_present, switches=switches)
-    if job.expected == "auto" or job.expected == auto[0]:
-        return auto
-    if job.expected == "global":
-        return "global", FORCED_GLOBAL
-    raise UsageError(f"--expected partitioned: {auto[1]}")
-
-
-#: The reason a manifest gives when ``--expected global`` forced the global pass.
-FORCED_GLOBAL = "forced with --expected global"
-
-
-def auto_mode(
-    e: EngineParams,
-    nfa: nfacep.Nfa,
-    keys: int | None,
-    keys_present: int | None,
-    *,
-    switches: bool = False,
-) -> tuple[str, str]:
-    """``("partitioned", why)`` when neither capacity nor timers can matter for the engine
-    ``e`` on a stream of ``keys`` generated keys (``keys_present`` present, counted when more
-    were generated than it stores), nor runtime parameters switching at stream positions
-    (``switches``, ``match --master``'s ``--param NAME=VALUE@SEQ``), so that each key's
-    sub-stream evolves alone; else ``("global", why)``. ``vectors`` and ``match --master`` pick
-    their pass by it, ``regress`` its split."""
-    key = nfa.program.key
-    if not key.names:
-        auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
-    elif switches:
-        auto = (
-            "global",
-            "the runtime parameters switch at positions in the whole stream (--param "
-            "NAME=VALUE@SEQ), which a key's sub-stream does not know",
-        )
-    elif e.tick_tuples:
-        auto = (
-            "global",
-            f"timers matter: a tick every {e.tick_tuples} tuples expires idle "
-            "partitions, which depends on the position in the whole stream",
-        )
-    elif e.tabled:
-        auto = _table_mode(e, key.width, keys)
-    elif keys > e.partitions and keys_present > e.partitions:
-        auto = (
-            "global",
-            f"capacity matters: {keys_present} keys present and the partitioner "
-            f"stores {e.partitions}, so it fills and drops tuples",
-        )
-    else:
-        n = keys if keys <= e.partitions else keys_present
-        auto = (
-            "partitioned",
-            f"at most {n} keys, no more than --partitions {e.partitions}, "
-            "and no ticks: no partition is ever dropped or expired, so each "
-            "key's sub-stream is matched on its own",
-        )
-    return auto
-
-
-def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
-    if bits <= e.index_bits:
-        return (
-            "partitioned",
-            f"--store table with {e.partitions} entries indexes every "
-            f"{bits}-bit key directly: no tuple is ever dropped, so each key's "
-            "sub-stream is matched on its own",
-        )
-    if keys <= e.ways:
-        return (
-            "partitioned",
-            f"at most {keys} keys, no more than --ways {e.ways}: no bucket of "
-            "the table fills, so each key's sub-stream is matched on its own",
-        )
-    return (
-        "global",
-        f"capacity matters: a bucket of the table holds {e.ways} keys and "
-        f"{keys} are generated, so a bucket may fill and drop tuples",
-    )
 
 
 def run(
@@ -1035,22 +458,3 @@ def _version(dist: str) -> str | None:
     with contextlib.suppress(metadata.PackageNotFoundError):
         return metadata.version(dist)
     return None
-
-
-def manifest_values(manifest: dict, nfa, path: str) -> ParamValues | None:
-    """The runtime parameters' values a vectors manifest (at ``path``) was made with."""
-    types = nfa.program.parameters
-    if not types:
-        return None
-    given = manifest.get("runtime_parameters")
-    if not isinstance(given, dict):
-        raise UsageError(
-            f"{path}: no runtime_parameters for the queries' parameters "
-            f"({', '.join(':' + n for n in types)}); make the vectors again"
-        )
-    return ParamValues.from_initial(types, given, source=path)
-
-
-def manifest_params(manifest: dict, path: str) -> EngineParams:
-    """The engine parameters a vectors manifest (at ``path``) was made with."""
-    return EngineParams.from_dict(manifest.get("engine"), source=path)

@@ -314,7 +314,6 @@ LONG_MODULES = {
     "nfacep/wire.py",
     "sim/runner.py",
     "spark_testbench/regress.py",
-    "spark_testbench/vectors.py",
 }
 
 
