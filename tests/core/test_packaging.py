@@ -313,7 +313,6 @@ LONG_MODULES = {
     "hdl/table.py",
     "nfacep/wire.py",
     "sim/runner.py",
-    "spark_testbench/regress.py",
 }
 
 

@@ -19,7 +19,7 @@ from bundled import keyed_fire, param_texts
 from nfacep import sim
 from nfacep.cli import main as tb_main
 from nfacep.params import EngineParams
-from nfacep.spark_testbench import layout, regress, vectors, vectors_plan
+from nfacep.spark_testbench import layout, regress, regress_plan, vectors, vectors_plan
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench.generate import Options
 
@@ -552,7 +552,7 @@ def test_engine_parameters_differ_from_the_manifest(fire, no_spark, capsys):
 def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, capsys):
     """`nfacep regress --vectors V` after `nfacep vectors --partitions 16`: the engine is the
     manifest's, with no parameter given; one given that agrees is fine too."""
-    job = regress.prepare(FIRE, str(fire), given={"timer_bits": 4}, build_dir=build_dir)
+    job = regress_plan.prepare(FIRE, str(fire), given={"timer_bits": 4}, build_dir=build_dir)
     assert job.params == EngineParams(partitions=16)
     assert regress_cli(fire, FIRE, "--build-dir", str(build_dir), "--quiet") == 0
     out, _ = capsys.readouterr()
@@ -759,10 +759,10 @@ def test_regress_shards_forced_global_vectors_when_the_engine_allows(spark, tmp_
     )
     manifest = vectors.run(spark, job, tasks=2)
     assert manifest["expected"] == {"mode": "global", "reason": vectors_plan.FORCED_GLOBAL}
-    job = regress.prepare(FIRE, str(out), simulator="icarus")
+    job = regress_plan.prepare(FIRE, str(out), simulator="icarus")
     assert job.mode == "partitioned" and "no more than --partitions 16" in job.reason
     # with timers the split is not exact: one global simulation
     out = tmp_path / "t"
     engine = EngineParams(partitions=16, tick_tuples=40)
     vectors.run(spark, vectors_plan.prepare(FIRE, opts, str(out), params=engine, expected="global"))
-    assert regress.prepare(FIRE, str(out), simulator="icarus").mode == "global"
+    assert regress_plan.prepare(FIRE, str(out), simulator="icarus").mode == "global"
