@@ -99,9 +99,6 @@ __all__ = ["BLOCK_TUPLES", "PIECE_TUPLES", "Options", "run"]
 PIECE_TUPLES = 1 << 20
 
 
-# --- Spark tasks (run in Python workers; module-level so they pickle by reference) -----------
-
-
 # --- the run ----------------------------------------------------------------------------------
 
 

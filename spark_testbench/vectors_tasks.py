@@ -23,6 +23,8 @@ from .generate import Generator
 from .layout import _RESULT, TUPLES, global_starts, with_measures
 from .shard import Shard
 
+# --- Spark tasks (run in Python workers; module-level so they pickle by reference) -----------
+
 
 def _generate_task(gen: Generator, counter, batches):
     for batch in batches:
