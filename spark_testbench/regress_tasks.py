@@ -88,7 +88,7 @@ def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str, str | None]
     image = None
     if job.params.engine == "programmable":
         from nfacep.hdl.programmable import write_verilog
-        from nfacep.sim.runner import write_words
+        from nfacep.sim.launch import write_words
 
         sidecar = write_verilog(job.nfa, str(engine_v), job.params, values=job.values)
         image = folder / "image.hex"
@@ -109,9 +109,9 @@ def _prebuild(job: Job, folder: Path, depth: int) -> tuple[str, str, str | None]
 
 def configure(nfa, sidecar: dict, values) -> list[int]:
     """The words that configure the programmable engine of ``sidecar`` with ``nfa``'s image
-    (:func:`nfacep.sim.runner.configuration`); one place, so that a test can load a damaged
+    (:func:`nfacep.sim.contract.configuration`); one place, so that a test can load a damaged
     image into every task."""
-    from nfacep.sim.runner import configuration
+    from nfacep.sim.contract import configuration
 
     return configuration(nfa, sidecar, values)
 

@@ -312,7 +312,6 @@ LONG_MODULES = {
     "hdl/sdram/store.py",
     "hdl/table.py",
     "nfacep/wire.py",
-    "sim/runner.py",
 }
 
 
