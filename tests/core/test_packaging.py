@@ -311,7 +311,6 @@ LONG_MODULES = {
     "hdl/eth/link.py",
     "hdl/sdram/store.py",
     "hdl/table.py",
-    "nfacep/wire.py",
 }
 
 
