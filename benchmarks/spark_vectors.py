@@ -34,11 +34,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def child(args) -> None:
     sys.path.insert(0, str(ROOT))
     from nfacep.params import EngineParams
-    from nfacep.spark_testbench import session, vectors
+    from nfacep.spark_testbench import session, vectors, vectors_plan
     from nfacep.spark_testbench.generate import Options
 
     t0 = time.perf_counter()
-    job = vectors.prepare(
+    job = vectors_plan.prepare(
         args.query,
         Options(tuples=args.tuples, seed=args.seed, keys=args.keys),
         args.out,

@@ -61,7 +61,7 @@ class Result:
     ``queries[i]`` is the index into ``names`` (file order, which is also the query's bit in a
     match record) of the ``i``-th match, ``seqs[i]`` the 0-based position of its tuple and
     ``partitions[i]`` its partition value as a tuple file writes it (None without PARTITION;
-    one text per field for a key of several, :data:`nfacep.wire.PartitionText`).
+    one text per field for a key of several, :data:`nfacep.schema.PartitionText`).
     Matches are sorted by ``seq``, then by query name.
     """
 

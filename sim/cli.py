@@ -96,7 +96,8 @@ class Sim(Command):
         from nfacep.backend import run_files
         from nfacep.result import report
 
-        from .runner import SimOptions, Simulation
+        from .options import SimOptions
+        from .runner import Simulation
 
         # the options' ranges, before anything is read
         params.from_args(args, programmable=args.link in (None, "udp"))

@@ -2,8 +2,8 @@
 
 :class:`Simulation` is a :class:`~nfacep.backend.Backend` (what ``nfacep sim`` runs): it emits
 the engine as ``nfacep verilog`` does (Verilog plus its JSON sidecar), or takes one emitted
-earlier, checks that the engine keeps its port and record contract, packs the tuples
-(:func:`nfacep.wire.pack`), builds the simulator model once per distinct Verilog
+earlier, checks that the engine keeps its port and record contract (:mod:`.contract`), packs
+the tuples (:func:`nfacep.wire.pack`), builds the simulator model once per distinct Verilog
 (:mod:`nfacep.sim.build`), runs the testbench (:mod:`nfacep.sim.testbench`) and decodes the
 engine's records with :mod:`nfacep.wire` into a :class:`SimResult`.
 
@@ -14,16 +14,17 @@ column-wise (:meth:`nfacep.result.Result.from_columns`). :meth:`Simulation.run` 
 one piece and one chunk. The batch and native harnesses read their input a batch at a time and
 write each record as the engine emits it, so only a checked run (``check``: the reference
 matcher's records, compared one by one in the testbench) holds them all.
+
+Beside it, one module per job: the options (:mod:`.options`), the engine's contract read from
+its sidecar (:mod:`.contract`), and running a testbench in its run folder (:mod:`.launch`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,53 +33,28 @@ from nfacep import wire
 from nfacep.errors import UsageError
 from nfacep.io.tuples import Tuples
 from nfacep.nfa import Nfa
-from nfacep.output import check_outputs
 from nfacep.params import EngineParams
 from nfacep.result import Result
 from nfacep.settings import ParamValues
 
 from . import build
-from .build import TIMESCALE, SimulationError
-from .harness import HARNESS_TOP, check_depth, depth_for, harness_verilog, switch_plusargs
-from .records import CONFIG_ENV, RECORDS_HEX, InOrderChecker, read_hex, write_records
+from .build import SimulationError
+from .contract import ContractError, check_sidecar, configuration, switch_words
+from .harness import HARNESS_TOP, depth_for, harness_verilog, switch_plusargs
+from .launch import (
+    PROGRESS_FILE,
+    _read_failure,
+    _watch,
+    deliver_waves,
+    read_words,
+    run_testbench,
+    write_words,
+)
+from .options import TESTBENCH_MODULE, SimOptions
+from .records import RECORDS_HEX, InOrderChecker, read_hex, write_records
 from .sdram import check_errors, with_chip
 
-__all__ = [
-    "MODES",
-    "RECORD_CHUNK",
-    "TRAFFIC",
-    "WAVE_FORMAT",
-    "ContractError",
-    "SimOptions",
-    "SimResult",
-    "SimRun",
-    "Simulation",
-    "check_sidecar",
-]
-
-#: Traffic patterns of the testbench (see :class:`nfacep.sim.testbench.Traffic`).
-TRAFFIC = ("random", "full")
-#: How the testbench feeds the engine: ``batch``, a Verilog harness streams batches of tuples
-#: with Python once per batch (:mod:`nfacep.sim.harness`); ``cycle``, cocotb drives every
-#: cycle (:mod:`nfacep.sim.testbench`); ``native`` (Verilator only), the batch harness driven
-#: by a C++ main, no Python while it runs (:mod:`nfacep.sim.native`).
-MODES = ("batch", "cycle", "native")
-TESTBENCH_MODULE = {"batch": "nfacep.sim.batch_testbench", "cycle": "nfacep.sim.testbench"}
-#: Waveform format each simulator writes (Verilator's FST writer needs liblz4 headers).
-WAVE_FORMAT = {"icarus": "fst", "verilator": "vcd"}
-#: The ports the testbench drives, with their direction.
-STREAM_PORTS = (
-    ("i_stream__valid", "in"),
-    ("i_stream__ready", "out"),
-    ("i_stream__payload", "in"),
-    ("o_stream__valid", "out"),
-    ("o_stream__ready", "in"),
-    ("o_stream__payload", "out"),
-)
-
-
-class ContractError(SimulationError):
-    """The generated engine or its sidecar does not keep the port and record contract."""
+__all__ = ["RECORD_CHUNK", "SimResult", "SimRun", "Simulation"]
 
 
 @dataclass
@@ -114,75 +90,6 @@ class SimResult(Result):
             "" if self.tuples_per_cycle is None else f", {self.tuples_per_cycle:.3f} tuples/cycle"
         )
         return f"{self.simulator} ({self.mode}), {self.cycles} cycles{rate}"
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    """How :class:`Simulation` simulates the emitted engine, checked once when made.
-
-    ``simulator`` (:data:`~nfacep.sim.build.SIMULATORS`) builds and runs it. ``mode``
-    (:data:`MODES`) is how the testbench feeds it: ``"batch"`` (the default) through the
-    Verilog harness of :mod:`nfacep.sim.harness`, Python waking once per batch of tuples;
-    ``"cycle"`` with cocotb driving every clock cycle; ``"native"`` (Verilator only) through
-    the same harness driven by a C++ main (:mod:`nfacep.sim.native`). All check the same
-    contract and give the same records. ``batch_depth`` is the harness's batch memory in
-    tuples (a power of two; default :func:`~nfacep.sim.harness.depth_for` the input): each
-    depth is a build of its own, so a caller that simulates many inputs with one engine (and
-    prebuilds it) names one.
-    ``seed`` seeds the testbench's random input gaps and output stalls; ``traffic="full"``
-    turns them off (valid and ready always high) to measure throughput. ``waves`` names a
-    waveform file to write, for GTKWave or Surfer (FST with Icarus, VCD with Verilator, whose
-    FST writer needs liblz4 headers). ``build_dir`` is the folder caching simulator models
-    (:func:`~nfacep.sim.build.build_cache`): one build per distinct Verilog, simulator and wave
-    setting. ``check`` also runs the reference matcher and compares every record as it
-    arrives; a difference sets the result's ``failure``. ``engine`` simulates a Verilog file
-    emitted earlier by ``nfacep verilog`` (its sidecar ``.json`` beside it) instead of emitting
-    one; its parameters must be the ones :meth:`Simulation.run` is given. ``timeout_cycles``
-    bounds the run (default: generous for the input's size). ``keep_run`` keeps the run folder
-    (inputs, records, the simulator's log) in the cache; it is kept anyway when the run fails.
-    ``image`` (a programmable engine only) names a file of the configuration port's words
-    (hexadecimal, one a line, :func:`nfacep.image.port_words`) to load before the tuples
-    instead of the load of the query's image (:func:`configuration`): a caller that makes the
-    load once (``regress``, on the driver) hands it to every simulation.
-
-    Raises :class:`UsageError` for an unknown simulator, mode or traffic, a batch depth that is
-    not a power of two from 16 to ``2**24``, the native mode without Verilator, or a waveform
-    file that cannot be written.
-    """
-
-    simulator: str = "icarus"
-    seed: int = 0
-    traffic: str = "random"
-    waves: str | None = None
-    build_dir: str | os.PathLike | None = None
-    check: bool = False
-    timeout_cycles: int | None = None
-    engine: str | None = None
-    keep_run: bool = False
-    mode: str = "batch"
-    batch_depth: int | None = None
-    image: str | None = None
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise UsageError(
-                f"unknown simulation mode {self.mode!r}: choose one of {', '.join(MODES)}"
-            )
-        check_depth(self.batch_depth)
-        if self.simulator not in build.SIMULATORS:
-            raise UsageError(
-                f"unknown simulator {self.simulator!r}: choose one of {', '.join(build.SIMULATORS)}"
-            )
-        if self.mode == "native" and self.simulator != "verilator":
-            raise UsageError(
-                "the native mode is a Verilator model with a C++ main: use "
-                "--simulator verilator (or --mode batch with Icarus)"
-            )
-        if self.traffic not in TRAFFIC:
-            raise UsageError(
-                f"unknown traffic {self.traffic!r}: choose one of {', '.join(TRAFFIC)}"
-            )
-        check_waves(self.waves, self.simulator)
 
 
 class Simulation:
@@ -551,261 +458,3 @@ class SimRun:
             f"the engine's records differ from the reference matcher's: {message}\n"
             f"(run folder: {self.run_dir})"
         )
-
-
-def check_waves(waves: str | None, simulator: str) -> None:
-    """Before a simulation: ``--waves`` names a file that can be written, in the format the
-    simulator writes (a UsageError if not; nothing for None)."""
-    if waves is None:
-        return
-    check_outputs([waves], what="--waves")
-    suffix = Path(waves).suffix.lower().lstrip(".")
-    if suffix in ("vcd", "fst") and suffix != WAVE_FORMAT[simulator]:
-        raise UsageError(
-            f"{waves}: {simulator} writes {WAVE_FORMAT[simulator].upper()} "
-            f"waveforms; name the file .{WAVE_FORMAT[simulator]}"
-        )
-
-
-#: The file the batch and native harnesses append the tuples done to, a line per batch.
-PROGRESS_FILE = "progress.txt"
-#: Seconds between two looks at it.
-PROGRESS_EVERY = 0.5
-
-
-@contextlib.contextmanager
-def _watch(path: Path, report):
-    """Call ``report`` with the last count in ``path`` whenever it grew, from a thread, while
-    the block runs, and once more after it (nothing without ``report``)."""
-    if report is None:
-        yield
-        return
-    stop = threading.Event()
-    told = 0
-
-    def look() -> None:
-        nonlocal told
-        try:
-            lines = path.read_text(encoding="ascii").split()
-        except OSError:
-            return
-        done = max((int(x) for x in lines if x.isdigit()), default=0)
-        if done > told:
-            told = done
-            report(done)
-
-    def loop() -> None:
-        while not stop.wait(PROGRESS_EVERY):
-            look()
-
-    thread = threading.Thread(target=loop, daemon=True, name="nfacep-sim-progress")
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-        look()
-
-
-def run_testbench(
-    simulator: str,
-    model: Path,
-    run_dir: Path,
-    top: str,
-    module: str,
-    config: Path,
-    *,
-    waves: bool = False,
-    plusargs=(),
-    seed: int = 0,
-) -> None:
-    """Run the cocotb test ``module`` on the built ``model`` (its top ``top``) in ``run_dir``,
-    with ``config`` named by :data:`~nfacep.sim.records.CONFIG_ENV`; with ``waves``, the
-    waveform goes to ``run_dir/waves.fst`` (Icarus) or ``.vcd`` (Verilator). What the test
-    writes (results, ``failure.json``) is left in ``run_dir``; a simulator that cannot run is
-    a :class:`SimulationError`."""
-    from cocotb_tools.runner import get_runner
-
-    log = run_dir / "sim.log"
-    wave_file = run_dir / f"waves.{WAVE_FORMAT[simulator]}"
-    plusargs = list(plusargs)
-    if waves and simulator == "icarus":
-        plusargs.insert(0, f"+dumpfile_path={wave_file}")
-    test_args = ["--trace-file", str(wave_file)] if waves and simulator == "verilator" else []
-    try:
-        get_runner(simulator).test(
-            test_module=module,
-            hdl_toplevel=top,
-            hdl_toplevel_lang="verilog",
-            build_dir=model,
-            test_dir=run_dir,
-            extra_env={CONFIG_ENV: str(config)},
-            waves=waves,
-            plusargs=plusargs,
-            test_args=test_args,
-            timescale=TIMESCALE,
-            results_xml=str(run_dir / "results.xml"),
-            log_file=log,
-            seed=seed,
-        )
-    except SystemExit:
-        pass  # the runner exits on a failed test or simulator; the files say why
-    except (RuntimeError, ValueError) as exc:
-        raise SimulationError(
-            f"running the {simulator} simulation failed ({exc}); "
-            f"the log {log} ends with:\n{build.tail(log)}"
-        ) from None
-
-
-def deliver_waves(waves: str, run_dir: Path, simulator: str) -> str:
-    """Copy the run's waveform to ``waves`` (whole or not at all); returns ``waves``."""
-    produced = run_dir / f"waves.{WAVE_FORMAT[simulator]}"
-    if not produced.is_file() or produced.stat().st_size == 0:
-        raise SimulationError(f"the {simulator} simulation wrote no waveform ({produced})")
-    tmp = Path(waves).with_name(f".nfacep-{os.getpid()}-{Path(waves).name}")
-    try:
-        shutil.copyfile(produced, tmp)
-        os.replace(tmp, waves)
-    except BaseException:  # an error, Ctrl-C or SIGTERM: no temporary file left
-        tmp.unlink(missing_ok=True)
-        raise
-    return waves
-
-
-def switch_words(values: ParamValues, sidecar: dict) -> list[int]:
-    """The words the engine's ``i_params`` takes for the switches of ``values``: the values
-    in force from each switch on, packed, and the switch's tuple number above them."""
-    from .harness import MAX_SWITCHES
-
-    if len(values.switches) > MAX_SWITCHES:
-        raise UsageError(
-            f"{len(values.switches)} parameter switches: a simulation takes at most {MAX_SWITCHES}"
-        )
-    width = sidecar["runtime_parameters"]["width"]
-    seq_bits = sidecar["ports"]["i_params__payload"]["width"] - width
-    for seq, _ in values.switches:
-        if seq >= 1 << seq_bits:
-            raise UsageError(f"--param …@{seq}: the engine numbers tuples modulo 2^{seq_bits}")
-    return [values.packed(values.in_force(seq)) | seq << width for seq, _ in values.switches]
-
-
-def configuration(nfa: Nfa, sidecar: dict, values: ParamValues | None) -> list[int]:
-    """The load of ``nfa``'s configuration image (:func:`nfacep.image.load`, in force from
-    tuple 0) for the programmable engine the sidecar describes, with the runtime parameters'
-    ``values`` as constants: the words its ``i_config`` takes before the tuples
-    (:func:`nfacep.image.port_words`). :class:`~nfacep.image.ImageError` when the file
-    does not fit; :class:`ContractError` when the sidecar's engine is not the one the file's
-    stream declaration and the sidecar's capacities make."""
-    from nfacep.image import Capacity, EngineShape, image, load, port_words
-
-    c = sidecar["capacity"]
-    program = nfa.program
-    shape = EngineShape(
-        program.schema,
-        program.partition_fields,
-        Capacity(c["states"], c["atoms"], c["queries"]),
-    )
-    if sidecar["configuration"]["engine_fingerprint"] != shape.fingerprint.hex():
-        raise ContractError(
-            "the programmable engine's sidecar names another engine (its fingerprint is not "
-            "the one of the file's stream declaration and its capacities)"
-        )
-    return port_words(load(image(nfa, shape, values)))
-
-
-def write_words(path, words: list[int]) -> None:
-    """The configuration port's ``words`` to ``path``, one hexadecimal word a line (what
-    :attr:`SimOptions.image` names)."""
-    with open(path, "w", encoding="ascii") as f:
-        f.writelines(f"{w:03x}\n" for w in words)
-
-
-def read_words(path) -> list[int]:
-    """The words :func:`write_words` wrote; a ContractError when it did not."""
-    try:
-        with open(path, encoding="ascii") as f:
-            return [int(line, 16) for line in f if line.strip()]
-    except (OSError, ValueError) as exc:
-        raise ContractError(f"cannot read the configuration words in {path}: {exc}") from None
-
-
-def _read_failure(path: Path) -> dict | None:
-    """The testbench's ``failure.json``: ``kind`` (``mismatch``: records differ from the
-    model's; ``error``: anything else) and ``message``; None when it did not fail."""
-    if not path.is_file():
-        return None
-    try:
-        failure = json.loads(path.read_text(encoding="utf-8"))
-        return {"kind": str(failure["kind"]), "message": str(failure["message"])}
-    except (ValueError, KeyError, TypeError) as exc:
-        return {"kind": "error", "message": f"unreadable failure report ({exc})"}
-
-
-def check_sidecar(sidecar: dict, nfa: Nfa) -> None:
-    """Raise :class:`ContractError` unless the sidecar describes the engine of this query file
-    with the ports the testbench drives and the wire formats of :mod:`nfacep.wire`."""
-    programmable = sidecar.get("engine") == "programmable"
-    keys = ("top", "ports", "tuple", "record") + (
-        ("capacity", "configuration") if programmable else ("queries",)
-    )
-    problems = [f"no '{key}'" for key in keys if key not in sidecar]
-    if problems:
-        raise ContractError(f"the engine's sidecar: {'; '.join(problems)}")
-    ports = sidecar["ports"]
-    for name, direction in STREAM_PORTS:
-        port = ports.get(name)
-        if port is None:
-            problems.append(f"no port {name}")
-        elif port.get("dir") != direction:
-            problems.append(f"port {name} is '{port.get('dir')}', expected '{direction}'")
-    schema = nfa.program.schema
-    width = wire.tuple_width(schema)
-    if sidecar["tuple"].get("width") != width:
-        problems.append(
-            f"the tuple is {sidecar['tuple'].get('width')} bits wide, the wire format's {width}"
-        )
-    if ports.get("i_stream__payload", {}).get("width") != sidecar["tuple"].get("width"):
-        problems.append("i_stream__payload is not tuple.width bits wide")
-    if ports.get("o_stream__payload", {}).get("width") != sidecar["record"].get("width"):
-        problems.append("o_stream__payload is not record.width bits wide")
-    fields = [
-        (f.get("name"), f.get("offset"), f.get("width")) for f in sidecar["tuple"].get("fields", [])
-    ]
-    if fields != wire.field_slices(schema):
-        problems.append(f"tuple fields {fields} are not the stream's {wire.field_slices(schema)}")
-    problems += _record_problems(sidecar, nfa, programmable)
-    if sidecar.get("partition_fields") != list(nfa.program.partition_fields):
-        problems.append(
-            f"partition_fields {sidecar.get('partition_fields')!r} are not the "
-            f"query's {list(nfa.program.partition_fields)!r}"
-        )
-    if problems:
-        raise ContractError(f"the engine's sidecar does not fit the query: {'; '.join(problems)}")
-
-
-def _record_problems(sidecar: dict, nfa: Nfa, programmable: bool) -> list[str]:
-    """What in the sidecar's record layout and query bits is not the file's wire format (a
-    programmable engine: a match bit per query slot, the file's queries the first; its
-    queries are its image's, not the sidecar's)."""
-    problems = []
-    try:
-        record = wire.RecordFormat.from_description(sidecar["record"].get("fields", []))
-    except ValueError as err:
-        return [str(err)]
-    want = wire.record_format(nfa, record.widths["seq"])
-    if programmable:
-        want = wire.RecordFormat.from_widths(
-            {**want.widths, "matches": sidecar["capacity"].get("queries")}
-        )
-    if record != want:
-        problems.append(f"the record {record.fields} is not the wire format's {want.fields}")
-    if not programmable:
-        names = [q.get("name") for q in sidecar["queries"]]
-        expected = [q.name for q in nfa.queries]
-        bits = [q.get("bit") for q in sidecar["queries"]]
-        if names != expected or bits != list(range(len(names))):
-            problems.append(
-                f"queries {names} are not the file's {expected} with bits in file order"
-            )
-    return problems

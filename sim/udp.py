@@ -41,7 +41,8 @@ from nfacep.settings import ParamValues
 
 from . import build
 from .build import SimulationError
-from .runner import ContractError, check_waves, deliver_waves, run_testbench
+from .contract import ContractError
+from .launch import check_waves, deliver_waves, run_testbench
 from .sdram import check_errors
 
 __all__ = ["HOST", "UdpSimOptions", "UdpSimResult", "UdpSimulation", "line_limit"]
@@ -229,7 +230,7 @@ class UdpSimulation:
     ) -> UdpSimResult:
         from nfacep.links.host import board_result, check_values, record_format
 
-        from .runner import _read_failure
+        from .launch import _read_failure
 
         log = run_dir / "sim.log"
         failure = _read_failure(run_dir / "failure.json")

@@ -1,5 +1,5 @@
 """A call run in a daemon thread beside the caller's work: ``nfacep regress`` emits the engine
-and builds its model (:func:`.regress.prebuild`) while the Spark session starts, since each
+and builds its model (:func:`.regress_tasks.prebuild`) while the Spark session starts, since each
 takes tens of seconds and mostly waits on another process (the JVM; Verilator's compiler)."""
 
 from __future__ import annotations

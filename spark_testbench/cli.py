@@ -219,7 +219,7 @@ def _options(args, partitions: int):
 
 
 def _vectors(args) -> int:
-    from . import session, vectors
+    from . import session, vectors, vectors_plan
 
     _require_spark()
     import nfacep
@@ -229,7 +229,7 @@ def _vectors(args) -> int:
     if args.tasks is not None and args.tasks < 1:
         raise UsageError("--tasks must be at least 1")
     options = _options(args, engine.partitions)
-    job = vectors.prepare(
+    job = vectors_plan.prepare(
         args.query,
         options,
         args.out,
@@ -323,7 +323,7 @@ def _regress_arguments(p) -> None:
 
 
 def _regress(args) -> int:
-    from . import regress, session
+    from . import regress, regress_compare, regress_plan, regress_tasks, session
     from .beside import Beside
 
     _require_spark("regress")
@@ -331,7 +331,7 @@ def _regress(args) -> int:
         raise UsageError("--tasks must be at least 1")
     # the fastest exact simulation by default: Verilator's native model when it is installed
     simulator = args.simulator or ("verilator" if args.mode == "native" else default_simulator())
-    job = regress.prepare(
+    job = regress_plan.prepare(
         args.query,
         args.vectors,
         given=params.given(args),
@@ -347,11 +347,11 @@ def _regress(args) -> int:
 
     progress = None if args.quiet else _progress
     # the engine is emitted and its model built while the JVM starts: both take a while
-    building = Beside(lambda: regress.prebuild(job, progress), "nfacep-prebuild")
+    building = Beside(lambda: regress_tasks.prebuild(job, progress), "nfacep-prebuild")
     try:
         spark, created = session.session(args.master)
     except Exception:
-        building.discard(regress.Built.remove)
+        building.discard(regress_tasks.Built.remove)
         raise
     try:
         report = regress.run(
@@ -360,6 +360,6 @@ def _regress(args) -> int:
     finally:
         if created:
             spark.stop()
-    print(regress.render(report))
+    print(regress_compare.render(report))
     print(f"report -> {args.vectors.rstrip('/')}/{regress.REPORT}")
     return 0 if report["equal"] else 1

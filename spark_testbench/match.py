@@ -49,7 +49,7 @@ from nfacep.result import Totals, match_file, match_folder
 from nfacep.settings import ParamValues
 
 from . import session as spark_session
-from . import vectors
+from . import vectors, vectors_plan
 from .progress import Progress
 
 __all__ = ["run"]
@@ -93,7 +93,7 @@ def run(
     spark_session.check_master(master)
     with open(query, "rb") as f:
         raw = f.read()
-    job = vectors.Job(
+    job = vectors_plan.Job(
         query,
         raw.decode("utf-8"),
         hashlib.sha256(raw).hexdigest(),

@@ -3,9 +3,11 @@ records out in UDP packets.
 
 :mod:`~nfacep.links.udp.protocol` is the payload format and the Ethernet/IPv4/UDP framing in
 Python (pure software: the gateware, the tests, the host and the software board import it),
-:mod:`~nfacep.links.udp.host` the host (``nfacep run --udp``), :mod:`~nfacep.links.udp.model`
-the software board, :mod:`~nfacep.links.udp.top` the board top and its checks. The link's
-gateware is in :mod:`nfacep.hdl.eth`, the RGMII pads in :mod:`nfacep.boards.rgmii`.
+:mod:`~nfacep.links.udp.host` the host (``nfacep run --udp``; its session with the board in
+:mod:`~nfacep.links.udp.session`, its streaming in :mod:`~nfacep.links.udp.stream`),
+:mod:`~nfacep.links.udp.model` the software board, :mod:`~nfacep.links.udp.top` the board top
+and its checks. The link's gateware is in :mod:`nfacep.hdl.eth`, the RGMII pads in
+:mod:`nfacep.boards.rgmii`.
 """
 
 from __future__ import annotations

@@ -311,11 +311,6 @@ LONG_MODULES = {
     "hdl/eth/link.py",
     "hdl/sdram/store.py",
     "hdl/table.py",
-    "links/udp/host.py",
-    "nfacep/wire.py",
-    "sim/runner.py",
-    "spark_testbench/regress.py",
-    "spark_testbench/vectors.py",
 }
 
 

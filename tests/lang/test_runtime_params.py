@@ -583,7 +583,7 @@ def test_sim_refuses_verilog_emitted_with_other_values(tmp_path, capsys):
 
 def test_manifest_values_are_checked():
     pytest.importorskip("pyspark")
-    from nfacep.spark_testbench.vectors import manifest_values
+    from nfacep.spark_testbench.layout import manifest_values
 
     nfa = nfacep.compile_text(SIM_QUERY)
     with pytest.raises(

@@ -32,7 +32,7 @@ from nfacep.hdl.engine import write_verilog
 from nfacep.io import reader, tuples
 from nfacep.params import EngineParams, default_engine
 from nfacep.reference.matcher import run as reference_run
-from nfacep.sim import build, runner
+from nfacep.sim import build, contract
 from nfacep.sim.testbench import InOrderChecker
 from nfacep.wire import Record, RecordFormat
 
@@ -641,7 +641,7 @@ def test_sidecar_packing_agrees_with_wire(tmp_path):
             nfa.program.schema, data
         )
         assert sidecar["tuple"]["width"] == wire.tuple_width(nfa.program.schema)
-        runner.check_sidecar(sidecar, nfa)
+        contract.check_sidecar(sidecar, nfa)
 
 
 def pack_by_sidecar(fields: list[dict], data) -> list[int]:

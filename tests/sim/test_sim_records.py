@@ -19,7 +19,7 @@ import nfacep
 from nfacep import wire
 from nfacep.params import EngineParams
 from nfacep.result import Result
-from nfacep.sim import SimulationError, runner
+from nfacep.sim import SimulationError, contract, runner
 from nfacep.sim.records import RECORDS_HEX, InOrderChecker, read_hex
 from nfacep.wire import Record, RecordColumns
 
@@ -277,5 +277,5 @@ def test_a_runs_records_in_chunks(tmp_path):
         r"'zz' \(x or z bits on o_stream.payload\)",
     ):
         list(ran.chunks(5))
-    with pytest.raises(runner.ContractError, match="names tuple 12, but only 10 were sent"):
+    with pytest.raises(contract.ContractError, match="names tuple 12, but only 10 were sent"):
         list(fake_run(tmp_path, [Record(12, 0, 1, 0)], 10).chunks(5))

@@ -12,7 +12,7 @@ from test_spark_regress import QUERIES, make, regress_cli, report_of
 from nfacep import sim
 from nfacep.image import Capacity, EngineShape, image, load, port_words
 from nfacep.params import EngineParams
-from nfacep.spark_testbench import regress
+from nfacep.spark_testbench import regress_tasks
 
 pytestmark = pytest.mark.xdist_group("spark_regress")
 
@@ -21,7 +21,7 @@ ENGINE = ("--engine", "programmable", "--states", "16", "--atoms", "8", "--queri
 
 
 def damaged(nfa, sidecar, values):
-    """:func:`regress.configure` with the lowest activation bit of every accepting state
+    """:func:`regress_tasks.configure` with the lowest activation bit of every accepting state
     cleared: the last step of each branch of the pattern loses one way in."""
     c = sidecar["capacity"]
     prog = nfa.program
@@ -60,7 +60,7 @@ def test_the_programmable_engine_passes_marathon_and_a_damaged_image_is_caught(
     assert report["counts"]["simulated"] == manifest["counts"]["matches_total"]
     capsys.readouterr()
 
-    monkeypatch.setattr(regress, "configure", damaged)
+    monkeypatch.setattr(regress_tasks, "configure", damaged)
     assert regress_cli(out, MARATHON, *args) == 1
     c = report_of(out)["counts"]
     assert c["differences"] == c["missing"] + c["extra"] > 0 and c["missing"] > 0

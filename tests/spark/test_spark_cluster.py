@@ -29,7 +29,7 @@ from spark_driver import REPLY
 
 from nfacep import sim
 from nfacep.cli import main
-from nfacep.spark_testbench import regress, vectors
+from nfacep.spark_testbench import layout, regress
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIRE = str(ROOT / "queries" / "fire.sql")
@@ -292,13 +292,13 @@ def test_standalone_cluster_gives_the_local_results(driver, spark, tmp_path):
     _vectors(on, tmp_path / "on-cluster", url)
     _vectors(None, tmp_path / "local", "local[2]")
     manifests = [
-        json.loads((tmp_path / d / vectors.MANIFEST).read_text()) for d in ("on-cluster", "local")
+        json.loads((tmp_path / d / layout.MANIFEST).read_text()) for d in ("on-cluster", "local")
     ]
     assert manifests[0]["run"]["master"] == url
     assert [{k: v for k, v in m.items() if k != "run"} for m in manifests] == [
         {k: v for k, v in manifests[1].items() if k != "run"}
     ] * 2
-    for name in (vectors.TUPLES, vectors.EXPECTED, vectors.DROPS):
+    for name in (layout.TUPLES, layout.EXPECTED, layout.DROPS):
         assert pq.read_table(tmp_path / "on-cluster" / name).equals(
             pq.read_table(tmp_path / "local" / name)
         ), name

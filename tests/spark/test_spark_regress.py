@@ -19,7 +19,7 @@ from bundled import keyed_fire, param_texts
 from nfacep import sim
 from nfacep.cli import main as tb_main
 from nfacep.params import EngineParams
-from nfacep.spark_testbench import regress, vectors
+from nfacep.spark_testbench import layout, regress, regress_plan, vectors, vectors_plan
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench.generate import Options
 
@@ -55,7 +55,7 @@ def build_dir(tmp_path_factory):
 
 def make(spark, out, query, engine, **options):
     opts = Options(**{"tuples": 3000, "block_tuples": 1024, "seed": 5, **options})
-    job = vectors.prepare(query, opts, str(out), params=engine, param_texts=param_texts(query))
+    job = vectors_plan.prepare(query, opts, str(out), params=engine, param_texts=param_texts(query))
     return vectors.run(spark, job, tasks=2)
 
 
@@ -92,7 +92,7 @@ def test_partitioned_vectors_pass_in_shards(spark, fire, build_dir, capsys):
     assert "shards of whole partition keys" in err
     assert "tuples simulated" in err  # progress
     report = report_of(fire)
-    manifest = json.loads((fire / vectors.MANIFEST).read_text())
+    manifest = json.loads((fire / layout.MANIFEST).read_text())
     assert report["equal"] and report["mode"] == "partitioned"
     assert (
         report["counts"]["simulated"]
@@ -290,7 +290,7 @@ def corrupt_starts(folder, mode) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = pathlib.Path(folder) / vectors.EXPECTED
+    path = pathlib.Path(folder) / layout.EXPECTED
     table = pq.read_table(path)
     rows = table.to_pylist()
     fire = [r for r in rows if r["query"] == "fire"]
@@ -336,7 +336,7 @@ def corrupt_measures(folder) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = pathlib.Path(folder) / vectors.EXPECTED
+    path = pathlib.Path(folder) / layout.EXPECTED
     table = pq.read_table(path)
     rows = table.to_pylist()
     fire = [r for r in rows if r["query"] == "fire"]
@@ -469,13 +469,13 @@ def test_prev_query_vectors_pass(spark, tmp_path, build_dir, capsys):
     query.write_text(PREV_QUERY)
     out = tmp_path / "v"
     opts = Options(tuples=2000, block_tuples=1024, seed=5, keys=16, plant_rate=0.2)
-    job = vectors.prepare(str(query), opts, str(out), params=EngineParams(partitions=16))
+    job = vectors_plan.prepare(str(query), opts, str(out), params=EngineParams(partitions=16))
     m = vectors.run(spark, job, tasks=2)
     assert m["expected"]["mode"] == "partitioned" and not m["unplanted"]
     assert m["planted"]["v"]["short"] and m["planted"]["v"]["long"]
     # the planted runs are matches (all but those a match just before swallows)
     ends = {p.seq for b in range(job.generator.n_blocks) for p in job.generator.planted(b)}
-    found = ends & set(pq.read_table(out / vectors.EXPECTED).column("seq").to_pylist())
+    found = ends & set(pq.read_table(out / layout.EXPECTED).column("seq").to_pylist())
     assert len(found) >= 0.8 * len(ends) > 10
     assert regress_cli(out, query, "--build-dir", str(build_dir), "--quiet") == 0
     stdout, _ = capsys.readouterr()
@@ -552,7 +552,7 @@ def test_engine_parameters_differ_from_the_manifest(fire, no_spark, capsys):
 def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, capsys):
     """`nfacep regress --vectors V` after `nfacep vectors --partitions 16`: the engine is the
     manifest's, with no parameter given; one given that agrees is fine too."""
-    job = regress.prepare(FIRE, str(fire), given={"timer_bits": 4}, build_dir=build_dir)
+    job = regress_plan.prepare(FIRE, str(fire), given={"timer_bits": 4}, build_dir=build_dir)
     assert job.params == EngineParams(partitions=16)
     assert regress_cli(fire, FIRE, "--build-dir", str(build_dir), "--quiet") == 0
     out, _ = capsys.readouterr()
@@ -567,9 +567,7 @@ def test_engine_parameters_default_to_the_manifests(spark, fire, build_dir, caps
     }
 
 
-@pytest.mark.parametrize(
-    "remove", [vectors.MANIFEST, vectors.TUPLES, vectors.EXPECTED, vectors.DROPS]
-)
+@pytest.mark.parametrize("remove", [layout.MANIFEST, layout.TUPLES, layout.EXPECTED, layout.DROPS])
 def test_missing_files(fire, no_spark, tmp_path, capsys, remove):
     copy = tmp_path / "v"
     shutil.copytree(fire, copy)
@@ -588,12 +586,12 @@ def test_no_vectors_folder(no_spark, tmp_path, capsys):
 def test_empty_parquet_folder_and_bad_manifest(fire, no_spark, tmp_path, capsys):
     copy = tmp_path / "v"
     shutil.copytree(fire, copy)
-    for p in (copy / vectors.EXPECTED).iterdir():
+    for p in (copy / layout.EXPECTED).iterdir():
         p.unlink()
     _expect_error(
-        capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), f"{vectors.EXPECTED} holds no Parquet file"
+        capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), f"{layout.EXPECTED} holds no Parquet file"
     )
-    (copy / vectors.MANIFEST).write_text("{not json")
+    (copy / layout.MANIFEST).write_text("{not json")
     _expect_error(capsys, regress_cli(copy, FIRE, *FIRE_ENGINE), "cannot read it")
 
 
@@ -715,7 +713,7 @@ def test_a_shard_whose_seq_does_not_rise_is_a_clear_error(spark, fire, build_dir
 
     copy = tmp_path / "v"
     shutil.copytree(fire, copy)
-    folder = copy / vectors.TUPLES
+    folder = copy / layout.TUPLES
     parts = sorted(p for p in folder.iterdir() if p.suffix == ".parquet")
     table = pq.read_table(parts[0])
     pq.write_table(pa.concat_tables([table, table.slice(5, 1)]), parts[0])
@@ -756,15 +754,15 @@ def test_regress_shards_forced_global_vectors_when_the_engine_allows(spark, tmp_
     on an engine where capacity and timers cannot matter: ``regress`` still shards by key."""
     out = tmp_path / "v"
     opts = Options(tuples=500, block_tuples=256, seed=5, keys=16)
-    job = vectors.prepare(
+    job = vectors_plan.prepare(
         FIRE, opts, str(out), params=EngineParams(partitions=16), expected="global"
     )
     manifest = vectors.run(spark, job, tasks=2)
-    assert manifest["expected"] == {"mode": "global", "reason": vectors.FORCED_GLOBAL}
-    job = regress.prepare(FIRE, str(out), simulator="icarus")
+    assert manifest["expected"] == {"mode": "global", "reason": vectors_plan.FORCED_GLOBAL}
+    job = regress_plan.prepare(FIRE, str(out), simulator="icarus")
     assert job.mode == "partitioned" and "no more than --partitions 16" in job.reason
     # with timers the split is not exact: one global simulation
     out = tmp_path / "t"
     engine = EngineParams(partitions=16, tick_tuples=40)
-    vectors.run(spark, vectors.prepare(FIRE, opts, str(out), params=engine, expected="global"))
-    assert regress.prepare(FIRE, str(out), simulator="icarus").mode == "global"
+    vectors.run(spark, vectors_plan.prepare(FIRE, opts, str(out), params=engine, expected="global"))
+    assert regress_plan.prepare(FIRE, str(out), simulator="icarus").mode == "global"

@@ -21,8 +21,8 @@ from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never ski
 import nfacep
 from nfacep.cli import main as nfacep_main
 from nfacep.params import EngineParams
+from nfacep.spark_testbench import layout, vectors, vectors_plan
 from nfacep.spark_testbench import session as spark_session
-from nfacep.spark_testbench import vectors
 from nfacep.spark_testbench.generate import KINDS, WINDOW_KINDS, Generator, Options
 
 # under pytest-xdist (--dist loadgroup): its module fixtures' vectors are made once, by one worker
@@ -49,7 +49,7 @@ def _plain_diffs():
 
 def make(spark, out, query=FIRE, *, tasks=2, engine=None, expected="auto", **options):
     opts = Options(**{**SMALL, "seed": 7, "keys": 24, **options})
-    job = vectors.prepare(
+    job = vectors_plan.prepare(
         str(query),
         opts,
         str(out),
@@ -78,7 +78,7 @@ def table(folder, name) -> pa.Table:
 
 def run_match(tmp_path, query, vectors_dir, *args):
     """`nfacep match` on the vectors' tuples, as one Parquet file in seq order."""
-    tuples = table(vectors_dir, vectors.TUPLES).sort_by("seq")
+    tuples = table(vectors_dir, layout.TUPLES).sort_by("seq")
     single = tmp_path / "tuples.parquet"
     pq.write_table(tuples, single)
     out = tmp_path / "matches.csv"
@@ -109,14 +109,14 @@ def _cell(row: dict) -> str | None:
 
 def assert_expected_is(spark, folder, rows):
     """expected.parquet holds exactly ``rows`` (seq, query, partition), in that order."""
-    expected = read(spark, folder, vectors.EXPECTED).orderBy("seq", "query")
+    expected = read(spark, folder, layout.EXPECTED).orderBy("seq", "query")
     actual = (
         spark.createDataFrame(rows, schema=expected.schema)
         if rows
         else spark.createDataFrame([], expected.schema)
     )
     assertDataFrameEqual(expected, actual, checkRowOrder=True)
-    assert table(folder, vectors.EXPECTED).to_pylist() == [
+    assert table(folder, layout.EXPECTED).to_pylist() == [
         dict(zip(("seq", "query", "partition"), r, strict=True)) for r in rows
     ]
 
@@ -127,7 +127,7 @@ def assert_expected_is(spark, folder, rows):
 @pytest.mark.slow
 def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
     (d1, m1), (d2, m2), (d8, m8) = fire[1], fire[2], fire[8]
-    for name in (vectors.TUPLES, vectors.EXPECTED, vectors.DROPS):
+    for name in (layout.TUPLES, layout.EXPECTED, layout.DROPS):
         base = read(spark, d1, name)
         for d in (d2, d8):
             # exact: FLOAT32 values must be bit-identical, not close (Spark reads the part
@@ -135,9 +135,9 @@ def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
             assertDataFrameEqual(read(spark, d, name), base, rtol=0, atol=0)
         first = table(d1, name)
         assert table(d2, name).equals(first) and table(d8, name).equals(first)
-    tuples = table(d1, vectors.TUPLES)
+    tuples = table(d1, layout.TUPLES)
     assert tuples.column("seq").to_pylist() == list(range(SMALL["tuples"]))
-    assert len(list((d8 / vectors.TUPLES).glob("part-*.parquet"))) > 1  # really split
+    assert len(list((d8 / layout.TUPLES).glob("part-*.parquet"))) > 1  # really split
     strip = [{k: v for k, v in m.items() if k != "run"} for m in (m1, m2, m8)]
     assert strip[0] == strip[1] == strip[2]
     assert [m["run"]["tasks"] for m in (m1, m2, m8)] == [1, 2, 8]
@@ -146,7 +146,7 @@ def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
 @pytest.mark.slow
 def test_another_seed_gives_other_tuples(spark, fire, tmp_path):
     m = make(spark, tmp_path / "v", seed=8)
-    assert not table(tmp_path / "v", vectors.TUPLES).equals(table(fire[2][0], vectors.TUPLES))
+    assert not table(tmp_path / "v", layout.TUPLES).equals(table(fire[2][0], layout.TUPLES))
     assert m["seed"] == 8
 
 
@@ -158,7 +158,7 @@ def test_partitioned_expected_equals_nfacep_match(spark, fire, tmp_path):
     assert manifest["expected"]["mode"] == "partitioned"
     rows, summary = run_match(tmp_path, FIRE, folder)
     assert_expected_is(spark, folder, rows)
-    assert summary["drops"] == 0 and read(spark, folder, vectors.DROPS).count() == 0
+    assert summary["drops"] == 0 and read(spark, folder, layout.DROPS).count() == 0
     assert manifest["counts"]["matches"] == summary["matches"]
 
 
@@ -168,11 +168,11 @@ def test_planted_instances_end_in_matches(fire):
     not; SKIP PAST LAST ROW ones may be cut short by a match that started in the background
     before them, so they are only counted."""
     folder, manifest = fire[2]
-    job = vectors.prepare(FIRE, Options(**SMALL, seed=7, keys=24), str(folder.parent / "x"))
+    job = vectors_plan.prepare(FIRE, Options(**SMALL, seed=7, keys=24), str(folder.parent / "x"))
     gen = job.generator
     planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
     got = {
-        (r["seq"], r["query"], r["partition"]) for r in table(folder, vectors.EXPECTED).to_pylist()
+        (r["seq"], r["query"], r["partition"]) for r in table(folder, layout.EXPECTED).to_pylist()
     }
     every_end = {q["name"] for q in manifest["queries"] if not q["skip_past_last_row"]}
     checked = [p for p in planted if p.query in every_end]
@@ -190,9 +190,9 @@ def test_forced_global_pass_equals_partitioned(spark, fire, tmp_path):
     m = make(spark, tmp_path / "g", expected="global")
     assert m["expected"] == {"mode": "global", "reason": "forced with --expected global"}
     assertDataFrameEqual(
-        read(spark, tmp_path / "g", vectors.EXPECTED), read(spark, fire[2][0], vectors.EXPECTED)
+        read(spark, tmp_path / "g", layout.EXPECTED), read(spark, fire[2][0], layout.EXPECTED)
     )
-    assert table(tmp_path / "g", vectors.EXPECTED).equals(table(fire[2][0], vectors.EXPECTED))
+    assert table(tmp_path / "g", layout.EXPECTED).equals(table(fire[2][0], layout.EXPECTED))
 
 
 def test_global_pass_models_capacity_and_timers(spark, tmp_path):
@@ -216,7 +216,7 @@ def test_global_pass_models_capacity_and_timers(spark, tmp_path):
         "2",
     )
     assert_expected_is(spark, tmp_path / "v", rows)
-    drops = table(tmp_path / "v", vectors.DROPS)
+    drops = table(tmp_path / "v", layout.DROPS)
     assert summary["drops"] > 0 and drops.column("seq").to_pylist() == summary["drop_seqs"]
     assert m["counts"]["drops"] == summary["drops"]
     # capacity really mattered: an engine that never fills reports other matches
@@ -234,7 +234,7 @@ def test_several_key_fields(spark, tmp_path):
     query = keyed_fire(tmp_path)
     m = make(spark, tmp_path / "p", query, keys=24, tuples=3000)
     assert m["partition_fields"] == ["site", "sensor"] and m["expected"]["mode"] == "partitioned"
-    tuples = table(tmp_path / "p", vectors.TUPLES)
+    tuples = table(tmp_path / "p", layout.TUPLES)
     sites, sensors = tuples.column("site").to_pylist(), tuples.column("sensor").to_pylist()
     pairs = set(zip(sites, sensors, strict=True))
     assert len(pairs) == 24 and len({s for s, _ in pairs}) > 1 and len({t for _, t in pairs}) > 1
@@ -248,7 +248,7 @@ def test_several_key_fields(spark, tmp_path):
     args = ("--store", "table", "--partitions", "8", "--ways", "2")
     rows, summary = run_match(tmp_path / "u", query, tmp_path / "t", *args)
     assert_expected_is(spark, tmp_path / "t", rows)
-    drops = table(tmp_path / "t", vectors.DROPS)
+    drops = table(tmp_path / "t", layout.DROPS)
     assert summary["drops"] > 0 and drops.column("seq").to_pylist() == summary["drop_seqs"]
 
 
@@ -360,16 +360,16 @@ def test_start_seq_column_equals_nfacep_match(spark, tmp_path, keys, mode):
     m = make(spark, out, query, tasks=3, engine=EngineParams(partitions=16), keys=keys, tuples=3000)
     assert m["expected"]["mode"] == mode
     assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", True), ("thaw", False)]
-    expected = table(out, vectors.EXPECTED)
+    expected = table(out, layout.EXPECTED)
     assert expected.schema.names == [
         "seq",
         "query",
         "partition",
-        vectors.START_SEQ,
-        *(vectors.MEASURE + name for name in MEASURES),
+        layout.START_SEQ,
+        *(layout.MEASURE + name for name in MEASURES),
     ]
-    assert expected.schema.field(vectors.START_SEQ).type == pa.int64()
-    assert expected.schema.field(vectors.START_SEQ).nullable
+    assert expected.schema.field(layout.START_SEQ).type == pa.int64()
+    assert expected.schema.field(layout.START_SEQ).nullable
     rows = [tuple(r.values()) for r in expected.to_pylist()]
     assert rows == match_rows_with_starts(
         tmp_path, query, out, "--store", "pipeline", "--partitions", "16"
@@ -401,7 +401,7 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
     from nfacep.result import partition_texts
 
     query = start_seq_query(tmp_path)
-    job = vectors.prepare(
+    job = vectors_plan.prepare(
         str(query),
         Options(**{**SMALL, "tuples": 3000}, seed=7, keys=24),
         str(tmp_path / "v"),
@@ -411,9 +411,7 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
     m = vectors.run(spark, job, tasks=2, piece_tuples=piece)
     assert m["expected"]["mode"] == mode
     assert (m["counts"]["drops"] > 0) == (mode == "global")
-    tuples = from_table(
-        table(tmp_path / "v", vectors.TUPLES).sort_by("seq"), job.nfa.program.schema
-    )
+    tuples = from_table(table(tmp_path / "v", layout.TUPLES).sort_by("seq"), job.nfa.program.schema)
     res = reference.run(job.nfa, tuples, engine)
     cells = Measurer(job.nfa.program).cells(res, tuples)  # the whole stream at once
     want = [
@@ -422,8 +420,8 @@ def test_passes_in_small_pieces_equal_the_reference(spark, tmp_path, mode, engin
             res.seqs, res.queries, res.partitions, res.starts, *cells, strict=True
         )
     ]
-    assert [tuple(r.values()) for r in table(tmp_path / "v", vectors.EXPECTED).to_pylist()] == want
-    assert table(tmp_path / "v", vectors.DROPS).to_pylist() == [
+    assert [tuple(r.values()) for r in table(tmp_path / "v", layout.EXPECTED).to_pylist()] == want
+    assert table(tmp_path / "v", layout.DROPS).to_pylist() == [
         {"seq": int(s), "partition": p}
         for s, p in zip(res.drops, partition_texts(job.nfa, tuples, res.drops), strict=True)
     ]
@@ -486,14 +484,14 @@ def test_window_edges_are_planted(spark, tmp_path):
     assert m["unplanted"] == {}
     assert m["planted"]["q"]["window_fit"] > 0 and m["planted"]["q"]["window_miss"] > 0
     assert next(g for g in m["generators"] if g["field"] == "ts")["step"] == 1
-    rows = table(folder, vectors.TUPLES).to_pylist()
+    rows = table(folder, layout.TUPLES).to_pylist()
     assert all(r["ts"] == r["seq"] for r in rows)  # one unit per tuple, from 0
     want = ab_matches(rows, 50)
     assert_expected_is(spark, folder, want)
     matched, summary = run_match(tmp_path, query, folder)
     assert matched == want and summary["matches"] == m["counts"]["matches"] == {"q": len(want)}
 
-    gen = vectors.prepare(
+    gen = vectors_plan.prepare(
         str(query), Options(**SMALL, seed=7, keys=24), str(tmp_path / "x")
     ).generator
     planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
@@ -597,13 +595,13 @@ QUERY r PARTITION k ORDER BY ts PATTERN (A .* C) WITHIN 7 DEFINE A AS e = 'A', C
 
 def test_manifest(spark, fire):
     folder, m = fire[2]
-    assert json.loads((folder / vectors.MANIFEST).read_text()) == m
-    assert m["format"] == vectors.FORMAT
+    assert json.loads((folder / layout.MANIFEST).read_text()) == m
+    assert m["format"] == layout.FORMAT
     assert m["query_sha256"] == hashlib.sha256(pathlib.Path(FIRE).read_bytes()).hexdigest()
     assert (m["seed"], m["tuples"], m["keys"], m["block_tuples"]) == (7, 6000, 24, 1024)
     assert (
         m["keys_present"]
-        == read(spark, folder, vectors.TUPLES).select("sensor").distinct().count()
+        == read(spark, folder, layout.TUPLES).select("sensor").distinct().count()
         == 24
     )
     assert m["engine"] == {
@@ -626,7 +624,7 @@ def test_manifest(spark, fire):
         "co_ppm": "float",
     }
     assert [(q["name"], q["start_seq"]) for q in m["queries"]] == [("fire", False), ("thaw", False)]
-    expected = table(folder, vectors.EXPECTED)
+    expected = table(folder, layout.EXPECTED)
     # no query reports start_seq: the columns are those of vectors made before it existed
     assert expected.schema.names == ["seq", "query", "partition"]
     per_query = {}
@@ -638,7 +636,7 @@ def test_manifest(spark, fire):
         "matches_total": expected.num_rows,
         "drops": 0,
     }
-    assert table(folder, vectors.TUPLES).num_rows == 6000
+    assert table(folder, layout.TUPLES).num_rows == 6000
     roles = {g["field"]: g["generator"] for g in m["generators"]}
     assert roles == {
         "ts": "order",
@@ -681,7 +679,7 @@ def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
     ]
     assert nfacep_main(args) == 0
     assert "3000 tuples" in capsys.readouterr().out
-    m = json.loads((out / vectors.MANIFEST).read_text())
+    m = json.loads((out / layout.MANIFEST).read_text())
     assert m["expected"]["mode"] == "global" and "no PARTITION" in m["expected"]["reason"]
     assert m["keys"] == 1 and m["partition_fields"] == []
     assert all(m["counts"]["matches"][n] > 0 for n in ("up", "ev"))
@@ -692,7 +690,7 @@ def test_unpartitioned_query_from_the_command_line(spark, tmp_path, capsys):
     assert nfacep_main(args) == 2
     assert "exists and is not empty" in capsys.readouterr().err
     assert nfacep_main([*args, "--seed", "2", "--overwrite"]) == 0
-    assert json.loads((out / vectors.MANIFEST).read_text())["seed"] == 2
+    assert json.loads((out / layout.MANIFEST).read_text())["seed"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "matches.csv",
         "matches.summary.json",
@@ -799,7 +797,7 @@ def test_enum_weights_are_honoured(spark, tmp_path):
         plant_rate=0.0,
         enum_weights=(("zone", (("DOCK", 1.0), ("FREEZER", 3.0))),),
     )
-    zones = set(table(tmp_path / "v", vectors.TUPLES).column("zone").to_pylist())
+    zones = set(table(tmp_path / "v", layout.TUPLES).column("zone").to_pylist())
     assert zones == {"DOCK", "FREEZER"}
     assert m["enum_weights"] == {"zone": {"DOCK": 1.0, "FREEZER": 3.0}}
 

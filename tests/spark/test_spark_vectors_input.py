@@ -18,7 +18,7 @@ import nfacep
 from nfacep import sim
 from nfacep.cli import main
 from nfacep.params import EngineParams
-from nfacep.spark_testbench import numbering, regress, vectors
+from nfacep.spark_testbench import layout, numbering, regress, vectors, vectors_plan
 from nfacep.spark_testbench import session as spark_session
 from nfacep.spark_testbench.generate import Generator, Options
 
@@ -51,7 +51,7 @@ def trace(tmp_path_factory) -> dict[str, pathlib.Path]:
 @pytest.fixture(scope="module")
 def generated(spark, tmp_path_factory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("gen") / "v"
-    job = vectors.prepare(FIRE, OPTIONS, str(out), params=EngineParams(partitions=16))
+    job = vectors_plan.prepare(FIRE, OPTIONS, str(out), params=EngineParams(partitions=16))
     vectors.run(spark, job, tasks=2)
     return out
 
@@ -89,14 +89,14 @@ def test_a_trace_gives_the_generated_vectors(
     out = tmp_path / "v"
     assert vectors_cli(trace[kind], out) == 0
     assert f"2000 tuples from {trace[kind]}" in capsys.readouterr().out
-    for name in (vectors.TUPLES, vectors.DROPS):
+    for name in (layout.TUPLES, layout.DROPS):
         assert rows(out, name) == rows(generated, name)
-    expected = pq.read_table(out / vectors.EXPECTED).to_pylist()
-    assert expected == pq.read_table(generated / vectors.EXPECTED).to_pylist()
+    expected = pq.read_table(out / layout.EXPECTED).to_pylist()
+    assert expected == pq.read_table(generated / layout.EXPECTED).to_pylist()
     assert [tuple(r.values()) for r in expected] == match_rows(tmp_path, trace[kind])
     assert expected  # the trace has matches
-    m = json.loads((out / vectors.MANIFEST).read_text())
-    g = json.loads((generated / vectors.MANIFEST).read_text())
+    m = json.loads((out / layout.MANIFEST).read_text())
+    g = json.loads((generated / layout.MANIFEST).read_text())
     assert m["input"] == str(trace[kind]) and g["input"] is None
     assert m["seed"] is None and m["generators"] is None and m["tuples"] == 2000
     assert m["counts"] == g["counts"] and m["expected"] == g["expected"]

@@ -23,6 +23,7 @@ from nfacep.cli import main
 from nfacep.errors import DataError
 from nfacep.links.host import LinkError
 from nfacep.links.udp import host as udp_host
+from nfacep.links.udp import stream as udp_stream
 from nfacep.links.udp.model import UdpBoardModel
 from nfacep.links.udp.protocol import PacketType, decode_header, packet
 from nfacep.params import default_engine
@@ -186,14 +187,14 @@ def test_the_host_holds_a_few_pieces_not_the_input(tmp_path, monkeypatch):
 
     monkeypatch.setattr(backend, "read_pieces", counted)
     held = []
-    take = udp_host._Tally.take
+    take = udp_stream._Tally.take
 
     def taking(self, s, n, final, fmt):
         records = take(self, s, n, final, fmt)
         held.append((len(records), len(s.received)))
         return records
 
-    monkeypatch.setattr(udp_host._Tally, "take", taking)
+    monkeypatch.setattr(udp_stream._Tally, "take", taking)
     with board() as (_, address):
         totals, out = _run(address, tmp_path, 8)
     assert out.read_text() == EXPECTED and totals.n == 278
