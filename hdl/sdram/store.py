@@ -77,7 +77,7 @@ from amaranth.lib.wiring import Out
 
 from ..partitioner import check_store_arguments, store_signature
 from ..stream import StreamBuffer
-from ..table import TableGeometry
+from ..table_geometry import TableGeometry
 from .controller import SDRAMController, pins_signature
 from .timing import ENGINE_SDRAM, SDRAMCycles, SDRAMGeometry, SDRAMTiming
 
@@ -89,7 +89,7 @@ STAMP_BITS = 48
 
 class SdramTable(TableGeometry):
     """Where a table of partitions lies in SDRAM: the table's geometry
-    (:class:`~nfacep.hdl.table.TableGeometry`), each bucket one line of consecutive words in
+    (:class:`~nfacep.hdl.table_geometry.TableGeometry`), each bucket one line of consecutive words in
     one row of ``geometry``. What :class:`SdramPartitioner` builds, and all a command needs to
     know whether a table fits the chip: raises ValueError when it does not (or for arguments
     out of range), naming the words it needs.

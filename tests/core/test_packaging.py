@@ -310,7 +310,6 @@ LONG_MODULES = {
     "hdl/nfa.py",
     "hdl/eth/link.py",
     "hdl/sdram/store.py",
-    "hdl/table.py",
     "links/udp/host.py",
     "nfacep/wire.py",
     "sim/runner.py",
