@@ -31,7 +31,9 @@ from .headers import INDEX_BITS
 from .icmp import IcmpRx
 from .ipv4 import Ipv4Rx
 from .mac import EthernetRx, MacRx, MacTx
-from .payload import EventKind, PayloadRx, UdpTx, event_layout
+from .payload import EventKind, event_layout
+from .payload_rx import PayloadRx
+from .payload_tx import UdpTx
 from .udp import UdpRx
 
 __all__ = ["CAPACITY", "COUNTERS", "EthRx", "UdpLink", "UdpTop"]
@@ -80,7 +82,7 @@ class EthRx(wiring.Component):
         ▸ StreamBuffer ▸ TupleGatherer
 
     Every layer reads the bytes :class:`~.mac.MacRx` hands on at its header's offset and what
-    the layer below found; :class:`~.payload.PayloadRx` classifies the frame from all of it.
+    the layer below found; :class:`~.payload_rx.PayloadRx` classifies the frame from all of it.
     Nothing here can stall the line: a frame whose tuples do not fit the queue is dropped
     whole and counted (``engine_full``).
 
@@ -95,7 +97,7 @@ class EthRx(wiring.Component):
         With ``load``: the bytes of accepted LOAD packets, in order (a second queue).
     echo_addr, echo_data, echo_we : ``Out``
         The echo buffer's write port; ``echo_done`` (``In(1)``) frees it
-        (:class:`~.payload.PayloadRx`).
+        (:class:`~.payload_rx.PayloadRx`).
     """
 
     def __init__(
@@ -250,7 +252,7 @@ class UdpLink(wiring.Component):
     ``echo_length`` and ``echo_checksum``) and counts in ``echoes``.
     The sender of an accepted RESET, the session's host, becomes ``peer`` (where records and
     STATUS go) and its session id ``session`` (in every packet sent); the receive path refuses
-    every other host's packets (``foreign``, :class:`~.payload.PayloadRx`), so nothing else
+    every other host's packets (``foreign``, :class:`~.payload_rx.PayloadRx`), so nothing else
     changes them. An ARP request's sender is ``arp_peer``.
 
     With ``params_bits`` (the engine's runtime parameters; 0: none), an accepted PARAMS packet
@@ -267,7 +269,7 @@ class UdpLink(wiring.Component):
     txd, tx_en, tx_er : ``Out``
         GMII, transmit side, clocked by ``sync``.
     i_stream : ``In(stream.Signature(record_layout))``
-        The engine's records, sent in RECORDS packets (:class:`~.payload.UdpTx`).
+        The engine's records, sent in RECORDS packets (:class:`~.payload_tx.UdpTx`).
     engine_reset : ``Out(1)``
         Pulses with an accepted RESET: reset the engine with it.
     counters : ``Out(...)``

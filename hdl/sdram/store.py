@@ -89,10 +89,10 @@ STAMP_BITS = 48
 
 class SdramTable(TableGeometry):
     """Where a table of partitions lies in SDRAM: the table's geometry
-    (:class:`~nfacep.hdl.table_geometry.TableGeometry`), each bucket one line of consecutive words in
-    one row of ``geometry``. What :class:`SdramPartitioner` builds, and all a command needs to
-    know whether a table fits the chip: raises ValueError when it does not (or for arguments
-    out of range), naming the words it needs.
+    (:class:`~nfacep.hdl.table_geometry.TableGeometry`), each bucket one line of consecutive
+    words in one row of ``geometry``. What :class:`SdramPartitioner` builds, and all a command
+    needs to know whether a table fits the chip: raises ValueError when it does not (or for
+    arguments out of range), naming the words it needs.
 
     Parameters
     ----------

@@ -743,7 +743,7 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
 
     from nfacep.hdl.eth.link import COUNTERS
     from nfacep.hdl.eth.mac import MacTx
-    from nfacep.hdl.eth.payload import UdpTx
+    from nfacep.hdl.eth.payload_tx import UdpTx
     from nfacep.wire import RecordFormat
 
     layout = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})
