@@ -93,7 +93,7 @@ def event_layout(params_bytes: int = 0, load: bool = False) -> data.StructLayout
     return data.StructLayout(fields)
 
 
-#: What the layers below say about a received frame (:class:`~.link.EthRx` wires them): the
+#: What the layers below say about a received frame (:class:`~.rx.EthRx` wires them): the
 #: Ethernet destination is ours or broadcast; an ARP packet, a request for our address; IPv4
 #: for our address, version 4 without options, its checksum, a fragment, where the packet
 #: ends; UDP, to our port, a length that fills the IPv4 packet, the length; the sender; ICMP,
