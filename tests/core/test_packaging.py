@@ -307,7 +307,6 @@ MAX_MODULE_LINES = 600
 LONG_MODULES = {
     "hdl/engine.py",
     "hdl/nfa.py",
-    "hdl/sdram/store.py",
     "links/udp/host.py",
     "nfacep/wire.py",
     "sim/runner.py",
