@@ -1,7 +1,7 @@
 """Whether an engine's partitions fit the SDRAM (``--store sdram``), known before anything is
 built or simulated: the one check, shared by the engine's store
-(:func:`nfacep.hdl.engine.partition_store`) and every command that takes the engine's options
-(:func:`nfacep.params.default_engine`, through the entry point ``nfacep.engine_fit``:
+(:func:`nfacep.hdl.engine_shared.partition_store`) and every command that takes the engine's
+options (:func:`nfacep.params.default_engine`, through the entry point ``nfacep.engine_fit``:
 :func:`check_engine`), so that ``vectors``, ``match`` or ``regress`` refuse
 a table the engine would refuse, with its message, before they generate or match anything.
 
