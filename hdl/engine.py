@@ -36,12 +36,8 @@ from .decoder import PredicateDecoder
 from .engine_shared import cycles_per_tuple, partition_key, partition_store, record_filter
 from .engine_update import late_layout, shifted, store_update
 from .layout import history_layout, params_layout, tuple_layout
-from .nfa import (
-    NfaMatcher,
-    result_layout,
-    times_layout,
-    window_times,
-)
+from .nfa import NfaMatcher
+from .nfa_layout import result_layout, times_layout, window_times
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
 from .sdram.store import SdramPartitioner

@@ -12,14 +12,9 @@ from nfacep.nfa import Nfa
 
 from .decoder import prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout
-from .nfa import (
-    next_state,
-    state_layout,
-    times_layout,
-    window_gap,
-    window_hint,
-    window_layout,
-)
+from .nfa import next_state
+from .nfa_layout import state_layout, times_layout, window_layout
+from .nfa_windows import window_gap, window_hint
 from .sdram.fit import stored_state_width
 
 __all__ = ["late_layout", "shifted", "store_update"]
@@ -29,14 +24,14 @@ def store_update(nfa: Nfa):
     """What the partition store keeps and does per tuple: ``(payload_shape, state_width,
     update)``. The payload is the predicate vector, with the tuple's times under WITHIN or
     start_seq, and with PREV what the predicates that read it need (:func:`late_layout`); the
-    state, the NFA's (:func:`~.nfa.state_layout`) followed, with PREV, by the partition's
+    state, the NFA's (:func:`~.nfa_layout.state_layout`) followed, with PREV, by the partition's
     history (:func:`~.layout.history_layout`). Under WITHIN, ``update`` also has ``prepare``
-    and ``hint_width``: the windows' hint (:func:`~.nfa.window_hint`: which stored runs are
+    and ``hint_width``: the windows' hint (:func:`~.nfa_windows.window_hint`: which stored runs are
     still live), which the table store works out before the update
     (:class:`~.table.TablePartitioner`); it takes ``ahead``, the payloads of operations
     behind it, for which it also returns that hint of the state it stores, and ``gaps``, for
     each of them the part of that hint two payloads alone decide, which ``gap`` (of
-    ``gap_width`` bits, :func:`~.nfa.window_gap`) works out."""
+    ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)

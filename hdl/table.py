@@ -138,7 +138,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         hint=prepare(m, state, payload), ahead=[...], gaps=[...])``: the hint of the state
         found is registered before stage 4, so that what ``prepare`` does is not on stage 4's
         path (the engine's windows: which stored runs are still live,
-        :func:`~nfacep.hdl.nfa.window_hint`), and ``ahead`` holds the payloads of the
+        :func:`~nfacep.hdl.nfa_windows.window_hint`), and ``ahead`` holds the payloads of the
         operations in stage 3, in the stage before it and in the one before that, for which
         the update returns, as a third value, the hints of the state it makes, worked out from
         its own inputs (``gaps``: the ``gap`` of its payload and each of them, worked out a

@@ -29,10 +29,10 @@ __all__ = ["check_engine", "check_sdram_fits", "sdram_table", "stored_state_widt
 
 def stored_state_width(nfa: Nfa) -> int:
     """Bits of the state the (fixed) engine keeps per partition: the NFA's
-    (:func:`~nfacep.hdl.nfa.state_layout`) and, with PREV, the partition's history
+    (:func:`~nfacep.hdl.nfa_layout.state_layout`) and, with PREV, the partition's history
     (:func:`~nfacep.hdl.layout.history_layout`)."""
     from ..layout import history_layout
-    from ..nfa import state_layout
+    from ..nfa_layout import state_layout
 
     kept = history_layout(nfa.program.schema, nfa.history)
     return state_layout(nfa).size + (0 if kept is None else kept.size)

@@ -974,10 +974,10 @@ WRAP_TUPLES = [
 @pytest.mark.parametrize(("store", "partitions"), [("pipeline", 4), ("table", 4)])
 def test_windows_stored_starts_wrap(store, partitions):
     """Under WITHIN a state keeps the low bits of the time its latest run began at
-    (:func:`nfacep.hdl.nfa.start_bits`: 4 for a window of 8), which wrap: runs whose start and
-    end lie on either side of a wrap, exactly the window long, and older than the stored
+    (:func:`nfacep.hdl.nfa_layout.start_bits`: 4 for a window of 8), which wrap: runs whose
+    start and end lie on either side of a wrap, exactly the window long, and older than the stored
     bits span are judged as the reference judges them, tuples of a key back to back."""
-    from nfacep.hdl.nfa import start_bits
+    from nfacep.hdl.nfa_layout import start_bits
 
     assert start_bits(8) == 4 and start_bits(9) == 5 and start_bits(1) == 2
     bits, drops = check(
