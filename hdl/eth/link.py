@@ -24,7 +24,7 @@ from amaranth.lib.wiring import In, Out
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
 from nfacep.links.udp.protocol import SESSION_IDLE_CYCLES
 
-from ..stream import StreamQueue
+from ..stream import StreamQueue, cross
 from .headers import INDEX_BITS
 from .link_events import COUNTERS, LinkEvents
 from .mac import MacTx
@@ -211,29 +211,26 @@ class UdpLink(LinkEvents, wiring.Component):
         m.submodules.rx = rx = DomainRenamer("eth_rx")(EthRx(**self._rx_args))
         m.d.comb += [rx.rxd.eq(self.rxd), rx.rx_dv.eq(self.rx_dv), rx.rx_er.eq(self.rx_er)]
 
-        m.submodules.tuple_fifo = tuples = AsyncFIFO(
-            width=self._tuple_layout.size,
+        # (the tuples' and the loads' ready from a register: timing)
+        tuples = cross(
+            m,
+            "tuple_fifo",
+            rx.o_stream,
+            self.o_stream,
             depth=TUPLE_FIFO_DEPTH,
             w_domain="eth_rx",
             r_domain="sync",
         )
-        # ready from a register (the FIFO's fullness is a Gray-code compare; timing): the
-        # level a cycle ago left room for this cycle's write and the last one's
-        room = Signal()
-        m.d.eth_rx += room.eq(tuples.w_level < TUPLE_FIFO_DEPTH - 2)
-        m.d.comb += [
-            tuples.w_en.eq(rx.o_stream.valid & room),
-            tuples.w_data.eq(rx.o_stream.payload),
-            rx.o_stream.ready.eq(room),
-        ]
-        m.d.comb += [
-            self.o_stream.valid.eq(tuples.r_rdy),
-            self.o_stream.payload.eq(tuples.r_data),
-            tuples.r_en.eq(self.o_stream.ready),
-        ]
-
         if self._load:
-            self._load_crossing(m, rx)
+            cross(
+                m,
+                "load_fifo",
+                rx.o_load,
+                self.o_config,
+                depth=LOAD_FIFO_DEPTH,
+                w_domain="eth_rx",
+                r_domain="sync",
+            )
         layout = event_layout(self._params_bytes, self._load)
         m.submodules.event_fifo = events = AsyncFIFO(
             width=layout.size, depth=4, w_domain="eth_rx", r_domain="sync"
@@ -256,23 +253,6 @@ class UdpLink(LinkEvents, wiring.Component):
         if self._icmp:
             self._echo_buffer(m, rx, tx)
         return m
-
-    def _load_crossing(self, m, rx):
-        """The load bytes into the ``sync`` domain, as the tuples cross (ready from a
-        register: the level a cycle ago left room for this cycle's write and the last one's)."""
-        m.submodules.load_fifo = loads = AsyncFIFO(
-            width=LOAD_BYTE.size, depth=LOAD_FIFO_DEPTH, w_domain="eth_rx", r_domain="sync"
-        )
-        room = Signal()
-        m.d.eth_rx += room.eq(loads.w_level < LOAD_FIFO_DEPTH - 2)
-        m.d.comb += [
-            loads.w_en.eq(rx.o_load.valid & room),
-            loads.w_data.eq(rx.o_load.payload),
-            rx.o_load.ready.eq(room),
-            self.o_config.valid.eq(loads.r_rdy),
-            self.o_config.payload.eq(loads.r_data),
-            loads.r_en.eq(self.o_config.ready),
-        ]
 
     def _echo_buffer(self, m, rx, tx):
         """The echo buffer (a block RAM of a frame's bytes): written in the receive clock's

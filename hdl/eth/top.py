@@ -20,8 +20,8 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.links.protocol import SWITCH_BYTES
 
+from ..stream import cross
 from .link import CAPACITY, GMII_MEMBERS, LOAD_FIFO_DEPTH, UdpLink
-from .rx import LOAD_BYTE
 
 __all__ = ["UdpTop"]
 
@@ -295,19 +295,17 @@ class UdpTop(wiring.Component):
         with the engine's reset: a chunk's bytes still crossing at RESET are lost, and the
         load is refused when its last chunk comes); the image in force and ``refused`` back,
         as the values in force (the image survives RESET, ``refused`` does not)."""
-        m.submodules.config_in = loads = AsyncFIFO(
-            width=LOAD_BYTE.size, depth=LOAD_FIFO_DEPTH, w_domain="to_engine", r_domain="engine"
+        cross(
+            m,
+            "config_in",
+            link.o_config,
+            engine.i_config,
+            depth=LOAD_FIFO_DEPTH,
+            w_domain="to_engine",
+            r_domain="engine",
+            room_domain="sync",  # (registered, as the tuples' crossing)
+            hold=flush,
         )
-        room = Signal()  # (registered, as the tuples' crossing)
-        m.d.sync += room.eq((loads.w_level < LOAD_FIFO_DEPTH - 2) & ~flush)
-        m.d.comb += [
-            loads.w_en.eq(link.o_config.valid & room),
-            loads.w_data.eq(link.o_config.payload),
-            link.o_config.ready.eq(room),
-            engine.i_config.valid.eq(loads.r_rdy),
-            engine.i_config.payload.eq(loads.r_data),
-            loads.r_en.eq(engine.i_config.ready),
-        ]
         image = self._agreed(m, "image", engine.image, link, flush, 0, survives=True)
         refused = self._agreed(m, "refused", engine.refused, link, flush, 0)
         m.d.comb += [link.image.eq(image), link.refused.eq(refused)]
