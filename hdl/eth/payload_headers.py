@@ -109,17 +109,24 @@ class TxHeaders:
         mac = int.from_bytes(self._mac, "big")
         ip = int.from_bytes(self._ip, "big")
         dst = f.dst
+
+        def ethernet(ethertype):
+            return pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ethertype})
+
+        def ip_header(sums, protocol):  # a UDP packet's or an echo reply's
+            fields = ipv4.header(
+                length=f.ip_len,
+                ident=f.seq[:16],
+                checksum=sums.checksum,
+                src=ip,
+                dst=dst.ip,
+                protocol=protocol,
+            )
+            return pack(IPV4, fields)
+
         arp_reply = Cat(
-            pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_ARP}),
+            ethernet(ETHERTYPE_ARP),
             pack(ARP, arp.reply(mac=mac, ip=ip, peer_mac=dst.mac, peer_ip=dst.ip)),
-        )
-        ip_header = ipv4.header(
-            length=f.ip_len,
-            ident=f.seq[:16],
-            checksum=checksum.checksum,
-            src=ip,
-            dst=dst.ip,
-            protocol=PROTOCOL_UDP,
         )
         udp_header = udp.header(
             src_port=self._port, dst_port=dst.port, length=(f.ip_len - IPV4.length)[:16]
@@ -132,24 +139,16 @@ class TxHeaders:
             "session": f.session,
         }
         udp_packet = Cat(
-            pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_IPV4}),
-            pack(IPV4, ip_header),
+            ethernet(ETHERTYPE_IPV4),
+            ip_header(checksum, PROTOCOL_UDP),
             pack(UDP, udp_header),
             pack(PAYLOAD, payload_header),
         )
         if not self._echo:
             return Mux(f.kind == 0, arp_reply, udp_packet)
-        echo_ip = ipv4.header(
-            length=f.ip_len,
-            ident=f.seq[:16],
-            checksum=icmp_checksum.checksum,
-            src=ip,
-            dst=dst.ip,
-            protocol=PROTOCOL_ICMP,
-        )
         echo_reply = Cat(
-            pack(ETHERNET, {"dst": dst.mac, "src": mac, "ethertype": ETHERTYPE_IPV4}),
-            pack(IPV4, echo_ip),
+            ethernet(ETHERTYPE_IPV4),
+            ip_header(icmp_checksum, PROTOCOL_ICMP),
             pack(ICMP, icmp.header(f.icmp_checksum)),
         )
         return Mux(f.kind == 0, arp_reply, Mux(f.kind == _KIND_ECHO, echo_reply, udp_packet))
