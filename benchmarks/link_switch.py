@@ -142,8 +142,8 @@ def measure(divisor: int) -> dict:
 
 def measure_udp() -> dict:
     """The cycles from the end of a PARAMS packet's frame on GMII to the switch in the
-    engine, with the UDP top (:class:`nfacep.hdl.eth.link.UdpTop`)."""
-    from nfacep.hdl.eth.link import UdpTop
+    engine, with the UDP top (:class:`nfacep.hdl.eth.top.UdpTop`)."""
+    from nfacep.hdl.eth.top import UdpTop
 
     nfa, built, new = _query()
     engine = Engine(nfa, EngineParams(), values=built)

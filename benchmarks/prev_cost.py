@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import nfacep
 from nfacep.boards import get_board
 from nfacep.boards.bitstream import estimate
-from nfacep.hdl.nfa import state_layout
+from nfacep.hdl.nfa_layout import state_layout
 from nfacep.params import EngineParams
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@
 """How long loading a query into a programmable board over UDP takes (issue 28, item 3).
 
 1. **On the board, in cycles** (Amaranth's simulator, the UDP board top
-   :class:`nfacep.hdl.eth.link.UdpTop` with :class:`nfacep.hdl.programmable.ProgrammableEngine`,
+   :class:`nfacep.hdl.eth.top.UdpTop` with :class:`nfacep.hdl.programmable.ProgrammableEngine`,
    the receive clock the engine's 125 MHz one): after RESET, the load of marathon's image (in
    force from tuple 0) goes in LOAD packets of at most ``chunk`` bytes of it, back to back on
    GMII; counted from the last byte of the last LOAD frame on ``rxd`` (its FCS) to the cycle
@@ -48,7 +48,7 @@ def cycles(states: int, atoms: int, queries: int, chunk: int) -> dict:
     from amaranth.hdl import ClockSignal, Elaboratable, Module
     from amaranth.sim import Simulator
 
-    from nfacep.hdl.eth.link import UdpTop
+    from nfacep.hdl.eth.top import UdpTop
     from nfacep.hdl.programmable import ProgrammableEngine
 
     nfa = compile_file(QUERY)

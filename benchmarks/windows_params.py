@@ -51,7 +51,7 @@ import nfacep
 from nfacep.boards import get_board
 from nfacep.boards.top import BoardTop
 from nfacep.hdl.engine import Engine
-from nfacep.hdl.nfa import state_layout
+from nfacep.hdl.nfa_layout import state_layout
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 

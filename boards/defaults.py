@@ -41,7 +41,7 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
     """Block RAMs of the table of ``nfa``'s engine with ``params`` (``store="table"``) on
     ``family``: the DP16KD the banks instantiate on ECP5, the block shapes elsewhere."""
     from nfacep.hdl.bram import dp16kd_blocks
-    from nfacep.hdl.nfa import state_layout
+    from nfacep.hdl.nfa_layout import state_layout
     from nfacep.hdl.table import TablePartitioner
     from nfacep.wire import record_format
 

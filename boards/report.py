@@ -46,7 +46,7 @@ def start_report(
 ) -> dict:
     """``report.json`` as far as the flow went: the design, the clock, the tools (the status,
     resources and bitstream come with :func:`finish_report`)."""
-    from nfacep.hdl.nfa import state_layout
+    from nfacep.hdl.nfa_layout import state_layout
 
     board = flow.board
     link_info = dict(link_info)

@@ -11,6 +11,10 @@ NFA state, the last values of the fields PREV reads (:func:`~.layout.history_lay
 predicates that read them are evaluated in the store's ``update``, once the entry is read, and
 the history written back shifted. A fresh entry is all zero, so a new or freed partition has
 none; the store's forwarding of entries in flight covers it as it covers the state.
+
+What the partition store keeps and does per tuple is :mod:`~nfacep.hdl.engine_update`'s; the
+store's choice and the record filter, which the programmable engine uses too,
+:mod:`~nfacep.hdl.engine_shared`'s.
 """
 
 from __future__ import annotations
@@ -18,47 +22,30 @@ from __future__ import annotations
 import json
 import os
 
-from amaranth.hdl import Cat, Module, Mux, Shape, Signal, Value
+from amaranth.hdl import Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.errors import HardwareLimitError
-from nfacep.lang import predicates as P
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams, check_fits
 from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS, record_format, start_queries
 
-from .decoder import PredicateDecoder, prev_predicates, reads_prev
-from .layout import field_shape, history_layout, params_layout, tuple_layout
-from .nfa import (
-    NfaMatcher,
-    next_state,
-    result_layout,
-    state_layout,
-    times_layout,
-    window_gap,
-    window_hint,
-    window_layout,
-    window_times,
-)
+from .decoder import PredicateDecoder
+from .engine_shared import cycles_per_tuple, partition_key, partition_store, record_filter
+from .engine_update import late_layout, shifted, store_update
+from .layout import history_layout, params_layout, tuple_layout
+from .nfa import NfaMatcher
+from .nfa_layout import result_layout, times_layout, window_times
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
-from .sdram.fit import sdram_table, stored_state_width
 from .sdram.store import SdramPartitioner
 from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
-from .stream import StreamBuffer, StreamQueue
+from .stream import StreamQueue
 from .table import TablePartitioner
 
-__all__ = [
-    "Engine",
-    "HardwareLimitError",
-    "cycles_per_tuple",
-    "partition_key",
-    "partition_store",
-    "record_filter",
-    "write_verilog",
-]
+__all__ = ["Engine", "HardwareLimitError", "write_verilog"]
 
 
 class Engine(wiring.Component):
@@ -394,212 +381,6 @@ class Engine(wiring.Component):
             m.d.sync += [in_seq.eq(in_seq_plus1), in_seq_plus1.eq(in_seq_plus1 + 1)]
         with m.If(written):
             m.d.sync += before.eq(seq - 1)
-
-
-def record_filter(
-    m: Module,
-    results,
-    o_stream,
-    matched,
-    layout: data.StructLayout,
-    *,
-    seq_width: int,
-    starts: dict[int, int] | None = None,
-) -> None:
-    """Keep the ``results`` (a stream of ``key``, ``result``, ``dropped`` per tuple) of
-    tuples that matched or were dropped, numbered by position, as records of ``layout`` on
-    ``o_stream`` (through an output register); count the matched ones in ``matched``.
-    ``starts``: the start-position slot of each query that reports one (query bit: slot), read
-    from ``result.starts`` (0 for a query that did not match). The fixed and the
-    programmable engines' one record filter."""
-    seq = Signal(seq_width, name="result_seq")
-    wanted = Signal()
-    m.submodules.records = records = StreamBuffer(layout)
-    matches = results.payload.result.matches
-    m.d.comb += [
-        wanted.eq(matches.any() | results.payload.dropped),
-        records.i_stream.valid.eq(results.valid & wanted),
-        results.ready.eq(records.i_stream.ready),
-        records.i_stream.payload.seq.eq(seq),
-        records.i_stream.payload.partition.eq(results.payload.key),
-        records.i_stream.payload.matches.eq(matches),
-        records.i_stream.payload.dropped.eq(results.payload.dropped),
-    ]
-    w = seq_width
-    for q, k in (starts or {}).items():
-        m.d.comb += records.i_stream.payload.starts[k * w : (k + 1) * w].eq(
-            Mux(matches[q], results.payload.result.starts[k * w : (k + 1) * w], 0)
-        )
-    with m.If(results.valid & results.ready):
-        m.d.sync += seq.eq(seq + 1)
-        with m.If(matches.any()):
-            m.d.sync += matched.eq(matched + 1)
-    wiring.connect(m, records.o_stream, wiring.flipped(o_stream))
-
-
-def store_update(nfa: Nfa):
-    """What the partition store keeps and does per tuple: ``(payload_shape, state_width,
-    update)``. The payload is the predicate vector, with the tuple's times under WITHIN or
-    start_seq, and with PREV what the predicates that read it need (:func:`late_layout`); the
-    state, the NFA's (:func:`~.nfa.state_layout`) followed, with PREV, by the partition's
-    history (:func:`~.layout.history_layout`). Under WITHIN, ``update`` also has ``prepare``
-    and ``hint_width``: the windows' hint (:func:`~.nfa.window_hint`: which stored runs are
-    still live), which the table store works out before the update
-    (:class:`~.table.TablePartitioner`); it takes ``ahead``, the payloads of operations
-    behind it, for which it also returns that hint of the state it stores, and ``gaps``, for
-    each of them the part of that hint two payloads alone decide, which ``gap`` (of
-    ``gap_width`` bits, :func:`~.nfa.window_gap`) works out."""
-    times = times_layout(nfa)
-    late = late_layout(nfa)
-    kept = history_layout(nfa.program.schema, nfa.history)
-    nfa_bits = state_layout(nfa).size
-    if times is None and late is None:
-        payload_shape = len(nfa.predicates)
-
-        def update(mod, state, payload):
-            return next_state(mod, nfa, state, payload)
-    else:  # under WITHIN or start_seq the partition store carries the tuple's times along
-        members = {"predicates": len(nfa.predicates)}
-        if times is not None:
-            members["times"] = times
-        if late is not None:  # and with PREV what the predicates that read it need
-            members["late"] = late
-        payload_shape = data.StructLayout(members)
-
-        def update(mod, state, payload, hint=None, ahead=None, gaps=None):
-            at = None if times is None else payload.times
-            later = None if ahead is None else [a.times for a in ahead]
-            given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps}
-            if kept is None:
-                return next_state(mod, nfa, state, payload.predicates, **given)
-            # the partition's history follows its NFA state in the entry
-            history = data.View(kept, state[nfa_bits:])
-            params = payload.late.params if "params" in late.members else None
-            bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
-            out = next_state(mod, nfa, state[:nfa_bits], payload.predicates | bits, **given)
-            after = shifted(mod, kept, history, payload.late.fields)
-            return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
-
-        window = window_layout(nfa)
-        if window is not None:
-            # a store that can may work out the windows' hint (which stored runs are live) a
-            # stage before the update, and hand it to it as its ``hint``; for the state it
-            # forwards to the operations behind it, the update works it out (``ahead``), with
-            # what the two tuples' times alone decide given when the store has it (``gap``)
-            def prepare(mod, state, payload):
-                return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
-
-            def gap(mod, earlier, later):
-                return window_gap(mod, nfa, earlier.times, later.times)
-
-            update.prepare = prepare
-            update.hint_width = window.size
-            update.gap = gap
-            update.gap_width = window.members["far"].size
-
-    return payload_shape, stored_state_width(nfa), update
-
-
-def cycles_per_tuple(keyed: bool, params: EngineParams) -> int:
-    """Cycles a tuple takes at full throughput through :func:`partition_store`'s store (a
-    query with PARTITION, ``keyed``), nothing stalling: 2 with the pipeline store of more than
-    one partition, 3 with SDRAM (at best), else 1."""
-    if not keyed:
-        return 1
-    if params.store == "pipeline":
-        return 2 if params.partitions > 1 else 1
-    return 3 if params.store == "sdram" else 1
-
-
-def partition_store(
-    params: EngineParams, sdram: tuple[SDRAMSetup, int] = (ENGINE_SDRAM, 0), **shapes
-) -> StreamPartitioner | TablePartitioner | SdramPartitioner:
-    """The partition store ``params`` name (its capacity and timers), for the ``shapes``
-    (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
-    engine that uses it; ``sdram``: the SDRAM store's chip and clock, and the clocks the
-    board's I/O registers add to a read (:meth:`Engine.use_sdram`)."""
-    if params.store == "sdram":
-        sdram_table(  # the one check of the table's fit (HardwareLimitError), as commands make
-            key_width=Shape.cast(shapes["key_shape"]).width,
-            state_width=shapes["state_width"],
-            partitions=params.partitions,
-            ways=params.ways,
-            timer_bits=params.timer_bits,
-            tick_tuples=params.tick_tuples,
-        )
-        setup, read_delay = sdram
-        try:
-            return SdramPartitioner(
-                geometry=setup.geometry,
-                timing=setup.timing,
-                clk_freq=setup.clk_freq,
-                controller={"read_delay": read_delay},
-                entries=params.partitions,
-                ways=params.ways,
-                timer_bits=params.timer_bits,
-                tick_tuples=params.tick_tuples,
-                **shapes,
-            )
-        except ValueError as err:  # the entries do not fit the chip
-            raise HardwareLimitError(f"--store sdram: {err}: use fewer --partitions") from None
-    if params.store == "table":
-        return TablePartitioner(
-            entries=params.partitions,
-            ways=params.ways,
-            timer_bits=params.timer_bits,
-            tick_tuples=params.tick_tuples,
-            **shapes,
-        )
-    return StreamPartitioner(
-        depth=params.partitions,
-        timer_bits=params.timer_bits,
-        tick_tuples=params.tick_tuples,
-        **shapes,
-    )
-
-
-def partition_key(payload, fields) -> Value:
-    """A tuple's partition key (:class:`nfacep.schema.PartitionKey`): the bits of its
-    ``fields`` concatenated, the first field PARTITION BY lists in the most significant bits."""
-    # Cat takes its first part as the least significant: the last field listed
-    return Cat(*reversed([Value.cast(payload[name]).as_unsigned() for name in fields]))
-
-
-def late_layout(nfa: Nfa) -> data.StructLayout | None:
-    """What the partition store needs, beside the predicate vector, to evaluate the predicates
-    that read PREV once it has read the partition's entry: ``fields``, the tuple's fields they
-    read and those PREV keeps, and ``params``, the runtime parameters' values (when they read
-    one). None without PREV."""
-    if not nfa.history:
-        return None
-    late = [p.expr for p in nfa.predicates if reads_prev(p.expr)]
-    read = {n.name for e in late for n in P.nodes(e) if isinstance(n, P.FieldRef)}
-    schema = nfa.program.schema
-    fields = {
-        f.name: field_shape(f.type)
-        for f in schema.fields
-        if f.name in read or f.name in nfa.history
-    }
-    members: dict = {"fields": data.StructLayout(fields)}
-    if any(isinstance(n, P.Param) for e in late for n in P.nodes(e)):
-        members["params"] = params_layout(nfa.program.parameters)
-    return data.StructLayout(members)
-
-
-def shifted(m: Module, kept: data.StructLayout, history, fields) -> Value:
-    """The history ``history`` (:func:`~.layout.history_layout` ``kept``) after a tuple whose
-    fields are ``fields``: each field's values shifted by one, the tuple's first, and one more
-    tuple counted (up to the deepest PREV)."""
-    after = Signal(kept, name="history_after")
-    values = kept.members["values"].members
-    deepest = max(layout.length for layout in values.values())
-    count = history.count
-    m.d.comb += after.count.eq(Mux(count >= deepest, deepest, count + 1))
-    for name, layout in values.items():
-        m.d.comb += after.values[name][0].eq(fields[name])
-        for j in range(1, layout.length):
-            m.d.comb += after.values[name][j].eq(history.values[name][j - 1])
-    return after
 
 
 def _fields(layout: data.StructLayout) -> list[dict]:

@@ -46,13 +46,8 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS
 
-from .engine import (
-    cycles_per_tuple,
-    interface,
-    partition_key,
-    partition_store,
-    record_filter,
-)
+from .engine import interface
+from .engine_shared import cycles_per_tuple, partition_key, partition_store, record_filter
 from .layout import tuple_layout
 from .programmable_entry import EPOCH_BITS, entry_widths, operand_shape, timed_slots, within
 from .stream import StreamBuffer, StreamQueue
@@ -179,7 +174,7 @@ class ProgrammableEngine(wiring.Component):
 
     @property
     def cycles_per_tuple(self) -> int:
-        """Cycles a tuple takes at full throughput (:func:`~nfacep.hdl.engine.cycles_per_tuple`);
+        """Cycles a tuple takes at full throughput (:func:`~.engine_shared.cycles_per_tuple`);
         the link's board top sizes the engine's clock with it."""
         return cycles_per_tuple(bool(self._shape.partition_fields), self._params)
 

@@ -2,16 +2,17 @@
 wrapped as a wiring Component), a one-payload output register, a byte queue whose packets are
 committed or discarded whole (:class:`PacketQueue`, Glasgow's name) and a byte-to-tuple gatherer
 (:class:`TupleGatherer`). The UART and UDP links both put a :class:`PacketQueue` and a
-:class:`TupleGatherer` between their parser and the engine."""
+:class:`TupleGatherer` between their parser and the engine. :func:`cross` passes a stream
+from one clock domain to another."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Shape, Signal
+from amaranth.hdl import Cat, Module, Shape, Signal, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PacketQueue", "StreamBuffer", "StreamQueue", "TupleGatherer"]
+__all__ = ["PacketQueue", "StreamBuffer", "StreamQueue", "TupleGatherer", "cross"]
 
 
 class StreamQueue(wiring.Component):
@@ -233,3 +234,39 @@ class TupleGatherer(wiring.Component):
         else:
             m.d.comb += [i.ready.eq(~o.valid), o.payload.eq(shreg[: self._width])]
         return m
+
+
+def cross(
+    m: Module,
+    name: str,
+    source,
+    sink,
+    *,
+    depth: int,
+    w_domain: str,
+    r_domain: str,
+    room_domain: str | None = None,
+    hold=None,
+) -> fifo.AsyncFIFO:
+    """The transfers of the stream ``source`` (written in ``w_domain``) to the stream ``sink``
+    (read in ``r_domain``) through an :class:`~amaranth.lib.fifo.AsyncFIFO` of ``depth``
+    entries, the submodule ``name``, which it returns. ``source``'s ready comes from a register
+    in ``room_domain`` (default ``w_domain``), not from the FIFO's fullness, a Gray-code
+    compare (timing): the level a cycle ago left room for this cycle's write and the last
+    one's. ``hold`` (a signal of ``room_domain``) keeps it low, while the crossing is emptied."""
+    crossing = fifo.AsyncFIFO(
+        width=len(Value.cast(source.payload)), depth=depth, w_domain=w_domain, r_domain=r_domain
+    )
+    m.submodules[name] = crossing
+    room = Signal()
+    fits = crossing.w_level < depth - 2
+    m.d[room_domain or w_domain] += room.eq(fits if hold is None else fits & ~hold)
+    m.d.comb += [
+        crossing.w_en.eq(source.valid & room),
+        crossing.w_data.eq(source.payload),
+        source.ready.eq(room),
+        sink.valid.eq(crossing.r_rdy),
+        sink.payload.eq(crossing.r_data),
+        crossing.r_en.eq(sink.ready),
+    ]
+    return crossing

@@ -13,7 +13,7 @@ from .bram import register_copy
 
 class StampStages:
     """The stamp comparisons of the table's stages (a base of ``_Stages`` in
-    :mod:`nfacep.hdl.table`, which sets ``table``, ``m``, ``advance``, ``timers``,
+    :mod:`nfacep.hdl.table_stages`, which sets ``table``, ``m``, ``advance``, ``timers``,
     ``max_age``, ``platform`` and, with split stamps, ``early_op``)."""
 
     def live(self, valid, stamp, op, *, ahead: int | None = None):

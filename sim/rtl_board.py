@@ -1,6 +1,6 @@
 """The board top's own Verilog as a board on a host's network: ``nfacep serve --rtl``.
 
-:class:`RtlBoard` emits the UDP board top (:class:`~nfacep.hdl.eth.link.UdpTop`, the design of
+:class:`RtlBoard` emits the UDP board top (:class:`~nfacep.hdl.eth.top.UdpTop`, the design of
 ``nfacep sim --link udp`` and of the bitstream without its RGMII pads and PLL) at the board's
 addresses, builds it with Verilator and a small C++ main (``templates/rtl_board.cpp``) once per
 distinct Verilog, and runs it as a process: Ethernet frames go to its GMII receive pins and
@@ -43,7 +43,7 @@ def _emit(nfa, params, values, board: udp.Endpoint) -> tuple[str, int]:
     """The UDP board top's Verilog at ``board``'s addresses, and its engine id."""
     from nfacep.hdl.emit import verilog
     from nfacep.hdl.engine import Engine
-    from nfacep.hdl.eth.link import UdpTop
+    from nfacep.hdl.eth.top import UdpTop
 
     top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip, port=board.port)
     return verilog(top, TOP), top.engine_id

@@ -100,7 +100,7 @@ def with_chip(engine: Path, sidecar: dict, folder: Path, cache: Path) -> tuple[P
 
 
 def board_with_chip(top, name: str, cache: Path) -> str:
-    """The Verilog of the UDP board top ``top`` (a :class:`~nfacep.hdl.eth.link.UdpTop`
+    """The Verilog of the UDP board top ``top`` (a :class:`~nfacep.hdl.eth.top.UdpTop`
     whose engine has ``--store sdram``, built for the board's clock and pads,
     :func:`nfacep.links.udp.top.clock_engine`) with the board's SDRAM pads as registers
     (:class:`nfacep.boards.sdram.SdramPads` without a port) and the chip's model clocked by

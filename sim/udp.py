@@ -1,7 +1,7 @@
 """The UDP board simulated: ``nfacep sim --link udp``.
 
 :class:`UdpSimulation` is a :class:`~nfacep.backend.Backend`: it emits the board's top level
-behind the Ethernet PHY (:class:`~nfacep.hdl.eth.link.UdpTop`: the MAC, the UDP link,
+behind the Ethernet PHY (:class:`~nfacep.hdl.eth.top.UdpTop`: the MAC, the UDP link,
 the clock-domain crossings and the engine, GMII pins; the bitstream of ``nfacep build --link
 udp`` wraps the same top in the ECP5's RGMII pads), builds it with Icarus or Verilator once per
 distinct Verilog, and runs :mod:`nfacep.sim.udp_testbench` on it: cocotbext-eth sends the
@@ -310,7 +310,7 @@ def _emit(
     build's choice)."""
     from nfacep.hdl.emit import verilog
     from nfacep.hdl.engine import Engine
-    from nfacep.hdl.eth.link import UdpTop
+    from nfacep.hdl.eth.top import UdpTop
     from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
 
     board = DEFAULT_ENDPOINT

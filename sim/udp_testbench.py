@@ -1,4 +1,4 @@
-"""cocotb test of the UDP board top (:class:`nfacep.hdl.eth.link.UdpTop`): the whole
+"""cocotb test of the UDP board top (:class:`nfacep.hdl.eth.top.UdpTop`): the whole
 board as Verilog, its GMII pins driven by cocotbext-eth at 1 Gb/s (``nfacep sim --link udp``).
 
 The runner (:mod:`nfacep.sim.udp`) writes the Ethernet frames to send (``frames.bin``, without

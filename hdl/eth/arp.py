@@ -8,7 +8,7 @@ from amaranth.hdl import Module, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .headers import ARP, ETHERNET, ETHERTYPE_ARP, ETHERTYPE_IPV4
+from .headers import ARP, ETHERNET, ETHERTYPE_ARP, ETHERTYPE_IPV4, ipv4_address
 from .packet import Depacketizer, frame_signature
 
 __all__ = ["ArpRx", "reply"]
@@ -35,9 +35,7 @@ class ArpRx(wiring.Component):
     """
 
     def __init__(self, ip: bytes, *, offset: int = ETHERNET.length):
-        if len(ip) != 4:
-            raise ValueError("an IPv4 address of 4 bytes")
-        self._ip = int.from_bytes(ip, "big")
+        self._ip = ipv4_address(ip)
         self._offset = offset
         super().__init__(
             {

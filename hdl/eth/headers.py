@@ -29,6 +29,7 @@ __all__ = [
     "PROTOCOL_UDP",
     "UDP",
     "Header",
+    "ipv4_address",
 ]
 
 
@@ -153,3 +154,11 @@ ETHERTYPE_IPV4, ETHERTYPE_ARP, PROTOCOL_UDP, PROTOCOL_ICMP = 0x0800, 0x0806, 17,
 #: The bits of a byte's offset in a received frame: offsets saturate at 2047, beyond the
 #: longest frame.
 INDEX_BITS = 11
+
+
+def ipv4_address(ip: bytes) -> int:
+    """An IPv4 address of 4 bytes as the 32-bit value of a header's field (network order);
+    raises ValueError for any other length."""
+    if len(ip) != 4:
+        raise ValueError("an IPv4 address of 4 bytes")
+    return int.from_bytes(ip, "big")

@@ -7,7 +7,7 @@ from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .headers import ETHERNET, ETHERTYPE_IPV4, IPV4
+from .headers import ETHERNET, ETHERTYPE_IPV4, IPV4, ipv4_address
 from .packet import Depacketizer, frame_signature, on_bytes
 
 __all__ = ["Ipv4Checksum", "Ipv4Rx", "header"]
@@ -37,9 +37,7 @@ class Ipv4Rx(wiring.Component):
     """
 
     def __init__(self, ip: bytes, *, offset: int = ETHERNET.length):
-        if len(ip) != 4:
-            raise ValueError("an IPv4 address of 4 bytes")
-        self._ip = int.from_bytes(ip, "big")
+        self._ip = ipv4_address(ip)
         self._offset = offset
         super().__init__(
             {

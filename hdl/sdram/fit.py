@@ -1,7 +1,7 @@
 """Whether an engine's partitions fit the SDRAM (``--store sdram``), known before anything is
 built or simulated: the one check, shared by the engine's store
-(:func:`nfacep.hdl.engine.partition_store`) and every command that takes the engine's options
-(:func:`nfacep.params.default_engine`, through the entry point ``nfacep.engine_fit``:
+(:func:`nfacep.hdl.engine_shared.partition_store`) and every command that takes the engine's
+options (:func:`nfacep.params.default_engine`, through the entry point ``nfacep.engine_fit``:
 :func:`check_engine`), so that ``vectors``, ``match`` or ``regress`` refuse
 a table the engine would refuse, with its message, before they generate or match anything.
 
@@ -29,10 +29,10 @@ __all__ = ["check_engine", "check_sdram_fits", "sdram_table", "stored_state_widt
 
 def stored_state_width(nfa: Nfa) -> int:
     """Bits of the state the (fixed) engine keeps per partition: the NFA's
-    (:func:`~nfacep.hdl.nfa.state_layout`) and, with PREV, the partition's history
+    (:func:`~nfacep.hdl.nfa_layout.state_layout`) and, with PREV, the partition's history
     (:func:`~nfacep.hdl.layout.history_layout`)."""
     from ..layout import history_layout
-    from ..nfa import state_layout
+    from ..nfa_layout import state_layout
 
     kept = history_layout(nfa.program.schema, nfa.history)
     return state_layout(nfa).size + (0 if kept is None else kept.size)

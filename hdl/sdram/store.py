@@ -66,19 +66,25 @@ How it works (one clock domain, the controller's):
 
 ``hazard_tracking=False`` (tests only) lets the input take a line that still has users: the
 queued tuples then find another bucket's entries, and the tests see it.
+
+Here the table's place in SDRAM (:class:`SdramTable`), the input, the queue's head and the
+whole; the tag check and the users' counts are :mod:`~nfacep.hdl.sdram.lookup`'s, the traffic
+with the chip (clearing, write-backs and fetches) :mod:`~nfacep.hdl.sdram.fetch`'s.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Shape, ShapeLike, Signal, Value
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
 from ..partitioner import check_store_arguments, store_signature
 from ..stream import StreamBuffer
-from ..table import TableGeometry
+from ..table_geometry import TableGeometry
 from .controller import SDRAMController, pins_signature
+from .fetch import SdramFetch
+from .lookup import CacheLookup, LineTags
 from .timing import ENGINE_SDRAM, SDRAMCycles, SDRAMGeometry, SDRAMTiming
 
 __all__ = ["STAMP_BITS", "SdramPartitioner", "SdramTable"]
@@ -89,10 +95,10 @@ STAMP_BITS = 48
 
 class SdramTable(TableGeometry):
     """Where a table of partitions lies in SDRAM: the table's geometry
-    (:class:`~nfacep.hdl.table.TableGeometry`), each bucket one line of consecutive words in
-    one row of ``geometry``. What :class:`SdramPartitioner` builds, and all a command needs to
-    know whether a table fits the chip: raises ValueError when it does not (or for arguments
-    out of range), naming the words it needs.
+    (:class:`~nfacep.hdl.table_geometry.TableGeometry`), each bucket one line of consecutive
+    words in one row of ``geometry``. What :class:`SdramPartitioner` builds, and all a command
+    needs to know whether a table fits the chip: raises ValueError when it does not (or for
+    arguments out of range), naming the words it needs.
 
     Parameters
     ----------
@@ -157,7 +163,7 @@ class SdramTable(TableGeometry):
         return bank, linear // g.columns, linear % g.columns
 
 
-class SdramPartitioner(SdramTable, wiring.Component):
+class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
     """Stream partitioner over a table in SDRAM (``--store sdram``); see the module docstring.
 
     Parameters
@@ -276,7 +282,7 @@ class SdramPartitioner(SdramTable, wiring.Component):
         w_port = cache.write_port(granularity=g.width)
         head_port = cache.read_port()
         victim_port = cache.read_port()
-        tags = _LineTags(m, lines, bucket_bits, self._queue)
+        tags = LineTags(m, lines, bucket_bits, self._queue)
 
         clearing = self._clear(m, ctrl)
         s1, s1_valid, s1_bucket, s1_now, take = self._input(m, clearing, bucket_bits)
@@ -320,129 +326,6 @@ class SdramPartitioner(SdramTable, wiring.Component):
         )
         return m
 
-    def _lookup(self, m: Module, tags, s1_stage, take: Signal, line_bits: int):
-        """Stages 2 and 3: the tag check over two clocks. Stage 2 registers the tag of stage
-        1's line (the bucket it holds and whether it is valid: a multiplexer over the lines'
-        registers); stage 3 registers the comparison of that tag with the tuple's bucket,
-        ``holds``, and decides. Only stage 3 allocates lines, so a tag read stays true while
-        its tuple waits, but for stage 3's own allocations, which are forwarded: into the tag
-        read in stage 1, into the tag held in stage 2, and into the comparison. Returns stage
-        3's (tuple, valid, bucket, tick, line, holds, move) and its ``go`` and ``allocate``
-        (driven by the caller); ``move`` says stage 3 takes stage 2's tuple."""
-        s1, s1_valid, s1_bucket, s1_now = s1_stage
-        go, allocate = Signal(name="s3_go"), Signal(name="s3_allocate")
-        t = Signal.like(s1, name="s3")
-        t_valid = Signal(name="s3_valid")
-        t_bucket = Signal.like(s1_bucket, name="s3_bucket")
-        t_now = Signal.like(s1_now, name="s3_now")
-        t_line = Signal(line_bits, name="s3_line")
-        t_holds = Signal(name="s3_holds")
-        u = Signal.like(s1, name="s2")
-        u_valid = Signal(name="s2_valid")
-        u_bucket = Signal.like(s1_bucket, name="s2_bucket")
-        u_now = Signal.like(s1_now, name="s2_now")
-        u_line = Signal(line_bits, name="s2_line")
-        # a line holds buckets whose low bits are its index: its tag is the bucket's high bits
-        u_tag = Signal(len(tags.bucket[0]), name="s2_tag")
-        u_tag_valid = Signal(name="s2_tag_valid")
-        line = s1_bucket[:line_bits] if self._lines > 1 else Const(0, 1)
-        move3 = Signal(name="s3_move")
-        move2 = Signal(name="s2_move")
-        m.d.comb += [
-            move3.eq(~t_valid | go),
-            move2.eq(~u_valid | move3),
-            take.eq(~s1_valid | move2),
-        ]
-        # stage 1 reads its line's tag; stage 3's allocation of the line in the same clock is
-        # registered beside it (``s2_given``), not forwarded into the read: the choice among
-        # the lines' tags is the longest path, and goes straight into its register
-        given = Signal(name="s2_given")  # stage 2's line was given away after its tag read
-        given_bucket = Signal.like(s1_bucket, name="s2_given_bucket")  # ... to this bucket
-        gives_u_line = Signal(name="s3_gives_s2_line")
-        m.d.comb += gives_u_line.eq(allocate & (t_line == u_line))
-        with m.If(move2):
-            m.d.sync += [
-                u_valid.eq(s1_valid),
-                u.eq(s1),
-                u_bucket.eq(s1_bucket),
-                u_now.eq(s1_now),
-                u_line.eq(line),
-                u_tag.eq(tags.read(tags.bucket, line)),
-                u_tag_valid.eq(tags.read(tags.valid, line)),
-                given.eq(allocate & (t_line == line)),
-                given_bucket.eq(t_bucket),
-            ]
-        # (stage 3 allocates only when it takes stage 2's tuple, which then leaves stage 2)
-        # stage 2 compares the line's tag now (stage 3's allocations of it forwarded) with its
-        # bucket; stage 3 keeps that tag, the bucket a job writes back if it takes the line
-        # (the comparisons made before stage 3's allocation, late in the clock, chooses)
-        tag = Signal.like(s1_bucket, name="s2_tag_now")
-        tag_valid = Signal(name="s2_tag_now_valid")
-        m.d.comb += [
-            tag.eq(Mux(given, given_bucket, Cat(u_bucket[: tags.low], u_tag))),
-            tag_valid.eq(given | u_tag_valid),
-        ]
-        holds = Signal(name="s2_holds")
-        m.d.comb += holds.eq(Mux(gives_u_line, t_bucket == u_bucket, tag_valid & (tag == u_bucket)))
-        t_old = Signal.like(s1_bucket, name="s3_old")
-        t_old_valid = Signal(name="s3_old_valid")
-        with m.If(move3):
-            m.d.sync += [
-                t_valid.eq(u_valid),
-                t.eq(u),
-                t_bucket.eq(u_bucket),
-                t_now.eq(u_now),
-                t_line.eq(u_line),
-                t_holds.eq(holds),
-                t_old.eq(Mux(gives_u_line, t_bucket, tag)),
-                t_old_valid.eq(gives_u_line | tag_valid),
-            ]
-        s3 = (t, t_valid, t_bucket, t_now, t_line, t_holds, t_old, t_old_valid)
-        self._moves = (move2, line, move3, u_line)
-        return s3, go, allocate
-
-    def _free(self, m: Module, tags, free: Signal, enter, leave) -> None:
-        """Load ``free`` with whether stage 3's line will have no users after this clock.
-        Stages 2 and 3 keep their line's count of users themselves, so that no choice among
-        the lines' counts is on the way to ``free`` (nor to ``go``, which it drives): stage 2
-        takes its line's count from the lines' registers (a choice among them, registered
-        as it is) with, beside it, whether a tuple arrives at (``go``) or leaves (``done``)
-        the line in that clock; then both stages apply the arrivals and departures as they
-        come."""
-        go, t_line = enter
-        done, head_line = leave
-        move2, line, move3, u_line = self._moves
-        width = len(tags.users[0])
-        u_raw = Signal(width, name="s2_users_read")
-        u_in = Signal(name="s2_users_in")
-        u_out = Signal(name="s2_users_out")
-        u_users = Signal(width, name="s2_users")  # stage 2's line's users now
-        m.d.comb += u_users.eq(u_raw + u_in - u_out)
-        with m.If(move2):
-            m.d.sync += [
-                u_raw.eq(tags.read(tags.users, line)),
-                u_in.eq(go & (t_line == line)),
-                u_out.eq(done & (head_line == line)),
-            ]
-        with m.Else():  # (stage 2 waits: stage 3 does too, so no tuple arrives)
-            m.d.sync += [u_raw.eq(u_users), u_in.eq(0), u_out.eq(done & (head_line == u_line))]
-        t_users = Signal(width, name="s3_users")  # stage 3's line's users now
-        leaves_u = done & (head_line == u_line)
-        leaves_t = done & (head_line == t_line)
-        # the count after this clock, for each case: ``go`` chooses among the ready answers
-        took = Signal(width, name="s3_users_took")  # stage 3 takes stage 2's tuple, ...
-        m.d.comb += took.eq(u_users - leaves_u)
-        joined = Signal(width, name="s3_users_joined")  # ... and its own joins that line
-        m.d.comb += joined.eq(took + (t_line == u_line))
-        kept = Signal(width, name="s3_users_kept")
-        m.d.comb += kept.eq(t_users - leaves_t)
-        with m.If(go):
-            m.d.sync += [t_users.eq(joined), free.eq(joined == 0)]
-        with m.Elif(move3):  # stage 3 was empty
-            m.d.sync += [t_users.eq(took), free.eq(took == 0)]
-        with m.Else():
-            m.d.sync += [t_users.eq(kept), free.eq(kept == 0)]
-
     def _queue_layout(self, line_bits: int) -> data.StructLayout:
         return data.StructLayout(
             {
@@ -452,36 +335,6 @@ class SdramPartitioner(SdramTable, wiring.Component):
                 "line": line_bits,
             }
         )
-
-    def _address(self, m: Module, bucket: Value, word: Value, request) -> None:
-        """Drive ``request``'s bank, row and column for ``word`` of ``bucket``'s line."""
-        g = self.geometry
-        bank_bits = (g.banks - 1).bit_length()
-        span_bits = (self._line_span - 1).bit_length()
-        linear = Cat(word[:span_bits], bucket[bank_bits:]) if span_bits else bucket[bank_bits:]
-        m.d.comb += [
-            request.bank.eq(bucket[:bank_bits] if bank_bits else 0),
-            request.column.eq(linear[: g.column_bits]),
-            request.row.eq(linear[g.column_bits :]),
-        ]
-
-    def _clear(self, m: Module, ctrl: SDRAMController) -> Signal:
-        """Write every line the store uses to zero (all entries free); 1 until done."""
-        clearing = Signal(init=1 if self._clear_after_reset else 0)
-        if not self._clear_after_reset:
-            return clearing
-        total = self.clearing_words
-        index = Signal(range(total + 1))
-        span_bits = (self._line_span - 1).bit_length()
-        with m.If(clearing):
-            req = ctrl.request.payload
-            self._address(m, index[span_bits:], index[:span_bits], req)
-            m.d.comb += [req.write.eq(1), req.data.eq(0), ctrl.request.valid.eq(1)]
-            with m.If(ctrl.request.ready):
-                m.d.sync += index.eq(index + 1)
-                with m.If(index == total - 1):
-                    m.d.sync += clearing.eq(0)
-        return clearing
 
     def _input(self, m: Module, clearing: Signal, bucket_bits: int):
         """Stage 1: the input register, its bucket and tick count. Returns ``(s1, s1_valid,
@@ -526,81 +379,6 @@ class SdramPartitioner(SdramTable, wiring.Component):
                     with m.Else():
                         m.d.sync += count.eq(count + 1)
         return s1, s1_valid, s1_bucket, s1_now, take
-
-    def _fetch(self, m, ctrl, jobs, job, victim_port, w_port, clearing):
-        """The jobs, in order: read the victim line, write it back if dirty, request the new
-        bucket's words; and the fill: the words read land in their line. Returns
-        ``(line, filled)``: ``filled`` is 1 in the cycle the last word of ``line`` lands."""
-        g = self.geometry
-        width, words = g.width, self._line_words
-        current = data.View(job, Signal(job.size, name="job"))
-        victim = Signal(words * width, name="victim")
-        word = Signal(range(words + 1), name="job_word")
-        fills = fifo.SyncFIFOBuffered(width=len(current.line), depth=self._queue)
-        m.submodules.fills = fills
-        req = ctrl.request.payload
-        with m.FSM(name="fetch"):
-            with m.State("IDLE"):
-                m.d.comb += [victim_port.addr.eq(data.View(job, jobs.r_data).line)]
-                with m.If(jobs.r_rdy & ~clearing):
-                    m.d.comb += [jobs.r_en.eq(1), victim_port.en.eq(1)]
-                    m.d.sync += [current.eq(jobs.r_data), word.eq(0)]
-                    m.next = "VICTIM"
-            with m.State("VICTIM"):
-                m.d.sync += victim.eq(victim_port.data)
-                with m.If(current.write_back):
-                    m.next = "WRITE"
-                with m.Else():
-                    m.next = "READ"
-            with m.State("WRITE"):
-                self._address(m, current.old, word, req)
-                m.d.comb += [
-                    req.write.eq(1),
-                    req.data.eq(victim.word_select(word, width)),
-                    ctrl.request.valid.eq(1),
-                ]
-                with m.If(ctrl.request.ready):
-                    m.d.sync += word.eq(word + 1)
-                    with m.If(word == words - 1):
-                        m.d.sync += word.eq(0)
-                        m.next = "READ"
-            with m.State("READ"):
-                self._address(m, current.new, word, req)
-                # the line joins the fills with its first request (its first word may come
-                # back before its last is requested)
-                first = word == 0
-                m.d.comb += [
-                    req.write.eq(0),
-                    fills.w_data.eq(current.line),
-                    ctrl.request.valid.eq(~first | fills.w_rdy),
-                ]
-                with m.If(ctrl.request.valid & ctrl.request.ready):
-                    m.d.comb += fills.w_en.eq(first)
-                    m.d.sync += word.eq(word + 1)
-                    with m.If(word == words - 1):
-                        m.d.sync += word.eq(0)
-                        m.next = "IDLE"
-        return self._fill(m, ctrl, fills, w_port)
-
-    def _fill(self, m, ctrl, fills, w_port):
-        words = self._line_words
-        landed = Signal(range(words + 1), name="fill_word")
-        filled = Signal()
-        # the head's write has the write port first: the words read wait while it may write
-        head_writes = Signal(name="head_writes")
-        self._head_writes = head_writes
-        m.d.comb += ctrl.response.ready.eq(fills.r_rdy & ~head_writes)
-        with m.If(ctrl.response.valid & ctrl.response.ready):
-            m.d.comb += [
-                w_port.addr.eq(fills.r_data),
-                w_port.data.eq(ctrl.response.payload.replicate(words)),
-                w_port.en.eq(Const(1, words) << landed),
-            ]
-            m.d.sync += landed.eq(landed + 1)
-            with m.If(landed == words - 1):
-                m.d.sync += landed.eq(0)
-                m.d.comb += [fills.r_en.eq(1), filled.eq(1)]
-        return fills.r_data, filled
 
     def _head(self, m, q, queued, head_port, w_port, out, tags):
         """The queue's head: wait for its line, read it, decide, update, write it back, hand
@@ -698,51 +476,3 @@ class SdramPartitioner(SdramTable, wiring.Component):
             return e.valid
         age = (now - e.stamp)[: self._stamp_bits]
         return e.valid & (age < (1 << self._timer_bits) - 1)
-
-
-class _LineTags:
-    """The cache's tags, in registers: per line the bucket it holds, ``valid``, ``filled``,
-    ``dirty`` and ``users`` (tuples queued for it)."""
-
-    def __init__(self, m: Module, lines: int, bucket_bits: int, queue: int):
-        self.lines = lines
-        #: the bucket a line holds is the line's index in its low bits: only the rest is kept
-        self.low = (lines - 1).bit_length()
-        self.bucket = Array(
-            Signal(bucket_bits - self.low, name=f"line{i}_bucket") for i in range(lines)
-        )
-        self.valid = Array(Signal(name=f"line{i}_valid") for i in range(lines))
-        self.filled = Array(Signal(name=f"line{i}_filled") for i in range(lines))
-        self.dirty = Array(Signal(name=f"line{i}_dirty") for i in range(lines))
-        self.users = Array(Signal(range(queue + 2), name=f"line{i}_users") for i in range(lines))
-
-    @staticmethod
-    def read(values: Array, line: Value) -> Value:
-        """``values[line]`` as a tree of multiplexers on the line's bits (a word chosen among
-        them all), not a comparison of the line with every index: the input's read of its
-        line's tag and count, the store's longest path."""
-        width = len(values[0])
-        return Cat(*values).word_select(line, width) if width else Const(0, 0)
-
-    def drive(self, m: Module, enter, leave, filled_line, filled) -> None:
-        go, line, allocate, bucket = enter
-        done, head_line, wrote = leave
-        for i in range(self.lines):
-            inc = go & (line == i)
-            dec = done & (head_line == i)
-            with m.If(inc & ~dec):
-                m.d.sync += self.users[i].eq(self.users[i] + 1)
-            with m.Elif(dec & ~inc):
-                m.d.sync += self.users[i].eq(self.users[i] - 1)
-            with m.If(allocate & (line == i)):
-                m.d.sync += [
-                    self.bucket[i].eq(bucket[self.low :]),
-                    self.valid[i].eq(1),
-                    self.filled[i].eq(0),
-                    self.dirty[i].eq(0),
-                ]
-            with m.Else():
-                with m.If(filled & (filled_line == i)):
-                    m.d.sync += self.filled[i].eq(1)
-                with m.If(wrote & (head_line == i)):
-                    m.d.sync += self.dirty[i].eq(1)

@@ -19,8 +19,9 @@ from nfacep.hdl.engine import Engine
 from nfacep.hdl.layout import params_layout
 from nfacep.hdl.stream import PacketQueue, TupleGatherer
 from nfacep.hdl.uart.deframer import Deframer
-from nfacep.hdl.uart.framer import COUNTED, Framer
+from nfacep.hdl.uart.framer import Framer
 from nfacep.hdl.uart.rx import UartRx, divisor
+from nfacep.hdl.uart.status import COUNTED
 from nfacep.links.protocol import SWITCH_BYTES, engine_fields, engine_id, params_bytes
 from nfacep.links.uart.protocol import VERSION
 

@@ -58,7 +58,7 @@ class UdpBoardModel(BoardModel):
     host. The engine is infinitely fast. ``capacity`` bounds a TUPLES packet's bytes as the
     board's buffer does (larger: ``engine_full``).
 
-    Sessions as the gateware's (:class:`nfacep.hdl.eth.payload.PayloadRx`): a RESET opens
+    Sessions as the gateware's (:class:`nfacep.hdl.eth.payload_rx.PayloadRx`): a RESET opens
     one when none is open, or starts it again from its host with its id; CLOSE, or ``idle``
     seconds without an accepted packet of its host's (the gateware's
     :data:`~.protocol.SESSION_IDLE`), ends it; every packet not from the session's host with

@@ -1,7 +1,7 @@
 """The UDP link's board top (``nfacep build --link udp``) and the checks that a board can carry
 it: the Colorlight 5A-75B's first RGMII port (:mod:`nfacep.boards.rgmii`) at 1000 Mb/s.
 
-:class:`UdpBoardTop` puts :class:`nfacep.hdl.eth.link.UdpTop` (the engine behind the
+:class:`UdpBoardTop` puts :class:`nfacep.hdl.eth.top.UdpTop` (the engine behind the
 UDP link) on the board, with a PLL for the line's 125 MHz and a :class:`StatusLed`;
 :func:`check_board` says whether a board has the port; :func:`make_top` is the top ``build``
 makes and what the report says of it.
@@ -18,7 +18,7 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.boards.rgmii import RgmiiRx, RgmiiTx
 from nfacep.errors import UsageError
-from nfacep.hdl.eth.link import UdpTop
+from nfacep.hdl.eth.top import UdpTop
 
 from .protocol import Endpoint, line_tuples_limit
 
@@ -230,7 +230,7 @@ class StatusLed(wiring.Component):
 
 
 class UdpBoardTop(Elaboratable):
-    """The bitstream's top level for ``--link udp``: a :class:`~nfacep.hdl.eth.link.UdpTop`
+    """The bitstream's top level for ``--link udp``: a :class:`~nfacep.hdl.eth.top.UdpTop`
     on the board's first RGMII port, the link's transmit side at 125 MHz and the engine in its
     own clock domain at ``engine_mhz`` (:func:`engine_clock`: given, or chosen for the line),
     both from one ``EHXPLLL`` on the 25 MHz oscillator; the PHY held in reset for 2**20

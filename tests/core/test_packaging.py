@@ -303,15 +303,9 @@ def test_a_long_function_is_found_and_named(tmp_path):
 MAX_MODULE_LINES = 600
 
 #: The modules over :data:`MAX_MODULE_LINES` when the limit came, each to be split by its job: the
-#: list only shrinks (a module split below the limit must leave it, and no other may join).
-LONG_MODULES = {
-    "hdl/engine.py",
-    "hdl/eth/payload.py",
-    "hdl/nfa.py",
-    "hdl/eth/link.py",
-    "hdl/sdram/store.py",
-    "hdl/table.py",
-}
+#: list only shrinks (a module split below the limit must leave it, and no other may join). Every
+#: one has been split, so it is empty: a module that grows past the limit is split, not listed.
+LONG_MODULES: set[str] = set()
 
 
 def long_modules(paths: list[pathlib.Path], limit: int = MAX_MODULE_LINES) -> dict[str, int]:

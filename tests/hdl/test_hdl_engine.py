@@ -908,9 +908,9 @@ def test_windows_gaps_from_a_stale_state_are_caught(monkeypatch):
     update, from the state the tuple finds; a version that takes it from the row read even
     when the tuple just ahead wrote the entry (a broken forwarding path) fails the comparison
     with the reference."""
-    from nfacep.hdl import table
+    from nfacep.hdl import table_forwarding
 
-    monkeypatch.setattr(table, "BREAK_FORWARDING", "stale hint")
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "stale hint")
     nfa = window_queries()
     data = window_data(np.random.default_rng(3), 100, keys=4)
     with pytest.raises(AssertionError, match="Differing items"):
@@ -921,9 +921,9 @@ def test_windows_hints_of_writes_in_flight_for_the_wrong_tuple_are_caught(monkey
     """The table works out the windows' hint of each write in flight two cycles before the
     tuple that finds it reaches stage 3; a version that works them out for the tuple a stage
     ahead (a broken forwarding path) fails the comparison with the reference."""
-    from nfacep.hdl import table
+    from nfacep.hdl import table_forwarding
 
-    monkeypatch.setattr(table, "BREAK_FORWARDING", "early hint")
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "early hint")
     nfa = window_queries()
     data = window_data(np.random.default_rng(3), 100, keys=4)
     with pytest.raises(AssertionError, match="Differing items"):
@@ -974,10 +974,10 @@ WRAP_TUPLES = [
 @pytest.mark.parametrize(("store", "partitions"), [("pipeline", 4), ("table", 4)])
 def test_windows_stored_starts_wrap(store, partitions):
     """Under WITHIN a state keeps the low bits of the time its latest run began at
-    (:func:`nfacep.hdl.nfa.start_bits`: 4 for a window of 8), which wrap: runs whose start and
-    end lie on either side of a wrap, exactly the window long, and older than the stored
+    (:func:`nfacep.hdl.nfa_layout.start_bits`: 4 for a window of 8), which wrap: runs whose
+    start and end lie on either side of a wrap, exactly the window long, and older than the stored
     bits span are judged as the reference judges them, tuples of a key back to back."""
-    from nfacep.hdl.nfa import start_bits
+    from nfacep.hdl.nfa_layout import start_bits
 
     assert start_bits(8) == 4 and start_bits(9) == 5 and start_bits(1) == 2
     bits, drops = check(
@@ -1027,8 +1027,8 @@ def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):
     for the next tuple of the partition; a version that judges them at the forwarding tuple's
     time instead of the next one's (a broken forwarding path: key 2's run of 0 is live at 7,
     not at 14) fails the comparison."""
-    from nfacep.hdl import table
+    from nfacep.hdl import table_forwarding
 
-    monkeypatch.setattr(table, "BREAK_FORWARDING", "ahead hint")
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "ahead hint")
     with pytest.raises(AssertionError):
         check(wrap_query(), wrap_data(), partitions=4, store="table", gap=0, stall=0)

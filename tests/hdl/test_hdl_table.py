@@ -26,7 +26,7 @@ from test_hdl_partitioner import (
     simulate,
 )
 
-from nfacep.hdl import table
+from nfacep.hdl import table_forwarding
 from nfacep.hdl.table import TablePartitioner
 from nfacep.params import EngineParams
 from nfacep.reference.capacity import admit_sequential, key_crc32, table_slots
@@ -679,7 +679,7 @@ def test_port_copies_without_timers_against_model(entries, ways, key_width, gap,
 def test_forwarding_one_write_short_is_caught(monkeypatch, entries, ways, key_width, timers):
     # The tests above would see a forwarding path that misses the oldest write in flight
     # (with timers the one the banks' port copies delay): a broken table fails them.
-    monkeypatch.setattr(table, "BREAK_FORWARDING", "oldest write")
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "oldest write")
     rng = random.Random(1)
     pool = rng.sample(range(1 << key_width), min(entries + 6, 1 << key_width))
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))

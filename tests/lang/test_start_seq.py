@@ -140,7 +140,7 @@ def test_engine_state_holds_starts_only_when_asked():
     """start_seq stores a position (SEQ_BITS) per state that is not a start state, and the
     last tuple's position once per partition; a query that does not ask stores nothing."""
     pytest.importorskip("amaranth")
-    from nfacep.hdl.nfa import state_layout
+    from nfacep.hdl.nfa_layout import state_layout
 
     one = (
         "CREATE STREAM s (k UINT(8), ev ENUM('F', 'OK'));\n"

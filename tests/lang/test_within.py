@@ -303,7 +303,7 @@ def test_engine_state_holds_starts_and_the_last_time():
     second A; the first is a start state, whose runs began at the last tuple) and the ORDER
     BY field of its last tuple (16 bits), beside the state bits."""
     pytest.importorskip("amaranth")
-    from nfacep.hdl.nfa import age_bits, start_bits, state_layout
+    from nfacep.hdl.nfa_layout import age_bits, start_bits, state_layout
 
     nfa = nfacep.compile_text(QUERY)
     assert age_bits(60) == 6 and age_bits(64) == 6 and age_bits(65) == 7 and age_bits(1) == 1

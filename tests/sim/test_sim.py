@@ -186,17 +186,17 @@ def test_sdram_refreshing_late_is_reported(tmp_path, sim_cache, monkeypatch, cap
     """An engine whose controller refreshes every 2 tREFI: the chip's model flags tREFI and
     the run fails (exit 1) saying so (Icarus, the batch harness)."""
     require("icarus")
-    import nfacep.hdl.engine as engine
+    import nfacep.hdl.engine_shared as shared
     from nfacep.hdl.sdram.timing import ENGINE_SDRAM
 
     late = ENGINE_SDRAM.cycles().with_(trefi=2 * ENGINE_SDRAM.cycles().trefi)
 
-    class Late(engine.SdramPartitioner):
+    class Late(shared.SdramPartitioner):
         def __init__(self, controller=None, **kwargs):
             controller = {**(controller or {}), "cycles_override": late}
             super().__init__(controller=controller, **kwargs)
 
-    monkeypatch.setattr(engine, "SdramPartitioner", Late)
+    monkeypatch.setattr(shared, "SdramPartitioner", Late)
     monkeypatch.chdir(tmp_path)
     argv = ["sim", str(QUERIES / "bruteforce.sql"), "--input", str(QUERIES / "bruteforce.csv")]
     argv += ["--output", "out.csv", *SDRAM_PARAMS, "--simulator", "icarus", "--mode", "batch"]

@@ -189,8 +189,9 @@ def test_several_key_fields_pass(spark, tmp_path, build_dir, capsys):
 
 
 def _cut_wire(target: str, source: str):
-    """``nfacep.hdl.engine.next_state`` with the activation wire ``source -> target`` cut."""
-    import nfacep.hdl.engine
+    """``nfacep.hdl.engine_update.next_state`` with the activation wire ``source -> target``
+    cut."""
+    import nfacep.hdl.engine_update
     import nfacep.hdl.nfa
 
     original = nfacep.hdl.nfa.next_state
@@ -209,7 +210,7 @@ def _cut_wire(target: str, source: str):
             m, dataclasses.replace(nfa, states=states), state, predicates, prefix, **kwargs
         )
 
-    return nfacep.hdl.engine, broken
+    return nfacep.hdl.engine_update, broken
 
 
 @pytest.mark.slow

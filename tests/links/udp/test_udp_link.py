@@ -25,8 +25,8 @@ from amaranth.lib.crc import catalog
 from amaranth.sim import Simulator
 from bench_udp_link import CONFIG_ENV, PREAMBLE, _status
 
-from nfacep.hdl.eth.link import EthRx
 from nfacep.hdl.eth.payload import FrameClass
+from nfacep.hdl.eth.rx import EthRx
 from nfacep.links.udp import protocol as udp
 from nfacep.links.udp.protocol import Endpoint, PacketType
 
@@ -471,7 +471,7 @@ def _top_verilog(path: pathlib.Path) -> int:
 
     from nfacep import compile_file
     from nfacep.hdl.engine import Engine
-    from nfacep.hdl.eth.link import UdpTop
+    from nfacep.hdl.eth.top import UdpTop
     from nfacep.params import EngineParams
 
     engine = Engine(compile_file(MARATHON), EngineParams(partitions=PARTITIONS))
@@ -680,7 +680,7 @@ def test_udp_board_top_switches_parameters_icarus(tmp_path):
 
     from nfacep import compile_file, wire
     from nfacep.hdl.engine import Engine
-    from nfacep.hdl.eth.link import UdpTop
+    from nfacep.hdl.eth.top import UdpTop
     from nfacep.params import EngineParams
     from nfacep.settings import ParamValues
 
@@ -741,9 +741,9 @@ def test_udp_tx_fills_packets_then_flushes(fifo_depth):
     from amaranth.hdl import Module
     from amaranth.lib import wiring
 
-    from nfacep.hdl.eth.link import COUNTERS
+    from nfacep.hdl.eth.link_events import COUNTERS
     from nfacep.hdl.eth.mac import MacTx
-    from nfacep.hdl.eth.payload import UdpTx
+    from nfacep.hdl.eth.payload_tx import UdpTx
     from nfacep.wire import RecordFormat
 
     layout = data.StructLayout({"seq": 48, "partition": 16, "matches": 1, "dropped": 1})

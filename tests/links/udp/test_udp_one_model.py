@@ -1,5 +1,5 @@
 """One model of the UDP board: the software board (:class:`nfacep.links.udp.model.UdpBoardModel`)
-and the gateware (:class:`nfacep.hdl.eth.link.UdpTop` in Amaranth's simulator) answer the same
+and the gateware (:class:`nfacep.hdl.eth.top.UdpTop` in Amaranth's simulator) answer the same
 packet script with the same packets, byte for byte, to the same addresses.
 
 The script is a session's life beside a third station that knows the engine id (anyone with the
@@ -165,7 +165,7 @@ def _gateware(nfa, built, script, engine=None, settle: int = SETTLE) -> list[lis
     from amaranth.sim import Simulator
 
     from nfacep.hdl.engine import Engine
-    from nfacep.hdl.eth.link import UdpTop
+    from nfacep.hdl.eth.top import UdpTop
 
     if engine is None:
         engine = Engine(nfa, EngineParams(partitions=PARTITIONS), values=built)
@@ -339,14 +339,14 @@ def test_the_hosts_run_beside_a_third_station(tmp_path):
 
 
 def test_a_session_ends_by_close_or_idle_time_alike():
-    """The receive path (:class:`~nfacep.hdl.eth.link.EthRx`, Amaranth) with a session idle
+    """The receive path (:class:`~nfacep.hdl.eth.rx.EthRx`, Amaranth) with a session idle
     time of 300 cycles and the model with the same idle time on a clock of cycles: the same
     classes for a script where a session ends by its idle time and by CLOSE, and another
     host opens one after each."""
     from amaranth.sim import Simulator
 
-    from nfacep.hdl.eth.link import EthRx
     from nfacep.hdl.eth.payload import FrameClass
+    from nfacep.hdl.eth.rx import EthRx
 
     query_nfa = _limits()
     engine_id = UdpBoardModel(query_nfa, EngineParams(), values=_built(query_nfa)).id

@@ -1,0 +1,126 @@
+"""What the fixed and the programmable engines share: the partition store they use
+(:func:`partition_store`, its throughput :func:`cycles_per_tuple`, the key
+:func:`partition_key`) and the record filter after it (:func:`record_filter`)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal, Value
+from amaranth.lib import data, wiring
+
+from nfacep.errors import HardwareLimitError
+from nfacep.params import EngineParams
+
+from .partitioner import StreamPartitioner
+from .sdram.fit import sdram_table
+from .sdram.store import SdramPartitioner
+from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
+from .stream import StreamBuffer
+from .table import TablePartitioner
+
+__all__ = ["cycles_per_tuple", "partition_key", "partition_store", "record_filter"]
+
+
+def record_filter(
+    m: Module,
+    results,
+    o_stream,
+    matched,
+    layout: data.StructLayout,
+    *,
+    seq_width: int,
+    starts: dict[int, int] | None = None,
+) -> None:
+    """Keep the ``results`` (a stream of ``key``, ``result``, ``dropped`` per tuple) of
+    tuples that matched or were dropped, numbered by position, as records of ``layout`` on
+    ``o_stream`` (through an output register); count the matched ones in ``matched``.
+    ``starts``: the start-position slot of each query that reports one (query bit: slot), read
+    from ``result.starts`` (0 for a query that did not match). The fixed and the
+    programmable engines' one record filter."""
+    seq = Signal(seq_width, name="result_seq")
+    wanted = Signal()
+    m.submodules.records = records = StreamBuffer(layout)
+    matches = results.payload.result.matches
+    m.d.comb += [
+        wanted.eq(matches.any() | results.payload.dropped),
+        records.i_stream.valid.eq(results.valid & wanted),
+        results.ready.eq(records.i_stream.ready),
+        records.i_stream.payload.seq.eq(seq),
+        records.i_stream.payload.partition.eq(results.payload.key),
+        records.i_stream.payload.matches.eq(matches),
+        records.i_stream.payload.dropped.eq(results.payload.dropped),
+    ]
+    w = seq_width
+    for q, k in (starts or {}).items():
+        m.d.comb += records.i_stream.payload.starts[k * w : (k + 1) * w].eq(
+            Mux(matches[q], results.payload.result.starts[k * w : (k + 1) * w], 0)
+        )
+    with m.If(results.valid & results.ready):
+        m.d.sync += seq.eq(seq + 1)
+        with m.If(matches.any()):
+            m.d.sync += matched.eq(matched + 1)
+    wiring.connect(m, records.o_stream, wiring.flipped(o_stream))
+
+
+def cycles_per_tuple(keyed: bool, params: EngineParams) -> int:
+    """Cycles a tuple takes at full throughput through :func:`partition_store`'s store (a
+    query with PARTITION, ``keyed``), nothing stalling: 2 with the pipeline store of more than
+    one partition, 3 with SDRAM (at best), else 1."""
+    if not keyed:
+        return 1
+    if params.store == "pipeline":
+        return 2 if params.partitions > 1 else 1
+    return 3 if params.store == "sdram" else 1
+
+
+def partition_store(
+    params: EngineParams, sdram: tuple[SDRAMSetup, int] = (ENGINE_SDRAM, 0), **shapes
+) -> StreamPartitioner | TablePartitioner | SdramPartitioner:
+    """The partition store ``params`` name (its capacity and timers), for the ``shapes``
+    (``key_shape``, ``payload_shape``, ``state_width``, ``result_shape``, ``update``) of the
+    engine that uses it; ``sdram``: the SDRAM store's chip and clock, and the clocks the
+    board's I/O registers add to a read (:meth:`~.engine.Engine.use_sdram`)."""
+    if params.store == "sdram":
+        sdram_table(  # the one check of the table's fit (HardwareLimitError), as commands make
+            key_width=Shape.cast(shapes["key_shape"]).width,
+            state_width=shapes["state_width"],
+            partitions=params.partitions,
+            ways=params.ways,
+            timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples,
+        )
+        setup, read_delay = sdram
+        try:
+            return SdramPartitioner(
+                geometry=setup.geometry,
+                timing=setup.timing,
+                clk_freq=setup.clk_freq,
+                controller={"read_delay": read_delay},
+                entries=params.partitions,
+                ways=params.ways,
+                timer_bits=params.timer_bits,
+                tick_tuples=params.tick_tuples,
+                **shapes,
+            )
+        except ValueError as err:  # the entries do not fit the chip
+            raise HardwareLimitError(f"--store sdram: {err}: use fewer --partitions") from None
+    if params.store == "table":
+        return TablePartitioner(
+            entries=params.partitions,
+            ways=params.ways,
+            timer_bits=params.timer_bits,
+            tick_tuples=params.tick_tuples,
+            **shapes,
+        )
+    return StreamPartitioner(
+        depth=params.partitions,
+        timer_bits=params.timer_bits,
+        tick_tuples=params.tick_tuples,
+        **shapes,
+    )
+
+
+def partition_key(payload, fields) -> Value:
+    """A tuple's partition key (:class:`nfacep.schema.PartitionKey`): the bits of its
+    ``fields`` concatenated, the first field PARTITION BY lists in the most significant bits."""
+    # Cat takes its first part as the least significant: the last field listed
+    return Cat(*reversed([Value.cast(payload[name]).as_unsigned() for name in fields]))

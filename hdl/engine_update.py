@@ -1,0 +1,120 @@
+"""What the fixed engine's partition store keeps and does per tuple (:func:`store_update`): the
+NFA's step, under WITHIN with the windows' hint the table store works out ahead, and with PREV
+the partition's history read and written back shifted (:func:`late_layout`, :func:`shifted`)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.lib import data
+
+from nfacep.lang import predicates as P
+from nfacep.nfa import Nfa
+
+from .decoder import prev_predicates, reads_prev
+from .layout import field_shape, history_layout, params_layout
+from .nfa import next_state
+from .nfa_layout import state_layout, times_layout, window_layout
+from .nfa_windows import window_gap, window_hint
+from .sdram.fit import stored_state_width
+
+__all__ = ["late_layout", "shifted", "store_update"]
+
+
+def store_update(nfa: Nfa):
+    """What the partition store keeps and does per tuple: ``(payload_shape, state_width,
+    update)``. The payload is the predicate vector, with the tuple's times under WITHIN or
+    start_seq, and with PREV what the predicates that read it need (:func:`late_layout`); the
+    state, the NFA's (:func:`~.nfa_layout.state_layout`) followed, with PREV, by the partition's
+    history (:func:`~.layout.history_layout`). Under WITHIN, ``update`` also has ``prepare``
+    and ``hint_width``: the windows' hint (:func:`~.nfa_windows.window_hint`: which stored runs are
+    still live), which the table store works out before the update
+    (:class:`~.table.TablePartitioner`); it takes ``ahead``, the payloads of operations
+    behind it, for which it also returns that hint of the state it stores, and ``gaps``, for
+    each of them the part of that hint two payloads alone decide, which ``gap`` (of
+    ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out."""
+    times = times_layout(nfa)
+    late = late_layout(nfa)
+    kept = history_layout(nfa.program.schema, nfa.history)
+    nfa_bits = state_layout(nfa).size
+    if times is None and late is None:
+        payload_shape = len(nfa.predicates)
+
+        def update(mod, state, payload):
+            return next_state(mod, nfa, state, payload)
+    else:  # under WITHIN or start_seq the partition store carries the tuple's times along
+        members = {"predicates": len(nfa.predicates)}
+        if times is not None:
+            members["times"] = times
+        if late is not None:  # and with PREV what the predicates that read it need
+            members["late"] = late
+        payload_shape = data.StructLayout(members)
+
+        def update(mod, state, payload, hint=None, ahead=None, gaps=None):
+            at = None if times is None else payload.times
+            later = None if ahead is None else [a.times for a in ahead]
+            given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps}
+            if kept is None:
+                return next_state(mod, nfa, state, payload.predicates, **given)
+            # the partition's history follows its NFA state in the entry
+            history = data.View(kept, state[nfa_bits:])
+            params = payload.late.params if "params" in late.members else None
+            bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
+            out = next_state(mod, nfa, state[:nfa_bits], payload.predicates | bits, **given)
+            after = shifted(mod, kept, history, payload.late.fields)
+            return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
+
+        window = window_layout(nfa)
+        if window is not None:
+            # a store that can may work out the windows' hint (which stored runs are live) a
+            # stage before the update, and hand it to it as its ``hint``; for the state it
+            # forwards to the operations behind it, the update works it out (``ahead``), with
+            # what the two tuples' times alone decide given when the store has it (``gap``)
+            def prepare(mod, state, payload):
+                return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
+
+            def gap(mod, earlier, later):
+                return window_gap(mod, nfa, earlier.times, later.times)
+
+            update.prepare = prepare
+            update.hint_width = window.size
+            update.gap = gap
+            update.gap_width = window.members["far"].size
+
+    return payload_shape, stored_state_width(nfa), update
+
+
+def late_layout(nfa: Nfa) -> data.StructLayout | None:
+    """What the partition store needs, beside the predicate vector, to evaluate the predicates
+    that read PREV once it has read the partition's entry: ``fields``, the tuple's fields they
+    read and those PREV keeps, and ``params``, the runtime parameters' values (when they read
+    one). None without PREV."""
+    if not nfa.history:
+        return None
+    late = [p.expr for p in nfa.predicates if reads_prev(p.expr)]
+    read = {n.name for e in late for n in P.nodes(e) if isinstance(n, P.FieldRef)}
+    schema = nfa.program.schema
+    fields = {
+        f.name: field_shape(f.type)
+        for f in schema.fields
+        if f.name in read or f.name in nfa.history
+    }
+    members: dict = {"fields": data.StructLayout(fields)}
+    if any(isinstance(n, P.Param) for e in late for n in P.nodes(e)):
+        members["params"] = params_layout(nfa.program.parameters)
+    return data.StructLayout(members)
+
+
+def shifted(m: Module, kept: data.StructLayout, history, fields) -> Value:
+    """The history ``history`` (:func:`~.layout.history_layout` ``kept``) after a tuple whose
+    fields are ``fields``: each field's values shifted by one, the tuple's first, and one more
+    tuple counted (up to the deepest PREV)."""
+    after = Signal(kept, name="history_after")
+    values = kept.members["values"].members
+    deepest = max(layout.length for layout in values.values())
+    count = history.count
+    m.d.comb += after.count.eq(Mux(count >= deepest, deepest, count + 1))
+    for name, layout in values.items():
+        m.d.comb += after.values[name][0].eq(fields[name])
+        for j in range(1, layout.length):
+            m.d.comb += after.values[name][j].eq(history.values[name][j - 1])
+    return after

@@ -1,0 +1,145 @@
+"""The UDP link's events (:class:`LinkEvents`, a base of :class:`~.link.UdpLink`): every frame
+received counted in its class, the TUPLES and PARAMS sequence check, the requests raised
+(STATUS, RESET, ARP and echo replies) and where the answers go."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Signal
+from amaranth.lib import data
+
+from nfacep.links.udp.protocol import FRAME_CLASSES
+
+from .payload import EventKind
+
+__all__ = ["COUNTERS", "LinkEvents"]
+
+#: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
+COUNTERS = (
+    "tuples",
+    "matched",
+    "drops",
+    "records",
+    "packets",
+    "lost",
+    "late",
+    "echoes",
+    *FRAME_CLASSES,
+)
+
+
+class LinkEvents:
+    """The events of a :class:`~.link.UdpLink` (which sets the members and settings these
+    read)."""
+
+    def _peers(self, m, reset, event):
+        """Who the answers go to: the session's host (the sender of an accepted RESET,
+        ``reset``), an ARP request's sender, an echo request's."""
+        with m.If(reset):
+            m.d.sync += [
+                self.peer.mac.eq(event.mac),
+                self.peer.ip.eq(event.ip),
+                self.peer.port.eq(event.port),
+                self.session.eq(event.session),
+            ]
+        with m.If(self.arp_request):
+            m.d.sync += [self.arp_peer.mac.eq(event.mac), self.arp_peer.ip.eq(event.ip)]
+        with m.If(self.echo_request):  # (the next waits until this reply is out)
+            m.d.sync += [
+                self.echo_peer.mac.eq(event.mac),
+                self.echo_peer.ip.eq(event.ip),
+                self.echo_length.eq(event.seq[:16]),
+                self.echo_checksum.eq(event.seq[16:]),
+            ]
+
+    def _asker(self, m, valid, event):
+        """Where STATUS goes: to whoever asked for it (the session's host; a LOAD's sender,
+        any station), with its session id; and where the load being received stands."""
+        self._status_peer = Signal(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))
+        self._status_session = Signal(32)
+        self._status_numbered = Signal()
+        self._load_offset = Signal(32)
+        with m.If(self.status_request):
+            m.d.sync += [
+                self._status_numbered.eq(event.kind != EventKind.LOAD),
+                self._status_peer.mac.eq(event.mac),
+                self._status_peer.ip.eq(event.ip),
+                self._status_peer.port.eq(event.port),
+                self._status_session.eq(event.session),
+            ]
+        if self._load:
+            with m.If(valid):
+                m.d.sync += self._load_offset.eq(event.load_offset)
+
+    def _events(self, m, valid, event):
+        """Count each frame in its class, check TUPLES' ``seq``, raise the requests."""
+        counts = {name: Signal(name=f"pulse_{name}") for name in COUNTERS}
+        accepted = valid & (event.cls == 0)
+        kind = event.kind
+        tuples_packet = accepted & (kind == EventKind.TUPLES)
+        refused = Signal()  # an accepted PARAMS packet while a switch is pending
+        if self._params_bytes:
+            params_packet = accepted & (kind == EventKind.PARAMS)
+            busy = self.o_params.valid | ~self.o_params.ready
+            m.d.comb += refused.eq(params_packet & busy)
+            with m.If(self.o_params.ready | self.reset_request):
+                m.d.sync += self.o_params.valid.eq(0)
+            with m.If(params_packet & ~busy):
+                m.d.sync += [self.o_params.valid.eq(1), self.o_params.payload.eq(event.switch)]
+            # (in sequence with the TUPLES packets)
+            tuples_packet = tuples_packet | (params_packet & ~busy)
+        gap = Signal(32)
+        m.d.comb += gap.eq(event.seq - self.next_seq)
+        behind = gap[31]
+        m.d.comb += [
+            counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
+            counts["late"].eq(tuples_packet & behind),
+            self.status_request.eq(
+                accepted
+                & (
+                    (kind == EventKind.STATUS_REQ)
+                    | (kind == EventKind.RESET)
+                    | (kind == EventKind.CLOSE)
+                    | (kind == EventKind.LOAD)
+                )
+            ),
+            self.arp_request.eq(accepted & (kind == EventKind.ARP)),
+            self.echo_request.eq(accepted & (kind == EventKind.ECHO)),
+            counts["echoes"].eq(self.echo_request),
+        ]
+        # (registered: it resets the counters, the engine and the record FIFO; timing)
+        m.d.sync += self.reset_request.eq(accepted & (kind == EventKind.RESET))
+        for i, name in enumerate(FRAME_CLASSES):
+            m.d.comb += counts[name].eq(valid & (event.cls == i))
+        m.d.comb += [
+            counts["accepted"].eq(accepted & ~refused),
+            counts["engine_full"].eq(
+                (valid & (event.cls == FRAME_CLASSES.index("engine_full"))) | refused
+            ),
+        ]
+        for name in COUNTERS:
+            if name == "lost":
+                continue
+            counter = getattr(self.counters, name)
+            with m.If(counts[name]):
+                m.d.sync += counter.eq(counter + 1)
+        with m.If(tuples_packet & ~behind):
+            m.d.sync += [
+                self.next_seq.eq(event.seq + 1),
+                self.counters.lost.eq(self.counters.lost + gap),
+            ]
+        self._peers(m, accepted & (kind == EventKind.RESET), event)
+        self._asker(m, valid, event)
+        with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
+            m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
+            m.d.sync += self.next_seq.eq(0)
+        # (registered here, beside the sequence check, for the LEDs far away: timing)
+        m.d.sync += [
+            self.activity.eq(counts["accepted"]),
+            self.trouble.eq(
+                (tuples_packet & ~behind & (gap != 0))
+                | counts["late"]
+                | counts["drops"]
+                | Cat(counts[name] for name in FRAME_CLASSES[1:]).any()
+            ),
+        ]
+        return counts

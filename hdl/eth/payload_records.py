@@ -1,0 +1,152 @@
+"""The STATUS and RECORDS packetizer of :class:`~.payload_tx.UdpTx`
+(:class:`StatusRecords`): STATUS's fields as they are when its frame starts, the records
+waiting in a block-RAM ring, and the two bodies' bytes out."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Mux, Signal, Value
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
+
+from nfacep.links.udp.protocol import (
+    STATUS_FIELDS,
+)
+
+from .headers import (
+    Header,
+)
+from .packet import pack
+
+__all__ = ["StatusRecords"]
+
+
+class StatusRecords:
+    """STATUS's and RECORDS' bodies for a :class:`~.payload_tx.UdpTx` (which sets the
+    constants, counters and members these read)."""
+
+    def _status_body(self, flags) -> Value:
+        """STATUS's fields (:data:`~nfacep.links.udp.protocol.STATUS_FIELDS`, then the
+        values in force) as they are now: the bytes a :class:`~.packet.Packetizer` sends."""
+        fields = dict(STATUS_FIELDS)
+        if self._values_bytes:
+            fields["params"] = self._values_bytes
+        values = {
+            **self._constants,
+            "flags": flags,
+            "next_seq": self.next_seq,
+            "image": self.image,
+            "refused": self.refused,
+            "load_offset": self.load_offset,
+        }
+        for name in self._counter_names:
+            values[name] = getattr(self.counters, name)
+        if self._params_bits:
+            values["params"] = self.params
+        body = Header("status", fields, byteorder="little")
+        return pack(body, {name: values[name] for name in fields})
+
+    def _status_records_states(self, m, f, status, fifo, head):
+        """STATUS and RECORDS (:meth:`_body_states`)."""
+        out = self.o_stream
+        taken = out.valid & out.ready
+        rb = self._record_bytes
+        with m.State("STATUS"):
+            last = f.index == status.length - 1
+            m.d.comb += [
+                out.valid.eq(1),
+                out.payload.data.eq(status.byte),
+                out.payload.last.eq(last),
+                status.shift.eq(taken),
+            ]
+            with m.If(taken):
+                m.d.sync += f.index.eq(f.index + 1)
+                with m.If(last):
+                    m.next = "IDLE"
+        with m.State("RECORDS"):
+            last = f.last_byte
+            m.d.comb += [
+                out.valid.eq(1),
+                out.payload.data.eq(f.record[:8]),
+                out.payload.last.eq(last),
+            ]
+            with m.If(taken):
+                m.d.sync += [
+                    f.record.eq(f.record >> 8),
+                    f.index.eq(f.index + 1),
+                    f.in_record.eq(f.in_record + 1),
+                    f.remaining.eq(f.remaining - 1),
+                    f.last_byte.eq(f.remaining == 1),
+                ]
+                with m.If(f.in_record == rb - 1):
+                    m.d.sync += f.in_record.eq(0)
+                    with m.If(~last):
+                        m.d.sync += f.record.eq(head)
+                        m.d.comb += fifo.r_en.eq(1)
+                        self._count(m, head)
+                with m.If(last):
+                    m.d.comb += self.count.packets.eq(1)
+                    m.next = "IDLE"
+
+    def _record_fifo(self, m):
+        """The records waiting: a block-RAM ring of ``fifo_depth`` entries. Returns the FIFO
+        (``level``, ``r_en`` to pop the head) and ``head``, the oldest record.
+
+        ``i_stream.ready`` comes from a register (the engine's stall logic behind it is deep:
+        timing): the level a cycle ago left room for this cycle's write and the last one's,
+        so the ring holds at most ``depth - 2`` records. The block RAM's read data goes
+        into a register and then into ``head`` (the block RAM's clock-to-output is slow);
+        ``head`` shows the entry at the read pointer two cycles after the pointer moves or the
+        entry is written,
+        and records are popped at least ``record_bytes`` >= 7 cycles apart. ``clear`` empties
+        the ring."""
+        depth = self._fifo_depth
+        width = self._record_layout.size
+        m.submodules.records = memory = Memory(
+            shape=width, depth=depth, init=[], attrs={"ram_style": "block", "no_rw_check": True}
+        )
+        wp = memory.write_port()
+        # an asynchronous read port registered outside, and no_rw_check: Yosys merges the
+        # register into the block RAM without the bypass logic that would make a read of the
+        # entry being written return the old one (the UART framer's _memory does the same);
+        # `head` re-reads every cycle and a record is used two cycles after it is written
+        rp = memory.read_port(domain="comb")
+        read = Signal(width, reset_less=True)
+
+        class Fifo:
+            level = Signal(range(depth + 1))
+            r_en = Signal()
+
+        fifo = Fifo()
+        wptr, rptr = Signal(range(depth)), Signal(range(depth))
+        room = Signal()
+        write = Signal()
+        head = Signal(width, reset_less=True)
+        m.d.comb += [
+            write.eq(self.i_stream.valid & room),
+            self.i_stream.ready.eq(room),
+            wp.addr.eq(wptr),
+            wp.data.eq(self.i_stream.payload),
+            wp.en.eq(write),
+            rp.addr.eq(rptr),
+        ]
+        m.d.sync += [
+            room.eq(fifo.level < depth - 2),
+            read.eq(rp.data),
+            head.eq(read),
+            fifo.level.eq(fifo.level + write - fifo.r_en),
+        ]
+        with m.If(write):
+            m.d.sync += wptr.eq(Mux(wptr == depth - 1, 0, wptr + 1))
+        with m.If(fifo.r_en):
+            m.d.sync += rptr.eq(Mux(rptr == depth - 1, 0, rptr + 1))
+        with m.If(self.clear):
+            m.d.sync += [wptr.eq(0), rptr.eq(0), fifo.level.eq(0), room.eq(0)]
+        return fifo, head
+
+    def _count(self, m, raw):
+        record = data.View(self._record_layout, raw)
+        m.d.comb += [
+            self.count.records.eq(1),
+            self.count.matched.eq(record.matches.any()),
+            self.count.drops.eq(record.dropped),
+        ]

@@ -1,0 +1,326 @@
+"""The engine behind the UDP link, board-independent (:class:`UdpTop`): the link's GMII ports,
+the engine in the link's clock domain or in one of its own, and the crossings between them
+(tuples, records, runtime parameter switches and their values, loads, resets, idleness)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import (
+    ClockDomain,
+    ClockSignal,
+    Const,
+    DomainRenamer,
+    Module,
+    ResetSignal,
+    Signal,
+)
+from amaranth.lib import wiring
+from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+from amaranth.lib.fifo import AsyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from nfacep.links.protocol import SWITCH_BYTES
+
+from ..stream import cross
+from .link import CAPACITY, GMII_MEMBERS, LOAD_FIFO_DEPTH, UdpLink
+
+__all__ = ["UdpTop"]
+
+
+class UdpTop(wiring.Component):
+    """``engine`` behind a :class:`UdpLink`: the ports are GMII's (receive side clocked by
+    ``rx_clk``, transmit side by the ``sync`` domain, the link's). An accepted RESET resets
+    the engine. A programmable engine (:class:`~nfacep.hdl.programmable.ProgrammableEngine`)
+    takes its loads from LOAD packets (its configuration, the image in force, survives RESET).
+
+    Without ``engine_clock`` the engine runs in ``sync`` too. With it, the engine runs in a
+    clock domain of its own, clocked by the ``engine_clk`` port at any frequency (the board top
+    gives it one from a PLL, fast enough for the line: :mod:`nfacep.links.udp.top`), and
+    everything crosses with :class:`~amaranth.lib.fifo.AsyncFIFO`:
+
+    - tuples into the engine (the link counts a tuple in ``tuples`` when it enters the
+      crossing); a full crossing stalls the link's tuples, the receive buffer fills and
+      frames that do not fit count as ``engine_full``, as when the engine itself is slow;
+    - records out of the engine (the link counts them as they leave the crossing);
+    - runtime parameter switches into the engine (queued: one waits in the crossing while the
+      engine holds another until its tuple; the link refuses a PARAMS packet only when the
+      crossing is full). A switch that reaches the engine's side is written before any
+      further tuple is taken, so it is in force from its tuple as without the crossing;
+    - the values in force back to ``sync`` for STATUS (through synchronisers, taken when two
+      samples agree: they change only at a switch);
+    - the resets: the ``sync`` reset and every accepted RESET hold the engine's domain in reset
+      (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings,
+      until the engine's domain was seen in reset;
+    - STATUS's ``idle``: the engine's domain tells, through a synchroniser, that nothing went
+      into or came out of the engine for as many of its cycles as the link waits of its own.
+
+    Members
+    -------
+    rx_clk, rxd, rx_dv, rx_er : ``In``
+    txd, tx_en, tx_er : ``Out``
+    engine_clk : ``In(1)``
+        With ``engine_clock``: the engine's clock.
+    activity, trouble : ``Out(1)``
+        The link's pulses (:class:`UdpLink`), for the LEDs.
+    sdram : ``Out(pins_signature(...))``
+        With an engine of ``--store sdram``: its SDRAM chip's pins, in the engine's clock
+        domain (the board top puts them on the board's pads, :mod:`nfacep.boards.sdram`).
+    """
+
+    def __init__(
+        self,
+        engine,
+        *,
+        mac: bytes,
+        ip: bytes,
+        port: int,
+        capacity: int = CAPACITY,
+        flush: int = 1024,
+        engine_clock: bool = False,
+        icmp: bool = True,
+    ):
+        from nfacep.hdl.layout import params_layout
+        from nfacep.links.protocol import engine_fields, engine_id, engine_kind_fields
+
+        self._engine = engine
+        self._programmable = hasattr(engine, "shape")
+        params = engine.params
+        if self._programmable:
+            import dataclasses
+
+            from nfacep.image import Capacity
+            from nfacep.links.protocol import shape_engine_id
+
+            c = engine.shape.capacity
+            params = dataclasses.replace(
+                params, engine="programmable", states=c.states, atoms=c.atoms, queries=c.queries
+            )
+            assert Capacity.of(params) == c
+            self._engine_id = shape_engine_id(engine.shape, params)
+            layout = None
+        else:
+            self._engine_id = engine_id(engine.nfa, engine.params)
+            layout = params_layout(engine.nfa.program.parameters)
+        self._engine_clock = bool(engine_clock)
+        self._quiet = 2 * (engine.params.partitions + 32)
+        self._link_args = {
+            "mac": mac,
+            "ip": ip,
+            "port": port,
+            "engine_id": self._engine_id,
+            "capacity": capacity,
+            "flush": flush,
+            "quiet": self._quiet,
+            "params_bits": layout.size if layout is not None else 0,
+            "engine_fields": {**engine_fields(params), **engine_kind_fields(params)},
+            "load": self._programmable,
+            "icmp": icmp,
+        }
+        members = {
+            **GMII_MEMBERS,
+            "activity": Out(1),
+            "trouble": Out(1),
+        }
+        if self._engine_clock:
+            members["engine_clk"] = In(1)
+        if "sdram" in engine.signature.members:  # --store sdram: the chip's pins, passed out
+            members["sdram"] = engine.signature.members["sdram"]
+        super().__init__(members)
+
+    @property
+    def engine_id(self) -> int:
+        return self._engine_id
+
+    @property
+    def engine_clock(self) -> bool:
+        """Whether the engine has a clock domain of its own (``engine_clk``)."""
+        return self._engine_clock
+
+    def elaborate(self, platform):
+        from amaranth.hdl import ResetInserter
+
+        m = Module()
+        engine = self._engine
+        m.submodules.link = link = UdpLink(
+            engine.tuple_layout, engine.record_layout, **self._link_args
+        )
+        m.d.comb += [
+            link.rx_clk.eq(self.rx_clk),
+            link.rxd.eq(self.rxd),
+            link.rx_dv.eq(self.rx_dv),
+            link.rx_er.eq(self.rx_er),
+            self.txd.eq(link.txd),
+            self.tx_en.eq(link.tx_en),
+            self.tx_er.eq(link.tx_er),
+            self.activity.eq(link.activity),
+            self.trouble.eq(link.trouble),
+        ]
+        if "sdram" in self.signature.members:  # (in the engine's clock domain)
+            wiring.connect(m, engine.sdram, wiring.flipped(self.sdram))
+        if self._engine_clock:
+            self._crossings(m, link, engine)
+            return m
+        m.submodules.engine = ResetInserter(link.engine_reset)(engine)
+        wiring.connect(m, link.o_stream, engine.i_stream)
+        wiring.connect(m, engine.o_stream, link.i_stream)
+        if self._programmable:
+            wiring.connect(m, link.o_config, engine.i_config)
+            m.d.comb += [link.image.eq(engine.image), link.refused.eq(engine.refused)]
+        if self._link_args["params_bits"]:
+            m.d.comb += [
+                engine.i_params.valid.eq(link.o_params.valid),
+                link.o_params.ready.eq(engine.i_params.ready),
+                link.param_values.eq(engine.param_values),
+            ]
+            self._switch(m, link.o_params.payload, engine)
+        return m
+
+    def _switch(self, m, switch, engine):
+        """The engine's switch from the link's: the tuple number and the values."""
+        seq = engine.i_params.payload.seq
+        width = self._link_args["params_bits"]
+        m.d.comb += [
+            seq.eq(switch[: min(len(seq), 8 * SWITCH_BYTES)]),
+            engine.i_params.payload.values.eq(switch[8 * SWITCH_BYTES : 8 * SWITCH_BYTES + width]),
+        ]
+
+    def _crossings(self, m, link, engine):
+        """The engine in the ``engine`` domain, every signal between it and the link crossed
+        (the class's description)."""
+        m.domains.engine = ClockDomain("engine", local=True)
+        m.d.comb += ClockSignal("engine").eq(self.engine_clk)
+        # the crossings' write side in the link's clock, emptied with the engine's reset
+        m.domains.to_engine = ClockDomain("to_engine", local=True)
+        flush, seen = Signal(), Signal()
+        m.d.comb += [
+            ClockSignal("to_engine").eq(ClockSignal("sync")),
+            ResetSignal("to_engine").eq(ResetSignal("sync") | flush),
+        ]
+        with m.If(link.engine_reset):
+            m.d.sync += flush.eq(1)
+        with m.Elif(seen):
+            m.d.sync += flush.eq(0)
+        m.submodules.engine_reset = ResetSynchronizer(ResetSignal("sync") | flush, domain="engine")
+        in_reset = Signal(reset_less=True)
+        m.d.engine += in_reset.eq(ResetSignal("engine"))
+        m.submodules.reset_seen = FFSynchronizer(in_reset, seen, o_domain="sync")
+        m.submodules.engine = DomainRenamer("engine")(engine)
+
+        m.submodules.tuples_in = tuples = AsyncFIFO(
+            width=engine.tuple_layout.size, depth=16, w_domain="to_engine", r_domain="engine"
+        )
+        staged = self._tuple_stage(m, link, tuples, flush)
+        m.submodules.records_out = records = AsyncFIFO(
+            width=engine.record_layout.size, depth=16, w_domain="engine", r_domain="sync"
+        )
+        m.d.comb += [
+            records.w_en.eq(engine.o_stream.valid),
+            records.w_data.eq(engine.o_stream.payload),
+            engine.o_stream.ready.eq(records.w_rdy),
+            link.i_stream.valid.eq(records.r_rdy),
+            link.i_stream.payload.eq(records.r_data),
+            records.r_en.eq(link.i_stream.ready),
+        ]
+        writing = (
+            self._params_crossing(m, link, engine, flush) if self._link_args["params_bits"] else 0
+        )
+        if self._programmable:
+            self._load_crossing(m, link, engine, flush)
+        # a switch is written before any further tuple is taken
+        m.d.comb += [
+            engine.i_stream.valid.eq(tuples.r_rdy & ~writing),
+            engine.i_stream.payload.eq(tuples.r_data),
+            tuples.r_en.eq(engine.i_stream.ready & ~writing),
+        ]
+        self._engine_idle(m, link, engine, tuples, records, staged)
+
+    def _tuple_stage(self, m, link, tuples, flush):
+        """The link's tuples into the crossing through a one-tuple register (part of the
+        crossing: emptied with the engine's reset, and none taken during it): the link's FIFO
+        is read on that register's state alone, and the crossing written from it, so that no
+        one LUT drives both FIFOs' counters and memories across the chip (timing; a tuple
+        every other cycle, ample for tuples of several bytes). Returns whether it holds one."""
+        staged = Signal()
+        tuple_ = Signal(len(tuples.w_data), reset_less=True)
+        room = Signal()  # (registered: the fullness is a Gray-code compare; timing)
+        m.d.sync += room.eq((tuples.w_level < 14) & ~flush)
+        m.d.comb += [
+            link.o_stream.ready.eq(~staged & ~flush),
+            tuples.w_en.eq(staged & room),
+            tuples.w_data.eq(tuple_),
+        ]
+        with m.If(~staged):
+            m.d.to_engine += tuple_.eq(link.o_stream.payload)
+        with m.If(tuples.w_en):
+            m.d.to_engine += staged.eq(0)
+        with m.If(link.o_stream.valid & link.o_stream.ready):
+            m.d.to_engine += staged.eq(1)
+        return staged
+
+    def _engine_idle(self, m, link, engine, tuples, records, staged):
+        """``link.engine_busy``: a tuple or record in a crossing, or the engine's domain not
+        quiet for the link's ``quiet`` cycles of its own (told through a synchroniser)."""
+        quiet = Signal(range(self._quiet + 1))
+        idle, idle_sync = Signal(), Signal()
+        with m.If(tuples.r_rdy | engine.o_stream.valid):
+            m.d.engine += [quiet.eq(0), idle.eq(0)]
+        with m.Elif(quiet != self._quiet):
+            m.d.engine += [quiet.eq(quiet + 1), idle.eq(quiet + 1 == self._quiet)]
+        m.submodules.idle_sync = FFSynchronizer(idle, idle_sync, o_domain="sync")
+        m.d.comb += link.engine_busy.eq(~idle_sync | staged | (tuples.w_level != 0) | records.r_rdy)
+
+    def _params_crossing(self, m, link, engine, flush):
+        """Switches into the engine's domain, the values in force back; returns the engine-side
+        signal that a switch is written in this cycle."""
+        switch = link.o_params.payload
+        m.submodules.params_in = params = AsyncFIFO(
+            width=len(switch), depth=2, w_domain="to_engine", r_domain="engine"
+        )
+        payload = Signal(len(switch))
+        m.d.comb += [
+            params.w_en.eq(link.o_params.valid),
+            params.w_data.eq(switch),
+            link.o_params.ready.eq(params.w_rdy),
+            engine.i_params.valid.eq(params.r_rdy),
+            payload.eq(params.r_data),
+            params.r_en.eq(engine.i_params.ready),
+        ]
+        self._switch(m, payload, engine)
+        initial = engine.values.packed(engine.values.initial)
+        values = self._agreed(m, "values", engine.param_values.as_value(), link, flush, initial)
+        m.d.comb += link.param_values.eq(values)
+        return params.r_rdy & engine.i_params.ready
+
+    def _load_crossing(self, m, link, engine, flush):
+        """A programmable engine's load bytes into its domain, as the tuples cross (emptied
+        with the engine's reset: a chunk's bytes still crossing at RESET are lost, and the
+        load is refused when its last chunk comes); the image in force and ``refused`` back,
+        as the values in force (the image survives RESET, ``refused`` does not)."""
+        cross(
+            m,
+            "config_in",
+            link.o_config,
+            engine.i_config,
+            depth=LOAD_FIFO_DEPTH,
+            w_domain="to_engine",
+            r_domain="engine",
+            room_domain="sync",  # (registered, as the tuples' crossing)
+            hold=flush,
+        )
+        image = self._agreed(m, "image", engine.image, link, flush, 0, survives=True)
+        refused = self._agreed(m, "refused", engine.refused, link, flush, 0)
+        m.d.comb += [link.image.eq(image), link.refused.eq(refused)]
+
+    def _agreed(self, m, name, value, link, flush, initial, survives=False):
+        """``value`` of the engine's domain in ``sync``: through a synchroniser, taken when
+        two samples agree (it changes seldom); back to ``initial`` at an accepted RESET
+        unless it ``survives`` it."""
+        width = len(value)
+        sampled, last = Signal(width, init=initial), Signal(width, init=initial)
+        agreed = Signal(width, init=initial, name=f"{name}_in_sync")
+        m.submodules[f"{name}_sync"] = FFSynchronizer(value, sampled, o_domain="sync", init=initial)
+        m.d.sync += last.eq(sampled)
+        with m.If(Const(0) if survives else link.engine_reset):
+            m.d.sync += agreed.eq(initial)
+        with m.Elif(~flush & (last == sampled)):  # (after a RESET: once the engine was reset)
+            m.d.sync += agreed.eq(sampled)
+        return agreed

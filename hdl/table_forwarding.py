@@ -1,0 +1,317 @@
+"""The table partitioner's forwarding (:class:`Forwarding`, a base of the registered stages in
+:mod:`nfacep.hdl.table_stages`): the writes still in flight when a row was read, related to
+the operation in stage 3 two cycles ahead, and the newest of them chosen per way in place of
+what the block RAM read, with the update's hints for it."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Mux, Signal, Value
+from amaranth.lib import data
+
+from .bram import register_copy
+
+__all__ = ["BREAK_FORWARDING", "Forwarding"]
+
+
+#: Test-only: a forwarding path broken on purpose, so that the tests show they catch it.
+#: ``"oldest write"``: the oldest write in flight is not forwarded; ``"stale hint"``: stage 4's
+#: ``update.prepare`` hint comes from the row read even when the operation just ahead wrote
+#: the entry; ``"ahead hint"``: the hint of the state stage 4 forwards to stage 3's operation
+#: is worked out against stage 4's payload, not stage 3's; ``"early hint"``: the hints of the
+#: writes in flight, worked out two cycles before stage 3, are worked out for the operation a
+#: stage ahead of the one they are for. ``None`` (always, outside those tests): nothing
+#: broken.
+BREAK_FORWARDING: str | None = None
+
+
+class Forwarding:
+    """The forwarding of the registered stages (``_Stages`` in :mod:`nfacep.hdl.table_stages`,
+    which sets ``table``, ``m``, ``advance``, ``banks``, ``hist`` and the hints)."""
+
+    def _relations(self, prev, ident, known, hints):
+        """Two cycles before stage 3: each source's (``ident``: row, key, whether it writes a
+        valid entry, tick) row, key and tick against the operation in ``prev``, registered:
+        ``(rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint)``, a bit per source;
+        ``rel_way``, for the sources whose decision (``known``: store, way) is made already, a
+        bit per way: it writes that way of the operation's row (None for the others);
+        ``rel_hint``, the ``hints`` of the sources that have one (``None``: no hints)."""
+        m = self.m
+        stages = self.table._missed
+        prev_key, prev_row, prev_op, _ = prev
+        n = len(ident)  # stages + 1
+        rel_row = Signal(n, name="s1_rel_row")
+        rel_key = Signal(n, name="s1_rel_key")
+        rel_live = Signal(n, name="s1_rel_live")
+        rel_valid = Signal(n, name="s1_rel_valid")
+        with m.If(self.advance):
+            for j, (row, src_key, entry_valid, stamp) in enumerate(ident):
+                m.d.sync += [
+                    rel_row[j].eq(row == prev_row),
+                    rel_key[j].eq(self.tag_equal(src_key, prev_key)),
+                    rel_live[j].eq(self.live(entry_valid, stamp, prev_op, ahead=stages + 2)),
+                    rel_valid[j].eq(entry_valid),
+                ]
+        rel_way = []
+        for j, decision in enumerate(known):
+            if decision is None:
+                rel_way.append(None)
+                continue
+            store, way = decision
+            bits = Signal(self.banks, name=f"s1_rel_way{j}")
+            with m.If(self.advance):
+                m.d.sync += bits.eq(
+                    Cat(store & (ident[j][0] == prev_row) & (way == b) for b in range(self.banks))
+                )
+            rel_way.append(bits)
+        rel_hint = None
+        if hints is not None:
+            rel_hint = []
+            for j, hint in enumerate(hints):
+                if hint is None:
+                    rel_hint.append(None)
+                    continue
+                reg = Signal(self.table._update.hint_width, name=f"s1_rel_hint{j}")
+                with m.If(self.advance):
+                    m.d.sync += reg.eq(hint)
+                rel_hint.append(reg)
+        return rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint
+
+    def _read_bits(self, prev, s2, s2_op, read):
+        """Per way of the row read: (match, live, valid, state). With five read registers the
+        row arrives with ``prev`` and is compared beside the writes in flight (registered
+        here); otherwise in this cycle."""
+        m, width = self.m, self.table._state_width
+        prev_key, _, prev_op, _ = prev
+        s2_key = Value.cast(s2.key).as_unsigned()
+        seen = []
+        for b, e in enumerate(read):
+            if self.table._split_stamp:
+                e = self._split_read(e, b)
+            if self.table._read_stages == 5:
+                bits = (
+                    Signal(name=f"s1_read_match{b}"),
+                    Signal(name=f"s1_read_live{b}"),
+                    Signal(name=f"s1_read_valid{b}"),
+                    Signal(width, name=f"s1_read_state{b}"),
+                )
+                if self.table._split_stamp:
+                    here = self.live_parts(e.valid, e.stamp)
+                else:
+                    here = self.live(e.valid, e.stamp, prev_op)
+                with m.If(self.advance):
+                    m.d.sync += [
+                        c.eq(v)
+                        for c, v in zip(
+                            bits,
+                            (here & self.tag_equal(e.tag, prev_key), here, e.valid, e.state),
+                            strict=True,
+                        )
+                    ]
+                seen.append(bits)
+            else:
+                here = self.live(e.valid, e.stamp, s2_op)
+                seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
+        return seen
+
+    def _stage3_hint(self, s2, mine, newest):
+        """``update.prepare`` of the state the tuple in stage 3 finds, for stage 4: chosen as
+        that state is, among hints worked out before: each way's candidate's
+        (:meth:`_newest_hint`), the update's for the state being made in stage 4
+        (``ahead_hint``) and the all-zero state's of a fresh entry (from the payload, the cycle
+        before), so that stage 3 only chooses."""
+        m, table = self.m, self.table
+        zero = Signal(table._update.hint_width, name="s3_zero_hint")
+        with m.If(self.advance):
+            m.d.sync += zero.eq(self.prepare(m, Const(0, table._state_width), s2.payload))
+        if BREAK_FORWARDING == "stale hint":
+            newest = [0] * len(newest)
+        # the update's hint, the last to be known, enters the last gate: whether the way found
+        # is the newest write's, and the hint otherwise, are worked out beside it from
+        # registers (kept, so that synthesis does not fold them back into one cone with it)
+        new = Signal(name="s3_hint_new", attrs={"keep": 1})
+        other = Signal(table._update.hint_width, name="s3_hint_other", attrs={"keep": 1})
+        parts = [Mux(~_or_all(mine), zero, 0)]
+        for b in range(self.banks):
+            z, from_read, read_hint, pre_hint = self.pre_hint[b]
+            before = Mux(z, self.z_hint, Mux(from_read, read_hint, pre_hint))
+            parts.append(Mux(mine[b] & ~newest[b], before, 0))
+        m.d.comb += [
+            new.eq(_or_all([mine[b] & newest[b] for b in range(self.banks)])),
+            other.eq(_or_all(parts)),
+        ]
+        hint = Signal(table._update.hint_width, name="s3_hint")
+        m.d.comb += hint.eq(Mux(new, self.ahead_hint[0], other))
+        with m.If(self.advance):
+            m.d.sync += self.u_hint.eq(hint)
+
+    def _newest(self, prev, s2, s2_op, read, decided, rel):
+        """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
+        state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
+        pre_valid, pre_state)``; with ``update.prepare`` also its hint (:meth:`_newest_hint`)."""
+        m, banks, width = self.m, self.banks, self.table._state_width
+        rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint = rel
+        pre_match = Signal(banks, name="s2_pre_match")
+        pre_live = Signal(banks, name="s2_pre_live")
+        pre_valid = Signal(banks, name="s2_pre_valid")
+        pre_state = [Signal(width, name=f"s2_pre_state{b}") for b in range(banks)]
+        pre = [pre_match, pre_live, pre_valid, pre_state]
+        if self.prepare is not None:
+            self.pre_hint = []
+            self.z_hint = Signal(self.table._update.hint_width, name="s2_z_hint")
+            with m.If(self.advance):
+                m.d.sync += self.z_hint.eq(self.ahead_hint[1])
+        self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
+        for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
+            cand = [
+                Signal(name=f"s2_cand_match{b}"),
+                Signal(name=f"s2_cand_live{b}"),
+                Signal(name=f"s2_cand_valid{b}"),
+                Signal(width, name=f"s2_cand_state{b}"),
+            ]
+            chosen = []
+            for j, (store, src_way, state) in enumerate(decided):
+                # the sources but the newest were compared a cycle before (rel_way), so this
+                # priority chain starts from registers
+                if rel_way[j] is not None:
+                    chosen.append(rel_way[j][b])
+                else:
+                    chosen.append(store & rel_row[j] & (src_way == b))
+                values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
+                with (m.If if j == 0 else m.Elif)(chosen[j]):
+                    m.d.comb += [c.eq(v) for c, v in zip(cand, values, strict=True)]
+            with m.Else():
+                m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
+            self.pre_match_next.append(cand[0])
+            with m.If(self.advance):
+                m.d.sync += [reg[b].eq(c) for reg, c in zip(pre, cand, strict=True)]
+            if self.prepare is not None:
+                self.pre_hint.append(self._newest_hint(b, s2, chosen, read_bits[3], rel_hint))
+        return pre_match, pre_live, pre_valid, pre_state
+
+    def payload_copy(self, b, payload):
+        """A copy of its own, beside bank ``b``'s blocks, of the ``payload`` of the operation
+        before stage 3 (loaded as it is, a stage before), so that the row read is compared
+        with it where both are (:func:`~nfacep.hdl.bram.register_copy`)."""
+        q = register_copy(
+            self.m, self.platform, Value.cast(self.prev_payload), self.advance, f"s2_payload{b}"
+        )
+        shape = payload.shape()
+        return data.View(shape, q) if isinstance(shape, data.Layout) else q
+
+    def _newest_hint(self, b, s2, chosen, read_state, rel_hint):
+        """The hint of way ``b``'s candidate for the operation in ``s2``, in registers that
+        stage 3 chooses among (no comparison before a choice in one cycle): ``(z, from_read,
+        read_hint, hint)``: whether stage 4's write is the newest to the way (its hint is
+        ``z_hint``, the update's), else whether none is (the row read's, worked out now from
+        the registered row), else the newest of the others' (``rel_hint``, registers)."""
+        m, width = self.m, self.table._update.hint_width
+        regs = (
+            Signal(name=f"s2_hint_z{b}"),
+            Signal(name=f"s2_hint_read{b}"),
+            Signal(width, name=f"s2_read_hint{b}"),
+            Signal(width, name=f"s2_pre_hint{b}"),
+        )
+        hint = Signal(width, name=f"s2_cand_hint{b}")
+        for j in range(1, len(chosen)):
+            with (m.If if j == 1 else m.Elif)(chosen[j]):
+                m.d.comb += hint.eq(rel_hint[j])
+        with m.If(self.advance):
+            m.d.sync += [
+                regs[0].eq(chosen[0]),
+                regs[1].eq(~_or_all(chosen)),
+                regs[2].eq(self.prepare(m, read_state, self.payload_copy(b, s2.payload))),
+                regs[3].eq(hint),
+            ]
+        return regs
+
+    def _stage3(self, t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, last):
+        """Stage 3: the write decided last cycle (``last``: stage 4's store, way and new
+        state) may still replace what ``pre`` holds; decide. Returns ``(hit, dropped, way,
+        store, found)``, ``found`` the state the tuple finds."""
+        m, width = self.m, self.table._state_width
+        pre_match, pre_live, pre_valid, pre_state = pre
+        u_store, u_way, new_state = last
+        key = Value.cast(t.key).as_unsigned()
+        s2_key = Value.cast(s2.key).as_unsigned()
+        row_same0 = Signal(name="s3_row_same0")
+        same_key0 = Signal(name="s3_same_key0")
+        live0 = Signal(name="s3_live0")
+        valid0 = Signal(name="s3_valid0")
+        with m.If(self.advance):
+            m.d.sync += [
+                row_same0.eq(t_row == s2_row),
+                same_key0.eq(self.tag_equal(key, s2_key)),
+                live0.eq(self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
+                valid0.eq(~t_op.sweep),
+            ]
+        matches = Signal(self.banks, name="s3_matches")
+        live = Signal(self.banks, name="s3_live")
+        valid = Signal(self.banks, name="s3_entry_valid")
+        newest_ways = Signal(self.banks, name="s3_newest")  # row_same0 & u_store & (u_way == b)
+        ways_found, ways_mine, ways_newest = [], [], []
+        for b in range(self.banks):
+            newest = newest_ways[b]
+            m.d.comb += [
+                matches[b].eq(Mux(newest, live0 & same_key0, pre_match[b])),
+                live[b].eq(Mux(newest, live0, pre_live[b])),
+                valid[b].eq(Mux(newest, valid0, pre_valid[b])),
+            ]
+            # the state the tuple finds: an AND-OR over the ways, as at most one way matches
+            # (it does not wait for `way`)
+            mine = matches[b] & (t_bank == b) if self.direct else matches[b]
+            ways_found.append(Mux(mine, Mux(newest, new_state, pre_state[b]), 0))
+            ways_mine.append(mine)
+            ways_newest.append(newest)
+        if self.prepare is not None:
+            self._stage3_hint(s2, ways_mine, ways_newest)
+        hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
+        store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
+        newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
+        with m.If(self.advance):  # from stage 3's decision, a register of its own
+            m.d.sync += newest_ways.eq(newest_now)
+        found = Signal(width, name="s3_found")
+        if width <= _STATE_CHUNK:
+            m.d.comb += found.eq(_or_all(ways_found))
+            return hit, dropped, way3, store3, found
+        # a wide state: each group of its bits chooses from copies of its own of the registers
+        # the choice is made of (the same inputs, loaded on the same edges), so that no one
+        # register drives the multiplexers of every bit
+        sources = (
+            (row_same0, t_row == s2_row),
+            (same_key0, self.tag_equal(key, s2_key)),
+            (live0, self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
+            (u_store, store3),
+            (u_way, way3),
+            (pre_match, Cat(self.pre_match_next)),
+            (t_bank, self.s2_bank),
+        )
+        for k, lo in enumerate(range(0, width, _STATE_CHUNK)):
+            hi = min(width, lo + _STATE_CHUNK)
+            d = Cat(v for _, v in sources)
+            q = register_copy(m, self.platform, d, self.advance, f"s3_choice{k}")
+            parts, at = [], 0
+            for reg, _ in sources:
+                parts.append(q[at : at + len(Value.cast(reg))])
+                at += len(Value.cast(reg))
+            rs, sk, lv, us, uw, pm, tb = parts
+            chunk = []
+            for b in range(self.banks):
+                newest = rs & us & (uw == b)
+                mine = Mux(newest, lv & sk, pm[b])
+                if self.direct:
+                    mine = mine & (tb == b)
+                chunk.append(Mux(mine, Mux(newest, new_state[lo:hi], pre_state[b][lo:hi]), 0))
+            m.d.comb += found[lo:hi].eq(_or_all(chunk))
+        return hit, dropped, way3, store3, found
+
+
+#: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
+#: from its own copies of the registers the choice is made of.
+_STATE_CHUNK = 48
+
+
+def _or_all(values):
+    result = values[0]
+    for value in values[1:]:
+        result = result | value
+    return result
