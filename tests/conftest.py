@@ -41,6 +41,14 @@ for _folder in sorted(
 #: The Spark master of the tests: two local cores, like the CI machine.
 SPARK_MASTER = "local[2]"
 
+# Verilator's native models (the batch harness under a C++ main, ``nfacep.sim.native``) are
+# compiled at -O2 for long streams; the tests' streams are a few thousand tuples at most, so
+# the C++ build is most of their cost, and -O0 (the cocotb models' level) makes it cheaper
+# (test_programmable_regress.py: 39.3 CPU-s at -O2, 29.5 at -O0). Set here, at import, so that
+# the Spark sessions the tests start hand it to their tasks too; a value in the environment
+# wins.
+os.environ.setdefault("NFACEP_VERILATOR_OPT", "-O0")
+
 # The differential tests drive the command line on every example, which takes longer than
 # Hypothesis' 200 ms deadline on a slow machine without anything being wrong.
 settings.register_profile(
