@@ -49,6 +49,21 @@ SPARK_MASTER = "local[2]"
 # wins.
 os.environ.setdefault("NFACEP_VERILATOR_OPT", "-O0")
 
+#: The JVM options of the tests' Spark JVMs: the client compiler only, one compiler thread and
+#: the serial collector. A test's JVM lives seconds to a minute, too short for C2's compilation
+#: to pay for the CPU it takes from the other worker on a 2-core machine (a third less CPU for
+#: the Spark test files: test_spark_vectors.py -k "same_seed or partitioned" 56.3 -> 38.1 CPU-s
+#: with the JVMs counted, test_spark_match.py's quick tests 17.0 -> 9.2). Spark's own variables
+#: carry them, so the local sessions, the cluster's daemons, its driver and its executors all
+#: get them; a value in the environment wins. The command's defaults are left as they are.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
+os.environ.setdefault(
+    "PYSPARK_SUBMIT_ARGS",
+    f'--driver-java-options "{TEST_JVM_OPTIONS}"'
+    f' --conf "spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}" pyspark-shell',
+)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTIONS)
+
 # The differential tests drive the command line on every example, which takes longer than
 # Hypothesis' 200 ms deadline on a slow machine without anything being wrong.
 settings.register_profile(
