@@ -57,7 +57,6 @@ from nfacep.settings import ParamValues
 
 from ..host import (
     BoardResult,
-    Kept,
     LinkError,
     Tally,
     check_engine,
@@ -66,6 +65,7 @@ from ..host import (
     each_piece,
     frame_order,
     piece_result,
+    run_whole,
     switch_plan,
     values_bytes,
 )
@@ -435,10 +435,9 @@ class UdpBoard:
         2), :class:`LinkError` when packets are lost in every attempt. With runtime parameters,
         ``values`` are the values over the stream, sent as the UART host sends them
         (:func:`~nfacep.links.host.switch_plan`): PARAMS packets among the TUPLES packets."""
-        kept = Kept()
-        self._run(nfa, lambda: iter([tuples]), lambda: contextlib.nullcontext(kept), params, values)
-        assert isinstance(kept.result, UdpBoardResult)  # (the attempt added its one piece)
-        return kept.result
+        result = run_whole(self._run, nfa, tuples, params, values)
+        assert isinstance(result, UdpBoardResult)  # (the attempt added its one piece)
+        return result
 
     def run_stream(
         self,
