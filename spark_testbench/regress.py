@@ -61,6 +61,7 @@ from nfacep.result import partition_cells, partition_texts
 from nfacep.settings import ParamValues
 
 from .progress import Progress
+from .rows import TASK_ROWS as _RESULT
 from .shard import Shard
 from .vectors import (
     DROPS,
@@ -111,15 +112,6 @@ SHARD_TUPLES = 1 << 20
 #: bounded by these, not by the shard (read on the driver when the job runs).
 PIECE_TUPLES = 1 << 16
 RECORD_CHUNK = 1 << 18
-_RESULT = pa.schema(
-    [
-        ("seq", pa.int64()),
-        ("query", pa.string()),
-        ("partition", pa.string()),
-        ("kind", pa.string()),
-        ("start", pa.int64()),
-    ]
-)
 
 
 @dataclass

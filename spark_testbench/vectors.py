@@ -80,6 +80,7 @@ from nfacep.settings import ParamValues
 
 from .generate import BLOCK_TUPLES, Generator, Options, arrow_schema
 from .progress import Progress
+from .rows import TASK_ROWS as _RESULT
 from .shard import Shard
 
 __all__ = [
@@ -101,15 +102,6 @@ TUPLES, EXPECTED, DROPS, MANIFEST = (
     "expected.parquet",
     "drops.parquet",
     "manifest.json",
-)
-_RESULT = pa.schema(
-    [
-        ("seq", pa.int64()),
-        ("query", pa.string()),
-        ("partition", pa.string()),
-        ("kind", pa.string()),
-        ("start", pa.int64()),
-    ]
 )
 
 
