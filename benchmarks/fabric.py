@@ -30,7 +30,24 @@ from nfacep.hdl.decoder import PredicateDecoder
 from nfacep.hdl.layout import tuple_layout
 from nfacep.hdl.stream import StreamBuffer
 
-__all__ = ["MatcherTop", "build_design", "read_csv", "write_csv"]
+__all__ = [
+    "MERGE",
+    "MatcherTop",
+    "build_design",
+    "build_report",
+    "cell",
+    "design_row",
+    "earlier_rows",
+    "output_arguments",
+    "read_csv",
+    "save_rows",
+    "write_csv",
+    "write_merged",
+]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: ``--merge`` of a benchmark whose rows are (i, variant)
+MERGE = "keep the other variants' rows of an existing --csv in it and the plot"
 
 
 class MatcherTop(Elaboratable):
@@ -165,6 +182,66 @@ def build_design(
         result = {"status": f"crashed (exit code {proc.exitcode})"}
     result["wall_s"] = round(time.monotonic() - start, 1)
     return result
+
+
+def design_row(result: dict, board: Board) -> dict:
+    """A CSV row's measured columns from a :func:`build_design` result: ``status``, nextpnr's
+    ``luts``, ``ffs``, ``brams``, ``fmax_mhz``, ``wall_s``, Yosys's ``yosys_luts`` and
+    ``yosys_ffs``, ``message`` when not ``ok``, and ``luts_pct`` and ``ffs_pct`` of ``board``."""
+    row = {k: result.get(k) for k in ("status", "luts", "ffs", "brams", "fmax_mhz", "wall_s")}
+    if result.get("yosys"):
+        row["yosys_luts"] = result["yosys"]["luts"]
+        row["yosys_ffs"] = result["yosys"]["ffs"]
+    if result["status"] != "ok":
+        row["message"] = result.get("message", "")
+    if row["luts"] is not None:
+        row["luts_pct"] = round(100 * row["luts"] / board.luts, 3)
+        row["ffs_pct"] = round(100 * row["ffs"] / board.ffs, 3)
+    return row
+
+
+def build_report(nfa, board: Board, out_dir: str, params, **options) -> tuple[dict, float]:
+    """``nfacep build`` of ``nfa`` with ``params`` (``options``: :func:`nfacep.boards.build`'s)
+    in ``out_dir``: its report, also when timing was missed, and its Fmax (the slowest
+    clock's; NaN when nextpnr gave none)."""
+    from nfacep.boards import BuildError, build
+
+    try:
+        report = build(nfa, board, out_dir, params, **options)
+    except BuildError as err:  # timing missed: the numbers are still there
+        if err.report is None or not err.report["resources"]:
+            raise
+        report = err.report
+    fmax = min(report["fmax_mhz"].values()) if report["fmax_mhz"] else float("nan")
+    return report, fmax
+
+
+def output_arguments(ap, name: str, *, merge: str, board: str = "ulx3s-85f") -> None:
+    """The options of a benchmark that builds a series: ``--board``, ``--csv`` (default
+    ``results/NAME.csv``), ``--plot`` (default ``NAME.png``), ``--keep`` and ``--merge`` (what
+    it keeps: ``merge``)."""
+    ap.add_argument("--board", default=board)
+    ap.add_argument("--csv", default=os.path.join(HERE, "results", f"{name}.csv"))
+    ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, f"{name}.png"))
+    ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
+    ap.add_argument("--merge", action="store_true", help=merge)
+
+
+def cell(row: dict, key: str, fmt: str) -> str:
+    """``row[key]`` formatted with ``fmt`` for a printed table, ``-`` when it has none."""
+    v = row.get(key)
+    return "-" if v is None or v == "" else format(v, fmt)
+
+
+def earlier_rows(path: str, merge: bool) -> list[dict]:
+    """The rows of the CSV at ``path`` that ``--merge`` keeps: none without it or the file."""
+    return read_csv(path) if merge and os.path.exists(path) else []
+
+
+def write_merged(path: str, old: list[dict], rows: list[dict], key) -> None:
+    """``rows`` and those ``old`` rows whose ``key(row)`` none of ``rows`` has, as CSV."""
+    done = {key(r) for r in rows}
+    write_csv(path, [r for r in old if key(r) not in done] + rows)
 
 
 def read_csv(path: str) -> list[dict]:

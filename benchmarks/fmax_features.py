@@ -37,7 +37,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fabric import read_csv, write_csv
+import plots
+from fabric import cell, earlier_rows, read_csv, write_merged
 from figure9_table import device
 from prev_cost import variants as prev_variants
 from windows_params import build_row, marathon_text
@@ -79,8 +80,7 @@ def engine_params(point: str, feature: str) -> EngineParams:
 
 def print_row(row: dict) -> None:
     def n(key, fmt):
-        v = row.get(key)
-        return "-" if v is None or v == "" else format(v, fmt)
+        return cell(row, key, fmt)
 
     print(
         f"{device(row['board']):<22} {row['point']:<13} {row['feature']:<10} "
@@ -92,7 +92,7 @@ def print_row(row: dict) -> None:
 
 def sweep(args) -> list[dict]:
     key = ("board", "point", "feature")
-    old = read_csv(args.csv) if args.merge and os.path.exists(args.csv) else []
+    old = earlier_rows(args.csv, args.merge)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
@@ -115,21 +115,13 @@ def sweep(args) -> list[dict]:
                     row["seed"] = "nextpnr default"
                     rows.append(row)
                     print_row(row)
-                    done = {tuple(r[k] for k in key) for r in rows}
-                    write_csv(
-                        args.csv, [r for r in old if tuple(r[k] for k in key) not in done] + rows
-                    )
+                    write_merged(args.csv, old, rows, lambda r: tuple(r[k] for k in key))
     return read_csv(args.csv)
 
 
 def plot(rows: list[dict], path: str, target: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     boards = [b for b in BOARDS if any(r["board"] == b for r in rows)]
-    fig, axes = plt.subplots(1, len(boards), figsize=(7.5 * len(boards), 4.5), squeeze=False)
+    fig, axes = plots.figure(1, len(boards), figsize=(7.5 * len(boards), 4.5), squeeze=False)
     width = 0.8 / len(FEATURES)
     handles: dict = {}
     for ax, board in zip(axes[0], boards, strict=True):
@@ -172,9 +164,7 @@ def plot(rows: list[dict], path: str, target: float) -> None:
         f"Fmax by feature (target {target:g} MHz, dashed), one placement per bar, "
         "nextpnr's default seed"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    plots.save(fig, path, dpi=110)
 
 
 def main() -> None:

@@ -20,13 +20,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from fabric import read_csv, write_csv
+from fabric import HERE, build_report, output_arguments, read_csv, write_csv
 
 import nfacep
-from nfacep.boards import BuildError, build, get_board
+from nfacep.boards import get_board
 from nfacep.params import EngineParams
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 QUERY = os.path.join(HERE, "..", "queries", "marathon.sql")
 
 
@@ -60,20 +59,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, nargs="+", default=[16, 64, 128, 256])
     ap.add_argument("--query", default=QUERY, help="query file (default: queries/marathon.sql)")
-    ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument(
         "--target-mhz",
         type=float,
         default=125.0,
         help="clock constraint for nextpnr (default: the paper's 125 MHz)",
     )
-    ap.add_argument("--csv", default=os.path.join(HERE, "results", "fmax_partitions.csv"))
-    ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "fmax_partitions.png"))
-    ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
-    ap.add_argument(
-        "--merge",
-        action="store_true",
-        help="keep the CSV's rows for partition counts not built this time",
+    output_arguments(
+        ap, "fmax_partitions", merge="keep the CSV's rows for partition counts not built this time"
     )
     args = ap.parse_args()
 
@@ -93,25 +86,19 @@ def main() -> None:
         for parts in args.partitions:
             start = time.monotonic()
             out = os.path.join(root, f"p{parts}")
-            try:
-                report = build(
-                    nfa,
-                    board,
-                    out,
-                    EngineParams(partitions=parts),
-                    target_mhz=args.target_mhz,
-                    stem="marathon",
-                )
-            except BuildError as err:  # timing missed: the numbers are still there
-                if err.report is None or not err.report["resources"]:
-                    raise
-                report = err.report
+            report, fmax = build_report(
+                nfa,
+                board,
+                out,
+                EngineParams(partitions=parts),
+                target_mhz=args.target_mhz,
+                stem="marathon",
+            )
             with open(
                 os.path.join(out, "toolchain", "nfacep_top.report.json"), encoding="utf-8"
             ) as f:
                 cp = critical_path(json.load(f))
             res = report["resources"]
-            fmax = min(report["fmax_mhz"].values()) if report["fmax_mhz"] else float("nan")
             row = {
                 "partitions": parts,
                 "luts": res["luts"]["used"],

@@ -21,14 +21,14 @@ from functools import partial
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from fabric import MatcherTop, build_design, save_rows
+import plots
+from fabric import MERGE, MatcherTop, build_design, design_row, output_arguments, save_rows
 
 import nfacep
 from nfacep.boards import get_board
 from nfacep.hdl.dfa import DfaMatcher, Encoding, moore_dfa
 from nfacep.hdl.nfa import NfaMatcher
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM bits (b UINT(1));\n"
 VARIANTS = ["nfa", "dfa-one-hot", "dfa-compressed", "dfa-compressed-shuffled"]
 LABELS = {
@@ -68,21 +68,13 @@ def main() -> None:
         "--i", type=int, nargs="+", default=[1, 2, 4, 6, 8, 10, 12, 14], dest="values", metavar="I"
     )
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS)
-    ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument(
         "--timeout",
         type=float,
         default=240.0,
         help="seconds per build; a series stops after one that takes longer",
     )
-    ap.add_argument("--csv", default=os.path.join(HERE, "results", "nfa_vs_dfa.csv"))
-    ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "nfa_vs_dfa.png"))
-    ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
-    ap.add_argument(
-        "--merge",
-        action="store_true",
-        help="keep the other variants' rows of an existing --csv in it and the plot",
-    )
+    output_arguments(ap, "nfa_vs_dfa", merge=MERGE)
     args = ap.parse_args()
 
     board = get_board(args.board)
@@ -120,23 +112,11 @@ def main() -> None:
                         os.path.join(root, f"{variant}-{i}"),
                         timeout=args.timeout,
                     )
-                    row.update(
-                        {
-                            k: result.get(k)
-                            for k in ("status", "luts", "ffs", "brams", "fmax_mhz", "wall_s")
-                        }
-                    )
-                    if result.get("yosys"):
-                        row["yosys_luts"] = result["yosys"]["luts"]
-                        row["yosys_ffs"] = result["yosys"]["ffs"]
+                    row.update(design_row(result, board))
                     if result["status"] == "timeout":
                         stopped[variant] = f"i = {i} took over {args.timeout:g} s"
                     elif result["status"] != "ok":
                         stopped[variant] = f"i = {i}: {result['status']}"
-                        row["message"] = result.get("message", "")
-                    if row.get("luts") is not None:
-                        row["luts_pct"] = round(100 * row["luts"] / board.luts, 3)
-                        row["ffs_pct"] = round(100 * row["ffs"] / board.ffs, 3)
                 rows.append(row)
                 if row.get("luts") is not None:
                     print(
@@ -159,12 +139,7 @@ def main() -> None:
 
 
 def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plots.figure(1, 2, figsize=(11, 4.2))
     device = board.description.split(", ")[-1]
     for ax, key, title, total in (
         (axes[0], "luts", "LUTs (cf. Figure 17)", board.luts),
@@ -191,9 +166,7 @@ def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
     ]
     if stops:
         fig.text(0.01, 0.01, "no result: " + "; ".join(stops), fontsize=7)
-    fig.tight_layout(rect=(0, 0.04 if stops else 0, 1, 1))
-    fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
+    plots.save(fig, path, rect=(0, 0.04 if stops else 0, 1, 1))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ must be equal but for the run's times.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import shutil
@@ -33,9 +32,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from regress_memory import ROOT, command, export
+from regress_memory import export, regress, vectors
 
-QUERY = "queries/marathon.sql"
 TABLE = ("--store", "table", "--partitions", "65536")
 FLOWS = {"sharded": TABLE, "global": (*TABLE, "--tick-tuples", "1000", "--timer-bits", "4")}
 
@@ -63,27 +61,9 @@ def main() -> None:
         for master in args.masters if flow == "sharded" else args.global_masters:
             tag = f"{flow}-{master.replace('[', '').replace(']', '')}"
             out = work / f"v-{tag}"
-            seconds_v, peaks_v, _ = command(
-                tree,
-                [
-                    "vectors",
-                    str(ROOT / QUERY),
-                    "--tuples",
-                    str(args.tuples),
-                    "--keys",
-                    str(args.keys),
-                    "--seed",
-                    "1",
-                    "--out",
-                    str(out),
-                    "--master",
-                    master,
-                    "--overwrite",
-                    "--quiet",
-                    *FLOWS[flow],
-                ],
+            seconds_v, peaks_v, manifest = vectors(
+                tree, out, args.tuples, args.keys, master, ("--quiet", *FLOWS[flow])
             )
-            manifest = json.loads((out / "manifest.json").read_text())
             mode = manifest["expected"]["mode"]
             assert mode == ("global" if flow == "global" else "partitioned"), manifest["expected"]
             print(
@@ -91,25 +71,7 @@ def main() -> None:
                 f"matches, {manifest['counts']['drops']:,} drops ({mode})",
                 flush=True,
             )
-            seconds_r, peaks_r, tail = command(
-                tree,
-                [
-                    "regress",
-                    str(ROOT / QUERY),
-                    "--vectors",
-                    str(out),
-                    "--simulator",
-                    "verilator",
-                    "--mode",
-                    "native",
-                    "--master",
-                    master,
-                    "--quiet",
-                    "--build-dir",
-                    str(work / f"cache-{tag}"),
-                ],
-            )
-            report = json.loads((out / "regress_report.json").read_text())
+            seconds_r, peaks_r, report, tail = regress(tree, out, master, work / f"cache-{tag}")
             assert report["equal"], tail
             # what was checked (the shards and cycles follow the master's tasks)
             reports[master] = {

@@ -29,14 +29,14 @@ from functools import partial
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from fabric import MatcherTop, build_design, save_rows
+import plots
+from fabric import MERGE, MatcherTop, build_design, design_row, output_arguments, save_rows
 
 import nfacep
 from nfacep.boards import get_board
 from nfacep.hdl.nfa import NfaMatcher
 from nfacep.hdl.unshared import UnsharedNfaMatcher
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 STREAM = "CREATE STREAM chars (c UINT(7));\n"
 VARIANTS = ["decoder", "decoder-registered", "per-state", "per-state-kept"]
 LABELS = {
@@ -74,16 +74,8 @@ def main() -> None:
         metavar="I",
     )
     ap.add_argument("--variants", nargs="+", choices=VARIANTS, default=VARIANTS)
-    ap.add_argument("--board", default="ulx3s-85f")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per build")
-    ap.add_argument("--csv", default=os.path.join(HERE, "results", "predicate_decoder.csv"))
-    ap.add_argument("--plot", metavar="PNG", default=os.path.join(HERE, "predicate_decoder.png"))
-    ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
-    ap.add_argument(
-        "--merge",
-        action="store_true",
-        help="keep the other variants' rows of an existing --csv in it and the plot",
-    )
+    output_arguments(ap, "predicate_decoder", merge=MERGE)
     args = ap.parse_args()
 
     board = get_board(args.board)
@@ -105,19 +97,7 @@ def main() -> None:
                     script_after_read=KEEP if variant == "per-state-kept" else None,
                 )
                 row = {"i": i, "variant": variant, "states": 2 * i}
-                row.update(
-                    {
-                        k: result.get(k)
-                        for k in ("status", "luts", "ffs", "brams", "fmax_mhz", "wall_s")
-                    }
-                )
-                if result.get("yosys"):
-                    row["yosys_luts"] = result["yosys"]["luts"]
-                    row["yosys_ffs"] = result["yosys"]["ffs"]
-                if result["status"] != "ok":
-                    row["message"] = result.get("message", "")
-                if row["luts"] is not None:
-                    row["luts_pct"] = round(100 * row["luts"] / board.luts, 3)
+                row.update(design_row(result, board))
                 rows.append(row)
                 print(
                     f"{i:>4} {variant:<15} {2 * i:>6} {row['luts'] or 0:>7,} "
@@ -131,12 +111,7 @@ def main() -> None:
 
 
 def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plots.figure(figsize=(6.5, 4.2))
     for variant in variants:
         pts = [
             (r["i"], r["luts"])
@@ -157,9 +132,7 @@ def plot(rows: list[dict], board, variants: list[str], path: str) -> None:
     ax.set_title(f"Predicate decoder (cf. Figure 15), {device}", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"wrote {path}")
+    plots.save(fig, path)
 
 
 if __name__ == "__main__":

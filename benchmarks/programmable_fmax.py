@@ -34,7 +34,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fabric import read_csv, write_csv
+import plots
+from fabric import cell, earlier_rows, read_csv, write_merged
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUERIES = os.path.join(HERE, "..", "queries")
@@ -119,8 +120,7 @@ def report_row(point: str, out: str, wall: float) -> dict:
 
 def print_row(row: dict) -> None:
     def n(key, fmt):
-        v = row.get(key)
-        return "-" if v is None or v == "" else format(v, fmt)
+        return cell(row, key, fmt)
 
     print(
         f"{row['point']:<56} {n('partitions', ','):>7} {n('luts', ','):>7} {n('ffs', ','):>7} "
@@ -131,29 +131,23 @@ def print_row(row: dict) -> None:
 
 
 def sweep(args) -> list[dict]:
-    old = read_csv(args.csv) if args.merge and os.path.exists(args.csv) else []
+    old = earlier_rows(args.csv, args.merge)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for point in args.points:
             row = build_row(point, args.keep or tmp, args.timeout)
             rows.append(row)
             print_row(row)
-            done = {r["point"] for r in rows}
-            write_csv(args.csv, [r for r in old if r["point"] not in done] + rows)
+            write_merged(args.csv, old, rows, lambda r: r["point"])
     return read_csv(args.csv)
 
 
 def plot(rows: list[dict], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     shown = [r for r in rows if r.get("luts") is not None]
     if not shown:
         print("nothing to plot")
         return
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 0.45 * len(shown) + 1.5))
+    fig, (left, right) = plots.figure(1, 2, figsize=(12, 0.45 * len(shown) + 1.5))
     labels = [r["point"] for r in shown]
     y = range(len(shown))
     colours = ["C1" if " prog " in r["point"] else "C0" for r in shown]
@@ -167,9 +161,7 @@ def plot(rows: list[dict], path: str) -> None:
         ax.invert_yaxis()
         ax.grid(True, axis="x", alpha=0.3)
     fig.suptitle("programmable (orange) against fixed engines (blue), one placement per bar")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    plots.save(fig, path, dpi=110)
 
 
 def main() -> None:
@@ -197,8 +189,7 @@ def main() -> None:
         point, out, wall = args.record
         row = report_row(point, out, float(wall))
         print_row(row)
-        old = read_csv(args.csv) if os.path.exists(args.csv) else []
-        write_csv(args.csv, [r for r in old if r["point"] != point] + [row])
+        write_merged(args.csv, earlier_rows(args.csv, True), [row], lambda r: r["point"])
     rows = read_csv(args.csv) if args.plot_only or args.record else sweep(args)
     if args.plot_only:
         for row in rows:

@@ -167,6 +167,30 @@ def command(tree: pathlib.Path, args: list[str]) -> tuple[float, dict, str]:
     return seconds, result, tail
 
 
+def vectors(
+    tree: pathlib.Path, out: pathlib.Path, tuples: int, keys: int, master: str, options=()
+) -> tuple[float, dict, dict]:
+    """``nfacep vectors`` of the marathon query in ``tree``: ``tuples`` tuples of ``keys`` keys
+    (seed 1) into ``out`` on the Spark ``master``, with ``options`` (the engine's); its
+    seconds, memory peaks (:func:`command`) and manifest."""
+    argv = ["vectors", str(ROOT / QUERY), "--tuples", str(tuples), "--keys", str(keys)]
+    argv += ["--seed", "1", "--out", str(out), "--master", master, "--overwrite", *options]
+    seconds, peaks, _ = command(tree, argv)
+    return seconds, peaks, json.loads((out / "manifest.json").read_text())
+
+
+def regress(
+    tree: pathlib.Path, out: pathlib.Path, master: str, cache: pathlib.Path
+) -> tuple[float, dict, dict, str]:
+    """``nfacep regress`` in ``tree`` of the vectors ``out`` (the marathon query's), natively
+    under Verilator on the Spark ``master``, its builds cached in ``cache``: its seconds,
+    memory peaks, report and the tail of its output (:func:`command`)."""
+    argv = ["regress", str(ROOT / QUERY), "--vectors", str(out), "--simulator", "verilator"]
+    argv += ["--mode", "native", "--master", master, "--quiet", "--build-dir", str(cache)]
+    seconds, peaks, tail = command(tree, argv)
+    return seconds, peaks, json.loads((out / "regress_report.json").read_text()), tail
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
@@ -184,26 +208,7 @@ def main() -> None:
     rows = []
     for n in args.sizes:
         out = work / f"v{n}"
-        seconds, peaks, tail = command(
-            trees["after"],
-            [
-                "vectors",
-                str(ROOT / QUERY),
-                "--tuples",
-                str(n),
-                "--keys",
-                str(args.keys),
-                "--seed",
-                "1",
-                "--out",
-                str(out),
-                "--master",
-                args.master,
-                "--overwrite",
-                *ENGINE,
-            ],
-        )
-        manifest = json.loads((out / "manifest.json").read_text())
+        seconds, peaks, manifest = vectors(trees["after"], out, n, args.keys, args.master, ENGINE)
         assert manifest["expected"]["mode"] == "global", manifest["expected"]
         rows.append(("vectors", n, seconds, peaks))
         print(
@@ -213,25 +218,9 @@ def main() -> None:
         )
         reports = {}
         for side in ("before", "after"):
-            seconds, peaks, tail = command(
-                trees[side],
-                [
-                    "regress",
-                    str(ROOT / QUERY),
-                    "--vectors",
-                    str(out),
-                    "--simulator",
-                    "verilator",
-                    "--mode",
-                    "native",
-                    "--master",
-                    args.master,
-                    "--quiet",
-                    "--build-dir",
-                    str(work / f"cache-{side}"),
-                ],
+            seconds, peaks, report, tail = regress(
+                trees[side], out, args.master, work / f"cache-{side}"
             )
-            report = json.loads((out / "regress_report.json").read_text())
             assert report["mode"] == "global" and report["equal"], (side, tail)
             reports[side] = {k: v for k, v in report.items() if k != "run"}
             rows.append((f"regress {side}", n, seconds, peaks))

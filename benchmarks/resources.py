@@ -19,8 +19,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import plots
+from fabric import build_report
+
 import nfacep
-from nfacep.boards import BuildError, build, get_board
+from nfacep.boards import get_board
 from nfacep.params import EngineParams
 
 QUERY = """CREATE STREAM ev (k UINT(16), e ENUM('a', 'b', 'c', 'd'));
@@ -59,21 +62,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for depth in args.depths:
             start = time.monotonic()
-            try:
-                report = build(
-                    nfa,
-                    board,
-                    os.path.join(tmp, str(depth)),
-                    EngineParams(partitions=depth),
-                    target_mhz=args.target_mhz,
-                    stem="abcd",
-                )
-            except BuildError as err:  # timing missed: the numbers are still there
-                if err.report is None or not err.report["resources"]:
-                    raise
-                report = err.report
+            out = os.path.join(tmp, str(depth))
+            params = EngineParams(partitions=depth)
+            report, fmax = build_report(
+                nfa, board, out, params, target_mhz=args.target_mhz, stem="abcd"
+            )
             res = report["resources"]
-            fmax = min(report["fmax_mhz"].values()) if report["fmax_mhz"] else float("nan")
             row = (
                 depth,
                 res["luts"]["used"],
@@ -96,12 +90,7 @@ def main() -> None:
             f"(fixed part: {lut0:.0f} LUTs, {ff0:.0f} flip-flops)"
         )
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plots.figure(figsize=(6, 4))
         ax.plot(depths, [r[1] for r in rows], "o-", label="LUTs (TRELLIS_COMB)")
         ax.plot(depths, [r[2] for r in rows], "s-", label="flip-flops (TRELLIS_FF)")
         ax.set_xlabel("partitioner depth (partition elements)")
@@ -109,9 +98,7 @@ def main() -> None:
         ax.set_title("A (B | C*) D: resources against partitioner depth")
         ax.grid(True, alpha=0.3)
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"wrote {args.plot}")
+        plots.save(fig, args.plot)
 
 
 if __name__ == "__main__":

@@ -79,9 +79,9 @@ def keys_for(kind: str, distinct: int, n: int, seed: int) -> list[int]:
     ]
 
 
-def run(keys: list[int], warmup: int, **store) -> dict:
-    """Tuples/clock of the store on ``keys`` (the first ``warmup`` not counted)."""
-    dut = SdramPartitioner(
+def measured_store(**options) -> SdramPartitioner:
+    """The store measured here: 2^20 entries of 4 ways, ``options`` its others."""
+    return SdramPartitioner(
         key_shape=KEY_BITS,
         payload_shape=PAYLOAD_WIDTH,
         state_width=STATE_WIDTH,
@@ -89,9 +89,13 @@ def run(keys: list[int], warmup: int, **store) -> dict:
         entries=1 << KEY_BITS,
         ways=4,
         update=update,
-        clear=False,
-        **store,
+        **options,
     )
+
+
+def run(keys: list[int], warmup: int, **store) -> dict:
+    """Tuples/clock of the store on ``keys`` (the first ``warmup`` not counted)."""
+    dut = measured_store(clear=False, **store)
     model = ClearedChip(ENGINE_SDRAM.geometry, ENGINE_SDRAM.cycles())
     rng = random.Random(len(keys))
     payloads = [rng.randrange(1 << PAYLOAD_WIDTH) for _ in keys]
@@ -137,15 +141,7 @@ class _Top(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.store = store = SdramPartitioner(
-            key_shape=KEY_BITS,
-            payload_shape=PAYLOAD_WIDTH,
-            state_width=STATE_WIDTH,
-            result_shape=STATE_WIDTH,
-            entries=1 << KEY_BITS,
-            ways=4,
-            update=update,
-        )
+        m.submodules.store = store = measured_store()
         connect_pins(m, platform, store.sdram)
         lfsr = lfsr64(m)
         folded = Signal(STATE_WIDTH)

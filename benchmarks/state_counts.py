@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+import plots
+
 import nfacep
 from nfacep.reference import dfa
 
@@ -42,12 +44,7 @@ def main() -> None:
         rows.append((i, n, subsets, minimal))
         print(f"{i:>3} {n:>5} {subsets:>12} {minimal:>12} {2 ** (i + 1):>20}")
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plots.figure(figsize=(6, 4))
         xs = [r[0] for r in rows]
         ax.plot(xs, [r[1] for r in rows], "o-", label="NFA (nfacep wiring)")
         ax.plot(xs, [r[3] for r in rows], "s-", label="DFA (minimal)")
@@ -56,9 +53,7 @@ def main() -> None:
         ax.set_ylabel("states")
         ax.set_title("(0|1)*1(0|1)^i: state explosion")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"wrote {args.plot}")
+        plots.save(fig, args.plot)
 
 
 if __name__ == "__main__":

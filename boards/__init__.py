@@ -13,7 +13,7 @@ and returns a :class:`FlowResult` (the benchmarks build bare matchers with it); 
 is ``nfacep build`` on top of it.
 """
 
-import importlib
+from nfacep.lazy import lazy_attributes
 
 #: Each public name and the module that defines it, imported when the name is first used
 #: (PEP 562): the CLI imports this package for its subcommands without loading the flow.
@@ -34,20 +34,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str):
-    """A public name, or a submodule (``boards.resources``), imported on first use."""
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    else:
-        try:
-            value = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as err:
-            if err.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

@@ -16,6 +16,17 @@ from .registry import BOARDS, get_board, known_boards
 __all__ = ["Build", "CheckBoards", "Load", "Run", "Serve"]
 
 
+def _timeout_argument(parser) -> None:
+    """``--timeout`` of the commands that talk to a board."""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="give up when the board does not answer for S seconds (default %(default)s)",
+    )
+
+
 def _progress(command: str):
     return lambda text: print(f"nfacep {command}: {text}", file=sys.stderr)
 
@@ -175,13 +186,7 @@ class Run(Command):
 
     def add_arguments(self, parser) -> None:
         add_io_arguments(parser)
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=5.0,
-            metavar="S",
-            help="give up when the board does not answer for S seconds (default %(default)s)",
-        )
+        _timeout_argument(parser)
         for link in links.runnable():
             link.add_run_arguments(parser)
         params.add_arguments(parser, defaults="the board's, which its STATUS reports")
@@ -447,13 +452,7 @@ class Load(Command):
             "is in force from; tuples before it are judged by the query in force (default: "
             "the next tuple the engine takes)",
         )
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=5.0,
-            metavar="S",
-            help="give up when the board does not answer for S seconds (default %(default)s)",
-        )
+        _timeout_argument(parser)
         params.add_arguments(parser, defaults="the board's, which its STATUS reports")
         settings.add_argument(parser, switches=False)
 

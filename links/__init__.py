@@ -29,13 +29,22 @@ from typing import Any
 
 from nfacep.errors import UsageError
 
-__all__ = ["DEFAULT", "Link", "get", "names", "register", "runnable", "unregister"]
+__all__ = [
+    "DEFAULT",
+    "Link",
+    "folder_parts",
+    "get",
+    "names",
+    "register",
+    "runnable",
+    "unregister",
+]
 
 
 class Link:
     """A link, as the commands see it. Subclasses set :attr:`name` and :attr:`help` and
     override what applies: a link with a host sets :attr:`run_flag` and implements
-    :meth:`backend`; every link implements :meth:`top`."""
+    :meth:`host_options` (or :meth:`backend`); every link implements :meth:`top`."""
 
     #: ``--link NAME``
     name: str = ""
@@ -92,8 +101,33 @@ class Link:
 
     def backend(self, args, progress):
         """The :class:`~nfacep.backend.Backend` that ``nfacep run`` runs over this link;
-        ``progress`` is called with a line of text about once a second."""
+        ``progress`` is called with a line of text about once a second. By default its
+        ``host`` part made with :meth:`host_options` (``--timeout`` and the engine options
+        given are every link's)."""
+        from nfacep.params import given
+
+        engine_given = tuple(given(args).items())
+        options = self.host_options(args, timeout=args.timeout, engine_given=engine_given)
+        return self.part("host")(options, progress=progress)
+
+    def host_options(self, args, **common):
+        """The options of the ``host`` part from ``nfacep run``'s command line, with the
+        ``common`` ones (``timeout``, ``engine_given``)."""
         raise NotImplementedError
+
+
+def folder_parts(package: str, *, host: str, model: str) -> Mapping[str, str]:
+    """The :attr:`Link.parts` of a link laid out as a folder ``package`` is: its modules
+    ``protocol``, ``host`` (its back-end the class ``host``), ``model`` (its software board the
+    class ``model``) and ``top``."""
+    return MappingProxyType(
+        {
+            "protocol": f"{package}.protocol",
+            "host": f"{package}.host:{host}",
+            "model": f"{package}.model:{model}",
+            "top": f"{package}.top",
+        }
+    )
 
 
 #: The links of the package, in the order of ``--link``'s choices: ``module:attribute``.

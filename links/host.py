@@ -18,6 +18,7 @@ match file appears only when the whole run succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ __all__ = [
     "piece_result",
     "reads_before",
     "record_format",
+    "run_whole",
     "switch_plan",
     "values_bytes",
 ]
@@ -331,6 +333,14 @@ def each_piece(stream: Iterator[Tuples]) -> Iterator[tuple[Tuples, bool]]:
         after = next(stream, None)
         yield piece, after is None
         piece = after
+
+
+def run_whole(run_stream, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None):
+    """A host's ``run``: its ``run_stream`` over the one piece ``tuples``, its result kept
+    (:class:`Kept`)."""
+    kept = Kept()
+    run_stream(nfa, lambda: iter([tuples]), lambda: contextlib.nullcontext(kept), params, values)
+    return kept.result
 
 
 class Kept:

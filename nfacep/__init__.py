@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import DataError, NfacepError, QueryError, QueryErrors
+from .lazy import lazy_attributes
 from .limits import MAX_FILE_BYTES
 
 if TYPE_CHECKING:
@@ -104,15 +105,6 @@ def _byte_error(data: bytes, offset: int, path: str, message: str) -> QueryError
     return QueryError(message, SourcePos(line, column), source=source, filename=path)
 
 
-def __getattr__(name: str):
-    # the compiler's modules (and lark) load on first use, so that importing the package (as
-    # the command's entry point does first) is quick
-    if name == "Program":
-        from .schema import Program
-
-        return Program
-    if name == "Nfa":
-        from .nfa import Nfa
-
-        return Nfa
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the compiler's modules (and lark) load on first use, so that importing the package (as the
+# command's entry point does first) is quick
+__getattr__, __dir__ = lazy_attributes(__name__, {"Nfa": "nfa", "Program": "schema"})

@@ -159,16 +159,13 @@ def explain_text(nfa: Nfa) -> str:
         lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}, {semantics}")
         for i in q.states:
             s = nfa.states[i]
-            act = ["start"] if s.start else []
-            act += [nfa.states[j].name for j in sorted(s.activation)]
-            pred = "true" if s.predicate is None else f"p{s.predicate}"
             words = []
             if s.start:
                 words.append("start (a match may begin here)")
             if s.accepting:
                 words.append("accept (a match ends here)")
             tail = (" " + ", ".join(words)) if words else ""
-            lines.append(f"  {s.name} [{pred}] <- {{{', '.join(act)}}}{tail}")
+            lines.append(nfa.state_line(i, start="start") + tail)
     return "\n".join(lines)
 
 

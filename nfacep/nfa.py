@@ -123,13 +123,19 @@ class Nfa:
                 skip += " start_seq"
             lines.append(f"query {q.name}: states {q.first}..{q.first + q.count - 1}{skip}")
             for i in q.states:
-                s = self.states[i]
-                act = ["1"] if s.start else []
-                act += [self.states[j].name for j in sorted(s.activation)]
-                pred = "true" if s.predicate is None else f"p{s.predicate}"
-                acc = " accept" if s.accepting else ""
-                lines.append(f"  {s.name} [{pred}] <- {{{', '.join(act)}}}{acc}")
+                acc = " accept" if self.states[i].accepting else ""
+                lines.append(self.state_line(i) + acc)
         return "\n".join(lines)
+
+    def state_line(self, i: int, start: str = "1") -> str:
+        """State ``i`` as :meth:`dump` and ``nfacep explain`` show it: ``  name [predicate] <-
+        {activation}``, the always-true input of a start state named ``start`` (the paper's
+        ``1``)."""
+        s = self.states[i]
+        act = [start] if s.start else []
+        act += [self.states[j].name for j in sorted(s.activation)]
+        pred = "true" if s.predicate is None else f"p{s.predicate}"
+        return f"  {s.name} [{pred}] <- {{{', '.join(act)}}}"
 
     def dot(self) -> str:
         """Graphviz: one node per state, an edge per activation wire, start states fed by 1."""

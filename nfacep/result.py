@@ -415,7 +415,9 @@ class MatchRows:
         self._fields = len(key)  # a key of several fields: a column each
         self._csv = csv.writer(f, lineterminator="\n")
         names = [m.name for m in self.measurer.columns] if self.measurer else []
-        self._csv.writerow(["seq", "query", *partition_columns(key), *names])
+        #: the columns after ``seq``
+        self._names = ["query", *partition_columns(key), *names]
+        self._csv.writerow(["seq", *self._names])
 
     def write(
         self,
@@ -428,15 +430,19 @@ class MatchRows:
         were computed already (by a :class:`~nfacep.measures.Measurer` where the matching ran:
         ``nfacep match --master``'s Spark tasks); ``tuples`` is then not needed."""
         columns = [
-            list(map(str, result.seqs.tolist())),
             [result.names[q] for q in result.queries.tolist()],
             *_key_columns(result.partitions, self._fields),
         ]
-        if self.measurer is not None and cells is not None:
+        if self.measurer is not None:
+            if cells is None:
+                assert tuples is not None, "measures are read from the input"
+                cells = self.measurer.cells(result, tuples)
             columns += cells
-        elif self.measurer is not None:
-            assert tuples is not None, "measures are read from the input"
-            columns += self.measurer.cells(result, tuples)
+        self._write(result.seqs, columns)
+
+    def _write(self, seqs, text: list[list[str]]) -> None:
+        """The rows of ``seqs`` and the columns after ``seq`` (:attr:`_names`) as ``text``."""
+        columns = [list(map(str, seqs.tolist())), *text]
         rows = len(columns[0])
         # joined as they are when no field needs quoting (the csv module's rule: a comma, a
         # quote or a line end in it), which the count of commas and line ends shows; else
@@ -493,30 +499,13 @@ class MatchParts(MatchRows):
         super().__init__(io.StringIO(), program)
         self.folder = folder
         self.parts = 0
-        key = program.partition_fields if program is not None else ()
-        names = [m.name for m in self.measurer.columns] if self.measurer else []
-        self._names = ["query", *partition_columns(key), *names]
 
-    def write(
-        self,
-        result: Result,
-        tuples: Tuples | None = None,
-        cells: list[list[str]] | None = None,
-    ) -> None:
+    def _write(self, seqs, text: list[list[str]]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        columns = [
-            [result.names[q] for q in result.queries.tolist()],
-            *_key_columns(result.partitions, self._fields),
-        ]
-        if self.measurer is not None:
-            if cells is None:
-                assert tuples is not None, "measures are read from the input"
-                cells = self.measurer.cells(result, tuples)
-            columns += cells
-        arrays = [pa.array(result.seqs, pa.int64())]
-        arrays += [_nulls(pa.array(column, pa.string())) for column in columns]
+        arrays = [pa.array(seqs, pa.int64())]
+        arrays += [_nulls(pa.array(column, pa.string())) for column in text]
         table = pa.Table.from_arrays(arrays, names=["seq", *self._names])
         if table.num_rows or not self.parts:
             pq.write_table(table, os.path.join(self.folder, f"part-{self.parts:05d}.parquet"))

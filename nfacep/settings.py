@@ -222,9 +222,11 @@ class ParamValues:
         there, else one per tuple."""
         import numpy as np
 
+        from .io.tuples import column_dtype
+
         out = {}
         for name, ty in self.types.items():
-            dtype = _dtype(ty)
+            dtype = column_dtype(ty)
             value = self.initial[name]
             steps = [(s, c[name]) for s, c in self.switches if name in c]
             before = [v for s, v in steps if s <= first]
@@ -252,9 +254,9 @@ class ParamValues:
         import numpy as np
 
         from . import wire
-        from .io.tuples import Tuples
+        from .io.tuples import Tuples, column_dtype
 
-        columns = {n: np.array([values[n]], dtype=_dtype(ty)) for n, ty in self.types.items()}
+        columns = {n: np.array([values[n]], dtype=column_dtype(ty)) for n, ty in self.types.items()}
         return wire.pack(self.schema(), Tuples(columns, 1))[0]
 
     def width(self) -> int:
@@ -316,18 +318,6 @@ def _python(value, ty: FieldType) -> int | float | bool:
     if isinstance(ty, EnumType) and isinstance(value, str):
         return ty.labels.index(value)
     return int(value)
-
-
-def _dtype(ty: FieldType):
-    import numpy as np
-
-    if isinstance(ty, Float32Type):
-        return np.float32
-    if isinstance(ty, BoolType):
-        return np.bool_
-    if isinstance(ty, UIntType):
-        return np.uint64
-    return np.int64
 
 
 def add_argument(parser: argparse.ArgumentParser, *, switches: bool) -> None:

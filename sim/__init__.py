@@ -21,7 +21,7 @@ runner) is loaded on first use of one of its names.
 
 from __future__ import annotations
 
-import importlib
+from nfacep.lazy import lazy_attributes
 
 #: Where each public name lives.
 _WHERE = {
@@ -43,7 +43,4 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 
 
-def __getattr__(name: str):
-    if name in _WHERE:
-        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE)

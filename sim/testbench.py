@@ -124,6 +124,25 @@ class StreamDriver:
             self.valid.value = 0
 
 
+def _hex_words(path: Path) -> list[int]:
+    """The words of a file of one hexadecimal word a line."""
+    with open(path, encoding="ascii") as f:
+        return [int(line, 16) for line in f if line.strip()]
+
+
+def _full_driver(dut, port: str, words: list[int], seed: str) -> StreamDriver:
+    """A driver sending ``words`` on the stream ``i_PORT`` as fast as the engine takes them."""
+    driver = StreamDriver(
+        dut[f"i_{port}__valid"],
+        dut[f"i_{port}__ready"],
+        dut[f"i_{port}__payload"],
+        random.Random(seed),
+        Traffic.named("full"),
+    )
+    driver.start(words)
+    return driver
+
+
 class StreamMonitor:
     """Takes words from a valid/ready stream, driving ``ready`` with random backpressure.
 
@@ -234,21 +253,10 @@ class TB:
         self.switches = None
         gate = None
         if "i_params__valid" in side["ports"]:
-            words = []
-            if config.get("switch_count"):
-                with open(folder / config["switches"], encoding="ascii") as f:
-                    words = [int(line, 16) for line in f if line.strip()]
+            words = _hex_words(folder / config["switches"]) if config.get("switch_count") else []
             width = side["runtime_parameters"]["width"]
             starts = [w >> width for w in words]
-            self.switches = StreamDriver(
-                dut["i_params__valid"],
-                dut["i_params__ready"],
-                dut["i_params__payload"],
-                random.Random(f"switches-{seed}"),
-                Traffic.named("full"),
-            )
-            self.switches.start(words)
-            switches = self.switches
+            self.switches = switches = _full_driver(dut, "params", words, f"switches-{seed}")
 
             def gate(i: int) -> bool:  # every switch up to tuple i is taken
                 return switches.sent == len(starts) or starts[switches.sent] > i
@@ -256,17 +264,9 @@ class TB:
         # a programmable engine's configuration image, whole before the first tuple
         self.image = None
         if "i_config__valid" in side["ports"]:
-            with open(folder / config["image"], encoding="ascii") as f:
-                body = [int(line, 16) for line in f if line.strip()]
-            self.image = StreamDriver(
-                dut["i_config__valid"],
-                dut["i_config__ready"],
-                dut["i_config__payload"],
-                random.Random(f"image-{seed}"),
-                Traffic.named("full"),
-            )
-            self.image.start(body)
-            image, switched = self.image, gate
+            body = _hex_words(folder / config["image"])
+            self.image = image = _full_driver(dut, "config", body, f"image-{seed}")
+            switched = gate
 
             def gate(i: int) -> bool:
                 return image.done and (switched is None or switched(i))

@@ -123,14 +123,9 @@ def _vectors_arguments(p) -> None:
         help="tuples per generation block, the unit of determinism; part of the "
         f"content (default {BLOCK_TUPLES})",
     )
-    p.add_argument(
-        "--master", default=DEFAULT_MASTER, metavar="URL", help="Spark master (default %(default)s)"
-    )
-    p.add_argument(
-        "--tasks",
-        type=int,
-        metavar="T",
-        help="Spark partitions to generate and match in (default: the master's "
+    _spark_arguments(
+        p,
+        tasks="Spark partitions to generate and match in (default: the master's "
         "default parallelism); the content does not depend on it",
     )
     p.add_argument(
@@ -276,6 +271,14 @@ def _default_keys(query: str, partitions: int) -> int:
     return min(partitions, key_domain(program))
 
 
+def _spark_arguments(p, *, tasks: str) -> None:
+    """``--master`` and ``--tasks`` (its help ``tasks``), as both commands take them."""
+    p.add_argument(
+        "--master", default=DEFAULT_MASTER, metavar="URL", help="Spark master (default %(default)s)"
+    )
+    p.add_argument("--tasks", type=int, metavar="T", help=tasks)
+
+
 def _regress_arguments(p) -> None:
     p.add_argument(
         "--vectors",
@@ -283,14 +286,9 @@ def _regress_arguments(p) -> None:
         metavar="DIR",
         help="vectors folder (tuples.parquet, expected.parquet, drops.parquet, manifest.json)",
     )
-    p.add_argument(
-        "--master", default=DEFAULT_MASTER, metavar="URL", help="Spark master (default %(default)s)"
-    )
-    p.add_argument(
-        "--tasks",
-        type=int,
-        metavar="T",
-        help="shards to simulate in parallel when the vectors allow a split by key "
+    _spark_arguments(
+        p,
+        tasks="shards to simulate in parallel when the vectors allow a split by key "
         "(default: the master's default parallelism)",
     )
     p.add_argument(

@@ -12,6 +12,8 @@ from nfacep.errors import UsageError
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 
+from .rows import TASK_ROWS as _RESULT
+
 FORMAT = "nfacep-vectors/1"
 
 
@@ -20,17 +22,6 @@ TUPLES, EXPECTED, DROPS, MANIFEST = (
     "expected.parquet",
     "drops.parquet",
     "manifest.json",
-)
-
-
-_RESULT = pa.schema(
-    [
-        ("seq", pa.int64()),
-        ("query", pa.string()),
-        ("partition", pa.string()),
-        ("kind", pa.string()),
-        ("start", pa.int64()),
-    ]
 )
 
 

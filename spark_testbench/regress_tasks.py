@@ -25,18 +25,8 @@ from nfacep.result import partition_cells, partition_texts
 
 from .layout import TUPLES, global_starts, measure_columns, with_measures
 from .regress_plan import Job
+from .rows import TASK_ROWS as _RESULT
 from .shard import Shard
-
-_RESULT = pa.schema(
-    [
-        ("seq", pa.int64()),
-        ("query", pa.string()),
-        ("partition", pa.string()),
-        ("kind", pa.string()),
-        ("start", pa.int64()),
-    ]
-)
-
 
 # --- the prebuilt model -------------------------------------------------------------------------
 

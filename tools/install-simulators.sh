@@ -20,15 +20,22 @@ want=("$@")
 [ ${#want[@]} -gt 0 ] || want=(icarus verilator tshark)
 status=0
 
-install_icarus() {
-    if command -v iverilog >/dev/null && command -v vvp >/dev/null; then
-        echo "icarus: $(iverilog -V 2>/dev/null | head -n 1)"
-        return
+# debian NAME WHAT PACKAGE...: as root with apt-get, install the Debian PACKAGEs (saying "NAME:
+# installing WHAT"); else fail, for the caller to say what to run
+debian() {
+    local name=$1 what=$2
+    shift 2
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        return 1
     fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "icarus: installing the Debian package iverilog"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog >/dev/null
+    echo "$name: installing $what"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+install_icarus() {
+    if { command -v iverilog >/dev/null && command -v vvp >/dev/null; } ||
+        debian icarus "the Debian package iverilog" iverilog; then
         echo "icarus: $(iverilog -V 2>/dev/null | head -n 1)"
     else
         echo "icarus: iverilog is missing; install it as root with:" >&2
@@ -73,14 +80,9 @@ install_verilator() {
 }
 
 install_tshark() {
-    if command -v tshark >/dev/null && command -v ping >/dev/null; then
-        echo "tshark: $(tshark --version 2>/dev/null | head -n 1)"
-        return
-    fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-        echo "tshark: installing the Debian packages tshark and iputils-ping (the TAP test pings)"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark iputils-ping >/dev/null
+    if { command -v tshark >/dev/null && command -v ping >/dev/null; } ||
+        debian tshark "the Debian packages tshark and iputils-ping (the TAP test pings)" \
+            tshark iputils-ping; then
         echo "tshark: $(tshark --version 2>/dev/null | head -n 1)"
     else
         echo "tshark: missing (the capture tests skip); install it as root with:" >&2

@@ -9,11 +9,9 @@ the board top and its checks. The link's gateware is in :mod:`nfacep.hdl.uart`.
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 from nfacep.errors import UsageError
 
-from .. import Link
+from .. import Link, folder_parts
 
 __all__ = ["DEFAULT_BAUD", "UART", "UartLink"]
 
@@ -28,14 +26,7 @@ class UartLink(Link):
     help = "is the usable design for `nfacep run`"
     run_flag = "--port"
     run_choice = "--port (a serial port, --link uart)"
-    parts = MappingProxyType(
-        {
-            "protocol": "nfacep.links.uart.protocol",
-            "host": "nfacep.links.uart.host:UartBoard",
-            "model": "nfacep.links.uart.model:UartBoardModel",
-            "top": "nfacep.links.uart.top",
-        }
-    )
+    parts = folder_parts(__name__, host="UartBoard", model="UartBoardModel")
 
     def add_build_arguments(self, parser) -> None:
         parser.add_argument(
@@ -97,19 +88,10 @@ class UartLink(Link):
                 "--rate is for --udp; over a serial port the board's flow control paces the tuples"
             )
 
-    def backend(self, args, progress):
-        from nfacep.params import given
-
+    def host_options(self, args, **common):
         from .host import UartOptions
 
-        options = UartOptions(
-            port=args.port,
-            baud=args.baud,
-            timeout=args.timeout,
-            frame_tuples=args.frame_tuples,
-            engine_given=tuple(given(args).items()),
-        )
-        return self.part("host")(options, progress=progress)
+        return UartOptions(port=args.port, baud=args.baud, frame_tuples=args.frame_tuples, **common)
 
 
 #: The UART link's entry in the registry.

@@ -29,7 +29,6 @@ from nfacep.settings import ParamValues
 
 from ..host import (
     BoardResult,
-    Kept,
     LinkError,
     NoBoardError,
     Tally,
@@ -40,6 +39,7 @@ from ..host import (
     frame_order,
     piece_result,
     record_format,
+    run_whole,
     switch_plan,
     values_bytes,
 )
@@ -267,10 +267,9 @@ class UartBoard:
         are the values over the stream: the board is switched to their starting values if it
         runs others, and each switch is sent before the tuple it applies to
         (:func:`switch_plan`)."""
-        kept = Kept()
-        self._run(nfa, lambda: iter([tuples]), lambda: contextlib.nullcontext(kept), params, values)
-        assert isinstance(kept.result, UartBoardResult)  # (its one piece was added)
-        return kept.result
+        result = run_whole(self._run, nfa, tuples, params, values)
+        assert isinstance(result, UartBoardResult)  # (its one piece was added)
+        return result
 
     def run_stream(
         self,

@@ -12,11 +12,9 @@ and its checks. The link's gateware is in :mod:`nfacep.hdl.eth`, the RGMII pads 
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 from nfacep.errors import UsageError
 
-from .. import Link
+from .. import Link, folder_parts
 
 __all__ = ["UDP", "UdpLink"]
 
@@ -30,14 +28,7 @@ class UdpLink(Link):
     help = "takes tuples over Gigabit Ethernet (boards/UDP.md; Colorlight 5A-75B)"
     run_flag = "--udp"
     run_choice = "--udp HOST[:PORT] (--link udp)"
-    parts = MappingProxyType(
-        {
-            "protocol": "nfacep.links.udp.protocol",
-            "host": "nfacep.links.udp.host:UdpBoard",
-            "model": "nfacep.links.udp.model:UdpBoardModel",
-            "top": "nfacep.links.udp.top",
-        }
-    )
+    parts = folder_parts(__name__, host="UdpBoard", model="UdpBoardModel")
 
     def add_build_arguments(self, parser) -> None:
         from .protocol import DEFAULT_ENDPOINT
@@ -143,20 +134,16 @@ class UdpLink(Link):
         if getattr(args, "frame_tuples", None) is not None:
             raise UsageError("--frame-tuples is for --port; over UDP use --tuples-per-packet")
 
-    def backend(self, args, progress):
-        from nfacep.params import given
-
+    def host_options(self, args, **common):
         from .host import UdpOptions
 
-        options = UdpOptions(
+        return UdpOptions(
             address=args.udp,
-            timeout=args.timeout,
             tuples_per_packet=args.tuples_per_packet,
             retries=args.retries,
             rate=_rate(args.rate),
-            engine_given=tuple(given(args).items()),
+            **common,
         )
-        return self.part("host")(options, progress=progress)
 
 
 def _rate(text: str | None) -> float | None:

@@ -58,12 +58,12 @@ from nfacep.result import Totals
 from nfacep.settings import ParamValues
 
 from ..host import (
-    Kept,
     LinkError,
     check_engine,
     check_timeout,
     each_piece,
     piece_result,
+    run_whole,
     values_bytes,
 )
 from .errors import EngineMismatchError, UdpTimeoutError
@@ -192,10 +192,9 @@ class UdpBoard:
         2), :class:`LinkError` when packets are lost in every attempt. With runtime parameters,
         ``values`` are the values over the stream, sent as the UART host sends them
         (:func:`~nfacep.links.host.switch_plan`): PARAMS packets among the TUPLES packets."""
-        kept = Kept()
-        self._run(nfa, lambda: iter([tuples]), lambda: contextlib.nullcontext(kept), params, values)
-        assert isinstance(kept.result, UdpBoardResult)  # (the attempt added its one piece)
-        return kept.result
+        result = run_whole(self._run, nfa, tuples, params, values)
+        assert isinstance(result, UdpBoardResult)  # (the attempt added its one piece)
+        return result
 
     def run_stream(
         self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TypeVar, cast
 
 import numpy as np
@@ -31,6 +31,8 @@ from .tuples import Location, Origin, Tuples, column_dtype, piece_sizes
 __all__ = ["prefetch", "read", "read_chunks"]
 
 T = TypeVar("T")
+B = TypeVar("B")
+P = TypeVar("P")
 
 
 def read(path: str, schema: Schema) -> Tuples:
@@ -186,25 +188,45 @@ def _tuples_pieces(
     ``sizes`` (:func:`piece_sizes`; the last may be shorter, none empty), each with its
     ``offset`` and location. A block of text that did not convert is converted a piece's share
     at a time, so that the pieces before its bad row come first."""
-    held: list[Tuples] = []
+
+    def size(block: Tuples | pa.Table) -> int:
+        return block.num_rows if isinstance(block, pa.Table) else block.n
+
+    def part(block: Tuples | pa.Table, at: int, take: int, position: int) -> Tuples:
+        if isinstance(block, pa.Table):
+            where = source.at(position)
+            return from_table(block.slice(at, take), schema, where, text=True)
+        return _slice(block, at, at + take)
+
+    for held, count, offset in _regrouped(blocks, sizes, size, part):
+        yield _joined(held, count, offset, source, schema)
+
+
+def _regrouped(
+    blocks: Iterable[B],
+    sizes: Iterator[int],
+    size: Callable[[B], int],
+    part: Callable[[B, int, int, int], P],
+) -> Iterator[tuple[list[P], int, int]]:
+    """Blocks of any sizes regrouped into pieces of exactly the ``sizes`` rows in turn (the last
+    may be shorter, none empty): per piece its parts, its rows and its first row's position in the
+    stream. ``size`` gives a block's rows; ``part(block, at, take, position)`` the ``take``
+    rows of ``block`` from its row ``at``, the stream's row ``position``."""
+    held: list[P] = []
     count = offset = 0
     rows = next(sizes)
     for block in blocks:
-        at, n = 0, block.num_rows if isinstance(block, pa.Table) else block.n
+        at, n = 0, size(block)
         while at < n:
             take = min(rows - count, n - at)
-            if isinstance(block, pa.Table):
-                where = source.at(offset + count)
-                held.append(from_table(block.slice(at, take), schema, where, text=True))
-            else:
-                held.append(_slice(block, at, at + take))
+            held.append(part(block, at, take, offset + count))
             at, count = at + take, count + take
             if count == rows:
-                yield _joined(held, count, offset, source, schema)
+                yield held, count, offset
                 offset += count
                 held, count, rows = [], 0, next(sizes)
     if count:
-        yield _joined(held, count, offset, source, schema)
+        yield held, count, offset
 
 
 def _slice(t: Tuples, a: int, b: int) -> Tuples:
@@ -273,22 +295,18 @@ def _folder_chunks(
                     yield batch, i, at
                     at += batch.num_rows
 
-        held: list[tuple[pa.RecordBatch, int, int]] = []
-        count = 0
-        sizes = piece_sizes(rows, first)
-        size = next(sizes)
-        for batch, i, at in prefetch(batches()):
-            while batch.num_rows:
-                take = min(batch.num_rows, size - count)
-                held.append((batch.slice(0, take), i, at))
-                batch, at, count = batch.slice(take), at + take, count + take
-                if count == size:
-                    yield _folder_piece(held, files, schema, folder, offset)
-                    offset += count
-                    held, count, size = [], 0, next(sizes)
-        if count:
-            yield _folder_piece(held, files, schema, folder, offset)
-            offset += count
+        def size(block: tuple[pa.RecordBatch, int, int]) -> int:
+            return block[0].num_rows
+
+        def part(block: tuple[pa.RecordBatch, int, int], at: int, take: int, _: int) -> tuple:
+            batch, i, begins = block
+            return batch.slice(at, take), i, begins + at
+
+        for held, count, start in _regrouped(
+            prefetch(batches()), piece_sizes(rows, first), size, part
+        ):
+            yield _folder_piece(held, files, schema, folder, start)
+            offset = start + count
     except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
         yield from _as_read(folder, schema, rows, offset, first)
         return

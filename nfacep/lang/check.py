@@ -41,11 +41,6 @@ from .types import (
 __all__ = ["check"]
 
 
-def _largest(ty: UIntType | IntType) -> int:
-    """The largest value a field of type ``ty`` holds."""
-    return (1 << ty.width) - 1 if isinstance(ty, UIntType) else (1 << (ty.width - 1)) - 1
-
-
 class _Checker:
     def __init__(self, file: ast.File):
         self.file = file
@@ -414,7 +409,7 @@ class _Checker:
                 "tuples differ by less than it)",
                 w.pos,
             )
-        most = _largest(f.type)
+        most = f.type.range[1]
         if n > most:
             raise QueryError(
                 f"{shown}: the window {n} is more than {f.name} {f.type} can hold ({most})", w.pos

@@ -27,6 +27,12 @@ def run(argv):
     return main(argv)
 
 
+def build_marathon(out, *options, board="icestick", partitions=1):
+    """``nfacep build`` of the marathon query's pipeline engine into ``out``: its exit code."""
+    argv = ["build", MARATHON, "--board", board, "--store", "pipeline"]
+    return run([*argv, "--partitions", str(partitions), *options, "-o", str(out)])
+
+
 def fake_tool(tmp_path, name, script):
     path = tmp_path / name
     path.write_text("#!/bin/sh\n" + script)
@@ -76,23 +82,7 @@ def no_toolchain(monkeypatch):
 
 def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, no_toolchain, capsys):
     out = tmp_path / "o"
-    assert (
-        run(
-            [
-                "build",
-                MARATHON,
-                "--board",
-                "icestick",
-                "--store",
-                "pipeline",
-                "--partitions",
-                "64",
-                "-o",
-                str(out),
-            ]
-        )
-        == 2
-    )
+    assert build_marathon(out, partitions=64) == 2
     err = capsys.readouterr().err
     assert "does not fit the icestick (iCE40HX1K)" in err
     assert "flip-flops (counted in the elaborated design, before synthesis)" in err
@@ -156,23 +146,7 @@ def test_synthesis_rejects_before_place_and_route(tmp_path, monkeypatch, capsys)
     monkeypatch.setitem(boards.registry.BOARDS, "icestick", small)
     monkeypatch.setenv("NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", "exit 99\n"))
     out = tmp_path / "o"
-    assert (
-        run(
-            [
-                "build",
-                MARATHON,
-                "--board",
-                "icestick",
-                "--store",
-                "pipeline",
-                "--partitions",
-                "1",
-                "-o",
-                str(out),
-            ]
-        )
-        == 2
-    )
+    assert build_marathon(out) == 2
     err = capsys.readouterr().err
     assert "does not fit the icestick (iCE40HX1K)" in err
     assert "LUTs (after synthesis, before place-and-route), the device has 100" in err
@@ -193,23 +167,7 @@ def test_place_and_route_failure_quotes_nextpnr(tmp_path, monkeypatch, capsys):
     )
     monkeypatch.setenv("NEXTPNR_ICE40", nextpnr)
     out = tmp_path / "o"
-    assert (
-        run(
-            [
-                "build",
-                MARATHON,
-                "--board",
-                "icestick",
-                "--store",
-                "pipeline",
-                "--partitions",
-                "1",
-                "-o",
-                str(out),
-            ]
-        )
-        == 2
-    )
+    assert build_marathon(out) == 2
     captured = capsys.readouterr()
     assert "place-and-route (nextpnr) failed" in captured.err
     assert "ERROR: Unable to place cell 'x', no BELs remaining" in captured.err
@@ -223,25 +181,7 @@ def test_place_and_route_failure_quotes_nextpnr(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow
 def test_missed_timing_exits_nonzero_with_nextpnr_reason(tmp_path, capsys):
     out = tmp_path / "o"
-    assert (
-        run(
-            [
-                "build",
-                MARATHON,
-                "--board",
-                "icestick",
-                "--store",
-                "pipeline",
-                "--partitions",
-                "1",
-                "--target-mhz",
-                "400",
-                "-o",
-                str(out),
-            ]
-        )
-        == 2
-    )
+    assert build_marathon(out, "--target-mhz", "400") == 2
     captured = capsys.readouterr()
     assert "timing not met at the target of 400 MHz" in captured.err
     assert "Max frequency for clock" in captured.err and "FAIL at 400.00 MHz" in captured.err
@@ -255,23 +195,7 @@ def test_missed_timing_exits_nonzero_with_nextpnr_reason(tmp_path, capsys):
 @pytest.mark.slow
 def test_marathon_bitstream_for_ecp5(tmp_path, capsys):
     out = tmp_path / "marathon-ulx3s"
-    assert (
-        run(
-            [
-                "build",
-                MARATHON,
-                "--board",
-                "ulx3s-85f",
-                "--store",
-                "pipeline",
-                "--partitions",
-                "8",
-                "-o",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert build_marathon(out, board="ulx3s-85f", partitions=8) == 0
     captured = capsys.readouterr()
     report = json.loads((out / "report.json").read_text())
     assert report["board"] == "ulx3s-85f" and report["device"] == "LFE5U-85F"
@@ -451,23 +375,7 @@ def test_check_board_says_build_would_refuse_and_agrees_with_build(tmp_path, no_
     out = capsys.readouterr().out
     refused = next(ln for ln in out.splitlines() if ln.startswith("refused:"))
     assert "does not fit the icestick (iCE40HX1K)" in refused
-    assert (
-        run(
-            [
-                "build",
-                MARATHON,
-                "--board",
-                "icestick",
-                "--store",
-                "pipeline",
-                "--partitions",
-                "64",
-                "-o",
-                str(tmp_path / "o"),
-            ]
-        )
-        == 2
-    )
+    assert build_marathon(tmp_path / "o", partitions=64) == 2
     err = capsys.readouterr().err
     # the same count and message as build's refusal
     assert refused.split("stop before synthesis: ", 1)[1] in err

@@ -373,41 +373,10 @@ def test_board_commands(tmp_path, capsys):
     assert "need values: --param hot=…" in capsys.readouterr().err
     assert main(["check", q, "--board", "ulx3s-85f", *SIM_VALUES]) == 2
     assert "not switches (@seq)" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "run",
-                q,
-                "--port",
-                str(tmp_path / "no-port"),
-                "--input",
-                t,
-                "--output",
-                str(tmp_path / "r.csv"),
-                *SIM_VALUES,
-            ]
-        )
-        == 2
-    )
+    run = ["run", q, "--input", t, "--output", str(tmp_path / "r.csv"), *SIM_VALUES]
+    assert main([*run, "--port", str(tmp_path / "no-port")]) == 2
     assert "cannot open the serial port" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "run",
-                q,
-                "--udp",
-                "127.0.0.1:9",
-                "--input",
-                t,
-                "--output",
-                str(tmp_path / "r.csv"),
-                "--timeout",
-                "0.3",
-                *SIM_VALUES,
-            ]
-        )
-        == 2
-    )
+    assert main([*run, "--udp", "127.0.0.1:9", "--timeout", "0.3"]) == 2
     assert "no board answers at 127.0.0.1:9" in capsys.readouterr().err
     assert not (tmp_path / "r.csv").exists()
 
@@ -502,41 +471,10 @@ def test_vectors_and_regress_take_starting_values(spark, tmp_path, capsys):
     ]
     assert got == want and want
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "regress",
-                str(q),
-                "--vectors",
-                str(out),
-                "--master",
-                "local[2]",
-                "--quiet",
-                "--build-dir",
-                str(tmp_path / "cache"),
-            ]
-        )
-        == 0
-    )
+    regress = ["regress", str(q), "--vectors", str(out), "--master", "local[2]", "--quiet"]
+    assert main([*regress, "--build-dir", str(tmp_path / "cache")]) == 0
     assert "OK:" in capsys.readouterr().out
-    assert (
-        main(
-            [
-                "regress",
-                str(q),
-                "--vectors",
-                str(out),
-                "--master",
-                "local[2]",
-                "--quiet",
-                "--param",
-                "lo=3",
-                "--param",
-                "last=C",
-            ]
-        )
-        == 2
-    )
+    assert main([*regress, "--param", "lo=3", "--param", "last=C"]) == 2
     assert "made with other runtime parameter values" in capsys.readouterr().err
     assert (
         main(

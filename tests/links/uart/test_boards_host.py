@@ -36,6 +36,15 @@ QUERIES = ROOT / "queries"
 LOSSY_BAUD = 3_000_000
 
 
+def run_on(port, name, output, *options):
+    """``nfacep run`` of the bundled query ``name`` on its tuples over the serial ``port``,
+    the matches written to ``output``: its exit code."""
+    query, tuples = str(QUERIES / f"{name}.sql"), str(QUERIES / f"{name}.csv")
+    return run_cli(
+        ["run", query, "--port", port, "--input", tuples, "--output", str(output), *options]
+    )
+
+
 def run_cli(argv):
     """``nfacep ARGV`` through the real command line."""
     return main(argv)
@@ -70,22 +79,7 @@ SAME = ("tuples", "matches", "drops", "drop_seqs", "partitions", "tick_tuples", 
 def test_run_equals_match(tmp_path, name, capsys):
     out = tmp_path / "board.csv"
     with board(name) as (model, port):
-        assert (
-            run_cli(
-                [
-                    "run",
-                    str(QUERIES / f"{name}.sql"),
-                    "--port",
-                    port,
-                    "--input",
-                    str(QUERIES / f"{name}.csv"),
-                    "--output",
-                    str(out),
-                    *param_args(name),
-                ]
-            )
-            == 0
-        )
+        assert run_on(port, name, out, *param_args(name)) == 0
         assert model.switches == []  # the board runs the values it was built with
     expected, ref_summary = reference(tmp_path, name, *param_args(name))
     assert out.read_text() == expected == (QUERIES / f"{name}.matches.csv").read_text()
@@ -124,22 +118,7 @@ def test_drops_and_a_small_slow_buffer(tmp_path):
     out = tmp_path / "board.csv"
     with board(partitions=4, tick_tuples=3, timer_bits=2, capacity=64) as (model, port):
         model.consume = False
-        assert (
-            run_cli(
-                [
-                    "run",
-                    str(QUERIES / "marathon.sql"),
-                    "--port",
-                    port,
-                    "--input",
-                    str(QUERIES / "marathon.csv"),
-                    "--output",
-                    str(out),
-                    *params,
-                ]
-            )
-            == 0
-        )
+        assert run_on(port, "marathon", out, *params) == 0
         assert model.counters["overflow"] == 0
     expected, ref_summary = reference(tmp_path, "marathon", *params)
     summary = json.loads((tmp_path / "board.summary.json").read_text())
@@ -170,23 +149,7 @@ def test_lossy_link_resends_and_still_matches(tmp_path):
 def test_no_board_answers(tmp_path, capsys):
     out = tmp_path / "board.csv"
     with board(serve_it=False) as (_, port):
-        assert (
-            run_cli(
-                [
-                    "run",
-                    str(QUERIES / "marathon.sql"),
-                    "--port",
-                    port,
-                    "--input",
-                    str(QUERIES / "marathon.csv"),
-                    "--output",
-                    str(out),
-                    "--timeout",
-                    "0.6",
-                ]
-            )
-            == 1
-        )
+        assert run_on(port, "marathon", out, "--timeout", "0.6") == 1
     err = capsys.readouterr().err
     assert f"no board answers on {port}" in err and "--link uart" in err
     assert not out.exists() and not (tmp_path / "board.summary.json").exists()
@@ -194,21 +157,7 @@ def test_no_board_answers(tmp_path, capsys):
 
 def test_port_that_does_not_exist(tmp_path, capsys):
     # a port that cannot be opened is a mistake to fix (exit 2), not a failed run (1)
-    assert (
-        run_cli(
-            [
-                "run",
-                str(QUERIES / "marathon.sql"),
-                "--port",
-                str(tmp_path / "ttyNONE"),
-                "--input",
-                str(QUERIES / "marathon.csv"),
-                "--output",
-                str(tmp_path / "m.csv"),
-            ]
-        )
-        == 2
-    )
+    assert run_on(str(tmp_path / "ttyNONE"), "marathon", tmp_path / "m.csv") == 2
     assert "cannot open the serial port" in capsys.readouterr().err
     assert not (tmp_path / "m.csv").exists()
 
@@ -233,25 +182,7 @@ def test_run_learns_the_engine_from_the_board(tmp_path, capsys):
 def test_board_with_another_engine(tmp_path, capsys):
     out = tmp_path / "board.csv"
     with board() as (_, port):  # built with the default engine, asked for a pipeline
-        assert (
-            run_cli(
-                [
-                    "run",
-                    str(QUERIES / "marathon.sql"),
-                    "--port",
-                    port,
-                    "--input",
-                    str(QUERIES / "marathon.csv"),
-                    "--output",
-                    str(out),
-                    "--store",
-                    "pipeline",
-                    "--partitions",
-                    "64",
-                ]
-            )
-            == 1
-        )
+        assert run_on(port, "marathon", out, "--store", "pipeline", "--partitions", "64") == 1
     err = capsys.readouterr().err
     assert "engine built with --partitions 65536 --tick-tuples 0 --timer-bits 4" in err
     assert "--partitions 65536 (given: 64), --store table (given: pipeline)" in err
@@ -283,22 +214,7 @@ def test_run_switches_runtime_parameters(tmp_path, built, slow):
     out = tmp_path / "board.csv"
     with board("supplychain", values=[built], capacity=64) as (model, port):
         model.consume = not slow
-        assert (
-            run_cli(
-                [
-                    "run",
-                    str(QUERIES / "supplychain.sql"),
-                    "--port",
-                    port,
-                    "--input",
-                    str(QUERIES / "supplychain.csv"),
-                    "--output",
-                    str(out),
-                    *_params(SWITCHES),
-                ]
-            )
-            == 0
-        )
+        assert run_on(port, "supplychain", out, *_params(SWITCHES)) == 0
         assert [seq for seq, _ in model.switches] == ([0] if built != SWITCHES[0] else []) + [
             235,
             260,
@@ -350,22 +266,7 @@ def test_a_lost_switch_fails_the_run(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(UartBoardModel, "params_frame", forget)
     out = tmp_path / "board.csv"
     with board("supplychain") as (_, port):
-        assert (
-            run_cli(
-                [
-                    "run",
-                    str(QUERIES / "supplychain.sql"),
-                    "--port",
-                    port,
-                    "--input",
-                    str(QUERIES / "supplychain.csv"),
-                    "--output",
-                    str(out),
-                    *_params(["big=20000", "big=5@100"]),
-                ]
-            )
-            == 1
-        )
+        assert run_on(port, "supplychain", out, *_params(["big=20000", "big=5@100"])) == 1
     assert (
         "runtime parameters at the end of the run are {'big': 20000}, expected "
         "{'big': 5}" in capsys.readouterr().err
@@ -393,23 +294,7 @@ def test_a_board_that_never_takes_a_switch(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(UartBoardModel, "params_frame", reject)
     with board("supplychain") as (_, port):
-        assert (
-            run_cli(
-                [
-                    "run",
-                    str(QUERIES / "supplychain.sql"),
-                    "--port",
-                    port,
-                    "--input",
-                    str(QUERIES / "supplychain.csv"),
-                    "--output",
-                    str(tmp_path / "b.csv"),
-                    "--timeout",
-                    "0.5",
-                    *_params(["big=20000", "big=5@100"]),
-                ]
-            )
-            == 1
-        )
+        switches = _params(["big=20000", "big=5@100"])
+        assert run_on(port, "supplychain", tmp_path / "b.csv", "--timeout", "0.5", *switches) == 1
     err = capsys.readouterr().err
     assert "has not accepted frame 7 (PARAMS)" in err and "'overflow'" in err
