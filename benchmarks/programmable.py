@@ -4,8 +4,9 @@ queries that fit it: flip-flops of the elaborated design (Amaranth's RTLIL, ``$d
 as ``nfacep check --board`` counts them; the table store's memories are not flip-flops),
 configuration bits and image bytes, for a few capacities (S states, A atoms, Q queries).
 
-Both engines use the block-RAM table store with the same entries and ways, so the difference
-is the query logic: the fixed engine's NFA flip-flops and predicate decoder against the
+Both engines use the block-RAM table store with the same entries and ways (the programmable
+engine its simple form, without the registered one's forwarding), so the difference is
+mostly the query logic: the fixed engine's NFA flip-flops and predicate decoder against the
 programmable engine's configuration registers. No synthesis runs: LUTs and Fmax are
 ``programmable_fmax.py``'s (``nfacep build --engine programmable``). Then the cycles a switch to
 another image costs, in Amaranth's simulator (:func:`switch_cycles`).

@@ -8,7 +8,8 @@ configuration image (:func:`nfacep.image.load`), in force from a stated tuple on
 clears every partition's states at once by moving to a new epoch (docs/language.md,
 "Switching queries at a tuple"). Otherwise it is the fixed engine
 (:class:`nfacep.hdl.engine.Engine`): the same tuple and record streams, the same partition
-stores (pipeline or table, their capacity, timers and drop counting), the same record filter.
+stores (pipeline or table, their capacity, timers and drop counting; the table in its simple
+form, :meth:`ProgrammableEngine._table_options`), the same record filter.
 
 atoms ▸ guards ▸ FIFO ▸ partition store (activation matrix) ▸ record filter. Each tuple's
 atoms are evaluated from the configuration, then each state's guard, its truth table indexed
@@ -344,12 +345,15 @@ class ProgrammableEngine(wiring.Component):
             right = Signal(signed(wide.width + constant.shape().width + 1), name=f"atom{a}_right")
             m.d.comb += right.eq(other + constant)
             op = self._field(config, f"atom{a}.op")
+            # one comparator of each kind per atom, every operator made of their two bits
+            less, equal = Signal(name=f"atom{a}_less"), Signal(name=f"atom{a}_equal")
+            m.d.comb += [less.eq(left < right), equal.eq(left == right)]
             with m.If(nan):  # IEEE 754: a NaN satisfies only <>
                 m.d.comb += atoms[a].eq(op == OPS.index("<>"))
             with m.Else(), m.Switch(op):
                 for code, name in enumerate(OPS):
                     with m.Case(code):
-                        m.d.comb += atoms[a].eq(_COMPARE[name](left, right))
+                        m.d.comb += atoms[a].eq(_COMPARE[name](less, equal))
         guards = Signal(c.states, name="guards")
         for i in range(c.states):
             index = Cat(
@@ -436,6 +440,7 @@ class ProgrammableEngine(wiring.Component):
             state_width=self._state_width,
             result_shape=outcome.size,
             update=update,
+            **self._table_options(),
         )
         self._store = matcher
         out = matcher.o_stream
@@ -448,6 +453,19 @@ class ProgrammableEngine(wiring.Component):
             self.drops.eq(matcher.drops),
         ]
         return matcher, results
+
+    def _table_options(self) -> dict:
+        """The block-RAM table store's options: the simple table (``registered=False``: the
+        read, the decision and the update in the cycle after the read, no write in flight to
+        forward). The programmable entry is wide (its states, the epoch and, with timed
+        slots, their run starts and the last ORDER BY value: 167 bits at the default
+        capacity on marathon's stream), and the registered table forwards every write in
+        flight to every way: 60 two-way multiplexers of the whole entry at the default (4
+        ways), with their registers. Without them the Colorlight's UDP top maps to 2,153
+        fewer LUT4s and 2,752 fewer flip-flops (benchmarks/README.md). The engine runs at
+        the line's pace in its own clock domain beside a link (16.45 MHz for marathon's
+        stream over UDP), so the longer cycle is affordable there."""
+        return {"registered": False} if self._params.store == "table" else {}
 
     def _single(self, m: Module, update, results):
         """Without PARTITION: one state register, stepped on every tuple, through an output
@@ -552,11 +570,12 @@ def write_verilog(
     return sidecar
 
 
+#: each operator from whether the left operand is less than the right and whether equal
 _COMPARE = {
-    "=": lambda a, b: a == b,
-    "<>": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
+    "=": lambda less, equal: equal,
+    "<>": lambda less, equal: ~equal,
+    "<": lambda less, equal: less,
+    "<=": lambda less, equal: less | equal,
+    ">": lambda less, equal: ~(less | equal),
+    ">=": lambda less, equal: ~less,
 }
