@@ -829,10 +829,8 @@ class UdpTop(wiring.Component):
             records.w_en.eq(engine.o_stream.valid),
             records.w_data.eq(engine.o_stream.payload),
             engine.o_stream.ready.eq(records.w_rdy),
-            link.i_stream.valid.eq(records.r_rdy),
-            link.i_stream.payload.eq(records.r_data),
-            records.r_en.eq(link.i_stream.ready),
         ]
+        held = self._record_stage(m, link, records, flush)
         writing = (
             self._params_crossing(m, link, engine, flush) if self._link_args["params_bits"] else 0
         )
@@ -844,7 +842,7 @@ class UdpTop(wiring.Component):
             engine.i_stream.payload.eq(tuples.r_data),
             tuples.r_en.eq(engine.i_stream.ready & ~writing),
         ]
-        self._engine_idle(m, link, engine, tuples, records, staged)
+        self._engine_idle(m, link, engine, tuples, records, staged | held)
 
     def _tuple_stage(self, m, link, tuples, flush):
         """The link's tuples into the crossing through a one-tuple register (part of the
@@ -868,6 +866,26 @@ class UdpTop(wiring.Component):
         with m.If(link.o_stream.valid & link.o_stream.ready):
             m.d.to_engine += staged.eq(1)
         return staged
+
+    def _record_stage(self, m, link, records, flush):
+        """The crossing's records into the link through a one-record register (emptied with
+        the engine's reset, as the crossing, and none taken during it): the crossing is read on
+        that register's state alone, so that the link's readiness (its transmit side's room)
+        does not drive the crossing's read pointer and memory address in the same cycle
+        (timing; a record every other cycle, ample for records of several bytes). Returns
+        whether it holds one."""
+        held = Signal()
+        record = Signal(len(records.r_data), reset_less=True)
+        m.d.comb += [
+            records.r_en.eq(~held & ~flush),
+            link.i_stream.valid.eq(held),
+            link.i_stream.payload.eq(record),
+        ]
+        with m.If(records.r_en & records.r_rdy):
+            m.d.to_engine += [record.eq(records.r_data), held.eq(1)]
+        with m.If(held & link.i_stream.ready):
+            m.d.to_engine += held.eq(0)
+        return held
 
     def _engine_idle(self, m, link, engine, tuples, records, staged):
         """``link.engine_busy``: a tuple or record in a crossing, or the engine's domain not
