@@ -834,7 +834,7 @@ class UdpTop(wiring.Component):
             records.w_data.eq(engine.o_stream.payload),
             engine.o_stream.ready.eq(records.w_rdy),
         ]
-        held = self._record_stage(m, link, records, flush)
+        held = self._record_stage(m, link, records)
         writing = (
             self._params_crossing(m, link, engine, flush) if self._link_args["params_bits"] else 0
         )
@@ -871,17 +871,18 @@ class UdpTop(wiring.Component):
             m.d.to_engine += staged.eq(1)
         return staged
 
-    def _record_stage(self, m, link, records, flush):
+    def _record_stage(self, m, link, records):
         """The crossing's records into the link through a one-record register (emptied with
-        the engine's reset, as the crossing, and none taken during it): the crossing is read on
-        that register's state alone, so that the link's readiness (its transmit side's room)
-        does not drive the crossing's read pointer and memory address in the same cycle
-        (timing; a record every other cycle, ample for records of several bytes). Returns
-        whether it holds one."""
+        the engine's reset, as the crossing: a record read during it is dropped, as the
+        crossing's are): the crossing is read on that register's state alone, so that neither
+        the link's readiness (its transmit side's room) nor the reset's wide ``flush`` drives
+        the crossing's read pointer and memory address in the same cycle (timing; a record
+        every other cycle, ample for records of several bytes). Returns whether it holds
+        one."""
         held = Signal()
         record = Signal(len(records.r_data), reset_less=True)
         m.d.comb += [
-            records.r_en.eq(~held & ~flush),
+            records.r_en.eq(~held),
             link.i_stream.valid.eq(held),
             link.i_stream.payload.eq(record),
         ]
