@@ -630,13 +630,12 @@ class UdpLink(wiring.Component):
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
-        # (registered here, beside the sequence check, for the LEDs far away: timing; a jump
-        # or a late packet is a number other than the expected one: an equality compare, not
-        # the gap's 32-bit subtraction, on the way to this register)
+        # (registered here, beside the sequence check, for the LEDs far away: timing)
         m.d.sync += [
             self.activity.eq(counts["accepted"]),
             self.trouble.eq(
-                (tuples_packet & (event.seq != self.next_seq))
+                (tuples_packet & ~behind & (gap != 0))
+                | counts["late"]
                 | counts["drops"]
                 | Cat(counts[name] for name in FRAME_CLASSES[1:]).any()
             ),
