@@ -485,10 +485,6 @@ class UdpLink(wiring.Component):
         wiring.connect(m, wiring.flipped(self.i_stream), tx.i_stream)
         wiring.connect(m, tx.o_stream, buffer.i_stream)
         wiring.connect(m, buffer.o_stream, mac.i_stream)
-        # (registered: the event's decode and the transmit side's request flag are placed
-        # far apart; timing. The asker's registers and RESET's clear are in place by then.)
-        status_request = Signal()
-        m.d.sync += status_request.eq(self.status_request)
         m.d.comb += [
             self.txd.eq(mac.txd),
             self.tx_en.eq(mac.tx_en),
@@ -499,7 +495,7 @@ class UdpLink(wiring.Component):
             tx.echo_peer.eq(self.echo_peer),
             tx.echo_length.eq(self.echo_length),
             tx.echo_checksum.eq(self.echo_checksum),
-            tx.status_request.eq(status_request),
+            tx.status_request.eq(self.status_request),
             tx.status_peer.eq(self._status_peer),
             tx.status_session.eq(self._status_session),
             tx.status_numbered.eq(self._status_numbered),
@@ -833,8 +829,10 @@ class UdpTop(wiring.Component):
             records.w_en.eq(engine.o_stream.valid),
             records.w_data.eq(engine.o_stream.payload),
             engine.o_stream.ready.eq(records.w_rdy),
+            link.i_stream.valid.eq(records.r_rdy),
+            link.i_stream.payload.eq(records.r_data),
+            records.r_en.eq(link.i_stream.ready),
         ]
-        held = self._record_stage(m, link, records)
         writing = (
             self._params_crossing(m, link, engine, flush) if self._link_args["params_bits"] else 0
         )
@@ -846,7 +844,7 @@ class UdpTop(wiring.Component):
             engine.i_stream.payload.eq(tuples.r_data),
             tuples.r_en.eq(engine.i_stream.ready & ~writing),
         ]
-        self._engine_idle(m, link, engine, tuples, records, staged | held)
+        self._engine_idle(m, link, engine, tuples, records, staged)
 
     def _tuple_stage(self, m, link, tuples, flush):
         """The link's tuples into the crossing through a one-tuple register (part of the
@@ -870,27 +868,6 @@ class UdpTop(wiring.Component):
         with m.If(link.o_stream.valid & link.o_stream.ready):
             m.d.to_engine += staged.eq(1)
         return staged
-
-    def _record_stage(self, m, link, records):
-        """The crossing's records into the link through a one-record register (emptied with
-        the engine's reset, as the crossing: a record read during it is dropped, as the
-        crossing's are): the crossing is read on that register's state alone, so that neither
-        the link's readiness (its transmit side's room) nor the reset's wide ``flush`` drives
-        the crossing's read pointer and memory address in the same cycle (timing; a record
-        every other cycle, ample for records of several bytes). Returns whether it holds
-        one."""
-        held = Signal()
-        record = Signal(len(records.r_data), reset_less=True)
-        m.d.comb += [
-            records.r_en.eq(~held),
-            link.i_stream.valid.eq(held),
-            link.i_stream.payload.eq(record),
-        ]
-        with m.If(records.r_en & records.r_rdy):
-            m.d.to_engine += [record.eq(records.r_data), held.eq(1)]
-        with m.If(held & link.i_stream.ready):
-            m.d.to_engine += held.eq(0)
-        return held
 
     def _engine_idle(self, m, link, engine, tuples, records, staged):
         """``link.engine_busy``: a tuple or record in a crossing, or the engine's domain not
