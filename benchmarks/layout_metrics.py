@@ -41,7 +41,7 @@ MAX_MODULE_LINES = 600
 
 def _import_graph():
     """``tests/core/test_imports.py`` (its graph and cycle finder), from this checkout."""
-    spec = importlib.util.spec_from_file_location("_imports", ROOT / "tests" / "test_imports.py")
+    spec = importlib.util.spec_from_file_location("_imports", ROOT / "tests" / "core" / "test_imports.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -137,7 +137,7 @@ def startup() -> dict[str, tuple[float, float]]:
 def measure(tree: pathlib.Path, seconds: int, with_startup: bool) -> None:
     mods = modules(tree)
     package_files = sorted(set(mods.values()))
-    tools = sorted((tree / "tools").glob("*.py"))
+    tools = sorted((tree / "tools").rglob("*.py"))
     benchmarks = sorted((tree / "benchmarks").glob("*.py"))
     code = sum(map(line_count, package_files))
     print(f"lines of non-test code: {code + sum(map(line_count, tools + benchmarks)):,}")
