@@ -41,7 +41,9 @@ MAX_MODULE_LINES = 600
 
 def _import_graph():
     """``tests/core/test_imports.py`` (its graph and cycle finder), from this checkout."""
-    spec = importlib.util.spec_from_file_location("_imports", ROOT / "tests" / "core" / "test_imports.py")
+    spec = importlib.util.spec_from_file_location(
+        "_imports", ROOT / "tests" / "core" / "test_imports.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
