@@ -286,6 +286,18 @@ def test_load_refuses_a_file_that_does_not_fit_before_sending(files, capsys):
         assert model.counters["bad_load"] == 0 and model.images.refused == 0
 
 
+def test_load_whose_record_cannot_be_written_sends_nothing(files, capsys):
+    """``--images`` names a file, not a folder: exit 2 naming it, and no load reached the
+    board (its record is written before the load is sent)."""
+    (files / "not_a_folder").write_text("")
+    with programmable_board(files / "first.sql") as (model, address):
+        load = ["load", str(files / "second.sql"), "--udp", address]
+        assert main([*load, "--images", str(files / "not_a_folder")]) == 2
+        err = capsys.readouterr().err
+        assert f"--images {files / 'not_a_folder'}: cannot make the folder" in err
+        assert model.images.named == 0 and not model.assembling
+
+
 def test_load_into_a_fixed_board_is_refused(files, capsys):
     from nfacep.links.udp.model import UdpBoardModel as Model
 
