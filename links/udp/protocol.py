@@ -1,4 +1,4 @@
-"""The UDP link's payload format (version 5), shared by the gateware, the tests, the host and the
+"""The UDP link's payload format (version 6), shared by the gateware, the tests, the host and the
 software board model; ``boards/UDP.md`` describes it for users.
 
 Every UDP payload, in both directions, starts with a 16-byte header (little-endian fields, as
