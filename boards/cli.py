@@ -27,6 +27,17 @@ def _timeout_argument(parser) -> None:
     )
 
 
+def _images_argument(parser) -> None:
+    """``--images`` of ``nfacep load`` (``nfacep run --udp`` has its own, the same)."""
+    parser.add_argument(
+        "--images",
+        metavar="DIR",
+        help="where the host keeps the text of each query file it loads, by its image's "
+        "fingerprint, for `nfacep run --udp` to name the matches after a switch (default "
+        "$XDG_STATE_HOME/nfacep/images, or ~/.local/state/nfacep/images)",
+    )
+
+
 def _progress(command: str):
     return lambda text: print(f"nfacep {command}: {text}", file=sys.stderr)
 
@@ -425,8 +436,10 @@ class Load(Command):
         "streaming meanwhile (while a session is alive the board takes loads from its host's "
         "address only), and "
         "is in force from tuple --at on (default: the next tuple the engine takes), every "
-        "partition's states cleared at once. Exit 0 once the board took it (and, without a "
-        "later --at, once it is in force)."
+        "partition's states cleared at once. Before sending, it keeps the file's text in "
+        "--images DIR by the image's fingerprint, so that `nfacep run --udp` streaming "
+        "meanwhile names the matches from the switch on with this file's queries. Exit 0 "
+        "once the board took it (and, without a later --at, once it is in force)."
     )
     order = 92
 
@@ -452,6 +465,7 @@ class Load(Command):
             "is in force from; tuples before it are judged by the query in force (default: "
             "the next tuple the engine takes)",
         )
+        _images_argument(parser)
         _timeout_argument(parser)
         params.add_arguments(parser, defaults="the board's, which its STATUS reports")
         settings.add_argument(parser, switches=False)
@@ -460,7 +474,9 @@ class Load(Command):
         import contextlib
         import socket
 
+        from nfacep import read_query_file
         from nfacep.links.host import check_timeout
+        from nfacep.links.udp import images
         from nfacep.links.udp.host import parse_address
         from nfacep.links.udp.load import load_image
 
@@ -480,6 +496,8 @@ class Load(Command):
         host, port = parse_address(address)
         nfa = load_query(args.query)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="load")
+        text = read_query_file(args.query)
+        where = images.folder(args.images)
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             sock.connect((host, port))
@@ -497,6 +515,7 @@ class Load(Command):
                 at=args.at,
                 always=True,
                 wait=args.at is None,
+                before=lambda img: images.record(where, img.fingerprint, text),
             )
         if loaded is None:
             raise UsageError(

@@ -108,6 +108,9 @@ class ProgrammableEngine(wiring.Component):
     image : ``Out(64)``
         The fingerprint of the image in force (its 8 bytes, the first in the low bits; 0
         before the first load), as the load names it.
+    image_from : ``Out(counter_width)``
+        The first tuple the image in force judged: the tuple count when it took over (0 after
+        a reset: the image has judged every tuple since).
     """
 
     def __init__(
@@ -151,6 +154,7 @@ class ProgrammableEngine(wiring.Component):
                 "configured": Out(1),
                 "refused": Out(counter_width),
                 "image": Out(64),
+                "image_from": Out(counter_width),
                 "tuples": Out(counter_width),
                 "matched": Out(counter_width),
                 "drops": Out(counter_width),
@@ -283,6 +287,7 @@ class ProgrammableEngine(wiring.Component):
             m.d.sync += [
                 active.eq(shadow),
                 in_force.eq(named),
+                self.image_from.eq(self.tuples),  # (none taken now: ``_block`` holds them)
                 pending.eq(0),
                 self._epoch.eq(self._epoch + 1),
                 configured.eq(1),

@@ -228,6 +228,8 @@ class ImageEngine:
 
         self.taken = 0
         self.refused = 0
+        #: the first tuple the image in force judged (0 after a RESET: all of them since)
+        self.since = 0
         self.store = Matcher(self.nfa, self.params, values=self.values)  # (its keys only)
         #: each partition's states, run starts (by timed slot) and last ORDER BY value
         self.states: dict[int, tuple[int, dict[int, int], int]] = {}
@@ -264,6 +266,7 @@ class ImageEngine:
         tuple to do so)."""
         while self.loads and self.loads[0][0] <= self.taken:
             _, self.image, self.named, _ = self.loads.pop(0)
+            self.since = self.taken
             self.states = {}  # a new epoch: every partition's states read as empty
 
     def run(self, tuples) -> list[wire.Record]:

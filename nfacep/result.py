@@ -34,6 +34,7 @@ from .output import _umask, atomic_files, summary_path
 from .params import EngineParams
 from .schema import PartitionText, Program
 from .settings import ParamValues
+from .switched import switched_cells
 from .wire import SEQ_BITS, Record, RecordColumns, key_raw, key_text, start_queries
 
 __all__ = [
@@ -88,6 +89,11 @@ class Result:
     #: (stream positions, of the queries that report starts): the tuples a later match's
     #: measures may read (:mod:`nfacep.measures`); None when no piece follows
     live: np.ndarray | None = None
+    #: after a switch of queries on a programmable board (``nfacep load`` while a run
+    #: streams): ``(first seq, Program)`` of each query file in force over these matches, in
+    #: order (the matches from that seq on are that file's queries, its measures theirs);
+    #: empty: the one file the match file was opened for (:func:`.switched.joined`)
+    files: tuple[tuple[int, Program], ...] = ()
 
     #: the back-end's name, as the summary's ``backend`` says
     backend = "engine"
@@ -290,9 +296,10 @@ class Totals:
         # distinct seqs by sorting: numpy 2's hashing np.unique is ~10x slower on 200k ints
         seqs = np.sort(result.seqs)
         self.matched += int(np.count_nonzero(seqs[1:] != seqs[:-1])) + (len(seqs) > 0)
-        per_query = np.bincount(result.queries, minlength=len(self.names))
-        for i, name in enumerate(self.names):
+        per_query = np.bincount(result.queries, minlength=len(result.names))
+        for i, name in enumerate(result.names):  # (a switch of queries brings others: last)
             self.counts[name] = self.counts.get(name, 0) + int(per_query[i])
+        self.names += tuple(name for name in result.names if name not in self.names)
         self.drops.append(result.drops)
         self.counters = result.counters
         self.warnings += result.warnings
@@ -412,6 +419,9 @@ class MatchRows:
         key = program.partition_fields if program is not None else ()
         self.summary: dict | None = None
         self._f = f
+        self.fed = 0  #: the tuples of the stream written so far
+        #: the measurers of the files loaded during a run, by the seq they took over at
+        self.measurers: dict[int, Measurer] = {}
         self._fields = len(key)  # a key of several fields: a column each
         self._csv = csv.writer(f, lineterminator="\n")
         names = [m.name for m in self.measurer.columns] if self.measurer else []
@@ -436,8 +446,12 @@ class MatchRows:
         if self.measurer is not None:
             if cells is None:
                 assert tuples is not None, "measures are read from the input"
-                cells = self.measurer.cells(result, tuples)
+                if result.files:  # (a switch of queries cut it)
+                    cells = switched_cells(self, result, tuples)
+                else:
+                    cells = self.measurer.cells(result, tuples)
             columns += cells
+        self.fed += 0 if tuples is None else tuples.n
         self._write(result.seqs, columns)
 
     def _write(self, seqs, text: list[list[str]]) -> None:

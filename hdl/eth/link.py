@@ -114,8 +114,9 @@ class UdpLink(LinkEvents, wiring.Component):
         ``i_config``), crossed from the receive clock's domain as the tuples are. An accepted
         LOAD (from the session host's IPv4 address while a session is alive, else from any
         sender) is answered with STATUS to its sender.
-    image, refused : ``In(64)``, ``In(32)``
-        With ``load``: the engine's image in force and loads refused, for STATUS.
+    image, refused, image_from : ``In(64)``, ``In(32)``, ``In(32)``
+        With ``load``: the engine's image in force, loads refused and the first tuple the
+        image in force judged, for STATUS.
     """
 
     def __init__(
@@ -201,6 +202,7 @@ class UdpLink(LinkEvents, wiring.Component):
             members["o_config"] = Out(stream.Signature(LOAD_BYTE))
             members["image"] = In(64)
             members["refused"] = In(32)
+            members["image_from"] = In(32)
         return members
 
     def elaborate(self, platform):
@@ -313,6 +315,7 @@ class UdpLink(LinkEvents, wiring.Component):
             m.d.comb += [
                 tx.image.eq(self.image),
                 tx.refused.eq(self.refused),
+                tx.image_from.eq(self.image_from),
                 tx.load_offset.eq(self._load_offset),
             ]
         for name in ("matched", "drops", "records", "packets"):

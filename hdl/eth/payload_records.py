@@ -36,6 +36,7 @@ class StatusRecords:
             "next_seq": self.next_seq,
             "image": self.image,
             "refused": self.refused,
+            "image_from": self.image_from,
             "load_offset": self.load_offset,
         }
         for name in self._counter_names:

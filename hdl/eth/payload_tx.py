@@ -167,6 +167,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             "status_numbered": In(1),
             "image": In(64),
             "refused": In(32),
+            "image_from": In(32),
             "load_offset": In(32),
             "session": In(32),
             "arp_peer": In(endpoint),

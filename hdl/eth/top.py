@@ -5,6 +5,7 @@ the engine in the link's clock domain or in one of its own, and the crossings be
 from __future__ import annotations
 
 from amaranth.hdl import (
+    Cat,
     ClockDomain,
     ClockSignal,
     Const,
@@ -164,7 +165,11 @@ class UdpTop(wiring.Component):
         wiring.connect(m, engine.o_stream, link.i_stream)
         if self._programmable:
             wiring.connect(m, link.o_config, engine.i_config)
-            m.d.comb += [link.image.eq(engine.image), link.refused.eq(engine.refused)]
+            m.d.comb += [
+                link.image.eq(engine.image),
+                link.refused.eq(engine.refused),
+                link.image_from.eq(engine.image_from),
+            ]
         if self._link_args["params_bits"]:
             m.d.comb += [
                 engine.i_params.valid.eq(link.o_params.valid),
@@ -306,21 +311,29 @@ class UdpTop(wiring.Component):
             room_domain="sync",  # (registered, as the tuples' crossing)
             hold=flush,
         )
-        image = self._agreed(m, "image", engine.image, link, flush, 0, survives=True)
+        # the image and the tuple it took over at cross together, so that STATUS never pairs
+        # one image with another's tuple; the tuple (not the image) back to 0 at a RESET
+        both = Cat(engine.image, engine.image_from)
+        image = self._agreed(m, "image", both, link, flush, 0, survives=len(engine.image))
         refused = self._agreed(m, "refused", engine.refused, link, flush, 0)
-        m.d.comb += [link.image.eq(image), link.refused.eq(refused)]
+        m.d.comb += [
+            link.image.eq(image[: len(engine.image)]),
+            link.image_from.eq(image[len(engine.image) :]),
+            link.refused.eq(refused),
+        ]
 
-    def _agreed(self, m, name, value, link, flush, initial, survives=False):
+    def _agreed(self, m, name, value, link, flush, initial, survives=0):
         """``value`` of the engine's domain in ``sync``: through a synchroniser, taken when
-        two samples agree (it changes seldom); back to ``initial`` at an accepted RESET
-        unless it ``survives`` it."""
+        two samples agree (it changes seldom); back to ``initial`` at an accepted RESET but
+        for its low ``survives`` bits (True: all of them), which keep their value."""
         width = len(value)
+        kept = width if survives is True else int(survives)
         sampled, last = Signal(width, init=initial), Signal(width, init=initial)
         agreed = Signal(width, init=initial, name=f"{name}_in_sync")
         m.submodules[f"{name}_sync"] = FFSynchronizer(value, sampled, o_domain="sync", init=initial)
         m.d.sync += last.eq(sampled)
-        with m.If(Const(0) if survives else link.engine_reset):
-            m.d.sync += agreed.eq(initial)
+        with m.If(Const(0) if kept == width else link.engine_reset):
+            m.d.sync += agreed.eq(Cat(agreed[:kept], Const(initial, width)[kept:]))
         with m.Elif(~flush & (last == sampled)):  # (after a RESET: once the engine was reset)
             m.d.sync += agreed.eq(sampled)
         return agreed

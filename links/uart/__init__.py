@@ -87,6 +87,10 @@ class UartLink(Link):
             raise UsageError(
                 "--rate is for --udp; over a serial port the board's flow control paces the tuples"
             )
+        if getattr(args, "images", None) is not None:
+            raise UsageError(
+                "--images is for --udp: only a programmable board over UDP takes `nfacep load`"
+            )
 
     def host_options(self, args, **common):
         from .host import UartOptions

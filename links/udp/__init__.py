@@ -126,6 +126,14 @@ class UdpLink(Link):
             help="over UDP, start a run with a lost packet again up to R times "
             "(default %(default)s, at most 100)",
         )
+        parser.add_argument(
+            "--images",
+            metavar="DIR",
+            help="over UDP, where `nfacep load` kept the query files it loaded: a "
+            "programmable board switched to one of them while the run streams has the "
+            "matches from the switch on named by that file's queries (default "
+            "$XDG_STATE_HOME/nfacep/images, or ~/.local/state/nfacep/images)",
+        )
 
     def selected(self, args) -> bool:
         return args.udp is not None
@@ -142,6 +150,7 @@ class UdpLink(Link):
             tuples_per_packet=args.tuples_per_packet,
             retries=args.retries,
             rate=_rate(args.rate),
+            images=args.images,
             **common,
         )
 

@@ -62,10 +62,10 @@ from ..host import (
     check_engine,
     check_timeout,
     each_piece,
-    piece_result,
     run_whole,
     values_bytes,
 )
+from . import images
 from .errors import EngineMismatchError, UdpTimeoutError
 from .protocol import DEFAULT_ENDPOINT, HEADER_BYTES, MAX_PAYLOAD, PacketType
 from .session import _Lost, _ranges_text, _Session
@@ -140,7 +140,8 @@ class UdpOptions:
     ``engine_given``: None, the board must run the engine :meth:`UdpBoard.run` is given; else
     the engine options given on ``nfacep run``'s command line, as (name, value) pairs: the
     engine is learnt from the board's STATUS and must agree with them
-    (:func:`~nfacep.links.host.check_engine`).
+    (:func:`~nfacep.links.host.check_engine`). ``images``: the folder where ``nfacep load``
+    kept the files it loaded (:mod:`.images`; None: its default).
     """
 
     address: str
@@ -149,6 +150,7 @@ class UdpOptions:
     retries: int = 2
     rate: float | None = None
     engine_given: tuple[tuple[str, int | str], ...] | None = None
+    images: str | None = None
 
     def __post_init__(self):
         check_timeout(self.timeout)
@@ -305,7 +307,8 @@ class UdpBoard:
             link = _Link(
                 status, self._per_packet(status, tb, per_mtu), values, self.rate, losses, started
             )
-            link.image = self.image
+            link.image, link.nfa = self.image, nfa
+            link.folder = images.folder(self.options.images)
             try:
                 return self._attempt(s, nfa, link, pieces, sink)
             except _Lost as lost:
@@ -355,10 +358,9 @@ class UdpBoard:
                 final = _finish(s, end)
                 _await_records(s, final)
                 _check_records(s, end, final, fmt, first=sent)
-                link.see_image(final, sent, end)
+                link.see_image(final, end)
                 records = tally.take(s, end, final, fmt)
-                result = piece_result(
-                    UdpBoardResult,
+                result = link.result(
                     nfa,
                     end,
                     piece,

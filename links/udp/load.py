@@ -177,6 +177,7 @@ def load_image(
     at: int | None = None,
     always: bool = False,
     wait: bool = True,
+    before=None,
 ) -> Loaded | None:
     """Put ``nfa``'s image in force on the board at ``address`` (a connected ``sock``):
     from tuple ``at`` (default: the tuples the engine took so far, so the next one it takes),
@@ -185,7 +186,8 @@ def load_image(
     file does not fit the board's engine, :class:`~.host.EngineMismatchError` when the board's
     engine is for another stream declaration or key, :class:`LinkError` when the board refuses
     the load. With ``wait``, returns once the image is in force (else once the board took the
-    load whole)."""
+    load whole). ``before`` is called with the image before it is sent (``nfacep load``
+    records the file there: the run streaming meanwhile may see it in force at once)."""
     loader = _Loader(sock, address, timeout)
     status = loader.ask()
     params = board_engine(status, nfa, given)
@@ -199,6 +201,8 @@ def load_image(
     fmt = wire.record_format(nfa, slots=params.queries)
     if status["image"] == named and not always:
         return Loaded(params, img, False, 0, status, fmt, loader.packets)
+    if before is not None:
+        before(img)
     status = loader.deliver(load(img, start), status["engine_id"])
     deadline = time.monotonic() + timeout
     while True:

@@ -134,6 +134,7 @@ class UdpBoardModel(BoardModel):
             "load_offset": len(self.assembling),
             "refused": images.refused,
             "image": images.named,
+            "image_from": images.since,
         }
 
     def _packet(self, ptype: int, body: bytes, session: int | None = None) -> bytes:

@@ -1,4 +1,4 @@
--- A Wireshark dissector for the UDP link of nfacep: the payload format version 5 that
+-- A Wireshark dissector for the UDP link of nfacep: the payload format version 6 that
 -- boards/UDP.md describes (its one definition in Python is links/udp/protocol.py).
 --
 -- Load it for one run:   wireshark -X lua_script:links/udp/nfacep.lua capture.pcap
@@ -7,20 +7,20 @@
 -- Folders, "Personal Lua Plugins"; ~/.local/lib/wireshark/plugins/ on Linux).
 --
 -- It takes UDP port 5000 (the board's default; the preference "nfacep.port" changes it) and,
--- on any other port, payloads that start as this format's do (version 5, a known type, reserved
+-- on any other port, payloads that start as this format's do (version 6, a known type, reserved
 -- 0). Fields: nfacep.version, .type, .seq, .engine_id, .session; nfacep.tuples and
 -- nfacep.records (how many a TUPLES or RECORDS packet holds, each one as nfacep.tuple or
 -- nfacep.record); nfacep.params.from and .values (PARAMS); nfacep.load.offset, .last and
 -- .bytes (LOAD: a chunk of a configuration image's load); nfacep.status.<field> for every
 -- STATUS field (the engine parameters store, partitions, ways, timer_bits and tick_tuples,
--- the programmable engine's engine, states, atoms, queries, load_offset, refused and image
--- among them) and nfacep.status.values. The sizes of a tuple and a record are not in TUPLES and
--- RECORDS packets: the dissector learns them from the session's STATUS (the board answers
+-- the programmable engine's engine, states, atoms, queries, load_offset, refused, image and
+-- image_from among them) and nfacep.status.values. The sizes of a tuple and a record are not
+-- in TUPLES and RECORDS packets: the dissector learns them from the session's STATUS (the board answers
 -- every RESET with one), or takes them from the preferences "tuple_bytes" / "record_bytes".
 -- A payload that breaks the format (a command with a body, a partial tuple, a short STATUS,
 -- an unknown type) gets an expert error of the group "Malformed".
 
-local VERSION = 5
+local VERSION = 6
 local HEADER_BYTES = 16
 local SWITCH_BYTES = 6
 local LOAD_HEADER_BYTES = 5
@@ -50,6 +50,7 @@ local STATUS_FIELDS = {
     { "bad_header", 4 }, { "foreign", 4 }, { "engine_full", 4 }, { "bad_load", 4 },
     { "engine", 1 }, { "states", 2 }, { "atoms", 2 }, { "queries", 1 },
     { "load_offset", 4 }, { "refused", 4 }, { "image", 8 },
+    { "image_from", 4 },
 }
 
 -- STATUS's store: the index of the store's name in nfacep/params.py's STORES.

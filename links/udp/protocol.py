@@ -1,4 +1,4 @@
-"""The UDP link's payload format (version 5), shared by the gateware, the tests, the host and the
+"""The UDP link's payload format (version 6), shared by the gateware, the tests, the host and the
 software board model; ``boards/UDP.md`` describes it for users.
 
 Every UDP payload, in both directions, starts with a 16-byte header (little-endian fields, as
@@ -115,8 +115,9 @@ __all__ = [
 #: Payload format version, the first byte of every payload. (2: PARAMS, and the values in
 #: force at the end of STATUS; 3: sessions, the header's ``session``, CLOSE and ``foreign``;
 #: 4: the engine parameters in STATUS; 5: LOAD, ``bad_load`` and the programmable engine's
-#: fields in STATUS, and STATUS's ``echoes``, the ICMP echo requests answered.)
-VERSION = 5
+#: fields in STATUS, and STATUS's ``echoes``, the ICMP echo requests answered; 6: STATUS's
+#: ``image_from``, the tuple the image in force took over at.)
+VERSION = 6
 #: The header's fields: (name, bytes), in order.
 HEADER = (
     ("version", 1),
@@ -211,6 +212,9 @@ STATUS_FIELDS: tuple[tuple[str, int], ...] = (
     ("load_offset", 4),  # where the load being received stands (0: none is)
     ("refused", 4),  # loads the engine refused: another engine's, another length, bad CRC
     ("image", 8),  # the fingerprint of the image in force (0: none yet)
+    # the first tuple the image in force judged (its switch's tuple; 0: in force since the
+    # last RESET, or none yet)
+    ("image_from", 4),
 )
 
 

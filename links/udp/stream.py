@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 from nfacep import wire
 
-from ..host import BoardResult, LinkError, Tally, check_values, frame_order, switch_plan
+from ..host import (
+    BoardResult,
+    LinkError,
+    Tally,
+    check_values,
+    frame_order,
+    piece_result,
+    switch_plan,
+)
 from ..protocol import switch_body
 from .errors import UdpTimeoutError
 from .protocol import PacketType
@@ -52,6 +60,11 @@ class _Link:
         #: and the images STATUS showed in force after it, with where each took over
         self.image: str | None = None
         self.loads: list[dict] = []
+        #: the run's file, where ``nfacep load`` kept the files it loaded (:mod:`.images`),
+        #: and each switch seen: (its tuple, the file whose queries name the matches from it)
+        self.nfa = None
+        self.folder = ""
+        self.files: list[tuple[int, object]] = []
         self.stats: dict = {
             "packets": 0,
             "tuples_per_packet": per_packet,
@@ -59,16 +72,61 @@ class _Link:
             "rate": None if rate is None else ("max" if math.isinf(rate) else rate),
         }
 
-    def see_image(self, final: dict, first: int, end: int) -> None:
-        """On a programmable board: note when the STATUS ``final`` that drained the piece of
-        tuples ``first`` to ``end - 1`` names another image in force than the drain before (a
-        ``nfacep load`` while the run streams): it took over at a tuple from ``first`` to
-        ``end``."""
+    def see_image(self, final: dict, end: int) -> None:
+        """On a programmable board: note when the STATUS ``final`` that drained the tuples
+        before ``end`` names another switch than the drain before (another image, or the same
+        image again: a ``nfacep load`` while the run streams), at the tuple STATUS's
+        ``image_from`` says, and the file whose queries name the matches from there on: the
+        one ``nfacep load`` recorded for the image (:mod:`.images`), or else the run's file,
+        as the board's slots were named before (and why, in the summary)."""
         if self.image is None:
             return
         now = final["image"].to_bytes(8, "little").hex()
-        if now != (self.loads[-1]["image"] if self.loads else self.image):
-            self.loads.append({"image": now, "from_tuple": [first, end]})
+        at = end - (end - final["image_from"]) % 2**32  # (the board counts modulo 2^32)
+        last = (self.loads[-1]["image"], self.loads[-1]["from_tuple"]) if self.loads else None
+        if (now, at) == (last or (self.image, 0)):
+            return
+        load: dict = {"image": now, "from_tuple": at}
+        if now == self.image:
+            nfa = self.nfa
+            load["query_file"] = "(the run's)"
+        else:
+            from .images import look_up
+
+            found = look_up(self.folder, now)
+            nfa = found.nfa or self.nfa
+            load["query_file"] = found.path if found.nfa is not None else None
+            if found.nfa is None:
+                load["reason"] = found.reason
+            else:
+                _check_columns(self.nfa, found.nfa, now, found.path, at)
+        load["queries"] = [q.name for q in nfa.queries]
+        self.loads.append(load)
+        self.files.append((at, nfa))
+
+    def result(self, nfa, end: int, piece, records: list[bytes], final: dict, params, **fields):
+        """The result of the piece ``piece`` (the tuples before ``end``), its ``records`` named
+        by the file in force at each (:meth:`see_image`; :func:`~nfacep.switched.joined`
+        when a switch cut it)."""
+        first = end - piece.n
+        if not self.files:
+            return piece_result(UdpBoardResult, nfa, end, piece, records, final, params, **fields)
+        from nfacep.switched import joined
+
+        cuts = [(0, nfa), *self.files]
+        start = max(k for k, (at, _) in enumerate(cuts) if at <= first)
+        fmt = wire.record_format(nfa, slots=params.queries)
+        seqs = [fmt.decode_bytes(raw).seq for raw in records]
+        parts = []
+        for k in range(start, len(cuts)):
+            at, file = cuts[k]
+            if at >= end:
+                break
+            stop = cuts[k + 1][0] if k + 1 < len(cuts) else end
+            mine = [raw for raw, q in zip(records, seqs, strict=True) if at <= q < stop]
+            result = piece_result(UdpBoardResult, file, end, piece, mine, final, params, **fields)
+            parts.append((at, result, file.program))  # (at: the same in every piece)
+        return joined(parts)
 
     def plan(self, end: int) -> list[tuple[int, int]]:
         """The switches of the tuples before ``end`` (:func:`~nfacep.links.host.switch_plan`)."""
@@ -99,17 +157,7 @@ class _Link:
         result.values = self.values or None
         if self.loads:
             self.stats["images"] = {"run": self.image, "loaded": self.loads}
-            took = "; ".join(
-                f"image {load['image']} from a tuple in {load['from_tuple'][0]}-"
-                f"{load['from_tuple'][1]}"
-                for load in self.loads
-            )
-            result.warnings.append(
-                "warning: another image was put in force on the board while the run streamed "
-                f"(`nfacep load`: {took}); the host does not know the loaded file's queries, so "
-                "the match file names this file's query in each slot for the matches after the "
-                "switch: they are the matches of the loaded file's query in that slot"
-            )
+            result.warnings += [_switch_warning(load) for load in self.loads]
         if self.losses or s.bad_in:
             result.warnings.append(
                 f"warning: the UDP link lost packets and the run was started again "
@@ -117,6 +165,41 @@ class _Link:
                 if self.losses
                 else f"warning: {s.bad_in} unreadable packets came from the board"
             )
+
+
+def _switch_warning(load: dict) -> str:
+    """What the run says of a switch it saw (:meth:`_Link.see_image`)."""
+    said = (
+        f"warning: image {load['image']} was put in force on the board from tuple "
+        f"{load['from_tuple']} while the run streamed (`nfacep load`); "
+    )
+    if load["query_file"] is not None:
+        return said + (
+            f"the matches from that tuple on are its file's queries "
+            f"({', '.join(load['queries'])}; {load['query_file']})"
+        )
+    return said + (
+        f"{load['reason']}, so the match file names this file's query in each slot for the "
+        "matches from that tuple on: they are the matches of the loaded file's query in that "
+        "slot"
+    )
+
+
+def _check_columns(run, loaded, image: str, path: str, at: int) -> None:
+    """A UsageError when the loaded file has a measure the match file has no column for (its
+    columns are the run's file's measures, written before the switch)."""
+    from nfacep.errors import UsageError
+    from nfacep.measures import columns
+
+    have = {m.key for m in columns(run.program)}
+    lack = [m.name for m in columns(loaded.program) if m.key not in have]
+    if lack:
+        raise UsageError(
+            f"image {image} was put in force on the board from tuple {at} while the run "
+            f"streamed; its file ({path}) has the measures {', '.join(lack)}, which the match "
+            "file has no columns for (its columns are this run's file's measures): nothing "
+            "was written; give the run's file every measure the loaded files have"
+        )
 
 
 class _Tally(Tally):

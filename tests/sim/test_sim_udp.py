@@ -290,5 +290,6 @@ def test_programmable_engine_loads_its_image_over_udp(tmp_path, sim_cache):
     nfa = compile_file(query)
     shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, Capacity(9, 7, 1))
     assert board["image"].to_bytes(8, "little").hex() == image(nfa, shape).fingerprint
+    assert board["image_from"] == 0  # (in force from the first tuple, across the crossing)
     assert board["engine"] == 1 and board["refused"] == 0 and board["load_offset"] == 0
     assert board["engine_full"] == 0 and board["bad_load"] == 0

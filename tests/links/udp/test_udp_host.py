@@ -464,6 +464,7 @@ def test_board_with_another_engine(tmp_path, capsys):
         (["--udp", "127.0.0.1", "--rate", "fast"], "--rate 'fast'"),
         (["--udp", "127.0.0.1", "--rate", "inf"], "--rate 'inf'"),
         (["--port", "/dev/null", "--rate", "1000"], "--rate is for --udp"),
+        (["--port", "/dev/null", "--images", "d"], "--images is for --udp"),
     ],
 )
 def test_usage_errors(tmp_path, capsys, args, words):

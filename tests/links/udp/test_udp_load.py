@@ -19,6 +19,7 @@ from nfacep import compile_file
 from nfacep.cli import main
 from nfacep.image import image
 from nfacep.io import reader
+from nfacep.links.udp.host import UdpBoard
 from nfacep.links.udp.model import UdpBoardModel
 from nfacep.params import default_engine
 from nfacep.reference.matcher import run_switched
@@ -28,15 +29,19 @@ STREAM = "CREATE STREAM s (v UINT(8), hot BOOL, k UINT(4));\n"
 FIRST = (
     STREAM
     + """QUERY up FROM s PARTITION BY k
+MEASURES LAST(v) AS x, MATCH_NUMBER() AS n, LAST(hot) AS h
 PATTERN ( A B )
 DEFINE
   A AS (v > 100)
   B AS (v <= 100 AND hot);
 """
 )
+#: other query names, other measures: ``x`` another value, ``n`` counted from the switch, no
+#: ``h``, in another order
 SECOND = (
     STREAM
     + """QUERY down FROM s PARTITION BY k
+MEASURES MATCH_NUMBER() AS n, LAST(seq) AS x
 AFTER MATCH SKIP PAST LAST ROW
 PATTERN ( X Y )
 DEFINE
@@ -57,8 +62,18 @@ DEFINE
   E AS (v > 5);
 """
 )
+#: a measure the first file has no column for
+OTHER_MEASURE = SECOND.replace("LAST(seq) AS x", "LAST(v) AS y")
+assert "AS y" in OTHER_MEASURE
 CAPACITY = ("--states", "4", "--atoms", "4", "--queries", "2")
 N = 3000
+
+
+@pytest.fixture(autouse=True)
+def state(tmp_path, monkeypatch):
+    """The user's state folder, where ``nfacep load`` keeps its record by default."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
 
 
 @pytest.fixture
@@ -66,7 +81,8 @@ def files(tmp_path):
     import random
 
     rng = random.Random(28)
-    for name, text in (("first", FIRST), ("second", SECOND), ("big", TOO_BIG)):
+    texts = (("first", FIRST), ("second", SECOND), ("big", TOO_BIG), ("other", OTHER_MEASURE))
+    for name, text in texts:
         (tmp_path / f"{name}.sql").write_text(text)
     rows = [f"{rng.randrange(256)},{rng.choice(['true', 'false'])},{rng.randrange(16)}"]
     rows += [
@@ -144,60 +160,118 @@ def test_run_sends_its_image_first(files, capsys):
         assert "loaded the image" not in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_load_mid_stream_equals_the_switch_reference(files, capsys):
-    """``nfacep load second.sql --at 2600`` from a second thread while ``run first.sql``
-    streams (paced: the load comes most of a second before its tuple): tuples before 2600 are
-    judged by the first file, the rest by the second from cleared states (the reference run
-    of the switch); none lost."""
-    at = 2600
-    with programmable_board(files / "first.sql") as (model, address):
-        host, port = address.rsplit(":", 1)
-        done = {}
+def _load_while_running(files, model, address, loaded: str, at: int, *run_args) -> tuple:
+    """``nfacep load LOADED --at AT`` from a second thread while ``run first.sql`` streams
+    (paced: the load comes most of a second before its tuple); the run's exit code, what it
+    said, and the loaded image's fingerprint."""
+    host, port = address.rsplit(":", 1)
+    done = {}
 
-        def loader():
-            while model.taken() < 100:  # (the run is streaming)
-                threading.Event().wait(0.002)
-            done["code"] = main(
-                [
-                    "load",
-                    str(files / "second.sql"),
-                    "--udp",
-                    host,
-                    "--port",
-                    port,
-                    "--at",
-                    str(at),
-                    *CAPACITY,
-                ]
-            )
-            done["taken"] = model.taken()
+    def loader():
+        while model.taken() < 100:  # (the run is streaming)
+            threading.Event().wait(0.002)
+        load = ["load", str(files / loaded), "--udp", host, "--port", port, "--at", str(at)]
+        done["code"] = main([*load, *CAPACITY])
+        done["taken"] = model.taken()
 
-        thread = threading.Thread(target=loader, daemon=True)
-        thread.start()
-        assert _run(files, address, "--rate", "3000", "--tuples-per-packet", "20") == 0
-        thread.join(timeout=10)
-        assert done["code"] == 0 and done["taken"] < at
-        said = capsys.readouterr()
-        assert f"taken on the board at {address}, from tuple {at}" in said.out
-        second_image = image(compile_file(files / "second.sql"), model.images.shape).fingerprint
-    # the host saw the switch in STATUS and says so: the query column after it names slots
-    assert "another image was put in force on the board while the run streamed" in said.err
-    summary = json.loads((files / "board.summary.json").read_text())
-    (loaded,) = summary["link"]["images"]["loaded"]
-    assert loaded["image"] == second_image and loaded["from_tuple"][0] <= at
-    assert at <= loaded["from_tuple"][1] == N
+    thread = threading.Thread(target=loader, daemon=True)
+    thread.start()
+    code = _run(files, address, "--rate", "3000", "--tuples-per-packet", "20", *run_args)
+    thread.join(timeout=10)
+    assert done["code"] == 0 and done["taken"] < at
+    fingerprint = image(compile_file(files / loaded), model.images.shape).fingerprint
+    return code, fingerprint
+
+
+def _switch_reference(files, at: int) -> str:
+    """The match file of the switch's reference run (docs/language.md): ``nfacep match`` of
+    the first file's rows before ``at``, then the second file's matches from cleared states,
+    each of its measures in the first file's column of its name, ``h`` (which it lacks) empty."""
+    import csv
+    import io
+
+    from nfacep.result import write
+
+    assert main(["match", str(files / "first.sql"), "--input", str(files / "data.csv"),
+                 "--output", str(files / "ref.csv")]) == 0  # fmt: skip
+    head, *rows = (files / "ref.csv").read_text().splitlines()
     first, second = compile_file(files / "first.sql"), compile_file(files / "second.sql")
     data = reader.read(str(files / "data.csv"), first.program.schema)
-    before, after = run_switched(first, second, data, at, default_engine(first))
-    want = sorted(
-        (int(s), int(p))
-        for result, nfa in ((before, first), (after, second))
-        for s, p in ((r.seq, r.partition) for r in result.records(nfa, data) if not r.dropped)
-    )
-    got = _pairs((files / "board.csv").read_text())
-    assert got == want
-    assert any(s < at for s, _ in got) and any(s >= at for s, _ in got)
+    _, after = run_switched(first, second, data, at, default_engine(first))
+    write(after, str(files / "after.csv"), program=second.program, tuples=data)
+    later = list(csv.DictReader(io.StringIO((files / "after.csv").read_text())))
+    names = head.split(",")
+    assert names[3:] == ["x", "n", "h"] and list(later[0]) == [*names[:3], "n", "x"]
+    return "\n".join([head, *(r for r in rows if int(r.split(",")[0]) < at)]
+                     + [",".join(r.get(c, "") for c in names) for r in later]) + "\n"  # fmt: skip
+
+
+@pytest.mark.slow
+def test_load_mid_stream_equals_the_switch_reference(files, state, capsys, monkeypatch):
+    """``nfacep load second.sql --at 2550`` while ``run first.sql`` streams in pieces of 200
+    tuples: STATUS says the tuple the switch fell at, the run finds the file ``load`` recorded
+    (in the user's state folder) and the match file is the reference run of the switch,
+    named and measured by the second file's queries from 2550 on (its measures in the columns
+    of their names, ``h`` empty, ``MATCH_NUMBER()`` counted from the switch across the
+    pieces); none lost."""
+    at = 2550
+    monkeypatch.setattr(UdpBoard, "chunk", 200)  # (the switch's piece, then two after it)
+    with programmable_board(files / "first.sql") as (model, address):
+        code, second = _load_while_running(files, model, address, "second.sql", at)
+        assert code == 0
+        said = capsys.readouterr()
+        assert f"taken on the board at {address}, from tuple {at}" in said.out
+        assert model.images.since == at
+    record = state / "nfacep" / "images" / f"{second}.sql"
+    assert record.read_text() == SECOND
+    assert f"image {second} was put in force on the board from tuple {at}" in said.err
+    assert f"the matches from that tuple on are its file's queries (down; {record})" in said.err
+    summary = json.loads((files / "board.summary.json").read_text())
+    assert summary["link"]["images"]["loaded"] == [
+        {"image": second, "from_tuple": at, "query_file": str(record), "queries": ["down"]}
+    ]
+    got = (files / "board.csv").read_text()
+    assert got == _switch_reference(files, at)
+    assert summary["matches"] == {"up": got.count(",up,"), "down": got.count(",down,")}
+    assert ",up," in got and ",down," in got
+
+
+@pytest.mark.slow
+def test_a_switch_to_an_unrecorded_file_names_slots_and_says_why(files, capsys):
+    """The run looks in another --images folder than ``load`` recorded in: it names the
+    matches from the switch on by its own file's query in each slot, as before the board
+    reported switches, and the warning and the summary say why."""
+    at = 2600
+    elsewhere = files / "elsewhere"
+    with programmable_board(files / "first.sql") as (model, address):
+        code, second = _load_while_running(
+            files, model, address, "second.sql", at, "--images", str(elsewhere)
+        )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert f"no record of image {second} in {elsewhere}" in err
+    assert "names this file's query in each slot" in err
+    summary = json.loads((files / "board.summary.json").read_text())
+    (loaded,) = summary["link"]["images"]["loaded"]
+    assert loaded["query_file"] is None and loaded["from_tuple"] == at
+    assert f"no record of image {second}" in loaded["reason"]
+    rows = (files / "board.csv").read_text().splitlines()[1:]
+    assert {r.split(",")[1] for r in rows} == {"up"}
+    want = _switch_reference(files, at).splitlines()[1:]
+    assert [r.split(",")[0] for r in rows] == [r.split(",")[0] for r in want]
+
+
+@pytest.mark.slow
+def test_a_switch_to_a_file_with_a_measure_the_match_file_lacks_is_refused(files, capsys):
+    """The loaded file has a measure (``y``) that the run's file has no column for: the run
+    stops, exit 2, naming it, and writes nothing."""
+    with programmable_board(files / "first.sql") as (model, address):
+        code, _ = _load_while_running(files, model, address, "other.sql", 2600)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "has the measures y, which the match file has no columns for" in err
+    assert "Traceback" not in err
+    assert not (files / "board.csv").exists()
 
 
 def test_load_refuses_a_file_that_does_not_fit_before_sending(files, capsys):
@@ -210,6 +284,18 @@ def test_load_refuses_a_file_that_does_not_fit_before_sending(files, capsys):
         assert "states: the queries need 5, the engine has 4" in err
         assert model.images.named == 0 and not model.assembling
         assert model.counters["bad_load"] == 0 and model.images.refused == 0
+
+
+def test_load_whose_record_cannot_be_written_sends_nothing(files, capsys):
+    """``--images`` names a file, not a folder: exit 2 naming it, and no load reached the
+    board (its record is written before the load is sent)."""
+    (files / "not_a_folder").write_text("")
+    with programmable_board(files / "first.sql") as (model, address):
+        load = ["load", str(files / "second.sql"), "--udp", address]
+        assert main([*load, "--images", str(files / "not_a_folder")]) == 2
+        err = capsys.readouterr().err
+        assert f"--images {files / 'not_a_folder'}: cannot make the folder" in err
+        assert model.images.named == 0 and not model.assembling
 
 
 def test_load_into_a_fixed_board_is_refused(files, capsys):

@@ -534,7 +534,7 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
     station's loads during the session ``foreign``, unanswered, changing nothing; a damaged, a
     foreign and a truncated load refused with the first query still running; the second
     in force from its tuple. The records are the reference run of the switch, and STATUS
-    names the image in force across RESET."""
+    names the image in force and the tuple it took over at (0 after RESET) across RESET."""
     from nfacep.hdl.programmable import ProgrammableEngine
     from nfacep.image import Capacity, EngineShape
     from nfacep.links.protocol import engine_id as fingerprint
@@ -570,14 +570,18 @@ def test_programmable_gateware_and_model_load_alike(tmp_path):
     assert status["bad_load"] == 2 and status["bad_header"] == 1 and status["foreign"] == 3
     assert status["refused"] == 3 and status["load_offset"] == 0
     assert status["image"].to_bytes(8, "little").hex() == two.fingerprint
+    assert status["image_from"] == 60  # (the switch's tuple; the repeat at 77 changed nothing)
     assert (status["engine"], status["states"], status["atoms"], status["queries"]) == (1, 4, 4, 2)
     after_reset = _status(hw[reset][-1][1])
     assert after_reset["image"] == status["image"] and after_reset["tuples"] == 0
+    assert after_reset["image_from"] == 0  # (in force for every tuple since RESET)
     assert after_reset["load_offset"] == 20  # (the load under way goes on)
     closed = _status(hw[-2][-1][1])
     assert closed["refused"] == 1 and closed["image"] == status["image"]
     assert hw[-1][-1][0] == THIRD and _status(hw[-1][-1][1])["image"] == status["image"]
-    assert _status(hw[9][-1][1])["image"].to_bytes(8, "little").hex() == one.fingerprint
+    loaded = _status(hw[9][-1][1])
+    assert loaded["image"].to_bytes(8, "little").hex() == one.fingerprint
+    assert loaded["image_from"] == 10
     # the records of the first run: no image before tuple 10, the first file to 60, then the
     # second (the switch's reference run)
     fmt = wire.record_format(first, slots=2)
