@@ -68,6 +68,7 @@ from nfacep.limits import CHUNK
 from nfacep.output import summary_path
 from nfacep.params import EngineParams
 from nfacep.reference import matcher
+from nfacep.reference.loops import loops
 
 #: rows generated and written at a time
 BLOCK = 10_000_000
@@ -198,7 +199,7 @@ def fresh(args, rows: int, path: pathlib.Path, output: pathlib.Path) -> str:
 def warm_loops(nfa) -> None:
     """The reference's compiled loops loaded (a DFA run once in them), as in a process that
     has run a match before; nothing without numba."""
-    if matcher._loops() is not None:
+    if loops() is not None:
         matcher.run(nfa, race(1000, 10, 0), EngineParams(partitions=10), compiled=True)
 
 
