@@ -1,8 +1,9 @@
 """The reference matcher's array operations: each automaton run over the admitted tuples
 grouped by partition, all partitions stepped at once, one tuple of each per operation (very long
-runs split into chunks whose start states are resolved by composing each chunk's state map). They
-take a whole stream as one piece; the compiled loops (:mod:`nfacep.reference.compiled`) give the
-same result in stream order."""
+runs split into chunks whose start states are resolved by composing each chunk's state map). The
+NFA's take a whole stream as one piece; the DFA's also a stream in pieces, each run starting
+from its partition's state where the piece before left it. The compiled loops
+(:mod:`nfacep.reference.compiled`) give the same result in stream order."""
 
 from __future__ import annotations
 
@@ -39,28 +40,25 @@ def _dfa_rounds(flat_t, flat_a, n_sym, sym, starts, lens, init, match=None):
     return final
 
 
-def run_dfa(d: dfa_mod.Dfa, sym, seg_starts, seg_lens) -> np.ndarray:
+def run_dfa(
+    d: dfa_mod.Dfa, sym, seg_starts, seg_lens, init: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The DFA ``d`` run over the runs of ``sym`` (each of ``seg_lens[i]`` symbols from
+    ``seg_starts[i]``), each from its state ``init[i]`` (None: the empty set, 0): whether
+    each symbol's step reports a match, and the state each run ends in."""
     n = len(sym)
     n_states, n_sym = d.table.shape
     flat_t = d.table.ravel().astype(np.int64)
     flat_a = d.accept.ravel()
     match = np.zeros(n, dtype=bool)
+    init = np.zeros(len(seg_starts), dtype=np.int64) if init is None else init.astype(np.int64)
     if n == 0:
-        return match
+        return match, init
     longest = int(seg_lens.max())
     chunk = max(4096, int(math.sqrt(n * n_states)))
     if longest <= 2 * chunk or n * n_states > 1 << 28:
-        _dfa_rounds(
-            flat_t,
-            flat_a,
-            n_sym,
-            sym,
-            seg_starts,
-            seg_lens,
-            np.zeros(len(seg_starts), dtype=np.int64),
-            match,
-        )
-        return match
+        final = _dfa_rounds(flat_t, flat_a, n_sym, sym, seg_starts, seg_lens, init, match)
+        return match, final
     # Split segments into chunks; compute each chunk's state map from every DFA state,
     # compose the maps along each segment to find the chunks' start states, then rerun.
     n_chunks = (seg_lens + chunk - 1) // chunk
@@ -73,16 +71,16 @@ def run_dfa(d: dfa_mod.Dfa, sym, seg_starts, seg_lens) -> np.ndarray:
     rep_init = np.tile(np.arange(n_states), len(c_starts))
     maps = _dfa_rounds(flat_t, flat_a, n_sym, sym, rep_starts, rep_lens, rep_init)
     maps = maps.reshape(len(c_starts), n_states)
-    init = np.zeros(len(c_starts), dtype=np.int64)
+    c_init = np.zeros(len(c_starts), dtype=np.int64)
     first_chunk = np.cumsum(n_chunks) - n_chunks
-    cur = np.zeros(len(seg_starts), dtype=np.int64)
+    cur = init.copy()
     for k in range(int(n_chunks.max())):
         segs = np.flatnonzero(n_chunks > k)
         idx = first_chunk[segs] + k
-        init[idx] = cur[segs]
+        c_init[idx] = cur[segs]
         cur[segs] = maps[idx, cur[segs]]
-    _dfa_rounds(flat_t, flat_a, n_sym, sym, c_starts, c_lens, init, match)
-    return match
+    _dfa_rounds(flat_t, flat_a, n_sym, sym, c_starts, c_lens, c_init, match)
+    return match, cur
 
 
 def run_nfa(
@@ -142,8 +140,14 @@ def run_nfa(
 
 def grouped(codes, admitted, fresh):
     """The admitted tuples grouped by partition, in stream order within each, and the runs
-    between restarts: (tuple order, start and length of each run in that order)."""
+    between restarts: (tuple order, start and length of each run in that order). A run
+    begins at a tuple that starts its partition afresh and at each partition's first tuple
+    (in a piece after the first, it goes on from the partition's state)."""
     idx = np.flatnonzero(admitted)
     order = idx[np.argsort(codes[idx], kind="stable")]
-    heads = np.flatnonzero(fresh[order])
+    by_code = codes[order]
+    begins = fresh[order]
+    begins[1:] |= by_code[1:] != by_code[:-1]
+    begins[:1] = True
+    heads = np.flatnonzero(begins)
     return order, heads, np.diff(np.append(heads, len(order)))

@@ -14,7 +14,8 @@ batch of tuples:
    bit-parallel simulation of the NFA. Either runs in a compiled loop over the stream in
    stream order, one state per partition (:mod:`nfacep.reference.compiled`, with numba), or in array
    operations that step all partitions at once, one tuple of each per operation, over the
-   tuples grouped by partition (:mod:`nfacep.reference.lockstep`). Both give the same result.
+   tuples grouped by partition (:mod:`nfacep.reference.lockstep`; in pieces for the DFA, each
+   partition's state carried from piece to piece). Both give the same result.
 
    A query with WITHIN or start_seq always runs the NFA: a DFA over predicate symbols cannot
    hold starts. Each active state also holds the latest start (the position of the tuple the
@@ -42,7 +43,7 @@ from .capacity import Slots, admit, carry, table_slots
 from .history import History
 from .keys import KeyCodes, factorise
 from .lockstep import grouped, run_dfa, run_nfa
-from .loops import loops
+from .loops import loops, ready
 from .symbols import Decoder, predicate_matrix, symbols
 
 # (KeyCodes, factorise, predicate_matrix and symbols are defined in keys.py and symbols.py)
@@ -62,12 +63,17 @@ __all__ = [
 _MAX_DFA_STATES = 1 << 14
 
 #: From how many tuples each automaton runs in the compiled loop by default (below, in array
-#: operations). Loading the compiled loops (importing numba, reading its cache) takes about
-#: 0.4 s: the DFA's loop, about twice as fast as its array operations, wins that back only on
-#: several million tuples; the NFA's, a hundred times as fast, on some tens of thousands. Under
-#: WITHIN or start_seq the array operations also carry starts (about 20 µs a tuple on one
-#: partition, three times the plain NFA's): the loop wins from some ten thousand.
+#: operations), unless its loop has run in this process already (:func:`loops.ready`: then
+#: always). Loading the compiled loops (importing numba, setting its compiler up, reading the
+#: cache) takes about 0.4 s of CPU: the DFA's loop, about five times as fast as its array
+#: operations (9 against 49 ms on a million tuples), wins that back only on several million
+#: tuples; the NFA's, a hundred times as fast, on some tens of thousands. Under WITHIN or
+#: start_seq the array operations also carry starts (about 20 µs a tuple on one partition,
+#: three times the plain NFA's): the loop wins from some ten thousand.
 _COMPILED_FROM = {"dfa": 4_000_000, "nfa": 40_000, "tracked": 10_000}
+
+#: The compiled loop each automaton runs in (:data:`_COMPILED_FROM`'s keys).
+_LOOP = {"dfa": "dfa_stream", "nfa": "nfa_stream", "tracked": "nfa_start_stream"}
 
 
 def _loops():
@@ -148,8 +154,9 @@ def run(
     ``engine`` ("auto", "dfa", "nfa") picks the automaton; ``compiled`` whether it runs in the
     compiled stream-order loops of :mod:`nfacep.reference.compiled` or in lock-step array operations
     over the tuples grouped by partition (None: compiled when numba is installed and the
-    stream has at least ``_COMPILED_FROM`` tuples for the automaton). All give equal
-    results. A stream too long to hold at once goes through a :class:`Matcher` in pieces.
+    stream has at least ``_COMPILED_FROM`` tuples for the automaton, or its loop has run in
+    this process already). All give equal results. A stream too long to hold at once goes
+    through a :class:`Matcher` in pieces.
     """
     return Matcher(nfa, params, engine=engine, compiled=compiled, values=values).feed(
         tuples, last=True
@@ -221,9 +228,10 @@ class Matcher:
     admitted tuple of each key) and each partition's automaton state, so a stream of any
     length runs in memory bounded by its pieces and its keys.
 
-    A piece after the first runs in the compiled loops (:mod:`nfacep.reference.compiled`), which
-    carry the states over; the array operations, which match a stream grouped by partition, take
-    the whole stream as one piece only.
+    The pieces run in the compiled loops (:mod:`nfacep.reference.compiled`), which carry the
+    states over, or, by default while the stream is short (``_COMPILED_FROM``) and the loops
+    not loaded, in array operations over each piece grouped by partition: the DFA's carry
+    each partition's state over; the NFA's take the whole stream as one piece only.
     """
 
     def __init__(
@@ -367,8 +375,8 @@ class Matcher:
         self, q: QueryNfa, run: _QueryState, piece: _Piece
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """One query's matches in the piece (stream positions, in order) and the start of
-        each (None unless tracked), in the compiled loops or, for a whole stream, in array
-        operations."""
+        each (None unless tracked), in the compiled loops or in array operations
+        (:meth:`_loops_for` chooses)."""
         nfa, n = self.nfa, piece.tuples.n
         vectors, packed, lut = symbols(nfa, q, piece.tuples, piece.admitted, piece.decoder)
         masks = dfa_mod.true_masks(nfa, q, vectors)
@@ -378,36 +386,9 @@ class Matcher:
             assert q.order_field is not None, "WITHIN needs ORDER BY (nfacep.lang.check)"
             ts = timestamps(piece.tuples.columns[q.order_field])
         d = self._automaton(q, run, masks, tracked)
-        loops = None
-        whole = piece.offset == 0 and piece.last
-        if self.compiled is False and not whole:
-            raise ValueError(
-                "compiled=False runs the array operations, which take the whole stream as one piece"
-            )
-        if (
-            not whole
-            or self.compiled
-            or (self.compiled is None and n >= _COMPILED_FROM["tracked" if tracked else run.engine])
-        ):
-            loops = _loops()  # None without numba: a whole stream runs in array operations
-            if loops is None and not whole:
-                raise RuntimeError("matching a stream in pieces needs numba")
+        loops = self._loops_for(run, piece, d is not None, tracked)
         if loops is None:
-            self._whole = True
-            if piece.grouped is None:
-                piece.grouped = grouped(piece.codes, piece.admitted, piece.fresh)
-            order, heads, seg_lens = piece.grouped
-            sym = lut[packed[order]]
-            first = None
-            if d is not None:
-                match = run_dfa(d, sym, heads, seg_lens)
-            else:
-                match, first = run_nfa(
-                    nfa, q, masks, sym, heads, seg_lens, order if tracked else None, ts
-                )
-            seqs = order[match]
-            sort = np.argsort(seqs, kind="stable")
-            return seqs[sort], None if first is None else first[match][sort]
+            return self._in_arrays(q, run, piece, d, (packed, lut, masks, ts), tracked)
         stream = (lut, packed, piece.codes, piece.admitted, piece.fresh)
         first = None
         if d is not None:
@@ -438,6 +419,62 @@ class Matcher:
         if first is not None:
             first = first[seqs]
         return seqs + piece.offset, first
+
+    def _loops_for(self, run: _QueryState, piece: _Piece, dfa: bool, tracked: bool):
+        """The compiled loops to match the piece in, or None for array operations: by default
+        the loops once the stream reaches ``_COMPILED_FROM`` tuples for the automaton or its
+        loop has run in this process, array operations before (a DFA's carry each
+        partition's state from piece to piece; the NFA's take a whole stream only, so a
+        piece of a longer stream needs the loops) and without numba."""
+        whole = piece.offset == 0 and piece.last
+        if self.compiled is False:
+            if not whole:
+                raise ValueError(
+                    "compiled=False runs the array operations, "
+                    "which take the whole stream as one piece"
+                )
+            return None
+        kind = "tracked" if tracked else run.engine
+        worth = piece.offset + piece.tuples.n >= _COMPILED_FROM[kind] or ready(_LOOP[kind])
+        if not (self.compiled or worth or not (whole or dfa)):
+            return None
+        loops = _loops()  # None without numba
+        if loops is None and not (whole or dfa):
+            raise RuntimeError("matching a stream in pieces needs numba")
+        return loops
+
+    def _in_arrays(
+        self, q: QueryNfa, run: _QueryState, piece: _Piece, d, symbols_, tracked: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`_match` in array operations over the piece's tuples grouped by partition:
+        the DFA ``d``'s runs each from its partition's state (``run.state``, left as the
+        piece leaves it, as the compiled loop leaves it), or the NFA's over a whole stream.
+        ``symbols_``: the piece's ``(packed, lut, masks, ts)``."""
+        packed, lut, masks, ts = symbols_
+        self._whole |= piece.offset == 0 and piece.last
+        if piece.grouped is None:
+            piece.grouped = grouped(piece.codes, piece.admitted, piece.fresh)
+        order, heads, seg_lens = piece.grouped
+        sym = lut[packed[order]]
+        first = None
+        if d is not None:
+            assert run.state is not None, "numbered for d by _automaton"
+            run.state = state = _grown(run.state, piece.n_keys)
+            at = order[heads]
+            codes = piece.codes[at]
+            match, final = run_dfa(
+                d, sym, heads, seg_lens, np.where(piece.fresh[at], 0, state[codes])
+            )
+            if len(codes):  # each partition's last run leaves its state
+                ends = np.append(codes[1:] != codes[:-1], True)
+                state[codes[ends]] = final[ends]
+        else:
+            match, first = run_nfa(
+                self.nfa, q, masks, sym, heads, seg_lens, order if tracked else None, ts
+            )
+        seqs = order[match]
+        sort = np.argsort(seqs, kind="stable")
+        return seqs[sort] + piece.offset, None if first is None else first[match][sort]
 
     def _partitions(
         self, codes: np.ndarray, seqs: np.ndarray, offset: int, n_keys: int

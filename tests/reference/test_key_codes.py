@@ -62,7 +62,11 @@ def key_pieces(draw):
 @given(pieces=key_pieces(), compiled_loops=st.booleans())
 def test_codes_across_pieces_follow_the_definition(pieces, compiled_loops):
     codes = KeyCodes()
-    with mock.patch.object(loops, "LOOPS_FROM", 0 if compiled_loops else loops.LOOPS_FROM):
+    helpers = 0 if compiled_loops else loops.LOOPS_FROM
+    with (
+        mock.patch.object(loops, "LOOPS_FROM", helpers),
+        mock.patch.object(loops, "LOAD_FROM", helpers),
+    ):
         for piece, (expected, new) in zip(pieces, numbering(pieces), strict=True):
             got, got_new = codes.codes(piece)
             assert got.tolist() == expected
@@ -114,7 +118,7 @@ def test_compiled_helpers_equal_numpy(codes, extra, admitted, offset):
     expected = before.copy()
     idx = np.flatnonzero(mask)
     np.maximum.at(expected, codes[idx], offset + idx)
-    with mock.patch.object(loops, "LOOPS_FROM", 0):
+    with mock.patch.object(loops, "LOOPS_FROM", 0), mock.patch.object(loops, "LOAD_FROM", 0):
         capacity.carry(before, capacity.Admission(codes, mask, mask), offset)
     assert before.tolist() == expected.tolist()
 

@@ -80,6 +80,12 @@ def in_pieces(nfa, columns, n, cuts, params=EngineParams(), values=None, engine=
     return matches, drops
 
 
+def dfa_pieces(arrays: bool):
+    """A DFA's pieces matched in array operations (the default before the compiled loop has
+    run in the process, on a short stream), or in the compiled loop (once it has)."""
+    return mock.patch.object(reference, "ready", lambda name: not arrays)
+
+
 def one_pass(nfa, columns, n, params=EngineParams(), values=None):
     r = reference.run(nfa, Tuples(columns, n), params, compiled=False, values=values)
     return r.matches, r.drop_seqs
@@ -121,7 +127,11 @@ def test_pieces_equal_one_pass(partitioned, data):
     # the partitioner's model and the key codes by their compiled loops (long pieces), or by
     # numpy (short ones)
     helpers = 0 if data.draw(st.booleans(), label="compiled helpers") else loops.LOOPS_FROM
-    with mock.patch.object(loops, "LOOPS_FROM", helpers):
+    with (
+        mock.patch.object(loops, "LOOPS_FROM", helpers),
+        mock.patch.object(loops, "LOAD_FROM", helpers),
+        dfa_pieces(data.draw(st.booleans(), label="DFA pieces in array operations")),
+    ):
         got = in_pieces(nfa, cols, n, cuts, params)
     assert got == one_pass(nfa, cols, n, params), text
 
@@ -159,7 +169,9 @@ def test_pieces_with_parameter_switches(partitioned, data):
     cols = columns_of(rows, nfa)
     n = len(rows)
     cuts = data.draw(st.lists(st.integers(0, n), max_size=5), label="cuts")
-    assert in_pieces(nfa, cols, n, cuts, values=values) == one_pass(nfa, cols, n, values=values)
+    with dfa_pieces(data.draw(st.booleans(), label="DFA pieces in array operations")):
+        got = in_pieces(nfa, cols, n, cuts, values=values)
+    assert got == one_pass(nfa, cols, n, values=values)
 
 
 def test_a_later_piece_brings_new_symbols_and_smaller_keys():
@@ -181,13 +193,16 @@ def test_a_later_piece_brings_new_symbols_and_smaller_keys():
     cols = {"k": k, "a": a}
     want = one_pass(nfa, cols, n)
     assert len(want[0]) > 100
-    for engine in ("auto", "nfa"):
-        assert in_pieces(nfa, cols, n, [500, 501, 1700], engine=engine) == want
+    for engine, arrays in (("auto", False), ("auto", True), ("nfa", False)):
+        with dfa_pieces(arrays):
+            assert in_pieces(nfa, cols, n, [500, 501, 1700], engine=engine) == want
 
 
-def test_a_dfa_grown_too_large_hands_its_partitions_to_the_nfa(monkeypatch):
+@pytest.mark.parametrize("arrays", [False, True])
+def test_a_dfa_grown_too_large_hands_its_partitions_to_the_nfa(monkeypatch, arrays):
     """When a later piece's symbols make the DFA exceed its limit, the partitions carry on in
-    the NFA from the states they stand in."""
+    the NFA from the states they stand in (the DFA's piece matched in array operations or in
+    its compiled loop)."""
     nfa = nfacep.compile_text(
         "CREATE STREAM s (k UINT(4), a UINT(4));"
         "QUERY q PARTITION k PATTERN (A (B | C)* A D) "
@@ -200,6 +215,7 @@ def test_a_dfa_grown_too_large_hands_its_partitions_to_the_nfa(monkeypatch):
     cols = {"k": rng.integers(0, 5, n).astype(np.uint64), "a": a}
     want = one_pass(nfa, cols, n)
     m = reference.Matcher(nfa)
+    monkeypatch.setattr(reference, "ready", lambda name: not arrays)
     first = m.feed(Tuples({f: c[:700] for f, c in cols.items()}, 700))
     assert first.engines == {"q": "dfa"}
     monkeypatch.setattr(reference, "_MAX_DFA_STATES", len(m._queries[0].dfa.sets) + 1)
@@ -209,12 +225,50 @@ def test_a_dfa_grown_too_large_hands_its_partitions_to_the_nfa(monkeypatch):
     assert len(want[0]) > 20
 
 
+@pytest.mark.parametrize("key", ["", "PARTITION k"])
+def test_long_runs_in_array_pieces(key):
+    """A DFA's array operations over pieces with runs long enough to be cut into chunks (whose
+    start states compose from the state the piece before left), one partition and two."""
+    nfa = nfacep.compile_text(
+        f"CREATE STREAM s (k UINT(2), a UINT(4)); QUERY q {key} PATTERN (A B* C) "
+        "DEFINE A AS a = 1 B AS a > 1 C AS a = 3"
+    )
+    rng = np.random.default_rng(3)
+    n = 40_000
+    cols = {
+        "k": rng.integers(0, 2, n).astype(np.uint64),
+        "a": rng.choice([1, 2, 3, 4], n, p=[0.001, 0.5, 0.0005, 0.4985]).astype(np.uint64),
+    }
+    want = one_pass(nfa, cols, n)
+    assert len(want[0]) > 10
+    with dfa_pieces(True):
+        assert in_pieces(nfa, cols, n, [13_000, 31_000]) == want
+
+
+def test_a_dfa_in_pieces_without_numba(monkeypatch):
+    """Without numba a DFA's pieces are matched in array operations; an NFA's need the loops."""
+    monkeypatch.setattr(reference, "_loops", lambda: None)
+    monkeypatch.setattr(loops, "loops", lambda n=None: None)
+    rng = np.random.default_rng(4)
+    n = 3000
+    cols = {"k": rng.integers(0, 7, n).astype(np.uint64), "a": rng.integers(0, 4, n)}
+    cols["a"] = cols["a"].astype(np.uint64)
+    text = "CREATE STREAM s (k UINT(4), a UINT(4)); QUERY q PARTITION k {} PATTERN (A B+ C) "
+    text += "DEFINE A AS a = 1 B AS a = 2 C AS a = 3"
+    dfa = nfacep.compile_text(text.format(""))
+    want = one_pass(dfa, cols, n)
+    assert len(want[0]) > 20 and in_pieces(dfa, cols, n, [100, 2000]) == want
+    nfa = nfacep.compile_text(text.format("MEASURES FIRST(seq) AS s"))
+    with pytest.raises(RuntimeError, match="needs numba"):
+        in_pieces(nfa, cols, n, [100, 2000])
+
+
 def test_the_array_operations_take_one_piece_only():
     nfa = nfacep.compile_text("CREATE STREAM s (a UINT(4)); QUERY q PATTERN (A) DEFINE A AS a = 1")
     t = Tuples({"a": np.array([1, 2], dtype=np.uint64)}, 2)
     with pytest.raises(ValueError, match="whole stream as one piece"):
         reference.Matcher(nfa, compiled=False).feed(t)
-    m = reference.Matcher(nfa)
+    m = reference.Matcher(nfa, compiled=False)
     assert m.feed(t, last=True).matches == [(0, "q", None)]
     with pytest.raises(ValueError, match="one piece"):
         m.feed(t)

@@ -393,14 +393,17 @@ def test_constants_are_broadcast_not_copied():
 
 def test_the_default_compiles_long_streams_only(monkeypatch):
     """Without ``compiled``, the loops are asked for on streams of ``_COMPILED_FROM`` tuples
-    or more (per automaton); without numba (None), the array operations run instead."""
+    or more (per automaton), or when the automaton's loop has run in this process already;
+    without numba (None), the array operations run instead."""
     loaded = []
 
     def spy():
         loaded.append(True)
         return None  # as without numba
 
+    ran: set[str] = set()
     monkeypatch.setattr(reference, "_loops", spy)
+    monkeypatch.setattr(reference, "ready", lambda name: name in ran)
     nfa = nfacep.compile_text(
         STREAM + "QUERY q PARTITION k PATTERN (A B* C) "
         "DEFINE A AS a < 6 B AS a > 3 AND c C AS e <> 'y'"
@@ -415,11 +418,32 @@ def test_the_default_compiles_long_streams_only(monkeypatch):
     )
     short = reference.run(nfa, t)
     assert not loaded and short.engines == {"q": "dfa"}
+    ran.add("nfa_stream")  # another automaton's loop
+    assert reference.run(nfa, t).matches == short.matches and not loaded
+    ran.add("dfa_stream")
+    assert reference.run(nfa, t).matches == short.matches and loaded == [True]
+    ran.clear()
     monkeypatch.setattr(reference, "_COMPILED_FROM", {"dfa": n, "nfa": n})
     assert reference.run(nfa, t).matches == short.matches and len(short.matches) > 20
-    assert loaded == [True]
+    assert loaded == [True, True]
     with pytest.raises(RuntimeError, match="needs numba"):
         reference.run(nfa, t, compiled=True)
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is not installed")
+def test_a_loop_is_ready_once_it_ran(monkeypatch):
+    """``loops.ready``: a loop that ran in this process is ready; none is before numba's
+    loops are imported (asking does not import them)."""
+    from nfacep.reference import loops
+
+    nfa = nfacep.compile_text(
+        "CREATE STREAM s (a UINT(4)); QUERY q PATTERN (A B) DEFINE A AS a = 1 B AS a = 2"
+    )
+    t = tuples(a=np.array([1, 2, 2, 1, 2]))
+    assert reference.run(nfa, t, compiled=True).seqs.tolist() == [1, 4]
+    assert loops.ready("dfa_stream")
+    monkeypatch.delitem(sys.modules, "nfacep.reference.compiled")
+    assert not loops.ready("dfa_stream") and "nfacep.reference.compiled" not in sys.modules
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba is not installed")
