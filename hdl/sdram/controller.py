@@ -42,7 +42,7 @@ and its tests need every signal visible to Amaranth's simulator beside the SDRAM
 is Migen, would enter as a Verilog ``Instance`` opaque to that simulator, and brings a
 crossbar, a port per user and bursts for a cache line that a single-word store does not use.
 ``benchmarks/sdram_controller.py`` measures what this controller sustains: 0.100 random
-read-modify-writes per clock in one bank, 0.146-0.166 over the 5A-75B's two banks, 0.20 over
+read-modify-writes per clock in one bank, 0.147-0.167 over the 5A-75B's two banks, 0.20 over
 four (the row cycle of a random access, ~10 clocks at 100 MHz, is the chip's, and would bind
 LiteDRAM's bank machines alike), in 999 LUTs and 642 flip-flops at 116.7 MHz on the LFE5U-25F
 (about 4% of its LUTs). With the throughput bound by the chip and the cost this small, there
