@@ -46,7 +46,7 @@ from sdram_controller import build, connect_pins, lfsr64
 
 from nfacep.hdl.sdram.model import SDRAMModel
 from nfacep.hdl.sdram.sim import sdram_process
-from nfacep.hdl.sdram.store import SdramPartitioner
+from nfacep.hdl.sdram.store import BANK_QUEUE, QUEUE, SdramPartitioner
 from nfacep.hdl.sdram.timing import ENGINE_SDRAM
 
 KEY_BITS = 20
@@ -162,12 +162,14 @@ def main() -> None:
     ap.add_argument("--tuples", type=int, default=3000, help="tuples a point (after warm-up)")
     ap.add_argument("--warmup", type=int, default=500, help="tuples not counted, first")
     ap.add_argument("--lines", type=int, default=64, help="the cache's lines")
-    ap.add_argument("--queue", type=int, default=8, help="tuples waiting for their lines")
+    ap.add_argument("--queue", type=int, default=QUEUE, help="tuples waiting for their lines")
+    ap.add_argument("--depth", type=int, default=BANK_QUEUE, help="the controller's bank queues")
     ap.add_argument(
         "--keys",
         default="1000,10000,100000,1000000",
         help="distinct keys of each point, comma-separated",
     )
+    ap.add_argument("--kinds", default="uniform,zipf", help="key draws, comma-separated")
     ap.add_argument("--build", action="store_true", help="only Yosys/nextpnr on the LFE5U-25F")
     args = ap.parse_args()
     mhz = ENGINE_SDRAM.clk_freq / 1e6
@@ -177,16 +179,18 @@ def main() -> None:
         return
     print(
         f"SDRAM store, 2^{KEY_BITS} entries direct, {args.lines} cache lines, queue "
-        f"{args.queue}, {mhz:.0f} MHz; {args.tuples} tuples a point after {args.warmup}"
+        f"{args.queue}, bank queues {args.depth}, {mhz:.0f} MHz; {args.tuples} tuples a point "
+        f"after {args.warmup}"
     )
     print(
         f"{'keys':>9} {'keys drawn':>10} {'tuples/clock':>12} {'M tuples/s':>10} {'ACT/tuple':>9}"
     )
     for distinct in (int(k) for k in args.keys.split(",")):
-        for kind in ("uniform", "zipf"):
+        for kind in args.kinds.split(","):
             keys = keys_for(kind, distinct, args.warmup + args.tuples, seed=distinct)
             start = time.time()
-            r = run(keys, args.warmup, lines=args.lines, queue=args.queue)
+            controller = {"queue_depth": args.depth}  # (a reorder buffer for them all full)
+            r = run(keys, args.warmup, lines=args.lines, queue=args.queue, controller=controller)
             rate = r["per_clock"] * ENGINE_SDRAM.clk_freq
             print(
                 f"{distinct:>9,} {kind:>10} {r['per_clock']:>12.3f} {rate / 1e6:>10.2f} "

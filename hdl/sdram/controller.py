@@ -21,11 +21,11 @@ How it works:
   one bank's ACTIVE and PRECHARGE overlap another's reads and writes.
 - **Responses in order**: read data arrives ``CL + 1 + read_delay`` clocks after the READ is
   registered and lands in its tag's entry; the oldest entry retires when done (a write is done
-  when issued, a read when its data arrived, and then only when ``response.ready``). A full
-  reorder buffer or bank queue holds ``request.ready`` low: nothing is dropped (``ready``
-  looks at the offered request's bank, combinationally: its source must not derive the
-  payload from ``ready``). ``idle`` is 1 when no request is in flight (every write accepted
-  has been issued to the chip).
+  the clock after it is issued, a read when its data arrived, and then only when
+  ``response.ready``). A full reorder buffer or bank queue holds ``request.ready`` low:
+  nothing is dropped (``ready`` looks at the offered request's bank, combinationally: its
+  source must not derive the payload from ``ready``). ``idle`` is 1 when no request is in
+  flight (every write accepted has been issued to the chip).
 - **Refresh**: a counter raises a refresh request every ``trefi - margin`` clocks; from then no
   new ACTIVE or READ/WRITE is issued, open banks are precharged when tRAS/tWR allow, and
   REFRESH is issued once every bank is idle (tRP, tRC). ``margin`` is the longest that can take,
@@ -42,7 +42,7 @@ and its tests need every signal visible to Amaranth's simulator beside the SDRAM
 is Migen, would enter as a Verilog ``Instance`` opaque to that simulator, and brings a
 crossbar, a port per user and bursts for a cache line that a single-word store does not use.
 ``benchmarks/sdram_controller.py`` measures what this controller sustains: 0.100 random
-read-modify-writes per clock in one bank, 0.146-0.166 over the 5A-75B's two banks, 0.20 over
+read-modify-writes per clock in one bank, 0.147-0.167 over the 5A-75B's two banks, 0.20 over
 four (the row cycle of a random access, ~10 clocks at 100 MHz, is the chip's, and would bind
 LiteDRAM's bank machines alike), in 999 LUTs and 642 flip-flops at 116.7 MHz on the LFE5U-25F
 (about 4% of its LUTs). With the throughput bound by the chip and the cost this small, there
@@ -232,12 +232,19 @@ class SDRAMController(wiring.Component):
         with m.If(self.request.valid & self.request.ready):
             m.d.sync += [alloc.eq(alloc + 1), is_read[alloc[:bits]].eq(~self.request.payload.write)]
         head = retire[:bits]
+        # the oldest entry's flags and word through a tree of multiplexers on ``head``'s bits
+        # (``word_select``), not a comparison of ``head`` with every index
+        head_done = Cat(*done).word_select(head, 1)
+        head_read = Cat(*is_read).word_select(head, 1)
         m.d.comb += [
-            self.response.valid.eq(done[head] & is_read[head]),
-            self.response.payload.eq(words[head]),
+            self.response.valid.eq(head_done & head_read),
+            self.response.payload.eq(Cat(*words).word_select(head, width)),
         ]
-        retiring = done[head] & (~is_read[head] | self.response.ready)
-        write_valid, write_tag = done_write
+        retiring = head_done & (~head_read | self.response.ready)
+        # a write is marked done the clock after its WRITE: the command choice ends in the
+        # WRITE's registers, not in the reorder buffer's flags
+        write_valid, write_tag = Signal(name="write_done"), Signal(bits, name="write_done_tag")
+        m.d.sync += [write_valid.eq(done_write[0]), write_tag.eq(done_write[1])]
         read_valid, read_tag, read_word = read_back
         for i in range(n):
             with m.If(retiring & (head == i)):

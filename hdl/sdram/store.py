@@ -87,10 +87,17 @@ from .fetch import SdramFetch
 from .lookup import CacheLookup, LineTags
 from .timing import ENGINE_SDRAM, SDRAMCycles, SDRAMGeometry, SDRAMTiming
 
-__all__ = ["STAMP_BITS", "SdramPartitioner", "SdramTable"]
+__all__ = ["BANK_QUEUE", "QUEUE", "STAMP_BITS", "SdramPartitioner", "SdramTable"]
 
 #: The least width of a stamp: ticks stored modulo 2**48 (see the module's docstring).
 STAMP_BITS = 48
+
+#: The store's default ``queue`` (tuples waiting for their lines) and its controller's bank
+#: queues (``queue_depth``; the reorder buffer holds them all full): deeper than the
+#: controller's own defaults, so that more buckets are fetched at once over the two banks
+#: (``benchmarks/sdram_store.py``; hdl/sdram/README.md, "Against the line").
+QUEUE = 16
+BANK_QUEUE = 8
 
 
 class SdramTable(TableGeometry):
@@ -180,7 +187,8 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
     queue : :class:`int`
         Tuples waiting for their line at most (and so buckets fetched at once).
     controller : :class:`dict`
-        Further arguments of :class:`SDRAMController` (``queue_depth``, ``reorder``,
+        Further arguments of :class:`SDRAMController` (``queue_depth``, by default
+        :data:`BANK_QUEUE`; ``reorder``, by default room for every bank queue full;
         ``read_delay``, and, for tests only, ``cycles_override``).
     hazard_tracking : :class:`bool`
         Tests only: ``False`` breaks it (see the module docstring).
@@ -214,7 +222,7 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
         timing: SDRAMTiming = ENGINE_SDRAM.timing,
         clk_freq: float = ENGINE_SDRAM.clk_freq,
         lines: int = 64,
-        queue: int = 8,
+        queue: int = QUEUE,
         controller: dict | None = None,
         hazard_tracking: bool = True,
         clear: bool = True,
@@ -244,6 +252,8 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
         self._counter_width = counter_width
         self.timing, self.clk_freq = timing, clk_freq
         self._controller_args = dict(controller or {})
+        depth = self._controller_args.setdefault("queue_depth", BANK_QUEUE)
+        self._controller_args.setdefault("reorder", 1 << (geometry.banks * depth - 1).bit_length())
         self._queue = queue
         self._hazard_tracking = hazard_tracking
         self._clear_after_reset = clear
