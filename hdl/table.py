@@ -183,7 +183,11 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         ``update``'s result) passes one register more before the output register, a cycle
         more of latency, so that a result chosen from a wide state (start positions) has a
         cycle to itself, and the route to the output register another. ``None`` (the default):
-        when the result is wider than :data:`RESULT_STAGE_WIDTH` bits.
+        when the result is wider than :data:`RESULT_STAGE_WIDTH` bits. An ``update`` with the
+        attributes ``finish`` and ``pending_width`` is then called with ``pending=True``: its
+        result (of ``pending_width`` bits) is registered as it is, and ``finish(m, pending)``
+        after the register makes the result (start_seq: stage 4 decides which stored start,
+        the register holds the candidates, the choice is made after it).
 
     Members
     -------
@@ -254,6 +258,10 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             # registered once beside it, the route to the output register is a cycle of its own
             result_stage = Shape.cast(result_shape).width > RESULT_STAGE_WIDTH
         self._result_stage = self._registered and bool(result_stage)
+        # an update that can hand its result on before the last choice (start_seq: which
+        # stored start) makes that choice after the register, so that the register is loaded
+        # with copies of stage 4's and a few gates' decision
+        self._finish = getattr(update, "finish", None) if self._result_stage else None
 
         wiring.Component.__init__(
             self, store_signature(key_shape, payload_shape, result_shape, counter_width)
@@ -328,6 +336,8 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             tail = self._simple_writes(m, ctx, chain[-1], read_data, write_ports, clearing, sweep)
         if self._result_stage:
             tail = self._result_register(m, advance, *tail)
+            if self._finish is not None:
+                tail = (*tail[:4], self._finish(m, tail[4]))
         t, t_valid, hit, dropped, result = tail
         m.d.comb += [
             out.i_stream.valid.eq(t_valid),
