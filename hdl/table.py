@@ -398,11 +398,6 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         # the operation whose row leaves the block RAMs' output registers (split stamps only)
         # (and the one a stage before it, whose tick is copied beside each block meanwhile)
         ctx.early_op = chain[-4][2] if self._split_stamp else None
-        # with the banks' port copies, (key, row) of the operation a stage before ``prev``,
-        # which the relations of the writes in flight copy beside each of them
-        ctx.early_ident = None
-        if self._copies:
-            ctx.early_ident = (Value.cast(chain[-3][0].key).as_unsigned(), chain[-3][3])
         t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
             prev, *chain[-1], read_data
         )

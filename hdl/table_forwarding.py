@@ -37,20 +37,16 @@ class Forwarding:
         ``rel_hint``, the ``hints`` of the sources that have one (``None``: no hints)."""
         m = self.m
         stages = self.table._missed
-        _, _, prev_op, _ = prev
+        prev_key, prev_row, prev_op, _ = prev
         n = len(ident)  # stages + 1
         rel_row = Signal(n, name="s1_rel_row")
         rel_key = Signal(n, name="s1_rel_key")
         rel_live = Signal(n, name="s1_rel_live")
         rel_valid = Signal(n, name="s1_rel_valid")
-        same_row = []
-        for j, (row, src_key, entry_valid, stamp) in enumerate(ident):
-            prev_key, prev_row = self._prev_ident(prev, j)
-            same_row.append(Signal(name=f"s1_same_row{j}"))
-            m.d.comb += same_row[j].eq(row == prev_row)
-            with m.If(self.advance):
+        with m.If(self.advance):
+            for j, (row, src_key, entry_valid, stamp) in enumerate(ident):
                 m.d.sync += [
-                    rel_row[j].eq(same_row[j]),
+                    rel_row[j].eq(row == prev_row),
                     rel_key[j].eq(self.tag_equal(src_key, prev_key)),
                     rel_live[j].eq(self.live(entry_valid, stamp, prev_op, ahead=stages + 2)),
                     rel_valid[j].eq(entry_valid),
@@ -64,7 +60,7 @@ class Forwarding:
             bits = Signal(self.banks, name=f"s1_rel_way{j}")
             with m.If(self.advance):
                 m.d.sync += bits.eq(
-                    Cat(store & same_row[j] & (way == b) for b in range(self.banks))
+                    Cat(store & (ident[j][0] == prev_row) & (way == b) for b in range(self.banks))
                 )
             rel_way.append(bits)
         rel_hint = None
@@ -79,24 +75,6 @@ class Forwarding:
                     m.d.sync += reg.eq(hint)
                 rel_hint.append(reg)
         return rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint
-
-    def _prev_ident(self, prev, j):
-        """(key, row) of the operation in ``prev`` that source ``j`` is compared with: with the
-        banks' port copies (a large table, its writes in flight spread with its blocks), a copy
-        of its own for each source (loaded as ``prev`` is, from ``early_ident``, the operation a
-        stage before), so that no register drives every source's comparison; else ``prev``'s."""
-        prev_key, prev_row, _, _ = prev
-        if self.early_ident is None:
-            return prev_key, prev_row
-        early_key, early_row = self.early_ident
-        if self.direct:  # an entry's address is its key: only the row is compared
-            row = register_copy(self.m, self.platform, early_row, self.advance, f"s1_prev_row{j}")
-            return prev_key, row
-        width = len(early_row)
-        both = register_copy(
-            self.m, self.platform, Cat(early_row, early_key), self.advance, f"s1_prev_ident{j}"
-        )
-        return both[width:], both[:width]
 
     def _read_bits(self, prev, s2, s2_op, read):
         """Per way of the row read: (match, live, valid, state). With five read registers the
