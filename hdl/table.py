@@ -108,8 +108,8 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     later, one more write in flight to forward. And with five read registers
     the third is the table's: next to each block it compares the stamp read, part by part,
     with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
-    cycle only combines those bits. A state wider than 48 bits (windows, start_seq) is chosen
-    in stage 3 in groups of 48 bits, each from copies of its own of the registers the choice
+    cycle only combines those bits. A state wider than 24 bits (windows, start_seq) is chosen
+    in stage 3 in groups of 24 bits, each from copies of its own of the registers the choice
     is made of, so that no register drives every bit's multiplexer.
 
     Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
