@@ -105,7 +105,12 @@ class MatcherTop(Elaboratable):
 
 
 def _build(
-    make_top, board: Board, work: str, target_mhz: float | None, script_after_read: str | None
+    make_top,
+    board: Board,
+    work: str,
+    target_mhz: float | None,
+    script_after_read: str | None,
+    seed: int | None = None,
 ) -> dict:
     """The build itself (in the child process): a result dict."""
     flow = run_flow(
@@ -115,6 +120,7 @@ def _build(
         target_mhz=target_mhz,
         script_after_read=script_after_read,
         pack=False,
+        seed=seed,
     )
     result: dict = {"status": flow.status, "seconds": flow.seconds}
     if flow.usage is not None:
@@ -131,12 +137,12 @@ def _build(
     return result
 
 
-def _child(make_top, board, out_dir, target_mhz, script_after_read):
+def _child(make_top, board, out_dir, target_mhz, script_after_read, seed=None):
     os.setsid()  # its own process group: a timeout kills the toolchain with it
     work = os.path.join(out_dir, "toolchain")
     os.makedirs(work, exist_ok=True)
     try:
-        result = _build(make_top, board, work, target_mhz, script_after_read)
+        result = _build(make_top, board, work, target_mhz, script_after_read, seed)
     except Exception as err:  # reported, not raised: the sweep goes on
         result = {"status": "error", "message": f"{type(err).__name__}: {err}"}
     with open(os.path.join(out_dir, "result.json"), "w", encoding="utf-8") as f:
@@ -151,8 +157,10 @@ def build_design(
     target_mhz: float | None = None,
     script_after_read: str | None = None,
     timeout: float | None = None,
+    seed: int | None = None,
 ) -> dict:
     """Build ``make_top()`` for ``board`` in ``out_dir`` (Yosys, then nextpnr); the result.
+    ``seed``: nextpnr's placement seed (``--seed``), or its default.
 
     ``make_top`` is called in a child process, so a design's elaboration counts against
     ``timeout`` too. The result has ``status`` (``ok``, ``timeout``, or a failed
@@ -167,7 +175,7 @@ def build_design(
         os.unlink(path)
     start = time.monotonic()
     proc = multiprocessing.get_context("fork").Process(
-        target=_child, args=(make_top, board, out_dir, target_mhz, script_after_read)
+        target=_child, args=(make_top, board, out_dir, target_mhz, script_after_read, seed)
     )
     proc.start()
     proc.join(timeout)

@@ -19,7 +19,8 @@ Features (each alone, on ``queries/marathon.sql``'s cheat query):
 
 Each point is one ``nfacep build``-style flow of the harness top (on-chip tuples, LEDs) through
 :func:`fabric.build_design`: Yosys, then nextpnr-ecp5 constrained to ``--target-mhz`` with its
-default placement seed (the flow passes no ``--seed``), one build at a time. A point that does
+default placement seed, or ``--seed N``'s (a row per seed: the CSV's key is the board, point,
+feature and seed; the plot shows the default seed's), one build at a time. A point that does
 not fit (start_seq or a window at 65,536 entries: a 114- or 352-bit entry) is a row with that
 status. Rows go to the CSV after every build (``--merge`` keeps the points not rebuilt), and
 the plot has one group of bars per store and size, one bar per feature.
@@ -52,6 +53,7 @@ FEATURES = ["plain", "window", "start_seq", "timers", "parameters", "prev"]
 POINTS = ["pipeline 256", "table 4096", "table 65536"]
 BOARDS = ["ulx3s-85f", "ulx3s-25f"]
 TICK_TUPLES = 1000
+DEFAULT_SEED = "nextpnr default"  # the CSV's seed column for a build without --seed
 
 
 def feature_text(feature: str) -> str:
@@ -91,7 +93,8 @@ def print_row(row: dict) -> None:
 
 
 def sweep(args) -> list[dict]:
-    key = ("board", "point", "feature")
+    key = ("board", "point", "feature", "seed")
+    seed = DEFAULT_SEED if args.seed is None else args.seed
     old = earlier_rows(args.csv, args.merge)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,9 +113,10 @@ def sweep(args) -> list[dict]:
                         b,
                         args.target_mhz,
                         root,
+                        seed=args.seed,
                     )
                     row = {"board": board, "point": point, "feature": feature, **row}
-                    row["seed"] = "nextpnr default"
+                    row["seed"] = seed
                     rows.append(row)
                     print_row(row)
                     write_merged(args.csv, old, rows, lambda r: tuple(r[k] for k in key))
@@ -128,7 +132,11 @@ def plot(rows: list[dict], path: str, target: float) -> None:
         # every point built on this board, the pipeline's first, then by size
         built = {r["point"] for r in rows if r["board"] == board}
         points = sorted(built, key=lambda p: (p.split()[0], int(p.split()[1])))
-        found = {(r["point"], r["feature"]): r for r in rows if r["board"] == board}
+        found = {
+            (r["point"], r["feature"]): r
+            for r in rows
+            if r["board"] == board and r.get("seed", DEFAULT_SEED) == DEFAULT_SEED
+        }
         for i, feature in enumerate(FEATURES):
             for x, point in enumerate(points):
                 row = found.get((point, feature))
@@ -173,6 +181,7 @@ def main() -> None:
     ap.add_argument("--points", nargs="+", default=POINTS, help='"<store> <partitions>"')
     ap.add_argument("--features", nargs="+", choices=FEATURES, default=FEATURES)
     ap.add_argument("--target-mhz", type=float, default=150.0)
+    ap.add_argument("--seed", type=int, help="nextpnr's placement seed (default: its own)")
     ap.add_argument("--csv", default=CSV)
     ap.add_argument("--plot", metavar="PNG", default=PNG)
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")

@@ -158,6 +158,7 @@ def build_row(
     root: str,
     *,
     drive_params: bool = True,
+    seed: int | None = None,
 ) -> dict:
     nfa = nfacep.compile_text(text)
     values = initial_values(nfa)
@@ -167,7 +168,7 @@ def build_row(
         return top_class(Engine(nfa, params, values=values))
 
     out = os.path.join(root, label.replace(" ", "_").replace(",", ""))
-    res = build_design(make_top, board, out, target_mhz=target, timeout=1800)
+    res = build_design(make_top, board, out, target_mhz=target, timeout=1800, seed=seed)
     row = {
         "label": label,
         "store": params.store,

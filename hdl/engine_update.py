@@ -9,11 +9,12 @@ from amaranth.lib import data
 
 from nfacep.lang import predicates as P
 from nfacep.nfa import Nfa
+from nfacep.wire import start_queries
 
 from .decoder import prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout
-from .nfa import next_state
-from .nfa_layout import state_layout, times_layout, window_layout
+from .nfa import finish_result, next_state
+from .nfa_layout import pending_layout, state_layout, times_layout, window_layout
 from .nfa_windows import window_gap, window_hint
 from .sdram.fit import stored_state_width
 
@@ -31,7 +32,11 @@ def store_update(nfa: Nfa):
     (:class:`~.table.TablePartitioner`); it takes ``ahead``, the payloads of operations
     behind it, for which it also returns that hint of the state it stores, and ``gaps``, for
     each of them the part of that hint two payloads alone decide, which ``gap`` (of
-    ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out."""
+    ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out. With start_seq,
+    ``update`` also has ``finish`` and ``pending_width``: called with ``pending=True`` it
+    returns the result before the starts are chosen (:func:`~.nfa_layout.pending_layout`, of
+    ``pending_width`` bits), which ``finish(m, pending)`` turns into the result, so that a
+    store can register it in between."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -49,10 +54,10 @@ def store_update(nfa: Nfa):
             members["late"] = late
         payload_shape = data.StructLayout(members)
 
-        def update(mod, state, payload, hint=None, ahead=None, gaps=None):
+        def update(mod, state, payload, hint=None, ahead=None, gaps=None, pending=False):
             at = None if times is None else payload.times
             later = None if ahead is None else [a.times for a in ahead]
-            given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps}
+            given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps, "pending": pending}
             if kept is None:
                 return next_state(mod, nfa, state, payload.predicates, **given)
             # the partition's history follows its NFA state in the entry
@@ -62,6 +67,15 @@ def store_update(nfa: Nfa):
             out = next_state(mod, nfa, state[:nfa_bits], payload.predicates | bits, **given)
             after = shifted(mod, kept, history, payload.late.fields)
             return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
+
+        if start_queries(nfa):
+            # a store that can may register the result before the starts are chosen among
+            # their candidates (``pending``), and choose them after the register (``finish``)
+            def finish(mod, pending):
+                return finish_result(mod, nfa, pending)
+
+            update.finish = finish
+            update.pending_width = pending_layout(nfa).size
 
         window = window_layout(nfa)
         if window is not None:

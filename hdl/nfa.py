@@ -30,7 +30,9 @@ from .nfa_layout import (
     _tracks,
     low_bits,
     order_pairs,
+    pending_layout,
     result_layout,
+    start_candidates,
     state_layout,
     times_layout,
     window_layout,
@@ -38,7 +40,7 @@ from .nfa_layout import (
 from .nfa_windows import _young, window_gap, window_hint
 from .stream import StreamBuffer
 
-__all__ = ["NfaMatcher", "matcher_signature", "next_state"]
+__all__ = ["NfaMatcher", "finish_result", "matcher_signature", "next_state"]
 
 
 def next_state(
@@ -52,9 +54,12 @@ def next_state(
     hint: Value | None = None,
     ahead: list | None = None,
     gaps: list | None = None,
+    pending: bool = False,
 ):
     """Add the next-state logic to ``m``; return ``(stored, result)``, and with ``ahead``
-    ``(stored, result, hints)``.
+    ``(stored, result, hints)``. With ``pending`` the result is a :func:`pending_layout`
+    one, the starts not yet chosen among their candidates, which :func:`finish_result` turns
+    into the :func:`result_layout` result (a store registers it in between).
 
     ``state`` is a value of :func:`state_layout`, ``predicates`` holds one bit per decoder
     output, ``times`` (under WITHIN or start_seq only) the tuple's :func:`times_layout`.
@@ -98,7 +103,24 @@ def next_state(
     already (a cycle before, from the two tuples' times alone); otherwise it is worked out
     here.
     """
-    return _NextState(m, nfa, state, prefix, times, hint).build(predicates, ahead, gaps)
+    return _NextState(m, nfa, state, prefix, times, hint, pending).build(predicates, ahead, gaps)
+
+
+def finish_result(m: Module, nfa: Nfa, pending: Value) -> Value:
+    """The :func:`result_layout` result of a :func:`pending_layout` one: each query's start
+    the value of its candidate picked (none picked: no match, the start meaningless)."""
+    pending = pending_layout(nfa)(pending)
+    result = Signal(result_layout(nfa), name="finished_result")
+    m.d.comb += result.matches.eq(pending.matches)
+    c = 0
+    for k, cands in enumerate(start_candidates(nfa)):
+        latest = Value.cast(0)
+        for _ in cands:
+            value = pending.values[c * SEQ_BITS : (c + 1) * SEQ_BITS]
+            latest = latest | Mux(pending.picks[c], value, 0)
+            c += 1
+        m.d.comb += result.starts[k * SEQ_BITS : (k + 1) * SEQ_BITS].eq(latest)
+    return result
 
 
 def _first_of(candidates: list[int], live, beats) -> dict[int, Value]:
@@ -126,8 +148,9 @@ class _NextState:
         prefix: str,
         times: Value | None,
         hint: Value | None = None,
+        pending: bool = False,
     ):
-        self.m, self.nfa, self.prefix = m, nfa, prefix
+        self.m, self.nfa, self.prefix, self.pending = m, nfa, prefix, pending
         self.state, self.given_hint = state, hint
         self.layout = layout = state_layout(nfa)
         self.now = layout(state)
@@ -150,7 +173,8 @@ class _NextState:
         chosen = self.choose()
         nxt = Signal(len(nfa.states), name=f"{prefix}next")
         stored = Signal(self.layout, name=f"{prefix}stored")
-        result = Signal(result_layout(nfa), name=f"{prefix}result")
+        shape = pending_layout(nfa) if self.pending else result_layout(nfa)
+        result = Signal(shape, name=f"{prefix}result")
         began = self.states(predicates, hint, chosen, nxt, stored)
         if "last" in self.layout.members:
             m.d.comb += stored.last.eq(self.times.at)
@@ -158,7 +182,7 @@ class _NextState:
             m.d.comb += stored.last_seq.eq(self.times.seq)
         self.order(chosen, stored)
         m.d.comb += stored.active.eq(nxt)
-        self.results(nxt, began, stored, result)
+        self.results(nxt, began, stored, result, chosen)
         if ahead is None:
             return stored, result
         pairs = zip(ahead, [None] * len(ahead) if gaps is None else gaps, strict=True)
@@ -304,12 +328,14 @@ class _NextState:
             self.m.d.comb += next_order[k].eq(bit)
         self.m.d.comb += stored.order.eq(next_order)
 
-    def results(self, nxt, began, stored, result) -> None:
+    def results(self, nxt, began, stored, result, chosen) -> None:
         """Per query: whether it matched, the latest start among its accepting states set now
-        (start_seq), and the clearing of its states after a match (SKIP PAST LAST ROW)."""
+        (start_seq; pending, each candidate's pick and value, :meth:`picks`), and the clearing
+        of its states after a match (SKIP PAST LAST ROW)."""
         m, nfa = self.m, self.nfa
         matches = result.matches
         slot = {q: k for k, q in enumerate(start_queries(nfa))}
+        first = 0  # the first candidate of the query, pending
         for q in nfa.queries:
             hit = Value.cast(0)
             for i in nfa.accepting(q):
@@ -318,14 +344,36 @@ class _NextState:
             if q.index in slot:  # the latest start among the accepting states set now
                 ends = [i for i in nfa.accepting(q) if i in began]
                 wins = _first_of(ends, lambda i: nxt[i], self.next_beats)
-                latest = Value.cast(0)
-                for i in ends:
-                    latest = latest | Mux(wins[i], began[i], 0)
                 k = slot[q.index]
-                m.d.comb += result.starts[k * SEQ_BITS : (k + 1) * SEQ_BITS].eq(latest)
+                if self.pending:
+                    first = self.picks(result, wins, chosen, start_candidates(nfa)[k], first)
+                else:
+                    latest = Value.cast(0)
+                    for i in ends:
+                        latest = latest | Mux(wins[i], began[i], 0)
+                    m.d.comb += result.starts[k * SEQ_BITS : (k + 1) * SEQ_BITS].eq(latest)
             if q.skip_past_last_row and q.count:
                 with m.If(matches[q.index]):
                     m.d.comb += stored.active[q.first : q.first + q.count].eq(0)
+
+    def picks(self, result, wins, chosen, cands, first: int) -> int:
+        """Pending: for candidates ``first`` on (a query's, ``cands``), whether each is the
+        start (the first accepting state set now took its start from it) and its value;
+        returns the next query's first."""
+        m = self.m
+        for c, j in enumerate(cands, start=first):
+            pick = Value.cast(0)
+            for i, win in wins.items():
+                if self.nfa.states[i].start:
+                    pick = pick | (win if j == -1 else 0)
+                elif j in chosen.get(i, {}):
+                    pick = pick | (win & chosen[i][j])
+            value = self.times.seq if j == -1 else self.stored_start(j)
+            m.d.comb += [
+                result.picks[c].eq(pick),
+                result.values[c * SEQ_BITS : (c + 1) * SEQ_BITS].eq(value),
+            ]
+        return first + len(cands)
 
 
 def matcher_signature(nfa: Nfa, payload_shape, *, inputs=None) -> dict:

@@ -20,8 +20,10 @@ __all__ = [
     "low_bits",
     "order_layout",
     "order_pairs",
+    "pending_layout",
     "result_layout",
     "start_bits",
+    "start_candidates",
     "started_states",
     "state_layout",
     "times_layout",
@@ -102,6 +104,36 @@ def result_layout(nfa: Nfa) -> data.StructLayout:
     if starting:
         fields["starts"] = SEQ_BITS * len(starting)
     return data.StructLayout(fields)
+
+
+def start_candidates(nfa: Nfa) -> list[list[int]]:
+    """Per query that reports start_seq (in :func:`nfacep.wire.start_queries`' order): where
+    its result's start can come from, each a state whose stored start it may be (as
+    :func:`next_state` takes it, a start state's is the partition's last position), or
+    ``-1``, the tuple's own position (an accepting start state's run begins now)."""
+    out = []
+    for k in start_queries(nfa):
+        q = nfa.queries[k]
+        found: set[int] = set()
+        for i in nfa.accepting(q):
+            s = nfa.states[i]
+            if s.start:
+                found.add(-1)
+            else:
+                found.update(s.activation)
+        out.append(sorted(found))
+    return out
+
+
+def pending_layout(nfa: Nfa) -> data.StructLayout:
+    """A :func:`result_layout` result not yet chosen (``next_state(..., pending=True)``), so
+    that a store can register it before the choice: ``matches`` as the result's, and for each
+    of the :func:`start_candidates`, in order, whether it is the start (``picks``, at most one
+    per query) and its value (``values``, ``SEQ_BITS`` each)."""
+    count = sum(len(c) for c in start_candidates(nfa))
+    return data.StructLayout(
+        {"matches": len(nfa.queries), "picks": count, "values": SEQ_BITS * count}
+    )
 
 
 def started_states(nfa: Nfa) -> list[int]:

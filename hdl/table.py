@@ -32,7 +32,11 @@ from .table_geometry import TableGeometry
 from .table_input import TableInput
 from .table_stages import _Stages
 
-__all__ = ["TablePartitioner"]
+__all__ = ["RESULT_STAGE_WIDTH", "TablePartitioner"]
+
+#: A result wider than this (start positions, 48 bits each) leaves stage 4 through a register
+#: of its own by default (``result_stage``): a cycle more of latency.
+RESULT_STAGE_WIDTH = 32
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -104,13 +108,14 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     later, one more write in flight to forward. And with five read registers
     the third is the table's: next to each block it compares the stamp read, part by part,
     with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
-    cycle only combines those bits. A state wider than 48 bits (windows, start_seq) is chosen
-    in stage 3 in groups of 48 bits, each from copies of its own of the registers the choice
+    cycle only combines those bits. A state wider than 24 bits (windows, start_seq) is chosen
+    in stage 3 in groups of 24 bits, each from copies of its own of the registers the choice
     is made of, so that no register drives every bit's multiplexer.
 
     Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
-    one more with timers (the read row, the aging step's or the tuple's, is registered): 7 by
-    default (8 for a table of more than 64 blocks), 10 with timers. A tuple
+    one more with ``result_stage``, one more with timers (the read row, the aging step's or
+    the tuple's, is registered): 7 by default (8 for a table of more than 64 blocks or a
+    result wider than 32 bits, 9 for both), 10 with timers. A tuple
     transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
     edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
     ``n + latency``.
@@ -173,6 +178,16 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         (:class:`~nfacep.hdl.bram.RegisteredBank`): a cycle more of latency, one more write in
         flight to forward. ``None`` (the default): with timers, or when the table takes more
         than 64 DP16KD blocks.
+    result_stage : :class:`bool` or ``None``
+        With ``registered``: the record leaving stage 4 (its key, payload, decision and
+        ``update``'s result) passes one register more before the output register, a cycle
+        more of latency, so that a result chosen from a wide state (start positions) has a
+        cycle to itself, and the route to the output register another. ``None`` (the default):
+        when the result is wider than :data:`RESULT_STAGE_WIDTH` bits. An ``update`` with the
+        attributes ``finish`` and ``pending_width`` is then called with ``pending=True``: its
+        result (of ``pending_width`` bits) is registered as it is, and ``finish(m, pending)``
+        after the register makes the result (start_seq: stage 4 decides which stored start,
+        the register holds the candidates, the choice is made after it).
 
     Members
     -------
@@ -197,6 +212,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         read_stages: int | None = None,
         counter_width: int = 32,
         copies: bool | None = None,
+        result_stage: bool | None = None,
     ):
         TableGeometry.__init__(
             self, key_shape=key_shape, state_width=state_width, entries=entries, ways=ways
@@ -237,6 +253,15 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             self._stamp_bits = ((1 << timer_bits) - 1 + span - 1).bit_length()
 
         self._port_copies(copies)
+        if result_stage is None:
+            # a wide result (start positions) is a multiplexer over the state stage 4 holds:
+            # registered once beside it, the route to the output register is a cycle of its own
+            result_stage = Shape.cast(result_shape).width > RESULT_STAGE_WIDTH
+        self._result_stage = self._registered and bool(result_stage)
+        # an update that can hand its result on before the last choice (start_seq: which
+        # stored start) makes that choice after the register, so that the register is loaded
+        # with copies of stage 4's and a few gates' decision
+        self._finish = getattr(update, "finish", None) if self._result_stage else None
 
         wiring.Component.__init__(
             self, store_signature(key_shape, payload_shape, result_shape, counter_width)
@@ -281,7 +306,8 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     @property
     def latency(self) -> int:
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
-        return (3 + self._read_stages + self._copies if self._registered else 3) + self.timers
+        registered = 3 + self._read_stages + self._copies + self._result_stage
+        return (registered if self._registered else 3) + self.timers
 
     @property
     def _missed(self) -> int:
@@ -308,6 +334,10 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             tail = self._registered_writes(m, ctx, chain, read_data, write_ports, clearing, sweep)
         else:
             tail = self._simple_writes(m, ctx, chain[-1], read_data, write_ports, clearing, sweep)
+        if self._result_stage:
+            tail = self._result_register(m, advance, *tail)
+            if self._finish is not None:
+                tail = (*tail[:4], self._finish(m, tail[4]))
         t, t_valid, hit, dropped, result = tail
         m.d.comb += [
             out.i_stream.valid.eq(t_valid),
@@ -394,6 +424,23 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         for b, wp in enumerate(write_ports):
             m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
         return t, t_valid, hit, dropped, result
+
+    def _result_register(self, m, advance, t, t_valid, hit, dropped, result):
+        """With ``result_stage``: the record leaving stage 4 registered once more (``s5``)
+        before the output register, as everything else advances: ``(t, t_valid, hit,
+        dropped, result)`` of the operation leaving it."""
+        late = (
+            Signal(t.shape(), name="s5"),
+            Signal(name="s5_valid"),
+            Signal(name="s5_hit"),
+            Signal(name="s5_dropped"),
+            Signal(result.shape(), name="s5_result"),
+        )
+        with m.If(advance):
+            m.d.sync += [
+                r.eq(v) for r, v in zip(late, (t, t_valid, hit, dropped, result), strict=True)
+            ]
+        return late
 
     def _simple_writes(self, m, ctx, s2, read_data, write_ports, clearing, sweep):
         """The simple tail and its writes (the cycle after the read): ``(t, t_valid, hit,

@@ -307,7 +307,7 @@ class Forwarding:
 
 #: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
 #: from its own copies of the registers the choice is made of.
-_STATE_CHUNK = 48
+_STATE_CHUNK = 24
 
 
 def _or_all(values):

@@ -57,14 +57,17 @@ class _Stages(StampStages, Forwarding):
 
     def update(self, current, payload, name, hint=None, ahead=None, gaps=None):
         """``update``'s new state and result (and, given ``hint``, its hints for the payloads
-        ``ahead``), as signals."""
+        ``ahead``), as signals; with the table's ``result_stage`` and an ``update.finish``,
+        the result pending (chosen after the register)."""
         table, m = self.table, self.m
-        if hint is None:
-            out = table._update(m, current, payload)
-        else:
-            out = table._update(m, current, payload, hint=hint, ahead=ahead, gaps=gaps)
+        given = {} if hint is None else {"hint": hint, "ahead": ahead, "gaps": gaps}
+        shape = table._result_shape
+        if table._finish is not None:  # the result before its choice, chosen after stage 5
+            given["pending"] = True
+            shape = table._update.pending_width
+        out = table._update(m, current, payload, **given)
         new_state = Signal(table._state_width, name=f"{name}_new_state")
-        result = Signal(table._result_shape, name=f"{name}_result")
+        result = Signal(shape, name=f"{name}_result")
         m.d.comb += [new_state.eq(out[0]), result.eq(out[1])]
         if hint is None:
             return new_state, result

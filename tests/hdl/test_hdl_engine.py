@@ -680,6 +680,34 @@ def test_start_seq_against_reference(store, partitions, ways, tick_tuples, seed)
     assert len(set(got.starts[got.starts > 0].tolist())) > 20  # many distinct starts
 
 
+def test_start_seq_chosen_after_the_result_register():
+    """In the table store a result with starts passes a register of its own after stage 4
+    (``result_stage``), holding each candidate start and whether it is the one, and the choice
+    is made after it: a cycle more of latency; the tests above check the records."""
+    import gc
+    import warnings
+
+    from amaranth.hdl import UnusedElaboratable
+
+    from nfacep.hdl.engine_shared import partition_store
+    from nfacep.hdl.engine_update import store_update
+    from nfacep.hdl.nfa_layout import pending_layout, result_layout
+
+    nfa = start_queries_text()
+    payload_shape, state_width, update = store_update(nfa)
+    shapes = {"key_shape": 4, "payload_shape": payload_shape, "state_width": state_width}
+    params = EngineParams(store="table", partitions=16, ways=4)
+    store = partition_store(params, result_shape=result_layout(nfa).size, update=update, **shapes)
+    plain = partition_store(params, result_shape=len(nfa.queries), update=update, **shapes)
+    latencies = (store.latency, plain.latency)
+    with warnings.catch_warnings():  # built to read their latency, never elaborated
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        del store, plain
+        gc.collect()
+    assert latencies[0] == latencies[1] + 1
+    assert update.pending_width == pending_layout(nfa).size > result_layout(nfa).size
+
+
 def test_start_seq_unpartitioned():
     nfa = start_queries_text(partitioned=False, windows=False)
     data = window_data(np.random.default_rng(12), 300, keys=1)

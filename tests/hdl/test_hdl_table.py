@@ -98,9 +98,13 @@ def make_table(*, entries, ways, key_width, registered=True, **timers):
     )
 
 
+#: the table's arguments that change its structure, not what it computes (not the model's)
+STRUCTURE = ("sweep_every", "read_stages", "copies", "result_stage")
+
+
 def check(tuples, *, entries, ways, key_width, registered=True, timers=None, **kwargs):
-    """``timers``: the table's tick_tuples, timer_bits and sweep_every (and read_stages and
-    copies), given to the model too (but sweep_every, read_stages and copies)."""
+    """``timers``: the table's tick_tuples, timer_bits and sweep_every (and the ``STRUCTURE``
+    arguments), given to the model too (but the ``STRUCTURE`` ones)."""
     timers = timers or {}
     dut = make_table(
         entries=entries, ways=ways, key_width=key_width, registered=registered, **timers
@@ -109,7 +113,7 @@ def check(tuples, *, entries, ways, key_width, registered=True, timers=None, **k
         entries=entries,
         ways=ways,
         key_width=key_width,
-        **{k: v for k, v in timers.items() if k not in ("sweep_every", "read_stages", "copies")},
+        **{k: v for k, v in timers.items() if k not in STRUCTURE},
     )
     expected = model.run(tuples)
     run = simulate(dut, tuples, cycle_limit=2000 + dut.rows + 200 * len(tuples), **kwargs)
@@ -669,10 +673,49 @@ def test_port_copies_without_timers_against_model(entries, ways, key_width, gap,
 
 
 @pytest.mark.parametrize(
+    ("key_width", "timers"), [(4, {}), (12, {"tick_tuples": 3, "timer_bits": 2, "copies": True})]
+)
+@pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.3, 0.3)])
+def test_result_stage_against_model(key_width, timers, gap, stall):
+    # The record registered once more after stage 4 (``result_stage``, the default for a
+    # result wider than 32 bits): a cycle more of latency, nothing else changed, stalls
+    # included.
+    rng = random.Random(key_width)
+    pool = rng.sample(range(1 << key_width), min(22, 1 << key_width))
+    tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
+    run, _ = check(
+        tuples,
+        entries=16,
+        ways=4,
+        key_width=key_width,
+        seed=key_width,
+        gap=gap,
+        stall=stall,
+        timers={**timers, "result_stage": True},
+    )
+    # timers: five read registers (a more), the row registered, and the port copies
+    latency = 8 + 3 * bool(timers)
+    assert run.dut.latency == latency
+    if gap == stall == 0.0:
+        assert [e - a for a, e in zip(run.accepted_at, run.emitted_at, strict=True)] == [
+            latency
+        ] * len(tuples)
+
+
+def test_result_stage_by_default_for_a_wide_result():
+    shapes = {"key_shape": 8, "payload_shape": PAYLOAD_WIDTH, "state_width": STATE_WIDTH}
+    kwargs = {"entries": 8, "ways": 2, "update": mix_gateware, **shapes}
+    assert TablePartitioner(result_shape=32, **kwargs).latency == 7
+    assert TablePartitioner(result_shape=33, **kwargs).latency == 8
+    assert TablePartitioner(result_shape=33, registered=False, **kwargs).latency == 3
+
+
+@pytest.mark.parametrize(
     ("entries", "ways", "key_width", "timers"),
     [
         (16, 4, 4, {}),
         (16, 4, 4, {"copies": True}),
+        (16, 4, 4, {"result_stage": True}),
         (16, 4, 12, {"tick_tuples": 3, "timer_bits": 2, "sweep_every": 2}),
     ],
 )
