@@ -245,42 +245,6 @@ class TupleGatherer(wiring.Component):
         return m
 
 
-def cross(
-    m: Module,
-    name: str,
-    source,
-    sink,
-    *,
-    depth: int,
-    w_domain: str,
-    r_domain: str,
-    room_domain: str | None = None,
-    hold=None,
-) -> fifo.AsyncFIFO:
-    """The transfers of the stream ``source`` (written in ``w_domain``) to the stream ``sink``
-    (read in ``r_domain``) through an :class:`~amaranth.lib.fifo.AsyncFIFO` of ``depth``
-    entries, the submodule ``name``, which it returns. ``source``'s ready comes from a register
-    in ``room_domain`` (default ``w_domain``), not from the FIFO's fullness, a Gray-code
-    compare (timing): the level a cycle ago left room for this cycle's write and the last
-    one's. ``hold`` (a signal of ``room_domain``) keeps it low, while the crossing is emptied."""
-    crossing = fifo.AsyncFIFO(
-        width=len(Value.cast(source.payload)), depth=depth, w_domain=w_domain, r_domain=r_domain
-    )
-    m.submodules[name] = crossing
-    room = Signal()
-    fits = crossing.w_level < depth - 2
-    m.d[room_domain or w_domain] += room.eq(fits if hold is None else fits & ~hold)
-    m.d.comb += [
-        crossing.w_en.eq(source.valid & room),
-        crossing.w_data.eq(source.payload),
-        source.ready.eq(room),
-        sink.valid.eq(crossing.r_rdy),
-        sink.payload.eq(crossing.r_data),
-        crossing.r_en.eq(sink.ready),
-    ]
-    return crossing
-
-
 def _gray(value: Value, width: int) -> Value:
     """``value`` (its ``width`` low bits) in Gray code."""
     value = value[:width]
@@ -398,3 +362,44 @@ class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
             with m.Elif(self.r_en):
                 r += valid.eq(0)
         return m
+
+
+def cross(
+    m: Module,
+    name: str,
+    source,
+    sink,
+    *,
+    depth: int,
+    w_domain: str,
+    r_domain: str,
+    room_domain: str | None = None,
+    hold=None,
+) -> ReadAheadAsyncFIFO:
+    """The transfers of the stream ``source`` (written in ``w_domain``) to the stream ``sink``
+    (read in ``r_domain``) through a :class:`ReadAheadAsyncFIFO` of ``depth`` entries in its
+    memory (and one in its output register), the submodule ``name``, which it returns.
+    ``source``'s ready comes from a register in ``room_domain`` (default ``w_domain``), not
+    from the FIFO's fullness, a Gray-code compare (timing): the level a cycle ago left room
+    for this cycle's write and the last one's. ``hold`` (a signal of ``room_domain``) keeps it
+    low, while the crossing is emptied. ``sink``'s valid and payload are registers, and its
+    ready drives no read address (timing)."""
+    crossing = ReadAheadAsyncFIFO(
+        width=len(Value.cast(source.payload)),
+        depth=depth + 1,
+        w_domain=w_domain,
+        r_domain=r_domain,
+    )
+    m.submodules[name] = crossing
+    room = Signal()
+    fits = crossing.w_level < depth - 2
+    m.d[room_domain or w_domain] += room.eq(fits if hold is None else fits & ~hold)
+    m.d.comb += [
+        crossing.w_en.eq(source.valid & room),
+        crossing.w_data.eq(source.payload),
+        source.ready.eq(room),
+        sink.valid.eq(crossing.r_rdy),
+        sink.payload.eq(crossing.r_data),
+        crossing.r_en.eq(sink.ready),
+    ]
+    return crossing

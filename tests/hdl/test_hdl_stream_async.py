@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The read-ahead asynchronous FIFO of hdl/stream.py (:class:`ReadAheadAsyncFIFO`), in
 Amaranth's simulator with two unrelated clocks: every word comes out once, in order, whatever
 the writer's gaps and the reader's stalls; ``w_rdy`` never lets more in than it holds and
@@ -10,7 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.hdl import ClockDomain, Module
+from amaranth.hdl import ClockDomain, Fragment, Module
 from amaranth.sim import Simulator
 
 from nfacep.hdl.stream import ReadAheadAsyncFIFO
@@ -169,9 +170,14 @@ def test_resets():
     assert out == [2, 5, 6]
 
 
-def test_depth_is_a_power_of_two_plus_one():
-    assert ReadAheadAsyncFIFO(width=1, depth=16).depth == 17
-    assert ReadAheadAsyncFIFO(width=1, depth=17).depth == 17
-    assert ReadAheadAsyncFIFO(width=1, depth=3).depth == 3
+@pytest.mark.parametrize(("asked", "depth"), [(16, 17), (17, 17), (3, 3)])
+def test_depth_is_a_power_of_two_plus_one(asked, depth):
+    dut = ReadAheadAsyncFIFO(width=1, depth=asked)
+    assert dut.depth == depth
+    Fragment.get(dut, None)  # (elaborated: a memory of depth - 1 entries)
+    assert len(dut.w_level) == (depth - 1).bit_length()
+
+
+def test_depth_below_three_is_refused():
     with pytest.raises(ValueError, match="at least 3"):
         ReadAheadAsyncFIFO(width=1, depth=2)
