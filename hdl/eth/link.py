@@ -285,6 +285,10 @@ class UdpLink(LinkEvents, wiring.Component):
         wiring.connect(m, wiring.flipped(self.i_stream), tx.i_stream)
         wiring.connect(m, tx.o_stream, buffer.i_stream)
         wiring.connect(m, buffer.o_stream, mac.i_stream)
+        # (registered: the event's decode and the transmit side's request flag are placed
+        # far apart; timing. The asker's registers and RESET's clear are in place by then.)
+        status_request = Signal()
+        m.d.sync += status_request.eq(self.status_request)
         m.d.comb += [
             self.txd.eq(mac.txd),
             self.tx_en.eq(mac.tx_en),
@@ -295,7 +299,7 @@ class UdpLink(LinkEvents, wiring.Component):
             tx.echo_peer.eq(self.echo_peer),
             tx.echo_length.eq(self.echo_length),
             tx.echo_checksum.eq(self.echo_checksum),
-            tx.status_request.eq(self.status_request),
+            tx.status_request.eq(status_request),
             tx.status_peer.eq(self._status_peer),
             tx.status_session.eq(self._status_session),
             tx.status_numbered.eq(self._status_numbered),
