@@ -14,8 +14,8 @@ figures from two commits compare placements alike rather than one lucky or unluc
 (its first and last cell, from nextpnr's report). Run it on two commits to compare them (the
 table says which commit it measured):
 
-    python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] [--seeds 1,2,3] \
-        [--csv F]
+    python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] \
+        [--seeds 1,2,3,default] [--csv F]
 """
 
 from __future__ import annotations
@@ -99,12 +99,20 @@ def slowest_paths(toolchain: str) -> dict:
     return out
 
 
+def _seed(text: str) -> int | None:
+    """A seed of ``--seeds``: a number, or ``default`` (nextpnr's own)."""
+    return None if text.strip() == "default" else int(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--only", default="2,64,256,default", help="configurations (%(default)s; sdram, sdram-89)"
     )
-    ap.add_argument("--seeds", help="nextpnr placement seeds, each configuration once per seed")
+    ap.add_argument(
+        "--seeds",
+        help="nextpnr placement seeds, each configuration once per seed ('default': nextpnr's)",
+    )
     ap.add_argument("--csv", help="also write the rows to this CSV file")
     ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
     args = ap.parse_args()
@@ -117,7 +125,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         work = args.keep or scratch
-        seeds = [None] if not args.seeds else [int(x) for x in args.seeds.split(",")]
+        seeds = [None] if not args.seeds else [_seed(x) for x in args.seeds.split(",")]
         for name in args.only.split(","):
             for seed in seeds:
                 row = measure(name, CONFIGS[name], work, seed)

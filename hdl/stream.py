@@ -3,16 +3,25 @@ wrapped as a wiring Component), a one-payload output register, a byte queue whos
 committed or discarded whole (:class:`PacketQueue`, Glasgow's name) and a byte-to-tuple gatherer
 (:class:`TupleGatherer`). The UART and UDP links both put a :class:`PacketQueue` and a
 :class:`TupleGatherer` between their parser and the engine. :func:`cross` passes a stream
-from one clock domain to another."""
+from one clock domain to another; :class:`ReadAheadAsyncFIFO` is an asynchronous FIFO whose
+read side is registers only (the UDP top's records crossing)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Shape, Signal, Value
+from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Shape, Signal, Value
 from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.cdc import AsyncFFSynchronizer, FFSynchronizer
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PacketQueue", "StreamBuffer", "StreamQueue", "TupleGatherer", "cross"]
+__all__ = [
+    "PacketQueue",
+    "ReadAheadAsyncFIFO",
+    "StreamBuffer",
+    "StreamQueue",
+    "TupleGatherer",
+    "cross",
+]
 
 
 class StreamQueue(wiring.Component):
@@ -236,6 +245,125 @@ class TupleGatherer(wiring.Component):
         return m
 
 
+def _gray(value: Value, width: int) -> Value:
+    """``value`` (its ``width`` low bits) in Gray code."""
+    value = value[:width]
+    return value ^ value[1:]
+
+
+def _binary(gray: Value) -> Value:
+    bits = [gray[-1]]
+    for i in reversed(range(len(gray) - 1)):
+        bits.insert(0, bits[0] ^ gray[i])
+    return Cat(*bits)
+
+
+class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
+    """An asynchronous FIFO (Gray-code pointers, as :class:`~amaranth.lib.fifo.AsyncFIFO`,
+    Cummings' style #2) whose read side is registers only: ``r_data`` is a register, filled
+    from the memory whenever it is empty or being taken and the memory is not empty, and the
+    memory's read address is a register of its own (the next entry's, advanced when one is
+    read). So no read address follows the empty compare or ``r_en`` in the same cycle (in
+    ``AsyncFIFO`` it comes from the empty compare through the read pointer's adder, one
+    cycle for the whole path); ``r_en`` and the empty compare drive only the registers'
+    enables. The memory (``2 ** ceil_log2(depth - 1)`` entries, read asynchronously: LUT
+    memory) and the output register together hold ``depth`` entries, as
+    :class:`~amaranth.lib.fifo.AsyncFIFOBuffered` (a power of 2 plus one).
+
+    The interface is :class:`~amaranth.lib.fifo.FIFOInterface`'s (``w_data``, ``w_en``,
+    ``w_rdy``, ``w_level``; ``r_data``, ``r_en``, ``r_rdy``, ``r_level``), ``r_rst`` as
+    ``AsyncFIFO``'s, and so is the reset: the write domain's reset empties the FIFO (the read
+    side follows it through an asynchronous-set synchroniser, and ``r_rst`` tells it); the read
+    domain's reset leaves the entries in it, the one in ``r_data`` too. ``w_level`` counts the
+    entries in the memory (not the one in ``r_data``), a cycle late, as ``AsyncFIFO``'s.
+    Latency: a written entry is offered on ``r_data`` from the third read-domain edge after
+    the write's (two in the synchroniser, one for the read into ``r_data``); full throughput,
+    one entry a cycle in and out, while neither side waits.
+    """
+
+    def __init__(self, *, width: int, depth: int, r_domain: str = "read", w_domain: str = "write"):
+        if depth < 3:
+            raise ValueError(f"the depth must be at least 3, not {depth}")
+        bits = (depth - 2).bit_length()  # the memory's address bits
+        super().__init__(width=width, depth=(1 << bits) + 1)
+        self.r_rst = Signal()
+        self._bits = bits
+        self._r_domain = r_domain
+        self._w_domain = w_domain
+
+    def elaborate(self, platform):
+        m = Module()
+        bits = self._bits
+        w, r = m.d[self._w_domain], m.d[self._r_domain]
+        memory = m.submodules.storage = Memory(shape=self.width, depth=1 << bits, init=[])
+        wp = memory.write_port(domain=self._w_domain)
+        rp = memory.read_port(domain="comb")
+
+        # the write side, as AsyncFIFO's
+        produce, produce_gray = Signal(bits + 1), Signal(bits + 1)
+        consume_w_gray, consume_w = Signal(bits + 1), Signal(bits + 1)
+        write = self.w_en & self.w_rdy
+        w += [
+            produce.eq(produce + write),
+            produce_gray.eq(_gray(produce + write, bits + 1)),
+            consume_w.eq(_binary(consume_w_gray)),
+            self.w_level.eq(produce - consume_w),
+        ]
+        m.d.comb += [
+            self.w_rdy.eq(
+                (produce_gray[-1] == consume_w_gray[-1])
+                | (produce_gray[-2] == consume_w_gray[-2])
+                | (produce_gray[:-2] != consume_w_gray[:-2])
+            ),
+            wp.addr.eq(produce[:-1]),
+            wp.data.eq(self.w_data),
+            wp.en.eq(write),
+        ]
+
+        # the read side: every register reset_less, emptied by the write domain's reset only
+        consume = Signal(bits + 1, reset_less=True)  # the next entry the memory gives
+        consume_gray = Signal(bits + 1, reset_less=True)
+        produce_r_gray = Signal(bits + 1)
+        m.submodules.produce_cdc = FFSynchronizer(
+            produce_gray, produce_r_gray, o_domain=self._r_domain
+        )
+        m.submodules.consume_cdc = FFSynchronizer(
+            consume_gray, consume_w_gray, o_domain=self._w_domain
+        )
+        valid = Signal(reset_less=True)
+        data = Signal(self.width, reset_less=True)
+        r_rst = Signal()
+        m.submodules.rst_cdc = AsyncFFSynchronizer(
+            ResetSignal(self._w_domain, allow_reset_less=True), r_rst, o_domain=self._r_domain
+        )
+        load = (consume_gray != produce_r_gray) & (~valid | self.r_en)
+        m.d.comb += [
+            rp.addr.eq(consume[:-1]),
+            self.r_rdy.eq(valid),
+            self.r_data.eq(data),
+            self.r_level.eq(_binary(produce_r_gray) - consume + valid),
+        ]
+        with m.If(r_rst):
+            r += [
+                consume.eq(_binary(produce_r_gray)),
+                consume_gray.eq(produce_r_gray),
+                valid.eq(0),
+                self.r_rst.eq(1),
+            ]
+        with m.Else():
+            r += self.r_rst.eq(0)
+            with m.If(load):
+                r += [
+                    data.eq(rp.data),
+                    valid.eq(1),
+                    consume.eq(consume + 1),
+                    consume_gray.eq(_gray(consume + 1, bits + 1)),
+                ]
+            with m.Elif(self.r_en):
+                r += valid.eq(0)
+        return m
+
+
 def cross(
     m: Module,
     name: str,
@@ -247,15 +375,20 @@ def cross(
     r_domain: str,
     room_domain: str | None = None,
     hold=None,
-) -> fifo.AsyncFIFO:
+) -> ReadAheadAsyncFIFO:
     """The transfers of the stream ``source`` (written in ``w_domain``) to the stream ``sink``
-    (read in ``r_domain``) through an :class:`~amaranth.lib.fifo.AsyncFIFO` of ``depth``
-    entries, the submodule ``name``, which it returns. ``source``'s ready comes from a register
-    in ``room_domain`` (default ``w_domain``), not from the FIFO's fullness, a Gray-code
-    compare (timing): the level a cycle ago left room for this cycle's write and the last
-    one's. ``hold`` (a signal of ``room_domain``) keeps it low, while the crossing is emptied."""
-    crossing = fifo.AsyncFIFO(
-        width=len(Value.cast(source.payload)), depth=depth, w_domain=w_domain, r_domain=r_domain
+    (read in ``r_domain``) through a :class:`ReadAheadAsyncFIFO` of ``depth`` entries in its
+    memory (and one in its output register), the submodule ``name``, which it returns.
+    ``source``'s ready comes from a register in ``room_domain`` (default ``w_domain``), not
+    from the FIFO's fullness, a Gray-code compare (timing): the level a cycle ago left room
+    for this cycle's write and the last one's. ``hold`` (a signal of ``room_domain``) keeps it
+    low, while the crossing is emptied. ``sink``'s valid and payload are registers, and its
+    ready drives no read address (timing)."""
+    crossing = ReadAheadAsyncFIFO(
+        width=len(Value.cast(source.payload)),
+        depth=depth + 1,
+        w_domain=w_domain,
+        r_domain=r_domain,
     )
     m.submodules[name] = crossing
     room = Signal()

@@ -1,7 +1,7 @@
 """The UDP link as one component in the engine's clock domain (:class:`UdpLink`): the receive
 path (:class:`~.rx.EthRx`) in the receive clock's domain, crossed with
-:class:`amaranth.lib.fifo.AsyncFIFO`; the events' counters, the packet sequence check and the
-requests in the link's own (:class:`~.link_events.LinkEvents`); the transmit side out on
+:class:`~nfacep.hdl.stream.ReadAheadAsyncFIFO`; the events' counters, the packet sequence check
+and the requests in the link's own (:class:`~.link_events.LinkEvents`); the transmit side out on
 GMII. The engine behind it, board-independent, is :class:`~.top.UdpTop`.
 """
 
@@ -17,14 +17,13 @@ from amaranth.hdl import (
 )
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.cdc import FFSynchronizer, PulseSynchronizer, ResetSynchronizer
-from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
 from nfacep.links.udp.protocol import SESSION_IDLE_CYCLES
 
-from ..stream import StreamQueue, cross
+from ..stream import ReadAheadAsyncFIFO, StreamQueue, cross
 from .headers import INDEX_BITS
 from .link_events import COUNTERS, LinkEvents
 from .mac import MacTx
@@ -234,8 +233,9 @@ class UdpLink(LinkEvents, wiring.Component):
                 r_domain="sync",
             )
         layout = event_layout(self._params_bytes, self._load)
-        m.submodules.event_fifo = events = AsyncFIFO(
-            width=layout.size, depth=4, w_domain="eth_rx", r_domain="sync"
+        # (read ahead: the read side registers only; timing)
+        m.submodules.event_fifo = events = ReadAheadAsyncFIFO(
+            width=layout.size, depth=5, w_domain="eth_rx", r_domain="sync"
         )
         m.d.comb += [
             events.w_en.eq(rx.event.valid),
@@ -287,6 +287,10 @@ class UdpLink(LinkEvents, wiring.Component):
         wiring.connect(m, wiring.flipped(self.i_stream), tx.i_stream)
         wiring.connect(m, tx.o_stream, buffer.i_stream)
         wiring.connect(m, buffer.o_stream, mac.i_stream)
+        # (registered: the event's decode and the transmit side's request flag are placed
+        # far apart; timing. The asker's registers and RESET's clear are in place by then.)
+        status_request = Signal()
+        m.d.sync += status_request.eq(self.status_request)
         m.d.comb += [
             self.txd.eq(mac.txd),
             self.tx_en.eq(mac.tx_en),
@@ -297,7 +301,7 @@ class UdpLink(LinkEvents, wiring.Component):
             tx.echo_peer.eq(self.echo_peer),
             tx.echo_length.eq(self.echo_length),
             tx.echo_checksum.eq(self.echo_checksum),
-            tx.status_request.eq(self.status_request),
+            tx.status_request.eq(status_request),
             tx.status_peer.eq(self._status_peer),
             tx.status_session.eq(self._status_session),
             tx.status_numbered.eq(self._status_numbered),

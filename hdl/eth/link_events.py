@@ -132,13 +132,16 @@ class LinkEvents:
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
-        # (registered here, beside the sequence check, for the LEDs far away: timing)
+        # (registered here, beside the sequence check, for the LEDs far away: timing; the
+        # transmit side's drops pulse through a register of its own first, it comes from afar)
+        drops = Signal()
         m.d.sync += [
+            drops.eq(counts["drops"]),
             self.activity.eq(counts["accepted"]),
             self.trouble.eq(
                 (tuples_packet & ~behind & (gap != 0))
                 | counts["late"]
-                | counts["drops"]
+                | drops
                 | Cat(counts[name] for name in FRAME_CLASSES[1:]).any()
             ),
         ]

@@ -69,18 +69,28 @@ class TxHeaders:
         read, kept = Signal(), Signal()
         byte = Signal(8, reset_less=True)
         issue = Signal()
-        room = prefetch.level + read + kept < 6
+        # the read's enable from registers alone (timing): whether a reply is being sent (a
+        # cycle late), the bytes read and not yet sent (the FIFO's level and the reads in
+        # flight, counted in one register) and whether the body has bytes left to read
+        reading, more = Signal(), Signal(init=1)
+        pending = Signal(range(8))
         m.d.comb += [
-            issue.eq(f.reading & (next_byte <= f.body_last) & room),
+            issue.eq(reading & more & (pending < 6)),
             self.echo_addr.eq(next_byte),
             prefetch.w_en.eq(kept),
             prefetch.w_data.eq(byte),
         ]
-        m.d.sync += [read.eq(issue), kept.eq(read), byte.eq(self.echo_data)]
+        m.d.sync += [
+            read.eq(issue),
+            kept.eq(read),
+            byte.eq(self.echo_data),
+            reading.eq(f.reading),
+            pending.eq(pending + issue - prefetch.r_en),
+        ]
         with m.If(issue):
-            m.d.sync += next_byte.eq(next_byte + 1)
-        with m.If(~f.reading):
-            m.d.sync += next_byte.eq(0)
+            m.d.sync += [next_byte.eq(next_byte + 1), more.eq(next_byte != f.body_last)]
+        with m.If(~reading):
+            m.d.sync += [next_byte.eq(0), more.eq(1)]
 
     def _echo_state(self, m, f):
         """ECHO: an echo reply's body, from the prefetch FIFO (:meth:`_echo_reads`)."""

@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 
 from nfacep.links.protocol import SWITCH_BYTES
 
-from ..stream import cross
+from ..stream import ReadAheadAsyncFIFO, cross
 from .link import CAPACITY, GMII_MEMBERS, LOAD_FIFO_DEPTH, UdpLink
 
 __all__ = ["UdpTop"]
@@ -36,7 +36,9 @@ class UdpTop(wiring.Component):
     Without ``engine_clock`` the engine runs in ``sync`` too. With it, the engine runs in a
     clock domain of its own, clocked by the ``engine_clk`` port at any frequency (the board top
     gives it one from a PLL, fast enough for the line: :mod:`nfacep.links.udp.top`), and
-    everything crosses with :class:`~amaranth.lib.fifo.AsyncFIFO`:
+    everything crosses in asynchronous FIFOs (:class:`~nfacep.hdl.stream.ReadAheadAsyncFIFO`,
+    its read side registers only, where the link's clock reads, and for the load bytes;
+    :class:`~amaranth.lib.fifo.AsyncFIFO` for the tuples and switches into the engine):
 
     - tuples into the engine (the link counts a tuple in ``tuples`` when it enters the
       crossing); a full crossing stalls the link's tuples, the receive buffer fills and
@@ -214,8 +216,9 @@ class UdpTop(wiring.Component):
             width=engine.tuple_layout.size, depth=16, w_domain="to_engine", r_domain="engine"
         )
         staged = self._tuple_stage(m, link, tuples, flush)
-        m.submodules.records_out = records = AsyncFIFO(
-            width=engine.record_layout.size, depth=16, w_domain="engine", r_domain="sync"
+        # (read ahead: the link's readiness drives no read address, only registers' enables)
+        m.submodules.records_out = records = ReadAheadAsyncFIFO(
+            width=engine.record_layout.size, depth=17, w_domain="engine", r_domain="sync"
         )
         m.d.comb += [
             records.w_en.eq(engine.o_stream.valid),
