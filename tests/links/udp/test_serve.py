@@ -68,7 +68,7 @@ def test_serve_refuses_an_address_in_use(tmp_path):
 
 
 @pytest.mark.slow
-def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, monkeypatch, sim_cache):
+def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, sim_cache):
     """``nfacep serve --rtl``: the board top's Verilog under Verilator behind the socket;
     ``nfacep run --udp`` gets ``nfacep match``'s file from the real gateware (its STATUS has
     the gateware's counters), and a capture holds every frame both ways."""
@@ -78,7 +78,6 @@ def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, monkeypatch
     missing = build.simulator_available("verilator", sim_cache)
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
-    monkeypatch.setenv("NFACEP_VERILATOR_OPT", "-O0")  # (a quicker build; slower to run)
     name, pcap = "marathon", tmp_path / "rtl.pcap"
     expected, _ = reference(tmp_path, name, *RTL_ENGINE)
     proc, address = _start(

@@ -117,9 +117,7 @@ def _first_line(proc: subprocess.Popen, timeout: float) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rtl", [False, True], ids=["software", "rtl"])
-def test_the_kernel_resolves_pings_and_runs_against_the_board_on_a_tap(
-    tmp_path, rtl, sim_cache, monkeypatch
-):
+def test_the_kernel_resolves_pings_and_runs_against_the_board_on_a_tap(tmp_path, rtl, sim_cache):
     _require(rtl, sim_cache)
     name = "marathon"
     # (the engine and addresses of test_serve's --rtl test: one Verilator build for both)
@@ -128,7 +126,6 @@ def test_the_kernel_resolves_pings_and_runs_against_the_board_on_a_tap(
     pcap = tmp_path / "tap.pcap"
     board = ["--tap", TAP, *RTL_ADDRESSES, "--pcap", str(pcap), *engine]
     if rtl:
-        monkeypatch.setenv("NFACEP_VERILATOR_OPT", "-O0")  # (a quicker build; slower to run)
         board += ["--rtl", "--build-dir", str(sim_cache)]
     with _namespace():
         serve = subprocess.Popen(
