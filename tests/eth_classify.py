@@ -40,7 +40,7 @@ from nfacep.links.udp.protocol import FRAME_CLASSES, Endpoint
 SFD, PREAMBLE_BYTE = 0xD5, 0x55
 BROADCAST = b"\xff" * 6
 TUPLES, STATUS_REQ, RESET, CLOSE = 0x01, 0x02, 0x03, 0x05
-VERSION, HEADER_BYTES = 5, 16
+VERSION, HEADER_BYTES = 6, 16
 
 
 @dataclass(frozen=True)
