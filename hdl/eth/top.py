@@ -328,9 +328,9 @@ class UdpTop(wiring.Component):
     def _agreed(self, m, name, value, link, flush, initial, survives=0):
         """``value`` of the engine's domain in ``sync``: through a synchroniser, taken when
         two samples agree (it changes seldom); back to ``initial`` at an accepted RESET but
-        for its low ``survives`` bits (True: all of them), which keep their value."""
+        for its low ``survives`` bits, which keep their value."""
         width = len(value)
-        kept = width if survives is True else int(survives)
+        kept = survives
         sampled, last = Signal(width, init=initial), Signal(width, init=initial)
         agreed = Signal(width, init=initial, name=f"{name}_in_sync")
         m.submodules[f"{name}_sync"] = FFSynchronizer(value, sampled, o_domain="sync", init=initial)
