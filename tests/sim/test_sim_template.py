@@ -1,5 +1,7 @@
 """The generated code's templates (``sim/templates/``) and their one fill function."""
 
+import os
+
 import pytest
 
 from nfacep.sim import harness, native
@@ -50,3 +52,24 @@ def test_only_braced_fields_are_filled():
 def test_drain_cycles_grow_with_the_partitions():
     assert harness.drain_cycles(SIDECAR) == 2 * 16 + 256
     assert harness.drain_cycles({}) == 2 * 256 + 256
+
+
+def test_verilator_models_at_o0_build_as_one_file_unless_the_user_says_otherwise(monkeypatch):
+    """``make_flags``: at -O0 a model is one C++ file without precompiled headers
+    (``VM_PARALLEL_BUILDS=0``); at other levels Verilator's own split stays, and a value the
+    user already put in ``MAKEFLAGS`` wins."""
+    from nfacep.sim.build import make_flags
+
+    def flags(opt, before=None):
+        if before is None:
+            monkeypatch.delenv("MAKEFLAGS", raising=False)
+        else:
+            monkeypatch.setenv("MAKEFLAGS", before)
+        with make_flags("verilator", opt=opt):
+            return os.environ["MAKEFLAGS"].split()
+
+    assert "VM_PARALLEL_BUILDS=0" in flags("-O0")
+    assert not any(f.startswith("VM_PARALLEL_BUILDS") for f in flags("-O2"))
+    kept = flags("-O0", "VM_PARALLEL_BUILDS=1")
+    assert "VM_PARALLEL_BUILDS=1" in kept and "VM_PARALLEL_BUILDS=0" not in kept
+    assert "OPT_FAST=-O0" in flags("-O0")
