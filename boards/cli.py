@@ -515,7 +515,9 @@ class Load(Command):
                 at=args.at,
                 always=True,
                 wait=args.at is None,
-                before=lambda img: images.record(where, img.fingerprint, text),
+                before=lambda img: images.record(
+                    where, img.fingerprint, text, args.param if nfa.program.parameters else None
+                ),
             )
         if loaded is None:
             raise UsageError(

@@ -187,6 +187,7 @@ class UdpBoard:
         self.retries, self.rate = options.retries, options.rate
         self.progress = progress
         self.image: str | None = None  #: the fingerprint of the run's image (programmable)
+        self.capacity = None  #: its engine's capacity (a programmable board's)
 
     def run(self, nfa: Nfa, tuples: Tuples, params: EngineParams, values=None) -> UdpBoardResult:
         """Match ``tuples`` on the board. Raises :class:`UdpTimeoutError` when nothing
@@ -249,9 +250,11 @@ class UdpBoard:
         force from tuple 0, sent only when STATUS shows another in force (it survives RESET;
         :mod:`.load`), and read its records (a ``matches`` bit per query slot). ``status``
         (RESET's) unchanged."""
-        self.image = None
+        self.image = self.capacity = None
         if not status["engine"]:
             return status
+        from nfacep.image import Capacity
+
         from .load import load_image
 
         given = self.options.engine_given
@@ -267,6 +270,7 @@ class UdpBoard:
         self.record_fmt = loaded.record_format
         s.record_bytes = loaded.record_format.nbytes
         self.image = loaded.image.fingerprint
+        self.capacity = Capacity.of(loaded.params)
         if loaded.sent:
             s.say(f"loaded the image {loaded.image.fingerprint} ({loaded.packets} LOAD packets)")
         return status
@@ -309,6 +313,7 @@ class UdpBoard:
             )
             link.image, link.nfa = self.image, nfa
             link.folder = images.folder(self.options.images)
+            link.capacity = self.capacity
             try:
                 return self._attempt(s, nfa, link, pieces, sink)
             except _Lost as lost:

@@ -64,6 +64,9 @@ class _Link:
         #: and each switch seen: (its tuple, the file whose queries name the matches from it)
         self.nfa = None
         self.folder = ""
+        #: the board's programmable engine's capacity (a recorded file is used only when it
+        #: makes the image in force again for it)
+        self.capacity = None
         self.files: list[tuple[int, object]] = []
         self.stats: dict = {
             "packets": 0,
@@ -93,7 +96,7 @@ class _Link:
         else:
             from .images import look_up
 
-            found = look_up(self.folder, now)
+            found = look_up(self.folder, now, self.capacity)
             nfa = found.nfa or self.nfa
             load["query_file"] = found.path if found.nfa is not None else None
             if found.nfa is None:

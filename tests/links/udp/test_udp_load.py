@@ -237,24 +237,37 @@ def test_load_mid_stream_equals_the_switch_reference(files, state, capsys, monke
 
 
 @pytest.mark.slow
-def test_a_switch_to_an_unrecorded_file_names_slots_and_says_why(files, capsys):
-    """The run looks in another --images folder than ``load`` recorded in: it names the
-    matches from the switch on by its own file's query in each slot, as before the board
-    reported switches, and the warning and the summary say why."""
+@pytest.mark.parametrize("record", ["missing", "edited"])
+def test_a_switch_to_an_unrecorded_file_names_slots_and_says_why(files, capsys, record):
+    """The run looks in another --images folder than ``load`` recorded in, where the loaded
+    image has no record, or one edited since (its file, another condition under the same
+    query name, no longer makes the image in force): it names the matches from the switch on
+    by its own file's query in each slot, as before the board reported switches, and the
+    warning and the summary say why."""
     at = 2600
     elsewhere = files / "elsewhere"
     with programmable_board(files / "first.sql") as (model, address):
-        code, second = _load_while_running(
+        second = image(compile_file(files / "second.sql"), model.images.shape).fingerprint
+        if record == "edited":
+            elsewhere.mkdir()
+            (elsewhere / f"{second}.sql").write_text(SECOND.replace("v < 50", "v < 51"))
+        code, loaded = _load_while_running(
             files, model, address, "second.sql", at, "--images", str(elsewhere)
         )
-    assert code == 0
+    assert code == 0 and loaded == second
     err = capsys.readouterr().err
-    assert f"no record of image {second} in {elsewhere}" in err
+    if record == "missing":
+        assert f"no record of image {second} in {elsewhere}" in err
+    else:
+        assert f"its record {elsewhere / second}.sql does not make that image" in err
+        assert "changed after `nfacep load`" in err
     assert "names this file's query in each slot" in err
     summary = json.loads((files / "board.summary.json").read_text())
     (loaded,) = summary["link"]["images"]["loaded"]
     assert loaded["query_file"] is None and loaded["from_tuple"] == at
-    assert f"no record of image {second}" in loaded["reason"]
+    assert (f"no record of image {second}" if record == "missing" else "does not make") in (
+        loaded["reason"]
+    )
     rows = (files / "board.csv").read_text().splitlines()[1:]
     assert {r.split(",")[1] for r in rows} == {"up"}
     want = _switch_reference(files, at).splitlines()[1:]
@@ -351,6 +364,29 @@ def test_run_with_runtime_parameters_puts_their_values_in_the_image(files, capsy
         assert out.read_text() == ref.read_text()
         assert main([*run, "--param", "lim=90", "--param", "lim=20@100"]) == 2
         assert "switched at a tuple" in capsys.readouterr().err
+
+
+def test_load_records_the_values_its_image_holds(files, state):
+    """``nfacep load --param``: the record keeps the values beside the file, and a run finds
+    it only while file and values make the image in force (a value changed since: not)."""
+    from nfacep.image import Capacity
+    from nfacep.links.udp.images import look_up
+
+    query = files / "limit.sql"
+    query.write_text(FIRST.replace("v > 100", "v > :lim").replace("v <= 100", "v <= :lim"))
+    with programmable_board(query, ["lim=0"]) as (model, address):
+        assert main(["load", str(query), "--udp", address, "--param", "lim=90"]) == 0
+        fingerprint = model.images.named.to_bytes(8, "little").hex()
+        capacity = model.images.shape.capacity
+    where = state / "nfacep" / "images"
+    assert (where / f"{fingerprint}.sql").read_text() == query.read_text()
+    assert (where / f"{fingerprint}.param").read_text() == "lim=90\n"
+    found = look_up(str(where), fingerprint, capacity)
+    assert found.nfa is not None and [q.name for q in found.nfa.queries] == ["up"]
+    (where / f"{fingerprint}.param").write_text("lim=91\n")
+    assert look_up(str(where), fingerprint, capacity).nfa is None
+    assert "does not make that image" in look_up(str(where), fingerprint, capacity).reason
+    assert look_up(str(where), fingerprint, Capacity(4, 4, 2)).nfa is None
 
 
 def test_load_without_at_is_in_force_from_the_next_tuple(files, capsys):
