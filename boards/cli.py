@@ -294,9 +294,9 @@ class Serve(Command):
 
         # the options' ranges, before anything is read (--engine programmable: the software
         # board runs the images LOAD brings, from its stream declaration and key)
-        params.from_args(args, programmable=not args.rtl)
+        params.from_args(args, programmable=True)
         nfa = load_query(args.query)
-        engine = params.from_args(args, nfa=nfa, programmable=not args.rtl)
+        engine = params.from_args(args, nfa=nfa, programmable=True)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
         model = UdpBoardModel(nfa, engine, values=values if nfa.program.parameters else None)
         if args.pcap is not None:

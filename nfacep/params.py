@@ -499,7 +499,7 @@ def from_args(
         raise UsageError(
             "--engine programmable: this command does not build or model the programmable "
             "engine yet (`nfacep check`, `verilog`, `sim` without --link, `build`, "
-            "`regress`, `serve` without --rtl, `run --udp` and `load` take --engine "
+            "`regress`, `serve`, `run --udp` and `load` take --engine "
             "programmable)"
         )
     return result

@@ -40,12 +40,14 @@ def _opt() -> str:
 
 
 def _emit(nfa, params, values, board: udp.Endpoint) -> tuple[str, int]:
-    """The UDP board top's Verilog at ``board``'s addresses, and its engine id."""
+    """The UDP board top's Verilog at ``board``'s addresses (a programmable engine boots with
+    no image: ``nfacep run --udp`` and ``nfacep load`` load one), and its engine id."""
     from nfacep.hdl.emit import verilog
-    from nfacep.hdl.engine import Engine
     from nfacep.hdl.eth.top import UdpTop
 
-    top = UdpTop(Engine(nfa, params, values=values), mac=board.mac, ip=board.ip, port=board.port)
+    from .udp import board_engine
+
+    top = UdpTop(board_engine(nfa, params, values), mac=board.mac, ip=board.ip, port=board.port)
     return verilog(top, TOP), top.engine_id
 
 

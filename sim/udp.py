@@ -309,19 +309,13 @@ def _emit(
     frequency for ``engine_mhz`` (:func:`nfacep.links.udp.top.engine_clock`; default the
     build's choice)."""
     from nfacep.hdl.emit import verilog
-    from nfacep.hdl.engine import Engine
     from nfacep.hdl.eth.top import UdpTop
     from nfacep.links.udp.protocol import DEFAULT_ENDPOINT
 
     board = DEFAULT_ENDPOINT
     from nfacep.links.udp.top import clock_engine
 
-    if params.engine == "programmable":
-        from nfacep.hdl.programmable import ProgrammableEngine
-
-        engine = ProgrammableEngine(_shape(nfa, params), params)
-    else:
-        engine = Engine(nfa, params, values=values)
+    engine = board_engine(nfa, params, values)
     try:
         clock = clock_engine(engine, engine_mhz)
     except UsageError:
@@ -338,6 +332,19 @@ def _emit(
         text = verilog(top, TOP)
     path.write_text(text, encoding="utf-8")
     return path, top
+
+
+def board_engine(nfa: Nfa, params: EngineParams, values: ParamValues | None):
+    """The engine of a UDP board top for ``nfa``: the fixed engine of its queries, or the
+    programmable engine of ``params``' capacities for its stream declaration and key, booting
+    with no image (its hosts load one over the link)."""
+    from nfacep.hdl.engine import Engine
+
+    if params.engine == "programmable":
+        from nfacep.hdl.programmable import ProgrammableEngine
+
+        return ProgrammableEngine(_shape(nfa, params), params)
+    return Engine(nfa, params, values=values)
 
 
 def _shape(nfa: Nfa, params: EngineParams):

@@ -14,6 +14,8 @@ import sys
 import pytest
 from test_udp_host import QUERIES, reference, run
 
+from nfacep.cli import main
+
 #: (as the ``nfacep`` script runs it: ``python -m nfacep.cli`` would make the module twice)
 SERVE = [sys.executable, "-c", "import sys; from nfacep.cli import main; sys.exit(main())", "serve"]
 #: The ``--rtl`` board's engine and addresses, here and in ``test_udp_tap.py`` (on a TAP, in a
@@ -105,3 +107,70 @@ def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, sim_cache):
     assert board["tuples"] == summary["tuples"] == 278 and board["accepted"] >= board["next_seq"]
     frames = read_pcap(pcap)
     assert len(frames) >= board["next_seq"] + board["packets"]
+
+
+#: A small programmable engine that holds marathon's query (9 states, 7 atoms)
+PROGRAMMABLE = ("--engine", "programmable", "--states", "9", "--atoms", "7", "--queries", "1")
+PROGRAMMABLE_TABLE = ("--partitions", "16")  # (drops too: 16 entries for 50 runners)
+#: Another query on marathon's stream, for ``nfacep load``
+IN_ORDER = """QUERY in_order FROM marathon
+PARTITION runner
+PATTERN ( A B )
+DEFINE
+  A AS (checkpoint = 'Staten Island')
+  B AS (checkpoint = 'Brooklyn' AND speed > 3.5);
+"""
+
+
+@pytest.mark.slow
+def test_serve_rtl_runs_the_images_run_and_load_send(tmp_path, capsys, sim_cache, monkeypatch):
+    """``nfacep serve --rtl --engine programmable``: the gateware's programmable engine behind
+    the socket boots with no image; ``nfacep run`` loads marathon's image and gets ``nfacep
+    match``'s file; ``nfacep load`` of another query on the same stream puts its image in
+    force, and a run of that file (nothing left to send) gets its ``match`` file."""
+    from nfacep.sim import build
+
+    missing = build.simulator_available("verilator", sim_cache)
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # (load's record)
+    marathon = (QUERIES / "marathon.sql").read_text()
+    other = tmp_path / "in_order.sql"
+    other.write_text(marathon[: marathon.index("QUERY cheat")] + IN_ORDER)
+    engine = (*PROGRAMMABLE, *PROGRAMMABLE_TABLE)
+    query = str(QUERIES / "marathon.sql")
+    proc, address = _start(query, "--udp", "127.0.0.1:0", "--rtl", *engine,
+                           *RTL_ADDRESSES, "--build-dir", str(sim_cache))  # fmt: skip
+    try:
+        expected, _ = reference(tmp_path, "marathon", *PROGRAMMABLE_TABLE)
+        code, out = run(address, tmp_path, "marathon", *engine, "--timeout", "30")
+        assert code == 0 and out.read_text() == expected
+        assert "loaded the image" in capsys.readouterr().err
+        assert main(["load", str(other), "--udp", address, *engine, "--timeout", "30"]) == 0
+        assert f"image {_fingerprint(other)} of {other} in force" in capsys.readouterr().out
+        data = ["--input", str(QUERIES / "marathon.csv"), "--output"]
+        assert main(["match", str(other), *data, str(tmp_path / "ref2.csv"),
+                     *PROGRAMMABLE_TABLE]) == 0  # fmt: skip
+        assert main(["run", str(other), "--udp", address, *data, str(tmp_path / "board2.csv"),
+                     *engine, "--timeout", "30"]) == 0  # fmt: skip
+        assert "loaded the image" not in capsys.readouterr().err
+        assert (tmp_path / "board2.csv").read_text() == (tmp_path / "ref2.csv").read_text()
+        assert "in_order" in (tmp_path / "ref2.csv").read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped" in rest, err
+
+
+def _fingerprint(path) -> str:
+    """The image of the query file ``path`` for :data:`PROGRAMMABLE`'s engine."""
+    import dataclasses
+
+    from nfacep import compile_file
+    from nfacep.image import Capacity, EngineShape, image
+    from nfacep.params import EngineParams
+
+    nfa = compile_file(path)
+    params = dataclasses.replace(EngineParams(), states=9, atoms=7, queries=1)
+    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, Capacity.of(params))
+    return image(nfa, shape).fingerprint
