@@ -106,16 +106,18 @@ _INTS = {
 def spans(f, data_start: int, size: int, block: int | None = None) -> Iterator[tuple[int, int]]:
     """The byte ranges ``[start, stop)`` of the blocks of whole lines of the open file ``f``
     of ``size`` bytes whose data rows start at ``data_start``, at most ``block`` bytes each
-    (:data:`BLOCK`, about: a block ends at a line start): the first ``block >> RAMP``
-    (:data:`RAMP`) and each next twice the one before, and none more than a quarter of what
-    is left (but ``block >> RAMP``), so that the blocks parsed at once end about together."""
+    (:data:`BLOCK`, about: a block ends at a line start): the first two ``block >> RAMP``
+    (:data:`RAMP`; parsed at once, the first piece's rows) and each next twice the one
+    before, and none more than a quarter of what is left (but ``block >> RAMP``), so that
+    the blocks parsed at once end about together."""
     block = BLOCK if block is None else block
     least = step = max(block >> RAMP, 1)
-    start = data_start
+    start, first = data_start, True
     while start < size:
         stop = csvfile.line_start(f, start + step, data_start, size)
         yield start, stop
-        start, step = stop, max(least, min(2 * step, block, (size - stop) // 4))
+        grow = step if first else 2 * step
+        start, step, first = stop, max(least, min(grow, block, (size - stop) // 4)), False
 
 
 def _long_line(data: bytes) -> bool:
