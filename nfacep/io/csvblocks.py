@@ -247,9 +247,7 @@ def _workers() -> tuple[ThreadPoolExecutor, int]:
     global _pool
     workers = WORKERS or max(1, pa.cpu_count())
     with _pool_lock:
-        if _pool is None or _pool[1] != workers:
-            if _pool is not None:
-                _pool[0].shutdown(wait=False)
+        if _pool is None or _pool[1] != workers:  # (a read under way keeps the threads it has)
             _pool = ThreadPoolExecutor(workers, thread_name_prefix="nfacep-block"), workers
         return _pool
 
