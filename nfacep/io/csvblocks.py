@@ -170,13 +170,17 @@ def parse_typed(
     quoted: bool,
     hex_: bool,
     threads: bool = True,
+    utf8: bool = True,
 ) -> pa.Table | None:
     """A block of whole lines (no header) parsed with the stream's types (:func:`arrow_types`;
     integers as text when ``hex_``), its columns named as the stream's fields; None when
     pyarrow refuses a value or the typed columns do not hold what nfacep reads (the text path
     then reads the block). ``quoted``: the block holds a ``"``, so that every column is read
     and a value holding a line break (a quote left open) is a :class:`DataError`;
-    ``threads``: pyarrow parses the block's 1 MiB parts on every core (else in this thread)."""
+    ``threads``: pyarrow parses the block's 1 MiB parts on every core (else in this thread);
+    ``utf8=False``: pyarrow does not check that text is UTF-8 when the only text it reads is
+    labels (a value equal to a label is UTF-8; the caller checks a block with a value that
+    is none, ``Table.validate(full=True)``)."""
     import pyarrow.csv as pacsv
 
     names = [str(i) for i in range(len(header))]
@@ -186,6 +190,9 @@ def parse_typed(
         types = {n: pa.string() if pa.types.is_integer(t) else t for n, t in types.items()}
     column_types = {n: pa.string() for n in names}
     column_types.update({w: types[n] for w, n in zip(wanted, schema.names, strict=True)})
+    labels_only = not quoted and all(
+        isinstance(f.type, EnumType) for f in schema.fields if types[f.name] == pa.string()
+    )
     try:
         table = pacsv.read_csv(
             data,
@@ -196,6 +203,7 @@ def parse_typed(
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
+                check_utf8=utf8 or not labels_only,
             ),
         )
     except pa.ArrowInvalid:
@@ -208,17 +216,19 @@ def parse_typed(
     return table if _typed(table, typed) else None
 
 
-def parse_block(data: bytes, header: list[str], schema: Schema, threads: bool = True) -> pa.Table:
+def parse_block(
+    data: bytes, header: list[str], schema: Schema, threads: bool = True, utf8: bool = True
+) -> pa.Table:
     """A block of whole lines of a CSV file (no header) as the stream's columns: typed where
     the typed path takes it (:func:`parse_typed`; ``threads``: on every core, else in this
-    thread), else as text by :func:`nfacep.io.csvfile.parse_block`, whose
+    thread; ``utf8``: as there), else as text by :func:`nfacep.io.csvfile.parse_block`, whose
     :class:`DataError` it raises as well (a line too long, a quote left open: the whole read
     names the error)."""
     if _long_line(data):
         raise DataError(f"a line of {csvfile.LONG_LINE} bytes or more")
     has_ints = any(isinstance(f.type, UIntType | IntType) for f in schema.fields)
     hex_ = has_ints and _has_hex(data)
-    table = parse_typed(pa.py_buffer(data), header, schema, b'"' in data, hex_, threads)
+    table = parse_typed(pa.py_buffer(data), header, schema, b'"' in data, hex_, threads, utf8)
     return csvfile.parse_block(data, header, schema) if table is None else table
 
 
@@ -229,11 +239,15 @@ Parsed = tuple[pa.Table, list[tuple[dict, int]] | None]
 
 def _parse_at(path: str, start: int, stop: int, header: list[str], schema: Schema) -> Parsed:
     """The block of bytes ``[start, stop)`` of the file ``path`` parsed in this thread
-    (:func:`parse_block`), and its typed chunks."""
+    (:func:`parse_block`; labels not checked for UTF-8 but where one is not a label), and
+    its typed chunks."""
     with open(path, "rb") as f:
         data = os.pread(f.fileno(), stop - start, start)
-    table = parse_block(data, header, schema, threads=False)
-    return table, _typed_chunks(table, schema)
+    table = parse_block(data, header, schema, threads=False, utf8=False)
+    chunks = _typed_chunks(table, schema)
+    if chunks is None:  # (its text is converted: pyarrow's error if it is not UTF-8)
+        table.validate(full=True)
+    return table, chunks
 
 
 _pool: tuple[ThreadPoolExecutor, int] | None = None  # (the threads, their count)

@@ -336,3 +336,29 @@ sys.exit(os.waitstatus_to_exitcode(status))
     root = pathlib.Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", script], cwd=root, timeout=60)
     assert done.returncode == 0
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_label_that_is_not_utf8_is_named_as_the_whole_read_names_it(
+    tmp_path, small_blocks, where
+):
+    """Blocks whose only text is labels are parsed without pyarrow's UTF-8 check (a value
+    equal to a label is UTF-8): a value that is not UTF-8, at a block's start, inside it or
+    at its end, is still the whole read's error, naming its row and column."""
+    small_blocks(8 * 35)
+    rng = random.Random(7)
+    rows = [[PLAIN[n](rng) for n in HEADER.split(",")] for _ in range(200)]
+    lines = [",".join(r).encode() for r in rows]
+    starts = _block_rows(HEADER + "\n" + "\n".join(map(bytes.decode, lines)) + "\n")
+    at = {"first": starts[10], "middle": starts[10] + 2, "last": starts[11] - 1}[where]
+    bad = list(rows[at])
+    k = HEADER.split(",").index("e")
+    line = b",".join(
+        [*(v.encode() for v in bad[:k]), b"Qu\xffeens", *(v.encode() for v in bad[k + 1 :])]
+    )
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"\n".join([HEADER.encode(), *lines[:at], line, *lines[at + 1 :]]) + b"\n")
+    assert _assert_same(str(path), 16) == "error"
+    with pytest.raises(DataError) as err:
+        list(read_chunks(str(path), STREAM, 16))
+    assert f"row {at + 1} (line {at + 2}), column 'e': not UTF-8 text" in str(err.value)
