@@ -22,11 +22,12 @@ on the same rows as a folder of Parquet part files (10^6 rows each, row groups o
 against pyarrow's read of the CSV file (as above) and the local ``match`` of it.
 
 Ratios are times over pyarrow's for the same file in the same run (issue 30's goal: match
-within 1.5×). Each time is the best of ``--repeat``: wall-clock, and the CPU time of the
-process (all its threads; on a shared machine the wall-clock time moves with the load, the
-CPU time much less). Start-up and imports are not timed, and the reference's compiled loops
-are loaded before anything is (a DFA run once in them): the figures are those of a process
-that has run a match before.
+within 1.5×). Each time is the best of ``--repeat``, the three taking turns (pyarrow, the
+reader, match, then pyarrow again: a burst of load on a shared machine falls on all three
+alike): wall-clock, and the CPU time of the process (all its threads; on a shared machine
+the wall-clock time moves with the load, the CPU time much less). Start-up and imports are
+not timed, and the reference's compiled loops are loaded before anything is (a DFA run once
+in them): the figures are those of a process that has run a match before.
 
 A second table (``--fresh``, the default up to 10^7 rows): what a user times, each command
 as a new process (its start-up and imports included): ``nfacep match`` (as above) and a
@@ -125,13 +126,22 @@ def write_race(
 def best(repeat: int, job) -> tuple[float, float]:
     """The wall-clock time of the fastest of ``repeat`` runs of ``job`` and the CPU time of
     the process (every thread) in the run that used least."""
-    walls, cpus = [], []
+    return best_of(repeat, [job])[0]
+
+
+def best_of(repeat: int, jobs) -> list[tuple[float, float]]:
+    """:func:`best` of each of ``jobs``, run in turn ``repeat`` times (the first job, the
+    second, …, then the first again), so that a burst of load on a shared machine falls on
+    all of them alike rather than on one job's runs."""
+    walls: list[list[float]] = [[] for _ in jobs]
+    cpus: list[list[float]] = [[] for _ in jobs]
     for _ in range(repeat):
-        start, cpu = time.perf_counter(), time.process_time()
-        job()
-        walls.append(time.perf_counter() - start)
-        cpus.append(time.process_time() - cpu)
-    return min(walls), min(cpus)
+        for job, wall, cpu in zip(jobs, walls, cpus, strict=True):
+            start, used = time.perf_counter(), time.process_time()
+            job()
+            wall.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - used)
+    return [(min(w), min(c)) for w, c in zip(walls, cpus, strict=True)]
 
 
 def pyarrow_read(path: pathlib.Path) -> None:
@@ -280,10 +290,13 @@ def main() -> None:
             try:
                 size = os.path.getsize(path) / 1e6
                 repeat = args.repeat if rows <= BLOCK else 1
-                ref, ref_cpu = best(repeat, lambda p=path: pyarrow_read(p))
-                rd, rd_cpu = best(repeat, lambda p=path: nfacep_read(nfa, p, args.chunk))
-                m, m_cpu = best(
-                    repeat, lambda p=path, o=output: nfacep_match(p, o, args.runners, args.chunk)
+                (ref, ref_cpu), (rd, rd_cpu), (m, m_cpu) = best_of(
+                    repeat,
+                    [
+                        lambda p=path: pyarrow_read(p),
+                        lambda p=path: nfacep_read(nfa, p, args.chunk),
+                        lambda p=path, o=output: nfacep_match(p, o, args.runners, args.chunk),
+                    ],
                 )
                 print(
                     f"| {rows:,} | {size:,.0f} | {ref:.2f} | {rd:.2f} | {rd / ref:.2f}× "

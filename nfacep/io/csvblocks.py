@@ -1,6 +1,7 @@
-"""A CSV file read in blocks of whole lines, each parsed by pyarrow's multithreaded reader
-with the stream's types where its conversion gives exactly nfacep's values (the typed path),
-and as text converted by :mod:`~nfacep.io.convert` otherwise (the text path).
+"""A CSV file read in blocks of whole lines, several at once, each parsed in a thread of its
+own by pyarrow's reader with the stream's types where its conversion gives exactly nfacep's
+values (the typed path), and as text converted by :mod:`~nfacep.io.convert` otherwise (the
+text path).
 
 The typed path parses UINT and INT fields as pyarrow's integer of their width, FLOAT32 as
 float32 (the nearest single to the decimal text, as nfacep reads it) and BOOL with pyarrow's
@@ -17,17 +18,24 @@ path gives the same values or raises the :class:`~nfacep.errors.DataError` that
 twice when nothing fails.
 
 Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`), the first ones smaller
-(:data:`RAMP`: the first rows are converted, and matched, while the rest is parsed), and read
-into memory (not mapped: a file cut short while it is read would crash the process); a block
-with a line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or more, or with a value holding a
-line break (a quote left open), is a :class:`DataError` as well (the whole read decides).
+(:data:`RAMP`: the first rows are converted, and matched, while the rest is parsed) and the
+last ones too (so that the blocks parsed at once end about together: :func:`spans`). As many
+are parsed at once as pyarrow has threads (:data:`WORKERS`), each by one thread, which also
+codes its labels and makes its chunks numpy columns; the threads are made once for the
+process. Blocks are read into memory (not mapped: a file cut short while it is read would
+crash the process); a block with a line of :data:`~nfacep.io.csvfile.LONG_LINE` bytes or
+more, or with a value holding a line break (a quote left open), is a :class:`DataError` as
+well (the whole read decides).
 ``benchmarks/csv_read.py`` measures it against pyarrow's own reader.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +51,8 @@ from .tuples import Location, Tuples
 
 __all__ = [
     "BLOCK",
+    "WORKERS",
+    "Parsed",
     "arrow_types",
     "convert_blocks",
     "parse_block",
@@ -51,13 +61,17 @@ __all__ = [
     "spans",
 ]
 
-#: The bytes of a block (about: it ends at a line start); pyarrow parses its 1 MiB parts in
-#: parallel.
-BLOCK = 16 << 20
+#: The most bytes of a block (about: it ends at a line start), each parsed in one thread.
+BLOCK = 4 << 20
 
 #: The first block is ``BLOCK >> RAMP`` bytes and each next twice the one before, up to
 #: :data:`BLOCK`: the first rows are ready soon (matching starts while the rest is parsed).
-RAMP = 4
+#: Blocks are as small again towards the end of the file (:func:`spans`).
+RAMP = 2
+
+#: How many blocks are parsed at once (each in a thread of its own); 0: pyarrow's count of
+#: cores (``pyarrow.cpu_count()``, the threads its own reader would use).
+WORKERS = 0
 
 
 def arrow_types(schema: Schema) -> dict[str, pa.DataType]:
@@ -91,15 +105,19 @@ _INTS = {
 
 def spans(f, data_start: int, size: int, block: int | None = None) -> Iterator[tuple[int, int]]:
     """The byte ranges ``[start, stop)`` of the blocks of whole lines of the open file ``f``
-    of ``size`` bytes whose data rows start at ``data_start``, about ``block`` bytes each
-    (:data:`BLOCK`), the first ones smaller (:data:`RAMP`)."""
+    of ``size`` bytes whose data rows start at ``data_start``, at most ``block`` bytes each
+    (:data:`BLOCK`, about: a block ends at a line start): the first two ``block >> RAMP``
+    (:data:`RAMP`; parsed at once, the first piece's rows) and each next twice the one
+    before, and none more than a quarter of what is left (but ``block >> RAMP``), so that
+    the blocks parsed at once end about together."""
     block = BLOCK if block is None else block
-    step = max(block >> RAMP, 1)
-    start = data_start
+    least = step = max(block >> RAMP, 1)
+    start, first = data_start, True
     while start < size:
         stop = csvfile.line_start(f, start + step, data_start, size)
         yield start, stop
-        start, step = stop, min(2 * step, block)
+        grow = step if first else 2 * step
+        start, step, first = stop, max(least, min(grow, block, (size - stop) // 4)), False
 
 
 def _long_line(data: bytes) -> bool:
@@ -146,13 +164,23 @@ def _typed(table: pa.Table, typed: dict[str, pa.DataType]) -> bool:
 
 
 def parse_typed(
-    data: pa.Buffer, header: list[str], schema: Schema, quoted: bool, hex_: bool
+    data: pa.Buffer,
+    header: list[str],
+    schema: Schema,
+    quoted: bool,
+    hex_: bool,
+    threads: bool = True,
+    utf8: bool = True,
 ) -> pa.Table | None:
     """A block of whole lines (no header) parsed with the stream's types (:func:`arrow_types`;
     integers as text when ``hex_``), its columns named as the stream's fields; None when
     pyarrow refuses a value or the typed columns do not hold what nfacep reads (the text path
     then reads the block). ``quoted``: the block holds a ``"``, so that every column is read
-    and a value holding a line break (a quote left open) is a :class:`DataError`."""
+    and a value holding a line break (a quote left open) is a :class:`DataError`;
+    ``threads``: pyarrow parses the block's 1 MiB parts on every core (else in this thread);
+    ``utf8=False``: pyarrow does not check that text is UTF-8 when the only text it reads is
+    labels (a value equal to a label is UTF-8; the caller checks a block with a value that
+    is none, ``Table.validate(full=True)``)."""
     import pyarrow.csv as pacsv
 
     names = [str(i) for i in range(len(header))]
@@ -162,16 +190,20 @@ def parse_typed(
         types = {n: pa.string() if pa.types.is_integer(t) else t for n, t in types.items()}
     column_types = {n: pa.string() for n in names}
     column_types.update({w: types[n] for w, n in zip(wanted, schema.names, strict=True)})
+    labels_only = not quoted and all(
+        isinstance(f.type, EnumType) for f in schema.fields if types[f.name] == pa.string()
+    )
     try:
         table = pacsv.read_csv(
             data,
-            read_options=pacsv.ReadOptions(column_names=names),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=threads),
             convert_options=pacsv.ConvertOptions(
                 column_types=column_types,
                 include_columns=names if quoted else wanted,
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
+                check_utf8=utf8 or not labels_only,
             ),
         )
     except pa.ArrowInvalid:
@@ -184,35 +216,90 @@ def parse_typed(
     return table if _typed(table, typed) else None
 
 
-def parse_block(data: bytes, header: list[str], schema: Schema) -> pa.Table:
+def parse_block(
+    data: bytes, header: list[str], schema: Schema, threads: bool = True, utf8: bool = True
+) -> pa.Table:
     """A block of whole lines of a CSV file (no header) as the stream's columns: typed where
-    the typed path takes it (:func:`parse_typed`), else as text by
-    :func:`nfacep.io.csvfile.parse_block`, whose :class:`DataError` it raises as well (a line
-    too long, a quote left open: the whole read names the error)."""
+    the typed path takes it (:func:`parse_typed`; ``threads``: on every core, else in this
+    thread; ``utf8``: as there), else as text by :func:`nfacep.io.csvfile.parse_block`, whose
+    :class:`DataError` it raises as well (a line too long, a quote left open: the whole read
+    names the error)."""
     if _long_line(data):
         raise DataError(f"a line of {csvfile.LONG_LINE} bytes or more")
     has_ints = any(isinstance(f.type, UIntType | IntType) for f in schema.fields)
     hex_ = has_ints and _has_hex(data)
-    table = parse_typed(pa.py_buffer(data), header, schema, b'"' in data, hex_)
+    table = parse_typed(pa.py_buffer(data), header, schema, b'"' in data, hex_, threads, utf8)
     return csvfile.parse_block(data, header, schema) if table is None else table
 
 
-def parse_blocks(
-    path: str, header: list[str], data_start: int, schema: Schema
-) -> Iterator[pa.Table]:
-    """The blocks of data rows of the CSV file ``path`` (its ``header``, its rows from byte
-    ``data_start``), each parsed by :func:`parse_block`. A :class:`DataError` for a block
-    with a line too long or a quote left open: the whole read decides. (Each block is read
-    into memory, not mapped: a file cut short while it is read must not crash the process.)"""
-    size = os.path.getsize(path)
+#: A parsed block: its table and, when every column is typed as nfacep reads it, the numpy
+#: columns of each of its chunks (:func:`_typed_chunks`).
+Parsed = tuple[pa.Table, list[tuple[dict, int]] | None]
+
+
+def _parse_at(path: str, start: int, stop: int, header: list[str], schema: Schema) -> Parsed:
+    """The block of bytes ``[start, stop)`` of the file ``path`` parsed in this thread
+    (:func:`parse_block`; labels not checked for UTF-8 but where one is not a label), and
+    its typed chunks."""
     with open(path, "rb") as f:
-        for start, stop in spans(f, data_start, size):
-            f.seek(start)
-            yield parse_block(f.read(stop - start), header, schema)
+        data = os.pread(f.fileno(), stop - start, start)
+    table = parse_block(data, header, schema, threads=False, utf8=False)
+    chunks = _typed_chunks(table, schema)
+    if chunks is None:  # (its text is converted: pyarrow's error if it is not UTF-8)
+        table.validate(full=True)
+    return table, chunks
+
+
+_pool: tuple[ThreadPoolExecutor, int] | None = None  # (the threads, their count)
+_pool_lock = threading.Lock()
+
+
+def _workers() -> tuple[ThreadPoolExecutor, int]:
+    """The threads that parse blocks (:data:`WORKERS`), made once for the process (a
+    command that reads again, a test suite, does not start them anew) and again in a child
+    made by ``fork``, which has none of its parent's threads; and their count."""
+    global _pool
+    workers = WORKERS or max(1, pa.cpu_count())
+    with _pool_lock:
+        if _pool is None or _pool[1] != workers:  # (a read under way keeps the threads it has)
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="nfacep-block"), workers
+        return _pool
+
+
+def _forget_workers() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
+def parse_blocks(path: str, header: list[str], data_start: int, schema: Schema) -> Iterator[Parsed]:
+    """The blocks of data rows of the CSV file ``path`` (its ``header``, its rows from byte
+    ``data_start``) in file order, each parsed by :func:`parse_block` and its typed chunks
+    made (:func:`_typed_chunks`) in a thread of its own: :data:`WORKERS` blocks at once, up
+    to twice as many parsed ahead of the caller. A :class:`DataError` for a block with a line
+    too long or a quote left open: the whole read decides. (Each block is read into memory,
+    not mapped: a file cut short while it is read must not crash the process.)"""
+    size = os.path.getsize(path)
+    pool, workers = _workers()
+    pending: deque[Future[Parsed]] = deque()
+    try:
+        with open(path, "rb") as f:
+            for start, stop in spans(f, data_start, size):
+                pending.append(pool.submit(_parse_at, path, start, stop, header, schema))
+                if len(pending) > 2 * workers:
+                    yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:  # the blocks not needed any more are not parsed
+        for future in pending:
+            future.cancel()
 
 
 def convert_blocks(
-    blocks: Iterator[pa.Table], schema: Schema, source: Location
+    blocks: Iterator[Parsed], schema: Schema, source: Location
 ) -> Iterator[Tuples | pa.Table]:
     """The blocks of :func:`parse_blocks` converted, each located at its rows in ``source``:
     a typed block as the :class:`Tuples` of each of its chunks, in pyarrow's types (no copy;
@@ -222,8 +309,7 @@ def convert_blocks(
     one, so that those before the bad row are yielded first). A :class:`DataError` (or
     pyarrow's error) for a block the text path cannot parse: the whole read names it."""
     rows = 0
-    for table in blocks:
-        chunks = _typed_chunks(table, schema)
+    for table, chunks in blocks:
         if chunks is not None:
             for columns, n in chunks:
                 yield Tuples(columns, n, source.path, location=source.at(rows))

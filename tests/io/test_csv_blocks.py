@@ -7,6 +7,7 @@ blocks and wherever they are cut."""
 from __future__ import annotations
 
 import codecs
+import itertools
 import random
 
 import numpy as np
@@ -281,3 +282,83 @@ def test_a_block_parsed_alone_converts_as_its_text(seed):
             continue
         for name, col in text.columns.items():
             assert typed.columns[name].tobytes() == col.tobytes(), name
+
+
+@pytest.mark.parametrize("block, size", [(64, 5000), (1 << 10, 3 << 10), (7, 100)])
+def test_blocks_tile_the_rows_growing_then_shrinking(block, size):
+    """``spans``: whole lines from the data's start to the end, none empty; the first two
+    ``block >> RAMP`` bytes, none past ``block`` (a line longer than the step is whole), and
+    towards the end none more than a quarter of what is left (but the first's size), so that
+    the blocks parsed at once end about together."""
+    import io
+
+    line = b"12345,6\n"
+    data = b"a,b\n" + line * (size // len(line))
+    start = 4
+    cut = list(csvblocks.spans(io.BytesIO(data), start, len(data), block))
+    assert cut[0][0] == start and cut[-1][1] == len(data)
+    assert all(a < b for a, b in cut)
+    assert all(p[1] == q[0] for p, q in itertools.pairwise(cut))
+    assert all(data[b - 1 : b] == b"\n" for _, b in cut)
+    least = max(block >> csvblocks.RAMP, 1)
+    longest = len(line) - 1
+    assert all(b - a <= least + longest for a, b in cut[:2])
+    for a, b in cut:
+        assert b - a <= max(min(block, max((len(data) - a) // 4, least)), 1) + longest
+    if block >= 8 * len(line):  # (else every block is a line)
+        assert max(b - a for a, b in cut) > cut[-1][1] - cut[-1][0]
+
+
+def test_a_process_forked_after_a_read_reads_in_blocks_too(tmp_path):
+    """The threads that parse blocks are made once for a process; a child made by ``fork``
+    has none of them and makes its own (else its read would wait for ever)."""
+    import subprocess
+    import sys
+
+    rng = random.Random(5)
+    path = tmp_path / "t.csv"
+    path.write_text(_text([_row(rng, 0) for _ in range(200)], rng, "\n", quote=False))
+    script = f"""
+import os, sys
+from nfacep.io import csvblocks
+from nfacep.io.reader import read_chunks
+from tests.io.test_csv_blocks import STREAM
+csvblocks.BLOCK = 256
+n = sum(p.n for p in read_chunks({str(path)!r}, STREAM, 16))
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if sum(p.n for p in read_chunks({str(path)!r}, STREAM, 16)) == n else 1)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, timeout=60)
+    assert done.returncode == 0
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_label_that_is_not_utf8_is_named_as_the_whole_read_names_it(
+    tmp_path, small_blocks, where
+):
+    """Blocks whose only text is labels are parsed without pyarrow's UTF-8 check (a value
+    equal to a label is UTF-8): a value that is not UTF-8, at a block's start, inside it or
+    at its end, is still the whole read's error, naming its row and column."""
+    small_blocks(8 * 35)
+    rng = random.Random(7)
+    rows = [[PLAIN[n](rng) for n in HEADER.split(",")] for _ in range(200)]
+    lines = [",".join(r).encode() for r in rows]
+    starts = _block_rows(HEADER + "\n" + "\n".join(map(bytes.decode, lines)) + "\n")
+    at = {"first": starts[10], "middle": starts[10] + 2, "last": starts[11] - 1}[where]
+    bad = list(rows[at])
+    k = HEADER.split(",").index("e")
+    line = b",".join(
+        [*(v.encode() for v in bad[:k]), b"Qu\xffeens", *(v.encode() for v in bad[k + 1 :])]
+    )
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"\n".join([HEADER.encode(), *lines[:at], line, *lines[at + 1 :]]) + b"\n")
+    assert _assert_same(str(path), 16) == "error"
+    with pytest.raises(DataError) as err:
+        list(read_chunks(str(path), STREAM, 16))
+    assert f"row {at + 1} (line {at + 2}), column 'e': not UTF-8 text" in str(err.value)
