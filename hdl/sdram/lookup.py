@@ -95,72 +95,34 @@ class CacheLookup:
     settings these read)."""
 
     def _lookup(self, m: Module, tags, s1_stage, take: Signal, line_bits: int):
-        """Stages 2 and 3: the tag check over two clocks. Stage 2 has the tag of stage 1's
-        line (the bucket it holds and whether it is valid: the tag memory's read port, read
-        as stage 2 loads); stage 3 registers the comparison of that tag with the tuple's bucket,
-        ``holds``, and decides. Only stage 3 allocates lines, so a tag read stays true while
-        its tuple waits, but for stage 3's own allocations, which are registered beside the
-        read in stage 1 and forwarded into stage 2's comparison. Returns stage
-        3's (tuple, valid, bucket, tick, line, holds, move) and its ``go`` and ``allocate``
-        (driven by the caller); ``move`` says stage 3 takes stage 2's tuple."""
-        s1, s1_valid, s1_bucket, s1_now = s1_stage
+        """Stages 2 and 3: the tag check. Stage 2 has the tag of stage 1's line (the bucket
+        it holds and whether it is valid), read from the tag memory and registered on the way
+        (:meth:`_tag_read`); stage 3 registers the comparison of that tag with the tuple's
+        bucket, ``holds``, and decides. Only stage 3 allocates lines, so a tag read stays
+        true while its tuple waits, but for stage 3's own allocations, which are registered
+        beside the read and forwarded into stage 2's comparison. Returns stage 3's (tuple,
+        valid, bucket, tick, line, holds, old bucket, old valid) and its ``go`` and
+        ``allocate`` (driven by the caller)."""
+        s1_bucket = s1_stage[2]
         go, allocate = Signal(name="s3_go"), Signal(name="s3_allocate")
-        t = Signal.like(s1, name="s3")
+        t = Signal.like(s1_stage[0], name="s3")
         t_valid = Signal(name="s3_valid")
         t_bucket = Signal.like(s1_bucket, name="s3_bucket")
-        t_now = Signal.like(s1_now, name="s3_now")
+        t_now = Signal.like(s1_stage[3], name="s3_now")
         t_line = Signal(line_bits, name="s3_line")
         t_holds = Signal(name="s3_holds")
-        u = Signal.like(s1, name="s2")
-        u_valid = Signal(name="s2_valid")
-        u_bucket = Signal.like(s1_bucket, name="s2_bucket")
-        u_now = Signal.like(s1_now, name="s2_now")
-        u_line = Signal(line_bits, name="s2_line")
-        # a line holds buckets whose low bits are its index: its tag is the bucket's high bits
-        u_tag = Signal(tags.tag_bits, name="s2_tag")
-        u_tag_valid = Signal(name="s2_tag_valid")
-        line = s1_bucket[:line_bits] if self._lines > 1 else Const(0, 1)
         move3 = Signal(name="s3_move")
-        move2 = Signal(name="s2_move")
-        m.d.comb += [
-            move3.eq(~t_valid | go),
-            move2.eq(~u_valid | move3),
-            take.eq(~s1_valid | move2),
-        ]
-        # the tag memory's read port loads as stage 2 does: its output is stage 2's tag
-        tag_read, tag_read_valid = tags.tag()
-        m.d.comb += [
-            tags.read_port.addr.eq(line),
-            tags.read_port.en.eq(move2),
-            u_tag.eq(tag_read),
-            u_tag_valid.eq(tag_read_valid),
-        ]
-        # stage 1 reads its line's tag; stage 3's allocation of the line in the same clock is
-        # registered beside it (``s2_given``): the memory's read does not see its write
-        given = Signal(name="s2_given")  # stage 2's line was given away after its tag read
-        given_bucket = Signal.like(s1_bucket, name="s2_given_bucket")  # ... to this bucket
+        m.d.comb += move3.eq(~t_valid | go)
+        stage2 = self._tag_read(
+            m, tags, s1_stage, take, line_bits, move3, (allocate, t_line, t_bucket)
+        )
+        u, u_valid, u_bucket, u_now, u_line, tag, tag_valid = stage2
         gives_u_line = Signal(name="s3_gives_s2_line")
         m.d.comb += gives_u_line.eq(allocate & (t_line == u_line))
-        with m.If(move2):
-            m.d.sync += [
-                u_valid.eq(s1_valid),
-                u.eq(s1),
-                u_bucket.eq(s1_bucket),
-                u_now.eq(s1_now),
-                u_line.eq(line),
-                given.eq(allocate & (t_line == line)),
-                given_bucket.eq(t_bucket),
-            ]
         # (stage 3 allocates only when it takes stage 2's tuple, which then leaves stage 2)
         # stage 2 compares the line's tag now (stage 3's allocations of it forwarded) with its
         # bucket; stage 3 keeps that tag, the bucket a job writes back if it takes the line
         # (the comparisons made before stage 3's allocation, late in the clock, chooses)
-        tag = Signal.like(s1_bucket, name="s2_tag_now")
-        tag_valid = Signal(name="s2_tag_now_valid")
-        m.d.comb += [
-            tag.eq(Mux(given, given_bucket, Cat(u_bucket[: tags.low], u_tag))),
-            tag_valid.eq(given | u_tag_valid),
-        ]
         holds = Signal(name="s2_holds")
         m.d.comb += holds.eq(Mux(gives_u_line, t_bucket == u_bucket, tag_valid & (tag == u_bucket)))
         t_old = Signal.like(s1_bucket, name="s3_old")
@@ -179,6 +141,71 @@ class CacheLookup:
         s3 = (t, t_valid, t_bucket, t_now, t_line, t_holds, t_old, t_old_valid)
         self._moves = (move3, u_line, t_line)
         return s3, go, allocate
+
+    def _tag_read(self, m: Module, tags, s1_stage, take, line_bits, move3, allocation):
+        """Stage 1's line's tag read from the tag memory as its tuple moves into stage 2r, and
+        the memory's output registered as it moves on into stage 2 (the block RAM's output
+        goes straight into a register: nothing else on that path). Stage 3's allocations of
+        the line in the clock of the read and in the clock of the move to stage 2 are
+        registered beside it (``given``: the memory's read does not see its write). Returns
+        stage 2's (tuple, valid, bucket, tick, line, tag now, tag valid now): the tag with
+        those allocations applied, as a whole bucket."""
+        s1, s1_valid, s1_bucket, s1_now = s1_stage
+        allocate, t_line, t_bucket = allocation
+        line = s1_bucket[:line_bits] if self._lines > 1 else Const(0, 1)
+        stages = {}
+        for name in ("s2r", "s2"):
+            stages[name] = {
+                "tuple": Signal.like(s1, name=name),
+                "valid": Signal(name=f"{name}_valid"),
+                "bucket": Signal.like(s1_bucket, name=f"{name}_bucket"),
+                "now": Signal.like(s1_now, name=f"{name}_now"),
+                "line": Signal(line_bits, name=f"{name}_line"),
+                "given": Signal(name=f"{name}_given"),  # its line given away after the read
+                "given_bucket": Signal.like(s1_bucket, name=f"{name}_given_bucket"),
+                "move": Signal(name=f"{name}_move"),
+            }
+        r, u = stages["s2r"], stages["s2"]
+        m.d.comb += [
+            u["move"].eq(~u["valid"] | move3),
+            r["move"].eq(~r["valid"] | u["move"]),
+            take.eq(~s1_valid | r["move"]),
+        ]
+        # the tag memory's read port loads as stage 2r does: its output is stage 2r's tag
+        tag_read, tag_read_valid = tags.tag()
+        m.d.comb += [tags.read_port.addr.eq(line), tags.read_port.en.eq(r["move"])]
+        u_tag = Signal(tags.tag_bits, name="s2_tag")  # the bucket's bits above the line's
+        u_tag_valid = Signal(name="s2_tag_valid")
+        with m.If(r["move"]):
+            m.d.sync += [
+                r["valid"].eq(s1_valid),
+                r["tuple"].eq(s1),
+                r["bucket"].eq(s1_bucket),
+                r["now"].eq(s1_now),
+                r["line"].eq(line),
+                r["given"].eq(allocate & (t_line == line)),
+                r["given_bucket"].eq(t_bucket),
+            ]
+        gives_r_line = allocate & (t_line == r["line"])
+        with m.If(u["move"]):
+            m.d.sync += [
+                u["valid"].eq(r["valid"]),
+                u["tuple"].eq(r["tuple"]),
+                u["bucket"].eq(r["bucket"]),
+                u["now"].eq(r["now"]),
+                u["line"].eq(r["line"]),
+                u["given"].eq(r["given"] | gives_r_line),
+                u["given_bucket"].eq(Mux(gives_r_line, t_bucket, r["given_bucket"])),
+                u_tag.eq(tag_read),
+                u_tag_valid.eq(tag_read_valid),
+            ]
+        tag = Signal.like(s1_bucket, name="s2_tag_now")
+        tag_valid = Signal(name="s2_tag_now_valid")
+        m.d.comb += [
+            tag.eq(Mux(u["given"], u["given_bucket"], Cat(u["bucket"][: tags.low], u_tag))),
+            tag_valid.eq(u["given"] | u_tag_valid),
+        ]
+        return u["tuple"], u["valid"], u["bucket"], u["now"], u["line"], tag, tag_valid
 
     def _free(self, m: Module, tags, free: Signal, go: Signal) -> None:
         """Load ``free`` with whether stage 3's line has no users (no queued tuple waits for
