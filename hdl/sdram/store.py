@@ -32,14 +32,15 @@ How it works (one clock domain, the controller's):
   bucket it holds and whether that is ``valid``. With at least ``row_lines`` lines (the
   default, for one-word buckets on the 5A-75B) the bucket a line gives up and the one it takes
   lie in one row: the write-back and the fetch are one row activation, a WRITE and a READ.
-- **Input and hazard tracking.** The tag check takes two stages: stage 1 (the tuple's
+- **Input and hazard tracking.** The tag check takes three stages: stage 1 (the tuple's
   bucket, after the CRC) reads its line's tag (the bucket the line holds, and whether it is
-  valid) from the tag memory, stage 2 has it and compares it with the tuple's bucket into
-  stage 3. (A line holds buckets whose low bits are its index, so a tag is the bucket's other
-  bits.) Only stage 3 changes tags, so a tag read stays true while its tuple waits; a line
-  stage 3 gives away in the clock of the read is registered beside it, and one it gives away
-  in the clock stage 2 hands its tuple on is forwarded into the comparison, made for both
-  cases before the allocation chooses. Stage 3 keeps the tag it found: the bucket a job writes
+  valid) from the tag memory, stage 2r has the memory's output and registers it, stage 2
+  compares it with the tuple's bucket into stage 3. (A line holds buckets whose low bits are
+  its index, so a tag is the bucket's other bits.) Only stage 3 changes tags, so a tag read
+  stays true while its tuple waits; a line stage 3 gives away in the clock of the read or of
+  the move into stage 2 is registered beside it, and one it gives away in the clock stage 2
+  hands its tuple on is forwarded into the comparison, made for both cases before the
+  allocation chooses. Stage 3 keeps the tag it found: the bucket a job writes
   back. Beside the tuple queue, in its order, registers hold each queued tuple's line and
   whether its words have arrived (:class:`~nfacep.hdl.sdram.lookup.LineTags`): a line has
   users while a queued tuple names it (a comparison per queued tuple, registered). In stage 3,
