@@ -170,7 +170,22 @@ def build(clk_mhz: float, top: Elaboratable | None = None) -> dict:
         "brams": (res.get("brams") or {}).get("used"),
         "fmax_mhz": result.fmax_mhz,
         "seconds": result.seconds,
+        "critical_path": critical_nets(result.pnr or {}),
     }
+
+
+def critical_nets(pnr: dict) -> list[str]:
+    """The nets along the slowest clock's critical path in nextpnr's ``--report`` JSON, each
+    with the delay of its routing (ns), from the first register to the last."""
+    paths = sorted(
+        pnr.get("critical_paths") or [],
+        key=lambda p: -sum(seg["delay"] for seg in p["path"]),
+    )
+    if not paths:
+        return []
+    return [
+        f"{seg['net']} ({seg['delay']:.2f})" for seg in paths[0]["path"] if seg["type"] == "routing"
+    ]
 
 
 def main() -> None:

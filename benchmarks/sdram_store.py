@@ -161,7 +161,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tuples", type=int, default=3000, help="tuples a point (after warm-up)")
     ap.add_argument("--warmup", type=int, default=500, help="tuples not counted, first")
-    ap.add_argument("--lines", type=int, default=64, help="the cache's lines")
+    ap.add_argument(
+        "--lines", type=int, default=None, help="the cache's lines (default: the store's)"
+    )
     ap.add_argument("--queue", type=int, default=QUEUE, help="tuples waiting for their lines")
     ap.add_argument("--depth", type=int, default=BANK_QUEUE, help="the controller's bank queues")
     ap.add_argument(
@@ -178,7 +180,8 @@ def main() -> None:
         print(build(mhz, _Top()))
         return
     print(
-        f"SDRAM store, 2^{KEY_BITS} entries direct, {args.lines} cache lines, queue "
+        f"SDRAM store, 2^{KEY_BITS} entries direct, {measured_store(lines=args.lines).lines} "
+        f"cache lines, queue "
         f"{args.queue}, bank queues {args.depth}, {mhz:.0f} MHz; {args.tuples} tuples a point "
         f"after {args.warmup}"
     )

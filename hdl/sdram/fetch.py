@@ -18,15 +18,15 @@ class SdramFetch:
     geometry and settings these read)."""
 
     def _address(self, m: Module, bucket: Value, word: Value, request) -> None:
-        """Drive ``request``'s bank, row and column for ``word`` of ``bucket``'s line."""
-        g = self.geometry
-        bank_bits = (g.banks - 1).bit_length()
+        """Drive ``request``'s bank, row and column for ``word`` of ``bucket``'s line (as
+        :meth:`~nfacep.hdl.sdram.store.SdramTable.address`)."""
+        banks, rows = self._bank_bits, self._row_bits
         span_bits = (self._line_span - 1).bit_length()
-        linear = Cat(word[:span_bits], bucket[bank_bits:]) if span_bits else bucket[bank_bits:]
+        column = Cat(word[:span_bits], bucket[banks + rows : banks + rows + self._slot_bits])
         m.d.comb += [
-            request.bank.eq(bucket[:bank_bits] if bank_bits else 0),
-            request.column.eq(linear[: g.column_bits]),
-            request.row.eq(linear[g.column_bits :]),
+            request.bank.eq(bucket[:banks]),
+            request.row.eq(bucket[banks : banks + rows]),
+            request.column.eq(column),
         ]
 
     def _clear(self, m: Module, ctrl: SDRAMController) -> Signal:
@@ -36,10 +36,16 @@ class SdramFetch:
             return clearing
         total = self.clearing_words
         index = Signal(range(total + 1))
-        span_bits = (self._line_span - 1).bit_length()
+        # in the chip's order, a row's columns one after another (row hits), not the buckets'
+        columns = self._slot_bits + (self._line_span - 1).bit_length()
+        rows = columns + self._row_bits
         with m.If(clearing):
             req = ctrl.request.payload
-            self._address(m, index[span_bits:], index[:span_bits], req)
+            m.d.comb += [
+                req.column.eq(index[:columns]),
+                req.row.eq(index[columns:rows]),
+                req.bank.eq(index[rows : rows + self._bank_bits]),
+            ]
             m.d.comb += [req.write.eq(1), req.data.eq(0), ctrl.request.valid.eq(1)]
             with m.If(ctrl.request.ready):
                 m.d.sync += index.eq(index + 1)

@@ -23,41 +23,43 @@ How it works (one clock domain, the controller's):
 
 - **Entries in SDRAM.** An entry (valid, tag when hashed, state, stamp with timers) takes
   ``entry_words`` words of the chip's width; a bucket's ``ways`` entries are one *line* of
-  ``line_words`` consecutive words in one row of one bank (the bucket's low bits choose the
-  bank, so consecutive buckets alternate banks). After reset the store writes every line it
+  ``line_words`` consecutive words in one row of one bank. The bucket's low bits choose the
+  bank, the next its row, the high bits its place in the row (:meth:`SdramTable.address`):
+  buckets equal modulo ``row_lines`` share a row. After reset the store writes every line it
   uses to zero (all entries free) before it takes a tuple: SDRAM powers up with anything in it.
 - **The cache** (``lines`` lines, direct-mapped by the bucket's low bits, in block RAM, with
-  write-back): per line the bucket it holds, whether that is ``valid``, whether its words have
-  arrived (``filled``), whether it was written (``dirty``), and ``users``, the tuples queued
-  for it.
-- **Input and hazard tracking.** The tag check takes two stages: stage 1 (the tuple's
+  write-back; by default as many as :data:`CACHE_BITS` hold): per line, in block RAM, the
+  bucket it holds and whether that is ``valid``. With at least ``row_lines`` lines (the
+  default, for one-word buckets on the 5A-75B) the bucket a line gives up and the one it takes
+  lie in one row: the write-back and the fetch are one row activation, a WRITE and a READ.
+- **Input and hazard tracking.** The tag check takes three stages: stage 1 (the tuple's
   bucket, after the CRC) reads its line's tag (the bucket the line holds, and whether it is
-  valid) into stage 2, and stage 2 compares it with the tuple's bucket into stage 3, so
-  the multiplexer over the lines' tags and the comparison are on separate paths. (A line
-  holds buckets whose low bits are its index, so a tag is the bucket's other bits.)
-  Only stage 3 changes tags, so a tag read stays true while its tuple waits; a line stage 3
-  gives away in the clock of the read is registered beside it (not forwarded into the
-  read: the multiplexer goes straight into its register), and one it gives away in the
-  clock stage 2 hands its tuple on is forwarded into the comparison, made for both cases
-  before the allocation chooses. Stage 3 keeps the tag it found: the bucket a job writes
-  back. Stages 2 and 3 count their line's users themselves (read with the tag, then the
-  arrivals and departures applied as they come), so whether stage 3's line has users is a
-  register loaded without a choice among the lines. In stage 3, if the line holds the
-  bucket (filled or still being fetched) the tuple joins the queue for it. Otherwise, if the
-  line has no users, it is given to the bucket at once (so a later tuple of the same bucket
-  finds it and never fetches it again) and a *job* is queued: write the old bucket back if
-  dirty, then read the new one. If the line has users the input waits (``i_stream.ready`` low)
-  until they are done: a line is never taken from under a queued tuple. The tuple queue holds
-  ``queue`` tuples, so up to that many buckets are fetched at once, and the controller's
-  per-bank queues overlap them over the banks.
+  valid) from the tag memory, stage 2r has the memory's output and registers it, stage 2
+  compares it with the tuple's bucket into stage 3. (A line holds buckets whose low bits are
+  its index, so a tag is the bucket's other bits.) Only stage 3 changes tags, so a tag read
+  stays true while its tuple waits; a line stage 3 gives away in the clock of the read or of
+  the move into stage 2 is registered beside it, and one it gives away in the clock stage 2
+  hands its tuple on is forwarded into the comparison, made for both cases before the
+  allocation chooses. Stage 3 keeps the tag it found: the bucket a job writes
+  back. Beside the tuple queue, in its order, registers hold each queued tuple's line and
+  whether its words have arrived (:class:`~nfacep.hdl.sdram.lookup.LineTags`): a line has
+  users while a queued tuple names it (a comparison per queued tuple, registered). In stage 3,
+  if the line holds the bucket (filled or still being fetched) the tuple joins the queue for
+  it. Otherwise, if the line has no users, it is given to the bucket at once (so a later
+  tuple of the same bucket finds it and never fetches it again) and a *job* is queued: write
+  the old bucket back if the line was valid, then read the new one. If the line has users
+  the input waits (``i_stream.ready`` low) until they are done: a line is never taken from
+  under a queued tuple. The tuple queue holds ``queue`` tuples, so up to that many buckets
+  are fetched at once, and the controller's per-bank queues overlap them over the banks.
 - **Fetch.** Jobs are done in order: the victim line is read from block RAM, its words are
   written to SDRAM, then the new bucket's words are requested; the controller answers reads in
   request order and keeps order within a bank (a bucket's write-back and its later fetch are
   in one bank), so a fetch always reads what the write-back wrote. The words read land in the
-  line (a write port with word enables); when the last has landed the line is ``filled``.
+  line (a write port with word enables); when the last has landed, the queued tuples of that
+  line are marked filled.
 - **Update, in input order.** The queue's head waits until its line is filled, reads the line
   (into a register: two clocks), decides hit, free way or drop, applies ``update`` and writes
-  the line back, marks it dirty and hands the record to the output register: three clocks
+  the line back and hands the record to the output register: three clocks
   per tuple. Records
   leave in input order: the queue is first in, first out, and the head is its only reader.
 - **Refresh and back-pressure** are the controller's: refresh stalls the requests, which stall
@@ -87,7 +89,7 @@ from .fetch import SdramFetch
 from .lookup import CacheLookup, LineTags
 from .timing import ENGINE_SDRAM, SDRAMCycles, SDRAMGeometry, SDRAMTiming
 
-__all__ = ["BANK_QUEUE", "QUEUE", "STAMP_BITS", "SdramPartitioner", "SdramTable"]
+__all__ = ["BANK_QUEUE", "CACHE_BITS", "QUEUE", "STAMP_BITS", "SdramPartitioner", "SdramTable"]
 
 #: The least width of a stamp: ticks stored modulo 2**48 (see the module's docstring).
 STAMP_BITS = 48
@@ -98,6 +100,11 @@ STAMP_BITS = 48
 #: (``benchmarks/sdram_store.py``; hdl/sdram/README.md, "Against the line").
 QUEUE = 16
 BANK_QUEUE = 8
+
+#: The default cache's size in bits of block RAM (its lines' words): 4,096 lines of one
+#: 32-bit word, 8 of the LFE5U-25F's 56 DP16KD blocks; enough lines for the 5A-75B's
+#: ``row_lines`` (2 banks x 2,048 rows) with one-word buckets.
+CACHE_BITS = 4096 * 32
 
 
 class SdramTable(TableGeometry):
@@ -144,6 +151,12 @@ class SdramTable(TableGeometry):
                 f"{self.buckets} buckets of {self._line_span} words need "
                 f"{self.clearing_words} words of SDRAM, more than its {geometry.words}"
             )
+        # a bucket's bits, low to high: its bank, its row, its line's place in the row
+        bucket_bits = (self.buckets - 1).bit_length()
+        slot_bits = (geometry.columns - 1).bit_length() - (self._line_span - 1).bit_length()
+        self._bank_bits = min((geometry.banks - 1).bit_length(), bucket_bits)
+        self._row_bits = max(0, bucket_bits - self._bank_bits - slot_bits)
+        self._slot_bits = bucket_bits - self._bank_bits - self._row_bits
 
     @property
     def entry_words(self) -> int:
@@ -161,13 +174,22 @@ class SdramTable(TableGeometry):
         what the store writes after reset before it takes the first tuple."""
         return self.buckets * self._line_span
 
+    @property
+    def row_lines(self) -> int:
+        """Buckets that share no row: the bucket's low bits choose its bank and then its row
+        (the high bits its place in the row), so buckets equal modulo ``row_lines`` lie in one
+        row of one bank. A cache of at least this many lines, direct-mapped by the low bits,
+        writes a line back to the row it fetches the new bucket from: one row activation for
+        both."""
+        return 1 << (self._bank_bits + self._row_bits)
+
     def address(self, bucket: int, word: int) -> tuple[int, int, int]:
         """(bank, row, column) of ``word`` of ``bucket``'s line (what the store's
         ``_address`` builds)."""
-        g = self.geometry
-        bank = bucket % g.banks
-        linear = (bucket // g.banks) * self._line_span + word
-        return bank, linear // g.columns, linear % g.columns
+        bank = bucket & ((1 << self._bank_bits) - 1)
+        row = bucket >> self._bank_bits & ((1 << self._row_bits) - 1)
+        slot = bucket >> (self._bank_bits + self._row_bits)
+        return bank, row, slot * self._line_span + word
 
 
 class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
@@ -183,7 +205,8 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
         The SDRAM chip and the clock (Hz) the controller's timing is computed for (by default
         :data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAM`'s, the engine's).
     lines : :class:`int`
-        Lines (buckets) of the block-RAM cache, a power of two.
+        Lines (buckets) of the block-RAM cache, a power of two; by default as many as
+        :data:`CACHE_BITS` hold (at most the buckets).
     queue : :class:`int`
         Tuples waiting for their line at most (and so buckets fetched at once).
     controller : :class:`dict`
@@ -221,7 +244,7 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
         geometry: SDRAMGeometry = ENGINE_SDRAM.geometry,
         timing: SDRAMTiming = ENGINE_SDRAM.timing,
         clk_freq: float = ENGINE_SDRAM.clk_freq,
-        lines: int = 64,
+        lines: int | None = None,
         queue: int = QUEUE,
         controller: dict | None = None,
         hazard_tracking: bool = True,
@@ -229,7 +252,7 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
     ):
         Shape.cast(payload_shape)
         Shape.cast(result_shape)
-        if not isinstance(lines, int) or lines < 1 or lines & (lines - 1):
+        if lines is not None and (not isinstance(lines, int) or lines < 1 or lines & (lines - 1)):
             raise ValueError(f"Lines must be a positive power of two, not {lines!r}")
         if not isinstance(queue, int) or queue < 1:
             raise ValueError(f"Queue must be a positive integer, not {queue!r}")
@@ -257,7 +280,9 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
         self._queue = queue
         self._hazard_tracking = hazard_tracking
         self._clear_after_reset = clear
-        self._lines = min(lines, self.buckets)
+        if lines is None:  # as many as CACHE_BITS of block RAM hold
+            lines = 1 << (CACHE_BITS // (self._line_words * geometry.width)).bit_length() - 1
+        self._lines = max(1, min(lines, self.buckets))
         signature = store_signature(key_shape, payload_shape, result_shape, counter_width)
         signature["sdram"] = Out(pins_signature(geometry))
         wiring.Component.__init__(self, signature)
@@ -322,18 +347,18 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
             new_job.line.eq(t_line),
             new_job.new.eq(t_bucket),
             new_job.old.eq(old),
-            new_job.write_back.eq(old_valid & tags.read(tags.dirty, t_line)),
+            # every valid line is written back: in the row its new bucket is read from
+            # (``row_lines``), so that costs a WRITE, not a row activation
+            new_job.write_back.eq(old_valid),
             jobs.w_en.eq(allocate),
         ]
         filled_line, filled = self._fetch(m, ctrl, jobs, job, victim_port, w_port, clearing)
-        head_line, done, wrote = self._head(m, q, queued, head_port, w_port, out, tags)
+        done = self._head(m, q, queued, head_port, w_port, out, tags)
         if self._hazard_tracking:
-            self._free(m, tags, free, (go, t_line), (done, head_line))
+            self._free(m, tags, free, go)
         else:
             m.d.comb += free.eq(1)
-        tags.drive(
-            m, (go, t_line, allocate, t_bucket), (done, head_line, wrote), filled_line, filled
-        )
+        tags.drive(m, (go, t_line, allocate, t_bucket), done, (filled_line, filled), clearing)
         return m
 
     def _queue_layout(self, line_bits: int) -> data.StructLayout:
@@ -392,12 +417,10 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
 
     def _head(self, m, q, queued, head_port, w_port, out, tags):
         """The queue's head: wait for its line, read it, decide, update, write it back, hand
-        the record on. Returns ``(line, done, wrote)``: in a ``done`` cycle the head's tuple
-        leaves (and ``wrote``: it changed ``line``)."""
+        the record on. Returns ``done``: 1 in the cycle the head's tuple leaves."""
         width = self.geometry.width
         head = data.View(queued, q.r_data)
         done = Signal(name="head_done")
-        wrote = Signal(name="head_wrote")
         m.d.comb += head_port.addr.eq(head.line)
         # the line read, registered (no path from the block RAM's output to its input)
         read = Signal(len(head_port.data), name="head_read")
@@ -433,7 +456,7 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
             pay.fresh.eq(~hit & ~dropped),
         ]
         with m.FSM(name="head"):
-            with m.State("WAIT"), m.If(q.r_rdy & tags.read(tags.filled, head.line)):
+            with m.State("WAIT"), m.If(q.r_rdy & tags.head_filled()):
                 m.d.comb += head_port.en.eq(1)
                 m.next = "LOAD"
             with m.State("LOAD"):
@@ -443,7 +466,7 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
                 # the head may write the line now: the words read wait (a register decides)
                 m.d.comb += [out.i_stream.valid.eq(1), self._head_writes.eq(1)]
                 with m.If(out.i_stream.ready):
-                    m.d.comb += [done.eq(1), wrote.eq(~dropped), q.r_en.eq(1)]
+                    m.d.comb += [done.eq(1), q.r_en.eq(1)]
                     with m.If(~dropped):
                         m.d.comb += [
                             w_port.addr.eq(head.line),
@@ -453,7 +476,7 @@ class SdramPartitioner(SdramTable, CacheLookup, SdramFetch, wiring.Component):
                     with m.Else():
                         m.d.sync += self.drops.eq(self.drops + 1)
                     m.next = "WAIT"
-        return head.line, done, wrote
+        return done
 
     def _decide(self, m: Module, ways: list, key: Value, now: Value):
         """The table's rule over the line's entries ``ways``: ``(hit, dropped, way, state)``,

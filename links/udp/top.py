@@ -45,10 +45,11 @@ ENGINE_MARGIN = 1.5
 #: The slowest engine clock the PLL gives (its largest output divider).
 MAX_DIVIDER = 128
 #: The SDRAM store's tuples per clock in its worst case, uniform keys over 10^6 partitions
-#: (``benchmarks/sdram_store.py``, hdl/sdram/README.md: 0.118 at the chip's timing at 100
-#: MHz): with ``--store sdram`` the build chooses the engine's clock for it, without
+#: (``benchmarks/sdram_throughput.py``, hdl/sdram/README.md: 0.230 at the chip's timing at
+#: 100 MHz, which is the same in clocks from 78.125 MHz up; the row-shared cache): with
+#: ``--store sdram`` the build chooses the engine's clock for it, without
 #: :data:`ENGINE_MARGIN` (a measured worst case, where ``cycles_per_tuple`` is a best case).
-SDRAM_TUPLES_PER_CLOCK = 0.118
+SDRAM_TUPLES_PER_CLOCK = 0.230
 
 
 @dataclass(frozen=True)

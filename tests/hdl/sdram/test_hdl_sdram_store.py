@@ -151,9 +151,37 @@ def test_addresses_spread_buckets_over_banks():
     dut = make_store(entries=64, ways=4, key_width=12)
     assert dut.line_words == 4
     assert [dut.address(b, 0)[0] for b in range(4)] == [0, 1, 0, 1]
-    assert dut.address(3, 2) == (1, 0, 6)
+    # 16 buckets of 4 words, 4 to a row of 16 columns: bank, row, then the place in the row
+    assert dut.address(3, 2) == (1, 1, 2)
+    assert dut.address(7, 1) == (1, 1, 5)
     seen = {dut.address(b, w) for b in range(dut.buckets) for w in range(dut.line_words)}
     assert len(seen) == dut.buckets * dut.line_words
+    # buckets equal modulo row_lines (the lines of a cache that shares rows) share a row
+    assert dut.row_lines == 4
+    rows = {b: dut.address(b, 0)[:2] for b in range(dut.buckets)}
+    assert all((rows[a] == rows[b]) == (a % 4 == b % 4) for a in rows for b in rows)
+
+
+def test_default_cache_shares_rows():
+    """By default the cache has a line for every (bank, row) a one-word bucket can use, so a
+    write-back goes to the row its line's next bucket is read from."""
+    dut = make_store(entries=256, ways=1, key_width=8, lines=None)
+    assert dut.line_words == 1 and dut.row_lines == 16  # 2 banks x 8 rows of 16 columns
+    assert dut.lines == 256  # all the buckets: CACHE_BITS holds more
+    from nfacep.hdl.sdram.store import CACHE_BITS
+    from nfacep.hdl.sdram.timing import COLORLIGHT_5A75B
+
+    big = SdramPartitioner(
+        key_shape=20,
+        payload_shape=PAYLOAD_WIDTH,
+        state_width=STATE_WIDTH,
+        result_shape=STATE_WIDTH,
+        entries=1 << 20,
+        ways=1,
+        update=mix_gateware,
+        geometry=COLORLIGHT_5A75B,
+    )
+    assert big.row_lines == 4096 == big.lines == CACHE_BITS // 32
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ def test_the_board_top_drives_the_sdram_pins():
     engine = Engine(compile_file(MARATHON), EngineParams(store="sdram", partitions=256))
     top = UdpBoardTop(engine, mac=ep.mac, ip=ep.ip, port=ep.port)
     setup, read_delay = engine.sdram_setup
-    assert setup.clk_freq == pytest.approx(625e6 / 6) == pytest.approx(top.clock.mhz * 1e6)
+    assert setup.clk_freq == pytest.approx(625e6 / 8) == pytest.approx(top.clock.mhz * 1e6)
     assert read_delay == READ_DELAY == 2
     plan = platform.build(top, name="t", do_build=False)
     rtlil, lpf = plan.files["t.il"], plan.files["t.lpf"]
@@ -46,7 +46,7 @@ def test_the_board_top_drives_the_sdram_pins():
     assert rtlil.count("cell \\ODDRX1F") == 6 + 1  # RGMII's and the SDRAM's clock
     for pin in ("C6", "C7", "E7", "D7", "A7", "A9", "C8", "B13", "E11"):  # clk ... dq31
         assert f'SITE "{pin}"' in lpf
-    assert re.search(r'FREQUENCY NET "engine_clk[^"]*" 104166666\.', lpf)
+    assert re.search(r'FREQUENCY NET "engine_clk[^"]*" 78125000\.', lpf)
 
 
 FLOWS = """CREATE STREAM flows (src UINT(20), v UINT(8));
@@ -57,9 +57,10 @@ QUERY ab FROM flows PARTITION src PATTERN ( A B ) DEFINE A AS (v = 1) B AS (v = 
 @pytest.mark.slow
 def test_check_says_what_fits_and_refuses_a_clock_the_pads_cannot_read_at(tmp_path, capsys):
     """``check --board``: 2^20 entries of a 20-bit key fill the Colorlight's SDRAM; marathon's
-    engine clock is chosen for the line (104.17 MHz: the store's measured worst case, 0.118
-    tuples a clock, needs 91.4); at 62.5 MHz the read capture falls outside the data's
-    window (exit 2); a board top other than UDP's does not drive the chip (exit 2)."""
+    engine clock is chosen for the line (78.125 MHz: the store's measured worst case, 0.230
+    tuples a clock, needs 46.8, and the pads capture the read data from 71.4 up); at 62.5
+    MHz the read capture falls outside the data's window (exit 2); a board top other than
+    UDP's does not drive the chip (exit 2)."""
     flows = tmp_path / "flows.sql"
     flows.write_text(FLOWS)
     assert main(["check", str(flows), *BOARD, "--partitions", str(1 << 20)]) == 0
@@ -68,7 +69,7 @@ def test_check_says_what_fits_and_refuses_a_clock_the_pads_cannot_read_at(tmp_pa
     args = ["check", str(MARATHON), *BOARD]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "engine at 104.17 MHz (chosen by the build): 12.29M tuples/s" in out
+    assert "engine at 78.12 MHz (chosen by the build): 17.97M tuples/s" in out
     assert "keeps up" in out and "partitions in the board's SDRAM" in out
     assert "SDRAM words     65,536 1,048,576    6.2%" in out
     assert main([*args, "--engine-mhz", "62.5"]) == 2
