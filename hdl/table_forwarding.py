@@ -70,10 +70,11 @@ class Forwarding:
                 if hint is None:
                     rel_hint.append(None)
                     continue
-                reg = Signal(self.table._update.hint_width, name=f"s1_rel_hint{j}")
+                reg = Signal(len(Value.cast(hint)), name=f"s1_rel_hint{j}")
                 with m.If(self.advance):
                     m.d.sync += reg.eq(hint)
-                rel_hint.append(reg)
+                # the update's hint (stage 4's write's) in parts, settled after the register
+                rel_hint.append(self.table._update.settle(m, reg) if j == 1 else reg)
         return rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint
 
     def _read_bits(self, prev, s2, s2_op, read):
@@ -117,17 +118,18 @@ class Forwarding:
         """``update.prepare`` of the state the tuple in stage 3 finds, for stage 4: chosen as
         that state is, among hints worked out before: each way's candidate's
         (:meth:`_newest_hint`), the update's for the state being made in stage 4
-        (``ahead_hint``) and the all-zero state's of a fresh entry (from the payload, the cycle
-        before), so that stage 3 only chooses."""
+        (``ahead_hint``, which stage 4 takes from a register of its own, ``u_ahead``) and the
+        all-zero state's of a fresh entry (from the payload, the cycle before), so that stage 3
+        only chooses."""
         m, table = self.m, self.table
         zero = Signal(table._update.hint_width, name="s3_zero_hint")
         with m.If(self.advance):
             m.d.sync += zero.eq(self.prepare(m, Const(0, table._state_width), s2.payload))
         if BREAK_FORWARDING == "stale hint":
             newest = [0] * len(newest)
-        # the update's hint, the last to be known, enters the last gate: whether the way found
-        # is the newest write's, and the hint otherwise, are worked out beside it from
-        # registers (kept, so that synthesis does not fold them back into one cone with it)
+        # the update's hint, the last to be known, is registered as it is made, and stage 4
+        # takes it when the way found is the newest write's (``new``): that bit, and the hint
+        # otherwise, are worked out here from registers (kept, as their own cones)
         new = Signal(name="s3_hint_new", attrs={"keep": 1})
         other = Signal(table._update.hint_width, name="s3_hint_other", attrs={"keep": 1})
         parts = [Mux(~_or_all(mine), zero, 0)]
@@ -139,10 +141,12 @@ class Forwarding:
             new.eq(_or_all([mine[b] & newest[b] for b in range(self.banks)])),
             other.eq(_or_all(parts)),
         ]
-        hint = Signal(table._update.hint_width, name="s3_hint")
-        m.d.comb += hint.eq(Mux(new, self.ahead_hint[0], other))
         with m.If(self.advance):
-            m.d.sync += self.u_hint.eq(hint)
+            m.d.sync += [
+                self.u_hint.eq(other),
+                self.u_new.eq(new),
+                self.u_ahead.eq(self.ahead_hint[0]),
+            ]
 
     def _newest(self, prev, s2, s2_op, read, decided, rel):
         """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
@@ -157,9 +161,10 @@ class Forwarding:
         pre = [pre_match, pre_live, pre_valid, pre_state]
         if self.prepare is not None:
             self.pre_hint = []
-            self.z_hint = Signal(self.table._update.hint_width, name="s2_z_hint")
+            z_parts = Signal(self.table._update.ahead_width, name="s2_z_hint")
             with m.If(self.advance):
-                m.d.sync += self.z_hint.eq(self.ahead_hint[1])
+                m.d.sync += z_parts.eq(self.ahead_hint[1])
+            self.z_hint = self.table._update.settle(m, z_parts)
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
             cand = [
