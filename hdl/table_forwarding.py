@@ -19,8 +19,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: the entry; ``"ahead hint"``: the hint of the state stage 4 forwards to stage 3's operation
 #: is worked out against stage 4's payload, not stage 3's; ``"early hint"``: the hints of the
 #: writes in flight, worked out two cycles before stage 3, are worked out for the operation a
-#: stage ahead of the one they are for. ``None`` (always, outside those tests): nothing
-#: broken.
+#: stage ahead of the one they are for; ``"newest relation"``: whether stage 4's write goes
+#: to the row of the operation a cycle before stage 3 is judged against the row of the
+#: operation a stage ahead of it. ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
 
@@ -153,7 +154,7 @@ class Forwarding:
         state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
         pre_valid, pre_state)``; with ``update.prepare`` also its hint (:meth:`_newest_hint`)."""
         m, banks, width = self.m, self.banks, self.table._state_width
-        rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint = rel
+        _, rel_key, rel_live, rel_valid, rel_way, rel_hint = rel
         pre_match = Signal(banks, name="s2_pre_match")
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
@@ -166,6 +167,7 @@ class Forwarding:
                 m.d.sync += z_parts.eq(self.ahead_hint[1])
             self.z_hint = self.table._update.settle(m, z_parts)
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
+        self.newest_rel = Signal(banks, name="s1_rel_way0")
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
             cand = [
                 Signal(name=f"s2_cand_match{b}"),
@@ -174,13 +176,16 @@ class Forwarding:
                 Signal(width, name=f"s2_cand_state{b}"),
             ]
             chosen = []
-            for j, (store, src_way, state) in enumerate(decided):
+            for j, (_, _, state) in enumerate(decided):
                 # the sources but the newest were compared a cycle before (rel_way), so this
                 # priority chain starts from registers
                 if rel_way[j] is not None:
                     chosen.append(rel_way[j][b])
                 else:
-                    chosen.append(store & rel_row[j] & (src_way == b))
+                    # stage 4's write, decided in stage 3 the cycle before: whether it writes
+                    # this way of the operation's row is a register of its own, loaded with
+                    # that decision (``newest_rel``, :meth:`_stage3`)
+                    chosen.append(self.newest_rel[b])
                 values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
                 with (m.If if j == 0 else m.Elif)(chosen[j]):
                     m.d.comb += [c.eq(v) for c, v in zip(cand, values, strict=True)]
@@ -272,8 +277,11 @@ class Forwarding:
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
+        # and for the operation entering s2, which meets this write in :meth:`_newest`
+        row = s2_row if BREAK_FORWARDING == "newest relation" else self.prev_row
+        newest_rel = Cat((t_row == row) & store3 & (way3 == b) for b in range(self.banks))
         with m.If(self.advance):  # from stage 3's decision, a register of its own
-            m.d.sync += newest_ways.eq(newest_now)
+            m.d.sync += [newest_ways.eq(newest_now), self.newest_rel.eq(newest_rel)]
         found = Signal(width, name="s3_found")
         if width <= _STATE_CHUNK:
             m.d.comb += found.eq(_or_all(ways_found))
