@@ -277,9 +277,17 @@ class Forwarding:
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
-        # and for the operation entering s2, which meets this write in :meth:`_newest`
-        row = s2_row if BREAK_FORWARDING == "newest relation" else self.prev_row
-        newest_rel = Cat((t_row == row) & store3 & (way3 == b) for b in range(self.banks))
+        # and for the operation entering s2, which meets this write in :meth:`_newest` (their
+        # rows compared the cycle before, when a read register holds the one before ``prev``)
+        same_row = Signal(name="s3_row_same_prev")
+        if BREAK_FORWARDING == "newest relation":
+            m.d.comb += same_row.eq(t_row == s2_row)
+        elif self.early_row is None:
+            m.d.comb += same_row.eq(t_row == self.prev_row)
+        else:
+            with m.If(self.advance):
+                m.d.sync += same_row.eq(s2_row == self.early_row)
+        newest_rel = Cat(same_row & store3 & (way3 == b) for b in range(self.banks))
         with m.If(self.advance):  # from stage 3's decision, a register of its own
             m.d.sync += [newest_ways.eq(newest_now), self.newest_rel.eq(newest_rel)]
         found = Signal(width, name="s3_found")
