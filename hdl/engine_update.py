@@ -79,31 +79,37 @@ def store_update(nfa: Nfa):
             update.finish = finish
             update.pending_width = pending_layout(nfa).size
 
-        window = window_layout(nfa)
-        if window is not None:
-            # a store that can may work out the windows' hint (which stored runs are live) a
-            # stage before the update, and hand it to it as its ``hint``; for the state it
-            # forwards to the operations behind it, the update works it out (``ahead``), with
-            # what the two tuples' times alone decide given when the store has it (``gap``)
-            def prepare(mod, state, payload):
-                return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
-
-            def gap(mod, earlier, later):
-                return window_gap(mod, nfa, earlier.times, later.times)
-
-            # the hints ahead come in parts (``ahead_width`` bits), which a store registers
-            # and then settles into hints (``settle``)
-            def settle(mod, parts):
-                return settled_hint(mod, nfa, parts)
-
-            update.prepare = prepare
-            update.hint_width = window.size
-            update.gap = gap
-            update.gap_width = window.members["far"].size
-            update.settle = settle
-            update.ahead_width = ahead_layout(nfa).size
+        _window_hooks(nfa, nfa_bits, update)
 
     return payload_shape, stored_state_width(nfa), update
+
+
+def _window_hooks(nfa: Nfa, nfa_bits: int, update) -> None:
+    """Under WITHIN, :func:`store_update`'s ``update`` gets ``prepare``, ``gap`` and
+    ``settle`` (with their widths): a store that can may work out the windows' hint (which
+    stored runs are live) a stage before the update, and hand it to it as its ``hint``; for
+    the state it forwards to the operations behind it, the update works it out (``ahead``),
+    with what the two tuples' times alone decide given when the store has it (``gap``), in
+    parts the store registers and then settles into hints (``settle``)."""
+    window = window_layout(nfa)
+    if window is None:
+        return
+
+    def prepare(mod, state, payload):
+        return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
+
+    def gap(mod, earlier, later):
+        return window_gap(mod, nfa, earlier.times, later.times)
+
+    def settle(mod, parts):
+        return settled_hint(mod, nfa, parts)
+
+    update.prepare = prepare
+    update.hint_width = window.size
+    update.gap = gap
+    update.gap_width = window.members["far"].size
+    update.settle = settle
+    update.ahead_width = ahead_layout(nfa).size
 
 
 def late_layout(nfa: Nfa) -> data.StructLayout | None:

@@ -277,17 +277,7 @@ class Forwarding:
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
-        # and for the operation entering s2, which meets this write in :meth:`_newest` (their
-        # rows compared the cycle before, when a read register holds the one before ``prev``)
-        same_row = Signal(name="s3_row_same_prev")
-        if BREAK_FORWARDING == "newest relation":
-            m.d.comb += same_row.eq(t_row == s2_row)
-        elif self.early_row is None:
-            m.d.comb += same_row.eq(t_row == self.prev_row)
-        else:
-            with m.If(self.advance):
-                m.d.sync += same_row.eq(s2_row == self.early_row)
-        newest_rel = Cat(same_row & store3 & (way3 == b) for b in range(self.banks))
+        newest_rel = self._newest_relation(t_row, s2_row, store3, way3)
         with m.If(self.advance):  # from stage 3's decision, a register of its own
             m.d.sync += [newest_ways.eq(newest_now), self.newest_rel.eq(newest_rel)]
         found = Signal(width, name="s3_found")
@@ -324,6 +314,22 @@ class Forwarding:
                 chunk.append(Mux(mine, Mux(newest, new_state[lo:hi], pre_state[b][lo:hi]), 0))
             m.d.comb += found[lo:hi].eq(_or_all(chunk))
         return hit, dropped, way3, store3, found
+
+    def _newest_relation(self, t_row, s2_row, store3, way3):
+        """What ``newest_rel`` is loaded with: for the operation entering s2, which meets
+        stage 3's write in :meth:`_newest` a cycle later, whether that write goes to each way
+        of its row (their rows compared the cycle before, when a read register holds the
+        operation before ``prev``)."""
+        m = self.m
+        same_row = Signal(name="s3_row_same_prev")
+        if BREAK_FORWARDING == "newest relation":
+            m.d.comb += same_row.eq(t_row == s2_row)
+        elif self.early_row is None:
+            m.d.comb += same_row.eq(t_row == self.prev_row)
+        else:
+            with m.If(self.advance):
+                m.d.sync += same_row.eq(s2_row == self.early_row)
+        return Cat(same_row & store3 & (way3 == b) for b in range(self.banks))
 
 
 #: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
