@@ -15,7 +15,7 @@ from .decoder import prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout
 from .nfa import finish_result, next_state
 from .nfa_layout import pending_layout, state_layout, times_layout, window_layout
-from .nfa_windows import window_gap, window_hint
+from .nfa_windows import ahead_layout, settled_hint, window_gap, window_hint
 from .sdram.fit import stored_state_width
 
 __all__ = ["late_layout", "shifted", "store_update"]
@@ -30,7 +30,9 @@ def store_update(nfa: Nfa):
     and ``hint_width``: the windows' hint (:func:`~.nfa_windows.window_hint`: which stored runs are
     still live), which the table store works out before the update
     (:class:`~.table.TablePartitioner`); it takes ``ahead``, the payloads of operations
-    behind it, for which it also returns that hint of the state it stores, and ``gaps``, for
+    behind it, for which it also returns that hint of the state it stores (in the parts of
+    :func:`~.nfa_windows.ahead_layout`, ``ahead_width`` bits, which ``settle(m, parts)``
+    makes a hint of once the store has registered them), and ``gaps``, for
     each of them the part of that hint two payloads alone decide, which ``gap`` (of
     ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out. With start_seq,
     ``update`` also has ``finish`` and ``pending_width``: called with ``pending=True`` it
@@ -77,24 +79,37 @@ def store_update(nfa: Nfa):
             update.finish = finish
             update.pending_width = pending_layout(nfa).size
 
-        window = window_layout(nfa)
-        if window is not None:
-            # a store that can may work out the windows' hint (which stored runs are live) a
-            # stage before the update, and hand it to it as its ``hint``; for the state it
-            # forwards to the operations behind it, the update works it out (``ahead``), with
-            # what the two tuples' times alone decide given when the store has it (``gap``)
-            def prepare(mod, state, payload):
-                return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
-
-            def gap(mod, earlier, later):
-                return window_gap(mod, nfa, earlier.times, later.times)
-
-            update.prepare = prepare
-            update.hint_width = window.size
-            update.gap = gap
-            update.gap_width = window.members["far"].size
+        _window_hooks(nfa, nfa_bits, update)
 
     return payload_shape, stored_state_width(nfa), update
+
+
+def _window_hooks(nfa: Nfa, nfa_bits: int, update) -> None:
+    """Under WITHIN, :func:`store_update`'s ``update`` gets ``prepare``, ``gap`` and
+    ``settle`` (with their widths): a store that can may work out the windows' hint (which
+    stored runs are live) a stage before the update, and hand it to it as its ``hint``; for
+    the state it forwards to the operations behind it, the update works it out (``ahead``),
+    with what the two tuples' times alone decide given when the store has it (``gap``), in
+    parts the store registers and then settles into hints (``settle``)."""
+    window = window_layout(nfa)
+    if window is None:
+        return
+
+    def prepare(mod, state, payload):
+        return window_hint(mod, nfa, Value.cast(state)[:nfa_bits], payload.times)
+
+    def gap(mod, earlier, later):
+        return window_gap(mod, nfa, earlier.times, later.times)
+
+    def settle(mod, parts):
+        return settled_hint(mod, nfa, parts)
+
+    update.prepare = prepare
+    update.hint_width = window.size
+    update.gap = gap
+    update.gap_width = window.members["far"].size
+    update.settle = settle
+    update.ahead_width = ahead_layout(nfa).size
 
 
 def late_layout(nfa: Nfa) -> data.StructLayout | None:

@@ -19,7 +19,7 @@ live) :mod:`~nfacep.hdl.nfa_windows`'s.
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -37,7 +37,7 @@ from .nfa_layout import (
     times_layout,
     window_layout,
 )
-from .nfa_windows import _young, window_gap, window_hint
+from .nfa_windows import _young, ahead_layout, window_gap, window_hint
 from .stream import StreamBuffer
 
 __all__ = ["NfaMatcher", "finish_result", "matcher_signature", "next_state"]
@@ -94,7 +94,9 @@ def next_state(
     ``hint``: the :func:`window_hint` of ``state`` and ``times``, when the caller has worked
     it out already (the table store does, a stage earlier); otherwise it is worked out here.
     ``ahead``: the times of operations after this one (:func:`times_layout` values): the
-    third value returned holds the :func:`window_hint` of ``stored`` against each, worked out
+    third value returned holds the :func:`window_hint` of ``stored`` against each, in the
+    parts of :func:`~.nfa_windows.ahead_layout` (:func:`~.nfa_windows.settled_hint` settles
+    them), worked out
     from this update's inputs (each state's start is a predecessor's stored start, compared
     with ``ahead``'s time beside the choice), not from ``stored``, so that a store forwarding
     the state to the next tuple of the partition hands it the hint without a comparison after
@@ -200,7 +202,8 @@ class _NextState:
     def live(self, hint, j: int, q) -> Value:
         """Whether the latest run in state ``j`` (set at the last tuple) of windowed query
         ``q`` is still live: a start state's run began at the last tuple."""
-        return hint.live[str(j)] if str(j) in self.aged else ~hint.far[str(q.index)]
+        far = hint.far[str(q.index)]
+        return hint.live[str(j)] & ~far if str(j) in self.aged else ~far
 
     def stored_time(self, j: int, q):
         """The low bits of the ORDER BY value the latest run in state ``j`` began at: a start
@@ -210,25 +213,28 @@ class _NextState:
         return low_bits(self.now.last[q.order_field], start_bits(q.window))
 
     def ahead(self, chosen, ahead, k: int, gap=None) -> Signal:
-        """The :func:`window_hint` of the stored state against the times ``ahead``, from the
-        stored state: a state's start is that of the predecessor it takes it from, so each
-        predecessor's start is compared with ``ahead``'s time beside the choice (the last
-        time after this tuple is this tuple's: ``far`` is the :func:`window_gap` of the two
-        tuples, ``gap`` when given)."""
+        """The :func:`ahead_layout` parts of the :func:`window_hint` of the stored state
+        against the times ``ahead``, from the stored state: a state's start is that of the
+        predecessor it takes it from, so each predecessor's start is compared with
+        ``ahead``'s time beside the choice, and the choice and the comparison of each are one
+        term (the last time after this tuple is this tuple's: ``far`` is the
+        :func:`window_gap` of the two tuples, ``gap`` when given)."""
         nfa, m = self.nfa, self.m
         if not isinstance(ahead, data.View):
             ahead = times_layout(nfa)(ahead)
-        hint = Signal(window_layout(nfa), name=f"{self.prefix}ahead{k}")
+        parts = Signal(ahead_layout(nfa), name=f"{self.prefix}ahead{k}")
         if gap is None:
             gap = window_gap(m, nfa, self.times, ahead, f"{self.prefix}ahead{k}_")
-        m.d.comb += hint.far.eq(gap)
+        m.d.comb += parts.far.eq(gap)
         for i in sorted(self.aged, key=int):
             q = nfa.queries[nfa.states[int(i)].query]
-            young = Value.cast(0)
-            for j, win in chosen.get(int(i), {}).items():
-                young = young | (win & _young(ahead, q, self.stored_time(j, q)))
-            m.d.comb += hint.live[i].eq(~hint.far[str(q.index)] & young)
-        return hint
+            terms = [
+                win & _young(ahead, q, self.stored_time(j, q))
+                for j, win in chosen.get(int(i), {}).items()
+            ]
+            if terms:
+                m.d.comb += parts.terms[i].eq(Cat(terms))
+        return parts
 
     def stored_start(self, i: int):  # a start state's run began at the last tuple
         return self.now.began[str(i)] if str(i) in self.started else self.now.last_seq

@@ -246,9 +246,11 @@ def window_layout(nfa: Nfa) -> data.StructLayout | None:
     """What :func:`next_state` needs to know of a tuple's time against a partition's stored
     state, ``None`` without windows: ``far`` (a bit per windowed query, by index): the
     partition's last tuple is the window or more before this one, or after it, so every run of
-    the query has ended; ``live`` (a bit per state of :func:`aged_states`, by index): not far,
-    and the latest run in the state began less than the window before this tuple
-    (meaningless while the state is inactive)."""
+    the query has ended; ``live`` (a bit per state of :func:`aged_states`, by index): the
+    latest run in the state began less than the window before this tuple, as the low bits of
+    its start tell when the query is not ``far`` (meaningless while the state is inactive or
+    the query far: a run is live iff ``live`` and not ``far``, which :func:`next_state`
+    combines, so that each is worked out apart)."""
     far = {str(q.index): 1 for q in nfa.queries if q.window is not None}
     if not far:
         return None

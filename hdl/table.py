@@ -147,12 +147,15 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         operations in stage 3, in the stage before it and in the one before that, for which
         the update returns, as a third value, the hints of the state it makes, worked out from
         its own inputs (``gaps``: the ``gap`` of its payload and each of them, worked out a
-        cycle before, or ``None``). So nothing of ``prepare`` waits for a choice made in the
-        same cycle: each candidate's hint is worked out before stage 3 chooses the state found
-        (the row read's the cycle before, from the registered row; each write in flight's two
-        cycles before, from its registered entry or, for the write leaving stage 4 then, from
-        the update; stage 4's write's, the cycle before, from the update), and stage 3 only
-        chooses among them and the update's for its operation.
+        cycle before, or ``None``), in parts of ``ahead_width`` bits that are registered as
+        they are and made hints after the register (``update.settle(m, parts)``). So nothing
+        of ``prepare`` waits for a choice made in the same cycle, and no choice follows a
+        comparison in one: each candidate's hint is worked out before stage 3 chooses the state
+        found (the row read's the cycle before, from the registered row; each write in
+        flight's two cycles before, from its registered entry or, for the write leaving stage
+        4 then, from the update; stage 4's write's, the cycle before, from the update), stage 3
+        only chooses among them, and when the operation just ahead wrote the entry stage 4
+        takes the update's hint for it from a register of its own instead.
     entries : :class:`int`
         ``E``, the table's entries (a power of two).
     ways : :class:`int`
@@ -398,6 +401,8 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         # the operation whose row leaves the block RAMs' output registers (split stamps only)
         # (and the one a stage before it, whose tick is copied beside each block meanwhile)
         ctx.early_op = chain[-4][2] if self._split_stamp else None
+        # the row of the operation a stage before ``prev`` (when a read register holds it)
+        ctx.early_row = chain[-3][3] if len(chain) >= 3 else None
         t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
             prev, *chain[-1], read_data
         )

@@ -19,8 +19,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: the entry; ``"ahead hint"``: the hint of the state stage 4 forwards to stage 3's operation
 #: is worked out against stage 4's payload, not stage 3's; ``"early hint"``: the hints of the
 #: writes in flight, worked out two cycles before stage 3, are worked out for the operation a
-#: stage ahead of the one they are for. ``None`` (always, outside those tests): nothing
-#: broken.
+#: stage ahead of the one they are for; ``"newest relation"``: whether stage 4's write goes
+#: to the row of the operation a cycle before stage 3 is judged against the row of the
+#: operation a stage ahead of it. ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
 
@@ -70,10 +71,11 @@ class Forwarding:
                 if hint is None:
                     rel_hint.append(None)
                     continue
-                reg = Signal(self.table._update.hint_width, name=f"s1_rel_hint{j}")
+                reg = Signal(len(Value.cast(hint)), name=f"s1_rel_hint{j}")
                 with m.If(self.advance):
                     m.d.sync += reg.eq(hint)
-                rel_hint.append(reg)
+                # the update's hint (stage 4's write's) in parts, settled after the register
+                rel_hint.append(self.table._update.settle(m, reg) if j == 1 else reg)
         return rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint
 
     def _read_bits(self, prev, s2, s2_op, read):
@@ -117,17 +119,18 @@ class Forwarding:
         """``update.prepare`` of the state the tuple in stage 3 finds, for stage 4: chosen as
         that state is, among hints worked out before: each way's candidate's
         (:meth:`_newest_hint`), the update's for the state being made in stage 4
-        (``ahead_hint``) and the all-zero state's of a fresh entry (from the payload, the cycle
-        before), so that stage 3 only chooses."""
+        (``ahead_hint``, which stage 4 takes from a register of its own, ``u_ahead``) and the
+        all-zero state's of a fresh entry (from the payload, the cycle before), so that stage 3
+        only chooses."""
         m, table = self.m, self.table
         zero = Signal(table._update.hint_width, name="s3_zero_hint")
         with m.If(self.advance):
             m.d.sync += zero.eq(self.prepare(m, Const(0, table._state_width), s2.payload))
         if BREAK_FORWARDING == "stale hint":
             newest = [0] * len(newest)
-        # the update's hint, the last to be known, enters the last gate: whether the way found
-        # is the newest write's, and the hint otherwise, are worked out beside it from
-        # registers (kept, so that synthesis does not fold them back into one cone with it)
+        # the update's hint, the last to be known, is registered as it is made, and stage 4
+        # takes it when the way found is the newest write's (``new``): that bit, and the hint
+        # otherwise, are worked out here from registers (kept, as their own cones)
         new = Signal(name="s3_hint_new", attrs={"keep": 1})
         other = Signal(table._update.hint_width, name="s3_hint_other", attrs={"keep": 1})
         parts = [Mux(~_or_all(mine), zero, 0)]
@@ -139,17 +142,19 @@ class Forwarding:
             new.eq(_or_all([mine[b] & newest[b] for b in range(self.banks)])),
             other.eq(_or_all(parts)),
         ]
-        hint = Signal(table._update.hint_width, name="s3_hint")
-        m.d.comb += hint.eq(Mux(new, self.ahead_hint[0], other))
         with m.If(self.advance):
-            m.d.sync += self.u_hint.eq(hint)
+            m.d.sync += [
+                self.u_hint.eq(other),
+                self.u_new.eq(new),
+                self.u_ahead.eq(self.ahead_hint[0]),
+            ]
 
     def _newest(self, prev, s2, s2_op, read, decided, rel):
         """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
         state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
         pre_valid, pre_state)``; with ``update.prepare`` also its hint (:meth:`_newest_hint`)."""
         m, banks, width = self.m, self.banks, self.table._state_width
-        rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint = rel
+        _, rel_key, rel_live, rel_valid, rel_way, rel_hint = rel
         pre_match = Signal(banks, name="s2_pre_match")
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
@@ -157,10 +162,12 @@ class Forwarding:
         pre = [pre_match, pre_live, pre_valid, pre_state]
         if self.prepare is not None:
             self.pre_hint = []
-            self.z_hint = Signal(self.table._update.hint_width, name="s2_z_hint")
+            z_parts = Signal(self.table._update.ahead_width, name="s2_z_hint")
             with m.If(self.advance):
-                m.d.sync += self.z_hint.eq(self.ahead_hint[1])
+                m.d.sync += z_parts.eq(self.ahead_hint[1])
+            self.z_hint = self.table._update.settle(m, z_parts)
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
+        self.newest_rel = Signal(banks, name="s1_rel_way0")
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
             cand = [
                 Signal(name=f"s2_cand_match{b}"),
@@ -169,13 +176,16 @@ class Forwarding:
                 Signal(width, name=f"s2_cand_state{b}"),
             ]
             chosen = []
-            for j, (store, src_way, state) in enumerate(decided):
+            for j, (_, _, state) in enumerate(decided):
                 # the sources but the newest were compared a cycle before (rel_way), so this
                 # priority chain starts from registers
                 if rel_way[j] is not None:
                     chosen.append(rel_way[j][b])
                 else:
-                    chosen.append(store & rel_row[j] & (src_way == b))
+                    # stage 4's write, decided in stage 3 the cycle before: whether it writes
+                    # this way of the operation's row is a register of its own, loaded with
+                    # that decision (``newest_rel``, :meth:`_stage3`)
+                    chosen.append(self.newest_rel[b])
                 values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
                 with (m.If if j == 0 else m.Elif)(chosen[j]):
                     m.d.comb += [c.eq(v) for c, v in zip(cand, values, strict=True)]
@@ -267,8 +277,9 @@ class Forwarding:
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
+        newest_rel = self._newest_relation(t_row, s2_row, store3, way3)
         with m.If(self.advance):  # from stage 3's decision, a register of its own
-            m.d.sync += newest_ways.eq(newest_now)
+            m.d.sync += [newest_ways.eq(newest_now), self.newest_rel.eq(newest_rel)]
         found = Signal(width, name="s3_found")
         if width <= _STATE_CHUNK:
             m.d.comb += found.eq(_or_all(ways_found))
@@ -303,6 +314,22 @@ class Forwarding:
                 chunk.append(Mux(mine, Mux(newest, new_state[lo:hi], pre_state[b][lo:hi]), 0))
             m.d.comb += found[lo:hi].eq(_or_all(chunk))
         return hit, dropped, way3, store3, found
+
+    def _newest_relation(self, t_row, s2_row, store3, way3):
+        """What ``newest_rel`` is loaded with: for the operation entering s2, which meets
+        stage 3's write in :meth:`_newest` a cycle later, whether that write goes to each way
+        of its row (their rows compared the cycle before, when a read register holds the
+        operation before ``prev``)."""
+        m = self.m
+        same_row = Signal(name="s3_row_same_prev")
+        if BREAK_FORWARDING == "newest relation":
+            m.d.comb += same_row.eq(t_row == s2_row)
+        elif self.early_row is None:
+            m.d.comb += same_row.eq(t_row == self.prev_row)
+        else:
+            with m.If(self.advance):
+                m.d.sync += same_row.eq(s2_row == self.early_row)
+        return Cat(same_row & store3 & (way3 == b) for b in range(self.banks))
 
 
 #: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each

@@ -4,7 +4,7 @@ updates, the writes in flight forwarded by :mod:`nfacep.hdl.table_forwarding`)."
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data
 
 from . import table_forwarding
@@ -72,7 +72,7 @@ class _Stages(StampStages, Forwarding):
         if hint is None:
             return new_state, result
         later = [
-            Signal(table._update.hint_width, name=f"{name}_ahead{k}", attrs={"keep": 1})
+            Signal(table._update.ahead_width, name=f"{name}_ahead{k}", attrs={"keep": 1})
             for k in range(3)
         ]
         m.d.comb += [h.eq(v) for h, v in zip(later, out[2], strict=True)]
@@ -180,6 +180,7 @@ class _Stages(StampStages, Forwarding):
         # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]
         decided += [(h.valid, h.way, h.entry.state) for h in hist]
+        self.prev_row = prev[1]
         pre = self._newest(prev, s2, s2_op, read, decided, rel)
         self.s2_bank = s2_bank
         hit, dropped, way3, store3, found = self._stage3(
@@ -206,7 +207,16 @@ class _Stages(StampStages, Forwarding):
         self.u_hint = self.ahead_hint = None
         if self.prepare is None:
             return self.update(u_state, u.payload, "s4")
-        self.u_hint = Signal(table._update.hint_width, name="s4_hint")
+        # the hint stage 4 takes: stage 3's choice among hints worked out before (``u_hint``),
+        # or, when the operation just ahead wrote the entry (``u_new``), the update's own for
+        # it, registered as it is made (``u_ahead``), so that no choice follows the comparison
+        width = table._update.hint_width
+        self.u_hint = Signal(width, name="s4_hint")
+        self.u_new = Signal(name="s4_hint_new")
+        self.u_ahead = Signal(table._update.ahead_width, name="s4_hint_ahead")
+        hint = Signal(width, name="s4_hint_taken")
+        settled = table._update.settle(m, self.u_ahead)
+        m.d.comb += hint.eq(Mux(self.u_new, settled, self.u_hint))
         # the payload the hints of a write in flight are worked out for two cycles before
         # stage 3, the operation's then
         self.early = (
@@ -222,7 +232,7 @@ class _Stages(StampStages, Forwarding):
             u_state,
             u.payload,
             "s4",
-            hint=self.u_hint,
+            hint=hint,
             ahead=[now, s2.payload, self.early],
             gaps=[gap, None, None],
         )

@@ -728,3 +728,16 @@ def test_forwarding_one_write_short_is_caught(monkeypatch, entries, ways, key_wi
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
     with pytest.raises(AssertionError, match="tuple"):
         check(tuples, entries=entries, ways=ways, key_width=key_width, seed=1, timers=timers)
+
+
+@pytest.mark.parametrize(("key_width", "timers"), [(4, {}), (12, {"tick_tuples": 3})])
+def test_forwarding_newest_write_to_the_wrong_operation_is_caught(monkeypatch, key_width, timers):
+    # Whether stage 4's write goes to the row of the operation a cycle before stage 3 is a
+    # register loaded from stage 3's decision; loaded with the relation to the operation a
+    # stage ahead instead (a broken forwarding path), the table fails the tests above.
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "newest relation")
+    rng = random.Random(1)
+    pool = rng.sample(range(1 << key_width), min(22, 1 << key_width))
+    tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
+    with pytest.raises(AssertionError, match="tuple"):
+        check(tuples, entries=16, ways=4, key_width=key_width, seed=1, timers=timers)
