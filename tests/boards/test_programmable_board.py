@@ -13,6 +13,8 @@ from test_boards import fake_tool, no_toolchain  # noqa: F401 (a fixture, used b
 from test_programmable import simulate
 
 import nfacep
+from nfacep.boards import get_board
+from nfacep.boards.bitstream import synth_options
 from nfacep.cli import main
 from nfacep.hdl.boot import BootedEngine
 from nfacep.hdl.programmable import config_layout
@@ -98,6 +100,13 @@ def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
     assert "states" in capsys.readouterr().err
 
 
+def test_only_the_programmable_engine_on_the_ecp5_is_synthesised_without_wide_luts():
+    programmable = EngineParams(engine="programmable", states=8, atoms=8, queries=1)
+    assert synth_options(get_board("colorlight-5a75b"), programmable) == "-nowidelut"
+    assert synth_options(get_board("ulx3s-85f"), EngineParams()) is None
+    assert synth_options(get_board("icebreaker"), programmable) is None
+
+
 @pytest.mark.slow
 def test_build_synthesises_the_programmable_engine(tmp_path, monkeypatch, capsys):
     """``nfacep build --engine programmable`` through Yosys (nextpnr faked to fail, so no
@@ -123,6 +132,8 @@ def test_build_synthesises_the_programmable_engine(tmp_path, monkeypatch, capsys
         "queries": 1,
     }
     assert report["resources_from"] == "yosys"
+    # Yosys maps the programmable engine to LUT4s only (boards.bitstream.synth_options)
+    assert "synth_ecp5 -nowidelut" in (out / "toolchain" / "nfacep_top.ys").read_text()
     # the configuration in force and the one being loaded: both kept
     bits = config_layout(shape).size
     assert report["resources"]["ffs"]["used"] > 2 * bits
