@@ -100,6 +100,23 @@ def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
     assert "states" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, capsys):
+    """``build --link udp --engine programmable`` writes report.json when place-and-route
+    fails (Yosys and nextpnr faked): the engine, booting with no image, has no runtime
+    parameters of its own."""
+    stat = '{"design": {"num_cells_by_type": {"LUT4": 1}}}'
+    yosys = fake_tool(tmp_path, "yosys", f"echo '{stat}' > nfacep_top.stat.json\n")
+    monkeypatch.setenv("YOSYS", yosys)
+    monkeypatch.setenv("NEXTPNR_ECP5", fake_tool(tmp_path, "nextpnr", "exit 1\n"))
+    out = tmp_path / "o"
+    argv = ["build", str(QUERIES / "marathon.sql"), "--board", "colorlight-5a75b", "-o", str(out)]
+    assert main([*argv, "--link", "udp", "--engine", "programmable"]) == 2
+    assert "place-and-route (nextpnr) failed" in capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["engine"]["kind"] == "programmable" and report["runtime_parameters"] is None
+
+
 def test_only_the_programmable_engine_on_the_ecp5_is_synthesised_without_wide_luts():
     programmable = EngineParams(engine="programmable", states=8, atoms=8, queries=1)
     assert synth_options(get_board("colorlight-5a75b"), programmable) == "-nowidelut"
