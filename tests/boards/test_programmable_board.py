@@ -105,6 +105,7 @@ def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, caps
     """``build --link udp --engine programmable`` writes report.json when place-and-route
     fails (Yosys and nextpnr faked): the engine, booting with no image, has no runtime
     parameters of its own."""
+    monkeypatch.chdir(tmp_path)  # (the fake Yosys also runs when the tools are looked up)
     stat = '{"design": {"num_cells_by_type": {"LUT4": 1}}}'
     yosys = fake_tool(tmp_path, "yosys", f"echo '{stat}' > nfacep_top.stat.json\n")
     monkeypatch.setenv("YOSYS", yosys)
