@@ -7,10 +7,14 @@ partition store (the table, its hash and, inside it, the NFA step over the confi
 and WITHIN's timed slots), the configuration port's CRC, the FIFO.
 
 No place-and-route: LUT4 counts are Yosys's, before nextpnr packs them (a CCU2C is two LUT
-slots of the device). One synthesis takes minutes (about 9 on a busy 2-core machine at the
-default capacity).
+slots of the device). Yosys runs with the options ``nfacep build`` gives it for the
+programmable engine (``-nowidelut``, :func:`nfacep.boards.bitstream.synth_options`), or with
+its default wide LUTs (LUT5 to LUT7 made of LUT4s and the slices' PFUMX and L6MUX21) under
+``--widelut``. One synthesis takes minutes (about 5 on a busy 2-core machine at the default
+capacity).
 
     python benchmarks/programmable_luts.py      # the default capacity, 4,096 entries
+    python benchmarks/programmable_luts.py --widelut
     python benchmarks/programmable_luts.py --capacity 16x8x1 --partitions 256
 
 (marathon needs 9 states and 7 atoms: a smaller capacity does not take its image.)
@@ -25,11 +29,14 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from boards.toolchain import find_tools
+from nfacep.boards import get_board
+from nfacep.boards.bitstream import synth_options
+from nfacep.boards.toolchain import find_tools
+from nfacep.params import EngineParams
 
 QUERY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "queries", "marathon.sql")
+#: what ``nfacep build --engine programmable`` is (its capacity does not change the options)
+PROGRAMMABLE = EngineParams(engine="programmable")
 CELLS = ("LUT4", "CCU2C", "PFUMX", "L6MUX21", "TRELLIS_FF", "DP16KD", "TRELLIS_DPR16X4")
 
 
@@ -53,7 +60,9 @@ def main() -> None:
     ap.add_argument("--capacity", default=None, help="SxAxQ (default: the engine's default)")
     ap.add_argument("--partitions", type=int, default=4096)
     ap.add_argument("--ways", type=int, default=4)
+    ap.add_argument("--widelut", action="store_true", help="Yosys's default wide LUTs")
     args = ap.parse_args()
+    opts = "" if args.widelut else synth_options(get_board("colorlight-5a75b"), PROGRAMMABLE)
     yosys = find_tools(("yosys",))["yosys"]
     with tempfile.TemporaryDirectory() as tmp:
         verilog = os.path.join(tmp, "engine.v")
@@ -67,14 +76,18 @@ def main() -> None:
             sys.exit(done.stderr.strip())
         # (paths relative to the folder: YoWASP's Yosys sees the working directory)
         script = (
-            "read_verilog engine.v; synth_ecp5 -noflatten -top nfacep_engine; tee -o stat.txt stat"
+            f"read_verilog engine.v; synth_ecp5 {opts or ''} -noflatten -top nfacep_engine; "
+            "tee -o stat.txt stat"
         )
         done = subprocess.run([yosys, "-q", "-p", script], cwd=tmp, capture_output=True, text=True)
         if done.returncode:
             sys.exit(done.stdout.strip() + done.stderr.strip())
         with open(os.path.join(tmp, "stat.txt"), encoding="utf-8") as f:
             parts = stat_table(f.read())
-    print(f"capacity {args.capacity or 'default'}, {args.partitions:,} entries in {args.ways} ways")
+    print(
+        f"capacity {args.capacity or 'default'}, {args.partitions:,} entries in {args.ways} ways, "
+        f"synth_ecp5 {opts or '(wide LUTs)'}"
+    )
     print()
     print("| part | " + " | ".join(CELLS) + " |")
     print("| --- |" + " ---: |" * len(CELLS))

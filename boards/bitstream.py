@@ -85,6 +85,7 @@ def build(
         stale=(bitstream, verilog, report_path),
         progress=progress,
         seed=seed,
+        synth_opts=synth_options(board, params),
     )
     if flow.step == "elaborate":  # rejected before synthesis: no report
         raise DoesNotFitError(flow.message)
@@ -146,6 +147,19 @@ def design(
         engine._MustUse__silence = True  # (never elaborated: the error says why)
         raise
     return engine, link_info, top, platform
+
+
+def synth_options(board: Board, params: EngineParams) -> str | None:
+    """Yosys's options for ``build``: ``-nowidelut`` for the programmable engine on the ECP5
+    (LUT4s only, no LUT5 to LUT7 made of LUT4s and the slices' PFUMX and L6MUX21). Its
+    configured selections (an atom's operands, a state's atoms and truth-table bit) are
+    multiplexers that ABC maps to wide LUTs poorly: the engine of the default capacity on
+    marathon's stream takes 8,694 LUT4 without wide LUTs against 14,651 with them
+    (``benchmarks/programmable_luts.py``). Its clock is the line's pace, not the LUTs' depth;
+    the fixed engines keep Yosys's default."""
+    if params.engine == "programmable" and "nextpnr-ecp5" in board.tools:
+        return "-nowidelut"
+    return None
 
 
 def programmable_engine(nfa: Nfa, params: EngineParams, values, link: links.Link):

@@ -225,6 +225,7 @@ def run_flow(
     script_after_read: str | None = None,
     pack: bool = True,
     seed: int | None = None,
+    synth_opts: str | None = None,
     verilog: str | None = None,
     stale: Iterable[str] = (),
     progress: Callable[[str], None] | None = None,
@@ -249,7 +250,8 @@ def run_flow(
     before synthesis, before anything is written (an earlier build's outputs, which must not
     outlive a failed build). ``progress`` is called with a short text before each step.
     ``seed`` is nextpnr's placement seed (``--seed``; default nextpnr's own), to compare builds
-    across placements.
+    across placements. ``synth_opts`` are options of Yosys's ``synth_<family>`` command
+    (Amaranth's override of that name), e.g. ``-nowidelut``.
 
     Returns a :class:`FlowResult`; a design that fails or does not fit is a result, not an
     exception. Raises :class:`~nfacep.boards.toolchain.ToolchainMissingError` when a program is
@@ -261,7 +263,7 @@ def run_flow(
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError(f"the target frequency must be positive, not {target_mhz:g} MHz")
     platform, board_mhz = platform_for(board, target_mhz)
-    plan, seconds = elaborate(top, platform, script_after_read, verilog, say, seed)
+    plan, seconds = elaborate(top, platform, script_after_read, verilog, say, seed, synth_opts)
     result = FlowResult(
         status="ok",
         message=None,
@@ -295,10 +297,18 @@ def run_flow(
     return result
 
 
-def elaborate(top, platform, script_after_read: str | None, verilog: str | None, say, seed=None):
+def elaborate(
+    top,
+    platform,
+    script_after_read: str | None,
+    verilog: str | None,
+    say,
+    seed=None,
+    synth_opts: str | None = None,
+):
     """Amaranth's build plan for ``top`` on ``platform`` (elaborated, not run) and the seconds
-    it took. The overrides make Yosys write its ``stat -json`` and nextpnr its ``--report``
-    (and take ``seed``, nextpnr's ``--seed``)."""
+    it took. The overrides make Yosys write its ``stat -json`` (and take ``synth_opts``) and
+    nextpnr its ``--report`` (and take ``seed``, nextpnr's ``--seed``)."""
     from amaranth.hdl import Elaboratable
 
     if callable(top) and not isinstance(top, Elaboratable):
@@ -310,6 +320,8 @@ def elaborate(top, platform, script_after_read: str | None, verilog: str | None,
     }
     if script_after_read:
         overrides["script_after_read"] = script_after_read
+    if synth_opts:
+        overrides["synth_opts"] = synth_opts
     t0 = time.monotonic()
     say("elaborating")
     plan = platform.build(

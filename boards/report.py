@@ -50,6 +50,7 @@ def start_report(
 
     board = flow.board
     link_info = dict(link_info)
+    values = getattr(engine, "values", None)
     report: dict = {
         "board": board.name,
         "device": flow.device,
@@ -60,7 +61,8 @@ def start_report(
         "queries": [q.name for q in nfa.queries],
         "nfa_states": len(nfa.states),
         "state_bits": state_layout(nfa).size,
-        "runtime_parameters": engine.values.as_dict()["initial"] if engine.values else None,
+        # (a programmable engine over UDP holds none: its hosts' images carry the values)
+        "runtime_parameters": values.as_dict()["initial"] if values else None,
         "predicates": len(nfa.predicates),
         "tuple_bits": engine.tuple_layout.size,
         "record_bits": engine.record_layout.size,

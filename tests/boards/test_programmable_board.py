@@ -13,6 +13,8 @@ from test_boards import fake_tool, no_toolchain  # noqa: F401 (a fixture, used b
 from test_programmable import simulate
 
 import nfacep
+from nfacep.boards import get_board
+from nfacep.boards.bitstream import synth_options
 from nfacep.cli import main
 from nfacep.hdl.boot import BootedEngine
 from nfacep.hdl.programmable import config_layout
@@ -99,6 +101,31 @@ def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
 
 
 @pytest.mark.slow
+def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, capsys):
+    """``build --link udp --engine programmable`` writes report.json when place-and-route
+    fails (Yosys and nextpnr faked): the engine, booting with no image, has no runtime
+    parameters of its own."""
+    monkeypatch.chdir(tmp_path)  # (the fake Yosys also runs when the tools are looked up)
+    stat = '{"design": {"num_cells_by_type": {"LUT4": 1}}}'
+    yosys = fake_tool(tmp_path, "yosys", f"echo '{stat}' > nfacep_top.stat.json\n")
+    monkeypatch.setenv("YOSYS", yosys)
+    monkeypatch.setenv("NEXTPNR_ECP5", fake_tool(tmp_path, "nextpnr", "exit 1\n"))
+    out = tmp_path / "o"
+    argv = ["build", str(QUERIES / "marathon.sql"), "--board", "colorlight-5a75b", "-o", str(out)]
+    assert main([*argv, "--link", "udp", "--engine", "programmable"]) == 2
+    assert "place-and-route (nextpnr) failed" in capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    assert report["engine"]["kind"] == "programmable" and report["runtime_parameters"] is None
+
+
+def test_only_the_programmable_engine_on_the_ecp5_is_synthesised_without_wide_luts():
+    programmable = EngineParams(engine="programmable", states=8, atoms=8, queries=1)
+    assert synth_options(get_board("colorlight-5a75b"), programmable) == "-nowidelut"
+    assert synth_options(get_board("ulx3s-85f"), EngineParams()) is None
+    assert synth_options(get_board("icebreaker"), programmable) is None
+
+
+@pytest.mark.slow
 def test_build_synthesises_the_programmable_engine(tmp_path, monkeypatch, capsys):
     """``nfacep build --engine programmable`` through Yosys (nextpnr faked to fail, so no
     place-and-route runs): report.json names the engine's kind, capacities and boot image,
@@ -123,6 +150,8 @@ def test_build_synthesises_the_programmable_engine(tmp_path, monkeypatch, capsys
         "queries": 1,
     }
     assert report["resources_from"] == "yosys"
+    # Yosys maps the programmable engine to LUT4s only (boards.bitstream.synth_options)
+    assert "synth_ecp5 -nowidelut" in (out / "toolchain" / "nfacep_top.ys").read_text()
     # the configuration in force and the one being loaded: both kept
     bits = config_layout(shape).size
     assert report["resources"]["ffs"]["used"] > 2 * bits
