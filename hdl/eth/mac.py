@@ -34,7 +34,8 @@ class MacRx(wiring.Component):
     The inputs and the outputs are registered. Any number of ``0x55`` bytes and then ``0xD5``
     start a frame;
     the FCS (:data:`FCS`) runs over every byte after it. The bytes come out four bytes late
-    (so the FCS never does), with their offset ``index``; two cycles after ``rx_dv`` falls,
+    (so the FCS never does), back to back, with their offset ``index`` (``first`` with the
+    first, index 0); two cycles after ``rx_dv`` falls,
     ``end`` pulses with ``fcs_ok`` (a good FCS, no ``rx_er``, a start delimiter seen),
     ``size_ok`` (64 to 1518 bytes with the FCS; also set without a start delimiter, so
     that such a burst counts as a bad FCS) and ``length`` (bytes before the FCS,
@@ -44,7 +45,7 @@ class MacRx(wiring.Component):
     -------
     rxd : ``In(8)``
     rx_dv, rx_er : ``In(1)``
-    valid : ``Out(1)``
+    valid, first : ``Out(1)``
     byte : ``Out(8)``
     index : ``Out(11)``
     end, fcs_ok, size_ok : ``Out(1)``
@@ -58,6 +59,7 @@ class MacRx(wiring.Component):
                 "rx_dv": In(1),
                 "rx_er": In(1),
                 "valid": Out(1),
+                "first": Out(1),
                 "byte": Out(8),
                 "index": Out(INDEX_BITS),
                 "end": Out(1),
@@ -90,6 +92,7 @@ class MacRx(wiring.Component):
         # the outputs, registered (timing): a byte a cycle later, the verdict with it
         m.d.sync += [
             self.valid.eq(dv & sfd & (count >= 4)),
+            self.first.eq(dv & sfd & (count == 4)),
             self.byte.eq(delay[3]),
             self.index.eq((count - 4)[:INDEX_BITS]),
             self.length.eq(length[:INDEX_BITS]),

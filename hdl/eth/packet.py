@@ -21,18 +21,34 @@ from .headers import INDEX_BITS, Header
 __all__ = ["Depacketizer", "Packetizer", "frame_signature", "on_bytes", "pack"]
 
 #: A received frame's bytes, as the MAC hands them on (no ``ready``: the line does not wait):
-#: ``byte`` is valid with ``valid``, ``index`` its offset from the destination address.
-frame_signature = wiring.Signature({"valid": Out(1), "byte": Out(8), "index": Out(INDEX_BITS)})
+#: ``byte`` is valid with ``valid``, ``index`` its offset from the destination address, and
+#: ``first`` is high with a frame's first byte (``index`` 0). A frame's valid bytes come in
+#: order of ``index``, each one more than the last (:class:`~.mac.MacRx` hands them on back to
+#: back; a reader allows gaps of ``valid`` low).
+frame_signature = wiring.Signature(
+    {"valid": Out(1), "byte": Out(8), "index": Out(INDEX_BITS), "first": Out(1)}
+)
 
 
 def on_bytes(m: Module, frame, cases: Mapping[int, list]) -> None:
     """Adds ``cases`` (offset: statements for the ``sync`` domain) to ``m``: each list takes
     effect at the edge after the frame's byte at its offset is handed on (``frame.byte`` is that
-    byte). For the tests a layer registers as its header's bytes pass."""
-    with m.If(frame.valid), m.Switch(frame.index):
-        for offset in sorted(cases):
-            with m.Case(offset):
-                m.d.sync += cases[offset]
+    byte). For the tests a layer registers as its header's bytes pass.
+
+    Each offset is decoded a byte ahead: a flip-flop per offset remembers whether the last
+    valid byte was the one before it, so that the statements' enable is ``valid``, that
+    flip-flop and ``first`` (a LUT from registers), not the index compared with each offset
+    (timing: the enables of a header's fields, at 125 MHz). Offset 0 is ``first``."""
+    for offset in sorted(cases):
+        if offset == 0:
+            here = frame.first
+        else:
+            ahead = Signal(name=f"before_{offset}", reset_less=True)
+            with m.If(frame.valid):
+                m.d.sync += ahead.eq(frame.index == offset - 1)
+            here = ahead & ~frame.first
+        with m.If(frame.valid & here):
+            m.d.sync += cases[offset]
 
 
 class Depacketizer(wiring.Component):

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from amaranth.hdl import Mux, Signal, Value
 from amaranth.lib import data
-from amaranth.lib.memory import Memory
 
 from nfacep.links.udp.protocol import (
     STATUS_FIELDS,
 )
 
+from ..bram import RegisteredBank
 from .headers import (
     Header,
 )
@@ -94,24 +94,19 @@ class StatusRecords:
 
         ``i_stream.ready`` comes from a register (the engine's stall logic behind it is deep:
         timing): the level a cycle ago left room for this cycle's write and the last one's,
-        so the ring holds at most ``depth - 2`` records. The block RAM's read data goes
-        into a register and then into ``head`` (the block RAM's clock-to-output is slow);
-        ``head`` shows the entry at the read pointer two cycles after the pointer moves or the
-        entry is written,
-        and records are popped at least ``record_bytes`` >= 7 cycles apart. ``clear`` empties
-        the ring."""
+        so the ring holds at most ``depth - 2`` records. The ring is a
+        :class:`~nfacep.hdl.bram.RegisteredBank` of three read stages, read every cycle at
+        the read pointer: the block RAM's address register, its output register (on ECP5 the
+        DP16KD's own: its clock-to-output without it, about 5.8 ns of the 8, left no room
+        for the routing to the next register, timing) and ``head``, a flip-flop after it.
+        ``head`` shows the entry at the read pointer three cycles after the pointer moves or
+        the entry is written (a read of the entry being written gives either value; the next
+        cycle's is right), and records are popped at least ``record_bytes`` >= 7 cycles apart
+        (a packet's first record is loaded through its headers, which take longer).
+        ``clear`` empties the ring."""
         depth = self._fifo_depth
         width = self._record_layout.size
-        m.submodules.records = memory = Memory(
-            shape=width, depth=depth, init=[], attrs={"ram_style": "block", "no_rw_check": True}
-        )
-        wp = memory.write_port()
-        # an asynchronous read port registered outside, and no_rw_check: Yosys merges the
-        # register into the block RAM without the bypass logic that would make a read of the
-        # entry being written return the old one (the UART framer's _memory does the same);
-        # `head` re-reads every cycle and a record is used two cycles after it is written
-        rp = memory.read_port(domain="comb")
-        read = Signal(width, reset_less=True)
+        m.submodules.records = ring = RegisteredBank(width=width, depth=depth, stages=3)
 
         class Fifo:
             level = Signal(range(depth + 1))
@@ -121,19 +116,17 @@ class StatusRecords:
         wptr, rptr = Signal(range(depth)), Signal(range(depth))
         room = Signal()
         write = Signal()
-        head = Signal(width, reset_less=True)
         m.d.comb += [
             write.eq(self.i_stream.valid & room),
             self.i_stream.ready.eq(room),
-            wp.addr.eq(wptr),
-            wp.data.eq(self.i_stream.payload),
-            wp.en.eq(write),
-            rp.addr.eq(rptr),
+            ring.w_addr.eq(wptr),
+            ring.w_data.eq(self.i_stream.payload),
+            ring.w_en.eq(write),
+            ring.r_addr.eq(rptr),
+            ring.r_en.eq(1),
         ]
         m.d.sync += [
             room.eq(fifo.level < depth - 2),
-            read.eq(rp.data),
-            head.eq(read),
             fifo.level.eq(fifo.level + write - fifo.r_en),
         ]
         with m.If(write):
@@ -142,7 +135,7 @@ class StatusRecords:
             m.d.sync += rptr.eq(Mux(rptr == depth - 1, 0, rptr + 1))
         with m.If(self.clear):
             m.d.sync += [wptr.eq(0), rptr.eq(0), fifo.level.eq(0), room.eq(0)]
-        return fifo, head
+        return fifo, ring.r_data
 
     def _count(self, m, raw):
         record = data.View(self._record_layout, raw)

@@ -131,6 +131,7 @@ class EthRx(wiring.Component):
                 layer.frame.valid.eq(mac.valid),
                 layer.frame.byte.eq(mac.byte),
                 layer.frame.index.eq(mac.index),
+                layer.frame.first.eq(mac.first),
             ]
         for name in ("end", "fcs_ok", "size_ok", "length"):
             m.d.comb += getattr(payload, name).eq(getattr(mac, name))

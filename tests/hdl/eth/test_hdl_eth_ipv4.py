@@ -78,6 +78,7 @@ def test_received_header_tests():
                 ctx.set(dut.frame.valid, 1)
                 ctx.set(dut.frame.byte, b)
                 ctx.set(dut.frame.index, i)
+                ctx.set(dut.frame.first, i == 0)
                 await ctx.tick()
             ctx.set(dut.frame.valid, 0)
             got[name] = tuple(

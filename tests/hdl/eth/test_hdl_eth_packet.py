@@ -90,6 +90,7 @@ def test_depacketizer_captures_each_header_at_its_offset(name):
                 ctx.set(dut.frame.valid, valid)
                 ctx.set(dut.frame.byte, raw[index] if valid else rng.randrange(256))
                 ctx.set(dut.frame.index, index)
+                ctx.set(dut.frame.first, index == 0)
                 await ctx.tick()
                 if valid:
                     index += 1
@@ -195,6 +196,7 @@ def test_depacketizer_compares_fields_as_their_bytes_pass():
                     ctx.set(dut.frame.valid, 1)
                     ctx.set(dut.frame.byte, b)
                     ctx.set(dut.frame.index, i)
+                    ctx.set(dut.frame.first, i == 0)
                 await ctx.tick()
             got.append(
                 (ctx.get(eth.equal.ours), ctx.get(eth.equal.broadcast), ctx.get(pay.equal.engine))
