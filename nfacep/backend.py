@@ -13,13 +13,14 @@ and the command line's handling of them from :func:`run_files`.
 A back-end that can also take the stream in pieces (:class:`Pieces`: the reference matcher)
 gets it so from a file: :func:`run_files` reads :data:`~nfacep.limits.CHUNK` tuples at a time
 (the first pieces smaller, :data:`~nfacep.limits.FIRST_PIECE` doubling up to it, so that
-matching starts while the rest is read; :func:`nfacep.io.reader.read_chunks`), feeds each piece
-and writes its matches while the next is read, so that the memory a run needs does not grow
-with the input. A back-end that reads the stream itself and may have to start it again from its
-first tuple (:class:`Restarts`: a board over UDP, whose one safe resend after a loss is the
-whole stream) gets a way to read the file in pieces, from its start, as often as it needs, and
-a :class:`Sink` to open for each attempt: its matches go to a temporary file beside the output,
-renamed over it only when the attempt completes.
+matching starts while the rest is read, and a CSV file's last pieces smaller again, so that
+little is left to match once it is parsed: :func:`read_stream`), feeds each piece, told
+whether it is the last, and writes its matches while the next is read, so that the memory a
+run needs does not grow with the input. A back-end that reads the stream itself and may have
+to start it again from its first tuple (:class:`Restarts`: a board over UDP, whose one safe
+resend after a loss is the whole stream) gets a way to read the file in pieces, from its
+start, as often as it needs, and a :class:`Sink` to open for each attempt: its matches go to a
+temporary file beside the output, renamed over it only when the attempt completes.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ __all__ = [
     "open_sink",
     "read_input",
     "read_pieces",
+    "read_stream",
     "run_files",
 ]
 
@@ -185,12 +187,28 @@ def read_pieces(
     well as within them."""
     before: dict[str, object] = {}
     for piece in reader.read_chunks(path, nfa.program.schema, rows, first=first):
-        for f in nfa.program.order_fields:
-            tuples_mod.check_order(
-                piece, f, before=before.get(f), ty=nfa.program.schema.field(f).type
-            )
-            before[f] = piece.columns[f][-1]
+        _check_order(piece, nfa, before)
         yield piece
+
+
+def read_stream(
+    path: str, nfa: Nfa, rows: int, first: int | None = None
+) -> Iterator[tuple[tuples_mod.Tuples, bool]]:
+    """:func:`read_pieces` as a matcher is fed them (:func:`nfacep.io.reader.read_stream`):
+    each piece with whether it is the stream's last, a CSV file's pieces ending early
+    towards its end, so that the last is small."""
+    before: dict[str, object] = {}
+    for piece, last in reader.read_stream(path, nfa.program.schema, rows, first=first):
+        _check_order(piece, nfa, before)
+        yield piece, last
+
+
+def _check_order(piece: tuples_mod.Tuples, nfa: Nfa, before: dict[str, object]) -> None:
+    """Every ORDER BY field of ``piece`` checked, from the value each had at the end of the
+    pieces ``before`` it (updated)."""
+    for f in nfa.program.order_fields:
+        tuples_mod.check_order(piece, f, before=before.get(f), ty=nfa.program.schema.field(f).type)
+        before[f] = piece.columns[f][-1]
 
 
 def check_output(path: str | None, inputs: tuple[str | None, ...] = ()) -> None:
@@ -296,18 +314,18 @@ def _run_pieces(
             )
         )
         # the next piece read in a thread while this one is matched; the first pieces
-        # small, so that matching starts early (a stream of up to FIRST_PIECE tuples is one)
+        # small, so that matching starts early (a stream of up to FIRST_PIECE tuples is one),
+        # and the last small, so that little is left to match once the file is read
         first = min(chunk, FIRST_PIECE)
-        read = reader.prefetch(read_pieces(input, nfa, chunk, first), "nfacep-read")
+        read = reader.prefetch(read_stream(input, nfa, chunk, first), "nfacep-read")
         pieces = stack.enter_context(contextlib.closing(read))
-        piece = next(pieces, None)
-        if piece is None:  # no tuples: the input as a whole, its columns empty
-            piece = read_input(input, nfa)
-        for size in tuples_mod.piece_sizes(chunk, first):
-            if piece is None:
-                break
-            # a piece shorter than its size is the last (read_chunks' pieces are all of
-            # their size but the last); one as long may be too, and is carried over
-            out.add(feed.feed(piece, last=piece.n < size), piece)
-            piece = next(pieces, None)
+        item = next(pieces, None)
+        if item is None:  # no tuples: the input as a whole, its columns empty
+            item = read_input(input, nfa), True
+        while item is not None:
+            # (a last piece the reader could not tell is fed as not the last: the same
+            # matches, its state carried over for nothing)
+            piece, last = item
+            out.add(feed.feed(piece, last=last), piece)
+            item = next(pieces, None)
         return out.finish()

@@ -19,7 +19,9 @@ twice when nothing fails.
 
 Blocks are cut at line starts (:func:`~nfacep.io.csvfile.line_start`), the first ones smaller
 (:data:`RAMP`: the first rows are converted, and matched, while the rest is parsed) and the
-last ones too (so that the blocks parsed at once end about together: :func:`spans`). As many
+last ones too (so that the blocks parsed at once end about together: :func:`spans`; and so
+that ``match``'s pieces, which then end with the blocks, leave little to match once the
+last is parsed: :func:`nfacep.io.reader.read_stream`). As many
 are parsed at once as pyarrow has threads (:data:`WORKERS`), each by one thread, which also
 codes its labels and makes its chunks numpy columns; the threads are made once for the
 process. Blocks are read into memory (not mapped: a file cut short while it is read would
@@ -275,52 +277,69 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_workers)
 
 
-def parse_blocks(path: str, header: list[str], data_start: int, schema: Schema) -> Iterator[Parsed]:
+def parse_blocks(
+    path: str, header: list[str], data_start: int, schema: Schema
+) -> Iterator[tuple[Parsed, int, int]]:
     """The blocks of data rows of the CSV file ``path`` (its ``header``, its rows from byte
     ``data_start``) in file order, each parsed by :func:`parse_block` and its typed chunks
     made (:func:`_typed_chunks`) in a thread of its own: :data:`WORKERS` blocks at once, up
-    to twice as many parsed ahead of the caller. A :class:`DataError` for a block with a line
-    too long or a quote left open: the whole read decides. (Each block is read into memory,
-    not mapped: a file cut short while it is read must not crash the process.)"""
+    to twice as many parsed ahead of the caller; each with its bytes and the bytes of the
+    file after it. A :class:`DataError` for a block with a line too long or a quote left
+    open: the whole read decides. (Each block is read into memory, not mapped: a file cut
+    short while it is read must not crash the process.)"""
     size = os.path.getsize(path)
     pool, workers = _workers()
-    pending: deque[Future[Parsed]] = deque()
+    pending: deque[tuple[Future[Parsed], int, int]] = deque()
+
+    def done(item: tuple[Future[Parsed], int, int]) -> tuple[Parsed, int, int]:
+        future, start, stop = item
+        return future.result(), stop - start, size - stop
+
     try:
         with open(path, "rb") as f:
             for start, stop in spans(f, data_start, size):
-                pending.append(pool.submit(_parse_at, path, start, stop, header, schema))
+                future = pool.submit(_parse_at, path, start, stop, header, schema)
+                pending.append((future, start, stop))
                 if len(pending) > 2 * workers:
-                    yield pending.popleft().result()
+                    yield done(pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield done(pending.popleft())
     finally:  # the blocks not needed any more are not parsed
-        for future in pending:
+        for future, _, _ in pending:
             future.cancel()
 
 
 def convert_blocks(
-    blocks: Iterator[Parsed], schema: Schema, source: Location
-) -> Iterator[Tuples | pa.Table]:
+    blocks: Iterator[tuple[Parsed, int, int]], schema: Schema, source: Location
+) -> Iterator[tuple[Tuples | pa.Table, int | None]]:
     """The blocks of :func:`parse_blocks` converted, each located at its rows in ``source``:
     a typed block as the :class:`Tuples` of each of its chunks, in pyarrow's types (no copy;
     :func:`nfacep.io.reader.read_chunks` makes the pieces' columns of them); any other as its
     :class:`Tuples` by :func:`~nfacep.io.convert.from_table`. A block whose text the exact
     conversion refuses comes as its table of text, unconverted (its pieces are converted one by
-    one, so that those before the bad row are yielded first). A :class:`DataError` (or
-    pyarrow's error) for a block the text path cannot parse: the whole read names it."""
+    one, so that those before the bad row are yielded first). Each comes with None but the
+    last of its block (one of no rows for a block without any), which comes with about how
+    many rows the file holds after the block, at its rows' bytes each: 0 exactly when none
+    (the last block). A :class:`DataError` (or pyarrow's error) for a block the text path
+    cannot parse: the whole read names it."""
     rows = 0
-    for table, chunks in blocks:
+    for (table, chunks), size, left in blocks:
+        n = table.num_rows
+        after = 0 if not left else max(1, -(-left * n // size) if n else left)
         if chunks is not None:
-            for columns, n in chunks:
-                yield Tuples(columns, n, source.path, location=source.at(rows))
-                rows += n
+            for i, (columns, k) in enumerate(chunks):
+                piece = Tuples(columns, k, source.path, location=source.at(rows))
+                yield piece, after if i == len(chunks) - 1 else None
+                rows += k
+            if not chunks:
+                yield Tuples({}, 0, source.path, location=source.at(rows)), after
             continue
         try:
-            piece: Tuples | pa.Table = from_table(table, schema, source=source.at(rows), text=True)
+            text: Tuples | pa.Table = from_table(table, schema, source=source.at(rows), text=True)
         except DataError:
-            piece = table
-        rows += table.num_rows
-        yield piece
+            text = table
+        rows += n
+        yield text, after
 
 
 def _typed_chunks(table: pa.Table, schema: Schema) -> list[tuple[dict, int]] | None:

@@ -28,7 +28,7 @@ from .columns import renamed
 from .convert import from_table
 from .tuples import Location, Origin, Tuples, column_dtype, piece_sizes
 
-__all__ = ["prefetch", "read", "read_chunks"]
+__all__ = ["prefetch", "read", "read_chunks", "read_stream"]
 
 T = TypeVar("T")
 B = TypeVar("B")
@@ -86,33 +86,67 @@ def read_chunks(
     piece meets an error (read whole for the error :func:`read` raises), a quote left open at
     a line end among them (pyarrow's reader goes on into the next lines: a piece with a value
     that holds a line break, in any column)."""
+    for piece, _ in _pieces(path, schema, rows, first, ends=False):
+        yield piece
+
+
+def read_stream(
+    path: str, schema: Schema, rows: int, *, first: int | None = None
+) -> Iterator[tuple[Tuples, bool]]:
+    """:func:`read_chunks`' pieces, each with whether it is the stream's last, as a matcher
+    fed piece by piece is told (False when the reader cannot say without reading on: the
+    last piece may then come with False). A CSV file's pieces may end before their size, at
+    the end of a block towards the end of the file: a piece ends with a block once the rows
+    left after the block are fewer than it holds (estimated from their bytes), so that the
+    pieces shrink with the blocks (:func:`~nfacep.io.csvblocks.spans`) and the last is
+    small: it alone is matched after the file is parsed. (Pieces of other inputs, and of a
+    CSV file read whole after an error, are of :func:`read_chunks`' sizes.)"""
+    yield from _pieces(path, schema, rows, first, ends=True)
+
+
+def _pieces(
+    path: str, schema: Schema, rows: int, first: int | None, ends: bool
+) -> Iterator[tuple[Tuples, bool]]:
+    """:func:`read_stream`; ``ends=False``: with every piece of its size (:func:`read_chunks`)."""
     if rows < 1 or (first is not None and first < 1):
         raise ValueError(f"rows {rows}, first {first}: a piece needs at least one tuple")
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file or folder")
     if os.path.isdir(path):
-        yield from _folder_chunks(path, schema, rows, first)
+        pieces = _folder_chunks(path, schema, rows, first)
     elif path.lower().endswith((".parquet", ".pq")):
-        yield from _parquet_chunks(path, schema, rows, first)
+        pieces = _parquet_chunks(path, schema, rows, first)
     else:
-        yield from _csv_chunks(path, schema, rows, first)
+        return _csv_chunks(path, schema, rows, first, ends)
+    # (a piece shorter than its size is the last: these pieces are all of their size but it)
+    sizes = piece_sizes(rows, first)  # (endless)
+    return ((piece, piece.n < size) for piece, size in zip(pieces, sizes, strict=False))
 
 
-def _cut(whole: Tuples, rows: int, first: int | None = None) -> Iterator[Tuples]:
-    """A whole read, in pieces of ``rows`` (growing from ``first``: :func:`piece_sizes`)."""
+def _cut(
+    whole: Tuples, rows: int, first: int | None = None, start: int = 0
+) -> Iterator[tuple[Tuples, bool]]:
+    """A whole read, in pieces of ``rows`` (growing from ``first``: :func:`piece_sizes`), from
+    row ``start`` on (the piece that holds it from there), each with whether it is the last."""
     at = 0
     for size in piece_sizes(rows, first):
         if at >= whole.n:
             return
         end = min(whole.n, at + size)
-        origin = None
-        if whole.origin is not None:
-            o = whole.origin
-            origin = Origin(o.files, o.file[at:end], o.row[at:end])
-        location = None if origin is not None else (whole.location or Location(whole.source)).at(at)
-        columns = {f: c[at:end] for f, c in whole.columns.items()}
-        yield Tuples(columns, end - at, whole.source, origin, at, location)
+        if end > start:
+            yield _rows(whole, max(at, start), end), end == whole.n
         at = end
+
+
+def _rows(whole: Tuples, at: int, end: int) -> Tuples:
+    """The rows ``[at, end)`` of a whole read."""
+    origin = None
+    if whole.origin is not None:
+        o = whole.origin
+        origin = Origin(o.files, o.file[at:end], o.row[at:end])
+    location = None if origin is not None else (whole.location or Location(whole.source)).at(at)
+    columns = {f: c[at:end] for f, c in whole.columns.items()}
+    return Tuples(columns, end - at, whole.source, origin, at, location)
 
 
 def prefetch(items: Iterator[T], name: str = "nfacep-decode") -> Generator[T, None, None]:
@@ -156,13 +190,15 @@ def _parquet_chunks(path: str, schema: Schema, rows: int, first: int | None) -> 
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
             offset += piece.n
     except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
-        yield from _as_read(path, schema, rows, offset, first)
+        yield from _pieces_of(_as_read(path, schema, rows, offset, first))
         return
     if not offset:  # no tuples: read() still refuses a column whose type cannot hold its field
-        yield from _as_read(path, schema, rows, 0, first)
+        yield from _pieces_of(_as_read(path, schema, rows, 0, first))
 
 
-def _csv_chunks(path: str, schema: Schema, rows: int, first: int | None) -> Iterator[Tuples]:
+def _csv_chunks(
+    path: str, schema: Schema, rows: int, first: int | None, ends: bool
+) -> Iterator[tuple[Tuples, bool]]:
     header, data_start, more = csvfile.read_header(path, schema)
     if not more:
         return
@@ -173,32 +209,44 @@ def _csv_chunks(path: str, schema: Schema, rows: int, first: int | None) -> Iter
         # pieces made of them here (``match`` reads the pieces in a thread of their own)
         parsed = csvblocks.parse_blocks(path, header, data_start, schema)
         blocks = csvblocks.convert_blocks(parsed, schema, source)
-        for piece in _tuples_pieces(blocks, piece_sizes(rows, first), source, schema):
-            yield piece
+        for piece, last in _tuples_pieces(blocks, piece_sizes(rows, first), source, schema, ends):
+            yield piece, last
             offset += piece.n
     except (DataError, pa.ArrowException):
         yield from _as_read(path, schema, rows, offset, first)
 
 
 def _tuples_pieces(
-    blocks: Iterator[Tuples | pa.Table], sizes: Iterator[int], source: Location, schema: Schema
-) -> Iterator[Tuples]:
-    """Converted blocks of the rows of one file (``source``) as pieces of exactly the
-    ``sizes`` (:func:`piece_sizes`; the last may be shorter, none empty), each with its
-    ``offset`` and location. A block of text that did not convert is converted a piece's share
-    at a time, so that the pieces before its bad row come first."""
+    blocks: Iterator[tuple[Tuples | pa.Table, int | None]],
+    sizes: Iterator[int],
+    source: Location,
+    schema: Schema,
+    ends: bool,
+) -> Iterator[tuple[Tuples, bool]]:
+    """Converted blocks of the rows of one file (``source``; :func:`~nfacep.io.csvblocks.
+    convert_blocks`) as pieces of exactly the ``sizes`` (:func:`piece_sizes`; the last may be
+    shorter, none empty), or, with ``ends``, ending early with a block once fewer rows are
+    left (:func:`read_stream`); each with its ``offset`` and location, and whether it is the
+    last. A block of text that did not convert is converted a piece's share at a time, so
+    that the pieces before its bad row come first."""
 
-    def size(block: Tuples | pa.Table) -> int:
-        return block.num_rows if isinstance(block, pa.Table) else block.n
+    def size(block: tuple[Tuples | pa.Table, int | None]) -> int:
+        data = block[0]
+        return data.num_rows if isinstance(data, pa.Table) else data.n
 
-    def part(block: Tuples | pa.Table, at: int, take: int, position: int) -> Tuples:
-        if isinstance(block, pa.Table):
+    def part(block: tuple[Tuples | pa.Table, int | None], at: int, take: int, position: int):
+        data = block[0]
+        if isinstance(data, pa.Table):
             where = source.at(position)
-            return from_table(block.slice(at, take), schema, where, text=True)
-        return _slice(block, at, at + take)
+            return from_table(data.slice(at, take), schema, where, text=True)
+        return _slice(data, at, at + take)
 
-    for held, count, offset in _regrouped(blocks, sizes, size, part):
-        yield _joined(held, count, offset, source, schema)
+    def after(block: tuple[Tuples | pa.Table, int | None]) -> int | None:
+        left = block[1]
+        return left if ends or left == 0 else None
+
+    for held, count, offset, last in _regrouped(blocks, sizes, size, part, after):
+        yield _joined(held, count, offset, source, schema), last
 
 
 def _regrouped(
@@ -206,26 +254,31 @@ def _regrouped(
     sizes: Iterator[int],
     size: Callable[[B], int],
     part: Callable[[B, int, int, int], P],
-) -> Iterator[tuple[list[P], int, int]]:
+    after: Callable[[B], int | None] | None = None,
+) -> Iterator[tuple[list[P], int, int, bool]]:
     """Blocks of any sizes regrouped into pieces of exactly the ``sizes`` rows in turn (the last
-    may be shorter, none empty): per piece its parts, its rows and its first row's position in the
-    stream. ``size`` gives a block's rows; ``part(block, at, take, position)`` the ``take``
-    rows of ``block`` from its row ``at``, the stream's row ``position``."""
+    may be shorter, none empty): per piece its parts, its rows, its first row's position in the
+    stream and whether it is known to be the last. ``size`` gives a block's rows;
+    ``part(block, at, take, position)`` the ``take`` rows of ``block`` from its row ``at``,
+    the stream's row ``position``; ``after(block)``, when given and not None, about how many
+    rows come after the block (0: none): a piece ends with the block when that is no more
+    than the piece holds (towards the end of the input, so that the last piece is small)."""
     held: list[P] = []
     count = offset = 0
     rows = next(sizes)
     for block in blocks:
         at, n = 0, size(block)
+        left = None if after is None else after(block)
         while at < n:
             take = min(rows - count, n - at)
             held.append(part(block, at, take, offset + count))
             at, count = at + take, count + take
-            if count == rows:
-                yield held, count, offset
+            if count == rows or (at == n and left is not None and left <= count):
+                yield held, count, offset, at == n and left == 0
                 offset += count
                 held, count, rows = [], 0, next(sizes)
     if count:
-        yield held, count, offset
+        yield held, count, offset, True
 
 
 def _slice(t: Tuples, a: int, b: int) -> Tuples:
@@ -258,16 +311,19 @@ def _joined(held: list[Tuples], n: int, offset: int, source: Location, schema: S
 
 def _as_read(
     path: str, schema: Schema, rows: int, offset: int, first: int | None = None
-) -> Iterator[Tuples]:
+) -> Iterator[tuple[Tuples, bool]]:
     """After the pieces before stream position ``offset`` met an error: the error read()
     raises, which need not be the one met (read converts a column at a time, so with several
     bad values it names the first of the first field that has one, which may come in a later
     piece; pyarrow's message for a damaged Parquet file depends on how it is read). Should
-    read() accept the file, its pieces from ``offset`` on. Costs the memory of read(), on the
-    error path only."""
-    for piece in _cut(read(path, schema), rows, first):
-        if piece.offset >= offset:
-            yield piece
+    read() accept the file, its pieces from ``offset`` on (:func:`_cut`), each with whether
+    it is the last. Costs the memory of read(), on the error path only."""
+    yield from _cut(read(path, schema), rows, first, start=offset)
+
+
+def _pieces_of(pairs: Iterator[tuple[Tuples, bool]]) -> Iterator[Tuples]:
+    for piece, _ in pairs:
+        yield piece
 
 
 def _folder_chunks(
@@ -287,13 +343,13 @@ def _folder_chunks(
         if use_seq:
             ranges = [folder_mod.seq_range(path) for path in files]
             if any(r is False for r in ranges):  # a file whose seq does not rise
-                yield from _cut(folder_mod.read_folder(folder, schema), rows, first)
+                yield from _pieces_of(_cut(folder_mod.read_folder(folder, schema), rows, first))
                 return
             spans = {i: r for i, r in enumerate(ranges) if isinstance(r, tuple)}
             order = sorted(spans, key=lambda i: spans[i][0])
             if any(spans[a][1] >= spans[b][0] for a, b in itertools.pairwise(order)):
                 # ranges that overlap
-                yield from _cut(folder_mod.read_folder(folder, schema), rows, first)
+                yield from _pieces_of(_cut(folder_mod.read_folder(folder, schema), rows, first))
                 return
 
         def batches() -> Iterator[tuple[pa.RecordBatch, int, int]]:
@@ -313,16 +369,16 @@ def _folder_chunks(
             batch, i, begins = block
             return batch.slice(at, take), i, begins + at
 
-        for held, count, start in _regrouped(
+        for held, count, start, _ in _regrouped(
             prefetch(batches()), piece_sizes(rows, first), size, part
         ):
             yield _folder_piece(held, files, schema, folder, start)
             offset = start + count
     except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
-        yield from _as_read(folder, schema, rows, offset, first)
+        yield from _pieces_of(_as_read(folder, schema, rows, offset, first))
         return
     if not offset:  # no tuples: read() says what it says of an empty folder
-        yield from _as_read(folder, schema, rows, 0, first)
+        yield from _pieces_of(_as_read(folder, schema, rows, 0, first))
 
 
 def _folder_piece(held: list, files: list[str], schema: Schema, folder: str, offset: int) -> Tuples:

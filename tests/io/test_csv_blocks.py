@@ -16,7 +16,7 @@ import pytest
 import nfacep
 from nfacep.errors import DataError
 from nfacep.io import csvblocks, csvfile
-from nfacep.io.reader import read, read_chunks
+from nfacep.io.reader import read, read_chunks, read_stream
 from nfacep.io.tuples import piece_sizes
 
 STREAM = nfacep.compile_text(
@@ -72,28 +72,48 @@ def _text(rows: list[list[str]], rng: random.Random, ending: str, quote: bool) -
     return ending.join(lines) + ending
 
 
-def _outcome(path: str, rows: int, first: int | None = None):
-    """read()'s tuples or error, and read_chunks()'s pieces or error."""
+def _outcome(path: str, rows: int, first: int | None = None, stream: bool = False):
+    """read()'s tuples or error, and read_chunks()'s pieces or error (``stream``: read_stream's
+    pieces and their last flags)."""
     try:
         whole = read(path, STREAM)
     except DataError as err:
         whole = err
     try:
-        pieces = list(read_chunks(path, STREAM, rows, first=first))
+        if stream:
+            pieces = list(read_stream(path, STREAM, rows, first=first))
+        else:
+            pieces = list(read_chunks(path, STREAM, rows, first=first))
     except DataError as err:
         pieces = err
     return whole, pieces
 
 
 def _assert_same(path: str, rows: int, first: int | None = None) -> str:
+    """read_chunks' pieces are the whole read cut at their sizes, or raise its error; so are
+    read_stream's, cut at most at their sizes (ending early towards the end of the file),
+    the last, and it alone, said to be."""
     whole, pieces = _outcome(path, rows, first)
+    _, stream = _outcome(path, rows, first, stream=True)
     if isinstance(whole, DataError):
         assert isinstance(pieces, DataError), f"read refused, pieces accepted: {whole}"
         assert str(pieces) == str(whole)
+        assert isinstance(stream, DataError) and str(stream) == str(whole)
         return "error"
     assert not isinstance(pieces, DataError), f"read accepted, pieces refused: {pieces}"
+    assert not isinstance(stream, DataError), f"read accepted, read_stream refused: {stream}"
     sizes = piece_sizes(rows, first)
     assert [p.n for p in pieces] == [min(next(sizes), whole.n - p.offset) for p in pieces]
+    _assert_tiled(whole, pieces)
+    sizes = piece_sizes(rows, first)
+    assert all(0 < p.n <= next(sizes) for p, _ in stream)
+    assert [last for _, last in stream] == [i == len(stream) - 1 for i in range(len(stream))]
+    _assert_tiled(whole, [p for p, _ in stream])
+    return "accepted"
+
+
+def _assert_tiled(whole, pieces) -> None:
+    """``pieces`` are ``whole`` cut, each located where its rows are."""
     assert [p.offset for p in pieces] == [sum(p.n for p in pieces[:i]) for i in range(len(pieces))]
     assert sum(p.n for p in pieces) == whole.n
     for name, col in whole.columns.items():
@@ -103,7 +123,6 @@ def _assert_same(path: str, rows: int, first: int | None = None) -> str:
     for p in pieces:
         for row in {0, p.n - 1}:
             assert p.where(row, "f") == whole.where(p.offset + row, "f")
-    return "accepted"
 
 
 @pytest.fixture
@@ -362,3 +381,21 @@ def test_a_label_that_is_not_utf8_is_named_as_the_whole_read_names_it(
     with pytest.raises(DataError) as err:
         list(read_chunks(str(path), STREAM, 16))
     assert f"row {at + 1} (line {at + 2}), column 'e': not UTF-8 text" in str(err.value)
+
+
+def test_a_long_line_late_in_the_file_is_read_whole_from_where_the_pieces_stopped(
+    tmp_path, small_blocks, monkeypatch
+):
+    """A line too long for a block (here of 200 bytes or more) near the end: the pieces so far,
+    then the whole read's from the row where they stopped, also where read_stream's pieces
+    ended early (not on read_chunks' sizes)."""
+    small_blocks(200)
+    monkeypatch.setattr(csvfile, "LONG_LINE", 200)
+    rng = random.Random(5)
+    lines = [",".join(PLAIN[n](rng) for n in HEADER.split(",")) + ",x" for _ in range(120)]
+    lines[-3] = lines[-3][:-1] + "y" * 300
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join([HEADER + ",note", *lines]) + "\n")
+    assert _assert_same(str(path), 1000) == "accepted"
+    stream = list(read_stream(str(path), STREAM, 1000))
+    assert len(stream) > 2 and not stream[0][1]  # (they ended early)

@@ -39,6 +39,7 @@ from test_oracle_differential import (
 import nfacep
 import nfacep.backend
 from nfacep.cli import main
+from nfacep.io import csvblocks
 from nfacep.io.tuples import Tuples
 from nfacep.params import EngineParams
 from nfacep.reference import loops
@@ -328,6 +329,25 @@ def test_match_in_chunks_writes_the_same_files(tmp_path, monkeypatch, query, opt
             a = json.loads(whole.with_suffix(".summary.json").read_text())
             b = json.loads(got.with_suffix(".summary.json").read_text())
             assert {**a, "input": None} == {**b, "input": None}
+    # CSV blocks of a few lines, the pieces up to the default size: they end with the blocks
+    # towards the end of the file (reader.read_stream), the last small and fed as the last
+    monkeypatch.setattr(nfacep.backend, "FIRST_PIECE", 1 << 16)
+    monkeypatch.setattr(csvblocks, "BLOCK", 1 << 9)
+    fed, feed = [], reference.Matcher.feed
+
+    def spied(self, tuples, *, last=False):
+        fed.append((tuples.n, last))
+        return feed(self, tuples, last=last)
+
+    monkeypatch.setattr(reference.Matcher, "feed", spied)
+    got = match(tmp_path, "ends", q, d, *options)
+    assert filecmp.cmp(whole, got, shallow=False)
+    assert whole.with_suffix(".summary.json").read_text() == got.with_suffix(
+        ".summary.json"
+    ).read_text().replace("ends.csv", "whole.csv")
+    sizes = [n for n, _ in fed]
+    assert len(fed) >= 3 and [last for _, last in fed] == [False] * (len(fed) - 1) + [True]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] * 4 <= sizes[0], sizes
 
 
 @pytest.mark.slow
