@@ -9,8 +9,9 @@ side by side in one process, for each file:
 - *pyarrow*: ``pyarrow.csv.read_csv`` (multithreaded, its default) with the stream's column
   types (``time`` uint32, ``checkpoint`` string, ``runner`` uint16, ``speed`` float32): the
   time to have the file in memory as typed columns, with none of nfacep's checks;
-- *reader*: nfacep's reader alone (``nfacep.backend.read_pieces``, what ``match`` reads
-  with: pieces of ``--chunk`` tuples, every value checked and converted, ORDER BY checked);
+- *reader*: nfacep's reader alone (``nfacep.backend.read_stream``, what ``match`` reads
+  with: pieces growing from 65,536 tuples to ``--chunk``, shrinking again towards the end of
+  the file, every value checked and converted, ORDER BY checked);
 - *match*: ``nfacep match queries/marathon.sql --store pipeline --partitions R`` (its
   Python entry, ``nfacep.cli.main``, in this process; start-up and imports are not timed),
   from the CSV file to the match file and its summary.
@@ -64,8 +65,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from reference_throughput import LABELS, QUERY, race
 
 from nfacep import cli
-from nfacep.backend import read_pieces
-from nfacep.limits import CHUNK
+from nfacep.backend import read_stream
+from nfacep.limits import CHUNK, FIRST_PIECE
 from nfacep.output import summary_path
 from nfacep.params import EngineParams
 from nfacep.reference import matcher
@@ -149,7 +150,7 @@ def pyarrow_read(path: pathlib.Path) -> None:
 
 
 def nfacep_read(nfa, path: pathlib.Path, chunk: int) -> None:
-    for _ in read_pieces(str(path), nfa, chunk):
+    for _ in read_stream(str(path), nfa, chunk, min(chunk, FIRST_PIECE)):
         pass
 
 
