@@ -96,7 +96,7 @@ def _first_of_each(codes: np.ndarray) -> np.ndarray:
 
 def _first_index(codes: np.ndarray, keys: int) -> np.ndarray:
     """Per code ``0 … keys-1``, the index of its first tuple (``len(codes)`` if none)."""
-    compiled = loops(len(codes))
+    compiled = loops(len(codes), "first_index")
     if compiled is not None:
         return compiled.first_index(codes, keys)
     first = np.full(keys, len(codes), dtype=np.int64)
@@ -189,7 +189,7 @@ def admit(
 def carry(last: np.ndarray, admission: Admission, offset: int) -> None:
     """Bring ``last`` (:func:`admit`'s) up to date with the piece from stream position
     ``offset`` that ``admission`` admitted, for the piece after it."""
-    compiled = loops(len(admission.codes))
+    compiled = loops(len(admission.codes), "carry_last")
     if compiled is not None:
         compiled.carry_last(last, admission.codes, admission.admitted, offset)
         return

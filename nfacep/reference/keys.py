@@ -117,7 +117,7 @@ class KeyCodes:
                 table[(self.values - base).astype(np.int64)] = np.arange(len(self.values))
             self._table, self._lo = table, lo
         base = column.dtype.type(lo)
-        compiled = loops(len(column))
+        compiled = loops(len(column), "table_codes")
         if compiled is not None:
             code = np.empty(len(column), dtype=np.int64)
             unseen = np.sort(compiled.table_codes(column, base, self._table, code))
@@ -130,7 +130,7 @@ class KeyCodes:
         if len(unseen):
             _, new = self._number(unseen.astype(column.dtype) + base)
             self._table[unseen] = len(self) - len(new) + np.arange(len(new))
-            if compiled is not None:
+            if compiled is not None and loops(len(column), "fill_codes") is not None:
                 compiled.fill_codes(column, base, self._table, code)
             else:
                 missing = code < 0

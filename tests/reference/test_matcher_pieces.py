@@ -127,10 +127,12 @@ def test_pieces_equal_one_pass(partitioned, data):
     cuts = data.draw(st.lists(st.integers(0, n), max_size=6), label="cuts")
     # the partitioner's model and the key codes by their compiled loops (long pieces), or by
     # numpy (short ones)
-    helpers = 0 if data.draw(st.booleans(), label="compiled helpers") else loops.LOOPS_FROM
+    compiled_helpers = data.draw(st.booleans(), label="compiled helpers")
+    helpers = 0 if compiled_helpers else loops.LOOPS_FROM
     with (
         mock.patch.object(loops, "LOOPS_FROM", helpers),
         mock.patch.object(loops, "LOAD_FROM", helpers),
+        mock.patch.object(loops, "ready", loops.ready if compiled_helpers else lambda name: False),
         dfa_pieces(data.draw(st.booleans(), label="DFA pieces in array operations")),
     ):
         got = in_pieces(nfa, cols, n, cuts, params)

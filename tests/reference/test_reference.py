@@ -447,6 +447,21 @@ def test_a_loop_is_ready_once_it_ran(monkeypatch):
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba is not installed")
+def test_a_helper_below_loops_from_runs_its_loop_once_it_ran(monkeypatch):
+    """``loops.loops(n, name)``: a partitioner's helper on fewer than ``LOOPS_FROM`` elements
+    gets numpy's passes (None) until its own loop has run in the process, then the loop."""
+    from nfacep.reference import loops
+
+    compiled = loops.loops()
+    ran = set()
+    monkeypatch.setattr(loops, "ready", lambda name: name in ran)
+    assert loops.loops(10, "carry_last") is None and loops.loops(10) is None
+    ran.add("carry_last")
+    assert loops.loops(10, "carry_last") is compiled and loops.loops(10, "first_index") is None
+    assert loops.loops(loops.LOOPS_FROM, "first_index") is compiled
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba is not installed")
 def test_compiled_loops_without_a_writable_cache():
     """With nowhere to cache them (no locator numba can use), the loops compile in every
     process instead of failing to load."""
