@@ -30,7 +30,13 @@ the wall-clock time moves with the load, the CPU time much less). Start-up and i
 not timed, and the reference's compiled loops are loaded before anything is (a DFA run once
 in them): the figures are those of a process that has run a match before.
 
-A second table (``--fresh``, the default up to 10^7 rows): what a user times, each command
+With ``--exact-pieces`` a table of ``match`` against itself with its pieces as before they
+ended with the blocks towards the end of the file (all of their sizes, the last told by being
+shorter; the partitioner's helpers in numpy on short pieces), the two and pyarrow's read
+taking turns ``--repeat`` times in this process: an A/B of this round's change that the load
+of a shared machine falls on alike (the match files compared).
+
+A further table (``--fresh``, the default up to 10^7 rows): what a user times, each command
 as a new process (its start-up and imports included): ``nfacep match`` (as above) and a
 Python script that imports pyarrow and reads the file as *pyarrow* above; the median of
 ``--repeat`` runs, wall-clock and CPU (user + system of the child). The
@@ -134,6 +140,13 @@ def best_of(repeat: int, jobs) -> list[tuple[float, float]]:
     """:func:`best` of each of ``jobs``, run in turn ``repeat`` times (the first job, the
     second, …, then the first again), so that a burst of load on a shared machine falls on
     all of them alike rather than on one job's runs."""
+    walls, cpus = turns(repeat, jobs)
+    return [(min(w), min(c)) for w, c in zip(walls, cpus, strict=True)]
+
+
+def turns(repeat: int, jobs) -> tuple[list[list[float]], list[list[float]]]:
+    """The wall-clock and CPU times of each run of each of ``jobs``, run in turn ``repeat``
+    times (:func:`best_of`)."""
     walls: list[list[float]] = [[] for _ in jobs]
     cpus: list[list[float]] = [[] for _ in jobs]
     for _ in range(repeat):
@@ -142,7 +155,7 @@ def best_of(repeat: int, jobs) -> list[tuple[float, float]]:
             job()
             wall.append(time.perf_counter() - start)
             cpu.append(time.process_time() - used)
-    return [(min(w), min(c)) for w, c in zip(walls, cpus, strict=True)]
+    return walls, cpus
 
 
 def pyarrow_read(path: pathlib.Path) -> None:
@@ -162,6 +175,55 @@ def nfacep_match(
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         if cli.main(argv) != 0:
             raise SystemExit(f"nfacep match failed on {path}")
+
+
+def exact_pieces(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int) -> None:
+    """:func:`nfacep_match` with the pieces ``match`` read before they ended with the blocks
+    towards the end of a CSV file (``--exact-pieces``): all of their sizes, the last told by
+    being shorter (``backend.read_pieces``), and the partitioner's helpers in numpy below
+    ``LOOPS_FROM`` elements whether or not their loops have run."""
+    from nfacep import backend
+    from nfacep.io.tuples import piece_sizes
+    from nfacep.reference import loops as loops_mod
+
+    def stream(path, nfa, rows, first=None):
+        sizes = piece_sizes(rows, first)
+        for piece in backend.read_pieces(path, nfa, rows, first):
+            yield piece, piece.n < next(sizes)
+
+    saved = backend.read_stream, loops_mod.ready
+    backend.read_stream, loops_mod.ready = stream, lambda name: False
+    try:
+        nfacep_match(path, output, runners, chunk)
+    finally:
+        backend.read_stream, loops_mod.ready = saved
+
+
+def exact_row(args, rows: int, path: pathlib.Path, output: pathlib.Path) -> str:
+    """The row of the ``--exact-pieces`` table: pyarrow's read, ``match`` and ``match`` with
+    the pieces as before (:func:`exact_pieces`), taking turns ``--repeat`` times in this
+    process; best of each, and the median over pyarrow's median in brackets. The two match
+    files must be the same."""
+    exact_output = output.with_name(f"exact-{output.name}")
+    jobs = [
+        lambda: pyarrow_read(path),
+        lambda: nfacep_match(path, output, args.runners, args.chunk),
+        lambda: exact_pieces(path, exact_output, args.runners, args.chunk),
+    ]
+    walls, cpus = turns(args.repeat, jobs)
+    if output.read_bytes() != exact_output.read_bytes():
+        raise SystemExit("match with the pieces as before wrote another match file")
+    for p in (exact_output, pathlib.Path(summary_path(str(exact_output)))):
+        p.unlink(missing_ok=True)
+    (ref, ref_cpu), (m, m_cpu), (e, e_cpu) = [
+        (min(w), min(c)) for w, c in zip(walls, cpus, strict=True)
+    ]
+    med = [statistics.median(w) for w in walls]
+    return (
+        f"| {rows:,} | {ref:.3f} | {m:.3f} | **{m / ref:.2f}×** ({med[1] / med[0]:.2f}×) "
+        f"| {e:.3f} | **{e / ref:.2f}×** ({med[2] / med[0]:.2f}×) "
+        f"| {m_cpu / ref_cpu:.2f}× | {e_cpu / ref_cpu:.2f}× |"
+    )
 
 
 #: A new process reading the file with pyarrow as :func:`pyarrow_read` does.
@@ -254,6 +316,11 @@ def main() -> None:
     ap.add_argument("--master", default=None, help="also match --master URL (e.g. local[2])")
     ap.add_argument("--tasks", type=int, default=2, help="with --master: match's --tasks")
     ap.add_argument(
+        "--exact-pieces",
+        action="store_true",
+        help="also match with the pieces as before they ended with the blocks (A/B in turns)",
+    )
+    ap.add_argument(
         "--fresh",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -282,7 +349,7 @@ def main() -> None:
             "| CPU s: pyarrow | reader | × | match | × |"
         )
         print("| ---: " * 13 + "|")
-        spark_rows, fresh_rows = [], []
+        spark_rows, fresh_rows, exact_rows = [], [], []
         for rows in args.rows:
             path = folder / f"marathon-{rows}.csv"
             output = folder / f"matches-{rows}.csv"
@@ -300,12 +367,14 @@ def main() -> None:
                     ],
                 )
                 print(
-                    f"| {rows:,} | {size:,.0f} | {ref:.2f} | {rd:.2f} | {rd / ref:.2f}× "
-                    f"| {m:.2f} | **{m / ref:.2f}×** | {rows / m / 1e6:.2f} M "
-                    f"| {ref_cpu:.2f} | {rd_cpu:.2f} | {rd_cpu / ref_cpu:.2f}× "
-                    f"| {m_cpu:.2f} | {m_cpu / ref_cpu:.2f}× |",
+                    f"| {rows:,} | {size:,.0f} | {ref:.3f} | {rd:.3f} | {rd / ref:.2f}× "
+                    f"| {m:.3f} | **{m / ref:.2f}×** | {rows / m / 1e6:.2f} M "
+                    f"| {ref_cpu:.3f} | {rd_cpu:.3f} | {rd_cpu / ref_cpu:.2f}× "
+                    f"| {m_cpu:.3f} | {m_cpu / ref_cpu:.2f}× |",
                     flush=True,
                 )
+                if args.exact_pieces:
+                    exact_rows.append(exact_row(args, rows, path, output))
                 if parts is not None:
                     spark_rows.append(on_spark(args, rows, path, parts, m))
                 if args.fresh or (args.fresh is None and rows <= BLOCK):
@@ -316,28 +385,42 @@ def main() -> None:
                         p.unlink(missing_ok=True)
                     if parts is not None:
                         shutil.rmtree(parts, ignore_errors=True)
-        if fresh_rows:
-            print(
-                f"\nNew processes (start-up and imports included), median of {args.repeat}: "
-                "a script reading the file with pyarrow, and `nfacep match`"
-            )
-            print("| rows | pyarrow s | match s | × | CPU s: pyarrow | match | × |")
-            print("| ---: " * 7 + "|")
-            for line in fresh_rows:
-                print(line)
-        if spark_rows:
-            print(
-                f"\n`match --master {args.master} --tasks {args.tasks}`: on the CSV file and on "
-                "its rows as a Parquet folder; ratios over pyarrow's read of the CSV file, the "
-                "last the CSV file's time over the folder's"
-            )
-            print(
-                "| rows | pyarrow s | local match s | × | Spark, CSV s | × "
-                "| Spark, Parquet folder s | × | CSV / Parquet |"
-            )
-            print("| ---: " * 9 + "|")
-            for line in spark_rows:
-                print(line)
+        print_tables(args, exact_rows, fresh_rows, spark_rows)
+
+
+def print_tables(args, exact_rows: list[str], fresh_rows: list[str], spark_rows: list[str]) -> None:
+    """The tables after the first: ``--exact-pieces``, new processes, ``--master``."""
+    if exact_rows:
+        print(
+            f"\n`match` and `match` with the pieces as before (`--exact-pieces`), in turns "
+            f"with pyarrow's read, {args.repeat} times: best, (median over pyarrow's median)"
+        )
+        print("| rows | pyarrow s | match s | × | as before s | × | CPU × | as before |")
+        print("| ---: " * 8 + "|")
+        for line in exact_rows:
+            print(line)
+    if fresh_rows:
+        print(
+            f"\nNew processes (start-up and imports included), median of {args.repeat}: "
+            "a script reading the file with pyarrow, and `nfacep match`"
+        )
+        print("| rows | pyarrow s | match s | × | CPU s: pyarrow | match | × |")
+        print("| ---: " * 7 + "|")
+        for line in fresh_rows:
+            print(line)
+    if spark_rows:
+        print(
+            f"\n`match --master {args.master} --tasks {args.tasks}`: on the CSV file and on "
+            "its rows as a Parquet folder; ratios over pyarrow's read of the CSV file, the "
+            "last the CSV file's time over the folder's"
+        )
+        print(
+            "| rows | pyarrow s | local match s | × | Spark, CSV s | × "
+            "| Spark, Parquet folder s | × | CSV / Parquet |"
+        )
+        print("| ---: " * 9 + "|")
+        for line in spark_rows:
+            print(line)
 
 
 if __name__ == "__main__":
