@@ -33,8 +33,9 @@ in them): the figures are those of a process that has run a match before.
 With ``--exact-pieces`` a table of ``match`` against itself with its pieces as before they
 ended with the blocks towards the end of the file (all of their sizes, the last told by being
 shorter; the partitioner's helpers in numpy on short pieces), the two and pyarrow's read
-taking turns ``--repeat`` times in this process: an A/B of this round's change that the load
-of a shared machine falls on alike (the match files compared).
+taking turns ``--repeat`` times in this process (the two in either order every other turn):
+an A/B of this round's change that the load of a shared machine falls on alike (the match
+files compared).
 
 A further table (``--fresh``, the default up to 10^7 rows): what a user times, each command
 as a new process (its start-up and imports included): ``nfacep match`` (as above) and a
@@ -144,13 +145,17 @@ def best_of(repeat: int, jobs) -> list[tuple[float, float]]:
     return [(min(w), min(c)) for w, c in zip(walls, cpus, strict=True)]
 
 
-def turns(repeat: int, jobs) -> tuple[list[list[float]], list[list[float]]]:
+def turns(repeat: int, jobs, swap: bool = False) -> tuple[list[list[float]], list[list[float]]]:
     """The wall-clock and CPU times of each run of each of ``jobs``, run in turn ``repeat``
-    times (:func:`best_of`)."""
+    times (:func:`best_of`); ``swap``: every other turn runs the jobs after the first in the
+    opposite order (which job follows which changes its time by some milliseconds)."""
     walls: list[list[float]] = [[] for _ in jobs]
     cpus: list[list[float]] = [[] for _ in jobs]
-    for _ in range(repeat):
-        for job, wall, cpu in zip(jobs, walls, cpus, strict=True):
+    for turn in range(repeat):
+        order = list(zip(jobs, walls, cpus, strict=True))
+        if swap and turn % 2:
+            order = order[:1] + order[:0:-1]
+        for job, wall, cpu in order:
             start, used = time.perf_counter(), time.process_time()
             job()
             wall.append(time.perf_counter() - start)
@@ -210,7 +215,7 @@ def exact_row(args, rows: int, path: pathlib.Path, output: pathlib.Path) -> str:
         lambda: nfacep_match(path, output, args.runners, args.chunk),
         lambda: exact_pieces(path, exact_output, args.runners, args.chunk),
     ]
-    walls, cpus = turns(args.repeat, jobs)
+    walls, cpus = turns(args.repeat, jobs, swap=True)
     if output.read_bytes() != exact_output.read_bytes():
         raise SystemExit("match with the pieces as before wrote another match file")
     for p in (exact_output, pathlib.Path(summary_path(str(exact_output)))):
