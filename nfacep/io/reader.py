@@ -97,10 +97,11 @@ def read_stream(
     fed piece by piece is told (False when the reader cannot say without reading on: the
     last piece may then come with False). A CSV file's pieces may end before their size, at
     the end of a block towards the end of the file: a piece ends with a block once the rows
-    left after the block are fewer than it holds (estimated from their bytes), so that the
-    pieces shrink with the blocks (:func:`~nfacep.io.csvblocks.spans`) and the last is
-    small: it alone is matched after the file is parsed. (Pieces of other inputs, and of a
-    CSV file read whole after an error, are of :func:`read_chunks`' sizes.)"""
+    left after the block are no more than it holds (estimated from the block's bytes per
+    row), so that the pieces shrink with the blocks (:func:`~nfacep.io.csvblocks.spans`) and
+    the last is small: it alone is matched after the file is parsed. (Pieces of other
+    inputs are of :func:`read_chunks`' sizes; a CSV file read whole after an error goes on
+    from where its pieces stopped, to where :func:`read_chunks`' would end.)"""
     yield from _pieces(path, schema, rows, first, ends=True)
 
 
@@ -225,10 +226,10 @@ def _tuples_pieces(
 ) -> Iterator[tuple[Tuples, bool]]:
     """Converted blocks of the rows of one file (``source``; :func:`~nfacep.io.csvblocks.
     convert_blocks`) as pieces of exactly the ``sizes`` (:func:`piece_sizes`; the last may be
-    shorter, none empty), or, with ``ends``, ending early with a block once fewer rows are
-    left (:func:`read_stream`); each with its ``offset`` and location, and whether it is the
-    last. A block of text that did not convert is converted a piece's share at a time, so
-    that the pieces before its bad row come first."""
+    shorter, none empty), or, with ``ends``, ending early with a block once no more rows than
+    they hold are left (:func:`read_stream`); each with its ``offset`` and location, and
+    whether it is the last. A block of text that did not convert is converted a piece's share
+    at a time, so that the pieces before its bad row come first."""
 
     def size(block: tuple[Tuples | pa.Table, int | None]) -> int:
         data = block[0]
