@@ -288,20 +288,22 @@ class Forwarding:
         if width <= _STATE_CHUNK:
             m.d.comb += found.eq(_or_all(ways_found))
             return hit, dropped, way3, store3, found
-        # a wide state: each group of its bits chooses from copies of its own of the registers
-        # the choice is made of (the same inputs, loaded on the same edges), so that no one
-        # register drives the multiplexers of every bit
-        # (stage 4's write going to the tuple's row and its being the tuple's key are each
-        # one bit, combined as they are loaded: at most one way is stage 4's, so the state
-        # found is stage 4's new one, or else the OR of the ways the tuple's key is found in
-        # that stage 4 does not overwrite, a gate per way and two per bit)
-        sources = (
-            row_next & store3,
-            key_next & self.live(~t_op.sweep, t_op.now, s2_op, ahead=1),
-            way3,
-            Cat(self.pre_match_next),
-            self.s2_bank,
-        )
+        # a wide state: chosen in groups (the same inputs, loaded on the same edges)
+        written = row_next & store3
+        ours = key_next & self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)
+        self._found_groups(found, (written, ours, way3), new_state, pre_state)
+        return hit, dropped, way3, store3, found
+
+    def _found_groups(self, found, decision, new_state, pre_state):
+        """A wide state found, chosen in groups of :data:`_STATE_CHUNK` bits, each from copies
+        of its own of the registers the choice is made of, so that no one register drives
+        the multiplexers of every bit. ``decision`` is what they are loaded with: stage 4's
+        write going to the tuple's row and its being the tuple's key, each one bit combined
+        as it is loaded, and stage 3's way: at most one way is stage 4's, so the state found
+        is stage 4's new one, or else the OR of the ways the tuple's key is found in that
+        stage 4 does not overwrite (a gate per way and two per bit)."""
+        m, width = self.m, len(found)
+        sources = (*decision, Cat(self.pre_match_next), self.s2_bank)
         for k, lo in enumerate(range(0, width, _STATE_CHUNK)):
             hi = min(width, lo + _STATE_CHUNK)
             q = register_copy(m, self.platform, Cat(*sources), self.advance, f"s3_choice{k}")
@@ -318,7 +320,6 @@ class Forwarding:
                 kept = pm[b] & ~(written & (uw == b))
                 chunk.append(Mux(kept, pre_state[b][lo:hi], 0))
             m.d.comb += found[lo:hi].eq(_or_all(chunk))
-        return hit, dropped, way3, store3, found
 
     def _next_relation(self, key, t_row, s2_key, s2_row):
         """Whether stage 3's operation and the one a stage before it (``s2``) have the same
