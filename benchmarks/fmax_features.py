@@ -11,6 +11,7 @@ Features (each alone, on ``queries/marathon.sql``'s cheat query):
   and the last tuple's);
 - ``timers``: the plain query with a tick every 1,000 tuples and 4 timer bits (the table keeps
   a tick stamp per entry, the pipeline a timer per element);
+- ``window+timers``: the window's query with the timers' ticks (the two together);
 - ``parameters``: every constant a runtime parameter (``checkpoint = :first``), with
   ``i_params`` driven from the tuple source so that the registers stay (as in
   ``windows_params.py``);
@@ -49,7 +50,7 @@ from nfacep.params import EngineParams
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSV = os.path.join(HERE, "results", "fmax_features.csv")
 PNG = os.path.join(HERE, "fmax_features.png")
-FEATURES = ["plain", "window", "start_seq", "timers", "parameters", "prev"]
+FEATURES = ["plain", "window", "start_seq", "timers", "window+timers", "parameters", "prev"]
 POINTS = ["pipeline 256", "table 4096", "table 65536"]
 BOARDS = ["ulx3s-85f", "ulx3s-25f"]
 TICK_TUPLES = 1000
@@ -57,10 +58,11 @@ DEFAULT_SEED = "nextpnr default"  # the CSV's seed column for a build without --
 
 
 def feature_text(feature: str) -> str:
-    """The query text of a feature (timers: the plain query, the ticks are the store's)."""
+    """The query text of a feature (timers: the plain query or the window's, the ticks are the
+    store's)."""
     if feature in ("plain", "timers"):
         return marathon_text()
-    if feature == "window":
+    if feature in ("window", "window+timers"):
         return marathon_text(window=True)
     if feature == "start_seq":
         return marathon_text(start=True)
@@ -74,7 +76,7 @@ def feature_text(feature: str) -> str:
 def engine_params(point: str, feature: str) -> EngineParams:
     """``point`` is ``"<store> <partitions>"``; the table has 4 ways (direct at 65,536)."""
     store, size = point.split()
-    ticks = TICK_TUPLES if feature == "timers" else 0
+    ticks = TICK_TUPLES if feature in ("timers", "window+timers") else 0
     if store == "table":
         return EngineParams(store="table", partitions=int(size), ways=4, tick_tuples=ticks)
     return EngineParams(store="pipeline", partitions=int(size), tick_tuples=ticks)
@@ -152,7 +154,7 @@ def plot(rows: list[dict], path: str, target: float) -> None:
                 ax.text(
                     pos,
                     row["fmax_mhz"] + 2,
-                    f"{row['fmax_mhz']:.0f}",
+                    f"{row['fmax_mhz']:.1f}",
                     rotation=90,
                     ha="center",
                     va="bottom",

@@ -21,7 +21,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: writes in flight, worked out two cycles before stage 3, are worked out for the operation a
 #: stage ahead of the one they are for; ``"newest relation"``: whether stage 4's write goes
 #: to the row of the operation a cycle before stage 3 is judged against the row of the
-#: operation a stage ahead of it. ``None`` (always, outside those tests): nothing broken.
+#: operation a stage ahead of it; ``"next relation"``: whether stage 3's operation and the next
+#: one share a row and a key is loaded with the relation of the two operations a stage ahead.
+#: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
 
@@ -240,17 +242,19 @@ class Forwarding:
         store, found)``, ``found`` the state the tuple finds."""
         m, width = self.m, self.table._state_width
         pre_match, pre_live, pre_valid, pre_state = pre
-        u_store, u_way, new_state = last
+        _, _, new_state = last  # stage 4's store and way: from the copies below
         key = Value.cast(t.key).as_unsigned()
         s2_key = Value.cast(s2.key).as_unsigned()
         row_same0 = Signal(name="s3_row_same0")
         same_key0 = Signal(name="s3_same_key0")
         live0 = Signal(name="s3_live0")
         valid0 = Signal(name="s3_valid0")
+        # stage 3's row and key against the next operation's, compared a cycle before
+        row_next, key_next = self._next_relation(key, t_row, s2_key, s2_row)
         with m.If(self.advance):
             m.d.sync += [
-                row_same0.eq(t_row == s2_row),
-                same_key0.eq(self.tag_equal(key, s2_key)),
+                row_same0.eq(row_next),
+                same_key0.eq(key_next),
                 live0.eq(self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
                 valid0.eq(~t_op.sweep),
             ]
@@ -276,7 +280,7 @@ class Forwarding:
             self._stage3_hint(s2, ways_mine, ways_newest)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
-        newest_now = Cat((t_row == s2_row) & store3 & (way3 == b) for b in range(self.banks))
+        newest_now = Cat(row_next & store3 & (way3 == b) for b in range(self.banks))
         newest_rel = self._newest_relation(t_row, s2_row, store3, way3)
         with m.If(self.advance):  # from stage 3's decision, a register of its own
             m.d.sync += [newest_ways.eq(newest_now), self.newest_rel.eq(newest_rel)]
@@ -284,36 +288,59 @@ class Forwarding:
         if width <= _STATE_CHUNK:
             m.d.comb += found.eq(_or_all(ways_found))
             return hit, dropped, way3, store3, found
-        # a wide state: each group of its bits chooses from copies of its own of the registers
-        # the choice is made of (the same inputs, loaded on the same edges), so that no one
-        # register drives the multiplexers of every bit
-        sources = (
-            (row_same0, t_row == s2_row),
-            (same_key0, self.tag_equal(key, s2_key)),
-            (live0, self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)),
-            (u_store, store3),
-            (u_way, way3),
-            (pre_match, Cat(self.pre_match_next)),
-            (t_bank, self.s2_bank),
-        )
+        # a wide state: chosen in groups (the same inputs, loaded on the same edges)
+        written = row_next & store3
+        ours = key_next & self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)
+        self._found_groups(found, (written, ours, way3), new_state, pre_state)
+        return hit, dropped, way3, store3, found
+
+    def _found_groups(self, found, decision, new_state, pre_state):
+        """A wide state found, chosen in groups of :data:`_STATE_CHUNK` bits, each from copies
+        of its own of the registers the choice is made of, so that no one register drives
+        the multiplexers of every bit. ``decision`` is what they are loaded with: stage 4's
+        write going to the tuple's row and its being the tuple's key, each one bit combined
+        as it is loaded, and stage 3's way: at most one way is stage 4's, so the state found
+        is stage 4's new one, or else the OR of the ways the tuple's key is found in that
+        stage 4 does not overwrite (a gate per way and two per bit)."""
+        m, width = self.m, len(found)
+        sources = (*decision, Cat(self.pre_match_next), self.s2_bank)
         for k, lo in enumerate(range(0, width, _STATE_CHUNK)):
             hi = min(width, lo + _STATE_CHUNK)
-            d = Cat(v for _, v in sources)
-            q = register_copy(m, self.platform, d, self.advance, f"s3_choice{k}")
+            q = register_copy(m, self.platform, Cat(*sources), self.advance, f"s3_choice{k}")
             parts, at = [], 0
-            for reg, _ in sources:
-                parts.append(q[at : at + len(Value.cast(reg))])
-                at += len(Value.cast(reg))
-            rs, sk, lv, us, uw, pm, tb = parts
-            chunk = []
+            for source in sources:
+                parts.append(q[at : at + len(Value.cast(source))])
+                at += len(Value.cast(source))
+            written, ours, uw, pm, tb = parts
+            if self.direct:  # the tuple's own bank only
+                written = written & (uw == tb)
+                pm = pm & Cat(tb == b for b in range(self.banks))
+            chunk = [Mux(written & ours, new_state[lo:hi], 0)]
             for b in range(self.banks):
-                newest = rs & us & (uw == b)
-                mine = Mux(newest, lv & sk, pm[b])
-                if self.direct:
-                    mine = mine & (tb == b)
-                chunk.append(Mux(mine, Mux(newest, new_state[lo:hi], pre_state[b][lo:hi]), 0))
+                kept = pm[b] & ~(written & (uw == b))
+                chunk.append(Mux(kept, pre_state[b][lo:hi], 0))
             m.d.comb += found[lo:hi].eq(_or_all(chunk))
-        return hit, dropped, way3, store3, found
+
+    def _next_relation(self, key, t_row, s2_key, s2_row):
+        """Whether stage 3's operation and the one a stage before it (``s2``) have the same
+        row and the same key, each a register of its own loaded with the comparison of the
+        two operations a stage before (``s2`` and ``prev``), so that what is loaded from them
+        (``row_same0``, ``same_key0``, their copies for each group of a wide state, the
+        ``newest`` bits) comes from a register and no comparison (``BREAK_FORWARDING = "next
+        relation"``: loaded with the two operations' a stage ahead instead)."""
+        m = self.m
+        row_next = Signal(name="s3_row_next")
+        key_next = Signal(name="s3_key_next")
+        earlier = (s2_row, self.prev_row, s2_key, self.prev_key)
+        if BREAK_FORWARDING == "next relation":  # the two operations a stage ahead
+            earlier = (t_row, s2_row, key, s2_key)
+        row, row_before, key, key_before = earlier
+        with m.If(self.advance):
+            m.d.sync += [
+                row_next.eq(row == row_before),
+                key_next.eq(self.tag_equal(key, key_before)),
+            ]
+        return row_next, key_next
 
     def _newest_relation(self, t_row, s2_row, store3, way3):
         """What ``newest_rel`` is loaded with: for the operation entering s2, which meets

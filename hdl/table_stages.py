@@ -180,7 +180,7 @@ class _Stages(StampStages, Forwarding):
         # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]
         decided += [(h.valid, h.way, h.entry.state) for h in hist]
-        self.prev_row = prev[1]
+        self.prev_key, self.prev_row = prev[0], prev[1]
         pre = self._newest(prev, s2, s2_op, read, decided, rel)
         self.s2_bank = s2_bank
         hit, dropped, way3, store3, found = self._stage3(

@@ -741,3 +741,16 @@ def test_forwarding_newest_write_to_the_wrong_operation_is_caught(monkeypatch, k
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
     with pytest.raises(AssertionError, match="tuple"):
         check(tuples, entries=16, ways=4, key_width=key_width, seed=1, timers=timers)
+
+
+@pytest.mark.parametrize(("key_width", "timers"), [(4, {}), (12, {"tick_tuples": 3})])
+def test_forwarding_next_relation_of_the_wrong_operations_is_caught(monkeypatch, key_width, timers):
+    # Whether stage 3's operation and the next one share a row and a key is a register loaded
+    # with the comparison of the two a stage before; loaded with the relation of the two
+    # operations a stage ahead instead (a broken forwarding path), the table fails the tests.
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "next relation")
+    rng = random.Random(1)
+    pool = rng.sample(range(1 << key_width), min(22, 1 << key_width))
+    tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
+    with pytest.raises(AssertionError, match="tuple"):
+        check(tuples, entries=16, ways=4, key_width=key_width, seed=1, timers=timers)
