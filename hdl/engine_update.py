@@ -38,7 +38,10 @@ def store_update(nfa: Nfa):
     ``update`` also has ``finish`` and ``pending_width``: called with ``pending=True`` it
     returns the result before the starts are chosen (:func:`~.nfa_layout.pending_layout`, of
     ``pending_width`` bits), which ``finish(m, pending)`` turns into the result, so that a
-    store can register it in between."""
+    store can register it in between. With PREV compared in integers wider than
+    :data:`~.decoder.SPLIT_LOW` bits, ``update`` also has ``early`` and ``early_width``
+    (:func:`_early_hook`): those comparisons' high bits, which a store can work out a stage
+    before and hand to ``update`` as ``early``."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
