@@ -20,7 +20,20 @@ from nfacep.nfa import Nfa
 
 from .layout import history_layout, params_layout, tuple_layout
 
-__all__ = ["DecoderError", "PredicateDecoder", "float32_key", "prev_predicates", "reads_prev"]
+__all__ = [
+    "DecoderError",
+    "PredicateDecoder",
+    "float32_key",
+    "prev_early",
+    "prev_predicates",
+    "reads_prev",
+]
+
+#: An integer comparison that reads PREV and is wider than this many bits (its operands
+#: extended to a common signed width) is split: its high bits can be compared a stage before
+#: the rest (:func:`prev_early`), the low ``SPLIT_LOW`` bits and the combination after, so
+#: that no stage holds the whole carry chain.
+SPLIT_LOW = 16
 
 
 class DecoderError(Exception):
@@ -126,21 +139,41 @@ def reads_prev(e: P.PExpr) -> bool:
     return any(isinstance(node, P.Prev) for node in P.nodes(e))
 
 
-def prev_predicates(m: Module, nfa: Nfa, fields, params, history) -> Value:
+def prev_predicates(m: Module, nfa: Nfa, fields, params, history, early=None) -> Value:
     """The bits of the predicates that read PREV (the others 0), built in ``m`` from the
     tuple's ``fields`` (a view with at least the fields they read), the runtime ``params``
     (None without) and the partition's ``history`` (:func:`~.layout.history_layout`): what the
-    partition store evaluates once it has read the partition's entry."""
+    partition store evaluates once it has read the partition's entry. Given ``early``, what
+    :func:`prev_early` made of the same tuple and history (a stage before), the comparisons
+    it split take their high bits' order from it and compare only their low bits here."""
     which = [p for p in nfa.predicates if reads_prev(p.expr)]
-    statements, bits = _build(nfa, which, fields, params, history, prefix="prev_")
+    split = None if early is None else _Split(Value.cast(early))
+    statements, bits = _build(nfa, which, fields, params, history, prefix="prev_", split=split)
     m.d.comb += statements
     return bits
 
 
-def _build(nfa: Nfa, which, view, params, history, prefix: str = "") -> tuple[list, Value]:
+def prev_early(m: Module | None, nfa: Nfa, fields, params, history) -> Value:
+    """What a store can work out of the predicates that read PREV before the rest
+    (:func:`prev_predicates` with ``early``): for each integer comparison wider than
+    :data:`SPLIT_LOW` bits that reads PREV, in the order they are built, whether its operands'
+    high bits are less and whether they are equal (two bits). Empty (0 bits) without such a
+    comparison. ``m`` None: only their number matters (nothing is built)."""
+    which = [p for p in nfa.predicates if reads_prev(p.expr)]
+    split = _Split(None)
+    statements, _ = _build(nfa, which, fields, params, history, prefix="early_", split=split)
+    if m is not None:
+        m.d.comb += statements
+    return Cat(*split.bits)
+
+
+def _build(
+    nfa: Nfa, which, view, params, history, prefix: str = "", split=None
+) -> tuple[list, Value]:
     """The predicates ``which`` of ``nfa``: the statements that drive them, and a vector of
     all its predicates, one bit each (the others 0)."""
     builder = _Builder(view, params, history)
+    builder.split = split
     bits: dict[int, Value] = {}
     for p in which:
         bit = Signal(name=f"{prefix}p{p.index}")
@@ -157,6 +190,41 @@ def _build(nfa: Nfa, which, view, params, history, prefix: str = "") -> tuple[li
 
 class _Unsupported(Exception):
     pass
+
+
+class _Split:
+    """The split comparisons of :func:`prev_early` (``early`` None: their high bits'
+    relations collected in ``bits``) and :func:`prev_predicates` (``early``: those bits, taken
+    in the same order, combined with the low bits' relations)."""
+
+    def __init__(self, early: Value | None):
+        self.early, self.bits, self.at = early, [], 0
+
+    def compare(self, op: str, a, b) -> Bit | None:
+        """``a op b`` split in two, or None when it is not wider than :data:`SPLIT_LOW`."""
+        if isinstance(a, int) and isinstance(b, int):
+            return None
+        va, vb = Value.cast(a), Value.cast(b)
+        width = max(len(va), len(vb)) + 1  # both exact in a common signed width
+        if width <= SPLIT_LOW:
+            return None
+        ea, eb = _extended(va, width), _extended(vb, width)
+        if self.early is None:
+            hi_a, hi_b = ea[SPLIT_LOW:].as_signed(), eb[SPLIT_LOW:].as_signed()
+            self.bits += [hi_a < hi_b, hi_a == hi_b]
+            return Const(0, 1)  # stands in for the comparison, which is not made here
+        hi_lt, hi_eq = self.early[self.at], self.early[self.at + 1]
+        self.at += 2
+        lo_a, lo_b = ea[:SPLIT_LOW], eb[:SPLIT_LOW]
+        lt = hi_lt | (hi_eq & (lo_a < lo_b))
+        eq = hi_eq & (lo_a == lo_b)
+        return {"<": lt, "<=": lt | eq, ">": ~(lt | eq), ">=": ~lt, "=": eq, "<>": ~eq}[op]
+
+
+def _extended(v: Value, width: int) -> Value:
+    """``v`` sign- or zero-extended to a signed value of ``width`` bits."""
+    fill = v[-1] if v.shape().signed else Const(0, 1)
+    return Cat(v, fill.replicate(width - len(v))).as_signed()
 
 
 Bit = Value | bool
@@ -178,6 +246,7 @@ class _Builder:
         self.view = view
         self.params = params
         self.history = history
+        self.split: _Split | None = None  # PREV's comparisons split in two (:class:`_Split`)
         self.statements = []
         #: the label of each FLOAT32 operand -> (order key, is NaN)
         self.floats: dict[str, tuple[Signal, Signal]] = {}
@@ -256,7 +325,12 @@ class _Builder:
         if op not in _OPS:
             raise _Unsupported(f"unknown comparison operator '{op}'")
         if kind == "int":
-            return self._compare(op, self.int(left), self.int(right))
+            a, b = self.int(left), self.int(right)
+            if self.split is not None and (reads_prev(left) or reads_prev(right)):
+                split = self.split.compare(op, a, b)
+                if split is not None:
+                    return split
+            return self._compare(op, a, b)
         if kind == "float":
             return self._float_compare(op, left, right)
         if kind == "enum":

@@ -11,7 +11,7 @@ from nfacep.lang import predicates as P
 from nfacep.nfa import Nfa
 from nfacep.wire import start_queries
 
-from .decoder import prev_predicates, reads_prev
+from .decoder import prev_early, prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout
 from .nfa import finish_result, next_state
 from .nfa_layout import pending_layout, state_layout, times_layout, window_layout
@@ -38,7 +38,10 @@ def store_update(nfa: Nfa):
     ``update`` also has ``finish`` and ``pending_width``: called with ``pending=True`` it
     returns the result before the starts are chosen (:func:`~.nfa_layout.pending_layout`, of
     ``pending_width`` bits), which ``finish(m, pending)`` turns into the result, so that a
-    store can register it in between."""
+    store can register it in between. With PREV compared in integers wider than
+    :data:`~.decoder.SPLIT_LOW` bits, ``update`` also has ``early`` and ``early_width``
+    (:func:`_early_hook`): those comparisons' high bits, which a store can work out a stage
+    before and hand to ``update`` as ``early``."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -56,7 +59,9 @@ def store_update(nfa: Nfa):
             members["late"] = late
         payload_shape = data.StructLayout(members)
 
-        def update(mod, state, payload, hint=None, ahead=None, gaps=None, pending=False):
+        def update(
+            mod, state, payload, hint=None, ahead=None, gaps=None, pending=False, early=None
+        ):
             at = None if times is None else payload.times
             later = None if ahead is None else [a.times for a in ahead]
             given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps, "pending": pending}
@@ -65,7 +70,7 @@ def store_update(nfa: Nfa):
             # the partition's history follows its NFA state in the entry
             history = data.View(kept, state[nfa_bits:])
             params = payload.late.params if "params" in late.members else None
-            bits = prev_predicates(mod, nfa, payload.late.fields, params, history)
+            bits = prev_predicates(mod, nfa, payload.late.fields, params, history, early)
             out = next_state(mod, nfa, state[:nfa_bits], payload.predicates | bits, **given)
             after = shifted(mod, kept, history, payload.late.fields)
             return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
@@ -80,6 +85,7 @@ def store_update(nfa: Nfa):
             update.pending_width = pending_layout(nfa).size
 
         _window_hooks(nfa, nfa_bits, update)
+        _early_hook(nfa, nfa_bits, payload_shape, update)
 
     return payload_shape, stored_state_width(nfa), update
 
@@ -110,6 +116,27 @@ def _window_hooks(nfa: Nfa, nfa_bits: int, update) -> None:
     update.gap_width = window.members["far"].size
     update.settle = settle
     update.ahead_width = ahead_layout(nfa).size
+
+
+def _early_hook(nfa: Nfa, nfa_bits: int, payload_shape, update) -> None:
+    """With PREV compared in wide integers, :func:`store_update`'s ``update`` gets ``early``
+    (with ``early_width``): ``early(m, state, payload)``, the high bits of those comparisons
+    (:func:`~.decoder.prev_early`), which a store can work out for the state a tuple finds a
+    stage before the update and hand to it as ``early`` (the update then compares only the
+    low bits)."""
+    kept = history_layout(nfa.program.schema, nfa.history)
+    if kept is None:
+        return
+
+    def early(mod, state, payload):
+        history = data.View(kept, Value.cast(state)[nfa_bits:])
+        params = payload.late.params if "params" in payload.late.shape().members else None
+        return prev_early(mod, nfa, payload.late.fields, params, history)
+
+    probe = early(None, Signal(nfa_bits + kept.size), Signal(payload_shape))
+    if len(probe):
+        update.early = early
+        update.early_width = len(probe)
 
 
 def late_layout(nfa: Nfa) -> data.StructLayout | None:

@@ -155,7 +155,11 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         flight's two cycles before, from its registered entry or, for the write leaving stage
         4 then, from the update; stage 4's write's, the cycle before, from the update), stage 3
         only chooses among them, and when the operation just ahead wrote the entry stage 4
-        takes the update's hint for it from a register of its own instead.
+        takes the update's hint for it from a register of its own instead. An ``update`` with
+        the attributes ``early`` (``early(m, state, payload)``, of ``early_width`` bits) is
+        called with ``early=`` what ``early`` made of the state found and its payload in
+        stage 3, registered (PREV's comparisons: the high bits compared in stage 3, for each
+        state the tuple may find, the low bits in stage 4).
     entries : :class:`int`
         ``E``, the table's entries (a power of two).
     ways : :class:`int`

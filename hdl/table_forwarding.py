@@ -22,7 +22,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: stage ahead of the one they are for; ``"newest relation"``: whether stage 4's write goes
 #: to the row of the operation a cycle before stage 3 is judged against the row of the
 #: operation a stage ahead of it; ``"next relation"``: whether stage 3's operation and the next
-#: one share a row and a key is loaded with the relation of the two operations a stage ahead.
+#: one share a row and a key is loaded with the relation of the two operations a stage ahead;
+#: ``"early newest"``: the high bits of PREV's comparisons (``update.early``) for the state
+#: stage 3's tuple finds are worked out from the row read even when stage 4 writes it.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
@@ -151,6 +153,34 @@ class Forwarding:
                 self.u_ahead.eq(self.ahead_hint[0]),
             ]
 
+    def _stage3_early(self, t, mine, newest, new_state, pre_state):
+        """``update.early`` of the state the tuple in stage 3 finds (PREV's comparisons' high
+        bits), for stage 4 (``u_early``): worked out for each way's candidate, stage 4's new
+        state and the all-zero state of a fresh entry, each registered as it is, with which
+        of them is the state found (one-hot), and chosen after the register, in stage 4, so
+        that no choice follows the comparisons in stage 3."""
+        m, table = self.m, self.table
+        early = self.early_fn
+        if BREAK_FORWARDING == "early newest":
+            newest = [0] * len(newest)
+        fresh = ~_or_all(mine)
+        made = _or_all([mine[b] & newest[b] for b in range(self.banks)])
+        cands = [
+            (fresh, early(m, Const(0, table._state_width), t.payload)),
+            (made, early(m, new_state, t.payload)),
+        ]
+        cands += [
+            (mine[b] & ~newest[b], early(m, pre_state[b], t.payload)) for b in range(self.banks)
+        ]
+        parts = []
+        for c, (chosen, bits) in enumerate(cands):
+            sel = Signal(name=f"s4_early_sel{c}")
+            reg = Signal(len(bits), name=f"s4_early{c}")
+            with m.If(self.advance):
+                m.d.sync += [sel.eq(chosen), reg.eq(bits)]
+            parts.append(Mux(sel, reg, 0))
+        m.d.comb += self.u_early.eq(_or_all(parts))
+
     def _newest(self, prev, s2, s2_op, read, decided, rel):
         """The cycle before stage 3: per way the newest of the ``decided`` writes (store, way,
         state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
@@ -278,6 +308,8 @@ class Forwarding:
             ways_newest.append(newest)
         if self.prepare is not None:
             self._stage3_hint(s2, ways_mine, ways_newest)
+        if self.early_fn is not None:
+            self._stage3_early(t, ways_mine, ways_newest, new_state, pre_state)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")
         store3, way3 = self.operation(t_valid, t_op, t_bank, dropped, way, valid & ~live)
         newest_now = Cat(row_next & store3 & (way3 == b) for b in range(self.banks))

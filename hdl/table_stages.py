@@ -55,12 +55,15 @@ class _Stages(StampStages, Forwarding):
         so any entry a tuple looks at (its row, its bank) is its own."""
         return Const(1) if self.direct else Value.cast(tag) == key
 
-    def update(self, current, payload, name, hint=None, ahead=None, gaps=None):
+    def update(self, current, payload, name, hint=None, ahead=None, gaps=None, early=None):
         """``update``'s new state and result (and, given ``hint``, its hints for the payloads
         ``ahead``), as signals; with the table's ``result_stage`` and an ``update.finish``,
-        the result pending (chosen after the register)."""
+        the result pending (chosen after the register); given ``early``, what
+        ``update.early`` worked out of the state a stage before."""
         table, m = self.table, self.m
         given = {} if hint is None else {"hint": hint, "ahead": ahead, "gaps": gaps}
+        if early is not None:
+            given["early"] = early
         shape = table._result_shape
         if table._finish is not None:  # the result before its choice, chosen after stage 5
             given["pending"] = True
@@ -205,8 +208,14 @@ class _Stages(StampStages, Forwarding):
         table, m = self.table, self.m
         self.prepare = getattr(table._update, "prepare", None)
         self.u_hint = self.ahead_hint = None
+        # what ``update.early`` worked out of the state found in stage 3 (PREV's comparisons'
+        # high bits), loaded by :meth:`_stage3_early`
+        self.early_fn = getattr(table._update, "early", None)
+        self.u_early = None
+        if self.early_fn is not None:
+            self.u_early = Signal(table._update.early_width, name="s4_early_taken")
         if self.prepare is None:
-            return self.update(u_state, u.payload, "s4")
+            return self.update(u_state, u.payload, "s4", early=self.u_early)
         # the hint stage 4 takes: stage 3's choice among hints worked out before (``u_hint``),
         # or, when the operation just ahead wrote the entry (``u_new``), the update's own for
         # it, registered as it is made (``u_ahead``), so that no choice follows the comparison
@@ -235,6 +244,7 @@ class _Stages(StampStages, Forwarding):
             hint=hint,
             ahead=[now, s2.payload, self.early],
             gaps=[gap, None, None],
+            early=self.u_early,
         )
         return new_state, result
 

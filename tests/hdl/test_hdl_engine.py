@@ -883,6 +883,93 @@ def test_prev_against_reference(store, partitions, ways, tick_tuples, timer_bits
     assert bool(drops) == (partitions < 10)
 
 
+SPLIT_STREAM = "CREATE STREAM s (k UINT(4), t UINT(32), d INT(20));\n"
+# wide comparisons that read PREV, which the table splits (their high bits a stage early)
+SPLIT_DEFINE = (
+    "DEFINE A AS t > PREV(t), B AS t <= PREV(t, 2) OR d - PREV(d) < -3, C AS d >= PREV(d)"
+)
+
+
+def split_data(rng, n, keys):
+    """Times and values whose high and low 16 bits each decide some comparisons: a few high
+    halves, low halves at their edges, keys in runs (a tuple often finds the entry the one
+    just ahead wrote)."""
+    hi = rng.choice([0, 1, 2, 0xFFFF], n).astype(np.uint64) << 16
+    lo = rng.choice([0, 1, 0x7FFF, 0x8000, 0xFFFF], n).astype(np.uint64)
+    d = rng.choice([-(1 << 19), -65536, -65533, -1, 0, 3, 65535, 65536, (1 << 19) - 1], n)
+    return tuples.Tuples(
+        {
+            "k": np.repeat(rng.integers(0, keys, n), 3)[:n].astype(np.uint64),
+            "t": hi | lo,
+            "d": d,
+        },
+        n,
+    )
+
+
+@pytest.mark.parametrize(("partitions", "seed"), [(16, 1), (8, 2)])
+def test_prev_wide_comparisons_split(partitions, seed):
+    """The table compares the high bits of a wide comparison that reads PREV in stage 3, for
+    each state the tuple may find (a way's, stage 4's new one, a fresh entry's), and the low
+    16 bits in stage 4: exact, direct (16 entries) and hashed (8, with drops)."""
+    from nfacep.hdl.engine_update import store_update
+
+    patterns = ["A B+ C", "(A | C) B? A"]
+    nfa = nfacep.compile_text(
+        SPLIT_STREAM
+        + "".join(
+            f"QUERY q{i} PARTITION k PATTERN ({p}) {SPLIT_DEFINE};" for i, p in enumerate(patterns)
+        )
+    )
+    assert store_update(nfa)[2].early_width == 2 * 4  # four comparisons split
+    data = split_data(np.random.default_rng(seed), 240, keys=10)
+    bits, _ = check(nfa, data, partitions=partitions, store="table", ways=4, seed=seed)
+    assert bits
+
+
+def test_prev_split_comparison_from_a_stale_state_is_caught(monkeypatch):
+    """A version that works out the high bits of PREV's comparisons from the row read even
+    when the tuple just ahead wrote the entry (a broken forwarding path) fails the comparison
+    with the reference."""
+    from nfacep.hdl import table_forwarding
+
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "early newest")
+    nfa = nfacep.compile_text(
+        SPLIT_STREAM + f"QUERY q PARTITION k PATTERN (A B+ C) {SPLIT_DEFINE};"
+    )
+    data = split_data(np.random.default_rng(1), 240, keys=10)
+    with pytest.raises(AssertionError, match=r"assert \{"):  # the matches differ
+        check(nfa, data, partitions=16, store="table", ways=4, seed=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("partitions", "ways", "tick_tuples", "seed"), [(16, 4, 0, 3), (4, 2, 3, 5)]
+)
+def test_prev_split_narrow_comparisons(monkeypatch, partitions, ways, tick_tuples, seed):
+    """Every PREV comparison of :func:`test_prev_against_reference` split after its lowest 3
+    bits (signed operands, sums, a parameter), in the table with and without timers."""
+    from nfacep.hdl import decoder
+    from nfacep.settings import ParamValues
+
+    monkeypatch.setattr(decoder, "SPLIT_LOW", 3)
+    nfa = prev_queries()
+    data = prev_data(np.random.default_rng(seed), 150, keys=6)
+    values = ParamValues.parse(nfa.program.parameters, ["lo=-2", "lo=5@75"])
+    bits, _ = check(
+        nfa,
+        data,
+        values=values,
+        partitions=partitions,
+        store="table",
+        ways=ways,
+        tick_tuples=tick_tuples,
+        timer_bits=2,
+        seed=seed,
+    )
+    assert bits
+
+
 def test_prev_unpartitioned():
     """Without PARTITION the engine keeps one history, in front of the decoder."""
     from nfacep.settings import ParamValues
