@@ -57,11 +57,11 @@ class StatusRecords:
                 out.valid.eq(1),
                 out.payload.data.eq(status.byte),
                 out.payload.last.eq(last),
-                status.shift.eq(taken),
-            ]
+            ]  # (status.shift: UdpTx.elaborate)
             with m.If(taken):
                 m.d.sync += f.index.eq(f.index + 1)
                 with m.If(last):
+                    m.d.sync += f.in_status.eq(0)
                     m.next = "IDLE"
         with m.State("RECORDS"):
             last = f.last_byte
