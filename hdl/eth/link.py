@@ -96,9 +96,9 @@ class UdpLink(LinkEvents, wiring.Component):
         Nothing waits in the receive path (synchronised: a few cycles late).
     status_request, reset_request, arp_request : ``Out(1)``
     activity, trouble : ``Out(1)``
-        Pulse (a cycle after the count) with a frame accepted; with a frame refused (any class
-        but ``accepted``), a TUPLES packet lost or late upstream, or a tuple the engine dropped
-        (for the LEDs).
+        Pulse (a cycle after the count, two for a packet out of sequence or a drop) with a
+        frame accepted; with a frame refused (any class but ``accepted``), a TUPLES packet
+        lost or late upstream, or a tuple the engine dropped (for the LEDs).
     engine_busy : ``In(1)``
         Something waits between ``o_stream``/``i_stream`` and the engine (a clock-domain
         crossing): STATUS's ``idle`` waits for it as for the engine (0 when nothing does).
