@@ -1,10 +1,11 @@
 """Stream blocks shared by the engine and the links: a FIFO (``amaranth.lib.fifo.SyncFIFOBuffered``
-wrapped as a wiring Component), a one-payload output register, a byte queue whose packets are
-committed or discarded whole (:class:`PacketQueue`, Glasgow's name) and a byte-to-tuple gatherer
-(:class:`TupleGatherer`). The UART and UDP links both put a :class:`PacketQueue` and a
-:class:`TupleGatherer` between their parser and the engine. :func:`cross` passes a stream
-from one clock domain to another; :class:`ReadAheadAsyncFIFO` is an asynchronous FIFO whose
-read side is registers only (the UDP top's records crossing)."""
+wrapped as a wiring Component), a one-payload output register, a skid buffer (:class:`SkidBuffer`,
+its ready from a register), a byte queue whose packets are committed or discarded whole
+(:class:`PacketQueue`, Glasgow's name) and a byte-to-tuple gatherer (:class:`TupleGatherer`).
+The UART and UDP links both put a :class:`PacketQueue` and a :class:`TupleGatherer` between
+their parser and the engine. :func:`cross` passes a stream from one clock domain to another;
+:class:`ReadAheadAsyncFIFO` is an asynchronous FIFO whose read side is registers only (the UDP
+top's records crossing)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = [
     "PacketQueue",
     "ReadAheadAsyncFIFO",
+    "SkidBuffer",
     "StreamBuffer",
     "StreamQueue",
     "TupleGatherer",
@@ -97,6 +99,48 @@ class StreamBuffer(wiring.Component):
             m.d.sync += self.o_stream.valid.eq(self.i_stream.valid)
             with m.If(self.i_stream.valid):
                 m.d.sync += self.o_stream.payload.eq(self.i_stream.payload)
+        return m
+
+
+class SkidBuffer(wiring.Component):
+    """A register stage whose ``i_stream.ready`` is a register of its own (a skid buffer):
+    the payload taken sits in the output register, or, when the consumer stalled, in a second
+    register beside it, and ``ready`` is low while that second register is full.
+
+    Unlike :class:`StreamBuffer`, ``ready`` depends on nothing in the same cycle: a producer
+    that enables wide registers on its payload's transfer (a shift register's ``valid &
+    ready``) sees a flip-flop there, not the consumer's logic (timing). The payload appears on
+    ``o_stream`` one cycle after it is taken; one transfer per cycle in and out while the
+    consumer takes them; after a stall the producer waits one cycle more than the consumer.
+
+    Members
+    -------
+    i_stream : ``In(stream.Signature(shape))``
+    o_stream : ``Out(stream.Signature(shape))``
+    """
+
+    def __init__(self, shape):
+        self._shape = shape
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(shape)),
+                "o_stream": Out(stream.Signature(shape)),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.i_stream, self.o_stream
+        skid_valid = Signal()
+        skid = Signal.like(i.payload, name="skid")
+        m.d.comb += i.ready.eq(~skid_valid)
+        with m.If(o.ready | ~o.valid):  # the output register takes a payload
+            with m.If(skid_valid):  # (i.ready is low: nothing is taken from i_stream)
+                m.d.sync += [o.payload.eq(skid), skid_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [o.valid.eq(i.valid), o.payload.eq(i.payload)]
+        with m.Elif(i.valid & ~skid_valid):  # the consumer stalls: into the second register
+            m.d.sync += [skid.eq(i.payload), skid_valid.eq(1)]
         return m
 
 

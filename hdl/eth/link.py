@@ -23,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 from nfacep.links.protocol import SWITCH_BYTES, params_bytes
 from nfacep.links.udp.protocol import SESSION_IDLE_CYCLES
 
-from ..stream import ReadAheadAsyncFIFO, StreamQueue, cross
+from ..stream import ReadAheadAsyncFIFO, SkidBuffer, StreamQueue, cross
 from .headers import INDEX_BITS
 from .link_events import COUNTERS, LinkEvents
 from .mac import MacTx
@@ -96,9 +96,9 @@ class UdpLink(LinkEvents, wiring.Component):
         Nothing waits in the receive path (synchronised: a few cycles late).
     status_request, reset_request, arp_request : ``Out(1)``
     activity, trouble : ``Out(1)``
-        Pulse (a cycle after the count) with a frame accepted; with a frame refused (any class
-        but ``accepted``), a TUPLES packet lost or late upstream, or a tuple the engine dropped
-        (for the LEDs).
+        Pulse (a cycle after the count, two for a packet out of sequence or a drop) with a
+        frame accepted; with a frame refused (any class but ``accepted``), a TUPLES packet
+        lost or late upstream, or a tuple the engine dropped (for the LEDs).
     engine_busy : ``In(1)``
         Something waits between ``o_stream``/``i_stream`` and the engine (a clock-domain
         crossing): STATUS's ``idle`` waits for it as for the engine (0 when nothing does).
@@ -280,12 +280,17 @@ class UdpLink(LinkEvents, wiring.Component):
         m.submodules.udp_tx = tx = UdpTx(self._record_layout, **self._tx_args)
         m.submodules.mac_tx = mac = MacTx()
         # a small FIFO between the packet's byte multiplexers and the MAC's state machine
-        # (timing: its ready, which enables every shift register of UdpTx, comes from its
-        # level, not from the MAC's state); it passes a byte a cycle, so the frame's bytes
-        # stay back to back
-        m.submodules.tx_buffer = buffer = StreamQueue(tx.o_stream.payload.shape(), depth=4)
+        # (timing: the MAC's state does not reach UdpTx); it passes a byte a cycle, so the
+        # frame's bytes stay back to back. Before it a skid buffer, whose ready, which
+        # enables every shift register of UdpTx (STATUS's ~900 flip-flops), is a register
+        # (timing: the FIFO's level and its compare, and its level's adder from UdpTx's
+        # valid, were the link clock's slowest paths)
+        shape = tx.o_stream.payload.shape()
+        m.submodules.tx_skid = skid = SkidBuffer(shape)
+        m.submodules.tx_buffer = buffer = StreamQueue(shape, depth=4)
         wiring.connect(m, wiring.flipped(self.i_stream), tx.i_stream)
-        wiring.connect(m, tx.o_stream, buffer.i_stream)
+        wiring.connect(m, tx.o_stream, skid.i_stream)
+        wiring.connect(m, skid.o_stream, buffer.i_stream)
         wiring.connect(m, buffer.o_stream, mac.i_stream)
         # (registered: the event's decode and the transmit side's request flag are placed
         # far apart; timing. The asker's registers and RESET's clear are in place by then.)

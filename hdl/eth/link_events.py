@@ -133,16 +133,17 @@ class LinkEvents:
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
         # (registered here, beside the sequence check, for the LEDs far away: timing; the
-        # transmit side's drops pulse through a register of its own first, it comes from afar)
-        drops = Signal()
+        # transmit side's drops pulse through a register of its own first, it comes from afar;
+        # a packet lost or late upstream, its seq not the one expected, is an equality
+        # compare into a register of its own, not the gap's subtraction, a carry chain:
+        # timing, the link clock's slowest path beside the programmable engine)
+        drops, out_of_order = Signal(), Signal()
         m.d.sync += [
             drops.eq(counts["drops"]),
+            out_of_order.eq(tuples_packet & (event.seq != self.next_seq)),
             self.activity.eq(counts["accepted"]),
             self.trouble.eq(
-                (tuples_packet & ~behind & (gap != 0))
-                | counts["late"]
-                | drops
-                | Cat(counts[name] for name in FRAME_CLASSES[1:]).any()
+                out_of_order | drops | Cat(counts[name] for name in FRAME_CLASSES[1:]).any()
             ),
         ]
         return counts

@@ -57,11 +57,11 @@ class StatusRecords:
                 out.valid.eq(1),
                 out.payload.data.eq(status.byte),
                 out.payload.last.eq(last),
-                status.shift.eq(taken),
-            ]
+            ]  # (status.shift: UdpTx.elaborate)
             with m.If(taken):
                 m.d.sync += f.index.eq(f.index + 1)
                 with m.If(last):
+                    m.d.sync += f.in_status.eq(0)
                     m.next = "IDLE"
         with m.State("RECORDS"):
             last = f.last_byte
@@ -99,11 +99,15 @@ class StatusRecords:
         the read pointer: the block RAM's address register, its output register (on ECP5 the
         DP16KD's own: its clock-to-output without it, about 5.8 ns of the 8, left no room
         for the routing to the next register, timing) and ``head``, a flip-flop after it.
-        ``head`` shows the entry at the read pointer three cycles after the pointer moves or
-        the entry is written (a read of the entry being written gives either value; the next
-        cycle's is right), and records are popped at least ``record_bytes`` >= 7 cycles apart
-        (a packet's first record is loaded through its headers, which take longer).
-        ``clear`` empties the ring."""
+        A pop (``r_en``, from the state machine and the stream's ready) moves the read pointer
+        and the level a cycle later, through a register (timing: it reached the level's adder,
+        a carry chain, in the same cycle), so ``head`` shows the next entry four cycles after
+        the pop (three after the pointer moves; or after the entry is written: a read of the
+        entry being written gives either value, the next cycle's is right), and records are
+        popped at least ``record_bytes`` >= 7 cycles apart (a packet's first record is loaded
+        through its headers, which take longer); the level, a cycle late, only waits longer
+        for room. ``clear`` empties the ring (a pop in its cycle or the one before is
+        forgotten)."""
         depth = self._fifo_depth
         width = self._record_layout.size
         m.submodules.records = ring = RegisteredBank(width=width, depth=depth, stages=3)
@@ -116,6 +120,7 @@ class StatusRecords:
         wptr, rptr = Signal(range(depth)), Signal(range(depth))
         room = Signal()
         write = Signal()
+        popped = Signal()  # r_en a cycle ago
         m.d.comb += [
             write.eq(self.i_stream.valid & room),
             self.i_stream.ready.eq(room),
@@ -127,14 +132,15 @@ class StatusRecords:
         ]
         m.d.sync += [
             room.eq(fifo.level < depth - 2),
-            fifo.level.eq(fifo.level + write - fifo.r_en),
+            fifo.level.eq(fifo.level + write - popped),
+            popped.eq(fifo.r_en),
         ]
         with m.If(write):
             m.d.sync += wptr.eq(Mux(wptr == depth - 1, 0, wptr + 1))
-        with m.If(fifo.r_en):
+        with m.If(popped):
             m.d.sync += rptr.eq(Mux(rptr == depth - 1, 0, rptr + 1))
         with m.If(self.clear):
-            m.d.sync += [wptr.eq(0), rptr.eq(0), fifo.level.eq(0), room.eq(0)]
+            m.d.sync += [wptr.eq(0), rptr.eq(0), fifo.level.eq(0), room.eq(0), popped.eq(0)]
         return fifo, ring.r_data
 
     def _count(self, m, raw):

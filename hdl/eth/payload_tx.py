@@ -72,6 +72,12 @@ class _TxFrame:
         self.cleared = Signal()  # RESET came since the frame was decided
         self.reading = Signal()  # (combinational) an echo reply's headers or body are sent
         self.prefetch = None  # the echo reply's bytes read ahead (UdpTx._echo_reads)
+        # the state is LOAD, HEADER, STATUS: registers beside the state machine's, the
+        # packetizers' load and shift enables (timing: one LUT from registers, the stream's
+        # ready a skid buffer's, to the enable of STATUS's ~900 flip-flops)
+        self.loading = Signal()
+        self.in_header = Signal()
+        self.in_status = Signal()
 
 
 class UdpTx(TxHeaders, StatusRecords, wiring.Component):
@@ -220,6 +226,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                         f.kind.eq(0),
                         f.body_len.eq(0),
                         f.dst.eq(self.arp_peer),
+                        f.loading.eq(1),
                     ]
                     m.next = "LOAD"
                 with m.Elif(want_echo & self._echo):
@@ -253,23 +260,32 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                     m.next = "LENGTH"
             self._lengths(m, f)
             with m.State("LOAD"):
-                # (STATUS's body loaded for every frame, unused but by STATUS, so that its
-                # shift register's enable, ~900 flip-flops, depends on the state and the
-                # stream's ready, not on the payload type: timing)
-                m.d.comb += [
-                    header.load.eq(1),
-                    header.i_data.eq(self._headers(f, checksum, icmp_checksum)),
-                    status.load.eq(1),
-                    status.i_data.eq(self._status_body(f.flags)),
-                ]
+                m.d.sync += [f.loading.eq(0), f.in_header.eq(1)]
                 m.next = "HEADER"
                 with m.If((self.clear | f.cleared) & (f.kind == PacketType.RECORDS)):
+                    m.d.sync += f.in_header.eq(0)
                     m.next = "IDLE"  # RESET since the packet was decided: its records are gone
             self._header_state(m, f, header, fifo, head)
             self._body_states(m, f, status, fifo, head)
         with m.If(self.clear):
             m.d.sync += f.cleared.eq(1)
+        self._packetizers(m, f, header, status, (checksum, icmp_checksum))
         return m
+
+    def _packetizers(self, m, f, header, status, sums):
+        """The headers' and STATUS's shift registers: loaded in LOAD, shifted in HEADER and
+        STATUS as their bytes are taken. (STATUS's body is loaded for every frame, unused but
+        by STATUS, so that its shift register's enable, ~900 flip-flops, depends on registers
+        and the stream's ready alone, not on the payload type: timing.)"""
+        ready = self.o_stream.ready
+        m.d.comb += [
+            header.load.eq(f.loading),
+            header.i_data.eq(self._headers(f, *sums)),
+            header.shift.eq(f.in_header & ready),
+            status.load.eq(f.loading),
+            status.i_data.eq(self._status_body(f.flags)),
+            status.shift.eq(f.in_status & ready),
+        ]
 
     def _requests(self, m, fifo):
         """What waits to be sent: the requests since the last frame, and whether to send
@@ -320,6 +336,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
         with m.State("SUM3"):
             m.next = "SUM4"
         with m.State("SUM4"):
+            m.d.sync += f.loading.eq(1)
             m.next = "LOAD"
 
     def _header_state(self, m, f, header, fifo, head):
@@ -337,7 +354,6 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                 out.valid.eq(1),
                 out.payload.data.eq(header.byte),
                 out.payload.last.eq(arp_reply & (f.index == last_header)),
-                header.shift.eq(taken),
             ]
             # a RECORDS packet's first record loaded in every cycle of its headers (the head
             # stays: nothing is popped until their last byte), so that the load's enable
@@ -347,7 +363,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             with m.If(taken):
                 m.d.sync += f.index.eq(f.index + 1)
                 with m.If(f.index == last_header):
-                    m.d.sync += f.index.eq(0)
+                    m.d.sync += [f.index.eq(0), f.in_header.eq(0)]
                     with m.If(arp_reply):
                         m.next = "IDLE"
                     if self._echo:
@@ -356,6 +372,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                     with m.Elif(f.kind == PacketType.STATUS):
                         with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)
                             m.d.sync += f.seq.eq(f.seq + 1)
+                        m.d.sync += f.in_status.eq(1)
                         m.next = "STATUS"
                     with m.Else():
                         m.d.sync += [

@@ -15,11 +15,19 @@ import pytest
 from amaranth.sim import Simulator
 from streams import stream_get, stream_put, stream_through
 
-from nfacep.hdl.stream import PacketQueue, StreamBuffer, StreamQueue, TupleGatherer
+from nfacep.hdl.stream import (
+    PacketQueue,
+    SkidBuffer,
+    StreamBuffer,
+    StreamQueue,
+    TupleGatherer,
+)
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: StreamBuffer(8), lambda: StreamQueue(8, 4)], ids=["buffer", "queue"]
+    "make",
+    [lambda: StreamBuffer(8), lambda: StreamQueue(8, 4), lambda: SkidBuffer(8)],
+    ids=["buffer", "queue", "skid"],
 )
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.0), (0.5, 0.0), (0.0, 0.7), (0.4, 0.4)])
 def test_every_payload_once_in_order(make, gap, stall):
@@ -74,6 +82,46 @@ def test_buffer_ready_does_not_wait_for_valid():
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
+
+
+def test_skid_buffer_ready_is_a_register_and_a_payload_a_cycle():
+    """The skid buffer's ``ready`` does not follow the consumer within a cycle; it passes a
+    payload a cycle, holds two on a stall, and takes again a cycle after the consumer."""
+    dut = SkidBuffer(8)
+    trace = []
+
+    async def bench(ctx):
+        ctx.set(dut.i_stream.valid, 1)
+        ctx.set(dut.o_stream.ready, 1)
+        for v in range(1, 4):  # a payload a cycle, each out the cycle after
+            ctx.set(dut.i_stream.payload, v)
+            assert ctx.get(dut.i_stream.ready)
+            await ctx.tick()
+            trace.append(ctx.get(dut.o_stream.payload))
+        ctx.set(dut.o_stream.ready, 0)  # the consumer stalls: 4 is taken into the skid
+        ctx.set(dut.i_stream.payload, 4)
+        assert ctx.get(dut.i_stream.ready)  # (the same cycle: still ready, a register)
+        await ctx.tick()
+        ctx.set(dut.i_stream.payload, 5)
+        assert not ctx.get(dut.i_stream.ready)  # full: 3 out, 4 in the skid
+        ctx.set(dut.o_stream.ready, 1)  # (not seen by ready until the edge)
+        await ctx.delay(1e-8)
+        assert not ctx.get(dut.i_stream.ready)
+        trace.append(ctx.get(dut.o_stream.payload))
+        await ctx.tick()  # 3 out, 4 from the skid to the output; 5 not taken
+        assert ctx.get(dut.i_stream.ready)
+        trace.append(ctx.get(dut.o_stream.payload))
+        await ctx.tick()  # 4 out, 5 taken
+        ctx.set(dut.i_stream.valid, 0)
+        trace.append(ctx.get(dut.o_stream.payload))
+        await ctx.tick()
+        assert not ctx.get(dut.o_stream.valid)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert trace == [1, 2, 3, 3, 4, 5]
 
 
 def _queue_bench(capacity, script):
