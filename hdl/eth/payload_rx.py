@@ -39,7 +39,8 @@ class _Header:
         self.seq = Signal(32)
         self.version_ok = Signal()
         self.engine_ok = Signal(reset_less=True)
-        # at the payload's start: its length fits the header, is a command's, a PARAMS'
+        # (from the UDP length, every cycle) the payload fits the header, is a command's, a
+        # PARAMS'
         self.long_enough = Signal(reset_less=True)
         self.command_ok = Signal(reset_less=True)
         self.params_ok = Signal(reset_less=True)
@@ -64,6 +65,7 @@ class _Header:
         self.same_ip = Signal(reset_less=True)
         self.same_port = Signal(reset_less=True)
         self.same_session = Signal(reset_less=True)
+        self.same = Signal(reset_less=True)  # the three, a cycle later
         self.session = Signal(32)  # (combinational) the header's session id
 
 
@@ -278,7 +280,8 @@ class PayloadRx(Classify, wiring.Component):
     def _same(self, m, h, s):
         """``h.same_ip``, ``same_port`` and ``same_session``: the frame's IPv4 source, UDP
         source port and session id are the session's, compared a byte at a time as their
-        bytes pass (:func:`~.packet.compare_bytes`)."""
+        bytes pass (:func:`~.packet.compare_bytes`), and ``h.same`` all three (a register:
+        timing)."""
         udp_at = self._offset - UDP.length
         ip_at = udp_at - IPV4.length
         tests = (
@@ -288,6 +291,7 @@ class PayloadRx(Classify, wiring.Component):
         )
         for flag, header, at, field, value in tests:
             compare_bytes(m, self.frame, flag, at, header, field, value)
+        m.d.sync += h.same.eq(h.same_ip & h.same_port & h.same_session)
 
     def _session(self, m, s):
         """Open, keep and end the session from the accepted events (their registers)."""
@@ -307,8 +311,8 @@ class PayloadRx(Classify, wiring.Component):
             m.d.sync += s.open.eq(0)
 
     def _header(self, m, h):
-        """The payload header, its length tests (when the payload starts), and a PARAMS
-        packet's body (the switch, returned; None without ``params_bytes``)."""
+        """The payload header, its length tests, and a PARAMS packet's body (the switch,
+        returned; None without ``params_bytes``)."""
         compare = {"version": ("version", VERSION)}
         m.submodules.header = header = Depacketizer(PAYLOAD, self._offset, compare)
         compare_bytes(
@@ -331,7 +335,9 @@ class PayloadRx(Classify, wiring.Component):
             h.load_ok.eq(udp_length >= header_end + LOAD_HEADER_BYTES),
             h.load_data.eq(udp_length > header_end + LOAD_HEADER_BYTES),
         ]
-        on_bytes(m, self.frame, {self._offset: tests})
+        # (every cycle, from the UDP header's register: no enable, timing; they hold this
+        # frame's from two bytes after its UDP length, long before they are read)
+        m.d.sync += tests
         if self._load:
             body = Header("load", {"offset": 4, "flags": 1}, byteorder="little")
             m.submodules.load = load = Depacketizer(body, self._offset + PAYLOAD.length)
