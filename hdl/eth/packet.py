@@ -10,15 +10,24 @@ The transmit side loads a whole header stack into a :class:`Packetizer`'s shift 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
+from functools import reduce
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .headers import INDEX_BITS, Header
 
-__all__ = ["Depacketizer", "Packetizer", "frame_signature", "on_bytes", "pack"]
+__all__ = [
+    "Depacketizer",
+    "Packetizer",
+    "compare_bytes",
+    "frame_signature",
+    "on_bytes",
+    "pack",
+]
 
 #: A received frame's bytes, as the MAC hands them on (no ``ready``: the line does not wait):
 #: ``byte`` is valid with ``valid``, ``index`` its offset from the destination address, and
@@ -51,18 +60,75 @@ def on_bytes(m: Module, frame, cases: Mapping[int, list]) -> None:
             m.d.sync += cases[offset]
 
 
+def compare_bytes(m: Module, frame, flag: Signal, at: int, header: Header, field: str, value):
+    """Sets ``flag`` (a register of the ``sync`` domain) to whether ``field`` of ``header``,
+    at byte ``at`` of the frame, equals ``value`` (a value of the field's width, or a
+    constant), compared a byte at a time as its bytes pass; the flag holds the answer from two
+    cycles after the field's last byte until the same bytes of the next frame.
+
+    One statement per flag, each of its terms a register (timing: the receive clock's 125 MHz
+    beside any engine). One-hot flip-flops say which of the field's bytes comes next (its
+    first from ``index`` two bytes ahead, the next shifted along with ``valid``: no wide
+    compare of ``index`` per byte), and a register
+    takes the value's byte it will be compared with (at offset 0, ``first`` and the value's
+    first byte); when that byte comes, the compare (8 bits against a register) and whether it
+    is the field's first byte are registered, and a cycle later the flag takes them, enabled
+    by one flip-flop."""
+    first, width = header.offset(field), header.layout[field].width
+    wire = [header.wire_byte(k)[1] for k in range(first, first + width // 8)]
+    value = Const(value, width) if isinstance(value, int) else Value.cast(value)
+    byte_of = [value.word_select(j, 8) for j in wire]
+    name = f"{header.name}_{field}"
+    start_at = at + first
+    # ``ahead[i]``: the next valid byte is the field's byte i (``~first``: of this frame)
+    ahead = Signal(len(wire), name=f"{name}_ahead", reset_less=True)
+    expected = Signal(8, name=f"{name}_expected", reset_less=True)
+    # (this byte is the field's byte i; at offset 0 the first is ``first``)
+    now = [ahead[i] & ~frame.first for i in range(len(wire))]
+    if start_at == 0:
+        now[0] = frame.first
+    if start_at >= 2:
+        pre = Signal(name=f"{name}_pre", reset_less=True)  # (two bytes ahead)
+        with m.If(frame.valid):
+            m.d.sync += pre.eq(frame.index == start_at - 2)
+        near = pre & ~frame.first
+    else:  # (at offset 1 the byte after ``first``; at 0 ``first`` itself, below)
+        near = frame.first if start_at == 1 else Const(0)
+    following = [Mux(now[i], byte_of[i + 1], 0) for i in range(len(wire) - 1)]
+    with m.If(frame.valid):
+        m.d.sync += [
+            ahead.eq(Cat(near, *now[:-1])),
+            expected.eq(reduce(operator.or_, [Mux(near, byte_of[0], 0), *following])),
+        ]
+    hit, start, enable = (
+        Signal(name=f"{name}_{x}", reset_less=True) for x in ("hit", "start", "enable")
+    )
+    hit_now = frame.byte == expected
+    if start_at == 0:
+        hit_now = Mux(frame.first, frame.byte == byte_of[0], hit_now)
+    m.d.sync += [
+        hit.eq(hit_now),
+        start.eq(now[0]),
+        enable.eq(frame.valid & reduce(operator.or_, now)),
+    ]
+    with m.If(enable):
+        m.d.sync += flag.eq(hit & (start | flag))
+
+
 class Depacketizer(wiring.Component):
     """Captures ``header`` from the frame's bytes ``offset`` to ``offset + header.length - 1``,
     and compares fields with constants as their bytes pass.
 
     ``equal`` has a flag per name of ``compare`` (name: ``(field, value)``): the field is
-    ``value``. It is computed a byte at a time (one flip-flop, an 8-bit compare per byte)
-    instead of from the captured field (its flip-flops and a wide compare): the tests a layer
-    makes on its own addresses and fixed fields cost no more than the bytes.
+    ``value``. It is computed a byte at a time (:func:`compare_bytes`: a few flip-flops, an
+    8-bit compare per byte) instead of from the captured field (its flip-flops and a wide
+    compare): the tests a layer makes on its own addresses and fixed fields cost no more than
+    the bytes.
 
     Latency: each byte is in ``fields`` from the cycle after the MAC hands it on, so the whole
     header from the cycle after its last byte (index ``offset + header.length``) until the same
-    bytes of the next frame; a flag of ``equal`` from the cycle after its field's last byte.
+    bytes of the next frame; a flag of ``equal`` from two cycles after its field's last byte
+    (:func:`compare_bytes`).
     The registers have no reset (only what frames set is read); what nothing reads is
     synthesised away.
 
@@ -107,11 +173,7 @@ class Depacketizer(wiring.Component):
         for name, (field, value) in self._compare.items():
             flag = Signal(name=f"{header.name}_{name}", reset_less=True)
             m.d.comb += getattr(self.equal, name).eq(flag)
-            first = header.offset(field)
-            for k in range(first, first + header.layout[field].width // 8):
-                _, j = header.wire_byte(k)
-                hit = byte == (value >> 8 * j) & 0xFF
-                cases[self._offset + k].append(flag.eq(hit if k == first else flag & hit))
+            compare_bytes(m, self.frame, flag, self._offset, header, field, value)
         on_bytes(m, self.frame, cases)
         return m
 

@@ -95,14 +95,25 @@ class Classify:
         cls = Signal(FrameClass)
         reset = h.kind == EventKind.RESET
         command = (h.kind == EventKind.STATUS_REQ) | reset | (h.kind == EventKind.CLOSE)
-        bound = s.open & h.same_ip & h.same_port & h.same_session
+        bound = s.open & h.same
         params = h.kind == EventKind.PARAMS
         load = (h.kind == EventKind.LOAD) if self._load else Const(0)
-        # (a LOAD's offset against where the load stands: registers, compared at the end)
-        misplaced = Signal()
+        # (registered every cycle, from terms that hold from the frame's last byte: at the
+        # verdict they are this frame's, and the verdict reads registers only, timing) the UDP
+        # length against what the frame asks for and its tuple data; a LOAD's offset against
+        # where the load stands (which moves only at a verdict)
+        length_bad = Signal(reset_less=True)
+        m.d.sync += length_bad.eq(
+            Mux(
+                command,
+                ~h.command_ok,
+                Mux(params, ~h.params_ok, Mux(load, ~h.load_ok, ~h.some | (h.phase != 0))),
+            )
+        )
+        misplaced = Signal(reset_less=True)
         load_full = Const(0)
         if self._load:
-            m.d.comb += misplaced.eq(h.load_data & (h.load_offset != self._expected_now))
+            m.d.sync += misplaced.eq(h.load_data & (h.load_offset != self._expected_now))
             load_full = self.load_overflow
         with m.If(~size_ok):
             m.d.comb += cls.eq(C.BAD_SIZE)
@@ -119,13 +130,7 @@ class Classify:
                 short = self.lower.ip_end < ECHO_AT + 4
                 full = Mux(blocked, C.ENGINE_FULL, C.ACCEPTED)
                 m.d.comb += cls.eq(Mux(short, C.BAD_UDP, full))
-        with m.Elif(
-            Mux(
-                command,
-                ~h.command_ok,
-                Mux(params, ~h.params_ok, Mux(load, ~h.load_ok, ~h.some | (h.phase != 0))),
-            )
-        ):
+        with m.Elif(length_bad):
             m.d.comb += cls.eq(C.BAD_UDP)
         # (a LOAD: while a session is alive, only from its host's IPv4 address, any port)
         with m.Elif(Mux(load, s.open & ~h.same_ip, ~bound & ~(reset & ~s.open))):

@@ -24,7 +24,7 @@ from .headers import (
     UDP,
     Header,
 )
-from .packet import Depacketizer, frame_signature, on_bytes
+from .packet import Depacketizer, compare_bytes, frame_signature, on_bytes
 from .payload import ECHO_AT, LOWER, PAYLOAD_AT, EventKind, FrameClass, event_layout
 from .payload_classify import Classify
 
@@ -38,8 +38,9 @@ class _Header:
         self.ptype = Signal(8)  # (combinational) the payload header's fields
         self.seq = Signal(32)
         self.version_ok = Signal()
-        self.engine_ok = Signal()
-        # at the payload's start: its length fits the header, is a command's, a PARAMS'
+        self.engine_ok = Signal(reset_less=True)
+        # (from the UDP length, every cycle) the payload fits the header, is a command's, a
+        # PARAMS'
         self.long_enough = Signal(reset_less=True)
         self.command_ok = Signal(reset_less=True)
         self.params_ok = Signal(reset_less=True)
@@ -64,6 +65,7 @@ class _Header:
         self.same_ip = Signal(reset_less=True)
         self.same_port = Signal(reset_less=True)
         self.same_session = Signal(reset_less=True)
+        self.same = Signal(reset_less=True)  # the three, a cycle later
         self.session = Signal(32)  # (combinational) the header's session id
 
 
@@ -278,7 +280,8 @@ class PayloadRx(Classify, wiring.Component):
     def _same(self, m, h, s):
         """``h.same_ip``, ``same_port`` and ``same_session``: the frame's IPv4 source, UDP
         source port and session id are the session's, compared a byte at a time as their
-        bytes pass (as :class:`~.packet.Depacketizer` compares with constants)."""
+        bytes pass (:func:`~.packet.compare_bytes`), and ``h.same`` all three (a register:
+        timing)."""
         udp_at = self._offset - UDP.length
         ip_at = udp_at - IPV4.length
         tests = (
@@ -286,14 +289,9 @@ class PayloadRx(Classify, wiring.Component):
             (h.same_port, UDP, udp_at, "src_port", s.port),
             (h.same_session, PAYLOAD, self._offset, "session", s.id),
         )
-        cases: dict[int, list] = {}
         for flag, header, at, field, value in tests:
-            first = header.offset(field)
-            for k in range(first, first + header.layout[field].width // 8):
-                _, j = header.wire_byte(k)
-                hit = self.frame.byte == value.word_select(j, 8)
-                cases.setdefault(at + k, []).append(flag.eq(hit if k == first else flag & hit))
-        on_bytes(m, self.frame, cases)
+            compare_bytes(m, self.frame, flag, at, header, field, value)
+        m.d.sync += h.same.eq(h.same_ip & h.same_port & h.same_session)
 
     def _session(self, m, s):
         """Open, keep and end the session from the accepted events (their registers)."""
@@ -313,10 +311,13 @@ class PayloadRx(Classify, wiring.Component):
             m.d.sync += s.open.eq(0)
 
     def _header(self, m, h):
-        """The payload header, its length tests (when the payload starts), and a PARAMS
-        packet's body (the switch, returned; None without ``params_bytes``)."""
-        compare = {"version": ("version", VERSION), "engine": ("engine_id", self._engine_id)}
+        """The payload header, its length tests, and a PARAMS packet's body (the switch,
+        returned; None without ``params_bytes``)."""
+        compare = {"version": ("version", VERSION)}
         m.submodules.header = header = Depacketizer(PAYLOAD, self._offset, compare)
+        compare_bytes(
+            m, self.frame, h.engine_ok, self._offset, PAYLOAD, "engine_id", self._engine_id
+        )
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
         f = header.fields
         m.d.comb += [
@@ -324,7 +325,6 @@ class PayloadRx(Classify, wiring.Component):
             h.seq.eq(f.seq),
             h.session.eq(f.session),
             h.version_ok.eq(header.equal.version),
-            h.engine_ok.eq(header.equal.engine),
         ]
         udp_length, header_end = self.lower.udp_length, UDP.length + PAYLOAD.length
         pb = self._params_bytes
@@ -335,7 +335,9 @@ class PayloadRx(Classify, wiring.Component):
             h.load_ok.eq(udp_length >= header_end + LOAD_HEADER_BYTES),
             h.load_data.eq(udp_length > header_end + LOAD_HEADER_BYTES),
         ]
-        on_bytes(m, self.frame, {self._offset: tests})
+        # (every cycle, from the UDP header's register: no enable, timing; they hold this
+        # frame's from two bytes after its UDP length, long before they are read)
+        m.d.sync += tests
         if self._load:
             body = Header("load", {"offset": 4, "flags": 1}, byteorder="little")
             m.submodules.load = load = Depacketizer(body, self._offset + PAYLOAD.length)

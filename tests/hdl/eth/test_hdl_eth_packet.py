@@ -198,6 +198,9 @@ def test_depacketizer_compares_fields_as_their_bytes_pass():
                     ctx.set(dut.frame.index, i)
                     ctx.set(dut.frame.first, i == 0)
                 await ctx.tick()
+            for dut in (eth, pay):  # (the flags: two cycles after the field's last byte)
+                ctx.set(dut.frame.valid, 0)
+            await ctx.tick()
             got.append(
                 (ctx.get(eth.equal.ours), ctx.get(eth.equal.broadcast), ctx.get(pay.equal.engine))
             )
@@ -207,3 +210,56 @@ def test_depacketizer_compares_fields_as_their_bytes_pass():
     sim.add_testbench(bench)
     sim.run()
     assert got == [(1, 0, 1), (0, 1, 0), (0, 0, 0), (0, 0, 1)]
+
+
+def test_compare_bytes_with_a_register_across_gaps_and_runts():
+    """``compare_bytes`` against a value held in a register (as the session's id is): frames
+    whose bytes come with gaps of ``valid`` low, a runt that ends just before the field, and
+    the register changed between frames; the flag is the field's equality once the frame's
+    bytes have passed, whatever came before."""
+    from amaranth.hdl import Signal
+
+    from nfacep.hdl.eth.packet import compare_bytes, frame_signature
+
+    at = 3  # (the payload header at byte 3: its session id at bytes 15 to 18)
+    frame = frame_signature.flip().create()
+    value = Signal(32)
+    flag = Signal()
+    m = Module()
+    compare_bytes(m, frame, flag, at, PAYLOAD, "session", value)
+    rng = random.Random(5)
+    # (the register's value, the session id on the wire, bytes sent (None: all))
+    cases = [
+        (0x1234ABCD, 0x1234ABCD, None),
+        (0x1234ABCD, 0x1234ABCC, None),
+        (0x1234ABCD, 0x0234ABCD, None),
+        (0x1234ABCD, 0x1234ABCD, at + PAYLOAD.offset("session")),  # a runt, then ...
+        (0x1234ABCD, 0x1234ABCD, None),  # ... a whole frame
+        (0x55AA55AA, 0x1234ABCD, None),  # the register changed
+        (0x55AA55AA, 0x55AA55AA, None),
+    ]
+    got = []
+
+    async def bench(ctx):
+        for held, wire, sent in cases:
+            ctx.set(value, held)
+            raw = bytes(at) + PAYLOAD.encode(version=2, session=wire) + bytes(4)
+            for i, b in enumerate(raw[:sent]):
+                while rng.random() < 0.3:  # a gap
+                    ctx.set(frame.valid, 0)
+                    await ctx.tick()
+                ctx.set(frame.valid, 1)
+                ctx.set(frame.byte, b)
+                ctx.set(frame.index, i)
+                ctx.set(frame.first, i == 0)
+                await ctx.tick()
+            ctx.set(frame.valid, 0)
+            await ctx.tick().repeat(3)
+            if sent is None:
+                got.append(ctx.get(flag))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [1, 0, 0, 1, 0, 1]
