@@ -67,7 +67,21 @@ class StreamQueue(wiring.Component):
         return m
 
 
-class StreamBuffer(wiring.Component):
+class _Stage(wiring.Component):
+    """A register stage between two streams of one ``shape``: what :class:`StreamBuffer` and
+    :class:`SkidBuffer` share (their ports)."""
+
+    def __init__(self, shape):
+        self._shape = shape
+        super().__init__(
+            {
+                "i_stream": In(stream.Signature(shape)),
+                "o_stream": Out(stream.Signature(shape)),
+            }
+        )
+
+
+class StreamBuffer(_Stage):
     """One register stage between two streams (Glasgow's ``StreamBuffer``).
 
     The payload offered on ``i_stream`` appears on ``o_stream`` one cycle after it is taken.
@@ -83,15 +97,6 @@ class StreamBuffer(wiring.Component):
     o_stream : ``Out(stream.Signature(shape))``
     """
 
-    def __init__(self, shape):
-        self._shape = shape
-        super().__init__(
-            {
-                "i_stream": In(stream.Signature(shape)),
-                "o_stream": Out(stream.Signature(shape)),
-            }
-        )
-
     def elaborate(self, platform):
         m = Module()
         with m.If(self.o_stream.ready | ~self.o_stream.valid):
@@ -102,7 +107,7 @@ class StreamBuffer(wiring.Component):
         return m
 
 
-class SkidBuffer(wiring.Component):
+class SkidBuffer(_Stage):
     """A register stage whose ``i_stream.ready`` is a register of its own (a skid buffer):
     the payload taken sits in the output register, or, when the consumer stalled, in a second
     register beside it, and ``ready`` is low while that second register is full.
@@ -118,15 +123,6 @@ class SkidBuffer(wiring.Component):
     i_stream : ``In(stream.Signature(shape))``
     o_stream : ``Out(stream.Signature(shape))``
     """
-
-    def __init__(self, shape):
-        self._shape = shape
-        super().__init__(
-            {
-                "i_stream": In(stream.Signature(shape)),
-                "o_stream": Out(stream.Signature(shape)),
-            }
-        )
 
     def elaborate(self, platform):
         m = Module()
