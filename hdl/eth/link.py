@@ -327,8 +327,12 @@ class UdpLink(LinkEvents, wiring.Component):
                 tx.image_from.eq(self.image_from),
                 tx.load_offset.eq(self._load_offset),
             ]
+        # (registered: the transmit side's pulses come from its state machine, far from the
+        # 32-bit counters they enable: timing, the link clock's slowest path beside the SDRAM
+        # store; a cycle late, long before a later STATUS loads the counters; RESET's cycle
+        # still forgets them)
         for name in ("matched", "drops", "records", "packets"):
-            m.d.comb += count[name].eq(getattr(tx.count, name))
+            m.d.sync += count[name].eq(getattr(tx.count, name) & ~self.reset_request)
         quiet = Signal(range(self._quiet + 1))
         with m.If(self.o_stream.valid | self.i_stream.valid | ~self.rx_empty | self.engine_busy):
             m.d.sync += quiet.eq(0)
