@@ -730,25 +730,18 @@ def test_forwarding_one_write_short_is_caught(monkeypatch, entries, ways, key_wi
         check(tuples, entries=entries, ways=ways, key_width=key_width, seed=1, timers=timers)
 
 
+@pytest.mark.parametrize("broken", ["newest relation", "next relation"])
 @pytest.mark.parametrize(("key_width", "timers"), [(4, {}), (12, {"tick_tuples": 3})])
-def test_forwarding_newest_write_to_the_wrong_operation_is_caught(monkeypatch, key_width, timers):
-    # Whether stage 4's write goes to the row of the operation a cycle before stage 3 is a
-    # register loaded from stage 3's decision; loaded with the relation to the operation a
-    # stage ahead instead (a broken forwarding path), the table fails the tests above.
-    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "newest relation")
-    rng = random.Random(1)
-    pool = rng.sample(range(1 << key_width), min(22, 1 << key_width))
-    tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
-    with pytest.raises(AssertionError, match="tuple"):
-        check(tuples, entries=16, ways=4, key_width=key_width, seed=1, timers=timers)
-
-
-@pytest.mark.parametrize(("key_width", "timers"), [(4, {}), (12, {"tick_tuples": 3})])
-def test_forwarding_next_relation_of_the_wrong_operations_is_caught(monkeypatch, key_width, timers):
-    # Whether stage 3's operation and the next one share a row and a key is a register loaded
-    # with the comparison of the two a stage before; loaded with the relation of the two
-    # operations a stage ahead instead (a broken forwarding path), the table fails the tests.
-    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "next relation")
+def test_forwarding_relation_of_the_wrong_operations_is_caught(
+    monkeypatch, broken, key_width, timers
+):
+    # Two relations are registers loaded a cycle ahead: whether stage 4's write goes to the
+    # row of the operation a cycle before stage 3 (from stage 3's decision, "newest
+    # relation"), and whether stage 3's operation and the next one share a row and a key
+    # (from the comparison of the two a stage before, "next relation"). Each loaded with the
+    # relation of the operations a stage ahead instead (a broken forwarding path), the table
+    # fails the tests above.
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
     rng = random.Random(1)
     pool = rng.sample(range(1 << key_width), min(22, 1 << key_width))
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
