@@ -18,8 +18,9 @@ How:
 3. Whatever a task does not take as the serial reader would (a bad value, a row count other
    than the one counted, a quoted value holding a line break, a long line, ``seq`` ranges that
    interleave, an order broken between pieces) sends the whole input to the serial reader
-   (:func:`serial`, the one ``match`` reads with, :func:`nfacep.backend.read_pieces`): it
-   raises the error ``match`` raises, at the same file, row and column, or, for an input that
+   (:func:`serial`, through :func:`nfacep.backend.read_pieces`: the reader and checks
+   ``match`` uses, though ``match`` cuts its pieces otherwise): it raises the error ``match``
+   raises, at the same file, row and column, or, for an input that
    is valid but not cut into pieces (a folder whose ``seq`` interleaves its files), numbers
    it. So errors and order rules are the local command's by construction, and checking costs
    nothing more unless something fails.
