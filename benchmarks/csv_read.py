@@ -34,8 +34,11 @@ With ``--exact-pieces`` a table of ``match`` against itself with its pieces as b
 ended with the blocks towards the end of the file (all of their sizes, the last told by being
 shorter; the partitioner's helpers in numpy on short pieces), the two and pyarrow's read
 taking turns ``--repeat`` times in this process (the two in either order every other turn):
-an A/B of this round's change that the load of a shared machine falls on alike (the match
-files compared).
+an A/B of that round's change that the load of a shared machine falls on alike (the match
+files compared). ``--eager-columns`` makes such a table of ``match`` against itself with
+every column of a piece copied as the piece is made, all in one allocation, as before a
+column was copied when first read (a field the query does not read, marathon's ``time`` and
+``speed``, then copied too).
 
 A further table (``--fresh``, the default up to 10^7 rows): what a user times, each command
 as a new process (its start-up and imports included): ``nfacep match`` (as above) and a
@@ -204,29 +207,71 @@ def exact_pieces(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: 
         backend.read_stream, loops_mod.ready = saved
 
 
-def exact_row(args, rows: int, path: pathlib.Path, output: pathlib.Path) -> str:
-    """The row of the ``--exact-pieces`` table: pyarrow's read, ``match`` and ``match`` with
-    the pieces as before (:func:`exact_pieces`), taking turns ``--repeat`` times in this
+def eager_columns(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int) -> None:
+    """:func:`nfacep_match` with every column of a piece copied as the piece is made, all in
+    one allocation (widest first), as ``match`` read before a column was copied when first
+    read (``--eager-columns``)."""
+    from nfacep.io import reader
+    from nfacep.io.tuples import Tuples, column_dtype
+
+    def joined(held, n, offset, source, schema):
+        dtypes = {f.name: column_dtype(f.type) for f in schema.fields}
+        names = sorted(dtypes, key=lambda name: -dtypes[name].itemsize)
+        memory = np.empty(n * sum(d.itemsize for d in dtypes.values()), dtype=np.uint8)
+        columns, at = {}, 0
+        for name in names:
+            dtype = dtypes[name]
+            column = memory[at : at + n * dtype.itemsize].view(dtype)
+            np.concatenate([t.columns[name] for t in held], out=column)
+            columns[name] = column
+            at += n * dtype.itemsize
+        columns = {f: columns[f] for f in schema.names}
+        return Tuples(columns, n, source.path, None, offset, source.at(offset))
+
+    saved = reader._joined
+    reader._joined = joined
+    try:
+        nfacep_match(path, output, runners, chunk)
+    finally:
+        reader._joined = saved
+
+
+#: The A/B tables: option, ``match`` as before, and what was before.
+BEFORE = {
+    "exact_pieces": (exact_pieces, "the pieces as before (`--exact-pieces`)"),
+    "eager_columns": (
+        eager_columns,
+        "every column copied as the piece is made (`--eager-columns`)",
+    ),
+}
+
+
+def exact_row(args, rows: int, path: pathlib.Path, output: pathlib.Path, option: str) -> str:
+    """The row of an A/B table (:data:`BEFORE`: ``--exact-pieces``, ``--eager-columns``):
+    pyarrow's read, ``match`` and ``match`` as before, taking turns ``--repeat`` times in this
     process; best of each, and the median over pyarrow's median in brackets. The two match
     files must be the same."""
-    exact_output = output.with_name(f"exact-{output.name}")
+    before = BEFORE[option][0]
+    exact_output = output.with_name(f"before-{output.name}")
     jobs = [
         lambda: pyarrow_read(path),
         lambda: nfacep_match(path, output, args.runners, args.chunk),
-        lambda: exact_pieces(path, exact_output, args.runners, args.chunk),
+        lambda: before(path, exact_output, args.runners, args.chunk),
     ]
     walls, cpus = turns(args.repeat, jobs, swap=True)
     if output.read_bytes() != exact_output.read_bytes():
-        raise SystemExit("match with the pieces as before wrote another match file")
+        raise SystemExit(f"match as before ({option}) wrote another match file")
     for p in (exact_output, pathlib.Path(summary_path(str(exact_output)))):
         p.unlink(missing_ok=True)
     (ref, ref_cpu), (m, m_cpu), (e, e_cpu) = [
         (min(w), min(c)) for w, c in zip(walls, cpus, strict=True)
     ]
     med = [statistics.median(w) for w in walls]
+    cpu_med = [statistics.median(c) for c in cpus]
     return (
         f"| {rows:,} | {ref:.3f} | {m:.3f} | **{m / ref:.2f}×** ({med[1] / med[0]:.2f}×) "
         f"| {e:.3f} | **{e / ref:.2f}×** ({med[2] / med[0]:.2f}×) "
+        f"| {ref_cpu:.3f} | {m_cpu:.3f} ({cpu_med[1]:.3f}) | {e_cpu:.3f} ({cpu_med[2]:.3f}) "
         f"| {m_cpu / ref_cpu:.2f}× | {e_cpu / ref_cpu:.2f}× |"
     )
 
@@ -326,6 +371,11 @@ def main() -> None:
         help="also match with the pieces as before they ended with the blocks (A/B in turns)",
     )
     ap.add_argument(
+        "--eager-columns",
+        action="store_true",
+        help="also match with every column copied as each piece is made (A/B in turns)",
+    )
+    ap.add_argument(
         "--fresh",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -354,7 +404,8 @@ def main() -> None:
             "| CPU s: pyarrow | reader | × | match | × |"
         )
         print("| ---: " * 13 + "|")
-        spark_rows, fresh_rows, exact_rows = [], [], []
+        spark_rows, fresh_rows = [], []
+        exact_rows: dict[str, list[str]] = {o: [] for o in BEFORE if getattr(args, o)}
         for rows in args.rows:
             path = folder / f"marathon-{rows}.csv"
             output = folder / f"matches-{rows}.csv"
@@ -378,8 +429,8 @@ def main() -> None:
                     f"| {m_cpu:.3f} | {m_cpu / ref_cpu:.2f}× |",
                     flush=True,
                 )
-                if args.exact_pieces:
-                    exact_rows.append(exact_row(args, rows, path, output))
+                for option, lines in exact_rows.items():
+                    lines.append(exact_row(args, rows, path, output, option))
                 if parts is not None:
                     spark_rows.append(on_spark(args, rows, path, parts, m))
                 if args.fresh or (args.fresh is None and rows <= BLOCK):
@@ -393,16 +444,22 @@ def main() -> None:
         print_tables(args, exact_rows, fresh_rows, spark_rows)
 
 
-def print_tables(args, exact_rows: list[str], fresh_rows: list[str], spark_rows: list[str]) -> None:
-    """The tables after the first: ``--exact-pieces``, new processes, ``--master``."""
-    if exact_rows:
+def print_tables(
+    args, exact_rows: dict[str, list[str]], fresh_rows: list[str], spark_rows: list[str]
+) -> None:
+    """The tables after the first: ``--exact-pieces``, ``--eager-columns``, new processes,
+    ``--master``."""
+    for option, lines in exact_rows.items():
         print(
-            f"\n`match` and `match` with the pieces as before (`--exact-pieces`), in turns "
-            f"with pyarrow's read, {args.repeat} times: best, (median over pyarrow's median)"
+            f"\n`match` and `match` with {BEFORE[option][1]}, in turns with pyarrow's read, "
+            f"{args.repeat} times: best, (median over pyarrow's median); CPU: best (median)"
         )
-        print("| rows | pyarrow s | match s | × | as before s | × | CPU × | as before |")
-        print("| ---: " * 8 + "|")
-        for line in exact_rows:
+        print(
+            "| rows | pyarrow s | match s | × | as before s | × "
+            "| CPU s: pyarrow | match | as before | match × | as before × |"
+        )
+        print("| ---: " * 11 + "|")
+        for line in lines:
             print(line)
     if fresh_rows:
         print(

@@ -26,7 +26,7 @@ from . import csvblocks, csvfile, parquet
 from . import folder as folder_mod
 from .columns import renamed
 from .convert import from_table
-from .tuples import Location, Origin, Tuples, column_dtype, piece_sizes
+from .tuples import JoinedColumns, Location, Origin, Tuples, column_dtype, piece_sizes
 
 __all__ = ["prefetch", "read", "read_chunks", "read_stream"]
 
@@ -290,24 +290,14 @@ def _slice(t: Tuples, a: int, b: int) -> Tuples:
 
 def _joined(held: list[Tuples], n: int, offset: int, source: Location, schema: Schema) -> Tuples:
     """One piece of the parts ``held``, its columns of the stream's numpy types (the parts of a
-    typed block are in pyarrow's: cast as they are copied), all in one allocation (widest
-    first, so each is aligned). One allocation as large as a piece's columns: having seen one
-    freed, glibc's malloc keeps such memory for the next piece instead of handing it back
-    and faulting it in again (measured, reading 10^6 tuples again in one process: about
-    4,000 page faults with a column per allocation, three quarters of the copy's time)."""
+    typed block are in pyarrow's: cast as they are copied), each copied together when it is
+    first read (:class:`~nfacep.io.tuples.JoinedColumns`): a field the queries do not read is
+    parsed and checked, not copied (marathon's ``time`` and ``speed``: 12 of the 28 bytes a
+    tuple takes)."""
     dtypes = {f.name: column_dtype(f.type) for f in schema.fields}
-    names = sorted(dtypes, key=lambda name: -dtypes[name].itemsize)
-    memory = np.empty(n * sum(d.itemsize for d in dtypes.values()), dtype=np.uint8)
-    columns, at = {}, 0
-    for name in names:
-        dtype = dtypes[name]
-        column = memory[at : at + n * dtype.itemsize].view(dtype)
-        np.concatenate([t.columns[name] for t in held], out=column)
-        columns[name] = column
-        at += n * dtype.itemsize
-    return Tuples(
-        {f: columns[f] for f in schema.names}, n, source.path, None, offset, source.at(offset)
-    )
+    parts = {name: [t.columns[name] for t in held] for name in schema.names}
+    columns = JoinedColumns(parts, dtypes)
+    return Tuples(columns, n, source.path, None, offset, source.at(offset))
 
 
 def _as_read(

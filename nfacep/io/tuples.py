@@ -10,7 +10,7 @@ does not import pyarrow.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,7 @@ from ..lang.values import format_ipv4, format_timestamp
 
 __all__ = [
     "EXCERPT",
+    "JoinedColumns",
     "Location",
     "Origin",
     "Tuples",
@@ -81,7 +82,7 @@ class Origin:
 class Tuples:
     """A batch of tuples: one numpy column per field, in stream order."""
 
-    columns: dict[str, np.ndarray]
+    columns: Mapping[str, np.ndarray]
     n: int
     source: str = "<tuples>"
     origin: Origin | None = None  #: set when the tuples were read from a folder
@@ -100,6 +101,35 @@ class Tuples:
             f"{where_row(o.files[int(o.file[row])], int(o.row[row]), column)} "
             f"(stream position {self.offset + row})"
         )
+
+
+class JoinedColumns(Mapping[str, np.ndarray]):
+    """The columns of a piece put together from parts (a CSV file's blocks, their columns
+    maybe narrower than the stream's numpy types: pyarrow's integers), each made when it is
+    first read: its parts copied into one array of the column's type (``dtypes``), then kept.
+    A column nothing reads is not copied (a field the queries do not use: its values were
+    checked when they were parsed)."""
+
+    def __init__(self, parts: dict[str, list[np.ndarray]], dtypes: Mapping[str, np.dtype]):
+        self._parts = parts
+        self._dtypes = dtypes
+        self._made: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        column = self._made.get(name)
+        if column is None:
+            parts = self._parts[name]
+            dtype = self._dtypes[name]
+            column = np.concatenate(parts, dtype=dtype) if parts else np.empty(0, dtype)
+            self._made[name] = column
+            self._parts[name] = []  # (the parts' memory is freed with the last of them)
+        return column
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
 
 
 def piece_sizes(rows: int, first: int | None = None) -> Iterator[int]:

@@ -15,6 +15,8 @@ predicate only where it is true.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .predicates import (
@@ -124,7 +126,7 @@ def _ipv4(fn, left: PExpr, right: PExpr, columns, n: int):
     return fn(a, _scalar_or_column(right, columns, n, np.uint64))
 
 
-def evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+def evaluate(e: PExpr, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
     """Evaluate a Boolean predicate on ``n`` tuples given as numpy columns (see module doc):
     whether each tuple satisfies it."""
     if any(isinstance(node, Prev) for node in nodes(e)):
@@ -167,7 +169,7 @@ def _kleene(e: PExpr, columns, n: int) -> tuple[np.ndarray, np.ndarray]:
     return value & known, ~value & known
 
 
-def _evaluate(e: PExpr, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+def _evaluate(e: PExpr, columns: Mapping[str, np.ndarray], n: int) -> np.ndarray:
     """:func:`evaluate` of a predicate without PREV (or a comparison, PREV's NULLs aside)."""
     match e:
         case Const(value, "bool"):

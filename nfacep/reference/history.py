@@ -13,6 +13,8 @@ each field (as many as PREV reads back) for the next piece.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..lang.predicates import known_of, prev_of
@@ -34,7 +36,7 @@ class History:
 
     def columns(
         self,
-        columns: dict[str, np.ndarray],
+        columns: Mapping[str, np.ndarray],
         codes: np.ndarray,
         admitted: np.ndarray,
         fresh: np.ndarray,
@@ -77,7 +79,7 @@ class History:
         self._carry(columns, order, code, seg_start, carried)
         return out
 
-    def _grow(self, columns: dict[str, np.ndarray], n_keys: int) -> None:
+    def _grow(self, columns: Mapping[str, np.ndarray], n_keys: int) -> None:
         """Room for ``n_keys`` partitions, the new ones with no history."""
         have = len(self._count)
         if have >= n_keys:

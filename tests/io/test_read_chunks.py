@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import nfacep
 from nfacep.errors import DataError
 from nfacep.io.reader import read, read_chunks
+from nfacep.io.tuples import JoinedColumns
 
 STREAM = nfacep.compile_text(
     "CREATE STREAM s (k UINT(8), a INT(8), e ENUM('x', 'y'));QUERY q PATTERN (A) DEFINE A AS a > 0"
@@ -263,3 +264,22 @@ def test_an_open_quote_in_another_column_is_read_s_error(tmp_path, chunk):
     with pytest.raises(DataError) as chunked:
         list(read_chunks(str(bad), STREAM, chunk))
     assert str(chunked.value) == str(whole.value)
+
+
+def test_a_csv_piece_copies_a_column_when_it_is_first_read(tmp_path):
+    """A CSV file's pieces are put together from its blocks' columns a column at a time, when
+    one is first read (:class:`~nfacep.io.tuples.JoinedColumns`), in the stream's numpy types;
+    a column read twice is the same array."""
+    rows = [(i % 7, i % 100 - 50, "xy"[i % 2]) for i in range(300)]
+    path = tmp_path / "t.csv"
+    path.write_text(csv_text(rows, [0], "\n"))
+    whole = read(str(path), STREAM)
+    pieces = list(read_chunks(str(path), STREAM, 64, first=16))
+    assert len(pieces) > 1
+    for p in pieces:
+        assert isinstance(p.columns, JoinedColumns)
+        assert list(p.columns) == list(STREAM.names) and len(p.columns) == 3
+        a = p.columns["a"]
+        assert p.columns["a"] is a
+        assert a.dtype == whole.columns["a"].dtype
+        assert np.array_equal(a, whole.columns["a"][p.offset : p.offset + p.n])

@@ -374,3 +374,25 @@ def test_columns_match_unquoted_fields_ignoring_case(tmp_path):
     pq.write_table(table.rename_columns(["zone", "TEMP"]), tmp_path / "t.parquet")
     with pytest.raises(DataError, match=r"lacks the column\(s\) Zone"):
         reader.read(str(tmp_path / "t.parquet"), CASED)
+
+
+def test_joined_columns_are_made_when_first_read():
+    """Each column of a :class:`~nfacep.io.tuples.JoinedColumns` is its parts copied into one
+    array of its type when first read, then kept; one never read is never made (here a
+    column whose parts cannot be cast: reading it is the only error)."""
+    parts = {
+        "k": [np.array([1, 2], np.uint16), np.array([3], np.uint16)],
+        "bad": [np.array(["text"])],
+        "none": [],
+    }
+    dtypes = {"k": np.dtype(np.uint64), "bad": np.dtype(np.uint64), "none": np.dtype(np.int64)}
+    columns = tuples.JoinedColumns(parts, dtypes)
+    assert list(columns) == ["k", "bad", "none"] and len(columns) == 3
+    k = columns["k"]
+    assert k.dtype == np.uint64 and k.tolist() == [1, 2, 3]
+    assert columns["k"] is k
+    assert columns["none"].dtype == np.int64 and len(columns["none"]) == 0
+    with pytest.raises(TypeError):
+        columns["bad"]
+    with pytest.raises(KeyError):
+        columns["missing"]
