@@ -4,6 +4,10 @@ distinct vectors that occur (:func:`symbols`), over which its DFA is built."""
 
 from __future__ import annotations
 
+from collections import ChainMap
+from collections.abc import Mapping, MutableMapping
+from typing import cast
+
 import numpy as np
 
 from ..io.tuples import Tuples
@@ -27,12 +31,17 @@ class Decoder:
         #: the runtime parameters' values (one, or one per tuple), beside the fields; the
         #: tuples are the stream's from position ``offset`` on
         self.params = values.columns(tuples.n, offset) if values else {}
-        self.columns = {**tuples.columns, **self.params} if values else tuples.columns
+        # (a view over the tuples' columns, not a copy: a piece read from CSV makes a column
+        # only when it is first read; ChainMap writes only to its first map, so the others
+        # are never changed)
+        self.columns: Mapping[str, np.ndarray] = ChainMap(
+            self.params, cast(MutableMapping[str, np.ndarray], tuples.columns)
+        )
         self._done: dict[int, np.ndarray] = {}
 
     def add(self, columns: dict[str, np.ndarray]) -> None:
         """Columns the predicates read beside the fields and parameters (PREV's)."""
-        self.columns = {**self.columns, **columns}
+        self.columns = ChainMap(columns, cast(MutableMapping[str, np.ndarray], self.columns))
 
     def __getitem__(self, p: int) -> np.ndarray:
         if p not in self._done:
