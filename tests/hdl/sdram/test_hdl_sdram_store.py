@@ -206,11 +206,12 @@ QUERIES = pathlib.Path(__file__).resolve().parents[3] / "queries"
     [
         (["check", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
         (["build", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
-        (["build", "--board", "colorlight-5a75b", "--link", "uart"], "the uart board top"),
+        (["build", "--board", "icebreaker", "--link", "uart"], "has no SDRAM"),
     ],
 )
 def test_commands_that_cannot_take_it_yet_say_so(tmp_path, monkeypatch, capsys, command, message):
-    """Only the UDP board top drives the chip (tests/links/udp/test_udp_sdram.py)."""
+    """Only the UDP and UART board tops drive the chip (tests/links/udp/test_udp_sdram.py,
+    tests/links/uart/test_uart_link.py), and only on a board that has one."""
     monkeypatch.chdir(tmp_path)
     name, *rest = command
     query = str(QUERIES / "bruteforce.sql")
