@@ -23,6 +23,7 @@ from nfacep.hdl.eth.top import UdpTop
 from .protocol import Endpoint, line_tuples_limit
 
 __all__ = [
+    "BOARD",
     "CLOCK_MHZ",
     "ENGINE_MARGIN",
     "EngineClock",
@@ -35,6 +36,9 @@ __all__ = [
     "make_top",
 ]
 
+#: The board the UDP top is built for (``check_board``): whose SDRAM chip its simulation's
+#: engine takes with ``--store sdram`` (``nfacep.sim.udp.board_engine``).
+BOARD = "colorlight-5a75b"
 #: The link's (transmit) clock, from the board's 25 MHz oscillator.
 CLOCK_MHZ = 125.0
 #: The PLL's oscillator: 25 MHz * 25, which the link's clock divides by 5 and the engine's
