@@ -120,27 +120,32 @@ def design(
     """The engine and the board top ``build`` makes for ``link`` with the link's ``options``:
     ``(engine, link_info, top, platform)``; a :class:`UsageError` for an unknown link or one the
     board cannot carry (:meth:`nfacep.links.Link.check_board`) or a store it cannot build
-    (``sdram``: only the UDP top of the fixed engine drives the chip, on a board that has
-    one)."""
+    (``sdram``: only the board tops of links that drive the chip,
+    :attr:`~nfacep.links.Link.drives_sdram`, with the fixed engine, on a board whose chip the
+    registry names, :attr:`~nfacep.boards.registry.Board.sdram`, and whose table it holds)."""
     from nfacep.hdl.engine import Engine
 
     sdram = params.store == "sdram" and bool(nfa.program.partition_fields)
-    if sdram and (link != "udp" or params.engine == "programmable"):
-        raise UsageError(
-            f"--store sdram: the {link} board top does not drive the SDRAM chip; the UDP "
-            "board top of the fixed engine does (--link udp)"
-        )
     chosen = links.get(link)
+    if sdram and (not chosen.drives_sdram or params.engine == "programmable"):
+        drivers = [n for n in links.names() if links.get(n).drives_sdram]
+        raise UsageError(
+            f"--store sdram: the {link} board top does not drive the SDRAM chip; the "
+            f"{' and '.join(drivers)} board tops of the fixed engine do "
+            f"({', '.join('--link ' + n for n in drivers)})"
+        )
     platform, board_mhz = platform_for(board, target_mhz)
     chosen.check_board(platform, board_mhz, target_mhz, **options)
     if sdram:
         from .sdram import check_board
 
         check_board(platform)
+        if board.sdram is None:
+            raise UsageError(f"--store sdram: nfacep knows no SDRAM chip of {board.name}")
     if params.engine == "programmable":
         engine = programmable_engine(nfa, params, values, chosen)
     else:
-        engine = Engine(nfa, params, values=values)
+        engine = Engine(nfa, params, values=values, sdram=board.sdram if sdram else None)
     try:
         link_info, top = chosen.top(engine, board_mhz, **options)
     except UsageError:

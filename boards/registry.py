@@ -6,6 +6,7 @@ import importlib
 from dataclasses import dataclass
 
 from nfacep.errors import NfacepError
+from nfacep.hdl.sdram.timing import ENGINE_SDRAM, ULX3S_SDRAM, SDRAMSetup
 
 __all__ = ["BOARDS", "Board", "UnknownBoardError", "get_board"]
 
@@ -22,6 +23,9 @@ class Board:
     ``TRELLIS_COMB``, ``TRELLIS_FF``, ``DP16KD``; iCE40: ``ICESTORM_LC`` for both LUTs and
     flip-flops, one of each per logic cell, and ``ICESTORM_RAM``); they let a design that cannot
     fit be rejected before place-and-route.
+
+    ``sdram`` is the board's SDRAM chip for ``--store sdram`` (its geometry and timing, at
+    the simulations' clock: a board top builds the controller for its own), None without one.
     """
 
     name: str
@@ -32,6 +36,7 @@ class Board:
     luts: int
     ffs: int
     brams: int
+    sdram: SDRAMSetup | None = None
 
     def platform_class(self):
         return getattr(importlib.import_module(f"amaranth_boards.{self.module}"), self.platform)
@@ -60,6 +65,7 @@ BOARDS: dict[str, Board] = {
             luts=83640,
             ffs=83640,
             brams=208,
+            sdram=ULX3S_SDRAM,
         ),
         Board(
             "ulx3s-45f",
@@ -70,6 +76,7 @@ BOARDS: dict[str, Board] = {
             luts=43848,
             ffs=43848,
             brams=108,
+            sdram=ULX3S_SDRAM,
         ),
         Board(
             "ulx3s-25f",
@@ -80,6 +87,7 @@ BOARDS: dict[str, Board] = {
             luts=24288,
             ffs=24288,
             brams=56,
+            sdram=ULX3S_SDRAM,
         ),
         Board(
             "colorlight-5a75b",
@@ -90,6 +98,7 @@ BOARDS: dict[str, Board] = {
             luts=24288,
             ffs=24288,
             brams=56,
+            sdram=ENGINE_SDRAM,
         ),
         Board(
             "icebreaker",

@@ -220,11 +220,22 @@ def render_estimate(est: dict) -> str:
     from nfacep.params import EngineParams
 
     engine = EngineParams.from_dict(est["parameters"], source="the estimate")
+    # (10 characters a column, wider for the SDRAM's tens of millions of words)
+    w = max(
+        [10]
+        + [
+            len(f"{r[k]:,}") + 1
+            for r in est["resources"].values()
+            if r is not None
+            for k in ("estimate", "total")
+            if r[k] is not None
+        ]
+    )
     out = [
         f"board {est['board']} ({est['device']}, --link {est['link']}): resources "
         "estimated before synthesis",
         f"  the engine it would build: {engine.options()}",
-        f"  {'resource':<12}{'estimate':>10}{'total':>10}{'use':>8}",
+        f"  {'resource':<12}{'estimate':>{w}}{'total':>{w}}{'use':>8}",
     ]
     label = {"ffs": "flip-flops", "luts": "LUTs", "brams": "block RAMs", "sdram": "SDRAM words"}
     for key in ("ffs", "luts", "brams", "sdram"):
@@ -232,7 +243,7 @@ def render_estimate(est: dict) -> str:
         if r is None:  # (no SDRAM store)
             continue
         if r["estimate"] is None:
-            out.append(f"  {label[key]:<12}{'-':>10}{r['total']:>10,}{'':>8}  {r['from']}")
+            out.append(f"  {label[key]:<12}{'-':>{w}}{r['total']:>{w},}{'':>8}  {r['from']}")
             continue
         share = f"{r['estimate'] / r['total']:.1%}" if r["total"] else "-"
         note = r["from"]
@@ -247,7 +258,7 @@ def render_estimate(est: dict) -> str:
                     else "; an estimate: synthesis may put small banks in LUT RAM"
                 )
             )
-        out.append(f"  {label[key]:<12}{r['estimate']:>10,}{r['total']:>10,}{share:>8}  {note}")
+        out.append(f"  {label[key]:<12}{r['estimate']:>{w},}{r['total']:>{w},}{share:>8}  {note}")
     if est.get("link_clock"):
         out.append(f"  {est['link_note']}")
     if est["refused"]:

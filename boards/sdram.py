@@ -21,6 +21,10 @@ What :class:`SdramPads` does, in the clock domain of the controller (the engine'
   falls in that window is the second after the chip's CAS latency (:func:`read_window`). So
   a read takes :data:`READ_DELAY` clocks more than on the controller's own pins: the
   controller is built with that ``read_delay`` (:meth:`nfacep.hdl.engine.Engine.use_sdram`).
+  At a slow clock (the ULX3S's UART top runs at the board's 25 MHz) that edge comes after the
+  word is gone and the first edge after the CAS latency falls in the window: a read takes one
+  clock more (:func:`choose_window` picks the edge, :func:`use_board_sdram` builds the
+  controller for it).
 
 Without a port (``pins=None``: the simulation of the board top, ``nfacep sim --link udp
 --store sdram``) the same registers are flip-flops in the fabric and the chip's pins are the
@@ -28,14 +32,20 @@ component's ``chip`` member, where :mod:`nfacep.sim.sdram` connects the chip's m
 by the engine's clock: with no delays, the model samples a command at the edge after the
 output registers took it and its read data is taken by the input registers at the edge after
 it drove it, so the read comes :data:`READ_DELAY` clocks later there too: the simulation's
-cycles are the board's.
+cycles are the board's. With the earlier capture (``read_delay`` 1) the simulation clocks the
+chip's model by the engine's clock inverted, as the board clocks the chip: it takes a command
+half a clock after the output registers, and its word is taken at the first edge after.
 
 The delays (:class:`PadTiming`) are estimates, not measured on a board: the chip's access
-time and output hold are figures typical of SDR SDRAM data sheets at CAS latency 2, the ECP5's
+time and output hold are figures typical of SDR SDRAM data sheets at CAS latency 2 (the
+ULX3S's AS4C32M16SB-7's: tAC 6 ns, tOH 2.5 ns), the ECP5's
 I/O and the board's traces a few nanoseconds. :func:`read_window` says, at an engine clock,
 how far the capture edge lies inside the window; ``nfacep build`` refuses a clock where it
-does not, and chooses none (below about 71 MHz with these figures the window closes before
-that edge: a slow clock would need the edge before, which these pads do not offer).
+does not (between about 43 and 71 MHz with these figures neither edge lies in the window).
+
+:func:`use_board_sdram` (the controller built for a board top's engine clock and its pads) and
+:func:`attach` (the pads on the board's pins) are what every board top that drives the chip
+(``--link udp``, ``--link uart``) calls; :func:`report` is what its build report says.
 """
 
 from __future__ import annotations
@@ -55,9 +65,13 @@ __all__ = [
     "PadTiming",
     "ReadWindow",
     "SdramPads",
+    "attach",
     "check_board",
     "check_window",
+    "choose_window",
     "read_window",
+    "report",
+    "use_board_sdram",
 ]
 
 #: Clocks the pads add to a read: the command's output register and the word's input one.
@@ -89,6 +103,7 @@ class ReadWindow:
     mhz: float
     setup_ns: float
     hold_ns: float
+    read_delay: int = READ_DELAY
 
     @property
     def met(self) -> bool:
@@ -96,27 +111,42 @@ class ReadWindow:
 
     def as_dict(self) -> dict:
         return {
-            "read_delay": READ_DELAY,
+            "read_delay": self.read_delay,
             "capture_setup_ns": round(self.setup_ns, 2),
             "capture_hold_ns": round(self.hold_ns, 2),
             "capture_met": self.met,
         }
 
 
-def read_window(mhz: float, cas_latency: int, t: PadTiming = PadTiming()) -> ReadWindow:
+def read_window(
+    mhz: float,
+    cas_latency: int,
+    t: PadTiming = PadTiming(),
+    read_delay: int = READ_DELAY,
+) -> ReadWindow:
     """The read capture at ``mhz`` (the engine's and SDRAM's clock) for a chip at
     ``cas_latency``, counted from the edge at which the output flip-flops take a READ (0): the
     chip (its clock inverted) takes it half a period plus ``clock_ns`` later, and its word is
     valid at the input flip-flop from ``CL`` of its clocks plus the access time later until
-    its next clock plus the output hold; the flip-flop takes it at edge ``CL + 2``, the edge
-    at which it takes it in the simulation (the chip's model there takes the READ at edge 1
-    and drives the word after edge ``CL + 1``)."""
+    its next clock plus the output hold; the flip-flop takes it at edge ``CL + read_delay``:
+    with 2, the edge at which it takes it in the simulation (the chip's model there takes the
+    READ at edge 1 and drives the word after edge ``CL + 1``); with 1, the one before (the
+    simulation then clocks the model inverted: READ at edge 0.5, the word after ``CL +
+    0.5``)."""
     period = 1e3 / mhz
     chip_edge = period / 2 + t.clock_ns + cas_latency * period
     opens = chip_edge + t.t_ac_ns + t.data_in_ns
     closes = chip_edge + period + t.t_oh_ns + t.data_in_ns
-    edge = (cas_latency + 2) * period
-    return ReadWindow(mhz, edge - opens - t.setup_ns, closes - edge - t.hold_ns)
+    edge = (cas_latency + read_delay) * period
+    return ReadWindow(mhz, edge - opens - t.setup_ns, closes - edge - t.hold_ns, read_delay)
+
+
+def choose_window(mhz: float, cas_latency: int) -> ReadWindow:
+    """The capture edge at ``mhz``: ``CL + 2`` (:data:`READ_DELAY`) if it lies in the read
+    data's window, else ``CL + 1`` if that does; else the former (not met)."""
+    late = read_window(mhz, cas_latency)
+    early = read_window(mhz, cas_latency, read_delay=1)
+    return late if late.met or not early.met else early
 
 
 def check_board(platform) -> None:
@@ -129,8 +159,9 @@ def check_board(platform) -> None:
 
 
 def check_window(mhz: float, cas_latency: int) -> ReadWindow:
-    """The read window at ``mhz``; a :class:`UsageError` when the capture edge misses it."""
-    window = read_window(mhz, cas_latency)
+    """The read window at ``mhz`` (:func:`choose_window`); a :class:`UsageError` when neither
+    capture edge lies in it."""
+    window = choose_window(mhz, cas_latency)
     if not window.met:
         raise UsageError(
             f"--store sdram with the engine at {mhz:.2f} MHz: the SDRAM's read data would be "
@@ -139,6 +170,53 @@ def check_window(mhz: float, cas_latency: int) -> ReadWindow:
             "--engine-mhz"
         )
     return window
+
+
+def use_board_sdram(engine, mhz: float) -> ReadWindow:
+    """With ``--store sdram``: build ``engine``'s controller for its chip at ``mhz`` (the
+    board top's engine clock) and the pads' read delay there
+    (:meth:`~nfacep.hdl.engine.Engine.use_sdram`); the read window, a UsageError when the pads
+    cannot capture the chip's read data at that clock (:func:`check_window`)."""
+    from dataclasses import replace
+
+    setup = replace(engine.sdram_setup[0], clk_freq=mhz * 1e6)
+    window = check_window(mhz, setup.timing.cas_latency)
+    engine.use_sdram(setup, window.read_delay)
+    return window
+
+
+def attach(m: Module, platform, sdram, engine, clock) -> None:
+    """Put the engine's SDRAM pins ``sdram`` (a board top's ``sdram`` member: the engine's,
+    passed out) on the board's ``SDRAMResource`` 0 through :class:`SdramPads`, in a clock
+    domain of the engine's clock ``clock``."""
+    from amaranth.hdl import ClockDomain, ClockSignal
+
+    m.domains.sdram = ClockDomain("sdram", local=True, reset_less=True)
+    m.d.comb += ClockSignal("sdram").eq(clock)
+    pins = platform.request("sdram", 0, dir="-")
+    geometry = engine.sdram_setup[0].geometry
+    m.submodules.sdram_pads = pads = SdramPads(geometry, pins, domain="sdram")
+    wiring.connect(m, sdram, pads.ctrl)
+
+
+def report(engine, mhz: float) -> tuple[dict, str]:
+    """The build report's ``sdram`` fields for ``engine``'s chip at ``mhz`` and what its note
+    says of them."""
+    setup = engine.sdram_setup[0]
+    window = choose_window(mhz, setup.timing.cas_latency)
+    g = setup.geometry
+    fields = {
+        "mhz": round(mhz, 3),
+        "chip": setup.timing.name,
+        "geometry": f"{g.banks} banks x {g.rows} rows x {g.columns} columns x {g.width} bits",
+        **window.as_dict(),
+    }
+    note = (
+        f"partitions in the board's SDRAM ({setup.timing.name}), clocked with the engine "
+        f"(read capture {window.setup_ns:.1f} / {window.hold_ns:.1f} ns of setup / hold at "
+        f"edge CL + {window.read_delay}, estimated: boards/sdram.py)"
+    )
+    return fields, note
 
 
 class SdramPads(wiring.Component):

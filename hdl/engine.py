@@ -19,6 +19,7 @@ store's choice and the record filter, which the programmable engine uses too,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -40,6 +41,7 @@ from .nfa import NfaMatcher
 from .nfa_layout import result_layout, times_layout, window_times
 from .partitioner import StreamPartitioner
 from .sdram.controller import pins_signature
+from .sdram.fit import engine_sdram
 from .sdram.store import SdramPartitioner
 from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
 from .stream import StreamQueue
@@ -107,8 +109,10 @@ class Engine(wiring.Component):
 
     Only with ``store="sdram"`` and PARTITION:
 
-    sdram : ``Out(pins_signature(ENGINE_SDRAM.geometry))``
-        The SDRAM chip's pins (:data:`nfacep.hdl.sdram.timing.ENGINE_SDRAM`).
+    sdram : ``Out(pins_signature(geometry))``
+        The SDRAM chip's pins: the chip ``sdram`` names (a board's), by default the first of
+        :data:`nfacep.hdl.sdram.timing.ENGINE_SDRAMS` that holds the table
+        (:func:`nfacep.hdl.sdram.fit.engine_sdram`; :attr:`sdram_setup`).
     """
 
     def __init__(
@@ -120,6 +124,7 @@ class Engine(wiring.Component):
         counter_width: int = 32,
         fifo_depth: int = 8,
         values: ParamValues | None = None,
+        sdram: SDRAMSetup | None = None,
     ):
         if params.engine != "fixed":
             raise ValueError(
@@ -161,8 +166,14 @@ class Engine(wiring.Component):
             )
             members["param_values"] = Out(self._params_layout)
         if params.store == "sdram" and nfa.program.partition_fields:
-            # the SDRAM chip's pins (hdl/sdram/README.md), active-high
-            members["sdram"] = Out(pins_signature(ENGINE_SDRAM.geometry))
+            # the SDRAM chip's pins (hdl/sdram/README.md), active-high, for the chip that
+            # holds the table (HardwareLimitError when none does)
+            try:
+                self._sdram = (engine_sdram(nfa, params, sdram), 0)
+            except HardwareLimitError:
+                self._MustUse__silence = True  # (never elaborated: the error says why)
+                raise
+            members["sdram"] = Out(pins_signature(self._sdram[0].geometry))
         super().__init__(members)
 
     @property
@@ -178,8 +189,15 @@ class Engine(wiring.Component):
     def use_sdram(self, setup: SDRAMSetup, read_delay: int) -> None:
         """With ``--store sdram``: build the store's controller for ``setup`` (the chip and
         the engine's clock) and ``read_delay`` clocks the board's I/O registers add to a read
-        (:mod:`nfacep.boards.sdram`), instead of :data:`ENGINE_SDRAM` and 0; before
-        elaboration (a board top whose engine clock is not the simulations' sets it)."""
+        (:mod:`nfacep.boards.sdram`), instead of the chip at the simulations' clock and 0;
+        before elaboration (a board top whose engine clock is not the simulations' sets it).
+        ``setup``'s geometry is the one the engine's pins were made for (a ValueError
+        otherwise)."""
+        if setup.geometry != self._sdram[0].geometry:
+            raise ValueError(
+                f"the engine's SDRAM pins are for {self._sdram[0].geometry}, not "
+                f"{setup.geometry}: give the board's chip when making the engine"
+            )
         self._sdram = (setup, read_delay)
 
     @property
@@ -443,9 +461,13 @@ def write_verilog(
         "parameters": params.as_dict(),
     }
     if isinstance(engine.store, SdramPartitioner):
+        setup = engine.sdram_setup[0]
         sidecar["sdram"] = {
             "power_up_cycles": engine.store.cycles.power_up,
             "clearing_words": engine.store.clearing_words,
+            "chip": setup.timing.name,
+            "geometry": dataclasses.asdict(setup.geometry),
+            "clk_freq": setup.clk_freq,
         }
     if engine.values is not None:
         layout = params_layout(nfa.program.parameters)

@@ -80,6 +80,7 @@ def partition_store(
     engine that uses it; ``sdram``: the SDRAM store's chip and clock, and the clocks the
     board's I/O registers add to a read (:meth:`~.engine.Engine.use_sdram`)."""
     if params.store == "sdram":
+        setup, read_delay = sdram
         sdram_table(  # the one check of the table's fit (HardwareLimitError), as commands make
             key_width=Shape.cast(shapes["key_shape"]).width,
             state_width=shapes["state_width"],
@@ -87,8 +88,8 @@ def partition_store(
             ways=params.ways,
             timer_bits=params.timer_bits,
             tick_tuples=params.tick_tuples,
+            setup=setup,
         )
-        setup, read_delay = sdram
         try:
             return SdramPartitioner(
                 geometry=setup.geometry,

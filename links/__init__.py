@@ -64,6 +64,9 @@ class Link:
     #: boots with none and takes its queries over the link, as ``nfacep run`` and ``nfacep
     #: load`` send them); False: the image is built into the board (a boot ROM)
     loads_images: bool = False
+    #: whether the link's board top drives the board's SDRAM (``--store sdram``: the engine's
+    #: pins through :mod:`nfacep.boards.sdram`); False: ``build`` refuses ``--store sdram``
+    drives_sdram: bool = False
 
     def part(self, name: str):
         """The link's part ``name`` (a key of :attr:`parts`), imported now."""

@@ -45,6 +45,7 @@ __all__ = [
     "PROGRAMMABLE",
     "SDRAM_ENTRIES",
     "SDRAM_KEY_BITS",
+    "SDRAM_PARTITIONS",
     "STORES",
     "STORE_OPTIONS",
     "EngineParams",
@@ -104,6 +105,10 @@ STORES = ("pipeline", "table", "sdram")
 TABLE_STORES = ("table", "sdram")
 #: --partitions at most, on chip (pipeline, table); --store sdram takes up to the field's limit
 ON_CHIP_PARTITIONS = 65536
+#: --partitions at most with --store sdram: the words of the largest SDRAM of a known board
+#: (the ULX3S's 32M x 16); whether a table fits its chip is the gateware's check
+#: (:data:`ENGINE_FIT`), which also counts the words an entry takes.
+SDRAM_PARTITIONS = 1 << 25
 ENGINES = ("fixed", "programmable")
 #: the parameters that only the programmable engine has
 PROGRAMMABLE = ("states", "atoms", "queries")
@@ -145,7 +150,7 @@ class EngineParams:
     partitions: int = _param(
         256,
         lo=1,
-        hi=1 << 20,
+        hi=SDRAM_PARTITIONS,
         metavar="N",
         hint="use fewer partitions",
         shown=f"sized for the partition key: 2^bits entries for a key of up to "
@@ -178,7 +183,8 @@ class EngineParams:
         help="where partitions are kept: 'pipeline', the paper's swap pipeline in logic (one "
         "tuple every other cycle); 'table', a table in block RAM (one tuple per cycle, "
         "--partitions entries, --ways entries per bucket); 'sdram', the same table in the "
-        "board's SDRAM behind a block-RAM cache (up to 2^20 entries)",
+        "board's SDRAM behind a block-RAM cache (up to 2^20 entries of a word on the "
+        "Colorlight 5A-75B, 2^25 on the ULX3S)",
     )
     ways: int = _param(
         4,
@@ -252,7 +258,7 @@ class EngineParams:
             raise HardwareLimitError(
                 f"--partitions is {self.partitions}, more than the engine's limit of "
                 f"{ON_CHIP_PARTITIONS} with --store {self.store}: use fewer partitions, or "
-                f"--store sdram (up to {1 << 20})"
+                f"--store sdram (up to {SDRAM_PARTITIONS}, as the board's SDRAM holds)"
             )
         if self.store in TABLE_STORES:
             self._check_table()
@@ -464,7 +470,7 @@ def _sdram_fitted(nfa: Nfa, engine: EngineParams, *, sized: bool) -> EngineParam
     while True:
         try:
             for check in checks:
-                check(nfa, engine)
+                check(nfa, engine, sized=sized)
             return engine
         except HardwareLimitError:
             if not sized or engine.partitions <= engine.ways:

@@ -130,6 +130,11 @@ class UdpTop(wiring.Component):
         super().__init__(members)
 
     @property
+    def engine(self):
+        """The engine behind the link."""
+        return self._engine
+
+    @property
     def engine_id(self) -> int:
         return self._engine_id
 

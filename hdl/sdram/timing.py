@@ -17,6 +17,16 @@ sequence, here with 8 refreshes where the data sheet asks for at least 2. The -5
 at up to 200 MHz with CAS latency 3; CAS latency 2 (the default here, as LiteX's SDR PHY uses
 on this board) holds at the lower clocks this design uses.
 
+The ULX3S (amaranth-boards' ``ULX3S_*_Platform``, ``SDRAMResource(0, ...)``: 13 address pins,
+two bank-address pins, 16 DQ, two DQM, CKE and CS#) carries one Alliance AS4C32M16SB-7TCN
+(32M x 16: 4 banks x 8192 rows x 1024 columns, 64 MB). Its figures, :data:`AS4C32M16SB`, are
+the -7 grade's in the data sheet's table 16 (Alliance Memory, AS4C32M16SB Rev. 1.0, June 2016):
+tRC = tRFC = 63 ns, tRCD = tRP = 21 ns, tRRD = 14 ns, tRAS = 42 ns (at most 120 us), tWR =
+14 ns, tMRD = 14 ns (2 clocks up to 143 MHz), tREFI = 7.8 us (8192 refreshes per 64 ms); CAS
+latency 2 up to 100 MHz. LiteDRAM's ``litedram.modules.AS4C32M16`` (what LiteX's ULX3S target
+uses) gives the -6 grade's tRP = tRCD = 18 ns, tWR = 12 ns, tRFC = 60 ns and the same tREFI;
+the -7 figures here are the larger ones.
+
 This module imports nothing from Amaranth, so a cocotb testbench can use it with the model.
 """
 
@@ -26,9 +36,13 @@ import math
 from dataclasses import dataclass, replace
 
 __all__ = [
+    "AS4C32M16SB",
     "COLORLIGHT_5A75B",
     "ENGINE_SDRAM",
+    "ENGINE_SDRAMS",
     "M12L16161A",
+    "ULX3S",
+    "ULX3S_SDRAM",
     "SDRAMCycles",
     "SDRAMGeometry",
     "SDRAMSetup",
@@ -163,6 +177,23 @@ M12L16161A = SDRAMTiming(name="M12L16161A")
 #: The Colorlight 5A-75B's SDRAM: two M12L16161A as one 1M x 32 memory.
 COLORLIGHT_5A75B = SDRAMGeometry(banks=2, rows=2048, columns=256, width=32)
 
+#: Alliance AS4C32M16SB-7, as on the ULX3S (see the module's docstring).
+AS4C32M16SB = SDRAMTiming(
+    name="AS4C32M16SB",
+    trcd_ns=21.0,
+    trp_ns=21.0,
+    tras_ns=42.0,
+    tras_max_ns=120_000.0,
+    trc_ns=63.0,
+    trrd_ns=14.0,
+    twr_ns=14.0,
+    trfc_ns=63.0,
+    trefi_ns=64e6 / 8192,
+)
+
+#: The ULX3S's SDRAM: one AS4C32M16SB, 32M x 16.
+ULX3S = SDRAMGeometry(banks=4, rows=8192, columns=1024, width=16)
+
 
 @dataclass(frozen=True)
 class SDRAMSetup:
@@ -180,3 +211,13 @@ class SDRAMSetup:
 #: The engine's SDRAM (``--store sdram``): the 5A-75B's chips at 100 MHz, the clock the
 #: simulations run (``nfacep.sim.testbench.CLOCK_PERIOD_NS``).
 ENGINE_SDRAM = SDRAMSetup(COLORLIGHT_5A75B, M12L16161A, 100e6)
+
+#: The ULX3S's chip at the simulations' clock (``nfacep build --board ulx3s-*`` builds the
+#: controller for the board top's clock instead; the board registry names it).
+ULX3S_SDRAM = SDRAMSetup(ULX3S, AS4C32M16SB, 100e6)
+
+#: The chips an engine is built for without a board (``match``, ``sim``, ``vectors``,
+#: ``regress``, ``verilog``), smallest first: the first whose words hold the table
+#: (:func:`nfacep.hdl.sdram.fit.engine_sdram`). A board builds for its own
+#: (:attr:`nfacep.boards.registry.Board.sdram`).
+ENGINE_SDRAMS = (ENGINE_SDRAM, ULX3S_SDRAM)

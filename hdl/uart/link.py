@@ -327,6 +327,9 @@ class UartTop(wiring.Component):
     rx : ``In(1)``
     tx : ``Out(1)``
     leds : ``Out(leds)``
+    sdram : ``Out(pins_signature(...))``
+        With an engine of ``--store sdram``: its SDRAM chip's pins, passed out (the board top
+        puts them on the board's pads, :mod:`nfacep.boards.sdram`).
     """
 
     def __init__(
@@ -360,7 +363,10 @@ class UartTop(wiring.Component):
             "params_bits": _params_bits(engine),
             "engine_fields": engine_fields(engine.params),
         }
-        super().__init__({"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(leds)})
+        members = {"rx": In(1, init=1), "tx": Out(1, init=1), "leds": Out(leds)}
+        if "sdram" in engine.signature.members:  # --store sdram: the chip's pins, passed out
+            members["sdram"] = engine.signature.members["sdram"]
+        super().__init__(members)
 
     @property
     def engine(self) -> Engine:
@@ -387,6 +393,8 @@ class UartTop(wiring.Component):
         wiring.connect(m, link.o_stream, engine.i_stream)
         wiring.connect(m, engine.o_stream, link.i_stream)
         m.d.comb += [link.rx.eq(self.rx), self.tx.eq(link.tx), self.leds.eq(link.leds)]
+        if "sdram" in self.signature.members:
+            wiring.connect(m, engine.sdram, wiring.flipped(self.sdram))
         if self._link_args["params_bits"]:
             switch = link.o_params.payload
             seq = engine.i_params.payload.seq

@@ -23,6 +23,7 @@ class UartLink(Link):
     """``--link uart``: the board top on the board's USB UART, and ``nfacep run --port``."""
 
     name = "uart"
+    drives_sdram = True
     help = "is the usable design for `nfacep run`"
     run_flag = "--port"
     run_choice = "--port (a serial port, --link uart)"

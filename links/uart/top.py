@@ -49,7 +49,11 @@ class UartBoardTop(Elaboratable):
     (``uart`` resource 0) and LEDs, clocked by the board's default clock.
 
     ``clk_hz`` is the frequency the board's oscillator really runs at (not a tighter timing
-    constraint) and sets the baud rate divisor.
+    constraint) and sets the baud rate divisor. With ``--store sdram`` the engine's SDRAM
+    controller is built for that clock and the board's pads
+    (:func:`nfacep.boards.sdram.use_board_sdram`: at the ULX3S's 25 MHz the pads take the read
+    data at the first edge after the CAS latency) and its pins go to the board's SDRAM
+    (:func:`nfacep.boards.sdram.attach`), in the one clock domain.
     """
 
     def __init__(self, engine: Engine, *, clk_hz: float, baud: int = 115200):
@@ -57,6 +61,10 @@ class UartBoardTop(Elaboratable):
         self.clk_hz = clk_hz
         self.baud = baud
         divisor(clk_hz, baud)  # a bad baud rate fails here, before elaboration
+        if "sdram" in engine.signature.members:
+            from nfacep.boards.sdram import use_board_sdram
+
+            use_board_sdram(engine, clk_hz / 1e6)
 
     def elaborate(self, platform):
         from nfacep.boards.top import board_leds
@@ -71,6 +79,12 @@ class UartBoardTop(Elaboratable):
         m.submodules.rx_buffer = rx = io.Buffer("i", uart.rx)
         m.submodules.tx_buffer = tx = io.Buffer("o", uart.tx)
         m.d.comb += [top.rx.eq(rx.i), tx.o.eq(top.tx)]
+        if "sdram" in top.signature.members:  # --store sdram: the chip on the board's pins
+            from amaranth.hdl import ClockSignal
+
+            from nfacep.boards.sdram import attach
+
+            attach(m, platform, top.sdram, self.engine, ClockSignal("sync"))
         for i, port in enumerate(leds):
             m.submodules[f"led{i}"] = buf = io.Buffer("o", port)
             m.d.comb += buf.o.eq(top.leds[i])
@@ -88,11 +102,19 @@ def make_top(engine: Engine, board_mhz: float, baud: int) -> tuple[dict, UartBoa
         f"UART link at {baud} baud on the board's USB serial port (frames: boards/LINK.md); "
         f"stream tuples with `nfacep run --port PORT --baud {baud}`"
     )
+    sdram = {}
+    if "sdram" in engine.signature.members:
+        from nfacep.boards.sdram import report
+
+        fields, text = report(engine, board_mhz)
+        sdram = {"sdram": fields}
+        note += f"; {text}"
     return {
         "kind": "uart",
         "baud": baud,
         "divisor": div,
         "actual_baud": round(actual),
         "engine_id": f"{ident:08x}",
+        **sdram,
         "note": note,
     }, top

@@ -25,6 +25,7 @@ class UdpLink(Link):
 
     loads_images = True
     name = "udp"
+    drives_sdram = True
     help = "takes tuples over Gigabit Ethernet (boards/UDP.md; Colorlight 5A-75B)"
     run_flag = "--udp"
     run_choice = "--udp HOST[:PORT] (--link udp)"

@@ -23,6 +23,7 @@ from nfacep.hdl.eth.top import UdpTop
 from .protocol import Endpoint, line_tuples_limit
 
 __all__ = [
+    "BOARD",
     "CLOCK_MHZ",
     "ENGINE_MARGIN",
     "EngineClock",
@@ -35,6 +36,9 @@ __all__ = [
     "make_top",
 ]
 
+#: The board the UDP top is built for (``check_board``): whose SDRAM chip its simulation's
+#: engine takes with ``--store sdram`` (``nfacep.sim.udp.board_engine``).
+BOARD = "colorlight-5a75b"
 #: The link's (transmit) clock, from the board's 25 MHz oscillator.
 CLOCK_MHZ = 125.0
 #: The PLL's oscillator: 25 MHz * 25, which the link's clock divides by 5 and the engine's
@@ -101,11 +105,10 @@ def engine_clock(engine, mhz: float | None = None) -> EngineClock:
         need = line * cycles * (1 if sdram else ENGINE_MARGIN) / 1e6
         divider = min(max(math.floor(VCO_MHZ / need), 5), MAX_DIVIDER)
         if sdram:  # and one at which the pads capture the chip's read data
-            from nfacep.boards.sdram import read_window
-            from nfacep.hdl.sdram.timing import ENGINE_SDRAM
+            from nfacep.boards.sdram import choose_window
 
-            latency = ENGINE_SDRAM.timing.cas_latency
-            while divider > 5 and not read_window(VCO_MHZ / divider, latency).met:
+            latency = engine.sdram_setup[0].timing.cas_latency
+            while divider > 5 and not choose_window(VCO_MHZ / divider, latency).met:
                 divider -= 1
     else:
         if not VCO_MHZ / MAX_DIVIDER <= mhz <= CLOCK_MHZ:
@@ -120,27 +123,14 @@ def engine_clock(engine, mhz: float | None = None) -> EngineClock:
 
 def clock_engine(engine, mhz: float | None = None) -> EngineClock:
     """:func:`engine_clock`, and with ``--store sdram`` the engine's SDRAM controller built
-    for that clock and the board's pads (:meth:`~nfacep.hdl.engine.Engine.use_sdram`,
-    :data:`nfacep.boards.sdram.READ_DELAY`); a UsageError when the pads cannot capture the
-    chip's read data at that clock (:func:`nfacep.boards.sdram.read_window`)."""
+    for that clock and the board's pads (:func:`nfacep.boards.sdram.use_board_sdram`); a
+    UsageError when the pads cannot capture the chip's read data at that clock."""
     clock = engine_clock(engine, mhz)
     if "sdram" in engine.signature.members:
-        sdram_window(engine, clock)
+        from nfacep.boards.sdram import use_board_sdram
+
+        use_board_sdram(engine, clock.mhz)
     return clock
-
-
-def sdram_window(engine, clock: EngineClock):
-    """The SDRAM's read window at ``clock`` (a UsageError when it is missed), the engine's
-    controller built for it."""
-    from dataclasses import replace
-
-    from nfacep.boards.sdram import READ_DELAY, check_window
-    from nfacep.hdl.sdram.timing import ENGINE_SDRAM
-
-    setup = replace(ENGINE_SDRAM, clk_freq=clock.mhz * 1e6)
-    window = check_window(clock.mhz, setup.timing.cas_latency)
-    engine.use_sdram(setup, READ_DELAY)
-    return window
 
 
 class NoEthernetError(ValueError):
@@ -341,7 +331,9 @@ class UdpBoardTop(Elaboratable):
         m.d.comb += phy_rst.o.eq(~phy_wait[-1])
 
         if "sdram" in top.signature.members:  # --store sdram: the chip on the board's pins
-            self._sdram(m, platform, engine_clk)
+            from nfacep.boards.sdram import attach
+
+            attach(m, platform, top.sdram, self.engine, engine_clk)
 
         m.submodules.status = status = StatusLed(CLOCK_MHZ * 1e6)
         m.d.comb += [status.activity.eq(top.activity), status.trouble.eq(top.trouble)]
@@ -349,18 +341,6 @@ class UdpBoardTop(Elaboratable):
             m.submodules[f"led{i}"] = led = io.Buffer("o", port)
             m.d.comb += led.o.eq(status.led)
         return m
-
-    def _sdram(self, m, platform, engine_clk):
-        """The engine's SDRAM pins through the I/O cells to the board's SDRAM, clocked by the
-        engine's clock (:class:`nfacep.boards.sdram.SdramPads`)."""
-        from nfacep.boards.sdram import SdramPads
-        from nfacep.hdl.sdram.timing import ENGINE_SDRAM
-
-        m.domains.sdram = ClockDomain("sdram", local=True, reset_less=True)
-        m.d.comb += ClockSignal("sdram").eq(engine_clk)
-        pins = platform.request("sdram", 0, dir="-")
-        m.submodules.sdram_pads = pads = SdramPads(ENGINE_SDRAM.geometry, pins, domain="sdram")
-        wiring.connect(m, self.top.sdram, pads.ctrl)
 
 
 def make_top(engine, udp: Endpoint, engine_mhz: float | None = None) -> tuple[dict, UdpBoardTop]:
@@ -379,15 +359,11 @@ def make_top(engine, udp: Endpoint, engine_mhz: float | None = None) -> tuple[di
     )
     sdram = {}
     if "sdram" in engine.signature.members:
-        from nfacep.boards.sdram import read_window
+        from nfacep.boards.sdram import report
 
-        window = read_window(clock.mhz, engine.sdram_setup[0].timing.cas_latency)
-        sdram = {"sdram": {"mhz": round(clock.mhz, 3), **window.as_dict()}}
-        note += (
-            f"; partitions in the board's SDRAM, clocked with the engine "
-            f"(read capture {window.setup_ns:.1f} / {window.hold_ns:.1f} ns of setup / hold, "
-            "estimated: boards/sdram.py)"
-        )
+        fields, text = report(engine, clock.mhz)
+        sdram = {"sdram": fields}
+        note += f"; {text}"
     return {
         "kind": "udp",
         "mac": udp.mac.hex(":"),

@@ -139,13 +139,13 @@ if cocotb is not None:
             await tb.step(step)
         st = await tb.finish()
         records = [f.payload.hex() for f in tb.frames if f.type == FrameType.RECORD]
-        pathlib.Path(scenario["results"]).write_text(
-            json.dumps(
-                {
-                    "records": records,
-                    "status": st,
-                    "statuses": tb.statuses,
-                    "bad_frames_from_board": sum(tb.reader.errors.values()),
-                }
-            )
-        )
+        results = {
+            "records": records,
+            "status": st,
+            "statuses": tb.statuses,
+            "bad_frames_from_board": sum(tb.reader.errors.values()),
+        }
+        if hasattr(dut, "sdram_errors"):  # --store sdram: the chip's model beside the top
+            results["sdram_errors"] = int(dut.sdram_errors.value)
+            results["sdram_error_cycle"] = int(dut.sdram_error_cycle.value)
+        pathlib.Path(scenario["results"]).write_text(json.dumps(results))

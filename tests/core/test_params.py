@@ -99,14 +99,17 @@ def test_table_store_options_and_index_bits():
         parse("--store", "bram")
 
 
-def test_sdram_store_takes_a_million_partitions():
-    """--store sdram keeps up to 2^20 entries (the 5A-75B's 4 MB); the stores on chip 65,536.
-    Its semantics are the table's, so the reference models both alike (``tabled``)."""
+def test_sdram_store_takes_millions_of_partitions():
+    """--store sdram keeps up to 2^25 entries (the ULX3S's 32M words; 2^20 on the 5A-75B,
+    which the chip's fit decides); the stores on chip 65,536. Its semantics are the table's,
+    so the reference models both alike (``tabled``)."""
     p = params.from_args(parse("--store", "sdram", "--partitions", str(1 << 20)))
     assert (p.store, p.partitions, p.index_bits, p.tabled) == ("sdram", 1 << 20, 20, True)
+    p = params.from_args(parse("--store", "sdram", "--partitions", str(1 << 25)))
+    assert (p.partitions, p.index_bits) == (1 << 25, 25)
     assert EngineParams(store="table").tabled and not EngineParams().tabled
-    with pytest.raises(HardwareLimitError, match="more than the engine's limit of 1048576"):
-        EngineParams(store="sdram", partitions=(1 << 20) + 1)
+    with pytest.raises(HardwareLimitError, match="more than the engine's limit of 33554432"):
+        EngineParams(store="sdram", partitions=1 << 26)
     for store in ("pipeline", "table"):
         with pytest.raises(
             HardwareLimitError,
@@ -242,22 +245,26 @@ def test_the_default_engine(key, given, want):
 
 def test_sdram_tables_the_chip_cannot_hold_are_refused_before_anything_runs(tmp_path, capsys):
     """Whether a table fits the SDRAM depends on the query (an entry of k32's query is 1 + 32
-    + 3 bits: two words, a bucket of 4 ways eight): the default engine takes the largest that
-    fits, and every command that takes the engine's options refuses one that does not with
-    the engine's own message, before it reads or generates anything (`vectors` once
-    accepted 2^20 entries that the simulation then refused)."""
+    + 3 bits: two words of the 5A-75B's 32 bits, a bucket of 4 ways eight; three of the
+    ULX3S's 16): the default engine takes the largest that fits the 5A-75B, a table given
+    with --partitions may take the ULX3S's chip, and every command that takes the engine's
+    options refuses one that fits neither with the engine's own message, before it reads or
+    generates anything (`vectors` once accepted 2^20 entries that the simulation then
+    refused)."""
     from nfacep.cli import main
 
     nfa = nfacep.compile_text(_query("k32"))
+    # 2^20 entries: 2^21 words of the 5A-75B, 4 x 3 words (a line of 16) a bucket on the ULX3S
+    assert params.default_engine(nfa, {"store": "sdram", "partitions": 1 << 20})
     message = (
-        "--store sdram: 262144 buckets of 8 words need 2097152 words of SDRAM, more than "
-        "its 1048576: use fewer --partitions"
+        "--store sdram: 4194304 buckets of 16 words need 67108864 words of SDRAM, more than "
+        "its 33554432: use fewer --partitions"
     )
     with pytest.raises(HardwareLimitError, match=re.escape(message)):
-        params.default_engine(nfa, {"store": "sdram", "partitions": 1 << 20})
+        params.default_engine(nfa, {"store": "sdram", "partitions": 1 << 24})
     q = tmp_path / "q.sql"
     q.write_text(_query("k32"), encoding="utf-8")
-    too_big = ["--store", "sdram", "--partitions", str(1 << 20)]
+    too_big = ["--store", "sdram", "--partitions", str(1 << 24)]
     missing = str(tmp_path / "none.csv")
     for argv in (
         ["match", str(q), "--input", missing, "--output", str(tmp_path / "m.csv"), *too_big],

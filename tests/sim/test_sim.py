@@ -181,6 +181,48 @@ def test_sdram_store_native(tmp_path, sim_cache):
     assert table == expected
 
 
+#: A 22-bit key: with --partitions 2^22 the table is indexed directly by it, 4M one-word
+#: entries, which only the ULX3S's chip holds (the engine alone takes the first chip of
+#: ENGINE_SDRAMS that does)
+WIDE_KEY = """CREATE STREAM flows (src UINT(22), v UINT(8));
+QUERY ab FROM flows PARTITION src PATTERN ( A B ) DEFINE A AS (v = 1) B AS (v = 2);
+"""
+
+
+@pytest.mark.slow
+def test_sdram_store_beyond_a_million_partitions_native(tmp_path, sim_cache):
+    """``sim --store sdram --partitions 4194304`` on a 22-bit key: the engine is built for the
+    ULX3S's AS4C32M16SB (16-bit words, 4 banks, 8192 rows), the chip's model clears and
+    serves 4M entries at its figures (no rule broken) and the matches are ``match``'s, keys
+    above 2^20 included."""
+    require("verilator")
+    import random
+
+    from nfacep.hdl.engine import Engine
+    from nfacep.hdl.sdram.timing import ULX3S_SDRAM
+
+    query = tmp_path / "flows.sql"
+    query.write_text(WIDE_KEY)
+    engine = Engine(compile_file(query), EngineParams(store="sdram", partitions=1 << 22))
+    assert engine.sdram_setup == (ULX3S_SDRAM, 0)
+    rng = random.Random(5)
+    keys = [rng.randrange(1 << 22) for _ in range(40)] + [(1 << 22) - 1, 1 << 21, 1 << 20]
+    rows = [f"{rng.choice(keys)},{rng.choice([1, 2, 2, 3])}" for _ in range(400)]
+    data = tmp_path / "flows.csv"
+    data.write_text("src,v\n" + "\n".join(rows) + "\n")
+    store = ["--store", "sdram", "--partitions", str(1 << 22)]
+    ref, got = tmp_path / "match.csv", tmp_path / "sim.csv"
+    assert main(["match", str(query), "--input", str(data), "--output", str(ref), *store]) == 0
+    argv = ["sim", str(query), "--input", str(data), "--output", str(got), *store]
+    argv += ["--simulator", "verilator", "--mode", "native", "--build-dir", str(sim_cache)]
+    assert main(argv) == 0
+    assert got.read_text() == ref.read_text()
+    assert ref.read_text().count("\n") > 20
+    assert any(int(line.split(",")[2]) >= 1 << 20 for line in ref.read_text().splitlines()[1:])
+    summary = json.loads(got.with_suffix(".summary.json").read_text())
+    assert summary["counters"]["sdram_errors"] == 0
+
+
 @pytest.mark.slow
 def test_sdram_refreshing_late_is_reported(tmp_path, sim_cache, monkeypatch, capsys):
     """An engine whose controller refreshes every 2 tREFI: the chip's model flags tREFI and

@@ -25,7 +25,7 @@ from nfacep.cli import main
 from nfacep.hdl.sdram.model import SDRAMModel, SDRAMTimingError
 from nfacep.hdl.sdram.sim import sdram_process
 from nfacep.hdl.sdram.store import SdramPartitioner
-from nfacep.hdl.sdram.timing import M12L16161A, SDRAMGeometry
+from nfacep.hdl.sdram.timing import AS4C32M16SB, M12L16161A, ULX3S, SDRAMGeometry
 
 CLK = 100e6
 # the chip's figures with a short power-up and tREFI 1.5 us: a refresh every ~150 clocks
@@ -206,13 +206,116 @@ QUERIES = pathlib.Path(__file__).resolve().parents[3] / "queries"
     [
         (["check", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
         (["build", "--board", "colorlight-5a75b"], "the harness board top does not drive"),
-        (["build", "--board", "colorlight-5a75b", "--link", "uart"], "the uart board top"),
+        (["build", "--board", "icebreaker", "--link", "uart"], "has no SDRAM"),
     ],
 )
 def test_commands_that_cannot_take_it_yet_say_so(tmp_path, monkeypatch, capsys, command, message):
-    """Only the UDP board top drives the chip (tests/links/udp/test_udp_sdram.py)."""
+    """Only the UDP and UART board tops drive the chip (tests/links/udp/test_udp_sdram.py,
+    tests/links/uart/test_uart_link.py), and only on a board that has one."""
     monkeypatch.chdir(tmp_path)
     name, *rest = command
     query = str(QUERIES / "bruteforce.sql")
     assert main([name, query, *rest, "--store", "sdram", "--partitions", "64"]) == 2
     assert message in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the ULX3S's chip
+
+# The ULX3S's AS4C32M16SB (4 banks x 8192 rows x 1024 columns x 16 bits) with its own figures
+# (tRCD and tRP 3 clocks at 100 MHz, tREFI 7.8 us) but a short power-up
+ULX3S_TIMING = AS4C32M16SB.with_(power_up_ns=300.0, init_refreshes=2)
+
+
+class ClearedModel(SDRAMModel):
+    """The chip with every word zero until written: what the store's clearing leaves (a table
+    of millions of entries is not cleared in Amaranth's simulator: ``clear=False``)."""
+
+    def peek(self, bank: int, row: int, column: int) -> int:
+        return self.memory.get((bank, row, column), 0)
+
+
+def check_ulx3s(tuples, *, entries, ways, key_width, controller=None):
+    """The store at the ULX3S's geometry against the table's model, with the chip's model
+    (its assertions raise) on its pins; four cache lines, so buckets are written back and
+    fetched again."""
+    dut = SdramPartitioner(
+        key_shape=key_width,
+        payload_shape=PAYLOAD_WIDTH,
+        state_width=STATE_WIDTH,
+        result_shape=STATE_WIDTH,
+        entries=entries,
+        ways=ways,
+        update=mix_gateware,
+        geometry=ULX3S,
+        timing=ULX3S_TIMING,
+        clk_freq=CLK,
+        lines=4,
+        clear=False,
+        controller=controller,
+    )
+    model = ClearedModel(ULX3S, ULX3S_TIMING.cycles(CLK))
+    failures: list[AssertionError] = []
+    reference = TableModel(entries=entries, ways=ways, key_width=key_width)
+    expected = reference.run(tuples)
+    run = simulate(
+        dut,
+        tuples,
+        cycle_limit=4000 + 300 * len(tuples),
+        processes=[sdram_process(model, dut.sdram, failures=failures)],
+        gap=0.1,
+        stall=0.2,
+    )
+    if failures:
+        raise failures[0]
+    run.dut = dut
+    assert_matches_model(run, expected)
+    assert run.tuples == len(tuples) and run.drops == reference.drops
+    return run, model
+
+
+def test_ulx3s_direct_beyond_a_million_entries():
+    """A 22-bit key indexes 2^22 entries directly (one 16-bit word each, 4M of the chip's
+    32M words): keys above 2^20 land in rows the 5A-75B does not have, and equal the table's
+    model through evictions, gaps and stalls; the chip's rules hold at its own figures."""
+    rng = random.Random(31)
+    pool = [rng.randrange(1 << 20, 1 << 22) for _ in range(12)] + [rng.randrange(1 << 20)]
+    run, model = check_ulx3s(
+        random_tuples(rng, bursty_keys(rng, 120, pool)), entries=1 << 22, ways=4, key_width=22
+    )
+    dut = run.dut
+    assert dut.direct and dut.entry_words == dut.line_words == 1
+    assert dut.clearing_words == 1 << 22 and dut.geometry.words == 1 << 25
+    # bank, row, column of the last entry: past the 2,048 rows of 256 columns of the 5A-75B
+    assert dut.address((1 << 22) - 1, 0) == (3, 1023, 1023)
+    rows = {row for (_, row, _) in model.memory}
+    assert max(rows) >= 256  # rows beyond the first 2^20 words were written
+    assert model.counts["REFRESH"] > 0
+
+
+def test_ulx3s_hashed_entries_of_three_words():
+    """A 32-bit key hashed into 2^22 entries of 4 ways: an entry (valid, the key as tag,
+    state: 39 bits) takes three 16-bit words, a bucket a line of twelve (16 columns), and the
+    store equals the table's model."""
+    rng = random.Random(32)
+    keys = bursty_keys(rng, 120, rng.sample(range(1 << 32), 30))
+    run, _ = check_ulx3s(random_tuples(rng, keys), entries=1 << 22, ways=4, key_width=32)
+    assert not run.dut.direct
+    assert (run.dut.entry_words, run.dut.line_words) == (3, 12)
+
+
+def test_ulx3s_broken_trcd_fires():
+    """A controller one clock short of the AS4C32M16SB's tRCD (21 ns: 3 clocks at 100 MHz)
+    makes the chip's model raise naming tRCD."""
+    short = ULX3S_TIMING.cycles(CLK)
+    assert short.trcd == 3
+    rng = random.Random(33)
+    tuples = random_tuples(rng, [rng.randrange(1 << 22) for _ in range(20)])
+    with pytest.raises(SDRAMTimingError) as error:
+        check_ulx3s(
+            tuples,
+            entries=1 << 22,
+            ways=4,
+            key_width=22,
+            controller={"cycles_override": short.with_(trcd=2)},
+        )
+    assert error.value.rule == "tRCD"

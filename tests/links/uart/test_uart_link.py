@@ -613,15 +613,20 @@ TIMEOUT = 400  # cycles of silence that truncate a frame
 PARTITIONS = 8
 
 
-def _scenario(tmp_path) -> dict:
-    """What the bench sends: good frames with bad ones between them, and the expectation."""
+def _scenario(
+    tmp_path,
+    params: EngineParams = EngineParams(partitions=PARTITIONS),
+    source: pathlib.Path = ROOT / "queries" / "marathon.csv",
+) -> dict:
+    """What the bench sends: good frames with bad ones between them, and the expectation of
+    the engine of ``params``; the first 120 tuples of ``source``."""
     from nfacep import compile_file, wire
     from nfacep.io import reader, tuples
     from nfacep.reference import matcher as reference
 
     nfa = compile_file(MARATHON)
     schema = nfa.program.schema
-    data = reader.read(str(ROOT / "queries" / "marathon.csv"), schema)
+    data = reader.read(str(source), schema)
     tb = wire.tuple_bytes(schema)
     raw = wire.pack_bytes(schema, data)
     rng = random.Random(5)
@@ -660,7 +665,7 @@ def _scenario(tmp_path) -> dict:
             steps.append({"send": frame.hex(), "expect": "ack"})
             bad["out_of_seq"] += 1
     good = tuples.Tuples({c: v[:n] for c, v in data.columns.items()}, n, "good frames")
-    res = reference.run(nfa, good, EngineParams(partitions=PARTITIONS))
+    res = reference.run(nfa, good, params)
     return {
         "steps": steps,
         "n": n,
@@ -686,6 +691,83 @@ def _verilog(path: pathlib.Path, nfa=None, values=None) -> None:
         engine, clk_hz=DIVISOR * 1e6, baud=1_000_000, leds=6, timeout=TIMEOUT, led_period=64
     )
     path.write_text(verilog.convert(top, name="nfacep_uart_top", emit_src=False))
+
+
+#: The UART top with --store sdram on the ULX3S: 65,536 entries indexed directly by
+#: marathon's 16-bit runner, one 16-bit word of the AS4C32M16SB each, behind a cache of
+#: 8,192 one-word lines
+SDRAM_PARAMS = EngineParams(store="sdram", partitions=1 << 16)
+
+
+def _evicting_csv(path: pathlib.Path) -> pathlib.Path:
+    """Marathon tuples of 40 runners, four to a cache line (runners equal modulo 8,192), in
+    three rounds (Staten Island; Brooklyn for every third, else Manhattan; Queens): each
+    runner's state is written back to the SDRAM by the next runner of its line and read
+    again for its next tuple; two ``cheat`` matches for each runner not in Brooklyn."""
+    rows = ["time,checkpoint,runner,speed"]
+    runners = [7 + line + 8192 * k for line in range(10) for k in range(4)]
+    second = ["Brooklyn", "Manhattan", "Manhattan"]
+    for r, place in enumerate(["Staten Island", None, "Queens"]):
+        for i, runner in enumerate(runners):
+            rows.append(f"{r * 1000 + i},{place or second[i % 3]},{runner},5.00")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.slow
+def test_uart_board_top_with_the_sdram_icarus(tmp_path, sim_cache):
+    """The ULX3S's UART top with the engine's partitions in its SDRAM: the controller built
+    for the board's 25 MHz clock and its pads (the read data taken at the first edge after
+    the CAS latency, ``read_delay`` 1), the pads' registers and the chip's model (clocked
+    inverted, as the board clocks the chip; its rules at 25 MHz checked) beside the top's
+    Verilog under cocotb, on tuples whose partitions' states go to the chip and come back.
+    The records equal ``match --store sdram``'s, bad frames are counted, and no rule is
+    broken; built with a read delay of 2 (the faster clocks' edge) the records are not the
+    reference's."""
+    from nfacep import compile_file, wire
+    from nfacep.boards.sdram import use_board_sdram
+    from nfacep.hdl.engine import Engine
+    from nfacep.hdl.sdram.timing import ULX3S_SDRAM
+    from nfacep.hdl.uart.link import UartTop
+    from nfacep.sim.sdram import board_with_chip
+
+    nfa = compile_file(MARATHON)
+    fmt = wire.record_format(nfa)
+    scenario = _scenario(tmp_path, SDRAM_PARAMS, _evicting_csv(tmp_path / "evicting.csv"))
+    assert len(scenario["expected_matches"]) > 30
+    seen = {}
+    for read_delay in (1, 2):
+        run_dir = tmp_path / f"delay{read_delay}"
+        run_dir.mkdir()
+        engine = Engine(nfa, SDRAM_PARAMS, sdram=ULX3S_SDRAM)
+        window = use_board_sdram(engine, 25.0)
+        assert window.read_delay == 1 and window.met
+        if read_delay == 2:  # broken: the controller waits for the word a clock too long
+            engine.use_sdram(engine.sdram_setup[0], 2)
+        assert engine.sdram_setup[0].clk_freq == 25e6
+        top = UartTop(
+            engine, clk_hz=DIVISOR * 1e6, baud=1_000_000, leds=6, timeout=TIMEOUT, led_period=64
+        )
+        source = run_dir / "nfacep_uart_top.v"
+        source.write_text(board_with_chip(top, "nfacep_uart_top", sim_cache / "sdram"))
+        got = _bench(run_dir, source, {**scenario, "results": str(run_dir / "results.json")})
+        matches, drops = [], []
+        for payload in got["records"]:
+            r = fmt.decode_bytes(bytes.fromhex(payload))
+            if r.dropped:
+                drops.append(r.seq)
+            if r.matches:
+                matches.append([r.seq, "cheat", str(r.partition)])
+        seen[read_delay] = (matches, drops, got)
+    matches, drops, got = seen[1]
+    assert matches == scenario["expected_matches"] and drops == scenario["expected_drops"]
+    assert got["sdram_errors"] == 0
+    status = got["status"]
+    assert status["tuples"] == scenario["n"] and status["matched"] == len(matches)
+    assert {k: status[k] for k in scenario["bad"]} == scenario["bad"]
+    assert engine_from_fields(status) == SDRAM_PARAMS
+    broken, _, _ = seen[2]
+    assert broken != scenario["expected_matches"]
 
 
 @pytest.mark.slow
@@ -1026,3 +1108,48 @@ def test_build_refuses_uart_without_usb_uart_or_baud(tmp_path, monkeypatch, caps
     )
     assert "cannot make 3000000 baud" in capsys.readouterr().err
     assert not out.exists()
+
+
+#: A 22-bit key (direct up to 2^22 entries) and a 32-bit one (hashed: the key is the tag, an
+#: entry 1 + 32 + 1 bits, three 16-bit words of the ULX3S's chip, two of the 5A-75B's)
+WIDE_KEYS = """CREATE STREAM flows (src UINT(22), ip UINT(32), v UINT(8));
+QUERY ab FROM flows PARTITION {key} PATTERN ( A B ) DEFINE A AS (v = 1) B AS (v = 2);
+"""
+
+
+@pytest.mark.slow
+def test_check_board_states_the_ulx3s_sdram_fit(tmp_path, capsys):
+    """``check --board ulx3s-85f --link uart --store sdram``: the fit in the ULX3S's 32M
+    words of 16 bits (its registry's chip), in text and JSON; more than 2^20 entries fit
+    where the 5A-75B's 1M words of 32 bits refuse them (exit 2, naming the words); what the
+    ULX3S's chip cannot hold is refused too, and a board top that does not drive the chip."""
+    from nfacep.cli import main
+
+    direct, hashed = tmp_path / "direct.sql", tmp_path / "hashed.sql"
+    direct.write_text(WIDE_KEYS.format(key="src"))
+    hashed.write_text(WIDE_KEYS.format(key="ip"))
+    ulx3s = ["--board", "ulx3s-85f", "--link", "uart", "--store", "sdram"]
+    assert main(["check", str(direct), *ulx3s, "--partitions", str(1 << 22)]) == 0
+    out = capsys.readouterr().out
+    assert "indexed directly by the 22-bit key" in out
+    assert (
+        "SDRAM words   4,194,304 33,554,432   12.5%  4,194,304 entries of 1 word of 16 bits" in out
+    )
+    assert "(AS4C32M16SB)" in out and "at edge CL + 1" in out
+    argv = ["check", str(hashed), *ulx3s, "--partitions", str(1 << 23), "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)["board"]
+    assert report["resources"]["sdram"] == {
+        "estimate": 1 << 25,  # 2^21 buckets of 4 entries of 3 words, in 16 columns
+        "total": 1 << 25,
+        "from": "8,388,608 entries of 3 words of 16 bits, in lines of 12 words",
+    }
+    assert "AS4C32M16SB" in report["link_note"]
+    assert main(["check", str(hashed), *ulx3s, "--partitions", str(1 << 24)]) == 2
+    assert "need 67108864 words of SDRAM, more than its 33554432" in capsys.readouterr().err
+    colorlight = ["--board", "colorlight-5a75b", "--link", "udp", "--store", "sdram"]
+    assert main(["check", str(direct), *colorlight, "--partitions", str(1 << 21)]) == 2
+    assert "need 2097152 words of SDRAM, more than its 1048576" in capsys.readouterr().err
+    argv = ["check", str(direct), "--board", "ulx3s-85f", "--store", "sdram"]
+    assert main(argv) == 2
+    assert "the harness board top does not drive the SDRAM chip" in capsys.readouterr().err

@@ -111,3 +111,17 @@ def test_sim_over_udp_with_the_sdram_equals_match(tmp_path, sim_cache):
     assert main([*sim, *store, "--check", "--build-dir", str(sim_cache)]) == 0
     assert got.read_text() == ref.read_text()
     assert ref.read_text().count("\n") == 1 + 256
+
+
+def test_sim_over_udp_takes_the_colorlights_chip(tmp_path, capsys):
+    """The UDP top is the Colorlight's: ``sim --link udp`` builds its engine for that board's
+    chip, so a table only the ULX3S's holds (2^22 entries of a 22-bit key) is refused naming
+    the Colorlight's words (exit 2), where ``sim`` of the engine alone takes the ULX3S's."""
+    query = tmp_path / "wide.sql"
+    query.write_text(FLOWS.replace("UINT(20)", "UINT(22)"))
+    data = tmp_path / "in.csv"
+    data.write_text("src,v\n1,1\n1,2\n")
+    argv = ["sim", str(query), "--input", str(data), "--output", str(tmp_path / "o.csv")]
+    argv += ["--link", "udp", "--store", "sdram", "--partitions", str(1 << 22)]
+    assert main(argv) == 2
+    assert "need 4194304 words of SDRAM, more than its 1048576" in capsys.readouterr().err
