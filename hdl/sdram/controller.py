@@ -10,7 +10,10 @@ How it works:
 
 - **Initialisation**: ``power_up`` clocks of NOP, PRECHARGE all, ``init_refreshes`` REFRESH,
   MODE REGISTER SET (burst length 1, sequential, CAS latency of the timing), tMRD; until then
-  ``request.ready`` is low and ``initialised`` is low.
+  ``request.ready`` is low and ``initialised`` is low. A reset of the controller's domain
+  later (the board's RESET) runs the same sequence without the power-up wait, which only
+  the chip's power-up needs: a few clocks for the commands in flight
+  (:meth:`SDRAMController.settle`), so refreshes stay within tREFI across it.
 - **Queues per bank**: an accepted request takes the next tag of a reorder buffer of
   ``reorder`` entries and waits in its bank's queue (``queue_depth`` entries). Within a bank,
   requests are served in order (so a read after a write to the same word sees it); across
@@ -159,16 +162,29 @@ class SDRAMController(wiring.Component):
 
     # --- the parts -----------------------------------------------------------------------------
 
+    def settle(self) -> int:
+        """Clocks a reset of the controller's domain waits, once the chip has powered up,
+        before PRECHARGE all: whatever command left just before the reset (an ACTIVE, a WRITE,
+        a REFRESH, a MODE REGISTER SET, through the board's I/O registers) has then had its
+        time."""
+        t = self.cycles
+        return max(t.tras, t.twr, t.trfc, t.trc, t.tmrd) + self.read_delay + 1
+
     def _initialise(self, m: Module, quiet: Signal, refreshed: Signal) -> Signal:
-        """The power-up sequence; returns the signal that is 1 once it is over."""
+        """The power-up sequence; returns the signal that is 1 once it is over. A reset of the
+        domain after it (a RESET of the board's engine) starts it again without the chip's
+        power-up wait (``powered``, which no reset clears: the chip stayed powered, and waiting
+        power-up again without refreshing would break tREFI), after :meth:`settle` clocks."""
         t = self.cycles
         wait = Signal(range(max(t.power_up, t.trfc, t.trp, t.tmrd) + 1), init=t.power_up)
+        powered = Signal(reset_less=True)
         count = Signal(range(t.init_refreshes + 1))
         running = Signal()
         with m.If(wait != 0):
             m.d.sync += wait.eq(wait - 1)
+        settled = (wait == 0) | (powered & (wait <= max(0, t.power_up - self.settle())))
         with m.FSM():
-            with m.State("POWER-UP"), m.If(wait == 0):
+            with m.State("POWER-UP"), m.If(settled):
                 self._command(m, 1, 0, 1, a=1 << 10)  # PRECHARGE all
                 m.d.sync += wait.eq(t.trp - 1)
                 m.next = "REFRESH" if t.init_refreshes else "MODE"
@@ -184,6 +200,7 @@ class SDRAMController(wiring.Component):
                 m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += running.eq(1)
+                m.d.sync += powered.eq(1)
         m.d.comb += self.initialised.eq(running)
         return running
 

@@ -230,3 +230,76 @@ def test_refresh_margin_keeps_refreshes_within_trefi():
     assert dut.refresh_period == t.trefi - refresh_margin(t, GEOMETRY.banks) > 0
     with pytest.raises(ValueError, match="tREFI"):
         SDRAMController(GEOMETRY, TIMING.with_(trefi_ns=100.0), CLK)
+
+
+@pytest.mark.parametrize("settle", ["kept", "none", "power-up"])
+def test_a_reset_while_running_starts_again_without_the_power_up_wait(settle, monkeypatch):
+    """The controller's domain reset (the board's RESET) just after an ACTIVE reached the chip,
+    a read in flight: the controller waits out the commands in flight, not the chip's
+    power-up (longer than tREFI here, so waiting it again would break tREFI), precharges,
+    refreshes and sets the mode again, and the words written before the reset read back
+    after it (the read in flight is forgotten with the reset). Settling for no clock breaks
+    tRAS; waiting power-up again breaks tREFI."""
+    from amaranth.hdl import ClockDomain, Module
+    from amaranth.sim import Simulator
+
+    from nfacep.hdl.sdram.sim import sdram_process
+
+    timing = TIMING.with_(power_up_ns=3000.0)  # 300 clocks; tREFI is 150
+    if settle == "none":
+        monkeypatch.setattr(SDRAMController, "settle", lambda self: 0)
+    elif settle == "power-up":
+        monkeypatch.setattr(SDRAMController, "settle", lambda self: self.cycles.power_up)
+    dut, model = build(timing=timing)
+    words = [address_of(w) for w in (3, 70_000, 300_000, 700_000)]
+    written = {a: 1000 + i for i, a in enumerate(words)}
+    read: list[int] = []
+
+    async def request(ctx, **payload):
+        ctx.set(dut.request.valid, 1)
+        ctx.set(dut.request.payload, {"data": 0, **payload})
+        await ctx.tick().until(dut.request.ready)
+        ctx.set(dut.request.valid, 0)
+
+    async def bench(ctx):
+        await ctx.tick().until(dut.initialised)
+        for (bank, row, column), value in written.items():
+            await request(ctx, write=1, bank=bank, row=row, column=column, data=value)
+        await ctx.tick().until(dut.idle)
+        # a read of another row, the domain reset as soon as its ACTIVE reached the chip
+        actives = model.counts["ACTIVE"]
+        await request(ctx, write=0, bank=0, row=781, column=0)
+        while model.counts["ACTIVE"] == actives:
+            await ctx.tick()
+        ctx.set(sync.rst, 1)
+        await ctx.tick()
+        ctx.set(sync.rst, 0)
+        await ctx.tick().until(dut.initialised)
+        ctx.set(dut.response.ready, 1)
+        for bank, row, column in written:
+            await request(ctx, write=0, bank=bank, row=row, column=column)
+            valid = 0
+            while not valid:
+                _, _, valid, payload = await ctx.tick().sample(
+                    dut.response.valid, dut.response.payload
+                )
+            read.append(payload)
+        for _ in range(2 * model.t.trefi):  # refreshes go on after it
+            await ctx.tick()
+
+    top = Module()
+    top.domains.sync = sync = ClockDomain("sync")
+    top.submodules.dut = dut
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    failures: list[AssertionError] = []  # (the model stops at the first; the bench goes on)
+    sim.add_process(sdram_process(model, dut.sdram, limit=20_000, failures=failures))
+    sim.add_testbench(bench)
+    sim.run()
+    if settle == "kept":
+        assert not failures
+        assert read == list(written.values())
+        assert model.counts["MODE"] == 2
+    else:
+        assert isinstance(failures[0], SDRAMTimingError)
+        assert failures[0].rule == {"none": "tRAS", "power-up": "tREFI"}[settle]
