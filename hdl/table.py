@@ -333,7 +333,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         advance = Signal()
         m.d.comb += advance.eq(out.i_stream.ready)
         clearing, sweep = self._clearing(m)
-        chain, read_row = self._input(m, advance, clearing)
+        chain, read_row = self._input(m, advance, clearing, sweep)
         read_data, write_ports = self._banks_read(m, advance, read_row)
         ctx = _Stages(self, m, advance, self.entry_layout, *self._index_bits)
         ctx.platform = platform
