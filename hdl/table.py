@@ -109,8 +109,9 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     the third is the table's: next to each block it compares the stamp read, part by part,
     with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
     cycle only combines those bits. A state wider than 24 bits (windows, start_seq) is chosen
-    in stage 3 in groups of 24 bits, each from copies of its own of the registers the choice
-    is made of, so that no register drives every bit's multiplexer.
+    in stage 3 in groups of 24 bits (16 for a state wider than 192 bits, start_seq's), each
+    from copies of its own of the registers the choice is made of, so that no register drives
+    every bit's multiplexer.
 
     Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
     one more with ``result_stage``, one more with timers (the read row, the aging step's or
@@ -333,7 +334,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         advance = Signal()
         m.d.comb += advance.eq(out.i_stream.ready)
         clearing, sweep = self._clearing(m)
-        chain, read_row = self._input(m, advance, clearing)
+        chain, read_row = self._input(m, advance, clearing, sweep)
         read_data, write_ports = self._banks_read(m, advance, read_row)
         ctx = _Stages(self, m, advance, self.entry_layout, *self._index_bits)
         ctx.platform = platform

@@ -327,7 +327,8 @@ class Forwarding:
         return hit, dropped, way3, store3, found
 
     def _found_groups(self, found, decision, new_state, pre_state):
-        """A wide state found, chosen in groups of :data:`_STATE_CHUNK` bits, each from copies
+        """A wide state found, chosen in groups of :data:`_STATE_CHUNK` bits (of
+        :data:`_WIDE_CHUNK` for a state wider than :data:`_WIDE_STATE`), each from copies
         of its own of the registers the choice is made of, so that no one register drives
         the multiplexers of every bit. ``decision`` is what they are loaded with: stage 4's
         write going to the tuple's row and its being the tuple's key, each one bit combined
@@ -336,8 +337,9 @@ class Forwarding:
         stage 4 does not overwrite (a gate per way and two per bit)."""
         m, width = self.m, len(found)
         sources = (*decision, Cat(self.pre_match_next), self.s2_bank)
-        for k, lo in enumerate(range(0, width, _STATE_CHUNK)):
-            hi = min(width, lo + _STATE_CHUNK)
+        size = _WIDE_CHUNK if width > _WIDE_STATE else _STATE_CHUNK
+        for k, lo in enumerate(range(0, width, size)):
+            hi = min(width, lo + size)
             q = register_copy(m, self.platform, Cat(*sources), self.advance, f"s3_choice{k}")
             parts, at = [], 0
             for source in sources:
@@ -394,6 +396,12 @@ class Forwarding:
 #: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
 #: from its own copies of the registers the choice is made of.
 _STATE_CHUNK = 24
+
+#: A state wider than this (``start_seq``'s 351 bits) chooses in groups of :data:`_WIDE_CHUNK`
+#: bits instead: measured better at both seeds for ``start_seq`` at 4,096 entries (the window's
+#: 119 bits and PREV's 42 were measured in groups of 24; benchmarks/PAPER_FIGURES.md).
+_WIDE_STATE = 192
+_WIDE_CHUNK = 16
 
 
 def _or_all(values):

@@ -13,8 +13,8 @@ __all__ = ["TableInput"]
 
 class TableInput:
     """Stage 1 and the read registers of a :class:`~nfacep.hdl.table.TablePartitioner` (which
-    sets the geometry, ``_index_bits``, ``_rows``, ``_banks``, the timers' settings and the
-    stream members these read)."""
+    sets the geometry, ``_index_bits``, ``_rows``, ``_banks``, ``_direct``, ``_copies``, the
+    timers' settings and the stream members these read)."""
 
     def _clearing(self, m: Module):
         """The clearing sweep after reset: ``(clearing, sweep)``, high while it writes row
@@ -28,18 +28,19 @@ class TableInput:
                 m.d.sync += [clearing.eq(0), sweep.eq(0)]
         return clearing, sweep
 
-    def _input(self, m: Module, advance: Value, clearing: Value):
+    def _input(self, m: Module, advance: Value, clearing: Value, sweep: Value):
         """Stage 1 (the input register, the bucket hash, ticks and aging sweep steps) and the
         read registers after it: ``(chain, read_row)``, the operation after each read register
         (``(payload, valid, op, row, bank)``, the last the one before the tail) and the row
-        the banks read."""
+        the banks read. ``clearing`` and ``sweep`` are the clearing sweep's
+        (:meth:`_clearing`)."""
         row_bits, bank_bits = self._index_bits
         timers = self.timers
         accept = Signal()
         force = Const(0)
         if timers:
             now, back, sweep_at, step, force = self._aging(m, advance, clearing, accept)
-        m.d.comb += self.i_stream.ready.eq(advance & ~clearing & ~force)
+        m.d.comb += self.i_stream.ready.eq(advance & self._taking(m, clearing, sweep) & ~force)
         m.d.comb += accept.eq(self.i_stream.valid & self.i_stream.ready)
         with m.If(accept):
             m.d.sync += self.tuples.eq(self.tuples + 1)
@@ -95,6 +96,21 @@ class TableInput:
                 ),
             ]
         return self._read_registers(m, advance, (s2, s2_valid, s2_op, s2_row, s2_bank)), head[3]
+
+    def _taking(self, m: Module, clearing: Value, sweep: Value) -> Value:
+        """Whether the input may take a tuple as far as the clearing sweep goes: ``~clearing``,
+        or, in a direct table whose banks' ports are copied beside their blocks (blocks spread
+        over the device) and without timers, a register of its own, ``opened``, set on the
+        edge where ``clearing`` falls and reset with it (its complement at every edge), so that
+        the flag that drives the write port's multiplexers is not also on the input FIFO's read
+        path (measured better for PREV at 65,536 entries, not for ``start_seq`` at 4,096:
+        benchmarks/PAPER_FIGURES.md)."""
+        if not (self._direct and self._copies) or self.timers:
+            return ~clearing
+        opened = Signal(name="opened")
+        with m.If(clearing & (sweep == self._rows - 1)):
+            m.d.sync += opened.eq(1)
+        return opened
 
     def _bucket(self, m: Module, advance: Value, s1, s1_row, s1_bank) -> None:
         """The row and bank of the tuple in stage 1: its key's bits (direct) or its bucket
