@@ -185,7 +185,12 @@ def main() -> None:
     ap.add_argument("--target-mhz", type=float, default=150.0)
     ap.add_argument("--seed", type=int, help="nextpnr's placement seed (default: its own)")
     ap.add_argument("--csv", default=CSV)
-    ap.add_argument("--plot", metavar="PNG", default=PNG)
+    ap.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="where to draw (default: the bundled figure for the bundled CSV, else the CSV's "
+        "name with .png, so that a sweep into another CSV leaves the figure alone)",
+    )
     ap.add_argument("--keep", metavar="DIR", help="keep the build folders here")
     ap.add_argument("--merge", action="store_true", help="keep the CSV's other points")
     ap.add_argument("--plot-only", action="store_true", help="redraw from the CSV, no builds")
@@ -202,8 +207,9 @@ def main() -> None:
     if args.plot_only:
         for row in rows:
             print_row(row)
-    if args.plot:
-        plot(rows, args.plot, args.target_mhz)
+    bundled = os.path.abspath(args.csv) == os.path.abspath(CSV)
+    path = args.plot or (PNG if bundled else os.path.splitext(args.csv)[0] + ".png")
+    plot(rows, path, args.target_mhz)
 
 
 if __name__ == "__main__":
