@@ -408,6 +408,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         ctx.early_op = chain[-4][2] if self._split_stamp else None
         # the row of the operation a stage before ``prev`` (when a read register holds it)
         ctx.early_row = chain[-3][3] if len(chain) >= 3 else None
+        ctx.early_payload = chain[-3][0].payload if len(chain) >= 3 else None
         t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
             prev, *chain[-1], read_data
         )

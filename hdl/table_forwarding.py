@@ -146,7 +146,9 @@ class Forwarding:
         # tuple was a cycle before stage 3) is in ``hist[0]`` now: its hint is worked out from
         # that register, and stage 4 takes it from a register of its own
         late = Signal(name="s3_hint_late", attrs={"keep": 1})
-        later = s2.payload if BREAK_FORWARDING == "late hint" else t.payload
+        later = self.payload_copy(s2.payload, t.payload, "s3_late_payload")
+        if BREAK_FORWARDING == "late hint":
+            later = s2.payload
         parts = [Mux(~_or_all(mine), zero, 0)]
         lates = []
         for b in range(self.banks):
@@ -212,7 +214,9 @@ class Forwarding:
             # the hint of the write handed on last (``hist[0]``, stage 4's the cycle before),
             # worked out from its register for this operation
             self.h0_hint = Signal(self.table._update.hint_width, name="s2_h0_hint")
-            later = self.s3_payload if BREAK_FORWARDING == "written hint" else s2.payload
+            later = self.s2_copy(s2, "s2_h0_payload")
+            if BREAK_FORWARDING == "written hint":
+                later = self.s3_payload
             with m.If(self.advance):
                 m.d.sync += self.h0_hint.eq(self.prepare(m, self.hist[0].entry.state, later))
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
@@ -247,15 +251,18 @@ class Forwarding:
                 self.pre_hint.append(self._newest_hint(b, s2, chosen, read_bits[3], rel_hint))
         return pre_match, pre_live, pre_valid, pre_state
 
-    def payload_copy(self, b, payload):
-        """A copy of its own, beside bank ``b``'s blocks, of the ``payload`` of the operation
-        before stage 3 (loaded as it is, a stage before), so that the row read is compared
-        with it where both are (:func:`~nfacep.hdl.bram.register_copy`)."""
-        q = register_copy(
-            self.m, self.platform, Value.cast(self.prev_payload), self.advance, f"s2_payload{b}"
-        )
+    def payload_copy(self, source, payload, name):
+        """A copy of its own of ``payload``, a register loaded with ``source`` as it is (a
+        stage before), for one set of comparisons with it (beside a bank's blocks, the row
+        read's; the windows' hints of the writes in flight: each its own, so that no register
+        of the tuple's times drives them all) (:func:`~nfacep.hdl.bram.register_copy`)."""
+        q = register_copy(self.m, self.platform, Value.cast(source), self.advance, name)
         shape = payload.shape()
         return data.View(shape, q) if isinstance(shape, data.Layout) else q
+
+    def s2_copy(self, s2, name):
+        """A copy of the payload of the operation before stage 3 (``s2``)."""
+        return self.payload_copy(self.prev_payload, s2.payload, name)
 
     def _newest_hint(self, b, s2, chosen, read_state, rel_hint):
         """The hint of way ``b``'s candidate for the operation in ``s2``, in registers that
@@ -282,7 +289,7 @@ class Forwarding:
                 regs[0].eq(chosen[0]),
                 regs[1].eq(~chosen[0] & chosen[1]),
                 regs[2].eq(~_or_all(chosen)),
-                regs[3].eq(self.prepare(m, read_state, self.payload_copy(b, s2.payload))),
+                regs[3].eq(self.prepare(m, read_state, self.s2_copy(s2, f"s2_payload{b}"))),
                 regs[4].eq(hint),
             ]
         return regs

@@ -243,7 +243,9 @@ class _Stages(StampStages, Forwarding):
         later = t.payload if table_forwarding.BREAK_FORWARDING == "ahead hint" else s2.payload
         with m.If(self.advance):
             m.d.sync += gap.eq(table._update.gap(m, t.payload, later))
-        now = u.payload if table_forwarding.BREAK_FORWARDING == "ahead hint" else t.payload
+        now = self.payload_copy(s2.payload, t.payload, "s3_ahead_payload")
+        if table_forwarding.BREAK_FORWARDING == "ahead hint":
+            now = u.payload
         new_state, result, self.ahead_hint = self.update(
             u_state, u.payload, "s4", hint=hint, ahead=[now], gaps=[gap], early=self.u_early
         )
@@ -257,7 +259,14 @@ class _Stages(StampStages, Forwarding):
         if self.prepare is None:
             return None
         hints = [None, None]
-        return hints + [self.prepare(self.m, h.entry.state, self.early) for h in hist[:-1]]
+        for k, h in enumerate(hist[:-1]):
+            # each against a copy of its own of the operation's payload, when a read register
+            # holds the operation a stage before it (``early_payload``)
+            early = self.early
+            if self.early_payload is not None and early is self.prev_payload:
+                early = self.payload_copy(self.early_payload, early, f"s1_hist_payload{k}")
+            hints.append(self.prepare(self.m, h.entry.state, early))
+        return hints
 
     def _tail_registers(self, in_layout, op_shape):
         """The registers of stage 3 (payload, valid, op, row, bank) and of stage 4 (payload,
