@@ -167,7 +167,7 @@ class Forwarding:
                 self.u_new.eq(new),
                 self.u_ahead.eq(self.ahead_hint[0]),
                 self.u_late.eq(late),
-                self.u_late_hint.eq(self.prepare(m, self.hist[0].entry.state, later)),
+                self.u_late_hint.eq(self.prepare(m, self.hist0_copy("s3_late_state"), later)),
             ]
 
     def _stage3_early(self, t, mine, newest, new_state, pre_state):
@@ -218,7 +218,7 @@ class Forwarding:
             if BREAK_FORWARDING == "written hint":
                 later = self.s3_payload
             with m.If(self.advance):
-                m.d.sync += self.h0_hint.eq(self.prepare(m, self.hist[0].entry.state, later))
+                m.d.sync += self.h0_hint.eq(self.prepare(m, self.hist0_copy("s2_h0_state"), later))
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         self.newest_rel = Signal(banks, name="s1_rel_way0")
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
@@ -259,6 +259,11 @@ class Forwarding:
         q = register_copy(self.m, self.platform, Value.cast(source), self.advance, name)
         shape = payload.shape()
         return data.View(shape, q) if isinstance(shape, data.Layout) else q
+
+    def hist0_copy(self, name):
+        """A copy of the state ``hist[0]`` holds (loaded as it is, from stage 4's write), for
+        one set of the windows' comparisons."""
+        return register_copy(self.m, self.platform, self.written.state, self.advance, name)
 
     def s2_copy(self, s2, name):
         """A copy of the payload of the operation before stage 3 (``s2``)."""

@@ -169,7 +169,7 @@ class _Stages(StampStages, Forwarding):
 
         # stage 4's update (its entry is the newest write of the cycle)
         new_state, result = self._stage4(t, u, u_state, s2, prev[3])
-        written = self.entry(u_key, new_state, u_op, "s4_written")
+        self.written = written = self.entry(u_key, new_state, u_op, "s4_written")
 
         # two cycles before stage 3: row, key and tick of the writes that will be
         # hist[0..stages] then, as they stand now (newest first: stage 3's operation, stage
