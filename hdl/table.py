@@ -144,19 +144,20 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         hint=prepare(m, state, payload), ahead=[...], gaps=[...])``: the hint of the state
         found is registered before stage 4, so that what ``prepare`` does is not on stage 4's
         path (the engine's windows: which stored runs are still live,
-        :func:`~nfacep.hdl.nfa_windows.window_hint`), and ``ahead`` holds the payloads of the
-        operations in stage 3, in the stage before it and in the one before that, for which
-        the update returns, as a third value, the hints of the state it makes, worked out from
-        its own inputs (``gaps``: the ``gap`` of its payload and each of them, worked out a
-        cycle before, or ``None``), in parts of ``ahead_width`` bits that are registered as
-        they are and made hints after the register (``update.settle(m, parts)``). So nothing
-        of ``prepare`` waits for a choice made in the same cycle, and no choice follows a
-        comparison in one: each candidate's hint is worked out before stage 3 chooses the state
-        found (the row read's the cycle before, from the registered row; each write in
-        flight's two cycles before, from its registered entry or, for the write leaving stage
-        4 then, from the update; stage 4's write's, the cycle before, from the update), stage 3
-        only chooses among them, and when the operation just ahead wrote the entry stage 4
-        takes the update's hint for it from a register of its own instead. An ``update`` with
+        :func:`~nfacep.hdl.nfa_windows.window_hint`), and ``ahead`` holds the payload of the
+        operation in stage 3, for which the update returns, as a third value, the hint of the
+        state it makes, worked out from its own inputs (``gaps``: the ``gap`` of the two
+        payloads, worked out a cycle before), in parts of ``ahead_width`` bits that are
+        registered as they are and made a hint after the register (``update.settle(m,
+        parts)``). So nothing of ``prepare`` waits for a choice made in the same cycle, and no
+        choice follows a comparison in one: each candidate's hint is worked out before stage 3
+        chooses the state found (the row read's the cycle before, from the registered row; the
+        write handed on last's the cycle before, from its register; each older write in
+        flight's two cycles before, from its registered entry), stage 3 only chooses among
+        them, and when the operation just ahead wrote the entry stage 4 takes the update's
+        hint for it from a register of its own instead, and when the one two ahead did, the
+        hint of its entry, worked out in stage 3 from the register that holds it. An
+        ``update`` with
         the attributes ``early`` (``early(m, state, payload)``, of ``early_width`` bits) is
         called with ``early=`` what ``early`` made of the state found and its payload in
         stage 3, registered (PREV's comparisons: the high bits compared in stage 3, for each
@@ -408,6 +409,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         ctx.early_op = chain[-4][2] if self._split_stamp else None
         # the row of the operation a stage before ``prev`` (when a read register holds it)
         ctx.early_row = chain[-3][3] if len(chain) >= 3 else None
+        ctx.early_payload = chain[-3][0].payload if len(chain) >= 3 else None
         t, t_valid, hit, dropped, way, row, written, store, result = ctx.registered_tail(
             prev, *chain[-1], read_data
         )

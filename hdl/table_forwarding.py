@@ -24,7 +24,11 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: operation a stage ahead of it; ``"next relation"``: whether stage 3's operation and the next
 #: one share a row and a key is loaded with the relation of the two operations a stage ahead;
 #: ``"early newest"``: the high bits of PREV's comparisons (``update.early``) for the state
-#: stage 3's tuple finds are worked out from the row read even when stage 4 writes it.
+#: stage 3's tuple finds are worked out from the row read even when stage 4 writes it;
+#: ``"late hint"``: the hint of the entry the operation two ahead wrote, which stage 4 takes
+#: from a register of its own, is worked out against the next tuple's times, not stage 3's;
+#: ``"written hint"``: the hint of the write handed on last, for the operation a cycle before
+#: stage 3, is worked out for the operation a stage ahead of it.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
@@ -78,8 +82,7 @@ class Forwarding:
                 reg = Signal(len(Value.cast(hint)), name=f"s1_rel_hint{j}")
                 with m.If(self.advance):
                     m.d.sync += reg.eq(hint)
-                # the update's hint (stage 4's write's) in parts, settled after the register
-                rel_hint.append(self.table._update.settle(m, reg) if j == 1 else reg)
+                rel_hint.append(reg)
         return rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint
 
     def _read_bits(self, prev, s2, s2_op, read):
@@ -119,13 +122,15 @@ class Forwarding:
                 seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
         return seen
 
-    def _stage3_hint(self, s2, mine, newest):
+    def _stage3_hint(self, t, s2, mine, newest):
         """``update.prepare`` of the state the tuple in stage 3 finds, for stage 4: chosen as
         that state is, among hints worked out before: each way's candidate's
         (:meth:`_newest_hint`), the update's for the state being made in stage 4
         (``ahead_hint``, which stage 4 takes from a register of its own, ``u_ahead``) and the
         all-zero state's of a fresh entry (from the payload, the cycle before), so that stage 3
-        only chooses."""
+        only chooses; but for the entry the operation two ahead wrote (``hist[0]`` now), whose
+        hint is worked out here from that register and taken by stage 4 from a register of
+        its own (``u_late_hint``)."""
         m, table = self.m, self.table
         zero = Signal(table._update.hint_width, name="s3_zero_hint")
         with m.If(self.advance):
@@ -137,13 +142,23 @@ class Forwarding:
         # otherwise, are worked out here from registers (kept, as their own cones)
         new = Signal(name="s3_hint_new", attrs={"keep": 1})
         other = Signal(table._update.hint_width, name="s3_hint_other", attrs={"keep": 1})
+        # the entry the operation two ahead wrote (``late``, the write stage 4 made when this
+        # tuple was a cycle before stage 3) is in ``hist[0]`` now: its hint is worked out from
+        # that register, and stage 4 takes it from a register of its own
+        late = Signal(name="s3_hint_late", attrs={"keep": 1})
+        later = self.payload_copy(s2.payload, t.payload, "s3_late_payload")
+        if BREAK_FORWARDING == "late hint":
+            later = s2.payload
         parts = [Mux(~_or_all(mine), zero, 0)]
+        lates = []
         for b in range(self.banks):
-            z, from_read, read_hint, pre_hint = self.pre_hint[b]
-            before = Mux(z, self.z_hint, Mux(from_read, read_hint, pre_hint))
-            parts.append(Mux(mine[b] & ~newest[b], before, 0))
+            z, h0, from_read, read_hint, pre_hint = self.pre_hint[b]
+            before = Mux(h0, self.h0_hint, Mux(from_read, read_hint, pre_hint))
+            parts.append(Mux(mine[b] & ~newest[b] & ~z, before, 0))
+            lates.append(mine[b] & ~newest[b] & z)
         m.d.comb += [
             new.eq(_or_all([mine[b] & newest[b] for b in range(self.banks)])),
+            late.eq(_or_all(lates)),
             other.eq(_or_all(parts)),
         ]
         with m.If(self.advance):
@@ -151,6 +166,8 @@ class Forwarding:
                 self.u_hint.eq(other),
                 self.u_new.eq(new),
                 self.u_ahead.eq(self.ahead_hint[0]),
+                self.u_late.eq(late),
+                self.u_late_hint.eq(self.prepare(m, self.hist0_copy("s3_late_state"), later)),
             ]
 
     def _stage3_early(self, t, mine, newest, new_state, pre_state):
@@ -194,10 +211,14 @@ class Forwarding:
         pre = [pre_match, pre_live, pre_valid, pre_state]
         if self.prepare is not None:
             self.pre_hint = []
-            z_parts = Signal(self.table._update.ahead_width, name="s2_z_hint")
+            # the hint of the write handed on last (``hist[0]``, stage 4's the cycle before),
+            # worked out from its register for this operation
+            self.h0_hint = Signal(self.table._update.hint_width, name="s2_h0_hint")
+            later = self.s2_copy(s2, "s2_h0_payload")
+            if BREAK_FORWARDING == "written hint":
+                later = self.s3_payload
             with m.If(self.advance):
-                m.d.sync += z_parts.eq(self.ahead_hint[1])
-            self.z_hint = self.table._update.settle(m, z_parts)
+                m.d.sync += self.h0_hint.eq(self.prepare(m, self.hist0_copy("s2_h0_state"), later))
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         self.newest_rel = Signal(banks, name="s1_rel_way0")
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
@@ -230,39 +251,51 @@ class Forwarding:
                 self.pre_hint.append(self._newest_hint(b, s2, chosen, read_bits[3], rel_hint))
         return pre_match, pre_live, pre_valid, pre_state
 
-    def payload_copy(self, b, payload):
-        """A copy of its own, beside bank ``b``'s blocks, of the ``payload`` of the operation
-        before stage 3 (loaded as it is, a stage before), so that the row read is compared
-        with it where both are (:func:`~nfacep.hdl.bram.register_copy`)."""
-        q = register_copy(
-            self.m, self.platform, Value.cast(self.prev_payload), self.advance, f"s2_payload{b}"
-        )
+    def payload_copy(self, source, payload, name):
+        """A copy of its own of ``payload``, a register loaded with ``source`` as it is (a
+        stage before), for one set of comparisons with it (beside a bank's blocks, the row
+        read's; the windows' hints of the writes in flight: each its own, so that no register
+        of the tuple's times drives them all) (:func:`~nfacep.hdl.bram.register_copy`)."""
+        q = register_copy(self.m, self.platform, Value.cast(source), self.advance, name)
         shape = payload.shape()
         return data.View(shape, q) if isinstance(shape, data.Layout) else q
 
+    def hist0_copy(self, name):
+        """A copy of the state ``hist[0]`` holds (loaded as it is, from stage 4's write), for
+        one set of the windows' comparisons."""
+        return register_copy(self.m, self.platform, self.written.state, self.advance, name)
+
+    def s2_copy(self, s2, name):
+        """A copy of the payload of the operation before stage 3 (``s2``)."""
+        return self.payload_copy(self.prev_payload, s2.payload, name)
+
     def _newest_hint(self, b, s2, chosen, read_state, rel_hint):
         """The hint of way ``b``'s candidate for the operation in ``s2``, in registers that
-        stage 3 chooses among (no comparison before a choice in one cycle): ``(z, from_read,
-        read_hint, hint)``: whether stage 4's write is the newest to the way (its hint is
-        ``z_hint``, the update's), else whether none is (the row read's, worked out now from
-        the registered row), else the newest of the others' (``rel_hint``, registers)."""
+        stage 3 chooses among (no comparison before a choice in one cycle): ``(z, h0,
+        from_read, read_hint, hint)``: whether stage 4's write is the newest to the way (its
+        hint is worked out in stage 3, :meth:`_stage3_hint`), else whether ``hist[0]`` is
+        (its hint is ``h0_hint``, worked out now from that register), else whether none is
+        (the row read's, worked out now from the registered row), else the newest of the
+        others' (``rel_hint``, registers)."""
         m, width = self.m, self.table._update.hint_width
         regs = (
             Signal(name=f"s2_hint_z{b}"),
+            Signal(name=f"s2_hint_h0{b}"),
             Signal(name=f"s2_hint_read{b}"),
             Signal(width, name=f"s2_read_hint{b}"),
             Signal(width, name=f"s2_pre_hint{b}"),
         )
         hint = Signal(width, name=f"s2_cand_hint{b}")
-        for j in range(1, len(chosen)):
-            with (m.If if j == 1 else m.Elif)(chosen[j]):
+        for j in range(2, len(chosen)):
+            with (m.If if j == 2 else m.Elif)(chosen[j]):
                 m.d.comb += hint.eq(rel_hint[j])
         with m.If(self.advance):
             m.d.sync += [
                 regs[0].eq(chosen[0]),
-                regs[1].eq(~_or_all(chosen)),
-                regs[2].eq(self.prepare(m, read_state, self.payload_copy(b, s2.payload))),
-                regs[3].eq(hint),
+                regs[1].eq(~chosen[0] & chosen[1]),
+                regs[2].eq(~_or_all(chosen)),
+                regs[3].eq(self.prepare(m, read_state, self.s2_copy(s2, f"s2_payload{b}"))),
+                regs[4].eq(hint),
             ]
         return regs
 
@@ -307,7 +340,7 @@ class Forwarding:
             ways_mine.append(mine)
             ways_newest.append(newest)
         if self.prepare is not None:
-            self._stage3_hint(s2, ways_mine, ways_newest)
+            self._stage3_hint(t, s2, ways_mine, ways_newest)
         if self.early_fn is not None:
             self._stage3_early(t, ways_mine, ways_newest, new_state, pre_state)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")

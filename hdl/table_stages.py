@@ -76,7 +76,7 @@ class _Stages(StampStages, Forwarding):
             return new_state, result
         later = [
             Signal(table._update.ahead_width, name=f"{name}_ahead{k}", attrs={"keep": 1})
-            for k in range(3)
+            for k in range(len(out[2]))
         ]
         m.d.comb += [h.eq(v) for h, v in zip(later, out[2], strict=True)]
         return new_state, result, later
@@ -169,7 +169,7 @@ class _Stages(StampStages, Forwarding):
 
         # stage 4's update (its entry is the newest write of the cycle)
         new_state, result = self._stage4(t, u, u_state, s2, prev[3])
-        written = self.entry(u_key, new_state, u_op, "s4_written")
+        self.written = written = self.entry(u_key, new_state, u_op, "s4_written")
 
         # two cycles before stage 3: row, key and tick of the writes that will be
         # hist[0..stages] then, as they stand now (newest first: stage 3's operation, stage
@@ -183,7 +183,7 @@ class _Stages(StampStages, Forwarding):
         # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]
         decided += [(h.valid, h.way, h.entry.state) for h in hist]
-        self.prev_key, self.prev_row = prev[0], prev[1]
+        self.prev_key, self.prev_row, self.s3_payload = prev[0], prev[1], t.payload
         pre = self._newest(prev, s2, s2_op, read, decided, rel)
         self.s2_bank = s2_bank
         hit, dropped, way3, store3, found = self._stage3(
@@ -202,9 +202,10 @@ class _Stages(StampStages, Forwarding):
     def _stage4(self, t, u, u_state, s2, prev_payload):
         """Stage 4's update of the state found: ``(new_state, result)``. With
         ``update.prepare``, the update takes the hint worked out before stage 4 (``u_hint``),
-        and makes the hints of its new state for the operations in stage 3 and the two stages
-        before it (``ahead_hint``), beside itself; for stage 3's operation, with the ``gap``
-        of the two payloads worked out a cycle before."""
+        and makes the hint of its new state for the operation in stage 3 (``ahead_hint``),
+        beside itself, with the ``gap`` of the two payloads worked out a cycle before (the
+        operations behind that one take the hint of the new state from the register it is
+        handed on to, ``hist[0]``)."""
         table, m = self.table, self.m
         self.prepare = getattr(table._update, "prepare", None)
         self.u_hint = self.ahead_hint = None
@@ -218,14 +219,20 @@ class _Stages(StampStages, Forwarding):
             return self.update(u_state, u.payload, "s4", early=self.u_early)
         # the hint stage 4 takes: stage 3's choice among hints worked out before (``u_hint``),
         # or, when the operation just ahead wrote the entry (``u_new``), the update's own for
-        # it, registered as it is made (``u_ahead``), so that no choice follows the comparison
+        # it, registered as it is made (``u_ahead``), or, when the operation two ahead did
+        # (``u_late``), the hint of its entry, worked out in stage 3 from the register that
+        # holds it (``u_late_hint``), so that no choice follows a comparison
         width = table._update.hint_width
         self.u_hint = Signal(width, name="s4_hint")
         self.u_new = Signal(name="s4_hint_new")
         self.u_ahead = Signal(table._update.ahead_width, name="s4_hint_ahead")
+        self.u_late = Signal(name="s4_hint_late")
+        self.u_late_hint = Signal(width, name="s4_late_hint")
         hint = Signal(width, name="s4_hint_taken")
         settled = table._update.settle(m, self.u_ahead)
-        m.d.comb += hint.eq(Mux(self.u_new, settled, self.u_hint))
+        m.d.comb += hint.eq(
+            Mux(self.u_new, settled, Mux(self.u_late, self.u_late_hint, self.u_hint))
+        )
         # the payload the hints of a write in flight are worked out for two cycles before
         # stage 3, the operation's then
         self.early = (
@@ -236,27 +243,30 @@ class _Stages(StampStages, Forwarding):
         later = t.payload if table_forwarding.BREAK_FORWARDING == "ahead hint" else s2.payload
         with m.If(self.advance):
             m.d.sync += gap.eq(table._update.gap(m, t.payload, later))
-        now = u.payload if table_forwarding.BREAK_FORWARDING == "ahead hint" else t.payload
+        now = self.payload_copy(s2.payload, t.payload, "s3_ahead_payload")
+        if table_forwarding.BREAK_FORWARDING == "ahead hint":
+            now = u.payload
         new_state, result, self.ahead_hint = self.update(
-            u_state,
-            u.payload,
-            "s4",
-            hint=hint,
-            ahead=[now, s2.payload, self.early],
-            gaps=[gap, None, None],
-            early=self.u_early,
+            u_state, u.payload, "s4", hint=hint, ahead=[now], gaps=[gap], early=self.u_early
         )
         return new_state, result
 
     def _source_hints(self, hist):
         """With ``update.prepare``, the hint of each write in flight, in the order of
-        ``_relations``' sources, for the operation two cycles before stage 3 (``None`` for
-        stage 3's, whose state is not made yet): stage 4's from the update, the others from
-        their entries. Without, ``None``."""
+        ``_relations``' sources, for the operation two cycles before stage 3, from their
+        entries (``None`` for stage 3's and stage 4's, whose states are not in a register yet:
+        stage 4's is worked out a cycle later, from ``hist[0]``). Without, ``None``."""
         if self.prepare is None:
             return None
-        hints = [None, self.ahead_hint[2]]
-        return hints + [self.prepare(self.m, h.entry.state, self.early) for h in hist[:-1]]
+        hints = [None, None]
+        for k, h in enumerate(hist[:-1]):
+            # each against a copy of its own of the operation's payload, when a read register
+            # holds the operation a stage before it (``early_payload``)
+            early = self.early
+            if self.early_payload is not None and early is self.prev_payload:
+                early = self.payload_copy(self.early_payload, early, f"s1_hist_payload{k}")
+            hints.append(self.prepare(self.m, h.entry.state, early))
+        return hints
 
     def _tail_registers(self, in_layout, op_shape):
         """The registers of stage 3 (payload, valid, op, row, bank) and of stage 4 (payload,

@@ -1124,17 +1124,35 @@ def test_windows_at_their_boundary_at_every_distance(store, partitions):
     path the tuple that ends it finds its state by (fillers of other keys between), with the
     tuples beside it on the other side of the boundary: a hint worked out for the wrong tuple
     anywhere on those paths changes a match."""
-    rows, matching = window_cases.distance_tuples()
-    data = tuples.Tuples(
-        {
-            "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
-            "p": np.array([["a", "b", "c"].index(p) for _, p, _ in rows], dtype=np.uint64),
-            "t": np.array([t for _, _, t in rows], dtype=np.uint64),
-        },
-        len(rows),
-    )
+    data, matching = distance_data()
     bits, drops = check(wrap_query(), data, partitions=partitions, store=store, gap=0, stall=0)
     assert set(bits) == matching and not drops
+
+
+def distance_data():
+    """:func:`window_cases.distance_tuples` as tuples of :func:`wrap_query`'s stream, with the
+    seqs that match."""
+    rows, matching = window_cases.distance_tuples()
+    columns = {
+        "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
+        "p": np.array([["a", "b", "c"].index(p) for _, p, _ in rows], dtype=np.uint64),
+        "t": np.array([t for _, _, t in rows], dtype=np.uint64),
+    }
+    return tuples.Tuples(columns, len(rows)), matching
+
+
+@pytest.mark.parametrize("broken", ["late hint", "written hint"])
+def test_windows_hints_of_the_last_writes_for_the_wrong_tuple_are_caught(monkeypatch, broken):
+    """The hint of the entry written two operations ahead (taken by stage 4 from a register of
+    its own, "late hint") and of the write handed on last (for the operation a cycle before
+    stage 3, "written hint") are worked out from the register that holds the entry; each
+    worked out against another tuple's times (a broken forwarding path) changes a match of
+    the tuples at the window's boundary."""
+    from nfacep.hdl import table_forwarding
+
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
+    with pytest.raises(AssertionError):
+        check(wrap_query(), distance_data()[0], partitions=4, store="table", gap=0, stall=0)
 
 
 def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):
