@@ -15,6 +15,8 @@ from amaranth.lib.cdc import AsyncFFSynchronizer, FFSynchronizer
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from .bram import RegisteredBank
+
 __all__ = [
     "PacketQueue",
     "ReadAheadAsyncFIFO",
@@ -151,9 +153,13 @@ class PacketQueue(wiring.Component):
     No byte may be written in the cycle of either.
 
     Latency and throughput: a byte a cycle in and out. A committed byte is offered on
-    ``o_stream`` from the second cycle after the commit (the storage is one block-RAM memory
-    read a cycle ahead, into ``o_stream``'s register). ``empty``: nothing committed is left to
-    read, nor waits on ``o_stream``.
+    ``o_stream`` from the third cycle after the commit: the storage is a
+    :class:`~nfacep.hdl.bram.RegisteredBank` (on ECP5 DP16KD blocks read through their own
+    output register, whose clock-to-output is short: timing), read through two registers, the
+    block RAM's address register and its output register, which is ``o_stream``'s payload.
+    Both move together whenever ``o_stream`` is free or being taken, so a low
+    ``o_stream.ready`` holds the two bytes in them and nothing is lost or repeated. ``empty``:
+    nothing committed is left to read, nor is in the read registers or on ``o_stream``.
 
     Members
     -------
@@ -190,33 +196,30 @@ class PacketQueue(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         bits = self._capacity.bit_length()  # one more than the address: full or empty
-        # (no_rw_check: a byte is read only once committed, and written only where nothing
-        # committed is, so no read meets a write of its address; Yosys then adds no bypass)
-        m.submodules.memory = memory = Memory(
-            shape=self._width,
-            depth=self._capacity,
-            init=[],
-            attrs={"ram_style": "block", "no_rw_check": True},
-        )
-        wp = memory.write_port()
-        rp = memory.read_port(transparent_for=())
+        m.submodules.memory = memory = RegisteredBank(width=self._width, depth=self._capacity)
+        o = self.o_stream
         # written (tentative), committed, read from the memory, taken from o_stream
         wptr, cptr, rptr, tptr = (Signal(bits, name=n) for n in ("wptr", "cptr", "rptr", "tptr"))
         full = Signal()
+        # the read pipeline: a byte in the block RAM's address register (``read``), one in its
+        # output register (``o_stream.valid``); both move when the output register is free
+        read = Signal()
+        advance = Signal()
         load = Signal()
         m.d.comb += [
             self.i_stream.ready.eq(1),
             full.eq((wptr[:-1] == tptr[:-1]) & (wptr[-1] != tptr[-1])),
-            wp.addr.eq(wptr[:-1]),
-            wp.data.eq(self.i_stream.payload),
-            wp.en.eq(self.i_stream.valid & ~full),
-            load.eq((rptr != cptr) & (~self.o_stream.valid | self.o_stream.ready)),
-            rp.addr.eq(rptr[:-1]),
-            rp.en.eq(load),
-            self.o_stream.payload.eq(rp.data),
-            self.empty.eq((rptr == cptr) & ~self.o_stream.valid),
+            memory.w_addr.eq(wptr[:-1]),
+            memory.w_data.eq(self.i_stream.payload),
+            memory.w_en.eq(self.i_stream.valid & ~full),
+            advance.eq(~o.valid | o.ready),
+            load.eq(advance & (rptr != cptr)),
+            memory.r_addr.eq(rptr[:-1]),
+            memory.r_en.eq(advance),
+            o.payload.eq(memory.r_data),
+            self.empty.eq((rptr == cptr) & ~read & ~o.valid),
         ]
-        with m.If(wp.en):
+        with m.If(memory.w_en):
             m.d.sync += wptr.eq(wptr + 1)
         with m.If(self.i_stream.valid & full):
             m.d.sync += self.overflow.eq(1)
@@ -224,12 +227,12 @@ class PacketQueue(wiring.Component):
             m.d.sync += [cptr.eq(wptr), self.overflow.eq(0)]
         with m.If(self.rollback):
             m.d.sync += [wptr.eq(cptr), self.overflow.eq(0)]
-        with m.If(self.o_stream.valid & self.o_stream.ready):
+        with m.If(o.valid & o.ready):
             m.d.sync += tptr.eq(tptr + 1)
+        with m.If(advance):
+            m.d.sync += [read.eq(load), o.valid.eq(read)]
         with m.If(load):
-            m.d.sync += [rptr.eq(rptr + 1), self.o_stream.valid.eq(1)]
-        with m.Elif(self.o_stream.ready):
-            m.d.sync += self.o_stream.valid.eq(0)
+            m.d.sync += rptr.eq(rptr + 1)
         return m
 
 

@@ -23,7 +23,8 @@ class ArpRx(wiring.Component):
     and whether it is a request for ``ip`` from an Ethernet/IPv4 station.
 
     Latency: each field from the cycle after its last byte, ``request`` too (its tests are made
-    as the bytes pass); ``is_arp`` (the Ethertype below says ARP) is combinational.
+    as the bytes pass); ``is_arp`` (the Ethertype below says ARP) a cycle after the Ethertype
+    (a register: timing, its 16-bit compare reached the frame's class in the same cycle).
 
     Members
     -------
@@ -55,9 +56,9 @@ class ArpRx(wiring.Component):
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
         m.d.comb += [
             self.fields.eq(header.fields),
-            self.is_arp.eq(self.ethertype == ETHERTYPE_ARP),
             self.request.eq(Value.cast(header.equal).all()),
         ]
+        m.d.sync += self.is_arp.eq(self.ethertype == ETHERTYPE_ARP)
         return m
 
 

@@ -20,7 +20,8 @@ class Ipv4Rx(wiring.Component):
     """The IPv4 header of a received frame (:data:`~.headers.IPV4`, after the Ethernet header)
     and the tests on it.
 
-    ``for_us``: the Ethertype below says IPv4 and the destination is ``ip``; ``supported``:
+    ``for_us``: the Ethertype below says IPv4 (registered a cycle after the Ethertype: timing)
+    and the destination is ``ip``; ``supported``:
     version 4 without options; ``fragment``: more fragments follow or this is not the first
     (combinational from the fields). The header checksum is summed as the bytes pass:
     ``checksum_ok`` is registered two cycles after the header's last byte (at the bytes
@@ -57,9 +58,11 @@ class Ipv4Rx(wiring.Component):
         m.submodules.header = header = Depacketizer(IPV4, self._offset, {"ours": ("dst", self._ip)})
         wiring.connect(m, wiring.flipped(self.frame), header.frame)
         f = header.fields
+        is_ipv4 = Signal()
+        m.d.sync += is_ipv4.eq(self.ethertype == ETHERTYPE_IPV4)
         m.d.comb += [
             self.fields.eq(f),
-            self.for_us.eq((self.ethertype == ETHERTYPE_IPV4) & header.equal.ours),
+            self.for_us.eq(is_ipv4 & header.equal.ours),
             self.supported.eq(f.ver_ihl == _VER_IHL),
             self.fragment.eq(f.flags_fragment[:14] != 0),  # more fragments, or an offset
         ]

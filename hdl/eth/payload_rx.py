@@ -352,10 +352,13 @@ class PayloadRx(Classify, wiring.Component):
 
     def _data(self, m, h):
         """The bytes after the payload header to the UDP payload's end (counted down: timing):
-        to ``write`` for a TUPLES packet; whether there is one and whether whole tuples."""
+        to ``write`` for a TUPLES packet; whether there is one and whether whole tuples.
+        Whether any is left is a flag of its own, set with the count (timing: the count's
+        16-bit compare with 0 fed the receive buffer's write enable in the same cycle)."""
         data_at = self._offset + PAYLOAD.length
         data_phase = Signal(reset_less=True)
         data_left = Signal(16, reset_less=True)
+        data_more = Signal(reset_less=True)  # data_left != 0
         header_end = UDP.length + PAYLOAD.length
         udp_length = self.lower.udp_length
         left = Mux(udp_length >= header_end, udp_length - header_end, 0)
@@ -364,14 +367,18 @@ class PayloadRx(Classify, wiring.Component):
             self.frame,
             {
                 0: [h.some.eq(0), h.phase.eq(0)],
-                self._offset: [data_left.eq(left), h.load_skip.eq(0)],
+                self._offset: [
+                    data_left.eq(left),
+                    data_more.eq(udp_length > header_end),
+                    h.load_skip.eq(0),
+                ],
                 data_at - 1: [data_phase.eq(1)],
             },
         )
         tb = self._tuple_bytes
         in_data = Signal()
         m.d.comb += [
-            in_data.eq(self.frame.valid & data_phase & (data_left != 0)),
+            in_data.eq(self.frame.valid & data_phase & data_more),
             self.write.valid.eq(in_data & (h.ptype == PacketType.TUPLES)),
             self.write.payload.eq(self.frame.byte),
         ]
@@ -392,6 +399,7 @@ class PayloadRx(Classify, wiring.Component):
                 h.some.eq(1),
                 h.phase.eq(Mux(h.phase == tb - 1, 0, h.phase + 1)),
                 data_left.eq(data_left - 1),
+                data_more.eq(data_left != 1),
             ]
         with m.If(self.end):  # (a frame shorter than its UDP length ends its data here)
             m.d.sync += data_phase.eq(0)

@@ -167,7 +167,8 @@ class EthRx(wiring.Component):
     def _buffer(self, m, payload):
         """The tuple bytes of accepted TUPLES packets, queued and gathered into tuples."""
         m.submodules.buffer = buffer = PacketQueue(self._capacity)
-        # (a register after the block RAM, whose clock-to-output is slow: timing)
+        # (a register after the buffer, for timing when its block RAM was read without its
+        # output register; not measured without it since)
         m.submodules.buffer_out = out = StreamBuffer(8)
         m.submodules.gatherer = gatherer = TupleGatherer(self._tuple_width)
         wiring.connect(m, payload.write, buffer.i_stream)
