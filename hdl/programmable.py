@@ -474,7 +474,7 @@ class ProgrammableEngine(wiring.Component):
         line's pace in its own clock domain beside a link (16.45 MHz for marathon's stream
         over UDP), so the longer cycle is affordable there. A table of more than
         :data:`~nfacep.hdl.table.SPREAD_BLOCKS` blocks (the ULX3S-85F's default, 16,384
-        entries in 168 blocks) fills the die's block-RAM columns, and the simple table's
+        entries in 184 blocks) fills the die's block-RAM columns, and the simple table's
         cycle crosses the die (48.3 ns, under the board's 25 MHz): there the registered
         table, whose read, decision and write each have a cycle, and whose forwarding the
         large die has the LUTs for."""
