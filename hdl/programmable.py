@@ -9,7 +9,8 @@ clears every partition's states at once by moving to a new epoch (docs/language.
 "Switching queries at a tuple"). Otherwise it is the fixed engine
 (:class:`nfacep.hdl.engine.Engine`): the same tuple and record streams, the same partition
 stores (pipeline or table, their capacity, timers and drop counting; the table in its simple
-form, :meth:`ProgrammableEngine._table_options`), the same record filter.
+form unless it spreads over the device, :meth:`ProgrammableEngine._table_options`), the same
+record filter.
 
 atoms ▸ guards ▸ FIFO ▸ partition store (activation matrix) ▸ record filter. Each tuple's
 atoms are evaluated from the configuration, then each state's guard, its truth table indexed
@@ -460,17 +461,24 @@ class ProgrammableEngine(wiring.Component):
         return matcher, results
 
     def _table_options(self) -> dict:
-        """The block-RAM table store's options: the simple table (``registered=False``: the
-        read, the decision and the update in the cycle after the read, no write in flight to
-        forward). The programmable entry is wide (its states, the epoch and, with timed
-        slots, their run starts and the last ORDER BY value: 167 bits at the default
+        """The block-RAM table store's options: the simple table unless its blocks spread over
+        the device (``registered=None``, :attr:`~nfacep.hdl.table.TablePartitioner.spread`).
+
+        The simple table reads, decides and updates in the cycle after the read, with no write
+        in flight to forward. The programmable entry is wide (its states, the epoch and, with
+        timed slots, their run starts and the last ORDER BY value: 167 bits at the default
         capacity on marathon's stream), and the registered table forwards every write in
         flight to every way: 60 two-way multiplexers of the whole entry at the default (4
         ways), with their registers. Without them the Colorlight's UDP top maps to 2,153
-        fewer LUT4s and 2,752 fewer flip-flops (benchmarks/README.md). The engine runs at
-        the line's pace in its own clock domain beside a link (16.45 MHz for marathon's
-        stream over UDP), so the longer cycle is affordable there."""
-        return {"registered": False} if self._params.store == "table" else {}
+        fewer LUT4s and 2,752 fewer flip-flops (benchmarks/README.md); the engine runs at the
+        line's pace in its own clock domain beside a link (16.45 MHz for marathon's stream
+        over UDP), so the longer cycle is affordable there. A table of more than
+        :data:`~nfacep.hdl.table.SPREAD_BLOCKS` blocks (the ULX3S-85F's default, 16,384
+        entries in 184 blocks) fills the die's block-RAM columns, and the simple table's
+        cycle crosses the die (48.3 ns, under the board's 25 MHz): there the registered
+        table, whose read, decision and write each have a cycle, and whose forwarding the
+        large die has the LUTs for."""
+        return {"registered": None} if self._params.store == "table" else {}
 
     def _single(self, m: Module, update, results):
         """Without PARTITION: one state register, stepped on every tuple, through an output

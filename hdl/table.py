@@ -32,11 +32,17 @@ from .table_geometry import TableGeometry
 from .table_input import TableInput
 from .table_stages import _Stages
 
-__all__ = ["RESULT_STAGE_WIDTH", "TablePartitioner"]
+__all__ = ["RESULT_STAGE_WIDTH", "SPREAD_BLOCKS", "TablePartitioner"]
 
 #: A result wider than this (start positions, 48 bits each) leaves stage 4 through a register
 #: of its own by default (``result_stage``): a cycle more of latency.
 RESULT_STAGE_WIDTH = 32
+
+#: A table of more DP16KD blocks than this spreads over the device: by default its banks'
+#: ports pass copies beside each block (``copies``), and with ``registered=None`` it is the
+#: registered table (the simple one's read, decision and write in one cycle would cross the
+#: device).
+SPREAD_BLOCKS = 64
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -173,10 +179,12 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     sweep_every : :class:`int`
         With ticks: the most tuples taken between two aging steps (the stamp width grows with
         its logarithm).
-    registered : :class:`bool`
+    registered : :class:`bool` or ``None``
         Register the block RAM's read data and the write-back, and decide and update in
         separate stages (forwarding the writes in flight): more cycles of latency, no long
         path into or out of the block RAM, and the way decision apart from ``update``.
+        ``None``: registered when the table takes more than :data:`SPREAD_BLOCKS` DP16KD
+        blocks (:attr:`spread`), else the simple table.
     read_stages : :class:`int`
         With ``registered``: registers on the read path, 3, 4 (the default without timers:
         a flip-flop after the block RAM's output register) or 5 (the default with timers: the
@@ -186,7 +194,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         With ``registered``: the banks' ports through registers of their own beside each block
         (:class:`~nfacep.hdl.bram.RegisteredBank`): a cycle more of latency, one more write in
         flight to forward. ``None`` (the default): with timers, or when the table takes more
-        than 64 DP16KD blocks.
+        than :data:`SPREAD_BLOCKS` DP16KD blocks.
     result_stage : :class:`bool` or ``None``
         With ``registered``: the record leaving stage 4 (its key, payload, decision and
         ``update``'s result) passes one register more before the output register, a cycle
@@ -217,7 +225,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         timer_bits: int = 4,
         tick_tuples: int = 0,
         sweep_every: int = 1024,
-        registered: bool = True,
+        registered: bool | None = True,
         read_stages: int | None = None,
         counter_width: int = 32,
         copies: bool | None = None,
@@ -241,8 +249,6 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         self._payload_shape = payload_shape
         self._result_shape = result_shape
         self._update = update
-        self._registered = bool(registered)
-        self._read_stages = read_stages if self._registered else 1
         self._counter_width = counter_width
         self._timer_bits = timer_bits
         self._tick_tuples = tick_tuples
@@ -261,6 +267,8 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             span = -(-steps * sweep_every // tick_tuples) + 1
             self._stamp_bits = ((1 << timer_bits) - 1 + span - 1).bit_length()
 
+        self._registered = self.spread if registered is None else bool(registered)
+        self._read_stages = read_stages if self._registered else 1
         self._port_copies(copies)
         if result_stage is None:
             # a wide result (start positions) is a multiplexer over the state stage 4 holds:
@@ -280,17 +288,27 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         """Whether the banks' ports are copied beside each block, and whether the stamp is
         compared there."""
         if copies is None:
-            # with timers (a stamp in every entry) or more than 64 blocks the blocks spread over
-            # the device, and the banks' ports pass a register of their own beside each block:
-            # a cycle more of latency, and a write lands an edge later, one more write in
-            # flight to forward
-            blocks = self._banks * dp16kd_blocks(self._rows, self.entry_layout.size)
-            copies = self._tick_tuples > 0 or blocks > 64
+            # with timers (a stamp in every entry) or when the blocks spread over the device,
+            # the banks' ports pass a register of their own beside each block: a cycle more of
+            # latency, and a write lands an edge later, one more write in flight to forward
+            copies = self._tick_tuples > 0 or self.spread
         self._copies = self._registered and bool(copies)
         # with timers and five read registers the third is the table's, not the bank's: it
         # holds, beside the entry's other fields, the stamp already compared part by part with
         # the operation's tick (``_Stages.stamp_parts``) next to each block
         self._split_stamp = self._copies and self._tick_tuples > 0 and self._read_stages == 5
+
+    @property
+    def spread(self) -> bool:
+        """Whether the banks take more than :data:`SPREAD_BLOCKS` DP16KD blocks (on ECP5,
+        :func:`~nfacep.hdl.bram.dp16kd_blocks`): blocks spread over the device, farther apart
+        than one register reaches in a cycle."""
+        return self._banks * dp16kd_blocks(self._rows, self.entry_layout.size) > SPREAD_BLOCKS
+
+    @property
+    def registered(self) -> bool:
+        """Whether the table is the registered one (``registered``), not the simple one."""
+        return self._registered
 
     @property
     def banks(self) -> int:

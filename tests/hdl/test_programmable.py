@@ -132,6 +132,71 @@ def test_random_queries_equal_the_reference(store, partitions, ways, tick_tuples
     assert drops or store == "table"
 
 
+@pytest.mark.parametrize(
+    ("name", "partitions", "ways", "tick_tuples", "timer_bits", "seed"),
+    [
+        (None, 16, 4, 0, 4, 8),
+        (None, 8, 2, 3, 2, 9),
+        pytest.param("fire", 64, 4, 0, 4, 0, marks=pytest.mark.slow),
+    ],
+)
+def test_a_spread_table_is_registered_and_equals_the_reference(
+    monkeypatch, name, partitions, ways, tick_tuples, timer_bits, seed
+):
+    """A table of more than ``SPREAD_BLOCKS`` blocks (the ULX3S-85F's default: 16,384 entries)
+    is the registered one, its writes in flight forwarded and its ports copied beside the
+    blocks: random files (and fire's windows) give the reference's matches and drops, with
+    timers; with the oldest write in flight not forwarded the random files' do not (fire's
+    data has no two tuples of one key close enough to tell). (The threshold set to 0 here,
+    so that a table the simulator runs in moments counts as spread.)"""
+    from amaranth.hdl import Fragment
+
+    from nfacep.hdl import table, table_forwarding
+
+    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
+    rng = np.random.default_rng(300 + seed)
+    if name is None:
+        nfa = fitting_file(rng)
+        shape = shape_of(nfa)
+        data = random_data(rng, 200, keys=16)
+        values = None
+    else:
+        nfa = nfacep.compile_file(str(QUERIES / f"{name}.sql"))
+        shape = EngineShape(nfa.program.schema, nfa.program.partition_fields)
+        data = reader.read(str(QUERIES / f"{name}.csv"), nfa.program.schema)
+        values = param_values(name, nfa)
+    params = EngineParams(
+        partitions=partitions,
+        store="table",
+        ways=ways,
+        tick_tuples=tick_tuples,
+        timer_bits=timer_bits,
+    )
+    engine = ProgrammableEngine(shape, params)
+    Fragment.get(engine, None)
+    assert engine.store.registered and engine.store.latency > 3
+    want, _ = compare(nfa, shape, data, params, seed=seed, values=values)
+    assert want
+    if name is None:
+        monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "oldest write")
+        with pytest.raises(AssertionError):
+            compare(nfa, shape, data, params, seed=seed, values=values)
+
+
+def test_the_default_tables_of_the_two_ecp5_boards():
+    """Marathon's default capacity: the Colorlight's default table (4,096 entries, 44 blocks)
+    is the simple one, the ULX3S-85F's (16,384 entries) spreads over the device and is the
+    registered one."""
+    from amaranth.hdl import Fragment
+
+    nfa = nfacep.compile_file(str(QUERIES / "marathon.sql"))
+    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields)
+    for partitions, registered in ((4096, False), (16384, True)):
+        engine = ProgrammableEngine(shape, EngineParams(partitions=partitions, store="table"))
+        Fragment.get(engine, None)
+        assert (engine.store.spread, engine.store.registered) == (registered, registered)
+
+
 def test_unpartitioned_equals_the_reference():
     rng = np.random.default_rng(7)
     nfa = fitting_file(rng, partitioned=False)
