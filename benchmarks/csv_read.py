@@ -228,12 +228,12 @@ def eager_columns(path: pathlib.Path, output: pathlib.Path, runners: int, chunk:
         columns = {f: columns[f] for f in schema.names}
         return Tuples(columns, n, source.path, None, offset, source.at(offset))
 
-    saved = reader._joined
-    reader._joined = joined
+    saved = reader.joined
+    reader.joined = joined
     try:
         nfacep_match(path, output, runners, chunk)
     finally:
-        reader._joined = saved
+        reader.joined = saved
 
 
 #: The A/B tables: option, ``match`` as before, and what was before.

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nfacep.errors import NfacepError
-from nfacep.hdl.sdram.timing import ENGINE_SDRAM, ULX3S_SDRAM, SDRAMSetup
+
+if TYPE_CHECKING:
+    from nfacep.hdl.sdram.timing import SDRAMSetup
 
 __all__ = ["BOARDS", "Board", "UnknownBoardError", "get_board"]
 
@@ -24,8 +27,11 @@ class Board:
     flip-flops, one of each per logic cell, and ``ICESTORM_RAM``); they let a design that cannot
     fit be rejected before place-and-route.
 
-    ``sdram`` is the board's SDRAM chip for ``--store sdram`` (its geometry and timing, at
-    the simulations' clock: a board top builds the controller for its own), None without one.
+    ``sdram_chip`` names the board's SDRAM chip for ``--store sdram`` in
+    :mod:`nfacep.hdl.sdram.timing` (``None`` without one); :attr:`sdram` is it (its geometry
+    and timing, at the simulations' clock: a board top builds the controller for its own),
+    looked up when asked for, so that reading the registry (``nfacep check``) loads no
+    gateware package.
     """
 
     name: str
@@ -36,7 +42,15 @@ class Board:
     luts: int
     ffs: int
     brams: int
-    sdram: SDRAMSetup | None = None
+    sdram_chip: str | None = None
+
+    @property
+    def sdram(self) -> SDRAMSetup | None:
+        if self.sdram_chip is None:
+            return None
+        from nfacep.hdl.sdram import timing
+
+        return getattr(timing, self.sdram_chip)
 
     def platform_class(self):
         return getattr(importlib.import_module(f"amaranth_boards.{self.module}"), self.platform)
@@ -65,7 +79,7 @@ BOARDS: dict[str, Board] = {
             luts=83640,
             ffs=83640,
             brams=208,
-            sdram=ULX3S_SDRAM,
+            sdram_chip="ULX3S_SDRAM",
         ),
         Board(
             "ulx3s-45f",
@@ -76,7 +90,7 @@ BOARDS: dict[str, Board] = {
             luts=43848,
             ffs=43848,
             brams=108,
-            sdram=ULX3S_SDRAM,
+            sdram_chip="ULX3S_SDRAM",
         ),
         Board(
             "ulx3s-25f",
@@ -87,7 +101,7 @@ BOARDS: dict[str, Board] = {
             luts=24288,
             ffs=24288,
             brams=56,
-            sdram=ULX3S_SDRAM,
+            sdram_chip="ULX3S_SDRAM",
         ),
         Board(
             "colorlight-5a75b",
@@ -98,7 +112,7 @@ BOARDS: dict[str, Board] = {
             luts=24288,
             ffs=24288,
             brams=56,
-            sdram=ENGINE_SDRAM,
+            sdram_chip="ENGINE_SDRAM",
         ),
         Board(
             "icebreaker",

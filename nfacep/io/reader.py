@@ -247,7 +247,7 @@ def _tuples_pieces(
         return left if ends or left == 0 else None
 
     for held, count, offset, last in _regrouped(blocks, sizes, size, part, after):
-        yield _joined(held, count, offset, source, schema), last
+        yield joined(held, count, offset, source, schema), last
 
 
 def _regrouped(
@@ -288,7 +288,7 @@ def _slice(t: Tuples, a: int, b: int) -> Tuples:
     return Tuples({f: c[a:b] for f, c in t.columns.items()}, b - a, t.source)
 
 
-def _joined(held: list[Tuples], n: int, offset: int, source: Location, schema: Schema) -> Tuples:
+def joined(held: list[Tuples], n: int, offset: int, source: Location, schema: Schema) -> Tuples:
     """One piece of the parts ``held``, its columns of the stream's numpy types (the parts of a
     typed block are in pyarrow's: cast as they are copied), each copied together when it is
     first read (:class:`~nfacep.io.tuples.JoinedColumns`): a field the queries do not read is
