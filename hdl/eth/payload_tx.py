@@ -51,6 +51,12 @@ class _TxFrame:
 
     def __init__(self, max_records: int, record_bytes: int):
         self.kind = Signal(8)  # the payload type, 0 for ARP, _KIND_ECHO for an echo reply
+        # which kind, one flip-flop each, set with it (timing: the header state's decisions
+        # read these, not 8-bit compares of kind)
+        # (kind's reset value is ARP's 0, so is_arp's is 1)
+        self.is_arp, self.is_echo, self.is_status, self.is_records = (
+            Signal(name=f"is_{n}", init=n == "arp") for n in ("arp", "echo", "status", "records")
+        )
         self.icmp_checksum = Signal(16)  # an echo reply's
         # its first half, from the request's checksum each cycle (folded into icmp_checksum
         # in SUM: one add a cycle, for timing)
@@ -224,6 +230,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                     m.d.sync += [
                         want_arp.eq(0),
                         f.kind.eq(0),
+                        *self._kind_flags(f, "arp"),
                         f.body_len.eq(0),
                         f.dst.eq(self.arp_peer),
                         f.loading.eq(1),
@@ -233,6 +240,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                     m.d.sync += [
                         want_echo.eq(0),
                         f.kind.eq(_KIND_ECHO),
+                        *self._kind_flags(f, "echo"),
                         f.dst.mac.eq(self.echo_peer.mac),
                         f.dst.ip.eq(self.echo_peer.ip),
                         f.ip_len.eq(self.echo_length),
@@ -243,6 +251,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                     m.d.sync += [
                         want_status.eq(0),
                         f.kind.eq(PacketType.STATUS),
+                        *self._kind_flags(f, "status"),
                         f.body_len.eq(status_bytes),
                         f.dst.eq(self.status_peer),
                         f.session.eq(self.status_session),
@@ -253,6 +262,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                 with m.Elif(go_records & ~self.clear):
                     m.d.sync += [
                         f.kind.eq(PacketType.RECORDS),
+                        *self._kind_flags(f, "records"),
                         f.n_records.eq(batch),
                         f.dst.eq(self.peer),
                         f.session.eq(self.session),
@@ -262,7 +272,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             with m.State("LOAD"):
                 m.d.sync += [f.loading.eq(0), f.in_header.eq(1)]
                 m.next = "HEADER"
-                with m.If((self.clear | f.cleared) & (f.kind == PacketType.RECORDS)):
+                with m.If((self.clear | f.cleared) & f.is_records):
                     m.d.sync += f.in_header.eq(0)
                     m.next = "IDLE"  # RESET since the packet was decided: its records are gone
             self._header_state(m, f, header, fifo, head)
@@ -339,12 +349,17 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             m.d.sync += f.loading.eq(1)
             m.next = "LOAD"
 
+    @staticmethod
+    def _kind_flags(f, kind: str) -> list:
+        """The one-hot flags of the frame's kind, set with ``kind``."""
+        return [getattr(f, f"is_{n}").eq(n == kind) for n in ("arp", "echo", "status", "records")]
+
     def _header_state(self, m, f, header, fifo, head):
         """HEADER: the headers' bytes; then IDLE (ARP) or the body."""
         out = self.o_stream
         taken = out.valid & out.ready
-        arp_reply = f.kind == 0
-        echo = (f.kind == _KIND_ECHO) if self._echo else Const(0)
+        arp_reply = f.is_arp
+        echo = f.is_echo if self._echo else Const(0)
         last_header = Mux(
             arp_reply, _ARP_HEADERS - 1, Mux(echo, _ECHO_HEADERS - 1, _UDP_HEADERS - 1)
         )
@@ -358,7 +373,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             # a RECORDS packet's first record loaded in every cycle of its headers (the head
             # stays: nothing is popped until their last byte), so that the load's enable
             # depends on no byte count (timing: the record's 56 flip-flops)
-            with m.If(~arp_reply & ~echo & (f.kind != PacketType.STATUS)):
+            with m.If(f.is_records):
                 m.d.sync += f.record.eq(head)
             with m.If(taken):
                 m.d.sync += f.index.eq(f.index + 1)
@@ -369,7 +384,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                     if self._echo:
                         with m.Elif(echo):
                             m.next = "ECHO"
-                    with m.Elif(f.kind == PacketType.STATUS):
+                    with m.Elif(f.is_status):
                         with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)
                             m.d.sync += f.seq.eq(f.seq + 1)
                         m.d.sync += f.in_status.eq(1)
