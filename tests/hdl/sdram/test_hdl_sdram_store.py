@@ -34,7 +34,7 @@ TIMING = M12L16161A.with_(power_up_ns=300.0, init_refreshes=2, trefi_ns=1500.0)
 GEOMETRY = SDRAMGeometry(banks=2, rows=16, columns=16, width=32)
 
 
-def make_store(*, entries, ways, key_width, lines=4, **kwargs):
+def make_store(*, entries, ways, key_width, lines=4, geometry=None, timing=None, **kwargs):
     return SdramPartitioner(
         key_shape=key_width,
         payload_shape=PAYLOAD_WIDTH,
@@ -43,8 +43,8 @@ def make_store(*, entries, ways, key_width, lines=4, **kwargs):
         entries=entries,
         ways=ways,
         update=mix_gateware,
-        geometry=GEOMETRY,
-        timing=TIMING,
+        geometry=geometry or GEOMETRY,
+        timing=timing or TIMING,
         clk_freq=CLK,
         lines=lines,
         **kwargs,
@@ -238,18 +238,12 @@ def check_ulx3s(tuples, *, entries, ways, key_width, controller=None):
     """The store at the ULX3S's geometry against the table's model, with the chip's model
     (its assertions raise) on its pins; four cache lines, so buckets are written back and
     fetched again."""
-    dut = SdramPartitioner(
-        key_shape=key_width,
-        payload_shape=PAYLOAD_WIDTH,
-        state_width=STATE_WIDTH,
-        result_shape=STATE_WIDTH,
+    dut = make_store(
         entries=entries,
         ways=ways,
-        update=mix_gateware,
+        key_width=key_width,
         geometry=ULX3S,
         timing=ULX3S_TIMING,
-        clk_freq=CLK,
-        lines=4,
         clear=False,
         controller=controller,
     )
