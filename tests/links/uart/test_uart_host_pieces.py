@@ -12,13 +12,12 @@ path (exit 1); and the host must never hold more than a few pieces of the input.
 from __future__ import annotations
 
 import json
-import weakref
 
 import pytest
+from alive import Alive
 from test_boards_host import QUERIES, _params, board, reference, run_cli
 from test_udp_host import SWITCHES
 
-from nfacep import backend
 from nfacep.links.uart import host as uart_host
 from nfacep.links.uart.model import UartBoardModel
 
@@ -126,18 +125,8 @@ def test_a_fault_in_a_later_piece_writes_nothing(tmp_path, capsys, monkeypatch, 
 def test_the_host_holds_a_few_pieces(tmp_path, monkeypatch):
     """In pieces of 8 tuples, at most three pieces of the input are alive at once."""
     monkeypatch.setattr(uart_host.UartBoard, "chunk", 8)
-    real = backend.read_pieces
-    alive, most = [0], [0]
-
-    def counted(path, nfa, rows):
-        for piece in real(path, nfa, rows):
-            alive[0] += 1
-            most[0] = max(most[0], alive[0])
-            weakref.finalize(piece, lambda: alive.__setitem__(0, alive[0] - 1))
-            yield piece
-
-    monkeypatch.setattr(backend, "read_pieces", counted)
+    alive = Alive().install(monkeypatch)
     with board() as (_, port):
         code, out = _run(port, tmp_path)
     assert code == 0 and out.read_text() == EXPECTED
-    assert most[0] <= 3, most
+    assert alive.made == 35 and alive.most <= 3, (alive.made, alive.most)

@@ -11,13 +11,13 @@ output path; and the host must never hold more than a few pieces of the input.
 from __future__ import annotations
 
 import json
-import weakref
 
 import pytest
+from alive import Alive
 from test_udp_host import QUERIES, SWITCHES, board, proxy, reference, serving
 from test_udp_hostile import _kind, duplicated_and_reordered, hostile
 
-from nfacep import backend, compile_file, wire
+from nfacep import compile_file, wire
 from nfacep.backend import run_files
 from nfacep.cli import main
 from nfacep.errors import DataError
@@ -174,18 +174,7 @@ def test_the_host_holds_a_few_pieces_not_the_input(tmp_path, monkeypatch):
     """Pieces of 8 tuples (35 of them): at no time do more than three pieces of the input
     exist (the one being sent, the next, the one being read), and the records held at each
     drain are at most the piece's."""
-    alive = [0]
-    most = [0]
-    real = backend.read_pieces
-
-    def counted(path, nfa, rows):
-        for piece in real(path, nfa, rows):
-            alive[0] += 1
-            most[0] = max(most[0], alive[0])
-            weakref.finalize(piece, lambda: alive.__setitem__(0, alive[0] - 1))
-            yield piece
-
-    monkeypatch.setattr(backend, "read_pieces", counted)
+    alive = Alive().install(monkeypatch)
     held = []
     take = udp_stream._Tally.take
 
@@ -198,7 +187,7 @@ def test_the_host_holds_a_few_pieces_not_the_input(tmp_path, monkeypatch):
     with board() as (_, address):
         totals, out = _run(address, tmp_path, 8)
     assert out.read_text() == EXPECTED and totals.n == 278
-    assert len(held) == 35 and most[0] <= 3, (most, held)
+    assert len(held) == alive.made == 35 and alive.most <= 3, (alive.most, held)
     assert max(records for records, _ in held) <= 8  # (one record a tuple at most)
     assert max(left for _, left in held) <= 1  # (nothing of the piece stays behind)
 
