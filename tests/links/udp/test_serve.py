@@ -50,7 +50,7 @@ def test_serve_answers_run_and_stops_cleanly(tmp_path, stop, capsys):
         assert out.read_text() == expected
     finally:
         proc.send_signal(stop)
-        rest, err = proc.communicate(timeout=10)
+        rest, err = proc.communicate(timeout=60)  # (a slow exit under load is not a hang)
     assert proc.returncode == 0, err
     assert "stopped" in rest and "Traceback" not in err
 
