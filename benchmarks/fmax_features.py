@@ -116,6 +116,7 @@ def sweep(args) -> list[dict]:
                         args.target_mhz,
                         root,
                         seed=args.seed,
+                        timeout=args.timeout,
                     )
                     row = {"board": board, "point": point, "feature": feature, **row}
                     row["seed"] = seed
@@ -184,6 +185,13 @@ def main() -> None:
     ap.add_argument("--features", nargs="+", choices=FEATURES, default=FEATURES)
     ap.add_argument("--target-mhz", type=float, default=150.0)
     ap.add_argument("--seed", type=int, help="nextpnr's placement seed (default: its own)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=1800,
+        help="seconds a point's build may take before it is stopped and its row says "
+        "'timeout' (default 1800; a large point on a loaded machine takes longer)",
+    )
     ap.add_argument("--csv", default=CSV)
     ap.add_argument(
         "--plot",

@@ -159,6 +159,7 @@ def build_row(
     *,
     drive_params: bool = True,
     seed: int | None = None,
+    timeout: float = 1800,
 ) -> dict:
     nfa = nfacep.compile_text(text)
     values = initial_values(nfa)
@@ -168,7 +169,7 @@ def build_row(
         return top_class(Engine(nfa, params, values=values))
 
     out = os.path.join(root, label.replace(" ", "_").replace(",", ""))
-    res = build_design(make_top, board, out, target_mhz=target, timeout=1800, seed=seed)
+    res = build_design(make_top, board, out, target_mhz=target, timeout=timeout, seed=seed)
     row = {
         "label": label,
         "store": params.store,
