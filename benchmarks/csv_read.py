@@ -38,7 +38,8 @@ an A/B of that round's change that the load of a shared machine falls on alike (
 files compared). ``--eager-columns`` makes such a table of ``match`` against itself with
 every column of a piece copied as the piece is made, all in one allocation, as before a
 column was copied when first read (a field the query does not read, marathon's ``time`` and
-``speed``, then copied too).
+``speed``, then copied too); ``--seek-quotes``, with pyarrow's parser looking for quotes in
+every block, as before a block without a ``"`` was parsed with the parser told it has none.
 
 A further table (``--fresh``, the default up to 10^7 rows): what a user times, each command
 as a new process (its start-up and imports included): ``nfacep match`` (as above) and a
@@ -236,6 +237,23 @@ def eager_columns(path: pathlib.Path, output: pathlib.Path, runners: int, chunk:
         reader.joined = saved
 
 
+def seek_quotes(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int) -> None:
+    """:func:`nfacep_match` with pyarrow's parser looking for quotes in every block, as
+    ``match`` parsed a block without any before it told the parser so (``--seek-quotes``)."""
+
+    def options(*args, **kwargs):
+        if kwargs.get("quote_char") is False:  # (told there are none: quotes sought)
+            kwargs["quote_char"] = '"'
+        return parse_options(*args, **kwargs)
+
+    parse_options = pacsv.ParseOptions
+    pacsv.ParseOptions = options
+    try:
+        nfacep_match(path, output, runners, chunk)
+    finally:
+        pacsv.ParseOptions = parse_options
+
+
 #: The A/B tables: option, ``match`` as before, and what was before.
 BEFORE = {
     "exact_pieces": (exact_pieces, "the pieces as before (`--exact-pieces`)"),
@@ -243,11 +261,16 @@ BEFORE = {
         eager_columns,
         "every column copied as the piece is made (`--eager-columns`)",
     ),
+    "seek_quotes": (
+        seek_quotes,
+        "pyarrow's parser looking for quotes in every block (`--seek-quotes`)",
+    ),
 }
 
 
 def exact_row(args, rows: int, path: pathlib.Path, output: pathlib.Path, option: str) -> str:
-    """The row of an A/B table (:data:`BEFORE`: ``--exact-pieces``, ``--eager-columns``):
+    """The row of an A/B table (:data:`BEFORE`: ``--exact-pieces``, ``--eager-columns``,
+    ``--seek-quotes``):
     pyarrow's read, ``match`` and ``match`` as before, taking turns ``--repeat`` times in this
     process; best of each, and the median over pyarrow's median in brackets. The two match
     files must be the same."""
@@ -376,6 +399,11 @@ def main() -> None:
         help="also match with every column copied as each piece is made (A/B in turns)",
     )
     ap.add_argument(
+        "--seek-quotes",
+        action="store_true",
+        help="also match with pyarrow looking for quotes in every block, as before (A/B in turns)",
+    )
+    ap.add_argument(
         "--fresh",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -447,8 +475,8 @@ def main() -> None:
 def print_tables(
     args, exact_rows: dict[str, list[str]], fresh_rows: list[str], spark_rows: list[str]
 ) -> None:
-    """The tables after the first: ``--exact-pieces``, ``--eager-columns``, new processes,
-    ``--master``."""
+    """The tables after the first: ``--exact-pieces``, ``--eager-columns``,
+    ``--seek-quotes``, new processes, ``--master``."""
     for option, lines in exact_rows.items():
         print(
             f"\n`match` and `match` with {BEFORE[option][1]}, in turns with pyarrow's read, "

@@ -178,7 +178,8 @@ def parse_typed(
     integers as text when ``hex_``), its columns named as the stream's fields; None when
     pyarrow refuses a value or the typed columns do not hold what nfacep reads (the text path
     then reads the block). ``quoted``: the block holds a ``"``, so that every column is read
-    and a value holding a line break (a quote left open) is a :class:`DataError`;
+    and a value holding a line break (a quote left open) is a :class:`DataError` (without
+    one, pyarrow's parser is told there are no quotes, which it then need not look for);
     ``threads``: pyarrow parses the block's 1 MiB parts on every core (else in this thread);
     ``utf8=False``: pyarrow does not check that text is UTF-8 when the only text it reads is
     labels (a value equal to a label is UTF-8; the caller checks a block with a value that
@@ -199,6 +200,8 @@ def parse_typed(
         table = pacsv.read_csv(
             data,
             read_options=pacsv.ReadOptions(column_names=names, use_threads=threads),
+            # (a block without a quote: the same values, split a little faster)
+            parse_options=pacsv.ParseOptions(quote_char='"' if quoted else False),
             convert_options=pacsv.ConvertOptions(
                 column_types=column_types,
                 include_columns=names if quoted else wanted,

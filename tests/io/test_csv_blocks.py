@@ -174,6 +174,20 @@ def test_plain_blocks_go_the_typed_path_and_an_odd_value_takes_its_block_alone(
     assert 1 <= len(texts) <= 2  # (the two rows may be cut into two blocks)
 
 
+def test_quoted_blocks_go_the_typed_path_beside_blocks_without_quotes(tmp_path, small_blocks):
+    # (pyarrow is told a block without a quote has none; a block with quotes still takes
+    # them off its values)
+    texts = small_blocks(200)
+    rng = random.Random(2)
+    rows = [_row(rng, 0) for _ in range(300)]
+    rows[0] = [f'"{v}"' for v in rows[0]]
+    rows[299][3] = '"Staten Island"'
+    path = tmp_path / "t.csv"
+    path.write_text(_text(rows, rng, "\n", quote=False))
+    assert _assert_same(str(path), 64) == "accepted"
+    assert texts == []
+
+
 @pytest.mark.parametrize("column", list(BAD))
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
 def test_a_bad_value_in_a_block_is_named_as_the_whole_read_names_it(
