@@ -1044,6 +1044,53 @@ def test_programmable_verilator(tmp_path, sim_cache):
     assert summary["simulator"] == "verilator" and summary["matches"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_programmable_registered_table(tmp_path, sim_cache, simulator, monkeypatch):
+    """The programmable engine's default table under both simulators. vshape's stock is 16
+    bits, so without --store or --partitions the table has 65,536 entries, more blocks than
+    SPREAD_BLOCKS: the registered table (read, decision and write-back each in a stage of
+    its own, the writes in flight forwarded). With the tuples back to back (--traffic full)
+    vshape's six stocks follow one another within the table's pipeline: `sim` writes
+    `match`'s file, every record checked as it comes, and with the forwarding of the oldest
+    write in flight broken (Icarus) it does not."""
+    from amaranth.hdl import Fragment
+
+    from nfacep.hdl import table_forwarding
+    from nfacep.hdl.programmable import ProgrammableEngine
+    from nfacep.image import Capacity, EngineShape
+
+    require(simulator)
+    small = ("--engine", "programmable", "--states", "8", "--atoms", "8", "--queries", "1")
+    argv = (*small, "--traffic", "full", "--simulator", simulator)
+    got, summary = simulate(tmp_path, sim_cache, "vshape", *argv)
+    expected, ref_summary = reference(tmp_path, "vshape")
+    assert got == expected == (QUERIES / "vshape.matches.csv").read_text()
+    assert {k: summary[k] for k in SAME_KEYS} == {k: ref_summary[k] for k in SAME_KEYS}
+    assert (summary["store"], summary["partitions"]) == ("table", 65536)
+    params = EngineParams(
+        engine="programmable",
+        states=8,
+        atoms=8,
+        queries=1,
+        store="table",
+        partitions=summary["partitions"],
+        ways=summary["ways"],
+    )
+    program = compile_file(str(QUERIES / "vshape.sql")).program
+    engine = ProgrammableEngine(
+        EngineShape(program.schema, program.partition_fields, Capacity.of(params)), params
+    )
+    Fragment.get(engine, None)
+    assert engine.store.spread and engine.store.registered
+    if simulator == "icarus":
+        monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "oldest write")
+        broken = tmp_path / "broken.csv"
+        io = ["--input", str(QUERIES / "vshape.csv"), "--output", str(broken)]
+        main(["sim", str(QUERIES / "vshape.sql"), *io, "--build-dir", str(sim_cache), *argv])
+        assert broken.read_text() != expected
+
+
 def test_programmable_refuses_what_does_not_fit(tmp_path, capsys):
     """A file the programmable engine cannot hold is refused before any simulator runs,
     every reason named, with the UDP link (which loads the image in LOAD packets) as without."""
