@@ -39,9 +39,12 @@ CONFIGS = {
 }
 
 
-def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
+def measure(
+    name: str, given: dict, work: str, seed: int | None = None, router: str | None = None
+) -> dict:
     """One build of the UDP top with the engine ``given`` (``build``'s default for the rest),
-    placed with nextpnr's ``seed``."""
+    placed with nextpnr's ``seed`` and routed by its ``router`` (its default, ``router1``,
+    when None)."""
     from nfacep import boards, compile_file
     from nfacep.boards.defaults import board_engine
     from nfacep.boards.flow import BuildError
@@ -51,7 +54,11 @@ def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
     given = dict(given)
     mhz = given.pop("engine_mhz", None)
     params = board_engine(nfa, board, given)
-    folder = f"{work}/{name}" + ("" if seed is None else f"-seed{seed}")
+    folder = (
+        f"{work}/{name}"
+        + ("" if seed is None else f"-seed{seed}")
+        + ("" if router is None else f"-{router}")
+    )
     try:
         report = boards.build(
             nfa,
@@ -62,6 +69,7 @@ def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
             query_file=str(MARATHON),
             engine_mhz=mhz,
             seed=seed,
+            router=router,
         )
     except BuildError as err:
         report = err.report
@@ -72,12 +80,14 @@ def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
     row = {
         "engine": f"{params.store} {params.partitions}",
         "seed": "default" if seed is None else seed,
+        "router": router or "router1",
         "luts": res.get("luts", {}).get("used"),
         "ffs": res.get("ffs", {}).get("used"),
         "brams": res.get("brams", {}).get("used"),
         "met": report["timing_met"],
         "engine_mhz": link.get("engine_mhz"),
         "keeps_up": link.get("keeps_up"),
+        "pnr_s": report.get("seconds", {}).get("nextpnr-ecp5"),
     }
     for clock, mhz in sorted(report["fmax_mhz"].items()):
         row[f"fmax {clock}"] = f"{mhz:.2f}/{report['constraint_mhz'][clock]:g}"
@@ -105,6 +115,8 @@ def _seed(text: str) -> int | None:
 
 
 def main() -> None:
+    from nfacep.boards.flow import ROUTERS
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--only", default="2,64,256,default", help="configurations (%(default)s; sdram, sdram-89)"
@@ -112,6 +124,11 @@ def main() -> None:
     ap.add_argument(
         "--seeds",
         help="nextpnr placement seeds, each configuration once per seed ('default': nextpnr's)",
+    )
+    ap.add_argument(
+        "--router",
+        choices=ROUTERS,
+        help="nextpnr's router (default: nextpnr's, router1)",
     )
     ap.add_argument("--csv", help="also write the rows to this CSV file")
     ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
@@ -128,7 +145,7 @@ def main() -> None:
         seeds = [None] if not args.seeds else [_seed(x) for x in args.seeds.split(",")]
         for name in args.only.split(","):
             for seed in seeds:
-                row = measure(name, CONFIGS[name], work, seed)
+                row = measure(name, CONFIGS[name], work, seed, args.router)
                 rows.append(row)
                 print(f"{commit}: " + "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     print(f"\nUDP top on the Colorlight 5A-75B at {commit} (fmax: reached/constraint MHz)")
