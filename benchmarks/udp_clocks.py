@@ -12,23 +12,34 @@ minutes each), one at a time; a build that misses timing still has its report an
 figures from two commits compare placements alike rather than one lucky or unlucky placement
 (nextpnr's default seed when not given). Each row also names the slowest path of each clock
 (its first and last cell, from nextpnr's report). Run it on two commits to compare them (the
-table says which commit it measured):
+table and each row of the CSV say which commit it measured), and with ``--router router2`` to
+route with nextpnr's other router:
 
     python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] \
-        [--seeds 1,2,3,default] [--csv F]
+        [--seeds 1,2,3,default] [--router router1|router2] [--csv F] [--keep DIR]
+
+The rows are added to ``benchmarks/results/udp_clocks.csv`` (``--csv``), those of earlier runs
+kept.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import os
 import pathlib
 import subprocess
+import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fabric import read_csv, write_merged
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARATHON = ROOT / "queries" / "marathon.sql"
+#: Where the rows go (``--csv``), added to those of earlier runs.
+RESULTS = ROOT / "benchmarks" / "results" / "udp_clocks.csv"
 CONFIGS = {
     "2": {"store": "pipeline", "partitions": 2},
     "64": {"store": "pipeline", "partitions": 64},
@@ -130,7 +141,12 @@ def main() -> None:
         choices=ROUTERS,
         help="nextpnr's router (default: nextpnr's, router1)",
     )
-    ap.add_argument("--csv", help="also write the rows to this CSV file")
+    ap.add_argument(
+        "--csv",
+        default=str(RESULTS),
+        help="add the rows to this CSV file, a row of the same commit, engine, seed and router "
+        "replaced, the others kept (default: %(default)s)",
+    )
     ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
     args = ap.parse_args()
     commit = subprocess.run(
@@ -145,22 +161,30 @@ def main() -> None:
         seeds = [None] if not args.seeds else [_seed(x) for x in args.seeds.split(",")]
         for name in args.only.split(","):
             for seed in seeds:
-                row = measure(name, CONFIGS[name], work, seed, args.router)
+                row = {"commit": commit, **measure(name, CONFIGS[name], work, seed, args.router)}
                 rows.append(row)
-                print(f"{commit}: " + "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+                print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     print(f"\nUDP top on the Colorlight 5A-75B at {commit} (fmax: reached/constraint MHz)")
     keys = sorted(
-        {k for row in rows for k in row},
+        {k for row in rows for k in row} - {"commit"},
         key=lambda k: (k.startswith("path"), k.startswith("fmax"), k != "engine", k),
     )
     print(" | ".join(keys))
     for row in rows:
         print(" | ".join(str(row.get(k, "-")) for k in keys))
-    if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(rows)
+    add_rows(args.csv, [{"commit": row["commit"], **{k: row.get(k) for k in keys}} for row in rows])
+
+
+def add_rows(path: str, rows: list[dict]) -> None:
+    """Add ``rows`` to the CSV at ``path`` (made when missing): a row of the same commit,
+    engine, seed and router replaces the file's, the file's other rows stay."""
+    old = read_csv(path) if os.path.exists(path) else []
+    write_merged(
+        path,
+        old,
+        rows,
+        key=lambda r: tuple(str(r.get(k)) for k in ("commit", "engine", "seed", "router")),
+    )
 
 
 if __name__ == "__main__":
