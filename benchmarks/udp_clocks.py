@@ -13,7 +13,8 @@ figures from two commits compare placements alike rather than one lucky or unluc
 (nextpnr's default seed when not given). Each row also names the slowest path of each clock
 (its first and last cell, from nextpnr's report). Run it on two commits to compare them (the
 table and each row of the CSV say which commit it measured), and with ``--router router2`` to
-route with nextpnr's other router:
+route with nextpnr's other router (the 256-partition top, 89% of the LUTs, routes only with
+it, in about 40 minutes; nextpnr's default, ``router1``, does not finish it: boards/UDP.md):
 
     python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] \
         [--seeds 1,2,3,default] [--router router1|router2] [--csv F] [--keep DIR]
