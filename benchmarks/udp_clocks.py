@@ -12,23 +12,35 @@ minutes each), one at a time; a build that misses timing still has its report an
 figures from two commits compare placements alike rather than one lucky or unlucky placement
 (nextpnr's default seed when not given). Each row also names the slowest path of each clock
 (its first and last cell, from nextpnr's report). Run it on two commits to compare them (the
-table says which commit it measured):
+table and each row of the CSV say which commit it measured), and with ``--router router2`` to
+route with nextpnr's other router (the 256-partition top, 89% of the LUTs, routes only with
+it, in about 40 minutes; nextpnr's default, ``router1``, does not finish it: boards/UDP.md):
 
     python benchmarks/udp_clocks.py [--only 2,64,256,default,sdram,sdram-89] \
-        [--seeds 1,2,3,default] [--csv F]
+        [--seeds 1,2,3,default] [--router router1|router2] [--csv F] [--keep DIR]
+
+The rows are added to ``benchmarks/results/udp_clocks.csv`` (``--csv``), those of earlier runs
+kept.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
+import os
 import pathlib
 import subprocess
+import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from fabric import read_csv, write_merged
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARATHON = ROOT / "queries" / "marathon.sql"
+#: Where the rows go (``--csv``), added to those of earlier runs.
+RESULTS = ROOT / "benchmarks" / "results" / "udp_clocks.csv"
 CONFIGS = {
     "2": {"store": "pipeline", "partitions": 2},
     "64": {"store": "pipeline", "partitions": 64},
@@ -39,9 +51,12 @@ CONFIGS = {
 }
 
 
-def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
+def measure(
+    name: str, given: dict, work: str, seed: int | None = None, router: str | None = None
+) -> dict:
     """One build of the UDP top with the engine ``given`` (``build``'s default for the rest),
-    placed with nextpnr's ``seed``."""
+    placed with nextpnr's ``seed`` and routed by its ``router`` (its default, ``router1``,
+    when None)."""
     from nfacep import boards, compile_file
     from nfacep.boards.defaults import board_engine
     from nfacep.boards.flow import BuildError
@@ -51,7 +66,11 @@ def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
     given = dict(given)
     mhz = given.pop("engine_mhz", None)
     params = board_engine(nfa, board, given)
-    folder = f"{work}/{name}" + ("" if seed is None else f"-seed{seed}")
+    folder = (
+        f"{work}/{name}"
+        + ("" if seed is None else f"-seed{seed}")
+        + ("" if router is None else f"-{router}")
+    )
     try:
         report = boards.build(
             nfa,
@@ -62,6 +81,7 @@ def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
             query_file=str(MARATHON),
             engine_mhz=mhz,
             seed=seed,
+            router=router,
         )
     except BuildError as err:
         report = err.report
@@ -72,12 +92,14 @@ def measure(name: str, given: dict, work: str, seed: int | None = None) -> dict:
     row = {
         "engine": f"{params.store} {params.partitions}",
         "seed": "default" if seed is None else seed,
+        "router": router or "router1",
         "luts": res.get("luts", {}).get("used"),
         "ffs": res.get("ffs", {}).get("used"),
         "brams": res.get("brams", {}).get("used"),
         "met": report["timing_met"],
         "engine_mhz": link.get("engine_mhz"),
         "keeps_up": link.get("keeps_up"),
+        "pnr_s": report.get("seconds", {}).get("nextpnr-ecp5"),
     }
     for clock, mhz in sorted(report["fmax_mhz"].items()):
         row[f"fmax {clock}"] = f"{mhz:.2f}/{report['constraint_mhz'][clock]:g}"
@@ -105,6 +127,8 @@ def _seed(text: str) -> int | None:
 
 
 def main() -> None:
+    from nfacep.boards.flow import ROUTERS
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--only", default="2,64,256,default", help="configurations (%(default)s; sdram, sdram-89)"
@@ -113,7 +137,17 @@ def main() -> None:
         "--seeds",
         help="nextpnr placement seeds, each configuration once per seed ('default': nextpnr's)",
     )
-    ap.add_argument("--csv", help="also write the rows to this CSV file")
+    ap.add_argument(
+        "--router",
+        choices=ROUTERS,
+        help="nextpnr's router (default: nextpnr's, router1)",
+    )
+    ap.add_argument(
+        "--csv",
+        default=str(RESULTS),
+        help="add the rows to this CSV file, a row of the same commit, engine, seed and router "
+        "replaced, the others kept (default: %(default)s)",
+    )
     ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
     args = ap.parse_args()
     commit = subprocess.run(
@@ -128,22 +162,30 @@ def main() -> None:
         seeds = [None] if not args.seeds else [_seed(x) for x in args.seeds.split(",")]
         for name in args.only.split(","):
             for seed in seeds:
-                row = measure(name, CONFIGS[name], work, seed)
+                row = {"commit": commit, **measure(name, CONFIGS[name], work, seed, args.router)}
                 rows.append(row)
-                print(f"{commit}: " + "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+                print("  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     print(f"\nUDP top on the Colorlight 5A-75B at {commit} (fmax: reached/constraint MHz)")
     keys = sorted(
-        {k for row in rows for k in row},
+        {k for row in rows for k in row} - {"commit"},
         key=lambda k: (k.startswith("path"), k.startswith("fmax"), k != "engine", k),
     )
     print(" | ".join(keys))
     for row in rows:
         print(" | ".join(str(row.get(k, "-")) for k in keys))
-    if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(rows)
+    add_rows(args.csv, [{"commit": row["commit"], **{k: row.get(k) for k in keys}} for row in rows])
+
+
+def add_rows(path: str, rows: list[dict]) -> None:
+    """Add ``rows`` to the CSV at ``path`` (made when missing): a row of the same commit,
+    engine, seed and router replaces the file's, the file's other rows stay."""
+    old = read_csv(path) if os.path.exists(path) else []
+    write_merged(
+        path,
+        old,
+        rows,
+        key=lambda r: tuple(str(r.get(k)) for k in ("commit", "engine", "seed", "router")),
+    )
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ def build(
     link: str = links.DEFAULT,
     values=None,
     seed: int | None = None,
+    router: str | None = None,
     **options,
 ) -> dict:
     """Build ``nfa``'s engine for ``board`` into ``out_dir``; return the report. ``values``:
@@ -64,7 +65,7 @@ def build(
     Gigabit Ethernet, the board's addresses ``udp``, a
     :class:`nfacep.links.udp.protocol.Endpoint`). ``options`` are the link's (``baud``,
     ``udp``); those of other links are ignored. The toolchain runs through :func:`run_flow`
-    (``seed``: nextpnr's placement seed).
+    (``seed``: nextpnr's placement seed; ``router``: its router, ``router1`` by default).
     """
     # a missing program fails here, before the engine is elaborated
     toolchain.find_tools(board.tools)
@@ -85,6 +86,7 @@ def build(
         stale=(bitstream, verilog, report_path),
         progress=progress,
         seed=seed,
+        router=router,
         synth_opts=synth_options(board, params),
     )
     if flow.step == "elaborate":  # rejected before synthesis: no report

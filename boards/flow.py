@@ -37,6 +37,7 @@ from .resources import (
 from .toolchain import StepResult, tool_env_var
 
 __all__ = [
+    "ROUTERS",
     "TOP",
     "BuildError",
     "DoesNotFitError",
@@ -51,6 +52,9 @@ __all__ = [
 
 #: The top module's name inside the toolchain folder.
 TOP = "nfacep_top"
+
+#: nextpnr's routers (its ``--router``), ``router1`` its default.
+ROUTERS = ("router1", "router2")
 
 
 class BuildError(NfacepError):
@@ -225,6 +229,7 @@ def run_flow(
     script_after_read: str | None = None,
     pack: bool = True,
     seed: int | None = None,
+    router: str | None = None,
     synth_opts: str | None = None,
     verilog: str | None = None,
     stale: Iterable[str] = (),
@@ -250,20 +255,26 @@ def run_flow(
     before synthesis, before anything is written (an earlier build's outputs, which must not
     outlive a failed build). ``progress`` is called with a short text before each step.
     ``seed`` is nextpnr's placement seed (``--seed``; default nextpnr's own), to compare builds
-    across placements. ``synth_opts`` are options of Yosys's ``synth_<family>`` command
+    across placements, and ``router`` its router (``--router``: one of ``ROUTERS``; default
+    nextpnr's, ``router1``). ``synth_opts`` are options of Yosys's ``synth_<family>`` command
     (Amaranth's override of that name), e.g. ``-nowidelut``.
 
     Returns a :class:`FlowResult`; a design that fails or does not fit is a result, not an
     exception. Raises :class:`~nfacep.boards.toolchain.ToolchainMissingError` when a program is
-    missing, :class:`~nfacep.errors.UsageError` for a ``target_mhz`` that is not positive, and
-    :class:`BuildError` when Amaranth's build script does not run the board's tools.
+    missing, :class:`~nfacep.errors.UsageError` for a ``target_mhz`` that is not positive or a
+    ``router`` not in ``ROUTERS``, and :class:`BuildError` when Amaranth's build script does not
+    run the board's tools.
     """
     say = progress or (lambda text: None)
     tools = toolchain.find_tools(board.tools)
     if target_mhz is not None and not target_mhz > 0:
         raise UsageError(f"the target frequency must be positive, not {target_mhz:g} MHz")
+    if router is not None and router not in ROUTERS:
+        raise UsageError(f"nextpnr's router is one of {', '.join(ROUTERS)}, not {router!r}")
     platform, board_mhz = platform_for(board, target_mhz)
-    plan, seconds = elaborate(top, platform, script_after_read, verilog, say, seed, synth_opts)
+    plan, seconds = elaborate(
+        top, platform, script_after_read, verilog, say, seed, synth_opts, router
+    )
     result = FlowResult(
         status="ok",
         message=None,
@@ -305,17 +316,20 @@ def elaborate(
     say,
     seed=None,
     synth_opts: str | None = None,
+    router: str | None = None,
 ):
     """Amaranth's build plan for ``top`` on ``platform`` (elaborated, not run) and the seconds
     it took. The overrides make Yosys write its ``stat -json`` (and take ``synth_opts``) and
-    nextpnr its ``--report`` (and take ``seed``, nextpnr's ``--seed``)."""
+    nextpnr its ``--report`` (and take ``seed``, nextpnr's ``--seed``, and ``router``, its
+    ``--router``)."""
     from amaranth.hdl import Elaboratable
 
     if callable(top) and not isinstance(top, Elaboratable):
         top = top()
     overrides = {
         "nextpnr_opts": f"--report {TOP}.report.json --timing-allow-fail"
-        + ("" if seed is None else f" --seed {int(seed)}"),
+        + ("" if seed is None else f" --seed {int(seed)}")
+        + ("" if router is None else f" --router {router}"),
         "script_after_synth": f"tee -q -o {TOP}.stat.json stat -json",
     }
     if script_after_read:

@@ -4,7 +4,7 @@ bytes handed to the packet queue, LOADs reassembled, the session kept, and each 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,7 +28,14 @@ from .packet import Depacketizer, compare_bytes, frame_signature, on_bytes
 from .payload import ECHO_AT, LOWER, PAYLOAD_AT, EventKind, FrameClass, event_layout
 from .payload_classify import Classify
 
-__all__ = ["PayloadRx", "Session"]
+__all__ = ["BREAK_DATA", "PayloadRx", "Session"]
+
+#: Test-only: the end of a packet's data broken on purpose, so that a test shows it catches it.
+#: ``"data_more"``: whether data bytes are left (``data_more``) is set from the UDP length and
+#: never cleared, so the bytes after the UDP length (a short frame's Ethernet padding, or an IP
+#: payload longer than the UDP length) are written as data. ``None`` (always, outside that
+#: test): nothing broken.
+BREAK_DATA: str | None = None
 
 
 class _Header:
@@ -394,12 +401,15 @@ class PayloadRx(Classify, wiring.Component):
             ]
             with m.If(in_data & (h.load_skip != LOAD_HEADER_BYTES)):
                 m.d.sync += h.load_skip.eq(h.load_skip + 1)
+        more = data_left != 1
+        if BREAK_DATA == "data_more":
+            more = Const(1)
         with m.If(in_data):
             m.d.sync += [
                 h.some.eq(1),
                 h.phase.eq(Mux(h.phase == tb - 1, 0, h.phase + 1)),
                 data_left.eq(data_left - 1),
-                data_more.eq(data_left != 1),
+                data_more.eq(more),
             ]
         with m.If(self.end):  # (a frame shorter than its UDP length ends its data here)
             m.d.sync += data_phase.eq(0)

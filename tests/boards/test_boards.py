@@ -14,6 +14,7 @@ from nfacep import boards, compile_file
 from nfacep.boards import BOARDS, get_board
 from nfacep.boards.top import BoardTop, LedSink, RandomTupleSource, board_leds
 from nfacep.cli import main
+from nfacep.errors import UsageError
 from nfacep.hdl.engine import Engine
 from nfacep.hdl.layout import tuple_layout
 from nfacep.params import EngineParams
@@ -319,6 +320,26 @@ def test_run_flow_builds_a_small_top(tmp_path):
     assert again.target_mhz == 25 and again.constraint_mhz == {clock: 25}
     assert list(again.seconds) == ["elaborate", "yosys", "nextpnr-ecp5"]
     assert not (tmp_path / "nopack" / "nfacep_top.bit").exists()
+
+
+@pytest.mark.slow
+def test_run_flow_passes_the_seed_and_router_to_nextpnr(tmp_path, monkeypatch):
+    # a nextpnr that writes down its arguments and fails: the flow stops there
+    args = tmp_path / "args"
+    monkeypatch.setenv(
+        "NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", f'echo "$@" > {args}\nexit 1\n')
+    )
+    board = get_board("icestick")
+    flow = boards.run_flow(Ring(8), board, str(tmp_path / "w"), seed=3, router="router2")
+    assert flow.status == "place-and-route failed" and flow.step == "nextpnr-ice40"
+    given = args.read_text().split()
+    assert (
+        given[given.index("--seed") + 1] == "3" and given[given.index("--router") + 1] == "router2"
+    )
+    boards.run_flow(Ring(8), board, str(tmp_path / "d"))
+    assert "--seed" not in args.read_text() and "--router" not in args.read_text()
+    with pytest.raises(UsageError, match="router1, router2, not 'router3'"):
+        boards.run_flow(lambda: Ring(8), board, str(tmp_path / "x"), router="router3")
 
 
 @pytest.mark.slow

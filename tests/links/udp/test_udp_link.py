@@ -298,8 +298,16 @@ def test_eth_rx_classifies_every_frame():
     """EthRx in the Amaranth simulator, a byte per cycle with the minimum gap: each frame's
     event has its class, and the tuples are the accepted packets'."""
     steps = scenario()
+    events, got = eth_rx_run(steps)
+    assert [(i, e) for i, e in enumerate(events)] == [(i, s["cls"]) for i, s in enumerate(steps)]
+    assert got == expected(steps)[0]
+
+
+def eth_rx_run(steps, tuple_width=TUPLE_WIDTH):
+    """``steps`` (as :func:`scenario`'s) through EthRx of ``tuple_width``-bit tuples in the
+    Amaranth simulator: each frame's class (its event's), and the tuples out."""
     dut = EthRx(
-        tuple_width=TUPLE_WIDTH,
+        tuple_width=tuple_width,
         capacity=CAPACITY,
         mac=BOARD.mac,
         ip=BOARD.ip,
@@ -348,8 +356,47 @@ def test_eth_rx_classifies_every_frame():
     sim.add_testbench(drive)
     sim.add_testbench(take, background=True)
     sim.run()
-    assert [(i, e) for i, e in enumerate(events)] == [(i, s["cls"]) for i, s in enumerate(steps)]
-    assert got == expected(steps)[0]
+    return events, got
+
+
+def test_eth_rx_takes_no_data_after_the_udp_length():
+    """With one-byte tuples, a TUPLES packet of one tuple is a frame padded to the minimum
+    size: its padding byte comes after the UDP length and is not a tuple; a packet whose UDP
+    length is shorter than its IP payload is a ``bad_udp`` and none of its tuples is taken."""
+    check_udp_length_ends_the_data()
+
+
+def test_eth_rx_data_past_the_udp_length_is_caught(monkeypatch):
+    """A receive path that keeps taking data after the UDP length (``PayloadRx``'s
+    ``data_more`` never cleared) takes the padding byte as a tuple, and fails the check."""
+    from nfacep.hdl.eth import payload_rx
+
+    monkeypatch.setattr(payload_rx, "BREAK_DATA", "data_more")
+    with pytest.raises(AssertionError):
+        check_udp_length_ends_the_data()
+
+
+def check_udp_length_ends_the_data():
+    """:func:`test_eth_rx_takes_no_data_after_the_udp_length`'s frames through EthRx."""
+
+    def tuples(seq, body, **frame_args):
+        payload = _packet(PacketType.TUPLES, body, seq=seq, engine_id=ENGINE_ID)
+        return _wire(udp.udp_frame(HOST, BOARD, payload, **frame_args))
+
+    reset = udp.udp_frame(HOST, BOARD, _packet(PacketType.RESET))
+    one = tuples(0, b"\x5a")
+    assert len(one) == len(PREAMBLE) + 60 + 4  # (59 bytes of headers and tuple, one of padding)
+    body = bytes([1, 2, 3, 4])
+    steps = [
+        {"wire": _wire(reset), "cls": "accepted"},
+        {"wire": one, "cls": "accepted"},
+        {"wire": tuples(1, bytes(2), udp_length=8 + udp.HEADER_BYTES), "cls": "bad_udp"},
+        {"wire": tuples(1, body, udp_length=8 + udp.HEADER_BYTES + 2), "cls": "bad_udp"},
+        {"wire": tuples(1, body), "cls": "accepted"},
+    ]
+    events, got = eth_rx_run(steps, tuple_width=8)
+    assert events == [s["cls"] for s in steps]
+    assert got == [0x5A, *body]
 
 
 # --------------------------------------------------------------------------- cocotb
