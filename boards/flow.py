@@ -220,6 +220,15 @@ class FlowResult:
         return "yosys" if self.usage is not None else None
 
 
+def _check_options(target_mhz: float | None, router: str | None) -> None:
+    """:func:`run_flow`'s UsageError for a target frequency that is not positive or a router
+    nextpnr does not have."""
+    if target_mhz is not None and not target_mhz > 0:
+        raise UsageError(f"the target frequency must be positive, not {target_mhz:g} MHz")
+    if router is not None and router not in ROUTERS:
+        raise UsageError(f"nextpnr's router is one of {', '.join(ROUTERS)}, not {router!r}")
+
+
 def run_flow(
     top,
     board: Board,
@@ -267,10 +276,7 @@ def run_flow(
     """
     say = progress or (lambda text: None)
     tools = toolchain.find_tools(board.tools)
-    if target_mhz is not None and not target_mhz > 0:
-        raise UsageError(f"the target frequency must be positive, not {target_mhz:g} MHz")
-    if router is not None and router not in ROUTERS:
-        raise UsageError(f"nextpnr's router is one of {', '.join(ROUTERS)}, not {router!r}")
+    _check_options(target_mhz, router)
     platform, board_mhz = platform_for(board, target_mhz)
     plan, seconds = elaborate(
         top, platform, script_after_read, verilog, say, seed, synth_opts, router
@@ -296,6 +302,13 @@ def run_flow(
         return result._stop("does not fit", "elaborate", refused)
 
     _extract(plan, work, stale, verilog)
+    _run_steps(result, plan, board, tools, work, pack, say)
+    return result
+
+
+def _run_steps(result: FlowResult, plan, board: Board, tools, work: str, pack: bool, say) -> None:
+    """:func:`run_flow`'s tools one at a time (the packer only with ``pack``), each step's
+    time and outcome into ``result``, up to the first that fails."""
     env, steps = _tool_steps(plan, board, tools)
     for tool, command in steps:
         if tool != "yosys" and not tool.startswith("nextpnr") and not pack:
@@ -305,7 +318,6 @@ def run_flow(
         result.seconds[tool] = round(step.seconds, 2)
         if not _after_step(result, step):
             break
-    return result
 
 
 def elaborate(
