@@ -380,6 +380,7 @@ class UdpBoard:
                     link.finish(s, result, end)
                 out.add(result, piece)
                 sent = end
+                del piece, result  # (before the piece after the next is read: each_piece)
             return out.finish()
 
     def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
