@@ -46,11 +46,26 @@ def _start(*args: str) -> tuple[subprocess.Popen, str]:
     return proc, f"{found[1]}:{found[2]}"
 
 
+def stop(proc: subprocess.Popen, how: int = signal.SIGTERM, timeout: float = 60) -> tuple:
+    """Send ``how`` to a board's process (:func:`_start`) and return its stdout and stderr
+    once it exited; one that does not within ``timeout`` seconds is killed (no board is left
+    serving) and the test fails. (Its exit takes 0.15 s of CPU: 1 to 4 s at a load of 10 to
+    12 on 2 cores, so 60 s is a hang.)"""
+    proc.send_signal(how)
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        name = signal.Signals(how).name
+        pytest.fail(f"the board did not exit within {timeout:g} s of {name}; stderr: {err}")
+
+
 @pytest.mark.parametrize(
-    ("stop", "background"),
+    ("how", "background"),
     [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGINT, True)],
 )
-def test_serve_answers_run_and_stops_cleanly(tmp_path, stop, background, capsys):
+def test_serve_answers_run_and_stops_cleanly(tmp_path, how, background, capsys):
     """``background``: started as a shell's background job is (SIGINT ignored), as when
     the tests themselves run in one."""
     name = "supplychain"  # (a runtime parameter: the board's value from --param)
@@ -68,10 +83,7 @@ def test_serve_answers_run_and_stops_cleanly(tmp_path, stop, background, capsys)
         assert code == 0, capsys.readouterr().err
         assert out.read_text() == expected
     finally:
-        proc.send_signal(stop)
-        # (its exit takes 0.15 s of CPU, 1 to 4 s at a load of 10 to 12 on 2 cores: 60 s
-        # is a hang)
-        rest, err = proc.communicate(timeout=60)
+        rest, err = stop(proc, how)
     assert proc.returncode == 0, err
     assert "stopped" in rest and "Traceback" not in err
 
@@ -120,8 +132,7 @@ def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, sim_cache):
         assert code == 0, capsys.readouterr().err
         assert out.read_text() == expected
     finally:
-        proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=30)
+        rest, err = stop(proc)
     assert proc.returncode == 0 and "stopped" in rest, err
     summary = json.loads((tmp_path / "board.summary.json").read_text())
     board = summary["board"]
@@ -178,8 +189,7 @@ def test_serve_rtl_runs_the_images_run_and_load_send(tmp_path, capsys, sim_cache
         assert (tmp_path / "board2.csv").read_text() == (tmp_path / "ref2.csv").read_text()
         assert "in_order" in (tmp_path / "ref2.csv").read_text()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=30)
+        rest, err = stop(proc)
     assert proc.returncode == 0 and "stopped" in rest, err
 
 
