@@ -419,6 +419,9 @@ class UdpBoard:
             )
         s.base = s.status_seq
         s.received = {s.base: (PacketType.STATUS, status)}  # nothing from before the RESET
+        # (the answers to a RESET sent again number from 0 as this one: duplicates, they
+        # never come through)
+        s.stale = 0
         s.floor = 0
         s.record_packets = s.record_count = 0
         return status
