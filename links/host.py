@@ -327,7 +327,9 @@ def piece_result(
 
 def each_piece(stream: Iterator[Tuples]) -> Iterator[tuple[Tuples, bool]]:
     """The pieces of ``stream``, each with whether it is the last (the next one is read before
-    a piece is given: a run holds two pieces, the one read ahead in a thread a third)."""
+    a piece is given: a run holds two pieces, the one read ahead in a thread a third). The
+    caller lets go of a piece before it asks for the next (``del``: a loop's variable holds
+    it while the piece after the next is read, a fourth when the reader is quicker)."""
     piece = next(stream)
     while piece is not None:
         after = next(stream, None)

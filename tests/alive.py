@@ -10,6 +10,7 @@ that no longer exists (seen under load: "held 4" of a host that held three)."""
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 
 from nfacep import backend
@@ -52,3 +53,26 @@ class Alive:
 
         monkeypatch.setattr(backend, "read_pieces", counted)
         return self
+
+
+def late_host(monkeypatch, host_module, seconds: float = 0.05) -> None:
+    """The host of ``host_module`` (it reads its pieces through ``each_piece``) made late by
+    ``seconds`` after it takes each piece, as a busy machine makes it, while the reader's
+    thread reads on: a piece the host still holds then meets the piece after the next."""
+    from nfacep.links import host
+
+    real = host.each_piece
+
+    class Late:
+        def __init__(self, stream):
+            self.stream = stream
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            piece = next(self.stream)
+            time.sleep(seconds)
+            return piece
+
+    monkeypatch.setattr(host_module, "each_piece", lambda stream: real(Late(stream)))

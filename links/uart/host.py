@@ -305,6 +305,7 @@ class UartBoard:
             with sink() as out, contextlib.closing(pieces()) as stream:
                 for piece, last in each_piece(stream):
                     out.add(run.piece(piece, last), piece)
+                    del piece  # (before the piece after the next is read: each_piece)
                 return out.finish()
         finally:
             if self.serial_port is None:

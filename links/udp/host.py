@@ -380,6 +380,7 @@ class UdpBoard:
                     link.finish(s, result, end)
                 out.add(result, piece)
                 sent = end
+                del piece, result  # (before the piece after the next is read: each_piece)
             return out.finish()
 
     def _reset(self, s: _Session, nfa: Nfa, params: EngineParams, tb: int) -> dict:
@@ -418,6 +419,9 @@ class UdpBoard:
             )
         s.base = s.status_seq
         s.received = {s.base: (PacketType.STATUS, status)}  # nothing from before the RESET
+        # (the answers to a RESET sent again number from 0 as this one: duplicates, they
+        # never come through)
+        s.stale = 0
         s.floor = 0
         s.record_packets = s.record_count = 0
         return status

@@ -199,10 +199,13 @@ class _Session:
         again every ``rto``; a UdpTimeoutError when none comes within the timeout.
 
         A STATUS that is not what ``want`` expects may be a late answer to a request repeated
-        earlier (:attr:`stale` of them may still come): such are skipped; when none can be, it
-        is returned, for the caller to see what it says."""
+        earlier (:attr:`stale` of them may still come, before this call's): such are skipped;
+        when none can be, it is returned, for the caller to see what it says. One that is
+        what ``want`` expects is returned even if it answers an earlier request; the answers to
+        this call's requests are then all still to come (:attr:`stale` counts them)."""
         deadline = time.monotonic() + self.timeout
-        sent = 0
+        sent = answered = 0  # this call's requests, and the answers to them that came
+        earlier = self.stale  # answers to requests before this call still to come (first)
         while True:
             now = time.monotonic()
             if now >= deadline:
@@ -214,12 +217,15 @@ class _Session:
             while True:
                 while self.pending:
                     status = self.pending.pop(0)
-                    if not want(status) and self.stale:
-                        self.stale -= 1
+                    late = earlier > 0  # (the link keeps the order: earlier answers first)
+                    if late:
+                        earlier -= 1
+                    else:
+                        answered += 1
+                    if late and not want(status):
                         continue
-                    if want(status):
-                        self.stale = 0  # the older answers came before this one
-                    self.stale += sent - 1
+                    # (an answer to this call's requests: every earlier one came before it)
+                    self.stale = (earlier if late else 0) + sent - answered
                     self.status, self.status_seq = status, status["seq"]
                     return status
                 left = until - time.monotonic()

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 
 import pytest
-from test_serve import _start
+from test_serve import _start, stop
 from test_udp_host import QUERIES, reference, run
 from tshark import DISSECTOR, capture_counts, dissect, flagged, require_tshark
 
@@ -68,8 +67,7 @@ def test_serve_writes_a_capture_tshark_dissects(tmp_path, capsys):
         code, out = run(address, tmp_path, name, *switches)
         assert code == 0, capsys.readouterr().err
     finally:
-        proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=10)
+        rest, err = stop(proc)
     assert proc.returncode == 0 and f"capture -> {pcap}" in rest, err
     summary = json.loads((tmp_path / "board.summary.json").read_text())
     assert summary["link"]["attempts"] == 1  # (a run started again would send tuples twice)

@@ -15,13 +15,12 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from test_serve import RTL_ADDRESSES, RTL_ENGINE, SERVE
+from test_serve import RTL_ADDRESSES, RTL_ENGINE, SERVE, stop
 from test_udp_host import QUERIES, reference
 
 from nfacep.links.udp import protocol as udp
@@ -167,8 +166,7 @@ def test_the_kernel_resolves_pings_and_runs_against_the_board_on_a_tap(tmp_path,
             assert run.returncode == 0, run.stderr
             assert out.read_text() == expected
         finally:
-            serve.send_signal(signal.SIGTERM)
-            rest, err = serve.communicate(timeout=30)
+            rest, err = stop(serve)
     assert serve.returncode == 0 and "stopped" in rest, err
     summary = json.loads(out.with_suffix(".summary.json").read_text())
     assert summary["board"]["tuples"] == summary["tuples"] == 278
