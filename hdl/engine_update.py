@@ -34,7 +34,9 @@ def store_update(nfa: Nfa):
     :func:`~.nfa_windows.ahead_layout`, ``ahead_width`` bits, which ``settle(m, parts)``
     makes a hint of once the store has registered them), and ``gaps``, for
     each of them the part of that hint two payloads alone decide, which ``gap`` (of
-    ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out. With start_seq,
+    ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out, and ``ahead_state``, a
+    copy of the state the store keeps in a register of its own, which those hints are then
+    worked out from (``next_state(ahead_state=...)``). With start_seq,
     ``update`` also has ``finish`` and ``pending_width``: called with ``pending=True`` it
     returns the result before the starts are chosen (:func:`~.nfa_layout.pending_layout`, of
     ``pending_width`` bits), which ``finish(m, pending)`` turns into the result, so that a
@@ -60,11 +62,21 @@ def store_update(nfa: Nfa):
         payload_shape = data.StructLayout(members)
 
         def update(
-            mod, state, payload, hint=None, ahead=None, gaps=None, pending=False, early=None
+            mod,
+            state,
+            payload,
+            hint=None,
+            ahead=None,
+            gaps=None,
+            pending=False,
+            early=None,
+            ahead_state=None,
         ):
             at = None if times is None else payload.times
             later = None if ahead is None else [a.times for a in ahead]
             given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps, "pending": pending}
+            if ahead_state is not None:
+                given["ahead_state"] = Value.cast(ahead_state)[:nfa_bits]
             if kept is None:
                 return next_state(mod, nfa, state, payload.predicates, **given)
             # the partition's history follows its NFA state in the entry

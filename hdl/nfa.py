@@ -55,6 +55,7 @@ def next_state(
     ahead: list | None = None,
     gaps: list | None = None,
     pending: bool = False,
+    ahead_state: Value | None = None,
 ):
     """Add the next-state logic to ``m``; return ``(stored, result)``, and with ``ahead``
     ``(stored, result, hints)``. With ``pending`` the result is a :func:`pending_layout`
@@ -103,9 +104,12 @@ def next_state(
     the update. ``gaps`` (beside ``ahead``, an entry per time or ``None``): the
     :func:`window_gap` of this tuple's times and that one's, when the caller has worked it out
     already (a cycle before, from the two tuples' times alone); otherwise it is worked out
-    here.
+    here. ``ahead_state``: a copy of ``state`` of the caller's (a register of its own, loaded
+    as ``state``'s is), which the hints ahead are worked out from instead, so that the
+    register of ``state`` does not drive their comparisons.
     """
-    return _NextState(m, nfa, state, prefix, times, hint, pending).build(predicates, ahead, gaps)
+    build = _NextState(m, nfa, state, prefix, times, hint, pending)
+    return build.build(predicates, ahead, gaps, ahead_state)
 
 
 def finish_result(m: Module, nfa: Nfa, pending: Value) -> Value:
@@ -169,7 +173,13 @@ class _NextState:
         self.pairs = {pair: k for k, pair in enumerate(order_pairs(nfa))}
         self.next_order = None
 
-    def build(self, predicates: Value, ahead: list | None = None, gaps: list | None = None):
+    def build(
+        self,
+        predicates: Value,
+        ahead: list | None = None,
+        gaps: list | None = None,
+        ahead_state: Value | None = None,
+    ):
         m, nfa, prefix = self.m, self.nfa, self.prefix
         hint = self.window()
         chosen = self.choose()
@@ -188,7 +198,11 @@ class _NextState:
         if ahead is None:
             return stored, result
         pairs = zip(ahead, [None] * len(ahead) if gaps is None else gaps, strict=True)
-        return stored, result, [self.ahead(chosen, a, k, g) for k, (a, g) in enumerate(pairs)]
+        source = self
+        if ahead_state is not None:  # the same choice, made again from the caller's copy
+            source = _NextState(self.m, self.nfa, ahead_state, f"{self.prefix}copy_", self.times)
+            chosen = source.choose()
+        return stored, result, [source.ahead(chosen, a, k, g) for k, (a, g) in enumerate(pairs)]
 
     def window(self) -> data.View | None:
         """The :func:`window_hint` of the stored state and the tuple, unless given."""

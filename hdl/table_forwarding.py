@@ -28,7 +28,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: ``"late hint"``: the hint of the entry the operation two ahead wrote, which stage 4 takes
 #: from a register of its own, is worked out against the next tuple's times, not stage 3's;
 #: ``"written hint"``: the hint of the write handed on last, for the operation a cycle before
-#: stage 3, is worked out for the operation a stage ahead of it.
+#: stage 3, is worked out for the operation a stage ahead of it; ``"ahead state"``: the copy of
+#: the state found that the update's hint for stage 3's operation is worked out from
+#: (``s4_ahead_state``) is loaded with the state found by the operation a stage ahead.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 

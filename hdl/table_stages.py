@@ -8,6 +8,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data
 
 from . import table_forwarding
+from .bram import register_copy
 from .table_forwarding import Forwarding
 from .table_stamps import StampStages
 
@@ -55,13 +56,17 @@ class _Stages(StampStages, Forwarding):
         so any entry a tuple looks at (its row, its bank) is its own."""
         return Const(1) if self.direct else Value.cast(tag) == key
 
-    def update(self, current, payload, name, hint=None, ahead=None, gaps=None, early=None):
+    def update(
+        self, current, payload, name, hint=None, ahead=None, gaps=None, early=None, ahead_state=None
+    ):
         """``update``'s new state and result (and, given ``hint``, its hints for the payloads
         ``ahead``), as signals; with the table's ``result_stage`` and an ``update.finish``,
         the result pending (chosen after the register); given ``early``, what
         ``update.early`` worked out of the state a stage before."""
         table, m = self.table, self.m
         given = {} if hint is None else {"hint": hint, "ahead": ahead, "gaps": gaps}
+        if ahead_state is not None:
+            given["ahead_state"] = ahead_state
         if early is not None:
             given["early"] = early
         shape = table._result_shape
@@ -189,6 +194,9 @@ class _Stages(StampStages, Forwarding):
         hit, dropped, way3, store3, found = self._stage3(
             t, t_valid, t_op, t_row, t_bank, s2, s2_op, s2_row, pre, (u_store, u_way, new_state)
         )
+        if self.found_next is not None:  # the copy of s4_state the update's hint ahead reads
+            stale = table_forwarding.BREAK_FORWARDING == "ahead state"
+            self.m.d.comb += self.found_next.eq(u_state if stale else found)
 
         self._advance_tail(
             (s2, s2_valid, s2_op, s2_row, s2_bank),
@@ -208,7 +216,7 @@ class _Stages(StampStages, Forwarding):
         handed on to, ``hist[0]``)."""
         table, m = self.table, self.m
         self.prepare = getattr(table._update, "prepare", None)
-        self.u_hint = self.ahead_hint = None
+        self.u_hint = self.ahead_hint = self.found_next = None
         # what ``update.early`` worked out of the state found in stage 3 (PREV's comparisons'
         # high bits), loaded by :meth:`_stage3_early`
         self.early_fn = getattr(table._update, "early", None)
@@ -246,8 +254,23 @@ class _Stages(StampStages, Forwarding):
         now = self.payload_copy(s2.payload, t.payload, "s3_ahead_payload")
         if table_forwarding.BREAK_FORWARDING == "ahead hint":
             now = u.payload
+        # with timers, the update's hint for stage 3's tuple from a copy of its own of the
+        # state found (loaded as ``s4_state`` is, with ``found_next``), so that ``s4_state``
+        # does not drive its comparisons (measured better with timers at both seeds, worse
+        # without: benchmarks/PAPER_FIGURES.md)
+        copy = None
+        if self.timers:
+            self.found_next = Signal(table._state_width, name="s3_found_next")
+            copy = register_copy(m, self.platform, self.found_next, self.advance, "s4_ahead_state")
         new_state, result, self.ahead_hint = self.update(
-            u_state, u.payload, "s4", hint=hint, ahead=[now], gaps=[gap], early=self.u_early
+            u_state,
+            u.payload,
+            "s4",
+            hint=hint,
+            ahead=[now],
+            gaps=[gap],
+            early=self.u_early,
+            ahead_state=copy,
         )
         return new_state, result
 

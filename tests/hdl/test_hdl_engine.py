@@ -1165,3 +1165,19 @@ def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):
     monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "ahead hint")
     with pytest.raises(AssertionError):
         check(wrap_query(), wrap_data(), partitions=4, store="table", gap=0, stall=0)
+
+
+def test_windows_hint_ahead_from_a_stale_copy_of_the_state_is_caught(monkeypatch):
+    """With timers the update's hint for the next tuple of the partition is worked out from a
+    copy of the state found of its own (loaded as stage 4's register is); the boundary's
+    matches come out exact through it, and a copy loaded with the state the operation a stage
+    ahead found (a broken path) changes one."""
+    from nfacep.hdl import table_forwarding
+
+    timers = {"tick_tuples": 100, "timer_bits": 4}
+    params = {"partitions": 4, "store": "table", "gap": 0, "stall": 0, **timers}
+    bits, drops = check(wrap_query(), wrap_data(), **params)
+    assert bits == {2: 1, 18: 1, 21: 1, 23: 1} and not drops
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "ahead state")
+    with pytest.raises(AssertionError):
+        check(wrap_query(), wrap_data(), **params)
