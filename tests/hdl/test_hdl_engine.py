@@ -970,6 +970,28 @@ def test_prev_split_narrow_comparisons(monkeypatch, partitions, ways, tick_tuple
     assert bits
 
 
+@pytest.mark.parametrize(("partitions", "seed"), [(16, 1), (8, 2)])
+def test_prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed):
+    """A table spread over the device (every table here: ``SPREAD_BLOCKS`` lowered) takes its
+    row read through the last gate only, the newest write in flight per way chosen apart:
+    PREV's split comparisons and start_seq's starts equal the reference's, direct (16
+    entries) and hashed (8, with drops)."""
+    from nfacep.hdl import table
+
+    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
+    patterns = ["A B+ C", "(A | C) B? A"]
+    nfa = nfacep.compile_text(
+        SPLIT_STREAM
+        + "".join(
+            f"QUERY q{i} PARTITION k MEASURES FIRST(seq) AS start_seq PATTERN ({p}) {SPLIT_DEFINE};"
+            for i, p in enumerate(patterns)
+        )
+    )
+    data = split_data(np.random.default_rng(seed), 240, keys=10)
+    bits, _ = check(nfa, data, partitions=partitions, store="table", ways=4, seed=seed)
+    assert bits
+
+
 def test_prev_unpartitioned():
     """Without PARTITION the engine keeps one history, in front of the decoder."""
     from nfacep.settings import ParamValues
