@@ -79,24 +79,16 @@ class Forwarding:
                     rel_valid[j].eq(entry_valid),
                 ]
         rel_way = []
-        # what each rel_way is loaded with, when a gate of registers (``before``): copied for
-        # each group of a wide state's multiplexers (:meth:`_newest`)
-        self.rel_way_next = [] if before else None
         for j, decision in enumerate(known):
             if decision is None:
                 rel_way.append(None)
-                if before:
-                    self.rel_way_next.append(None)
                 continue
             store, way = decision
             bits = Signal(self.banks, name=f"s1_rel_way{j}")
             same_row = self._early_same_row(j, before) if before else ident[j][0] == prev_row
-            loaded = Cat(store & same_row & (way == b) for b in range(self.banks))
             with m.If(self.advance):
-                m.d.sync += bits.eq(loaded)
+                m.d.sync += bits.eq(Cat(store & same_row & (way == b) for b in range(self.banks)))
             rel_way.append(bits)
-            if before:
-                self.rel_way_next.append(loaded)
         rel_hint = None
         if hints is not None:
             rel_hint = []
@@ -246,19 +238,6 @@ class Forwarding:
                 m.d.sync += self.h0_hint.eq(self.prepare(m, self.hist0_copy("s2_h0_state"), later))
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         self.newest_rel = Signal(banks, name="s1_rel_way0")
-        # a wide state (with the rows compared early) is chosen in groups of
-        # :data:`_WIDE_CHUNK` bits, each from copies of its own of the older writes' relations
-        # (stage 4's, ``newest_rel``, from stage 3's decision, is not copied)
-        groups = []
-        if width > _WIDE_STATE and self.rel_way_next is not None:
-            for k, lo in enumerate(range(0, width, _WIDE_CHUNK)):
-                copies = [
-                    None
-                    if d is None
-                    else register_copy(m, self.platform, d, self.advance, f"s1_rel_way{j}_g{k}")
-                    for j, d in enumerate(self.rel_way_next)
-                ]
-                groups.append((lo, min(width, lo + _WIDE_CHUNK), copies))
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
             cand = [
                 Signal(name=f"s2_cand_match{b}"),
@@ -278,8 +257,6 @@ class Forwarding:
                 for n in ("match", "live", "valid")[:late]
             ]
             target = forwarded + cand[late:]
-            if groups:  # the state chosen below, group by group
-                target = target[:3]
             chosen = []
             for j, (_, _, state) in enumerate(decided):
                 # the sources but the newest were compared a cycle before (rel_way), so this
@@ -293,19 +270,9 @@ class Forwarding:
                     chosen.append(self.newest_rel[b])
                 values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
                 with (m.If if j == 0 else m.Elif)(chosen[j]):
-                    m.d.comb += [c.eq(v) for c, v in zip(target, values, strict=False)]
+                    m.d.comb += [c.eq(v) for c, v in zip(target, values, strict=True)]
             with m.Else():
-                m.d.comb += [
-                    c.eq(v)
-                    for c, v in zip(target[late:], read_bits[late : len(target)], strict=True)
-                ]
-            for lo, hi, copies in groups:
-                for j, (_, _, state) in enumerate(decided):
-                    sel = self.newest_rel[b] if copies[j] is None else copies[j][b]
-                    with (m.If if j == 0 else m.Elif)(sel):
-                        m.d.comb += cand[3][lo:hi].eq(state[lo:hi])
-                with m.Else():
-                    m.d.comb += cand[3][lo:hi].eq(read_bits[3][lo:hi])
+                m.d.comb += [c.eq(v) for c, v in zip(cand[late:], read_bits[late:], strict=True)]
             if late:
                 written = Signal(name=f"s2_fwd_any{b}", attrs={"keep": 1})
                 m.d.comb += written.eq(_or_all(chosen))
