@@ -249,15 +249,21 @@ class Forwarding:
             # read through the last gate only: those of the newest write in flight per way,
             # and whether there is one, are worked out from registers apart (kept, as their
             # own cones), so that the route from a far block meets one gate before the
-            # registers (``pre_match``'s among them, for stage 3's copies); the state is
-            # chosen as before, the row read last in the chain
+            # registers (``pre_match``'s among them, for stage 3's copies); with a wide state
+            # (more than :data:`_WIDE_STATE` bits) stage 4's write (``newest_rel``, from stage
+            # 3's decision) is kept out of them too and meets them in that gate (measured
+            # better at both seeds for ``start_seq``, not for PREV's 42 bits:
+            # benchmarks/PAPER_FIGURES.md); the state is chosen as before, the row read last
+            # in the chain
             late = 3 if self.table.spread else 0
+            apart = int(width > _WIDE_STATE)  # stage 4's write kept out of the forwarded bits
             forwarded = [
                 Signal(name=f"s2_fwd_{n}{b}", attrs={"keep": 1})
                 for n in ("match", "live", "valid")[:late]
             ]
-            target = forwarded + cand[late:]
-            chosen = []
+            # the forwarded bits in the state's chain, or with ``apart`` a chain of their own
+            target = cand[late:] if apart else forwarded + cand[late:]
+            chosen, bits = [], []
             for j, (_, _, state) in enumerate(decided):
                 # the sources but the newest were compared a cycle before (rel_way), so this
                 # priority chain starts from registers
@@ -269,17 +275,26 @@ class Forwarding:
                     # that decision (``newest_rel``, :meth:`_stage3`)
                     chosen.append(self.newest_rel[b])
                 values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
+                bits.append(values[:late])
                 with (m.If if j == 0 else m.Elif)(chosen[j]):
-                    m.d.comb += [c.eq(v) for c, v in zip(target, values, strict=True)]
+                    m.d.comb += [
+                        c.eq(v)
+                        for c, v in zip(target, values[len(cand) - len(target) :], strict=True)
+                    ]
             with m.Else():
                 m.d.comb += [c.eq(v) for c, v in zip(cand[late:], read_bits[late:], strict=True)]
             if late:
+                for j in range(apart, len(decided) if apart else 0):
+                    with (m.If if j == apart else m.Elif)(chosen[j]):
+                        m.d.comb += [c.eq(v) for c, v in zip(forwarded, bits[j], strict=True)]
                 written = Signal(name=f"s2_fwd_any{b}", attrs={"keep": 1})
-                m.d.comb += written.eq(_or_all(chosen))
-                m.d.comb += [
-                    c.eq(Mux(written, f, r))
-                    for c, f, r in zip(cand[:late], forwarded, read_bits[:late], strict=True)
-                ]
+                m.d.comb += written.eq(_or_all(chosen[apart:]))
+                for c, v, f, r in zip(
+                    cand[:late], bits[0], forwarded, read_bits[:late], strict=True
+                ):
+                    m.d.comb += c.eq(
+                        Mux(chosen[0], v, Mux(written, f, r)) if apart else Mux(written, f, r)
+                    )
             self.pre_match_next.append(cand[0])
             with m.If(self.advance):
                 m.d.sync += [reg[b].eq(c) for reg, c in zip(pre, cand, strict=True)]

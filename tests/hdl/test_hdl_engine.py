@@ -987,7 +987,12 @@ def test_prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed):
             for i, p in enumerate(patterns)
         )
     )
-    data = split_data(np.random.default_rng(seed), 240, keys=10)
+    rng = np.random.default_rng(seed)
+    data = split_data(rng, 240, keys=10)
+    # each key's first tuples as k, another key, k: the third finds the entry the first wrote
+    # (stage 4's write when it was a cycle before stage 3)
+    firsts = np.array([[k, (k + 5) % 16, k] for k in rng.permutation(16)]).ravel()
+    data.columns["k"][: len(firsts)] = firsts
     bits, _ = check(nfa, data, partitions=partitions, store="table", ways=4, seed=seed)
     assert bits
 
