@@ -30,7 +30,10 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: ``"written hint"``: the hint of the write handed on last, for the operation a cycle before
 #: stage 3, is worked out for the operation a stage ahead of it; ``"ahead state"``: the copy of
 #: the state found that the update's hint for stage 3's operation is worked out from
-#: (``s4_ahead_state``) is loaded with the state found by the operation a stage ahead.
+#: (``s4_ahead_state``) is loaded with the state found by the operation a stage ahead;
+#: ``"early row"``: in a table spread over the device, whether a write in flight goes to the
+#: operation's row, compared a cycle before, is compared with the row of the operation a stage
+#: ahead.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
@@ -39,13 +42,29 @@ class Forwarding:
     """The forwarding of the registered stages (``_Stages`` in :mod:`nfacep.hdl.table_stages`,
     which sets ``table``, ``m``, ``advance``, ``banks``, ``hist`` and the hints)."""
 
-    def _relations(self, prev, ident, known, hints):
+    def _early_same_row(self, j, before):
+        """Whether source ``j``'s row is the operation's (``prev``'s), as a register loaded
+        a cycle before with the comparison of the rows both come from (``before[j]``, the
+        register source ``j`` is loaded from, and the row of the operation a stage before
+        ``prev``), so that its relation is a gate of registers (``BREAK_FORWARDING = "early
+        row"``: compared with ``prev``'s row instead, the operation a stage ahead)."""
+        m = self.m
+        same_row = Signal(name=f"s0_rel_row{j}")
+        row = self.prev_row if BREAK_FORWARDING == "early row" else self.early_row
+        with m.If(self.advance):
+            m.d.sync += same_row.eq(before[j] == row)
+        return same_row
+
+    def _relations(self, prev, ident, known, hints, before=None):
         """Two cycles before stage 3: each source's (``ident``: row, key, whether it writes a
         valid entry, tick) row, key and tick against the operation in ``prev``, registered:
         ``(rel_row, rel_key, rel_live, rel_valid, rel_way, rel_hint)``, a bit per source;
         ``rel_way``, for the sources whose decision (``known``: store, way) is made already, a
         bit per way: it writes that way of the operation's row (None for the others);
-        ``rel_hint``, the ``hints`` of the sources that have one (``None``: no hints)."""
+        ``rel_hint``, the ``hints`` of the sources that have one (``None``: no hints).
+        ``before``: each source's row a stage before (the register it is loaded from), when a
+        read register holds the operation a stage before ``prev`` (``early_row``): the rows
+        in ``rel_way`` are then compared a cycle earlier (:meth:`_early_same_row`)."""
         m = self.m
         stages = self.table._missed
         prev_key, prev_row, prev_op, _ = prev
@@ -69,10 +88,9 @@ class Forwarding:
                 continue
             store, way = decision
             bits = Signal(self.banks, name=f"s1_rel_way{j}")
+            same_row = self._early_same_row(j, before) if before else ident[j][0] == prev_row
             with m.If(self.advance):
-                m.d.sync += bits.eq(
-                    Cat(store & (ident[j][0] == prev_row) & (way == b) for b in range(self.banks))
-                )
+                m.d.sync += bits.eq(Cat(store & same_row & (way == b) for b in range(self.banks)))
             rel_way.append(bits)
         rel_hint = None
         if hints is not None:
@@ -230,7 +248,25 @@ class Forwarding:
                 Signal(name=f"s2_cand_valid{b}"),
                 Signal(width, name=f"s2_cand_state{b}"),
             ]
-            chosen = []
+            # a table spread over the device takes the match, live and valid bits of its row
+            # read through the last gate only: those of the newest write in flight per way,
+            # and whether there is one, are worked out from registers apart (kept, as their
+            # own cones), so that the route from a far block meets one gate before the
+            # registers (``pre_match``'s among them, for stage 3's copies); with a wide state
+            # (more than :data:`_WIDE_STATE` bits) stage 4's write (``newest_rel``, from stage
+            # 3's decision) is kept out of them too and meets them in that gate (measured
+            # better at both seeds for ``start_seq``, not for PREV's 42 bits:
+            # benchmarks/PAPER_FIGURES.md); the state is chosen as before, the row read last
+            # in the chain
+            late = 3 if self.table.spread else 0
+            apart = int(width > _WIDE_STATE)  # stage 4's write kept out of the forwarded bits
+            forwarded = [
+                Signal(name=f"s2_fwd_{n}{b}", attrs={"keep": 1})
+                for n in ("match", "live", "valid")[:late]
+            ]
+            # the forwarded bits in the state's chain, or with ``apart`` a chain of their own
+            target = cand[late:] if apart else forwarded + cand[late:]
+            chosen, bits = [], []
             for j, (_, _, state) in enumerate(decided):
                 # the sources but the newest were compared a cycle before (rel_way), so this
                 # priority chain starts from registers
@@ -242,10 +278,26 @@ class Forwarding:
                     # that decision (``newest_rel``, :meth:`_stage3`)
                     chosen.append(self.newest_rel[b])
                 values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
+                bits.append(values[:late])
                 with (m.If if j == 0 else m.Elif)(chosen[j]):
-                    m.d.comb += [c.eq(v) for c, v in zip(cand, values, strict=True)]
+                    m.d.comb += [
+                        c.eq(v)
+                        for c, v in zip(target, values[len(cand) - len(target) :], strict=True)
+                    ]
             with m.Else():
-                m.d.comb += [c.eq(v) for c, v in zip(cand, read_bits, strict=True)]
+                m.d.comb += [c.eq(v) for c, v in zip(cand[late:], read_bits[late:], strict=True)]
+            if late:
+                for j in range(apart, len(decided) if apart else 0):
+                    with (m.If if j == apart else m.Elif)(chosen[j]):
+                        m.d.comb += [c.eq(v) for c, v in zip(forwarded, bits[j], strict=True)]
+                written = Signal(name=f"s2_fwd_any{b}", attrs={"keep": 1})
+                m.d.comb += written.eq(_or_all(chosen[apart:]))
+                for c, v, f, r in zip(
+                    cand[:late], bits[0], forwarded, read_bits[:late], strict=True
+                ):
+                    m.d.comb += c.eq(
+                        Mux(chosen[0], v, Mux(written, f, r)) if apart else Mux(written, f, r)
+                    )
             self.pre_match_next.append(cand[0])
             with m.If(self.advance):
                 m.d.sync += [reg[b].eq(c) for reg, c in zip(pre, cand, strict=True)]

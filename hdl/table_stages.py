@@ -183,7 +183,14 @@ class _Stages(StampStages, Forwarding):
         ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
         # and the decisions (store, way) already made: all but stage 3's
         known = [None, (u_store, u_way)] + [(h.valid, h.way) for h in hist[:-1]]
-        rel = self._relations(prev, ident, known, self._source_hints(hist))
+        # the rows they come from, a stage before (their relations to the operation's row
+        # compared a cycle earlier, against the operation a stage before ``prev``), for a
+        # table spread over the device
+        before = None
+        if self.early_row is not None and table.spread:
+            before = [s2_row, t_row, u_row] + [h.row for h in hist[:-2]]
+        self.prev_key, self.prev_row = prev[0], prev[1]
+        rel = self._relations(prev, ident, known, self._source_hints(hist), before)
         # the cycle before stage 3: their decisions are registers now (stage 4's,
         # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]

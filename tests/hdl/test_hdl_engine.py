@@ -970,6 +970,33 @@ def test_prev_split_narrow_comparisons(monkeypatch, partitions, ways, tick_tuple
     assert bits
 
 
+@pytest.mark.parametrize(("partitions", "seed"), [(16, 1), (8, 2)])
+def test_prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed):
+    """A table spread over the device (every table here: ``SPREAD_BLOCKS`` lowered) takes its
+    row read through the last gate only, the newest write in flight per way chosen apart:
+    PREV's split comparisons and start_seq's starts equal the reference's, direct (16
+    entries) and hashed (8, with drops)."""
+    from nfacep.hdl import table
+
+    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
+    patterns = ["A B+ C", "(A | C) B? A"]
+    nfa = nfacep.compile_text(
+        SPLIT_STREAM
+        + "".join(
+            f"QUERY q{i} PARTITION k MEASURES FIRST(seq) AS start_seq PATTERN ({p}) {SPLIT_DEFINE};"
+            for i, p in enumerate(patterns)
+        )
+    )
+    rng = np.random.default_rng(seed)
+    data = split_data(rng, 240, keys=10)
+    # each key's first tuples as k, another key, k: the third finds the entry the first wrote
+    # (stage 4's write when it was a cycle before stage 3)
+    firsts = np.array([[k, (k + 5) % 16, k] for k in rng.permutation(16)]).ravel()
+    data.columns["k"][: len(firsts)] = firsts
+    bits, _ = check(nfa, data, partitions=partitions, store="table", ways=4, seed=seed)
+    assert bits
+
+
 def test_prev_unpartitioned():
     """Without PARTITION the engine keeps one history, in front of the decoder."""
     from nfacep.settings import ParamValues

@@ -687,6 +687,32 @@ def test_port_copies_without_timers_against_model(entries, ways, key_width, gap,
     assert run.dut.latency == 8
 
 
+@pytest.mark.parametrize(("entries", "ways", "key_width"), [(8, 2, 16), (16, 4, 4)])
+@pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.3), (0.3, 0.0)])
+@pytest.mark.parametrize("broken", [None, "oldest write", "early row"])
+def test_spread_table_against_model(monkeypatch, entries, ways, key_width, gap, stall, broken):
+    # A table spread over the device (more than SPREAD_BLOCKS blocks; lowered here so that a
+    # small one is) takes its row read through the last gate only, the newest write in flight
+    # per way chosen apart, and compares the writes in flight's rows with the operation's a
+    # cycle early: the records are the model's, and with the oldest write in flight not
+    # forwarded, or those rows compared with the operation's a stage ahead, they are not.
+    from nfacep.hdl import table
+
+    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
+    assert make_table(entries=entries, ways=ways, key_width=key_width).spread
+    rng = random.Random(entries + key_width)
+    pool = rng.sample(range(1 << key_width), min(entries + 6, 1 << key_width))
+    tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
+    kwargs = {"entries": entries, "ways": ways, "key_width": key_width, "seed": entries}
+    if broken:
+        with pytest.raises(AssertionError, match="tuple"):
+            check(tuples, gap=gap, stall=stall, **kwargs)
+        return
+    run, _ = check(tuples, gap=gap, stall=stall, **kwargs)
+    assert run.dut.latency == 8  # the banks' ports copied, as any spread table's
+
+
 @pytest.mark.parametrize(
     ("key_width", "timers"), [(4, {}), (12, {"tick_tuples": 3, "timer_bits": 2, "copies": True})]
 )
