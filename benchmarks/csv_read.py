@@ -65,6 +65,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -229,12 +230,8 @@ def eager_columns(path: pathlib.Path, output: pathlib.Path, runners: int, chunk:
         columns = {f: columns[f] for f in schema.names}
         return Tuples(columns, n, source.path, None, offset, source.at(offset))
 
-    saved = reader.joined
-    reader.joined = joined
-    try:
+    with mock.patch.object(reader, "joined", joined):
         nfacep_match(path, output, runners, chunk)
-    finally:
-        reader.joined = saved
 
 
 def seek_quotes(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: int) -> None:
@@ -247,11 +244,8 @@ def seek_quotes(path: pathlib.Path, output: pathlib.Path, runners: int, chunk: i
         return parse_options(*args, **kwargs)
 
     parse_options = pacsv.ParseOptions
-    pacsv.ParseOptions = options
-    try:
+    with mock.patch.object(pacsv, "ParseOptions", options):
         nfacep_match(path, output, runners, chunk)
-    finally:
-        pacsv.ParseOptions = parse_options
 
 
 #: The A/B tables: option, ``match`` as before, and what was before.
