@@ -53,8 +53,8 @@ class UdpTop(wiring.Component):
       further tuple is taken, so it is in force from its tuple as without the crossing;
     - the values in force back to ``sync`` for STATUS (through synchronisers, taken when two
       samples agree: they change only at a switch; the agreement is registered, so a value
-      reaches STATUS a cycle after two samples agree, a cycle of delay that STATUS, read
-      long after a switch, does not notice);
+      reaches STATUS a cycle after the two samples that agree: a STATUS sent in that cycle
+      tells the value before, as one sent a cycle earlier would);
     - the resets: the ``sync`` reset and every accepted RESET hold the engine's domain in reset
       (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings,
       until the engine's domain was seen in reset;
