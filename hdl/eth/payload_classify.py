@@ -95,16 +95,13 @@ class Classify:
         cls = Signal(FrameClass)
         reset = h.kind == EventKind.RESET
         command = (h.kind == EventKind.STATUS_REQ) | reset | (h.kind == EventKind.CLOSE)
+        bound = s.open & h.same
         params = h.kind == EventKind.PARAMS
         load = (h.kind == EventKind.LOAD) if self._load else Const(0)
         # (registered every cycle, from terms that hold from the frame's last byte: at the
         # verdict they are this frame's, and the verdict reads registers only, timing) the UDP
-        # length against what the frame asks for and its tuple data; the terms that depend on
-        # the frame's kind, worked out a cycle ahead of the verdict so that the kind reaches
-        # none of its LUTs: whether a LOAD, the foreign test with a session open (a LOAD from
-        # the session's host's IPv4 address, any other from its host with its id) and without
-        # one (a RESET or a LOAD), a LOAD's offset against where the load stands (which moves
-        # only at a verdict), which of the two buffers' fullness counts, a LOAD with bytes
+        # length against what the frame asks for and its tuple data; a LOAD's offset against
+        # where the load stands (which moves only at a verdict)
         length_bad = Signal(reset_less=True)
         m.d.sync += length_bad.eq(
             Mux(
@@ -113,29 +110,10 @@ class Classify:
                 Mux(params, ~h.params_ok, Mux(load, ~h.load_ok, ~h.some | (h.phase != 0))),
             )
         )
-        is_load, foreign_open, foreign_closed, misplaced, queue_full_counts, self._load_moves = (
-            Signal(reset_less=True, name=name)
-            for name in (
-                "is_load",
-                "foreign_open",
-                "foreign_closed",
-                "misplaced",
-                "queue_full_counts",
-                "load_moves",
-            )
-        )
-        m.d.sync += [
-            is_load.eq(load),
-            foreign_open.eq(Mux(load, ~h.same_ip, ~h.same)),
-            foreign_closed.eq(~load & ~reset),
-            queue_full_counts.eq(~load & ~command & ~params),
-        ]
+        misplaced = Signal(reset_less=True)
         load_full = Const(0)
         if self._load:
-            m.d.sync += [
-                misplaced.eq(load & h.load_data & (h.load_offset != self._expected_now)),
-                self._load_moves.eq(load & h.load_data),
-            ]
+            m.d.sync += misplaced.eq(h.load_data & (h.load_offset != self._expected_now))
             load_full = self.load_overflow
         with m.If(~size_ok):
             m.d.comb += cls.eq(C.BAD_SIZE)
@@ -155,11 +133,11 @@ class Classify:
         with m.Elif(length_bad):
             m.d.comb += cls.eq(C.BAD_UDP)
         # (a LOAD: while a session is alive, only from its host's IPv4 address, any port)
-        with m.Elif(Mux(s.open, foreign_open, foreign_closed)):
+        with m.Elif(Mux(load, s.open & ~h.same_ip, ~bound & ~(reset & ~s.open))):
             m.d.comb += cls.eq(C.FOREIGN)
-        with m.Elif(misplaced):
+        with m.Elif(load & misplaced):
             m.d.comb += cls.eq(C.BAD_LOAD)
-        with m.Elif((is_load & load_full) | (queue_full_counts & self.overflow)):
+        with m.Elif(Mux(load, load_full, ~command & ~params & self.overflow)):
             m.d.comb += cls.eq(C.ENGINE_FULL)
         with m.Else():
             m.d.comb += cls.eq(C.ACCEPTED)

@@ -272,7 +272,7 @@ class PayloadRx(Classify, wiring.Component):
         header_end = UDP.length + PAYLOAD.length + LOAD_HEADER_BYTES
         with m.If(self.end):
             m.d.sync += h.load_next.eq(h.load_offset + self.lower.udp_length - header_end)
-        moved = (cls == FrameClass.ACCEPTED) & self._load_moves  # (a LOAD with bytes: a register)
+        moved = (cls == FrameClass.ACCEPTED) & (h.kind == EventKind.LOAD) & h.load_data
         after = Mux(moved, Mux(h.load_flags & LOAD_LAST, 0, h.load_next), expected)
         with m.If(verdict):
             m.d.sync += [expected.eq(after), self.event.payload.load_offset.eq(after)]
