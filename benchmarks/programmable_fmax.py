@@ -5,7 +5,8 @@ and the ULX3S-85F for a few capacities (S states, A atoms, Q queries), against t
 engines of the bundled queries, and the wall time of each ``nfacep build``.
 
 Every point is one run of the real command, ``nfacep build Q --board B [--engine programmable
---states S --atoms A --queries Q] --link L -o DIR`` (a subprocess, timed from start to exit),
+--states S --atoms A --queries Q] --link L -o DIR`` (a subprocess of the Python that runs this
+script, ``python -m nfacep.cli``: its ``nfacep``, on PATH or not; timed from start to exit),
 its numbers read from the ``report.json`` it writes: the resources nextpnr reports, the Fmax
 of every clock and whether timing was met at the board's clock; from the build's
 ``toolchain/`` folder Yosys's ``synth_ecp5`` options (``-nowidelut``, which ``nfacep build``
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import re
@@ -51,6 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 QUERIES = os.path.join(HERE, "..", "queries")
 CSV = os.path.join(HERE, "results", "programmable_fmax.csv")
 PNG = os.path.join(HERE, "programmable_fmax.png")
+#: ``nfacep`` as the Python running this script has it (its environment's, whatever PATH says)
+NFACEP = [sys.executable, "-m", "nfacep.cli"]
 #: the bundled queries' runtime parameters (queries/parameters.json)
 VALUES = {"supplychain": ["big=20000"]}
 #: the bundled queries (queries/*.sql), whose fixed engines the programmable ones are against
@@ -76,7 +80,7 @@ def command(point: str, out: str) -> list[str]:
     words = point.split()
     board, link, kind, what, extra = words[0], words[1], words[2], words[3], words[4:]
     query = "marathon" if kind == "prog" else what
-    argv = ["nfacep", "build", os.path.join(QUERIES, f"{query}.sql"), "--board", board]
+    argv = [*NFACEP, "build", os.path.join(QUERIES, f"{query}.sql"), "--board", board]
     argv += ["--link", link, "-o", out, *extra]
     if kind == "prog":
         s, a, q = what.split("x")
@@ -396,6 +400,11 @@ def main() -> None:
     )
     ap.add_argument("--load", help="with --record: the load average while it was built")
     args = ap.parse_args()
+    if not (args.plot_only or args.record) and importlib.util.find_spec("nfacep") is None:
+        sys.exit(
+            f"programmable_fmax.py: {sys.executable} has no nfacep: run it with the Python "
+            "of the environment nfacep is installed in (the project's .venv/bin/python)"
+        )
     if args.record:
         point, out, wall = args.record
         row = report_row(point, out, float(wall), args.load)

@@ -26,6 +26,9 @@ from .link import CAPACITY, GMII_MEMBERS, LOAD_FIFO_DEPTH, UdpLink
 
 __all__ = ["UdpTop"]
 
+#: The bits of a value crossing into ``sync`` compared by one flip-flop (``UdpTop._agreed``).
+AGREE_GROUP = 16
+
 
 class UdpTop(wiring.Component):
     """``engine`` behind a :class:`UdpLink`: the ports are GMII's (receive side clocked by
@@ -49,7 +52,9 @@ class UdpTop(wiring.Component):
       crossing is full). A switch that reaches the engine's side is written before any
       further tuple is taken, so it is in force from its tuple as without the crossing;
     - the values in force back to ``sync`` for STATUS (through synchronisers, taken when two
-      samples agree: they change only at a switch);
+      samples agree: they change only at a switch; the agreement is registered, so a value
+      reaches STATUS a cycle after the two samples that agree: a STATUS sent in that cycle
+      tells the value before, as one sent a cycle earlier would);
     - the resets: the ``sync`` reset and every accepted RESET hold the engine's domain in reset
       (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings,
       until the engine's domain was seen in reset;
@@ -333,15 +338,26 @@ class UdpTop(wiring.Component):
     def _agreed(self, m, name, value, link, flush, initial, survives=0):
         """``value`` of the engine's domain in ``sync``: through a synchroniser, taken when
         two samples agree (it changes seldom); back to ``initial`` at an accepted RESET but
-        for its low ``survives`` bits, which keep their value."""
+        for its low ``survives`` bits, which keep their value.
+
+        The two samples are compared in groups of :data:`AGREE_GROUP` bits, each group's
+        equality a flip-flop (none while the crossing is emptied), and the groups' AND takes
+        the older of the two samples a cycle later (timing: a compare of the whole width
+        drove the enables of its flip-flops through a chain of LUTs). The pair compared and
+        the value taken are those of before, a cycle later."""
         width = len(value)
         kept = survives
         sampled, last = Signal(width, init=initial), Signal(width, init=initial)
         agreed = Signal(width, init=initial, name=f"{name}_in_sync")
         m.submodules[f"{name}_sync"] = FFSynchronizer(value, sampled, o_domain="sync", init=initial)
         m.d.sync += last.eq(sampled)
+        groups = range(0, width, AGREE_GROUP)
+        equal = Signal(len(groups), name=f"{name}_equal")
+        for i, at in enumerate(groups):
+            part = slice(at, min(at + AGREE_GROUP, width))
+            m.d.sync += equal[i].eq(~flush & (last[part] == sampled[part]))
         with m.If(Const(0) if kept == width else link.engine_reset):
             m.d.sync += agreed.eq(Cat(agreed[:kept], Const(initial, width)[kept:]))
-        with m.Elif(~flush & (last == sampled)):  # (after a RESET: once the engine was reset)
-            m.d.sync += agreed.eq(sampled)
+        with m.Elif(~flush & equal.all()):  # (after a RESET: once the engine was reset)
+            m.d.sync += agreed.eq(last)
         return agreed
