@@ -231,14 +231,7 @@ class Forwarding:
         pre = [pre_match, pre_live, pre_valid, pre_state]
         if self.prepare is not None:
             self.pre_hint = []
-            # the hint of the write handed on last (``hist[0]``, stage 4's the cycle before),
-            # worked out from its register for this operation
-            self.h0_hint = Signal(self.table._update.hint_width, name="s2_h0_hint")
-            later = self.s2_copy(s2, "s2_h0_payload")
-            if BREAK_FORWARDING == "written hint":
-                later = self.s3_payload
-            with m.If(self.advance):
-                m.d.sync += self.h0_hint.eq(self.prepare(m, self.hist0_copy("s2_h0_state"), later))
+            self._written_hint(s2)
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         self.newest_rel = Signal(banks, name="s1_rel_way0")
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
@@ -304,6 +297,18 @@ class Forwarding:
             if self.prepare is not None:
                 self.pre_hint.append(self._newest_hint(b, s2, chosen, read_bits[3], rel_hint))
         return pre_match, pre_live, pre_valid, pre_state
+
+    def _written_hint(self, s2) -> None:
+        """:meth:`_newest`'s hint of the write handed on last (``hist[0]``, stage 4's the cycle
+        before), worked out from its register for the operation the cycle before stage 3
+        (``h0_hint``)."""
+        m = self.m
+        self.h0_hint = Signal(self.table._update.hint_width, name="s2_h0_hint")
+        later = self.s2_copy(s2, "s2_h0_payload")
+        if BREAK_FORWARDING == "written hint":
+            later = self.s3_payload
+        with m.If(self.advance):
+            m.d.sync += self.h0_hint.eq(self.prepare(m, self.hist0_copy("s2_h0_state"), later))
 
     def payload_copy(self, source, payload, name):
         """A copy of its own of ``payload``, a register loaded with ``source`` as it is (a

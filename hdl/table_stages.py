@@ -186,16 +186,14 @@ class _Stages(StampStages, Forwarding):
         # the rows they come from, a stage before (their relations to the operation's row
         # compared a cycle earlier, against the operation a stage before ``prev``), for a
         # table spread over the device
-        before = None
-        if self.early_row is not None and table.spread:
-            before = [s2_row, t_row, u_row] + [h.row for h in hist[:-2]]
-        self.prev_key, self.prev_row = prev[0], prev[1]
+        spread_rows = self.early_row is not None and table.spread
+        before = [s2_row, t_row, u_row] + [h.row for h in hist[:-2]] if spread_rows else None
+        self.prev_key, self.prev_row, self.s3_payload = prev[0], prev[1], t.payload
         rel = self._relations(prev, ident, known, self._source_hints(hist), before)
         # the cycle before stage 3: their decisions are registers now (stage 4's,
         # hist[0..stages - 1])
         decided = [(u_store, u_way, written.state)]
         decided += [(h.valid, h.way, h.entry.state) for h in hist]
-        self.prev_key, self.prev_row, self.s3_payload = prev[0], prev[1], t.payload
         pre = self._newest(prev, s2, s2_op, read, decided, rel)
         self.s2_bank = s2_bank
         hit, dropped, way3, store3, found = self._stage3(
