@@ -59,14 +59,15 @@ class UdpLink(LinkEvents, wiring.Component):
     STATUS and ARP replies out on the GMII transmit interface (clocked by ``sync``).
 
     Every frame received becomes one event, crossed into ``sync``: it counts in its class; an
-    accepted TUPLES packet updates the sequence check: a ``seq`` at or after ``next_seq`` adds
-    the jump to ``lost`` and sets ``next_seq`` to ``seq + 1``; one behind it (by up to 2**31)
-    counts in ``late`` and leaves ``next_seq`` alone, so without duplicates ``lost - late``
-    packets are missing; an accepted STATUS_REQ, RESET or ARP request pulses ``status_request``,
-    ``reset_request`` (a cycle later; RESET also zeroes the counters and ``next_seq``) or
-    ``arp_request``; an accepted CLOSE pulses ``status_request``; an accepted ICMP echo request
-    pulses ``echo_request`` (its sender in ``echo_peer``, its IPv4 length and ICMP checksum in
-    ``echo_length`` and ``echo_checksum``) and counts in ``echoes``.
+    accepted TUPLES packet updates the sequence check: a ``seq`` at or after ``next_seq`` sets
+    ``next_seq`` to ``seq + 1`` and adds the jump to ``lost`` (a cycle later); one behind it (by
+    up to 2**31) counts in ``late`` (a cycle later) and leaves ``next_seq`` alone, so without
+    duplicates ``lost - late`` packets are missing; an accepted STATUS_REQ, RESET or ARP
+    request pulses ``status_request``, ``reset_request`` (a cycle later; RESET also zeroes the
+    counters and ``next_seq``) or ``arp_request``; an accepted CLOSE pulses
+    ``status_request``; an accepted ICMP echo request pulses ``echo_request`` (its sender in
+    ``echo_peer``, its IPv4 length and ICMP checksum in ``echo_length`` and ``echo_checksum``)
+    and counts in ``echoes``.
     The sender of an accepted RESET, the session's host, becomes ``peer`` (where records and
     STATUS go) and its session id ``session`` (in every packet sent); the receive path refuses
     every other host's packets (``foreign``, :class:`~.payload_rx.PayloadRx`), so nothing else

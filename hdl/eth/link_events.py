@@ -90,9 +90,19 @@ class LinkEvents:
         gap = Signal(32)
         m.d.comb += gap.eq(event.seq - self.next_seq)
         behind = gap[31]
+        # (registered: ``lost``'s add of the gap and ``late``'s pulse a cycle after the event,
+        # from registers, not the event decoded through the gap's carry chain into the
+        # counters' enables: timing, the link clock's slowest path at 2 partitions; next_seq
+        # still moves at once, so the next event's gap is right; RESET's cycle forgets them)
+        add_lost, late, lost_gap = Signal(), Signal(), Signal(32)
+        m.d.sync += [
+            add_lost.eq(tuples_packet & ~behind & ~self.reset_request),
+            late.eq(tuples_packet & behind & ~self.reset_request),
+            lost_gap.eq(gap),
+        ]
         m.d.comb += [
             counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
-            counts["late"].eq(tuples_packet & behind),
+            counts["late"].eq(late),
             self.status_request.eq(
                 accepted
                 & (
@@ -122,11 +132,10 @@ class LinkEvents:
             counter = getattr(self.counters, name)
             with m.If(counts[name]):
                 m.d.sync += counter.eq(counter + 1)
+        with m.If(add_lost):
+            m.d.sync += self.counters.lost.eq(self.counters.lost + lost_gap)
         with m.If(tuples_packet & ~behind):
-            m.d.sync += [
-                self.next_seq.eq(event.seq + 1),
-                self.counters.lost.eq(self.counters.lost + gap),
-            ]
+            m.d.sync += self.next_seq.eq(event.seq + 1)
         self._peers(m, accepted & (kind == EventKind.RESET), event)
         self._asker(m, valid, event)
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
