@@ -141,11 +141,17 @@ class LinkEvents:
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)
-        # (registered here, beside the sequence check, for the LEDs far away: timing; the
-        # transmit side's drops pulse through a register of its own first, it comes from afar;
-        # a packet lost or late upstream, its seq not the one expected, is an equality
-        # compare into a register of its own, not the gap's subtraction, a carry chain:
-        # timing, the link clock's slowest path beside the programmable engine)
+        self._leds(m, counts, tuples_packet, event)
+        return counts
+
+    def _leds(self, m, counts, tuples_packet, event):
+        """The LEDs' ``activity`` (a frame accepted) and ``trouble`` (a frame refused, a drop,
+        a TUPLES packet out of sequence), registered here, beside the sequence check, for the
+        LEDs far away (timing). The transmit side's drops pulse through a register of its own
+        first, it comes from afar; a packet lost or late upstream, its seq not the one
+        expected, is an equality compare into a register of its own, not the gap's
+        subtraction, a carry chain (timing, the link clock's slowest path beside the
+        programmable engine)."""
         drops, out_of_order = Signal(), Signal()
         m.d.sync += [
             drops.eq(counts["drops"]),
@@ -155,4 +161,3 @@ class LinkEvents:
                 out_of_order | drops | Cat(counts[name] for name in FRAME_CLASSES[1:]).any()
             ),
         ]
-        return counts
