@@ -14,7 +14,14 @@ from amaranth.hdl import Const, Module, Mux, Shape, ShapeLike, Signal, Value, Va
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamPartitioner", "check_store_arguments", "store_signature"]
+__all__ = ["BREAK_HINT", "StreamPartitioner", "check_store_arguments", "store_signature"]
+
+
+#: Test-only: the windows' hint worked out a stage before the update broken on purpose, so
+#: that the tests show they catch it. ``"unswapped"``: the hint registered for the last stage
+#: is always that of the element at the last stage before the swap, even when the swap moves
+#: the one before it there. ``None`` (always, outside those tests): nothing broken.
+BREAK_HINT: str | None = None
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -111,7 +118,13 @@ class StreamPartitioner(wiring.Component):
     update : callable
         ``update(m, state, payload) -> (new_state, result)``, combinational; ``state`` is a
         ``state_width`` bit value, ``payload`` a view (or value) of ``payload_shape``. Called
-        once, at elaboration, for the last pipeline element; it may add logic to ``m``.
+        once, at elaboration, for the last pipeline element; it may add logic to ``m``. When
+        ``depth >= 2`` and ``update`` has the attributes ``prepare`` (``prepare(m, state,
+        payload) -> hint``, combinational, of ``hint_width`` bits; the engine's under WITHIN:
+        which stored runs are live), the hint of the element that moves into the last stage is
+        worked out a stage before and registered, and the update is called as ``update(m,
+        state, payload, hint=...)``; for a new partition (``state`` all zeroes) that hint is
+        another element's, which ``update`` must then ignore.
     counter_width : :class:`int`
         Width of the ``tuples`` and ``drops`` counters, which wrap around.
 
@@ -222,6 +235,7 @@ class StreamPartitioner(wiring.Component):
         pipeline.take_input(self.i_stream, self.tuples)
         pipeline.look_up()
         pipeline.swap()
+        pipeline.hint_ahead()
         pipeline.finish(self.o_stream, self.drops)
         return m
 
@@ -261,6 +275,8 @@ class _SwapPipeline:
         self.following_hit = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
         self.swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
         self.last_dropped = Signal(name="last_dropped")
+        # ``update.prepare``'s hint for the last stage, registered a stage before (hint_ahead)
+        self.last_hint: Signal | None = None
 
     def tick(self, token) -> Value:
         return token.tick if self.ticks else Const(0, 1)
@@ -411,6 +427,28 @@ class _SwapPipeline:
                     elements[stage + 1].eq(ahead),
                 ]
 
+    def hint_ahead(self) -> None:
+        """With ``update.prepare`` and ``depth >= 2``: the hint of the element that moves into
+        the last stage, against the token that moves with it, worked out at stage ``last - 1``
+        for both elements the swap chooses from and registered as it moves
+        (``last_hint``), so that the update compares nothing. Exact because tokens are at
+        least a stage apart (one tuple every other cycle): while a token is at stage
+        ``last - 1`` the last stage holds none, so ``pe[last]`` is already what the token
+        before it wrote back, and nothing else writes it before the token reaches the last
+        stage; a stall holds every register, the hint's too."""
+        m, part, last = self.m, self.part, self.last
+        prepare = getattr(part._update, "prepare", None)
+        if prepare is None or self.depth < 2:
+            return
+        stage = last - 1
+        token = self.tokens[stage]
+        candidate = prepare(m, self.elements[stage].state, token.payload)
+        following = prepare(m, self.elements[last].state, token.payload)
+        swap = Const(0, 1) if BREAK_HINT == "unswapped" else self.swaps[stage]
+        self.last_hint = Signal(part._update.hint_width, name="last_hint")
+        with m.If(self.advance):
+            m.d.sync += self.last_hint.eq(Mux(swap, candidate, following))
+
     def finish(self, o_stream, drops) -> None:
         """The last stage (Figure 8, lines 9-16): the update function, the element written
         back (refreshed, then aged by the token's tick), and the output register."""
@@ -423,7 +461,13 @@ class _SwapPipeline:
         m.d.comb += current_state.eq(Const(0, part.state_width))
         with m.If(self.candidate_hit[last]):
             m.d.comb += current_state.eq(element.state)
-        new_state_value, result_value = part._update(m, current_state, token.payload)
+        if self.last_hint is None:
+            new_state_value, result_value = part._update(m, current_state, token.payload)
+        else:
+            # a new partition's zero state has no run for the hint to judge: any hint will do
+            new_state_value, result_value = part._update(
+                m, current_state, token.payload, hint=self.last_hint
+            )
         new_state = Signal(part.state_width, name="last_new_state")
         result = Signal(part.result_shape, name="last_result")
         m.d.comb += [

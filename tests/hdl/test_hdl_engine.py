@@ -1182,6 +1182,18 @@ def test_windows_hints_of_the_last_writes_for_the_wrong_tuple_are_caught(monkeyp
         check(wrap_query(), distance_data()[0], partitions=4, store="table", gap=0, stall=0)
 
 
+def test_windows_pipeline_hint_of_the_wrong_element_is_caught(monkeypatch):
+    """The pipeline store works out the windows' hint of the element that moves into its last
+    stage a stage before the update, for both elements its swap chooses from; a version that
+    always takes the one at the last stage before the swap (a broken path) changes a match of
+    the tuples at the window's boundary."""
+    from nfacep.hdl import partitioner
+
+    monkeypatch.setattr(partitioner, "BREAK_HINT", "unswapped")
+    with pytest.raises(AssertionError):
+        check(wrap_query(), distance_data()[0], partitions=4, store="pipeline", gap=0, stall=0)
+
+
 def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):
     """The update works out, beside itself, which runs of the state it forwards are still live
     for the next tuple of the partition; a version that judges them at the forwarding tuple's
