@@ -751,14 +751,7 @@ def test_uart_board_top_with_the_sdram_icarus(tmp_path, sim_cache):
         source = run_dir / "nfacep_uart_top.v"
         source.write_text(board_with_chip(top, "nfacep_uart_top", sim_cache / "sdram"))
         got = _bench(run_dir, source, {**scenario, "results": str(run_dir / "results.json")})
-        matches, drops = [], []
-        for payload in got["records"]:
-            r = fmt.decode_bytes(bytes.fromhex(payload))
-            if r.dropped:
-                drops.append(r.seq)
-            if r.matches:
-                matches.append([r.seq, "cheat", str(r.partition)])
-        seen[read_delay] = (matches, drops, got)
+        seen[read_delay] = (*_matches_and_drops(fmt, got), got)
     matches, drops, got = seen[1]
     assert matches == scenario["expected_matches"] and drops == scenario["expected_drops"]
     assert got["sdram_errors"] == 0
@@ -768,6 +761,19 @@ def test_uart_board_top_with_the_sdram_icarus(tmp_path, sim_cache):
     assert engine_from_fields(status) == SDRAM_PARAMS
     broken, _, _ = seen[2]
     assert broken != scenario["expected_matches"]
+
+
+def _matches_and_drops(fmt, got) -> tuple[list, list]:
+    """The bench's records (``got["records"]``, hex) decoded: the matches as the reference
+    matcher's rows for marathon's ``cheat`` query, and the tuples dropped."""
+    matches, drops = [], []
+    for payload in got["records"]:
+        r = fmt.decode_bytes(bytes.fromhex(payload))
+        if r.dropped:
+            drops.append(r.seq)
+        if r.matches:
+            matches.append([r.seq, "cheat", str(r.partition)])
+    return matches, drops
 
 
 @pytest.mark.slow
@@ -783,13 +789,7 @@ def test_uart_board_top_icarus(tmp_path):
 
     nfa = compile_file(MARATHON)
     fmt = wire.record_format(nfa)
-    matches, drops = [], []
-    for payload in got["records"]:
-        r = fmt.decode_bytes(bytes.fromhex(payload))
-        if r.dropped:
-            drops.append(r.seq)
-        if r.matches:
-            matches.append([r.seq, "cheat", str(r.partition)])
+    matches, drops = _matches_and_drops(fmt, got)
     assert matches == scenario["expected_matches"] and matches
     assert drops == scenario["expected_drops"] and drops
     status = got["status"]
