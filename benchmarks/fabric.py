@@ -273,11 +273,12 @@ def read_csv(path: str) -> list[dict]:
 
 
 def write_csv(path: str, rows: list[dict]) -> None:
-    """``rows`` as CSV, the union of their keys as columns."""
+    """``rows`` as CSV, the union of their keys as columns, lines ending in ``\n`` as the
+    committed files' (the csv module's default is ``\r\n``)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fields = list(dict.fromkeys(k for r in rows for k in r))
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
+        writer = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
     print(f"wrote {path}")

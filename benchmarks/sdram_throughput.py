@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import csv
 import itertools
 import os
 import random
@@ -46,6 +45,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from fabric import write_csv
 
 import nfacep
 from nfacep import sim
@@ -257,10 +258,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as build:
         rows = measure(args, nfa, build)
     if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(args.csv, rows)
     worst = [r for r in rows if r["store"] == "sdram" and r["kind"] == "uniform"]
     if not worst:
         return

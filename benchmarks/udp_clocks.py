@@ -35,7 +35,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from fabric import read_csv, write_merged
+from fabric import earlier_rows, write_merged
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARATHON = ROOT / "queries" / "marathon.sql"
@@ -179,7 +179,7 @@ def main() -> None:
 def add_rows(path: str, rows: list[dict]) -> None:
     """Add ``rows`` to the CSV at ``path`` (made when missing): a row of the same commit,
     engine, seed and router replaces the file's, the file's other rows stay."""
-    old = read_csv(path) if os.path.exists(path) else []
+    old = earlier_rows(path, True)
     write_merged(
         path,
         old,

@@ -22,11 +22,11 @@ Two tuples: the marathon query's (11 bytes on the wire) and a 16-byte tuple like
 from __future__ import annotations
 
 import argparse
-import csv
 import pathlib
 import tempfile
 
 import numpy as np
+from fabric import write_csv
 
 import nfacep
 from nfacep.io import reader, tuples
@@ -129,13 +129,7 @@ def main() -> None:
         f"\npaper (Figure 10, 128-bit tuples): {PAPER['frames_per_s_1']:,} one-tuple "
         f"packets/s; {PAPER['tuples_per_s_90']:,} tuples/s at 90 tuples a packet"
     )
-    out = pathlib.Path(args.csv)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(f"-> {out}")
+    write_csv(args.csv, rows)
     if args.plot:
         plot(rows, args.plot)
 
