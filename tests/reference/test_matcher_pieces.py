@@ -373,9 +373,15 @@ def test_match_in_chunks_against_the_oracle(tmp_path, partitioned, chunk, data):
     )
 
 
-def test_an_error_in_a_later_chunk_writes_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("block", [None, 64])
+def test_an_error_in_a_later_chunk_writes_nothing(tmp_path, capsys, monkeypatch, block):
     """A bad value, or an ORDER BY that goes back across two chunks, after some chunks were
-    matched: the error names the row, and no match file appears."""
+    matched: the error names the row and the column, no match file appears and one already
+    there is kept as it was. ``block``: the CSV file cut into blocks of a few lines
+    (``csvblocks.BLOCK`` bytes), parsed in threads ahead of the chunks matched, so that the
+    bad row's block is parsed while the chunks before it are matched."""
+    if block is not None:
+        monkeypatch.setattr(csvblocks, "BLOCK", block)
     q = tmp_path / "q.sql"
     q.write_text(
         "CREATE STREAM s (k UINT(8), t UINT(16), a UINT(4));"
@@ -390,11 +396,19 @@ def test_an_error_in_a_later_chunk_writes_nothing(tmp_path, capsys):
             + "".join(f"{k},{tt},{a}\n" for k, tt, a in [bad.get(i, r) for i, r in enumerate(rows)])
         )
         out = tmp_path / f"{name}.out.csv"
-        assert main(["match", str(q), "--input", str(t), "--output", str(out), "--chunk", "4"]) != 0
-        err = capsys.readouterr().err
         line = 32 if name == "value" else 22
-        assert f"row {line - 1} (line {line})" in err, err
+        where = f"row {line - 1} (line {line}), column '{'a' if name == 'value' else 't'}'"
+        argv = ["match", str(q), "--input", str(t), "--output", str(out), "--chunk", "4"]
+        assert main(argv) != 0
+        err = capsys.readouterr().err
+        assert where in err and "Traceback" not in err, err
         assert not out.exists() and not out.with_suffix(".summary.json").exists()
+        out.write_text("previous\n")
+        assert main(argv) != 0
+        assert where in capsys.readouterr().err
+        assert out.read_text() == "previous\n" and not out.with_suffix(".summary.json").exists()
+        out.unlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["order.csv", "q.sql", "value.csv"]
 
 
 def test_chunk_must_be_a_positive_count(tmp_path, capsys):
