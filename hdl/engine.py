@@ -47,7 +47,14 @@ from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
 from .stream import StreamQueue
 from .table import TablePartitioner
 
-__all__ = ["Engine", "HardwareLimitError", "write_verilog"]
+__all__ = ["BREAK_PARAMS", "Engine", "HardwareLimitError", "write_verilog"]
+
+#: For the tests that show a path is needed (as
+#: :data:`nfacep.hdl.table_forwarding.BREAK_FORWARDING`): ``"no hold"``: ``i_stream.ready`` is
+#: not held low in the cycle after a parameter switch is written, so a tuple taken then is
+#: decoded before the switch's number is compared with it (:meth:`Engine._parameters`).
+#: ``None`` (always, outside those tests): nothing broken.
+BREAK_PARAMS: str | None = None
 
 
 class Engine(wiring.Component):
@@ -297,8 +304,11 @@ class Engine(wiring.Component):
         # without partitions every tuple is processed: the history is kept here, before the
         # decoder; with them the store keeps it in the partition's entry
         m.submodules.decoder = decoder = PredicateDecoder(self._nfa, history=not keyed)
+        hold = Signal(name="param_hold")  # no tuple taken (a switch is being compared)
         if self._params_layout is not None:
-            self._parameters(m, decoder)
+            fresh = self._parameters(m, decoder)
+            if BREAK_PARAMS != "no hold":
+                m.d.comb += hold.eq(fresh)
         if "history" in decoder.signature.members:
             kept = history_layout(self._nfa.program.schema, self._nfa.history)
             history = Signal(kept, name="history")
@@ -309,8 +319,8 @@ class Engine(wiring.Component):
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
         m.d.comb += [
             decoder.tuple.eq(self.i_stream.payload),
-            queue.i_stream.valid.eq(self.i_stream.valid),
-            self.i_stream.ready.eq(queue.i_stream.ready),
+            queue.i_stream.valid.eq(self.i_stream.valid & ~hold),
+            self.i_stream.ready.eq(queue.i_stream.ready & ~hold),
         ]
         if not keyed:
             inputs = queue.i_stream.payload
@@ -343,7 +353,7 @@ class Engine(wiring.Component):
     def _key(self, payload) -> Value:
         return partition_key(payload, self._nfa.program.partition_fields)
 
-    def _parameters(self, m: Module, decoder: PredicateDecoder) -> None:
+    def _parameters(self, m: Module, decoder: PredicateDecoder) -> Signal:
         """The parameter registers: the values in force, a shadow copy and the tuple number
         it applies from. A tuple taken at or after that number (modulo ``2**seq_width``,
         within half of it) is decoded with the shadow copy, which becomes the values in
@@ -351,8 +361,21 @@ class Engine(wiring.Component):
 
         For a short path in front of the decoder, the values the next tuple is decoded with
         are a register of their own (``param_current``), and whether the switch is due for
-        the next tuple is a registered flag: when the switch is written, a comparison of its
-        number with the tuples taken; afterwards, an equality with the tuple before it.
+        the next tuple is a registered flag (``param_due``). A switch written on ``i_params``
+        is only stored in its cycle (the values into the shadow copy, its number into
+        ``param_switch_seq``, and ``param_written_last`` set): nothing of it reaches
+        ``param_current`` that cycle, so the switch's number from whoever drives ``i_params``
+        (a link's registers) is not compared in the cycle it arrives. The cycle after, the
+        number, a register now, is compared with the next tuple's (``param_tuple_seq``) into
+        the flag, and ``param_current`` is loaded accordingly. While it is, ``i_stream.ready``
+        is low: the tuple after the write's cycle is decoded with ``param_current`` as that
+        cycle leaves it, which would be without the switch if the tuple were the switch's
+        own, so no tuple is taken then (``BREAK_PARAMS = "no hold"`` takes it anyway). That
+        costs a cycle per switch (switches are rare) and keeps one comparison, of two
+        registers, instead of correcting it for a tuple taken meanwhile. The low ``ready`` is
+        a register's, not ``i_params.valid``'s, so a feeder that offers a tuple only once its
+        switch is taken makes no combinational loop. Afterwards, until the switch is due, the
+        flag is set when the tuple before the switch's is taken (an equality of registers).
         """
         layout = self._params_layout
         w = self._seq_width
@@ -361,8 +384,9 @@ class Engine(wiring.Component):
         active = Signal(layout.size, init=initial, name="param_active")
         current = Signal(layout.size, init=initial, name="param_current")
         shadow = Signal(layout.size, name="param_shadow")
-        before = Signal(w, name="param_switch_before")  # the switch's tuple number - 1
+        switch_seq = Signal(w, name="param_switch_seq")  # the switch's tuple number
         pending = Signal(name="param_pending")
+        fresh = Signal(name="param_written_last")  # a switch was written the cycle before
         due = Signal(name="param_due")  # the next tuple taken is at or after the switch's
         in_seq = Signal(w, name="param_tuple_seq")  # the next tuple's number
         in_seq_plus1 = Signal(w, init=1, name="param_tuple_seq_plus1")
@@ -370,35 +394,39 @@ class Engine(wiring.Component):
         written = Signal(name="param_written")
         due_next = Signal(name="param_due_next")
         active_next = Signal.like(active, name="param_active_next")
-        shadow_next = Signal.like(shadow, name="param_shadow_next")
-        seq = self.i_params.payload.seq
-        passed = Signal(name="param_passed")  # a switch written now is due for the next tuple
+        # the written switch is due for the next tuple (none is taken in this cycle)
+        passed = Signal(name="param_passed")
         m.d.comb += [
             taken.eq(self.i_stream.valid & self.i_stream.ready),
             written.eq(self.i_params.valid & self.i_params.ready),
-            passed.eq(~(in_seq - seq)[w - 1] | (taken & (seq == in_seq_plus1))),
+            passed.eq(~(in_seq - switch_seq)[w - 1]),
             due_next.eq(
                 Mux(
-                    written, passed, pending & ~(taken & due) & (due | (taken & (in_seq == before)))
+                    fresh,
+                    passed,
+                    pending & ~(taken & due) & (due | (taken & (in_seq_plus1 == switch_seq))),
                 )
             ),
             active_next.eq(Mux(taken, current, active)),
-            shadow_next.eq(Mux(written, self.i_params.payload.values, shadow)),
             decoder.params.eq(current),
             self.param_values.eq(active),
             self.i_params.ready.eq(~pending),
         ]
         m.d.sync += [
             active.eq(active_next),
-            shadow.eq(shadow_next),
             due.eq(due_next),
-            current.eq(Mux(due_next, shadow_next, active_next)),
+            current.eq(Mux(due_next, shadow, active_next)),
             pending.eq(Mux(written, 1, pending & ~(taken & due))),
+            fresh.eq(written),
         ]
         with m.If(taken):
             m.d.sync += [in_seq.eq(in_seq_plus1), in_seq_plus1.eq(in_seq_plus1 + 1)]
         with m.If(written):
-            m.d.sync += before.eq(seq - 1)
+            m.d.sync += [
+                shadow.eq(self.i_params.payload.values),
+                switch_seq.eq(self.i_params.payload.seq),
+            ]
+        return fresh
 
 
 def _fields(layout: data.StructLayout) -> list[dict]:
