@@ -390,6 +390,9 @@ class Engine(wiring.Component):
         due = Signal(name="param_due")  # the next tuple taken is at or after the switch's
         in_seq = Signal(w, name="param_tuple_seq")  # the next tuple's number
         in_seq_plus1 = Signal(w, init=1, name="param_tuple_seq_plus1")
+        in_seq_plus2 = Signal(w, init=2, name="param_tuple_seq_plus2")
+        # the next tuple taken is the one before the switch's (while it is not due)
+        before = Signal(name="param_before_switch")
         taken = Signal(name="param_taken")
         written = Signal(name="param_written")
         due_next = Signal(name="param_due_next")
@@ -404,7 +407,7 @@ class Engine(wiring.Component):
                 Mux(
                     fresh,
                     passed,
-                    pending & ~(taken & due) & (due | (taken & (in_seq_plus1 == switch_seq))),
+                    pending & ~(taken & due) & (due | (taken & before)),
                 )
             ),
             active_next.eq(Mux(taken, current, active)),
@@ -418,9 +421,20 @@ class Engine(wiring.Component):
             current.eq(Mux(due_next, shadow, active_next)),
             pending.eq(Mux(written, 1, pending & ~(taken & due))),
             fresh.eq(written),
+            before.eq(
+                Mux(
+                    fresh,
+                    in_seq_plus1 == switch_seq,
+                    Mux(taken, in_seq_plus2 == switch_seq, before),
+                )
+            ),
         ]
         with m.If(taken):
-            m.d.sync += [in_seq.eq(in_seq_plus1), in_seq_plus1.eq(in_seq_plus1 + 1)]
+            m.d.sync += [
+                in_seq.eq(in_seq_plus1),
+                in_seq_plus1.eq(in_seq_plus2),
+                in_seq_plus2.eq(in_seq_plus2 + 1),
+            ]
         with m.If(written):
             m.d.sync += [
                 shadow.eq(self.i_params.payload.values),
