@@ -387,6 +387,7 @@ class Engine(wiring.Component):
         switch_seq = Signal(w, name="param_switch_seq")  # the switch's tuple number
         pending = Signal(name="param_pending")
         fresh = Signal(name="param_written_last")  # a switch was written the cycle before
+        compared = Signal(name="param_compared")  # ... two cycles before: ``passed`` is known
         due = Signal(name="param_due")  # the next tuple taken is at or after the switch's
         in_seq = Signal(w, name="param_tuple_seq")  # the next tuple's number
         in_seq_plus1 = Signal(w, init=1, name="param_tuple_seq_plus1")
@@ -397,15 +398,14 @@ class Engine(wiring.Component):
         written = Signal(name="param_written")
         due_next = Signal(name="param_due_next")
         active_next = Signal.like(active, name="param_active_next")
-        # the written switch is due for the next tuple (none is taken in this cycle)
+        # the written switch is due for the next tuple (no tuple is taken in between)
         passed = Signal(name="param_passed")
         m.d.comb += [
             taken.eq(self.i_stream.valid & self.i_stream.ready),
             written.eq(self.i_params.valid & self.i_params.ready),
-            passed.eq(~(in_seq - switch_seq)[w - 1]),
             due_next.eq(
                 Mux(
-                    fresh,
+                    compared,
                     passed,
                     pending & ~(taken & due) & (due | (taken & before)),
                 )
@@ -421,6 +421,8 @@ class Engine(wiring.Component):
             current.eq(Mux(due_next, shadow, active_next)),
             pending.eq(Mux(written, 1, pending & ~(taken & due))),
             fresh.eq(written),
+            compared.eq(fresh),
+            passed.eq(~(in_seq - switch_seq)[w - 1]),
             before.eq(
                 Mux(
                     fresh,
@@ -440,7 +442,7 @@ class Engine(wiring.Component):
                 shadow.eq(self.i_params.payload.values),
                 switch_seq.eq(self.i_params.payload.seq),
             ]
-        return fresh
+        return fresh | compared
 
 
 def _fields(layout: data.StructLayout) -> list[dict]:
