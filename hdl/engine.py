@@ -51,7 +51,7 @@ __all__ = ["BREAK_PARAMS", "Engine", "HardwareLimitError", "write_verilog"]
 
 #: For the tests that show a path is needed (as
 #: :data:`nfacep.hdl.table_forwarding.BREAK_FORWARDING`): ``"no hold"``: ``i_stream.ready`` is
-#: not held low in the cycle after a parameter switch is written, so a tuple taken then is
+#: not held low in the two cycles after a parameter switch is written, so a tuple taken then is
 #: decoded before the switch's number is compared with it (:meth:`Engine._parameters`).
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_PARAMS: str | None = None
@@ -109,7 +109,8 @@ class Engine(wiring.Component):
         shadow copy; ``ready`` is low while a switch waits for its tuple. The tuple numbered
         ``seq`` (or, when that one has passed, the next tuple taken) is the first decoded
         with the new values. Whoever feeds the engine gives a switch before the tuple it
-        applies to, and the next switch once ``ready`` is high again.
+        applies to, and the next switch once ``ready`` is high again. ``i_stream.ready`` is
+        low for the two cycles after a switch is taken, while its number is compared.
     param_values : ``Out(params_layout)``
         The values in force, as :func:`nfacep.hdl.layout.params_layout` lays them out; after
         a reset, ``values.initial`` (the ``values`` argument).
@@ -357,25 +358,27 @@ class Engine(wiring.Component):
         """The parameter registers: the values in force, a shadow copy and the tuple number
         it applies from. A tuple taken at or after that number (modulo ``2**seq_width``,
         within half of it) is decoded with the shadow copy, which becomes the values in
-        force.
+        force. Returns the signal that holds ``i_stream.ready`` low.
 
         For a short path in front of the decoder, the values the next tuple is decoded with
         are a register of their own (``param_current``), and whether the switch is due for
-        the next tuple is a registered flag (``param_due``). A switch written on ``i_params``
-        is only stored in its cycle (the values into the shadow copy, its number into
-        ``param_switch_seq``, and ``param_written_last`` set): nothing of it reaches
-        ``param_current`` that cycle, so the switch's number from whoever drives ``i_params``
-        (a link's registers) is not compared in the cycle it arrives. The cycle after, the
-        number, a register now, is compared with the next tuple's (``param_tuple_seq``) into
-        the flag, and ``param_current`` is loaded accordingly. While it is, ``i_stream.ready``
-        is low: the tuple after the write's cycle is decoded with ``param_current`` as that
-        cycle leaves it, which would be without the switch if the tuple were the switch's
-        own, so no tuple is taken then (``BREAK_PARAMS = "no hold"`` takes it anyway). That
-        costs a cycle per switch (switches are rare) and keeps one comparison, of two
-        registers, instead of correcting it for a tuple taken meanwhile. The low ``ready`` is
-        a register's, not ``i_params.valid``'s, so a feeder that offers a tuple only once its
-        switch is taken makes no combinational loop. Afterwards, until the switch is due, the
-        flag is set when the tuple before the switch's is taken (an equality of registers).
+        the next tuple is a registered flag (``param_due``). Nothing of a switch written on
+        ``i_params`` is compared in its cycle: the values go into the shadow copy and the
+        number into ``param_switch_seq``, so the number's path from whoever drives
+        ``i_params`` (a link's registers) ends there. The cycle after, the number, a register
+        now, is compared with the next tuple's (``param_tuple_seq``, a 48-bit subtraction's
+        sign) into ``param_passed``; the cycle after that, ``param_passed`` sets the flag and
+        ``param_current`` is loaded from it. Those two cycles ``i_stream.ready`` is low: a
+        tuple taken in either would be decoded with ``param_current`` as it was before the
+        comparison, without the switch even if it were the switch's own tuple
+        (``BREAK_PARAMS = "no hold"`` takes it anyway). Two cycles per switch (switches are
+        rare) keep the comparison to registers that do not move while it is made, instead of
+        correcting it for tuples taken meanwhile. The low ``ready`` is registers', not
+        ``i_params.valid``'s, so a feeder that offers a tuple only once its switch is taken
+        makes no combinational loop. Afterwards, until the switch is due, the flag is set
+        when the tuple before the switch's is taken: whether the next tuple taken is that one
+        is itself a register (``param_before_switch``), the equality of the switch's number
+        with the number after the next tuple's, worked out a cycle ahead.
         """
         layout = self._params_layout
         w = self._seq_width

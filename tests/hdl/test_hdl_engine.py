@@ -797,8 +797,8 @@ def test_parameters_switch_exactly(store, partitioned, seed):
 def test_parameters_switch_written_with_the_tuple_before(store, partitioned, monkeypatch):
     """A switch written in the same cycle as the tuple before its own is taken, its own
     offered the cycle after, applies exactly from its own: the engine takes no tuple the
-    cycle after a write, while it compares the written number (``BREAK_PARAMS = "no hold"``
-    takes the switch's own then, decoded with the old values, and fails)."""
+    two cycles after a write, while it compares the written number (``BREAK_PARAMS = "no
+    hold"`` takes the switch's own then, decoded with the old values, and fails)."""
     from nfacep.hdl import engine as engine_module
     from nfacep.settings import ParamValues
 
