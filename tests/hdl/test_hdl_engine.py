@@ -41,13 +41,14 @@ def simulate(
     gap=0.3,
     stall=0.3,
     values=None,
-    back_to_back=False,
+    back_to_back=0,
 ):
     """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles). With
     runtime parameters' ``values``, each switch is written to ``i_params`` before its tuple
-    is offered; with ``back_to_back``, tuples are offered without gaps and each switch is
-    written in the cycle the tuple before its own is taken (switches at least three tuples
-    apart, none at 0), so that its own is offered the cycle after."""
+    is offered; with ``back_to_back`` (``n``), tuples are offered without gaps and each
+    switch is written in the cycle the ``n``-th tuple before its own is taken (switches more
+    than ``n`` + 1 tuples apart, none before tuple ``n``): with 1, its own is offered the
+    cycle after."""
     dut = Engine(
         nfa,
         EngineParams(
@@ -78,7 +79,7 @@ def simulate(
             taken = False
             while not taken:
                 taken = ctx.get(dut.i_stream.ready)
-                write = bool(taken and pending and pending[0][0] == i + 1)
+                write = bool(taken and pending and pending[0][0] == i + back_to_back)
                 if write:
                     assert ctx.get(dut.i_params.ready), f"switch {pending[0][0]} not taken"
                     ctx.set(dut.i_params.valid, 1)
@@ -811,11 +812,30 @@ def test_parameters_switch_written_with_the_tuple_before(store, partitioned, mon
         nfa.program.parameters, ["lo=0", "lo=1@1", "lo=0@4", "lo=1@7", "lo=0@30", "lo=1@50"]
     )
     params = {"partitions": 16 if partitioned else 1, "store": store}
-    bits, _ = check(nfa, data, values=values, back_to_back=True, **params)
+    bits, _ = check(nfa, data, values=values, back_to_back=1, **params)
     assert sorted(bits) == [*range(1, 4), *range(7, 30), *range(50, 80)]
     monkeypatch.setattr(engine_module, "BREAK_PARAMS", "no hold")
     with pytest.raises(AssertionError):
-        check(nfa, data, values=values, back_to_back=True, **params)
+        check(nfa, data, values=values, back_to_back=1, **params)
+
+
+@pytest.mark.parametrize(("store", "partitioned"), [("table", True), ("pipeline", False)])
+def test_parameters_switch_written_tuples_ahead(store, partitioned):
+    """A switch written in the same cycle as the third tuple before its own is taken, the
+    tuples back to back, applies exactly from its own: the engine finds the tuple before it
+    (``param_before_switch``, worked out a tuple ahead) as the tuples pass."""
+    from nfacep.settings import ParamValues
+
+    part = "PARTITION k " if partitioned else ""
+    nfa = nfacep.compile_text(PARAM_STREAM + f"QUERY q {part}PATTERN (A) DEFINE A AS a < :lo")
+    data = param_data(np.random.default_rng(6), 80, keys=8 if partitioned else 1)
+    data.columns["a"] = np.zeros_like(data.columns["a"])  # matches iff lo=1
+    values = ParamValues.parse(
+        nfa.program.parameters, ["lo=0", "lo=1@4", "lo=0@8", "lo=1@12", "lo=0@30", "lo=1@50"]
+    )
+    params = {"partitions": 16 if partitioned else 1, "store": store}
+    bits, _ = check(nfa, data, values=values, back_to_back=3, **params)
+    assert sorted(bits) == [*range(4, 8), *range(12, 30), *range(50, 80)]
 
 
 def test_parameter_values_after_reset_and_in_force():
