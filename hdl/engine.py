@@ -47,7 +47,14 @@ from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
 from .stream import StreamQueue
 from .table import TablePartitioner
 
-__all__ = ["Engine", "HardwareLimitError", "write_verilog"]
+__all__ = ["BREAK_PARAMS", "Engine", "HardwareLimitError", "write_verilog"]
+
+#: For the tests that show a path is needed (as
+#: :data:`nfacep.hdl.table_forwarding.BREAK_FORWARDING`): ``"no hold"``: ``i_stream.ready`` is
+#: not held low in the two cycles after a parameter switch is written, so a tuple taken then is
+#: decoded before the switch's number is compared with it (:meth:`Engine._parameters`).
+#: ``None`` (always, outside those tests): nothing broken.
+BREAK_PARAMS: str | None = None
 
 
 class Engine(wiring.Component):
@@ -102,7 +109,8 @@ class Engine(wiring.Component):
         shadow copy; ``ready`` is low while a switch waits for its tuple. The tuple numbered
         ``seq`` (or, when that one has passed, the next tuple taken) is the first decoded
         with the new values. Whoever feeds the engine gives a switch before the tuple it
-        applies to, and the next switch once ``ready`` is high again.
+        applies to, and the next switch once ``ready`` is high again. ``i_stream.ready`` is
+        low for the two cycles after a switch is taken, while its number is compared.
     param_values : ``Out(params_layout)``
         The values in force, as :func:`nfacep.hdl.layout.params_layout` lays them out; after
         a reset, ``values.initial`` (the ``values`` argument).
@@ -297,8 +305,11 @@ class Engine(wiring.Component):
         # without partitions every tuple is processed: the history is kept here, before the
         # decoder; with them the store keeps it in the partition's entry
         m.submodules.decoder = decoder = PredicateDecoder(self._nfa, history=not keyed)
+        hold = Signal(name="param_hold")  # no tuple taken (a switch is being compared)
         if self._params_layout is not None:
-            self._parameters(m, decoder)
+            fresh = self._parameters(m, decoder)
+            if BREAK_PARAMS != "no hold":
+                m.d.comb += hold.eq(fresh)
         if "history" in decoder.signature.members:
             kept = history_layout(self._nfa.program.schema, self._nfa.history)
             history = Signal(kept, name="history")
@@ -309,8 +320,8 @@ class Engine(wiring.Component):
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
         m.d.comb += [
             decoder.tuple.eq(self.i_stream.payload),
-            queue.i_stream.valid.eq(self.i_stream.valid),
-            self.i_stream.ready.eq(queue.i_stream.ready),
+            queue.i_stream.valid.eq(self.i_stream.valid & ~hold),
+            self.i_stream.ready.eq(queue.i_stream.ready & ~hold),
         ]
         if not keyed:
             inputs = queue.i_stream.payload
@@ -343,16 +354,31 @@ class Engine(wiring.Component):
     def _key(self, payload) -> Value:
         return partition_key(payload, self._nfa.program.partition_fields)
 
-    def _parameters(self, m: Module, decoder: PredicateDecoder) -> None:
+    def _parameters(self, m: Module, decoder: PredicateDecoder) -> Signal:
         """The parameter registers: the values in force, a shadow copy and the tuple number
         it applies from. A tuple taken at or after that number (modulo ``2**seq_width``,
         within half of it) is decoded with the shadow copy, which becomes the values in
-        force.
+        force. Returns the signal that holds ``i_stream.ready`` low.
 
         For a short path in front of the decoder, the values the next tuple is decoded with
         are a register of their own (``param_current``), and whether the switch is due for
-        the next tuple is a registered flag: when the switch is written, a comparison of its
-        number with the tuples taken; afterwards, an equality with the tuple before it.
+        the next tuple is a registered flag (``param_due``). Nothing of a switch written on
+        ``i_params`` is compared in its cycle: the values go into the shadow copy and the
+        number into ``param_switch_seq``, so the number's path from whoever drives
+        ``i_params`` (a link's registers) ends there. The cycle after, the number, a register
+        now, is compared with the next tuple's (``param_tuple_seq``, a 48-bit subtraction's
+        sign) into ``param_passed``; the cycle after that, ``param_passed`` sets the flag and
+        ``param_current`` is loaded from it. Those two cycles ``i_stream.ready`` is low: a
+        tuple taken in either would be decoded with ``param_current`` as it was before the
+        comparison, without the switch even if it were the switch's own tuple
+        (``BREAK_PARAMS = "no hold"`` takes it anyway). Two cycles per switch (switches are
+        rare) keep the comparison to registers that do not move while it is made, instead of
+        correcting it for tuples taken meanwhile. The low ``ready`` is registers', not
+        ``i_params.valid``'s, so a feeder that offers a tuple only once its switch is taken
+        makes no combinational loop. Afterwards, until the switch is due, the flag is set
+        when the tuple before the switch's is taken: whether the next tuple taken is that one
+        is itself a register (``param_before_switch``), the equality of the switch's number
+        with the number after the next tuple's, worked out a cycle ahead.
         """
         layout = self._params_layout
         w = self._seq_width
@@ -361,44 +387,65 @@ class Engine(wiring.Component):
         active = Signal(layout.size, init=initial, name="param_active")
         current = Signal(layout.size, init=initial, name="param_current")
         shadow = Signal(layout.size, name="param_shadow")
-        before = Signal(w, name="param_switch_before")  # the switch's tuple number - 1
+        switch_seq = Signal(w, name="param_switch_seq")  # the switch's tuple number
         pending = Signal(name="param_pending")
+        fresh = Signal(name="param_written_last")  # a switch was written the cycle before
+        compared = Signal(name="param_compared")  # ... two cycles before: ``passed`` is known
         due = Signal(name="param_due")  # the next tuple taken is at or after the switch's
         in_seq = Signal(w, name="param_tuple_seq")  # the next tuple's number
         in_seq_plus1 = Signal(w, init=1, name="param_tuple_seq_plus1")
+        in_seq_plus2 = Signal(w, init=2, name="param_tuple_seq_plus2")
+        # the next tuple taken is the one before the switch's (while it is not due)
+        before = Signal(name="param_before_switch")
         taken = Signal(name="param_taken")
         written = Signal(name="param_written")
         due_next = Signal(name="param_due_next")
         active_next = Signal.like(active, name="param_active_next")
-        shadow_next = Signal.like(shadow, name="param_shadow_next")
-        seq = self.i_params.payload.seq
-        passed = Signal(name="param_passed")  # a switch written now is due for the next tuple
+        # the written switch is due for the next tuple (no tuple is taken in between)
+        passed = Signal(name="param_passed")
         m.d.comb += [
             taken.eq(self.i_stream.valid & self.i_stream.ready),
             written.eq(self.i_params.valid & self.i_params.ready),
-            passed.eq(~(in_seq - seq)[w - 1] | (taken & (seq == in_seq_plus1))),
             due_next.eq(
                 Mux(
-                    written, passed, pending & ~(taken & due) & (due | (taken & (in_seq == before)))
+                    compared,
+                    passed,
+                    pending & ~(taken & due) & (due | (taken & before)),
                 )
             ),
             active_next.eq(Mux(taken, current, active)),
-            shadow_next.eq(Mux(written, self.i_params.payload.values, shadow)),
             decoder.params.eq(current),
             self.param_values.eq(active),
             self.i_params.ready.eq(~pending),
         ]
         m.d.sync += [
             active.eq(active_next),
-            shadow.eq(shadow_next),
             due.eq(due_next),
-            current.eq(Mux(due_next, shadow_next, active_next)),
+            current.eq(Mux(due_next, shadow, active_next)),
             pending.eq(Mux(written, 1, pending & ~(taken & due))),
+            fresh.eq(written),
+            compared.eq(fresh),
+            passed.eq(~(in_seq - switch_seq)[w - 1]),
+            before.eq(
+                Mux(
+                    fresh,
+                    in_seq_plus1 == switch_seq,
+                    Mux(taken, in_seq_plus2 == switch_seq, before),
+                )
+            ),
         ]
         with m.If(taken):
-            m.d.sync += [in_seq.eq(in_seq_plus1), in_seq_plus1.eq(in_seq_plus1 + 1)]
+            m.d.sync += [
+                in_seq.eq(in_seq_plus1),
+                in_seq_plus1.eq(in_seq_plus2),
+                in_seq_plus2.eq(in_seq_plus2 + 1),
+            ]
         with m.If(written):
-            m.d.sync += before.eq(seq - 1)
+            m.d.sync += [
+                shadow.eq(self.i_params.payload.values),
+                switch_seq.eq(self.i_params.payload.seq),
+            ]
+        return fresh | compared
 
 
 def _fields(layout: data.StructLayout) -> list[dict]:

@@ -41,10 +41,14 @@ def simulate(
     gap=0.3,
     stall=0.3,
     values=None,
+    back_to_back=0,
 ):
     """Run the engine; return ({seq: match bits}, [dropped seq], counters, cycles). With
     runtime parameters' ``values``, each switch is written to ``i_params`` before its tuple
-    is offered."""
+    is offered; with ``back_to_back`` (``n``), tuples are offered without gaps and each
+    switch is written in the cycle the ``n``-th tuple before its own is taken (switches more
+    than ``n`` + 1 tuples apart, none before tuple ``n``): with 1, its own is offered the
+    cycle after."""
     dut = Engine(
         nfa,
         EngineParams(
@@ -67,6 +71,25 @@ def simulate(
     records = []
     done = {}
 
+    async def together(ctx):
+        pending = list(switches)
+        ctx.set(dut.i_stream.valid, 1)
+        for i, p in enumerate(payloads):
+            ctx.set(dut.i_stream.payload.as_value(), p)
+            taken = False
+            while not taken:
+                taken = ctx.get(dut.i_stream.ready)
+                write = bool(taken and pending and pending[0][0] == i + back_to_back)
+                if write:
+                    assert ctx.get(dut.i_params.ready), f"switch {pending[0][0]} not taken"
+                    ctx.set(dut.i_params.valid, 1)
+                    ctx.set(dut.i_params.payload.as_value(), pending.pop(0)[1])
+                await ctx.tick()
+                ctx.set(dut.i_params.valid, 0)
+        ctx.set(dut.i_stream.valid, 0)
+        assert not pending
+        await drain_engine(ctx, dut, drain, done)
+
     async def producer(ctx):
         pending = list(switches)
         for i, p in enumerate(payloads):
@@ -82,7 +105,7 @@ def simulate(
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
-    sim.add_testbench(producer)
+    sim.add_testbench(together if back_to_back else producer)
     sim.add_testbench(collect_records(dut, records, done, rng=rng_out, stall=stall))
     sim.run()
     return records, done
@@ -769,6 +792,50 @@ def test_parameters_switch_exactly(store, partitioned, seed):
     assert (
         bits != expected(nfa, data, fixed, partitions=16 if partitioned else 1, store=store)[0]
     )  # the switches change what matches
+
+
+@pytest.mark.parametrize(("store", "partitioned"), [("table", True), ("pipeline", False)])
+def test_parameters_switch_written_with_the_tuple_before(store, partitioned, monkeypatch):
+    """A switch written in the same cycle as the tuple before its own is taken, its own
+    offered the cycle after, applies exactly from its own: the engine takes no tuple the
+    two cycles after a write, while it compares the written number (``BREAK_PARAMS = "no
+    hold"`` takes the switch's own then, decoded with the old values, and fails)."""
+    from nfacep.hdl import engine as engine_module
+    from nfacep.settings import ParamValues
+
+    part = "PARTITION k " if partitioned else ""
+    nfa = nfacep.compile_text(PARAM_STREAM + f"QUERY q {part}PATTERN (A) DEFINE A AS a < :lo")
+    data = param_data(np.random.default_rng(5), 80, keys=8 if partitioned else 1)
+    # every tuple matches with lo=1 and none with lo=0: each switch changes its own tuple's
+    data.columns["a"] = np.zeros_like(data.columns["a"])
+    values = ParamValues.parse(
+        nfa.program.parameters, ["lo=0", "lo=1@1", "lo=0@4", "lo=1@7", "lo=0@30", "lo=1@50"]
+    )
+    params = {"partitions": 16 if partitioned else 1, "store": store}
+    bits, _ = check(nfa, data, values=values, back_to_back=1, **params)
+    assert sorted(bits) == [*range(1, 4), *range(7, 30), *range(50, 80)]
+    monkeypatch.setattr(engine_module, "BREAK_PARAMS", "no hold")
+    with pytest.raises(AssertionError):
+        check(nfa, data, values=values, back_to_back=1, **params)
+
+
+@pytest.mark.parametrize(("store", "partitioned"), [("table", True), ("pipeline", False)])
+def test_parameters_switch_written_tuples_ahead(store, partitioned):
+    """A switch written in the same cycle as the third tuple before its own is taken, the
+    tuples back to back, applies exactly from its own: the engine finds the tuple before it
+    (``param_before_switch``, worked out a tuple ahead) as the tuples pass."""
+    from nfacep.settings import ParamValues
+
+    part = "PARTITION k " if partitioned else ""
+    nfa = nfacep.compile_text(PARAM_STREAM + f"QUERY q {part}PATTERN (A) DEFINE A AS a < :lo")
+    data = param_data(np.random.default_rng(6), 80, keys=8 if partitioned else 1)
+    data.columns["a"] = np.zeros_like(data.columns["a"])  # matches iff lo=1
+    values = ParamValues.parse(
+        nfa.program.parameters, ["lo=0", "lo=1@4", "lo=0@8", "lo=1@12", "lo=0@30", "lo=1@50"]
+    )
+    params = {"partitions": 16 if partitioned else 1, "store": store}
+    bits, _ = check(nfa, data, values=values, back_to_back=3, **params)
+    assert sorted(bits) == [*range(4, 8), *range(12, 30), *range(50, 80)]
 
 
 def test_parameter_values_after_reset_and_in_force():
