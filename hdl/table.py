@@ -112,14 +112,14 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     blocks) the banks' ports pass a register of their own beside each block
     (``RegisteredBank(copies=True)``): the read a cycle later, and a write landing an edge
     later, one more write in flight to forward. In a direct table spread over the device,
-    without timers, those copies are loaded from registers of each bank's own (the read row,
-    loaded as stage 1's register is, and the write port), so that no register drives the
-    copies of every bank. And with five read registers the third is the table's: next to each block it compares the stamp read, part by part,
-    with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
-    cycle only combines those bits. A state wider than 24 bits (windows, start_seq) is chosen
-    in stage 3 in groups of 24 bits (16 for a state wider than 192 bits, start_seq's), each
-    from copies of its own of the registers the choice is made of, so that no register drives
-    every bit's multiplexer.
+    without timers, the read address copies are loaded from a register of each bank's own
+    (the read row, loaded as stage 1's register is), so that no register drives the copies
+    of every bank. And with five read registers the third is the table's: next to each block
+    it compares the stamp read, part by part, with the tick of the operation it was read for
+    (``_Stages.stamp_parts``), and the next cycle only combines those bits. A state wider
+    than 24 bits (windows, start_seq) is chosen in stage 3 in groups of 24 bits (16 for a
+    state wider than 192 bits, start_seq's), each from copies of its own of the registers the
+    choice is made of, so that no register drives every bit's multiplexer.
 
     Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
     one more with ``result_stage``, one more with timers (the read row, the aging step's or
@@ -387,11 +387,12 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
 
     @property
     def _bank_copies(self) -> bool:
-        """Whether each bank's read row and write port come from registers of their own
-        (:func:`~nfacep.hdl.bram.register_copy`, loaded as the one register they copy), which
-        its blocks' port copies are loaded from: in a direct table spread over the device,
-        without timers, so that no register drives the port copies beside every block of
-        every bank."""
+        """Whether each bank reads at a copy of its own of the read row
+        (:func:`~nfacep.hdl.bram.register_copy`, loaded as stage 1's register is), which its
+        blocks' port copies are loaded from: in a direct table spread over the device, without
+        timers, so that no register drives the read address copies beside every block of
+        every bank (measured better for PREV at 65,536 entries; the write port's copies from
+        registers of each bank's own measured worse: benchmarks/PAPER_FIGURES.md)."""
         return self._copies and self.spread and self._direct and not self.timers
 
     def _banks_read(self, m: Module, platform, advance: Value, read_row: Value, row_next):
@@ -403,7 +404,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         # test-only: the copies loaded at every edge, stalls included
         broken = table_forwarding.BREAK_FORWARDING == "bank row"
         for b in range(self._banks):
-            if self._bank_copies and row_next is not None:
+            if self._bank_copies:
                 en = Const(1) if broken else advance
                 read_row = register_copy(m, platform, row_next, en, f"bank{b}_read_row")
             if self._registered:
@@ -453,34 +454,6 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         # stage 4, or with the clearing sweep's row. Their write lands an edge after the
         # sweep's step, still before any tuple's read. (Written again and again while
         # stalled, which is harmless.)
-        if self._bank_copies:
-            # each bank's write port from registers of its own (see _bank_copies), loaded
-            # as the one register below would be
-            w_row = Signal(row_bits, name="write_row_next")
-            w_entry = Signal(layout.size, name="write_entry_next")
-            w_en = Signal(banks, name="write_en_next")
-            with m.If(clearing):
-                m.d.comb += [w_row.eq(sweep), w_entry.eq(0), w_en.eq(Const(-1, banks))]
-            with m.Else():
-                m.d.comb += [
-                    w_row.eq(row),
-                    w_entry.eq(written),
-                    w_en.eq(Cat(store & (way == b) for b in range(banks))),
-                ]
-            for b, wp in enumerate(write_ports):
-                port = register_copy(
-                    m,
-                    ctx.platform,
-                    Cat(w_row, w_entry, w_en[b]),
-                    clearing | advance,
-                    f"bank{b}_write_port",
-                )
-                m.d.comb += [
-                    wp.addr.eq(port[:row_bits]),
-                    wp.data.eq(port[row_bits:-1]),
-                    wp.en.eq(port[-1]),
-                ]
-            return t, t_valid, hit, dropped, result
         w_row = Signal(row_bits, name="write_row")
         w_entry = Signal(layout, name="write_entry")
         w_en = Signal(banks, name="write_en")
