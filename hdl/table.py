@@ -25,7 +25,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
 from . import table_forwarding
-from .bram import RegisteredBank, dp16kd_blocks
+from .bram import RegisteredBank, dp16kd_blocks, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
 from .table_geometry import TableGeometry
@@ -111,13 +111,15 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     register can reach in a 150 MHz cycle. So (``copies``; also for any table of more than 64
     blocks) the banks' ports pass a register of their own beside each block
     (``RegisteredBank(copies=True)``): the read a cycle later, and a write landing an edge
-    later, one more write in flight to forward. And with five read registers
-    the third is the table's: next to each block it compares the stamp read, part by part,
-    with the tick of the operation it was read for (``_Stages.stamp_parts``), and the next
-    cycle only combines those bits. A state wider than 24 bits (windows, start_seq) is chosen
-    in stage 3 in groups of 24 bits (16 for a state wider than 192 bits, start_seq's), each
-    from copies of its own of the registers the choice is made of, so that no register drives
-    every bit's multiplexer.
+    later, one more write in flight to forward. In a direct table spread over the device,
+    without timers, the read address copies are loaded from a register of each bank's own
+    (the read row, loaded as stage 1's register is), so that no register drives the copies
+    of every bank. And with five read registers the third is the table's: next to each block
+    it compares the stamp read, part by part, with the tick of the operation it was read for
+    (``_Stages.stamp_parts``), and the next cycle only combines those bits. A state wider
+    than 24 bits (windows, start_seq) is chosen in stage 3 in groups of 24 bits (16 for a
+    state wider than 192 bits, start_seq's), each from copies of its own of the registers the
+    choice is made of, so that no register drives every bit's multiplexer.
 
     Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
     one more with ``result_stage``, one more with timers (the read row, the aging step's or
@@ -353,8 +355,8 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         advance = Signal()
         m.d.comb += advance.eq(out.i_stream.ready)
         clearing, sweep = self._clearing(m)
-        chain, read_row = self._input(m, advance, clearing, sweep)
-        read_data, write_ports = self._banks_read(m, advance, read_row)
+        chain, read_row, row_next = self._input(m, advance, clearing, sweep)
+        read_data, write_ports = self._banks_read(m, platform, advance, read_row, row_next)
         ctx = _Stages(self, m, advance, self.entry_layout, *self._index_bits)
         ctx.platform = platform
         if self._registered:
@@ -383,12 +385,28 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         """(row bits, bank bits) of an entry's address."""
         return (self._rows - 1).bit_length(), (self._banks - 1).bit_length()
 
-    def _banks_read(self, m: Module, advance: Value, read_row: Value):
-        """The banks, read in stage 1 at ``read_row``: ``(read_data, write_ports)``."""
+    @property
+    def _bank_copies(self) -> bool:
+        """Whether each bank reads at a copy of its own of the read row
+        (:func:`~nfacep.hdl.bram.register_copy`, loaded as stage 1's register is), which its
+        blocks' port copies are loaded from: in a direct table spread over the device, without
+        timers, so that no register drives the read address copies beside every block of
+        every bank (measured better for PREV at 65,536 entries; the write port's copies from
+        registers of each bank's own measured worse: benchmarks/PAPER_FIGURES.md)."""
+        return self._copies and self.spread and self._direct and not self.timers
+
+    def _banks_read(self, m: Module, platform, advance: Value, read_row: Value, row_next):
+        """The banks, read in stage 1 at ``read_row`` (with :attr:`_bank_copies`, each at its
+        own copy of it, loaded with ``row_next``): ``(read_data, write_ports)``."""
         layout, rows = self.entry_layout, self._rows
         read_data = []
         write_ports = []
+        # test-only: the copies loaded at every edge, stalls included
+        broken = table_forwarding.BREAK_FORWARDING == "bank row"
         for b in range(self._banks):
+            if self._bank_copies:
+                en = Const(1) if broken else advance
+                read_row = register_copy(m, platform, row_next, en, f"bank{b}_read_row")
             if self._registered:
                 # read data registered in the bank (on ECP5 in the block RAM's output register,
                 # with 4 stages a flip-flop after it) and once more in the tail, beside what is

@@ -33,7 +33,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: (``s4_ahead_state``) is loaded with the state found by the operation a stage ahead;
 #: ``"early row"``: in a table spread over the device, whether a write in flight goes to the
 #: operation's row, compared a cycle before, is compared with the row of the operation a stage
-#: ahead.
+#: ahead; ``"bank row"``: in a direct table spread over the device, each bank's copy of the read
+#: row (``TablePartitioner._bank_copies``) is loaded at every edge, stalls included, not as the
+#: register it copies.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 

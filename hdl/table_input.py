@@ -30,10 +30,12 @@ class TableInput:
 
     def _input(self, m: Module, advance: Value, clearing: Value, sweep: Value):
         """Stage 1 (the input register, the bucket hash, ticks and aging sweep steps) and the
-        read registers after it: ``(chain, read_row)``, the operation after each read register
-        (``(payload, valid, op, row, bank)``, the last the one before the tail) and the row
-        the banks read. ``clearing`` and ``sweep`` are the clearing sweep's
-        (:meth:`_clearing`)."""
+        read registers after it: ``(chain, read_row, row_next)``, the operation after each read
+        register (``(payload, valid, op, row, bank)``, the last the one before the tail), the
+        row the banks read, and what that row's register is loaded with on edges where
+        ``advance`` is high (``None`` when the row is not a register's bits: hashed, without
+        timers, the CRC register's complement). ``clearing`` and ``sweep`` are the clearing
+        sweep's (:meth:`_clearing`)."""
         row_bits, bank_bits = self._index_bits
         timers = self.timers
         accept = Signal()
@@ -72,6 +74,9 @@ class TableInput:
                     s1_at.eq(sweep_at),
                 ]
         head = (s1, s1_valid, s1_op, s1_row, s1_bank)
+        # s1 is loaded with the input's payload: direct, its row is the key's high bits
+        in_key = Value.cast(self.i_stream.payload.key).as_unsigned()
+        row_next = in_key[bank_bits:] if self._direct and not timers else None
         if timers:
             # the read address from a register: with timers the row is chosen (the aging
             # step's or the tuple's) before it, a stage before the read, so nothing but
@@ -85,6 +90,7 @@ class TableInput:
             )
             with m.If(advance):
                 m.d.sync += [d.eq(v) for d, v in zip(at_read, head, strict=True)]
+            row_next = s1_row
             head = at_read
         with m.If(advance):
             m.d.sync += [
@@ -95,7 +101,8 @@ class TableInput:
                     for d, v in zip((s2, s2_valid, s2_op, s2_row, s2_bank), head, strict=True)
                 ),
             ]
-        return self._read_registers(m, advance, (s2, s2_valid, s2_op, s2_row, s2_bank)), head[3]
+        chain = self._read_registers(m, advance, (s2, s2_valid, s2_op, s2_row, s2_bank))
+        return chain, head[3], row_next
 
     def _taking(self, m: Module, clearing: Value, sweep: Value) -> Value:
         """Whether the input may take a tuple as far as the clearing sweep goes: ``~clearing``,

@@ -713,6 +713,30 @@ def test_spread_table_against_model(monkeypatch, entries, ways, key_width, gap, 
     assert run.dut.latency == 8  # the banks' ports copied, as any spread table's
 
 
+@pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.3), (0.3, 0.0), (0.3, 0.3)])
+@pytest.mark.parametrize("broken", [None, "bank row"])
+def test_spread_direct_table_bank_copies_against_model(monkeypatch, gap, stall, broken):
+    # A direct table spread over the device, without timers, reads each bank at a copy of
+    # its own of the read row, loaded as stage 1's register is: the records are the model's,
+    # stalls included, and with those copies loaded at every edge (stalls included) they are
+    # not.
+    from nfacep.hdl import table
+
+    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
+    assert make_table(entries=16, ways=4, key_width=4)._bank_copies
+    rng = random.Random(int(10 * gap + 100 * stall))
+    pool = rng.sample(range(16), 16)
+    tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
+    kwargs = {"entries": 16, "ways": 4, "key_width": 4, "seed": 3, "gap": gap, "stall": stall}
+    if broken and stall:
+        with pytest.raises(AssertionError, match="tuple"):
+            check(tuples, **kwargs)
+        return
+    run, _ = check(tuples, **kwargs)
+    assert run.dut.latency == 8
+
+
 @pytest.mark.parametrize(
     ("key_width", "timers"), [(4, {}), (12, {"tick_tuples": 3, "timer_bits": 2, "copies": True})]
 )
