@@ -40,8 +40,8 @@ class UdpTop(wiring.Component):
     clock domain of its own, clocked by the ``engine_clk`` port at any frequency (the board top
     gives it one from a PLL, fast enough for the line: :mod:`nfacep.links.udp.top`), and
     everything crosses in asynchronous FIFOs (:class:`~nfacep.hdl.stream.ReadAheadAsyncFIFO`,
-    its read side registers only and its ``w_rdy`` a register, for the records, the tuples and
-    the load bytes; :class:`~amaranth.lib.fifo.AsyncFIFO` for the switches into the engine):
+    its read side registers only, where the link's clock reads, and for the load bytes;
+    :class:`~amaranth.lib.fifo.AsyncFIFO` for the tuples and switches into the engine):
 
     - tuples into the engine (the link counts a tuple in ``tuples`` when it enters the
       crossing); a full crossing stalls the link's tuples, the receive buffer fills and
@@ -222,10 +222,8 @@ class UdpTop(wiring.Component):
         m.submodules.reset_seen = FFSynchronizer(in_reset, seen, o_domain="sync")
         m.submodules.engine = DomainRenamer("engine")(engine)
 
-        # (w_rdy a register: AsyncFIFO's write pointer followed the read pointer's
-        # synchroniser through the fullness compare and its adder in one cycle; timing)
-        m.submodules.tuples_in = tuples = ReadAheadAsyncFIFO(
-            width=engine.tuple_layout.size, depth=17, w_domain="to_engine", r_domain="engine"
+        m.submodules.tuples_in = tuples = AsyncFIFO(
+            width=engine.tuple_layout.size, depth=16, w_domain="to_engine", r_domain="engine"
         )
         staged = self._tuple_stage(m, link, tuples, flush)
         # (read ahead: the link's readiness drives no read address, only registers' enables)
@@ -281,9 +279,7 @@ class UdpTop(wiring.Component):
         quiet for the link's ``quiet`` cycles of its own (told through a synchroniser)."""
         quiet = Signal(range(self._quiet + 1))
         idle, idle_sync = Signal(), Signal()
-        # (r_level, not r_rdy: an entry is counted in w_level until the read side has taken
-        # it into its output register, and from that edge on in r_level)
-        with m.If((tuples.r_level != 0) | engine.o_stream.valid):
+        with m.If(tuples.r_rdy | engine.o_stream.valid):
             m.d.engine += [quiet.eq(0), idle.eq(0)]
         with m.Elif(quiet != self._quiet):
             m.d.engine += [quiet.eq(quiet + 1), idle.eq(quiet + 1 == self._quiet)]
