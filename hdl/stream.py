@@ -18,7 +18,6 @@ from amaranth.lib.wiring import In, Out
 from .bram import RegisteredBank
 
 __all__ = [
-    "BREAK_FULL",
     "PacketQueue",
     "ReadAheadAsyncFIFO",
     "SkidBuffer",
@@ -289,13 +288,6 @@ class TupleGatherer(wiring.Component):
         return m
 
 
-#: Test-only: :class:`ReadAheadAsyncFIFO`'s ``w_rdy`` broken on purpose, so that a test shows
-#: it catches it. ``"ignore write"``: whether the memory is full after this cycle is worked
-#: out without this cycle's write, so that two writes in a row take it past full (an entry
-#: overwritten). ``None`` (always, outside that test): nothing broken.
-BREAK_FULL: str | None = None
-
-
 def _gray(value: Value, width: int) -> Value:
     """``value`` (its ``width`` low bits) in Gray code."""
     value = value[:width]
@@ -327,12 +319,6 @@ class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
     side follows it through an asynchronous-set synchroniser, and ``r_rst`` tells it); the read
     domain's reset leaves the entries in it, the one in ``r_data`` too. ``w_level`` counts the
     entries in the memory (not the one in ``r_data``), a cycle late, as ``AsyncFIFO``'s.
-    ``w_rdy`` is a register, worked out a cycle ahead from the write pointer, the one after it
-    and the last cycle's write against the read pointer as the synchroniser gave it then: so
-    no write pointer follows the synchroniser through the fullness compare in one cycle (in
-    ``AsyncFIFO`` it does, through the write's adder: timing). The memory still fills to its
-    last entry; an entry read frees its place for a write a write-domain cycle later than in
-    ``AsyncFIFO``.
     Latency: a written entry is offered on ``r_data`` from the third read-domain edge after
     the write's (two in the synchroniser, one for the read into ``r_data``); full throughput,
     one entry a cycle in and out, while neither side waits.
@@ -356,35 +342,22 @@ class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
         wp = memory.write_port(domain=self._w_domain)
         rp = memory.read_port(domain="comb")
 
-        # the write side, as AsyncFIFO's but for w_rdy, a register: whether the memory is
-        # full after this cycle's write, against the read pointer as the synchroniser gives it
-        # now, compared in Gray code with the write pointer and the one after it (registers)
+        # the write side, as AsyncFIFO's
         produce, produce_gray = Signal(bits + 1), Signal(bits + 1)
-        ahead_gray = Signal(bits + 1, init=1)  # (1 in Gray code is 1)
         consume_w_gray, consume_w = Signal(bits + 1), Signal(bits + 1)
-        rdy = Signal(init=1)
-        write = self.w_en & rdy
-
-        def full(gray: Value) -> Value:  # (a write pointer ``depth - 1`` ahead of the read's)
-            return (
-                (gray[-1] != consume_w_gray[-1])
-                & (gray[-2] != consume_w_gray[-2])
-                & (gray[:-2] == consume_w_gray[:-2])
-            )
-
-        after = full(produce_gray) | (write & full(ahead_gray))
-        if BREAK_FULL == "ignore write":
-            after = full(produce_gray)
+        write = self.w_en & self.w_rdy
         w += [
             produce.eq(produce + write),
             produce_gray.eq(_gray(produce + write, bits + 1)),
-            ahead_gray.eq(_gray(produce + write + 1, bits + 1)),
-            rdy.eq(~after),
             consume_w.eq(_binary(consume_w_gray)),
             self.w_level.eq(produce - consume_w),
         ]
         m.d.comb += [
-            self.w_rdy.eq(rdy),
+            self.w_rdy.eq(
+                (produce_gray[-1] == consume_w_gray[-1])
+                | (produce_gray[-2] == consume_w_gray[-2])
+                | (produce_gray[:-2] != consume_w_gray[:-2])
+            ),
             wp.addr.eq(produce[:-1]),
             wp.data.eq(self.w_data),
             wp.en.eq(write),
