@@ -32,6 +32,7 @@ from nfacep.hdl.stream import StreamBuffer
 
 __all__ = [
     "MERGE",
+    "NFACEP",
     "MatcherTop",
     "build_design",
     "build_report",
@@ -46,6 +47,9 @@ __all__ = [
 ]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: ``nfacep`` as the Python running the script has it (its environment's, whatever PATH says):
+#: the command line of a subprocess that runs it
+NFACEP = [sys.executable, "-m", "nfacep.cli"]
 #: ``--merge`` of a benchmark whose rows are (i, variant)
 MERGE = "keep the other variants' rows of an existing --csv in it and the plot"
 

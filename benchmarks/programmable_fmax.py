@@ -19,12 +19,14 @@ block RAMs, Fmax), programmable against fixed. The programmable points boot
 with ``queries/marathon.sql``'s image (the engine does not depend on it beyond the stream
 declaration; marathon needs 9 states and 7 atoms, so the smallest point is 16x8x1). Points
 run one at a time (nextpnr takes minutes); rows go to the CSV after every build (``--merge``
-keeps the points not rebuilt; a row is its point and Yosys's options, so a point rebuilt
-with ``-nowidelut`` keeps its row built with wide LUTs).
+keeps the points not rebuilt; a row is its point, Yosys's options and the commit whose tree
+was built, ``+`` after it when files outside ``benchmarks/`` differed from it: a point rebuilt
+with ``-nowidelut``, or at another commit, keeps its earlier row beside the new one).
 
     python benchmarks/programmable_fmax.py --points "colorlight-5a75b harness prog 16x8x1"
     python benchmarks/programmable_fmax.py --plot-only [--markdown]
-    python benchmarks/programmable_fmax.py --record "colorlight-5a75b udp prog 24x16x4" DIR 2400
+    python benchmarks/programmable_fmax.py --record "colorlight-5a75b udp prog 24x16x4" DIR 2400 \
+        --load "6.8 (2.7-10.4)" --commit bff7467
 
 A point is ``"<board> <link> <engine>"`` with ``<engine>`` ``prog SxAxQ`` (marathon's stream)
 or ``fixed QUERY`` (a bundled query); ``--partitions N`` after it sets the table's entries
@@ -47,14 +49,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import plots
-from fabric import cell, earlier_rows, read_csv, write_merged
+from fabric import NFACEP, cell, earlier_rows, read_csv, write_merged
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUERIES = os.path.join(HERE, "..", "queries")
 CSV = os.path.join(HERE, "results", "programmable_fmax.csv")
 PNG = os.path.join(HERE, "programmable_fmax.png")
-#: ``nfacep`` as the Python running this script has it (its environment's, whatever PATH says)
-NFACEP = [sys.executable, "-m", "nfacep.cli"]
 #: the bundled queries' runtime parameters (queries/parameters.json)
 VALUES = {"supplychain": ["big=20000"]}
 #: the bundled queries (queries/*.sql), whose fixed engines the programmable ones are against
@@ -113,25 +113,50 @@ def load_text(loads: list[float]) -> str:
     return f"{sum(loads) / len(loads):.1f} ({min(loads):.1f}-{max(loads):.1f})"
 
 
+def commit_of() -> str | None:
+    """The commit of the checkout this script is in, abbreviated, with ``+`` when its files
+    outside ``benchmarks/`` differ from it (the tree built is not that commit's); None
+    outside a Git checkout."""
+    git = ["git", "-C", os.path.join(HERE, "..")]
+    try:
+        head = subprocess.run(
+            [*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            [*git, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+" if changed else "")
+
+
 def build_row(point: str, root: str, timeout: float) -> dict:
     out = os.path.join(root, point.replace(" ", "_"))
     argv = command(point, out)
+    commit = commit_of()  # (the tree as the build starts)
     t0 = time.monotonic()
     status, err, loads = run_sampled(argv, timeout)
     wall = time.monotonic() - t0
     if not os.path.exists(os.path.join(out, "report.json")):
         last = (err.strip().splitlines() or [""])[-1]
-        return {"point": point, "build_s": round(wall, 1), "load": load_text(loads)} | {
+        return {"point": point, "commit": commit, "build_s": round(wall, 1)} | {
+            "load": load_text(loads),
             "status": status or "no report",
             "message": last,
         }
-    return report_row(point, out, wall, load_text(loads))
+    return report_row(point, out, wall, load_text(loads), commit)
 
 
-def report_row(point: str, out: str, wall: float, load: str | None = None) -> dict:
+def report_row(
+    point: str, out: str, wall: float, load: str | None = None, commit: str | None = None
+) -> dict:
     """The row of ``point`` from the ``report.json`` its build wrote to ``out`` and nextpnr's
-    files in its ``toolchain/`` folder (Yosys's options, the seed, the critical path)."""
-    row: dict = {"point": point, "build_s": round(wall, 1)}
+    files in its ``toolchain/`` folder (Yosys's options, the seed, the critical path), built
+    from the tree of ``commit``."""
+    row: dict = {"point": point, "commit": commit, "build_s": round(wall, 1)}
     path = os.path.join(out, "report.json")
     with open(path, encoding="utf-8") as f:
         report = json.load(f)
@@ -215,9 +240,10 @@ def critical_path(tools: str, clock: str | None) -> str | None:
 
 
 def key(row: dict) -> tuple:
-    """A row's identity in the CSV: its point and Yosys's options (a point rebuilt without wide
-    LUTs keeps the row built with them)."""
-    return row["point"], row.get("synth") or ""
+    """A row's identity in the CSV: its point, Yosys's options and the commit built (a point
+    rebuilt without wide LUTs keeps the row built with them, and a point rebuilt at another
+    commit the row of the one before; rebuilt at the same commit, its row is replaced)."""
+    return row["point"], row.get("synth") or "", str(row.get("commit") or "")
 
 
 def parts(point: str) -> tuple[str, str, str]:
@@ -233,7 +259,15 @@ def ordered(rows: list[dict]) -> list[dict]:
         board, link, engine = parts(row["point"])
         kind, what = engine.split()[0], engine.split()[1]
         size = tuple(int(x) for x in what.split("x")) if kind == "prog" else ()
-        return board, link, kind != "fixed", size, what, row.get("synth") or ""
+        return (
+            board,
+            link,
+            kind != "fixed",
+            size,
+            what,
+            row.get("synth") or "",
+            row.get("date") or "",
+        )
 
     return sorted(rows, key=order)
 
@@ -261,6 +295,7 @@ COLUMNS = (
     "build s",
     "load",
     "date (UTC)",
+    "commit",
     "critical path",
 )
 
@@ -276,6 +311,7 @@ def cells(row: dict) -> list[str]:
                 cell(row, "build_s", ".0f"),
                 str(row.get("load", "-")),
                 "-",
+                str(row.get("commit") or "-"),
                 f"{row['status']}: {row.get('message', '')}",
             ]
         )
@@ -294,6 +330,7 @@ def cells(row: dict) -> list[str]:
         cell(row, "build_s", ".0f"),
         str(row.get("load", "-")),
         row.get("date") or "-",
+        str(row.get("commit") or "-"),
         row.get("critical_path") or "-",
     ]
 
@@ -357,7 +394,10 @@ def plot(rows: list[dict], path: str) -> None:
     )
     for board, mine, row_axes in zip(boards, per, axes, strict=True):
         y = list(range(len(mine)))
-        labels = [" ".join(parts(r["point"])[1:]) for r in mine]
+        labels = [
+            " ".join(parts(r["point"])[1:]) + (f" @{r['commit']}" if r.get("commit") else "")
+            for r in mine
+        ]
         colours = ["C1" if " prog " in r["point"] else "C0" for r in mine]
         hatches = [
             "//" if r.get("synth") == "wide LUTs" and " prog " in r["point"] else "" for r in mine
@@ -399,6 +439,7 @@ def main() -> None:
         "separately into DIR (it took SECONDS), no builds",
     )
     ap.add_argument("--load", help="with --record: the load average while it was built")
+    ap.add_argument("--commit", help="with --record: the commit whose tree was built")
     args = ap.parse_args()
     if not (args.plot_only or args.record) and importlib.util.find_spec("nfacep") is None:
         sys.exit(
@@ -407,7 +448,7 @@ def main() -> None:
         )
     if args.record:
         point, out, wall = args.record
-        row = report_row(point, out, float(wall), args.load)
+        row = report_row(point, out, float(wall), args.load, args.commit)
         write_merged(args.csv, earlier_rows(args.csv, True), [row], key)
     rows = read_csv(args.csv) if args.plot_only or args.record else sweep(args)
     print(table(rows, args.markdown))

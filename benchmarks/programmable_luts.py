@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from fabric import NFACEP
+
 from nfacep.boards import get_board
 from nfacep.boards.bitstream import synth_options
 from nfacep.boards.toolchain import find_tools
@@ -66,7 +68,7 @@ def main() -> None:
     yosys = find_tools(("yosys",))["yosys"]
     with tempfile.TemporaryDirectory() as tmp:
         verilog = os.path.join(tmp, "engine.v")
-        argv = ["nfacep", "verilog", QUERY, "--engine", "programmable", "-o", verilog]
+        argv = [*NFACEP, "verilog", QUERY, "--engine", "programmable", "-o", verilog]
         argv += ["--store", "table", "--partitions", str(args.partitions), "--ways", str(args.ways)]
         if args.capacity:
             s, a, q = args.capacity.split("x")
