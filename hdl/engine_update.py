@@ -13,9 +13,9 @@ from nfacep.wire import start_queries
 
 from .decoder import prev_early, prev_predicates, reads_prev
 from .layout import field_shape, history_layout, params_layout
-from .nfa import finish_result, next_state, window_young
+from .nfa import finish_result, next_state
 from .nfa_layout import pending_layout, state_layout, times_layout, window_layout
-from .nfa_windows import ahead_layout, settled_hint, window_gap, window_hint, young_layout
+from .nfa_windows import ahead_layout, settled_hint, window_gap, window_hint
 from .sdram.fit import stored_state_width
 
 __all__ = ["late_layout", "shifted", "store_update"]
@@ -36,10 +36,7 @@ def store_update(nfa: Nfa):
     each of them the part of that hint two payloads alone decide, which ``gap`` (of
     ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out, and ``ahead_state``, a
     copy of the state the store keeps in a register of its own, which those hints are then
-    worked out from (``next_state(ahead_state=...)``), or ``youngs``, for each of them the
-    comparisons those hints are made of, which ``young(m, state, later)`` (of ``young_width``
-    bits, :func:`~.nfa.window_young`) works out of a state and a later payload, when the store
-    has worked them out a cycle before (``next_state(youngs=...)``). With start_seq,
+    worked out from (``next_state(ahead_state=...)``). With start_seq,
     ``update`` also has ``finish`` and ``pending_width``: called with ``pending=True`` it
     returns the result before the starts are chosen (:func:`~.nfa_layout.pending_layout`, of
     ``pending_width`` bits), which ``finish(m, pending)`` turns into the result, so that a
@@ -74,15 +71,12 @@ def store_update(nfa: Nfa):
             pending=False,
             early=None,
             ahead_state=None,
-            youngs=None,
         ):
             at = None if times is None else payload.times
             later = None if ahead is None else [a.times for a in ahead]
             given = {"times": at, "hint": hint, "ahead": later, "gaps": gaps, "pending": pending}
             if ahead_state is not None:
                 given["ahead_state"] = Value.cast(ahead_state)[:nfa_bits]
-            if youngs is not None:
-                given["youngs"] = youngs
             if kept is None:
                 return next_state(mod, nfa, state, payload.predicates, **given)
             # the partition's history follows its NFA state in the entry
@@ -109,14 +103,12 @@ def store_update(nfa: Nfa):
 
 
 def _window_hooks(nfa: Nfa, nfa_bits: int, update) -> None:
-    """Under WITHIN, :func:`store_update`'s ``update`` gets ``prepare``, ``gap``, ``settle``
-    and ``young`` (with their widths): a store that can may work out the windows' hint (which
+    """Under WITHIN, :func:`store_update`'s ``update`` gets ``prepare``, ``gap`` and
+    ``settle`` (with their widths): a store that can may work out the windows' hint (which
     stored runs are live) a stage before the update, and hand it to it as its ``hint``; for
     the state it forwards to the operations behind it, the update works it out (``ahead``),
     with what the two tuples' times alone decide given when the store has it (``gap``), in
-    parts the store registers and then settles into hints (``settle``), from the comparisons
-    of the stored starts with the later payload's times given when the store has worked them
-    out before (``young``)."""
+    parts the store registers and then settles into hints (``settle``)."""
     window = window_layout(nfa)
     if window is None:
         return
@@ -130,17 +122,12 @@ def _window_hooks(nfa: Nfa, nfa_bits: int, update) -> None:
     def settle(mod, parts):
         return settled_hint(mod, nfa, parts)
 
-    def young(mod, state, later):
-        return window_young(mod, nfa, Value.cast(state)[:nfa_bits], later.times)
-
     update.prepare = prepare
     update.hint_width = window.size
     update.gap = gap
     update.gap_width = window.members["far"].size
     update.settle = settle
     update.ahead_width = ahead_layout(nfa).size
-    update.young = young
-    update.young_width = young_layout(nfa).size
 
 
 def _early_hook(nfa: Nfa, nfa_bits: int, payload_shape, update) -> None:

@@ -37,10 +37,10 @@ from .nfa_layout import (
     times_layout,
     window_layout,
 )
-from .nfa_windows import _young, ahead_layout, window_gap, window_hint, young_layout
+from .nfa_windows import _young, ahead_layout, window_gap, window_hint
 from .stream import StreamBuffer
 
-__all__ = ["NfaMatcher", "finish_result", "matcher_signature", "next_state", "window_young"]
+__all__ = ["NfaMatcher", "finish_result", "matcher_signature", "next_state"]
 
 
 def next_state(
@@ -56,7 +56,6 @@ def next_state(
     gaps: list | None = None,
     pending: bool = False,
     ahead_state: Value | None = None,
-    youngs: list | None = None,
 ):
     """Add the next-state logic to ``m``; return ``(stored, result)``, and with ``ahead``
     ``(stored, result, hints)``. With ``pending`` the result is a :func:`pending_layout`
@@ -107,25 +106,10 @@ def next_state(
     already (a cycle before, from the two tuples' times alone); otherwise it is worked out
     here. ``ahead_state``: a copy of ``state`` of the caller's (a register of its own, loaded
     as ``state``'s is), which the hints ahead are worked out from instead, so that the
-    register of ``state`` does not drive their comparisons. ``youngs`` (beside ``ahead``, an
-    entry per time or ``None``): the :func:`window_young` of ``state`` against that time, when
-    the caller has worked it out already (a cycle before, from the candidates of the state);
-    the hint ahead is then the predecessors' choice and those bits, no comparison.
+    register of ``state`` does not drive their comparisons.
     """
     build = _NextState(m, nfa, state, prefix, times, hint, pending)
-    return build.build(predicates, ahead, gaps, ahead_state, youngs)
-
-
-def window_young(m: Module, nfa: Nfa, state: Value, later: Value, prefix: str = "") -> Signal:
-    """The comparisons of :func:`next_state`'s hint ahead (a :func:`~.nfa_windows.young_layout`
-    value): for each state of :func:`~.nfa_layout.aged_states` with predecessors, a bit per
-    predecessor (in index order): the start that predecessor holds in ``state`` is young at
-    the times ``later``. What the update's hint ahead is made of beside the predecessors'
-    choice, so that a store can work it out a cycle before the update, for each state the
-    update may find, and hand it to the update as ``youngs``."""
-    if not isinstance(later, data.View):
-        later = times_layout(nfa)(later)
-    return _NextState(m, nfa, state, prefix, later).young(later)
+    return build.build(predicates, ahead, gaps, ahead_state)
 
 
 def finish_result(m: Module, nfa: Nfa, pending: Value) -> Value:
@@ -195,7 +179,6 @@ class _NextState:
         ahead: list | None = None,
         gaps: list | None = None,
         ahead_state: Value | None = None,
-        youngs: list | None = None,
     ):
         m, nfa, prefix = self.m, self.nfa, self.prefix
         hint = self.window()
@@ -214,17 +197,12 @@ class _NextState:
         self.results(nxt, began, stored, result, chosen)
         if ahead is None:
             return stored, result
-        nothing = [None] * len(ahead)
-        given = zip(ahead, gaps or nothing, youngs or nothing, strict=True)
+        pairs = zip(ahead, [None] * len(ahead) if gaps is None else gaps, strict=True)
         source = self
         if ahead_state is not None:  # the same choice, made again from the caller's copy
             source = _NextState(self.m, self.nfa, ahead_state, f"{self.prefix}copy_", self.times)
             chosen = source.choose()
-        return (
-            stored,
-            result,
-            [source.ahead(chosen, a, k, g, y) for k, (a, g, y) in enumerate(given)],
-        )
+        return stored, result, [source.ahead(chosen, a, k, g) for k, (a, g) in enumerate(pairs)]
 
     def window(self) -> data.View | None:
         """The :func:`window_hint` of the stored state and the tuple, unless given."""
@@ -248,26 +226,13 @@ class _NextState:
             return self.now.starts[str(j)]
         return low_bits(self.now.last[q.order_field], start_bits(q.window))
 
-    def young(self, ahead) -> Signal:
-        """:func:`window_young`: each predecessor's stored start against the times ``ahead``."""
-        nfa = self.nfa
-        bits = Signal(young_layout(nfa), name=f"{self.prefix}young")
-        for i in sorted(self.aged, key=int):
-            s = nfa.states[int(i)]
-            if s.activation:
-                q = nfa.queries[s.query]
-                young = [_young(ahead, q, self.stored_time(j, q)) for j in sorted(s.activation)]
-                self.m.d.comb += bits[i].eq(Cat(young))
-        return bits
-
-    def ahead(self, chosen, ahead, k: int, gap=None, young=None) -> Signal:
+    def ahead(self, chosen, ahead, k: int, gap=None) -> Signal:
         """The :func:`ahead_layout` parts of the :func:`window_hint` of the stored state
         against the times ``ahead``, from the stored state: a state's start is that of the
         predecessor it takes it from, so each predecessor's start is compared with
         ``ahead``'s time beside the choice, and the choice and the comparison of each are one
         term (the last time after this tuple is this tuple's: ``far`` is the
-        :func:`window_gap` of the two tuples, ``gap`` when given; the comparisons are
-        ``young``'s bits when given, :func:`window_young`'s)."""
+        :func:`window_gap` of the two tuples, ``gap`` when given)."""
         nfa, m = self.nfa, self.m
         if not isinstance(ahead, data.View):
             ahead = times_layout(nfa)(ahead)
@@ -275,13 +240,6 @@ class _NextState:
         if gap is None:
             gap = window_gap(m, nfa, self.times, ahead, f"{self.prefix}ahead{k}_")
         m.d.comb += parts.far.eq(gap)
-        if young is not None:
-            young = young_layout(nfa)(young)
-            for i in sorted(self.aged, key=int):
-                wins = [chosen[int(i)][j] for j in sorted(chosen.get(int(i), {}))]
-                if wins:
-                    m.d.comb += parts.terms[i].eq(Cat(wins) & Value.cast(young[i]))
-            return parts
         for i in sorted(self.aged, key=int):
             q = nfa.queries[nfa.states[int(i)].query]
             terms = [

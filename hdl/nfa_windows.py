@@ -13,7 +13,7 @@ from nfacep.nfa import Nfa
 
 from .nfa_layout import aged_states, low_bits, state_layout, times_layout, window_layout
 
-__all__ = ["ahead_layout", "settled_hint", "window_gap", "window_hint", "young_layout"]
+__all__ = ["ahead_layout", "settled_hint", "window_gap", "window_hint"]
 
 
 def _young(times, q, start: Value) -> Value:
@@ -90,17 +90,10 @@ def ahead_layout(nfa: Nfa) -> data.StructLayout | None:
     window = window_layout(nfa)
     if window is None:
         return None
-    return data.StructLayout({"far": window.members["far"], "terms": young_layout(nfa)})
-
-
-def young_layout(nfa: Nfa) -> data.StructLayout:
-    """The shape of :func:`ahead_layout`'s ``terms``, and of the comparisons they are made of
-    (:func:`~.nfa.window_young`): for each state of :func:`aged_states` that has predecessors,
-    a bit per predecessor, in index order."""
     terms = {
         str(i): len(nfa.states[i].activation) for i in aged_states(nfa) if nfa.states[i].activation
     }
-    return data.StructLayout(terms)
+    return data.StructLayout({"far": window.members["far"], "terms": data.StructLayout(terms)})
 
 
 def settled_hint(m: Module, nfa: Nfa, parts: Value, prefix: str = "") -> Signal:

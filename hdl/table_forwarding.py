@@ -31,10 +31,6 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: stage 3, is worked out for the operation a stage ahead of it; ``"ahead state"``: the copy of
 #: the state found that the update's hint for stage 3's operation is worked out from
 #: (``s4_ahead_state``) is loaded with the state found by the operation a stage ahead;
-#: ``"ahead candidates"``: without timers, the comparisons that hint is made of, worked out a
-#: cycle before for each way's candidate, are worked out against the times of the tuple a
-#: stage ahead; ``"ahead made"``: those of the state stage 4 makes are not taken when the
-#: operation just ahead writes the entry (the way's candidate's, the state before the write);
 #: ``"early row"``: in a table spread over the device, whether a write in flight goes to the
 #: operation's row, compared a cycle before, is compared with the row of the operation a stage
 #: ahead.
@@ -173,7 +169,6 @@ class Forwarding:
         later = self.payload_copy(s2.payload, t.payload, "s3_late_payload")
         if BREAK_FORWARDING == "late hint":
             later = s2.payload
-        self.late = late_state, later = self.hist0_copy("s3_late_state"), later
         parts = [Mux(~_or_all(mine), zero, 0)]
         lates = []
         for b in range(self.banks):
@@ -192,43 +187,8 @@ class Forwarding:
                 self.u_new.eq(new),
                 self.u_ahead.eq(self.ahead_hint[0]),
                 self.u_late.eq(late),
-                self.u_late_hint.eq(self.prepare(m, late_state, later)),
+                self.u_late_hint.eq(self.prepare(m, self.hist0_copy("s3_late_state"), later)),
             ]
-
-    def _stage3_young(self, s2, mine, newest, pre_state):
-        """The comparisons the update's hint for the next tuple (the one in ``s2`` now, in stage
-        3 when this one is in stage 4) is made of (``update.young``), for stage 4
-        (``u_young``): each way's candidate's worked out now, against a copy of its own of that
-        tuple's payload, and registered as it is, with whether it is the state found; for
-        stage 4's new state, found when the operation just ahead writes the entry, they are
-        worked out in stage 4 from the register that then holds that state (``hist[0]``'s
-        copy and the next tuple's payload ``u_late_hint`` is worked out from, ``late``: the
-        same comparisons); chosen after the registers, so that no choice follows a comparison
-        and the state found drives none (``BREAK_FORWARDING = "ahead candidates"``: each
-        way's against the times of stage 3's tuple instead; ``"ahead made"``: stage 4's new
-        state's not taken, the way's candidate's instead)."""
-        m, table = self.m, self.table
-        young = table._update.young
-        late_state, later = self.late
-        made = Signal(name="s4_young_made")
-        parts = []
-        for b in range(self.banks):
-            sel = Signal(name=f"s4_young_sel{b}")
-            reg = Signal(table._update.young_width, name=f"s4_young{b}")
-            times = self.s2_copy(s2, f"s3_young_payload{b}")
-            if BREAK_FORWARDING == "ahead candidates":
-                times = self.s3_payload
-            with m.If(self.advance):
-                m.d.sync += [
-                    sel.eq(mine[b] & (~newest[b] | (BREAK_FORWARDING == "ahead made"))),
-                    reg.eq(young(m, pre_state[b], times)),
-                ]
-            parts.append(Mux(sel, reg, 0))
-        with m.If(self.advance):
-            m.d.sync += made.eq(_or_all([mine[b] & newest[b] for b in range(self.banks)]))
-        if BREAK_FORWARDING == "ahead made":
-            made = Const(0)
-        m.d.comb += self.u_young.eq(Mux(made, young(m, late_state, later), _or_all(parts)))
 
     def _stage3_early(self, t, mine, newest, new_state, pre_state):
         """``update.early`` of the state the tuple in stage 3 finds (PREV's comparisons' high
@@ -440,8 +400,6 @@ class Forwarding:
             ways_newest.append(newest)
         if self.prepare is not None:
             self._stage3_hint(t, s2, ways_mine, ways_newest)
-        if self.u_young is not None:
-            self._stage3_young(s2, ways_mine, ways_newest, pre_state)
         if self.early_fn is not None:
             self._stage3_early(t, ways_mine, ways_newest, new_state, pre_state)
         hit, dropped, way = self.decide(key, t_bank, matches, ~live, "s3")

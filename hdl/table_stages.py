@@ -57,16 +57,7 @@ class _Stages(StampStages, Forwarding):
         return Const(1) if self.direct else Value.cast(tag) == key
 
     def update(
-        self,
-        current,
-        payload,
-        name,
-        hint=None,
-        ahead=None,
-        gaps=None,
-        early=None,
-        ahead_state=None,
-        youngs=None,
+        self, current, payload, name, hint=None, ahead=None, gaps=None, early=None, ahead_state=None
     ):
         """``update``'s new state and result (and, given ``hint``, its hints for the payloads
         ``ahead``), as signals; with the table's ``result_stage`` and an ``update.finish``,
@@ -76,8 +67,6 @@ class _Stages(StampStages, Forwarding):
         given = {} if hint is None else {"hint": hint, "ahead": ahead, "gaps": gaps}
         if ahead_state is not None:
             given["ahead_state"] = ahead_state
-        if youngs is not None:
-            given["youngs"] = youngs
         if early is not None:
             given["early"] = early
         shape = table._result_shape
@@ -232,7 +221,7 @@ class _Stages(StampStages, Forwarding):
         handed on to, ``hist[0]``)."""
         table, m = self.table, self.m
         self.prepare = getattr(table._update, "prepare", None)
-        self.u_hint = self.ahead_hint = self.found_next = self.u_young = None
+        self.u_hint = self.ahead_hint = self.found_next = None
         # what ``update.early`` worked out of the state found in stage 3 (PREV's comparisons'
         # high bits), loaded by :meth:`_stage3_early`
         self.early_fn = getattr(table._update, "early", None)
@@ -274,16 +263,10 @@ class _Stages(StampStages, Forwarding):
         # state found (loaded as ``s4_state`` is, with ``found_next``), so that ``s4_state``
         # does not drive its comparisons (measured better with timers at both seeds, worse
         # without: benchmarks/PAPER_FIGURES.md)
-        # without, from the comparisons of the starts of every state stage 3's tuple may find
-        # with the next tuple's times, worked out a cycle before and chosen as the state found
-        # is (``u_young``, :meth:`_stage3_young`), so that ``s4_state`` drives no comparison
-        copy = youngs = None
+        copy = None
         if self.timers:
             self.found_next = Signal(table._state_width, name="s3_found_next")
             copy = register_copy(m, self.platform, self.found_next, self.advance, "s4_ahead_state")
-        else:
-            self.u_young = Signal(table._update.young_width, name="s4_ahead_young")
-            youngs = [self.u_young]
         new_state, result, self.ahead_hint = self.update(
             u_state,
             u.payload,
@@ -293,7 +276,6 @@ class _Stages(StampStages, Forwarding):
             gaps=[gap],
             early=self.u_early,
             ahead_state=copy,
-            youngs=youngs,
         )
         return new_state, result
 

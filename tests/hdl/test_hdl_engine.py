@@ -1230,21 +1230,6 @@ def test_windows_hint_ahead_at_the_boundary_behind_each_path(timers):
     assert set(bits) == matching and not drops
 
 
-@pytest.mark.parametrize("broken", ["ahead candidates", "ahead made"])
-def test_windows_hint_ahead_comparisons_chosen_wrong_are_caught(monkeypatch, broken):
-    """Without timers the comparisons the update's hint for the next tuple of the partition is
-    made of are worked out a cycle before, for each state the tuple may find, and chosen as
-    the state found is; each way's candidate's worked out against the times of the tuple
-    ahead ("ahead candidates"), or the row's state's taken where the operation just ahead
-    wrote the entry ("ahead made"), a broken path, changes a match."""
-    from nfacep.hdl import table_forwarding
-
-    data = follow_data()[0] if broken == "ahead candidates" else wrap_data()
-    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
-    with pytest.raises(AssertionError):
-        check(wrap_query(), data, partitions=4, store="table", gap=0, stall=0)
-
-
 def test_windows_hint_ahead_from_a_stale_copy_of_the_state_is_caught(monkeypatch):
     """With timers the update's hint for the next tuple of the partition is worked out from a
     copy of the state found of its own (loaded as stage 4's register is); the boundary's
