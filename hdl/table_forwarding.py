@@ -243,17 +243,17 @@ class Forwarding:
                 Signal(name=f"s2_cand_valid{b}"),
                 Signal(width, name=f"s2_cand_state{b}"),
             ]
-            # a table spread over the device takes the match, live and valid bits of its row
-            # read through the last gate only: those of the newest write in flight per way,
-            # and whether there is one, are worked out from registers apart (kept, as their
-            # own cones), so that the route from a far block meets one gate before the
-            # registers (``pre_match``'s among them, for stage 3's copies); with a wide state
-            # (more than :data:`_WIDE_STATE` bits) stage 4's write (``newest_rel``, from stage
-            # 3's decision) is kept out of them too and meets them in that gate (measured
-            # better at both seeds for ``start_seq``, not for PREV's 42 bits:
-            # benchmarks/PAPER_FIGURES.md); the state is chosen as before, the row read last
-            # in the chain
-            late = 3 if self.table.spread else 0
+            # a table spread over the device (``spread``: but with the windows' hints) takes
+            # the match, live and valid bits of its row read through the last gate only: those
+            # of the newest write in flight per way, and whether there is one, are worked out
+            # from registers apart (kept, as their own cones), so that the route from a far
+            # block meets one gate before the registers (``pre_match``'s among them, for stage
+            # 3's copies); with a wide state (more than :data:`_WIDE_STATE` bits) stage 4's
+            # write (``newest_rel``, from stage 3's decision) is kept out of them too and meets
+            # them in that gate (measured better at both seeds for ``start_seq``, not for
+            # PREV's 42 bits: benchmarks/PAPER_FIGURES.md); the state is chosen as before, the
+            # row read last in the chain
+            late = 3 if self.spread else 0
             apart = int(width > _WIDE_STATE)  # stage 4's write kept out of the forwarded bits
             forwarded = [
                 Signal(name=f"s2_fwd_{n}{b}", attrs={"keep": 1})

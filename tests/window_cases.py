@@ -36,3 +36,27 @@ def distance_csv() -> str:
     """:func:`distance_tuples` as the CSV of ``DISTANCE_QUERY``'s stream."""
     rows, _ = distance_tuples()
     return "k,p,t\n" + "".join(f"{k},{p},{t}\n" for k, p, t in rows)
+
+
+def follow_tuples():
+    """For each distance ``d`` from 1 to 8 between a run's first tuple and the next of its key
+    (``d - 1`` tuples of other keys between), so that that tuple finds its state by each of
+    the table's paths in turn: that tuple (a ``b``, a window minus one after the start) and
+    right behind it, in the same key, the one that ends the run a window after the start (no
+    match), and then the same with the end a window minus one after (a match). The tuple
+    that ends the run takes the update's hint for it, worked out while the ``b`` is
+    updated, from the state the ``b`` found: a start live at the ``b``'s time and not at the
+    end's. Returns ``(tuples, seqs that match)``."""
+    rows, matching, t = [], set(), 0
+    for d in range(1, 9):
+        for ends in (8, 7):
+            key = d % 4
+            rows.append((key, "a", t))
+            for f in range(d - 1):
+                rows.append(((key + 1 + f % 3) % 4, "b", t + 6 * (f + 1) // d))
+            rows.append((key, "b", t + ends - 1))
+            if ends == 7:
+                matching.add(len(rows))
+            rows.append((key, "c", t + ends))
+            t += 8 + ends
+    return rows, matching

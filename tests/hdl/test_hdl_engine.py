@@ -1273,6 +1273,46 @@ def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):
         check(wrap_query(), wrap_data(), partitions=4, store="table", gap=0, stall=0)
 
 
+def follow_data():
+    """:func:`window_cases.follow_tuples` as tuples of :func:`wrap_query`'s stream, with the
+    seqs that match."""
+    rows, matching = window_cases.follow_tuples()
+    columns = {
+        "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
+        "p": np.array([["a", "b", "c"].index(p) for _, p, _ in rows], dtype=np.uint64),
+        "t": np.array([t for _, _, t in rows], dtype=np.uint64),
+    }
+    return tuples.Tuples(columns, len(rows)), matching
+
+
+@pytest.mark.parametrize("timers", [False, True])
+def test_windows_hint_ahead_at_the_boundary_behind_each_path(timers):
+    """A run ended a window after it began, right behind a tuple of its key at which it was
+    still live, does not match, and one ended a window minus one after does, whatever path
+    that tuple found its state by: the update's hint for the tuple behind it judges the
+    starts of the state found at the later tuple's time."""
+    data, matching = follow_data()
+    timed = {"tick_tuples": 100, "timer_bits": 4} if timers else {}
+    bits, drops = check(wrap_query(), data, partitions=4, store="table", gap=0, stall=0, **timed)
+    assert set(bits) == matching and not drops
+
+
+@pytest.mark.parametrize("timers", [False, True])
+def test_windows_at_their_boundary_in_a_spread_table(monkeypatch, timers):
+    """A table spread over the device (every table here: ``SPREAD_BLOCKS`` lowered; the
+    window's at 16,384 entries on the 85F is one) puts the windows at their boundary exactly
+    as a small one: at every distance, and right behind a tuple of the run's key."""
+    from nfacep.hdl import table
+
+    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
+    timed = {"tick_tuples": 100, "timer_bits": 4} if timers else {}
+    for data, matching in (distance_data(), follow_data()):
+        bits, drops = check(
+            wrap_query(), data, partitions=4, store="table", gap=0, stall=0, **timed
+        )
+        assert set(bits) == matching and not drops
+
+
 def test_windows_hint_ahead_from_a_stale_copy_of_the_state_is_caught(monkeypatch):
     """With timers the update's hint for the next tuple of the partition is worked out from a
     copy of the state found of its own (loaded as stage 4's register is); the boundary's
