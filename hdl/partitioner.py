@@ -31,7 +31,7 @@ __all__ = [
 #: the one before it there. ``None`` (always, outside those tests): nothing broken.
 BREAK_HINT: str | None = None
 
-#: Test-only: one copy of the registers a stage's swap decision is made of, for the last group
+#: Test-only: one copy of the registers a stage's swap decision is made of, for the first group
 #: of a state wider than ``state_group`` bits, broken on purpose, so that the tests show they
 #: catch a copy that disagrees with the others. ``"candidate"``: its candidate hit is never set;
 #: ``"following"``: its following hit is never set. ``None`` (always, outside those tests):
@@ -420,16 +420,15 @@ class _SwapPipeline:
         same values on the same edges as the originals (``register_copy``, which Yosys does
         not merge on ECP5)."""
         m, advance = self.m, self.advance
-        last_group = len(self.groups) - 1
         for group in range(len(self.groups)):
             for stage, value in enumerate(candidate_next):
-                if BREAK_STATE_COPIES == "candidate" and group == last_group:
+                if BREAK_STATE_COPIES == "candidate" and group == 0:
                     value = Const(0, 1)
                 self.candidate_copies[stage].append(
                     register_copy(m, self.platform, value, advance, f"st{stage}_candidate_g{group}")
                 )
             for stage, value in enumerate(following_next):
-                if BREAK_STATE_COPIES == "following" and group == last_group:
+                if BREAK_STATE_COPIES == "following" and group == 0:
                     value = Const(0, 1)
                 self.following_copies[stage].append(
                     register_copy(m, self.platform, value, advance, f"st{stage}_following_g{group}")
