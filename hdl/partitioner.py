@@ -31,11 +31,10 @@ __all__ = [
 #: the one before it there. ``None`` (always, outside those tests): nothing broken.
 BREAK_HINT: str | None = None
 
-#: Test-only: one copy of the registers a stage's swap decision is made of, for the first group
-#: of a state wider than ``state_group`` bits, broken on purpose, so that the tests show they
-#: catch a copy that disagrees with the others. ``"candidate"``: its candidate hit is never set;
-#: ``"following"``: its following hit is never set. ``None`` (always, outside those tests):
-#: nothing broken.
+#: Test-only: the first group's copy of a stage's candidate hit, for a state wider than
+#: ``state_group`` bits, broken on purpose, so that the tests show they catch a copy that
+#: disagrees with the original. ``"candidate"``: that copy is never set. ``None`` (always,
+#: outside those tests): nothing broken.
 BREAK_STATE_COPIES: str | None = None
 
 
@@ -144,11 +143,11 @@ class StreamPartitioner(wiring.Component):
         Width of the ``tuples`` and ``drops`` counters, which wrap around.
     state_group : :class:`int`
         A state wider than this many bits is steered in groups of this many (the last one
-        narrower): each stage registers, for each group, copies of its own of the hit bits its
-        swap decision is made of, and the last stage copies of its own of the hit that chooses
-        the state, so that no one register drives the multiplexer of every state bit
-        (``hdl/PARTITIONER.md``). The element's other fields are steered by the originals.
-        A state of at most this many bits has no copies.
+        narrower): each stage registers, for each group, a copy of its own of its candidate hit,
+        and the group's bits swap on the decision made from that copy, so that no one net
+        drives the multiplexer of every state bit (``hdl/PARTITIONER.md``). The element's
+        other fields are steered by the original. A state of at most this many bits has no
+        copies.
 
     Members
     -------
@@ -312,9 +311,8 @@ class _SwapPipeline:
         width, size = part.state_width, part.state_group
         wide = width > size and depth > 1
         self.groups = [(lo, min(width, lo + size)) for lo in range(0, width, size)] if wide else []
-        # Per stage, per group: that group's copies of the candidate hit and the following hit
+        # Per stage, per group: that group's copy of the candidate hit
         self.candidate_copies: list[list[Value]] = [[] for _ in range(depth)]
-        self.following_copies: list[list[Value]] = [[] for _ in range(depth - 1)]
         # ``update.prepare``'s hint for the last stage, registered a stage before (hint_ahead)
         self.last_hint: Signal | None = None
 
@@ -413,12 +411,14 @@ class _SwapPipeline:
                 m.d.sync += candidate_hit[stage].eq(candidate_next[stage])
             for stage in range(last):
                 m.d.sync += following_hit[stage].eq(following_next[stage])
-        self._copy_hits(candidate_next, following_next)
+        self._copy_candidate_hits(candidate_next)
 
-    def _copy_hits(self, candidate_next, following_next) -> None:
-        """For a wide state, each group's copies of every stage's hit bits: loaded with the
-        same values on the same edges as the originals (``register_copy``, which Yosys does
-        not merge on ECP5)."""
+    def _copy_candidate_hits(self, candidate_next) -> None:
+        """For a wide state, each group's copy of every stage's candidate hit: loaded with the
+        same value on the same edges as the original (``register_copy``, which Yosys does not
+        merge on ECP5). Only the candidate hit is copied: its value is one gate from
+        registers, while the following hit's is the long key lookup, whose one result would
+        have to reach copies as spread as the element's bits."""
         m, advance = self.m, self.advance
         for group in range(len(self.groups)):
             for stage, value in enumerate(candidate_next):
@@ -426,12 +426,6 @@ class _SwapPipeline:
                     value = Const(0, 1)
                 self.candidate_copies[stage].append(
                     register_copy(m, self.platform, value, advance, f"st{stage}_candidate_g{group}")
-                )
-            for stage, value in enumerate(following_next):
-                if BREAK_STATE_COPIES == "following" and group == 0:
-                    value = Const(0, 1)
-                self.following_copies[stage].append(
-                    register_copy(m, self.platform, value, advance, f"st{stage}_following_g{group}")
                 )
 
     def _will_hold(self, position, key, name):
@@ -476,12 +470,12 @@ class _SwapPipeline:
                 m.d.comb += [behind.eq(following), ahead.eq(candidate)]
             with m.Else():
                 m.d.comb += [behind.eq(candidate), ahead.eq(following)]
-            # a wide state's groups instead by their own copies of the decision
+            # a wide state's groups instead by decisions made from their own copies
             for group, (lo, hi) in enumerate(self.groups):
                 swap = Signal(name=f"st{stage}_swap_g{group}")
                 m.d.comb += swap.eq(
                     self.candidate_copies[stage][group]
-                    | (~candidate.occupied & ~self.following_copies[stage][group])
+                    | (~candidate.occupied & ~self.following_hit[stage])
                 )
                 m.d.comb += [
                     behind.state[lo:hi].eq(
