@@ -14,15 +14,7 @@ from amaranth.hdl import Const, Module, Mux, Shape, ShapeLike, Signal, Value, Va
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .bram import register_copy
-
-__all__ = [
-    "BREAK_HINT",
-    "BREAK_STATE_COPIES",
-    "StreamPartitioner",
-    "check_store_arguments",
-    "store_signature",
-]
+__all__ = ["BREAK_HINT", "StreamPartitioner", "check_store_arguments", "store_signature"]
 
 
 #: Test-only: the windows' hint worked out a stage before the update broken on purpose, so
@@ -30,12 +22,6 @@ __all__ = [
 #: is always that of the element at the last stage before the swap, even when the swap moves
 #: the one before it there. ``None`` (always, outside those tests): nothing broken.
 BREAK_HINT: str | None = None
-
-#: Test-only: the first group's copy of a stage's candidate hit, for a state wider than
-#: ``state_group`` bits, broken on purpose, so that the tests show they catch a copy that
-#: disagrees with the original. ``"candidate"``: that copy is never set. ``None`` (always,
-#: outside those tests): nothing broken.
-BREAK_STATE_COPIES: str | None = None
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -141,13 +127,6 @@ class StreamPartitioner(wiring.Component):
         another element's, which ``update`` must then ignore.
     counter_width : :class:`int`
         Width of the ``tuples`` and ``drops`` counters, which wrap around.
-    state_group : :class:`int`
-        A state wider than this many bits is steered in groups of this many (the last one
-        narrower): each stage registers, for each group, a copy of its own of its candidate hit,
-        and the group's bits swap on the decision made from that copy, so that no one net
-        drives the multiplexer of every state bit (``hdl/PARTITIONER.md``). The element's
-        other fields are steered by the original. A state of at most this many bits has no
-        copies.
 
     Members
     -------
@@ -176,7 +155,6 @@ class StreamPartitioner(wiring.Component):
         tick_tuples: int,
         update: UpdateFunction,
         counter_width: int = 32,
-        state_group: int = 24,
     ):
         Shape.cast(key_shape)
         Shape.cast(payload_shape)
@@ -188,8 +166,6 @@ class StreamPartitioner(wiring.Component):
         check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
-        if not isinstance(state_group, int) or state_group < 1:
-            raise ValueError(f"State group must be a positive integer, not {state_group!r}")
 
         self._key_shape = key_shape
         self._payload_shape = payload_shape
@@ -200,7 +176,6 @@ class StreamPartitioner(wiring.Component):
         self._tick_tuples = tick_tuples
         self._update = update
         self._counter_width = counter_width
-        self._state_group = state_group
 
         super().__init__(store_signature(key_shape, payload_shape, result_shape, counter_width))
 
@@ -237,10 +212,6 @@ class StreamPartitioner(wiring.Component):
         return self._counter_width
 
     @property
-    def state_group(self):
-        return self._state_group
-
-    @property
     def latency(self):
         """Clock edges from a tuple's input transfer to its record's output transfer, unstalled."""
         return self._depth + 2 if self._depth > 1 else 2
@@ -260,7 +231,7 @@ class StreamPartitioner(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        pipeline = _SwapPipeline(self, m, platform)
+        pipeline = _SwapPipeline(self, m)
         pipeline.take_input(self.i_stream, self.tuples)
         pipeline.look_up()
         pipeline.swap()
@@ -275,9 +246,8 @@ class _SwapPipeline:
     output register. ``hdl/PARTITIONER.md`` argues why together they equal the sequential
     model."""
 
-    def __init__(self, part: StreamPartitioner, m: Module, platform):
+    def __init__(self, part: StreamPartitioner, m: Module):
         self.m = m
-        self.platform = platform
         self.part = part
         self.depth = depth = part.depth
         self.last = depth - 1
@@ -305,14 +275,6 @@ class _SwapPipeline:
         self.following_hit = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
         self.swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
         self.last_dropped = Signal(name="last_dropped")
-        # A wide state's groups (bit ranges of the state), each steered by copies of its own of
-        # a stage's hit bits (none for a state of at most ``state_group`` bits, nor at depth 1,
-        # where the only hit is not a register)
-        width, size = part.state_width, part.state_group
-        wide = width > size and depth > 1
-        self.groups = [(lo, min(width, lo + size)) for lo in range(0, width, size)] if wide else []
-        # Per stage, per group: that group's copy of the candidate hit
-        self.candidate_copies: list[list[Value]] = [[] for _ in range(depth)]
         # ``update.prepare``'s hint for the last stage, registered a stage before (hint_ahead)
         self.last_hint: Signal | None = None
 
@@ -403,30 +365,16 @@ class _SwapPipeline:
             following_next.append(
                 self._will_hold(stage + 1, self.tokens[stage - 1].key, f"st{stage}_following_next")
             )
-        candidate_next = [elements[0].occupied & _key_equal(elements[0].key, self.head.key)]
-        for stage in range(1, self.depth):
-            candidate_next.append(candidate_hit[stage - 1] | following_hit[stage - 1])
         with m.If(self.advance):
-            for stage in range(self.depth):
-                m.d.sync += candidate_hit[stage].eq(candidate_next[stage])
+            m.d.sync += candidate_hit[0].eq(
+                elements[0].occupied & _key_equal(elements[0].key, self.head.key)
+            )
+            for stage in range(1, self.depth):
+                m.d.sync += candidate_hit[stage].eq(
+                    candidate_hit[stage - 1] | following_hit[stage - 1]
+                )
             for stage in range(last):
                 m.d.sync += following_hit[stage].eq(following_next[stage])
-        self._copy_candidate_hits(candidate_next)
-
-    def _copy_candidate_hits(self, candidate_next) -> None:
-        """For a wide state, each group's copy of every stage's candidate hit: loaded with the
-        same value on the same edges as the original (``register_copy``, which Yosys does not
-        merge on ECP5). Only the candidate hit is copied: its value is one gate from
-        registers, while the following hit's is the long key lookup, whose one result would
-        have to reach copies as spread as the element's bits."""
-        m, advance = self.m, self.advance
-        for group in range(len(self.groups)):
-            for stage, value in enumerate(candidate_next):
-                if BREAK_STATE_COPIES == "candidate" and group == 0:
-                    value = Const(0, 1)
-                self.candidate_copies[stage].append(
-                    register_copy(m, self.platform, value, advance, f"st{stage}_candidate_g{group}")
-                )
 
     def _will_hold(self, position, key, name):
         """Whether pe[position] holds ``key`` after this cycle's swaps (position >= 1)."""
@@ -470,21 +418,6 @@ class _SwapPipeline:
                 m.d.comb += [behind.eq(following), ahead.eq(candidate)]
             with m.Else():
                 m.d.comb += [behind.eq(candidate), ahead.eq(following)]
-            # a wide state's groups instead by decisions made from their own copies
-            for group, (lo, hi) in enumerate(self.groups):
-                swap = Signal(name=f"st{stage}_swap_g{group}")
-                m.d.comb += swap.eq(
-                    self.candidate_copies[stage][group]
-                    | (~candidate.occupied & ~self.following_hit[stage])
-                )
-                m.d.comb += [
-                    behind.state[lo:hi].eq(
-                        Mux(swap, following.state[lo:hi], candidate.state[lo:hi])
-                    ),
-                    ahead.state[lo:hi].eq(
-                        Mux(swap, candidate.state[lo:hi], following.state[lo:hi])
-                    ),
-                ]
             behind_aged = self.aged(
                 behind, self.tick(self.tokens[stage]), name=f"st{stage}_behind_aged"
             )
@@ -528,9 +461,6 @@ class _SwapPipeline:
         m.d.comb += current_state.eq(Const(0, part.state_width))
         with m.If(self.candidate_hit[last]):
             m.d.comb += current_state.eq(element.state)
-        for group, (lo, hi) in enumerate(self.groups):
-            hit = self.candidate_copies[last][group]
-            m.d.comb += current_state[lo:hi].eq(Mux(hit, element.state[lo:hi], 0))
         if self.last_hint is None:
             new_state_value, result_value = part._update(m, current_state, token.payload)
         else:

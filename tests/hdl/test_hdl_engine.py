@@ -21,7 +21,6 @@ import nfacep
 from nfacep import wire
 from nfacep.hdl.engine import Engine, HardwareLimitError
 from nfacep.hdl.measure import cycle_profile
-from nfacep.hdl.sdram.fit import stored_state_width
 from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
@@ -564,22 +563,6 @@ def test_windows_against_reference(store, partitions, ways, tick_tuples, seed):
         seed=seed,
     )
     assert bits
-
-
-def test_windows_pipeline_state_copy_that_disagrees_is_caught(monkeypatch):
-    """The pipeline store steers a state wider than 24 bits (these queries' windows and runs)
-    in groups, each by a copy of its own of the swap decision's candidate hit; with the first
-    group's copy never set (a copy that disagrees with the original), part of a state goes
-    another way than its key, which the reference catches."""
-    from nfacep.hdl import partitioner
-
-    nfa = window_queries()
-    assert stored_state_width(nfa) > 24
-    data = window_data(np.random.default_rng(2), 300, keys=10)
-    params = {"partitions": 4, "store": "pipeline", "tick_tuples": 3, "timer_bits": 2, "seed": 2}
-    monkeypatch.setattr(partitioner, "BREAK_STATE_COPIES", "candidate")
-    with pytest.raises(AssertionError):
-        check(nfa, data, **params)
 
 
 def test_windows_unpartitioned():

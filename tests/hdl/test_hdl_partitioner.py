@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streams import stream_get, stream_put
 
-from nfacep.hdl import partitioner
 from nfacep.hdl.partitioner import StreamPartitioner
 
 KEY_WIDTH = 4
@@ -162,7 +161,6 @@ def make_partitioner(
     key_shape=KEY_WIDTH,
     payload_shape=PAYLOAD_WIDTH,
     update=mix_gateware,
-    state_group=24,
 ):
     return StreamPartitioner(
         key_shape=key_shape,
@@ -173,7 +171,6 @@ def make_partitioner(
         timer_bits=timer_bits,
         tick_tuples=tick_tuples,
         update=update,
-        state_group=state_group,
     )
 
 
@@ -191,15 +188,9 @@ def assert_matches_model(run, expected):
             assert not got.fresh, f"tuple {index}: dropped tuple marked fresh"
 
 
-def check(
-    tuples, *, depth, timer_bits=4, tick_tuples=0, key_shape=KEY_WIDTH, state_group=24, **kwargs
-):
+def check(tuples, *, depth, timer_bits=4, tick_tuples=0, key_shape=KEY_WIDTH, **kwargs):
     dut = make_partitioner(
-        depth=depth,
-        timer_bits=timer_bits,
-        tick_tuples=tick_tuples,
-        key_shape=key_shape,
-        state_group=state_group,
+        depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples, key_shape=key_shape
     )
     model = PartitionerModel(depth=depth, timer_bits=timer_bits, tick_tuples=tick_tuples)
     expected = model.run(tuples)
@@ -304,44 +295,6 @@ def test_wide_keys(depth):
         gap=0.2,
         stall=0.3,
     )
-
-
-@pytest.mark.parametrize(
-    ("state_group", "depth", "timer_bits", "tick_tuples"),
-    [(1, 2, 2, 1), (2, 3, 4, 0), (4, 8, 2, 3), (5, 4, 1, 8)],
-)
-def test_state_in_groups_against_model(state_group, depth, timer_bits, tick_tuples):
-    # A state wider than state_group is steered in groups, each by a copy of its own of the
-    # swap decision's candidate hit: the records are the model's whatever the grouping (6 bits in
-    # groups of 1, 2, 4 + 2 and 5 + 1), with free, hit and dropped elements on the way.
-    seed = state_group * 100 + depth
-    rng = random.Random(seed)
-    tuples = random_tuples(rng, 300, depth + 3)
-    _, expected = check(
-        tuples,
-        depth=depth,
-        timer_bits=timer_bits,
-        tick_tuples=tick_tuples,
-        state_group=state_group,
-        seed=seed,
-        gap=0.2,
-        stall=0.3,
-    )
-    assert any(r.dropped for r in expected)
-    assert any(not r.fresh and not r.dropped for r in expected)
-
-
-def test_state_copy_that_disagrees_is_caught(monkeypatch):
-    # The first group's copy of a stage's candidate hit never set (a copy that disagrees with
-    # the original, so that part of the state goes another way than its key): the records
-    # differ from the model's.
-    rng = random.Random(31)
-    tuples = random_tuples(rng, 300, 7)
-    kwargs = {"depth": 4, "timer_bits": 2, "tick_tuples": 2, "seed": 31, "gap": 0.2}
-    check(tuples, state_group=2, **kwargs)
-    monkeypatch.setattr(partitioner, "BREAK_STATE_COPIES", "candidate")
-    with pytest.raises(AssertionError, match=r"tuple \d+: got"):
-        check(tuples, state_group=2, **kwargs)
 
 
 # --- targeted tests ----------------------------------------------------------------------------
@@ -477,7 +430,6 @@ def test_layout_payload_reaches_update_as_view():
         {"depth": 0},
         {"timer_bits": 0},
         {"tick_tuples": -1},
-        {"state_group": 0},
     ],
 )
 def test_bad_parameters(kwargs):
