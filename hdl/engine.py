@@ -360,25 +360,14 @@ class Engine(wiring.Component):
         within half of it) is decoded with the shadow copy, which becomes the values in
         force. Returns the signal that holds ``i_stream.ready`` low.
 
-        For a short path in front of the decoder, the values the next tuple is decoded with
-        are a register of their own (``param_current``), and whether the switch is due for
-        the next tuple is a registered flag (``param_due``). Nothing of a switch written on
-        ``i_params`` is compared in its cycle: the values go into the shadow copy and the
-        number into ``param_switch_seq``, so the number's path from whoever drives
-        ``i_params`` (a link's registers) ends there. The cycle after, the number, a register
-        now, is compared with the next tuple's (``param_tuple_seq``, a 48-bit subtraction's
-        sign) into ``param_passed``; the cycle after that, ``param_passed`` sets the flag and
-        ``param_current`` is loaded from it. Those two cycles ``i_stream.ready`` is low: a
-        tuple taken in either would be decoded with ``param_current`` as it was before the
-        comparison, without the switch even if it were the switch's own tuple
-        (``BREAK_PARAMS = "no hold"`` takes it anyway). Two cycles per switch (switches are
-        rare) keep the comparison to registers that do not move while it is made, instead of
-        correcting it for tuples taken meanwhile. The low ``ready`` is registers', not
-        ``i_params.valid``'s, so a feeder that offers a tuple only once its switch is taken
-        makes no combinational loop. Afterwards, until the switch is due, the flag is set
-        when the tuple before the switch's is taken: whether the next tuple taken is that one
-        is itself a register (``param_before_switch``), the equality of the switch's number
-        with the number after the next tuple's, worked out a cycle ahead.
+        Nothing of a switch is compared in its cycle: the values go into the shadow copy and
+        the number into ``param_switch_seq``; the cycle after, the number is compared with the
+        next tuple's (a 48-bit subtraction's sign) into ``param_passed``; the cycle after that,
+        that sets the due flag (``param_due``) and loads ``param_current``, the values the next
+        tuple is decoded with. ``i_stream.ready`` is low those two cycles, from registers, not
+        ``i_params.valid`` (no loop through a feeder): a tuple taken then would miss its switch
+        (``BREAK_PARAMS = "no hold"``). Until the switch is due, the flag is set as the tuple
+        before the switch's is taken, a register too (``param_before_switch``).
         """
         layout = self._params_layout
         w = self._seq_width
@@ -395,14 +384,12 @@ class Engine(wiring.Component):
         in_seq = Signal(w, name="param_tuple_seq")  # the next tuple's number
         in_seq_plus1 = Signal(w, init=1, name="param_tuple_seq_plus1")
         in_seq_plus2 = Signal(w, init=2, name="param_tuple_seq_plus2")
-        # the next tuple taken is the one before the switch's (while it is not due)
-        before = Signal(name="param_before_switch")
+        before = Signal(name="param_before_switch")  # the next tuple is the one before it
         taken = Signal(name="param_taken")
         written = Signal(name="param_written")
         due_next = Signal(name="param_due_next")
         active_next = Signal.like(active, name="param_active_next")
-        # the written switch is due for the next tuple (no tuple is taken in between)
-        passed = Signal(name="param_passed")
+        passed = Signal(name="param_passed")  # the written switch is due for the next tuple
         m.d.comb += [
             taken.eq(self.i_stream.valid & self.i_stream.ready),
             written.eq(self.i_params.valid & self.i_params.ready),

@@ -183,16 +183,7 @@ class _Stages(StampStages, Forwarding):
         ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
         # and the decisions (store, way) already made: all but stage 3's
         known = [None, (u_store, u_way)] + [(h.valid, h.way) for h in hist[:-1]]
-        # a table spread over the device takes its row read through the last gate
-        # (:meth:`_newest`) and compares the writes in flight's rows a cycle early; with the
-        # windows' hints (``update.prepare``) it does not (the window at 16,384 entries
-        # measured worse at both seeds with them: benchmarks/PAPER_FIGURES.md)
-        self.spread = table.spread and self.prepare is None
-        # the rows they come from, a stage before (their relations to the operation's row
-        # compared a cycle earlier, against the operation a stage before ``prev``), for a
-        # table spread over the device
-        spread_rows = self.early_row is not None and self.spread
-        before = [s2_row, t_row, u_row] + [h.row for h in hist[:-2]] if spread_rows else None
+        before = self._rows_before(s2_row, t_row, u_row, hist)
         self.prev_key, self.prev_row, self.s3_payload = prev[0], prev[1], t.payload
         rel = self._relations(prev, ident, known, self._source_hints(hist), before)
         # the cycle before stage 3: their decisions are registers now (stage 4's,
@@ -216,6 +207,19 @@ class _Stages(StampStages, Forwarding):
             written,
         )
         return u, u_valid, u_hit, u_dropped, u_way, u_row, written, u_store, result
+
+    def _rows_before(self, s2_row, t_row, u_row, hist):
+        """The rows the writes in flight come from, a stage before (their relations to the
+        operation's row compared a cycle earlier, against the operation a stage before
+        ``prev``), for a table spread over the device; else ``None``. A spread table takes its
+        row read through the last gate (:meth:`_newest`) and compares those rows a cycle
+        early; with the windows' hints (``update.prepare``) it does neither (the window at
+        16,384 entries measured worse at both seeds with them: benchmarks/PAPER_FIGURES.md):
+        ``self.spread``."""
+        self.spread = self.table.spread and self.prepare is None
+        if self.early_row is None or not self.spread:
+            return None
+        return [s2_row, t_row, u_row] + [h.row for h in hist[:-2]]
 
     def _stage4(self, t, u, u_state, s2, prev_payload):
         """Stage 4's update of the state found: ``(new_state, result)``. With
