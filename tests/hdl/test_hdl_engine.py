@@ -1203,13 +1203,17 @@ def wrap_query():
 
 
 def wrap_data():
-    names = ["a", "b", "c"]
+    return wrap_tuples(WRAP_TUPLES)
+
+
+def wrap_tuples(rows) -> tuples.Tuples:
+    """Rows ``(k, p, t)`` as tuples of :func:`wrap_query`'s stream (``p`` one of a, b, c)."""
     columns = {
-        "k": np.array([k for k, _, _ in WRAP_TUPLES], dtype=np.uint64),
-        "p": np.array([names.index(p) for _, p, _ in WRAP_TUPLES], dtype=np.uint64),
-        "t": np.array([t for _, _, t in WRAP_TUPLES], dtype=np.uint64),
+        "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
+        "p": np.array([["a", "b", "c"].index(p) for _, p, _ in rows], dtype=np.uint64),
+        "t": np.array([t for _, _, t in rows], dtype=np.uint64),
     }
-    return tuples.Tuples(columns, len(WRAP_TUPLES))
+    return tuples.Tuples(columns, len(rows))
 
 
 @pytest.mark.parametrize(("store", "partitions"), [("pipeline", 4), ("table", 4)])
@@ -1227,12 +1231,7 @@ def distance_data():
     """:func:`window_cases.distance_tuples` as tuples of :func:`wrap_query`'s stream, with the
     seqs that match."""
     rows, matching = window_cases.distance_tuples()
-    columns = {
-        "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
-        "p": np.array([["a", "b", "c"].index(p) for _, p, _ in rows], dtype=np.uint64),
-        "t": np.array([t for _, _, t in rows], dtype=np.uint64),
-    }
-    return tuples.Tuples(columns, len(rows)), matching
+    return wrap_tuples(rows), matching
 
 
 @pytest.mark.parametrize("broken", ["late hint", "written hint"])
@@ -1277,12 +1276,7 @@ def follow_data():
     """:func:`window_cases.follow_tuples` as tuples of :func:`wrap_query`'s stream, with the
     seqs that match."""
     rows, matching = window_cases.follow_tuples()
-    columns = {
-        "k": np.array([k for k, _, _ in rows], dtype=np.uint64),
-        "p": np.array([["a", "b", "c"].index(p) for _, p, _ in rows], dtype=np.uint64),
-        "t": np.array([t for _, _, t in rows], dtype=np.uint64),
-    }
-    return tuples.Tuples(columns, len(rows)), matching
+    return wrap_tuples(rows), matching
 
 
 @pytest.mark.parametrize("timers", [False, True])
