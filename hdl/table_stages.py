@@ -183,6 +183,7 @@ class _Stages(StampStages, Forwarding):
         ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
         # and the decisions (store, way) already made: all but stage 3's
         known = [None, (u_store, u_way)] + [(h.valid, h.way) for h in hist[:-1]]
+        self.spread = table.spread and self.prepare is None  # :meth:`_rows_before` says why
         before = self._rows_before(s2_row, t_row, u_row, hist)
         self.prev_key, self.prev_row, self.s3_payload = prev[0], prev[1], t.payload
         rel = self._relations(prev, ident, known, self._source_hints(hist), before)
@@ -215,8 +216,7 @@ class _Stages(StampStages, Forwarding):
         row read through the last gate (:meth:`_newest`) and compares those rows a cycle
         early; with the windows' hints (``update.prepare``) it does neither (the window at
         16,384 entries measured worse at both seeds with them: benchmarks/PAPER_FIGURES.md):
-        ``self.spread``."""
-        self.spread = self.table.spread and self.prepare is None
+        ``self.spread``, set before."""
         if self.early_row is None or not self.spread:
             return None
         return [s2_row, t_row, u_row] + [h.row for h in hist[:-2]]
