@@ -44,11 +44,15 @@ every block, as before a block without a ``"`` was parsed with the parser told i
 A further table (``--fresh``, the default up to 10^7 rows): what a user times, each command
 as a new process (its start-up and imports included): ``nfacep match`` (as above) and a
 Python script that imports pyarrow and reads the file as *pyarrow* above; the median of
-``--repeat`` runs, wall-clock and CPU (user + system of the child). The
-files are removed at the end (``--keep`` keeps them).
+``--repeat`` runs, wall-clock and CPU (user + system of the child). With ``--rev REV`` it
+also times the ``match`` of that git revision (its ``nfacep`` package exported and put first
+on ``PYTHONPATH``, as ``startup.py --rev`` does), in the same turns, and checks that its match
+file is the same byte for byte: an A/B of start-up. The files are removed at the end
+(``--keep`` keeps them).
 
     python benchmarks/csv_read.py --rows 1000000 10000000 100000000
     python benchmarks/csv_read.py --rows 1000000 10000000 --master 'local[2]'
+    python benchmarks/csv_read.py --rows 10 1000000 --repeat 15 --rev 6beed2a
 """
 
 from __future__ import annotations
@@ -305,13 +309,15 @@ PYARROW_SCRIPT = (
 MATCH_SCRIPT = "import sys; from nfacep.entry import main; sys.exit(main())"
 
 
-def in_process(argv: list[str], cwd: pathlib.Path) -> tuple[float, float]:
+def in_process(
+    argv: list[str], cwd: pathlib.Path, env: dict[str, str] | None = None
+) -> tuple[float, float]:
     """The wall-clock and CPU time (user + system) of a new Python process running
-    ``argv``, started in ``cwd`` (so that this process's ``PYTHONPATH`` decides which
-    nfacep it imports, not the current folder)."""
+    ``argv``, started in ``cwd`` (so that ``PYTHONPATH``, this process's or ``env``'s,
+    decides which nfacep it imports, not the current folder)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, *argv], cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, *argv], cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -319,21 +325,47 @@ def in_process(argv: list[str], cwd: pathlib.Path) -> tuple[float, float]:
 
 def fresh(args, rows: int, path: pathlib.Path, output: pathlib.Path) -> str:
     """The row of the fresh-process table for one file: pyarrow's read and ``nfacep
-    match`` each in new processes, alternated, medians of ``--repeat``."""
-    match = ["-c", MATCH_SCRIPT, "match", str(QUERY), "--input", str(path)]
-    match += ["--output", str(output), "--store", "pipeline", "--partitions", str(args.runners)]
-    read = ["-c", PYARROW_SCRIPT, str(path)]
-    times: dict[str, list[tuple[float, float]]] = {"pyarrow": [], "match": []}
+    match`` each in new processes, alternated, medians of ``--repeat``; with ``--rev``,
+    that revision's ``match`` too, in the same turns, its match file compared."""
+
+    def match(out: pathlib.Path) -> list[str]:
+        argv = ["-c", MATCH_SCRIPT, "match", str(QUERY), "--input", str(path)]
+        return [
+            *argv,
+            "--output",
+            str(out),
+            "--store",
+            "pipeline",
+            "--partitions",
+            str(args.runners),
+        ]
+
+    jobs: dict[str, tuple[list[str], dict[str, str] | None]] = {
+        "pyarrow": (["-c", PYARROW_SCRIPT, str(path)], None),
+        "match": (match(output), None),
+    }
+    rev_output = output.with_name(f"rev-{output.name}")
+    if args.rev_path is not None:
+        jobs["rev"] = (match(rev_output), {**os.environ, "PYTHONPATH": args.rev_path})
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in jobs}
     for _ in range(args.repeat):
-        times["pyarrow"].append(in_process(read, path.parent))
-        times["match"].append(in_process(match, path.parent))
-    (ref, ref_cpu), (m, m_cpu) = (
-        tuple(statistics.median(t[i] for t in times[k]) for i in (0, 1)) for k in times
+        for k, (argv, env) in jobs.items():
+            times[k].append(in_process(argv, path.parent, env))
+    (ref, ref_cpu), (m, m_cpu), *rev = (
+        tuple(statistics.median(t[i] for t in times[k]) for i in (0, 1)) for k in jobs
     )
-    return (
+    row = (
         f"| {rows:,} | {ref:.2f} | {m:.2f} | **{m / ref:.2f}×** "
         f"| {ref_cpu:.2f} | {m_cpu:.2f} | {m_cpu / ref_cpu:.2f}× |"
     )
+    if rev:
+        if rev_output.read_bytes() != output.read_bytes():
+            sys.exit(f"{rows} rows: the match files of {args.rev} and of this tree differ")
+        rev_output.unlink()
+        pathlib.Path(summary_path(str(rev_output))).unlink(missing_ok=True)
+        ((r, r_cpu),) = rev
+        row += f" {r:.2f} | {r / ref:.2f}× | {r_cpu:.2f} | {r_cpu / ref_cpu:.2f}× |"
+    return row
 
 
 def warm_loops(nfa) -> None:
@@ -398,12 +430,18 @@ def main() -> None:
         help="also match with pyarrow looking for quotes in every block, as before (A/B in turns)",
     )
     ap.add_argument(
+        "--rev",
+        default=None,
+        help="the new-process table also times this git revision's match, in turns",
+    )
+    ap.add_argument(
         "--fresh",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also time new processes (default: for files of up to 10^7 rows)",
     )
     args = ap.parse_args()
+    args.rev_path = None
     if args.master is not None:  # one session for every run, started before any is timed
         from nfacep.spark_testbench import session
 
@@ -412,6 +450,10 @@ def main() -> None:
     nfa = cli.load_query(str(QUERY))
     warm_loops(nfa)
     with contextlib.ExitStack() as stack:
+        if args.rev is not None:
+            from startup import exported  # (this folder is on sys.path)
+
+            args.rev_path = exported(args.rev, stack.enter_context(tempfile.TemporaryDirectory()))
         if args.dir is None:
             folder = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory()))
         else:
@@ -488,8 +530,9 @@ def print_tables(
             f"\nNew processes (start-up and imports included), median of {args.repeat}: "
             "a script reading the file with pyarrow, and `nfacep match`"
         )
-        print("| rows | pyarrow s | match s | × | CPU s: pyarrow | match | × |")
-        print("| ---: " * 7 + "|")
+        rev = "" if args.rev is None else f" match at {args.rev} s | × | CPU | × |"
+        print(f"| rows | pyarrow s | match s | × | CPU s: pyarrow | match | × |{rev}")
+        print("| ---: " * (7 if args.rev is None else 11) + "|")
         for line in fresh_rows:
             print(line)
     if spark_rows:

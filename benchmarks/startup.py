@@ -17,20 +17,30 @@ every run, as in a checkout whose environment sets it).
 
 The commands: ``check`` of the marathon query, ``match`` of it on its own small example
 file (``queries/marathon.csv``, 278 tuples) to a CSV file, and ``--help`` (every registered
-command's parser). Issue 25's goals: check under 0.3 s, match under 0.5 s.
+command's parser). Issue 25's goals: check under 0.3 s, match under 0.5 s. Two anchors are
+timed alike: Python doing nothing, and the script ``benchmarks/csv_read.py`` times against
+``match`` (it imports pyarrow and reads the same 278-tuple file with the stream's types):
+what ``match`` costs more than that script is nfacep's start-up (issue 30, item 3).
 
-    python benchmarks/startup.py [--repeat 5] [--top 4]
+``--rev REV`` also times the nfacep commands of a revision (its ``nfacep`` package exported
+with ``git archive`` and put first on ``PYTHONPATH``, the same interpreter and packages), in
+turns with the working tree's run by run, so that the load of a shared machine falls on both
+alike.
+
+    python benchmarks/startup.py [--repeat 5] [--top 4] [--rev REV]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pathlib
 import resource
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -44,6 +54,18 @@ COMMANDS = [
     ("match (278-tuple CSV)", ["match", QUERY, "--input", INPUT, "--output", "{out}/m.csv"], 0.5),
     ("--help", ["--help"], None),
 ]
+
+
+def anchors() -> list[tuple[str, list[str]]]:
+    """Name and arguments of this Python of each anchor: what a command's start-up is
+    compared with (the pyarrow script is ``csv_read.py``'s: one definition)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from csv_read import PYARROW_SCRIPT
+
+    return [
+        ("python, nothing imported", ["-c", "pass"]),
+        ("pyarrow reads the 278-tuple CSV", ["-c", PYARROW_SCRIPT, INPUT]),
+    ]
 
 
 def _nfacep() -> list[str]:
@@ -68,11 +90,15 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return cpu, wall
 
 
-def top_imports(args: list[str], env: dict[str, str], top: int) -> list[tuple[str, int]]:
-    """The ``top`` top-level imports of one run by cumulative time (microseconds)."""
-    probe = "import sys; from nfacep.entry import main; sys.argv[0] = 'nfacep'; main()"
+#: ``nfacep`` run through this Python's ``-c`` (for ``-X importtime``)
+PROBE = ["-c", "import sys; from nfacep.entry import main; sys.argv[0] = 'nfacep'; main()"]
+
+
+def top_imports(argv: list[str], env: dict[str, str], top: int) -> list[tuple[str, int]]:
+    """The ``top`` top-level imports of one run of this Python with ``argv`` by cumulative
+    time (microseconds)."""
     run = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", probe, *args],
+        [sys.executable, "-X", "importtime", *argv],
         capture_output=True,
         text=True,
         env=env,
@@ -96,32 +122,74 @@ def environments(pycache: str) -> list[tuple[str, dict[str, str]]]:
     return [("cached", cached), ("none", none)]
 
 
+def exported(rev: str, folder: str) -> str:
+    """The ``nfacep`` package of the revision ``rev``, exported into ``folder`` (returned, for
+    ``PYTHONPATH``)."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "nfacep"], capture_output=True, check=True
+    ).stdout
+    with tempfile.TemporaryFile() as f:
+        f.write(archive)
+        f.seek(0)
+        with tarfile.open(fileobj=f) as tar:
+            tar.extractall(folder, filter="data")
+    return folder
+
+
+def runs_of(
+    variants: list[tuple[str, list[str], dict[str, str]]], repeat: int
+) -> list[tuple[float, float]]:
+    """CPU and wall medians of each variant (a name, its argv, its environment), the variants
+    in turns, after one unmeasured warm-up run of each (caches written, files read once)."""
+    for _, argv, env in variants:
+        timed(argv, env)
+    runs: list[list[tuple[float, float]]] = [[] for _ in variants]
+    for _ in range(repeat):
+        for i, (_, argv, env) in enumerate(variants):
+            runs[i].append(timed(argv, env))
+    return [
+        (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs)) for rs in runs
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs of each (default 5)")
     ap.add_argument("--top", type=int, default=4, help="imports listed (default 4)")
+    ap.add_argument("--rev", help="also a git revision's nfacep, in turns with the working tree")
     opts = ap.parse_args()
     nfacep = _nfacep()
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, {opts.repeat} runs")
     print()
     print("| command | bytecode | CPU median | wall median | goal | top imports (cumulative ms) |")
     print("| --- | --- | ---: | ---: | ---: | --- |")
-    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as pycache:
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(tempfile.TemporaryDirectory())
+        pycache = stack.enter_context(tempfile.TemporaryDirectory())
+        rev = None
+        if opts.rev is not None:
+            rev = exported(opts.rev, stack.enter_context(tempfile.TemporaryDirectory()))
+        # name, argv, goal, the arguments of this Python for -X importtime, whether nfacep's
+        commands = [(name, [sys.executable, *a], None, a, False) for name, a in anchors()]
         for name, args, goal in COMMANDS:
             args = [a.format(out=out) for a in args]
+            commands.append((name, nfacep + args, goal, PROBE + args, True))
+        for name, argv, goal, probe, ours in commands:
             for bytecode, env in environments(pycache):
-                timed(nfacep + args, env)  # warm-up: caches written, files read once
-                runs = [timed(nfacep + args, env) for _ in range(opts.repeat)]
-                cpu = statistics.median(r[0] for r in runs)
-                wall = statistics.median(r[1] for r in runs)
-                imports = ", ".join(
-                    f"{m} {us / 1000:.0f}" for m, us in top_imports(args, env, opts.top)
-                )
+                variants = [(name, argv, env)]
+                if rev is not None and ours:
+                    variants.append((f"{name} at {opts.rev}", argv, {**env, "PYTHONPATH": rev}))
                 goal_text = "" if goal is None else f"< {goal} s"
-                print(
-                    f"| {name} | {bytecode} | {cpu:.3f} s | {wall:.3f} s | {goal_text} "
-                    f"| {imports} |"
-                )
+                for (label, _, env), (cpu, wall) in zip(
+                    variants, runs_of(variants, opts.repeat), strict=True
+                ):
+                    imports = ", ".join(
+                        f"{m} {us / 1000:.0f}" for m, us in top_imports(probe, env, opts.top)
+                    )
+                    print(
+                        f"| {label} | {bytecode} | {cpu:.3f} s | {wall:.3f} s | {goal_text} "
+                        f"| {imports} |"
+                    )
 
 
 if __name__ == "__main__":

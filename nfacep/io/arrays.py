@@ -5,7 +5,8 @@ list (``pa.array``) or turned into numpy (``to_numpy``), which costs a command s
 ``nfacep match`` on a small file most of its start-up. These helpers do the same from the
 arrays' buffers: :func:`to_numpy` for arrays of numbers and booleans without nulls (anything
 else goes to pyarrow's ``to_numpy``, which keeps its meaning), :func:`strings` for a short
-list of strings (the value sets of ``is_in`` and ``index_in``).
+list of strings (the value sets of ``is_in`` and ``index_in``), and :func:`index_in` for the
+labels' codes without importing ``pyarrow.compute``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["strings", "to_numpy"]
+__all__ = ["index_in", "strings", "to_numpy"]
 
 #: numpy's dtype of each fixed-width arrow type read from its values buffer
 _DTYPES = {
@@ -64,3 +65,16 @@ def strings(values: Sequence[str]) -> pa.Array:
         len(data),
         [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data))],
     )
+
+
+def index_in(values: pa.Array, labels: Sequence[str]) -> pa.Array:
+    """``pyarrow.compute.index_in(values, value_set=strings(labels))``: each value's index
+    among ``labels``, null where it is none of them.
+
+    The same kernel called by name (``call_function``, which ``pyarrow.compute`` re-exports),
+    so that a CSV file whose fields the typed path reads does not import ``pyarrow.compute``:
+    that import wraps every one of pyarrow's kernels in a Python function with its docstring,
+    tens of milliseconds of every new process's CPU."""
+    from pyarrow._compute import SetLookupOptions, call_function
+
+    return call_function("index_in", [values], SetLookupOptions(value_set=strings(labels)))

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import DataError
 from ..lang.types import (
@@ -39,7 +38,7 @@ from ..lang.values import (
     parse_timestamp,
 )
 from ..schema import Schema
-from .arrays import strings, to_numpy
+from .arrays import index_in, strings, to_numpy
 from .tuples import EXCERPT, Location, Tuples, excerpt, where_row
 
 __all__ = ["FLOAT32_MAX", "first_invalid", "first_null", "from_table", "value_bytes"]
@@ -104,7 +103,7 @@ def _fast_strings(chunked: pa.ChunkedArray, ty: FieldType) -> np.ndarray | None:
         elif isinstance(ty, Float32Type):
             values = _plain_floats(chunk)
         elif isinstance(ty, EnumType):
-            idx = pc.index_in(chunk, value_set=strings(ty.labels))
+            idx = index_in(chunk, ty.labels)
             values = None if idx.null_count else to_numpy(idx).astype(np.int64)
         else:
             return None
@@ -121,6 +120,8 @@ def _fast_strings(chunked: pa.ChunkedArray, ty: FieldType) -> np.ndarray | None:
 def _plain_floats(chunk: pa.Array) -> np.ndarray | None:
     """FLOAT32 values of printable ASCII text without spaces, all finite: as the exact path
     makes them (there is nothing to trim); None for anything else."""
+    import pyarrow.compute as pc
+
     if not _bytes_within(chunk, 0x21, 0x7E):
         return None
     try:
@@ -183,6 +184,8 @@ def _from_strings(col: pa.Array, ty: FieldType, name: str, source: str | Locatio
 
 
 def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) -> np.ndarray:
+    import pyarrow.compute as pc
+
     if isinstance(ty, UIntType | IntType):
         ok = to_numpy(pc.match_substring_regex(col, _INT_RE))
         row = first_invalid(ok)
@@ -226,7 +229,7 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
             )
         return truthy
     if isinstance(ty, EnumType):
-        idx = pc.index_in(col, value_set=strings(ty.labels))
+        idx = index_in(col, ty.labels)
         if idx.null_count:
             row = first_null(idx)
             raise DataError(
@@ -299,6 +302,8 @@ def _plain_integers(col: pa.Array, ty: UIntType | IntType) -> np.ndarray | None:
     """The fast path of an integer column: when every value is ASCII digits only (with a
     leading '-' for INT), none empty and all in the type's range, its values; otherwise
     None, and the exact path (spaces, signs, wider digits) reads it or names its error."""
+    import pyarrow.compute as pc
+
     offsets, data = value_bytes(col)
     if not len(col) or not (np.diff(offsets) > 0).all():
         return None
@@ -347,6 +352,8 @@ def _first_out_of_range(texts: list[str], ty) -> int | None:
 
 def _ipv4_from_strings(col: pa.Array, name: str, source: str | Location) -> np.ndarray:
     """Dotted quads (blanks around them ignored, as around numbers) as 32-bit values."""
+    import pyarrow.compute as pc
+
     plain = pc.utf8_trim_whitespace(col)
     ok = to_numpy(pc.match_substring_regex(plain, f"^{IPV4_TEXT}$"))
     row = first_invalid(ok)
@@ -370,6 +377,8 @@ def _timestamps_from_strings(
     column-wise; a row that fails there (not ISO 8601, not a day, finer than the unit, at the
     ends of the range) is read alone by :func:`nfacep.lang.values.parse_timestamp`, which
     either gives its exact value or says what is wrong with it."""
+    import pyarrow.compute as pc
+
     plain = pc.utf8_trim_whitespace(col)
     found = pc.extract_regex(plain, f"^{TIMESTAMP_TEXT}$")
     n = len(col)

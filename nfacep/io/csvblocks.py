@@ -41,13 +41,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import DataError
 from ..lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
 from ..schema import Schema
 from . import csvfile
-from .arrays import strings, to_numpy
+from .arrays import index_in, to_numpy
 from .convert import from_table
 from .tuples import Location, Tuples
 
@@ -358,7 +357,7 @@ def _typed_chunks(table: pa.Table, schema: Schema) -> list[tuple[dict, int]] | N
         out = parts[f.name] = []
         for chunk in col.chunks:
             if isinstance(ty, EnumType) and pa.types.is_string(chunk.type):
-                index = pc.index_in(chunk, value_set=strings(ty.labels))
+                index = index_in(chunk, ty.labels)
                 if index.null_count:
                     return None
                 out.append(to_numpy(index))

@@ -9,7 +9,6 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import DataError
 from ..schema import Schema
@@ -169,6 +168,7 @@ def read_header(path: str, schema: Schema) -> tuple[list[str], int, bool]:
 
 def read_csv(path: str, schema: Schema) -> tuple[pa.Table, Location]:
     """The schema's columns of a CSV file as strings, and the path with its row→line map."""
+    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     header, data_start, more = read_header(path, schema)

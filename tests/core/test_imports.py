@@ -227,7 +227,16 @@ def test_check_loads_no_engine_package(tmp_path):
 NOT_FOR_MATCH = ("pandas", "amaranth", "pyspark", "numba")
 #: Nor the other commands' packages, the boards (``check --board``'s), or the installed
 #: packages' metadata (where the other commands are found): ``match`` is the module's own.
-NOT_FOR_MATCH_PACKAGES = (*OTHER_COMMANDS, "nfacep.boards", "nfacep.links", "importlib.metadata")
+#: Nor ``pyarrow.compute``, whose import wraps every kernel of pyarrow's in a Python function
+#: (tens of milliseconds of a new process's CPU): the typed path of a CSV file calls its one
+#: kernel by name (:func:`nfacep.io.arrays.index_in`), the text path imports it.
+NOT_FOR_MATCH_PACKAGES = (
+    *OTHER_COMMANDS,
+    "nfacep.boards",
+    "nfacep.links",
+    "importlib.metadata",
+    "pyarrow.compute",
+)
 
 
 def test_match_on_a_small_csv_loads_no_pandas(tmp_path):

@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from nfacep.lang import syntax
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -69,22 +71,33 @@ def test_unwritable_cache_builds_in_memory(tmp_path):
     assert list(tmp_path.iterdir()) == [blocker]
 
 
-def test_check_with_an_unwritable_cache_folder(tmp_path):
-    """``nfacep check`` with the bytecode folder (where the tables are kept) unusable: the
-    same output, no error, nothing on stderr."""
+@pytest.mark.parametrize("command", ["check", "explain"])
+def test_commands_with_a_clean_or_an_unwritable_cache_folder(tmp_path, command):
+    """``nfacep check`` and ``nfacep explain`` with the bytecode folder (where the tables are
+    kept) new and empty (the tables built and kept there, then loaded from it) and unusable (a
+    file where it would be; a read-only folder is no test when the tests run as root, whom
+    permissions do not stop): the same output as with the usual cache, no error, nothing on
+    stderr."""
     blocker = tmp_path / "file"
     blocker.write_text("")
+    clean = tmp_path / "clean"
     query = str(ROOT / "queries" / "marathon.sql")
-    runs = [
-        subprocess.run(
-            [sys.executable, "-W", "error", "-m", "nfacep.cli", "check", query],
-            env={**os.environ, **env},
+
+    def run(folder: pathlib.Path | None) -> str:
+        done = subprocess.run(
+            [sys.executable, "-W", "error", "-m", "nfacep.cli", command, query],
+            env={**os.environ, **({} if folder is None else {"PYTHONPYCACHEPREFIX": str(folder)})},
             capture_output=True,
             text=True,
         )
-        for env in ({"PYTHONPYCACHEPREFIX": str(blocker)}, {})
-    ]
-    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
-    assert runs[0].stderr == runs[1].stderr == ""
-    assert runs[0].stdout == runs[1].stdout
-    assert "query cheat" in runs[0].stdout
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        return done.stdout
+
+    first = run(clean)
+    (tables,) = clean.rglob("grammar.lalr.*")  # built and kept in the new folder
+    stamp = tables.stat().st_mtime_ns
+    assert run(clean) == first
+    assert tables.stat().st_mtime_ns == stamp  # loaded, not built again
+    assert run(blocker) == run(None) == first
+    assert sorted(tmp_path.iterdir()) == [clean, blocker]  # nothing written beside the file
+    assert "query cheat" in first
