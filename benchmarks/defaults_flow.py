@@ -37,6 +37,8 @@ import sys
 import tempfile
 import time
 
+from fabric import NFACEP
+
 QUERY = "queries/marathon.sql"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -44,7 +46,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def timed(argv: list[str], env: dict) -> tuple[float, str]:
     """Run ``nfacep ARGV``; its wall time and stderr (a failure stops the benchmark)."""
     started = time.monotonic()
-    cmd = [sys.executable, "-m", "nfacep.cli", *argv]
+    cmd = [*NFACEP, *argv]
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
     if r.returncode != 0:

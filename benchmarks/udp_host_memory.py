@@ -28,9 +28,10 @@ import tempfile
 import time
 import tomllib
 
+from fabric import NFACEP
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERY = ROOT / "queries" / "marathon.sql"
-NFACEP = [sys.executable, "-c", "import sys; from nfacep.cli import main; sys.exit(main())"]
 #: runs nfacep's command line, then writes the process's peak RSS (kB) to $NFACEP_HWM
 CODE = (
     "import os, sys\n"

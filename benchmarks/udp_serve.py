@@ -30,13 +30,13 @@ import re
 import select
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
+from fabric import NFACEP
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERY = ROOT / "queries" / "marathon.sql"
-NFACEP = [sys.executable, "-c", "import sys; from nfacep.cli import main; sys.exit(main())"]
 NAMESPACE, TAP = f"nfacep-bench-{os.getpid()}", "nfacep0"
 HOST_IP, BOARD_IP, BOARD_MAC = "192.0.2.1", "192.0.2.2", "02:00:5e:00:02:02"
 ADDRESSES = ["--ip", BOARD_IP, "--mac", BOARD_MAC]

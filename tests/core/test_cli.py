@@ -245,6 +245,21 @@ def test_ctrl_c_while_the_compiler_loads_is_an_interrupted_command(monkeypatch, 
     assert out.strip() == "[]"
 
 
+def test_python_dash_m_nfacep_is_the_command(tmp_path):
+    """``python -m nfacep`` runs the command as the ``nfacep`` script does: its exit code, its
+    output and its one-line errors."""
+    import subprocess
+    import sys
+
+    q, t, m = setup(tmp_path)
+    run = [sys.executable, "-m", "nfacep"]
+    done = subprocess.run([*run, "match", q, "--input", t, "--output", m], capture_output=True)
+    assert done.returncode == 0 and pathlib.Path(m).read_text().startswith("seq,")
+    bad = subprocess.run([*run, "check", str(tmp_path / "none.sql")], capture_output=True)
+    assert bad.returncode == 2 and bad.stderr.decode().startswith("nfacep: ")
+    assert b"Traceback" not in bad.stderr
+
+
 def test_names_in_another_case_are_the_declared_ones(tmp_path, capsys):
     """Issue 27: R and Hot are r and hot (SQL's unquoted names ignore case). They used to be
     undefined, true for every tuple: the query reported seq 2 and 5, noise, with nothing but a
