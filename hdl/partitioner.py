@@ -14,13 +14,7 @@ from amaranth.hdl import Const, Module, Mux, Shape, ShapeLike, Signal, Value, Va
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = [
-    "BREAK_HINT",
-    "BREAK_SWAP",
-    "StreamPartitioner",
-    "check_store_arguments",
-    "store_signature",
-]
+__all__ = ["BREAK_HINT", "StreamPartitioner", "check_store_arguments", "store_signature"]
 
 
 #: Test-only: the windows' hint worked out a stage before the update broken on purpose, so
@@ -28,13 +22,6 @@ __all__ = [
 #: is always that of the element at the last stage before the swap, even when the swap moves
 #: the one before it there. ``None`` (always, outside those tests): nothing broken.
 BREAK_HINT: str | None = None
-
-#: Test-only: the swap decision registered a stage early broken on purpose, so that the tests
-#: show they catch it. ``"unswapped"``: the decision for stage ``s`` takes whether the
-#: candidate is free from the element at ``s`` before the token at ``s - 1`` swaps, even when
-#: that swap moves another element there. ``None`` (always, outside those tests): nothing
-#: broken.
-BREAK_SWAP: str | None = None
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -284,7 +271,6 @@ class _SwapPipeline:
         self.advance = Signal()
         m.d.comb += self.advance.eq(~part.o_stream.valid | part.o_stream.ready)
         # Per stage: the token's candidate pe[s] holds its key; pe[s+1] does; the swap decision
-        # (with depth >= 2 a register, 1 only while a token is at the stage)
         self.candidate_hit = [Signal(name=f"st{i}_candidate_hit") for i in range(depth)]
         self.following_hit = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
         self.swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
@@ -357,62 +343,38 @@ class _SwapPipeline:
         return tick_now
 
     def look_up(self) -> None:
-        """The swap decisions and the hit bits they are made of, registered one stage early
-        when ``depth >= 2`` (PARTITIONER.md, "Key lookups one cycle early" and "The swap
-        decision one cycle early")."""
+        """The swap decisions, from hit bits registered one stage early when ``depth >= 2``
+        (PARTITIONER.md, "Key lookups one cycle early")."""
         m, elements, last = self.m, self.elements, self.last
         candidate_hit, following_hit = self.candidate_hit, self.following_hit
+        for stage in range(self.depth - 1):
+            m.d.comb += self.swaps[stage].eq(
+                candidate_hit[stage] | (~elements[stage].occupied & ~following_hit[stage])
+            )
+        m.d.comb += self.last_dropped.eq(elements[last].occupied & ~candidate_hit[last])
+
         if self.depth == 1:
             m.d.comb += candidate_hit[0].eq(
                 elements[0].occupied & _key_equal(elements[0].key, self.tokens[0].key)
             )
-            m.d.comb += self.last_dropped.eq(elements[0].occupied & ~candidate_hit[0])
             return
-        m.d.comb += self.last_dropped.eq(elements[last].occupied & ~candidate_hit[last])
         # the next values are computed outside the advance condition, as plain expressions;
         # only the registers' updates wait for it
-        candidate_next = [elements[0].occupied & _key_equal(elements[0].key, self.head.key)]
         following_next = [self._will_hold(1, self.head.key, "st0_following_next")]
-        for stage in range(1, self.depth):
-            candidate_next.append(candidate_hit[stage - 1] | following_hit[stage - 1])
-            if stage < last:
-                following_next.append(
-                    self._will_hold(
-                        stage + 1, self.tokens[stage - 1].key, f"st{stage}_following_next"
-                    )
-                )
-        swap_next = [
-            self._swap_next(stage, candidate_next[stage], following_next[stage])
-            for stage in range(last)
-        ]
-        with m.If(self.advance):
-            for stage in range(self.depth):
-                m.d.sync += candidate_hit[stage].eq(candidate_next[stage])
-            for stage in range(last):
-                m.d.sync += [
-                    following_hit[stage].eq(following_next[stage]),
-                    self.swaps[stage].eq(swap_next[stage]),
-                ]
-
-    def _swap_next(self, stage, candidate_next, following_next) -> Signal:
-        """The swap decision (Figure 8: a hit, else a free candidate, moves ahead) of the token
-        that will be at ``stage`` after this cycle, from its hit bits for that stage and
-        whether its candidate will be free; 0 when no token will be there."""
-        m, elements = self.m, self.elements
-        if stage == 0:
-            # the token is in the head register: no token is at stage 0, pe[0] stays
-            valid, occupied = self.head_valid, elements[0].occupied
-        else:
-            valid = self.token_valid[stage - 1]
-            # pe[stage] will be what the token at stage - 1 carries ahead
-            occupied = Mux(
-                self.swaps[stage - 1], elements[stage - 1].occupied, elements[stage].occupied
+        for stage in range(1, last):
+            following_next.append(
+                self._will_hold(stage + 1, self.tokens[stage - 1].key, f"st{stage}_following_next")
             )
-            if BREAK_SWAP == "unswapped":
-                occupied = elements[stage].occupied
-        swap = Signal(name=f"st{stage}_swap_next")
-        m.d.comb += swap.eq(valid & (candidate_next | (~occupied & ~following_next)))
-        return swap
+        with m.If(self.advance):
+            m.d.sync += candidate_hit[0].eq(
+                elements[0].occupied & _key_equal(elements[0].key, self.head.key)
+            )
+            for stage in range(1, self.depth):
+                m.d.sync += candidate_hit[stage].eq(
+                    candidate_hit[stage - 1] | following_hit[stage - 1]
+                )
+            for stage in range(last):
+                m.d.sync += following_hit[stage].eq(following_next[stage])
 
     def _will_hold(self, position, key, name):
         """Whether pe[position] holds ``key`` after this cycle's swaps (position >= 1)."""
@@ -446,31 +408,23 @@ class _SwapPipeline:
 
     def swap(self) -> None:
         """The swap stages (Figure 8, lines 3-8): a hit, else a free candidate, moves ahead
-        with the token; the element left behind is aged by the token's tick. Keys and states
-        change only when a token swaps, so their flip-flops' enables are the swap decisions
-        of the two stages that can move them."""
+        with the token; the element left behind is aged by the token's tick."""
         m, elements = self.m, self.elements
         for stage in range(self.depth - 1):
             candidate, following = elements[stage], elements[stage + 1]
-            swap = self.swaps[stage]
             behind = Signal(self.layout, name=f"st{stage}_behind")
-            with m.If(swap):
-                m.d.comb += behind.eq(following)
+            ahead = Signal(self.layout, name=f"st{stage}_ahead")
+            with m.If(self.swaps[stage]):
+                m.d.comb += [behind.eq(following), ahead.eq(candidate)]
             with m.Else():
-                m.d.comb += behind.eq(candidate)
+                m.d.comb += [behind.eq(candidate), ahead.eq(following)]
             behind_aged = self.aged(
                 behind, self.tick(self.tokens[stage]), name=f"st{stage}_behind_aged"
             )
-            with m.If(self.advance & swap):
-                m.d.sync += [
-                    candidate.key.eq(following.key),
-                    candidate.state.eq(following.state),
-                    following.eq(candidate),
-                ]
             with m.If(self.advance & self.token_valid[stage]):
                 m.d.sync += [
-                    candidate.occupied.eq(behind_aged.occupied),
-                    candidate.timer.eq(behind_aged.timer),
+                    elements[stage].eq(behind_aged),
+                    elements[stage + 1].eq(ahead),
                 ]
 
     def hint_ahead(self) -> None:
