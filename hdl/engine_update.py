@@ -32,8 +32,7 @@ def store_update(nfa: Nfa):
     (:class:`~.table.TablePartitioner`); it takes ``ahead``, the payloads of operations
     behind it, for which it also returns that hint of the state it stores (in the parts of
     :func:`~.nfa_windows.ahead_layout`, ``ahead_width`` bits, which ``settle(m, parts)``
-    makes a hint of once the store has registered them; ``low=False`` leaves the low halves
-    of their comparisons out, a broken path for the tests), and ``gaps``, for
+    makes a hint of once the store has registered them), and ``gaps``, for
     each of them the part of that hint two payloads alone decide, which ``gap`` (of
     ``gap_width`` bits, :func:`~.nfa_windows.window_gap`) works out, and ``ahead_state``, a
     copy of the state the store keeps in a register of its own, which those hints are then
@@ -120,8 +119,8 @@ def _window_hooks(nfa: Nfa, nfa_bits: int, update) -> None:
     def gap(mod, earlier, later):
         return window_gap(mod, nfa, earlier.times, later.times)
 
-    def settle(mod, parts, low=True):
-        return settled_hint(mod, nfa, parts, low=low)
+    def settle(mod, parts):
+        return settled_hint(mod, nfa, parts)
 
     update.prepare = prepare
     update.hint_width = window.size

@@ -37,7 +37,7 @@ from .nfa_layout import (
     times_layout,
     window_layout,
 )
-from .nfa_windows import ahead_layout, window_gap, window_hint, young_term
+from .nfa_windows import _young, ahead_layout, window_gap, window_hint
 from .stream import StreamBuffer
 
 __all__ = ["NfaMatcher", "finish_result", "matcher_signature", "next_state"]
@@ -230,9 +230,8 @@ class _NextState:
         """The :func:`ahead_layout` parts of the :func:`window_hint` of the stored state
         against the times ``ahead``, from the stored state: a state's start is that of the
         predecessor it takes it from, so each predecessor's start is compared with
-        ``ahead``'s time beside the choice, in halves, the choice and the comparisons' pieces
-        of each one term (:func:`~.nfa_windows.young_term`; the last time after this tuple is
-        this tuple's: ``far`` is the
+        ``ahead``'s time beside the choice, and the choice and the comparison of each are one
+        term (the last time after this tuple is this tuple's: ``far`` is the
         :func:`window_gap` of the two tuples, ``gap`` when given)."""
         nfa, m = self.nfa, self.m
         if not isinstance(ahead, data.View):
@@ -240,11 +239,11 @@ class _NextState:
         parts = Signal(ahead_layout(nfa), name=f"{self.prefix}ahead{k}")
         if gap is None:
             gap = window_gap(m, nfa, self.times, ahead, f"{self.prefix}ahead{k}_")
-        m.d.comb += [parts.far.eq(gap), parts.wraps.eq(ahead.wraps)]
+        m.d.comb += parts.far.eq(gap)
         for i in sorted(self.aged, key=int):
             q = nfa.queries[nfa.states[int(i)].query]
             terms = [
-                young_term(m, ahead, q, self.stored_time(j, q), win, f"{win.name}_ahead{k}")
+                win & _young(ahead, q, self.stored_time(j, q))
                 for j, win in chosen.get(int(i), {}).items()
             ]
             if terms:

@@ -6,22 +6,14 @@ registers before it settles them (:func:`ahead_layout`, :func:`settled_hint`).""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import data
 
 from nfacep.nfa import Nfa
 
 from .nfa_layout import aged_states, low_bits, state_layout, times_layout, window_layout
 
-__all__ = [
-    "SPLIT",
-    "TERM",
-    "ahead_layout",
-    "settled_hint",
-    "window_gap",
-    "window_hint",
-    "young_term",
-]
+__all__ = ["ahead_layout", "settled_hint", "window_gap", "window_hint"]
 
 
 def _young(times, q, start: Value) -> Value:
@@ -35,57 +27,6 @@ def _young(times, q, start: Value) -> Value:
     oldest = Value.cast(times.oldest[str(q.index)])
     after, before = start >= oldest, start <= now
     return Mux(times.wraps[str(q.index)], after | before, after & before)
-
-
-#: a comparison ``a >= b`` of two starts' widths in halves side by side (:func:`_at_least`):
-#: the low halves' (``low``), and the high halves' with and without equality (``high``,
-#: ``high_strict``); ``a >= b`` is ``high`` when ``low`` is set, else ``high_strict``
-SPLIT = data.StructLayout({"low": 1, "high": 1, "high_strict": 1})
-
-#: a predecessor's term of the hint ahead, in pieces: its choice (``win``) and its start's
-#: two comparisons (:func:`_young`'s), each split (:data:`SPLIT`)
-TERM = data.StructLayout({"win": 1, "after": SPLIT, "before": SPLIT})
-
-
-def _at_least(m: Module, a: Value, b: Value, name: str) -> Signal:
-    """``a >= b`` (of a start's width) as :data:`SPLIT` pieces: three comparisons of half the
-    width side by side, which a store registers before they are put together
-    (:func:`_settled_term`), so that no carry chain spans the whole width before it."""
-    low = len(a) // 2
-    split = Signal(SPLIT, name=name)
-    m.d.comb += [
-        split.low.eq(a[:low] >= b[:low]),
-        split.high.eq(a[low:] >= b[low:]),
-        split.high_strict.eq(a[low:] > b[low:]),
-    ]
-    return split
-
-
-def young_term(m: Module, times, q, start: Value, win: Value, name: str) -> Signal:
-    """A predecessor's :data:`TERM` of the hint ahead: its choice ``win`` and :func:`_young`'s
-    two comparisons of its ``start`` against the later tuple's ``times``, split."""
-    k = len(start)
-    now = low_bits(times.at[q.order_field], k)
-    oldest = Value.cast(times.oldest[str(q.index)])
-    term = Signal(TERM, name=name)
-    m.d.comb += [
-        term.win.eq(win),
-        term.after.eq(_at_least(m, start, oldest, f"{name}_after")),
-        term.before.eq(_at_least(m, now, start, f"{name}_before")),
-    ]
-    return term
-
-
-def _settled_term(term, wraps: Value, low: bool) -> Value:
-    """Whether a :data:`TERM` holds: chosen, and its start young (:func:`_young`'s two
-    comparisons put together from their halves; ``low=False``: the low halves left out, a
-    broken path the tests catch)."""
-
-    def whole(split):
-        return Mux(split.low, split.high, split.high_strict) if low else split.high
-
-    after, before = whole(term.after), whole(term.before)
-    return term.win & Mux(wraps, after | before, after & before)
 
 
 def _far(times, last, q) -> Value:
@@ -141,38 +82,28 @@ def window_hint(m: Module, nfa: Nfa, state: Value, times: Value, prefix: str = "
 def ahead_layout(nfa: Nfa) -> data.StructLayout | None:
     """The hint of a state being made against a later tuple's times, as the update works it
     out beside itself (``next_state(ahead=...)``), before the last gates: ``far``, as the
-    :func:`window_layout`'s, ``wraps``, the later tuple's (by query index, as in
-    :func:`times_layout`), and ``terms``, for each state of :func:`aged_states` that has
-    predecessors, a :data:`TERM` per predecessor (in index order): whether the state takes
-    its start from that predecessor, and that start's comparisons with the later time in
-    halves (:func:`young_term`). A store registers these right after the comparisons and
-    settles them (:func:`settled_hint`) after the register. ``None`` without windows."""
+    :func:`window_layout`'s, and ``terms``, for each state of :func:`aged_states` that has
+    predecessors, a bit per predecessor (in index order): the state takes its start from that
+    predecessor and that start is young at the later time. A store registers these right
+    after the comparisons and settles them (:func:`settled_hint`) after the register.
+    ``None`` without windows."""
     window = window_layout(nfa)
     if window is None:
         return None
     terms = {
-        str(i): data.ArrayLayout(TERM, len(nfa.states[i].activation))
-        for i in aged_states(nfa)
-        if nfa.states[i].activation
+        str(i): len(nfa.states[i].activation) for i in aged_states(nfa) if nfa.states[i].activation
     }
-    far = window.members["far"]
-    return data.StructLayout({"far": far, "wraps": far, "terms": data.StructLayout(terms)})
+    return data.StructLayout({"far": window.members["far"], "terms": data.StructLayout(terms)})
 
 
-def settled_hint(m: Module, nfa: Nfa, parts: Value, prefix: str = "", low: bool = True) -> Signal:
+def settled_hint(m: Module, nfa: Nfa, parts: Value, prefix: str = "") -> Signal:
     """The :func:`window_layout` hint of :func:`ahead_layout` ``parts``: a state's run is
-    live iff any of its terms holds (its chosen predecessor's start is young, the halves of
-    its comparisons put together here). ``low=False`` leaves the low halves out: a broken
-    path, for the tests only."""
+    live iff any of its terms is set (its chosen predecessor's start is young)."""
     layout = ahead_layout(nfa)
     parts = layout(parts)
     hint = Signal(window_layout(nfa), name=f"{prefix}settled")
     m.d.comb += hint.far.eq(parts.far)
     for i in aged_states(nfa):
         if str(i) in layout.members["terms"].members:
-            q = nfa.queries[nfa.states[i].query]
-            wraps = parts.wraps[str(q.index)]
-            terms = parts.terms[str(i)]
-            held = [_settled_term(terms[j], wraps, low) for j in range(len(terms))]
-            m.d.comb += hint.live[str(i)].eq(Cat(held).any())
+            m.d.comb += hint.live[str(i)].eq(Value.cast(parts.terms[str(i)]).any())
     return hint

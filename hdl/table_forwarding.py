@@ -35,8 +35,7 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: operation's row, compared a cycle before, is compared with the row of the operation a stage
 #: ahead; ``"bank row"``: in a direct table spread over the device, each bank's copy of the read
 #: row (``TablePartitioner._bank_copies``) is loaded at every edge, stalls included, not as the
-#: register it copies; ``"split hint"``: the update's hint for stage 3's operation, registered
-#: with its comparisons in halves (``s4_hint_ahead``), is put together without the low halves.
+#: register it copies.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 

@@ -251,9 +251,7 @@ class _Stages(StampStages, Forwarding):
         self.u_late = Signal(name="s4_hint_late")
         self.u_late_hint = Signal(width, name="s4_late_hint")
         hint = Signal(width, name="s4_hint_taken")
-        # the update's hint registered in pieces, its comparisons in halves, put together here
-        low = table_forwarding.BREAK_FORWARDING != "split hint"
-        settled = table._update.settle(m, self.u_ahead, low=low)
+        settled = table._update.settle(m, self.u_ahead)
         m.d.comb += hint.eq(
             Mux(self.u_new, settled, Mux(self.u_late, self.u_late_hint, self.u_hint))
         )

@@ -1280,21 +1280,6 @@ def follow_data():
 
 
 @pytest.mark.parametrize("timers", [False, True])
-def test_windows_hint_ahead_in_halves_without_the_low_ones_is_caught(monkeypatch, timers):
-    """The update's hint for the next tuple of the partition is registered with each start's
-    comparisons in halves (a 4-bit start here, two and two) and put together after the
-    register; put together from the high halves alone (a broken path) it judges a start one
-    below the oldest live one live, and a run ended a window after it began matches."""
-    from nfacep.hdl import table_forwarding
-
-    timed = {"tick_tuples": 100, "timer_bits": 4} if timers else {}
-    params = {"partitions": 4, "store": "table", "gap": 0, "stall": 0, **timed}
-    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "split hint")
-    with pytest.raises(AssertionError):
-        check(wrap_query(), follow_data()[0], **params)
-
-
-@pytest.mark.parametrize("timers", [False, True])
 def test_windows_hint_ahead_at_the_boundary_behind_each_path(timers):
     """A run ended a window after it began, right behind a tuple of its key at which it was
     still live, does not match, and one ended a window minus one after does, whatever path
