@@ -230,9 +230,8 @@ class _NextState:
         """The :func:`ahead_layout` parts of the :func:`window_hint` of the stored state
         against the times ``ahead``, from the stored state: a state's start is that of the
         predecessor it takes it from, so each predecessor's start is compared with
-        ``ahead``'s time beside the choice (in halves side by side, so that no carry chain
-        spans a start's width), and the choice and the comparison of each are one term (the
-        last time after this tuple is this tuple's: ``far`` is the
+        ``ahead``'s time beside the choice, and the choice and the comparison of each are one
+        term (the last time after this tuple is this tuple's: ``far`` is the
         :func:`window_gap` of the two tuples, ``gap`` when given)."""
         nfa, m = self.nfa, self.m
         if not isinstance(ahead, data.View):
@@ -244,7 +243,7 @@ class _NextState:
         for i in sorted(self.aged, key=int):
             q = nfa.queries[nfa.states[int(i)].query]
             terms = [
-                win & _young(ahead, q, self.stored_time(j, q), halves=True)
+                win & _young(ahead, q, self.stored_time(j, q))
                 for j, win in chosen.get(int(i), {}).items()
             ]
             if terms:

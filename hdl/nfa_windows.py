@@ -16,29 +16,17 @@ from .nfa_layout import aged_states, low_bits, state_layout, times_layout, windo
 __all__ = ["ahead_layout", "settled_hint", "window_gap", "window_hint"]
 
 
-def _young(times, q, start: Value, halves: bool = False) -> Value:
+def _young(times, q, start: Value) -> Value:
     """Whether a run of windowed query ``q`` that began at ``start`` (low bits of its ORDER
     BY value) is less than the window before the tuple of ``times``, when it is less than
     twice the window before (:func:`start_bits`): ``start`` lies between the tuple's
     ``oldest`` and its own low bits, modulo their width (:func:`times_layout`), two
-    comparisons side by side and no subtraction before them; with ``halves``, each in halves
-    (:func:`_at_least`)."""
+    comparisons side by side and no subtraction before them."""
     k = len(start)
     now = low_bits(times.at[q.order_field], k)
     oldest = Value.cast(times.oldest[str(q.index)])
-    if halves:
-        after, before = _at_least(start, oldest), _at_least(now, start)
-    else:
-        after, before = start >= oldest, start <= now
+    after, before = start >= oldest, start <= now
     return Mux(times.wraps[str(q.index)], after | before, after & before)
-
-
-def _at_least(a: Value, b: Value) -> Value:
-    """``a >= b`` from three comparisons of half the width side by side, no carry chain over
-    the whole width: the high halves' with equality when the low halves' holds, else
-    without."""
-    low = len(a) // 2
-    return Mux(a[:low] >= b[:low], a[low:] >= b[low:], a[low:] > b[low:])
 
 
 def _far(times, last, q) -> Value:
