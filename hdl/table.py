@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Shape, ShapeLike, Signal, Value, ValueLike
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value, ValueLike
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
@@ -469,9 +469,33 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
                 w_entry.eq(written),
                 w_en.eq(Cat(store & (way == b) for b in range(banks))),
             ]
+        rows = [w_row] * banks
+        if self._bank_copies:
+            rows = self._bank_write_rows(m, ctx, chain[-1][3], clearing, sweep)
         for b, wp in enumerate(write_ports):
-            m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
+            m.d.comb += [wp.addr.eq(rows[b]), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
         return t, t_valid, hit, dropped, result
+
+    def _bank_write_rows(self, m, ctx, s2_row, clearing, sweep):
+        """With :attr:`_bank_copies`, each bank's write row, a register of its own
+        (:func:`~nfacep.hdl.bram.register_copy`) loaded as the one write row is, from copies
+        of their own of stage 3's and stage 4's rows (loaded as those are), so that neither
+        the register of stage 4's row (one with the output record's key) nor one register for
+        every bank drives the write port's copies beside the blocks (``BREAK_FORWARDING =
+        "write row"``: the copies of the rows loaded at every edge, stalls included)."""
+        en = Const(1) if table_forwarding.BREAK_FORWARDING == "write row" else ctx.advance
+        row3 = register_copy(m, ctx.platform, s2_row, en, "write_row3")
+        row4 = register_copy(m, ctx.platform, row3, en, "write_row4")
+        return [
+            register_copy(
+                m,
+                ctx.platform,
+                Mux(clearing, sweep, row4),
+                clearing | ctx.advance,
+                f"bank{b}_write_row",
+            )
+            for b in range(self._banks)
+        ]
 
     def _result_register(self, m, advance, t, t_valid, hit, dropped, result):
         """With ``result_stage``: the record leaving stage 4 registered once more (``s5``)

@@ -37,7 +37,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: row (``TablePartitioner._bank_copies``) is loaded at every edge, stalls included, not as the
 #: register it copies; ``"choice select"``: in a direct table with a wide state, the select bit
 #: of the bank the row read is taken from (``_direct_selects``) is not cleared when stage 4
-#: writes the tuple's entry.
+#: writes the tuple's entry; ``"write row"``: in a direct table spread over the device, the
+#: copies of stage 3's and stage 4's rows that each bank's write row is loaded from
+#: (``TablePartitioner._bank_write_rows``) are loaded at every edge, stalls included.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 

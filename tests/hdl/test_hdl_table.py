@@ -714,12 +714,13 @@ def test_spread_table_against_model(monkeypatch, entries, ways, key_width, gap, 
 
 
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.3), (0.3, 0.0), (0.3, 0.3)])
-@pytest.mark.parametrize("broken", [None, "bank row"])
+@pytest.mark.parametrize("broken", [None, "bank row", "write row"])
 def test_spread_direct_table_bank_copies_against_model(monkeypatch, gap, stall, broken):
     # A direct table spread over the device, without timers, reads each bank at a copy of
-    # its own of the read row, loaded as stage 1's register is: the records are the model's,
-    # stalls included, and with those copies loaded at every edge (stalls included) they are
-    # not.
+    # its own of the read row, loaded as stage 1's register is, and writes it at a write row
+    # of its own, loaded from copies of stage 3's and stage 4's rows: the records are the
+    # model's, stalls included, and with the read row's copies, or the copies of those rows,
+    # loaded at every edge (stalls included) they are not.
     from nfacep.hdl import table
 
     monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
