@@ -247,11 +247,11 @@ class Forwarding:
                 Signal(name=f"s2_cand_valid{b}"),
                 Signal(width, name=f"s2_cand_state{b}"),
             ]
-            # a table spread over the device (``spread``: but with the windows' hints) takes
-            # the match, live and valid bits of its row read through the last gate only: those
-            # of the newest write in flight per way, and whether there is one, are worked out
-            # from registers apart (kept, as their own cones), so that the route from a far
-            # block meets one gate before the registers (``pre_match``'s among them, for stage
+            # a table spread over the device or with PREV's split comparisons (``spread``: but
+            # with the windows' hints) takes the match, live and valid bits of its row read
+            # through the last gate only: those of the newest write in flight per way, and
+            # whether there is one, are worked out from registers apart (kept, as their own
+            # cones), so that the route from a far block meets one gate before the registers (``pre_match``'s among them, for stage
             # 3's copies); with a wide state (more than :data:`_WIDE_STATE` bits) stage 4's
             # write (``newest_rel``, from stage 3's decision) is kept out of them too and meets
             # them in that gate (measured better at both seeds for ``start_seq``, not for
