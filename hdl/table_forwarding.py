@@ -251,12 +251,13 @@ class Forwarding:
             # with the windows' hints) takes the match, live and valid bits of its row read
             # through the last gate only: those of the newest write in flight per way, and
             # whether there is one, are worked out from registers apart (kept, as their own
-            # cones), so that the route from a far block meets one gate before the registers (``pre_match``'s among them, for stage
-            # 3's copies); with a wide state (more than :data:`_WIDE_STATE` bits) stage 4's
-            # write (``newest_rel``, from stage 3's decision) is kept out of them too and meets
-            # them in that gate (measured better at both seeds for ``start_seq``, not for
-            # PREV's 42 bits: benchmarks/PAPER_FIGURES.md); the state is chosen as before, the
-            # row read last in the chain
+            # cones), so that the route from a far block meets one gate before the registers
+            # (``pre_match``'s among them, for stage 3's copies); with a wide state (more than
+            # :data:`_WIDE_STATE` bits) stage 4's write (``newest_rel``, from stage 3's
+            # decision) is kept out of them too and meets them in that gate (measured better at
+            # both seeds for ``start_seq``, not for PREV's 42 bits:
+            # benchmarks/PAPER_FIGURES.md); the state is chosen as before, the row read last in
+            # the chain
             late = 3 if self.spread else 0
             apart = int(width > _WIDE_STATE)  # stage 4's write kept out of the forwarded bits
             forwarded = [
