@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, ShapeLike, Signal, Value, ValueLike
+from amaranth.hdl import Cat, Const, Module, Shape, ShapeLike, Signal, Value, ValueLike
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
@@ -481,19 +481,20 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         (:func:`~nfacep.hdl.bram.register_copy`) loaded as the one write row is, from copies
         of their own of stage 3's and stage 4's rows (loaded as those are), so that neither
         the register of stage 4's row (one with the output record's key) nor one register for
-        every bank drives the write port's copies beside the blocks (``BREAK_FORWARDING =
-        "write row"``: the copies of the rows loaded at every edge, stalls included)."""
+        every bank drives the write port's copies beside the blocks. While clearing, the copy
+        of stage 4's row holds the sweep's row of the next edge (after a reset, the first), so
+        that the banks' registers take it as it is, no multiplexer of their own
+        (``BREAK_FORWARDING = "write row"``: the copies of the rows loaded at every edge,
+        stalls included)."""
         en = Const(1) if table_forwarding.BREAK_FORWARDING == "write row" else ctx.advance
         row3 = register_copy(m, ctx.platform, s2_row, en, "write_row3")
-        row4 = register_copy(m, ctx.platform, row3, en, "write_row4")
+        row4 = Signal(len(row3), name="write_row4")
+        with m.If(clearing):
+            m.d.sync += row4.eq(sweep + 1)
+        with m.Elif(en):
+            m.d.sync += row4.eq(row3)
         return [
-            register_copy(
-                m,
-                ctx.platform,
-                Mux(clearing, sweep, row4),
-                clearing | ctx.advance,
-                f"bank{b}_write_row",
-            )
+            register_copy(m, ctx.platform, row4, clearing | ctx.advance, f"bank{b}_write_row")
             for b in range(self._banks)
         ]
 

@@ -590,17 +590,24 @@ def test_long_output_stall_loses_nothing():
 
 @pytest.mark.parametrize(
     ("entries", "ways", "key_width", "copies"),
-    [(8, 2, 16, False), (16, 4, 4, False), (16, 4, 4, True)],
+    [(8, 2, 16, False), (16, 4, 4, False), (16, 4, 4, True), (16, 4, 4, "spread")],
 )
-def test_reset_empties_the_table(entries, ways, key_width, copies):
+def test_reset_empties_the_table(monkeypatch, entries, ways, key_width, copies):
     # Fill the table, reset it (as the board link's RESET does, with ResetInserter), run
     # again: the second run sees an empty table, and the counters start from zero (with the
     # banks' port copies, a direct table's input waits for the sweep on a register of its
-    # own, ``opened``, which the reset clears too).
+    # own, ``opened``, which the reset clears too; spread over the device, its banks' write
+    # rows take the sweep's row from the copy of stage 4's row, which the reset sets to the
+    # first).
+    from nfacep.hdl import table
+
+    if copies == "spread":
+        monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
     rng = random.Random(11)
     pool = [rng.randrange(1 << key_width) for _ in range(entries + 4)]
     batches = [random_tuples(rng, bursty_keys(rng, 60, pool)) for _ in range(2)]
-    dut = make_table(entries=entries, ways=ways, key_width=key_width, copies=copies)
+    dut = make_table(entries=entries, ways=ways, key_width=key_width, copies=bool(copies))
+    assert dut._bank_copies == (copies == "spread")
     reset = Signal(name="link_reset")
     collected, counters = [], []
 
