@@ -35,9 +35,7 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: operation's row, compared a cycle before, is compared with the row of the operation a stage
 #: ahead; ``"bank row"``: in a direct table spread over the device, each bank's copy of the read
 #: row (``TablePartitioner._bank_copies``) is loaded at every edge, stalls included, not as the
-#: register it copies; ``"choice select"``: in a direct table with a wide state, the select bit
-#: of the bank the row read is taken from (``_direct_selects``) is not cleared when stage 4
-#: writes the tuple's entry; ``"write row"``: in a direct table spread over the device, the
+#: register it copies; ``"write row"``: in a direct table spread over the device, the
 #: copies of stage 3's and stage 4's rows that each bank's write row is loaded from
 #: (``TablePartitioner._bank_write_rows``) are loaded at every edge, stalls included.
 #: ``None`` (always, outside those tests): nothing broken.
@@ -433,46 +431,26 @@ class Forwarding:
         write going to the tuple's row and its being the tuple's key, each one bit combined
         as it is loaded, and stage 3's way: at most one way is stage 4's, so the state found
         is stage 4's new one, or else the OR of the ways the tuple's key is found in that
-        stage 4 does not overwrite (a gate per way and two per bit). In a direct table the
-        copies hold a select bit per candidate instead (:meth:`_direct_selects`)."""
+        stage 4 does not overwrite (a gate per way and two per bit)."""
         m, width = self.m, len(found)
-        if self.direct:
-            sources = self._direct_selects(*decision)
-        else:
-            sources = (*decision, Cat(self.pre_match_next), self.s2_bank)
+        sources = (*decision, Cat(self.pre_match_next), self.s2_bank)
         size = _WIDE_CHUNK if width > _WIDE_STATE else _STATE_CHUNK
         for k, lo in enumerate(range(0, width, size)):
             hi = min(width, lo + size)
             q = register_copy(m, self.platform, Cat(*sources), self.advance, f"s3_choice{k}")
-            if self.direct:  # stage 4's new state, then each bank's
-                chunk = [Mux(q[0], new_state[lo:hi], 0)]
-                chunk += [Mux(q[1 + b], pre_state[b][lo:hi], 0) for b in range(self.banks)]
-                m.d.comb += found[lo:hi].eq(_or_all(chunk))
-                continue
             parts, at = [], 0
             for source in sources:
                 parts.append(q[at : at + len(Value.cast(source))])
                 at += len(Value.cast(source))
-            written, ours, uw, pm, _ = parts
+            written, ours, uw, pm, tb = parts
+            if self.direct:  # the tuple's own bank only
+                written = written & (uw == tb)
+                pm = pm & Cat(tb == b for b in range(self.banks))
             chunk = [Mux(written & ours, new_state[lo:hi], 0)]
             for b in range(self.banks):
                 kept = pm[b] & ~(written & (uw == b))
                 chunk.append(Mux(kept, pre_state[b][lo:hi], 0))
             m.d.comb += found[lo:hi].eq(_or_all(chunk))
-
-    def _direct_selects(self, written, ours, way):
-        """:meth:`_found_groups`' sources in a direct table, where stage 3's way and store are
-        registers (its bank, its validity): whether the state found is stage 4's new one, and
-        for each bank whether it is that bank's candidate (the row read, or a write before
-        stage 4's), worked out as the copies are loaded, the row read's match the last input,
-        so that stage 3 chooses each bit with one select bit per candidate
-        (``BREAK_FORWARDING = "choice select"``: a bank's select not cleared when stage 4
-        writes the tuple's entry)."""
-        bank = self.s2_bank
-        here = written & (way == bank)  # stage 4's write goes to the tuple's entry
-        cleared = Const(0) if BREAK_FORWARDING == "choice select" else here
-        kept = Cat(m & (bank == b) & ~cleared for b, m in enumerate(self.pre_match_next))
-        return here & ours, kept
 
     def _next_relation(self, key, t_row, s2_key, s2_row):
         """Whether stage 3's operation and the one a stage before it (``s2``) have the same

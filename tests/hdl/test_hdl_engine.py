@@ -1026,30 +1026,6 @@ def test_prev_table_compares_the_rows_early(monkeypatch, partitions, seed):
         check(nfa, data, partitions=partitions, store="table", ways=4, seed=seed)
 
 
-@pytest.mark.parametrize("spread", [False, True])
-@pytest.mark.parametrize("broken", [None, "choice select"])
-def test_prev_direct_choice_selects(monkeypatch, spread, broken):
-    """A direct table chooses a wide state found (PREV's history) with a select bit per
-    candidate, worked out as stage 3's copies are loaded: exact, spread or not, and with a
-    bank's select left set when stage 4 writes the tuple's entry (a broken forwarding path)
-    the matches differ from the reference's."""
-    from nfacep.hdl import table, table_forwarding
-
-    if spread:
-        monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
-    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
-    nfa = nfacep.compile_text(
-        SPLIT_STREAM + f"QUERY q PARTITION k PATTERN (A B+ C) {SPLIT_DEFINE};"
-    )
-    data = split_data(np.random.default_rng(4), 240, keys=10)
-    if broken:
-        with pytest.raises(AssertionError, match=r"assert \{"):  # the matches differ
-            check(nfa, data, partitions=16, store="table", ways=4, seed=4)
-        return
-    bits, _ = check(nfa, data, partitions=16, store="table", ways=4, seed=4)
-    assert bits
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("partitions", "ways", "tick_tuples", "seed"), [(16, 4, 0, 3), (4, 2, 3, 5)]
