@@ -31,13 +31,14 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: stage 3, is worked out for the operation a stage ahead of it; ``"ahead state"``: the copy of
 #: the state found that the update's hint for stage 3's operation is worked out from
 #: (``s4_ahead_state``) is loaded with the state found by the operation a stage ahead;
-#: ``"early row"``: in a table spread over the device, whether a write in flight goes to the
-#: operation's row, compared a cycle before, is compared with the row of the operation a stage
-#: ahead; ``"bank row"``: in a direct table spread over the device, each bank's copy of the read
-#: row (``TablePartitioner._bank_copies``) is loaded at every edge, stalls included, not as the
-#: register it copies; ``"write row"``: in a direct table spread over the device, the
-#: copies of stage 3's and stage 4's rows that each bank's write row is loaded from
-#: (``TablePartitioner._bank_write_rows``) are loaded at every edge, stalls included.
+#: ``"early row"``: in a table spread over the device or with PREV's split comparisons, whether
+#: a write in flight goes to the operation's row, compared a cycle before, is compared with the
+#: row of the operation a stage ahead; ``"bank row"``: in a direct table spread over the
+#: device, each bank's copy of the read row (``TablePartitioner._bank_copies``) is loaded at
+#: every edge, stalls included, not as the register it copies; ``"write row"``: in a direct
+#: table spread over the device, the copies of stage 3's and stage 4's rows that each bank's
+#: write row is loaded from (``TablePartitioner._bank_write_rows``) are loaded at every edge,
+#: stalls included.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
