@@ -112,9 +112,10 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     blocks) the banks' ports pass a register of their own beside each block
     (``RegisteredBank(copies=True)``): the read a cycle later, and a write landing an edge
     later, one more write in flight to forward. In a direct table spread over the device,
-    without timers, the read address copies are loaded from a register of each bank's own
-    (the read row, loaded as stage 1's register is), so that no register drives the copies
-    of every bank. And with five read registers the third is the table's: next to each block
+    without timers, the read and write address copies are loaded from registers of each
+    bank's own (the read row, loaded as stage 1's register is; the write row, loaded from
+    copies of stage 3's and stage 4's rows), so that no register drives the copies of every
+    bank. And with five read registers the third is the table's: next to each block
     it compares the stamp read, part by part, with the tick of the operation it was read for
     (``_Stages.stamp_parts``), and the next cycle only combines those bits. A state wider
     than 24 bits (windows, start_seq) is chosen in stage 3 in groups of 24 bits (16 for a
@@ -388,11 +389,12 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     @property
     def _bank_copies(self) -> bool:
         """Whether each bank reads at a copy of its own of the read row
-        (:func:`~nfacep.hdl.bram.register_copy`, loaded as stage 1's register is), which its
-        blocks' port copies are loaded from: in a direct table spread over the device, without
-        timers, so that no register drives the read address copies beside every block of
-        every bank (measured better for PREV at 65,536 entries; the write port's copies from
-        registers of each bank's own measured worse: benchmarks/PAPER_FIGURES.md)."""
+        (:func:`~nfacep.hdl.bram.register_copy`, loaded as stage 1's register is) and writes
+        at one of the write row (:meth:`_bank_write_rows`), which its blocks' address copies
+        are loaded from: in a direct table spread over the device, without timers, so that no
+        register drives the address copies beside every block of every bank (each measured
+        better for PREV at 65,536 entries; the write entry and enable copied per bank too
+        measured worse: benchmarks/PAPER_FIGURES.md)."""
         return self._copies and self.spread and self._direct and not self.timers
 
     def _banks_read(self, m: Module, platform, advance: Value, read_row: Value, row_next):
@@ -469,9 +471,34 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
                 w_entry.eq(written),
                 w_en.eq(Cat(store & (way == b) for b in range(banks))),
             ]
+        rows = [w_row] * banks
+        if self._bank_copies:
+            rows = self._bank_write_rows(m, ctx, chain[-1][3], clearing, sweep)
         for b, wp in enumerate(write_ports):
-            m.d.comb += [wp.addr.eq(w_row), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
+            m.d.comb += [wp.addr.eq(rows[b]), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
         return t, t_valid, hit, dropped, result
+
+    def _bank_write_rows(self, m, ctx, s2_row, clearing, sweep):
+        """With :attr:`_bank_copies`, each bank's write row, a register of its own
+        (:func:`~nfacep.hdl.bram.register_copy`) loaded as the one write row is, from copies
+        of their own of stage 3's and stage 4's rows (loaded as those are), so that neither
+        the register of stage 4's row (one with the output record's key) nor one register for
+        every bank drives the write port's copies beside the blocks. While clearing, the copy
+        of stage 4's row holds the sweep's row of the next edge (after a reset, the first), so
+        that the banks' registers take it as it is, no multiplexer of their own
+        (``BREAK_FORWARDING = "write row"``: the copies of the rows loaded at every edge,
+        stalls included)."""
+        en = Const(1) if table_forwarding.BREAK_FORWARDING == "write row" else ctx.advance
+        row3 = register_copy(m, ctx.platform, s2_row, en, "write_row3")
+        row4 = Signal(len(row3), name="write_row4")
+        with m.If(clearing):
+            m.d.sync += row4.eq(sweep + 1)
+        with m.Elif(en):
+            m.d.sync += row4.eq(row3)
+        return [
+            register_copy(m, ctx.platform, row4, clearing | ctx.advance, f"bank{b}_write_row")
+            for b in range(self._banks)
+        ]
 
     def _result_register(self, m, advance, t, t_valid, hit, dropped, result):
         """With ``result_stage``: the record leaving stage 4 registered once more (``s5``)

@@ -31,11 +31,14 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: stage 3, is worked out for the operation a stage ahead of it; ``"ahead state"``: the copy of
 #: the state found that the update's hint for stage 3's operation is worked out from
 #: (``s4_ahead_state``) is loaded with the state found by the operation a stage ahead;
-#: ``"early row"``: in a table spread over the device, whether a write in flight goes to the
-#: operation's row, compared a cycle before, is compared with the row of the operation a stage
-#: ahead; ``"bank row"``: in a direct table spread over the device, each bank's copy of the read
-#: row (``TablePartitioner._bank_copies``) is loaded at every edge, stalls included, not as the
-#: register it copies.
+#: ``"early row"``: in a table spread over the device or with PREV's split comparisons, whether
+#: a write in flight goes to the operation's row, compared a cycle before, is compared with the
+#: row of the operation a stage ahead; ``"bank row"``: in a direct table spread over the
+#: device, each bank's copy of the read row (``TablePartitioner._bank_copies``) is loaded at
+#: every edge, stalls included, not as the register it copies; ``"write row"``: in a direct
+#: table spread over the device, the copies of stage 3's and stage 4's rows that each bank's
+#: write row is loaded from (``TablePartitioner._bank_write_rows``) are loaded at every edge,
+#: stalls included.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
@@ -243,16 +246,17 @@ class Forwarding:
                 Signal(name=f"s2_cand_valid{b}"),
                 Signal(width, name=f"s2_cand_state{b}"),
             ]
-            # a table spread over the device (``spread``: but with the windows' hints) takes
-            # the match, live and valid bits of its row read through the last gate only: those
-            # of the newest write in flight per way, and whether there is one, are worked out
-            # from registers apart (kept, as their own cones), so that the route from a far
-            # block meets one gate before the registers (``pre_match``'s among them, for stage
-            # 3's copies); with a wide state (more than :data:`_WIDE_STATE` bits) stage 4's
-            # write (``newest_rel``, from stage 3's decision) is kept out of them too and meets
-            # them in that gate (measured better at both seeds for ``start_seq``, not for
-            # PREV's 42 bits: benchmarks/PAPER_FIGURES.md); the state is chosen as before, the
-            # row read last in the chain
+            # a table spread over the device or with PREV's split comparisons (``spread``: but
+            # with the windows' hints) takes the match, live and valid bits of its row read
+            # through the last gate only: those of the newest write in flight per way, and
+            # whether there is one, are worked out from registers apart (kept, as their own
+            # cones), so that the route from a far block meets one gate before the registers
+            # (``pre_match``'s among them, for stage 3's copies); with a wide state (more than
+            # :data:`_WIDE_STATE` bits) stage 4's write (``newest_rel``, from stage 3's
+            # decision) is kept out of them too and meets them in that gate (measured better at
+            # both seeds for ``start_seq``, not for PREV's 42 bits:
+            # benchmarks/PAPER_FIGURES.md); the state is chosen as before, the row read last in
+            # the chain
             late = 3 if self.spread else 0
             apart = int(width > _WIDE_STATE)  # stage 4's write kept out of the forwarded bits
             forwarded = [

@@ -183,7 +183,8 @@ class _Stages(StampStages, Forwarding):
         ident += [(h.row, h.entry.tag, h.entry.valid, h.entry.stamp) for h in hist[:-1]]
         # and the decisions (store, way) already made: all but stage 3's
         known = [None, (u_store, u_way)] + [(h.valid, h.way) for h in hist[:-1]]
-        self.spread = table.spread and self.prepare is None  # :meth:`_rows_before` says why
+        # :meth:`_rows_before` says why
+        self.spread = (table.spread or self.early_fn is not None) and self.prepare is None
         before = self._rows_before(s2_row, t_row, u_row, hist)
         self.prev_key, self.prev_row, self.s3_payload = prev[0], prev[1], t.payload
         rel = self._relations(prev, ident, known, self._source_hints(hist), before)
@@ -212,11 +213,12 @@ class _Stages(StampStages, Forwarding):
     def _rows_before(self, s2_row, t_row, u_row, hist):
         """The rows the writes in flight come from, a stage before (their relations to the
         operation's row compared a cycle earlier, against the operation a stage before
-        ``prev``), for a table spread over the device; else ``None``. A spread table takes its
-        row read through the last gate (:meth:`_newest`) and compares those rows a cycle
-        early; with the windows' hints (``update.prepare``) it does neither (the window at
-        16,384 entries measured worse at both seeds with them: benchmarks/PAPER_FIGURES.md):
-        ``self.spread``, set before."""
+        ``prev``), for a table spread over the device or one with PREV's split comparisons
+        (``update.early``); else ``None``. Such a table takes its row read through the last
+        gate (:meth:`_newest`) and compares those rows a cycle early (PREV at 4,096 entries,
+        not spread, measured better at both seeds with them); with the windows' hints
+        (``update.prepare``) it does neither (the window at 16,384 entries measured worse at
+        both seeds with them: benchmarks/PAPER_FIGURES.md): ``self.spread``, set before."""
         if self.early_row is None or not self.spread:
             return None
         return [s2_row, t_row, u_row] + [h.row for h in hist[:-2]]

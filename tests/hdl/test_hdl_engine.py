@@ -1009,6 +1009,23 @@ def test_prev_split_comparison_from_a_stale_state_is_caught(monkeypatch):
         check(nfa, data, partitions=16, store="table", ways=4, seed=1)
 
 
+@pytest.mark.parametrize(("partitions", "seed"), [(16, 1), (8, 2)])
+def test_prev_table_compares_the_rows_early(monkeypatch, partitions, seed):
+    """A table with PREV's split comparisons, spread over the device or not, compares the
+    rows of the writes in flight with the operation's a cycle early (as a spread table does):
+    with those rows compared with the operation a stage ahead's (a broken forwarding path)
+    the matches differ from the reference's, direct (16 entries) and hashed (8)."""
+    from nfacep.hdl import table_forwarding
+
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "early row")
+    nfa = nfacep.compile_text(
+        SPLIT_STREAM + f"QUERY q PARTITION k PATTERN (A B+ C) {SPLIT_DEFINE};"
+    )
+    data = split_data(np.random.default_rng(seed), 240, keys=10)
+    with pytest.raises(AssertionError, match=r"assert \{"):  # the matches differ
+        check(nfa, data, partitions=partitions, store="table", ways=4, seed=seed)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("partitions", "ways", "tick_tuples", "seed"), [(16, 4, 0, 3), (4, 2, 3, 5)]

@@ -590,17 +590,24 @@ def test_long_output_stall_loses_nothing():
 
 @pytest.mark.parametrize(
     ("entries", "ways", "key_width", "copies"),
-    [(8, 2, 16, False), (16, 4, 4, False), (16, 4, 4, True)],
+    [(8, 2, 16, False), (16, 4, 4, False), (16, 4, 4, True), (16, 4, 4, "spread")],
 )
-def test_reset_empties_the_table(entries, ways, key_width, copies):
+def test_reset_empties_the_table(monkeypatch, entries, ways, key_width, copies):
     # Fill the table, reset it (as the board link's RESET does, with ResetInserter), run
     # again: the second run sees an empty table, and the counters start from zero (with the
     # banks' port copies, a direct table's input waits for the sweep on a register of its
-    # own, ``opened``, which the reset clears too).
+    # own, ``opened``, which the reset clears too; spread over the device, its banks' write
+    # rows take the sweep's row from the copy of stage 4's row, which the reset sets to the
+    # first).
+    from nfacep.hdl import table
+
+    if copies == "spread":
+        monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
     rng = random.Random(11)
     pool = [rng.randrange(1 << key_width) for _ in range(entries + 4)]
     batches = [random_tuples(rng, bursty_keys(rng, 60, pool)) for _ in range(2)]
-    dut = make_table(entries=entries, ways=ways, key_width=key_width, copies=copies)
+    dut = make_table(entries=entries, ways=ways, key_width=key_width, copies=bool(copies))
+    assert dut._bank_copies == (copies == "spread")
     reset = Signal(name="link_reset")
     collected, counters = [], []
 
@@ -714,12 +721,13 @@ def test_spread_table_against_model(monkeypatch, entries, ways, key_width, gap, 
 
 
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.3), (0.3, 0.0), (0.3, 0.3)])
-@pytest.mark.parametrize("broken", [None, "bank row"])
+@pytest.mark.parametrize("broken", [None, "bank row", "write row"])
 def test_spread_direct_table_bank_copies_against_model(monkeypatch, gap, stall, broken):
     # A direct table spread over the device, without timers, reads each bank at a copy of
-    # its own of the read row, loaded as stage 1's register is: the records are the model's,
-    # stalls included, and with those copies loaded at every edge (stalls included) they are
-    # not.
+    # its own of the read row, loaded as stage 1's register is, and writes it at a write row
+    # of its own, loaded from copies of stage 3's and stage 4's rows: the records are the
+    # model's, stalls included, and with the read row's copies, or the copies of those rows,
+    # loaded at every edge (stalls included) they are not.
     from nfacep.hdl import table
 
     monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
