@@ -43,7 +43,10 @@ def store_update(nfa: Nfa):
     store can register it in between. With PREV compared in integers wider than
     :data:`~.decoder.SPLIT_LOW` bits, ``update`` also has ``early`` and ``early_width``
     (:func:`_early_hook`): those comparisons' high bits, which a store can work out a stage
-    before and hand to ``update`` as ``early``."""
+    before and hand to ``update`` as ``early``. With PREV, ``update`` also has ``prev`` and
+    ``prev_width`` (:func:`_prev_hook`): the bits of the predicates that read PREV, which a
+    store can work out a stage before and hand to ``update`` as ``prev`` (the update then
+    reads nothing of the history but to shift it)."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -71,6 +74,7 @@ def store_update(nfa: Nfa):
             pending=False,
             early=None,
             ahead_state=None,
+            prev=None,
         ):
             at = None if times is None else payload.times
             later = None if ahead is None else [a.times for a in ahead]
@@ -82,7 +86,11 @@ def store_update(nfa: Nfa):
             # the partition's history follows its NFA state in the entry
             history = data.View(kept, state[nfa_bits:])
             params = payload.late.params if "params" in late.members else None
-            bits = prev_predicates(mod, nfa, payload.late.fields, params, history, early)
+            bits = (
+                prev_predicates(mod, nfa, payload.late.fields, params, history, early)
+                if prev is None
+                else Value.cast(prev)
+            )
             out = next_state(mod, nfa, state[:nfa_bits], payload.predicates | bits, **given)
             after = shifted(mod, kept, history, payload.late.fields)
             return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
@@ -98,6 +106,7 @@ def store_update(nfa: Nfa):
 
         _window_hooks(nfa, nfa_bits, update)
         _early_hook(nfa, nfa_bits, payload_shape, update)
+        _prev_hook(nfa, nfa_bits, update)
 
     return payload_shape, stored_state_width(nfa), update
 
@@ -149,6 +158,25 @@ def _early_hook(nfa: Nfa, nfa_bits: int, payload_shape, update) -> None:
     if len(probe):
         update.early = early
         update.early_width = len(probe)
+
+
+def _prev_hook(nfa: Nfa, nfa_bits: int, update) -> None:
+    """With PREV, :func:`store_update`'s ``update`` gets ``prev`` (with ``prev_width``):
+    ``prev(m, state, payload)``, the bits of the predicates that read PREV
+    (:func:`~.decoder.prev_predicates`, one bit per predicate, the others 0) for the
+    partition's history in ``state``, which a store can work out for the state a tuple will
+    find a stage before the update and hand to it as ``prev``."""
+    kept = history_layout(nfa.program.schema, nfa.history)
+    if kept is None:
+        return
+
+    def prev(mod, state, payload):
+        history = data.View(kept, Value.cast(state)[nfa_bits:])
+        params = payload.late.params if "params" in payload.late.shape().members else None
+        return prev_predicates(mod, nfa, payload.late.fields, params, history)
+
+    update.prev = prev
+    update.prev_width = len(nfa.predicates)
 
 
 def late_layout(nfa: Nfa) -> data.StructLayout | None:

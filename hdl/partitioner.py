@@ -17,10 +17,14 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["BREAK_HINT", "StreamPartitioner", "check_store_arguments", "store_signature"]
 
 
-#: Test-only: the windows' hint worked out a stage before the update broken on purpose, so
-#: that the tests show they catch it. ``"unswapped"``: the hint registered for the last stage
-#: is always that of the element at the last stage before the swap, even when the swap moves
-#: the one before it there. ``None`` (always, outside those tests): nothing broken.
+#: Test-only: what the update takes from the element a stage before it (the windows' hint,
+#: PREV's bits) broken on purpose, so that the tests show they catch it. ``"unswapped"``: the
+#: hint registered for the last stage is always that of the element at the last stage before
+#: the swap, even when the swap moves the one before it there. ``"prev following"``: PREV's
+#: bits registered for a tuple that finds its element are always those of the element at the
+#: last stage before the swap; ``"prev fresh"``: those of the element the swap moves into the
+#: last stage even for a tuple that starts a new partition (whose history is empty). ``None``
+#: (always, outside those tests): nothing broken.
 BREAK_HINT: str | None = None
 
 
@@ -124,7 +128,11 @@ class StreamPartitioner(wiring.Component):
         which stored runs are live), the hint of the element that moves into the last stage is
         worked out a stage before and registered, and the update is called as ``update(m,
         state, payload, hint=...)``; for a new partition (``state`` all zeroes) that hint is
-        another element's, which ``update`` must then ignore.
+        another element's, which ``update`` must then ignore. Likewise with ``prev``
+        (``prev(m, state, payload)``, of ``prev_width`` bits; the engine's with PREV: the bits
+        of the predicates that read it), registered a stage before for the state the update
+        will start from (the all-zero state's for a new partition) and handed to the update as
+        ``prev=...``.
     counter_width : :class:`int`
         Width of the ``tuples`` and ``drops`` counters, which wrap around.
 
@@ -275,8 +283,10 @@ class _SwapPipeline:
         self.following_hit = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
         self.swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
         self.last_dropped = Signal(name="last_dropped")
-        # ``update.prepare``'s hint for the last stage, registered a stage before (hint_ahead)
+        # ``update.prepare``'s hint and ``update.prev``'s bits for the last stage, registered a
+        # stage before (hint_ahead)
         self.last_hint: Signal | None = None
+        self.last_prev: Signal | None = None
 
     def tick(self, token) -> Value:
         return token.tick if self.ticks else Const(0, 1)
@@ -428,26 +438,43 @@ class _SwapPipeline:
                 ]
 
     def hint_ahead(self) -> None:
-        """With ``update.prepare`` and ``depth >= 2``: the hint of the element that moves into
-        the last stage, against the token that moves with it, worked out at stage ``last - 1``
-        for both elements the swap chooses from and registered as it moves
-        (``last_hint``), so that the update compares nothing. Exact because tokens are at
-        least a stage apart (one tuple every other cycle): while a token is at stage
-        ``last - 1`` the last stage holds none, so ``pe[last]`` is already what the token
-        before it wrote back, and nothing else writes it before the token reaches the last
-        stage; a stall holds every register, the hint's too."""
+        """With ``update.prepare`` or ``update.prev`` and ``depth >= 2``: what the update takes
+        from the element that moves into the last stage, against the token that moves with it,
+        worked out at stage ``last - 1`` for both elements the swap chooses from and registered
+        as it moves (``last_hint``: the windows' hint; ``last_prev``: PREV's bits, the all-zero
+        state's when the token finds no element of its key), so that the update compares
+        nothing. Exact because tokens are at least two stages apart (one tuple every other
+        cycle): while a token is at stage ``last - 1`` the last stage holds none, so
+        ``pe[last]`` is already what the token before it wrote back, and nothing else writes
+        it before the token reaches the last stage; a stall holds every register, these too."""
         m, part, last = self.m, self.part, self.last
-        prepare = getattr(part._update, "prepare", None)
-        if prepare is None or self.depth < 2:
+        if self.depth < 2:
             return
         stage = last - 1
         token = self.tokens[stage]
-        candidate = prepare(m, self.elements[stage].state, token.payload)
-        following = prepare(m, self.elements[last].state, token.payload)
-        swap = Const(0, 1) if BREAK_HINT == "unswapped" else self.swaps[stage]
-        self.last_hint = Signal(part._update.hint_width, name="last_hint")
-        with m.If(self.advance):
-            m.d.sync += self.last_hint.eq(Mux(swap, candidate, following))
+        candidate, following = self.elements[stage].state, self.elements[last].state
+        prepare = getattr(part._update, "prepare", None)
+        if prepare is not None:
+            hints = prepare(m, candidate, token.payload), prepare(m, following, token.payload)
+            swap = Const(0, 1) if BREAK_HINT == "unswapped" else self.swaps[stage]
+            self.last_hint = Signal(part._update.hint_width, name="last_hint")
+            with m.If(self.advance):
+                m.d.sync += self.last_hint.eq(Mux(swap, *hints))
+        prev = getattr(part._update, "prev", None)
+        if prev is not None:
+            # the last stage's candidate_hit, as look_up registers it: the token's element is
+            # pe[stage] if that holds its key, else pe[last] if that does
+            mine = self.candidate_hit[stage]
+            found = mine | self.following_hit[stage]
+            if BREAK_HINT == "prev following":
+                mine = Const(0, 1)
+            elif BREAK_HINT == "prev fresh":
+                found = Const(1, 1)
+            zero = Const(0, part.state_width)
+            bits = [prev(m, state, token.payload) for state in (candidate, following, zero)]
+            self.last_prev = Signal(part._update.prev_width, name="last_prev")
+            with m.If(self.advance):
+                m.d.sync += self.last_prev.eq(Mux(found, Mux(mine, bits[0], bits[1]), bits[2]))
 
     def finish(self, o_stream, drops) -> None:
         """The last stage (Figure 8, lines 9-16): the update function, the element written
@@ -461,13 +488,13 @@ class _SwapPipeline:
         m.d.comb += current_state.eq(Const(0, part.state_width))
         with m.If(self.candidate_hit[last]):
             m.d.comb += current_state.eq(element.state)
-        if self.last_hint is None:
-            new_state_value, result_value = part._update(m, current_state, token.payload)
-        else:
+        ahead = {}
+        if self.last_hint is not None:
             # a new partition's zero state has no run for the hint to judge: any hint will do
-            new_state_value, result_value = part._update(
-                m, current_state, token.payload, hint=self.last_hint
-            )
+            ahead["hint"] = self.last_hint
+        if self.last_prev is not None:
+            ahead["prev"] = self.last_prev
+        new_state_value, result_value = part._update(m, current_state, token.payload, **ahead)
         new_state = Signal(part.state_width, name="last_new_state")
         result = Signal(part.result_shape, name="last_result")
         m.d.comb += [

@@ -1081,6 +1081,35 @@ def test_prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed):
     assert bits
 
 
+@pytest.mark.parametrize("broken", ["prev following", "prev fresh"])
+def test_prev_pipeline_bits_of_the_wrong_element_are_caught(monkeypatch, broken):
+    """The pipeline store works out the bits of the predicates that read PREV a stage before
+    the update, for both elements its swap chooses from and for a new partition's empty
+    history; a version that always takes the element at the last stage before the swap, or
+    an element's history for a new partition (broken paths), changes a match."""
+    from nfacep.hdl import partitioner
+
+    monkeypatch.setattr(partitioner, "BREAK_HINT", broken)
+    nfa = nfacep.compile_text(
+        SPLIT_STREAM + f"QUERY q PARTITION k PATTERN (A B+ C) {SPLIT_DEFINE};"
+    )
+    data = split_data(np.random.default_rng(1), 240, keys=10)
+    with pytest.raises(AssertionError, match=r"assert \{"):  # the matches differ
+        check(nfa, data, partitions=16, store="pipeline", seed=1)
+
+
+@pytest.mark.parametrize(("partitions", "seed"), [(16, 1), (8, 2)])
+def test_prev_pipeline_bits_ahead(partitions, seed):
+    """The same wide comparisons through the pipeline store, which works out PREV's bits a
+    stage before its last: exact with every partition stored (16) and with drops (8)."""
+    nfa = nfacep.compile_text(
+        SPLIT_STREAM + f"QUERY q PARTITION k PATTERN (A B+ C) {SPLIT_DEFINE};"
+    )
+    data = split_data(np.random.default_rng(seed), 240, keys=10)
+    bits, drops = check(nfa, data, partitions=partitions, store="pipeline", seed=seed)
+    assert bits and bool(drops) == (partitions < 10)
+
+
 def test_prev_unpartitioned():
     """Without PARTITION the engine keeps one history, in front of the decoder."""
     from nfacep.settings import ParamValues
