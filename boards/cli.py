@@ -133,6 +133,18 @@ class Build(Command):
             "oscillator, to see how fast the engine can run (the paper's "
             "engine ran at 125)",
         )
+        from .flow import ROUTERS
+
+        parser.add_argument(
+            "--seed",
+            type=int,
+            metavar="N",
+            help="nextpnr's placement seed (its own default otherwise): another placement "
+            "of the same design, to see how much its Fmax moves",
+        )
+        parser.add_argument(
+            "--router", choices=ROUTERS, help="nextpnr's router (default router1, nextpnr's)"
+        )
         _add_link_arguments(parser)
         params.add_arguments(parser)
         settings.add_argument(parser, switches=False)
@@ -163,6 +175,8 @@ class Build(Command):
                 progress=_progress("build"),
                 link=args.link,
                 values=values,
+                seed=args.seed,
+                router=args.router,
                 **_link_options(args),
             )
         except BuildError as err:

@@ -323,6 +323,22 @@ def test_run_flow_builds_a_small_top(tmp_path):
 
 
 @pytest.mark.slow
+def test_build_passes_seed_and_router_to_nextpnr(tmp_path, monkeypatch):
+    # nfacep build's --seed and --router reach nextpnr's command line (here a nextpnr that
+    # writes down its arguments and fails)
+    args = tmp_path / "args"
+    monkeypatch.setenv(
+        "NEXTPNR_ICE40", fake_tool(tmp_path, "nextpnr", f'echo "$@" > {args}\nexit 1\n')
+    )
+    assert build_marathon(tmp_path / "o", "--seed", "7", "--router", "router2") == 2
+    given = args.read_text().split()
+    assert given[given.index("--seed") + 1] == "7"
+    assert given[given.index("--router") + 1] == "router2"
+    assert build_marathon(tmp_path / "p") == 2
+    assert "--seed" not in args.read_text() and "--router" not in args.read_text()
+
+
+@pytest.mark.slow
 def test_run_flow_passes_the_seed_and_router_to_nextpnr(tmp_path, monkeypatch):
     # a nextpnr that writes down its arguments and fails: the flow stops there
     args = tmp_path / "args"
