@@ -29,8 +29,10 @@ with ``-nowidelut``, or at another commit, keeps its earlier row beside the new 
         --load "6.8 (2.7-10.4)" --commit bff7467
 
 A point is ``"<board> <link> <engine>"`` with ``<engine>`` ``prog SxAxQ`` (marathon's stream)
-or ``fixed QUERY`` (a bundled query); ``--partitions N`` after it sets the table's entries
-(the board's default otherwise).
+or ``fixed QUERY`` (a bundled query); options of ``nfacep build`` after it go to its command
+line: ``--partitions N`` sets the table's entries (the board's default otherwise), ``--seed N``
+nextpnr's placement seed (its own otherwise; the row's ``seed`` says which), as in
+``"colorlight-5a75b udp prog 24x16x4 --seed 2"``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -92,10 +95,18 @@ def command(point: str, out: str) -> list[str]:
 
 def run_sampled(argv: list[str], timeout: float) -> tuple[str | None, str, list[float]]:
     """Run ``argv``; ``(status, stderr, loads)``: ``"timeout"`` or None, its standard error,
-    and the 1-minute load average sampled every 30 s while it ran (the machine is shared)."""
+    and the 1-minute load average sampled every 30 s while it ran (the machine is shared). A
+    build past ``timeout`` is stopped with the programs it started (Yosys, nextpnr): the
+    command runs in a process group of its own, and the whole group is killed."""
     loads = [os.getloadavg()[0]]
     t0 = time.monotonic()
-    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as p:
         while True:
             try:
                 _, err = p.communicate(timeout=30)
@@ -103,7 +114,7 @@ def run_sampled(argv: list[str], timeout: float) -> tuple[str | None, str, list[
             except subprocess.TimeoutExpired:
                 loads.append(os.getloadavg()[0])
                 if time.monotonic() - t0 > timeout:
-                    p.kill()
+                    os.killpg(p.pid, signal.SIGKILL)
                     _, err = p.communicate()
                     return "timeout", err, loads
 
