@@ -127,7 +127,7 @@ def _seed(text: str) -> int | None:
 
 
 def main() -> None:
-    from nfacep.boards.flow import ROUTERS
+    from nfacep.boards.toolchain import ROUTERS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(

@@ -12,6 +12,7 @@ from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
 
 from .registry import BOARDS, get_board, known_boards
+from .toolchain import ROUTERS
 
 __all__ = ["Build", "CheckBoards", "Load", "Run", "Serve"]
 
@@ -133,8 +134,6 @@ class Build(Command):
             "oscillator, to see how fast the engine can run (the paper's "
             "engine ran at 125)",
         )
-        from .flow import ROUTERS
-
         parser.add_argument(
             "--seed",
             type=int,

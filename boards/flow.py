@@ -34,10 +34,9 @@ from .resources import (
     refused_before_synthesis,
     synthesis_usage,
 )
-from .toolchain import StepResult, tool_env_var
+from .toolchain import ROUTERS, StepResult, tool_env_var
 
 __all__ = [
-    "ROUTERS",
     "TOP",
     "BuildError",
     "DoesNotFitError",
@@ -52,9 +51,6 @@ __all__ = [
 
 #: The top module's name inside the toolchain folder.
 TOP = "nfacep_top"
-
-#: nextpnr's routers (its ``--router``), ``router1`` its default.
-ROUTERS = ("router1", "router2")
 
 
 class BuildError(NfacepError):

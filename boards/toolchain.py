@@ -18,12 +18,18 @@ from nfacep.errors import NfacepError
 
 __all__ = [
     "INSTALL_HINT",
+    "ROUTERS",
     "StepResult",
     "ToolchainMissingError",
     "find_tools",
     "run_step",
     "tool_env_var",
 ]
+
+#: nextpnr's routers (its ``--router``), ``router1`` its default. Here, not in :mod:`.flow`, so
+#: that the command line offers them without importing the build flow (``nfacep check`` builds
+#: the whole parser).
+ROUTERS = ("router1", "router2")
 
 #: The PyPI packages that provide each program (the packers come with nextpnr's package).
 PYPI = {
