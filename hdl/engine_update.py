@@ -40,13 +40,10 @@ def store_update(nfa: Nfa):
     ``update`` also has ``finish`` and ``pending_width``: called with ``pending=True`` it
     returns the result before the starts are chosen (:func:`~.nfa_layout.pending_layout`, of
     ``pending_width`` bits), which ``finish(m, pending)`` turns into the result, so that a
-    store can register it in between. With PREV compared in integers wider than
-    :data:`~.decoder.SPLIT_LOW` bits, ``update`` also has ``early`` and ``early_width``
-    (:func:`_early_hook`): those comparisons' high bits, which a store can work out a stage
-    before and hand to ``update`` as ``early``. With PREV, ``update`` also has ``prev`` and
-    ``prev_width`` (:func:`_prev_hook`): the bits of the predicates that read PREV, which a
-    store can work out a stage before and hand to ``update`` as ``prev`` (the update then
-    reads nothing of the history but to shift it)."""
+    store can register it in between (:func:`_start_hooks`). With PREV, what a store can work
+    out a stage before and hand to ``update``: ``early`` (:func:`_early_hook`, the high bits
+    of comparisons wider than :data:`~.decoder.SPLIT_LOW` bits) and ``prev``
+    (:func:`_prev_hook`, the bits of the predicates that read PREV)."""
     times = times_layout(nfa)
     late = late_layout(nfa)
     kept = history_layout(nfa.program.schema, nfa.history)
@@ -95,20 +92,26 @@ def store_update(nfa: Nfa):
             after = shifted(mod, kept, history, payload.late.fields)
             return (Cat(Value.cast(out[0]), Value.cast(after)), *out[1:])
 
-        if start_queries(nfa):
-            # a store that can may register the result before the starts are chosen among
-            # their candidates (``pending``), and choose them after the register (``finish``)
-            def finish(mod, pending):
-                return finish_result(mod, nfa, pending)
-
-            update.finish = finish
-            update.pending_width = pending_layout(nfa).size
-
+        _start_hooks(nfa, update)
         _window_hooks(nfa, nfa_bits, update)
         _early_hook(nfa, nfa_bits, payload_shape, update)
         _prev_hook(nfa, nfa_bits, update)
 
     return payload_shape, stored_state_width(nfa), update
+
+
+def _start_hooks(nfa: Nfa, update) -> None:
+    """With start_seq, :func:`store_update`'s ``update`` gets ``finish`` and
+    ``pending_width``: a store that can may register the result before the starts are chosen
+    among their candidates (``pending``), and choose them after the register (``finish``)."""
+    if not start_queries(nfa):
+        return
+
+    def finish(mod, pending):
+        return finish_result(mod, nfa, pending)
+
+    update.finish = finish
+    update.pending_width = pending_layout(nfa).size
 
 
 def _window_hooks(nfa: Nfa, nfa_bits: int, update) -> None:
