@@ -30,7 +30,6 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import tomllib
 
@@ -180,15 +179,10 @@ def main() -> None:
         print("working tree")
         measure(ROOT, args.seconds, not args.no_startup)
         return
+    from startup import exported  # (this folder is on sys.path)
+
     with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", args.rev], capture_output=True, check=True
-        ).stdout
-        with tempfile.TemporaryFile() as f:
-            f.write(archive)
-            f.seek(0)
-            with tarfile.open(fileobj=f) as tar:
-                tar.extractall(folder, filter="data")
+        exported(args.rev, folder, ())
         print(f"revision {args.rev}")
         measure(pathlib.Path(folder), args.seconds, False)
 

@@ -122,11 +122,11 @@ def environments(pycache: str) -> list[tuple[str, dict[str, str]]]:
     return [("cached", cached), ("none", none)]
 
 
-def exported(rev: str, folder: str) -> str:
-    """The ``nfacep`` package of the revision ``rev``, exported into ``folder`` (returned, for
-    ``PYTHONPATH``)."""
+def exported(rev: str, folder: str, paths: tuple[str, ...] = ("nfacep",)) -> str:
+    """``paths`` of the revision ``rev`` (by default its ``nfacep`` package; ``()``: the whole
+    tree), exported into ``folder`` (returned, for ``PYTHONPATH``)."""
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "nfacep"], capture_output=True, check=True
+        ["git", "-C", str(ROOT), "archive", rev, *paths], capture_output=True, check=True
     ).stdout
     with tempfile.TemporaryFile() as f:
         f.write(archive)
