@@ -153,9 +153,7 @@ def _early_hook(nfa: Nfa, nfa_bits: int, payload_shape, update) -> None:
         return
 
     def early(mod, state, payload):
-        history = data.View(kept, Value.cast(state)[nfa_bits:])
-        params = payload.late.params if "params" in payload.late.shape().members else None
-        return prev_early(mod, nfa, payload.late.fields, params, history)
+        return prev_early(mod, nfa, *_history_reads(kept, nfa_bits, state, payload))
 
     probe = early(None, Signal(nfa_bits + kept.size), Signal(payload_shape))
     if len(probe):
@@ -174,12 +172,19 @@ def _prev_hook(nfa: Nfa, nfa_bits: int, update) -> None:
         return
 
     def prev(mod, state, payload):
-        history = data.View(kept, Value.cast(state)[nfa_bits:])
-        params = payload.late.params if "params" in payload.late.shape().members else None
-        return prev_predicates(mod, nfa, payload.late.fields, params, history)
+        return prev_predicates(mod, nfa, *_history_reads(kept, nfa_bits, state, payload))
 
     update.prev = prev
     update.prev_width = len(nfa.predicates)
+
+
+def _history_reads(kept: data.StructLayout, nfa_bits: int, state, payload) -> tuple:
+    """What PREV's predicates read, for :func:`_early_hook`'s and :func:`_prev_hook`'s
+    functions: the tuple's fields, its parameters' values (None without parameters) and the
+    partition's history, which follows the NFA's ``nfa_bits`` in ``state``."""
+    history = data.View(kept, Value.cast(state)[nfa_bits:])
+    params = payload.late.params if "params" in payload.late.shape().members else None
+    return payload.late.fields, params, history
 
 
 def late_layout(nfa: Nfa) -> data.StructLayout | None:
