@@ -106,7 +106,8 @@ def test_ipv4_fields_addresses_and_networks(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "store", [("--store", "pipeline"), ("--store", "table", "--partitions", "64")]
+    "store",
+    [("--store", "pipeline", "--partitions", "8"), ("--store", "table", "--partitions", "64")],
 )
 def test_ipv4_in_the_gateware(tmp_path, store):
     """The masked compare of the decoder, and an IPV4 partition key in both stores."""
@@ -266,7 +267,8 @@ def test_check_and_explain_show_times_and_addresses(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "store", [("--store", "pipeline"), ("--store", "table", "--partitions", "64")]
+    "store",
+    [("--store", "pipeline", "--partitions", "8"), ("--store", "table", "--partitions", "64")],
 )
 def test_timestamps_in_the_gateware(tmp_path, store):
     assert simulated(tmp_path, TS_QUERY, TS_ROWS, *store) == TS_MATCHES
