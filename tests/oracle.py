@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 # Names
 
 
+@functools.cache
 def name_key(name: str) -> str:
     """What a name stands for: a double-quoted name itself, an unquoted one its upper case."""
     return name[1:-1] if name.startswith('"') else name.upper()
@@ -82,11 +83,16 @@ def name_text(name: str) -> str:
     return name[1:-1] if name.startswith('"') else name
 
 
+@functools.cache
+def _keys(names: tuple[str, ...]) -> tuple[str, ...]:
+    """What each of a row's names stands for (``":name"`` for a parameter's value); a
+    stream's rows share a few sets of names, so this is worked out once for each."""
+    return tuple(":" + name_key(k[1:]) if k.startswith(":") else name_key(k) for k in names)
+
+
 def _by_key(row: Mapping[str, object]) -> dict[str, object]:
     """A row keyed by what its names stand for (``":name"`` for a parameter's value)."""
-    return {
-        (":" + name_key(k[1:]) if k.startswith(":") else name_key(k)): v for k, v in row.items()
-    }
+    return dict(zip(_keys(tuple(row)), row.values(), strict=True))
 
 
 # --------------------------------------------------------------------------------------------
