@@ -526,9 +526,12 @@ def print_tables(
         for line in lines:
             print(line)
     if fresh_rows:
+        # nfacep's bytecode: a new process compiles its modules when none is written (a
+        # checkout under PYTHONDONTWRITEBYTECODE); an installation has it (startup.py times both)
+        bytecode = "none" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "cached"
         print(
             f"\nNew processes (start-up and imports included), median of {args.repeat}: "
-            "a script reading the file with pyarrow, and `nfacep match`"
+            f"a script reading the file with pyarrow, and `nfacep match` (bytecode {bytecode})"
         )
         rev = "" if args.rev is None else f" match at {args.rev} s | × | CPU | × |"
         print(f"| rows | pyarrow s | match s | × | CPU s: pyarrow | match | × |{rev}")
