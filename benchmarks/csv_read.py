@@ -45,9 +45,9 @@ A further table (``--fresh``, the default up to 10^7 rows): what a user times, e
 as a new process (its start-up and imports included): ``nfacep match`` (as above) and a
 Python script that imports pyarrow and reads the file as *pyarrow* above; the median of
 ``--repeat`` runs, wall-clock and CPU (user + system of the child). With ``--rev REV`` it
-also times the ``match`` of that git revision (its ``nfacep`` package exported and put first
-on ``PYTHONPATH``, as ``startup.py --rev`` does), in the same turns, and checks that its match
-file is the same byte for byte: an A/B of start-up. The files are removed at the end
+also times the ``match`` of that git revision (its tree exported by ``revision.export`` and
+put first on ``PYTHONPATH``, as ``startup.py --rev`` does), in the same turns, and checks that
+its match file is the same byte for byte: an A/B of start-up. The files are removed at the end
 (``--keep`` keeps them).
 
     python benchmarks/csv_read.py --rows 1000000 10000000 100000000
@@ -451,9 +451,9 @@ def main() -> None:
     warm_loops(nfa)
     with contextlib.ExitStack() as stack:
         if args.rev is not None:
-            from startup import exported  # (this folder is on sys.path)
+            from revision import export  # (this folder is on sys.path)
 
-            args.rev_path = exported(args.rev, stack.enter_context(tempfile.TemporaryDirectory()))
+            args.rev_path = export(args.rev, stack.enter_context(tempfile.TemporaryDirectory()))
         if args.dir is None:
             folder = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory()))
         else:

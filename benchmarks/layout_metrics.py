@@ -179,10 +179,10 @@ def main() -> None:
         print("working tree")
         measure(ROOT, args.seconds, not args.no_startup)
         return
-    from startup import exported  # (this folder is on sys.path)
+    from revision import export  # (this folder is on sys.path)
 
     with tempfile.TemporaryDirectory() as folder:
-        exported(args.rev, folder, ())
+        export(args.rev, folder, importable=False)
         print(f"revision {args.rev}")
         measure(pathlib.Path(folder), args.seconds, False)
 

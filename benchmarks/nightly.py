@@ -12,7 +12,7 @@ block-RAM table indexed directly by the 16-bit runner (``--store table --partiti
   whole stream as one long simulation in one task.
 
 Each command runs in a fresh process (its own JVM, a fresh build cache) with the code of HEAD
-exported by ``git archive`` (as ``regress_memory.py`` does, whose process sampler this uses):
+exported by ``revision.export`` (as ``regress_memory.py`` does, whose process sampler this uses):
 the driver's and the PySpark workers' peak resident memory (``VmHWM``) and the JVM's and the
 native model's apart. Every `regress` must report 0 differences, and the two masters' reports
 must be equal but for the run's times.
@@ -32,7 +32,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from regress_memory import export, regress, vectors
+from regress_memory import regress, vectors
+from revision import export
 
 TABLE = ("--store", "table", "--partitions", "65536")
 FLOWS = {"sharded": TABLE, "global": (*TABLE, "--tick-tuples", "1000", "--timer-bits", "4")}
@@ -54,7 +55,7 @@ def main() -> None:
     ap.add_argument("--work", help="folder for vectors and caches (default: a temporary one)")
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="nightly-"))
-    tree = export("HEAD", work / "tree")
+    tree = pathlib.Path(export("HEAD", work / "tree"))
     rows = []
     for flow in args.flows:
         reports = {}

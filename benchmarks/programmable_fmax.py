@@ -53,6 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import plots
 from fabric import NFACEP, cell, earlier_rows, read_csv, write_merged
+from revision import commit_of
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUERIES = os.path.join(HERE, "..", "queries")
@@ -122,26 +123,6 @@ def run_sampled(argv: list[str], timeout: float) -> tuple[str | None, str, list[
 def load_text(loads: list[float]) -> str:
     """The load averages sampled during a build, as ``mean (min-max)``."""
     return f"{sum(loads) / len(loads):.1f} ({min(loads):.1f}-{max(loads):.1f})"
-
-
-def commit_of() -> str | None:
-    """The commit of the checkout this script is in, abbreviated, with ``+`` when its files
-    outside ``benchmarks/`` differ from it (the tree built is not that commit's); None
-    outside a Git checkout."""
-    git = ["git", "-C", os.path.join(HERE, "..")]
-    try:
-        head = subprocess.run(
-            [*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        changed = subprocess.run(
-            [*git, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+" if changed else "")
 
 
 def build_row(point: str, root: str, timeout: float) -> dict:

@@ -6,10 +6,9 @@ For each size it makes the vectors once (`nfacep vectors`, with timers so that t
 ``global``: ``--tick-tuples`` makes the expiry depend on the position in the whole stream),
 then runs `nfacep regress --simulator verilator --mode native` on them with the code of two
 revisions (``--before``, default the commit before the streamed tasks, and ``--after``,
-default HEAD), each exported with ``git archive`` into a temporary folder; a
-``sitecustomize.py`` on PYTHONPATH (which the Spark JVM hands on to its Python workers) points
-the editable install's package folders there (``nfacep`` is ``T/nfacep``, ``nfacep.sim``
-``T/sim``, …). Each command runs in a fresh process (its own JVM, a
+default HEAD), each exported by ``revision.export`` into a temporary folder laid out as the
+installed package and put on PYTHONPATH (which the Spark JVM hands on to its Python workers).
+Each command runs in a fresh process (its own JVM, a
 fresh build cache); a thread samples /proc every 0.1 s for the processes below it and keeps
 each Python process's peak resident memory (``VmHWM``): the driver, and the Spark Python
 workers (the daemon and the workers it forks). The JVM and the simulator's process are not
@@ -32,36 +31,13 @@ import tempfile
 import threading
 import time
 
+from revision import export
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 #: The last commit before the regress tasks streamed.
 BEFORE = "0865bff"
-#: Imported first by every Python process that has its folder on PYTHONPATH: the editable
-#: install's finder (the ``.pth`` of ``pip install -e``) sent to the exported tree instead.
-SITECUSTOMIZE = """\
-import os
-import sys
-
-_tree = os.environ.get("NFACEP_BENCH_TREE")
-if _tree:
-    for _module in list(sys.modules):
-        if _module.startswith("__editable__") and _module.endswith("_finder"):
-            _mapping = sys.modules[_module].MAPPING
-            _root = os.path.dirname(_mapping["nfacep"])
-            for _name, _path in list(_mapping.items()):
-                _mapping[_name] = os.path.join(_tree, os.path.relpath(_path, _root))
-"""
 QUERY = "queries/marathon.sql"
 ENGINE = ("--partitions", "64", "--tick-tuples", "1000", "--timer-bits", "4")
-
-
-def export(rev: str, into: pathlib.Path) -> pathlib.Path:
-    """The tree of ``rev`` in ``into``."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 class Peaks:
@@ -138,10 +114,7 @@ class Peaks:
 
 def command(tree: pathlib.Path, args: list[str]) -> tuple[float, dict, str]:
     """Run ``nfacep ARGS`` with the code in ``tree``; seconds, peaks and its stderr's end."""
-    site = tree.parent / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = {**os.environ, "PYTHONPATH": str(site), "NFACEP_BENCH_TREE": str(tree)}
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     code = (
         "import sys, nfacep; assert nfacep.__file__.startswith(sys.argv[1]), "
         "nfacep.__file__; from nfacep.cli import main; sys.exit(main(sys.argv[2:]))"
@@ -202,8 +175,8 @@ def main() -> None:
     args = ap.parse_args()
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="regress-memory-"))
     trees = {
-        "before": export(args.before, work / "before"),
-        "after": export(args.after, work / "after"),
+        "before": pathlib.Path(export(args.before, work / "before")),
+        "after": pathlib.Path(export(args.after, work / "after")),
     }
     rows = []
     for n in args.sizes:

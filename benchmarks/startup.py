@@ -22,8 +22,9 @@ timed alike: Python doing nothing, and the script ``benchmarks/csv_read.py`` tim
 ``match`` (it imports pyarrow and reads the same 278-tuple file with the stream's types):
 what ``match`` costs more than that script is nfacep's start-up (issue 30, item 3).
 
-``--rev REV`` also times the nfacep commands of a revision (its ``nfacep`` package exported
-with ``git archive`` and put first on ``PYTHONPATH``, the same interpreter and packages), in
+``--rev REV`` also times the nfacep commands of a revision (its tree exported with ``git
+archive`` by ``revision.export`` and put first on ``PYTHONPATH``, the same interpreter and
+packages), in
 turns with the working tree's run by run, so that the load of a shared machine falls on both
 alike.
 
@@ -40,9 +41,10 @@ import resource
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
+
+from revision import export
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERY = str(ROOT / "queries" / "marathon.sql")
@@ -122,20 +124,6 @@ def environments(pycache: str) -> list[tuple[str, dict[str, str]]]:
     return [("cached", cached), ("none", none)]
 
 
-def exported(rev: str, folder: str, paths: tuple[str, ...] = ("nfacep",)) -> str:
-    """``paths`` of the revision ``rev`` (by default its ``nfacep`` package; ``()``: the whole
-    tree), exported into ``folder`` (returned, for ``PYTHONPATH``)."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, *paths], capture_output=True, check=True
-    ).stdout
-    with tempfile.TemporaryFile() as f:
-        f.write(archive)
-        f.seek(0)
-        with tarfile.open(fileobj=f) as tar:
-            tar.extractall(folder, filter="data")
-    return folder
-
-
 def runs_of(
     variants: list[tuple[str, list[str], dict[str, str]]], repeat: int
 ) -> list[tuple[float, float]]:
@@ -168,7 +156,7 @@ def main() -> None:
         pycache = stack.enter_context(tempfile.TemporaryDirectory())
         rev = None
         if opts.rev is not None:
-            rev = exported(opts.rev, stack.enter_context(tempfile.TemporaryDirectory()))
+            rev = export(opts.rev, stack.enter_context(tempfile.TemporaryDirectory()))
         # name, argv, goal, the arguments of this Python for -X importtime, whether nfacep's
         commands = [(name, [sys.executable, *a], None, a, False) for name, a in anchors()]
         for name, args, goal in COMMANDS:

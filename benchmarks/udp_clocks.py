@@ -29,13 +29,13 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fabric import earlier_rows, write_merged
+from revision import commit_of
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MARATHON = ROOT / "queries" / "marathon.sql"
@@ -150,12 +150,7 @@ def main() -> None:
     )
     ap.add_argument("--keep", help="build in this folder and keep it (nextpnr's timing report)")
     args = ap.parse_args()
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    commit = commit_of() or ""
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         work = args.keep or scratch

@@ -23,12 +23,11 @@ import re
 import signal
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-import tomllib
 
 from fabric import NFACEP
+from revision import export
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUERY = ROOT / "queries" / "marathon.sql"
@@ -54,27 +53,6 @@ def stream(n: int, path: pathlib.Path) -> None:
     table = pacsv.read_csv(ROOT / "queries" / "marathon.csv")
     whole = pa.concat_tables([table] * -(-n // table.num_rows)).slice(0, n)
     pq.write_table(whole, path)
-
-
-def tree(commit: str, folder: pathlib.Path) -> pathlib.Path:
-    """``commit`` of this repository laid out as the installed package ``nfacep`` (its
-    pyproject's ``package-dir``: hdl/ as nfacep/hdl, links/ as nfacep/links, ...), for
-    ``PYTHONPATH``."""
-    src = folder / "src"
-    src.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit], check=True, capture_output=True
-    ).stdout
-    archive_path = folder / "src.tar"
-    archive_path.write_bytes(archive)
-    with tarfile.open(archive_path) as tar:
-        tar.extractall(src, filter="data")
-    dirs = tomllib.loads((src / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-    for name, where in sorted(dirs.items()):
-        place = src / name.replace(".", "/")
-        if name != "nfacep" and not place.exists():
-            place.symlink_to(src / where)
-    return src
 
 
 def serve() -> tuple[subprocess.Popen, str]:
@@ -143,7 +121,7 @@ def measure(tuples: list[int], before: str | None, run_host) -> None:
         folder = pathlib.Path(tmp)
         hosts: list[tuple[str, pathlib.Path | None]] = []
         if before:
-            hosts.append((before, tree(before, folder)))
+            hosts.append((before, pathlib.Path(export(before, folder / "src"))))
         hosts.append(("this tree", None))
         for n in tuples:
             data = folder / f"marathon-{n}.parquet"
