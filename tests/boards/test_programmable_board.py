@@ -129,31 +129,45 @@ def test_only_the_programmable_engine_on_the_ecp5_is_synthesised_without_wide_lu
 def test_build_synthesises_the_programmable_engine(tmp_path, monkeypatch, capsys):
     """``nfacep build --engine programmable`` through Yosys (nextpnr faked to fail, so no
     place-and-route runs): report.json names the engine's kind, capacities and boot image,
-    and the configuration registers survive synthesis (they are loaded, not constants)."""
+    and the configuration registers survive synthesis (they are loaded, not constants): two
+    more atoms add two flip-flops per configuration bit they add, one for the configuration
+    in force and one for the one being loaded. A small stream and engine (2 states, 2 and 4
+    atoms): Yosys took 50.6 s for vshape's at 8 and 8 (38 s of it in ABC), 3.0 s for one of
+    these."""
     monkeypatch.setenv("NEXTPNR_ECP5", fake_tool(tmp_path, "nextpnr", "exit 1\n"))
-    out = tmp_path / "o"
-    argv = ["build", str(QUERIES / "vshape.sql"), "--board", "ulx3s-85f", "-o", str(out)]
-    argv += ["--engine", "programmable", "--states", "8", "--atoms", "8", "--queries", "1"]
-    assert main([*argv, "--store", "pipeline", "--partitions", "4"]) == 2
-    assert "place-and-route (nextpnr) failed" in capsys.readouterr().err
-    report = json.loads((out / "report.json").read_text())
-    assert report["parameters"]["engine"] == "programmable"
-    engine = report["engine"]
-    assert engine["kind"] == "programmable"
-    assert engine["capacity"] == {"states": 8, "atoms": 8, "queries": 1}
-    nfa = nfacep.compile_file(str(QUERIES / "vshape.sql"))
-    shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, Capacity(8, 8, 1))
-    assert engine["boot_image"] == {
-        "fingerprint": image(nfa, shape).fingerprint,
-        "states": len(nfa.states),
-        "atoms": len(image(nfa, shape).atoms),
-        "queries": 1,
-    }
-    assert report["resources_from"] == "yosys"
-    # Yosys maps the programmable engine to LUT4s only (boards.bitstream.synth_options)
-    assert "synth_ecp5 -nowidelut" in (out / "toolchain" / "nfacep_top.ys").read_text()
-    # the configuration in force and the one being loaded: both kept
-    bits = config_layout(shape).size
-    assert report["resources"]["ffs"]["used"] > 2 * bits
-    assert report["resources"]["luts"]["used"] > 0
-    assert os.path.exists(out / "vshape.v")
+    query = tmp_path / "dip.sql"
+    query.write_text(
+        "CREATE STREAM s (k UINT(4), v UINT(8));\n"
+        "QUERY dip PARTITION k PATTERN (HIGH LOW) DEFINE HIGH AS v > 3, LOW AS v < 2;\n"
+    )
+    nfa = nfacep.compile_file(str(query))
+    assert len(nfa.states) == 2
+    ffs, bits = {}, {}
+    for atoms in (2, 4):
+        out = tmp_path / f"o{atoms}"
+        argv = ["build", str(query), "--board", "ulx3s-85f", "-o", str(out), "--engine"]
+        argv += ["programmable", "--states", "2", "--atoms", str(atoms), "--queries", "1"]
+        assert main([*argv, "--store", "pipeline", "--partitions", "4"]) == 2
+        assert "place-and-route (nextpnr) failed" in capsys.readouterr().err
+        report = json.loads((out / "report.json").read_text())
+        assert report["parameters"]["engine"] == "programmable"
+        engine = report["engine"]
+        assert engine["kind"] == "programmable"
+        assert engine["capacity"] == {"states": 2, "atoms": atoms, "queries": 1}
+        shape = EngineShape(nfa.program.schema, nfa.program.partition_fields, Capacity(2, atoms, 1))
+        assert engine["boot_image"] == {
+            "fingerprint": image(nfa, shape).fingerprint,
+            "states": len(nfa.states),
+            "atoms": len(image(nfa, shape).atoms),
+            "queries": 1,
+        }
+        assert report["resources_from"] == "yosys"
+        # Yosys maps the programmable engine to LUT4s only (boards.bitstream.synth_options)
+        assert "synth_ecp5 -nowidelut" in (out / "toolchain" / "nfacep_top.ys").read_text()
+        assert report["resources"]["luts"]["used"] > 0
+        assert os.path.exists(out / "dip.v")
+        ffs[atoms], bits[atoms] = report["resources"]["ffs"]["used"], config_layout(shape).size
+    # the configuration in force and the one being loaded: both kept (101 and 141 bits of
+    # configuration here; 1,061 and 1,141 flip-flops)
+    assert bits[4] > bits[2]
+    assert ffs[4] - ffs[2] >= 2 * (bits[4] - bits[2])
