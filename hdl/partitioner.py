@@ -471,7 +471,18 @@ class _SwapPipeline:
             elif BREAK_HINT == "prev fresh":
                 found = Const(1, 1)
             zero = Const(0, part.state_width)
-            bits = [prev(m, state, token.payload) for state in (candidate, following, zero)]
+            # a comparison wider than SPLIT_LOW bits compared in its two halves side by side
+            # (``update.early``), not in one carry chain
+            split = getattr(part._update, "early", None)
+            bits = [
+                prev(
+                    m,
+                    state,
+                    token.payload,
+                    early=None if split is None else split(m, state, token.payload),
+                )
+                for state in (candidate, following, zero)
+            ]
             self.last_prev = Signal(part._update.prev_width, name="last_prev")
             with m.If(self.advance):
                 m.d.sync += self.last_prev.eq(Mux(found, Mux(mine, bits[0], bits[1]), bits[2]))

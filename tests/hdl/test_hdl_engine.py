@@ -1028,11 +1028,13 @@ def test_prev_table_compares_the_rows_early(monkeypatch, partitions, seed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("partitions", "ways", "tick_tuples", "seed"), [(16, 4, 0, 3), (4, 2, 3, 5)]
+    ("store", "partitions", "ways", "tick_tuples", "seed"),
+    [("table", 16, 4, 0, 3), ("table", 4, 2, 3, 5), ("pipeline", 4, 1, 3, 6)],
 )
-def test_prev_split_narrow_comparisons(monkeypatch, partitions, ways, tick_tuples, seed):
+def test_prev_split_narrow_comparisons(monkeypatch, store, partitions, ways, tick_tuples, seed):
     """Every PREV comparison of :func:`test_prev_against_reference` split after its lowest 3
-    bits (signed operands, sums, a parameter), in the table with and without timers."""
+    bits (signed operands, sums, a parameter), in the table with and without timers, and in
+    the pipeline (its halves compared side by side a stage before the last, with drops)."""
     from nfacep.hdl import decoder
     from nfacep.settings import ParamValues
 
@@ -1045,7 +1047,7 @@ def test_prev_split_narrow_comparisons(monkeypatch, partitions, ways, tick_tuple
         data,
         values=values,
         partitions=partitions,
-        store="table",
+        store=store,
         ways=ways,
         tick_tuples=tick_tuples,
         timer_bits=2,
