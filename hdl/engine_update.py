@@ -163,16 +163,18 @@ def _early_hook(nfa: Nfa, nfa_bits: int, payload_shape, update) -> None:
 
 def _prev_hook(nfa: Nfa, nfa_bits: int, update) -> None:
     """With PREV, :func:`store_update`'s ``update`` gets ``prev`` (with ``prev_width``):
-    ``prev(m, state, payload)``, the bits of the predicates that read PREV
+    ``prev(m, state, payload, early=None)``, the bits of the predicates that read PREV
     (:func:`~.decoder.prev_predicates`, one bit per predicate, the others 0) for the
     partition's history in ``state``, which a store can work out for the state a tuple will
-    find a stage before the update and hand to it as ``prev``."""
+    find a stage before the update and hand to it as ``prev``. Given ``early``, what
+    ``update.early`` made of the same state and payload, the comparisons it split combine its
+    high bits' order with their low bits' (two shorter carry chains side by side)."""
     kept = history_layout(nfa.program.schema, nfa.history)
     if kept is None:
         return
 
-    def prev(mod, state, payload):
-        return prev_predicates(mod, nfa, *_history_reads(kept, nfa_bits, state, payload))
+    def prev(mod, state, payload, early=None):
+        return prev_predicates(mod, nfa, *_history_reads(kept, nfa_bits, state, payload), early)
 
     update.prev = prev
     update.prev_width = len(nfa.predicates)

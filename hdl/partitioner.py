@@ -23,8 +23,12 @@ __all__ = ["BREAK_HINT", "StreamPartitioner", "check_store_arguments", "store_si
 #: the swap, even when the swap moves the one before it there. ``"prev following"``: PREV's
 #: bits registered for a tuple that finds its element are always those of the element at the
 #: last stage before the swap; ``"prev fresh"``: those of the element the swap moves into the
-#: last stage even for a tuple that starts a new partition (whose history is empty). ``None``
-#: (always, outside those tests): nothing broken.
+#: last stage even for a tuple that starts a new partition (whose history is empty). ``"prev
+#: early unswapped"``: the high bits of PREV's split comparisons registered two stages before
+#: the last for the element the swap moves ahead are always those of the element ahead of the
+#: token's candidate; ``"prev early unwritten"``: those of the last stage's element always as
+#: it is before the last stage writes it back. ``None`` (always, outside those tests): nothing
+#: broken.
 BREAK_HINT: str | None = None
 
 
@@ -245,6 +249,7 @@ class StreamPartitioner(wiring.Component):
         pipeline.swap()
         pipeline.hint_ahead()
         pipeline.finish(self.o_stream, self.drops)
+        pipeline.early_ahead()
         return m
 
 
@@ -287,6 +292,10 @@ class _SwapPipeline:
         # stage before (hint_ahead)
         self.last_hint: Signal | None = None
         self.last_prev: Signal | None = None
+        # ``update.early``'s high bits for the two elements stage ``last - 1`` chooses from,
+        # registered a stage before that (early_ahead); the last stage's new state (finish)
+        self.prev_early: tuple[Signal, Signal] | None = None
+        self.last_new_state: Signal | None = None
 
     def tick(self, token) -> Value:
         return token.tick if self.ticks else Const(0, 1)
@@ -471,10 +480,57 @@ class _SwapPipeline:
             elif BREAK_HINT == "prev fresh":
                 found = Const(1, 1)
             zero = Const(0, part.state_width)
-            bits = [prev(m, state, token.payload) for state in (candidate, following, zero)]
+            states = (candidate, following, zero)
+            # a comparison wider than SPLIT_LOW bits (``update.early``) compares only its low
+            # bits here: its high bits' order comes from a stage before (early_ahead), or with
+            # no stage before this one but the head register, from beside them
+            split = getattr(part._update, "early", None)
+            early: list = [None, None, None]
+            if split is not None and self.depth >= 3:
+                width = part._update.early_width
+                self.prev_early = (
+                    Signal(width, name="prev_early_candidate"),
+                    Signal(width, name="prev_early_following"),
+                )
+                early = [*self.prev_early, split(m, zero, token.payload)]
+            elif split is not None:
+                early = [split(m, state, token.payload) for state in states]
+            bits = [
+                prev(m, state, token.payload, early=e)
+                for state, e in zip(states, early, strict=True)
+            ]
             self.last_prev = Signal(part._update.prev_width, name="last_prev")
             with m.If(self.advance):
                 m.d.sync += self.last_prev.eq(Mux(found, Mux(mine, bits[0], bits[1]), bits[2]))
+
+    def early_ahead(self) -> None:
+        """With ``update.early`` and ``depth >= 3``: the high bits of PREV's split comparisons
+        (``update.early``) for the two elements stage ``last - 1`` will choose from, worked out
+        while the token is at stage ``last - 2`` and registered as it moves (``prev_early``),
+        so that :meth:`hint_ahead` compares only the low bits. Exact for the same reason: no
+        token is at stage ``last - 1`` then, so ``pe[last - 1]`` will be what this token's
+        swap moves ahead (``pe[last - 2]`` or ``pe[last - 1]``), and ``pe[last]`` what the
+        last stage writes back now (the new state if a tuple there is not dropped, else the
+        element as it is); nothing else writes either before the token reaches stage
+        ``last - 1``."""
+        if self.prev_early is None:
+            return
+        m, part, last = self.m, self.part, self.last
+        assert self.last_new_state is not None
+        stage = last - 2
+        token = self.tokens[stage]
+        split = part._update.early
+        here, after = self.elements[stage].state, self.elements[stage + 1].state
+        unchanged = self.elements[last].state
+        moved = (split(m, here, token.payload), split(m, after, token.payload))
+        kept = (split(m, self.last_new_state, token.payload), split(m, unchanged, token.payload))
+        swap = Const(0, 1) if BREAK_HINT == "prev early unswapped" else self.swaps[stage]
+        written = self.token_valid[last] & ~self.last_dropped
+        if BREAK_HINT == "prev early unwritten":
+            written = Const(0, 1)
+        candidate, following = self.prev_early
+        with m.If(self.advance):
+            m.d.sync += [candidate.eq(Mux(swap, *moved)), following.eq(Mux(written, *kept))]
 
     def finish(self, o_stream, drops) -> None:
         """The last stage (Figure 8, lines 9-16): the update function, the element written
@@ -496,6 +552,7 @@ class _SwapPipeline:
             ahead["prev"] = self.last_prev
         new_state_value, result_value = part._update(m, current_state, token.payload, **ahead)
         new_state = Signal(part.state_width, name="last_new_state")
+        self.last_new_state = new_state
         result = Signal(part.result_shape, name="last_result")
         m.d.comb += [
             new_state.eq(new_state_value),

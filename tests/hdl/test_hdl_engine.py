@@ -1028,11 +1028,13 @@ def test_prev_table_compares_the_rows_early(monkeypatch, partitions, seed):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("partitions", "ways", "tick_tuples", "seed"), [(16, 4, 0, 3), (4, 2, 3, 5)]
+    ("store", "partitions", "ways", "tick_tuples", "seed"),
+    [("table", 16, 4, 0, 3), ("table", 4, 2, 3, 5), ("pipeline", 4, 1, 3, 6)],
 )
-def test_prev_split_narrow_comparisons(monkeypatch, partitions, ways, tick_tuples, seed):
+def test_prev_split_narrow_comparisons(monkeypatch, store, partitions, ways, tick_tuples, seed):
     """Every PREV comparison of :func:`test_prev_against_reference` split after its lowest 3
-    bits (signed operands, sums, a parameter), in the table with and without timers."""
+    bits (signed operands, sums, a parameter), in the table with and without timers, and in
+    the pipeline (its halves compared side by side a stage before the last, with drops)."""
     from nfacep.hdl import decoder
     from nfacep.settings import ParamValues
 
@@ -1045,7 +1047,7 @@ def test_prev_split_narrow_comparisons(monkeypatch, partitions, ways, tick_tuple
         data,
         values=values,
         partitions=partitions,
-        store="table",
+        store=store,
         ways=ways,
         tick_tuples=tick_tuples,
         timer_bits=2,
@@ -1081,12 +1083,17 @@ def test_prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed):
     assert bits
 
 
-@pytest.mark.parametrize("broken", ["prev following", "prev fresh"])
+@pytest.mark.parametrize(
+    "broken", ["prev following", "prev fresh", "prev early unswapped", "prev early unwritten"]
+)
 def test_prev_pipeline_bits_of_the_wrong_element_are_caught(monkeypatch, broken):
     """The pipeline store works out the bits of the predicates that read PREV a stage before
     the update, for both elements its swap chooses from and for a new partition's empty
-    history; a version that always takes the element at the last stage before the swap, or
-    an element's history for a new partition (broken paths), changes a match."""
+    history, and the high bits of their wide comparisons a stage before that; a version that
+    always takes the element at the last stage before the swap, or an element's history for
+    a new partition, or the high bits of the element ahead of the candidate whatever the
+    swap, or of the last stage's element before it is written back (broken paths), changes
+    a match."""
     from nfacep.hdl import partitioner
 
     monkeypatch.setattr(partitioner, "BREAK_HINT", broken)
@@ -1098,10 +1105,12 @@ def test_prev_pipeline_bits_of_the_wrong_element_are_caught(monkeypatch, broken)
         check(nfa, data, partitions=16, store="pipeline", seed=1)
 
 
-@pytest.mark.parametrize(("partitions", "seed"), [(16, 1), (8, 2)])
+@pytest.mark.parametrize(("partitions", "seed"), [(16, 1), (8, 2), (3, 3), (2, 4)])
 def test_prev_pipeline_bits_ahead(partitions, seed):
     """The same wide comparisons through the pipeline store, which works out PREV's bits a
-    stage before its last: exact with every partition stored (16) and with drops (8)."""
+    stage before its last and their high bits a stage before that: exact with every
+    partition stored (16) and with drops (8; 3, the first stage the high bits' stage; 2, no
+    stage before but the head register, so both halves a stage before the last)."""
     nfa = nfacep.compile_text(
         SPLIT_STREAM + f"QUERY q PARTITION k PATTERN (A B+ C) {SPLIT_DEFINE};"
     )
