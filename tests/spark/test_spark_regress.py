@@ -1,9 +1,11 @@
 """Spark testbench: ``regress`` simulates the gateware over vectors and checks it in Spark.
 
 One Spark session (local[2], the ``spark`` fixture of conftest.py) and one simulator build
-cache serve the module; vectors are a few thousand tuples, simulated under Icarus Verilog. A
+cache serve the module; vectors are 500 to 2,000 tuples, simulated under Icarus Verilog. A
 gateware variant with one activation wire cut must be caught with a readable report; bad input
-must fail before Spark does any work.
+must fail before Spark does any work. A run that several tests look at is made once, by a
+module fixture (``fire_whole``, ``fire_broken``, ``supply_whole``, ``fire_native``), its output
+captured (:func:`run_once`).
 """
 
 from __future__ import annotations
