@@ -5,9 +5,7 @@ unchanged. The trace here is the generator's own tuples written out as a user wo
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import pathlib
 
@@ -74,7 +72,8 @@ def rows(folder, name) -> list[dict]:
     return pq.read_table(pathlib.Path(folder) / name).sort_by("seq").to_pylist()
 
 
-def _refuse_serial(monkeypatch) -> None:
+@pytest.fixture
+def in_tasks(monkeypatch):
     """The trace must be numbered in Spark tasks: the driver's serial reader refuses."""
 
     def refuse(*args, **kwargs):
@@ -83,35 +82,13 @@ def _refuse_serial(monkeypatch) -> None:
     monkeypatch.setattr(numbering, "serial", refuse)
 
 
-@pytest.fixture
-def in_tasks(monkeypatch):
-    _refuse_serial(monkeypatch)
-
-
-@pytest.fixture(scope="module")
-def from_parts(spark, trace, tmp_path_factory) -> tuple[pathlib.Path, str]:
-    """``(folder, stdout)``: the vectors of the Parquet parts trace, numbered in Spark tasks
-    (``in_tasks``): the test of the traces' vectors and the regress test look at them."""
-    out = tmp_path_factory.mktemp("parts") / "v"
-    printed = io.StringIO()
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(printed):
-        _refuse_serial(mp)
-        assert vectors_cli(trace["parts"], out) == 0
-    return out, printed.getvalue()
-
-
 @pytest.mark.parametrize("kind", ["csv", "parts"])
 def test_a_trace_gives_the_generated_vectors(
-    spark, trace, generated, tmp_path, kind, capsys, in_tasks, request
+    spark, trace, generated, tmp_path, kind, capsys, in_tasks
 ):
-    """The CSV file's vectors are made here, the parts' are ``from_parts``."""
-    if kind == "parts":
-        out, printed = request.getfixturevalue("from_parts")
-    else:
-        out = tmp_path / "v"
-        assert vectors_cli(trace[kind], out) == 0
-        printed = capsys.readouterr().out
-    assert f"2000 tuples from {trace[kind]}" in printed
+    out = tmp_path / "v"
+    assert vectors_cli(trace[kind], out) == 0
+    assert f"2000 tuples from {trace[kind]}" in capsys.readouterr().out
     for name in (layout.TUPLES, layout.DROPS):
         assert rows(out, name) == rows(generated, name)
     expected = pq.read_table(out / layout.EXPECTED).to_pylist()
@@ -128,12 +105,12 @@ def test_a_trace_gives_the_generated_vectors(
 
 
 @pytest.mark.slow
-def test_regress_replays_a_trace(spark, from_parts, tmp_path, capsys):
-    """The vectors of the Parquet parts trace (``from_parts``) pass."""
+def test_regress_replays_a_trace(spark, trace, tmp_path, capsys):
     missing = sim.simulator_available("icarus")
     if missing:
         pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
-    out, _ = from_parts
+    out = tmp_path / "v"
+    assert vectors_cli(trace["parts"], out) == 0
     argv = ["regress", FIRE, "--vectors", str(out), "--master", MASTER]
     assert main([*argv, "--build-dir", str(tmp_path / "sim")]) == 0
     assert "OK: the gateware's matches and drops equal the expected ones" in capsys.readouterr().out
