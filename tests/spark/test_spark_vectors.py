@@ -5,7 +5,6 @@ One Spark session (local[2], the ``spark`` fixture of conftest.py) serves the wh
 sizes are small so the file runs in a couple of minutes on a slow 2-core machine.
 """
 
-import contextlib
 import csv
 import hashlib
 import io
@@ -17,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from bundled import keyed_fire, param_texts
-from progress_clock import line_at_each_phase_end
 from pyspark.testing import assertDataFrameEqual  # the `spark` extra; never skipped
 
 import nfacep
@@ -145,33 +143,11 @@ def test_same_seed_same_content_for_1_2_8_spark_partitions(spark, fire):
     assert [m["run"]["tasks"] for m in (m1, m2, m8)] == [1, 2, 8]
 
 
-@pytest.fixture(scope="module")
-def other_seed(spark, tmp_path_factory):
-    """``(folder, stderr)``: the vectors of ``fire`` (6,000 tuples, 24 keys, 2 tasks) with seed
-    3, made by the command (``nfacep vectors``), its progress lines on the fake clock of
-    tests/progress_clock.py (a line due as each phase ends). The tests of another seed and of
-    the progress lines look at this run."""
-    out = tmp_path_factory.mktemp("seed3") / "v"
-    argv = ["vectors", FIRE, "--tuples", "6000", "--block-tuples", "1024", "--keys", "24"]
-    argv += ["--seed", "3", "--tasks", "2", "--out", str(out), "--master", MASTER]
-    printed, err = io.StringIO(), io.StringIO()
-    with (
-        pytest.MonkeyPatch.context() as mp,
-        contextlib.redirect_stdout(printed),
-        contextlib.redirect_stderr(err),
-    ):
-        line_at_each_phase_end(mp, vectors)
-        assert nfacep_main(argv) == 0
-    return out, err.getvalue()
-
-
 @pytest.mark.slow
-def test_another_seed_gives_other_tuples(fire, other_seed):
-    """The vectors of ``other_seed``: seed 3, other tuples than seed 7's."""
-    folder, _ = other_seed
-    m = json.loads((folder / layout.MANIFEST).read_text())
-    assert not table(folder, layout.TUPLES).equals(table(fire[2][0], layout.TUPLES))
-    assert m["seed"] == 3 and m["tuples"] == SMALL["tuples"]
+def test_another_seed_gives_other_tuples(spark, fire, tmp_path):
+    m = make(spark, tmp_path / "v", seed=8)
+    assert not table(tmp_path / "v", layout.TUPLES).equals(table(fire[2][0], layout.TUPLES))
+    assert m["seed"] == 8
 
 
 # --- expected matches against the reference matcher -------------------------------------------
@@ -826,11 +802,39 @@ def test_enum_weights_are_honoured(spark, tmp_path):
     assert m["enum_weights"] == {"zone": {"DOCK": 1.0, "FREEZER": 3.0}}
 
 
-def test_progress_lines_count_tuples_and_end_at_the_total(other_seed):
+def test_progress_lines_count_tuples_and_end_at_the_total(spark, tmp_path, capsys, monkeypatch):
     """`vectors` reports tuples generated and matched on stderr, with a rate once something is
     counted, and ends each phase at the total (a line due as each phase ends, on a fake clock:
-    tests/progress_clock.py; the run of ``other_seed``)."""
-    _, err = other_seed
+    tests/progress_clock.py)."""
+    import re
+
+    from progress_clock import line_at_each_phase_end
+
+    line_at_each_phase_end(monkeypatch, vectors)
+    assert (
+        nfacep_main(
+            [
+                "vectors",
+                FIRE,
+                "--tuples",
+                "6000",
+                "--block-tuples",
+                "1024",
+                "--keys",
+                "24",
+                "--seed",
+                "3",
+                "--tasks",
+                "2",
+                "--out",
+                str(tmp_path / "v"),
+                "--master",
+                MASTER,
+            ]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
     counted = re.compile(r"vectors: ([\d,]+) of 6,000 tuples (generated|matched) \((\d+)%\)")
     for verb in ("generated", "matched"):
         lines = [ln for ln in err.splitlines() if f"tuples {verb}" in ln]
