@@ -11,7 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Mux, Signal
+from amaranth.hdl import (
+    ClockDomain,
+    ClockSignal,
+    Elaboratable,
+    Instance,
+    Module,
+    Mux,
+    Signal,
+    Value,
+)
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.wiring import In, Out
@@ -182,40 +191,52 @@ class StatusLed(wiring.Component):
         super().__init__({"activity": In(1), "trouble": In(1), "led": Out(1)})
 
     def elaborate(self, platform):
-        # The LED is driven from a flip-flop (timing: the pin is far from everything), set to
-        # what the counters will show after the edge, so it lights when it would have lit
-        # from the counters themselves.
+        # The LED is driven from a flip-flop, and so is every term of its input (timing: the
+        # pin is far from everything, and a 27-bit compare of the heartbeat's count was the
+        # link clock's slowest path beside the programmable engine). Each counter counts down
+        # and reloads when it passes zero: its sign bit, the carry out of its subtraction, is
+        # the event, so that no count is compared with anything.
         m = Module()
-        beat = Signal(range(self._beat))
-        beat_wraps = beat == self._beat - 1
-        m.d.sync += beat.eq(Mux(beat_wraps, 0, beat + 1))
-        # beat < beat // 10, kept in a register beside the counter
-        beat_on, beat_next = Signal(init=1), Signal()
-        m.d.comb += beat_next.eq(Mux(beat_wraps, 1, Mux(beat == self._beat // 10 - 1, 0, beat_on)))
-        m.d.sync += beat_on.eq(beat_next)
-        blink_count = Signal(range(self._blink))
-        blink, blink_next = Signal(), Signal()
-        blink_turns = blink_count == self._blink - 1
-        m.d.comb += blink_next.eq(blink ^ blink_turns)
-        m.d.sync += [blink_count.eq(Mux(blink_turns, 0, blink_count + 1)), blink.eq(blink_next)]
-        busy = Signal(range(self._activity + 1))
-        bad = Signal(range(self._trouble + 1))
+
+        def down_counter(name: str, reload: Value, first: int) -> Signal:
+            """A counter whose sign bit is set for one cycle in each ``reload + 2``, first
+            after ``first + 2`` cycles."""
+            count = Signal(range(-1, max(self._beat, self._blink)), name=name, init=first)
+            m.d.sync += count.eq(Mux(count[-1], reload, count - 1))
+            return count[-1]
+
+        # the heartbeat: on for beat // 10 cycles, off for the rest of each period
+        on_cycles = self._beat // 10
+        beat_on = Signal(init=1)
+        off_cycles = self._beat - on_cycles
+        beat_turns = down_counter(
+            "beat", Mux(beat_on, off_cycles - 2, on_cycles - 2), first=on_cycles - 2
+        )
+        with m.If(beat_turns):
+            m.d.sync += beat_on.eq(~beat_on)
+        blink = Signal()
+        with m.If(down_counter("blink", self._blink - 2, first=self._blink - 2)):
+            m.d.sync += blink.eq(~blink)
         # (registered: the pulses come from the link's counters and sequence check; timing)
         activity, trouble = Signal(), Signal()
         m.d.sync += [activity.eq(self.activity), trouble.eq(self.trouble)]
-        held = []  # whether each hold is nonzero after the edge
-        for hold, pulse, length in (
-            (busy, activity, self._activity),
-            (bad, trouble, self._trouble),
+        held = []  # whether a pulse came within each hold's length of cycles
+        for name, pulse, length in (
+            ("busy", activity, self._activity),
+            ("bad", trouble, self._trouble),
         ):
+            # counts down from length - 2 after a pulse, and stops at -1: its sign bit
+            hold = Signal(range(-1, length), name=name, init=-1)
             with m.If(pulse):
-                m.d.sync += hold.eq(length)
-            with m.Elif(hold != 0):
+                m.d.sync += hold.eq(length - 2)
+            with m.Elif(~hold[-1]):
                 m.d.sync += hold.eq(hold - 1)
-            held.append(pulse | (hold > 1))
-        busy_next, bad_next = held
+            on = Signal(name=f"{name}_on")
+            m.d.sync += on.eq(pulse | ~hold[-1])
+            held.append(on)
+        busy, bad = held
         led = Signal(init=1)  # (beat_on's)
-        m.d.sync += led.eq(Mux(bad_next, blink_next, busy_next | beat_next))
+        m.d.sync += led.eq(Mux(bad, blink, busy | beat_on))
         m.d.comb += self.led.eq(led)
         return m
 
