@@ -10,7 +10,7 @@ from nfacep.links.udp.protocol import (
     PacketType,
 )
 
-from .payload import ECHO_AT, EventKind, FrameClass
+from .payload import EventKind, FrameClass
 
 __all__ = ["Classify"]
 
@@ -85,12 +85,14 @@ class Classify:
                 m.d.comb += cls.eq(C.ACCEPTED)
         return cls, kind, early
 
-    def _verdict(self, m, h, s, fcs_ok, size_ok, truncated, blocked):
+    def _verdict(self, m, h, s, ends, blocked):
         """The frame's class at its end, from registers: the headers' class
         (:meth:`_header_class`), the MAC's verdict, the length, the tuple data and the
         session ``s``; for an echo request its length (at least the ICMP header, the
         identifier and the sequence number) and whether the echo buffer was free
-        (``blocked``)."""
+        (``blocked``). ``ends``: the flags registered at the frame's end (the MAC's FCS and
+        size checks, the IPv4 length beyond the frame's, an echo request too short)."""
+        fcs_ok, size_ok, truncated, short = ends
         C = FrameClass
         cls = Signal(FrameClass)
         reset = h.kind == EventKind.RESET
@@ -127,7 +129,6 @@ class Classify:
             m.d.comb += cls.eq(h.cls)
         if self._icmp:
             with m.Elif(h.kind == EventKind.ECHO):
-                short = self.lower.ip_end < ECHO_AT + 4
                 full = Mux(blocked, C.ENGINE_FULL, C.ACCEPTED)
                 m.d.comb += cls.eq(Mux(short, C.BAD_UDP, full))
         with m.Elif(length_bad):

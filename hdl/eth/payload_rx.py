@@ -224,17 +224,19 @@ class PayloadRx(Classify, wiring.Component):
         self._same(m, h, s)
         # the verdict, a cycle after the frame's end, from registers only
         verdict = Signal()
-        fcs_ok, size_ok, truncated = (Signal(reset_less=True) for _ in range(3))
+        fcs_ok, size_ok, truncated, short = (Signal(reset_less=True) for _ in range(4))
         m.d.sync += verdict.eq(self.end)
         with m.If(self.end):
             m.d.sync += [
                 fcs_ok.eq(self.fcs_ok),
                 size_ok.eq(self.size_ok),
                 truncated.eq(self.lower.ip_end > self.length),
+                # an echo request too short for its identifier and sequence number
+                short.eq(self.lower.ip_end < ECHO_AT + 4),
             ]
         self._expected_now = Signal(32, name="load_expected")
         blocked = self._echo(m) if self._icmp else None
-        cls = self._verdict(m, h, s, fcs_ok, size_ok, truncated, blocked)
+        cls = self._verdict(m, h, s, (fcs_ok, size_ok, truncated, short), blocked)
         ev, lower = self.event, self.lower
         if self._load:
             self._reassemble(m, h, verdict, cls)
