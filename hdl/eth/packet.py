@@ -206,29 +206,46 @@ class Packetizer(wiring.Component):
     to send, from the cycle after, and ``shift`` moves to the next one at the edge. Who drives
     ``shift`` counts the bytes.
 
+    With ``groups`` the bytes are cut into that many groups of consecutive bytes (the last
+    may be shorter), each loaded and shifted on its own bit of ``load`` and ``shift``: the
+    driver gives every group a copy of the same enables from registers of its own, so that no
+    one net enables a long stack's every flip-flop (timing). The copies must agree.
+
     Members
     -------
-    load, shift : ``In(1)``
+    load, shift : ``In(groups)``
     i_data : ``In(8 * length)``
     byte : ``Out(8)``
     """
 
-    def __init__(self, length: int):
+    def __init__(self, length: int, *, groups: int = 1):
         if length < 1:
             raise ValueError(f"a header has at least one byte, not {length}")
-        self._length = length
-        super().__init__({"load": In(1), "shift": In(1), "i_data": In(8 * length), "byte": Out(8)})
+        if not 1 <= groups <= length:
+            raise ValueError(f"{length} bytes make 1 to {length} groups, not {groups}")
+        self._length, self._groups = length, groups
+        super().__init__(
+            {"load": In(groups), "shift": In(groups), "i_data": In(8 * length), "byte": Out(8)}
+        )
 
     @property
     def length(self) -> int:
         return self._length
 
+    @property
+    def groups(self) -> int:
+        return self._groups
+
     def elaborate(self, platform):
         m = Module()
         shreg = Signal(8 * self._length)
         m.d.comb += self.byte.eq(shreg[:8])
-        with m.If(self.load):
-            m.d.sync += shreg.eq(self.i_data)
-        with m.Elif(self.shift):
-            m.d.sync += shreg.eq(shreg >> 8)
+        size = -(-self._length // self._groups)
+        shifted = shreg >> 8
+        for g in range(-(-self._length // size)):  # (every group with bytes)
+            bits = slice(8 * size * g, 8 * min(size * (g + 1), self._length))
+            with m.If(self.load[g]):
+                m.d.sync += shreg[bits].eq(self.i_data[bits])
+            with m.Elif(self.shift[g]):
+                m.d.sync += shreg[bits].eq(shifted[bits])
         return m

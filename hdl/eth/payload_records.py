@@ -62,6 +62,7 @@ class StatusRecords:
                 m.d.sync += f.index.eq(f.index + 1)
                 with m.If(last):
                     m.d.sync += f.in_status.eq(0)
+                    m.d.comb += f.status_stop.eq(1)
                     m.next = "IDLE"
         with m.State("RECORDS"):
             last = f.last_byte

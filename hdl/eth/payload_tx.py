@@ -5,7 +5,7 @@ bytes out, built by :class:`~.payload_headers.TxHeaders` and
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,6 +17,7 @@ from nfacep.links.udp.protocol import (
     PacketType,
 )
 
+from ..bram import register_copy
 from . import icmp
 from .headers import (
     ARP,
@@ -44,6 +45,8 @@ _ECHO_HEADERS = ETHERNET.length + IPV4.length + ICMP.length
 _UDP_HEADERS = ETHERNET.length + IPV4.length + UDP.length + PAYLOAD.length
 #: The IPv4 length of a packet with an empty body.
 _IP_UDP_PAYLOAD = IPV4.length + UDP.length + PAYLOAD.length
+#: STATUS's bytes per group of its shift register (:class:`~.packet.Packetizer`'s ``groups``).
+_STATUS_GROUP = 16
 
 
 class _TxFrame:
@@ -84,6 +87,9 @@ class _TxFrame:
         self.loading = Signal()
         self.in_header = Signal()
         self.in_status = Signal()
+        # (combinational) loading and in_status set at the edge, in_status cleared: their next
+        # values, which the copies of STATUS's groups take (UdpTx._packetizers)
+        self.load_start, self.status_start, self.status_stop = Signal(), Signal(), Signal()
 
 
 class UdpTx(TxHeaders, StatusRecords, wiring.Component):
@@ -216,7 +222,9 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
         checksum, icmp_checksum = self._checksums(m, f)
         status_bytes = sum(n for _, n in STATUS_FIELDS) + self._values_bytes
         m.submodules.header = header = Packetizer(_UDP_HEADERS)
-        m.submodules.status = status = Packetizer(status_bytes)
+        m.submodules.status = status = Packetizer(
+            status_bytes, groups=-(-status_bytes // _STATUS_GROUP)
+        )
         m.d.comb += f.flags.eq(self.idle & (fifo.level == 0))
         if self._echo:
             self._echo_reads(m, f)
@@ -235,6 +243,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                         f.dst.eq(self.arp_peer),
                         f.loading.eq(1),
                     ]
+                    m.d.comb += f.load_start.eq(1)
                     m.next = "LOAD"
                 with m.Elif(want_echo & self._echo):
                     m.d.sync += [
@@ -279,23 +288,30 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             self._body_states(m, f, status, fifo, head)
         with m.If(self.clear):
             m.d.sync += f.cleared.eq(1)
-        self._packetizers(m, f, header, status, (checksum, icmp_checksum))
+        self._packetizers(m, platform, f, header, status, (checksum, icmp_checksum))
         return m
 
-    def _packetizers(self, m, f, header, status, sums):
+    def _packetizers(self, m, platform, f, header, status, sums):
         """The headers' and STATUS's shift registers: loaded in LOAD, shifted in HEADER and
         STATUS as their bytes are taken. (STATUS's body is loaded for every frame, unused but
         by STATUS, so that its shift register's enable, ~900 flip-flops, depends on registers
-        and the stream's ready alone, not on the payload type: timing.)"""
+        and the stream's ready alone, not on the payload type; and each group of its bytes
+        has copies of ``loading`` and ``in_status`` of its own, registers Yosys does not merge
+        (:func:`~nfacep.hdl.bram.register_copy`), so that no one net enables all of them:
+        timing.)"""
         ready = self.o_stream.ready
         m.d.comb += [
             header.load.eq(f.loading),
             header.i_data.eq(self._headers(f, *sums)),
             header.shift.eq(f.in_header & ready),
-            status.load.eq(f.loading),
             status.i_data.eq(self._status_body(f.flags)),
-            status.shift.eq(f.in_status & ready),
         ]
+        in_status_next = f.status_start | (f.in_status & ~f.status_stop)
+        for g in range(status.groups):
+            loading, in_status = register_copy(
+                m, platform, Cat(f.load_start, in_status_next), Const(1), f"status_en{g}"
+            )
+            m.d.comb += [status.load[g].eq(loading), status.shift[g].eq(in_status & ready)]
 
     def _requests(self, m, fifo):
         """What waits to be sent: the requests since the last frame, and whether to send
@@ -347,6 +363,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             m.next = "SUM4"
         with m.State("SUM4"):
             m.d.sync += f.loading.eq(1)
+            m.d.comb += f.load_start.eq(1)
             m.next = "LOAD"
 
     @staticmethod
@@ -388,6 +405,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                         with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)
                             m.d.sync += f.seq.eq(f.seq + 1)
                         m.d.sync += f.in_status.eq(1)
+                        m.d.comb += f.status_start.eq(1)
                         m.next = "STATUS"
                     with m.Else():
                         m.d.sync += [
