@@ -49,20 +49,26 @@ class StatusRecords:
     def _status_records_states(self, m, f, status, fifo, head):
         """STATUS and RECORDS (:meth:`_body_states`)."""
         out = self.o_stream
-        taken = out.valid & out.ready
+        # (``valid`` is high in STATUS and RECORDS: a byte is taken when the stream is ready;
+        # not ``valid & ready``, whose ``valid`` is every state's: timing)
+        taken = out.ready
         rb = self._record_bytes
+        assert status.length > 1
         with m.State("STATUS"):
-            last = f.index == status.length - 1
+            # ``status_end``: the byte offered is the last (0 when STATUS starts, at byte 0;
+            # set as the one before it is taken)
             m.d.comb += [
                 out.valid.eq(1),
                 out.payload.data.eq(status.byte),
-                out.payload.last.eq(last),
+                out.payload.last.eq(f.status_end),
             ]  # (status.shift: UdpTx.elaborate)
             with m.If(taken):
-                m.d.sync += f.index.eq(f.index + 1)
-                with m.If(last):
-                    m.d.sync += f.in_status.eq(0)
-                    m.d.comb += f.status_stop.eq(1)
+                m.d.sync += [
+                    f.index.eq(f.index + 1),
+                    f.status_end.eq(f.index == status.length - 2),
+                ]
+                with m.If(f.status_end):  # (f.status_stop is high)
+                    m.d.sync += [f.in_status.eq(0), f.status_end.eq(0)]
                     m.next = "IDLE"
         with m.State("RECORDS"):
             last = f.last_byte

@@ -87,6 +87,12 @@ class _TxFrame:
         self.loading = Signal()
         self.in_header = Signal()
         self.in_status = Signal()
+        # the byte offered is the headers' last (in HEADER) or STATUS's last (in STATUS):
+        # registers, so that STATUS's start and end are one gate of registers and the
+        # stream's ready, not of the state and the byte count (timing: the copies of
+        # STATUS's enables, UdpTx._packetizers)
+        self.header_end = Signal()
+        self.status_end = Signal()
         # (combinational) loading and in_status set at the edge, in_status cleared: their next
         # values, which the copies of STATUS's groups take (UdpTx._packetizers)
         self.load_start, self.status_start, self.status_stop = Signal(), Signal(), Signal()
@@ -306,6 +312,12 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             header.shift.eq(f.in_header & ready),
             status.i_data.eq(self._status_body(f.flags)),
         ]
+        # STATUS's first byte is taken after the headers' last, its last byte ends it: from
+        # registers and the stream's ready alone (in HEADER and STATUS ``valid`` is high)
+        m.d.comb += [
+            f.status_start.eq(f.header_end & f.is_status & ready),
+            f.status_stop.eq(f.status_end & ready),
+        ]
         in_status_next = f.status_start | (f.in_status & ~f.status_stop)
         for g in range(status.groups):
             loading, in_status = register_copy(
@@ -372,20 +384,26 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
         return [getattr(f, f"is_{n}").eq(n == kind) for n in ("arp", "echo", "status", "records")]
 
     def _header_state(self, m, f, header, fifo, head):
-        """HEADER: the headers' bytes; then IDLE (ARP) or the body."""
+        """HEADER: the headers' bytes; then IDLE (ARP) or the body. ``header_end`` says the
+        byte offered is the last: 0 when HEADER starts (``index`` is 0 then, every frame has
+        more than one header byte), set as the one before it is taken."""
         out = self.o_stream
-        taken = out.valid & out.ready
+        # (``valid`` is high in HEADER: a byte is taken when the stream is ready; not
+        # ``valid & ready``, whose ``valid`` is every state's, the echo prefetch's included:
+        # timing)
+        taken = out.ready
         arp_reply = f.is_arp
         echo = f.is_echo if self._echo else Const(0)
-        last_header = Mux(
-            arp_reply, _ARP_HEADERS - 1, Mux(echo, _ECHO_HEADERS - 1, _UDP_HEADERS - 1)
+        before_last = Mux(
+            arp_reply, _ARP_HEADERS - 2, Mux(echo, _ECHO_HEADERS - 2, _UDP_HEADERS - 2)
         )
+        assert min(_ARP_HEADERS, _ECHO_HEADERS, _UDP_HEADERS) > 1
         with m.State("HEADER"):
             m.d.comb += [
                 f.reading.eq(echo),
                 out.valid.eq(1),
                 out.payload.data.eq(header.byte),
-                out.payload.last.eq(arp_reply & (f.index == last_header)),
+                out.payload.last.eq(arp_reply & f.header_end),
             ]
             # a RECORDS packet's first record loaded in every cycle of its headers (the head
             # stays: nothing is popped until their last byte), so that the load's enable
@@ -393,9 +411,9 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
             with m.If(f.is_records):
                 m.d.sync += f.record.eq(head)
             with m.If(taken):
-                m.d.sync += f.index.eq(f.index + 1)
-                with m.If(f.index == last_header):
-                    m.d.sync += [f.index.eq(0), f.in_header.eq(0)]
+                m.d.sync += [f.index.eq(f.index + 1), f.header_end.eq(f.index == before_last)]
+                with m.If(f.header_end):
+                    m.d.sync += [f.index.eq(0), f.in_header.eq(0), f.header_end.eq(0)]
                     with m.If(arp_reply):
                         m.next = "IDLE"
                     if self._echo:
@@ -404,8 +422,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                     with m.Elif(f.is_status):
                         with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)
                             m.d.sync += f.seq.eq(f.seq + 1)
-                        m.d.sync += f.in_status.eq(1)
-                        m.d.comb += f.status_start.eq(1)
+                        m.d.sync += f.in_status.eq(1)  # (f.status_start is high)
                         m.next = "STATUS"
                     with m.Else():
                         m.d.sync += [
