@@ -17,7 +17,14 @@ from amaranth.lib.wiring import In, Out
 
 from .bram import RegisteredBank
 
+#: Test-only: :func:`cross`'s room register broken on purpose, so that a test shows that an
+#: unchecked write into a full crossing is caught. ``"late"``: room is given while the level
+#: is up to 4 entries above the crossing's depth. ``None`` (always, outside that test):
+#: nothing broken.
+BREAK_ROOM: str | None = None
+
 __all__ = [
+    "BREAK_ROOM",
     "PacketQueue",
     "ReadAheadAsyncFIFO",
     "SkidBuffer",
@@ -322,15 +329,29 @@ class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
     Latency: a written entry is offered on ``r_data`` from the third read-domain edge after
     the write's (two in the synchroniser, one for the read into ``r_data``); full throughput,
     one entry a cycle in and out, while neither side waits.
+
+    With ``checked=False`` the writer promises never to write while the memory is full (as
+    :func:`cross`'s room register does), and a write is ``w_en`` alone, not ``w_en & w_rdy``:
+    the write pointer's adder then follows no Gray-code compare of the synchronised read
+    pointer in the same cycle (timing). ``w_rdy`` still says whether there is room.
     """
 
-    def __init__(self, *, width: int, depth: int, r_domain: str = "read", w_domain: str = "write"):
+    def __init__(
+        self,
+        *,
+        width: int,
+        depth: int,
+        r_domain: str = "read",
+        w_domain: str = "write",
+        checked: bool = True,
+    ):
         if depth < 3:
             raise ValueError(f"the depth must be at least 3, not {depth}")
         bits = (depth - 2).bit_length()  # the memory's address bits
         super().__init__(width=width, depth=(1 << bits) + 1)
         self.r_rst = Signal()
         self._bits = bits
+        self._checked = bool(checked)
         self._r_domain = r_domain
         self._w_domain = w_domain
 
@@ -345,7 +366,7 @@ class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
         # the write side, as AsyncFIFO's
         produce, produce_gray = Signal(bits + 1), Signal(bits + 1)
         consume_w_gray, consume_w = Signal(bits + 1), Signal(bits + 1)
-        write = self.w_en & self.w_rdy
+        write = self.w_en & self.w_rdy if self._checked else self.w_en
         w += [
             produce.eq(produce + write),
             produce_gray.eq(_gray(produce + write, bits + 1)),
@@ -426,16 +447,23 @@ def cross(
     from the FIFO's fullness, a Gray-code compare (timing): the level a cycle ago left room
     for this cycle's write and the last one's. ``hold`` (a signal of ``room_domain``) keeps it
     low, while the crossing is emptied. ``sink``'s valid and payload are registers, and its
-    ready drives no read address (timing)."""
+    ready drives no read address (timing). With the room register in the write domain, that
+    promise is the FIFO's: its writes are not checked again against its fullness
+    (``checked=False``). Room is given when the level, which lags the writes by two cycles
+    and counts reads late, is at most ``depth - 3``, so at most three more writes come
+    before room is taken back: the memory, of at least ``depth`` entries, never holds more
+    than ``depth`` (:data:`BREAK_ROOM` breaks it for the test that shows it)."""
+    same_domain = room_domain in (None, w_domain)
     crossing = ReadAheadAsyncFIFO(
         width=len(Value.cast(source.payload)),
         depth=depth + 1,
         w_domain=w_domain,
         r_domain=r_domain,
+        checked=not same_domain,
     )
     m.submodules[name] = crossing
     room = Signal()
-    fits = crossing.w_level < depth - 2
+    fits = crossing.w_level < (depth + 4 if BREAK_ROOM == "late" else depth - 2)
     m.d[room_domain or w_domain] += room.eq(fits if hold is None else fits & ~hold)
     m.d.comb += [
         crossing.w_en.eq(source.valid & room),

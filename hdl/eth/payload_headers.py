@@ -93,22 +93,25 @@ class TxHeaders:
             m.d.sync += [next_byte.eq(0), more.eq(1)]
 
     def _echo_state(self, m, f):
-        """ECHO: an echo reply's body, from the prefetch FIFO (:meth:`_echo_reads`)."""
+        """ECHO: an echo reply's body, from the prefetch FIFO (:meth:`_echo_reads`). A byte
+        is taken when the FIFO offers one and the stream is ready, in ECHO (``in_echo``, a
+        register, not the state: timing)."""
         out = self.o_stream
-        taken = out.valid & out.ready
+        prefetch = f.prefetch
+        taken = f.in_echo & prefetch.r_rdy & out.ready
+        m.d.comb += prefetch.r_en.eq(taken)
         with m.State("ECHO"):
             last = f.index == f.body_last
-            prefetch = f.prefetch
             m.d.comb += [
                 f.reading.eq(1),
                 out.valid.eq(prefetch.r_rdy),
                 out.payload.data.eq(prefetch.r_data),
                 out.payload.last.eq(last),
-                prefetch.r_en.eq(taken),
             ]
             with m.If(taken):
                 m.d.sync += f.index.eq(f.index + 1)
                 with m.If(last):
+                    m.d.sync += f.in_echo.eq(0)
                     m.d.comb += self.echo_done.eq(1)
                     m.next = "IDLE"
 

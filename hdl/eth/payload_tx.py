@@ -93,6 +93,10 @@ class _TxFrame:
         # STATUS's enables, UdpTx._packetizers)
         self.header_end = Signal()
         self.status_end = Signal()
+        # the state is ECHO: a register beside the state machine's, so that the echo
+        # prefetch's read enable is one gate of registers and the stream's ready (timing: the
+        # FIFO's level and output register behind it)
+        self.in_echo = Signal()
         # (combinational) loading and in_status set at the edge, in_status cleared: their next
         # values, which the copies of STATUS's groups take (UdpTx._packetizers)
         self.load_start, self.status_start, self.status_stop = Signal(), Signal(), Signal()
@@ -418,6 +422,7 @@ class UdpTx(TxHeaders, StatusRecords, wiring.Component):
                         m.next = "IDLE"
                     if self._echo:
                         with m.Elif(echo):
+                            m.d.sync += f.in_echo.eq(1)
                             m.next = "ECHO"
                     with m.Elif(f.is_status):
                         with m.If(f.numbered):  # (a LOAD's answer: the next number, kept)

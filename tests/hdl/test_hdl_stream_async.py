@@ -11,10 +11,12 @@ from __future__ import annotations
 import random
 
 import pytest
-from amaranth.hdl import ClockDomain, Fragment, Module
+from amaranth.hdl import ClockDomain, Elaboratable, Fragment, Module
+from amaranth.lib import stream
 from amaranth.sim import Simulator
 
-from nfacep.hdl.stream import ReadAheadAsyncFIFO
+from nfacep.hdl import stream as stream_blocks
+from nfacep.hdl.stream import ReadAheadAsyncFIFO, cross
 
 
 def _sim(dut, w_period, r_period, domains=None):
@@ -85,7 +87,9 @@ def _run(dut, words, *, w_period, r_period, gap, stall, seed, pause=None):
     ],
 )
 def test_every_word_once_in_order(w_period, r_period, gap, stall):
-    words = [random.Random(5).randrange(1 << 12) for _ in range(150)]
+    rng = random.Random(5)
+    words = [rng.randrange(1 << 12) for _ in range(150)]
+    assert len(set(words)) > 100  # (words that differ: their order is seen)
     dut = ReadAheadAsyncFIFO(width=12, depth=5, r_domain="read", w_domain="write")
     out, most = _run(
         dut, words, w_period=w_period, r_period=r_period, gap=gap, stall=stall, seed=7, pause=40
@@ -181,3 +185,78 @@ def test_depth_is_a_power_of_two_plus_one(asked, depth):
 def test_depth_below_three_is_refused():
     with pytest.raises(ValueError, match="at least 3"):
         ReadAheadAsyncFIFO(width=1, depth=2)
+
+
+class _Crossing(Elaboratable):
+    """``cross`` from the domain ``write`` to ``read``, as the UDP link's tuples cross."""
+
+    def __init__(self, depth):
+        self.source = stream.Signature(12).flip().create()
+        self.sink = stream.Signature(12).create()
+        self._depth = depth
+        self.crossing = None
+
+    def elaborate(self, platform):
+        m = Module()
+        self.crossing = cross(
+            m, "crossing", self.source, self.sink, depth=self._depth, w_domain="write",
+            r_domain="read",
+        )  # fmt: skip
+        return m
+
+
+def _cross_words(dut, words, *, w_period, r_period, seed):
+    """Offer ``words`` on the source with gaps, take them from the sink with stalls and two
+    long ones (which fill the crossing); what the sink gave."""
+    rng_w, rng_r = random.Random(seed), random.Random(seed + 1)
+    out = []
+
+    async def writer(ctx):
+        for word in words:
+            ctx.set(dut.source.payload, word)
+            while True:
+                ctx.set(dut.source.valid, rng_w.random() >= 0.2)
+                if ctx.get(dut.source.valid) and ctx.get(dut.source.ready):
+                    break
+                await ctx.tick("write")
+            await ctx.tick("write")
+        ctx.set(dut.source.valid, 0)
+
+    async def reader(ctx):
+        cycle = 0
+        while len(out) < len(words) and cycle < 40 * len(words):
+            ready = rng_r.random() >= 0.4 and not (30 <= cycle < 90 or 200 <= cycle < 260)
+            ctx.set(dut.sink.ready, ready)
+            valid, data = ctx.get(dut.sink.valid), ctx.get(dut.sink.payload)
+            await ctx.tick("read")
+            cycle += 1
+            if valid and ready:
+                out.append(data)
+
+    sim = _sim(dut, w_period, r_period)
+    sim.add_testbench(writer)
+    sim.add_testbench(reader)
+    sim.run()
+    return out
+
+
+@pytest.mark.parametrize(("w_period", "r_period"), [(7e-9, 10e-9), (8e-9, 8.3e-9)])
+def test_a_crossing_loses_nothing_although_its_writes_are_unchecked(w_period, r_period):
+    """:func:`cross` writes on ``valid & room`` alone (its room register, not the FIFO's
+    fullness, keeps the memory from overflowing): every word once, in order, with the
+    reader stalled long enough to fill it; and with the room register broken on purpose
+    (``BREAK_ROOM``) words are lost, so the test would see it."""
+    rng = random.Random(3)
+    words = [rng.randrange(1 << 12) for _ in range(300)]
+    assert len(set(words)) > 250
+    dut = _Crossing(depth=16)
+    assert _cross_words(dut, words, w_period=w_period, r_period=r_period, seed=11) == words
+    assert not dut.crossing._checked
+
+
+def test_a_crossing_with_its_room_broken_loses_words(monkeypatch):
+    monkeypatch.setattr(stream_blocks, "BREAK_ROOM", "late")
+    rng = random.Random(3)
+    words = [rng.randrange(1 << 12) for _ in range(300)]
+    out = _cross_words(_Crossing(depth=16), words, w_period=7e-9, r_period=10e-9, seed=11)
+    assert out != words
