@@ -449,15 +449,19 @@ def write_verilog(
     *,
     name: str = "nfacep_engine",
     values: ParamValues | None = None,
+    sdram_mhz: float | None = None,
 ) -> dict:
     """Write the engine as Verilog to ``path`` and a JSON sidecar (ports, tuple bit layout,
     record layout, query bits, parameters, and the runtime parameters' layout and values
-    after a reset) beside it; both whole or not at all."""
+    after a reset) beside it; both whole or not at all. ``sdram_mhz``: with ``--store
+    sdram``, the clock the SDRAM controller is built for (:meth:`~.engine_shared.SdramPins.
+    sdram_clock`; the chip's setup's by default)."""
     from nfacep.output import atomic_files
 
     from .emit import verilog
 
     engine = Engine(nfa, params, values=values)
+    engine.sdram_clock(sdram_mhz)
     text = verilog(engine, name)
     sidecar = {
         **interface(engine, nfa.program.schema, name),

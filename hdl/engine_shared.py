@@ -70,6 +70,14 @@ class SdramPins:
             )
         self._sdram = (setup, read_delay)
 
+    def sdram_clock(self, mhz: float | None) -> None:
+        """With ``--store sdram``: build the store's controller for the chip at ``mhz`` (a
+        board top's engine clock) on the engine's own pins, no I/O registers between (the
+        engine simulated alone at that clock, ``benchmarks/sdram_throughput.py --mhz``);
+        ``None`` or without the store, nothing changes."""
+        if mhz is not None and "sdram" in self.signature.members:
+            self.use_sdram(dataclasses.replace(self._sdram[0], clk_freq=mhz * 1e6), 0)
+
     @property
     def sdram_setup(self) -> tuple[SDRAMSetup, int]:
         """The SDRAM store's chip, clock and read delay (:meth:`use_sdram`)."""

@@ -556,12 +556,13 @@ def write_verilog(
     *,
     name: str = "nfacep_engine",
     values: ParamValues | None = None,
+    sdram_mhz: float | None = None,
 ) -> dict:
     """Write the programmable engine for ``nfa``'s stream declaration and ``params``'
     capacities as Verilog to ``path``, its JSON sidecar beside it (``.json``) and the image
     of ``nfa`` in hex (``.image.hex``): all three whole or not at all. The image is made
     first, so a file that does not fit raises :class:`~nfacep.image.ImageError` before
-    anything is built."""
+    anything is built. ``sdram_mhz`` as for :func:`nfacep.hdl.engine.write_verilog`."""
     from nfacep.output import atomic_files
 
     from .emit import verilog
@@ -570,6 +571,7 @@ def write_verilog(
     shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
     img = image(nfa, shape, values)
     engine = ProgrammableEngine(shape, params)
+    engine.sdram_clock(sdram_mhz)
     text = verilog(engine, name)
     c = shape.capacity
     sidecar = {

@@ -335,6 +335,27 @@ def test_float32_and_ipv4_equal_the_reference(store):
     assert len(set(want.values())) == 3  # each query alone and both
 
 
+def test_verilog_with_the_sdram_store_has_the_chips_pins_and_sidecar(tmp_path):
+    """With ``--store sdram`` the programmable engine's Verilog has the chip's pins and its
+    sidecar the chip, its geometry and the controller's clock (what ``sim`` simulates beside
+    it), for the fixed engine's chip at the simulations' 100 MHz or at a given clock
+    (``sdram_mhz``, what ``benchmarks/sdram_throughput.py --mhz`` builds); the power-up and
+    the words cleared follow."""
+    from bundled import QUERIES
+
+    from nfacep.hdl.programmable import write_verilog
+
+    nfa = nfacep.compile_file(QUERIES / "marathon.sql")
+    params = EngineParams(engine="programmable", store="sdram", partitions=64)
+    default = write_verilog(nfa, str(tmp_path / "a.v"), params)
+    slow = write_verilog(nfa, str(tmp_path / "b.v"), params, sdram_mhz=25)
+    assert default["ports"]["sdram__dq_o"] == {"dir": "out", "width": 32}
+    assert default["sdram"]["chip"] == slow["sdram"]["chip"] == ENGINE_SDRAM.timing.name
+    assert (default["sdram"]["clk_freq"], slow["sdram"]["clk_freq"]) == (100e6, 25e6)
+    assert default["sdram"]["power_up_cycles"] == 4 * slow["sdram"]["power_up_cycles"]
+    assert default["sdram"]["clearing_words"] == slow["sdram"]["clearing_words"] > 64
+
+
 def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
     """``nfacep verilog --engine programmable``: the Verilog (which Icarus compiles), its
     sidecar with the configuration port and capacities, and the query's image, which the
