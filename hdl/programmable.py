@@ -8,8 +8,9 @@ configuration image (:func:`nfacep.image.load`), in force from a stated tuple on
 clears every partition's states at once by moving to a new epoch (docs/language.md,
 "Switching queries at a tuple"). Otherwise it is the fixed engine
 (:class:`nfacep.hdl.engine.Engine`): the same tuple and record streams, the same partition
-stores (pipeline or table, their capacity, timers and drop counting; the table in its simple
-form unless it spreads over the device, :meth:`ProgrammableEngine._table_options`), the same
+stores (pipeline, table or SDRAM, their capacity, timers and drop counting; the table in its
+simple form unless it spreads over the device, :meth:`ProgrammableEngine._table_options`; the
+SDRAM's pins and chip as the fixed engine's, :class:`~.engine_shared.SdramPins`), the same
 record filter.
 
 atoms ▸ guards ▸ FIFO ▸ partition store (activation matrix) ▸ record filter. Each tuple's
