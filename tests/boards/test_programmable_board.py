@@ -86,6 +86,30 @@ def test_a_link_that_switches_parameters_is_refused(capsys):
     assert "--engine programmable --link uart" in err and "--link harness or udp" in err
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_toolchain")
+def test_a_uart_board_boots_the_image_with_its_partitions_in_sdram(capsys):
+    """``--store sdram`` on the ULX3S's UART top: the engine that boots with the file's image
+    passes the programmable engine's SDRAM pins out to the board's chip (the link's note says
+    so), its 65,536 entries of 11 of the chip's 16-bit words; the controller built for the
+    board's 25 MHz."""
+    argv = ["check", str(QUERIES / "marathon.sql"), "--board", "ulx3s-85f", "--link", "uart"]
+    argv += ["--engine", "programmable", "--store", "sdram", "--partitions", "65536", "--json"]
+    assert main(argv) == 0
+    board = json.loads(capsys.readouterr().out)["board"]
+    assert board["engine"]["boot_image"]["states"] == 9
+    assert board["resources"]["sdram"]["from"].startswith("65,536 entries of 11 words of 16")
+    assert "partitions in the board's SDRAM (AS4C32M16SB)" in board["link_note"]
+    nfa = nfacep.compile_file(QUERIES / "marathon.sql")
+    params = EngineParams(engine="programmable", store="sdram", partitions=1 << 16)
+    shape = EngineShape(nfa.program.schema, ("runner",), Capacity.of(params))
+    booted = BootedEngine(shape, params, nfa, sdram=get_board("ulx3s-85f").sdram)
+    booted.engine._MustUse__silence = True  # (asked for its pins only, never elaborated)
+    assert booted.signature.members["sdram"] == booted.engine.signature.members["sdram"]
+    booted.use_sdram(booted.sdram_setup[0], 1)
+    assert booted.engine.sdram_setup[1] == 1
+
+
 @pytest.mark.usefixtures("no_toolchain")
 def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
     """Over UDP the programmable board takes its queries in LOAD packets (``run``, ``load``):
