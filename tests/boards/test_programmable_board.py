@@ -125,10 +125,14 @@ def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
 
 
 @pytest.mark.slow
-def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "store", [(), ("--store", "sdram", "--partitions", "65536", "--engine-mhz", "25")]
+)
+def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, capsys, store):
     """``build --link udp --engine programmable`` writes report.json when place-and-route
     fails (Yosys and nextpnr faked): the engine, booting with no image, has no runtime
-    parameters of its own."""
+    parameters of its own; with ``--store sdram`` its partitions are in the board's chip,
+    read at the edge the pads' window takes at the engine's clock."""
     monkeypatch.chdir(tmp_path)  # (the fake Yosys also runs when the tools are looked up)
     stat = '{"design": {"num_cells_by_type": {"LUT4": 1}}}'
     yosys = fake_tool(tmp_path, "yosys", f"echo '{stat}' > nfacep_top.stat.json\n")
@@ -136,10 +140,16 @@ def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, caps
     monkeypatch.setenv("NEXTPNR_ECP5", fake_tool(tmp_path, "nextpnr", "exit 1\n"))
     out = tmp_path / "o"
     argv = ["build", str(QUERIES / "marathon.sql"), "--board", "colorlight-5a75b", "-o", str(out)]
-    assert main([*argv, "--link", "udp", "--engine", "programmable"]) == 2
+    assert main([*argv, "--link", "udp", "--engine", "programmable", *store]) == 2
     assert "place-and-route (nextpnr) failed" in capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
     assert report["engine"]["kind"] == "programmable" and report["runtime_parameters"] is None
+    if store:
+        assert report["parameters"]["store"] == "sdram"
+        assert report["parameters"]["partitions"] == 65536
+        sdram = report["link"]["sdram"]
+        assert (sdram["chip"], sdram["mhz"], sdram["read_delay"]) == ("M12L16161A", 25.0, 1)
+        assert report["link"]["engine_mhz"] == 25.0 and not report["link"]["keeps_up"]
 
 
 def test_only_the_programmable_engine_on_the_ecp5_is_synthesised_without_wide_luts():
