@@ -123,17 +123,17 @@ def design(
     ``(engine, link_info, top, platform)``; a :class:`UsageError` for an unknown link or one the
     board cannot carry (:meth:`nfacep.links.Link.check_board`) or a store it cannot build
     (``sdram``: only the board tops of links that drive the chip,
-    :attr:`~nfacep.links.Link.drives_sdram`, with the fixed engine, on a board whose chip the
+    :attr:`~nfacep.links.Link.drives_sdram`, with either engine, on a board whose chip the
     registry names, :attr:`~nfacep.boards.registry.Board.sdram`, and whose table it holds)."""
     from nfacep.hdl.engine import Engine
 
     sdram = params.store == "sdram" and bool(nfa.program.partition_fields)
     chosen = links.get(link)
-    if sdram and (not chosen.drives_sdram or params.engine == "programmable"):
+    if sdram and not chosen.drives_sdram:
         drivers = [n for n in links.names() if links.get(n).drives_sdram]
         raise UsageError(
             f"--store sdram: the {link} board top does not drive the SDRAM chip; the "
-            f"{' and '.join(drivers)} board tops of the fixed engine do "
+            f"{' and '.join(drivers)} board tops do "
             f"({', '.join('--link ' + n for n in drivers)})"
         )
     platform, board_mhz = platform_for(board, target_mhz)
@@ -144,10 +144,11 @@ def design(
         check_board(platform)
         if board.sdram is None:
             raise UsageError(f"--store sdram: nfacep knows no SDRAM chip of {board.name}")
+    chip = board.sdram if sdram else None
     if params.engine == "programmable":
-        engine = programmable_engine(nfa, params, values, chosen)
+        engine = programmable_engine(nfa, params, values, chosen, chip)
     else:
-        engine = Engine(nfa, params, values=values, sdram=board.sdram if sdram else None)
+        engine = Engine(nfa, params, values=values, sdram=chip)
     try:
         link_info, top = chosen.top(engine, board_mhz, **options)
     except UsageError:
@@ -169,9 +170,10 @@ def synth_options(board: Board, params: EngineParams) -> str | None:
     return None
 
 
-def programmable_engine(nfa: Nfa, params: EngineParams, values, link: links.Link):
+def programmable_engine(nfa: Nfa, params: EngineParams, values, link: links.Link, sdram=None):
     """``--engine programmable``: the programmable engine of ``params``' capacities for the
-    file's stream declaration (its fields and partition key), booting with the file's image
+    file's stream declaration (its fields and partition key), with ``--store sdram`` for the
+    board's chip ``sdram``, booting with the file's image
     (:class:`nfacep.hdl.boot.BootedEngine`), or, on a link that carries images
     (:attr:`~nfacep.links.Link.loads_images`), with none: its hosts load it; a UsageError
     naming every capacity the file exceeds (:class:`nfacep.image.ImageError`), and for a file
@@ -185,7 +187,7 @@ def programmable_engine(nfa: Nfa, params: EngineParams, values, link: links.Link
     shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
     if link.loads_images:
         image(nfa, shape, values)  # an ImageError before any gateware is made
-        return ProgrammableEngine(shape, params)
+        return ProgrammableEngine(shape, params, sdram=sdram)
     if program.parameters and link.name != "harness":
         raise UsageError(
             f"--engine programmable --link {link.name}: the programmable engine holds the runtime "
@@ -195,7 +197,7 @@ def programmable_engine(nfa: Nfa, params: EngineParams, values, link: links.Link
         )
     shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
     image(nfa, shape, values)  # an ImageError before any gateware is made
-    return BootedEngine(shape, params, nfa, values)
+    return BootedEngine(shape, params, nfa, values, sdram=sdram)
 
 
 def engine_report(engine, params: EngineParams) -> dict:

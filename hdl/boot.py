@@ -13,6 +13,7 @@ from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
 
 from .programmable import ProgrammableEngine
+from .sdram.timing import SDRAMSetup
 
 __all__ = ["BootedEngine"]
 
@@ -36,6 +37,8 @@ class BootedEngine(wiring.Component):
         The engine's (:class:`ProgrammableEngine`).
     configured, refused, image
         The engine's: whether a load is in force, loads refused, the image in force.
+    sdram
+        With ``--store sdram`` (``sdram``: the board's chip): the engine's SDRAM pins.
     """
 
     def __init__(
@@ -44,9 +47,11 @@ class BootedEngine(wiring.Component):
         params: EngineParams,
         nfa: Nfa,
         values: ParamValues | None = None,
+        *,
+        sdram: SDRAMSetup | None = None,
     ):
         self._image = image(nfa, shape, values)  # ImageError when it does not fit
-        self._engine = engine = ProgrammableEngine(shape, params)
+        self._engine = engine = ProgrammableEngine(shape, params, sdram=sdram)
         self._nfa = nfa
         self._values = values
         self._words = port_words(load(self._image))
@@ -61,6 +66,7 @@ class BootedEngine(wiring.Component):
                 "tuples": Out(len(engine.tuples)),
                 "matched": Out(len(engine.matched)),
                 "drops": Out(len(engine.drops)),
+                **{k: v for k, v in engine.signature.members.items() if k == "sdram"},
             }
         )
 
@@ -86,6 +92,15 @@ class BootedEngine(wiring.Component):
     def boot_image(self):
         """The boot image (:class:`nfacep.image.Image`)."""
         return self._image
+
+    def use_sdram(self, setup: SDRAMSetup, read_delay: int) -> None:
+        """The engine's (:meth:`ProgrammableEngine.use_sdram`)."""
+        self._engine.use_sdram(setup, read_delay)
+
+    @property
+    def sdram_setup(self) -> tuple[SDRAMSetup, int]:
+        """The engine's (:attr:`ProgrammableEngine.sdram_setup`)."""
+        return self._engine.sdram_setup
 
     @property
     def shape(self) -> EngineShape:
@@ -123,4 +138,6 @@ class BootedEngine(wiring.Component):
         wiring.connect(m, engine.o_stream, wiring.flipped(self.o_stream))
         for name in ("configured", "refused", "image", "tuples", "matched", "drops"):
             m.d.comb += getattr(self, name).eq(getattr(engine, name))
+        if "sdram" in self.signature.members:  # --store sdram: the chip's pins, passed out
+            wiring.connect(m, engine.sdram, wiring.flipped(self.sdram))
         return m

@@ -19,7 +19,6 @@ store's choice and the record filter, which the programmable engine uses too,
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -34,16 +33,21 @@ from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS, record_format, start_queries
 
 from .decoder import PredicateDecoder
-from .engine_shared import cycles_per_tuple, partition_key, partition_store, record_filter
+from .engine_shared import (
+    SdramPins,
+    cycles_per_tuple,
+    partition_key,
+    partition_store,
+    record_filter,
+)
 from .engine_update import late_layout, shifted, store_update
 from .layout import history_layout, params_layout, tuple_layout
 from .nfa import NfaMatcher
 from .nfa_layout import result_layout, times_layout, window_times
 from .partitioner import StreamPartitioner
-from .sdram.controller import pins_signature
-from .sdram.fit import engine_sdram
+from .sdram.fit import stored_widths
 from .sdram.store import SdramPartitioner
-from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
+from .sdram.timing import SDRAMSetup
 from .stream import StreamQueue
 from .table import TablePartitioner
 
@@ -57,7 +61,7 @@ __all__ = ["BREAK_PARAMS", "Engine", "HardwareLimitError", "write_verilog"]
 BREAK_PARAMS: str | None = None
 
 
-class Engine(wiring.Component):
+class Engine(SdramPins, wiring.Component):
     """Complex event detection engine for every query of ``nfa``.
 
     Parameters
@@ -120,7 +124,8 @@ class Engine(wiring.Component):
     sdram : ``Out(pins_signature(geometry))``
         The SDRAM chip's pins: the chip ``sdram`` names (a board's), by default the first of
         :data:`nfacep.hdl.sdram.timing.ENGINE_SDRAMS` that holds the table
-        (:func:`nfacep.hdl.sdram.fit.engine_sdram`; :attr:`sdram_setup`).
+        (:func:`nfacep.hdl.sdram.fit.engine_sdram`; :attr:`sdram_setup`, :meth:`use_sdram`:
+        :class:`~nfacep.hdl.engine_shared.SdramPins`).
     """
 
     def __init__(
@@ -158,7 +163,6 @@ class Engine(wiring.Component):
         self._record_layout = data.StructLayout(self._record_format.widths)
         self._key_bits = self._record_format.widths["partition"]
         self._store = None
-        self._sdram: tuple[SDRAMSetup, int] = (ENGINE_SDRAM, 0)
         members = {
             "i_stream": In(stream.Signature(self._tuple_layout)),
             "o_stream": Out(stream.Signature(self._record_layout)),
@@ -173,15 +177,11 @@ class Engine(wiring.Component):
                 )
             )
             members["param_values"] = Out(self._params_layout)
-        if params.store == "sdram" and nfa.program.partition_fields:
-            # the SDRAM chip's pins (hdl/sdram/README.md), active-high, for the chip that
-            # holds the table (HardwareLimitError when none does)
-            try:
-                self._sdram = (engine_sdram(nfa, params, sdram), 0)
-            except HardwareLimitError:
-                self._MustUse__silence = True  # (never elaborated: the error says why)
-                raise
-            members["sdram"] = Out(pins_signature(self._sdram[0].geometry))
+        # the SDRAM chip's pins (hdl/sdram/README.md), active-high, for the chip that holds
+        # the table (HardwareLimitError when none does)
+        members |= self._sdram_members(
+            params, bool(nfa.program.partition_fields), *stored_widths(nfa, params), sdram
+        )
         super().__init__(members)
 
     @property
@@ -193,25 +193,6 @@ class Engine(wiring.Component):
         """The partition store made by the last elaboration (``None`` before the first one,
         and without PARTITION): its geometry, such as the table's banks, for estimates."""
         return self._store
-
-    def use_sdram(self, setup: SDRAMSetup, read_delay: int) -> None:
-        """With ``--store sdram``: build the store's controller for ``setup`` (the chip and
-        the engine's clock) and ``read_delay`` clocks the board's I/O registers add to a read
-        (:mod:`nfacep.boards.sdram`), instead of the chip at the simulations' clock and 0;
-        before elaboration (a board top whose engine clock is not the simulations' sets it).
-        ``setup``'s geometry is the one the engine's pins were made for (a ValueError
-        otherwise)."""
-        if setup.geometry != self._sdram[0].geometry:
-            raise ValueError(
-                f"the engine's SDRAM pins are for {self._sdram[0].geometry}, not "
-                f"{setup.geometry}: give the board's chip when making the engine"
-            )
-        self._sdram = (setup, read_delay)
-
-    @property
-    def sdram_setup(self) -> tuple[SDRAMSetup, int]:
-        """The SDRAM store's chip, clock and read delay (:meth:`use_sdram`)."""
-        return self._sdram
 
     @property
     def tuple_layout(self) -> data.StructLayout:
@@ -282,8 +263,7 @@ class Engine(wiring.Component):
         }
         m.submodules.partitioner = matcher = partition_store(params, sdram=self._sdram, **shapes)
         self._store = matcher
-        if "sdram" in self.signature.members:
-            wiring.connect(m, matcher.sdram, wiring.flipped(self.sdram))
+        self._connect_sdram(m, matcher)
         out = matcher.o_stream
         m.d.comb += [
             results.valid.eq(out.valid),
@@ -469,15 +449,19 @@ def write_verilog(
     *,
     name: str = "nfacep_engine",
     values: ParamValues | None = None,
+    sdram_mhz: float | None = None,
 ) -> dict:
     """Write the engine as Verilog to ``path`` and a JSON sidecar (ports, tuple bit layout,
     record layout, query bits, parameters, and the runtime parameters' layout and values
-    after a reset) beside it; both whole or not at all."""
+    after a reset) beside it; both whole or not at all. ``sdram_mhz``: with ``--store
+    sdram``, the clock the SDRAM controller is built for (:meth:`~.engine_shared.SdramPins.
+    sdram_clock`; the chip's setup's by default)."""
     from nfacep.output import atomic_files
 
     from .emit import verilog
 
     engine = Engine(nfa, params, values=values)
+    engine.sdram_clock(sdram_mhz)
     text = verilog(engine, name)
     sidecar = {
         **interface(engine, nfa.program.schema, name),
@@ -494,15 +478,8 @@ def write_verilog(
         "predicates": [p.text for p in nfa.predicates],
         "parameters": params.as_dict(),
     }
-    if isinstance(engine.store, SdramPartitioner):
-        setup = engine.sdram_setup[0]
-        sidecar["sdram"] = {
-            "power_up_cycles": engine.store.cycles.power_up,
-            "clearing_words": engine.store.clearing_words,
-            "chip": setup.timing.name,
-            "geometry": dataclasses.asdict(setup.geometry),
-            "clk_freq": setup.clk_freq,
-        }
+    if (sdram := engine.sdram_sidecar(engine.store)) is not None:
+        sidecar["sdram"] = sdram
     if engine.values is not None:
         layout = params_layout(nfa.program.parameters)
         fields = _fields(layout)

@@ -1,23 +1,107 @@
 """What the fixed and the programmable engines share: the partition store they use
 (:func:`partition_store`, its throughput :func:`cycles_per_tuple`, the key
-:func:`partition_key`) and the record filter after it (:func:`record_filter`)."""
+:func:`partition_key`), with ``--store sdram`` the chip's pins and setup (:class:`SdramPins`)
+and the record filter after the store (:func:`record_filter`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from amaranth.hdl import Cat, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, wiring
+from amaranth.lib.wiring import Out
 
 from nfacep.errors import HardwareLimitError
 from nfacep.params import EngineParams
 
 from .partitioner import StreamPartitioner
-from .sdram.fit import sdram_table
+from .sdram.controller import pins_signature
+from .sdram.fit import sdram_table, store_sdram
 from .sdram.store import SdramPartitioner
 from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
 from .stream import StreamBuffer
 from .table import TablePartitioner
 
-__all__ = ["cycles_per_tuple", "partition_key", "partition_store", "record_filter"]
+__all__ = ["SdramPins", "cycles_per_tuple", "partition_key", "partition_store", "record_filter"]
+
+
+class SdramPins:
+    """With ``--store sdram`` and PARTITION: an engine's SDRAM chip, its pins (the member
+    ``sdram``, :func:`~nfacep.hdl.sdram.controller.pins_signature`), the clock its controller
+    is built for (:meth:`use_sdram`, :attr:`sdram_setup`) and its sidecar's description
+    (:meth:`sdram_sidecar`): what the fixed and the programmable engines' components mix in.
+    The engine calls :meth:`_sdram_members` before ``Component.__init__`` (with what its store
+    keeps: key and entry bits) and :meth:`_connect_sdram` when it elaborates its store."""
+
+    _sdram: tuple[SDRAMSetup, int] = (ENGINE_SDRAM, 0)
+
+    def _sdram_members(
+        self,
+        params: EngineParams,
+        keyed: bool,
+        key_width: int,
+        state_width: int,
+        sdram: SDRAMSetup | None,
+    ) -> dict:
+        """The member ``sdram`` (none without ``--store sdram`` or PARTITION) for the chip
+        ``sdram`` names (a board's), by default the first of
+        :data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAMS` that holds the table
+        (:func:`~nfacep.hdl.sdram.fit.store_sdram`: HardwareLimitError when none does)."""
+        if params.store != "sdram" or not keyed:
+            return {}
+        try:
+            self._sdram = (store_sdram(key_width, state_width, params, sdram), 0)
+        except HardwareLimitError:
+            self._MustUse__silence = True  # (never elaborated: the error says why)
+            raise
+        return {"sdram": Out(pins_signature(self._sdram[0].geometry))}
+
+    def use_sdram(self, setup: SDRAMSetup, read_delay: int) -> None:
+        """With ``--store sdram``: build the store's controller for ``setup`` (the chip and
+        the engine's clock) and ``read_delay`` clocks the board's I/O registers add to a read
+        (:mod:`nfacep.boards.sdram`), instead of the chip at the simulations' clock and 0;
+        before elaboration (a board top whose engine clock is not the simulations' sets it).
+        ``setup``'s geometry is the one the engine's pins were made for (a ValueError
+        otherwise)."""
+        if setup.geometry != self._sdram[0].geometry:
+            raise ValueError(
+                f"the engine's SDRAM pins are for {self._sdram[0].geometry}, not "
+                f"{setup.geometry}: give the board's chip when making the engine"
+            )
+        self._sdram = (setup, read_delay)
+
+    def sdram_clock(self, mhz: float | None) -> None:
+        """With ``--store sdram``: build the store's controller for the chip at ``mhz`` (a
+        board top's engine clock) on the engine's own pins, no I/O registers between (the
+        engine simulated alone at that clock, ``benchmarks/sdram_throughput.py --mhz``);
+        ``None`` or without the store, nothing changes."""
+        if mhz is not None and "sdram" in self.signature.members:
+            self.use_sdram(dataclasses.replace(self._sdram[0], clk_freq=mhz * 1e6), 0)
+
+    @property
+    def sdram_setup(self) -> tuple[SDRAMSetup, int]:
+        """The SDRAM store's chip, clock and read delay (:meth:`use_sdram`)."""
+        return self._sdram
+
+    def _connect_sdram(self, m: Module, store) -> None:
+        """The elaborated ``store``'s pins on the engine's ``sdram`` member, where it has one."""
+        if "sdram" in self.signature.members:
+            wiring.connect(m, store.sdram, wiring.flipped(self.sdram))
+
+    def sdram_sidecar(self, store) -> dict | None:
+        """The sidecar's ``sdram`` (the SDRAM store's power-up, the words it clears, the chip
+        and the clock; what :mod:`nfacep.sim.sdram` simulates beside the engine) when the
+        elaborated ``store`` is in SDRAM, else None."""
+        if not isinstance(store, SdramPartitioner):
+            return None
+        setup = self._sdram[0]
+        return {
+            "power_up_cycles": store.cycles.power_up,
+            "clearing_words": store.clearing_words,
+            "chip": setup.timing.name,
+            "geometry": dataclasses.asdict(setup.geometry),
+            "clk_freq": setup.clk_freq,
+        }
 
 
 def record_filter(

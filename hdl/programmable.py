@@ -8,8 +8,9 @@ configuration image (:func:`nfacep.image.load`), in force from a stated tuple on
 clears every partition's states at once by moving to a new epoch (docs/language.md,
 "Switching queries at a tuple"). Otherwise it is the fixed engine
 (:class:`nfacep.hdl.engine.Engine`): the same tuple and record streams, the same partition
-stores (pipeline or table, their capacity, timers and drop counting; the table in its simple
-form unless it spreads over the device, :meth:`ProgrammableEngine._table_options`), the same
+stores (pipeline, table or SDRAM, their capacity, timers and drop counting; the table in its
+simple form unless it spreads over the device, :meth:`ProgrammableEngine._table_options`; the
+SDRAM's pins and chip as the fixed engine's, :class:`~.engine_shared.SdramPins`), the same
 record filter.
 
 atoms ▸ guards ▸ FIFO ▸ partition store (activation matrix) ▸ record filter. Each tuple's
@@ -49,9 +50,16 @@ from nfacep.settings import ParamValues
 from nfacep.wire import SEQ_BITS
 
 from .engine import interface
-from .engine_shared import cycles_per_tuple, partition_key, partition_store, record_filter
+from .engine_shared import (
+    SdramPins,
+    cycles_per_tuple,
+    partition_key,
+    partition_store,
+    record_filter,
+)
 from .layout import tuple_layout
 from .programmable_entry import EPOCH_BITS, entry_widths, operand_shape, timed_slots, within
+from .sdram.timing import SDRAMSetup
 from .stream import StreamBuffer, StreamQueue
 
 __all__ = [
@@ -76,7 +84,7 @@ def config_layout(shape: EngineShape) -> data.StructLayout:
     return data.StructLayout({name.replace(".", "_"): width for name, width in fields})
 
 
-class ProgrammableEngine(wiring.Component):
+class ProgrammableEngine(SdramPins, wiring.Component):
     """Complex event detection engine whose queries are configuration.
 
     Parameters
@@ -87,6 +95,11 @@ class ProgrammableEngine(wiring.Component):
     params : :class:`nfacep.params.EngineParams`
         The partition store, as for the fixed engine. With ``engine="programmable"`` its
         ``states``, ``atoms`` and ``queries`` must be ``shape``'s capacities.
+    sdram : :class:`~nfacep.hdl.sdram.timing.SDRAMSetup` or None
+        With ``store="sdram"``: the chip (a board's), as for the fixed engine; its entries
+        are the programmable entry (:func:`~.programmable_entry.entry_widths`: the states,
+        the epoch and, with timed slots, their run starts and the last ORDER BY value), so a
+        switch clears every partition in the chip as in the table, by the epoch.
 
     Members
     -------
@@ -112,6 +125,13 @@ class ProgrammableEngine(wiring.Component):
     image_from : ``Out(counter_width)``
         The first tuple the image in force judged: the tuple count when it took over (0 after
         a reset: the image has judged every tuple since).
+
+    Only with ``store="sdram"`` and PARTITION:
+
+    sdram : ``Out(pins_signature(geometry))``
+        The SDRAM chip's pins, as the fixed engine's (:class:`~.engine_shared.SdramPins`:
+        :attr:`sdram_setup`, :meth:`use_sdram`). A table the chip cannot hold raises
+        :class:`~nfacep.errors.HardwareLimitError` here, before anything is elaborated.
     """
 
     def __init__(
@@ -122,6 +142,7 @@ class ProgrammableEngine(wiring.Component):
         seq_width: int = SEQ_BITS,
         counter_width: int = 32,
         fifo_depth: int = 8,
+        sdram: SDRAMSetup | None = None,
     ):
         if params.engine == "programmable" and Capacity.of(params) != shape.capacity:
             c = shape.capacity
@@ -147,8 +168,12 @@ class ProgrammableEngine(wiring.Component):
             }
         )
         self._store = None
+        pins = self._sdram_members(
+            params, bool(shape.partition_fields), self._key_bits, self._state_width, sdram
+        )
         super().__init__(
             {
+                **pins,
                 "i_stream": In(stream.Signature(self._tuple_layout)),
                 "o_stream": Out(stream.Signature(self._record_layout)),
                 "i_config": In(stream.Signature(CONFIG_PORT)),
@@ -441,6 +466,7 @@ class ProgrammableEngine(wiring.Component):
             return self._single(m, update, results), results
         m.submodules.partitioner = matcher = partition_store(
             self._params,
+            sdram=self._sdram,
             key_shape=self._key_bits,
             payload_shape=entry_widths(self._shape)[0],
             state_width=self._state_width,
@@ -449,6 +475,7 @@ class ProgrammableEngine(wiring.Component):
             **self._table_options(),
         )
         self._store = matcher
+        self._connect_sdram(m, matcher)
         out = matcher.o_stream
         m.d.comb += [
             results.valid.eq(out.valid),
@@ -530,12 +557,13 @@ def write_verilog(
     *,
     name: str = "nfacep_engine",
     values: ParamValues | None = None,
+    sdram_mhz: float | None = None,
 ) -> dict:
     """Write the programmable engine for ``nfa``'s stream declaration and ``params``'
     capacities as Verilog to ``path``, its JSON sidecar beside it (``.json``) and the image
     of ``nfa`` in hex (``.image.hex``): all three whole or not at all. The image is made
     first, so a file that does not fit raises :class:`~nfacep.image.ImageError` before
-    anything is built."""
+    anything is built. ``sdram_mhz`` as for :func:`nfacep.hdl.engine.write_verilog`."""
     from nfacep.output import atomic_files
 
     from .emit import verilog
@@ -544,6 +572,7 @@ def write_verilog(
     shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
     img = image(nfa, shape, values)
     engine = ProgrammableEngine(shape, params)
+    engine.sdram_clock(sdram_mhz)
     text = verilog(engine, name)
     c = shape.capacity
     sidecar = {
@@ -563,6 +592,7 @@ def write_verilog(
             "load_bytes": load_size(shape),
             "engine_fingerprint": shape.fingerprint.hex(),
         },
+        **({"sdram": sd} if (sd := engine.sdram_sidecar(engine.store)) else {}),
         "partition_fields": list(program.partition_fields),
         "image": {
             "fingerprint": img.fingerprint,

@@ -215,7 +215,8 @@ class Check(Command):
                 raise UsageError(f"--board needs the boards package: {self._boards_reason}")
             boards = self._boards
         elif params.given(args).get("engine") == "programmable":
-            return self._fit(args, params.from_args(args, programmable=True))
+            params.from_args(args, programmable=True)  # the ranges, before anything is read
+            return self._fit(args)
         elif args.param:
             raise UsageError(
                 "--param: the runtime parameters' values are built into the engine on a "
@@ -257,11 +258,13 @@ class Check(Command):
             print(boards.render(estimate))
         return 0
 
-    def _fit(self, args, engine: params.EngineParams) -> int:
+    def _fit(self, args) -> int:
         """``--engine programmable``: the file's listing, then whether and how it fits the
-        programmable engine of ``engine``'s capacities (an error listing every reason when
-        it does not)."""
+        programmable engine of the given capacities (an error listing every reason when it
+        does not; with ``--store sdram``, a HardwareLimitError when no chip holds its
+        table)."""
         nfa = _load_or_json_error(args)
+        engine = params.from_args(args, nfa=nfa, programmable=True)
         fit = self._fit_of(args, nfa, engine)
         if args.json:
             from .describe import check_json

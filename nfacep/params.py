@@ -451,7 +451,7 @@ def default_engine(nfa: Nfa, given: dict[str, Any] | None = None) -> EngineParam
     if "ways" not in given and entries < ways:
         ways = entries  # a small table given with --partitions: one bucket
     result = EngineParams(**{**given, "store": store, "partitions": entries, "ways": ways})
-    if store == "sdram" and result.engine == "fixed":
+    if store == "sdram":
         return _sdram_fitted(nfa, result, sized="partitions" not in given)
     return result
 

@@ -335,20 +335,21 @@ def _emit(
 
 
 def board_engine(nfa: Nfa, params: EngineParams, values: ParamValues | None):
-    """The engine of a UDP board top for ``nfa``: the fixed engine of its queries (with
-    ``--store sdram``, for the SDRAM chip of the board the top is built for:
-    HardwareLimitError when it cannot hold the table), or the programmable engine of
-    ``params``' capacities for its stream declaration and key, booting with no image (its
-    hosts load one over the link)."""
+    """The engine of a UDP board top for ``nfa``: the fixed engine of its queries, or the
+    programmable engine of ``params``' capacities for its stream declaration and key, booting
+    with no image (its hosts load one over the link); with ``--store sdram`` either for the
+    SDRAM chip of the board the top is built for (HardwareLimitError when it cannot hold the
+    table)."""
     from nfacep.boards.registry import get_board
     from nfacep.hdl.engine import Engine
     from nfacep.links.udp.top import BOARD
 
+    chip = get_board(BOARD).sdram
     if params.engine == "programmable":
         from nfacep.hdl.programmable import ProgrammableEngine
 
-        return ProgrammableEngine(_shape(nfa, params), params)
-    return Engine(nfa, params, values=values, sdram=get_board(BOARD).sdram)
+        return ProgrammableEngine(_shape(nfa, params), params, sdram=chip)
+    return Engine(nfa, params, values=values, sdram=chip)
 
 
 def _shape(nfa: Nfa, params: EngineParams):

@@ -70,8 +70,10 @@ def engine_drain(store: str, partitions: int, ways: int) -> int:
     input by at most the partition store's latency (and the table's clearing sweep after
     reset, at most partitions / ways cycles, while the FIFO takes tuples), plus the tuples
     its input FIFO still holds (8, one every other cycle through the swap pipeline: input
-    without gaps fills it)."""
-    return (partitions if store == "pipeline" else 5 + partitions // ways) + 16 + 2 * 8
+    without gaps fills it); with ``store="sdram"`` a refresh and a line's write-back and
+    fetch more (tests/hdl/sdram/test_hdl_sdram_store.py's chip: 100 cycles cover them)."""
+    extra = 100 if store == "sdram" else 0
+    return (partitions if store == "pipeline" else 5 + partitions // ways) + 16 + 2 * 8 + extra
 
 
 async def drain_engine(ctx, dut, cycles: int, done: dict) -> None:

@@ -36,7 +36,9 @@ __all__ = [
     "check_sdram_fits",
     "engine_sdram",
     "sdram_table",
+    "store_sdram",
     "stored_state_width",
+    "stored_widths",
 ]
 
 
@@ -84,22 +86,49 @@ def sdram_table(
     raise HardwareLimitError(f"--store sdram: {error}: use fewer --partitions")
 
 
-def engine_sdram(nfa: Nfa, engine: EngineParams, setup: SDRAMSetup | None = None) -> SDRAMSetup:
-    """The chip the fixed engine of ``nfa`` with ``engine``'s parameters (``--store sdram``)
-    is built for: ``setup`` (a board's) when given, else the first of
+def store_sdram(
+    key_width: int, state_width: int, engine: EngineParams, setup: SDRAMSetup | None = None
+) -> SDRAMSetup:
+    """The chip the SDRAM store of an engine is built for, from what the store keeps: keys of
+    ``key_width`` bits and entries of ``state_width`` (the fixed engine's,
+    :func:`stored_state_width`; the programmable engine's, its states, the epoch and its
+    timed slots, :func:`~nfacep.hdl.programmable_entry.entry_widths`), with ``engine``'s
+    parameters (``--store sdram``): ``setup`` (a board's) when given, else the first of
     :data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAMS` that holds its table;
     :class:`~nfacep.errors.HardwareLimitError` when it does not fit."""
-    from nfacep.wire import record_format
-
     return sdram_table(
-        key_width=record_format(nfa).widths["partition"],
-        state_width=stored_state_width(nfa),
+        key_width=key_width,
+        state_width=state_width,
         partitions=engine.partitions,
         ways=engine.ways,
         timer_bits=engine.timer_bits,
         tick_tuples=engine.tick_tuples,
         setup=setup,
     )[1]
+
+
+def stored_widths(nfa: Nfa, engine: EngineParams) -> tuple[int, int]:
+    """``(key bits, entry bits)`` the partition store of the engine ``engine`` describes keeps
+    for ``nfa``: the fixed engine's of its queries, or (``engine="programmable"``) the
+    programmable engine's of its capacities for the file's stream declaration and key."""
+    from nfacep.wire import record_format
+
+    key_width = record_format(nfa).widths["partition"]
+    if engine.engine != "programmable":
+        return key_width, stored_state_width(nfa)
+    from nfacep.image import Capacity, EngineShape
+
+    from ..programmable_entry import entry_widths
+
+    program = nfa.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(engine))
+    return key_width, entry_widths(shape)[1]
+
+
+def engine_sdram(nfa: Nfa, engine: EngineParams, setup: SDRAMSetup | None = None) -> SDRAMSetup:
+    """:func:`store_sdram` of the engine of ``nfa`` that ``engine`` describes (the fixed one,
+    or the programmable one of its capacities: :func:`stored_widths`)."""
+    return store_sdram(*stored_widths(nfa, engine), engine, setup)
 
 
 def check_sdram_fits(
@@ -110,16 +139,20 @@ def check_sdram_fits(
     timer_bits: int,
     tick_tuples: int,
     setup: SDRAMSetup | None = None,
+    engine: EngineParams | None = None,
 ) -> None:
-    """Raise :class:`~nfacep.errors.HardwareLimitError` when the fixed engine of ``nfa``, its
-    partitions in SDRAM with these parameters, does not fit ``setup``'s chip (without one:
-    any chip of :data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAMS`; nothing to check without
-    PARTITION BY)."""
+    """Raise :class:`~nfacep.errors.HardwareLimitError` when the engine of ``nfa`` (the fixed
+    one, or the one ``engine`` describes: its kind and capacities), its partitions in SDRAM
+    with these parameters, does not fit ``setup``'s chip (without one: any chip of
+    :data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAMS`; nothing to check without PARTITION BY)."""
+    import dataclasses
+
     from nfacep.params import EngineParams
 
     if not nfa.program.partition_fields:
         return
-    params = EngineParams(
+    params = dataclasses.replace(
+        engine or EngineParams(),
         store="sdram",
         partitions=partitions,
         ways=ways,
@@ -131,11 +164,11 @@ def check_sdram_fits(
 
 def check_engine(nfa: Nfa, engine: EngineParams, *, sized: bool = False) -> None:
     """:func:`check_sdram_fits` for the engine :class:`~nfacep.params.EngineParams` describes
-    (``engine``), when it is the fixed engine with ``--store sdram``: the entry point
+    (``engine``, the fixed or the programmable one), when it has ``--store sdram``: the entry point
     ``nfacep.engine_fit`` that :func:`nfacep.params.default_engine` calls. ``sized``: the
     entries were chosen by the default engine, which is sized for the first chip of
     :data:`~nfacep.hdl.sdram.timing.ENGINE_SDRAMS` (the 5A-75B's); else any of them."""
-    if engine.store != "sdram" or engine.engine != "fixed":
+    if engine.store != "sdram":
         return
     check_sdram_fits(
         nfa,
@@ -144,4 +177,5 @@ def check_engine(nfa: Nfa, engine: EngineParams, *, sized: bool = False) -> None
         timer_bits=engine.timer_bits,
         tick_tuples=engine.tick_tuples,
         setup=ENGINE_SDRAMS[0] if sized else None,
+        engine=engine,
     )

@@ -86,6 +86,30 @@ def test_a_link_that_switches_parameters_is_refused(capsys):
     assert "--engine programmable --link uart" in err and "--link harness or udp" in err
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_toolchain")
+def test_a_uart_board_boots_the_image_with_its_partitions_in_sdram(capsys):
+    """``--store sdram`` on the ULX3S's UART top: the engine that boots with the file's image
+    passes the programmable engine's SDRAM pins out to the board's chip (the link's note says
+    so), its 65,536 entries of 11 of the chip's 16-bit words; the controller built for the
+    board's 25 MHz."""
+    argv = ["check", str(QUERIES / "marathon.sql"), "--board", "ulx3s-85f", "--link", "uart"]
+    argv += ["--engine", "programmable", "--store", "sdram", "--partitions", "65536", "--json"]
+    assert main(argv) == 0
+    board = json.loads(capsys.readouterr().out)["board"]
+    assert board["engine"]["boot_image"]["states"] == 9
+    assert board["resources"]["sdram"]["from"].startswith("65,536 entries of 11 words of 16")
+    assert "partitions in the board's SDRAM (AS4C32M16SB)" in board["link_note"]
+    nfa = nfacep.compile_file(QUERIES / "marathon.sql")
+    params = EngineParams(engine="programmable", store="sdram", partitions=1 << 16)
+    shape = EngineShape(nfa.program.schema, ("runner",), Capacity.of(params))
+    booted = BootedEngine(shape, params, nfa, sdram=get_board("ulx3s-85f").sdram)
+    booted.engine._MustUse__silence = True  # (asked for its pins only, never elaborated)
+    assert booted.signature.members["sdram"] == booted.engine.signature.members["sdram"]
+    booted.use_sdram(booted.sdram_setup[0], 1)
+    assert booted.engine.sdram_setup[1] == 1
+
+
 @pytest.mark.usefixtures("no_toolchain")
 def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
     """Over UDP the programmable board takes its queries in LOAD packets (``run``, ``load``):
@@ -101,10 +125,14 @@ def test_a_udp_board_boots_with_no_image_its_hosts_load_one(capsys):
 
 
 @pytest.mark.slow
-def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "store", [(), ("--store", "sdram", "--partitions", "65536", "--engine-mhz", "25")]
+)
+def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, capsys, store):
     """``build --link udp --engine programmable`` writes report.json when place-and-route
     fails (Yosys and nextpnr faked): the engine, booting with no image, has no runtime
-    parameters of its own."""
+    parameters of its own; with ``--store sdram`` its partitions are in the board's chip,
+    read at the edge the pads' window takes at the engine's clock."""
     monkeypatch.chdir(tmp_path)  # (the fake Yosys also runs when the tools are looked up)
     stat = '{"design": {"num_cells_by_type": {"LUT4": 1}}}'
     yosys = fake_tool(tmp_path, "yosys", f"echo '{stat}' > nfacep_top.stat.json\n")
@@ -112,10 +140,16 @@ def test_a_udp_build_reports_the_programmable_engine(tmp_path, monkeypatch, caps
     monkeypatch.setenv("NEXTPNR_ECP5", fake_tool(tmp_path, "nextpnr", "exit 1\n"))
     out = tmp_path / "o"
     argv = ["build", str(QUERIES / "marathon.sql"), "--board", "colorlight-5a75b", "-o", str(out)]
-    assert main([*argv, "--link", "udp", "--engine", "programmable"]) == 2
+    assert main([*argv, "--link", "udp", "--engine", "programmable", *store]) == 2
     assert "place-and-route (nextpnr) failed" in capsys.readouterr().err
     report = json.loads((out / "report.json").read_text())
     assert report["engine"]["kind"] == "programmable" and report["runtime_parameters"] is None
+    if store:
+        assert report["parameters"]["store"] == "sdram"
+        assert report["parameters"]["partitions"] == 65536
+        sdram = report["link"]["sdram"]
+        assert (sdram["chip"], sdram["mhz"], sdram["read_delay"]) == ("M12L16161A", 25.0, 1)
+        assert report["link"]["engine_mhz"] == 25.0 and not report["link"]["keeps_up"]
 
 
 def test_only_the_programmable_engine_on_the_ecp5_is_synthesised_without_wide_luts():

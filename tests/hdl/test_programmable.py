@@ -5,6 +5,7 @@ random queries, both partition stores, capacity drops and timers, random input g
 output stalls; a damaged configuration fails the comparison. The images themselves are
 tested in test_image.py."""
 
+import dataclasses
 import random
 
 import numpy as np
@@ -28,6 +29,9 @@ from test_image import (
 import nfacep
 from nfacep import wire
 from nfacep.hdl.programmable import ProgrammableEngine
+from nfacep.hdl.sdram.model import SDRAMModel
+from nfacep.hdl.sdram.sim import sdram_process
+from nfacep.hdl.sdram.timing import ENGINE_SDRAM
 from nfacep.image import (
     AT_BYTES,
     Capacity,
@@ -42,12 +46,24 @@ from nfacep.io import reader, tuples
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
 
+#: ``--store sdram`` in Amaranth's simulator: the engine's chip (the 5A-75B's) with a short
+#: power-up, the cycle-accurate model (nfacep.hdl.sdram.model) on its pins, whose timing
+#: assertions fail the run
+FAST_SDRAM = dataclasses.replace(
+    ENGINE_SDRAM, timing=ENGINE_SDRAM.timing.with_(power_up_ns=300.0, init_refreshes=2)
+)
+
 
 def simulate(shape, loads, data, params, *, seed=0, gap=0.3, stall=0.3, engine=None):
     """Write each load (:func:`nfacep.image.load`: its first 4 bytes the tuple it is in
     force from) through the configuration port before its tuple, with the tuples; return
-    the records ``(seq, partition, matches, dropped)`` and the counters."""
+    the records ``(seq, partition, matches, dropped)`` and the counters. With ``--store
+    sdram`` the chip's model (:data:`FAST_SDRAM`) is on the engine's pins."""
     dut = (engine or ProgrammableEngine)(shape, params)
+    failures: list[AssertionError] = []
+    if "sdram" in dut.signature.members:
+        dut.use_sdram(FAST_SDRAM, 0)
+        chip = SDRAMModel(FAST_SDRAM.geometry, FAST_SDRAM.cycles())
     drain = engine_drain(params.store, params.partitions, params.ways)
     payloads = wire.pack(shape.schema, data)
     rng_in, rng_out = random.Random(seed), random.Random(seed + 1)
@@ -69,7 +85,11 @@ def simulate(shape, loads, data, params, *, seed=0, gap=0.3, stall=0.3, engine=N
     sim.add_clock(1e-6)
     sim.add_testbench(producer)
     sim.add_testbench(collect_records(dut, records, done, rng=rng_out, stall=stall))
+    if "sdram" in dut.signature.members:
+        sim.add_process(sdram_process(chip, dut.sdram, failures=failures))
     sim.run()
+    if failures:
+        raise failures[0]
     # no start positions in this engine: (seq, partition, matches, dropped)
     return [r[:4] for r in records], done
 
@@ -112,6 +132,7 @@ def compare(nfa, shape, data, params, *, body=None, seed=0, values=None):
         ("table", 8, 2, 0, 4, 2),
         ("table", 4, 2, 3, 2, 3),
         ("table", 16, 4, 1, 3, 4),
+        ("sdram", 8, 2, 1, 3, 5),
     ],
 )
 def test_random_queries_equal_the_reference(store, partitions, ways, tick_tuples, timer_bits, seed):
@@ -314,6 +335,27 @@ def test_float32_and_ipv4_equal_the_reference(store):
     assert len(set(want.values())) == 3  # each query alone and both
 
 
+def test_verilog_with_the_sdram_store_has_the_chips_pins_and_sidecar(tmp_path):
+    """With ``--store sdram`` the programmable engine's Verilog has the chip's pins and its
+    sidecar the chip, its geometry and the controller's clock (what ``sim`` simulates beside
+    it), for the fixed engine's chip at the simulations' 100 MHz or at a given clock
+    (``sdram_mhz``, what ``benchmarks/sdram_throughput.py --mhz`` builds); the power-up and
+    the words cleared follow."""
+    from bundled import QUERIES
+
+    from nfacep.hdl.programmable import write_verilog
+
+    nfa = nfacep.compile_file(QUERIES / "marathon.sql")
+    params = EngineParams(engine="programmable", store="sdram", partitions=64)
+    default = write_verilog(nfa, str(tmp_path / "a.v"), params)
+    slow = write_verilog(nfa, str(tmp_path / "b.v"), params, sdram_mhz=25)
+    assert default["ports"]["sdram__dq_o"] == {"dir": "out", "width": 32}
+    assert default["sdram"]["chip"] == slow["sdram"]["chip"] == ENGINE_SDRAM.timing.name
+    assert (default["sdram"]["clk_freq"], slow["sdram"]["clk_freq"]) == (100e6, 25e6)
+    assert default["sdram"]["power_up_cycles"] == 4 * slow["sdram"]["power_up_cycles"]
+    assert default["sdram"]["clearing_words"] == slow["sdram"]["clearing_words"] > 64
+
+
 def test_verilog_writes_the_engine_its_sidecar_and_the_image(tmp_path, capsys):
     """``nfacep verilog --engine programmable``: the Verilog (which Icarus compiles), its
     sidecar with the configuration port and capacities, and the query's image, which the
@@ -388,7 +430,7 @@ def switched(first, second, shape, data, params, at, *, seed=0, engine=None, sec
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("seed", "store", "partitions", "tick_tuples"),
-    [(0, "pipeline", 4, 0), (2, "pipeline", 3, 2), (3, "table", 4, 3)],
+    [(0, "pipeline", 4, 0), (2, "pipeline", 3, 2), (3, "table", 4, 3), (3, "sdram", 4, 3)],
 )
 def test_switch_at_a_tuple_equals_the_reference_run(seed, store, partitions, tick_tuples):
     """Random pairs of files and switch points, both stores, drops and timers: tuples before

@@ -78,7 +78,7 @@ BOUNDARY_POINTS = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("store", ["pipeline", "table"])
+@pytest.mark.parametrize("store", ["pipeline", "table", "sdram"])
 def test_the_window_boundary(store):
     nfa = nfacep.compile_text(BOUNDARY)
     shape = EngineShape(nfa.program.schema, ("k",), Capacity(8, 6, 2))

@@ -1111,6 +1111,54 @@ def test_programmable_refuses_what_does_not_fit(tmp_path, capsys):
     assert not (tmp_path / "out.csv").exists()
 
 
+# --store sdram with the programmable engine: its entries (states, epoch, timed slots) in the
+# chip, whose model is simulated beside it as for the fixed engine; fire's WITHIN in the
+# timed slots, 16 entries in buckets of 2 ways dropping some of its tuples
+PROGRAMMABLE_SDRAM = ("--store", "sdram", "--partitions", "16", "--ways", "2")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "simulator", "mode", "capacity"),
+    [
+        ("fire", "icarus", "batch", ()),
+        ("fire", "verilator", "native", ("--states", "12", "--atoms", "8", "--queries", "2")),
+    ],
+)
+def test_programmable_sdram_store(tmp_path, sim_cache, name, simulator, mode, capacity):
+    """``sim --engine programmable --store sdram`` writes `match --store sdram`'s match file
+    (drops included: the table's capacity rule) with the chip's timing rules unbroken."""
+    require(simulator)
+    engine = ("--engine", "programmable", *capacity, "--simulator", simulator, "--mode", mode)
+    got, summary = simulate(tmp_path, sim_cache, name, *PROGRAMMABLE_SDRAM, *engine)
+    expected, ref_summary = reference(tmp_path, name, *PROGRAMMABLE_SDRAM)
+    assert got == expected and len(got.splitlines()) > 1
+    assert {k: summary[k] for k in SAME_KEYS} == {k: ref_summary[k] for k in SAME_KEYS}
+    assert summary["counters"].get("drops") == summary["drops"] > 0
+    assert summary["counters"]["sdram_errors"] == 0
+    assert (summary["engine"], summary["store"]) == ("programmable", "sdram")
+
+
+def test_programmable_sdram_refuses_a_table_no_chip_holds(tmp_path, capsys):
+    """2^22 entries of a 22-bit key: the fixed engine's (1 word each) fit the ULX3S's chip
+    (test_sdram_store_beyond_a_million_partitions_native), the programmable engine's (its
+    states, epoch and timed slots: 16 words) fit none, and ``sim`` and ``check`` say so
+    before anything is built or simulated (exit 2)."""
+    query = tmp_path / "flows.sql"
+    query.write_text(WIDE_KEY)
+    data = tmp_path / "flows.csv"
+    data.write_text("src,v\n1,1\n1,2\n")
+    store = ["--store", "sdram", "--partitions", str(1 << 22), "--engine", "programmable"]
+    need = "4194304 buckets of 16 words need 67108864 words of SDRAM, more than its 33554432"
+    argv = ["sim", str(query), "--input", str(data), "--output", str(tmp_path / "out.csv")]
+    assert main([*argv, *store, "--build-dir", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    assert need in err and "Traceback" not in err
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "cache").exists()
+    assert main(["check", str(query), *store]) == 2
+    assert need in capsys.readouterr().err
+
+
 def test_the_fastest_exact_mode_is_the_default(monkeypatch, capsys):
     """`sim` and `regress` feed Verilator's model natively unless told otherwise, and `regress`
     takes Verilator when it is installed; `sim --help` and `regress --help` say so."""

@@ -1,10 +1,12 @@
 """``--store sdram`` on the UDP board top: the engine's SDRAM controller on the Colorlight
 5A-75B's SDRAM pins through the I/O cells (``nfacep.boards.sdram``), its clock the engine's,
 chosen for the line; ``check --board`` and ``build`` take it; ``sim --link udp --store sdram``
-simulates the board top with the pads' registers and the chip's model and equals ``match``."""
+simulates the board top with the pads' registers and the chip's model and equals ``match``.
+The fixed and the programmable engines alike."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 
@@ -75,6 +77,34 @@ def test_check_says_what_fits_and_refuses_a_clock_the_pads_cannot_read_at(tmp_pa
     assert main([*args, "--engine-mhz", "62.5"]) == 2
     assert "captured outside its valid window" in capsys.readouterr().err
     assert main(["check", str(MARATHON), "--board", "colorlight-5a75b", "--store", "sdram"]) == 2
+    err = capsys.readouterr().err
+    assert "the harness board top does not drive the SDRAM chip; the uart and udp" in err
+
+
+PROGRAMMABLE = ("--engine", "programmable")
+
+
+@pytest.mark.slow
+def test_check_puts_the_programmable_engines_partitions_in_the_sdram(tmp_path, capsys):
+    """``check --engine programmable --store sdram`` on the Colorlight's UDP top: 65,536
+    partitions of marathon's stream (the issue's; 4,096 in its block RAM) take half the chip,
+    an entry (the states, the epoch, the timed slots) 6 words; 2^17 of a 20-bit key fill it
+    and 2^18 are refused before anything is built (exit 2), as the board top of a harness."""
+    args = ["check", str(MARATHON), *BOARD, *PROGRAMMABLE, "--partitions", "65536"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "SDRAM words    524,288 1,048,576   50.0%  65,536 entries of 6 words of 32 bits" in out
+    assert "programmable engine (24 states, 16 atoms, 4 queries): fits" in out
+    assert "partitions in the board's SDRAM (M12L16161A)" in out
+    flows = tmp_path / "flows.sql"
+    flows.write_text(FLOWS)
+    assert main(["check", str(flows), *BOARD, *PROGRAMMABLE, "--partitions", str(1 << 17)]) == 0
+    assert "SDRAM words  1,048,576 1,048,576  100.0%" in capsys.readouterr().out
+    assert main(["check", str(flows), *BOARD, *PROGRAMMABLE, "--partitions", str(1 << 18)]) == 2
+    err = capsys.readouterr().err
+    assert "need 2097152 words of SDRAM, more than its 1048576" in err and "Traceback" not in err
+    harness = ["check", str(MARATHON), "--board", "colorlight-5a75b", "--store", "sdram"]
+    assert main([*harness, *PROGRAMMABLE]) == 2
     assert "the harness board top does not drive the SDRAM chip" in capsys.readouterr().err
 
 
@@ -125,3 +155,29 @@ def test_sim_over_udp_takes_the_colorlights_chip(tmp_path, capsys):
     argv += ["--link", "udp", "--store", "sdram", "--partitions", str(1 << 22)]
     assert main(argv) == 2
     assert "need 4194304 words of SDRAM, more than its 1048576" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_programmable_sim_over_udp_with_the_sdram_equals_match(tmp_path, sim_cache):
+    """The programmable engine on the SDRAM store behind the UDP link, its image loaded over
+    it, at 25 MHz (the PLL's nearest to its Fmax on the board; the pads capture the chip's
+    read data at the first edge after the CAS latency there, the chip's model clocked
+    inverted): the records are ``match``'s, the chip's rules unbroken."""
+    from nfacep.sim import build
+
+    missing = build.simulator_available("icarus")
+    if missing:
+        pytest.fail(f"{missing} (CI installs it with tools/install-simulators.sh)")
+    data = ROOT / "queries" / "marathon.csv"
+    store = ["--store", "sdram", "--partitions", "1024"]
+    ref, got = tmp_path / "match.csv", tmp_path / "udp.csv"
+    assert main(["match", str(MARATHON), "--input", str(data), "--output", str(ref), *store]) == 0
+    sim = ["sim", str(MARATHON), "--input", str(data), "--output", str(got), "--link", "udp"]
+    capacity = [*PROGRAMMABLE, "--states", "9", "--atoms", "7", "--queries", "1"]
+    argv = [*sim, *store, *capacity, "--engine-mhz", "25", "--check"]
+    assert main([*argv, "--build-dir", str(sim_cache)]) == 0
+    assert got.read_text() == ref.read_text()
+    assert ref.read_text().count("\n") == 1 + 8
+    summary = json.loads(got.with_suffix(".summary.json").read_text())
+    assert summary["line"]["engine_mhz"] == 25.0 and summary["board"]["engine_full"] == 0
+    assert summary["board"]["engine"] == 1 and summary["board"]["refused"] == 0
