@@ -63,6 +63,17 @@ MAX_DIVIDER = 128
 #: ``--store sdram`` the build chooses the engine's clock for it, without
 #: :data:`ENGINE_MARGIN` (a measured worst case, where ``cycles_per_tuple`` is a best case).
 SDRAM_TUPLES_PER_CLOCK = 0.230
+#: The same for the programmable engine's store, whose entries are wider (its state slots,
+#: epoch and timed slots: 6 words of 32 bits for marathon's stream at the default capacity,
+#: against the fixed engine's one): 0.060, uniform keys over 65,536 partitions at 25 MHz
+#: (``benchmarks/sdram_throughput.py --stores sdram-programmable``, 2026-11-28).
+PROGRAMMABLE_SDRAM_TUPLES_PER_CLOCK = 0.060
+#: The fastest engine clock the build chooses for a programmable engine: its engine clock
+#: routed at 35.69 MHz with the SDRAM store and 24.71 to 26.20 with the 4,096-entry table
+#: beside the UDP link on the Colorlight (2026-11-28, benchmarks/README.md), so that a clock
+#: the line would ask for and the engine cannot reach is not chosen (``--engine-mhz`` states
+#: another).
+PROGRAMMABLE_MHZ = 25.0
 
 
 @dataclass(frozen=True)
@@ -104,21 +115,32 @@ def engine_clock(engine, mhz: float | None = None) -> EngineClock:
     take the line's worst case (:func:`~nfacep.links.udp.protocol.line_tuples_limit`); with
     the SDRAM store, the slowest at or above what its measured worst case needs
     (:data:`SDRAM_TUPLES_PER_CLOCK`) at which the board's pads capture the chip's read data
-    (:func:`nfacep.boards.sdram.read_window`)."""
+    (:func:`nfacep.boards.sdram.read_window`). A programmable engine's clock is at most
+    :data:`PROGRAMMABLE_MHZ` (its rate in the chip :data:`PROGRAMMABLE_SDRAM_TUPLES_PER_CLOCK`):
+    where the line needs more, the clock is that and the engine is slower than the line."""
     import math
 
     line, per = line_tuples_limit((engine.tuple_layout.size + 7) // 8)
     sdram = "sdram" in engine.signature.members
-    cycles = 1 / SDRAM_TUPLES_PER_CLOCK if sdram else engine.cycles_per_tuple
+    programmable = engine.params.engine == "programmable"
+    if sdram:
+        per_clock = PROGRAMMABLE_SDRAM_TUPLES_PER_CLOCK if programmable else SDRAM_TUPLES_PER_CLOCK
+        cycles = 1 / per_clock
+    else:
+        cycles = engine.cycles_per_tuple
     if mhz is None:
         need = line * cycles * (1 if sdram else ENGINE_MARGIN) / 1e6
-        divider = min(max(math.floor(VCO_MHZ / need), 5), MAX_DIVIDER)
+        slowest = math.ceil(VCO_MHZ / PROGRAMMABLE_MHZ - 1e-9) if programmable else 5
+        divider = min(max(math.floor(VCO_MHZ / need), slowest), MAX_DIVIDER)
         if sdram:  # and one at which the pads capture the chip's read data
             from nfacep.boards.sdram import choose_window
 
             latency = engine.sdram_setup[0].timing.cas_latency
-            while divider > 5 and not choose_window(VCO_MHZ / divider, latency).met:
-                divider -= 1
+            step = 1 if programmable else -1  # (slower, or faster, until the pads capture)
+            while not choose_window(VCO_MHZ / divider, latency).met:
+                if not slowest <= divider + step <= MAX_DIVIDER:
+                    break
+                divider += step
     else:
         if not VCO_MHZ / MAX_DIVIDER <= mhz <= CLOCK_MHZ:
             raise UsageError(

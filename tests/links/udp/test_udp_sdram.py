@@ -96,6 +96,10 @@ def test_check_puts_the_programmable_engines_partitions_in_the_sdram(tmp_path, c
     assert "SDRAM words    524,288 1,048,576   50.0%  65,536 entries of 6 words of 32 bits" in out
     assert "programmable engine (24 states, 16 atoms, 4 queries): fits" in out
     assert "partitions in the board's SDRAM (M12L16161A)" in out
+    # the clock the build chooses: the programmable engine's (25 MHz), not the one the line
+    # would need at its measured rate in the chip (0.060 tuples a clock), which it cannot reach
+    assert "engine at 25.00 MHz (chosen by the build): 1.50M tuples/s" in out
+    assert "SLOWER THAN THE LINE" in out
     flows = tmp_path / "flows.sql"
     flows.write_text(FLOWS)
     assert main(["check", str(flows), *BOARD, *PROGRAMMABLE, "--partitions", str(1 << 17)]) == 0
