@@ -482,26 +482,30 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             ]
         rows = [w_row] * banks
         if self._bank_copies:
-            rows = self._bank_write_rows(m, ctx, chain[-1][3], clearing, sweep)
+            rows = self._bank_write_rows(m, ctx, chain[-1][3], clearing)
         for b, wp in enumerate(write_ports):
             m.d.comb += [*_addresses(wp.addr, rows[b]), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
         return t, t_valid, hit, dropped, result
 
-    def _bank_write_rows(self, m, ctx, s2_row, clearing, sweep):
+    def _bank_write_rows(self, m, ctx, s2_row, clearing):
         """With :attr:`_bank_copies`, each bank's write rows (one per group of its blocks,
         :attr:`_row_groups`), registers of their own (:func:`~nfacep.hdl.bram.register_copy`)
         loaded as the one write row is, from copies of their own of stage 3's and stage 4's
         rows (loaded as those are), so that neither the register of stage 4's row (one with
         the output record's key) nor one register for every bank drives the write port's
         copies beside the blocks. While clearing, the copy of stage 4's row holds the sweep's
-        row of the next edge (after a reset, the first), so that the banks' registers take it
-        as it is, no multiplexer of their own (``BREAK_FORWARDING = "write row"``: the copies
-        of the rows loaded at every edge, stalls included). A list per bank."""
+        row of the next edge (after a reset, the first), counted on its own, so that the
+        banks' registers take it as it is, no multiplexer of their own, and the sweep's
+        counter drives no copy (``BREAK_FORWARDING = "write row"``: the copies of the rows
+        loaded at every edge, stalls included). A list per bank."""
         en = Const(1) if table_forwarding.BREAK_FORWARDING == "write row" else ctx.advance
         row3 = register_copy(m, ctx.platform, s2_row, en, "write_row3")
         row4 = Signal(len(row3), name="write_row4")
         with m.If(clearing):
-            m.d.sync += row4.eq(sweep + 1)
+            # the sweep's row of the next edge: counted on its own (the sweep and this copy
+            # both start at the first row after a reset and step at every edge while clearing,
+            # and the rows are a power of two), so that the sweep's counter drives no copy
+            m.d.sync += row4.eq(row4 + 1)
         with m.Elif(en):
             m.d.sync += row4.eq(row3)
         return [
