@@ -48,8 +48,9 @@ SPREAD_BLOCKS = 64
 #: row are registers of their own (``TablePartitioner._bank_copies``), and this many copies of
 #: each (at most one per block side by side), each loading the address copies beside one
 #: group of the bank's blocks (``RegisteredBank(groups=...)``), so that no one register
-#: reaches every block of a bank.
-BANK_ROW_GROUPS = 5
+#: reaches every block of a bank (4 measured best for PREV at 65,536 entries, of 1 to 8 groups:
+#: benchmarks/PAPER_FIGURES.md).
+BANK_ROW_GROUPS = 4
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
