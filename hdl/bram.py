@@ -21,7 +21,11 @@ With ``copies`` the ports first pass a register of their own beside each block (
 address, loaded on edges with ``r_en`` high, so the row shows one enabled edge later, and the
 write port, loaded on every edge, so a write lands an edge later. A large table's blocks are
 spread over the device, and no single register can reach them all within a 150 MHz cycle;
-the copies let the route be split in two.
+the copies let the route be split in two. With ``groups`` the blocks side by side are split in
+that many runs (:func:`dp16kd_groups`; the portable form keeps each run's bits in a memory of
+its own), each with read and write addresses of its own (``r_addr`` and ``w_addr`` are then
+arrays, one address per group), so that no one register drives the address copies beside
+every block of the bank.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "DP16KD_SHAPES",
     "RegisteredBank",
     "dp16kd_blocks",
+    "dp16kd_groups",
     "dp16kd_tiling",
     "register_copy",
 ]
@@ -63,6 +68,24 @@ def dp16kd_blocks(depth: int, width: int) -> int:
     """DP16KD blocks of a :class:`RegisteredBank` of ``depth`` rows of ``width`` bits on ECP5."""
     _, _, stacked, side = dp16kd_tiling(depth, width)
     return stacked * side
+
+
+def dp16kd_groups(depth: int, width: int, groups: int) -> list[tuple[int, int]]:
+    """The bits ``(lo, hi)`` of each of ``groups`` groups of a :class:`RegisteredBank` of
+    ``depth`` rows of ``width`` bits: its blocks side by side (:func:`dp16kd_tiling`) split in
+    order into runs of nearly equal count, each run's blocks stacked with it; at most one group
+    per block side by side."""
+    _, block_width, _, side = dp16kd_tiling(depth, width)
+    if not 1 <= groups <= side:
+        raise ValueError(
+            f"Groups must be from 1 to {side} (the blocks side by side of a bank of {depth} "
+            f"rows of {width} bits), not {groups!r}"
+        )
+    columns = [c * groups // side for c in range(side)]
+    return [
+        (columns.index(g) * block_width, min(width, (side - columns[::-1].index(g)) * block_width))
+        for g in range(groups)
+    ]
 
 
 def register_copy(m: Module, platform, d: Value, en: Value, name: str) -> Value:
@@ -103,29 +126,37 @@ class RegisteredBank(wiring.Component):
     Members
     -------
     r_addr, r_en : ``In``
-        Read address, and the enable of both read registers.
+        Read address (with ``groups``, an array of one per group), and the enable of both
+        read registers.
     r_data : ``Out(width)``
         The row read, two enabled edges after its address.
     w_addr, w_data, w_en : ``In``
-        Write port: the row is written at the edge where ``w_en`` is high.
+        Write port: the row is written at the edge where ``w_en`` is high (``w_addr`` with
+        ``groups``, an array of one per group).
     """
 
-    def __init__(self, *, width: int, depth: int, stages: int = 2, copies: bool = False):
+    def __init__(
+        self, *, width: int, depth: int, stages: int = 2, copies: bool = False, groups: int = 1
+    ):
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"Width must be a positive integer, not {width!r}")
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"Depth must be a positive integer, not {depth!r}")
         if stages not in (2, 3):
             raise ValueError(f"Stages must be 2 or 3, not {stages!r}")
+        if not isinstance(groups, int):
+            raise ValueError(f"Groups must be an integer, not {groups!r}")
+        self._bits = dp16kd_groups(depth, width, groups)
         self._width, self._depth, self._stages = width, depth, stages
         self._copies = bool(copies)
-        addr = range(depth)
+        self._groups = groups
+        addr = In(range(depth)) if groups == 1 else In(range(depth)).array(groups)
         super().__init__(
             {
-                "r_addr": In(addr),
+                "r_addr": addr,
                 "r_en": In(1),
                 "r_data": Out(width),
-                "w_addr": In(addr),
+                "w_addr": addr,
                 "w_data": In(width),
                 "w_en": In(1),
             }
@@ -153,19 +184,34 @@ class RegisteredBank(wiring.Component):
         and a write lands an edge later."""
         return self._copies
 
-    def _ports(self, m: Module, platform, name: str):
-        """The ports as the block RAM sees them, ``(r_addr, w_addr, w_data, w_en)``: the
-        members, or with ``copies`` a register of each (the read address loaded on edges with
-        ``r_en`` high, the write port on every edge) named after ``name``."""
-        ports = (self.r_addr, self.w_addr, self.w_data, self.w_en)
+    @property
+    def groups(self) -> int:
+        """Groups of the bank's blocks with addresses of their own (:func:`dp16kd_groups`)."""
+        return self._groups
+
+    def _group_of(self, bit: int) -> int:
+        """The group holding bit ``bit`` of a row."""
+        return next(g for g, (lo, hi) in enumerate(self._bits) if lo <= bit < hi)
+
+    def _addresses(self) -> tuple[list[Value], list[Value]]:
+        """(read addresses, write addresses), one per group."""
+        if self._groups == 1:
+            return [self.r_addr], [self.w_addr]
+        return list(self.r_addr), list(self.w_addr)
+
+    def _ports(self, m: Module, platform, name: str, r_addr, w_addr, w_data):
+        """The ports as the block RAM (of one group, ``w_data`` its bits) sees them, ``(r_addr,
+        w_addr, w_data, w_en)``: the members, or with ``copies`` a register of each (the read
+        address loaded on edges with ``r_en`` high, the write port on every edge) named after
+        ``name``."""
         if not self._copies:
-            return ports
-        r_addr = register_copy(m, platform, self.r_addr, self.r_en, f"{name}_r_addr")
+            return r_addr, w_addr, w_data, self.w_en
+        r_copy = register_copy(m, platform, r_addr, self.r_en, f"{name}_r_addr")
         w_port = register_copy(
-            m, platform, Cat(self.w_addr, self.w_data, self.w_en), Const(1), f"{name}_w_port"
+            m, platform, Cat(w_addr, w_data, self.w_en), Const(1), f"{name}_w_port"
         )
-        a, d = len(self.w_addr), len(self.w_data)
-        return r_addr, w_port[:a], w_port[a : a + d], w_port[a + d]
+        a, d = len(w_addr), len(w_data)
+        return r_copy, w_port[:a], w_port[a : a + d], w_port[a + d]
 
     def elaborate(self, platform):
         if getattr(platform, "family", None) == "ecp5":
@@ -181,10 +227,25 @@ class RegisteredBank(wiring.Component):
 
     def _elaborate_portable(self):
         m = Module()
-        m.submodules.mem = mem = Memory(shape=self._width, depth=self._depth, init=[])
+        self._last = Signal(self._width, name="read_data")
+        if self._groups == 1:
+            self._portable_memory(m, "", self.r_addr, self.w_addr, 0, self._width)
+            return m
+        # a memory of its own per group, at the group's addresses
+        r_addrs, w_addrs = self._addresses()
+        for g, (lo, hi) in enumerate(self._bits):
+            self._portable_memory(m, str(g), r_addrs[g], w_addrs[g], lo, hi)
+        return m
+
+    def _portable_memory(self, m, suffix, r_addr, w_addr, lo, hi):
+        """Bits ``lo`` to ``hi`` of the row in an ``amaranth.lib.memory`` (``mem`` and the port
+        copies ``port``, ``suffix`` after each name), read into ``_last``."""
+        mem = Memory(shape=hi - lo, depth=self._depth, init=[])
+        m.submodules[f"mem{suffix}"] = mem
         wp = mem.write_port()
         rp = mem.read_port(transparent_for=())
-        r_addr, w_addr, w_data, w_en = self._ports(m, None, "port")
+        w_data = self.w_data if hi - lo == self._width else self.w_data[lo:hi]
+        r_addr, w_addr, w_data, w_en = self._ports(m, None, f"port{suffix}", r_addr, w_addr, w_data)
         m.d.comb += [
             wp.addr.eq(w_addr),
             wp.data.eq(w_data),
@@ -192,15 +253,14 @@ class RegisteredBank(wiring.Component):
             rp.addr.eq(r_addr),
             rp.en.eq(self.r_en),
         ]
-        self._last = Signal(self._width, name="read_data")
+        last = self._last if hi - lo == self._width else self._last[lo:hi]
         with m.If(self.r_en):
-            m.d.sync += self._last.eq(rp.data)
-        return m
+            m.d.sync += last.eq(rp.data)
 
     def _block_ports(self, m, platform, ports, lo, width, name):
         """``(r_addr, w_addr, w_data, w_en)`` as the block holding bits ``lo`` to ``lo +
-        width`` of a row sees them: ``ports`` (the addresses zero-extended, the data padded),
-        or with ``copies`` its own copy of what it uses."""
+        width`` of a row sees them: ``ports`` (its group's addresses zero-extended, the data
+        padded), or with ``copies`` its own copy of what it uses."""
         r_addr, w_addr, w_data = ports
         if not self._copies:
             return r_addr, w_addr, w_data, self.w_en
@@ -215,15 +275,34 @@ class RegisteredBank(wiring.Component):
         low = (block_depth - 1).bit_length()  # address bits inside a block
         shift = 14 - low  # DP16KD addresses count in units of 1/2**shift of a word
         high_bits = max(0, (self._depth - 1).bit_length() - low)
-        # the addresses zero-extended to the block's address bits
-        r_addr, w_addr = Signal(low + high_bits), Signal(low + high_bits)
-        m.d.comb += [r_addr.eq(self.r_addr), w_addr.eq(self.w_addr)]
-        r_high = r_addr[low:] if high_bits else Const(0, 1)
+        # the addresses zero-extended to the block's address bits (each group's)
+        r_addrs, w_addrs = [], []
+        for g, (r, w) in enumerate(zip(*self._addresses(), strict=True)):
+            names = (None, None) if self._groups == 1 else (f"r_addr{g}", f"w_addr{g}")
+            r_addr, w_addr = (
+                Signal(low + high_bits, name=names[0]),
+                Signal(low + high_bits, name=names[1]),
+            )
+            m.d.comb += [r_addr.eq(r), w_addr.eq(w)]
+            r_addrs.append(r_addr)
+            w_addrs.append(w_addr)
         # which stacked block's output to take: the read's high address bits, delayed with
-        # the data (address register, then output register; with copies the copy first)
-        sel = [Signal(max(1, high_bits), name=f"stack_sel{i}") for i in range(2 + self._copies)]
-        with m.If(self.r_en):
-            m.d.sync += [sel[0].eq(r_high), *(a.eq(b) for a, b in zip(sel[1:], sel, strict=False))]
+        # the data (address register, then output register; with copies the copy first), the
+        # last of them per group
+        sels = []
+        for g, r_addr in enumerate(r_addrs):
+            r_high = r_addr[low:] if high_bits else Const(0, 1)
+            suffix = "" if self._groups == 1 else f"_{g}"
+            sel = [
+                Signal(max(1, high_bits), name=f"stack_sel{i}{suffix}")
+                for i in range(2 + self._copies)
+            ]
+            with m.If(self.r_en):
+                m.d.sync += [
+                    sel[0].eq(r_high),
+                    *(a.eq(b) for a, b in zip(sel[1:], sel, strict=False)),
+                ]
+            sels.append(sel[-1])
         padded = side * block_width
         w_data = Signal(padded)
         m.d.comb += w_data.eq(self.w_data)
@@ -233,8 +312,9 @@ class RegisteredBank(wiring.Component):
             outputs.append(out)
             for c in range(side):
                 lo = c * block_width
+                g = self._group_of(lo)
                 b_r_addr, b_w_addr, b_w_data, b_w_en = self._block_ports(
-                    m, platform, (r_addr, w_addr, w_data), lo, block_width, f"dp{s}_{c}"
+                    m, platform, (r_addrs[g], w_addrs[g], w_data), lo, block_width, f"dp{s}_{c}"
                 )
                 w_high = b_w_addr[low:] if high_bits else Const(0, 1)
                 ports = {
@@ -279,9 +359,17 @@ class RegisteredBank(wiring.Component):
                     p_GSR="DISABLED",
                     **ports,
                 )
-        data = outputs[0]
-        for s in range(1, stacked):
-            data = Mux(sel[-1] == s, outputs[s], data)
+        chosen = []
+        for sel in sels:
+            data = outputs[0]
+            for s in range(1, stacked):
+                data = Mux(sel == s, outputs[s], data)
+            chosen.append(data)
+        if self._groups > 1:  # each block's bits as its group's read chose them
+            data = Cat(
+                chosen[self._group_of(lo)][lo : lo + block_width]
+                for lo in range(0, padded, block_width)
+            )
         self._last = Signal(self._width, name="read_data")
         m.d.comb += self._last.eq(data[: self._width])
         return m

@@ -25,14 +25,14 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 
 from . import table_forwarding
-from .bram import RegisteredBank, dp16kd_blocks, register_copy
+from .bram import RegisteredBank, dp16kd_blocks, dp16kd_tiling, register_copy
 from .partitioner import check_store_arguments, store_signature
 from .stream import StreamBuffer
 from .table_geometry import TableGeometry
 from .table_input import TableInput
 from .table_stages import _Stages
 
-__all__ = ["RESULT_STAGE_WIDTH", "SPREAD_BLOCKS", "TablePartitioner"]
+__all__ = ["BANK_ROW_GROUPS", "RESULT_STAGE_WIDTH", "SPREAD_BLOCKS", "TablePartitioner"]
 
 #: A result wider than this (start positions, 48 bits each) leaves stage 4 through a register
 #: of its own by default (``result_stage``): a cycle more of latency.
@@ -43,6 +43,14 @@ RESULT_STAGE_WIDTH = 32
 #: registered table (the simple one's read, decision and write in one cycle would cross the
 #: device).
 SPREAD_BLOCKS = 64
+
+#: In a direct table spread over the device, without timers, each bank's read row and write
+#: row are registers of their own (``TablePartitioner._bank_copies``), and this many copies of
+#: each (at most one per block side by side), each loading the address copies beside one
+#: group of the bank's blocks (``RegisteredBank(groups=...)``), so that no one register
+#: reaches every block of a bank (4 measured best for PREV at 65,536 entries, of 1 to 8 groups:
+#: benchmarks/PAPER_FIGURES.md).
+BANK_ROW_GROUPS = 4
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -114,7 +122,8 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     later, one more write in flight to forward. In a direct table spread over the device,
     without timers, the read and write address copies are loaded from registers of each
     bank's own (the read row, loaded as stage 1's register is; the write row, loaded from
-    copies of stage 3's and stage 4's rows), so that no register drives the copies of every
+    copies of stage 3's and stage 4's rows), one of each per group of the bank's blocks
+    (:data:`BANK_ROW_GROUPS`), so that no register drives the copies of every block of a
     bank. And with five read registers the third is the table's: next to each block
     it compares the stamp read, part by part, with the tick of the operation it was read for
     (``_Stages.stamp_parts``), and the next cycle only combines those bits. A state wider
@@ -403,12 +412,12 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         layout, rows = self.entry_layout, self._rows
         read_data = []
         write_ports = []
-        # test-only: the copies loaded at every edge, stalls included
-        broken = table_forwarding.BREAK_FORWARDING == "bank row"
         for b in range(self._banks):
             if self._bank_copies:
-                en = Const(1) if broken else advance
-                read_row = register_copy(m, platform, row_next, en, f"bank{b}_read_row")
+                read_row = [
+                    register_copy(m, platform, row_next, en, f"bank{b}_read_row{g}")
+                    for g, en in enumerate(self._row_copy_enables(advance, "bank row"))
+                ]
             if self._registered:
                 # read data registered in the bank (on ECP5 in the block RAM's output register,
                 # with 4 stages a flip-flop after it) and once more in the tail, beside what is
@@ -419,9 +428,10 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
                     depth=rows,
                     stages=2 if self._read_stages == 3 or self._split_stamp else 3,
                     copies=self._copies,
+                    groups=self._row_groups,
                 )
                 m.submodules[f"bank{b}"] = bank
-                m.d.comb += [bank.r_addr.eq(read_row), bank.r_en.eq(advance)]
+                m.d.comb += [*_addresses(bank.r_addr, read_row), bank.r_en.eq(advance)]
                 read_data.append(data.View(layout, bank.r_data))
                 write_ports.append(_WritePort(bank.w_addr, bank.w_data, bank.w_en))
                 continue
@@ -473,31 +483,61 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             ]
         rows = [w_row] * banks
         if self._bank_copies:
-            rows = self._bank_write_rows(m, ctx, chain[-1][3], clearing, sweep)
+            rows = self._bank_write_rows(m, ctx, chain[-1][3], clearing)
         for b, wp in enumerate(write_ports):
-            m.d.comb += [wp.addr.eq(rows[b]), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
+            m.d.comb += [*_addresses(wp.addr, rows[b]), wp.data.eq(w_entry), wp.en.eq(w_en[b])]
         return t, t_valid, hit, dropped, result
 
-    def _bank_write_rows(self, m, ctx, s2_row, clearing, sweep):
-        """With :attr:`_bank_copies`, each bank's write row, a register of its own
-        (:func:`~nfacep.hdl.bram.register_copy`) loaded as the one write row is, from copies
-        of their own of stage 3's and stage 4's rows (loaded as those are), so that neither
-        the register of stage 4's row (one with the output record's key) nor one register for
-        every bank drives the write port's copies beside the blocks. While clearing, the copy
-        of stage 4's row holds the sweep's row of the next edge (after a reset, the first), so
-        that the banks' registers take it as it is, no multiplexer of their own
-        (``BREAK_FORWARDING = "write row"``: the copies of the rows loaded at every edge,
-        stalls included)."""
+    def _bank_write_rows(self, m, ctx, s2_row, clearing):
+        """With :attr:`_bank_copies`, each bank's write rows (one per group of its blocks,
+        :attr:`_row_groups`), registers of their own (:func:`~nfacep.hdl.bram.register_copy`)
+        loaded as the one write row is, from copies of their own of stage 3's and stage 4's
+        rows (loaded as those are), so that neither the register of stage 4's row (one with
+        the output record's key) nor one register for every bank drives the write port's
+        copies beside the blocks. While clearing, the copy of stage 4's row holds the sweep's
+        row of the next edge (after a reset, the first), counted on its own, so that the
+        banks' registers take it as it is, no multiplexer of their own, and the sweep's
+        counter drives no copy (``BREAK_FORWARDING = "write row"``: the copies of the rows
+        loaded at every edge, stalls included). A list per bank."""
         en = Const(1) if table_forwarding.BREAK_FORWARDING == "write row" else ctx.advance
         row3 = register_copy(m, ctx.platform, s2_row, en, "write_row3")
         row4 = Signal(len(row3), name="write_row4")
         with m.If(clearing):
-            m.d.sync += row4.eq(sweep + 1)
+            # the sweep's row of the next edge: counted on its own (the sweep and this copy
+            # both start at the first row after a reset and step at every edge while clearing,
+            # and the rows are a power of two), so that the sweep's counter drives no copy
+            m.d.sync += row4.eq(row4 + 1)
         with m.Elif(en):
             m.d.sync += row4.eq(row3)
         return [
-            register_copy(m, ctx.platform, row4, clearing | ctx.advance, f"bank{b}_write_row")
+            [
+                register_copy(m, ctx.platform, row4, clearing | g_en, f"bank{b}_write_row{g}")
+                for g, g_en in enumerate(self._row_copy_enables(ctx.advance, None))
+            ]
             for b in range(self._banks)
+        ]
+
+    @property
+    def _row_groups(self) -> int:
+        """Groups of each bank's blocks with read and write rows of their own with
+        :attr:`_bank_copies` (:data:`BANK_ROW_GROUPS`, at most one per block side by side,
+        :func:`~nfacep.hdl.bram.dp16kd_groups`); else 1."""
+        if not self._bank_copies:
+            return 1
+        _, _, _, side = dp16kd_tiling(self._rows, self.entry_layout.size)
+        return min(BANK_ROW_GROUPS, side)
+
+    def _row_copy_enables(self, advance: Value, broken: str | None) -> list[Value]:
+        """The enables of a bank's copies of a row, one per group (:attr:`_row_groups`):
+        ``advance``, as the register they copy. Test-only: every edge (stalls included) for
+        every group with ``BREAK_FORWARDING == broken``, and for every group but the first
+        with ``"row groups"``."""
+        mode = table_forwarding.BREAK_FORWARDING
+        return [
+            Const(1)
+            if (mode is not None and mode == broken) or (mode == "row groups" and g)
+            else advance
+            for g in range(self._row_groups)
         ]
 
     def _result_register(self, m, advance, t, t_valid, hit, dropped, result):
@@ -528,6 +568,16 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             with m.Else():
                 m.d.comb += [wp.addr.eq(row), wp.data.eq(written), wp.en.eq(store & (way == b))]
         return t, t_valid, hit, dropped, result
+
+
+def _addresses(port, rows) -> list:
+    """``port`` (a bank's address member) loaded from ``rows``: a value, or with the bank's
+    ``groups`` one per group."""
+    if not isinstance(rows, list):
+        return [port.eq(rows)]
+    if len(rows) == 1:
+        return [port.eq(rows[0])]
+    return [a.eq(r) for a, r in zip(port, rows, strict=True)]
 
 
 @dataclass

@@ -38,7 +38,9 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: every edge, stalls included, not as the register it copies; ``"write row"``: in a direct
 #: table spread over the device, the copies of stage 3's and stage 4's rows that each bank's
 #: write row is loaded from (``TablePartitioner._bank_write_rows``) are loaded at every edge,
-#: stalls included.
+#: stalls included; ``"row groups"``: in a direct table spread over the device, each bank's
+#: copies of its read row and write row for every group of its blocks but the first
+#: (``table.BANK_ROW_GROUPS``) are loaded at every edge, stalls included.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 

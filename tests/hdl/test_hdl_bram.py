@@ -13,7 +13,13 @@ from types import SimpleNamespace
 import pytest
 from amaranth.back import verilog
 
-from nfacep.hdl.bram import DP16KD_SHAPES, RegisteredBank, dp16kd_blocks, dp16kd_tiling
+from nfacep.hdl.bram import (
+    DP16KD_SHAPES,
+    RegisteredBank,
+    dp16kd_blocks,
+    dp16kd_groups,
+    dp16kd_tiling,
+)
 
 TESTS = pathlib.Path(__file__).parents[1]
 
@@ -42,6 +48,27 @@ def test_tiling_takes_the_fewest_blocks(depth, width, want):
     assert dp16kd_blocks(depth, width) == stacked * side
 
 
+@pytest.mark.parametrize(
+    ("depth", "width", "groups", "want"),
+    [
+        (16384, 43, 4, [(0, 11), (11, 22), (22, 33), (33, 43)]),  # a bit per block
+        (16384, 10, 4, [(0, 3), (3, 5), (5, 8), (8, 10)]),
+        (3000, 36, 2, [(0, 18), (18, 36)]),  # 1024 x 18, three stacked, two side by side
+        (4096, 7, 2, [(0, 4), (4, 7)]),  # the last block's bits up to the width
+        (4, 7, 1, [(0, 7)]),
+    ],
+)
+def test_groups_split_the_blocks_side_by_side(depth, width, groups, want):
+    assert dp16kd_groups(depth, width, groups) == want
+    assert RegisteredBank(width=width, depth=depth, groups=groups).groups == groups
+
+
+@pytest.mark.parametrize(("depth", "width", "groups"), [(4, 7, 2), (16384, 10, 11), (64, 10, 0)])
+def test_more_groups_than_blocks_side_by_side_are_refused(depth, width, groups):
+    with pytest.raises(ValueError, match="Groups must be from 1 to"):
+        RegisteredBank(width=width, depth=depth, groups=groups)
+
+
 TESTBENCH = """
 `timescale 1ns/1ps
 module tb;
@@ -51,10 +78,10 @@ module tb;
     reg r_en = 0, w_en = 0;
     reg [{wb}:0] w_data = 0;
     wire [{wb}:0] got, want;
-    bank_ecp5 dut(.clk(clk), .rst(1'b0), .r_addr(r_addr), .r_en(r_en), .r_data(got),
-                  .w_addr(w_addr), .w_data(w_data), .w_en(w_en));
-    bank_ref ref(.clk(clk), .rst(1'b0), .r_addr(r_addr), .r_en(r_en), .r_data(want),
-                 .w_addr(w_addr), .w_data(w_data), .w_en(w_en));
+    bank_ecp5 dut(.clk(clk), .rst(1'b0), {addresses}, .r_en(r_en), .r_data(got),
+                  .w_data(w_data), .w_en(w_en));
+    bank_ref ref(.clk(clk), .rst(1'b0), {addresses}, .r_en(r_en), .r_data(want),
+                 .w_data(w_data), .w_en(w_en));
     integer cycle, checked = 0, bad = 0, seed = {seed};
     initial begin
         // write every row first (block RAM has no reset), then mix reads, writes and stalls
@@ -86,27 +113,41 @@ endmodule
 SHAPES = [(64, 10), (3000, 40), (3000, 18), (2048, 9), (4, 20), (8192, 3)]
 
 
+def address_ports(depth: int, groups: int) -> str:
+    """The testbench's address connections: with groups, each group's addresses the
+    testbench's offset by a step of its own, reads by another than writes, so that a block
+    at another group's addresses reads other data."""
+    if groups == 1:
+        return ".r_addr(r_addr), .w_addr(w_addr)"
+    return ", ".join(
+        f".{port}__{g}(({port} + {step * g}) % {depth})"
+        for port, step in (("r_addr", 5), ("w_addr", 3))
+        for g in range(groups)
+    )
+
+
 @pytest.mark.parametrize(
-    ("depth", "width", "stages", "copies"),
-    # the copies (a register per block and port) on a flat bank and on a stacked one
-    [(d, w, stages, False) for stages in (2, 3) for d, w in SHAPES]
-    + [(64, 10, 3, True), pytest.param(3000, 18, 3, True, marks=pytest.mark.slow)],
+    ("depth", "width", "stages", "copies", "groups"),
+    # the copies (a register per block and port) on a flat bank and on a stacked one; groups
+    # of blocks at addresses of their own: with copies, one bit per block (a direct table
+    # spread over the device) and stacked, and without copies, a block per group
+    [(d, w, stages, False, 1) for stages in (2, 3) for d, w in SHAPES]
+    + [(64, 10, 3, True, 1), pytest.param(3000, 18, 3, True, 1, marks=pytest.mark.slow)]
+    + [(16384, 10, 3, True, 4), (3000, 36, 3, True, 2), (4096, 12, 2, False, 3)],
 )
-def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies):
+def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies, groups):
     iverilog = shutil.which("iverilog")
     if iverilog is None:
         pytest.fail("iverilog is missing (CI installs it with tools/install-simulators.sh)")
-    ecp5 = verilog.convert(
-        RegisteredBank(width=width, depth=depth, stages=stages, copies=copies),
-        name="bank_ecp5",
-        platform=SimpleNamespace(family="ecp5"),
-    )
+
+    def bank():
+        return RegisteredBank(width=width, depth=depth, stages=stages, copies=copies, groups=groups)
+
+    ecp5 = verilog.convert(bank(), name="bank_ecp5", platform=SimpleNamespace(family="ecp5"))
     assert "DP16KD" in ecp5 and '"OUTREG"' in ecp5
     # with copies, registers of their own beside each block (kept apart from Yosys)
     assert ("TRELLIS_FF" in ecp5) == copies
-    portable = verilog.convert(
-        RegisteredBank(width=width, depth=depth, stages=stages, copies=copies), name="bank_ref"
-    )
+    portable = verilog.convert(bank(), name="bank_ref")
     assert "DP16KD" not in portable
     (tmp_path / "ecp5.v").write_text(ecp5)
     (tmp_path / "ref.v").write_text(portable)
@@ -117,6 +158,7 @@ def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copi
             ab=max(0, (depth - 1).bit_length() - 1),
             wb=width - 1,
             depth=depth,
+            addresses=address_ports(depth, groups),
             cycles=3000,
             seed=depth + width,
         )

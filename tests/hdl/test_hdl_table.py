@@ -721,22 +721,28 @@ def test_spread_table_against_model(monkeypatch, entries, ways, key_width, gap, 
 
 
 @pytest.mark.parametrize(("gap", "stall"), [(0.0, 0.3), (0.3, 0.0), (0.3, 0.3)])
-@pytest.mark.parametrize("broken", [None, "bank row", "write row"])
+@pytest.mark.parametrize("broken", [None, "bank row", "write row", "row groups"])
 def test_spread_direct_table_bank_copies_against_model(monkeypatch, gap, stall, broken):
-    # A direct table spread over the device, without timers, reads each bank at a copy of
-    # its own of the read row, loaded as stage 1's register is, and writes it at a write row
-    # of its own, loaded from copies of stage 3's and stage 4's rows: the records are the
-    # model's, stalls included, and with the read row's copies, or the copies of those rows,
-    # loaded at every edge (stalls included) they are not.
+    # A direct table spread over the device, without timers, reads each bank at copies of
+    # its own of the read row, loaded as stage 1's register is, and writes it at write rows
+    # of its own, loaded from copies of stage 3's and stage 4's rows, one of each per group of
+    # the bank's blocks (here 4,096 rows of 7 bits, two blocks of 4 bits side by side, each
+    # group a memory of its own): the records are the model's, stalls included, and with the
+    # read row's copies, the copies of those rows, or the copies of the second group loaded
+    # at every edge (stalls included) they are not.
     from nfacep.hdl import table
 
     monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
     monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
-    assert make_table(entries=16, ways=4, key_width=4)._bank_copies
+    dut = make_table(entries=16384, ways=4, key_width=14)
+    assert dut._bank_copies and dut._row_groups == 2
     rng = random.Random(int(10 * gap + 100 * stall))
-    pool = rng.sample(range(16), 16)
+    # four rows (the first, two more and the last), each in the four banks (the key's low
+    # bits), so that operations share rows as in a small table
+    pool = [(row << 2) | bank for row in (0, 1, 2, 4095) for bank in range(4)]
+    rng.shuffle(pool)
     tuples = random_tuples(rng, bursty_keys(rng, 300, pool))
-    kwargs = {"entries": 16, "ways": 4, "key_width": 4, "seed": 3, "gap": gap, "stall": stall}
+    kwargs = {"entries": 16384, "ways": 4, "key_width": 14, "seed": 3, "gap": gap, "stall": stall}
     if broken and stall:
         with pytest.raises(AssertionError, match="tuple"):
             check(tuples, **kwargs)
