@@ -125,8 +125,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     Latency: ``3 + read_stages`` cycles (3 without ``registered``), one more with ``copies``,
     one more with ``result_stage``, one more with timers (the read row, the aging step's or
     the tuple's, is registered): 7 by default (8 for a table of more than 64 blocks or a
-    result wider than 32 bits, 9 for both or for a table of more than 64 blocks with the
-    windows' hints, whose row read passes a fifth register), 10 with timers. A tuple
+    result wider than 32 bits, 9 for both), 10 with timers. A tuple
     transferred on ``i_stream`` at clock edge ``n`` has its record valid on ``o_stream`` from
     edge ``n + latency - 1``, so with ``o_stream.ready`` high it is transferred at edge
     ``n + latency``.
@@ -191,11 +190,9 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         blocks (:attr:`spread`), else the simple table.
     read_stages : :class:`int`
         With ``registered``: registers on the read path, 3, 4 (the default without timers:
-        a flip-flop after the block RAM's output register) or 5 (the default with timers, and
-        in a table spread over the device whose ``update`` has ``prepare``: the row read is
-        compared with the tuple's key and tick a cycle earlier, beside the writes in flight,
-        and its state registered for the hint's comparisons, one more write in flight to
-        forward).
+        a flip-flop after the block RAM's output register) or 5 (the default with timers: the
+        row read is compared with the tuple's key and tick a cycle earlier, beside the writes
+        in flight, one more of them to forward).
     copies : :class:`bool` or ``None``
         With ``registered``: the banks' ports through registers of their own beside each block
         (:class:`~nfacep.hdl.bram.RegisteredBank`): a cycle more of latency, one more write in
@@ -245,7 +242,9 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         check_store_arguments(counter_width, timer_bits, tick_tuples)
         if not isinstance(sweep_every, int) or sweep_every < 1:
             raise ValueError(f"Sweep period must be a positive integer, not {sweep_every!r}")
-        if read_stages not in (None, 3, 4, 5):
+        if read_stages is None:
+            read_stages = 5 if tick_tuples else 4
+        if read_stages not in (3, 4, 5):
             raise ValueError(f"Read stages must be 3, 4 or 5, not {read_stages!r}")
         if not callable(update):
             raise TypeError(f"Update function must be callable, not {update!r}")
@@ -272,8 +271,6 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             self._stamp_bits = ((1 << timer_bits) - 1 + span - 1).bit_length()
 
         self._registered = self.spread if registered is None else bool(registered)
-        if read_stages is None:
-            read_stages = 5 if tick_tuples or self._hinted_spread else 4
         self._read_stages = read_stages if self._registered else 1
         self._port_copies(copies)
         if result_stage is None:
@@ -310,14 +307,6 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         :func:`~nfacep.hdl.bram.dp16kd_blocks`): blocks spread over the device, farther apart
         than one register reaches in a cycle."""
         return self._banks * dp16kd_blocks(self._rows, self.entry_layout.size) > SPREAD_BLOCKS
-
-    @property
-    def _hinted_spread(self) -> bool:
-        """Whether the table is spread over the device (:attr:`spread`) and its ``update`` has
-        the windows' hints (``prepare``): its row read then passes a fifth register by default
-        (``read_stages``), beside the comparisons of the row read's hint rather than beside a
-        far block, so that the route from the block is a register's alone."""
-        return self.spread and getattr(self._update, "prepare", None) is not None
 
     @property
     def registered(self) -> bool:

@@ -1362,48 +1362,6 @@ def test_windows_at_their_boundary_in_a_spread_table(monkeypatch, timers):
         assert set(bits) == matching and not drops
 
 
-@pytest.mark.parametrize("broken", [None, "oldest write", "early hint", "written hint"])
-def test_windows_in_a_spread_table_read_through_a_fifth_register(monkeypatch, broken):
-    """A table spread over the device with the windows' hints (the window's at 16,384 entries
-    on the 85F; every table here: ``SPREAD_BLOCKS`` lowered) passes its row read through a
-    fifth register by default, a cycle more of latency and one more write in flight, without
-    timers as with them: the window's boundary at every distance comes out exact, up to the
-    first the row read serves, and with the oldest write in flight not forwarded, or the
-    hints of the writes in flight worked out for another tuple, a match changes."""
-    import gc
-    import warnings
-
-    from amaranth.hdl import UnusedElaboratable
-
-    from nfacep.hdl import table, table_forwarding
-    from nfacep.hdl.engine_shared import partition_store
-    from nfacep.hdl.engine_update import store_update
-
-    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
-    nfa = wrap_query()
-    payload_shape, state_width, update = store_update(nfa)
-    shapes = {"key_shape": 2, "payload_shape": payload_shape, "state_width": state_width}
-    stores = []
-    for prepare in (update, lambda *a, **k: update(*a, **k)):  # with the hints, and without
-        params = EngineParams(store="table", partitions=4, ways=4)
-        stores.append(partition_store(params, result_shape=1, update=prepare, **shapes))
-    read_stages = [store._read_stages for store in stores]
-    latencies = [store.latency for store in stores]
-    with warnings.catch_warnings():  # built to read their structure, never elaborated
-        warnings.simplefilter("ignore", UnusedElaboratable)
-        del stores
-        gc.collect()
-    assert read_stages == [5, 4] and latencies[0] == latencies[1] + 1
-    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
-    data, matching = distance_data()
-    if broken:
-        with pytest.raises(AssertionError):
-            check(nfa, data, partitions=4, store="table", gap=0, stall=0)
-        return
-    bits, drops = check(nfa, data, partitions=4, store="table", gap=0, stall=0)
-    assert set(bits) == matching and not drops
-
-
 def test_windows_hint_ahead_from_a_stale_copy_of_the_state_is_caught(monkeypatch):
     """With timers the update's hint for the next tuple of the partition is worked out from a
     copy of the state found of its own (loaded as stage 4's register is); the boundary's
