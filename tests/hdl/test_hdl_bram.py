@@ -50,9 +50,9 @@ module tb;
     reg [{ab}:0] r_addr = 0, w_addr = 0;
     reg r_en = 0, w_en = 0;
     reg [{wb}:0] w_data = 0;
-    wire [{wb}:0] got, want;
+    wire [{wb}:0] got, want;{spare_wire}
     bank_ecp5 dut(.clk(clk), .rst(1'b0), .r_addr(r_addr), .r_en(r_en), .r_data(got),
-                  .w_addr(w_addr), .w_data(w_data), .w_en(w_en));
+                  .w_addr(w_addr), .w_data(w_data), .w_en(w_en){spare_port});
     bank_ref ref(.clk(clk), .rst(1'b0), .r_addr(r_addr), .r_en(r_en), .r_data(want),
                  .w_addr(w_addr), .w_data(w_data), .w_en(w_en));
     integer cycle, checked = 0, bad = 0, seed = {seed};
@@ -64,7 +64,7 @@ module tb;
         end
         for (cycle = 0; cycle < {cycles}; cycle = cycle + 1) begin
             @(negedge clk);
-            if (cycle > 4 && got !== want) begin
+            if (cycle > 4 && (got !== want{spare_check})) begin
                 bad = bad + 1;
                 if (bad < 5) $display("cycle %0d: got %h want %h", cycle, got, want);
             end
@@ -87,23 +87,25 @@ SHAPES = [(64, 10), (3000, 40), (3000, 18), (2048, 9), (4, 20), (8192, 3)]
 
 
 @pytest.mark.parametrize(
-    ("depth", "width", "stages", "copies"),
-    # the copies (a register per block and port) on a flat bank and on a stacked one
-    [(d, w, stages, False) for stages in (2, 3) for d, w in SHAPES]
-    + [(64, 10, 3, True), pytest.param(3000, 18, 3, True, marks=pytest.mark.slow)],
+    ("depth", "width", "stages", "copies", "spare"),
+    # the copies (a register per block and port) on a flat bank and on a stacked one; a spare
+    # copy of some of the row's bits in a third register of their own, with and without
+    [(d, w, stages, False, None) for stages in (2, 3) for d, w in SHAPES]
+    + [(64, 10, 3, True, None), pytest.param(3000, 18, 3, True, None, marks=pytest.mark.slow)]
+    + [(64, 10, 3, True, (2, 9)), (3000, 40, 3, False, (5, 40))],
 )
-def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies):
+def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies, spare):
     iverilog = shutil.which("iverilog")
     if iverilog is None:
         pytest.fail("iverilog is missing (CI installs it with tools/install-simulators.sh)")
     ecp5 = verilog.convert(
-        RegisteredBank(width=width, depth=depth, stages=stages, copies=copies),
+        RegisteredBank(width=width, depth=depth, stages=stages, copies=copies, spare=spare),
         name="bank_ecp5",
         platform=SimpleNamespace(family="ecp5"),
     )
     assert "DP16KD" in ecp5 and '"OUTREG"' in ecp5
-    # with copies, registers of their own beside each block (kept apart from Yosys)
-    assert ("TRELLIS_FF" in ecp5) == copies
+    # with copies or a spare copy, registers of their own (kept apart from Yosys)
+    assert ("TRELLIS_FF" in ecp5) == (copies or spare is not None)
     portable = verilog.convert(
         RegisteredBank(width=width, depth=depth, stages=stages, copies=copies), name="bank_ref"
     )
@@ -119,6 +121,10 @@ def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copi
             depth=depth,
             cycles=3000,
             seed=depth + width,
+            # the spare copy (ECP5 form) against the reference's row, every cycle
+            spare_wire="" if spare is None else f"\n    wire [{spare[1] - spare[0] - 1}:0] spare;",
+            spare_port="" if spare is None else ", .r_spare(spare)",
+            spare_check="" if spare is None else f" || spare !== want[{spare[1] - 1}:{spare[0]}]",
         )
     )
     out = tmp_path / "sim.vvp"
@@ -139,3 +145,11 @@ def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copi
     run = subprocess.run(["vvp", "-n", str(out)], capture_output=True, text=True, check=True)
     result = [line for line in run.stdout.splitlines() if line.startswith("RESULT")]
     assert result == ["RESULT checked=3000 bad=0"], run.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("stages", "spare"), [(2, (0, 4)), (3, (4, 4)), (3, (0, 11)), (3, (-1, 3))]
+)
+def test_spare_copy_needs_three_stages_and_bits_of_the_row(stages, spare):
+    with pytest.raises(ValueError, match="spare copy"):
+        RegisteredBank(width=10, depth=64, stages=stages, spare=spare)
