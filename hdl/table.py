@@ -117,7 +117,10 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     copies of stage 3's and stage 4's rows), so that no register drives the copies of every
     bank. And with five read registers the third is the table's: next to each block
     it compares the stamp read, part by part, with the tick of the operation it was read for
-    (``_Stages.stamp_parts``), and the next cycle only combines those bits. A state wider
+    (``_Stages.stamp_parts``), and the next cycle only combines those bits. Spread over the
+    device with the windows' hints (``update.prepare``) and four read registers, each bank's
+    third holds the state read twice, the second copy only for the row read's hint
+    (:attr:`_hint_spare`), so that each can be placed beside what reads it. A state wider
     than 24 bits (windows, start_seq) is chosen in stage 3 in groups of 24 bits (16 for a
     state wider than 192 bits, start_seq's), each from copies of its own of the registers the
     choice is made of, so that no register drives every bit's multiplexer.
