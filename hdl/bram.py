@@ -130,13 +130,25 @@ class RegisteredBank(wiring.Component):
         read registers.
     r_data : ``Out(width)``
         The row read, two enabled edges after its address.
+    r_spare : ``Out``
+        With ``spare = (lo, hi)`` (three stages only): bits ``lo`` to ``hi`` of ``r_data``
+        from a third register of their own (:func:`register_copy`), so that one set of logic
+        reads them from a register placed beside it, not from the one the rest of the row is
+        read from (a member only with ``spare``).
     w_addr, w_data, w_en : ``In``
         Write port: the row is written at the edge where ``w_en`` is high (``w_addr`` with
         ``groups``, an array of one per group).
     """
 
     def __init__(
-        self, *, width: int, depth: int, stages: int = 2, copies: bool = False, groups: int = 1
+        self,
+        *,
+        width: int,
+        depth: int,
+        stages: int = 2,
+        copies: bool = False,
+        groups: int = 1,
+        spare: tuple[int, int] | None = None,
     ):
         if not isinstance(width, int) or width < 1:
             raise ValueError(f"Width must be a positive integer, not {width!r}")
@@ -146,21 +158,25 @@ class RegisteredBank(wiring.Component):
             raise ValueError(f"Stages must be 2 or 3, not {stages!r}")
         if not isinstance(groups, int):
             raise ValueError(f"Groups must be an integer, not {groups!r}")
+        if spare is not None and (stages != 3 or not 0 <= spare[0] < spare[1] <= width):
+            raise ValueError(f"A spare copy needs three stages and bits of the row, not {spare!r}")
         self._bits = dp16kd_groups(depth, width, groups)
         self._width, self._depth, self._stages = width, depth, stages
         self._copies = bool(copies)
         self._groups = groups
+        self._spare = spare
         addr = In(range(depth)) if groups == 1 else In(range(depth)).array(groups)
-        super().__init__(
-            {
-                "r_addr": addr,
-                "r_en": In(1),
-                "r_data": Out(width),
-                "w_addr": addr,
-                "w_data": In(width),
-                "w_en": In(1),
-            }
-        )
+        members = {
+            "r_addr": addr,
+            "r_en": In(1),
+            "r_data": Out(width),
+            "w_addr": addr,
+            "w_data": In(width),
+            "w_en": In(1),
+        }
+        if spare is not None:
+            members["r_spare"] = Out(spare[1] - spare[0])
+        super().__init__(members)
 
     @property
     def width(self) -> int:
@@ -221,9 +237,18 @@ class RegisteredBank(wiring.Component):
         if self._stages == 3:
             with m.If(self.r_en):
                 m.d.sync += self.r_data.eq(self._last)
+            if self._spare is not None:
+                lo, hi = self._spare
+                spare = register_copy(m, platform, self._last[lo:hi], self.r_en, "spare")
+                m.d.comb += self.r_spare.eq(spare)
         else:
             m.d.comb += self.r_data.eq(self._last)
         return m
+
+    @property
+    def spare(self) -> tuple[int, int] | None:
+        """The bits of the row copied in a third register of their own (``r_spare``)."""
+        return self._spare
 
     def _elaborate_portable(self):
         m = Module()

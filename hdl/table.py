@@ -126,7 +126,10 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
     (:data:`BANK_ROW_GROUPS`), so that no register drives the copies of every block of a
     bank. And with five read registers the third is the table's: next to each block
     it compares the stamp read, part by part, with the tick of the operation it was read for
-    (``_Stages.stamp_parts``), and the next cycle only combines those bits. A state wider
+    (``_Stages.stamp_parts``), and the next cycle only combines those bits. Spread over the
+    device with the windows' hints (``update.prepare``) and four read registers, each bank's
+    third holds the state read twice, the second copy only for the row read's hint
+    (:attr:`_hint_spare`), so that each can be placed beside what reads it. A state wider
     than 24 bits (windows, start_seq) is chosen in stage 3 in groups of 24 bits (16 for a
     state wider than 192 bits, start_seq's), each from copies of its own of the registers the
     choice is made of, so that no register drives every bit's multiplexer.
@@ -369,6 +372,7 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         read_data, write_ports = self._banks_read(m, platform, advance, read_row, row_next)
         ctx = _Stages(self, m, advance, self.entry_layout, *self._index_bits)
         ctx.platform = platform
+        ctx.read_spare = self._read_spare
         if self._registered:
             tail = self._registered_writes(m, ctx, chain, read_data, write_ports, clearing, sweep)
         else:
@@ -412,6 +416,10 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
         layout, rows = self.entry_layout, self._rows
         read_data = []
         write_ports = []
+        # the row read's state for its windows' hint from a third register of its own
+        self._read_spare: list[Value] | None = [] if self._hint_spare else None
+        state = layout["state"]
+        spare = (state.offset, state.offset + state.width) if self._hint_spare else None
         for b in range(self._banks):
             if self._bank_copies:
                 read_row = [
@@ -429,10 +437,13 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
                     stages=2 if self._read_stages == 3 or self._split_stamp else 3,
                     copies=self._copies,
                     groups=self._row_groups,
+                    spare=spare,
                 )
                 m.submodules[f"bank{b}"] = bank
                 m.d.comb += [*_addresses(bank.r_addr, read_row), bank.r_en.eq(advance)]
                 read_data.append(data.View(layout, bank.r_data))
+                if self._read_spare is not None:
+                    self._read_spare.append(self._spare_state(m, b, bank.r_spare, advance))
                 write_ports.append(_WritePort(bank.w_addr, bank.w_data, bank.w_en))
                 continue
             mem = Memory(shape=layout, depth=rows, init=[])
@@ -443,6 +454,31 @@ class TablePartitioner(TableGeometry, TableInput, wiring.Component):
             read_data.append(rp.data)
             write_ports.append(_WritePort(wp.addr, wp.data, wp.en))
         return read_data, write_ports
+
+    @property
+    def _hint_spare(self) -> bool:
+        """Whether each bank's row read reaches the comparisons of its windows' hint from a
+        third read register of its own (``RegisteredBank(spare=...)``, the state's bits,
+        loaded as ``r_data`` is), beside them, and the rest of the forwarding from ``r_data``:
+        in a table spread over the device (:attr:`spread`) whose ``update`` has ``prepare``,
+        with four read registers (the row read used as it leaves the third)."""
+        return (
+            self._registered
+            and self._read_stages == 4
+            and self.spread
+            and getattr(self._update, "prepare", None) is not None
+        )
+
+    @staticmethod
+    def _spare_state(m: Module, b: int, spare: Value, advance: Value) -> Value:
+        """Bank ``b``'s spare copy of the state read (``BREAK_FORWARDING = "spare read"``:
+        registered once more, a cycle late)."""
+        if table_forwarding.BREAK_FORWARDING != "spare read":
+            return spare
+        late = Signal(len(spare), name=f"bank{b}_spare_late")
+        with m.If(advance):
+            m.d.sync += late.eq(spare)
+        return late
 
     def _registered_writes(self, m, ctx, chain, read_data, write_ports, clearing, sweep):
         """The registered tail and its writes: ``(t, t_valid, hit, dropped, result)`` of the

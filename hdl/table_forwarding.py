@@ -40,7 +40,10 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: write row is loaded from (``TablePartitioner._bank_write_rows``) are loaded at every edge,
 #: stalls included; ``"row groups"``: in a direct table spread over the device, each bank's
 #: copies of its read row and write row for every group of its blocks but the first
-#: (``table.BANK_ROW_GROUPS``) are loaded at every edge, stalls included.
+#: (``table.BANK_ROW_GROUPS``) are loaded at every edge, stalls included; ``"spare read"``: in
+#: a table spread over the device with the windows' hints, the row read's state that its hint
+#: is worked out from (each bank's spare copy of its third read register,
+#: ``TablePartitioner._hint_spare``) is registered once more, a cycle late.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
@@ -303,7 +306,10 @@ class Forwarding:
             with m.If(self.advance):
                 m.d.sync += [reg[b].eq(c) for reg, c in zip(pre, cand, strict=True)]
             if self.prepare is not None:
-                self.pre_hint.append(self._newest_hint(b, s2, chosen, read_bits[3], rel_hint))
+                # the row read's state for its hint: a bank's spare copy, when it has one
+                spare = getattr(self, "read_spare", None)
+                read_state = read_bits[3] if spare is None else spare[b]
+                self.pre_hint.append(self._newest_hint(b, s2, chosen, read_state, rel_hint))
         return pre_match, pre_live, pre_valid, pre_state
 
     def _written_hint(self, s2) -> None:

@@ -9,17 +9,23 @@ DISTANCE_QUERY = (
     "DEFINE A AS p = 'a', B AS p = 'b', C AS p = 'c';"
 )
 
+#: The distances between two tuples of a key that the cases put a window's boundary at: up to
+#: the first at which the later tuple finds its state by the row read in the deepest table, one
+#: spread over the device with five read registers (whose read misses 8 writes: stage 4's and
+#: ``TablePartitioner._missed + 1`` written back), and one more.
+DISTANCES = range(1, 11)
+
 
 def distance_tuples():
-    """For each distance ``d`` from 1 to 8 between a run's first tuple and the tuple that
+    """For each distance ``d`` from 1 to 10 between a run's first tuple and the tuple that
     ends it (``d - 1`` tuples of other keys between), so that the state is found by each of
     the table's paths in turn (forwarded from stage 4, from a write in flight, from the row
-    read): a run ended exactly a window minus one after it began, with the next tuple a
-    window after (a match), and one ended exactly a window after, with the tuple before it a
-    window minus one after (none); the first two distances again at the end, when the entry
-    read holds an older run. Returns ``(tuples, seqs that match)``."""
+    read: :data:`DISTANCES`): a run ended exactly a window minus one after it began, with the
+    next tuple a window after (a match), and one ended exactly a window after, with the tuple
+    before it a window minus one after (none); the first two distances again at the end, when
+    the entry read holds an older run. Returns ``(tuples, seqs that match)``."""
     rows, matching, t = [], set(), 0
-    for d in [*range(1, 9), 1, 2]:
+    for d in [*DISTANCES, 1, 2]:
         for ends in (7, 8):  # WITHIN 8: 7 after the start is live, 8 is not
             key = d % 4
             rows.append((key, "a", t))
@@ -39,16 +45,16 @@ def distance_csv() -> str:
 
 
 def follow_tuples():
-    """For each distance ``d`` from 1 to 8 between a run's first tuple and the next of its key
+    """For each distance ``d`` from 1 to 10 between a run's first tuple and the next of its key
     (``d - 1`` tuples of other keys between), so that that tuple finds its state by each of
-    the table's paths in turn: that tuple (a ``b``, a window minus one after the start) and
-    right behind it, in the same key, the one that ends the run a window after the start (no
-    match), and then the same with the end a window minus one after (a match). The tuple
-    that ends the run takes the update's hint for it, worked out while the ``b`` is
-    updated, from the state the ``b`` found: a start live at the ``b``'s time and not at the
-    end's. Returns ``(tuples, seqs that match)``."""
+    the table's paths in turn (:data:`DISTANCES`): that tuple (a ``b``, a window minus one
+    after the start) and right behind it, in the same key, the one that ends the run a window
+    after the start (no match), and then the same with the end a window minus one after (a
+    match). The tuple that ends the run takes the update's hint for it, worked out while the
+    ``b`` is updated, from the state the ``b`` found: a start live at the ``b``'s time and not
+    at the end's. Returns ``(tuples, seqs that match)``."""
     rows, matching, t = [], set(), 0
-    for d in range(1, 9):
+    for d in DISTANCES:
         for ends in (8, 7):
             key = d % 4
             rows.append((key, "a", t))

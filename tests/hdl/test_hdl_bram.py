@@ -77,9 +77,9 @@ module tb;
     reg [{ab}:0] r_addr = 0, w_addr = 0;
     reg r_en = 0, w_en = 0;
     reg [{wb}:0] w_data = 0;
-    wire [{wb}:0] got, want;
+    wire [{wb}:0] got, want;{spare_wire}
     bank_ecp5 dut(.clk(clk), .rst(1'b0), {addresses}, .r_en(r_en), .r_data(got),
-                  .w_data(w_data), .w_en(w_en));
+                  .w_data(w_data), .w_en(w_en){spare_port});
     bank_ref ref(.clk(clk), .rst(1'b0), {addresses}, .r_en(r_en), .r_data(want),
                  .w_data(w_data), .w_en(w_en));
     integer cycle, checked = 0, bad = 0, seed = {seed};
@@ -91,7 +91,7 @@ module tb;
         end
         for (cycle = 0; cycle < {cycles}; cycle = cycle + 1) begin
             @(negedge clk);
-            if (cycle > 4 && got !== want) begin
+            if (cycle > 4 && (got !== want{spare_check})) begin
                 bad = bad + 1;
                 if (bad < 5) $display("cycle %0d: got %h want %h", cycle, got, want);
             end
@@ -127,26 +127,34 @@ def address_ports(depth: int, groups: int) -> str:
 
 
 @pytest.mark.parametrize(
-    ("depth", "width", "stages", "copies", "groups"),
+    ("depth", "width", "stages", "copies", "groups", "spare"),
     # the copies (a register per block and port) on a flat bank and on a stacked one; groups
     # of blocks at addresses of their own: with copies, one bit per block (a direct table
-    # spread over the device) and stacked, and without copies, a block per group
-    [(d, w, stages, False, 1) for stages in (2, 3) for d, w in SHAPES]
-    + [(64, 10, 3, True, 1), pytest.param(3000, 18, 3, True, 1, marks=pytest.mark.slow)]
-    + [(16384, 10, 3, True, 4), (3000, 36, 3, True, 2), (4096, 12, 2, False, 3)],
+    # spread over the device) and stacked, and without copies, a block per group; a spare
+    # copy of some of the row's bits in a third register of their own, with and without
+    # copies, and with groups
+    [(d, w, stages, False, 1, None) for stages in (2, 3) for d, w in SHAPES]
+    + [(64, 10, 3, True, 1, None), pytest.param(3000, 18, 3, True, 1, None, marks=pytest.mark.slow)]
+    + [(16384, 10, 3, True, 4, None), (3000, 36, 3, True, 2, None), (4096, 12, 2, False, 3, None)]
+    + [(64, 10, 3, True, 1, (2, 9)), (3000, 40, 3, False, 1, (5, 40))]
+    + [(3000, 36, 3, True, 2, (4, 30))],
 )
-def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies, groups):
+def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copies, groups, spare):
     iverilog = shutil.which("iverilog")
     if iverilog is None:
         pytest.fail("iverilog is missing (CI installs it with tools/install-simulators.sh)")
 
-    def bank():
-        return RegisteredBank(width=width, depth=depth, stages=stages, copies=copies, groups=groups)
+    def bank(**extra):
+        return RegisteredBank(
+            width=width, depth=depth, stages=stages, copies=copies, groups=groups, **extra
+        )
 
-    ecp5 = verilog.convert(bank(), name="bank_ecp5", platform=SimpleNamespace(family="ecp5"))
+    ecp5 = verilog.convert(
+        bank(spare=spare), name="bank_ecp5", platform=SimpleNamespace(family="ecp5")
+    )
     assert "DP16KD" in ecp5 and '"OUTREG"' in ecp5
-    # with copies, registers of their own beside each block (kept apart from Yosys)
-    assert ("TRELLIS_FF" in ecp5) == copies
+    # with copies or a spare copy, registers of their own (kept apart from Yosys)
+    assert ("TRELLIS_FF" in ecp5) == (copies or spare is not None)
     portable = verilog.convert(bank(), name="bank_ref")
     assert "DP16KD" not in portable
     (tmp_path / "ecp5.v").write_text(ecp5)
@@ -161,6 +169,10 @@ def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copi
             addresses=address_ports(depth, groups),
             cycles=3000,
             seed=depth + width,
+            # the spare copy (ECP5 form) against the reference's row, every cycle
+            spare_wire="" if spare is None else f"\n    wire [{spare[1] - spare[0] - 1}:0] spare;",
+            spare_port="" if spare is None else ", .r_spare(spare)",
+            spare_check="" if spare is None else f" || spare !== want[{spare[1] - 1}:{spare[0]}]",
         )
     )
     out = tmp_path / "sim.vvp"
@@ -181,3 +193,11 @@ def test_ecp5_form_equals_the_portable_form(tmp_path, depth, width, stages, copi
     run = subprocess.run(["vvp", "-n", str(out)], capture_output=True, text=True, check=True)
     result = [line for line in run.stdout.splitlines() if line.startswith("RESULT")]
     assert result == ["RESULT checked=3000 bad=0"], run.stdout[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("stages", "spare"), [(2, (0, 4)), (3, (4, 4)), (3, (0, 11)), (3, (-1, 3))]
+)
+def test_spare_copy_needs_three_stages_and_bits_of_the_row(stages, spare):
+    with pytest.raises(ValueError, match="spare copy"):
+        RegisteredBank(width=10, depth=64, stages=stages, spare=spare)

@@ -1362,6 +1362,20 @@ def test_windows_at_their_boundary_in_a_spread_table(monkeypatch, timers):
         assert set(bits) == matching and not drops
 
 
+def test_windows_row_read_hint_from_a_stale_spare_copy_is_caught(monkeypatch):
+    """Without timers, a table spread over the device (``SPREAD_BLOCKS`` lowered) works out the
+    row read's windows' hint from a spare copy of each bank's third read register, beside the
+    comparisons; the boundary comes out exact through it (the test above), and a copy a cycle
+    late (a broken path) changes a match."""
+    from nfacep.hdl import table, table_forwarding
+
+    monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "spare read")
+    for data, _ in (distance_data(), follow_data()):
+        with pytest.raises(AssertionError):
+            check(wrap_query(), data, partitions=4, store="table", gap=0, stall=0)
+
+
 def test_windows_hint_ahead_from_a_stale_copy_of_the_state_is_caught(monkeypatch):
     """With timers the update's hint for the next tuple of the partition is worked out from a
     copy of the state found of its own (loaded as stage 4's register is); the boundary's
