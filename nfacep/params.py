@@ -361,6 +361,8 @@ class EngineParams:
                 f"{store}, {self.partitions:,} entries, indexed directly by the "
                 f"{key.width}-bit key (no tuple is ever dropped)"
             )
+            if 1 << key.width < self.partitions:  # (the rest are never used, nor kept)
+                text += f", which addresses {1 << key.width:,} of them"
         else:
             text = (
                 f"{store}, {self.partitions:,} entries in "

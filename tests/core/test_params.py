@@ -296,3 +296,16 @@ def test_check_prints_the_engine_it_uses(tmp_path, capsys):
     assert doc["indexing"] == "pipeline"
     assert doc["text"].startswith("the swap pipeline, 256 partitions")
     assert "a timer tick every 9 tuples, 4-bit timers" in doc["text"]
+
+
+def test_a_direct_table_larger_than_its_key_says_how_many_entries_the_key_addresses():
+    """A table indexed directly by a 16-bit key uses 65,536 of the 262,144 entries asked
+    for: ``check`` says so rather than promising entries no key reaches."""
+    from pathlib import Path
+
+    nfa = nfacep.compile_file(Path(__file__).parents[2] / "queries" / "marathon.sql")
+    wide = EngineParams(store="sdram", partitions=1 << 18).describe(nfa)
+    assert "262,144 entries, indexed directly by the 16-bit key" in wide
+    assert "which addresses 65,536 of them" in wide
+    exact = EngineParams(store="sdram", partitions=1 << 16).describe(nfa)
+    assert "indexed directly by the 16-bit key" in exact and "addresses" not in exact
