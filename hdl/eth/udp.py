@@ -19,7 +19,9 @@ class UdpRx(wiring.Component):
 
     ``is_udp``: the IPv4 header below says UDP; ``port_ok``: the destination port is ``port``
     (combinational from the fields). ``length_ok``: the UDP length fills the IPv4 packet
-    exactly, registered when the length is in (at byte ``offset + 6``: timing).
+    exactly, registered when the length is in (at byte ``offset + 6``: timing), an equality
+    with the IPv4 length less its header's, which a register of its own holds from the IPv4
+    header on (no adder before the comparison: timing).
 
     Members
     -------
@@ -62,7 +64,11 @@ class UdpRx(wiring.Component):
             self.port_ok.eq(header.equal.ours),
             self.length_ok.eq(length_ok),
         ]
-        test = length_ok.eq(f.length + IPV4.length == self.ip_length)
+        # the IPv4 payload's length (negative, so never equal, below an IPv4 header's): set
+        # from the IPv4 header, bytes before the UDP length comes
+        expected = Signal(range(-IPV4.length, 1 << 16), reset_less=True)
+        m.d.sync += expected.eq(self.ip_length - IPV4.length)
+        test = length_ok.eq(f.length == expected)
         on_bytes(m, self.frame, {self._offset + UDP.length - 2: [test]})
         return m
 
