@@ -285,11 +285,8 @@ class Engine(SdramPins, wiring.Component):
         # without partitions every tuple is processed: the history is kept here, before the
         # decoder; with them the store keeps it in the partition's entry
         m.submodules.decoder = decoder = PredicateDecoder(self._nfa, history=not keyed)
-        # no tuple taken while a switch is being compared; an engine without parameters has
-        # no such signal at all, not a constant one (its netlist as before the hold)
-        hold = None
+        hold = Signal(name="param_hold")  # no tuple taken (a switch is being compared)
         if self._params_layout is not None:
-            hold = Signal(name="param_hold")
             fresh = self._parameters(m, decoder)
             if BREAK_PARAMS != "no hold":
                 m.d.comb += hold.eq(fresh)
@@ -301,13 +298,10 @@ class Engine(SdramPins, wiring.Component):
                 m.d.sync += history.eq(shifted(m, kept, history, self.i_stream.payload))
         item = matcher.i_stream.payload.shape()
         m.submodules.fifo = queue = StreamQueue(item, self._fifo_depth)
-        valid, ready = self.i_stream.valid, queue.i_stream.ready
-        if hold is not None:
-            valid, ready = valid & ~hold, ready & ~hold
         m.d.comb += [
             decoder.tuple.eq(self.i_stream.payload),
-            queue.i_stream.valid.eq(valid),
-            self.i_stream.ready.eq(ready),
+            queue.i_stream.valid.eq(self.i_stream.valid & ~hold),
+            self.i_stream.ready.eq(queue.i_stream.ready & ~hold),
         ]
         if not keyed:
             inputs = queue.i_stream.payload

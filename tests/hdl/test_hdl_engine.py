@@ -1390,19 +1390,3 @@ def test_windows_hint_ahead_from_a_stale_copy_of_the_state_is_caught(monkeypatch
     monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", "ahead state")
     with pytest.raises(AssertionError):
         check(wrap_query(), wrap_data(), **params)
-
-
-@pytest.mark.parametrize("query", ["a < :lo", "a < 1"])
-def test_parameter_hold_only_with_parameters(query, tmp_path):
-    """The hold of ``i_stream.ready`` while a switch is compared (``param_hold``) is in the
-    Verilog of an engine with runtime parameters, and an engine without them has none, not
-    a constant one: its netlist is as it was before the hold, and a change of netlist order
-    moves a placement (the window at 4,096 entries, benchmarks/PAPER_FIGURES.md)."""
-    from nfacep.cli import main
-
-    sql = tmp_path / "q.sql"
-    sql.write_text(PARAM_STREAM + f"QUERY q PARTITION k PATTERN (A) DEFINE A AS {query}\n")
-    out = tmp_path / "engine.v"
-    values = ["--param", "lo=0"] if ":" in query else []
-    assert main(["verilog", str(sql), "-o", str(out), "--partitions", "16", *values]) == 0
-    assert ("param_hold" in out.read_text()) == (":" in query)
