@@ -338,8 +338,8 @@ class Forwarding:
         :data:`_STATE_CHUNK` bits, each group from copies of its own of the older writes'
         relations (``rel_way``, loaded as those are), so that no one register of them drives
         the multiplexers of every bit: with timers and the windows' hints, a state wider than
-        a group (the window's with timers at 4,096 entries), its row read not taken through the
-        last gate."""
+        a group (the window's with timers at 4,096 entries: measured better at both seeds,
+        benchmarks/PAPER_FIGURES.md), its row read not taken through the last gate."""
         return (
             self.timers
             and self.prepare is not None
