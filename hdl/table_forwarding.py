@@ -43,7 +43,10 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: (``table.BANK_ROW_GROUPS``) are loaded at every edge, stalls included; ``"spare read"``: in
 #: a table spread over the device with the windows' hints, the row read's state that its hint
 #: is worked out from (each bank's spare copy of its third read register,
-#: ``TablePartitioner._hint_spare``) is registered once more, a cycle late.
+#: ``TablePartitioner._hint_spare``) is registered once more, a cycle late; ``"way groups"``:
+#: with timers and the windows' hints, the copies of the older writes' relations to the row
+#: that each group of a way's candidate state is chosen by but the first
+#: (``Forwarding._grouped_states``) are loaded from those relations' registers, a cycle late.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
@@ -92,16 +95,21 @@ class Forwarding:
                     rel_valid[j].eq(entry_valid),
                 ]
         rel_way = []
+        self.rel_way_next = []  # what each ``rel_way`` is loaded with, for its group copies
         for j, decision in enumerate(known):
             if decision is None:
                 rel_way.append(None)
+                self.rel_way_next.append(None)
                 continue
             store, way = decision
             bits = Signal(self.banks, name=f"s1_rel_way{j}")
             same_row = self._early_same_row(j, before) if before else ident[j][0] == prev_row
+            loaded = Cat(store & same_row & (way == b) for b in range(self.banks))
             with m.If(self.advance):
-                m.d.sync += bits.eq(Cat(store & same_row & (way == b) for b in range(self.banks)))
+                m.d.sync += bits.eq(loaded)
             rel_way.append(bits)
+            self.rel_way_next.append(loaded)
+        self.rel_way = rel_way
         rel_hint = None
         if hints is not None:
             rel_hint = []
@@ -244,7 +252,9 @@ class Forwarding:
             self._written_hint(s2)
         self.pre_match_next = []  # what pre_match is loaded with, for the copies of stage 3
         self.newest_rel = Signal(banks, name="s1_rel_way0")
+        grouped = self._grouped_choice(width)
         for b, read_bits in enumerate(self._read_bits(prev, s2, s2_op, read)):
+            read_state_bits = read_bits[3]
             cand = [
                 Signal(name=f"s2_cand_match{b}"),
                 Signal(name=f"s2_cand_live{b}"),
@@ -268,10 +278,19 @@ class Forwarding:
                 Signal(name=f"s2_fwd_{n}{b}", attrs={"keep": 1})
                 for n in ("match", "live", "valid")[:late]
             ]
+            # with ``grouped``, this chain chooses the state's first group only, the others
+            # theirs from copies of their own of the choice (:meth:`_grouped_states`)
+            chain, head = cand, len(cand[3])
+            if grouped:
+                head = _STATE_CHUNK
+                chain = [*cand[:3], cand[3][:head]]
+                read_bits = (*read_bits[:3], read_bits[3][:head])
             # the forwarded bits in the state's chain, or with ``apart`` a chain of their own
-            target = cand[late:] if apart else forwarded + cand[late:]
+            target = chain[late:] if apart else forwarded + chain[late:]
             chosen, bits = [], []
             for j, (_, _, state) in enumerate(decided):
+                if grouped:
+                    state = state[:head]
                 # the sources but the newest were compared a cycle before (rel_way), so this
                 # priority chain starts from registers
                 if rel_way[j] is not None:
@@ -289,7 +308,7 @@ class Forwarding:
                         for c, v in zip(target, values[len(cand) - len(target) :], strict=True)
                     ]
             with m.Else():
-                m.d.comb += [c.eq(v) for c, v in zip(cand[late:], read_bits[late:], strict=True)]
+                m.d.comb += [c.eq(v) for c, v in zip(chain[late:], read_bits[late:], strict=True)]
             if late:
                 for j in range(apart, len(decided) if apart else 0):
                     with (m.If if j == apart else m.Elif)(chosen[j]):
@@ -302,15 +321,51 @@ class Forwarding:
                     m.d.comb += c.eq(
                         Mux(chosen[0], v, Mux(written, f, r)) if apart else Mux(written, f, r)
                     )
+            if grouped:
+                self._grouped_states(b, decided, cand[3], read_state_bits)
             self.pre_match_next.append(cand[0])
             with m.If(self.advance):
                 m.d.sync += [reg[b].eq(c) for reg, c in zip(pre, cand, strict=True)]
             if self.prepare is not None:
                 # the row read's state for its hint: a bank's spare copy, when it has one
                 spare = getattr(self, "read_spare", None)
-                read_state = read_bits[3] if spare is None else spare[b]
+                read_state = read_state_bits if spare is None else spare[b]
                 self.pre_hint.append(self._newest_hint(b, s2, chosen, read_state, rel_hint))
         return pre_match, pre_live, pre_valid, pre_state
+
+    def _grouped_choice(self, width) -> bool:
+        """Whether :meth:`_newest` chooses each way's candidate state in groups of
+        :data:`_STATE_CHUNK` bits, each group from copies of its own of the older writes'
+        relations (``rel_way``, loaded as those are), so that no one register of them drives
+        the multiplexers of every bit: with timers and the windows' hints, a state wider than
+        a group (the window's with timers at 4,096 entries: measured better at both seeds,
+        benchmarks/PAPER_FIGURES.md), its row read not taken through the last gate."""
+        return (
+            self.timers
+            and self.prepare is not None
+            and not self.spread
+            and _STATE_CHUNK < width <= _WIDE_STATE
+        )
+
+    def _grouped_states(self, b, decided, cand_state, read_state) -> None:
+        """Way ``b``'s candidate state but its first group (chosen in :meth:`_newest`'s chain):
+        each group of :data:`_STATE_CHUNK` bits the newest of the ``decided`` writes to the
+        way, else the row read, chosen in a chain of its own: stage 4's write from
+        ``newest_rel`` (shared), the older writes from copies of their ``rel_way`` bits for
+        the way (:func:`~nfacep.hdl.bram.register_copy`, loaded as those are;
+        ``BREAK_FORWARDING = "way groups"``: loaded from those registers, a cycle late)."""
+        m, width = self.m, len(cand_state)
+        loaded = self.rel_way if BREAK_FORWARDING == "way groups" else self.rel_way_next
+        older = Cat(bits[b] for bits in loaded if bits is not None)
+        for g, lo in enumerate(range(_STATE_CHUNK, width, _STATE_CHUNK), start=1):
+            hi = min(width, lo + _STATE_CHUNK)
+            copy = register_copy(m, self.platform, older, self.advance, f"s1_rel_way_g{g}_{b}")
+            chosen = [self.newest_rel[b], *copy]
+            for j, (_, _, state) in enumerate(decided):
+                with (m.If if j == 0 else m.Elif)(chosen[j]):
+                    m.d.comb += cand_state[lo:hi].eq(state[lo:hi])
+            with m.Else():
+                m.d.comb += cand_state[lo:hi].eq(read_state[lo:hi])
 
     def _written_hint(self, s2) -> None:
         """:meth:`_newest`'s hint of the write handed on last (``hist[0]``, stage 4's the cycle

@@ -1376,6 +1376,27 @@ def test_windows_row_read_hint_from_a_stale_spare_copy_is_caught(monkeypatch):
             check(wrap_query(), data, partitions=4, store="table", gap=0, stall=0)
 
 
+@pytest.mark.parametrize("broken", [None, "way groups"])
+def test_windows_with_timers_candidate_state_groups(monkeypatch, broken):
+    """With timers and the windows' hints, the table chooses each way's candidate state (the
+    newest write in flight to it, else the row read) in groups of bits, each from copies of
+    its own of the writes' relations to the row (the queries' state is 88 bits: four
+    groups); the matches are the reference's, stalls included, and with the copies a cycle
+    late (a broken path) they are not."""
+    from nfacep.hdl import table_forwarding
+
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
+    nfa = window_queries()
+    data = window_data(np.random.default_rng(4), 300, keys=10)
+    params = {"partitions": 8, "store": "table", "ways": 2, "tick_tuples": 2, "timer_bits": 2}
+    if broken:
+        with pytest.raises(AssertionError):
+            check(nfa, data, seed=4, **params)
+        return
+    bits, _ = check(nfa, data, seed=4, **params)
+    assert bits
+
+
 def test_windows_hint_ahead_from_a_stale_copy_of_the_state_is_caught(monkeypatch):
     """With timers the update's hint for the next tuple of the partition is worked out from a
     copy of the state found of its own (loaded as stage 4's register is); the boundary's
