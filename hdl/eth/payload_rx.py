@@ -276,15 +276,27 @@ class PayloadRx(Classify, wiring.Component):
 
     def _reassemble(self, m, h, verdict, cls):
         """Where the load being received stands (``expected``): an accepted LOAD with bytes
-        moves it past them, or to 0 (none) after the last chunk; the event carries it."""
+        moves it past them, or to 0 (none) after the last chunk; the event carries it.
+
+        Whether it moves and where to are registered at the verdict, and it moves a cycle
+        later, as the event is offered (whose ``load_offset`` is where it stands then, a gate
+        after those registers): so the verdict's class reaches one register, not the enables
+        of the 32 bits of ``expected`` (timing; the next frame's verdict, which compares a
+        LOAD's offset with ``expected``, comes many cycles later)."""
         expected = self._expected_now
         header_end = UDP.length + PAYLOAD.length + LOAD_HEADER_BYTES
         with m.If(self.end):
             m.d.sync += h.load_next.eq(h.load_offset + self.lower.udp_length - header_end)
-        moved = (cls == FrameClass.ACCEPTED) & (h.kind == EventKind.LOAD) & h.load_data
-        after = Mux(moved, Mux(h.load_flags & LOAD_LAST, 0, h.load_next), expected)
+        moves = Signal()
+        target = Signal(32, reset_less=True)
+        m.d.sync += moves.eq(
+            verdict & (cls == FrameClass.ACCEPTED) & (h.kind == EventKind.LOAD) & h.load_data
+        )
         with m.If(verdict):
-            m.d.sync += [expected.eq(after), self.event.payload.load_offset.eq(after)]
+            m.d.sync += target.eq(Mux(h.load_flags & LOAD_LAST, 0, h.load_next))
+        with m.If(moves):
+            m.d.sync += expected.eq(target)
+        m.d.comb += self.event.payload.load_offset.eq(Mux(moves, target, expected))
 
     def _same(self, m, h, s):
         """``h.same_ip``, ``same_port`` and ``same_session``: the frame's IPv4 source, UDP
