@@ -298,36 +298,8 @@ class RegisteredBank(wiring.Component):
         m = Module()
         block_depth, block_width, stacked, side = dp16kd_tiling(self._depth, self._width)
         low = (block_depth - 1).bit_length()  # address bits inside a block
-        shift = 14 - low  # DP16KD addresses count in units of 1/2**shift of a word
         high_bits = max(0, (self._depth - 1).bit_length() - low)
-        # the addresses zero-extended to the block's address bits (each group's)
-        r_addrs, w_addrs = [], []
-        for g, (r, w) in enumerate(zip(*self._addresses(), strict=True)):
-            names = (None, None) if self._groups == 1 else (f"r_addr{g}", f"w_addr{g}")
-            r_addr, w_addr = (
-                Signal(low + high_bits, name=names[0]),
-                Signal(low + high_bits, name=names[1]),
-            )
-            m.d.comb += [r_addr.eq(r), w_addr.eq(w)]
-            r_addrs.append(r_addr)
-            w_addrs.append(w_addr)
-        # which stacked block's output to take: the read's high address bits, delayed with
-        # the data (address register, then output register; with copies the copy first), the
-        # last of them per group
-        sels = []
-        for g, r_addr in enumerate(r_addrs):
-            r_high = r_addr[low:] if high_bits else Const(0, 1)
-            suffix = "" if self._groups == 1 else f"_{g}"
-            sel = [
-                Signal(max(1, high_bits), name=f"stack_sel{i}{suffix}")
-                for i in range(2 + self._copies)
-            ]
-            with m.If(self.r_en):
-                m.d.sync += [
-                    sel[0].eq(r_high),
-                    *(a.eq(b) for a, b in zip(sel[1:], sel, strict=False)),
-                ]
-            sels.append(sel[-1])
+        r_addrs, w_addrs, sels = self._dp16kd_addresses(m, low, high_bits)
         padded = side * block_width
         w_data = Signal(padded)
         m.d.comb += w_data.eq(self.w_data)
@@ -338,51 +310,11 @@ class RegisteredBank(wiring.Component):
             for c in range(side):
                 lo = c * block_width
                 g = self._group_of(lo)
-                b_r_addr, b_w_addr, b_w_data, b_w_en = self._block_ports(
+                block_ports = self._block_ports(
                     m, platform, (r_addrs[g], w_addrs[g], w_data), lo, block_width, f"dp{s}_{c}"
                 )
-                w_high = b_w_addr[low:] if high_bits else Const(0, 1)
-                ports = {
-                    "i_CLKA": ClockSignal("sync"),
-                    "i_CLKB": ClockSignal("sync"),
-                    "i_CEA": Const(1),
-                    "i_OCEA": Const(1),
-                    "i_RSTA": Const(0),
-                    "i_WEA": b_w_en & (w_high == s),
-                    "i_CEB": self.r_en,
-                    "i_OCEB": self.r_en,
-                    "i_RSTB": Const(0),
-                    "i_WEB": Const(0),
-                }
-                for i in range(3):
-                    ports[f"i_CSA{i}"] = Const(0)
-                    ports[f"i_CSB{i}"] = Const(0)
-                for i in range(14):
-                    # x18: the two lowest address pins are the write's byte enables
-                    if i < shift:
-                        a = b = Const(1 if block_width == 18 and i < 2 else 0)
-                    else:
-                        a, b = b_w_addr[i - shift], b_r_addr[i - shift]
-                    ports[f"i_ADA{i}"], ports[f"i_ADB{i}"] = a, b
-                for i in range(18):
-                    ports[f"i_DIA{i}"] = b_w_data[lo + i] if i < block_width else Const(0)
-                    ports[f"i_DIB{i}"] = Const(0)
-                    if i < block_width:
-                        ports[f"o_DOB{i}"] = out[lo + i]
-                m.submodules[f"dp16kd_{s}_{c}"] = Instance(
-                    "DP16KD",
-                    p_DATA_WIDTH_A=block_width,
-                    p_DATA_WIDTH_B=block_width,
-                    p_REGMODE_A="NOREG",
-                    p_REGMODE_B="OUTREG",
-                    p_RESETMODE="SYNC",
-                    p_ASYNC_RESET_RELEASE="SYNC",
-                    p_CSDECODE_A="0b000",
-                    p_CSDECODE_B="0b000",
-                    p_WRITEMODE_A="NORMAL",
-                    p_WRITEMODE_B="NORMAL",
-                    p_GSR="DISABLED",
-                    **ports,
+                m.submodules[f"dp16kd_{s}_{c}"] = self._dp16kd(
+                    block_ports, s, lo, block_width, low, high_bits, out
                 )
         chosen = []
         for sel in sels:
@@ -398,3 +330,81 @@ class RegisteredBank(wiring.Component):
         self._last = Signal(self._width, name="read_data")
         m.d.comb += self._last.eq(data[: self._width])
         return m
+
+    def _dp16kd_addresses(self, m: Module, low: int, high_bits: int):
+        """Each group's read and write addresses zero-extended to the block's address bits,
+        and which stacked block's output to take (``sels``): the read's high address bits,
+        delayed with the data (address register, then output register; with copies the copy
+        first), the last of them per group."""
+        r_addrs, w_addrs, sels = [], [], []
+        for g, (r, w) in enumerate(zip(*self._addresses(), strict=True)):
+            names = (None, None) if self._groups == 1 else (f"r_addr{g}", f"w_addr{g}")
+            r_addr, w_addr = (
+                Signal(low + high_bits, name=names[0]),
+                Signal(low + high_bits, name=names[1]),
+            )
+            m.d.comb += [r_addr.eq(r), w_addr.eq(w)]
+            r_addrs.append(r_addr)
+            w_addrs.append(w_addr)
+            r_high = r_addr[low:] if high_bits else Const(0, 1)
+            suffix = "" if self._groups == 1 else f"_{g}"
+            sel = [
+                Signal(max(1, high_bits), name=f"stack_sel{i}{suffix}")
+                for i in range(2 + self._copies)
+            ]
+            with m.If(self.r_en):
+                m.d.sync += [
+                    sel[0].eq(r_high),
+                    *(a.eq(b) for a, b in zip(sel[1:], sel, strict=False)),
+                ]
+            sels.append(sel[-1])
+        return r_addrs, w_addrs, sels
+
+    def _dp16kd(self, block_ports, s, lo, block_width, low, high_bits, out) -> Instance:
+        """The DP16KD of stack row ``s`` holding bits ``lo`` on of the row, at its ports
+        (:meth:`_block_ports`), its output into ``out``."""
+        b_r_addr, b_w_addr, b_w_data, b_w_en = block_ports
+        shift = 14 - low  # DP16KD addresses count in units of 1/2**shift of a word
+        w_high = b_w_addr[low:] if high_bits else Const(0, 1)
+        ports = {
+            "i_CLKA": ClockSignal("sync"),
+            "i_CLKB": ClockSignal("sync"),
+            "i_CEA": Const(1),
+            "i_OCEA": Const(1),
+            "i_RSTA": Const(0),
+            "i_WEA": b_w_en & (w_high == s),
+            "i_CEB": self.r_en,
+            "i_OCEB": self.r_en,
+            "i_RSTB": Const(0),
+            "i_WEB": Const(0),
+        }
+        for i in range(3):
+            ports[f"i_CSA{i}"] = Const(0)
+            ports[f"i_CSB{i}"] = Const(0)
+        for i in range(14):
+            # x18: the two lowest address pins are the write's byte enables
+            if i < shift:
+                a = b = Const(1 if block_width == 18 and i < 2 else 0)
+            else:
+                a, b = b_w_addr[i - shift], b_r_addr[i - shift]
+            ports[f"i_ADA{i}"], ports[f"i_ADB{i}"] = a, b
+        for i in range(18):
+            ports[f"i_DIA{i}"] = b_w_data[lo + i] if i < block_width else Const(0)
+            ports[f"i_DIB{i}"] = Const(0)
+            if i < block_width:
+                ports[f"o_DOB{i}"] = out[lo + i]
+        return Instance(
+            "DP16KD",
+            p_DATA_WIDTH_A=block_width,
+            p_DATA_WIDTH_B=block_width,
+            p_REGMODE_A="NOREG",
+            p_REGMODE_B="OUTREG",
+            p_RESETMODE="SYNC",
+            p_ASYNC_RESET_RELEASE="SYNC",
+            p_CSDECODE_A="0b000",
+            p_CSDECODE_B="0b000",
+            p_WRITEMODE_A="NORMAL",
+            p_WRITEMODE_B="NORMAL",
+            p_GSR="DISABLED",
+            **ports,
+        )

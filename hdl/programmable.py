@@ -28,14 +28,13 @@ from __future__ import annotations
 import json
 import os
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import crc, data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nfacep.image import (
     AT_BYTES,
     ATOMS_PER_STATE,
-    OPS,
     Capacity,
     EngineShape,
     body_size,
@@ -43,7 +42,6 @@ from nfacep.image import (
     image,
     load_size,
 )
-from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.settings import ParamValues
@@ -59,6 +57,7 @@ from .engine_shared import (
 )
 from .layout import tuple_layout
 from .programmable_entry import EPOCH_BITS, entry_widths, operand_shape, timed_slots, within
+from .programmable_guards import ProgrammableGuards
 from .sdram.timing import SDRAMSetup
 from .stream import StreamBuffer, StreamQueue
 
@@ -84,7 +83,7 @@ def config_layout(shape: EngineShape) -> data.StructLayout:
     return data.StructLayout({name.replace(".", "_"): width for name, width in fields})
 
 
-class ProgrammableEngine(SdramPins, wiring.Component):
+class ProgrammableEngine(SdramPins, ProgrammableGuards, wiring.Component):
     """Complex event detection engine whose queries are configuration.
 
     Parameters
@@ -337,65 +336,6 @@ class ProgrammableEngine(SdramPins, wiring.Component):
         with m.Else():
             m.d.sync += self.refused.eq(self.refused + 1)
 
-    def _field(self, config, name: str):
-        return config[name.replace(".", "_")]
-
-    @property
-    def _wide(self):
-        return operand_shape(self._shape)
-
-    def _guards(self, m: Module, config) -> tuple[Signal, Value]:
-        """Each state slot's guard for the tuple on ``i_stream``: its truth table at the atoms
-        it reads; and the tuple's ORDER BY value (the configured ``order`` operand), which
-        its windows are measured in."""
-        shape = self._shape
-        c = shape.capacity
-        tup = self.i_stream.payload
-        wide = self._wide
-        values = Array(Signal(wide, name=f"operand_{i}") for i in range(len(shape.operands)))
-        nans = Array(Signal(name=f"operand_{i}_nan") for i in range(len(shape.operands)))
-        for i, name in enumerate(shape.operands):
-            bits = Value.cast(tup[name])
-            if i in shape.floats:  # the order key, as the decoder compares FLOAT32s
-                sign, magnitude = bits[31], bits[:31]
-                m.d.comb += [
-                    values[i].eq(Mux(sign & (magnitude != 0), ~bits, bits | FLOAT32_SIGN)),
-                    nans[i].eq(magnitude > FLOAT32_INF),
-                ]
-            else:
-                m.d.comb += values[i].eq(bits)
-        atoms = Signal(c.atoms, name="atoms")
-        for a in range(c.atoms):
-            left = values[self._field(config, f"atom{a}.field")]
-            uses_other = self._field(config, f"atom{a}.uses_other")
-            other = Mux(uses_other, values[self._field(config, f"atom{a}.other")], 0)
-            nan = nans[self._field(config, f"atom{a}.field")] | (
-                uses_other & nans[self._field(config, f"atom{a}.other")]
-            )
-            constant = self._field(config, f"atom{a}.constant").as_signed()
-            right = Signal(signed(wide.width + constant.shape().width + 1), name=f"atom{a}_right")
-            m.d.comb += right.eq(other + constant)
-            op = self._field(config, f"atom{a}.op")
-            # one comparator of each kind per atom, every operator made of their two bits
-            less, equal = Signal(name=f"atom{a}_less"), Signal(name=f"atom{a}_equal")
-            m.d.comb += [less.eq(left < right), equal.eq(left == right)]
-            with m.If(nan):  # IEEE 754: a NaN satisfies only <>
-                m.d.comb += atoms[a].eq(op == OPS.index("<>"))
-            with m.Else(), m.Switch(op):
-                for code, name in enumerate(OPS):
-                    with m.Case(code):
-                        m.d.comb += atoms[a].eq(_COMPARE[name](less, equal))
-        guards = Signal(c.states, name="guards")
-        for i in range(c.states):
-            index = Cat(
-                atoms.bit_select(self._field(config, f"state{i}.atom{j}"), 1)
-                for j in range(ATOMS_PER_STATE)
-            )
-            m.d.comb += guards[i].eq(self._field(config, f"state{i}.table").bit_select(index, 1))
-        if not c.timed:
-            return guards, Const(0, 0)
-        return guards, values[self._field(config, "order")]
-
     def _update(self, config):
         """The NFA step over the configured matrix: ``(stored state, match bits)``."""
         c = self._shape.capacity
@@ -611,14 +551,3 @@ def write_verilog(
         json_file.write("\n")
         image_file.write(img.to_bytes().hex() + "\n")
     return sidecar
-
-
-#: each operator from whether the left operand is less than the right and whether equal
-_COMPARE = {
-    "=": lambda less, equal: equal,
-    "<>": lambda less, equal: ~equal,
-    "<": lambda less, equal: less,
-    "<=": lambda less, equal: less | equal,
-    ">": lambda less, equal: ~(less | equal),
-    ">=": lambda less, equal: ~less,
-}

@@ -241,7 +241,7 @@ class Forwarding:
         state) to the operation's row, else the row read, registered: ``(pre_match, pre_live,
         pre_valid, pre_state)``; with ``update.prepare`` also its hint (:meth:`_newest_hint`)."""
         m, banks, width = self.m, self.banks, self.table._state_width
-        _, rel_key, rel_live, rel_valid, rel_way, rel_hint = rel
+        rel_hint = rel[5]
         pre_match = Signal(banks, name="s2_pre_match")
         pre_live = Signal(banks, name="s2_pre_live")
         pre_valid = Signal(banks, name="s2_pre_valid")
@@ -287,40 +287,11 @@ class Forwarding:
                 read_bits = (*read_bits[:3], read_bits[3][:head])
             # the forwarded bits in the state's chain, or with ``apart`` a chain of their own
             target = chain[late:] if apart else forwarded + chain[late:]
-            chosen, bits = [], []
-            for j, (_, _, state) in enumerate(decided):
-                if grouped:
-                    state = state[:head]
-                # the sources but the newest were compared a cycle before (rel_way), so this
-                # priority chain starts from registers
-                if rel_way[j] is not None:
-                    chosen.append(rel_way[j][b])
-                else:
-                    # stage 4's write, decided in stage 3 the cycle before: whether it writes
-                    # this way of the operation's row is a register of its own, loaded with
-                    # that decision (``newest_rel``, :meth:`_stage3`)
-                    chosen.append(self.newest_rel[b])
-                values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
-                bits.append(values[:late])
-                with (m.If if j == 0 else m.Elif)(chosen[j]):
-                    m.d.comb += [
-                        c.eq(v)
-                        for c, v in zip(target, values[len(cand) - len(target) :], strict=True)
-                    ]
-            with m.Else():
-                m.d.comb += [c.eq(v) for c, v in zip(chain[late:], read_bits[late:], strict=True)]
+            chosen, bits = self._newest_chain(
+                b, decided, rel, (cand, chain, target, read_bits), late, head if grouped else None
+            )
             if late:
-                for j in range(apart, len(decided) if apart else 0):
-                    with (m.If if j == apart else m.Elif)(chosen[j]):
-                        m.d.comb += [c.eq(v) for c, v in zip(forwarded, bits[j], strict=True)]
-                written = Signal(name=f"s2_fwd_any{b}", attrs={"keep": 1})
-                m.d.comb += written.eq(_or_all(chosen[apart:]))
-                for c, v, f, r in zip(
-                    cand[:late], bits[0], forwarded, read_bits[:late], strict=True
-                ):
-                    m.d.comb += c.eq(
-                        Mux(chosen[0], v, Mux(written, f, r)) if apart else Mux(written, f, r)
-                    )
+                self._forwarded_bits(b, chosen, bits, (cand, forwarded, read_bits), late, apart)
             if grouped:
                 self._grouped_states(b, decided, cand[3], read_state_bits)
             self.pre_match_next.append(cand[0])
@@ -332,6 +303,51 @@ class Forwarding:
                 read_state = read_state_bits if spare is None else spare[b]
                 self.pre_hint.append(self._newest_hint(b, s2, chosen, read_state, rel_hint))
         return pre_match, pre_live, pre_valid, pre_state
+
+    def _newest_chain(self, b, decided, rel, chains, late, head):
+        """Way ``b``'s priority chain of the ``decided`` writes, newest first, into ``target``
+        (the row read's bits in ``chain`` when none writes the way), each state cut to its
+        first ``head`` bits when given: ``(chosen, bits)``, whether each write is to the way
+        and its match, live and valid bits (the first ``late``)."""
+        m = self.m
+        cand, chain, target, read_bits = chains
+        _, rel_key, rel_live, rel_valid, rel_way, _ = rel
+        chosen, bits = [], []
+        for j, (_, _, state) in enumerate(decided):
+            if head is not None:
+                state = state[:head]
+            # the sources but the newest were compared a cycle before (rel_way), so this
+            # priority chain starts from registers
+            if rel_way[j] is not None:
+                chosen.append(rel_way[j][b])
+            else:
+                # stage 4's write, decided in stage 3 the cycle before: whether it writes
+                # this way of the operation's row is a register of its own, loaded with
+                # that decision (``newest_rel``, :meth:`_stage3`)
+                chosen.append(self.newest_rel[b])
+            values = (rel_live[j] & rel_key[j], rel_live[j], rel_valid[j], state)
+            bits.append(values[:late])
+            with (m.If if j == 0 else m.Elif)(chosen[j]):
+                m.d.comb += [
+                    c.eq(v) for c, v in zip(target, values[len(cand) - len(target) :], strict=True)
+                ]
+        with m.Else():
+            m.d.comb += [c.eq(v) for c, v in zip(chain[late:], read_bits[late:], strict=True)]
+        return chosen, bits
+
+    def _forwarded_bits(self, b, chosen, bits, signals, late, apart):
+        """Way ``b``'s match, live and valid bits (the first ``late``) forwarded from the
+        newest write in flight to the way, worked out apart (``forwarded``) and meeting the
+        row read's in the last gate (with ``apart``, stage 4's write too)."""
+        m = self.m
+        cand, forwarded, read_bits = signals
+        for j in range(apart, len(chosen) if apart else 0):
+            with (m.If if j == apart else m.Elif)(chosen[j]):
+                m.d.comb += [c.eq(v) for c, v in zip(forwarded, bits[j], strict=True)]
+        written = Signal(name=f"s2_fwd_any{b}", attrs={"keep": 1})
+        m.d.comb += written.eq(_or_all(chosen[apart:]))
+        for c, v, f, r in zip(cand[:late], bits[0], forwarded, read_bits[:late], strict=True):
+            m.d.comb += c.eq(Mux(chosen[0], v, Mux(written, f, r)) if apart else Mux(written, f, r))
 
     def _grouped_choice(self, width) -> bool:
         """Whether :meth:`_newest` chooses each way's candidate state in groups of

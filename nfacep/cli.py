@@ -261,8 +261,7 @@ class Check(Command):
     def _fit(self, args) -> int:
         """``--engine programmable``: the file's listing, then whether and how it fits the
         programmable engine of the given capacities (an error listing every reason when it
-        does not; with ``--store sdram``, a HardwareLimitError when no chip holds its
-        table)."""
+        does not; with ``--store sdram``, a HardwareLimitError when no chip holds it)."""
         nfa = _load_or_json_error(args)
         engine = params.from_args(args, nfa=nfa, programmable=True)
         fit = self._fit_of(args, nfa, engine)
