@@ -257,24 +257,62 @@ def test_packet_queue_holds_its_read_pipeline_while_ready_drops():
     assert _queue_bench(16, script) == list(range(30, 40))
 
 
+def _overflow_monitor(dut, capacity, met):
+    """A testbench that models a :class:`PacketQueue`'s three pointers edge by edge and checks
+    ``overflow`` against them; ``met`` counts the writes into the last free place and the
+    bytes that came while the queue was full."""
+
+    async def monitor(ctx):
+        written = committed = taken = 0
+        overflow = False
+        async for _, _, valid, o_valid, o_ready, commit, rollback, seen in ctx.tick().sample(
+            dut.i_stream.valid,
+            dut.o_stream.valid,
+            dut.o_stream.ready,
+            dut.commit,
+            dut.rollback,
+            dut.overflow,
+        ):
+            assert seen == overflow, (written, committed, taken)
+            if valid and written - taken == capacity:
+                overflow = True
+                met["full"] += 1
+            elif valid:
+                met["last place"] += written - taken == capacity - 1
+                written += 1
+            if commit:
+                committed, overflow = written, False
+            if rollback:
+                written, overflow = committed, False
+            taken += o_valid and o_ready
+
+    return monitor
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_packet_queue_against_a_model(seed):
     """Packets of random lengths written with random gaps, committed or rolled back (always
     rolled back when they overflowed) at every phase of the read pipeline, read with a
     random ``o_stream.ready``: the bytes out are those of the committed packets, once each, in
-    order; a stalled byte stays offered; ``empty`` never hides a committed byte."""
+    order; a stalled byte stays offered; ``empty`` never hides a committed byte; ``overflow``
+    rises exactly when a byte comes while ``capacity`` bytes are written and not taken (a
+    model of the three pointers, edge by edge), and both the last free place and a full queue
+    are met."""
     rng = random.Random(seed)
     capacity = 16
     dut = PacketQueue(capacity)
     want: list[int] = []
     out: list[int] = []
     done = []
+    met = {"last place": 0, "full": 0}
+
+    monitor = _overflow_monitor(dut, capacity, met)
 
     async def writer(ctx):
         value = 0
         for _ in range(60):
             packet = []
-            for _ in range(rng.randrange(1, 12)):
+            for _ in range(rng.randrange(1, 20)):  # some longer than the queue
                 for _ in range(rng.choice([0, 0, 0, 1, 2])):  # a gap
                     await ctx.tick()
                 value = (value + 1) % 256
@@ -313,9 +351,11 @@ def test_packet_queue_against_a_model(seed):
     sim.add_clock(1e-6)
     sim.add_testbench(writer)
     sim.add_testbench(reader)
+    sim.add_testbench(monitor, background=True)
     sim.run()
     assert len(want) > 100
     assert out == want
+    assert met["last place"] > 0 and met["full"] > 0, met
 
 
 @pytest.mark.parametrize("overlap", [True, False])
