@@ -31,6 +31,7 @@ builds its registers from it and :meth:`Image.body` packs it. No numpy, no amara
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import struct
 import zlib
@@ -185,6 +186,12 @@ def _signed_bits(lo: int, hi: int) -> int:
 
 
 def config_fields(shape: EngineShape) -> list[tuple[str, int]]:
+    """:func:`_config_fields` (made once per shape: every image made for it asks)."""
+    return list(_config_fields(shape))
+
+
+@functools.lru_cache(maxsize=16)
+def _config_fields(shape: EngineShape) -> tuple[tuple[str, int], ...]:
     """The configuration's bit fields, least significant first: ``(name, width)``. Per atom
     ``a``: ``atom{a}.field`` and ``atom{a}.other`` (operand indices), ``atom{a}.uses_other``,
     ``atom{a}.op`` (its index in :data:`OPS`) and ``atom{a}.constant`` (two's complement);
@@ -219,7 +226,7 @@ def config_fields(shape: EngineShape) -> list[tuple[str, int]]:
     if c.timed:
         fields.append(("order", fbits))
         fields += [(f"query{q}.window", c.window_bits + 1) for q in range(c.queries)]
-    return fields
+    return tuple(fields)
 
 
 @dataclass(frozen=True)
@@ -285,10 +292,18 @@ class Image:
     def body(self) -> bytes:
         """The configuration word, little-endian, in whole bytes: what the engine's
         configuration port takes, byte 0 first."""
+        return self._body
+
+    @functools.cached_property
+    def _body(self) -> bytes:  # (made once: a loader asks for it several times)
         return self.word().to_bytes(body_size(self.shape), "little")
 
     def to_bytes(self) -> bytes:
         """The image file: header, body, fingerprint (docs/formats.md)."""
+        return self._file
+
+    @functools.cached_property
+    def _file(self) -> bytes:
         return image_file(self.shape, self.body())
 
     @property
@@ -350,12 +365,13 @@ def load(img: Image, at: int = 0) -> bytes:
     body, then the CRC-32 (zlib's) of all that, little-endian. The engine
     refuses (and counts) a load for another engine, of another length, or whose CRC does not
     match; docs/formats.md, "Configuration images"."""
-    return load_body(img.shape, img.body(), at)
+    return load_body(img.shape, img.body(), at, img.to_bytes()[-_FINGERPRINT:])
 
 
-def load_body(shape: EngineShape, body: bytes, at: int = 0) -> bytes:
-    """:func:`load` of a body made elsewhere (a test's, or one read from an image file)."""
-    named = image_file(shape, body)[-_FINGERPRINT:]
+def load_body(shape: EngineShape, body: bytes, at: int = 0, named: bytes | None = None) -> bytes:
+    """:func:`load` of a body made elsewhere (a test's, or one read from an image file);
+    ``named``: the image's fingerprint, when known."""
+    named = image_file(shape, body)[-_FINGERPRINT:] if named is None else named
     head = (at % (1 << 32)).to_bytes(AT_BYTES, "little") + shape.fingerprint + named + body
     return head + zlib.crc32(head).to_bytes(4, "little")
 

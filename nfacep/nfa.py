@@ -14,6 +14,7 @@ one deduplicated predicate table, the predicate decoder's outputs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -98,7 +99,7 @@ class Nfa:
     def accepting(self, q: QueryNfa) -> list[int]:
         return [i for i in q.states if self.states[i].accepting]
 
-    @property
+    @functools.cached_property
     def history(self) -> dict[str, int]:
         """The fields the predicates read with PREV, each with how many of its last values a
         partition keeps (:func:`nfacep.lang.predicates.history`); empty without PREV."""
