@@ -29,6 +29,7 @@ from .protocol import (
     HEADER_BYTES,
     LOAD_HEADER_BYTES,
     LOAD_LAST,
+    LOAD_TAIL,
     STATUS_FIELDS,
     VERSION,
     PacketType,
@@ -40,8 +41,11 @@ from .protocol import (
 __all__ = ["Loaded", "load_image"]
 
 STATUS_BYTES = fields_size(STATUS_FIELDS)
-#: Seconds between STATUS requests while a load is under way.
+#: Seconds a STATUS request waits for its answer before it is asked again.
 ROUND = 0.05
+#: While a load the board took is not in force yet, STATUS is asked again at once, then after
+#: pauses doubling from the first to the most (seconds).
+PAUSE_FIRST, PAUSE_MOST = 0.0001, 0.01
 
 
 @dataclass
@@ -127,10 +131,27 @@ class _Loader:
             "engine (`nfacep build --link udp --engine programmable`)"
         )
 
-    def deliver(self, data: bytes, engine_id: int) -> dict:
+    def chunks(self, data: bytes, start: int, engine_id: int) -> int | None:
+        """Send the load ``data`` from byte ``start`` on: the bulk, then, once the board
+        answered the bulk's last chunk, the last :data:`~.protocol.LOAD_TAIL` bytes (so that
+        what the engine still has to take in when the load's last byte arrives is those few
+        bytes, not a whole chunk). The session id of the load's last chunk, None when the
+        bulk went unanswered (within a round)."""
+        tail = max(start, len(data) - LOAD_TAIL)
+        if start < tail:
+            bulk = [self.send(body, engine_id) for body in load_chunks(data, start=start, end=tail)]
+            self.poll(ROUND, bulk[-1])
+            if bulk[-1] not in self.answers:
+                return None
+        last = [self.send(body, engine_id) for body in load_chunks(data, start=tail)][-1]
+        self.poll(ROUND, last)
+        return last
+
+    def deliver(self, data: bytes, status: dict) -> dict:
         """Send the load ``data`` until the board took it whole (the answer to its last chunk
-        came, or STATUS shows it no longer under way); the STATUS after it."""
-        status = self.ask()
+        came, or STATUS shows it no longer under way); the STATUS after it. ``status``: the
+        board's latest, which names its engine and where a load under way stands."""
+        engine_id = status["engine_id"]
         refused = status["refused"]
         if status["load_offset"]:  # another loader's load left unfinished: end it (refused)
             self.send(status["load_offset"].to_bytes(4, "little") + bytes([LOAD_LAST, 0]), 1)
@@ -138,10 +159,11 @@ class _Loader:
         deadline = time.monotonic() + self.timeout
         start = 0
         while time.monotonic() < deadline:
-            sessions = [self.send(body, engine_id) for body in load_chunks(data, start=start)]
-            self.poll(ROUND, sessions[-1])
+            last = self.chunks(data, start, engine_id)
+            if last in self.answers:  # (taken whole: a chunk is taken only at its offset)
+                return {**self.answers[last], "refused_before": refused}
             status = self.ask()
-            if sessions[-1] in self.answers and not status["load_offset"]:
+            if last in self.answers and not status["load_offset"]:
                 return {**status, "refused_before": refused}
             start = status["load_offset"]  # (where the board stands: the rest again)
             if start >= len(data):
@@ -203,8 +225,9 @@ def load_image(
         return Loaded(params, img, False, 0, status, fmt, loader.packets)
     if before is not None:
         before(img)
-    status = loader.deliver(load(img, start), status["engine_id"])
+    status = loader.deliver(load(img, start), status)
     deadline = time.monotonic() + timeout
+    pause = 0.0
     while True:
         if status["refused"] > status.get("refused_before", status["refused"]):
             raise LinkError(
@@ -219,6 +242,10 @@ def load_image(
                 f"force within --timeout {timeout:g} s (it is from tuple {start}; the engine "
                 f"took {status['tuples']})"
             )
+        # the engine checks the load (microseconds), or waits for its tuple: asked again at
+        # once, then less and less often, so that a load waiting for a far tuple does not
+        # flood the board with questions
+        time.sleep(pause)
+        pause = min(max(2 * pause, PAUSE_FIRST), PAUSE_MOST)
         before = status["refused_before"]
-        time.sleep(0.001)  # (the engine checks the load, or waits for its tuple)
         status = {**loader.ask(), "refused_before": before}

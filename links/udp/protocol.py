@@ -85,6 +85,7 @@ __all__ = [
     "LOAD_CHUNK",
     "LOAD_HEADER_BYTES",
     "LOAD_LAST",
+    "LOAD_TAIL",
     "MAX_FRAME",
     "MAX_PAYLOAD",
     "MIN_FRAME",
@@ -186,6 +187,10 @@ LOAD_HEADER_BYTES = 5
 LOAD_LAST = 0x01
 #: The board's load buffer: a LOAD carries at most this many bytes of the load.
 LOAD_CHUNK = 1024
+#: ``nfacep load`` sends a load's last bytes, at most this many, in a LOAD of their own once the
+#: board answered the rest: the engine then has the rest in hand, and the new query is in force
+#: as soon as it took these few (a byte per cycle of the engine's clock) and checked the load.
+LOAD_TAIL = 16
 
 
 #: STATUS body: (name, bytes), little-endian. Counters wrap at 2**32.
@@ -248,17 +253,20 @@ def packet(
     return encode_header(ptype, seq, engine_id, session=session) + body
 
 
-def load_chunks(data: bytes, size: int = LOAD_CHUNK, start: int = 0) -> list[bytes]:
-    """The LOAD bodies that carry the load ``data`` (:func:`nfacep.image.load`) from byte
-    ``start`` on, ``size`` bytes of it at most in each: offset, flags (:data:`LOAD_LAST` on the
-    final one), bytes."""
+def load_chunks(
+    data: bytes, size: int = LOAD_CHUNK, start: int = 0, end: int | None = None
+) -> list[bytes]:
+    """The LOAD bodies that carry the bytes ``start`` to ``end`` (default: the end) of the load
+    ``data`` (:func:`nfacep.image.load`), ``size`` bytes of it at most in each: offset, flags
+    (:data:`LOAD_LAST` on the chunk that ends ``data``), bytes."""
     if not 0 < size <= LOAD_CHUNK:
         raise ValueError(f"a LOAD carries 1 to {LOAD_CHUNK} bytes of a load, not {size}")
+    end = len(data) if end is None else end
     out = []
-    for at in range(start, len(data), size):
-        last = at + size >= len(data)
-        head = at.to_bytes(4, "little") + bytes([LOAD_LAST if last else 0])
-        out.append(head + data[at : at + size])
+    for at in range(start, end, size):
+        stop = min(at + size, end)
+        head = at.to_bytes(4, "little") + bytes([LOAD_LAST if stop >= len(data) else 0])
+        out.append(head + data[at:stop])
     return out
 
 

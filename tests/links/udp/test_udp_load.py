@@ -405,3 +405,54 @@ def test_load_without_at_is_in_force_from_the_next_tuple(files, capsys):
         assert model.images.named.to_bytes(8, "little").hex() == fingerprint
         assert _run(files, address) == 0
         assert "loaded the image" in capsys.readouterr().err
+
+
+#: (way, type, how many of that type went that way before) of the packet lost: the loader's
+#: LOADs up are its first STATUS question, the bulk (one chunk here), the tail; the board's
+#: STATUS answers come back in the same order
+LOSSES = {
+    "nothing": None,
+    "the bulk": ("up", 0x06, 1),
+    "the bulk's answer": ("down", 0x82, 1),
+    "the tail": ("up", 0x06, 2),
+    "the tail's answer": ("down", 0x82, 2),
+}
+
+
+@pytest.mark.parametrize("lost", LOSSES)
+def test_load_sends_its_last_bytes_once_the_rest_is_answered(files, capsys, lost):
+    """``nfacep load`` sends a load's last bytes (at most ``LOAD_TAIL``) in a LOAD of their own
+    once the board answered the rest, so that what the engine still takes in after the load's
+    last byte is those few bytes; a LOAD or an answer lost on the way (the bulk, its answer,
+    the tail, the tail's answer) is sent again from where STATUS says the load stands, and the
+    image comes in force all the same."""
+    from test_udp_host import proxy
+
+    from nfacep.links.udp.protocol import HEADER_BYTES, LOAD_HEADER_BYTES, LOAD_TAIL
+
+    fed: list[tuple[int, int, bool]] = []  # (offset, bytes, last) of each chunk the board took
+
+    def dropping(way):
+        return lambda head, count, resets: LOSSES[lost] == (way, head["type"], count)
+
+    with programmable_board(files / "first.sql") as (model, address):
+        feed = model.feed
+
+        def recording(data, sender):
+            out = feed(data, sender)
+            body = data[HEADER_BYTES:]
+            if data[1] == 0x06 and len(body) > LOAD_HEADER_BYTES and model.last == "accepted":
+                offset = int.from_bytes(body[:4], "little")
+                fed.append((offset, len(body) - LOAD_HEADER_BYTES, bool(body[4] & 1)))
+            return out
+
+        model.feed = recording
+        with proxy(address, drop_up=dropping("up"), drop_down=dropping("down")) as p:
+            code = main(["load", str(files / "second.sql"), "--udp", p.address])
+            assert code == 0, capsys.readouterr().err
+            assert len(p.dropped) == (lost != "nothing")
+        fingerprint = image(compile_file(files / "second.sql"), model.images.shape).fingerprint
+        assert model.images.named.to_bytes(8, "little").hex() == fingerprint
+    assert fed[-1][2] and 0 < fed[-1][1] <= LOAD_TAIL
+    assert fed[-2][0] + fed[-2][1] == fed[-1][0]  # the rest was taken before the tail came
+    assert sum(n for _, n, _ in fed) > LOAD_TAIL
