@@ -9,7 +9,7 @@ top's records crossing)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Elaboratable, Module, Mux, ResetSignal, Shape, Signal, Value
+from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Shape, Signal, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.cdc import AsyncFFSynchronizer, FFSynchronizer
 from amaranth.lib.memory import Memory
@@ -207,12 +207,7 @@ class PacketQueue(wiring.Component):
         o = self.o_stream
         # written (tentative), committed, read from the memory, taken from o_stream
         wptr, cptr, rptr, tptr = (Signal(bits, name=n) for n in ("wptr", "cptr", "rptr", "tptr"))
-        # ``full`` is a register (the write enable of every block of the memory hangs on it),
-        # kept equal to "wptr is capacity ahead of tptr" from the pointers' next values: one
-        # byte short of full (``almost``) or a committed packet filling the queue (``cfull``)
-        # are compared from registers, and a write, a take and a rollback only choose.
         full = Signal()
-        almost, cfull, take = Signal(), Signal(), Signal()
         # the read pipeline: a byte in the block RAM's address register (``read``), one in its
         # output register (``o_stream.valid``); both move when the output register is free
         read = Signal()
@@ -220,9 +215,7 @@ class PacketQueue(wiring.Component):
         load = Signal()
         m.d.comb += [
             self.i_stream.ready.eq(1),
-            almost.eq((wptr - tptr)[: bits] == self._capacity - 1),
-            cfull.eq((cptr - tptr)[: bits] == self._capacity),
-            take.eq(o.valid & o.ready),
+            full.eq((wptr[:-1] == tptr[:-1]) & (wptr[-1] != tptr[-1])),
             memory.w_addr.eq(wptr[:-1]),
             memory.w_data.eq(self.i_stream.payload),
             memory.w_en.eq(self.i_stream.valid & ~full),
@@ -241,11 +234,8 @@ class PacketQueue(wiring.Component):
             m.d.sync += [cptr.eq(wptr), self.overflow.eq(0)]
         with m.If(self.rollback):
             m.d.sync += [wptr.eq(cptr), self.overflow.eq(0)]
-        with m.If(take):
+        with m.If(o.valid & o.ready):
             m.d.sync += tptr.eq(tptr + 1)
-        # no write in a rollback's cycle; a take leaves room whatever else happens
-        next_full = Mux(self.rollback, cfull, Mux(memory.w_en, almost, full))
-        m.d.sync += full.eq(next_full & ~take)
         with m.If(advance):
             m.d.sync += [read.eq(load), o.valid.eq(read)]
         with m.If(load):
