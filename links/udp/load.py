@@ -245,7 +245,8 @@ def load_image(
         # the engine checks the load (microseconds), or waits for its tuple: asked again at
         # once, then less and less often, so that a load waiting for a far tuple does not
         # flood the board with questions
-        time.sleep(pause)
+        if pause:
+            time.sleep(pause)
         pause = min(max(2 * pause, PAUSE_FIRST), PAUSE_MOST)
         before = status["refused_before"]
         status = {**loader.ask(), "refused_before": before}
