@@ -20,6 +20,7 @@ __all__ = [
     "BREAK_HINT",
     "BREAK_SWAP",
     "SWAP_GROUP_BITS",
+    "SWAP_SPLIT_BITS",
     "StreamPartitioner",
     "check_store_arguments",
     "store_signature",
@@ -40,18 +41,21 @@ __all__ = [
 #: broken.
 BREAK_HINT: str | None = None
 
-#: Test-only: one group's copies of a stage's hit bits (:data:`SWAP_GROUP_BITS`) broken on
+#: Test-only: one group's copies of a stage's hit bits (:data:`SWAP_SPLIT_BITS`) broken on
 #: purpose, so that the tests show they catch it. ``"unloaded"``: the first group's copies are
 #: never loaded, so that group's bits swap as if the token found no element. ``None`` (always,
 #: outside those tests): nothing broken.
 BREAK_SWAP: str | None = None
 
-#: An element whose state is wider than this many bits has its state split into groups of at
-#: most this many, each swapped by a decision of its own, worked out from copies of the stage's
-#: two hit registers (same input, same enable), so that no one register drives the multiplexers
-#: of every bit of two elements (PARTITIONER.md, "Key lookups one cycle early"). Its
-#: ``occupied``, ``key`` and ``timer`` stay with the stage's own decision.
+#: An element whose state is wider than :data:`SWAP_SPLIT_BITS` has its state split into
+#: groups of at most ``SWAP_GROUP_BITS``, each swapped by a decision of its own, worked out from
+#: copies of the stage's two hit registers (same input, same enable), so that no one register
+#: drives the multiplexers of every bit of two elements (PARTITIONER.md, "Key lookups one
+#: cycle early"). Its ``occupied``, ``key`` and ``timer`` stay with the stage's own decision.
+#: Measured on the LFE5U-85F at 256 elements (benchmarks/PAPER_FIGURES.md): the window's
+#: 119-bit state gains, PREV's 42 bits lose, so a state of up to 64 bits keeps one decision.
 SWAP_GROUP_BITS = 32
+SWAP_SPLIT_BITS = 64
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -314,7 +318,7 @@ class _SwapPipeline:
         # state goes with the stage's own decision), and per stage those decisions
         width = part.state_width
         size = SWAP_GROUP_BITS
-        count = -(-width // size) if width > size else 0
+        count = -(-width // size) if width > SWAP_SPLIT_BITS else 0
         self.state_groups = [(g * width // count, (g + 1) * width // count) for g in range(count)]
         self.group_swaps: list[list[Value]] = [[] for _ in range(depth - 1)]
         self.last_dropped = Signal(name="last_dropped")
