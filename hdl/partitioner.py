@@ -14,7 +14,17 @@ from amaranth.hdl import Const, Module, Mux, Shape, ShapeLike, Signal, Value, Va
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["BREAK_HINT", "StreamPartitioner", "check_store_arguments", "store_signature"]
+from .bram import register_copy
+
+__all__ = [
+    "BREAK_HINT",
+    "BREAK_SWAP",
+    "SWAP_GROUP_BITS",
+    "SWAP_SPLIT_BITS",
+    "StreamPartitioner",
+    "check_store_arguments",
+    "store_signature",
+]
 
 
 #: Test-only: what the update takes from the element a stage before it (the windows' hint,
@@ -30,6 +40,22 @@ __all__ = ["BREAK_HINT", "StreamPartitioner", "check_store_arguments", "store_si
 #: it is before the last stage writes it back. ``None`` (always, outside those tests): nothing
 #: broken.
 BREAK_HINT: str | None = None
+
+#: Test-only: one group's copies of a stage's hit bits (:data:`SWAP_SPLIT_BITS`) broken on
+#: purpose, so that the tests show they catch it. ``"unloaded"``: the first group's copies are
+#: never loaded, so that group's bits swap as if the token found no element. ``None`` (always,
+#: outside those tests): nothing broken.
+BREAK_SWAP: str | None = None
+
+#: An element whose state is wider than :data:`SWAP_SPLIT_BITS` has its state split into
+#: groups of at most ``SWAP_GROUP_BITS``, each swapped by a decision of its own, worked out from
+#: copies of the stage's two hit registers (same input, same enable), so that no one register
+#: drives the multiplexers of every bit of two elements (PARTITIONER.md, "Key lookups one
+#: cycle early"). Its ``occupied``, ``key`` and ``timer`` stay with the stage's own decision.
+#: Measured on the LFE5U-85F at 256 elements (benchmarks/PAPER_FIGURES.md): the window's
+#: 119-bit state gains, PREV's 42 bits lose, so a state of up to 64 bits keeps one decision.
+SWAP_GROUP_BITS = 32
+SWAP_SPLIT_BITS = 64
 
 
 UpdateFunction = Callable[[Module, Value, "data.View | Value"], tuple[ValueLike, ValueLike]]
@@ -243,7 +269,7 @@ class StreamPartitioner(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        pipeline = _SwapPipeline(self, m)
+        pipeline = _SwapPipeline(self, m, platform)
         pipeline.take_input(self.i_stream, self.tuples)
         pipeline.look_up()
         pipeline.swap()
@@ -259,8 +285,9 @@ class _SwapPipeline:
     output register. ``hdl/PARTITIONER.md`` argues why together they equal the sequential
     model."""
 
-    def __init__(self, part: StreamPartitioner, m: Module):
+    def __init__(self, part: StreamPartitioner, m: Module, platform=None):
         self.m = m
+        self.platform = platform
         self.part = part
         self.depth = depth = part.depth
         self.last = depth - 1
@@ -287,6 +314,13 @@ class _SwapPipeline:
         self.candidate_hit = [Signal(name=f"st{i}_candidate_hit") for i in range(depth)]
         self.following_hit = [Signal(name=f"st{i}_following_hit") for i in range(depth - 1)]
         self.swaps = [Signal(name=f"st{i}_swap") for i in range(depth - 1)]
+        # The state's bits (lo, hi) of each group with a swap decision of its own (none: the
+        # state goes with the stage's own decision), and per stage those decisions
+        width = part.state_width
+        size = SWAP_GROUP_BITS
+        count = -(-width // size) if width > SWAP_SPLIT_BITS else 0
+        self.state_groups = [(g * width // count, (g + 1) * width // count) for g in range(count)]
+        self.group_swaps: list[list[Value]] = [[] for _ in range(depth - 1)]
         self.last_dropped = Signal(name="last_dropped")
         # ``update.prepare``'s hint and ``update.prev``'s bits for the last stage, registered a
         # stage before (hint_ahead)
@@ -384,16 +418,29 @@ class _SwapPipeline:
             following_next.append(
                 self._will_hold(stage + 1, self.tokens[stage - 1].key, f"st{stage}_following_next")
             )
+        candidate_next = [elements[0].occupied & _key_equal(elements[0].key, self.head.key)]
+        for stage in range(1, self.depth):
+            candidate_next.append(candidate_hit[stage - 1] | following_hit[stage - 1])
         with m.If(self.advance):
-            m.d.sync += candidate_hit[0].eq(
-                elements[0].occupied & _key_equal(elements[0].key, self.head.key)
-            )
-            for stage in range(1, self.depth):
-                m.d.sync += candidate_hit[stage].eq(
-                    candidate_hit[stage - 1] | following_hit[stage - 1]
-                )
+            for stage in range(self.depth):
+                m.d.sync += candidate_hit[stage].eq(candidate_next[stage])
             for stage in range(last):
                 m.d.sync += following_hit[stage].eq(following_next[stage])
+        for stage in range(last):
+            for group in range(len(self.state_groups)):
+                en = self.advance
+                if BREAK_SWAP == "unloaded" and group == 0:
+                    en = Const(0, 1)
+                name = f"st{stage}_g{group}"
+                candidate = register_copy(
+                    m, self.platform, candidate_next[stage], en, f"{name}_candidate_hit"
+                )
+                following = register_copy(
+                    m, self.platform, following_next[stage], en, f"{name}_following_hit"
+                )
+                swap = Signal(name=f"{name}_swap")
+                m.d.comb += swap.eq(candidate | (~elements[stage].occupied & ~following))
+                self.group_swaps[stage].append(swap)
 
     def _will_hold(self, position, key, name):
         """Whether pe[position] holds ``key`` after this cycle's swaps (position >= 1)."""
@@ -433,10 +480,31 @@ class _SwapPipeline:
             candidate, following = elements[stage], elements[stage + 1]
             behind = Signal(self.layout, name=f"st{stage}_behind")
             ahead = Signal(self.layout, name=f"st{stage}_ahead")
-            with m.If(self.swaps[stage]):
-                m.d.comb += [behind.eq(following), ahead.eq(candidate)]
-            with m.Else():
-                m.d.comb += [behind.eq(candidate), ahead.eq(following)]
+            if not self.state_groups:
+                with m.If(self.swaps[stage]):
+                    m.d.comb += [behind.eq(following), ahead.eq(candidate)]
+                with m.Else():
+                    m.d.comb += [behind.eq(candidate), ahead.eq(following)]
+            else:
+                fields = [lambda e: e.occupied, lambda e: e.key, lambda e: e.timer]
+                groups = [(self.swaps[stage], fields)] + [
+                    (swap, [lambda e, lo=lo, hi=hi: e.state[lo:hi]])
+                    for swap, (lo, hi) in zip(
+                        self.group_swaps[stage], self.state_groups, strict=True
+                    )
+                ]
+                for swap, parts in groups:
+                    for part in parts:
+                        with m.If(swap):
+                            m.d.comb += [
+                                part(behind).eq(part(following)),
+                                part(ahead).eq(part(candidate)),
+                            ]
+                        with m.Else():
+                            m.d.comb += [
+                                part(behind).eq(part(candidate)),
+                                part(ahead).eq(part(following)),
+                            ]
             behind_aged = self.aged(
                 behind, self.tick(self.tokens[stage]), name=f"st{stage}_behind_aged"
             )

@@ -1315,6 +1315,42 @@ def test_windows_pipeline_hint_of_the_wrong_element_is_caught(monkeypatch):
         check(wrap_query(), distance_data()[0], partitions=4, store="pipeline", gap=0, stall=0)
 
 
+@pytest.mark.parametrize(("group_bits", "partitions"), [(2, 4), (5, 4), (3, 2)])
+def test_windows_pipeline_swap_groups(monkeypatch, group_bits, partitions):
+    """A state wider than ``SWAP_SPLIT_BITS`` is swapped in groups of at most
+    ``SWAP_GROUP_BITS``, each by a decision of its own from copies of the stage's hit
+    registers (the marathon window's 119 bits in four); with the groups made small, the
+    window's state split in several, the runs at the window's boundary match as the reference
+    says, with every partition stored (4) and with drops (2)."""
+    from amaranth.hdl import Fragment
+
+    from nfacep.hdl import partitioner
+
+    monkeypatch.setattr(partitioner, "SWAP_GROUP_BITS", group_bits)
+    monkeypatch.setattr(partitioner, "SWAP_SPLIT_BITS", group_bits)
+    nfa = wrap_query()
+    dut = Engine(nfa, EngineParams(partitions=partitions, store="pipeline"))
+    Fragment.get(dut, None)
+    assert dut.store is not None and dut.store.state_width > 2 * group_bits
+    data, matching = distance_data()
+    bits, drops = check(nfa, data, partitions=partitions, store="pipeline", gap=0, stall=0)
+    assert bits and bool(drops) == (partitions < 4)
+    if partitions == 4:
+        assert set(bits) == matching
+
+
+def test_windows_pipeline_swap_group_unloaded_is_caught(monkeypatch):
+    """The first group's copies of the hit registers never loaded (a broken path: the
+    state's low bits swap as if the token found no element) change a match."""
+    from nfacep.hdl import partitioner
+
+    monkeypatch.setattr(partitioner, "SWAP_GROUP_BITS", 2)
+    monkeypatch.setattr(partitioner, "SWAP_SPLIT_BITS", 2)
+    monkeypatch.setattr(partitioner, "BREAK_SWAP", "unloaded")
+    with pytest.raises(AssertionError):
+        check(wrap_query(), distance_data()[0], partitions=4, store="pipeline", gap=0, stall=0)
+
+
 def test_windows_hint_ahead_from_the_wrong_times_is_caught(monkeypatch):
     """The update works out, beside itself, which runs of the state it forwards are still live
     for the next tuple of the partition; a version that judges them at the forwarding tuple's

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from streams import stream_get, stream_put
 
+from nfacep.hdl import partitioner
 from nfacep.hdl.partitioner import StreamPartitioner
 
 KEY_WIDTH = 4
@@ -253,6 +254,41 @@ def test_random_full_speed(depth):
     rng = random.Random(depth)
     tuples = random_tuples(rng, 300, depth + 2)
     check(tuples, depth=depth, timer_bits=2, tick_tuples=3)
+
+
+@pytest.mark.parametrize(
+    ("depth", "timer_bits", "tick_tuples", "alphabet", "group_bits"),
+    [(2, 2, 3, 4, 2), (3, 3, 2, 5, 4), (5, 2, 0, 7, 1), (8, 4, 5, 12, 5)],
+)
+def test_state_swapped_in_groups(monkeypatch, depth, timer_bits, tick_tuples, alphabet, group_bits):
+    """A state wider than ``SWAP_SPLIT_BITS`` is swapped in groups, each by a decision from
+    copies of the stage's hit registers: with the groups made small (the test's 6-bit state in
+    two to six), every outcome, ticks and stalls included, is the model's."""
+    monkeypatch.setattr(partitioner, "SWAP_GROUP_BITS", group_bits)
+    monkeypatch.setattr(partitioner, "SWAP_SPLIT_BITS", group_bits)
+    seed = depth * 1000 + group_bits
+    tuples = random_tuples(random.Random(seed), 400, alphabet)
+    _, expected = check(
+        tuples,
+        depth=depth,
+        timer_bits=timer_bits,
+        tick_tuples=tick_tuples,
+        seed=seed,
+        gap=0.3,
+        stall=0.4,
+    )
+    assert any(r.dropped for r in expected)
+    assert any(not r.fresh and not r.dropped for r in expected)
+
+
+def test_state_group_unloaded_is_caught(monkeypatch):
+    """The first group's copies of the hit registers never loaded (a broken path) are caught."""
+    monkeypatch.setattr(partitioner, "SWAP_GROUP_BITS", 2)
+    monkeypatch.setattr(partitioner, "SWAP_SPLIT_BITS", 2)
+    monkeypatch.setattr(partitioner, "BREAK_SWAP", "unloaded")
+    tuples = random_tuples(random.Random(5), 200, 5)
+    with pytest.raises(AssertionError, match="tuple"):
+        check(tuples, depth=3, timer_bits=2, tick_tuples=3, seed=5, gap=0.3, stall=0.4)
 
 
 @pytest.mark.slow
