@@ -15,6 +15,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .bram import register_copy
+from .partitioner_hints import PipelineHints
 
 __all__ = [
     "BREAK_HINT",
@@ -279,7 +280,7 @@ class StreamPartitioner(wiring.Component):
         return m
 
 
-class _SwapPipeline:
+class _SwapPipeline(PipelineHints):
     """The registers of a :class:`StreamPartitioner` and the logic of its steps, added to ``m``
     in order: input (head register, tick counter), key lookups, swap stages, last stage and
     output register. ``hdl/PARTITIONER.md`` argues why together they equal the sequential
@@ -513,92 +514,6 @@ class _SwapPipeline:
                     elements[stage].eq(behind_aged),
                     elements[stage + 1].eq(ahead),
                 ]
-
-    def hint_ahead(self) -> None:
-        """With ``update.prepare`` or ``update.prev`` and ``depth >= 2``: what the update takes
-        from the element that moves into the last stage, against the token that moves with it,
-        worked out at stage ``last - 1`` for both elements the swap chooses from and registered
-        as it moves (``last_hint``: the windows' hint; ``last_prev``: PREV's bits, the all-zero
-        state's when the token finds no element of its key), so that the update compares
-        nothing. Exact because tokens are at least two stages apart (one tuple every other
-        cycle): while a token is at stage ``last - 1`` the last stage holds none, so
-        ``pe[last]`` is already what the token before it wrote back, and nothing else writes
-        it before the token reaches the last stage; a stall holds every register, these too."""
-        m, part, last = self.m, self.part, self.last
-        if self.depth < 2:
-            return
-        stage = last - 1
-        token = self.tokens[stage]
-        candidate, following = self.elements[stage].state, self.elements[last].state
-        prepare = getattr(part._update, "prepare", None)
-        if prepare is not None:
-            hints = prepare(m, candidate, token.payload), prepare(m, following, token.payload)
-            swap = Const(0, 1) if BREAK_HINT == "unswapped" else self.swaps[stage]
-            self.last_hint = Signal(part._update.hint_width, name="last_hint")
-            with m.If(self.advance):
-                m.d.sync += self.last_hint.eq(Mux(swap, *hints))
-        prev = getattr(part._update, "prev", None)
-        if prev is not None:
-            # the last stage's candidate_hit, as look_up registers it: the token's element is
-            # pe[stage] if that holds its key, else pe[last] if that does
-            mine = self.candidate_hit[stage]
-            found = mine | self.following_hit[stage]
-            if BREAK_HINT == "prev following":
-                mine = Const(0, 1)
-            elif BREAK_HINT == "prev fresh":
-                found = Const(1, 1)
-            zero = Const(0, part.state_width)
-            states = (candidate, following, zero)
-            # a comparison wider than SPLIT_LOW bits (``update.early``) compares only its low
-            # bits here: its high bits' order comes from a stage before (early_ahead), or with
-            # no stage before this one but the head register, from beside them
-            split = getattr(part._update, "early", None)
-            early: list = [None, None, None]
-            if split is not None and self.depth >= 3:
-                width = part._update.early_width
-                self.prev_early = (
-                    Signal(width, name="prev_early_candidate"),
-                    Signal(width, name="prev_early_following"),
-                )
-                early = [*self.prev_early, split(m, zero, token.payload)]
-            elif split is not None:
-                early = [split(m, state, token.payload) for state in states]
-            bits = [
-                prev(m, state, token.payload, early=e)
-                for state, e in zip(states, early, strict=True)
-            ]
-            self.last_prev = Signal(part._update.prev_width, name="last_prev")
-            with m.If(self.advance):
-                m.d.sync += self.last_prev.eq(Mux(found, Mux(mine, bits[0], bits[1]), bits[2]))
-
-    def early_ahead(self) -> None:
-        """With ``update.early`` and ``depth >= 3``: the high bits of PREV's split comparisons
-        (``update.early``) for the two elements stage ``last - 1`` will choose from, worked out
-        while the token is at stage ``last - 2`` and registered as it moves (``prev_early``),
-        so that :meth:`hint_ahead` compares only the low bits. Exact for the same reason: no
-        token is at stage ``last - 1`` then, so ``pe[last - 1]`` will be what this token's
-        swap moves ahead (``pe[last - 2]`` or ``pe[last - 1]``), and ``pe[last]`` what the
-        last stage writes back now (the new state if a tuple there is not dropped, else the
-        element as it is); nothing else writes either before the token reaches stage
-        ``last - 1``."""
-        if self.prev_early is None:
-            return
-        m, part, last = self.m, self.part, self.last
-        assert self.last_new_state is not None
-        stage = last - 2
-        token = self.tokens[stage]
-        split = part._update.early
-        here, after = self.elements[stage].state, self.elements[stage + 1].state
-        unchanged = self.elements[last].state
-        moved = (split(m, here, token.payload), split(m, after, token.payload))
-        kept = (split(m, self.last_new_state, token.payload), split(m, unchanged, token.payload))
-        swap = Const(0, 1) if BREAK_HINT == "prev early unswapped" else self.swaps[stage]
-        written = self.token_valid[last] & ~self.last_dropped
-        if BREAK_HINT == "prev early unwritten":
-            written = Const(0, 1)
-        candidate, following = self.prev_early
-        with m.If(self.advance):
-            m.d.sync += [candidate.eq(Mux(swap, *moved)), following.eq(Mux(written, *kept))]
 
     def finish(self, o_stream, drops) -> None:
         """The last stage (Figure 8, lines 9-16): the update function, the element written
