@@ -54,7 +54,7 @@ BREAK_SWAP: str | None = None
 #: cycle early"). Its ``occupied``, ``key`` and ``timer`` stay with the stage's own decision.
 #: Measured on the LFE5U-85F at 256 elements (benchmarks/PAPER_FIGURES.md): the window's
 #: 119-bit state gains, PREV's 42 bits lose, so a state of up to 64 bits keeps one decision.
-SWAP_GROUP_BITS = 24
+SWAP_GROUP_BITS = 32
 SWAP_SPLIT_BITS = 64
 
 
