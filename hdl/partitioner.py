@@ -18,7 +18,6 @@ from .bram import register_copy
 from .partitioner_hints import PipelineHints
 
 __all__ = [
-    "BREAK_HINT",
     "BREAK_SWAP",
     "SWAP_GROUP_BITS",
     "SWAP_SPLIT_BITS",
@@ -27,20 +26,6 @@ __all__ = [
     "store_signature",
 ]
 
-
-#: Test-only: what the update takes from the element a stage before it (the windows' hint,
-#: PREV's bits) broken on purpose, so that the tests show they catch it. ``"unswapped"``: the
-#: hint registered for the last stage is always that of the element at the last stage before
-#: the swap, even when the swap moves the one before it there. ``"prev following"``: PREV's
-#: bits registered for a tuple that finds its element are always those of the element at the
-#: last stage before the swap; ``"prev fresh"``: those of the element the swap moves into the
-#: last stage even for a tuple that starts a new partition (whose history is empty). ``"prev
-#: early unswapped"``: the high bits of PREV's split comparisons registered two stages before
-#: the last for the element the swap moves ahead are always those of the element ahead of the
-#: token's candidate; ``"prev early unwritten"``: those of the last stage's element always as
-#: it is before the last stage writes it back. ``None`` (always, outside those tests): nothing
-#: broken.
-BREAK_HINT: str | None = None
 
 #: Test-only: one group's copies of a stage's hit bits (:data:`SWAP_SPLIT_BITS`) broken on
 #: purpose, so that the tests show they catch it. ``"unloaded"``: the first group's copies are

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from amaranth.hdl import Const, Mux, Signal
 
-__all__ = ["PipelineHints"]
+__all__ = ["BREAK_HINT", "PipelineHints"]
 
-
-def _broken() -> str | None:
-    """:data:`nfacep.hdl.partitioner.BREAK_HINT`, as the tests set it."""
-    from . import partitioner
-
-    return partitioner.BREAK_HINT
+#: Test-only: what the update takes from the element a stage before it (the windows' hint,
+#: PREV's bits) broken on purpose, so that the tests show they catch it. ``"unswapped"``: the
+#: hint registered for the last stage is always that of the element at the last stage before
+#: the swap, even when the swap moves the one before it there. ``"prev following"``: PREV's
+#: bits registered for a tuple that finds its element are always those of the element at the
+#: last stage before the swap; ``"prev fresh"``: those of the element the swap moves into the
+#: last stage even for a tuple that starts a new partition (whose history is empty). ``"prev
+#: early unswapped"``: the high bits of PREV's split comparisons registered two stages before
+#: the last for the element the swap moves ahead are always those of the element ahead of the
+#: token's candidate; ``"prev early unwritten"``: those of the last stage's element always as
+#: it is before the last stage writes it back. ``None`` (always, outside those tests): nothing
+#: broken.
+BREAK_HINT: str | None = None
 
 
 class PipelineHints:
@@ -41,7 +48,7 @@ class PipelineHints:
         prepare = getattr(part._update, "prepare", None)
         if prepare is not None:
             hints = prepare(m, candidate, token.payload), prepare(m, following, token.payload)
-            swap = Const(0, 1) if _broken() == "unswapped" else self.swaps[stage]
+            swap = Const(0, 1) if BREAK_HINT == "unswapped" else self.swaps[stage]
             self.last_hint = Signal(part._update.hint_width, name="last_hint")
             with m.If(self.advance):
                 m.d.sync += self.last_hint.eq(Mux(swap, *hints))
@@ -51,9 +58,9 @@ class PipelineHints:
             # pe[stage] if that holds its key, else pe[last] if that does
             mine = self.candidate_hit[stage]
             found = mine | self.following_hit[stage]
-            if _broken() == "prev following":
+            if BREAK_HINT == "prev following":
                 mine = Const(0, 1)
-            elif _broken() == "prev fresh":
+            elif BREAK_HINT == "prev fresh":
                 found = Const(1, 1)
             zero = Const(0, part.state_width)
             states = (candidate, following, zero)
@@ -100,9 +107,9 @@ class PipelineHints:
         unchanged = self.elements[last].state
         moved = (split(m, here, token.payload), split(m, after, token.payload))
         kept = (split(m, self.last_new_state, token.payload), split(m, unchanged, token.payload))
-        swap = Const(0, 1) if _broken() == "prev early unswapped" else self.swaps[stage]
+        swap = Const(0, 1) if BREAK_HINT == "prev early unswapped" else self.swaps[stage]
         written = self.token_valid[last] & ~self.last_dropped
-        if _broken() == "prev early unwritten":
+        if BREAK_HINT == "prev early unwritten":
             written = Const(0, 1)
         candidate, following = self.prev_early
         with m.If(self.advance):

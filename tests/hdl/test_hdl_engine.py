@@ -1094,9 +1094,9 @@ def test_prev_pipeline_bits_of_the_wrong_element_are_caught(monkeypatch, broken)
     a new partition, or the high bits of the element ahead of the candidate whatever the
     swap, or of the last stage's element before it is written back (broken paths), changes
     a match."""
-    from nfacep.hdl import partitioner
+    from nfacep.hdl import partitioner_hints
 
-    monkeypatch.setattr(partitioner, "BREAK_HINT", broken)
+    monkeypatch.setattr(partitioner_hints, "BREAK_HINT", broken)
     nfa = nfacep.compile_text(
         SPLIT_STREAM + f"QUERY q PARTITION k PATTERN (A B+ C) {SPLIT_DEFINE};"
     )
@@ -1308,9 +1308,9 @@ def test_windows_pipeline_hint_of_the_wrong_element_is_caught(monkeypatch):
     stage a stage before the update, for both elements its swap chooses from; a version that
     always takes the one at the last stage before the swap (a broken path) changes a match of
     the tuples at the window's boundary."""
-    from nfacep.hdl import partitioner
+    from nfacep.hdl import partitioner_hints
 
-    monkeypatch.setattr(partitioner, "BREAK_HINT", "unswapped")
+    monkeypatch.setattr(partitioner_hints, "BREAK_HINT", "unswapped")
     with pytest.raises(AssertionError):
         check(wrap_query(), distance_data()[0], partitions=4, store="pipeline", gap=0, stall=0)
 
