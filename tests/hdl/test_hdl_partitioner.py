@@ -210,6 +210,22 @@ def random_tuples(rng, count, alphabet):
 # --- random differential tests -----------------------------------------------------------------
 
 
+def _random_case(seed, depth, timer_bits, tick_tuples, alphabet):
+    """400 random tuples over ``alphabet`` keys, with gaps and stalls, checked against the
+    model; the model's results."""
+    tuples = random_tuples(random.Random(seed), 400, alphabet)
+    _, expected = check(
+        tuples,
+        depth=depth,
+        timer_bits=timer_bits,
+        tick_tuples=tick_tuples,
+        seed=seed,
+        gap=0.3,
+        stall=0.4,
+    )
+    return expected
+
+
 @pytest.mark.parametrize(
     ("depth", "timer_bits", "tick_tuples", "alphabet"),
     [
@@ -231,17 +247,7 @@ def random_tuples(rng, count, alphabet):
 )
 def test_random_against_model(depth, timer_bits, tick_tuples, alphabet):
     seed = depth * 1000 + timer_bits * 100 + tick_tuples * 10 + alphabet
-    rng = random.Random(seed)
-    tuples = random_tuples(rng, 400, alphabet)
-    _, expected = check(
-        tuples,
-        depth=depth,
-        timer_bits=timer_bits,
-        tick_tuples=tick_tuples,
-        seed=seed,
-        gap=0.3,
-        stall=0.4,
-    )
+    expected = _random_case(seed, depth, timer_bits, tick_tuples, alphabet)
     # The cases are meant to exercise all three outcomes.
     assert any(r.dropped for r in expected)
     assert any(r.fresh for r in expected)
@@ -267,16 +273,7 @@ def test_state_swapped_in_groups(monkeypatch, depth, timer_bits, tick_tuples, al
     monkeypatch.setattr(partitioner, "SWAP_GROUP_BITS", group_bits)
     monkeypatch.setattr(partitioner, "SWAP_SPLIT_BITS", group_bits)
     seed = depth * 1000 + group_bits
-    tuples = random_tuples(random.Random(seed), 400, alphabet)
-    _, expected = check(
-        tuples,
-        depth=depth,
-        timer_bits=timer_bits,
-        tick_tuples=tick_tuples,
-        seed=seed,
-        gap=0.3,
-        stall=0.4,
-    )
+    expected = _random_case(seed, depth, timer_bits, tick_tuples, alphabet)
     assert any(r.dropped for r in expected)
     assert any(not r.fresh and not r.dropped for r in expected)
 
