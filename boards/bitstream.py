@@ -19,12 +19,12 @@ from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 
 from . import toolchain
-from .flow import TOP, BuildError, DoesNotFitError, copy_atomic, elaborate, platform_for, run_flow
+from .flow import BuildError, DoesNotFitError, copy_atomic, platform_for, run_flow
 from .registry import Board
 from .report import finish_report, start_report, timing_message
 from .resources import (
     ESTIMATE_MARGIN,
-    count_flipflops,
+    count_prepared_flipflops,
     refused_before_synthesis,
     sdram_words,
     table_brams,
@@ -233,7 +233,8 @@ def estimate(
     """What ``build`` knows of the design's size before synthesis (``nfacep check --board``).
 
     The board top ``build`` would make is elaborated for the board's platform (no toolchain
-    runs) and its flip-flops counted as :func:`run_flow` counts them; ``refused`` says whether
+    runs, no netlist built) and its flip-flops counted as :func:`run_flow` counts them in the
+    netlist (:func:`~nfacep.boards.resources.count_prepared_flipflops`); ``refused`` says whether
     ``build`` would reject the design there (:func:`refused_before_synthesis`). LUTs are known
     only after synthesis. With ``store="table"``, the block RAMs of the table's banks
     (:class:`~nfacep.hdl.table.TablePartitioner`: banks × rows × entry width): on ECP5 the
@@ -245,8 +246,7 @@ def estimate(
     take block RAM too. ``options`` are the link's, as for :func:`build`.
     """
     engine, link_info, top, platform = design(nfa, board, params, link, None, values, **options)
-    plan, _ = elaborate(top, platform, None, None, lambda text: None)
-    ffs = count_flipflops(plan.files[f"{TOP}.il"])
+    ffs = count_prepared_flipflops(top, platform)
     message = refused_before_synthesis(ffs, board, platform.device)
     return {
         "board": board.name,

@@ -22,6 +22,7 @@ __all__ = [
     "Usage",
     "bram_blocks",
     "count_flipflops",
+    "count_prepared_flipflops",
     "exceeds",
     "pnr_resources",
     "refused_before_synthesis",
@@ -69,6 +70,86 @@ def count_flipflops(rtlil: str) -> int:
         elif s == "end":
             in_ff = False
     return total
+
+
+def count_prepared_flipflops(top, platform) -> int:
+    """The flip-flop bits :func:`count_flipflops` finds in the RTLIL that ``platform`` would
+    make of ``top``, counted in the elaborated design instead, by the rule Amaranth's netlist
+    follows: a signal assigned from one module and one clocked domain only is a flip-flop
+    as wide as the signal; one assigned from several (bits in a clocked domain, others in
+    another or in ``comb``) has a flip-flop for each bit a clocked domain assigns. The
+    platform's own logic is in (its clock and reset domains, the pins' buffers), as in
+    :meth:`~amaranth.build.plat.Platform.prepare`; what is skipped is building the netlist
+    and writing its text, about four fifths of ``build``'s elaboration. A bit assigned
+    through a variable index (``Part``, an ``Array``) counts every bit the index can reach.
+    With ``platform`` None, the design as :func:`amaranth.back.rtlil.convert` makes it (a
+    missing domain a plain clock domain)."""
+    from amaranth.hdl import ClockDomain, Fragment
+    from amaranth.hdl._xfrm import DomainLowerer
+
+    fragment = Fragment.get(top, platform)
+    missing = platform.create_missing_domain if platform is not None else ClockDomain
+    fragment._propagate_domains(missing, platform=platform)
+    pending = [DomainLowerer()(fragment)]
+    for _pin, _port, buffer in platform.iter_pins() if platform is not None else ():
+        pin_fragment = Fragment.get(buffer, platform)
+        pin_fragment._propagate_domains(_no_domain)
+        pending.append(DomainLowerer()(pin_fragment))
+    # per signal: the signal, its (module, domain) drivers, the bits clocked domains assign
+    signals: dict[int, tuple[object, set, set]] = {}
+    while pending:
+        frag = pending.pop()
+        pending.extend(sub for sub, _name, _loc in frag.subfragments)
+        for domain, statements in frag.statements.items():
+            for signal, bit in _assigned_bits(statements):
+                _, drivers, clocked = signals.setdefault(id(signal), (signal, set(), set()))
+                drivers.add((id(frag), domain))
+                if domain != "comb":
+                    clocked.add(bit)
+    total = 0
+    for signal, drivers, clocked in signals.values():
+        if len(drivers) == 1 and clocked:
+            total += len(signal)  # type: ignore[arg-type]
+        else:
+            total += len(clocked)
+    return total
+
+
+def _no_domain(name: str):
+    raise RuntimeError(f"a pin's buffer asks for the missing domain {name!r}")
+
+
+def _assigned_bits(statements):
+    """The (signal, bit) pairs ``statements`` assign, nested ones included."""
+    from amaranth.hdl._ast import Assign, Switch
+
+    for statement in statements:
+        if isinstance(statement, Assign):
+            yield from _lhs_bits(statement.lhs)
+        elif isinstance(statement, Switch):
+            for _patterns, body, _loc in statement.cases:
+                yield from _assigned_bits(body)
+
+
+def _lhs_bits(value) -> list:
+    """The (signal, bit) pairs an assignment to ``value`` can drive, in ``value``'s bit order
+    where that is fixed (signals, slices, concatenations), else all that it can reach."""
+    from amaranth.hdl._ast import Concat, Operator, Part, Signal, Slice, SwitchValue
+
+    if isinstance(value, Signal):
+        return [(value, i) for i in range(len(value))]
+    if isinstance(value, Slice):
+        return _lhs_bits(value.value)[value.start : value.stop]
+    if isinstance(value, Concat):
+        return [bit for part in value.parts for bit in _lhs_bits(part)]
+    if isinstance(value, Operator) and value.operator in ("u", "s"):
+        return _lhs_bits(value.operands[0])
+    if isinstance(value, Part):
+        return _lhs_bits(value.value)
+    if isinstance(value, SwitchValue):
+        cases = [case for _patterns, case in value.cases if case is not None]
+        return [bit for case in cases for bit in _lhs_bits(case)]
+    raise TypeError(f"cannot count the flip-flops of an assignment to {value!r}")
 
 
 def synthesis_usage(stat: dict, family: str) -> Usage:

@@ -93,12 +93,54 @@ def test_estimate_rejects_too_big_engine_before_synthesis(tmp_path, no_toolchain
 
 @pytest.mark.parametrize("name", sorted(BOARDS))
 def test_board_top_elaborates_for_every_board(name):
+    """The harness top elaborates for every board, and ``check --board``'s count of its
+    flip-flops (in the elaborated design) is ``build``'s (in the RTLIL netlist)."""
     board = get_board(name)
     engine = Engine(compile_file(MARATHON), EngineParams(partitions=2))
     plan = board.platform_class()().build(BoardTop(engine), name="t", do_build=False)
     rtlil = plan.files["t.il"]
     assert "led_0__io" in rtlil and "engine" in rtlil
-    assert boards.resources.count_flipflops(rtlil) > 0
+    ffs = boards.resources.count_flipflops(rtlil)
+    assert ffs > 0
+    again = BoardTop(Engine(compile_file(MARATHON), EngineParams(partitions=2)))
+    assert boards.resources.count_prepared_flipflops(again, board.platform_class()()) == ffs
+
+
+class _Drivers(Elaboratable):
+    """Every way Amaranth's netlist turns assignments into flip-flops: a signal assigned in
+    part from one domain (a flip-flop as wide as the signal), in part from a clocked domain
+    and in part from ``comb`` or from two clocked domains (a flip-flop per clocked bit), through a
+    variable index and an ``Array``, in a ``Switch``, reset-less, in a submodule, in a
+    domain renamed."""
+
+    def elaborate(self, platform):
+        from amaranth.hdl import Array, ClockDomain, DomainRenamer
+
+        m = Module()
+        m.domains.fast = ClockDomain()
+        sel = Signal(2)
+        part, comb_and_sync, two = Signal(12), Signal(8), Signal(6)
+        cells = Array(Signal(3, name=f"cell{i}") for i in range(3))
+        unsigned = Signal(range(-4, 4))
+        m.d.sync += [sel.eq(sel + 1), part[2:5].eq(sel), comb_and_sync[0:3].eq(sel)]
+        m.d.comb += comb_and_sync[3:].eq(sel)
+        m.d.sync += two[:2].eq(sel)
+        m.d.fast += [two[4:].eq(sel), unsigned.as_unsigned().eq(sel)]
+        with m.If(sel == 1):
+            m.d.sync += [cells[sel].eq(1), Signal(16, reset_less=True).bit_select(sel, 4).eq(1)]
+        inner = Module()
+        held = Signal(5)
+        inner.d.sync += held[1].eq(~held[1])
+        m.submodules.inner = DomainRenamer("fast")(inner)
+        return m
+
+
+def test_flipflops_counted_before_the_netlist_follow_amaranths_rules():
+    from amaranth.back import rtlil
+
+    expected = boards.resources.count_flipflops(rtlil.convert(_Drivers(), ports=[]))
+    assert expected > 0
+    assert boards.resources.count_prepared_flipflops(_Drivers(), None) == expected
 
 
 def test_random_source_varies_and_sink_folds():

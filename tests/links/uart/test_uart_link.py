@@ -1044,7 +1044,14 @@ def test_uart_board_top_elaborates(name):
     plan = platform.build(top, name="t", do_build=False)
     rtlil = plan.files["t.il"]
     assert "uart_0__rx__io" in rtlil and "uart_0__tx__io" in rtlil and "led_0__io" in rtlil
-    assert resources.count_flipflops(rtlil) > 0
+    ffs = resources.count_flipflops(rtlil)
+    assert ffs > 0
+    again = UartBoardTop(
+        Engine(compile_file(MARATHON), EngineParams(partitions=2)),
+        clk_hz=platform.default_clk_frequency,
+        baud=115200,
+    )
+    assert resources.count_prepared_flipflops(again, board.platform_class()()) == ffs
 
 
 #: A small query for the iCEstick: no PARTITION, a 2-byte tuple, an 8-byte record.
