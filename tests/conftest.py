@@ -106,6 +106,33 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``NFACEP_TEST_CPU=FILE``, each test's CPU seconds (this process's and the children
+    it waited for, setup and teardown included) appended to ``FILE.<worker>`` as ``seconds
+    test-id`` lines: what a test costs whatever the machine's load, where ``--durations``
+    gives the wall-clock time that the other worker's and other programs' load stretches.
+    (Daemons that outlive the test, a Spark JVM, are counted where they exit.)"""
+    path = os.environ.get("NFACEP_TEST_CPU")
+    if not path:
+        return (yield)
+    import resource
+
+    def cpu() -> float:
+        own, children = (
+            resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        )
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    start = cpu()
+    try:
+        return (yield)
+    finally:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(f"{path}.{worker}", "a", encoding="utf-8") as out:
+            out.write(f"{cpu() - start:.3f} {item.nodeid}\n")
+
+
 @pytest.fixture(autouse=True)
 def _xdist_group_kept(request):
     """Fail a test of an ``xdist_group`` that pytest-xdist did not keep on one worker. Under
