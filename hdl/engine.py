@@ -39,6 +39,7 @@ from .engine_shared import (
     partition_key,
     partition_store,
     record_filter,
+    table_sidecar,
 )
 from .engine_update import late_layout, shifted, store_update
 from .layout import history_layout, params_layout, tuple_layout
@@ -480,6 +481,8 @@ def write_verilog(
     }
     if (sdram := engine.sdram_sidecar(engine.store)) is not None:
         sidecar["sdram"] = sdram
+    if (table := table_sidecar(engine.store)) is not None:
+        sidecar["table"] = table
     if engine.values is not None:
         layout = params_layout(nfa.program.parameters)
         fields = _fields(layout)

@@ -22,7 +22,14 @@ from .sdram.timing import ENGINE_SDRAM, SDRAMSetup
 from .stream import StreamBuffer
 from .table import TablePartitioner
 
-__all__ = ["SdramPins", "cycles_per_tuple", "partition_key", "partition_store", "record_filter"]
+__all__ = [
+    "SdramPins",
+    "cycles_per_tuple",
+    "partition_key",
+    "partition_store",
+    "record_filter",
+    "table_sidecar",
+]
 
 
 class SdramPins:
@@ -102,6 +109,16 @@ class SdramPins:
             "geometry": dataclasses.asdict(setup.geometry),
             "clk_freq": setup.clk_freq,
         }
+
+
+def table_sidecar(store) -> dict | None:
+    """The sidecar's ``table`` (the block-RAM table's rows, the cycles of its clearing sweep
+    after a reset, and its latency: what a simulation waits for before it calls the engine
+    quiet, :func:`nfacep.sim.harness.drain_cycles`) when the elaborated ``store`` is a
+    table, else None."""
+    if not isinstance(store, TablePartitioner):
+        return None
+    return {"rows": store.rows, "latency": store.latency}
 
 
 def record_filter(

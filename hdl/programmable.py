@@ -54,6 +54,7 @@ from .engine_shared import (
     partition_key,
     partition_store,
     record_filter,
+    table_sidecar,
 )
 from .layout import tuple_layout
 from .programmable_entry import EPOCH_BITS, entry_widths, operand_shape, timed_slots, within
@@ -533,6 +534,7 @@ def write_verilog(
             "engine_fingerprint": shape.fingerprint.hex(),
         },
         **({"sdram": sd} if (sd := engine.sdram_sidecar(engine.store)) else {}),
+        **({"table": t} if (t := table_sidecar(engine.store)) else {}),
         "partition_fields": list(program.partition_fields),
         "image": {
             "fingerprint": img.fingerprint,

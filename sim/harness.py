@@ -112,10 +112,16 @@ def drain_cycles(sidecar: dict) -> int:
     generously). With ``--store sdram`` (the sidecar's ``sdram``) a tuple may first wait for
     the chip's power-up and the store's clearing of every word it uses (a word a clock or
     so: two allowed), and then for the fetches queued before it, each with a refresh, a
-    write-back and a fetch: 4,096 clocks more."""
+    write-back and a fetch: 4,096 clocks more. With the block-RAM table (the sidecar's
+    ``table``) a tuple may wait for the clearing sweep after the reset, ``rows`` cycles, then
+    takes the table's ``latency``: 256 cycles more for the decoder, FIFO and output stages (a
+    sidecar without ``table`` or ``sdram`` gets the swap pipeline's bound)."""
     if "sdram" in sidecar:
         sdram = sidecar["sdram"]
         return int(sdram["power_up_cycles"]) + 2 * int(sdram["clearing_words"]) + 4096
+    if "table" in sidecar:
+        table = sidecar["table"]
+        return int(table["rows"]) + int(table["latency"]) + 256
     return 2 * int(sidecar.get("parameters", {}).get("partitions", 256)) + 256
 
 
