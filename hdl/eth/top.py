@@ -55,9 +55,13 @@ class UdpTop(wiring.Component):
       samples agree: they change only at a switch; the agreement is registered, so a value
       reaches STATUS a cycle after the two samples that agree: a STATUS sent in that cycle
       tells the value before, as one sent a cycle earlier would);
+    - a programmable engine's load bytes into it (not emptied by RESET), and back to ``sync``
+      the count of those it took, with the image in force and ``refused`` (as the values in
+      force are), so that the link answers a LOAD once its bytes are in the engine and the
+      answer to a load's last chunk tells the load's outcome;
     - the resets: the ``sync`` reset and every accepted RESET hold the engine's domain in reset
-      (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings,
-      until the engine's domain was seen in reset;
+      (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings
+      but the loads', until the engine's domain was seen in reset;
     - STATUS's ``idle``: the engine's domain tells, through a synchroniser, that nothing went
       into or came out of the engine for as many of its cycles as the link waits of its own.
 
