@@ -660,25 +660,33 @@ def _answers(top, got: dict):
     return watch
 
 
-def _loads_back_to_back(engine_mhz, loads):
-    """:func:`_programmable_top` in Amaranth's simulator: after RESET, each load of ``loads``
-    from :data:`LOADER` as ``nfacep load`` sends it, the bulk back to back, then the last
-    ``LOAD_TAIL`` bytes the moment the board's answer to the bulk has left it (a host taking
-    no time). Returns the script (sender, UDP payload), the answers (UDP payloads, in order)
+def _as_nfacep_load_sends(data: bytes) -> list[list[tuple[Endpoint, bytes]]]:
+    """The load ``data`` from :data:`LOADER` as ``nfacep load`` sends it: the bulk, then the
+    last ``LOAD_TAIL`` bytes (two parts for :func:`_loads_back_to_back`)."""
+    from nfacep.links.protocol import engine_id
+
+    number = engine_id(_first(), PROGRAMMABLE)
+    tail_at = len(data) - udp.LOAD_TAIL
+    return [
+        [
+            (LOADER, udp.packet(PacketType.LOAD, chunk, engine_id=number, session=7))
+            for chunk in udp.load_chunks(data, start=start, end=end)
+        ]
+        for start, end in ((0, tail_at), (tail_at, None))
+    ]
+
+
+def _loads_back_to_back(engine_mhz, parts):
+    """:func:`_programmable_top` in Amaranth's simulator: after RESET, the packets of each
+    part of ``parts`` (lists of (sender, UDP payload)) back to back, the next part the moment
+    the board's answer to the last packet of the part before has left it (a host taking no
+    time). Returns the script (sender, UDP payload), the answers (UDP payloads, in order)
     and, for each answer, the load bytes the engine had taken (at its configuration port)
     when the answer began to leave."""
     from amaranth.sim import Simulator
 
     bench, top, engine = _programmable_top(engine_mhz)
     script = [(HOST, udp.packet(PacketType.RESET, session=SESSION))]
-    parts = []
-    for data in loads:
-        tail_at = len(data) - udp.LOAD_TAIL
-        for start, end in ((0, tail_at), (tail_at, None)):
-            chunks = udp.load_chunks(data, start=start, end=end)
-            parts.append(
-                [udp.packet(PacketType.LOAD, c, engine_id=top.engine_id, session=7) for c in chunks]
-            )
     got = {"answers": [], "at_start": [], "now": 0}
 
     async def send(ctx, sender, payload):
@@ -695,10 +703,12 @@ def _loads_back_to_back(engine_mhz, loads):
         await send(ctx, *script[0])
         await ctx.tick().repeat(400)  # (RESET settles)
         for part in parts:
-            for payload in part:
-                script.append((LOADER, payload))
-                await send(ctx, LOADER, payload)
-            while len(got["answers"]) < len(script):  # the answer to its last chunk is out
+            for sender, payload in part:
+                script.append((sender, payload))
+                await send(ctx, sender, payload)
+            for _ in range(20000):  # (one answer to each packet; a missing one fails the test)
+                if len(got["answers"]) == len(script):
+                    break
                 await ctx.tick()
 
     async def taken(ctx):  # the load bytes the engine took, on its clock
@@ -765,7 +775,8 @@ def check_loads_answered_once_in(engine_mhz):
     good = load(one, 0)
     damaged = bytearray(good)
     damaged[30] ^= 1
-    script, answers, at_start = _loads_back_to_back(engine_mhz, [good, bytes(damaged)])
+    parts = _as_nfacep_load_sends(good) + _as_nfacep_load_sends(bytes(damaged))
+    script, answers, at_start = _loads_back_to_back(engine_mhz, parts)
     assert len(answers) == len(script) == 5  # (RESET's, then one per LOAD)
     statuses = [_status(a) for a in answers]
     bulk = len(good) - udp.LOAD_TAIL
@@ -783,3 +794,35 @@ def check_loads_answered_once_in(engine_mhz):
     model = UdpBoardModel(first, PROGRAMMABLE)
     want = [model.feed(payload, (".".join(map(str, s.ip)), s.port)) for s, payload in script]
     assert [[d for _, d in w] for w in want[1:]] == [[a] for a in answers[1:]]
+
+
+@pytest.mark.slow
+def test_a_load_under_way_at_reset_is_refused_and_its_answer_still_comes():
+    """With the engine on a slow clock of its own, RESET right behind a load's bulk, while the
+    bulk's bytes still cross into the engine: RESET's answer goes to the session's host at
+    once, the bulk's to the loader once its bytes are in the engine (RESET does not empty
+    the crossing of loads); the load is refused when its tail comes (the engine's check of it
+    started again), and the same load sent again is in force. The answers from the tail on
+    are the software board's, byte for byte."""
+    from nfacep.image import Capacity, EngineShape, image, load
+
+    first = _first()
+    program = first.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(PROGRAMMABLE))
+    one = image(first, shape)
+    good = load(one, 0)
+    bulk, tail = _as_nfacep_load_sends(good)
+    reset = (HOST, udp.packet(PacketType.RESET, session=SESSION))
+    parts = [[*bulk, reset], tail, *_as_nfacep_load_sends(good)]
+    script, answers, at_start = _loads_back_to_back(25.0, parts)
+    assert len(answers) == len(script) == 6
+    heads = [udp.decode_header(a)["session"] for a in answers]
+    assert heads == [SESSION, SESSION, 7, 7, 7, 7]  # (RESET's answer before the bulk's)
+    assert at_start[2] == len(bulk[-1][1]) - udp.HEADER_BYTES - udp.LOAD_HEADER_BYTES
+    statuses = [_status(a) for a in answers]
+    named = int.from_bytes(bytes.fromhex(one.fingerprint), "little")
+    assert [s["image"] for s in statuses[2:]] == [0, 0, 0, named]
+    assert [s["refused"] for s in statuses[2:]] == [0, 1, 1, 1]
+    model = UdpBoardModel(first, PROGRAMMABLE)
+    want = [model.feed(payload, (".".join(map(str, s.ip)), s.port)) for s, payload in script]
+    assert [d for w in want[3:] for _, d in w] == answers[3:]
