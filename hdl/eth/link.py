@@ -25,7 +25,7 @@ from nfacep.links.udp.protocol import SESSION_IDLE_CYCLES
 
 from ..stream import ReadAheadAsyncFIFO, SkidBuffer, StreamQueue, cross
 from .headers import INDEX_BITS
-from .link_events import COUNTERS, LinkEvents
+from .link_events import COUNTERS, ENDPOINT, LinkEvents
 from .mac import MacTx
 from .payload import event_layout
 from .payload_tx import UdpTx
@@ -183,7 +183,6 @@ class UdpLink(LinkEvents, wiring.Component):
 
     def _members(self, tuple_layout, record_layout, params_bits: int) -> dict:
         """The component's ports (the class's description)."""
-        endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
         members = {
             **GMII_MEMBERS,
             "o_stream": Out(stream.Signature(tuple_layout)),
@@ -195,11 +194,11 @@ class UdpLink(LinkEvents, wiring.Component):
             "status_request": Out(1),
             "reset_request": Out(1),
             "arp_request": Out(1),
-            "peer": Out(endpoint),
+            "peer": Out(ENDPOINT),
             "session": Out(32),
-            "arp_peer": Out(endpoint),
+            "arp_peer": Out(ENDPOINT),
             "echo_request": Out(1),
-            "echo_peer": Out(endpoint),
+            "echo_peer": Out(ENDPOINT),
             "echo_length": Out(16),
             "echo_checksum": Out(16),
             "activity": Out(1),

@@ -12,7 +12,7 @@ from nfacep.links.udp.protocol import FRAME_CLASSES
 from ..stream import gray
 from .payload import EventKind
 
-__all__ = ["BREAK_ANSWER", "COUNTERS", "LinkEvents"]
+__all__ = ["BREAK_ANSWER", "COUNTERS", "ENDPOINT", "LinkEvents"]
 
 #: For the tests that show the answer to a LOAD waits for its bytes: ``"early"`` answers a
 #: LOAD with bytes as its event comes, as a LOAD without bytes, when its bytes may not be in
