@@ -321,7 +321,9 @@ class UdpTop(wiring.Component):
         ``refused`` and the bytes the engine took (:meth:`_config_port`) back, together
         (:meth:`_agreed`), so that STATUS never pairs one image with another's tuple, and an
         answer that the count of bytes releases tells the outcome of the load they end; the
-        image and the count survive RESET, the tuple and ``refused`` go back to 0."""
+        image and the count survive RESET, the tuple and ``refused`` go back to 0. (With the
+        engine's clock as fast as the link's, two samples may not agree while the engine takes
+        a load's bytes, one a cycle: the four are then taken once it stops.)"""
         m.domains.engine_load = ClockDomain("engine_load", local=True)
         m.d.comb += ClockSignal("engine_load").eq(self.engine_clk)
         m.submodules.engine_load_reset = ResetSynchronizer(
