@@ -4,7 +4,7 @@ received counted in its class, the TUPLES and PARAMS sequence check, the request
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Signal
+from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import data
 
 from nfacep.links.udp.protocol import FRAME_CLASSES
@@ -67,45 +67,46 @@ class LinkEvents:
         self._status_session = Signal(32)
         self._status_numbered = Signal()
         self._load_offset = Signal(32)
+        peer = Cat(event.mac, event.ip, event.port)
+        session = event.session
+        if self._load:  # (``answer`` comes in no cycle of an event, so of no other request)
+            peer = Mux(answer, self._load_peer, peer)
+            session = Mux(answer, self._load_session, session)
+        # (what the registers take does not follow the event's decode: the request enables
+        # them; timing)
         with m.If(self.status_request):
             m.d.sync += [
-                self._status_numbered.eq(event.kind != EventKind.LOAD),
-                self._status_peer.mac.eq(event.mac),
-                self._status_peer.ip.eq(event.ip),
-                self._status_peer.port.eq(event.port),
-                self._status_session.eq(event.session),
+                self._status_numbered.eq((event.kind != EventKind.LOAD) & ~answer),
+                self._status_peer.eq(peer),
+                self._status_session.eq(session),
             ]
         if self._load:
-            with m.If(answer):  # (no other request in its cycle)
-                m.d.sync += [
-                    self._status_numbered.eq(0),
-                    self._status_peer.eq(self._load_peer),
-                    self._status_session.eq(self._load_session),
-                ]
             with m.If(valid):
                 m.d.sync += self._load_offset.eq(event.load_offset)
 
-    def _load_answer(self, m, chunk, asked, event):
+    def _load_answer(self, m, chunk, valid, event):
         """The answer to an accepted LOAD with bytes (``chunk``; its event's ``seq`` holds
-        them), once they are all in the engine: ``received`` counts the bytes of those LOADs
-        (modulo ``2**len(config_taken)``), and the answer waits until ``config_taken`` (the
-        bytes the engine took, a load's last one once the engine checked the load) reaches
-        it. Only the last such LOAD's sender is kept: one that comes while an earlier one's
-        answer waits takes its place. The answer is offered in no cycle of another request
-        (``asked``), so that neither takes the other's place. Returns the cycle it is made.
+        how many), once they are all in the engine: ``received`` counts the bytes of those
+        LOADs (modulo ``2**len(config_taken)``), and the answer waits until ``config_taken``
+        (the bytes the engine took, a load's last one once the engine checked the load)
+        reaches it. Only the last such LOAD's sender is kept: one that comes while an earlier
+        one's answer waits takes its place. The answer is made in no cycle of an event
+        (``valid``), so that no other request takes its place nor it another's. Returns the
+        cycle it is made, from registers only (timing: it selects what 128 flip-flops of
+        the asker take).
 
-        The count's compare is registered (timing), and false in the cycle after a LOAD's
-        bytes were counted, when it compared the count before them; ``config_taken`` never
-        passes ``received``, so a compare true a cycle ago holds until another LOAD comes.
-        Nothing here is reset by RESET: the load bytes on their way survive it."""
+        The count's compare is registered (timing), and false in the cycle after an event,
+        when it compared the count before a LOAD's bytes; ``config_taken`` never passes
+        ``received``, so a compare true a cycle ago holds until another LOAD comes. Nothing
+        here is reset by RESET: the load bytes on their way survive it."""
         width = len(self.config_taken)
         received = Signal(width)
         waits, taken = Signal(), Signal()
         answer = Signal()
         self._load_peer = Signal(ENDPOINT)
         self._load_session = Signal(32)
-        m.d.sync += taken.eq((gray(received, width) == self.config_taken) & ~chunk)
-        m.d.comb += answer.eq(waits & taken & ~asked)
+        m.d.sync += taken.eq((gray(received, width) == self.config_taken) & ~valid)
+        m.d.comb += answer.eq(waits & taken & ~valid)
         with m.If(chunk):
             m.d.sync += [
                 received.eq(received + event.seq[:width]),
@@ -152,7 +153,7 @@ class LinkEvents:
         # an accepted LOAD with bytes is answered once they are in the engine, the others' at once
         chunk = Signal()
         if self._load and BREAK_ANSWER != "early":
-            m.d.comb += chunk.eq(accepted & (kind == EventKind.LOAD) & event.seq.any())
+            m.d.comb += chunk.eq(accepted & (kind == EventKind.LOAD) & event.load_data)
         asked = Signal()
         m.d.comb += asked.eq(
             accepted
@@ -164,7 +165,7 @@ class LinkEvents:
             )
             & ~chunk
         )
-        answer = self._load_answer(m, chunk, asked, event) if self._load else Const(0)
+        answer = self._load_answer(m, chunk, valid, event) if self._load else Const(0)
         m.d.comb += [
             counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
             counts["late"].eq(late),

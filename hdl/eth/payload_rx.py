@@ -138,7 +138,7 @@ class PayloadRx(Classify, wiring.Component):
     flags go to ``load_write`` (``data`` and ``last``: the flags' last bit on the chunk's final
     byte), committed with ``load_commit`` when it is accepted, when its offset is where the
     load stands (``bad_load`` else) and its bytes fit (``load_overflow``: ``engine_full``).
-    A LOAD's event carries its bytes (those after the offset and flags) in ``seq``.
+    A LOAD's event says whether it carries bytes (``load_data``) and how many (``seq``).
     """
 
     def __init__(
@@ -259,6 +259,8 @@ class PayloadRx(Classify, wiring.Component):
             ]
             if self._params_bytes:
                 m.d.sync += ev.payload.switch.eq(switch)
+            if self._load:
+                m.d.sync += ev.payload.load_data.eq(h.load_data)
         self._session(m, s)
         # (from the event's registers: timing)
         accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & (
