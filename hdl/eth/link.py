@@ -304,10 +304,11 @@ class UdpLink(LinkEvents, wiring.Component):
         wiring.connect(m, tx.o_stream, skid.i_stream)
         wiring.connect(m, skid.o_stream, buffer.i_stream)
         wiring.connect(m, buffer.o_stream, mac.i_stream)
-        # (registered: the event's decode and the transmit side's request flag are placed
-        # far apart; timing. The asker's registers and RESET's clear are in place by then.)
-        status_request = Signal()
-        m.d.sync += status_request.eq(self.status_request)
+        # (registered, by LinkEvents._asker: the event's decode and the transmit side's
+        # request flag are placed far apart; timing. The asker's registers take their values
+        # at the edge the transmit side takes the request, which reads them a cycle later at
+        # the earliest; RESET's clear is in place by then.)
+        status_request = self._status_asked
         m.d.comb += [
             self.txd.eq(mac.txd),
             self.tx_en.eq(mac.tx_en),

@@ -67,16 +67,22 @@ class LinkEvents:
         self._status_session = Signal(32)
         self._status_numbered = Signal()
         self._load_offset = Signal(32)
+        # (the request and the answer's cycle registered: they enable and steer these
+        # registers a cycle later, from flip-flops, not from the event's decode, which reached
+        # their 128 enables through a LUT of its own and far routing: timing, the link clock's
+        # slowest path. The event's fields stay until the next event, many cycles away; the
+        # transmit side takes the request from the same register, and these a cycle later)
+        self._status_asked = asked = Signal()
+        answered = Signal()
+        m.d.sync += [asked.eq(self.status_request), answered.eq(answer)]
         peer = Cat(event.mac, event.ip, event.port)
         session = event.session
         if self._load:  # (``answer`` comes in no cycle of an event, so of no other request)
-            peer = Mux(answer, self._load_peer, peer)
-            session = Mux(answer, self._load_session, session)
-        # (what the registers take does not follow the event's decode: the request enables
-        # them; timing)
-        with m.If(self.status_request):
+            peer = Mux(answered, self._load_peer, peer)
+            session = Mux(answered, self._load_session, session)
+        with m.If(asked):
             m.d.sync += [
-                self._status_numbered.eq((event.kind != EventKind.LOAD) & ~answer),
+                self._status_numbered.eq((event.kind != EventKind.LOAD) & ~answered),
                 self._status_peer.eq(peer),
                 self._status_session.eq(session),
             ]
