@@ -125,6 +125,11 @@ class ProgrammableEngine(SdramPins, ProgrammableGuards, wiring.Component):
     image_from : ``Out(counter_width)``
         The first tuple the image in force judged: the tuple count when it took over (0 after
         a reset: the image has judged every tuple since).
+    checking : ``Out(1)``
+        High from the cycle after a load's last byte is taken until its outcome shows: counted
+        in ``refused``, in force (``image``, ``image_from``), not applied again (the last load
+        taken, again), or waiting for its tuple (the tuple count has not reached it). The
+        port takes no byte meanwhile.
 
     Only with ``store="sdram"`` and PARTITION:
 
@@ -181,6 +186,7 @@ class ProgrammableEngine(SdramPins, ProgrammableGuards, wiring.Component):
                 "refused": Out(counter_width),
                 "image": Out(64),
                 "image_from": Out(counter_width),
+                "checking": Out(1),
                 "tuples": Out(counter_width),
                 "matched": Out(counter_width),
                 "drops": Out(counter_width),
@@ -308,6 +314,7 @@ class ProgrammableEngine(SdramPins, ProgrammableGuards, wiring.Component):
         m.d.comb += [
             due.eq(self.tuples - at),
             self._block.eq((pending | ended | (count >= AT_BYTES)) & ~due[-1]),
+            self.checking.eq(ended | (pending & ~due[-1])),
         ]
         with m.If(pending & ~due[-1] & self._empty):
             m.d.sync += [

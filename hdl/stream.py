@@ -32,6 +32,7 @@ __all__ = [
     "StreamQueue",
     "TupleGatherer",
     "cross",
+    "gray",
 ]
 
 
@@ -295,7 +296,7 @@ class TupleGatherer(wiring.Component):
         return m
 
 
-def _gray(value: Value, width: int) -> Value:
+def gray(value: Value, width: int) -> Value:
     """``value`` (its ``width`` low bits) in Gray code."""
     value = value[:width]
     return value ^ value[1:]
@@ -369,7 +370,7 @@ class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
         write = self.w_en & self.w_rdy if self._checked else self.w_en
         w += [
             produce.eq(produce + write),
-            produce_gray.eq(_gray(produce + write, bits + 1)),
+            produce_gray.eq(gray(produce + write, bits + 1)),
             consume_w.eq(_binary(consume_w_gray)),
             self.w_level.eq(produce - consume_w),
         ]
@@ -421,7 +422,7 @@ class ReadAheadAsyncFIFO(Elaboratable, fifo.FIFOInterface):
                     data.eq(rp.data),
                     valid.eq(1),
                     consume.eq(consume + 1),
-                    consume_gray.eq(_gray(consume + 1, bits + 1)),
+                    consume_gray.eq(gray(consume + 1, bits + 1)),
                 ]
             with m.Elif(self.r_en):
                 r += valid.eq(0)

@@ -25,13 +25,13 @@ from nfacep.links.udp.protocol import SESSION_IDLE_CYCLES
 
 from ..stream import ReadAheadAsyncFIFO, SkidBuffer, StreamQueue, cross
 from .headers import INDEX_BITS
-from .link_events import COUNTERS, LinkEvents
+from .link_events import COUNTERS, ENDPOINT, LinkEvents
 from .mac import MacTx
 from .payload import event_layout
 from .payload_tx import UdpTx
-from .rx import LOAD_BYTE, EthRx
+from .rx import LOAD_BYTE, LOAD_CAPACITY, EthRx
 
-__all__ = ["CAPACITY", "GMII_MEMBERS", "UdpLink"]
+__all__ = ["CAPACITY", "GMII_MEMBERS", "LOAD_COUNT_BITS", "UdpLink"]
 
 #: Bytes of the receive buffer: two ECP5 block RAMs, room for two full frames of tuples.
 CAPACITY = 4096
@@ -51,6 +51,10 @@ GMII_MEMBERS = {
 TUPLE_FIFO_DEPTH = 16
 #: The load bytes the clock-domain crossing holds.
 LOAD_FIFO_DEPTH = 16
+#: The bits of the counts of load bytes (``UdpLink.config_taken``): more than the bytes that can
+#: be on their way into the engine (the receive buffer of loads, two crossings and the
+#: registers around them), so that the counts compare modulo their range.
+LOAD_COUNT_BITS = (LOAD_CAPACITY + 4 * LOAD_FIFO_DEPTH).bit_length()
 
 
 class UdpLink(LinkEvents, wiring.Component):
@@ -113,10 +117,17 @@ class UdpLink(LinkEvents, wiring.Component):
         With ``load`` (a programmable engine): the bytes of the loads (the engine's
         ``i_config``), crossed from the receive clock's domain as the tuples are. An accepted
         LOAD (from the session host's IPv4 address while a session is alive, else from any
-        sender) is answered with STATUS to its sender.
+        sender) is answered with STATUS to its sender: one without bytes at once, one with
+        bytes once ``config_taken`` counts them (an accepted LOAD with bytes that comes while
+        an earlier one's answer waits takes its place: the earlier one goes unanswered).
     image, refused, image_from : ``In(64)``, ``In(32)``, ``In(32)``
         With ``load``: the engine's image in force, loads refused and the first tuple the
         image in force judged, for STATUS.
+    config_taken : ``In(LOAD_COUNT_BITS)``
+        With ``load``: the bytes of ``o_config`` the engine took, modulo
+        ``2**LOAD_COUNT_BITS``, in Gray code, a load's last byte counted once the engine
+        checked the load (``image``, ``refused`` and ``image_from`` tell its outcome by
+        then); it survives RESET, as the load bytes on their way to the engine do.
     """
 
     def __init__(
@@ -172,7 +183,6 @@ class UdpLink(LinkEvents, wiring.Component):
 
     def _members(self, tuple_layout, record_layout, params_bits: int) -> dict:
         """The component's ports (the class's description)."""
-        endpoint = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
         members = {
             **GMII_MEMBERS,
             "o_stream": Out(stream.Signature(tuple_layout)),
@@ -184,11 +194,11 @@ class UdpLink(LinkEvents, wiring.Component):
             "status_request": Out(1),
             "reset_request": Out(1),
             "arp_request": Out(1),
-            "peer": Out(endpoint),
+            "peer": Out(ENDPOINT),
             "session": Out(32),
-            "arp_peer": Out(endpoint),
+            "arp_peer": Out(ENDPOINT),
             "echo_request": Out(1),
-            "echo_peer": Out(endpoint),
+            "echo_peer": Out(ENDPOINT),
             "echo_length": Out(16),
             "echo_checksum": Out(16),
             "activity": Out(1),
@@ -203,6 +213,7 @@ class UdpLink(LinkEvents, wiring.Component):
             members["image"] = In(64)
             members["refused"] = In(32)
             members["image_from"] = In(32)
+            members["config_taken"] = In(LOAD_COUNT_BITS)
         return members
 
     def elaborate(self, platform):
@@ -293,10 +304,11 @@ class UdpLink(LinkEvents, wiring.Component):
         wiring.connect(m, tx.o_stream, skid.i_stream)
         wiring.connect(m, skid.o_stream, buffer.i_stream)
         wiring.connect(m, buffer.o_stream, mac.i_stream)
-        # (registered: the event's decode and the transmit side's request flag are placed
-        # far apart; timing. The asker's registers and RESET's clear are in place by then.)
-        status_request = Signal()
-        m.d.sync += status_request.eq(self.status_request)
+        # (registered, by LinkEvents._asker: the event's decode and the transmit side's
+        # request flag are placed far apart; timing. The asker's registers take their values
+        # at the edge the transmit side takes the request, which reads them a cycle later at
+        # the earliest; RESET's clear is in place by then.)
+        status_request = self._status_asked
         m.d.comb += [
             self.txd.eq(mac.txd),
             self.tx_en.eq(mac.tx_en),

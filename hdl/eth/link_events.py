@@ -4,14 +4,22 @@ received counted in its class, the TUPLES and PARAMS sequence check, the request
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Signal
+from amaranth.hdl import Cat, Const, Mux, Signal
 from amaranth.lib import data
 
 from nfacep.links.udp.protocol import FRAME_CLASSES
 
+from ..stream import gray
 from .payload import EventKind
 
-__all__ = ["COUNTERS", "LinkEvents"]
+__all__ = ["BREAK_ANSWER", "COUNTERS", "ENDPOINT", "LinkEvents"]
+
+#: For the tests that show the answer to a LOAD waits for its bytes: ``"early"`` answers a
+#: LOAD with bytes as its event comes, as a LOAD without bytes, when its bytes may not be in
+#: the engine yet. ``None`` (always, outside those tests): as :meth:`LinkEvents._load_answer`.
+BREAK_ANSWER: str | None = None
+#: Where an answer goes.
+ENDPOINT = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
 
 #: The counters the link keeps (STATUS reports them, :data:`.payload.STATUS_FIELDS`).
 COUNTERS = (
@@ -51,24 +59,72 @@ class LinkEvents:
                 self.echo_checksum.eq(event.seq[16:]),
             ]
 
-    def _asker(self, m, valid, event):
+    def _asker(self, m, valid, event, answer):
         """Where STATUS goes: to whoever asked for it (the session's host; a LOAD's sender,
-        any station), with its session id; and where the load being received stands."""
-        self._status_peer = Signal(data.StructLayout({"mac": 48, "ip": 32, "port": 16}))
+        any station), with its session id, or with ``answer`` to the LOAD whose bytes are now
+        in the engine (:meth:`_load_answer`); and where the load being received stands."""
+        self._status_peer = Signal(ENDPOINT)
         self._status_session = Signal(32)
         self._status_numbered = Signal()
         self._load_offset = Signal(32)
-        with m.If(self.status_request):
+        # (the request and the answer's cycle registered: they enable and steer these
+        # registers a cycle later, from flip-flops, not from the event's decode, which reached
+        # their 128 enables through a LUT of its own and far routing: timing, the link clock's
+        # slowest path. The event's fields stay until the next event, many cycles away; the
+        # transmit side takes the request from the same register, and these a cycle later)
+        self._status_asked = asked = Signal()
+        answered = Signal()
+        m.d.sync += [asked.eq(self.status_request), answered.eq(answer)]
+        peer = Cat(event.mac, event.ip, event.port)
+        session = event.session
+        if self._load:  # (``answer`` comes in no cycle of an event, so of no other request)
+            peer = Mux(answered, self._load_peer, peer)
+            session = Mux(answered, self._load_session, session)
+        with m.If(asked):
             m.d.sync += [
-                self._status_numbered.eq(event.kind != EventKind.LOAD),
-                self._status_peer.mac.eq(event.mac),
-                self._status_peer.ip.eq(event.ip),
-                self._status_peer.port.eq(event.port),
-                self._status_session.eq(event.session),
+                self._status_numbered.eq((event.kind != EventKind.LOAD) & ~answered),
+                self._status_peer.eq(peer),
+                self._status_session.eq(session),
             ]
         if self._load:
             with m.If(valid):
                 m.d.sync += self._load_offset.eq(event.load_offset)
+
+    def _load_answer(self, m, chunk, valid, event):
+        """The answer to an accepted LOAD with bytes (``chunk``; its event's ``seq`` holds
+        how many), once they are all in the engine: ``received`` counts the bytes of those
+        LOADs (modulo ``2**len(config_taken)``), and the answer waits until ``config_taken``
+        (the bytes the engine took, a load's last one once the engine checked the load)
+        reaches it. Only the last such LOAD's sender is kept: one that comes while an earlier
+        one's answer waits takes its place. The answer is made in no cycle of an event
+        (``valid``), so that no other request takes its place nor it another's. Returns the
+        cycle it is made, from registers only (timing: it selects what 128 flip-flops of
+        the asker take).
+
+        The count's compare is registered (timing), and false in the cycle after an event,
+        when it compared the count before a LOAD's bytes; ``config_taken`` never passes
+        ``received``, so a compare true a cycle ago holds until another LOAD comes. Nothing
+        here is reset by RESET: the load bytes on their way survive it."""
+        width = len(self.config_taken)
+        received = Signal(width)
+        waits, taken = Signal(), Signal()
+        answer = Signal()
+        self._load_peer = Signal(ENDPOINT)
+        self._load_session = Signal(32)
+        m.d.sync += taken.eq((gray(received, width) == self.config_taken) & ~valid)
+        m.d.comb += answer.eq(waits & taken & ~valid)
+        with m.If(chunk):
+            m.d.sync += [
+                received.eq(received + event.seq[:width]),
+                waits.eq(1),
+                self._load_peer.mac.eq(event.mac),
+                self._load_peer.ip.eq(event.ip),
+                self._load_peer.port.eq(event.port),
+                self._load_session.eq(event.session),
+            ]
+        with m.Elif(answer):
+            m.d.sync += waits.eq(0)
+        return answer
 
     def _events(self, m, valid, event):
         """Count each frame in its class, check TUPLES' ``seq``, raise the requests."""
@@ -100,18 +156,26 @@ class LinkEvents:
             late.eq(tuples_packet & behind & ~self.reset_request),
             lost_gap.eq(gap),
         ]
+        # an accepted LOAD with bytes is answered once they are in the engine, the others' at once
+        chunk = Signal()
+        if self._load and BREAK_ANSWER != "early":
+            m.d.comb += chunk.eq(accepted & (kind == EventKind.LOAD) & event.load_data)
+        asked = Signal()
+        m.d.comb += asked.eq(
+            accepted
+            & (
+                (kind == EventKind.STATUS_REQ)
+                | (kind == EventKind.RESET)
+                | (kind == EventKind.CLOSE)
+                | (kind == EventKind.LOAD)
+            )
+            & ~chunk
+        )
+        answer = self._load_answer(m, chunk, valid, event) if self._load else Const(0)
         m.d.comb += [
             counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
             counts["late"].eq(late),
-            self.status_request.eq(
-                accepted
-                & (
-                    (kind == EventKind.STATUS_REQ)
-                    | (kind == EventKind.RESET)
-                    | (kind == EventKind.CLOSE)
-                    | (kind == EventKind.LOAD)
-                )
-            ),
+            self.status_request.eq(asked | answer),
             self.arp_request.eq(accepted & (kind == EventKind.ARP)),
             self.echo_request.eq(accepted & (kind == EventKind.ECHO)),
             counts["echoes"].eq(self.echo_request),
@@ -137,7 +201,7 @@ class LinkEvents:
         with m.If(tuples_packet & ~behind):
             m.d.sync += self.next_seq.eq(event.seq + 1)
         self._peers(m, accepted & (kind == EventKind.RESET), event)
-        self._asker(m, valid, event)
+        self._asker(m, valid, event, answer)
         with m.If(self.reset_request):  # RESET zeroes the counts (its own frame's included)
             m.d.sync += [getattr(self.counters, name).eq(0) for name in COUNTERS]
             m.d.sync += self.next_seq.eq(0)

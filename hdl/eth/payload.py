@@ -76,7 +76,8 @@ def event_layout(params_bytes: int = 0, load: bool = False) -> data.StructLayout
     its ICMP checksum in the high ones); with ``params_bytes`` (bytes of the engine's runtime
     parameters), a PARAMS packet's body (``switch``: the tuple number in the low 48 bits, the
     values above); with ``load`` (a programmable engine), ``load_offset``: where the load being
-    received stands after the frame (STATUS's)."""
+    received stands after the frame (STATUS's), ``load_data``: a LOAD carries bytes of a load,
+    and a LOAD's ``seq`` holds how many."""
     fields = {
         "cls": FrameClass,
         "kind": EventKind,
@@ -90,6 +91,7 @@ def event_layout(params_bytes: int = 0, load: bool = False) -> data.StructLayout
         fields["switch"] = 8 * (SWITCH_BYTES + params_bytes)
     if load:
         fields["load_offset"] = 32
+        fields["load_data"] = 1
     return data.StructLayout(fields)
 
 

@@ -52,10 +52,11 @@ class _Header:
         self.command_ok = Signal(reset_less=True)
         self.params_ok = Signal(reset_less=True)
         # a LOAD: its offset and flags are there, it has bytes of the load; and its next
-        # offset (where the load stands after it), at the frame's end
+        # offset (where the load stands after it) and its bytes, at the frame's end
         self.load_ok = Signal(reset_less=True)
         self.load_data = Signal(reset_less=True)
         self.load_next = Signal(32, reset_less=True)
+        self.load_bytes = Signal(16, reset_less=True)
         self.load_skip = Signal(range(LOAD_HEADER_BYTES + 1), reset_less=True)
         self.load_offset = Signal(32)  # (combinational) the LOAD's offset and flags
         self.load_flags = Signal(8)
@@ -137,6 +138,7 @@ class PayloadRx(Classify, wiring.Component):
     flags go to ``load_write`` (``data`` and ``last``: the flags' last bit on the chunk's final
     byte), committed with ``load_commit`` when it is accepted, when its offset is where the
     load stands (``bad_load`` else) and its bytes fit (``load_overflow``: ``engine_full``).
+    A LOAD's event says whether it carries bytes (``load_data``) and how many (``seq``).
     """
 
     def __init__(
@@ -243,6 +245,8 @@ class PayloadRx(Classify, wiring.Component):
         m.d.sync += ev.valid.eq(verdict)
         echo = Cat(lower.ip_length, lower.icmp_checksum)
         seq = Mux(h.kind == EventKind.ECHO, echo, h.seq) if self._icmp else h.seq
+        if self._load:
+            seq = Mux(h.kind == EventKind.LOAD, h.load_bytes, seq)
         with m.If(verdict):
             m.d.sync += [
                 ev.payload.cls.eq(cls),
@@ -255,6 +259,8 @@ class PayloadRx(Classify, wiring.Component):
             ]
             if self._params_bytes:
                 m.d.sync += ev.payload.switch.eq(switch)
+            if self._load:
+                m.d.sync += ev.payload.load_data.eq(h.load_data)
         self._session(m, s)
         # (from the event's registers: timing)
         accept_tuples = (ev.payload.cls == FrameClass.ACCEPTED) & (
@@ -286,7 +292,10 @@ class PayloadRx(Classify, wiring.Component):
         expected = self._expected_now
         header_end = UDP.length + PAYLOAD.length + LOAD_HEADER_BYTES
         with m.If(self.end):
-            m.d.sync += h.load_next.eq(h.load_offset + self.lower.udp_length - header_end)
+            m.d.sync += [
+                h.load_next.eq(h.load_offset + self.lower.udp_length - header_end),
+                h.load_bytes.eq(self.lower.udp_length - header_end),
+            ]
         moves = Signal()
         target = Signal(32, reset_less=True)
         m.d.sync += moves.eq(

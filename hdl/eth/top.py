@@ -14,15 +14,15 @@ from amaranth.hdl import (
     ResetSignal,
     Signal,
 )
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.fifo import AsyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from nfacep.links.protocol import SWITCH_BYTES
 
-from ..stream import ReadAheadAsyncFIFO, cross
-from .link import CAPACITY, GMII_MEMBERS, LOAD_FIFO_DEPTH, UdpLink
+from ..stream import ReadAheadAsyncFIFO, cross, gray
+from .link import CAPACITY, GMII_MEMBERS, LOAD_COUNT_BITS, LOAD_FIFO_DEPTH, UdpLink
 
 __all__ = ["UdpTop"]
 
@@ -55,9 +55,13 @@ class UdpTop(wiring.Component):
       samples agree: they change only at a switch; the agreement is registered, so a value
       reaches STATUS a cycle after the two samples that agree: a STATUS sent in that cycle
       tells the value before, as one sent a cycle earlier would);
+    - a programmable engine's load bytes into it (not emptied by RESET), and back to ``sync``
+      the count of those it took, with the image in force and ``refused`` (as the values in
+      force are), so that the link answers a LOAD once its bytes are in the engine and the
+      answer to a load's last chunk tells the load's outcome;
     - the resets: the ``sync`` reset and every accepted RESET hold the engine's domain in reset
-      (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings,
-      until the engine's domain was seen in reset;
+      (asynchronously asserted, released in step with ``engine_clk``) and empty the crossings
+      but the loads', until the engine's domain was seen in reset;
     - STATUS's ``idle``: the engine's domain tells, through a synchroniser, that nothing went
       into or came out of the engine for as many of its cycles as the link waits of its own.
 
@@ -176,11 +180,12 @@ class UdpTop(wiring.Component):
         wiring.connect(m, link.o_stream, engine.i_stream)
         wiring.connect(m, engine.o_stream, link.i_stream)
         if self._programmable:
-            wiring.connect(m, link.o_config, engine.i_config)
+            taken = self._config_port(m, "sync", link.o_config, engine, link.engine_reset)
             m.d.comb += [
                 link.image.eq(engine.image),
                 link.refused.eq(engine.refused),
                 link.image_from.eq(engine.image_from),
+                link.config_taken.eq(taken),
             ]
         if self._link_args["params_bits"]:
             m.d.comb += [
@@ -309,31 +314,70 @@ class UdpTop(wiring.Component):
         return params.r_rdy & engine.i_params.ready
 
     def _load_crossing(self, m, link, engine, flush):
-        """A programmable engine's load bytes into its domain, as the tuples cross (emptied
-        with the engine's reset: a chunk's bytes still crossing at RESET are lost, and the
-        load is refused when its last chunk comes); the image in force and ``refused`` back,
-        as the values in force (the image survives RESET, ``refused`` does not)."""
+        """A programmable engine's load bytes into its domain, in a crossing that RESET does
+        not empty (written in ``sync``, whose reset is the board's; the engine's reset leaves
+        the entries in it): a load being received at RESET is refused all the same, since
+        the engine's check of it starts again. The image in force, the first tuple it judged,
+        ``refused`` and the bytes the engine took (:meth:`_config_port`) back, together
+        (:meth:`_agreed`), so that STATUS never pairs one image with another's tuple, and an
+        answer that the count of bytes releases tells the outcome of the load they end; the
+        image and the count survive RESET, the tuple and ``refused`` go back to 0. (With the
+        engine's clock as fast as the link's, two samples may not agree while the engine takes
+        a load's bytes, one a cycle: the four are then taken once it stops.)"""
+        m.domains.engine_load = ClockDomain("engine_load", local=True)
+        m.d.comb += ClockSignal("engine_load").eq(self.engine_clk)
+        m.submodules.engine_load_reset = ResetSynchronizer(
+            ResetSignal("sync"), domain="engine_load"
+        )
+        config = stream.Signature(link.o_config.payload.shape()).create()
         cross(
             m,
             "config_in",
             link.o_config,
-            engine.i_config,
+            config,
             depth=LOAD_FIFO_DEPTH,
-            w_domain="to_engine",
+            w_domain="sync",
             r_domain="engine",
-            room_domain="sync",  # (registered, as the tuples' crossing)
-            hold=flush,
         )
-        # the image and the tuple it took over at cross together, so that STATUS never pairs
-        # one image with another's tuple; the tuple (not the image) back to 0 at a RESET
-        both = Cat(engine.image, engine.image_from)
-        image = self._agreed(m, "image", both, link, flush, 0, survives=len(engine.image))
-        refused = self._agreed(m, "refused", engine.refused, link, flush, 0)
+        taken = self._config_port(m, "engine_load", config, engine, ResetSignal("engine"))
+        kept = Cat(engine.image, taken)
+        both = Cat(kept, engine.image_from, engine.refused)
+        back = self._agreed(m, "image", both, link, flush, 0, survives=len(kept))
+        fields = iter((engine.image, taken, engine.image_from, engine.refused))
+        at = 0
+        for port in (link.image, link.config_taken, link.image_from, link.refused):
+            width = len(next(fields))
+            m.d.comb += port.eq(back[at : at + width])
+            at += width
+
+    def _config_port(self, m, domain, source, engine, hold):
+        """The load bytes of the stream ``source`` into the engine's ``i_config``, none while
+        ``hold`` (the engine's reset, which would lose the outcome of a load that ends then)
+        nor while a load's outcome is not out yet; returns the bytes the engine took
+        (:attr:`UdpLink.config_taken`: modulo ``2**LOAD_COUNT_BITS``, in Gray code, a load's
+        last byte counted once the engine's ``checking`` falls), a register of ``domain``, the
+        engine's clock and the board's reset (RESET leaves it). It counts at most one a cycle,
+        so that its Gray code changes a bit at a time, and a sample of it in another clock's
+        domain is one of its values."""
+        port = engine.i_config
+        ending = Signal()  # a load's last byte taken, its outcome not out yet
+        count = Signal(LOAD_COUNT_BITS)
+        code = Signal(LOAD_COUNT_BITS)
+        open_ = ~hold & ~ending
         m.d.comb += [
-            link.image.eq(image[: len(engine.image)]),
-            link.image_from.eq(image[len(engine.image) :]),
-            link.refused.eq(refused),
+            port.valid.eq(source.valid & open_),
+            port.payload.eq(source.payload),
+            source.ready.eq(port.ready & open_),
         ]
+        took = port.valid & port.ready
+        out = ending & ~engine.checking
+        step = (took & ~port.payload.last) | out
+        with m.If(took & port.payload.last):
+            m.d[domain] += ending.eq(1)
+        with m.Elif(out):
+            m.d[domain] += ending.eq(0)
+        m.d[domain] += [count.eq(count + step), code.eq(gray(count + step, LOAD_COUNT_BITS))]
+        return code
 
     def _agreed(self, m, name, value, link, flush, initial, survives=0):
         """``value`` of the engine's domain in ``sync``: through a synchroniser, taken when

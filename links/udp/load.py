@@ -7,8 +7,10 @@ from the session host's IPv4 address, from any of its ports): it sends LOAD pack
 board's STATUS answer carries it back, so the loader knows which of its packets the board took),
 asks for STATUS with LOAD packets without bytes, and learns from STATUS the engine (``engine``,
 the capacities, the store), where the load being received stands (``load_offset``: a lost chunk
-is sent again from there), the loads refused and the image in force. :func:`load_image` is the
-whole conversation.
+is sent again from there), the loads refused and the image in force. The board answers a LOAD
+with bytes once they are in the engine, and a load's last chunk once the engine checked the
+load, so that answer tells its outcome: in force, refused, or waiting for its tuple (the one
+case where the loader asks again). :func:`load_image` is the whole conversation.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ __all__ = ["Loaded", "load_image"]
 STATUS_BYTES = fields_size(STATUS_FIELDS)
 #: Seconds a STATUS request waits for its answer before it is asked again.
 ROUND = 0.05
-#: While a load the board took is not in force yet, STATUS is asked again at once, then after
-#: pauses doubling from the first to the most (seconds).
+#: While a load the board checked waits for its tuple, STATUS is asked again after pauses
+#: doubling from the first to the most (seconds).
 PAUSE_FIRST, PAUSE_MOST = 0.0001, 0.01
 
 
@@ -149,8 +151,9 @@ class _Loader:
 
     def deliver(self, data: bytes, status: dict) -> dict:
         """Send the load ``data`` until the board took it whole (the answer to its last chunk
-        came, or STATUS shows it no longer under way); the STATUS after it. ``status``: the
-        board's latest, which names its engine and where a load under way stands."""
+        came, which tells its outcome, or STATUS shows it no longer under way); the STATUS
+        after it. ``status``: the board's latest, which names its engine and where a load
+        under way stands."""
         engine_id = status["engine_id"]
         refused = status["refused"]
         if status["load_offset"]:  # another loader's load left unfinished: end it (refused)
@@ -207,9 +210,10 @@ def load_image(
     engine. Raises :class:`~nfacep.image.ImageError` (exit 2) before sending anything when the
     file does not fit the board's engine, :class:`~.host.EngineMismatchError` when the board's
     engine is for another stream declaration or key, :class:`LinkError` when the board refuses
-    the load. With ``wait``, returns once the image is in force (else once the board took the
-    load whole). ``before`` is called with the image before it is sent (``nfacep load``
-    records the file there: the run streaming meanwhile may see it in force at once)."""
+    the load. With ``wait``, returns once the image is in force (else once the board checked
+    the load: in force or waiting for its tuple). ``before`` is called with the image before
+    it is sent (``nfacep load`` records the file there: the run streaming meanwhile may see it
+    in force at once)."""
     loader = _Loader(sock, address, timeout)
     status = loader.ask()
     params = board_engine(status, nfa, given)
@@ -242,11 +246,11 @@ def load_image(
                 f"force within --timeout {timeout:g} s (it is from tuple {start}; the engine "
                 f"took {status['tuples']})"
             )
-        # the engine checks the load (microseconds), or waits for its tuple: asked again at
-        # once, then less and less often, so that a load waiting for a far tuple does not
-        # flood the board with questions
-        if pause:
-            time.sleep(pause)
+        # the load waits for its tuple (or, when the answer to its last chunk was lost, an
+        # empty LOAD's answer, made at once, came before the engine checked it): asked again
+        # less and less often, so that a load waiting for a far tuple does not flood the board
+        # with questions
         pause = min(max(2 * pause, PAUSE_FIRST), PAUSE_MOST)
+        time.sleep(pause)
         before = status["refused_before"]
         status = {**loader.ask(), "refused_before": before}

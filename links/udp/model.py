@@ -73,8 +73,9 @@ class UdpBoardModel(BoardModel):
     session is alive, from the session host's IPv4 address (any port) while one is (another
     sender's is ``foreign``), reassembled
     in order as the gateware does (a chunk elsewhere than where the load stands is
-    ``bad_load``), each answered with STATUS to its sender (its ``image`` and ``refused``
-    from before the load the chunk ends, if it ends one); the engine is an
+    ``bad_load``), each answered with STATUS to its sender once its bytes are in the engine
+    (at once: the engine is infinitely fast; the answer to a load's last chunk tells the
+    load's outcome, in force, waiting for its tuple or refused); the engine is an
     :class:`~nfacep.links.model.ImageEngine`. The load being received and the image in force
     survive RESET.
     """
@@ -212,19 +213,17 @@ class UdpBoardModel(BoardModel):
         chunk = body[LOAD_HEADER_BYTES:]
         last = bool(chunk) and bool(body[4] & LOAD_LAST)
         self.assembling += chunk
-        whole = bytes(self.assembling)
         if last:
+            whole = bytes(self.assembling)
             self.assembling = bytearray()
-        # (as the gateware: made as the chunk's bytes enter the engine, before it checked the
-        # load they end)
-        answer = self._status_packet(decode_header(data)["session"])
-        if last:
             if self.doomed:
                 self.images.refused += 1
             else:
                 self.images.load(whole)
             self.doomed = False
-        return [(sender, answer)]
+        # (as the gateware: made once the chunk's bytes are in the engine, and it checked the
+        # load they end: refused, in force, or waiting for its tuple)
+        return [(sender, self._status_packet(decode_header(data)["session"]))]
 
     def feed(self, data: bytes, sender: Address) -> list[tuple[Address, bytes]]:
         """The board's answers to ``data`` from ``sender``: (address, payload) pairs."""

@@ -425,12 +425,14 @@ def test_load_sends_its_last_bytes_once_the_rest_is_answered(files, capsys, lost
     once the board answered the rest, so that what the engine still takes in after the load's
     last byte is those few bytes; a LOAD or an answer lost on the way (the bulk, its answer,
     the tail, the tail's answer) is sent again from where STATUS says the load stands, and the
-    image comes in force all the same."""
+    image comes in force all the same. With nothing lost the loader asks for STATUS once, at
+    the start: the answer to the tail tells that the image is in force."""
     from test_udp_host import proxy
 
     from nfacep.links.udp.protocol import HEADER_BYTES, LOAD_HEADER_BYTES, LOAD_TAIL
 
     fed: list[tuple[int, int, bool]] = []  # (offset, bytes, last) of each chunk the board took
+    asked = []  # the LOADs without bytes (STATUS questions) the board got
 
     def dropping(way):
         return lambda head, count, resets: LOSSES[lost] == (way, head["type"], count)
@@ -444,6 +446,8 @@ def test_load_sends_its_last_bytes_once_the_rest_is_answered(files, capsys, lost
             if data[1] == 0x06 and len(body) > LOAD_HEADER_BYTES and model.last == "accepted":
                 offset = int.from_bytes(body[:4], "little")
                 fed.append((offset, len(body) - LOAD_HEADER_BYTES, bool(body[4] & 1)))
+            elif data[1] == 0x06:
+                asked.append(data)
             return out
 
         model.feed = recording
@@ -456,3 +460,4 @@ def test_load_sends_its_last_bytes_once_the_rest_is_answered(files, capsys, lost
     assert fed[-1][2] and 0 < fed[-1][1] <= LOAD_TAIL
     assert fed[-2][0] + fed[-2][1] == fed[-1][0]  # the rest was taken before the tail came
     assert sum(n for _, n, _ in fed) > LOAD_TAIL
+    assert len(asked) == 1 if lost == "nothing" else len(asked) > 1

@@ -609,3 +609,220 @@ def _udp(frame: bytes) -> tuple[Endpoint, bytes]:
     """A UDP frame the board sent: (destination, payload)."""
     parsed = udp.parse_frame(frame)
     return parsed["dst"], parsed["payload"]
+
+
+# --- the answer to a LOAD once its bytes are in the engine ----------------------------------
+
+
+def _programmable_top(engine_mhz):
+    """The UDP top with the programmable engine (:data:`PROGRAMMABLE`, for :data:`FIRST`'s
+    stream; on the receive clock, or on a clock of its own ``eng`` at ``engine_mhz``) in a
+    bench whose ``sync`` is the receive clock: (bench, top, engine)."""
+    from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module
+
+    from nfacep.hdl.eth.top import UdpTop
+    from nfacep.hdl.programmable import ProgrammableEngine
+    from nfacep.image import Capacity, EngineShape
+
+    program = _first().program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(PROGRAMMABLE))
+    engine = ProgrammableEngine(shape, PROGRAMMABLE)
+    top = UdpTop(engine, mac=BOARD.mac, ip=BOARD.ip, port=BOARD.port, engine_clock=bool(engine_mhz))
+
+    class Bench(Elaboratable):
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.top = top
+            m.d.comb += top.rx_clk.eq(ClockSignal("sync"))
+            if engine_mhz:
+                m.domains.eng = ClockDomain("eng")
+                m.d.comb += top.engine_clk.eq(ClockSignal("eng"))
+            return m
+
+    return Bench(), top, engine
+
+
+def _answers(top, got: dict):
+    """A background testbench: the UDP payloads ``top`` sends, in ``got["answers"]``, and
+    ``got["now"]`` when each began, in ``got["at_start"]``."""
+
+    async def watch(ctx):
+        frame = bytearray()
+        async for _, _, en, byte in ctx.tick().sample(top.tx_en, top.txd):
+            if en and not frame:
+                got["at_start"].append(got["now"])
+            if en:
+                frame.append(byte)
+            elif frame:
+                got["answers"].append(_udp(bytes(frame[8:-4]))[1])
+                frame = bytearray()
+
+    return watch
+
+
+def _as_nfacep_load_sends(data: bytes) -> list[list[tuple[Endpoint, bytes]]]:
+    """The load ``data`` from :data:`LOADER` as ``nfacep load`` sends it: the bulk, then the
+    last ``LOAD_TAIL`` bytes (two parts for :func:`_loads_back_to_back`)."""
+    from nfacep.links.protocol import engine_id
+
+    number = engine_id(_first(), PROGRAMMABLE)
+    tail_at = len(data) - udp.LOAD_TAIL
+    return [
+        [
+            (LOADER, udp.packet(PacketType.LOAD, chunk, engine_id=number, session=7))
+            for chunk in udp.load_chunks(data, start=start, end=end)
+        ]
+        for start, end in ((0, tail_at), (tail_at, None))
+    ]
+
+
+def _loads_back_to_back(engine_mhz, parts):
+    """:func:`_programmable_top` in Amaranth's simulator: after RESET, the packets of each
+    part of ``parts`` (lists of (sender, UDP payload)) back to back, the next part the moment
+    the board's answer to the last packet of the part before has left it (a host taking no
+    time). Returns the script (sender, UDP payload), the answers (UDP payloads, in order)
+    and, for each answer, the load bytes the engine had taken (at its configuration port)
+    when the answer began to leave."""
+    from amaranth.sim import Simulator
+
+    bench, top, engine = _programmable_top(engine_mhz)
+    script = [(HOST, udp.packet(PacketType.RESET, session=SESSION))]
+    got = {"answers": [], "at_start": [], "now": 0}
+
+    async def send(ctx, sender, payload):
+        frame = udp.udp_frame(sender, BOARD, payload)
+        for byte in b"\x55" * 7 + b"\xd5" + frame + udp.ethernet_fcs(frame):
+            ctx.set(top.rxd, byte)
+            ctx.set(top.rx_dv, 1)
+            await ctx.tick()
+        ctx.set(top.rx_dv, 0)
+        await ctx.tick().repeat(12)  # (the minimum gap)
+
+    async def drive(ctx):
+        await ctx.tick().repeat(20)
+        await send(ctx, *script[0])
+        await ctx.tick().repeat(400)  # (RESET settles)
+        for part in parts:
+            for sender, payload in part:
+                script.append((sender, payload))
+                await send(ctx, sender, payload)
+            for _ in range(20000):  # (one answer to each packet; a missing one fails the test)
+                if len(got["answers"]) == len(script):
+                    break
+                await ctx.tick()
+
+    async def taken(ctx):  # the load bytes the engine took, on its clock
+        port = engine.i_config
+        async for _, _, valid, ready in ctx.tick("eng" if engine_mhz else "sync").sample(
+            port.valid, port.ready
+        ):
+            got["now"] += valid and ready
+
+    sim = Simulator(bench)
+    sim.add_clock(8e-9)
+    if engine_mhz:
+        sim.add_clock(1e-6 / engine_mhz, domain="eng")
+    sim.add_testbench(drive)
+    sim.add_testbench(_answers(top, got), background=True)
+    sim.add_testbench(taken, background=True)
+    sim.run()
+    return script, got["answers"], got["at_start"]
+
+
+def _first():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        query = pathlib.Path(folder) / "first.sql"
+        query.write_text(FIRST)
+        return compile_file(query)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine_mhz", [None, 25.0])
+def test_a_load_is_answered_once_its_bytes_are_in_the_engine(engine_mhz):
+    """The board answers a LOAD with bytes once they are all in the engine, and a load's last
+    chunk once the engine checked the load: sent as ``nfacep load`` sends it, the tail the
+    moment the bulk's answer arrives (a host taking no time), the bulk is in the engine when
+    its answer leaves, and the answer to the tail tells the outcome: a good load in force
+    (from tuple 0), a damaged one refused, the query in force unchanged; with the engine on
+    the receive clock or on a slow one of its own. The answers are the software board's
+    (infinitely fast), byte for byte."""
+    check_loads_answered_once_in(engine_mhz)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine_mhz", [None, 25.0])
+def test_an_answer_made_as_the_bytes_enter_is_caught(monkeypatch, engine_mhz):
+    """A link that answers a LOAD with bytes as its event comes (``BREAK_ANSWER``), as it did
+    before 2026-11-28, before they are in the engine: the bulk is not all in the engine when
+    its answer leaves, and the answer to the load's last chunk does not count the load."""
+    from nfacep.hdl.eth import link_events
+
+    monkeypatch.setattr(link_events, "BREAK_ANSWER", "early")
+    with pytest.raises(AssertionError):
+        check_loads_answered_once_in(engine_mhz)
+
+
+def check_loads_answered_once_in(engine_mhz):
+    """:func:`test_a_load_is_answered_once_its_bytes_are_in_the_engine`'s checks."""
+    from nfacep.image import Capacity, EngineShape, image, load
+
+    first = _first()
+    program = first.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(PROGRAMMABLE))
+    one = image(first, shape)
+    good = load(one, 0)
+    damaged = bytearray(good)
+    damaged[30] ^= 1
+    parts = _as_nfacep_load_sends(good) + _as_nfacep_load_sends(bytes(damaged))
+    script, answers, at_start = _loads_back_to_back(engine_mhz, parts)
+    assert len(answers) == len(script) == 5  # (RESET's, then one per LOAD)
+    statuses = [_status(a) for a in answers]
+    bulk = len(good) - udp.LOAD_TAIL
+    # the bulk in the engine when its answer leaves; the whole load (its last byte checked)
+    # when the tail's does
+    assert at_start[1:] == [bulk, len(good), len(good) + bulk, 2 * len(good)]
+    named = int.from_bytes(bytes.fromhex(one.fingerprint), "little")
+    assert [s["image"] for s in statuses[1:]] == [0, named, named, named]
+    assert [s["refused"] for s in statuses[1:]] == [0, 0, 0, 1]
+    assert statuses[2]["image_from"] == 0 and statuses[2]["load_offset"] == 0
+    assert [s["load_offset"] for s in statuses[1:]] == [bulk, 0, bulk, 0]
+    for (_, payload), answer in zip(script[1:], answers[1:], strict=True):
+        assert udp.decode_header(answer)["session"] == udp.decode_header(payload)["session"]
+    # (RESET's answer says the engine is not idle with the engine's domain in reset)
+    model = UdpBoardModel(first, PROGRAMMABLE)
+    want = [model.feed(payload, (".".join(map(str, s.ip)), s.port)) for s, payload in script]
+    assert [[d for _, d in w] for w in want[1:]] == [[a] for a in answers[1:]]
+
+
+@pytest.mark.slow
+def test_a_load_under_way_at_reset_is_refused_and_its_answer_still_comes():
+    """With the engine on a slow clock of its own, RESET right behind a load's bulk, while the
+    bulk's bytes still cross into the engine: RESET's answer goes to the session's host at
+    once, the bulk's to the loader once its bytes are in the engine (RESET does not empty
+    the crossing of loads); the load is refused when its tail comes (the engine's check of it
+    started again), and the same load sent again is in force. The answers from the tail on
+    are the software board's, byte for byte."""
+    from nfacep.image import Capacity, EngineShape, image, load
+
+    first = _first()
+    program = first.program
+    shape = EngineShape(program.schema, program.partition_fields, Capacity.of(PROGRAMMABLE))
+    one = image(first, shape)
+    good = load(one, 0)
+    bulk, tail = _as_nfacep_load_sends(good)
+    reset = (HOST, udp.packet(PacketType.RESET, session=SESSION))
+    parts = [[*bulk, reset], tail, *_as_nfacep_load_sends(good)]
+    script, answers, at_start = _loads_back_to_back(25.0, parts)
+    assert len(answers) == len(script) == 6
+    heads = [udp.decode_header(a)["session"] for a in answers]
+    assert heads == [SESSION, SESSION, 7, 7, 7, 7]  # (RESET's answer before the bulk's)
+    assert at_start[2] == len(bulk[-1][1]) - udp.HEADER_BYTES - udp.LOAD_HEADER_BYTES
+    statuses = [_status(a) for a in answers]
+    named = int.from_bytes(bytes.fromhex(one.fingerprint), "little")
+    assert [s["image"] for s in statuses[2:]] == [0, 0, 0, named]
+    assert [s["refused"] for s in statuses[2:]] == [0, 1, 1, 1]
+    model = UdpBoardModel(first, PROGRAMMABLE)
+    want = [model.feed(payload, (".".join(map(str, s.ip)), s.port)) for s, payload in script]
+    assert [d for w in want[3:] for _, d in w] == answers[3:]
