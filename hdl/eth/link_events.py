@@ -126,6 +126,27 @@ class LinkEvents:
             m.d.sync += waits.eq(0)
         return answer
 
+    def _asked(self, m, accepted, event):
+        """``(chunk, asked)``: an accepted LOAD with bytes, answered once they are in the
+        engine (:meth:`_load_answer`), and the accepted frames answered at once (STATUS_REQ,
+        RESET, CLOSE and a LOAD without bytes)."""
+        kind = event.kind
+        chunk = Signal()
+        if self._load and BREAK_ANSWER != "early":
+            m.d.comb += chunk.eq(accepted & (kind == EventKind.LOAD) & event.load_data)
+        asked = Signal()
+        m.d.comb += asked.eq(
+            accepted
+            & (
+                (kind == EventKind.STATUS_REQ)
+                | (kind == EventKind.RESET)
+                | (kind == EventKind.CLOSE)
+                | (kind == EventKind.LOAD)
+            )
+            & ~chunk
+        )
+        return chunk, asked
+
     def _events(self, m, valid, event):
         """Count each frame in its class, check TUPLES' ``seq``, raise the requests."""
         counts = {name: Signal(name=f"pulse_{name}") for name in COUNTERS}
@@ -156,21 +177,7 @@ class LinkEvents:
             late.eq(tuples_packet & behind & ~self.reset_request),
             lost_gap.eq(gap),
         ]
-        # an accepted LOAD with bytes is answered once they are in the engine, the others' at once
-        chunk = Signal()
-        if self._load and BREAK_ANSWER != "early":
-            m.d.comb += chunk.eq(accepted & (kind == EventKind.LOAD) & event.load_data)
-        asked = Signal()
-        m.d.comb += asked.eq(
-            accepted
-            & (
-                (kind == EventKind.STATUS_REQ)
-                | (kind == EventKind.RESET)
-                | (kind == EventKind.CLOSE)
-                | (kind == EventKind.LOAD)
-            )
-            & ~chunk
-        )
+        chunk, asked = self._asked(m, accepted, event)
         answer = self._load_answer(m, chunk, valid, event) if self._load else Const(0)
         m.d.comb += [
             counts["tuples"].eq(self.o_stream.valid & self.o_stream.ready),
