@@ -97,8 +97,10 @@ def count_prepared_flipflops(top, platform) -> int:
         pending.append(DomainLowerer()(pin_fragment))
     # per signal: the signal, its (module, domain) drivers, the bits clocked domains assign
     signals: dict[int, tuple[object, set, set]] = {}
+    seen = []  # every fragment kept alive while their ids tell the modules apart
     while pending:
         frag = pending.pop()
+        seen.append(frag)
         pending.extend(sub for sub, _name, _loc in frag.subfragments)
         for domain, statements in frag.statements.items():
             for signal, bit in _assigned_bits(statements):
