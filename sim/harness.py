@@ -75,12 +75,13 @@ def switch_plusargs(config: dict, run_dir) -> list[str]:
 def counter_ports(sidecar: dict) -> dict[str, int]:
     """The engine's counters (name: width): its output ports besides the streams, the
     parameter registers and the SDRAM's pins, and a programmable engine's configuration port,
-    ``configured`` flag and ``image`` fingerprint (docs/formats.md, "The Verilog sidecar")."""
+    ``configured`` and ``checking`` flags and ``image`` fingerprint (docs/formats.md, "The
+    Verilog sidecar")."""
     return {
         name: p["width"]
         for name, p in sidecar["ports"].items()
         if p["dir"] == "out"
-        and name not in ("param_values", "configured", "image")
+        and name not in ("param_values", "configured", "checking", "image")
         and not name.startswith(("i_stream__", "o_stream__", "i_params__", "sdram__", "i_config__"))
     }
 
