@@ -36,7 +36,7 @@ import hashlib
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import UsageError
 from .image_atoms import ATOMS_PER_STATE, OPS, Atom, Atoms, Refused, Truth, truth_table
@@ -167,8 +167,8 @@ class EngineShape:
         lo, hi = self.operand_range()
         return lo - hi - 1, hi - lo + 1
 
-    @property
-    def fingerprint(self) -> bytes:
+    @functools.cached_property
+    def fingerprint(self) -> bytes:  # (made once: a loader and an engine ask several times)
         c = self.capacity
         text = ";".join(f"{f.name}:{f.type}" for f in self.schema.fields)
         text += f"|{','.join(self.partition_fields)}|{c.states},{c.atoms},{c.queries}"
@@ -188,6 +188,59 @@ def _signed_bits(lo: int, hi: int) -> int:
 def config_fields(shape: EngineShape) -> list[tuple[str, int]]:
     """:func:`_config_fields` (made once per shape: every image made for it asks)."""
     return list(_config_fields(shape))
+
+
+class _Unpacking(NamedTuple):
+    """Where :meth:`Image.from_body` finds each field of :func:`config_fields` (made once per
+    shape; an index into the fields' list): ``fields``, each field's offset and mask in the
+    word; per atom, its ``field``, ``other``, ``uses_other``, ``op`` and ``constant``; per
+    state, its atoms' (a tuple), ``table``, ``activation``, ``start``, ``accept``, ``query``;
+    ``rest``, the other fields (by name)."""
+
+    fields: tuple[tuple[int, int], ...]
+    atoms: tuple[tuple[int, int, int, int, int], ...]
+    states: tuple[tuple[tuple[int, ...], int, int, int, int, int], ...]
+    rest: tuple[tuple[int, str], ...]
+
+
+@functools.lru_cache(maxsize=16)
+def _unpacking(shape: EngineShape) -> _Unpacking:
+    fields = config_fields(shape)
+    at = {name: k for k, (name, _) in enumerate(fields)}
+    offsets, offset = [], 0
+    for _, width in fields:
+        offsets.append((offset, (1 << width) - 1))
+        offset += width
+    c = shape.capacity
+    taken: set[int] = set()
+
+    def index(name: str) -> int:
+        taken.add(at[name])
+        return at[name]
+
+    atoms = tuple(
+        (
+            index(f"atom{a}.field"),
+            index(f"atom{a}.other"),
+            index(f"atom{a}.uses_other"),
+            index(f"atom{a}.op"),
+            index(f"atom{a}.constant"),
+        )
+        for a in range(c.atoms)
+    )
+    states = tuple(
+        (
+            tuple(index(f"state{i}.atom{j}") for j in range(ATOMS_PER_STATE)),
+            index(f"state{i}.table"),
+            index(f"state{i}.activation"),
+            index(f"state{i}.start"),
+            index(f"state{i}.accept"),
+            index(f"state{i}.query"),
+        )
+        for i in range(c.states)
+    )
+    rest = tuple((k, name) for k, (name, _) in enumerate(fields) if k not in taken)
+    return _Unpacking(tuple(offsets), atoms, states, rest)
 
 
 @functools.lru_cache(maxsize=16)
@@ -316,39 +369,37 @@ class Image:
         """The configuration a body holds (the inverse of :meth:`body`, every slot, the
         unused ones all zero): what a load writes into the engine, for a software engine
         that runs it (:class:`nfacep.links.model.ImageEngine`)."""
+        plan = _unpacking(shape)
         word = int.from_bytes(body, "little")
-        values, offset = {}, 0
-        for name, width in config_fields(shape):
-            values[name] = word >> offset & ((1 << width) - 1)
-            offset += width
+        v = [word >> offset & mask for offset, mask in plan.fields]
         c = shape.capacity
         cbits = _signed_bits(*shape.constant_range())
         atoms = []
-        for a in range(c.atoms):
-            constant = values[f"atom{a}.constant"]
+        for field, other, uses_other, op, constant in plan.atoms:
+            constant = v[constant]
             constant -= (constant >> (cbits - 1)) << cbits  # two's complement
-            op = values[f"atom{a}.op"]
+            code = v[op]
             atoms.append(
                 Atom(
-                    values[f"atom{a}.field"],
-                    OPS[op] if op < len(OPS) else "=",
-                    values[f"atom{a}.other"] if values[f"atom{a}.uses_other"] else None,
+                    v[field],
+                    OPS[code] if code < len(OPS) else "=",
+                    v[other] if v[uses_other] else None,
                     constant,
                 )
             )
         states = []
-        for i in range(c.states):
-            query = values[f"state{i}.query"]
+        for read, table, activation, start, accept, query in plan.states:
             states.append(
                 StateConfig(
-                    tuple(values[f"state{i}.atom{j}"] for j in range(ATOMS_PER_STATE)),
-                    values[f"state{i}.table"],
-                    values[f"state{i}.activation"],
-                    bool(values[f"state{i}.start"]),
-                    bool(values[f"state{i}.accept"]),
-                    query.bit_length() - 1,  # one-hot: -1 for an unused slot
+                    tuple(v[j] for j in read),
+                    v[table],
+                    v[activation],
+                    bool(v[start]),
+                    bool(v[accept]),
+                    v[query].bit_length() - 1,  # one-hot: -1 for an unused slot
                 )
             )
+        values = {name: v[k] for k, name in plan.rest}
         skip = tuple(bool(values[f"query{q}.skip"]) for q in range(c.queries))
         windows = tuple(values.get(f"query{q}.window", 0) for q in range(c.queries))
         return cls(shape, tuple(atoms), tuple(states), skip, windows, values.get("order", 0))
@@ -406,9 +457,10 @@ def image_file(shape: EngineShape, body: bytes) -> bytes:
     return head + body + hashlib.sha256(head + body).digest()[:_FINGERPRINT]
 
 
+@functools.lru_cache(maxsize=16)
 def body_size(shape: EngineShape) -> int:
     """Bytes of an image's body for engines of ``shape``."""
-    return (sum(w for _, w in config_fields(shape)) + 7) // 8
+    return (sum(w for _, w in _config_fields(shape)) + 7) // 8
 
 
 def read_body(shape: EngineShape, data: bytes) -> bytes:

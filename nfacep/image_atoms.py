@@ -6,6 +6,8 @@ no amaranth here."""
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,7 +56,21 @@ def _compare(op: str, a: float, b: float) -> bool:
     }[op]
 
 
-Truth = Callable[[dict[int, bool]], bool]
+#: a state's truth table: bit ``k`` is the condition where atom ``j`` of the state's is bit ``j``
+#: of ``k``
+_ROWS = 1 << ATOMS_PER_STATE
+_ALL = (1 << _ROWS) - 1
+#: each of a state's atoms as a truth table (bit ``k`` set where bit ``j`` of ``k`` is)
+_COLUMNS = tuple(sum(1 << k for k in range(_ROWS) if k >> j & 1) for j in range(ATOMS_PER_STATE))
+
+#: a condition over atoms: given each atom's column (:data:`_COLUMNS`), the condition's truth
+#: table (every row at once: bitwise, not row by row)
+Truth = Callable[[dict[int, int]], int]
+
+
+def _constant(value: bool) -> Truth:
+    table = _ALL if value else 0
+    return lambda v: table
 
 
 class Refused(Exception):
@@ -109,8 +125,7 @@ class Atoms:
         plus = [k for k, v in terms.items() if v == 1]
         minus = [k for k, v in terms.items() if v == -1]
         if not terms:
-            value = _compare(op, c, 0)
-            return (lambda v: value), set()
+            return _constant(_compare(op, c, 0)), set()
         if len(terms) == 1 and plus:  # f + c OP 0: f OP -c
             return self.atom(Atom(self.operand(plus[0]), op, None, -c))
         if len(terms) == 1 and minus:  # -f + c OP 0: f OP' c
@@ -122,25 +137,26 @@ class Atoms:
     def truth(self, e: P.PExpr) -> tuple[Truth, set[int]]:
         match e:
             case P.Const(value, "bool"):
-                b = bool(value)
-                return (lambda v: b), set()
+                return _constant(bool(value)), set()
             case P.FieldRef(name, BoolType()):
                 return self.atom(Atom(self.operand(name), "<>", None, 0))
             case P.Not(operand):
                 f, used = self.truth(operand)
-                return (lambda v: not f(v)), used
+                return (lambda v: _ALL & ~f(v)), used
             case P.And(items) | P.Or(items):
                 parts = [self.truth(i) for i in items]
                 fs = [f for f, _ in parts]
                 used = set().union(*(u for _, u in parts))
                 if isinstance(e, P.And):
-                    return (lambda v: all(f(v) for f in fs)), used
-                return (lambda v: any(f(v) for f in fs)), used
+                    return (
+                        lambda v: functools.reduce(operator.and_, (f(v) for f in fs), _ALL)
+                    ), used
+                return (lambda v: functools.reduce(operator.or_, (f(v) for f in fs), 0)), used
             case P.Cmp(op, left, right, "bool"):
                 (lf, lu), (rf, ru) = self.truth(left), self.truth(right)
                 if op == "=":
-                    return (lambda v: lf(v) == rf(v)), lu | ru
-                return (lambda v: lf(v) != rf(v)), lu | ru
+                    return (lambda v: _ALL & ~(lf(v) ^ rf(v))), lu | ru
+                return (lambda v: lf(v) ^ rf(v)), lu | ru
             case P.Cmp(op, left, right, "int" | "enum"):
                 return self.compare(op, left, right)
             case P.Cmp(op, left, right, "float"):
@@ -155,15 +171,14 @@ class Atoms:
         if isinstance(left, P.Const) and not isinstance(right, P.Const):
             left, right, op = right, left, FLIP[op]
         if isinstance(left, P.Const) and isinstance(right, P.Const):
-            value = _compare(op, float(left.value), float(right.value))  # NaN: only <>
-            return (lambda v: value), set()
+            # (NaN: only <> holds)
+            return _constant(_compare(op, float(left.value), float(right.value))), set()
         if not isinstance(left, P.FieldRef):
             raise Refused(f"{P.render(left)} is not a FLOAT32 field")
         if isinstance(right, P.Const):
             key = float32_key(float(right.value))
             if key is None:  # NaN: only <> holds
-                same = op == "<>"
-                return (lambda v: same), set()
+                return _constant(op == "<>"), set()
             return self.atom(Atom(self.operand(left.name), op, None, key))
         if isinstance(right, P.FieldRef):
             return self.atom(Atom(self.operand(left.name), op, self.operand(right.name), 0))
@@ -189,14 +204,11 @@ class Atoms:
             self.atom(Atom(f, ">=", None, lo)),
             self.atom(Atom(f, "<=", None, lo | span)),
         )
-        inside = op == "="
-        return (lambda v: (above(v) and below(v)) == inside), a | b
+        flip = 0 if op == "=" else _ALL
+        return (lambda v: (above(v) & below(v)) ^ flip), a | b
 
 
 def truth_table(f: Truth, atoms: tuple[int, ...]) -> int:
-    table = 0
-    for k in range(1 << ATOMS_PER_STATE):
-        values = {a: bool(k >> j & 1) for j, a in enumerate(atoms)}
-        if f(values):
-            table |= 1 << k
-    return table
+    """The state's table of condition ``f`` over ``atoms`` (at most :data:`ATOMS_PER_STATE`):
+    bit ``k`` is ``f`` where ``atoms[j]`` is bit ``j`` of ``k``."""
+    return f({a: _COLUMNS[j] for j, a in enumerate(atoms)})
