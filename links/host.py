@@ -177,10 +177,9 @@ def check_engine(
     engine is learnt from the board, and an option given that differs from the board's is an
     error naming both."""
     error = error or NoBoardError
-    if given is not None:
+    if given is not None:  # (learnt from the board: its engine id checked there)
         params = _learn_engine(board, nfa, given, link=link, error=error)
-    expected = engine_id(nfa, params)
-    if board["engine_id"] != expected:
+    elif board["engine_id"] != (expected := engine_id(nfa, params)):
         raise error(
             f"the board runs another engine (engine id {board['engine_id']:08x}, expected "
             f"{expected:08x} for this query file with {params.options()}): load the bitstream "

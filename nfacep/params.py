@@ -301,10 +301,10 @@ class EngineParams:
         """``{name: value}``, as sidecars, summaries and manifests record the parameters; a
         fixed engine's without ``engine`` and the programmable engine's capacities (so its
         records and engine id are those of before the programmable engine)."""
-        return {
-            name: value
-            for name, value in dataclasses.asdict(self).items()
-            if self.engine != "fixed" or name not in ("engine", *PROGRAMMABLE)
+        return {  # (every value is an int or a str: no deep copy, as asdict makes)
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if self.engine != "fixed" or f.name not in ("engine", *PROGRAMMABLE)
         }
 
     @classmethod
