@@ -19,6 +19,7 @@ from .partitioner_hints import PipelineHints
 
 __all__ = [
     "BREAK_SWAP",
+    "BREAK_SWAP_GROUP",
     "SWAP_GROUP_BITS",
     "SWAP_SPLIT_BITS",
     "StreamPartitioner",
@@ -28,10 +29,12 @@ __all__ = [
 
 
 #: Test-only: one group's copies of a stage's hit bits (:data:`SWAP_SPLIT_BITS`) broken on
-#: purpose, so that the tests show they catch it. ``"unloaded"``: the first group's copies are
-#: never loaded, so that group's bits swap as if the token found no element. ``None`` (always,
-#: outside those tests): nothing broken.
+#: purpose, so that the tests show they catch it. ``"unloaded"``: group
+#: :data:`BREAK_SWAP_GROUP`'s copies are never loaded, so that group's bits swap as if the token
+#: found no element. ``None`` (always, outside those tests): nothing broken.
 BREAK_SWAP: str | None = None
+#: Test-only: the group :data:`BREAK_SWAP` breaks (0: the state's lowest bits).
+BREAK_SWAP_GROUP = 0
 
 #: An element whose state is wider than :data:`SWAP_SPLIT_BITS` has its state split into
 #: groups of at most ``SWAP_GROUP_BITS``, each swapped by a decision of its own, worked out from
@@ -415,7 +418,7 @@ class _SwapPipeline(PipelineHints):
         for stage in range(last):
             for group in range(len(self.state_groups)):
                 en = self.advance
-                if BREAK_SWAP == "unloaded" and group == 0:
+                if BREAK_SWAP == "unloaded" and group == BREAK_SWAP_GROUP:
                     en = Const(0, 1)
                 name = f"st{stage}_g{group}"
                 candidate = register_copy(

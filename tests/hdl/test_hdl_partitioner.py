@@ -278,11 +278,14 @@ def test_state_swapped_in_groups(monkeypatch, depth, timer_bits, tick_tuples, al
     assert any(not r.fresh and not r.dropped for r in expected)
 
 
-def test_state_group_unloaded_is_caught(monkeypatch):
-    """The first group's copies of the hit registers never loaded (a broken path) are caught."""
+@pytest.mark.parametrize("group", range(STATE_WIDTH // 2))
+def test_state_group_unloaded_is_caught(monkeypatch, group):
+    """Any one group's copies of the hit registers never loaded (a broken path: the lowest
+    bits', the middle ones', the highest ones') are caught."""
     monkeypatch.setattr(partitioner, "SWAP_GROUP_BITS", 2)
     monkeypatch.setattr(partitioner, "SWAP_SPLIT_BITS", 2)
     monkeypatch.setattr(partitioner, "BREAK_SWAP", "unloaded")
+    monkeypatch.setattr(partitioner, "BREAK_SWAP_GROUP", group)
     tuples = random_tuples(random.Random(5), 200, 5)
     with pytest.raises(AssertionError, match="tuple"):
         check(tuples, depth=3, timer_bits=2, tick_tuples=3, seed=5, gap=0.3, stall=0.4)
