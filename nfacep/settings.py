@@ -10,7 +10,7 @@ that applies from tuple ``seq`` on (all of them at once, between tuples ``seq - 
 
 Values are written as in tuple files (docs/formats.md): an integer for UINT and INT, a decimal
 number for FLOAT32 (rounded to the nearest FLOAT32), a label for ENUM, ``true`` or ``false``
-for BOOL.
+for BOOL, a dotted quad for IPV4, an ISO 8601 time (or a day) for TIMESTAMP.
 """
 
 from __future__ import annotations

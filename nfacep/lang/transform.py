@@ -159,8 +159,9 @@ class ToAst(Transformer_NonRecursive):
             "unsupported",
             ast.Unsupported(
                 "SUBSET",
-                "union variables are only useful with MEASURES or navigation functions, "
-                "which the engine does not support",
+                "union variables only name groups of variables for measures and navigation "
+                "(LAST(U.price)); nfacep's measures read the first and last tuple of the "
+                "whole match and PREV the variable being defined, neither a variable by name",
                 pos=pos_of(kw),
             ),
         )

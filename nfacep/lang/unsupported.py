@@ -55,7 +55,8 @@ def call_error(name: str, pos: SourcePos | None) -> QueryError:
 
 _STRING_MATCHING = (
     "string matching is not supported: conditions compare fields (UINT, INT, "
-    "BOOL, ENUM, FLOAT32) with constants; test an ENUM with = or IN ('a', 'b')"
+    "BOOL, ENUM, FLOAT32, IPV4, TIMESTAMP) with constants; test an ENUM with = or "
+    "IN ('a', 'b'), an IPV4 with = or IN '10.0.0.0/8'"
 )
 _CASE = (
     "CASE is not supported: a condition is a Boolean expression; write "
