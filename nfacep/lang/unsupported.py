@@ -38,8 +38,8 @@ def call_error(name: str, pos: SourcePos | None) -> QueryError:
         )
     if name in _NAVIGATION:
         why = (
-            "navigates to another row; the hardware evaluates each predicate on the current "
-            "tuple alone"
+            "navigates to another row of the match (a logical offset); a condition reads the "
+            "current tuple and, with PREV(field, k), the k-th tuple before it in its partition"
         )
     elif name in _AGGREGATES:
         why = (
@@ -49,7 +49,10 @@ def call_error(name: str, pos: SourcePos | None) -> QueryError:
     elif name in _MATCH_FUNCTIONS:
         why = "needs to know how a match was bound, which the NFA does not keep"
     else:
-        why = "is not a known function; predicates use comparisons, +, -, AND, OR, NOT"
+        why = (
+            "is not a known function; conditions use comparisons, +, -, * by a constant, "
+            "AND, OR, NOT and PREV"
+        )
     return QueryError(f"{name}() is not supported: it {why}", pos)
 
 
