@@ -13,6 +13,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from nfacep.errors import NfacepError
 from nfacep.lang import predicates as P
 from nfacep.lang.types import BoolType, EnumType, Float32Type, IntType, Ipv4Type, UIntType
 from nfacep.lang.values import FLOAT32_INF, FLOAT32_SIGN, float32_key
@@ -36,8 +37,13 @@ __all__ = [
 SPLIT_LOW = 16
 
 
-class DecoderError(Exception):
-    """A predicate the decoder cannot build in hardware (raised at elaboration)."""
+class DecoderError(NfacepError):
+    """A predicate the decoder cannot build in hardware (raised at elaboration). The checker
+    refuses every condition the decoder cannot build, so this is nfacep's own fault: the
+    command line says so (exit 2) rather than show a traceback."""
+
+    def render(self) -> str:
+        return f"{self} (the query passed nfacep's checks: this is a bug of nfacep's, report it)"
 
 
 _SIGN, _INF = FLOAT32_SIGN, FLOAT32_INF
@@ -414,6 +420,8 @@ class _Builder:
                 return self.view[name]
             case P.Param(name, Ipv4Type()):
                 return self.params[name]
+            case P.Prev(_, Ipv4Type()):
+                return self._prev(e)
             case P.Const(value, "ipv4"):
                 return int(value)
         raise _Unsupported(f"not an IPV4 value: {P.render(e)}")

@@ -14,6 +14,7 @@ from amaranth.sim import Simulator
 
 import nfacep
 from nfacep import wire
+from nfacep.errors import NfacepError
 from nfacep.hdl.decoder import DecoderError, PredicateDecoder, float32_key
 from nfacep.hdl.layout import tuple_layout
 from nfacep.io.tuples import Tuples
@@ -487,8 +488,10 @@ def test_zero_latency_without_clock(nfa):
 def test_unbuildable_predicate_is_named(nfa):
     bad = P.Cmp("=", P.FieldRef("u8", UIntType(8)), P.Const(1, "int"), "complex")
     broken = dataclasses.replace(nfa, predicates=(*nfa.predicates[:2], Predicate(2, bad)))
-    with pytest.raises(DecoderError, match=r"p2 for predicate 'u8 = 1'.*'complex'"):
+    with pytest.raises(DecoderError, match=r"p2 for predicate 'u8 = 1'.*'complex'") as err:
         rtlil.convert(PredicateDecoder(broken))
+    # (the command line prints a NfacepError, exit 2, not a traceback; it says whose fault)
+    assert isinstance(err.value, NfacepError) and "a bug of nfacep's" in err.value.render()
 
 
 def test_no_predicates():

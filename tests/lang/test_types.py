@@ -117,6 +117,48 @@ def test_ipv4_in_the_gateware(tmp_path, store):
     )
 
 
+IP_PREV_QUERY = """\
+CREATE STREAM flows (src IPV4, dst IPV4);
+SELECT * FROM flows MATCH_RECOGNIZE (
+    PARTITION BY src
+    AFTER MATCH SKIP PAST LAST ROW
+    PATTERN (HOP BACK)
+    DEFINE HOP AS dst <> PREV(dst) AND PREV(dst) IN '10.0.0.0/8',
+           BACK AS dst = PREV(BACK.dst, 2)
+) AS bounce;
+"""
+IP_PREV_ROWS = """\
+src,dst
+192.168.0.1,10.0.0.1
+192.168.0.1,10.0.0.2
+192.168.0.1,10.0.0.1
+192.168.0.2,8.8.8.8
+192.168.0.2,10.0.0.5
+192.168.0.2,8.8.8.8
+192.168.0.2,10.0.0.5
+192.168.0.1,10.0.0.2
+192.168.0.1,10.0.0.1
+"""
+# .1: 0 has no PREV (unknown: neither); 1 HOP; 2 BACK (= 0's): a match at 2, which is also a
+# HOP, but its run began where the match ended (skipped past); 7 HOP, 8 BACK: a match at 8.
+# .2: 4 is no HOP (8.8.8.8 is not in 10/8), so 5 (= 3's) is no match, but a HOP; 6 (= 4's) is.
+IP_PREV_MATCHES = (
+    "seq,query,partition\n2,bounce,192.168.0.1\n6,bounce,192.168.0.2\n8,bounce,192.168.0.1\n"
+)
+
+
+@pytest.mark.parametrize(
+    "store",
+    [("--store", "pipeline", "--partitions", "4"), ("--store", "table", "--partitions", "64")],
+)
+def test_ipv4_prev_in_the_gateware(tmp_path, store):
+    """PREV of an IPV4 field, compared with a field, tested against a network and two tuples
+    back: the decoder reads the partition's history as it reads an IPV4 field (it refused
+    with a traceback before)."""
+    assert run(tmp_path, "match", IP_PREV_QUERY, IP_PREV_ROWS) == IP_PREV_MATCHES
+    assert simulated(tmp_path, IP_PREV_QUERY, IP_PREV_ROWS, *store) == IP_PREV_MATCHES
+
+
 def test_ipv4_from_parquet_text_and_integers(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
