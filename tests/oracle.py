@@ -33,6 +33,8 @@ Predicates (the right-hand sides of DEFINE) are nested tuples too::
                                         c * field + ... op d * other_field + k, in exact integers
                                         (``*`` by an integer constant, docs/language.md)
     ("ipin", field, "a.b.c.d/n")        an IPV4 field (its dotted quad) in a network
+    ("ipinv", a, "a.b.c.d/n")           an IPV4 value of ``cmpv``'s (a field or a PREV of one)
+                                        in a network; unknown for a NULL
     ("cmpt", field, op, "ISO 8601")     a TIMESTAMP field against TIMESTAMP '…', as instants
     ("not", p) / ("and", p, q) / ("or", p, q)
     ("cmpv", a, op, b)                  a comparison of two values, each one of
@@ -284,8 +286,11 @@ def eval_pred(pred: tuple, row: Mapping[str, object]) -> bool | None:
         left = sum(c * _get(row, f) for c, f in terms)
         right = k + (0 if other is None else other[0] * _get(row, other[1]))
         return _compare(left, op, right)
-    if kind == "ipin":
-        return ipaddress.IPv4Address(_get(row, pred[1])) in ipaddress.IPv4Network(pred[2])
+    if kind in ("ipin", "ipinv"):
+        address = _get(row, pred[1]) if kind == "ipin" else _value(pred[1], row)
+        if address is None:
+            return None
+        return ipaddress.IPv4Address(address) in ipaddress.IPv4Network(pred[2])
     if kind == "cmpt":
         return _compare(instant(_get(row, pred[1])), pred[2], instant(pred[3]))
     if kind == "between":
@@ -397,6 +402,8 @@ def render_pred(pred: tuple, qualifier: str | None = None) -> str:
         return f"{left} {op} {right}"
     if kind == "ipin":
         return f"{q}{pred[1]} IN '{pred[2]}'"
+    if kind == "ipinv":
+        return f"{_render_value(pred[1], q)} IN '{pred[2]}'"
     if kind == "cmpt":
         return f"{q}{pred[1]} {pred[2]} TIMESTAMP '{pred[3]}'"
     if kind == "between":

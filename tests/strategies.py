@@ -113,8 +113,14 @@ def predicates(draw, depth: int = 0) -> tuple:
     return (kind, draw(predicates(depth + 1)), draw(predicates(depth + 1)))
 
 
-#: The stream of the PREV tests: a small integer ``v`` beside the key and the BOOL fields.
-PREV_STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(3));\n"
+#: The stream of the PREV tests: a small integer ``v`` and an address ``ip`` beside the key and
+#: the BOOL fields.
+PREV_STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(3), ip IPV4);\n"
+#: The addresses ``ip`` takes: two in 10.0.0.0/8, one in 192.168.0.0/16, one in neither.
+PREV_ADDRESSES = ("10.0.0.1", "10.0.0.2", "192.168.1.1", "8.8.8.8")
+#: The networks the PREV tests test ``ip`` and its PREVs against (one of a single address, one
+#: of every address).
+PREV_NETWORKS = ("10.0.0.0/8", "10.0.0.2/32", "192.168.0.0/16", "0.0.0.0/0")
 
 
 def _value(draw, depth: int = 0) -> tuple:
@@ -136,14 +142,23 @@ def _value(draw, depth: int = 0) -> tuple:
 @st.composite
 def prev_predicates(draw, depth: int = 0) -> tuple:
     """:func:`predicates` over :data:`PREV_STREAM`, with PREV: comparisons of ``v``, PREV
-    and sums, BOOL PREVs as conditions and compared, under NOT, AND and OR."""
+    and sums, BOOL PREVs as conditions and compared, ``ip`` and its PREVs compared with each
+    other and with addresses and tested against networks, under NOT, AND and OR."""
     kind = draw(
         st.sampled_from(
             ["cmpv"] * 4
-            + ["prevb", "prevcmp", "plain"]
+            + ["prevb", "prevcmp", "plain", "ipcmp", "ipin"]
             + (["not", "and", "or"] if depth < 2 else [])
         )
     )
+    address = st.sampled_from(
+        [("f", "ip"), ("prev", "ip", 1), ("prev", "ip", 2), ("prev", "ip", 3)]
+    )
+    if kind == "ipcmp":
+        right = draw(st.one_of(address, st.sampled_from(PREV_ADDRESSES).map(lambda a: ("lit", a))))
+        return ("cmpv", draw(address), draw(st.sampled_from(["=", "<>"])), right)
+    if kind == "ipin":
+        return ("ipinv", draw(address), draw(st.sampled_from(PREV_NETWORKS)))
     if kind == "cmpv":
         op = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
         return ("cmpv", _value(draw), op, _value(draw))

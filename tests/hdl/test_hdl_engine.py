@@ -4,6 +4,7 @@ in Amaranth's simulator: bundled queries and random ones, partitioner full or no
 or off, random input gaps and output stalls. The cocotb runs of the emitted Verilog are in
 test_sim.py."""
 
+import ipaddress
 import pathlib
 import random
 
@@ -14,7 +15,7 @@ from amaranth.sim import Simulator
 from bundled import param_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import PREV_STREAM, prev_predicates, queries, scenarios, streams
+from strategies import PREV_ADDRESSES, PREV_STREAM, prev_predicates, queries, scenarios, streams
 from streams import collect_records, drain_engine, engine_drain, stream_put
 
 import nfacep
@@ -1154,6 +1155,15 @@ def test_random_prev_queries(q, rows, partitioned, shape, timers, data):
         "k": np.array([r["k"] for r in rows], dtype=np.uint64),
         **{p: np.array([bool(r[p]) for r in rows], dtype=bool) for p in ("p0", "p1", "p2")},
         "v": np.array(data.draw(st.lists(st.integers(0, 7), min_size=n, max_size=n)), np.uint8),
+        "ip": np.array(
+            [
+                int(ipaddress.IPv4Address(a))
+                for a in data.draw(
+                    st.lists(st.sampled_from(PREV_ADDRESSES), min_size=n, max_size=n)
+                )
+            ],
+            np.uint32,
+        ),
     }
     check(
         nfa,

@@ -60,6 +60,7 @@ from oracle import (
     within,
 )
 from strategies import (
+    PREV_ADDRESSES,
     PREV_STREAM,
     STREAM,
     prev_predicates,
@@ -1284,8 +1285,11 @@ def test_match_timestamps_random(tmp_path, partitioned, unit, data):
 
 @st.composite
 def valued(draw, rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    """``rows`` with a ``v`` (UINT(3)) each."""
-    return [dict(row, v=draw(st.integers(0, 7))) for row in rows]
+    """``rows`` with a ``v`` (UINT(3)) and an ``ip`` (one of :data:`PREV_ADDRESSES`) each."""
+    return [
+        dict(row, v=draw(st.integers(0, 7)), ip=draw(st.sampled_from(PREV_ADDRESSES)))
+        for row in rows
+    ]
 
 
 @cli_settings(100)
@@ -1313,5 +1317,5 @@ def test_match_prev_random(tmp_path, partitioned, data):
     hardware, options = capacity_and_timers(data, partitioned)
     options += data.draw(st.sampled_from([[], ["--chunk", "1"], ["--chunk", "3"]]))
     check_against_oracle(
-        tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "v")
+        tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "v", "ip")
     )
