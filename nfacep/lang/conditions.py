@@ -399,11 +399,12 @@ def _ipv4_compare(op: str, lk: str, lv, rk: str, rv, c: ast.Compare, rside, memb
 
 
 def _units(e) -> set[str]:
-    """The units of the TIMESTAMP fields an integer expression reads."""
+    """The units of the TIMESTAMP fields an integer expression reads (as they are, or earlier
+    tuples' through PREV)."""
     return {
         n.type.unit
         for n in P.nodes(e)
-        if isinstance(n, P.FieldRef) and isinstance(n.type, TimestampType)
+        if isinstance(n, P.FieldRef | P.Prev) and isinstance(n.type, TimestampType)
     }
 
 
@@ -426,7 +427,7 @@ def _timestamp_const(lk: str, lv, lit: ast.TimestampLit, c: ast.Compare) -> P.Co
 def _same_units(left, right, c: ast.Compare) -> None:
     """Two TIMESTAMP fields of different units compared as they are would compare counts of
     different units: an error that says how to convert."""
-    if isinstance(left, P.FieldRef) and isinstance(right, P.FieldRef):
+    if isinstance(left, P.FieldRef | P.Prev) and isinstance(right, P.FieldRef | P.Prev):
         units = _units(left) | _units(right)
         if len(units) > 1:
             raise QueryError(

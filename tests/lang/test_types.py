@@ -316,6 +316,24 @@ def test_timestamps_in_the_gateware(tmp_path, store):
     assert simulated(tmp_path, TS_QUERY, TS_ROWS, *store) == TS_MATCHES
 
 
+#: PREV of a TIMESTAMP field against a TIMESTAMP literal (PREV gives the literal its unit)
+TS_PREV_QUERY = TS_QUERY.replace("FAIL{3}", "FAIL{2}").replace(
+    "ts >= TIMESTAMP", "PREV(ts) >= TIMESTAMP"
+)
+# user 1: row 0 has no PREV, 1's is before noon; 2 and 3 (1.749 s apart): a match at 3. User 2:
+# 4 has no PREV; 5 and 6 (0.5 s): a match at 6; 7 and 8 (1.1 s): at 8.
+TS_PREV_MATCHES = "seq,query,partition\n3,burst,1\n6,burst,2\n8,burst,2\n"
+
+
+def test_timestamp_prev_against_a_literal(tmp_path):
+    """``PREV(ts) >= TIMESTAMP '…'`` takes the literal in ts's unit (it was refused: the
+    literal's unit came only from fields as they are); the gateware agrees."""
+    assert "PREV(ts) >= TIMESTAMP" in TS_PREV_QUERY
+    assert run(tmp_path, "match", TS_PREV_QUERY, TS_ROWS) == TS_PREV_MATCHES
+    table = ("--store", "table", "--partitions", "64")
+    assert simulated(tmp_path, TS_PREV_QUERY, TS_ROWS, *table) == TS_PREV_MATCHES
+
+
 @pytest.mark.parametrize(
     ("arrow_unit", "values", "expected"),
     [
