@@ -39,6 +39,8 @@ Predicates (the right-hand sides of DEFINE) are nested tuples too::
     ("not", p) / ("and", p, q) / ("or", p, q)
     ("cmpv", a, op, b)                  a comparison of two values, each one of
                                         ("f", field), ("prev", field, k), ("lit", v),
+                                        ("tlit", "ISO 8601") (TIMESTAMP '…', compared
+                                        as text with fields' values of one format),
                                         ("+", a, b), ("-", a, b)
     ("prevb", field, k)                 a BOOL field k tuples back, as a condition
 
@@ -254,7 +256,7 @@ def _value(operand: tuple, row: Mapping[str, object]) -> object:
     kind = operand[0]
     if kind == "f":
         return _get(row, operand[1])
-    if kind == "lit":
+    if kind in ("lit", "tlit"):
         return operand[1]
     if kind == "prev":
         earlier = row.get(EARLIER, [])
@@ -372,6 +374,8 @@ def _render_value(operand: tuple, q: str) -> str:
         return f"{q}{operand[1]}"
     if kind == "lit":
         return _literal(operand[1])
+    if kind == "tlit":
+        return f"TIMESTAMP '{operand[1]}'"
     if kind == "prev":
         back = "" if operand[2] == 1 else f", {operand[2]}"
         return f"PREV({q}{operand[1]}{back})"

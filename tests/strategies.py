@@ -113,9 +113,15 @@ def predicates(draw, depth: int = 0) -> tuple:
     return (kind, draw(predicates(depth + 1)), draw(predicates(depth + 1)))
 
 
-#: The stream of the PREV tests: a small integer ``v`` and an address ``ip`` beside the key and
-#: the BOOL fields.
-PREV_STREAM = "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(3), ip IPV4);\n"
+#: The stream of the PREV tests: a small integer ``v``, an address ``ip`` and a time ``t``
+#: beside the key and the BOOL fields.
+PREV_STREAM = (
+    "CREATE STREAM s (k UINT(8), p0 BOOL, p1 BOOL, p2 BOOL, v UINT(3), ip IPV4, "
+    "t TIMESTAMP(SECOND));\n"
+)
+#: The times ``t`` takes and the PREV tests compare it with (ISO 8601, one format: as text
+#: they sort as the instants do), a second apart.
+PREV_TIMES = tuple(f"2024-02-29T23:59:5{i}Z" for i in range(4))
 #: The addresses ``ip`` takes: two in 10.0.0.0/8, one in 192.168.0.0/16, one in neither.
 PREV_ADDRESSES = ("10.0.0.1", "10.0.0.2", "192.168.1.1", "8.8.8.8")
 #: The networks the PREV tests test ``ip`` and its PREVs against (one of a single address, one
@@ -143,14 +149,20 @@ def _value(draw, depth: int = 0) -> tuple:
 def prev_predicates(draw, depth: int = 0) -> tuple:
     """:func:`predicates` over :data:`PREV_STREAM`, with PREV: comparisons of ``v``, PREV
     and sums, BOOL PREVs as conditions and compared, ``ip`` and its PREVs compared with each
-    other and with addresses and tested against networks, under NOT, AND and OR."""
+    other and with addresses and tested against networks, ``t`` and its PREVs compared with
+    each other and with TIMESTAMP literals, under NOT, AND and OR."""
     kind = draw(
         st.sampled_from(
             ["cmpv"] * 4
-            + ["prevb", "prevcmp", "plain", "ipcmp", "ipin"]
+            + ["prevb", "prevcmp", "plain", "ipcmp", "ipin", "tcmp"]
             + (["not", "and", "or"] if depth < 2 else [])
         )
     )
+    if kind == "tcmp":
+        time = st.sampled_from([("f", "t"), ("prev", "t", 1), ("prev", "t", 2)])
+        right = draw(st.one_of(time, st.sampled_from(PREV_TIMES).map(lambda t: ("tlit", t))))
+        op = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
+        return ("cmpv", draw(time), op, right)
     address = st.sampled_from(
         [("f", "ip"), ("prev", "ip", 1), ("prev", "ip", 2), ("prev", "ip", 3)]
     )

@@ -4,6 +4,7 @@ in Amaranth's simulator: bundled queries and random ones, partitioner full or no
 or off, random input gaps and output stalls. The cocotb runs of the emitted Verilog are in
 test_sim.py."""
 
+import datetime
 import ipaddress
 import pathlib
 import random
@@ -15,7 +16,15 @@ from amaranth.sim import Simulator
 from bundled import param_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import PREV_ADDRESSES, PREV_STREAM, prev_predicates, queries, scenarios, streams
+from strategies import (
+    PREV_ADDRESSES,
+    PREV_STREAM,
+    PREV_TIMES,
+    prev_predicates,
+    queries,
+    scenarios,
+    streams,
+)
 from streams import collect_records, drain_engine, engine_drain, stream_put
 
 import nfacep
@@ -1163,6 +1172,13 @@ def test_random_prev_queries(q, rows, partitioned, shape, timers, data):
                 )
             ],
             np.uint32,
+        ),
+        "t": np.array(  # (seconds since the epoch, as the stream stores a TIMESTAMP(SECOND))
+            [
+                int(datetime.datetime.fromisoformat(t).timestamp())
+                for t in data.draw(st.lists(st.sampled_from(PREV_TIMES), min_size=n, max_size=n))
+            ],
+            np.int64,
         ),
     }
     check(

@@ -62,6 +62,7 @@ from oracle import (
 from strategies import (
     PREV_ADDRESSES,
     PREV_STREAM,
+    PREV_TIMES,
     STREAM,
     prev_predicates,
     quantifiers,
@@ -1285,9 +1286,15 @@ def test_match_timestamps_random(tmp_path, partitioned, unit, data):
 
 @st.composite
 def valued(draw, rows: list[dict[str, object]]) -> list[dict[str, object]]:
-    """``rows`` with a ``v`` (UINT(3)) and an ``ip`` (one of :data:`PREV_ADDRESSES`) each."""
+    """``rows`` with a ``v`` (UINT(3)), an ``ip`` (one of :data:`PREV_ADDRESSES`) and a ``t``
+    (one of :data:`PREV_TIMES`) each."""
     return [
-        dict(row, v=draw(st.integers(0, 7)), ip=draw(st.sampled_from(PREV_ADDRESSES)))
+        dict(
+            row,
+            v=draw(st.integers(0, 7)),
+            ip=draw(st.sampled_from(PREV_ADDRESSES)),
+            t=draw(st.sampled_from(PREV_TIMES)),
+        )
         for row in rows
     ]
 
@@ -1317,5 +1324,5 @@ def test_match_prev_random(tmp_path, partitioned, data):
     hardware, options = capacity_and_timers(data, partitioned)
     options += data.draw(st.sampled_from([[], ["--chunk", "1"], ["--chunk", "3"]]))
     check_against_oracle(
-        tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "v", "ip")
+        tmp_path, qs, text, rows, partitioned, options, hardware, fields=(*FIELDS, "v", "ip", "t")
     )
