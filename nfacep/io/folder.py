@@ -82,7 +82,9 @@ def folder_parts(
         try:
             have = pq.read_schema(path)
         except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
-            raise DataError(f"{path}: not a readable Parquet file: {brief(err)}") from None
+            raise DataError(
+                f"{path}: not a readable Parquet file: {brief(err)}{_text_hint(path, folder)}"
+            ) from None
         spelled = dict(zip(names, check_columns(path, have, names, schema), strict=True))
         if index == 0:  # the first part file decides whether seq orders the folder
             use_seq = SEQ not in names and SEQ in have.names
@@ -121,6 +123,27 @@ def folder_parts(
             except (pa.ArrowException, OSError, UnicodeDecodeError) as err:
                 raise DataError(f"{path}: not a readable Parquet file: {brief(err)}") from None
     return files, use_seq, cols, tables
+
+
+def _text_hint(path: str, folder: str) -> str:
+    """What to do when a folder's part file looks like text (a CSV file, most likely): a
+    folder of tuples is read as Parquet part files only."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return ""
+    if not head or b"\0" in head:
+        return ""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 3:  # (not only a character cut at the end of the sample)
+            return ""
+    return (
+        f" (it looks like text, such as CSV: a folder of tuples is read as Parquet part "
+        f"files; give a CSV file itself as --input, or write {folder} as Parquet)"
+    )
 
 
 def read_folder(folder: str, schema: Schema) -> Tuples:

@@ -299,9 +299,17 @@ def test_folder_duplicate_seq_and_bad_files(tmp_path):
         reader.read(folder, SCHEMA)
     (tmp_path / "x").mkdir()
     pq.write_table(typed_table(3), str(tmp_path / "x" / "part-0.parquet"))
-    (tmp_path / "x" / "part-1.parquet").write_text("not parquet\n")
-    with pytest.raises(DataError, match=r"x/part-1\.parquet: not a readable Parquet file"):
+    (tmp_path / "x" / "part-1.parquet").write_bytes(b"PAR\0\x01\x02 not parquet")
+    with pytest.raises(DataError, match=r"x/part-1\.parquet: not a readable Parquet file") as err:
         reader.read(str(tmp_path / "x"), SCHEMA)
+    assert "CSV" not in str(err.value)
+    # a folder of CSV part files (traces often come so): the error says what to do
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "part-0.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(DataError, match=r"c/part-0\.csv: not a readable Parquet file") as err:
+        reader.read(str(tmp_path / "c"), SCHEMA)
+    assert "looks like text, such as CSV" in str(err.value)
+    assert "give a CSV file itself as --input" in str(err.value)
 
 
 @pytest.mark.parametrize("litter", [[], ["_SUCCESS", ".part-0.parquet.crc"]])
