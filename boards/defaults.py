@@ -5,9 +5,13 @@
 parameters: :func:`nfacep.params.default_engine` (the table store, ``2**bits`` entries for a
 key of up to 16 bits, 65,536 hashed entries for a wider one), fitted to the board when the
 query has a PARTITION clause and ``--partitions`` is not given: on a board in
-:data:`TABLE_BOARDS` the table is halved until its banks fit the board's block RAM with
-:data:`RESERVED` blocks left for the link and the FIFOs; another board (the iCEstick) gets the
-swap pipeline with its 256 partitions unless ``--store`` or ``--ways`` is given. With
+:data:`TABLE_BOARDS` a table the key indexes directly first takes fewer ways (banks; it never
+drops whatever its ways, and a wide entry takes as many blocks per bank at any size), then
+the table is halved until its banks fit the board's block RAM with :data:`RESERVED` blocks
+left for the link and the FIFOs; when none fits, the swap pipeline with its 256 partitions,
+unless ``--store`` or ``--ways`` is given (then the table asked for, which ``build`` and
+``check`` refuse naming its block RAMs); another board (the iCEstick) gets the swap pipeline
+unless ``--store`` or ``--ways`` is given. With
 ``--partitions`` (or ``--store pipeline``) the engine is
 :func:`~nfacep.params.default_engine`'s for the options, as on every other command.
 Measured (``benchmarks/PAPER_FIGURES.md``, "Figure 9 to 64k partitions"): on the
@@ -41,7 +45,7 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
     """Block RAMs of the table of ``nfa``'s engine with ``params`` (``store="table"``) on
     ``family``: the DP16KD the banks instantiate on ECP5, the block shapes elsewhere."""
     from nfacep.hdl.bram import dp16kd_blocks
-    from nfacep.hdl.nfa_layout import state_layout
+    from nfacep.hdl.sdram.fit import stored_state_width
     from nfacep.hdl.table import TablePartitioner
     from nfacep.wire import record_format
 
@@ -55,7 +59,8 @@ def table_blocks(nfa: Nfa, params: EngineParams, family: str) -> int:
         shape = EngineShape(program.schema, program.partition_fields, Capacity.of(params))
         shapes = (*entry_widths(shape), params.queries)
     else:
-        shapes = (len(nfa.predicates), state_layout(nfa).size, len(nfa.queries))
+        # (the stored state: the NFA's, and with PREV the partition's history after it)
+        shapes = (len(nfa.predicates), stored_state_width(nfa), len(nfa.queries))
     table = TablePartitioner(
         key_shape=record_format(nfa).widths["partition"],
         payload_shape=shapes[0],
@@ -88,10 +93,21 @@ def board_engine(nfa: Nfa, board: Board, given: dict) -> EngineParams:
             return chosen
         return EngineParams(**{**given, "store": "pipeline"})
     budget = board.brams - RESERVED.get(board.family, 0)
+    if chosen.indexing(nfa) == "direct" and "ways" not in given:
+        # a direct table never drops whatever its ways (its banks): a wide entry's table
+        # takes as many blocks per bank at any size, so fewer banks before fewer entries
+        ways = chosen.ways
+        while ways >= 1:
+            table = dataclasses.replace(chosen, ways=ways)
+            if table_blocks(nfa, table, board.family) <= budget:
+                return table
+            ways //= 2
     partitions = chosen.partitions
     while partitions >= chosen.ways:
         table = dataclasses.replace(chosen, partitions=partitions)
         if table_blocks(nfa, table, board.family) <= budget:
             return table
         partitions //= 2
+    if any(name in given for name in STORE_OPTIONS):
+        return chosen  # (the store asked for: `build` and `check` say what it lacks)
     return EngineParams(**{**given, "store": "pipeline"})

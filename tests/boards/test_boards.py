@@ -617,6 +617,50 @@ def test_board_default_gives_way_to_any_store_option(no_toolchain, capsys, tmp_p
     assert (p["store"], p["partitions"], p["ways"]) == ("table", 1, 1)
 
 
+#: A narrow key (9 bits: 512 entries indexed directly) with a wide entry (two 32-bit PREVs of
+#: an address, one of a FLOAT32, a window and the start of each run): each bank of its table
+#: takes 16 DP16KD at any size, so four banks (64) never fit the 48 blocks the 25F leaves the
+#: table, but two do.
+WIDE_ENTRY = """\
+CREATE STREAM s (ts UINT(32), k UINT(8), src IPV4, f FLOAT32, c ENUM('a', 'b'));
+SELECT * FROM s MATCH_RECOGNIZE (
+    PARTITION BY k, c ORDER BY ts
+    MEASURES FIRST(src) AS s0
+    PATTERN (A B+ C) WITHIN 10
+    DEFINE A AS src IN '10.0.0.0/8', B AS f > PREV(f), C AS src <> PREV(src, 2)
+) AS r;
+"""
+
+
+@pytest.mark.slow
+def test_board_default_narrows_a_direct_tables_banks_before_its_entries(
+    no_toolchain, capsys, tmp_path
+):
+    """A direct table never drops, whatever its ways: the board's default takes fewer banks
+    before it takes fewer entries (it fell back to the swap pipeline, 657% of the 25F's
+    flip-flops), and a table asked for stays a table when none fits (it became the pipeline).
+    The blocks the default counts are the elaborated table's, the PREV history included (it
+    counted the NFA's state alone)."""
+    from nfacep.boards.defaults import RESERVED, table_blocks
+
+    query = tmp_path / "wide.sql"
+    query.write_text(WIDE_ENTRY)
+    nfa = compile_file(str(query))
+    board = get_board("colorlight-5a75b")
+    budget = board.brams - RESERVED[board.family]
+    est = _board_params(capsys, str(query), "--board", board.name, "--link", "udp")
+    p = EngineParams.from_dict(est["parameters"], source="test")
+    assert (p.store, p.partitions, p.indexing(nfa)) == ("table", 512, "direct")
+    assert table_blocks(nfa, p, board.family) == est["resources"]["brams"]["estimate"] <= budget
+    wider = dataclasses.replace(p, ways=2 * p.ways)  # the next more banks would not fit
+    assert table_blocks(nfa, wider, board.family) > budget
+    assert table_blocks(nfa, dataclasses.replace(p, ways=4, partitions=64), "ecp5") > budget
+    asked = ("--store", "table", "--ways", "4")
+    p = _board_params(capsys, str(query), "--board", board.name, "--link", "udp", *asked)
+    assert (p["parameters"]["store"], p["parameters"]["ways"]) == ("table", 4)
+    assert p["resources"]["brams"]["estimate"] > budget
+
+
 def test_run_names_the_board_default_when_the_engine_differs():
     from nfacep.boards.defaults import board_engine
     from nfacep.links.host import NoBoardError, check_engine
