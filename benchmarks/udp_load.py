@@ -11,10 +11,11 @@
    frame on ``rxd`` (its FCS) to the cycle the engine's ``image`` output names the new image
    (the query in force).
 2. **On the host, wall time** of ``nfacep load`` against the software board (``serve
-   --engine programmable``'s model on 127.0.0.1, in a thread of this process): the whole
+   --engine programmable``'s model on 127.0.0.1, in a process of its own): the whole
    command in a new process (Python's start-up included), and the loader alone
    (:func:`nfacep.links.udp.load.load_image`, the same packets: a STATUS request, the chunks,
-   STATUS until the image is in force), in this process.
+   STATUS until the image is in force), in this process, with the software board's share of
+   it (its time answering the load's packets) and the rest (the host's and the loopback's).
 
     python benchmarks/udp_load.py             # both
     python benchmarks/udp_load.py --host      # the host's wall time only
