@@ -4,7 +4,10 @@ what the queries' predicates compare it with, and the partition keys.
 Per field (:class:`FieldSpec`):
 
 - the partition key: one of ``keys`` values, Zipf-skewed (rank r drawn with weight
-  ``1/(r+1)**zipf``), ranks scattered over the values;
+  ``1/(r+1)**zipf``), ranks scattered over the values; an integer (or IPV4) key field takes
+  the constants the predicates compare it with and their neighbours, then consecutive
+  values from 1 (a planted instance's key is still chosen apart from its tuples, so a
+  condition on the key holds in the background's tuples, not necessarily in a planted one);
 - ORDER BY fields: non-decreasing in ``seq`` (so every ORDER BY holds); one a window
   (``WITHIN n``) measures is ``base + seq`` when it can hold a value per tuple, so a span of
   positions is a span of time;
@@ -24,6 +27,7 @@ Per field (:class:`FieldSpec`):
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -305,6 +309,24 @@ def _first_value(ty, p: int) -> int:
     return 1 if lo <= 1 and p <= hi else lo
 
 
+def _key_values(ty, points: list, p: int) -> np.ndarray:
+    """``p`` distinct values of an integer key field: the constants the predicates compare it
+    with and their neighbours (inside the type) first, then consecutive values from
+    :func:`_first_value` (only those without constants: as before)."""
+    lo, hi = ty.range
+    near = sorted({int(v) + d for v in points for d in (-1, 0, 1) if lo <= int(v) + d <= hi})
+    out = near[:p]
+    taken = set(out)
+    first = _first_value(ty, p)
+    # (from the first value up, then from the type's least: p is at most the type's domain)
+    for v in itertools.chain(range(first, hi + 1), range(lo, first)):
+        if len(out) == p:
+            break
+        if v not in taken:
+            out.append(v)
+    return np.array(out, dtype=np.int64)
+
+
 class Background:
     """How every field's background values are drawn, and the partition keys (picklable): built
     once from the queries (``nfa``, runtime parameters bound) and the options."""
@@ -344,6 +366,10 @@ class Background:
     def _derive_specs(self, nfa: Nfa) -> None:
         """Each field's generator, from what the predicates compare it with."""
         found = _Comparisons.of(nfa)
+        #: the constants the predicates compare each key field with (a network's first and
+        #: last addresses): its key values include them, so that a run a key's tuples plant
+        #: can satisfy them
+        self.key_points = {n: sorted(found.points.get(n, ())) for n in self.key_fields}
         weights = dict(self.options.enum_weights)
         self.specs = [self._field_spec(f, found, weights) for f in self.schema.fields]
         self.groups = _linked_groups(self.specs, found)
@@ -392,7 +418,7 @@ class Background:
             if isinstance(ty, EnumType | BoolType):
                 values = np.arange(domain, dtype=np.int64)
             else:
-                values = np.arange(p, dtype=np.int64) + _first_value(ty, p)
+                values = _key_values(ty, self.key_points[self.key_field], p)
             perm = seeded_rng(self.options.seed, 3).permutation(len(values))
             self.key_values = values[perm][:p, None]
         else:
@@ -437,9 +463,10 @@ class Background:
             digit = index % radix[i]
             index = index // radix[i]
             ty = types[i]
-            out[:, i] = (
-                digit if isinstance(ty, EnumType | BoolType) else digit + _first_value(ty, radix[i])
-            )
+            if isinstance(ty, EnumType | BoolType):
+                out[:, i] = digit
+            else:
+                out[:, i] = _key_values(ty, self.key_points[self.key_fields[i]], radix[i])[digit]
         return out
 
     def key_columns(self, ranks: np.ndarray) -> dict[str, np.ndarray]:

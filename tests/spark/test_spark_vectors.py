@@ -590,6 +590,29 @@ QUERY r PARTITION k ORDER BY ts PATTERN (A .* C) WITHIN 7 DEFINE A AS e = 'A', C
             assert span == (6 if p.kind == "window_fit" else 7), p
 
 
+@pytest.mark.parametrize("key", ["src", "src, c"])
+def test_keys_include_what_the_predicates_compare_them_with(key):
+    """Without Spark: a predicate on a partition key field (an address in a /31): the keys
+    take the network's addresses and their neighbours, so that tuples of the stream satisfy
+    it, with one key field or several (the keys were 1, 2, 3, …: no tuple did)."""
+    import ipaddress
+
+    import numpy as np
+
+    text = f"""CREATE STREAM s (src IPV4, c ENUM('a', 'b'), v UINT(8));
+QUERY q PARTITION {key} PATTERN (A B) DEFINE A AS src IN '10.0.0.0/31', B AS v > 100;
+"""
+    nfa = nfacep.compile_text(text, "k.sql")
+    gen = Generator(nfa, Options(**SMALL, keys=40))
+    blocks = [gen.block(b) for b in range(gen.n_blocks)]
+    cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0] if k != "seq"}
+    src = gen.typed(cols, key_rank=False)["src"]
+    inside = [int(ipaddress.IPv4Address(a)) for a in ("10.0.0.0", "10.0.0.1")]
+    assert set(inside) | {inside[0] - 1, inside[1] + 1} <= set(src.tolist())
+    assert np.isin(src, inside).any()
+    assert len(set(src.tolist())) > 4  # (and other keys beside them)
+
+
 # --- manifest ---------------------------------------------------------------------------------
 
 
