@@ -104,6 +104,23 @@ LANDMARKS = {*CLAUSES, *CLAUSE_WORDS, "SELECT", "FROM", "MATCH_RECOGNIZE", "QUER
 _OPERATOR_CHARS = {"*", "/", "%", "^", "&", "|", "~"}
 
 
+def _quoted_name_error(text: str, at: int) -> str:
+    """Why the double-quoted name at ``text[at]`` is none: not closed on its line, or holding
+    what a name cannot."""
+    line_end = text.find("\n", at)
+    rest = text[at + 1 : len(text) if line_end < 0 else line_end]
+    close = rest.find('"')
+    if close < 0:
+        return "a double-quoted name is not closed on its line"
+    inside = rest[:close]
+    shown = inside if len(inside) <= 40 else inside[:40] + "…"
+    return (
+        f'"{shown}" is not a name: a double-quoted name holds what an unquoted one may '
+        "(letters A-Z and a-z, digits and '_', not first a digit); a string, "
+        f"such as an ENUM label, takes single quotes ('{shown}')"
+    )
+
+
 def syntax_error(
     err: UnexpectedInput, text: str, before: list[Token], heads: list[Token]
 ) -> QueryError:
@@ -115,6 +132,14 @@ def syntax_error(
     if known is not None:
         return known
     if isinstance(err, UnexpectedCharacters):
+        if err.char == '"':
+            return QueryError(_quoted_name_error(text, err.pos_in_stream), pos)
+        if err.char.isalpha():  # (a letter beyond ASCII)
+            return QueryError(
+                f"unexpected character {err.char!r}: a name holds the letters A-Z and a-z, "
+                "digits and '_'",
+                pos,
+            )
         return QueryError(f"unexpected character {err.char!r}", pos)
     if isinstance(err, UnexpectedEOF):
         return QueryError(

@@ -182,6 +182,12 @@ SYNTAX_ERRORS = [
     ("CREATE STREAM t (x ENUM('a', 'a'))", "listed twice", 2, 30),
     ("QUERY q ORDER BY a DESC PATTERN (A)", "DESC is not supported", 2, 20),
     ("QUERY q PATTERN (A) DEFINE A AS 'open", "unexpected character", 2, 33),
+    # double quotes around what is no name: a label written as Flink's docs never do, or a
+    # name with a space; one left open; a letter beyond ASCII
+    ('QUERY q PATTERN (A) DEFINE A AS a = "Queens Park"', "takes single quotes", 2, 37),
+    ('CREATE STREAM t ("x y" UINT(8))', '"x y" is not a name', 2, 18),
+    ('CREATE STREAM t ("x UINT(8))', "not closed on its line", 2, 18),
+    ("QUERY q PATTERN (Ä)", "a name holds the letters A-Z and a-z", 2, 18),
 ]
 
 
