@@ -10,89 +10,19 @@ from nfacep.links.udp.protocol import (
     PacketType,
 )
 
-from .packet import on_bytes
 from .payload import EventKind, FrameClass
 
-__all__ = ["BREAK_LOWER", "Classify"]
-
-#: Test-only: the lower layers' part of a frame's class broken on purpose, so that a test shows
-#: it catches it. ``"stale"``: :meth:`Classify._lower_class`'s registers are taken at a frame's
-#: first byte, so that they hold the frame before's. ``None`` (always, outside that test):
-#: nothing broken.
-BREAK_LOWER: str | None = None
+__all__ = ["Classify"]
 
 
 class Classify:
     """A received frame's class and verdict (for :class:`~.payload_rx.PayloadRx`, which sets
     the members and registers these read)."""
 
-    def _lower_class(self, m):
-        """What the layers below the payload decide alone, registered every cycle (timing:
-        their compares and the IPv4 checksum's test were in the cycle of the frame's ``kind``
-        and class): the class they give, whether the frame is an ARP or an echo request's
-        (its kind), whether the class is decided before the UDP length test (``early``), and
-        whether the payload header's tests decide it (``payload``). Their terms hold from the
-        UDP header's last byte, so these hold this frame's long before the payload header's
-        second byte after it, where :meth:`_header_class` reads them (``BREAK_LOWER =
-        "stale"``: taken at the frame's first byte instead, so that they hold the frame
-        before's)."""
-        lower = self.lower
-        C = FrameClass
-        cls = Signal(FrameClass, name="lower_cls", reset_less=True)
-        arp, echo, early, payload = (
-            Signal(name=f"lower_{n}", reset_less=True) for n in ("arp", "echo", "early", "payload")
-        )
-        c_cls = Signal(FrameClass)
-        c_arp, c_echo, c_early, c_payload = Signal(), Signal(), Signal(), Signal()
-        m.d.comb += c_early.eq(1)
-        with m.If(~lower.for_us):
-            m.d.comb += c_cls.eq(C.NOT_FOR_US)
-        with m.Elif(lower.arp):
-            m.d.comb += [
-                c_cls.eq(Mux(lower.arp_request, C.ACCEPTED, C.NOT_FOR_US)),
-                c_arp.eq(1),
-            ]
-        icmp = lower.icmp if self._icmp else Const(0)
-        with m.Elif(~lower.ip_for_us | ~(lower.udp | icmp)):
-            m.d.comb += c_cls.eq(C.NOT_FOR_US)
-        with m.Elif(~lower.ip_supported):
-            m.d.comb += c_cls.eq(C.IP_UNSUPPORTED)
-        with m.Elif(~lower.ip_checksum_ok):
-            m.d.comb += c_cls.eq(C.BAD_IP_CHECKSUM)
-        with m.Elif(lower.ip_fragment):
-            m.d.comb += c_cls.eq(C.IP_FRAGMENT)
-        if self._icmp:
-            with m.Elif(lower.icmp):  # an echo request: its lengths and room at the verdict
-                m.d.comb += [
-                    c_cls.eq(Mux(lower.echo_request, C.ACCEPTED, C.NOT_FOR_US)),
-                    c_echo.eq(1),
-                    c_early.eq(~lower.echo_request),
-                ]
-        with m.Elif(~lower.port_ok):
-            m.d.comb += c_cls.eq(C.NOT_FOR_US)
-        with m.Elif(~lower.udp_length_ok):
-            m.d.comb += [c_cls.eq(C.BAD_UDP), c_early.eq(0)]
-        with m.Else():
-            m.d.comb += [c_early.eq(0), c_payload.eq(1)]
-        taken = [
-            cls.eq(c_cls),
-            arp.eq(c_arp),
-            echo.eq(c_echo),
-            early.eq(c_early),
-            payload.eq(c_payload),
-        ]
-        if BREAK_LOWER == "stale":
-            on_bytes(m, self.frame, {0: taken})
-        else:
-            m.d.sync += taken
-        return cls, arp, echo, early, payload
-
     def _header_class(self, m, h):
         """The class the headers give, what the frame asks for, and whether the class is
-        decided before the UDP length test: the lower layers' part from
-        :meth:`_lower_class`'s registers, the payload header's here."""
-        lower_cls, arp, echo, early, payload = self._lower_class(m)
-        ptype = h.ptype
+        decided before the UDP length test."""
+        lower, ptype = self.lower, h.ptype
         is_tuples = ptype == PacketType.TUPLES
         is_params = (ptype == PacketType.PARAMS) if self._params_bytes else Const(0)
         is_load = (ptype == PacketType.LOAD) if self._load else Const(0)
@@ -103,12 +33,9 @@ class Classify:
         )
         cls = Signal(FrameClass)
         kind = Signal(EventKind)
+        early = Signal()
         C = FrameClass
-        with m.If(arp):
-            m.d.comb += kind.eq(EventKind.ARP)
-        with m.Elif(echo):
-            m.d.comb += kind.eq(EventKind.ECHO)
-        with m.Elif(ptype == PacketType.STATUS_REQ):
+        with m.If(ptype == PacketType.STATUS_REQ):
             m.d.comb += kind.eq(EventKind.STATUS_REQ)
         with m.Elif(ptype == PacketType.RESET):
             m.d.comb += kind.eq(EventKind.RESET)
@@ -118,18 +45,44 @@ class Classify:
             m.d.comb += kind.eq(EventKind.PARAMS)
         with m.Elif(is_load):
             m.d.comb += kind.eq(EventKind.LOAD)
-        with m.If(~payload):
-            m.d.comb += cls.eq(lower_cls)
-        with m.Elif(~h.long_enough):
-            m.d.comb += cls.eq(C.BAD_UDP)
-        with m.Elif(
-            ~h.version_ok
-            | ~(is_tuples | command | is_params | is_load)
-            | ((is_tuples | is_params | (is_load & h.load_data)) & ~h.engine_ok)
-        ):
-            m.d.comb += cls.eq(C.BAD_HEADER)
+        m.d.comb += early.eq(1)
+        with m.If(~lower.for_us):
+            m.d.comb += cls.eq(C.NOT_FOR_US)
+        with m.Elif(lower.arp):
+            m.d.comb += [
+                cls.eq(Mux(lower.arp_request, C.ACCEPTED, C.NOT_FOR_US)),
+                kind.eq(EventKind.ARP),
+            ]
+        icmp = lower.icmp if self._icmp else Const(0)
+        with m.Elif(~lower.ip_for_us | ~(lower.udp | icmp)):
+            m.d.comb += cls.eq(C.NOT_FOR_US)
+        with m.Elif(~lower.ip_supported):
+            m.d.comb += cls.eq(C.IP_UNSUPPORTED)
+        with m.Elif(~lower.ip_checksum_ok):
+            m.d.comb += cls.eq(C.BAD_IP_CHECKSUM)
+        with m.Elif(lower.ip_fragment):
+            m.d.comb += cls.eq(C.IP_FRAGMENT)
+        if self._icmp:
+            with m.Elif(lower.icmp):  # an echo request: its lengths and room at the verdict
+                m.d.comb += [
+                    cls.eq(Mux(lower.echo_request, C.ACCEPTED, C.NOT_FOR_US)),
+                    kind.eq(EventKind.ECHO),
+                    early.eq(~lower.echo_request),
+                ]
+        with m.Elif(~lower.port_ok):
+            m.d.comb += cls.eq(C.NOT_FOR_US)
         with m.Else():
-            m.d.comb += cls.eq(C.ACCEPTED)
+            m.d.comb += early.eq(0)
+            with m.If(~lower.udp_length_ok | ~h.long_enough):
+                m.d.comb += cls.eq(C.BAD_UDP)
+            with m.Elif(
+                ~h.version_ok
+                | ~(is_tuples | command | is_params | is_load)
+                | ((is_tuples | is_params | (is_load & h.load_data)) & ~h.engine_ok)
+            ):
+                m.d.comb += cls.eq(C.BAD_HEADER)
+            with m.Else():
+                m.d.comb += cls.eq(C.ACCEPTED)
         return cls, kind, early
 
     def _verdict(self, m, h, s, ends, blocked):

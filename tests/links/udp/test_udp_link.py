@@ -303,20 +303,6 @@ def test_eth_rx_classifies_every_frame():
     assert got == expected(steps)[0]
 
 
-def test_eth_rx_a_stale_lower_class_is_caught(monkeypatch):
-    """The lower layers' part of a frame's class is registered ahead of the payload header's
-    part (``Classify._lower_class``); taken too late (at the frame's first byte,
-    ``BREAK_LOWER = "stale"``, so that it holds the frame before's) the frames after a
-    bad one, or a bad one after a good one, are counted in the wrong class."""
-    from nfacep.hdl.eth import payload_classify
-
-    monkeypatch.setattr(payload_classify, "BREAK_LOWER", "stale")
-    steps = scenario()
-    events, _ = eth_rx_run(steps)
-    assert len(events) == len(steps)
-    assert events != [s["cls"] for s in steps]
-
-
 def eth_rx_run(steps, tuple_width=TUPLE_WIDTH):
     """``steps`` (as :func:`scenario`'s) through EthRx of ``tuple_width``-bit tuples in the
     Amaranth simulator: each frame's class (its event's), and the tuples out."""
