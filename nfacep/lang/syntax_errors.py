@@ -132,7 +132,7 @@ def syntax_error(
     if known is not None:
         return known
     if isinstance(err, UnexpectedCharacters):
-        if err.char == '"':
+        if err.char == '"' and err.pos_in_stream is not None:
             return QueryError(_quoted_name_error(text, err.pos_in_stream), pos)
         if err.char.isalpha():  # (a letter beyond ASCII)
             return QueryError(
