@@ -228,7 +228,7 @@ def _board_process(params, conn) -> None:
     model = UdpBoardModel(compile_file(QUERY), params)
     timed = _timed(model)
     stop = threading.Event()
-    thread, address = serve(model, stop=stop)
+    thread, address = serve(model, stop=stop, spin=True)  # (as `nfacep serve`'s)
     conn.send(address)
     conn.recv()
     stop.set()

@@ -364,7 +364,11 @@ def _serve_udp(args, model, stop):
 
     host, port = _listen_address(args.udp)
     try:
-        thread, (bound_host, bound_port) = serve(model, host, port, stop=stop, pcap=args.pcap)
+        # (the board's thread reads without sleeping after a packet: this process's main
+        # thread only waits, so the answers come without a wake-up's delay)
+        thread, (bound_host, bound_port) = serve(
+            model, host, port, stop=stop, pcap=args.pcap, spin=True
+        )
     except OSError as exc:
         raise UsageError(f"--udp {args.udp}: cannot listen there: {exc}") from None
     return thread, f"udp {bound_host}:{bound_port}"
