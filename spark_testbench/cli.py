@@ -263,7 +263,7 @@ def _default_keys(query: str, partitions: int) -> int:
     combinations of values)."""
     import nfacep
 
-    from .generate.background import key_domain
+    from .generate.keys import key_domain
 
     program = nfacep.compile_file(query).program
     if not program.partition_fields:

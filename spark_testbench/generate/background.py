@@ -27,7 +27,6 @@ Per field (:class:`FieldSpec`):
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -40,6 +39,8 @@ from nfacep.lang.predicates import known_of, prev_of
 from nfacep.lang.types import BoolType, EnumType, Float32Type, UIntType
 from nfacep.nfa import Nfa
 from nfacep.settings import ParamValues
+
+from . import keys
 
 __all__ = ["Background", "FieldSpec"]
 
@@ -288,45 +289,6 @@ def _window(lo: int, hi: int, width: int) -> tuple[int, int]:
     return max(lo, -width // 2), min(hi, width // 2 - 1)
 
 
-def _domain(ty) -> int:
-    """Distinct values of a key field's type."""
-    if isinstance(ty, EnumType):
-        return len(ty.labels)
-    if isinstance(ty, BoolType):
-        return 2
-    lo, hi = ty.range
-    return hi - lo + 1
-
-
-def key_domain(program) -> int:
-    """Distinct partition keys the stream's type allows: the product over the key's fields."""
-    return math.prod(_domain(program.schema.field(n).type) for n in program.partition_fields)
-
-
-def _first_value(ty, p: int) -> int:
-    """The first of ``p`` consecutive key values of an integer field: 1 where they fit."""
-    lo, hi = ty.range
-    return 1 if lo <= 1 and p <= hi else lo
-
-
-def _key_values(ty, points: list, p: int) -> np.ndarray:
-    """``p`` distinct values of an integer key field: the constants the predicates compare it
-    with and their neighbours (inside the type) first, then consecutive values from
-    :func:`_first_value` (only those without constants: as before)."""
-    lo, hi = ty.range
-    near = sorted({int(v) + d for v in points for d in (-1, 0, 1) if lo <= int(v) + d <= hi})
-    out = near[:p]
-    taken = set(out)
-    first = _first_value(ty, p)
-    # (from the first value up, then from the type's least: p is at most the type's domain)
-    for v in itertools.chain(range(first, hi + 1), range(lo, first)):
-        if len(out) == p:
-            break
-        if v not in taken:
-            out.append(v)
-    return np.array(out, dtype=np.int64)
-
-
 class Background:
     """How every field's background values are drawn, and the partition keys (picklable): built
     once from the queries (``nfa``, runtime parameters bound) and the options."""
@@ -407,7 +369,7 @@ class Background:
             self.key_cdf = None
             return
         p = self.keys
-        domain = key_domain(self.program)
+        domain = keys.key_domain(self.program)
         if p > domain:
             what = ", ".join(self.key_fields)
             raise UsageError(
@@ -418,7 +380,7 @@ class Background:
             if isinstance(ty, EnumType | BoolType):
                 values = np.arange(domain, dtype=np.int64)
             else:
-                values = _key_values(ty, self.key_points[self.key_field], p)
+                values = keys.key_values(ty, self.key_points[self.key_field], p)
             perm = seeded_rng(self.options.seed, 3).permutation(len(values))
             self.key_values = values[perm][:p, None]
         else:
@@ -452,7 +414,7 @@ class Background:
         about the ``len(fields)``-th root of ``p`` values (fewer where its type has fewer), so
         that every field varies."""
         types = [self.schema.field(n).type for n in self.key_fields]
-        sizes = [_domain(ty) for ty in types]
+        sizes = [keys.domain(ty) for ty in types]
         radix = [1] * len(types)
         while math.prod(radix) < p:
             grow = min((i for i in range(len(radix)) if radix[i] < sizes[i]), key=radix.__getitem__)
@@ -466,7 +428,8 @@ class Background:
             if isinstance(ty, EnumType | BoolType):
                 out[:, i] = digit
             else:
-                out[:, i] = _key_values(ty, self.key_points[self.key_fields[i]], radix[i])[digit]
+                values = keys.key_values(ty, self.key_points[self.key_fields[i]], radix[i])
+                out[:, i] = values[digit]
         return out
 
     def key_columns(self, ranks: np.ndarray) -> dict[str, np.ndarray]:
