@@ -102,6 +102,13 @@ class _Loader:
         start = time.monotonic()
         alone = threading.active_count() == 1
         deadline, spin = start + wait, start + (min(wait, SPIN) if alone else 0.0)
+        try:
+            self._take(deadline, spin, until)
+        finally:  # (the packets sent next wait for the socket's buffer, as before the poll)
+            self.sock.settimeout(self.timeout)
+
+    def _take(self, deadline: float, spin: float, until: int | None) -> None:
+        """:meth:`poll`'s loop: the answers that come by ``deadline``, or until ``until``'s."""
         while until not in self.answers:
             data = self._receive(deadline, spin)
             if data is None:
