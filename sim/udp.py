@@ -451,14 +451,24 @@ def _write_frames(
 
 
 def _settle_ns(top) -> float:
-    """How long the engine takes after a RESET before it takes a tuple: with ``--store
-    sdram``, the chip's power-up wait and the store's clearing of its words (a word a clock or
-    so: two allowed), which a board does once it is configured, long before a host sends;
-    else nothing."""
+    """How long the engine takes after a RESET before it takes a tuple, which the simulated
+    sender waits before its first TUPLES packet (as ``nfacep run --udp`` waits through its
+    credit): with ``--store sdram``, the chip's power-up wait and the store's clearing of its
+    words (a word a clock or so: two allowed); with the table store, its clearing sweep (a row
+    of every bank a clock); else nothing. Without it, a table of 65,536 entries (16,384 rows,
+    131 µs at 125 MHz) is still clearing when the receive buffer fills at line rate, and the
+    board refuses packets (``engine_full``) that it takes once clear."""
+    from nfacep.hdl.table import TablePartitioner
+
     store = top._engine.store
-    if "sdram" not in top.signature.members or store is None:
+    if store is None:
         return 0.0
-    cycles = store.cycles.power_up + 2 * store.clearing_words + 64
+    if "sdram" in top.signature.members:
+        cycles = store.cycles.power_up + 2 * store.clearing_words + 64
+    elif isinstance(store, TablePartitioner):
+        cycles = store.rows + 64
+    else:
+        return 0.0
     return cycles * 1e3 / top.engine_mhz
 
 

@@ -95,7 +95,7 @@ class UdpBoardTB:
         self.send = send
         first = await self.ask(PacketType.RESET, lambda s: s["tuples"] == 0 and s["next_seq"] == 0)
         self.results["reset"] = first
-        if self.config.get("settle_ns"):  # (--store sdram: the chip's power-up, the clearing)
+        if self.config.get("settle_ns"):  # (the store's clearing; the SDRAM chip's power-up)
             await Timer(round(self.config["settle_ns"]), unit="ns")
         for at in range(len(self.index)):
             wait = self.index[at][2]
