@@ -451,25 +451,18 @@ def _write_frames(
 
 
 def _settle_ns(top) -> float:
-    """How long the engine takes after a RESET before it takes a tuple, which the simulated
-    sender waits before its first TUPLES packet (as ``nfacep run --udp`` waits through its
-    credit): with ``--store sdram``, the chip's power-up wait and the store's clearing of its
-    words (a word a clock or so: two allowed); with the table store, its clearing sweep (a row
-    of every bank a clock); else nothing. Without it, a table of 65,536 entries (16,384 rows,
-    131 µs at 125 MHz) is still clearing when the receive buffer fills at line rate, and the
-    board refuses packets (``engine_full``) that it takes once clear."""
+    """How long the engine takes after a RESET before it takes a tuple, waited before the
+    first TUPLES packet as the host waits through its credit: the SDRAM chip's power-up and
+    the store's clearing of its words (a word a clock or so: two allowed), or the table's
+    clearing sweep (a row a clock); else nothing."""
     from nfacep.hdl.table import TablePartitioner
 
     store = top._engine.store
-    if store is None:
-        return 0.0
-    if "sdram" in top.signature.members:
-        cycles = store.cycles.power_up + 2 * store.clearing_words + 64
-    elif isinstance(store, TablePartitioner):
-        cycles = store.rows + 64
-    else:
-        return 0.0
-    return cycles * 1e3 / top.engine_mhz
+    if store is not None and "sdram" in top.signature.members:
+        return (store.cycles.power_up + 2 * store.clearing_words + 64) * 1e3 / top.engine_mhz
+    if isinstance(store, TablePartitioner):
+        return (store.rows + 64) * 1e3 / top.engine_mhz
+    return 0.0
 
 
 def _write_pcap(path: str, got: dict, run_dir: Path) -> None:
