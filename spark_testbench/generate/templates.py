@@ -228,8 +228,10 @@ class Templates:
                     if found == _KIND_WANT[kind]:
                         break
             if not lib:
-                never = sorted(
-                    v for (name, v), pool in pools.items() if name == q.name and pool is None
+                never = sorted(  # (the PREV templates' shared draw is the key "draws")
+                    key[1]
+                    for key, pool in pools.items()
+                    if isinstance(key, tuple) and key[0] == q.name and pool is None
                 )
                 why = "nothing planted: " + (
                     f"no generated tuple satisfies {', '.join(never)}"

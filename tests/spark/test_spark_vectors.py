@@ -554,6 +554,22 @@ def test_window_edges_that_cannot_be_planted_say_why(tmp_path, text, options, wh
     assert kinds and kinds <= set(KINDS)
 
 
+def test_a_prev_query_that_cannot_be_planted_says_so():
+    """Without Spark: a query reading PREV whose pattern no tuples can match (a value above and
+    below the one before it) is generated unplanted, saying why, as any other query is (it
+    stopped ``vectors`` with a ValueError: the PREV templates' shared draw is kept among the
+    variables' pools under a key of its own)."""
+    text = """CREATE STREAM s (k UINT(16), v UINT(8), ts UINT(32));
+QUERY q PARTITION k ORDER BY ts PATTERN (A B)
+DEFINE A AS v > 3, B AS v > PREV(v) AND v < PREV(v);
+"""
+    gen = Generator(nfacep.compile_text(text, "p.sql"), Options(**SMALL, keys=8))
+    assert gen.unplanted == {
+        "q": "nothing planted: no sequence of generated tuples drawn from its pattern matched"
+    }
+    assert gen.block(0)["v"].size > 0
+
+
 def test_window_edges_of_a_longer_pattern():
     """Without Spark: fit and miss instances of (A B+ C) and (A .* C) on a window of 7, checked
     against the reference matcher over the whole stream (every-end queries: a fit ends in a
