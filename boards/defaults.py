@@ -8,7 +8,10 @@ query has a PARTITION clause and ``--partitions`` is not given: on a board in
 :data:`TABLE_BOARDS` a table the key indexes directly first takes fewer ways (banks; it never
 drops whatever its ways, and a wide entry takes as many blocks per bank at any size), then
 the table is halved until its banks fit the board's block RAM with :data:`RESERVED` blocks
-left for the link and the FIFOs; when none fits, the swap pipeline with its 256 partitions,
+left for the link and the FIFOs, and a hashed table that fits at no size takes fewer ways
+(banks: a wide entry takes as many blocks per bank at any size; more of its keys then share a
+bucket, and a new key whose bucket is full is dropped, counted); when none fits, the swap
+pipeline with its 256 partitions,
 unless ``--store`` or ``--ways`` is given (then the table asked for, which ``build`` and
 ``check`` refuse naming its block RAMs); another board (the iCEstick) gets the swap pipeline
 unless ``--store`` or ``--ways`` is given. With
@@ -102,12 +105,20 @@ def board_engine(nfa: Nfa, board: Board, given: dict) -> EngineParams:
             if table_blocks(nfa, table, board.family) <= budget:
                 return table
             ways //= 2
-    partitions = chosen.partitions
-    while partitions >= chosen.ways:
-        table = dataclasses.replace(chosen, partitions=partitions)
-        if table_blocks(nfa, table, board.family) <= budget:
-            return table
-        partitions //= 2
+    # every table halved until it fits (below its key's range it is hashed); one that fits at
+    # no size with its ways (a wide entry: PREV's history, a window's and the measures'
+    # starts) takes fewer ways
+    ways = chosen.ways
+    while ways >= 1:
+        partitions = chosen.partitions
+        while partitions >= ways:
+            table = dataclasses.replace(chosen, partitions=partitions, ways=ways)
+            if table_blocks(nfa, table, board.family) <= budget:
+                return table
+            partitions //= 2
+        if "ways" in given:
+            break
+        ways //= 2
     if any(name in given for name in STORE_OPTIONS):
         return chosen  # (the store asked for: `build` and `check` say what it lacks)
     return EngineParams(**{**given, "store": "pipeline"})

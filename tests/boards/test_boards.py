@@ -661,6 +661,45 @@ def test_board_default_narrows_a_direct_tables_banks_before_its_entries(
     assert p["resources"]["brams"]["estimate"] > budget
 
 
+#: A 48-bit key (an address and a port: hashed) with a 418-bit entry (three PREVs, a window,
+#: the measures' starts): a bank takes 24 DP16KD at any size, so four banks (96) never fit
+#: the 48 blocks the 25F leaves the table, but two do.
+WIDE_HASHED = """\
+CREATE STREAM flows (ts TIMESTAMP(MILLISECOND), src IPV4, dport UINT(16), bytes UINT(32));
+SELECT * FROM flows MATCH_RECOGNIZE (
+    PARTITION BY src, dport ORDER BY ts
+    MEASURES FIRST(ts) AS first_ts, COUNT(*) AS c
+    PATTERN (A B+ C) WITHIN INTERVAL '5' SECOND
+    DEFINE A AS src IN '10.0.0.0/8', B AS bytes > PREV(bytes) * 2,
+           C AS bytes < PREV(bytes, 2) AND ts > PREV(ts)
+) AS burst;
+"""
+
+
+@pytest.mark.slow
+def test_board_default_gives_a_hashed_table_fewer_ways_when_none_fits(
+    no_toolchain, capsys, tmp_path
+):
+    """A hashed table that fits the board's block RAM at no size with its four ways takes
+    fewer: two banks of the wide entry fit the 25F (the default was the swap pipeline, 806% of
+    its flip-flops, which `build` refused); `--ways 4` given stays four ways."""
+    from nfacep.boards.defaults import RESERVED, table_blocks
+
+    query = tmp_path / "flows.sql"
+    query.write_text(WIDE_HASHED)
+    nfa = compile_file(str(query))
+    board = get_board("colorlight-5a75b")
+    budget = board.brams - RESERVED[board.family]
+    est = _board_params(capsys, str(query), "--board", board.name, "--link", "udp")
+    p = EngineParams.from_dict(est["parameters"], source="test")
+    assert (p.store, p.ways, p.partitions, p.indexing(nfa)) == ("table", 2, 2048, "hashed")
+    assert table_blocks(nfa, p, board.family) == est["resources"]["brams"]["estimate"] <= budget
+    assert table_blocks(nfa, dataclasses.replace(p, ways=4, partitions=4), "ecp5") > budget
+    assert table_blocks(nfa, dataclasses.replace(p, partitions=4096), "ecp5") > budget
+    p = _board_params(capsys, str(query), "--board", board.name, "--ways", "4")["parameters"]
+    assert (p["store"], p["ways"]) == ("table", 4)
+
+
 def test_run_names_the_board_default_when_the_engine_differs():
     from nfacep.boards.defaults import board_engine
     from nfacep.links.host import NoBoardError, check_engine
