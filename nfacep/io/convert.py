@@ -96,6 +96,8 @@ def _fast_strings(chunked: pa.ChunkedArray, ty: FieldType) -> np.ndarray | None:
     path then reads the column whole, with the same result or the error naming the row."""
     if not pa.types.is_string(chunked.type) or chunked.null_count:
         return None
+    if isinstance(ty, Ipv4Type | TimestampType):  # (integers in memory, not as text)
+        return None
     parts = []
     for chunk in chunked.chunks:
         if isinstance(ty, UIntType | IntType):

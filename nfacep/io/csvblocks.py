@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DataError
-from ..lang.types import BoolType, EnumType, Float32Type, IntType, UIntType
+from ..lang.types import BoolType, EnumType, Float32Type, IntType, Ipv4Type, TimestampType, UIntType
 from ..schema import Schema
 from . import csvfile
 from .arrays import index_in, to_numpy
@@ -80,7 +80,9 @@ def arrow_types(schema: Schema) -> dict[str, pa.DataType]:
     out = {}
     for f in schema.fields:
         ty = f.type
-        if isinstance(ty, UIntType | IntType):
+        if isinstance(ty, Ipv4Type | TimestampType):  # (integer types, written otherwise)
+            out[f.name] = pa.string()
+        elif isinstance(ty, UIntType | IntType):
             width = next(w for w in (8, 16, 32, 64) if ty.bits <= w)
             out[f.name] = _INTS[(isinstance(ty, IntType), width)]
         elif isinstance(ty, Float32Type):

@@ -200,6 +200,36 @@ def test_bad_ipv4_values_are_named(tmp_path, capsys, value, why):
 
 
 @pytest.mark.parametrize(
+    ("stream", "rows", "value", "why"),
+    [
+        ("dst IPV4", ["167772161", "167772162"], "167772161", "is not an IPv4 address"),
+        (
+            "dst TIMESTAMP(MILLISECOND)",
+            ["1700000000000", "1700000000001"],
+            "1700000000000",
+            "is not an ISO 8601 time",
+        ),
+    ],
+)
+def test_a_csv_column_of_integers_is_no_address_nor_time(
+    tmp_path, capsys, stream, rows, value, why
+):
+    """An IPV4 or TIMESTAMP value in CSV is written as a dotted quad or ISO 8601 time, also
+    when every value of the column is an integer (those were read as the 32-bit address or
+    the count of the unit, while the same integer beside a dotted quad or an ISO 8601 time
+    was refused: what a file meant depended on its other rows). Parquet's integer columns
+    stay the address or the count (docs/formats.md)."""
+    (tmp_path / "q.sql").write_text(
+        f"CREATE STREAM s (k UINT(8), {stream});\nQUERY q PATTERN (A) DEFINE A AS k > 0;\n"
+    )
+    (tmp_path / "t.csv").write_text("k,dst\n" + "".join(f"1,{r}\n" for r in rows))
+    argv = ["match", str(tmp_path / "q.sql"), "--input", str(tmp_path / "t.csv")]
+    assert main([*argv, "--output", str(tmp_path / "m.csv")]) == 2
+    err = capsys.readouterr().err
+    assert f"t.csv: row 1 (line 2), column 'dst': '{value}' {why}" in err, err
+
+
+@pytest.mark.parametrize(
     ("condition", "message"),
     [
         ("dst < '10.0.0.1'", "IPV4 addresses compare only with = and <>"),
