@@ -267,6 +267,39 @@ def test_packet_queue_with_a_late_write_reads_stale_bytes(monkeypatch):
     assert len(out) == 24 and out != list(range(24))
 
 
+def _bytes_after_an_overflow():
+    """Three bytes committed and not taken, then a packet that overflows the queue (of 8) by
+    four bytes and is rolled back: what comes out."""
+
+    async def script(ctx, dut, write, pulse):
+        await write(ctx, [1, 2, 3])
+        await pulse(ctx, dut.commit)
+        await ctx.tick().repeat(3)
+        await write(ctx, [4, 5, 6, 7, 8, 9, 10, 11, 12])
+        assert ctx.get(dut.overflow)
+        await pulse(ctx, dut.rollback)
+        ctx.set(dut.o_stream.ready, 1)
+        await ctx.tick().repeat(8)
+
+    return _queue_bench(8, script)
+
+
+def test_packet_queue_drops_every_byte_after_an_overflow():
+    """The write pointer moves with every byte, kept or dropped, so after an overflow it runs
+    past the bytes not yet taken; the bytes after the overflow are dropped on ``overflow``
+    itself and the committed bytes come out whole. Written whenever the queue does not look
+    full (``BREAK_QUEUE_WRITE = "past full"``), they overwrite a committed byte."""
+    assert _bytes_after_an_overflow() == [1, 2, 3]
+
+
+def test_packet_queue_writing_past_an_overflow_is_caught(monkeypatch):
+    """:func:`test_packet_queue_drops_every_byte_after_an_overflow` with ``BREAK_QUEUE_WRITE
+    = "past full"``: a committed byte is overwritten."""
+    monkeypatch.setattr(stream_blocks, "BREAK_QUEUE_WRITE", "past full")
+    out = _bytes_after_an_overflow()
+    assert len(out) == 3 and out != [1, 2, 3]
+
+
 def test_packet_queue_holds_its_read_pipeline_while_ready_drops():
     """The two bytes in the read registers (the block RAM's address and output registers)
     stay there while ``o_stream.ready`` is low, the one offered unchanged, whatever the cycle
