@@ -9,7 +9,7 @@ top's records crossing)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Elaboratable, Module, ResetSignal, Shape, Signal, Value
+from amaranth.hdl import Cat, Const, Elaboratable, Module, ResetSignal, Shape, Signal, Value
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.cdc import AsyncFFSynchronizer, FFSynchronizer
 from amaranth.lib.memory import Memory
@@ -23,7 +23,16 @@ from .bram import RegisteredBank
 #: nothing broken.
 BREAK_ROOM: str | None = None
 
+#: Test-only: :class:`PacketQueue`'s registered write port broken on purpose, so that a test
+#: shows that a byte read too early is caught. ``"late"``: a byte reaches the memory two
+#: edges after it is written, not one (the block RAM's write a cycle after the first read of
+#: a byte committed right after it). ``"past full"``: the bytes after an overflow are written
+#: whenever the queue does not look full, though the write pointer ran on past the bytes not
+#: yet taken (they are overwritten). ``None`` (always, outside those tests): nothing broken.
+BREAK_QUEUE_WRITE: str | None = None
+
 __all__ = [
+    "BREAK_QUEUE_WRITE",
     "BREAK_ROOM",
     "PacketQueue",
     "ReadAheadAsyncFIFO",
@@ -156,11 +165,20 @@ class PacketQueue(wiring.Component):
 
     ``i_stream`` is always ready; a byte written while the queue is full (``capacity`` bytes
     written and not taken from ``o_stream``) is dropped and raises ``overflow`` until the next
-    ``commit`` or ``rollback`` (the writer must then roll back). ``commit`` makes every byte
+    ``commit`` or ``rollback`` (the writer must then roll back), and so is every byte after it
+    until then. The write pointer moves with every byte written, kept or dropped (its enable
+    is the writer's ``valid``, not the fullness compare: timing, the receive clock's slowest
+    path beside the programmable engine); after an overflow it runs past the bytes not yet
+    taken, so those later bytes are dropped on ``overflow`` itself, and the rollback puts it
+    back. ``commit`` makes every byte
     written so far readable on ``o_stream``; ``rollback`` forgets them (discards the packet).
     No byte may be written in the cycle of either.
 
-    Latency and throughput: a byte a cycle in and out. A committed byte is offered on
+    Latency and throughput: a byte a cycle in and out. A byte written reaches the memory at the
+    next edge through a register of the write port (address, byte and enable), so that the
+    block RAM's write enable is a flip-flop, not the queue's fullness compare and the writer's
+    ``valid`` (timing); the earliest read of a byte, after a commit in the cycle after its
+    write, is an edge later still. A committed byte is offered on
     ``o_stream`` from the third cycle after the commit: the storage is a
     :class:`~nfacep.hdl.bram.RegisteredBank` (on ECP5 DP16KD blocks read through their own
     output register, whose clock-to-output is short: timing), read through two registers, the
@@ -208,18 +226,19 @@ class PacketQueue(wiring.Component):
         o = self.o_stream
         # written (tentative), committed, read from the memory, taken from o_stream
         wptr, cptr, rptr, tptr = (Signal(bits, name=n) for n in ("wptr", "cptr", "rptr", "tptr"))
-        full = Signal()
+        full, write = Signal(), Signal()
         # the read pipeline: a byte in the block RAM's address register (``read``), one in its
         # output register (``o_stream.valid``); both move when the output register is free
         read = Signal()
         advance = Signal()
         load = Signal()
+        # (after an overflow the write pointer has run on: nothing is written until it is put
+        # back)
+        keeping = Const(1) if BREAK_QUEUE_WRITE == "past full" else ~self.overflow
         m.d.comb += [
             self.i_stream.ready.eq(1),
             full.eq((wptr[:-1] == tptr[:-1]) & (wptr[-1] != tptr[-1])),
-            memory.w_addr.eq(wptr[:-1]),
-            memory.w_data.eq(self.i_stream.payload),
-            memory.w_en.eq(self.i_stream.valid & ~full),
+            write.eq(self.i_stream.valid & ~full & keeping),
             advance.eq(~o.valid | o.ready),
             load.eq(advance & (rptr != cptr)),
             memory.r_addr.eq(rptr[:-1]),
@@ -227,7 +246,14 @@ class PacketQueue(wiring.Component):
             o.payload.eq(memory.r_data),
             self.empty.eq((rptr == cptr) & ~read & ~o.valid),
         ]
-        with m.If(memory.w_en):
+        # the write port from a register: the memory writes a byte at the edge after it came
+        incoming = Cat(wptr[:-1], self.i_stream.payload, write)
+        if BREAK_QUEUE_WRITE == "late":  # a second register: the byte lands an edge late
+            late = Signal(len(incoming), name="late_write")
+            m.d.sync += late.eq(incoming)
+            incoming = late
+        m.d.sync += Cat(memory.w_addr, memory.w_data, memory.w_en).eq(incoming)
+        with m.If(self.i_stream.valid):  # (kept or dropped: no fullness compare, timing)
             m.d.sync += wptr.eq(wptr + 1)
         with m.If(self.i_stream.valid & full):
             m.d.sync += self.overflow.eq(1)

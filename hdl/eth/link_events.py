@@ -16,7 +16,10 @@ __all__ = ["BREAK_ANSWER", "COUNTERS", "ENDPOINT", "LinkEvents"]
 
 #: For the tests that show the answer to a LOAD waits for its bytes: ``"early"`` answers a
 #: LOAD with bytes as its event comes, as a LOAD without bytes, when its bytes may not be in
-#: the engine yet. ``None`` (always, outside those tests): as :meth:`LinkEvents._load_answer`.
+#: the engine yet; ``"no sender"``: the LOAD's sender and session are never taken (the
+#: register that enables them a cycle after its event stays low), so that its answer goes
+#: with another's session. ``None`` (always, outside those tests): as
+#: :meth:`LinkEvents._load_answer`.
 BREAK_ANSWER: str | None = None
 #: Where an answer goes.
 ENDPOINT = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
@@ -114,16 +117,23 @@ class LinkEvents:
         m.d.sync += taken.eq((gray(received, width) == self.config_taken) & ~valid)
         m.d.comb += answer.eq(waits & taken & ~valid)
         with m.If(chunk):
+            m.d.sync += [received.eq(received + event.seq[:width]), waits.eq(1)]
+        with m.Elif(answer):
+            m.d.sync += waits.eq(0)
+        # the sender and session a cycle after the event, enabled from a register, not from
+        # the event's decode, which reached their 128 enables (timing: the link clock's
+        # slowest path beside the SDRAM store); the event's fields stay until the next event,
+        # and the earliest answer comes two cycles after this one's (``taken`` is false in
+        # the cycle after an event)
+        took = Signal()
+        m.d.sync += took.eq(chunk if BREAK_ANSWER != "no sender" else 0)
+        with m.If(took):
             m.d.sync += [
-                received.eq(received + event.seq[:width]),
-                waits.eq(1),
                 self._load_peer.mac.eq(event.mac),
                 self._load_peer.ip.eq(event.ip),
                 self._load_peer.port.eq(event.port),
                 self._load_session.eq(event.session),
             ]
-        with m.Elif(answer):
-            m.d.sync += waits.eq(0)
         return answer
 
     def _asked(self, m, accepted, event):

@@ -33,8 +33,10 @@ __all__ = ["BREAK_DATA", "PayloadRx", "Session"]
 #: Test-only: the end of a packet's data broken on purpose, so that a test shows it catches it.
 #: ``"data_more"``: whether data bytes are left (``data_more``) is set from the UDP length and
 #: never cleared, so the bytes after the UDP length (a short frame's Ethernet padding, or an IP
-#: payload longer than the UDP length) are written as data. ``None`` (always, outside that
-#: test): nothing broken.
+#: payload longer than the UDP length) are written as data. ``"stale type"``: the packet's
+#: type flags that gate the data's writes (``tuples_type``, ``load_type``) are taken at a
+#: frame's first byte, so they hold the frame before's. ``None`` (always, outside those
+#: tests): nothing broken.
 BREAK_DATA: str | None = None
 
 
@@ -43,6 +45,9 @@ class _Header:
 
     def __init__(self, tuple_bytes: int):
         self.ptype = Signal(8)  # (combinational) the payload header's fields
+        # the type is TUPLES, LOAD (registers: the data's write enables)
+        self.tuples_type = Signal(reset_less=True)
+        self.load_type = Signal(reset_less=True)
         self.seq = Signal(32)
         self.version_ok = Signal()
         self.engine_ok = Signal(reset_less=True)
@@ -368,6 +373,17 @@ class PayloadRx(Classify, wiring.Component):
         # (every cycle, from the UDP header's register: no enable, timing; they hold this
         # frame's from two bytes after its UDP length, long before they are read)
         m.d.sync += tests
+        # the type's compares that gate the data's writes, from the payload header's register
+        # every cycle (timing: in the cycle of the write they fed the queues' write enables);
+        # they hold this frame's from two bytes after its type, long before its data
+        types = [
+            h.tuples_type.eq(f.type == PacketType.TUPLES),
+            h.load_type.eq(f.type == PacketType.LOAD),
+        ]
+        if BREAK_DATA == "stale type":
+            on_bytes(m, self.frame, {0: types})
+        else:
+            m.d.sync += types
         if self._load:
             body = Header("load", {"offset": 4, "flags": 1}, byteorder="little")
             m.submodules.load = load = Depacketizer(body, self._offset + PAYLOAD.length)
@@ -409,12 +425,11 @@ class PayloadRx(Classify, wiring.Component):
         in_data = Signal()
         m.d.comb += [
             in_data.eq(self.frame.valid & data_phase & data_more),
-            self.write.valid.eq(in_data & (h.ptype == PacketType.TUPLES)),
+            self.write.valid.eq(in_data & h.tuples_type),
             self.write.payload.eq(self.frame.byte),
         ]
         if self._load:
-            is_load = h.ptype == PacketType.LOAD
-            body = in_data & is_load & (h.load_skip == LOAD_HEADER_BYTES)
+            body = in_data & h.load_type & (h.load_skip == LOAD_HEADER_BYTES)
             m.d.comb += [
                 self.load_write.valid.eq(body),
                 self.load_write.payload.data.eq(self.frame.byte),

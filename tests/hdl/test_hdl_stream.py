@@ -15,6 +15,7 @@ import pytest
 from amaranth.sim import Simulator
 from streams import stream_get, stream_put, stream_through
 
+from nfacep.hdl import stream as stream_blocks
 from nfacep.hdl.stream import (
     PacketQueue,
     SkidBuffer,
@@ -232,6 +233,71 @@ def test_packet_queue_full_overflows_until_rollback():
         await ctx.tick().repeat(12)
 
     assert _queue_bench(8, script) == [1, 2, 3, *range(20, 28)]
+
+
+def _one_byte_packets(capacity):
+    """One-byte packets, each committed in the cycle after its write and read at once, over
+    three laps of the memory (so that every address holds an older byte when it is read): the
+    bytes out."""
+
+    async def script(ctx, dut, write, pulse):
+        ctx.set(dut.o_stream.ready, 1)
+        for value in range(3 * capacity):
+            await write(ctx, [value])
+            await pulse(ctx, dut.commit)
+            await ctx.tick().repeat(4)  # taken: the queue is empty again
+            assert ctx.get(dut.empty)
+
+    return _queue_bench(capacity, script)
+
+
+def test_packet_queue_reads_a_byte_committed_right_after_its_write():
+    """The write port is a register: a byte reaches the memory at the edge after its write,
+    before the earliest read of it (a commit in the next cycle, an empty queue, ``o_stream``
+    taking): each packet's own byte comes out, not the one its address held a lap before."""
+    assert _one_byte_packets(8) == list(range(24))
+
+
+def test_packet_queue_with_a_late_write_reads_stale_bytes(monkeypatch):
+    """The test above fails when a byte reaches the memory an edge later (``BREAK_QUEUE_WRITE
+    = "late"``): the read of a byte committed right after its write sees the address's byte of
+    the lap before."""
+    monkeypatch.setattr(stream_blocks, "BREAK_QUEUE_WRITE", "late")
+    out = _one_byte_packets(8)
+    assert len(out) == 24 and out != list(range(24))
+
+
+def _bytes_after_an_overflow():
+    """Three bytes committed and not taken, then a packet that overflows the queue (of 8) by
+    four bytes and is rolled back: what comes out."""
+
+    async def script(ctx, dut, write, pulse):
+        await write(ctx, [1, 2, 3])
+        await pulse(ctx, dut.commit)
+        await ctx.tick().repeat(3)
+        await write(ctx, [4, 5, 6, 7, 8, 9, 10, 11, 12])
+        assert ctx.get(dut.overflow)
+        await pulse(ctx, dut.rollback)
+        ctx.set(dut.o_stream.ready, 1)
+        await ctx.tick().repeat(8)
+
+    return _queue_bench(8, script)
+
+
+def test_packet_queue_drops_every_byte_after_an_overflow():
+    """The write pointer moves with every byte, kept or dropped, so after an overflow it runs
+    past the bytes not yet taken; the bytes after the overflow are dropped on ``overflow``
+    itself and the committed bytes come out whole. Written whenever the queue does not look
+    full (``BREAK_QUEUE_WRITE = "past full"``), they overwrite a committed byte."""
+    assert _bytes_after_an_overflow() == [1, 2, 3]
+
+
+def test_packet_queue_writing_past_an_overflow_is_caught(monkeypatch):
+    """:func:`test_packet_queue_drops_every_byte_after_an_overflow` with ``BREAK_QUEUE_WRITE
+    = "past full"``: a committed byte is overwritten."""
+    monkeypatch.setattr(stream_blocks, "BREAK_QUEUE_WRITE", "past full")
+    out = _bytes_after_an_overflow()
+    assert len(out) == 3 and out != [1, 2, 3]
 
 
 def test_packet_queue_holds_its_read_pipeline_while_ready_drops():

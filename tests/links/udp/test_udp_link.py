@@ -376,6 +376,18 @@ def test_eth_rx_data_past_the_udp_length_is_caught(monkeypatch):
         check_udp_length_ends_the_data()
 
 
+def test_eth_rx_a_stale_packet_type_is_caught(monkeypatch):
+    """The packet's type gates the data's writes through registers of its own; taken too late
+    (at the frame's first byte, ``BREAK_DATA = "stale type"``, so that they hold the frame
+    before's: a RESET's) the TUPLES packet after the RESET writes no tuple, and the check of
+    :func:`test_eth_rx_takes_no_data_after_the_udp_length` fails."""
+    from nfacep.hdl.eth import payload_rx
+
+    monkeypatch.setattr(payload_rx, "BREAK_DATA", "stale type")
+    with pytest.raises(AssertionError):
+        check_udp_length_ends_the_data()
+
+
 def check_udp_length_ends_the_data():
     """:func:`test_eth_rx_takes_no_data_after_the_udp_length`'s frames through EthRx."""
 

@@ -764,6 +764,19 @@ def test_an_answer_made_as_the_bytes_enter_is_caught(monkeypatch, engine_mhz):
         check_loads_answered_once_in(engine_mhz)
 
 
+@pytest.mark.slow
+def test_an_answer_without_the_loads_sender_is_caught(monkeypatch):
+    """The LOAD's sender and session are taken a cycle after its event, from a register of
+    their own; a link that never takes them (``BREAK_ANSWER = "no sender"``) answers with
+    another session's id, and the checks of
+    :func:`test_a_load_is_answered_once_its_bytes_are_in_the_engine` fail."""
+    from nfacep.hdl.eth import link_events
+
+    monkeypatch.setattr(link_events, "BREAK_ANSWER", "no sender")
+    with pytest.raises(AssertionError):
+        check_loads_answered_once_in(None)
+
+
 def check_loads_answered_once_in(engine_mhz):
     """:func:`test_a_load_is_answered_once_its_bytes_are_in_the_engine`'s checks."""
     from nfacep.image import Capacity, EngineShape, image, load
