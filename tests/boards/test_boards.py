@@ -617,6 +617,21 @@ def test_board_default_gives_way_to_any_store_option(no_toolchain, capsys, tmp_p
     assert (p["store"], p["partitions"], p["ways"]) == ("table", 1, 1)
 
 
+def _colorlight_default(tmp_path, capsys, text):
+    """The query ``text``'s default engine on the Colorlight with the UDP link: the query file,
+    its NFA, the board, the block RAMs the table may take, ``check --board``'s estimate and its
+    engine parameters."""
+    from nfacep.boards.defaults import RESERVED
+
+    query = tmp_path / "wide.sql"
+    query.write_text(text)
+    board = get_board("colorlight-5a75b")
+    est = _board_params(capsys, str(query), "--board", board.name, "--link", "udp")
+    p = EngineParams.from_dict(est["parameters"], source="test")
+    budget = board.brams - RESERVED[board.family]
+    return query, compile_file(str(query)), board, budget, est, p
+
+
 #: A narrow key (9 bits: 512 entries indexed directly) with a wide entry (two 32-bit PREVs of
 #: an address, one of a FLOAT32, a window and the start of each run): each bank of its table
 #: takes 16 DP16KD at any size, so four banks (64) never fit the 48 blocks the 25F leaves the
@@ -641,15 +656,9 @@ def test_board_default_narrows_a_direct_tables_banks_before_its_entries(
     flip-flops), and a table asked for stays a table when none fits (it became the pipeline).
     The blocks the default counts are the elaborated table's, the PREV history included (it
     counted the NFA's state alone)."""
-    from nfacep.boards.defaults import RESERVED, table_blocks
+    from nfacep.boards.defaults import table_blocks
 
-    query = tmp_path / "wide.sql"
-    query.write_text(WIDE_ENTRY)
-    nfa = compile_file(str(query))
-    board = get_board("colorlight-5a75b")
-    budget = board.brams - RESERVED[board.family]
-    est = _board_params(capsys, str(query), "--board", board.name, "--link", "udp")
-    p = EngineParams.from_dict(est["parameters"], source="test")
+    query, nfa, board, budget, est, p = _colorlight_default(tmp_path, capsys, WIDE_ENTRY)
     assert (p.store, p.partitions, p.indexing(nfa)) == ("table", 512, "direct")
     assert table_blocks(nfa, p, board.family) == est["resources"]["brams"]["estimate"] <= budget
     wider = dataclasses.replace(p, ways=2 * p.ways)  # the next more banks would not fit
@@ -683,15 +692,9 @@ def test_board_default_gives_a_hashed_table_fewer_ways_when_none_fits(
     """A hashed table that fits the board's block RAM at no size with its four ways takes
     fewer: two banks of the wide entry fit the 25F (the default was the swap pipeline, 806% of
     its flip-flops, which `build` refused); `--ways 4` given stays four ways."""
-    from nfacep.boards.defaults import RESERVED, table_blocks
+    from nfacep.boards.defaults import table_blocks
 
-    query = tmp_path / "flows.sql"
-    query.write_text(WIDE_HASHED)
-    nfa = compile_file(str(query))
-    board = get_board("colorlight-5a75b")
-    budget = board.brams - RESERVED[board.family]
-    est = _board_params(capsys, str(query), "--board", board.name, "--link", "udp")
-    p = EngineParams.from_dict(est["parameters"], source="test")
+    query, nfa, board, budget, est, p = _colorlight_default(tmp_path, capsys, WIDE_HASHED)
     assert (p.store, p.ways, p.partitions, p.indexing(nfa)) == ("table", 2, 2048, "hashed")
     assert table_blocks(nfa, p, board.family) == est["resources"]["brams"]["estimate"] <= budget
     assert table_blocks(nfa, dataclasses.replace(p, ways=4, partitions=4), "ecp5") > budget
