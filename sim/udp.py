@@ -454,15 +454,14 @@ def _settle_ns(top) -> float:
     """How long the engine takes after a RESET before it takes a tuple, waited before the
     first TUPLES packet as the host waits through its credit: the SDRAM chip's power-up and
     the store's clearing of its words (a word a clock or so: two allowed), or the table's
-    clearing sweep (a row a clock); else nothing."""
-    from nfacep.hdl.table import TablePartitioner
+    clearing sweep (a row a clock, as the sidecar tells the batch harness); else nothing."""
+    from nfacep.hdl.engine_shared import table_sidecar
 
     store = top._engine.store
     if store is not None and "sdram" in top.signature.members:
         return (store.cycles.power_up + 2 * store.clearing_words + 64) * 1e3 / top.engine_mhz
-    if isinstance(store, TablePartitioner):
-        return (store.rows + 64) * 1e3 / top.engine_mhz
-    return 0.0
+    table = table_sidecar(store)
+    return 0.0 if table is None else (table["rows"] + 64) * 1e3 / top.engine_mhz
 
 
 def _write_pcap(path: str, got: dict, run_dir: Path) -> None:
