@@ -6,8 +6,9 @@ Per field (:class:`FieldSpec`):
 - the partition key: one of ``keys`` values, Zipf-skewed (rank r drawn with weight
   ``1/(r+1)**zipf``), ranks scattered over the values; an integer (or IPV4) key field takes
   the constants the predicates compare it with and their neighbours, then consecutive
-  values from 1 (a planted instance's key is still chosen apart from its tuples, so a
-  condition on the key holds in the background's tuples, not necessarily in a planted one);
+  values from 1 (so that a condition on the key holds in the background's tuples; a
+  planted instance of a query whose conditions read the key goes on a key its template was
+  built for, :mod:`.templates`);
 - ORDER BY fields: non-decreasing in ``seq`` (so every ORDER BY holds); one a window
   (``WITHIN n``) measures is ``base + seq`` when it can hold a value per tuple, so a span of
   positions is a span of time;

@@ -155,7 +155,7 @@ class Plan:
                         pos = int(rng.integers(0, length - int(offs[-1]))) + offs
                         if used[pos].any():
                             continue
-                        key = self._free_key(out, int(pos[0]), int(pos[-1]), rng)
+                        key = self._free_key(out, int(pos[0]), int(pos[-1]), rng, lib[j].key)
                         if key is None:
                             continue
                         out.append(_Instance(qi, kind, j, pos, key))
@@ -164,10 +164,13 @@ class Plan:
         out.sort(key=lambda x: int(x.pos[0]))
         return out
 
-    def _free_key(self, inst: list[_Instance], s: int, e: int, rng) -> int | None:
+    def _free_key(
+        self, inst: list[_Instance], s: int, e: int, rng, want: int | None = None
+    ) -> int | None:
         """A key for an instance spanning ``s … e``: none of ``inst`` overlapping it uses it,
         and over its span and theirs some key stays free (where background tuples of an
-        instance's key go, :meth:`_clear_spans`)."""
+        instance's key go, :meth:`_clear_spans`); only ``want`` when given (the key its
+        template was built for), else None."""
 
         def over(a: int, z: int) -> list[_Instance]:
             return [y for y in inst if int(y.pos[0]) <= z and int(y.pos[-1]) >= a]
@@ -175,8 +178,8 @@ class Plan:
         near = over(s, e)
         busy = [{y.key for y in near}]
         busy += [{y.key for y in over(int(x.pos[0]), int(x.pos[-1]))} for x in near]
-        r = int(self.bg.key_ranks(rng, 1)[0])
-        for _ in range(self.bg.keys):
+        r = int(self.bg.key_ranks(rng, 1)[0]) if want is None else want
+        for _ in range(self.bg.keys if want is None else 1):
             if r not in busy[0] and all(len(k | {r}) < self.bg.keys for k in busy):
                 return r
             r = (r + 1) % self.bg.keys
@@ -193,6 +196,11 @@ class Plan:
             taken = {k for _, k in active}
             if len(taken) >= self.bg.keys - 1:
                 continue  # keep a key free for the background around it
+            want = self.templates[x.query][x.template].key
+            if want is not None:  # (built for its key: planted there, or not at all)
+                if want in taken:
+                    continue
+                r = want
             while r in taken:
                 r = (r + 1) % self.bg.keys
             x.key = r

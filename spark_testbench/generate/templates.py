@@ -7,8 +7,14 @@ runs overlap; every-end queries only) and ``repeat`` (two instances back to back
 
 For a query with a window (``WITHIN n``), pairs of templates at its edge (``window_fit`` /
 ``window_miss``): 2 to ``n`` tuples that match with their first and last tuples ``n - 1``
-apart and do not ``n`` apart (interior tuples in the same places). Where a query gets none,
+apart and do not ``n`` apart (interior tuples in the same places; with PREV, the lead-in
+tuples just before the first). Where a query gets none,
 ``unplanted`` says why.
+
+A query whose conditions read a partition field (``src IN '10.0.0.0/8'`` with ``PARTITION BY
+src``) gets templates built and checked for one key each (``Template.key``, a key rank whose
+tuples satisfy the word's first condition), which the plan plants them on; any other query's
+templates fit any key.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import numpy as np
 from nfacep.io.tuples import Tuples
 from nfacep.lang import ast
 from nfacep.lang.evaluate import evaluate
-from nfacep.lang.predicates import known_of, prev_of
+from nfacep.lang.predicates import FieldRef, Prev, known_of, nodes, prev_of
 from nfacep.nfa import Nfa
 from nfacep.params import EngineParams
 from nfacep.reference import matcher as reference
@@ -47,6 +53,8 @@ class Template:
     n: int
     #: window kinds: each tuple's position (and ORDER BY value) after the first's
     offs: np.ndarray | None = None
+    #: the key rank it was built for (its query's conditions read a partition field), or None
+    key: int | None = None
 
 
 class Templates:
@@ -61,6 +69,17 @@ class Templates:
         self.unplanted: dict[str, str] = {}  # query -> why it has no templates (of some kinds)
         self._nfa = nfa
         self._history = nfa.history  #: PREV's fields and how far back it reads them
+        keyed = set(self.bg.key_fields) if self.bg.interleaved else set()
+        #: the queries whose conditions read a partition field: their templates hold for a key
+        self._reads_key = {
+            q.name
+            for q in self.bg.program.queries
+            if any(
+                isinstance(node, FieldRef | Prev) and node.name in keyed
+                for pred in q.predicates.values()
+                for node in nodes(pred)
+            )
+        }
         self._build_templates()
         self._build_window_templates()
         self._nfa = None  # workers compile their own; keep the pickle small
@@ -90,15 +109,18 @@ class Templates:
                 return [v for _ in range(k) for v in self._word(child, rng, long)]
         raise TypeError(p)
 
-    def _pool(self, q, var: str, rng: np.random.Generator, pools: dict):
-        """Up to 256 background tuples satisfying ``var``'s predicate, or None."""
-        key = (q.name, var)
-        if key in pools:
-            return pools[key]
+    def _pool(self, q, var: str, rng: np.random.Generator, pools: dict, key: int | None):
+        """Up to 256 background tuples satisfying ``var``'s predicate (all of key rank ``key``
+        when given), or None."""
+        at = (q.name, var) if key is None else (q.name, var, key)
+        if at in pools:
+            return pools[at]
         pred = None if var == "." else q.predicates.get(var)
         found = None
         for attempt in range(6):
             cols = self.bg.draw(rng, np.arange(4096, dtype=np.int64), focus=attempt >= 2)
+            if key is not None:
+                cols[self.bg.key_field][:] = key
             if pred is None:
                 ok = np.arange(256)
             else:
@@ -108,15 +130,17 @@ class Templates:
             if len(ok):
                 found = {k: v[ok] for k, v in cols.items()}
                 break
-        pools[key] = found
+        pools[at] = found
         return found
 
-    def _fill(self, q, word: list[str], rng, pools) -> dict[str, np.ndarray] | None:
+    def _fill(
+        self, q, word: list[str], rng, pools, key: int | None
+    ) -> dict[str, np.ndarray] | None:
         if self._history:
-            return self._fill_after(q, word, rng, pools)
+            return self._fill_after(q, word, rng, pools, key)
         parts: dict[str, list] = {s.name: [] for s in self.bg.specs}
         for var in word:
-            pool = self._pool(q, var, rng, pools)
+            pool = self._pool(q, var, rng, pools, key)
             if pool is None:
                 return None
             i = int(rng.integers(len(pool[self.bg.specs[0].name])))
@@ -124,14 +148,16 @@ class Templates:
                 parts[k].append(v[i])
         return {k: np.array(v, dtype=self.bg.dtype(k)) for k, v in parts.items()}
 
-    def _fill_after(self, q, word: list[str], rng, pools) -> dict[str, np.ndarray] | None:
+    def _fill_after(
+        self, q, word: list[str], rng, pools, key: int | None
+    ) -> dict[str, np.ndarray] | None:
         """The tuples of ``word`` for queries that read PREV: a variable's condition then
         depends on the tuples before, so they are chosen one by one, each among background
         tuples (a fixed draw, :meth:`_draws`) that satisfy its variable given those before it,
         and the nearest of them to the tuple before in the fields PREV reads (so that runs
         rise or fall by small steps and last); after as many lead-in tuples as PREV reads
         back, so that the word's first tuple reads the template's own tuples."""
-        cols, typed = self._draws(rng, pools)
+        cols, typed = self._draws(rng, pools, key)
         n = len(next(iter(cols.values())))
         lead = max(self._history.values())
         chosen = rng.integers(n, size=lead).tolist()
@@ -158,21 +184,57 @@ class Templates:
         at = np.array(chosen, dtype=np.int64)
         return {k: v[at] for k, v in cols.items()}
 
-    def _draws(self, rng, pools):
-        """The background tuples PREV templates are chosen from (drawn once): plain and
-        focused on the compared constants, and their typed columns."""
+    def _draws(self, rng, pools, key: int | None = None):
+        """The background tuples PREV templates and templates' keys are chosen from (drawn
+        once): plain and focused on the compared constants, and their typed columns; with
+        ``key``, the same tuples all of that key rank."""
         if "draws" not in pools:
             a = self.bg.draw(rng, np.arange(4096, dtype=np.int64))
             b = self.bg.draw(rng, np.arange(4096, dtype=np.int64), focus=True)
             cols = {k: np.concatenate([a[k], b[k]]) for k in a}
             pools["draws"] = cols, self.bg.typed(cols)
-        return pools["draws"]
+        if key is None:
+            return pools["draws"]
+        at = (None, "draws", key)
+        if at not in pools:
+            cols = dict(pools["draws"][0])
+            cols[self.bg.key_field] = np.full_like(cols[self.bg.key_field], key)
+            pools[at] = cols, self.bg.typed(cols)
+        return pools[at]
+
+    def _key_for(self, q, word: list[str], rng, pools) -> int | None:
+        """The key rank a template of ``q`` made of ``word`` is built for, when ``q``'s
+        conditions read a partition field: the key of a drawn tuple that satisfies the word's
+        first condition (PREV reading another drawn tuple); -1 when none does; None for a
+        query whose templates fit any key."""
+        if q.name not in self._reads_key:
+            return None
+        cols, typed = self._draws(rng, pools)
+        n = len(next(iter(cols.values())))
+        pred = next((q.predicates[v] for v in word if q.predicates.get(v) is not None), None)
+        if pred is None:
+            return int(cols[self.bg.key_field][int(rng.integers(n))])
+        other = rng.permutation(n)
+        lead = max(self._history.values(), default=0)
+        before = {
+            prev_of(f, k): typed[f][other]
+            for f, depth in self._history.items()
+            for k in range(1, depth + 1)
+        }
+        known = {known_of(k): np.ones(n, dtype=bool) for k in range(1, lead + 1)}
+        ok = np.flatnonzero(evaluate(pred, {**typed, **self.bg.params, **before, **known}, n))
+        return int(cols[self.bg.key_field][ok[int(rng.integers(len(ok)))]]) if len(ok) else -1
 
     def _ends(
-        self, rows: dict[str, np.ndarray], qi: int, offs: np.ndarray | None = None
+        self,
+        rows: dict[str, np.ndarray],
+        qi: int,
+        offs: np.ndarray | None = None,
+        key: int | None = None,
     ) -> np.ndarray:
-        """Where query ``qi`` reports matches on ``rows`` alone (one key); ORDER BY values as
-        at positions ``0 … n-1`` of the stream, or ``base + offs`` when given."""
+        """Where query ``qi`` reports matches on ``rows`` alone (one key: rank ``key``, or any
+        for a query that does not read it); ORDER BY values as at positions ``0 … n-1`` of
+        the stream, or ``base + offs`` when given."""
         n = len(next(iter(rows.values())))
         cols = dict(rows)
         seqs = np.arange(n, dtype=np.int64)
@@ -184,7 +246,8 @@ class Templates:
                     else self.bg.order_values(s, np.zeros(1, dtype=np.int64)) + offs
                 )
             elif s.role == "key":
-                cols[s.name] = np.zeros(n, dtype=np.int64)
+                rank = key if key is not None and s.name == self.bg.key_field else 0
+                cols[s.name] = np.full(n, rank, dtype=np.int64)
         result = reference.run(
             self._nfa,
             Tuples(self.bg.typed(cols), n),
@@ -193,9 +256,9 @@ class Templates:
         )
         return result.seqs[result.queries == qi]
 
-    def _check(self, kind: str, rows, qi: int) -> bool:
+    def _check(self, kind: str, rows, qi: int, key: int | None) -> bool:
         n = len(next(iter(rows.values())))
-        ends = self._ends(rows, qi)
+        ends = self._ends(rows, qi, key=key)
         if len(ends) == 0 or ends[-1] != n - 1:
             return False
         if kind in ("short", "long"):
@@ -207,7 +270,7 @@ class Templates:
         # overlap: no run ending at the last tuple starts after the latest earlier match end
         e1 = int(ends[-2])
         cut = {k: v[e1 + 1 :] for k, v in rows.items()}
-        later = self._ends(cut, qi)
+        later = self._ends(cut, qi, key=key)
         return len(later) == 0 or later[-1] != n - e1 - 2
 
     def _build_templates(self) -> None:
@@ -220,18 +283,19 @@ class Templates:
                     continue
                 found = 0
                 for _ in range(40):
-                    rows = self._candidate(q, kind, rng, pools)
-                    if rows is None or not self._check(kind, rows, qi):
+                    rows, key = self._candidate(q, kind, rng, pools)
+                    if rows is None or not self._check(kind, rows, qi, key):
                         continue
-                    lib.append(Template(qi, kind, rows, len(rows[self.bg.specs[0].name])))
+                    n = len(rows[self.bg.specs[0].name])
+                    lib.append(Template(qi, kind, rows, n, key=key))
                     found += 1
                     if found == _KIND_WANT[kind]:
                         break
             if not lib:
-                never = sorted(  # (the PREV templates' shared draw is the key "draws")
-                    key[1]
-                    for key, pool in pools.items()
-                    if isinstance(key, tuple) and key[0] == q.name and pool is None
+                never = sorted(  # (pools of one key, and the shared draws, aside)
+                    at[1]
+                    for at, pool in pools.items()
+                    if isinstance(at, tuple) and len(at) == 2 and at[0] == q.name and pool is None
                 )
                 why = "nothing planted: " + (
                     f"no generated tuple satisfies {', '.join(never)}"
@@ -241,29 +305,33 @@ class Templates:
                 self.unplanted[q.name] = why
             self.templates.append(lib)
 
-    def _candidate(self, q, kind: str, rng, pools):
+    def _candidate(self, q, kind: str, rng, pools) -> tuple[dict | None, int | None]:
+        """A candidate template's tuples, and the key rank they are for (or None)."""
         for _ in range(8):
             word = self._word(q.pattern, rng, long=kind == "long")
             if 0 < len(word) <= _MAX_WORD:
                 break
         else:
-            return None
-        rows = self._fill(q, word, rng, pools)
+            return None, None
+        key = self._key_for(q, word, rng, pools)
+        if key == -1:
+            return None, None
+        rows = self._fill(q, word, rng, pools, key)
         if rows is None or kind in ("short", "long"):
-            return rows
+            return rows, key
         if kind == "repeat":
             word2 = self._word(q.pattern, rng, long=False)
-            more = self._fill(q, word2, rng, pools) if word2 else None
+            more = self._fill(q, word2, rng, pools, key) if word2 else None
         elif rng.random() < 0.5 or len(word) < 2:
             # repeat the last tuple (a second end of a trailing repetition)
             more = {k: v[-1:] for k, v in rows.items()}
         else:
             # pump a suffix of the word
             k = int(rng.integers(1, len(word)))
-            more = self._fill(q, word[k:], rng, pools)
+            more = self._fill(q, word[k:], rng, pools, key)
         if more is None:
-            return None
-        return {k: np.concatenate([rows[k], more[k]]) for k in rows}
+            return None, None
+        return {k: np.concatenate([rows[k], more[k]]) for k in rows}, key
 
     def _build_window_templates(self) -> None:
         """Per windowed query, pairs of templates at the window's edge: the same tuples with the
@@ -314,14 +382,15 @@ class Templates:
             )
         if n < 2:
             return "WITHIN 1 only holds runs of one tuple, whose first and last are the same tuple"
-        if n + 1 > room:
+        lead = max(self._history.values(), default=0)  # (PREV's lead-in tuples)
+        if n + 1 + lead > room:
             where = (
                 "the stream"
                 if self.bg.n <= self.bg.options.block_tuples
                 else f"a block (--block-tuples {self.bg.options.block_tuples})"
             )
             return (
-                f"WITHIN {n}: an instance spans up to {n + 1} consecutive tuples, more than "
+                f"WITHIN {n}: an instance spans up to {n + 1 + lead} consecutive tuples, more than "
                 f"{where} holds ({room})"
             )
         return None
@@ -333,26 +402,29 @@ class Templates:
                 break
         else:
             return None
-        rows = self._fill(q, word, rng, pools)
+        key = self._key_for(q, word, rng, pools)
+        if key == -1:
+            return None
+        rows = self._fill(q, word, rng, pools, key)
         if rows is None:
             return None
-        size = len(next(iter(rows.values())))  # (with PREV, lead-in tuples first)
-        if size > n:
-            return None
+        size = len(next(iter(rows.values())))
+        lead = size - len(word)  # (with PREV, lead-in tuples first, just before the word)
         inner = (
-            np.sort(rng.choice(n - 2, size - 2, replace=False)) + 1
-            if size > 2
+            np.sort(rng.choice(n - 2, len(word) - 2, replace=False)) + 1
+            if len(word) > 2
             else np.zeros(0, dtype=np.int64)
         )
-        fit = np.concatenate([[0], inner, [n - 1]]).astype(np.int64)
-        miss = np.concatenate([[0], inner, [n]]).astype(np.int64)
-        ends = self._ends(rows, qi, fit)
+        fit = np.concatenate([np.arange(lead), lead + np.concatenate([[0], inner, [n - 1]])])
+        miss = np.concatenate([np.arange(lead), lead + np.concatenate([[0], inner, [n]])])
+        fit, miss = fit.astype(np.int64), miss.astype(np.int64)
+        ends = self._ends(rows, qi, fit, key)
         if len(ends) == 0 or ends[-1] != size - 1:
             return None
-        ends = self._ends(rows, qi, miss)
+        ends = self._ends(rows, qi, miss, key)
         if len(ends) and ends[-1] == size - 1:
             return None
         return [
-            Template(qi, "window_fit", rows, size, fit),
-            Template(qi, "window_miss", rows, size, miss),
+            Template(qi, "window_fit", rows, size, fit, key),
+            Template(qi, "window_miss", rows, size, miss, key),
         ]

@@ -574,11 +574,6 @@ def test_window_edges_of_a_longer_pattern():
     """Without Spark: fit and miss instances of (A B+ C) and (A .* C) on a window of 7, checked
     against the reference matcher over the whole stream (every-end queries: a fit ends in a
     match, a miss does not, nor does anything else of its key end there)."""
-    import numpy as np
-
-    from nfacep.io.tuples import Tuples
-    from nfacep.reference import matcher as reference
-
     text = """CREATE STREAM s (k UINT(16), e ENUM('A','B','C'), v UINT(8), ts UINT(32));
 QUERY q PARTITION k ORDER BY ts PATTERN (A B+ C) WITHIN 7
 DEFINE A AS e = 'A', B AS v > 100, C AS e = 'C';
@@ -587,23 +582,59 @@ QUERY r PARTITION k ORDER BY ts PATTERN (A .* C) WITHIN 7 DEFINE A AS e = 'A', C
     nfa = nfacep.compile_text(text, "w.sql")
     gen = Generator(nfa, Options(**SMALL, seed=3, keys=6))
     assert gen.unplanted == {}
+    planted, cols = _planted_against_reference(nfa, gen)
+    edges = [p for p in planted if p.kind in WINDOW_KINDS]
+    assert {(p.query, p.kind) for p in edges} == {(q, k) for q in "qr" for k in WINDOW_KINDS}
+    for p in edges:
+        span = int(cols["ts"][p.seq] - cols["ts"][p.first])
+        assert span == (6 if p.kind == "window_fit" else 7), p
+
+
+def _planted_against_reference(nfa, gen):
+    """The generator's planted instances, each checked against the reference matcher over the
+    whole stream (a planted instance ends in a match of its query and key, a window_miss does
+    not), and the stream's columns."""
+    import numpy as np
+
+    from nfacep.io.tuples import Tuples
+    from nfacep.reference import matcher as reference
+
     blocks = [gen.block(b) for b in range(gen.n_blocks)]
     cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0] if k != "seq"}
-    res = reference.run(
-        nfa, Tuples(gen.typed(cols, key_rank=False), SMALL["tuples"]), EngineParams()
-    )
-    got = {
-        (int(s), res.names[q], p)
+    n = sum(len(b["seq"]) for b in blocks)
+    res = reference.run(nfa, Tuples(gen.typed(cols, key_rank=False), n), EngineParams())
+    got = {  # (several key fields: the planted instance's key is their values with commas)
+        (int(s), res.names[q], ",".join(p) if isinstance(p, tuple) else p)
         for s, q, p in zip(res.seqs, res.queries, res.partitions, strict=True)
     }
     planted = [p for b in range(gen.n_blocks) for p in gen.planted(b)]
-    edges = [p for p in planted if p.kind in WINDOW_KINDS]
-    assert {(p.query, p.kind) for p in edges} == {(q, k) for q in "qr" for k in WINDOW_KINDS}
     for p in planted:
         assert ((p.seq, p.query, p.partition) in got) == (p.kind != "window_miss"), p
-        if p.kind in WINDOW_KINDS:
-            span = int(cols["ts"][p.seq] - cols["ts"][p.first])
-            assert span == (6 if p.kind == "window_fit" else 7), p
+    return planted, cols
+
+
+def test_a_query_reading_its_key_and_prev_is_planted_at_its_windows_edges():
+    """Without Spark: a query whose conditions read its partition fields (an address in a
+    network, a port) and PREV, in a window: its templates are built for a key whose tuples
+    satisfy them, and planted on that key, at the window's edges too (PREV's lead-in tuples
+    just before the first). Before, the templates were checked with every key field 0, so
+    such a query was never planted (``vectors`` wrote 0 expected matches and said "nothing
+    planted"), and a PREV query's window edges never held (the lead-in tuple was taken for
+    the first)."""
+    text = """CREATE STREAM s (ts UINT(32), src IPV4, dport UINT(16), v UINT(8));
+SELECT * FROM s MATCH_RECOGNIZE (
+  PARTITION BY src, dport ORDER BY ts
+  PATTERN (A B+) WITHIN 40
+  DEFINE A AS src IN '10.0.0.0/8' AND dport < 1024, B AS v > PREV(v)
+) AS q;
+"""
+    nfa = nfacep.compile_text(text, "k.sql")
+    gen = Generator(nfa, Options(**SMALL, seed=5, keys=200))
+    assert gen.unplanted == {}
+    planted, _ = _planted_against_reference(nfa, gen)
+    kinds = {p.kind for p in planted}
+    assert {"short", *WINDOW_KINDS} <= kinds, kinds
+    assert all(p.partition.startswith("10.") for p in planted), planted
 
 
 @pytest.mark.parametrize("key", ["src", "src, c"])
