@@ -10,6 +10,7 @@ import sys
 from nfacep import links, params, settings
 from nfacep.cli import Command, add_io_arguments, load_query
 from nfacep.errors import UsageError
+from nfacep.output import probe_folder_to_make
 
 from .registry import BOARDS, get_board, known_boards
 from .toolchain import ROUTERS
@@ -162,6 +163,7 @@ class Build(Command):
         engine = board_engine(nfa, board, params.given(args))
         stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(args.query))[0]) or "engine"
         out_dir = args.output or os.path.join("build", f"{stem}-{board.name}")
+        probe_folder_to_make(out_dir, f"-o {out_dir}" if args.output else "the output folder")
         try:
             report = build(
                 nfa,

@@ -22,7 +22,14 @@ from collections.abc import Iterable, Iterator
 
 from .errors import NfacepError, UsageError
 
-__all__ = ["atomic_files", "atomic_write", "check_outputs", "probe_folder", "summary_path"]
+__all__ = [
+    "atomic_files",
+    "atomic_write",
+    "check_outputs",
+    "probe_folder",
+    "probe_folder_to_make",
+    "summary_path",
+]
 
 #: The prefix of the temporary files (hidden, and recognisable as nfacep's).
 TEMP_PREFIX = ".nfacep-"
@@ -41,6 +48,22 @@ def probe_folder(folder: str, what: str) -> None:
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(tmp)
+
+
+def probe_folder_to_make(folder: str, what: str) -> None:
+    """Before any work: a :class:`UsageError` naming ``what`` unless ``folder`` is a folder
+    files can be written in, or can be made with the folders above it: an existing ``folder``
+    that is not a folder, or the nearest existing path above it that is not a writable
+    folder, is named (:func:`probe_folder`)."""
+    path = os.path.abspath(folder)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise UsageError(f"{what}: {folder} exists and is not a folder")
+    above = path
+    while not os.path.isdir(above):
+        if os.path.lexists(above):
+            raise UsageError(f"{what}: {above} is not a folder, so {folder} cannot be made")
+        above = os.path.dirname(above)
+    probe_folder(above, what)
 
 
 def _check_destination(path: str, what: str) -> str:

@@ -31,6 +31,7 @@ _WHERE = {
     "SimulationError": "build",
     "SimulatorMissing": "build",
     "build_cache": "build",
+    "checked_cache": "build",
     "prebuild": "models",
     "simulator_available": "build",
     "ContractError": "contract",

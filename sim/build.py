@@ -170,10 +170,21 @@ def ready(simulator: str, build_dir: str | os.PathLike | None) -> Path:
     """
     if simulator not in SIMULATORS:
         raise UsageError(f"unknown simulator {simulator!r}: choose one of {', '.join(SIMULATORS)}")
-    cache = build_cache(build_dir)
+    cache = checked_cache(build_dir)
     missing = simulator_available(simulator, cache)
     if missing:
         raise SimulatorMissing(missing)
+    return cache
+
+
+def checked_cache(build_dir: str | os.PathLike | None) -> Path:
+    """:func:`build_cache`, once it is known to be a folder builds can be written in, or one
+    that can be made: a :class:`UsageError` naming it otherwise."""
+    from nfacep.output import probe_folder_to_make
+
+    cache = build_cache(build_dir)
+    what = f"--build-dir {build_dir}" if build_dir is not None else "the simulator build cache"
+    probe_folder_to_make(str(cache), what)
     return cache
 
 

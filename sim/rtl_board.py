@@ -120,8 +120,8 @@ class RtlBoard:
 
 def os_cache(build_dir: str | os.PathLike | None) -> Path:
     """The folder caching Verilated boards: ``nfacep sim``'s build cache."""
-    from .build import build_cache
+    from .build import checked_cache
 
-    cache = build_cache(build_dir)
+    cache = checked_cache(build_dir)
     cache.mkdir(parents=True, exist_ok=True)
     return cache

@@ -126,7 +126,7 @@ def prepare(
         auto, why = auto_mode(params, nfa, keys, keys)
         if auto == "partitioned":
             mode, reason = auto, f"shards of whole partition keys, each simulated alone: {why}"
-    cache = sim.build_cache(build_dir)
+    cache = sim.checked_cache(build_dir)
     missing = sim.simulator_available(simulator, cache)
     if missing:
         raise sim.SimulatorMissing(missing)

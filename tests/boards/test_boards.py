@@ -62,6 +62,25 @@ def test_toolchain_missing_says_how_to_install(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_an_output_folder_that_cannot_be_made_is_named_before_any_work(
+    tmp_path, no_toolchain, capsys
+):
+    """``build -o``: a file, a path under a file, or a folder under one nothing can be written
+    in is a usage error naming it, before elaboration (each was a traceback: amaranth's
+    extraction made the folder, or removed the old bitstream, after synthesis)."""
+    afile = tmp_path / "afile"
+    afile.write_text("kept\n")
+    for out, says in (
+        (afile, "exists and is not a folder"),
+        (afile / "sub", "is not a folder, so"),
+        ("/proc/nfacep-nope/o", "cannot write in /proc"),
+    ):
+        assert run(["build", MARATHON, "--board", "ulx3s-85f", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"nfacep: -o {out}: " in err and says in err and "Traceback" not in err, err
+    assert afile.read_text() == "kept\n"
+
+
 def test_toolchain_variable_naming_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("NEXTPNR_ICE40", str(tmp_path / "no-such-nextpnr"))
     with pytest.raises(boards.ToolchainMissingError, match=r"NEXTPNR_ICE40=.* names no program"):

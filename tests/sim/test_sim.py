@@ -1129,6 +1129,23 @@ def test_programmable_registered_table(tmp_path, sim_cache, simulator, monkeypat
         assert broken.read_text() != expected
 
 
+def test_a_build_cache_that_cannot_be_made_is_named(tmp_path, capsys, monkeypatch):
+    """``--build-dir`` (or ``$NFACEP_SIM_CACHE``) naming a file, or a path under one, is a usage
+    error naming it before any simulator runs (each was a traceback from ``mkdir``)."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    argv = ["sim", str(QUERIES / "marathon.sql"), "--input", str(QUERIES / "marathon.csv")]
+    argv += ["--output", str(tmp_path / "out.csv")]
+    assert main([*argv, "--build-dir", str(afile)]) == 2
+    err = capsys.readouterr().err
+    assert f"--build-dir {afile}: {afile} exists and is not a folder" in err
+    monkeypatch.setenv("NFACEP_SIM_CACHE", str(afile / "cache"))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the simulator build cache: " in err and "is not a folder, so" in err
+    assert not (tmp_path / "out.csv").exists()
+
+
 def test_programmable_refuses_what_does_not_fit(tmp_path, capsys):
     """A file the programmable engine cannot hold is refused before any simulator runs,
     every reason named, with the UDP link (which loads the image in LOAD packets) as without."""
