@@ -71,7 +71,8 @@ class UdpLink(Link):
         if mhz is not None and not mhz > 0:
             raise UsageError(f"--engine-mhz {mhz:g}: expected a positive frequency")
         try:
-            return {"udp": Endpoint.parse(args.mac, args.ip, args.port), "engine_mhz": mhz}
+            board = Endpoint.parse(args.mac, args.ip, args.port).check_station()
+            return {"udp": board, "engine_mhz": mhz}
         except (ValueError, TypeError) as exc:
             raise UsageError(f"--mac/--ip/--port: {exc}") from None
 

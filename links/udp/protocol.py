@@ -284,15 +284,41 @@ class Endpoint:
     @classmethod
     def parse(cls, mac: str, ip: str, port: int) -> Endpoint:
         """From ``02:00:5e:00:00:02``, ``10.0.0.2`` and a port; ValueError if malformed."""
-        raw = bytes.fromhex(mac.replace(":", "").replace("-", ""))
+        try:
+            raw = bytes.fromhex(mac.replace(":", "").replace("-", ""))
+        except ValueError:
+            raw = b""
         parts = ip.split(".")
         if len(raw) != 6:
-            raise ValueError(f"a MAC address has 6 bytes: {mac!r}")
-        if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+            raise ValueError(
+                f"not a MAC address (6 bytes in hexadecimal, as 02:4e:46:41:43:50): {mac!r}"
+            )
+        if len(parts) != 4 or not all(p.isascii() and p.isdigit() and int(p) < 256 for p in parts):
             raise ValueError(f"not an IPv4 address: {ip!r}")
         if not 0 < port < 65536:
             raise ValueError(f"not a UDP port: {port}")
         return cls(raw, bytes(int(p) for p in parts), port)
+
+    def check_station(self) -> Endpoint:
+        """Itself, when it can be a board's own address on a LAN; ValueError naming why not:
+        a group MAC address (its first byte odd: multicast or broadcast) or the zero one; an
+        IPv4 address of "this network" (0/8), loopback (127/8), multicast (224/4) or the
+        broadcast 255.255.255.255. A board answering from one would never be reached, or
+        would take frames meant for others."""
+        mac = self.mac.hex(":")
+        if self.mac[0] & 1:
+            raise ValueError(f"{mac} is a group MAC address (its first byte odd), not a station's")
+        if not any(self.mac):
+            raise ValueError(f"{mac} is the zero MAC address, not a station's")
+        ip, first = ".".join(map(str, self.ip)), self.ip[0]
+        kind = {0: "an address of 'this network' (0/8)", 127: "a loopback address (127/8)"}.get(
+            first, "a multicast address (224/4)" if 224 <= first <= 239 else None
+        )
+        if self.ip == b"\xff" * 4:
+            kind = "the broadcast address"
+        if kind is not None:
+            raise ValueError(f"{ip} is {kind}, not a station's")
+        return self
 
     def __str__(self) -> str:
         return f"{self.mac.hex(':')} {'.'.join(map(str, self.ip))}:{self.port}"

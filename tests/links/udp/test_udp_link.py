@@ -988,7 +988,21 @@ def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeyp
         run(["build", str(MARATHON), "--board", "ulx3s-85f", "--link", "udp", "-o", str(out)]) == 2
     )
     assert "has no RGMII port the UDP link supports" in capsys.readouterr().err
-    for bad in (["--ip", "10.0.0.256"], ["--mac", "02:00"], ["--port", "0"]):
+    bad_addresses = (
+        (["--ip", "10.0.0.256"], "not an IPv4 address: '10.0.0.256'"),
+        (["--mac", "02:00"], "not a MAC address"),
+        (["--mac", "zz:00:00:00:00:00"], "not a MAC address"),  # (was fromhex()'s message)
+        (["--port", "0"], "not a UDP port: 0"),
+        # (each was built: a board answering from it is never reached, or answers for others)
+        (["--mac", "01:00:5e:00:00:01"], "a group MAC address"),
+        (["--mac", "ff:ff:ff:ff:ff:ff"], "a group MAC address"),
+        (["--mac", "00:00:00:00:00:00"], "the zero MAC address"),
+        (["--ip", "224.0.0.1"], "a multicast address"),
+        (["--ip", "255.255.255.255"], "the broadcast address"),
+        (["--ip", "127.0.0.1"], "a loopback address"),
+        (["--ip", "0.1.2.3"], "'this network'"),
+    )
+    for bad, says in bad_addresses:
         assert (
             run(
                 [
@@ -1005,7 +1019,8 @@ def test_build_refuses_udp_without_rgmii_or_with_bad_addresses(tmp_path, monkeyp
             )
             == 2
         )
-        assert "--mac/--ip/--port" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "--mac/--ip/--port" in err and says in err, err
     assert (
         run(
             [
