@@ -310,6 +310,13 @@ class Serve(Command):
         # the options' ranges, before anything is read (--engine programmable: the software
         # board runs the images LOAD brings, from its stream declaration and key)
         params.from_args(args, programmable=True)
+        if args.tap is not None:
+            from nfacep.links.udp.tap import check_name
+
+            try:
+                check_name(args.tap)
+            except ValueError as exc:
+                raise UsageError(f"--tap: {exc}") from None
         nfa = load_query(args.query)
         engine = params.from_args(args, nfa=nfa, programmable=True)
         values = settings.from_args(nfa.program.parameters, args, switches=False, command="serve")
@@ -323,7 +330,7 @@ class Serve(Command):
             thread, where = _serve_rtl(args, nfa, engine, values, stop)
             what = f"the Verilated board top (at {UDP.build_options(args)['udp']})"
         else:
-            thread, where = (_serve_tap if args.tap else _serve_udp)(args, model, stop)
+            thread, where = (_serve_udp if args.tap is None else _serve_tap)(args, model, stop)
             what = "a software board"
         print(
             f"nfacep serve: listening on {where}: {what} for {args.query}, engine {model.id:#010x}",
@@ -379,7 +386,7 @@ def _serve_udp(args, model, stop):
 def _host_port(args, board):
     """The host side of a frame bridge to a board at ``board``'s addresses: ``--tap``'s device
     or ``--udp``'s socket; and where it listens."""
-    if args.tap:
+    if args.tap is not None:
         from nfacep.links.udp.tap import TapPort
 
         try:

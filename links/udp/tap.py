@@ -18,19 +18,35 @@ import struct
 
 from .protocol import MIN_FRAME
 
-__all__ = ["TapPort", "open_tap"]
+__all__ = ["TapPort", "check_name", "open_tap"]
 
 #: <linux/if_tun.h>
 _TUNSETIFF = 0x400454CA
 _IFF_TAP, _IFF_NO_PI = 0x0002, 0x1000
 
 
+def check_name(name: str) -> str:
+    """``name`` when Linux takes it as a network interface's, exactly (1 to 15 bytes, not
+    ``.`` or ``..``, no ``/``, ``:``, ``%`` or white space); ValueError saying why not. (The
+    kernel's request holds 16 bytes, so a longer name was cut short silently, and ``%d`` asks
+    the kernel to choose a number.)"""
+    raw = name.encode()
+    if not 0 < len(raw) < 16 or name in (".", "..") or any(c in "/:%" or c.isspace() for c in name):
+        raise ValueError(
+            f"{name!r} is not a network interface's name (1 to 15 bytes, without '/', ':', "
+            "'%' or spaces)"
+        )
+    return name
+
+
 def open_tap(name: str) -> int:
     """A file descriptor of the TAP device ``name`` (created if missing), frames without the
-    packet-information prefix; OSError when the machine or the process cannot."""
+    packet-information prefix; ValueError for a name Linux would not take as it is
+    (:func:`check_name`), OSError when the machine or the process cannot."""
+    request = struct.pack("16sH", check_name(name).encode(), _IFF_TAP | _IFF_NO_PI)
     fd = os.open("/dev/net/tun", os.O_RDWR)
     try:
-        fcntl.ioctl(fd, _TUNSETIFF, struct.pack("16sH", name.encode(), _IFF_TAP | _IFF_NO_PI))
+        fcntl.ioctl(fd, _TUNSETIFF, request)
     except OSError:
         os.close(fd)
         raise

@@ -102,6 +102,17 @@ def test_serve_refuses_an_address_in_use(tmp_path):
     assert "cannot listen there" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("name", ["tap-name-longer-than-15", "tap%d", "a b", "", "x/y", ".."])
+@pytest.mark.parametrize("rtl", [[], ["--rtl"]])
+def test_serve_refuses_a_tap_name_linux_would_change(name, rtl, capsys):
+    """``--tap``: a name Linux would cut short (its request holds 15 bytes and a NUL), number
+    (``%d``) or refuse is a usage error before anything is opened or built (a long name was
+    created cut short while the first line named it whole; an empty one was a traceback)."""
+    assert main(["serve", str(QUERIES / "marathon.sql"), "--tap", name, *rtl]) == 2
+    err = capsys.readouterr().err
+    assert f"--tap: {name!r} is not a network interface's name" in err, err
+
+
 @pytest.mark.slow
 def test_serve_rtl_is_the_gateware_behind_a_socket(tmp_path, capsys, sim_cache):
     """``nfacep serve --rtl``: the board top's Verilog under Verilator behind the socket;
