@@ -79,6 +79,7 @@ class _Checker:
             except QueryError as err:
                 self.errors.append(err)
                 continue
+            partition: tuple[str, ...] = ()
             with self._collecting():
                 partition = self._partition_of(q, schema)
                 if first is None:
@@ -87,7 +88,7 @@ class _Checker:
                     self._same_engine(q, name, schema, partition, first)
             cq = None
             with self._collecting():  # what _query raises rather than keeps, kept here
-                cq = self._query(q, name, schema)
+                cq = self._query(q, name, schema, partition)
             if cq is not None:
                 checked.append(cq)
         if len(self.errors) >= MAX_ERRORS:
@@ -228,8 +229,11 @@ class _Checker:
 
     # --- queries ----------------------------------------------------------------------------
 
-    def _query(self, q: ast.Query, name: str, schema: Schema) -> CheckedQuery | None:
-        """The checked query; None when it has errors (kept in ``self.errors``)."""
+    def _query(
+        self, q: ast.Query, name: str, schema: Schema, partition: tuple[str, ...]
+    ) -> CheckedQuery | None:
+        """The checked query, partitioned by the fields ``partition``; None when it has errors
+        (kept in ``self.errors``)."""
         errors = len(self.errors)
         for u in q.unsupported:
             self.errors.append(QueryError(f"{u.feature} is not supported: {u.reason}", u.pos))
@@ -285,7 +289,7 @@ class _Checker:
             window = None if q.within is None else self._window(q, q.within, schema)
         measures: tuple[Measure, ...] = ()
         with self._collecting():
-            measures = check_measures(q, schema, lambda col: field_of(col, schema))
+            measures = check_measures(q, schema, lambda col: field_of(col, schema), partition)
         if len(self.errors) > errors:
             return None
         return CheckedQuery(

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable
 
 from ..errors import QueryError
-from ..schema import Measure, Schema
+from ..schema import Measure, Schema, partition_columns
 from . import ast
 
 __all__ = ["RESERVED", "check_measures", "edge_vars"]
@@ -29,18 +29,25 @@ _WHAT = (
 
 
 def check_measures(
-    q: ast.Query, schema: Schema, field: Callable[[ast.Column], ast.FieldDecl]
+    q: ast.Query,
+    schema: Schema,
+    field: Callable[[ast.Column], ast.FieldDecl],
+    partition: tuple[str, ...],
 ) -> tuple[Measure, ...]:
-    """The checked ``MEASURES`` of ``q``; ``field`` resolves an unqualified column (raising
-    for an unknown one). Raises QueryError at the first item the engine cannot report."""
+    """The checked ``MEASURES`` of ``q``, partitioned by the fields ``partition``; ``field``
+    resolves an unqualified column (raising for an unknown one). Raises QueryError at the
+    first item the engine cannot report."""
     out: list[Measure] = []
     seen: set[str] = set()
+    # the match file's own columns (``partition_<field>`` with several partition fields),
+    # compared quoted or not: the header would say a name twice
+    taken = list(dict.fromkeys([*RESERVED, *partition_columns(partition)]))
     for m in q.measures:
         k = ast.key(m.alias, m.quoted)
-        if m.alias.lower() in RESERVED:  # quoted or not: the header would say it twice
+        if m.alias.lower() in (c.lower() for c in taken):
             raise QueryError(
                 f"measure name '{m.alias}' is a column the match file already has "
-                f"({', '.join(RESERVED)}): choose another",
+                f"({', '.join(taken)}): choose another",
                 m.alias_pos,
             )
         if k in seen:

@@ -107,6 +107,8 @@ ERRORS = [
     ("QUERY q MEASURES LAST(a) AS partition PATTERN (A)", "already has", "partition"),
     ("QUERY q MEASURES COUNT(*) AS Seq PATTERN (A)", "already has", "Seq"),
     ('QUERY q MEASURES COUNT(*) AS "query" PATTERN (A)', "already has", '"query"'),
+    ("QUERY q PARTITION a, b MEASURES COUNT(*) AS partition_b PATTERN (A)", "already has", "par"),
+    ('QUERY q PARTITION b, e MEASURES LAST(a) AS "PARTITION_E" PATTERN (A)', "partition_e", '"P'),
     (
         "SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
         "ALL ROWS PER MATCH is not supported",
