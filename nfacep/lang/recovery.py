@@ -1,6 +1,8 @@
 """Going on after a syntax error: the parser is fed token by token (:class:`Recovery`), with
 marks after each ';' and after the AS of each DEFINE's definition to resume from, so that one
-run reports the errors of every statement (at most MAX_ERRORS)."""
+run reports the errors of every statement (at most MAX_ERRORS). An error after the ')' that
+closes MATCH_RECOGNIZE (a WHERE or ORDER BY around it) ends its statement there: the query
+before it is kept, and checked."""
 
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ class Recovery:
         #: at, kept as tokens come so that no message scans a long statement
         self.heads: list[Token] = []
         self.mr_depth: int | None = None  # the depth MATCH_RECOGNIZE's '(' opens from
+        self.mr_closed = False  # the statement's MATCH_RECOGNIZE ( … ) has been read whole
 
     def run(self):
         """The parse tree of the statements that parsed (None when none could be kept), the
@@ -98,7 +101,7 @@ class Recovery:
                 if offset is None or offset <= last or len(self.errors) >= MAX_ERRORS:
                     return self._stop(offset), self.errors, self.broken
                 last = offset
-                resumed = self._resume(err, offset)
+                resumed = self._resume(parser, err, offset)
                 if resumed is None:
                     return self._stop(None), self.errors, self.broken
                 parser = resumed
@@ -115,7 +118,7 @@ class Recovery:
                 self.statement_start = len(self.seen)
                 self.in_define = False
                 self.condition = None
-                self.heads, self.mr_depth = [prev], None
+                self.heads, self.mr_depth, self.mr_closed = [prev], None, False
                 self.between = _Mark(*_snapshot(parser), self.depth, self.statement)
             elif (
                 self.in_define
@@ -155,11 +158,19 @@ class Recovery:
                 if self.depth == self.mr_depth:  # the ')' that closes MATCH_RECOGNIZE
                     self.heads.append(token)
                     self.mr_depth = None
+                    # and its DEFINE: an error after it is not in a condition
+                    self.mr_closed, self.in_define, self.condition = True, False, None
 
-    def _resume(self, err: UnexpectedInput, offset: int):
-        """A parser to go on with after the error at ``offset``: in the DEFINE condition the
-        error is in, with TRUE for the condition, from the next definition (or the clause's
-        end); else from the next ';'. None at the end of the file."""
+    def _resume(self, parser, err: UnexpectedInput, offset: int):
+        """A parser to go on with after the error at ``offset`` (``parser`` met it): in the
+        DEFINE condition the error is in, with TRUE for the condition, from the next
+        definition (or the clause's end); after MATCH_RECOGNIZE ( … ) [AS name], with the
+        statement ended there, from the next ';'; else from the next ';' with the statement
+        dropped. None at the end of the file."""
+        if self.mr_closed:
+            ended = _ended(parser, self.text, offset, err)
+            if ended is not None:
+                return ended
         mark = self.condition
         if mark is not None and mark.statement == self.statement and mark.start <= offset:
             assert mark.as_token is not None, "a condition's mark is just after its AS"
@@ -235,6 +246,17 @@ def _next_definition(text: str, mark: _Mark, offset: int) -> int:
             return word
         word = at if m.group("word") else -1
     return len(text)
+
+
+def _ended(parser, text: str, offset: int, err: UnexpectedInput):
+    """``parser`` (which met the error at ``offset``) with its statement ended where it is,
+    its lexer moved to the next ';' (or the end of the file); None when the statement cannot
+    end there."""
+    semicolon = _next_semicolon(text, offset)
+    # (accepts() feeds copies without building trees: the trees on the stack are shared)
+    if ("SEMICOLON" if semicolon is not None else "$END") not in parser.accepts():
+        return None
+    return _moved(parser, text, len(text) if semicolon is None else semicolon, err, offset)
 
 
 def _next_semicolon(text: str, offset: int) -> int | None:

@@ -67,6 +67,49 @@ def test_the_flink_port_reports_both_errors_line_7_first(tmp_path, capsys):
     assert err.count("^") == 2
 
 
+#: Oracle's V-shape example as its documentation writes it: a bare field as a measure (line 6),
+#: SKIP TO LAST (line 9), then an ORDER BY after MATCH_RECOGNIZE (line 15).
+ORACLE = (
+    STREAM
+    + """SELECT *
+FROM ticker MATCH_RECOGNIZE (
+     PARTITION BY symbol
+     ORDER BY t
+     MEASURES  STRT.t AS start_t,
+               LAST(UP.t) AS end_t
+     ONE ROW PER MATCH
+     AFTER MATCH SKIP TO LAST UP
+     PATTERN (STRT DOWN+ UP+)
+     DEFINE
+        DOWN AS DOWN.price < PREV(DOWN.price),
+        UP AS UP.price > PREV(UP.price)
+     ) MR
+ORDER BY MR.symbol, MR.start_t;
+SELECT * FROM ticker MATCH_RECOGNIZE (
+  PARTITION BY symbol PATTERN (A) DEFINE A AS price / 2 > 1
+) AS m2 WHERE price > 1;
+QUERY q3 PARTITION symbol PATTERN (A) DEFINE A AS nosuch > 1
+"""
+)
+
+
+def test_errors_before_and_after_a_clause_around_match_recognize(tmp_path, capsys):
+    """An ORDER BY or WHERE after MATCH_RECOGNIZE ( … ) ends its statement: the query before
+    it is checked, and the statements after it are read, each error once, in file order (the
+    clause was once read as a definition of DEFINE, and every word after it was an error)."""
+    code, _, err = _check(tmp_path, capsys, ORACLE)
+    assert code == 2
+    assert _places(err) == [(6, 16), (9, 23), (15, 1), (17, 53), (18, 9), (19, 51)], err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["STRT.t", "SKIP TO LAST UP", "ORDER BY after", "'/'", "WHERE", "unknown field"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+    assert "unexpected" not in err
+
+
 def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
     text = (
         STREAM
