@@ -337,11 +337,17 @@ def _misplaced(token: Token | None, before: list[Token], heads: list[Token]) -> 
         joined = tail_error(str(token).upper(), pos_of(token))  # FROM s JOIN …, FROM s WHERE …
         if joined is not None:
             return joined
+    prev = before[-1] if before else None
     if form == "sql" and "MATCH_RECOGNIZE" in kinds and kinds[-1] == "RPAR":
-        return tail_error(str(token).upper(), pos_of(token))  # after its closing ')'
+        # after its closing ')', or the word there, read as the query's name (`) ORDER BY t`)
+        named = len(before) >= 2 and before[-2] is heads[-1] and prev.type == "NAME"
+        for word in (token, prev) if named else (token,):
+            tail = tail_error(str(word).upper(), pos_of(word))
+            if tail is not None:
+                return tail
+        return None
     seen = [t for t in kinds if t in CLAUSE_WORDS]
     # the unexpected word, or the word before it when that was read as a name (a DEFINE's)
-    prev = before[-1] if before else None
     for word in (token, prev):
         if word is None or str(word).upper() not in CLAUSE_WORDS:
             continue

@@ -142,6 +142,16 @@ CASES = [
     ("ORDER BY after", sql("PATTERN (A)") + " §ORDER BY t", ["ORDER BY", "inside"]),
     ("GROUP BY", sql("PATTERN (A)") + " §GROUP BY symbol", ["GROUP BY"]),
     (
+        "ORDER BY after, the query unnamed",
+        STREAM + "SELECT * FROM ticker MATCH_RECOGNIZE (PATTERN (A)) §ORDER BY t",
+        ["ORDER BY", "inside"],
+    ),
+    (
+        "WHERE, the query unnamed",
+        STREAM + "SELECT * FROM ticker MATCH_RECOGNIZE (PATTERN (A)) §WHERE price > 1",
+        ["WHERE", "SELECT * FROM stream"],
+    ),
+    (
         "INTERVAL in a condition",
         sql("PATTERN (A)", "A AS t < 5 + §INTERVAL '10' MINUTE"),
         ["INTERVAL", "WITHIN INTERVAL"],
