@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..errors import QueryError
+from ..errors import QueryError, QueryErrors
 from ..schema import Measure, Schema, partition_columns
 from . import ast
 
@@ -35,9 +35,10 @@ def check_measures(
     partition: tuple[str, ...],
 ) -> tuple[Measure, ...]:
     """The checked ``MEASURES`` of ``q``, partitioned by the fields ``partition``; ``field``
-    resolves an unqualified column (raising for an unknown one). Raises QueryError at the
-    first item the engine cannot report."""
+    resolves an unqualified column (raising for an unknown one). Raises QueryError (a
+    QueryErrors when there are several) at each item the engine cannot report."""
     out: list[Measure] = []
+    errors: list[QueryError] = []
     seen: set[str] = set()
     # the match file's own columns (``partition_<field>`` with several partition fields),
     # compared quoted or not: the header would say a name twice
@@ -45,16 +46,24 @@ def check_measures(
     for m in q.measures:
         k = ast.key(m.alias, m.quoted)
         if m.alias.lower() in (c.lower() for c in taken):
-            raise QueryError(
-                f"measure name '{m.alias}' is a column the match file already has "
-                f"({', '.join(taken)}): choose another",
-                m.alias_pos,
+            errors.append(
+                QueryError(
+                    f"measure name '{m.alias}' is a column the match file already has "
+                    f"({', '.join(taken)}): choose another",
+                    m.alias_pos,
+                )
             )
-        if k in seen:
-            raise QueryError(f"measure name '{m.alias}' is given twice", m.alias_pos)
+        elif k in seen:
+            errors.append(QueryError(f"measure name '{m.alias}' is given twice", m.alias_pos))
         seen.add(k)
-        kind, name = _read(m.expr, m.pos, q, schema, field)
+        try:  # each item on its own, as each DEFINE
+            kind, name = _read(m.expr, m.pos, q, schema, field)
+        except QueryError as err:
+            errors.append(err)
+            continue
         out.append(Measure(m.alias, kind, name, quoted=m.quoted))
+    if errors:
+        raise QueryErrors.of(errors)
     return tuple(out)
 
 

@@ -1,8 +1,8 @@
 """A query file's errors are reported together, in file order (docs/language.md, "Errors and
 warnings"): parsing goes on after a syntax error (at the next definition of DEFINE, else at the
-next ';'), the checker checks every query, clause and DEFINE on its own, and ``nfacep check``
-prints the first SHOWN_ERRORS errors with place and caret, then how many more; ``check --json``
-lists them all."""
+next ';'), the checker checks every query, clause, DEFINE and measure on its own, and
+``nfacep check`` prints the first SHOWN_ERRORS errors with place and caret, then how many more;
+``check --json`` lists them all."""
 
 from __future__ import annotations
 
@@ -108,6 +108,30 @@ def test_errors_before_and_after_a_clause_around_match_recognize(tmp_path, capsy
     ):
         assert words in line, (words, line)
     assert "unexpected" not in err
+
+
+def test_each_measure_is_checked_on_its_own(tmp_path, capsys):
+    """Flink's Aggregations example: two measures refused (LAST(A.x) where a match ends with
+    B, AVG) and an aggregate in DEFINE are three errors, not the first measure's alone."""
+    text = STREAM + (
+        "SELECT * FROM ticker MATCH_RECOGNIZE (\n"
+        "  PARTITION BY symbol ORDER BY t\n"
+        "  MEASURES FIRST(A.t) AS start_t, LAST(A.t) AS end_t,\n"  # line 4
+        "           AVG(A.price) AS avgPrice, COUNT(*) AS seq, COUNT(*) AS END_T\n"
+        "  AFTER MATCH SKIP PAST LAST ROW PATTERN (A+ B)\n"
+        "  DEFINE A AS AVG(A.price) < 15\n"  # line 7
+        ") AS m\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(4, 40), (5, 12), (5, 50), (5, 67), (7, 15)], err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["LAST(A.t)", "AVG(…)", "'seq' is a column", "'END_T' is given twice", "AVG()"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
 
 
 def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
