@@ -203,10 +203,9 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
             "interval (the field needs a TIME unit)",
             pos_of(token),
         )
-    if prev is not None and prev.type == "PATTERN" and token is not None:
-        return QueryError(
-            "PATTERN takes its pattern in parentheses: PATTERN (A B+ C)", pos_of(token)
-        )
+    pattern = _pattern_error(err, token, prev, clause)
+    if pattern is not None:
+        return pattern
     # SELECT where a name or a condition goes
     subquery = _subquery(token, before)
     if subquery is not None:
@@ -286,6 +285,37 @@ _AFTER_OPERAND = {
     "VBAR",
     "QUANTIFIER",
 }
+
+
+def _pattern_error(
+    err: UnexpectedInput, token: Token | None, prev: Token | None, clause: str | None
+) -> QueryError | None:
+    """The error for PATTERN without its parentheses, a quantifier on a quantifier
+    (``A{2}{3}``, ``A+*``) or a count that is not a decimal integer (``A{0x10}``); or None."""
+    if prev is not None and prev.type == "PATTERN" and token is not None:
+        return QueryError(
+            "PATTERN takes its pattern in parentheses: PATTERN (A B+ C)", pos_of(token)
+        )
+    if clause != "PATTERN":
+        return None
+    if (
+        prev is not None
+        and prev.type == "QUANTIFIER"
+        and token is not None
+        and str(token)[:1] in ("*", "+", "?", "{")
+    ):
+        return QueryError(
+            f"quantifier {token} after the quantifier {prev}: an operand takes one quantifier "
+            f"(a '?' after it makes it reluctant); to quantify a quantified operand, put it in "
+            f"parentheses: (…{prev}){token}",
+            pos_of(token),
+        )
+    if isinstance(err, UnexpectedCharacters) and err.char == "{":
+        return QueryError(
+            "a quantifier's counts are decimal integers: {n}, {n,}, {n,m}, {,m}",
+            SourcePos(err.line, err.column),
+        )
+    return None
 
 
 def _subquery(token: Token | None, before: list[Token]) -> QueryError | None:
