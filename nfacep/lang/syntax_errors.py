@@ -188,21 +188,9 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
     expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or set()
     if token is not None and token.type == "NAME" and set(expected) >= _TYPE_TOKENS:
         return QueryError(f"unknown type '{token}': the types are {_TYPES}", pos_of(token))
-    # WITHIN 5 SECOND: a count with a unit, Flink's interval without its INTERVAL
-    if (
-        len(before) >= 2
-        and before[-2].type == "WITHIN"
-        and prev is not None
-        and prev.type == "INT_NUM"
-        and token is not None
-        and str(token).upper() in TIME_UNITS
-    ):
-        return QueryError(
-            f"WITHIN {prev} {token}: WITHIN n counts in the ORDER BY field's "
-            f"units; write WITHIN INTERVAL '{prev}' {str(token).upper()} for an "
-            "interval (the field needs a TIME unit)",
-            pos_of(token),
-        )
+    within = _within_error(token, before)
+    if within is not None:
+        return within
     pattern = _pattern_error(err, token, prev, clause)
     if pattern is not None:
         return pattern
@@ -285,6 +273,44 @@ _AFTER_OPERAND = {
     "VBAR",
     "QUANTIFIER",
 }
+
+
+def _within_error(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for Flink's and SQL's ways of writing a window that WITHIN does not take:
+    a count with a unit (``WITHIN 5 SECOND``), the interval's number unquoted (``INTERVAL 5
+    MINUTE``), a range of units (``INTERVAL '1:30' HOUR TO MINUTE``) or a unit's precision
+    (``SECOND(3)``); or None."""
+    if token is None or not before:
+        return None
+    kinds = [t.type for t in before[-4:]]
+    word = str(token).upper()
+    unit = word[:-1] if word.endswith("S") and word[:-1] in TIME_UNITS else word
+    if kinds[-2:] == ["WITHIN", "INT_NUM"] and unit in TIME_UNITS:
+        return QueryError(
+            f"WITHIN {before[-1]} {token}: WITHIN n counts in the ORDER BY field's "
+            f"units; write WITHIN INTERVAL '{before[-1]}' {unit} for an "
+            "interval (the field needs a TIME unit)",
+            pos_of(token),
+        )
+    if kinds[-2:] == ["WITHIN", "INTERVAL"] and token.type == "INT_NUM":
+        return QueryError(
+            f"WITHIN INTERVAL {token}: the interval's number is a quoted string, as in SQL: "
+            f"WITHIN INTERVAL '{token}' UNIT",
+            pos_of(token),
+        )
+    if kinds == ["WITHIN", "INTERVAL", "STRING", "NAME"] and word in ("TO", "("):
+        what, example = (
+            ("a range of units (… TO …)", "INTERVAL '1:30' HOUR TO MINUTE as INTERVAL '90' MINUTE")
+            if word == "TO"
+            else ("a unit's precision", "INTERVAL '90' SECOND(3) as INTERVAL '90' SECOND")
+        )
+        return QueryError(
+            f"{what} is not supported in WITHIN INTERVAL: an interval is one number of one "
+            f"unit, 'n' UNIT with UNIT one of MILLISECOND, SECOND, MINUTE, HOUR, DAY (write "
+            f"{example})",
+            pos_of(token),
+        )
+    return None
 
 
 def _pattern_error(

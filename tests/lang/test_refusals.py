@@ -165,6 +165,26 @@ CASES = [
         ["a join"],
     ),
     ("ORDER BY two fields", sql("ORDER BY t, §symbol PATTERN (A)"), ["ORDER BY more than one"]),
+    (
+        "an interval of two units",
+        sql("ORDER BY t PATTERN (A) WITHIN INTERVAL '1:30' HOUR §TO MINUTE"),
+        ["range of units", "INTERVAL '90' MINUTE"],
+    ),
+    (
+        "an interval unit's precision",
+        sql("ORDER BY t PATTERN (A) WITHIN INTERVAL '90' SECOND§(3)"),
+        ["precision", "INTERVAL '90' SECOND)"],
+    ),
+    (
+        "an interval's number unquoted",
+        sql("ORDER BY t PATTERN (A) WITHIN INTERVAL §5 MINUTE"),
+        ["quoted", "INTERVAL '5' UNIT"],
+    ),
+    (
+        "a window in plural units",
+        sql("ORDER BY t PATTERN (A) WITHIN 5 §SECONDS"),
+        ["WITHIN INTERVAL '5' SECOND "],
+    ),
     ("PATTERN without parentheses", sql("PATTERN §A B"), ["parentheses"]),
     ("CREATE TABLE", "§CREATE TABLE t (x INT(8))", ["CREATE TABLE"]),
     ("INT without width", "CREATE STREAM s (x §INT)", ["INT needs a width"]),
