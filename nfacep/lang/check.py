@@ -47,6 +47,8 @@ class _Checker:
         self.warnings: list[QueryError] = []
         self.errors: list[QueryError] = []
         self.conditions = Conditions(self.warnings)
+        #: the measure names of the queries checked so far, by upper-case fold: one column each
+        self.measure_names: dict = {}
 
     # --- file level -------------------------------------------------------------------------
 
@@ -289,7 +291,9 @@ class _Checker:
             window = None if q.within is None else self._window(q, q.within, schema)
         measures: tuple[Measure, ...] = ()
         with self._collecting():
-            measures = check_measures(q, schema, lambda col: field_of(col, schema), partition)
+            measures = check_measures(
+                q, schema, lambda col: field_of(col, schema), partition, self.measure_names
+            )
         if len(self.errors) > errors:
             return None
         return CheckedQuery(

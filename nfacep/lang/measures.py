@@ -16,6 +16,7 @@ from collections.abc import Callable
 from ..errors import QueryError, QueryErrors
 from ..schema import Measure, Schema, partition_columns
 from . import ast
+from .names import case_clash, declare
 
 __all__ = ["RESERVED", "check_measures", "edge_vars"]
 
@@ -33,13 +34,16 @@ def check_measures(
     schema: Schema,
     field: Callable[[ast.Column], ast.FieldDecl],
     partition: tuple[str, ...],
+    columns: dict,
 ) -> tuple[Measure, ...]:
     """The checked ``MEASURES`` of ``q``, partitioned by the fields ``partition``; ``field``
-    resolves an unqualified column (raising for an unknown one). Raises QueryError (a
+    resolves an unqualified column (raising for an unknown one); ``columns``: the measure
+    names of the file's queries before, by upper-case fold (the match file has a column per
+    name, spelled as first written), to which ``q``'s are added. Raises QueryError (a
     QueryErrors when there are several) at each item the engine cannot report."""
     out: list[Measure] = []
     errors: list[QueryError] = []
-    seen: set[str] = set()
+    seen: dict = {}
     # the match file's own columns (``partition_<field>`` with several partition fields),
     # compared quoted or not: the header would say a name twice
     taken = list(dict.fromkeys([*RESERVED, *partition_columns(partition)]))
@@ -53,9 +57,21 @@ def check_measures(
                     m.alias_pos,
                 )
             )
-        elif k in seen:
-            errors.append(QueryError(f"measure name '{m.alias}' is given twice", m.alias_pos))
-        seen.add(k)
+        else:
+            try:  # a name once per query, and in one case per file: the columns' names
+                declare(
+                    seen,
+                    m.alias,
+                    m.quoted,
+                    m.alias_pos,
+                    "measure",
+                    f"measure name '{m.alias}' is given twice",
+                )
+                earlier = columns.setdefault(m.alias.upper(), (m.alias, m.quoted, m.alias_pos))
+                if ast.key(earlier[0], earlier[1]) != k:
+                    raise case_clash("measure", ast.quote(m.alias, m.quoted), earlier, m.alias_pos)
+            except QueryError as err:
+                errors.append(err)
         try:  # each item on its own, as each DEFINE
             kind, name = _read(m.expr, m.pos, q, schema, field)
         except QueryError as err:
