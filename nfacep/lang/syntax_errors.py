@@ -199,7 +199,7 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
     if subquery is not None:
         return subquery
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
-    if clause == "MEASURES":
+    if clause == "MEASURES" and not (isinstance(err, UnexpectedCharacters) and err.char == '"'):
         return _measures_error(token, prev, heads)
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
     if in_condition:
@@ -235,6 +235,20 @@ def _measures_error(token: Token | None, prev: Token | None, heads: list[Token])
                 "match's reported row (ONE ROW PER MATCH); write the measure without it",
                 pos_of(word),
             )
+    if prev is not None and prev.type == "AS" and token is not None and token.type == "STRING":
+        return QueryError(
+            f"a measure is named by a name, not a string: AS {str(token)[1:-1]!s} (or "
+            f'AS "{str(token)[1:-1]}" to keep its case)',
+            pos_of(token),
+        )
+    ends = ("COMMA", "PATTERN", "ONE", "ALL", "AFTER", "NAME")
+    if prev is not None and prev.type == "RPAR" and token is not None and token.type in ends:
+        named = token.type == "NAME" and str(token).upper() not in CLAUSE_WORDS
+        written = f" {token}" if named else " name"
+        return QueryError(
+            f"a measure is named with AS, as in SQL: … AS{written} after the measure",
+            pos_of(token),
+        )
     kw = next(t for t in reversed(heads) if t.type == "MEASURES")
     return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", pos_of(kw))
 

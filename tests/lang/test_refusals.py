@@ -120,6 +120,18 @@ CASES = [
     ("MATCH_NUMBER() in DEFINE", sql("PATTERN (A)", "A AS §MATCH_NUMBER() > 1"), ["MATCH_NUMBER"]),
     ("MATCH_ROWTIME()", sql("PATTERN (A)", "A AS §MATCH_ROWTIME() > 1"), ["MATCH_ROWTIME()"]),
     ("SUBSET", sql("PATTERN (A B) §SUBSET U = (A, B)"), ["SUBSET"]),
+    (
+        "a measure without AS",
+        sql("MEASURES LAST(price) §last_price PATTERN (A)"),
+        ["named with AS", "AS last_price"],
+    ),
+    ("a measure without a name", sql("MEASURES COUNT(*) §PATTERN (A)"), ["AS name"]),
+    ("a measure named by a string", sql("MEASURES COUNT(*) AS §'n' PATTERN (A)"), ["AS n"]),
+    (
+        "a measure named with a space",
+        sql('MEASURES COUNT(*) AS §"n m" PATTERN (A)'),
+        ['"n m" is not a name'],
+    ),
     ("SUM", sql("PATTERN (A)", "A AS §SUM(A.price) > 1"), ["SUM()", "aggregate"]),
     ("AVG", sql("PATTERN (A+)", "A AS §AVG(A.price) < 15"), ["AVG()", "aggregate"]),
     ("COUNT(A.*)", sql("PATTERN (A)", "A AS §COUNT(A.*) > 1"), ["COUNT()"]),
