@@ -329,6 +329,9 @@ class Measure:
     pos: SourcePos | None = field(default=None, compare=False, repr=False)  #: the item's
     quoted: bool = False  #: the alias was double-quoted
     alias_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    #: RUNNING or FINAL written before it (refused by the checker), and where
+    semantics: str | None = None
+    semantics_pos: SourcePos | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

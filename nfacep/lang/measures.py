@@ -17,6 +17,7 @@ from ..errors import QueryError, QueryErrors
 from ..schema import Measure, Schema, partition_columns
 from . import ast
 from .names import case_clash, declare
+from .unsupported import measure_semantics_error
 
 __all__ = ["RESERVED", "check_measures", "edge_vars"]
 
@@ -72,6 +73,8 @@ def check_measures(
                     raise case_clash("measure", ast.quote(m.alias, m.quoted), earlier, m.alias_pos)
             except QueryError as err:
                 errors.append(err)
+        if m.semantics is not None:
+            errors.append(measure_semantics_error(m.semantics, m.semantics_pos))
         try:  # each item on its own, as each DEFINE
             kind, name = _read(m.expr, m.pos, q, schema, field)
         except QueryError as err:

@@ -14,6 +14,7 @@ from .unsupported import (
     WORDS,
     call_error,
     clause_order_error,
+    measure_semantics_error,
     tail_error,
     word_error,
 )
@@ -230,11 +231,7 @@ def _measures_error(token: Token | None, prev: Token | None, heads: list[Token])
     """A parse error inside MEASURES: RUNNING or FINAL by name, else the clause."""
     for word in (token, prev):
         if word is not None and str(word).upper() in ("RUNNING", "FINAL"):
-            return QueryError(
-                f"{str(word).upper()} is not supported: a measure is read once, at the "
-                "match's reported row (ONE ROW PER MATCH); write the measure without it",
-                pos_of(word),
-            )
+            return measure_semantics_error(str(word).upper(), pos_of(word))
     if prev is not None and prev.type == "AS" and token is not None and token.type == "STRING":
         return QueryError(
             f"a measure is named by a name, not a string: AS {str(token)[1:-1]!s} (or "

@@ -136,9 +136,19 @@ class ToAst(Transformer_NonRecursive):
         return ("measures", tuple(m for m in items if isinstance(m, ast.Measure)))
 
     @v_args(meta=True, inline=True)
-    def measure(self, meta, expr, as_kw, alias):
+    def measure(self, meta, *children):
+        *semantics, expr, _as, alias = children
         text, quoted = _name(alias)
-        return ast.Measure(expr, text, pos=pos_of(meta), quoted=quoted, alias_pos=pos_of(alias))
+        word = semantics[0] if semantics else None
+        return ast.Measure(
+            expr,
+            text,
+            pos=pos_of(meta),
+            quoted=quoted,
+            alias_pos=pos_of(alias),
+            semantics=None if word is None else str(word).upper(),
+            semantics_pos=None if word is None else pos_of(word),
+        )
 
     def one_row(self, *args):
         return None

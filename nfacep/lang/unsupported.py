@@ -70,6 +70,17 @@ _RUNNING_FINAL = (
     "sees the rows so far or all of them, and conditions have no such aggregates; "
     "leave the word out"
 )
+
+
+def measure_semantics_error(word: str, pos: SourcePos | None) -> QueryError:
+    """The error for RUNNING or FINAL (``word``, upper case) before a measure."""
+    return QueryError(
+        f"{word} is not supported: a measure is read once, at the match's reported row (ONE "
+        "ROW PER MATCH); write the measure without it",
+        pos,
+    )
+
+
 #: SQL words the language does not have, with what to do instead: the parser names them when
 #: they are where its error is (the word itself, or a word followed by an operand).
 WORDS = {

@@ -134,6 +134,33 @@ def test_each_measure_is_checked_on_its_own(tmp_path, capsys):
         assert words in line, (words, line)
 
 
+def test_oracle_s_measures_with_running_and_final_leave_the_query_checked(tmp_path, capsys):
+    """RUNNING and FINAL before a measure (Oracle's examples with ALL ROWS PER MATCH) are
+    each an error of the checker, so the query's other errors come with them (the parser
+    stopped at the first, and the statement was not checked); a field may be named running
+    or final."""
+    text = (
+        "CREATE STREAM ticker (t UINT(32), price UINT(16), running UINT(8), final UINT(8));\n"
+        "SELECT * FROM ticker MATCH_RECOGNIZE (\n"
+        "  MEASURES RUNNING LAST(price) AS rl, FINAL COUNT(*) AS n,\n"  # line 3
+        "           LAST(running) AS r, FINAL FIRST(final) AS f, CLASSIFIER() AS c\n"
+        "  ALL ROWS PER MATCH\n"  # line 5
+        "  PATTERN (A B+)\n"
+        "  DEFINE B AS price < PREV(price) AND running > final AND nosuch = 1\n"  # line 7
+        ") AS m\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(3, 12), (3, 39), (4, 32), (4, 57), (5, 3), (7, 59)], err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["RUNNING", "FINAL", "FINAL", "CLASSIFIER", "ALL ROWS", "unknown field 'nosuch'"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
 def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
     text = (
         STREAM

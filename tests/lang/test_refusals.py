@@ -37,6 +37,12 @@ CASES = [
     ("RUNNING LAST", sql("PATTERN (A)", "A AS §RUNNING LAST(A.price) > 1"), ["RUNNING"]),
     ("FINAL", sql("PATTERN (A)", "A AS §FINAL LAST(price) > 1"), ["FINAL"]),
     (
+        "RUNNING in MEASURES",
+        sql("MEASURES §RUNNING LAST(price) AS p PATTERN (A)"),
+        ["RUNNING", "read once"],
+    ),
+    ("FINAL in MEASURES", sql("MEASURES §FINAL COUNT(*) AS n PATTERN (A)"), ["FINAL"]),
+    (
         "WITHIN after DEFINE",
         sql("ORDER BY t PATTERN (A)", "A AS price > 1\n§WITHIN INTERVAL '1' HOUR"),
         ["WITHIN", "goes before DEFINE", "right after PATTERN"],
