@@ -19,7 +19,7 @@ import dataclasses
 import re
 from fractions import Fraction
 
-from ..errors import QueryError, QueryErrors, SourcePos
+from ..errors import QueryError, QueryErrors, SourcePos, file_order
 from ..limits import MAX_ERRORS, MAX_KEY_BITS
 from ..schema import CheckedQuery, Measure, Program, Schema
 from . import ast
@@ -107,7 +107,8 @@ class _Checker:
                         if isinstance(node, P.Param):
                             used.setdefault(node.name, node.type)
         assert first is not None, "the file holds a query (an error above otherwise)"
-        return Program(first[1], first[2], tuple(checked), tuple(self.warnings), used)
+        warnings = tuple(sorted(self.warnings, key=file_order))  # in file order, as errors
+        return Program(first[1], first[2], tuple(checked), warnings, used)
 
     @contextlib.contextmanager
     def _collecting(self):
@@ -278,7 +279,8 @@ class _Checker:
                 unused.append(d)
                 self.warnings.append(
                     QueryError(
-                        f"DEFINE {d.name} is never used in the PATTERN of '{name}'",
+                        f"DEFINE {ast.quote(d.name, d.quoted)} is never used in the PATTERN of "
+                        f"'{name}'",
                         d.pos,
                         severity="warning",
                     )

@@ -256,6 +256,19 @@ def test_warnings_stay_warnings(tmp_path, capsys):
     assert "port.sql:2:37: warning: DEFINE B is never used" in err
 
 
+def test_warnings_come_in_file_order(tmp_path, capsys):
+    """Warnings are printed in file order, as errors are (the pattern's undefined variables
+    came after the unused DEFINEs that follow them); each DEFINE named as it is written."""
+    text = STREAM + (
+        'QUERY q PATTERN (Up "down" Flat) DEFINE "Up" AS ok, down AS ok, flatt AS ok;\n'
+        "QUERY r PATTERN (A) DEFINE A AS ok, B AS ok;\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text, "--json")
+    assert code == 0
+    assert _places(err) == [(2, 18), (2, 21), (2, 28), (2, 41), (2, 53), (2, 65), (3, 37)], err
+    assert 'port.sql:2:41: warning: DEFINE "Up" is never used' in err
+
+
 def test_the_single_error_api_is_the_first_error():
     with pytest.raises(QueryError) as caught:
         compile_text(STREAM + "QUERY q PATTERN (A) DEFINE A AS nosuch = 1", "one.sql")
