@@ -23,6 +23,7 @@ from .types import (
     TimestampType,
     UIntType,
 )
+from .unsupported import ALL_ROWS_WHY
 from .values import TIMESTAMP_UNITS
 
 
@@ -158,8 +159,7 @@ class ToAst(Transformer_NonRecursive):
             "unsupported",
             ast.Unsupported(
                 "ALL ROWS PER MATCH",
-                "the engine reports one record where each match ends; it "
-                "does not keep the rows of a match",
+                ALL_ROWS_WHY,
                 pos=pos_of(kw),
             ),
         )

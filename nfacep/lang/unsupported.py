@@ -190,6 +190,10 @@ CLAUSE_WORDS = {
     "DEFINE": 8,
 }
 _SQL_ONLY = {3: "ONE ROW PER MATCH", 7: "SUBSET"}
+#: why ALL ROWS PER MATCH is refused, in either form
+ALL_ROWS_WHY = (
+    "the engine reports one record where each match ends; it does not keep the rows of a match"
+)
 
 
 def clause_order_error(
@@ -200,6 +204,8 @@ def clause_order_error(
     order."""
     place = CLAUSE_WORDS[word]
     names = dict(zip((0, 1, 2, 3, 4, 5, 6, 7, 8), CLAUSE_ORDER["sql"], strict=True))
+    if word == "ALL":  # refused in either form, wherever it stands
+        return QueryError(f"ALL ROWS PER MATCH is not supported: {ALL_ROWS_WHY}", pos)
     if form == "concise":
         names[0] = "PARTITION [BY]"
         if place in _SQL_ONLY:

@@ -111,6 +111,16 @@ CASES = [
     ),
     ("ALL ROWS PER MATCH", sql("§ALL ROWS PER MATCH PATTERN (A)"), ["ALL ROWS PER MATCH"]),
     (
+        "ALL ROWS PER MATCH in the paper's form",
+        concise("PARTITION symbol §ALL ROWS PER MATCH PATTERN (A)"),
+        ["ALL ROWS PER MATCH is not supported", "rows of a match"],
+    ),
+    (
+        "ALL ROWS PER MATCH out of place",
+        sql("AFTER MATCH SKIP PAST LAST ROW §ALL ROWS PER MATCH PATTERN (A)"),
+        ["ALL ROWS PER MATCH is not supported"],
+    ),
+    (
         "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
         sql("§ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A)"),
         ["ALL ROWS PER MATCH"],
