@@ -43,10 +43,16 @@ _QUANT = re.compile(r"(\*|\+|\?|\{\s*(\d*)\s*(,\s*(\d*)\s*)?\})(\?)?")
 @v_args(inline=True)
 class ToAst(Transformer_NonRecursive):
     """Builds AST nodes only; no checking beyond what the node shapes require. Iterative, so
-    the depth of the parse tree cannot overflow the stack."""
+    the depth of the parse tree cannot overflow the stack.
+
+    A refusal in a query's clause that leaves the rest of the query readable (ORDER BY …
+    DESC, an interval's unit, a quantifier's counts, WITHIN's count) is kept in ``errors``
+    and the clause read as if without it, so that the query is still checked and its other
+    errors come with it; other refusals are raised."""
 
     def __init__(self):
         super().__init__(visit_tokens=False)
+        self.errors: list[QueryError] = []
 
     # statements
     @v_args(meta=True, inline=True)
@@ -183,11 +189,13 @@ class ToAst(Transformer_NonRecursive):
         return ("order", tuple(items))
 
     def order_item(self, col, direction=None):
-        if direction is not None and direction.type == "DESC":
-            raise QueryError(
-                "ORDER BY … DESC is not supported: the stream is processed in "
-                "arrival order, which must be ascending in the ORDER BY field",
-                pos_of(direction),
+        if direction is not None and direction.type == "DESC":  # kept: read as ascending
+            self.errors.append(
+                QueryError(
+                    "ORDER BY … DESC is not supported: the stream is processed in "
+                    "arrival order, which must be ascending in the ORDER BY field",
+                    pos_of(direction),
+                )
             )
         return col
 
@@ -230,15 +238,22 @@ class ToAst(Transformer_NonRecursive):
         return ("pattern", pattern, within)
 
     def within_count(self, kw, count):
-        return ast.Within(count=_integer(count), pos=pos_of(kw))
+        try:
+            return ast.Within(count=_integer(count), pos=pos_of(kw))
+        except QueryError as err:  # kept: the pattern read without its window
+            self.errors.append(err)
+            return None
 
     def within_interval(self, kw, _interval, text, unit):
         name = _name(unit)[0].upper()
-        if name not in INTERVAL_UNITS:
-            raise QueryError(
-                f"INTERVAL … {unit}: the units of an interval are {', '.join(INTERVAL_UNITS)}",
-                pos_of(unit),
+        if name not in INTERVAL_UNITS:  # kept: the pattern read without its window
+            self.errors.append(
+                QueryError(
+                    f"INTERVAL … {unit}: the units of an interval are {', '.join(INTERVAL_UNITS)}",
+                    pos_of(unit),
+                )
             )
+            return None
         return ast.Within(interval=(_unquote(str(text)), name), pos=pos_of(kw))
 
     def define_clause(self, _kw, *defines):
@@ -258,6 +273,13 @@ class ToAst(Transformer_NonRecursive):
         return ast.Seq(tuple(items), pos=pos_of(meta))
 
     def quantified(self, atom, quant):
+        try:
+            return self._quantified(atom, quant)
+        except QueryError as err:  # kept: the operand read without its quantifier
+            self.errors.append(err)
+            return atom
+
+    def _quantified(self, atom, quant):
         m = _QUANT.fullmatch(str(quant))
         assert m is not None, "_QUANT accepts every QUANTIFIER token of the grammar"
         op, lo_text, comma, hi_text, lazy = m.groups()

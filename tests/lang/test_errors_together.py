@@ -161,6 +161,34 @@ def test_oracle_s_measures_with_running_and_final_leave_the_query_checked(tmp_pa
         assert words in line, (words, line)
 
 
+def test_a_refused_clause_leaves_the_rest_of_its_query_checked(tmp_path, capsys):
+    """ORDER BY … DESC, a quantifier's counts, an interval's unit and WITHIN's count are
+    refused while the query is read into its AST; the query is still checked (it was
+    dropped at the first of them, its other errors one round later)."""
+    text = (
+        "CREATE STREAM s (t UINT(32) TIME(SECOND), k UINT(8), v UINT(8));\n"
+        "SELECT * FROM s MATCH_RECOGNIZE (\n"
+        "  PARTITION BY k ORDER BY t DESC\n"  # line 3
+        "  MEASURES AVG(v) AS a\n"
+        "  PATTERN (A{3,2} B C{5000}) WITHIN INTERVAL '1' WEEK\n"  # line 5
+        "  DEFINE A AS v = 1000, B AS nosuch = 1\n"
+        ") AS q;\n"
+        "QUERY r PARTITION k ORDER BY t PATTERN (A) WITHIN 1000000000000000000000000000000000000000"
+        "0 DEFINE A AS v > 300\n"  # line 8
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    want = [(3, 29), (4, 12), (5, 13), (5, 22), (5, 50), (6, 19), (6, 30), (8, 51), (8, 109)]
+    assert _places(err) == want, err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["DESC", "AVG", "{3,2}", "{5000}", "WEEK", "1000", "nosuch", "too large", "300"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
 def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
     text = (
         STREAM
