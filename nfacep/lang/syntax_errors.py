@@ -135,6 +135,17 @@ def syntax_error(
     if isinstance(err, UnexpectedCharacters):
         if err.char == '"' and err.pos_in_stream is not None:
             return QueryError(_quoted_name_error(text, err.pos_in_stream), pos)
+        clause = next((t.type for t in reversed(heads) if t.type in CLAUSES), None)
+        if err.char == ":" and clause == "DEFINE" and err.pos_in_stream is not None:
+            # not a parameter's ':name'
+            at = err.pos_in_stream + 1
+            if text[at : at + 1] == '"':
+                return QueryError(_quoted_name_error(text, at), SourcePos(err.line, err.column + 1))
+            return QueryError(
+                "a parameter is written ':name', the name right after the ':' (or "
+                "double-quoted: ':\"Hot\"')",
+                pos,
+            )
         if err.char.isalpha():  # (a letter beyond ASCII)
             return QueryError(
                 f"unexpected character {err.char!r}: a name holds the letters A-Z and a-z, "

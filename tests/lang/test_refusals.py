@@ -89,6 +89,8 @@ CASES = [
     ("IS NOT NULL", sql("PATTERN (A)", "A AS (price §IS NOT NULL)"), ["IS (NULL", "no NULLs"]),
     ("IS TRUE", sql("PATTERN (A)", "A AS ok §IS TRUE"), ["IS (NULL, TRUE", "= TRUE"]),
     ("NULL", sql("PATTERN (A)", "A AS price = §NULL"), ["NULL is not supported"]),
+    ("a parameter with a space", sql("PATTERN (A)", "A AS price > §: hot"), ["':name'"]),
+    ("a parameter with a space", sql("PATTERN (A)", 'A AS price > :§"h t"'), ['"h t" is not']),
     ("LIKE", sql("PATTERN (A)", "A AS city §LIKE 'B%'"), ["string matching", "IN ("]),
     ("NOT LIKE", sql("PATTERN (A)", "A AS city NOT §LIKE 'B%'"), ["string matching"]),
     ("SIMILAR TO", sql("PATTERN (A)", "A AS city §SIMILAR TO 'B%'"), ["string matching"]),
