@@ -136,7 +136,8 @@ def syntax_error(
         if err.char == '"' and err.pos_in_stream is not None:
             return QueryError(_quoted_name_error(text, err.pos_in_stream), pos)
         clause = next((t.type for t in reversed(heads) if t.type in CLAUSES), None)
-        if err.char == ":" and clause == "DEFINE" and err.pos_in_stream is not None:
+        operand = not before or before[-1].type != "NAME"  # where an operand may stand
+        if err.char == ":" and clause == "DEFINE" and operand and err.pos_in_stream is not None:
             # not a parameter's ':name'
             at = err.pos_in_stream + 1
             if text[at : at + 1] == '"':
@@ -225,15 +226,55 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
     known = _misplaced(token, before, heads)
     if known is not None:
         return known
+    return _operator_error(err, token, prev, in_condition)
+
+
+#: Other languages' operators, and what the language writes for them.
+_OPERATOR_SPELLINGS = {
+    "!": "NOT",
+    "≥": ">=",
+    "≤": "<=",
+    "≠": "<>",
+    "==": "=",
+    "=>": ">=",
+    "=<": "<=",
+}
+_COMPARISONS = "the comparisons are =, <>, !=, <, <=, >, >="
+
+
+def _operator_error(
+    err: UnexpectedInput, token: Token | None, prev: Token | None, in_condition: bool
+) -> QueryError | None:
+    """The error for an operator the language does not have (``/``, ``&&``, ``==``, ``!``,
+    ``≥``, …) where the error is; or None."""
     char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
     if char is None and in_condition and token is not None and str(token) in ("*", "|"):
         char = str(token)
     if char in _OPERATOR_CHARS:
-        pos = SourcePos(err.line, err.column)
         return QueryError(
             f"'{char}' is not an operator of the language: conditions use comparisons, "
             "+, -, * by an integer constant, AND, OR, NOT",
-            pos,
+            SourcePos(err.line, err.column),
+        )
+    if char in _OPERATOR_SPELLINGS:
+        return QueryError(
+            f"'{char}' is not an operator of the language: write {_OPERATOR_SPELLINGS[char]}",
+            SourcePos(err.line, err.column),
+        )
+    if (
+        in_condition
+        and prev is not None
+        and token is not None
+        and prev.type == "COMP_OP"
+        and str(token) in ("=", "<", ">", "<>", "<=", ">=", "!=")
+        and prev.end_pos == token.start_pos
+    ):
+        written = f"{prev}{token}"
+        instead = _OPERATOR_SPELLINGS.get(written)
+        return QueryError(
+            f"'{written}' is not a comparison: "
+            + (f"write {instead} ({_COMPARISONS})" if instead else _COMPARISONS),
+            pos_of(prev),
         )
     return None
 
