@@ -213,7 +213,7 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
         return subquery
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES" and not (isinstance(err, UnexpectedCharacters) and err.char == '"'):
-        return _measures_error(token, prev, heads)
+        return _measures_error(token, before, heads)
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
     if in_condition:
         call = _open_call(before)
@@ -279,11 +279,16 @@ def _operator_error(
     return None
 
 
-def _measures_error(token: Token | None, prev: Token | None, heads: list[Token]) -> QueryError:
-    """A parse error inside MEASURES: RUNNING or FINAL by name, else the clause."""
+def _measures_error(token: Token | None, before: list[Token], heads: list[Token]) -> QueryError:
+    """A parse error inside MEASURES: RUNNING or FINAL, another SQL word the language does not
+    have (CAST, CASE, …) or a measure's name by what is wrong with it, else the clause."""
+    prev = before[-1] if before else None
     for word in (token, prev):
         if word is not None and str(word).upper() in ("RUNNING", "FINAL"):
             return measure_semantics_error(str(word).upper(), pos_of(word))
+    unsupported = _unsupported_word(token, before)
+    if unsupported is not None:
+        return unsupported
     if prev is not None and prev.type == "AS" and token is not None and token.type == "STRING":
         return QueryError(
             f"a measure is named by a name, not a string: AS {str(token)[1:-1]!s} (or "

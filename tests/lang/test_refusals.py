@@ -42,6 +42,12 @@ CASES = [
         ["RUNNING", "read once"],
     ),
     ("FINAL in MEASURES", sql("MEASURES §FINAL COUNT(*) AS n PATTERN (A)"), ["FINAL"]),
+    ("CAST in MEASURES", sql("MEASURES §CAST(LAST(price) AS INT) AS p PATTERN (A)"), ["CAST"]),
+    (
+        "CASE in MEASURES",
+        sql("MEASURES §CASE WHEN LAST(ok) THEN 1 END AS p PATTERN (A)"),
+        ["CASE is not supported"],
+    ),
     (
         "WITHIN after DEFINE",
         sql("ORDER BY t PATTERN (A)", "A AS price > 1\n§WITHIN INTERVAL '1' HOUR"),
