@@ -25,6 +25,7 @@ from ..errors import SourcePos
 from .types import FieldType
 
 __all__ = [
+    "BROKEN_MEASURE",
     "Alt",
     "Anchor",
     "Between",
@@ -332,6 +333,11 @@ class Measure:
     #: RUNNING or FINAL written before it (refused by the checker), and where
     semantics: str | None = None
     semantics_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+#: The name of a measure that did not parse, which parsing went on after
+#: (:mod:`nfacep.lang.recovery`): the AST leaves it out, its error is reported.
+BROKEN_MEASURE = "?"
 
 
 @dataclass(frozen=True)

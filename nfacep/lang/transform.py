@@ -140,7 +140,8 @@ class ToAst(Transformer_NonRecursive):
         return ("unsupported", ast.Unsupported("SELECT list", SELECT_LIST_WHY, pos=pos_of(meta)))
 
     def measures_clause(self, kw, *items):
-        return ("measures", tuple(m for m in items if isinstance(m, ast.Measure)))
+        measures = (m for m in items if isinstance(m, ast.Measure))
+        return ("measures", tuple(m for m in measures if m.alias != ast.BROKEN_MEASURE))
 
     @v_args(meta=True, inline=True)
     def measure(self, meta, *children):

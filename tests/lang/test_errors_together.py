@@ -189,6 +189,32 @@ def test_a_refused_clause_leaves_the_rest_of_its_query_checked(tmp_path, capsys)
         assert words in line, (words, line)
 
 
+def test_a_measure_that_does_not_parse_leaves_the_others_checked(tmp_path, capsys):
+    """Parsing goes on after a measure that does not parse, from the next one (or the clause
+    after MEASURES), so the query's other errors come with it (it was dropped whole)."""
+    text = STREAM + (
+        "SELECT * FROM ticker MATCH_RECOGNIZE (\n"
+        "  MEASURES CAST(LAST(price) AS INT) AS p, LAST(nosuch) AS q,\n"  # line 3
+        "           LAST(price) last_price, SUM(price) AS total,\n"  # line 4
+        "           FIRST(price)\n"  # line 5
+        "  PATTERN (A B)\n"
+        "  DEFINE A AS price > 100000\n"  # line 7
+        ") AS m;\n"
+        "QUERY q2 PATTERN (A) DEFINE A AS ok = 1\n"  # line 9
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    want = [(3, 12), (3, 48), (4, 24), (4, 36), (6, 3), (7, 23), (9, 37)]
+    assert _places(err) == want, err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["CAST", "nosuch", "AS last_price", "SUM", "AS name", "does not fit", "cannot compare"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
 def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
     text = (
         STREAM

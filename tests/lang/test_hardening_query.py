@@ -390,8 +390,8 @@ def test_file_too_large(tmp_path, capsys):
         ("CREATE STREAM s (x INTEGER);", 1, 20, "unknown type 'INTEGER'"),
         ("CREATE STREAM s (x VARCHAR(10));", 1, 20, "unknown type 'VARCHAR'"),
         (
-            S.replace("x UINT(8)", "x UINT(8), F UINT(8)") + "SELECT * FROM s MATCH_RECOGNIZE ("
-            "MEASURES COUNT(F.*) AS n PATTERN (A)) AS q",
+            S.replace("x UINT(8)", "x UINT(8), G UINT(8)") + "SELECT * FROM s MATCH_RECOGNIZE ("
+            "MEASURES COUNT(G.*) AS n PATTERN (A)) AS q",
             2,
             34,
             "MEASURES other than FIRST, LAST, COUNT(*) and MATCH_NUMBER() is not supported",
