@@ -192,12 +192,9 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
             "declares its input with CREATE STREAM name (field TYPE, …)",
             pos_of(prev),
         )
-    # a type: INT without its width, INTEGER, UINT8, BIGINT, VARCHAR(n), …
-    if prev is not None and prev.type in ("UINT", "INT_KW") and token is not None:
-        kw = str(prev).upper()
-        if token.type in ("NAME", "INT_NUM") and token.start_pos == prev.end_pos:
-            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", pos_of(prev))
-        return QueryError(f"{kw} needs a width: write {kw}(n), with n from 1 to 64", pos_of(prev))
+    declaration = _declaration_error(token, before, clause)
+    if declaration is not None:
+        return declaration
     expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or set()
     if token is not None and token.type == "NAME" and set(expected) >= _TYPE_TOKENS:
         return QueryError(f"unknown type '{token}': the types are {_TYPES}", pos_of(token))
@@ -341,6 +338,59 @@ _AFTER_OPERAND = {
     "VBAR",
     "QUANTIFIER",
 }
+
+
+#: Flink's TIMESTAMP(p) precisions, and the unit each is.
+_PRECISIONS = {"0": "SECOND", "3": "MILLISECOND", "6": "MICROSECOND", "9": "NANOSECOND"}
+#: What SQL may write after a column's type, which a stream's field does not take.
+_CONSTRAINTS = {"NOT", "NULL", "PRIMARY", "DEFAULT", "CONSTRAINT", "UNIQUE", "CHECK", "METADATA"}
+
+
+def _declaration_error(
+    token: Token | None, before: list[Token], clause: str | None
+) -> QueryError | None:
+    """The error for a field's type written as SQL or Flink write types (INT without its
+    width, UINT8, TIMESTAMP(3), TIMESTAMP without its unit, TIMESTAMP_LTZ), a constraint after
+    it (NOT NULL, PRIMARY KEY) or a WATERMARK among the fields; or None."""
+    prev = before[-1] if before else None
+    if token is None or prev is None:
+        return None
+    if prev.type in ("UINT", "INT_KW"):  # INT without its width, INTEGER, UINT8, …
+        kw = str(prev).upper()
+        if token.type in ("NAME", "INT_NUM") and token.start_pos == prev.end_pos:
+            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", pos_of(prev))
+        return QueryError(f"{kw} needs a width: write {kw}(n), with n from 1 to 64", pos_of(prev))
+    if clause != "CREATE":
+        return None
+    units = ", ".join(_PRECISIONS.values())
+    if prev.type == "TIMESTAMP":
+        if token.start_pos == prev.end_pos and token.type in ("NAME", "INT_NUM"):
+            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", pos_of(prev))
+        return QueryError(
+            f"TIMESTAMP needs its unit: TIMESTAMP(unit), the unit one of {units}", pos_of(prev)
+        )
+    if [t.type for t in before[-2:]] == ["TIMESTAMP", "LPAR"] and token.type == "INT_NUM":
+        unit = _PRECISIONS.get(str(token).lstrip("0") or "0")
+        instead = f"TIMESTAMP({unit})" if unit else f"TIMESTAMP(unit), the unit one of {units}"
+        return QueryError(
+            f"TIMESTAMP({token}): a TIMESTAMP's unit is written by its name: {instead}",
+            pos_of(token),
+        )
+    word = str(token).upper()
+    if word in _CONSTRAINTS and prev.type in ("RPAR", "BOOL", "BOOLEAN", "FLOAT32", "IPV4"):
+        word = {"NOT": "NOT NULL", "PRIMARY": "PRIMARY KEY"}.get(word, word)
+        return QueryError(
+            f"{word} is not supported after a field's type: a stream declares its fields' "
+            "types only (every tuple holds a value of each field, none is NULL)",
+            pos_of(token),
+        )
+    if str(prev).upper() == "WATERMARK" and word == "FOR":
+        return QueryError(
+            "WATERMARK is not supported: the stream is processed in input order, and ORDER BY "
+            "in a query checks that a field ascends",
+            pos_of(prev),
+        )
+    return None
 
 
 def _within_error(token: Token | None, before: list[Token]) -> QueryError | None:

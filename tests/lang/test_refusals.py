@@ -228,6 +228,20 @@ CASES = [
     ("PATTERN without parentheses", sql("PATTERN §A B"), ["parentheses"]),
     ("CREATE TABLE", "§CREATE TABLE t (x INT(8))", ["CREATE TABLE"]),
     ("INT without width", "CREATE STREAM s (x §INT)", ["INT needs a width"]),
+    (
+        "Flink's TIMESTAMP(3)",
+        "CREATE STREAM s (rowtime TIMESTAMP(§3))",
+        ["TIMESTAMP(3)", "TIMESTAMP(MILLISECOND)"],
+    ),
+    ("TIMESTAMP without its unit", "CREATE STREAM s (t §TIMESTAMP)", ["needs its unit"]),
+    ("TIMESTAMP_LTZ", "CREATE STREAM s (t §TIMESTAMP_LTZ(3))", ["unknown type 'TIMESTAMP_LTZ'"]),
+    ("NOT NULL", "CREATE STREAM s (t UINT(8) §NOT NULL)", ["NOT NULL is not supported"]),
+    ("PRIMARY KEY", "CREATE STREAM s (t UINT(8) §PRIMARY KEY)", ["PRIMARY KEY"]),
+    (
+        "WATERMARK",
+        "CREATE STREAM s (t UINT(8), §WATERMARK FOR t AS t - INTERVAL '5' SECOND)",
+        ["WATERMARK is not supported", "ORDER BY"],
+    ),
 ]
 
 
