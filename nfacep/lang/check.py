@@ -446,7 +446,7 @@ class _Checker:
                 self.errors.append(
                     QueryError(
                         f"the '{kind}' anchor is not supported: a partition of an unbounded "
-                        f"stream has no {what} the engine could see; matches may start at any "
+                        f"stream has no {what} the engine could see; matches may {what} at any "
                         "tuple",
                         p.pos,
                     )
