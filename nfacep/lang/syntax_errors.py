@@ -210,7 +210,7 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
         return subquery
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
     if clause == "MEASURES" and not (isinstance(err, UnexpectedCharacters) and err.char == '"'):
-        return _measures_error(token, before, heads)
+        return _measures_error(token, before)
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
     if in_condition:
         call = _open_call(before)
@@ -276,7 +276,7 @@ def _operator_error(
     return None
 
 
-def _measures_error(token: Token | None, before: list[Token], heads: list[Token]) -> QueryError:
+def _measures_error(token: Token | None, before: list[Token]) -> QueryError:
     """A parse error inside MEASURES: RUNNING or FINAL, another SQL word the language does not
     have (CAST, CASE, …) or a measure's name by what is wrong with it, else the clause."""
     prev = before[-1] if before else None
@@ -293,15 +293,28 @@ def _measures_error(token: Token | None, before: list[Token], heads: list[Token]
             pos_of(token),
         )
     ends = ("COMMA", "PATTERN", "ONE", "ALL", "AFTER", "NAME")
-    if prev is not None and prev.type == "RPAR" and token is not None and token.type in ends:
+    operand = ("RPAR", "NAME", "INT_NUM", "STRING")  # what a measure's expression ends with
+    named = len(before) >= 2 and before[-2].type == "AS"  # prev is the measure's name
+    if prev is not None and prev.type in operand and not named and token and token.type in ends:
         named = token.type == "NAME" and str(token).upper() not in CLAUSE_WORDS
         written = f" {token}" if named else " name"
         return QueryError(
             f"a measure is named with AS, as in SQL: … AS{written} after the measure",
             pos_of(token),
         )
-    kw = next(t for t in reversed(heads) if t.type == "MEASURES")
-    return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", pos_of(kw))
+    return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", _measure_start(before))
+
+
+def _measure_start(before: list[Token]) -> SourcePos | None:
+    """Where the measure the tokens ``before`` end in begins: after MEASURES or the ',' before
+    it, outside parentheses."""
+    depth = 0
+    for i in range(len(before) - 1, -1, -1):
+        t = before[i]
+        depth += (t.type == "RPAR") - (t.type == "LPAR")
+        if t.type == "MEASURES" or (t.type == "COMMA" and depth == 0):
+            return pos_of(before[i + 1]) if i + 1 < len(before) else pos_of(t)
+    return None
 
 
 def _open_call(before: list[Token]) -> Token | None:

@@ -215,6 +215,18 @@ def test_a_measure_that_does_not_parse_leaves_the_others_checked(tmp_path, capsy
         assert words in line, (words, line)
 
 
+def test_each_measure_that_does_not_parse_is_reported_at_its_place(tmp_path, capsys):
+    """Each broken measure at its own place (the clause's generic error was at MEASURES, so
+    several of them came out as one)."""
+    text = (
+        STREAM + "QUERY q MEASURES COUNT(*) AS n m, LAST(t) AS e, COUNT(*) AS c AS d PATTERN (A)\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(2, 18), (2, 49)], err
+    assert err.count("MEASURES other than FIRST, LAST, COUNT(*) and MATCH_NUMBER()") == 2
+
+
 def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
     text = (
         STREAM
