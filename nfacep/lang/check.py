@@ -144,6 +144,15 @@ class _Checker:
                         "field",
                         f"field '{f.name}' is declared twice in stream '{s.name}'",
                     )
+                if not f.quoted and f.name.upper() in _LITERALS:
+                    self.errors.append(
+                        QueryError(
+                            f"field {f.name} is named as SQL's literal {f.name.upper()}, which a "
+                            "condition reads as that value, not as the field: declare it "
+                            f'double-quoted ("{f.name}") and name it so',
+                            f.pos,
+                        )
+                    )
                 if f.unit is not None and not isinstance(f.type, UIntType | IntType):
                     self.errors.append(
                         QueryError(
@@ -489,6 +498,10 @@ def _respell(p: ast.Pattern, spelled: dict[str, str]) -> ast.Pattern:
         case ast.Repeat(child):
             return dataclasses.replace(p, child=_respell(child, spelled))
     return p
+
+
+#: SQL's literals, which an unquoted field name may not be: a condition reads them as values.
+_LITERALS = ("TRUE", "FALSE", "NULL")
 
 
 def check(file: ast.File) -> Program:

@@ -141,6 +141,20 @@ def test_semantic_errors(text, message, at):
     assert err.render().startswith(f"q.sql:2:{err.column}: ")
 
 
+def test_a_field_named_as_a_literal_must_be_quoted():
+    """A field declared true, false or null (unquoted) is refused: a condition reads the word
+    as the literal, so `A AS true` held for every tuple, silently; "true" is a field."""
+    with pytest.raises(QueryError) as info:
+        nfacep.compile_text(
+            "CREATE STREAM s (k UINT(8), true BOOL);\nQUERY q PATTERN (A) DEFINE A AS true"
+        )
+    assert info.value.render().startswith("<query>:1:29: field true is named as SQL's literal TRUE")
+    nfa = nfacep.compile_text(
+        'CREATE STREAM s (k UINT(8), "true" BOOL);\nQUERY q PATTERN (A) DEFINE A AS "true"'
+    )
+    assert [p.text for p in nfa.predicates] == ["true"]
+
+
 def test_stream_must_be_named_when_several():
     src = "CREATE STREAM s (a UINT(8)); CREATE STREAM t (a UINT(8)); QUERY q PATTERN (A)"
     with pytest.raises(QueryError, match="does not say which stream"):
