@@ -14,6 +14,7 @@ __all__ = [
     "QueryErrors",
     "SourcePos",
     "UsageError",
+    "file_order",
 ]
 
 
@@ -110,7 +111,8 @@ class QueryError(NfacepError):
 SHOWN_ERRORS = 20
 
 
-def _place(err: QueryError) -> tuple[bool, int, int]:
+def file_order(err: QueryError) -> tuple[bool, int, int]:
+    """The sort key of errors and warnings in file order (one without a place last)."""
     return (err.pos is None, err.line or 0, err.column or 0)
 
 
@@ -133,7 +135,7 @@ class QueryErrors(QueryError):
         for err in errors:
             for e in err.errors:
                 unique.setdefault((e.pos, e.message, e.severity), e)
-        found = tuple(sorted(unique.values(), key=_place))
+        found = tuple(sorted(unique.values(), key=file_order))
         if not found:
             raise ValueError("QueryErrors.of needs at least one error")
         return found[0] if len(found) == 1 else QueryErrors(found)

@@ -32,7 +32,7 @@ from .measures import Measurer
 from .nfa import Nfa
 from .output import _umask, atomic_files, summary_path
 from .params import EngineParams
-from .schema import PartitionText, Program
+from .schema import PartitionText, Program, partition_columns
 from .settings import ParamValues
 from .switched import switched_cells
 from .wire import SEQ_BITS, Record, RecordColumns, key_raw, key_text, start_queries
@@ -378,14 +378,6 @@ def partition_cells(texts: list[PartitionText]) -> list[str | None]:
         else:
             out.append(t)
     return out
-
-
-def partition_columns(fields: tuple[str, ...]) -> list[str]:
-    """The match file's columns of the partition key of ``fields`` (PARTITION BY's, in its
-    order): ``partition`` for one field or none, ``partition_<field>`` for each of several."""
-    if len(fields) <= 1:
-        return ["partition"]
-    return [f"partition_{name}" for name in fields]
 
 
 def write(

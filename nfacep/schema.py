@@ -17,7 +17,15 @@ from .lang import ast
 from .lang import predicates as P
 from .lang.types import FieldType
 
-__all__ = ["CheckedQuery", "Measure", "PartitionKey", "PartitionText", "Program", "Schema"]
+__all__ = [
+    "CheckedQuery",
+    "Measure",
+    "PartitionKey",
+    "PartitionText",
+    "Program",
+    "Schema",
+    "partition_columns",
+]
 
 #: One match's partition key as text: the value as a tuple file writes it for a key of one
 #: field, one such text per field (in PARTITION BY order) for a key of several, None without
@@ -128,6 +136,14 @@ class PartitionKey:
             offset -= ty.bits
             out.append((name, offset, ty.bits))
         return tuple(out)
+
+
+def partition_columns(fields: tuple[str, ...]) -> list[str]:
+    """The match file's columns of the partition key of ``fields`` (PARTITION BY's, in its
+    order): ``partition`` for one field or none, ``partition_<field>`` for each of several."""
+    if len(fields) <= 1:
+        return ["partition"]
+    return [f"partition_{name}" for name in fields]
 
 
 @dataclass(frozen=True)

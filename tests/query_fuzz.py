@@ -54,6 +54,10 @@ SEEDS = [
     "\ufeff" + _STREAM + "QUERY q PATTERN (A*) DEFINE A AS f >= -0.0",
     _STREAM + "QUERY q PARTITION x MEASURES FIRST(seq) AS start_seq PATTERN (A B+ | B) "
     "DEFINE A AS x = 1 B AS y > 2",
+    # the recovery inside MEASURES and after MATCH_RECOGNIZE ( … ) (issue 27's ports)
+    _STREAM + "SELECT * FROM s MATCH_RECOGNIZE (PARTITION BY x MEASURES FIRST(A.y) AS a, "
+    "RUNNING LAST(y) AS b, COUNT(*) AS n, MATCH_NUMBER() AS m PATTERN (A B*) DEFINE A AS "
+    "y > PREV(y), B AS y < PREV(y, 2)) AS m ORDER BY m.a",
 ]
 
 #: Text inserted, repeated or substituted by the mutator.
@@ -74,6 +78,10 @@ TOKENS = [
     '"',
     '"A"',
     "MEASURES",
+    "RUNNING",
+    "FINAL",
+    "WHERE",
+    "CAST(",
     "ONE ROW PER MATCH",
     "ALL ROWS PER MATCH",
     "SUBSET U = (A)",

@@ -25,6 +25,7 @@ from ..errors import SourcePos
 from .types import FieldType
 
 __all__ = [
+    "BROKEN_MEASURE",
     "Alt",
     "Anchor",
     "Between",
@@ -329,6 +330,14 @@ class Measure:
     pos: SourcePos | None = field(default=None, compare=False, repr=False)  #: the item's
     quoted: bool = False  #: the alias was double-quoted
     alias_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+    #: RUNNING or FINAL written before it (refused by the checker), and where
+    semantics: str | None = None
+    semantics_pos: SourcePos | None = field(default=None, compare=False, repr=False)
+
+
+#: The name of a measure that did not parse, which parsing went on after
+#: (:mod:`nfacep.lang.recovery`): the AST leaves it out, its error is reported.
+BROKEN_MEASURE = "?"
 
 
 @dataclass(frozen=True)

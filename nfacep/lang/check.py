@@ -19,7 +19,7 @@ import dataclasses
 import re
 from fractions import Fraction
 
-from ..errors import QueryError, QueryErrors, SourcePos
+from ..errors import QueryError, QueryErrors, SourcePos, file_order
 from ..limits import MAX_ERRORS, MAX_KEY_BITS
 from ..schema import CheckedQuery, Measure, Program, Schema
 from . import ast
@@ -47,6 +47,8 @@ class _Checker:
         self.warnings: list[QueryError] = []
         self.errors: list[QueryError] = []
         self.conditions = Conditions(self.warnings)
+        #: the measure names of the queries checked so far, by upper-case fold: one column each
+        self.measure_names: dict = {}
 
     # --- file level -------------------------------------------------------------------------
 
@@ -79,6 +81,7 @@ class _Checker:
             except QueryError as err:
                 self.errors.append(err)
                 continue
+            partition: tuple[str, ...] = ()
             with self._collecting():
                 partition = self._partition_of(q, schema)
                 if first is None:
@@ -87,7 +90,7 @@ class _Checker:
                     self._same_engine(q, name, schema, partition, first)
             cq = None
             with self._collecting():  # what _query raises rather than keeps, kept here
-                cq = self._query(q, name, schema)
+                cq = self._query(q, name, schema, partition)
             if cq is not None:
                 checked.append(cq)
         if len(self.errors) >= MAX_ERRORS:
@@ -104,7 +107,8 @@ class _Checker:
                         if isinstance(node, P.Param):
                             used.setdefault(node.name, node.type)
         assert first is not None, "the file holds a query (an error above otherwise)"
-        return Program(first[1], first[2], tuple(checked), tuple(self.warnings), used)
+        warnings = tuple(sorted(self.warnings, key=file_order))  # in file order, as errors
+        return Program(first[1], first[2], tuple(checked), warnings, used)
 
     @contextlib.contextmanager
     def _collecting(self):
@@ -139,6 +143,15 @@ class _Checker:
                         f.pos,
                         "field",
                         f"field '{f.name}' is declared twice in stream '{s.name}'",
+                    )
+                if not f.quoted and f.name.upper() in _LITERALS:
+                    self.errors.append(
+                        QueryError(
+                            f"field {f.name} is named as SQL's literal {f.name.upper()}, which a "
+                            "condition reads as that value, not as the field: declare it "
+                            f'double-quoted ("{f.name}") and name it so',
+                            f.pos,
+                        )
                     )
                 if f.unit is not None and not isinstance(f.type, UIntType | IntType):
                     self.errors.append(
@@ -228,8 +241,11 @@ class _Checker:
 
     # --- queries ----------------------------------------------------------------------------
 
-    def _query(self, q: ast.Query, name: str, schema: Schema) -> CheckedQuery | None:
-        """The checked query; None when it has errors (kept in ``self.errors``)."""
+    def _query(
+        self, q: ast.Query, name: str, schema: Schema, partition: tuple[str, ...]
+    ) -> CheckedQuery | None:
+        """The checked query, partitioned by the fields ``partition``; None when it has errors
+        (kept in ``self.errors``)."""
         errors = len(self.errors)
         for u in q.unsupported:
             self.errors.append(QueryError(f"{u.feature} is not supported: {u.reason}", u.pos))
@@ -272,7 +288,8 @@ class _Checker:
                 unused.append(d)
                 self.warnings.append(
                     QueryError(
-                        f"DEFINE {d.name} is never used in the PATTERN of '{name}'",
+                        f"DEFINE {ast.quote(d.name, d.quoted)} is never used in the PATTERN of "
+                        f"'{name}'",
                         d.pos,
                         severity="warning",
                     )
@@ -285,7 +302,9 @@ class _Checker:
             window = None if q.within is None else self._window(q, q.within, schema)
         measures: tuple[Measure, ...] = ()
         with self._collecting():
-            measures = check_measures(q, schema, lambda col: field_of(col, schema))
+            measures = check_measures(
+                q, schema, lambda col: field_of(col, schema), partition, self.measure_names
+            )
         if len(self.errors) > errors:
             return None
         return CheckedQuery(
@@ -436,7 +455,7 @@ class _Checker:
                 self.errors.append(
                     QueryError(
                         f"the '{kind}' anchor is not supported: a partition of an unbounded "
-                        f"stream has no {what} the engine could see; matches may start at any "
+                        f"stream has no {what} the engine could see; matches may {what} at any "
                         "tuple",
                         p.pos,
                     )
@@ -479,6 +498,10 @@ def _respell(p: ast.Pattern, spelled: dict[str, str]) -> ast.Pattern:
         case ast.Repeat(child):
             return dataclasses.replace(p, child=_respell(child, spelled))
     return p
+
+
+#: SQL's literals, which an unquoted field name may not be: a condition reads them as values.
+_LITERALS = ("TRUE", "FALSE", "NULL")
 
 
 def check(file: ast.File) -> Program:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from ..errors import QueryError
-from ..schema import Measure, Schema
+from ..errors import QueryError, QueryErrors
+from ..schema import Measure, Schema, partition_columns
 from . import ast
+from .names import case_clash, declare
+from .unsupported import measure_semantics_error
 
 __all__ = ["RESERVED", "check_measures", "edge_vars"]
 
@@ -29,25 +31,58 @@ _WHAT = (
 
 
 def check_measures(
-    q: ast.Query, schema: Schema, field: Callable[[ast.Column], ast.FieldDecl]
+    q: ast.Query,
+    schema: Schema,
+    field: Callable[[ast.Column], ast.FieldDecl],
+    partition: tuple[str, ...],
+    columns: dict,
 ) -> tuple[Measure, ...]:
-    """The checked ``MEASURES`` of ``q``; ``field`` resolves an unqualified column (raising
-    for an unknown one). Raises QueryError at the first item the engine cannot report."""
+    """The checked ``MEASURES`` of ``q``, partitioned by the fields ``partition``; ``field``
+    resolves an unqualified column (raising for an unknown one); ``columns``: the measure
+    names of the file's queries before, by upper-case fold (the match file has a column per
+    name, spelled as first written), to which ``q``'s are added. Raises QueryError (a
+    QueryErrors when there are several) at each item the engine cannot report."""
     out: list[Measure] = []
-    seen: set[str] = set()
+    errors: list[QueryError] = []
+    seen: dict = {}
+    # the match file's own columns (``partition_<field>`` with several partition fields),
+    # compared quoted or not: the header would say a name twice
+    taken = list(dict.fromkeys([*RESERVED, *partition_columns(partition)]))
     for m in q.measures:
         k = ast.key(m.alias, m.quoted)
-        if m.alias.lower() in RESERVED:  # quoted or not: the header would say it twice
-            raise QueryError(
-                f"measure name '{m.alias}' is a column the match file already has "
-                f"({', '.join(RESERVED)}): choose another",
-                m.alias_pos,
+        if m.alias.lower() in (c.lower() for c in taken):
+            errors.append(
+                QueryError(
+                    f"measure name '{m.alias}' is a column the match file already has "
+                    f"({', '.join(taken)}): choose another",
+                    m.alias_pos,
+                )
             )
-        if k in seen:
-            raise QueryError(f"measure name '{m.alias}' is given twice", m.alias_pos)
-        seen.add(k)
-        kind, name = _read(m.expr, m.pos, q, schema, field)
+        else:
+            try:  # a name once per query, and in one case per file: the columns' names
+                declare(
+                    seen,
+                    m.alias,
+                    m.quoted,
+                    m.alias_pos,
+                    "measure",
+                    f"measure name '{m.alias}' is given twice",
+                )
+                earlier = columns.setdefault(m.alias.upper(), (m.alias, m.quoted, m.alias_pos))
+                if ast.key(earlier[0], earlier[1]) != k:
+                    raise case_clash("measure", ast.quote(m.alias, m.quoted), earlier, m.alias_pos)
+            except QueryError as err:
+                errors.append(err)
+        if m.semantics is not None:
+            errors.append(measure_semantics_error(m.semantics, m.semantics_pos))
+        try:  # each item on its own, as each DEFINE
+            kind, name = _read(m.expr, m.pos, q, schema, field)
+        except QueryError as err:
+            errors.append(err)
+            continue
         out.append(Measure(m.alias, kind, name, quoted=m.quoted))
+    if errors:
+        raise QueryErrors.of(errors)
     return tuple(out)
 
 

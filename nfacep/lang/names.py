@@ -52,6 +52,19 @@ def field_of(col: ast.Column, schema: Schema, qualifier_ok: str | None = None) -
     if col.qualifier is not None and ast.key(col.qualifier, col.qualifier_quoted) != qualifier_ok:
         written = ast.quote(col.qualifier, col.qualifier_quoted) + "."
         written += ast.quote(col.name, col.quoted)
+        if qualifier_ok is None:  # PARTITION BY, ORDER BY
+            raise QueryError(
+                f"'{written}': PARTITION BY and ORDER BY name fields of the stream, "
+                f"unqualified: write {ast.quote(col.name, col.quoted)}",
+                col.pos,
+            )
+        if col.qualifier.upper() == schema.name.upper():
+            raise QueryError(
+                f"'{written}' qualifies a field by its stream; a predicate names the current "
+                f"tuple's fields unqualified ({ast.quote(col.name, col.quoted)}), or qualified "
+                "by the variable being defined",
+                col.pos,
+            )
         raise QueryError(
             f"'{written}' refers to another variable's row; a predicate "
             "sees only the current tuple (qualify with the variable being defined, or not "

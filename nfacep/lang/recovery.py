@@ -1,6 +1,10 @@
 """Going on after a syntax error: the parser is fed token by token (:class:`Recovery`), with
-marks after each ';' and after the AS of each DEFINE's definition to resume from, so that one
-run reports the errors of every statement (at most MAX_ERRORS)."""
+marks after each ';', after the AS of each DEFINE's definition and before each measure of
+MEASURES to resume from, so that one run reports the errors of every statement (at most
+MAX_ERRORS). A measure that does not parse is replaced by one the AST leaves out
+(:data:`~nfacep.lang.ast.BROKEN_MEASURE`). An error after the ')' that
+closes MATCH_RECOGNIZE (a WHERE or ORDER BY around it) ends its statement there: the query
+before it is kept, and checked."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput
 
 from ..errors import QueryError
 from ..limits import MAX_ERRORS, MAX_NESTING, MAX_TOKENS
+from .ast import BROKEN_MEASURE
 from .syntax_errors import CLAUSES, LANDMARKS, pos_of, syntax_error
 
 # Bracket tokens counted by the nesting limit: '(' and '{-', ')' and '-}'.
@@ -67,11 +72,15 @@ class Recovery:
         self.statement = 0  # ';' read so far
         self.statement_start = 0  # index in seen of the statement's first token
         self.in_define = False
+        self.in_measures = False
+        self.measures_depth = 0  # the depth MEASURES is at: its items' commas are there
+        self.measures_end: Token | None = None  # the clause keyword that ended MEASURES
         #: the tokens of the statement so far that say where an error is (LANDMARKS, and the
         #: ')' that closes MATCH_RECOGNIZE), after the ';' before it: what the messages look
         #: at, kept as tokens come so that no message scans a long statement
         self.heads: list[Token] = []
         self.mr_depth: int | None = None  # the depth MATCH_RECOGNIZE's '(' opens from
+        self.mr_closed = False  # the statement's MATCH_RECOGNIZE ( … ) has been read whole
 
     def run(self):
         """The parse tree of the statements that parsed (None when none could be kept), the
@@ -79,6 +88,7 @@ class Recovery:
         parser = self.parser.parse_interactive(self.text)
         self.between = _Mark(*_snapshot(parser), 0, 0)
         self.condition: _Mark | None = None
+        self.measure: _Mark | None = None
         last = -1  # where the last error was: each recovery must get past it
         while True:
             try:
@@ -98,7 +108,7 @@ class Recovery:
                 if offset is None or offset <= last or len(self.errors) >= MAX_ERRORS:
                     return self._stop(offset), self.errors, self.broken
                 last = offset
-                resumed = self._resume(err, offset)
+                resumed = self._resume(parser, err, offset)
                 if resumed is None:
                     return self._stop(None), self.errors, self.broken
                 parser = resumed
@@ -113,9 +123,9 @@ class Recovery:
             if prev is not None and prev.type == "SEMICOLON":
                 self.statement += 1
                 self.statement_start = len(self.seen)
-                self.in_define = False
-                self.condition = None
-                self.heads, self.mr_depth = [prev], None
+                self.in_define = self.in_measures = False
+                self.condition = self.measure = self.measures_end = None
+                self.heads, self.mr_depth, self.mr_closed = [prev], None, False
                 self.between = _Mark(*_snapshot(parser), self.depth, self.statement)
             elif (
                 self.in_define
@@ -131,6 +141,19 @@ class Recovery:
                     start=prev.end_pos or 0,
                     as_token=prev,
                 )
+            elif (
+                self.in_measures
+                and prev is not None
+                and prev.type in ("MEASURES", "COMMA")
+                and self.depth == self.measures_depth
+            ):  # before a measure
+                self.measure = _Mark(
+                    *_snapshot(parser),
+                    self.depth,
+                    self.statement,
+                    start=prev.end_pos or 0,
+                    as_token=prev,
+                )
             if len(self.seen) >= MAX_TOKENS:
                 raise QueryError(
                     f"the file has more than {MAX_TOKENS} tokens (names, numbers, "
@@ -139,7 +162,11 @@ class Recovery:
                 )
             self.seen.append(token)
             if token.type in CLAUSES:
+                if self.in_measures:
+                    self.measures_end = token
                 self.in_define = token.type == "DEFINE"
+                self.in_measures = token.type == "MEASURES"
+                self.measures_depth = self.depth
             if token.type in LANDMARKS:
                 self.heads.append(token)
                 if token.type == "MATCH_RECOGNIZE":
@@ -155,11 +182,22 @@ class Recovery:
                 if self.depth == self.mr_depth:  # the ')' that closes MATCH_RECOGNIZE
                     self.heads.append(token)
                     self.mr_depth = None
+                    # and its DEFINE: an error after it is not in a condition
+                    self.mr_closed, self.in_define, self.condition = True, False, None
 
-    def _resume(self, err: UnexpectedInput, offset: int):
-        """A parser to go on with after the error at ``offset``: in the DEFINE condition the
-        error is in, with TRUE for the condition, from the next definition (or the clause's
-        end); else from the next ';'. None at the end of the file."""
+    def _resume(self, parser, err: UnexpectedInput, offset: int):
+        """A parser to go on with after the error at ``offset`` (``parser`` met it): in the
+        DEFINE condition the error is in, with TRUE for the condition, from the next
+        definition (or the clause's end); after MATCH_RECOGNIZE ( … ) [AS name], with the
+        statement ended there, from the next ';'; else from the next ';' with the statement
+        dropped. None at the end of the file."""
+        if self.mr_closed:
+            ended = _ended(parser, self.text, offset, err)
+            if ended is not None:
+                return ended
+        measure = self._measure_resumed(err, offset)
+        if measure is not None:
+            return measure
         mark = self.condition
         if mark is not None and mark.statement == self.statement and mark.start <= offset:
             assert mark.as_token is not None, "a condition's mark is just after its AS"
@@ -180,6 +218,27 @@ class Recovery:
         self.in_define = False
         parser = self.between.restored()
         return _moved(parser, self.text, semicolon, err, offset)
+
+    def _measure_resumed(self, err: UnexpectedInput, offset: int):
+        """After an error in a measure of MEASURES (or at the clause keyword that ends it): a
+        parser with that measure read as :data:`BROKEN_MEASURE`, from the next one (or the
+        next clause); None elsewhere, or when that does not parse either."""
+        mark = self.measure
+        inside = self.in_measures or (
+            self.measures_end is not None and getattr(err, "token", None) is self.measures_end
+        )
+        if not inside or mark is None or mark.statement != self.statement or mark.start > offset:
+            return None
+        assert mark.as_token is not None, "a measure's mark is just after MEASURES or ','"
+        parser = mark.restored()
+        try:
+            for kind, text in (("NAME", "x"), ("AS", "AS"), ("NAME", BROKEN_MEASURE)):
+                parser.feed_token(Token.new_borrow_pos(kind, text, mark.as_token))
+        except UnexpectedInput:
+            return None
+        self.depth = mark.depth
+        self.in_measures, self.measures_end = True, None
+        return _moved(parser, self.text, _next_measure(self.text, mark.start, offset), err, offset)
 
     def _stop(self, offset: int | None):
         """The tree of the statements before the last ';' read, the rest left unread."""
@@ -235,6 +294,38 @@ def _next_definition(text: str, mark: _Mark, offset: int) -> int:
             return word
         word = at if m.group("word") else -1
     return len(text)
+
+
+#: The clause keywords that may follow MEASURES, where its last measure ends.
+_AFTER_MEASURES = {"ONE", "ALL", "AFTER", "PATTERN"}
+
+
+def _next_measure(text: str, start: int, offset: int) -> int:
+    """Where to go on after an error at ``offset`` in the measure that starts at ``start``:
+    the ',' before the next measure, or what ends the clause (a clause keyword, a ';', the
+    ')' that closes MATCH_RECOGNIZE, the end of the file), outside parentheses."""
+    depth = 0
+    for m in _SCAN.finditer(text, start):
+        at, found = m.start(), m.group()
+        depth += (found == "(") - (found == ")")
+        if at < offset:
+            continue
+        if depth < 0 or found == ";" or (depth == 0 and found == ","):
+            return at
+        if depth == 0 and m.group("word") and found.upper() in _AFTER_MEASURES:
+            return at
+    return len(text)
+
+
+def _ended(parser, text: str, offset: int, err: UnexpectedInput):
+    """``parser`` (which met the error at ``offset``) with its statement ended where it is,
+    its lexer moved to the next ';' (or the end of the file); None when the statement cannot
+    end there."""
+    semicolon = _next_semicolon(text, offset)
+    # (accepts() feeds copies without building trees: the trees on the stack are shared)
+    if ("SEMICOLON" if semicolon is not None else "$END") not in parser.accepts():
+        return None
+    return _moved(parser, text, len(text) if semicolon is None else semicolon, err, offset)
 
 
 def _next_semicolon(text: str, offset: int) -> int | None:

@@ -105,20 +105,22 @@ def parse_all(text: str, filename: str = "<query>") -> Parsed:
     streams: list[ast.CreateStream] = []
     queries: list[ast.Query] = []
     for statement in tree.children if tree is not None else ():
+        transformer = ToAst()
         try:
-            node = ToAst().transform(statement)
+            node = transformer.transform(statement)
             if isinstance(node, ast.Query):
                 _check_depth(node)
         except QueryError as err:
-            errors.append(err)
+            errors += [*transformer.errors, err]
             broken |= statement.data == "create_stream"
             continue
         except VisitError as err:  # lark wraps errors raised inside the transformer
             if not isinstance(err.orig_exc, QueryError):
                 raise
-            errors.append(err.orig_exc)
+            errors += [*transformer.errors, err.orig_exc]
             broken |= statement.data == "create_stream"
             continue
+        errors += transformer.errors  # refused, but the statement was read past them
         (streams if isinstance(node, ast.CreateStream) else queries).append(node)
     file = ast.File(tuple(streams), tuple(queries), end=end_of(text))
     located = tuple(err.located(text, filename) for err in errors)

@@ -14,6 +14,7 @@ from .unsupported import (
     WORDS,
     call_error,
     clause_order_error,
+    measure_semantics_error,
     tail_error,
     word_error,
 )
@@ -134,6 +135,18 @@ def syntax_error(
     if isinstance(err, UnexpectedCharacters):
         if err.char == '"' and err.pos_in_stream is not None:
             return QueryError(_quoted_name_error(text, err.pos_in_stream), pos)
+        clause = next((t.type for t in reversed(heads) if t.type in CLAUSES), None)
+        operand = not before or before[-1].type != "NAME"  # where an operand may stand
+        if err.char == ":" and clause == "DEFINE" and operand and err.pos_in_stream is not None:
+            # not a parameter's ':name'
+            at = err.pos_in_stream + 1
+            if text[at : at + 1] == '"':
+                return QueryError(_quoted_name_error(text, at), SourcePos(err.line, err.column + 1))
+            return QueryError(
+                "a parameter is written ':name', the name right after the ':' (or "
+                "double-quoted: ':\"Hot\"')",
+                pos,
+            )
         if err.char.isalpha():  # (a letter beyond ASCII)
             return QueryError(
                 f"unexpected character {err.char!r}: a name holds the letters A-Z and a-z, "
@@ -179,41 +192,25 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
             "declares its input with CREATE STREAM name (field TYPE, …)",
             pos_of(prev),
         )
-    # a type: INT without its width, INTEGER, UINT8, BIGINT, VARCHAR(n), …
-    if prev is not None and prev.type in ("UINT", "INT_KW") and token is not None:
-        kw = str(prev).upper()
-        if token.type in ("NAME", "INT_NUM") and token.start_pos == prev.end_pos:
-            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", pos_of(prev))
-        return QueryError(f"{kw} needs a width: write {kw}(n), with n from 1 to 64", pos_of(prev))
+    declaration = _declaration_error(token, before, clause)
+    if declaration is not None:
+        return declaration
     expected = getattr(err, "expected", None) or getattr(err, "allowed", None) or set()
     if token is not None and token.type == "NAME" and set(expected) >= _TYPE_TOKENS:
         return QueryError(f"unknown type '{token}': the types are {_TYPES}", pos_of(token))
-    # WITHIN 5 SECOND: a count with a unit, Flink's interval without its INTERVAL
-    if (
-        len(before) >= 2
-        and before[-2].type == "WITHIN"
-        and prev is not None
-        and prev.type == "INT_NUM"
-        and token is not None
-        and str(token).upper() in TIME_UNITS
-    ):
-        return QueryError(
-            f"WITHIN {prev} {token}: WITHIN n counts in the ORDER BY field's "
-            f"units; write WITHIN INTERVAL '{prev}' {str(token).upper()} for an "
-            "interval (the field needs a TIME unit)",
-            pos_of(token),
-        )
-    if prev is not None and prev.type == "PATTERN" and token is not None:
-        return QueryError(
-            "PATTERN takes its pattern in parentheses: PATTERN (A B+ C)", pos_of(token)
-        )
+    within = _within_error(token, before)
+    if within is not None:
+        return within
+    pattern = _pattern_error(err, token, prev, clause)
+    if pattern is not None:
+        return pattern
     # SELECT where a name or a condition goes
     subquery = _subquery(token, before)
     if subquery is not None:
         return subquery
     # inside MEASURES, whatever its expressions are, the clause itself is the problem
-    if clause == "MEASURES":
-        return _measures_error(token, prev, heads)
+    if clause == "MEASURES" and not (isinstance(err, UnexpectedCharacters) and err.char == '"'):
+        return _measures_error(token, before)
     # inside a call of a function the checker rejects by name (COUNT(A.*), PREV(x, 2) …)
     if in_condition:
         call = _open_call(before)
@@ -226,30 +223,98 @@ def _recognise(err: UnexpectedInput, before: list[Token], heads: list[Token]) ->
     known = _misplaced(token, before, heads)
     if known is not None:
         return known
+    return _operator_error(err, token, prev, in_condition)
+
+
+#: Other languages' operators, and what the language writes for them.
+_OPERATOR_SPELLINGS = {
+    "!": "NOT",
+    "≥": ">=",
+    "≤": "<=",
+    "≠": "<>",
+    "==": "=",
+    "=>": ">=",
+    "=<": "<=",
+}
+_COMPARISONS = "the comparisons are =, <>, !=, <, <=, >, >="
+
+
+def _operator_error(
+    err: UnexpectedInput, token: Token | None, prev: Token | None, in_condition: bool
+) -> QueryError | None:
+    """The error for an operator the language does not have (``/``, ``&&``, ``==``, ``!``,
+    ``≥``, …) where the error is; or None."""
     char = getattr(err, "char", None) if isinstance(err, UnexpectedCharacters) else None
     if char is None and in_condition and token is not None and str(token) in ("*", "|"):
         char = str(token)
     if char in _OPERATOR_CHARS:
-        pos = SourcePos(err.line, err.column)
         return QueryError(
             f"'{char}' is not an operator of the language: conditions use comparisons, "
             "+, -, * by an integer constant, AND, OR, NOT",
-            pos,
+            SourcePos(err.line, err.column),
+        )
+    if char in _OPERATOR_SPELLINGS:
+        return QueryError(
+            f"'{char}' is not an operator of the language: write {_OPERATOR_SPELLINGS[char]}",
+            SourcePos(err.line, err.column),
+        )
+    if (
+        in_condition
+        and prev is not None
+        and token is not None
+        and prev.type == "COMP_OP"
+        and str(token) in ("=", "<", ">", "<>", "<=", ">=", "!=")
+        and prev.end_pos == token.start_pos
+    ):
+        written = f"{prev}{token}"
+        instead = _OPERATOR_SPELLINGS.get(written)
+        return QueryError(
+            f"'{written}' is not a comparison: "
+            + (f"write {instead} ({_COMPARISONS})" if instead else _COMPARISONS),
+            pos_of(prev),
         )
     return None
 
 
-def _measures_error(token: Token | None, prev: Token | None, heads: list[Token]) -> QueryError:
-    """A parse error inside MEASURES: RUNNING or FINAL by name, else the clause."""
+def _measures_error(token: Token | None, before: list[Token]) -> QueryError:
+    """A parse error inside MEASURES: RUNNING or FINAL, another SQL word the language does not
+    have (CAST, CASE, …) or a measure's name by what is wrong with it, else the clause."""
+    prev = before[-1] if before else None
     for word in (token, prev):
         if word is not None and str(word).upper() in ("RUNNING", "FINAL"):
-            return QueryError(
-                f"{str(word).upper()} is not supported: a measure is read once, at the "
-                "match's reported row (ONE ROW PER MATCH); write the measure without it",
-                pos_of(word),
-            )
-    kw = next(t for t in reversed(heads) if t.type == "MEASURES")
-    return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", pos_of(kw))
+            return measure_semantics_error(str(word).upper(), pos_of(word))
+    unsupported = _unsupported_word(token, before)
+    if unsupported is not None:
+        return unsupported
+    if prev is not None and prev.type == "AS" and token is not None and token.type == "STRING":
+        return QueryError(
+            f"a measure is named by a name, not a string: AS {str(token)[1:-1]!s} (or "
+            f'AS "{str(token)[1:-1]}" to keep its case)',
+            pos_of(token),
+        )
+    ends = ("COMMA", "PATTERN", "ONE", "ALL", "AFTER", "NAME")
+    operand = ("RPAR", "NAME", "INT_NUM", "STRING")  # what a measure's expression ends with
+    named = len(before) >= 2 and before[-2].type == "AS"  # prev is the measure's name
+    if prev is not None and prev.type in operand and not named and token and token.type in ends:
+        named = token.type == "NAME" and str(token).upper() not in CLAUSE_WORDS
+        written = f" {token}" if named else " name"
+        return QueryError(
+            f"a measure is named with AS, as in SQL: … AS{written} after the measure",
+            pos_of(token),
+        )
+    return QueryError(f"{_MEASURES} is not supported: {_MEASURES_WHY}", _measure_start(before))
+
+
+def _measure_start(before: list[Token]) -> SourcePos | None:
+    """Where the measure the tokens ``before`` end in begins: after MEASURES or the ',' before
+    it, outside parentheses."""
+    depth = 0
+    for i in range(len(before) - 1, -1, -1):
+        t = before[i]
+        depth += (t.type == "RPAR") - (t.type == "LPAR")
+        if t.type == "MEASURES" or (t.type == "COMMA" and depth == 0):
+            return pos_of(before[i + 1]) if i + 1 < len(before) else pos_of(t)
+    return None
 
 
 def _open_call(before: list[Token]) -> Token | None:
@@ -286,6 +351,128 @@ _AFTER_OPERAND = {
     "VBAR",
     "QUANTIFIER",
 }
+
+
+#: Flink's TIMESTAMP(p) precisions, and the unit each is.
+_PRECISIONS = {"0": "SECOND", "3": "MILLISECOND", "6": "MICROSECOND", "9": "NANOSECOND"}
+#: What SQL may write after a column's type, which a stream's field does not take.
+_CONSTRAINTS = {"NOT", "NULL", "PRIMARY", "DEFAULT", "CONSTRAINT", "UNIQUE", "CHECK", "METADATA"}
+
+
+def _declaration_error(
+    token: Token | None, before: list[Token], clause: str | None
+) -> QueryError | None:
+    """The error for a field's type written as SQL or Flink write types (INT without its
+    width, UINT8, TIMESTAMP(3), TIMESTAMP without its unit, TIMESTAMP_LTZ), a constraint after
+    it (NOT NULL, PRIMARY KEY) or a WATERMARK among the fields; or None."""
+    prev = before[-1] if before else None
+    if token is None or prev is None:
+        return None
+    if prev.type in ("UINT", "INT_KW"):  # INT without its width, INTEGER, UINT8, …
+        kw = str(prev).upper()
+        if token.type in ("NAME", "INT_NUM") and token.start_pos == prev.end_pos:
+            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", pos_of(prev))
+        return QueryError(f"{kw} needs a width: write {kw}(n), with n from 1 to 64", pos_of(prev))
+    if clause != "CREATE":
+        return None
+    units = ", ".join(_PRECISIONS.values())
+    if prev.type == "TIMESTAMP":
+        if token.start_pos == prev.end_pos and token.type in ("NAME", "INT_NUM"):
+            return QueryError(f"unknown type '{prev}{token}': the types are {_TYPES}", pos_of(prev))
+        return QueryError(
+            f"TIMESTAMP needs its unit: TIMESTAMP(unit), the unit one of {units}", pos_of(prev)
+        )
+    if [t.type for t in before[-2:]] == ["TIMESTAMP", "LPAR"] and token.type == "INT_NUM":
+        unit = _PRECISIONS.get(str(token).lstrip("0") or "0")
+        instead = f"TIMESTAMP({unit})" if unit else f"TIMESTAMP(unit), the unit one of {units}"
+        return QueryError(
+            f"TIMESTAMP({token}): a TIMESTAMP's unit is written by its name: {instead}",
+            pos_of(token),
+        )
+    word = str(token).upper()
+    if word in _CONSTRAINTS and prev.type in ("RPAR", "BOOL", "BOOLEAN", "FLOAT32", "IPV4"):
+        word = {"NOT": "NOT NULL", "PRIMARY": "PRIMARY KEY"}.get(word, word)
+        return QueryError(
+            f"{word} is not supported after a field's type: a stream declares its fields' "
+            "types only (every tuple holds a value of each field, none is NULL)",
+            pos_of(token),
+        )
+    if str(prev).upper() == "WATERMARK" and word == "FOR":
+        return QueryError(
+            "WATERMARK is not supported: the stream is processed in input order, and ORDER BY "
+            "in a query checks that a field ascends",
+            pos_of(prev),
+        )
+    return None
+
+
+def _within_error(token: Token | None, before: list[Token]) -> QueryError | None:
+    """The error for Flink's and SQL's ways of writing a window that WITHIN does not take:
+    a count with a unit (``WITHIN 5 SECOND``), the interval's number unquoted (``INTERVAL 5
+    MINUTE``), a range of units (``INTERVAL '1:30' HOUR TO MINUTE``) or a unit's precision
+    (``SECOND(3)``); or None."""
+    if token is None or not before:
+        return None
+    kinds = [t.type for t in before[-4:]]
+    word = str(token).upper()
+    unit = word[:-1] if word.endswith("S") and word[:-1] in TIME_UNITS else word
+    if kinds[-2:] == ["WITHIN", "INT_NUM"] and unit in TIME_UNITS:
+        return QueryError(
+            f"WITHIN {before[-1]} {token}: WITHIN n counts in the ORDER BY field's "
+            f"units; write WITHIN INTERVAL '{before[-1]}' {unit} for an "
+            "interval (the field needs a TIME unit)",
+            pos_of(token),
+        )
+    if kinds[-2:] == ["WITHIN", "INTERVAL"] and token.type == "INT_NUM":
+        return QueryError(
+            f"WITHIN INTERVAL {token}: the interval's number is a quoted string, as in SQL: "
+            f"WITHIN INTERVAL '{token}' UNIT",
+            pos_of(token),
+        )
+    if kinds == ["WITHIN", "INTERVAL", "STRING", "NAME"] and word in ("TO", "("):
+        what, example = (
+            ("a range of units (… TO …)", "INTERVAL '1:30' HOUR TO MINUTE as INTERVAL '90' MINUTE")
+            if word == "TO"
+            else ("a unit's precision", "INTERVAL '90' SECOND(3) as INTERVAL '90' SECOND")
+        )
+        return QueryError(
+            f"{what} is not supported in WITHIN INTERVAL: an interval is one number of one "
+            f"unit, 'n' UNIT with UNIT one of MILLISECOND, SECOND, MINUTE, HOUR, DAY (write "
+            f"{example})",
+            pos_of(token),
+        )
+    return None
+
+
+def _pattern_error(
+    err: UnexpectedInput, token: Token | None, prev: Token | None, clause: str | None
+) -> QueryError | None:
+    """The error for PATTERN without its parentheses, a quantifier on a quantifier
+    (``A{2}{3}``, ``A+*``) or a count that is not a decimal integer (``A{0x10}``); or None."""
+    if prev is not None and prev.type == "PATTERN" and token is not None:
+        return QueryError(
+            "PATTERN takes its pattern in parentheses: PATTERN (A B+ C)", pos_of(token)
+        )
+    if clause != "PATTERN":
+        return None
+    if (
+        prev is not None
+        and prev.type == "QUANTIFIER"
+        and token is not None
+        and str(token)[:1] in ("*", "+", "?", "{")
+    ):
+        return QueryError(
+            f"quantifier {token} after the quantifier {prev}: an operand takes one quantifier "
+            f"(a '?' after it makes it reluctant); to quantify a quantified operand, put it in "
+            f"parentheses: (…{prev}){token}",
+            pos_of(token),
+        )
+    if isinstance(err, UnexpectedCharacters) and err.char == "{":
+        return QueryError(
+            "a quantifier's counts are decimal integers: {n}, {n,}, {n,m}, {,m}",
+            SourcePos(err.line, err.column),
+        )
+    return None
 
 
 def _subquery(token: Token | None, before: list[Token]) -> QueryError | None:
@@ -337,11 +524,17 @@ def _misplaced(token: Token | None, before: list[Token], heads: list[Token]) -> 
         joined = tail_error(str(token).upper(), pos_of(token))  # FROM s JOIN …, FROM s WHERE …
         if joined is not None:
             return joined
+    prev = before[-1] if before else None
     if form == "sql" and "MATCH_RECOGNIZE" in kinds and kinds[-1] == "RPAR":
-        return tail_error(str(token).upper(), pos_of(token))  # after its closing ')'
+        # after its closing ')', or the word there, read as the query's name (`) ORDER BY t`)
+        named = len(before) >= 2 and before[-2] is heads[-1] and prev.type == "NAME"
+        for word in (token, prev) if named else (token,):
+            tail = tail_error(str(word).upper(), pos_of(word))
+            if tail is not None:
+                return tail
+        return None
     seen = [t for t in kinds if t in CLAUSE_WORDS]
     # the unexpected word, or the word before it when that was read as a name (a DEFINE's)
-    prev = before[-1] if before else None
     for word in (token, prev):
         if word is None or str(word).upper() not in CLAUSE_WORDS:
             continue

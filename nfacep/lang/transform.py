@@ -23,6 +23,7 @@ from .types import (
     TimestampType,
     UIntType,
 )
+from .unsupported import ALL_ROWS_WHY
 from .values import TIMESTAMP_UNITS
 
 
@@ -42,10 +43,16 @@ _QUANT = re.compile(r"(\*|\+|\?|\{\s*(\d*)\s*(,\s*(\d*)\s*)?\})(\?)?")
 @v_args(inline=True)
 class ToAst(Transformer_NonRecursive):
     """Builds AST nodes only; no checking beyond what the node shapes require. Iterative, so
-    the depth of the parse tree cannot overflow the stack."""
+    the depth of the parse tree cannot overflow the stack.
+
+    A refusal in a query's clause that leaves the rest of the query readable (ORDER BY …
+    DESC, an interval's unit, a quantifier's counts, WITHIN's count) is kept in ``errors``
+    and the clause read as if without it, so that the query is still checked and its other
+    errors come with it; other refusals are raised."""
 
     def __init__(self):
         super().__init__(visit_tokens=False)
+        self.errors: list[QueryError] = []
 
     # statements
     @v_args(meta=True, inline=True)
@@ -133,12 +140,23 @@ class ToAst(Transformer_NonRecursive):
         return ("unsupported", ast.Unsupported("SELECT list", SELECT_LIST_WHY, pos=pos_of(meta)))
 
     def measures_clause(self, kw, *items):
-        return ("measures", tuple(m for m in items if isinstance(m, ast.Measure)))
+        measures = (m for m in items if isinstance(m, ast.Measure))
+        return ("measures", tuple(m for m in measures if m.alias != ast.BROKEN_MEASURE))
 
     @v_args(meta=True, inline=True)
-    def measure(self, meta, expr, as_kw, alias):
+    def measure(self, meta, *children):
+        *semantics, expr, _as, alias = children
         text, quoted = _name(alias)
-        return ast.Measure(expr, text, pos=pos_of(meta), quoted=quoted, alias_pos=pos_of(alias))
+        word = semantics[0] if semantics else None
+        return ast.Measure(
+            expr,
+            text,
+            pos=pos_of(meta),
+            quoted=quoted,
+            alias_pos=pos_of(alias),
+            semantics=None if word is None else str(word).upper(),
+            semantics_pos=None if word is None else pos_of(word),
+        )
 
     def one_row(self, *args):
         return None
@@ -148,8 +166,7 @@ class ToAst(Transformer_NonRecursive):
             "unsupported",
             ast.Unsupported(
                 "ALL ROWS PER MATCH",
-                "the engine reports one record where each match ends; it "
-                "does not keep the rows of a match",
+                ALL_ROWS_WHY,
                 pos=pos_of(kw),
             ),
         )
@@ -173,11 +190,13 @@ class ToAst(Transformer_NonRecursive):
         return ("order", tuple(items))
 
     def order_item(self, col, direction=None):
-        if direction is not None and direction.type == "DESC":
-            raise QueryError(
-                "ORDER BY … DESC is not supported: the stream is processed in "
-                "arrival order, which must be ascending in the ORDER BY field",
-                pos_of(direction),
+        if direction is not None and direction.type == "DESC":  # kept: read as ascending
+            self.errors.append(
+                QueryError(
+                    "ORDER BY … DESC is not supported: the stream is processed in "
+                    "arrival order, which must be ascending in the ORDER BY field",
+                    pos_of(direction),
+                )
             )
         return col
 
@@ -220,15 +239,22 @@ class ToAst(Transformer_NonRecursive):
         return ("pattern", pattern, within)
 
     def within_count(self, kw, count):
-        return ast.Within(count=_integer(count), pos=pos_of(kw))
+        try:
+            return ast.Within(count=_integer(count), pos=pos_of(kw))
+        except QueryError as err:  # kept: the pattern read without its window
+            self.errors.append(err)
+            return None
 
     def within_interval(self, kw, _interval, text, unit):
         name = _name(unit)[0].upper()
-        if name not in INTERVAL_UNITS:
-            raise QueryError(
-                f"INTERVAL … {unit}: the units of an interval are {', '.join(INTERVAL_UNITS)}",
-                pos_of(unit),
+        if name not in INTERVAL_UNITS:  # kept: the pattern read without its window
+            self.errors.append(
+                QueryError(
+                    f"INTERVAL … {unit}: the units of an interval are {', '.join(INTERVAL_UNITS)}",
+                    pos_of(unit),
+                )
             )
+            return None
         return ast.Within(interval=(_unquote(str(text)), name), pos=pos_of(kw))
 
     def define_clause(self, _kw, *defines):
@@ -248,6 +274,13 @@ class ToAst(Transformer_NonRecursive):
         return ast.Seq(tuple(items), pos=pos_of(meta))
 
     def quantified(self, atom, quant):
+        try:
+            return self._quantified(atom, quant)
+        except QueryError as err:  # kept: the operand read without its quantifier
+            self.errors.append(err)
+            return atom
+
+    def _quantified(self, atom, quant):
         m = _QUANT.fullmatch(str(quant))
         assert m is not None, "_QUANT accepts every QUANTIFIER token of the grammar"
         op, lo_text, comma, hi_text, lazy = m.groups()

@@ -70,6 +70,17 @@ _RUNNING_FINAL = (
     "sees the rows so far or all of them, and conditions have no such aggregates; "
     "leave the word out"
 )
+
+
+def measure_semantics_error(word: str, pos: SourcePos | None) -> QueryError:
+    """The error for RUNNING or FINAL (``word``, upper case) before a measure."""
+    return QueryError(
+        f"{word} is not supported: a measure is read once, at the match's reported row (ONE "
+        "ROW PER MATCH); write the measure without it",
+        pos,
+    )
+
+
 #: SQL words the language does not have, with what to do instead: the parser names them when
 #: they are where its error is (the word itself, or a word followed by an operand).
 WORDS = {
@@ -179,6 +190,10 @@ CLAUSE_WORDS = {
     "DEFINE": 8,
 }
 _SQL_ONLY = {3: "ONE ROW PER MATCH", 7: "SUBSET"}
+#: why ALL ROWS PER MATCH is refused, in either form
+ALL_ROWS_WHY = (
+    "the engine reports one record where each match ends; it does not keep the rows of a match"
+)
 
 
 def clause_order_error(
@@ -189,6 +204,8 @@ def clause_order_error(
     order."""
     place = CLAUSE_WORDS[word]
     names = dict(zip((0, 1, 2, 3, 4, 5, 6, 7, 8), CLAUSE_ORDER["sql"], strict=True))
+    if word == "ALL":  # refused in either form, wherever it stands
+        return QueryError(f"ALL ROWS PER MATCH is not supported: {ALL_ROWS_WHY}", pos)
     if form == "concise":
         names[0] = "PARTITION [BY]"
         if place in _SQL_ONLY:

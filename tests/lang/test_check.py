@@ -48,6 +48,9 @@ ERRORS = [
     ("QUERY q PATTERN (A) DEFINE A AS SUM(a) > 1", "aggregate", "SUM"),
     ("QUERY q PATTERN (A) DEFINE A AS COUNT(*) > 1", "aggregate", "COUNT"),
     ("QUERY q PATTERN (A B) DEFINE A AS B.a > 1", "another variable's row", "B"),
+    ("QUERY q PARTITION s.a PATTERN (A)", "name fields of the stream, unqualified: write a", "s"),
+    ("QUERY q ORDER BY q.a PATTERN (A)", "PARTITION BY and ORDER BY name fields", "q.a"),
+    ("QUERY q PATTERN (A) DEFINE A AS s.a > 1", "'s.a' qualifies a field by its stream", "s.a"),
     ("QUERY q PATTERN (A $)", "'$' anchor is not supported", "$"),
     ("QUERY q PATTERN (^ A)", "'^' anchor is not supported", "^"),
     ("QUERY q PATTERN (A {- B -})", "exclusion is not supported", "{"),
@@ -107,6 +110,8 @@ ERRORS = [
     ("QUERY q MEASURES LAST(a) AS partition PATTERN (A)", "already has", "partition"),
     ("QUERY q MEASURES COUNT(*) AS Seq PATTERN (A)", "already has", "Seq"),
     ('QUERY q MEASURES COUNT(*) AS "query" PATTERN (A)', "already has", '"query"'),
+    ("QUERY q PARTITION a, b MEASURES COUNT(*) AS partition_b PATTERN (A)", "already has", "par"),
+    ('QUERY q PARTITION b, e MEASURES LAST(a) AS "PARTITION_E" PATTERN (A)', "partition_e", '"P'),
     (
         "SELECT * FROM s MATCH_RECOGNIZE (ALL ROWS PER MATCH PATTERN (A)) AS q",
         "ALL ROWS PER MATCH is not supported",
@@ -134,6 +139,20 @@ def test_semantic_errors(text, message, at):
     # the caret points at the offending text
     assert source.splitlines()[1][err.column - 1 :].startswith(at), err.render()
     assert err.render().startswith(f"q.sql:2:{err.column}: ")
+
+
+def test_a_field_named_as_a_literal_must_be_quoted():
+    """A field declared true, false or null (unquoted) is refused: a condition reads the word
+    as the literal, so `A AS true` held for every tuple, silently; "true" is a field."""
+    with pytest.raises(QueryError) as info:
+        nfacep.compile_text(
+            "CREATE STREAM s (k UINT(8), true BOOL);\nQUERY q PATTERN (A) DEFINE A AS true"
+        )
+    assert info.value.render().startswith("<query>:1:29: field true is named as SQL's literal TRUE")
+    nfa = nfacep.compile_text(
+        'CREATE STREAM s (k UINT(8), "true" BOOL);\nQUERY q PATTERN (A) DEFINE A AS "true"'
+    )
+    assert [p.text for p in nfa.predicates] == ["true"]
 
 
 def test_stream_must_be_named_when_several():

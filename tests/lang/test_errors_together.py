@@ -1,8 +1,8 @@
 """A query file's errors are reported together, in file order (docs/language.md, "Errors and
 warnings"): parsing goes on after a syntax error (at the next definition of DEFINE, else at the
-next ';'), the checker checks every query, clause and DEFINE on its own, and ``nfacep check``
-prints the first SHOWN_ERRORS errors with place and caret, then how many more; ``check --json``
-lists them all."""
+next ';'), the checker checks every query, clause, DEFINE and measure on its own, and
+``nfacep check`` prints the first SHOWN_ERRORS errors with place and caret, then how many more;
+``check --json`` lists them all."""
 
 from __future__ import annotations
 
@@ -65,6 +65,166 @@ def test_the_flink_port_reports_both_errors_line_7_first(tmp_path, capsys):
     assert "IS (NULL" in lines[1]
     # each with its line and caret
     assert err.count("^") == 2
+
+
+#: Oracle's V-shape example as its documentation writes it: a bare field as a measure (line 6),
+#: SKIP TO LAST (line 9), then an ORDER BY after MATCH_RECOGNIZE (line 15).
+ORACLE = (
+    STREAM
+    + """SELECT *
+FROM ticker MATCH_RECOGNIZE (
+     PARTITION BY symbol
+     ORDER BY t
+     MEASURES  STRT.t AS start_t,
+               LAST(UP.t) AS end_t
+     ONE ROW PER MATCH
+     AFTER MATCH SKIP TO LAST UP
+     PATTERN (STRT DOWN+ UP+)
+     DEFINE
+        DOWN AS DOWN.price < PREV(DOWN.price),
+        UP AS UP.price > PREV(UP.price)
+     ) MR
+ORDER BY MR.symbol, MR.start_t;
+SELECT * FROM ticker MATCH_RECOGNIZE (
+  PARTITION BY symbol PATTERN (A) DEFINE A AS price / 2 > 1
+) AS m2 WHERE price > 1;
+QUERY q3 PARTITION symbol PATTERN (A) DEFINE A AS nosuch > 1
+"""
+)
+
+
+def test_errors_before_and_after_a_clause_around_match_recognize(tmp_path, capsys):
+    """An ORDER BY or WHERE after MATCH_RECOGNIZE ( … ) ends its statement: the query before
+    it is checked, and the statements after it are read, each error once, in file order (the
+    clause was once read as a definition of DEFINE, and every word after it was an error)."""
+    code, _, err = _check(tmp_path, capsys, ORACLE)
+    assert code == 2
+    assert _places(err) == [(6, 16), (9, 23), (15, 1), (17, 53), (18, 9), (19, 51)], err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["STRT.t", "SKIP TO LAST UP", "ORDER BY after", "'/'", "WHERE", "unknown field"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+    assert "unexpected" not in err
+
+
+def test_each_measure_is_checked_on_its_own(tmp_path, capsys):
+    """Flink's Aggregations example: two measures refused (LAST(A.x) where a match ends with
+    B, AVG) and an aggregate in DEFINE are three errors, not the first measure's alone."""
+    text = STREAM + (
+        "SELECT * FROM ticker MATCH_RECOGNIZE (\n"
+        "  PARTITION BY symbol ORDER BY t\n"
+        "  MEASURES FIRST(A.t) AS start_t, LAST(A.t) AS end_t,\n"  # line 4
+        "           AVG(A.price) AS avgPrice, COUNT(*) AS seq, COUNT(*) AS END_T\n"
+        "  AFTER MATCH SKIP PAST LAST ROW PATTERN (A+ B)\n"
+        "  DEFINE A AS AVG(A.price) < 15\n"  # line 7
+        ") AS m\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(4, 40), (5, 12), (5, 50), (5, 67), (7, 15)], err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["LAST(A.t)", "AVG(…)", "'seq' is a column", "'END_T' is given twice", "AVG()"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
+def test_oracle_s_measures_with_running_and_final_leave_the_query_checked(tmp_path, capsys):
+    """RUNNING and FINAL before a measure (Oracle's examples with ALL ROWS PER MATCH) are
+    each an error of the checker, so the query's other errors come with them (the parser
+    stopped at the first, and the statement was not checked); a field may be named running
+    or final."""
+    text = (
+        "CREATE STREAM ticker (t UINT(32), price UINT(16), running UINT(8), final UINT(8));\n"
+        "SELECT * FROM ticker MATCH_RECOGNIZE (\n"
+        "  MEASURES RUNNING LAST(price) AS rl, FINAL COUNT(*) AS n,\n"  # line 3
+        "           LAST(running) AS r, FINAL FIRST(final) AS f, CLASSIFIER() AS c\n"
+        "  ALL ROWS PER MATCH\n"  # line 5
+        "  PATTERN (A B+)\n"
+        "  DEFINE B AS price < PREV(price) AND running > final AND nosuch = 1\n"  # line 7
+        ") AS m\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(3, 12), (3, 39), (4, 32), (4, 57), (5, 3), (7, 59)], err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["RUNNING", "FINAL", "FINAL", "CLASSIFIER", "ALL ROWS", "unknown field 'nosuch'"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
+def test_a_refused_clause_leaves_the_rest_of_its_query_checked(tmp_path, capsys):
+    """ORDER BY … DESC, a quantifier's counts, an interval's unit and WITHIN's count are
+    refused while the query is read into its AST; the query is still checked (it was
+    dropped at the first of them, its other errors one round later)."""
+    text = (
+        "CREATE STREAM s (t UINT(32) TIME(SECOND), k UINT(8), v UINT(8));\n"
+        "SELECT * FROM s MATCH_RECOGNIZE (\n"
+        "  PARTITION BY k ORDER BY t DESC\n"  # line 3
+        "  MEASURES AVG(v) AS a\n"
+        "  PATTERN (A{3,2} B C{5000}) WITHIN INTERVAL '1' WEEK\n"  # line 5
+        "  DEFINE A AS v = 1000, B AS nosuch = 1\n"
+        ") AS q;\n"
+        "QUERY r PARTITION k ORDER BY t PATTERN (A) WITHIN 1000000000000000000000000000000000000000"
+        "0 DEFINE A AS v > 300\n"  # line 8
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    want = [(3, 29), (4, 12), (5, 13), (5, 22), (5, 50), (6, 19), (6, 30), (8, 51), (8, 109)]
+    assert _places(err) == want, err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["DESC", "AVG", "{3,2}", "{5000}", "WEEK", "1000", "nosuch", "too large", "300"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
+def test_a_measure_that_does_not_parse_leaves_the_others_checked(tmp_path, capsys):
+    """Parsing goes on after a measure that does not parse, from the next one (or the clause
+    after MEASURES), so the query's other errors come with it (it was dropped whole)."""
+    text = STREAM + (
+        "SELECT * FROM ticker MATCH_RECOGNIZE (\n"
+        "  MEASURES CAST(LAST(price) AS INT) AS p, LAST(nosuch) AS q,\n"  # line 3
+        "           LAST(price) last_price, SUM(price) AS total,\n"  # line 4
+        "           FIRST(price)\n"  # line 5
+        "  PATTERN (A B)\n"
+        "  DEFINE A AS price > 100000\n"  # line 7
+        ") AS m;\n"
+        "QUERY q2 PATTERN (A) DEFINE A AS ok = 1\n"  # line 9
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    want = [(3, 12), (3, 48), (4, 24), (4, 36), (6, 3), (7, 23), (9, 37)]
+    assert _places(err) == want, err
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for words, line in zip(
+        ["CAST", "nosuch", "AS last_price", "SUM", "AS name", "does not fit", "cannot compare"],
+        messages,
+        strict=True,
+    ):
+        assert words in line, (words, line)
+
+
+def test_each_measure_that_does_not_parse_is_reported_at_its_place(tmp_path, capsys):
+    """Each broken measure at its own place (the clause's generic error was at MEASURES, so
+    several of them came out as one)."""
+    text = (
+        STREAM + "QUERY q MEASURES COUNT(*) AS n m, LAST(t) AS e, COUNT(*) AS c AS d PATTERN (A)\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text)
+    assert code == 2
+    assert _places(err) == [(2, 18), (2, 49)], err
+    assert err.count("MEASURES other than FIRST, LAST, COUNT(*) and MATCH_NUMBER()") == 2
 
 
 def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
@@ -160,6 +320,19 @@ def test_warnings_stay_warnings(tmp_path, capsys):
     code, _, err = _check(tmp_path, capsys, text)
     assert code == 0
     assert "port.sql:2:37: warning: DEFINE B is never used" in err
+
+
+def test_warnings_come_in_file_order(tmp_path, capsys):
+    """Warnings are printed in file order, as errors are (the pattern's undefined variables
+    came after the unused DEFINEs that follow them); each DEFINE named as it is written."""
+    text = STREAM + (
+        'QUERY q PATTERN (Up "down" Flat) DEFINE "Up" AS ok, down AS ok, flatt AS ok;\n'
+        "QUERY r PATTERN (A) DEFINE A AS ok, B AS ok;\n"
+    )
+    code, _, err = _check(tmp_path, capsys, text, "--json")
+    assert code == 0
+    assert _places(err) == [(2, 18), (2, 21), (2, 28), (2, 41), (2, 53), (2, 65), (3, 37)], err
+    assert 'port.sql:2:41: warning: DEFINE "Up" is never used' in err
 
 
 def test_the_single_error_api_is_the_first_error():

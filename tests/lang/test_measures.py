@@ -215,6 +215,44 @@ def test_seq_is_the_position_unless_a_field_is_so_named():
     assert str(nfa.program.queries[0].measures[0]) == "LAST(seq) AS e"
 
 
+def test_measure_names_differing_only_in_case_are_refused(tmp_path, capsys):
+    """The match file names a column by a measure's spelling: start_seq and "start_seq" (two
+    names in SQL) wrote the header start_seq twice, and so did n in one query and "n" in
+    another; names in one case per file, as the file's other declarations. N and n, one
+    name, share one column."""
+    text = (
+        "CREATE STREAM s (k UINT(8), x UINT(8));\n"
+        'QUERY q PARTITION k MEASURES FIRST(seq) AS start_seq, LAST(seq) AS "start_seq",\n'
+        "    COUNT(*) AS n PATTERN (A B);\n"
+        'QUERY r PARTITION k MEASURES LAST(x) AS "n", LAST(x) AS "Last", COUNT(*) AS last\n'
+        "    PATTERN (A B);\n"
+        'QUERY t PARTITION k MEASURES LAST(x) AS "N" PATTERN (A B)\n'
+    )
+    q = tmp_path / "q.sql"
+    q.write_text(text)
+    assert main(["check", str(q)]) == 2
+    err = capsys.readouterr().err
+    places = [line.split(": ")[0] for line in err.splitlines() if line.startswith(str(q))]
+    assert places == [f"{q}:2:68", f"{q}:4:41", f"{q}:4:77"], err
+    assert 'measure "start_seq" differs only in case from start_seq at 2:44' in err
+    assert 'measure "n" differs only in case from n at 3:17' in err
+    assert 'measure last differs only in case from "Last" at 4:57' in err
+    # one name, one column
+    q.write_text(
+        "CREATE STREAM s (k UINT(8), x UINT(8));\n"
+        "QUERY q PARTITION k MEASURES FIRST(seq) AS start_seq, COUNT(*) AS n PATTERN (A B);\n"
+        'QUERY t PARTITION k MEASURES LAST(x) AS "N", LAST(x) AS "Last" PATTERN (A B)\n'
+    )
+    (tmp_path / "t.csv").write_text("k,x\n1,5\n1,6\n")
+    out = tmp_path / "m.csv"
+    assert main(["match", str(q), "--input", str(tmp_path / "t.csv"), "--output", str(out)]) == 0
+    assert out.read_text().splitlines() == [
+        "seq,query,partition,start_seq,n,Last",
+        "1,q,1,0,2,",
+        "1,t,1,,6,6",
+    ]
+
+
 def test_qualified_first_and_last_where_they_mean_the_unqualified(tmp_path):
     """FIRST(X.f) where every match begins with X (through ?, *, | and PERMUTE), LAST(X.f)
     where every one ends with X; refused otherwise, with the variables that break it."""

@@ -62,7 +62,7 @@ def test_a_parameter_takes_its_fields_type_and_is_shared():
         ("z < :x", "can only be compared with = or <>"),
         ("on > :x", "can only be compared with = or <>"),
         (":x", "expected a condition"),
-        ("temp > :", "unexpected"),
+        ("temp > :", "a parameter is written ':name'"),
     ],
 )
 def test_parameter_errors(define, message):
