@@ -9,6 +9,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value
 from amaranth.lib import data
 
 from .bram import register_copy
+from .table_groups import _STATE_CHUNK, _WIDE_STATE, GroupedChoice, _or_all
 
 __all__ = ["BREAK_FORWARDING", "Forwarding"]
 
@@ -44,16 +45,29 @@ __all__ = ["BREAK_FORWARDING", "Forwarding"]
 #: a table spread over the device with the windows' hints, the row read's state that its hint
 #: is worked out from (each bank's spare copy of its third read register,
 #: ``TablePartitioner._hint_spare``) is registered once more, a cycle late; ``"way groups"``:
-#: with timers and the windows' hints, the copies of the older writes' relations to the row
-#: that each group of a way's candidate state is chosen by but the first
-#: (``Forwarding._grouped_states``) are loaded from those relations' registers, a cycle late.
+#: with timers and the windows' hints, or with a wide state chosen by key, the copies of the
+#: relations to the row that each group of a way's candidate state is chosen by but the first
+#: (``GroupedChoice._grouped_states``) are loaded from those relations' registers, a cycle late;
+#: ``"found overwritten"``: a wide state found in a hashed table without timers is the OR of
+#: the ways the tuple's key was found in even when stage 4 writes the tuple's entry
+#: (``GroupedChoice._found_by_key``); ``"found bubble"``: that state stage 4's new one when stage
+#: 4's operation is a bubble whose key is the tuple's; ``"match any"``: in such a table, a way's
+#: match bit leaves the older writes in flight out (``GroupedChoice._match_any``); ``"read
+#: halves"``: in such a table, the groups' copies of the row read's match take the low half of
+#: its tag's comparison only.
 #: ``None`` (always, outside those tests): nothing broken.
 BREAK_FORWARDING: str | None = None
 
 
-class Forwarding:
+class Forwarding(GroupedChoice):
     """The forwarding of the registered stages (``_Stages`` in :mod:`nfacep.hdl.table_stages`,
     which sets ``table``, ``m``, ``advance``, ``banks``, ``hist`` and the hints)."""
+
+    @staticmethod
+    def _broken(name: str) -> bool:
+        """Whether :data:`BREAK_FORWARDING` is ``name`` (for :class:`GroupedChoice`, whose
+        module does not import this one)."""
+        return name == BREAK_FORWARDING
 
     def _early_same_row(self, j, before):
         """Whether source ``j``'s row is the operation's (``prev``'s), as a register loaded
@@ -94,6 +108,17 @@ class Forwarding:
                     rel_live[j].eq(self.live(entry_valid, stamp, prev_op, ahead=stages + 2)),
                     rel_valid[j].eq(entry_valid),
                 ]
+        if self._by_key():  # each source's match bit, one register (:meth:`_match_any`)
+            self.rel_match = Signal(n, name="s1_rel_match")
+            self.match_parts, self.read_halves = [], []
+            with m.If(self.advance):
+                m.d.sync += self.rel_match.eq(
+                    Cat(
+                        self.tag_equal(key, prev_key)
+                        & self.live(valid, stamp, prev_op, ahead=stages + 2)
+                        for _, key, valid, stamp in ident
+                    )
+                )
         rel_way = []
         self.rel_way_next = []  # what each ``rel_way`` is loaded with, for its group copies
         for j, decision in enumerate(known):
@@ -158,6 +183,10 @@ class Forwarding:
             else:
                 here = self.live(e.valid, e.stamp, s2_op)
                 seen.append((here & self.tag_equal(e.tag, s2_key), here, e.valid, e.state))
+                if self._by_key():  # the match in halves, for the copies (:meth:`_match_any`)
+                    tag, half = Value.cast(e.tag), len(s2_key) // 2
+                    low = here & (tag[:half] == s2_key[:half])
+                    self.read_halves.append((low, tag[half:] == s2_key[half:]))
         return seen
 
     def _stage3_hint(self, t, s2, mine, newest):
@@ -341,47 +370,18 @@ class Forwarding:
         row read's in the last gate (with ``apart``, stage 4's write too)."""
         m = self.m
         cand, forwarded, read_bits = signals
+        skip = int(apart and self._by_key())  # the match bit an OR (:meth:`_match_any`)
         for j in range(apart, len(chosen) if apart else 0):
             with (m.If if j == apart else m.Elif)(chosen[j]):
-                m.d.comb += [c.eq(v) for c, v in zip(forwarded, bits[j], strict=True)]
+                m.d.comb += [c.eq(v) for c, v in zip(forwarded[skip:], bits[j][skip:], strict=True)]
         written = Signal(name=f"s2_fwd_any{b}", attrs={"keep": 1})
         m.d.comb += written.eq(_or_all(chosen[apart:]))
-        for c, v, f, r in zip(cand[:late], bits[0], forwarded, read_bits[:late], strict=True):
+        if skip:
+            m.d.comb += cand[0].eq(self._match_any(chosen, read_bits[0]))
+        for c, v, f, r in zip(
+            cand[skip:late], bits[0][skip:], forwarded[skip:], read_bits[skip:late], strict=True
+        ):
             m.d.comb += c.eq(Mux(chosen[0], v, Mux(written, f, r)) if apart else Mux(written, f, r))
-
-    def _grouped_choice(self, width) -> bool:
-        """Whether :meth:`_newest` chooses each way's candidate state in groups of
-        :data:`_STATE_CHUNK` bits, each group from copies of its own of the older writes'
-        relations (``rel_way``, loaded as those are), so that no one register of them drives
-        the multiplexers of every bit: with timers and the windows' hints, a state wider than
-        a group (the window's with timers at 4,096 entries: measured better at both seeds,
-        benchmarks/PAPER_FIGURES.md), its row read not taken through the last gate."""
-        return (
-            self.timers
-            and self.prepare is not None
-            and not self.spread
-            and _STATE_CHUNK < width <= _WIDE_STATE
-        )
-
-    def _grouped_states(self, b, decided, cand_state, read_state) -> None:
-        """Way ``b``'s candidate state but its first group (chosen in :meth:`_newest`'s chain):
-        each group of :data:`_STATE_CHUNK` bits the newest of the ``decided`` writes to the
-        way, else the row read, chosen in a chain of its own: stage 4's write from
-        ``newest_rel`` (shared), the older writes from copies of their ``rel_way`` bits for
-        the way (:func:`~nfacep.hdl.bram.register_copy`, loaded as those are;
-        ``BREAK_FORWARDING = "way groups"``: loaded from those registers, a cycle late)."""
-        m, width = self.m, len(cand_state)
-        loaded = self.rel_way if BREAK_FORWARDING == "way groups" else self.rel_way_next
-        older = Cat(bits[b] for bits in loaded if bits is not None)
-        for g, lo in enumerate(range(_STATE_CHUNK, width, _STATE_CHUNK), start=1):
-            hi = min(width, lo + _STATE_CHUNK)
-            copy = register_copy(m, self.platform, older, self.advance, f"s1_rel_way_g{g}_{b}")
-            chosen = [self.newest_rel[b], *copy]
-            for j, (_, _, state) in enumerate(decided):
-                with (m.If if j == 0 else m.Elif)(chosen[j]):
-                    m.d.comb += cand_state[lo:hi].eq(state[lo:hi])
-            with m.Else():
-                m.d.comb += cand_state[lo:hi].eq(read_state[lo:hi])
 
     def _written_hint(self, s2) -> None:
         """:meth:`_newest`'s hint of the write handed on last (``hist[0]``, stage 4's the cycle
@@ -500,37 +500,9 @@ class Forwarding:
         # a wide state: chosen in groups (the same inputs, loaded on the same edges)
         written = row_next & store3
         ours = key_next & self.live(~t_op.sweep, t_op.now, s2_op, ahead=1)
-        self._found_groups(found, (written, ours, way3), new_state, pre_state)
+        taken = row_next & ours & (1 if BREAK_FORWARDING == "found bubble" else t_valid)
+        self._found_groups(found, (written, ours, way3), taken, new_state, pre_state)
         return hit, dropped, way3, store3, found
-
-    def _found_groups(self, found, decision, new_state, pre_state):
-        """A wide state found, chosen in groups of :data:`_STATE_CHUNK` bits (of
-        :data:`_WIDE_CHUNK` for a state wider than :data:`_WIDE_STATE`), each from copies
-        of its own of the registers the choice is made of, so that no one register drives
-        the multiplexers of every bit. ``decision`` is what they are loaded with: stage 4's
-        write going to the tuple's row and its being the tuple's key, each one bit combined
-        as it is loaded, and stage 3's way: at most one way is stage 4's, so the state found
-        is stage 4's new one, or else the OR of the ways the tuple's key is found in that
-        stage 4 does not overwrite (a gate per way and two per bit)."""
-        m, width = self.m, len(found)
-        sources = (*decision, Cat(self.pre_match_next), self.s2_bank)
-        size = _WIDE_CHUNK if width > _WIDE_STATE else _STATE_CHUNK
-        for k, lo in enumerate(range(0, width, size)):
-            hi = min(width, lo + size)
-            q = register_copy(m, self.platform, Cat(*sources), self.advance, f"s3_choice{k}")
-            parts, at = [], 0
-            for source in sources:
-                parts.append(q[at : at + len(Value.cast(source))])
-                at += len(Value.cast(source))
-            written, ours, uw, pm, tb = parts
-            if self.direct:  # the tuple's own bank only
-                written = written & (uw == tb)
-                pm = pm & Cat(tb == b for b in range(self.banks))
-            chunk = [Mux(written & ours, new_state[lo:hi], 0)]
-            for b in range(self.banks):
-                kept = pm[b] & ~(written & (uw == b))
-                chunk.append(Mux(kept, pre_state[b][lo:hi], 0))
-            m.d.comb += found[lo:hi].eq(_or_all(chunk))
 
     def _next_relation(self, key, t_row, s2_key, s2_row):
         """Whether stage 3's operation and the one a stage before it (``s2``) have the same
@@ -568,21 +540,3 @@ class Forwarding:
             with m.If(self.advance):
                 m.d.sync += same_row.eq(s2_row == self.early_row)
         return Cat(same_row & store3 & (way3 == b) for b in range(self.banks))
-
-
-#: Stage 3 of a state wider than this chooses the state found in groups of this many bits, each
-#: from its own copies of the registers the choice is made of.
-_STATE_CHUNK = 24
-
-#: A state wider than this (``start_seq``'s 351 bits) chooses in groups of :data:`_WIDE_CHUNK`
-#: bits instead: measured better at both seeds for ``start_seq`` at 4,096 entries (the window's
-#: 119 bits and PREV's 42 were measured in groups of 24; benchmarks/PAPER_FIGURES.md).
-_WIDE_STATE = 192
-_WIDE_CHUNK = 16
-
-
-def _or_all(values):
-    result = values[0]
-    for value in values[1:]:
-        result = result | value
-    return result

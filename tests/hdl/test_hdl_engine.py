@@ -1072,6 +1072,27 @@ def test_prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed):
     row read through the last gate only, the newest write in flight per way chosen apart:
     PREV's split comparisons and start_seq's starts equal the reference's, direct (16
     entries) and hashed (8, with drops)."""
+    _prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed)
+
+
+@pytest.mark.parametrize(
+    "broken", ["found overwritten", "found bubble", "match any", "way groups", "read halves"]
+)
+def test_starts_chosen_by_key_broken_is_caught(monkeypatch, broken):
+    """The same, hashed (a wide state without timers, chosen by key), with a broken choice:
+    the state found the ways' even when stage 4 writes the tuple's entry, or stage 4's new
+    state even when stage 4 holds a bubble; a way's match bit without the older writes in
+    flight; the copies of their relations that each group of a way's candidate state is
+    chosen by loaded a cycle late; the groups' copies of the row read's match from half its
+    tag. The matches or their starts differ from the reference's."""
+    from nfacep.hdl import table_forwarding
+
+    monkeypatch.setattr(table_forwarding, "BREAK_FORWARDING", broken)
+    with pytest.raises(AssertionError, match=r"assert \{"):
+        _prev_and_starts_in_a_spread_table(monkeypatch, 8, 2)
+
+
+def _prev_and_starts_in_a_spread_table(monkeypatch, partitions, seed):
     from nfacep.hdl import table
 
     monkeypatch.setattr(table, "SPREAD_BLOCKS", 0)
