@@ -527,9 +527,14 @@ def _misplaced(token: Token | None, before: list[Token], heads: list[Token]) -> 
     prev = before[-1] if before else None
     if form == "sql" and "MATCH_RECOGNIZE" in kinds and kinds[-1] == "RPAR":
         # after its closing ')', or the word there, read as the query's name (`) ORDER BY t`)
-        named = len(before) >= 2 and before[-2] is heads[-1] and prev.type == "NAME"
-        for word in (token, prev) if named else (token,):
-            tail = tail_error(str(word).upper(), pos_of(word))
+        named = (
+            prev is not None
+            and len(before) >= 2
+            and before[-2] is heads[-1]
+            and prev.type == "NAME"
+        )
+        for said in (token, prev) if prev is not None and named else (token,):
+            tail = tail_error(str(said).upper(), pos_of(said))
             if tail is not None:
                 return tail
         return None
