@@ -181,12 +181,19 @@ def test_the_kernel_resolves_pings_and_runs_against_the_board_on_a_tap(tmp_path,
 
 
 @pytest.mark.parametrize("rtl", [False, True], ids=["software", "rtl"])
-def test_a_tap_that_cannot_be_opened_is_a_usage_error(rtl, capsys):
-    """(On any machine: a name the kernel refuses, or no /dev/net/tun, or no root; with
-    ``--rtl`` the TAP is opened before the board is built, so the refusal comes at once.)"""
+def test_a_tap_that_cannot_be_opened_is_a_usage_error(rtl, capsys, monkeypatch):
+    """(No /dev/net/tun, or no CAP_NET_ADMIN, as the kernel says it; with ``--rtl`` the TAP is
+    opened before the board is built, so the refusal comes at once. A name the kernel would
+    refuse is refused before: ``test_serve.py``.)"""
     from nfacep.cli import main
+    from nfacep.links.udp import tap
 
-    args = ["serve", str(QUERIES / "marathon.sql"), "--tap", "bad/name", *(["--rtl"] * rtl)]
+    def refused(name):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(tap, "open_tap", refused)
+    args = ["serve", str(QUERIES / "marathon.sql"), "--tap", "nfacep-t0", *(["--rtl"] * rtl)]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert "--tap bad/name: cannot open the TAP device" in err and "Traceback" not in err
+    assert "--tap nfacep-t0: cannot open the TAP device" in err and "Traceback" not in err
+    assert "Operation not permitted" in err
