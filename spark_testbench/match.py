@@ -85,6 +85,7 @@ def run(
         raise UsageError("--tasks must be at least 1")
     if not os.path.exists(input):
         raise UsageError(f"--input {input}: no such file or folder")
+    vectors_plan.check_fields(query, nfa.program)
     folder = is_folder(output)
     if folder:
         output = check_folder(output, (query, input))

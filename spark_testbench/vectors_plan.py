@@ -125,13 +125,20 @@ def read_query(query: str) -> bytes:
         raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
 
 
-def _check_stream(query: str, program, options: Options | None) -> None:
-    """The options against the query's stream: its fields, ENUM weights and partitioning."""
+def check_fields(query: str, program) -> None:
+    """The query's stream against the tuples' layout on Spark (``vectors``, ``regress``,
+    ``match --master``): no field named ``seq``, the name of their sequence-number column."""
     if "seq" in program.schema.names:
         raise UsageError(
             f"{query}: stream '{program.schema.name}' has a field named 'seq', "
-            "which the vectors' sequence-number column would shadow"
+            "which the sequence-number column of the tuples on Spark would shadow; "
+            "rename the field"
         )
+
+
+def _check_stream(query: str, program, options: Options | None) -> None:
+    """The options against the query's stream: its fields, ENUM weights and partitioning."""
+    check_fields(query, program)
     if options is None:  # a recorded trace: nothing generated
         return
     _check_weights(options, program.schema)

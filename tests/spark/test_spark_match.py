@@ -241,6 +241,27 @@ def test_tasks_needs_master(tmp_path, trace, capsys):
     assert "give --master too" in capsys.readouterr().err
 
 
+def test_a_field_named_seq_is_refused_before_spark(tmp_path, capsys):
+    """A stream with a field named ``seq`` (which the local command reads) is refused with
+    ``--master``, before Spark starts: the numbered tuples' ``seq`` column would shadow it (it
+    went to Spark, whose tasks stopped with a traceback on two columns named ``seq``)."""
+    query = tmp_path / "q.sql"
+    query.write_text(
+        "CREATE STREAM s (seq UINT(32), k UINT(8), v UINT(8));\n"
+        "QUERY q FROM s PARTITION k PATTERN (A B) DEFINE A AS v = 1, B AS v = 2;\n"
+    )
+    trace = tmp_path / "t.csv"
+    trace.write_text("seq,k,v\n5,1,1\n3,1,2\n")
+    argv = ["match", str(query), "--input", str(trace), "--output", str(tmp_path / "m.csv")]
+    assert main(argv) == 0
+    (tmp_path / "m.csv").unlink()
+    (tmp_path / "m.summary.json").unlink()
+    assert main([*argv, "--master", MASTER]) == 2
+    err = capsys.readouterr().err
+    assert f"nfacep: {query}: stream 's' has a field named 'seq'" in err and "rename" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.sql", "t.csv"]
+
+
 def test_an_empty_trace_gives_the_local_files(spark, trace, tmp_path):
     """No tuples: no Spark job, the local command's files (a header, a summary of 0 tuples)."""
     empty = tmp_path / "empty.parquet"
