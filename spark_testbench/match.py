@@ -124,7 +124,7 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
 
     tasks = tasks or spark.sparkContext.defaultParallelism
     with Progress(spark, "match", progress) as watch:
-        n, keys = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True)
+        n, keys = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True, wide=True)
         if n:
             result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n, keys)
         else:

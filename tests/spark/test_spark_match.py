@@ -195,7 +195,7 @@ def test_tasks_number_in_the_folders_order(spark, trace, tmp_path, monkeypatch, 
     falls back between two part files is the local command's error (the serial reader's)."""
     read = numbering.serial
     calls = []
-    monkeypatch.setattr(numbering, "serial", lambda *a: calls.append(a) or read(*a))
+    monkeypatch.setattr(numbering, "serial", lambda *a, **k: calls.append(a) or read(*a, **k))
     table = trace["table"]
     n = table.num_rows
     seq = tmp_path / "seq"
@@ -260,6 +260,34 @@ def test_a_field_named_seq_is_refused_before_spark(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"nfacep: {query}: stream 's' has a field named 'seq'" in err and "rename" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.sql", "t.csv"]
+
+
+@pytest.mark.parametrize("source", ["csv", "parquet"])
+def test_uint64_values_beyond_int64_give_the_local_files(spark, tmp_path, source):
+    """UINT(64) values of 2^63 and more, a key and a measure, read by the tasks (a Parquet
+    file's uint64 column) or by the driver's serial reader (a CSV file with ``+``, which the
+    tasks leave to it): the local command's files (they were refused, "beyond the vectors'
+    64-bit signed integer column", though the local command reads them)."""
+    query = tmp_path / "q.sql"
+    query.write_text(
+        "CREATE STREAM s (k UINT(64), v UINT(64));\n"
+        "QUERY q FROM s PARTITION k MEASURES LAST(v) AS lv, FIRST(k) AS fk "
+        "PATTERN (A B) DEFINE A AS v > 10, B AS v > 9223372036854775807;\n"
+    )
+    top = 2**64 - 1
+    keys = [top, top, 2**63, 2**63, 7, 7, top]
+    values = [11, top, 12, 2**63, 13, 2**63 + 5, 14]
+    trace = tmp_path / f"t.{source}"
+    if source == "csv":
+        rows = "".join(f"{k},+{v}\n" for k, v in zip(keys, values, strict=True))
+        trace.write_text("k,v\n" + rows)
+    else:
+        table = pa.table({"k": pa.array(keys, pa.uint64()), "v": pa.array(values, pa.uint64())})
+        pq.write_table(table, trace, row_group_size=3)
+    local, want = match(query, trace, tmp_path / "local.csv")
+    on_spark, got = match(query, trace, tmp_path / "spark.csv", "--master", MASTER, "--tasks", "2")
+    assert on_spark == local and local.count(b"\n") == 4
+    assert got.pop("spark")["pass"] == "partitioned" and got == want
 
 
 def test_an_empty_trace_gives_the_local_files(spark, trace, tmp_path):
