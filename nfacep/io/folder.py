@@ -16,7 +16,7 @@ from .arrays import to_numpy
 from .columns import renamed
 from .convert import first_null, from_table
 from .parquet import brief, check_columns
-from .tuples import Origin, Tuples, where_row
+from .tuples import Location, Origin, Tuples, where_row
 
 __all__ = ["SEQ", "folder_parts", "read_folder", "seq_range"]
 
@@ -150,7 +150,10 @@ def read_folder(folder: str, schema: Schema) -> Tuples:
     files, use_seq, _, tables = folder_parts(folder, schema)
     names = list(schema.names)
     # convert file by file, so that a bad value is named by its file and row
-    parts = [from_table(t, schema, source=p) for t, p in zip(tables, files, strict=True)]
+    parts = [
+        from_table(t, schema, source=Location.parquet(p))
+        for t, p in zip(tables, files, strict=True)
+    ]
     counts = [t.num_rows for t in tables]
     which = np.repeat(np.arange(len(files), dtype=np.int64), counts)
     within = np.concatenate([np.arange(c, dtype=np.int64) for c in counts])
@@ -163,7 +166,7 @@ def read_folder(folder: str, schema: Schema) -> Tuples:
         if len(same):
             a, b = int(order[same[0]]), int(order[same[0] + 1])
             raise DataError(
-                f"{where_row(files[which[b]], int(within[b]), SEQ)}: seq "
+                f"{where_row(Location.parquet(files[which[b]]), int(within[b]), SEQ)}: seq "
                 f"{int(seq[b])} again (also at {files[which[a]]}: row "
                 f"{int(within[a]) + 1}); the {SEQ} column of a folder orders its "
                 "tuples, so its values must be distinct"
@@ -178,7 +181,7 @@ def _seq_column(table: pa.Table, path: str) -> np.ndarray:
     col = table.column(SEQ).combine_chunks()
     if col.null_count:
         row = first_null(col)
-        raise DataError(f"{where_row(path, row, SEQ)}: empty value")
+        raise DataError(f"{where_row(Location.parquet(path), row, SEQ)}: empty value")
     try:
         return to_numpy(col.cast(pa.int64()))
     except pa.ArrowInvalid:

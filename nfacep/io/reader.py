@@ -63,7 +63,7 @@ def read(path: str, schema: Schema) -> Tuples:
     if os.path.isdir(path):
         return folder_mod.read_folder(path, schema)
     if path.lower().endswith((".parquet", ".pq")):
-        return from_table(parquet.read_parquet(path, schema), schema, source=path)
+        return from_table(parquet.read_parquet(path, schema), schema, source=Location.parquet(path))
     table, source = csvfile.read_csv(path, schema)
     return from_table(table, schema, source=source, text=True)
 
@@ -187,7 +187,7 @@ def _parquet_chunks(path: str, schema: Schema, rows: int, first: int | None) -> 
     offset = 0
     try:
         for table in prefetch(parquet.rebatch(batches(), rows, first)):
-            piece = from_table(table, schema, source=Location(path, offset))
+            piece = from_table(table, schema, source=Location.parquet(path, offset))
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
             offset += piece.n
     except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):
