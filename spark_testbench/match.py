@@ -75,6 +75,7 @@ def run(
     (a match CSV, or a Parquet folder: :func:`nfacep.output.is_folder`) and its summary; returns
     what was reported. Everything a user can get wrong is checked before Spark starts."""
     from nfacep.backend import check_output
+    from nfacep.io.reader import check_input
     from nfacep.output import check_folder, is_folder
 
     from .cli import _require_spark
@@ -85,6 +86,7 @@ def run(
         raise UsageError("--tasks must be at least 1")
     if not os.path.exists(input):
         raise UsageError(f"--input {input}: no such file or folder")
+    check_input(input)
     vectors_plan.check_fields(query, nfa.program)
     folder = is_folder(output)
     if folder:

@@ -189,8 +189,9 @@ def plan(spark, path: str, schema, tasks: int) -> tuple[list[Piece], Csv | None]
     """The pieces of ``path`` in stream order with their offsets, and for a CSV file its
     header; no pieces when the tasks cannot take it (no tuples, a folder whose ``seq``
     interleaves its files, a long CSV line): the serial reader does."""
-    if not os.path.exists(path):
-        return [], None
+    from nfacep.io.reader import check_input
+
+    check_input(path)  # (a pipe would be read once, here)
     if os.path.isdir(path):
         pieces = _folder_pieces(spark, path, schema, tasks)
         csv = None

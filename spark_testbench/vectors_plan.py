@@ -70,6 +70,10 @@ def prepare(
         raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
     if input is not None and not os.path.exists(input):
         raise UsageError(f"--input {input}: no such file or folder")
+    if input is not None:
+        from nfacep.io.reader import check_input
+
+        check_input(input)
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
     program = nfa.program
