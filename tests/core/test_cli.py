@@ -60,6 +60,29 @@ def test_a_pipe_as_input_is_refused(tmp_path, capsys):
     assert done.returncode == 0 and pathlib.Path(m).read_text().count("\n") == 3
 
 
+def test_a_parquet_folder_through_a_link_to_an_empty_folder(tmp_path, capsys):
+    """``--output M/`` where ``M`` links to an empty folder: the matches in the folder it names,
+    the link kept, the summary beside ``M`` (a traceback: the link was removed as a folder)."""
+    import pyarrow.parquet as pq
+
+    q, t, _ = setup(tmp_path)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "M"
+    link.symlink_to(real)
+    assert main(["match", q, "--input", t, "--output", f"{link}/"]) == 0
+    assert link.is_symlink() and sorted(os.listdir(real)) == ["part-00000.parquet"]
+    assert pq.read_table(link).column("seq").to_pylist() == [2, 4]
+    assert json.loads((tmp_path / "M.summary.json").read_text())["matches"] == {"q": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "M",
+        "M.summary.json",
+        "q.sql",
+        "real",
+        "t.csv",
+    ]
+
+
 def test_query_error_exit_2_and_nothing_written(tmp_path, capsys):
     q, t, m = setup(tmp_path, query=QUERY.replace("a = 2", "a = 20"))
     assert main(["match", q, "--input", t, "--output", m]) == 2
