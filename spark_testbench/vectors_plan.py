@@ -211,7 +211,9 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     partitioner stores (None: not counted)."""
     keys = job.generator.keys if job.generator is not None else keys_present
     switches = job.values is not None and bool(job.values.switches)
-    auto = auto_mode(job.params, job.nfa, keys, keys_present, switches=switches)
+    auto = auto_mode(
+        job.params, job.nfa, keys, keys_present, switches=switches, trace=job.generator is None
+    )
     if job.expected == "auto" or job.expected == auto[0]:
         return auto
     if job.expected == "global":
@@ -230,13 +232,15 @@ def auto_mode(
     keys_present: int | None,
     *,
     switches: bool = False,
+    trace: bool = False,
 ) -> tuple[str, str]:
     """``("partitioned", why)`` when neither capacity nor timers can matter for the engine
     ``e`` on a stream of ``keys`` generated keys (``keys_present`` present, counted when more
     were generated than it stores), nor runtime parameters switching at stream positions
     (``switches``, ``match --master``'s ``--param NAME=VALUE@SEQ``), so that each key's
     sub-stream evolves alone; else ``("global", why)``. ``vectors`` and ``match --master`` pick
-    their pass by it, ``regress`` its split."""
+    their pass by it, ``regress`` its split. ``trace``: the keys are a recorded trace's (those
+    present), not generated ones."""
     key = nfa.program.key
     if not key.names:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
@@ -253,7 +257,7 @@ def auto_mode(
             "partitions, which depends on the position in the whole stream",
         )
     elif e.tabled:
-        auto = _table_mode(e, key.width, keys)
+        auto = _table_mode(e, key.width, keys, "present" if trace else "generated")
     elif keys > e.partitions and keys_present > e.partitions:
         auto = (
             "global",
@@ -271,7 +275,7 @@ def auto_mode(
     return auto
 
 
-def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
+def _table_mode(e: EngineParams, bits: int, keys: int, how: str) -> tuple[str, str]:
     if bits <= e.index_bits:
         return (
             "partitioned",
@@ -287,6 +291,7 @@ def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
         )
     return (
         "global",
-        f"capacity matters: a bucket of the table holds {e.ways} keys and "
-        f"{keys} are generated, so a bucket may fill and drop tuples",
+        f"capacity matters: a bucket of the table holds {e.ways} "
+        f"{'key' if e.ways == 1 else 'keys'} and {keys} are {how}, so a bucket may fill "
+        "and drop tuples",
     )

@@ -116,7 +116,10 @@ def test_partitioned_pass_gives_the_local_files(spark, trace, tmp_path, tasks, c
             ),
             "timers matter",
         ),
-        (("--store", "table", "--partitions", "16", "--ways", "1"), "a bucket of the table"),
+        (
+            ("--store", "table", "--partitions", "16", "--ways", "1"),
+            "a bucket of the table holds 1 key and 24 are present",
+        ),
         (
             ("--store", "pipeline", "--partitions", "32", "--param", "hot=650@700"),
             "the runtime parameters switch",
@@ -217,7 +220,7 @@ def test_tasks_number_in_the_folders_order(spark, trace, tmp_path, monkeypatch, 
     local = capsys.readouterr().err
     assert main([*argv, str(tmp_path / "b.csv"), *args, "--master", MASTER]) == 2
     assert local in capsys.readouterr().err and len(calls) == 1
-    assert f"{swapped / 'part-1.parquet'}: row 1 " in local and "ORDER BY ts" in local
+    assert f"{swapped / 'part-1.parquet'}: row 1, column 'ts'" in local and "ORDER BY ts" in local
     assert not list(tmp_path.glob("[ab].*"))
 
 
