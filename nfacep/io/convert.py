@@ -82,6 +82,8 @@ def _convert(col: pa.Array, ty: FieldType, name: str, source: str | Location) ->
     if col.null_count:
         row = first_null(col)
         raise DataError(f"{where_row(source, row, name)}: empty value")
+    if str(col.type) == "string_view":  # (pyarrow 16 on; Polars' to_arrow() makes them)
+        col = col.cast(pa.large_string())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         _check_utf8(col, name, source)
         return _from_strings(col, ty, name, source)

@@ -50,7 +50,10 @@ def _natural(name: str) -> tuple:
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
-    return t.value_type if pa.types.is_dictionary(t) else t
+    """A column's type as the folder's part files must agree on it: a dictionary's values;
+    text of any kind (string, large_string, string_view: one Parquet type) as string."""
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    return pa.string() if pa.types.is_large_string(t) or str(t) == "string_view" else t
 
 
 def folder_parts(

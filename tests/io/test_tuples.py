@@ -404,3 +404,25 @@ def test_joined_columns_are_made_when_first_read():
         columns["bad"]
     with pytest.raises(KeyError):
         columns["missing"]
+
+
+def test_text_columns_of_any_arrow_kind_in_files_and_folders(tmp_path):
+    """Text columns stored as string, large_string or string_view (Polars' ``to_arrow()``), in
+    a file or in the part files of one folder: read alike (a string_view column "cannot hold"
+    its field, and a folder whose parts spelled text two ways was refused)."""
+    if not hasattr(pa, "string_view"):
+        pytest.skip("pyarrow before 16 has no string_view")
+    table = typed_table(39)
+    texts = pa.table({n: [str(v) for v in table.column(n).to_pylist()] for n in table.column_names})
+    pq.write_table(texts, tmp_path / "all.parquet")
+    want = reader.read(str(tmp_path / "all.parquet"), SCHEMA)
+    (tmp_path / "parts").mkdir()
+    for k, kind in enumerate([pa.string(), pa.large_string(), pa.string_view()]):
+        part = texts.slice(k * 13, 13)
+        part = part.cast(pa.schema([pa.field(n, kind) for n in texts.column_names]))
+        pq.write_table(part, tmp_path / "parts" / f"part-{k}.parquet")
+        got = reader.read(str(tmp_path / "parts" / f"part-{k}.parquet"), SCHEMA)
+        assert got.columns["w"].tolist() == list(range(k * 13, k * 13 + 13))
+    got = reader.read(str(tmp_path / "parts"), SCHEMA)
+    for f, col in want.columns.items():
+        assert got.columns[f].tobytes() == col.tobytes(), f
