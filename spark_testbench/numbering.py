@@ -430,7 +430,8 @@ def _agree(pieces: list[Piece], reported: list, order: tuple[str, ...]) -> bool:
 
 
 def share(folder: str, columns: list[str], key_schema, tasks: int, task: int, rows: int):
-    """The numbered tuples of ``folder`` (its part files in name order are the stream order:
+    """The numbered tuples of ``folder`` (its part files in the order of the numbers in their
+    names, :func:`nfacep.io.folder.natural_order`, are the stream order:
     :func:`record` and :func:`serial` name them so) whose partition key falls to task ``task``
     of ``tasks`` (:func:`owner`; every tuple with ``tasks`` 1), as record batches of the
     ``columns`` of at most ``rows`` tuples, in ``seq`` order. A matching task reads its share
@@ -438,8 +439,10 @@ def share(folder: str, columns: list[str], key_schema, tasks: int, task: int, ro
     import pyarrow.parquet as pq
 
     from nfacep.io.convert import from_table
+    from nfacep.io.folder import natural_order
 
-    for name in sorted(os.listdir(folder)):
+    # (by the numbers in their names: part-100000 after part-99999)
+    for name in sorted(os.listdir(folder), key=natural_order):
         if not name.endswith(".parquet") or name.startswith((".", "_")):
             continue
         f = pq.ParquetFile(os.path.join(folder, name), pre_buffer=False)

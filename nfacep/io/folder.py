@@ -18,7 +18,7 @@ from .convert import first_null, from_table
 from .parquet import brief, check_columns
 from .tuples import Location, Origin, Tuples, where_row
 
-__all__ = ["SEQ", "folder_parts", "read_folder", "seq_range"]
+__all__ = ["SEQ", "folder_parts", "natural_order", "read_folder", "seq_range"]
 
 
 #: A folder's ordering column, when the stream has no field of that name.
@@ -43,7 +43,7 @@ def seq_range(path: str) -> tuple[int, int] | Literal[False] | None:
     return None if first is None or last is None else (first, last)
 
 
-def _natural(name: str) -> tuple:
+def natural_order(name: str) -> tuple:
     """Sort key: digit runs compare as numbers (``part-2`` < ``part-10``), ties by the name."""
     parts = re.split(r"(\d+)", name)
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
@@ -70,7 +70,7 @@ def folder_parts(
         found = ds.dataset(folder, format="parquet", schema=pa.schema([]))
     except (pa.ArrowInvalid, OSError) as err:
         raise DataError(f"{folder}: cannot list the folder: {err}") from None
-    files = sorted(found.files, key=lambda f: _natural(os.path.relpath(f, folder)))
+    files = sorted(found.files, key=lambda f: natural_order(os.path.relpath(f, folder)))
     if not files:
         raise DataError(
             f"{folder}: the folder holds no Parquet file (a folder of tuples is "

@@ -307,14 +307,16 @@ def test_an_empty_trace_gives_the_local_files(spark, trace, tmp_path):
 
 def test_shares_split_whole_keys_in_seq_order(trace, tmp_path):
     """Each matching task's share of numbered part files: whole keys, in ``seq`` order, the
-    shares together every tuple once (no Spark needed)."""
+    shares together every tuple once (no Spark needed), also past the 100,000th piece (a
+    trace of that many Parquet row groups: part-100000 was read before part-99999, and the
+    matching tasks stopped on a seq that does not rise)."""
     table = trace["table"]
     folder = tmp_path / "tuples"
     folder.mkdir()
     seq = pa.array(range(table.num_rows), pa.int64())
     numbered = table.append_column("seq", seq)
     for i, at in enumerate(range(0, table.num_rows, 700)):
-        pq.write_table(numbered.slice(at, 700), folder / f"part-{i:05d}.parquet")
+        pq.write_table(numbered.slice(at, 700), folder / f"part-{99_998 + i:05d}.parquet")
     schema = nfacep.compile_file(trace["query"]).program.schema
     key = type(schema)(schema.name, (schema.field("sensor"),))
     seen: dict[int, set] = {}
