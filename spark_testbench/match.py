@@ -118,7 +118,7 @@ def run(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if created and spark is not None:
-            spark.stop()
+            spark_session.stop(spark)
 
 
 def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Totals:

@@ -10,6 +10,10 @@ import itertools
 import json
 import pathlib
 import random
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -358,3 +362,73 @@ def test_a_csv_piece_is_parsed_typed_into_the_tuples_of_the_whole_read(
     for f, col in whole.columns.items():
         got = np.concatenate([p.columns[f] for p in pieces])
         assert got.dtype == col.dtype and got.tobytes() == col.tobytes(), f
+
+
+STALLED = """\
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (a shell's background job ignores it)
+from nfacep.cli import main
+from nfacep.spark_testbench import numbering
+
+def plan(spark, *args):  # a Spark job that runs until the signal comes
+    print("stalled", file=sys.stderr, flush=True)
+    spark.sparkContext.parallelize([0], 1).map(lambda _: time.sleep(600)).collect()
+
+numbering.plan = plan
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("sig", "code", "word"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+)
+def test_a_signal_during_a_spark_job_is_reported_and_leaves_nothing(tmp_path, sig, code, word):
+    """Ctrl-C or SIGTERM while the command waits on a Spark job (a JVM of its own): its exit
+    code and one line, no traceback, nothing written, the JVM gone (stopping the session
+    over the broken connection raised Py4JError: a traceback and exit 1)."""
+    query = tmp_path / "q.sql"
+    query.write_text("CREATE STREAM s (k UINT(8)); QUERY q FROM s PARTITION k PATTERN (A);\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text("k\n1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["match", query, "--input", trace, "--output", out / "m.csv", "--master", MASTER]
+    with subprocess.Popen(
+        [sys.executable, "-c", STALLED, *map(str, argv)], stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            for line in proc.stderr:
+                if line.startswith("stalled"):
+                    break
+            time.sleep(2)  # (the job's task under way)
+            jvms = _spark_jvms(proc.pid)
+            assert jvms
+            proc.send_signal(sig)
+            err = proc.stderr.read()
+            assert proc.wait(timeout=120) == code, err
+        finally:
+            proc.kill()
+    # (the JVM may log its tasks' end after it: its own lines, not the command's)
+    said = [line for line in err.splitlines() if line.startswith("nfacep: ")]
+    assert said == [f"nfacep: {word}"] and "Traceback" not in err, err
+    assert not list(out.iterdir())
+    gone = time.monotonic() + 60
+    while any(pathlib.Path(f"/proc/{p}").exists() for p in jvms) and time.monotonic() < gone:
+        time.sleep(1)
+    assert not any(pathlib.Path(f"/proc/{p}").exists() for p in jvms)
+
+
+def _spark_jvms(parent: int) -> list[str]:
+    """The running JVMs that PySpark started for the process ``parent``."""
+    found = []
+    for status in pathlib.Path("/proc").glob("[0-9]*/status"):
+        try:
+            cmdline = (status.parent / "cmdline").read_bytes()
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines())
+        except (OSError, ValueError):
+            continue
+        if b"pyspark-shell" in cmdline and fields.get("PPid", "").strip() == str(parent):
+            found.append(status.parent.name)
+    return found
