@@ -82,12 +82,21 @@ class _Interrupted(logging.Filter):
 
 
 def stop(spark) -> None:
-    """Stop a session this command started (:func:`session`'s ``created``). Ctrl-C or SIGTERM
-    during a call into the JVM leaves py4j's connection to it broken, and stopping then fails:
-    that failure is not raised over the interruption, which the command reports (exit 130 or
-    143); the JVM ends with this process (it watches the standard input it was given)."""
+    """Stop a session this command started (:func:`session`'s ``created``), in a ``finally``.
+    Not while Ctrl-C or SIGTERM ends the command (exit 130 or 143): the call it interrupted
+    left py4j's connection broken, and stopping would fail (a traceback over the command's
+    line) or wait for the running tasks, as would this process's exit: the JVM this process
+    started is ended instead."""
     from py4j.protocol import Py4JError
+    from pyspark import SparkContext
 
+    from nfacep.cli import Terminated
+
+    if isinstance(sys.exc_info()[1], KeyboardInterrupt | Terminated):
+        jvm = getattr(SparkContext._gateway, "proc", None)
+        if jvm is not None:
+            jvm.kill()
+        return
     with contextlib.suppress(Py4JError, OSError):
         spark.stop()
 
