@@ -529,11 +529,13 @@ def _nulls(text):
 def match_folder(output: str, program: Program | None = None) -> Iterator[MatchParts]:
     """The matches as a Parquet folder at ``output`` (:class:`MatchParts`; new, or an empty
     folder) and the summary beside it (``output.summary.json``, as beside a match CSV): both
-    appear when the block ends after :meth:`MatchParts.finish`, or neither does."""
+    appear when the block ends after :meth:`MatchParts.finish`, or neither does. A link to an
+    empty folder stays: the folder it names is written."""
     import shutil
     import tempfile
 
-    output = os.path.abspath(output)
+    named = os.path.abspath(output)
+    output = os.path.realpath(named)  # (a link is not a folder to remove and rename over)
     tmp = tempfile.mkdtemp(
         prefix=f".{os.path.basename(output)}.", suffix=".tmp", dir=os.path.dirname(output)
     )
@@ -547,7 +549,7 @@ def match_folder(output: str, program: Program | None = None) -> Iterator[MatchP
             os.rmdir(output)
         os.rename(tmp, output)
         try:
-            with atomic_files([summary_path(output)]) as (g,):
+            with atomic_files([summary_path(named)]) as (g,):
                 json.dump(parts.summary, g, indent=2)
                 g.write("\n")
         except BaseException:

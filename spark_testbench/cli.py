@@ -240,7 +240,7 @@ def _vectors(args) -> int:
         m = vectors.run(spark, job, tasks=args.tasks, progress=None if args.quiet else _progress)
     finally:
         if created:
-            spark.stop()
+            session.stop(spark)
     c = m["counts"]
     per_query = ", ".join(f"{n}: {k}" for n, k in c["matches"].items())
     source = f" from {args.input}" if args.input is not None else ""
@@ -357,7 +357,7 @@ def _regress(args) -> int:
         )
     finally:
         if created:
-            spark.stop()
+            session.stop(spark)
     print(regress_compare.render(report))
     print(f"report -> {args.vectors.rstrip('/')}/{regress.REPORT}")
     return 0 if report["equal"] else 1

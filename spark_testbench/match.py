@@ -75,6 +75,7 @@ def run(
     (a match CSV, or a Parquet folder: :func:`nfacep.output.is_folder`) and its summary; returns
     what was reported. Everything a user can get wrong is checked before Spark starts."""
     from nfacep.backend import check_output
+    from nfacep.io.reader import check_input
     from nfacep.output import check_folder, is_folder
 
     from .cli import _require_spark
@@ -85,6 +86,8 @@ def run(
         raise UsageError("--tasks must be at least 1")
     if not os.path.exists(input):
         raise UsageError(f"--input {input}: no such file or folder")
+    check_input(input)
+    vectors_plan.check_fields(query, nfa.program)
     folder = is_folder(output)
     if folder:
         output = check_folder(output, (query, input))
@@ -115,7 +118,7 @@ def run(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if created and spark is not None:
-            spark.stop()
+            spark_session.stop(spark)
 
 
 def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Totals:
@@ -123,7 +126,7 @@ def _run(spark, job, tmp: str, tasks, chunk: int, progress, folder: bool) -> Tot
 
     tasks = tasks or spark.sparkContext.defaultParallelism
     with Progress(spark, "match", progress) as watch:
-        n, keys = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True)
+        n, keys = vectors._record(spark, job, tmp, watch, chunk, tasks, empty_ok=True, wide=True)
         if n:
             result, mode, reason = vectors._match(spark, job, tasks, tmp, watch, chunk, n, keys)
         else:

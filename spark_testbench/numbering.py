@@ -86,17 +86,19 @@ class Csv:
 
 
 def record(
-    spark, nfa, path: str, folder: str, counter, rows: int, tasks: int
+    spark, nfa, path: str, folder: str, counter, rows: int, tasks: int, *, wide: bool = False
 ) -> tuple[int, int | None]:
     """``path`` (a CSV or Parquet file, or a folder of part files) numbered into ``folder``
     (created: vectors' tuples layout, one part file a piece) by Spark tasks; returns how many
     tuples, and how many distinct partition keys (None when not counted: more than
     :data:`KEYS` in a piece, or read serially). An input the tasks do not take goes to
-    :func:`serial`, which raises its error or numbers it."""
+    :func:`serial`, which raises its error or numbers it. ``wide``: UINT(64) fields as
+    uint64 columns, every value kept (``match --master``'s scratch tuples; the vectors hold
+    integers as int64, a value beyond it an error naming its place)."""
     os.mkdir(folder)
     pieces, csv = plan(spark, path, nfa.program.schema, tasks)
     if pieces:
-        task = functools.partial(_number, nfa.program, csv, folder, rows, counter)
+        task = functools.partial(_number, nfa.program, csv, folder, rows, counter, wide)
         n_tasks = min(tasks, len(pieces))
         chunks = [pieces[i::n_tasks] for i in range(n_tasks)]
         reports = spark.sparkContext.parallelize(chunks, n_tasks).map(task).collect()
@@ -109,20 +111,21 @@ def record(
             return sum(p.rows for p in pieces), counted
     shutil.rmtree(folder)
     os.mkdir(folder)
-    return serial(nfa, path, folder, counter, rows), None
+    return serial(nfa, path, folder, counter, rows, wide=wide), None
 
 
-def serial(nfa, path: str, folder: str, counter, rows: int) -> int:
+def serial(nfa, path: str, folder: str, counter, rows: int, *, wide: bool = False) -> int:
     """The trace read on the driver a piece of ``rows`` tuples at a time, as ``nfacep match``
     reads it (every value and ORDER BY checked, an error naming its file, row and column) and
-    written to ``folder``, one part file a piece; returns the number of tuples."""
+    written to ``folder``, one part file a piece (``wide``: as :func:`record`); returns the
+    number of tuples."""
     from nfacep.backend import read_pieces
 
     schema = nfa.program.schema
     n = 0
     try:
         for i, piece in enumerate(read_pieces(path, nfa, rows)):
-            _write(folder, f"part-{i:05d}.parquet", schema, piece, piece.offset).close()
+            _write(folder, f"part-{i:05d}.parquet", schema, piece, piece.offset, wide=wide).close()
             n += piece.n
             if counter is not None:
                 counter.add(piece.n)
@@ -132,17 +135,31 @@ def serial(nfa, path: str, folder: str, counter, rows: int) -> int:
     return n
 
 
-def _write(folder: str, name: str, schema, piece, offset: int, writer=None):
+def _write(folder: str, name: str, schema, piece, offset: int, writer=None, *, wide=False):
     """A piece of tuples numbered from ``offset``, as a part file ``name`` of ``folder`` (or a
-    batch of ``writer``'s, returned)."""
+    batch of ``writer``'s, returned); ``wide``: UINT(64) fields as uint64 columns."""
     import pyarrow.parquet as pq
+
+    from nfacep.lang.types import UIntType
 
     from .generate import to_arrow
 
     columns = {"seq": np.arange(offset, offset + piece.n, dtype=np.int64)}
+    unsigned = {}
     for f in schema.fields:
-        columns[f.name] = int64_column(piece, f)
+        if wide and type(f.type) is UIntType and f.type.bits == 64:
+            unsigned[f.name] = piece.columns[f.name]
+            columns[f.name] = np.zeros(piece.n, np.int64)  # (replaced below)
+        else:
+            columns[f.name] = int64_column(piece, f)
     batch = to_arrow(schema, columns)
+    if unsigned:
+        arrays, fields = list(batch.columns), list(batch.schema)
+        for name_, values in unsigned.items():
+            at = batch.schema.get_field_index(name_)
+            arrays[at] = pa.array(values, pa.uint64())
+            fields[at] = pa.field(name_, pa.uint64(), nullable=False)
+        batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
     if writer is None:
         writer = pq.ParquetWriter(os.path.join(folder, name), batch.schema)
     writer.write_batch(batch)
@@ -172,8 +189,9 @@ def plan(spark, path: str, schema, tasks: int) -> tuple[list[Piece], Csv | None]
     """The pieces of ``path`` in stream order with their offsets, and for a CSV file its
     header; no pieces when the tasks cannot take it (no tuples, a folder whose ``seq``
     interleaves its files, a long CSV line): the serial reader does."""
-    if not os.path.exists(path):
-        return [], None
+    from nfacep.io.reader import check_input
+
+    check_input(path)  # (a pipe would be read once, here)
     if os.path.isdir(path):
         pieces = _folder_pieces(spark, path, schema, tasks)
         csv = None
@@ -288,13 +306,16 @@ def _count_lines(path: str, data_start: int, span: tuple[int, int]):
 # --- the tasks ----------------------------------------------------------------------------------
 
 
-def _number(program, csv: Csv | None, folder: str, rows: int, counter, pieces: list[Piece]):
-    """A task: its pieces read, checked, converted and written numbered from their offsets;
-    for each, (index, whether it was taken, the ORDER BY fields' first and last values)."""
+def _number(
+    program, csv: Csv | None, folder: str, rows: int, counter, wide: bool, pieces: list[Piece]
+):
+    """A task: its pieces read, checked, converted and written numbered from their offsets
+    (``wide``: as :func:`record`); for each, (index, whether it was taken, the ORDER BY
+    fields' first and last values)."""
     reports = []
     for piece in pieces:
         try:
-            taken = _number_piece(program, csv, folder, rows, counter, piece)
+            taken = _number_piece(program, csv, folder, rows, counter, piece, wide)
             reports.append((piece.index, True, *taken))
         except _REFUSED:
             reports.append((piece.index, False, None, None, None))
@@ -302,7 +323,9 @@ def _number(program, csv: Csv | None, folder: str, rows: int, counter, pieces: l
     return reports
 
 
-def _number_piece(program, csv: Csv | None, folder: str, rows: int, counter, piece: Piece):
+def _number_piece(
+    program, csv: Csv | None, folder: str, rows: int, counter, piece: Piece, wide: bool
+):
     """One piece numbered into its part file; the ORDER BY fields' first and last values."""
     from nfacep.io.tuples import check_order
 
@@ -323,7 +346,7 @@ def _number_piece(program, csv: Csv | None, folder: str, rows: int, counter, pie
                 first.setdefault(f, data.columns[f][0].item())
                 before[f] = data.columns[f][-1]
             name = f"part-{piece.index:05d}.parquet"
-            writer = _write(folder, name, schema, data, piece.offset + n, writer)
+            writer = _write(folder, name, schema, data, piece.offset + n, writer, wide=wide)
             n += data.n
             counter.add(data.n)
     finally:
@@ -407,7 +430,8 @@ def _agree(pieces: list[Piece], reported: list, order: tuple[str, ...]) -> bool:
 
 
 def share(folder: str, columns: list[str], key_schema, tasks: int, task: int, rows: int):
-    """The numbered tuples of ``folder`` (its part files in name order are the stream order:
+    """The numbered tuples of ``folder`` (its part files in the order of the numbers in their
+    names, :func:`nfacep.io.folder.natural_order`, are the stream order:
     :func:`record` and :func:`serial` name them so) whose partition key falls to task ``task``
     of ``tasks`` (:func:`owner`; every tuple with ``tasks`` 1), as record batches of the
     ``columns`` of at most ``rows`` tuples, in ``seq`` order. A matching task reads its share
@@ -415,8 +439,10 @@ def share(folder: str, columns: list[str], key_schema, tasks: int, task: int, ro
     import pyarrow.parquet as pq
 
     from nfacep.io.convert import from_table
+    from nfacep.io.folder import natural_order
 
-    for name in sorted(os.listdir(folder)):
+    # (by the numbers in their names: part-100000 after part-99999)
+    for name in sorted(os.listdir(folder), key=natural_order):
         if not name.endswith(".parquet") or name.startswith((".", "_")):
             continue
         f = pq.ParquetFile(os.path.join(folder, name), pre_buffer=False)

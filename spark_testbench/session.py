@@ -7,14 +7,18 @@ is reported before any JVM or job starts; :func:`session` builds (or reuses) the
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
+import signal
 import socket
 import sys
+import threading
 
 from nfacep.errors import UsageError
 
-__all__ = ["DEFAULT_MASTER", "check_master", "session"]
+__all__ = ["DEFAULT_MASTER", "check_master", "session", "stop"]
 
 #: Local mode on every core of this machine.
 DEFAULT_MASTER = "local[*]"
@@ -69,6 +73,34 @@ def _active():
     return SparkSession.getActiveSession()
 
 
+class _Interrupted(logging.Filter):
+    """Drops what py4j logs (on the root logger, with its traceback) of a Ctrl-C that
+    interrupted a call into the JVM: the command reports the interruption itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+def stop(spark) -> None:
+    """Stop a session this command started (:func:`session`'s ``created``), in a ``finally``.
+    Not while Ctrl-C or SIGTERM ends the command (exit 130 or 143): the call it interrupted
+    left py4j's connection broken, and stopping would fail (a traceback over the command's
+    line) or wait for the running tasks, as would this process's exit: the JVM this process
+    started is ended instead."""
+    from py4j.protocol import Py4JError
+    from pyspark import SparkContext
+
+    from nfacep.cli import Terminated
+
+    if isinstance(sys.exc_info()[1], KeyboardInterrupt | Terminated):
+        jvm = getattr(SparkContext._gateway, "proc", None)
+        if jvm is not None:
+            jvm.kill()
+        return
+    with contextlib.suppress(Py4JError, OSError):
+        spark.stop()
+
+
 def session(
     master: str = DEFAULT_MASTER, app_name: str = "nfacep", conf: dict[str, str] | None = None
 ):
@@ -109,6 +141,19 @@ def session(
         builder = builder.config("spark.driver.memory", "4g")
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
+    # PySpark takes Ctrl-C to cancel its jobs over the connection the interrupted call is
+    # using, which logs py4j's tracebacks on stderr: the command's own handling is kept
+    # (KeyboardInterrupt: exit 130, one line; the JVM ends with the process)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
     spark = builder.getOrCreate()
+    if main and previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    # py4j logs the tracebacks of such a call, and of closing its broken connection, on
+    # the root logger and its own (which it gives a NullHandler): they go no further
+    logging.getLogger("py4j").propagate = False
+    root = logging.getLogger()
+    if not any(isinstance(f, _Interrupted) for f in root.filters):
+        root.addFilter(_Interrupted())
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True

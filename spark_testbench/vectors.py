@@ -201,12 +201,14 @@ def _record(
     tasks: int,
     *,
     empty_ok: bool = False,
+    wide: bool = False,
 ) -> tuple[int, int | None]:
     """The recorded trace ``job.input`` read and numbered in Spark tasks (as ``nfacep match``
     reads it: every value and ORDER BY checked, an error naming its file, row and column:
     :func:`.numbering.record`) into ``tmp``'s tuples folder in the vectors' layout, ``seq``
     the position in the trace; returns the number of tuples (none is an error unless
-    ``empty_ok``) and of distinct keys (None: not counted)."""
+    ``empty_ok``) and of distinct keys (None: not counted); ``wide``: as
+    :func:`.numbering.record` (``match --master``'s scratch tuples)."""
     from nfacep.errors import DataError
 
     from . import numbering
@@ -214,7 +216,9 @@ def _record(
     assert job.input is not None
     folder = os.path.join(tmp, TUPLES)
     counter = watch.phase(f"read from {job.input}", tasks=tasks, task_word="readers")
-    n, keys = numbering.record(spark, job.nfa, job.input, folder, counter, piece_tuples, tasks)
+    n, keys = numbering.record(
+        spark, job.nfa, job.input, folder, counter, piece_tuples, tasks, wide=wide
+    )
     watch.end()
     if not n and not empty_ok:
         raise DataError(f"{job.input}: holds no tuples; vectors need at least one")

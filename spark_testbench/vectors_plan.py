@@ -70,6 +70,10 @@ def prepare(
         raise UsageError(f"--expected {expected!r}: use auto, partitioned or global")
     if input is not None and not os.path.exists(input):
         raise UsageError(f"--input {input}: no such file or folder")
+    if input is not None:
+        from nfacep.io.reader import check_input
+
+        check_input(input)
     raw = read_query(query)
     nfa = nfacep.compile_file(query)
     program = nfa.program
@@ -125,13 +129,20 @@ def read_query(query: str) -> bytes:
         raise NfacepError(f"{query}: cannot read the query file: {err.strerror or err}") from None
 
 
-def _check_stream(query: str, program, options: Options | None) -> None:
-    """The options against the query's stream: its fields, ENUM weights and partitioning."""
+def check_fields(query: str, program) -> None:
+    """The query's stream against the tuples' layout on Spark (``vectors``, ``regress``,
+    ``match --master``): no field named ``seq``, the name of their sequence-number column."""
     if "seq" in program.schema.names:
         raise UsageError(
             f"{query}: stream '{program.schema.name}' has a field named 'seq', "
-            "which the vectors' sequence-number column would shadow"
+            "which the sequence-number column of the tuples on Spark would shadow; "
+            "rename the field"
         )
+
+
+def _check_stream(query: str, program, options: Options | None) -> None:
+    """The options against the query's stream: its fields, ENUM weights and partitioning."""
+    check_fields(query, program)
     if options is None:  # a recorded trace: nothing generated
         return
     _check_weights(options, program.schema)
@@ -200,7 +211,9 @@ def _mode(job: Job, keys_present: int | None) -> tuple[str, str]:
     partitioner stores (None: not counted)."""
     keys = job.generator.keys if job.generator is not None else keys_present
     switches = job.values is not None and bool(job.values.switches)
-    auto = auto_mode(job.params, job.nfa, keys, keys_present, switches=switches)
+    auto = auto_mode(
+        job.params, job.nfa, keys, keys_present, switches=switches, trace=job.generator is None
+    )
     if job.expected == "auto" or job.expected == auto[0]:
         return auto
     if job.expected == "global":
@@ -219,13 +232,15 @@ def auto_mode(
     keys_present: int | None,
     *,
     switches: bool = False,
+    trace: bool = False,
 ) -> tuple[str, str]:
     """``("partitioned", why)`` when neither capacity nor timers can matter for the engine
     ``e`` on a stream of ``keys`` generated keys (``keys_present`` present, counted when more
     were generated than it stores), nor runtime parameters switching at stream positions
     (``switches``, ``match --master``'s ``--param NAME=VALUE@SEQ``), so that each key's
     sub-stream evolves alone; else ``("global", why)``. ``vectors`` and ``match --master`` pick
-    their pass by it, ``regress`` its split."""
+    their pass by it, ``regress`` its split. ``trace``: the keys are a recorded trace's (those
+    present), not generated ones."""
     key = nfa.program.key
     if not key.names:
         auto = ("global", "the queries have no PARTITION clause: the stream is one sub-stream")
@@ -242,7 +257,7 @@ def auto_mode(
             "partitions, which depends on the position in the whole stream",
         )
     elif e.tabled:
-        auto = _table_mode(e, key.width, keys)
+        auto = _table_mode(e, key.width, keys, "present" if trace else "generated")
     elif keys > e.partitions and keys_present > e.partitions:
         auto = (
             "global",
@@ -260,7 +275,7 @@ def auto_mode(
     return auto
 
 
-def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
+def _table_mode(e: EngineParams, bits: int, keys: int, how: str) -> tuple[str, str]:
     if bits <= e.index_bits:
         return (
             "partitioned",
@@ -276,6 +291,7 @@ def _table_mode(e: EngineParams, bits: int, keys: int) -> tuple[str, str]:
         )
     return (
         "global",
-        f"capacity matters: a bucket of the table holds {e.ways} keys and "
-        f"{keys} are generated, so a bucket may fill and drop tuples",
+        f"capacity matters: a bucket of the table holds {e.ways} "
+        f"{'key' if e.ways == 1 else 'keys'} and {keys} are {how}, so a bucket may fill "
+        "and drop tuples",
     )

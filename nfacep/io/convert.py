@@ -82,6 +82,8 @@ def _convert(col: pa.Array, ty: FieldType, name: str, source: str | Location) ->
     if col.null_count:
         row = first_null(col)
         raise DataError(f"{where_row(source, row, name)}: empty value")
+    if str(col.type) == "string_view":  # (pyarrow 16 on; Polars' to_arrow() makes them)
+        col = col.cast(pa.large_string())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         _check_utf8(col, name, source)
         return _from_strings(col, ty, name, source)
@@ -132,7 +134,7 @@ def _plain_floats(chunk: pa.Array) -> np.ndarray | None:
         return None
     with np.errstate(over="ignore"):
         singles = doubles.astype(np.float32)
-    if np.isinf(singles).any():
+    if not np.isfinite(singles).all():  # (NaN too: the exact path checks how it is written)
         return None
     # a double on the midpoint of two singles has a mantissa's low 28 bits zero (a single
     # has 24 significant bits, the midpoint one more); only those few are redone exactly
@@ -170,6 +172,7 @@ _FLOAT_RE = (
 
 
 _INF_RE = r"^[+-]?(?i:inf|infinity)$"
+_NAN_RE = r"^[+-]?(?i:nan)$"
 
 
 def _number(text: str) -> str:
@@ -240,6 +243,14 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
             )
         return to_numpy(idx).astype(np.int64)
     assert isinstance(ty, Float32Type)
+    return _floats_from_text(col, name, source)
+
+
+def _floats_from_text(col: pa.Array, name: str, source: str | Location) -> np.ndarray:
+    """A FLOAT32 column of text, each value rounded once to the nearest single; an error
+    names the first value not written as a number, or beyond the single's range."""
+    import pyarrow.compute as pc
+
     # printable ASCII without spaces (the usual text) has no whitespace to trim
     stripped = col if _bytes_within(col, 0x21, 0x7E) else pc.utf8_trim_whitespace(col)
     texts = _Texts(stripped)  # the text of a value, made when asked for (rarely)
@@ -249,12 +260,14 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
         ok = to_numpy(pc.match_substring_regex(col, _FLOAT_RE))
         row = first_invalid(ok)
         if row is not None:
-            raise DataError(
-                f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not "
-                "a number (FLOAT32)"
-            ) from None
+            _not_a_number(source, row, name, col)
         # decimal text that pyarrow cannot read (none known): Python reads it alike
         doubles = np.array([float(t) for t in stripped.to_pylist()], dtype=np.float64)
+    nan = np.isnan(doubles)
+    if nan.any():  # pyarrow reads C's nan(…) too, which the syntax above does not take
+        row = first_invalid(~nan | to_numpy(pc.match_substring_regex(stripped, _NAN_RE)))
+        if row is not None:
+            _not_a_number(source, row, name, col)
     singles = fix_float32_rounding(texts, doubles)
     inf = np.isinf(singles)
     if inf.any():
@@ -263,6 +276,12 @@ def _from_text(col: pa.Array, ty: FieldType, name: str, source: str | Location) 
         if row is not None:
             _out_of_float32(source, row, name, excerpt(texts[row]))
     return singles
+
+
+def _not_a_number(source: str | Location, row: int, name: str, col: pa.Array):
+    raise DataError(
+        f"{where_row(source, row, name)}: {excerpt(col[row].as_py())} is not a number (FLOAT32)"
+    )
 
 
 class _Texts(Sequence[str]):

@@ -160,8 +160,11 @@ def _typed(table: pa.Table, typed: dict[str, pa.DataType]) -> bool:
                 values = np.frombuffer(chunk.buffers()[1], np.float32)[
                     chunk.offset : chunk.offset + len(chunk)
                 ]
-                # (a reduction: the sum of finite singles, as doubles, is finite)
-                if len(values) and not np.isfinite(values.sum(dtype=np.float64)):
+                # (a reduction: the sum of finite singles, as doubles, is finite; inf and
+                # -inf sum to NaN, which numpy would warn of on stderr)
+                with np.errstate(invalid="ignore"):
+                    total = values.sum(dtype=np.float64) if len(values) else 0.0
+                if not np.isfinite(total):
                     return False
     return True
 

@@ -16,9 +16,9 @@ from .arrays import to_numpy
 from .columns import renamed
 from .convert import first_null, from_table
 from .parquet import brief, check_columns
-from .tuples import Origin, Tuples, where_row
+from .tuples import Location, Origin, Tuples, where_row
 
-__all__ = ["SEQ", "folder_parts", "read_folder", "seq_range"]
+__all__ = ["SEQ", "folder_parts", "natural_order", "read_folder", "seq_range"]
 
 
 #: A folder's ordering column, when the stream has no field of that name.
@@ -43,14 +43,17 @@ def seq_range(path: str) -> tuple[int, int] | Literal[False] | None:
     return None if first is None or last is None else (first, last)
 
 
-def _natural(name: str) -> tuple:
+def natural_order(name: str) -> tuple:
     """Sort key: digit runs compare as numbers (``part-2`` < ``part-10``), ties by the name."""
     parts = re.split(r"(\d+)", name)
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
-    return t.value_type if pa.types.is_dictionary(t) else t
+    """A column's type as the folder's part files must agree on it: a dictionary's values;
+    text of any kind (string, large_string, string_view: one Parquet type) as string."""
+    t = t.value_type if pa.types.is_dictionary(t) else t
+    return pa.string() if pa.types.is_large_string(t) or str(t) == "string_view" else t
 
 
 def folder_parts(
@@ -67,7 +70,7 @@ def folder_parts(
         found = ds.dataset(folder, format="parquet", schema=pa.schema([]))
     except (pa.ArrowInvalid, OSError) as err:
         raise DataError(f"{folder}: cannot list the folder: {err}") from None
-    files = sorted(found.files, key=lambda f: _natural(os.path.relpath(f, folder)))
+    files = sorted(found.files, key=lambda f: natural_order(os.path.relpath(f, folder)))
     if not files:
         raise DataError(
             f"{folder}: the folder holds no Parquet file (a folder of tuples is "
@@ -150,7 +153,10 @@ def read_folder(folder: str, schema: Schema) -> Tuples:
     files, use_seq, _, tables = folder_parts(folder, schema)
     names = list(schema.names)
     # convert file by file, so that a bad value is named by its file and row
-    parts = [from_table(t, schema, source=p) for t, p in zip(tables, files, strict=True)]
+    parts = [
+        from_table(t, schema, source=Location.parquet(p))
+        for t, p in zip(tables, files, strict=True)
+    ]
     counts = [t.num_rows for t in tables]
     which = np.repeat(np.arange(len(files), dtype=np.int64), counts)
     within = np.concatenate([np.arange(c, dtype=np.int64) for c in counts])
@@ -163,7 +169,7 @@ def read_folder(folder: str, schema: Schema) -> Tuples:
         if len(same):
             a, b = int(order[same[0]]), int(order[same[0] + 1])
             raise DataError(
-                f"{where_row(files[which[b]], int(within[b]), SEQ)}: seq "
+                f"{where_row(Location.parquet(files[which[b]]), int(within[b]), SEQ)}: seq "
                 f"{int(seq[b])} again (also at {files[which[a]]}: row "
                 f"{int(within[a]) + 1}); the {SEQ} column of a folder orders its "
                 "tuples, so its values must be distinct"
@@ -178,7 +184,7 @@ def _seq_column(table: pa.Table, path: str) -> np.ndarray:
     col = table.column(SEQ).combine_chunks()
     if col.null_count:
         row = first_null(col)
-        raise DataError(f"{where_row(path, row, SEQ)}: empty value")
+        raise DataError(f"{where_row(Location.parquet(path), row, SEQ)}: empty value")
     try:
         return to_numpy(col.cast(pa.int64()))
     except pa.ArrowInvalid:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TypeVar, cast
 
@@ -28,7 +29,7 @@ from .columns import renamed
 from .convert import from_table
 from .tuples import JoinedColumns, Location, Origin, Tuples, column_dtype, piece_sizes
 
-__all__ = ["prefetch", "read", "read_chunks", "read_stream"]
+__all__ = ["check_input", "prefetch", "read", "read_chunks", "read_stream"]
 
 T = TypeVar("T")
 B = TypeVar("B")
@@ -58,14 +59,28 @@ def read(path: str, schema: Schema) -> Tuples:
     part files, with an unreadable one, or whose part files disagree on a column's type is a
     :class:`DataError`.
     """
-    if not os.path.exists(path):
-        raise DataError(f"{path}: no such file or folder")
+    check_input(path)
     if os.path.isdir(path):
         return folder_mod.read_folder(path, schema)
     if path.lower().endswith((".parquet", ".pq")):
-        return from_table(parquet.read_parquet(path, schema), schema, source=path)
+        return from_table(parquet.read_parquet(path, schema), schema, source=Location.parquet(path))
     table, source = csvfile.read_csv(path, schema)
     return from_table(table, schema, source=source, text=True)
+
+
+def check_input(path: str) -> None:
+    """A :class:`DataError` unless ``path`` is a tuple file or folder that can be read: it
+    exists, and a file is a regular one (a pipe, such as ``/dev/stdin`` fed by ``|``, would be
+    read once: its header read, the rest found empty or waited for forever)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        raise DataError(f"{path}: no such file or folder") from None
+    if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+        raise DataError(
+            f"{path}: not a regular file (a pipe, a device or a socket); nfacep reads a tuple "
+            "file more than once, so write it to a file and give that"
+        )
 
 
 def read_chunks(
@@ -111,8 +126,7 @@ def _pieces(
     """:func:`read_stream`; ``ends=False``: with every piece of its size (:func:`read_chunks`)."""
     if rows < 1 or (first is not None and first < 1):
         raise ValueError(f"rows {rows}, first {first}: a piece needs at least one tuple")
-    if not os.path.exists(path):
-        raise DataError(f"{path}: no such file or folder")
+    check_input(path)
     if os.path.isdir(path):
         pieces = _folder_chunks(path, schema, rows, first)
     elif path.lower().endswith((".parquet", ".pq")):
@@ -187,7 +201,7 @@ def _parquet_chunks(path: str, schema: Schema, rows: int, first: int | None) -> 
     offset = 0
     try:
         for table in prefetch(parquet.rebatch(batches(), rows, first)):
-            piece = from_table(table, schema, source=Location(path, offset))
+            piece = from_table(table, schema, source=Location.parquet(path, offset))
             yield Tuples(piece.columns, piece.n, piece.source, None, offset, piece.location)
             offset += piece.n
     except (DataError, pa.ArrowException, OSError, UnicodeDecodeError):

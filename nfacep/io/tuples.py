@@ -53,6 +53,13 @@ class Location:
     rows_before: int = 0
     #: the 1-based line of a 0-based data row of the file; None: row + 2 (a header, no blanks)
     line_of: Callable[[int], int] | None = None
+    #: whether the rows are lines of text; a Parquet file's rows are not (no line is named)
+    lines: bool = True
+
+    @classmethod
+    def parquet(cls, path: str, rows_before: int = 0) -> Location:
+        """The rows of the Parquet file ``path``: named by row alone."""
+        return cls(path, rows_before, lines=False)
 
     def __str__(self) -> str:
         return self.path
@@ -64,8 +71,10 @@ class Location:
     def row(self, row: int, column: str | None = None) -> str:
         """The file, row (and line) of the 0-based row ``row`` of these rows, and ``column``."""
         row += self.rows_before
-        line = self.line_of(row) if self.line_of is not None else row + 2
-        where = f"{self.path}: row {row + 1} (line {line})"
+        where = f"{self.path}: row {row + 1}"
+        if self.lines:
+            line = self.line_of(row) if self.line_of is not None else row + 2
+            where += f" (line {line})"
         return where if column is None else f"{where}, column '{column}'"
 
 
@@ -98,7 +107,7 @@ class Tuples:
             return where_row(self.location or self.source, row, column)
         o = self.origin
         return (
-            f"{where_row(o.files[int(o.file[row])], int(o.row[row]), column)} "
+            f"{where_row(Location.parquet(o.files[int(o.file[row])]), int(o.row[row]), column)} "
             f"(stream position {self.offset + row})"
         )
 

@@ -1,7 +1,10 @@
 """The command line: exit codes, error rendering, and whole-or-nothing output."""
 
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -33,6 +36,51 @@ def test_match_writes_matches_and_summary(tmp_path, capsys):
     assert summary["drops"] == 1 and summary["drop_seqs"] == [3]
     err = capsys.readouterr().err
     assert "1 tuples dropped" in err and "at seq 3" in err
+
+
+def test_a_pipe_as_input_is_refused(tmp_path, capsys):
+    """``… | nfacep match Q --input /dev/stdin`` and a FIFO: refused with the input's name,
+    exit 2, nothing written (the pipe's header was read, then the file read again and found
+    empty: "the file is empty"; a FIFO without a writer was waited for forever)."""
+    q, t, m = setup(tmp_path)
+    data = pathlib.Path(t).read_bytes()
+    argv = ["match", q, "--input", "/dev/stdin", "--output", m]
+    done = subprocess.run(
+        [sys.executable, "-m", "nfacep", *argv], input=data, capture_output=True, timeout=300
+    )
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("nfacep: /dev/stdin: not a regular file (a pipe")
+    fifo = tmp_path / "f.csv"
+    os.mkfifo(fifo)
+    assert main(["match", q, "--input", str(fifo), "--output", m]) == 2
+    assert f"nfacep: {fifo}: not a regular file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.csv", "q.sql", "t.csv"]
+    with open(t, "rb") as f:  # a regular file on the standard input is one
+        done = subprocess.run([sys.executable, "-m", "nfacep", *argv], stdin=f, timeout=300)
+    assert done.returncode == 0 and pathlib.Path(m).read_text().count("\n") == 3
+
+
+def test_a_parquet_folder_through_a_link_to_an_empty_folder(tmp_path, capsys):
+    """``--output M/`` where ``M`` links to an empty folder: the matches in the folder it names,
+    the link kept, the summary beside ``M`` (a traceback: the link was removed as a folder)."""
+    import pyarrow.parquet as pq
+
+    q, t, _ = setup(tmp_path)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "M"
+    link.symlink_to(real)
+    assert main(["match", q, "--input", t, "--output", f"{link}/"]) == 0
+    assert link.is_symlink() and sorted(os.listdir(real)) == ["part-00000.parquet"]
+    assert pq.read_table(link).column("seq").to_pylist() == [2, 4]
+    assert json.loads((tmp_path / "M.summary.json").read_text())["matches"] == {"q": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "M",
+        "M.summary.json",
+        "q.sql",
+        "real",
+        "t.csv",
+    ]
 
 
 def test_query_error_exit_2_and_nothing_written(tmp_path, capsys):

@@ -99,6 +99,26 @@ def test_float_text_that_only_python_reads_is_refused(tmp_path, text):
     refused(path, "row 2", "column 'f'", "is not a number (FLOAT32)")
 
 
+@pytest.mark.parametrize("text", ["nan(1)", "-NaN(0x7fc00000)", "nan()"])
+def test_float_nan_with_a_payload_is_refused_alone_as_beside_a_bad_value(tmp_path, capsys, text):
+    """C's ``nan(…)``, which pyarrow reads as NaN but a FLOAT32 value is not written as: refused
+    with its place on its own, in a CSV file and a Parquet string column, as it was beside a
+    value pyarrow refuses (alone, it was read as NaN)."""
+    query = tmp_path / "q.sql"
+    query.write_text(QUERY)
+    out = tmp_path / "m.csv"
+    for rows in ([], ["1,1,true,1x"]):
+        path = csv_file(
+            tmp_path, HEADER + "".join(f"{r}\n" for r in ["1,1,true,2", f"1,1,true,{text}", *rows])
+        )
+        code, err = run(["match", query, "--input", path, "--output", out], capsys)
+        assert code == 2 and not out.exists()
+        assert f"{path}: row 2 (line 3), column 'f': {text!r} is not a number (FLOAT32)" in err
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"x": [1, 1], "i": [1, 1], "b": [True, True], "f": ["2", text]}), path)
+    refused(path, "row 2", "column 'f'", f"{text!r} is not a number (FLOAT32)")
+
+
 def test_float_forms_that_arrow_and_python_agree_on_are_read(tmp_path):
     t = reader.read(
         csv_file(

@@ -17,10 +17,6 @@ What read_chunks' contract implies, checked on every mutant and piece size:
   the last yielded row's line; Parquet: the same rows read row group by row group, or as one
   batch when a later page of the row group is damaged, and written again), named alike.
 
-Not reached by these mutants: ``read`` takes a FLOAT32 text that pyarrow reads but the
-number syntax refuses (``nan(1)``) when nothing else in its column is bad and refuses it
-otherwise; a file with both yields pieces holding it and then the error naming it.
-
 The files are small (one block of the CSV reader, 1 MiB); some CSV mutants are also grown to
 1.5 MB with their file's clean rows before the mutation, so that it comes in a later block.
 The suite runs ``NFACEP_CHUNK_FUZZ_INPUTS`` mutants (default 300) and

@@ -10,6 +10,10 @@ import itertools
 import json
 import pathlib
 import random
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -116,7 +120,10 @@ def test_partitioned_pass_gives_the_local_files(spark, trace, tmp_path, tasks, c
             ),
             "timers matter",
         ),
-        (("--store", "table", "--partitions", "16", "--ways", "1"), "a bucket of the table"),
+        (
+            ("--store", "table", "--partitions", "16", "--ways", "1"),
+            "a bucket of the table holds 1 key and 24 are present",
+        ),
         (
             ("--store", "pipeline", "--partitions", "32", "--param", "hot=650@700"),
             "the runtime parameters switch",
@@ -195,7 +202,7 @@ def test_tasks_number_in_the_folders_order(spark, trace, tmp_path, monkeypatch, 
     falls back between two part files is the local command's error (the serial reader's)."""
     read = numbering.serial
     calls = []
-    monkeypatch.setattr(numbering, "serial", lambda *a: calls.append(a) or read(*a))
+    monkeypatch.setattr(numbering, "serial", lambda *a, **k: calls.append(a) or read(*a, **k))
     table = trace["table"]
     n = table.num_rows
     seq = tmp_path / "seq"
@@ -217,7 +224,7 @@ def test_tasks_number_in_the_folders_order(spark, trace, tmp_path, monkeypatch, 
     local = capsys.readouterr().err
     assert main([*argv, str(tmp_path / "b.csv"), *args, "--master", MASTER]) == 2
     assert local in capsys.readouterr().err and len(calls) == 1
-    assert f"{swapped / 'part-1.parquet'}: row 1 " in local and "ORDER BY ts" in local
+    assert f"{swapped / 'part-1.parquet'}: row 1, column 'ts'" in local and "ORDER BY ts" in local
     assert not list(tmp_path.glob("[ab].*"))
 
 
@@ -241,6 +248,55 @@ def test_tasks_needs_master(tmp_path, trace, capsys):
     assert "give --master too" in capsys.readouterr().err
 
 
+def test_a_field_named_seq_is_refused_before_spark(tmp_path, capsys):
+    """A stream with a field named ``seq`` (which the local command reads) is refused with
+    ``--master``, before Spark starts: the numbered tuples' ``seq`` column would shadow it (it
+    went to Spark, whose tasks stopped with a traceback on two columns named ``seq``)."""
+    query = tmp_path / "q.sql"
+    query.write_text(
+        "CREATE STREAM s (seq UINT(32), k UINT(8), v UINT(8));\n"
+        "QUERY q FROM s PARTITION k PATTERN (A B) DEFINE A AS v = 1, B AS v = 2;\n"
+    )
+    trace = tmp_path / "t.csv"
+    trace.write_text("seq,k,v\n5,1,1\n3,1,2\n")
+    argv = ["match", str(query), "--input", str(trace), "--output", str(tmp_path / "m.csv")]
+    assert main(argv) == 0
+    (tmp_path / "m.csv").unlink()
+    (tmp_path / "m.summary.json").unlink()
+    assert main([*argv, "--master", MASTER]) == 2
+    err = capsys.readouterr().err
+    assert f"nfacep: {query}: stream 's' has a field named 'seq'" in err and "rename" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.sql", "t.csv"]
+
+
+@pytest.mark.parametrize("source", ["csv", "parquet"])
+def test_uint64_values_beyond_int64_give_the_local_files(spark, tmp_path, source):
+    """UINT(64) values of 2^63 and more, a key and a measure, read by the tasks (a Parquet
+    file's uint64 column) or by the driver's serial reader (a CSV file with ``+``, which the
+    tasks leave to it): the local command's files (they were refused, "beyond the vectors'
+    64-bit signed integer column", though the local command reads them)."""
+    query = tmp_path / "q.sql"
+    query.write_text(
+        "CREATE STREAM s (k UINT(64), v UINT(64));\n"
+        "QUERY q FROM s PARTITION k MEASURES LAST(v) AS lv, FIRST(k) AS fk "
+        "PATTERN (A B) DEFINE A AS v > 10, B AS v > 9223372036854775807;\n"
+    )
+    top = 2**64 - 1
+    keys = [top, top, 2**63, 2**63, 7, 7, top]
+    values = [11, top, 12, 2**63, 13, 2**63 + 5, 14]
+    trace = tmp_path / f"t.{source}"
+    if source == "csv":
+        rows = "".join(f"{k},+{v}\n" for k, v in zip(keys, values, strict=True))
+        trace.write_text("k,v\n" + rows)
+    else:
+        table = pa.table({"k": pa.array(keys, pa.uint64()), "v": pa.array(values, pa.uint64())})
+        pq.write_table(table, trace, row_group_size=3)
+    local, want = match(query, trace, tmp_path / "local.csv")
+    on_spark, got = match(query, trace, tmp_path / "spark.csv", "--master", MASTER, "--tasks", "2")
+    assert on_spark == local and local.count(b"\n") == 4
+    assert got.pop("spark")["pass"] == "partitioned" and got == want
+
+
 def test_an_empty_trace_gives_the_local_files(spark, trace, tmp_path):
     """No tuples: no Spark job, the local command's files (a header, a summary of 0 tuples)."""
     empty = tmp_path / "empty.parquet"
@@ -255,14 +311,16 @@ def test_an_empty_trace_gives_the_local_files(spark, trace, tmp_path):
 
 def test_shares_split_whole_keys_in_seq_order(trace, tmp_path):
     """Each matching task's share of numbered part files: whole keys, in ``seq`` order, the
-    shares together every tuple once (no Spark needed)."""
+    shares together every tuple once (no Spark needed), also past the 100,000th piece (a
+    trace of that many Parquet row groups: part-100000 was read before part-99999, and the
+    matching tasks stopped on a seq that does not rise)."""
     table = trace["table"]
     folder = tmp_path / "tuples"
     folder.mkdir()
     seq = pa.array(range(table.num_rows), pa.int64())
     numbered = table.append_column("seq", seq)
     for i, at in enumerate(range(0, table.num_rows, 700)):
-        pq.write_table(numbered.slice(at, 700), folder / f"part-{i:05d}.parquet")
+        pq.write_table(numbered.slice(at, 700), folder / f"part-{99_998 + i:05d}.parquet")
     schema = nfacep.compile_file(trace["query"]).program.schema
     key = type(schema)(schema.name, (schema.field("sensor"),))
     seen: dict[int, set] = {}
@@ -304,3 +362,71 @@ def test_a_csv_piece_is_parsed_typed_into_the_tuples_of_the_whole_read(
     for f, col in whole.columns.items():
         got = np.concatenate([p.columns[f] for p in pieces])
         assert got.dtype == col.dtype and got.tobytes() == col.tobytes(), f
+
+
+STALLED = """\
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # (a shell's background job ignores it)
+from nfacep.cli import main
+from nfacep.spark_testbench import numbering
+
+def plan(spark, *args):  # a Spark job that runs until the signal comes
+    print("stalled", file=sys.stderr, flush=True)
+    spark.sparkContext.parallelize([0], 1).map(lambda _: time.sleep(20)).collect()
+
+numbering.plan = plan
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "interrupted")])
+def test_a_signal_during_a_spark_job_is_reported_and_leaves_nothing(tmp_path, sig, code, word):
+    """Ctrl-C while the command waits on a Spark job (a JVM of its own): its exit code and
+    one line, no traceback, nothing written, the JVM gone (stopping the session over the
+    broken connection raised Py4JError: a traceback and exit 1). (SIGTERM gives its 143 and
+    one line too, but the process ends only when the running task does: not tested here.)"""
+    query = tmp_path / "q.sql"
+    query.write_text("CREATE STREAM s (k UINT(8)); QUERY q FROM s PARTITION k PATTERN (A);\n")
+    trace = tmp_path / "t.csv"
+    trace.write_text("k\n1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["match", query, "--input", trace, "--output", out / "m.csv", "--master", MASTER]
+    with subprocess.Popen(
+        [sys.executable, "-c", STALLED, *map(str, argv)], stderr=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            for line in proc.stderr:
+                if "stalled" in line:
+                    break
+            time.sleep(2)  # (the job's task under way)
+            jvms = _spark_jvms(proc.pid)
+            assert jvms
+            proc.send_signal(sig)
+            err = proc.stderr.read()
+            assert proc.wait(timeout=120) == code, err
+        finally:
+            proc.kill()
+    # (the JVM may log its tasks' end after it: its own lines, not the command's)
+    said = [line for line in err.splitlines() if line.startswith("nfacep: ")]
+    assert said == [f"nfacep: {word}"] and "Traceback" not in err, err
+    assert not list(out.iterdir())
+    gone = time.monotonic() + 60
+    while any(pathlib.Path(f"/proc/{p}").exists() for p in jvms) and time.monotonic() < gone:
+        time.sleep(1)
+    assert not any(pathlib.Path(f"/proc/{p}").exists() for p in jvms)
+
+
+def _spark_jvms(parent: int) -> list[str]:
+    """The running JVMs that PySpark started for the process ``parent``."""
+    found = []
+    for status in pathlib.Path("/proc").glob("[0-9]*/status"):
+        try:
+            cmdline = (status.parent / "cmdline").read_bytes()
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines())
+        except (OSError, ValueError):
+            continue
+        if b"pyspark-shell" in cmdline and fields.get("PPid", "").strip() == str(parent):
+            found.append(status.parent.name)
+    return found
