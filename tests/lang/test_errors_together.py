@@ -54,6 +54,14 @@ def _places(err: str) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in re.findall(r"^port\.sql:(\d+):(\d+): ", err, re.M)]
 
 
+def _messages_say(err: str, words: list[str]) -> None:
+    """The file's error and warning lines, in order, one for each of ``words``, each saying
+    its words."""
+    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
+    for said, line in zip(words, messages, strict=True):
+        assert said in line, (said, line)
+
+
 def test_the_flink_port_reports_both_errors_line_7_first(tmp_path, capsys):
     assert FLINK.splitlines()[6].strip().startswith("MEASURES")
     assert "IS NULL" in FLINK.splitlines()[15]
@@ -100,13 +108,9 @@ def test_errors_before_and_after_a_clause_around_match_recognize(tmp_path, capsy
     code, _, err = _check(tmp_path, capsys, ORACLE)
     assert code == 2
     assert _places(err) == [(6, 16), (9, 23), (15, 1), (17, 53), (18, 9), (19, 51)], err
-    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
-    for words, line in zip(
-        ["STRT.t", "SKIP TO LAST UP", "ORDER BY after", "'/'", "WHERE", "unknown field"],
-        messages,
-        strict=True,
-    ):
-        assert words in line, (words, line)
+    _messages_say(
+        err, ["STRT.t", "SKIP TO LAST UP", "ORDER BY after", "'/'", "WHERE", "unknown field"]
+    )
     assert "unexpected" not in err
 
 
@@ -125,13 +129,9 @@ def test_each_measure_is_checked_on_its_own(tmp_path, capsys):
     code, _, err = _check(tmp_path, capsys, text)
     assert code == 2
     assert _places(err) == [(4, 40), (5, 12), (5, 50), (5, 67), (7, 15)], err
-    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
-    for words, line in zip(
-        ["LAST(A.t)", "AVG(…)", "'seq' is a column", "'END_T' is given twice", "AVG()"],
-        messages,
-        strict=True,
-    ):
-        assert words in line, (words, line)
+    _messages_say(
+        err, ["LAST(A.t)", "AVG(…)", "'seq' is a column", "'END_T' is given twice", "AVG()"]
+    )
 
 
 def test_oracle_s_measures_with_running_and_final_leave_the_query_checked(tmp_path, capsys):
@@ -152,13 +152,9 @@ def test_oracle_s_measures_with_running_and_final_leave_the_query_checked(tmp_pa
     code, _, err = _check(tmp_path, capsys, text)
     assert code == 2
     assert _places(err) == [(3, 12), (3, 39), (4, 32), (4, 57), (5, 3), (7, 59)], err
-    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
-    for words, line in zip(
-        ["RUNNING", "FINAL", "FINAL", "CLASSIFIER", "ALL ROWS", "unknown field 'nosuch'"],
-        messages,
-        strict=True,
-    ):
-        assert words in line, (words, line)
+    _messages_say(
+        err, ["RUNNING", "FINAL", "FINAL", "CLASSIFIER", "ALL ROWS", "unknown field 'nosuch'"]
+    )
 
 
 def test_a_refused_clause_leaves_the_rest_of_its_query_checked(tmp_path, capsys):
@@ -180,13 +176,9 @@ def test_a_refused_clause_leaves_the_rest_of_its_query_checked(tmp_path, capsys)
     assert code == 2
     want = [(3, 29), (4, 12), (5, 13), (5, 22), (5, 50), (6, 19), (6, 30), (8, 51), (8, 109)]
     assert _places(err) == want, err
-    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
-    for words, line in zip(
-        ["DESC", "AVG", "{3,2}", "{5000}", "WEEK", "1000", "nosuch", "too large", "300"],
-        messages,
-        strict=True,
-    ):
-        assert words in line, (words, line)
+    _messages_say(
+        err, ["DESC", "AVG", "{3,2}", "{5000}", "WEEK", "1000", "nosuch", "too large", "300"]
+    )
 
 
 def test_a_measure_that_does_not_parse_leaves_the_others_checked(tmp_path, capsys):
@@ -206,13 +198,9 @@ def test_a_measure_that_does_not_parse_leaves_the_others_checked(tmp_path, capsy
     assert code == 2
     want = [(3, 12), (3, 48), (4, 24), (4, 36), (6, 3), (7, 23), (9, 37)]
     assert _places(err) == want, err
-    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
-    for words, line in zip(
-        ["CAST", "nosuch", "AS last_price", "SUM", "AS name", "does not fit", "cannot compare"],
-        messages,
-        strict=True,
-    ):
-        assert words in line, (words, line)
+    _messages_say(
+        err, ["CAST", "nosuch", "AS last_price", "SUM", "AS name", "does not fit", "cannot compare"]
+    )
 
 
 def test_each_measure_that_does_not_parse_is_reported_at_its_place(tmp_path, capsys):
@@ -239,13 +227,10 @@ def test_errors_of_several_statements_in_file_order(tmp_path, capsys):
     code, _, err = _check(tmp_path, capsys, text)
     assert code == 2
     assert _places(err) == [(3, 42), (3, 57), (4, 21), (5, 21), (5, 44), (6, 40)], err
-    messages = [line for line in err.splitlines() if line.startswith("port.sql:")]
-    for words, line in zip(
+    _messages_say(
+        err,
         ["string matching", "unknown field 'nosuch'", "PARTITION", "anchor", "does not fit", "'%'"],
-        messages,
-        strict=True,
-    ):
-        assert words in line, (words, line)
+    )
 
 
 def test_one_condition_s_syntax_error_leaves_the_next_conditions_checked(tmp_path, capsys):
